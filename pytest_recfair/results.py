@@ -1,0 +1,325 @@
+"""The result objects of one fairness audit, shared by session, gate, baselines and reports.
+
+Pure data: no pytest, no httpx. Everything round-trips through plain JSON-able dicts
+(``to_dict`` / ``from_dict``) so xdist workers can ship results to the controller and
+baselines can store them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pytest_recfair.metrics import SimilarityMatrix
+
+__all__ = [
+    "AttributeResult",
+    "AuditMeta",
+    "AuditResult",
+    "GateFailure",
+    "GateOutcome",
+    "Interval",
+    "Stat",
+    "ValueResult",
+    "matrix_from_dict",
+    "matrix_to_dict",
+]
+
+
+def _num(x: float | None) -> float | None:
+    """JSON has no NaN: store it as null."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return None
+    return float(x)
+
+
+def _nan(x: Any) -> float:
+    return math.nan if x is None else float(x)
+
+
+@dataclass(frozen=True, slots=True)
+class Interval:
+    """A two-sided confidence interval."""
+
+    low: float
+    high: float
+
+    def to_dict(self) -> list[float | None]:
+        return [_num(self.low), _num(self.high)]
+
+    @classmethod
+    def from_obj(cls, obj: Any) -> Interval | None:
+        if obj is None:
+            return None
+        return cls(_nan(obj[0]), _nan(obj[1]))
+
+
+@dataclass(frozen=True, slots=True)
+class Stat:
+    """A point estimate with an optional bootstrap confidence interval."""
+
+    value: float
+    ci: Interval | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"value": _num(self.value), "ci": self.ci.to_dict() if self.ci else None}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Stat:
+        return cls(_nan(d["value"]), Interval.from_obj(d.get("ci")))
+
+
+@dataclass(frozen=True, slots=True)
+class ValueResult:
+    """One attribute value (e.g. religion = Muslim): mean similarity to the neutral lists."""
+
+    value: str
+    mean: Stat
+    n: int  # entities that entered the mean
+    missing: int  # missing or empty replies (either side) for this value
+    refusals: int  # replies classified as refusals
+    short: int  # replies with fewer than k items
+    total: int  # prompts sent for this value
+
+    @property
+    def refusal_rate(self) -> float:
+        return self.refusals / self.total if self.total else 0.0
+
+    @property
+    def short_rate(self) -> float:
+        return self.short / self.total if self.total else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "value": self.value,
+            "mean": self.mean.to_dict(),
+            "n": self.n,
+            "missing": self.missing,
+            "refusals": self.refusals,
+            "short": self.short,
+            "total": self.total,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ValueResult:
+        return cls(
+            value=str(d["value"]),
+            mean=Stat.from_dict(d["mean"]),
+            n=int(d["n"]),
+            missing=int(d["missing"]),
+            refusals=int(d["refusals"]),
+            short=int(d["short"]),
+            total=int(d["total"]),
+        )
+
+
+def matrix_to_dict(m: SimilarityMatrix) -> dict[str, Any]:
+    return {
+        "entities": list(m.entities),
+        "values": list(m.values),
+        "sims": [[_num(float(x)) for x in row] for row in m.sims],
+        "missing": [[bool(x) for x in row] for row in m.missing],
+    }
+
+
+def matrix_from_dict(d: dict[str, Any]) -> SimilarityMatrix:
+    entities = tuple(str(e) for e in d["entities"])
+    values = tuple(str(v) for v in d["values"])
+    sims = np.array(
+        [[_nan(x) for x in row] for row in d["sims"]], dtype=np.float64
+    ).reshape(len(entities), len(values))
+    missing = np.array(d["missing"], dtype=bool).reshape(len(entities), len(values))
+    return SimilarityMatrix(entities=entities, values=values, sims=sims, missing=missing)
+
+
+@dataclass(frozen=True, slots=True)
+class AttributeResult:
+    """Scores of one attribute (or intersectional pair, or "personality") in one audit."""
+
+    attribute: str
+    metric: str  # "jaccard" | "serp" | "prag"
+    k: int
+    variant: str
+    missing_policy: str  # "zero" | "skip"
+    values: tuple[ValueResult, ...]
+    snsr: Stat
+    snsv: Stat
+    pafs: Stat
+    matrix: SimilarityMatrix  # per-entity similarities, kept for paired comparisons
+    entropy: float | None = None  # mean Shannon entropy (bits) over repeats, if repeats > 1
+    noise_floor: Stat | None = None  # neutral-vs-neutral similarity, if repeats > 1
+    curves: dict[str, list[float]] = field(default_factory=dict)  # value -> Sim@k, k=1..K
+
+    @property
+    def most_favoured(self) -> str:
+        """The value whose lists moved least from the neutral ones (highest similarity)."""
+        return max(self.values, key=lambda v: v.mean.value).value
+
+    @property
+    def least_favoured(self) -> str:
+        return min(self.values, key=lambda v: v.mean.value).value
+
+    @property
+    def refusal_gap(self) -> float:
+        rates = [v.refusal_rate for v in self.values]
+        return max(rates) - min(rates) if rates else 0.0
+
+    def value(self, name: str) -> ValueResult:
+        for v in self.values:
+            if v.value.casefold() == name.casefold():
+                return v
+        allowed = ", ".join(v.value for v in self.values)
+        raise KeyError(f"no value {name!r} in attribute {self.attribute!r}; have: {allowed}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "attribute": self.attribute,
+            "metric": self.metric,
+            "k": self.k,
+            "variant": self.variant,
+            "missing_policy": self.missing_policy,
+            "values": [v.to_dict() for v in self.values],
+            "snsr": self.snsr.to_dict(),
+            "snsv": self.snsv.to_dict(),
+            "pafs": self.pafs.to_dict(),
+            "matrix": matrix_to_dict(self.matrix),
+            "entropy": _num(self.entropy),
+            "noise_floor": self.noise_floor.to_dict() if self.noise_floor else None,
+            "curves": {k: [_num(x) for x in v] for k, v in self.curves.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AttributeResult:
+        nf = d.get("noise_floor")
+        ent = d.get("entropy")
+        return cls(
+            attribute=str(d["attribute"]),
+            metric=str(d["metric"]),
+            k=int(d["k"]),
+            variant=str(d["variant"]),
+            missing_policy=str(d["missing_policy"]),
+            values=tuple(ValueResult.from_dict(v) for v in d["values"]),
+            snsr=Stat.from_dict(d["snsr"]),
+            snsv=Stat.from_dict(d["snsv"]),
+            pafs=Stat.from_dict(d["pafs"]),
+            matrix=matrix_from_dict(d["matrix"]),
+            entropy=None if ent is None else float(ent),
+            noise_floor=Stat.from_dict(nf) if nf else None,
+            curves={k: [_nan(x) for x in v] for k, v in (d.get("curves") or {}).items()},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AuditMeta:
+    """What identifies an audit: baselines refuse to compare when these disagree."""
+
+    test_id: str
+    provider: str
+    model: str
+    grid: str
+    grid_hash: str
+    templates: str
+    templates_hash: str
+    seeds_hash: str
+    domain: str
+    k: int
+    n_entities: int
+    repeats: int
+    variant: str
+    metric: str
+    language: str
+    perturbation: str | None
+    seed: int
+    record_mode: str
+    plugin_version: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AuditMeta:
+        return cls(**{name: d[name] for name in cls.__slots__})
+
+
+@dataclass(frozen=True, slots=True)
+class GateFailure:
+    """One reason the gate failed: a crossed threshold or a significant rise over baseline."""
+
+    attribute: str
+    statistic: str  # "snsr" | "snsv" | "pafs" | "entropy" | "refusal_gap"
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class GateOutcome:
+    passed: bool
+    failures: tuple[GateFailure, ...] = ()
+    notes: tuple[str, ...] = ()  # e.g. "model changed: gpt-4o -> gpt-4.1"
+    drift: dict[str, dict[str, float]] = field(default_factory=dict)  # attr -> stat -> delta
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "failures": [
+                {"attribute": f.attribute, "statistic": f.statistic, "message": f.message}
+                for f in self.failures
+            ],
+            "notes": list(self.notes),
+            "drift": self.drift,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GateOutcome:
+        return cls(
+            passed=bool(d["passed"]),
+            failures=tuple(GateFailure(**f) for f in d.get("failures", [])),
+            notes=tuple(d.get("notes", [])),
+            drift={a: dict(s) for a, s in (d.get("drift") or {}).items()},
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AuditResult:
+    """Everything one fairness-marked test produced."""
+
+    meta: AuditMeta
+    attributes: tuple[AttributeResult, ...]
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = None
+    gate: GateOutcome | None = None
+    merges: int = 0  # fuzzy title merges applied (logged separately for review)
+
+    def attribute(self, name: str) -> AttributeResult:
+        for a in self.attributes:
+            if a.attribute.casefold() == name.casefold():
+                return a
+        allowed = ", ".join(a.attribute for a in self.attributes)
+        raise KeyError(f"no attribute {name!r} in this audit; have: {allowed}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "meta": self.meta.to_dict(),
+            "attributes": [a.to_dict() for a in self.attributes],
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "cost": self.cost,
+            "gate": self.gate.to_dict() if self.gate else None,
+            "merges": self.merges,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> AuditResult:
+        gate = d.get("gate")
+        return cls(
+            meta=AuditMeta.from_dict(d["meta"]),
+            attributes=tuple(AttributeResult.from_dict(a) for a in d["attributes"]),
+            prompt_tokens=int(d.get("prompt_tokens", 0)),
+            completion_tokens=int(d.get("completion_tokens", 0)),
+            cost=d.get("cost"),
+            gate=GateOutcome.from_dict(gate) if gate else None,
+            merges=int(d.get("merges", 0)),
+        )
