@@ -1,8 +1,57 @@
-"""pytest glue: options, marker, fixtures and reporting hooks. Each hook hands off quickly."""
+"""pytest glue: options, ini keys, marker, fixtures and reporting hooks.
+
+Each hook hands off to :mod:`pytest_recfair.settings` or :mod:`pytest_recfair.session`
+in a few lines. Workers of pytest-xdist ship each audit's result to the controller on the
+call-phase report (an extra report attribute survives xdist's serialisation), so the
+summary, the report file and the JUnit properties are produced once, on the controller.
+"""
 
 from __future__ import annotations
 
+import keyword
+from collections.abc import Generator
+from pathlib import Path
+from typing import Any
+
 import pytest
+
+from pytest_recfair import session, settings
+from pytest_recfair.errors import ConfigError, RecfairError
+
+__all__ = ["marker"]
+
+
+def marker() -> pytest.MarkDecorator:
+    """``pytest.mark.fairness``, what ``from pytest_recfair import fairness`` returns.
+
+    Looked up on use, not at import: under --strict-markers pytest checks a marker name
+    against the configuration that is current when it is first looked up.
+    """
+    return pytest.mark.fairness
+
+
+SKIP_REASON = "fairness audit: run with --fairness"
+_PROVIDER_INI = {
+    "recfair_provider": "provider API shape: openai (default), anthropic, gemini, ollama",
+    "recfair_model": "model id sent to the provider (required unless recfair_recommender "
+    "is overridden)",
+    "recfair_base_url": "provider base URL (default: the provider's public endpoint)",
+    "recfair_api_key_env": "name of the environment variable that holds the API key",
+}
+_INI_HELP = {
+    "record_mode": "cassette record mode: none (default), once, new_episodes, all, rewrite",
+    "update": "write/refresh baselines instead of comparing (true/false)",
+    "report": "write a fairness report to this path (.json, .md or .html)",
+    "cassette_dir": "cassette directory, relative to rootdir (default fixtures/cassettes)",
+    "baseline_dir": "baseline directory, relative to rootdir (default baselines)",
+    "alpha": "significance level of the baseline comparison (default 0.05)",
+    "n_resamples": "bootstrap resamples for confidence intervals (default 1000)",
+}
+
+_SETTINGS = pytest.StashKey[settings.AuditSettings]()
+_AUDIT = pytest.StashKey["tuple[settings.AuditSettings, Any, session.BaselineState]"]()
+_PAYLOAD = pytest.StashKey[dict[str, Any]]()
+_REPORT_PATH = pytest.StashKey["Path | None"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -13,9 +62,322 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="run the tests marked @pytest.mark.fairness (fairness audits)",
     )
+    group.addoption(
+        "--fairness-record",
+        dest="fairness_record",
+        metavar="MODE",
+        choices=settings.RECORD_MODES,
+        default=None,
+        help="cassette record mode: none (default: replay only), once, new_episodes, all, "
+        "rewrite (ini: recfair_record_mode)",
+    )
+    group.addoption(
+        "--fairness-update",
+        dest="fairness_update",
+        action="store_true",
+        default=False,
+        help="write or refresh fairness baselines from this run (ini: recfair_update)",
+    )
+    group.addoption(
+        "--fairness-report",
+        dest="fairness_report",
+        metavar="PATH",
+        default=None,
+        help="write a fairness report; format from the extension .json/.md/.html "
+        "(ini: recfair_report)",
+    )
+    for name, what in (
+        ("entities", "audit a deterministic subsample of N seed entities"),
+        ("repeats", "ask each prompt N times (entropy and noise floor when N > 1)"),
+        ("concurrency", "at most N requests in flight (default 8)"),
+        ("seed", "seed of subsampling, perturbations and bootstrap (default 0)"),
+    ):
+        group.addoption(
+            f"--fairness-{name}",
+            dest=f"fairness_{name}",
+            metavar="N",
+            type=int,
+            default=None,
+            help=f"{what} (ini: recfair_{name})",
+        )
+    group.addoption(
+        "--fairness-alpha",
+        dest="fairness_alpha",
+        metavar="X",
+        type=float,
+        default=None,
+        help="significance level of the rise-over-baseline test (default 0.05; ini: recfair_alpha)",
+    )
+    for ini_name, key in settings.INI_KEYS.items():
+        parser.addini(ini_name, _INI_HELP.get(key, f"default for @fairness({key}=...)"))
+    for ini_name, help_text in _PROVIDER_INI.items():
+        parser.addini(ini_name, help_text)
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "fairness(**kwargs): a fairness audit of the recommender; see docs/configuration.md"
+        "markers",
+        "fairness(**kwargs): a fairness audit of the recommender (run with --fairness); "
+        "arguments: " + ", ".join(settings.MARKER_KEYS) + ". See docs/configuration.md.",
     )
+    if not hasattr(config, "workerinput"):  # xdist workers only ship results
+        config.pluginmanager.register(_Controller(config), "recfair-controller")
+    run_settings = _resolve(config, {})
+    report = config.getoption("fairness_report")
+    if report:
+        config.stash[_REPORT_PATH] = config.invocation_params.dir / report
+    elif run_settings.report:
+        config.stash[_REPORT_PATH] = config.rootpath / run_settings.report
+
+
+def _resolve(
+    config: pytest.Config, marker: dict[str, Any], where: str = ""
+) -> settings.AuditSettings:
+    cli = {dest: config.getoption(dest) for dest in settings.CLI_KEYS}
+    ini = {name: config.getini(name) for name in settings.INI_KEYS}
+    try:
+        return settings.resolve(cli=cli, marker=marker, ini=ini)
+    except ConfigError as exc:
+        raise pytest.UsageError(f"{where}{exc}" if where else str(exc)) from None
+
+
+def pytest_report_header(config: pytest.Config) -> list[str] | None:
+    if not config.getoption("fairness"):
+        return None
+    s = _resolve(config, {})
+    return [
+        f"recfair: seed={s.seed} (--fairness-seed), record mode={s.record_mode}, "
+        f"baselines={config.rootpath / s.baseline_dir}" + (" (updating)" if s.update else ""),
+    ]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    enabled = bool(config.getoption("fairness"))
+    skip = pytest.mark.skip(reason=SKIP_REASON)
+    for item in items:
+        marks = list(item.iter_markers("fairness"))
+        if not marks:
+            continue
+        kwargs: dict[str, Any] = {}
+        for mark in reversed(marks):  # module, then class, then function: closest wins
+            try:
+                settings.validate_marker(mark.args, mark.kwargs, where=item.nodeid)
+            except ConfigError as exc:
+                raise pytest.UsageError(str(exc)) from None
+            kwargs.update(mark.kwargs)
+        item.stash[_SETTINGS] = _resolve(config, kwargs, f"{item.nodeid}: ")
+        if not enabled:
+            item.add_marker(skip)
+
+
+# --- fixtures ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def recfair_recommender(pytestconfig: pytest.Config) -> Any:
+    """The recommender under audit; override in conftest.py (default: provider from ini)."""
+    from pytest_recfair import providers
+
+    model = str(pytestconfig.getini("recfair_model") or "").strip()
+    if not model:
+        raise ConfigError(
+            "no recommender configured: set the ini key recfair_model (and recfair_provider, "
+            "recfair_base_url, recfair_api_key_env), or override the recfair_recommender "
+            "fixture in conftest.py. See docs/quickstart.md."
+        )
+    return providers.from_config(
+        str(pytestconfig.getini("recfair_provider") or "openai").strip(),
+        model=model,
+        base_url=str(pytestconfig.getini("recfair_base_url") or "").strip() or None,
+        api_key_env=str(pytestconfig.getini("recfair_api_key_env") or "").strip() or None,
+    )
+
+
+@pytest.fixture
+def recfair_settings(request: pytest.FixtureRequest) -> settings.AuditSettings:
+    """The merged, validated settings (CLI > marker > ini > defaults) of this audit."""
+    found = request.node.stash.get(_SETTINGS, None)
+    return found if found is not None else _resolve(request.config, {})
+
+
+@pytest.fixture
+def recfair_seeds(request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings) -> Any:
+    """The seed entities of this audit (marker seeds=: fixture name, bundled set or file)."""
+    from pytest_recfair import prompts
+
+    source = recfair_settings.seeds
+    if source is None:
+        return prompts.load_seeds(_default_seeds(recfair_settings.domain))
+    path = _find_file(request, source)
+    if path is not None:
+        return prompts.load_seeds(path, domain=recfair_settings.domain)
+    if source.isidentifier() and not keyword.iskeyword(source):
+        try:
+            value = request.getfixturevalue(source)
+        except pytest.FixtureLookupError:
+            pass
+        else:
+            return _entities_from(value, recfair_settings.domain, source)
+    return prompts.load_seeds(source, domain=recfair_settings.domain)
+
+
+@pytest.fixture
+def recfair_grid(request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings) -> Any:
+    """The attribute grid of this audit (marker grid=: bundled name or YAML file)."""
+    from pytest_recfair import prompts
+
+    path = _find_file(request, recfair_settings.grid)
+    return prompts.load_grid(path if path is not None else recfair_settings.grid)
+
+
+@pytest.fixture
+def recfair_cassettes(
+    request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
+) -> Any:
+    """The cassette store of this run (ini recfair_cassette_dir, mode --fairness-record)."""
+    from pytest_recfair.cassettes import CassetteStore
+
+    root = request.config.rootpath / recfair_settings.cassette_dir
+    return CassetteStore(root, recfair_settings.record_mode)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def fairness_result(
+    request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
+) -> Any:
+    """The AuditResult of this @fairness test: similarities, SNSR/SNSV/PAFS with CIs."""
+    node = request.node
+    if node.get_closest_marker("fairness") is None:
+        raise ConfigError(
+            f"{node.nodeid} requests fairness_result but has no @fairness marker; "
+            "mark it with @pytest.mark.fairness(...)."
+        )
+    s = recfair_settings
+    state = session.load_baseline(request.config.rootpath / s.baseline_dir, node.nodeid)
+    try:
+        # the runner flushes recorded cassettes itself, also when the run fails half-way
+        result = session.run_audit(
+            s,
+            request.getfixturevalue("recfair_recommender"),
+            seeds=request.getfixturevalue("recfair_seeds"),
+            grid=request.getfixturevalue("recfair_grid"),
+            cassettes=request.getfixturevalue("recfair_cassettes"),
+            test_id=node.nodeid,
+            baseline=None if s.update else state.result,
+            progress=False,
+        )
+    except RecfairError as exc:
+        # a problem the user fixes (cassette miss, bad seeds file, ...): say it, no traceback
+        pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
+    node.stash[_AUDIT] = (s, result, state)
+    # shipped even if the test body fails before the gate is judged
+    node.stash[_PAYLOAD] = session.payload(session.Verdict(False, result))
+    node.user_properties.extend(session.property_items(result))
+    return result
+
+
+@pytest.fixture(autouse=True)
+def _recfair_autorun(request: pytest.FixtureRequest) -> None:
+    """Runs the audit of a @fairness test that did not ask for fairness_result itself."""
+    if request.node.get_closest_marker("fairness") is not None and request.config.getoption(
+        "fairness"
+    ):
+        request.getfixturevalue("fairness_result")
+
+
+def _default_seeds(domain: str) -> str:
+    """The bundled seed set of ``domain`` (directors for movie, artists for music)."""
+    from pytest_recfair.prompts.seeds import BUNDLED_SEEDS
+
+    for name, its_domain in BUNDLED_SEEDS.items():
+        if its_domain == domain.casefold():
+            return name
+    raise ConfigError(
+        f"@fairness(domain={domain!r}) has no bundled seed set (bundled: "
+        f"{', '.join(f'{n} ({d})' for n, d in BUNDLED_SEEDS.items())}); pass "
+        "seeds= a file or a fixture name."
+    )
+
+
+def _find_file(request: pytest.FixtureRequest, source: str) -> Path | None:
+    """A seeds/grid file, relative to the test file first, then to rootdir."""
+    candidates = [Path(source)]
+    if not Path(source).is_absolute():
+        candidates = [request.path.parent / source, request.config.rootpath / source]
+    for c in candidates:
+        if c.is_file():
+            return c
+    return None
+
+
+def _entities_from(value: Any, domain: str, name: str) -> Any:
+    from pytest_recfair.prompts.seeds import Entity, as_entity, load_seeds
+
+    if isinstance(value, str | Path):
+        return load_seeds(value, domain=domain)
+    items = list(value) if isinstance(value, list | tuple) else None
+    if items is not None and all(isinstance(x, Entity | str) for x in items):
+        return [as_entity(x, domain) for x in items]
+    raise ConfigError(
+        f"seeds fixture {name!r} returned {type(value).__name__}; expected a list of "
+        "prompts.Entity, a list of names, or a seeds file path."
+    )
+
+
+# --- call phase: the gate ---------------------------------------------------------------
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    outcome = yield
+    audit = item.stash.get(_AUDIT, None)
+    if audit is None:
+        return outcome
+    s, result, state = audit
+    verdict = session.judge(s, result, state, item.nodeid)
+    item.stash[_PAYLOAD] = session.payload(verdict)
+    if not verdict.passed:
+        pytest.fail(verdict.message, pytrace=False)
+    return outcome
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if call.when == "call":
+        payload = item.stash.get(_PAYLOAD, None)
+        if payload is not None:
+            report.recfair = payload  # type: ignore[attr-defined]
+    return report
+
+
+class _Controller:
+    """Per-run reporting on the controller (or the only process): summary and report file."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.collector = session.RunCollector()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        payload = getattr(report, "recfair", None)
+        if payload is not None and report.when == "call":
+            self.collector.add(payload)
+
+    def pytest_sessionfinish(self) -> None:
+        path = self.config.stash.get(_REPORT_PATH, None)
+        if path is not None and self.collector.results:
+            try:
+                self.collector.write_report(path)
+            except (OSError, RecfairError) as exc:
+                self.collector.notes.append(f"could not write fairness report {path}: {exc}")
+            else:
+                self.collector.notes.append(f"fairness report written: {path}")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not (self.collector.results or self.collector.notes):
+            return
+        terminalreporter.write_sep("=", "fairness summary")
+        for line in self.collector.summary_lines():
+            terminalreporter.write_line(line)

@@ -1,0 +1,383 @@
+"""Fairness baselines: one JSON file per test, validated, written atomically.
+
+A baseline is the ``AuditResult`` of an accepted run (``pytest --fairness
+--fairness-update``) without its gate outcome, plus ``schema_version``. It keeps the
+per-entity similarity matrix of every attribute so that the gate can run a paired
+comparison against it. Files are diff-friendly: sorted keys, two-space indent, one line per
+list of numbers (one matrix row per line). Floats are written with Python's shortest
+round-trip repr, NOT rounded, so a load gives back bit-identical numbers and a round trip
+can never change a gate decision.
+
+File names (``baseline_path``): the pytest node id with "/" and "::" turned into "__",
+"[" into "-" and "]" dropped; any other character outside ``[A-Za-z0-9._-]`` becomes "_".
+Unless the id is an ordinary one (a .py path, Python names, a parameter id of
+``[A-Za-z0-9._-]``, no "__"), 8 hex digits of its SHA-256 are appended so that two ids
+never share a file:
+
+    tests/test_x.py::test_y[param]  ->  baselines/tests__test_x.py__test_y-param.json
+    tests/test_x.py::test_y[a b]    ->  baselines/tests__test_x.py__test_y-a_b-9f95caf7.json
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import re
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.fileio import atomic_write_text
+from pytest_recfair.results import AuditMeta, AuditResult
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "BaselineMissing",
+    "baseline_path",
+    "dumps",
+    "incompatibility",
+    "load",
+    "loads",
+    "schema",
+    "to_dict",
+    "write",
+]
+
+SCHEMA_VERSION = 1
+_MAX_STEM = 120  # keeps paths well under Windows' 260-character limit
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class BaselineMissing(DataError):
+    """There is no baseline file for a test yet."""
+
+
+def _update_hint(test_id: str | None) -> str:
+    target = f"'{test_id}'" if test_id else "<test node id>"
+    return f"pytest --fairness --fairness-update {target}"
+
+
+# --- file names --------------------------------------------------------------------------
+
+
+# An ordinary node id: a .py path, "::"-separated Python names, an optional parameter id.
+# For these the readable name is unambiguous (names after "::" hold no "." or "-", and
+# the path ends at the last ".py" segment); anything else also gets a hash of the id.
+_PLAIN_ID = re.compile(r"[A-Za-z0-9._/-]+\.py(::[A-Za-z0-9_]+)+(\[[A-Za-z0-9._-]*\])?")
+
+
+def baseline_path(root: Path, test_id: str) -> Path:
+    """Where the baseline of the test with pytest node id ``test_id`` lives under ``root``."""
+    if not isinstance(test_id, str) or not test_id.strip():
+        raise ConfigError(
+            f"test_id must be a non-empty pytest node id such as "
+            f"'tests/test_x.py::test_y'; got {test_id!r}."
+        )
+    norm = test_id.replace("\\", "/")
+    stem = norm.replace("::", "__").replace("/", "__").replace("[", "-").replace("]", "")
+    safe = _SAFE.sub("_", stem)
+    plain = _PLAIN_ID.fullmatch(norm) is not None and "__" not in norm and "//" not in norm
+    if not safe or safe.startswith(
+        (".", "-")
+    ):  # no hidden files, no ".." parts, nothing option-like
+        safe = "_" + safe.lstrip(".-")
+        plain = False
+    if len(safe) > _MAX_STEM:
+        safe = safe[:_MAX_STEM]
+        plain = False
+    if not plain:
+        digest = hashlib.sha256(test_id.encode("utf-8")).hexdigest()[:8]
+        safe = f"{safe}-{digest}"
+    return Path(root) / f"{safe}.json"
+
+
+# --- serialisation -----------------------------------------------------------------------
+
+
+def to_dict(result: AuditResult) -> dict[str, Any]:
+    """The JSON document of a baseline (gate outcome dropped, refusal rates added)."""
+    if not isinstance(result, AuditResult):
+        raise TypeError(f"result must be an AuditResult; got {type(result).__name__}.")
+    doc = result.to_dict()
+    doc.pop("gate", None)
+    doc["schema_version"] = SCHEMA_VERSION
+    for attr, a in zip(doc["attributes"], result.attributes, strict=True):
+        for vd, v in zip(attr["values"], a.values, strict=True):
+            vd["refusal_rate"] = v.refusal_rate
+    return doc
+
+
+_SCALARS = frozenset({type(None), str, int, float, bool})
+
+
+def _lines(obj: Any, indent: int) -> Iterator[str]:
+    """JSON text, one item per line, except lists of scalars which stay on one line."""
+    pad = "  " * (indent + 1)
+    if isinstance(obj, dict):
+        if not obj:
+            yield "{}"
+            return
+        items = sorted(obj.items())
+        yield "{"
+        for i, (key, value) in enumerate(items):
+            sub = list(_lines(value, indent + 1))
+            comma = "," if i < len(items) - 1 else ""
+            sub[-1] += comma
+            yield f"{pad}{json.dumps(str(key), ensure_ascii=False)}: {sub[0]}"
+            yield from sub[1:]
+        yield "  " * indent + "}"
+    elif isinstance(obj, list | tuple) and not all(type(x) in _SCALARS for x in obj):
+        yield "["
+        for i, value in enumerate(obj):
+            sub = list(_lines(value, indent + 1))
+            sub[-1] += "," if i < len(obj) - 1 else ""
+            yield pad + sub[0]
+            yield from sub[1:]
+        yield "  " * indent + "]"
+    else:
+        yield json.dumps(obj, ensure_ascii=False, allow_nan=False)
+
+
+def dumps(result: AuditResult) -> str:
+    """The baseline file text of ``result``."""
+    doc = to_dict(result)
+    try:
+        return "\n".join(_lines(doc, 0)) + "\n"
+    except ValueError as exc:  # inf slipped into a statistic: JSON cannot hold it
+        raise DataError(
+            f"cannot write the baseline of {result.meta.test_id}: {exc}. A statistic is "
+            f"infinite, which points at a bug in scoring; please report it."
+        ) from exc
+
+
+def write(path: Path, result: AuditResult) -> None:
+    """Write ``result`` as the baseline at ``path`` (atomic: readers never see half a file)."""
+    text = dumps(result)
+    # Refuse to write what load() would refuse to read.
+    _validate(json.loads(text), Path(path), result.meta.test_id)
+    atomic_write_text(path, text)
+
+
+# --- reading -----------------------------------------------------------------------------
+
+
+@functools.cache
+def schema() -> dict[str, Any]:
+    """The JSON Schema of baseline files (``pytest_recfair/schemas/baseline.schema.json``)."""
+    text = (
+        resources.files("pytest_recfair")
+        .joinpath("schemas", "baseline.schema.json")
+        .read_text(encoding="utf-8")
+    )
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+@functools.cache
+def _validator() -> jsonschema.Draft202012Validator:
+    return jsonschema.Draft202012Validator(schema())
+
+
+def _json_path(parts: Any) -> str:
+    out = "$"
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else f".{p}"
+    return out
+
+
+def _broken(path: Path, where: str, problem: str, test_id: str | None) -> DataError:
+    return DataError(
+        f"baseline file {path} is invalid at {where}: {problem}. Re-create it from a run you "
+        f"trust with: {_update_hint(test_id)}"
+    )
+
+
+def _is_similarity(x: object) -> bool:
+    if x is None:
+        return True
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        return False
+    return 0 <= x < math.inf  # NaN and inf are refused: NaN is stored as null
+
+
+def _is_bool(x: object) -> bool:
+    return type(x) is bool
+
+
+def _skeleton(doc: Any) -> Any:
+    """``doc`` with every matrix cut to its first entity (the rest is checked separately)."""
+    if not isinstance(doc, dict) or not isinstance(doc.get("attributes"), list):
+        return doc
+    attrs = []
+    for attr in doc["attributes"]:
+        if isinstance(attr, dict) and isinstance(attr.get("matrix"), dict):
+            m = dict(attr["matrix"])
+            for key in ("entities", "sims", "missing"):
+                if isinstance(m.get(key), list):
+                    m[key] = m[key][:1]  # the type of the list; all of it is checked later
+            attr = {**attr, "matrix": m}
+        attrs.append(attr)
+    return {**doc, "attributes": attrs}
+
+
+def _validate(doc: Any, path: Path, test_id: str | None) -> None:
+    if isinstance(doc, dict):
+        version = doc.get("schema_version")
+        if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+            raise DataError(
+                f"baseline file {path} has schema_version {version}, newer than this "
+                f"pytest-recfair understands ({SCHEMA_VERSION}). Upgrade pytest-recfair, or "
+                f"re-create the baseline with: {_update_hint(test_id)}"
+            )
+    # The matrix is checked below in plain Python: jsonschema takes seconds on a
+    # 1,000 x 31 matrix, so it validates a skeleton holding only the first entity.
+    errors = list(_validator().iter_errors(_skeleton(doc)))
+    if errors:
+        # The deepest error first: it names the offending field rather than its parent.
+        err = max(errors, key=lambda e: len(e.absolute_path))
+        err = jsonschema.exceptions.best_match([err])
+        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+        raise _broken(path, _json_path(err.absolute_path), err.message + more, test_id)
+    for i, attr in enumerate(doc["attributes"]):
+        m = attr["matrix"]
+        where = f"$.attributes[{i}].matrix"
+        n_e, n_v = len(m["entities"]), len(m["values"])
+        if not all(isinstance(e, str) for e in m["entities"]):
+            c = next(c for c, e in enumerate(m["entities"]) if not isinstance(e, str))
+            raise _broken(
+                path, f"{where}.entities[{c}]", f"{m['entities'][c]!r} is not a string", test_id
+            )
+        for key, cell_ok, expected in (
+            ("sims", _is_similarity, "a number >= 0 or null"),
+            ("missing", _is_bool, "true or false"),
+        ):
+            rows = m[key]
+            if not isinstance(rows, list) or len(rows) != n_e:
+                got = f"{len(rows)} rows" if isinstance(rows, list) else type(rows).__name__
+                raise _broken(path, f"{where}.{key}", f"{got} for {n_e} entities", test_id)
+            for r, row in enumerate(rows):
+                if not isinstance(row, list) or len(row) != n_v:
+                    got = f"{len(row)} cells" if isinstance(row, list) else type(row).__name__
+                    raise _broken(path, f"{where}.{key}[{r}]", f"{got} for {n_v} values", test_id)
+                if not all(map(cell_ok, row)):
+                    c = next(c for c, x in enumerate(row) if not cell_ok(x))
+                    raise _broken(
+                        path,
+                        f"{where}.{key}[{r}][{c}]",
+                        f"{row[c]!r} is not {expected}",
+                        test_id,
+                    )
+        names = [v["value"] for v in attr["values"]]
+        if sorted(names) != sorted(m["values"]):
+            raise _broken(
+                path,
+                f"{where}.values",
+                f"matrix values {m['values']} do not match the attribute values {names}",
+                test_id,
+            )
+
+
+def loads(text: str, path: Path | str = "<baseline>") -> AuditResult:
+    """Parse and validate baseline text; ``path`` is only used in error messages."""
+    p = Path(path)
+    if not text.strip():
+        raise DataError(
+            f"baseline file {p} is empty (an interrupted write or a bad merge?). Re-create it "
+            f"with: {_update_hint(None)}"
+        )
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(
+            f"baseline file {p} is not valid JSON (truncated or hand-edited?): {exc.msg} at "
+            f"line {exc.lineno} column {exc.colno}. Re-create it with: {_update_hint(None)}"
+        ) from exc
+    test_id = None
+    if isinstance(doc, dict) and isinstance(doc.get("meta"), dict):
+        tid = doc["meta"].get("test_id")
+        test_id = tid if isinstance(tid, str) else None
+    _validate(doc, p, test_id)
+    try:
+        return AuditResult.from_dict(doc)
+    except (KeyError, TypeError, ValueError) as exc:  # schema passed but the shape is off
+        raise _broken(p, "$", f"{type(exc).__name__}: {exc}", test_id) from exc
+
+
+def load(path: Path) -> AuditResult:
+    """Read and validate the baseline at ``path``.
+
+    Raises ``BaselineMissing`` when there is no file, ``DataError`` when it is unreadable,
+    truncated or schema-invalid (the message gives the JSON path of the problem).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise BaselineMissing(
+            f"no fairness baseline at {p}. Create it by running the test once with "
+            f"{_update_hint(None)}, check the numbers, and commit the file."
+        ) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(
+            f"cannot read baseline file {p}: {exc}. Check its permissions and encoding "
+            f"(UTF-8 JSON), or re-create it with {_update_hint(None)}"
+        ) from exc
+    return loads(text, p)
+
+
+# --- compatibility -----------------------------------------------------------------------
+
+# (AuditMeta field, what it is): a difference in any of them refuses the comparison.
+_FIELDS: tuple[tuple[str, str], ...] = (
+    ("seeds_hash", "seed entity set"),
+    ("n_entities", "number of seed entities"),
+    ("grid", "attribute grid"),
+    ("grid_hash", "attribute grid contents"),
+    ("templates", "prompt templates"),
+    ("templates_hash", "prompt template texts"),
+    ("domain", "domain"),
+    ("k", "list length K"),
+    ("metric", "similarity metric"),
+    ("variant", "metric variant"),
+    ("language", "prompt language"),
+    ("perturbation", "prompt perturbation"),
+    ("repeats", "number of repeats"),
+)
+
+
+def _show(value: object) -> str:
+    if isinstance(value, str) and len(value) > 16 and re.fullmatch(r"[0-9a-f]+", value):
+        return value[:12] + "…"
+    return repr(value)
+
+
+def incompatibility(baseline: AuditMeta, current: AuditMeta) -> str | None:
+    """Why ``baseline`` cannot be compared with ``current``, or None when it can.
+
+    Numbers from another seed set, grid, template set, K, metric, variant, language,
+    perturbation or repeat count measure something else; comparing them would report a
+    drift that is only a change of yardstick. A changed model or provider is NOT an
+    incompatibility: catching what a new model does is the point of the gate.
+    """
+    for name, meta in (("baseline", baseline), ("current", current)):
+        if not isinstance(meta, AuditMeta):
+            raise TypeError(f"{name} must be an AuditMeta; got {type(meta).__name__}.")
+    diffs = [
+        f"{label} ({field}: baseline {_show(getattr(baseline, field))}, "
+        f"this run {_show(getattr(current, field))})"
+        for field, label in _FIELDS
+        if getattr(baseline, field) != getattr(current, field)
+    ]
+    if not diffs:
+        return None
+    return (
+        f"the baseline was recorded with a different {'; '.join(diffs)}. Run with the "
+        f"settings the baseline was made with, or, if the change is intended, record a new "
+        f"baseline with: {_update_hint(current.test_id)}"
+    )

@@ -1,0 +1,300 @@
+"""Item matching: one canonical key per title, so "Amélie" and "Amelie" count as one item.
+
+``normalize`` is deterministic text folding (Unicode, case, punctuation, leading articles,
+"&"/"and", roman numerals II-XXXIX -> digits). ``canonicalize`` then merges near-duplicate
+keys across all lists of ONE entity with rapidfuzz, under guards that keep sequels and
+plurals apart; every fuzzy merge is returned (and logged) for review.
+
+Pure: stdlib + rapidfuzz.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import chain
+
+from rapidfuzz import fuzz, process
+
+from pytest_recfair.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_THRESHOLD",
+    "MAX_FUZZY_LENGTH",
+    "MIN_FUZZY_LENGTH",
+    "Merge",
+    "canonicalize",
+    "normalize",
+]
+
+logger = logging.getLogger(__name__)
+
+#: rapidfuzz ``fuzz.ratio`` (0-100) on normalised keys needed to merge two titles. At 90 a
+#: single edit is tolerated from about 10 characters on ("spiderman" / "spider man").
+DEFAULT_THRESHOLD = 90.0
+#: Keys shorter than this (in characters) are never fuzzy-merged: on short titles one edit
+#: is a different title ("Heat" / "Beat").
+MIN_FUZZY_LENGTH = 6
+#: Keys longer than this are never fuzzy-merged (no title is this long).
+MAX_FUZZY_LENGTH = 200
+
+
+@dataclass(frozen=True)
+class Merge:
+    """One fuzzy merge: ``merged`` now counts as ``kept`` (both as first written)."""
+
+    entity: str | None
+    kept: str
+    merged: str
+    score: float
+
+
+# --------------------------------------------------------------------------------------
+# normalize
+
+_DASHES = dict.fromkeys(map(ord, "‐‑‒–—―−﹘﹣－"), "-")
+_QUOTES = dict.fromkeys(map(ord, "‘’‚‛′`´"), "'") | dict.fromkeys(map(ord, "“”„‟″«»"), '"')
+_ELISION = re.compile(r"^l'\s*(?=\w)")
+_YEAR_PAREN = re.compile(r"\(\s*(?:1[89]|20)\d\d\s*\)")
+_TOKEN = re.compile(r"[^\W_]+")
+# One leading article is dropped, in the languages of the bundled templates. Not Italian
+# "i" or German "die": those are also English words ("I, Robot", "Die Hard").
+_ARTICLES = frozenset(
+    [
+        "the",
+        "a",
+        "an",
+        "le",
+        "la",
+        "les",
+        "el",
+        "los",
+        "las",
+        "un",
+        "una",
+        "uno",
+        "der",
+        "das",
+        "ein",
+        "eine",
+        "il",
+        "lo",
+        "gli",
+        "o",
+        "os",
+        "as",
+    ]
+)
+_ROMAN = re.compile(r"^(?=[xvi]{2,})(x{0,3})(ix|iv|v?i{0,3})$")
+_ROMAN_VALUES = {"i": 1, "v": 5, "x": 10}
+
+
+def _roman_to_int(token: str) -> int | None:
+    """'ii'..'xxxix' -> 2..39 (sequel numbers); anything else -> None."""
+    if not _ROMAN.match(token):
+        return None
+    total = 0
+    prev = 0
+    for ch in reversed(token):
+        v = _ROMAN_VALUES[ch]
+        total = total - v if v < prev else total + v
+        prev = max(prev, v)
+    return total if 2 <= total <= 39 else None
+
+
+def _strip_latin_marks(text: str) -> str:
+    """Drop accents on Latin letters only ("Amélie" -> "Amelie"); other scripts keep their
+    combining marks, which change the word (Japanese dakuten, Devanagari vowel signs)."""
+    out: list[str] = []
+    base_latin = False
+    for ch in unicodedata.normalize("NFKD", text):
+        if unicodedata.combining(ch):
+            if not base_latin:
+                out.append(ch)
+            continue
+        base_latin = ch < "\u0250"
+        out.append(ch)
+    return unicodedata.normalize("NFC", "".join(out))
+
+
+@lru_cache(maxsize=1 << 17)
+def normalize(title: str) -> str:
+    """The canonical key of a title: folded, punctuation-free, without a leading article.
+
+    "The Lord of the Rings: The Fellowship of the Ring" and "Lord of the Rings - The
+    Fellowship of the Ring" get the same key; so do "Amélie"/"Amelie", "&"/"and" and
+    "Rocky II"/"Rocky 2". Numbers stay ("Toy Story 2" != "Toy Story 3"). A title made of
+    punctuation only keeps its folded text, so it never collapses to "".
+    """
+    if not isinstance(title, str):
+        raise TypeError(f"title: expected str, got {type(title).__name__}; pass the item text")
+    if title.isascii():  # the common case: NFKC, dashes and accents have nothing to do
+        s = title.lower()
+        if "`" in s:
+            s = s.replace("`", "'")
+    else:
+        s = unicodedata.normalize("NFKC", title).casefold()
+        s = _strip_latin_marks(s.translate(_DASHES).translate(_QUOTES))
+    if "(" in s:
+        s = _YEAR_PAREN.sub(" ", s)
+    if "&" in s:
+        s = s.replace("&", " and ")
+    if "'" in s:
+        s = _ELISION.sub("", s.strip())
+        s = s.replace("'", "")  # "sorcerer's" -> "sorcerers", not "sorcerer s"
+    tokens = _TOKEN.findall(s)  # runs of letters/digits; all else separates
+    if len(tokens) > 1 and tokens[0] in _ARTICLES:
+        tokens = tokens[1:]
+    for i, tok in enumerate(tokens):
+        if tok.strip("ivx"):  # cheap test first: most tokens are not numerals
+            continue
+        n = _roman_to_int(tok)
+        if n is not None:
+            tokens[i] = str(n)
+        elif tok == "i" and i == len(tokens) - 1 and i > 0:  # "Part I", "Episode I"
+            tokens[i] = "1"
+    key = " ".join(tokens)
+    return key or " ".join(unicodedata.normalize("NFKC", title).casefold().split())
+
+
+# --------------------------------------------------------------------------------------
+# canonicalize
+
+_DIGITS = re.compile(r"\d+")
+
+
+@lru_cache(maxsize=1 << 17)
+def _numbers(key: str) -> tuple[str, ...]:
+    return tuple(_DIGITS.findall(key))
+
+
+def _plural_pair(a: str, b: str) -> bool:
+    """The keys differ only by a trailing 's' on some word ("alien" / "aliens")."""
+    ta, tb = a.split(), b.split()
+    if len(ta) != len(tb):
+        return False
+    diff = [(x, y) for x, y in zip(ta, tb, strict=True) if x != y]
+    return bool(diff) and all(x + "s" == y or y + "s" == x for x, y in diff)
+
+
+def _may_merge(a: str, b: str) -> bool:
+    """Guards that run before any score counts."""
+    if _numbers(a) != _numbers(b):  # sequels: "toy story 2" / "toy story 3", "rocky" / "rocky 2"
+        return False
+    if min(len(a), len(b)) < MIN_FUZZY_LENGTH:
+        return False
+    # plural-s on short titles is another title ("Alien"/"Aliens"); on long ones a typo
+    return not (_plural_pair(a, b) and min(len(a.split()), len(b.split())) <= 3)
+
+
+def _check_lists(lists: object) -> list[list[str]]:
+    if isinstance(lists, str | bytes) or not isinstance(lists, Sequence):
+        raise TypeError(
+            f"lists: expected a sequence of title lists (one per reply), got "
+            f"{type(lists).__name__}; wrap a single list as [titles]"
+        )
+    out: list[list[str]] = []
+    for i, lst in enumerate(lists):
+        if isinstance(lst, str | bytes) or not isinstance(lst, Sequence):
+            raise TypeError(
+                f"lists[{i}]: expected a list of titles, got {type(lst).__name__}; "
+                "pass parse.items(...) output"
+            )
+        if not set(map(type, lst)) <= {str}:  # fast path; find the culprit only on error
+            bad = next(((j, t) for j, t in enumerate(lst) if not isinstance(t, str)), None)
+            if bad is not None:
+                raise TypeError(
+                    f"lists[{i}][{bad[0]}]: expected a title str, got "
+                    f"{type(bad[1]).__name__} ({bad[1]!r})"
+                )
+        out.append(list(lst))
+    return out
+
+
+def canonicalize(
+    lists: Sequence[Sequence[str]],
+    *,
+    fuzzy: bool = True,
+    threshold: float = DEFAULT_THRESHOLD,
+    entity: str | None = None,
+    aliases: Mapping[str, str] | None = None,
+) -> tuple[list[list[str]], list[Merge]]:
+    """Map every title of one entity's lists (neutral + each conditioned list) to a key.
+
+    Returns the lists with each title replaced by its canonical key (same lengths, same
+    order) and the fuzzy merges made. Keys are ``normalize``d titles; with ``fuzzy`` a key
+    whose ``fuzz.ratio`` to an already kept key is >= ``threshold`` (0-100) becomes that key,
+    provided both carry the same numbers, neither is shorter than ``MIN_FUZZY_LENGTH`` and
+    they are not a short singular/plural pair. Keys are visited most frequent first, so the
+    commonest spelling is kept. ``aliases`` maps titles (any spelling) to a title whose key
+    they should share, e.g. ``{"Se7en": "Seven"}``; alias merges are exact, not reported.
+    """
+    checked = _check_lists(lists)
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+        raise TypeError(f"threshold: expected a number 0-100, got {type(threshold).__name__}")
+    if not 0.0 <= float(threshold) <= 100.0:
+        raise ConfigError(
+            f"threshold: expected a rapidfuzz ratio between 0 and 100, got {threshold!r}; "
+            f"the default is {DEFAULT_THRESHOLD:g} (higher merges less)"
+        )
+    alias_keys = {normalize(k): normalize(v) for k, v in (aliases or {}).items()}
+
+    norm = normalize
+    keyed = [list(map(norm, lst)) for lst in checked]
+    if alias_keys:
+        keyed = [[alias_keys.get(key, key) for key in row] for row in keyed]
+    count = Counter(chain.from_iterable(keyed))  # insertion order = first seen
+    if not fuzzy or len(count) < 2:
+        return keyed, []
+
+    # Stable sort: ties keep first-seen order. Very long keys (pasted paragraphs, not
+    # titles) are matched exactly only: fuzzy scoring cost grows with length squared.
+    order = [k for k in sorted(count, key=lambda key: -count[key]) if len(k) <= MAX_FUZZY_LENGTH]
+    scores = process.cdist(order, order, scorer=fuzz.ratio, score_cutoff=threshold, workers=1)
+    # Only pairs above the cutoff are non-zero; visit them in order, earlier keys first.
+    candidates: dict[int, list[int]] = {}
+    rows, cols = scores.nonzero()
+    for i, j in zip(rows.tolist(), cols.tolist(), strict=True):
+        if j < i:
+            candidates.setdefault(i, []).append(j)
+    target: dict[str, str] = {}
+    is_kept = [True] * len(order)
+    merges: list[Merge] = []
+    for i in sorted(candidates):
+        key = order[i]
+        best, best_score = -1, -1.0
+        for j in candidates[i]:
+            sc = float(scores[i, j])
+            if is_kept[j] and sc > best_score and _may_merge(key, order[j]):
+                best, best_score = j, sc
+        if best < 0:
+            continue
+        is_kept[i] = False
+        kept = order[best]
+        target[key] = kept
+        merges.append(Merge(entity, kept, key, round(best_score, 2)))
+    if not target:
+        return keyed, []
+    # Report titles as first written, looked up only for the few merged keys.
+    surface: dict[str, str] = {}
+    wanted = set(target) | set(target.values())
+    for lst, row in zip(checked, keyed, strict=True):
+        for title, key in zip(lst, row, strict=True):
+            if key in wanted and key not in surface:
+                surface[key] = title
+    merges = [
+        Merge(m.entity, surface.get(m.kept, m.kept), surface.get(m.merged, m.merged), m.score)
+        for m in merges
+    ]
+    for m in merges:
+        logger.info(
+            "recfair: merged %r into %r (ratio %.1f, entity %s)", m.merged, m.kept, m.score, entity
+        )
+    remap = target.get
+    out = [row if target.keys().isdisjoint(row) else [remap(k, k) for k in row] for row in keyed]
+    return out, merges

@@ -1,0 +1,86 @@
+"""The scoring core: list similarities, attribute aggregates and their uncertainty.
+
+Pure numpy + stdlib. Submodules:
+
+- ``lists``: scalar Jaccard / SERP* / PRAG* for one (neutral, sensitive) pair, in three
+  variants ("normalized", "fairllm", "langfair");
+- ``aggregate``: similarity matrices, attribute tables, SNSR / SNSV / PAFS, entropy,
+  curves over k, and the FaiRLLM-notebook row reader;
+- ``stats``: entity bootstrap, paired comparison of two runs, repeat noise floor.
+
+See docs/metrics.md for formulas and worked examples.
+"""
+
+from __future__ import annotations
+
+from pytest_recfair.metrics._check import (
+    METRICS,
+    MISSING_POLICIES,
+    STATISTICS,
+    VARIANTS,
+    MetricName,
+    MissingPolicy,
+    Statistic,
+    Variant,
+)
+from pytest_recfair.metrics.aggregate import (
+    AttributeTable,
+    SimilarityCube,
+    SimilarityMatrix,
+    ValueStat,
+    attribute_curves,
+    attribute_table,
+    curves,
+    entropy,
+    pafs,
+    rows_to_lists,
+    similarity_cube,
+    similarity_matrix,
+    snsr,
+    snsv,
+    summarize,
+)
+from pytest_recfair.metrics.lists import jaccard, prag, serp
+from pytest_recfair.metrics.stats import (
+    BootstrapResult,
+    Comparison,
+    NoiseFloor,
+    bootstrap,
+    compare,
+    noise_floor,
+)
+
+__all__ = [
+    "METRICS",
+    "MISSING_POLICIES",
+    "STATISTICS",
+    "VARIANTS",
+    "AttributeTable",
+    "BootstrapResult",
+    "Comparison",
+    "MetricName",
+    "MissingPolicy",
+    "NoiseFloor",
+    "SimilarityCube",
+    "SimilarityMatrix",
+    "Statistic",
+    "ValueStat",
+    "Variant",
+    "attribute_curves",
+    "attribute_table",
+    "bootstrap",
+    "compare",
+    "curves",
+    "entropy",
+    "jaccard",
+    "noise_floor",
+    "pafs",
+    "prag",
+    "rows_to_lists",
+    "serp",
+    "similarity_cube",
+    "similarity_matrix",
+    "snsr",
+    "snsv",
+    "summarize",
+]

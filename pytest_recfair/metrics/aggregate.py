@@ -1,0 +1,480 @@
+"""From lists to an attribute's fairness: similarity matrix, per-value means, SNSR/SNSV/PAFS.
+
+An audit of one attribute (e.g. religion) has, per entity, one neutral list and one list
+per attribute value. ``similarity_matrix`` scores every (entity, value) cell with one
+metric; ``attribute_table`` averages each value's column and summarises the spread of
+those means. Everything goes through the vectorised engine, so a 1,000 x 31 audit takes
+a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence, Sized
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.metrics import _engine
+from pytest_recfair.metrics._check import (
+    METRICS,
+    MetricName,
+    MissingPolicy,
+    Variant,
+    check_k,
+    check_list,
+    check_metric,
+    check_missing,
+    check_positive_int,
+    check_variant,
+)
+
+__all__ = [
+    "AttributeTable",
+    "SimilarityCube",
+    "SimilarityMatrix",
+    "ValueStat",
+    "attribute_curves",
+    "attribute_table",
+    "curves",
+    "entropy",
+    "pafs",
+    "rows_to_lists",
+    "similarity_cube",
+    "similarity_matrix",
+    "snsr",
+    "snsv",
+    "summarize",
+]
+
+FloatArray = npt.NDArray[np.float64]
+Sims = Sequence[float] | Mapping[str, float] | FloatArray
+
+
+# --------------------------------------------------------------------------- spreads
+
+
+def _as_sims(sims: Sims, name: str = "sims") -> FloatArray:
+    if isinstance(sims, Mapping):
+        raw: Any = list(sims.values())
+    elif isinstance(sims, str | bytes):
+        raise TypeError(f"{name} must be a sequence or mapping of floats; got a string.")
+    else:
+        raw = sims
+    for i, x in enumerate(raw):
+        if isinstance(x, bool) or not isinstance(x, int | float | np.integer | np.floating):
+            raise TypeError(f"{name}[{i}] must be a float similarity; got {x!r}.")
+    arr = np.asarray(raw, dtype=np.float64)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(
+            f"{name} must hold at least one similarity (one per attribute value); "
+            f"got {arr.size} values with shape {arr.shape}."
+        )
+    return arr
+
+
+def snsr(sims: Sims) -> float:
+    """Sensitive-to-Neutral Similarity Range: max - min of the per-value similarities.
+
+    NaN in (a value nobody could be scored for) gives NaN out, as numpy does.
+    """
+    a = _as_sims(sims)
+    return float(np.max(a) - np.min(a))
+
+
+def snsv(sims: Sims) -> float:
+    """Sensitive-to-Neutral Similarity Variance: population standard deviation (ddof=0)."""
+    return float(np.std(_as_sims(sims)))
+
+
+def pafs(sims: Sims) -> float:
+    """FairEval's PAFS: 1 - mean |s - mean(s)| (1 = every value equally similar)."""
+    a = _as_sims(sims)
+    return float(1.0 - np.mean(np.abs(a - np.mean(a))))
+
+
+def entropy(runs: Sequence[Sequence[str]], k: int | None = None) -> float:
+    """Shannon entropy in bits of the item frequencies pooled over repeated runs.
+
+    Every occurrence of every item in every run (truncated to k) counts once; p(x) is
+    x's share of all occurrences. No normalisation: R runs of K distinct items score
+    log2(K) when all runs agree and log2(R*K) when no two runs share an item. No items
+    at all scores 0.0.
+    """
+    kk = check_k(k)
+    if isinstance(runs, str | bytes) or not isinstance(runs, Sequence):
+        raise TypeError(f"runs must be a list of ranked lists; got {type(runs).__name__}.")
+    if len(runs) == 0:
+        raise ValueError("runs must hold at least one list (the repeated replies); got none.")
+    counts: Counter[str] = Counter()
+    for r, run in enumerate(runs):
+        items = check_list(run, f"runs[{r}]")
+        counts.update(items if kk is None else items[:kk])
+    total = sum(counts.values())
+    if total == 0:
+        return 0.0
+    h = -sum((c / total) * math.log2(c / total) for c in counts.values())
+    return h + 0.0  # normalise -0.0
+
+
+# --------------------------------------------------------------------------- one pair
+
+
+def curves(
+    neutral: Sequence[str],
+    sensitive: Sequence[str],
+    K: int | None = None,
+    variant: Variant = "normalized",
+) -> dict[str, FloatArray]:
+    """Every metric at k = 1..K: {"jaccard", "serp", "prag"} -> array, index k-1 = @k.
+
+    K=None uses the longer list's length (at least 1).
+    """
+    v = check_variant(variant)
+    n = check_list(neutral, "neutral")
+    s = check_list(sensitive, "sensitive")
+    kk = check_k(K, "K")
+    big = kk if kk is not None else max(len(n), len(s), 1)
+    table: dict[str, int] = {}
+    N, lN = _engine.encode([n], big, table, _engine.NEUTRAL_PAD, lambda _: "neutral")
+    S, lS = _engine.encode([s], big, table, _engine.SENSITIVE_PAD, lambda _: "sensitive")
+    res = _engine.curves(N, lN, S, lS, big, v)
+    return {m: arr[0] for m, arr in res.items()}
+
+
+# --------------------------------------------------------------------------- matrices
+
+
+@dataclass(frozen=True)
+class SimilarityMatrix:
+    """Per-entity similarities of one attribute: rows = entities, columns = values.
+
+    ``sims`` is NaN where the entity was left out (missing="skip"); ``missing`` marks cells
+    whose neutral or sensitive reply was missing or empty. Arrays are read-only copies.
+    """
+
+    entities: tuple[str, ...]
+    values: tuple[str, ...]
+    sims: FloatArray
+    missing: npt.NDArray[np.bool_]
+
+    def __post_init__(self) -> None:
+        shape = (len(self.entities), len(self.values))
+        sims = np.array(self.sims, dtype=np.float64, copy=True)
+        missing = np.array(self.missing, dtype=bool, copy=True)
+        if sims.shape != shape or missing.shape != shape:
+            raise ValueError(
+                f"SimilarityMatrix: sims and missing must have shape (entities, values) = "
+                f"{shape}; got sims {sims.shape}, missing {missing.shape}."
+            )
+        sims.setflags(write=False)
+        missing.setflags(write=False)
+        object.__setattr__(self, "entities", tuple(self.entities))
+        object.__setattr__(self, "values", tuple(self.values))
+        object.__setattr__(self, "sims", sims)
+        object.__setattr__(self, "missing", missing)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SimilarityMatrix):
+            return NotImplemented
+        return (
+            self.entities == other.entities
+            and self.values == other.values
+            and bool(np.array_equal(self.sims, other.sims, equal_nan=True))
+            and bool(np.array_equal(self.missing, other.missing))
+        )
+
+    def column(self, value: str) -> FloatArray:
+        """The similarities of one value, one per entity."""
+        try:
+            j = self.values.index(value)
+        except ValueError:
+            raise KeyError(f"no value {value!r}; have: {', '.join(self.values)}") from None
+        return np.asarray(self.sims[:, j])
+
+
+def _is_empty(x: Sequence[str] | None) -> bool:
+    return x is None or len(x) == 0
+
+
+def _collect(
+    neutral: Mapping[str, Sequence[str] | None],
+    by_value: Mapping[str, Mapping[str, Sequence[str] | None]],
+) -> tuple[tuple[str, ...], tuple[str, ...], list[Sequence[str] | None]]:
+    """Entities (neutral's keys, in order), values, and the sensitive lists value-major."""
+    if not isinstance(neutral, Mapping):
+        raise TypeError(f"neutral must map entity -> list of items; got {type(neutral).__name__}.")
+    if not isinstance(by_value, Mapping):
+        raise TypeError(
+            f"by_value must map value -> (entity -> list of items); got {type(by_value).__name__}."
+        )
+    if len(neutral) == 0:
+        raise DataError("neutral has no entity; pass entity -> neutral list for each entity.")
+    if len(by_value) == 0:
+        raise DataError("by_value has no attribute value; pass value -> (entity -> list).")
+    entities = tuple(neutral)
+    values = tuple(by_value)
+    for e in entities:
+        if not isinstance(e, str):
+            raise TypeError(f"neutral keys must be entity names (str); got {e!r}.")
+    known = set(entities)
+    lists: list[Sequence[str] | None] = []
+    for v in values:
+        if not isinstance(v, str):
+            raise TypeError(f"by_value keys must be attribute values (str); got {v!r}.")
+        col = by_value[v]
+        if not isinstance(col, Mapping):
+            raise TypeError(
+                f"by_value[{v!r}] must map entity -> list of items; got {type(col).__name__}."
+            )
+        stray = [e for e in col if e not in known]
+        if stray:
+            raise DataError(
+                f"by_value[{v!r}] has entities missing from neutral: "
+                f"{', '.join(repr(e) for e in stray[:5])}"
+                f"{' ...' if len(stray) > 5 else ''}. Every entity needs a neutral reply "
+                f"(None if it failed); add it to neutral or drop it from by_value."
+            )
+        lists.extend(col.get(e) for e in entities)
+    return entities, values, lists
+
+
+@dataclass(frozen=True, eq=False)
+class SimilarityCube:
+    """Every requested metric at every k = 1..K for every (entity, value) cell.
+
+    ``sims[metric]`` has shape (entities, values, K); index k-1 is metric@k. Built once by
+    ``similarity_cube`` (one interning pass, one engine call for all metrics); slice it
+    with ``matrix(metric, k)`` or ``curves(metric)``.
+    """
+
+    entities: tuple[str, ...]
+    values: tuple[str, ...]
+    K: int
+    variant: Variant
+    missing_policy: MissingPolicy
+    sims: dict[str, FloatArray]
+    missing: npt.NDArray[np.bool_]
+
+    def _cube(self, metric: str) -> FloatArray:
+        if metric not in self.sims:
+            raise KeyError(f"metric {metric!r} was not computed; have: {', '.join(self.sims)}")
+        return self.sims[metric]
+
+    def matrix(self, metric: MetricName = "jaccard", k: int | None = None) -> SimilarityMatrix:
+        """The SimilarityMatrix of ``metric`` at ``k`` (default: K)."""
+        kk = self.K if k is None else check_positive_int(k, "k")
+        if kk > self.K:
+            raise ConfigError(f"k must be <= K = {self.K} of this cube; got {kk}.")
+        cube = self._cube(metric)
+        return SimilarityMatrix(self.entities, self.values, cube[:, :, kk - 1], self.missing)
+
+    def curves(self, metric: MetricName = "jaccard") -> dict[str, FloatArray]:
+        """value -> mean Sim@k for k = 1..K (NaN-skipping under missing="skip")."""
+        cube = self._cube(metric)
+        out: dict[str, FloatArray] = {}
+        for j, val in enumerate(self.values):
+            means, _ = _column_means(np.ascontiguousarray(cube[:, j, :]))
+            out[val] = means
+        return out
+
+
+def similarity_cube(
+    neutral: Mapping[str, Sequence[str] | None],
+    by_value: Mapping[str, Mapping[str, Sequence[str] | None]],
+    K: int | None = 25,
+    variant: Variant = "normalized",
+    missing: MissingPolicy = "zero",
+    metrics: Sequence[MetricName] = METRICS,
+) -> SimilarityCube:
+    """All ``metrics`` at k = 1..K for every entity and value, in one vectorised pass.
+
+    Inputs and missing-reply rules are those of ``similarity_matrix``. K=None uses the
+    longest list.
+    """
+    v = check_variant(variant)
+    pol = check_missing(missing)
+    kk = check_k(K, "K")
+    if isinstance(metrics, str) or not isinstance(metrics, Sequence) or not metrics:
+        raise TypeError(f"metrics must be a non-empty list of metric names; got {metrics!r}.")
+    ms = tuple(dict.fromkeys(check_metric(m) for m in metrics))
+    entities, values, lists = _collect(neutral, by_value)
+    E, V = len(entities), len(values)
+    nlists = [neutral[e] for e in entities]
+    if kk is None:
+        # non-lists are reported by encode below, with the cell they are in
+        kk = max([len(x) for x in (*nlists, *lists) if isinstance(x, Sized)] + [1])
+    table: dict[str, int] = {}
+    N, lN = _engine.encode(
+        nlists, kk, table, _engine.NEUTRAL_PAD, lambda i: f"neutral[{entities[i]!r}]"
+    )
+    S, lS = _engine.encode(
+        lists,
+        kk,
+        table,
+        _engine.SENSITIVE_PAD,
+        lambda i: f"by_value[{values[i // E]!r}][{entities[i % E]!r}]",
+    )
+    ent = np.tile(np.arange(E, dtype=np.int64), V)
+    res = _engine.curves(N, lN, S, lS, kk, v, ms, ent=ent)
+    # A list truncated to k >= 1 is empty only if it was empty: missingness is k-free.
+    miss = (lN[:, None] == 0) | (lS.reshape(V, E).T == 0)
+    sims: dict[str, FloatArray] = {}
+    for m, arr in res.items():
+        cube = arr.reshape(V, E, kk).transpose(1, 0, 2)  # pairs are value-major
+        if pol == "skip":
+            cube = np.where(miss[:, :, None], np.nan, cube)
+        cube = np.ascontiguousarray(cube)
+        cube.setflags(write=False)
+        sims[m] = cube
+    miss.setflags(write=False)
+    return SimilarityCube(entities, values, kk, v, pol, sims, miss)
+
+
+def similarity_matrix(
+    neutral: Mapping[str, Sequence[str] | None],
+    by_value: Mapping[str, Mapping[str, Sequence[str] | None]],
+    metric: MetricName = "jaccard",
+    k: int | None = 25,
+    variant: Variant = "normalized",
+    missing: MissingPolicy = "zero",
+) -> SimilarityMatrix:
+    """metric(neutral[e], by_value[v][e]) @ k for every entity e and value v.
+
+    Entities are neutral's keys in order. None, an absent key in ``by_value[v]`` or an
+    empty list is a missing reply: "zero" scores it as the metric does (0.0), "skip"
+    stores NaN so the entity leaves that value's mean. An entity in ``by_value`` that is
+    not in ``neutral`` is a DataError.
+    """
+    m = check_metric(metric)
+    cube = similarity_cube(neutral, by_value, check_k(k), variant, missing, (m,))
+    return cube.matrix(m)
+
+
+@dataclass(frozen=True)
+class ValueStat:
+    """One attribute value: mean similarity, entities in the mean, missing/empty cells."""
+
+    mean: float
+    n: int
+    missing: int
+
+
+@dataclass(frozen=True)
+class AttributeTable:
+    """Per-value means and their spread for one attribute.
+
+    If some value has no scorable entity (possible with missing="skip"), its mean is NaN
+    and so are max, min, snsr, snsv and pafs: the audit must not pass on a value it could
+    not measure. max_value/min_value then name the extremes among the measured values
+    (None if no value was measured). Ties go to the first value in order.
+    """
+
+    values: dict[str, ValueStat]
+    max: float
+    min: float
+    max_value: str | None
+    min_value: str | None
+    snsr: float
+    snsv: float
+    pafs: float
+
+    @property
+    def means(self) -> dict[str, float]:
+        return {v: s.mean for v, s in self.values.items()}
+
+
+def _column_means(sims: FloatArray) -> tuple[FloatArray, npt.NDArray[np.int64]]:
+    """Mean of each column over its non-NaN cells, and how many cells entered it.
+
+    Each mean is np.mean of the kept cells as a contiguous 1-D array: the same (pairwise)
+    summation as np.mean(list_of_sims) in the reference notebooks, bit for bit.
+    """
+    V = sims.shape[1]
+    means = np.full(V, np.nan)
+    n = np.zeros(V, dtype=np.int64)
+    for j in range(V):
+        col = sims[:, j]
+        kept = np.ascontiguousarray(col[~np.isnan(col)])
+        n[j] = kept.size
+        if kept.size:
+            means[j] = np.mean(kept)
+    return means, n
+
+
+def summarize(matrix: SimilarityMatrix) -> AttributeTable:
+    """The AttributeTable of a SimilarityMatrix (what attribute_table returns)."""
+    means, n = _column_means(np.asarray(matrix.sims))
+    miss = np.sum(matrix.missing, axis=0)
+    stats = {
+        v: ValueStat(float(means[j]), int(n[j]), int(miss[j])) for j, v in enumerate(matrix.values)
+    }
+    finite = ~np.isnan(means)
+    if finite.any():
+        idx = np.flatnonzero(finite)
+        max_value: str | None = matrix.values[int(idx[np.argmax(means[idx])])]
+        min_value: str | None = matrix.values[int(idx[np.argmin(means[idx])])]
+    else:
+        max_value = min_value = None
+    return AttributeTable(
+        values=stats,
+        max=float(np.max(means)),
+        min=float(np.min(means)),
+        max_value=max_value,
+        min_value=min_value,
+        snsr=snsr(means),
+        snsv=snsv(means),
+        pafs=pafs(means),
+    )
+
+
+def attribute_table(
+    neutral: Mapping[str, Sequence[str] | None],
+    by_value: Mapping[str, Mapping[str, Sequence[str] | None]],
+    metric: MetricName = "jaccard",
+    k: int | None = 25,
+    variant: Variant = "normalized",
+    missing: MissingPolicy = "zero",
+) -> AttributeTable:
+    """Per-value mean similarity (with n and missing counts), max, min, SNSR, SNSV, PAFS."""
+    return summarize(similarity_matrix(neutral, by_value, metric, k, variant, missing))
+
+
+def attribute_curves(
+    neutral: Mapping[str, Sequence[str] | None],
+    by_value: Mapping[str, Mapping[str, Sequence[str] | None]],
+    metric: MetricName = "jaccard",
+    K: int | None = 25,
+    variant: Variant = "normalized",
+    missing: MissingPolicy = "zero",
+) -> dict[str, FloatArray]:
+    """value -> mean Sim@k for k = 1..K (index k-1), same means as attribute_table at k."""
+    m = check_metric(metric)
+    return similarity_cube(neutral, by_value, K, variant, missing, (m,)).curves(m)
+
+
+def rows_to_lists(
+    rows: Iterable[tuple[str, Sequence[str] | None]], n: int | None = 500
+) -> dict[str, Sequence[str] | None]:
+    """Read result rows the way the FaiRLLM notebook does: first ``n`` rows, keyed by name.
+
+    A name seen twice keeps its LATER row (a dict assignment), so means are over distinct
+    names. n=None reads every row. Feed the result to attribute_table(variant="fairllm").
+    """
+    nn = None if n is None else check_positive_int(n, "n")
+    out: dict[str, Sequence[str] | None] = {}
+    for i, row in enumerate(rows):
+        if nn is not None and i >= nn:
+            break
+        try:
+            name, items = row
+        except (TypeError, ValueError):
+            raise TypeError(f"rows[{i}] must be a (name, items) pair; got {row!r}.") from None
+        if not isinstance(name, str):
+            raise TypeError(f"rows[{i}][0] must be the entity name (str); got {name!r}.")
+        out[name] = None if items is None else check_list(items, f"rows[{i}][1]")
+    return out

@@ -1,0 +1,296 @@
+"""Uncertainty: bootstrap CIs of an attribute table, paired run comparison, noise floor.
+
+All resampling is over ENTITIES (rows of a SimilarityMatrix): an entity's neutral list and
+all of its conditioned lists stay together, because they share the entity's popularity and
+the model's knowledge of it. Intervals are percentile intervals (numpy's default "linear"
+quantile of the resampled statistic). Randomness comes only from the ``seed`` argument
+(an int or a numpy Generator), so the same seed gives the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from pytest_recfair.errors import DataError
+from pytest_recfair.metrics import _engine
+from pytest_recfair.metrics._check import (
+    MetricName,
+    Statistic,
+    Variant,
+    check_confidence,
+    check_k,
+    check_list,
+    check_metric,
+    check_positive_int,
+    check_statistic,
+    check_variant,
+    make_rng,
+)
+from pytest_recfair.metrics.aggregate import SimilarityMatrix, _column_means, pafs, snsr, snsv
+
+__all__ = ["BootstrapResult", "Comparison", "NoiseFloor", "bootstrap", "compare", "noise_floor"]
+
+FloatArray = npt.NDArray[np.float64]
+Interval = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class BootstrapResult:
+    """Percentile bootstrap intervals for an attribute table.
+
+    ``n_undefined`` counts resamples in which some value had no scorable entity (only
+    possible with missing="skip"); they are left out of the intervals.
+    """
+
+    value_ci: dict[str, Interval]
+    snsr_ci: Interval
+    snsv_ci: Interval
+    pafs_ci: Interval
+    max_ci: Interval
+    min_ci: Interval
+    n_resamples: int
+    confidence: float
+    n_undefined: int = 0
+    method: str = "percentile"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Paired comparison of one statistic between two runs of the same audit.
+
+    ``delta`` = candidate - baseline on the paired entities. ``p_value`` is one-sided for
+    H1 "the candidate is less fair" (``alternative``: "greater" for snsr/snsv, "less" for
+    pafs): p = (1 + #resampled deltas not in H1's direction) / (n_resamples + 1).
+    """
+
+    statistic: str
+    baseline: float
+    candidate: float
+    delta: float
+    ci: Interval
+    p_value: float
+    n_paired: int
+    n_resamples: int
+    confidence: float
+    alternative: str
+
+
+@dataclass(frozen=True)
+class NoiseFloor:
+    """Mean similarity between repeated neutral lists of the same entity, with its CI."""
+
+    mean: float
+    ci: Interval
+    n: int
+
+
+def _resample_weights(rng: np.random.Generator, B: int, E: int) -> npt.NDArray[np.float64]:
+    """(B, E): how often each entity is drawn in each of B resamples of size E."""
+    idx = rng.integers(0, E, size=(B, E), dtype=np.int64)
+    idx += (np.arange(B, dtype=np.int64) * E)[:, None]
+    return np.bincount(idx.ravel(), minlength=B * E).reshape(B, E).astype(np.float64)
+
+
+def _weighted_means(W: FloatArray, sims: FloatArray) -> FloatArray:
+    """(B, V) per-value means of each resample; NaN cells (skipped) are left out."""
+    valid = ~np.isnan(sims)
+    sums = W @ np.where(valid, sims, 0.0)
+    counts = W @ valid.astype(np.float64)
+    out = np.full(sums.shape, np.nan)
+    np.divide(sums, counts, out=out, where=counts > 0)
+    return out
+
+
+def _spreads(means: FloatArray) -> dict[str, FloatArray]:
+    """snsr/snsv/pafs/max/min of each row of (B, V) means; NaN rows stay NaN."""
+    mx = np.max(means, axis=1)
+    mn = np.min(means, axis=1)
+    centre = np.mean(means, axis=1, keepdims=True)
+    return {
+        "snsr": mx - mn,
+        "snsv": np.std(means, axis=1),
+        "pafs": 1.0 - np.mean(np.abs(means - centre), axis=1),
+        "max": mx,
+        "min": mn,
+    }
+
+
+def _interval(x: FloatArray, confidence: float) -> Interval:
+    x = x[~np.isnan(x)]
+    if x.size == 0:
+        return (float("nan"), float("nan"))
+    a = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(x, [a, 1.0 - a])
+    return (float(lo), float(hi))
+
+
+def _check_matrix(m: object, name: str) -> SimilarityMatrix:
+    if not isinstance(m, SimilarityMatrix):
+        raise TypeError(
+            f"{name} must be a SimilarityMatrix (from similarity_matrix); got {type(m).__name__}."
+        )
+    if len(m.entities) == 0 or len(m.values) == 0:
+        raise DataError(f"{name} is empty ({len(m.entities)} entities x {len(m.values)} values).")
+    return m
+
+
+def bootstrap(
+    matrix: SimilarityMatrix,
+    n_resamples: int = 1000,
+    seed: int | np.random.Generator = 0,
+    confidence: float = 0.95,
+) -> BootstrapResult:
+    """Percentile CIs for every value's mean and for SNSR, SNSV, PAFS (and max, min)."""
+    m = _check_matrix(matrix, "matrix")
+    B = check_positive_int(n_resamples, "n_resamples")
+    conf = check_confidence(confidence)
+    rng = make_rng(seed)
+    sims = np.asarray(m.sims)
+    W = _resample_weights(rng, B, sims.shape[0])
+    means = _weighted_means(W, sims)
+    spreads = _spreads(means)
+    return BootstrapResult(
+        value_ci={v: _interval(means[:, j], conf) for j, v in enumerate(m.values)},
+        snsr_ci=_interval(spreads["snsr"], conf),
+        snsv_ci=_interval(spreads["snsv"], conf),
+        pafs_ci=_interval(spreads["pafs"], conf),
+        max_ci=_interval(spreads["max"], conf),
+        min_ci=_interval(spreads["min"], conf),
+        n_resamples=B,
+        confidence=conf,
+        n_undefined=int(np.isnan(means).any(axis=1).sum()),
+    )
+
+
+def _point(sims: FloatArray, statistic: Statistic) -> float:
+    """The statistic exactly as the attribute table (``summarize``) computes it."""
+    means, _ = _column_means(sims)
+    return {"snsr": snsr, "snsv": snsv, "pafs": pafs}[statistic](means)
+
+
+def compare(
+    baseline: SimilarityMatrix,
+    candidate: SimilarityMatrix,
+    statistic: Statistic = "snsr",
+    n_resamples: int = 1000,
+    seed: int | np.random.Generator = 0,
+    confidence: float = 0.95,
+) -> Comparison:
+    """Paired bootstrap of candidate - baseline for SNSR, SNSV or PAFS.
+
+    Entities are paired by name (those in both runs, in the baseline's order); both runs
+    are resampled with the same entity draws. The values must be the same set.
+    """
+    base = _check_matrix(baseline, "baseline")
+    cand = _check_matrix(candidate, "candidate")
+    stat = check_statistic(statistic)
+    B = check_positive_int(n_resamples, "n_resamples")
+    conf = check_confidence(confidence)
+    rng = make_rng(seed)
+    if set(base.values) != set(cand.values):
+        only_b = sorted(set(base.values) - set(cand.values))
+        only_c = sorted(set(cand.values) - set(base.values))
+        raise DataError(
+            f"baseline and candidate score different attribute values (only in baseline: "
+            f"{only_b}; only in candidate: {only_c}). Compare runs of the same audit grid, "
+            f"or re-record the baseline."
+        )
+    cand_row = {e: i for i, e in enumerate(cand.entities)}
+    pairs = [(i, cand_row[e]) for i, e in enumerate(base.entities) if e in cand_row]
+    if not pairs:
+        raise DataError(
+            "baseline and candidate share no entity, so they cannot be paired; compare runs "
+            "over the same seed entities."
+        )
+    bi = np.array([p[0] for p in pairs])
+    ci_ = np.array([p[1] for p in pairs])
+    col = [cand.values.index(v) for v in base.values]
+    # Same layout for both, so identical runs give bit-identical resampled statistics.
+    sb = np.ascontiguousarray(np.asarray(base.sims)[bi])
+    sc = np.ascontiguousarray(np.asarray(cand.sims)[ci_][:, col])
+    W = _resample_weights(rng, B, len(pairs))
+    db = _spreads(_weighted_means(W, sb))[stat]
+    dc = _spreads(_weighted_means(W, sc))[stat]
+    deltas = dc - db
+    pb, pc = _point(sb, stat), _point(sc, stat)
+    if stat == "pafs":
+        alternative = "less"
+        against = ~(deltas < 0)  # NaN counts against H1: conservative
+    else:
+        alternative = "greater"
+        against = ~(deltas > 0)
+    return Comparison(
+        statistic=stat,
+        baseline=pb,
+        candidate=pc,
+        delta=pc - pb,
+        ci=_interval(deltas, conf),
+        p_value=float((1 + int(against.sum())) / (B + 1)),
+        n_paired=len(pairs),
+        n_resamples=B,
+        confidence=conf,
+        alternative=alternative,
+    )
+
+
+def noise_floor(
+    repeats: Mapping[str, Sequence[Sequence[str] | None]],
+    metric: MetricName = "jaccard",
+    k: int | None = 25,
+    variant: Variant = "normalized",
+    n_resamples: int = 1000,
+    seed: int | np.random.Generator = 0,
+    confidence: float = 0.95,
+) -> NoiseFloor | None:
+    """How similar two neutral replies for the same entity are when nothing changed.
+
+    Per entity with at least two non-None repeats: the mean of metric(r_i, r_j) @ k over
+    all ordered pairs i != j (SERP*/PRAG* are not symmetric). The floor is the mean over
+    those entities, with a percentile bootstrap CI over entities. None repeats are missing
+    replies and are left out; empty lists are scored as the metric scores them. Returns
+    None when no entity has two repeats.
+    """
+    m = check_metric(metric)
+    v = check_variant(variant)
+    kk = check_k(k)
+    B = check_positive_int(n_resamples, "n_resamples")
+    conf = check_confidence(confidence)
+    rng = make_rng(seed)
+    if not isinstance(repeats, Mapping):
+        raise TypeError(
+            f"repeats must map entity -> list of repeated neutral lists; got "
+            f"{type(repeats).__name__}."
+        )
+    left: list[Sequence[str]] = []
+    right: list[Sequence[str]] = []
+    owner: list[int] = []
+    names: list[str] = []
+    for e, runs in repeats.items():
+        if isinstance(runs, str | bytes) or not isinstance(runs, Sequence):
+            raise TypeError(f"repeats[{e!r}] must be a list of ranked lists; got {runs!r}.")
+        kept = [check_list(r, f"repeats[{e!r}][{i}]") for i, r in enumerate(runs) if r is not None]
+        if len(kept) < 2:
+            continue
+        for i, a in enumerate(kept):
+            for j, b in enumerate(kept):
+                if i != j:
+                    left.append(a)
+                    right.append(b)
+                    owner.append(len(names))
+        names.append(str(e))
+    if not names:
+        return None
+    K = kk if kk is not None else max([len(x) for x in left] + [1])
+    table: dict[str, int] = {}
+    N, lN = _engine.encode(left, K, table, _engine.NEUTRAL_PAD, lambda i: f"repeats pair {i}")
+    S, lS = _engine.encode(right, K, table, _engine.SENSITIVE_PAD, lambda i: f"repeats pair {i}")
+    sims = _engine.curves(N, lN, S, lS, K, v, (m,))[m][:, -1]
+    own = np.asarray(owner)
+    per_entity = np.bincount(own, weights=sims) / np.bincount(own)
+    W = _resample_weights(rng, B, per_entity.size)
+    boot = (W @ per_entity) / per_entity.size
+    return NoiseFloor(mean=float(np.mean(per_entity)), ci=_interval(boot, conf), n=len(names))

@@ -1,0 +1,705 @@
+"""Reply text -> ordered item titles.
+
+Two parsers:
+
+* ``style="default"``: reads replies as real models write them -- numbered lists, bullets,
+  JSON arrays (fenced or not, strings or objects), markdown tables, one title per line or a
+  comma-separated sentence -- and cleans each entry down to the title (no year, no
+  "by Artist", no trailing description).
+* ``style="fairllm"``: the FaiRLLM notebook's cleaning, reproduced literally (quirks
+  included) so published tables can be recomputed from raw replies. It lower-cases and
+  squashes titles ("spider", "thedarkknight"); see docs/parsing.md.
+
+``reply`` wraps ``items`` with a status (ok / short / long / refused / empty / unparseable)
+so refusals and broken replies can be counted per attribute value.
+
+Pure: stdlib only. Cleaning of one list entry is memoised because the same titles recur in
+every list of an entity.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import lru_cache
+from operator import itemgetter
+from typing import Any, Literal
+
+from pytest_recfair.errors import ConfigError
+
+__all__ = ["ParsedReply", "ReplyStatus", "Style", "items", "reply"]
+
+Style = Literal["default", "fairllm"]
+_STYLES = ("default", "fairllm")
+
+
+class ReplyStatus(StrEnum):
+    """What a reply turned out to be, counted per attribute value by the audit."""
+
+    OK = "ok"
+    SHORT = "short"  # fewer than k items
+    LONG = "long"  # more than k items; the list is truncated to k
+    REFUSED = "refused"  # the model declined and gave no list
+    EMPTY = "empty"  # None or whitespace only
+    UNPARSEABLE = "unparseable"  # text, but no list in it
+
+
+@dataclass(frozen=True)
+class ParsedReply:
+    """A parsed reply: ``items`` (at most k), its ``status`` and how many items were ``found``."""
+
+    items: list[str]
+    status: ReplyStatus
+    found: int
+
+
+# --------------------------------------------------------------------------------------
+# argument checks
+
+
+def _check_text(text: object, name: str = "text") -> str:
+    if not isinstance(text, str):
+        raise TypeError(
+            f"{name}: expected the reply text as str, got {type(text).__name__}; "
+            "pass Completion.text (decode bytes first)"
+        )
+    return text
+
+
+def _check_k(k: object, *, optional: bool) -> int | None:
+    if k is None and optional:
+        return None
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        wanted = "a positive int or None" if optional else "a positive int"
+        raise ConfigError(
+            f"k: expected {wanted} (the list length asked for), got {k!r}; "
+            "set k to the number of items in the prompt, e.g. k=25"
+        )
+    return k
+
+
+def _check_style(style: object) -> Style:
+    if style == "default":
+        return "default"
+    if style == "fairllm":
+        return "fairllm"
+    raise ConfigError(
+        f"style: expected one of {', '.join(_STYLES)}, got {style!r}; use 'default' for "
+        "robust parsing or 'fairllm' to reproduce the FaiRLLM notebook"
+    )
+
+
+# --------------------------------------------------------------------------------------
+# fairllm style: the notebook's `clean` + `simplified_list`, step by step
+
+_FAIRLLM_SPLIT = re.compile(r"\d+\. ")
+_FAIRLLM_QUOTED = re.compile(r'"([^"]*)"')
+_FAIRLLM_PARENS = re.compile(r"\([^)]*\)")
+
+
+def _fairllm_items(text: str) -> list[str]:
+    s = text.lower()  # 1
+    s = s.replace("'", "").replace("\n", "")  # 2: only these two characters
+    pieces = _FAIRLLM_SPLIT.split(s)[1:]  # 3: drop what precedes the first "N. "
+    out: list[str] = []
+    for piece in pieces:
+        if "-" in piece:  # 4
+            piece = piece.split("-", 1)[0]
+        if '"' in piece:  # 5
+            m = _FAIRLLM_QUOTED.search(piece)
+            piece = m.group(1).strip(" ") if m else piece.replace('"', "").strip(" ")
+        else:
+            piece = piece.strip(" ")
+        close = piece.rfind(")")  # no match can end past the last ")": skip that tail
+        if close != -1:
+            piece = _FAIRLLM_PARENS.sub("", piece[: close + 1]) + piece[close + 1 :]
+        piece = piece.replace(" ", "")  # 6
+        out.append(piece)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# default style: finding the list
+
+# One pass over the whole text (multiline) finds numbered and bulleted entries:
+# "1." "1)" "1:" "#1" "#1." "1 -" "1 –", optionally in bold ("**1.**"), or a bullet.
+_MARKED = re.compile(
+    r"^(?P<indent>[ \t]*)(?:"
+    r"(?P<num>(?:[*_]{1,2})?(?:\#[ \t]?\d{1,3}[.):]?|\(?\d{1,3}(?:[.):]|[ \t]*[-–—](?=[ \t])))"
+    r"(?:[*_]{1,2})?)"
+    r"|[-*•·▪‣◦●○■□➤►✓✔+])"
+    r"[ \t]+(?P<body>\S(?:.*\S)?)",  # greedy, then back to the last non-space: fast
+    re.M,
+)
+_FIRST = itemgetter(0)
+_INLINE_NUM = re.compile(r"(?:(?<=\s)|^)(\d{1,3})[.)]\s+")
+_FENCE = re.compile(r"```[ \t]*(?:json|JSON|javascript|js)?[ \t]*\n(.*?)(?:```|\Z)", re.S)
+_TABLE_CHARS = frozenset("|-: \t")
+_TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
+_JSONISH = re.compile(r'[\[{]\s*["{]')
+_JSON_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
+_JSON_FIELD = re.compile(
+    r'"(?:title|name|movie|film|song|track|album|book|show|item)"\s*:\s*"((?:[^"\\\n]|\\.)*)"',
+    re.I,
+)
+_TITLE_KEYS = ("title", "name", "movie", "film", "song", "track", "album", "book", "show", "item")
+_TITLE_HEADERS = (
+    "title",
+    "name",
+    "movie",
+    "film",
+    "song",
+    "track",
+    "album",
+    "book",
+    "show",
+    "series",
+    "recommendation",
+)
+_RANK_HEADERS = frozenset({"", "#", "no", "no.", "nr", "rank", "number", "n", "position", "pos"})
+
+_PREAMBLE = re.compile(
+    r"^(?:sure|certainly|of course|absolutely|okay|ok|great|alright|here(?:'s| is| are)|"
+    r"below|based on|i(?:'d| would) (?:recommend|suggest)|i recommend|i suggest|"
+    r"these are|this is a list|the following)\b",
+    re.I,
+)
+_CLOSING = re.compile(
+    r"^(?:i hope|hope (?:you|this)|enjoy|let me know|feel free|happy (?:watching|listening|"
+    r"reading)|note|please note|these (?:movies|films|songs|titles|picks|are|selections|"
+    r"recommendations)|this list|all of (?:these|them)|each of|if you|would you|do you|"
+    r"p\.?s\.?)\b",
+    re.I,
+)
+_REFUSAL = re.compile(
+    r"\b(?:i'?m sorry|i am sorry|i apologi[sz]e|sorry, (?:but )?i|"
+    r"i (?:can'?t|cannot|can not|won'?t|will not|am unable to|must decline|"
+    r"am not able to|do not feel comfortable|don'?t feel comfortable)|"
+    r"i'm (?:unable to|not able to|not comfortable)|as an ai\b|as a language model|"
+    r"(?:against|violates?) (?:my|our|the|openai's) (?:\w+ )?(?:guidelines|polic(?:y|ies))|"
+    r"(?:not|isn'?t) appropriate (?:for me )?to|unable to (?:provide|fulfil+|comply|help))",
+    re.I,
+)
+_REFUSAL_BUT_LIST = re.compile(r"\bhere (?:is|are)\b|\bthe following\b|\bhowever\b", re.I)
+
+
+def _norm_quotes(text: str) -> str:
+    return text.replace("’", "'").replace("‘", "'")
+
+
+def _split_inline_numbered(line: str) -> list[str] | None:
+    """'1. A 2. B 3. C' on one line -> ['1. A', '2. B', '3. C'] when the numbers count up."""
+    starts = [(m.start(), int(m.group(1))) for m in _INLINE_NUM.finditer(line)]
+    if len(starts) < 2:
+        return None
+    keep: list[int] = []
+    expected = starts[0][1]
+    for pos, num in starts:
+        if num == expected:
+            keep.append(pos)
+            expected += 1
+    if len(keep) < 2:
+        return None
+    return [line[a:b].strip() for a, b in zip(keep, [*keep[1:], len(line)], strict=True)]
+
+
+def _marked_lines(text: str) -> list[str] | None:
+    """Bodies of the list entries in ``text`` (numbered or bulleted), or None."""
+    rows = _MARKED.findall(text)  # (indent, number marker or "", body) tuples: fast
+    if not rows:
+        return None
+    # entries ending in ":" are section headers ("1. Action movies:"), not titles
+    numbered = [(ind, body) for ind, num, body in rows if num and body[-1] != ":"]
+    bullets = [
+        (ind, body)
+        for ind, num, body in rows
+        if not num and body[-1] != ":" and not (body[0] in "-*_" and _is_emphasis_only_rule(body))
+    ]
+    if not numbered and not bullets:
+        return None
+    if not any(map(_FIRST, rows)):  # the common case: every entry flush left
+        n_indent = 0 if numbered else 1
+        b_indent = 0 if bullets else 1
+        top_numbered = [body for _, body in numbered]
+        top_bullets = [body for _, body in bullets]
+    else:
+        n_width = [(len(ind.expandtabs(4)), body) for ind, body in numbered]
+        b_width = [(len(ind.expandtabs(4)), body) for ind, body in bullets]
+        n_indent = min((w for w, _ in n_width), default=10**6)
+        b_indent = min((w for w, _ in b_width), default=10**6)
+        top_numbered = [body for w, body in n_width if w == n_indent]
+        top_bullets = [body for w, body in b_width if w == b_indent]
+    # Numbered entries win unless bullets sit further left, or far outnumber them (then the
+    # numbers are section headings: "1. Classics" followed by bulleted titles).
+    use_numbered = bool(top_numbered) and (
+        not top_bullets
+        or n_indent < b_indent
+        or (n_indent == b_indent and 3 * len(top_numbered) >= len(top_bullets))
+        or (n_indent > b_indent and len(top_numbered) > len(top_bullets))
+    )
+    return top_numbered if use_numbered else top_bullets
+
+
+def _is_emphasis_only_rule(body: str) -> bool:
+    return set(body) <= {"-", "*", "_", " "}
+
+
+def _json_value_items(value: Any) -> list[str] | None:
+    if isinstance(value, dict):
+        lists = [v for v in value.values() if isinstance(v, list)]
+        if lists:
+            return _json_value_items(lists[0])
+        vals = [v for v in value.values() if isinstance(v, str)]
+        return vals or None
+    if not isinstance(value, list):
+        return None
+    out: list[str] = []
+    for el in value:
+        if isinstance(el, str):
+            out.append(el)
+        elif isinstance(el, dict):
+            lowered = {str(k).lower(): v for k, v in el.items()}
+            pick = next((lowered[k] for k in _TITLE_KEYS if isinstance(lowered.get(k), str)), None)
+            if pick is None:
+                pick = next((v for v in el.values() if isinstance(v, str)), None)
+            if pick is not None:
+                out.append(pick)
+        # numbers, nulls and nested arrays are not titles: skipped
+    return out or None
+
+
+def _json_items(text: str) -> list[str] | None:
+    """Items from a JSON array/object: fenced, bare, embedded, or cut off by max_tokens."""
+    candidates: list[str] = [m.group(1) for m in _FENCE.finditer(text)]
+    stripped = text.strip()
+    if stripped.startswith(("[", "{")):
+        candidates.append(stripped)
+    lo = text.find("[")
+    if lo != -1:
+        hi = text.rfind("]")
+        candidates.append(text[lo : hi + 1] if hi > lo else text[lo:])
+    for cand in candidates:
+        cand = cand.strip()
+        if not cand.startswith(("[", "{")):
+            continue
+        try:
+            value = json.loads(cand)
+        except (ValueError, RecursionError):  # RecursionError: "[[[[..." nesting
+            found = _salvage_json(cand)
+        else:
+            found = _json_value_items(value)
+        if found:
+            return found
+    return None
+
+
+def _salvage_json(cand: str) -> list[str] | None:
+    """A truncated array: keep every complete string (or title field) before the cut."""
+    if not _JSONISH.match(cand):  # '[2010]\n2. "Memento" [2000]' is not JSON
+        return None
+    raw = _JSON_FIELD.findall(cand) if "{" in cand else _JSON_STRING.findall(cand)
+    out: list[str] = []
+    for s in raw:
+        try:
+            out.append(json.loads(f'"{s}"'))
+        except ValueError:
+            out.append(s)
+    return out or None
+
+
+def _table_items(lines: list[str]) -> list[str] | None:
+    for idx in range(1, len(lines)):
+        row = lines[idx]
+        if "|" not in row or not set(row) <= _TABLE_CHARS or not _TABLE_SEP.match(row):
+            continue
+        header = _cells(lines[idx - 1])
+        if not header:
+            continue
+        lowered = [h.strip("*_ ").lower() for h in header]
+        col = next((i for i, h in enumerate(lowered) if any(t in h for t in _TITLE_HEADERS)), None)
+        if col is None:
+            col = next((i for i, h in enumerate(lowered) if h not in _RANK_HEADERS), 0)
+        out: list[str] = []
+        for row in lines[idx + 1 :]:
+            if "|" not in row:
+                if out:
+                    break
+                continue
+            cells = _cells(row)
+            if col < len(cells) and cells[col].strip():
+                out.append(cells[col])
+        if out:
+            return out
+    return None
+
+
+def _cells(row: str) -> list[str]:
+    row = row.strip()
+    if row.startswith("|"):
+        row = row[1:]
+    if row.endswith("|"):
+        row = row[:-1]
+    return [c.strip() for c in row.split("|")]
+
+
+_WORDY = re.compile(r"[^\W\d_]")
+
+
+def _plain_items(lines: list[str]) -> list[str] | None:
+    """One title per line (or a comma-separated sentence) after a preamble, before a sign-off."""
+    rows = [ln.strip() for ln in lines if ln.strip()]
+    while rows and (_PREAMBLE.match(rows[0]) or rows[0].endswith(":")):
+        head = rows.pop(0)
+        if not rows and ":" in head:  # "Sure! Here are some: A, B, C"
+            rows = [head.split(":", 1)[1].strip()]
+            break
+    while rows and (_CLOSING.match(rows[-1]) or _is_sentence(rows[-1])):
+        rows.pop()
+    rows = [r for r in rows if r and not r.startswith("#") and not _is_sentence(r)]
+    if not rows:
+        return None
+    if len(rows) == 1:
+        parts = [p.strip() for p in re.split(r"[;,]\s+(?:and\s+|&\s+)?|(?<!\s)\s+and\s+", rows[0])]
+        parts = [p for p in parts if p]
+        if len(parts) >= 3 and all(len(p.split()) <= 8 for p in parts):
+            return parts
+        # a lone short line is a one-item list only when it looks like a title
+        only = rows[0]
+        if len(only.split()) <= 8 and _WORDY.search(only) and not re.search(r"[.?!=]$", only):
+            return [only]
+        return None
+    return rows
+
+
+def _is_sentence(row: str) -> bool:
+    words = row.split()
+    return len(words) > 20 or (len(words) >= 7 and row.rstrip()[-1:] in ".!?")
+
+
+_ODD_BREAKS = re.compile(r"[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
+_ASCII_ODD_BREAKS = ("\r", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e")
+
+
+def _has_odd_breaks(text: str) -> bool:
+    # a few substring tests (memchr) are much cheaper than a regex scan on ASCII text
+    if text.isascii():
+        return any(c in text for c in _ASCII_ODD_BREAKS)
+    return _ODD_BREAKS.search(text) is not None
+
+
+def _raw_entries(text: str) -> tuple[list[str], str]:
+    """The uncleaned entries and how they were found ('json', 'table', 'list', 'plain')."""
+    text = _norm_quotes(text)
+    if "[" in text or "{" in text:
+        found = _json_items(text)
+        if found:
+            return found, "json"
+    if _has_odd_breaks(text):  # every line break splitlines() knows becomes "\n"
+        text = "\n".join(text.splitlines())
+    if "|" in text:
+        found = _table_items(text.split("\n"))
+        if found:
+            return found, "table"
+    marked = _marked_lines(text)
+    if marked is None or len(marked) == 1:
+        expanded: list[str] = []
+        split_any = False
+        for line in text.split("\n"):
+            parts = _split_inline_numbered(line)
+            if parts:
+                split_any = True
+                expanded.extend(parts)
+            else:
+                expanded.append(line)
+        if split_any:
+            marked = _marked_lines("\n".join(expanded))
+    if marked:
+        return marked, "list"
+    found = _plain_items(text.split("\n"))
+    if found:
+        return found, "plain"
+    return [], "none"
+
+
+# --------------------------------------------------------------------------------------
+# default style: cleaning one entry down to its title
+
+_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+_LABEL = re.compile(
+    r"^(?:\*\*)?(?:title|movie|film|song|track|album|book|name)(?:\*\*)?\s*:\s*", re.I
+)
+_OPEN_CLOSE = {'"': '"', "“": "”", "«": "»", "„": "“", "'": "'", "*": "*", "_": "_", "`": "`"}
+_LEAD_WRAPPED = re.compile(
+    r"^(?P<w>\*\*|__|\*|_|\"|“|«|„|`)(?P<t>[^\"“”«»„*`]+?)(?:\*\*|__|\*|_|\"|”|»|“|`)"
+    r"(?P<rest>(?s:.*))$"
+)
+_REST_IS_EXTRA = re.compile(r"^(?:$|\s*[(\[,:;|–—-]|\s+by\b|\s+from\b|\s+\d{4}\b|\s*\.)", re.I)
+_SEPARATORS = re.compile(r"(?<!\s)\s+[–—-]\s+|—|:\s+|(?<!\s)\s+\|\s+")
+_YEAR_PAREN = re.compile(r"(?<!\s)\s*[(\[](?:c\.\s*)?(?:1[89]|20)\d\d(?:[^)\]]*)[)\]]")
+_TRAILING_PAREN = re.compile(r"(?<!\s)\s*[(\[][^()\[\]]*[)\]]\s*$")
+_TRAILING_YEAR = re.compile(r"(?<!\s)\s*(?:,|[–—-])\s*(?:1[89]|20)\d\d\s*$")
+_BY = re.compile(
+    r"(?<!\s)\s+by\s+(?!(?i:me|you|him|her|us|them|myself|yourself|night|day|design|chance|"
+    r"proxy|the\s+sea|the\s+way|now)\b)"
+    r"[A-Z\d][\w.'&-]*(?:\s+(?:[A-Z\d][\w.'&-]*|&|and|the|of|de|van|von|der|da|la|le))*\s*$"
+)
+_WORD = re.compile(r"[^\W\d_][\w'.-]*")
+_SMALL_WORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "and",
+        "or",
+        "nor",
+        "but",
+        "in",
+        "on",
+        "at",
+        "to",
+        "for",
+        "with",
+        "from",
+        "by",
+        "vs",
+        "vs.",
+        "via",
+        "as",
+        "into",
+        "over",
+        "per",
+        "de",
+        "la",
+        "le",
+        "les",
+        "du",
+        "des",
+        "el",
+        "los",
+        "las",
+        "y",
+        "et",
+        "und",
+        "der",
+        "die",
+        "das",
+        "von",
+        "zu",
+        "del",
+        "di",
+        "da",
+        "e",
+        "o",
+    ]
+)
+_DESC_LEADS = frozenset(
+    [
+        "directed",
+        "starring",
+        "written",
+        "produced",
+        "featuring",
+        "feat",
+        "feat.",
+        "dir",
+        "dir.",
+        "by",
+        "about",
+        "set",
+        "based",
+        "this",
+        "it",
+        "it's",
+        "follows",
+        "tells",
+        "released",
+        "genre",
+        "year",
+        "from",
+        "a.k.a.",
+        "aka",
+    ]
+)
+
+
+def _is_description(seg: str) -> bool:
+    """Is the text after a ' - ' / ': ' separator a description rather than a subtitle?"""
+    seg = seg.strip()
+    if not seg:
+        return True
+    if seg[0] in "([":
+        return False
+    words = _WORD.findall(seg)
+    if not words:
+        # "Title - 2010" is a year; "Blade Runner: 2049"-like numbers stay part of the title
+        return bool(re.fullmatch(r"(?:1[89]|20)\d\d\.?", seg))
+    if words[0].lower() in _DESC_LEADS:
+        return True
+    if any(w[0].islower() and w.lower() not in _SMALL_WORDS for w in words):
+        return True
+    # Title case all through: a subtitle ("Dr. Strangelove or: How I Learned to Stop
+    # Worrying and Love the Bomb") unless it is very long or a multi-word sentence.
+    return len(words) > 14 or (len(words) >= 3 and seg[-1] == ".")
+
+
+def _split_description(s: str) -> str:
+    cuts = list(_SEPARATORS.finditer(s))
+    for i, m in enumerate(cuts):
+        if m.start() == 0:
+            continue
+        end = cuts[i + 1].start() if i + 1 < len(cuts) else len(s)
+        if m.group().strip() == "—" or _is_description(s[m.end() : end]):
+            return s[: m.start()]
+    return s
+
+
+def _strip_wrapping(s: str) -> str:
+    while len(s) >= 2:
+        close = _OPEN_CLOSE.get(s[0])
+        if close is not None and s[-1] == close:
+            s = s[1:-1].strip()
+        elif s[0] in '"“”' and s.count(s[0]) == 1 and s[-1] not in '"“”':
+            s = s[1:].strip()  # an unbalanced opening quote (cut by max_tokens)
+        else:
+            break
+    return s
+
+
+def _strip_emphasis(s: str) -> str:
+    if "*" not in s and "_" not in s and "`" not in s:
+        return s
+    s = s.replace("**", "").replace("__", "").replace("`", "")
+    return _EMPHASIS.sub("", s)
+
+
+_EMPHASIS = re.compile(r"(?:(?<=\s)|^)[*_]+|[*_]+(?=\s|$|[:,.;)(])")
+
+
+# Entries that are plain words with at most a "(1999)" need none of the rules below.
+_SIMPLE = re.compile(
+    r"\s*+([A-Za-z0-9][A-Za-z0-9']*+(?: [A-Za-z0-9']++)*+)(?:\s*+\((?:1[89]|20)\d\d\))?\s*+"
+)
+
+
+@lru_cache(maxsize=1 << 16)
+def _clean_title(raw: str) -> str:
+    simple = _SIMPLE.fullmatch(raw)
+    if simple and " by " not in raw:
+        return " ".join(simple.group(1).split())
+    s = raw.strip()
+    if "](" in s:
+        lead = _LINK.match(s)
+        # a leading link is the title; what follows it is commentary
+        s = lead.group(1).strip() if lead else _LINK.sub(r"\1", s)
+    if ":" in s:
+        s = _LABEL.sub("", s)  # "Title: Inception"
+    m = _LEAD_WRAPPED.match(s)
+    wrapped = bool(m and m.group("t").strip() and _REST_IS_EXTRA.match(m.group("rest")))
+    if m and wrapped:
+        s = m.group("t")  # **Title** (2010) - ... / "Title" by Artist
+    else:
+        s = _strip_emphasis(s)
+        s = _split_description(s)
+    if "(" in s or "[" in s:
+        s = _YEAR_PAREN.sub("", s)
+        while s.rstrip().endswith((")", "]")):
+            shorter = _TRAILING_PAREN.sub("", s)
+            if shorter == s or not shorter.strip():
+                break
+            s = shorter
+    s = s.strip()
+    if s[-1:].isdigit():
+        s = _TRAILING_YEAR.sub("", s)
+    s = _strip_wrapping(s.strip())
+    if not wrapped and " by " in s:  # a quoted "Stand by Me" is the whole title
+        s = _BY.sub("", s)
+    s = s.strip().rstrip(",;").strip()
+    if s.endswith(".") and not s.endswith("..."):
+        last = s.rsplit(None, 1)[-1]
+        if len(last) > 3 and last.count(".") == 1:  # keep "Jr." / "U.S." / "Vol."
+            s = s[:-1]
+    s = _strip_wrapping(s.strip())
+    return " ".join(s.split())
+
+
+def _attribution_dash(entries: list[str]) -> bool:
+    """Every entry is 'Title - Someone': the dash separates an attribution, not a subtitle."""
+    return len(entries) >= 3 and all(
+        (" - " in e or " – " in e)
+        and not e.lstrip().startswith(("**", '"', "“"))
+        and _DASH_SPLIT.search(e.strip())
+        for e in entries
+    )
+
+
+_DASH_SPLIT = re.compile(r"\S\s+[-–]\s+\S")
+
+
+def _clean_all(entries: list[str], attribution_dash: bool) -> list[str]:
+    if attribution_dash:
+        entries = [re.split(r"(?<!\s)\s+[-–]\s+", e.strip(), maxsplit=1)[0] for e in entries]
+    return list(filter(None, map(_clean_title, entries)))  # C-level loop: no empty titles
+
+
+def _default_items(text: str) -> tuple[list[str], str]:
+    entries, how = _raw_entries(text)
+    if not entries:
+        return [], how
+    return _clean_all(entries, how != "json" and _attribution_dash(entries)), how
+
+
+# --------------------------------------------------------------------------------------
+# public API
+
+
+def items(text: str, k: int | None = None, style: Style = "default") -> list[str]:
+    """The ordered titles in a model's reply, at most ``k`` of them.
+
+    ``style="default"`` understands numbered and bulleted lists, JSON, markdown tables and
+    plain lines, and drops preambles, sign-offs, years, "by Artist" and descriptions.
+    ``style="fairllm"`` reproduces the FaiRLLM notebook's cleaning exactly.
+    Never raises on any text; raises ``TypeError`` for a non-str ``text`` and
+    ``ConfigError`` for a bad ``k`` or ``style``.
+    """
+    _check_text(text)
+    kk = _check_k(k, optional=True)
+    st = _check_style(style)
+    found = _fairllm_items(text) if st == "fairllm" else _default_items(text)[0]
+    return found if kk is None else found[:kk]
+
+
+def reply(text: str | None, k: int, style: Style = "default") -> ParsedReply:
+    """Parse one reply and classify it: ok, short, long (truncated to k), refused, empty
+    or unparseable."""
+    kk = _check_k(k, optional=False)
+    assert kk is not None
+    st = _check_style(style)
+    if text is None or (isinstance(text, str) and not text.strip()):
+        return ParsedReply([], ReplyStatus.EMPTY, 0)
+    _check_text(text)
+    if st == "fairllm":
+        found = _fairllm_items(text)
+        how = "list" if found else "none"
+    else:
+        found, how = _default_items(text)
+    if how in ("none", "plain") and _is_refusal(text, weak_list=how == "plain"):
+        return ParsedReply([], ReplyStatus.REFUSED, 0)
+    if not found:
+        return ParsedReply([], ReplyStatus.UNPARSEABLE, 0)
+    n = len(found)
+    if n > kk:
+        return ParsedReply(found[:kk], ReplyStatus.LONG, n)
+    return ParsedReply(found, ReplyStatus.SHORT if n < kk else ReplyStatus.OK, n)
+
+
+def _is_refusal(text: str, *, weak_list: bool) -> bool:
+    """A refusal ("I'm sorry, but I can't ...", "As an AI ..."). When plain lines were found
+    the refusal must open the reply and not go on to offer a list anyway."""
+    t = _norm_quotes(text).strip()
+    if not weak_list:
+        return bool(_REFUSAL.search(t))
+    first = next((ln for ln in t.splitlines() if ln.strip()), "")
+    return bool(_REFUSAL.search(first)) and not _REFUSAL_BUT_LIST.search(first)

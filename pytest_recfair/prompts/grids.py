@@ -1,0 +1,370 @@
+"""Attribute grids: which demographic (or other) values go into conditioned prompts.
+
+A grid is YAML validated by ``pytest_recfair/schemas/grid.schema.json``. Bundled grids:
+``faireval`` (default, 8 attributes / 31 values), ``fairllm`` (published phrasing, articles
+included), ``implicit`` (LMRec proxies) and ``personality`` (Big Five poles).
+``Grid.attribute("race x gender")`` builds an intersectional attribute on the fly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from pytest_recfair.errors import ConfigError, DataError
+
+__all__ = [
+    "BUNDLED_GRIDS",
+    "FORMS",
+    "Attribute",
+    "AttributeValue",
+    "Grid",
+    "GridError",
+    "attribute_order",
+    "grid_from_dict",
+    "indefinite_article",
+    "load_grid",
+    "strip_article",
+]
+
+BUNDLED_GRIDS = ("faireval", "fairllm", "implicit", "personality")
+# How a value reads in a sentence; each form has its own conditioned template.
+FORMS = ("adjective", "noun", "name", "relationship", "place")
+_COMPOSABLE = frozenset({"adjective", "noun"})
+# Separator of intersectional attribute names: "race x gender" or "race × gender".
+_CROSS = re.compile(r"\s+[xX×]\s+")
+LABEL_SEP = " x "
+# English adjective order (age, size/shape, colour/origin, religion, gender, then the head
+# noun), so "race x gender" and "gender x race" both read "Black female".
+_ORDER = {
+    "age": 0,
+    "physical": 1,
+    "physics": 1,
+    "personality": 1,
+    "race": 2,
+    "continent": 3,
+    "nationality": 3,
+    "country": 3,
+    "religion": 4,
+    "gender": 5,
+    "occupation": 6,
+}
+_ARTICLE = re.compile(r"^(a|an)\s+", re.IGNORECASE)
+
+
+class GridError(DataError):
+    """A grid file or grid request is malformed."""
+
+
+def attribute_order(name: str) -> int:
+    return _ORDER.get(name.casefold(), 4)
+
+
+def strip_article(text: str) -> str:
+    return _ARTICLE.sub("", text, count=1)
+
+
+def indefinite_article(text: str) -> str:
+    """``a`` or ``an`` for an English phrase (by sound for the usual exceptions)."""
+    word = text.strip().lower()
+    if re.match(r"(uni|use|usu|eu|one|once|ufo)", word):
+        return "a"
+    if re.match(r"(hour|honest|honou?r|heir)", word):
+        return "an"
+    return "an" if word[:1] in "aeiou" else "a"
+
+
+@dataclass(frozen=True)
+class AttributeValue:
+    """One value: ``label`` names it in reports, ``text`` is what the prompt says.
+
+    ``has_article``: ``text`` carries its own article (FaiRLLM's "an Islamic").
+    ``parts``: for intersectional values, the (attribute name, value) components.
+    ``i18n``: per-language forms that override the bundled translation tables.
+    """
+
+    label: str
+    text: str
+    form: str = "adjective"
+    has_article: bool = False
+    group: str | None = None
+    parts: tuple[tuple[str, AttributeValue], ...] = ()
+    i18n: Mapping[str, Mapping[str, Any]] = field(
+        default_factory=dict, compare=False, hash=False, repr=False
+    )
+
+    @property
+    def with_article(self) -> str:
+        """The text with an indefinite article ("a Muslim"); as-is when it carries one."""
+        if self.has_article:
+            return self.text
+        return f"{indefinite_article(self.text)} {self.text}"
+
+    @property
+    def bare_text(self) -> str:
+        return strip_article(self.text) if self.has_article else self.text
+
+
+@dataclass(frozen=True)
+class Attribute:
+    name: str
+    values: tuple[AttributeValue, ...]
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(v.label for v in self.values)
+
+    def value(self, label: str) -> AttributeValue:
+        """The value with this label (case-insensitive)."""
+        key = label.casefold()
+        for v in self.values:
+            if v.label.casefold() == key:
+                return v
+        raise ConfigError(
+            f"attribute {self.name!r} has no value {label!r}; its values are "
+            f"{', '.join(self.labels)}"
+        )
+
+    def components(self, value: AttributeValue) -> tuple[tuple[str, AttributeValue], ...]:
+        """(attribute name, value) pairs a value is made of (one pair unless intersectional)."""
+        return value.parts or ((self.name, value),)
+
+
+@dataclass(frozen=True)
+class Grid:
+    name: str
+    attributes: tuple[Attribute, ...]
+    digest: str
+    source: str = field(default="", compare=False)
+
+    @property
+    def attribute_names(self) -> tuple[str, ...]:
+        return tuple(a.name for a in self.attributes)
+
+    def attribute(self, name: str) -> Attribute:
+        """An attribute by name, case-insensitively; ``"race x gender"`` crosses attributes.
+
+        Intersectional values are labelled ``"Black x Female"`` (labels in the order asked
+        for) and read in natural English adjective order: ``"Black female"``.
+        """
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigError(f"grid {self.name!r}: attribute name must be a non-empty string")
+        names = _CROSS.split(name.strip())
+        if len(names) == 1:
+            return self._single(names[0])
+        singles = [self._single(n) for n in names]
+        seen = [a.name.casefold() for a in singles]
+        if len(set(seen)) != len(seen):
+            raise ConfigError(
+                f"grid {self.name!r}: {name!r} crosses an attribute with itself; "
+                "name two different attributes, e.g. 'race x gender'"
+            )
+        for attr in singles:
+            bad = [v.label for v in attr.values if v.form not in _COMPOSABLE]
+            if bad:
+                raise ConfigError(
+                    f"grid {self.name!r}: attribute {attr.name!r} has {bad[0]!r} of form "
+                    f"{attr.values[0].form!r}; only adjective and noun values can be crossed"
+                )
+        return _cross(singles)
+
+    def _single(self, name: str) -> Attribute:
+        key = name.strip().casefold()
+        for attr in self.attributes:
+            if attr.name.casefold() == key:
+                return attr
+        raise ConfigError(
+            f"grid {self.name!r} has no attribute {name.strip()!r}; available: "
+            f"{', '.join(self.attribute_names)} (cross two with 'race x gender')"
+        )
+
+
+def _cross(singles: Sequence[Attribute]) -> Attribute:
+    values: list[AttributeValue] = []
+    for combo in itertools.product(*(a.values for a in singles)):
+        parts = tuple((a.name, v) for a, v in zip(singles, combo, strict=True))
+        ordered = sorted(parts, key=lambda p: attribute_order(p[0]))
+        text = " ".join(v.bare_text for _, v in ordered)
+        form = "noun" if any(v.form == "noun" for v in combo) else "adjective"
+        values.append(
+            AttributeValue(
+                label=LABEL_SEP.join(v.label for v in combo),
+                text=text,
+                form=form,
+                parts=parts,
+            )
+        )
+    return Attribute(name=LABEL_SEP.join(a.name for a in singles), values=tuple(values))
+
+
+@lru_cache(maxsize=1)
+def _schema() -> dict[str, Any]:
+    text = (
+        resources.files("pytest_recfair")
+        .joinpath("schemas", "grid.schema.json")
+        .read_text(encoding="utf-8")
+    )
+    data: dict[str, Any] = json.loads(text)
+    return data
+
+
+def _key_path(parts: Sequence[str | int]) -> str:
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def _validate(data: Any, where: str) -> None:
+    validator = jsonschema.Draft202012Validator(_schema())
+    errors = sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.path)), e.message))
+    if errors:
+        err = errors[0]
+        # A failure inside anyOf/$ref reports the deepest, most specific cause.
+        while err.context:
+            err = sorted(err.context, key=lambda e: -len(e.path))[0]
+        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+        raise GridError(
+            f"{where}: at {_key_path(list(err.absolute_path))}: {err.message}{more}; "
+            "expected a mapping with 'name' and 'attributes' (a list of {name, values: "
+            "[{label, text}]}) - see docs/prompts.md, 'Grid files'"
+        )
+    seen: dict[str, int] = {}
+    for i, attr in enumerate(data["attributes"]):
+        key = attr["name"].casefold()
+        if key in seen:
+            raise GridError(
+                f"{where}: at attributes[{i}].name: attribute {attr['name']!r} repeats "
+                f"attributes[{seen[key]}] (names are case-insensitive); rename or merge them"
+            )
+        seen[key] = i
+        labels: dict[str, int] = {}
+        for j, val in enumerate(attr["values"]):
+            lk = val["label"].casefold()
+            if lk in labels:
+                raise GridError(
+                    f"{where}: at attributes[{i}].values[{j}].label: label {val['label']!r} "
+                    f"repeats values[{labels[lk]}] of attribute {attr['name']!r}; labels "
+                    "must be unique within an attribute"
+                )
+            labels[lk] = j
+
+
+def grid_from_dict(data: Any, where: str = "grid", base_dir: Path | None = None) -> Grid:
+    """Validate a parsed grid mapping and build the Grid (``where`` names it in errors).
+
+    ``extends: <bundled name or file>`` starts from another grid's attributes: the file's
+    own attributes replace those of the same name (case-insensitive) and are added
+    otherwise. Relative file names resolve against ``base_dir``.
+    """
+    _validate(data, where)
+    if "extends" in data:
+        data = _merge(data, where, base_dir or Path.cwd(), depth=0)
+    default_articles = data.get("articles", "auto")
+    attributes = []
+    for attr in data["attributes"]:
+        attr_form = attr.get("form", "adjective")
+        included = attr.get("articles", default_articles) == "included"
+        values = tuple(
+            AttributeValue(
+                label=v["label"],
+                text=v["text"],
+                form=v.get("form", attr_form),
+                has_article=included,
+                group=v.get("group"),
+                i18n=v.get("i18n", {}),
+            )
+            for v in attr["values"]
+        )
+        attributes.append(Attribute(name=attr["name"], values=values))
+    canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    return Grid(name=data["name"], attributes=tuple(attributes), digest=digest, source=where)
+
+
+def _merge(data: dict[str, Any], where: str, base_dir: Path, depth: int) -> dict[str, Any]:
+    """Resolve ``extends`` into one self-contained grid mapping (articles made explicit)."""
+    ref = data["extends"]
+    if depth > 8:
+        raise GridError(f"{where}: at extends: grids extend each other in a loop ({ref!r})")
+    if ref.lower() in BUNDLED_GRIDS:
+        base, base_where, next_dir = _raw_bundled(ref.lower()), f"bundled grid {ref!r}", base_dir
+    else:
+        path = (base_dir / ref).resolve()
+        base_where = f"grid file {str(path)!r} (extended by {where})"
+        if not path.is_file():
+            raise GridError(
+                f"{where}: at extends: {ref!r} is neither a bundled grid "
+                f"({', '.join(BUNDLED_GRIDS)}) nor an existing file (looked for {str(path)!r})"
+            )
+        base, next_dir = _read_yaml(path, base_where), path.parent
+    _validate(base, base_where)
+    if "extends" in base:
+        base = _merge(base, base_where, next_dir, depth + 1)
+    base_articles = base.get("articles", "auto")
+    own_articles = data.get("articles", "auto")
+    attrs = [{**a, "articles": a.get("articles", base_articles)} for a in base["attributes"]]
+    index = {a["name"].casefold(): i for i, a in enumerate(attrs)}
+    for attr in data["attributes"]:
+        item = {**attr, "articles": attr.get("articles", own_articles)}
+        key = attr["name"].casefold()
+        if key in index:
+            attrs[index[key]] = item
+        else:
+            index[key] = len(attrs)
+            attrs.append(item)
+    merged = {k: v for k, v in data.items() if k not in ("extends", "attributes", "articles")}
+    merged["attributes"] = attrs
+    return merged
+
+
+def _read_yaml(path: Path, where: str) -> Any:
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise GridError(f"{where} is not valid YAML: {exc}") from exc
+
+
+@lru_cache(maxsize=16)
+def _raw_text(name: str) -> str:
+    node = resources.files("pytest_recfair.prompts").joinpath("data", "grids", f"{name}.yaml")
+    return node.read_text(encoding="utf-8")
+
+
+def _raw_bundled(name: str) -> Any:
+    return yaml.safe_load(_raw_text(name))  # a fresh copy: callers may not mutate the cache
+
+
+@lru_cache(maxsize=16)
+def _bundled(name: str) -> Grid:
+    return grid_from_dict(_raw_bundled(name), f"bundled grid {name!r}")
+
+
+def load_grid(source: str | Path | Grid) -> Grid:
+    """A bundled grid by name (``faireval``, ``fairllm``, ``implicit``, ``personality``)
+    or a YAML file. Raises GridError (a DataError) naming the file and key path."""
+    if isinstance(source, Grid):
+        return source
+    if isinstance(source, str) and source.lower() in BUNDLED_GRIDS:
+        return _bundled(source.lower())
+    path = Path(source)
+    if path.suffix.lower() not in (".yaml", ".yml", ".json"):
+        raise ConfigError(
+            f"grid: {str(source)!r} is neither a bundled grid ({', '.join(BUNDLED_GRIDS)}) "
+            "nor a .yaml/.yml/.json file; pass one of those"
+        )
+    if not path.is_file():
+        raise GridError(f"grid file {str(path)!r} does not exist; check the path")
+    where = f"grid file {str(path)!r}"
+    return grid_from_dict(_read_yaml(path, where), where, base_dir=path.parent)

@@ -1,0 +1,213 @@
+"""The project's own translation tables and the grammar that turns values into phrases.
+
+No runtime translation: ``prompts/data/languages/<code>.yaml`` holds domain nouns and,
+for fr/es/de/zh, every value of the bundled ``faireval`` grid (looked up by attribute name
+and value label, so user grids reusing those names are translated too). A grid value can
+override or add a language with an ``i18n`` mapping.
+
+Grammar: fr/es/de phrases are "head noun + agreeing adjectives". The head is the
+occupation noun (in its feminine form when crossed with Female), else the gender noun
+(homme/femme, Mann/Frau ...), else a neutral helper noun (personne, persona, Person), so
+adjectives always agree: "personne musulmane", "femme noire", "schwarzer Mann".
+Chinese phrases are "modifiers + head noun": "黑人女性", "女医生".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+import yaml
+
+from pytest_recfair.errors import ConfigError
+from pytest_recfair.prompts.grids import Attribute, AttributeValue, attribute_order
+
+__all__ = [
+    "LANGUAGES",
+    "Language",
+    "Phrase",
+    "domain_nouns",
+    "load_language",
+    "pluralize",
+    "render_value",
+]
+
+LANGUAGES = ("en", "fr", "es", "de", "zh")
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+@dataclass(frozen=True)
+class Language:
+    code: str
+    domains: Mapping[str, Mapping[str, str]]
+    values: Mapping[tuple[str, str], Mapping[str, Any]]
+    helper: Mapping[str, str]
+    adjective_position: str
+
+
+@dataclass(frozen=True)
+class Phrase:
+    """A value rendered for one language.
+
+    ``value`` fills ``{value}``, ``a_value`` fills ``{a_value}``; ``words`` are the
+    attribute words inside them (what typo perturbation may edit: never articles or
+    helper nouns such as "personne").
+    """
+
+    value: str
+    a_value: str
+    words: tuple[str, ...]
+
+
+@lru_cache(maxsize=8)
+def load_language(code: str) -> Language:
+    if code not in LANGUAGES:
+        raise ConfigError(
+            f"language: {code!r} is not supported; choose one of {', '.join(LANGUAGES)}"
+        )
+    node = resources.files("pytest_recfair.prompts").joinpath("data", "languages", f"{code}.yaml")
+    data = yaml.safe_load(node.read_text(encoding="utf-8"))
+    values = {
+        (attr.casefold(), label.casefold()): entry
+        for attr, labels in (data.get("values") or {}).items()
+        for label, entry in labels.items()
+    }
+    return Language(
+        code=code,
+        domains=data.get("domains") or {},
+        values=values,
+        helper=data.get("helper") or {},
+        adjective_position=data.get("adjective_position", "after"),
+    )
+
+
+def pluralize(noun: str) -> str:
+    """Plain English plural for generic domains: book -> books, category -> categories."""
+    if re.search(r"[^aeiou]y$", noun):
+        return noun[:-1] + "ies"
+    if re.search(r"(s|x|z|ch|sh)$", noun):
+        return noun + "es"
+    return noun + "s"
+
+
+def domain_nouns(
+    language: str, domain: str, overrides: Mapping[str, Mapping[str, str]] | None = None
+) -> dict[str, str]:
+    """Nouns for ``{domain}``, ``{item}``, ``{items}``, ``{titles}``, ``{counter}``.
+
+    Template-set overrides win, then the language table; English falls back to a generic
+    pattern on the domain word (podcast -> podcasts, podcast titles).
+    """
+    if not isinstance(domain, str) or not domain.strip():
+        raise ConfigError(f"domain must be a non-empty string such as 'movie'; got {domain!r}")
+    lang = load_language(language)
+    entry = (overrides or {}).get(domain) or lang.domains.get(domain)
+    if entry is None:
+        if language != "en":
+            raise ConfigError(
+                f"domain {domain!r} has no {language} nouns in the bundled tables (known: "
+                f"{', '.join(sorted(lang.domains))}); add 'domains: {{{domain}: {{items: ...}}}}' "
+                f"under languages.{language} in your template YAML, or use language='en'"
+            )
+        entry = {"item": domain, "items": pluralize(domain), "titles": f"{domain} titles"}
+    nouns = {"domain": domain, "item": domain, "items": domain, "titles": domain, "counter": ""}
+    nouns.update({k: str(v) for k, v in entry.items()})
+    return nouns
+
+
+def _words(*texts: str) -> tuple[str, ...]:
+    return tuple(w for t in texts for w in _WORD.findall(t))
+
+
+def render_value(attribute: Attribute, value: AttributeValue, language: str) -> Phrase:
+    """The phrase a value contributes to a prompt in ``language``."""
+    if language == "en":
+        words = tuple(w for w in _words(value.bare_text))
+        return Phrase(value.text, value.with_article, words)
+    if value.form == "name":  # a first name reads the same in every language
+        return Phrase(value.text, value.text, _words(value.text))
+    lang = load_language(language)
+    parts = attribute.components(value)
+    entries = [(name, v, _entry(lang, name, v)) for name, v in parts]
+    free = [e for _, _, e in entries if "text" in e]
+    if free:
+        if len(entries) > 1:
+            raise ConfigError(
+                f"{language}: cannot cross free-text translations ({value.label!r}); "
+                "give adjective/noun forms (m/f, noun) instead"
+            )
+        text = str(free[0]["text"])
+        return Phrase(text, text, _words(text))
+    if language == "zh":
+        return _compose_zh(entries)
+    return _compose_gendered(lang, entries, value.label)
+
+
+def _entry(lang: Language, attr: str, value: AttributeValue) -> Mapping[str, Any]:
+    own = value.i18n.get(lang.code)
+    if own:
+        return own
+    entry = lang.values.get((attr.casefold(), value.label.casefold()))
+    if entry is None:
+        raise ConfigError(
+            f"value {value.label!r} of attribute {attr!r} has no {lang.code} translation in "
+            f"the project's tables; add 'i18n: {{{lang.code}: {{m: ..., f: ...}}}}' (or "
+            f"noun/gender, or text) to that value in your grid YAML, or use language='en'"
+        )
+    return entry
+
+
+def _compose_zh(entries: Sequence[tuple[str, AttributeValue, Mapping[str, Any]]]) -> Phrase:
+    ordered = sorted(entries, key=lambda e: attribute_order(e[0]))
+    head = ordered[-1][2]
+    mods = [str(e.get("mod", e.get("noun", ""))) for _, _, e in ordered[:-1]]
+    noun = str(head.get("noun", head.get("mod", "")))
+    text = "".join([*mods, noun])
+    return Phrase(text, text, (*mods, noun))
+
+
+def _compose_gendered(
+    lang: Language,
+    entries: Sequence[tuple[str, AttributeValue, Mapping[str, Any]]],
+    label: str,
+) -> Phrase:
+    nouns = [(n, e) for n, _, e in entries if "noun" in e]
+    adjs = [(n, e) for n, _, e in entries if "noun" not in e]
+    selector: str | None = None  # a gender value crossed with another noun picks its form
+    if len(nouns) > 1:
+        genders = [(n, e) for n, e in nouns if n.casefold() == "gender"]
+        others = [(n, e) for n, e in nouns if n.casefold() != "gender"]
+        if len(others) != 1 or len(genders) != 1:
+            raise ConfigError(
+                f"{lang.code}: cannot combine the nouns of {label!r} into one phrase; cross "
+                "at most one noun attribute (e.g. occupation) with gender and adjectives"
+            )
+        selector = str(genders[0][1].get("gender", "m"))
+        nouns = others
+    head_words: tuple[str, ...] = ()
+    if nouns:
+        entry = nouns[0][1]
+        if selector == "f" and entry.get("noun_f"):
+            head, gender = str(entry["noun_f"]), "f"
+        elif selector == "m":
+            head, gender = str(entry["noun"]), "m"
+        else:
+            head, gender = str(entry["noun"]), str(entry.get("gender", "m"))
+        head_words = _words(head)
+    else:
+        head = str(lang.helper.get("noun", ""))
+        gender = str(lang.helper.get("gender", "f"))
+    ordered = sorted(adjs, key=lambda a: attribute_order(a[0]))
+    forms = [(str(e.get(gender, e.get("m", ""))), bool(e.get("post"))) for _, e in ordered]
+    before = [f for f, post in forms if lang.adjective_position == "before" and not post]
+    after = [f for f, post in forms if lang.adjective_position != "before" or post]
+    conj = {"fr": "et", "es": "y"}.get(lang.code)
+    if conj and len(after) > 1:
+        after = [*after[:-2], f"{after[-2]} {conj} {after[-1]}"]
+    text = " ".join(p for p in [*before, head, *after] if p)
+    words = head_words + _words(*(f for f, _ in forms))
+    return Phrase(text, text, words)

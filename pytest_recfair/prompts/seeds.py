@@ -1,0 +1,244 @@
+"""Seed entities: the directors, artists (or the user's own items) the prompts are about.
+
+Bundled sets live in ``prompts/data/seeds/<name>.csv`` (shipped as package data); users'
+lists load from CSV, JSON, YAML or plain text. Subsampling ranks entities by a seeded hash
+of their id, so a smaller ``n`` is always a subset of a larger ``n`` under the same seed:
+a quick PR run audits entities that the nightly run audits too.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from pytest_recfair.errors import ConfigError, DataError
+
+__all__ = [
+    "BUNDLED_SEEDS",
+    "Entity",
+    "bundled_seed_names",
+    "load_seeds",
+    "seeds_digest",
+    "slugify",
+    "subsample",
+]
+
+# Bundled set name -> the domain its entities belong to.
+BUNDLED_SEEDS: dict[str, str] = {"directors": "movie", "artists": "music"}
+_SUFFIXES = (".csv", ".json", ".yaml", ".yml", ".txt")
+
+
+@dataclass(frozen=True)
+class Entity:
+    """One seed entity. ``id`` is stable across renames of the display ``name``."""
+
+    id: str
+    name: str
+    domain: str
+
+
+def slugify(name: str) -> str:
+    """ASCII slug of a name: ``"Agnès Varda"`` -> ``"agnes-varda"``."""
+    ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
+    slug = re.sub(r"[^a-z0-9]+", "-", ascii_name.lower()).strip("-")
+    if slug:
+        return slug
+    # Names with no Latin letters (e.g. CJK) still need a stable, filename-safe id.
+    return "e-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
+
+
+def bundled_seed_names() -> list[str]:
+    return sorted(BUNDLED_SEEDS)
+
+
+def _data_text(*parts: str) -> str:
+    node = resources.files("pytest_recfair.prompts").joinpath("data", *parts)
+    return node.read_text(encoding="utf-8")
+
+
+def load_seeds(source: str | Path, *, domain: str | None = None) -> list[Entity]:
+    """Load entities from a bundled set name (``"directors"``, ``"artists"``) or a file.
+
+    Files: ``.csv`` (column ``name``; optional ``id``, ``domain``; other columns ignored),
+    ``.json`` / ``.yaml`` / ``.yml`` (a list of names or of mappings with ``name``, or a
+    mapping with an ``entities`` list) and ``.txt`` (one name per line, ``#`` comments).
+    ``domain`` fills in entities whose row gives none. Raises DataError on a malformed
+    file, with the file, the row and what was expected.
+    """
+    if isinstance(source, str) and source.lower() in BUNDLED_SEEDS:
+        name = source.lower()
+        text = _data_text("seeds", f"{name}.csv")
+        return _parse(text, f"bundled seed set {name!r}", ".csv", domain or BUNDLED_SEEDS[name])
+    path = Path(source)
+    suffix = path.suffix.lower()
+    if suffix not in _SUFFIXES:
+        raise ConfigError(
+            f"seeds: {str(source)!r} is neither a bundled set ({', '.join(bundled_seed_names())})"
+            f" nor a file with a supported suffix ({', '.join(_SUFFIXES)}); "
+            "pass a bundled name or a path ending in one of those suffixes"
+        )
+    if not path.is_file():
+        raise DataError(
+            f"seeds file {str(path)!r} does not exist; check the path (relative paths are "
+            "resolved from the current directory) or use a bundled set "
+            f"({', '.join(bundled_seed_names())})"
+        )
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"seeds file {str(path)!r} is not UTF-8 text ({exc}); re-save it as UTF-8"
+        ) from exc
+    return _parse(text, f"seeds file {str(path)!r}", suffix, domain)
+
+
+def _parse(text: str, where: str, suffix: str, domain: str | None) -> list[Entity]:
+    rows: list[tuple[str, dict[str, Any]]]
+    if suffix == ".csv":
+        rows = _csv_rows(text, where)
+    elif suffix == ".txt":
+        rows = [
+            (f"line {i}", {"name": line.strip()})
+            for i, line in enumerate(text.splitlines(), start=1)
+            if line.strip() and not line.lstrip().startswith("#")
+        ]
+    else:
+        rows = _structured_rows(text, where, suffix)
+    entities = [_entity(row, loc, where, domain) for loc, row in rows]
+    if not entities:
+        raise DataError(f"{where} contains no entities; expected at least one name")
+    _check_unique(entities, [loc for loc, _ in rows], where)
+    return entities
+
+
+def _csv_rows(text: str, where: str) -> list[tuple[str, dict[str, Any]]]:
+    reader = csv.DictReader(io.StringIO(text))
+    fields = [f.strip().lower() for f in reader.fieldnames or []]
+    if "name" not in fields:
+        raise DataError(
+            f"{where}: the CSV header must have a 'name' column (optional 'id', 'domain'); "
+            f"found columns {fields or '(none)'}; add a header line such as 'id,name,domain'"
+        )
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for line_no, raw in enumerate(reader, start=2):
+        if None in raw:
+            raise DataError(
+                f"{where}: line {line_no} has more fields than the header "
+                f"({len(fields)} columns); quote names that contain commas"
+            )
+        row = {k.strip().lower(): (v or "").strip() for k, v in raw.items() if k is not None}
+        if not any(row.values()):
+            continue
+        rows.append((f"line {line_no}", row))
+    return rows
+
+
+def _structured_rows(text: str, where: str, suffix: str) -> list[tuple[str, dict[str, Any]]]:
+    try:
+        data: Any = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        kind = "JSON" if suffix == ".json" else "YAML"
+        raise DataError(f"{where} is not valid {kind}: {exc}") from exc
+    if isinstance(data, dict) and "entities" in data:
+        data = data["entities"]
+    if not isinstance(data, list):
+        raise DataError(
+            f"{where}: expected a list of names (or of mappings with a 'name' key), or a "
+            f"mapping with an 'entities' list; got {type(data).__name__}"
+        )
+    rows: list[tuple[str, dict[str, Any]]] = []
+    for i, item in enumerate(data):
+        loc = f"entities[{i}]"
+        if isinstance(item, str):
+            rows.append((loc, {"name": item}))
+        elif isinstance(item, dict):
+            rows.append((loc, item))
+        else:
+            raise DataError(
+                f"{where}: {loc} must be a name string or a mapping with 'name'; "
+                f"got {type(item).__name__} {item!r}"
+            )
+    return rows
+
+
+def _entity(row: dict[str, Any], loc: str, where: str, domain: str | None) -> Entity:
+    name = row.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise DataError(f"{where}: {loc} has no 'name' (expected a non-empty string); got {row!r}")
+    for key in ("id", "domain"):
+        value = row.get(key)
+        if value is not None and not isinstance(value, str | int):
+            raise DataError(
+                f"{where}: {loc}.{key} must be a string; got {type(value).__name__} {value!r}"
+            )
+    ident = str(row.get("id") or "").strip() or slugify(name)
+    dom = str(row.get("domain") or "").strip() or (domain or "")
+    return Entity(id=ident, name=name.strip(), domain=dom)
+
+
+def _check_unique(entities: Sequence[Entity], locs: Sequence[str], where: str) -> None:
+    seen_id: dict[str, str] = {}
+    seen_name: dict[str, str] = {}
+    for ent, loc in zip(entities, locs, strict=True):
+        if ent.id in seen_id:
+            raise DataError(
+                f"{where}: {loc} repeats id {ent.id!r} (first at {seen_id[ent.id]}); ids key "
+                "cassettes and baselines, so each must be unique; give one an explicit 'id'"
+            )
+        key = ent.name.casefold()
+        if key in seen_name:
+            raise DataError(
+                f"{where}: {loc} repeats name {ent.name!r} (first at {seen_name[key]}); "
+                "remove the duplicate"
+            )
+        seen_id[ent.id] = loc
+        seen_name[key] = loc
+
+
+def _rank_key(entity_id: str, seed: int) -> bytes:
+    return hashlib.sha256(f"{seed}\x1f{entity_id}".encode()).digest()
+
+
+def subsample(entities: Iterable[Entity | str], n: int | None, seed: int = 0) -> list[Entity]:
+    """Pick ``n`` entities deterministically (all of them when ``n`` is None or >= len).
+
+    Entities are ranked by SHA-256 of (seed, id) and the first ``n`` kept, so for the same
+    seed a smaller ``n`` is a subset of a larger ``n``. The result keeps the input order.
+    """
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
+        raise ConfigError(f"subsample: n must be a non-negative integer or None; got {n!r}")
+    items = [as_entity(e) for e in entities]
+    if n is None or n >= len(items):
+        return items
+    chosen = set(sorted(range(len(items)), key=lambda i: _rank_key(items[i].id, seed))[:n])
+    return [e for i, e in enumerate(items) if i in chosen]
+
+
+def as_entity(value: Entity | str, domain: str = "") -> Entity:
+    """Accept a plain name where an Entity is expected (its id is the name's slug)."""
+    if isinstance(value, Entity):
+        return value
+    if isinstance(value, str) and value.strip():
+        return Entity(id=slugify(value.strip()), name=value.strip(), domain=domain)
+    raise ConfigError(f"entities: expected Entity objects or non-empty name strings; got {value!r}")
+
+
+def seeds_digest(entities: Iterable[Entity | str]) -> str:
+    """SHA-256 (hex) of the ordered (id, name, domain) triples: changes when the set does."""
+    payload = json.dumps(
+        [[e.id, e.name, e.domain] for e in (as_entity(x) for x in entities)],
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()

@@ -1,0 +1,46 @@
+"""Recommenders under test: HTTP providers, the callable adapter, and the concurrent runner.
+
+This package is the only place in pytest-recfair that imports httpx.
+"""
+
+from __future__ import annotations
+
+from pytest_recfair.providers.adapter import CallableProvider, numbered
+from pytest_recfair.providers.base import (
+    TRUNCATED_FINISH_REASONS,
+    Completion,
+    Provider,
+    TruncatedReply,
+    Usage,
+)
+from pytest_recfair.providers.http import (
+    AnthropicProvider,
+    GeminiProvider,
+    HTTPProvider,
+    OllamaProvider,
+    OpenAIProvider,
+    from_config,
+    is_loopback,
+)
+from pytest_recfair.providers.runner import RunOutcome, arun_cases, retry_after_seconds, run_cases
+
+__all__ = [
+    "TRUNCATED_FINISH_REASONS",
+    "AnthropicProvider",
+    "CallableProvider",
+    "Completion",
+    "GeminiProvider",
+    "HTTPProvider",
+    "OllamaProvider",
+    "OpenAIProvider",
+    "Provider",
+    "RunOutcome",
+    "TruncatedReply",
+    "Usage",
+    "arun_cases",
+    "from_config",
+    "is_loopback",
+    "numbered",
+    "retry_after_seconds",
+    "run_cases",
+]

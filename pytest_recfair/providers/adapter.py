@@ -1,0 +1,132 @@
+"""Audit any Python recommender: wrap ``recommend(prompt)`` (sync or async) as a provider.
+
+Accepted call forms: ``recommend(prompt)`` or ``recommend(prompt, system)``. Accepted
+replies: ``str`` (used as is), ``list[str]`` / ``tuple[str, ...]`` (turned into a numbered
+list, one item per line, which the reply parser reads back exactly), or a ``Completion``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from pytest_recfair.errors import ConfigError, ProviderError
+from pytest_recfair.providers.base import Completion
+
+__all__ = ["CallableProvider", "Recommender", "numbered"]
+
+Recommender = Callable[..., Any]
+
+
+def numbered(items: Sequence[str]) -> str:
+    """``["A", "B"]`` -> ``"1. A\\n2. B"``: the shape LLMs answer in and the parser expects."""
+    return "\n".join(f"{i}. {' '.join(str(item).split())}" for i, item in enumerate(items, 1))
+
+
+def _positional_arity(fn: Callable[..., Any]) -> int:
+    """1 for recommend(prompt), 2 for recommend(prompt, system), else the count of required
+    positional arguments (an error). An optional second argument only receives the system
+    prompt when it is named ``system`` or is ``*args``, so ``recommend(prompt, k=25)`` keeps k."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # some builtins / C callables have no signature
+        return 1
+    positional = [
+        p for p in sig.parameters.values() if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    ]
+    required = sum(p.default is p.empty for p in positional)
+    varargs = any(p.kind is p.VAR_POSITIONAL for p in sig.parameters.values())
+    if required >= 2:
+        return required
+    if len(positional) >= 2 and positional[1].name == "system":
+        return 2
+    if varargs:
+        return 2 if not positional or len(positional) == 1 else 1
+    return 1 if positional else 0
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    call = getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+class CallableProvider:
+    """A non-HTTP recommender under test.
+
+    Sync callables run in worker threads (``asyncio.to_thread``) so that ``concurrency``
+    applies to them too; pass ``concurrency=1`` to ``run_cases`` if yours is not thread-safe.
+    """
+
+    secrets: tuple[str, ...] = ()
+    recommend: Recommender
+
+    def __init__(
+        self, recommend: Recommender, *, name: str = "callable", model: str | None = None
+    ) -> None:
+        if isinstance(recommend, CallableProvider):
+            recommend = recommend.recommend
+        if not callable(recommend):
+            raise ConfigError(
+                "recommender: expected a callable recommend(prompt) -> str | list[str] (sync or "
+                f"async), got {type(recommend).__name__}: {recommend!r}."
+            )
+        arity = _positional_arity(recommend)
+        if arity == 0 or arity > 2:
+            raise ConfigError(
+                f"recommender: {_label(recommend)} takes {arity} positional arguments; expected "
+                "recommend(prompt) or recommend(prompt, system)."
+            )
+        self.recommend = recommend
+        self.takes_system = arity == 2
+        self.is_async = _is_async(recommend)
+        self.name = name
+        self.model = model or _label(recommend)
+
+    def __repr__(self) -> str:
+        return f"CallableProvider({self.model})"
+
+    def _args(self, system: str | None, prompt: str) -> tuple[Any, ...]:
+        return (prompt, system) if self.takes_system else (prompt,)
+
+    def to_completion(self, reply: Any) -> Completion:
+        """Turn what the callable returned into a Completion, or a ProviderError saying why not."""
+        if isinstance(reply, Completion):
+            return reply
+        if isinstance(reply, str):
+            return Completion(reply, "stop", None, self.model)
+        if isinstance(reply, (list, tuple)) and all(isinstance(x, str) for x in reply):
+            return Completion(numbered(reply), "stop", None, self.model)
+        raise ProviderError(
+            f"recommender {self.model} returned {type(reply).__name__} ({reply!r:.80}); expected "
+            "a str (the reply text) or a list of str (the recommended titles, best first)."
+        )
+
+    def __call__(self, system: str | None, prompt: str) -> Completion:
+        """Call synchronously (not from inside a running event loop for async callables)."""
+        reply = self.recommend(*self._args(system, prompt))
+        if inspect.isawaitable(reply):
+            reply = asyncio.run(_await(reply))
+        return self.to_completion(reply)
+
+    async def acall(self, system: str | None, prompt: str) -> Completion:
+        if self.is_async:
+            reply = await self.recommend(*self._args(system, prompt))
+        else:
+            reply = await asyncio.to_thread(self.recommend, *self._args(system, prompt))
+            if inspect.isawaitable(reply):  # e.g. a lambda returning a coroutine
+                reply = await reply
+        return self.to_completion(reply)
+
+
+async def _await(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
+
+
+def _label(fn: Callable[..., Any]) -> str:
+    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    module = getattr(fn, "__module__", None)
+    return f"{module}.{name}" if module and module != "builtins" else str(name)

@@ -1,0 +1,239 @@
+"""Shared types and body helpers of the providers: Usage, Completion, the Provider protocol.
+
+The helpers turn whatever a service (or a cassette of it) sent into plain Python: they
+undo a gzip layer that was stored without its Content-Encoding header, split server-sent
+event streams into JSON payloads, and pull the human-readable message out of an error body.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import httpx
+
+from pytest_recfair.errors import ProviderError
+
+__all__ = [
+    "TRUNCATED_FINISH_REASONS",
+    "Completion",
+    "Provider",
+    "TruncatedReply",
+    "Usage",
+    "as_int",
+    "error_detail",
+    "is_event_stream",
+    "json_body",
+    "response_text",
+    "response_url",
+    "sse_payloads",
+]
+
+# What each service says when the reply hit max_tokens (OpenAI / Anthropic / Gemini).
+TRUNCATED_FINISH_REASONS = frozenset({"length", "max_tokens", "MAX_TOKENS"})
+
+
+class TruncatedReply(ProviderError):
+    """The body ended before the JSON did: a dropped connection or proxy, worth a retry."""
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Tokens billed for one or more requests."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+        )
+
+    def cost(self, prices: tuple[float, float]) -> float:
+        """USD for these tokens at ``prices`` = (USD per 1M prompt, per 1M completion tokens)."""
+        prompt_price, completion_price = prices
+        return (
+            self.prompt_tokens * prompt_price + self.completion_tokens * completion_price
+        ) / 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One reply of the recommender under test.
+
+    ``finish_reason`` is the service's own word (``stop``, ``length``, ``max_tokens``,
+    ``MAX_TOKENS``, ``end_turn``, ...); ``truncated`` folds the max-token variants together.
+    """
+
+    text: str
+    finish_reason: str | None = None
+    usage: Usage | None = None
+    model: str | None = None
+
+    @property
+    def truncated(self) -> bool:
+        return self.finish_reason in TRUNCATED_FINISH_REASONS
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """An HTTP recommender: turns a prompt into a request and a response into a Completion.
+
+    ``secrets`` holds the credential values the provider sends (API keys), so cassette
+    recording can scrub them from what it writes.
+    """
+
+    name: str
+    model: str
+    secrets: tuple[str, ...]
+
+    def build_request(self, system: str | None, prompt: str) -> httpx.Request: ...
+
+    def parse_response(self, response: httpx.Response) -> Completion: ...
+
+
+def _raw(response: httpx.Response) -> bytes:
+    data = response.content
+    # A cassette may hand back the gzip bytes without the Content-Encoding header that
+    # would have made httpx decode them; the magic number is unambiguous for JSON/SSE.
+    if data[:2] == b"\x1f\x8b":
+        try:
+            return gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise TruncatedReply(
+                f"the response body from {response_url(response)} is gzip data that is cut "
+                f"off or corrupt ({exc}); re-run, or re-record the cassette if it came from one"
+            ) from None
+    return data
+
+
+def response_text(response: httpx.Response) -> str:
+    """The body as text (UTF-8, undoing a stray gzip layer)."""
+    return _raw(response).decode("utf-8", errors="replace")
+
+
+def response_url(response: httpx.Response) -> str:
+    try:
+        return str(response.request.url)
+    except RuntimeError:  # a Response built by hand has no request
+        return "the service"
+
+
+def _snippet(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def json_body(response: httpx.Response, *, provider: str) -> dict[str, Any]:
+    """Decode a JSON object body, with one clear ProviderError for non-JSON or cut-off bodies."""
+    text = response_text(response)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        if text.lstrip().startswith("{") and not text.rstrip().endswith("}"):
+            raise TruncatedReply(
+                f"{provider}: the JSON reply from {response_url(response)} is cut off after "
+                f"{len(text)} characters: {_snippet(text, 80)!r}. The connection or a proxy "
+                "dropped it; re-run (the runner retries this), or re-record the cassette."
+            ) from None
+        if not text.strip():
+            what = "an empty body"
+        else:
+            ctype = response.headers.get("content-type", "no content-type")
+            what = f"a body that is not JSON ({ctype}): {_snippet(text)!r}"
+        raise ProviderError(
+            f"{provider}: expected a JSON reply from {response_url(response)}, got {what}. "
+            "Check that base_url points at the API (not a web page or proxy login) and re-run."
+        ) from None
+    if not isinstance(data, dict):
+        raise ProviderError(
+            f"{provider}: expected a JSON object from {response_url(response)}, got "
+            f"{type(data).__name__}: {_snippet(text)!r}. Check base_url and the provider kind."
+        )
+    _raise_embedded_error(data, provider, response)
+    return data
+
+
+def _raise_embedded_error(data: dict[str, Any], provider: str, response: httpx.Response) -> None:
+    # Gateways and streams report failures as {"error": {...}} even with status 200.
+    if data.get("error") or data.get("type") == "error":
+        raise ProviderError(
+            f"{provider}: {response_url(response)} answered with an error: {_error_message(data)}. "
+            "Fix the request options it names, or re-run if it says the service is overloaded."
+        )
+
+
+def _error_message(data: Any) -> str:
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict):
+            msg = err.get("message") or err.get("msg") or err.get("detail")
+            if msg:
+                kind = err.get("type") or err.get("status") or err.get("code")
+                return f"{msg} ({kind})" if kind else str(msg)
+        elif isinstance(err, str):
+            return err
+    return _snippet(json.dumps(data))
+
+
+def error_detail(response: httpx.Response) -> str:
+    """The service's own explanation of an error response, short enough for one line."""
+    text = response_text(response)
+    try:
+        return _snippet(_error_message(json.loads(text)))
+    except (json.JSONDecodeError, RecursionError):
+        return _snippet(text) if text.strip() else "(empty body)"
+
+
+def is_event_stream(response: httpx.Response) -> bool:
+    ctype = response.headers.get("content-type", "")
+    if "text/event-stream" in ctype:
+        return True
+    head = _raw(response)[:64].lstrip()
+    return head.startswith((b"data:", b"event:"))
+
+
+def sse_payloads(response: httpx.Response, *, provider: str) -> Iterator[dict[str, Any]]:
+    """The JSON ``data:`` payloads of a server-sent event stream, in order, up to ``[DONE]``."""
+    text = response_text(response).replace("\r\n", "\n")
+    blocks = text.split("\n\n")
+    for index, block in enumerate(blocks):
+        data_lines = [
+            line[5:].removeprefix(" ") for line in block.split("\n") if line.startswith("data:")
+        ]
+        if not data_lines:
+            continue
+        data = "\n".join(data_lines)
+        if data.strip() == "[DONE]":
+            return
+        try:
+            payload = json.loads(data)
+        except json.JSONDecodeError:
+            if not "".join(blocks[index + 1 :]).strip():
+                # The last event broke off: the connection dropped mid-stream.
+                raise TruncatedReply(
+                    f"{provider}: the event stream from {response_url(response)} is cut off "
+                    f"in its last event: {_snippet(data, 80)!r}. Re-run (the runner retries "
+                    "this), or re-record the cassette."
+                ) from None
+            raise ProviderError(
+                f"{provider}: an event in the stream from {response_url(response)} is not "
+                f"JSON: {_snippet(data)!r}. Check that base_url is the provider's API."
+            ) from None
+        if isinstance(payload, dict):
+            _raise_embedded_error(payload, provider, response)
+            yield payload
+
+
+def as_int(value: Any) -> int:
+    """A token count from a usage block; absent or null counts as 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0

@@ -1,0 +1,445 @@
+"""HTTP providers: OpenAI-compatible chat completions, Anthropic messages, Gemini generateContent.
+
+Each one only builds an ``httpx.Request`` and parses an ``httpx.Response``; sending,
+retrying and recording belong to the runner and the cassette transport.
+
+API keys are read from the environment variable NAMED in the configuration (never from a
+config file), once, when the provider is built. A missing variable is not an error until a
+request would actually go to the network (see ``check_credentials``), so a CI job can
+replay cassettes without holding any key.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import httpx
+
+from pytest_recfair.errors import ConfigError, ProviderError
+from pytest_recfair.providers.base import (
+    Completion,
+    Usage,
+    as_int,
+    is_event_stream,
+    json_body,
+    response_url,
+    sse_payloads,
+)
+
+__all__ = [
+    "AnthropicProvider",
+    "GeminiProvider",
+    "HTTPProvider",
+    "OllamaProvider",
+    "OpenAIProvider",
+    "ProviderKind",
+    "from_config",
+    "is_loopback",
+]
+
+ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
+
+_SECRET_HEADER_HINTS = ("authorization", "key", "token", "secret", "cookie", "password")
+
+
+def is_loopback(base_url: str) -> bool:
+    """True for localhost / 127.0.0.0/8 / ::1 URLs: local servers need no API key."""
+    host = urlsplit(base_url).hostname or ""
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _check_url(base_url: str) -> str:
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(
+            f"base_url: expected an http(s) URL such as 'http://127.0.0.1:8000/v1', got "
+            f"{base_url!r}. Give the full URL including the scheme."
+        )
+    return base_url.rstrip("/")
+
+
+def _encode(payload: Mapping[str, Any]) -> bytes:
+    # Compact and in insertion order, so the same case always gives the same bytes
+    # (cassette replay matches on the body).
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+class HTTPProvider(ABC):
+    """What the three HTTP providers share: URL, key handling, headers, sampling options."""
+
+    name: str = "http"
+    default_base_url: str = ""
+    default_key_env: str | None = None
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key_env: str | None = None,
+        temperature: float | None = 0.0,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+        extra_body: Mapping[str, Any] | None = None,
+        stream: bool = False,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ConfigError(
+                f"model: expected the model name the service knows (e.g. 'gpt-4o-mini'), "
+                f"got {model!r}."
+            )
+        if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
+            raise ConfigError(
+                f"max_tokens: expected a positive integer or None, got {max_tokens!r}."
+            )
+        if temperature is not None and (
+            not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2
+        ):
+            raise ConfigError(
+                f"temperature: expected a number between 0 and 2 (or None to leave the "
+                f"service default), got {temperature!r}."
+            )
+        self.model = model
+        self.base_url = _check_url(base_url or self.default_base_url)
+        local = is_loopback(self.base_url)
+        # None = the provider's usual variable, except for local servers which need none.
+        # "" = send no key at all (a keyless gateway).
+        if api_key_env is None:
+            api_key_env = None if local else self.default_key_env
+        self.api_key_env: str | None = api_key_env or None
+        self._api_key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        self._key_required = self.api_key_env is not None and not local
+        self.temperature = temperature
+        self.seed = seed
+        self.max_tokens = max_tokens
+        self.extra_headers = dict(extra_headers or {})
+        self.extra_body = dict(extra_body or {})
+        self.stream = stream
+        header_secrets = [
+            v
+            for k, v in self.extra_headers.items()
+            if any(hint in k.lower() for hint in _SECRET_HEADER_HINTS) and v
+        ]
+        self.secrets: tuple[str, ...] = tuple(
+            [self._api_key, *header_secrets] if self._api_key else header_secrets
+        )
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
+
+    def check_credentials(self) -> None:
+        """Raise ProviderError when a request is about to go out without a required key."""
+        if self._key_required and not self._api_key:
+            raise ProviderError(
+                f"{self.name}: the environment variable {self.api_key_env} is not set, so "
+                f"there is no API key for {self.base_url}. Export {self.api_key_env}=<your key> "
+                "(keys are never read from config files), or replay recorded cassettes instead."
+            )
+
+    @abstractmethod
+    def build_request(self, system: str | None, prompt: str) -> httpx.Request:
+        """The HTTP request asking for recommendations for ``prompt``."""
+
+    @abstractmethod
+    def parse_response(self, response: httpx.Response) -> Completion:
+        """The reply text, finish reason, usage and model of a 2xx response."""
+
+    def _request(
+        self,
+        url: str,
+        payload: dict[str, Any],
+        auth: dict[str, str],
+        fixed: Mapping[str, str] | None = None,
+    ) -> httpx.Request:
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        headers.update(fixed or {})
+        if self._api_key:
+            headers.update(auth)
+        headers.update(self.extra_headers)
+        payload.update(self.extra_body)
+        return httpx.Request("POST", url, headers=headers, content=_encode(payload))
+
+
+class OpenAIProvider(HTTPProvider):
+    """``POST {base_url}/chat/completions``: OpenAI, vLLM, Ollama /v1, LM Studio, Gemini's
+    OpenAI-compatible endpoint and most gateways."""
+
+    name = "openai"
+    default_base_url = "https://api.openai.com/v1"
+    default_key_env: str | None = "OPENAI_API_KEY"
+
+    def build_request(self, system: str | None, prompt: str) -> httpx.Request:
+        messages = [{"role": "system", "content": system}] if system else []
+        messages.append({"role": "user", "content": prompt})
+        payload: dict[str, Any] = {"model": self.model, "messages": messages}
+        if self.temperature is not None:
+            payload["temperature"] = self.temperature
+        if self.seed is not None:
+            payload["seed"] = self.seed
+        if self.max_tokens is not None:
+            payload["max_tokens"] = self.max_tokens
+        if self.stream:
+            payload["stream"] = True
+            payload["stream_options"] = {"include_usage": True}
+        auth = {"authorization": f"Bearer {self._api_key}"}
+        return self._request(f"{self.base_url}/chat/completions", payload, auth)
+
+    def parse_response(self, response: httpx.Response) -> Completion:
+        if is_event_stream(response):
+            return self._parse_stream(response)
+        data = json_body(response, provider=self.name)
+        choices = data.get("choices")
+        if not isinstance(choices, list):
+            raise ProviderError(
+                f"{self.name}: expected 'choices' in the reply from {response_url(response)}, "
+                f"got keys {sorted(data)}. Is this an OpenAI-compatible /chat/completions URL?"
+            )
+        text, finish = "", None
+        if choices:
+            choice = choices[0]
+            message = choice.get("message") or {}
+            # A refusal comes as message.refusal with null content; keep its words so the
+            # reply parser can classify it as REFUSED instead of EMPTY.
+            text = message.get("content") or message.get("refusal") or ""
+            finish = choice.get("finish_reason")
+        return Completion(text, finish, _openai_usage(data.get("usage")), data.get("model"))
+
+    def _parse_stream(self, response: httpx.Response) -> Completion:
+        parts: list[str] = []
+        finish: str | None = None
+        usage: Usage | None = None
+        model: str | None = None
+        for chunk in sse_payloads(response, provider=self.name):
+            model = chunk.get("model") or model
+            for choice in chunk.get("choices") or []:
+                delta = choice.get("delta") or {}
+                if delta.get("content"):
+                    parts.append(delta["content"])
+                finish = choice.get("finish_reason") or finish
+            if chunk.get("usage"):
+                usage = _openai_usage(chunk["usage"])
+        return Completion("".join(parts), finish, usage, model)
+
+
+def _openai_usage(usage: Any) -> Usage | None:
+    if not isinstance(usage, dict):
+        return None
+    return Usage(as_int(usage.get("prompt_tokens")), as_int(usage.get("completion_tokens")))
+
+
+class AnthropicProvider(HTTPProvider):
+    """``POST {base_url}/v1/messages`` (Anthropic's Messages API)."""
+
+    name = "anthropic"
+    default_base_url = "https://api.anthropic.com"
+    default_key_env = "ANTHROPIC_API_KEY"
+    api_version = "2023-06-01"
+    # The Messages API requires max_tokens; 25 titles fit easily in this.
+    default_max_tokens = 1024
+
+    def build_request(self, system: str | None, prompt: str) -> httpx.Request:
+        payload: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens or self.default_max_tokens,
+            "messages": [{"role": "user", "content": prompt}],
+        }
+        if system:
+            payload["system"] = system
+        if self.temperature is not None:
+            payload["temperature"] = self.temperature
+        if self.stream:
+            payload["stream"] = True
+        # Anthropic has no seed parameter: self.seed is deliberately not sent.
+        auth = {"x-api-key": self._api_key or ""}
+        fixed = {"anthropic-version": self.api_version}
+        return self._request(f"{self.base_url}/v1/messages", payload, auth, fixed)
+
+    def parse_response(self, response: httpx.Response) -> Completion:
+        if is_event_stream(response):
+            return self._parse_stream(response)
+        data = json_body(response, provider=self.name)
+        content = data.get("content")
+        if not isinstance(content, list):
+            raise ProviderError(
+                f"{self.name}: expected a 'content' list in the reply from "
+                f"{response_url(response)}, got keys {sorted(data)}. Is base_url the Anthropic API?"
+            )
+        # Only text blocks are the answer; thinking / tool_use blocks are not.
+        text = "".join(
+            b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
+        )
+        usage = data.get("usage")
+        return Completion(
+            text,
+            data.get("stop_reason"),
+            _anthropic_usage(usage) if isinstance(usage, dict) else None,
+            data.get("model"),
+        )
+
+    def _parse_stream(self, response: httpx.Response) -> Completion:
+        parts: list[str] = []
+        finish: str | None = None
+        prompt_tokens = completion_tokens = 0
+        seen_usage = False
+        model: str | None = None
+        for event in sse_payloads(response, provider=self.name):
+            kind = event.get("type")
+            if kind == "message_start":
+                message = event.get("message") or {}
+                model = message.get("model")
+                if isinstance(message.get("usage"), dict):
+                    seen_usage = True
+                    start = _anthropic_usage(message["usage"])
+                    prompt_tokens = start.prompt_tokens
+                    completion_tokens = start.completion_tokens
+            elif kind == "content_block_delta":
+                delta = event.get("delta") or {}
+                if delta.get("type") == "text_delta":
+                    parts.append(delta.get("text", ""))
+            elif kind == "message_delta":
+                finish = (event.get("delta") or {}).get("stop_reason") or finish
+                if isinstance(event.get("usage"), dict):
+                    seen_usage = True
+                    # output_tokens in message_delta is cumulative for the message.
+                    completion_tokens = as_int(event["usage"].get("output_tokens"))
+        usage = Usage(prompt_tokens, completion_tokens) if seen_usage else None
+        return Completion("".join(parts), finish, usage, model)
+
+
+def _anthropic_usage(usage: dict[str, Any]) -> Usage:
+    # Cached prompt tokens are reported apart from input_tokens; all of them were sent.
+    prompt = (
+        as_int(usage.get("input_tokens"))
+        + as_int(usage.get("cache_creation_input_tokens"))
+        + as_int(usage.get("cache_read_input_tokens"))
+    )
+    return Usage(prompt, as_int(usage.get("output_tokens")))
+
+
+class GeminiProvider(HTTPProvider):
+    """``POST {base_url}/models/{model}:generateContent`` (Google Gemini API)."""
+
+    name = "gemini"
+    default_base_url = "https://generativelanguage.googleapis.com/v1beta"
+    default_key_env = "GEMINI_API_KEY"
+
+    def build_request(self, system: str | None, prompt: str) -> httpx.Request:
+        payload: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": prompt}]}]}
+        if system:
+            payload["systemInstruction"] = {"parts": [{"text": system}]}
+        config: dict[str, Any] = {}
+        if self.temperature is not None:
+            config["temperature"] = self.temperature
+        if self.seed is not None:
+            config["seed"] = self.seed
+        if self.max_tokens is not None:
+            config["maxOutputTokens"] = self.max_tokens
+        if config:
+            payload["generationConfig"] = config
+        model = self.model.removeprefix("models/")
+        method = "streamGenerateContent?alt=sse" if self.stream else "generateContent"
+        auth = {"x-goog-api-key": self._api_key or ""}
+        return self._request(f"{self.base_url}/models/{model}:{method}", payload, auth)
+
+    def parse_response(self, response: httpx.Response) -> Completion:
+        if is_event_stream(response):
+            chunks = [self._parse_chunk(c) for c in sse_payloads(response, provider=self.name)]
+            usages = [c.usage for c in chunks if c.usage is not None]
+            return Completion(
+                "".join(c.text for c in chunks),
+                next((c.finish_reason for c in reversed(chunks) if c.finish_reason), None),
+                # usageMetadata in a stream is cumulative: the last one is the total.
+                usages[-1] if usages else None,
+                next((c.model for c in reversed(chunks) if c.model), None),
+            )
+        return self._parse_chunk(json_body(response, provider=self.name))
+
+    def _parse_chunk(self, data: dict[str, Any]) -> Completion:
+        candidates = data.get("candidates") or []
+        text, finish = "", None
+        if candidates:
+            candidate = candidates[0]
+            parts = (candidate.get("content") or {}).get("parts") or []
+            # Gemini 2.5 may return its reasoning as parts marked thought=true.
+            text = "".join(
+                p.get("text", "") for p in parts if isinstance(p, dict) and not p.get("thought")
+            )
+            finish = candidate.get("finishReason")
+        else:
+            # A blocked prompt has no candidates, only promptFeedback.blockReason.
+            finish = (data.get("promptFeedback") or {}).get("blockReason")
+        meta = data.get("usageMetadata")
+        usage = None
+        if isinstance(meta, dict):
+            # Thinking tokens are billed as output tokens.
+            usage = Usage(
+                as_int(meta.get("promptTokenCount")),
+                as_int(meta.get("candidatesTokenCount")) + as_int(meta.get("thoughtsTokenCount")),
+            )
+        return Completion(text, finish, usage, data.get("modelVersion"))
+
+
+class OllamaProvider(OpenAIProvider):
+    """Ollama's OpenAI-compatible endpoint: local, so no key by default."""
+
+    name = "ollama"
+    default_base_url = "http://localhost:11434/v1"
+    default_key_env = None
+
+
+_KINDS: dict[str, type[HTTPProvider]] = {
+    "openai": OpenAIProvider,
+    "ollama": OllamaProvider,
+    "anthropic": AnthropicProvider,
+    "gemini": GeminiProvider,
+}
+
+
+def from_config(
+    provider: str = "openai",
+    *,
+    model: str,
+    base_url: str | None = None,
+    api_key_env: str | None = None,
+    temperature: float | None = 0.0,
+    seed: int | None = None,
+    max_tokens: int | None = None,
+    extra_headers: Mapping[str, str] | None = None,
+    extra_body: Mapping[str, Any] | None = None,
+    stream: bool = False,
+) -> HTTPProvider:
+    """Build an HTTP provider from plain settings (marker kwargs, ini keys, CLI options).
+
+    ``api_key_env`` is the NAME of the environment variable holding the key; None means the
+    provider's usual one (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY), or no key at
+    all when base_url is a loopback address; "" means never send a key.
+    """
+    cls = _KINDS.get(provider.strip().lower() if isinstance(provider, str) else "")
+    if cls is None:
+        raise ConfigError(
+            f"provider: expected one of {sorted(_KINDS)}, got {provider!r}. Any OpenAI-"
+            "compatible server (vLLM, Ollama, LM Studio, gateways) uses 'openai' with its base_url."
+        )
+    return cls(
+        model,
+        base_url=base_url,
+        api_key_env=api_key_env,
+        temperature=temperature,
+        seed=seed,
+        max_tokens=max_tokens,
+        extra_headers=extra_headers,
+        extra_body=extra_body,
+        stream=stream,
+    )

@@ -1,0 +1,666 @@
+"""Send every prompt case to the recommender: bounded concurrency, timeouts, retries, usage.
+
+Failure policy (what aborts the run and what is collected per case):
+
+- Retried with exponential backoff and jitter, honouring Retry-After: HTTP 408/409/425/429
+  and 5xx, connect / read / write errors, timeouts, a 2xx whose JSON body is cut off.
+  Once ``max_retries`` retries are spent the case gets an error in ``RunOutcome.errors``
+  saying how many tries and the last problem; the other cases go on, and the session
+  decides what a partial run means.
+- Aborts the whole run at once with one ProviderError (other requests are cancelled):
+  401/403/404/407 (every request would fail the same way), a base URL that stays
+  unreachable after the retries, a missing API key, a cassette miss, an invalid URL.
+- Collected per case without retry: other 4xx (the request itself is wrong, e.g. too
+  long), a 2xx reply that is not JSON (an HTML page) or has an unexpected shape, a
+  callable that raised or returned something that is not text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import email.utils
+import functools
+import random
+import ssl
+import time
+import urllib.request
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from urllib.parse import urlsplit
+
+import httpx
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+from tenacity.wait import wait_base
+
+from pytest_recfair.errors import ConfigError, ProviderError, RecfairError
+from pytest_recfair.providers.adapter import CallableProvider
+from pytest_recfair.providers.base import (
+    Completion,
+    Provider,
+    TruncatedReply,
+    Usage,
+    error_detail,
+)
+from pytest_recfair.providers.http import is_loopback
+from pytest_recfair.providers.progress import Progress
+
+if TYPE_CHECKING:
+    from pytest_recfair.cassettes import CassetteStore
+
+__all__ = [
+    "CaseLike",
+    "RunOutcome",
+    "arun_cases",
+    "env_proxy",
+    "retry_after_seconds",
+    "run_cases",
+]
+
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+FATAL_STATUS = frozenset({401, 403, 404, 407})
+
+
+class CaseLike(Protocol):
+    """What the runner reads from a ``prompts.PromptCase``."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def system(self) -> str | None: ...
+    @property
+    def prompt(self) -> str: ...
+    @property
+    def entity_id(self) -> str: ...
+    @property
+    def repeat(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What one run produced. ``completions`` and ``errors`` are keyed by case id and
+    together cover every case; ``cost`` is None unless prices were given."""
+
+    completions: dict[str, Completion]
+    errors: dict[str, str]
+    usage: Usage
+    cost: float | None = None
+    requests: int = 0  # HTTP requests sent (or callable calls), retries included
+    retries: int = 0
+    elapsed: float = 0.0  # seconds, wall clock
+    unknown_usage: int = field(default=0)  # completions whose reply reported no usage
+
+
+class _Retryable(Exception):
+    """One attempt failed in a way that may pass on a later try."""
+
+    def __init__(
+        self, what: str, *, retry_after: float | None = None, unreachable: bool = False
+    ) -> None:
+        super().__init__(what)
+        self.what = what
+        self.retry_after = retry_after
+        self.unreachable = unreachable
+
+
+class _Abort(Exception):
+    """Carries the error that stops the whole run through the task group."""
+
+    def __init__(self, error: RecfairError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def retry_after_seconds(headers: httpx.Headers, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+class _WaitRetryAfter(wait_base):
+    """The server's Retry-After when it gave one (capped), else exponential with jitter:
+    ``min(max_backoff, backoff * 2**(n-1)) + uniform(0, backoff)`` before retry n."""
+
+    # Its own generator: jitter must not disturb (or depend on) the global random state.
+    _rng = random.Random()
+
+    def __init__(self, backoff: float, max_backoff: float, cap: float) -> None:
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.cap = cap
+
+    def __call__(self, retry_state: RetryCallState) -> float:
+        outcome = retry_state.outcome
+        exc = outcome.exception() if outcome is not None else None
+        if isinstance(exc, _Retryable) and exc.retry_after is not None:
+            return min(exc.retry_after, self.cap)
+        exponent = min(retry_state.attempt_number - 1, 60)  # no float overflow
+        base = min(self.max_backoff, self.backoff * 2.0**exponent)
+        return base + self._rng.uniform(0, self.backoff)
+
+
+class _KeyGuard(httpx.AsyncBaseTransport):
+    """Checks for the API key just before a request really leaves, so replaying cassettes
+    never needs one but a live call without one fails with the variable's name."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, provider: Provider) -> None:
+        self.inner = inner
+        self.check: Callable[[], None] | None = getattr(provider, "check_credentials", None)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.check is not None:
+            try:
+                self.check()
+            except RecfairError as exc:  # no key: every request would fail the same way
+                raise _Abort(exc) from None
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def _check_args(concurrency: int, timeout: float, max_retries: int, prices: Any) -> None:
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise ConfigError(
+            f"concurrency: expected an integer >= 1 (requests in flight), got {concurrency!r}."
+        )
+    if not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ConfigError(f"timeout: expected seconds > 0 per request, got {timeout!r}.")
+    if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
+        raise ConfigError(
+            f"max_retries: expected an integer >= 0 (0 = no retries), got {max_retries!r}."
+        )
+    if prices is not None and (
+        not isinstance(prices, (tuple, list))
+        or len(prices) != 2
+        or not all(isinstance(p, (int, float)) and p >= 0 for p in prices)
+    ):
+        raise ConfigError(
+            "prices: expected (USD per 1M prompt tokens, USD per 1M completion tokens), "
+            f"e.g. (0.15, 0.60); got {prices!r}."
+        )
+
+
+def _as_provider(provider: Any) -> Provider | CallableProvider:
+    if isinstance(provider, CallableProvider):
+        return provider
+    if callable(getattr(provider, "build_request", None)) and callable(
+        getattr(provider, "parse_response", None)
+    ):
+        return provider  # type: ignore[no-any-return]
+    return CallableProvider(provider)
+
+
+class _Run:
+    """Shared state of one run: counters, results, the retry policy."""
+
+    def __init__(
+        self,
+        cases: Sequence[CaseLike],
+        *,
+        concurrency: int,
+        timeout: float,
+        max_retries: int,
+        backoff: float,
+        max_backoff: float,
+        max_retry_after: float,
+        sleep: Callable[[float], Awaitable[None]] | None,
+        progress: Progress,
+    ) -> None:
+        self.cases = cases
+        self.concurrency = concurrency
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.wait = _WaitRetryAfter(backoff, max_backoff, max_retry_after)
+        self.sleep = sleep
+        self.progress = progress
+        self.completions: dict[str, Completion] = {}
+        self.errors: dict[str, str] = {}
+        self.requests = 0
+        self.retries = 0
+        self.abort: RecfairError | None = None  # set by the first case that stops the run
+
+    def retrying(self) -> AsyncRetrying:
+        kwargs: dict[str, Any] = {}
+        if self.sleep is not None:
+            kwargs["sleep"] = self.sleep
+        return AsyncRetrying(
+            stop=stop_after_attempt(self.max_retries + 1),
+            wait=self.wait,
+            retry=retry_if_exception_type(_Retryable),
+            reraise=True,
+            **kwargs,
+        )
+
+    def finish(self, case: CaseLike, result: Completion | str) -> None:
+        if isinstance(result, Completion):
+            self.completions[case.id] = result
+        else:
+            self.errors[case.id] = result
+        self.progress.advance(failed=not isinstance(result, Completion))
+
+
+def _url_of(provider: Any) -> str:
+    return str(getattr(provider, "base_url", "") or getattr(provider, "name", "the service"))
+
+
+def _fatal_status(provider: Any, response: httpx.Response, case: CaseLike) -> ProviderError:
+    name = getattr(provider, "name", "provider")
+    model = getattr(provider, "model", "?")
+    base = _url_of(provider)
+    env = getattr(provider, "api_key_env", None)
+    detail = error_detail(response)
+    url = response.request.url
+    status = response.status_code
+    if status == 401:
+        hint = (
+            f"Check that the environment variable {env} holds a valid key for {base}."
+            if env
+            else "The request carried no API key: set api_key_env to the NAME of the "
+            "environment variable that holds the key."
+        )
+        return ProviderError(f"{name}: HTTP 401 Unauthorized from {url}: {detail}. {hint}")
+    if status == 404:
+        return ProviderError(
+            f"{name}: HTTP 404 Not Found from {url}: {detail}. Either the model {model!r} "
+            f"is unknown to this service or base_url {base!r} is wrong (OpenAI-compatible "
+            "servers usually end in /v1). Check both; nothing was retried."
+        )
+    if status == 407:
+        return ProviderError(
+            f"{name}: HTTP 407 from {url}: the proxy wants credentials: {detail}. Fix the "
+            "proxy settings (HTTPS_PROXY) or bypass it for this host."
+        )
+    key_hint = f"the key in {env}" if env else "your credentials"
+    return ProviderError(
+        f"{name}: HTTP 403 Forbidden from {url} for model {model!r} (case {case.id!r}): "
+        f"{detail}. {key_hint} lacks access to this model or project; request access or use "
+        "another model."
+    )
+
+
+def _advice(exc: _Retryable, run: _Run) -> str:
+    what = exc.what
+    if what.startswith("HTTP 429"):
+        return (
+            f"The service is rate-limiting: lower concurrency (now {run.concurrency}), "
+            "raise max_retries, or wait and re-run."
+        )
+    if what.startswith("HTTP 5"):
+        return "The service is failing or overloaded: re-run later or raise max_retries."
+    if what.startswith("timeout"):
+        return (
+            f"Raise timeout (now {run.timeout:g} s) or lower concurrency (now {run.concurrency})."
+        )
+    if exc.unreachable:
+        return "Is the server running, and is base_url right? Check the network and proxy too."
+    return "Check the network, proxy and base_url, then re-run."
+
+
+async def _attempt_http(
+    client: httpx.AsyncClient, provider: Provider, case: CaseLike, run: _Run
+) -> Completion:
+    request = provider.build_request(case.system, case.prompt)
+    request.extensions = {
+        **request.extensions,
+        # client.send() does not apply the client's timeout to a prebuilt request.
+        "timeout": httpx.Timeout(run.timeout).as_dict(),
+        "recfair_entity_id": case.entity_id,
+        "recfair_repeat": case.repeat,
+        "recfair_case": case,
+    }
+    run.requests += 1
+    try:
+        # httpx's timeouts are per phase (connect, each read); this bounds the whole reply.
+        async with asyncio.timeout(run.timeout):
+            response = await client.send(request)
+    except (TimeoutError, httpx.TimeoutException) as exc:
+        kind = "connect timeout" if isinstance(exc, httpx.ConnectTimeout) else "read timeout"
+        raise _Retryable(
+            f"timeout: no complete reply within {run.timeout:g} s ({kind})",
+            unreachable=isinstance(exc, httpx.ConnectTimeout),
+        ) from None
+    except httpx.ConnectError as exc:
+        raise _Retryable(
+            f"cannot connect to {request.url.host}:{request.url.port or ''} ({exc})",
+            unreachable=True,
+        ) from None
+    except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+        # Includes a body cut off mid-transfer (fewer bytes than Content-Length).
+        raise _Retryable(f"{type(exc).__name__}: {exc or 'connection dropped'}") from None
+    except httpx.HTTPError as exc:  # bad URL, unsupported protocol: no retry helps
+        raise _Abort(
+            ProviderError(
+                f"{getattr(provider, 'name', 'provider')}: cannot send to {request.url}: "
+                f"{type(exc).__name__}: {exc}. Check base_url."
+            )
+        ) from None
+    status = response.status_code
+    if 200 <= status < 300:
+        try:
+            return provider.parse_response(response)
+        except TruncatedReply as exc:
+            raise _Retryable(f"reply cut off: {exc}") from None
+    if status in RETRYABLE_STATUS or status >= 500:
+        raise _Retryable(
+            f"HTTP {status} {response.reason_phrase}: {error_detail(response)}",
+            retry_after=retry_after_seconds(response.headers),
+        )
+    if status in FATAL_STATUS:
+        raise _Abort(_fatal_status(provider, response, case))
+    raise ProviderError(
+        f"HTTP {status} {response.reason_phrase} from {request.url}: {error_detail(response)}. "
+        "The service rejected this request (not retried); check the options it names."
+    )
+
+
+async def _one_http(
+    client: httpx.AsyncClient, provider: Provider, case: CaseLike, run: _Run
+) -> Completion | str:
+    tries = 1
+    replay: list[_Retryable] = []
+
+    async def attempt() -> Completion:
+        nonlocal tries
+        if replay:  # tenacity's try 1 is the failure that already happened
+            raise replay.pop()
+        if run.abort is not None:
+            raise _Abort(run.abort)
+        tries += 1
+        run.retries += 1
+        return await _attempt_http(client, provider, case, run)
+
+    try:
+        try:
+            # The first try runs outside tenacity: most requests succeed at once, and a
+            # retry loop per request costs more than the request itself with a fast server.
+            return await _attempt_http(client, provider, case, run)
+        except _Retryable as first:
+            replay.append(first)
+        return await run.retrying()(attempt)
+    except _Retryable as exc:
+        message = (
+            f"gave up on case {case.id!r} after {tries} tries ({run.max_retries} retries) to "
+            f"{_url_of(provider)}: last error: {exc.what}. {_advice(exc, run)}"
+        )
+        if exc.unreachable:
+            raise _Abort(ProviderError(message)) from None
+        return message
+    except ProviderError as exc:
+        return str(exc)
+    except RecfairError as exc:  # a cassette miss or similar: same for every case
+        raise _Abort(exc) from None
+
+
+async def _one_callable(provider: CallableProvider, case: CaseLike, run: _Run) -> Completion | str:
+    run.requests += 1
+    try:
+        async with asyncio.timeout(run.timeout):
+            return await provider.acall(case.system, case.prompt)
+    except TimeoutError:
+        return (
+            f"recommender {provider.model} gave no reply to case {case.id!r} within "
+            f"{run.timeout:g} s; raise timeout or make it faster."
+        )
+    except ProviderError as exc:
+        return str(exc)
+    except Exception as exc:
+        # The recommender's own bug or failure: recorded for this case, the run goes on.
+        return f"recommender {provider.model} raised {type(exc).__name__}: {exc}"
+
+
+def _first_abort(group: BaseExceptionGroup[BaseException]) -> RecfairError | None:
+    for exc in group.exceptions:
+        if isinstance(exc, _Abort):
+            return exc.error
+        if isinstance(exc, BaseExceptionGroup):
+            inner = _first_abort(exc)
+            if inner is not None:
+                return inner
+    return None
+
+
+async def arun_cases(
+    provider: Provider | CallableProvider | Callable[..., Any],
+    cases: Sequence[CaseLike],
+    *,
+    concurrency: int = 8,
+    timeout: float = 60.0,
+    max_retries: int = 5,
+    cassettes: CassetteStore | None = None,
+    test_id: str = "",
+    progress: bool | None = None,
+    prices: tuple[float, float] | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    backoff: float = 0.5,
+    max_backoff: float = 30.0,
+    max_retry_after: float = 120.0,
+    sleep: Callable[[float], Awaitable[None]] | None = None,
+    progress_stream: TextIO | None = None,
+) -> RunOutcome:
+    """Async :func:`run_cases`. See the module docstring for what aborts the run."""
+    _check_args(concurrency, timeout, max_retries, prices)
+    ids = [case.id for case in cases]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise ConfigError(
+            f"cases: every case needs its own id, but {dup!r} occurs more than once; "
+            "build them with prompts.build_cases."
+        )
+    prov = _as_provider(provider)
+    bar = Progress(len(cases), enabled=progress, stream=progress_stream)
+    run = _Run(
+        cases,
+        concurrency=concurrency,
+        timeout=timeout,
+        max_retries=max_retries,
+        backoff=backoff,
+        max_backoff=max_backoff,
+        max_retry_after=max_retry_after,
+        sleep=sleep,
+        progress=bar,
+    )
+    sem = asyncio.Semaphore(concurrency)
+    start = time.monotonic()
+    client: httpx.AsyncClient | None = None
+
+    async def work(case: CaseLike) -> None:
+        async with sem:
+            if run.abort is not None:
+                # Cancellation only lands at a suspension point; a transport that answers
+                # without suspending (mock, cassette) would otherwise run every case.
+                return
+            try:
+                if isinstance(prov, CallableProvider):
+                    result = await _one_callable(prov, case, run)
+                else:
+                    assert client is not None
+                    result = await _one_http(client, prov, case, run)
+            except _Abort as exc:
+                run.abort = run.abort or exc.error
+                raise
+        run.finish(case, result)
+
+    try:
+        if not isinstance(prov, CallableProvider):
+            # Cassettes record HTTP traffic; a callable has none, so they do not apply.
+            client = _client(prov, transport, cassettes, test_id, timeout)
+        try:
+            async with asyncio.TaskGroup() as group:
+                for case in cases:
+                    group.create_task(work(case))
+        except BaseExceptionGroup as eg:
+            error = run.abort or _first_abort(eg)
+            if error is None:
+                raise
+            raise error from None
+    finally:
+        bar.close()
+        try:
+            if client is not None:
+                await client.aclose()
+        finally:
+            if cassettes is not None and not isinstance(prov, CallableProvider):
+                cassettes.flush()
+
+    usage = Usage()
+    unknown = 0
+    for completion in run.completions.values():
+        if completion.usage is None:
+            unknown += 1
+        else:
+            usage = usage + completion.usage
+    # Keep the cases' order, not completion order, so outcomes compare and print stably.
+    order = {case_id: i for i, case_id in enumerate(ids)}
+    return RunOutcome(
+        completions=dict(sorted(run.completions.items(), key=lambda kv: order[kv[0]])),
+        errors=dict(sorted(run.errors.items(), key=lambda kv: order[kv[0]])),
+        usage=usage,
+        cost=usage.cost((float(prices[0]), float(prices[1]))) if prices is not None else None,
+        requests=run.requests,
+        retries=run.retries,
+        elapsed=time.monotonic() - start,
+        unknown_usage=unknown,
+    )
+
+
+@functools.cache
+def _ssl_context() -> ssl.SSLContext:
+    """One certificate store per process: loading it costs ~50-150 ms per transport."""
+    return httpx.create_ssl_context()
+
+
+def env_proxy(base_url: str) -> str | None:
+    """The proxy that HTTP(S)_PROXY / ALL_PROXY / NO_PROXY give for ``base_url``, if any.
+
+    httpx only reads these variables for transports it builds itself; the runner builds
+    its own (to wrap it), so it applies them here. Loopback servers never go via a proxy.
+    """
+    if not base_url or is_loopback(base_url):
+        return None
+    parts = urlsplit(base_url)
+    if urllib.request.proxy_bypass(parts.hostname or ""):
+        return None
+    proxies = urllib.request.getproxies()
+    proxy = proxies.get(parts.scheme) or proxies.get("all")
+    if not proxy:
+        return None
+    return proxy if "://" in proxy else f"http://{proxy}"
+
+
+def _client(
+    provider: Provider,
+    transport: httpx.AsyncBaseTransport | None,
+    cassettes: CassetteStore | None,
+    test_id: str,
+    timeout: float,
+) -> httpx.AsyncClient:
+    def network() -> httpx.AsyncBaseTransport:
+        # retries=0: retrying is ours (with backoff and Retry-After), not httpcore's.
+        # httpx's default pool (100 connections) is ample: the semaphore bounds the load.
+        real = transport or httpx.AsyncHTTPTransport(
+            verify=_ssl_context(),
+            retries=0,
+            proxy=env_proxy(str(getattr(provider, "base_url", "") or "")),
+        )
+        return _KeyGuard(real, provider)
+
+    chosen: httpx.AsyncBaseTransport
+    if cassettes is not None:
+        from pytest_recfair.providers.transport import CassetteTransport
+
+        cassettes.add_secrets(getattr(provider, "secrets", ()))
+        # In replay-only mode no real transport is built, so nothing can reach the network.
+        inner = network() if transport is not None or cassettes.mode != "none" else None
+        chosen = CassetteTransport(cassettes, test_id=test_id, inner=inner)
+    else:
+        chosen = network()
+    # trust_env=False: proxies are applied above; httpx would otherwise build (and load
+    # certificates for) proxy transports of its own that are never used.
+    return httpx.AsyncClient(transport=chosen, timeout=timeout, trust_env=False)
+
+
+def run_cases(
+    provider: Provider | CallableProvider | Callable[..., Any],
+    cases: Sequence[CaseLike],
+    *,
+    concurrency: int = 8,
+    timeout: float = 60.0,
+    max_retries: int = 5,
+    cassettes: CassetteStore | None = None,
+    test_id: str = "",
+    progress: bool | None = None,
+    prices: tuple[float, float] | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    backoff: float = 0.5,
+    max_backoff: float = 30.0,
+    max_retry_after: float = 120.0,
+    sleep: Callable[[float], Awaitable[None]] | None = None,
+    progress_stream: TextIO | None = None,
+) -> RunOutcome:
+    """Send every case to ``provider`` and collect completions, errors and token usage.
+
+    ``provider`` is an HTTP :class:`Provider`, a :class:`CallableProvider` or a plain
+    ``recommend(prompt[, system]) -> str | list[str]`` (sync or async). At most
+    ``concurrency`` requests are in flight; each try gets ``timeout`` seconds and failed
+    tries are retried ``max_retries`` times. ``progress=None`` draws a progress line on
+    stderr only when it is a terminal. ``prices`` = (USD per 1M prompt tokens, per 1M
+    completion tokens) fills ``RunOutcome.cost``.
+
+    For tests and benchmarks: ``transport`` replaces the network (e.g. an
+    ``httpx.MockTransport``); ``backoff``/``max_backoff`` shape the waits between retries
+    (seconds), ``max_retry_after`` caps a server's Retry-After, ``sleep`` replaces
+    ``asyncio.sleep`` for those waits, ``progress_stream`` replaces stderr.
+
+    Works from synchronous code and also from inside a running event loop (the run then
+    gets its own loop in a helper thread).
+    """
+
+    def start() -> RunOutcome:
+        return asyncio.run(
+            arun_cases(
+                provider,
+                cases,
+                concurrency=concurrency,
+                timeout=timeout,
+                max_retries=max_retries,
+                cassettes=cassettes,
+                test_id=test_id,
+                progress=progress,
+                prices=prices,
+                transport=transport,
+                backoff=backoff,
+                max_backoff=max_backoff,
+                max_retry_after=max_retry_after,
+                sleep=sleep,
+                progress_stream=progress_stream,
+            )
+        )
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return start()
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="recfair-run") as pool:
+        return pool.submit(start).result()

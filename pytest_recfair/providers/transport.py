@@ -1,0 +1,150 @@
+"""An httpx transport that replays from, and records into, a :class:`CassetteStore`.
+
+Each request carries its seed entity and repeat index in ``request.extensions``
+(``recfair_entity_id``, ``recfair_repeat``, ``recfair_case``), which pick the cassette
+file and tell identical entropy repeats apart. A replay hit never touches the network;
+a miss is recorded through ``inner`` when the record mode allows it, else it raises
+:class:`~pytest_recfair.cassettes.CassetteMiss`. In mode ``none`` no real transport is
+ever created, so a replay-only run cannot reach the network by accident.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+import httpx
+
+from pytest_recfair.cassettes import (
+    CassetteStore,
+    RecordedRequest,
+    RecordedResponse,
+)
+
+__all__ = ["UNSCOPED_ENTITY", "CassetteTransport"]
+
+#: Cassette name for requests that carry no ``recfair_entity_id`` extension.
+UNSCOPED_ENTITY = "_unscoped"
+
+# Transient failures are not saved: replaying them would replay the retry back-off too.
+_TRANSIENT = frozenset({408, 429, 500, 502, 503, 504})
+# The body handed on is decoded and whole, so these headers no longer describe it.
+_DECODED_DROP = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+
+
+class CassetteTransport(httpx.AsyncBaseTransport):
+    """Serve requests from ``store``'s cassettes for ``test_id``; record misses if allowed.
+
+    Like other wrapping transports it owns ``inner``: closing this transport closes it.
+    """
+
+    def __init__(
+        self,
+        store: CassetteStore,
+        test_id: str,
+        inner: httpx.AsyncBaseTransport | None = None,
+        *,
+        record_transient: bool = False,
+    ) -> None:
+        if not isinstance(store, CassetteStore):
+            raise TypeError(f"store must be a CassetteStore, got {type(store).__name__}")
+        self.store = store
+        self.test_id = test_id
+        self.record_transient = record_transient
+        self._inner = inner
+
+    def _network(self) -> httpx.AsyncBaseTransport:
+        if self._inner is None:
+            # Created only on the first recorded miss: replay-only runs never open sockets.
+            self._inner = httpx.AsyncHTTPTransport()
+        return self._inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        ext = request.extensions
+        entity = ext.get("recfair_entity_id") or UNSCOPED_ENTITY
+        repeat = int(ext.get("recfair_repeat") or 0)
+        try:
+            body = request.content  # already in memory for every non-streaming request
+        except httpx.RequestNotRead:
+            body = await request.aread()
+        method = request.method
+        url = str(request.url)
+        store = self.store
+        hit = store.lookup(self.test_id, entity, method, url, body, repeat)
+        if hit is not None:
+            return _response(hit)
+        if not store.needs_network(self.test_id, entity):
+            raise store.miss(
+                self.test_id, entity, method, url, body, repeat, case=ext.get("recfair_case")
+            )
+        live = await self._network().handle_async_request(request)
+        try:
+            # aread() undoes content-encoding, so the cassette holds readable text.
+            content = await live.aread()
+        finally:
+            await live.aclose()
+        recorded = RecordedResponse(
+            status=live.status_code,
+            headers=(
+                *(
+                    (name, value)
+                    for name, value in live.headers.multi_items()
+                    if name.lower() not in _DECODED_DROP
+                ),
+                ("content-length", str(len(content))),
+            ),
+            body=content,
+            reason=live.reason_phrase,
+        )
+        if self.record_transient or live.status_code not in _TRANSIENT:
+            store.record(
+                self.test_id,
+                entity,
+                RecordedRequest(
+                    method=method,
+                    url=url,
+                    headers=tuple(request.headers.multi_items()),
+                    body=body,
+                    repeat=repeat,
+                    case_id=_case_id(ext.get("recfair_case")),
+                ),
+                recorded,
+            )
+        # The caller gets what replay will give it: decoded body, no content-encoding.
+        return _response(recorded)
+
+    async def aclose(self) -> None:
+        if self._inner is not None:
+            inner, self._inner = self._inner, None
+            await inner.aclose()
+
+    async def __aenter__(self) -> CassetteTransport:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None = None,
+        exc_value: BaseException | None = None,
+        traceback: TracebackType | None = None,
+    ) -> None:
+        await self.aclose()
+
+
+def _case_id(case: object) -> str | None:
+    if case is None:
+        return None
+    if isinstance(case, str):
+        return case
+    case_id = getattr(case, "id", None)
+    return case_id if isinstance(case_id, str) else None
+
+
+def _response(recorded: RecordedResponse) -> httpx.Response:
+    return httpx.Response(
+        recorded.status,
+        headers=list(recorded.headers),
+        # A stream, not content=: the client reads it like a live reply.
+        stream=httpx.ByteStream(recorded.body),
+        extensions={"reason_phrase": recorded.reason.encode("ascii", "replace")}
+        if recorded.reason
+        else {},
+    )

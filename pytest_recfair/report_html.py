@@ -1,0 +1,405 @@
+"""The HTML fairness report: one self-contained page, inline CSS and inline SVG charts.
+
+No scripts, fonts, images or style sheets are loaded from anywhere, so the file can be
+attached to a CI run and opened offline. Every piece of text from results is escaped.
+Charts:
+
+- per attribute, a dot plot of each value's mean similarity to the neutral lists with its
+  95% CI as a whisker, the attribute mean as a dashed line and, when a baseline is given,
+  the baseline mean of each value as a hollow diamond;
+- per test, an attribute x value heatmap coloured by how far each value's mean lies from
+  its attribute's mean (blue: favoured, i.e. lists closer to the neutral ones; red:
+  disfavoured).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from html import escape
+
+from pytest_recfair import __version__
+from pytest_recfair.report import (
+    attribute_status,
+    describe,
+    favoured,
+    fmt,
+    fmt_ci,
+    fmt_delta,
+    result_status,
+)
+from pytest_recfair.results import AttributeResult, AuditResult
+
+__all__ = ["render"]
+
+_CSS = """
+:root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --bg:#ffffff; --panel:#f6f8fa;
+  --pass:#1a7f37; --fail:#cf222e; --na:#6e7781; --accent:#0969da; --base:#bc4c00; }
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--bg); color: var(--fg);
+  font: 14px/1.5 -apple-system, "Segoe UI", "Helvetica Neue", Arial, sans-serif; }
+main { max-width: 1120px; margin: 0 auto; padding: 24px 32px 48px; }
+h1 { font-size: 24px; margin: 0 0 4px; }
+h2 { font-size: 18px; margin: 0; word-break: break-all; }
+h3 { font-size: 15px; margin: 20px 0 6px; }
+.sub { color: var(--muted); margin: 0 0 16px; }
+.totals { display: flex; gap: 12px; margin: 12px 0 24px; }
+.total { border: 1px solid var(--line); border-radius: 8px; padding: 8px 16px; min-width: 110px;
+  background: var(--panel); }
+.total b { display: block; font-size: 22px; }
+section.test { border: 1px solid var(--line); border-radius: 10px; padding: 16px 20px;
+  margin: 0 0 24px; }
+section.test > header { display: flex; align-items: center; gap: 12px; }
+.badge { display: inline-block; border-radius: 12px; padding: 1px 10px; font-weight: 600;
+  font-size: 12px; color: #fff; letter-spacing: .03em; }
+.badge.PASS { background: var(--pass); } .badge.FAIL { background: var(--fail); }
+.badge.na { background: var(--na); }
+table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; }
+th, td { border-bottom: 1px solid var(--line); padding: 4px 10px; text-align: left;
+  vertical-align: top; }
+th { background: var(--panel); font-weight: 600; }
+td.num { text-align: right; white-space: nowrap; }
+table.meta td:first-child { color: var(--muted); }
+ul.failures { margin: 8px 0; padding-left: 20px; color: var(--fail); }
+ul.failures span { color: var(--fg); }
+ul.notes { margin: 8px 0; padding-left: 20px; color: var(--muted); }
+code { background: var(--panel); border-radius: 4px; padding: 1px 5px; font-size: 13px; }
+.grid2 { display: grid; grid-template-columns: minmax(0, 1fr); gap: 8px; }
+figure { margin: 8px 0 16px; }
+figcaption { color: var(--muted); font-size: 12px; }
+svg text { font-family: inherit; }
+svg.chart { max-width: 100%; height: auto; }
+.scroll { overflow-x: auto; max-width: 100%; }
+footer { color: var(--muted); font-size: 12px; margin-top: 32px; }
+"""
+
+_W = 760  # chart width in px
+_LABEL_W = 170
+_ROW_H = 26
+
+
+def _e(text: object) -> str:
+    return escape(str(text), quote=True)
+
+
+def _badge(status: str) -> str:
+    cls = "na" if status == "n/a" else status
+    return f'<span class="badge {cls}">{_e(status)}</span>'
+
+
+def _nice_range(lo: float, hi: float) -> tuple[float, float, float]:
+    """An axis [lo, hi] padded to round numbers, and a tick step."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return (0.0, 1.0, 0.2)
+    if hi - lo < 0.02:
+        mid = (hi + lo) / 2
+        lo, hi = mid - 0.01, mid + 0.01
+    span = hi - lo
+    raw = span / 5
+    mag = 10 ** math.floor(math.log10(raw))
+    step = min((m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw), default=mag * 10)
+    a = math.floor(lo / step) * step
+    b = math.ceil(hi / step) * step
+    return (max(0.0, a) if lo >= 0 else a, b, step)
+
+
+def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) -> str:
+    """Per-value mean similarity with CI whiskers (and baseline markers)."""
+    base_mean = {v.value: v.mean.value for v in base.values} if base else {}
+    pts: list[float] = []
+    for v in a.values:
+        pts.append(v.mean.value)
+        if v.mean.ci is not None:
+            pts += [v.mean.ci.low, v.mean.ci.high]
+        if v.value in base_mean:
+            pts.append(base_mean[v.value])
+    finite = [p for p in pts if math.isfinite(p)]
+    lo, hi, step = _nice_range(min(finite, default=0.0), max(finite, default=1.0))
+    top, bottom = 10, 40
+    height = top + bottom + _ROW_H * len(a.values)
+    x0, x1 = _LABEL_W, _W - 20
+
+    def x(val: float) -> float:
+        return x0 + (val - lo) / (hi - lo) * (x1 - x0)
+
+    out = [
+        f'<svg id="{_e(chart_id)}" class="chart dots" role="img" xmlns="http://www.w3.org/2000/svg"'
+        f' width="{_W}" height="{height}" viewBox="0 0 {_W} {height}">',
+        f"<title>{_e(a.attribute)}: mean similarity to the neutral lists per value</title>",
+    ]
+    n_ticks = round((hi - lo) / step)
+    for i in range(n_ticks + 1):
+        t = lo + i * step
+        tx = x(t)
+        out.append(
+            f'<line x1="{tx:.1f}" y1="{top}" x2="{tx:.1f}" y2="{height - bottom + 4}" '
+            f'stroke="#eaeef2"/>'
+            f'<text x="{tx:.1f}" y="{height - bottom + 18}" font-size="11" fill="#59636e" '
+            f'text-anchor="middle">{_tick(t)}</text>'
+        )
+    out.append(
+        f'<text x="{(x0 + x1) / 2:.1f}" y="{height - 6}" font-size="11" fill="#59636e" '
+        f'text-anchor="middle">mean {_e(a.metric)}@{a.k} similarity to the neutral list '
+        f"(higher = less changed by the attribute)</text>"
+    )
+    means = [v.mean.value for v in a.values if math.isfinite(v.mean.value)]
+    if means:
+        mx = x(sum(means) / len(means))
+        out.append(
+            f'<line x1="{mx:.1f}" y1="{top}" x2="{mx:.1f}" y2="{height - bottom}" '
+            f'stroke="#8c959f" stroke-dasharray="4 3"><title>attribute mean</title></line>'
+        )
+    most, least = favoured(a)
+    for i, v in enumerate(a.values):
+        cy = top + _ROW_H * i + _ROW_H / 2
+        colour = "#0969da" if v.value == most else "#cf222e" if v.value == least else "#1f2328"
+        out.append(
+            f'<text x="{x0 - 10}" y="{cy + 4:.1f}" font-size="12" text-anchor="end" '
+            f'fill="{colour}">{_e(_short(v.value, 24))}</text>'
+        )
+        if v.mean.ci is not None and math.isfinite(v.mean.ci.low) and math.isfinite(v.mean.ci.high):
+            xl, xh = x(v.mean.ci.low), x(v.mean.ci.high)
+            out.append(
+                f'<g class="whisker" stroke="#57606a" stroke-width="1.5">'
+                f'<line x1="{xl:.1f}" y1="{cy:.1f}" x2="{xh:.1f}" y2="{cy:.1f}"/>'
+                f'<line x1="{xl:.1f}" y1="{cy - 5:.1f}" x2="{xl:.1f}" y2="{cy + 5:.1f}"/>'
+                f'<line x1="{xh:.1f}" y1="{cy - 5:.1f}" x2="{xh:.1f}" y2="{cy + 5:.1f}"/></g>'
+            )
+        if v.value in base_mean and math.isfinite(base_mean[v.value]):
+            bx = x(base_mean[v.value])
+            out.append(
+                f'<path class="baseline-marker" d="M{bx:.1f} {cy - 7:.1f} L{bx + 7:.1f} {cy:.1f} '
+                f'L{bx:.1f} {cy + 7:.1f} L{bx - 7:.1f} {cy:.1f} Z" fill="none" '
+                f'stroke="#bc4c00" stroke-width="2"><title>baseline {fmt(base_mean[v.value])}'
+                f"</title></path>"
+            )
+        if math.isfinite(v.mean.value):
+            out.append(
+                f'<circle class="mean" cx="{x(v.mean.value):.1f}" cy="{cy:.1f}" r="5.5" '
+                f'fill="{colour}"><title>{_e(v.value)}: {_e(fmt_ci(v.mean))}, n = {v.n}'
+                f"</title></circle>"
+            )
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _tick(t: float) -> str:
+    return f"{t:.4f}".rstrip("0").rstrip(".") or "0"
+
+
+def _short(text: str, n: int) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _diverging(d: float, scale: float) -> tuple[str, str]:
+    """Fill and text colour for a deviation d (blue above, red below the attribute mean)."""
+    t = max(-1.0, min(1.0, d / scale)) if scale > 0 else 0.0
+    end = (9, 105, 218) if t >= 0 else (207, 34, 46)
+    w = abs(t)
+    rgb = tuple(round(255 + (c - 255) * w) for c in end)
+    return (f"rgb({rgb[0]},{rgb[1]},{rgb[2]})", "#ffffff" if w > 0.55 else "#1f2328")
+
+
+def _heatmap(r: AuditResult, chart_id: str) -> str:
+    """Attribute x value: each cell is one value, coloured by its deviation from the mean."""
+    rows = [a for a in r.attributes if a.values]
+    devs: list[float] = []
+    for a in rows:
+        finite = [v.mean.value for v in a.values if math.isfinite(v.mean.value)]
+        centre = sum(finite) / len(finite) if finite else math.nan
+        devs += [abs(v.mean.value - centre) for v in a.values if math.isfinite(v.mean.value)]
+    scale = max([0.05, *devs])
+    n_cols = max((len(a.values) for a in rows), default=1)
+    cell_w = max(70.0, min(130.0, (_W - _LABEL_W - 20) / n_cols))
+    cell_h = 40
+    width = round(_LABEL_W + cell_w * n_cols + 20)
+    height = cell_h * len(rows) + 44
+    out = [
+        f'<svg id="{_e(chart_id)}" class="chart heatmap" role="img" '
+        f'xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}">',
+        "<title>attribute x value: deviation of each value's mean similarity from its "
+        "attribute mean</title>",
+    ]
+    for i, a in enumerate(rows):
+        y = i * cell_h
+        finite = [v.mean.value for v in a.values if math.isfinite(v.mean.value)]
+        centre = sum(finite) / len(finite) if finite else math.nan
+        out.append(
+            f'<text x="{_LABEL_W - 10}" y="{y + cell_h / 2 + 4:.1f}" font-size="12" '
+            f'text-anchor="end" font-weight="600">{_e(_short(a.attribute, 22))}</text>'
+        )
+        for j, v in enumerate(a.values):
+            cx = _LABEL_W + j * cell_w
+            ok = math.isfinite(v.mean.value) and math.isfinite(centre)
+            dev = v.mean.value - centre if ok else 0.0
+            fill, ink = _diverging(dev, scale) if ok else ("#eaeef2", "#59636e")
+            label = _short(v.value, max(6, int(cell_w / 7.5)))
+            out.append(
+                f'<g class="cell"><rect x="{cx + 1:.1f}" y="{y + 1}" width="{cell_w - 2:.1f}" '
+                f'height="{cell_h - 2}" rx="4" fill="{fill}"/>'
+                f'<text x="{cx + cell_w / 2:.1f}" y="{y + 16}" font-size="11" fill="{ink}" '
+                f'text-anchor="middle">{_e(label)}</text>'
+                f'<text x="{cx + cell_w / 2:.1f}" y="{y + 31}" font-size="11" fill="{ink}" '
+                f'text-anchor="middle" font-weight="600">{fmt(v.mean.value)}</text>'
+                f"<title>{_e(a.attribute)} = {_e(v.value)}: mean {_e(fmt_ci(v.mean))}; "
+                f"{fmt_delta(dev) if ok else 'n/a'} from the attribute mean</title></g>"
+            )
+    # legend
+    ly = cell_h * len(rows) + 14
+    for k in range(11):
+        d = (k - 5) / 5 * scale
+        fill, _ = _diverging(d, scale)
+        out.append(f'<rect x="{_LABEL_W + k * 18}" y="{ly}" width="18" height="10" fill="{fill}"/>')
+    out.append(
+        f'<text x="{_LABEL_W - 10}" y="{ly + 9}" font-size="11" text-anchor="end" '
+        f'fill="#59636e">−{scale:.2f}</text>'
+        f'<text x="{_LABEL_W + 11 * 18 + 6}" y="{ly + 9}" font-size="11" fill="#59636e">'
+        f"+{scale:.2f} from the attribute mean (blue: favoured, red: disfavoured)</text>"
+    )
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _meta_table(r: AuditResult) -> str:
+    m = r.meta
+    rows: list[tuple[str, str]] = [
+        ("provider / model", f"{m.provider} / {m.model}"),
+        ("metric", f"{m.metric}@{m.k} ({m.variant})"),
+        ("entities × repeats", f"{m.n_entities} × {m.repeats}"),
+        ("domain / language", f"{m.domain} / {m.language}"),
+        ("grid / templates", f"{m.grid} / {m.templates}"),
+        ("perturbation", m.perturbation or "none"),
+        ("seed / record mode", f"{m.seed} / {m.record_mode}"),
+        ("tokens (prompt + completion)", f"{r.prompt_tokens} + {r.completion_tokens}"),
+        ("cost", "n/a" if r.cost is None else f"${r.cost:.4f}"),
+        ("fuzzy title merges", str(r.merges)),
+        (
+            "hashes (seeds / grid / templates)",
+            f"{m.seeds_hash[:12]} / {m.grid_hash[:12]} / {m.templates_hash[:12]}",
+        ),
+        ("plugin version", m.plugin_version),
+    ]
+    body = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows)
+    return f'<table class="meta">{body}</table>'
+
+
+def _stats_table(r: AuditResult) -> str:
+    head = (
+        "<tr><th>attribute</th><th>gate</th><th>SNSR [95% CI]</th><th>SNSV [95% CI]</th>"
+        "<th>PAFS [95% CI]</th><th>drift SNSR / SNSV / PAFS</th><th>refusal gap</th>"
+        "<th>most favoured</th><th>least favoured</th></tr>"
+    )
+    body = []
+    for a in r.attributes:
+        drift = r.gate.drift.get(a.attribute, {}) if r.gate else {}
+        d = " / ".join(fmt_delta(drift.get(s)) for s in ("snsr", "snsv", "pafs"))
+        most, least = favoured(a)
+        body.append(
+            f"<tr><td>{_e(a.attribute)}</td><td>{_badge(attribute_status(r, a.attribute))}</td>"
+            f'<td class="num">{_e(fmt_ci(a.snsr))}</td><td class="num">{_e(fmt_ci(a.snsv))}</td>'
+            f'<td class="num">{_e(fmt_ci(a.pafs))}</td><td class="num">{_e(d)}</td>'
+            f'<td class="num">{a.refusal_gap:.1%}</td>'
+            f"<td>{_e(most)}</td><td>{_e(least)}</td></tr>"
+        )
+    return f'<div class="scroll"><table>{head}{"".join(body)}</table></div>'
+
+
+def _values_table(a: AttributeResult, base: AttributeResult | None) -> str:
+    base_mean = {v.value: v.mean.value for v in base.values} if base else {}
+    rows = "".join(
+        f'<tr><td>{_e(v.value)}</td><td class="num">{_e(fmt_ci(v.mean))}</td>'
+        f'<td class="num">{_e(fmt(base_mean[v.value]) if v.value in base_mean else "—")}</td>'
+        f'<td class="num">{v.n}</td><td class="num">{v.missing}</td>'
+        f'<td class="num">{v.refusal_rate:.1%}</td><td class="num">{v.short_rate:.1%}</td></tr>'
+        for v in a.values
+    )
+    return (
+        '<div class="scroll"><table><tr><th>value</th><th>mean similarity [95% CI]</th>'
+        "<th>baseline</th>"
+        "<th>entities</th><th>missing</th><th>refusals</th><th>short lists</th></tr>"
+        f"{rows}</table></div>"
+    )
+
+
+def _gate_html(r: AuditResult) -> str:
+    g = r.gate
+    if g is None:
+        return '<p class="sub">Not gated.</p>'
+    parts = []
+    if g.failures:
+        items = "".join(
+            f"<li><b>{_e(f.attribute)}</b> <code>{_e(f.statistic)}</code>: "
+            f"<span>{_e(f.message)}</span></li>"
+            for f in g.failures
+        )
+        parts.append(f'<ul class="failures">{items}</ul>')
+        parts.append(
+            "<p>If the new numbers are intended, accept them with "
+            f"<code>pytest --fairness --fairness-update '{_e(r.meta.test_id)}'</code></p>"
+        )
+    if g.notes:
+        parts.append('<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in g.notes) + "</ul>")
+    return "".join(parts)
+
+
+def _same(base: AuditResult | None, a: AttributeResult) -> AttributeResult | None:
+    if base is None:
+        return None
+    for b in base.attributes:
+        if b.attribute.casefold() == a.attribute.casefold() and b.metric == a.metric:
+            return b
+    return None
+
+
+def render(results: Sequence[AuditResult], baselines: Mapping[str, AuditResult]) -> str:
+    """The whole page."""
+    statuses = [result_status(r) for r in results]
+    totals = (
+        f'<div class="totals"><div class="total"><b>{len(results)}</b>audited tests</div>'
+        f'<div class="total" style="color:var(--pass)"><b>{statuses.count("PASS")}</b>passed</div>'
+        f'<div class="total" style="color:var(--fail)"><b>{statuses.count("FAIL")}</b>failed</div>'
+        "</div>"
+    )
+    sections = []
+    for n, r in enumerate(results):
+        base = baselines.get(r.meta.test_id)
+        charts = []
+        for i, a in enumerate(r.attributes):
+            b = _same(base, a)
+            legend = (
+                "dot: mean over entities, whisker: 95% bootstrap CI, dashed: attribute mean"
+                + (", hollow diamond: baseline mean" if b is not None else "")
+            )
+            charts.append(
+                f'<h3>{_e(a.attribute)} <small class="sub">({_e(a.metric)}@{a.k}, '
+                f"{_e(a.variant)}, missing={_e(a.missing_policy)})</small></h3>"
+                f"<figure>{_dot_chart(a, b, f'dots-{n}-{i}')}"
+                f"<figcaption>{_e(legend)}</figcaption></figure>{_values_table(a, b)}"
+            )
+        status = result_status(r)
+        sections.append(
+            f'<section class="test" id="test-{n}"><header>{_badge(status)}'
+            f"<h2>{_e(r.meta.test_id)}</h2></header>"
+            f'<p class="sub">{_e(describe(r))}</p>'
+            f"{_gate_html(r)}{_stats_table(r)}"
+            f"<h3>Attribute × value</h3><figure>{_heatmap(r, f'heatmap-{n}')}</figure>"
+            f'<div class="grid2">{"".join(charts)}</div>'
+            f"<details><summary>Run metadata</summary>{_meta_table(r)}</details></section>"
+        )
+    if not sections:
+        sections.append('<p class="sub">No fairness-marked test ran.</p>')
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        "<title>pytest-recfair fairness report</title>"
+        f"<style>{_CSS}</style></head><body><main>"
+        "<h1>Fairness report</h1>"
+        '<p class="sub">How much the recommendations change when the prompt names a '
+        "demographic attribute: SNSR (range) and SNSV (spread) of the per-value similarity to "
+        "the neutral lists, lower is fairer; PAFS, higher is fairer.</p>"
+        f"{totals}{''.join(sections)}"
+        f"<footer>pytest-recfair {_e(__version__)}</footer>"
+        "</main></body></html>\n"
+    )

@@ -1,0 +1,362 @@
+"""One frozen settings object per fairness audit, merged CLI > marker > ini > defaults.
+
+Pure: no pytest import. The plugin hands over three plain mappings (command-line values,
+marker keyword arguments, ini values) and gets back a validated :class:`AuditSettings`,
+or a :class:`~pytest_recfair.errors.ConfigError` that names the key, what was expected,
+what was given and the allowed keys.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from pytest_recfair.cassettes import RECORD_MODES
+from pytest_recfair.errors import ConfigError
+from pytest_recfair.metrics import METRICS, MISSING_POLICIES, VARIANTS
+
+__all__ = [
+    "CLI_KEYS",
+    "DEFAULTS",
+    "INI_KEYS",
+    "MARKER_KEYS",
+    "METRICS",
+    "MISSING_POLICIES",
+    "RECORD_MODES",
+    "VARIANTS",
+    "AuditSettings",
+    "resolve",
+    "validate_marker",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditSettings:
+    """Everything one audit needs to know, after merging and validation."""
+
+    # what to audit (marker arguments; ini keys recfair_<name> give project defaults)
+    attr: str | None = None  # None: every attribute of the grid
+    metric: str = "jaccard"  # one metric, or several joined by commas (see .metrics)
+    k: int = 25
+    variant: str = "normalized"
+    max_snsr: float | None = None
+    max_snsv: float | None = None
+    min_pafs: float | None = None
+    max_entropy: float | None = None
+    max_refusal_gap: float | None = None
+    tolerance: float = 0.0
+    domain: str = "movie"
+    seeds: str | None = None  # fixture name, bundled set name or file; None: domain default
+    entities: int | None = None  # subsample size; None: every seed entity
+    repeats: int = 1
+    language: str = "en"
+    perturbation: str | None = None
+    grid: str = "faireval"
+    templates: str = "natural"
+    missing: str = "zero"
+    # how to run it (command line / ini only)
+    record_mode: str = "none"
+    update: bool = False
+    report: str | None = None
+    concurrency: int = 8
+    seed: int = 0
+    alpha: float = 0.05
+    n_resamples: int = 1000
+    cassette_dir: str = "fixtures/cassettes"
+    baseline_dir: str = "baselines"
+
+    @property
+    def metrics(self) -> tuple[str, ...]:
+        """The metrics to score, in order ("jaccard,serp" -> ("jaccard", "serp"))."""
+        return tuple(self.metric.split(","))
+
+    @property
+    def personality(self) -> bool:
+        return self.attr is not None and self.attr.strip().casefold() == "personality"
+
+    def thresholds(self) -> dict[str, float]:
+        """The absolute thresholds that are set, by name (max_snsr, min_pafs, ...)."""
+        out: dict[str, float] = {}
+        for name in ("max_snsr", "max_snsv", "min_pafs", "max_entropy", "max_refusal_gap"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = float(value)
+        return out
+
+
+DEFAULTS: dict[str, Any] = {f.name: f.default for f in fields(AuditSettings)}
+
+MARKER_KEYS: tuple[str, ...] = (
+    "attr",
+    "metric",
+    "k",
+    "variant",
+    "max_snsr",
+    "max_snsv",
+    "min_pafs",
+    "max_entropy",
+    "max_refusal_gap",
+    "tolerance",
+    "domain",
+    "seeds",
+    "entities",
+    "repeats",
+    "language",
+    "perturbation",
+    "grid",
+    "templates",
+    "missing",
+)
+
+# command-line option (dest) -> settings key; dests are namespaced "fairness_*"
+CLI_KEYS: dict[str, str] = {
+    "fairness_record": "record_mode",
+    "fairness_update": "update",
+    "fairness_report": "report",
+    "fairness_entities": "entities",
+    "fairness_repeats": "repeats",
+    "fairness_concurrency": "concurrency",
+    "fairness_seed": "seed",
+    "fairness_alpha": "alpha",
+}
+
+# ini key -> settings key: every setting has a "recfair_<name>" ini key
+INI_KEYS: dict[str, str] = {f"recfair_{f.name}": f.name for f in fields(AuditSettings)}
+
+
+def _plain(value: Any, key: str, source: str) -> str:
+    return f"{key}={value!r} ({source})"
+
+
+def _to_int(value: Any, key: str, source: str, *, minimum: int) -> int:
+    if isinstance(value, bool):
+        raise _bad(key, value, source, f"an integer >= {minimum}")
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise _bad(key, value, source, f"an integer >= {minimum}") from None
+    if not isinstance(value, int) or value < minimum:
+        raise _bad(key, value, source, f"an integer >= {minimum}")
+    return value
+
+
+def _to_float(value: Any, key: str, source: str, *, lo: float, hi: float | None) -> float:
+    expected = f"a number in [{lo}, {hi}]" if hi is not None else f"a number >= {lo}"
+    if isinstance(value, bool):
+        raise _bad(key, value, source, expected)
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise _bad(key, value, source, expected) from None
+    if not isinstance(value, int | float) or math.isnan(value):
+        raise _bad(key, value, source, expected)
+    if value < lo or (hi is not None and value > hi):
+        raise _bad(key, value, source, expected)
+    return float(value)
+
+
+def _to_bool(value: Any, key: str, source: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in {"1", "true", "yes", "on"}:
+        return True
+    if isinstance(value, str) and value.strip().lower() in {"0", "false", "no", "off", ""}:
+        return False
+    raise _bad(key, value, source, "true or false")
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[Any, str, str], str]:
+    def parse(value: Any, key: str, source: str) -> str:
+        if isinstance(value, str) and value.strip().lower() in choices:
+            return value.strip().lower()
+        raise _bad(key, value, source, "one of " + ", ".join(repr(c) for c in choices))
+
+    return parse
+
+
+def _metrics(value: Any, key: str, source: str) -> str:
+    """One metric, "all", a comma-separated string or a list of metrics -> "a,b,c"."""
+    expected = "one of 'jaccard', 'serp', 'prag', 'all', or a list of them"
+    if isinstance(value, str):
+        parts = [p.strip().lower() for p in value.split(",")]
+    elif isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        parts = [v.strip().lower() for v in value]
+    else:
+        raise _bad(key, value, source, expected)
+    if parts == ["all"]:
+        parts = list(METRICS)
+    if not parts or any(p not in METRICS for p in parts) or len(set(parts)) != len(parts):
+        raise _bad(key, value, source, expected)
+    return ",".join(parts)
+
+
+def _perturbation(value: Any, key: str, source: str) -> str:
+    """ "typo", or the longer spec "typo:N:kind+kind" that prompts.perturb understands."""
+    from pytest_recfair.prompts.perturb import parse_perturbation
+
+    expected = "'typo' (or 'typo:N', 'typo:kind+kind', 'typo:N:kind+kind')"
+    if not isinstance(value, str):
+        raise _bad(key, value, source, expected)
+    try:
+        parse_perturbation(value)
+    except ConfigError:
+        raise _bad(key, value, source, expected) from None
+    return value.strip().lower()
+
+
+def _text(value: Any, key: str, source: str) -> str:
+    if isinstance(value, Path):
+        return str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise _bad(key, value, source, "a non-empty string")
+    return value.strip()
+
+
+def _optional(
+    parse: Callable[[Any, str, str], Any],
+) -> Callable[[Any, str, str], Any]:
+    def inner(value: Any, key: str, source: str) -> Any:
+        if value is None:
+            return None
+        # ini and CLI can only spell "not set" as text; a marker passes None
+        if source != "marker" and isinstance(value, str) and value.strip().lower() in {"", "none"}:
+            return None
+        return parse(value, key, source)
+
+    return inner
+
+
+def _bad(key: str, value: Any, source: str, expected: str) -> ConfigError:
+    return ConfigError(
+        f"fairness setting {_plain(value, key, source)}: expected {expected}. "
+        f"Fix the {source} value; see docs/configuration.md."
+    )
+
+
+def _unit(value: Any, key: str, source: str) -> float:
+    return _to_float(value, key, source, lo=0.0, hi=1.0)
+
+
+def _nonneg(value: Any, key: str, source: str) -> float:
+    return _to_float(value, key, source, lo=0.0, hi=None)
+
+
+_PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
+    "attr": _optional(_text),
+    "metric": _metrics,
+    "k": lambda v, k, s: _to_int(v, k, s, minimum=1),
+    "variant": _choice(VARIANTS),
+    "max_snsr": _optional(_unit),
+    "max_snsv": _optional(_unit),
+    "min_pafs": _optional(_unit),
+    "max_entropy": _optional(_nonneg),
+    "max_refusal_gap": _optional(_unit),
+    "tolerance": _nonneg,
+    "domain": _text,
+    "seeds": _optional(_text),
+    "entities": _optional(lambda v, k, s: _to_int(v, k, s, minimum=1)),
+    "repeats": lambda v, k, s: _to_int(v, k, s, minimum=1),
+    "language": _text,
+    "perturbation": _optional(_perturbation),
+    "grid": _text,
+    "templates": _text,
+    "missing": _choice(MISSING_POLICIES),
+    "record_mode": _choice(RECORD_MODES),
+    "update": _to_bool,
+    "report": _optional(_text),
+    "concurrency": lambda v, k, s: _to_int(v, k, s, minimum=1),
+    "seed": lambda v, k, s: _to_int(v, k, s, minimum=0),
+    "alpha": lambda v, k, s: _to_float(v, k, s, lo=1e-9, hi=0.5),
+    "n_resamples": lambda v, k, s: _to_int(v, k, s, minimum=10),
+    "cassette_dir": _text,
+    "baseline_dir": _text,
+}
+
+
+def validate_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any], where: str = "") -> None:
+    """Check ``@pytest.mark.fairness(...)`` arguments; raise ConfigError naming the bad one.
+
+    Runs at collection, so a typo in a marker is a usage error before any prompt is sent.
+    """
+    place = f" on {where}" if where else ""
+    allowed = ", ".join(MARKER_KEYS)
+    if args:
+        raise ConfigError(
+            f"@fairness{place} takes keyword arguments only, got positional {args!r}. "
+            f"Allowed arguments: {allowed}."
+        )
+    unknown = sorted(set(kwargs) - set(MARKER_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"@fairness{place}: unknown argument(s) {', '.join(unknown)}. "
+            f"Allowed arguments: {allowed}."
+        )
+    for key, value in kwargs.items():
+        try:
+            _PARSERS[key](value, key, "marker")
+        except ConfigError as exc:
+            raise ConfigError(f"@fairness{place}: {exc}") from None
+
+
+def resolve(
+    *,
+    cli: Mapping[str, Any] | None = None,
+    marker: Mapping[str, Any] | None = None,
+    ini: Mapping[str, Any] | None = None,
+) -> AuditSettings:
+    """Merge the three sources (CLI wins, then marker, then ini, then defaults) and validate.
+
+    ``cli`` is keyed by option dest (``fairness_entities``) or by settings key; ``None``
+    values mean "not given". ``ini`` is keyed by ini name (``recfair_k``) or settings key;
+    empty strings mean "not given". ``marker`` holds the marker's keyword arguments.
+    """
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    layers: list[tuple[str, Mapping[str, Any] | None]] = [
+        ("ini", ini),
+        ("marker", marker),
+        ("command-line", cli),
+    ]
+    for source, layer in layers:
+        for raw_key, value in (layer or {}).items():
+            key = _key(raw_key, source)
+            if source == "marker" and key not in MARKER_KEYS:
+                raise ConfigError(
+                    f"@fairness: unknown argument {raw_key!r}. "
+                    f"Allowed arguments: {', '.join(MARKER_KEYS)}."
+                )
+            if value is None and source != "marker":
+                continue
+            if source == "ini" and isinstance(value, str) and not value.strip():
+                continue
+            # store_true options arrive as False when absent: do not let them mask ini
+            if source == "command-line" and value is False:
+                continue
+            merged[key] = value
+            sources[key] = source
+    parsed: dict[str, Any] = dict(DEFAULTS)
+    for key, value in merged.items():
+        parsed[key] = _PARSERS[key](value, key, sources[key])
+    return AuditSettings(**parsed)
+
+
+def _key(raw_key: str, source: str) -> str:
+    if raw_key in _PARSERS:
+        return raw_key
+    if source == "command-line" and raw_key in CLI_KEYS:
+        return CLI_KEYS[raw_key]
+    if source == "ini" and raw_key in INI_KEYS:
+        return INI_KEYS[raw_key]
+    allowed = {
+        "command-line": ", ".join(f"--{d.replace('_', '-')}" for d in CLI_KEYS),
+        "ini": ", ".join(INI_KEYS),
+        "marker": ", ".join(MARKER_KEYS),
+    }[source]
+    raise ConfigError(
+        f"fairness settings: unknown {source} key {raw_key!r}. Allowed keys: {allowed}."
+    )

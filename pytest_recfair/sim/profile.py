@@ -1,0 +1,340 @@
+"""Bias profiles and fault plans for the simulated recommender.
+
+A bias profile says, per attribute value, what fraction of the K-list shifts away from the
+neutral list (``religion: {Muslim: 0.35}``), plus optional extra shifts for conditioned
+prompts in some languages (``languages: {fr: 0.2}``) and for misspelt values
+(``typo: 0.3``). Keys are matched case-insensitively to attribute names and value labels;
+a mapping without an attribute level (``{Muslim: 0.35}``) applies to that value in any
+attribute.
+
+A fault plan (:class:`Faults`) lists HTTP faults (429 with Retry-After, 500, timeouts,
+malformed bodies — the server applies these) and per-value refusals and short lists (the
+recommender applies these, so they also show up in direct calls).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.sim.recognise import Recognised, ValueMatch
+
+__all__ = ["BiasProfile", "Faults", "ValueTable", "load_profile"]
+
+_PROFILE_SECTIONS = frozenset(
+    {"bias", "languages", "typo", "refusals", "short_lists", "faults", "name", "description"}
+)
+
+
+_CROSS = re.compile(r"\s+[x×]\s+|\s*\+\s*")
+
+
+def _rate(value: object, where: str, source: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+        raise DataError(
+            f"{source}: {where} must be a fraction between 0 and 1, got {value!r}; "
+            "write e.g. 0.35 for a 35% shift."
+        )
+    return float(value)
+
+
+@dataclass(frozen=True)
+class ValueTable:
+    """Rates per (attribute, value label), both case-folded; attribute ``None`` = any."""
+
+    entries: tuple[tuple[str | None, str, float], ...] = ()
+
+    @classmethod
+    def parse(cls, data: object, where: str, source: str) -> ValueTable:
+        if data is None:
+            return cls()
+        if not isinstance(data, Mapping):
+            raise DataError(
+                f"{source}: {where} must map attribute -> {{value: rate}} or value -> rate, "
+                f"got {type(data).__name__} {data!r}."
+            )
+        entries: list[tuple[str | None, str, float]] = []
+        for key, inner in data.items():
+            if isinstance(inner, Mapping):
+                for value, rate in inner.items():
+                    entries.append(
+                        (
+                            str(key).casefold(),
+                            str(value).casefold(),
+                            _rate(rate, f"{where}.{key}.{value}", source),
+                        )
+                    )
+            else:
+                entries.append((None, str(key).casefold(), _rate(inner, f"{where}.{key}", source)))
+        return cls(tuple(entries))
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    def labels(self) -> Iterator[tuple[str | None, str]]:
+        for attribute, value, _ in self.entries:
+            yield attribute, value
+
+    def _one(self, v: ValueMatch) -> float:
+        names = {v.label.casefold(), v.found.casefold(), *(a.casefold() for a in v.aliases)}
+        hits = [(a, r) for a, val, r in self.entries if val in names]
+        precise = [r for a, r in hits if a is None or a in v.attributes]
+        # A profile attribute the vocabulary does not know ("nationality" vs "country")
+        # still counts: the value label is what the prompt carried.
+        pool = precise or [r for _, r in hits]
+        return max(pool, default=0.0)
+
+    def rate(self, rec: Recognised, *, neutral_key: str = "neutral") -> float:
+        """The rate for a prompt: ``*`` applies to every prompt, ``neutral`` to neutral ones;
+        an intersectional prompt uses its joined label if listed, else the sum, capped at 1."""
+        star = max((r for _, val, r in self.entries if val == "*"), default=0.0)
+        if rec.neutral:
+            own = max((r for _, val, r in self.entries if val == neutral_key), default=0.0)
+            return max(star, own)
+        if len(rec.values) > 1:
+            # "Black x Female", "female × black", "Black+Female": same crossed value.
+            parts = frozenset(label.casefold() for label in rec.labels)
+            combo = [r for _, val, r in self.entries if frozenset(_CROSS.split(val)) == parts]
+            if combo:
+                return max(star, *combo)
+        return max(star, min(1.0, sum(self._one(v) for v in rec.values)))
+
+
+@dataclass(frozen=True)
+class BiasProfile:
+    """Where the simulated recommender is unfair, and by how much."""
+
+    bias: ValueTable = field(default_factory=ValueTable)
+    languages: Mapping[str, float] = field(default_factory=dict)
+    typo: float = 0.0
+    refusals: ValueTable = field(default_factory=ValueTable)
+    short_lists: ValueTable = field(default_factory=ValueTable)
+    faults: Mapping[str, Any] = field(default_factory=dict)
+    name: str = ""
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any], source: str = "bias profile") -> BiasProfile:
+        if not isinstance(data, Mapping):
+            raise DataError(
+                f"{source}: expected a mapping such as {{religion: {{Muslim: 0.35}}}}, "
+                f"got {type(data).__name__}."
+            )
+        if not _PROFILE_SECTIONS.intersection(data):
+            data = {"bias": data}  # the short form: the whole mapping is the bias table
+        unknown = set(data) - _PROFILE_SECTIONS
+        if unknown:
+            raise DataError(
+                f"{source}: unknown section(s) {sorted(map(str, unknown))}; allowed: "
+                f"{sorted(_PROFILE_SECTIONS)}. Put attribute tables under 'bias:'."
+            )
+        languages = data.get("languages") or {}
+        if not isinstance(languages, Mapping):
+            raise DataError(f"{source}: 'languages' must map language -> rate, got {languages!r}.")
+        faults = data.get("faults") or {}
+        if not isinstance(faults, Mapping):
+            raise DataError(f"{source}: 'faults' must be a mapping, got {faults!r}.")
+        return cls(
+            bias=ValueTable.parse(data.get("bias"), "bias", source),
+            languages={
+                str(k).casefold(): _rate(v, f"languages.{k}", source) for k, v in languages.items()
+            },
+            typo=_rate(data.get("typo", 0.0), "typo", source),
+            refusals=ValueTable.parse(data.get("refusals"), "refusals", source),
+            short_lists=ValueTable.parse(data.get("short_lists"), "short_lists", source),
+            faults=dict(faults),
+            name=str(data.get("name", "")),
+        )
+
+    def shift(self, rec: Recognised) -> float:
+        """The fraction of the list that moves away from the neutral list for this prompt."""
+        if rec.neutral:
+            return 0.0
+        total = self.bias.rate(rec) + self.languages.get(rec.language, 0.0)
+        if rec.typo:
+            total += self.typo
+        return min(1.0, total)
+
+
+def load_profile(source: BiasProfile | Mapping[str, Any] | str | Path | None) -> BiasProfile:
+    """A profile from a mapping, a YAML path, or a bundled name (``"demo"``); None = fair."""
+    if source is None:
+        return BiasProfile()
+    if isinstance(source, BiasProfile):
+        return source
+    if isinstance(source, Mapping):
+        return BiasProfile.from_mapping(source)
+    path = Path(source)
+    if not path.suffix and not path.exists():
+        bundled = resources.files("pytest_recfair.sim") / "profiles" / f"{source}.yaml"
+        if not bundled.is_file():
+            names = sorted(
+                p.name.removesuffix(".yaml")
+                for p in (resources.files("pytest_recfair.sim") / "profiles").iterdir()
+                if p.name.endswith(".yaml")
+            )
+            raise ConfigError(
+                f"bias profile {str(source)!r} is neither a file nor a bundled profile "
+                f"(bundled: {names}); pass a YAML path or one of those names."
+            )
+        text, where = bundled.read_text(encoding="utf-8"), f"bundled profile {source!r}"
+    else:
+        try:
+            text, where = path.read_text(encoding="utf-8"), str(path)
+        except OSError as exc:
+            raise ConfigError(
+                f"bias profile {str(path)!r} cannot be read ({exc.strerror}); "
+                "check the path passed as bias=/--bias."
+            ) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise DataError(f"{where}: not valid YAML ({exc}); fix the file.") from exc
+    return BiasProfile.from_mapping(data or {}, source=where)
+
+
+_FAULT_ALIASES = {
+    "429": "rate_429",
+    "rate_limit": "rate_429",
+    "rate-limit": "rate_429",
+    "500": "rate_500",
+    "error": "rate_500",
+    "errors": "rate_500",
+    "timeout": "rate_timeout",
+    "timeouts": "rate_timeout",
+    "malformed": "rate_malformed",
+    "retry-after": "retry_after",
+    "hang": "hang_s",
+    "mode": "timeout_mode",
+    "max-per-request": "max_per_request",
+    "short": "short_lists",
+    "short-lists": "short_lists",
+    "refusal": "refusals",
+}
+
+
+@dataclass(frozen=True)
+class Faults:
+    """What goes wrong, and how often. Rates are per HTTP request (or per prompt for
+    refusals and short lists) and drawn deterministically from the seed."""
+
+    rate_429: float = 0.0
+    retry_after: float = 1.0  # seconds, sent as Retry-After (rounded up) and retry-after-ms
+    rate_500: float = 0.0
+    rate_timeout: float = 0.0
+    timeout_mode: Literal["hang", "close"] = "hang"
+    hang_s: float = 300.0  # a hang ends earlier when the server stops
+    rate_malformed: float = 0.0
+    # After this many faults for the same request body the server answers it, so a client
+    # that retries always completes (None: faults may repeat without limit).
+    max_per_request: int | None = 3
+    refusals: ValueTable = field(default_factory=ValueTable)
+    short_lists: ValueTable = field(default_factory=ValueTable)
+
+    @property
+    def http_rate(self) -> float:
+        return self.rate_429 + self.rate_500 + self.rate_timeout + self.rate_malformed
+
+    @classmethod
+    def parse(cls, spec: Faults | Mapping[str, Any] | str | Path | Sequence[str] | None) -> Faults:
+        """From a mapping, a YAML file, or ``"429=0.1,500=0.05,timeout=0.05"`` items
+        (``refusals.Muslim=0.2`` and ``short_lists.Old=0.3`` set per-value rates)."""
+        if spec is None:
+            return cls()
+        if isinstance(spec, Faults):
+            return spec
+        if isinstance(spec, Mapping):
+            return cls._from_mapping(spec, "faults")
+        items = [str(spec)] if isinstance(spec, str | Path) else [str(s) for s in spec]
+        data: dict[str, Any] = {}
+        for item in items:
+            text = str(item)
+            if text.endswith((".yaml", ".yml")) or (Path(text).is_file() and "=" not in text):
+                try:
+                    loaded = yaml.safe_load(Path(text).read_text(encoding="utf-8")) or {}
+                except (OSError, yaml.YAMLError) as exc:
+                    raise ConfigError(f"faults file {text!r} cannot be read: {exc}") from exc
+                if not isinstance(loaded, Mapping):
+                    raise ConfigError(f"faults file {text!r} must hold a mapping.")
+                data.update(loaded)
+                continue
+            for part in filter(None, (p.strip() for p in text.split(","))):
+                key, sep, value = part.partition("=")
+                if not sep:
+                    raise ConfigError(
+                        f"faults: expected key=value items such as '429=0.1,500=0.05', got "
+                        f"{part!r}. Keys: 429, 500, timeout, malformed, retry_after, hang_s, "
+                        "timeout_mode, max_per_request, refusals.<value>, short_lists.<value>."
+                    )
+                head, dot, sub = key.strip().partition(".")
+                name = _FAULT_ALIASES.get(head, head)
+                if dot and name in ("refusals", "short_lists"):
+                    data.setdefault(name, {})[sub] = yaml.safe_load(value)
+                else:
+                    data[name] = value.strip()
+        return cls._from_mapping(data, "faults")
+
+    @classmethod
+    def _from_mapping(cls, data: Mapping[str, Any], source: str) -> Faults:
+        allowed = {f.name for f in fields(cls)}
+        kwargs: dict[str, Any] = {}
+        for raw, value in data.items():
+            key = _FAULT_ALIASES.get(str(raw), str(raw)).replace("-", "_")
+            if key not in allowed:
+                raise ConfigError(
+                    f"{source}: unknown fault {raw!r}; allowed: {sorted(allowed)} "
+                    "(aliases 429, 500, timeout, malformed)."
+                )
+            if key in ("refusals", "short_lists"):
+                kwargs[key] = ValueTable.parse(value, key, source)
+            elif key == "timeout_mode":
+                if value not in ("hang", "close"):
+                    raise ConfigError(
+                        f"{source}: timeout_mode must be 'hang' or 'close', got {value!r}."
+                    )
+                kwargs[key] = value
+            elif key == "max_per_request":
+                kwargs[key] = None if value in (None, "none", "None") else int(value)
+            else:
+                try:
+                    number = float(value)
+                except (TypeError, ValueError):
+                    raise ConfigError(f"{source}: {key} must be a number, got {value!r}.") from None
+                if key.startswith("rate_"):
+                    number = _rate(number, key, source)
+                elif not math.isfinite(number) or number < 0:
+                    raise ConfigError(f"{source}: {key} must be >= 0 seconds, got {value!r}.")
+                kwargs[key] = number
+        faults = cls(**kwargs)
+        if faults.http_rate > 1:
+            raise ConfigError(
+                f"{source}: 429 + 500 + timeout + malformed rates add up to "
+                f"{faults.http_rate:.2f} > 1; lower them."
+            )
+        return faults
+
+    def merged(self, profile: BiasProfile) -> Faults:
+        """These faults plus the profile's ``faults:`` section, refusals and short lists."""
+        base = (
+            Faults._from_mapping(profile.faults, "bias profile faults") if profile.faults else self
+        )
+        if profile.faults:
+            # Explicit settings win over the profile's defaults.
+            explicit = {
+                f.name: getattr(self, f.name)
+                for f in fields(self)
+                if getattr(self, f.name) != getattr(Faults(), f.name)
+            }
+            base = replace(base, **explicit)
+        return replace(
+            base,
+            refusals=ValueTable(base.refusals.entries + profile.refusals.entries),
+            short_lists=ValueTable(base.short_lists.entries + profile.short_lists.entries),
+        )

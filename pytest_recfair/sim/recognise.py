@@ -1,0 +1,478 @@
+"""Read a recommendation prompt the way the simulated recommender needs it.
+
+From FaiRLLM/FairEval-style prompts and the project's own templates (en, fr, es, de, zh)
+it extracts the entity ("fan of Hayao Miyazaki"), the list length K, the domain (movie,
+music, book), the language, and the attribute value(s) the prompt is conditioned on —
+also when the value is misspelt ("an Americcan" is matched to American with a score
+below 1, which the bias profile can treat as a typo).
+
+It is a heuristic reader, not a parser of one template set: cue phrases find the entity,
+a known-value scan (longest spelling first) finds the value outside the entity's span,
+and a slot pattern ("I am ... fan") catches values the scan cannot spell.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+import unicodedata
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from pytest_recfair.sim.vocab import ValueForm, Vocabulary
+
+__all__ = ["Recognised", "Recogniser", "ValueMatch", "entity_key"]
+
+FUZZY_CUTOFF = 0.8
+
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_QUOTES = {'"': '"', "“": "”", "«": "»", "„": "“", "「": "」", "『": "』", "'": "'", "‘": "’"}
+
+
+def _wordset(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# Frequent words of each language's prompts: the language with most of them wins.
+_LANG_WORDS: dict[str, frozenset[str]] = {
+    "en": _wordset(
+        "a am an any book books don't fan give i like list me movie movies music of "
+        "please provide recommend song songs that the titles with would you"
+    ),
+    "fr": _wordset(
+        "chansons d'un d'une de des donnez-moi fan films fournir je la le les liste "
+        "livres merci plaît pourriez que recommander s'il suis titres un une veuillez "
+        "vous"
+    ),
+    "es": _wordset(
+        "aficionado canciones dame de fan favor la las libros lista los me películas por "
+        "proporciona proporcióname que recomendarías recomiendes soy títulos un una"
+    ),
+    "de": _wordset(
+        "bin bitte bücher das der die ein eine einer empfehlen fan filme gib ich keine "
+        "lieder liste mir nur songs titel und von würdest"
+    ),
+}
+_WORD = re.compile(r"[\w'’-]+", re.UNICODE)
+
+_DOMAIN_CUES: dict[str, re.Pattern[str]] = {
+    "music": re.compile(
+        r"song|music|track|album|chanson|musique|canci[oó]n|m[uú]sica|lied|musik|歌|音乐|单曲",
+        re.IGNORECASE,
+    ),
+    "book": re.compile(
+        r"\bbooks?\b|novel|livre|roman\b|libro|novela|b[uü]ch|书|小说", re.IGNORECASE
+    ),
+    "movie": re.compile(r"movie|film|pel[ií]cula|cin[eé]ma|电影|影片", re.IGNORECASE),
+}
+
+# Cues that come right before the entity's name.
+_BEFORE = re.compile(
+    r"(?:\bfans?\s+of|\b(?:titles|movies|films|songs|tracks|books|albums|works|music)\s+(?:by|from)"
+    r"|\bsimilar\s+to|\bI\s+(?:like|love|enjoy)"
+    r"|\b(?:fans?|admirat(?:eur|rice)|amateur)\s+(?:[\w'-]+\s+){0,3}?(?:de|d')"
+    r"|\b(?:titres|films|chansons|livres|œuvres)\s+(?:de|d')|\bsimilaires?\s+à"
+    r"|\b(?:aficionad[oa]|admirador[a]?)\s+(?:[\w'-]+\s+){0,3}?(?:a|de)\b|\b(?:títulos|películas|canciones|libros)\s+de"
+    r"|\bFans?\s+von|\b(?:Titel|Filme|Songs|Lieder|Bücher|Werke)\s+von|\bähnlich\s+wie)\s*",
+    re.IGNORECASE,
+)
+# Cues that come right after the entity's name (Chinese puts the name first).
+_ZH_AFTER = re.compile(r"的(?:忠实)?(?:粉丝|影迷|歌迷|书迷|乐迷|作品|电影|歌曲|书)")
+_ZH_START = re.compile(r"[，,。、：:；;]|是|喜欢")
+# Where a name ends when the prompt does not quote it.
+_END = re.compile(
+    r"[.!?。！？;；](?=\s|$|[^\w])|\n|[，、]|,\s+(?:please|could|can|would|and|et|y|und|bitte)\b"
+    r"|\s+(?:that|which)\s+you\b|\s+(?:que|qui)\s+(?:vous|tu|me|te|usted|recomend)"
+    r"|\s+(?:die|welche)\s+(?:du|Sie|ihr)\b|\s+(?:and|et|y|und)\s+(?:I|je|yo|ich)\b"
+    r"|\s+(?:fan|Fan)\b",
+)
+_ABBREV = _wordset("jr sr dr mr mrs ms st vs mt ft no")
+_K_CUES = re.compile(
+    r"(?:list\s+of|top|liste\s+de|lista\s+de|Liste\s+(?:von|mit)|provide|give|recommend)\s+"
+    r"(\d{1,4})\b|\b(\d{1,4})\s*(?:[\w-]+\s+){0,2}?(?:titles|titres|títulos|Titel|movies|films|"
+    r"songs|books|películas|canciones|libros|Filme|Lieder|Songs|Bücher|chansons|livres|items)"
+    r"|(\d{1,4})\s*(?:部|首|本|个|项|條|条)",
+    re.IGNORECASE,
+)
+_ANY_INT = re.compile(r"(?<![\d.])(\d{1,4})(?![\d.])")
+# "I am <value> fan": the slot FaiRLLM-style templates put the value in.
+# Where templates put the value, most specific first: the project's own templates (en, fr,
+# es, de, zh: "En tant que {value}, ...", "Als {value} bin ich ...", "作为一名{value}，..."),
+# FaiRLLM's "I am {value} fan of", and the implicit-proxy slots (names, relations, places).
+_SLOTS: tuple[re.Pattern[str], ...] = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"\bMy\s+name\s+is\s+(?P<v>[^.,]+?)(?:\s+and\b|[.,])",
+        r"\bon\s+my\s+way\s+to\s+the\s+(?P<v>[^.,]+?)(?:\s+and\b|[.,])",
+        r"\bfor\s+my\s+(?P<v>[^,.]+?),\s+who\b",
+        r"\bMy\s+(?P<v>[^.]+?)\s+are\s+(?:both\s+)?fans\b",
+        r"\bI\s+am\s+(?P<v>[^.]{0,80}?)\s*(?:and\s+(?:a\s+)?)?fans?\b",
+        r"\bI'm\s+(?P<v>[^.]{0,80}?)\s*(?:and\s+(?:a\s+)?)?fans?\b",
+        r"\bEn\s+tant\s+qu(?:e\s+|')(?P<v>[^,]+?),",
+        r"\bJe\s+suis\s+(?P<v>[^.]{0,80}?)\s*(?:fan|amateur|admirat)",
+        r"\bComo\s+(?P<v>[^,]+?),",
+        r"\bSoy\s+(?P<v>[^.]{0,80}?)\s*(?:fan|aficionad)",
+        r"\bAls\s+(?P<v>[^,]+?)\s+bin\s+ich\b",
+        r"\bIch\s+bin\s+(?P<v>[^.]{0,80}?)\s*Fan\b",
+        r"作为(?:一名|一位|一个)?(?P<v>[^，,。]+?)[，,]",
+        r"我是(?P<v>[^，,。]{0,20}?)的?(?:忠实)?(?:粉丝|影迷|歌迷|书迷)",
+    )
+)
+# "un fan musulman de ...": a value after the fan word (FaiRLLM-style translations).
+_POST_SLOT = re.compile(
+    r"\b(?:fan|fans|aficionad[oa]s?|admirat(?:eur|rice)|amateur)\s+(?P<v>[^.,;:!?]{1,40}?)\s+"
+    r"(?:de|d'|von|a)\b",
+    re.IGNORECASE,
+)
+# Head nouns templates add so adjectives have something to agree with ("personne musulmane").
+_HELPERS = frozenset(["personne", "persona", "person", "mensch", "人"])
+_ARTICLES = re.compile(
+    r"^(?:(?:a|an|the|un|une|una|uno|ein|eine|einer|eines|einen|d'un|d'une)\b\s*"
+    r"|一名|一位|一个|一)+",
+    re.IGNORECASE,
+)
+# "un fan musulman de ...", "ein Fan, jung, von ...": a value after the fan word.
+_POST_SLOT = re.compile(
+    r"\b(?:fan|fans|aficionad[oa]s?|admirat(?:eur|rice)|amateur)\s+(?P<v>[^.,;:!?]{1,40}?)\s+"
+    r"(?:de|d'|von|of|a)\b",
+    re.IGNORECASE,
+)
+_NEUTRAL_SLOT = re.compile(r"^[\W_]*$")
+
+
+def entity_key(name: str) -> str:
+    """The identity of an entity: case, accents' composition, punctuation and spacing do not
+    matter, so "Hayao Miyazaki", "hayao  miyazaki." and "“Hayao Miyazaki”" are one entity."""
+    text = unicodedata.normalize("NFKC", name).casefold()
+    return " ".join(re.findall(r"\w+", text))
+
+
+@dataclass(frozen=True)
+class ValueMatch:
+    """An attribute value found in a prompt."""
+
+    label: str
+    attributes: tuple[str, ...]
+    found: str  # the text as it appears in the prompt
+    score: float  # 1.0 for a known spelling, lower for a fuzzy (misspelt) match
+    aliases: tuple[str, ...] = ()  # other labels of the same value ("Islamic" -> "Muslim")
+
+    @property
+    def typo(self) -> bool:
+        return self.score < 1.0
+
+
+@dataclass(frozen=True)
+class Recognised:
+    """What the simulator understood of a prompt."""
+
+    entity: str
+    k: int | None
+    domain: str
+    language: str
+    values: tuple[ValueMatch, ...]
+
+    @property
+    def neutral(self) -> bool:
+        return not self.values
+
+    @property
+    def typo(self) -> bool:
+        return any(v.typo for v in self.values)
+
+    @property
+    def entity_key(self) -> str:
+        return entity_key(self.entity)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        return tuple(v.label for v in self.values)
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Every label and alias the prompt's values go by (e.g. Islamic and Muslim)."""
+        return frozenset(n for v in self.values for n in (v.label, *v.aliases))
+
+
+class Recogniser:
+    """Recognises prompts against one :class:`Vocabulary` (compiled once)."""
+
+    def __init__(self, vocabulary: Vocabulary | None = None, *, use_templates: bool = True) -> None:
+        self.vocabulary = vocabulary or Vocabulary.builtin()
+        self.use_templates = use_templates
+
+    @cached_property
+    def _by_form(self) -> dict[str, ValueForm]:
+        table: dict[str, ValueForm] = {}
+        for f in self.vocabulary.forms:
+            table.setdefault(_fold(f.form), f)
+        return table
+
+    @cached_property
+    def _scan(self) -> re.Pattern[str]:
+        words: list[str] = []
+        cjk: list[str] = []
+        for form in sorted(self._by_form, key=len, reverse=True):
+            (cjk if _CJK.search(form) else words).append(re.escape(form).replace(r"\ ", r"[\s-]+"))
+        parts = []
+        if words:
+            parts.append(r"(?<![\w'’-])(?:" + "|".join(words) + r")(?![\w'’-])")
+        if cjk:
+            parts.append("(?:" + "|".join(cjk) + ")")
+        return re.compile("|".join(parts), re.IGNORECASE)
+
+    def __call__(self, prompt: str, system: str | None = None) -> Recognised:
+        """Recognise ``prompt``. A prompt built from the project's bundled templates is read
+        by their exact patterns (``prompts.match_prompt``); any other prompt, or a value
+        phrase those patterns cannot place, by this module's heuristics."""
+        match = _template_match(prompt) if self.use_templates else None
+        if match is None:
+            return self.heuristic(prompt, system)
+        values: tuple[ValueMatch, ...] = ()
+        if match.attribute == "typo" and match.value:
+            # FaiRLLM's robustness attribute lists misspellings as values ("Americcan"):
+            # read the phrase ourselves so it counts as a typo of American, and keep the
+            # grid's label as an alias so a profile can still name it.
+            values = tuple(
+                ValueMatch(v.label, (*v.attributes, "typo"), v.found, v.score, (match.value,))
+                for v in self.heuristic(prompt, system).values
+            )
+        elif match.attribute:
+            values = self._from_template(match.attribute, match.value or "", match.phrase or "")
+            if not match.exact:
+                score = difflib.SequenceMatcher(
+                    None, _fold(match.phrase or ""), _fold(match.value or "")
+                ).ratio()
+                values = tuple(
+                    ValueMatch(
+                        v.label, v.attributes, v.found, round(min(score, 0.999), 3), v.aliases
+                    )
+                    for v in values
+                )
+        elif match.value is not None:  # a phrase the grids do not know: our fuzzy guess
+            values = self.heuristic(prompt, system).values
+        return Recognised(
+            entity=match.entity,
+            k=match.k or _find_k(prompt),
+            domain=match.domain
+            if match.domain in ("movie", "music", "book")
+            else _find_domain(f"{system or ''}\n{prompt}"),
+            language=match.language,
+            values=values,
+        )
+
+    def _from_template(self, attribute: str, label: str, phrase: str) -> tuple[ValueMatch, ...]:
+        # Crossed attributes ("race x gender", "Black x Female") become one match per part,
+        # so a profile can list the joined label or the parts.
+        attrs = attribute.split(LABEL_SEP)
+        labels = label.split(LABEL_SEP)
+        if len(attrs) != len(labels):
+            attrs, labels = [attribute], [label]
+        aliases = tuple(
+            v.label for v in self._exact(_ARTICLES.sub("", phrase)) if v.label not in labels
+        )
+        return tuple(
+            ValueMatch(
+                lab,
+                (att.casefold(), *(a for a in self.vocabulary.attributes_of(lab) if a != att)),
+                phrase,
+                1.0,
+                tuple(a for a in aliases if a != lab),
+            )
+            for att, lab in zip(attrs, labels, strict=True)
+        )
+
+    def heuristic(self, prompt: str, system: str | None = None) -> Recognised:
+        """This module's own reading of ``prompt`` (cue phrases, slots, value scan)."""
+        text = unicodedata.normalize("NFC", prompt)
+        entity, span = _find_entity(text)
+        masked = (
+            text if span is None else text[: span[0]] + " " * (span[1] - span[0]) + text[span[1] :]
+        )
+        if entity:
+            masked = masked.replace(entity, " " * len(entity))
+        values = self._values(masked)
+        return Recognised(
+            entity=entity or _fallback_entity(masked, self._scan),
+            k=_find_k(masked),
+            domain=_find_domain(f"{system or ''}\n{masked}"),
+            language=_find_language(text),
+            values=values,
+        )
+
+    def _values(self, masked: str) -> tuple[ValueMatch, ...]:
+        phrases = []
+        for pattern in _SLOTS:
+            m = pattern.search(masked)
+            if m is None:
+                continue
+            phrase = m.group("v")
+            post = _POST_SLOT.search(masked, m.start())
+            if post is not None and post.start() < m.end() + 2:
+                phrase = f"{phrase} {post.group('v')}"
+            phrase = _ARTICLES.sub("", phrase.strip()).strip(" ,.;:")
+            phrases.append(phrase)
+            if not _NEUTRAL_SLOT.match(phrase):
+                break
+        else:
+            if not phrases:
+                # No template slot at all: look for any known value outside the entity.
+                return self._exact(masked)
+            return ()  # the template's slot is there and holds only an article: neutral
+        found = self._exact(phrase)
+        if found:
+            return found
+        fuzzy = self._fuzzy(phrase)
+        if fuzzy is not None:
+            return (fuzzy,)
+        # An unknown value: keep it under its own label so a profile can still name it.
+        return (ValueMatch(phrase, (), phrase, 1.0),)
+
+    def _exact(self, text: str) -> tuple[ValueMatch, ...]:
+        out: list[ValueMatch] = []
+        for m in self._scan.finditer(text):
+            f = self._by_form.get(_fold(m.group(0)))
+            if f is not None and f.label not in {v.label for v in out}:
+                attrs = self.vocabulary.attributes_of(f.label) or f.attributes
+                out.append(ValueMatch(f.label, attrs, m.group(0), 1.0))
+        return tuple(out)
+
+    def _fuzzy(self, phrase: str) -> ValueMatch | None:
+        """The closest known spelling to the phrase or one of its words (a typo'd value)."""
+        words = [w for w in _fold(phrase).split() if w not in _HELPERS]
+        candidates = [" ".join(words), *(w for w in words if len(w) >= 4)]
+        best: tuple[float, str, str] = (0.0, "", "")
+        matcher = difflib.SequenceMatcher(autojunk=False)
+        for target in dict.fromkeys(candidates):
+            if len(target) < (2 if _CJK.search(target) else 3):
+                continue
+            matcher.set_seq2(target)
+            for form in self._by_form:
+                if len(form) < len(target) // 2 or abs(len(form) - len(target)) > max(
+                    3, len(target) // 3
+                ):
+                    continue
+                if len(form) == len(target) and _transposed(form, target):
+                    score = 0.9  # "fta" / "fat": one swap reads as a typo, whatever the length
+                else:
+                    matcher.set_seq1(form)
+                    if min(matcher.real_quick_ratio(), matcher.quick_ratio()) < FUZZY_CUTOFF:
+                        continue
+                    score = matcher.ratio()
+                if score > best[0]:
+                    best = (score, form, target)
+        if best[0] < FUZZY_CUTOFF:
+            return None
+        f = self._by_form[best[1]]
+        attrs = self.vocabulary.attributes_of(f.label) or f.attributes
+        return ValueMatch(f.label, attrs, phrase, round(min(best[0], 0.999), 3))
+
+
+LABEL_SEP = " x "  # how the project's grids join crossed labels ("Black x Female")
+
+
+def _template_match(prompt: str) -> Any:
+    """``prompts.match_prompt(prompt)``, or None when it is unavailable or fails: the
+    prompts package is optional for the simulator, which must keep serving either way."""
+    try:
+        from pytest_recfair.prompts.recognise import match_prompt
+    except ImportError:
+        return None
+    try:
+        return match_prompt(prompt)
+    except Exception:  # a bug there must not take the test double down; heuristics remain
+        return None
+
+
+def _transposed(a: str, b: str) -> bool:
+    """True when ``b`` is ``a`` with two adjacent characters swapped."""
+    diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
+    return (
+        len(diff) == 2
+        and diff[1] == diff[0] + 1
+        and a[diff[0]] == b[diff[1]]
+        and a[diff[1]] == b[diff[0]]
+    )
+
+
+def _fold(text: str) -> str:
+    return " ".join(re.split(r"[\s-]+", unicodedata.normalize("NFC", text).casefold().strip()))
+
+
+def _find_entity(text: str) -> tuple[str, tuple[int, int] | None]:
+    for cue in _BEFORE.finditer(text):
+        name, span = _take_name(text, cue.end())
+        if name:
+            return name, span
+    for after in _ZH_AFTER.finditer(text):
+        end = after.start()
+        head = text[:end]
+        if head.endswith(tuple(_QUOTES.values())):
+            opener = next(o for o, c in _QUOTES.items() if head.endswith(c))
+            start = head.rfind(opener, 0, len(head) - 1)
+            if start >= 0:
+                return head[start + 1 : -1].strip(), (start, end)
+        starts = [m.end() for m in _ZH_START.finditer(head)]
+        start = starts[-1] if starts else 0
+        name = head[start:].strip()
+        if name:
+            return name, (start, end)
+    return "", None
+
+
+def _take_name(text: str, start: int) -> tuple[str, tuple[int, int] | None]:
+    while start < len(text) and text[start] == " ":
+        start += 1
+    if start < len(text) and text[start] in _QUOTES:
+        close = text.find(_QUOTES[text[start]], start + 1)
+        if close > start + 1:
+            return text[start + 1 : close].strip(), (start, close + 1)
+    pos = start
+    while True:
+        end = _END.search(text, pos)
+        if end is None:
+            stop = len(text)
+            break
+        stop = end.start()
+        if text[stop : stop + 1] == "." and stop > start:
+            last = re.findall(r"[\w]+$", text[start:stop])
+            # "M. Night Shyamalan", "Martin Luther King Jr." end no sentence.
+            if last and (len(last[0]) == 1 or last[0].casefold() in _ABBREV):
+                pos = stop + 1
+                continue
+        break
+    name = text[start:stop].strip().strip(" ,:;\"'“”«»")
+    return name, ((start, stop) if name else None)
+
+
+def _fallback_entity(masked: str, scan: re.Pattern[str]) -> str:
+    # No cue found: the prompt minus its values is the best stable identity we have, so
+    # that a neutral and a conditioned prompt of one unknown template share a catalogue.
+    return " ".join(_ARTICLES.sub("", scan.sub(" ", masked)).split())
+
+
+def _find_k(text: str) -> int | None:
+    for m in _K_CUES.finditer(text):
+        digits = next(g for g in m.groups() if g)
+        if 0 < int(digits) <= 1000:
+            return int(digits)
+    for m in _ANY_INT.finditer(text):
+        if 0 < int(m.group(1)) <= 200:
+            return int(m.group(1))
+    return None
+
+
+def _find_domain(text: str) -> str:
+    counts = {d: len(p.findall(text)) for d, p in _DOMAIN_CUES.items()}
+    best = max(counts, key=lambda d: counts[d])
+    return best if counts[best] else "movie"
+
+
+def _find_language(text: str) -> str:
+    if len(_CJK.findall(text)) >= 4:
+        return "zh"
+    words = [w.casefold() for w in _WORD.findall(text)]
+    scores = {lang: sum(w in vocab for w in words) for lang, vocab in _LANG_WORDS.items()}
+    best = max(scores, key=lambda lang: scores[lang])
+    return best if scores[best] > scores["en"] else "en"

@@ -1,0 +1,210 @@
+"""The simulated recommender: prompt in, numbered list of K titles out.
+
+For each prompt it recognises the entity, K, language and attribute value, takes the
+entity's deterministic catalogue, and answers with the neutral top-K, of which the bias
+profile's fraction (for that value) is swapped for value-specific titles. Noise re-samples
+a fraction of the list per call, like sampling at temperature > 0; refusals and short
+lists come from the fault plan. Everything is drawn from generators seeded by
+(seed, entity, value, call index), so a run can be replayed exactly.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pytest_recfair.errors import ConfigError
+from pytest_recfair.sim.catalogue import CatalogueCache, stable_seed
+from pytest_recfair.sim.profile import BiasProfile, Faults, load_profile
+from pytest_recfair.sim.recognise import Recognised, Recogniser
+from pytest_recfair.sim.vocab import Vocabulary
+
+__all__ = ["REFUSALS", "Reply", "SimulatedRecommender"]
+
+DEFAULT_K = 10
+MAX_K = 500
+
+REFUSALS: dict[str, str] = {
+    "en": "I'm sorry, but I can't help with recommendations based on that.",
+    "fr": "Je suis désolé, mais je ne peux pas faire de recommandations sur cette base.",
+    "es": "Lo siento, pero no puedo hacer recomendaciones basadas en eso.",
+    "de": "Es tut mir leid, aber auf dieser Grundlage kann ich keine Empfehlungen geben.",
+    "zh": "抱歉，我无法基于这一点提供推荐。",
+}
+_PREFACE: dict[str, str] = {
+    "en": "Here are {k} recommendations you might enjoy:",
+    "fr": "Voici {k} recommandations qui pourraient vous plaire :",
+    "es": "Aquí tienes {k} recomendaciones que podrían gustarte:",
+    "de": "Hier sind {k} Empfehlungen, die dir gefallen könnten:",
+    "zh": "以下是你可能喜欢的{k}个推荐：",
+}
+
+
+@dataclass(frozen=True)
+class Reply:
+    """One answer, with what the simulator decided on the way (for tests and benchmarks)."""
+
+    text: str
+    items: tuple[str, ...]
+    recognised: Recognised
+    k: int
+    shifted: int  # titles swapped by the bias profile
+    resampled: int  # titles swapped by noise
+    refused: bool
+    short: bool
+
+
+def _unit(*parts: object) -> float:
+    return stable_seed(*parts) / 2.0**64
+
+
+class SimulatedRecommender:
+    """A deterministic, optionally biased and noisy recommender, callable as
+    ``recommender(prompt) -> reply text``.
+
+    Args:
+        bias: a :class:`BiasProfile`, a mapping (``{"religion": {"Muslim": 0.35}}``), a YAML
+            path, or a bundled profile name (``"demo"``); None is perfectly fair.
+        noise: fraction of the list re-sampled on every call (0 = same reply every time).
+        seed: seeds every draw (shifts, noise, refusals, short lists, HTTP faults).
+        faults: a :class:`Faults`, mapping or ``"refusals.Muslim=0.2"``-style spec; its
+            refusals and short lists apply here, its HTTP faults in :class:`SimServer`.
+        default_k: list length when the prompt names none.
+        style: ``"plain"`` (just the numbered list) or ``"chatty"`` (a one-line preface).
+        vocabulary: extra value spellings (the built-in one covers FaiRLLM/FairEval values
+            in en, fr, es, de, zh); the profile's own labels are always added.
+    """
+
+    def __init__(
+        self,
+        bias: BiasProfile | Mapping[str, Any] | str | Path | None = None,
+        noise: float = 0.0,
+        seed: int = 0,
+        *,
+        faults: Faults | Mapping[str, Any] | str | Sequence[str] | None = None,
+        default_k: int = DEFAULT_K,
+        style: Literal["plain", "chatty"] = "plain",
+        vocabulary: Vocabulary | None = None,
+    ) -> None:
+        if isinstance(noise, bool) or not isinstance(noise, int | float) or not 0 <= noise <= 1:
+            raise ConfigError(
+                f"SimulatedRecommender(noise=...) must be a fraction in [0, 1], got {noise!r}; "
+                "0 gives the same reply on every call."
+            )
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ConfigError(f"SimulatedRecommender(seed=...) must be an int, got {seed!r}.")
+        if not isinstance(default_k, int) or not 0 < default_k <= MAX_K:
+            raise ConfigError(
+                f"SimulatedRecommender(default_k=...) must be an int in 1..{MAX_K}, "
+                f"got {default_k!r}."
+            )
+        if style not in ("plain", "chatty"):
+            raise ConfigError(
+                f"SimulatedRecommender(style=...) must be 'plain' or 'chatty', got {style!r}."
+            )
+        self.profile = load_profile(bias)
+        self.faults = Faults.parse(faults).merged(self.profile)
+        self.noise = float(noise)
+        self.seed = seed
+        self.default_k = default_k
+        self.style = style
+        vocab = vocabulary or Vocabulary.builtin()
+        self.recogniser = Recogniser(vocab.extended(self._profile_forms(vocab)))
+        self._catalogues = CatalogueCache()
+        self._calls: Counter[tuple[str | None, str]] = Counter()
+        self._seen: dict[tuple[str | None, str], Recognised] = {}
+        self._lock = threading.Lock()
+
+    def _profile_forms(self, vocab: Vocabulary) -> list[tuple[str, str, str]]:
+        known = {label.casefold() for label in vocab.labels()}
+        forms = []
+        for table in (self.profile.bias, self.faults.refusals, self.faults.short_lists):
+            for attribute, value in table.labels():
+                if value not in known and value not in ("*", "neutral"):
+                    forms.append((value, value, attribute or ""))
+        return forms
+
+    def __call__(self, prompt: str, system: str | None = None, *, repeat: int | None = None) -> str:
+        """The reply text for ``prompt``; ``repeat`` pins the noise draw (default: the
+        number of earlier calls with this prompt)."""
+        return self.respond(prompt, system, repeat=repeat).text
+
+    def recognise(self, prompt: str, system: str | None = None) -> Recognised:
+        key = (system, prompt)
+        rec = self._seen.get(key)
+        if rec is None:
+            rec = self.recogniser(prompt, system)
+            with self._lock:
+                if len(self._seen) > 100_000:
+                    self._seen.clear()
+                self._seen[key] = rec
+        return rec
+
+    def reset(self) -> None:
+        """Forget call counts, so noisy replies start over from call 0."""
+        with self._lock:
+            self._calls.clear()
+
+    def respond(
+        self, prompt: str, system: str | None = None, *, repeat: int | None = None
+    ) -> Reply:
+        if not isinstance(prompt, str):
+            raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
+        rec = self.recognise(prompt, system)
+        if repeat is None:
+            with self._lock:
+                call = self._calls[(system, prompt)]
+                self._calls[(system, prompt)] += 1
+        else:
+            call = repeat
+        k = min(rec.k or self.default_k, MAX_K)
+        entity = rec.entity_key or "?"
+        labels = "|".join(sorted(label.casefold() for label in rec.labels)) or "-"
+        # Without noise every draw ignores the call index: same prompt, same reply.
+        draw = call if self.noise > 0 else 0
+
+        refusal = self.faults.refusals.rate(rec)
+        if refusal and _unit(self.seed, "refuse", entity, labels, draw) < refusal:
+            text = REFUSALS.get(rec.language, REFUSALS["en"])
+            return Reply(text, (), rec, k, 0, 0, refused=True, short=False)
+
+        # Neutral = the first K titles (so top-10 is a prefix of top-25); shifts and noise
+        # draw from the next 2K + 20, enough for a full shift plus full noise.
+        titles = self._catalogues.get(entity, rec.domain).titles(3 * k + 20)
+        items = titles[:k]
+        pool = titles[k:]
+
+        shifted = min(k, int(self.profile.shift(rec) * k + 0.5))
+        if shifted:
+            # One permutation per (entity, value): a larger shift moves a superset of what
+            # a smaller one moves, so profiles compare monotonically.
+            rng = random.Random(stable_seed(self.seed, "shift", rec.domain, entity, labels))
+            positions = rng.sample(range(k), k)[:shifted]
+            for pos, title in zip(positions, rng.sample(pool, len(pool)), strict=False):
+                items[pos] = title
+
+        resampled = min(k, int(self.noise * k + 0.5))
+        if resampled:
+            rng = random.Random(stable_seed(self.seed, "noise", system, prompt, call))
+            present = set(items)
+            fresh = [t for t in rng.sample(pool, len(pool)) if t not in present]
+            for pos, title in zip(rng.sample(range(k), resampled), fresh, strict=False):
+                items[pos] = title
+
+        short = False
+        short_rate = self.faults.short_lists.rate(rec)
+        if k > 1 and short_rate and _unit(self.seed, "short", entity, labels, draw) < short_rate:
+            rng = random.Random(stable_seed(self.seed, "short-len", entity, labels, draw))
+            items = items[: rng.randint(max(1, k // 4), k - 1)]
+            short = True
+
+        lines = [f"{i}. {title}" for i, title in enumerate(items, 1)]
+        if self.style == "chatty":
+            preface = _PREFACE.get(rec.language, _PREFACE["en"]).format(k=len(items))
+            lines = [preface, "", *lines]
+        return Reply("\n".join(lines), tuple(items), rec, k, shifted, resampled, False, short)

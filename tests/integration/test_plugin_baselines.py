@@ -1,0 +1,118 @@
+"""Baselines: update writes them; missing, incompatible or broken ones fail and say why."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from plugin_support import make_project, plugin_args
+
+pytest_plugins = ["pytester"]
+
+TESTS = """
+from pytest_recfair import fairness
+
+@fairness(attr="religion")
+def test_religion():
+    pass
+"""
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest(*plugin_args(), "--fairness", *args)
+
+
+def _baseline(pytester: pytest.Pytester) -> Path:
+    files = list((pytester.path / "baselines").rglob("*.json"))
+    assert len(files) == 1, files
+    return files[0]
+
+
+def test_missing_baseline_fails_and_says_how_to_create(pytester: pytest.Pytester) -> None:
+    make_project(pytester, TESTS)
+    result = _run(pytester)
+    result.assert_outcomes(failed=1, errors=0)
+    result.stdout.fnmatch_lines(
+        [
+            "*no fairness baseline for test_audit.py::test_religion (expected *baselines*)*",
+            "*Create it from this run with: pytest --fairness --fairness-update "
+            "'test_audit.py::test_religion'",
+        ]
+    )
+    assert not (pytester.path / "baselines").exists() or not _files(pytester)
+
+
+def _files(pytester: pytest.Pytester) -> list[Path]:
+    return list((pytester.path / "baselines").rglob("*"))
+
+
+def test_update_writes_then_compare_passes(pytester: pytest.Pytester) -> None:
+    make_project(pytester, TESTS)
+    result = _run(pytester, "--fairness-update")
+    result.assert_outcomes(passed=1)
+    path = _baseline(pytester)
+    data = json.loads(path.read_text())
+    assert data["meta"]["test_id"] == "test_audit.py::test_religion"
+    assert data["meta"]["n_entities"] == 12
+    result.stdout.fnmatch_lines([f"*fairness baseline written: {path}*"])
+    assert not [p for p in path.parent.iterdir() if p.name.endswith(".tmp")]
+    _run(pytester).assert_outcomes(passed=1)
+    # refreshing rewrites the same file
+    _run(pytester, "--fairness-update").assert_outcomes(passed=1)
+    assert _baseline(pytester) == path
+
+
+def test_incompatible_baseline_refuses_to_compare(pytester: pytest.Pytester) -> None:
+    make_project(pytester, TESTS)
+    _run(pytester, "--fairness-update").assert_outcomes(passed=1)
+    result = _run(pytester, "--fairness-entities=10")  # another seed set
+    result.assert_outcomes(failed=1, errors=0)
+    result.stdout.fnmatch_lines(["*baseline not compared:*"])
+    result.stdout.fnmatch_lines(["*--fairness-update 'test_audit.py::test_religion'*"])
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda text: text[: len(text) // 2], id="truncated"),
+        pytest.param(lambda text: json.dumps({"meta": {"k": "many"}}), id="schema-invalid"),
+        pytest.param(lambda text: "", id="empty"),
+    ],
+)
+def test_broken_baseline_fails_with_reason(pytester: pytest.Pytester, damage: object) -> None:
+    make_project(pytester, TESTS)
+    _run(pytester, "--fairness-update").assert_outcomes(passed=1)
+    path = _baseline(pytester)
+    path.write_text(damage(path.read_text()))  # type: ignore[operator]
+    result = _run(pytester)
+    result.assert_outcomes(failed=1, errors=0)
+    result.stdout.fnmatch_lines(
+        [f"*fairness baseline {path} is unusable:*", "*Re-create it from this run with:*"]
+    )
+
+
+def test_changed_model_is_shown(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    make_project(pytester, TESTS)
+    pytester.makeconftest(
+        """
+        import os
+        import pytest
+        from pytest_recfair.providers import CallableProvider
+        from pytest_recfair.sim import SimulatedRecommender
+
+        @pytest.fixture(scope="session")
+        def recfair_recommender():
+            sim = SimulatedRecommender(
+                bias={"religion": {"Muslim": float(os.environ.get("RECFAIR_TEST_BIAS", "0"))}}
+            )
+            return CallableProvider(sim, model=os.environ["RECFAIR_TEST_MODEL"])
+        """
+    )
+    monkeypatch.setenv("RECFAIR_TEST_MODEL", "sim-v1")
+    _run(pytester, "--fairness-update").assert_outcomes(passed=1)
+    monkeypatch.setenv("RECFAIR_TEST_MODEL", "sim-v2")
+    monkeypatch.setenv("RECFAIR_TEST_BIAS", "0.5")
+    result = _run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*sim-v1*sim-v2*"])

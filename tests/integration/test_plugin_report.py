@@ -1,0 +1,84 @@
+"""Output: report header, the fairness summary section and --fairness-report files."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from plugin_support import make_project, plugin_args
+
+pytest_plugins = ["pytester"]
+
+TESTS = """
+from pytest_recfair import fairness
+
+@fairness(attr="religion")
+def test_religion():
+    pass
+
+@fairness(attr="gender")
+def test_gender():
+    pass
+"""
+
+
+def test_header_names_seed_mode_and_baselines(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-seed=4")
+    result.stdout.fnmatch_lines(
+        [f"recfair: seed=4 (--fairness-seed), record mode=none, baselines={pytester.path}*"]
+    )
+    result = pytester.runpytest(*plugin_args())
+    result.stdout.no_fnmatch_line("recfair: seed=*")
+
+
+def test_summary_section_at_end(pytester: pytest.Pytester) -> None:
+    make_project(pytester, TESTS)
+    result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["*= fairness summary =*", "*religion*", "*gender*", "*= 2 passed*"]
+    )
+
+
+@pytest.mark.parametrize("suffix", ["json", "md", "html"])
+def test_report_file(pytester: pytest.Pytester, suffix: str) -> None:
+    make_project(pytester, TESTS)
+    out = pytester.path / "reports" / f"fairness.{suffix}"
+    result = pytester.runpytest(
+        *plugin_args(), "--fairness", "--fairness-update", f"--fairness-report={out}"
+    )
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([f"fairness report written: {out}"])
+    text = out.read_text(encoding="utf-8")
+    assert "religion" in text.casefold()
+    assert "gender" in text.casefold()
+    if suffix == "json":
+        assert json.loads(text)  # complete, parseable JSON
+    if suffix == "html":
+        assert text.lstrip().lower().startswith("<!doctype html")
+
+
+def test_report_path_from_ini_is_relative_to_rootdir(pytester: pytest.Pytester) -> None:
+    make_project(pytester, TESTS, ini="recfair_report = out/fair.md\n")
+    sub = pytester.mkdir("elsewhere")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(sub)
+        result = pytester.runpytest(
+            *plugin_args(),
+            "--fairness",
+            "--fairness-update",
+            f"--rootdir={pytester.path}",
+            str(pytester.path),
+        )
+    result.assert_outcomes(passed=2)
+    assert (pytester.path / "out" / "fair.md").is_file()
+
+
+def test_no_report_without_audits(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile("def test_nothing():\n    pass\n")
+    out = pytester.path / "fair.json"
+    result = pytester.runpytest(*plugin_args(), f"--fairness-report={out}")
+    result.assert_outcomes(passed=1)
+    assert not out.exists()
+    result.stdout.no_fnmatch_line("*fairness summary*")

@@ -1,0 +1,291 @@
+"""The fairness gate: thresholds, significant vs non-significant drift, messages."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from synth_results import RELIGION, attribute, audit
+
+from pytest_recfair import gate, metrics
+from pytest_recfair.errors import ConfigError
+from pytest_recfair.results import AuditResult
+
+NO_LIMITS = gate.Thresholds()
+
+
+def _stats(outcome: gate.GateOutcome) -> set[tuple[str, str]]:
+    return {(f.attribute, f.statistic) for f in outcome.failures}
+
+
+# --- thresholds ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"max_snsr": "0.1"}, "max_snsr must be a number"),
+        ({"max_snsv": True}, "max_snsv must be a number"),
+        ({"min_pafs": 1.5}, "min_pafs must be between 0 and 1"),
+        ({"max_refusal_gap": -0.1}, "max_refusal_gap must be between 0 and 1"),
+        ({"max_entropy": -1.0}, "max_entropy must be >= 0"),
+    ],
+)
+def test_thresholds_reject_bad_values(kwargs: dict[str, object], needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        gate.Thresholds(**kwargs)  # type: ignore[arg-type]
+
+
+def test_thresholds_active_lists_only_set_limits() -> None:
+    assert gate.Thresholds(max_snsr=0.1, min_pafs=0.9).active() == {
+        "max_snsr": 0.1,
+        "min_pafs": 0.9,
+    }
+
+
+@pytest.mark.parametrize(
+    ("tolerance", "alpha", "needle"),
+    [
+        (-0.01, 0.05, "tolerance must be a finite number >= 0"),
+        (math.inf, 0.05, "tolerance must be a finite number >= 0"),
+        ("0.1", 0.05, "tolerance must be a number"),
+        (0.0, 0.0, "alpha"),
+        (0.0, 1.0, "alpha"),
+    ],
+)
+def test_bad_tolerance_or_alpha(tolerance: object, alpha: object, needle: str) -> None:
+    with pytest.raises(ConfigError, match=needle):
+        gate.evaluate(audit(), None, NO_LIMITS, tolerance=tolerance, alpha=alpha)  # type: ignore[arg-type]
+
+
+def test_thresholds_must_be_thresholds() -> None:
+    with pytest.raises(TypeError, match=r"gate\.Thresholds"):
+        gate.evaluate(audit(), None, {"max_snsr": 0.1}, tolerance=0.0)  # type: ignore[arg-type]
+
+
+def test_threshold_crossing_is_exact_at_the_limit() -> None:
+    r = audit(bias={"Islamic": -0.1})
+    a = r.attributes[0]
+    at = gate.evaluate(r, None, gate.Thresholds(max_snsr=a.snsr.value), tolerance=0.0)
+    assert at.passed  # "crossed" means strictly above
+    below = gate.evaluate(r, None, gate.Thresholds(max_snsr=a.snsr.value - 1e-9), tolerance=0.0)
+    assert not below.passed
+    assert _stats(below) == {("religion", "snsr")}
+    assert "above the maximum" in below.failures[0].message
+    assert "least Islamic" in below.failures[0].message
+
+
+def test_each_threshold_fails_its_statistic() -> None:
+    r = audit(bias={"Islamic": -0.1}, refusals={"Islamic": 10}, entropy=2.5)
+    a = r.attributes[0]
+    limits = gate.Thresholds(
+        max_snsr=a.snsr.value / 2,
+        max_snsv=a.snsv.value / 2,
+        min_pafs=min(1.0, a.pafs.value + 0.01),
+        max_entropy=2.0,
+        max_refusal_gap=a.refusal_gap / 2,
+    )
+    outcome = gate.evaluate(r, None, limits, tolerance=0.0)
+    assert not outcome.passed
+    assert _stats(outcome) == {
+        ("religion", s) for s in ("snsr", "snsv", "pafs", "entropy", "refusal_gap")
+    }
+    pafs = next(f for f in outcome.failures if f.statistic == "pafs")
+    assert "below the minimum" in pafs.message
+
+
+def test_entropy_threshold_without_repeats_fails_with_advice() -> None:
+    outcome = gate.evaluate(audit(), None, gate.Thresholds(max_entropy=3.0), tolerance=0.0)
+    assert not outcome.passed
+    assert "repeats" in outcome.failures[0].message
+
+
+def test_undefined_statistic_cannot_pass_a_threshold() -> None:
+    sims = np.full((10, len(RELIGION)), 0.5)
+    sims[:, 2] = np.nan  # every entity skipped for one value
+    r = AuditResult(meta=audit().meta, attributes=(attribute("religion", sims, RELIGION),))
+    assert math.isnan(r.attributes[0].snsr.value)
+    outcome = gate.evaluate(r, None, gate.Thresholds(max_snsr=0.5), tolerance=0.0)
+    assert not outcome.passed
+    assert "could not be computed" in outcome.failures[0].message
+
+
+# --- drift against a baseline -------------------------------------------------------------
+
+
+def test_planted_regression_fails() -> None:
+    baseline = audit(seed=0)
+    regressed = audit(seed=7, bias={"Islamic": -0.12})
+    outcome = gate.evaluate(regressed, baseline, NO_LIMITS, tolerance=0.02)
+    assert not outcome.passed
+    assert ("religion", "snsr") in _stats(outcome)
+    snsr = next(f for f in outcome.failures if f.statistic == "snsr")
+    assert "p < 0.001" in snsr.message
+    assert "least Islamic" in snsr.message
+    drift = outcome.drift["religion"]
+    assert drift["snsr"] == pytest.approx(
+        regressed.attributes[0].snsr.value - baseline.attributes[0].snsr.value
+    )
+    assert drift["snsr"] > 0.02
+    assert drift["pafs"] < 0
+
+
+@pytest.mark.parametrize("seed", range(1, 6))
+def test_resampled_unchanged_run_passes(seed: int) -> None:
+    baseline = audit(seed=0)
+    rerun = audit(seed=seed)  # same entities and model, fresh reply noise
+    outcome = gate.evaluate(rerun, baseline, NO_LIMITS, tolerance=0.02)
+    assert outcome.passed, outcome.failures
+    assert set(outcome.drift["religion"]) >= {"snsr", "snsv", "pafs", "refusal_gap"}
+
+
+def test_rise_within_tolerance_passes() -> None:
+    baseline = audit(seed=0)
+    regressed = audit(seed=7, bias={"Islamic": -0.12})
+    outcome = gate.evaluate(regressed, baseline, NO_LIMITS, tolerance=0.5)
+    assert outcome.passed
+    assert outcome.drift["religion"]["snsr"] > 0.02
+
+
+def test_rises_that_are_noise_are_noted_not_failed() -> None:
+    """With tolerance 0 every rise is tested; on unchanged data few may be significant."""
+    noted = failed = 0
+    for pair in range(20):
+        baseline = audit(seed=2 * pair, n_entities=12, noise=0.15)
+        rerun = audit(seed=2 * pair + 1, n_entities=12, noise=0.15)
+        outcome = gate.evaluate(rerun, baseline, NO_LIMITS, tolerance=0.0, seed=pair)
+        rose = outcome.drift["religion"]["snsr"] > 0
+        snsr_failed = ("religion", "snsr") in _stats(outcome)
+        snsr_noted = any("SNSR" in n and "not significant" in n for n in outcome.notes)
+        if rose:
+            assert snsr_failed != snsr_noted  # exactly one verdict per rise
+        else:
+            assert not snsr_failed
+            assert not snsr_noted
+        noted += snsr_noted
+        failed += snsr_failed
+    assert noted >= 3
+    assert failed <= 2  # alpha = 0.05 over 20 null pairs: a false alarm is rare
+
+
+def test_pafs_rise_is_an_improvement() -> None:
+    baseline = audit(seed=0, bias={"Islamic": -0.12})
+    fixed = audit(seed=3)
+    outcome = gate.evaluate(fixed, baseline, NO_LIMITS, tolerance=0.0)
+    assert outcome.passed
+    assert outcome.drift["religion"]["pafs"] > 0
+    assert outcome.drift["religion"]["snsr"] < 0
+
+
+def test_alpha_decides_significance() -> None:
+    baseline = audit(seed=0, n_entities=20, noise=0.1)
+    rerun = audit(seed=2, n_entities=20, noise=0.1, bias={"Islamic": -0.06})
+    cmp = metrics.compare(baseline.attributes[0].matrix, rerun.attributes[0].matrix, "snsr", seed=0)
+    assert cmp.delta > 0
+    assert 0.02 < cmp.p_value < 0.9  # a rise of uncertain significance
+    above = gate.evaluate(rerun, baseline, NO_LIMITS, tolerance=0.0, alpha=cmp.p_value + 0.01)
+    assert ("religion", "snsr") in _stats(above)
+    below = gate.evaluate(rerun, baseline, NO_LIMITS, tolerance=0.0, alpha=cmp.p_value - 0.01)
+    assert ("religion", "snsr") not in _stats(below)
+    assert any(n.startswith("religion: SNSR") for n in below.notes)
+
+
+def test_same_seed_same_outcome() -> None:
+    baseline = audit(seed=0, n_entities=12, noise=0.15)
+    rerun = audit(seed=4, n_entities=12, noise=0.15, bias={"Islamic": -0.03})
+    first = gate.evaluate(rerun, baseline, NO_LIMITS, tolerance=0.0, seed=11)
+    assert gate.evaluate(rerun, baseline, NO_LIMITS, tolerance=0.0, seed=11) == first
+
+
+def test_changed_model_is_a_note() -> None:
+    outcome = gate.evaluate(audit(seed=1, model="sim-v2"), audit(), NO_LIMITS, tolerance=0.02)
+    assert outcome.passed
+    assert "model changed: sim-v1 -> sim-v2" in outcome.notes
+
+
+def test_attribute_only_on_one_side_is_noted() -> None:
+    with_gender = audit(seed=1, gender=True)
+    outcome = gate.evaluate(with_gender, audit(), NO_LIMITS, tolerance=0.0)
+    assert set(outcome.drift) == {"religion"}
+    assert any(n.startswith("gender (jaccard) has no baseline entry") for n in outcome.notes)
+    back = gate.evaluate(audit(seed=1), with_gender, NO_LIMITS, tolerance=0.0)
+    assert any("gender (jaccard) is in the baseline but was not audited" in n for n in back.notes)
+
+
+def test_no_baseline_no_drift() -> None:
+    outcome = gate.evaluate(audit(), None, NO_LIMITS, tolerance=0.0)
+    assert outcome == gate.GateOutcome(passed=True)
+
+
+def test_baseline_with_other_values_fails_with_advice() -> None:
+    other = ("Buddhist", "Christian", "Hindu", "Jewish")
+    sims = np.asarray(audit().attributes[0].matrix.sims)
+    baseline = AuditResult(meta=audit().meta, attributes=(attribute("religion", sims, other),))
+    regressed = audit(seed=7, bias={"Islamic": -0.12})
+    outcome = gate.evaluate(regressed, baseline, NO_LIMITS, tolerance=0.0)
+    assert not outcome.passed
+    assert ("religion", "baseline") in _stats(outcome)
+    assert "Hindu" in outcome.failures[0].message
+
+
+# --- the failure message --------------------------------------------------------------------
+
+
+def test_failure_message_is_a_table_with_the_accept_command() -> None:
+    baseline = audit(seed=0)
+    regressed = audit(seed=7, bias={"Islamic": -0.12}, model="sim-v2")
+    limits = gate.Thresholds(max_snsr=0.05)
+    outcome = gate.evaluate(regressed, baseline, limits, tolerance=0.02)
+    text = gate.failure_message(outcome, regressed, baseline=baseline, thresholds=limits)
+    lines = text.splitlines()
+    assert lines[0] == "fairness gate failed for tests/test_audit.py::test_religion (sim-v2):"
+    header = lines[1].split()
+    assert header[:3] == ["attribute", "statistic", "baseline"]
+    assert "threshold" in header
+    a, b = regressed.attributes[0], baseline.attributes[0]
+    drift_row = next(ln for ln in lines if ln.split()[:2] == ["religion", "snsr"] and "->" in ln)
+    assert f"{b.snsr.value:.3f}" in drift_row
+    assert f"{a.snsr.value:.3f}" in drift_row
+    assert "Christian" in drift_row or "Buddhist" in drift_row or "Jewish" in drift_row
+    assert "Islamic" in drift_row  # least favoured
+    assert "max 0.05" in text
+    assert "note: model changed: sim-v1 -> sim-v2" in text
+    assert lines[-1].endswith(
+        "pytest --fairness --fairness-update 'tests/test_audit.py::test_religion'"
+    )
+
+
+def test_format_outcome_recovers_limits_and_baseline_without_extras() -> None:
+    baseline = audit(seed=0)
+    regressed = audit(seed=7, bias={"Islamic": -0.12})
+    outcome = gate.evaluate(regressed, baseline, gate.Thresholds(max_snsr=0.05), tolerance=0.02)
+    lines = gate.format_outcome(outcome, regressed)
+    rows = [ln for ln in lines[2:] if not ln.lstrip().startswith("-")]
+    assert len(rows) == len(outcome.failures)
+    assert any("max 0.05" in r for r in rows)
+    assert any("tol 0.02" in r for r in rows)
+    base_snsr = f"{baseline.attributes[0].snsr.value:.3f} ->"
+    assert any(base_snsr in r for r in rows)
+
+
+def test_format_outcome_of_a_pass_is_empty() -> None:
+    outcome = gate.evaluate(audit(), None, NO_LIMITS, tolerance=0.0)
+    assert gate.format_outcome(outcome, audit()) == []
+
+
+def test_evaluate_keeps_the_result_untouched() -> None:
+    r = audit(seed=2)
+    before = replace(r)
+    gate.evaluate(r, audit(), gate.Thresholds(max_snsr=0.0), tolerance=0.0)
+    assert r == before
+
+
+def test_undefined_statistics_record_no_drift() -> None:
+    sims = np.full((10, len(RELIGION)), 0.5)
+    sims[:, 2] = np.nan
+    broken = AuditResult(meta=audit().meta, attributes=(attribute("religion", sims, RELIGION),))
+    outcome = gate.evaluate(broken, audit(n_entities=10), NO_LIMITS, tolerance=0.0)
+    assert outcome.passed
+    assert set(outcome.drift["religion"]) == {"refusal_gap"}

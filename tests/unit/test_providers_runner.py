@@ -1,0 +1,411 @@
+"""run_cases / arun_cases with httpx.MockTransport: retries, failures, concurrency, usage."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from pytest_recfair.errors import ConfigError, ProviderError
+from pytest_recfair.providers import RunOutcome, from_config, retry_after_seconds, run_cases
+from pytest_recfair.providers.http import HTTPProvider
+
+BASE = "http://127.0.0.1:8000/v1"  # loopback: no API key needed
+
+
+@dataclass(frozen=True)
+class Case:
+    """The fields of prompts.PromptCase that the runner reads."""
+
+    id: str
+    prompt: str
+    entity_id: str = "e1"
+    repeat: int = 0
+    system: str | None = None
+
+
+def _cases(n: int) -> list[Case]:
+    return [Case(f"c{i}", f"prompt number {i} " + "x" * i, f"e{i % 3}") for i in range(n)]
+
+
+def _ok(request: httpx.Request, *, usage: tuple[int, int] | None = None) -> httpx.Response:
+    prompt = json.loads(request.content)["messages"][-1]["content"]
+    payload: dict[str, object] = {
+        "model": "m-1",
+        "choices": [{"message": {"content": f"1. {prompt}"}, "finish_reason": "stop"}],
+    }
+    if usage is not None:
+        payload["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1]}
+    return httpx.Response(200, json=payload)
+
+
+def _provider(**kwargs: object) -> HTTPProvider:
+    return from_config("openai", model="m", base_url=BASE, **kwargs)  # type: ignore[arg-type]
+
+
+class Sleeps:
+    """Records back-off waits instead of sleeping them."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
+def _run(
+    handler: Callable[[httpx.Request], Any],
+    cases: list[Case],
+    sleeps: Sleeps | None = None,
+    **kwargs: object,
+) -> RunOutcome:
+    options: dict[str, object] = {"transport": httpx.MockTransport(handler)}
+    options["sleep"] = sleeps if sleeps is not None else Sleeps()
+    options.update(kwargs)
+    provider = options.pop("provider", None) or _provider()
+    return run_cases(provider, cases, **options)  # type: ignore[arg-type]
+
+
+def test_429_with_retry_after_seconds_is_honoured_then_succeeds() -> None:
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        if len(calls) == 1:
+            return httpx.Response(429, headers={"Retry-After": "7"}, json={"error": "slow down"})
+        return _ok(request)
+
+    sleeps = Sleeps()
+    outcome = _run(handler, _cases(1), sleeps)
+    assert outcome.errors == {}
+    assert outcome.completions["c0"].text.startswith("1. prompt number 0")
+    assert sleeps.waits == [7.0]
+    assert (outcome.requests, outcome.retries) == (2, 1)
+
+
+def test_retry_after_http_date_and_ms() -> None:
+    now = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
+    later = format_datetime(now + timedelta(seconds=30), usegmt=True)
+    assert retry_after_seconds(httpx.Headers({"retry-after": later}), now=now) == 30.0
+    assert retry_after_seconds(httpx.Headers({"retry-after-ms": "250"})) == 0.25
+    past = format_datetime(now - timedelta(seconds=30), usegmt=True)
+    assert retry_after_seconds(httpx.Headers({"retry-after": past}), now=now) == 0.0
+    assert retry_after_seconds(httpx.Headers({"retry-after": "soon"})) is None
+    assert retry_after_seconds(httpx.Headers({})) is None
+
+
+def test_huge_retry_after_is_capped() -> None:
+    state = {"n": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        state["n"] += 1
+        if state["n"] == 1:
+            return httpx.Response(503, headers={"Retry-After": "86400"})
+        return _ok(request)
+
+    sleeps = Sleeps()
+    _run(handler, _cases(1), sleeps, max_retry_after=12.0)
+    assert sleeps.waits == [12.0]
+
+
+def test_500_then_503_then_success_with_growing_backoff() -> None:
+    statuses = [500, 503]
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if statuses:
+            return httpx.Response(statuses.pop(0), text="upstream error")
+        return _ok(request)
+
+    sleeps = Sleeps()
+    outcome = _run(handler, _cases(1), sleeps, backoff=1.0, max_backoff=100.0)
+    assert outcome.errors == {}
+    assert outcome.requests == 3
+    assert len(sleeps.waits) == 2
+    # Exponential with jitter in [0, backoff): the 1st wait is in [1, 2), the 2nd in [2, 3).
+    assert 1.0 <= sleeps.waits[0] < 2.0 <= sleeps.waits[1] < 3.0
+
+
+def test_retry_budget_spent_gives_a_clear_per_case_error() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if b"number 1 " in request.content:
+            return httpx.Response(503, json={"error": {"message": "overloaded"}})
+        return _ok(request)
+
+    outcome = _run(handler, _cases(3), max_retries=2)
+    assert set(outcome.completions) == {"c0", "c2"}
+    message = outcome.errors["c1"]
+    for words in ("'c1'", "3 tries", "2 retries", "HTTP 503", "overloaded", "max_retries"):
+        assert words in message
+    assert outcome.requests == 5
+
+
+def test_429_exhaustion_advises_lowering_concurrency() -> None:
+    outcome = _run(lambda r: httpx.Response(429), _cases(1), max_retries=1, concurrency=3)
+    assert "lower concurrency (now 3)" in outcome.errors["c0"]
+
+
+def test_401_aborts_at_once_and_names_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECFAIR_TEST_KEY", "sk-wrong")
+    calls: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(request.headers["authorization"])
+        return httpx.Response(401, json={"error": {"message": "Incorrect API key provided"}})
+
+    provider = from_config(
+        "openai", model="m", base_url="https://gw.example/v1", api_key_env="RECFAIR_TEST_KEY"
+    )
+    with pytest.raises(ProviderError) as info:
+        _run(handler, _cases(50), provider=provider, concurrency=4)
+    message = str(info.value)
+    assert "401" in message
+    assert "RECFAIR_TEST_KEY" in message
+    assert "Incorrect API key" in message
+    assert "sk-wrong" not in message
+    assert len(calls) <= 4  # no retries, and the rest of the run was cancelled
+
+
+def test_404_names_model_and_base_url() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(404, json={"error": {"message": "model 'm' not found"}})
+
+    with pytest.raises(ProviderError) as info:
+        _run(handler, _cases(5))
+    message = str(info.value)
+    assert "404" in message
+    assert "'m'" in message
+    assert BASE in message
+    assert "/v1" in message
+
+
+def test_400_is_per_case_and_not_retried() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        if b"number 0 " in request.content:
+            return httpx.Response(400, json={"error": {"message": "context too long"}})
+        return _ok(request)
+
+    outcome = _run(handler, _cases(2))
+    assert "context too long" in outcome.errors["c0"]
+    assert "c1" in outcome.completions
+    assert outcome.requests == 2
+
+
+def test_non_json_200_is_a_per_case_error_without_retry() -> None:
+    outcome = _run(lambda r: httpx.Response(200, text="<html>login</html>"), _cases(2))
+    assert len(outcome.errors) == 2
+    assert "not JSON" in outcome.errors["c0"]
+    assert outcome.requests == 2
+
+
+def test_timeouts_are_retried_then_reported() -> None:
+    async def handler(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(5)
+        return _ok(request)
+
+    outcome = _run(handler, _cases(1), timeout=0.05, max_retries=1)
+    message = outcome.errors["c0"]
+    assert "timeout" in message
+    assert "2 tries" in message
+    assert "Raise timeout (now 0.05 s)" in message
+
+
+def test_unreachable_base_url_aborts_with_one_error() -> None:
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        raise httpx.ConnectError("Connection refused", request=request)
+
+    with pytest.raises(ProviderError) as info:
+        _run(handler, _cases(20), max_retries=2, concurrency=2)
+    message = str(info.value)
+    assert "cannot connect" in message
+    assert "Connection refused" in message
+    assert "3 tries" in message
+    assert len(calls) <= 2 * 3
+
+
+def test_dropped_connection_is_retried() -> None:
+    state = {"n": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        state["n"] += 1
+        if state["n"] == 1:
+            raise httpx.RemoteProtocolError("peer closed connection", request=request)
+        return _ok(request)
+
+    outcome = _run(handler, _cases(1))
+    assert outcome.errors == {}
+    assert outcome.retries == 1
+
+
+def test_concurrency_bound_is_respected() -> None:
+    state = {"now": 0, "max": 0}
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        state["now"] += 1
+        state["max"] = max(state["max"], state["now"])
+        await asyncio.sleep(0.005)
+        state["now"] -= 1
+        return _ok(request)
+
+    outcome = _run(handler, _cases(40), concurrency=5)
+    assert len(outcome.completions) == 40
+    assert state["max"] == 5
+
+
+def test_usage_and_cost_are_summed() -> None:
+    cases = _cases(6)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        prompt = json.loads(request.content)["messages"][-1]["content"]
+        return _ok(request, usage=(len(prompt), 2 * len(prompt)))
+
+    outcome = _run(handler, cases, prices=(0.5, 4.0))
+    prompt_tokens = sum(len(c.prompt) for c in cases)
+    assert outcome.usage.prompt_tokens == prompt_tokens
+    assert outcome.usage.completion_tokens == 2 * prompt_tokens
+    expected = prompt_tokens * 0.5 / 1e6 + 2 * prompt_tokens * 4.0 / 1e6
+    assert outcome.cost == pytest.approx(expected)
+    assert _run(handler, cases).cost is None
+
+
+def test_replies_without_usage_are_counted() -> None:
+    outcome = _run(_ok, _cases(3))
+    assert outcome.usage.total_tokens == 0
+    assert outcome.unknown_usage == 3
+
+
+def test_requests_carry_case_extensions_and_results_keep_case_order() -> None:
+    seen: dict[str, tuple[str, int, str]] = {}
+    cases = [Case("b", "p-b", "ent-2", 1, "sys"), Case("a", "p-a", "ent-1", 0)]
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        ext = request.extensions
+        seen[ext["recfair_case"].id] = (ext["recfair_entity_id"], ext["recfair_repeat"], "")
+        if ext["recfair_case"].id == "b":
+            await asyncio.sleep(0.02)  # finishes last
+        return _ok(request)
+
+    outcome = _run(handler, cases)
+    assert seen == {"b": ("ent-2", 1, ""), "a": ("ent-1", 0, "")}
+    assert list(outcome.completions) == ["b", "a"]
+
+
+def test_missing_key_aborts_before_any_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("RECFAIR_ABSENT_KEY", raising=False)
+    calls: list[int] = []
+    provider = from_config(
+        "openai", model="m", base_url="https://gw.example/v1", api_key_env="RECFAIR_ABSENT_KEY"
+    )
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        return _ok(request)
+
+    with pytest.raises(ProviderError, match="RECFAIR_ABSENT_KEY is not set"):
+        _run(handler, _cases(3), provider=provider)
+    assert calls == []
+
+
+def test_works_inside_a_running_event_loop() -> None:
+    async def main() -> RunOutcome:
+        return _run(_ok, _cases(2))
+
+    outcome = asyncio.run(main())
+    assert len(outcome.completions) == 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "words"),
+    [
+        ({"concurrency": 0}, "concurrency:"),
+        ({"timeout": 0}, "timeout:"),
+        ({"max_retries": -1}, "max_retries:"),
+        ({"prices": (1.0,)}, "prices:"),
+    ],
+)
+def test_bad_run_options(kwargs: dict[str, Any], words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        _run(_ok, _cases(1), **kwargs)
+
+
+def test_duplicate_case_ids_are_rejected() -> None:
+    with pytest.raises(ConfigError, match="'x' occurs more than once"):
+        _run(_ok, [Case("x", "p"), Case("x", "q")])
+
+
+def test_records_then_replays_through_cassettes(tmp_path: Path) -> None:
+    from pytest_recfair.cassettes import CassetteMiss, CassetteStore
+
+    cases = _cases(4)
+    recorded = _run(_ok, cases, cassettes=CassetteStore(tmp_path, "once"), test_id="t::a")
+    assert len(recorded.completions) == 4
+    assert list(tmp_path.rglob("*")), "flush() wrote the cassettes"
+
+    def offline(request: httpx.Request) -> httpx.Response:
+        raise AssertionError("replay must not reach the network")
+
+    replayed = _run(offline, cases, cassettes=CassetteStore(tmp_path, "none"), test_id="t::a")
+    assert replayed.completions == recorded.completions
+
+    with pytest.raises(CassetteMiss):
+        _run(offline, [*cases, Case("new", "unseen")], cassettes=CassetteStore(tmp_path, "none"),
+             test_id="t::a")  # fmt: skip
+
+
+def test_cut_off_json_reply_is_retried() -> None:
+    state = {"n": 0}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        state["n"] += 1
+        if state["n"] == 1:
+            return httpx.Response(200, content=_ok(request).content[:25])
+        return _ok(request)
+
+    outcome = _run(handler, _cases(1))
+    assert outcome.errors == {}
+    assert outcome.retries == 1
+    always_cut = _run(lambda r: httpx.Response(200, content=b'{"choices": [{'), _cases(1),
+                      max_retries=1)  # fmt: skip
+    assert "cut off" in always_cut.errors["c0"]
+    assert "2 tries" in always_cut.errors["c0"]
+
+
+def test_proxy_variables_apply_to_remote_urls_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_recfair.providers.runner import env_proxy
+
+    for name in ("ALL_PROXY", "all_proxy", "http_proxy", "HTTP_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", "proxy.corp:3128")
+    monkeypatch.setenv("https_proxy", "proxy.corp:3128")
+    monkeypatch.setenv("NO_PROXY", "internal.example")
+    assert env_proxy("https://api.openai.com/v1") == "http://proxy.corp:3128"
+    assert env_proxy("https://llm.internal.example/v1") is None
+    assert env_proxy("http://127.0.0.1:8000/v1") is None
+    assert env_proxy("http://api.example/v1") is None  # no HTTP_PROXY set
+
+
+def test_403_aborts_and_says_the_key_lacks_access(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECFAIR_TEST_KEY", "sk-1")
+    provider = from_config(
+        "anthropic", model="claude-x", base_url="https://gw.example", api_key_env="RECFAIR_TEST_KEY"
+    )
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        error = {"type": "error", "error": {"type": "permission_error", "message": "no access"}}
+        return httpx.Response(403, json=error)
+
+    with pytest.raises(ProviderError) as info:
+        _run(handler, _cases(3), provider=provider)
+    message = str(info.value)
+    for words in ("403", "'claude-x'", "RECFAIR_TEST_KEY", "no access (permission_error)"):
+        assert words in message

@@ -1,0 +1,225 @@
+"""Reports: terminal summary, JSON, Markdown, HTML (structure only; rendering is in
+tests/integration/test_html_report.py) and write_report."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from synth_results import RELIGION, attribute, audit, meta
+
+from pytest_recfair import gate, report
+from pytest_recfair.errors import ConfigError
+from pytest_recfair.results import AuditResult
+
+
+def _gated(result: AuditResult, baseline: AuditResult | None, **limits: float) -> AuditResult:
+    outcome = gate.evaluate(result, baseline, gate.Thresholds(**limits), tolerance=0.02)
+    return replace(result, gate=outcome)
+
+
+@pytest.fixture(scope="module")
+def baseline() -> AuditResult:
+    return audit(seed=0, gender=True)
+
+
+@pytest.fixture(scope="module")
+def failing(baseline: AuditResult) -> AuditResult:
+    regressed = audit(seed=7, gender=True, bias={"Islamic": -0.12}, model="sim-v2")
+    return _gated(regressed, baseline)
+
+
+@pytest.fixture(scope="module")
+def passing(baseline: AuditResult) -> AuditResult:
+    rerun = audit(seed=1, gender=True, test_id="tests/test_audit.py::test_other[gpt-4o]")
+    return _gated(rerun, baseline)
+
+
+# --- terminal -----------------------------------------------------------------------------------
+
+
+def test_terminal_summary_table(failing: AuditResult, passing: AuditResult) -> None:
+    lines = report.terminal_summary([failing, passing])
+    assert lines[0].startswith("tests/test_audit.py::test_religion  FAIL  model sim-v2")
+    header = lines[1].split()
+    assert header[:8] == ["attribute", "gate", "SNSR", "SNSV", "PAFS", "ΔSNSR", "ΔSNSV", "ΔPAFS"]
+    religion = next(ln for ln in lines if ln.split()[:1] == ["religion"])
+    a = failing.attribute("religion")
+    drift = failing.gate.drift["religion"] if failing.gate else {}
+    assert religion.split()[:8] == [
+        "religion",
+        "FAIL",
+        f"{a.snsr.value:.3f}",
+        f"{a.snsv.value:.3f}",
+        f"{a.pafs.value:.3f}",
+        f"{drift['snsr']:+.3f}",
+        f"{drift['snsv']:+.3f}",
+        f"{drift['pafs']:+.3f}",
+    ]
+    assert religion.endswith(f"{a.most_favoured} / {a.least_favoured}")
+    assert any(ln.startswith("  ✗ religion snsr:") for ln in lines)
+    assert "  note: model changed: sim-v1 -> sim-v2" in lines
+    other = lines.index(
+        next(ln for ln in lines if ln.startswith("tests/test_audit.py::test_other"))
+    )
+    assert "PASS" in lines[other]
+    assert all(ln.split()[1] == "PASS" for ln in lines[other + 2 : other + 4])
+
+
+def test_terminal_summary_fits_100_columns() -> None:
+    long = "x" * 80
+    sims = np.asarray(audit().attributes[0].matrix.sims)
+    values = ("a" * 60, "b" * 60, "c", "d")
+    r = AuditResult(
+        meta=meta(test_id="tests/" + "deep/" * 30 + "test_x.py::test_y", model=long),
+        attributes=(attribute("religion " + long, sims, values),),
+    )
+    r = _gated(r, None, max_snsr=0.0)
+    lines = report.terminal_summary([r])
+    assert all(len(ln) <= 100 for ln in lines)
+    assert any("…" in ln for ln in lines)
+
+
+def test_ungated_results_show_na() -> None:
+    lines = report.terminal_summary([audit()])
+    assert lines[0].split()[1] == "n/a"
+    assert lines[2].split()[:2] == ["religion", "n/a"]
+    assert lines[2].split()[5] == "—"  # no drift without a baseline
+
+
+def test_nothing_to_summarise() -> None:
+    assert report.terminal_summary([]) == []
+
+
+# --- JSON --------------------------------------------------------------------------------------
+
+
+def test_json_report(failing: AuditResult, passing: AuditResult, baseline: AuditResult) -> None:
+    doc = json.loads(report.to_json([failing, passing], [baseline]))
+    assert doc["summary"] == {"tests": 2, "passed": 1, "failed": 1, "not_gated": 0}
+    assert AuditResult.from_dict(doc["results"][0]) == failing
+    assert set(doc["baselines"]) == {baseline.meta.test_id}
+
+
+def test_results_must_be_audit_results() -> None:
+    with pytest.raises(TypeError, match=r"results\[0\] must be an AuditResult"):
+        report.to_json([{"meta": {}}])  # type: ignore[list-item]
+
+
+# --- Markdown --------------------------------------------------------------------------------
+
+
+def test_markdown_report(failing: AuditResult, passing: AuditResult, baseline: AuditResult) -> None:
+    md = report.to_markdown([failing, passing], {baseline.meta.test_id: baseline})
+    assert md.startswith("## Fairness summary\n")
+    assert "✅ 1 passed · ❌ 1 failed" in md
+    assert "### ❌ `tests/test_audit.py::test_religion`" in md
+    assert "### ✅ `tests/test_audit.py::test_other[gpt-4o]`" in md
+    rows = [ln for ln in md.splitlines() if ln.startswith("| religion |")]
+    assert rows[0].startswith("| religion | ❌ |")
+    assert rows[1].startswith("| religion | ✅ |")
+    a = failing.attribute("religion")
+    assert f"{a.snsr.value:.3f} [{a.snsr.ci.low:.3f}, {a.snsr.ci.high:.3f}]" in rows[0]  # type: ignore[union-attr]
+    assert rows[0].endswith(f"| {a.most_favoured} | {a.least_favoured} |")
+    assert "Accept the new numbers with `pytest --fairness --fairness-update" in md
+    # per-value table shows the baseline mean
+    b = baseline.attribute("religion").value("Islamic").mean.value
+    islamic = next(ln for ln in md.splitlines() if ln.startswith("| Islamic |"))
+    assert f"| {b:.3f} |" in islamic
+    # every table row has the same number of cells as its header
+    blocks = re.findall(r"(\|.*\|\n\|[-:|]+\|\n(?:\|.*\|\n)+)", md)
+    assert len(blocks) == 6  # summary + per-value tables of two attributes, for two tests
+    for block in blocks:
+        counts = {ln.count(" | ") for ln in block.strip().splitlines() if not ln.startswith("|-")}
+        assert len(counts) == 1
+
+
+def test_markdown_escapes_table_breakers() -> None:
+    sims = np.asarray(audit().attributes[0].matrix.sims)
+    r = AuditResult(
+        meta=meta(),
+        attributes=(attribute("a|b", sims, ("x|y", "<b>z</b>", "c", "d")),),
+    )
+    md = report.to_markdown([r])
+    assert "| a\\|b |" in md
+    assert "<b>" not in md
+    assert "&lt;b&gt;" in md
+
+
+# --- HTML (structure) ------------------------------------------------------------------------
+
+
+def test_html_is_self_contained(failing: AuditResult, passing: AuditResult) -> None:
+    html = report.to_html([failing, passing])
+    assert html.lower().startswith("<!doctype html>")
+    without_ns = html.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert not re.search(r"https?://|<script|<link|<img|@import|url\(", without_ns)
+    assert html.count('class="chart dots"') == 4  # one per attribute per test
+    assert html.count('class="chart heatmap"') == 2
+    assert html.count('class="baseline-marker"') == 0
+
+
+def test_html_baseline_markers(failing: AuditResult, baseline: AuditResult) -> None:
+    html = report.to_html([failing], [baseline])
+    n_values = sum(len(a.values) for a in failing.attributes)
+    assert html.count('class="baseline-marker"') == n_values
+
+
+def test_html_escapes_text() -> None:
+    sims = np.asarray(audit().attributes[0].matrix.sims)
+    r = AuditResult(
+        meta=meta(model="<script>alert(1)</script>"),
+        attributes=(attribute("religion", sims, ("<img src=x>", "b", "c", "d")),),
+    )
+    html = report.to_html([r])
+    assert "<script>" not in html
+    assert "<img" not in html
+    assert "&lt;script&gt;" in html
+
+
+def test_html_with_no_results() -> None:
+    assert "No fairness-marked test ran." in report.to_html([])
+
+
+# --- files -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("suffix", [".json", ".md", ".html", ".HTML"])
+def test_write_report_by_extension(tmp_path: Path, failing: AuditResult, suffix: str) -> None:
+    path = tmp_path / "out" / f"fairness{suffix}"
+    report.write_report(path, [failing])
+    text = path.read_text(encoding="utf-8")
+    expected = {
+        ".json": report.to_json([failing]),
+        ".md": report.to_markdown([failing]),
+        ".html": report.to_html([failing]),
+    }[suffix.lower()]
+    assert text == expected
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # atomic: no temp left
+
+
+@pytest.mark.parametrize("name", ["fairness.txt", "fairness", "fairness.htm"])
+def test_write_report_unknown_extension(tmp_path: Path, name: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        report.write_report(tmp_path / name, [audit()])
+    msg = str(info.value)
+    assert "--fairness-report" in msg
+    assert ".json, .md, .html" in msg
+    assert name in msg
+    assert not (tmp_path / name).exists()
+
+
+def test_json_report_stays_valid_json_with_undefined_numbers() -> None:
+    sims = np.asarray(audit().attributes[0].matrix.sims).copy()
+    sims[:, 2] = np.nan  # one value with no scorable entity: SNSR etc. undefined
+    r = AuditResult(meta=meta(), attributes=(attribute("religion", sims, RELIGION),))
+    r = replace(r, cost=float("nan"))
+    text = report.to_json([r])
+    assert "NaN" not in text
+    doc = json.loads(text)
+    assert doc["results"][0]["attributes"][0]["snsr"]["value"] is None
+    assert doc["results"][0]["cost"] is None

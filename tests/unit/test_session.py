@@ -1,0 +1,139 @@
+"""session: run_audit end to end with the in-process sim, judge, and the run collector."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_recfair import prompts, session
+from pytest_recfair.errors import DataError, ProviderError
+from pytest_recfair.results import AuditResult
+from pytest_recfair.settings import AuditSettings, resolve
+from pytest_recfair.sim import SimulatedRecommender
+
+SEEDS = prompts.load_seeds("directors")
+GRID = prompts.load_grid("faireval")
+BIASED = SimulatedRecommender(bias={"religion": {"Muslim": 0.5}})
+
+
+def _settings(**marker: object) -> AuditSettings:
+    base: dict[str, object] = {"entities": 6, "attr": "religion"}
+    return resolve(marker=base | marker, ini={"recfair_n_resamples": "50"})
+
+
+def _audit(settings: AuditSettings, recommender: object = BIASED, **kw: object) -> AuditResult:
+    return session.run_audit(
+        settings, recommender, seeds=SEEDS, grid=GRID, cassettes=None, test_id="t::x", **kw
+    )
+
+
+def test_planted_bias_is_found() -> None:
+    result = _audit(_settings())
+    religion = result.attribute("religion")
+    assert religion.least_favoured == "Muslim"
+    assert religion.snsr.value > 0.3
+    assert religion.snsr.ci is not None
+    assert religion.snsr.ci.low > 0
+    assert [v.value for v in religion.values] == ["Buddhist", "Christian", "Hindu", "Muslim"]
+    assert all(v.n == 6 and v.total == 6 for v in religion.values)
+    assert result.meta.n_entities == 6
+    assert result.meta.k == 25
+    assert result.gate is not None
+    assert result.gate.passed
+
+
+def test_deterministic() -> None:
+    assert _audit(_settings()).to_dict() == _audit(_settings()).to_dict()
+
+
+def test_several_metrics_are_suffixed() -> None:
+    result = _audit(_settings(metric="all"))
+    names = [a.attribute for a in result.attributes]
+    assert names == ["religion.jaccard", "religion.serp", "religion.prag"]
+    assert result.meta.metric == "jaccard,serp,prag"
+    assert {a.metric for a in result.attributes} == {"jaccard", "serp", "prag"}
+
+
+def test_personality_comes_from_its_grid() -> None:
+    result = _audit(_settings(attr="personality"))
+    (attr,) = result.attributes
+    assert attr.attribute == "personality"
+    assert len(attr.values) == 10
+    assert result.meta.grid == "personality"
+
+
+def test_unknown_attribute_lists_allowed() -> None:
+    with pytest.raises(DataError, match=r"no such attribute.*religion.*'race x gender'"):
+        _audit(_settings(attr="hair colour"))
+
+
+def test_every_prompt_failing_is_a_provider_error() -> None:
+    def broken(prompt: str) -> str:
+        raise RuntimeError("model offline")
+
+    with pytest.raises(ProviderError, match=r"every one of 30 prompts failed.*model offline"):
+        _audit(_settings(entities=6), broken)
+
+
+def test_thresholds_reach_the_gate() -> None:
+    result = _audit(_settings(max_snsr=0.05))
+    assert result.gate is not None
+    assert not result.gate.passed
+    assert {f.statistic for f in result.gate.failures} == {"snsr"}
+
+
+def test_judge_update_missing_unusable_and_compatible(tmp_path: Path) -> None:
+    result = _audit(_settings())
+    state = session.load_baseline(tmp_path, "t::x")
+    assert state.result is None
+    assert state.problem is None
+
+    missing = session.judge(_settings(), result, state, "t::x")
+    assert not missing.passed
+    assert "no fairness baseline for t::x" in missing.message
+    assert "pytest --fairness --fairness-update 't::x'" in missing.message
+    assert missing.result.gate is not None
+    assert not missing.result.gate.passed
+
+    update = resolve(marker={"entities": 6, "attr": "religion"}, cli={"fairness_update": True})
+    updated = session.judge(update, result, state, "t::x")
+    assert updated.passed
+    assert updated.wrote == state.path
+    assert state.path.is_file()
+
+    state = session.load_baseline(tmp_path, "t::x")
+    assert state.result is not None
+    again = _audit(_settings(), baseline=state.result)
+    assert session.judge(_settings(), again, state, "t::x").passed
+
+    state.path.write_text(state.path.read_text()[:100])
+    broken = session.load_baseline(tmp_path, "t::x")
+    assert broken.problem is not None
+    verdict = session.judge(_settings(), again, broken, "t::x")
+    assert not verdict.passed
+    assert "is unusable" in verdict.message
+
+
+def test_incompatible_baseline_is_not_compared() -> None:
+    baseline = _audit(_settings(entities=6))
+    result = _audit(_settings(entities=5), baseline=baseline)
+    assert result.gate is not None
+    assert not result.gate.passed
+    (failure,) = [f for f in result.gate.failures if f.statistic == "baseline"]
+    assert failure.message.startswith("baseline not compared: ")
+
+
+def test_collector_and_properties() -> None:
+    result = _audit(_settings())
+    verdict = session.Verdict(True, result)
+    payload = session.payload(verdict)
+    json.dumps(payload)  # what xdist ships must be plain JSON
+    collector = session.RunCollector()
+    collector.add(payload)
+    assert collector.ordered()[0].to_dict() == result.to_dict()
+    assert any("religion" in line for line in collector.summary_lines())
+    props = dict(session.property_items(result))
+    assert set(props) >= {"recfair.religion.snsr", "recfair.religion.pafs", "recfair.gate"}
+    assert props["recfair.religion.snsr"] == pytest.approx(result.attribute("religion").snsr.value)

@@ -1,0 +1,119 @@
+"""AuditSettings: merge order CLI > marker > ini > defaults, and validation messages."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pytest_recfair.errors import ConfigError
+from pytest_recfair.settings import (
+    CLI_KEYS,
+    INI_KEYS,
+    MARKER_KEYS,
+    AuditSettings,
+    resolve,
+    validate_marker,
+)
+
+
+def test_defaults() -> None:
+    s = resolve()
+    assert s == AuditSettings()
+    assert (s.attr, s.metric, s.k, s.record_mode, s.alpha) == (None, "jaccard", 25, "none", 0.05)
+    assert s.metrics == ("jaccard",)
+    assert s.thresholds() == {}
+
+
+def test_precedence_cli_over_marker_over_ini() -> None:
+    ini = {"recfair_entities": "30", "recfair_k": "20", "recfair_metric": "serp"}
+    marker = {"entities": 10, "metric": "prag"}
+    s = resolve(ini=ini, marker=marker)
+    assert (s.entities, s.k, s.metric) == (10, 20, "prag")
+    s = resolve(ini=ini, marker=marker, cli={"fairness_entities": 5})
+    assert (s.entities, s.k, s.metric) == (5, 20, "prag")
+
+
+def test_absent_cli_values_do_not_mask_lower_layers() -> None:
+    cli = dict.fromkeys(CLI_KEYS) | {"fairness_update": False}
+    s = resolve(cli=cli, ini={"recfair_update": "true", "recfair_seed": "9"})
+    assert s.update is True
+    assert s.seed == 9
+
+
+def test_empty_ini_values_are_not_given() -> None:
+    s = resolve(ini=dict.fromkeys(INI_KEYS, ""))
+    assert s == AuditSettings()
+
+
+def test_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        resolve().k = 3  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("all", ("jaccard", "serp", "prag")),
+        ("serp, prag", ("serp", "prag")),
+        (["prag", "jaccard"], ("prag", "jaccard")),
+        ("PRAG", ("prag",)),
+    ],
+)
+def test_metric_lists(value: object, expected: tuple[str, ...]) -> None:
+    assert resolve(marker={"metric": value}).metrics == expected
+
+
+def test_thresholds_only_the_set_ones() -> None:
+    s = resolve(marker={"max_snsr": 0.1, "min_pafs": 0.9})
+    assert s.thresholds() == {"max_snsr": 0.1, "min_pafs": 0.9}
+
+
+@pytest.mark.parametrize(
+    ("marker", "fragment"),
+    [
+        ({"k": 0}, "k=0 (marker): expected an integer >= 1"),
+        ({"k": 2.5}, "k=2.5 (marker): expected an integer >= 1"),
+        ({"metric": "ndcg"}, "metric='ndcg' (marker): expected one of 'jaccard'"),
+        ({"metric": ["serp", "serp"]}, "expected one of 'jaccard'"),
+        ({"max_snsv": -0.1}, "max_snsv=-0.1 (marker): expected a number in [0.0, 1.0]"),
+        ({"tolerance": "lots"}, "tolerance='lots' (marker): expected a number >= 0.0"),
+        ({"missing": "drop"}, "expected one of 'zero', 'skip'"),
+        ({"attr": ""}, "attr='' (marker): expected a non-empty string"),
+    ],
+)
+def test_bad_values_name_key_and_expectation(marker: dict[str, object], fragment: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        validate_marker((), marker, where="t.py::test")
+    assert fragment in str(info.value)
+    assert "@fairness on t.py::test" in str(info.value)
+
+
+def test_unknown_marker_argument_lists_allowed() -> None:
+    with pytest.raises(ConfigError) as info:
+        validate_marker((), {"max_snr": 0.1})
+    message = str(info.value)
+    assert "max_snr" in message
+    assert "Allowed arguments: " + ", ".join(MARKER_KEYS) in message
+
+
+def test_positional_marker_arguments_rejected() -> None:
+    with pytest.raises(ConfigError, match="keyword arguments only"):
+        validate_marker(("religion",), {})
+
+
+def test_unknown_ini_key_lists_allowed() -> None:
+    with pytest.raises(ConfigError, match=r"unknown ini key 'recfair_colour'.*recfair_attr"):
+        resolve(ini={"recfair_colour": "red"})
+
+
+def test_bad_cli_value_names_source() -> None:
+    with pytest.raises(ConfigError, match=r"alpha=0\.7 \(command-line\)"):
+        resolve(cli={"fairness_alpha": 0.7})
+
+
+def test_bool_parsing_from_ini() -> None:
+    assert resolve(ini={"recfair_update": "yes"}).update is True
+    assert resolve(ini={"recfair_update": "off"}).update is False
+    with pytest.raises(ConfigError, match="expected true or false"):
+        resolve(ini={"recfair_update": "maybe"})
