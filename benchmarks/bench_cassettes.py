@@ -10,7 +10,9 @@ on a shared machine inflate the first, not the second):
 - ``store``: load + index + replay of every interaction through an ``httpx.AsyncClient``
   with ``CassetteTransport`` (8 requests in flight, as the provider runner does), from a
   fresh store each run, so file loading is included;
-- ``run_cases``: the same through ``pytest_recfair.providers.run_cases``, if it exists;
+- ``run_cases``: the same through ``pytest_recfair.providers.run_cases`` (the path the
+  plugin uses: its replay pass serves hits from the cassette transport's lookup without
+  an AsyncClient), from a fresh store each run; every reply is checked;
 - ``load + index``: ``CassetteStore.preload`` of every entity (part of ``store``);
 - ``httpx floor``: the same client and requests against a transport that finds each
   reply in a dict already in memory (no cassette at all): the cost of httpx itself;
@@ -242,6 +244,10 @@ def time_run_cases(root: Path, n_entities: int, n_prompts: int) -> Timing | None
     if outcome.errors or len(outcome.completions) != len(cases):
         first = next(iter(outcome.errors.items()), None)
         raise AssertionError(f"run_cases: {len(outcome.errors)} errors, e.g. {first}")
+    for case in cases:  # every case got its own reply, not a neighbour's
+        e, p = case.id[1:].split("-p")
+        if f"The Remarkable Film {e}-{p}-1:" not in outcome.completions[case.id].text:
+            raise AssertionError(f"run_cases: wrong reply for {case.id}")
     return elapsed
 
 
@@ -373,6 +379,12 @@ def main() -> None:
         f"target: store replay < {args.target:.1f} s wall -> {verdict} ({store[0]:.2f} s; "
         f"cpu {store[1]:.2f} s)"
     )
+    if rc is not None:
+        verdict = "PASS" if rc[0] < args.target else "FAIL"
+        print(
+            f"target: run_cases replay < {args.target:.1f} s wall -> {verdict} "
+            f"({rc[0]:.2f} s; cpu {rc[1]:.2f} s)"
+        )
 
 
 if __name__ == "__main__":

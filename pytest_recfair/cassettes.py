@@ -338,7 +338,7 @@ class _Tape:
         self.keys: list[Key] = []  # the raw key of each entry
         # Parsed interactions, kept only when the file may be saved again (not in "none").
         self.loaded: list[dict[str, Any]] = []
-        self.new: list[tuple[Key, dict[str, Any]]] = []  # recorded in this run
+        self.new: list[dict[str, Any]] = []  # recorded in this run
         # Two indexes: key -> positions in ``entries``, in recorded order. ``raw`` keys on
         # the body exactly as stored, so a request sent by the same code matches without
         # parsing any JSON. ``canon`` keys on the canonical body and is built only when a
@@ -514,6 +514,14 @@ class CassetteStore:
             recorded=recorded,
         )
 
+    def can_replay(self, test_id: str, entity_id: str) -> bool:
+        """False when ``lookup`` cannot find anything for this entity: mode all/rewrite,
+        or no interaction in its cassette file (recordings of this run are not replayed)."""
+        if self.mode in ("all", "rewrite"):
+            return False
+        with self._lock:
+            return bool(self._tape(test_id, entity_id).entries)
+
     def preload(self, test_id: str, entity_ids: Iterable[str]) -> int:
         """Load the cassettes of these entities now; returns the interactions indexed."""
         with self._lock:
@@ -535,10 +543,9 @@ class CassetteStore:
                 "(replay only). Run with --fairness-record=new_episodes or once to record."
             )
         interaction = self._interaction(request, response)
-        key = self.key(request.method, request.url, request.body, request.repeat)
         with self._lock:
             tape = self._tape(test_id, entity_id)
-            tape.new.append((key, interaction))
+            tape.new.append(interaction)
             tape.dirty = True
             if self.autosave is not None and time.monotonic() - self._last_save >= self.autosave:
                 self.flush()
@@ -555,6 +562,20 @@ class CassetteStore:
                 written.append(tape.path)
             self._last_save = time.monotonic()
         return written
+
+    def flush_entity(self, test_id: str, entity_id: str) -> Path | None:
+        """Write this one cassette if it changed; its path, or None when nothing was due.
+
+        For a caller that knows an entity is finished: its file is saved while the rest
+        of the run goes on, instead of all files at the end.
+        """
+        with self._lock:
+            tape = self._tapes.get((test_id, entity_id))
+            if tape is None or not tape.dirty:
+                return None
+            atomic_write_text(tape.path, self._serialize(self._to_save(tape)))
+            tape.dirty = False
+            return tape.path
 
     def __enter__(self) -> CassetteStore:
         return self
@@ -685,15 +706,17 @@ class CassetteStore:
         }
 
     def _to_save(self, tape: _Tape) -> list[dict[str, Any]]:
-        new = [interaction for _, interaction in tape.new]
+        new = tape.new
         if self.mode == "rewrite":
             return new
         if self.mode == "all":
             # Re-recorded requests replace their old interactions (vcrpy's "all" save).
-            fresh = {key for key, _ in tape.new}
+            # Keys only here: canonicalising every body while recording would cost each
+            # live request a JSON round trip that only this mode needs.
+            fresh = {self._key_of_saved(item) for item in new}
             kept = [item for item in tape.loaded if self._key_of_saved(item) not in fresh]
             return kept + new
-        return list(tape.loaded) + new
+        return [*tape.loaded, *new]
 
     def _key_of_saved(self, item: Mapping[str, Any]) -> Key:
         request = item["request"]

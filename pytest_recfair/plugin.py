@@ -11,12 +11,17 @@ from __future__ import annotations
 import keyword
 from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_recfair import session, settings
+from pytest_recfair import settings
 from pytest_recfair.errors import ConfigError, RecfairError
+
+if TYPE_CHECKING:
+    # session pulls in numpy, httpx and jsonschema (~0.3 s): imported only when an audit
+    # runs or a run has results to report, never at pytest start-up
+    from pytest_recfair import session
 
 __all__ = ["marker"]
 
@@ -246,6 +251,8 @@ def fairness_result(
     request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
 ) -> Any:
     """The AuditResult of this @fairness test: similarities, SNSR/SNSV/PAFS with CIs."""
+    from pytest_recfair import session
+
     node = request.node
     if node.get_closest_marker("fairness") is None:
         raise ConfigError(
@@ -271,7 +278,9 @@ def fairness_result(
         pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
     node.stash[_AUDIT] = (s, result, state)
     # shipped even if the test body fails before the gate is judged
-    node.stash[_PAYLOAD] = session.payload(session.Verdict(False, result))
+    node.stash[_PAYLOAD] = session.payload(
+        session.Verdict(False, result), session.compared_baseline(s, result, state)
+    )
     node.user_properties.extend(session.property_items(result))
     return result
 
@@ -333,9 +342,11 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     audit = item.stash.get(_AUDIT, None)
     if audit is None:
         return outcome
+    from pytest_recfair import session
+
     s, result, state = audit
     verdict = session.judge(s, result, state, item.nodeid)
-    item.stash[_PAYLOAD] = session.payload(verdict)
+    item.stash[_PAYLOAD] = session.payload(verdict, session.compared_baseline(s, result, state))
     if not verdict.passed:
         pytest.fail(verdict.message, pytrace=False)
     return outcome
@@ -358,26 +369,33 @@ class _Controller:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.collector = session.RunCollector()
+        # created with the first audit result: a run without audits never imports session
+        self.collector: session.RunCollector | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         payload = getattr(report, "recfair", None)
         if payload is not None and report.when == "call":
+            if self.collector is None:
+                from pytest_recfair import session
+
+                self.collector = session.RunCollector()
             self.collector.add(payload)
 
     def pytest_sessionfinish(self) -> None:
         path = self.config.stash.get(_REPORT_PATH, None)
-        if path is not None and self.collector.results:
+        collector = self.collector
+        if path is not None and collector is not None and collector.results:
             try:
-                self.collector.write_report(path)
+                collector.write_report(path)
             except (OSError, RecfairError) as exc:
-                self.collector.notes.append(f"could not write fairness report {path}: {exc}")
+                collector.notes.append(f"could not write fairness report {path}: {exc}")
             else:
-                self.collector.notes.append(f"fairness report written: {path}")
+                collector.notes.append(f"fairness report written: {path}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not (self.collector.results or self.collector.notes):
+        collector = self.collector
+        if collector is None or not (collector.results or collector.notes):
             return
         terminalreporter.write_sep("=", "fairness summary")
-        for line in self.collector.summary_lines():
+        for line in collector.summary_lines():
             terminalreporter.write_line(line)

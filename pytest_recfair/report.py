@@ -21,9 +21,13 @@ from pytest_recfair.results import AttributeResult, AuditResult, GateOutcome, St
 
 __all__ = [
     "REPORT_FORMATS",
+    "TIE",
     "Baselines",
     "attribute_status",
     "baseline_map",
+    "favoured",
+    "favoured_text",
+    "repeat_stats",
     "terminal_summary",
     "to_html",
     "to_json",
@@ -92,14 +96,43 @@ def result_status(result: AuditResult) -> str:
     return "PASS" if result.gate.passed else "FAIL"
 
 
+TIE = "— (all equal)"  # shown instead of a most/least favoured value when all means tie
+
+
 def favoured(a: AttributeResult) -> tuple[str, str]:
-    """(most, least) favoured values, ignoring values whose mean is undefined."""
+    """(most, least) favoured values, ignoring values whose mean is undefined.
+
+    When every mean ties (SNSR = 0) no value is favoured: both are :data:`TIE`, never the
+    first value twice ("Asian / Asian").
+    """
     finite = [v for v in a.values if not math.isnan(v.mean.value)]
     if not finite:
         return ("n/a", "n/a")
     hi = max(finite, key=lambda v: v.mean.value)
     lo = min(finite, key=lambda v: v.mean.value)
+    if math.isclose(hi.mean.value, lo.mean.value, rel_tol=0.0, abs_tol=1e-12):
+        return (TIE, TIE)
     return (hi.value, lo.value)
+
+
+def favoured_text(a: AttributeResult) -> str:
+    """ "most / least" for one column, or the tie marker once."""
+    most, least = favoured(a)
+    return TIE if most == TIE else f"{most} / {least}"
+
+
+def repeat_stats(a: AttributeResult) -> str | None:
+    """Entropy and noise floor of a run with repeats > 1 (None when it has neither).
+
+    The noise floor is the neutral-vs-neutral similarity across repeats: how far the
+    model's lists move by chance alone, the scale against which a value's drop is read.
+    """
+    parts = []
+    if a.entropy is not None and math.isfinite(a.entropy):
+        parts.append(f"entropy {a.entropy:.2f} bits")
+    if a.noise_floor is not None:
+        parts.append(f"noise floor {fmt_ci(a.noise_floor)} ({a.metric}, neutral vs neutral)")
+    return "; ".join(parts) or None
 
 
 def _drift(gate: GateOutcome | None, attribute: str, stat: str) -> float | None:
@@ -148,7 +181,6 @@ def terminal_summary(results: Sequence[AuditResult]) -> list[str]:
         header = [name for name, _ in _COLS + _DRIFT_COLS]
         lines.append(_row(header, widths, "most / least favoured"))
         for a in r.attributes:
-            most, least = favoured(a)
             cells = [
                 _clip(a.attribute, 18),
                 attribute_status(r, a.attribute),
@@ -157,7 +189,11 @@ def terminal_summary(results: Sequence[AuditResult]) -> list[str]:
                 fmt(a.pafs.value),
                 *(fmt_delta(_drift(r.gate, a.attribute, s)) for s in ("snsr", "snsv", "pafs")),
             ]
-            lines.append(_row(cells, widths, f"{most} / {least}"))
+            lines.append(_row(cells, widths, favoured_text(a)))
+        for a in r.attributes:
+            stats = repeat_stats(a)
+            if stats:
+                lines.append(_clip(f"  {a.attribute}: {stats}", WIDTH))
         if r.gate is not None:
             for f in r.gate.failures:
                 lines.append(_clip(f"  ✗ {f.attribute} {f.statistic}: {f.message}", WIDTH))
@@ -281,6 +317,10 @@ def to_markdown(results: Sequence[AuditResult], baselines: Baselines = None) -> 
             ]
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
+        repeats = [(a.attribute, repeat_stats(a)) for a in r.attributes]
+        out += [f"- **{_md(name)}** over repeats: {_md(st)}" for name, st in repeats if st]
+        if any(st for _, st in repeats):
+            out.append("")
         if r.gate is not None and r.gate.failures:
             out += ["**Failures**", ""]
             out += [

@@ -26,6 +26,7 @@ from pytest_recfair.report import (
     fmt,
     fmt_ci,
     fmt_delta,
+    repeat_stats,
     result_status,
 )
 from pytest_recfair.results import AttributeResult, AuditResult
@@ -302,7 +303,13 @@ def _stats_table(r: AuditResult) -> str:
             f'<td class="num">{a.refusal_gap:.1%}</td>'
             f"<td>{_e(most)}</td><td>{_e(least)}</td></tr>"
         )
-    return f'<div class="scroll"><table>{head}{"".join(body)}</table></div>'
+    repeats = "".join(
+        f"<li><b>{_e(a.attribute)}</b> over {r.meta.repeats} repeats: {_e(st)}</li>"
+        for a in r.attributes
+        if (st := repeat_stats(a))
+    )
+    notes = f'<ul class="repeats">{repeats}</ul>' if repeats else ""
+    return f'<div class="scroll"><table>{head}{"".join(body)}</table></div>{notes}'
 
 
 def _values_table(a: AttributeResult, base: AttributeResult | None) -> str:

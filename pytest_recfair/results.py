@@ -128,9 +128,9 @@ def matrix_to_dict(m: SimilarityMatrix) -> dict[str, Any]:
 def matrix_from_dict(d: dict[str, Any]) -> SimilarityMatrix:
     entities = tuple(str(e) for e in d["entities"])
     values = tuple(str(v) for v in d["values"])
-    sims = np.array(
-        [[_nan(x) for x in row] for row in d["sims"]], dtype=np.float64
-    ).reshape(len(entities), len(values))
+    sims = np.array([[_nan(x) for x in row] for row in d["sims"]], dtype=np.float64).reshape(
+        len(entities), len(values)
+    )
     missing = np.array(d["missing"], dtype=bool).reshape(len(entities), len(values))
     return SimilarityMatrix(entities=entities, values=values, sims=sims, missing=missing)
 

@@ -17,8 +17,16 @@ from typing import Any
 
 import numpy as np
 
-from pytest_recfair import __version__, baselines, gate, metrics, parse, prompts, providers
-from pytest_recfair import matching as matching_mod
+from pytest_recfair import (
+    __version__,
+    baselines,
+    gate,
+    matching,
+    metrics,
+    parse,
+    prompts,
+    providers,
+)
 from pytest_recfair.cassettes import CassetteStore
 from pytest_recfair.errors import DataError, ProviderError, RecfairError
 from pytest_recfair.prompts import Entity, Grid, PromptCase
@@ -38,8 +46,10 @@ __all__ = [
     "BaselineState",
     "RunCollector",
     "Verdict",
+    "compared_baseline",
     "judge",
     "load_baseline",
+    "payload",
     "property_items",
     "run_audit",
 ]
@@ -199,7 +209,7 @@ def _canonicalize(replies: list[_Reply]) -> tuple[list[_Reply], int]:
     merges = 0
     for entity_id, idx in by_entity.items():
         lists = [replies[i].items or [] for i in idx]
-        canon, merged = matching_mod.canonicalize(lists, entity=entity_id)
+        canon, merged = matching.canonicalize(lists, entity=entity_id)
         merges += len(merged)
         for i, keys in zip(idx, canon, strict=True):
             out[i] = replace(replies[i], items=list(keys))
@@ -496,12 +506,20 @@ class RunCollector:
     """The results of one pytest run, gathered on the controller (or the only process)."""
 
     results: dict[str, AuditResult] = field(default_factory=dict)
+    # the baseline each test was compared against, by test id (for the report's markers)
+    baselines: dict[str, AuditResult] = field(default_factory=dict)
     written: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # e.g. "fairness report written: PATH"
 
     def add(self, payload: Mapping[str, Any]) -> None:
         result = AuditResult.from_dict(dict(payload["result"]))
-        self.results[result.meta.test_id] = result
+        test_id = result.meta.test_id
+        self.results[test_id] = result
+        base = payload.get("baseline")
+        if base:
+            self.baselines[test_id] = AuditResult.from_dict(dict(base))
+        else:  # a re-run of the same test id without a comparison drops the stale one
+            self.baselines.pop(test_id, None)
         if payload.get("baseline_written"):
             self.written.append(Path(str(payload["baseline_written"])))
 
@@ -519,12 +537,30 @@ class RunCollector:
     def write_report(self, path: Path) -> None:
         from pytest_recfair import report
 
-        report.write_report(path, self.ordered())
+        report.write_report(path, self.ordered(), self.baselines)
 
 
-def payload(verdict: Verdict) -> dict[str, Any]:
-    """What a worker ships to the controller with the call-phase report (JSON-able)."""
+def compared_baseline(
+    settings: AuditSettings, result: AuditResult, state: BaselineState
+) -> AuditResult | None:
+    """The baseline ``result`` was gated against: none under --fairness-update, none when
+    there is no usable file, none when it is incompatible (other seeds, grid, k ...)."""
+    base = state.result
+    if settings.update or base is None:
+        return None
+    if baselines.incompatibility(base.meta, result.meta) is not None:
+        return None
+    return base
+
+
+def payload(verdict: Verdict, baseline: AuditResult | None = None) -> dict[str, Any]:
+    """What a worker ships to the controller with the call-phase report (JSON-able).
+
+    ``baseline`` (the one the result was compared against) travels as its dict, so the
+    controller's report shows baseline figures without reading the baselines directory.
+    """
     return {
         "result": verdict.result.to_dict(),
+        "baseline": None if baseline is None else baseline.to_dict(),
         "baseline_written": str(verdict.wrote) if verdict.wrote else None,
     }

@@ -16,7 +16,12 @@ from typing import Any
 
 from pytest_recfair.cassettes import RECORD_MODES
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.metrics import METRICS, MISSING_POLICIES, VARIANTS
+
+# Copies of pytest_recfair.metrics' choices (a unit test keeps them equal): importing
+# metrics imports numpy, and the plugin resolves settings at every pytest start-up.
+VARIANTS: tuple[str, ...] = ("normalized", "fairllm", "langfair")
+METRICS: tuple[str, ...] = ("jaccard", "serp", "prag")
+MISSING_POLICIES: tuple[str, ...] = ("zero", "skip")
 
 __all__ = [
     "CLI_KEYS",

@@ -9,6 +9,4 @@ import os
 from pathlib import Path
 
 _ROOT = Path(__file__).resolve().parents[1]
-REAL = Path(
-    os.environ.get("RECFAIR_REAL_CASSETTES", _ROOT.parent / "shared" / "real-cassettes")
-)
+REAL = Path(os.environ.get("RECFAIR_REAL_CASSETTES", _ROOT.parent / "shared" / "real-cassettes"))

@@ -6,10 +6,18 @@ file and tell identical entropy repeats apart. A replay hit never touches the ne
 a miss is recorded through ``inner`` when the record mode allows it, else it raises
 :class:`~pytest_recfair.cassettes.CassetteMiss`. In mode ``none`` no real transport is
 ever created, so a replay-only run cannot reach the network by accident.
+
+:meth:`CassetteTransport.replay` is the same lookup without the async machinery: the
+provider runner calls it directly to replay without an ``httpx.AsyncClient``.
+
+A request whose ``extensions["recfair_record"]`` is a list gets its recording appended
+there as a callable instead of being recorded at once: the runner calls it only once the
+reply is final, so a reply it retries (cut off, 409, 529 ...) never reaches the cassette.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 
 import httpx
@@ -58,24 +66,60 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             self._inner = httpx.AsyncHTTPTransport()
         return self._inner
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    def replay(self, request: httpx.Request) -> httpx.Response | None:
+        """The recorded reply (unread stream), or None when a live call is to be recorded.
+
+        Raises :class:`~pytest_recfair.cassettes.CassetteMiss` when nothing is recorded
+        and the record mode keeps this entity off the network. Synchronous: the body must
+        be in memory (every non-streaming request), or it is read here.
+        """
+        try:
+            body = request.content
+        except httpx.RequestNotRead:
+            body = request.read()
+        return self._lookup(request, body)
+
+    def live_only(self, entity_id: str | None) -> bool:
+        """True when every request for this entity goes to the network: nothing recorded
+        can answer it and the record mode allows recording (so ``replay`` would give None)."""
+        entity = entity_id or UNSCOPED_ENTITY
+        store = self.store
+        return not store.can_replay(self.test_id, entity) and store.needs_network(
+            self.test_id, entity
+        )
+
+    def _lookup(self, request: httpx.Request, body: bytes) -> httpx.Response | None:
         ext = request.extensions
         entity = ext.get("recfair_entity_id") or UNSCOPED_ENTITY
         repeat = int(ext.get("recfair_repeat") or 0)
-        try:
-            body = request.content  # already in memory for every non-streaming request
-        except httpx.RequestNotRead:
-            body = await request.aread()
-        method = request.method
-        url = str(request.url)
         store = self.store
-        hit = store.lookup(self.test_id, entity, method, url, body, repeat)
+        url = str(request.url)
+        hit = store.lookup(self.test_id, entity, request.method, url, body, repeat)
         if hit is not None:
             return _response(hit)
         if not store.needs_network(self.test_id, entity):
             raise store.miss(
-                self.test_id, entity, method, url, body, repeat, case=ext.get("recfair_case")
+                self.test_id,
+                entity,
+                request.method,
+                url,
+                body,
+                repeat,
+                case=ext.get("recfair_case"),
             )
+        return None
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            body = request.content  # already in memory for every non-streaming request
+        except httpx.RequestNotRead:
+            body = await request.aread()
+        replayed = self._lookup(request, body)
+        if replayed is not None:
+            return replayed
+        ext = request.extensions
+        entity = ext.get("recfair_entity_id") or UNSCOPED_ENTITY
+        repeat = int(ext.get("recfair_repeat") or 0)
         live = await self._network().handle_async_request(request)
         try:
             # aread() undoes content-encoding, so the cassette holds readable text.
@@ -96,19 +140,25 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             reason=live.reason_phrase,
         )
         if self.record_transient or live.status_code not in _TRANSIENT:
-            store.record(
-                self.test_id,
-                entity,
-                RecordedRequest(
-                    method=method,
-                    url=url,
-                    headers=tuple(request.headers.multi_items()),
-                    body=body,
-                    repeat=repeat,
-                    case_id=_case_id(ext.get("recfair_case")),
-                ),
-                recorded,
+            interaction = RecordedRequest(
+                method=request.method,
+                url=str(request.url),
+                headers=tuple(request.headers.multi_items()),
+                body=body,
+                repeat=repeat,
+                case_id=_case_id(ext.get("recfair_case")),
             )
+
+            def commit() -> None:
+                self.store.record(self.test_id, entity, interaction, recorded)
+
+            sink = ext.get("recfair_record")
+            if isinstance(sink, list):
+                # The caller records it once it knows the reply is final (not retried).
+                deferred: list[Callable[[], None]] = sink
+                deferred.append(commit)
+            else:
+                commit()
         # The caller gets what replay will give it: decoded body, no content-encoding.
         return _response(recorded)
 

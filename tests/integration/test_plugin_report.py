@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
-from plugin_support import make_project, plugin_args
+from plugin_support import make_project, plugin_args, subprocess_env
+
+from pytest_recfair import baselines
 
 pytest_plugins = ["pytester"]
 
@@ -82,3 +85,35 @@ def test_no_report_without_audits(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=1)
     assert not out.exists()
     result.stdout.no_fnmatch_line("*fairness summary*")
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["in-process", "xdist"])
+def test_report_shows_the_baseline_of_a_gated_run(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    make_project(pytester, TESTS)
+    monkeypatch.setenv("RECFAIR_TEST_BIAS", "0.4")
+    pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update").assert_outcomes(passed=2)
+    stored = baselines.load(
+        baselines.baseline_path(pytester.path / "baselines", "test_audit.py::test_religion")
+    )
+    expected = f"{stored.attribute('religion').value('Muslim').mean.value:.3f}"
+
+    monkeypatch.setenv("RECFAIR_TEST_BIAS", "0.48")  # a new model: Muslim moves further
+    out = pytester.path / "fairness.html"
+    args = (*plugin_args(), "--fairness", f"--fairness-report={out}")
+    if workers:
+        subprocess_env(monkeypatch)
+        result = pytester.runpytest_subprocess(*args, "-n", str(workers))
+    else:
+        result = pytester.runpytest(*args)
+    result.stdout.fnmatch_lines([f"fairness report written: {out}"])
+    html = out.read_text(encoding="utf-8")
+    # per-value table: value, current mean [CI], baseline mean
+    row = re.search(
+        r'<tr><td>Muslim</td><td class="num">([^<]*)</td><td class="num">([^<]*)</td>', html
+    )
+    assert row is not None
+    assert row.group(2) == expected
+    assert not row.group(1).startswith(expected)  # the current figure is the new one
+    assert f"<title>baseline {expected}</title>" in html  # the chart's baseline marker

@@ -588,3 +588,43 @@ def test_every_prompt_gets_its_own_reply_in_any_order(prompts: list[str], rnd: R
                 {"messages": [{"content": prompt, "role": "user"}], "model": "gpt-4o"}, indent=1
             ).encode()
             assert reply_text(replay.lookup(TEST, "e", "POST", URL, body, 0)) == f"reply {i}"
+
+
+def test_can_replay_only_what_a_file_holds(tmp_path: Path) -> None:
+    recorded(tmp_path, "nolan", [("p1", "r1")])
+    once = CassetteStore(tmp_path, "once")
+    assert once.can_replay(TEST, "nolan")
+    assert not once.can_replay(TEST, "villeneuve")  # no file yet
+    once.record(TEST, "villeneuve", req("p2"), resp("r2"))
+    assert not once.can_replay(TEST, "villeneuve")  # this run's recordings are not replayed
+    for mode in ("all", "rewrite"):
+        assert not CassetteStore(tmp_path, mode).can_replay(TEST, "nolan")
+
+
+def test_flush_entity_writes_that_cassette_only(tmp_path: Path) -> None:
+    store = CassetteStore(tmp_path, "once", autosave=None)
+    store.record(TEST, "nolan", req("p1"), resp("r1"))
+    store.record(TEST, "lynch", req("p2"), resp("r2"))
+    assert store.flush_entity(TEST, "nolan") == store.path_for(TEST, "nolan")
+    assert store.path_for(TEST, "nolan").exists()
+    assert not store.path_for(TEST, "lynch").exists()
+    assert store.flush_entity(TEST, "nolan") is None  # nothing new since
+    assert store.flush_entity(TEST, "unknown") is None
+    assert store.flush() == [store.path_for(TEST, "lynch")]
+    assert (
+        reply_text(CassetteStore(tmp_path).lookup(TEST, "nolan", "POST", URL, chat("p1"), 0))
+        == "r1"
+    )
+
+
+def test_all_mode_still_replaces_re_recorded_interactions(tmp_path: Path) -> None:
+    path = recorded(tmp_path, "nolan", [("p1", "old"), ("p2", "kept")])
+    store = CassetteStore(tmp_path, "all")
+    # Same request with its JSON keys in another order: the same key.
+    body = json.dumps({"messages": [{"content": "p1", "role": "user"}], "model": "gpt-4o"}).encode()
+    store.record(TEST, "nolan", RecordedRequest("POST", URL, (), body), resp("new"))
+    store.flush()
+    saved = json.loads(path.read_text(encoding="utf-8"))["interactions"]
+    texts = [json.loads(i["response"]["body"]["string"])["choices"][0]["message"]["content"]
+             for i in saved]  # fmt: skip
+    assert texts == ["kept", "new"]

@@ -409,3 +409,201 @@ def test_403_aborts_and_says_the_key_lacks_access(monkeypatch: pytest.MonkeyPatc
     message = str(info.value)
     for words in ("403", "'claude-x'", "RECFAIR_TEST_KEY", "no access (permission_error)"):
         assert words in message
+
+
+# --------------------------------------------------------------------------- replay pass
+
+
+def _cassette_replies(root: Path) -> list[tuple[str, int]]:
+    """(user prompt, status) of every interaction saved under ``root``."""
+    found = []
+    for path in sorted(root.rglob("*.json")):
+        for item in json.loads(path.read_text(encoding="utf-8"))["interactions"]:
+            prompt = json.loads(item["request"]["body"])["messages"][-1]["content"]
+            found.append((prompt, item["response"]["status"]["code"]))
+    return found
+
+
+def test_replay_without_a_client_gives_what_the_client_path_gives(tmp_path: Path) -> None:
+    from pytest_recfair.cassettes import CassetteStore
+    from pytest_recfair.providers.transport import CassetteTransport
+
+    cases = _cases(12)
+    provider = _provider()
+    recorded = _run(
+        lambda r: _ok(r, usage=(7, 11)),
+        cases,
+        cassettes=CassetteStore(tmp_path, "once"),
+        test_id="t::a",
+    )
+
+    def offline(request: httpx.Request) -> httpx.Response:
+        raise AssertionError("replay must not reach the network")
+
+    replayed = _run(offline, cases, cassettes=CassetteStore(tmp_path, "none"), test_id="t::a")
+
+    async def through_client() -> dict[str, Any]:
+        # The normal path: AsyncClient + CassetteTransport + parse_response.
+        transport = CassetteTransport(CassetteStore(tmp_path, "none"), "t::a")
+        out = {}
+        async with httpx.AsyncClient(transport=transport) as client:
+            for case in cases:
+                request = provider.build_request(case.system, case.prompt)
+                request.extensions = {"recfair_entity_id": case.entity_id, "recfair_repeat": 0}
+                out[case.id] = provider.parse_response(await client.send(request))
+        return out
+
+    assert replayed.errors == {}
+    assert replayed.completions == recorded.completions == asyncio.run(through_client())
+    assert replayed.usage == recorded.usage
+    assert replayed.requests == len(cases)
+    assert replayed.retries == 0
+
+
+def test_replay_miss_is_the_cassette_transports_error(tmp_path: Path) -> None:
+    from pytest_recfair.cassettes import CassetteMiss, CassetteStore
+    from pytest_recfair.providers.transport import CassetteTransport
+
+    cases = _cases(3)
+    _run(_ok, cases, cassettes=CassetteStore(tmp_path, "once"), test_id="t::a")
+    unseen = Case("new", "an unseen prompt", entity_id="e1")
+    with pytest.raises(CassetteMiss) as fast:
+        _run(_ok, [*cases, unseen], cassettes=CassetteStore(tmp_path, "none"), test_id="t::a")
+
+    async def through_transport() -> None:
+        request = _provider().build_request(unseen.system, unseen.prompt)
+        request.extensions = {"recfair_entity_id": "e1", "recfair_repeat": 0,
+                              "recfair_case": unseen}  # fmt: skip
+        await CassetteTransport(CassetteStore(tmp_path, "none"), "t::a").handle_async_request(
+            request
+        )
+
+    with pytest.raises(CassetteMiss) as slow:
+        asyncio.run(through_transport())
+    assert str(fast.value) == str(slow.value)
+    assert "an unseen prompt" in str(fast.value)
+
+
+def test_retried_replies_are_not_recorded(tmp_path: Path) -> None:
+    from pytest_recfair.cassettes import CassetteStore
+
+    tries: dict[str, int] = {}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        prompt = json.loads(request.content)["messages"][-1]["content"]
+        tries[prompt] = tries.get(prompt, 0) + 1
+        if tries[prompt] == 1:  # a 200 cut off mid-JSON
+            return httpx.Response(200, content=_ok(request).content[:30])
+        if tries[prompt] == 2:  # overloaded; not one of the statuses never recorded
+            return httpx.Response(529, json={"error": {"message": "overloaded"}})
+        return _ok(request)
+
+    cases = _cases(6)
+    sleeps = Sleeps()
+    outcome = _run(handler, cases, sleeps, cassettes=CassetteStore(tmp_path, "once"),
+                   test_id="t::a")  # fmt: skip
+    assert outcome.errors == {}
+    assert outcome.retries == 2 * len(cases)
+    saved = _cassette_replies(tmp_path)
+    assert sorted(saved) == sorted((c.prompt, 200) for c in cases)
+
+    replayed = _run(lambda r: pytest.fail("no network in replay"), cases,
+                    cassettes=CassetteStore(tmp_path, "none"), test_id="t::a")  # fmt: skip
+    assert replayed.completions == outcome.completions
+    assert replayed.retries == 0
+
+
+def test_an_error_that_is_not_retried_is_recorded_and_replayed(tmp_path: Path) -> None:
+    from pytest_recfair.cassettes import CassetteStore
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(400, json={"error": {"message": "context too long"}})
+
+    cases = _cases(2)
+    live = _run(handler, cases, cassettes=CassetteStore(tmp_path, "once"), test_id="t::a")
+    assert set(live.errors) == {"c0", "c1"}
+    assert sorted(saved for _, saved in _cassette_replies(tmp_path)) == [400, 400]
+    replayed = _run(lambda r: pytest.fail("no network in replay"), cases,
+                    cassettes=CassetteStore(tmp_path, "none"), test_id="t::a")  # fmt: skip
+    assert replayed.errors == live.errors
+
+
+def test_a_recorded_retryable_reply_is_retried_on_replay(tmp_path: Path) -> None:
+    from pytest_recfair.cassettes import CassetteStore, RecordedRequest, RecordedResponse
+
+    case = Case("c0", "one prompt", entity_id="e0")
+    request = _provider().build_request(case.system, case.prompt)
+    store = CassetteStore(tmp_path, "new_episodes")
+    sent = RecordedRequest("POST", str(request.url), tuple(request.headers.multi_items()),
+                           request.content)  # fmt: skip
+    store.record("t::a", "e0", sent, RecordedResponse(503, (), b'{"error": "busy"}', "busy"))
+    store.record("t::a", "e0", sent, RecordedResponse(200, (), _ok(request).content, "OK"))
+    store.flush()
+    sleeps = Sleeps()
+    outcome = _run(lambda r: pytest.fail("no network in replay"), [case], sleeps,
+                   cassettes=CassetteStore(tmp_path, "none"), test_id="t::a")  # fmt: skip
+    assert outcome.errors == {}
+    assert outcome.completions["c0"].text == "1. one prompt"
+    assert outcome.retries == 1
+    assert len(sleeps.waits) == 1
+
+
+def test_live_requests_are_spread_over_bounded_pools() -> None:
+    from pytest_recfair.providers import runner
+
+    async def build_and_close() -> list[Any]:
+        used = runner._transports(_provider(), None, None, "", 40)
+        pools = [t.inner._pool for t in used]  # type: ignore[attr-defined]
+        for t in used:
+            await t.aclose()
+        return pools
+
+    pools = asyncio.run(build_and_close())
+    assert len(pools) == -(-40 // runner.SHARD_CONNECTIONS)
+    assert sum(p._max_connections for p in pools) >= 40
+    assert all(p._max_connections == p._max_keepalive_connections for p in pools)
+    # A given transport is one object: one pool.
+    assert len(runner._transports(_provider(), httpx.MockTransport(_ok), None, "", 40)) == 1
+
+
+def test_missing_sniffio_fails_to_import_at_once_as_before() -> None:
+    import importlib.util
+    import sys
+
+    from pytest_recfair.providers import runner
+
+    saved = sys.modules.pop("sniffio", None)
+    real_find_spec = importlib.util.find_spec
+    runner._fast_sniffio_miss.cache_clear()
+    try:
+        # Pretend it is not installed, whatever this machine has.
+        importlib.util.find_spec = lambda name, package=None: None  # type: ignore[assignment]
+        runner._fast_sniffio_miss()
+        assert "sniffio" in sys.modules
+        assert sys.modules["sniffio"] is None
+        with pytest.raises(ImportError):
+            import sniffio  # noqa: F401
+    finally:
+        importlib.util.find_spec = real_find_spec
+        sys.modules.pop("sniffio", None)
+        if saved is not None:
+            sys.modules["sniffio"] = saved
+        runner._fast_sniffio_miss.cache_clear()
+
+
+def test_each_cassette_is_saved_once_its_entity_is_done(tmp_path: Path) -> None:
+    from pytest_recfair.cassettes import CassetteStore
+
+    store = CassetteStore(tmp_path, "once", autosave=None)
+    cases = [Case(f"c{i}", f"prompt {i}", entity_id=f"e{i // 2}") for i in range(6)]
+    seen_on_disk: list[bool] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if request.extensions["recfair_entity_id"] == "e2":
+            seen_on_disk.append(store.path_for("t::a", "e0").exists())
+        return _ok(request)
+
+    outcome = _run(handler, cases, cassettes=store, test_id="t::a", concurrency=1)
+    assert outcome.errors == {}
+    assert seen_on_disk == [True, True]  # e0 was saved before the run ended
+    assert sorted(p.name for p in tmp_path.rglob("*.json")) == ["e0.json", "e1.json", "e2.json"]

@@ -223,3 +223,53 @@ def test_json_report_stays_valid_json_with_undefined_numbers() -> None:
     doc = json.loads(text)
     assert doc["results"][0]["attributes"][0]["snsr"]["value"] is None
     assert doc["results"][0]["cost"] is None
+
+
+# --- ties ------------------------------------------------------------------------------------
+
+
+def test_a_tie_is_shown_as_a_tie_not_as_one_value_twice() -> None:
+    # every entity gets the same similarity for every value: SNSR = 0, nothing is favoured
+    sims = np.tile(np.linspace(0.5, 0.9, 12)[:, None], (1, len(RELIGION)))
+    tied = attribute("religion", sims, RELIGION)
+    assert tied.snsr.value == 0
+    r = replace(audit(), attributes=(tied,))
+    line = next(ln for ln in report.terminal_summary([r]) if ln.split()[:1] == ["religion"])
+    assert line.endswith(f"  {report.TIE}")
+    assert f"{RELIGION[0]} / {RELIGION[0]}" not in line
+    row = next(ln for ln in report.to_markdown([r]).splitlines() if ln.startswith("| religion |"))
+    assert row.endswith(f"| {report.TIE} | {report.TIE} |")
+    html = report.to_html([r])
+    assert html.count(f"<td>{report.TIE}</td>") == 2
+    # one value ahead by a hair is still favoured
+    sims[:, 0] += 1e-6
+    ahead = attribute("religion", sims, RELIGION)
+    assert report.favoured(ahead) == (RELIGION[0], ahead.least_favoured)
+
+
+def test_entropy_and_noise_floor_are_reported() -> None:
+    from pytest_recfair import metrics
+    from pytest_recfair.results import Interval, Stat
+
+    rng = np.random.default_rng(3)
+    pool = [f"t{i}" for i in range(40)]
+    repeats = {
+        f"e{e}": [list(rng.choice(pool, 25, replace=False)) for _ in range(3)] for e in range(8)
+    }
+    floor = metrics.noise_floor(repeats, n_resamples=200)
+    assert floor is not None
+    r = audit(entropy=2.5)
+    a = replace(
+        r.attributes[0], noise_floor=Stat(float(floor.mean), Interval(*map(float, floor.ci)))
+    )
+    r = replace(r, attributes=(a,), meta=replace(r.meta, repeats=3))
+    shown = report.repeat_stats(a)
+    assert shown is not None
+    assert "entropy 2.50 bits" in shown
+    assert f"noise floor {floor.mean:.3f} [{floor.ci[0]:.3f}, {floor.ci[1]:.3f}]" in shown
+    assert f"  religion: {shown}" in report.terminal_summary([r])
+    assert f"- **religion** over repeats: {shown}" in report.to_markdown([r])
+    assert "over 3 repeats: " + shown in report.to_html([r])
+    # a run without repeats shows neither
+    assert report.repeat_stats(audit().attributes[0]) is None
+    assert "noise floor" not in "\n".join(report.terminal_summary([audit()]))

@@ -137,3 +137,31 @@ def test_collector_and_properties() -> None:
     props = dict(session.property_items(result))
     assert set(props) >= {"recfair.religion.snsr", "recfair.religion.pafs", "recfair.gate"}
     assert props["recfair.religion.snsr"] == pytest.approx(result.attribute("religion").snsr.value)
+
+
+def test_collector_keeps_the_baseline_it_compared_against(tmp_path: Path) -> None:
+    baseline = _audit(_settings())
+    state = session.BaselineState(tmp_path / "b.json", result=baseline)
+    candidate = _audit(
+        _settings(), SimulatedRecommender(bias={"religion": {"Muslim": 0.6}}), baseline=baseline
+    )
+    compared = session.compared_baseline(_settings(), candidate, state)
+    assert compared is baseline
+    # not compared: under --fairness-update, and against an incompatible baseline
+    update = resolve(marker={"entities": 6, "attr": "religion"}, cli={"fairness_update": True})
+    assert session.compared_baseline(update, candidate, state) is None
+    other = _audit(_settings(entities=5))
+    assert session.compared_baseline(_settings(entities=5), other, state) is None
+
+    payload = session.payload(session.Verdict(True, candidate), compared)
+    collector = session.RunCollector()
+    collector.add(json.loads(json.dumps(payload)))  # through JSON, as xdist ships it
+    assert collector.baselines["t::x"].to_dict() == baseline.to_dict()
+    out = tmp_path / "report.md"
+    collector.write_report(out)
+    muslim = baseline.attribute("religion").value("Muslim").mean.value
+    row = next(line for line in out.read_text().splitlines() if line.startswith("| Muslim |"))
+    assert row.split(" | ")[2] == f"{muslim:.3f}"
+    # the same test id re-added without a comparison drops the stale baseline
+    collector.add(session.payload(session.Verdict(True, candidate)))
+    assert "t::x" not in collector.baselines

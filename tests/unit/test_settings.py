@@ -117,3 +117,12 @@ def test_bool_parsing_from_ini() -> None:
     assert resolve(ini={"recfair_update": "off"}).update is False
     with pytest.raises(ConfigError, match="expected true or false"):
         resolve(ini={"recfair_update": "maybe"})
+
+
+def test_choice_tuples_match_the_metrics_module() -> None:
+    # settings keeps copies so that pytest start-up does not import numpy
+    from pytest_recfair import metrics, settings
+
+    assert settings.METRICS == metrics.METRICS
+    assert settings.VARIANTS == metrics.VARIANTS
+    assert settings.MISSING_POLICIES == metrics.MISSING_POLICIES
