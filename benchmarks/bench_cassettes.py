@@ -40,6 +40,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import httpx
+from _machine import cpu_model
 
 from pytest_recfair.cassettes import (
     CassetteStore,
@@ -63,16 +64,6 @@ def clock() -> Timing:
 def since(start: Timing) -> Timing:
     # CPU time too: on a shared machine other jobs inflate wall time, not our CPU time.
     return time.perf_counter() - start[0], time.process_time() - start[1]
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def request_body(entity: int, prompt: int) -> bytes:

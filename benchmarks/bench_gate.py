@@ -32,6 +32,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _machine import cpu_model
+
 from pytest_recfair import baselines, gate, metrics, report
 from pytest_recfair.results import (
     AttributeResult,
@@ -43,16 +45,6 @@ from pytest_recfair.results import (
 )
 
 SIZES = {"religion": 4, "race": 8, "wide": 31}
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def _attribute(

@@ -42,6 +42,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _machine import cpu_model  # noqa: E402
+
 from pytest_recfair.cassettes import CassetteStore  # noqa: E402
 from pytest_recfair.prompts import PromptCase, build_cases, load_seeds  # noqa: E402
 from pytest_recfair.providers import from_config, run_cases  # noqa: E402
@@ -54,16 +56,8 @@ TARGET = 0.90
 
 
 def machine() -> str:
-    cpu = platform.processor() or "unknown cpu"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     return (
-        f"{cpu}; {os.cpu_count()} cores; Python {platform.python_version()} "
+        f"{cpu_model()}; {os.cpu_count()} cores; Python {platform.python_version()} "
         f"({platform.python_implementation()}); {platform.system()} {platform.release()}"
     )
 

@@ -26,6 +26,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _machine import cpu_model
+
 from pytest_recfair.metrics import (
     METRICS,
     VARIANTS,
@@ -172,16 +174,6 @@ def median_time(fn: Callable[[], object], runs: int) -> tuple[float, list[float]
         times.append(time.perf_counter() - t)
         cpu.append(time.process_time() - c)
     return statistics.median(times), times, statistics.median(cpu)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _machine import cpu_model
 from rapidfuzz import fuzz
 
 from pytest_recfair import matching, parse
@@ -204,16 +205,6 @@ def _median_time(
     return statistics.median(walls), statistics.median(cpus), walls, result
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=5)
@@ -221,7 +212,7 @@ def main() -> None:
     ap.add_argument("--entities", type=int, default=1000)
     args = ap.parse_args()
 
-    print(f"machine: {_cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     corpus = make_corpus(args.entities)
     n_replies = sum(len(r) for r in corpus)
     print(

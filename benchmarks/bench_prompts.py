@@ -28,21 +28,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _machine import cpu_model
+
 from pytest_recfair.prompts import build_cases, load_grid, load_seeds, recognise
 from pytest_recfair.prompts.recognise import template_patterns
 
 TARGET_BUILD_S = 1.0  # 31k cases: well under the time of one real API round trip batch
 TARGET_RECOG_US = 100.0  # per prompt, so the simulator's recognition is never the bottleneck
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def _median(fn: Callable[[], object], runs: int) -> tuple[float, list[float]]:
@@ -118,7 +110,7 @@ def main() -> None:
         rows.append((name, med, times, ref_med))
 
     n_cases = len(cases)
-    print(f"machine: {_cpu()}, {os.cpu_count()} cores, Python {platform.python_version()}")
+    print(f"machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}")
     print(f"entities: {len(ents)}, cases per build: {n_cases}, runs: {args.runs}")
     print("| workload | median | runs (min-max) | reference median | ratio |")
     print("|---|---|---|---|---|")

@@ -32,6 +32,8 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _machine import cpu_model
+
 from pytest_recfair.providers import from_config, run_cases
 from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
@@ -44,16 +46,6 @@ class Case:
     entity_id: str
     repeat: int = 0
     system: str | None = "You are a movie recommender."
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def cases(n: int) -> list[Case]:
