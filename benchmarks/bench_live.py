@@ -9,10 +9,9 @@ cassettes=CassetteStore(tmp, mode="once"))`` sends N requests; with 200 ms per a
 the same run: a hand-written asyncio HTTP/1.1 client with 64 keep-alive connections
 against the same server (what the server delivers when the client costs next to nothing)
 and 64 asyncio tasks that only sleep 200 ms (the scheduling floor of this machine). Plain
-httpx is measured too, with one AsyncClient of 64 connections and with four of 16, and the
-four-of-16 case once more with httpcore's failed ``import sniffio`` left slow (sniffio is
-not installed: anyio >= 4.11 dropped it; run_cases marks it missing in sys.modules, which
-then speeds up every httpx client in the process, the references included). CPU seconds
+httpx is measured too, with one AsyncClient of 64 connections and with four of 16
+(sniffio is a dependency: without it httpcore's failed ``import sniffio`` on every lock
+re-searches sys.path and costs every httpx client a third of its CPU). CPU seconds
 per request of the server process and of the client are reported too. Medians of
 ``--runs`` runs.
 
@@ -149,15 +148,10 @@ async def raw_client(base_url: str, cases: Sequence[PromptCase]) -> float:
     return time.perf_counter() - started
 
 
-async def httpx_client(
-    base_url: str, cases: Sequence[PromptCase], shards: int, *, slow_sniffio: bool = False
-) -> float:
+async def httpx_client(base_url: str, cases: Sequence[PromptCase], shards: int) -> float:
     """Plain httpx with 64 requests in flight over ``shards`` AsyncClients (64 / shards
     connections each): httpcore's pool does O(connections) work per request event, so
     one client with 64 connections spends far more CPU than four with 16."""
-    marker = sys.modules.get("sniffio", 0)
-    if slow_sniffio and marker is None:
-        del sys.modules["sniffio"]  # every failed import searches sys.path again
     per = CONCURRENCY // shards
     limits = httpx.Limits(max_connections=per, max_keepalive_connections=per)
     clients = [
@@ -185,8 +179,6 @@ async def httpx_client(
     finally:
         for client in clients:
             await client.aclose()
-        if slow_sniffio and marker is None:
-            sys.modules["sniffio"] = marker  # type: ignore[assignment]
     return time.perf_counter() - started
 
 
@@ -215,7 +207,6 @@ def throughput(runs: int, n: int) -> dict[str, Any]:
     client_s, raw_s, floor_s, client_cpu, server_cpu = [], [], [], [], []
     httpx1_s: list[float] = []
     httpx4_s: list[float] = []
-    httpx4_slow_s: list[float] = []
     try:
         for i in range(runs):
             # Every run sends prompts the server has not seen: recognition and catalogues
@@ -235,9 +226,6 @@ def throughput(runs: int, n: int) -> dict[str, Any]:
             raw_s.append(asyncio.run(raw_client(server.base_url, cases)))
             httpx1_s.append(asyncio.run(httpx_client(server.base_url, cases, 1)))
             httpx4_s.append(asyncio.run(httpx_client(server.base_url, cases, 4)))
-            httpx4_slow_s.append(
-                asyncio.run(httpx_client(server.base_url, cases, 4, slow_sniffio=True))
-            )
             floor_s.append(asyncio.run(sleep_floor(len(cases))))
     finally:
         server.close()
@@ -253,8 +241,6 @@ def throughput(runs: int, n: int) -> dict[str, Any]:
         "httpx4_s": httpx4_s,
         "httpx1_rps": len(cases) / med(httpx1_s),
         "httpx4_rps": len(cases) / med(httpx4_s),
-        "httpx4_slow_s": httpx4_slow_s,
-        "httpx4_slow_rps": len(cases) / med(httpx4_slow_s),
         "sleep_floor_rps": len(cases) / med(floor_s),
         "client_cpu_ms": 1000 * med(client_cpu),
         "server_cpu_ms": 1000 * med(server_cpu),
@@ -347,12 +333,6 @@ def main() -> int:
             f"  httpx, {shards} client(s) x {CONCURRENCY // shards:<2}: {rps:7.1f} req/s  "
             f"= {rps / IDEAL_RPS:.1%} of ideal"
         )
-    slow = t["httpx4_slow_rps"]
-    print(
-        f"  httpx, 4 x 16, slow failed 'import sniffio': {slow:7.1f} req/s  "
-        f"= {slow / IDEAL_RPS:.1%} of ideal  (sniffio in sys.modules: "
-        f"{'not installed, marked missing' if sys.modules.get('sniffio', 0) is None else 'yes'})"
-    )
     print(
         f"  asyncio sleep floor   : {t['sleep_floor_rps']:7.1f} req/s  "
         f"= {t['sleep_floor_rps'] / IDEAL_RPS:.1%} of ideal  (scheduling floor)"

@@ -27,11 +27,9 @@ import asyncio
 import concurrent.futures
 import email.utils
 import functools
-import importlib.util
 import math
 import random
 import ssl
-import sys
 import time
 import urllib.request
 from collections import Counter
@@ -78,20 +76,6 @@ FATAL_STATUS = frozenset({401, 403, 404, 407})
 SHARD_CONNECTIONS = 16
 # The replay pass hands the event loop back this often, so it does not starve other tasks.
 _REPLAY_YIELD_EVERY = 256
-
-
-@functools.cache
-def _fast_sniffio_miss() -> None:
-    """Make httpcore's repeated ``import sniffio`` fail at once when sniffio is absent.
-
-    httpcore imports sniffio inside every lock, event and semaphore it sets up, several
-    times per request. anyio >= 4.11 no longer installs it, and a failed import searches
-    all of sys.path again each time: about a third of the client's CPU per request at 64
-    in flight. A None in sys.modules is Python's own "known missing" marker; the import
-    fails exactly as before, only without the search.
-    """
-    if "sniffio" not in sys.modules and importlib.util.find_spec("sniffio") is None:
-        cast(dict[str, Any], sys.modules)["sniffio"] = None
 
 
 class CaseLike(Protocol):
@@ -650,7 +634,6 @@ async def arun_cases(
                 unfinished = Counter(case.entity_id or UNSCOPED_ENTITY for case, _ in todo)
             workers = min(concurrency, len(todo))
             if http and workers:
-                _fast_sniffio_miss()
                 transports.extend(
                     _transports(cast(Provider, prov), transport, cassettes, test_id, workers)
                 )

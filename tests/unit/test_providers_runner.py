@@ -566,31 +566,6 @@ def test_live_requests_are_spread_over_bounded_pools() -> None:
     assert len(runner._transports(_provider(), httpx.MockTransport(_ok), None, "", 40)) == 1
 
 
-def test_missing_sniffio_fails_to_import_at_once_as_before() -> None:
-    import importlib.util
-    import sys
-
-    from pytest_recfair.providers import runner
-
-    saved = sys.modules.pop("sniffio", None)
-    real_find_spec = importlib.util.find_spec
-    runner._fast_sniffio_miss.cache_clear()
-    try:
-        # Pretend it is not installed, whatever this machine has.
-        importlib.util.find_spec = lambda name, package=None: None  # type: ignore[assignment]
-        runner._fast_sniffio_miss()
-        assert "sniffio" in sys.modules
-        assert sys.modules["sniffio"] is None
-        with pytest.raises(ImportError):
-            import sniffio  # noqa: F401
-    finally:
-        importlib.util.find_spec = real_find_spec
-        sys.modules.pop("sniffio", None)
-        if saved is not None:
-            sys.modules["sniffio"] = saved
-        runner._fast_sniffio_miss.cache_clear()
-
-
 def test_each_cassette_is_saved_once_its_entity_is_done(tmp_path: Path) -> None:
     from pytest_recfair.cassettes import CassetteStore
 
