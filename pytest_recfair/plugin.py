@@ -243,7 +243,7 @@ def recfair_cassettes(
     from pytest_recfair.cassettes import CassetteStore
 
     root = request.config.rootpath / recfair_settings.cassette_dir
-    return CassetteStore(root, recfair_settings.record_mode)  # type: ignore[arg-type]
+    return CassetteStore(root, recfair_settings.record_mode)
 
 
 @pytest.fixture

@@ -118,7 +118,7 @@ def run_audit(
             f"{first_err}. Check the recommender (recfair_recommender fixture) or the "
             "provider settings (recfair_provider, recfair_model, recfair_base_url)."
         )
-    style = "fairllm" if settings.variant == "fairllm" else "default"
+    style: parse.Style = "fairllm" if settings.variant == "fairllm" else "default"
     replies = _parse_all(cases, outcome.completions, settings.k, style)
     merges = 0
     if settings.variant != "fairllm":
@@ -179,7 +179,7 @@ def _attributes(settings: AuditSettings, grid: Grid) -> tuple[Grid, list[str] | 
 
 
 def _parse_all(
-    cases: Sequence[PromptCase], completions: Mapping[str, Any], k: int, style: str
+    cases: Sequence[PromptCase], completions: Mapping[str, Any], k: int, style: parse.Style
 ) -> list[_Reply]:
     """Parse every reply; identical texts (common: fair values repeat the neutral list)
     are parsed once."""
@@ -188,12 +188,12 @@ def _parse_all(
     for case in cases:
         completion = completions.get(case.id)
         if completion is None:  # no reply at all: counted as missing, status "empty"
-            parsed = parse.reply(None, k, style=style)  # type: ignore[arg-type]
+            parsed = parse.reply(None, k, style=style)
             out.append(_Reply(case, None, str(parsed.status.value)))
             continue
         hit = seen.get(completion.text)
         if hit is None:
-            parsed = parse.reply(completion.text, k, style=style)  # type: ignore[arg-type]
+            parsed = parse.reply(completion.text, k, style=style)
             hit = seen[completion.text] = (tuple(parsed.items), str(parsed.status.value))
         out.append(_Reply(case, list(hit[0]), hit[1]))
     return out
@@ -249,7 +249,7 @@ def _score_attribute(
     neutral: Sequence[Lists],
     by_value: Sequence[Mapping[str, Lists]],
     counts: Mapping[str, Counter[str]],
-    floors: Mapping[str, Stat | None],
+    floors: Mapping[metrics.MetricName, Stat | None],
     suffix: bool,
 ) -> list[AttributeResult]:
     """One AttributeResult per metric; with several metrics each is named "attr.metric"."""
@@ -258,16 +258,16 @@ def _score_attribute(
             neutral[i],
             by_value[i],
             K=settings.k,
-            variant=settings.variant,  # type: ignore[arg-type]
-            missing=settings.missing,  # type: ignore[arg-type]
-            metrics=settings.metrics,  # type: ignore[arg-type]
+            variant=settings.variant,
+            missing=settings.missing,
+            metrics=settings.metrics,
         )
         for i in range(settings.repeats)
     ]
     entropy = _entropy(by_value) if settings.repeats > 1 else None
     out = []
     for metric in settings.metrics:
-        matrix = _mean_matrix([c.matrix(metric) for c in cubes])  # type: ignore[arg-type]
+        matrix = _mean_matrix([c.matrix(metric) for c in cubes])
         table = metrics.summarize(matrix)
         boot = metrics.bootstrap(matrix, n_resamples=settings.n_resamples, seed=settings.seed)
         values = tuple(
@@ -296,24 +296,23 @@ def _score_attribute(
                 matrix=matrix,
                 entropy=entropy,
                 noise_floor=floors[metric],
-                curves={
-                    v: [float(x) for x in arr]
-                    for v, arr in cubes[0].curves(metric).items()  # type: ignore[arg-type]
-                },
+                curves={v: [float(x) for x in arr] for v, arr in cubes[0].curves(metric).items()},
             )
         )
     return out
 
 
-def _noise_floor(settings: AuditSettings, metric: str, neutral: Sequence[Lists]) -> Stat | None:
+def _noise_floor(
+    settings: AuditSettings, metric: metrics.MetricName, neutral: Sequence[Lists]
+) -> Stat | None:
     """Neutral-vs-neutral similarity of repeated runs: how much moves by chance alone."""
     if settings.repeats < 2:
         return None
     floor = metrics.noise_floor(
         {e: [run.get(e) for run in neutral] for e in neutral[0]},
-        metric=metric,  # type: ignore[arg-type]
+        metric=metric,
         k=settings.k,
-        variant=settings.variant,  # type: ignore[arg-type]
+        variant=settings.variant,
         n_resamples=settings.n_resamples,
         seed=settings.seed,
     )

@@ -12,10 +12,14 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pytest_recfair.cassettes import RECORD_MODES
 from pytest_recfair.errors import ConfigError
+
+if TYPE_CHECKING:  # metrics pulls numpy in: not at pytest start-up
+    from pytest_recfair.cassettes import RecordMode
+    from pytest_recfair.metrics import MetricName, MissingPolicy, Variant
 
 # Copies of pytest_recfair.metrics' choices (a unit test keeps them equal): importing
 # metrics imports numpy, and the plugin resolves settings at every pytest start-up.
@@ -46,7 +50,7 @@ class AuditSettings:
     attr: str | None = None  # None: every attribute of the grid
     metric: str = "jaccard"  # one metric, or several joined by commas (see .metrics)
     k: int = 25
-    variant: str = "normalized"
+    variant: Variant = "normalized"
     max_snsr: float | None = None
     max_snsv: float | None = None
     min_pafs: float | None = None
@@ -61,9 +65,9 @@ class AuditSettings:
     perturbation: str | None = None
     grid: str = "faireval"
     templates: str = "natural"
-    missing: str = "zero"
+    missing: MissingPolicy = "zero"
     # how to run it (command line / ini only)
-    record_mode: str = "none"
+    record_mode: RecordMode = "none"
     update: bool = False
     report: str | None = None
     concurrency: int = 8
@@ -74,9 +78,10 @@ class AuditSettings:
     baseline_dir: str = "baselines"
 
     @property
-    def metrics(self) -> tuple[str, ...]:
+    def metrics(self) -> tuple[MetricName, ...]:
         """The metrics to score, in order ("jaccard,serp" -> ("jaccard", "serp"))."""
-        return tuple(self.metric.split(","))
+        # validated at construction: every part is one of the metric names
+        return cast("tuple[MetricName, ...]", tuple(self.metric.split(",")))
 
     @property
     def personality(self) -> bool:
