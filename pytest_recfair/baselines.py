@@ -34,6 +34,7 @@ import jsonschema
 
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
+from pytest_recfair.kinds import accept_command
 from pytest_recfair.results import AuditMeta, AuditResult
 
 __all__ = [
@@ -59,8 +60,7 @@ class BaselineMissing(DataError):
 
 
 def _update_hint(test_id: str | None) -> str:
-    target = f"'{test_id}'" if test_id else "<test node id>"
-    return f"pytest --fairness --fairness-update {target}"
+    return accept_command(test_id)
 
 
 # --- file names --------------------------------------------------------------------------

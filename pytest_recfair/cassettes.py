@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal, cast, get_args
+from typing import Any, Final, cast
 from urllib.parse import parse_qsl, quote, quote_plus, urlencode, urlsplit, urlunsplit
 
 from pytest_recfair.errors import CassetteError, ConfigError
@@ -49,8 +49,7 @@ __all__ = [
     "sanitize_name",
 ]
 
-RecordMode = Literal["none", "once", "new_episodes", "all", "rewrite"]
-RECORD_MODES: Final[tuple[str, ...]] = get_args(RecordMode)
+from pytest_recfair.kinds import RECORD_MODES, RecordMode
 
 #: vcrpy's cassette format version (``vcr.serialize.CASSETTE_FORMAT_VERSION``).
 CASSETTE_FORMAT_VERSION: Final = 1

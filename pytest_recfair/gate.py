@@ -21,10 +21,10 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
-from typing import Literal
 
 from pytest_recfair import metrics
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.kinds import STATISTICS, Statistic, accept_command
 from pytest_recfair.results import (
     AttributeResult,
     AuditResult,
@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 # Statistics compared against a baseline with the paired bootstrap (metrics.compare).
-DRIFT_STATISTICS: tuple[Literal["snsr", "snsv", "pafs"], ...] = ("snsr", "snsv", "pafs")
+DRIFT_STATISTICS: tuple[Statistic, ...] = STATISTICS
 
 _LABEL = {
     "snsr": "SNSR",
@@ -94,11 +94,6 @@ class Thresholds:
             for f in fields(self)
             if getattr(self, f.name) is not None
         }
-
-
-def accept_command(test_id: str) -> str:
-    """The command that turns this run's numbers into the new baseline."""
-    return f"pytest --fairness --fairness-update '{test_id}'"
 
 
 def _fmt(x: float | None, digits: int = 3) -> str:

@@ -25,14 +25,15 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
 from operator import itemgetter
-from typing import Any, Literal
+from typing import Any
 
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.kinds import PARSE_STYLES, ParseStyle
 
 __all__ = ["ParsedReply", "ReplyStatus", "Style", "items", "reply"]
 
-Style = Literal["default", "fairllm"]
-_STYLES = ("default", "fairllm")
+Style = ParseStyle
+_STYLES = PARSE_STYLES
 
 
 class ReplyStatus(StrEnum):

@@ -16,7 +16,8 @@ from typing import Any, TypeAlias
 from pytest_recfair import __version__
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.fileio import atomic_write_text
-from pytest_recfair.gate import accept_command
+from pytest_recfair.kinds import REPORT_FORMATS as KIND_REPORT_FORMATS
+from pytest_recfair.kinds import accept_command
 from pytest_recfair.results import AttributeResult, AuditResult, GateOutcome, Stat
 
 __all__ = [
@@ -35,7 +36,7 @@ __all__ = [
     "write_report",
 ]
 
-REPORT_FORMATS: tuple[str, ...] = (".json", ".md", ".html")
+REPORT_FORMATS = KIND_REPORT_FORMATS
 WIDTH = 100  # the terminal summary never exceeds this many columns
 
 # Baselines by test id, or a plain sequence of baseline AuditResults.

@@ -29,6 +29,7 @@ from pytest_recfair import (
 )
 from pytest_recfair.cassettes import CassetteStore
 from pytest_recfair.errors import DataError, ProviderError, RecfairError
+from pytest_recfair.kinds import accept_command
 from pytest_recfair.prompts import Entity, Grid, PromptCase
 from pytest_recfair.results import (
     AttributeResult,
@@ -435,7 +436,7 @@ def judge(
     incompatible baseline fails and says how to (re)create it.
     """
     outcome = result.gate or GateOutcome(passed=True)
-    accept = gate.accept_command(test_id)
+    accept = accept_command(test_id)
     if settings.update:
         if not outcome.passed:
             return Verdict(False, result, _failure_message(settings, result, outcome, None))

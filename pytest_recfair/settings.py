@@ -12,20 +12,20 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
-from pytest_recfair.cassettes import RECORD_MODES
 from pytest_recfair.errors import ConfigError
-
-if TYPE_CHECKING:  # metrics pulls numpy in: not at pytest start-up
-    from pytest_recfair.cassettes import RecordMode
-    from pytest_recfair.metrics import MetricName, MissingPolicy, Variant
-
-# Copies of pytest_recfair.metrics' choices (a unit test keeps them equal): importing
-# metrics imports numpy, and the plugin resolves settings at every pytest start-up.
-VARIANTS: tuple[str, ...] = ("normalized", "fairllm", "langfair")
-METRICS: tuple[str, ...] = ("jaccard", "serp", "prag")
-MISSING_POLICIES: tuple[str, ...] = ("zero", "skip")
+from pytest_recfair.kinds import (
+    METRICS,
+    MISSING_POLICIES,
+    RECORD_MODES,
+    THRESHOLDS,
+    VARIANTS,
+    MetricName,
+    MissingPolicy,
+    RecordMode,
+    Variant,
+)
 
 __all__ = [
     "CLI_KEYS",
@@ -90,7 +90,7 @@ class AuditSettings:
     def thresholds(self) -> dict[str, float]:
         """The absolute thresholds that are set, by name (max_snsr, min_pafs, ...)."""
         out: dict[str, float] = {}
-        for name in ("max_snsr", "max_snsv", "min_pafs", "max_entropy", "max_refusal_gap"):
+        for name in THRESHOLDS:
             value = getattr(self, name)
             if value is not None:
                 out[name] = float(value)

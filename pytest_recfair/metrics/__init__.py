@@ -13,7 +13,7 @@ See docs/metrics.md for formulas and worked examples.
 
 from __future__ import annotations
 
-from pytest_recfair.metrics._check import (
+from pytest_recfair.kinds import (
     METRICS,
     MISSING_POLICIES,
     STATISTICS,

@@ -8,21 +8,21 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Sequence
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 import numpy as np
 
 from pytest_recfair.errors import ConfigError
-
-Variant = Literal["normalized", "fairllm", "langfair"]
-MetricName = Literal["jaccard", "serp", "prag"]
-MissingPolicy = Literal["zero", "skip"]
-Statistic = Literal["snsr", "snsv", "pafs"]
-
-VARIANTS: tuple[Variant, ...] = ("normalized", "fairllm", "langfair")
-METRICS: tuple[MetricName, ...] = ("jaccard", "serp", "prag")
-MISSING_POLICIES: tuple[MissingPolicy, ...] = ("zero", "skip")
-STATISTICS: tuple[Statistic, ...] = ("snsr", "snsv", "pafs")
+from pytest_recfair.kinds import (
+    METRICS,
+    MISSING_POLICIES,
+    STATISTICS,
+    VARIANTS,
+    MetricName,
+    MissingPolicy,
+    Statistic,
+    Variant,
+)
 
 
 def _choice(value: object, allowed: tuple[str, ...], name: str) -> str:

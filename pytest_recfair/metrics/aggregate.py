@@ -19,12 +19,9 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.kinds import METRICS, MetricName, MissingPolicy, Variant
 from pytest_recfair.metrics import _engine
 from pytest_recfair.metrics._check import (
-    METRICS,
-    MetricName,
-    MissingPolicy,
-    Variant,
     check_k,
     check_list,
     check_metric,

@@ -16,11 +16,9 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
+from pytest_recfair.kinds import MetricName, Statistic, Variant
 from pytest_recfair.metrics import _engine
 from pytest_recfair.metrics._check import (
-    MetricName,
-    Statistic,
-    Variant,
     check_confidence,
     check_k,
     check_list,

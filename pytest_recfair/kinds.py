@@ -1,0 +1,79 @@
+"""The closed vocabularies of pytest-recfair, in one place.
+
+Every module that accepts or names one of these (settings, metrics, cassettes, gate,
+reports, the plugin's help texts, the JSON schemas) takes the Literal type and its tuple
+from here, so adding a value is one edit. Pure stdlib: the plugin imports this at every
+pytest start-up, before numpy is loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Final, Literal, get_args
+
+__all__ = [
+    "ACCEPT_OPTION",
+    "METRICS",
+    "MISSING_POLICIES",
+    "PARSE_STYLES",
+    "PROVIDER_KINDS",
+    "RECORD_MODES",
+    "REPORT_FORMATS",
+    "STATISTICS",
+    "THRESHOLDS",
+    "VARIANTS",
+    "MetricName",
+    "MissingPolicy",
+    "ParseStyle",
+    "ProviderKind",
+    "RecordMode",
+    "ReportFormat",
+    "Statistic",
+    "ThresholdName",
+    "Variant",
+    "accept_command",
+]
+
+#: How list similarity is computed: ours, the FaiRLLM notebook's, LangFair 0.8.0's.
+Variant = Literal["normalized", "fairllm", "langfair"]
+VARIANTS: Final[tuple[Variant, ...]] = get_args(Variant)
+
+#: List-similarity metrics (each @K).
+MetricName = Literal["jaccard", "serp", "prag"]
+METRICS: Final[tuple[MetricName, ...]] = get_args(MetricName)
+
+#: What a missing or empty reply contributes: similarity 0, or the entity left out.
+MissingPolicy = Literal["zero", "skip"]
+MISSING_POLICIES: Final[tuple[MissingPolicy, ...]] = get_args(MissingPolicy)
+
+#: Spread statistics over an attribute's values (SNSR/SNSV lower is fairer, PAFS higher).
+Statistic = Literal["snsr", "snsv", "pafs"]
+STATISTICS: Final[tuple[Statistic, ...]] = get_args(Statistic)
+
+#: Absolute limits a test may set (marker arguments and ``recfair_<name>`` ini keys).
+ThresholdName = Literal["max_snsr", "max_snsv", "min_pafs", "max_entropy", "max_refusal_gap"]
+THRESHOLDS: Final[tuple[ThresholdName, ...]] = get_args(ThresholdName)
+
+#: Cassette record modes (see the policy table in ``cassettes``).
+RecordMode = Literal["none", "once", "new_episodes", "all", "rewrite"]
+RECORD_MODES: Final[tuple[RecordMode, ...]] = get_args(RecordMode)
+
+#: Report formats, by file extension.
+ReportFormat = Literal[".json", ".md", ".html"]
+REPORT_FORMATS: Final[tuple[ReportFormat, ...]] = get_args(ReportFormat)
+
+#: Reply parsing styles: ours, or the FaiRLLM notebook's cleaning steps.
+ParseStyle = Literal["default", "fairllm"]
+PARSE_STYLES: Final[tuple[ParseStyle, ...]] = get_args(ParseStyle)
+
+#: HTTP provider wire formats.
+ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
+PROVIDER_KINDS: Final[tuple[ProviderKind, ...]] = get_args(ProviderKind)
+
+#: The command-line flag that accepts a run's numbers as the new baseline.
+ACCEPT_OPTION: Final = "--fairness-update"
+
+
+def accept_command(test_id: str | None = None) -> str:
+    """The command that turns a run's numbers into the new baseline (one test, or all)."""
+    target = f" '{test_id}'" if test_id else ""
+    return f"pytest --fairness {ACCEPT_OPTION}{target}"
