@@ -235,13 +235,16 @@ class AuditMeta:
     seed: int
     record_mode: str
     plugin_version: str
+    # missing-reply policy; baselines written before it was recorded used the default
+    missing: str = "zero"
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AuditMeta:
-        return cls(**{name: d[name] for name in cls.__slots__})
+        known = {name: d[name] for name in cls.__slots__ if name != "missing"}
+        return cls(**known, missing=str(d.get("missing", "zero")))
 
 
 @dataclass(frozen=True, slots=True)
