@@ -77,21 +77,30 @@ class ItemCounts:
 
 
 def item_counts(
-    neutral: Lists, by_value: Mapping[str, Lists], catalogue: Catalogue, fields: Sequence[str]
+    neutral: Lists,
+    by_value: Mapping[str, Lists],
+    catalogue: Catalogue,
+    fields: Sequence[str],
+    *,
+    group_of: Mapping[str, str] | None = None,
 ) -> ItemCounts:
     """Count categories per (entity, group) from matched catalogue indices (None: unmatched).
 
-    Entities are neutral's keys then any others in first-seen order; a missing list counts
-    nothing (the entity adds no items to that group).
+    Groups are the values, or with ``group_of`` (value -> group, e.g. first names -> the
+    group they signal) the groups, whose items pool over their values. Entities are
+    neutral's keys then any others in first-seen order; a missing list counts nothing.
     """
     if not fields:
         raise DataError("item_counts: give at least one catalogue field (item_field)")
     cats = tuple(catalogue.categories(f) for f in fields)
-    groups = (NEUTRAL, *by_value)
+    label = {v: (group_of or {}).get(v, v) for v in by_value}
+    groups = (NEUTRAL, *dict.fromkeys(label.values()))
+    g_pos = {g: i for i, g in enumerate(groups)}
     entities = list(dict.fromkeys([*neutral, *(e for lists in by_value.values() for e in lists)]))
     e_pos = {e: i for i, e in enumerate(entities)}
     rows_e, rows_g, rows_i = [], [], []
-    for g, lists in enumerate((neutral, *by_value.values())):
+    sources = [(0, neutral), *((g_pos[label[v]], lists) for v, lists in by_value.items())]
+    for g, lists in sources:
         for ent, idx in lists.items():
             hits = [i for i in (idx or ()) if i is not None]
             rows_e += [e_pos[ent]] * len(hits)

@@ -131,3 +131,12 @@ def test_compare_refuses_changed_values() -> None:
 def test_item_counts_needs_a_field() -> None:
     with pytest.raises(DataError, match="at least one catalogue field"):
         item_counts({}, {}, _cat(), [])
+
+
+def test_values_pool_into_the_groups_they_signal() -> None:
+    cat = _cat()
+    by_value = {"Emily": {"e": [0]}, "Lakisha": {"e": [2]}, "Anne": {"e": [1, 3]}}
+    groups = {"Emily": "White female", "Anne": "White female", "Lakisha": "Black female"}
+    counts = item_counts({"e": [0]}, by_value, cat, ["price"], group_of=groups)
+    assert counts.groups == (NEUTRAL, "White female", "Black female")
+    assert counts.counts[0].tolist() == [[1, 0, 0], [2, 0, 1], [0, 1, 0]]
