@@ -83,11 +83,7 @@ def gate_result(
         n_resamples=settings.n_resamples,
     )
     if problem:
-        failure = GateFailure(
-            attribute="*",
-            statistic="baseline",
-            message=f"baseline not compared: {problem}",
-        )
+        failure = GateFailure("incompatible", detail=problem)
         outcome = replace(outcome, passed=False, failures=(*outcome.failures, failure))
     return replace(result, gate=outcome)
 
@@ -115,18 +111,18 @@ def judge(
     outcome = result.gate or GateOutcome(passed=True)
     if settings.update:
         if not outcome.passed:
-            return Verdict(False, result, _failure_message(settings, result, outcome, None))
+            return Verdict(False, result, _failure_message(result, outcome))
         return Verdict(True, result, write=state.path)
     problem = _missing_baseline(state, test_id)
     if problem is not None:
-        failure = GateFailure(attribute="*", statistic="baseline", message=problem)
+        failure = GateFailure("baseline", detail=problem)
         judged = replace(
             result, gate=replace(outcome, passed=False, failures=(*outcome.failures, failure))
         )
         return Verdict(False, judged, problem)
     if outcome.passed:
         return Verdict(True, result)
-    return Verdict(False, result, _failure_message(settings, result, outcome, state.result))
+    return Verdict(False, result, _failure_message(result, outcome))
 
 
 def write_baseline(verdict: Verdict) -> Path | None:
@@ -152,15 +148,10 @@ def _missing_baseline(state: BaselineState, test_id: str) -> str | None:
     return None
 
 
-def _failure_message(
-    settings: AuditSettings,
-    result: AuditResult,
-    outcome: GateOutcome,
-    baseline: AuditResult | None,
-) -> str:
-    return gate.failure_message(
-        outcome, result, baseline=baseline, thresholds=_thresholds(settings)
-    )
+def _failure_message(result: AuditResult, outcome: GateOutcome) -> str:
+    from pytest_recfair import report  # the words are the report's, the decision the gate's
+
+    return report.failure_message(outcome, result)
 
 
 def _thresholds(settings: AuditSettings) -> gate.Thresholds:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair import audit, prompts
+from pytest_recfair import audit, prompts, report
 from pytest_recfair.audit import registry
 from pytest_recfair.audit.overlap import OVERLAP
 from pytest_recfair.errors import DataError, ProviderError
@@ -140,8 +140,9 @@ def test_incompatible_baseline_is_not_compared() -> None:
     result = _audit(_settings(entities=5), baseline=baseline)
     assert result.gate is not None
     assert not result.gate.passed
-    (failure,) = [f for f in result.gate.failures if f.statistic == "baseline"]
-    assert failure.message.startswith("baseline not compared: ")
+    (failure,) = [f for f in result.gate.failures if f.kind == "incompatible"]
+    assert failure.attribute is None
+    assert report.failure_text(failure).startswith("baseline not compared: ")
 
 
 def test_collector_and_properties() -> None:
@@ -200,10 +201,11 @@ def test_missing_policy_is_part_of_compatibility() -> None:
     skip = _audit(_settings(missing="skip"), baseline=zero)
     assert skip.meta.missing == "skip"
     assert skip.gate is not None
-    (failure,) = [f for f in skip.gate.failures if f.statistic == "baseline"]
-    assert "baseline not compared" in failure.message
-    assert "different missing policy" in failure.message
-    assert "missing: baseline 'zero', this run 'skip'" in failure.message
+    (failure,) = [f for f in skip.gate.failures if f.kind == "incompatible"]
+    text = report.failure_text(failure)
+    assert text.startswith("baseline not compared: ")
+    assert "different missing policy" in text
+    assert "missing: baseline 'zero', this run 'skip'" in text
 
 
 def test_parse_style_is_a_setting_that_follows_the_variant_by_default() -> None:

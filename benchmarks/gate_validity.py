@@ -1,0 +1,365 @@
+"""Does the gate keep its promises? A simulation study of false alarms, power and coverage.
+
+Every setting is repeated ``--runs`` times (>= 200). Two sources of data:
+
+- ``synthetic`` (default, fast): similarity matrices drawn from a model with ENTITY
+  HETEROGENEITY — each entity has its own base similarity (popular entities get stable
+  lists), its own noise level, and its own sensitivity to the attribute (an attribute moves
+  some entities' lists more than others); every run adds fresh reply noise, shared within
+  an entity's run (all conditioned lists are compared with the same neutral reply) and
+  correlated across the three metrics. Scores are rounded stochastically to a 1/50 grid
+  (list overlaps are discrete; the rounding is unbiased), so ties occur as with Jaccard@25.
+  The model has no clipping, so the TRUE value means are known exactly: base mean + value
+  effect (sensitivities average 1). Grid: the eight FairEval attributes (3, 2, 4, 4, 7, 3,
+  5, 2 values) x three metrics.
+- ``simulator``: the bundled simulated recommender (``pytest_recfair.sim``) with its
+  entity-heterogeneity profile, scored through the real parse + metrics path (no HTTP, to
+  stay fast); truths come from a large run.
+
+What is measured (figures go to docs/baselines.md):
+
+1. whole-grid false alarms of the gate (SNSR family of 24, and all statistics: 72) against a
+   baseline of the same model, at tolerance 0 and 0.02; also conditional on one stored
+   baseline (10 baselines x runs/10 candidates each: the spread of the rate);
+2. power for a +0.05 SNSR rise of one attribute at 25/50/100/200 entities;
+3. the margin: a rise exactly equal to the tolerance fails <= alpha, tolerance + 0.03 is
+   caught >= 90% at 100 entities;
+4. coverage of the Sim(a) t-intervals (25 and 100 entities) and of the SNSR/SNSV/PAFS
+   intervals for fair, tied and separated attributes;
+5. p-value calibration: the share of raw p-values <= 0.01 / 0.05 / 0.10 under the null.
+
+Run:  .venv/bin/python benchmarks/gate_validity.py --quick      (about 2-3 minutes)
+      .venv/bin/python benchmarks/gate_validity.py --runs 1000  (full)
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from pytest_recfair.kinds import STATISTICS, Statistic
+from pytest_recfair.metrics import inference
+
+FloatArray = npt.NDArray[np.float64]
+GRID = {
+    "age": 3,
+    "gender": 2,
+    "race": 4,
+    "religion": 4,
+    "nationality": 7,
+    "continent": 3,
+    "occupation": 5,
+    "physical": 2,
+}
+METRICS = ("jaccard", "serp", "prag")
+ALPHA = 0.05
+
+
+# --------------------------------------------------------------------------- the model
+
+
+@dataclass(frozen=True)
+class Population:
+    """Per-entity parameters (fixed across runs: the seed entities of a test)."""
+
+    base: FloatArray  # (E, 3) base similarity per metric
+    sens: FloatArray  # (E,) sensitivity to the attribute (mean 1)
+    noise: FloatArray  # (E,) reply-noise scale
+
+    @property
+    def size(self) -> int:
+        return int(self.sens.size)
+
+
+BASE_MEAN = np.array([0.475, 0.45, 0.5])
+#: Reply-noise multiplier (--noise): 1 gives per-entity value sd 0.02-0.06, a little noisier
+#: than the bundled demo's simulator (0.02-0.04); the study is also run at 1.5.
+NOISE = [1.0]
+
+
+def population(rng: np.random.Generator, n: int) -> Population:
+    stable = rng.beta(2, 2, size=n)  # popular entities: higher, more stable similarity
+    base = 0.35 + 0.25 * stable[:, None] + rng.uniform(-0.025, 0.025, size=(n, 3))
+    base += BASE_MEAN - (0.35 + 0.125)  # so that E[base] == BASE_MEAN exactly
+    noise = NOISE[0] * (0.07 - 0.05 * stable + rng.uniform(-0.005, 0.005, size=n))
+    return Population(base, rng.uniform(0.2, 1.8, size=n), noise)
+
+
+def _uniform_unit(rng: np.random.Generator, shape: tuple[int, ...]) -> FloatArray:
+    return rng.uniform(-math.sqrt(3), math.sqrt(3), size=shape)  # mean 0, variance 1
+
+
+def draw_run(
+    rng: np.random.Generator, pop: Population, effects: dict[str, FloatArray]
+) -> dict[tuple[str, str], FloatArray]:
+    """One audit run: (attribute, metric) -> (E, V) similarities."""
+    out: dict[tuple[str, str], FloatArray] = {}
+    E = pop.size
+    for attr, delta in effects.items():
+        V = delta.size
+        shared = _uniform_unit(rng, (E, 1, 1))  # the entity's neutral reply this run
+        per_value = _uniform_unit(rng, (E, V, 1))
+        per_metric = _uniform_unit(rng, (E, V, 3))
+        eta = 0.5 * shared + 0.7 * per_value + 0.5 * per_metric
+        s = pop.base[:, None, :] + pop.sens[:, None, None] * delta[None, :, None]
+        s = s + pop.noise[:, None, None] * eta
+        grid = s * 50.0  # unbiased stochastic rounding to multiples of 1/50
+        low = np.floor(grid)
+        s = (low + (rng.uniform(size=grid.shape) < grid - low)) / 50.0
+        for m, name in enumerate(METRICS):
+            out[(attr, name)] = s[:, :, m]
+    return out
+
+
+def true_stats(delta: FloatArray, metric: int = 0) -> dict[str, float]:
+    means = BASE_MEAN[metric] + delta
+    centre = means.mean()
+    return {
+        "snsr": float(means.max() - means.min()),
+        "snsv": float(means.std()),
+        "pafs": float(1 - np.mean(np.abs(means - centre))),
+    }
+
+
+def grid_effects(rng: np.random.Generator, fair: bool) -> dict[str, FloatArray]:
+    """Value effects of a model: all zero (fair) or a fixed mild unfairness."""
+    if fair:
+        return {a: np.zeros(v) for a, v in GRID.items()}
+    return {a: np.round(rng.uniform(-0.03, 0.03, size=v), 3) for a, v in GRID.items()}
+
+
+# --------------------------------------------------------------------------- the gate
+
+
+def members(
+    base: dict[tuple[str, str], FloatArray],
+    cand: dict[tuple[str, str], FloatArray],
+    stats: Sequence[Statistic],
+    entities: Sequence[str],
+    cand_entities: Sequence[str] | None = None,
+) -> list[inference.DriftMember]:
+    ce = entities if cand_entities is None else cand_entities
+    return [
+        inference.DriftMember((a, m, s), s, entities, base[(a, m)], ce, cand[(a, m)])
+        for (a, m) in base
+        for s in stats
+    ]
+
+
+def gate_fails(
+    base: dict[tuple[str, str], FloatArray],
+    cand: dict[tuple[str, str], FloatArray],
+    stats: Sequence[Statistic],
+    tolerance: float,
+    seed: int,
+    n_resamples: int,
+) -> inference.DriftResult:
+    names = [f"e{i}" for i in range(next(iter(base.values())).shape[0])]
+    return inference.drift_test(
+        members(base, cand, stats, names),
+        tolerance=tolerance,
+        alpha=ALPHA,
+        n_resamples=n_resamples,
+        seed=seed,
+    )
+
+
+@dataclass
+class Rate:
+    hits: int = 0
+    n: int = 0
+    extra: list[float] = field(default_factory=list)
+
+    def add(self, hit: bool) -> None:
+        self.hits += int(hit)
+        self.n += 1
+
+    def text(self) -> str:
+        p = self.hits / self.n if self.n else math.nan
+        half = 1.96 * math.sqrt(max(p * (1 - p), 1e-12) / max(self.n, 1))
+        return f"{100 * p:5.1f}% ± {100 * half:.1f} ({self.hits}/{self.n})"
+
+
+# --------------------------------------------------------------------------- the study
+
+
+def false_alarms(args: argparse.Namespace, rng: np.random.Generator) -> list[str]:
+    rows = []
+    for fair in (False, True):
+        effects = grid_effects(np.random.default_rng(7), fair)
+        for stats, label in ((("snsr",), "SNSR (24)"), (STATISTICS, "all (72)")):
+            for tol in (0.0, 0.02):
+                rate = Rate()
+                for r in range(args.runs):
+                    pop = population(rng, 100)
+                    b, c = draw_run(rng, pop, effects), draw_run(rng, pop, effects)
+                    rate.add(gate_fails(b, c, stats, tol, r, args.resamples).failed)
+                model = "fair model" if fair else "mildly unfair model"
+                rows.append(f"| {model} | {label} | {tol:g} | {rate.text()} |")
+    return rows
+
+
+def conditional_alarms(args: argparse.Namespace, rng: np.random.Generator) -> list[str]:
+    effects = grid_effects(np.random.default_rng(7), False)
+    rates = []
+    per = max(args.runs // 10, 20)
+    for _ in range(10):
+        pop = population(rng, 100)
+        b = draw_run(rng, pop, effects)
+        hits = sum(
+            gate_fails(b, draw_run(rng, pop, effects), ("snsr",), 0.0, r, args.resamples).failed
+            for r in range(per)
+        )
+        rates.append(hits / per)
+    return [
+        f"| 10 stored baselines x {per} candidates, tolerance 0 | mean {100 * np.mean(rates):.1f}%"
+        f" | min {100 * min(rates):.1f}% | max {100 * max(rates):.1f}% |"
+    ]
+
+
+def _raised(delta: FloatArray, rise: float) -> FloatArray:
+    out = delta.copy()
+    out[int(np.argmax(out))] += rise  # unique top value: SNSR rises by exactly ``rise``
+    return out
+
+
+SEPARATED = np.array([0.03, 0.0, -0.01, -0.02])
+TIED = np.array([0.03, 0.03, 0.0, -0.02])
+
+
+def rise_rate(
+    args: argparse.Namespace, rng: np.random.Generator, n: int, rise: float, tol: float
+) -> Rate:
+    effects = grid_effects(np.random.default_rng(7), False)
+    effects["religion"] = SEPARATED
+    moved = dict(effects, religion=_raised(SEPARATED, rise))
+    rate = Rate()
+    for r in range(args.runs):
+        pop = population(rng, n)
+        b, c = draw_run(rng, pop, effects), draw_run(rng, pop, moved)
+        rate.add(gate_fails(b, c, ("snsr",), tol, r, args.resamples).failed)
+    return rate
+
+
+def power(args: argparse.Namespace, rng: np.random.Generator) -> list[str]:
+    rows = []
+    for tol in (0.0, 0.02):
+        for n in (25, 50, 100, 200):
+            rows.append(f"| +0.05 | {tol:g} | {n} | {rise_rate(args, rng, n, 0.05, tol).text()} |")
+    rows.append(
+        f"| +0.02 (= tolerance) | 0.02 | 100 | {rise_rate(args, rng, 100, 0.02, 0.02).text()} |"
+    )
+    rows.append(f"| +0.01 (half) | 0.02 | 100 | {rise_rate(args, rng, 100, 0.01, 0.02).text()} |")
+    rows.append(
+        f"| +0.05 (tol + 0.03) | 0.02 | 100 | {rise_rate(args, rng, 100, 0.05, 0.02).text()} |"
+    )
+    return rows
+
+
+def coverage(args: argparse.Namespace, rng: np.random.Generator) -> list[str]:
+    rows = []
+    settings = {"fair": np.zeros(4), "tied": TIED, "separated": SEPARATED}
+    for n in (25, 100):
+        for name, delta in settings.items():
+            truth = true_stats(delta)
+            cov = {k: Rate() for k in ("sim", "snsr", "snsv", "pafs")}
+            width = []
+            for r in range(args.runs):
+                X = draw_run(rng, population(rng, n), {"x": delta})[("x", "jaccard")]
+                for j, (lo, hi) in enumerate(inference.mean_intervals(X)):
+                    cov["sim"].add(lo <= BASE_MEAN[0] + delta[j] <= hi)
+                si = inference.spread_intervals(X, n_resamples=args.boot, seed=r)
+                for k in ("snsr", "snsv", "pafs"):
+                    lo, hi = getattr(si, k)
+                    cov[k].add(lo - 1e-12 <= truth[k] <= hi + 1e-12)
+                width.append(si.snsr[1] - si.snsr[0])
+            rows.append(
+                f"| {name} | {n} | {cov['sim'].text()} | {cov['snsr'].text()} | "
+                f"{cov['snsv'].text()} | {cov['pafs'].text()} | {np.mean(width):.3f} |"
+            )
+    return rows
+
+
+def calibration(args: argparse.Namespace, rng: np.random.Generator) -> list[str]:
+    rows = []
+    for name, delta in (("fair", np.zeros(4)), ("separated", SEPARATED)):
+        ps: list[float] = []
+        for r in range(args.runs):
+            pop = population(rng, 100)
+            b = draw_run(rng, pop, {"x": delta})
+            c = draw_run(rng, pop, {"x": delta})
+            res = gate_fails(b, c, ("snsr",), 0.0, r, args.resamples)
+            ps.extend(m.p_value for m in res.members)
+        p = np.asarray(ps)
+        rows.append(
+            f"| {name} | {p.size} | {100 * np.mean(p <= 0.01):.1f}% | "
+            f"{100 * np.mean(p <= 0.05):.1f}% | {100 * np.mean(p <= 0.10):.1f}% |"
+        )
+    return rows
+
+
+SECTIONS: dict[str, tuple[str, Callable[[argparse.Namespace, np.random.Generator], list[str]]]] = {
+    "false": (
+        "| model | family | tolerance | whole-grid false alarms |\n| --- | --- | --- | --- |",
+        false_alarms,
+    ),
+    "conditional": (
+        "| setting | rate | lowest | highest |\n| --- | --- | --- | --- |",
+        conditional_alarms,
+    ),
+    "power": ("| true rise | tolerance | entities | caught |\n| --- | --- | --- | --- |", power),
+    "coverage": (
+        "| attribute | entities | Sim(a) | SNSR | SNSV | PAFS | mean SNSR width |\n"
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        coverage,
+    ),
+    "calibration": (
+        "| attribute | p-values | p <= 0.01 | p <= 0.05 | p <= 0.10 |\n"
+        "| --- | --- | --- | --- | --- |",
+        calibration,
+    ),
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="200 runs per setting (a few minutes)")
+    ap.add_argument("--runs", type=int, default=1000, help="runs per setting (>= 200)")
+    ap.add_argument("--resamples", type=int, default=2000, help="sign-flip draws per gate")
+    ap.add_argument("--boot", type=int, default=2000, help="bootstrap draws per interval")
+    ap.add_argument("--only", choices=sorted(SECTIONS), action="append")
+    ap.add_argument("--seed", type=int, default=2026)
+    ap.add_argument("--noise", type=float, default=1.0, help="reply-noise multiplier")
+    args = ap.parse_args(argv)
+    if args.quick:
+        args.runs, args.resamples, args.boot = 200, 800, 1000
+    if args.runs < 200:
+        ap.error("--runs must be at least 200 (the study's minimum per setting)")
+    rng = np.random.default_rng(args.seed)
+    NOISE[0] = args.noise
+    print(f"reply noise x{args.noise:g}; ", end="")
+    print(
+        f"gate validity: {args.runs} runs per setting, alpha {ALPHA}, "
+        f"{args.resamples} sign flips, {args.boot} bootstrap draws\n"
+    )
+    for key in args.only or list(SECTIONS):
+        header, fn = SECTIONS[key]
+        t0 = time.perf_counter()
+        rows = fn(args, rng)
+        print(f"## {key} ({time.perf_counter() - t0:.0f} s)\n\n{header}")
+        print("\n".join(rows), "\n", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,173 @@
+"""The gate's inference: t quantiles, intervals, the family-wise sign-flip drift test.
+
+Coverage and error rates are claims over hundreds of runs; they are measured by
+benchmarks/gate_validity.py (figures in docs/baselines.md). These tests check the
+mechanics: exactness, pairing, the step-down adjustment, the resample floor, errors.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.metrics import inference as inf
+
+
+def _names(n: int) -> list[str]:
+    return [f"e{i}" for i in range(n)]
+
+
+def _member(
+    base: np.ndarray, cand: np.ndarray, stat: str = "snsr", key: str = "a"
+) -> inf.DriftMember:
+    return inf.DriftMember(
+        (key, stat),
+        stat,
+        _names(base.shape[0]),
+        base,
+        _names(cand.shape[0]),
+        cand,  # type: ignore[arg-type]
+    )
+
+
+@pytest.mark.parametrize(
+    ("p", "df", "table"),
+    # Student-t table values (e.g. any statistics textbook's appendix)
+    [(0.975, 24, 2.0639), (0.975, 5, 2.5706), (0.95, 10, 1.8125), (0.995, 30, 2.7500)],
+)
+def test_t_quantile_matches_the_table(p: float, df: int, table: float) -> None:
+    assert inf.t_quantile(p, df) == pytest.approx(table, abs=2e-3)
+
+
+def test_mean_intervals_are_t_intervals_over_entities() -> None:
+    col = np.array([0.2, 0.4, 0.5, 0.3, 0.6, 0.45])
+    ((lo, hi),) = inf.mean_intervals(col[:, None])
+    half = inf.t_quantile(0.975, 5) * np.std(col, ddof=1) / math.sqrt(6)
+    assert (lo, hi) == pytest.approx((col.mean() - half, col.mean() + half))
+
+
+def test_mean_interval_of_a_single_entity_is_undefined() -> None:
+    ((lo, hi),) = inf.mean_intervals(np.array([[0.5]]))
+    assert math.isnan(lo)
+    assert math.isnan(hi)
+
+
+def test_spread_interval_of_a_fair_attribute_reaches_zero() -> None:
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0.3, 0.7, size=(60, 1)) + rng.normal(0, 0.03, size=(60, 4))
+    si = inf.spread_intervals(X, n_resamples=500, seed=1)
+    assert si.snsr[0] == 0.0 < si.snsr[1]
+    assert si.snsv[0] <= 1e-3
+    assert si.pafs[1] >= 0.999
+
+
+def test_spread_interval_of_a_clear_gap_excludes_zero_and_holds_it() -> None:
+    rng = np.random.default_rng(4)
+    X = rng.uniform(0.3, 0.7, size=(80, 1)) + rng.normal(0, 0.03, size=(80, 3))
+    X[:, 0] += 0.2
+    si = inf.spread_intervals(X, n_resamples=500, seed=1)
+    gap = X[:, 0].mean() - X[:, 1:].mean(axis=0).min()
+    assert 0.1 < si.snsr[0] <= gap <= si.snsr[1] < 0.3
+
+
+def test_one_value_has_no_spread() -> None:
+    si = inf.spread_intervals(np.full((5, 1), 0.5), n_resamples=10)
+    assert si.snsr == (0.0, 0.0)
+    assert si.pafs == (1.0, 1.0)
+
+
+def test_identical_runs_never_fail() -> None:
+    X = np.random.default_rng(0).uniform(size=(30, 4))
+    res = inf.drift_test([_member(X, X.copy())], tolerance=0.0)
+    (m,) = res.members
+    assert not res.failed
+    assert m.worsening == 0.0
+    assert m.p_adjusted == 1.0
+
+
+def test_a_large_rise_fails_and_a_rise_inside_the_tolerance_does_not() -> None:
+    rng = np.random.default_rng(1)
+    base = rng.uniform(0.4, 0.6, size=(100, 1)) + rng.normal(0, 0.02, size=(100, 4))
+    cand = base + rng.normal(0, 0.02, size=(100, 4))
+    cand[:, 0] += 0.08
+    assert inf.drift_test([_member(base, cand)], tolerance=0.0).failed
+    assert not inf.drift_test([_member(base, cand)], tolerance=0.2).failed
+
+
+def test_pafs_worsens_when_it_drops() -> None:
+    rng = np.random.default_rng(2)
+    base = rng.uniform(0.4, 0.6, size=(80, 1)) + rng.normal(0, 0.02, size=(80, 4))
+    cand = base.copy()
+    cand[:, 0] += 0.1
+    (m,) = inf.drift_test([_member(base, cand, "pafs")]).members
+    assert m.candidate < m.baseline
+    assert m.worsening > 0
+    assert m.failed
+
+
+def test_small_families_enumerate_every_swap_exactly() -> None:
+    rng = np.random.default_rng(5)
+    base, cand = rng.uniform(size=(10, 3)), rng.uniform(size=(10, 3))
+    res = inf.drift_test([_member(base, cand)], n_resamples=2000)
+    assert res.exact
+    assert res.n_resamples == 2**10
+    assert (res.members[0].p_value * 2**10) == pytest.approx(round(res.members[0].p_value * 2**10))
+
+
+def test_too_few_entities_fail_loudly_instead_of_deciding_by_the_floor() -> None:
+    rng = np.random.default_rng(5)
+    base, cand = rng.uniform(size=(5, 3)), rng.uniform(size=(5, 3))
+    with pytest.raises(DataError, match="smallest attainable p-value 1/32"):
+        inf.drift_test([_member(base, cand)])
+
+
+def test_too_few_resamples_are_raised_to_what_alpha_needs() -> None:
+    rng = np.random.default_rng(6)
+    base, cand = rng.uniform(size=(40, 3)), rng.uniform(size=(40, 3))
+    res = inf.drift_test([_member(base, cand)], n_resamples=10, alpha=0.01)
+    assert res.n_resamples == inf.required_resamples(0.01) >= 40 / 0.01
+
+
+def test_step_down_adjusted_p_is_at_least_raw_and_equal_for_one_member() -> None:
+    rng = np.random.default_rng(7)
+    base = rng.uniform(size=(50, 4))
+    cands = [base + rng.normal(0, 0.05, size=base.shape) for _ in range(3)]
+    one = inf.drift_test([_member(base, cands[0])], seed=3).members[0]
+    assert one.p_adjusted == one.p_value
+    fam = inf.drift_test([_member(base, c, key=str(i)) for i, c in enumerate(cands)], seed=3)
+    assert all(m.p_adjusted >= m.p_value for m in fam.members)
+
+
+def test_every_member_sees_the_same_swaps() -> None:
+    rng = np.random.default_rng(8)
+    base, cand = rng.uniform(size=(40, 4)), rng.uniform(size=(40, 4))
+    res = inf.drift_test([_member(base, cand, key="x"), _member(base, cand, key="y")])
+    x, y = res.members
+    assert x.p_value == y.p_value
+    assert x.p_adjusted == y.p_adjusted == x.p_value
+
+
+def test_a_subsample_run_pairs_on_the_shared_entities() -> None:
+    rng = np.random.default_rng(9)
+    base = rng.uniform(size=(100, 3))
+    m = inf.DriftMember(("a",), "snsr", _names(100), base, _names(100)[::-1][:30], base[::-1][:30])
+    res = inf.drift_test([m])
+    assert res.n_entities == 30
+    assert res.members[0].n_paired == 30
+    assert res.members[0].worsening == 0.0
+
+
+def test_no_shared_entity_is_a_data_error() -> None:
+    m = inf.DriftMember(("a",), "snsr", ["x"], np.zeros((1, 2)), ["y"], np.zeros((1, 2)))
+    with pytest.raises(DataError, match="shares no entity"):
+        inf.drift_test([m])
+
+
+@pytest.mark.parametrize(("tol", "alpha"), [(-0.1, 0.05), (math.inf, 0.05), (0.0, 1.0), (0.0, 0)])
+def test_bad_tolerance_or_alpha_is_a_config_error(tol: float, alpha: float) -> None:
+    X = np.zeros((20, 2))
+    with pytest.raises(ConfigError):
+        inf.drift_test([_member(X, X)], tolerance=tol, alpha=alpha)
