@@ -234,6 +234,7 @@ def test_a_tie_is_shown_as_a_tie_not_as_one_value_twice() -> None:
     sims = np.tile(np.linspace(0.5, 0.9, 12)[:, None], (1, len(RELIGION)))
     tied = attribute("religion", sims, RELIGION)
     assert tied.snsr.value == 0
+    assert (tied.most_favoured, tied.least_favoured) == (report.TIE, report.TIE)
     r = replace(audit(), attributes=(tied,))
     line = next(ln for ln in report.terminal_summary([r]) if ln.split()[:1] == ["religion"])
     assert line.endswith(f"  {report.TIE}")
