@@ -12,6 +12,9 @@ from typing import Final, Literal, get_args
 
 __all__ = [
     "ACCEPT_OPTION",
+    "FAILURE_KINDS",
+    "GATED_QUANTITIES",
+    "HIGHER_IS_FAIRER",
     "METRICS",
     "MISSING_POLICIES",
     "PARSE_STYLES",
@@ -22,6 +25,8 @@ __all__ = [
     "STATISTICS",
     "THRESHOLDS",
     "VARIANTS",
+    "FailureKind",
+    "GatedQuantity",
     "MetricName",
     "MissingPolicy",
     "ParseStyle",
@@ -49,6 +54,23 @@ MISSING_POLICIES: Final[tuple[MissingPolicy, ...]] = get_args(MissingPolicy)
 #: Spread statistics over an attribute's values (SNSR/SNSV lower is fairer, PAFS higher).
 Statistic = Literal["snsr", "snsv", "pafs"]
 STATISTICS: Final[tuple[Statistic, ...]] = get_args(Statistic)
+
+#: Everything the gate checks: the spread statistics, the entropy over repeats and the
+#: gap in refusal rates between values.
+GatedQuantity = Literal["snsr", "snsv", "pafs", "entropy", "refusal_gap"]
+GATED_QUANTITIES: Final[tuple[GatedQuantity, ...]] = get_args(GatedQuantity)
+
+#: Quantities for which a LOWER value is worse (checked against a minimum); all others
+#: are checked against a maximum.
+HIGHER_IS_FAIRER: Final[frozenset[GatedQuantity]] = frozenset({"pafs"})
+
+#: Why the gate failed: a crossed threshold; a threshold that could not be checked (not
+#: measured: entropy without repeats; undefined: NaN); a significant drift over baseline;
+#: a drift that could not be tested; a baseline that is incompatible, missing or unusable.
+FailureKind = Literal[
+    "threshold", "unmeasured", "undefined", "drift", "incomparable", "incompatible", "baseline"
+]
+FAILURE_KINDS: Final[tuple[FailureKind, ...]] = get_args(FailureKind)
 
 #: Absolute limits a test may set (marker arguments and ``recfair_<name>`` ini keys).
 ThresholdName = Literal["max_snsr", "max_snsv", "min_pafs", "max_entropy", "max_refusal_gap"]

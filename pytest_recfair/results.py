@@ -8,11 +8,12 @@ baselines can store them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
+from pytest_recfair.kinds import FailureKind, GatedQuantity
 from pytest_recfair.metrics import SimilarityMatrix
 
 __all__ = [
@@ -246,11 +247,61 @@ class AuditMeta:
 
 @dataclass(frozen=True, slots=True)
 class GateFailure:
-    """One reason the gate failed: a crossed threshold or a significant rise over baseline."""
+    """One reason the gate failed, as data; ``report.failure_text`` renders it for people.
 
-    attribute: str
-    statistic: str  # "snsr" | "snsv" | "pafs" | "entropy" | "refusal_gap"
-    message: str
+    ``attribute`` is None for a failure of the whole audit (its baseline is missing,
+    unusable or incompatible; then ``detail`` says why). ``limit`` is the threshold for
+    threshold-type kinds and the tolerance for a drift; ``baseline`` the baseline value.
+    """
+
+    kind: FailureKind
+    attribute: str | None = None
+    statistic: GatedQuantity | None = None
+    value: float | None = None
+    limit: float | None = None
+    baseline: float | None = None
+    p_value: float | None = None
+    alpha: float | None = None  # the significance level a drift was tested at
+    n_paired: int | None = None  # entities in the paired comparison
+    value_ci: Interval | None = None
+    baseline_ci: Interval | None = None
+    detail: str | None = None  # a reason from elsewhere (a data error, a baseline problem)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in _FAILURE_FIELDS:
+            v = getattr(self, name)
+            if isinstance(v, Interval):
+                v = v.to_dict()
+            elif isinstance(v, float):
+                v = _num(v)
+            out[name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GateFailure:
+        def num(key: str) -> float | None:
+            v = d.get(key)
+            return None if v is None else float(v)
+
+        n_paired = d.get("n_paired")
+        return cls(
+            kind=d["kind"],
+            attribute=d.get("attribute"),
+            statistic=d.get("statistic"),
+            value=num("value"),
+            limit=num("limit"),
+            baseline=num("baseline"),
+            p_value=num("p_value"),
+            alpha=num("alpha"),
+            n_paired=None if n_paired is None else int(n_paired),
+            value_ci=Interval.from_obj(d.get("value_ci")),
+            baseline_ci=Interval.from_obj(d.get("baseline_ci")),
+            detail=d.get("detail"),
+        )
+
+
+_FAILURE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(GateFailure))
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,10 +314,7 @@ class GateOutcome:
     def to_dict(self) -> dict[str, Any]:
         return {
             "passed": self.passed,
-            "failures": [
-                {"attribute": f.attribute, "statistic": f.statistic, "message": f.message}
-                for f in self.failures
-            ],
+            "failures": [f.to_dict() for f in self.failures],
             "notes": list(self.notes),
             "drift": self.drift,
         }
@@ -275,7 +323,7 @@ class GateOutcome:
     def from_dict(cls, d: dict[str, Any]) -> GateOutcome:
         return cls(
             passed=bool(d["passed"]),
-            failures=tuple(GateFailure(**f) for f in d.get("failures", [])),
+            failures=tuple(GateFailure.from_dict(f) for f in d.get("failures", [])),
             notes=tuple(d.get("notes", [])),
             drift={a: dict(s) for a, s in (d.get("drift") or {}).items()},
         )

@@ -223,8 +223,15 @@ def load_templates(source: str | Path | TemplateSet) -> TemplateSet:
         raise DataError(f"templates file {str(path)!r} does not exist; check the path")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"templates file {str(path)!r} is not UTF-8 text (byte "
+            f"{exc.object[exc.start]:#04x} at offset {exc.start}); re-save it as UTF-8"
+        ) from exc
     except yaml.YAMLError as exc:
-        raise DataError(f"templates file {str(path)!r} is not valid YAML: {exc}") from exc
+        raise DataError(
+            f"templates file {str(path)!r} is not valid YAML: {' '.join(str(exc).split())}"
+        ) from exc
     return templates_from_dict(data, f"templates file {str(path)!r}")
 
 
