@@ -12,15 +12,21 @@ from typing import Final, Literal, get_args
 
 __all__ = [
     "ACCEPT_OPTION",
+    "FAILURE_KINDS",
+    "GATED_QUANTITIES",
+    "HIGHER_IS_FAIRER",
     "METRICS",
     "MISSING_POLICIES",
     "PARSE_STYLES",
     "PROVIDER_KINDS",
     "RECORD_MODES",
+    "RECORD_OPTION",
     "REPORT_FORMATS",
     "STATISTICS",
     "THRESHOLDS",
     "VARIANTS",
+    "FailureKind",
+    "GatedQuantity",
     "MetricName",
     "MissingPolicy",
     "ParseStyle",
@@ -49,6 +55,23 @@ MISSING_POLICIES: Final[tuple[MissingPolicy, ...]] = get_args(MissingPolicy)
 Statistic = Literal["snsr", "snsv", "pafs"]
 STATISTICS: Final[tuple[Statistic, ...]] = get_args(Statistic)
 
+#: Everything the gate checks: the spread statistics, the entropy over repeats and the
+#: gap in refusal rates between values.
+GatedQuantity = Literal["snsr", "snsv", "pafs", "entropy", "refusal_gap"]
+GATED_QUANTITIES: Final[tuple[GatedQuantity, ...]] = get_args(GatedQuantity)
+
+#: Quantities for which a LOWER value is worse (checked against a minimum); all others
+#: are checked against a maximum.
+HIGHER_IS_FAIRER: Final[frozenset[GatedQuantity]] = frozenset({"pafs"})
+
+#: Why the gate failed: a crossed threshold; a threshold that could not be checked (not
+#: measured: entropy without repeats; undefined: NaN); a significant drift over baseline;
+#: a drift that could not be tested; a baseline that is incompatible, missing or unusable.
+FailureKind = Literal[
+    "threshold", "unmeasured", "undefined", "drift", "incomparable", "incompatible", "baseline"
+]
+FAILURE_KINDS: Final[tuple[FailureKind, ...]] = get_args(FailureKind)
+
 #: Absolute limits a test may set (marker arguments and ``recfair_<name>`` ini keys).
 ThresholdName = Literal["max_snsr", "max_snsv", "min_pafs", "max_entropy", "max_refusal_gap"]
 THRESHOLDS: Final[tuple[ThresholdName, ...]] = get_args(ThresholdName)
@@ -68,6 +91,9 @@ PARSE_STYLES: Final[tuple[ParseStyle, ...]] = get_args(ParseStyle)
 #: HTTP provider wire formats.
 ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
 PROVIDER_KINDS: Final[tuple[ProviderKind, ...]] = get_args(ProviderKind)
+
+#: The command-line flag that picks the cassette record mode.
+RECORD_OPTION: Final = "--fairness-record"
 
 #: The command-line flag that accepts a run's numbers as the new baseline.
 ACCEPT_OPTION: Final = "--fairness-update"

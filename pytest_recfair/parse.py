@@ -24,6 +24,7 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
+from itertools import islice
 from operator import itemgetter
 from typing import Any
 
@@ -95,7 +96,9 @@ def _check_style(style: object) -> Style:
 # --------------------------------------------------------------------------------------
 # fairllm style: the notebook's `clean` + `simplified_list`, step by step
 
-_FAIRLLM_SPLIT = re.compile(r"\d+\. ")
+# (?<!\d): a match never starts inside a run of digits (the leftmost match starts at the
+# run's first digit anyway), so a long run is scanned once, not once per digit.
+_FAIRLLM_SPLIT = re.compile(r"(?<!\d)\d+\. ")
 _FAIRLLM_QUOTED = re.compile(r'"([^"]*)"')
 _FAIRLLM_PARENS = re.compile(r"\([^)]*\)")
 
@@ -174,8 +177,10 @@ _CLOSING = re.compile(
     r"p\.?s\.?)\b",
     re.I,
 )
+# (?=[iasvnu]): every alternative starts with one of these letters; the lookahead lets a
+# long reply be skipped word by word without trying each alternative (5x faster at 1 MB).
 _REFUSAL = re.compile(
-    r"\b(?:i'?m sorry|i am sorry|i apologi[sz]e|sorry, (?:but )?i|"
+    r"\b(?=[iasvnu])(?:i'?m sorry|i am sorry|i apologi[sz]e|sorry, (?:but )?i|"
     r"i (?:can'?t|cannot|can not|won'?t|will not|am unable to|must decline|"
     r"am not able to|do not feel comfortable|don'?t feel comfortable)|"
     r"i'm (?:unable to|not able to|not comfortable)|as an ai\b|as a language model|"
@@ -281,8 +286,7 @@ def _json_items(text: str) -> list[str] | None:
     if lo != -1:
         hi = text.rfind("]")
         candidates.append(text[lo : hi + 1] if hi > lo else text[lo:])
-    for cand in candidates:
-        cand = cand.strip()
+    for cand in dict.fromkeys(c.strip() for c in candidates):  # each candidate once
         if not cand.startswith(("[", "{")):
             continue
         try:
@@ -323,7 +327,7 @@ def _table_items(lines: list[str]) -> list[str] | None:
         if col is None:
             col = next((i for i, h in enumerate(lowered) if h not in _RANK_HEADERS), 0)
         out: list[str] = []
-        for row in lines[idx + 1 :]:
+        for row in islice(lines, idx + 1, None):
             if "|" not in row:
                 if out:
                     break
@@ -351,11 +355,14 @@ _WORDY = re.compile(r"[^\W\d_]")
 def _plain_items(lines: list[str]) -> list[str] | None:
     """One title per line (or a comma-separated sentence) after a preamble, before a sign-off."""
     rows = [ln.strip() for ln in lines if ln.strip()]
-    while rows and (_PREAMBLE.match(rows[0]) or rows[0].endswith(":")):
-        head = rows.pop(0)
-        if not rows and ":" in head:  # "Sure! Here are some: A, B, C"
-            rows = [head.split(":", 1)[1].strip()]
+    start = 0  # an index, not rows.pop(0): a reply of many "x:" lines stays linear
+    while start < len(rows) and (_PREAMBLE.match(rows[start]) or rows[start].endswith(":")):
+        start += 1
+        if start == len(rows) and ":" in rows[-1]:  # "Sure! Here are some: A, B, C"
+            rows = [rows[-1].split(":", 1)[1].strip()]
+            start = 0
             break
+    rows = rows[start:]
     while rows and (_CLOSING.match(rows[-1]) or _is_sentence(rows[-1])):
         rows.pop()
     rows = [r for r in rows if r and not r.startswith("#") and not _is_sentence(r)]
@@ -427,7 +434,8 @@ def _raw_entries(text: str) -> tuple[list[str], str]:
 # --------------------------------------------------------------------------------------
 # default style: cleaning one entry down to its title
 
-_LINK = re.compile(r"\[([^\]]+)\]\([^)]*\)")
+# link text stops at any bracket, so each "[" is scanned up to the next one (linear)
+_LINK = re.compile(r"\[([^\[\]]+)\]\([^)]*\)")
 _LABEL = re.compile(
     r"^(?:\*\*)?(?:title|movie|film|song|track|album|book|name)(?:\*\*)?\s*:\s*", re.I
 )
@@ -439,7 +447,6 @@ _LEAD_WRAPPED = re.compile(
 _REST_IS_EXTRA = re.compile(r"^(?:$|\s*[(\[,:;|–—-]|\s+by\b|\s+from\b|\s+\d{4}\b|\s*\.)", re.I)
 _SEPARATORS = re.compile(r"(?<!\s)\s+[–—-]\s+|—|:\s+|(?<!\s)\s+\|\s+")
 _YEAR_PAREN = re.compile(r"(?<!\s)\s*[(\[](?:c\.\s*)?(?:1[89]|20)\d\d(?:[^)\]]*)[)\]]")
-_TRAILING_PAREN = re.compile(r"(?<!\s)\s*[(\[][^()\[\]]*[)\]]\s*$")
 _TRAILING_YEAR = re.compile(r"(?<!\s)\s*(?:,|[–—-])\s*(?:1[89]|20)\d\d\s*$")
 _BY = re.compile(
     r"(?<!\s)\s+by\s+(?!(?i:me|you|him|her|us|them|myself|yourself|night|day|design|chance|"
@@ -546,9 +553,13 @@ def _is_description(seg: str) -> bool:
     return len(words) > 14 or (len(words) >= 3 and seg[-1] == ".")
 
 
+_MAX_CUTS = 16
+
+
 def _split_description(s: str) -> str:
-    cuts = list(_SEPARATORS.finditer(s))
-    for i, m in enumerate(cuts):
+    # a title has a few separators at most; looking at more only costs time on junk
+    cuts = list(islice(_SEPARATORS.finditer(s), _MAX_CUTS + 1))
+    for i, m in enumerate(cuts[:_MAX_CUTS]):
         if m.start() == 0:
             continue
         end = cuts[i + 1].start() if i + 1 < len(cuts) else len(s)
@@ -558,15 +569,53 @@ def _split_description(s: str) -> str:
 
 
 def _strip_wrapping(s: str) -> str:
-    while len(s) >= 2:
-        close = _OPEN_CLOSE.get(s[0])
-        if close is not None and s[-1] == close:
-            s = s[1:-1].strip()
-        elif s[0] in '"“”' and s.count(s[0]) == 1 and s[-1] not in '"“”':
-            s = s[1:].strip()  # an unbalanced opening quote (cut by max_tokens)
+    if len(s) < 2 or (s[0] not in _OPEN_CLOSE and s[0] not in '"“”'):
+        return s  # the common case
+    i, j = 0, len(s)  # indices, not slices: '"""..."""' costs one pass, not one per layer
+    while j - i >= 2:
+        close = _OPEN_CLOSE.get(s[i])
+        if close is not None and s[j - 1] == close:
+            i, j = i + 1, j - 1
+        elif s[i] in '"“”' and s.count(s[i], i, j) == 1 and s[j - 1] not in '"“”':
+            i += 1  # an unbalanced opening quote (cut by max_tokens)
         else:
             break
-    return s
+        while i < j and s[i].isspace():
+            i += 1
+        while j > i and s[j - 1].isspace():
+            j -= 1
+    return s[i:j]
+
+
+def _drop_trailing_parens(s: str) -> str:
+    """'Title (2010) (Remastered)' -> 'Title': drop trailing bracket groups, never all."""
+    end = len(s.rstrip())
+    cut = len(s)
+    while end and s[end - 1] in ")]":
+        k = end - 2
+        while k >= 0 and s[k] not in "()[]":
+            k -= 1
+        if k < 0 or s[k] not in "([":
+            break
+        while k and s[k - 1].isspace():
+            k -= 1
+        if k == 0:  # the group is the whole title: keep it
+            break
+        end = cut = k
+    return s[:cut]
+
+
+def _link_text(s: str) -> str:
+    lead = _LINK.match(s)
+    if lead:  # a leading link is the title; what follows it is commentary
+        return lead.group(1).strip()
+    close = s.rfind(")") + 1  # no link ends past the last ")": the tail is not scanned
+    return _LINK.sub(r"\1", s[:close]) + s[close:]
+
+
+def _drop_years(s: str) -> str:
+    close = max(s.rfind(")"), s.rfind("]")) + 1  # as in _link_text
+    return _drop_trailing_parens(_YEAR_PAREN.sub("", s[:close]) + s[close:])
 
 
 def _strip_emphasis(s: str) -> str:
@@ -576,7 +625,8 @@ def _strip_emphasis(s: str) -> str:
     return _EMPHASIS.sub("", s)
 
 
-_EMPHASIS = re.compile(r"(?:(?<=\s)|^)[*_]+|[*_]+(?=\s|$|[:,.;)(])")
+# (?<![*_]): only whole runs of * or _ are tried (same matches; linear on long runs)
+_EMPHASIS = re.compile(r"(?:(?<=\s)|^)[*_]+|(?<![*_])[*_]+(?=\s|$|[:,.;)(])")
 
 
 # Entries that are plain words with at most a "(1999)" need none of the rules below.
@@ -592,9 +642,7 @@ def _clean_title(raw: str) -> str:
         return " ".join(simple.group(1).split())
     s = raw.strip()
     if "](" in s:
-        lead = _LINK.match(s)
-        # a leading link is the title; what follows it is commentary
-        s = lead.group(1).strip() if lead else _LINK.sub(r"\1", s)
+        s = _link_text(s)
     if ":" in s:
         s = _LABEL.sub("", s)  # "Title: Inception"
     m = _LEAD_WRAPPED.match(s)
@@ -605,12 +653,7 @@ def _clean_title(raw: str) -> str:
         s = _strip_emphasis(s)
         s = _split_description(s)
     if "(" in s or "[" in s:
-        s = _YEAR_PAREN.sub("", s)
-        while s.rstrip().endswith((")", "]")):
-            shorter = _TRAILING_PAREN.sub("", s)
-            if shorter == s or not shorter.strip():
-                break
-            s = shorter
+        s = _drop_years(s)
     s = s.strip()
     if s[-1:].isdigit():
         s = _TRAILING_YEAR.sub("", s)
@@ -639,9 +682,16 @@ def _attribution_dash(entries: list[str]) -> bool:
 _DASH_SPLIT = re.compile(r"\S\s+[-–]\s+\S")
 
 
+# No title is this long; cutting longer entries first keeps cleaning linear in the reply's
+# length whatever an entry holds (a 1 MB "list entry" is cleaned like its first 1,000 chars).
+MAX_ENTRY_CHARS = 1000
+
+
 def _clean_all(entries: list[str], attribution_dash: bool) -> list[str]:
     if attribution_dash:
         entries = [re.split(r"(?<!\s)\s+[-–]\s+", e.strip(), maxsplit=1)[0] for e in entries]
+    if max(map(len, entries), default=0) > MAX_ENTRY_CHARS:  # C-level: this runs for every reply
+        entries = [e[:MAX_ENTRY_CHARS] for e in entries]
     return list(filter(None, map(_clean_title, entries)))  # C-level loop: no empty titles
 
 

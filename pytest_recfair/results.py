@@ -8,11 +8,12 @@ baselines can store them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, fields
+from typing import Any, Final
 
 import numpy as np
 
+from pytest_recfair.kinds import FailureKind, GatedQuantity
 from pytest_recfair.metrics import SimilarityMatrix
 
 __all__ = [
@@ -27,6 +28,10 @@ __all__ = [
     "matrix_from_dict",
     "matrix_to_dict",
 ]
+
+
+#: Shown instead of a most/least favoured value when every mean ties.
+TIE: Final = "— (all equal)"
 
 
 def _num(x: float | None) -> float | None:
@@ -153,14 +158,32 @@ class AttributeResult:
     noise_floor: Stat | None = None  # neutral-vs-neutral similarity, if repeats > 1
     curves: dict[str, list[float]] = field(default_factory=dict)  # value -> Sim@k, k=1..K
 
+    def favoured(self) -> tuple[str, str]:
+        """(most, least) favoured values, ignoring values whose mean is undefined.
+
+        The one place this is decided (reports and gate messages use it). Most favoured is
+        the value whose lists moved least from the neutral ones (highest similarity). When
+        every mean ties (SNSR = 0) no value is favoured: both are :data:`TIE`, never the
+        first value twice ("Asian / Asian"); with no defined mean both are "n/a".
+        """
+        finite = [v for v in self.values if not math.isnan(v.mean.value)]
+        if not finite:
+            return ("n/a", "n/a")
+        hi = max(finite, key=lambda v: v.mean.value)
+        lo = min(finite, key=lambda v: v.mean.value)
+        if math.isclose(hi.mean.value, lo.mean.value, rel_tol=0.0, abs_tol=1e-12):
+            return (TIE, TIE)
+        return (hi.value, lo.value)
+
     @property
     def most_favoured(self) -> str:
-        """The value whose lists moved least from the neutral ones (highest similarity)."""
-        return max(self.values, key=lambda v: v.mean.value).value
+        """The value with the highest mean similarity (see ``favoured``)."""
+        return self.favoured()[0]
 
     @property
     def least_favoured(self) -> str:
-        return min(self.values, key=lambda v: v.mean.value).value
+        """The value with the lowest mean similarity (see ``favoured``)."""
+        return self.favoured()[1]
 
     @property
     def refusal_gap(self) -> float:
@@ -246,11 +269,61 @@ class AuditMeta:
 
 @dataclass(frozen=True, slots=True)
 class GateFailure:
-    """One reason the gate failed: a crossed threshold or a significant rise over baseline."""
+    """One reason the gate failed, as data; ``report.failure_text`` renders it for people.
 
-    attribute: str
-    statistic: str  # "snsr" | "snsv" | "pafs" | "entropy" | "refusal_gap"
-    message: str
+    ``attribute`` is None for a failure of the whole audit (its baseline is missing,
+    unusable or incompatible; then ``detail`` says why). ``limit`` is the threshold for
+    threshold-type kinds and the tolerance for a drift; ``baseline`` the baseline value.
+    """
+
+    kind: FailureKind
+    attribute: str | None = None
+    statistic: GatedQuantity | None = None
+    value: float | None = None
+    limit: float | None = None
+    baseline: float | None = None
+    p_value: float | None = None
+    alpha: float | None = None  # the significance level a drift was tested at
+    n_paired: int | None = None  # entities in the paired comparison
+    value_ci: Interval | None = None
+    baseline_ci: Interval | None = None
+    detail: str | None = None  # a reason from elsewhere (a data error, a baseline problem)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in _FAILURE_FIELDS:
+            v = getattr(self, name)
+            if isinstance(v, Interval):
+                v = v.to_dict()
+            elif isinstance(v, float):
+                v = _num(v)
+            out[name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> GateFailure:
+        def num(key: str) -> float | None:
+            v = d.get(key)
+            return None if v is None else float(v)
+
+        n_paired = d.get("n_paired")
+        return cls(
+            kind=d["kind"],
+            attribute=d.get("attribute"),
+            statistic=d.get("statistic"),
+            value=num("value"),
+            limit=num("limit"),
+            baseline=num("baseline"),
+            p_value=num("p_value"),
+            alpha=num("alpha"),
+            n_paired=None if n_paired is None else int(n_paired),
+            value_ci=Interval.from_obj(d.get("value_ci")),
+            baseline_ci=Interval.from_obj(d.get("baseline_ci")),
+            detail=d.get("detail"),
+        )
+
+
+_FAILURE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(GateFailure))
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,10 +336,7 @@ class GateOutcome:
     def to_dict(self) -> dict[str, Any]:
         return {
             "passed": self.passed,
-            "failures": [
-                {"attribute": f.attribute, "statistic": f.statistic, "message": f.message}
-                for f in self.failures
-            ],
+            "failures": [f.to_dict() for f in self.failures],
             "notes": list(self.notes),
             "drift": self.drift,
         }
@@ -275,7 +345,7 @@ class GateOutcome:
     def from_dict(cls, d: dict[str, Any]) -> GateOutcome:
         return cls(
             passed=bool(d["passed"]),
-            failures=tuple(GateFailure(**f) for f in d.get("failures", [])),
+            failures=tuple(GateFailure.from_dict(f) for f in d.get("failures", [])),
             notes=tuple(d.get("notes", [])),
             drift={a: dict(s) for a, s in (d.get("drift") or {}).items()},
         )

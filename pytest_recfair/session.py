@@ -385,11 +385,7 @@ def _gate(
         n_resamples=settings.n_resamples,
     )
     if problem:
-        failure = GateFailure(
-            attribute="*",
-            statistic="baseline",
-            message=f"baseline not compared: {problem}",
-        )
+        failure = GateFailure("incompatible", detail=problem)
         outcome = replace(outcome, passed=False, failures=(*outcome.failures, failure))
     return outcome
 
@@ -454,7 +450,7 @@ def judge(
             f"Create it from this run with: {accept}\nthen commit the baseline file."
         )
     if problem is not None:
-        failure = GateFailure(attribute="*", statistic="baseline", message=problem)
+        failure = GateFailure("baseline", detail=problem)
         judged = replace(
             result, gate=replace(outcome, passed=False, failures=(*outcome.failures, failure))
         )
@@ -470,9 +466,9 @@ def _failure_message(
     outcome: GateOutcome,
     baseline: AuditResult | None,
 ) -> str:
-    return gate.failure_message(
-        outcome, result, baseline=baseline, thresholds=_thresholds(settings)
-    )
+    from pytest_recfair import report  # the words are the report's, the decision the gate's
+
+    return report.failure_message(outcome, result)
 
 
 def _thresholds(settings: AuditSettings) -> gate.Thresholds:

@@ -48,6 +48,8 @@ from pytest_recfair.metrics.stats import (
     bootstrap,
     compare,
     noise_floor,
+    noise_floor_of,
+    noise_per_entity,
 )
 
 __all__ = [
@@ -74,6 +76,8 @@ __all__ = [
     "entropy",
     "jaccard",
     "noise_floor",
+    "noise_floor_of",
+    "noise_per_entity",
     "pafs",
     "prag",
     "rows_to_lists",

@@ -240,6 +240,13 @@ def _collect(
     return entities, values, lists
 
 
+def _absent(
+    entities: tuple[str, ...], by_value: Mapping[str, Mapping[str, Sequence[str] | None]]
+) -> npt.NDArray[np.bool_]:
+    """(E, V): the entity has no key at all in the value's lists (never answered)."""
+    return np.array([[e not in col for col in by_value.values()] for e in entities], dtype=bool)
+
+
 @dataclass(frozen=True, eq=False)
 class SimilarityCube:
     """Every requested metric at every k = 1..K for every (entity, value) cell.
@@ -320,11 +327,14 @@ def similarity_cube(
     res = _engine.curves(N, lN, S, lS, kk, v, ms, ent=ent)
     # A list truncated to k >= 1 is empty only if it was empty: missingness is k-free.
     miss = (lN[:, None] == 0) | (lS.reshape(V, E).T == 0)
+    # Never answered (no key for the entity): left out under either policy, as the
+    # FaiRLLM notebook walks only the names in each value's file.
+    left_out = miss if pol == "skip" else _absent(entities, by_value)
     sims: dict[str, FloatArray] = {}
     for m, arr in res.items():
         cube = arr.reshape(V, E, kk).transpose(1, 0, 2)  # pairs are value-major
-        if pol == "skip":
-            cube = np.where(miss[:, :, None], np.nan, cube)
+        if left_out.any():
+            cube = np.where(left_out[:, :, None], np.nan, cube)
         cube = np.ascontiguousarray(cube)
         cube.setflags(write=False)
         sims[m] = cube
@@ -342,10 +352,11 @@ def similarity_matrix(
 ) -> SimilarityMatrix:
     """metric(neutral[e], by_value[v][e]) @ k for every entity e and value v.
 
-    Entities are neutral's keys in order. None, an absent key in ``by_value[v]`` or an
-    empty list is a missing reply: "zero" scores it as the metric does (0.0), "skip"
-    stores NaN so the entity leaves that value's mean. An entity in ``by_value`` that is
-    not in ``neutral`` is a DataError.
+    Entities are neutral's keys in order. None or an empty list is a missing reply:
+    "zero" scores it as the metric does (0.0), "skip" stores NaN so the entity leaves
+    that value's mean. An absent key in ``by_value[v]`` (never answered) is NaN under
+    both policies, as the FaiRLLM notebook walks only the names of each value's file. An
+    entity in ``by_value`` that is not in ``neutral`` is a DataError.
     """
     m = check_metric(metric)
     cube = similarity_cube(neutral, by_value, check_k(k), variant, missing, (m,))

@@ -30,7 +30,16 @@ from pytest_recfair.metrics._check import (
 )
 from pytest_recfair.metrics.aggregate import SimilarityMatrix, _column_means, pafs, snsr, snsv
 
-__all__ = ["BootstrapResult", "Comparison", "NoiseFloor", "bootstrap", "compare", "noise_floor"]
+__all__ = [
+    "BootstrapResult",
+    "Comparison",
+    "NoiseFloor",
+    "bootstrap",
+    "compare",
+    "noise_floor",
+    "noise_floor_of",
+    "noise_per_entity",
+]
 
 FloatArray = npt.NDArray[np.float64]
 Interval = tuple[float, float]
@@ -252,12 +261,22 @@ def noise_floor(
     replies and are left out; empty lists are scored as the metric scores them. Returns
     None when no entity has two repeats.
     """
+    per_entity = noise_per_entity(repeats, metric, k, variant)
+    return noise_floor_of(per_entity, n_resamples, seed, confidence)
+
+
+def noise_per_entity(
+    repeats: Mapping[str, Sequence[Sequence[str] | None]],
+    metric: MetricName = "jaccard",
+    k: int | None = 25,
+    variant: Variant = "normalized",
+) -> FloatArray:
+    """One value per entity of ``repeats`` (in order): its mean repeat-vs-repeat similarity,
+    NaN when it has fewer than two non-None repeats. Each entity's value depends on its own
+    replies only, so computing entities in parts gives the same numbers bit for bit."""
     m = check_metric(metric)
     v = check_variant(variant)
     kk = check_k(k)
-    B = check_positive_int(n_resamples, "n_resamples")
-    conf = check_confidence(confidence)
-    rng = make_rng(seed)
     if not isinstance(repeats, Mapping):
         raise TypeError(
             f"repeats must map entity -> list of repeated neutral lists; got "
@@ -266,8 +285,7 @@ def noise_floor(
     left: list[Sequence[str]] = []
     right: list[Sequence[str]] = []
     owner: list[int] = []
-    names: list[str] = []
-    for e, runs in repeats.items():
+    for row, (e, runs) in enumerate(repeats.items()):
         if isinstance(runs, str | bytes) or not isinstance(runs, Sequence):
             raise TypeError(f"repeats[{e!r}] must be a list of ranked lists; got {runs!r}.")
         kept = [check_list(r, f"repeats[{e!r}][{i}]") for i, r in enumerate(runs) if r is not None]
@@ -278,17 +296,34 @@ def noise_floor(
                 if i != j:
                     left.append(a)
                     right.append(b)
-                    owner.append(len(names))
-        names.append(str(e))
-    if not names:
-        return None
+                    owner.append(row)
+    out = np.full(len(repeats), np.nan)
+    if not owner:
+        return out
     K = kk if kk is not None else max([len(x) for x in left] + [1])
     table: dict[str, int] = {}
     N, lN = _engine.encode(left, K, table, _engine.NEUTRAL_PAD, lambda i: f"repeats pair {i}")
     S, lS = _engine.encode(right, K, table, _engine.SENSITIVE_PAD, lambda i: f"repeats pair {i}")
     sims = _engine.curves(N, lN, S, lS, K, v, (m,))[m][:, -1]
     own = np.asarray(owner)
-    per_entity = np.bincount(own, weights=sims) / np.bincount(own)
-    W = _resample_weights(rng, B, per_entity.size)
-    boot = (W @ per_entity) / per_entity.size
-    return NoiseFloor(mean=float(np.mean(per_entity)), ci=_interval(boot, conf), n=len(names))
+    rows = np.unique(own)
+    out[rows] = (np.bincount(own, weights=sims) / np.maximum(np.bincount(own), 1))[rows]
+    return out
+
+
+def noise_floor_of(
+    per_entity: FloatArray,
+    n_resamples: int = 1000,
+    seed: int | np.random.Generator = 0,
+    confidence: float = 0.95,
+) -> NoiseFloor | None:
+    """The noise floor of per-entity repeat similarities (NaN: entity without repeats)."""
+    B = check_positive_int(n_resamples, "n_resamples")
+    conf = check_confidence(confidence)
+    rng = make_rng(seed)
+    values = np.ascontiguousarray(per_entity[~np.isnan(per_entity)])
+    if values.size == 0:
+        return None
+    W = _resample_weights(rng, B, values.size)
+    boot = (W @ values) / values.size
+    return NoiseFloor(mean=float(np.mean(values)), ci=_interval(boot, conf), n=int(values.size))

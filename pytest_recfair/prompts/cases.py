@@ -126,13 +126,18 @@ def build_cases(
     rendered: list[tuple[Attribute, AttributeValue, Phrase, str]] = []
     for attr in chosen:
         for val in attr.values:
-            phrase = render_value(attr, val, language)
+            # verbatim: the grid's text as written (what the English path does), untranslated
+            phrase = render_value(attr, val, "en" if lt.verbatim else language)
             rendered.append((attr, val, phrase, lt.conditioned_for(val.form, tset.name)))
     # A user system message is used verbatim except for {domain}.
+    elide = not lt.verbatim
     if system is None:
-        sys_text = fill(lt.system, nouns, language)
+        sys_text = fill(lt.system, nouns, language, elide=elide)
     else:
         sys_text = system.replace("{domain}", domain)
+    neutral_sys = sys_text
+    if system is None and lt.neutral_system is not None:
+        neutral_sys = fill(lt.neutral_system, nouns, language, elide=elide)
     base = {**nouns, "k": str(k)}
 
     def make(
@@ -151,7 +156,7 @@ def build_cases(
         )
         return PromptCase(
             id=ident,
-            system=sys_text,
+            system=sys_text if attr is not None else neutral_sys,
             prompt=prompt,
             entity=ent.name,
             entity_id=ent.id,
@@ -169,7 +174,7 @@ def build_cases(
     cases: list[PromptCase] = []
     for ent in ents:
         values = {**base, "entity": ent.name}
-        neutral_prompt = fill(lt.neutral, values, language)
+        neutral_prompt = fill(lt.neutral, values, language, elide=elide)
         for rep in range(repeats):
             cases.append(make(ent, rep, None, None, neutral_prompt, None))
             for attr, val, phrase, template in rendered:
@@ -185,6 +190,7 @@ def build_cases(
                     else:
                         rng = typo_rng(seed, ent.id, attr.name, val.label, rep)
                         a_text = apply_typos(a_text, phrase.words, typo, rng)
-                prompt = fill(template, {**values, "value": v_text, "a_value": a_text}, language)
+                filled = {**values, "value": v_text, "a_value": a_text}
+                prompt = fill(template, filled, language, elide=elide)
                 cases.append(make(ent, rep, attr.name, val.label, prompt, val.group))
     return cases

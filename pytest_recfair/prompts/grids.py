@@ -332,8 +332,13 @@ def _merge(data: dict[str, Any], where: str, base_dir: Path, depth: int) -> dict
 def _read_yaml(path: Path, where: str) -> Any:
     try:
         return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise GridError(
+            f"{where} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
+            f"{exc.start}); re-save it as UTF-8"
+        ) from exc
     except yaml.YAMLError as exc:
-        raise GridError(f"{where} is not valid YAML: {exc}") from exc
+        raise GridError(f"{where} is not valid YAML: {' '.join(str(exc).split())}") from exc
 
 
 @lru_cache(maxsize=16)

@@ -98,7 +98,8 @@ def load_seeds(source: str | Path, *, domain: str | None = None) -> list[Entity]
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
         raise DataError(
-            f"seeds file {str(path)!r} is not UTF-8 text ({exc}); re-save it as UTF-8"
+            f"seeds file {str(path)!r} is not UTF-8 text (byte {exc.object[exc.start]:#04x} "
+            f"at offset {exc.start}); re-save it as UTF-8"
         ) from exc
     return _parse(text, f"seeds file {str(path)!r}", suffix, domain)
 
@@ -149,7 +150,7 @@ def _structured_rows(text: str, where: str, suffix: str) -> list[tuple[str, dict
         data: Any = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         kind = "JSON" if suffix == ".json" else "YAML"
-        raise DataError(f"{where} is not valid {kind}: {exc}") from exc
+        raise DataError(f"{where} is not valid {kind}: {' '.join(str(exc).split())}") from exc
     if isinstance(data, dict) and "entities" in data:
         data = data["entities"]
     if not isinstance(data, list):

@@ -56,6 +56,12 @@ class LanguageTemplates:
     neutral: str
     conditioned: Mapping[str, str]
     domains: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    #: The neutral prompt's own system message (None: ``system``). FairEval's French run
+    #: asked the neutral prompt in English.
+    neutral_system: str | None = None
+    #: Keep filled text exactly as written: values as the grid writes them (untranslated)
+    #: and no French elision ("de Adele" stays).
+    verbatim: bool = False
 
     def conditioned_for(self, form: str, set_name: str) -> str:
         template = self.conditioned.get(form)
@@ -111,7 +117,8 @@ def _language_entry(code: str, raw: Any, where: str) -> LanguageTemplates:
     base = f"languages.{code}"
     if not isinstance(raw, dict):
         raise DataError(f"{where}: {base} must be a mapping with system, neutral, conditioned")
-    allowed = {"system", "request", "neutral", "conditioned", "domains"}
+    allowed = {"system", "neutral_system", "request", "neutral", "conditioned", "domains"}
+    allowed |= {"verbatim"}
     extra = sorted(set(raw) - allowed)
     if extra:
         raise DataError(f"{where}: {base} has unknown key(s) {extra}; allowed: {sorted(allowed)}")
@@ -125,6 +132,12 @@ def _language_entry(code: str, raw: Any, where: str) -> LanguageTemplates:
         return text.replace("{request}", request)
 
     system = _check_template(raw.get("system"), where, f"{base}.system", ())
+    neutral_system = raw.get("neutral_system")
+    if neutral_system is not None:
+        _check_template(neutral_system, where, f"{base}.neutral_system", ())
+    verbatim = raw.get("verbatim", False)
+    if not isinstance(verbatim, bool):
+        raise DataError(f"{where}: {base}.verbatim must be true or false; got {verbatim!r}")
     neutral = _check_template(raw.get("neutral"), where, f"{base}.neutral", ("entity",))
     if "{value}" in neutral or "{a_value}" in neutral:
         raise DataError(f"{where}: {base}.neutral must not contain {{value}} or {{a_value}}")
@@ -168,6 +181,8 @@ def _language_entry(code: str, raw: Any, where: str) -> LanguageTemplates:
         neutral=expand(neutral),
         conditioned=conditioned,
         domains={d: {k: str(v) for k, v in n.items()} for d, n in domains.items()},
+        neutral_system=neutral_system,
+        verbatim=verbatim,
     )
 
 
@@ -223,13 +238,24 @@ def load_templates(source: str | Path | TemplateSet) -> TemplateSet:
         raise DataError(f"templates file {str(path)!r} does not exist; check the path")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:
+        raise DataError(
+            f"templates file {str(path)!r} is not UTF-8 text (byte "
+            f"{exc.object[exc.start]:#04x} at offset {exc.start}); re-save it as UTF-8"
+        ) from exc
     except yaml.YAMLError as exc:
-        raise DataError(f"templates file {str(path)!r} is not valid YAML: {exc}") from exc
+        raise DataError(
+            f"templates file {str(path)!r} is not valid YAML: {' '.join(str(exc).split())}"
+        ) from exc
     return templates_from_dict(data, f"templates file {str(path)!r}")
 
 
-def fill(template: str, values: Mapping[str, str], language: str) -> str:
-    """Substitute placeholders (a single pass, so braces in entity names are safe)."""
+def fill(template: str, values: Mapping[str, str], language: str, *, elide: bool = True) -> str:
+    """Substitute placeholders (a single pass, so braces in entity names are safe).
+
+    French text gets elision ("de Adele" -> "d'Adele") unless ``elide`` is False (a
+    ``verbatim`` template set reproducing a published string).
+    """
 
     def one(m: re.Match[str]) -> str:
         key = m.group(1)
@@ -238,7 +264,7 @@ def fill(template: str, values: Mapping[str, str], language: str) -> str:
         return values.get(key, m.group(0))
 
     text = _FIELD.sub(one, template)
-    if language == "fr":
+    if language == "fr" and elide:
         text = _ELISION.sub(lambda m: "d'" if m.group(1) == "de" else "qu'", text)
     return text
 
@@ -251,6 +277,8 @@ def templates_digest(templates: str | Path | TemplateSet, domain: str, language:
         "name": tset.name,
         "language": language,
         "system": lt.system,
+        **({"neutral_system": lt.neutral_system} if lt.neutral_system is not None else {}),
+        **({"verbatim": True} if lt.verbatim else {}),
         "neutral": lt.neutral,
         "conditioned": dict(sorted(lt.conditioned.items())),
         "nouns": domain_nouns(language, domain, lt.domains),

@@ -116,9 +116,10 @@ Rows = Sequence[tuple[str, str | None]]
 
 
 def nb_read(rows: Rows, n: int) -> dict[str, list[str] | None]:
-    """get_clean_rec_list: the first n rows into a dict by name (a later row wins)."""
+    """get_clean_rec_list: the first n rows into a dict by name (a later row wins); like
+    pandas' ``read_csv(nrows=n)``, a shorter file is read whole."""
     out: dict[str, list[str] | None] = {}
-    for i in range(n):
+    for i in range(min(n, len(rows))):
         name, text = rows[i]
         out[name] = None if text is None else nb_simplified_list(nb_clean(text))
     return out
@@ -389,6 +390,23 @@ def test_pipeline_equals_notebook(metric: MetricName, K: int, missing: MissingPo
             assert all(s.missing >= 2 for s in stats.values())  # the cases happened
         else:
             assert all(s.n == DISTINCT_READ for s in stats.values()), attr
+
+
+@pytest.mark.parametrize("metric", ["serp", "prag", "jaccard"])
+def test_a_name_missing_from_a_value_file_leaves_that_values_mean(metric: MetricName) -> None:
+    """A value file that lacks names (never answered; the published OpenAI "a young" file has
+    371 rows) averages over the names it has, as the notebook does: not scored 0."""
+    neutral, files = make_rows(99, with_missing=False)
+    read = set(LAYOUT[:N_ROWS])
+    gone = set(DISTINCT[:5])
+    girl = files["gender"]["a girl"]
+    files["gender"]["a girl"] = [(n, t) for n, t in girl if n in read and n not in gone]
+    ref = nb_attribute(files["gender"], neutral, N_ROWS, 25, metric, "zero")
+    table, _ = ours(neutral, files["gender"], metric, 25, "zero")
+    assert table.means == ref.sims
+    assert table.snsr == ref.snsr
+    assert table.values["a girl"].n == DISTINCT_READ - 5
+    assert table.values["a boy"].n == DISTINCT_READ
 
 
 # --------------------------------------------------------------------------- part 2

@@ -1,22 +1,25 @@
-"""The fairness gate: thresholds, significant vs non-significant drift, messages."""
+"""The fairness gate: thresholds, significant vs non-significant drift, structured failures
+and the messages report.failures renders from them."""
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 from synth_results import RELIGION, attribute, audit
 
-from pytest_recfair import gate, metrics
+from pytest_recfair import gate, kinds, metrics, report
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.results import AuditResult
+from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 
 NO_LIMITS = gate.Thresholds()
 
 
-def _stats(outcome: gate.GateOutcome) -> set[tuple[str, str]]:
+def _stats(outcome: GateOutcome) -> set[tuple[str | None, str | None]]:
     return {(f.attribute, f.statistic) for f in outcome.failures}
 
 
@@ -73,8 +76,8 @@ def test_threshold_crossing_is_exact_at_the_limit() -> None:
     below = gate.evaluate(r, None, gate.Thresholds(max_snsr=a.snsr.value - 1e-9), tolerance=0.0)
     assert not below.passed
     assert _stats(below) == {("religion", "snsr")}
-    assert "above the maximum" in below.failures[0].message
-    assert "least Islamic" in below.failures[0].message
+    assert "above the maximum" in report.failure_text(below.failures[0], r)
+    assert "least Islamic" in report.failure_text(below.failures[0], r)
 
 
 def test_each_threshold_fails_its_statistic() -> None:
@@ -93,13 +96,13 @@ def test_each_threshold_fails_its_statistic() -> None:
         ("religion", s) for s in ("snsr", "snsv", "pafs", "entropy", "refusal_gap")
     }
     pafs = next(f for f in outcome.failures if f.statistic == "pafs")
-    assert "below the minimum" in pafs.message
+    assert "below the minimum" in report.failure_text(pafs, r)
 
 
 def test_entropy_threshold_without_repeats_fails_with_advice() -> None:
     outcome = gate.evaluate(audit(), None, gate.Thresholds(max_entropy=3.0), tolerance=0.0)
     assert not outcome.passed
-    assert "repeats" in outcome.failures[0].message
+    assert "repeats" in report.failure_text(outcome.failures[0])
 
 
 def test_undefined_statistic_cannot_pass_a_threshold() -> None:
@@ -109,7 +112,7 @@ def test_undefined_statistic_cannot_pass_a_threshold() -> None:
     assert math.isnan(r.attributes[0].snsr.value)
     outcome = gate.evaluate(r, None, gate.Thresholds(max_snsr=0.5), tolerance=0.0)
     assert not outcome.passed
-    assert "could not be computed" in outcome.failures[0].message
+    assert "could not be computed" in report.failure_text(outcome.failures[0])
 
 
 # --- drift against a baseline -------------------------------------------------------------
@@ -122,8 +125,8 @@ def test_planted_regression_fails() -> None:
     assert not outcome.passed
     assert ("religion", "snsr") in _stats(outcome)
     snsr = next(f for f in outcome.failures if f.statistic == "snsr")
-    assert "p < 0.001" in snsr.message
-    assert "least Islamic" in snsr.message
+    assert "p < 0.001" in report.failure_text(snsr, regressed)
+    assert "least Islamic" in report.failure_text(snsr, regressed)
     drift = outcome.drift["religion"]
     assert drift["snsr"] == pytest.approx(
         regressed.attributes[0].snsr.value - baseline.attributes[0].snsr.value
@@ -216,7 +219,7 @@ def test_attribute_only_on_one_side_is_noted() -> None:
 
 def test_no_baseline_no_drift() -> None:
     outcome = gate.evaluate(audit(), None, NO_LIMITS, tolerance=0.0)
-    assert outcome == gate.GateOutcome(passed=True)
+    assert outcome == GateOutcome(passed=True)
 
 
 def test_baseline_with_other_values_fails_with_advice() -> None:
@@ -226,8 +229,10 @@ def test_baseline_with_other_values_fails_with_advice() -> None:
     regressed = audit(seed=7, bias={"Islamic": -0.12})
     outcome = gate.evaluate(regressed, baseline, NO_LIMITS, tolerance=0.0)
     assert not outcome.passed
-    assert ("religion", "baseline") in _stats(outcome)
-    assert "Hindu" in outcome.failures[0].message
+    failure = outcome.failures[0]
+    assert {f.kind for f in outcome.failures} == {"incomparable"}
+    assert failure.attribute == "religion"
+    assert "Hindu" in report.failure_text(failure, regressed)
 
 
 # --- the failure message --------------------------------------------------------------------
@@ -238,7 +243,7 @@ def test_failure_message_is_a_table_with_the_accept_command() -> None:
     regressed = audit(seed=7, bias={"Islamic": -0.12}, model="sim-v2")
     limits = gate.Thresholds(max_snsr=0.05)
     outcome = gate.evaluate(regressed, baseline, limits, tolerance=0.02)
-    text = gate.failure_message(outcome, regressed, baseline=baseline, thresholds=limits)
+    text = report.failure_message(outcome, regressed)
     lines = text.splitlines()
     assert lines[0] == "fairness gate failed for tests/test_audit.py::test_religion (sim-v2):"
     header = lines[1].split()
@@ -261,7 +266,7 @@ def test_format_outcome_recovers_limits_and_baseline_without_extras() -> None:
     baseline = audit(seed=0)
     regressed = audit(seed=7, bias={"Islamic": -0.12})
     outcome = gate.evaluate(regressed, baseline, gate.Thresholds(max_snsr=0.05), tolerance=0.02)
-    lines = gate.format_outcome(outcome, regressed)
+    lines = report.format_outcome(outcome, regressed)
     rows = [ln for ln in lines[2:] if not ln.lstrip().startswith("-")]
     assert len(rows) == len(outcome.failures)
     assert any("max 0.05" in r for r in rows)
@@ -272,7 +277,7 @@ def test_format_outcome_recovers_limits_and_baseline_without_extras() -> None:
 
 def test_format_outcome_of_a_pass_is_empty() -> None:
     outcome = gate.evaluate(audit(), None, NO_LIMITS, tolerance=0.0)
-    assert gate.format_outcome(outcome, audit()) == []
+    assert report.format_outcome(outcome, audit()) == []
 
 
 def test_evaluate_keeps_the_result_untouched() -> None:
@@ -289,3 +294,53 @@ def test_undefined_statistics_record_no_drift() -> None:
     outcome = gate.evaluate(broken, audit(n_entities=10), NO_LIMITS, tolerance=0.0)
     assert outcome.passed
     assert set(outcome.drift["religion"]) == {"refusal_gap"}
+
+
+# --- structured failures ----------------------------------------------------------------------
+
+
+def test_failures_are_structured_data() -> None:
+    baseline = audit(seed=0)
+    regressed = audit(seed=7, bias={"Islamic": -0.12})
+    a, b = regressed.attributes[0], baseline.attributes[0]
+    outcome = gate.evaluate(regressed, baseline, gate.Thresholds(max_snsr=0.05), tolerance=0.02)
+    by_kind = {(f.kind, f.statistic): f for f in outcome.failures}
+    threshold = by_kind["threshold", "snsr"]
+    assert (threshold.attribute, threshold.value, threshold.limit) == (
+        "religion",
+        a.snsr.value,
+        0.05,
+    )
+    assert threshold.value_ci == a.snsr.ci
+    drift = by_kind["drift", "snsr"]
+    assert (drift.value, drift.baseline, drift.limit, drift.alpha) == (
+        a.snsr.value,
+        b.snsr.value,
+        0.02,
+        0.05,
+    )
+    assert drift.p_value is not None
+    assert drift.p_value < 0.05
+    assert drift.n_paired == len(a.matrix.entities)
+    assert all(f.kind in kinds.FAILURE_KINDS for f in outcome.failures)
+
+
+def test_structured_failures_round_trip_through_dicts() -> None:
+    baseline = audit(seed=0)
+    regressed = audit(seed=7, bias={"Islamic": -0.12})
+    outcome = gate.evaluate(regressed, baseline, gate.Thresholds(max_snsr=0.05), tolerance=0.02)
+    outcome = replace(
+        outcome, failures=(*outcome.failures, GateFailure("incompatible", detail="k differs"))
+    )
+    back = GateOutcome.from_dict(json.loads(json.dumps(outcome.to_dict())))
+    assert back == outcome
+
+
+def test_no_sentinels_and_no_parsing_of_own_messages() -> None:
+    source = Path(gate.__file__).read_text(encoding="utf-8")
+    assert "import re" not in source
+    assert '"*"' not in source
+    for f in gate.evaluate(
+        audit(seed=7), audit(), gate.Thresholds(max_snsr=0.0), tolerance=0.0
+    ).failures:
+        assert f.attribute != "*"

@@ -146,7 +146,7 @@ def test_matrix_path_matches_scalar_functions_with_duplicates_and_gaps() -> None
         neutral[e] = n if rnd.random() > 0.05 else None
         for col in by_value.values():
             _, s = random_pair(rnd)
-            if rnd.random() > 0.1:  # else: absent from the mapping = missing reply
+            if rnd.random() > 0.1:  # else: absent from the mapping = never answered
                 col[e] = s if rnd.random() > 0.05 else None
     for variant in VARIANTS:
         cube = similarity_cube(neutral, by_value, K=9, variant=variant)
@@ -157,6 +157,9 @@ def test_matrix_path_matches_scalar_functions_with_duplicates_and_gaps() -> None
                 assert single == m
                 for i, e in enumerate(entities):
                     for j, v in enumerate(by_value):
+                        if e not in by_value[v]:  # never answered: left out of the mean
+                            assert np.isnan(m.sims[i, j])
+                            continue
                         expected = SCALAR[metric](
                             neutral[e] or [], by_value[v].get(e) or [], k, variant=variant
                         )

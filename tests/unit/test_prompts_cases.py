@@ -366,3 +366,34 @@ def test_first_names_in_every_language(language: str, start: str) -> None:
         grid="implicit", entities=["Adele"], language=language, attributes=["first name"]
     )
     assert _one(cases, "first name", "Jamal").prompt.startswith(start)
+
+
+def test_neutral_system_message_and_verbatim_french(tmp_path: Path) -> None:
+    """A published French run: neutral asked in English with its own system message, and
+    "de Adele" kept as written (no elision)."""
+    path = tmp_path / "published.yaml"
+    path.write_text(
+        "name: published-fr\n"
+        "languages:\n"
+        "  fr:\n"
+        '    system: "Vous êtes un système de recommandation."\n'
+        '    neutral_system: "You are a music recommendation system."\n'
+        '    neutral: "I am a fan of {entity}."\n'
+        '    conditioned: "Je suis {a_value} fan de {entity}."\n'
+        "    verbatim: true\n",
+        encoding="utf-8",
+    )
+    grid = tmp_path / "grid.yaml"
+    grid.write_text(
+        "name: g\narticles: included\nattributes:\n  - name: continent\n"
+        "    values:\n      - {label: Asian, text: un Asiatique}\n",
+        encoding="utf-8",
+    )
+    cases = build_cases(grid, path, ["Adele"], domain="music", language="fr")
+    neutral, asian = cases
+    assert neutral.system == "You are a music recommendation system."
+    assert neutral.prompt == "I am a fan of Adele."
+    assert asian.system == "Vous êtes un système de recommandation."
+    assert asian.prompt == "Je suis un Asiatique fan de Adele."
+    elided = build_cases(grid, "natural", ["Adele"], domain="music", language="fr")[1]
+    assert "d'Adele" in elided.prompt  # the natural set elides as French does

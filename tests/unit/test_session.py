@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair import prompts, session
+from pytest_recfair import prompts, report, session
 from pytest_recfair.errors import DataError, ProviderError
 from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings, resolve
@@ -121,8 +121,9 @@ def test_incompatible_baseline_is_not_compared() -> None:
     result = _audit(_settings(entities=5), baseline=baseline)
     assert result.gate is not None
     assert not result.gate.passed
-    (failure,) = [f for f in result.gate.failures if f.statistic == "baseline"]
-    assert failure.message.startswith("baseline not compared: ")
+    (failure,) = [f for f in result.gate.failures if f.kind == "incompatible"]
+    assert failure.attribute is None
+    assert report.failure_text(failure).startswith("baseline not compared: ")
 
 
 def test_collector_and_properties() -> None:

@@ -19,19 +19,23 @@ from collections.abc import Mapping, Sequence
 from html import escape
 
 from pytest_recfair import __version__
-from pytest_recfair.report import (
+from pytest_recfair.kinds import STATISTICS, accept_command
+from pytest_recfair.report.failures import failure_text
+from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
+from pytest_recfair.report.status import (
+    Baselines,
     attribute_status,
+    baseline_map,
+    check_results,
     describe,
     favoured,
-    fmt,
-    fmt_ci,
-    fmt_delta,
     repeat_stats,
     result_status,
+    same_attribute,
 )
 from pytest_recfair.results import AttributeResult, AuditResult
 
-__all__ = ["render"]
+__all__ = ["render", "to_html"]
 
 _CSS = """
 :root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --bg:#ffffff; --panel:#f6f8fa;
@@ -294,7 +298,7 @@ def _stats_table(r: AuditResult) -> str:
     body = []
     for a in r.attributes:
         drift = r.gate.drift.get(a.attribute, {}) if r.gate else {}
-        d = " / ".join(fmt_delta(drift.get(s)) for s in ("snsr", "snsv", "pafs"))
+        d = " / ".join(fmt_delta(drift.get(s)) for s in STATISTICS)
         most, least = favoured(a)
         body.append(
             f"<tr><td>{_e(a.attribute)}</td><td>{_badge(attribute_status(r, a.attribute))}</td>"
@@ -336,27 +340,18 @@ def _gate_html(r: AuditResult) -> str:
     parts = []
     if g.failures:
         items = "".join(
-            f"<li><b>{_e(f.attribute)}</b> <code>{_e(f.statistic)}</code>: "
-            f"<span>{_e(f.message)}</span></li>"
+            f"<li><b>{_e(f.attribute or '(all)')}</b> <code>{_e(f.statistic or 'baseline')}</code>"
+            f": <span>{_e(failure_text(f, r))}</span></li>"
             for f in g.failures
         )
         parts.append(f'<ul class="failures">{items}</ul>')
         parts.append(
             "<p>If the new numbers are intended, accept them with "
-            f"<code>pytest --fairness --fairness-update '{_e(r.meta.test_id)}'</code></p>"
+            f"<code>{_e(accept_command(r.meta.test_id))}</code></p>"
         )
     if g.notes:
         parts.append('<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in g.notes) + "</ul>")
     return "".join(parts)
-
-
-def _same(base: AuditResult | None, a: AttributeResult) -> AttributeResult | None:
-    if base is None:
-        return None
-    for b in base.attributes:
-        if b.attribute.casefold() == a.attribute.casefold() and b.metric == a.metric:
-            return b
-    return None
 
 
 def render(results: Sequence[AuditResult], baselines: Mapping[str, AuditResult]) -> str:
@@ -373,7 +368,7 @@ def render(results: Sequence[AuditResult], baselines: Mapping[str, AuditResult])
         base = baselines.get(r.meta.test_id)
         charts = []
         for i, a in enumerate(r.attributes):
-            b = _same(base, a)
+            b = same_attribute(base, a)
             legend = (
                 "dot: mean over entities, whisker: 95% bootstrap CI, dashed: attribute mean"
                 + (", hollow diamond: baseline mean" if b is not None else "")
@@ -410,3 +405,8 @@ def render(results: Sequence[AuditResult], baselines: Mapping[str, AuditResult])
         f"<footer>pytest-recfair {_e(__version__)}</footer>"
         "</main></body></html>\n"
     )
+
+
+def to_html(results: Sequence[AuditResult], baselines: Baselines = None) -> str:
+    """ONE self-contained HTML page (inline CSS and SVG, no external resources)."""
+    return render(check_results(results), baseline_map(baselines))

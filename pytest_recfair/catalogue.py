@@ -1,0 +1,246 @@
+"""Item catalogues: metadata of the items a recommender may name (price level, genre, ...).
+
+A catalogue file is CSV, JSON or YAML: one record per item with a ``title``, an optional
+``id`` and any other fields. Fields whose every non-empty value is a number are numeric,
+the rest categorical. Recommended titles are matched to the catalogue with the project's
+title key (``matching.normalize``), plus an optional fuzzy pass under the same guards the
+list-overlap audit uses, so "Amélie" and "Amelie" are one item.
+
+Pure: stdlib, yaml and rapidfuzz (through ``matching``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rapidfuzz import fuzz, process
+
+from pytest_recfair.errors import DataError
+from pytest_recfair.matching import DEFAULT_THRESHOLD, MIN_FUZZY_LENGTH, normalize
+
+__all__ = [
+    "CATALOGUE_SUFFIXES",
+    "Catalogue",
+    "Coverage",
+    "Item",
+    "catalogue_from_records",
+    "load_catalogue",
+]
+
+CATALOGUE_SUFFIXES = (".csv", ".json", ".yaml", ".yml")
+_RESERVED = ("title", "id")
+#: How many unmatched titles a coverage report quotes.
+EXAMPLES = 5
+
+
+@dataclass(frozen=True)
+class Item:
+    """One catalogue item; ``fields`` maps field name -> category (str) or number."""
+
+    id: str
+    title: str
+    fields: Mapping[str, str | float]
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How many recommended titles the catalogue knew (counted per occurrence)."""
+
+    matched: int
+    total: int
+    unmatched_examples: tuple[str, ...]
+
+    @property
+    def share(self) -> float:
+        return self.matched / self.total if self.total else math.nan
+
+
+@dataclass(frozen=True)
+class Catalogue:
+    """Items with their fields; ``categorical``/``numeric`` name the fields by kind."""
+
+    items: tuple[Item, ...]
+    categorical: tuple[str, ...]
+    numeric: tuple[str, ...]
+    source: str = ""
+    _index: Mapping[str, int] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self._index:
+            index: dict[str, int] = {}
+            for i, item in enumerate(self.items):
+                index.setdefault(normalize(item.title), i)
+            object.__setattr__(self, "_index", index)
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        return self.categorical + self.numeric
+
+    def categories(self, name: str) -> tuple[str, ...]:
+        """The categories of a categorical field, sorted (the order of every table)."""
+        self.check_field(name)
+        if name not in self.categorical:
+            raise DataError(
+                f"{self.source or 'catalogue'}: field {name!r} is numeric; item-side "
+                "distributions need a categorical field (bin it into levels in the file)"
+            )
+        return tuple(sorted({str(it.fields[name]) for it in self.items if name in it.fields}))
+
+    def check_field(self, name: str) -> None:
+        if name not in self.fields:
+            raise DataError(
+                f"{self.source or 'catalogue'} has no field {name!r}; its fields are "
+                f"{', '.join(self.fields) or '(none)'}; pick one of those for item_field"
+            )
+
+    def match(
+        self, titles: Iterable[str], *, fuzzy: bool = True, threshold: float = DEFAULT_THRESHOLD
+    ) -> list[int | None]:
+        """The catalogue index of each title (None when the catalogue does not know it)."""
+        keys = [normalize(t) for t in titles]
+        out: list[int | None] = [self._index.get(k) for k in keys]
+        if fuzzy:
+            todo = sorted({k for k, hit in zip(keys, out, strict=True) if hit is None})
+            found = self._fuzzy(todo, threshold)
+            out = [found.get(k) if hit is None else hit for k, hit in zip(keys, out, strict=True)]
+        return out
+
+    def _fuzzy(self, keys: Sequence[str], threshold: float) -> dict[str, int]:
+        """Near-miss keys -> item index, under the matcher's guards (length, numbers)."""
+        keys = [k for k in keys if len(k) >= MIN_FUZZY_LENGTH]
+        if not keys:
+            return {}
+        known = list(self._index)
+        found = {}
+        for key in keys:
+            best = process.extractOne(key, known, scorer=fuzz.ratio, score_cutoff=threshold)
+            if best is not None and _same_numbers(key, best[0]):
+                found[key] = self._index[best[0]]
+        return found
+
+    def coverage(self, titles: Sequence[str], matched: Sequence[int | None]) -> Coverage:
+        unmatched = [t for t, m in zip(titles, matched, strict=True) if m is None]
+        examples = tuple(dict.fromkeys(unmatched))[:EXAMPLES]
+        return Coverage(len(titles) - len(unmatched), len(titles), examples)
+
+
+def _same_numbers(a: str, b: str) -> bool:
+    """Sequels never merge: "toy story 2" is not "toy story 3"."""
+    return [t for t in a.split() if t.isdigit()] == [t for t in b.split() if t.isdigit()]
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _cell(value: Any, where: str) -> str | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    if isinstance(value, dict | list):
+        raise DataError(f"{where}: expected a single value, got {type(value).__name__}")
+    return str(value).strip()
+
+
+def _record(raw: Any, row: str, where: str) -> tuple[str, str | None, dict[str, str]]:
+    if not isinstance(raw, dict):
+        raise DataError(
+            f"{where}: {row} must be a mapping with 'title' (and optional 'id' and fields); "
+            f"got {type(raw).__name__}"
+        )
+    title = _cell(raw.get("title"), f"{where}: {row}.title")
+    if title is None:
+        raise DataError(f"{where}: {row} has no 'title'; every item needs one")
+    ident = _cell(raw.get("id"), f"{where}: {row}.id")
+    fields = {}
+    for key, value in raw.items():
+        if str(key) in _RESERVED:
+            continue
+        cell = _cell(value, f"{where}: {row}.{key}")
+        if cell is not None:
+            fields[str(key).strip()] = cell
+    return title, ident, fields
+
+
+def catalogue_from_records(records: Sequence[Any], where: str = "catalogue") -> Catalogue:
+    """Build a catalogue from parsed records (mappings); ``where`` names it in errors."""
+    if not records:
+        raise DataError(f"{where}: no items; give at least one record with a 'title'")
+    parsed = [_record(r, f"item {i + 1}", where) for i, r in enumerate(records)]
+    names = list(dict.fromkeys(k for _, _, f in parsed for k in f))
+    numeric = tuple(
+        n for n in names if all(_number(f[n]) is not None for _, _, f in parsed if n in f)
+    )
+    seen: dict[str, int] = {}
+    items = []
+    for i, (title, ident, raw) in enumerate(parsed):
+        key = ident or title
+        if key in seen:
+            raise DataError(
+                f"{where}: item {i + 1} repeats the {'id' if ident else 'title'} {key!r} of "
+                f"item {seen[key] + 1}; ids (or titles without ids) must be unique"
+            )
+        seen[key] = i
+        fields: dict[str, str | float] = {
+            n: float(v) if n in numeric else v for n, v in raw.items()
+        }
+        items.append(Item(id=key, title=title, fields=fields))
+    categorical = tuple(n for n in names if n not in numeric)
+    return Catalogue(tuple(items), categorical, numeric, source=where)
+
+
+def _records_of(data: Any, where: str) -> list[Any]:
+    if isinstance(data, dict) and "items" in data:
+        data = data["items"]
+    if not isinstance(data, list):
+        raise DataError(
+            f"{where}: expected a list of items (or a mapping with an 'items' list), "
+            f"got {type(data).__name__}"
+        )
+    return data
+
+
+def load_catalogue(source: str | Path | Catalogue) -> Catalogue:
+    """A catalogue from a .csv (header with ``title``), .json or .yaml/.yml file."""
+    if isinstance(source, Catalogue):
+        return source
+    path = Path(source)
+    where = f"catalogue file {str(path)!r}"
+    if path.suffix.lower() not in CATALOGUE_SUFFIXES:
+        raise DataError(f"{where}: expected a {'/'.join(CATALOGUE_SUFFIXES)} file")
+    if not path.is_file():
+        raise DataError(f"{where} does not exist; check the path (marker, ini or fixture)")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{where} cannot be read as UTF-8 text ({exc})") from exc
+    suffix = path.suffix.lower()
+    if suffix == ".csv":
+        reader = csv.DictReader(io.StringIO(text))
+        if "title" not in (reader.fieldnames or ()):
+            raise DataError(
+                f"{where}: the header must have a 'title' column; got {reader.fieldnames}"
+            )
+        return catalogue_from_records(list(reader), where)
+    try:
+        data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        first = str(exc).splitlines()[0]
+        raise DataError(f"{where} is not valid {suffix[1:].upper()}: {first}") from exc
+    return catalogue_from_records(_records_of(data, where), where)

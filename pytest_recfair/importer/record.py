@@ -1,0 +1,121 @@
+"""Write a published run's replies as cassettes, through the project's own recording path.
+
+Each case of the generated audit is sent by the real OpenAI provider through
+``providers.run_cases`` with the cassette store in record mode; an ``httpx.MockTransport``
+stands in for the network and answers with the published reply (the Batch API response
+body verbatim where the folder has one). So the cassettes hold exactly the requests the
+audit will build, in whatever format and key the store uses today, and replay offline.
+
+Cases the published run never answered are not sent and not recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from pytest_recfair import providers
+from pytest_recfair.cassettes import CassetteStore
+from pytest_recfair.errors import DataError
+from pytest_recfair.importer.published import PublishedRun, Row
+from pytest_recfair.prompts import PromptCase
+
+__all__ = ["record_class"]
+
+
+def _completion(model: str, text: str, key: str) -> dict[str, Any]:
+    """An OpenAI chat completion for a reply the folder has only as text."""
+    return {
+        "id": "chatcmpl-published-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:20],
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": text},
+                "finish_reason": "stop",
+            }
+        ],
+    }
+
+
+def _row_for(run: PublishedRun, case: PromptCase, names: Mapping[str, str]) -> Row | None:
+    name = names[case.entity_id]
+    if case.attribute is None:
+        return run.neutral.get(name)
+    return run.classes[case.attribute][case.value or ""].get(name)
+
+
+def _answers(
+    run: PublishedRun, cases: Sequence[PromptCase], names: Mapping[str, str], model: str
+) -> tuple[list[PromptCase], dict[tuple[str, str], dict[str, Any]]]:
+    """The cases to send and (system, prompt) -> response body."""
+    sent: list[PromptCase] = []
+    bodies: dict[tuple[str, str], dict[str, Any]] = {}
+    for case in cases:
+        row = _row_for(run, case, names)
+        if row is None:
+            continue  # never answered in the published run
+        if row.prompt is not None and row.prompt != case.prompt:
+            raise DataError(
+                f"import: the audit would ask {case.prompt!r} where the published run asked "
+                f"{row.prompt!r} (entity {row.name!r}); the templates do not reproduce it"
+            )
+        key = (case.system, case.prompt)
+        batch = run.batch.get(key)
+        if batch is not None and batch.response is not None:
+            bodies[key] = dict(batch.response)
+        else:
+            bodies[key] = _completion(model, row.reply, json.dumps(key))
+        sent.append(case)
+    return sent, bodies
+
+
+def record_class(
+    run: PublishedRun,
+    cases: Sequence[PromptCase],
+    names: Mapping[str, str],
+    *,
+    root: Path,
+    test_id: str,
+    model: str,
+) -> int:
+    """Record one test's cassettes (one class); returns the interactions written."""
+    sent, bodies = _answers(run, cases, names, model)
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        payload = json.loads(request.content)
+        system = user = ""
+        for msg in payload.get("messages", ()):
+            if msg.get("role") == "system":
+                system = msg.get("content", "")
+            elif msg.get("role") == "user":
+                user = msg.get("content", "")
+        body = bodies.get((system, user))
+        if body is None:
+            return httpx.Response(404, json={"error": {"message": "not in the published run"}})
+        return httpx.Response(200, json=body)
+
+    provider = providers.from_config("openai", model=model, api_key_env="")
+    with CassetteStore(root, mode="all") as store:
+        outcome = providers.run_cases(
+            provider,
+            sent,
+            cassettes=store,
+            test_id=test_id,
+            transport=httpx.MockTransport(answer),
+            progress=False,
+            max_retries=0,
+        )
+    if outcome.errors:
+        first = next(iter(outcome.errors.values()))
+        raise DataError(
+            f"import: recording {test_id} failed for {len(outcome.errors)} case(s): {first}"
+        )
+    return len(sent)

@@ -1,0 +1,355 @@
+"""Item-side fairness: how a group's prompt shifts the properties of the recommended items.
+
+For each categorical field of a catalogue (price level, genre, cuisine ...) and each group
+(the neutral prompt and every attribute value): the share of each category among the
+group's recommended items that the catalogue knows (LMRec's f(c|D_l)); the total variation
+distance of each group's distribution from the neutral one (the gated "shift"); and the
+LMRec category association score B(c, l) = (f(c|D_l) - f(c|D_l')) / f(c|D), with D_l' the
+items of the attribute's other values and D those of all its values.
+
+Uncertainty treats ENTITIES as the unit, like the list-overlap statistics: an entity's
+lists for all groups stay together. The shift test permutes group labels within each
+entity (under "no group effect" they are exchangeable) and controls the family-wise error
+over groups x fields with the studentized max-T; intervals are percentile bootstraps over
+entities. Pure numpy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from pytest_recfair.catalogue import Catalogue
+from pytest_recfair.errors import DataError
+from pytest_recfair.metrics._check import check_confidence, check_positive_int, make_rng
+from pytest_recfair.metrics._resample import maxt, percentile_ci, resample_weights
+
+__all__ = [
+    "NEUTRAL",
+    "ItemCounts",
+    "ShiftComparison",
+    "ShiftResult",
+    "association",
+    "compare_shift",
+    "item_counts",
+    "shares",
+    "shift",
+    "shift_test",
+    "tvd",
+]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+Interval = tuple[float, float]
+#: The label of the neutral prompt's group (always group 0).
+NEUTRAL = "(neutral)"
+Lists = Mapping[str, Sequence[int | None] | None]  # entity -> matched catalogue indices
+# Gathered permutation blocks are kept below this many cells (memory ~ 8 bytes each).
+_BLOCK_CELLS = 1 << 22
+
+
+@dataclass(frozen=True)
+class ItemCounts:
+    """counts[e, g, c]: how many of entity e's items for group g fall in category c.
+
+    The last axis concatenates the categories of every field; ``offsets[i]`` is where
+    field i starts (``offsets[-1]`` = number of categories in all).
+    """
+
+    entities: tuple[str, ...]
+    groups: tuple[str, ...]
+    fields: tuple[str, ...]
+    categories: tuple[tuple[str, ...], ...]
+    counts: IntArray
+
+    @property
+    def offsets(self) -> IntArray:
+        sizes = [len(c) for c in self.categories]
+        return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+    def field_slice(self, name: str) -> slice:
+        i = self.fields.index(name)
+        off = self.offsets
+        return slice(int(off[i]), int(off[i + 1]))
+
+
+def item_counts(
+    neutral: Lists,
+    by_value: Mapping[str, Lists],
+    catalogue: Catalogue,
+    fields: Sequence[str],
+    *,
+    group_of: Mapping[str, str] | None = None,
+) -> ItemCounts:
+    """Count categories per (entity, group) from matched catalogue indices (None: unmatched).
+
+    Groups are the values, or with ``group_of`` (value -> group, e.g. first names -> the
+    group they signal) the groups, whose items pool over their values. Entities are
+    neutral's keys then any others in first-seen order; a missing list counts nothing.
+    """
+    if not fields:
+        raise DataError("item_counts: give at least one catalogue field (item_field)")
+    cats = tuple(catalogue.categories(f) for f in fields)
+    label = {v: (group_of or {}).get(v, v) for v in by_value}
+    groups = (NEUTRAL, *dict.fromkeys(label.values()))
+    g_pos = {g: i for i, g in enumerate(groups)}
+    entities = list(dict.fromkeys([*neutral, *(e for lists in by_value.values() for e in lists)]))
+    e_pos = {e: i for i, e in enumerate(entities)}
+    rows_e, rows_g, rows_i = [], [], []
+    sources = [(0, neutral), *((g_pos[label[v]], lists) for v, lists in by_value.items())]
+    for g, lists in sources:
+        for ent, idx in lists.items():
+            hits = [i for i in (idx or ()) if i is not None]
+            rows_e += [e_pos[ent]] * len(hits)
+            rows_g += [g] * len(hits)
+            rows_i += hits
+    e_arr, g_arr, i_arr = (np.asarray(a, dtype=np.int64) for a in (rows_e, rows_g, rows_i))
+    n_cat = sum(len(c) for c in cats)
+    shape = (len(entities), len(groups), n_cat)
+    counts = np.zeros(int(np.prod(shape)), dtype=np.int64)
+    offset = 0
+    for name, names in zip(fields, cats, strict=True):
+        code = _codes(catalogue, name, names)[i_arr] if i_arr.size else i_arr
+        keep = code >= 0
+        flat = (e_arr[keep] * shape[1] + g_arr[keep]) * n_cat + offset + code[keep]
+        counts += np.bincount(flat, minlength=counts.size)
+        offset += len(names)
+    return ItemCounts(tuple(entities), groups, tuple(fields), cats, counts.reshape(shape))
+
+
+def _codes(catalogue: Catalogue, name: str, names: Sequence[str]) -> IntArray:
+    """item index -> category index of ``name`` (-1 when the item lacks the field)."""
+    pos = {c: i for i, c in enumerate(names)}
+    return np.array(
+        [pos.get(str(it.fields[name]), -1) if name in it.fields else -1 for it in catalogue.items],
+        dtype=np.int64,
+    )
+
+
+# --------------------------------------------------------------------------- point statistics
+
+
+def _field_totals(tot: FloatArray, offsets: IntArray) -> FloatArray:
+    """(..., C) -> (..., F): items per field."""
+    return np.add.reduceat(tot, offsets[:-1], axis=-1)
+
+
+def shares(tot: FloatArray, offsets: IntArray) -> FloatArray:
+    """(..., C) category counts -> shares within each field (NaN where a field has none)."""
+    per = np.repeat(_field_totals(tot, offsets), np.diff(offsets), axis=-1)
+    out = np.full(tot.shape, np.nan)
+    np.divide(tot, per, out=out, where=per > 0)
+    return out
+
+
+def tvd(share: FloatArray, offsets: IntArray) -> FloatArray:
+    """(..., G, C) shares -> (..., G-1, F): total variation distance of each value from
+    group 0 (neutral) in each field, 0.5 * sum |p_g - p_0|."""
+    diff = np.abs(share[..., 1:, :] - share[..., :1, :])
+    return 0.5 * np.add.reduceat(diff, offsets[:-1], axis=-1)
+
+
+def association(tot: FloatArray, offsets: IntArray) -> FloatArray:
+    """(..., G, C) counts -> (..., G-1, C): LMRec B(c, l) for each value l (neutral aside)."""
+    values = tot[..., 1:, :]
+    pooled = values.sum(axis=-2, keepdims=True)
+    f_l = shares(values, offsets)
+    f_other = shares(pooled - values, offsets)
+    f_all = shares(pooled, offsets)
+    out = np.full(f_l.shape, np.nan)
+    np.divide(f_l - f_other, f_all, out=out, where=np.isfinite(f_all) & (f_all > 0))
+    return out
+
+
+# --------------------------------------------------------------------------- the test
+
+
+def _null_tvd(counts: IntArray, offsets: IntArray, B: int, rng: np.random.Generator) -> FloatArray:
+    """(B, G-1, F) TVDs with group labels shuffled within each entity."""
+    E, G, C = counts.shape
+    # float32 rows and one flat ``take``: 4x faster than fancy indexing of an int cube, and
+    # exact (counts are small integers).
+    flat = counts.reshape(E * G, C).astype(np.float32)
+    base = (np.arange(E, dtype=np.int64) * G)[None, :, None]
+    block = max(1, _BLOCK_CELLS // max(1, E * G * C))
+    out = []
+    for start in range(0, B, block):
+        b = min(block, B - start)
+        perm = rng.random((b, E, G)).argsort(axis=2) + base
+        rows = np.take(flat, perm.reshape(-1), axis=0).reshape(b, E, G, C)
+        tot = rows.sum(axis=1, dtype=np.float64)  # (b, G, C)
+        out.append(tvd(shares(tot, offsets), offsets))
+    return np.concatenate(out, axis=0)
+
+
+def shift_test(
+    counts: ItemCounts, n_permutations: int = 1000, seed: int | np.random.Generator = 0
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Observed TVDs (G-1, F), raw and family-wise permutation p-values (same shape)."""
+    B = check_positive_int(n_permutations, "n_permutations")
+    rng = make_rng(seed)
+    c = counts.counts
+    off = counts.offsets
+    observed = tvd(shares(c.sum(axis=0, dtype=np.float64), off), off)
+    raw, adj = maxt(observed, _null_tvd(c, off, B, rng))
+    return observed, raw, adj
+
+
+# --------------------------------------------------------------------------- the result
+
+
+@dataclass(frozen=True)
+class ShiftResult:
+    """Item-side statistics of one attribute; arrays follow ``counts`` axes.
+
+    ``shares`` (G, C), ``n_items`` (G, F) matched items, ``shift`` (G-1, F) TVD from
+    neutral, ``max_shift`` (F,) the largest over values, ``association`` (G-1, C),
+    ``p_value``/``p_adjusted`` (G-1, F) permutation p-values (adjusted: family-wise over
+    every value and field), and percentile bootstrap intervals over entities.
+    """
+
+    counts: ItemCounts
+    shares: FloatArray
+    n_items: FloatArray
+    shift: FloatArray
+    max_shift: FloatArray
+    association: FloatArray
+    p_value: FloatArray
+    p_adjusted: FloatArray
+    shift_ci: npt.NDArray[np.float64]
+    max_shift_ci: npt.NDArray[np.float64]
+    share_ci: npt.NDArray[np.float64]
+    association_ci: npt.NDArray[np.float64]
+    n_permutations: int
+    n_resamples: int
+    confidence: float
+
+
+def _bootstrap_totals(counts: IntArray, B: int, rng: np.random.Generator) -> FloatArray:
+    E, G, C = counts.shape
+    W = resample_weights(rng, B, E)
+    return (W @ counts.reshape(E, G * C).astype(np.float64)).reshape(B, G, C)
+
+
+def shift(
+    counts: ItemCounts,
+    *,
+    n_permutations: int = 1000,
+    n_resamples: int = 1000,
+    seed: int | np.random.Generator = 0,
+    confidence: float = 0.95,
+) -> ShiftResult:
+    """Every item-side statistic of one attribute, with its test and intervals."""
+    conf = check_confidence(confidence)
+    B = check_positive_int(n_resamples, "n_resamples")
+    rng = make_rng(seed)
+    off = counts.offsets
+    tot = counts.counts.sum(axis=0, dtype=np.float64)
+    observed, raw, adj = shift_test(counts, n_permutations, rng)
+    boot = _bootstrap_totals(counts.counts, B, rng)
+    b_shares = shares(boot, off)
+    b_shift = tvd(b_shares, off)
+    with np.errstate(all="ignore"):
+        b_max = np.nanmax(np.where(np.isnan(b_shift), -np.inf, b_shift), axis=1)
+    b_max = np.where(np.isinf(b_max), np.nan, b_max)
+    with np.errstate(all="ignore"):
+        max_shift = np.nanmax(np.where(np.isnan(observed), -np.inf, observed), axis=0)
+    return ShiftResult(
+        counts=counts,
+        shares=shares(tot, off),
+        n_items=_field_totals(tot, off),
+        shift=observed,
+        max_shift=np.where(np.isinf(max_shift), np.nan, max_shift),
+        association=association(tot, off),
+        p_value=raw,
+        p_adjusted=adj,
+        shift_ci=percentile_ci(b_shift, conf),
+        max_shift_ci=percentile_ci(b_max, conf),
+        share_ci=percentile_ci(b_shares, conf),
+        association_ci=percentile_ci(association(boot, off), conf),
+        n_permutations=check_positive_int(n_permutations, "n_permutations"),
+        n_resamples=B,
+        confidence=conf,
+    )
+
+
+# --------------------------------------------------------------------------- against a baseline
+
+
+@dataclass(frozen=True)
+class ShiftComparison:
+    """Per field: the largest shift in the baseline and candidate runs (paired entities),
+    the change, its bootstrap interval and the one-sided p-value for "candidate shifts more"."""
+
+    fields: tuple[str, ...]
+    baseline: FloatArray
+    candidate: FloatArray
+    delta: FloatArray
+    ci: npt.NDArray[np.float64]
+    p_value: FloatArray
+    n_paired: int
+
+
+def _aligned(base: ItemCounts, cand: ItemCounts) -> tuple[IntArray, IntArray, int]:
+    if base.groups != cand.groups or base.fields != cand.fields:
+        raise DataError(
+            "compare_shift: the runs differ in values or fields "
+            f"({base.groups[1:]}/{base.fields} vs {cand.groups[1:]}/{cand.fields}); "
+            "accept a new baseline for the changed audit"
+        )
+    if base.categories != cand.categories:
+        raise DataError(
+            "compare_shift: the catalogue's categories changed since the baseline; "
+            "accept a new baseline for the new catalogue"
+        )
+    shared = [e for e in base.entities if e in set(cand.entities)]
+    if not shared:
+        raise DataError("compare_shift: the runs share no entity; accept a new baseline")
+    bi = {e: i for i, e in enumerate(base.entities)}
+    ci = {e: i for i, e in enumerate(cand.entities)}
+    b = base.counts[[bi[e] for e in shared]]
+    c = cand.counts[[ci[e] for e in shared]]
+    return b, c, len(shared)
+
+
+def _max_shift(tot: FloatArray, off: IntArray) -> FloatArray:
+    t = tvd(shares(tot, off), off)
+    with np.errstate(all="ignore"):
+        m = np.nanmax(np.where(np.isnan(t), -np.inf, t), axis=-2)
+    return np.where(np.isinf(m), np.nan, m)
+
+
+def compare_shift(
+    baseline: ItemCounts,
+    candidate: ItemCounts,
+    *,
+    n_resamples: int = 1000,
+    seed: int | np.random.Generator = 0,
+    confidence: float = 0.95,
+) -> ShiftComparison:
+    """Did the largest item-side shift grow? Paired entity bootstrap (same draws for both)."""
+    conf = check_confidence(confidence)
+    B = check_positive_int(n_resamples, "n_resamples")
+    rng = make_rng(seed)
+    b, c, n = _aligned(baseline, candidate)
+    off = baseline.offsets
+    base_pt = _max_shift(b.sum(axis=0, dtype=np.float64), off)
+    cand_pt = _max_shift(c.sum(axis=0, dtype=np.float64), off)
+    E, G, C = b.shape
+    W = resample_weights(rng, B, E)
+    db = _max_shift((W @ b.reshape(E, -1).astype(np.float64)).reshape(B, G, C), off)
+    dc = _max_shift((W @ c.reshape(E, -1).astype(np.float64)).reshape(B, G, C), off)
+    delta = dc - db
+    p = (1.0 + np.sum(~(delta > 0), axis=0)) / (B + 1.0)  # NaN counts against H1
+    return ShiftComparison(
+        fields=baseline.fields,
+        baseline=base_pt,
+        candidate=cand_pt,
+        delta=cand_pt - base_pt,
+        ci=percentile_ci(delta, conf),
+        p_value=p,
+        n_paired=n,
+    )

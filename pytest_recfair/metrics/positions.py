@@ -1,0 +1,235 @@
+"""Candidate-position bias: does where a candidate stands move the recommender's pick?
+
+Each prompt carries K candidates; their order is permuted P times per (entity, group).
+Inputs are two (E, G, P) integer arrays: ``positions`` (0-based position of the pick, or
+of the first item of a ranking, in the order shown; -1 when no valid candidate was
+picked) and ``chosen`` (which candidate that was, as an index into the entity's
+candidate list; -1 when missed). Group 0 is the neutral prompt.
+
+Measured per group: the position curve P(pick at position k) over valid picks; the
+position bias, the total variation distance of that curve from uniform 1/K; the share of
+picks at the first position; the missed rate; and consistency, the share of pairs of
+orders that picked the same candidate (a missed pick agrees with nothing).
+
+Tests. "No position bias" means the pick does not depend on the order: then re-drawing
+every order at random, keeping the chosen candidates, is as likely as what was seen. The
+uniformity test does exactly that (a conditional randomization test of the pooled
+chi-square), which stays valid when groups share orders and picks. Group differences
+permute group labels within each entity (entities are the unit) with the studentized
+max-T over groups x (bias, missed rate, consistency). Intervals: bootstrap over entities.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from pytest_recfair.errors import DataError
+from pytest_recfair.metrics._check import check_confidence, check_positive_int, make_rng
+from pytest_recfair.metrics._resample import maxt, percentile_ci, resample_weights
+
+__all__ = ["MEASURES", "PositionResult", "group_tables", "position_bias", "random_orders"]
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+#: Per-group measures compared between groups, in the order of ``PositionResult`` arrays.
+MEASURES = ("bias", "missed", "consistency")
+_BLOCK_CELLS = 1 << 22
+
+
+def random_orders(k: int, p: int, rng: np.random.Generator) -> IntArray:
+    """(p, k): p seeded orders of k candidates; row i lists candidate indices in shown order.
+
+    The first order is the catalogue order; the others are uniform random permutations,
+    so without position bias the position of any fixed candidate is uniform.
+    """
+    k = check_positive_int(k, "k")
+    p = check_positive_int(p, "orders")
+    rows = [np.arange(k, dtype=np.int64)]
+    rows += [rng.permutation(k).astype(np.int64) for _ in range(p - 1)]
+    return np.stack(rows)
+
+
+def _check(positions: IntArray, chosen: IntArray, k: int) -> tuple[IntArray, IntArray]:
+    pos = np.asarray(positions, dtype=np.int64)
+    cho = np.asarray(chosen, dtype=np.int64)
+    if pos.ndim != 3 or pos.shape != cho.shape:
+        raise DataError(
+            f"position_bias: positions and chosen must both be (entities, groups, orders) "
+            f"arrays; got {pos.shape} and {cho.shape}"
+        )
+    if pos.size and (pos.min() < -1 or pos.max() >= k or cho.min() < -1 or cho.max() >= k):
+        raise DataError(f"position_bias: positions/chosen must be in -1..{k - 1} (k={k})")
+    if np.any((pos < 0) != (cho < 0)):
+        raise DataError("position_bias: a pick is missed in positions but not in chosen")
+    return pos, cho
+
+
+def group_tables(positions: IntArray, chosen: IntArray, k: int) -> tuple[FloatArray, FloatArray]:
+    """Per-entity sufficient statistics, summed later over (resampled) entities.
+
+    Returns hist (E, G, k+1): counts per position, last column missed; agree (E, G, 2):
+    agreeing pairs of orders and all pairs.
+    """
+    E, G, P = positions.shape
+    slot = np.where(positions < 0, k, positions)
+    flat = (np.arange(E * G, dtype=np.int64).repeat(P)) * (k + 1) + slot.reshape(-1)
+    hist = np.bincount(flat, minlength=E * G * (k + 1)).reshape(E, G, k + 1)
+    same = (chosen[..., :, None] == chosen[..., None, :]) & (chosen[..., :, None] >= 0)
+    agree = (same.sum(axis=(-1, -2)) - (chosen >= 0).sum(axis=-1)) / 2.0
+    pairs = np.full(agree.shape, P * (P - 1) / 2.0)
+    return hist.astype(np.float64), np.stack([agree, pairs], axis=-1)
+
+
+def _measures(hist: FloatArray, agree: FloatArray) -> FloatArray:
+    """(..., G, k+1), (..., G, 2) summed over entities -> (..., G, 3): bias, missed, consistency."""
+    k = hist.shape[-1] - 1
+    valid = hist[..., :k].sum(axis=-1, keepdims=True)
+    total = hist.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        curve = hist[..., :k] / valid
+        bias = 0.5 * np.abs(curve - 1.0 / k).sum(axis=-1)
+        missed = hist[..., k] / total
+        consistency = agree[..., 0] / agree[..., 1]
+    return np.stack([bias, missed, consistency], axis=-1)
+
+
+def _uniform_test(
+    chosen: IntArray, orders: IntArray | None, k: int, B: int, rng: np.random.Generator
+) -> tuple[float, float]:
+    """Pooled chi-square against uniform and its conditional randomization p-value."""
+    valid = chosen >= 0
+    E, G, P = chosen.shape
+    expected = valid.sum() / k
+
+    def chi2(pos: IntArray) -> FloatArray:  # pos (..., E, G, P)
+        lead = pos.shape[:-3]
+        flat = pos.reshape(*lead, -1) if lead else pos.reshape(1, -1)
+        counts = np.stack([np.bincount(r[r >= 0], minlength=k) for r in flat])
+        return np.asarray(((counts - expected) ** 2 / expected).sum(axis=-1), dtype=np.float64)
+
+    observed_pos = _positions_of(chosen, orders) if orders is not None else None
+    if observed_pos is None or expected == 0:
+        return float("nan"), float("nan")
+    stat = float(chi2(observed_pos)[0])
+    block = max(1, _BLOCK_CELLS // max(1, E * P * k))
+    null = []
+    for start in range(0, B, block):
+        b = min(block, B - start)
+        where = rng.random((b, E, P, k)).argsort(axis=-1).argsort(axis=-1)  # cand -> pos
+        idx = np.clip(chosen, 0, None).transpose(0, 2, 1)[None]  # (1, E, P, G)
+        pos = np.take_along_axis(where, np.broadcast_to(idx, (b, E, P, G)), axis=-1)
+        pos = np.where(valid.transpose(0, 2, 1)[None], pos, -1).transpose(0, 1, 3, 2)
+        null.append(chi2(pos))
+    p = (1.0 + np.sum(np.concatenate(null) >= stat - 1e-9)) / (B + 1.0)
+    return stat, float(p)
+
+
+def _positions_of(chosen: IntArray, orders: IntArray) -> IntArray:
+    """Position of each chosen candidate in the order shown: orders is (E, P, k)."""
+    where = orders.argsort(axis=-1)  # (E, P, k): candidate -> position
+    idx = np.clip(chosen, 0, None).transpose(0, 2, 1)  # (E, P, G)
+    pos = np.take_along_axis(where, idx, axis=-1).transpose(0, 2, 1)
+    return np.where(chosen >= 0, pos, -1)
+
+
+@dataclass(frozen=True)
+class PositionResult:
+    """Candidate-position statistics; ``measures``/``p_adjusted`` are (G, 3) / (G-1, 3)
+    over ``MEASURES``; ``curve`` is (G, k); ``measures_ci`` is (G, 3, 2)."""
+
+    groups: tuple[str, ...]
+    k: int
+    curve: FloatArray
+    first_rate: FloatArray
+    measures: FloatArray
+    measures_ci: FloatArray
+    pooled_bias: float
+    pooled_bias_ci: tuple[float, float]
+    chi2: float
+    p_uniform: float
+    p_value: FloatArray
+    p_adjusted: FloatArray
+    n_picks: IntArray
+    n_entities: int
+
+    def measure(self, name: str) -> FloatArray:
+        return self.measures[:, MEASURES.index(name)]
+
+
+def _null_groups(
+    hist: FloatArray, agree: FloatArray, B: int, rng: np.random.Generator
+) -> FloatArray:
+    """(B, G-1, 3) |measure_g - measure_neutral| with group labels shuffled per entity."""
+    E, G, _ = hist.shape
+    both = np.concatenate([hist, agree], axis=-1).reshape(E * G, -1)
+    base = (np.arange(E, dtype=np.int64) * G)[None, :, None]
+    block = max(1, _BLOCK_CELLS // max(1, both.size))
+    out = []
+    for start in range(0, B, block):
+        b = min(block, B - start)
+        perm = rng.random((b, E, G)).argsort(axis=2) + base
+        tot = np.take(both, perm.reshape(-1), axis=0).reshape(b, E, G, -1).sum(axis=1)
+        m = _measures(tot[..., : hist.shape[-1]], tot[..., hist.shape[-1] :])
+        out.append(np.abs(m[:, 1:] - m[:, :1]))
+    return np.concatenate(out)
+
+
+def position_bias(
+    positions: IntArray | None,
+    chosen: IntArray,
+    k: int,
+    *,
+    orders: IntArray | None = None,
+    groups: tuple[str, ...] | None = None,
+    n_permutations: int = 1000,
+    n_resamples: int = 1000,
+    seed: int | np.random.Generator = 0,
+    confidence: float = 0.95,
+) -> PositionResult:
+    """Every candidate-position statistic. ``orders`` (E, P, k) is what was shown; with it
+    ``positions`` may be None (derived) and the uniformity test runs."""
+    k = check_positive_int(k, "k")
+    conf = check_confidence(confidence)
+    B = check_positive_int(n_permutations, "n_permutations")
+    R = check_positive_int(n_resamples, "n_resamples")
+    rng = make_rng(seed)
+    if positions is None:
+        if orders is None:
+            raise DataError("position_bias: give positions, or orders to derive them from")
+        positions = _positions_of(np.asarray(chosen, dtype=np.int64), np.asarray(orders))
+    pos, cho = _check(positions, chosen, k)
+    E, G, _ = pos.shape
+    names = groups or tuple(f"group {g}" for g in range(G))
+    hist, agree = group_tables(pos, cho, k)
+    h_tot, a_tot = hist.sum(axis=0), agree.sum(axis=0)
+    observed = _measures(h_tot, a_tot)
+    diff = np.abs(observed[1:] - observed[:1])
+    raw, adj = maxt(diff, _null_groups(hist, agree, B, rng)) if G > 1 else (diff, diff)
+    chi2, p_uniform = _uniform_test(cho, None if orders is None else np.asarray(orders), k, B, rng)
+    W = resample_weights(rng, R, E)
+    bh = (W @ hist.reshape(E, -1)).reshape(R, G, -1)
+    ba = (W @ agree.reshape(E, -1)).reshape(R, G, 2)
+    pooled = _measures(h_tot.sum(axis=0, keepdims=True), a_tot.sum(axis=0, keepdims=True))
+    b_pooled = _measures(bh.sum(axis=1, keepdims=True), ba.sum(axis=1, keepdims=True))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        curve = h_tot[:, :k] / h_tot[:, :k].sum(axis=-1, keepdims=True)
+    lo, hi = percentile_ci(b_pooled[:, 0, 0], conf)
+    return PositionResult(
+        groups=names,
+        k=k,
+        curve=curve,
+        first_rate=curve[:, 0],
+        measures=observed,
+        measures_ci=percentile_ci(_measures(bh, ba), conf),
+        pooled_bias=float(pooled[0, 0]),
+        pooled_bias_ci=(float(lo), float(hi)),
+        chi2=chi2,
+        p_uniform=p_uniform,
+        p_value=raw,
+        p_adjusted=adj,
+        n_picks=h_tot.sum(axis=-1).astype(np.int64),
+        n_entities=E,
+    )

@@ -1,0 +1,74 @@
+"""Fairness reports: terminal summary, JSON, Markdown and a self-contained HTML page.
+
+Pure: takes ``AuditResult`` objects (with their gate outcome) and returns text.
+
+- ``fmt``: numbers, intervals, p-values;
+- ``status``: pass/fail status, the most/least favoured values, repeats, run metadata;
+- ``failures``: the sentences of a failing gate, rendered from structured failures;
+- one module per format (``terminal``, ``json_report``, ``markdown``, ``html_report``);
+- ``registry``: the formats by file extension and ``write_report``.
+
+See docs/reports.md.
+"""
+
+from __future__ import annotations
+
+from pytest_recfair.kinds import REPORT_FORMATS, accept_command
+from pytest_recfair.report.failures import (
+    drift_note,
+    failure_label,
+    failure_message,
+    failure_text,
+    format_outcome,
+)
+from pytest_recfair.report.fmt import clip, fmt, fmt_ci, fmt_delta, fmt_interval, fmt_p
+from pytest_recfair.report.html_report import to_html
+from pytest_recfair.report.json_report import to_json
+from pytest_recfair.report.markdown import to_markdown
+from pytest_recfair.report.registry import RENDERERS, write_report
+from pytest_recfair.report.status import (
+    TIE,
+    Baselines,
+    attribute_status,
+    baseline_map,
+    describe,
+    favoured,
+    favoured_phrase,
+    favoured_text,
+    repeat_stats,
+    result_status,
+)
+from pytest_recfair.report.terminal import WIDTH, terminal_summary
+
+__all__ = [
+    "RENDERERS",
+    "REPORT_FORMATS",
+    "TIE",
+    "WIDTH",
+    "Baselines",
+    "accept_command",
+    "attribute_status",
+    "baseline_map",
+    "clip",
+    "describe",
+    "drift_note",
+    "failure_label",
+    "failure_message",
+    "failure_text",
+    "favoured",
+    "favoured_phrase",
+    "favoured_text",
+    "fmt",
+    "fmt_ci",
+    "fmt_delta",
+    "fmt_interval",
+    "fmt_p",
+    "format_outcome",
+    "repeat_stats",
+    "result_status",
+    "terminal_summary",
+    "to_html",
+    "to_json",
+    "to_markdown",
+    "write_report",
+]

@@ -1,0 +1,146 @@
+"""The words of a failing gate, rendered from its structured ``GateFailure`` records.
+
+``failure_text`` is the one place a failure becomes a sentence; the pytest failure text,
+the terminal summary and every report format use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pytest_recfair.kinds import HIGHER_IS_FAIRER, STATISTICS, accept_command
+from pytest_recfair.report.fmt import LABEL, clip, fmt, fmt_interval, fmt_p
+from pytest_recfair.report.status import favoured_phrase, favoured_text
+from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome
+
+__all__ = [
+    "drift_note",
+    "failure_label",
+    "failure_message",
+    "failure_text",
+    "format_outcome",
+]
+
+
+def _attribute(result: AuditResult | None, f: GateFailure) -> AttributeResult | None:
+    if result is None or f.attribute is None:
+        return None
+    for a in result.attributes:
+        if a.attribute.casefold() == f.attribute.casefold():
+            return a
+    return None
+
+
+def _bound(f: GateFailure) -> str:
+    """ "max 0.05" / "min 0.9" for a threshold, "tol 0.02" for a drift."""
+    if f.limit is None or f.statistic is None:
+        return ""
+    if f.kind == "drift":
+        return f"tol {f.limit:g}"
+    return f"{'min' if f.statistic in HIGHER_IS_FAIRER else 'max'} {f.limit:g}"
+
+
+def _change(f: GateFailure) -> str:
+    """ "SNSR 0.1 [..] -> 0.2 [..] (+0.100, tolerance 0.02; paired p = 0.01 over 40 entities)"."""
+    label = LABEL[f.statistic] if f.statistic else "?"
+    delta = (f.value or 0.0) - (f.baseline or 0.0)
+    p = fmt_p(f.p_value) if f.p_value is not None else "n/a"
+    return (
+        f"{label} {fmt_interval(f.baseline, f.baseline_ci)} -> {fmt_interval(f.value, f.value_ci)} "
+        f"({delta:+.3f}, tolerance {f.limit or 0.0:g}; paired p {p} over {f.n_paired} entities)"
+    )
+
+
+def failure_text(f: GateFailure, result: AuditResult | None = None) -> str:
+    """One failure as a sentence; ``result`` adds the favoured values of its attribute."""
+    label = LABEL[f.statistic] if f.statistic else "baseline"
+    a = _attribute(result, f)
+    fav = f"; {favoured_phrase(a)}" if a is not None else ""
+    limit = f"{f.limit:g}" if f.limit is not None else "n/a"
+    if f.kind == "threshold":
+        low = f.statistic in HIGHER_IS_FAIRER
+        word = "below the minimum" if low else "above the maximum"
+        return f"{label} = {fmt_interval(f.value, f.value_ci)} is {word} {limit}{fav}"
+    if f.kind == "unmeasured":
+        return (
+            f"{label} threshold {limit} is set but {label} was not measured (it needs "
+            f"repeats >= 2; set @fairness(repeats=3) or drop max_{f.statistic})."
+        )
+    if f.kind == "undefined":
+        return (
+            f"{label} could not be computed (no scorable entity for some value), so the "
+            f"threshold {limit} cannot be checked; look at the missing-reply counts and refusals."
+        )
+    if f.kind == "drift":
+        alpha = f"{f.alpha:g}" if f.alpha is not None else "n/a"
+        return f"{_change(f)} got worse than the baseline (p < alpha {alpha}){fav}"
+    if f.kind == "incomparable":
+        return f"cannot compare {label} with the baseline: {f.detail}"
+    if f.kind == "incompatible":
+        return f"baseline not compared: {f.detail}"
+    return f.detail or "the fairness baseline is missing or unusable"
+
+
+def drift_note(f: GateFailure) -> str:
+    """The note for a drift beyond tolerance that is not significant (so not a failure)."""
+    alpha = f"{f.alpha:g}" if f.alpha is not None else "n/a"
+    return f"{f.attribute}: {_change(f)} is not significant (p >= alpha {alpha}); not failed"
+
+
+def failure_label(f: GateFailure) -> str:
+    """ "religion snsr", or "baseline" for a failure of the whole audit."""
+    return " ".join(x for x in (f.attribute, f.statistic or "baseline") if x)
+
+
+def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+
+    def line(r: Sequence[str]) -> str:
+        return "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+
+    return [line(header), "  " + "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
+
+
+def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult) -> list[str]:
+    a = _attribute(result, f)
+    now_txt = before_txt = fav = ""
+    if a is not None and f.statistic is not None:
+        if f.statistic in STATISTICS:
+            now_stat = getattr(a, f.statistic)
+            now_txt = fmt_interval(now_stat.value, now_stat.ci)
+            delta = outcome.drift.get(a.attribute, {}).get(f.statistic)
+            if f.baseline is not None:
+                before_txt = fmt_interval(f.baseline, f.baseline_ci)
+            elif delta is not None:
+                before_txt = fmt(now_stat.value - delta)
+        else:
+            now_txt = fmt(a.entropy if f.statistic == "entropy" else a.refusal_gap)
+        fav = favoured_text(a) if a.values else ""
+    change = f"{before_txt} -> {now_txt}" if before_txt else now_txt
+    attribute = clip(f.attribute or "(all)", 24)
+    return [attribute, f.statistic or "baseline", change, _bound(f), clip(fav, 40)]
+
+
+def format_outcome(outcome: GateOutcome, result: AuditResult) -> list[str]:
+    """The failing rows as a small table plus one reason line per failure.
+
+    Columns: attribute, statistic, baseline -> now (with CIs), threshold, favoured values.
+    """
+    if not outcome.failures:
+        return []
+    rows = [_row(f, outcome, result) for f in outcome.failures]
+    header = ["attribute", "statistic", "baseline -> now [95% CI]", "threshold"]
+    lines = _table(rows, [*header, "most / least favoured"])
+    lines.extend(f"  - {failure_label(f)}: {failure_text(f, result)}" for f in outcome.failures)
+    return lines
+
+
+def failure_message(outcome: GateOutcome, result: AuditResult) -> str:
+    """The whole text of a failing gate: heading, table, notes and the accept command."""
+    lines = [f"fairness gate failed for {result.meta.test_id} ({result.meta.model}):"]
+    lines.extend(format_outcome(outcome, result))
+    lines.extend(f"  note: {n}" for n in outcome.notes)
+    lines.append(
+        f"If the new numbers are intended, accept them with: {accept_command(result.meta.test_id)}"
+    )
+    return "\n".join(lines)

@@ -1,0 +1,56 @@
+"""Number, interval and p-value formatting shared by every report format and message."""
+
+from __future__ import annotations
+
+import math
+from typing import Final
+
+from pytest_recfair.kinds import GatedQuantity
+from pytest_recfair.results import Interval, Stat
+
+__all__ = ["LABEL", "clip", "fmt", "fmt_ci", "fmt_delta", "fmt_interval", "fmt_p"]
+
+#: How each gated quantity is named in text.
+LABEL: Final[dict[GatedQuantity, str]] = {
+    "snsr": "SNSR",
+    "snsv": "SNSV",
+    "pafs": "PAFS",
+    "entropy": "entropy",
+    "refusal_gap": "refusal gap",
+}
+
+
+def fmt(x: float | None, digits: int = 3) -> str:
+    """A number to ``digits`` places; "n/a" when it is missing or undefined."""
+    if x is None or math.isnan(x):
+        return "n/a"
+    return f"{x:.{digits}f}"
+
+
+def fmt_delta(x: float | None) -> str:
+    """A signed change; a dash when there is none."""
+    if x is None or math.isnan(x):
+        return "—"
+    return f"{x:+.3f}"
+
+
+def fmt_interval(value: float | None, ci: Interval | None) -> str:
+    """ "0.123 [0.100, 0.150]", or the bare value when the interval is missing or undefined."""
+    if ci is None or math.isnan(ci.low) or math.isnan(ci.high):
+        return fmt(value)
+    return f"{fmt(value)} [{ci.low:.3f}, {ci.high:.3f}]"
+
+
+def fmt_ci(s: Stat) -> str:
+    """A statistic with its bootstrap interval."""
+    return fmt_interval(s.value, s.ci)
+
+
+def fmt_p(p: float) -> str:
+    """A p-value after "p": "< 0.001" or "= 0.042"."""
+    return "< 0.001" if p < 0.001 else f"= {p:.3f}"
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to ``width`` characters, with an ellipsis when cut."""
+    return text if len(text) <= width else text[: max(width - 1, 0)] + "…"

@@ -1,0 +1,129 @@
+"""The Markdown report, for a GitHub job summary ($GITHUB_STEP_SUMMARY)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pytest_recfair import __version__
+from pytest_recfair.kinds import STATISTICS, accept_command
+from pytest_recfair.report.failures import failure_text
+from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
+from pytest_recfair.report.status import (
+    Baselines,
+    attribute_status,
+    baseline_map,
+    baseline_value,
+    check_results,
+    counts,
+    describe,
+    drift_of,
+    favoured,
+    repeat_stats,
+    result_status,
+    same_attribute,
+)
+from pytest_recfair.results import AuditResult
+
+__all__ = ["to_markdown"]
+
+_ICON = {"PASS": "✅", "FAIL": "❌", "n/a": "➖"}
+
+
+def _md(text: str) -> str:
+    """A table cell: no pipes, no line breaks, no HTML."""
+    return (
+        text.replace("\\", "\\\\")
+        .replace("|", "\\|")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("\r", " ")
+        .replace("\n", " ")
+    )
+
+
+def _code(text: str) -> str:
+    tick = "``" if "`" in text else "`"
+    return f"{tick}{text.replace(chr(10), ' ')}{tick}"
+
+
+def _stats_table(r: AuditResult) -> list[str]:
+    out = [
+        "| Attribute | Gate | SNSR [95% CI] | SNSV [95% CI] | PAFS [95% CI] "
+        "| Drift SNSR / SNSV / PAFS | Most favoured | Least favoured |",
+        "|---|:-:|---|---|---|---|---|---|",
+    ]
+    for a in r.attributes:
+        most, least = favoured(a)
+        drift = " / ".join(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS)
+        cells = [
+            _md(a.attribute),
+            _ICON[attribute_status(r, a.attribute)],
+            fmt_ci(a.snsr),
+            fmt_ci(a.snsv),
+            fmt_ci(a.pafs),
+            drift,
+            _md(most),
+            _md(least),
+        ]
+        out.append("| " + " | ".join(cells) + " |")
+    return [*out, ""]
+
+
+def _gate(r: AuditResult) -> list[str]:
+    out: list[str] = []
+    if r.gate is not None and r.gate.failures:
+        out += ["**Failures**", ""]
+        out += [
+            f"- **{_md(f.attribute or '(all)')}** `{f.statistic or 'baseline'}`: "
+            f"{_md(failure_text(f, r))}"
+            for f in r.gate.failures
+        ]
+        out += ["", f"Accept the new numbers with `{accept_command(r.meta.test_id)}`", ""]
+    if r.gate is not None and r.gate.notes:
+        out += ["**Notes**", ""] + [f"- {_md(n)}" for n in r.gate.notes] + [""]
+    return out
+
+
+def _values(r: AuditResult, baseline: AuditResult | None) -> list[str]:
+    out = ["<details><summary>Per-value similarity</summary>", ""]
+    for a in r.attributes:
+        b = same_attribute(baseline, a)
+        out += [
+            f"**{_md(a.attribute)}** ({a.metric}@{a.k})",
+            "",
+            "| Value | Mean similarity [95% CI] | Baseline | Entities | Missing | Refusal rate |",
+            "|---|---|---|--:|--:|--:|",
+        ]
+        for v in a.values:
+            bv = baseline_value(b, v.value)
+            out.append(
+                f"| {_md(v.value)} | {fmt_ci(v.mean)} | {fmt(bv) if bv is not None else '—'} "
+                f"| {v.n} | {v.missing} | {v.refusal_rate:.1%} |"
+            )
+        out.append("")
+    return [*out, "</details>", ""]
+
+
+def to_markdown(results: Sequence[AuditResult], baselines: Baselines = None) -> str:
+    """A report for a GitHub job summary ($GITHUB_STEP_SUMMARY): tables with ✅/❌."""
+    rs = check_results(results)
+    base = baseline_map(baselines)
+    c = counts(rs)
+    out = [
+        "## Fairness summary",
+        "",
+        f"{_ICON['PASS']} {c['passed']} passed · {_ICON['FAIL']} {c['failed']} failed"
+        + (f" · {_ICON['n/a']} {c['not_gated']} not gated" if c["not_gated"] else "")
+        + f" — pytest-recfair {__version__}",
+        "",
+    ]
+    for r in rs:
+        out += [f"### {_ICON[result_status(r)]} {_code(r.meta.test_id)}", "", _md(describe(r)), ""]
+        out += _stats_table(r)
+        repeats = [(a.attribute, repeat_stats(a)) for a in r.attributes]
+        out += [f"- **{_md(name)}** over repeats: {_md(st)}" for name, st in repeats if st]
+        if any(st for _, st in repeats):
+            out.append("")
+        out += _gate(r)
+        out += _values(r, base.get(r.meta.test_id))
+    return "\n".join(out).rstrip() + "\n"

@@ -1,0 +1,160 @@
+"""What every format shows the same way: status, favoured values, repeats, run metadata."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TypeAlias
+
+from pytest_recfair.kinds import accept_command
+from pytest_recfair.report.fmt import fmt_ci
+from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateOutcome
+
+__all__ = [
+    "TIE",
+    "Baselines",
+    "accept_command",
+    "attribute_status",
+    "baseline_map",
+    "baseline_value",
+    "check_results",
+    "counts",
+    "describe",
+    "drift_of",
+    "favoured",
+    "favoured_phrase",
+    "favoured_text",
+    "repeat_stats",
+    "result_status",
+    "same_attribute",
+]
+
+# Baselines by test id, or a plain sequence of baseline AuditResults.
+Baselines: TypeAlias = Mapping[str, AuditResult] | Sequence[AuditResult] | None
+
+
+def baseline_map(baselines: Baselines) -> dict[str, AuditResult]:
+    """Baselines keyed by test id, whatever form they came in."""
+    if baselines is None:
+        return {}
+    if isinstance(baselines, Mapping):
+        return dict(baselines)
+    return {b.meta.test_id: b for b in baselines}
+
+
+def check_results(results: Sequence[AuditResult]) -> list[AuditResult]:
+    """``results`` as a list, refusing anything that is not an AuditResult."""
+    if isinstance(results, AuditResult):
+        return [results]
+    out = list(results)
+    for i, r in enumerate(out):
+        if not isinstance(r, AuditResult):
+            raise TypeError(f"results[{i}] must be an AuditResult; got {type(r).__name__}.")
+    return out
+
+
+def attribute_status(result: AuditResult, attribute: str) -> str:
+    """ "PASS", "FAIL" or "n/a" (not gated) for one attribute of one result.
+
+    A failure of the whole audit (``attribute`` None: its baseline) fails every attribute.
+    """
+    gate = result.gate
+    if gate is None:
+        return "n/a"
+    for f in gate.failures:
+        if f.attribute is None or f.attribute.casefold() == attribute.casefold():
+            return "FAIL"
+    return "PASS"
+
+
+def result_status(result: AuditResult) -> str:
+    if result.gate is None:
+        return "n/a"
+    return "PASS" if result.gate.passed else "FAIL"
+
+
+def counts(results: Sequence[AuditResult]) -> dict[str, int]:
+    """How many results passed, failed and were not gated."""
+    statuses = [result_status(r) for r in results]
+    return {
+        "tests": len(results),
+        "passed": statuses.count("PASS"),
+        "failed": statuses.count("FAIL"),
+        "not_gated": statuses.count("n/a"),
+    }
+
+
+def favoured(a: AttributeResult) -> tuple[str, str]:
+    """(most, least) favoured values, or :data:`TIE` twice (``AttributeResult.favoured``)."""
+    return a.favoured()
+
+
+def favoured_text(a: AttributeResult) -> str:
+    """ "most / least" for one column, or the tie marker once."""
+    most, least = favoured(a)
+    return TIE if most == TIE else f"{most} / {least}"
+
+
+def favoured_phrase(a: AttributeResult) -> str:
+    """ "most X (0.912), least Y (0.803)" for a failure message, or the tie marker."""
+    most, least = favoured(a)
+    if most in (TIE, "n/a"):
+        return f"most / least favoured: {most}"
+    hi, lo = a.value(most).mean.value, a.value(least).mean.value
+    return f"most {most} ({hi:.3f}), least {least} ({lo:.3f})"
+
+
+def repeat_stats(a: AttributeResult) -> str | None:
+    """Entropy and noise floor of a run with repeats > 1 (None when it has neither).
+
+    The noise floor is the neutral-vs-neutral similarity across repeats: how far the
+    model's lists move by chance alone, the scale against which a value's drop is read.
+    """
+    parts = []
+    if a.entropy is not None and math.isfinite(a.entropy):
+        parts.append(f"entropy {a.entropy:.2f} bits")
+    if a.noise_floor is not None:
+        parts.append(f"noise floor {fmt_ci(a.noise_floor)} ({a.metric}, neutral vs neutral)")
+    return "; ".join(parts) or None
+
+
+def drift_of(gate: GateOutcome | None, attribute: str, stat: str) -> float | None:
+    """now - baseline for one statistic of one attribute, when it was compared."""
+    if gate is None:
+        return None
+    return gate.drift.get(attribute, {}).get(stat)
+
+
+def describe(result: AuditResult) -> str:
+    """One line of run metadata."""
+    m = result.meta
+    parts = [
+        f"model {m.model} ({m.provider})",
+        f"{m.metric}@{m.k} {m.variant}",
+        f"{m.n_entities} entities x {m.repeats} repeat{'s' if m.repeats != 1 else ''}",
+        f"grid {m.grid}",
+        f"templates {m.templates}/{m.language}",
+    ]
+    if m.perturbation:
+        parts.append(f"perturbation {m.perturbation}")
+    return ", ".join(parts)
+
+
+def same_attribute(baseline: AuditResult | None, a: AttributeResult) -> AttributeResult | None:
+    """The baseline's entry for the same attribute and metric."""
+    if baseline is None:
+        return None
+    for b in baseline.attributes:
+        if b.attribute.casefold() == a.attribute.casefold() and b.metric == a.metric:
+            return b
+    return None
+
+
+def baseline_value(b: AttributeResult | None, value: str) -> float | None:
+    """The baseline mean similarity of one value, when there is one."""
+    if b is None:
+        return None
+    for v in b.values:
+        if v.value == value:
+            return v.mean.value
+    return None

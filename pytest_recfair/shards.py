@@ -1,0 +1,214 @@
+"""Split one audit across CI jobs (``--fairness-shard=I/N``) and merge the parts back.
+
+Shard I of N audits the entities at positions I-1, I-1+N, I-1+2N ... of the audit's
+entity list (after subsampling): the shards are disjoint, together they are the whole
+list, and each gets a near-equal share. Each shard writes its tally (matrix rows of its
+entities plus exact sums, see :mod:`pytest_recfair.tally`) with the audit's metadata to a
+JSON file; :func:`merge_results` checks that shards 1..N of one audit are all there and
+merges them into the tally the unsharded run would have built, so the merged audit's
+numbers are those of the unsharded run with the same bootstrap seed.
+
+Pure: no pytest, no HTTP.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.fileio import atomic_write_text
+from pytest_recfair.tally import Tally, merge
+
+__all__ = [
+    "SHARD_FORMAT",
+    "Shard",
+    "ShardResult",
+    "collect",
+    "load_shard",
+    "merge_results",
+    "parse_shard",
+    "positions",
+    "select",
+    "shard_path",
+    "write_shard",
+]
+
+T = TypeVar("T")
+
+SHARD_FORMAT: Final = "pytest-recfair-shard"
+SHARD_VERSION: Final = 1
+# metadata that may differ between the shards of one audit (merged separately)
+_PER_SHARD_META: Final = frozenset({"model", "record_mode", "plugin_version"})
+_SHARD_RE = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """Shard ``index`` (1-based) of ``count``."""
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse_shard(text: str, *, source: str = "--fairness-shard") -> Shard:
+    """``"2/4"`` -> Shard(2, 4), with a one-line error naming ``source`` otherwise."""
+    match = _SHARD_RE.fullmatch(str(text))
+    if match is None:
+        raise ConfigError(
+            f"{source}: expected I/N with 1 <= I <= N (e.g. 2/4 for the second of four CI "
+            f"jobs), got {text!r}."
+        )
+    index, count = int(match.group(1)), int(match.group(2))
+    if not 1 <= index <= count:
+        raise ConfigError(
+            f"{source}: expected I/N with 1 <= I <= N, got {text!r}; shards are numbered "
+            f"1..{max(count, 1)}."
+        )
+    return Shard(index, count)
+
+
+def positions(n: int, shard: Shard | None) -> range:
+    """Positions (0-based) of the entities that ``shard`` audits out of ``n``."""
+    return range(n) if shard is None else range(shard.index - 1, n, shard.count)
+
+
+def select(items: Sequence[T], shard: Shard | None) -> list[T]:
+    """The items (entities) shard I/N audits: every N-th, starting at position I-1."""
+    return [items[i] for i in positions(len(items), shard)]
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """One shard's output: which audit, which shard, its metadata and its tally."""
+
+    path: Path
+    test_id: str
+    shard: Shard
+    meta: dict[str, Any]
+    tally: Tally
+
+
+def shard_path(root: Path, test_id: str, shard: Shard) -> Path:
+    """``<root>/<test name>-<hash>.shard-I-of-N.json``: stable and safe on every OS."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", test_id.rsplit("::", 1)[-1])[:60] or "test"
+    digest = hashlib.blake2b(test_id.encode("utf-8"), digest_size=5).hexdigest()
+    return root / f"{slug}-{digest}.shard-{shard.index}-of-{shard.count}.json"
+
+
+def write_shard(
+    path: Path, *, test_id: str, shard: Shard, meta: Mapping[str, Any], tally: Tally
+) -> None:
+    """Write one shard's result atomically (a reader never sees half a file)."""
+    doc = {
+        "format": SHARD_FORMAT,
+        "version": SHARD_VERSION,
+        "test_id": test_id,
+        "shard": {"index": shard.index, "count": shard.count},
+        "meta": dict(meta),
+        "tally": tally.to_dict(),
+    }
+    atomic_write_text(path, json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n")
+
+
+def load_shard(path: Path) -> ShardResult:
+    """Read one shard file; DataError naming the file for anything that is not one."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DataError(
+            f"shard result {path}: cannot be read as JSON ({exc}); re-run that shard."
+        ) from None
+    if not isinstance(doc, dict) or doc.get("format") != SHARD_FORMAT:
+        raise DataError(
+            f'shard result {path}: not a pytest-recfair shard file (no "format": '
+            f"{SHARD_FORMAT!r}); give the JSON files written by --fairness-shard=I/N."
+        )
+    if doc.get("version") != SHARD_VERSION:
+        raise DataError(
+            f"shard result {path}: format version {doc.get('version')!r}, this plugin "
+            f"reads {SHARD_VERSION}; re-run the shards with this version."
+        )
+    try:
+        info = doc["shard"]
+        shard = parse_shard(f"{info['index']}/{info['count']}", source=str(path))
+        tally = Tally.from_dict(doc["tally"])
+        return ShardResult(path, str(doc["test_id"]), shard, dict(doc["meta"]), tally)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise DataError(
+            f"shard result {path}: malformed ({type(exc).__name__}: {exc}); re-run that shard."
+        ) from None
+
+
+def collect(paths: Iterable[Path]) -> dict[str, list[ShardResult]]:
+    """Shard results by test id, from files and directories (searched for *.json)."""
+    found: dict[str, list[ShardResult]] = {}
+    for given in paths:
+        if given.is_dir():
+            files = sorted(p for p in given.rglob("*.json") if _is_shard_file(p))
+        elif given.is_file():
+            files = [given]
+        else:
+            raise ConfigError(
+                f"--fairness-merge: {given} does not exist; give shard JSON files or the "
+                "directories the shard jobs wrote them to."
+            )
+        for file in files:
+            result = load_shard(file)
+            found.setdefault(result.test_id, []).append(result)
+    return found
+
+
+def _is_shard_file(path: Path) -> bool:
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return False
+    return SHARD_FORMAT.encode() in head
+
+
+def merge_results(results: Sequence[ShardResult]) -> tuple[dict[str, Any], Tally]:
+    """The metadata and tally of the whole audit from its shards 1..N (each once)."""
+    first = results[0]
+    test_id, count = first.test_id, first.shard.count
+    where = ", ".join(str(r.path) for r in results)
+    if any(r.shard.count != count for r in results):
+        raise DataError(
+            f"--fairness-merge: the shards of {test_id} were split different ways "
+            f"({sorted({str(r.shard) for r in results})}; files {where}); merge one run's shards."
+        )
+    seen = sorted(r.shard.index for r in results)
+    if seen != list(range(1, count + 1)):
+        missing = sorted(set(range(1, count + 1)) - set(seen))
+        twice = sorted({i for i in seen if seen.count(i) > 1})
+        raise DataError(
+            f"--fairness-merge: {test_id} needs shards 1..{count} once each; "
+            + (f"missing {', '.join(f'{i}/{count}' for i in missing)}" if missing else "")
+            + ("; " if missing and twice else "")
+            + (f"given twice {', '.join(f'{i}/{count}' for i in twice)}" if twice else "")
+            + f" (files {where})."
+        )
+    key = {k: v for k, v in first.meta.items() if k not in _PER_SHARD_META}
+    for r in results[1:]:
+        other = {k: v for k, v in r.meta.items() if k not in _PER_SHARD_META}
+        if other != key:
+            diff = sorted(k for k in set(key) | set(other) if key.get(k) != other.get(k))
+            raise DataError(
+                f"--fairness-merge: shard {r.shard} of {test_id} ({r.path}) audited with other "
+                f"settings than shard {first.shard} ({', '.join(diff)} differ); re-run all shards "
+                "with the same options."
+            )
+    tally = merge([r.tally for r in results])
+    meta = dict(first.meta)
+    models = {str(r.meta.get("model")) for r in results}
+    meta["model"] = models.pop() if len(models) == 1 else ",".join(sorted(tally.models))
+    return meta, tally

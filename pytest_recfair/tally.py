@@ -1,0 +1,494 @@
+"""Score an audit a chunk of entities at a time: bounded memory, shards that merge exactly.
+
+An audit's replies are scored in chunks of entities. A chunk leaves behind only its rows
+of the similarity matrices (entities x values floats per attribute and metric: what the
+bootstrap resamples) and sums of everything else: Sim@k curves and entropy as
+fixed-point integers (exact, so neither the chunk size nor the order in which chunks or
+shards are added changes a single bit), reply status counts, per-entity noise-floor
+values, tokens and merges. Tallies of disjoint entity sets (shards of one audit) merge
+into the tally of the whole audit, and :meth:`Tally.results` turns a complete tally into
+the same AttributeResults whether it was built in one run or merged from shards.
+
+Pure: numpy and the metrics package only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from pytest_recfair import metrics
+from pytest_recfair.errors import DataError
+from pytest_recfair.kinds import MetricName, MissingPolicy, Variant
+from pytest_recfair.results import AttributeResult, Interval, Stat, ValueResult
+
+__all__ = ["FIXED", "AttributeTally", "ReplyLike", "Tally", "TallyConfig", "merge"]
+
+FloatArray = npt.NDArray[np.float64]
+Lists = dict[str, list[str] | None]  # entity id -> parsed list (None: no completion)
+
+#: Fixed-point scale of the curve and entropy sums (2**-40 ~ 1e-12: far below any digit
+#: shown, while integer sums are exact whatever the order of addition).
+FIXED = 2**40
+# |value| * FIXED * chunk entities must fit in int64 before it joins the Python-int sums.
+_MAX_ABS = 2.0**14
+_REFUSED = "refused"
+_SHORT = "short"
+
+
+class CaseKey(Protocol):
+    """What the tally reads from a prompt case."""
+
+    @property
+    def entity_id(self) -> str: ...
+    @property
+    def attribute(self) -> str | None: ...
+    @property
+    def value(self) -> str | None: ...
+    @property
+    def repeat(self) -> int: ...
+
+
+class ReplyLike(Protocol):
+    """One parsed (and canonicalised) reply to one prompt case."""
+
+    @property
+    def case(self) -> CaseKey: ...
+    @property
+    def items(self) -> list[str] | None: ...
+    @property
+    def status(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TallyConfig:
+    """The scoring settings a tally was built with; shards must agree on all of them."""
+
+    metrics: tuple[MetricName, ...]
+    k: int
+    repeats: int
+    variant: Variant
+    missing: MissingPolicy
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "metrics": list(self.metrics),
+            "k": self.k,
+            "repeats": self.repeats,
+            "variant": self.variant,
+            "missing": self.missing,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TallyConfig:
+        return cls(
+            metrics=tuple(d["metrics"]),
+            k=int(d["k"]),
+            repeats=int(d["repeats"]),
+            variant=d["variant"],
+            missing=d["missing"],
+        )
+
+
+@dataclass
+class AttributeTally:
+    """One attribute: matrix rows per metric plus the sums that summarise the rest."""
+
+    values: tuple[str, ...]
+    sims: dict[str, FloatArray]  # metric -> (entities, values), NaN until scored
+    missing: npt.NDArray[np.bool_]  # (entities, values)
+    curve_sum: dict[str, list[list[int]]]  # metric -> [value][k-1], fixed point
+    curve_n: dict[str, list[list[int]]]  # metric -> [value][k-1], cells in the sum
+    statuses: dict[str, Counter[str]]  # value -> reply status -> count
+    entropy_sum: int = 0  # fixed point, over (value, entity) cells
+    entropy_n: int = 0
+
+    @classmethod
+    def empty(cls, values: Sequence[str], n: int, config: TallyConfig) -> AttributeTally:
+        V, K = len(values), config.k
+        return cls(
+            values=tuple(values),
+            sims={m: np.full((n, V), np.nan) for m in config.metrics},
+            missing=np.zeros((n, V), dtype=bool),
+            curve_sum={m: [[0] * K for _ in range(V)] for m in config.metrics},
+            curve_n={m: [[0] * K for _ in range(V)] for m in config.metrics},
+            statuses={v: Counter() for v in values},
+        )
+
+
+@dataclass
+class Tally:
+    """The running scores of one audit over a fixed, ordered list of entities."""
+
+    entities: tuple[str, ...]
+    config: TallyConfig
+    attributes: dict[str, AttributeTally]
+    filled: npt.NDArray[np.bool_]
+    noise: dict[MetricName, FloatArray] = field(default_factory=dict)  # (entities,) each
+    merges: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    models: set[str] = field(default_factory=set)
+    index: dict[str, int] = field(default_factory=dict, repr=False)  # entity -> row
+
+    @classmethod
+    def start(
+        cls, entities: Sequence[str], layout: Mapping[str, Sequence[str]], config: TallyConfig
+    ) -> Tally:
+        """An empty tally: ``layout`` maps each attribute to its values, in order."""
+        n = len(entities)
+        if len(set(entities)) != n:
+            raise DataError("Tally: entity ids must be unique; the seed set repeats one.")
+        return cls(
+            entities=tuple(entities),
+            config=config,
+            attributes={a: AttributeTally.empty(v, n, config) for a, v in layout.items()},
+            filled=np.zeros(n, dtype=bool),
+            noise={m: np.full(n, np.nan) for m in config.metrics} if config.repeats > 1 else {},
+        )
+
+    @property
+    def complete(self) -> bool:
+        return bool(self.filled.all())
+
+    def add(self, replies: Iterable[ReplyLike]) -> None:
+        """Score one chunk of entities (every reply of each of them) into the tally."""
+        R = self.config.repeats
+        neutral: list[Lists] = [{} for _ in range(R)]
+        grouped: dict[str, list[dict[str, Lists]]] = {}
+        counts: dict[str, dict[str, Counter[str]]] = {}
+        for r in replies:
+            c = r.case
+            if c.attribute is None or c.value is None:
+                neutral[c.repeat][c.entity_id] = r.items
+                continue
+            runs = grouped.setdefault(c.attribute, [{} for _ in range(R)])
+            runs[c.repeat].setdefault(c.value, {})[c.entity_id] = r.items
+            counts.setdefault(c.attribute, {}).setdefault(c.value, Counter())[r.status] += 1
+        order = list(neutral[0])
+        if not order:
+            return
+        rows = np.array([self._row(e) for e in order], dtype=np.int64)
+        neutral = [{e: run.get(e) for e in order} for run in neutral]
+        for attr, runs in grouped.items():
+            self._add_attribute(attr, rows, neutral, runs, counts[attr])
+        for m, per_entity in self.noise.items():
+            repeats = {e: [run.get(e) for run in neutral] for e in order}
+            per_entity[rows] = metrics.noise_per_entity(
+                repeats, m, self.config.k, self.config.variant
+            )
+        self.filled[rows] = True
+
+    def _row(self, entity: str) -> int:
+        if not self.index:
+            self.index.update((e, i) for i, e in enumerate(self.entities))
+        row = self.index.get(entity)
+        if row is None:
+            raise DataError(f"Tally: entity {entity!r} is not one of this audit's entities.")
+        if self.filled[row]:
+            raise DataError(f"Tally: entity {entity!r} was scored twice.")
+        return row
+
+    def _add_attribute(
+        self,
+        attr: str,
+        rows: npt.NDArray[np.int64],
+        neutral: Sequence[Lists],
+        runs: Sequence[Mapping[str, Lists]],
+        counts: Mapping[str, Counter[str]],
+    ) -> None:
+        cfg = self.config
+        at = self.attributes.get(attr)
+        if at is None:
+            raise DataError(f"Tally: attribute {attr!r} is not in this audit's layout.")
+        cubes = [
+            metrics.similarity_cube(
+                neutral[i],
+                runs[i],
+                K=cfg.k,
+                variant=cfg.variant,
+                missing=cfg.missing,
+                metrics=cfg.metrics,
+            )
+            for i in range(cfg.repeats)
+        ]
+        cols = _columns(at, cubes[0].values, attr)
+        cells = np.ix_(rows, cols)
+        for m in cfg.metrics:
+            mean = _mean_matrix([c.matrix(m) for c in cubes])
+            at.sims[m][cells] = mean.sims
+            at.missing[cells] = mean.missing
+            _add_curves(at, m, cols, cubes[0].sims[m])
+        for value, counter in counts.items():
+            at.statuses[value].update(counter)
+        if cfg.repeats > 1:
+            scores = [
+                metrics.entropy([run[v].get(e) or [] for run in runs])
+                for v, lists in runs[0].items()
+                for e in lists
+            ]
+            at.entropy_sum += int(_fixed(np.asarray(scores, dtype=np.float64)).sum())
+            at.entropy_n += len(scores)
+
+    # -- results -------------------------------------------------------------------------
+
+    def results(self, *, n_resamples: int, seed: int) -> tuple[AttributeResult, ...]:
+        """The AttributeResults of a complete tally (every entity scored)."""
+        if not self.complete:
+            left = int((~self.filled).sum())
+            raise DataError(
+                f"Tally: {left} of {len(self.entities)} entities have no scores yet; merge "
+                "every shard (1/N .. N/N) before reporting the audit."
+            )
+        floors = {m: _floor(per, n_resamples, seed) for m, per in self.noise.items()}
+        several = len(self.config.metrics) > 1
+        return tuple(
+            _attribute_result(self, name, at, m, floors.get(m), several, n_resamples, seed)
+            for name, at in self.attributes.items()
+            for m in self.config.metrics
+        )
+
+    # -- persistence (shard files) -------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able; only the scored rows are stored (a shard holds its own share)."""
+        rows = np.flatnonzero(self.filled)
+        return {
+            "entities": list(self.entities),
+            "config": self.config.to_dict(),
+            "rows": rows.tolist(),
+            "attributes": {
+                name: _attribute_to_dict(at, rows) for name, at in self.attributes.items()
+            },
+            "noise": {m: _floats(per[rows]) for m, per in self.noise.items()},
+            "merges": self.merges,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "models": sorted(self.models),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Tally:
+        config = TallyConfig.from_dict(d["config"])
+        layout = {name: a["values"] for name, a in d["attributes"].items()}
+        tally = cls.start([str(e) for e in d["entities"]], layout, config)
+        rows = np.asarray(d["rows"], dtype=np.int64)
+        for name, a in d["attributes"].items():
+            _attribute_from_dict(tally.attributes[name], a, rows)
+        for m, values in d.get("noise", {}).items():
+            tally.noise[m][rows] = _unfloats(values)
+        tally.filled[rows] = True
+        tally.merges = int(d["merges"])
+        tally.prompt_tokens = int(d["prompt_tokens"])
+        tally.completion_tokens = int(d["completion_tokens"])
+        tally.models = set(d.get("models", []))
+        return tally
+
+
+def merge(parts: Sequence[Tally]) -> Tally:
+    """One tally from tallies of disjoint entity sets of the same audit (shards)."""
+    if not parts:
+        raise DataError("merge: no tally to merge; give at least one shard result.")
+    first = parts[0]
+    for p in parts[1:]:
+        if p.entities != first.entities or p.config != first.config:
+            raise DataError(
+                "merge: the shard results are not of the same audit (different entities or "
+                "scoring settings); merge results of one run of --fairness-shard=I/N only."
+            )
+        if set(p.attributes) != set(first.attributes):
+            raise DataError("merge: the shard results score different attributes.")
+    out = Tally.start(
+        first.entities, {a: t.values for a, t in first.attributes.items()}, first.config
+    )
+    for p in parts:
+        overlap = out.filled & p.filled
+        if overlap.any():
+            twice = first.entities[int(np.flatnonzero(overlap)[0])]
+            raise DataError(
+                f"merge: entity {twice!r} is in two shard results; give each shard once."
+            )
+        _merge_into(out, p)
+    return out
+
+
+def _merge_into(out: Tally, part: Tally) -> None:
+    rows = np.flatnonzero(part.filled)
+    for name, src in part.attributes.items():
+        dst = out.attributes[name]
+        if dst.values != src.values:
+            raise DataError(f"merge: attribute {name!r} has other values in another shard.")
+        for m in out.config.metrics:
+            dst.sims[m][rows] = src.sims[m][rows]
+            dst.curve_sum[m] = _add_lists(dst.curve_sum[m], src.curve_sum[m])
+            dst.curve_n[m] = _add_lists(dst.curve_n[m], src.curve_n[m])
+        dst.missing[rows] = src.missing[rows]
+        for v, counter in src.statuses.items():
+            dst.statuses[v].update(counter)
+        dst.entropy_sum += src.entropy_sum
+        dst.entropy_n += src.entropy_n
+    for m, per in part.noise.items():
+        out.noise[m][rows] = per[rows]
+    out.filled[rows] = True
+    out.merges += part.merges
+    out.prompt_tokens += part.prompt_tokens
+    out.completion_tokens += part.completion_tokens
+    out.models |= part.models
+
+
+# --- helpers ------------------------------------------------------------------------------
+
+
+def _columns(at: AttributeTally, values: Sequence[str], attr: str) -> npt.NDArray[np.int64]:
+    try:
+        return np.array([at.values.index(v) for v in values], dtype=np.int64)
+    except ValueError:
+        unknown = sorted(set(values) - set(at.values))
+        raise DataError(
+            f"Tally: attribute {attr!r} got replies for values {unknown} outside its layout."
+        ) from None
+
+
+def _fixed(x: FloatArray) -> npt.NDArray[np.int64]:
+    """``x`` in units of 2**-40, rounded to the nearest (NaN counts as 0)."""
+    clean = np.where(np.isnan(x), 0.0, x)
+    if clean.size and float(np.max(np.abs(clean))) > _MAX_ABS:
+        raise DataError(f"Tally: a score of {float(np.max(np.abs(clean)))} is out of range.")
+    out: npt.NDArray[np.int64] = np.rint(clean * FIXED).astype(np.int64)
+    return out
+
+
+def _add_curves(at: AttributeTally, m: str, cols: npt.NDArray[np.int64], cube: FloatArray) -> None:
+    """Add one chunk's (entities, values, K) cube to the fixed-point Sim@k sums."""
+    sums = _fixed(cube).sum(axis=0)  # (values, K); int64 is safe for one chunk
+    kept = (~np.isnan(cube)).sum(axis=0)
+    for j, col in enumerate(cols.tolist()):
+        row_s, row_n = at.curve_sum[m][col], at.curve_n[m][col]
+        at.curve_sum[m][col] = [a + int(b) for a, b in zip(row_s, sums[j], strict=True)]
+        at.curve_n[m][col] = [a + int(b) for a, b in zip(row_n, kept[j], strict=True)]
+
+
+def _add_lists(a: list[list[int]], b: list[list[int]]) -> list[list[int]]:
+    return [[x + y for x, y in zip(ra, rb, strict=True)] for ra, rb in zip(a, b, strict=True)]
+
+
+def _mean_matrix(matrices: Sequence[metrics.SimilarityMatrix]) -> metrics.SimilarityMatrix:
+    """Average repeated runs per (entity, value): the entity stays the resampling unit."""
+    if len(matrices) == 1:
+        return matrices[0]
+    first = matrices[0]
+    stack = np.stack([m.sims for m in matrices])
+    with np.errstate(invalid="ignore"):
+        counts = np.sum(~np.isnan(stack), axis=0)
+        sums = np.nansum(stack, axis=0)
+        sims = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    missing = np.any(np.stack([m.missing for m in matrices]), axis=0)
+    return metrics.SimilarityMatrix(
+        entities=first.entities, values=first.values, sims=sims, missing=missing
+    )
+
+
+def _floor(per_entity: FloatArray, n_resamples: int, seed: int) -> Stat | None:
+    floor = metrics.noise_floor_of(per_entity, n_resamples=n_resamples, seed=seed)
+    return None if floor is None else Stat(float(floor.mean), _interval(floor.ci))
+
+
+def _interval(ci: tuple[float, float] | None) -> Interval | None:
+    return None if ci is None else Interval(float(ci[0]), float(ci[1]))
+
+
+def _attribute_result(
+    tally: Tally,
+    name: str,
+    at: AttributeTally,
+    metric: MetricName,
+    floor: Stat | None,
+    suffix: bool,
+    n_resamples: int,
+    seed: int,
+) -> AttributeResult:
+    cfg = tally.config
+    matrix = metrics.SimilarityMatrix(tally.entities, at.values, at.sims[metric], at.missing)
+    table = metrics.summarize(matrix)
+    boot = metrics.bootstrap(matrix, n_resamples=n_resamples, seed=seed)
+    values = tuple(
+        ValueResult(
+            value=v,
+            mean=Stat(stat.mean, _interval(boot.value_ci.get(v))),
+            n=stat.n,
+            missing=stat.missing,
+            refusals=at.statuses[v][_REFUSED],
+            short=at.statuses[v][_SHORT],
+            total=sum(at.statuses[v].values()),
+        )
+        for v, stat in table.values.items()
+    )
+    return AttributeResult(
+        attribute=f"{name}.{metric}" if suffix else name,
+        metric=metric,
+        k=cfg.k,
+        variant=cfg.variant,
+        missing_policy=cfg.missing,
+        values=values,
+        snsr=Stat(table.snsr, _interval(boot.snsr_ci)),
+        snsv=Stat(table.snsv, _interval(boot.snsv_ci)),
+        pafs=Stat(table.pafs, _interval(boot.pafs_ci)),
+        matrix=matrix,
+        entropy=_entropy(at) if cfg.repeats > 1 else None,
+        noise_floor=floor,
+        curves=_curves(at, metric),
+    )
+
+
+def _curves(at: AttributeTally, metric: str) -> dict[str, list[float]]:
+    """value -> mean Sim@k, k = 1..K (NaN where no entity could be scored)."""
+    out: dict[str, list[float]] = {}
+    for v, sums, ns in zip(at.values, at.curve_sum[metric], at.curve_n[metric], strict=True):
+        out[v] = [
+            float(s) / FIXED / n if n else float("nan") for s, n in zip(sums, ns, strict=True)
+        ]
+    return out
+
+
+def _entropy(at: AttributeTally) -> float | None:
+    return float(at.entropy_sum) / FIXED / at.entropy_n if at.entropy_n else None
+
+
+def _floats(x: FloatArray) -> list[float | None]:
+    return [None if np.isnan(v) else float(v) for v in x.tolist()]
+
+
+def _unfloats(x: Sequence[float | None]) -> FloatArray:
+    return np.array([np.nan if v is None else float(v) for v in x], dtype=np.float64)
+
+
+def _attribute_to_dict(at: AttributeTally, rows: npt.NDArray[np.int64]) -> dict[str, Any]:
+    return {
+        "values": list(at.values),
+        "sims": {m: [_floats(row) for row in s[rows]] for m, s in at.sims.items()},
+        "missing": at.missing[rows].astype(int).tolist(),
+        "curve_sum": at.curve_sum,
+        "curve_n": at.curve_n,
+        "statuses": {v: dict(c) for v, c in at.statuses.items()},
+        "entropy_sum": at.entropy_sum,
+        "entropy_n": at.entropy_n,
+    }
+
+
+def _attribute_from_dict(
+    at: AttributeTally, d: Mapping[str, Any], rows: npt.NDArray[np.int64]
+) -> None:
+    V = len(at.values)
+    for m, table in d["sims"].items():
+        at.sims[m][rows] = np.array([_unfloats(r) for r in table]).reshape(len(rows), V)
+    at.missing[rows] = np.array(d["missing"], dtype=bool).reshape(len(rows), V)
+    at.curve_sum = {m: [[int(x) for x in r] for r in t] for m, t in d["curve_sum"].items()}
+    at.curve_n = {m: [[int(x) for x in r] for r in t] for m, t in d["curve_n"].items()}
+    at.statuses = {v: Counter({s: int(n) for s, n in c.items()}) for v, c in d["statuses"].items()}
+    at.entropy_sum = int(d["entropy_sum"])
+    at.entropy_n = int(d["entropy_n"])

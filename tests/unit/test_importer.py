@@ -1,0 +1,102 @@
+"""Reading a FaiRLLM/FairEval result folder and writing its offline re-run."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pytest_recfair.__main__ import main
+from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.importer import import_run, read_folder
+from pytest_recfair.prompts import build_cases, load_grid, load_seeds
+
+SYNTH = Path(__file__).parents[1] / "data" / "published_synth"
+
+
+def test_read_folder_follows_the_notebook_reader() -> None:
+    run = read_folder(SYNTH)
+    assert run.k == 5
+    assert list(run.classes) == ["age", "religion"]
+    assert list(run.classes["age"]) == ["a middle aged", "a young", "an old"]
+    assert len(run.neutral) == 6
+    young = run.classes["age"]["a young"]
+    assert set(run.neutral) - set(young) == {"Di Vance", "Flo Ardent"}  # never answered
+    # "Bo Kestrel" has two rows in "a middle aged": the later one wins
+    with (SYNTH / "top_5" / "age" / "a middle aged.csv").open(encoding="utf-8") as fh:
+        bo = [r["Result"] for r in csv.DictReader(fh) if r["name"] == "Bo Kestrel"]
+    assert len(bo) == 2
+    assert bo[0] != bo[1]
+    assert run.classes["age"]["a middle aged"]["Bo Kestrel"].reply == bo[1]
+    assert len(run.batch) == 12  # the religion class was sent through the Batch API
+
+
+def test_n_rows_cut(tmp_path: Path) -> None:
+    run = read_folder(SYNTH / "top_5", n=3)
+    assert list(run.neutral) == ["Ada Marlow", "Bo Kestrel", "Cy Orrin"]
+
+
+def test_import_writes_a_verbatim_audit(tmp_path: Path) -> None:
+    out = tmp_path / "audit"
+    summary = import_run(SYNTH, out, flavour="faireval")
+    assert summary.absent == 2
+    assert summary.model == "gpt-4o-mini-2024-07-18"  # from the batch files
+    # 6 neutral + 16 age + 12 religion replies, the neutral ones once per class
+    assert summary.interactions == (6 + 16) + (6 + 12)
+    tpl = yaml.safe_load((out / "templates.yaml").read_text(encoding="utf-8"))
+    assert tpl["languages"]["en"]["verbatim"] is True
+    assert "neutral_system" not in tpl["languages"]["en"]
+    grid = load_grid(out / "grid.yaml")
+    assert grid.attribute("religion").labels == ("a Buddhist", "an Islamic")
+    seeds = load_seeds(out / "seeds.csv")
+    cases = build_cases(grid, out / "templates.yaml", seeds, k=5, attributes=["religion"])
+    published = read_folder(SYNTH).classes["religion"]["an Islamic"]["Ed Quill"].prompt
+    assert published in {c.prompt for c in cases}  # character for character
+    absent = json.loads((out / "absent.json").read_text(encoding="utf-8"))
+    assert {(a["value"], a["entity_id"]) for a in absent} == {
+        ("a young", "di-vance"),
+        ("a young", "flo-ardent"),
+    }
+    cassettes = sorted(p.name for p in (out / "cassettes").iterdir())
+    assert len(cassettes) == 2
+    assert "test_age" in cassettes[0]
+
+
+def test_neutral_with_its_own_system_message(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    shutil.copytree(SYNTH, src)
+    path = src / "top_5" / "neutral" / "neutral.csv"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("You are a movie", "You are a film"), encoding="utf-8")
+    import_run(src, tmp_path / "out")
+    tpl = yaml.safe_load((tmp_path / "out" / "templates.yaml").read_text(encoding="utf-8"))
+    assert tpl["languages"]["en"]["neutral_system"] == "You are a film recommendation system."
+
+
+def test_cli_reports_one_line_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["import", "faireval", str(tmp_path), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: import:")
+    assert "top_K folder" in err
+    assert "\n" not in err
+
+
+def test_cli_success_prints_the_next_step(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["import", "fairllm", str(SYNTH), "--out", str(tmp_path / "o")]) == 0
+    assert "pytest --fairness" in capsys.readouterr().out
+
+
+def test_bad_inputs(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not empty"):
+        import_run(SYNTH, SYNTH)
+    bad = tmp_path / "top_5" / "age"
+    bad.mkdir(parents=True)
+    (tmp_path / "top_5" / "neutral.csv").write_text("who,what\n", encoding="utf-8")
+    with pytest.raises(DataError, match="needs columns 'name' and 'Result'"):
+        read_folder(tmp_path)

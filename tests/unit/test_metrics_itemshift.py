@@ -1,0 +1,142 @@
+"""Item-side statistics: shares, TVD shift, LMRec association, permutation test, bootstrap."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pytest_recfair.catalogue import Catalogue, catalogue_from_records
+from pytest_recfair.errors import DataError
+from pytest_recfair.metrics.itemshift import (
+    NEUTRAL,
+    compare_shift,
+    item_counts,
+    shift,
+    shift_test,
+)
+
+PRICES = ["$", "$", "$$", "$$$"]
+
+
+def _cat() -> Catalogue:
+    return catalogue_from_records(
+        [
+            {"title": f"item {i}", "price": p, "kind": "x" if i % 2 else "y"}
+            for i, p in enumerate(PRICES)
+        ]
+    )
+
+
+def _hand_counts():  # type: ignore[no-untyped-def]
+    neutral = {"e1": [0, 2], "e2": [0, 3]}
+    by_value = {"A": {"e1": [0, 1], "e2": [1, None]}, "B": {"e1": [2, 3], "e2": [3, 3]}}
+    return item_counts(neutral, by_value, _cat(), ["price"])
+
+
+def test_counts_shares_and_tvd_by_hand() -> None:
+    counts = _hand_counts()
+    assert counts.groups == (NEUTRAL, "A", "B")
+    assert counts.categories == (("$", "$$", "$$$"),)
+    res = shift(counts, n_permutations=50, n_resamples=50)
+    # neutral: $ 2, $$ 1, $$$ 1; A: $ 3 (one title unmatched); B: $$ 1, $$$ 3
+    np.testing.assert_allclose(res.shares, [[0.5, 0.25, 0.25], [1, 0, 0], [0, 0.25, 0.75]])
+    np.testing.assert_allclose(res.n_items[:, 0], [4, 3, 4])
+    # TVD: A 0.5 (0.5 + 0.25 + 0.25)/2, B (0.5 + 0 + 0.5)/2
+    np.testing.assert_allclose(res.shift[:, 0], [0.5, 0.5])
+    np.testing.assert_allclose(res.max_shift, [0.5])
+
+
+def test_association_score_is_lmrecs_formula() -> None:
+    res = shift(_hand_counts(), n_permutations=10, n_resamples=10)
+    # A: f(c|A) = (1, 0, 0); other values (B) = (0, 1/4, 3/4); all values = (3/7, 1/7, 3/7)
+    np.testing.assert_allclose(res.association[0], [7 / 3, -1.75, -1.75])
+    np.testing.assert_allclose(res.association[1], [-7 / 3, 1.75, 1.75])
+
+
+def test_several_fields_share_one_count_cube() -> None:
+    counts = item_counts({"e": [0, 1, 2, 3]}, {"A": {"e": [1, 1]}}, _cat(), ["price", "kind"])
+    assert counts.counts.shape == (1, 2, 5)
+    assert counts.counts[0, 1, counts.field_slice("kind")].tolist() == [2, 0]  # item 1 is "x"
+
+
+def _simulate(rng: np.random.Generator, E: int, V: int, planted: float) -> tuple[dict, dict]:  # type: ignore[type-arg]
+    """Items 0-99 cheap ($), 100-199 dear ($$$); value 0 gets `planted` more cheap items."""
+
+    def draw(p_cheap: float) -> list[int]:
+        cheap = rng.random(10) < p_cheap
+        return list(np.where(cheap, rng.integers(0, 100, 10), rng.integers(100, 200, 10)))
+
+    base = rng.uniform(0.3, 0.7, E)  # entities differ: the unit of resampling
+    neutral = {f"e{e}": draw(base[e]) for e in range(E)}
+    by_value = {
+        f"v{v}": {f"e{e}": draw(min(1.0, base[e] + (planted if v == 0 else 0.0))) for e in range(E)}
+        for v in range(V)
+    }
+    return neutral, by_value
+
+
+def _two_level() -> Catalogue:
+    return catalogue_from_records(
+        [{"title": f"t{i}", "price": "$" if i < 100 else "$$$"} for i in range(200)]
+    )
+
+
+def test_permutation_test_holds_its_level_and_detects_a_planted_shift() -> None:
+    rng = np.random.default_rng(7)
+    cat = _two_level()
+    null_p = []
+    for _ in range(40):
+        counts = item_counts(*_simulate(rng, 30, 4, 0.0), cat, ["price"])
+        null_p.append(shift_test(counts, 199, rng)[2].min())
+    # family-wise: the smallest adjusted p over 4 values is below 0.05 rarely (5% +- noise)
+    assert np.mean(np.array(null_p) < 0.05) <= 0.15
+    counts = item_counts(*_simulate(rng, 60, 4, 0.25), cat, ["price"])
+    _, raw, adj = shift_test(counts, 199, rng)
+    assert adj[0, 0] < 0.05  # the planted value
+    assert (adj >= raw).all()
+
+
+def test_bootstrap_interval_covers_the_point_and_same_seed_same_numbers() -> None:
+    rng = np.random.default_rng(3)
+    counts = item_counts(*_simulate(rng, 50, 3, 0.2), _two_level(), ["price"])
+    a = shift(counts, n_permutations=99, n_resamples=200, seed=11)
+    b = shift(counts, n_permutations=99, n_resamples=200, seed=11)
+    np.testing.assert_array_equal(a.shift_ci, b.shift_ci)
+    lo, hi = a.max_shift_ci[0]
+    assert lo <= a.max_shift[0] <= hi
+    assert a.share_ci.shape == (4, 2, 2)
+
+
+def test_compare_shift_sees_a_grown_shift_and_not_an_unchanged_one() -> None:
+    rng = np.random.default_rng(5)
+    cat = _two_level()
+    before = item_counts(*_simulate(rng, 80, 3, 0.0), cat, ["price"])
+    after = item_counts(*_simulate(rng, 80, 3, 0.3), cat, ["price"])
+    grown = compare_shift(before, after, n_resamples=300)
+    assert grown.delta[0] > 0.1
+    assert grown.p_value[0] < 0.05
+    same = compare_shift(before, before, n_resamples=300)
+    assert same.delta[0] == 0.0
+    assert same.p_value[0] == 1.0  # delta* is exactly 0 in every resample: no evidence
+
+
+def test_compare_refuses_changed_values() -> None:
+    cat = _two_level()
+    a = item_counts({"e": [1]}, {"A": {"e": [2]}}, cat, ["price"])
+    b = item_counts({"e": [1]}, {"B": {"e": [2]}}, cat, ["price"])
+    with pytest.raises(DataError, match="differ in values or fields"):
+        compare_shift(a, b)
+
+
+def test_item_counts_needs_a_field() -> None:
+    with pytest.raises(DataError, match="at least one catalogue field"):
+        item_counts({}, {}, _cat(), [])
+
+
+def test_values_pool_into_the_groups_they_signal() -> None:
+    cat = _cat()
+    by_value = {"Emily": {"e": [0]}, "Lakisha": {"e": [2]}, "Anne": {"e": [1, 3]}}
+    groups = {"Emily": "White female", "Anne": "White female", "Lakisha": "Black female"}
+    counts = item_counts({"e": [0]}, by_value, cat, ["price"], group_of=groups)
+    assert counts.groups == (NEUTRAL, "White female", "Black female")
+    assert counts.counts[0].tolist() == [[1, 0, 0], [2, 0, 1], [0, 1, 0]]

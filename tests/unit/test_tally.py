@@ -1,0 +1,176 @@
+"""Chunked scoring (pytest_recfair.tally): same numbers as scoring everything at once,
+whatever the chunk size, and shards that merge into exactly the unsharded result."""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from pytest_recfair import metrics
+from pytest_recfair.errors import DataError
+from pytest_recfair.tally import Tally, TallyConfig, merge
+
+LAYOUT = {"religion": ["Muslim", "Jewish", "Christian"], "gender": ["a woman", "a man"]}
+
+
+@dataclass(frozen=True)
+class Case:
+    entity_id: str
+    attribute: str | None
+    value: str | None
+    repeat: int
+
+
+@dataclass(frozen=True)
+class Reply:
+    case: Case
+    items: list[str] | None
+    status: str
+
+
+def replies(n_entities: int, repeats: int, seed: int = 0) -> list[Reply]:
+    """Plausible replies: lists drawn from a per-entity pool, some short, empty or missing."""
+    rng = random.Random(seed)
+    out: list[Reply] = []
+    for e in range(n_entities):
+        ent = f"ent-{e:03d}"
+        pool = [f"t{e}-{i}" for i in range(12)]
+
+        def draw(pool: list[str] = pool) -> tuple[list[str] | None, str]:
+            u = rng.random()
+            if u < 0.04:
+                return None, "empty"
+            if u < 0.08:
+                return [], "refused"
+            n = 5 if u < 0.2 else 8
+            return rng.sample(pool, n), "short" if n < 8 else "ok"
+
+        for rep in range(repeats):
+            items, status = draw()
+            out.append(Reply(Case(ent, None, None, rep), items, status))
+            for attr, values in LAYOUT.items():
+                for v in values:
+                    items, status = draw()
+                    out.append(Reply(Case(ent, attr, v, rep), items, status))
+    return out
+
+
+def config(repeats: int = 1, missing: str = "zero") -> TallyConfig:
+    return TallyConfig(("jaccard", "serp", "prag"), 8, repeats, "normalized", missing)  # type: ignore[arg-type]
+
+
+def entities(n: int) -> list[str]:
+    return [f"ent-{e:03d}" for e in range(n)]
+
+
+def tally_of(rs: list[Reply], n: int, cfg: TallyConfig, chunk: int) -> Tally:
+    t = Tally.start(entities(n), LAYOUT, cfg)
+    by_entity: dict[str, list[Reply]] = {}
+    for r in rs:
+        by_entity.setdefault(r.case.entity_id, []).append(r)
+    ents = list(by_entity)
+    for a in range(0, n, chunk):
+        t.add([r for e in ents[a : a + chunk] for r in by_entity[e]])
+    return t
+
+
+def dumps(t: Tally) -> str:
+    return json.dumps([a.to_dict() for a in t.results(n_resamples=200, seed=3)], sort_keys=True)
+
+
+@pytest.mark.parametrize(("repeats", "missing"), [(1, "zero"), (2, "skip"), (3, "zero")])
+def test_chunk_size_changes_no_number(repeats: int, missing: str) -> None:
+    rs = replies(23, repeats)
+    cfg = config(repeats, missing)
+    whole = dumps(tally_of(rs, 23, cfg, 23))
+    assert dumps(tally_of(rs, 23, cfg, 1)) == whole
+    assert dumps(tally_of(rs, 23, cfg, 5)) == whole
+
+
+@pytest.mark.parametrize("n_shards", [2, 3, 7])
+def test_shards_merge_to_the_unsharded_numbers(n_shards: int) -> None:
+    rs = replies(20, 2)
+    cfg = config(2, "skip")
+    whole = tally_of(rs, 20, cfg, 6)
+    parts = []
+    for i in range(n_shards):
+        mine = set(entities(20)[i::n_shards])
+        t = tally_of([r for r in rs if r.case.entity_id in mine], 20, cfg, 4)
+        # through JSON, as shard files travel between CI jobs
+        parts.append(Tally.from_dict(json.loads(json.dumps(t.to_dict()))))
+    merged = merge(list(reversed(parts)))
+    assert dumps(merged) == dumps(whole)
+    assert merged.to_dict() == whole.to_dict()
+
+
+def test_results_match_the_metrics_package() -> None:
+    """Matrices, intervals and noise floor equal scoring the whole audit in one call;
+    curves and entropy equal it to 1e-11 (fixed-point sums)."""
+    rs = replies(15, 2)
+    t = tally_of(rs, 15, config(2), 4)
+    results = {a.attribute: a for a in t.results(n_resamples=300, seed=1)}
+    neutral = [
+        {r.case.entity_id: r.items for r in rs if r.case.attribute is None and r.case.repeat == i}
+        for i in range(2)
+    ]
+    by_value = [
+        {
+            v: {r.case.entity_id: r.items for r in rs if r.case.value == v and r.case.repeat == i}
+            for v in LAYOUT["religion"]
+        }
+        for i in range(2)
+    ]
+    cubes = [
+        metrics.similarity_cube(neutral[i], by_value[i], K=8, metrics=("serp",)) for i in range(2)
+    ]
+    got = results["religion.serp"]
+    sims = np.nanmean(np.stack([c.matrix("serp").sims for c in cubes]), axis=0)
+    np.testing.assert_array_equal(got.matrix.sims, sims)
+    boot = metrics.bootstrap(got.matrix, n_resamples=300, seed=1)
+    assert got.snsr.ci is not None
+    assert (got.snsr.ci.low, got.snsr.ci.high) == boot.snsr_ci
+    for v, curve in cubes[0].curves("serp").items():
+        np.testing.assert_allclose(got.curves[v], curve, rtol=0, atol=1e-11)
+    ent = np.mean(
+        [
+            metrics.entropy([by_value[i][v][e] or [] for i in range(2)])
+            for v in LAYOUT["religion"]
+            for e in entities(15)
+        ]
+    )
+    assert got.entropy == pytest.approx(ent, abs=1e-11)
+    floor = metrics.noise_floor(
+        {e: [neutral[0][e], neutral[1][e]] for e in entities(15)},
+        metric="serp",
+        k=8,
+        n_resamples=300,
+        seed=1,
+    )
+    assert floor is not None
+    assert got.noise_floor is not None
+    assert got.noise_floor.value == floor.mean
+    assert got.noise_floor.ci is not None
+    assert (got.noise_floor.ci.low, got.noise_floor.ci.high) == floor.ci
+    counts = {v.value: (v.total, v.refusals, v.short) for v in got.values}
+    for v in LAYOUT["religion"]:
+        mine = [r.status for r in rs if r.case.value == v]
+        assert counts[v] == (len(mine), mine.count("refused"), mine.count("short"))
+
+
+def test_incomplete_or_overlapping_shards_are_refused() -> None:
+    rs = replies(6, 1)
+    cfg = config()
+    half = tally_of([r for r in rs if r.case.entity_id < "ent-003"], 6, cfg, 3)
+    with pytest.raises(DataError, match="3 of 6 entities have no scores"):
+        half.results(n_resamples=10, seed=0)
+    with pytest.raises(DataError, match="in two shard results"):
+        merge([half, half])
+    with pytest.raises(DataError, match="scored twice"):
+        half.add([r for r in rs if r.case.entity_id == "ent-000"])
+    other = Tally.start(entities(6), LAYOUT, config(repeats=2))
+    with pytest.raises(DataError, match="not of the same audit"):
+        merge([half, other])
