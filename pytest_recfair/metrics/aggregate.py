@@ -186,7 +186,6 @@ class SimilarityMatrix:
         )
 
 
-
 def _collect(
     neutral: Mapping[str, Sequence[str] | None],
     by_value: Mapping[str, Mapping[str, Sequence[str] | None]],
