@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -28,6 +28,10 @@ __all__ = [
     "matrix_from_dict",
     "matrix_to_dict",
 ]
+
+
+#: Shown instead of a most/least favoured value when every mean ties.
+TIE: Final = "— (all equal)"
 
 
 def _num(x: float | None) -> float | None:
@@ -154,14 +158,32 @@ class AttributeResult:
     noise_floor: Stat | None = None  # neutral-vs-neutral similarity, if repeats > 1
     curves: dict[str, list[float]] = field(default_factory=dict)  # value -> Sim@k, k=1..K
 
+    def favoured(self) -> tuple[str, str]:
+        """(most, least) favoured values, ignoring values whose mean is undefined.
+
+        The one place this is decided (reports and gate messages use it). Most favoured is
+        the value whose lists moved least from the neutral ones (highest similarity). When
+        every mean ties (SNSR = 0) no value is favoured: both are :data:`TIE`, never the
+        first value twice ("Asian / Asian"); with no defined mean both are "n/a".
+        """
+        finite = [v for v in self.values if not math.isnan(v.mean.value)]
+        if not finite:
+            return ("n/a", "n/a")
+        hi = max(finite, key=lambda v: v.mean.value)
+        lo = min(finite, key=lambda v: v.mean.value)
+        if math.isclose(hi.mean.value, lo.mean.value, rel_tol=0.0, abs_tol=1e-12):
+            return (TIE, TIE)
+        return (hi.value, lo.value)
+
     @property
     def most_favoured(self) -> str:
-        """The value whose lists moved least from the neutral ones (highest similarity)."""
-        return max(self.values, key=lambda v: v.mean.value).value
+        """The value with the highest mean similarity (see ``favoured``)."""
+        return self.favoured()[0]
 
     @property
     def least_favoured(self) -> str:
-        return min(self.values, key=lambda v: v.mean.value).value
+        """The value with the lowest mean similarity (see ``favoured``)."""
+        return self.favoured()[1]
 
     @property
     def refusal_gap(self) -> float:

@@ -1,0 +1,138 @@
+"""Transport failures are not model output: count them, and decide whether an audit may go on.
+
+A prompt that got no valid response after its retries (HTTP 5xx/429 to the end, a body
+that is not the provider's JSON, a timeout, a callable that raised) is never scored and
+never recorded. :func:`summarize` counts such prompts per attribute value;
+:meth:`FailureSummary.within` says whether their share is within the allowed
+``max_failed``; :meth:`FailureSummary.message` says what failed, where, and what to do.
+A reply the model did give (an empty list, a refusal) is data and never appears here.
+
+Pure: stdlib only.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from pytest_recfair.errors import ConfigError
+from pytest_recfair.secrets import scrub
+
+__all__ = [
+    "NEUTRAL",
+    "FailedPrompt",
+    "FailureSummary",
+    "check_max_failed",
+    "summarize",
+]
+
+NEUTRAL: Final = "neutral"
+_FIRST_ERRORS: Final = 3
+_ERROR_CHARS: Final = 300
+
+
+class _Case(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def entity(self) -> str: ...
+    @property
+    def attribute(self) -> str | None: ...
+    @property
+    def value(self) -> str | None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FailedPrompt:
+    """One prompt that got no valid response; ``group`` is ``attribute=value`` or neutral."""
+
+    case_id: str
+    entity: str
+    group: str
+    error: str
+
+
+@dataclass(frozen=True)
+class FailureSummary:
+    """The failed prompts of one audit, in case order."""
+
+    total: int
+    failed: tuple[FailedPrompt, ...] = ()
+
+    @property
+    def count(self) -> int:
+        return len(self.failed)
+
+    @property
+    def share(self) -> float:
+        return self.count / self.total if self.total else 0.0
+
+    def by_group(self) -> dict[str, int]:
+        """Failed prompts per ``attribute=value`` (and ``neutral``), most first."""
+        return dict(Counter(f.group for f in self.failed).most_common())
+
+    def failed_ids(self) -> frozenset[str]:
+        return frozenset(f.case_id for f in self.failed)
+
+    def within(self, max_failed: float) -> bool:
+        """Is the share of failed prompts at most ``max_failed`` (0 allows none)?"""
+        return self.count == 0 or self.share <= max_failed
+
+    def counts_text(self) -> str:
+        """'neutral 2, gender=female 1' -- for summaries and reports."""
+        return ", ".join(f"{g} {n}" for g, n in self.by_group().items())
+
+    def message(self, test_id: str, max_failed: float) -> str:
+        """Why the audit stops: counts per value, the first errors, what to do next."""
+        allowed = f"max_failed={max_failed:g}" if max_failed else "no failure is allowed"
+        firsts = "; ".join(f"[{f.case_id}] {_short(f.error)}" for f in self.failed[:_FIRST_ERRORS])
+        return scrub(
+            f"{test_id}: {self.count} of {self.total} prompts ({self.share:.1%}) got no valid "
+            f"response after their retries ({allowed}). Failed per value: "
+            f"{self.counts_text()}. First errors: {firsts}. Failed prompts are never scored "
+            "or recorded: re-run to ask them again (what was recorded is kept), or allow a "
+            "share with @fairness(max_failed=0.05) or the ini key recfair_max_failed."
+        )
+
+
+def _short(error: str) -> str:
+    one = " ".join(error.split())
+    return one if len(one) <= _ERROR_CHARS else one[: _ERROR_CHARS - 3] + "..."
+
+
+def group_of(attribute: str | None, value: str | None) -> str:
+    return NEUTRAL if attribute is None or value is None else f"{attribute}={value}"
+
+
+def summarize(cases: Sequence[_Case], errors: Mapping[str, str]) -> FailureSummary:
+    """The failed prompts among ``cases`` (``errors`` maps case id -> error text)."""
+    failed = tuple(
+        FailedPrompt(c.id, c.entity, group_of(c.attribute, c.value), errors[c.id])
+        for c in cases
+        if c.id in errors
+    )
+    return FailureSummary(total=len(cases), failed=failed)
+
+
+def check_max_failed(value: object, name: str = "max_failed") -> float:
+    """A share in [0, 1) (``0.05``, ``"5%"``), or a one-line ConfigError naming ``name``."""
+    share: object = value
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            share = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            share = None
+    if (
+        isinstance(share, bool)
+        or not isinstance(share, int | float)
+        or not 0 <= share < 1
+        or share != share
+    ):
+        raise ConfigError(
+            f"{name}: expected the share of prompts allowed to fail, a number in [0, 1) "
+            f"such as 0.01 or '1%', got {value!r}; use 0 to allow none"
+        )
+    return float(share)

@@ -1,0 +1,219 @@
+"""The plan of a live run: what will be asked, roughly what it costs and how long it takes,
+and the budget that refuses to start beyond a limit.
+
+Printed before any live request (and alone with ``--fairness-plan``, which sends nothing).
+Token counts are estimates: about 4 characters per prompt token plus a small per-message
+overhead, and for the reply ``max_tokens`` when set, else about 12 tokens per asked item
+(a numbered title with its year). Cost needs the user's prices (USD per million input and
+output tokens); without them it is left out, never guessed. Duration assumes
+:data:`SECONDS_PER_REQUEST` per request, ``concurrency`` at a time.
+
+Pure: stdlib only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+from pytest_recfair.errors import ConfigError
+
+__all__ = [
+    "SECONDS_PER_REQUEST",
+    "Budget",
+    "BudgetExceeded",
+    "Plan",
+    "Prices",
+    "check_budget",
+    "estimate",
+    "parse_budget",
+    "parse_prices",
+]
+
+CHARS_PER_TOKEN: Final = 4.0
+MESSAGE_OVERHEAD_TOKENS: Final = 8
+TOKENS_PER_ITEM: Final = 12
+#: A hosted model writing 25 titles takes a few seconds; the loopback simulator far less.
+SECONDS_PER_REQUEST: Final = 4.0
+
+
+class BudgetExceeded(ConfigError):
+    """A live run would send more requests or cost more than the configured budget."""
+
+
+class _Case(Protocol):
+    @property
+    def system(self) -> str | None: ...
+    @property
+    def prompt(self) -> str: ...
+    @property
+    def k(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class Prices:
+    """USD per million input (prompt) and output (completion) tokens."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (
+            prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok
+        ) / 1e6
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits of one pytest run; None means no limit."""
+
+    max_requests: int | None = None
+    max_cost: float | None = None
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One audited test's live run, before it starts."""
+
+    test_id: str
+    prompts: int
+    recorded: int
+    to_ask: int
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float | None
+    concurrency: int
+    seconds: float
+
+    def line(self) -> str:
+        cost = f"~${self.cost:,.2f}" if self.cost is not None else "cost unknown (no prices)"
+        return (
+            f"{self.test_id}: {self.prompts:,} prompts, {self.recorded:,} already recorded, "
+            f"{self.to_ask:,} to ask; ~{self.prompt_tokens:,} input + "
+            f"~{self.completion_tokens:,} output tokens, {cost}; {self.concurrency} in flight,"
+            f" ~{_duration(self.seconds)}"
+        )
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{max(1, math.ceil(seconds))} s"
+    minutes = seconds / 60
+    return f"{minutes:.0f} min" if minutes < 90 else f"{minutes / 60:.1f} h"
+
+
+def _prompt_tokens(case: _Case) -> int:
+    chars = len(case.prompt) + len(case.system or "")
+    return math.ceil(chars / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS * (2 if case.system else 1)
+
+
+def estimate(
+    test_id: str,
+    to_ask: Sequence[_Case],
+    *,
+    recorded: int,
+    concurrency: int,
+    max_tokens: int | None = None,
+    prices: Prices | None = None,
+    seconds_per_request: float = SECONDS_PER_REQUEST,
+) -> Plan:
+    """The plan for asking ``to_ask`` (the prompts without a valid recording)."""
+    prompt_tokens = sum(map(_prompt_tokens, to_ask))
+    completion_tokens = sum(max_tokens or TOKENS_PER_ITEM * c.k for c in to_ask)
+    waves = math.ceil(len(to_ask) / max(1, concurrency))
+    return Plan(
+        test_id=test_id,
+        prompts=len(to_ask) + recorded,
+        recorded=recorded,
+        to_ask=len(to_ask),
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        cost=prices.cost(prompt_tokens, completion_tokens) if prices else None,
+        concurrency=concurrency,
+        seconds=waves * seconds_per_request,
+    )
+
+
+def check_budget(budget: Budget, spent: Iterable[Plan], plan: Plan) -> None:
+    """Raise BudgetExceeded if ``plan`` on top of the plans already run passes the budget."""
+    before = list(spent)
+    requests = sum(p.to_ask for p in before) + plan.to_ask
+    if budget.max_requests is not None and requests > budget.max_requests:
+        raise BudgetExceeded(
+            f"recfair_max_requests = {budget.max_requests:,}: {plan.test_id} would bring "
+            f"this run to {requests:,} live requests ({plan.to_ask:,} for this test); "
+            "nothing was sent for it. Raise recfair_max_requests, audit fewer entities "
+            "(--fairness-entities), or run --fairness-plan to see every test's share."
+        )
+    if budget.max_cost is None:
+        return
+    if plan.cost is None and plan.to_ask:
+        raise BudgetExceeded(
+            f"recfair_max_cost = {budget.max_cost:g} is set but no prices are: the cost of "
+            f"{plan.test_id} cannot be estimated, so nothing was sent. Set recfair_prices "
+            "(USD per million input and output tokens, e.g. '0.15, 0.60')."
+        )
+    cost = sum(p.cost or 0.0 for p in before) + (plan.cost or 0.0)
+    if cost > budget.max_cost:
+        raise BudgetExceeded(
+            f"recfair_max_cost = {budget.max_cost:g}: {plan.test_id} would bring this run "
+            f"to an estimated ${cost:,.2f}; nothing was sent for it. Raise recfair_max_cost "
+            "or audit fewer entities (--fairness-entities)."
+        )
+
+
+_NUMBER = r"\s*(\d+(?:\.\d*)?|\.\d+)\s*"
+_PRICES = re.compile(rf"^(?:input\s*=)?{_NUMBER}[,;/ ]\s*(?:output\s*=)?{_NUMBER}$", re.I)
+
+
+def parse_prices(value: object, name: str = "recfair_prices") -> Prices | None:
+    """``"0.15, 0.60"`` / ``"input=0.15 output=0.60"`` / ``(0.15, 0.6)`` -> Prices; blank ->
+    None; anything else a one-line ConfigError naming ``name``."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    nums: Sequence[object] = ()
+    if isinstance(value, list | tuple) and len(value) == 2:
+        nums = value
+    else:
+        m = _PRICES.match(value) if isinstance(value, str) else None
+        nums = (m.group(1), m.group(2)) if m else ()
+    try:
+        inp, out = (float(n) for n in nums)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        inp = out = -1.0
+    if not (inp >= 0 and out >= 0 and math.isfinite(inp + out)):
+        raise ConfigError(
+            f"{name}: expected two prices in USD per million tokens, input then output, "
+            f"e.g. '0.15, 0.60', got {value!r}; copy them from your provider's price list"
+        )
+    return Prices(inp, out)
+
+
+def parse_budget(max_requests: object, max_cost: object) -> Budget:
+    """The ini keys recfair_max_requests / recfair_max_cost (blank = no limit)."""
+    requests = _limit(max_requests, "recfair_max_requests", whole=True)
+    return Budget(
+        max_requests=None if requests is None else int(requests),
+        max_cost=_limit(max_cost, "recfair_max_cost", whole=False),
+    )
+
+
+def _limit(value: object, name: str, *, whole: bool) -> float | None:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    number = -1.0
+    if isinstance(value, str):
+        with contextlib.suppress(ValueError):
+            number = float(int(value.strip()) if whole else float(value.strip()))
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value) if not whole or float(value).is_integer() else -1.0
+    if number < 0 or not math.isfinite(number):
+        what = "a whole number of requests" if whole else "an amount in USD"
+        raise ConfigError(
+            f"{name}: expected {what} >= 0, got {value!r}; leave it empty for no limit"
+        )
+    return number

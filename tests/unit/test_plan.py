@@ -1,0 +1,97 @@
+"""The live-run plan, prices and the budget."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from pytest_recfair import plan
+from pytest_recfair.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Case:
+    system: str | None
+    prompt: str
+    k: int = 25
+
+
+ASK = [Case("You are a recommender.", "x" * 400) for _ in range(100)]
+PRICES = plan.Prices(1.0, 4.0)
+
+
+def test_estimate_counts_tokens_cost_and_duration() -> None:
+    p = plan.estimate("t::a", ASK, recorded=20, concurrency=8, prices=PRICES)
+    assert (p.prompts, p.recorded, p.to_ask) == (120, 20, 100)
+    # 422 chars -> 106 tokens + 2 messages x 8 overhead
+    assert p.prompt_tokens == 100 * (106 + 16)
+    assert p.completion_tokens == 100 * 25 * plan.TOKENS_PER_ITEM
+    assert p.cost == pytest.approx((12_200 * 1.0 + 30_000 * 4.0) / 1e6)
+    assert p.seconds == 13 * plan.SECONDS_PER_REQUEST  # ceil(100 / 8) waves
+    line = p.line()
+    assert "120 prompts, 20 already recorded, 100 to ask" in line
+    assert "~$0.13" in line
+    assert "8 in flight" in line
+
+
+def test_max_tokens_bounds_the_reply_and_no_prices_no_cost() -> None:
+    p = plan.estimate("t::a", ASK, recorded=0, concurrency=64, max_tokens=50)
+    assert p.completion_tokens == 100 * 50
+    assert p.cost is None
+    assert "cost unknown (no prices)" in p.line()
+
+
+def test_budget_requests_counts_earlier_tests() -> None:
+    a = plan.estimate("t::a", ASK, recorded=0, concurrency=8)
+    b = plan.estimate("t::b", ASK[:50], recorded=0, concurrency=8)
+    budget = plan.Budget(max_requests=140)
+    plan.check_budget(budget, [], a)
+    with pytest.raises(plan.BudgetExceeded, match=r"^recfair_max_requests = 140: t::b would"):
+        plan.check_budget(budget, [a], b)
+
+
+def test_budget_cost_needs_prices() -> None:
+    a = plan.estimate("t::a", ASK, recorded=0, concurrency=8)
+    with pytest.raises(plan.BudgetExceeded, match="no prices"):
+        plan.check_budget(plan.Budget(max_cost=1.0), [], a)
+    priced = plan.estimate("t::a", ASK, recorded=0, concurrency=8, prices=PRICES)
+    plan.check_budget(plan.Budget(max_cost=1.0), [], priced)
+    with pytest.raises(plan.BudgetExceeded, match=r"estimated \$0\.13"):
+        plan.check_budget(plan.Budget(max_cost=0.1), [], priced)
+
+
+@pytest.mark.parametrize(
+    ("given", "want"),
+    [
+        ("0.15, 0.60", (0.15, 0.6)),
+        ("input=0.15 output=0.6", (0.15, 0.6)),
+        ("3/15", (3.0, 15.0)),
+        ((1, 2), (1.0, 2.0)),
+    ],
+)
+def test_prices(given: object, want: tuple[float, float]) -> None:
+    p = plan.parse_prices(given)
+    assert p is not None
+    assert (p.input_per_mtok, p.output_per_mtok) == want
+
+
+def test_blank_prices() -> None:
+    assert plan.parse_prices("  ") is None
+    assert plan.parse_prices(None) is None
+
+
+@pytest.mark.parametrize("bad", ["cheap", "1", "1,2,3", "-1, 2", (1, "x"), 5])
+def test_bad_prices(bad: object) -> None:
+    with pytest.raises(ConfigError, match=r"^recfair_prices: expected two prices") as e:
+        plan.parse_prices(bad)
+    assert "\n" not in str(e.value)
+
+
+def test_budget_keys() -> None:
+    assert plan.parse_budget("", None) == plan.Budget()
+    assert plan.parse_budget("500", "2.5") == plan.Budget(500, 2.5)
+    with pytest.raises(ConfigError, match=r"^recfair_max_requests: expected a whole number"):
+        plan.parse_budget("lots", "")
+    with pytest.raises(ConfigError, match=r"^recfair_max_cost: expected an amount"):
+        plan.parse_budget("", "-3")
