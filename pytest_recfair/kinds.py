@@ -20,6 +20,7 @@ __all__ = [
     "PARSE_STYLES",
     "PROVIDER_KINDS",
     "RECORD_MODES",
+    "RECORD_OPTION",
     "REPORT_FORMATS",
     "STATISTICS",
     "THRESHOLDS",
@@ -90,6 +91,9 @@ PARSE_STYLES: Final[tuple[ParseStyle, ...]] = get_args(ParseStyle)
 #: HTTP provider wire formats.
 ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
 PROVIDER_KINDS: Final[tuple[ProviderKind, ...]] = get_args(ProviderKind)
+
+#: The command-line flag that picks the cassette record mode.
+RECORD_OPTION: Final = "--fairness-record"
 
 #: The command-line flag that accepts a run's numbers as the new baseline.
 ACCEPT_OPTION: Final = "--fairness-update"

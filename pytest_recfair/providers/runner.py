@@ -624,13 +624,13 @@ async def arun_cases(
     try:
         try:
             todo: list[tuple[CaseLike, _Retryable | None]]
-            if http and cassettes is not None and cassettes.mode not in ("all", "rewrite"):
+            if http and cassettes is not None and cassettes.policy.replays:
                 cassettes.add_secrets(getattr(prov, "secrets", ()))
                 replayer = CassetteTransport(cassettes, test_id=test_id)
                 todo = await _replay_pass(cast(Provider, prov), cases, replayer, run)
             else:
                 todo = [(case, None) for case in cases]
-            if http and cassettes is not None and cassettes.mode != "none":
+            if http and cassettes is not None and cassettes.policy.records:
                 unfinished = Counter(case.entity_id or UNSCOPED_ENTITY for case, _ in todo)
             workers = min(concurrency, len(todo))
             if http and workers:
@@ -732,7 +732,7 @@ def _transports(
         return [network() for _ in range(shards)]
     cassettes.add_secrets(getattr(provider, "secrets", ()))
     # In replay-only mode no real transport is built, so nothing can reach the network.
-    live = transport is not None or cassettes.mode != "none"
+    live = transport is not None or cassettes.policy.records
     return [
         CassetteTransport(cassettes, test_id=test_id, inner=network() if live else None)
         for _ in range(shards)

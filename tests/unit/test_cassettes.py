@@ -628,3 +628,21 @@ def test_all_mode_still_replaces_re_recorded_interactions(tmp_path: Path) -> Non
     texts = [json.loads(i["response"]["body"]["string"])["choices"][0]["message"]["content"]
              for i in saved]  # fmt: skip
     assert texts == ["kept", "new"]
+
+
+def test_policy_table_has_one_row_per_record_mode() -> None:
+    from pytest_recfair.cassettes import MODE_POLICIES
+    from pytest_recfair.kinds import RECORD_MODES
+
+    assert tuple(MODE_POLICIES) == RECORD_MODES
+    # Only the replay-only mode may never record; a mode that never replays must record.
+    assert [m for m, p in MODE_POLICIES.items() if not p.records] == ["none"]
+    assert all(p.records for p in MODE_POLICIES.values() if not p.replays)
+
+
+def test_cassette_module_does_not_name_cli_flags() -> None:
+    import inspect
+
+    import pytest_recfair.cassettes as module
+
+    assert "--fairness" not in inspect.getsource(module)
