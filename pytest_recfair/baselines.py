@@ -348,6 +348,7 @@ _FIELDS: tuple[tuple[str, str], ...] = (
     ("language", "prompt language"),
     ("perturbation", "prompt perturbation"),
     ("repeats", "number of repeats"),
+    ("missing", "missing policy"),
 )
 
 

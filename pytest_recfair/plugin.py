@@ -1,6 +1,6 @@
 """pytest glue: options, ini keys, marker, fixtures and reporting hooks.
 
-Each hook hands off to :mod:`pytest_recfair.settings` or :mod:`pytest_recfair.session`
+Each hook hands off to :mod:`pytest_recfair.settings` or :mod:`pytest_recfair.audit`
 in a few lines. Workers of pytest-xdist ship each audit's result to the controller on the
 call-phase report (an extra report attribute survives xdist's serialisation), so the
 summary, the report file and the JUnit properties are produced once, on the controller.
@@ -19,9 +19,9 @@ from pytest_recfair import settings
 from pytest_recfair.errors import ConfigError, RecfairError
 
 if TYPE_CHECKING:
-    # session pulls in numpy, httpx and jsonschema (~0.3 s): imported only when an audit
+    # audit pulls in numpy, httpx and jsonschema (~0.3 s): imported only when an audit
     # runs or a run has results to report, never at pytest start-up
-    from pytest_recfair import session
+    from pytest_recfair import audit
 
 __all__ = ["marker"]
 
@@ -54,8 +54,8 @@ _INI_HELP = {
 }
 
 _SETTINGS = pytest.StashKey[settings.AuditSettings]()
-_AUDIT = pytest.StashKey["tuple[settings.AuditSettings, Any, session.BaselineState]"]()
-_PAYLOAD = pytest.StashKey[dict[str, Any]]()
+_AUDIT = pytest.StashKey["tuple[settings.AuditSettings, audit.Comparison]"]()
+_RECORD = pytest.StashKey["audit.TestRecord"]()
 _REPORT_PATH = pytest.StashKey["Path | None"]()
 
 
@@ -251,7 +251,7 @@ def fairness_result(
     request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
 ) -> Any:
     """The AuditResult of this @fairness test: similarities, SNSR/SNSV/PAFS with CIs."""
-    from pytest_recfair import session
+    from pytest_recfair import audit
 
     node = request.node
     if node.get_closest_marker("fairness") is None:
@@ -260,28 +260,27 @@ def fairness_result(
             "mark it with @pytest.mark.fairness(...)."
         )
     s = recfair_settings
-    state = session.load_baseline(request.config.rootpath / s.baseline_dir, node.nodeid)
+    state = audit.load_baseline(request.config.rootpath / s.baseline_dir, node.nodeid)
     try:
         # the runner flushes recorded cassettes itself, also when the run fails half-way
-        result = session.run_audit(
+        result = audit.measure(
             s,
             request.getfixturevalue("recfair_recommender"),
             seeds=request.getfixturevalue("recfair_seeds"),
             grid=request.getfixturevalue("recfair_grid"),
             cassettes=request.getfixturevalue("recfair_cassettes"),
             test_id=node.nodeid,
-            baseline=None if s.update else state.result,
             progress=False,
         )
     except RecfairError as exc:
         # a problem the user fixes (cassette miss, bad seeds file, ...): say it, no traceback
         pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
-    node.stash[_AUDIT] = (s, result, state)
+    comparison = audit.compare(s, result.meta, state)
+    result = audit.gate_result(s, result, comparison.baseline, comparison.problem)
+    node.stash[_AUDIT] = (s, comparison)
     # shipped even if the test body fails before the gate is judged
-    node.stash[_PAYLOAD] = session.payload(
-        session.Verdict(False, result), session.compared_baseline(s, result, state)
-    )
-    node.user_properties.extend(session.property_items(result))
+    node.stash[_RECORD] = audit.TestRecord(result, comparison.baseline)
+    node.user_properties.extend(audit.property_items(result))
     return result
 
 
@@ -339,14 +338,16 @@ def _entities_from(value: Any, domain: str, name: str) -> Any:
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     outcome = yield
-    audit = item.stash.get(_AUDIT, None)
-    if audit is None:
+    judged = item.stash.get(_AUDIT, None)
+    record = item.stash.get(_RECORD, None)
+    if judged is None or record is None:
         return outcome
-    from pytest_recfair import session
+    from pytest_recfair import audit
 
-    s, result, state = audit
-    verdict = session.judge(s, result, state, item.nodeid)
-    item.stash[_PAYLOAD] = session.payload(verdict, session.compared_baseline(s, result, state))
+    s, comparison = judged
+    verdict = audit.judge(s, record.result, comparison, item.nodeid)
+    record.result = verdict.result
+    record.wrote = audit.write_baseline(verdict)
     if not verdict.passed:
         pytest.fail(verdict.message, pytrace=False)
     return outcome
@@ -358,9 +359,9 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     if call.when == "call":
-        payload = item.stash.get(_PAYLOAD, None)
-        if payload is not None:
-            report.recfair = payload  # type: ignore[attr-defined]
+        record = item.stash.get(_RECORD, None)
+        if record is not None:
+            report.recfair = record.payload()  # type: ignore[attr-defined]
     return report
 
 
@@ -369,16 +370,16 @@ class _Controller:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        # created with the first audit result: a run without audits never imports session
-        self.collector: session.RunCollector | None = None
+        # created with the first audit result: a run without audits never imports audit
+        self.collector: audit.RunCollector | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         payload = getattr(report, "recfair", None)
         if payload is not None and report.when == "call":
             if self.collector is None:
-                from pytest_recfair import session
+                from pytest_recfair import audit
 
-                self.collector = session.RunCollector()
+                self.collector = audit.RunCollector()
             self.collector.add(payload)
 
     def pytest_sessionfinish(self) -> None:

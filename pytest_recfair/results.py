@@ -1,4 +1,4 @@
-"""The result objects of one fairness audit, shared by session, gate, baselines and reports.
+"""The result objects of one fairness audit, shared by the audit, gate, baselines and reports.
 
 Pure data: no pytest, no httpx. Everything round-trips through plain JSON-able dicts
 (``to_dict`` / ``from_dict``) so xdist workers can ship results to the controller and
@@ -258,13 +258,16 @@ class AuditMeta:
     seed: int
     record_mode: str
     plugin_version: str
+    # missing-reply policy; baselines written before it was recorded used the default
+    missing: str = "zero"
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AuditMeta:
-        return cls(**{name: d[name] for name in cls.__slots__})
+        known = {name: d[name] for name in cls.__slots__ if name != "missing"}
+        return cls(**known, missing=str(d.get("missing", "zero")))
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,11 +18,13 @@ from pytest_recfair.errors import ConfigError
 from pytest_recfair.kinds import (
     METRICS,
     MISSING_POLICIES,
+    PARSE_STYLES,
     RECORD_MODES,
     THRESHOLDS,
     VARIANTS,
     MetricName,
     MissingPolicy,
+    ParseStyle,
     RecordMode,
     Variant,
 )
@@ -66,6 +68,7 @@ class AuditSettings:
     grid: str = "faireval"
     templates: str = "natural"
     missing: MissingPolicy = "zero"
+    parse: ParseStyle | None = None  # None: "fairllm" with variant="fairllm", else "default"
     # how to run it (command line / ini only)
     record_mode: RecordMode = "none"
     update: bool = False
@@ -82,6 +85,14 @@ class AuditSettings:
         """The metrics to score, in order ("jaccard,serp" -> ("jaccard", "serp"))."""
         # validated at construction: every part is one of the metric names
         return cast("tuple[MetricName, ...]", tuple(self.metric.split(",")))
+
+    @property
+    def parse_style(self) -> ParseStyle:
+        """How replies are parsed: the ``parse`` setting, or the one that goes with the
+        variant (the FaiRLLM notebook's cleaning for ``variant="fairllm"``)."""
+        if self.parse is not None:
+            return self.parse
+        return "fairllm" if self.variant == "fairllm" else "default"
 
     @property
     def personality(self) -> bool:
@@ -119,6 +130,7 @@ MARKER_KEYS: tuple[str, ...] = (
     "grid",
     "templates",
     "missing",
+    "parse",
 )
 
 # command-line option (dest) -> settings key; dests are namespaced "fairness_*"
@@ -276,6 +288,7 @@ _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "grid": _text,
     "templates": _text,
     "missing": _choice(MISSING_POLICIES),
+    "parse": _optional(_choice(PARSE_STYLES)),
     "record_mode": _choice(RECORD_MODES),
     "update": _to_bool,
     "report": _optional(_text),

@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from pytest_recfair.errors import RecfairError
+from pytest_recfair.sim.batch import BatchOptions
 from pytest_recfair.sim.profile import Faults
 from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import DEFAULT_MODEL, SimServer, run_forever
@@ -16,7 +17,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m pytest_recfair.sim",
         description="Serve a simulated LLM recommender (with planted biases) as an "
-        "OpenAI-compatible /v1/chat/completions endpoint.",
+        "OpenAI-compatible /v1/chat/completions endpoint (plus /v1/messages and the "
+        "OpenAI and Anthropic batch endpoints).",
     )
     parser.add_argument("--port", type=int, required=True, help="port to listen on (0 = any free)")
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
@@ -39,6 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--chatty", action="store_true", help="add a one-line preface to replies")
     parser.add_argument("--model", default=DEFAULT_MODEL, help="model id to report")
     parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY'")
+    parser.add_argument(
+        "--batch-delay", type=float, default=0.0, metavar="S", help="seconds a batch takes"
+    )
+    parser.add_argument(
+        "--batch-errors", type=float, default=0.0, metavar="P", help="share of failed batch lines"
+    )
     return parser
 
 
@@ -61,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             jitter_ms=args.jitter,
             model=args.model,
             api_key=args.api_key,
+            batch=BatchOptions(
+                delay_s=args.batch_delay, error_rate=args.batch_errors, seed=args.seed
+            ),
         )
         run_forever(server, announce=lambda line: print(line, flush=True))
     except (RecfairError, OSError) as exc:

@@ -7,7 +7,7 @@ import sys
 
 from plugin_support import REPO
 
-HEAVY = ("numpy", "httpx", "jsonschema", "vcr", "rapidfuzz", "pytest_recfair.session")
+HEAVY = ("numpy", "httpx", "jsonschema", "vcr", "rapidfuzz", "pytest_recfair.audit")
 
 
 def test_plugin_import_is_light() -> None:

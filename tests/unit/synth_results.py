@@ -1,7 +1,7 @@
 """Synthetic AuditResults for the gate, baseline and report tests.
 
 The similarity matrix is drawn here; every statistic and interval comes from
-pytest_recfair.metrics, exactly as the session computes them.
+pytest_recfair.metrics, exactly as the audit computes them.
 """
 
 from __future__ import annotations

@@ -386,3 +386,29 @@ def test_incompatibility_lists_every_difference() -> None:
 def test_incompatibility_wants_meta() -> None:
     with pytest.raises(TypeError, match="AuditMeta"):
         baselines.incompatibility(audit(), meta())  # type: ignore[arg-type]
+
+
+# --- the missing policy ------------------------------------------------------------------------
+
+DEMO_BASELINES = sorted((Path(__file__).parents[2] / "baselines").glob("*.json"))
+
+
+@pytest.mark.parametrize("path", DEMO_BASELINES, ids=lambda p: p.stem)
+def test_baselines_without_a_missing_policy_read_as_zero(path: Path) -> None:
+    # the demo baselines predate the field: they were written with the default policy
+    assert "missing" not in json.loads(path.read_text(encoding="utf-8"))["meta"]
+    stored = baselines.load(path)
+    assert stored.meta.missing == "zero"
+    assert {a.missing_policy for a in stored.attributes} == {"zero"}
+    assert baselines.incompatibility(stored.meta, replace(stored.meta, missing="zero")) is None
+    problem = baselines.incompatibility(stored.meta, replace(stored.meta, missing="skip"))
+    assert problem is not None
+    assert "different missing policy (missing: baseline 'zero', this run 'skip')" in problem
+
+
+def test_missing_policy_round_trips(tmp_path: Path) -> None:
+    result = replace(audit(), meta=replace(meta(), missing="skip"))
+    path = tmp_path / "b.json"
+    baselines.write(path, result)
+    assert json.loads(path.read_text(encoding="utf-8"))["meta"]["missing"] == "skip"
+    assert baselines.load(path).meta.missing == "skip"

@@ -1,0 +1,54 @@
+"""What a kind of audit is: how it builds its prompts and how it scores the replies.
+
+The pipeline (:mod:`.pipeline`) does the shared part — seeds, grid, sending prompts,
+metadata, gate — and hands prompt building and scoring to the :class:`AuditKind` that
+:func:`pytest_recfair.audit.registry.select` picks for the settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pytest_recfair.prompts import Entity, Grid, PromptCase
+from pytest_recfair.results import AttributeResult
+from pytest_recfair.settings import AuditSettings
+
+__all__ = ["AuditKind", "Scored"]
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """What a kind of audit makes of the replies."""
+
+    attributes: tuple[AttributeResult, ...]
+    merges: int = 0  # fuzzy title merges applied (0 when the kind does not merge)
+
+
+class AuditKind(Protocol):
+    """One kind of audit (list overlap, item attributes, candidate position, ...)."""
+
+    #: short name, shown in errors and docs
+    name: str
+
+    def wants(self, settings: AuditSettings) -> bool:
+        """Whether ``settings`` ask for this kind of audit."""
+
+    def build_cases(
+        self,
+        settings: AuditSettings,
+        grid: Grid,
+        entities: Sequence[Entity],
+        attributes: list[str] | None,
+    ) -> list[PromptCase]:
+        """The prompts to send (ids unique; cassettes are keyed by them)."""
+
+    def score(
+        self,
+        settings: AuditSettings,
+        cases: Sequence[PromptCase],
+        completions: Mapping[str, Any],
+    ) -> Scored:
+        """Scores per attribute from the replies (``completions`` by case id; a failed
+        request has no entry and is never scored as a reply)."""
