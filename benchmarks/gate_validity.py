@@ -238,11 +238,19 @@ TIED = np.array([0.03, 0.03, 0.0, -0.02])
 
 
 def rise_rate(
-    args: argparse.Namespace, rng: np.random.Generator, n: int, rise: float, tol: float
+    args: argparse.Namespace,
+    rng: np.random.Generator,
+    n: int,
+    rise: float,
+    tol: float,
+    *,
+    whole_grid: bool = True,
+    start: FloatArray = SEPARATED,
 ) -> Rate:
-    effects = grid_effects(np.random.default_rng(7), False)
-    effects["religion"] = SEPARATED
-    moved = dict(effects, religion=_raised(SEPARATED, rise))
+    """How often the gate fails when religion's SNSR truly rose by ``rise``."""
+    effects = grid_effects(np.random.default_rng(7), False) if whole_grid else {}
+    effects["religion"] = start
+    moved = dict(effects, religion=_raised(start, rise))
     rate = Rate()
     for r in range(args.runs):
         pop = population(rng, n)
@@ -256,13 +264,21 @@ def power(args: argparse.Namespace, rng: np.random.Generator) -> list[str]:
     for tol in (0.0, 0.02):
         for n in (25, 50, 100, 200):
             rows.append(f"| +0.05 | {tol:g} | {n} | {rise_rate(args, rng, n, 0.05, tol).text()} |")
-    rows.append(
-        f"| +0.02 (= tolerance) | 0.02 | 100 | {rise_rate(args, rng, 100, 0.02, 0.02).text()} |"
-    )
-    rows.append(f"| +0.01 (half) | 0.02 | 100 | {rise_rate(args, rng, 100, 0.01, 0.02).text()} |")
-    rows.append(
-        f"| +0.05 (tol + 0.03) | 0.02 | 100 | {rise_rate(args, rng, 100, 0.05, 0.02).text()} |"
-    )
+    return rows
+
+
+def margin(args: argparse.Namespace, rng: np.random.Generator) -> list[str]:
+    rows = []
+    for label, rise in (("+0.02 (= tolerance)", 0.02), ("+0.01 (half)", 0.01)):
+        for n in (25, 100):
+            for whole in (True, False):
+                for start, sname in ((SEPARATED, "separated"), (np.zeros(4), "fair")):
+                    rate = rise_rate(args, rng, n, rise, 0.02, whole_grid=whole, start=start)
+                    fam = "grid (24)" if whole else "religion (3)"
+                    rows.append(f"| {label} | {sname} | {fam} | {n} | {rate.text()} |")
+    for n in (50, 100):
+        rate = rise_rate(args, rng, n, 0.05, 0.02)
+        rows.append(f"| +0.05 (tolerance + 0.03) | separated | grid (24) | {n} | {rate.text()} |")
     return rows
 
 
@@ -318,6 +334,11 @@ SECTIONS: dict[str, tuple[str, Callable[[argparse.Namespace, np.random.Generator
         conditional_alarms,
     ),
     "power": ("| true rise | tolerance | entities | caught |\n| --- | --- | --- | --- |", power),
+    "margin": (
+        "| true rise | religion before | family | entities | fails (tolerance 0.02) |\n"
+        "| --- | --- | --- | --- | --- |",
+        margin,
+    ),
     "coverage": (
         "| attribute | entities | Sim(a) | SNSR | SNSV | PAFS | mean SNSR width |\n"
         "| --- | --- | --- | --- | --- | --- | --- |",

@@ -21,6 +21,7 @@ Pure numpy. Three parts (the reasoning and the measured figures are in docs/base
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -282,20 +283,51 @@ def _stat_rows(sums: FloatArray, counts: FloatArray, statistic: Statistic) -> Fl
     return np.asarray(1.0 - np.mean(np.abs(means - centre), axis=-1))
 
 
+def _sum_count(rows: FloatArray) -> tuple[FloatArray, FloatArray]:
+    valid = ~np.isnan(rows)
+    return np.where(valid, rows, 0.0).sum(axis=0), valid.sum(axis=0).astype(np.float64)
+
+
 def _worsening(
-    base: FloatArray, cand: FloatArray, S: FloatArray, statistic: Statistic
+    base: FloatArray, cand: FloatArray, S: FloatArray, statistic: Statistic, centre: bool
 ) -> tuple[float, float, float, FloatArray]:
-    """Observed baseline/candidate statistic, worsening, and worsening under each swap."""
+    """Observed baseline/candidate statistic, worsening, and worsening under each swap.
+
+    ``centre`` (the margin null, see drift_test): swap the baseline rows shifted by the
+    observed difference of the value means, so both runs have the candidate's value means
+    and the swaps measure noise only, not the difference being tested.
+    """
+    pb0, pc0 = _stat_rows(*_sum_count(base), statistic), _stat_rows(*_sum_count(cand), statistic)
+    if centre:
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            shift = np.nanmean(cand, axis=0) - np.nanmean(base, axis=0)
+        base = base + np.nan_to_num(shift)
     vb, vc = ~np.isnan(base), ~np.isnan(cand)
     b0, c0 = np.where(vb, base, 0.0), np.where(vc, cand, 0.0)
     nb, nc = vb.astype(np.float64), vc.astype(np.float64)
     sb, sc, kb, kc = b0.sum(0), c0.sum(0), nb.sum(0), nc.sum(0)
     shift_s, shift_n = S @ (c0 - b0), S @ (nc - nb)  # swapping moves these into the baseline
-    pb, pc = float(_stat_rows(sb, kb, statistic)), float(_stat_rows(sc, kc, statistic))
+    pb, pc = float(pb0), float(pc0)
     perm_b = _stat_rows(sb + shift_s, kb + shift_n, statistic)
     perm_c = _stat_rows(sc - shift_s, kc - shift_n, statistic)
     sign = -1.0 if statistic == "pafs" else 1.0  # a PAFS drop is the worsening
-    return pb, pc, sign * (pc - pb), sign * (perm_c - perm_b)
+    perm = sign * (perm_c - perm_b)
+    if centre:
+        perm = perm * _small_sample_factor(base.shape[0])
+    return pb, pc, sign * (pc - pb), perm
+
+
+def _small_sample_factor(n: int) -> float:
+    """Widen the centred swap distribution as a t-test widens a z-test.
+
+    Centring removes the exact invariance of the swap test, so the observed statistic is
+    compared with a normal-like reference using an estimated spread: scale it by
+    sqrt(n / (n - 1)) (the centred spread's bias) and t_{n-1} / z at the 95% quantile.
+    """
+    if n < 3:
+        return 1.0
+    return math.sqrt(n / (n - 1)) * t_quantile(0.95, n - 1) / NormalDist().inv_cdf(0.95)
 
 
 def _step_down(T: FloatArray, Tp: FloatArray, exact: bool) -> tuple[FloatArray, FloatArray]:
@@ -352,8 +384,9 @@ def drift_test(
     T = np.full(len(members), -np.inf)
     Tp = np.zeros((S.shape[0], len(members)))
     for j, (m, (base, cand, cols)) in enumerate(zip(members, paired, strict=True)):
-        pb, pc, worse, perm = _worsening(base, cand, S[:, cols], m.statistic)
-        sd = float(np.nanstd(perm))
+        pb, pc, worse, perm = _worsening(base, cand, S[:, cols], m.statistic, tol > 0)
+        # At tolerance 0 the observed data count as one more swap: a swap-invariant spread.
+        sd = float(np.nanstd(perm if exact or tol > 0 else np.append(perm, worse)))
         if sd > 0 and math.isfinite(worse):
             T[j] = (worse - tol) / sd
             Tp[:, j] = np.where(np.isnan(perm), np.inf, perm / sd)
