@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import email.utils
 import functools
 import math
@@ -33,7 +34,7 @@ import ssl
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, cast
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CaseLike",
+    "RunOptions",
     "RunOutcome",
     "arun_cases",
     "env_proxy",
@@ -225,6 +227,35 @@ def _as_provider(provider: Any) -> Provider | CallableProvider:
     ):
         return provider  # type: ignore[no-any-return]
     return CallableProvider(provider)
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """How :func:`run_cases` sends the cases (one object instead of a long signature).
+
+    ``transport``, ``backoff``/``max_backoff``, ``max_retry_after``, ``sleep`` and
+    ``progress_stream`` are for tests and benchmarks (see :func:`run_cases`).
+    """
+
+    concurrency: int = 8
+    timeout: float = 60.0
+    max_retries: int = 5
+    cassettes: CassetteStore | None = None
+    test_id: str = ""
+    progress: bool | None = None
+    prices: tuple[float, float] | None = None
+    transport: httpx.AsyncBaseTransport | None = None
+    backoff: float = 0.5
+    max_backoff: float = 30.0
+    max_retry_after: float = 120.0
+    sleep: Callable[[float], Awaitable[None]] | None = None
+    progress_stream: TextIO | None = None
+
+    @classmethod
+    def of(cls, options: RunOptions | None, overrides: Mapping[str, Any]) -> RunOptions:
+        """``options`` (or the defaults) with keyword ``overrides`` applied."""
+        base = options if options is not None else cls()
+        return dataclasses.replace(base, **overrides) if overrides else base
 
 
 class _Run:
@@ -552,41 +583,26 @@ def _first_abort(group: BaseExceptionGroup[BaseException]) -> RecfairError | Non
 async def arun_cases(
     provider: Provider | CallableProvider | Callable[..., Any],
     cases: Sequence[CaseLike],
-    *,
-    concurrency: int = 8,
-    timeout: float = 60.0,
-    max_retries: int = 5,
-    cassettes: CassetteStore | None = None,
-    test_id: str = "",
-    progress: bool | None = None,
-    prices: tuple[float, float] | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
-    backoff: float = 0.5,
-    max_backoff: float = 30.0,
-    max_retry_after: float = 120.0,
-    sleep: Callable[[float], Awaitable[None]] | None = None,
-    progress_stream: TextIO | None = None,
+    options: RunOptions | None = None,
+    /,
+    **overrides: Any,
 ) -> RunOutcome:
     """Async :func:`run_cases`. See the module docstring for what aborts the run."""
-    _check_args(concurrency, timeout, max_retries, prices)
-    ids = [case.id for case in cases]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise ConfigError(
-            f"cases: every case needs its own id, but {dup!r} occurs more than once; "
-            "build them with prompts.build_cases."
-        )
+    opts = RunOptions.of(options, overrides)
+    concurrency, cassettes, test_id = opts.concurrency, opts.cassettes, opts.test_id
+    _check_args(concurrency, opts.timeout, opts.max_retries, opts.prices)
+    ids = _unique_ids(cases)
     prov = _as_provider(provider)
-    bar = Progress(len(cases), enabled=progress, stream=progress_stream)
+    bar = Progress(len(cases), enabled=opts.progress, stream=opts.progress_stream)
     run = _Run(
         cases,
         concurrency=concurrency,
-        timeout=timeout,
-        max_retries=max_retries,
-        backoff=backoff,
-        max_backoff=max_backoff,
-        max_retry_after=max_retry_after,
-        sleep=sleep,
+        timeout=opts.timeout,
+        max_retries=opts.max_retries,
+        backoff=opts.backoff,
+        max_backoff=opts.max_backoff,
+        max_retry_after=opts.max_retry_after,
+        sleep=opts.sleep,
         progress=bar,
     )
     start = time.monotonic()
@@ -613,29 +629,19 @@ async def arun_cases(
                 run.abort = run.abort or exc.error
                 raise
             run.finish(case, result)
-            if unfinished is not None:
-                entity = case.entity_id or UNSCOPED_ENTITY
-                unfinished[entity] -= 1
-                if not unfinished[entity] and cassettes is not None:
-                    # Saved now, while other requests are still out, not all at the end.
-                    cassettes.flush_entity(test_id, entity)
+            if unfinished is not None and cassettes is not None:
+                _entity_done(unfinished, cassettes, test_id, case)
 
     unfinished: Counter[str] | None = None
     try:
         try:
-            todo: list[tuple[CaseLike, _Retryable | None]]
-            if http and cassettes is not None and cassettes.policy.replays:
-                cassettes.add_secrets(getattr(prov, "secrets", ()))
-                replayer = CassetteTransport(cassettes, test_id=test_id)
-                todo = await _replay_pass(cast(Provider, prov), cases, replayer, run)
-            else:
-                todo = [(case, None) for case in cases]
+            todo = await _first_pass(prov, cases, opts, run)
             if http and cassettes is not None and cassettes.policy.records:
                 unfinished = Counter(case.entity_id or UNSCOPED_ENTITY for case, _ in todo)
             workers = min(concurrency, len(todo))
             if http and workers:
                 transports.extend(
-                    _transports(cast(Provider, prov), transport, cassettes, test_id, workers)
+                    _transports(cast(Provider, prov), opts.transport, cassettes, test_id, workers)
                 )
             pending = iter(todo)
             async with asyncio.TaskGroup() as group:
@@ -650,13 +656,57 @@ async def arun_cases(
             raise error from None
     finally:
         bar.close()
-        try:
-            for used in transports:
-                await used.aclose()
-        finally:
-            if cassettes is not None and http:
-                cassettes.flush()
+        await _close(transports, cassettes if http else None)
+    return _outcome(run, ids, opts.prices, time.monotonic() - start)
 
+
+async def _first_pass(
+    prov: Provider | CallableProvider, cases: Sequence[CaseLike], opts: RunOptions, run: _Run
+) -> list[tuple[CaseLike, _Retryable | None]]:
+    """Serve what the cassettes hold (no network); the rest is left for the workers."""
+    cassettes = opts.cassettes
+    if isinstance(prov, CallableProvider) or cassettes is None or not cassettes.policy.replays:
+        return [(case, None) for case in cases]
+    cassettes.add_secrets(getattr(prov, "secrets", ()))
+    replayer = CassetteTransport(cassettes, test_id=opts.test_id)
+    return await _replay_pass(prov, cases, replayer, run)
+
+
+def _entity_done(
+    unfinished: Counter[str], cassettes: CassetteStore, test_id: str, case: CaseLike
+) -> None:
+    entity = case.entity_id or UNSCOPED_ENTITY
+    unfinished[entity] -= 1
+    if not unfinished[entity]:
+        # Saved now, while other requests are still out, not all at the end.
+        cassettes.flush_entity(test_id, entity)
+
+
+async def _close(
+    transports: list[httpx.AsyncBaseTransport], cassettes: CassetteStore | None
+) -> None:
+    try:
+        for used in transports:
+            await used.aclose()
+    finally:
+        if cassettes is not None:
+            cassettes.flush()
+
+
+def _unique_ids(cases: Sequence[CaseLike]) -> list[str]:
+    ids = [case.id for case in cases]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise ConfigError(
+            f"cases: every case needs its own id, but {dup!r} occurs more than once; "
+            "build them with prompts.build_cases."
+        )
+    return ids
+
+
+def _outcome(
+    run: _Run, ids: list[str], prices: tuple[float, float] | None, elapsed: float
+) -> RunOutcome:
     usage = Usage()
     unknown = 0
     for completion in run.completions.values():
@@ -673,7 +723,7 @@ async def arun_cases(
         cost=usage.cost((float(prices[0]), float(prices[1]))) if prices is not None else None,
         requests=run.requests,
         retries=run.retries,
-        elapsed=time.monotonic() - start,
+        elapsed=elapsed,
         unknown_usage=unknown,
     )
 
@@ -742,22 +792,14 @@ def _transports(
 def run_cases(
     provider: Provider | CallableProvider | Callable[..., Any],
     cases: Sequence[CaseLike],
-    *,
-    concurrency: int = 8,
-    timeout: float = 60.0,
-    max_retries: int = 5,
-    cassettes: CassetteStore | None = None,
-    test_id: str = "",
-    progress: bool | None = None,
-    prices: tuple[float, float] | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
-    backoff: float = 0.5,
-    max_backoff: float = 30.0,
-    max_retry_after: float = 120.0,
-    sleep: Callable[[float], Awaitable[None]] | None = None,
-    progress_stream: TextIO | None = None,
+    options: RunOptions | None = None,
+    /,
+    **overrides: Any,
 ) -> RunOutcome:
     """Send every case to ``provider`` and collect completions, errors and token usage.
+
+    Settings come from ``options`` (a :class:`RunOptions`) and/or keyword overrides
+    of its fields (``run_cases(p, cases, concurrency=4)`` keeps working).
 
     ``provider`` is an HTTP :class:`Provider`, a :class:`CallableProvider` or a plain
     ``recommend(prompt[, system]) -> str | list[str]`` (sync or async). At most
@@ -781,25 +823,7 @@ def run_cases(
         async def main() -> None:
             # Not the task's result: on Python 3.11 asyncio.run's SIGINT clean-up formats
             # the main task's repr, result included: 0.3 s for 32,000 completions.
-            box.append(
-                await arun_cases(
-                    provider,
-                    cases,
-                    concurrency=concurrency,
-                    timeout=timeout,
-                    max_retries=max_retries,
-                    cassettes=cassettes,
-                    test_id=test_id,
-                    progress=progress,
-                    prices=prices,
-                    transport=transport,
-                    backoff=backoff,
-                    max_backoff=max_backoff,
-                    max_retry_after=max_retry_after,
-                    sleep=sleep,
-                    progress_stream=progress_stream,
-                )
-            )
+            box.append(await arun_cases(provider, cases, RunOptions.of(options, overrides)))
 
         asyncio.run(main())
         return box[0]
