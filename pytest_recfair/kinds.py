@@ -12,6 +12,7 @@ from typing import Final, Literal, get_args
 
 __all__ = [
     "ACCEPT_OPTION",
+    "DRIFT_QUANTITIES",
     "FAILURE_KINDS",
     "GATED_QUANTITIES",
     "HIGHER_IS_FAIRER",
@@ -25,6 +26,7 @@ __all__ = [
     "STATISTICS",
     "THRESHOLDS",
     "VARIANTS",
+    "DriftQuantity",
     "FailureKind",
     "GatedQuantity",
     "MetricName",
@@ -55,9 +57,14 @@ MISSING_POLICIES: Final[tuple[MissingPolicy, ...]] = get_args(MissingPolicy)
 Statistic = Literal["snsr", "snsv", "pafs"]
 STATISTICS: Final[tuple[Statistic, ...]] = get_args(Statistic)
 
-#: Everything the gate checks: the spread statistics, the entropy over repeats and the
-#: gap in refusal rates between values.
-GatedQuantity = Literal["snsr", "snsv", "pafs", "entropy", "refusal_gap"]
+#: What the drift test compares with a baseline: a spread statistic, or the share of
+#: unusable replies (empty, refused, unparseable; higher is worse).
+DriftQuantity = Literal["snsr", "snsv", "pafs", "unusable"]
+DRIFT_QUANTITIES: Final[tuple[DriftQuantity, ...]] = get_args(DriftQuantity)
+
+#: Everything the gate checks: the spread statistics, the entropy over repeats, the gap
+#: in refusal rates between values and the share of unusable replies.
+GatedQuantity = Literal["snsr", "snsv", "pafs", "entropy", "refusal_gap", "unusable"]
 GATED_QUANTITIES: Final[tuple[GatedQuantity, ...]] = get_args(GatedQuantity)
 
 #: Quantities for which a LOWER value is worse (checked against a minimum); all others

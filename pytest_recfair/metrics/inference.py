@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.kinds import Statistic
+from pytest_recfair.kinds import DriftQuantity
 from pytest_recfair.metrics._check import check_confidence, check_positive_int, make_rng
 
 __all__ = [
@@ -201,15 +201,18 @@ def spread_intervals(
 class DriftMember:
     """One gated comparison: a statistic of one attribute (and metric), both runs' rows.
 
-    ``key`` names the member for the caller (e.g. (attribute, metric, statistic)).
+    ``key`` names the member for the caller (e.g. (attribute, metric, statistic)). For
+    "unusable" the rows are 0/1 (reply unusable) and the statistic is their overall share.
+    ``margin`` overrides the family's tolerance for this member (None: the tolerance).
     """
 
     key: tuple[str, ...]
-    statistic: Statistic
+    statistic: DriftQuantity
     baseline_entities: Sequence[str]
     baseline: FloatArray
     candidate_entities: Sequence[str]
     candidate: FloatArray
+    margin: float | None = None
 
 
 @dataclass(frozen=True)
@@ -217,7 +220,7 @@ class MemberVerdict:
     """The drift test of one member: worsening (>0 = less fair), its bound, adjusted p."""
 
     key: tuple[str, ...]
-    statistic: Statistic
+    statistic: DriftQuantity
     baseline: float
     candidate: float
     worsening: float
@@ -271,9 +274,11 @@ def _flips(rng: np.random.Generator, B: int, E: int) -> tuple[FloatArray, bool]:
     return rng.integers(0, 2, size=(B, E)).astype(np.float64), False
 
 
-def _stat_rows(sums: FloatArray, counts: FloatArray, statistic: Statistic) -> FloatArray:
+def _stat_rows(sums: FloatArray, counts: FloatArray, statistic: DriftQuantity) -> FloatArray:
     with np.errstate(invalid="ignore", divide="ignore"):
         means = sums / counts
+    if statistic == "unusable":
+        return np.asarray(np.mean(means, axis=-1))
     mx, mn = np.max(means, axis=-1), np.min(means, axis=-1)
     if statistic == "snsr":
         return np.asarray(mx - mn)
@@ -289,7 +294,7 @@ def _sum_count(rows: FloatArray) -> tuple[FloatArray, FloatArray]:
 
 
 def _worsening(
-    base: FloatArray, cand: FloatArray, S: FloatArray, statistic: Statistic, centre: bool
+    base: FloatArray, cand: FloatArray, S: FloatArray, statistic: DriftQuantity, centre: bool
 ) -> tuple[float, float, float, FloatArray]:
     """Observed baseline/candidate statistic, worsening, and worsening under each swap.
 
@@ -384,11 +389,12 @@ def drift_test(
     T = np.full(len(members), -np.inf)
     Tp = np.zeros((S.shape[0], len(members)))
     for j, (m, (base, cand, cols)) in enumerate(zip(members, paired, strict=True)):
-        pb, pc, worse, perm = _worsening(base, cand, S[:, cols], m.statistic, tol > 0)
-        # At tolerance 0 the observed data count as one more swap: a swap-invariant spread.
-        sd = float(np.nanstd(perm if exact or tol > 0 else np.append(perm, worse)))
+        margin = tol if m.margin is None else _check_gate(m.margin, a_level)[0]
+        pb, pc, worse, perm = _worsening(base, cand, S[:, cols], m.statistic, margin > 0)
+        # At margin 0 the observed data count as one more swap: a swap-invariant spread.
+        sd = float(np.nanstd(perm if exact or margin > 0 else np.append(perm, worse)))
         if sd > 0 and math.isfinite(worse):
-            T[j] = (worse - tol) / sd
+            T[j] = (worse - margin) / sd
             Tp[:, j] = np.where(np.isnan(perm), np.inf, perm / sd)
         q = float(np.nanquantile(perm, 1 - a_level)) if sd > 0 else 0.0
         rows.append((m, pb, pc, worse, worse - q, base.shape[0]))
