@@ -39,7 +39,6 @@ from pytest_recfair.results import AuditMeta, AuditResult
 
 __all__ = [
     "SCHEMA_VERSION",
-    "BaselineMissing",
     "baseline_path",
     "dumps",
     "incompatibility",
@@ -53,10 +52,6 @@ __all__ = [
 SCHEMA_VERSION = 1
 _MAX_STEM = 120  # keeps paths well under Windows' 260-character limit
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-class BaselineMissing(DataError):
-    """There is no baseline file for a test yet."""
 
 
 def _update_hint(test_id: str | None) -> str:
@@ -312,14 +307,14 @@ def loads(text: str, path: Path | str = "<baseline>") -> AuditResult:
 def load(path: Path) -> AuditResult:
     """Read and validate the baseline at ``path``.
 
-    Raises ``BaselineMissing`` when there is no file, ``DataError`` when it is unreadable,
+    Raises ``DataError`` when there is no file, when it is unreadable,
     truncated or schema-invalid (the message gives the JSON path of the problem).
     """
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise BaselineMissing(
+        raise DataError(
             f"no fairness baseline at {p}. Create it by running the test once with "
             f"{_update_hint(None)}, check the numbers, and commit the file."
         ) from None
