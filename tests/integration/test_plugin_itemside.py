@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from plugin_support import plugin_args
+
+from tests.support.plugin import plugin_args
 
 pytest_plugins = ["pytester"]
 
