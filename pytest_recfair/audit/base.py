@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pytest_recfair.catalogue import Catalogue
-from pytest_recfair.prompts import Entity, Grid, PromptCase
+from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
 
@@ -59,13 +59,13 @@ class AuditKind(Protocol):
         entities: Sequence[Entity],
         attributes: list[str] | None,
         inputs: AuditInputs,
-    ) -> Sequence[PromptCase]:
+    ) -> Sequence[Any]:
         """The prompts to send (ids unique; cassettes are keyed by them)."""
 
     def score(
         self,
         settings: AuditSettings,
-        cases: Sequence[PromptCase],
+        cases: Sequence[Any],
         completions: Mapping[str, Any],
         inputs: AuditInputs,
     ) -> Scored:

@@ -79,6 +79,7 @@ class CandidateCase:
     shown: tuple[str, ...]
     style: str
     domain: str
+    repeat: int = 0  # the runner's repeat index: every order is its own prompt
 
     @property
     def neutral(self) -> bool:
