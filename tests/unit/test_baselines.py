@@ -390,7 +390,10 @@ def test_incompatibility_wants_meta() -> None:
 
 # --- the missing policy ------------------------------------------------------------------------
 
-DEMO_BASELINES = sorted((Path(__file__).parents[2] / "baselines").glob("*.json"))
+# the list-overlap demo baselines (audits/test_demo.py) were written before the field
+DEMO_BASELINES = sorted(
+    (Path(__file__).parents[2] / "baselines").glob("audits__test_demo.py__*.json")
+)
 
 
 @pytest.mark.parametrize("path", DEMO_BASELINES, ids=lambda p: p.stem)
