@@ -344,6 +344,7 @@ _FIELDS: tuple[tuple[str, str], ...] = (
     ("perturbation", "prompt perturbation"),
     ("repeats", "number of repeats"),
     ("missing", "missing policy"),
+    ("parse", "reply parse style"),
 )
 
 

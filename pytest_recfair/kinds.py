@@ -12,10 +12,12 @@ from typing import Final, Literal, get_args
 
 __all__ = [
     "ACCEPT_OPTION",
+    "ARTICLE_MODES",
     "CANDIDATE_STYLES",
     "DRIFT_QUANTITIES",
     "FAILURE_KINDS",
     "GATED_QUANTITIES",
+    "GRAMMATICAL_GENDERS",
     "HIGHER_IS_FAIRER",
     "METRICS",
     "MISSING_POLICIES",
@@ -26,11 +28,14 @@ __all__ = [
     "REPORT_FORMATS",
     "STATISTICS",
     "THRESHOLDS",
+    "VALUE_FORMS",
     "VARIANTS",
+    "ArticleMode",
     "CandidateStyle",
     "DriftQuantity",
     "FailureKind",
     "GatedQuantity",
+    "GrammaticalGender",
     "MetricName",
     "MissingPolicy",
     "ParseStyle",
@@ -39,6 +44,7 @@ __all__ = [
     "ReportFormat",
     "Statistic",
     "ThresholdName",
+    "ValueForm",
     "Variant",
     "accept_command",
 ]
@@ -109,6 +115,19 @@ PARSE_STYLES: Final[tuple[ParseStyle, ...]] = get_args(ParseStyle)
 #: HTTP provider wire formats.
 ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
 PROVIDER_KINDS: Final[tuple[ProviderKind, ...]] = get_args(ProviderKind)
+
+#: How an attribute value enters a prompt: as an adjective ("a Black fan"), a noun ("a
+#: nurse"), a name, a relationship ("my brother and his boyfriend") or a place.
+ValueForm = Literal["adjective", "noun", "name", "relationship", "place"]
+VALUE_FORMS: Final[tuple[ValueForm, ...]] = get_args(ValueForm)
+
+#: Grid files: articles chosen by the language ("auto"), or written into the values.
+ArticleMode = Literal["auto", "included"]
+ARTICLE_MODES: Final[tuple[ArticleMode, ...]] = get_args(ArticleMode)
+
+#: Grammatical gender of a translated noun (masculine, feminine).
+GrammaticalGender = Literal["m", "f"]
+GRAMMATICAL_GENDERS: Final[tuple[GrammaticalGender, ...]] = get_args(GrammaticalGender)
 
 #: The command-line flag that picks the cassette record mode.
 RECORD_OPTION: Final = "--fairness-record"

@@ -260,14 +260,21 @@ class AuditMeta:
     plugin_version: str
     # missing-reply policy; baselines written before it was recorded used the default
     missing: str = "zero"
+    # reply parse style; before it was recorded it followed the variant (see from_dict)
+    parse: str = "default"
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AuditMeta:
-        known = {name: d[name] for name in cls.__slots__ if name != "missing"}
-        return cls(**known, missing=str(d.get("missing", "zero")))
+        optional = ("missing", "parse")
+        known = {name: d[name] for name in cls.__slots__ if name not in optional}
+        # older baselines: the variant chose the parser ("fairllm" parsed FaiRLLM's way)
+        implied = "fairllm" if d.get("variant") == "fairllm" else "default"
+        return cls(
+            **known, missing=str(d.get("missing", "zero")), parse=str(d.get("parse", implied))
+        )
 
 
 @dataclass(frozen=True, slots=True)

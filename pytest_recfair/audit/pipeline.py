@@ -149,6 +149,7 @@ def _meta(
         record_mode=settings.record_mode,
         plugin_version=__version__,
         missing=settings.missing,
+        parse=settings.parse_style,
     )
 
 

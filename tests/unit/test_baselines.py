@@ -415,3 +415,38 @@ def test_missing_policy_round_trips(tmp_path: Path) -> None:
     baselines.write(path, result)
     assert json.loads(path.read_text(encoding="utf-8"))["meta"]["missing"] == "skip"
     assert baselines.load(path).meta.missing == "skip"
+
+
+# --- the parse style -----------------------------------------------------------------------
+
+
+def test_parse_style_round_trips_and_refuses_a_different_parser(tmp_path: Path) -> None:
+    result = replace(audit(), meta=replace(meta(), parse="fairllm"))
+    path = tmp_path / "b.json"
+    baselines.write(path, result)
+    assert json.loads(path.read_text(encoding="utf-8"))["meta"]["parse"] == "fairllm"
+    stored = baselines.load(path)
+    assert stored.meta.parse == "fairllm"
+    problem = baselines.incompatibility(stored.meta, replace(stored.meta, parse="default"))
+    assert problem is not None
+    assert "reply parse style (parse: baseline 'fairllm', this run 'default')" in problem
+
+
+@pytest.mark.parametrize(
+    ("variant", "implied"), [("fairllm", "fairllm"), ("normalized", "default")]
+)
+def test_baselines_without_a_parse_style_read_as_the_variant_implied(
+    tmp_path: Path, variant: str, implied: str
+) -> None:
+    # before the field existed, the variant chose the parser
+    path = tmp_path / "b.json"
+    baselines.write(path, replace(audit(), meta=replace(meta(), variant=variant)))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    del data["meta"]["parse"]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert baselines.load(path).meta.parse == implied
+
+
+@pytest.mark.parametrize("path", DEMO_BASELINES, ids=lambda p: p.stem)
+def test_demo_baselines_read_with_the_default_parser(path: Path) -> None:
+    assert baselines.load(path).meta.parse == "default"
