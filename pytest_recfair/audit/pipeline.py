@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_recfair import __version__, baselines, prompts, providers
 from pytest_recfair.audit import registry, verdict
+from pytest_recfair.audit.base import AuditInputs
 from pytest_recfair.cassettes import CassetteStore
 from pytest_recfair.errors import DataError, ProviderError, RecfairError
 from pytest_recfair.prompts import Entity, Grid
@@ -31,6 +32,7 @@ def run_audit(
     test_id: str,
     baseline: AuditResult | None = None,
     progress: bool | None = None,
+    inputs: AuditInputs | None = None,
 ) -> AuditResult:
     """Audit ``recommender`` as ``settings`` say, and gate the result (against ``baseline``).
 
@@ -47,6 +49,7 @@ def run_audit(
         cassettes=cassettes,
         test_id=test_id,
         progress=progress,
+        inputs=inputs,
     )
     problem = None if baseline is None else baselines.incompatibility(baseline.meta, result.meta)
     return verdict.gate_result(settings, result, None if problem else baseline, problem)
@@ -61,6 +64,7 @@ def measure(
     cassettes: CassetteStore | None,
     test_id: str,
     progress: bool | None = None,
+    inputs: AuditInputs | None = None,
 ) -> AuditResult:
     """Audit ``recommender`` as ``settings`` say; the result is not gated (``gate=None``)."""
     entities = prompts.subsample(list(seeds), settings.entities, seed=settings.seed)
@@ -71,7 +75,8 @@ def measure(
         )
     grid, attr_names = _attributes(settings, grid)
     kind = registry.select(settings)
-    cases = kind.build_cases(settings, grid, entities, attr_names)
+    inputs = inputs or AuditInputs()
+    cases = _asked(kind.build_cases(settings, grid, entities, attr_names, inputs), inputs)
     outcome = providers.run_cases(
         recommender,
         cases,
@@ -87,7 +92,7 @@ def measure(
             f"{first_err}. Check the recommender (recfair_recommender fixture) or the "
             "provider settings (recfair_provider, recfair_model, recfair_base_url)."
         )
-    scored = kind.score(settings, cases, outcome.completions)
+    scored = kind.score(settings, cases, outcome.completions, inputs)
     models = {c.model for c in outcome.completions.values() if c.model}
     model = sorted(models)[0] if len(models) == 1 else _model_name(recommender, models)
     return AuditResult(
@@ -97,7 +102,20 @@ def measure(
         completion_tokens=outcome.usage.completion_tokens,
         cost=outcome.cost,
         merges=scored.merges,
+        extras=dict(scored.extras),
     )
+
+
+def _asked(cases: Sequence[Any], inputs: AuditInputs) -> list[Any]:
+    """The cases to send: those a published run never answered are left out (their
+    entity then leaves that value's mean, as the FaiRLLM notebook does)."""
+    if not inputs.absent:
+        return list(cases)
+    return [
+        c
+        for c in cases
+        if c.attribute is None or (c.attribute, c.value, c.entity_id) not in inputs.absent
+    ]
 
 
 def _meta(
