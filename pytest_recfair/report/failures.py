@@ -84,7 +84,8 @@ def failure_text(f: GateFailure, result: AuditResult | None = None) -> str:
     if f.kind == "test":
         return f"the test body failed: {f.detail}"
     if f.kind == "incomparable":
-        return f"cannot compare {label} with the baseline: {f.detail}"
+        what = f" {label}" if f.statistic else ""
+        return f"cannot compare{what} with the baseline: {f.detail}"
     if f.kind == "incompatible":
         return f"baseline not compared: {f.detail}"
     return f.detail or "the fairness baseline is missing or unusable"
