@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.kinds import STATISTICS, Statistic
+from pytest_recfair.kinds import STATISTICS, Statistic, accept_command
 from pytest_recfair.metrics import inference
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure
 
@@ -58,7 +58,8 @@ def paired(
         base = by_key.get(_key(a))
         if base is None:
             notes.append(
-                f"{a.attribute} ({a.metric}) has no baseline entry, so it was not compared"
+                f"{a.attribute} ({a.metric}) has no baseline entry, so it was not compared; "
+                f"add it with {accept_command(result.meta.test_id)}"
             )
         else:
             pairs.append((a, base))
@@ -69,6 +70,28 @@ def paired(
         if _key(b) not in current
     )
     return pairs, notes
+
+
+def _aligned(a: AttributeResult, b: AttributeResult, what: str) -> np.ndarray:
+    """``a``'s matrix (sims or missing) with its columns in ``b``'s value order."""
+    cols = [a.matrix.values.index(v) for v in b.matrix.values]
+    return np.asarray(getattr(a.matrix, what), dtype=np.float64)[:, cols]
+
+
+def _value_mismatch(a: AttributeResult, b: AttributeResult, test_id: str) -> GateFailure | None:
+    if set(a.matrix.values) == set(b.matrix.values):
+        return None
+    only_b = sorted(set(b.matrix.values) - set(a.matrix.values))
+    only_a = sorted(set(a.matrix.values) - set(b.matrix.values))
+    return GateFailure(
+        "incomparable",
+        a.attribute,
+        detail=(
+            f"baseline and this run score different values of {a.attribute} (only in the "
+            f"baseline: {only_b}; only in this run: {only_a}); re-record the baseline with "
+            f"{accept_command(test_id)}"
+        ),
+    )
 
 
 def _members(
@@ -85,7 +108,7 @@ def _members(
                     b.matrix.entities,
                     np.asarray(b.matrix.sims, dtype=np.float64),
                     a.matrix.entities,
-                    np.asarray(a.matrix.sims, dtype=np.float64),
+                    _aligned(a, b, "sims"),
                 )
             )
         if a.attribute.casefold() not in seen:  # replies are shared by the metrics
@@ -97,7 +120,7 @@ def _members(
                     b.matrix.entities,
                     np.asarray(b.matrix.missing, dtype=np.float64),
                     a.matrix.entities,
-                    np.asarray(a.matrix.missing, dtype=np.float64),
+                    _aligned(a, b, "missing"),
                     margin=0.0,
                 )
             )
@@ -115,23 +138,25 @@ def _deltas(a: AttributeResult, b: AttributeResult) -> dict[str, float]:
 
 def _failure(
     v: inference.MemberVerdict,
-    by_name: dict[str, AttributeResult],
+    by_name: dict[tuple[str, str], tuple[AttributeResult, AttributeResult]],
     res: inference.DriftResult,
     family: int,
 ) -> GateFailure:
-    a = by_name[v.key[0]]
-    stat = getattr(a, v.statistic, None) if v.statistic != "unusable" else None
+    a, b = by_name[(v.key[0], v.key[1])]
+    now = getattr(a, v.statistic, None) if v.statistic != "unusable" else None
+    before = getattr(b, v.statistic, None) if v.statistic != "unusable" else None
     return GateFailure(
         "drift",
         v.key[0],
         v.statistic,
-        value=v.candidate,
+        value=v.candidate if now is None else now.value,
         limit=0.0 if v.statistic == "unusable" else res.tolerance,
-        baseline=v.baseline,
+        baseline=v.baseline if before is None else before.value,
+        baseline_ci=None if before is None else before.ci,
         p_value=v.p_adjusted,
         alpha=res.alpha,
         n_paired=v.n_paired,
-        value_ci=stat.ci if stat is not None else None,
+        value_ci=None if now is None else now.ci,
         detail=(
             f"family-wise: {family} comparisons, step-down max-T over "
             f"{res.n_resamples}{' (all)' if res.exact else ''} sign flips"
@@ -165,18 +190,23 @@ def evaluate_drift(
 ) -> Drift:
     """Test ``result`` against ``baseline`` (a compatible one) as one family."""
     pairs, notes = paired(result, baseline)
+    tid = result.meta.test_id
+    mismatched = [f for f in (_value_mismatch(a, b, tid) for a, b in pairs) if f is not None]
+    pairs = [(a, b) for a, b in pairs if _value_mismatch(a, b, tid) is None]
     deltas = {a.attribute: _deltas(a, b) for a, b in pairs}
     members = _members(pairs, gated)
     if not members:
-        return Drift((), tuple(notes), deltas)
+        return Drift(tuple(mismatched), tuple(notes), deltas)
     try:
         res = inference.drift_test(
             members, tolerance=tolerance, alpha=alpha, n_resamples=n_resamples, seed=seed
         )
     except DataError as exc:
-        return Drift((GateFailure("incomparable", detail=str(exc)),), tuple(notes), deltas)
-    by_name = {a.attribute: a for a, _ in pairs}
+        failed = (*mismatched, GateFailure("incomparable", detail=str(exc)))
+        return Drift(failed, tuple(notes), deltas)
+    by_name = {(a.attribute, a.metric): (a, b) for a, b in pairs}
     failures = tuple(_failure(v, by_name, res, len(members)) for v in res.members if v.failed)
+    failures = (*mismatched, *failures)
     notes.extend(
         _quiet(v, res) for v in res.members if not v.failed and v.worsening > _margin(v, res)
     )

@@ -83,6 +83,7 @@ HIGHER_IS_FAIRER: Final[frozenset[GatedQuantity]] = frozenset({"pafs"})
 #: measured: entropy without repeats; undefined: NaN); a significant drift over baseline;
 #: a drift that could not be tested; a baseline that is incompatible, missing or unusable.
 #: "item_shift" / "position": a limit or drift of an item-side or candidate-position audit.
+#: "test": the test body itself failed (an assertion on fairness_result), so the audit did.
 FailureKind = Literal[
     "threshold",
     "unmeasured",
@@ -93,11 +94,14 @@ FailureKind = Literal[
     "baseline",
     "item_shift",
     "position",
+    "test",
 ]
 FAILURE_KINDS: Final[tuple[FailureKind, ...]] = get_args(FailureKind)
 
 #: Absolute limits a test may set (marker arguments and ``recfair_<name>`` ini keys).
-ThresholdName = Literal["max_snsr", "max_snsv", "min_pafs", "max_entropy", "max_refusal_gap"]
+ThresholdName = Literal[
+    "max_snsr", "max_snsv", "min_pafs", "max_entropy", "max_refusal_gap", "max_unusable"
+]
 THRESHOLDS: Final[tuple[ThresholdName, ...]] = get_args(ThresholdName)
 
 #: Cassette record modes (see the policy table in ``cassettes``).

@@ -85,6 +85,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write or refresh fairness baselines from this run (ini: recfair_update)",
     )
     group.addoption(
+        "--fairness-update-force",
+        dest="fairness_update_force",
+        action="store_true",
+        default=False,
+        help="with --fairness-update: store the baseline even when too many replies were "
+        "unusable (ini: recfair_update_force)",
+    )
+    group.addoption(
         "--fairness-report",
         dest="fairness_report",
         metavar="PATH",
@@ -97,7 +105,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         ("entities", "audit a deterministic subsample of N seed entities"),
         ("repeats", "ask each prompt N times (entropy and noise floor when N > 1)"),
         ("concurrency", "at most N requests in flight (default 8)"),
-        ("seed", "seed of subsampling, perturbations and bootstrap (default 0)"),
+        (
+            "seed",
+            "seed of the entity subsample and perturbations (default 0; the gate's "
+            "resampling has its own: ini recfair_resample_seed)",
+        ),
     ):
         group.addoption(
             f"--fairness-{name}",

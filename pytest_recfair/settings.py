@@ -21,6 +21,7 @@ from pytest_recfair.kinds import (
     MISSING_POLICIES,
     PARSE_STYLES,
     RECORD_MODES,
+    STATISTICS,
     THRESHOLDS,
     VARIANTS,
     CandidateStyle,
@@ -28,6 +29,7 @@ from pytest_recfair.kinds import (
     MissingPolicy,
     ParseStyle,
     RecordMode,
+    Statistic,
     Variant,
 )
 
@@ -60,7 +62,9 @@ class AuditSettings:
     min_pafs: float | None = None
     max_entropy: float | None = None
     max_refusal_gap: float | None = None
+    max_unusable: float | None = 0.2  # share of replies without a usable list; 1 = off
     tolerance: float = 0.0
+    gate: str = "snsr"  # statistics gated against the baseline (see .gated); others reported
     domain: str = "movie"
     seeds: str | None = None  # fixture name, bundled set name or file; None: domain default
     entities: int | None = None  # subsample size; None: every seed entity
@@ -88,9 +92,11 @@ class AuditSettings:
     update: bool = False
     report: str | None = None
     concurrency: int = 8
-    seed: int = 0
+    update_force: bool = False  # --fairness-update stores even a run of unusable replies
+    seed: int = 0  # the entity subsample
+    resample_seed: int = 0  # the gate's sign flips and the intervals' bootstrap draws
     alpha: float = 0.05
-    n_resamples: int = 1000
+    n_resamples: int = 2000
     cassette_dir: str = "fixtures/cassettes"
     baseline_dir: str = "baselines"
 
@@ -99,6 +105,11 @@ class AuditSettings:
         """The metrics to score, in order ("jaccard,serp" -> ("jaccard", "serp"))."""
         # validated at construction: every part is one of the metric names
         return cast("tuple[MetricName, ...]", tuple(self.metric.split(",")))
+
+    @property
+    def gated(self) -> tuple[Statistic, ...]:
+        """The statistics gated against the baseline ("snsr,pafs" -> ("snsr", "pafs"))."""
+        return cast("tuple[Statistic, ...]", tuple(self.gate.split(",")))
 
     @property
     def parse_style(self) -> ParseStyle:
@@ -134,7 +145,9 @@ MARKER_KEYS: tuple[str, ...] = (
     "min_pafs",
     "max_entropy",
     "max_refusal_gap",
+    "max_unusable",
     "tolerance",
+    "gate",
     "domain",
     "seeds",
     "entities",
@@ -160,6 +173,7 @@ MARKER_KEYS: tuple[str, ...] = (
 CLI_KEYS: dict[str, str] = {
     "fairness_record": "record_mode",
     "fairness_update": "update",
+    "fairness_update_force": "update_force",
     "fairness_report": "report",
     "fairness_entities": "entities",
     "fairness_repeats": "repeats",
@@ -240,6 +254,22 @@ def _metrics(value: Any, key: str, source: str) -> str:
     return ",".join(parts)
 
 
+def _statistics(value: Any, key: str, source: str) -> str:
+    """One statistic, "all", a comma-separated string or a list of them -> "a,b"."""
+    expected = f"one of {', '.join(repr(x) for x in STATISTICS)}, 'all', or a list of them"
+    if isinstance(value, str):
+        parts = [p.strip().lower() for p in value.split(",")]
+    elif isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        parts = [v.strip().lower() for v in value]
+    else:
+        raise _bad(key, value, source, expected)
+    if parts == ["all"]:
+        parts = list(STATISTICS)
+    if not parts or any(p not in STATISTICS for p in parts) or len(set(parts)) != len(parts):
+        raise _bad(key, value, source, expected)
+    return ",".join(parts)
+
+
 def _perturbation(value: Any, key: str, source: str) -> str:
     """ "typo", or the longer spec "typo:N:kind+kind" that prompts.perturb understands."""
     from pytest_recfair.prompts.perturb import parse_perturbation
@@ -301,7 +331,9 @@ _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "min_pafs": _optional(_unit),
     "max_entropy": _optional(_nonneg),
     "max_refusal_gap": _optional(_unit),
+    "max_unusable": _optional(_unit),
     "tolerance": _nonneg,
+    "gate": _statistics,
     "domain": _text,
     "seeds": _optional(_text),
     "entities": _optional(lambda v, k, s: _to_int(v, k, s, minimum=1)),
@@ -323,9 +355,11 @@ _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "absent": _optional(_text),
     "record_mode": _choice(RECORD_MODES),
     "update": _to_bool,
+    "update_force": _to_bool,
     "report": _optional(_text),
     "concurrency": lambda v, k, s: _to_int(v, k, s, minimum=1),
     "seed": lambda v, k, s: _to_int(v, k, s, minimum=0),
+    "resample_seed": lambda v, k, s: _to_int(v, k, s, minimum=0),
     "alpha": lambda v, k, s: _to_float(v, k, s, lo=1e-9, hi=0.5),
     "n_resamples": lambda v, k, s: _to_int(v, k, s, minimum=10),
     "cassette_dir": _text,

@@ -80,8 +80,9 @@ def gate_result(
         _thresholds(settings),
         tolerance=settings.tolerance,
         alpha=settings.alpha,
-        seed=settings.seed,
+        seed=settings.resample_seed,
         n_resamples=settings.n_resamples,
+        gated=settings.gated,
     )
     own = registry.select(settings).failures(settings, result, baseline)
     if own:
@@ -114,6 +115,9 @@ def judge(
     state = comparison.state
     outcome = result.gate or GateOutcome(passed=True)
     if settings.update:
+        if settings.update_force:
+            outcome = _forced(outcome)
+            result = replace(result, gate=outcome)
         if not outcome.passed:
             return Verdict(False, result, _failure_message(result, outcome))
         return Verdict(True, result, write=state.path)
@@ -127,6 +131,15 @@ def judge(
     if outcome.passed:
         return Verdict(True, result)
     return Verdict(False, result, _failure_message(result, outcome))
+
+
+def _forced(outcome: GateOutcome) -> GateOutcome:
+    """--fairness-update-force: a crossed max_unusable becomes a note, not a refusal."""
+    kept = tuple(f for f in outcome.failures if f.statistic != "unusable")
+    if len(kept) == len(outcome.failures):
+        return outcome
+    note = "stored although too many replies were unusable (--fairness-update-force)"
+    return replace(outcome, passed=not kept, failures=kept, notes=(*outcome.notes, note))
 
 
 def write_baseline(verdict: Verdict) -> Path | None:

@@ -379,12 +379,6 @@ def drift_test(
     index: dict[str, int] = {}
     paired = [_pair_rows(m, index) for m in members]
     S, exact = _flips(rng, B, len(index))
-    if exact and 1.0 / S.shape[0] > a_level / 2:
-        raise DataError(
-            f"only {len(index)} entities are shared with the baseline: the smallest attainable "
-            f"p-value 1/{S.shape[0]} cannot reach alpha {a_level:g}; gate at least "
-            f"{math.ceil(math.log2(2 / a_level))} entities."
-        )
     rows = []
     T = np.full(len(members), -np.inf)
     Tp = np.zeros((S.shape[0], len(members)))
@@ -398,6 +392,15 @@ def drift_test(
             Tp[:, j] = np.where(np.isnan(perm), np.inf, perm / sd)
         q = float(np.nanquantile(perm, 1 - a_level)) if sd > 0 else 0.0
         rows.append((m, pb, pc, worse, worse - q, base.shape[0]))
+    worse_than_margin = any(
+        w - (tol if m.margin is None else m.margin) > 0 for m, _, _, w, _, _ in rows
+    )
+    if exact and 1.0 / S.shape[0] > a_level / 2 and worse_than_margin:
+        raise DataError(
+            f"only {len(index)} entities are shared with the baseline: the smallest attainable "
+            f"p-value 1/{S.shape[0]} cannot reach alpha {a_level:g}, so a worsening cannot be "
+            f"tested; gate at least {math.ceil(math.log2(2 / a_level))} entities."
+        )
     raw, adj = _step_down(T, Tp, exact)
     verdicts = tuple(
         MemberVerdict(m.key, m.statistic, pb, pc, w, lb, float(r), float(p), bool(p <= a_level), n)

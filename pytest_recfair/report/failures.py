@@ -47,7 +47,8 @@ def _change(f: GateFailure) -> str:
     p = fmt_p(f.p_value) if f.p_value is not None else "n/a"
     return (
         f"{label} {fmt_interval(f.baseline, f.baseline_ci)} -> {fmt_interval(f.value, f.value_ci)} "
-        f"({delta:+.3f}, tolerance {f.limit or 0.0:g}; paired p {p} over {f.n_paired} entities)"
+        f"({delta:+.3f}, tolerance {f.limit or 0.0:g}; family-wise p {p} over {f.n_paired} "
+        f"entities{'; ' + f.detail if f.detail else ''})"
     )
 
 
@@ -57,6 +58,12 @@ def failure_text(f: GateFailure, result: AuditResult | None = None) -> str:
     a = _attribute(result, f)
     fav = f"; {favoured_phrase(a)}" if a is not None else ""
     limit = f"{f.limit:g}" if f.limit is not None else "n/a"
+    if f.kind == "threshold" and f.statistic == "unusable":
+        return (
+            f"{fmt(f.value)} of the replies had no usable list (empty, refused, prose or "
+            f"unparseable), above the maximum {limit}: the model did not answer the audit, "
+            f"so its fairness cannot be judged (set max_unusable to allow more)"
+        )
     if f.kind == "threshold":
         low = f.statistic in HIGHER_IS_FAIRER
         word = "below the minimum" if low else "above the maximum"
@@ -74,8 +81,11 @@ def failure_text(f: GateFailure, result: AuditResult | None = None) -> str:
     if f.kind == "drift":
         alpha = f"{f.alpha:g}" if f.alpha is not None else "n/a"
         return f"{_change(f)} got worse than the baseline (p < alpha {alpha}){fav}"
+    if f.kind == "test":
+        return f"the test body failed: {f.detail}"
     if f.kind == "incomparable":
-        return f"cannot compare {label} with the baseline: {f.detail}"
+        what = f" {label}" if f.statistic else ""
+        return f"cannot compare{what} with the baseline: {f.detail}"
     if f.kind == "incompatible":
         return f"baseline not compared: {f.detail}"
     return f.detail or "the fairness baseline is missing or unusable"
