@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_recfair import __version__, baselines, prompts, providers
-from pytest_recfair.audit import registry, verdict
+from pytest_recfair.audit import overlap, registry, stream, verdict
 from pytest_recfair.cassettes import CassetteStore
 from pytest_recfair.errors import DataError, ProviderError, RecfairError
 from pytest_recfair.prompts import Entity, Grid
@@ -71,6 +71,10 @@ def measure(
         )
     grid, attr_names = _attributes(settings, grid)
     kind = registry.select(settings)
+    if kind is overlap.OVERLAP:
+        return _measure_streamed(
+            settings, recommender, grid, attr_names, entities, cassettes, test_id, progress
+        )
     cases = kind.build_cases(settings, grid, entities, attr_names)
     outcome = providers.run_cases(
         recommender,
@@ -81,12 +85,7 @@ def measure(
         progress=progress,
     )
     if outcome.errors and len(outcome.errors) == len(cases):
-        first_id, first_err = next(iter(outcome.errors.items()))
-        raise ProviderError(
-            f"{test_id}: every one of {len(cases)} prompts failed; first ({first_id}): "
-            f"{first_err}. Check the recommender (recfair_recommender fixture) or the "
-            "provider settings (recfair_provider, recfair_model, recfair_base_url)."
-        )
+        _all_failed(test_id, len(cases), outcome.errors)
     scored = kind.score(settings, cases, outcome.completions)
     models = {c.model for c in outcome.completions.values() if c.model}
     model = sorted(models)[0] if len(models) == 1 else _model_name(recommender, models)
@@ -97,6 +96,52 @@ def measure(
         completion_tokens=outcome.usage.completion_tokens,
         cost=outcome.cost,
         merges=scored.merges,
+    )
+
+
+def _measure_streamed(
+    settings: AuditSettings,
+    recommender: Any,
+    grid: Grid,
+    attr_names: list[str] | None,
+    entities: Sequence[Entity],
+    cassettes: CassetteStore | None,
+    test_id: str,
+    progress: bool | None,
+) -> AuditResult:
+    """The list-overlap audit, a chunk of entities at a time (memory bounded by a chunk)."""
+    out = stream.stream(
+        settings,
+        recommender,
+        grid=grid,
+        attributes=attr_names,
+        entities=entities,
+        selected=entities,
+        cassettes=cassettes,
+        test_id=test_id,
+        progress=progress,
+    )
+    if out.errors and len(out.errors) == out.cases:
+        _all_failed(test_id, out.cases, out.errors)
+    tally = out.tally
+    models = tally.models
+    model = sorted(models)[0] if len(models) == 1 else _model_name(recommender, models)
+    return AuditResult(
+        meta=_meta(settings, test_id, _provider_name(recommender), model, grid, entities),
+        attributes=tally.results(n_resamples=settings.n_resamples, seed=settings.seed),
+        prompt_tokens=tally.prompt_tokens,
+        completion_tokens=tally.completion_tokens,
+        cost=None,
+        merges=tally.merges,
+    )
+
+
+def _all_failed(test_id: str, n: int, errors: dict[str, str]) -> None:
+    first_id, first_err = next(iter(errors.items()))
+    raise ProviderError(
+        f"{test_id}: every one of {n} prompts failed; first ({first_id}): "
+        f"{first_err}. Check the recommender (recfair_recommender fixture) or the "
+        "provider settings (recfair_provider, recfair_model, recfair_base_url)."
     )
 
 
