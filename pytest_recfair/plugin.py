@@ -17,6 +17,7 @@ import pytest
 
 from pytest_recfair import settings
 from pytest_recfair.errors import ConfigError, RecfairError
+from pytest_recfair.kinds import PROVIDER_KINDS, RECORD_MODES, REPORT_FORMATS
 
 if TYPE_CHECKING:
     # audit pulls in numpy, httpx and jsonschema (~0.3 s): imported only when an audit
@@ -37,16 +38,16 @@ def marker() -> pytest.MarkDecorator:
 
 SKIP_REASON = "fairness audit: run with --fairness"
 _PROVIDER_INI = {
-    "recfair_provider": "provider API shape: openai (default), anthropic, gemini, ollama",
+    "recfair_provider": "provider API shape: " + ", ".join(PROVIDER_KINDS) + " (default openai)",
     "recfair_model": "model id sent to the provider (required unless recfair_recommender "
     "is overridden)",
     "recfair_base_url": "provider base URL (default: the provider's public endpoint)",
     "recfair_api_key_env": "name of the environment variable that holds the API key",
 }
 _INI_HELP = {
-    "record_mode": "cassette record mode: none (default), once, new_episodes, all, rewrite",
+    "record_mode": "cassette record mode: " + ", ".join(RECORD_MODES) + " (default none)",
     "update": "write/refresh baselines instead of comparing (true/false)",
-    "report": "write a fairness report to this path (.json, .md or .html)",
+    "report": "write a fairness report to this path (" + ", ".join(REPORT_FORMATS) + ")",
     "cassette_dir": "cassette directory, relative to rootdir (default fixtures/cassettes)",
     "baseline_dir": "baseline directory, relative to rootdir (default baselines)",
     "alpha": "significance level of the baseline comparison (default 0.05)",
@@ -73,8 +74,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="MODE",
         choices=settings.RECORD_MODES,
         default=None,
-        help="cassette record mode: none (default: replay only), once, new_episodes, all, "
-        "rewrite (ini: recfair_record_mode)",
+        help="cassette record mode: " + ", ".join(RECORD_MODES) + " (default none: replay "
+        "only; ini: recfair_record_mode)",
     )
     group.addoption(
         "--fairness-update",
@@ -88,8 +89,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         dest="fairness_report",
         metavar="PATH",
         default=None,
-        help="write a fairness report; format from the extension .json/.md/.html "
-        "(ini: recfair_report)",
+        help="write a fairness report; format from the extension "
+        + "/".join(REPORT_FORMATS)
+        + " (ini: recfair_report)",
     )
     for name, what in (
         ("entities", "audit a deterministic subsample of N seed entities"),

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 import pytest
-from plugin_support import plugin_args
 
 from pytest_recfair.metrics import (
     AttributeTable,
@@ -38,6 +37,7 @@ from pytest_recfair.metrics import (
 )
 from pytest_recfair.parse import items
 from pytest_recfair.prompts import build_cases, load_grid
+from tests.support.plugin import plugin_args
 
 pytest_plugins = ["pytester"]
 

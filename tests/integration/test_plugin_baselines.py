@@ -6,7 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from plugin_support import make_project, plugin_args
+
+from tests.support.plugin import make_project, plugin_args
 
 pytest_plugins = ["pytester"]
 

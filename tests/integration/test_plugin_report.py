@@ -6,9 +6,9 @@ import json
 import re
 
 import pytest
-from plugin_support import make_project, plugin_args, subprocess_env
 
 from pytest_recfair import baselines
+from tests.support.plugin import make_project, plugin_args, subprocess_env
 
 pytest_plugins = ["pytester"]
 

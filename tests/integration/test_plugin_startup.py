@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from plugin_support import REPO
+from tests.support.plugin import REPO
 
 HEAVY = ("numpy", "httpx", "jsonschema", "vcr", "rapidfuzz", "pytest_recfair.audit")
 

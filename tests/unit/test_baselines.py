@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from synth_results import RELIGION, attribute, audit, meta
 
 from pytest_recfair import baselines, gate
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.results import AuditResult, GateOutcome, Stat
+from tests.support.synth_results import RELIGION, attribute, audit, meta
 
 TEST_ID = "tests/test_audit.py::test_religion"
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-import synth_results as synth
 
 from pytest_recfair import drift, metrics
 from pytest_recfair.results import AttributeResult, AuditResult
+from tests.support import synth_results as synth
 
 
 def _with_missing(result: AuditResult, share: float, seed: int = 0) -> AuditResult:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from synth_results import RELIGION, attribute, audit
 
 from pytest_recfair import gate, kinds, metrics, report
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
+from tests.support.synth_results import RELIGION, attribute, audit
 
 NO_LIMITS = gate.Thresholds()
 

@@ -120,7 +120,6 @@ def test_module_imports_alone_in_a_fresh_interpreter(name: str) -> None:
 # Modules with a function over the limit when this test was written, being split by
 # their owners (issue 8): xfail until then, and an XPASS shows when one is done.
 KNOWN_LONG = {
-    "pytest_recfair.providers.runner": "arun_cases: split under issue 8 point 6",
     "pytest_recfair.sim.server": "_chat: sim/ rework, issue 8 point 5",
     "pytest_recfair.matching": "canonicalize (82 lines)",
     "pytest_recfair.prompts.cases": "build_cases (123 lines)",

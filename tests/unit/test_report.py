@@ -11,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from synth_results import RELIGION, attribute, audit, meta
 
 from pytest_recfair import gate, kinds, report
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.results import AuditResult
+from tests.support.synth_results import RELIGION, attribute, audit, meta
 
 
 def _gated(result: AuditResult, baseline: AuditResult | None, **limits: float) -> AuditResult:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-_ROOT = Path(__file__).resolve().parents[1]
+_ROOT = Path(__file__).resolve().parents[2]
 _CANDIDATES = [
     os.environ.get("RECFAIR_REAL_CASSETTES", ""),
     str(_ROOT.parent / "shared" / "real-cassettes"),
