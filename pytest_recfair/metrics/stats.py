@@ -136,8 +136,14 @@ def _seeded_weights(seed: int | np.random.Generator, B: int, E: int) -> npt.NDAr
 def _weighted_means(W: FloatArray, sims: FloatArray) -> FloatArray:
     """(B, V) per-value means of each resample; NaN cells (skipped) are left out."""
     valid = ~np.isnan(sims)
-    sums = W @ np.where(valid, sims, 0.0)
-    counts = W @ valid.astype(np.float64)
+    if valid.all():
+        # Every cell counts: each resample's count is its number of draws, E, exactly (the
+        # weights are small integers, so any summation order gives the same number).
+        sums = W @ sims
+        counts = np.broadcast_to(W.sum(axis=1)[:, None], sums.shape)
+    else:
+        sums = W @ np.where(valid, sims, 0.0)
+        counts = W @ valid.astype(np.float64)
     out = np.full(sums.shape, np.nan)
     np.divide(sums, counts, out=out, where=counts > 0)
     return out
