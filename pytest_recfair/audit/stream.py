@@ -9,7 +9,8 @@ the entities into a tally of the whole audit, which ``shards`` merges later.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,8 +68,12 @@ def stream(
     cassettes: CassetteStore | None,
     test_id: str,
     progress: bool | None = None,
+    failed: Mapping[str, str] | None = None,
 ) -> Streamed:
-    """Score ``selected`` (all of ``entities``, or a shard's share) chunk by chunk."""
+    """Score ``selected`` (all of ``entities``, or a shard's share) chunk by chunk.
+
+    Cases in ``failed`` (id -> error) are not sent: they count as failed prompts.
+    """
     kind = overlap.OVERLAP
     first = kind.build_cases(settings, grid, list(entities[:1]), attributes)
     config = TallyConfig(
@@ -79,14 +84,17 @@ def stream(
     for start in range(0, len(selected), size):
         chunk = list(selected[start : start + size])
         cases = kind.build_cases(settings, grid, chunk, attributes)
+        known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
         outcome = providers.run_cases(
             recommender,
-            cases,
+            [c for c in cases if c.id not in known] if known else cases,
             concurrency=settings.concurrency,
             cassettes=cassettes,
             test_id=test_id,
             progress=progress,
         )
+        if known:
+            outcome = dataclasses.replace(outcome, errors={**outcome.errors, **known})
         _absorb(settings, out, cases, outcome)
         if cassettes is not None:
             cassettes.release(test_id, [e.id for e in chunk])
