@@ -12,6 +12,7 @@ from typing import Final, Literal, get_args
 
 __all__ = [
     "ACCEPT_OPTION",
+    "CANDIDATE_STYLES",
     "DRIFT_QUANTITIES",
     "FAILURE_KINDS",
     "GATED_QUANTITIES",
@@ -26,6 +27,7 @@ __all__ = [
     "STATISTICS",
     "THRESHOLDS",
     "VARIANTS",
+    "CandidateStyle",
     "DriftQuantity",
     "FailureKind",
     "GatedQuantity",
@@ -74,8 +76,17 @@ HIGHER_IS_FAIRER: Final[frozenset[GatedQuantity]] = frozenset({"pafs"})
 #: Why the gate failed: a crossed threshold; a threshold that could not be checked (not
 #: measured: entropy without repeats; undefined: NaN); a significant drift over baseline;
 #: a drift that could not be tested; a baseline that is incompatible, missing or unusable.
+#: "item_shift" / "position": a limit or drift of an item-side or candidate-position audit.
 FailureKind = Literal[
-    "threshold", "unmeasured", "undefined", "drift", "incomparable", "incompatible", "baseline"
+    "threshold",
+    "unmeasured",
+    "undefined",
+    "drift",
+    "incomparable",
+    "incompatible",
+    "baseline",
+    "item_shift",
+    "position",
 ]
 FAILURE_KINDS: Final[tuple[FailureKind, ...]] = get_args(FailureKind)
 
@@ -101,6 +112,10 @@ PROVIDER_KINDS: Final[tuple[ProviderKind, ...]] = get_args(ProviderKind)
 
 #: The command-line flag that picks the cassette record mode.
 RECORD_OPTION: Final = "--fairness-record"
+
+#: Candidate-list prompts: pick one candidate, or rank them all (the first item counts).
+CandidateStyle = Literal["pick", "rank"]
+CANDIDATE_STYLES: Final[tuple[CandidateStyle, ...]] = get_args(CandidateStyle)
 
 #: The command-line flag that accepts a run's numbers as the new baseline.
 ACCEPT_OPTION: Final = "--fairness-update"

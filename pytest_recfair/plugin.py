@@ -238,6 +238,56 @@ def recfair_grid(request: pytest.FixtureRequest, recfair_settings: settings.Audi
 
 
 @pytest.fixture
+def recfair_catalogue(
+    request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
+) -> Any:
+    """Item metadata for item-side audits (marker/ini catalogue=: a CSV, JSON or YAML file);
+    override in conftest.py to return a Catalogue, a path or a list of item records."""
+    source = recfair_settings.catalogue
+    if source is None:
+        return None
+    path = _find_file(request, source)
+    return path if path is not None else source
+
+
+@pytest.fixture
+def recfair_candidates(
+    request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
+) -> Any:
+    """Candidate titles per entity for candidate-position audits (marker candidates=: a
+    fixture name or a JSON/YAML file mapping entity -> titles)."""
+    source = recfair_settings.candidates
+    if source is None:
+        return None
+    path = _find_file(request, source)
+    if path is not None:
+        return path
+    if source.isidentifier() and not keyword.iskeyword(source):
+        return request.getfixturevalue(source)
+    raise ConfigError(f"@fairness(candidates={source!r}): no such file or fixture")
+
+
+def _inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
+    """What the kind of audit needs beyond seeds and grid (catalogue, candidates, absent)."""
+    from pytest_recfair.audit import inputs as read
+    from pytest_recfair.audit.base import AuditInputs
+
+    catalogue = request.getfixturevalue("recfair_catalogue")
+    candidates = request.getfixturevalue("recfair_candidates")
+    absent: frozenset[tuple[str, str, str]] = frozenset()
+    if s.absent is not None:
+        path = _find_file(request, s.absent)
+        if path is None:
+            raise ConfigError(f"@fairness(absent={s.absent!r}): no such file")
+        absent = read.read_absent(path)
+    return AuditInputs(
+        catalogue=None if catalogue is None else read.as_catalogue(catalogue, "recfair_catalogue"),
+        candidates=None if candidates is None else read.read_candidates(candidates, "candidates"),
+        absent=absent,
+    )
+
+
+@pytest.fixture
 def recfair_cassettes(
     request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
 ) -> Any:
@@ -273,6 +323,7 @@ def fairness_result(
             cassettes=request.getfixturevalue("recfair_cassettes"),
             test_id=node.nodeid,
             progress=False,
+            inputs=_inputs(request, s),
         )
     except RecfairError as exc:
         # a problem the user fixes (cassette miss, bad seeds file, ...): say it, no traceback

@@ -365,6 +365,8 @@ class AuditResult:
     cost: float | None = None
     gate: GateOutcome | None = None
     merges: int = 0  # fuzzy title merges applied (logged separately for review)
+    #: other kinds of audit: kind name -> its results as plain JSON data ("items", ...)
+    extras: dict[str, Any] = field(default_factory=dict)
 
     def attribute(self, name: str) -> AttributeResult:
         for a in self.attributes:
@@ -382,6 +384,7 @@ class AuditResult:
             "cost": self.cost,
             "gate": self.gate.to_dict() if self.gate else None,
             "merges": self.merges,
+            **({"extras": self.extras} if self.extras else {}),
         }
 
     @classmethod
@@ -395,4 +398,5 @@ class AuditResult:
             cost=d.get("cost"),
             gate=GateOutcome.from_dict(gate) if gate else None,
             merges=int(d.get("merges", 0)),
+            extras=dict(d.get("extras") or {}),
         )

@@ -16,12 +16,14 @@ from typing import Any, cast
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.kinds import (
+    CANDIDATE_STYLES,
     METRICS,
     MISSING_POLICIES,
     PARSE_STYLES,
     RECORD_MODES,
     THRESHOLDS,
     VARIANTS,
+    CandidateStyle,
     MetricName,
     MissingPolicy,
     ParseStyle,
@@ -69,6 +71,18 @@ class AuditSettings:
     templates: str = "natural"
     missing: MissingPolicy = "zero"
     parse: ParseStyle | None = None  # None: "fairllm" with variant="fairllm", else "default"
+    # item-side audits: catalogue fields of the recommended items (docs/itemside.md)
+    item_field: str | None = None  # one field, or several joined by commas
+    catalogue: str | None = None  # file; None: the recfair_catalogue fixture
+    max_shift: float | None = None  # total variation distance of a group from neutral
+    # candidate-position audits (docs/itemside.md)
+    candidates: str | None = None  # fixture name or file: entity -> candidate titles
+    orders: int = 5  # candidate orders per (entity, group)
+    pick: CandidateStyle = "pick"
+    max_position_bias: float | None = None
+    max_missed_rate: float | None = None
+    # published runs: cases never answered (written by python -m pytest_recfair import)
+    absent: str | None = None
     # how to run it (command line / ini only)
     record_mode: RecordMode = "none"
     update: bool = False
@@ -131,6 +145,15 @@ MARKER_KEYS: tuple[str, ...] = (
     "templates",
     "missing",
     "parse",
+    "item_field",
+    "catalogue",
+    "max_shift",
+    "candidates",
+    "orders",
+    "pick",
+    "max_position_bias",
+    "max_missed_rate",
+    "absent",
 )
 
 # command-line option (dest) -> settings key; dests are namespaced "fairness_*"
@@ -289,6 +312,15 @@ _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "templates": _text,
     "missing": _choice(MISSING_POLICIES),
     "parse": _optional(_choice(PARSE_STYLES)),
+    "item_field": _optional(_text),
+    "catalogue": _optional(_text),
+    "max_shift": _optional(_unit),
+    "candidates": _optional(_text),
+    "orders": lambda v, k, s: _to_int(v, k, s, minimum=2),
+    "pick": _choice(CANDIDATE_STYLES),
+    "max_position_bias": _optional(_unit),
+    "max_missed_rate": _optional(_unit),
+    "absent": _optional(_text),
     "record_mode": _choice(RECORD_MODES),
     "update": _to_bool,
     "report": _optional(_text),

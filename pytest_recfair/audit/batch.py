@@ -14,6 +14,7 @@ from typing import Any
 
 from pytest_recfair import shards
 from pytest_recfair.audit import pipeline, registry, stream
+from pytest_recfair.audit.base import AuditInputs
 from pytest_recfair.cassettes import CassetteStore, sanitize_name
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.prompts import Entity, Grid, PromptCase
@@ -82,7 +83,7 @@ def _missing(
     size = stream.chunk_entities(settings, 32)
     for start in range(0, len(entities), size):
         chunk = entities[start : start + size]
-        for case in kind.build_cases(settings, grid, chunk, attributes):
+        for case in kind.build_cases(settings, grid, chunk, attributes, AuditInputs()):
             request = recommender.build_request(case.system, case.prompt)
             found = store.lookup(
                 test_id,

@@ -14,9 +14,10 @@ from typing import Any
 
 from pytest_recfair import matching, parse, prompts
 from pytest_recfair.audit import scoring
-from pytest_recfair.audit.base import Scored
+from pytest_recfair.audit.base import AuditInputs, Scored
 from pytest_recfair.audit.scoring import Reply
 from pytest_recfair.prompts import Entity, Grid, PromptCase
+from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
 
 __all__ = ["OVERLAP", "OverlapAudit"]
@@ -36,6 +37,7 @@ class OverlapAudit:
         grid: Grid,
         entities: Sequence[Entity],
         attributes: list[str] | None,
+        inputs: AuditInputs,
     ) -> list[PromptCase]:
         return prompts.build_cases(
             grid=grid,
@@ -55,6 +57,7 @@ class OverlapAudit:
         settings: AuditSettings,
         cases: Sequence[PromptCase],
         completions: Mapping[str, Any],
+        inputs: AuditInputs,
     ) -> Scored:
         style = settings.parse_style
         replies = parse_all(cases, completions, settings.k, style)
@@ -62,6 +65,11 @@ class OverlapAudit:
         if style == "default":
             replies, merges = canonicalize(replies)
         return Scored(scoring.score(settings, replies), merges)
+
+    def failures(
+        self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
+    ) -> tuple[GateFailure, ...]:
+        return ()  # the list-overlap gate (pytest_recfair.gate) judges these results
 
 
 OVERLAP = OverlapAudit()

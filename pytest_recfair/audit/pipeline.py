@@ -12,6 +12,7 @@ from typing import Any
 
 from pytest_recfair import __version__, baselines, prompts, providers, shards
 from pytest_recfair.audit import overlap, registry, stream, verdict
+from pytest_recfair.audit.base import AuditInputs
 from pytest_recfair.cassettes import CassetteStore
 from pytest_recfair.errors import DataError, ProviderError, RecfairError
 from pytest_recfair.prompts import Entity, Grid
@@ -20,7 +21,7 @@ from pytest_recfair.settings import AuditSettings
 from pytest_recfair.shards import Shard
 from pytest_recfair.tally import Tally
 
-__all__ = ["measure", "result_of", "run_audit", "stream_audit"]
+__all__ = ["attributes_of", "entities_of", "measure", "result_of", "run_audit", "stream_audit"]
 
 
 def run_audit(
@@ -33,6 +34,7 @@ def run_audit(
     test_id: str,
     baseline: AuditResult | None = None,
     progress: bool | None = None,
+    inputs: AuditInputs | None = None,
 ) -> AuditResult:
     """Audit ``recommender`` as ``settings`` say, and gate the result (against ``baseline``).
 
@@ -49,6 +51,7 @@ def run_audit(
         cassettes=cassettes,
         test_id=test_id,
         progress=progress,
+        inputs=inputs,
     )
     problem = None if baseline is None else baselines.incompatibility(baseline.meta, result.meta)
     return verdict.gate_result(settings, result, None if problem else baseline, problem)
@@ -63,9 +66,11 @@ def measure(
     cassettes: CassetteStore | None,
     test_id: str,
     progress: bool | None = None,
+    inputs: AuditInputs | None = None,
 ) -> AuditResult:
     """Audit ``recommender`` as ``settings`` say; the result is not gated (``gate=None``)."""
     kind = registry.select(settings)
+    inputs = inputs or AuditInputs()
     if kind is overlap.OVERLAP:
         meta, out = stream_audit(
             settings,
@@ -75,11 +80,12 @@ def measure(
             cassettes=cassettes,
             test_id=test_id,
             progress=progress,
+            inputs=inputs,
         )
         return result_of(settings, meta, out.tally)
     entities = entities_of(settings, seeds, test_id)
     grid, attr_names = attributes_of(settings, grid)
-    cases = kind.build_cases(settings, grid, entities, attr_names)
+    cases = _asked(kind.build_cases(settings, grid, entities, attr_names, inputs), inputs)
     outcome = providers.run_cases(
         recommender,
         cases,
@@ -90,7 +96,7 @@ def measure(
     )
     if outcome.errors and len(outcome.errors) == len(cases):
         _all_failed(test_id, len(cases), outcome.errors)
-    scored = kind.score(settings, cases, outcome.completions)
+    scored = kind.score(settings, cases, outcome.completions, inputs)
     models = {c.model for c in outcome.completions.values() if c.model}
     model = sorted(models)[0] if len(models) == 1 else _model_name(recommender, models)
     return AuditResult(
@@ -100,6 +106,7 @@ def measure(
         completion_tokens=outcome.usage.completion_tokens,
         cost=outcome.cost,
         merges=scored.merges,
+        extras=dict(scored.extras),
     )
 
 
@@ -114,6 +121,7 @@ def stream_audit(
     progress: bool | None = None,
     shard: Shard | None = None,
     failed: Mapping[str, str] | None = None,
+    inputs: AuditInputs | None = None,
 ) -> tuple[AuditMeta, stream.Streamed]:
     """Score a list-overlap audit chunk by chunk (memory bounded by a chunk).
 
@@ -135,6 +143,8 @@ def stream_audit(
         test_id=test_id,
         progress=progress,
         failed=failed,
+        asked=lambda cases: _asked(cases, inputs or AuditInputs()),
+        inputs=inputs,
     )
     if out.errors and len(out.errors) == out.cases:
         _all_failed(test_id, out.cases, out.errors)
@@ -173,6 +183,18 @@ def _all_failed(test_id: str, n: int, errors: dict[str, str]) -> None:
         f"{first_err}. Check the recommender (recfair_recommender fixture) or the "
         "provider settings (recfair_provider, recfair_model, recfair_base_url)."
     )
+
+
+def _asked(cases: Sequence[Any], inputs: AuditInputs) -> list[Any]:
+    """The cases to send: those a published run never answered are left out (their
+    entity then leaves that value's mean, as the FaiRLLM notebook does)."""
+    if not inputs.absent:
+        return list(cases)
+    return [
+        c
+        for c in cases
+        if c.attribute is None or (c.attribute, c.value, c.entity_id) not in inputs.absent
+    ]
 
 
 def _meta(

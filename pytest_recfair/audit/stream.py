@@ -10,12 +10,13 @@ the entities into a tally of the whole audit, which ``shards`` merges later.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_recfair import providers
 from pytest_recfair.audit import overlap
+from pytest_recfair.audit.base import AuditInputs
 from pytest_recfair.cassettes import CassetteStore
 from pytest_recfair.prompts import Entity, Grid, PromptCase
 from pytest_recfair.providers import Usage
@@ -69,13 +70,17 @@ def stream(
     test_id: str,
     progress: bool | None = None,
     failed: Mapping[str, str] | None = None,
+    asked: Callable[[list[PromptCase]], list[PromptCase]] = list,
+    inputs: AuditInputs | None = None,
 ) -> Streamed:
     """Score ``selected`` (all of ``entities``, or a shard's share) chunk by chunk.
 
     Cases in ``failed`` (id -> error) are not sent: they count as failed prompts.
+    ``asked`` keeps the cases to send (a published run's never-answered ones are not).
     """
+    inputs = inputs or AuditInputs()
     kind = overlap.OVERLAP
-    first = kind.build_cases(settings, grid, list(entities[:1]), attributes)
+    first = kind.build_cases(settings, grid, list(entities[:1]), attributes, inputs)
     config = TallyConfig(
         settings.metrics, settings.k, settings.repeats, settings.variant, settings.missing
     )
@@ -83,7 +88,7 @@ def stream(
     size = chunk_entities(settings, len(first))
     for start in range(0, len(selected), size):
         chunk = list(selected[start : start + size])
-        cases = kind.build_cases(settings, grid, chunk, attributes)
+        cases = asked(kind.build_cases(settings, grid, chunk, attributes, inputs))
         known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
         outcome = providers.run_cases(
             recommender,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_recfair import baselines, gate
+from pytest_recfair.audit import registry
 from pytest_recfair.errors import RecfairError
 from pytest_recfair.kinds import accept_command
 from pytest_recfair.results import AuditMeta, AuditResult, GateFailure, GateOutcome
@@ -82,6 +83,9 @@ def gate_result(
         seed=settings.seed,
         n_resamples=settings.n_resamples,
     )
+    own = registry.select(settings).failures(settings, result, baseline)
+    if own:
+        outcome = replace(outcome, passed=False, failures=(*outcome.failures, *own))
     if problem:
         failure = GateFailure("incompatible", detail=problem)
         outcome = replace(outcome, passed=False, failures=(*outcome.failures, failure))

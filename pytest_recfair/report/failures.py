@@ -89,7 +89,8 @@ def drift_note(f: GateFailure) -> str:
 
 def failure_label(f: GateFailure) -> str:
     """ "religion snsr", or "baseline" for a failure of the whole audit."""
-    return " ".join(x for x in (f.attribute, f.statistic or "baseline") if x)
+    other = f.kind if f.kind in ("item_shift", "position") else "baseline"
+    return " ".join(x for x in (f.attribute, f.statistic or other) if x)
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
@@ -118,6 +119,8 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult) -> list[str]
         fav = favoured_text(a) if a.values else ""
     change = f"{before_txt} -> {now_txt}" if before_txt else now_txt
     attribute = clip(f.attribute or "(all)", 24)
+    if f.kind in ("item_shift", "position"):  # other kinds of audit say it in detail
+        return [attribute, f.kind, fmt(f.value) if f.value is not None else "", "", ""]
     return [attribute, f.statistic or "baseline", change, _bound(f), clip(fav, 40)]
 
 
