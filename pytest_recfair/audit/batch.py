@@ -63,6 +63,12 @@ def record_batch(
         )
     finally:
         store.flush()
+    if outcome.errors and progress is not None:
+        first_id, first = next(iter(outcome.errors.items()))
+        progress(
+            f"batch: {len(outcome.errors)} of {len(todo)} prompts failed (never recorded; "
+            f"they count as failed prompts); first [{first_id}] {first}"
+        )
     return outcome.errors
 
 

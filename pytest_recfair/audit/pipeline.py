@@ -7,6 +7,7 @@ are scored) comes from :mod:`.registry`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -67,8 +68,13 @@ def measure(
     test_id: str,
     progress: bool | None = None,
     inputs: AuditInputs | None = None,
+    failed: Mapping[str, str] | None = None,
 ) -> AuditResult:
-    """Audit ``recommender`` as ``settings`` say; the result is not gated (``gate=None``)."""
+    """Audit ``recommender`` as ``settings`` say; the result is not gated (``gate=None``).
+
+    ``failed``: case id -> error of prompts known to have failed already (batch lines the
+    service did not answer); they are not sent and count as failed prompts.
+    """
     kind = registry.select(settings)
     inputs = inputs or AuditInputs()
     if kind is overlap.OVERLAP:
@@ -81,19 +87,23 @@ def measure(
             test_id=test_id,
             progress=progress,
             inputs=inputs,
+            failed=failed,
         )
         return result_of(settings, meta, out.tally)
     entities = entities_of(settings, seeds, test_id)
     grid, attr_names = attributes_of(settings, grid)
     cases = _asked(kind.build_cases(settings, grid, entities, attr_names, inputs), inputs)
+    known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
     outcome = providers.run_cases(
         recommender,
-        cases,
+        [c for c in cases if c.id not in known],
         concurrency=settings.concurrency,
         cassettes=cassettes,
         test_id=test_id,
         progress=progress,
     )
+    if known:
+        outcome = dataclasses.replace(outcome, errors={**outcome.errors, **known})
     if outcome.errors and len(outcome.errors) == len(cases):
         _all_failed(test_id, len(cases), outcome.errors)
     scored = kind.score(settings, cases, outcome.completions, inputs)

@@ -190,6 +190,7 @@ def _submit(
     """Upload (OpenAI) and create one batch; the journal is saved after each step."""
     work = [Submission(cid, _request(provider, by_id[cid])) for cid in ids]
     jsonl = book.path.with_suffix(f".{len(book.entries)}.jsonl")
+    jsonl.parent.mkdir(parents=True, exist_ok=True)
     line = service.line
     with jsonl.open("w", encoding="utf-8") as fh:  # streamed: one line in memory at a time
         for w in work:

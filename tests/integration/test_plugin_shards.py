@@ -89,7 +89,7 @@ def test_merge_refuses_a_missing_shard(project: pytest.Pytester) -> None:
     for i in (1, 3):
         _run(project, "--fairness", f"--fairness-shard={i}/3").assert_outcomes(skipped=2)
     merged = _run(project, "--fairness", "--fairness-merge=fairness-shards")
-    merged.assert_outcomes(failed=2)
+    merged.assert_outcomes(errors=2)
     merged.stdout.fnmatch_lines(["*needs shards 1..3 once each; missing 2/3*"])
     assert "Traceback" not in merged.stdout.str()
 
