@@ -25,12 +25,24 @@ from typing import Any, Literal
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.sim.planted import ItemPlan, PositionPlan
 from pytest_recfair.sim.recognise import Recognised, ValueMatch
 
 __all__ = ["BiasProfile", "Faults", "ValueTable", "load_profile"]
 
 _PROFILE_SECTIONS = frozenset(
-    {"bias", "languages", "typo", "refusals", "short_lists", "faults", "name", "description"}
+    {
+        "bias",
+        "languages",
+        "typo",
+        "refusals",
+        "short_lists",
+        "faults",
+        "name",
+        "description",
+        "items",
+        "positions",
+    }
 )
 
 
@@ -119,9 +131,13 @@ class BiasProfile:
     short_lists: ValueTable = field(default_factory=ValueTable)
     faults: Mapping[str, Any] = field(default_factory=dict)
     name: str = ""
+    items: ItemPlan | None = None  # planted item-side bias (sim.planted)
+    positions: PositionPlan | None = None  # planted candidate-position bias
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], source: str = "bias profile") -> BiasProfile:
+    def from_mapping(
+        cls, data: Mapping[str, Any], source: str = "bias profile", base: Path | None = None
+    ) -> BiasProfile:
         if not isinstance(data, Mapping):
             raise DataError(
                 f"{source}: expected a mapping such as {{religion: {{Muslim: 0.35}}}}, "
@@ -151,6 +167,10 @@ class BiasProfile:
             short_lists=ValueTable.parse(data.get("short_lists"), "short_lists", source),
             faults=dict(faults),
             name=str(data.get("name", "")),
+            items=ItemPlan.parse(data["items"], source, base) if data.get("items") else None,
+            positions=(
+                PositionPlan.parse(data["positions"], source) if data.get("positions") else None
+            ),
         )
 
     def shift(self, rec: Recognised) -> float:
@@ -197,7 +217,8 @@ def load_profile(source: BiasProfile | Mapping[str, Any] | str | Path | None) ->
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise DataError(f"{where}: not valid YAML ({exc}); fix the file.") from exc
-    return BiasProfile.from_mapping(data or {}, source=where)
+    base = None if where.startswith("bundled") else path.parent
+    return BiasProfile.from_mapping(data or {}, source=where, base=base)
 
 
 _FAULT_ALIASES = {

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.sim.catalogue import CatalogueCache, stable_seed
+from pytest_recfair.sim.planted import candidate_reply
 from pytest_recfair.sim.profile import BiasProfile, Faults, load_profile
 from pytest_recfair.sim.recognise import Recognised, Recogniser
 from pytest_recfair.sim.vocab import Vocabulary
@@ -172,6 +173,14 @@ class SimulatedRecommender:
         if refusal and _unit(self.seed, "refuse", entity, labels, draw) < refusal:
             text = REFUSALS.get(rec.language, REFUSALS["en"])
             return Reply(text, (), rec, k, 0, 0, refused=True, short=False)
+
+        picked = candidate_reply(prompt, self.profile.positions, self.seed, draw)
+        if picked is not None:  # a candidate list: pick (or rank) from what is shown
+            return Reply(picked, (picked,), rec, k, 0, 0, refused=False, short=False)
+        if self.profile.items is not None:  # titles from a catalogue with metadata
+            items = self.profile.items.titles(entity, rec.labels, k, self.seed, draw)
+            lines = [f"{i}. {title}" for i, title in enumerate(items, 1)]
+            return Reply("\n".join(lines), tuple(items), rec, k, 0, 0, False, False)
 
         # Neutral = the first K titles (so top-10 is a prefix of top-25); shifts and noise
         # draw from the next 2K + 20, enough for a full shift plus full noise.
