@@ -120,6 +120,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="significance level of the rise-over-baseline test (default 0.05; ini: recfair_alpha)",
     )
+    _add_scale_options(group)
+    for ini_name, key in settings.INI_KEYS.items():
+        parser.addini(ini_name, _INI_HELP.get(key, f"default for @fairness({key}=...)"))
+    for ini_name, help_text in _PROVIDER_INI.items():
+        parser.addini(ini_name, help_text)
+
+
+def _add_scale_options(group: pytest.OptionGroup) -> None:
+    """Batch recording and shards (docs/scale.md)."""
     group.addoption(
         "--fairness-batch",
         dest="fairness_batch",
@@ -146,10 +155,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="gate and report the audits merged from these shard results (repeatable); "
         "nothing is sent or replayed",
     )
-    for ini_name, key in settings.INI_KEYS.items():
-        parser.addini(ini_name, _INI_HELP.get(key, f"default for @fairness({key}=...)"))
-    for ini_name, help_text in _PROVIDER_INI.items():
-        parser.addini(ini_name, help_text)
 
 
 def pytest_configure(config: pytest.Config) -> None:
