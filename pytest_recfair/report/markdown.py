@@ -8,6 +8,7 @@ from pytest_recfair import __version__
 from pytest_recfair.kinds import STATISTICS, accept_command
 from pytest_recfair.report.failures import failure_text
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
+from pytest_recfair.report.kinds import extra_lines
 from pytest_recfair.report.status import (
     Baselines,
     attribute_status,
@@ -119,7 +120,9 @@ def to_markdown(results: Sequence[AuditResult], baselines: Baselines = None) -> 
     ]
     for r in rs:
         out += [f"### {_ICON[result_status(r)]} {_code(r.meta.test_id)}", "", _md(describe(r)), ""]
-        out += _stats_table(r)
+        out += _stats_table(r) if r.attributes else []
+        extra = extra_lines(r)
+        out += [f"- {_md(line.strip())}" for line in extra] + ([""] if extra else [])
         repeats = [(a.attribute, repeat_stats(a)) for a in r.attributes]
         out += [f"- **{_md(name)}** over repeats: {_md(st)}" for name, st in repeats if st]
         if any(st for _, st in repeats):

@@ -7,6 +7,7 @@ group it signals (``Black female``) moves a share of that mix to one category::
     items:
       catalogue: restaurants          # bundled (sim/catalogues/) or a CSV/JSON/YAML file
       field: price
+      domain: restaurant              # prompts of other domains are answered as before
       shift: {Black female: {"$": 0.3}}
 
 ``positions`` (profile section): candidate-list prompts ("From these N ...", "Rank these
@@ -25,11 +26,13 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_recfair.catalogue import Catalogue, load_catalogue
 from pytest_recfair.errors import DataError
 from pytest_recfair.sim.catalogue import stable_seed
+
+if TYPE_CHECKING:  # the catalogue (and rapidfuzz) load only when a profile plants items
+    from pytest_recfair.catalogue import Catalogue
 
 __all__ = ["ItemPlan", "PositionPlan", "candidate_reply"]
 
@@ -45,6 +48,8 @@ def _frac(value: Any, where: str, source: str) -> float:
 
 @lru_cache(maxsize=8)
 def _bundled(name: str) -> Catalogue:
+    from pytest_recfair.catalogue import load_catalogue
+
     node = resources.files("pytest_recfair.sim").joinpath("catalogues", f"{name}.csv")
     with resources.as_file(node) as path:
         return load_catalogue(path)
@@ -68,11 +73,14 @@ class ItemPlan:
     catalogue: Catalogue
     field: str
     shift: Mapping[str, tuple[str, float]]  # label or group (case-folded) -> (category, share)
+    domain: str = "restaurant"  # only prompts of this domain are answered from the catalogue
 
     @classmethod
     def parse(cls, data: Any, source: str, base: Path | None) -> ItemPlan:
         if not isinstance(data, Mapping) or "catalogue" not in data or "field" not in data:
             raise DataError(f"{source}: 'items' must have 'catalogue' and 'field' (and 'shift')")
+        from pytest_recfair.catalogue import load_catalogue
+
         name = str(data["catalogue"])
         path = (base / name) if base is not None else Path(name)
         catalogue = load_catalogue(path) if path.suffix else _bundled(name)
@@ -86,7 +94,11 @@ class ItemPlan:
             if str(cat) not in cats:
                 raise DataError(f"{source}: items.shift.{who}: {cat!r} is not a {field} ({cats})")
             shift[str(who).casefold()] = (str(cat), _frac(share, f"items.shift.{who}", source))
-        return cls(catalogue, field, shift)
+        return cls(catalogue, field, shift, str(data.get("domain", "restaurant")))
+
+    def applies(self, prompt: str, system: str | None) -> bool:
+        """A prompt of the plan's domain (its word in the system message or the prompt)."""
+        return self.domain.casefold() in f"{system or ''} {prompt}".casefold()
 
     def titles(self, entity: str, labels: Sequence[str], k: int, seed: int, draw: int) -> list[str]:
         """k distinct titles from the entity's category mix, shifted for these labels."""

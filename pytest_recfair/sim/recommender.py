@@ -177,8 +177,9 @@ class SimulatedRecommender:
         picked = candidate_reply(prompt, self.profile.positions, self.seed, draw)
         if picked is not None:  # a candidate list: pick (or rank) from what is shown
             return Reply(picked, (picked,), rec, k, 0, 0, refused=False, short=False)
-        if self.profile.items is not None:  # titles from a catalogue with metadata
-            items = self.profile.items.titles(entity, rec.labels, k, self.seed, draw)
+        plan = self.profile.items
+        if plan is not None and plan.applies(prompt, system):  # titles from a catalogue
+            items = plan.titles(entity, rec.labels, k, self.seed, draw)
             lines = [f"{i}. {title}" for i, title in enumerate(items, 1)]
             return Reply("\n".join(lines), tuple(items), rec, k, 0, 0, False, False)
 
