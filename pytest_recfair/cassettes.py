@@ -608,6 +608,18 @@ class CassetteStore:
             tape.dirty = False
             return tape.path
 
+    def release(self, test_id: str, entity_ids: Iterable[str]) -> None:
+        """Save (if changed) and forget these entities' cassettes: their audit is done.
+
+        The audit streams entities through the store a chunk at a time, so its memory is
+        bounded by one chunk's cassettes, not the whole recording.
+        """
+        with self._lock:
+            for entity_id in entity_ids:
+                tape = self._tapes.pop((test_id, entity_id), None)
+                if tape is not None and tape.dirty:
+                    atomic_write_text(tape.path, self._serialize(self._to_save(tape)))
+
     def __enter__(self) -> CassetteStore:
         return self
 

@@ -22,7 +22,7 @@ from pytest_recfair.kinds import PROVIDER_KINDS, RECORD_MODES, REPORT_FORMATS
 if TYPE_CHECKING:
     # audit pulls in numpy, httpx and jsonschema (~0.3 s): imported only when an audit
     # runs or a run has results to report, never at pytest start-up
-    from pytest_recfair import audit
+    from pytest_recfair import audit, shards
 
 __all__ = ["marker"]
 
@@ -52,12 +52,17 @@ _INI_HELP = {
     "baseline_dir": "baseline directory, relative to rootdir (default baselines)",
     "alpha": "significance level of the baseline comparison (default 0.05)",
     "n_resamples": "bootstrap resamples for confidence intervals (default 1000)",
+    "batch": "record missing prompts through the provider's batch API (true/false)",
+    "batch_poll": "seconds before the first batch status poll (default 10; then x1.5, max 60)",
+    "shard_dir": "where --fairness-shard writes shard results (default fairness-shards)",
 }
 
 _SETTINGS = pytest.StashKey[settings.AuditSettings]()
 _AUDIT = pytest.StashKey["tuple[settings.AuditSettings, audit.Comparison]"]()
 _RECORD = pytest.StashKey["audit.TestRecord"]()
 _REPORT_PATH = pytest.StashKey["Path | None"]()
+_SHARD: pytest.StashKey[shards.Shard] = pytest.StashKey()
+_MERGE: pytest.StashKey[audit.MergeSource] = pytest.StashKey()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -127,10 +132,41 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="significance level of the rise-over-baseline test (default 0.05; ini: recfair_alpha)",
     )
+    _add_scale_options(group)
     for ini_name, key in settings.INI_KEYS.items():
         parser.addini(ini_name, _INI_HELP.get(key, f"default for @fairness({key}=...)"))
     for ini_name, help_text in _PROVIDER_INI.items():
         parser.addini(ini_name, help_text)
+
+
+def _add_scale_options(group: pytest.OptionGroup) -> None:
+    """Batch recording and shards (docs/scale.md)."""
+    group.addoption(
+        "--fairness-batch",
+        dest="fairness_batch",
+        action="store_true",
+        default=False,
+        help="record the prompts that have no recording through the provider's batch API "
+        "(OpenAI Batch API, Anthropic Message Batches) at half price, then replay them "
+        "(ini: recfair_batch)",
+    )
+    group.addoption(
+        "--fairness-shard",
+        dest="fairness_shard",
+        metavar="I/N",
+        default=None,
+        help="audit shard I of N of each test's entities and write its result to "
+        "recfair_shard_dir, for --fairness-merge (one CI job per shard)",
+    )
+    group.addoption(
+        "--fairness-merge",
+        dest="fairness_merge",
+        metavar="FILE_OR_DIR",
+        action="append",
+        default=None,
+        help="gate and report the audits merged from these shard results (repeatable); "
+        "nothing is sent or replayed",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -141,12 +177,36 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if not hasattr(config, "workerinput"):  # xdist workers only ship results
         config.pluginmanager.register(_Controller(config), "recfair-controller")
+    _configure_shards(config)
     run_settings = _resolve(config, {})
     report = config.getoption("fairness_report")
     if report:
         config.stash[_REPORT_PATH] = config.invocation_params.dir / report
     elif run_settings.report:
         config.stash[_REPORT_PATH] = config.rootpath / run_settings.report
+
+
+def _configure_shards(config: pytest.Config) -> None:
+    """--fairness-shard / --fairness-merge: checked up front, one or the other."""
+    shard_text = config.getoption("fairness_shard", None)
+    merge = config.getoption("fairness_merge", None)
+    if shard_text and merge:
+        raise pytest.UsageError(
+            "--fairness-shard and --fairness-merge: give one; the shard jobs audit with "
+            "--fairness-shard=I/N, then one job gates their results with --fairness-merge."
+        )
+    if shard_text:
+        from pytest_recfair import shards
+
+        try:
+            config.stash[_SHARD] = shards.parse_shard(shard_text)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    if merge:
+        from pytest_recfair import audit
+
+        base = config.invocation_params.dir
+        config.stash[_MERGE] = audit.MergeSource(tuple(base / p for p in merge))
 
 
 def _resolve(
@@ -326,17 +386,9 @@ def fairness_result(
     s = recfair_settings
     state = audit.load_baseline(request.config.rootpath / s.baseline_dir, node.nodeid)
     try:
-        # the runner flushes recorded cassettes itself, also when the run fails half-way
-        result = audit.measure(
-            s,
-            request.getfixturevalue("recfair_recommender"),
-            seeds=request.getfixturevalue("recfair_seeds"),
-            grid=request.getfixturevalue("recfair_grid"),
-            cassettes=request.getfixturevalue("recfair_cassettes"),
-            test_id=node.nodeid,
-            progress=False,
-            inputs=_inputs(request, s),
-        )
+        merge = request.config.stash.get(_MERGE, None)
+        # merged: nothing is sent or replayed, the shard results hold the scores
+        result = _measure(request, s) if merge is None else merge.result(s, node.nodeid)
     except RecfairError as exc:
         # a problem the user fixes (cassette miss, bad seeds file, ...): say it, no traceback
         pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
@@ -347,6 +399,63 @@ def fairness_result(
     node.stash[_RECORD] = audit.TestRecord(result, comparison.baseline)
     node.user_properties.extend(audit.property_items(result))
     return result
+
+
+def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
+    """Run this test's audit (after a batch recording with --fairness-batch); a shard run
+    writes its share's result and skips instead."""
+    from pytest_recfair import audit
+
+    config, node = request.config, request.node
+    recommender = request.getfixturevalue("recfair_recommender")
+    seeds = request.getfixturevalue("recfair_seeds")
+    grid = request.getfixturevalue("recfair_grid")
+    shard = config.stash.get(_SHARD, None)
+    failed = None
+    if s.batch:
+        failed = audit.record_batch(
+            s,
+            recommender,
+            seeds=seeds,
+            grid=grid,
+            root=config.rootpath / s.cassette_dir,
+            test_id=node.nodeid,
+            shard=shard,
+            progress=_terminal_line(config),
+        )
+    # the runner flushes recorded cassettes itself, also when the run fails half-way
+    common: dict[str, Any] = {
+        "seeds": seeds,
+        "grid": grid,
+        "cassettes": request.getfixturevalue("recfair_cassettes"),
+        "test_id": node.nodeid,
+        "failed": failed,
+        "inputs": _inputs(request, s),
+    }
+    if shard is None:
+        return audit.measure(s, recommender, progress=False, **common)
+    out = audit.run_shard(s, recommender, shard=shard, root=config.rootpath / s.shard_dir, **common)
+    pytest.skip(
+        f"fairness shard {shard}: {out.scored} of {out.total} entities scored, written to "
+        f"{out.path}; gate the merged audit with --fairness-merge"
+    )
+
+
+def _terminal_line(config: pytest.Config) -> Any:
+    """A writer of progress lines that shows through pytest's output capture."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+
+    def write(line: str) -> None:
+        if reporter is None:
+            return
+        if capture is None:
+            reporter.write_line(line)
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(line)
+
+    return write
 
 
 @pytest.fixture(autouse=True)

@@ -99,6 +99,9 @@ class AuditSettings:
     n_resamples: int = 2000
     cassette_dir: str = "fixtures/cassettes"
     baseline_dir: str = "baselines"
+    batch: bool = False  # record missing prompts through the provider's batch API
+    batch_poll: float = 10.0  # seconds before the first batch poll (then x1.5, max 60)
+    shard_dir: str = "fairness-shards"  # where --fairness-shard=I/N writes its results
 
     @property
     def metrics(self) -> tuple[MetricName, ...]:
@@ -180,6 +183,7 @@ CLI_KEYS: dict[str, str] = {
     "fairness_concurrency": "concurrency",
     "fairness_seed": "seed",
     "fairness_alpha": "alpha",
+    "fairness_batch": "batch",
 }
 
 # ini key -> settings key: every setting has a "recfair_<name>" ini key
@@ -364,6 +368,9 @@ _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "n_resamples": lambda v, k, s: _to_int(v, k, s, minimum=10),
     "cassette_dir": _text,
     "baseline_dir": _text,
+    "batch": _to_bool,
+    "batch_poll": lambda v, k, s: _to_float(v, k, s, lo=0.01, hi=3600.0),
+    "shard_dir": _text,
 }
 
 

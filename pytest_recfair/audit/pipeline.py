@@ -7,19 +7,22 @@ are scored) comes from :mod:`.registry`.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_recfair import __version__, baselines, prompts, providers
-from pytest_recfair.audit import registry, verdict
+from pytest_recfair import __version__, baselines, prompts, providers, shards
+from pytest_recfair.audit import overlap, registry, stream, verdict
 from pytest_recfair.audit.base import AuditInputs
 from pytest_recfair.cassettes import CassetteStore
 from pytest_recfair.errors import DataError, ProviderError, RecfairError
 from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.results import AuditMeta, AuditResult
 from pytest_recfair.settings import AuditSettings
+from pytest_recfair.shards import Shard
+from pytest_recfair.tally import Tally
 
-__all__ = ["measure", "run_audit"]
+__all__ = ["attributes_of", "entities_of", "measure", "result_of", "run_audit", "stream_audit"]
 
 
 def run_audit(
@@ -65,33 +68,44 @@ def measure(
     test_id: str,
     progress: bool | None = None,
     inputs: AuditInputs | None = None,
+    failed: Mapping[str, str] | None = None,
 ) -> AuditResult:
-    """Audit ``recommender`` as ``settings`` say; the result is not gated (``gate=None``)."""
-    entities = prompts.subsample(list(seeds), settings.entities, seed=settings.seed)
-    if not entities:
-        raise DataError(
-            f"{test_id}: the seed set is empty; give @fairness(seeds=...) a file or fixture "
-            "with at least one entity."
-        )
-    grid, attr_names = _attributes(settings, grid)
+    """Audit ``recommender`` as ``settings`` say; the result is not gated (``gate=None``).
+
+    ``failed``: case id -> error of prompts known to have failed already (batch lines the
+    service did not answer); they are not sent and count as failed prompts.
+    """
     kind = registry.select(settings)
     inputs = inputs or AuditInputs()
+    if kind is overlap.OVERLAP:
+        meta, out = stream_audit(
+            settings,
+            recommender,
+            seeds=seeds,
+            grid=grid,
+            cassettes=cassettes,
+            test_id=test_id,
+            progress=progress,
+            inputs=inputs,
+            failed=failed,
+        )
+        return result_of(settings, meta, out.tally)
+    entities = entities_of(settings, seeds, test_id)
+    grid, attr_names = attributes_of(settings, grid)
     cases = _asked(kind.build_cases(settings, grid, entities, attr_names, inputs), inputs)
+    known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
     outcome = providers.run_cases(
         recommender,
-        cases,
+        [c for c in cases if c.id not in known],
         concurrency=settings.concurrency,
         cassettes=cassettes,
         test_id=test_id,
         progress=progress,
     )
+    if known:
+        outcome = dataclasses.replace(outcome, errors={**outcome.errors, **known})
     if outcome.errors and len(outcome.errors) == len(cases):
-        first_id, first_err = next(iter(outcome.errors.items()))
-        raise ProviderError(
-            f"{test_id}: every one of {len(cases)} prompts failed; first ({first_id}): "
-            f"{first_err}. Check the recommender (recfair_recommender fixture) or the "
-            "provider settings (recfair_provider, recfair_model, recfair_base_url)."
-        )
+        _all_failed(test_id, len(cases), outcome.errors)
     scored = kind.score(settings, cases, outcome.completions, inputs)
     models = {c.model for c in outcome.completions.values() if c.model}
     model = sorted(models)[0] if len(models) == 1 else _model_name(recommender, models)
@@ -103,6 +117,81 @@ def measure(
         cost=outcome.cost,
         merges=scored.merges,
         extras=dict(scored.extras),
+    )
+
+
+def stream_audit(
+    settings: AuditSettings,
+    recommender: Any,
+    *,
+    seeds: Sequence[Entity],
+    grid: Grid,
+    cassettes: CassetteStore | None,
+    test_id: str,
+    progress: bool | None = None,
+    shard: Shard | None = None,
+    failed: Mapping[str, str] | None = None,
+    inputs: AuditInputs | None = None,
+) -> tuple[AuditMeta, stream.Streamed]:
+    """Score a list-overlap audit chunk by chunk (memory bounded by a chunk).
+
+    With ``shard`` only that share of the entities is sent and scored (the tally and the
+    metadata are those of the whole audit, for ``shards.merge_results``). ``failed``:
+    case id -> error of prompts already known to have failed (a batch line the service
+    did not answer): not sent, counted as failed prompts.
+    """
+    entities = entities_of(settings, seeds, test_id)
+    grid, attr_names = attributes_of(settings, grid)
+    out = stream.stream(
+        settings,
+        recommender,
+        grid=grid,
+        attributes=attr_names,
+        entities=entities,
+        selected=shards.select(entities, shard),
+        cassettes=cassettes,
+        test_id=test_id,
+        progress=progress,
+        failed=failed,
+        asked=lambda cases: _asked(cases, inputs or AuditInputs()),
+        inputs=inputs,
+    )
+    if out.errors and len(out.errors) == out.cases:
+        _all_failed(test_id, out.cases, out.errors)
+    models = out.tally.models
+    model = sorted(models)[0] if len(models) == 1 else _model_name(recommender, models)
+    meta = _meta(settings, test_id, _provider_name(recommender), model, grid, entities)
+    return meta, out
+
+
+def result_of(settings: AuditSettings, meta: AuditMeta, tally: Tally) -> AuditResult:
+    """The (ungated) AuditResult of a complete tally: one run's, or merged shards'."""
+    return AuditResult(
+        meta=meta,
+        attributes=tally.results(n_resamples=settings.n_resamples, seed=settings.seed),
+        prompt_tokens=tally.prompt_tokens,
+        completion_tokens=tally.completion_tokens,
+        cost=None,
+        merges=tally.merges,
+    )
+
+
+def entities_of(settings: AuditSettings, seeds: Sequence[Entity], test_id: str) -> list[Entity]:
+    entities = prompts.subsample(list(seeds), settings.entities, seed=settings.seed)
+    if not entities:
+        raise DataError(
+            f"{test_id}: the seed set is empty; give @fairness(seeds=...) a file or fixture "
+            "with at least one entity."
+        )
+    return entities
+
+
+def _all_failed(test_id: str, n: int, errors: dict[str, str]) -> None:
+    first_id, first_err = next(iter(errors.items()))
+    raise ProviderError(
+        f"{test_id}: every one of {n} prompts failed; first ({first_id}): "
+        f"{first_err}. Check the recommender (recfair_recommender fixture) or the "
+        "provider settings (recfair_provider, recfair_model, recfair_base_url)."
     )
 
 
@@ -153,7 +242,7 @@ def _meta(
     )
 
 
-def _attributes(settings: AuditSettings, grid: Grid) -> tuple[Grid, list[str] | None]:
+def attributes_of(settings: AuditSettings, grid: Grid) -> tuple[Grid, list[str] | None]:
     """Which attributes to ask about; "personality" comes from its own bundled grid."""
     if settings.attr is None:
         return grid, None

@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import httpx
 
+from pytest_recfair.cassettes import CassetteStore, RecordedRequest, RecordedResponse
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.providers.base import Completion, Provider, Usage
@@ -36,7 +37,7 @@ from pytest_recfair.providers.batch_api import (
 )
 from pytest_recfair.providers.runner import CaseLike
 
-__all__ = ["BATCH_PROVIDERS", "BatchOutcome", "custom_id", "run_batch"]
+__all__ = ["BATCH_PROVIDERS", "BatchOutcome", "cassette_recorder", "custom_id", "run_batch"]
 
 #: Provider kinds with a batch API this plugin speaks.
 BATCH_PROVIDERS: Final = ("openai", "anthropic")
@@ -189,6 +190,7 @@ def _submit(
     """Upload (OpenAI) and create one batch; the journal is saved after each step."""
     work = [Submission(cid, _request(provider, by_id[cid])) for cid in ids]
     jsonl = book.path.with_suffix(f".{len(book.entries)}.jsonl")
+    jsonl.parent.mkdir(parents=True, exist_ok=True)
     line = service.line
     with jsonl.open("w", encoding="utf-8") as fh:  # streamed: one line in memory at a time
         for w in work:
@@ -296,3 +298,31 @@ def _collect(
     for cid in entry["custom_ids"]:
         if cid in by_id and cid not in seen:
             outcome.errors[by_id[cid].id] = f"batch {batch_id}: {why}"
+
+
+def cassette_recorder(store: CassetteStore, test_id: str) -> Record:
+    """``record`` for :func:`run_batch` that writes into ``store`` what a synchronous
+    recording of the same request writes (the reply body with its JSON content type)."""
+
+    def record(case: CaseLike, request: httpx.Request, response: httpx.Response) -> None:
+        body = response.content
+        store.record(
+            test_id,
+            case.entity_id,
+            RecordedRequest(
+                method=request.method,
+                url=str(request.url),
+                headers=tuple(request.headers.multi_items()),
+                body=request.content,
+                repeat=case.repeat,
+                case_id=case.id,
+            ),
+            RecordedResponse(
+                status=200,
+                headers=(("content-type", "application/json"), ("content-length", str(len(body)))),
+                body=body,
+                reason="OK",
+            ),
+        )
+
+    return record
