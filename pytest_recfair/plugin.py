@@ -511,20 +511,40 @@ def _entities_from(value: Any, domain: str, name: str) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    outcome = yield
+    try:
+        outcome = yield
+    except (pytest.skip.Exception, KeyboardInterrupt, pytest.exit.Exception):
+        raise  # a skipped or interrupted test is not judged
+    except BaseException as exc:
+        # the test's own code failed: the report says FAIL with this, not the gate's PASS
+        _judge(item, f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300])
+        raise
+    verdict = _judge(item, None)
+    if verdict is not None and not verdict.passed:
+        pytest.fail(verdict.message, pytrace=False)
+    return outcome
+
+
+def _judge(item: pytest.Item, body_error: str | None) -> Any:
+    """Judge an audited test (None if it has no audit); record the outcome for reports."""
     judged = item.stash.get(_AUDIT, None)
     record = item.stash.get(_RECORD, None)
     if judged is None or record is None:
-        return outcome
+        return None
     from pytest_recfair import audit
 
     s, comparison = judged
     verdict = audit.judge(s, record.result, comparison, item.nodeid)
+    if body_error is not None:
+        verdict = audit.body_failed(verdict, body_error)
+        if s.update:
+            record.not_written = f"the test failed ({body_error})"
     record.result = verdict.result
     record.wrote = audit.write_baseline(verdict)
-    if not verdict.passed:
-        pytest.fail(verdict.message, pytrace=False)
-    return outcome
+    props = [p for p in item.user_properties if p[0] != "recfair.gate"]
+    props.append(("recfair.gate", "pass" if verdict.passed else "fail"))
+    item.user_properties[:] = props
+    return verdict
 
 
 @pytest.hookimpl(wrapper=True)

@@ -27,6 +27,7 @@ class TestRecord:
     result: AuditResult
     baseline: AuditResult | None  # the one the result was compared against
     wrote: Path | None = None  # baseline written by --fairness-update
+    not_written: str | None = None  # why --fairness-update wrote no baseline for this test
 
     def payload(self) -> dict[str, Any]:
         """What a worker ships to the controller with the call-phase report (JSON-able).
@@ -38,11 +39,13 @@ class TestRecord:
             "result": self.result.to_dict(),
             "baseline": None if self.baseline is None else self.baseline.to_dict(),
             "baseline_written": str(self.wrote) if self.wrote else None,
+            "baseline_not_written": self.not_written,
         }
 
 
 def property_items(result: AuditResult) -> list[tuple[str, float | int | str]]:
-    """JUnit XML properties: recfair.<attribute>.<statistic> = value."""
+    """JUnit XML properties: recfair.<attribute>.<statistic> = value, and recfair.gate
+    (pass/fail) once the test is judged."""
     props: list[tuple[str, float | int | str]] = [("recfair.model", result.meta.model)]
     for a in result.attributes:
         key = "recfair." + a.attribute.casefold().replace(" ", "_")
@@ -81,6 +84,10 @@ class RunCollector:
             self.baselines.pop(test_id, None)
         if payload.get("baseline_written"):
             self.written.append(Path(str(payload["baseline_written"])))
+        if payload.get("baseline_not_written"):
+            self.notes.append(
+                f"fairness baseline NOT written for {test_id}: {payload['baseline_not_written']}"
+            )
 
     def ordered(self) -> list[AuditResult]:
         return [self.results[k] for k in sorted(self.results)]

@@ -21,6 +21,7 @@ __all__ = [
     "BaselineState",
     "Comparison",
     "Verdict",
+    "body_failed",
     "compare",
     "gate_result",
     "judge",
@@ -140,6 +141,18 @@ def _forced(outcome: GateOutcome) -> GateOutcome:
         return outcome
     note = "stored although too many replies were unusable (--fairness-update-force)"
     return replace(outcome, passed=not kept, failures=kept, notes=(*outcome.notes, note))
+
+
+def body_failed(verdict: Verdict, error: str) -> Verdict:
+    """The verdict when the test's own code failed (e.g. an assertion on fairness_result).
+
+    The test failed, so its audit did: the outcome carries a "test" failure, whatever the
+    gate said, and no baseline is written (a run whose test failed is not one to accept).
+    """
+    outcome = verdict.result.gate or GateOutcome(passed=True)
+    failure = GateFailure("test", detail=error)
+    judged = replace(outcome, passed=False, failures=(*outcome.failures, failure))
+    return Verdict(False, replace(verdict.result, gate=judged), verdict.message or error)
 
 
 def write_baseline(verdict: Verdict) -> Path | None:
