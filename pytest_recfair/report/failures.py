@@ -124,6 +124,9 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult) -> list[str]
                 before_txt = fmt_interval(f.baseline, f.baseline_ci)
             elif delta is not None:
                 before_txt = fmt(now_stat.value - delta)
+        elif f.value is not None:  # entropy, refusal gap, unusable share: the gate's value
+            now_txt = fmt(f.value)
+            before_txt = fmt(f.baseline) if f.baseline is not None else ""
         else:
             now_txt = fmt(a.entropy if f.statistic == "entropy" else a.refusal_gap)
         fav = favoured_text(a) if a.values else ""
@@ -153,7 +156,22 @@ def failure_message(outcome: GateOutcome, result: AuditResult) -> str:
     lines = [f"fairness gate failed for {result.meta.test_id} ({result.meta.model}):"]
     lines.extend(format_outcome(outcome, result))
     lines.extend(f"  note: {n}" for n in outcome.notes)
-    lines.append(
-        f"If the new numbers are intended, accept them with: {accept_command(result.meta.test_id)}"
-    )
+    limits = sorted({_limit_name(f) for f in outcome.failures if f.kind == "threshold"})
+    if limits:
+        names = ", ".join(limits)
+        lines.append(
+            f"Absolute limits crossed ({names}): they are set by the @fairness marker "
+            f"argument of that name or the recfair_<name> ini key; a run that crosses them "
+            f"is never accepted as a baseline: fix the model or change the limit."
+        )
+    if any(f.kind == "drift" for f in outcome.failures):
+        lines.append(
+            "If the new numbers are intended, accept them with: "
+            f"{accept_command(result.meta.test_id)}"
+        )
     return "\n".join(lines)
+
+
+def _limit_name(f: GateFailure) -> str:
+    """The threshold a "threshold" failure crossed: max_snsr, min_pafs, max_unusable, ..."""
+    return ("min_" if f.statistic in HIGHER_IS_FAIRER else "max_") + str(f.statistic)

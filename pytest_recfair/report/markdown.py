@@ -22,6 +22,7 @@ from pytest_recfair.report.status import (
     repeat_stats,
     result_status,
     same_attribute,
+    shown,
 )
 from pytest_recfair.results import AuditResult
 
@@ -59,9 +60,7 @@ def _stats_table(r: AuditResult) -> list[str]:
         cells = [
             _md(a.attribute),
             _ICON[attribute_status(r, a.attribute)],
-            fmt_ci(a.snsr),
-            fmt_ci(a.snsv),
-            fmt_ci(a.pafs),
+            *(fmt_ci(shown(a, s)) for s in STATISTICS),
             drift,
             _md(most),
             _md(least),

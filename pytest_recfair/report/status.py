@@ -6,9 +6,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
-from pytest_recfair.kinds import accept_command
+from pytest_recfair.kinds import Statistic, accept_command
 from pytest_recfair.report.fmt import fmt_ci
-from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateOutcome
+from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateOutcome, Stat
 
 __all__ = [
     "TIE",
@@ -158,3 +158,17 @@ def baseline_value(b: AttributeResult | None, value: str) -> float | None:
         if v.value == value:
             return v.mean.value
     return None
+
+
+def nothing_usable(a: AttributeResult) -> bool:
+    """True when no reply of the attribute had a usable list (every prompt missing)."""
+    return bool(a.values) and all(v.total and v.missing >= v.total for v in a.values)
+
+
+def shown(a: AttributeResult, statistic: Statistic) -> Stat:
+    """A spread statistic as reports show it: "n/a" when nothing was usable, because a
+    spread over no list at all (SNSR 0.000, PAFS 1.000) would read as perfectly fair."""
+    if nothing_usable(a):
+        return Stat(math.nan)
+    stat: Stat = getattr(a, statistic)
+    return stat

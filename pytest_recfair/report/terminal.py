@@ -16,6 +16,7 @@ from pytest_recfair.report.status import (
     favoured_text,
     repeat_stats,
     result_status,
+    shown,
 )
 from pytest_recfair.results import AuditResult
 
@@ -54,9 +55,7 @@ def terminal_summary(results: Sequence[AuditResult]) -> list[str]:
             cells = [
                 clip(a.attribute, 18),
                 attribute_status(r, a.attribute),
-                fmt(a.snsr.value),
-                fmt(a.snsv.value),
-                fmt(a.pafs.value),
+                *(fmt(shown(a, s).value) for s in STATISTICS),
                 *(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS),
             ]
             lines.append(_row(cells, widths, favoured_text(a)))

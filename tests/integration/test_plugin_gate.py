@@ -42,9 +42,11 @@ def test_absolute_threshold_fails_in_call_phase(
         [
             "*fairness gate failed for test_audit.py::test_religion*",
             "*religion*snsr*",
-            "*accept them with: pytest --fairness --fairness-update 'test_audit.py::test_religion'",
+            "*Absolute limits crossed (max_snsr): they are set by the @fairness marker*",
         ]
     )
+    # accepting again would fail again: no advice to run --fairness-update (issue 11.3)
+    result.stdout.no_fnmatch_line("*accept them with*")
     # pytest.fail(pytrace=False): the message, not a traceback into the plugin
     result.stdout.no_fnmatch_line("*plugin.py*")
     result.stdout.no_fnmatch_line("*Traceback*")
