@@ -104,6 +104,6 @@ def judge(
             f"got {type(baseline).__name__}."
         )
     s = _settings(gate_arguments, "judge")
-    problem = None if baseline is None else baselines.incompatibility(baseline.meta, result.meta)
+    problem = None if baseline is None else baselines.result_incompatibility(baseline, result)
     outcome = verdict.gate_result(s, result, None if problem else baseline, problem).gate
     return outcome if outcome is not None else GateOutcome(passed=True)

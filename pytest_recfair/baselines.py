@@ -41,9 +41,11 @@ __all__ = [
     "SCHEMA_VERSION",
     "baseline_path",
     "dumps",
+    "entity_ids",
     "incompatibility",
     "load",
     "loads",
+    "result_incompatibility",
     "schema",
     "to_dict",
     "write",
@@ -354,13 +356,21 @@ def _show(value: object) -> str:
     return repr(value)
 
 
-def incompatibility(baseline: AuditMeta, current: AuditMeta) -> str | None:
+# The seed entity set: a run on a subset of the baseline's entities is still comparable.
+_SAMPLE_FIELDS = frozenset({"seeds_hash", "n_entities"})
+
+
+def incompatibility(
+    baseline: AuditMeta, current: AuditMeta, *, subsample: bool = False
+) -> str | None:
     """Why ``baseline`` cannot be compared with ``current``, or None when it can.
 
     Numbers from another seed set, grid, template set, K, metric, variant, language,
     perturbation or repeat count measure something else; comparing them would report a
     drift that is only a change of yardstick. A changed model or provider is NOT an
-    incompatibility: catching what a new model does is the point of the gate.
+    incompatibility: catching what a new model does is the point of the gate. With
+    ``subsample`` (the run's entities are a subset of the baseline's) the seed set may
+    differ: the drift test pairs by entity, on the shared ones.
     """
     for name, meta in (("baseline", baseline), ("current", current)):
         if not isinstance(meta, AuditMeta):
@@ -370,6 +380,7 @@ def incompatibility(baseline: AuditMeta, current: AuditMeta) -> str | None:
         f"this run {_show(getattr(current, field))})"
         for field, label in _FIELDS
         if getattr(baseline, field) != getattr(current, field)
+        and not (subsample and field in _SAMPLE_FIELDS)
     ]
     if not diffs:
         return None
@@ -378,3 +389,16 @@ def incompatibility(baseline: AuditMeta, current: AuditMeta) -> str | None:
         f"settings the baseline was made with, or, if the change is intended, record a new "
         f"baseline with: {_update_hint(current.test_id)}"
     )
+
+
+def result_incompatibility(baseline: AuditResult, current: AuditResult) -> str | None:
+    """:func:`incompatibility` of two results, where a run on a subset of the baseline's
+    entities (a pull-request run on 30 of a nightly baseline's 100, same seed) compares."""
+    now, base = entity_ids(current), entity_ids(baseline)
+    within = bool(now) and now <= base
+    return incompatibility(baseline.meta, current.meta, subsample=within)
+
+
+def entity_ids(result: AuditResult) -> frozenset[str]:
+    """The entities a list-overlap result scored (empty for other kinds of audit)."""
+    return frozenset(e for a in result.attributes for e in a.matrix.entities)

@@ -392,7 +392,7 @@ def fairness_result(
     except RecfairError as exc:
         # a problem the user fixes (cassette miss, bad seeds file, ...): say it, no traceback
         pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
-    comparison = audit.compare(s, result.meta, state)
+    comparison = audit.compare(s, result, state)
     result = audit.gate_result(s, result, comparison.baseline, comparison.problem)
     node.stash[_AUDIT] = (s, comparison)
     # shipped even if the test body fails before the gate is judged

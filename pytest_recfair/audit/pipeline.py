@@ -54,7 +54,7 @@ def run_audit(
         progress=progress,
         inputs=inputs,
     )
-    problem = None if baseline is None else baselines.incompatibility(baseline.meta, result.meta)
+    problem = None if baseline is None else baselines.result_incompatibility(baseline, result)
     return verdict.gate_result(settings, result, None if problem else baseline, problem)
 
 

@@ -14,7 +14,7 @@ from pytest_recfair import baselines, gate
 from pytest_recfair.audit import registry
 from pytest_recfair.errors import RecfairError
 from pytest_recfair.kinds import accept_command
-from pytest_recfair.results import AuditMeta, AuditResult, GateFailure, GateOutcome
+from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from pytest_recfair.settings import AuditSettings
 
 __all__ = [
@@ -58,13 +58,14 @@ class Comparison:
     problem: str | None = None  # why the stored baseline is not compared (incompatible)
 
 
-def compare(settings: AuditSettings, meta: AuditMeta, state: BaselineState) -> Comparison:
-    """Whether this run (``meta``) is compared with the stored baseline: not under
-    --fairness-update, not without a usable file, not when it is incompatible."""
+def compare(settings: AuditSettings, result: AuditResult, state: BaselineState) -> Comparison:
+    """Whether this run is compared with the stored baseline: not under --fairness-update,
+    not without a usable file, not when it is incompatible (a run on a subset of the
+    baseline's entities is compatible: it is compared on the shared entities)."""
     stored = state.result
     if settings.update or stored is None:
         return Comparison(state, None)
-    problem = baselines.incompatibility(stored.meta, meta)
+    problem = baselines.result_incompatibility(stored, result)
     return Comparison(state, None if problem else stored, problem)
 
 

@@ -95,7 +95,7 @@ def test_thresholds_reach_the_gate() -> None:
 
 
 def _judge(settings: AuditSettings, result: AuditResult, state: audit.BaselineState) -> Any:
-    comparison = audit.compare(settings, result.meta, state)
+    comparison = audit.compare(settings, result, state)
     gated = audit.gate_result(settings, result, comparison.baseline, comparison.problem)
     return audit.judge(settings, gated, comparison, "t::x")
 
@@ -137,7 +137,7 @@ def test_judge_update_missing_unusable_and_compatible(tmp_path: Path) -> None:
 
 def test_incompatible_baseline_is_not_compared() -> None:
     baseline = _audit(_settings(entities=6))
-    result = _audit(_settings(entities=5), baseline=baseline)
+    result = _audit(_settings(k=5), baseline=baseline)
     assert result.gate is not None
     assert not result.gate.passed
     (failure,) = [f for f in result.gate.failures if f.kind == "incompatible"]
@@ -162,14 +162,14 @@ def test_collector_keeps_the_baseline_it_compared_against(tmp_path: Path) -> Non
     baseline = _audit(_settings())
     state = audit.BaselineState(tmp_path / "b.json", result=baseline)
     candidate = _measure(_settings(), SimulatedRecommender(bias={"religion": {"Muslim": 0.6}}))
-    comparison = audit.compare(_settings(), candidate.meta, state)
+    comparison = audit.compare(_settings(), candidate, state)
     assert comparison.baseline is baseline
     assert comparison.problem is None
     # not compared: under --fairness-update, and against an incompatible baseline
     update = resolve(marker={"entities": 6, "attr": "religion"}, cli={"fairness_update": True})
-    assert audit.compare(update, candidate.meta, state).baseline is None
-    other = _measure(_settings(entities=5))
-    incompatible = audit.compare(_settings(entities=5), other.meta, state)
+    assert audit.compare(update, candidate, state).baseline is None
+    other = _measure(_settings(k=5))
+    incompatible = audit.compare(_settings(k=5), other, state)
     assert incompatible.baseline is None
     assert incompatible.problem is not None
 
