@@ -344,7 +344,9 @@ def sim_audit(n: int, profile: Mapping[str, Any], seed: int = 7) -> SimAudit:
     from pytest_recfair.sim import SimulatedRecommender
 
     ents = prompts.subsample(prompts.load_seeds("directors"), n, seed=0)
-    rec = SimulatedRecommender(dict(profile), noise=SIM_NOISE, seed=seed)
+    rec = SimulatedRecommender(
+        dict(profile), noise=SIM_NOISE, seed=seed, heterogeneity=SIM_HETEROGENEITY[0]
+    )
     return SimAudit(
         rec, prompts.build_cases(grid="faireval", entities=ents), [e.name for e in ents]
     )
@@ -383,6 +385,8 @@ def _sim_profile(muslim: float) -> dict[str, Any]:
 
 #: The simulator profile the study runs on (--sim-profile); Muslim's shift is what moves.
 SIM_PROFILE = ["demo"]
+#: Its entity heterogeneity (--sim-heterogeneity): per-entity noise and shift multipliers.
+SIM_HETEROGENEITY = ["realistic"]
 
 
 def sim_muslim_mean(shift: float, n: int = 400, reps: int = 3) -> float:
@@ -392,10 +396,10 @@ def sim_muslim_mean(shift: float, n: int = 400, reps: int = 3) -> float:
     return float(np.mean([x[:, 3].mean() for x in runs]))
 
 
-def _sim_chunk(job: tuple[list[int], float, float, int, str]) -> dict[str, list[bool]]:
+def _sim_chunk(job: tuple[list[int], float, float, int, str, str]) -> dict[str, list[bool]]:
     """Gate verdicts for iterations ``rs``: same model vs itself and vs the moved model."""
-    rs, start, moved, resamples, profile = job
-    SIM_PROFILE[0] = profile
+    rs, start, moved, resamples, profile, spread = job
+    SIM_PROFILE[0], SIM_HETEROGENEITY[0] = profile, spread
     same, rise = sim_audit(100, _sim_profile(start)), sim_audit(100, _sim_profile(moved))
     out: dict[str, list[bool]] = {k: [] for k in ("null 0", "null 0.02", "rise 0", "rise 0.02")}
     for r in rs:
@@ -416,7 +420,14 @@ def sim_study(args: argparse.Namespace, rng: np.random.Generator) -> list[str]:
     moved = float(np.interp(-target, -means, grid))
     rows = [f"| calibration: Muslim shift {start:.2f} -> {moved:.3f} (mean Jaccard - 0.05) | |"]
     jobs = [
-        (list(range(j, args.runs, args.jobs)), start, moved, args.resamples, SIM_PROFILE[0])
+        (
+            list(range(j, args.runs, args.jobs)),
+            start,
+            moved,
+            args.resamples,
+            SIM_PROFILE[0],
+            SIM_HETEROGENEITY[0],
+        )
         for j in range(args.jobs)
     ]
     with ProcessPoolExecutor(args.jobs) as pool:
@@ -473,6 +484,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--noise", type=float, default=1.0, help="reply-noise multiplier")
     ap.add_argument("--sim-profile", default="demo", help="simulator bias profile")
+    ap.add_argument(
+        "--sim-heterogeneity", default="realistic", help="simulator entity heterogeneity"
+    )
     ap.add_argument("--jobs", type=int, default=2, help="processes for the simulator runs")
     args = ap.parse_args(argv)
     if args.quick:
@@ -482,6 +496,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rng = np.random.default_rng(args.seed)
     NOISE[0] = args.noise
     SIM_PROFILE[0] = args.sim_profile
+    SIM_HETEROGENEITY[0] = args.sim_heterogeneity
     print(f"reply noise x{args.noise:g}; ", end="")
     print(
         f"gate validity: {args.runs} runs per setting, alpha {ALPHA}, "

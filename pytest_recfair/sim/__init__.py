@@ -8,6 +8,7 @@ does the same from the command line. Standard library only (plus PyYAML for prof
 
 from __future__ import annotations
 
+from pytest_recfair.sim.heterogeneity import Heterogeneity
 from pytest_recfair.sim.profile import BiasProfile, Faults, ValueTable, load_profile
 from pytest_recfair.sim.recognise import Recognised, Recogniser, ValueMatch, entity_key
 from pytest_recfair.sim.recommender import REFUSALS, Reply, SimulatedRecommender
@@ -19,6 +20,7 @@ __all__ = [
     "REFUSALS",
     "BiasProfile",
     "Faults",
+    "Heterogeneity",
     "Recognised",
     "Recogniser",
     "Reply",

@@ -26,6 +26,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--bias", metavar="FILE", help="bias profile: a YAML file or a bundled name ('demo')"
     )
     parser.add_argument("--noise", type=float, default=0.0, help="fraction re-sampled per call")
+    parser.add_argument(
+        "--heterogeneity",
+        metavar="SPEC",
+        help="per-entity spread: 'uniform' (default), 'realistic', or "
+        "'stability=0.8,sensitivity=0.5'",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed for every random draw")
     parser.add_argument("--latency", type=float, default=0.0, metavar="MS", help="delay per answer")
     parser.add_argument("--jitter", type=float, default=0.0, metavar="MS", help="+- latency jitter")
@@ -60,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             faults=Faults.parse(args.faults or None),
             default_k=args.k,
             style="chatty" if args.chatty else "plain",
+            heterogeneity=args.heterogeneity,
         )
         server = SimServer(
             recommender,

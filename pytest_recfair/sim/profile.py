@@ -25,6 +25,7 @@ from typing import Any, Literal
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.sim.heterogeneity import Heterogeneity
 from pytest_recfair.sim.planted import ItemPlan, PositionPlan
 from pytest_recfair.sim.recognise import Recognised, ValueMatch
 
@@ -42,6 +43,7 @@ _PROFILE_SECTIONS = frozenset(
         "description",
         "items",
         "positions",
+        "heterogeneity",
     }
 )
 
@@ -133,6 +135,7 @@ class BiasProfile:
     name: str = ""
     items: ItemPlan | None = None  # planted item-side bias (sim.planted)
     positions: PositionPlan | None = None  # planted candidate-position bias
+    heterogeneity: Heterogeneity = field(default_factory=Heterogeneity)  # per-entity spread
 
     @classmethod
     def from_mapping(
@@ -171,6 +174,7 @@ class BiasProfile:
             positions=(
                 PositionPlan.parse(data["positions"], source) if data.get("positions") else None
             ),
+            heterogeneity=_heterogeneity(data.get("heterogeneity"), source),
         )
 
     def shift(self, rec: Recognised) -> float:
@@ -181,6 +185,13 @@ class BiasProfile:
         if rec.typo:
             total += self.typo
         return min(1.0, total)
+
+
+def _heterogeneity(spec: object, source: str) -> Heterogeneity:
+    try:
+        return Heterogeneity.parse(spec)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise DataError(f"{source}: {exc}") from None
 
 
 def load_profile(source: BiasProfile | Mapping[str, Any] | str | Path | None) -> BiasProfile:
