@@ -164,7 +164,8 @@ def failure_message(outcome: GateOutcome, result: AuditResult) -> str:
             f"argument of that name or the recfair_<name> ini key; a run that crosses them "
             f"is never accepted as a baseline: fix the model or change the limit."
         )
-    if any(f.kind == "drift" for f in outcome.failures):
+    # accepting is offered only when it would work: never past a crossed absolute limit
+    if not limits and any(f.kind == "drift" for f in outcome.failures):
         lines.append(
             "If the new numbers are intended, accept them with: "
             f"{accept_command(result.meta.test_id)}"

@@ -103,3 +103,26 @@ def test_body_assertions_run_after_audit(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*= fairness summary =*", "*test_religion*"])
     # the body failed, so nothing was accepted as a baseline
     assert not list(pytester.path.glob("baselines/**/*.json"))
+
+
+def test_drift_past_a_crossed_limit_offers_no_accept_command(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(
+        pytester,
+        """
+        from pytest_recfair import fairness
+
+        @fairness(attr="religion", max_snsr=0.1)
+        def test_religion():
+            pass
+        """,
+    )
+    monkeypatch.setenv("RECFAIR_TEST_NOISE", "0.05")
+    _run(pytester, "--fairness-update").assert_outcomes(passed=1)
+    monkeypatch.setenv("RECFAIR_TEST_BIAS", "0.5")  # both a drift and a crossed limit
+    result = _run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*above the maximum 0.1*", "*got worse than the baseline*"])
+    result.stdout.fnmatch_lines(["*Absolute limits crossed (max_snsr)*"])
+    result.stdout.no_fnmatch_line("*accept them with*")  # --fairness-update would refuse it
