@@ -9,6 +9,7 @@ summary, the report file and the JUnit properties are produced once, on the cont
 from __future__ import annotations
 
 import keyword
+import shlex
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,7 +61,7 @@ _INI_HELP = {
 _SETTINGS = pytest.StashKey[settings.AuditSettings]()
 _AUDIT = pytest.StashKey["tuple[settings.AuditSettings, audit.Comparison]"]()
 _RECORD = pytest.StashKey["audit.TestRecord"]()
-_REPORT_PATH = pytest.StashKey["Path | None"]()
+_REPORT_PATHS = pytest.StashKey[list[Path]]()
 _SHARD: pytest.StashKey[shards.Shard] = pytest.StashKey()
 _MERGE: pytest.StashKey[audit.MergeSource] = pytest.StashKey()
 
@@ -101,10 +102,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--fairness-report",
         dest="fairness_report",
         metavar="PATH",
+        action="append",
         default=None,
         help="write a fairness report; format from the extension "
         + "/".join(REPORT_FORMATS)
-        + " (ini: recfair_report)",
+        + "; repeat for several (ini: recfair_report, paths separated by spaces)",
     )
     for name, what in (
         ("entities", "audit a deterministic subsample of N seed entities"),
@@ -137,6 +139,35 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         parser.addini(ini_name, _INI_HELP.get(key, f"default for @fairness({key}=...)"))
     for ini_name, help_text in _PROVIDER_INI.items():
         parser.addini(ini_name, help_text)
+
+
+# every option that only acts on audits: given without --fairness it would do nothing
+_AUDIT_OPTIONS = (*settings.CLI_KEYS, "fairness_report", "fairness_shard", "fairness_merge")
+
+
+def _check_strictness(config: pytest.Config) -> None:
+    """Usage errors for what would otherwise be silently ignored: a misspelt recfair_* ini
+    key, and a --fairness-* option without --fairness (the audits would be skipped)."""
+    from pytest_recfair import inikeys
+
+    known = {*settings.INI_KEYS, *_PROVIDER_INI}
+    try:
+        if config.inipath is not None:
+            keys = inikeys.ini_file_keys(config.inipath)
+            inikeys.check_ini_keys(keys, known, str(config.inipath))
+        overrides = config.getoption("override_ini", None) or []
+        inikeys.check_ini_keys([o.split("=", 1)[0] for o in overrides], known, "-o")
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if config.getoption("fairness"):
+        return
+    given = [d for d in _AUDIT_OPTIONS if config.getoption(d, None) not in (None, False)]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise pytest.UsageError(
+            f"{flag} acts on fairness audits, which run only with --fairness; add it "
+            f"(pytest --fairness {flag} ...) or drop {flag}."
+        )
 
 
 def _add_scale_options(group: pytest.OptionGroup) -> None:
@@ -177,13 +208,29 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if not hasattr(config, "workerinput"):  # xdist workers only ship results
         config.pluginmanager.register(_Controller(config), "recfair-controller")
+    _check_strictness(config)
     _configure_shards(config)
-    run_settings = _resolve(config, {})
-    report = config.getoption("fairness_report")
-    if report:
-        config.stash[_REPORT_PATH] = config.invocation_params.dir / report
-    elif run_settings.report:
-        config.stash[_REPORT_PATH] = config.rootpath / run_settings.report
+    config.stash[_REPORT_PATHS] = _report_paths(config, _resolve(config, {}))
+
+
+def _report_paths(config: pytest.Config, run_settings: settings.AuditSettings) -> list[Path]:
+    """Every report of the run, checked now: a bad path is a usage error before any prompt
+    is sent, not a lost report at the end. The command line replaces the ini list."""
+    from pytest_recfair import report
+
+    cli = config.getoption("fairness_report")
+    if cli:
+        paths = [config.invocation_params.dir / p for p in cli]
+    else:
+        ini = shlex.split(run_settings.report or "")
+        paths = [config.rootpath / p for p in ini]
+    unique = list(dict.fromkeys(paths))
+    for path in unique:
+        try:
+            report.check_report_path(path)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return unique
 
 
 def _configure_shards(config: pytest.Config) -> None:
@@ -577,9 +624,10 @@ class _Controller:
             self.collector.add(payload)
 
     def pytest_sessionfinish(self) -> None:
-        path = self.config.stash.get(_REPORT_PATH, None)
         collector = self.collector
-        if path is not None and collector is not None and collector.results:
+        if collector is None or not collector.results:
+            return
+        for path in self.config.stash.get(_REPORT_PATHS, []):
             try:
                 collector.write_report(path)
             except (OSError, RecfairError) as exc:

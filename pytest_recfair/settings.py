@@ -177,7 +177,6 @@ CLI_KEYS: dict[str, str] = {
     "fairness_record": "record_mode",
     "fairness_update": "update",
     "fairness_update_force": "update_force",
-    "fairness_report": "report",
     "fairness_entities": "entities",
     "fairness_repeats": "repeats",
     "fairness_concurrency": "concurrency",

@@ -242,7 +242,7 @@ def test_baseline_with_other_values_fails_with_advice() -> None:
 # --- the failure message --------------------------------------------------------------------
 
 
-def test_failure_message_is_a_table_with_the_accept_command() -> None:
+def test_failure_message_is_a_table_that_names_the_crossed_limit() -> None:
     baseline = audit(seed=0)
     regressed = audit(seed=7, bias={"Islamic": -0.12}, model="sim-v2")
     limits = gate.Thresholds(max_snsr=0.05)
@@ -261,7 +261,11 @@ def test_failure_message_is_a_table_with_the_accept_command() -> None:
     assert "Islamic" in drift_row  # least favoured
     assert "max 0.05" in text
     assert "note: model changed: sim-v1 -> sim-v2" in text
-    assert lines[-1].endswith(
+    # past an absolute limit accepting would be refused: the limit is named, not the command
+    assert lines[-1].startswith("Absolute limits crossed (max_snsr)")
+    assert "--fairness-update" not in text
+    drift_only = gate.evaluate(regressed, baseline, gate.Thresholds(), tolerance=0.02)
+    assert report.failure_message(drift_only, regressed).splitlines()[-1].endswith(
         "pytest --fairness --fairness-update 'tests/test_audit.py::test_religion'"
     )
 
