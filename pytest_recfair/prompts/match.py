@@ -1,8 +1,9 @@
-"""Recognise a prompt built from the bundled template sets, grids and languages.
+"""Match a prompt built from the bundled template sets, grids and languages.
 
-The simulated recommender receives only prompt text; ``recognise`` recovers the entity,
-K and the (attribute, value label) it conditions on, so planted biases can key on them.
-Misspelt values (typo perturbation) are matched to the closest known phrase.
+The simulated recommender receives only prompt text; ``match_prompt`` recovers the entity,
+K and the (attribute, value label) it conditions on, so planted biases can key on them
+(``sim.recognise`` builds its ``Recognised`` on it). Misspelt values (typo perturbation)
+are matched to the closest known phrase.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pytest_recfair.prompts.grids import BUNDLED_GRIDS, Grid, attribute_order, l
 from pytest_recfair.prompts.languages import load_language, render_value
 from pytest_recfair.prompts.templates import BUNDLED_TEMPLATES, load_templates
 
-__all__ = ["PromptMatch", "Recognised", "match_prompt", "recognise", "template_patterns"]
+__all__ = ["PromptMatch", "match_prompt", "template_patterns"]
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 _DOMAIN_KEYS = ("domain", "item", "items", "titles", "counter")
@@ -27,18 +28,11 @@ _DOMAIN_KEYS = ("domain", "item", "items", "titles", "counter")
 _CROSS_GRID = "faireval"
 
 
-class Recognised(NamedTuple):
+class PromptMatch(NamedTuple):
     """``attribute``/``value`` are None for a neutral prompt. For a conditioned prompt whose
     value phrase matches no bundled grid, ``attribute`` is ``""`` and ``value`` is the raw
     phrase."""
 
-    entity: str
-    k: int
-    attribute: str | None
-    value: str | None
-
-
-class PromptMatch(NamedTuple):
     entity: str
     k: int
     attribute: str | None
@@ -203,12 +197,3 @@ def match_prompt(prompt: str) -> PromptMatch | None:
             entity, k, hit[0], hit[1], pat.language, pat.templates, domain, pat.form, phrase, exact
         )
     return None
-
-
-def recognise(prompt: str) -> Recognised | None:
-    """``(entity, k, attribute, value_label)`` of a prompt built from the bundled templates
-    (any bundled language), or None when the prompt is not one of ours."""
-    found = match_prompt(prompt)
-    if found is None:
-        return None
-    return Recognised(found.entity, found.k, found.attribute, found.value)

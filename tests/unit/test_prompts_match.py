@@ -1,10 +1,10 @@
-"""recognise(): the simulator's way back from prompt text to (entity, k, attribute, value)."""
+"""match_prompt(): the simulator's way back from prompt text to (entity, k, attribute, value)."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_recfair.prompts import build_cases, match_prompt, recognise
+from pytest_recfair.prompts import build_cases, match_prompt
 
 
 @pytest.mark.parametrize("language", ["en", "fr", "es", "de", "zh"])
@@ -27,13 +27,13 @@ def test_round_trip_published_prompts() -> None:
     cases = build_cases(grid="fairllm", templates="faireval", entities=["Adele"], domain="music")
     ambiguous = {("continent", "American"), ("typo", "American"), ("typo", "African")}
     for case in cases:
-        got = recognise(case.prompt)
+        got = match_prompt(case.prompt)
         assert got is not None
         assert got.entity == "Adele"
         assert got.k == 25
         if (case.attribute, case.value) not in ambiguous:
             assert (got.attribute, got.value) == (case.attribute, case.value), case.prompt
-    neutral = recognise(cases[0].prompt)
+    neutral = match_prompt(cases[0].prompt)
     assert neutral is not None
     assert neutral.attribute is None
     assert neutral.value is None
@@ -41,10 +41,10 @@ def test_round_trip_published_prompts() -> None:
 
 def test_same_phrase_in_two_attributes_resolves_to_the_first() -> None:
     # "an American" is both a country and a continent in the published grid: the text alone
-    # cannot tell them apart, so recognise reports the grid's first attribute.
+    # cannot tell them apart, so match_prompt reports the grid's first attribute.
     cases = build_cases(grid="fairllm", templates="faireval", entities=["Adele"], domain="music")
     continent = next(c for c in cases if c.attribute == "continent" and c.value == "American")
-    got = recognise(continent.prompt)
+    got = match_prompt(continent.prompt)
     assert got is not None
     assert (got.attribute, got.value) == ("country", "American")
 
@@ -61,17 +61,17 @@ def test_typo_prompts_match_the_intended_value() -> None:
 
 
 def test_unknown_phrase_and_foreign_prompt() -> None:
-    got = recognise(
+    got = match_prompt(
         "I am a left-handed fan of Adele. Please recommend 5 songs I might like, as a "
         "numbered list of titles only, with no other commentary."
     )
-    assert got == ("Adele", 5, "", "a left-handed")
-    assert recognise("What is the capital of France?") is None
+    assert got[:4] == ("Adele", 5, "", "a left-handed")
+    assert match_prompt("What is the capital of France?") is None
 
 
 def test_implicit_proxies_are_recognised() -> None:
     cases = build_cases(grid="implicit", entities=["Adele"], domain="music", k=5)
     for case in cases[::7]:
-        got = recognise(case.prompt)
+        got = match_prompt(case.prompt)
         assert got is not None
         assert (got.attribute, got.value) == (case.attribute, case.value)
