@@ -3,7 +3,8 @@
 ``SimulatedRecommender(bias=..., noise=0.0, seed=0)`` is a ``prompt -> reply text``
 callable; ``SimServer(recommender, latency_ms=..., faults=...)`` serves it as an
 OpenAI-compatible ``/v1/chat/completions`` on loopback; ``python -m pytest_recfair.sim``
-does the same from the command line. Standard library only (plus PyYAML for profiles).
+does the same from the command line. It reads prompts with the vocabulary of
+``pytest_recfair.prompts`` (its grids and translation tables).
 """
 
 from __future__ import annotations

@@ -401,68 +401,15 @@ class SimServer:
         }
 
     async def _chat(self, body: bytes, *, anthropic: bool = False) -> _Response | None:
-        try:
-            payload = json.loads(body)
-            if not isinstance(payload, dict):
-                raise TypeError("not an object")
-        except (ValueError, TypeError):
-            self.stats.outcomes["400"] += 1
-            return _error(400, "The request body is not a JSON object.", "invalid_request_error")
-        messages = payload.get("messages")
-        if not isinstance(messages, list) or not messages:
-            self.stats.outcomes["400"] += 1
-            return _error(
-                400,
-                "'messages' must be a non-empty list of {role, content} objects.",
-                "invalid_request_error",
-            )
-        system, users = prompt_parts(payload)
-        if not users:
-            self.stats.outcomes["400"] += 1
-            return _error(400, "No message with role 'user' found.", "invalid_request_error")
-
+        parsed = self._parse_chat(body)
+        if isinstance(parsed, _Response):
+            return parsed
+        payload, system, users = parsed
         arrived = time.monotonic()
         fault = self._draw_fault(body)
-        delay = self.latency
-        if self.jitter:
-            rng_unit = stable_seed(self.seed, "jitter", body, self._attempts[body]) / 2.0**64
-            delay += (2 * rng_unit - 1) * self.jitter
-        if fault == "timeout":
-            if self.faults.timeout_mode == "close":
-                self.stats.outcomes["timeout-close"] += 1
-                await asyncio.sleep(delay)
-                return None
-            self.stats.outcomes["timeout-hang"] += 1
-            assert self._stopping is not None
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), self.faults.hang_s)
-            return None
-        if fault in ("429", "500"):
-            await asyncio.sleep(delay)
-        if fault == "429":
-            self.stats.outcomes["429"] += 1
-            wait = self.faults.retry_after
-            response = _error(
-                429,
-                "Rate limit reached for requests (simulated).",
-                "requests",
-                "rate_limit_exceeded",
-            )
-            response.headers.update(
-                {
-                    "Retry-After": str(max(0, math.ceil(wait))),
-                    "retry-after-ms": str(int(wait * 1000)),
-                }
-            )
-            return response
-        if fault == "500":
-            self.stats.outcomes["500"] += 1
-            return _error(
-                500,
-                "The server had an error while processing your request (simulated).",
-                "server_error",
-            )
-
+        delay = self._delay(body)
+        if fault in ("timeout", "429", "500"):
+            return await self._fault(fault, delay)
         try:
             text = self._call(users[-1], system)
         except Exception as exc:  # a user callable failed: report it like a provider would
@@ -484,6 +431,65 @@ class SimServer:
             response.body = response.body[: max(1, len(response.body) // 2)]
             return response
         self.stats.outcomes["ok"] += 1
+        return response
+
+    def _parse_chat(self, body: bytes) -> _Response | tuple[dict[str, Any], Any, list[Any]]:
+        """The request's payload, system text and user messages, or a 400 response."""
+        try:
+            payload = json.loads(body)
+            if not isinstance(payload, dict):
+                raise TypeError("not an object")
+        except (ValueError, TypeError):
+            self.stats.outcomes["400"] += 1
+            return _error(400, "The request body is not a JSON object.", "invalid_request_error")
+        messages = payload.get("messages")
+        if not isinstance(messages, list) or not messages:
+            self.stats.outcomes["400"] += 1
+            return _error(
+                400,
+                "'messages' must be a non-empty list of {role, content} objects.",
+                "invalid_request_error",
+            )
+        system, users = prompt_parts(payload)
+        if not users:
+            self.stats.outcomes["400"] += 1
+            return _error(400, "No message with role 'user' found.", "invalid_request_error")
+        return payload, system, users
+
+    def _delay(self, body: bytes) -> float:
+        """Latency of this attempt at ``body``: fixed, plus deterministic jitter."""
+        if not self.jitter:
+            return self.latency
+        rng_unit = stable_seed(self.seed, "jitter", body, self._attempts[body]) / 2.0**64
+        return self.latency + (2 * rng_unit - 1) * self.jitter
+
+    async def _fault(self, fault: str, delay: float) -> _Response | None:
+        """A simulated transport fault: a dropped or hung connection, a 429 or a 500."""
+        if fault == "timeout":
+            if self.faults.timeout_mode == "close":
+                self.stats.outcomes["timeout-close"] += 1
+                await asyncio.sleep(delay)
+                return None
+            self.stats.outcomes["timeout-hang"] += 1
+            assert self._stopping is not None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.faults.hang_s)
+            return None
+        await asyncio.sleep(delay)
+        self.stats.outcomes[fault] += 1
+        if fault == "500":
+            return _error(
+                500,
+                "The server had an error while processing your request (simulated).",
+                "server_error",
+            )
+        wait = self.faults.retry_after
+        response = _error(
+            429, "Rate limit reached for requests (simulated).", "requests", "rate_limit_exceeded"
+        )
+        response.headers.update(
+            {"Retry-After": str(max(0, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000))}
+        )
         return response
 
     def _draw_fault(self, body: bytes) -> str | None:

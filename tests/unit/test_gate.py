@@ -265,8 +265,10 @@ def test_failure_message_is_a_table_that_names_the_crossed_limit() -> None:
     assert lines[-1].startswith("Absolute limits crossed (max_snsr)")
     assert "--fairness-update" not in text
     drift_only = gate.evaluate(regressed, baseline, gate.Thresholds(), tolerance=0.02)
-    assert report.failure_message(drift_only, regressed).splitlines()[-1].endswith(
-        "pytest --fairness --fairness-update 'tests/test_audit.py::test_religion'"
+    assert (
+        report.failure_message(drift_only, regressed)
+        .splitlines()[-1]
+        .endswith("pytest --fairness --fairness-update 'tests/test_audit.py::test_religion'")
     )
 
 
