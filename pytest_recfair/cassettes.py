@@ -552,11 +552,6 @@ class CassetteStore:
         with self._lock:
             return bool(self._tape(test_id, entity_id).entries)
 
-    def preload(self, test_id: str, entity_ids: Iterable[str]) -> int:
-        """Load the cassettes of these entities now; returns the interactions indexed."""
-        with self._lock:
-            return sum(len(self._tape(test_id, e).entries) for e in entity_ids)
-
     # -- recording
 
     def record(

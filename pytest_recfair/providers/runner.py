@@ -41,8 +41,6 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO, cast
 from urllib.parse import urlsplit
 
 import httpx
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
-from tenacity.wait import wait_base
 
 from pytest_recfair.errors import ConfigError, ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
@@ -155,9 +153,9 @@ def retry_after_seconds(headers: httpx.Headers, *, now: datetime | None = None) 
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
-class _WaitRetryAfter(wait_base):
-    """The server's Retry-After when it gave one (capped), else exponential with jitter:
-    ``min(max_backoff, backoff * 2**(n-1)) + uniform(0, backoff)`` before retry n."""
+class _Backoff:
+    """The wait before retry n: the server's Retry-After when it gave one (capped), else
+    exponential with jitter, ``min(max_backoff, backoff * 2**(n-1)) + uniform(0, backoff)``."""
 
     # Its own generator: jitter must not disturb (or depend on) the global random state.
     _rng = random.Random()
@@ -167,12 +165,10 @@ class _WaitRetryAfter(wait_base):
         self.max_backoff = max_backoff
         self.cap = cap
 
-    def __call__(self, retry_state: RetryCallState) -> float:
-        outcome = retry_state.outcome
-        exc = outcome.exception() if outcome is not None else None
-        if isinstance(exc, _Retryable) and exc.retry_after is not None:
-            return min(exc.retry_after, self.cap)
-        exponent = min(retry_state.attempt_number - 1, 60)  # no float overflow
+    def __call__(self, retry: int, failure: _Retryable) -> float:
+        if failure.retry_after is not None:
+            return min(failure.retry_after, self.cap)
+        exponent = min(retry - 1, 60)  # no float overflow
         base = min(self.max_backoff, self.backoff * 2.0**exponent)
         return base + self._rng.uniform(0, self.backoff)
 
@@ -278,7 +274,7 @@ class _Run:
         self.concurrency = concurrency
         self.timeout = timeout
         self.max_retries = max_retries
-        self.wait = _WaitRetryAfter(backoff, max_backoff, max_retry_after)
+        self.wait = _Backoff(backoff, max_backoff, max_retry_after)
         # The transport reads each request's timeouts from its extensions.
         self.timeout_ext = httpx.Timeout(timeout).as_dict()
         self.sleep = sleep
@@ -289,17 +285,9 @@ class _Run:
         self.retries = 0
         self.abort: RecfairError | None = None  # set by the first case that stops the run
 
-    def retrying(self) -> AsyncRetrying:
-        kwargs: dict[str, Any] = {}
-        if self.sleep is not None:
-            kwargs["sleep"] = self.sleep
-        return AsyncRetrying(
-            stop=stop_after_attempt(self.max_retries + 1),
-            wait=self.wait,
-            retry=retry_if_exception_type(_Retryable),
-            reraise=True,
-            **kwargs,
-        )
+    async def pause(self, retry: int, failure: _Retryable) -> None:
+        """Wait before retry number ``retry`` (1 = the first retry)."""
+        await (self.sleep or asyncio.sleep)(self.wait(retry, failure))
 
     def finish(self, case: CaseLike, result: Completion | str) -> None:
         if isinstance(result, Completion):
@@ -466,31 +454,27 @@ async def _one_http(
     run: _Run,
     first: _Retryable | None = None,
 ) -> Completion | str:
-    """One case with retries; ``first`` is a retryable failure of try 1 that already
-    happened (in the replay pass), so the retries start at once."""
-    tries = 1
-    replay: list[_Retryable] = []
+    """One case: a try, then up to ``max_retries`` retries of a retryable failure.
 
-    async def attempt() -> Completion:
-        nonlocal tries
-        if replay:  # tenacity's try 1 is the failure that already happened
-            raise replay.pop()
-        if run.abort is not None:
-            raise _Abort(run.abort)
-        tries += 1
-        run.retries += 1
-        return await _attempt_http(transport, provider, case, run)
-
+    ``first`` is a retryable failure of try 1 that already happened (in the replay pass),
+    so the retries start at once. A plain loop: a retry library costs more per request
+    than the request itself, and its first try would have to replay ``first``.
+    """
+    failure, tries = first, 0 if first is None else 1
     try:
-        if first is None:
+        while True:
+            if failure is not None:
+                if tries > run.max_retries:
+                    raise failure
+                if run.abort is not None:
+                    raise _Abort(run.abort)
+                await run.pause(tries, failure)
+                run.retries += 1
+            tries += 1
             try:
-                # The first try runs outside tenacity: most requests succeed at once, and
-                # a retry loop per request costs more than the request itself.
                 return await _attempt_http(transport, provider, case, run)
-            except _Retryable as failed:
-                first = failed
-        replay.append(first)
-        return await run.retrying()(attempt)
+            except _Retryable as exc:
+                failure = exc
     except _Retryable as exc:
         message = (
             f"gave up on case {case.id!r} after {tries} tries ({run.max_retries} retries) to "
@@ -589,14 +573,13 @@ async def arun_cases(
 ) -> RunOutcome:
     """Async :func:`run_cases`. See the module docstring for what aborts the run."""
     opts = RunOptions.of(options, overrides)
-    concurrency, cassettes, test_id = opts.concurrency, opts.cassettes, opts.test_id
-    _check_args(concurrency, opts.timeout, opts.max_retries, opts.prices)
+    _check_args(opts.concurrency, opts.timeout, opts.max_retries, opts.prices)
     ids = _unique_ids(cases)
     prov = _as_provider(provider)
     bar = Progress(len(cases), enabled=opts.progress, stream=opts.progress_stream)
     run = _Run(
         cases,
-        concurrency=concurrency,
+        concurrency=opts.concurrency,
         timeout=opts.timeout,
         max_retries=opts.max_retries,
         backoff=opts.backoff,
@@ -606,14 +589,54 @@ async def arun_cases(
         progress=bar,
     )
     start = time.monotonic()
-    transports: list[httpx.AsyncBaseTransport] = []
-    http = not isinstance(prov, CallableProvider)
+    workers = _Workers(prov, run, opts)
+    try:
+        try:
+            await workers.drain(await _first_pass(prov, cases, opts, run))
+        except _Abort as exc:
+            raise exc.error from None
+        except BaseExceptionGroup as eg:
+            error = run.abort or _first_abort(eg)
+            if error is None:
+                raise
+            raise error from None
+    finally:
+        bar.close()
+        await _close(workers.transports, opts.cassettes if workers.http else None)
+    return _outcome(run, ids, opts.prices, time.monotonic() - start)
 
-    async def work(todo: Iterator[tuple[CaseLike, _Retryable | None]], slot: int) -> None:
+
+class _Workers:
+    """The cases the cassettes did not answer, sent by ``concurrency`` workers."""
+
+    def __init__(self, prov: Provider | CallableProvider, run: _Run, opts: RunOptions) -> None:
+        self.prov, self.run, self.opts = prov, run, opts
+        self.http = not isinstance(prov, CallableProvider)
+        self.transports: list[httpx.AsyncBaseTransport] = []
+        # cases still out per entity, when recording: its cassette is saved when it hits 0
+        self.unfinished: Counter[str] | None = None
+
+    async def drain(self, todo: list[tuple[CaseLike, _Retryable | None]]) -> None:
+        opts = self.opts
+        if self.http and opts.cassettes is not None and opts.cassettes.policy.records:
+            self.unfinished = Counter(case.entity_id or UNSCOPED_ENTITY for case, _ in todo)
+        workers = min(opts.concurrency, len(todo))
+        if self.http and workers:
+            prov = cast(Provider, self.prov)
+            self.transports.extend(
+                _transports(prov, opts.transport, opts.cassettes, opts.test_id, workers)
+            )
+        pending = iter(todo)
+        async with asyncio.TaskGroup() as group:
+            for slot in range(workers):
+                group.create_task(self.work(pending, slot))
+
+    async def work(self, todo: Iterator[tuple[CaseLike, _Retryable | None]], slot: int) -> None:
         # A fixed set of workers pulling from one iterator bounds the concurrency, and
         # worker ``slot`` always uses the same transport, so no pool ever has more requests
         # in flight than connections.
-        transport = transports[slot % len(transports)] if transports else None
+        run, prov, cassettes = self.run, self.prov, self.opts.cassettes
+        transport = self.transports[slot % len(self.transports)] if self.transports else None
         for case, first in todo:
             if run.abort is not None:
                 # Cancellation only lands at a suspension point; a transport that answers
@@ -629,35 +652,8 @@ async def arun_cases(
                 run.abort = run.abort or exc.error
                 raise
             run.finish(case, result)
-            if unfinished is not None and cassettes is not None:
-                _entity_done(unfinished, cassettes, test_id, case)
-
-    unfinished: Counter[str] | None = None
-    try:
-        try:
-            todo = await _first_pass(prov, cases, opts, run)
-            if http and cassettes is not None and cassettes.policy.records:
-                unfinished = Counter(case.entity_id or UNSCOPED_ENTITY for case, _ in todo)
-            workers = min(concurrency, len(todo))
-            if http and workers:
-                transports.extend(
-                    _transports(cast(Provider, prov), opts.transport, cassettes, test_id, workers)
-                )
-            pending = iter(todo)
-            async with asyncio.TaskGroup() as group:
-                for slot in range(workers):
-                    group.create_task(work(pending, slot))
-        except _Abort as exc:
-            raise exc.error from None
-        except BaseExceptionGroup as eg:
-            error = run.abort or _first_abort(eg)
-            if error is None:
-                raise
-            raise error from None
-    finally:
-        bar.close()
-        await _close(transports, cassettes if http else None)
-    return _outcome(run, ids, opts.prices, time.monotonic() - start)
+            if self.unfinished is not None and cassettes is not None:
+                _entity_done(self.unfinished, cassettes, self.opts.test_id, case)
 
 
 async def _first_pass(

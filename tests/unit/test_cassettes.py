@@ -198,10 +198,12 @@ def test_lookup_is_lazy_per_entity(tmp_path: Path) -> None:
         store.lookup(TEST, "lynch", "POST", URL, chat("p"), 0)
 
 
-def test_preload_counts_interactions(tmp_path: Path) -> None:
+def test_can_replay_only_entities_with_recordings(tmp_path: Path) -> None:
     recorded(tmp_path, "nolan", [("a", "1"), ("b", "2")])
-    recorded(tmp_path, "lynch", [("c", "3")])
-    assert CassetteStore(tmp_path).preload(TEST, ["nolan", "lynch", "absent"]) == 3
+    store = CassetteStore(tmp_path)
+    assert store.can_replay(TEST, "nolan")
+    assert not store.can_replay(TEST, "absent")
+    assert not CassetteStore(tmp_path, "all").can_replay(TEST, "nolan")  # all re-records
 
 
 # ----------------------------------------------------------------------------- modes
