@@ -52,6 +52,8 @@ _INI_HELP = {
     "report": "write a fairness report to this path (" + ", ".join(REPORT_FORMATS) + ")",
     "cassette_dir": "cassette directory, relative to rootdir (default fixtures/cassettes)",
     "baseline_dir": "baseline directory, relative to rootdir (default baselines)",
+    "vcr_cassettes": "cassettes recorded with vcrpy/pytest-recording to replay from "
+    "(comma-separated files or folders, relative to rootdir; YAML or JSON)",
     "alpha": "significance level of the baseline comparison (default 0.05)",
     "n_resamples": "bootstrap resamples for confidence intervals (default 1000)",
     "batch": "record missing prompts through the provider's batch API (true/false)",
@@ -415,8 +417,13 @@ def recfair_cassettes(
     """The cassette store of this run (ini recfair_cassette_dir, mode --fairness-record)."""
     from pytest_recfair.cassettes import CassetteStore
 
-    root = request.config.rootpath / recfair_settings.cassette_dir
-    return CassetteStore(root, recfair_settings.record_mode)
+    base = request.config.rootpath
+    imports = recfair_settings.vcr_cassettes or ""
+    return CassetteStore(
+        base / recfair_settings.cassette_dir,
+        recfair_settings.record_mode,
+        imports=[base / p.strip() for p in imports.split(",") if p.strip()],
+    )
 
 
 @pytest.fixture

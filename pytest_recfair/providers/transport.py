@@ -33,8 +33,6 @@ __all__ = ["UNSCOPED_ENTITY", "CassetteTransport"]
 #: Cassette name for requests that carry no ``recfair_entity_id`` extension.
 UNSCOPED_ENTITY = "_unscoped"
 
-# Transient failures are not saved: replaying them would replay the retry back-off too.
-_TRANSIENT = frozenset({408, 429, 500, 502, 503, 504})
 # The body handed on is decoded and whole, so these headers no longer describe it.
 _DECODED_DROP = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
@@ -50,14 +48,11 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         store: CassetteStore,
         test_id: str,
         inner: httpx.AsyncBaseTransport | None = None,
-        *,
-        record_transient: bool = False,
     ) -> None:
         if not isinstance(store, CassetteStore):
             raise TypeError(f"store must be a CassetteStore, got {type(store).__name__}")
         self.store = store
         self.test_id = test_id
-        self.record_transient = record_transient
         self._inner = inner
 
     def _network(self) -> httpx.AsyncBaseTransport:
@@ -139,7 +134,8 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             body=content,
             reason=live.reason_phrase,
         )
-        if self.record_transient or live.status_code not in _TRANSIENT:
+        # Error replies are not model output: the store keeps only 2xx ones.
+        if 200 <= live.status_code < 300:
             interaction = RecordedRequest(
                 method=request.method,
                 url=str(request.url),
