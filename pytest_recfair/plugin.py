@@ -298,6 +298,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         item.stash[_SETTINGS] = _resolve(config, kwargs, f"{item.nodeid}: ")
         if not enabled:
             item.add_marker(skip)
+    _check_baseline_names(items)
+
+
+def _check_baseline_names(items: list[pytest.Item]) -> None:
+    """Two audited tests keyed to one baseline file would overwrite each other's."""
+    from pytest_recfair.baselines import stable_name
+
+    owner: dict[str, str] = {}
+    for item in items:
+        found = item.stash.get(_SETTINGS, None)
+        if found is None:
+            continue
+        name = stable_name(item.nodeid, found.baseline)
+        first = owner.setdefault(name, item.nodeid)
+        if first != item.nodeid:
+            raise pytest.UsageError(
+                f"{item.nodeid} and {first} share the baseline name {name!r} (baselines are "
+                f"keyed by the test's name, not its file); give one of them its own with "
+                f'@fairness(baseline="...").'
+            )
 
 
 # --- fixtures ---------------------------------------------------------------------------
@@ -440,7 +460,7 @@ def fairness_result(
             "mark it with @pytest.mark.fairness(...)."
         )
     s = recfair_settings
-    state = audit.load_baseline(request.config.rootpath / s.baseline_dir, node.nodeid)
+    state = audit.load_baseline(request.config.rootpath / s.baseline_dir, node.nodeid, s.baseline)
     problem: RecfairError | None = None
     try:
         merge = request.config.stash.get(_MERGE, None)
