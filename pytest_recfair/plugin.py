@@ -454,7 +454,7 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     from pytest_recfair import audit
 
     config, node = request.config, request.node
-    recommender = request.getfixturevalue("recfair_recommender")
+    recommender = _configured(request.getfixturevalue("recfair_recommender"), s)
     seeds = request.getfixturevalue("recfair_seeds")
     grid = request.getfixturevalue("recfair_grid")
     shard = config.stash.get(_SHARD, None)
@@ -485,6 +485,20 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     pytest.skip(
         f"fairness shard {shard}: {out.scored} of {out.total} entities scored, written to "
         f"{out.path}; gate the merged audit with --fairness-merge"
+    )
+
+
+def _configured(recommender: Any, s: settings.AuditSettings) -> Any:
+    """The recommender with this test's provider settings (ini and marker) applied."""
+    from pytest_recfair import providers
+    from pytest_recfair.envheaders import parse_header_envs
+
+    return providers.configure(
+        recommender,
+        temperature=s.temperature,
+        max_tokens=s.max_tokens,
+        seed=s.sampling_seed,
+        header_envs=parse_header_envs(s.extra_headers) if s.extra_headers else None,
     )
 
 
