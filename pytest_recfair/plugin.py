@@ -56,6 +56,18 @@ _INI_HELP = {
     "batch": "record missing prompts through the provider's batch API (true/false)",
     "batch_poll": "seconds before the first batch status poll (default 10; then x1.5, max 60)",
     "shard_dir": "where --fairness-shard writes shard results (default fairness-shards)",
+    "timeout": "seconds per request to the recommender (default 60)",
+    "max_retries": "retries of a failed request (default 5)",
+    "temperature": "sampling temperature sent to the provider (default: the provider's, 0)",
+    "max_tokens": "reply length limit sent to the provider",
+    "sampling_seed": "the model's seed parameter (OpenAI, Gemini)",
+    "system": "system message replacing the templates' one",
+    "extra_headers": "extra request headers as 'Name: ENV_VAR' pairs (values from the environment)",
+    "prices": "USD per million input and output tokens, e.g. '0.15, 0.60'",
+    "max_requests": "refuse to start live requests beyond this many in one run",
+    "max_cost": "refuse to start live requests beyond this estimated cost (USD)",
+    "max_reply_chars": "replies longer than this are cut, with a note (default 100000)",
+    "plan": "print the plans and send nothing (true/false; --fairness-plan)",
 }
 
 _SETTINGS = pytest.StashKey[settings.AuditSettings]()
@@ -97,6 +109,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="with --fairness-update: store the baseline even when too many replies were "
         "unusable (ini: recfair_update_force)",
+    )
+    group.addoption(
+        "--fairness-plan",
+        dest="fairness_plan",
+        action="store_true",
+        default=False,
+        help="print each audit's plan (prompts, already recorded, to ask, tokens, cost, "
+        "duration) and send nothing",
     )
     group.addoption(
         "--fairness-report",

@@ -61,7 +61,8 @@ class CallableProvider:
     """A non-HTTP recommender under test.
 
     Sync callables run in daemon threads (abandoned if they hang past the timeout), so
-    ``concurrency`` applies to them too; pass ``concurrency=1`` to ``run_cases`` if yours is not thread-safe.
+    ``concurrency`` applies to them too; pass ``concurrency=1`` to ``run_cases`` if yours
+    is not thread-safe.
     """
 
     secrets: tuple[str, ...] = ()
