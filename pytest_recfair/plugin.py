@@ -111,14 +111,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "unusable (ini: recfair_update_force)",
     )
     group.addoption(
-        "--fairness-plan",
-        dest="fairness_plan",
-        action="store_true",
-        default=False,
-        help="print each audit's plan (prompts, already recorded, to ask, tokens, cost, "
-        "duration) and send nothing",
-    )
-    group.addoption(
         "--fairness-report",
         dest="fairness_report",
         metavar="PATH",
@@ -191,7 +183,15 @@ def _check_strictness(config: pytest.Config) -> None:
 
 
 def _add_scale_options(group: pytest.OptionGroup) -> None:
-    """Batch recording and shards (docs/scale.md)."""
+    """The plan of a live run (docs/providers.md), batch recording and shards (docs/scale.md)."""
+    group.addoption(
+        "--fairness-plan",
+        dest="fairness_plan",
+        action="store_true",
+        default=False,
+        help="print each audit's plan (prompts, already recorded, to ask, tokens, cost, "
+        "duration) and send nothing",
+    )
     group.addoption(
         "--fairness-batch",
         dest="fairness_batch",

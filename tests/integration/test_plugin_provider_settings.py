@@ -56,7 +56,7 @@ def _project(pytester: pytest.Pytester, cap: Capture, kind: str, extra: str = ""
         )
         + extra
     )
-    pytester.makepyfile(test_settings=TESTS)
+    pytester.makepyfile(test_prov_cfg_audit=TESTS)
 
 
 def _sampling(kind: str, body: dict[str, object]) -> tuple[object, object, object, object]:
@@ -128,7 +128,7 @@ def test_timeout_and_max_retries(
     with capture_server(status=500) as cap:
         _project(pytester, cap, "openai", "recfair_max_retries = 1\n")
         pytester.makepyfile(
-            test_settings="""
+            test_prov_cfg_audit="""
             from pytest_recfair import fairness
 
             @fairness(attr="religion", timeout=5)
@@ -199,7 +199,7 @@ def test_long_replies_are_cut_with_a_note_not_stored_whole(
     with capture_server(pad=300_000) as cap:
         _project(pytester, cap, "openai", "recfair_max_reply_chars = 5000\n")
         pytester.makepyfile(
-            test_settings="""
+            test_prov_cfg_audit="""
             from pytest_recfair import fairness
 
             @fairness(attr="religion")
