@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import keyword
 import shlex
+import traceback
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,7 @@ _SETTINGS = pytest.StashKey[settings.AuditSettings]()
 _AUDIT = pytest.StashKey["tuple[settings.AuditSettings, audit.Comparison]"]()
 _RECORD = pytest.StashKey["audit.TestRecord"]()
 _REPORT_PATHS = pytest.StashKey[list[Path]]()
+_FIXTURE_ERRORS = pytest.StashKey[set[int]]()
 _SHARD: pytest.StashKey[shards.Shard] = pytest.StashKey()
 _MERGE: pytest.StashKey[audit.MergeSource] = pytest.StashKey()
 
@@ -452,13 +454,17 @@ def fairness_result(
         )
     s = recfair_settings
     state = audit.load_baseline(request.config.rootpath / s.baseline_dir, node.nodeid)
+    problem: RecfairError | None = None
     try:
         merge = request.config.stash.get(_MERGE, None)
         # merged: nothing is sent or replayed, the shard results hold the scores
         result = _measure(request, s) if merge is None else merge.result(s, node.nodeid)
     except RecfairError as exc:
-        # a problem the user fixes (cassette miss, bad seeds file, ...): say it, no traceback
-        pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
+        problem = exc
+    if problem is not None:
+        # a problem the user fixes (cassette miss, bad seeds file, ...): said once, outside
+        # the except block, so no traceback and no "during handling ..." chain
+        pytest.fail(f"{type(problem).__name__}: {problem}", pytrace=False)
     comparison = audit.compare(s, result, state)
     result = audit.gate_result(s, result, comparison.baseline, comparison.problem)
     node.stash[_AUDIT] = (s, comparison)
@@ -468,13 +474,38 @@ def fairness_result(
     return result
 
 
+def _user_fixture(request: pytest.FixtureRequest, name: str) -> Any:
+    """The value of a fixture the user may override, or a failure that shows its error
+    once: the fixture's own frames, not the plugin's; later tests get one line."""
+    try:
+        return request.getfixturevalue(name)
+    except (pytest.FixtureLookupError, pytest.fail.Exception, pytest.skip.Exception):
+        raise
+    except Exception as exc:
+        error = exc
+    # failed outside the except block: no "during handling ..." chain in the report
+    seen = request.config.stash.setdefault(_FIXTURE_ERRORS, set())
+    what = f"{type(error).__name__}: {error}"
+    if id(error) in seen:  # a session fixture re-raises the same error for every test
+        pytest.fail(f"{name} failed earlier in this run ({what}); see the first error.", False)
+    seen.add(id(error))
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if not _internal(f.filename)]
+    where = "".join(traceback.format_list(frames)).rstrip()
+    pytest.fail(f"the {name} fixture raised {what}\n{where}", pytrace=False)
+
+
+def _internal(filename: str) -> bool:
+    parts = Path(filename).parts
+    return any(p in ("_pytest", "pluggy", "pytest_recfair") for p in parts)
+
+
 def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     """Run this test's audit (after a batch recording with --fairness-batch); a shard run
     writes its share's result and skips instead."""
     from pytest_recfair import audit
 
     config, node = request.config, request.node
-    recommender = _configured(request.getfixturevalue("recfair_recommender"), s)
+    recommender = _configured(_user_fixture(request, "recfair_recommender"), s)
     seeds = request.getfixturevalue("recfair_seeds")
     grid = request.getfixturevalue("recfair_grid")
     shard = config.stash.get(_SHARD, None)
@@ -674,5 +705,7 @@ class _Controller:
         if collector is None or not (collector.results or collector.notes):
             return
         terminalreporter.write_sep("=", "fairness summary")
-        for line in collector.summary_lines():
+        # the terminal's width (COLUMNS, or 80 when not a terminal), as pytest's own lines
+        width = self.config.get_terminal_writer().fullwidth
+        for line in collector.summary_lines(width):
             terminalreporter.write_line(line)

@@ -92,10 +92,11 @@ class RunCollector:
     def ordered(self) -> list[AuditResult]:
         return [self.results[k] for k in sorted(self.results)]
 
-    def summary_lines(self) -> list[str]:
+    def summary_lines(self, width: int = 100) -> list[str]:
         from pytest_recfair import report  # used once, at the end of a run
 
-        lines = list(report.terminal_summary(self.ordered()))
+        lines = list(report.terminal_summary(self.ordered(), width))
+        # one line each, unwrapped: a file path stays whole and easy to copy
         lines.extend(f"fairness baseline written: {p}" for p in sorted(self.written))
         lines.extend(self.notes)
         return lines

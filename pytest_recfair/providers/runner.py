@@ -457,13 +457,19 @@ async def _attempt_http(
             unreachable=isinstance(exc, httpx.ConnectTimeout),
         ) from None
     except httpx.ConnectError as exc:
-        raise _Retryable(
-            f"cannot connect to {request.url.host}:{request.url.port or ''} ({exc})",
-            unreachable=True,
-        ) from None
+        where = f"{request.url.host}:{request.url.port or ''}"
+        blocked = _blocker(exc)
+        if blocked is not None:  # e.g. pytest-socket: no retry helps, say it in one line
+            raise _blocked(where, blocked) from None
+        raise _Retryable(f"cannot connect to {where} ({exc})", unreachable=True) from None
     except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
         # Includes a body cut off mid-transfer (fewer bytes than Content-Length).
         raise _Retryable(f"{type(exc).__name__}: {exc or 'connection dropped'}") from None
+    except BaseExceptionGroup as eg:  # a socket refused inside anyio's connect
+        blocked = _blocker(eg)
+        if blocked is None:
+            raise
+        raise _blocked(f"{request.url.host}:{request.url.port or ''}", blocked) from None
     except httpx.HTTPError as exc:  # bad URL, unsupported protocol: no retry helps
         raise _Abort(
             ProviderError(
@@ -480,6 +486,37 @@ async def _attempt_http(
         # A completion, or an error that is not retried: replay must give the same.
         for record in deferred:
             record()
+
+
+def _blocker(exc: BaseException) -> BaseException | None:
+    """The error under a failed connect that is not a network error: another plugin
+    (pytest-socket and the like) refusing to open sockets. Follows explicit causes and
+    the leaves of exception groups (anyio connects in a task group)."""
+    todo, seen = [exc], set()
+    while todo:
+        cause = todo.pop()
+        if id(cause) in seen:
+            continue
+        seen.add(id(cause))
+        if isinstance(cause, BaseExceptionGroup):
+            todo.extend(cause.exceptions)
+            continue
+        transport = type(cause).__module__.split(".")[0] in ("httpx", "httpcore", "anyio")
+        if not transport and not isinstance(cause, OSError):
+            return cause
+        if cause.__cause__ is not None:
+            todo.append(cause.__cause__)
+    return None
+
+
+def _blocked(where: str, blocked: BaseException) -> _Abort:
+    return _Abort(
+        ProviderError(
+            f"the network is blocked in this test run: connecting to {where} raised "
+            f"{type(blocked).__name__}: {str(blocked).rstrip('.')}. Allow the network for live "
+            f"recording, or replay cassettes (record mode none)."
+        )
+    )
 
 
 async def _one_http(
@@ -872,7 +909,21 @@ def run_cases(
             # the main task's repr, result included: 0.3 s for 32,000 completions.
             box.append(await arun_cases(provider, cases, RunOptions.of(options, overrides)))
 
-        asyncio.run(main())
+        try:
+            runner = asyncio.Runner()
+            runner.get_loop()  # the loop's self-pipe is a socketpair
+        except OSError:
+            raise
+        except Exception as exc:  # socket creation refused by another plugin
+            raise ProviderError(
+                f"cannot start an event loop: creating its socket pair raised "
+                f"{type(exc).__name__}: {str(exc).rstrip('.')}. Sockets are blocked in this "
+                f"run (e.g. pytest-socket's --disable-socket); pytest-recfair runs requests "
+                f"and replays on an asyncio loop, which needs local (unix) sockets: allow "
+                f"them (--allow-unix-socket)."
+            ) from None
+        with runner:
+            runner.run(main())
         return box[0]
 
     try:
