@@ -57,6 +57,18 @@ _INI_HELP = {
     "batch": "record missing prompts through the provider's batch API (true/false)",
     "batch_poll": "seconds before the first batch status poll (default 10; then x1.5, max 60)",
     "shard_dir": "where --fairness-shard writes shard results (default fairness-shards)",
+    "timeout": "seconds per request to the recommender (default 60)",
+    "max_retries": "retries of a failed request (default 5)",
+    "temperature": "sampling temperature sent to the provider (default: the provider's, 0)",
+    "max_tokens": "reply length limit sent to the provider",
+    "sampling_seed": "the model's seed parameter (OpenAI, Gemini)",
+    "system": "system message replacing the templates' one",
+    "extra_headers": "extra request headers as 'Name: ENV_VAR' pairs (values from the environment)",
+    "prices": "USD per million input and output tokens, e.g. '0.15, 0.60'",
+    "max_requests": "refuse to start live requests beyond this many in one run",
+    "max_cost": "refuse to start live requests beyond this estimated cost (USD)",
+    "max_reply_chars": "replies longer than this are cut, with a note (default 100000)",
+    "plan": "print the plans and send nothing (true/false; --fairness-plan)",
 }
 
 _SETTINGS = pytest.StashKey[settings.AuditSettings]()
@@ -173,7 +185,15 @@ def _check_strictness(config: pytest.Config) -> None:
 
 
 def _add_scale_options(group: pytest.OptionGroup) -> None:
-    """Batch recording and shards (docs/scale.md)."""
+    """The plan of a live run (docs/providers.md), batch recording and shards (docs/scale.md)."""
+    group.addoption(
+        "--fairness-plan",
+        dest="fairness_plan",
+        action="store_true",
+        default=False,
+        help="print each audit's plan (prompts, already recorded, to ask, tokens, cost, "
+        "duration) and send nothing",
+    )
     group.addoption(
         "--fairness-batch",
         dest="fairness_batch",
@@ -485,7 +505,7 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     from pytest_recfair import audit
 
     config, node = request.config, request.node
-    recommender = _user_fixture(request, "recfair_recommender")
+    recommender = _configured(_user_fixture(request, "recfair_recommender"), s)
     seeds = request.getfixturevalue("recfair_seeds")
     grid = request.getfixturevalue("recfair_grid")
     shard = config.stash.get(_SHARD, None)
@@ -516,6 +536,20 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     pytest.skip(
         f"fairness shard {shard}: {out.scored} of {out.total} entities scored, written to "
         f"{out.path}; gate the merged audit with --fairness-merge"
+    )
+
+
+def _configured(recommender: Any, s: settings.AuditSettings) -> Any:
+    """The recommender with this test's provider settings (ini and marker) applied."""
+    from pytest_recfair import providers
+    from pytest_recfair.envheaders import parse_header_envs
+
+    return providers.configure(
+        recommender,
+        temperature=s.temperature,
+        max_tokens=s.max_tokens,
+        seed=s.sampling_seed,
+        header_envs=parse_header_envs(s.extra_headers) if s.extra_headers else None,
     )
 
 
