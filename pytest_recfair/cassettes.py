@@ -27,6 +27,7 @@ bad key, a 404) counts as not recorded, with a :class:`CassetteNote` warning, so
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import re
@@ -545,7 +546,7 @@ class CassetteStore:
             raw: str | bytes = body.decode("utf-8")
         except UnicodeDecodeError:
             raw = body
-        tests = (test_name(test_id), sanitize_name(test_id))
+        tests = _provenance(test_id)
         with self._lock:
             tape = self._tape(entity_id)
             reply = tape.take(tape.raw, (*head, raw, repeat), tests)
@@ -952,6 +953,12 @@ def serialize(interactions: list[dict[str, Any]]) -> str:
     if not interactions:
         return f'{{"interactions": [], "version": {CASSETTE_FORMAT_VERSION}}}\n'
     return f'{{"interactions": [\n{lines}\n], "version": {CASSETTE_FORMAT_VERSION}}}\n'
+
+
+@functools.lru_cache(maxsize=256)
+def _provenance(test_id: str) -> tuple[str, str]:
+    # Per lookup otherwise: sanitize_name hashes the id.
+    return (test_name(test_id), sanitize_name(test_id))
 
 
 def test_name(test_id: str) -> str:
