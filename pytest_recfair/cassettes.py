@@ -484,7 +484,7 @@ class CassetteStore:
         self._foreign: _Tape | None = None
         self._legacy_dirs: tuple[Path, ...] | None = None  # listed once, on the first load
         # (file name, stored key) of every interaction replayed or recorded, for
-        # --fairness-prune; None: not tracked (costs nothing).
+        # pruning; None: not tracked (costs nothing).
         self.usage = usage
         self._lock = threading.RLock()
         self.add_secrets(secrets)
@@ -939,7 +939,7 @@ def stored_key(item: Mapping[str, Any]) -> Key:
 
 
 def read_interactions(path: Path) -> list[dict[str, Any]]:
-    """The interactions of a native cassette file (for --fairness-prune)."""
+    """The interactions of a native cassette file (for pruning)."""
     data = json.loads(path.read_text(encoding="utf-8"))
     interactions = data.get("interactions") if isinstance(data, dict) else None
     if not isinstance(interactions, list):
