@@ -25,9 +25,10 @@ _GEMINI = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):generateContent$")
 
 
 class _State:
-    def __init__(self, leak: bool, fail_every: int) -> None:
+    def __init__(self, leak: bool, fail_every: int, dead_every: int = 0) -> None:
         self.leak = leak
         self.fail_every = fail_every
+        self.dead_every = dead_every
         self.sim = SimulatedRecommender("demo", seed=0)
         self.lock = threading.Lock()
         self.seen: dict[str, int] = {}
@@ -140,7 +141,8 @@ def make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 headers["set-cookie"] = f"session={leak}; Path=/"
                 model = f"{model}-{leak}"
                 text = f"{text}\n\nAccount {leak}"
-            if state.fail_every and tries == 1 and number % state.fail_every == 0:
+            dead = state.dead_every and number % state.dead_every == 0
+            if dead or (state.fail_every and tries == 1 and number % state.fail_every == 0):
                 message = (
                     f"internal error for key {leak} at http://{self.headers['host']}{self.path}"
                 )
@@ -162,9 +164,14 @@ def make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve(port: int, *, leak: bool = False, fail_every: int = 0) -> ThreadingHTTPServer:
-    """Start serving in a daemon thread; ``server.server_port`` is the port."""
-    state = _State(leak, fail_every)
+def serve(
+    port: int, *, leak: bool = False, fail_every: int = 0, dead_every: int = 0
+) -> ThreadingHTTPServer:
+    """Start serving in a daemon thread; ``server.server_port`` is the port.
+
+    Every ``fail_every``-th new prompt fails its first attempt (HTTP 500); every
+    ``dead_every``-th fails every attempt."""
+    state = _State(leak, fail_every, dead_every)
     server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(state))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -176,9 +183,10 @@ def main() -> None:
     ap.add_argument("port", type=int)
     ap.add_argument("--leak", action="store_true")
     ap.add_argument("--fail-every", type=int, default=0)
+    ap.add_argument("--dead-every", type=int, default=0)
     args = ap.parse_args()
     server = ThreadingHTTPServer(
-        ("127.0.0.1", args.port), make_handler(_State(args.leak, args.fail_every))
+        ("127.0.0.1", args.port), make_handler(_State(args.leak, args.fail_every, args.dead_every))
     )
     server.daemon_threads = True
     print(f"listening on {server.server_port}", flush=True)
