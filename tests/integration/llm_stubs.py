@@ -32,6 +32,7 @@ class _State:
         self.sim = SimulatedRecommender("demo", seed=0)
         self.lock = threading.Lock()
         self.seen: dict[str, int] = {}
+        self.order: dict[str, int] = {}  # prompt -> its number, in order of first arrival
         self.requests = 0
 
 
@@ -133,7 +134,7 @@ def make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 state.requests += 1
                 tries = state.seen[prompt] = state.seen.get(prompt, 0) + 1
                 text = state.sim(prompt, system or None)
-                number = len(state.seen)
+                number = state.order.setdefault(prompt, len(state.order) + 1)
             leak = key if state.leak else ""
             headers = {"x-request-id": "req-stub"}
             if leak:
