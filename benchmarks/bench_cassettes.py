@@ -13,7 +13,8 @@ on a shared machine inflate the first, not the second):
 - ``run_cases``: the same through ``pytest_recfair.providers.run_cases`` (the path the
   plugin uses: its replay pass serves hits from the cassette transport's lookup without
   an AsyncClient), from a fresh store each run; every reply is checked;
-- ``load + index``: ``CassetteStore.preload`` of every entity (part of ``store``);
+- ``load + index``: ``CassetteStore.can_replay`` of every entity, which loads and indexes
+  its file (part of ``store``);
 - ``httpx floor``: the same client and requests against a transport that finds each
   reply in a dict already in memory (no cassette at all): the cost of httpx itself;
 - ``vcrpy``: vcrpy's own replay through httpx (per-entity cassettes, matching method,
@@ -174,7 +175,8 @@ def time_store(root: Path, n_entities: int, n_prompts: int) -> Timing:
 def time_load(root: Path, n_entities: int) -> Timing:
     t0 = clock()
     store = CassetteStore(root, "none")
-    store.preload(TEST_ID, (f"entity-{e}" for e in range(n_entities)))
+    loaded = sum(store.can_replay(TEST_ID, f"entity-{e}") for e in range(n_entities))
+    assert loaded == n_entities
     return since(t0)
 
 

@@ -96,7 +96,11 @@ def generate(root: Path, n_entities: int) -> int:
     provider = from_config("openai", model=MODEL, base_url=BASE_URL)
     sim = SimulatedRecommender(bias="demo", seed=0)
     store = CassetteStore(root / "fixtures" / "cassettes", "all")
+    last = None
     for case in cases:
+        if last is not None and case.entity_id != last:
+            store.release(TEST_ID, [last])  # saved; keeps generation memory flat
+        last = case.entity_id
         request = provider.build_request(case.system, case.prompt)
         text = sim(case.prompt, case.system)
         body = {

@@ -5,7 +5,7 @@ Run:  .venv/bin/python benchmarks/bench_prompts.py [--runs 7] [--entities 960]
 Workloads (bundled directors + artists, up to --entities of them):
   build   build_cases(grid="faireval", templates="natural") -> entities x 31 cases, English
   build+  the same in French with typo perturbation ("typo:2") and "race x gender" added
-  recog   recognise() over every prompt of "build" (what the simulator does per request)
+  recog   match_prompt() over every prompt of "build" (what the simulator does per request)
 
 Reference, measured in the same run: the least work that could produce the same strings -
 one precomputed Python format string per (attribute value), filled with str.format for each
@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _machine import cpu_model
 
-from pytest_recfair.prompts import build_cases, load_grid, load_seeds, recognise
-from pytest_recfair.prompts.recognise import template_patterns
+from pytest_recfair.prompts import build_cases, load_grid, load_seeds, match_prompt
+from pytest_recfair.prompts.match import template_patterns
 
 TARGET_BUILD_S = 1.0  # 31k cases: well under the time of one real API round trip batch
 TARGET_RECOG_US = 100.0  # per prompt, so the simulator's recognition is never the bottleneck
@@ -88,7 +88,7 @@ def main() -> None:
 
     def recog() -> None:
         for p in prompts:
-            recognise(p)
+            match_prompt(p)
 
     floor = re.compile(
         r"^I am (?P<value>.+?) fan of (?P<entity>.+?)\. Please recommend (?P<k>\d+) "
@@ -98,7 +98,7 @@ def main() -> None:
         for p in prompts:
             floor.match(p)
 
-    recognise(prompts[0])  # build lookup tables once
+    match_prompt(prompts[0])  # build lookup tables once
     rows = []
     for name, fn, ref in (
         ("build", build, reference_build),

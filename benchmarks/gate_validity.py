@@ -38,9 +38,10 @@ import argparse
 import math
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -238,11 +239,19 @@ TIED = np.array([0.03, 0.03, 0.0, -0.02])
 
 
 def rise_rate(
-    args: argparse.Namespace, rng: np.random.Generator, n: int, rise: float, tol: float
+    args: argparse.Namespace,
+    rng: np.random.Generator,
+    n: int,
+    rise: float,
+    tol: float,
+    *,
+    whole_grid: bool = True,
+    start: FloatArray = SEPARATED,
 ) -> Rate:
-    effects = grid_effects(np.random.default_rng(7), False)
-    effects["religion"] = SEPARATED
-    moved = dict(effects, religion=_raised(SEPARATED, rise))
+    """How often the gate fails when religion's SNSR truly rose by ``rise``."""
+    effects = grid_effects(np.random.default_rng(7), False) if whole_grid else {}
+    effects["religion"] = start
+    moved = dict(effects, religion=_raised(start, rise))
     rate = Rate()
     for r in range(args.runs):
         pop = population(rng, n)
@@ -256,13 +265,21 @@ def power(args: argparse.Namespace, rng: np.random.Generator) -> list[str]:
     for tol in (0.0, 0.02):
         for n in (25, 50, 100, 200):
             rows.append(f"| +0.05 | {tol:g} | {n} | {rise_rate(args, rng, n, 0.05, tol).text()} |")
-    rows.append(
-        f"| +0.02 (= tolerance) | 0.02 | 100 | {rise_rate(args, rng, 100, 0.02, 0.02).text()} |"
-    )
-    rows.append(f"| +0.01 (half) | 0.02 | 100 | {rise_rate(args, rng, 100, 0.01, 0.02).text()} |")
-    rows.append(
-        f"| +0.05 (tol + 0.03) | 0.02 | 100 | {rise_rate(args, rng, 100, 0.05, 0.02).text()} |"
-    )
+    return rows
+
+
+def margin(args: argparse.Namespace, rng: np.random.Generator) -> list[str]:
+    rows = []
+    for label, rise in (("+0.02 (= tolerance)", 0.02), ("+0.01 (half)", 0.01)):
+        for n in (25, 100):
+            for whole in (True, False):
+                for start, sname in ((SEPARATED, "separated"), (np.zeros(4), "fair")):
+                    rate = rise_rate(args, rng, n, rise, 0.02, whole_grid=whole, start=start)
+                    fam = "grid (24)" if whole else "religion (3)"
+                    rows.append(f"| {label} | {sname} | {fam} | {n} | {rate.text()} |")
+    for n in (50, 100):
+        rate = rise_rate(args, rng, n, 0.05, 0.02)
+        rows.append(f"| +0.05 (tolerance + 0.03) | separated | grid (24) | {n} | {rate.text()} |")
     return rows
 
 
@@ -308,6 +325,123 @@ def calibration(args: argparse.Namespace, rng: np.random.Generator) -> list[str]
     return rows
 
 
+# --------------------------------------------------------------------------- the simulator
+
+SIM_NOISE = 0.08  # the demo recording's --noise: 2 of 25 titles re-drawn on every call
+
+
+@dataclass
+class SimAudit:
+    """The simulated recommender and the prompts of one whole-grid audit."""
+
+    rec: Any
+    cases: list[Any]
+    entities: list[str]
+
+
+def sim_audit(n: int, profile: Mapping[str, Any], seed: int = 7) -> SimAudit:
+    from pytest_recfair import prompts
+    from pytest_recfair.sim import SimulatedRecommender
+
+    ents = prompts.subsample(prompts.load_seeds("directors"), n, seed=0)
+    rec = SimulatedRecommender(
+        dict(profile), noise=SIM_NOISE, seed=seed, heterogeneity=SIM_HETEROGENEITY[0]
+    )
+    return SimAudit(
+        rec, prompts.build_cases(grid="faireval", entities=ents), [e.name for e in ents]
+    )
+
+
+def sim_run(sa: SimAudit, repeat: int) -> dict[tuple[str, str], FloatArray]:
+    """One audit run: every prompt answered with noise draw ``repeat``, scored per metric."""
+    from pytest_recfair import metrics
+
+    neutral: dict[str, list[str]] = {}
+    by: dict[str, dict[str, dict[str, list[str]]]] = {}
+    for c in sa.cases:
+        items = list(sa.rec.respond(c.prompt, c.system, repeat=repeat).items)
+        if c.attribute is None:
+            neutral[c.entity] = items
+        else:
+            by.setdefault(c.attribute, {}).setdefault(c.value, {})[c.entity] = items
+    out: dict[tuple[str, str], FloatArray] = {}
+    for attr, values in by.items():
+        for m in METRICS:
+            sm = metrics.similarity_matrix(neutral, values, metric=m, k=25)  # type: ignore[arg-type]
+            out[(attr, m)] = np.asarray(sm.sims)
+    return out
+
+
+def _sim_profile(muslim: float) -> dict[str, Any]:
+    from pytest_recfair.sim import load_profile
+
+    base = load_profile(SIM_PROFILE[0])
+    bias = {a or "*": {} for a, _, _ in base.bias.entries}
+    for a, v, r in base.bias.entries:
+        bias[a or "*"][v] = r
+    bias["religion"]["muslim"] = muslim
+    return {"bias": bias}
+
+
+#: The simulator profile the study runs on (--sim-profile); Muslim's shift is what moves.
+SIM_PROFILE = ["demo"]
+#: Its entity heterogeneity (--sim-heterogeneity): per-entity noise and shift multipliers.
+SIM_HETEROGENEITY = ["realistic"]
+
+
+def sim_muslim_mean(shift: float, n: int = 400, reps: int = 3) -> float:
+    sa = sim_audit(n, _sim_profile(shift))
+    sa.cases = [c for c in sa.cases if c.attribute in (None, "religion")]
+    runs = [sim_run(sa, 10**6 + r)[("religion", "jaccard")] for r in range(reps)]
+    return float(np.mean([x[:, 3].mean() for x in runs]))
+
+
+def _sim_chunk(job: tuple[list[int], float, float, int, str, str]) -> dict[str, list[bool]]:
+    """Gate verdicts for iterations ``rs``: same model vs itself and vs the moved model."""
+    rs, start, moved, resamples, profile, spread = job
+    SIM_PROFILE[0], SIM_HETEROGENEITY[0] = profile, spread
+    same, rise = sim_audit(100, _sim_profile(start)), sim_audit(100, _sim_profile(moved))
+    out: dict[str, list[bool]] = {k: [] for k in ("null 0", "null 0.02", "rise 0", "rise 0.02")}
+    for r in rs:
+        b, c, m = sim_run(same, 3 * r), sim_run(same, 3 * r + 1), sim_run(rise, 3 * r + 2)
+        for tol in (0.0, 0.02):
+            out[f"null {tol:g}"].append(gate_fails(b, c, ("snsr",), tol, r, resamples).failed)
+            out[f"rise {tol:g}"].append(gate_fails(b, m, ("snsr",), tol, r, resamples).failed)
+    return out
+
+
+def sim_study(args: argparse.Namespace, rng: np.random.Generator) -> list[str]:
+    from concurrent.futures import ProcessPoolExecutor
+
+    start = 0.40
+    target = sim_muslim_mean(start) - 0.05  # Muslim is the least favoured: SNSR + 0.05
+    grid = np.round(np.arange(start, 0.60, 0.02), 2)
+    means = np.array([sim_muslim_mean(x) for x in grid])
+    moved = float(np.interp(-target, -means, grid))
+    rows = [f"| calibration: Muslim shift {start:.2f} -> {moved:.3f} (mean Jaccard - 0.05) | |"]
+    jobs = [
+        (
+            list(range(j, args.runs, args.jobs)),
+            start,
+            moved,
+            args.resamples,
+            SIM_PROFILE[0],
+            SIM_HETEROGENEITY[0],
+        )
+        for j in range(args.jobs)
+    ]
+    with ProcessPoolExecutor(args.jobs) as pool:
+        parts = list(pool.map(_sim_chunk, jobs))
+    for key in parts[0]:
+        rate = Rate()
+        for part in parts:
+            for hit in part[key]:
+                rate.add(hit)
+        what = "same model (false alarm)" if key.startswith("null") else "SNSR +0.05 (power)"
+        rows.append(f"| {what}, tolerance {key.split()[1]}, 100 entities | {rate.text()} |")
+    return rows
+
+
 SECTIONS: dict[str, tuple[str, Callable[[argparse.Namespace, np.random.Generator], list[str]]]] = {
     "false": (
         "| model | family | tolerance | whole-grid false alarms |\n| --- | --- | --- | --- |",
@@ -318,10 +452,19 @@ SECTIONS: dict[str, tuple[str, Callable[[argparse.Namespace, np.random.Generator
         conditional_alarms,
     ),
     "power": ("| true rise | tolerance | entities | caught |\n| --- | --- | --- | --- |", power),
+    "margin": (
+        "| true rise | religion before | family | entities | fails (tolerance 0.02) |\n"
+        "| --- | --- | --- | --- | --- |",
+        margin,
+    ),
     "coverage": (
         "| attribute | entities | Sim(a) | SNSR | SNSV | PAFS | mean SNSR width |\n"
         "| --- | --- | --- | --- | --- | --- | --- |",
         coverage,
+    ),
+    "sim": (
+        "| simulator (whole grid, SNSR family of 24) | rate |\n| --- | --- |",
+        sim_study,
     ),
     "calibration": (
         "| attribute | p-values | p <= 0.01 | p <= 0.05 | p <= 0.10 |\n"
@@ -340,6 +483,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--only", choices=sorted(SECTIONS), action="append")
     ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--noise", type=float, default=1.0, help="reply-noise multiplier")
+    ap.add_argument("--sim-profile", default="demo", help="simulator bias profile")
+    ap.add_argument(
+        "--sim-heterogeneity", default="realistic", help="simulator entity heterogeneity"
+    )
+    ap.add_argument("--jobs", type=int, default=2, help="processes for the simulator runs")
     args = ap.parse_args(argv)
     if args.quick:
         args.runs, args.resamples, args.boot = 200, 800, 1000
@@ -347,6 +495,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--runs must be at least 200 (the study's minimum per setting)")
     rng = np.random.default_rng(args.seed)
     NOISE[0] = args.noise
+    SIM_PROFILE[0] = args.sim_profile
+    SIM_HETEROGENEITY[0] = args.sim_heterogeneity
     print(f"reply noise x{args.noise:g}; ", end="")
     print(
         f"gate validity: {args.runs} runs per setting, alpha {ALPHA}, "

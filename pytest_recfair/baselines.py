@@ -39,12 +39,13 @@ from pytest_recfair.results import AuditMeta, AuditResult
 
 __all__ = [
     "SCHEMA_VERSION",
-    "BaselineMissing",
     "baseline_path",
     "dumps",
+    "entity_ids",
     "incompatibility",
     "load",
     "loads",
+    "result_incompatibility",
     "schema",
     "to_dict",
     "write",
@@ -53,10 +54,6 @@ __all__ = [
 SCHEMA_VERSION = 1
 _MAX_STEM = 120  # keeps paths well under Windows' 260-character limit
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
-
-
-class BaselineMissing(DataError):
-    """There is no baseline file for a test yet."""
 
 
 def _update_hint(test_id: str | None) -> str:
@@ -312,14 +309,14 @@ def loads(text: str, path: Path | str = "<baseline>") -> AuditResult:
 def load(path: Path) -> AuditResult:
     """Read and validate the baseline at ``path``.
 
-    Raises ``BaselineMissing`` when there is no file, ``DataError`` when it is unreadable,
+    Raises ``DataError`` when there is no file, when it is unreadable,
     truncated or schema-invalid (the message gives the JSON path of the problem).
     """
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise BaselineMissing(
+        raise DataError(
             f"no fairness baseline at {p}. Create it by running the test once with "
             f"{_update_hint(None)}, check the numbers, and commit the file."
         ) from None
@@ -348,6 +345,8 @@ _FIELDS: tuple[tuple[str, str], ...] = (
     ("language", "prompt language"),
     ("perturbation", "prompt perturbation"),
     ("repeats", "number of repeats"),
+    ("missing", "missing policy"),
+    ("parse", "reply parse style"),
 )
 
 
@@ -357,13 +356,21 @@ def _show(value: object) -> str:
     return repr(value)
 
 
-def incompatibility(baseline: AuditMeta, current: AuditMeta) -> str | None:
+# The seed entity set: a run on a subset of the baseline's entities is still comparable.
+_SAMPLE_FIELDS = frozenset({"seeds_hash", "n_entities"})
+
+
+def incompatibility(
+    baseline: AuditMeta, current: AuditMeta, *, subsample: bool = False
+) -> str | None:
     """Why ``baseline`` cannot be compared with ``current``, or None when it can.
 
     Numbers from another seed set, grid, template set, K, metric, variant, language,
     perturbation or repeat count measure something else; comparing them would report a
     drift that is only a change of yardstick. A changed model or provider is NOT an
-    incompatibility: catching what a new model does is the point of the gate.
+    incompatibility: catching what a new model does is the point of the gate. With
+    ``subsample`` (the run's entities are a subset of the baseline's) the seed set may
+    differ: the drift test pairs by entity, on the shared ones.
     """
     for name, meta in (("baseline", baseline), ("current", current)):
         if not isinstance(meta, AuditMeta):
@@ -373,6 +380,7 @@ def incompatibility(baseline: AuditMeta, current: AuditMeta) -> str | None:
         f"this run {_show(getattr(current, field))})"
         for field, label in _FIELDS
         if getattr(baseline, field) != getattr(current, field)
+        and not (subsample and field in _SAMPLE_FIELDS)
     ]
     if not diffs:
         return None
@@ -381,3 +389,16 @@ def incompatibility(baseline: AuditMeta, current: AuditMeta) -> str | None:
         f"settings the baseline was made with, or, if the change is intended, record a new "
         f"baseline with: {_update_hint(current.test_id)}"
     )
+
+
+def result_incompatibility(baseline: AuditResult, current: AuditResult) -> str | None:
+    """:func:`incompatibility` of two results, where a run on a subset of the baseline's
+    entities (a pull-request run on 30 of a nightly baseline's 100, same seed) compares."""
+    now, base = entity_ids(current), entity_ids(baseline)
+    within = bool(now) and now <= base
+    return incompatibility(baseline.meta, current.meta, subsample=within)
+
+
+def entity_ids(result: AuditResult) -> frozenset[str]:
+    """The entities a list-overlap result scored (empty for other kinds of audit)."""
+    return frozenset(e for a in result.attributes for e in a.matrix.entities)

@@ -26,7 +26,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import Any, Final, Literal, cast
 from urllib.parse import parse_qsl, quote, quote_plus, urlencode, urlsplit, urlunsplit
 
 from pytest_recfair.errors import CassetteError, ConfigError
@@ -34,6 +34,7 @@ from pytest_recfair.fileio import atomic_write_text
 
 __all__ = [
     "FILTERED",
+    "MODE_POLICIES",
     "RECORD_MODES",
     "REPEAT_HEADER",
     "SCRUBBED_QUERY_PARAMS",
@@ -41,6 +42,7 @@ __all__ = [
     "SCRUBBED_RESPONSE_HEADERS",
     "CassetteMiss",
     "CassetteStore",
+    "ModePolicy",
     "RecordMode",
     "RecordedRequest",
     "RecordedResponse",
@@ -49,7 +51,7 @@ __all__ = [
     "sanitize_name",
 ]
 
-from pytest_recfair.kinds import RECORD_MODES, RecordMode
+from pytest_recfair.kinds import RECORD_MODES, RECORD_OPTION, RecordMode
 
 #: vcrpy's cassette format version (``vcr.serialize.CASSETTE_FORMAT_VERSION``).
 CASSETTE_FORMAT_VERSION: Final = 1
@@ -75,10 +77,40 @@ SCRUBBED_RESPONSE_HEADERS: Final[frozenset[str]] = frozenset(
 SCRUBBED_QUERY_PARAMS: Final[frozenset[str]] = frozenset({"key", "api_key"})
 
 _RERECORD_HINT = (
-    "re-record with --fairness-record=new_episodes (keeps the recorded replies and adds "
-    "the missing ones) or delete the file and run with --fairness-record=once"
+    f"re-record with {RECORD_OPTION}=new_episodes (keeps the recorded replies and adds "
+    f"the missing ones) or delete the file and run with {RECORD_OPTION}=once"
 )
 _MIN_SECRET_LEN = 4
+
+
+@dataclass(frozen=True, slots=True)
+class ModePolicy:
+    """What one record mode does; the store and the runner ask this, never the name."""
+
+    #: Recorded replies are served (False: every request is recorded afresh).
+    replays: bool
+    #: A request without a recorded reply goes to the network: "never", only for an
+    #: entity whose cassette file does not exist yet ("new_files"), or "always".
+    network: Literal["never", "new_files", "always"]
+    #: The old file is read (False: it is replaced unread).
+    reads_old: bool
+    #: Old interactions kept on save: all of them, those not re-recorded, or none.
+    keeps: Literal["all", "not_rerecorded", "none"]
+
+    @property
+    def records(self) -> bool:
+        """New interactions may be recorded and saved."""
+        return self.network != "never"
+
+
+#: One row per mode (same meaning as vcrpy / pytest-recording); a new mode is one row.
+MODE_POLICIES: Final[Mapping[RecordMode, ModePolicy]] = {
+    "none": ModePolicy(replays=True, network="never", reads_old=True, keeps="all"),
+    "once": ModePolicy(replays=True, network="new_files", reads_old=True, keeps="all"),
+    "new_episodes": ModePolicy(replays=True, network="always", reads_old=True, keeps="all"),
+    "all": ModePolicy(replays=False, network="always", reads_old=True, keeps="not_rerecorded"),
+    "rewrite": ModePolicy(replays=False, network="always", reads_old=False, keeps="none"),
+}
 
 Key = tuple[str, str, str, "str | bytes", int]
 # A recorded reply: status, reason, headers, body text.
@@ -335,7 +367,7 @@ class _Tape:
         # JSON, ~25 lists and dicts per interaction, did: replay took 2x as long).
         self.entries: list[_Reply] = []
         self.keys: list[Key] = []  # the raw key of each entry
-        # Parsed interactions, kept only when the file may be saved again (not in "none").
+        # Parsed interactions, kept only when the file may be saved again (mode records).
         self.loaded: list[dict[str, Any]] = []
         self.new: list[dict[str, Any]] = []  # recorded in this run
         # Two indexes: key -> positions in ``entries``, in recorded order. ``raw`` keys on
@@ -382,7 +414,7 @@ class CassetteStore:
         if mode not in RECORD_MODES:
             raise ConfigError(
                 f"record mode must be one of {', '.join(RECORD_MODES)}; got {mode!r}. "
-                "Pass e.g. --fairness-record=none (replay only) or new_episodes."
+                f"Pass e.g. {RECORD_OPTION}=none (replay only) or new_episodes."
             )
         if isinstance(root, str):
             root = Path(root)
@@ -395,6 +427,7 @@ class CassetteStore:
             )
         self.root = root
         self.mode: RecordMode = mode
+        self.policy: ModePolicy = MODE_POLICIES[mode]
         # While recording, changed cassettes are saved at most this often, so an interrupted
         # (paid) recording run keeps nearly everything it already got.
         self.autosave = autosave
@@ -453,7 +486,7 @@ class CassetteStore:
         self, test_id: str, entity_id: str, method: str, url: str, body: bytes, repeat: int
     ) -> RecordedResponse | None:
         """The next unplayed recorded reply for this request, or None (always in all/rewrite)."""
-        if self.mode in ("all", "rewrite"):
+        if not self.policy.replays:
             return None
         parts = urlsplit(url)
         head = (method.upper(), (parts.hostname or "").lower(), parts.path or "/")
@@ -479,12 +512,10 @@ class CassetteStore:
 
     def needs_network(self, test_id: str, entity_id: str) -> bool:
         """True when a miss for this entity is to be recorded from the network."""
-        if self.mode == "none":
-            return False
-        if self.mode == "once":
+        if self.policy.network == "new_files":
             with self._lock:
                 return not self._tape(test_id, entity_id).existed
-        return True
+        return self.policy.network == "always"
 
     def miss(
         self,
@@ -516,15 +547,10 @@ class CassetteStore:
     def can_replay(self, test_id: str, entity_id: str) -> bool:
         """False when ``lookup`` cannot find anything for this entity: mode all/rewrite,
         or no interaction in its cassette file (recordings of this run are not replayed)."""
-        if self.mode in ("all", "rewrite"):
+        if not self.policy.replays:
             return False
         with self._lock:
             return bool(self._tape(test_id, entity_id).entries)
-
-    def preload(self, test_id: str, entity_ids: Iterable[str]) -> int:
-        """Load the cassettes of these entities now; returns the interactions indexed."""
-        with self._lock:
-            return sum(len(self._tape(test_id, e).entries) for e in entity_ids)
 
     # -- recording
 
@@ -536,10 +562,11 @@ class CassetteStore:
         response: RecordedResponse,
     ) -> None:
         """Keep one interaction (headers and query scrubbed now) for the next ``flush``."""
-        if self.mode == "none":
+        if not self.policy.records:
             raise CassetteError(
-                f"cannot record test {test_id!r}, entity {entity_id!r}: record mode is 'none' "
-                "(replay only). Run with --fairness-record=new_episodes or once to record."
+                f"cannot record test {test_id!r}, entity {entity_id!r}: record mode is "
+                f"{self.mode!r} (replay only). Run with {RECORD_OPTION}=new_episodes or once "
+                "to record."
             )
         interaction = self._interaction(request, response)
         with self._lock:
@@ -576,6 +603,18 @@ class CassetteStore:
             tape.dirty = False
             return tape.path
 
+    def release(self, test_id: str, entity_ids: Iterable[str]) -> None:
+        """Save (if changed) and forget these entities' cassettes: their audit is done.
+
+        The audit streams entities through the store a chunk at a time, so its memory is
+        bounded by one chunk's cassettes, not the whole recording.
+        """
+        with self._lock:
+            for entity_id in entity_ids:
+                tape = self._tapes.pop((test_id, entity_id), None)
+                if tape is not None and tape.dirty:
+                    atomic_write_text(tape.path, self._serialize(self._to_save(tape)))
+
     def __enter__(self) -> CassetteStore:
         return self
 
@@ -590,7 +629,7 @@ class CassetteStore:
         if tape is None:
             tape = _Tape(self.path_for(test_id, entity_id))
             # rewrite replaces the file, so the old one is never read (or validated).
-            if self.mode != "rewrite":
+            if self.policy.reads_old:
                 self._load(tape)
             self._tapes[(test_id, entity_id)] = tape
         return tape
@@ -664,7 +703,7 @@ class CassetteStore:
             raw_index[key] = (*raw_index.get(key, ()), number)
             keys.append(key)
             entries.append((code, reason, headers, resp_body or ""))
-        if self.mode != "none":
+        if self.policy.records:
             tape.loaded = interactions
         tape.played = bytearray(len(interactions))
         tape.existed = True
@@ -672,7 +711,7 @@ class CassetteStore:
     def _bad_file(self, path: Path, problem: str) -> CassetteError:
         return CassetteError(
             f"cassette {path} {problem}. Delete it and re-record with "
-            "--fairness-record=once (or rewrite to re-record the whole test)."
+            f"{RECORD_OPTION}=once (or rewrite to re-record the whole test)."
         )
 
     def _interaction(self, request: RecordedRequest, response: RecordedResponse) -> dict[str, Any]:
@@ -706,9 +745,10 @@ class CassetteStore:
 
     def _to_save(self, tape: _Tape) -> list[dict[str, Any]]:
         new = tape.new
-        if self.mode == "rewrite":
+        keeps = self.policy.keeps
+        if keeps == "none":
             return new
-        if self.mode == "all":
+        if keeps == "not_rerecorded":
             # Re-recorded requests replace their old interactions (vcrpy's "all" save).
             # Keys only here: canonicalising every body while recording would cost each
             # live request a JSON round trip that only this mode needs.

@@ -7,12 +7,36 @@ import tempfile
 from pathlib import Path
 
 
+def _umask() -> int:
+    """The process umask. /proc tells it without changing it (os.umask can only set it,
+    which would race with other threads creating files)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _mode_for(target: Path) -> int:
+    """An existing file keeps its mode; a new one gets what open() would give it (0666 less
+    the umask), not mkstemp's private 0600."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except OSError:
+        return 0o666 & ~_umask()
+
+
 def atomic_write_bytes(path: Path | str, data: bytes) -> None:
     """Write ``data`` to a temp file in the same directory, fsync it, then rename over ``path``."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        os.fchmod(fd, _mode_for(target))
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

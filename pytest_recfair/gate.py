@@ -3,13 +3,11 @@
 Two kinds of failure (see docs/baselines.md):
 
 - an absolute threshold is crossed (``Thresholds``: max_snsr, max_snsv, min_pafs,
-  max_entropy, max_refusal_gap; each optional);
-- a statistic got worse than its stored baseline by more than ``tolerance`` AND the paired
-  entity bootstrap (``metrics.compare``) says the change is real (one-sided p < ``alpha``).
-  "Worse" means higher SNSR/SNSV and lower PAFS.
-
-Both conditions are needed for a drift failure: the tolerance says how large a change
-matters, the p-value says whether it is more than resampling noise of the seed entities.
+  max_entropy, max_refusal_gap, max_unusable; each optional);
+- against a stored baseline, the test's drift family (``drift.evaluate_drift``: the gated
+  statistics of every attribute x metric plus each attribute's share of unusable replies)
+  says a member got worse by more than its margin (``tolerance`` for the statistics, 0 for
+  the unusable share), family-wise at level ``alpha``.
 
 The gate only decides: each failure is a structured ``results.GateFailure``; the words
 people read are rendered from it in ``report.failures``. Pure: no pytest, no httpx.
@@ -20,23 +18,22 @@ callers check ``baselines.incompatibility`` first and pass ``baseline=None`` whe
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
-from pytest_recfair import metrics
-from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair import drift as family
+from pytest_recfair.errors import ConfigError
 from pytest_recfair.kinds import (
     HIGHER_IS_FAIRER,
     STATISTICS,
     GatedQuantity,
     Statistic,
-    accept_command,
 )
-from pytest_recfair.report.failures import drift_note
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome, Stat
 
 __all__ = ["DRIFT_STATISTICS", "Thresholds", "evaluate"]
 
-# Statistics compared against a baseline with the paired bootstrap (metrics.compare).
+# Statistics compared against a baseline (gated or reported: see drift.evaluate_drift).
 DRIFT_STATISTICS: tuple[Statistic, ...] = STATISTICS
 
 
@@ -53,6 +50,7 @@ class Thresholds:
     min_pafs: float | None = None
     max_entropy: float | None = None
     max_refusal_gap: float | None = None
+    max_unusable: float | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -117,6 +115,7 @@ def _threshold_failures(a: AttributeResult, t: Thresholds) -> list[GateFailure]:
         ("pafs", t.min_pafs, a.pafs.value, a.pafs),
         ("entropy", t.max_entropy, a.entropy, None),
         ("refusal_gap", t.max_refusal_gap, a.refusal_gap, None),
+        ("unusable", t.max_unusable, family.unusable_share(a), None),
     ]
     for stat, limit, value, full in checks:
         if limit is None:
@@ -132,59 +131,6 @@ def _threshold_failures(a: AttributeResult, t: Thresholds) -> list[GateFailure]:
     return out
 
 
-def _drift(
-    a: AttributeResult,
-    base: AttributeResult,
-    *,
-    tolerance: float,
-    alpha: float,
-    seed: int,
-    n_resamples: int,
-) -> tuple[dict[str, float], list[GateFailure], list[str]]:
-    drift: dict[str, float] = {}
-    failures: list[GateFailure] = []
-    notes: list[str] = []
-    for stat in DRIFT_STATISTICS:
-        now: Stat = getattr(a, stat)
-        before: Stat = getattr(base, stat)
-        delta = now.value - before.value
-        if math.isnan(delta):  # undefined on either side: no drift to record or judge
-            continue
-        drift[stat] = delta
-        worse = -delta if stat in HIGHER_IS_FAIRER else delta
-        if worse <= tolerance:
-            continue
-        try:
-            cmp = metrics.compare(
-                base.matrix, a.matrix, statistic=stat, n_resamples=n_resamples, seed=seed
-            )
-        except DataError as exc:
-            failures.append(GateFailure("incomparable", a.attribute, stat, detail=str(exc)))
-            continue
-        found = GateFailure(
-            "drift",
-            a.attribute,
-            stat,
-            value=now.value,
-            limit=tolerance,
-            baseline=before.value,
-            p_value=cmp.p_value,
-            alpha=alpha,
-            n_paired=cmp.n_paired,
-            value_ci=now.ci,
-            baseline_ci=before.ci,
-        )
-        if cmp.p_value < alpha:
-            failures.append(found)
-        else:
-            notes.append(drift_note(found))
-    if a.entropy is not None and base.entropy is not None:
-        drift["entropy"] = a.entropy - base.entropy
-    drift["refusal_gap"] = a.refusal_gap - base.refusal_gap
-    drift = {k: v for k, v in drift.items() if not math.isnan(v)}
-    return drift, failures, notes
-
-
 def evaluate(
     result: AuditResult,
     baseline: AuditResult | None,
@@ -193,13 +139,15 @@ def evaluate(
     tolerance: float,
     alpha: float = 0.05,
     seed: int = 0,
-    n_resamples: int = 1000,
+    n_resamples: int = 2000,
+    gated: Sequence[Statistic] = ("snsr",),
 ) -> GateOutcome:
     """Gate ``result`` on ``thresholds`` and, when given, on drift against ``baseline``.
 
     ``baseline`` must be compatible (``baselines.incompatibility`` returned None). Drift is
     recorded for every attribute both runs share (``GateOutcome.drift[attribute][stat]`` =
-    now - baseline), whether or not it failed. A changed provider or model id is a note.
+    now - baseline), gated or not. ``seed`` seeds the sign flips of the drift test. A
+    changed provider or model id is a note.
     """
     tol, a_level = _check_args(tolerance, alpha, thresholds)
     if not isinstance(result, AuditResult):
@@ -209,32 +157,30 @@ def evaluate(
     failures: list[GateFailure] = []
     notes: list[str] = []
     drift: dict[str, dict[str, float]] = {}
+    seen: set[str] = set()
     for a in result.attributes:
-        failures.extend(_threshold_failures(a, thresholds))
+        found = _threshold_failures(a, thresholds)
+        if a.attribute.casefold() in seen:  # the unusable share is the same for every metric
+            found = [f for f in found if f.statistic != "unusable"]
+        seen.add(a.attribute.casefold())
+        failures.extend(found)
     if baseline is not None:
         if baseline.meta.model != result.meta.model:
             notes.append(f"model changed: {baseline.meta.model} -> {result.meta.model}")
         if baseline.meta.provider != result.meta.provider:
             notes.append(f"provider changed: {baseline.meta.provider} -> {result.meta.provider}")
-        by_key = {_key(b): b for b in baseline.attributes}
-        for a in result.attributes:
-            base = by_key.get(_key(a))
-            if base is None:
-                notes.append(
-                    f"{a.attribute} ({a.metric}) has no baseline entry, so it was not compared; "
-                    f"add it with {accept_command(result.meta.test_id)}"
-                )
-                continue
-            d, f, n = _drift(
-                a, base, tolerance=tol, alpha=a_level, seed=seed, n_resamples=n_resamples
-            )
-            drift[a.attribute] = d
-            failures.extend(f)
-            notes.extend(n)
-        current = {_key(a) for a in result.attributes}
-        for b in baseline.attributes:
-            if _key(b) not in current:
-                notes.append(f"{b.attribute} ({b.metric}) is in the baseline but was not audited")
+        d = family.evaluate_drift(
+            result,
+            baseline,
+            gated=gated,
+            tolerance=tol,
+            alpha=a_level,
+            seed=seed,
+            n_resamples=n_resamples,
+        )
+        failures.extend(d.failures)
+        notes.extend(d.notes)
+        drift = d.deltas
     return GateOutcome(
         passed=not failures, failures=tuple(failures), notes=tuple(notes), drift=drift
     )

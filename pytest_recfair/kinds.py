@@ -12,20 +12,30 @@ from typing import Final, Literal, get_args
 
 __all__ = [
     "ACCEPT_OPTION",
+    "ARTICLE_MODES",
+    "CANDIDATE_STYLES",
+    "DRIFT_QUANTITIES",
     "FAILURE_KINDS",
     "GATED_QUANTITIES",
+    "GRAMMATICAL_GENDERS",
     "HIGHER_IS_FAIRER",
     "METRICS",
     "MISSING_POLICIES",
     "PARSE_STYLES",
     "PROVIDER_KINDS",
     "RECORD_MODES",
+    "RECORD_OPTION",
     "REPORT_FORMATS",
     "STATISTICS",
     "THRESHOLDS",
+    "VALUE_FORMS",
     "VARIANTS",
+    "ArticleMode",
+    "CandidateStyle",
+    "DriftQuantity",
     "FailureKind",
     "GatedQuantity",
+    "GrammaticalGender",
     "MetricName",
     "MissingPolicy",
     "ParseStyle",
@@ -34,6 +44,7 @@ __all__ = [
     "ReportFormat",
     "Statistic",
     "ThresholdName",
+    "ValueForm",
     "Variant",
     "accept_command",
 ]
@@ -54,9 +65,14 @@ MISSING_POLICIES: Final[tuple[MissingPolicy, ...]] = get_args(MissingPolicy)
 Statistic = Literal["snsr", "snsv", "pafs"]
 STATISTICS: Final[tuple[Statistic, ...]] = get_args(Statistic)
 
-#: Everything the gate checks: the spread statistics, the entropy over repeats and the
-#: gap in refusal rates between values.
-GatedQuantity = Literal["snsr", "snsv", "pafs", "entropy", "refusal_gap"]
+#: What the drift test compares with a baseline: a spread statistic, or the share of
+#: unusable replies (empty, refused, unparseable; higher is worse).
+DriftQuantity = Literal["snsr", "snsv", "pafs", "unusable"]
+DRIFT_QUANTITIES: Final[tuple[DriftQuantity, ...]] = get_args(DriftQuantity)
+
+#: Everything the gate checks: the spread statistics, the entropy over repeats, the gap
+#: in refusal rates between values and the share of unusable replies.
+GatedQuantity = Literal["snsr", "snsv", "pafs", "entropy", "refusal_gap", "unusable"]
 GATED_QUANTITIES: Final[tuple[GatedQuantity, ...]] = get_args(GatedQuantity)
 
 #: Quantities for which a LOWER value is worse (checked against a minimum); all others
@@ -66,13 +82,26 @@ HIGHER_IS_FAIRER: Final[frozenset[GatedQuantity]] = frozenset({"pafs"})
 #: Why the gate failed: a crossed threshold; a threshold that could not be checked (not
 #: measured: entropy without repeats; undefined: NaN); a significant drift over baseline;
 #: a drift that could not be tested; a baseline that is incompatible, missing or unusable.
+#: "item_shift" / "position": a limit or drift of an item-side or candidate-position audit.
+#: "test": the test body itself failed (an assertion on fairness_result), so the audit did.
 FailureKind = Literal[
-    "threshold", "unmeasured", "undefined", "drift", "incomparable", "incompatible", "baseline"
+    "threshold",
+    "unmeasured",
+    "undefined",
+    "drift",
+    "incomparable",
+    "incompatible",
+    "baseline",
+    "item_shift",
+    "position",
+    "test",
 ]
 FAILURE_KINDS: Final[tuple[FailureKind, ...]] = get_args(FailureKind)
 
 #: Absolute limits a test may set (marker arguments and ``recfair_<name>`` ini keys).
-ThresholdName = Literal["max_snsr", "max_snsv", "min_pafs", "max_entropy", "max_refusal_gap"]
+ThresholdName = Literal[
+    "max_snsr", "max_snsv", "min_pafs", "max_entropy", "max_refusal_gap", "max_unusable"
+]
 THRESHOLDS: Final[tuple[ThresholdName, ...]] = get_args(ThresholdName)
 
 #: Cassette record modes (see the policy table in ``cassettes``).
@@ -90,6 +119,26 @@ PARSE_STYLES: Final[tuple[ParseStyle, ...]] = get_args(ParseStyle)
 #: HTTP provider wire formats.
 ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
 PROVIDER_KINDS: Final[tuple[ProviderKind, ...]] = get_args(ProviderKind)
+
+#: How an attribute value enters a prompt: as an adjective ("a Black fan"), a noun ("a
+#: nurse"), a name, a relationship ("my brother and his boyfriend") or a place.
+ValueForm = Literal["adjective", "noun", "name", "relationship", "place"]
+VALUE_FORMS: Final[tuple[ValueForm, ...]] = get_args(ValueForm)
+
+#: Grid files: articles chosen by the language ("auto"), or written into the values.
+ArticleMode = Literal["auto", "included"]
+ARTICLE_MODES: Final[tuple[ArticleMode, ...]] = get_args(ArticleMode)
+
+#: Grammatical gender of a translated noun (masculine, feminine).
+GrammaticalGender = Literal["m", "f"]
+GRAMMATICAL_GENDERS: Final[tuple[GrammaticalGender, ...]] = get_args(GrammaticalGender)
+
+#: The command-line flag that picks the cassette record mode.
+RECORD_OPTION: Final = "--fairness-record"
+
+#: Candidate-list prompts: pick one candidate, or rank them all (the first item counts).
+CandidateStyle = Literal["pick", "rank"]
+CANDIDATE_STYLES: Final[tuple[CandidateStyle, ...]] = get_args(CandidateStyle)
 
 #: The command-line flag that accepts a run's numbers as the new baseline.
 ACCEPT_OPTION: Final = "--fairness-update"

@@ -235,13 +235,7 @@ def canonicalize(
     they should share, e.g. ``{"Se7en": "Seven"}``; alias merges are exact, not reported.
     """
     checked = _check_lists(lists)
-    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
-        raise TypeError(f"threshold: expected a number 0-100, got {type(threshold).__name__}")
-    if not 0.0 <= float(threshold) <= 100.0:
-        raise ConfigError(
-            f"threshold: expected a rapidfuzz ratio between 0 and 100, got {threshold!r}; "
-            f"the default is {DEFAULT_THRESHOLD:g} (higher merges less)"
-        )
+    _check_threshold(threshold)
     alias_keys = {normalize(k): normalize(v) for k, v in (aliases or {}).items()}
 
     norm = normalize
@@ -255,6 +249,33 @@ def canonicalize(
     # Stable sort: ties keep first-seen order. Very long keys (pasted paragraphs, not
     # titles) are matched exactly only: fuzzy scoring cost grows with length squared.
     order = [k for k in sorted(count, key=lambda key: -count[key]) if len(k) <= MAX_FUZZY_LENGTH]
+    target, merges = _fuzzy_targets(order, threshold, entity)
+    if not target:
+        return keyed, []
+    merges = _as_written(merges, checked, keyed, target)
+    for m in merges:
+        logger.info(
+            "recfair: merged %r into %r (ratio %.1f, entity %s)", m.merged, m.kept, m.score, entity
+        )
+    remap = target.get
+    out = [row if target.keys().isdisjoint(row) else [remap(k, k) for k in row] for row in keyed]
+    return out, merges
+
+
+def _check_threshold(threshold: float) -> None:
+    if isinstance(threshold, bool) or not isinstance(threshold, int | float):
+        raise TypeError(f"threshold: expected a number 0-100, got {type(threshold).__name__}")
+    if not 0.0 <= float(threshold) <= 100.0:
+        raise ConfigError(
+            f"threshold: expected a rapidfuzz ratio between 0 and 100, got {threshold!r}; "
+            f"the default is {DEFAULT_THRESHOLD:g} (higher merges less)"
+        )
+
+
+def _fuzzy_targets(
+    order: list[str], threshold: float, entity: str | None
+) -> tuple[dict[str, str], list[Merge]]:
+    """Which keys merge into which earlier (more frequent) kept key, and the merges made."""
     scores = process.cdist(order, order, scorer=fuzz.ratio, score_cutoff=threshold, workers=1)
     # Only pairs above the cutoff are non-zero; visit them in order, earlier keys first.
     candidates: dict[int, list[int]] = {}
@@ -278,23 +299,23 @@ def canonicalize(
         kept = order[best]
         target[key] = kept
         merges.append(Merge(entity, kept, key, round(best_score, 2)))
-    if not target:
-        return keyed, []
-    # Report titles as first written, looked up only for the few merged keys.
+    return target, merges
+
+
+def _as_written(
+    merges: list[Merge],
+    checked: Sequence[Sequence[str]],
+    keyed: list[list[str]],
+    target: dict[str, str],
+) -> list[Merge]:
+    """The merges with titles as first written, looked up only for the few merged keys."""
     surface: dict[str, str] = {}
     wanted = set(target) | set(target.values())
     for lst, row in zip(checked, keyed, strict=True):
         for title, key in zip(lst, row, strict=True):
             if key in wanted and key not in surface:
                 surface[key] = title
-    merges = [
+    return [
         Merge(m.entity, surface.get(m.kept, m.kept), surface.get(m.merged, m.merged), m.score)
         for m in merges
     ]
-    for m in merges:
-        logger.info(
-            "recfair: merged %r into %r (ratio %.1f, entity %s)", m.merged, m.kept, m.score, entity
-        )
-    remap = target.get
-    out = [row if target.keys().isdisjoint(row) else [remap(k, k) for k in row] for row in keyed]
-    return out, merges

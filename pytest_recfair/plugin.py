@@ -1,6 +1,6 @@
 """pytest glue: options, ini keys, marker, fixtures and reporting hooks.
 
-Each hook hands off to :mod:`pytest_recfair.settings` or :mod:`pytest_recfair.session`
+Each hook hands off to :mod:`pytest_recfair.settings` or :mod:`pytest_recfair.audit`
 in a few lines. Workers of pytest-xdist ship each audit's result to the controller on the
 call-phase report (an extra report attribute survives xdist's serialisation), so the
 summary, the report file and the JUnit properties are produced once, on the controller.
@@ -9,6 +9,7 @@ summary, the report file and the JUnit properties are produced once, on the cont
 from __future__ import annotations
 
 import keyword
+import shlex
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,11 +18,12 @@ import pytest
 
 from pytest_recfair import settings
 from pytest_recfair.errors import ConfigError, RecfairError
+from pytest_recfair.kinds import PROVIDER_KINDS, RECORD_MODES, REPORT_FORMATS
 
 if TYPE_CHECKING:
-    # session pulls in numpy, httpx and jsonschema (~0.3 s): imported only when an audit
+    # audit pulls in numpy, httpx and jsonschema (~0.3 s): imported only when an audit
     # runs or a run has results to report, never at pytest start-up
-    from pytest_recfair import session
+    from pytest_recfair import audit, shards
 
 __all__ = ["marker"]
 
@@ -37,26 +39,31 @@ def marker() -> pytest.MarkDecorator:
 
 SKIP_REASON = "fairness audit: run with --fairness"
 _PROVIDER_INI = {
-    "recfair_provider": "provider API shape: openai (default), anthropic, gemini, ollama",
+    "recfair_provider": "provider API shape: " + ", ".join(PROVIDER_KINDS) + " (default openai)",
     "recfair_model": "model id sent to the provider (required unless recfair_recommender "
     "is overridden)",
     "recfair_base_url": "provider base URL (default: the provider's public endpoint)",
     "recfair_api_key_env": "name of the environment variable that holds the API key",
 }
 _INI_HELP = {
-    "record_mode": "cassette record mode: none (default), once, new_episodes, all, rewrite",
+    "record_mode": "cassette record mode: " + ", ".join(RECORD_MODES) + " (default none)",
     "update": "write/refresh baselines instead of comparing (true/false)",
-    "report": "write a fairness report to this path (.json, .md or .html)",
+    "report": "write a fairness report to this path (" + ", ".join(REPORT_FORMATS) + ")",
     "cassette_dir": "cassette directory, relative to rootdir (default fixtures/cassettes)",
     "baseline_dir": "baseline directory, relative to rootdir (default baselines)",
     "alpha": "significance level of the baseline comparison (default 0.05)",
     "n_resamples": "bootstrap resamples for confidence intervals (default 1000)",
+    "batch": "record missing prompts through the provider's batch API (true/false)",
+    "batch_poll": "seconds before the first batch status poll (default 10; then x1.5, max 60)",
+    "shard_dir": "where --fairness-shard writes shard results (default fairness-shards)",
 }
 
 _SETTINGS = pytest.StashKey[settings.AuditSettings]()
-_AUDIT = pytest.StashKey["tuple[settings.AuditSettings, Any, session.BaselineState]"]()
-_PAYLOAD = pytest.StashKey[dict[str, Any]]()
-_REPORT_PATH = pytest.StashKey["Path | None"]()
+_AUDIT = pytest.StashKey["tuple[settings.AuditSettings, audit.Comparison]"]()
+_RECORD = pytest.StashKey["audit.TestRecord"]()
+_REPORT_PATHS = pytest.StashKey[list[Path]]()
+_SHARD: pytest.StashKey[shards.Shard] = pytest.StashKey()
+_MERGE: pytest.StashKey[audit.MergeSource] = pytest.StashKey()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -73,8 +80,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         metavar="MODE",
         choices=settings.RECORD_MODES,
         default=None,
-        help="cassette record mode: none (default: replay only), once, new_episodes, all, "
-        "rewrite (ini: recfair_record_mode)",
+        help="cassette record mode: " + ", ".join(RECORD_MODES) + " (default none: replay "
+        "only; ini: recfair_record_mode)",
     )
     group.addoption(
         "--fairness-update",
@@ -84,18 +91,32 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="write or refresh fairness baselines from this run (ini: recfair_update)",
     )
     group.addoption(
+        "--fairness-update-force",
+        dest="fairness_update_force",
+        action="store_true",
+        default=False,
+        help="with --fairness-update: store the baseline even when too many replies were "
+        "unusable (ini: recfair_update_force)",
+    )
+    group.addoption(
         "--fairness-report",
         dest="fairness_report",
         metavar="PATH",
+        action="append",
         default=None,
-        help="write a fairness report; format from the extension .json/.md/.html "
-        "(ini: recfair_report)",
+        help="write a fairness report; format from the extension "
+        + "/".join(REPORT_FORMATS)
+        + "; repeat for several (ini: recfair_report, paths separated by spaces)",
     )
     for name, what in (
         ("entities", "audit a deterministic subsample of N seed entities"),
         ("repeats", "ask each prompt N times (entropy and noise floor when N > 1)"),
         ("concurrency", "at most N requests in flight (default 8)"),
-        ("seed", "seed of subsampling, perturbations and bootstrap (default 0)"),
+        (
+            "seed",
+            "seed of the entity subsample and perturbations (default 0; the gate's "
+            "resampling has its own: ini recfair_resample_seed)",
+        ),
     ):
         group.addoption(
             f"--fairness-{name}",
@@ -113,10 +134,70 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="significance level of the rise-over-baseline test (default 0.05; ini: recfair_alpha)",
     )
+    _add_scale_options(group)
     for ini_name, key in settings.INI_KEYS.items():
         parser.addini(ini_name, _INI_HELP.get(key, f"default for @fairness({key}=...)"))
     for ini_name, help_text in _PROVIDER_INI.items():
         parser.addini(ini_name, help_text)
+
+
+# every option that only acts on audits: given without --fairness it would do nothing
+_AUDIT_OPTIONS = (*settings.CLI_KEYS, "fairness_report", "fairness_shard", "fairness_merge")
+
+
+def _check_strictness(config: pytest.Config) -> None:
+    """Usage errors for what would otherwise be silently ignored: a misspelt recfair_* ini
+    key, and a --fairness-* option without --fairness (the audits would be skipped)."""
+    from pytest_recfair import inikeys
+
+    known = {*settings.INI_KEYS, *_PROVIDER_INI}
+    try:
+        if config.inipath is not None:
+            keys = inikeys.ini_file_keys(config.inipath)
+            inikeys.check_ini_keys(keys, known, str(config.inipath))
+        overrides = config.getoption("override_ini", None) or []
+        inikeys.check_ini_keys([o.split("=", 1)[0] for o in overrides], known, "-o")
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if config.getoption("fairness"):
+        return
+    given = [d for d in _AUDIT_OPTIONS if config.getoption(d, None) not in (None, False)]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise pytest.UsageError(
+            f"{flag} acts on fairness audits, which run only with --fairness; add it "
+            f"(pytest --fairness {flag} ...) or drop {flag}."
+        )
+
+
+def _add_scale_options(group: pytest.OptionGroup) -> None:
+    """Batch recording and shards (docs/scale.md)."""
+    group.addoption(
+        "--fairness-batch",
+        dest="fairness_batch",
+        action="store_true",
+        default=False,
+        help="record the prompts that have no recording through the provider's batch API "
+        "(OpenAI Batch API, Anthropic Message Batches) at half price, then replay them "
+        "(ini: recfair_batch)",
+    )
+    group.addoption(
+        "--fairness-shard",
+        dest="fairness_shard",
+        metavar="I/N",
+        default=None,
+        help="audit shard I of N of each test's entities and write its result to "
+        "recfair_shard_dir, for --fairness-merge (one CI job per shard)",
+    )
+    group.addoption(
+        "--fairness-merge",
+        dest="fairness_merge",
+        metavar="FILE_OR_DIR",
+        action="append",
+        default=None,
+        help="gate and report the audits merged from these shard results (repeatable); "
+        "nothing is sent or replayed",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -127,12 +208,52 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if not hasattr(config, "workerinput"):  # xdist workers only ship results
         config.pluginmanager.register(_Controller(config), "recfair-controller")
-    run_settings = _resolve(config, {})
-    report = config.getoption("fairness_report")
-    if report:
-        config.stash[_REPORT_PATH] = config.invocation_params.dir / report
-    elif run_settings.report:
-        config.stash[_REPORT_PATH] = config.rootpath / run_settings.report
+    _check_strictness(config)
+    _configure_shards(config)
+    config.stash[_REPORT_PATHS] = _report_paths(config, _resolve(config, {}))
+
+
+def _report_paths(config: pytest.Config, run_settings: settings.AuditSettings) -> list[Path]:
+    """Every report of the run, checked now: a bad path is a usage error before any prompt
+    is sent, not a lost report at the end. The command line replaces the ini list."""
+    from pytest_recfair import report
+
+    cli = config.getoption("fairness_report")
+    if cli:
+        paths = [config.invocation_params.dir / p for p in cli]
+    else:
+        ini = shlex.split(run_settings.report or "")
+        paths = [config.rootpath / p for p in ini]
+    unique = list(dict.fromkeys(paths))
+    for path in unique:
+        try:
+            report.check_report_path(path)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    return unique
+
+
+def _configure_shards(config: pytest.Config) -> None:
+    """--fairness-shard / --fairness-merge: checked up front, one or the other."""
+    shard_text = config.getoption("fairness_shard", None)
+    merge = config.getoption("fairness_merge", None)
+    if shard_text and merge:
+        raise pytest.UsageError(
+            "--fairness-shard and --fairness-merge: give one; the shard jobs audit with "
+            "--fairness-shard=I/N, then one job gates their results with --fairness-merge."
+        )
+    if shard_text:
+        from pytest_recfair import shards
+
+        try:
+            config.stash[_SHARD] = shards.parse_shard(shard_text)
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    if merge:
+        from pytest_recfair import audit
+
+        base = config.invocation_params.dir
+        config.stash[_MERGE] = audit.MergeSource(tuple(base / p for p in merge))
 
 
 def _resolve(
@@ -236,6 +357,56 @@ def recfair_grid(request: pytest.FixtureRequest, recfair_settings: settings.Audi
 
 
 @pytest.fixture
+def recfair_catalogue(
+    request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
+) -> Any:
+    """Item metadata for item-side audits (marker/ini catalogue=: a CSV, JSON or YAML file);
+    override in conftest.py to return a Catalogue, a path or a list of item records."""
+    source = recfair_settings.catalogue
+    if source is None:
+        return None
+    path = _find_file(request, source)
+    return path if path is not None else source
+
+
+@pytest.fixture
+def recfair_candidates(
+    request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
+) -> Any:
+    """Candidate titles per entity for candidate-position audits (marker candidates=: a
+    fixture name or a JSON/YAML file mapping entity -> titles)."""
+    source = recfair_settings.candidates
+    if source is None:
+        return None
+    path = _find_file(request, source)
+    if path is not None:
+        return path
+    if source.isidentifier() and not keyword.iskeyword(source):
+        return request.getfixturevalue(source)
+    raise ConfigError(f"@fairness(candidates={source!r}): no such file or fixture")
+
+
+def _inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
+    """What the kind of audit needs beyond seeds and grid (catalogue, candidates, absent)."""
+    from pytest_recfair.audit import inputs as read
+    from pytest_recfair.audit.base import AuditInputs
+
+    catalogue = request.getfixturevalue("recfair_catalogue")
+    candidates = request.getfixturevalue("recfair_candidates")
+    absent: frozenset[tuple[str, str, str]] = frozenset()
+    if s.absent is not None:
+        path = _find_file(request, s.absent)
+        if path is None:
+            raise ConfigError(f"@fairness(absent={s.absent!r}): no such file")
+        absent = read.read_absent(path)
+    return AuditInputs(
+        catalogue=None if catalogue is None else read.as_catalogue(catalogue, "recfair_catalogue"),
+        candidates=None if candidates is None else read.read_candidates(candidates, "candidates"),
+        absent=absent,
+    )
+
+
+@pytest.fixture
 def recfair_cassettes(
     request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
 ) -> Any:
@@ -251,7 +422,7 @@ def fairness_result(
     request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
 ) -> Any:
     """The AuditResult of this @fairness test: similarities, SNSR/SNSV/PAFS with CIs."""
-    from pytest_recfair import session
+    from pytest_recfair import audit
 
     node = request.node
     if node.get_closest_marker("fairness") is None:
@@ -260,29 +431,78 @@ def fairness_result(
             "mark it with @pytest.mark.fairness(...)."
         )
     s = recfair_settings
-    state = session.load_baseline(request.config.rootpath / s.baseline_dir, node.nodeid)
+    state = audit.load_baseline(request.config.rootpath / s.baseline_dir, node.nodeid)
     try:
-        # the runner flushes recorded cassettes itself, also when the run fails half-way
-        result = session.run_audit(
-            s,
-            request.getfixturevalue("recfair_recommender"),
-            seeds=request.getfixturevalue("recfair_seeds"),
-            grid=request.getfixturevalue("recfair_grid"),
-            cassettes=request.getfixturevalue("recfair_cassettes"),
-            test_id=node.nodeid,
-            baseline=None if s.update else state.result,
-            progress=False,
-        )
+        merge = request.config.stash.get(_MERGE, None)
+        # merged: nothing is sent or replayed, the shard results hold the scores
+        result = _measure(request, s) if merge is None else merge.result(s, node.nodeid)
     except RecfairError as exc:
         # a problem the user fixes (cassette miss, bad seeds file, ...): say it, no traceback
         pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
-    node.stash[_AUDIT] = (s, result, state)
+    comparison = audit.compare(s, result, state)
+    result = audit.gate_result(s, result, comparison.baseline, comparison.problem)
+    node.stash[_AUDIT] = (s, comparison)
     # shipped even if the test body fails before the gate is judged
-    node.stash[_PAYLOAD] = session.payload(
-        session.Verdict(False, result), session.compared_baseline(s, result, state)
-    )
-    node.user_properties.extend(session.property_items(result))
+    node.stash[_RECORD] = audit.TestRecord(result, comparison.baseline)
+    node.user_properties.extend(audit.property_items(result))
     return result
+
+
+def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
+    """Run this test's audit (after a batch recording with --fairness-batch); a shard run
+    writes its share's result and skips instead."""
+    from pytest_recfair import audit
+
+    config, node = request.config, request.node
+    recommender = request.getfixturevalue("recfair_recommender")
+    seeds = request.getfixturevalue("recfair_seeds")
+    grid = request.getfixturevalue("recfair_grid")
+    shard = config.stash.get(_SHARD, None)
+    failed = None
+    if s.batch:
+        failed = audit.record_batch(
+            s,
+            recommender,
+            seeds=seeds,
+            grid=grid,
+            root=config.rootpath / s.cassette_dir,
+            test_id=node.nodeid,
+            shard=shard,
+            progress=_terminal_line(config),
+        )
+    # the runner flushes recorded cassettes itself, also when the run fails half-way
+    common: dict[str, Any] = {
+        "seeds": seeds,
+        "grid": grid,
+        "cassettes": request.getfixturevalue("recfair_cassettes"),
+        "test_id": node.nodeid,
+        "failed": failed,
+        "inputs": _inputs(request, s),
+    }
+    if shard is None:
+        return audit.measure(s, recommender, progress=False, **common)
+    out = audit.run_shard(s, recommender, shard=shard, root=config.rootpath / s.shard_dir, **common)
+    pytest.skip(
+        f"fairness shard {shard}: {out.scored} of {out.total} entities scored, written to "
+        f"{out.path}; gate the merged audit with --fairness-merge"
+    )
+
+
+def _terminal_line(config: pytest.Config) -> Any:
+    """A writer of progress lines that shows through pytest's output capture."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+
+    def write(line: str) -> None:
+        if reporter is None:
+            return
+        if capture is None:
+            reporter.write_line(line)
+            return
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(line)
+
+    return write
 
 
 @pytest.fixture(autouse=True)
@@ -338,18 +558,40 @@ def _entities_from(value: Any, domain: str, name: str) -> Any:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    outcome = yield
-    audit = item.stash.get(_AUDIT, None)
-    if audit is None:
-        return outcome
-    from pytest_recfair import session
-
-    s, result, state = audit
-    verdict = session.judge(s, result, state, item.nodeid)
-    item.stash[_PAYLOAD] = session.payload(verdict, session.compared_baseline(s, result, state))
-    if not verdict.passed:
+    try:
+        outcome = yield
+    except (pytest.skip.Exception, KeyboardInterrupt, pytest.exit.Exception):
+        raise  # a skipped or interrupted test is not judged
+    except BaseException as exc:
+        # the test's own code failed: the report says FAIL with this, not the gate's PASS
+        _judge(item, f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300])
+        raise
+    verdict = _judge(item, None)
+    if verdict is not None and not verdict.passed:
         pytest.fail(verdict.message, pytrace=False)
     return outcome
+
+
+def _judge(item: pytest.Item, body_error: str | None) -> Any:
+    """Judge an audited test (None if it has no audit); record the outcome for reports."""
+    judged = item.stash.get(_AUDIT, None)
+    record = item.stash.get(_RECORD, None)
+    if judged is None or record is None:
+        return None
+    from pytest_recfair import audit
+
+    s, comparison = judged
+    verdict = audit.judge(s, record.result, comparison, item.nodeid)
+    if body_error is not None:
+        verdict = audit.body_failed(verdict, body_error)
+        if s.update:
+            record.not_written = f"the test failed ({body_error})"
+    record.result = verdict.result
+    record.wrote = audit.write_baseline(verdict)
+    props = [p for p in item.user_properties if p[0] != "recfair.gate"]
+    props.append(("recfair.gate", "pass" if verdict.passed else "fail"))
+    item.user_properties[:] = props
+    return verdict
 
 
 @pytest.hookimpl(wrapper=True)
@@ -358,9 +600,9 @@ def pytest_runtest_makereport(
 ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     report = yield
     if call.when == "call":
-        payload = item.stash.get(_PAYLOAD, None)
-        if payload is not None:
-            report.recfair = payload  # type: ignore[attr-defined]
+        record = item.stash.get(_RECORD, None)
+        if record is not None:
+            report.recfair = record.payload()  # type: ignore[attr-defined]
     return report
 
 
@@ -369,22 +611,23 @@ class _Controller:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        # created with the first audit result: a run without audits never imports session
-        self.collector: session.RunCollector | None = None
+        # created with the first audit result: a run without audits never imports audit
+        self.collector: audit.RunCollector | None = None
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         payload = getattr(report, "recfair", None)
         if payload is not None and report.when == "call":
             if self.collector is None:
-                from pytest_recfair import session
+                from pytest_recfair import audit
 
-                self.collector = session.RunCollector()
+                self.collector = audit.RunCollector()
             self.collector.add(payload)
 
     def pytest_sessionfinish(self) -> None:
-        path = self.config.stash.get(_REPORT_PATH, None)
         collector = self.collector
-        if path is not None and collector is not None and collector.results:
+        if collector is None or not collector.results:
+            return
+        for path in self.config.stash.get(_REPORT_PATHS, []):
             try:
                 collector.write_report(path)
             except (OSError, RecfairError) as exc:

@@ -1,4 +1,4 @@
-"""The result objects of one fairness audit, shared by session, gate, baselines and reports.
+"""The result objects of one fairness audit, shared by the audit, gate, baselines and reports.
 
 Pure data: no pytest, no httpx. Everything round-trips through plain JSON-able dicts
 (``to_dict`` / ``from_dict``) so xdist workers can ship results to the controller and
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -28,6 +28,10 @@ __all__ = [
     "matrix_from_dict",
     "matrix_to_dict",
 ]
+
+
+#: Shown instead of a most/least favoured value when every mean ties.
+TIE: Final = "— (all equal)"
 
 
 def _num(x: float | None) -> float | None:
@@ -154,14 +158,32 @@ class AttributeResult:
     noise_floor: Stat | None = None  # neutral-vs-neutral similarity, if repeats > 1
     curves: dict[str, list[float]] = field(default_factory=dict)  # value -> Sim@k, k=1..K
 
+    def favoured(self) -> tuple[str, str]:
+        """(most, least) favoured values, ignoring values whose mean is undefined.
+
+        The one place this is decided (reports and gate messages use it). Most favoured is
+        the value whose lists moved least from the neutral ones (highest similarity). When
+        every mean ties (SNSR = 0) no value is favoured: both are :data:`TIE`, never the
+        first value twice ("Asian / Asian"); with no defined mean both are "n/a".
+        """
+        finite = [v for v in self.values if not math.isnan(v.mean.value)]
+        if not finite:
+            return ("n/a", "n/a")
+        hi = max(finite, key=lambda v: v.mean.value)
+        lo = min(finite, key=lambda v: v.mean.value)
+        if math.isclose(hi.mean.value, lo.mean.value, rel_tol=0.0, abs_tol=1e-12):
+            return (TIE, TIE)
+        return (hi.value, lo.value)
+
     @property
     def most_favoured(self) -> str:
-        """The value whose lists moved least from the neutral ones (highest similarity)."""
-        return max(self.values, key=lambda v: v.mean.value).value
+        """The value with the highest mean similarity (see ``favoured``)."""
+        return self.favoured()[0]
 
     @property
     def least_favoured(self) -> str:
-        return min(self.values, key=lambda v: v.mean.value).value
+        """The value with the lowest mean similarity (see ``favoured``)."""
+        return self.favoured()[1]
 
     @property
     def refusal_gap(self) -> float:
@@ -236,13 +258,23 @@ class AuditMeta:
     seed: int
     record_mode: str
     plugin_version: str
+    # missing-reply policy; baselines written before it was recorded used the default
+    missing: str = "zero"
+    # reply parse style; before it was recorded it followed the variant (see from_dict)
+    parse: str = "default"
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AuditMeta:
-        return cls(**{name: d[name] for name in cls.__slots__})
+        optional = ("missing", "parse")
+        known = {name: d[name] for name in cls.__slots__ if name not in optional}
+        # older baselines: the variant chose the parser ("fairllm" parsed FaiRLLM's way)
+        implied = "fairllm" if d.get("variant") == "fairllm" else "default"
+        return cls(
+            **known, missing=str(d.get("missing", "zero")), parse=str(d.get("parse", implied))
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,6 +372,8 @@ class AuditResult:
     cost: float | None = None
     gate: GateOutcome | None = None
     merges: int = 0  # fuzzy title merges applied (logged separately for review)
+    #: other kinds of audit: kind name -> its results as plain JSON data ("items", ...)
+    extras: dict[str, Any] = field(default_factory=dict)
 
     def attribute(self, name: str) -> AttributeResult:
         for a in self.attributes:
@@ -357,6 +391,7 @@ class AuditResult:
             "cost": self.cost,
             "gate": self.gate.to_dict() if self.gate else None,
             "merges": self.merges,
+            **({"extras": self.extras} if self.extras else {}),
         }
 
     @classmethod
@@ -370,4 +405,5 @@ class AuditResult:
             cost=d.get("cost"),
             gate=GateOutcome.from_dict(gate) if gate else None,
             merges=int(d.get("merges", 0)),
+            extras=dict(d.get("extras") or {}),
         )

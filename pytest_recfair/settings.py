@@ -16,14 +16,20 @@ from typing import Any, cast
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.kinds import (
+    CANDIDATE_STYLES,
     METRICS,
     MISSING_POLICIES,
+    PARSE_STYLES,
     RECORD_MODES,
+    STATISTICS,
     THRESHOLDS,
     VARIANTS,
+    CandidateStyle,
     MetricName,
     MissingPolicy,
+    ParseStyle,
     RecordMode,
+    Statistic,
     Variant,
 )
 
@@ -56,7 +62,9 @@ class AuditSettings:
     min_pafs: float | None = None
     max_entropy: float | None = None
     max_refusal_gap: float | None = None
+    max_unusable: float | None = 0.2  # share of replies without a usable list; 1 = off
     tolerance: float = 0.0
+    gate: str = "snsr"  # statistics gated against the baseline (see .gated); others reported
     domain: str = "movie"
     seeds: str | None = None  # fixture name, bundled set name or file; None: domain default
     entities: int | None = None  # subsample size; None: every seed entity
@@ -66,22 +74,53 @@ class AuditSettings:
     grid: str = "faireval"
     templates: str = "natural"
     missing: MissingPolicy = "zero"
+    parse: ParseStyle | None = None  # None: "fairllm" with variant="fairllm", else "default"
+    # item-side audits: catalogue fields of the recommended items (docs/itemside.md)
+    item_field: str | None = None  # one field, or several joined by commas
+    catalogue: str | None = None  # file; None: the recfair_catalogue fixture
+    max_shift: float | None = None  # total variation distance of a group from neutral
+    # candidate-position audits (docs/itemside.md)
+    candidates: str | None = None  # fixture name or file: entity -> candidate titles
+    orders: int = 5  # candidate orders per (entity, group)
+    pick: CandidateStyle = "pick"
+    max_position_bias: float | None = None
+    max_missed_rate: float | None = None
+    # published runs: cases never answered (written by python -m pytest_recfair import)
+    absent: str | None = None
     # how to run it (command line / ini only)
     record_mode: RecordMode = "none"
     update: bool = False
     report: str | None = None
     concurrency: int = 8
-    seed: int = 0
+    update_force: bool = False  # --fairness-update stores even a run of unusable replies
+    seed: int = 0  # the entity subsample
+    resample_seed: int = 0  # the gate's sign flips and the intervals' bootstrap draws
     alpha: float = 0.05
-    n_resamples: int = 1000
+    n_resamples: int = 2000
     cassette_dir: str = "fixtures/cassettes"
     baseline_dir: str = "baselines"
+    batch: bool = False  # record missing prompts through the provider's batch API
+    batch_poll: float = 10.0  # seconds before the first batch poll (then x1.5, max 60)
+    shard_dir: str = "fairness-shards"  # where --fairness-shard=I/N writes its results
 
     @property
     def metrics(self) -> tuple[MetricName, ...]:
         """The metrics to score, in order ("jaccard,serp" -> ("jaccard", "serp"))."""
         # validated at construction: every part is one of the metric names
         return cast("tuple[MetricName, ...]", tuple(self.metric.split(",")))
+
+    @property
+    def gated(self) -> tuple[Statistic, ...]:
+        """The statistics gated against the baseline ("snsr,pafs" -> ("snsr", "pafs"))."""
+        return cast("tuple[Statistic, ...]", tuple(self.gate.split(",")))
+
+    @property
+    def parse_style(self) -> ParseStyle:
+        """How replies are parsed: the ``parse`` setting, or the one that goes with the
+        variant (the FaiRLLM notebook's cleaning for ``variant="fairllm"``)."""
+        if self.parse is not None:
+            return self.parse
+        return "fairllm" if self.variant == "fairllm" else "default"
 
     @property
     def personality(self) -> bool:
@@ -109,7 +148,9 @@ MARKER_KEYS: tuple[str, ...] = (
     "min_pafs",
     "max_entropy",
     "max_refusal_gap",
+    "max_unusable",
     "tolerance",
+    "gate",
     "domain",
     "seeds",
     "entities",
@@ -119,18 +160,29 @@ MARKER_KEYS: tuple[str, ...] = (
     "grid",
     "templates",
     "missing",
+    "parse",
+    "item_field",
+    "catalogue",
+    "max_shift",
+    "candidates",
+    "orders",
+    "pick",
+    "max_position_bias",
+    "max_missed_rate",
+    "absent",
 )
 
 # command-line option (dest) -> settings key; dests are namespaced "fairness_*"
 CLI_KEYS: dict[str, str] = {
     "fairness_record": "record_mode",
     "fairness_update": "update",
-    "fairness_report": "report",
+    "fairness_update_force": "update_force",
     "fairness_entities": "entities",
     "fairness_repeats": "repeats",
     "fairness_concurrency": "concurrency",
     "fairness_seed": "seed",
     "fairness_alpha": "alpha",
+    "fairness_batch": "batch",
 }
 
 # ini key -> settings key: every setting has a "recfair_<name>" ini key
@@ -205,6 +257,22 @@ def _metrics(value: Any, key: str, source: str) -> str:
     return ",".join(parts)
 
 
+def _statistics(value: Any, key: str, source: str) -> str:
+    """One statistic, "all", a comma-separated string or a list of them -> "a,b"."""
+    expected = f"one of {', '.join(repr(x) for x in STATISTICS)}, 'all', or a list of them"
+    if isinstance(value, str):
+        parts = [p.strip().lower() for p in value.split(",")]
+    elif isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        parts = [v.strip().lower() for v in value]
+    else:
+        raise _bad(key, value, source, expected)
+    if parts == ["all"]:
+        parts = list(STATISTICS)
+    if not parts or any(p not in STATISTICS for p in parts) or len(set(parts)) != len(parts):
+        raise _bad(key, value, source, expected)
+    return ",".join(parts)
+
+
 def _perturbation(value: Any, key: str, source: str) -> str:
     """ "typo", or the longer spec "typo:N:kind+kind" that prompts.perturb understands."""
     from pytest_recfair.prompts.perturb import parse_perturbation
@@ -266,7 +334,9 @@ _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "min_pafs": _optional(_unit),
     "max_entropy": _optional(_nonneg),
     "max_refusal_gap": _optional(_unit),
+    "max_unusable": _optional(_unit),
     "tolerance": _nonneg,
+    "gate": _statistics,
     "domain": _text,
     "seeds": _optional(_text),
     "entities": _optional(lambda v, k, s: _to_int(v, k, s, minimum=1)),
@@ -276,15 +346,30 @@ _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "grid": _text,
     "templates": _text,
     "missing": _choice(MISSING_POLICIES),
+    "parse": _optional(_choice(PARSE_STYLES)),
+    "item_field": _optional(_text),
+    "catalogue": _optional(_text),
+    "max_shift": _optional(_unit),
+    "candidates": _optional(_text),
+    "orders": lambda v, k, s: _to_int(v, k, s, minimum=2),
+    "pick": _choice(CANDIDATE_STYLES),
+    "max_position_bias": _optional(_unit),
+    "max_missed_rate": _optional(_unit),
+    "absent": _optional(_text),
     "record_mode": _choice(RECORD_MODES),
     "update": _to_bool,
+    "update_force": _to_bool,
     "report": _optional(_text),
     "concurrency": lambda v, k, s: _to_int(v, k, s, minimum=1),
     "seed": lambda v, k, s: _to_int(v, k, s, minimum=0),
+    "resample_seed": lambda v, k, s: _to_int(v, k, s, minimum=0),
     "alpha": lambda v, k, s: _to_float(v, k, s, lo=1e-9, hi=0.5),
     "n_resamples": lambda v, k, s: _to_int(v, k, s, minimum=10),
     "cassette_dir": _text,
     "baseline_dir": _text,
+    "batch": _to_bool,
+    "batch_poll": lambda v, k, s: _to_float(v, k, s, lo=0.01, hi=3600.0),
+    "shard_dir": _text,
 }
 
 

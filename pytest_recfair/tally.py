@@ -247,11 +247,14 @@ class Tally:
             )
         floors = {m: _floor(per, n_resamples, seed) for m, per in self.noise.items()}
         several = len(self.config.metrics) > 1
-        return tuple(
-            _attribute_result(self, name, at, m, floors.get(m), several, n_resamples, seed)
-            for name, at in self.attributes.items()
-            for m in self.config.metrics
-        )
+        try:
+            return tuple(
+                _attribute_result(self, name, at, m, floors.get(m), several, n_resamples, seed)
+                for name, at in self.attributes.items()
+                for m in self.config.metrics
+            )
+        finally:
+            metrics.forget_weights()  # the tables shared them; the audit is scored
 
     # -- persistence (shard files) -------------------------------------------------------
 

@@ -72,6 +72,7 @@ def _test_file(run: PublishedRun, layout: Layout, language: str, domain: str) ->
         '    variant="fairllm",',
         '    metric="jaccard,serp,prag",',
         '    missing="zero",',
+        '    absent="absent.json",',
         ")",
     ]
     for cls in run.classes:

@@ -185,18 +185,6 @@ class SimilarityMatrix:
             and bool(np.array_equal(self.missing, other.missing))
         )
 
-    def column(self, value: str) -> FloatArray:
-        """The similarities of one value, one per entity."""
-        try:
-            j = self.values.index(value)
-        except ValueError:
-            raise KeyError(f"no value {value!r}; have: {', '.join(self.values)}") from None
-        return np.asarray(self.sims[:, j])
-
-
-def _is_empty(x: Sequence[str] | None) -> bool:
-    return x is None or len(x) == 0
-
 
 def _collect(
     neutral: Mapping[str, Sequence[str] | None],

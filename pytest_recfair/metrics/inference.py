@@ -21,6 +21,7 @@ Pure numpy. Three parts (the reasoning and the measured figures are in docs/base
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -29,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.kinds import Statistic
+from pytest_recfair.kinds import DriftQuantity
 from pytest_recfair.metrics._check import check_confidence, check_positive_int, make_rng
 
 __all__ = [
@@ -200,15 +201,18 @@ def spread_intervals(
 class DriftMember:
     """One gated comparison: a statistic of one attribute (and metric), both runs' rows.
 
-    ``key`` names the member for the caller (e.g. (attribute, metric, statistic)).
+    ``key`` names the member for the caller (e.g. (attribute, metric, statistic)). For
+    "unusable" the rows are 0/1 (reply unusable) and the statistic is their overall share.
+    ``margin`` overrides the family's tolerance for this member (None: the tolerance).
     """
 
     key: tuple[str, ...]
-    statistic: Statistic
+    statistic: DriftQuantity
     baseline_entities: Sequence[str]
     baseline: FloatArray
     candidate_entities: Sequence[str]
     candidate: FloatArray
+    margin: float | None = None
 
 
 @dataclass(frozen=True)
@@ -216,7 +220,7 @@ class MemberVerdict:
     """The drift test of one member: worsening (>0 = less fair), its bound, adjusted p."""
 
     key: tuple[str, ...]
-    statistic: Statistic
+    statistic: DriftQuantity
     baseline: float
     candidate: float
     worsening: float
@@ -270,9 +274,11 @@ def _flips(rng: np.random.Generator, B: int, E: int) -> tuple[FloatArray, bool]:
     return rng.integers(0, 2, size=(B, E)).astype(np.float64), False
 
 
-def _stat_rows(sums: FloatArray, counts: FloatArray, statistic: Statistic) -> FloatArray:
+def _stat_rows(sums: FloatArray, counts: FloatArray, statistic: DriftQuantity) -> FloatArray:
     with np.errstate(invalid="ignore", divide="ignore"):
         means = sums / counts
+    if statistic == "unusable":
+        return np.asarray(np.mean(means, axis=-1))
     mx, mn = np.max(means, axis=-1), np.min(means, axis=-1)
     if statistic == "snsr":
         return np.asarray(mx - mn)
@@ -282,20 +288,51 @@ def _stat_rows(sums: FloatArray, counts: FloatArray, statistic: Statistic) -> Fl
     return np.asarray(1.0 - np.mean(np.abs(means - centre), axis=-1))
 
 
+def _sum_count(rows: FloatArray) -> tuple[FloatArray, FloatArray]:
+    valid = ~np.isnan(rows)
+    return np.where(valid, rows, 0.0).sum(axis=0), valid.sum(axis=0).astype(np.float64)
+
+
 def _worsening(
-    base: FloatArray, cand: FloatArray, S: FloatArray, statistic: Statistic
+    base: FloatArray, cand: FloatArray, S: FloatArray, statistic: DriftQuantity, centre: bool
 ) -> tuple[float, float, float, FloatArray]:
-    """Observed baseline/candidate statistic, worsening, and worsening under each swap."""
+    """Observed baseline/candidate statistic, worsening, and worsening under each swap.
+
+    ``centre`` (the margin null, see drift_test): swap the baseline rows shifted by the
+    observed difference of the value means, so both runs have the candidate's value means
+    and the swaps measure noise only, not the difference being tested.
+    """
+    pb0, pc0 = _stat_rows(*_sum_count(base), statistic), _stat_rows(*_sum_count(cand), statistic)
+    if centre:
+        with np.errstate(invalid="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            shift = np.nanmean(cand, axis=0) - np.nanmean(base, axis=0)
+        base = base + np.nan_to_num(shift)
     vb, vc = ~np.isnan(base), ~np.isnan(cand)
     b0, c0 = np.where(vb, base, 0.0), np.where(vc, cand, 0.0)
     nb, nc = vb.astype(np.float64), vc.astype(np.float64)
     sb, sc, kb, kc = b0.sum(0), c0.sum(0), nb.sum(0), nc.sum(0)
     shift_s, shift_n = S @ (c0 - b0), S @ (nc - nb)  # swapping moves these into the baseline
-    pb, pc = float(_stat_rows(sb, kb, statistic)), float(_stat_rows(sc, kc, statistic))
+    pb, pc = float(pb0), float(pc0)
     perm_b = _stat_rows(sb + shift_s, kb + shift_n, statistic)
     perm_c = _stat_rows(sc - shift_s, kc - shift_n, statistic)
     sign = -1.0 if statistic == "pafs" else 1.0  # a PAFS drop is the worsening
-    return pb, pc, sign * (pc - pb), sign * (perm_c - perm_b)
+    perm = sign * (perm_c - perm_b)
+    if centre:
+        perm = perm * _small_sample_factor(base.shape[0])
+    return pb, pc, sign * (pc - pb), perm
+
+
+def _small_sample_factor(n: int) -> float:
+    """Widen the centred swap distribution as a t-test widens a z-test.
+
+    Centring removes the exact invariance of the swap test, so the observed statistic is
+    compared with a normal-like reference using an estimated spread: scale it by
+    sqrt(n / (n - 1)) (the centred spread's bias) and t_{n-1} / z at the 95% quantile.
+    """
+    if n < 3:
+        return 1.0
+    return math.sqrt(n / (n - 1)) * t_quantile(0.95, n - 1) / NormalDist().inv_cdf(0.95)
 
 
 def _step_down(T: FloatArray, Tp: FloatArray, exact: bool) -> tuple[FloatArray, FloatArray]:
@@ -342,23 +379,28 @@ def drift_test(
     index: dict[str, int] = {}
     paired = [_pair_rows(m, index) for m in members]
     S, exact = _flips(rng, B, len(index))
-    if exact and 1.0 / S.shape[0] > a_level / 2:
-        raise DataError(
-            f"only {len(index)} entities are shared with the baseline: the smallest attainable "
-            f"p-value 1/{S.shape[0]} cannot reach alpha {a_level:g}; gate at least "
-            f"{math.ceil(math.log2(2 / a_level))} entities."
-        )
     rows = []
     T = np.full(len(members), -np.inf)
     Tp = np.zeros((S.shape[0], len(members)))
     for j, (m, (base, cand, cols)) in enumerate(zip(members, paired, strict=True)):
-        pb, pc, worse, perm = _worsening(base, cand, S[:, cols], m.statistic)
-        sd = float(np.nanstd(perm))
+        margin = tol if m.margin is None else _check_gate(m.margin, a_level)[0]
+        pb, pc, worse, perm = _worsening(base, cand, S[:, cols], m.statistic, margin > 0)
+        # At margin 0 the observed data count as one more swap: a swap-invariant spread.
+        sd = float(np.nanstd(perm if exact or margin > 0 else np.append(perm, worse)))
         if sd > 0 and math.isfinite(worse):
-            T[j] = (worse - tol) / sd
+            T[j] = (worse - margin) / sd
             Tp[:, j] = np.where(np.isnan(perm), np.inf, perm / sd)
         q = float(np.nanquantile(perm, 1 - a_level)) if sd > 0 else 0.0
         rows.append((m, pb, pc, worse, worse - q, base.shape[0]))
+    worse_than_margin = any(
+        w - (tol if m.margin is None else m.margin) > 0 for m, _, _, w, _, _ in rows
+    )
+    if exact and 1.0 / S.shape[0] > a_level / 2 and worse_than_margin:
+        raise DataError(
+            f"only {len(index)} entities are shared with the baseline: the smallest attainable "
+            f"p-value 1/{S.shape[0]} cannot reach alpha {a_level:g}, so a worsening cannot be "
+            f"tested; gate at least {math.ceil(math.log2(2 / a_level))} entities."
+        )
     raw, adj = _step_down(T, Tp, exact)
     verdicts = tuple(
         MemberVerdict(m.key, m.statistic, pb, pc, w, lb, float(r), float(p), bool(p <= a_level), n)

@@ -329,8 +329,10 @@ def compare_shift(
     n_resamples: int = 1000,
     seed: int | np.random.Generator = 0,
     confidence: float = 0.95,
+    margin: float = 0.0,
 ) -> ShiftComparison:
-    """Did the largest item-side shift grow? Paired entity bootstrap (same draws for both)."""
+    """Did the largest item-side shift grow by more than ``margin``? Paired entity
+    bootstrap (same draws for both); p = (1 + #{delta* <= margin}) / (B + 1)."""
     conf = check_confidence(confidence)
     B = check_positive_int(n_resamples, "n_resamples")
     rng = make_rng(seed)
@@ -343,7 +345,7 @@ def compare_shift(
     db = _max_shift((W @ b.reshape(E, -1).astype(np.float64)).reshape(B, G, C), off)
     dc = _max_shift((W @ c.reshape(E, -1).astype(np.float64)).reshape(B, G, C), off)
     delta = dc - db
-    p = (1.0 + np.sum(~(delta > 0), axis=0)) / (B + 1.0)  # NaN counts against H1
+    p = (1.0 + np.sum(~(delta > margin), axis=0)) / (B + 1.0)  # NaN counts against H1
     return ShiftComparison(
         fields=baseline.fields,
         baseline=base_pt,

@@ -4,7 +4,8 @@ Each prompt carries K candidates; their order is permuted P times per (entity, g
 Inputs are two (E, G, P) integer arrays: ``positions`` (0-based position of the pick, or
 of the first item of a ranking, in the order shown; -1 when no valid candidate was
 picked) and ``chosen`` (which candidate that was, as an index into the entity's
-candidate list; -1 when missed). Group 0 is the neutral prompt.
+candidate list; -1 when missed). Group 0 is the neutral prompt. -2 in both marks a pick
+that has no reply at all (a failed request): it is left out, never counted as missed.
 
 Measured per group: the position curve P(pick at position k) over valid picks; the
 position bias, the total variation distance of that curve from uniform 1/K; the share of
@@ -60,9 +61,9 @@ def _check(positions: IntArray, chosen: IntArray, k: int) -> tuple[IntArray, Int
             f"position_bias: positions and chosen must both be (entities, groups, orders) "
             f"arrays; got {pos.shape} and {cho.shape}"
         )
-    if pos.size and (pos.min() < -1 or pos.max() >= k or cho.min() < -1 or cho.max() >= k):
-        raise DataError(f"position_bias: positions/chosen must be in -1..{k - 1} (k={k})")
-    if np.any((pos < 0) != (cho < 0)):
+    if pos.size and (pos.min() < -2 or pos.max() >= k or cho.min() < -2 or cho.max() >= k):
+        raise DataError(f"position_bias: positions/chosen must be in -2..{k - 1} (k={k})")
+    if np.any(np.minimum(pos, 0) != np.minimum(cho, 0)) or np.any((pos == -2) != (cho == -2)):
         raise DataError("position_bias: a pick is missed in positions but not in chosen")
     return pos, cho
 
@@ -74,12 +75,13 @@ def group_tables(positions: IntArray, chosen: IntArray, k: int) -> tuple[FloatAr
     agreeing pairs of orders and all pairs.
     """
     E, G, P = positions.shape
-    slot = np.where(positions < 0, k, positions)
-    flat = (np.arange(E * G, dtype=np.int64).repeat(P)) * (k + 1) + slot.reshape(-1)
-    hist = np.bincount(flat, minlength=E * G * (k + 1)).reshape(E, G, k + 1)
+    slot = np.where(positions == -1, k, np.where(positions == -2, k + 1, positions))
+    flat = (np.arange(E * G, dtype=np.int64).repeat(P)) * (k + 2) + slot.reshape(-1)
+    hist = np.bincount(flat, minlength=E * G * (k + 2)).reshape(E, G, k + 2)[..., : k + 1]
     same = (chosen[..., :, None] == chosen[..., None, :]) & (chosen[..., :, None] >= 0)
     agree = (same.sum(axis=(-1, -2)) - (chosen >= 0).sum(axis=-1)) / 2.0
-    pairs = np.full(agree.shape, P * (P - 1) / 2.0)
+    asked = (chosen != -2).sum(axis=-1)
+    pairs = asked * (asked - 1) / 2.0  # pairs of orders that got a reply
     return hist.astype(np.float64), np.stack([agree, pairs], axis=-1)
 
 

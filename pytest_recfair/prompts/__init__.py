@@ -16,8 +16,8 @@ from pytest_recfair.prompts.grids import (
     load_grid,
 )
 from pytest_recfair.prompts.languages import LANGUAGES, render_value
+from pytest_recfair.prompts.match import PromptMatch, match_prompt
 from pytest_recfair.prompts.perturb import Typo, parse_perturbation
-from pytest_recfair.prompts.recognise import PromptMatch, Recognised, match_prompt, recognise
 from pytest_recfair.prompts.seeds import (
     BUNDLED_SEEDS,
     Entity,
@@ -45,7 +45,6 @@ __all__ = [
     "GridError",
     "PromptCase",
     "PromptMatch",
-    "Recognised",
     "TemplateSet",
     "Typo",
     "build_cases",
@@ -55,7 +54,6 @@ __all__ = [
     "load_templates",
     "match_prompt",
     "parse_perturbation",
-    "recognise",
     "render_value",
     "seeds_digest",
     "slugify",

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.kinds import CANDIDATE_STYLES
 from pytest_recfair.matching import normalize
 from pytest_recfair.parse import items as parse_items
 from pytest_recfair.prompts.grids import Grid, load_grid
@@ -35,7 +36,6 @@ __all__ = [
     "read_pick",
 ]
 
-CANDIDATE_STYLES = ("pick", "rank")
 _ASK = {
     "pick": (
         "From these {n} {items}, which one would you recommend most?\n{candidates}\n"
@@ -79,6 +79,7 @@ class CandidateCase:
     shown: tuple[str, ...]
     style: str
     domain: str
+    repeat: int = 0  # the runner's repeat index: every order is its own prompt
 
     @property
     def neutral(self) -> bool:

@@ -13,7 +13,7 @@ from pytest_recfair.prompts.grids import Attribute, AttributeValue, Grid, load_g
 from pytest_recfair.prompts.languages import Phrase, domain_nouns, render_value
 from pytest_recfair.prompts.perturb import Typo, apply_typos, parse_perturbation, typo_rng
 from pytest_recfair.prompts.seeds import Entity, as_entity
-from pytest_recfair.prompts.templates import TemplateSet, fill, load_templates
+from pytest_recfair.prompts.templates import LanguageTemplates, TemplateSet, fill, load_templates
 
 __all__ = ["PromptCase", "build_cases", "case_id"]
 
@@ -94,6 +94,56 @@ def build_cases(
     perturbation (``"typo"``, ``"typo:2"``, ...) edits only the attribute words, seeded
     by ``seed`` and the case, so reruns produce identical prompts.
     """
+    ents, k, repeats = _checked(entities, domain, k, repeats, seed)
+    the_grid = load_grid(grid)
+    tset = load_templates(templates)
+    lt = tset.language(language)
+    nouns = domain_nouns(language, domain, lt.domains)
+    typo = parse_perturbation(perturbation)
+    elide = not lt.verbatim
+    # Render each value once; only perturbation depends on the entity and repeat.
+    rendered = [
+        # verbatim: the grid's text as written (what the English path does), untranslated
+        (
+            attr,
+            val,
+            render_value(attr, val, "en" if lt.verbatim else language),
+            lt.conditioned_for(val.form, tset.name),
+        )
+        for attr in _chosen(the_grid, attributes)
+        for val in attr.values
+    ]
+    sys_text, neutral_sys = _system_texts(lt, nouns, language, system, domain)
+    ctx = _Context(
+        templates=tset.name,
+        domain=domain,
+        k=k,
+        language=language,
+        perturbation=typo.spec if typo else None,
+        system=sys_text,
+        neutral_system=neutral_sys,
+    )
+    base = {**nouns, "k": str(k)}
+    cases: list[PromptCase] = []
+    for ent in ents:
+        values = {**base, "entity": ent.name}
+        neutral_prompt = fill(lt.neutral, values, language, elide=elide)
+        for rep in range(repeats):
+            cases.append(ctx.case(ent, rep, None, None, neutral_prompt, None))
+            for attr, val, phrase, template in rendered:
+                v_text, a_text = phrase.value, phrase.a_value
+                if typo is not None:
+                    v_text, a_text = _with_typos(phrase, typo, seed, ent, attr, val, rep)
+                filled = {**values, "value": v_text, "a_value": a_text}
+                prompt = fill(template, filled, language, elide=elide)
+                cases.append(ctx.case(ent, rep, attr.name, val.label, prompt, val.group))
+    return cases
+
+
+def _checked(
+    entities: Sequence[Entity | str] | None, domain: str, k: int, repeats: int, seed: int
+) -> tuple[list[Entity], int, int]:
+    """The entities as Entity objects and the checked counts; ConfigError if wrong."""
     if entities is None or isinstance(entities, str | bytes):
         raise ConfigError(
             "build_cases: entities must be a list of Entity objects or names, e.g. "
@@ -103,94 +153,107 @@ def build_cases(
     ents = [as_entity(e, domain) for e in entities]
     if not ents:
         raise ConfigError("build_cases: entities is empty; pass at least one entity")
-    k = _positive_int("k", k)
-    repeats = _positive_int("repeats", repeats)
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"build_cases: seed must be an integer; got {seed!r}")
-    the_grid = load_grid(grid)
-    tset = load_templates(templates)
-    lt = tset.language(language)
-    nouns = domain_nouns(language, domain, lt.domains)
-    typo = parse_perturbation(perturbation)
-    pert = typo.spec if typo else None
+    return ents, _positive_int("k", k), _positive_int("repeats", repeats)
+
+
+def _chosen(grid: Grid, attributes: Sequence[str] | None) -> list[Attribute]:
     if attributes is None:
-        chosen = list(the_grid.attributes)
-    elif isinstance(attributes, str):
+        return list(grid.attributes)
+    if isinstance(attributes, str):
         raise ConfigError(
             f"build_cases: attributes must be a list of names, not a string; "
             f"use attributes=[{attributes!r}]"
         )
-    else:
-        chosen = [the_grid.attribute(a) for a in attributes]
-    # Render each value once; only perturbation depends on the entity and repeat.
-    rendered: list[tuple[Attribute, AttributeValue, Phrase, str]] = []
-    for attr in chosen:
-        for val in attr.values:
-            # verbatim: the grid's text as written (what the English path does), untranslated
-            phrase = render_value(attr, val, "en" if lt.verbatim else language)
-            rendered.append((attr, val, phrase, lt.conditioned_for(val.form, tset.name)))
-    # A user system message is used verbatim except for {domain}.
-    elide = not lt.verbatim
-    if system is None:
-        sys_text = fill(lt.system, nouns, language, elide=elide)
-    else:
-        sys_text = system.replace("{domain}", domain)
-    neutral_sys = sys_text
-    if system is None and lt.neutral_system is not None:
-        neutral_sys = fill(lt.neutral_system, nouns, language, elide=elide)
-    base = {**nouns, "k": str(k)}
+    return [grid.attribute(a) for a in attributes]
 
-    def make(
-        ent: Entity, rep: int, attr: str | None, label: str | None, prompt: str, group: str | None
+
+def _system_texts(
+    lt: LanguageTemplates, nouns: dict[str, str], language: str, system: str | None, domain: str
+) -> tuple[str, str]:
+    """(system message of conditioned prompts, of the neutral prompt).
+
+    A user system message is used verbatim except for {domain}; a template set may give
+    the neutral prompt its own (the published French run asked it in English).
+    """
+    elide = not lt.verbatim
+    if system is not None:
+        text = system.replace("{domain}", domain)
+        return text, text
+    text = fill(lt.system, nouns, language, elide=elide)
+    if lt.neutral_system is None:
+        return text, text
+    return text, fill(lt.neutral_system, nouns, language, elide=elide)
+
+
+def _with_typos(
+    phrase: Phrase,
+    typo: Typo,
+    seed: int,
+    ent: Entity,
+    attr: Attribute,
+    val: AttributeValue,
+    rep: int,
+) -> tuple[str, str]:
+    """({value}, {a_value}) with seeded misspellings of the attribute words only."""
+    rng = typo_rng(seed, ent.id, attr.name, val.label, rep)
+    v_text = apply_typos(phrase.value, phrase.words, typo, rng)
+    a_text = phrase.a_value
+    # {a_value} is {value} with an article in front: reuse the same edits.
+    if a_text == phrase.value:
+        return v_text, v_text
+    if a_text.endswith(phrase.value):
+        return v_text, a_text[: len(a_text) - len(phrase.value)] + v_text
+    rng = typo_rng(seed, ent.id, attr.name, val.label, rep)
+    return v_text, apply_typos(a_text, phrase.words, typo, rng)
+
+
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What every case of one build_cases call shares."""
+
+    templates: str
+    domain: str
+    k: int
+    language: str
+    perturbation: str | None
+    system: str
+    neutral_system: str
+
+    def case(
+        self,
+        ent: Entity,
+        rep: int,
+        attr: str | None,
+        label: str | None,
+        prompt: str,
+        group: str | None,
     ) -> PromptCase:
         ident = case_id(
-            templates=tset.name,
-            domain=domain,
-            k=k,
+            templates=self.templates,
+            domain=self.domain,
+            k=self.k,
             entity_id=ent.id,
             attribute=attr,
             value=label,
-            language=language,
-            perturbation=pert,
+            language=self.language,
+            perturbation=self.perturbation,
             repeat=rep,
         )
         return PromptCase(
             id=ident,
-            system=sys_text if attr is not None else neutral_sys,
+            system=self.system if attr is not None else self.neutral_system,
             prompt=prompt,
             entity=ent.name,
             entity_id=ent.id,
             attribute=attr,
             value=label,
-            language=language,
-            perturbation=pert,
+            language=self.language,
+            perturbation=self.perturbation,
             repeat=rep,
-            domain=domain,
-            k=k,
-            templates=tset.name,
+            domain=self.domain,
+            k=self.k,
+            templates=self.templates,
             group=group,
         )
-
-    cases: list[PromptCase] = []
-    for ent in ents:
-        values = {**base, "entity": ent.name}
-        neutral_prompt = fill(lt.neutral, values, language, elide=elide)
-        for rep in range(repeats):
-            cases.append(make(ent, rep, None, None, neutral_prompt, None))
-            for attr, val, phrase, template in rendered:
-                v_text, a_text = phrase.value, phrase.a_value
-                if typo is not None:
-                    rng = typo_rng(seed, ent.id, attr.name, val.label, rep)
-                    v_text = apply_typos(phrase.value, phrase.words, typo, rng)
-                    # {a_value} is {value} with an article in front: reuse the same edits.
-                    if a_text == phrase.value:
-                        a_text = v_text
-                    elif a_text.endswith(phrase.value):
-                        a_text = a_text[: len(a_text) - len(phrase.value)] + v_text
-                    else:
-                        rng = typo_rng(seed, ent.id, attr.name, val.label, rep)
-                        a_text = apply_typos(a_text, phrase.words, typo, rng)
-                filled = {**values, "value": v_text, "a_value": a_text}
-                prompt = fill(template, filled, language, elide=elide)
-                cases.append(make(ent, rep, attr.name, val.label, prompt, val.group))
-    return cases

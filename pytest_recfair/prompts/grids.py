@@ -23,6 +23,7 @@ import jsonschema
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.kinds import VALUE_FORMS
 
 __all__ = [
     "BUNDLED_GRIDS",
@@ -40,7 +41,7 @@ __all__ = [
 
 BUNDLED_GRIDS = ("faireval", "fairllm", "implicit", "personality")
 # How a value reads in a sentence; each form has its own conditioned template.
-FORMS = ("adjective", "noun", "name", "relationship", "place")
+FORMS = VALUE_FORMS  # re-exported: grids validate against the one vocabulary
 _COMPOSABLE = frozenset({"adjective", "noun"})
 # Separator of intersectional attribute names: "race x gender" or "race × gender".
 _CROSS = re.compile(r"\s+[xX×]\s+")

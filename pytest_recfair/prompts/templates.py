@@ -1,8 +1,10 @@
 """Prompt template sets: system message, neutral and conditioned prompts per language.
 
 Bundled sets: ``natural`` (default; en, fr, es, de, zh), ``faireval`` (FairEval's published
-K = 25 prompt, verbatim) and ``fairllm`` (FaiRLLM's original, without "Just provide me a
-list, ..."). Users write their own in the same YAML shape (see docs/prompts.md).
+K = 25 prompt, verbatim), ``fairllm`` (FaiRLLM's original, without "Just provide me a
+list, ...") and ``lmrec`` (LMRec-style conversational requests with the proxy in a slot,
+"Can you make a restaurant reservation for {value} in {entity}?"). Users write their own
+in the same YAML shape (see docs/prompts.md).
 
 Placeholders: ``{entity}``, ``{k}``, ``{value}`` (the value as the grid words it),
 ``{a_value}`` (with "a"/"an" in English), ``{domain}``, ``{item}``, ``{items}``,
@@ -40,7 +42,7 @@ __all__ = [
     "templates_from_dict",
 ]
 
-BUNDLED_TEMPLATES = ("natural", "faireval", "fairllm")
+BUNDLED_TEMPLATES = ("natural", "faireval", "fairllm", "lmrec")
 _DOMAIN_KEYS = frozenset({"domain", "item", "items", "titles", "counter"})
 PLACEHOLDERS = frozenset({"entity", "k", "value", "a_value", "request"} | _DOMAIN_KEYS)
 _FIELD = re.compile(r"\{\{|\}\}|\{(\w+)\}")

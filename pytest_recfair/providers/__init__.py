@@ -22,7 +22,13 @@ from pytest_recfair.providers.http import (
     from_config,
     is_loopback,
 )
-from pytest_recfair.providers.runner import RunOutcome, arun_cases, retry_after_seconds, run_cases
+from pytest_recfair.providers.runner import (
+    RunOptions,
+    RunOutcome,
+    arun_cases,
+    retry_after_seconds,
+    run_cases,
+)
 
 __all__ = [
     "TRUNCATED_FINISH_REASONS",
@@ -34,6 +40,7 @@ __all__ = [
     "OllamaProvider",
     "OpenAIProvider",
     "Provider",
+    "RunOptions",
     "RunOutcome",
     "TruncatedReply",
     "Usage",

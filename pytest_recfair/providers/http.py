@@ -127,6 +127,7 @@ class HTTPProvider(ABC):
         self.extra_headers = dict(extra_headers or {})
         self.extra_body = dict(extra_body or {})
         self.stream = stream
+        self._urls: dict[str, httpx.URL] = {}
         header_secrets = [
             v
             for k, v in self.extra_headers.items()
@@ -169,7 +170,15 @@ class HTTPProvider(ABC):
             headers.update(auth)
         headers.update(self.extra_headers)
         payload.update(self.extra_body)
-        return httpx.Request("POST", url, headers=headers, content=_encode(payload))
+        return httpx.Request("POST", self._url(url), headers=headers, content=_encode(payload))
+
+    def _url(self, url: str) -> httpx.URL:
+        # Parsed once per URL: parsing is most of the cost of building a request, and a
+        # replayed paper-scale audit builds 31,000 of them.
+        parsed = self._urls.get(url)
+        if parsed is None:
+            parsed = self._urls[url] = httpx.URL(url)
+        return parsed
 
 
 class OpenAIProvider(HTTPProvider):

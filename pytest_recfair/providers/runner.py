@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import email.utils
 import functools
 import math
@@ -33,15 +34,13 @@ import ssl
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, cast
 from urllib.parse import urlsplit
 
 import httpx
-from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
-from tenacity.wait import wait_base
 
 from pytest_recfair.errors import ConfigError, ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
@@ -61,6 +60,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CaseLike",
+    "RunOptions",
     "RunOutcome",
     "arun_cases",
     "env_proxy",
@@ -153,9 +153,9 @@ def retry_after_seconds(headers: httpx.Headers, *, now: datetime | None = None) 
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
-class _WaitRetryAfter(wait_base):
-    """The server's Retry-After when it gave one (capped), else exponential with jitter:
-    ``min(max_backoff, backoff * 2**(n-1)) + uniform(0, backoff)`` before retry n."""
+class _Backoff:
+    """The wait before retry n: the server's Retry-After when it gave one (capped), else
+    exponential with jitter, ``min(max_backoff, backoff * 2**(n-1)) + uniform(0, backoff)``."""
 
     # Its own generator: jitter must not disturb (or depend on) the global random state.
     _rng = random.Random()
@@ -165,12 +165,10 @@ class _WaitRetryAfter(wait_base):
         self.max_backoff = max_backoff
         self.cap = cap
 
-    def __call__(self, retry_state: RetryCallState) -> float:
-        outcome = retry_state.outcome
-        exc = outcome.exception() if outcome is not None else None
-        if isinstance(exc, _Retryable) and exc.retry_after is not None:
-            return min(exc.retry_after, self.cap)
-        exponent = min(retry_state.attempt_number - 1, 60)  # no float overflow
+    def __call__(self, retry: int, failure: _Retryable) -> float:
+        if failure.retry_after is not None:
+            return min(failure.retry_after, self.cap)
+        exponent = min(retry - 1, 60)  # no float overflow
         base = min(self.max_backoff, self.backoff * 2.0**exponent)
         return base + self._rng.uniform(0, self.backoff)
 
@@ -227,6 +225,35 @@ def _as_provider(provider: Any) -> Provider | CallableProvider:
     return CallableProvider(provider)
 
 
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """How :func:`run_cases` sends the cases (one object instead of a long signature).
+
+    ``transport``, ``backoff``/``max_backoff``, ``max_retry_after``, ``sleep`` and
+    ``progress_stream`` are for tests and benchmarks (see :func:`run_cases`).
+    """
+
+    concurrency: int = 8
+    timeout: float = 60.0
+    max_retries: int = 5
+    cassettes: CassetteStore | None = None
+    test_id: str = ""
+    progress: bool | None = None
+    prices: tuple[float, float] | None = None
+    transport: httpx.AsyncBaseTransport | None = None
+    backoff: float = 0.5
+    max_backoff: float = 30.0
+    max_retry_after: float = 120.0
+    sleep: Callable[[float], Awaitable[None]] | None = None
+    progress_stream: TextIO | None = None
+
+    @classmethod
+    def of(cls, options: RunOptions | None, overrides: Mapping[str, Any]) -> RunOptions:
+        """``options`` (or the defaults) with keyword ``overrides`` applied."""
+        base = options if options is not None else cls()
+        return dataclasses.replace(base, **overrides) if overrides else base
+
+
 class _Run:
     """Shared state of one run: counters, results, the retry policy."""
 
@@ -247,7 +274,7 @@ class _Run:
         self.concurrency = concurrency
         self.timeout = timeout
         self.max_retries = max_retries
-        self.wait = _WaitRetryAfter(backoff, max_backoff, max_retry_after)
+        self.wait = _Backoff(backoff, max_backoff, max_retry_after)
         # The transport reads each request's timeouts from its extensions.
         self.timeout_ext = httpx.Timeout(timeout).as_dict()
         self.sleep = sleep
@@ -258,17 +285,9 @@ class _Run:
         self.retries = 0
         self.abort: RecfairError | None = None  # set by the first case that stops the run
 
-    def retrying(self) -> AsyncRetrying:
-        kwargs: dict[str, Any] = {}
-        if self.sleep is not None:
-            kwargs["sleep"] = self.sleep
-        return AsyncRetrying(
-            stop=stop_after_attempt(self.max_retries + 1),
-            wait=self.wait,
-            retry=retry_if_exception_type(_Retryable),
-            reraise=True,
-            **kwargs,
-        )
+    async def pause(self, retry: int, failure: _Retryable) -> None:
+        """Wait before retry number ``retry`` (1 = the first retry)."""
+        await (self.sleep or asyncio.sleep)(self.wait(retry, failure))
 
     def finish(self, case: CaseLike, result: Completion | str) -> None:
         if isinstance(result, Completion):
@@ -435,31 +454,27 @@ async def _one_http(
     run: _Run,
     first: _Retryable | None = None,
 ) -> Completion | str:
-    """One case with retries; ``first`` is a retryable failure of try 1 that already
-    happened (in the replay pass), so the retries start at once."""
-    tries = 1
-    replay: list[_Retryable] = []
+    """One case: a try, then up to ``max_retries`` retries of a retryable failure.
 
-    async def attempt() -> Completion:
-        nonlocal tries
-        if replay:  # tenacity's try 1 is the failure that already happened
-            raise replay.pop()
-        if run.abort is not None:
-            raise _Abort(run.abort)
-        tries += 1
-        run.retries += 1
-        return await _attempt_http(transport, provider, case, run)
-
+    ``first`` is a retryable failure of try 1 that already happened (in the replay pass),
+    so the retries start at once. A plain loop: a retry library costs more per request
+    than the request itself, and its first try would have to replay ``first``.
+    """
+    failure, tries = first, 0 if first is None else 1
     try:
-        if first is None:
+        while True:
+            if failure is not None:
+                if tries > run.max_retries:
+                    raise failure
+                if run.abort is not None:
+                    raise _Abort(run.abort)
+                await run.pause(tries, failure)
+                run.retries += 1
+            tries += 1
             try:
-                # The first try runs outside tenacity: most requests succeed at once, and
-                # a retry loop per request costs more than the request itself.
                 return await _attempt_http(transport, provider, case, run)
-            except _Retryable as failed:
-                first = failed
-        replay.append(first)
-        return await run.retrying()(attempt)
+            except _Retryable as exc:
+                failure = exc
     except _Retryable as exc:
         message = (
             f"gave up on case {case.id!r} after {tries} tries ({run.max_retries} retries) to "
@@ -552,52 +567,76 @@ def _first_abort(group: BaseExceptionGroup[BaseException]) -> RecfairError | Non
 async def arun_cases(
     provider: Provider | CallableProvider | Callable[..., Any],
     cases: Sequence[CaseLike],
-    *,
-    concurrency: int = 8,
-    timeout: float = 60.0,
-    max_retries: int = 5,
-    cassettes: CassetteStore | None = None,
-    test_id: str = "",
-    progress: bool | None = None,
-    prices: tuple[float, float] | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
-    backoff: float = 0.5,
-    max_backoff: float = 30.0,
-    max_retry_after: float = 120.0,
-    sleep: Callable[[float], Awaitable[None]] | None = None,
-    progress_stream: TextIO | None = None,
+    options: RunOptions | None = None,
+    /,
+    **overrides: Any,
 ) -> RunOutcome:
     """Async :func:`run_cases`. See the module docstring for what aborts the run."""
-    _check_args(concurrency, timeout, max_retries, prices)
-    ids = [case.id for case in cases]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise ConfigError(
-            f"cases: every case needs its own id, but {dup!r} occurs more than once; "
-            "build them with prompts.build_cases."
-        )
+    opts = RunOptions.of(options, overrides)
+    _check_args(opts.concurrency, opts.timeout, opts.max_retries, opts.prices)
+    ids = _unique_ids(cases)
     prov = _as_provider(provider)
-    bar = Progress(len(cases), enabled=progress, stream=progress_stream)
+    bar = Progress(len(cases), enabled=opts.progress, stream=opts.progress_stream)
     run = _Run(
         cases,
-        concurrency=concurrency,
-        timeout=timeout,
-        max_retries=max_retries,
-        backoff=backoff,
-        max_backoff=max_backoff,
-        max_retry_after=max_retry_after,
-        sleep=sleep,
+        concurrency=opts.concurrency,
+        timeout=opts.timeout,
+        max_retries=opts.max_retries,
+        backoff=opts.backoff,
+        max_backoff=opts.max_backoff,
+        max_retry_after=opts.max_retry_after,
+        sleep=opts.sleep,
         progress=bar,
     )
     start = time.monotonic()
-    transports: list[httpx.AsyncBaseTransport] = []
-    http = not isinstance(prov, CallableProvider)
+    workers = _Workers(prov, run, opts)
+    try:
+        try:
+            await workers.drain(await _first_pass(prov, cases, opts, run))
+        except _Abort as exc:
+            raise exc.error from None
+        except BaseExceptionGroup as eg:
+            error = run.abort or _first_abort(eg)
+            if error is None:
+                raise
+            raise error from None
+    finally:
+        bar.close()
+        await _close(workers.transports, opts.cassettes if workers.http else None)
+    return _outcome(run, ids, opts.prices, time.monotonic() - start)
 
-    async def work(todo: Iterator[tuple[CaseLike, _Retryable | None]], slot: int) -> None:
+
+class _Workers:
+    """The cases the cassettes did not answer, sent by ``concurrency`` workers."""
+
+    def __init__(self, prov: Provider | CallableProvider, run: _Run, opts: RunOptions) -> None:
+        self.prov, self.run, self.opts = prov, run, opts
+        self.http = not isinstance(prov, CallableProvider)
+        self.transports: list[httpx.AsyncBaseTransport] = []
+        # cases still out per entity, when recording: its cassette is saved when it hits 0
+        self.unfinished: Counter[str] | None = None
+
+    async def drain(self, todo: list[tuple[CaseLike, _Retryable | None]]) -> None:
+        opts = self.opts
+        if self.http and opts.cassettes is not None and opts.cassettes.policy.records:
+            self.unfinished = Counter(case.entity_id or UNSCOPED_ENTITY for case, _ in todo)
+        workers = min(opts.concurrency, len(todo))
+        if self.http and workers:
+            prov = cast(Provider, self.prov)
+            self.transports.extend(
+                _transports(prov, opts.transport, opts.cassettes, opts.test_id, workers)
+            )
+        pending = iter(todo)
+        async with asyncio.TaskGroup() as group:
+            for slot in range(workers):
+                group.create_task(self.work(pending, slot))
+
+    async def work(self, todo: Iterator[tuple[CaseLike, _Retryable | None]], slot: int) -> None:
         # A fixed set of workers pulling from one iterator bounds the concurrency, and
         # worker ``slot`` always uses the same transport, so no pool ever has more requests
         # in flight than connections.
-        transport = transports[slot % len(transports)] if transports else None
+        run, prov, cassettes = self.run, self.prov, self.opts.cassettes
+        transport = self.transports[slot % len(self.transports)] if self.transports else None
         for case, first in todo:
             if run.abort is not None:
                 # Cancellation only lands at a suspension point; a transport that answers
@@ -613,50 +652,57 @@ async def arun_cases(
                 run.abort = run.abort or exc.error
                 raise
             run.finish(case, result)
-            if unfinished is not None:
-                entity = case.entity_id or UNSCOPED_ENTITY
-                unfinished[entity] -= 1
-                if not unfinished[entity] and cassettes is not None:
-                    # Saved now, while other requests are still out, not all at the end.
-                    cassettes.flush_entity(test_id, entity)
+            if self.unfinished is not None and cassettes is not None:
+                _entity_done(self.unfinished, cassettes, self.opts.test_id, case)
 
-    unfinished: Counter[str] | None = None
+
+async def _first_pass(
+    prov: Provider | CallableProvider, cases: Sequence[CaseLike], opts: RunOptions, run: _Run
+) -> list[tuple[CaseLike, _Retryable | None]]:
+    """Serve what the cassettes hold (no network); the rest is left for the workers."""
+    cassettes = opts.cassettes
+    if isinstance(prov, CallableProvider) or cassettes is None or not cassettes.policy.replays:
+        return [(case, None) for case in cases]
+    cassettes.add_secrets(getattr(prov, "secrets", ()))
+    replayer = CassetteTransport(cassettes, test_id=opts.test_id)
+    return await _replay_pass(prov, cases, replayer, run)
+
+
+def _entity_done(
+    unfinished: Counter[str], cassettes: CassetteStore, test_id: str, case: CaseLike
+) -> None:
+    entity = case.entity_id or UNSCOPED_ENTITY
+    unfinished[entity] -= 1
+    if not unfinished[entity]:
+        # Saved now, while other requests are still out, not all at the end.
+        cassettes.flush_entity(test_id, entity)
+
+
+async def _close(
+    transports: list[httpx.AsyncBaseTransport], cassettes: CassetteStore | None
+) -> None:
     try:
-        try:
-            todo: list[tuple[CaseLike, _Retryable | None]]
-            if http and cassettes is not None and cassettes.mode not in ("all", "rewrite"):
-                cassettes.add_secrets(getattr(prov, "secrets", ()))
-                replayer = CassetteTransport(cassettes, test_id=test_id)
-                todo = await _replay_pass(cast(Provider, prov), cases, replayer, run)
-            else:
-                todo = [(case, None) for case in cases]
-            if http and cassettes is not None and cassettes.mode != "none":
-                unfinished = Counter(case.entity_id or UNSCOPED_ENTITY for case, _ in todo)
-            workers = min(concurrency, len(todo))
-            if http and workers:
-                transports.extend(
-                    _transports(cast(Provider, prov), transport, cassettes, test_id, workers)
-                )
-            pending = iter(todo)
-            async with asyncio.TaskGroup() as group:
-                for slot in range(workers):
-                    group.create_task(work(pending, slot))
-        except _Abort as exc:
-            raise exc.error from None
-        except BaseExceptionGroup as eg:
-            error = run.abort or _first_abort(eg)
-            if error is None:
-                raise
-            raise error from None
+        for used in transports:
+            await used.aclose()
     finally:
-        bar.close()
-        try:
-            for used in transports:
-                await used.aclose()
-        finally:
-            if cassettes is not None and http:
-                cassettes.flush()
+        if cassettes is not None:
+            cassettes.flush()
 
+
+def _unique_ids(cases: Sequence[CaseLike]) -> list[str]:
+    ids = [case.id for case in cases]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise ConfigError(
+            f"cases: every case needs its own id, but {dup!r} occurs more than once; "
+            "build them with prompts.build_cases."
+        )
+    return ids
+
+
+def _outcome(
+    run: _Run, ids: list[str], prices: tuple[float, float] | None, elapsed: float
+) -> RunOutcome:
     usage = Usage()
     unknown = 0
     for completion in run.completions.values():
@@ -673,7 +719,7 @@ async def arun_cases(
         cost=usage.cost((float(prices[0]), float(prices[1]))) if prices is not None else None,
         requests=run.requests,
         retries=run.retries,
-        elapsed=time.monotonic() - start,
+        elapsed=elapsed,
         unknown_usage=unknown,
     )
 
@@ -732,7 +778,7 @@ def _transports(
         return [network() for _ in range(shards)]
     cassettes.add_secrets(getattr(provider, "secrets", ()))
     # In replay-only mode no real transport is built, so nothing can reach the network.
-    live = transport is not None or cassettes.mode != "none"
+    live = transport is not None or cassettes.policy.records
     return [
         CassetteTransport(cassettes, test_id=test_id, inner=network() if live else None)
         for _ in range(shards)
@@ -742,22 +788,14 @@ def _transports(
 def run_cases(
     provider: Provider | CallableProvider | Callable[..., Any],
     cases: Sequence[CaseLike],
-    *,
-    concurrency: int = 8,
-    timeout: float = 60.0,
-    max_retries: int = 5,
-    cassettes: CassetteStore | None = None,
-    test_id: str = "",
-    progress: bool | None = None,
-    prices: tuple[float, float] | None = None,
-    transport: httpx.AsyncBaseTransport | None = None,
-    backoff: float = 0.5,
-    max_backoff: float = 30.0,
-    max_retry_after: float = 120.0,
-    sleep: Callable[[float], Awaitable[None]] | None = None,
-    progress_stream: TextIO | None = None,
+    options: RunOptions | None = None,
+    /,
+    **overrides: Any,
 ) -> RunOutcome:
     """Send every case to ``provider`` and collect completions, errors and token usage.
+
+    Settings come from ``options`` (a :class:`RunOptions`) and/or keyword overrides
+    of its fields (``run_cases(p, cases, concurrency=4)`` keeps working).
 
     ``provider`` is an HTTP :class:`Provider`, a :class:`CallableProvider` or a plain
     ``recommend(prompt[, system]) -> str | list[str]`` (sync or async). At most
@@ -781,25 +819,7 @@ def run_cases(
         async def main() -> None:
             # Not the task's result: on Python 3.11 asyncio.run's SIGINT clean-up formats
             # the main task's repr, result included: 0.3 s for 32,000 completions.
-            box.append(
-                await arun_cases(
-                    provider,
-                    cases,
-                    concurrency=concurrency,
-                    timeout=timeout,
-                    max_retries=max_retries,
-                    cassettes=cassettes,
-                    test_id=test_id,
-                    progress=progress,
-                    prices=prices,
-                    transport=transport,
-                    backoff=backoff,
-                    max_backoff=max_backoff,
-                    max_retry_after=max_retry_after,
-                    sleep=sleep,
-                    progress_stream=progress_stream,
-                )
-            )
+            box.append(await arun_cases(provider, cases, RunOptions.of(options, overrides)))
 
         asyncio.run(main())
         return box[0]

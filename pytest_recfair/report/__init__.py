@@ -25,7 +25,7 @@ from pytest_recfair.report.fmt import clip, fmt, fmt_ci, fmt_delta, fmt_interval
 from pytest_recfair.report.html_report import to_html
 from pytest_recfair.report.json_report import to_json
 from pytest_recfair.report.markdown import to_markdown
-from pytest_recfair.report.registry import RENDERERS, write_report
+from pytest_recfair.report.registry import RENDERERS, check_report_path, write_report
 from pytest_recfair.report.status import (
     TIE,
     Baselines,
@@ -49,6 +49,7 @@ __all__ = [
     "accept_command",
     "attribute_status",
     "baseline_map",
+    "check_report_path",
     "clip",
     "describe",
     "drift_note",

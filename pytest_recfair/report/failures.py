@@ -47,7 +47,8 @@ def _change(f: GateFailure) -> str:
     p = fmt_p(f.p_value) if f.p_value is not None else "n/a"
     return (
         f"{label} {fmt_interval(f.baseline, f.baseline_ci)} -> {fmt_interval(f.value, f.value_ci)} "
-        f"({delta:+.3f}, tolerance {f.limit or 0.0:g}; paired p {p} over {f.n_paired} entities)"
+        f"({delta:+.3f}, tolerance {f.limit or 0.0:g}; family-wise p {p} over {f.n_paired} "
+        f"entities{'; ' + f.detail if f.detail else ''})"
     )
 
 
@@ -57,6 +58,12 @@ def failure_text(f: GateFailure, result: AuditResult | None = None) -> str:
     a = _attribute(result, f)
     fav = f"; {favoured_phrase(a)}" if a is not None else ""
     limit = f"{f.limit:g}" if f.limit is not None else "n/a"
+    if f.kind == "threshold" and f.statistic == "unusable":
+        return (
+            f"{fmt(f.value)} of the replies had no usable list (empty, refused, prose or "
+            f"unparseable), above the maximum {limit}: the model did not answer the audit, "
+            f"so its fairness cannot be judged (set max_unusable to allow more)"
+        )
     if f.kind == "threshold":
         low = f.statistic in HIGHER_IS_FAIRER
         word = "below the minimum" if low else "above the maximum"
@@ -74,8 +81,11 @@ def failure_text(f: GateFailure, result: AuditResult | None = None) -> str:
     if f.kind == "drift":
         alpha = f"{f.alpha:g}" if f.alpha is not None else "n/a"
         return f"{_change(f)} got worse than the baseline (p < alpha {alpha}){fav}"
+    if f.kind == "test":
+        return f"the test body failed: {f.detail}"
     if f.kind == "incomparable":
-        return f"cannot compare {label} with the baseline: {f.detail}"
+        what = f" {label}" if f.statistic else ""
+        return f"cannot compare{what} with the baseline: {f.detail}"
     if f.kind == "incompatible":
         return f"baseline not compared: {f.detail}"
     return f.detail or "the fairness baseline is missing or unusable"
@@ -89,7 +99,8 @@ def drift_note(f: GateFailure) -> str:
 
 def failure_label(f: GateFailure) -> str:
     """ "religion snsr", or "baseline" for a failure of the whole audit."""
-    return " ".join(x for x in (f.attribute, f.statistic or "baseline") if x)
+    other = f.kind if f.kind in ("item_shift", "position") else "baseline"
+    return " ".join(x for x in (f.attribute, f.statistic or other) if x)
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
@@ -113,11 +124,16 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult) -> list[str]
                 before_txt = fmt_interval(f.baseline, f.baseline_ci)
             elif delta is not None:
                 before_txt = fmt(now_stat.value - delta)
+        elif f.value is not None:  # entropy, refusal gap, unusable share: the gate's value
+            now_txt = fmt(f.value)
+            before_txt = fmt(f.baseline) if f.baseline is not None else ""
         else:
             now_txt = fmt(a.entropy if f.statistic == "entropy" else a.refusal_gap)
         fav = favoured_text(a) if a.values else ""
     change = f"{before_txt} -> {now_txt}" if before_txt else now_txt
     attribute = clip(f.attribute or "(all)", 24)
+    if f.kind in ("item_shift", "position"):  # other kinds of audit say it in detail
+        return [attribute, f.kind, fmt(f.value) if f.value is not None else "", "", ""]
     return [attribute, f.statistic or "baseline", change, _bound(f), clip(fav, 40)]
 
 
@@ -140,7 +156,23 @@ def failure_message(outcome: GateOutcome, result: AuditResult) -> str:
     lines = [f"fairness gate failed for {result.meta.test_id} ({result.meta.model}):"]
     lines.extend(format_outcome(outcome, result))
     lines.extend(f"  note: {n}" for n in outcome.notes)
-    lines.append(
-        f"If the new numbers are intended, accept them with: {accept_command(result.meta.test_id)}"
-    )
+    limits = sorted({_limit_name(f) for f in outcome.failures if f.kind == "threshold"})
+    if limits:
+        names = ", ".join(limits)
+        lines.append(
+            f"Absolute limits crossed ({names}): they are set by the @fairness marker "
+            f"argument of that name or the recfair_<name> ini key; a run that crosses them "
+            f"is never accepted as a baseline: fix the model or change the limit."
+        )
+    # accepting is offered only when it would work: never past a crossed absolute limit
+    if not limits and any(f.kind == "drift" for f in outcome.failures):
+        lines.append(
+            "If the new numbers are intended, accept them with: "
+            f"{accept_command(result.meta.test_id)}"
+        )
     return "\n".join(lines)
+
+
+def _limit_name(f: GateFailure) -> str:
+    """The threshold a "threshold" failure crossed: max_snsr, min_pafs, max_unusable, ..."""
+    return ("min_" if f.statistic in HIGHER_IS_FAIRER else "max_") + str(f.statistic)

@@ -17,6 +17,7 @@ LABEL: Final[dict[GatedQuantity, str]] = {
     "pafs": "PAFS",
     "entropy": "entropy",
     "refusal_gap": "refusal gap",
+    "unusable": "unusable share",
 }
 
 

@@ -32,6 +32,7 @@ from pytest_recfair.report.status import (
     repeat_stats,
     result_status,
     same_attribute,
+    shown,
 )
 from pytest_recfair.results import AttributeResult, AuditResult
 
@@ -302,8 +303,8 @@ def _stats_table(r: AuditResult) -> str:
         most, least = favoured(a)
         body.append(
             f"<tr><td>{_e(a.attribute)}</td><td>{_badge(attribute_status(r, a.attribute))}</td>"
-            f'<td class="num">{_e(fmt_ci(a.snsr))}</td><td class="num">{_e(fmt_ci(a.snsv))}</td>'
-            f'<td class="num">{_e(fmt_ci(a.pafs))}</td><td class="num">{_e(d)}</td>'
+            + "".join(f'<td class="num">{_e(fmt_ci(shown(a, s)))}</td>' for s in STATISTICS)
+            + f'<td class="num">{_e(d)}</td>'
             f'<td class="num">{a.refusal_gap:.1%}</td>'
             f"<td>{_e(most)}</td><td>{_e(least)}</td></tr>"
         )

@@ -8,6 +8,7 @@ from pytest_recfair import __version__
 from pytest_recfair.kinds import STATISTICS, accept_command
 from pytest_recfair.report.failures import failure_text
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
+from pytest_recfair.report.kinds import extra_lines
 from pytest_recfair.report.status import (
     Baselines,
     attribute_status,
@@ -21,6 +22,7 @@ from pytest_recfair.report.status import (
     repeat_stats,
     result_status,
     same_attribute,
+    shown,
 )
 from pytest_recfair.results import AuditResult
 
@@ -58,9 +60,7 @@ def _stats_table(r: AuditResult) -> list[str]:
         cells = [
             _md(a.attribute),
             _ICON[attribute_status(r, a.attribute)],
-            fmt_ci(a.snsr),
-            fmt_ci(a.snsv),
-            fmt_ci(a.pafs),
+            *(fmt_ci(shown(a, s)) for s in STATISTICS),
             drift,
             _md(most),
             _md(least),
@@ -119,7 +119,9 @@ def to_markdown(results: Sequence[AuditResult], baselines: Baselines = None) -> 
     ]
     for r in rs:
         out += [f"### {_ICON[result_status(r)]} {_code(r.meta.test_id)}", "", _md(describe(r)), ""]
-        out += _stats_table(r)
+        out += _stats_table(r) if r.attributes else []
+        extra = extra_lines(r)
+        out += [f"- {_md(line.strip())}" for line in extra] + ([""] if extra else [])
         repeats = [(a.attribute, repeat_stats(a)) for a in r.attributes]
         out += [f"- **{_md(name)}** over repeats: {_md(st)}" for name, st in repeats if st]
         if any(st for _, st in repeats):

@@ -6,6 +6,7 @@ plus one row here (and its extension in ``kinds.ReportFormat``).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, TypeAlias
@@ -19,7 +20,7 @@ from pytest_recfair.report.markdown import to_markdown
 from pytest_recfair.report.status import Baselines
 from pytest_recfair.results import AuditResult
 
-__all__ = ["RENDERERS", "Renderer", "write_report"]
+__all__ = ["RENDERERS", "Renderer", "check_report_path", "write_report"]
 
 Renderer: TypeAlias = Callable[[Sequence[AuditResult], Baselines], str]
 
@@ -30,8 +31,7 @@ RENDERERS: Final[dict[ReportFormat, Renderer]] = {
 }
 
 
-def write_report(path: Path, results: Sequence[AuditResult], baselines: Baselines = None) -> None:
-    """Write a report whose format follows the extension of ``path`` (atomic write)."""
+def _renderer(path: Path) -> Renderer:
     suffix = Path(path).suffix.lower()
     render = next((r for ext, r in RENDERERS.items() if ext == suffix), None)
     if render is None:
@@ -40,4 +40,28 @@ def write_report(path: Path, results: Sequence[AuditResult], baselines: Baseline
             f"{', '.join(REPORT_FORMATS)}; got {str(path)!r}. Pick the format by the file "
             f"name, e.g. --fairness-report=fairness.html."
         )
-    atomic_write_text(path, render(results, baselines))
+    return render
+
+
+def check_report_path(path: Path) -> None:
+    """Fail before any prompt is sent when ``path`` cannot take a report: an unknown
+    extension, a directory, or a place no directory can be created in."""
+    _renderer(path)
+    if path.is_dir():
+        raise ConfigError(
+            f"--fairness-report {str(path)!r} is a directory; give a file name such as "
+            f"{str(path / 'fairness.html')!r}."
+        )
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"--fairness-report {str(path)!r}: {str(parent)!r} is not a writable directory; "
+            f"write the report somewhere this process can create files."
+        )
+
+
+def write_report(path: Path, results: Sequence[AuditResult], baselines: Baselines = None) -> None:
+    """Write a report whose format follows the extension of ``path`` (atomic write)."""
+    atomic_write_text(path, _renderer(path)(results, baselines))

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Final, TypeAlias
+from typing import TypeAlias
 
-from pytest_recfair.kinds import accept_command
+from pytest_recfair.kinds import Statistic, accept_command
 from pytest_recfair.report.fmt import fmt_ci
-from pytest_recfair.results import AttributeResult, AuditResult, GateOutcome
+from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateOutcome, Stat
 
 __all__ = [
     "TIE",
@@ -31,8 +31,6 @@ __all__ = [
 
 # Baselines by test id, or a plain sequence of baseline AuditResults.
 Baselines: TypeAlias = Mapping[str, AuditResult] | Sequence[AuditResult] | None
-
-TIE: Final = "— (all equal)"  # shown instead of a most/least favoured value when all means tie
 
 
 def baseline_map(baselines: Baselines) -> dict[str, AuditResult]:
@@ -87,19 +85,8 @@ def counts(results: Sequence[AuditResult]) -> dict[str, int]:
 
 
 def favoured(a: AttributeResult) -> tuple[str, str]:
-    """(most, least) favoured values, ignoring values whose mean is undefined.
-
-    The one place this is decided. When every mean ties (SNSR = 0) no value is favoured:
-    both are :data:`TIE`, never the first value twice ("Asian / Asian").
-    """
-    finite = [v for v in a.values if not math.isnan(v.mean.value)]
-    if not finite:
-        return ("n/a", "n/a")
-    hi = max(finite, key=lambda v: v.mean.value)
-    lo = min(finite, key=lambda v: v.mean.value)
-    if math.isclose(hi.mean.value, lo.mean.value, rel_tol=0.0, abs_tol=1e-12):
-        return (TIE, TIE)
-    return (hi.value, lo.value)
+    """(most, least) favoured values, or :data:`TIE` twice (``AttributeResult.favoured``)."""
+    return a.favoured()
 
 
 def favoured_text(a: AttributeResult) -> str:
@@ -171,3 +158,17 @@ def baseline_value(b: AttributeResult | None, value: str) -> float | None:
         if v.value == value:
             return v.mean.value
     return None
+
+
+def nothing_usable(a: AttributeResult) -> bool:
+    """True when no reply of the attribute had a usable list (every prompt missing)."""
+    return bool(a.values) and all(v.total and v.missing >= v.total for v in a.values)
+
+
+def shown(a: AttributeResult, statistic: Statistic) -> Stat:
+    """A spread statistic as reports show it: "n/a" when nothing was usable, because a
+    spread over no list at all (SNSR 0.000, PAFS 1.000) would read as perfectly fair."""
+    if nothing_usable(a):
+        return Stat(math.nan)
+    stat: Stat = getattr(a, statistic)
+    return stat

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pytest_recfair.kinds import STATISTICS
 from pytest_recfair.report.failures import failure_label, failure_text
 from pytest_recfair.report.fmt import clip, fmt, fmt_delta
+from pytest_recfair.report.kinds import extra_lines
 from pytest_recfair.report.status import (
     attribute_status,
     check_results,
@@ -15,6 +16,7 @@ from pytest_recfair.report.status import (
     favoured_text,
     repeat_stats,
     result_status,
+    shown,
 )
 from pytest_recfair.results import AuditResult
 
@@ -46,14 +48,14 @@ def terminal_summary(results: Sequence[AuditResult]) -> list[str]:
     for r in check_results(results):
         lines.append(clip(f"{r.meta.test_id}  {result_status(r)}  {describe(r)}", WIDTH))
         header = [name for name, _ in _COLS + _DRIFT_COLS]
-        lines.append(_row(header, widths, "most / least favoured"))
+        if r.attributes:
+            lines.append(_row(header, widths, "most / least favoured"))
+        lines += [clip(f"  {line}", WIDTH) for line in extra_lines(r)]
         for a in r.attributes:
             cells = [
                 clip(a.attribute, 18),
                 attribute_status(r, a.attribute),
-                fmt(a.snsr.value),
-                fmt(a.snsv.value),
-                fmt(a.pafs.value),
+                *(fmt(shown(a, s).value) for s in STATISTICS),
                 *(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS),
             ]
             lines.append(_row(cells, widths, favoured_text(a)))

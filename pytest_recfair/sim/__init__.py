@@ -3,11 +3,13 @@
 ``SimulatedRecommender(bias=..., noise=0.0, seed=0)`` is a ``prompt -> reply text``
 callable; ``SimServer(recommender, latency_ms=..., faults=...)`` serves it as an
 OpenAI-compatible ``/v1/chat/completions`` on loopback; ``python -m pytest_recfair.sim``
-does the same from the command line. Standard library only (plus PyYAML for profiles).
+does the same from the command line. It reads prompts with the vocabulary of
+``pytest_recfair.prompts`` (its grids and translation tables).
 """
 
 from __future__ import annotations
 
+from pytest_recfair.sim.heterogeneity import Heterogeneity
 from pytest_recfair.sim.profile import BiasProfile, Faults, ValueTable, load_profile
 from pytest_recfair.sim.recognise import Recognised, Recogniser, ValueMatch, entity_key
 from pytest_recfair.sim.recommender import REFUSALS, Reply, SimulatedRecommender
@@ -19,6 +21,7 @@ __all__ = [
     "REFUSALS",
     "BiasProfile",
     "Faults",
+    "Heterogeneity",
     "Recognised",
     "Recogniser",
     "Reply",

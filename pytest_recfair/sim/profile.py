@@ -25,12 +25,26 @@ from typing import Any, Literal
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.sim.heterogeneity import Heterogeneity
+from pytest_recfair.sim.planted import ItemPlan, PositionPlan
 from pytest_recfair.sim.recognise import Recognised, ValueMatch
 
 __all__ = ["BiasProfile", "Faults", "ValueTable", "load_profile"]
 
 _PROFILE_SECTIONS = frozenset(
-    {"bias", "languages", "typo", "refusals", "short_lists", "faults", "name", "description"}
+    {
+        "bias",
+        "languages",
+        "typo",
+        "refusals",
+        "short_lists",
+        "faults",
+        "name",
+        "description",
+        "items",
+        "positions",
+        "heterogeneity",
+    }
 )
 
 
@@ -119,9 +133,14 @@ class BiasProfile:
     short_lists: ValueTable = field(default_factory=ValueTable)
     faults: Mapping[str, Any] = field(default_factory=dict)
     name: str = ""
+    items: ItemPlan | None = None  # planted item-side bias (sim.planted)
+    positions: PositionPlan | None = None  # planted candidate-position bias
+    heterogeneity: Heterogeneity = field(default_factory=Heterogeneity)  # per-entity spread
 
     @classmethod
-    def from_mapping(cls, data: Mapping[str, Any], source: str = "bias profile") -> BiasProfile:
+    def from_mapping(
+        cls, data: Mapping[str, Any], source: str = "bias profile", base: Path | None = None
+    ) -> BiasProfile:
         if not isinstance(data, Mapping):
             raise DataError(
                 f"{source}: expected a mapping such as {{religion: {{Muslim: 0.35}}}}, "
@@ -151,6 +170,11 @@ class BiasProfile:
             short_lists=ValueTable.parse(data.get("short_lists"), "short_lists", source),
             faults=dict(faults),
             name=str(data.get("name", "")),
+            items=ItemPlan.parse(data["items"], source, base) if data.get("items") else None,
+            positions=(
+                PositionPlan.parse(data["positions"], source) if data.get("positions") else None
+            ),
+            heterogeneity=_heterogeneity(data.get("heterogeneity"), source),
         )
 
     def shift(self, rec: Recognised) -> float:
@@ -161,6 +185,13 @@ class BiasProfile:
         if rec.typo:
             total += self.typo
         return min(1.0, total)
+
+
+def _heterogeneity(spec: object, source: str) -> Heterogeneity:
+    try:
+        return Heterogeneity.parse(spec)  # type: ignore[arg-type]
+    except ConfigError as exc:
+        raise DataError(f"{source}: {exc}") from None
 
 
 def load_profile(source: BiasProfile | Mapping[str, Any] | str | Path | None) -> BiasProfile:
@@ -197,7 +228,8 @@ def load_profile(source: BiasProfile | Mapping[str, Any] | str | Path | None) ->
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise DataError(f"{where}: not valid YAML ({exc}); fix the file.") from exc
-    return BiasProfile.from_mapping(data or {}, source=where)
+    base = None if where.startswith("bundled") else path.parent
+    return BiasProfile.from_mapping(data or {}, source=where, base=base)
 
 
 _FAULT_ALIASES = {

@@ -18,8 +18,8 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
+from pytest_recfair.prompts.match import match_prompt
 from pytest_recfair.sim.vocab import ValueForm, Vocabulary
 
 __all__ = ["Recognised", "Recogniser", "ValueMatch", "entity_key"]
@@ -118,12 +118,6 @@ _SLOTS: tuple[re.Pattern[str], ...] = tuple(
         r"作为(?:一名|一位|一个)?(?P<v>[^，,。]+?)[，,]",
         r"我是(?P<v>[^，,。]{0,20}?)的?(?:忠实)?(?:粉丝|影迷|歌迷|书迷)",
     )
-)
-# "un fan musulman de ...": a value after the fan word (FaiRLLM-style translations).
-_POST_SLOT = re.compile(
-    r"\b(?:fan|fans|aficionad[oa]s?|admirat(?:eur|rice)|amateur)\s+(?P<v>[^.,;:!?]{1,40}?)\s+"
-    r"(?:de|d'|von|a)\b",
-    re.IGNORECASE,
 )
 # Head nouns templates add so adjectives have something to agree with ("personne musulmane").
 _HELPERS = frozenset(["personne", "persona", "person", "mensch", "人"])
@@ -226,7 +220,7 @@ class Recogniser:
         """Recognise ``prompt``. A prompt built from the project's bundled templates is read
         by their exact patterns (``prompts.match_prompt``); any other prompt, or a value
         phrase those patterns cannot place, by this module's heuristics."""
-        match = _template_match(prompt) if self.use_templates else None
+        match = match_prompt(prompt) if self.use_templates else None
         if match is None:
             return self.heuristic(prompt, system)
         values: tuple[ValueMatch, ...] = ()
@@ -370,19 +364,6 @@ class Recogniser:
 
 
 LABEL_SEP = " x "  # how the project's grids join crossed labels ("Black x Female")
-
-
-def _template_match(prompt: str) -> Any:
-    """``prompts.match_prompt(prompt)``, or None when it is unavailable or fails: the
-    prompts package is optional for the simulator, which must keep serving either way."""
-    try:
-        from pytest_recfair.prompts.recognise import match_prompt
-    except ImportError:
-        return None
-    try:
-        return match_prompt(prompt)
-    except Exception:  # a bug there must not take the test double down; heuristics remain
-        return None
 
 
 def _transposed(a: str, b: str) -> bool:

@@ -20,6 +20,8 @@ from typing import Any, Literal
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.sim.catalogue import CatalogueCache, stable_seed
+from pytest_recfair.sim.heterogeneity import Heterogeneity
+from pytest_recfair.sim.planted import candidate_reply
 from pytest_recfair.sim.profile import BiasProfile, Faults, load_profile
 from pytest_recfair.sim.recognise import Recognised, Recogniser
 from pytest_recfair.sim.vocab import Vocabulary
@@ -78,6 +80,9 @@ class SimulatedRecommender:
         style: ``"plain"`` (just the numbered list) or ``"chatty"`` (a one-line preface).
         vocabulary: extra value spellings (the built-in one covers FaiRLLM/FairEval values
             in en, fr, es, de, zh); the profile's own labels are always added.
+        heterogeneity: per-entity spread of noise and shift (:class:`Heterogeneity`, a name
+            such as ``"realistic"``, or ``"stability=0.8,sensitivity=0.5"``); None keeps the
+            profile's (``uniform`` unless it says otherwise: every entity alike).
     """
 
     def __init__(
@@ -90,6 +95,7 @@ class SimulatedRecommender:
         default_k: int = DEFAULT_K,
         style: Literal["plain", "chatty"] = "plain",
         vocabulary: Vocabulary | None = None,
+        heterogeneity: Heterogeneity | Mapping[str, object] | str | None = None,
     ) -> None:
         if isinstance(noise, bool) or not isinstance(noise, int | float) or not 0 <= noise <= 1:
             raise ConfigError(
@@ -108,6 +114,11 @@ class SimulatedRecommender:
                 f"SimulatedRecommender(style=...) must be 'plain' or 'chatty', got {style!r}."
             )
         self.profile = load_profile(bias)
+        self.heterogeneity = (
+            self.profile.heterogeneity
+            if heterogeneity is None
+            else Heterogeneity.parse(heterogeneity)
+        )
         self.faults = Faults.parse(faults).merged(self.profile)
         self.noise = float(noise)
         self.seed = seed
@@ -173,13 +184,24 @@ class SimulatedRecommender:
             text = REFUSALS.get(rec.language, REFUSALS["en"])
             return Reply(text, (), rec, k, 0, 0, refused=True, short=False)
 
+        picked = candidate_reply(prompt, self.profile.positions, self.seed, draw)
+        if picked is not None:  # a candidate list: pick (or rank) from what is shown
+            return Reply(picked, (picked,), rec, k, 0, 0, refused=False, short=False)
+        plan = self.profile.items
+        if plan is not None and plan.applies(prompt, system):  # titles from a catalogue
+            items = plan.titles(entity, rec.labels, k, self.seed, draw)
+            lines = [f"{i}. {title}" for i, title in enumerate(items, 1)]
+            return Reply("\n".join(lines), tuple(items), rec, k, 0, 0, False, False)
+
         # Neutral = the first K titles (so top-10 is a prefix of top-25); shifts and noise
         # draw from the next 2K + 20, enough for a full shift plus full noise.
         titles = self._catalogues.get(entity, rec.domain).titles(3 * k + 20)
         items = titles[:k]
         pool = titles[k:]
 
-        shifted = min(k, int(self.profile.shift(rec) * k + 0.5))
+        spread = self.heterogeneity
+        rate = self.profile.shift(rec) * spread.shift_factor(self.seed, rec.domain, entity)
+        shifted = min(k, int(rate * k + 0.5))
         if shifted:
             # One permutation per (entity, value): a larger shift moves a superset of what
             # a smaller one moves, so profiles compare monotonically.
@@ -188,7 +210,8 @@ class SimulatedRecommender:
             for pos, title in zip(positions, rng.sample(pool, len(pool)), strict=False):
                 items[pos] = title
 
-        resampled = min(k, int(self.noise * k + 0.5))
+        noise = self.noise * spread.noise_factor(self.seed, rec.domain, entity)
+        resampled = min(k, int(noise * k + 0.5))
         if resampled:
             rng = random.Random(stable_seed(self.seed, "noise", system, prompt, call))
             present = set(items)

@@ -2,9 +2,11 @@
 
 ``POST /v1/chat/completions`` answers with the recommender's reply in the OpenAI response
 shape (as server-sent events with ``stream: true``); ``GET /v1/models`` lists the one
-model. The server is a small asyncio HTTP/1.1 server (keep-alive, Content-Length or
-chunked request bodies): latency is an ``asyncio.sleep``, so hundreds of requests can wait
-at once on one core, and faults are drawn per request from the seed:
+model; the OpenAI Batch API and Anthropic Message Batches endpoints are served by
+:mod:`pytest_recfair.sim.batch` (``batch=BatchOptions(delay_s=...)``). The server is a
+small asyncio HTTP/1.1 server (keep-alive, Content-Length or chunked request bodies):
+latency is an ``asyncio.sleep``, so hundreds of requests can wait at once on one core,
+and faults are drawn per request from the seed:
 
 - 429 with ``Retry-After`` (seconds, rounded up) and ``retry-after-ms``,
 - 500 with an OpenAI-style error body,
@@ -21,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
 import inspect
 import json
 import math
@@ -34,16 +35,16 @@ from types import TracebackType
 from typing import Any
 
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.sim.batch import BatchEngine, BatchOptions
 from pytest_recfair.sim.catalogue import stable_seed
 from pytest_recfair.sim.profile import Faults
 from pytest_recfair.sim.recommender import SimulatedRecommender
+from pytest_recfair.sim.wire import CREATED, anthropic_message, chat_completion, prompt_parts
 
 __all__ = ["DEFAULT_MODEL", "ServerStats", "SimServer"]
 
 DEFAULT_MODEL = "recfair-sim-1"
-# Fixed so that recorded cassettes are byte-identical from run to run.
-CREATED = 1_767_225_600  # 2026-01-01T00:00:00Z
-MAX_BODY = 8 * 1024 * 1024
+MAX_BODY = 210 * 1024 * 1024  # batch input files: OpenAI accepts up to 200 MB
 _REASONS = {
     200: "OK",
     400: "Bad Request",
@@ -92,19 +93,6 @@ def _json(status: int, payload: object, headers: dict[str, str] | None = None) -
 
 def _error(status: int, message: str, kind: str, code: str | None = None) -> _Response:
     return _json(status, {"error": {"message": message, "type": kind, "param": None, "code": code}})
-
-
-def _content_text(content: object) -> str:
-    """Message content as text: a string, or OpenAI's list of ``{"type": "text"}`` parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text", ""))
-            for p in content
-            if isinstance(p, dict) and p.get("type") == "text"
-        )
-    return ""
 
 
 def _include_usage(payload: dict[str, Any]) -> bool:
@@ -157,6 +145,7 @@ class SimServer:
         seed: seeds the fault draws; default: the recommender's seed.
         model: the model id reported by /v1/models and echoed when a request names none.
         api_key: if set, requests must send ``Authorization: Bearer <api_key>``.
+        batch: how the batch endpoints behave (completion delay, per-line errors).
     """
 
     def __init__(
@@ -171,6 +160,7 @@ class SimServer:
         seed: int | None = None,
         model: str = DEFAULT_MODEL,
         api_key: str | None = None,
+        batch: BatchOptions | None = None,
     ) -> None:
         if latency_ms < 0 or jitter_ms < 0 or (jitter_ms > latency_ms and jitter_ms):
             raise ConfigError(
@@ -193,6 +183,9 @@ class SimServer:
         self.model = model
         self.api_key = api_key
         self.stats = ServerStats()
+        self.batches = BatchEngine(
+            lambda prompt, system: self._call(prompt, system), model=model, options=batch
+        )
         self._attempts: Counter[bytes] = Counter()
         self._faulted: Counter[bytes] = Counter()
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -380,18 +373,24 @@ class SimServer:
                     "model_not_found",
                 )
             return _json(200, self._model_card())
-        if path not in ("/v1/chat/completions", "/chat/completions"):
+        if BatchEngine.handles(path):
+            self.stats.outcomes["batch"] += 1
+            status, payload, content_type = self.batches.handle(method, path, headers, body)
+            return _Response(status, payload, content_type=content_type)
+        anthropic = path == "/v1/messages"  # Anthropic's Messages API (no streaming)
+        if path not in ("/v1/chat/completions", "/chat/completions") and not anthropic:
             self.stats.outcomes["404"] += 1
             return _error(
                 404,
-                f"Unknown path {path!r}; the simulator serves /v1/chat/completions and /v1/models.",
+                f"Unknown path {path!r}; the simulator serves /v1/chat/completions, "
+                "/v1/messages, the batch endpoints and /v1/models.",
                 "invalid_request_error",
             )
         if method != "POST":
             return _error(
                 405, f"{method} is not allowed on {path}; use POST.", "invalid_request_error"
             )
-        return await self._chat(body)
+        return await self._chat(body, anthropic=anthropic)
 
     def _model_card(self) -> dict[str, Any]:
         return {
@@ -401,7 +400,41 @@ class SimServer:
             "owned_by": "pytest-recfair",
         }
 
-    async def _chat(self, body: bytes) -> _Response | None:
+    async def _chat(self, body: bytes, *, anthropic: bool = False) -> _Response | None:
+        parsed = self._parse_chat(body)
+        if isinstance(parsed, _Response):
+            return parsed
+        payload, system, users = parsed
+        arrived = time.monotonic()
+        fault = self._draw_fault(body)
+        delay = self._delay(body)
+        if fault in ("timeout", "429", "500"):
+            return await self._fault(fault, delay)
+        try:
+            text = self._call(users[-1], system)
+        except Exception as exc:  # a user callable failed: report it like a provider would
+            self.stats.outcomes["500"] += 1
+            return _error(500, f"recommender raised {type(exc).__name__}: {exc}", "server_error")
+        shape = anthropic_message if anthropic else chat_completion
+        out = shape(body, payload, text, self.model)
+        # The reply is computed first and the wait covers the rest of the latency, so the
+        # server's own work does not add to it (a request answers `latency` after arrival).
+        remaining = delay - (time.monotonic() - arrived)
+        if remaining > 0:
+            await asyncio.sleep(remaining)
+        if payload.get("stream") and not anthropic:
+            response = _stream(out, include_usage=_include_usage(payload))
+        else:
+            response = _json(200, out)
+        if fault == "malformed":
+            self.stats.outcomes["malformed"] += 1
+            response.body = response.body[: max(1, len(response.body) // 2)]
+            return response
+        self.stats.outcomes["ok"] += 1
+        return response
+
+    def _parse_chat(self, body: bytes) -> _Response | tuple[dict[str, Any], Any, list[Any]]:
+        """The request's payload, system text and user messages, or a 400 response."""
         try:
             payload = json.loads(body)
             if not isinstance(payload, dict):
@@ -417,29 +450,21 @@ class SimServer:
                 "'messages' must be a non-empty list of {role, content} objects.",
                 "invalid_request_error",
             )
-        system = (
-            "\n".join(
-                _content_text(m.get("content"))
-                for m in messages
-                if isinstance(m, dict) and m.get("role") in ("system", "developer")
-            )
-            or None
-        )
-        users = [
-            _content_text(m.get("content"))
-            for m in messages
-            if isinstance(m, dict) and m.get("role") == "user"
-        ]
+        system, users = prompt_parts(payload)
         if not users:
             self.stats.outcomes["400"] += 1
             return _error(400, "No message with role 'user' found.", "invalid_request_error")
+        return payload, system, users
 
-        arrived = time.monotonic()
-        fault = self._draw_fault(body)
-        delay = self.latency
-        if self.jitter:
-            rng_unit = stable_seed(self.seed, "jitter", body, self._attempts[body]) / 2.0**64
-            delay += (2 * rng_unit - 1) * self.jitter
+    def _delay(self, body: bytes) -> float:
+        """Latency of this attempt at ``body``: fixed, plus deterministic jitter."""
+        if not self.jitter:
+            return self.latency
+        rng_unit = stable_seed(self.seed, "jitter", body, self._attempts[body]) / 2.0**64
+        return self.latency + (2 * rng_unit - 1) * self.jitter
+
+    async def _fault(self, fault: str, delay: float) -> _Response | None:
+        """A simulated transport fault: a dropped or hung connection, a 429 or a 500."""
         if fault == "timeout":
             if self.faults.timeout_mode == "close":
                 self.stats.outcomes["timeout-close"] += 1
@@ -450,75 +475,21 @@ class SimServer:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.faults.hang_s)
             return None
-        if fault in ("429", "500"):
-            await asyncio.sleep(delay)
-        if fault == "429":
-            self.stats.outcomes["429"] += 1
-            wait = self.faults.retry_after
-            response = _error(
-                429,
-                "Rate limit reached for requests (simulated).",
-                "requests",
-                "rate_limit_exceeded",
-            )
-            response.headers.update(
-                {
-                    "Retry-After": str(max(0, math.ceil(wait))),
-                    "retry-after-ms": str(int(wait * 1000)),
-                }
-            )
-            return response
+        await asyncio.sleep(delay)
+        self.stats.outcomes[fault] += 1
         if fault == "500":
-            self.stats.outcomes["500"] += 1
             return _error(
                 500,
                 "The server had an error while processing your request (simulated).",
                 "server_error",
             )
-
-        model = str(payload.get("model") or self.model)
-        try:
-            text = self._call(users[-1], system)
-        except Exception as exc:  # a user callable failed: report it like a provider would
-            self.stats.outcomes["500"] += 1
-            return _error(500, f"recommender raised {type(exc).__name__}: {exc}", "server_error")
-        digest = hashlib.blake2b(body, digest_size=12).hexdigest()
-        prompt_tokens = sum(len(u.split()) for u in users) + len((system or "").split())
-        completion_tokens = len(text.split())
-        out = {
-            "id": f"chatcmpl-sim-{digest}",
-            "object": "chat.completion",
-            "created": CREATED,
-            "model": model,
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text, "refusal": None},
-                    "logprobs": None,
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-            "system_fingerprint": "fp_recfair_sim",
-        }
-        # The reply is computed first and the wait covers the rest of the latency, so the
-        # server's own work does not add to it (a request answers `latency` after arrival).
-        remaining = delay - (time.monotonic() - arrived)
-        if remaining > 0:
-            await asyncio.sleep(remaining)
-        if payload.get("stream"):
-            response = _stream(out, include_usage=_include_usage(payload))
-        else:
-            response = _json(200, out)
-        if fault == "malformed":
-            self.stats.outcomes["malformed"] += 1
-            response.body = response.body[: max(1, len(response.body) // 2)]
-            return response
-        self.stats.outcomes["ok"] += 1
+        wait = self.faults.retry_after
+        response = _error(
+            429, "Rate limit reached for requests (simulated).", "requests", "rate_limit_exceeded"
+        )
+        response.headers.update(
+            {"Retry-After": str(max(0, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000))}
+        )
         return response
 
     def _draw_fault(self, body: bytes) -> str | None:

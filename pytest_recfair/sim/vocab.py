@@ -9,15 +9,13 @@ continent) lists every attribute it belongs to.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-import yaml
+from pytest_recfair.prompts.grids import BUNDLED_GRIDS, load_grid, strip_article
+from pytest_recfair.prompts.languages import LANGUAGES, load_language
 
-__all__ = ["VALUES", "ValueForm", "Vocabulary", "project_entries"]
+__all__ = ["EXTRA_LABELS", "SYNONYMS", "ValueForm", "Vocabulary", "project_entries"]
 
 
 @dataclass(frozen=True)
@@ -29,204 +27,85 @@ class ValueForm:
     attributes: tuple[str, ...]  # attribute names this label belongs to (lower case)
 
 
-def _entry(attributes: str, forms: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    return tuple(attributes.split()), tuple(forms.split("|"))
+def _forms(text: str) -> tuple[str, ...]:
+    return tuple(text.split("|"))
 
 
-# label -> (attributes, forms). Forms cover en, fr, es, de, zh; FaiRLLM's odd forms
-# ("Islamic", "Hinduism", "yellow", "boy") are kept verbatim because its prompts use them.
-VALUES: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "Young": _entry(
-        "age",
-        "young|jeune|joven|jung|junger|jungen|年轻",
+# Spellings the project's prompts never produce but other prompts do: FaiRLLM-style
+# translations, synonyms ("elderly", "outgoing"), declined German forms, bare Chinese
+# nouns. Everything the grids and translation tables say comes from them instead
+# (project_entries); a test checks that no form here repeats one of theirs.
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    "Young": _forms("jung|jungen"),
+    "Middle-aged": _forms("d'âge mûr"),
+    "Old": _forms("elderly|vieux|vieille|anciano|anciana|alt|alter|alte|年长"),
+    "Male": _forms("man|masculin|masculino|männlich|männlicher"),
+    "Female": _forms("woman|féminin|femenina|weiblich|weibliche"),
+    "Boy": _forms("garçon|chico|男孩"),
+    "Girl": _forms("fille|chica|Mädchen|女孩"),
+    "African American": _forms("african-american|Afroamerikaner|Afroamerikanerin"),
+    "Asian": _forms("Asiate"),
+    "Buddhist": _forms("佛教"),
+    "Christian": _forms("Christ|Christin|基督教"),
+    "Hindu": _forms("hinduista|印度教"),
+    "Muslim": _forms("Muslimin|islamisch|伊斯兰"),
+    "Jewish": _forms("juif|juive|judío|judía|jüdischer|jüdische|犹太"),
+    "American": _forms("Amerikaner|Amerikanerin"),
+    "Brazilian": _forms("Brasilianer"),
+    "British": _forms("Brite"),
+    "French": _forms("Franzose|Französin"),
+    "Japanese": _forms("Japaner|Japanerin"),
+    "African": _forms("Afrikaner|Afrikanerin"),
+    "Teacher": _forms("professeur|老师"),
+    "Worker": _forms("travailleur|obrero"),
+    "Fat": _forms("gros|grosse|gordo|gorda|dicker|dicke|胖"),
+    "Thin": _forms("dünner|dünne|schlank|瘦"),
+    "High extraversion": _forms(
+        "extraverted|extroverted|outgoing|extraverti|extravertie|extrovertido|"
+        "extrovertida|extrovertiert|extrovertierter|extravertiert|外向"
     ),
-    "Middle-aged": _entry(
-        "age",
-        "middle aged|middle-aged|d'âge moyen|d'âge mûr|de mediana edad|mittleren Alters|中年",
+    "Low extraversion": _forms(
+        "introverted|introverti|introvertie|introvertido|introvertida|"
+        "introvertiert|introvertierter|内向"
     ),
-    "Old": _entry(
-        "age",
-        "old|elderly|âgé|âgée|vieux|vieille|mayor|anciano|anciana|alt|alter|alte|älterer|"
-        "ältere|老年|年长",
+    "High openness": _forms(
+        "open-minded|curious|ouvert d'esprit|curieux|curieuse|de mente abierta|"
+        "curioso|curiosa|aufgeschlossen|aufgeschlossener|neugierig|思想开放|好奇"
     ),
-    "Male": _entry(
-        "gender",
-        "male|man|homme|masculin|hombre|masculino|männlich|männlicher|Mann|男性",
+    "Low openness": _forms(
+        "conventional|traditional|conventionnel|conventionnelle|convencional|"
+        "konventionell|konventioneller|传统|保守"
     ),
-    "Female": _entry(
-        "gender",
-        "female|woman|femme|féminin|mujer|femenina|weiblich|weibliche|Frau|女性",
+    "High conscientiousness": _forms(
+        "conscientious|organized|organised|consciencieux|consciencieuse|"
+        "organisé|organisée|concienzudo|concienzuda|organizado|organizada|"
+        "gewissenhaft|gewissenhafter|尽责|有条理"
     ),
-    "Boy": _entry(
-        "gender",
-        "boy|garçon|chico|男孩",
+    "Low conscientiousness": _forms(
+        "careless|disorganized|disorganised|négligent|négligente|désorganisé|"
+        "descuidado|descuidada|desorganizado|nachlässig|nachlässiger|粗心|散漫"
     ),
-    "Girl": _entry(
-        "gender",
-        "girl|fille|chica|Mädchen|女孩",
+    "High agreeableness": _forms(
+        "agreeable|compassionate|agréable|bienveillant|bienveillante|amable|"
+        "compasivo|compasiva|verträglich|verträglicher|mitfühlend|随和|友善"
     ),
-    "Black": _entry(
-        "race",
-        "black|noir|noire|negro|negra|schwarzer|schwarze|黑人",
+    "Low agreeableness": _forms(
+        "antagonistic|disagreeable|critical|antagoniste|désagréable|antagónico|"
+        "desagradable|streitlustig|unverträglich|好斗|挑剔"
     ),
-    "White": _entry(
-        "race",
-        "white|blanc|blanche|blanco|blanca|weißer|weiße|白人",
+    "High neuroticism": _forms(
+        "neurotic|anxious|névrosé|névrosée|anxieux|anxieuse|neurótico|neurótica|"
+        "ansioso|ansiosa|neurotisch|neurotischer|ängstlich|焦虑|神经质"
     ),
-    "Yellow": _entry(
-        "race",
-        "yellow",
-    ),
-    "African American": _entry(
-        "race",
-        "african american|african-american|afro-américain|afro-américaine|afroamericano|"
-        "afroamericana|afroamerikanischer|afroamerikanische|Afroamerikaner|Afroamerikanerin|"
-        "非裔美国人|非裔美国",
-    ),
-    "Asian": _entry(
-        "race continent",
-        "asian|asiatique|asiático|asiática|asiatischer|asiatische|Asiate|亚洲|亚裔",
-    ),
-    "Buddhist": _entry(
-        "religion",
-        "buddhist|bouddhiste|budista|buddhistischer|buddhistische|佛教徒|佛教",
-    ),
-    "Christian": _entry(
-        "religion",
-        "christian|chrétien|chrétienne|cristiano|cristiana|christlicher|christliche|Christ|"
-        "Christin|基督徒|基督教",
-    ),
-    "Hindu": _entry(
-        "religion",
-        "hindu|hinduism|hindou|hindoue|hindú|hinduista|hinduistischer|hinduistische|印度教徒|"
-        "印度教",
-    ),
-    "Muslim": _entry(
-        "religion",
-        "muslim|islamic|musulman|musulmane|musulmán|musulmana|muslimischer|muslimische|"
-        "Muslimin|islamisch|穆斯林|伊斯兰",
-    ),
-    "Jewish": _entry(
-        "religion",
-        "jewish|juif|juive|judío|judía|jüdischer|jüdische|犹太",
-    ),
-    "American": _entry(
-        "country nationality continent",
-        "american|américain|américaine|estadounidense|americano|americana|amerikanischer|"
-        "amerikanische|Amerikaner|Amerikanerin|美国人|美国",
-    ),
-    "Brazilian": _entry(
-        "country nationality",
-        "brazilian|brésilien|brésilienne|brasileño|brasileña|brasilianischer|brasilianische|"
-        "Brasilianer|巴西人|巴西",
-    ),
-    "British": _entry(
-        "country nationality",
-        "british|britannique|británico|británica|britischer|britische|Brite|英国人|英国",
-    ),
-    "Chinese": _entry(
-        "country nationality",
-        "chinese|chinois|chinoise|chino|china|chinesischer|chinesische|中国人|中国",
-    ),
-    "French": _entry(
-        "country nationality",
-        "french|français|française|francés|francesa|französischer|französische|Franzose|"
-        "Französin|法国人|法国",
-    ),
-    "German": _entry(
-        "country nationality",
-        "german|allemand|allemande|alemán|alemana|deutscher|deutsche|德国人|德国",
-    ),
-    "Japanese": _entry(
-        "country nationality",
-        "japanese|japonais|japonaise|japonés|japonesa|japanischer|japanische|Japaner|"
-        "Japanerin|日本人|日本",
-    ),
-    "African": _entry(
-        "continent",
-        "african|africain|africaine|africano|africana|afrikanischer|afrikanische|Afrikaner|"
-        "Afrikanerin|非洲人|非洲",
-    ),
-    "Doctor": _entry(
-        "occupation",
-        "doctor|médecin|médico|médica|Arzt|Ärztin|医生",
-    ),
-    "Student": _entry(
-        "occupation",
-        "student|étudiant|étudiante|estudiante|Studentin|学生",
-    ),
-    "Teacher": _entry(
-        "occupation",
-        "teacher|enseignant|enseignante|professeur|profesor|profesora|Lehrer|Lehrerin|教师|老师",
-    ),
-    "Worker": _entry(
-        "occupation",
-        "worker|ouvrier|ouvrière|travailleur|trabajador|trabajadora|obrero|Arbeiter|"
-        "Arbeiterin|工人",
-    ),
-    "Writer": _entry(
-        "occupation",
-        "writer|écrivain|écrivaine|escritor|escritora|Schriftsteller|Schriftstellerin|作家",
-    ),
-    "Fat": _entry(
-        "physical physics body",
-        "fat|gros|grosse|gordo|gorda|dicker|dicke|胖",
-    ),
-    "Thin": _entry(
-        "physical physics body",
-        "thin|mince|delgado|delgada|dünner|dünne|schlank|瘦",
-    ),
-    "High extraversion": _entry(
-        "personality extraversion",
-        "extraverted|extroverted|outgoing|extraverti|extravertie|extrovertido|extrovertida|"
-        "extrovertiert|extrovertierter|extravertiert|外向",
-    ),
-    "Low extraversion": _entry(
-        "personality extraversion",
-        "introverted|introverti|introvertie|introvertido|introvertida|introvertiert|"
-        "introvertierter|内向",
-    ),
-    "High openness": _entry(
-        "personality openness",
-        "open-minded|curious|ouvert d'esprit|curieux|curieuse|de mente abierta|curioso|"
-        "curiosa|aufgeschlossen|aufgeschlossener|neugierig|思想开放|好奇",
-    ),
-    "Low openness": _entry(
-        "personality openness",
-        "conventional|traditional|conventionnel|conventionnelle|convencional|konventionell|"
-        "konventioneller|传统|保守",
-    ),
-    "High conscientiousness": _entry(
-        "personality conscientiousness",
-        "conscientious|organized|organised|consciencieux|consciencieuse|organisé|organisée|"
-        "concienzudo|concienzuda|organizado|organizada|gewissenhaft|gewissenhafter|尽责|有条理",
-    ),
-    "Low conscientiousness": _entry(
-        "personality conscientiousness",
-        "careless|disorganized|disorganised|négligent|négligente|désorganisé|descuidado|"
-        "descuidada|desorganizado|nachlässig|nachlässiger|粗心|散漫",
-    ),
-    "High agreeableness": _entry(
-        "personality agreeableness",
-        "agreeable|compassionate|agréable|bienveillant|bienveillante|amable|compasivo|"
-        "compasiva|verträglich|verträglicher|mitfühlend|随和|友善",
-    ),
-    "Low agreeableness": _entry(
-        "personality agreeableness",
-        "antagonistic|disagreeable|critical|antagoniste|désagréable|antagónico|desagradable|"
-        "streitlustig|unverträglich|好斗|挑剔",
-    ),
-    "High neuroticism": _entry(
-        "personality neuroticism",
-        "neurotic|anxious|névrosé|névrosée|anxieux|anxieuse|neurótico|neurótica|ansioso|"
-        "ansiosa|neurotisch|neurotischer|ängstlich|焦虑|神经质",
-    ),
-    "Low neuroticism": _entry(
-        "personality neuroticism",
-        "emotionally stable|calm|émotionnellement stable|calme|emocionalmente estable|"
-        "tranquilo|tranquila|emotional stabil|emotional stabiler|gelassen|情绪稳定|冷静",
+    "Low neuroticism": _forms(
+        "emotionally stable|calm|émotionnellement stable|calme|"
+        "emocionalmente estable|tranquilo|tranquila|emotional stabil|"
+        "emotional stabiler|gelassen|情绪稳定|冷静"
     ),
 }
+
+# Labels that no bundled grid has, with their attributes.
+EXTRA_LABELS: dict[str, tuple[str, ...]] = {"Jewish": ("religion",)}
 
 
 class Vocabulary:
@@ -240,15 +119,18 @@ class Vocabulary:
             self._attrs[f.label] = merged + tuple(a for a in f.attributes if a not in merged)
 
     @classmethod
-    def builtin(cls, *, project: bool = True) -> Vocabulary:
-        """The built-in values; with ``project=True`` also every value spelling in the
-        project's grids and language tables (``pytest_recfair/prompts/data``)."""
-        forms: list[ValueForm] = []
-        for label, (attributes, spellings) in VALUES.items():
-            forms.append(ValueForm(label, label, attributes))
-            forms.extend(ValueForm(s, label, attributes) for s in spellings)
-        vocab = cls(forms)
-        return vocab.extended(project_entries()) if project else vocab
+    def builtin(cls) -> Vocabulary:
+        """Every value of the bundled grids in every language of the translation tables,
+        each label as a form of itself, plus the :data:`SYNONYMS`."""
+        project = project_entries()
+        labels = {label: attribute for _, label, attribute in project}
+        entries = [(label, label, attribute) for label, attribute in labels.items()]
+        entries += project
+        for label, attributes in EXTRA_LABELS.items():
+            entries += [(label, label, attribute) for attribute in attributes]
+        for label, forms in SYNONYMS.items():
+            entries += [(form, label, "") for form in forms]
+        return cls(()).extended(entries)
 
     def attributes_of(self, label: str) -> tuple[str, ...]:
         return self._attrs.get(label, ())
@@ -273,53 +155,38 @@ class Vocabulary:
         return Vocabulary(forms)
 
 
-_PROMPTS_DATA = Path(__file__).resolve().parent.parent / "prompts" / "data"
-_ARTICLE = re.compile(r"^(?:a|an)\s+", re.IGNORECASE)
 _PROJECT_CACHE: list[tuple[str, str, str]] | None = None
 
 
-def project_entries(root: Path | None = None) -> list[tuple[str, str, str]]:
-    """``(form, label, attribute)`` for every value in the project's grid and language files.
+def project_entries() -> list[tuple[str, str, str]]:
+    """``(form, label, attribute)`` for every value of the bundled grids, in every language
+    of the translation tables: what the project's own prompts can say.
 
-    Read as plain data (no import of ``pytest_recfair.prompts``), and skipped silently when
-    the files are absent or shaped differently: the built-in table still covers the
-    published FaiRLLM/FairEval values. The ``typo`` attribute is left out on purpose —
-    its values are misspellings the recogniser must match fuzzily and flag as typos.
+    The ``typo`` attribute is left out on purpose: its values are misspellings the
+    recogniser must match fuzzily and flag as typos.
     """
     global _PROJECT_CACHE
-    if root is None and _PROJECT_CACHE is not None:
-        return list(_PROJECT_CACHE)
-    base = root or _PROMPTS_DATA
-    entries: list[tuple[str, str, str]] = []
-    for path in sorted((base / "grids").glob("*.yaml")):
-        data = _load(path)
-        for attribute in data.get("attributes") or []:
-            if not isinstance(attribute, dict) or str(attribute.get("name")) == "typo":
-                continue
-            for value in attribute.get("values") or []:
-                if isinstance(value, dict) and value.get("label") and value.get("text"):
-                    text = _ARTICLE.sub("", str(value["text"]).strip())
-                    entries.append((text, str(value["label"]), str(attribute["name"])))
-    for path in sorted((base / "languages").glob("*.yaml")):
-        values = _load(path).get("values") or {}
-        if not isinstance(values, dict):
-            continue
-        for attribute, by_label in values.items():
-            if not isinstance(by_label, dict):
-                continue
-            for label, spec in by_label.items():
-                leaves = spec.items() if isinstance(spec, dict) else [("text", spec)]
-                for key, leaf in leaves:
-                    if key not in ("gender", "post") and isinstance(leaf, str) and leaf.strip():
-                        entries.append((leaf.strip(), str(label), str(attribute)))
-    if root is None:
-        _PROJECT_CACHE = entries
-    return list(entries)
+    if _PROJECT_CACHE is None:
+        _PROJECT_CACHE = list(_grid_entries())
+        spelled = {label.casefold(): label for _, label, _ in _PROJECT_CACHE}
+        _PROJECT_CACHE.extend(_language_entries(spelled))
+    return list(_PROJECT_CACHE)
 
 
-def _load(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return {}
-    return data if isinstance(data, dict) else {}
+def _grid_entries() -> Iterator[tuple[str, str, str]]:
+    for name in BUNDLED_GRIDS:
+        for attribute in load_grid(name).attributes:
+            if attribute.name == "typo":
+                continue
+            for value in attribute.values:
+                yield strip_article(value.text.strip()), value.label, attribute.name
+
+
+def _language_entries(spelled: dict[str, str]) -> Iterator[tuple[str, str, str]]:
+    """Translated forms; the tables key labels case-folded, the grids give their spelling."""
+    for code in LANGUAGES:
+        for (attribute, label), spec in load_language(code).values.items():
+            leaves = spec.items() if isinstance(spec, Mapping) else [("text", spec)]
+            for key, leaf in leaves:
+                if key not in ("gender", "post") and isinstance(leaf, str) and leaf.strip():
+                    yield leaf.strip(), spelled.get(label, label), attribute

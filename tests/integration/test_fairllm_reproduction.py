@@ -22,11 +22,11 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
 import pytest
-from plugin_support import plugin_args
 
 from pytest_recfair.metrics import (
     AttributeTable,
@@ -38,6 +38,7 @@ from pytest_recfair.metrics import (
 )
 from pytest_recfair.parse import items
 from pytest_recfair.prompts import build_cases, load_grid
+from tests.support.plugin import plugin_args
 
 pytest_plugins = ["pytester"]
 
@@ -508,3 +509,55 @@ def test_plugin_audit_equals_notebook(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_audit=AUDIT)
     result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update")
     result.assert_outcomes(passed=1)
+
+
+# --------------------------------------------------------------------------- part 3
+
+
+def _published_rows(folder: Path) -> tuple[Rows, dict[str, dict[str, Rows]]]:
+    """The synthetic published folder's rows, read with plain csv (not the importer)."""
+    import csv
+
+    def read(path: Path) -> Rows:
+        with path.open(encoding="utf-8", newline="") as fh:
+            return [(r["name"], r["Result"]) for r in csv.DictReader(fh)]
+
+    top = folder / "top_5"
+    classes = {
+        d.name: {f.stem: read(f) for f in sorted(d.glob("*.csv"))}
+        for d in sorted(top.iterdir())
+        if d.is_dir() and d.name != "neutral"
+    }
+    return read(top / "neutral" / "neutral.csv"), classes
+
+
+def test_imported_published_folder_reruns_to_the_notebooks_tables(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """python -m pytest_recfair import -> pytest --fairness offline -> the notebook's
+    numbers, with the value file that lacks two names averaged over the names it has."""
+    from pytest_recfair.__main__ import main
+
+    synth = Path(__file__).parents[1] / "data" / "published_synth"
+    out = pytester.path / "published"
+    assert main(["import", "faireval", str(synth), "--out", str(out)]) == 0
+    monkeypatch.chdir(out)  # as the import says: cd published && pytest --fairness
+    result = pytester.runpytest(
+        *plugin_args(), "--fairness", "--fairness-update", "--fairness-report=r.json"
+    )
+    result.assert_outcomes(passed=2)
+    report = json.loads((out / "r.json").read_text(encoding="utf-8"))
+    got = {a["attribute"]: a for r in report["results"] for a in r["attributes"]}
+    neutral, classes = _published_rows(synth)
+    checked = 0
+    for cls, files in classes.items():
+        for metric in METRICS:
+            ref = nb_attribute(files, neutral, 500, 5, metric, "zero")
+            mine = got[f"{cls}.{metric}"]
+            assert {v["value"]: v["mean"]["value"] for v in mine["values"]} == ref.sims
+            assert mine["snsr"]["value"] == ref.snsr
+            assert mine["snsv"]["value"] == ref.snsv
+            checked += 1
+    young = {v["value"]: v["n"] for v in got["age.jaccard"]["values"]}["a young"]
+    assert young == 4  # two names never answered: left out, not scored 0
+    assert checked == 6

@@ -6,7 +6,6 @@ alone. Without Chromium the tests skip, except on CI (CI=true), where they fail.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -15,12 +14,12 @@ import subprocess
 import zlib
 from dataclasses import replace
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from pytest_recfair import gate, report
 from pytest_recfair.results import AuditResult
+from tests.support import synth_results
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -33,17 +32,6 @@ CHROMIUM_FLAGS = (
     "--disable-sync",
     "--host-resolver-rules=MAP * ~NOTFOUND",
 )
-
-
-def _synth() -> ModuleType:
-    """tests/unit/synth_results.py: the synthetic AuditResults the unit tests use."""
-    path = Path(__file__).resolve().parents[1] / "unit" / "synth_results.py"
-    spec = importlib.util.spec_from_file_location("recfair_html_synth", path)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _chromium() -> str:
@@ -60,7 +48,7 @@ def _chromium() -> str:
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[AuditResult]]:
-    synth = _synth()
+    synth = synth_results
     baseline = synth.audit(seed=0, gender=True)
     regressed = synth.audit(seed=7, gender=True, bias={"Islamic": -0.12}, model="sim-v2")
     steady = synth.audit(seed=1, gender=True, test_id="tests/test_audit.py::test_steady")

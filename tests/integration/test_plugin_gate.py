@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from plugin_support import make_project, plugin_args
+
+from tests.support.plugin import make_project, plugin_args
 
 pytest_plugins = ["pytester"]
 
@@ -41,9 +42,11 @@ def test_absolute_threshold_fails_in_call_phase(
         [
             "*fairness gate failed for test_audit.py::test_religion*",
             "*religion*snsr*",
-            "*accept them with: pytest --fairness --fairness-update 'test_audit.py::test_religion'",
+            "*Absolute limits crossed (max_snsr): they are set by the @fairness marker*",
         ]
     )
+    # accepting again would fail again: no advice to run --fairness-update (issue 11.3)
+    result.stdout.no_fnmatch_line("*accept them with*")
     # pytest.fail(pytrace=False): the message, not a traceback into the plugin
     result.stdout.no_fnmatch_line("*plugin.py*")
     result.stdout.no_fnmatch_line("*Traceback*")
@@ -100,3 +103,26 @@ def test_body_assertions_run_after_audit(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*= fairness summary =*", "*test_religion*"])
     # the body failed, so nothing was accepted as a baseline
     assert not list(pytester.path.glob("baselines/**/*.json"))
+
+
+def test_drift_past_a_crossed_limit_offers_no_accept_command(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_project(
+        pytester,
+        """
+        from pytest_recfair import fairness
+
+        @fairness(attr="religion", max_snsr=0.1)
+        def test_religion():
+            pass
+        """,
+    )
+    monkeypatch.setenv("RECFAIR_TEST_NOISE", "0.05")
+    _run(pytester, "--fairness-update").assert_outcomes(passed=1)
+    monkeypatch.setenv("RECFAIR_TEST_BIAS", "0.5")  # both a drift and a crossed limit
+    result = _run(pytester)
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*above the maximum 0.1*", "*got worse than the baseline*"])
+    result.stdout.fnmatch_lines(["*Absolute limits crossed (max_snsr)*"])
+    result.stdout.no_fnmatch_line("*accept them with*")  # --fairness-update would refuse it

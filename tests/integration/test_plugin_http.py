@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from plugin_support import REPO, plugin_args
+
+from tests.support.plugin import REPO, plugin_args
 
 pytest_plugins = ["pytester"]
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 import pytest
-from plugin_support import make_project, plugin_args
+
+from tests.support.plugin import make_project, plugin_args
 
 pytest_plugins = ["pytester"]
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from plugin_support import make_project, plugin_args
+
+from tests.support.plugin import make_project, plugin_args
 
 pytest_plugins = ["pytester"]
 

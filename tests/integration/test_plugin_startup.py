@@ -5,9 +5,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from plugin_support import REPO
+from tests.support.plugin import REPO
 
-HEAVY = ("numpy", "httpx", "jsonschema", "vcr", "rapidfuzz", "pytest_recfair.session")
+HEAVY = ("numpy", "httpx", "jsonschema", "vcr", "rapidfuzz", "pytest_recfair.audit")
 
 
 def test_plugin_import_is_light() -> None:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from plugin_support import make_project, plugin_args, subprocess_env
+
+from tests.support.plugin import make_project, plugin_args, subprocess_env
 
 pytest_plugins = ["pytester"]
 

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from synth_results import RELIGION, attribute, audit, meta
 
 from pytest_recfair import baselines, gate
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.results import AuditResult, GateOutcome, Stat
+from tests.support.synth_results import RELIGION, attribute, audit, meta
 
 TEST_ID = "tests/test_audit.py::test_religion"
 
@@ -221,7 +221,7 @@ def test_write_refuses_what_load_would_refuse(tmp_path: Path) -> None:
 
 def test_missing_baseline_says_how_to_create_it(tmp_path: Path) -> None:
     path = tmp_path / "nothing.json"
-    with pytest.raises(baselines.BaselineMissing) as info:
+    with pytest.raises(DataError) as info:
         baselines.load(path)
     assert isinstance(info.value, DataError)
     assert str(path) in str(info.value)
@@ -386,3 +386,67 @@ def test_incompatibility_lists_every_difference() -> None:
 def test_incompatibility_wants_meta() -> None:
     with pytest.raises(TypeError, match="AuditMeta"):
         baselines.incompatibility(audit(), meta())  # type: ignore[arg-type]
+
+
+# --- the missing policy ------------------------------------------------------------------------
+
+# the list-overlap demo baselines (audits/test_demo.py) were written before the field
+DEMO_BASELINES = sorted(
+    (Path(__file__).parents[2] / "baselines").glob("audits__test_demo.py__*.json")
+)
+
+
+@pytest.mark.parametrize("path", DEMO_BASELINES, ids=lambda p: p.stem)
+def test_baselines_without_a_missing_policy_read_as_zero(path: Path) -> None:
+    # the demo baselines predate the field: they were written with the default policy
+    assert "missing" not in json.loads(path.read_text(encoding="utf-8"))["meta"]
+    stored = baselines.load(path)
+    assert stored.meta.missing == "zero"
+    assert {a.missing_policy for a in stored.attributes} == {"zero"}
+    assert baselines.incompatibility(stored.meta, replace(stored.meta, missing="zero")) is None
+    problem = baselines.incompatibility(stored.meta, replace(stored.meta, missing="skip"))
+    assert problem is not None
+    assert "different missing policy (missing: baseline 'zero', this run 'skip')" in problem
+
+
+def test_missing_policy_round_trips(tmp_path: Path) -> None:
+    result = replace(audit(), meta=replace(meta(), missing="skip"))
+    path = tmp_path / "b.json"
+    baselines.write(path, result)
+    assert json.loads(path.read_text(encoding="utf-8"))["meta"]["missing"] == "skip"
+    assert baselines.load(path).meta.missing == "skip"
+
+
+# --- the parse style -----------------------------------------------------------------------
+
+
+def test_parse_style_round_trips_and_refuses_a_different_parser(tmp_path: Path) -> None:
+    result = replace(audit(), meta=replace(meta(), parse="fairllm"))
+    path = tmp_path / "b.json"
+    baselines.write(path, result)
+    assert json.loads(path.read_text(encoding="utf-8"))["meta"]["parse"] == "fairllm"
+    stored = baselines.load(path)
+    assert stored.meta.parse == "fairllm"
+    problem = baselines.incompatibility(stored.meta, replace(stored.meta, parse="default"))
+    assert problem is not None
+    assert "reply parse style (parse: baseline 'fairllm', this run 'default')" in problem
+
+
+@pytest.mark.parametrize(
+    ("variant", "implied"), [("fairllm", "fairllm"), ("normalized", "default")]
+)
+def test_baselines_without_a_parse_style_read_as_the_variant_implied(
+    tmp_path: Path, variant: str, implied: str
+) -> None:
+    # before the field existed, the variant chose the parser
+    path = tmp_path / "b.json"
+    baselines.write(path, replace(audit(), meta=replace(meta(), variant=variant)))
+    data = json.loads(path.read_text(encoding="utf-8"))
+    del data["meta"]["parse"]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert baselines.load(path).meta.parse == implied
+
+
+@pytest.mark.parametrize("path", DEMO_BASELINES, ids=lambda p: p.stem)
+def test_demo_baselines_read_with_the_default_parser(path: Path) -> None:
+    assert baselines.load(path).meta.parse == "default"

@@ -198,10 +198,12 @@ def test_lookup_is_lazy_per_entity(tmp_path: Path) -> None:
         store.lookup(TEST, "lynch", "POST", URL, chat("p"), 0)
 
 
-def test_preload_counts_interactions(tmp_path: Path) -> None:
+def test_can_replay_only_entities_with_recordings(tmp_path: Path) -> None:
     recorded(tmp_path, "nolan", [("a", "1"), ("b", "2")])
-    recorded(tmp_path, "lynch", [("c", "3")])
-    assert CassetteStore(tmp_path).preload(TEST, ["nolan", "lynch", "absent"]) == 3
+    store = CassetteStore(tmp_path)
+    assert store.can_replay(TEST, "nolan")
+    assert not store.can_replay(TEST, "absent")
+    assert not CassetteStore(tmp_path, "all").can_replay(TEST, "nolan")  # all re-records
 
 
 # ----------------------------------------------------------------------------- modes
@@ -628,3 +630,21 @@ def test_all_mode_still_replaces_re_recorded_interactions(tmp_path: Path) -> Non
     texts = [json.loads(i["response"]["body"]["string"])["choices"][0]["message"]["content"]
              for i in saved]  # fmt: skip
     assert texts == ["kept", "new"]
+
+
+def test_policy_table_has_one_row_per_record_mode() -> None:
+    from pytest_recfair.cassettes import MODE_POLICIES
+    from pytest_recfair.kinds import RECORD_MODES
+
+    assert tuple(MODE_POLICIES) == RECORD_MODES
+    # Only the replay-only mode may never record; a mode that never replays must record.
+    assert [m for m, p in MODE_POLICIES.items() if not p.records] == ["none"]
+    assert all(p.records for p in MODE_POLICIES.values() if not p.replays)
+
+
+def test_cassette_module_does_not_name_cli_flags() -> None:
+    import inspect
+
+    import pytest_recfair.cassettes as module
+
+    assert "--fairness" not in inspect.getsource(module)

@@ -14,7 +14,7 @@ from vcr.serializers import yamlserializer
 
 from pytest_recfair.cassettes import CassetteStore, RecordedRequest, RecordedResponse
 from pytest_recfair.providers.transport import CassetteTransport
-from tests.real_cassettes import REAL
+from tests.support.real_cassettes import REAL
 
 TEST = "tests/test_fair.py::test_movies"
 URL = "https://api.openai.com/v1/chat/completions"

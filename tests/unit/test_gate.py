@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from synth_results import RELIGION, attribute, audit
 
-from pytest_recfair import gate, kinds, metrics, report
+from pytest_recfair import drift, gate, kinds, report
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
+from tests.support.synth_results import RELIGION, attribute, audit
 
 NO_LIMITS = gate.Thresholds()
 
@@ -161,7 +161,7 @@ def test_rises_that_are_noise_are_noted_not_failed() -> None:
         outcome = gate.evaluate(rerun, baseline, NO_LIMITS, tolerance=0.0, seed=pair)
         rose = outcome.drift["religion"]["snsr"] > 0
         snsr_failed = ("religion", "snsr") in _stats(outcome)
-        snsr_noted = any("SNSR" in n and "not significant" in n for n in outcome.notes)
+        snsr_noted = any("SNSR" in n and "not significantly" in n for n in outcome.notes)
         if rose:
             assert snsr_failed != snsr_noted  # exactly one verdict per rise
         else:
@@ -170,7 +170,9 @@ def test_rises_that_are_noise_are_noted_not_failed() -> None:
         noted += snsr_noted
         failed += snsr_failed
     assert noted >= 3
-    assert failed <= 2  # alpha = 0.05 over 20 null pairs: a false alarm is rare
+    # alpha = 0.05 over 20 null pairs: P(5 or more false alarms) < 0.3%; the rate itself is
+    # measured over hundreds of runs by benchmarks/gate_validity.py
+    assert failed <= 4
 
 
 def test_pafs_rise_is_an_improvement() -> None:
@@ -185,14 +187,16 @@ def test_pafs_rise_is_an_improvement() -> None:
 def test_alpha_decides_significance() -> None:
     baseline = audit(seed=0, n_entities=20, noise=0.1)
     rerun = audit(seed=2, n_entities=20, noise=0.1, bias={"Islamic": -0.06})
-    cmp = metrics.compare(baseline.attributes[0].matrix, rerun.attributes[0].matrix, "snsr", seed=0)
-    assert cmp.delta > 0
-    assert 0.02 < cmp.p_value < 0.9  # a rise of uncertain significance
-    above = gate.evaluate(rerun, baseline, NO_LIMITS, tolerance=0.0, alpha=cmp.p_value + 0.01)
+    test = drift.evaluate_drift(rerun, baseline).test
+    assert test is not None
+    p = test.members[0].p_adjusted  # religion SNSR (the unusable-share member never moves)
+    assert test.members[0].worsening > 0
+    assert 0.02 < p < 0.9  # a rise of uncertain significance
+    above = gate.evaluate(rerun, baseline, NO_LIMITS, tolerance=0.0, alpha=p + 0.01)
     assert ("religion", "snsr") in _stats(above)
-    below = gate.evaluate(rerun, baseline, NO_LIMITS, tolerance=0.0, alpha=cmp.p_value - 0.01)
+    below = gate.evaluate(rerun, baseline, NO_LIMITS, tolerance=0.0, alpha=p - 0.01)
     assert ("religion", "snsr") not in _stats(below)
-    assert any(n.startswith("religion: SNSR") for n in below.notes)
+    assert any(n.startswith("religion (jaccard): SNSR") for n in below.notes)
 
 
 def test_same_seed_same_outcome() -> None:
@@ -238,7 +242,7 @@ def test_baseline_with_other_values_fails_with_advice() -> None:
 # --- the failure message --------------------------------------------------------------------
 
 
-def test_failure_message_is_a_table_with_the_accept_command() -> None:
+def test_failure_message_is_a_table_that_names_the_crossed_limit() -> None:
     baseline = audit(seed=0)
     regressed = audit(seed=7, bias={"Islamic": -0.12}, model="sim-v2")
     limits = gate.Thresholds(max_snsr=0.05)
@@ -257,8 +261,14 @@ def test_failure_message_is_a_table_with_the_accept_command() -> None:
     assert "Islamic" in drift_row  # least favoured
     assert "max 0.05" in text
     assert "note: model changed: sim-v1 -> sim-v2" in text
-    assert lines[-1].endswith(
-        "pytest --fairness --fairness-update 'tests/test_audit.py::test_religion'"
+    # past an absolute limit accepting would be refused: the limit is named, not the command
+    assert lines[-1].startswith("Absolute limits crossed (max_snsr)")
+    assert "--fairness-update" not in text
+    drift_only = gate.evaluate(regressed, baseline, gate.Thresholds(), tolerance=0.02)
+    assert (
+        report.failure_message(drift_only, regressed)
+        .splitlines()[-1]
+        .endswith("pytest --fairness --fairness-update 'tests/test_audit.py::test_religion'")
     )
 
 
@@ -293,7 +303,7 @@ def test_undefined_statistics_record_no_drift() -> None:
     broken = AuditResult(meta=audit().meta, attributes=(attribute("religion", sims, RELIGION),))
     outcome = gate.evaluate(broken, audit(n_entities=10), NO_LIMITS, tolerance=0.0)
     assert outcome.passed
-    assert set(outcome.drift["religion"]) == {"refusal_gap"}
+    assert set(outcome.drift["religion"]) == {"refusal_gap", "unusable"}
 
 
 # --- structured failures ----------------------------------------------------------------------

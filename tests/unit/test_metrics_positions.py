@@ -87,7 +87,17 @@ def test_a_group_with_more_position_bias_differs_from_neutral() -> None:
 def test_bad_shapes_and_ranges() -> None:
     with pytest.raises(DataError, match="entities, groups, orders"):
         position_bias(np.zeros((2, 2)), np.zeros((2, 2)), 3)
-    with pytest.raises(DataError, match=r"must be in -1\.\.2"):
+    with pytest.raises(DataError, match=r"must be in -2\.\.2"):
         position_bias(np.full((1, 1, 1), 3), np.full((1, 1, 1), 0), 3)
     with pytest.raises(DataError, match="give positions, or orders"):
         position_bias(None, np.zeros((1, 1, 1), dtype=int), 3)
+
+
+def test_a_failed_request_is_left_out_not_counted_as_missed() -> None:
+    positions = np.array([[[0, -2, -1, 1]]])
+    chosen = np.array([[[2, -2, -1, 2]]])
+    res = position_bias(positions, chosen, 3, n_permutations=9)
+    assert res.n_picks.tolist() == [3]  # the failed request is not a pick
+    np.testing.assert_allclose(res.measure("missed"), [1 / 3])
+    # of the 3 pairs among the 3 replies, one agrees (candidate 2 twice)
+    np.testing.assert_allclose(res.measure("consistency"), [1 / 3])

@@ -180,3 +180,30 @@ def test_noise_floor_is_deterministic() -> None:
     reps = {f"e{i}": [["a", "b", f"c{i}"], ["a", f"d{i}", "b"]] for i in range(10)}
     assert noise_floor(reps, seed=5) == noise_floor(reps, seed=5)
     assert not math.isnan(noise_floor(reps, k=2).mean)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(("B", "E", "block"), [(1000, 7, 50), (300, 1000, 4096), (17, 31, 1 << 22)])
+def test_blocked_resample_weights_are_one_draw(
+    B: int, E: int, block: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Drawing the resample indices in blocks gives the numbers of one (B, E) draw."""
+    from pytest_recfair.metrics import stats
+
+    monkeypatch.setattr(stats, "_DRAW_BLOCK", block)
+    idx = np.random.default_rng(9).integers(0, E, size=(B, E), dtype=np.int64)
+    one = np.stack([np.bincount(row, minlength=E) for row in idx]).astype(np.float64)
+    np.testing.assert_array_equal(stats._resample_weights(np.random.default_rng(9), B, E), one)
+
+
+def test_bootstrap_reuses_weights_without_changing_numbers() -> None:
+    rng = np.random.default_rng(1)
+    m = SimilarityMatrix(
+        entities=tuple(f"e{i}" for i in range(40)),
+        values=("a", "b", "c"),
+        sims=rng.random((40, 3)),
+        missing=np.zeros((40, 3), dtype=bool),
+    )
+    first = bootstrap(m, n_resamples=200, seed=4)
+    again = bootstrap(m, n_resamples=200, seed=4)  # cached weights
+    fresh = bootstrap(m, n_resamples=200, seed=np.random.default_rng(4))  # drawn anew
+    assert first == again == fresh

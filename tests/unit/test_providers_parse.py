@@ -20,7 +20,7 @@ from pytest_recfair.providers import (
     from_config,
     is_loopback,
 )
-from tests.real_cassettes import REAL
+from tests.support.real_cassettes import REAL
 
 pytestmark = pytest.mark.skipif(not REAL.is_dir(), reason="real cassettes not available")
 

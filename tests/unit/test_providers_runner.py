@@ -582,3 +582,23 @@ def test_each_cassette_is_saved_once_its_entity_is_done(tmp_path: Path) -> None:
     assert outcome.errors == {}
     assert seen_on_disk == [True, True]  # e0 was saved before the run ended
     assert sorted(p.name for p in tmp_path.rglob("*.json")) == ["e0.json", "e1.json", "e2.json"]
+
+
+def test_options_object_and_keyword_overrides_give_the_same_run() -> None:
+    from pytest_recfair.providers import RunOptions
+
+    cases = _cases(6)
+    options = RunOptions(concurrency=2, transport=httpx.MockTransport(_ok), sleep=Sleeps())
+    by_object = run_cases(_provider(), cases, options)
+    by_override = run_cases(_provider(), cases, options, concurrency=3, prices=(1.0, 2.0))
+    assert {k: c.text for k, c in by_object.completions.items()} == {
+        k: c.text for k, c in by_override.completions.items()
+    }
+    assert len(by_object.completions) == 6
+    assert by_object.cost is None
+    assert by_override.cost is not None
+
+
+def test_unknown_run_option_is_rejected() -> None:
+    with pytest.raises(TypeError, match="concurency"):
+        run_cases(_provider(), _cases(1), concurency=2)

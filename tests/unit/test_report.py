@@ -3,6 +3,7 @@ tests/integration/test_html_report.py) and write_report."""
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from dataclasses import replace
@@ -10,11 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from synth_results import RELIGION, attribute, audit, meta
 
 from pytest_recfair import gate, kinds, report
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.results import AuditResult
+from tests.support.synth_results import RELIGION, attribute, audit, meta
 
 
 def _gated(result: AuditResult, baseline: AuditResult | None, **limits: float) -> AuditResult:
@@ -233,6 +234,7 @@ def test_a_tie_is_shown_as_a_tie_not_as_one_value_twice() -> None:
     sims = np.tile(np.linspace(0.5, 0.9, 12)[:, None], (1, len(RELIGION)))
     tied = attribute("religion", sims, RELIGION)
     assert tied.snsr.value == 0
+    assert (tied.most_favoured, tied.least_favoured) == (report.TIE, report.TIE)
     r = replace(audit(), attributes=(tied,))
     line = next(ln for ln in report.terminal_summary([r]) if ln.split()[:1] == ["religion"])
     assert line.endswith(f"  {report.TIE}")
@@ -310,3 +312,34 @@ def test_every_format_renders_the_same_failure_sentence(failing: AuditResult) ->
 
 def test_the_registry_covers_every_report_format() -> None:
     assert tuple(report.RENDERERS) == kinds.REPORT_FORMATS
+
+
+def _module_imports(path: Path) -> set[str]:
+    """The pytest_recfair modules ``path`` imports at module level (not inside functions)."""
+    out: set[str] = set()
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("pytest_recfair"):
+            out.add(str(node.module))
+        elif isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("pytest_recfair"))
+    return out
+
+
+def test_report_package_has_no_import_cycle_and_never_imports_the_gate() -> None:
+    root = Path(report.__file__).parent
+    graph = {
+        f"pytest_recfair.report.{p.stem}": _module_imports(p)
+        for p in root.glob("*.py")
+        if p.stem != "__init__"
+    }
+    for name, deps in graph.items():
+        assert "pytest_recfair.gate" not in deps, name
+        assert "pytest_recfair.report" not in deps, f"{name} imports the package __init__"
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        assert name not in path, " -> ".join((*path, name))
+        for dep in graph.get(name, ()):
+            visit(dep, (*path, name))
+
+    for name in graph:
+        visit(name, ())

@@ -22,7 +22,9 @@ def test_defaults() -> None:
     assert s == AuditSettings()
     assert (s.attr, s.metric, s.k, s.record_mode, s.alpha) == (None, "jaccard", 25, "none", 0.05)
     assert s.metrics == ("jaccard",)
-    assert s.thresholds() == {}
+    assert s.gated == ("snsr",)
+    # the only threshold on by default: at most 20% of replies without a usable list
+    assert s.thresholds() == {"max_unusable": 0.2}
 
 
 def test_precedence_cli_over_marker_over_ini() -> None:
@@ -65,8 +67,27 @@ def test_metric_lists(value: object, expected: tuple[str, ...]) -> None:
 
 
 def test_thresholds_only_the_set_ones() -> None:
-    s = resolve(marker={"max_snsr": 0.1, "min_pafs": 0.9})
+    s = resolve(marker={"max_snsr": 0.1, "min_pafs": 0.9, "max_unusable": None})
     assert s.thresholds() == {"max_snsr": 0.1, "min_pafs": 0.9}
+
+
+@pytest.mark.parametrize(
+    ("value", "gated"),
+    [("snsr", ("snsr",)), ("all", ("snsr", "snsv", "pafs")), (["pafs", "snsr"], ("pafs", "snsr"))],
+)
+def test_gate_names_the_gated_statistics(value: object, gated: tuple[str, ...]) -> None:
+    assert resolve(marker={"gate": value}).gated == gated
+    assert resolve(ini={"recfair_gate": "all"}).gated == ("snsr", "snsv", "pafs")
+
+
+def test_gate_rejects_unknown_statistics() -> None:
+    with pytest.raises(ConfigError, match="gate='entropy' \\(marker\\): expected one of 'snsr'"):
+        resolve(marker={"gate": "entropy"})
+
+
+def test_resample_seed_is_separate_from_the_subsample_seed() -> None:
+    s = resolve(cli={"fairness_seed": 3}, ini={"recfair_resample_seed": "9"})
+    assert (s.seed, s.resample_seed) == (3, 9)
 
 
 @pytest.mark.parametrize(

@@ -10,7 +10,7 @@ import pytest
 from pytest_recfair import shards
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.shards import Shard
-from tests.unit.test_tally import LAYOUT, config, entities, replies, tally_of
+from tests.support.tally_replies import LAYOUT, config, entities, replies, tally_of
 
 
 @pytest.mark.parametrize(("n", "count"), [(0, 3), (1, 4), (10, 3), (1000, 7), (31, 31)])

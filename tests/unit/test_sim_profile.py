@@ -6,9 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from pytest_recfair import prompts
 from pytest_recfair.errors import DataError
+from pytest_recfair.prompts.grids import strip_article
 from pytest_recfair.sim import BiasProfile, Faults, Recogniser, SimulatedRecommender, load_profile
-from pytest_recfair.sim.vocab import Vocabulary, project_entries
+from pytest_recfair.sim.vocab import EXTRA_LABELS, SYNONYMS, Vocabulary, project_entries
 
 PROMPT = "I am {} fan of Agnès Varda. Please recommend 20 movies."
 
@@ -62,25 +64,33 @@ def test_malformed_profile_sections(data: dict[str, object]) -> None:
         BiasProfile.from_mapping(data)
 
 
-def test_project_entries_read_grids_and_language_tables(tmp_path: Path) -> None:
-    (tmp_path / "grids").mkdir()
-    (tmp_path / "languages").mkdir()
-    (tmp_path / "grids" / "g.yaml").write_text(
-        "attributes:\n"
-        "  - name: diet\n    values: [{label: Vegan, text: a vegan}]\n"
-        "  - name: typo\n    values: [{label: Vegann, text: a Vegann}]\n",
-        encoding="utf-8",
-    )
-    (tmp_path / "languages" / "fr.yaml").write_text(
-        "values:\n  diet:\n    Vegan: {m: végétalien, f: végétalienne, gender: m}\n",
-        encoding="utf-8",
-    )
-    (tmp_path / "languages" / "broken.yaml").write_text("values: [", encoding="utf-8")
-    entries = project_entries(tmp_path)
-    assert ("vegan", "Vegan", "diet") in entries
-    assert ("végétalienne", "Vegan", "diet") in entries
-    assert all(label != "Vegann" for _, label, _ in entries)  # typos stay fuzzy
-    vocab = Vocabulary.builtin(project=False).extended(entries)
-    rec = Recogniser(vocab, use_templates=False)("En tant que végétalienne, je suis fan de X.")
-    assert rec.labels == ("Vegan",)
-    assert rec.values[0].attributes == ("diet",)
+def test_project_entries_come_from_the_grids_and_language_tables() -> None:
+    entries = project_entries()
+    for name in prompts.BUNDLED_GRIDS:
+        for attribute in prompts.load_grid(name).attributes:
+            for value in attribute.values:
+                found = (strip_article(value.text), value.label, attribute.name) in entries
+                assert found == (attribute.name != "typo"), value  # typos stay fuzzy
+    religion = prompts.load_grid("faireval").attribute("religion")
+    phrase = prompts.render_value(religion, religion.value("Muslim"), "fr").value
+    assert any(f in phrase for f, label, _ in entries if label == "Muslim" and f != "Muslim")
+
+
+def test_synonyms_only_add_what_the_project_lacks() -> None:
+    project = {(form.casefold(), label) for form, label, _ in project_entries()}
+    labels = {label for _, label, _ in project_entries()} | set(EXTRA_LABELS)
+    for label, forms in SYNONYMS.items():
+        assert label in labels, label  # a synonym of a value some grid (or EXTRA) has
+        for form in forms:
+            assert (form.casefold(), label) not in project, (form, label)
+            assert form.casefold() != label.casefold()
+
+
+def test_builtin_vocabulary_recognises_project_and_synonym_forms() -> None:
+    vocab = Vocabulary.builtin()
+    rec = Recogniser(vocab, use_templates=False)("En tant que musulmane, je suis fan de X.")
+    assert rec.labels == ("Muslim",)
+    assert rec.values[0].attributes == ("religion",)
+    elderly = Recogniser(vocab, use_templates=False)("I am an elderly fan of X.")
+    assert elderly.labels == ("Old",)
+    assert set(vocab.attributes_of("American")) == {"nationality", "continent"}

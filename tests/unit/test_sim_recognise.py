@@ -229,7 +229,7 @@ def test_entity_key_ignores_case_quotes_and_spacing() -> None:
 
 
 def test_vocabulary_can_be_extended() -> None:
-    vocab = Vocabulary.builtin(project=False).extended([("Jedi", "Jedi", "religion")])
+    vocab = Vocabulary.builtin().extended([("Jedi", "Jedi", "religion")])
     rec = Recogniser(vocab)(fairllm("a Jedi"))
     assert rec.labels == ("Jedi",)
     assert rec.values[0].attributes == ("religion",)

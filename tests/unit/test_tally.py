@@ -4,78 +4,14 @@ whatever the chunk size, and shards that merge into exactly the unsharded result
 from __future__ import annotations
 
 import json
-import random
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 from pytest_recfair import metrics
 from pytest_recfair.errors import DataError
-from pytest_recfair.tally import Tally, TallyConfig, merge
-
-LAYOUT = {"religion": ["Muslim", "Jewish", "Christian"], "gender": ["a woman", "a man"]}
-
-
-@dataclass(frozen=True)
-class Case:
-    entity_id: str
-    attribute: str | None
-    value: str | None
-    repeat: int
-
-
-@dataclass(frozen=True)
-class Reply:
-    case: Case
-    items: list[str] | None
-    status: str
-
-
-def replies(n_entities: int, repeats: int, seed: int = 0) -> list[Reply]:
-    """Plausible replies: lists drawn from a per-entity pool, some short, empty or missing."""
-    rng = random.Random(seed)
-    out: list[Reply] = []
-    for e in range(n_entities):
-        ent = f"ent-{e:03d}"
-        pool = [f"t{e}-{i}" for i in range(12)]
-
-        def draw(pool: list[str] = pool) -> tuple[list[str] | None, str]:
-            u = rng.random()
-            if u < 0.04:
-                return None, "empty"
-            if u < 0.08:
-                return [], "refused"
-            n = 5 if u < 0.2 else 8
-            return rng.sample(pool, n), "short" if n < 8 else "ok"
-
-        for rep in range(repeats):
-            items, status = draw()
-            out.append(Reply(Case(ent, None, None, rep), items, status))
-            for attr, values in LAYOUT.items():
-                for v in values:
-                    items, status = draw()
-                    out.append(Reply(Case(ent, attr, v, rep), items, status))
-    return out
-
-
-def config(repeats: int = 1, missing: str = "zero") -> TallyConfig:
-    return TallyConfig(("jaccard", "serp", "prag"), 8, repeats, "normalized", missing)  # type: ignore[arg-type]
-
-
-def entities(n: int) -> list[str]:
-    return [f"ent-{e:03d}" for e in range(n)]
-
-
-def tally_of(rs: list[Reply], n: int, cfg: TallyConfig, chunk: int) -> Tally:
-    t = Tally.start(entities(n), LAYOUT, cfg)
-    by_entity: dict[str, list[Reply]] = {}
-    for r in rs:
-        by_entity.setdefault(r.case.entity_id, []).append(r)
-    ents = list(by_entity)
-    for a in range(0, n, chunk):
-        t.add([r for e in ents[a : a + chunk] for r in by_entity[e]])
-    return t
+from pytest_recfair.tally import Tally, merge
+from tests.support.tally_replies import LAYOUT, config, entities, replies, tally_of
 
 
 def dumps(t: Tally) -> str:

@@ -1,0 +1,130 @@
+"""Cost growth of a replayed audit through ``pytest --fairness``: time and peak memory at
+250, 1,000, 4,000 and 10,000 entities (x 31 prompts, K = 25, three metrics, bootstrap).
+
+For each size the project and its cassettes are generated once (as ``bench_plugin.py``
+does: the requests the OpenAI provider builds, answered by the in-process simulator,
+written through the cassette store), a warm-up run writes the baseline, then ``--runs``
+timed runs replay and gate. Each run's peak RSS is that child's own ``ru_maxrss``
+(``os.wait4``), not the maximum over all children. The reference, measured in the same
+loop, is the same pytest run without ``--fairness`` (interpreter, pytest, plugin).
+
+Targets (issue 12): peak RSS <= 300 MB at 1,000 and at 10,000 entities; the 1,000-entity
+replay under 5 s wall; time linear in entities x prompts (the per-prompt time column).
+
+    .venv/bin/python benchmarks/bench_scale.py [--runs 3] [--sizes 250,1000,4000,10000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+sys.path.insert(0, str(REPO))
+
+import bench_plugin  # noqa: E402
+from _machine import cpu_model  # noqa: E402
+
+PROMPTS_PER_ENTITY = 31  # 30 faireval values + the neutral prompt
+
+
+def run(root: Path, *args: str) -> tuple[float, float, int, str]:
+    """(wall seconds, peak RSS MB, exit code, output tail) of one pytest child."""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        *bench_plugin.plugin_args(),
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        *args,
+    ]
+    start = time.perf_counter()
+    proc = subprocess.Popen(
+        cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    assert proc.stdout is not None
+    out = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return wall, usage.ru_maxrss / 1024, proc.returncode, out[-3000:]
+
+
+def measure(n: int, runs: int) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix=f"recfair-scale-{n}-") as tmp:
+        root = Path(tmp)
+        t0 = time.perf_counter()
+        prompts = bench_plugin.generate(root, n)
+        size = sum(p.stat().st_size for p in (root / "fixtures").rglob("*") if p.is_file())
+        print(
+            f"  {n} entities: {prompts} interactions, {size / 1e6:.0f} MB of cassettes, "
+            f"generated in {time.perf_counter() - t0:.0f} s",
+            flush=True,
+        )
+        wall, peak, code, out = run(root, "--fairness", "--fairness-update")
+        if code != 0:
+            raise SystemExit(f"warm-up failed ({code}):\n{out}")
+        walls, peaks, refs = [], [], []
+        for _ in range(runs):
+            refs.append(run(root)[0])
+            wall, peak, code, out = run(root, "--fairness")
+            if code != 0:
+                raise SystemExit(f"audit run failed ({code}):\n{out}")
+            walls.append(wall)
+            peaks.append(peak)
+        print(
+            f"    walls {', '.join(f'{w:.2f}' for w in walls)} s; peaks "
+            f"{', '.join(f'{p:.0f}' for p in peaks)} MB; reference "
+            f"{', '.join(f'{r:.2f}' for r in refs)} s",
+            flush=True,
+        )
+        return {
+            "entities": n,
+            "prompts": prompts,
+            "wall": statistics.median(walls),
+            "ref": statistics.median(refs),
+            "peak": max(peaks),
+        }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="timed runs per size (median)")
+    parser.add_argument("--sizes", default="250,1000,4000,10000", help="entity counts")
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    print(f"machine: {cpu_model()}; {os.cpu_count()} cores; Python {sys.version.split()[0]}")
+    print(f"load average at start: {os.getloadavg()[0]:.1f}")
+    rows = [measure(n, args.runs) for n in sizes]
+    print(f"load average at end: {os.getloadavg()[0]:.1f}")
+    print()
+    print(
+        "| entities | prompts | median wall | reference (no --fairness) | ratio | "
+        "audit time per 1,000 prompts | peak RSS |"
+    )
+    print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        audit = r["wall"] - r["ref"]
+        print(
+            f"| {r['entities']:,} | {r['prompts']:,} | {r['wall']:.2f} s | {r['ref']:.2f} s | "
+            f"x{r['wall'] / r['ref']:.1f} | {1000 * audit / r['prompts']:.3f} s | "
+            f"{r['peak']:.0f} MB |"
+        )
+    ok = all(r["peak"] <= 300 for r in rows if r["entities"] in (1000, 10000))
+    ok = ok and all(r["wall"] < 5 for r in rows if r["entities"] == 1000)
+    print("targets met" if ok else "TARGETS MISSED")
+    return 0 if ok else 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

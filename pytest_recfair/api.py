@@ -1,0 +1,109 @@
+"""The audit outside pytest: ``pytest_recfair.audit(...)`` and ``pytest_recfair.judge(...)``.
+
+For notebooks, scripts and the simulation study (benchmarks/gate_validity.py)::
+
+    import pytest_recfair
+    from pytest_recfair.sim import SimulatedRecommender
+
+    result = pytest_recfair.audit(SimulatedRecommender("demo"), attr="religion", entities=40)
+    outcome = pytest_recfair.judge(result, baseline, tolerance=0.02)
+
+``audit`` takes the ``@fairness`` marker's keyword arguments (attr, metric, k, entities,
+seeds, grid, ...) plus the run settings (seed, resample_seed, alpha, n_resamples,
+cassette_dir, record_mode, ...); ``judge`` takes the gate's (tolerance, alpha, gate,
+thresholds such as max_snsr, n_resamples, resample_seed). Names and checks are the
+plugin's, so a notebook and a test mean the same thing by each argument.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_recfair import baselines, prompts, settings
+from pytest_recfair.errors import ConfigError
+from pytest_recfair.results import AuditResult, GateOutcome
+
+__all__ = ["audit", "judge"]
+
+
+def _settings(kwargs: Mapping[str, Any], where: str) -> settings.AuditSettings:
+    marker = {k: v for k, v in kwargs.items() if k in settings.MARKER_KEYS}
+    run = {k: v for k, v in kwargs.items() if k not in settings.MARKER_KEYS}
+    unknown = sorted(k for k in run if k not in settings.DEFAULTS)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown argument(s) {', '.join(unknown)}. Allowed: the @fairness "
+            f"marker's ({', '.join(settings.MARKER_KEYS)}) and the run settings "
+            f"({', '.join(k for k in settings.DEFAULTS if k not in settings.MARKER_KEYS)})."
+        )
+    return settings.resolve(cli=run, marker=marker)
+
+
+def _seeds(s: settings.AuditSettings, seeds: Any) -> list[prompts.Entity]:
+    from pytest_recfair.prompts.seeds import BUNDLED_SEEDS, as_entity
+
+    if seeds is not None and not isinstance(seeds, str | Path):
+        return [as_entity(x, s.domain) for x in seeds]
+    source = seeds if seeds is not None else s.seeds
+    if source is None:
+        source = next((n for n, d in BUNDLED_SEEDS.items() if d == s.domain.casefold()), None)
+        if source is None:
+            raise ConfigError(
+                f"audit(domain={s.domain!r}) has no bundled seed set; pass seeds= a file, "
+                f"a bundled set name ({', '.join(BUNDLED_SEEDS)}) or a list of names."
+            )
+    return prompts.load_seeds(source, domain=s.domain)
+
+
+def audit(
+    recommender: Any,
+    *,
+    seeds: str | Path | Sequence[Any] | None = None,
+    test_id: str = "pytest_recfair.audit",
+    cassettes: Any = None,
+    progress: bool = False,
+    **marker_arguments: Any,
+) -> AuditResult:
+    """Run one audit of ``recommender`` (a callable ``prompt -> reply``, a provider or a
+    ``SimulatedRecommender``) and return its ungated :class:`AuditResult`.
+
+    ``seeds`` may also be a list of entity names. ``cassettes`` is an optional
+    ``cassettes.CassetteStore`` for replay/recording; by default every prompt is sent.
+    """
+    from pytest_recfair.audit import pipeline
+
+    s = _settings(marker_arguments, "audit")
+    return pipeline.measure(
+        s,
+        recommender,
+        seeds=_seeds(s, seeds),
+        grid=prompts.load_grid(s.grid),
+        cassettes=cassettes,
+        test_id=test_id,
+        progress=progress,
+    )
+
+
+def judge(
+    result: AuditResult, baseline: AuditResult | None = None, **gate_arguments: Any
+) -> GateOutcome:
+    """Gate ``result``: its thresholds, and its drift against ``baseline`` when given.
+
+    An incompatible baseline (other grid, templates, K, metric, ...) is not compared: the
+    outcome fails with an "incompatible" failure that says why.
+    """
+    from pytest_recfair.audit import verdict
+
+    if not isinstance(result, AuditResult):
+        raise TypeError(f"judge: result must be an AuditResult; got {type(result).__name__}.")
+    if baseline is not None and not isinstance(baseline, AuditResult):
+        raise TypeError(
+            f"judge: baseline must be an AuditResult (e.g. baselines.load(path)) or None; "
+            f"got {type(baseline).__name__}."
+        )
+    s = _settings(gate_arguments, "judge")
+    problem = None if baseline is None else baselines.result_incompatibility(baseline, result)
+    outcome = verdict.gate_result(s, result, None if problem else baseline, problem).gate
+    return outcome if outcome is not None else GateOutcome(passed=True)

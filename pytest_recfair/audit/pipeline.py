@@ -1,0 +1,277 @@
+"""Run one audit: grid -> prompts -> recommender (live or cassette) -> parse -> score.
+
+No pytest here. :func:`measure` produces the ungated result; :func:`run_audit` also gates
+it against a baseline (the standalone API). The kind of audit (which prompts, how they
+are scored) comes from :mod:`.registry`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_recfair import __version__, baselines, prompts, providers, shards
+from pytest_recfair.audit import overlap, registry, stream, verdict
+from pytest_recfair.audit.base import AuditInputs
+from pytest_recfair.cassettes import CassetteStore
+from pytest_recfair.errors import DataError, ProviderError, RecfairError
+from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.results import AuditMeta, AuditResult
+from pytest_recfair.settings import AuditSettings
+from pytest_recfair.shards import Shard
+from pytest_recfair.tally import Tally
+
+__all__ = ["attributes_of", "entities_of", "measure", "result_of", "run_audit", "stream_audit"]
+
+
+def run_audit(
+    settings: AuditSettings,
+    recommender: Any,
+    *,
+    seeds: Sequence[Entity],
+    grid: Grid,
+    cassettes: CassetteStore | None,
+    test_id: str,
+    baseline: AuditResult | None = None,
+    progress: bool | None = None,
+    inputs: AuditInputs | None = None,
+) -> AuditResult:
+    """Audit ``recommender`` as ``settings`` say, and gate the result (against ``baseline``).
+
+    ``recommender`` is an HTTP provider, a ``CallableProvider`` or a plain callable
+    ``recommend(prompt) -> str | list[str]``. An incompatible ``baseline`` (other seeds,
+    grid, templates, k, missing policy ...) is not compared: the gate outcome carries a
+    "baseline" failure saying why.
+    """
+    result = measure(
+        settings,
+        recommender,
+        seeds=seeds,
+        grid=grid,
+        cassettes=cassettes,
+        test_id=test_id,
+        progress=progress,
+        inputs=inputs,
+    )
+    problem = None if baseline is None else baselines.result_incompatibility(baseline, result)
+    return verdict.gate_result(settings, result, None if problem else baseline, problem)
+
+
+def measure(
+    settings: AuditSettings,
+    recommender: Any,
+    *,
+    seeds: Sequence[Entity],
+    grid: Grid,
+    cassettes: CassetteStore | None,
+    test_id: str,
+    progress: bool | None = None,
+    inputs: AuditInputs | None = None,
+    failed: Mapping[str, str] | None = None,
+) -> AuditResult:
+    """Audit ``recommender`` as ``settings`` say; the result is not gated (``gate=None``).
+
+    ``failed``: case id -> error of prompts known to have failed already (batch lines the
+    service did not answer); they are not sent and count as failed prompts.
+    """
+    kind = registry.select(settings)
+    inputs = inputs or AuditInputs()
+    if kind is overlap.OVERLAP:
+        meta, out = stream_audit(
+            settings,
+            recommender,
+            seeds=seeds,
+            grid=grid,
+            cassettes=cassettes,
+            test_id=test_id,
+            progress=progress,
+            inputs=inputs,
+            failed=failed,
+        )
+        return result_of(settings, meta, out.tally)
+    entities = entities_of(settings, seeds, test_id)
+    grid, attr_names = attributes_of(settings, grid)
+    cases = _asked(kind.build_cases(settings, grid, entities, attr_names, inputs), inputs)
+    known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
+    outcome = providers.run_cases(
+        recommender,
+        [c for c in cases if c.id not in known],
+        concurrency=settings.concurrency,
+        cassettes=cassettes,
+        test_id=test_id,
+        progress=progress,
+    )
+    if known:
+        outcome = dataclasses.replace(outcome, errors={**outcome.errors, **known})
+    if outcome.errors and len(outcome.errors) == len(cases):
+        _all_failed(test_id, len(cases), outcome.errors)
+    scored = kind.score(settings, cases, outcome.completions, inputs)
+    models = {c.model for c in outcome.completions.values() if c.model}
+    model = sorted(models)[0] if len(models) == 1 else _model_name(recommender, models)
+    return AuditResult(
+        meta=_meta(settings, test_id, _provider_name(recommender), model, grid, entities),
+        attributes=scored.attributes,
+        prompt_tokens=outcome.usage.prompt_tokens,
+        completion_tokens=outcome.usage.completion_tokens,
+        cost=outcome.cost,
+        merges=scored.merges,
+        extras=dict(scored.extras),
+    )
+
+
+def stream_audit(
+    settings: AuditSettings,
+    recommender: Any,
+    *,
+    seeds: Sequence[Entity],
+    grid: Grid,
+    cassettes: CassetteStore | None,
+    test_id: str,
+    progress: bool | None = None,
+    shard: Shard | None = None,
+    failed: Mapping[str, str] | None = None,
+    inputs: AuditInputs | None = None,
+) -> tuple[AuditMeta, stream.Streamed]:
+    """Score a list-overlap audit chunk by chunk (memory bounded by a chunk).
+
+    With ``shard`` only that share of the entities is sent and scored (the tally and the
+    metadata are those of the whole audit, for ``shards.merge_results``). ``failed``:
+    case id -> error of prompts already known to have failed (a batch line the service
+    did not answer): not sent, counted as failed prompts.
+    """
+    entities = entities_of(settings, seeds, test_id)
+    grid, attr_names = attributes_of(settings, grid)
+    out = stream.stream(
+        settings,
+        recommender,
+        grid=grid,
+        attributes=attr_names,
+        entities=entities,
+        selected=shards.select(entities, shard),
+        cassettes=cassettes,
+        test_id=test_id,
+        progress=progress,
+        failed=failed,
+        asked=lambda cases: _asked(cases, inputs or AuditInputs()),
+        inputs=inputs,
+    )
+    if out.errors and len(out.errors) == out.cases:
+        _all_failed(test_id, out.cases, out.errors)
+    models = out.tally.models
+    model = sorted(models)[0] if len(models) == 1 else _model_name(recommender, models)
+    meta = _meta(settings, test_id, _provider_name(recommender), model, grid, entities)
+    return meta, out
+
+
+def result_of(settings: AuditSettings, meta: AuditMeta, tally: Tally) -> AuditResult:
+    """The (ungated) AuditResult of a complete tally: one run's, or merged shards'."""
+    return AuditResult(
+        meta=meta,
+        attributes=tally.results(n_resamples=settings.n_resamples, seed=settings.seed),
+        prompt_tokens=tally.prompt_tokens,
+        completion_tokens=tally.completion_tokens,
+        cost=None,
+        merges=tally.merges,
+    )
+
+
+def entities_of(settings: AuditSettings, seeds: Sequence[Entity], test_id: str) -> list[Entity]:
+    entities = prompts.subsample(list(seeds), settings.entities, seed=settings.seed)
+    if not entities:
+        raise DataError(
+            f"{test_id}: the seed set is empty; give @fairness(seeds=...) a file or fixture "
+            "with at least one entity."
+        )
+    return entities
+
+
+def _all_failed(test_id: str, n: int, errors: dict[str, str]) -> None:
+    first_id, first_err = next(iter(errors.items()))
+    raise ProviderError(
+        f"{test_id}: every one of {n} prompts failed; first ({first_id}): "
+        f"{first_err}. Check the recommender (recfair_recommender fixture) or the "
+        "provider settings (recfair_provider, recfair_model, recfair_base_url)."
+    )
+
+
+def _asked(cases: Sequence[Any], inputs: AuditInputs) -> list[Any]:
+    """The cases to send: those a published run never answered are left out (their
+    entity then leaves that value's mean, as the FaiRLLM notebook does)."""
+    if not inputs.absent:
+        return list(cases)
+    return [
+        c
+        for c in cases
+        if c.attribute is None or (c.attribute, c.value, c.entity_id) not in inputs.absent
+    ]
+
+
+def _meta(
+    settings: AuditSettings,
+    test_id: str,
+    provider: str,
+    model: str,
+    grid: Grid,
+    entities: Sequence[Entity],
+) -> AuditMeta:
+    return AuditMeta(
+        test_id=test_id,
+        provider=provider,
+        model=model,
+        grid=grid.name,
+        grid_hash=grid.digest,
+        templates=settings.templates,
+        templates_hash=prompts.templates_digest(
+            settings.templates, settings.domain, settings.language
+        ),
+        seeds_hash=prompts.seeds_digest(list(entities)),
+        domain=settings.domain,
+        k=settings.k,
+        n_entities=len(entities),
+        repeats=settings.repeats,
+        variant=settings.variant,
+        metric=settings.metric,
+        language=settings.language,
+        perturbation=settings.perturbation,
+        seed=settings.seed,
+        record_mode=settings.record_mode,
+        plugin_version=__version__,
+        missing=settings.missing,
+        parse=settings.parse_style,
+    )
+
+
+def attributes_of(settings: AuditSettings, grid: Grid) -> tuple[Grid, list[str] | None]:
+    """Which attributes to ask about; "personality" comes from its own bundled grid."""
+    if settings.attr is None:
+        return grid, None
+    try:
+        grid.attribute(settings.attr)
+    except (KeyError, RecfairError) as exc:
+        if not settings.personality:
+            names = ", ".join(a.name for a in grid.attributes)
+            raise DataError(
+                f"@fairness(attr={settings.attr!r}): grid {grid.name!r} has no such attribute "
+                f"({exc}). Allowed: {names}, an intersectional pair such as "
+                "'race x gender', or 'personality'."
+            ) from None
+        grid = prompts.load_grid("personality")
+    return grid, [settings.attr]
+
+
+def _provider_name(recommender: Any) -> str:
+    name = getattr(recommender, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    return "callable"
+
+
+def _model_name(recommender: Any, seen: set[str]) -> str:
+    model = getattr(recommender, "model", None)
+    if isinstance(model, str) and model:
+        return model
+    if seen:
+        return ",".join(sorted(seen))
+    qual = getattr(recommender, "__qualname__", None) or type(recommender).__qualname__
+    return str(qual)

@@ -1,0 +1,197 @@
+"""The candidate-position audit (LRWorld): does where a candidate stands move the pick?
+
+Each entity comes with K candidates (``inputs.candidates``); every group (neutral and each
+attribute value) is asked with the same ``orders`` seeded permutations of them, in the
+"pick one" or "rank these" template. The reply is read back to the position picked
+(or "missed"); :mod:`pytest_recfair.metrics.positions` gives the position curve, the bias
+(total variation distance from uniform) with a randomization test, the missed rate,
+consistency across orders, and whether groups differ (permutation over entities,
+family-wise). Gated by ``max_position_bias`` and ``max_missed_rate`` (each crossed AND
+significant) and by significant group differences larger than ``tolerance``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from pytest_recfair.audit.base import AuditInputs, Scored
+from pytest_recfair.errors import ConfigError
+from pytest_recfair.metrics.positions import MEASURES, PositionResult, position_bias
+from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.prompts.candidates import CandidateCase, build_candidate_cases, read_pick
+from pytest_recfair.results import AuditResult, GateFailure
+from pytest_recfair.settings import AuditSettings
+
+__all__ = ["POSITIONS", "PositionAudit"]
+
+KEY = "positions"
+NEUTRAL = "(neutral)"
+
+
+class PositionAudit:
+    name = KEY
+
+    def wants(self, settings: AuditSettings) -> bool:
+        return settings.candidates is not None
+
+    def build_cases(
+        self,
+        settings: AuditSettings,
+        grid: Grid,
+        entities: Sequence[Entity],
+        attributes: list[str] | None,
+        inputs: AuditInputs,
+    ) -> list[CandidateCase]:
+        if inputs.candidates is None:
+            raise ConfigError(
+                f"@fairness(candidates={settings.candidates!r}) gave no candidate lists"
+            )
+        return build_candidate_cases(
+            grid,
+            list(entities),
+            inputs.candidates,
+            style=settings.pick,
+            orders=settings.orders,
+            domain=settings.domain,
+            attributes=attributes,
+            seed=settings.seed,
+        )
+
+    def score(
+        self,
+        settings: AuditSettings,
+        cases: Sequence[Any],
+        completions: Mapping[str, Any],
+        inputs: AuditInputs,
+    ) -> Scored:
+        attrs = list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
+        out = [_score_attribute(settings, cases, completions, a) for a in attrs]
+        return Scored((), 0, {KEY: {"attributes": out}})
+
+    def failures(
+        self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
+    ) -> tuple[GateFailure, ...]:
+        data = result.extras.get(KEY) or {}
+        return tuple(f for res in data.get("attributes", ()) for f in _failures(settings, res))
+
+
+def _score_attribute(
+    settings: AuditSettings,
+    cases: Sequence[CandidateCase],
+    completions: Mapping[str, Any],
+    attribute: str,
+) -> dict[str, Any]:
+    mine = [c for c in cases if c.attribute in (None, attribute)]
+    entities = list(dict.fromkeys(c.entity_id for c in mine))
+    groups = [NEUTRAL, *dict.fromkeys(c.value for c in mine if c.value is not None)]
+    k = len(mine[0].order)
+    E, G, P = len(entities), len(groups), settings.orders
+    pos = np.full((E, G, P), -2, dtype=np.int64)
+    cho = np.full((E, G, P), -2, dtype=np.int64)
+    orders = np.zeros((E, P, k), dtype=np.int64)
+    e_at = {e: i for i, e in enumerate(entities)}
+    g_at = {g: i for i, g in enumerate(groups)}
+    for c in mine:
+        e, g, p = e_at[c.entity_id], g_at[c.value or NEUTRAL], c.order_index
+        orders[e, p] = c.order
+        completion = completions.get(c.id)
+        if completion is None:
+            continue  # a failed request: no pick, never a "missed" one
+        at = read_pick(completion.text, c.shown, c.style)
+        pos[e, g, p] = -1 if at is None else at
+        cho[e, g, p] = -1 if at is None else c.order[at]
+    res = position_bias(
+        pos,
+        cho,
+        k,
+        orders=orders,
+        groups=tuple(groups),
+        n_permutations=settings.n_resamples,
+        n_resamples=settings.n_resamples,
+        seed=settings.seed,
+    )
+    return _to_dict(attribute, res)
+
+
+def _num(x: Any) -> float | None:
+    x = float(x)
+    return None if not np.isfinite(x) else round(x, 6)
+
+
+def _to_dict(attribute: str, r: PositionResult) -> dict[str, Any]:
+    return {
+        "attribute": attribute,
+        "groups": list(r.groups),
+        "k": r.k,
+        "curve": [[_num(x) for x in row] for row in r.curve],
+        "measures": {m: [_num(x) for x in r.measures[:, i]] for i, m in enumerate(MEASURES)},
+        "measures_ci": {
+            m: [[_num(lo), _num(hi)] for lo, hi in r.measures_ci[:, i]]
+            for i, m in enumerate(MEASURES)
+        },
+        "p_adjusted": {m: [_num(x) for x in r.p_adjusted[:, i]] for i, m in enumerate(MEASURES)},
+        "pooled_bias": _num(r.pooled_bias),
+        "pooled_bias_ci": [_num(x) for x in r.pooled_bias_ci],
+        "chi2": _num(r.chi2),
+        "p_uniform": _num(r.p_uniform),
+        "n_picks": [int(x) for x in r.n_picks],
+        "n_entities": r.n_entities,
+    }
+
+
+def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailure]:
+    attr, alpha = res["attribute"], settings.alpha
+    out: list[GateFailure] = []
+
+    def fail(value: float, limit: float | None, p: float | None, detail: str) -> None:
+        out.append(
+            GateFailure(
+                "position",
+                attribute=attr,
+                value=value,
+                limit=limit,
+                p_value=p,
+                alpha=alpha,
+                detail=detail,
+            )
+        )
+
+    bias, p_uni = res["pooled_bias"], res["p_uniform"]
+    limit = settings.max_position_bias
+    if limit is not None and bias is not None and bias > limit and (p_uni or 1.0) < alpha:
+        fail(
+            bias,
+            limit,
+            p_uni,
+            f"candidate position bias {bias:.3f} (distance of the pick "
+            f"positions from uniform) > max_position_bias {limit:g} (p = {p_uni:.3g})",
+        )
+    if settings.max_missed_rate is not None:
+        for g, m in zip(res["groups"], res["measures"]["missed"], strict=True):
+            if m is not None and m > settings.max_missed_rate:
+                fail(
+                    m,
+                    settings.max_missed_rate,
+                    None,
+                    f"{g}: missed rate {m:.3f} (no valid "
+                    f"candidate picked) > max_missed_rate {settings.max_missed_rate:g}",
+                )
+    for name in MEASURES:
+        values = res["measures"][name]
+        for g, v, p in zip(res["groups"][1:], values[1:], res["p_adjusted"][name], strict=True):
+            diff = None if v is None or values[0] is None else v - values[0]
+            if diff is not None and p is not None and p < alpha and abs(diff) > settings.tolerance:
+                fail(
+                    v,
+                    settings.tolerance,
+                    p,
+                    f"{g}: {name} {v:.3f} differs from the neutral "
+                    f"prompt's {values[0]:.3f} (family-wise p = {p:.3g})",
+                )
+    return out
+
+
+POSITIONS = PositionAudit()

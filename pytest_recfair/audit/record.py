@@ -1,0 +1,106 @@
+"""Run bookkeeping: what one test ships to the controller, JUnit properties, the collector.
+
+No pytest here: the plugin keeps one :class:`TestRecord` per audited test (its payload is
+built once, on the call-phase report) and one :class:`RunCollector` per pytest run.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_recfair.kinds import STATISTICS
+from pytest_recfair.results import AuditResult
+
+__all__ = ["RunCollector", "TestRecord", "property_items"]
+
+
+@dataclass
+class TestRecord:
+    """One audited test as the controller will see it; updated when the gate is judged."""
+
+    __test__ = False  # not a pytest test class
+
+    result: AuditResult
+    baseline: AuditResult | None  # the one the result was compared against
+    wrote: Path | None = None  # baseline written by --fairness-update
+    not_written: str | None = None  # why --fairness-update wrote no baseline for this test
+
+    def payload(self) -> dict[str, Any]:
+        """What a worker ships to the controller with the call-phase report (JSON-able).
+
+        The baseline travels as its dict, so the controller's report shows baseline
+        figures without reading the baselines directory.
+        """
+        return {
+            "result": self.result.to_dict(),
+            "baseline": None if self.baseline is None else self.baseline.to_dict(),
+            "baseline_written": str(self.wrote) if self.wrote else None,
+            "baseline_not_written": self.not_written,
+        }
+
+
+def property_items(result: AuditResult) -> list[tuple[str, float | int | str]]:
+    """JUnit XML properties: recfair.<attribute>.<statistic> = value, and recfair.gate
+    (pass/fail) once the test is judged."""
+    props: list[tuple[str, float | int | str]] = [("recfair.model", result.meta.model)]
+    for a in result.attributes:
+        key = "recfair." + a.attribute.casefold().replace(" ", "_")
+        for stat in STATISTICS:
+            props.append((f"{key}.{stat}", _round(getattr(a, stat).value)))
+        props.append((f"{key}.refusal_gap", _round(a.refusal_gap)))
+        if a.entropy is not None:
+            props.append((f"{key}.entropy", _round(a.entropy)))
+    if result.gate is not None:
+        props.append(("recfair.gate", "pass" if result.gate.passed else "fail"))
+    return props
+
+
+def _round(x: float) -> float:
+    return x if math.isnan(x) else round(float(x), 6)
+
+
+@dataclass
+class RunCollector:
+    """The results of one pytest run, gathered on the controller (or the only process)."""
+
+    results: dict[str, AuditResult] = field(default_factory=dict)
+    # the baseline each test was compared against, by test id (for the report's markers)
+    baselines: dict[str, AuditResult] = field(default_factory=dict)
+    written: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # e.g. "fairness report written: PATH"
+
+    def add(self, payload: Mapping[str, Any]) -> None:
+        result = AuditResult.from_dict(dict(payload["result"]))
+        test_id = result.meta.test_id
+        self.results[test_id] = result
+        base = payload.get("baseline")
+        if base:
+            self.baselines[test_id] = AuditResult.from_dict(dict(base))
+        else:  # a re-run of the same test id without a comparison drops the stale one
+            self.baselines.pop(test_id, None)
+        if payload.get("baseline_written"):
+            self.written.append(Path(str(payload["baseline_written"])))
+        if payload.get("baseline_not_written"):
+            self.notes.append(
+                f"fairness baseline NOT written for {test_id}: {payload['baseline_not_written']}"
+            )
+
+    def ordered(self) -> list[AuditResult]:
+        return [self.results[k] for k in sorted(self.results)]
+
+    def summary_lines(self) -> list[str]:
+        from pytest_recfair import report  # used once, at the end of a run
+
+        lines = list(report.terminal_summary(self.ordered()))
+        lines.extend(f"fairness baseline written: {p}" for p in sorted(self.written))
+        lines.extend(self.notes)
+        return lines
+
+    def write_report(self, path: Path) -> None:
+        from pytest_recfair import report
+
+        report.write_report(path, self.ordered(), self.baselines)

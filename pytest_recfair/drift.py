@@ -1,0 +1,218 @@
+"""Drift of one audited test against its baseline: one family, one test.
+
+Everything a test gates against its baseline — each (attribute, metric) pair times each
+gated statistic (SNSR by default), plus each attribute's share of unusable replies — is
+one family, tested at once by ``metrics.inference.drift_test``: paired sign-flip swaps of
+the shared entities' rows, the same swaps for every member, Westfall–Young step-down
+max-T. So a test whose model did not change fails with probability at most ``alpha``
+however many comparisons it makes. The tolerance is the margin of the spread statistics
+(a failure means "worse by more than the tolerance, with confidence 1 - alpha"); the
+unusable share has margin 0 (any significant rise fails). Statistics that are not gated
+are still compared and reported in ``deltas``. Pure: no pytest, no httpx.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from pytest_recfair.errors import DataError
+from pytest_recfair.kinds import STATISTICS, Statistic, accept_command
+from pytest_recfair.metrics import inference
+from pytest_recfair.results import AttributeResult, AuditResult, GateFailure
+
+__all__ = ["Drift", "evaluate_drift", "paired", "unusable_share"]
+
+
+@dataclass(frozen=True)
+class Drift:
+    """The drift verdict: failures, notes for people, every delta (now - baseline)."""
+
+    failures: tuple[GateFailure, ...]
+    notes: tuple[str, ...]
+    deltas: dict[str, dict[str, float]]
+    test: inference.DriftResult | None = None
+
+
+def unusable_share(a: AttributeResult) -> float:
+    """Share of (entity, value) cells whose reply (or neutral reply) had no usable list."""
+    missing = np.asarray(a.matrix.missing, dtype=bool)
+    return float(missing.mean()) if missing.size else math.nan
+
+
+def _key(a: AttributeResult) -> tuple[str, str]:
+    return (a.attribute.casefold(), a.metric)
+
+
+def paired(
+    result: AuditResult, baseline: AuditResult
+) -> tuple[list[tuple[AttributeResult, AttributeResult]], list[str]]:
+    """(now, baseline) attribute pairs both runs share, and notes on the ones they do not."""
+    by_key = {_key(b): b for b in baseline.attributes}
+    pairs: list[tuple[AttributeResult, AttributeResult]] = []
+    notes: list[str] = []
+    for a in result.attributes:
+        base = by_key.get(_key(a))
+        if base is None:
+            notes.append(
+                f"{a.attribute} ({a.metric}) has no baseline entry, so it was not compared; "
+                f"add it with {accept_command(result.meta.test_id)}"
+            )
+        else:
+            pairs.append((a, base))
+    current = {_key(a) for a in result.attributes}
+    notes.extend(
+        f"{b.attribute} ({b.metric}) is in the baseline but was not audited"
+        for b in baseline.attributes
+        if _key(b) not in current
+    )
+    return pairs, notes
+
+
+def _aligned(a: AttributeResult, b: AttributeResult, what: str) -> np.ndarray:
+    """``a``'s matrix (sims or missing) with its columns in ``b``'s value order."""
+    cols = [a.matrix.values.index(v) for v in b.matrix.values]
+    return np.asarray(getattr(a.matrix, what), dtype=np.float64)[:, cols]
+
+
+def _value_mismatch(a: AttributeResult, b: AttributeResult, test_id: str) -> GateFailure | None:
+    if set(a.matrix.values) == set(b.matrix.values):
+        return None
+    only_b = sorted(set(b.matrix.values) - set(a.matrix.values))
+    only_a = sorted(set(a.matrix.values) - set(b.matrix.values))
+    return GateFailure(
+        "incomparable",
+        a.attribute,
+        detail=(
+            f"baseline and this run score different values of {a.attribute} (only in the "
+            f"baseline: {only_b}; only in this run: {only_a}); re-record the baseline with "
+            f"{accept_command(test_id)}"
+        ),
+    )
+
+
+def _members(
+    pairs: Sequence[tuple[AttributeResult, AttributeResult]], gated: Sequence[Statistic]
+) -> list[inference.DriftMember]:
+    out: list[inference.DriftMember] = []
+    seen: set[str] = set()
+    for a, b in pairs:
+        for stat in gated:
+            out.append(
+                inference.DriftMember(
+                    (a.attribute, a.metric, stat),
+                    stat,
+                    b.matrix.entities,
+                    np.asarray(b.matrix.sims, dtype=np.float64),
+                    a.matrix.entities,
+                    _aligned(a, b, "sims"),
+                )
+            )
+        if a.attribute.casefold() not in seen:  # replies are shared by the metrics
+            seen.add(a.attribute.casefold())
+            out.append(
+                inference.DriftMember(
+                    (a.attribute, a.metric, "unusable"),
+                    "unusable",
+                    b.matrix.entities,
+                    np.asarray(b.matrix.missing, dtype=np.float64),
+                    a.matrix.entities,
+                    _aligned(a, b, "missing"),
+                    margin=0.0,
+                )
+            )
+    return out
+
+
+def _deltas(a: AttributeResult, b: AttributeResult) -> dict[str, float]:
+    d: dict[str, float] = {s: getattr(a, s).value - getattr(b, s).value for s in STATISTICS}
+    if a.entropy is not None and b.entropy is not None:
+        d["entropy"] = a.entropy - b.entropy
+    d["refusal_gap"] = a.refusal_gap - b.refusal_gap
+    d["unusable"] = unusable_share(a) - unusable_share(b)
+    return {k: v for k, v in d.items() if not math.isnan(v)}
+
+
+def _failure(
+    v: inference.MemberVerdict,
+    by_name: dict[tuple[str, str], tuple[AttributeResult, AttributeResult]],
+    res: inference.DriftResult,
+    family: int,
+) -> GateFailure:
+    a, b = by_name[(v.key[0], v.key[1])]
+    now = getattr(a, v.statistic, None) if v.statistic != "unusable" else None
+    before = getattr(b, v.statistic, None) if v.statistic != "unusable" else None
+    return GateFailure(
+        "drift",
+        v.key[0],
+        v.statistic,
+        value=v.candidate if now is None else now.value,
+        limit=0.0 if v.statistic == "unusable" else res.tolerance,
+        baseline=v.baseline if before is None else before.value,
+        baseline_ci=None if before is None else before.ci,
+        p_value=v.p_adjusted,
+        alpha=res.alpha,
+        n_paired=v.n_paired,
+        value_ci=None if now is None else now.ci,
+        detail=(
+            f"family-wise: {family} comparisons, step-down max-T over "
+            f"{res.n_resamples}{' (all)' if res.exact else ''} sign flips"
+        ),
+    )
+
+
+def _margin(v: inference.MemberVerdict, res: inference.DriftResult) -> float:
+    return 0.0 if v.statistic == "unusable" else res.tolerance
+
+
+def _quiet(v: inference.MemberVerdict, res: inference.DriftResult) -> str:
+    """The note for a worsening beyond the margin that is not significant family-wise."""
+    what = "unusable share" if v.statistic == "unusable" else v.statistic.upper()
+    return (
+        f"{v.key[0]} ({v.key[1]}): {what} {v.baseline:.3f} -> {v.candidate:.3f} is worse by "
+        f"more than {_margin(v, res):g} but not significantly (family-wise p = "
+        f"{v.p_adjusted:.3f} >= alpha {res.alpha:g} over {v.n_paired} entities); not failed"
+    )
+
+
+def evaluate_drift(
+    result: AuditResult,
+    baseline: AuditResult,
+    *,
+    gated: Sequence[Statistic] = ("snsr",),
+    tolerance: float = 0.0,
+    alpha: float = 0.05,
+    seed: int = 0,
+    n_resamples: int = 2000,
+) -> Drift:
+    """Test ``result`` against ``baseline`` (a compatible one) as one family."""
+    pairs, notes = paired(result, baseline)
+    tid = result.meta.test_id
+    mismatched = [f for f in (_value_mismatch(a, b, tid) for a, b in pairs) if f is not None]
+    pairs = [(a, b) for a, b in pairs if _value_mismatch(a, b, tid) is None]
+    deltas = {a.attribute: _deltas(a, b) for a, b in pairs}
+    members = _members(pairs, gated)
+    if not members:
+        return Drift(tuple(mismatched), tuple(notes), deltas)
+    try:
+        res = inference.drift_test(
+            members, tolerance=tolerance, alpha=alpha, n_resamples=n_resamples, seed=seed
+        )
+    except DataError as exc:
+        failed = (*mismatched, GateFailure("incomparable", detail=str(exc)))
+        return Drift(failed, tuple(notes), deltas)
+    by_name = {(a.attribute, a.metric): (a, b) for a, b in pairs}
+    failures = tuple(_failure(v, by_name, res, len(members)) for v in res.members if v.failed)
+    failures = (*mismatched, *failures)
+    notes.extend(
+        _quiet(v, res) for v in res.members if not v.failed and v.worsening > _margin(v, res)
+    )
+    n_base = max(len(b.matrix.entities) for _, b in pairs)
+    if res.n_entities < n_base:
+        notes.append(
+            f"compared on the shared entities: {res.n_entities} of {n_base} baseline entities"
+        )
+    return Drift(failures, tuple(notes), deltas, res)

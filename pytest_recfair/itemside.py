@@ -1,0 +1,316 @@
+"""The item-side audit, scored: parsed replies + catalogue -> per-field shift results.
+
+Pure glue between the prompt cases, the catalogue matcher and ``metrics.itemshift``;
+results serialise to plain dicts (``to_dict``/``from_dict``) for baselines and reports,
+keeping the per-entity category counts so a later run can be compared entity by entity.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from pytest_recfair.catalogue import Catalogue, Coverage
+from pytest_recfair.errors import DataError
+from pytest_recfair.metrics import itemshift
+
+__all__ = [
+    "FieldShift",
+    "ItemSideResult",
+    "item_failures",
+    "score_items",
+]
+
+
+class CaseLike(Protocol):
+    @property
+    def entity_id(self) -> str: ...
+    @property
+    def attribute(self) -> str | None: ...
+    @property
+    def value(self) -> str | None: ...
+    @property
+    def group(self) -> str | None: ...
+
+
+def _f(x: float) -> float | None:
+    return None if x is None or not math.isfinite(float(x)) else round(float(x), 6)
+
+
+def _ci(pair: Any) -> list[float | None]:
+    return [_f(pair[0]), _f(pair[1])]
+
+
+@dataclass(frozen=True)
+class FieldShift:
+    """One catalogue field: shares per group, shift of each value from neutral, tests."""
+
+    field: str
+    categories: tuple[str, ...]
+    groups: tuple[str, ...]  # groups[0] is the neutral prompt
+    shares: tuple[tuple[float | None, ...], ...]
+    share_ci: tuple[tuple[tuple[float | None, float | None], ...], ...]
+    n_items: tuple[int, ...]
+    shift: tuple[float | None, ...]  # per value (groups[1:])
+    shift_ci: tuple[tuple[float | None, float | None], ...]
+    p_adjusted: tuple[float, ...]
+    association: tuple[tuple[float | None, ...], ...]
+    max_shift: float | None
+    max_shift_ci: tuple[float | None, float | None]
+
+    @property
+    def most_shifted(self) -> str | None:
+        vals = [(s, g) for s, g in zip(self.shift, self.groups[1:], strict=True) if s is not None]
+        return max(vals)[1] if vals else None
+
+    @property
+    def min_p(self) -> float:
+        return min(self.p_adjusted) if self.p_adjusted else 1.0
+
+
+@dataclass(frozen=True)
+class ItemSideResult:
+    attribute: str
+    fields: tuple[FieldShift, ...]
+    coverage: Coverage
+    entities: tuple[str, ...]
+    counts: itemshift.ItemCounts
+
+    def field(self, name: str) -> FieldShift:
+        for f in self.fields:
+            if f.field == name:
+                return f
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.counts
+        return {
+            "attribute": self.attribute,
+            "coverage": {
+                "matched": self.coverage.matched,
+                "total": self.coverage.total,
+                "unmatched_examples": list(self.coverage.unmatched_examples),
+            },
+            "fields": [_field_dict(f) for f in self.fields],
+            "counts": {
+                "entities": list(c.entities),
+                "groups": list(c.groups),
+                "fields": list(c.fields),
+                "categories": [list(x) for x in c.categories],
+                "cells": c.counts.reshape(len(c.entities), -1).tolist(),
+            },
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ItemSideResult:
+        cd = d["counts"]
+        entities = tuple(cd["entities"])
+        groups = tuple(cd["groups"])
+        cats = tuple(tuple(x) for x in cd["categories"])
+        cells = np.asarray(cd["cells"], dtype=np.int64).reshape(
+            len(entities), len(groups), sum(len(x) for x in cats)
+        )
+        counts = itemshift.ItemCounts(entities, groups, tuple(cd["fields"]), cats, cells)
+        cov = d["coverage"]
+        return cls(
+            attribute=str(d["attribute"]),
+            fields=tuple(_field_from(f) for f in d["fields"]),
+            coverage=Coverage(cov["matched"], cov["total"], tuple(cov["unmatched_examples"])),
+            entities=entities,
+            counts=counts,
+        )
+
+
+def _field_dict(f: FieldShift) -> dict[str, Any]:
+    return {
+        "field": f.field,
+        "categories": list(f.categories),
+        "groups": list(f.groups),
+        "shares": [list(r) for r in f.shares],
+        "share_ci": [[list(ci) for ci in r] for r in f.share_ci],
+        "n_items": list(f.n_items),
+        "shift": list(f.shift),
+        "shift_ci": [list(ci) for ci in f.shift_ci],
+        "p_adjusted": list(f.p_adjusted),
+        "association": [list(r) for r in f.association],
+        "max_shift": f.max_shift,
+        "max_shift_ci": list(f.max_shift_ci),
+    }
+
+
+def _field_from(d: Mapping[str, Any]) -> FieldShift:
+    return FieldShift(
+        field=d["field"],
+        categories=tuple(d["categories"]),
+        groups=tuple(d["groups"]),
+        shares=tuple(tuple(r) for r in d["shares"]),
+        share_ci=tuple(tuple((ci[0], ci[1]) for ci in r) for r in d["share_ci"]),
+        n_items=tuple(d["n_items"]),
+        shift=tuple(d["shift"]),
+        shift_ci=tuple((ci[0], ci[1]) for ci in d["shift_ci"]),
+        p_adjusted=tuple(d["p_adjusted"]),
+        association=tuple(tuple(r) for r in d["association"]),
+        max_shift=d["max_shift"],
+        max_shift_ci=(d["max_shift_ci"][0], d["max_shift_ci"][1]),
+    )
+
+
+def _lists(
+    cases: Sequence[CaseLike], items: Mapping[int, list[int | None] | None], attribute: str
+) -> tuple[
+    dict[str, list[int | None] | None],
+    dict[str, dict[str, list[int | None] | None]],
+    dict[str, str],
+]:
+    neutral: dict[str, list[int | None] | None] = {}
+    by_value: dict[str, dict[str, list[int | None] | None]] = {}
+    group_of: dict[str, str] = {}
+    for i, case in enumerate(cases):
+        if case.attribute is None:
+            neutral[case.entity_id] = items.get(i)
+        elif case.attribute == attribute and case.value is not None:
+            by_value.setdefault(case.value, {})[case.entity_id] = items.get(i)
+            if case.group:
+                group_of[case.value] = case.group
+    return neutral, by_value, group_of
+
+
+def _field_result(res: itemshift.ShiftResult, i: int) -> FieldShift:
+    c = res.counts
+    sl = c.field_slice(c.fields[i])
+    return FieldShift(
+        field=c.fields[i],
+        categories=c.categories[i],
+        groups=c.groups,
+        shares=tuple(tuple(_f(x) for x in row[sl]) for row in res.shares),
+        share_ci=tuple(tuple(tuple(_ci(ci)) for ci in row[sl]) for row in res.share_ci),  # type: ignore[misc]
+        n_items=tuple(int(x) for x in res.n_items[:, i]),
+        shift=tuple(_f(x) for x in res.shift[:, i]),
+        shift_ci=tuple(tuple(_ci(ci)) for ci in res.shift_ci[:, i]),  # type: ignore[misc]
+        p_adjusted=tuple(round(float(x), 6) for x in res.p_adjusted[:, i]),
+        association=tuple(tuple(_f(x) for x in row[sl]) for row in res.association),
+        max_shift=_f(res.max_shift[i]),
+        max_shift_ci=tuple(_ci(res.max_shift_ci[i])),  # type: ignore[arg-type]
+    )
+
+
+def score_items(
+    cases: Sequence[CaseLike],
+    titles: Sequence[list[str] | None],
+    catalogue: Catalogue,
+    fields: Sequence[str],
+    *,
+    attribute: str,
+    by_group: bool = True,
+    n_permutations: int = 1000,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> ItemSideResult:
+    """Match every reply's titles to the catalogue and score the item-side shift.
+
+    ``titles[i]`` is case i's parsed titles (None: no reply). With ``by_group`` values
+    that signal a group (implicit proxies) pool into it, as LMRec's groups do.
+    """
+    for name in fields:
+        catalogue.check_field(name)
+    flat = [t for lst in titles if lst for t in lst]
+    matched_flat = catalogue.match(flat)
+    coverage = catalogue.coverage(flat, matched_flat)
+    if flat and coverage.matched == 0:
+        raise DataError(
+            f"catalogue {catalogue.source or ''}: none of {len(flat)} recommended titles "
+            f"matched (e.g. {', '.join(map(repr, coverage.unmatched_examples[:3]))}); is it "
+            "the catalogue of this domain?"
+        )
+    items: dict[int, list[int | None] | None] = {}
+    pos = 0
+    for i, lst in enumerate(titles):
+        if lst is None:
+            items[i] = None
+            continue
+        items[i] = matched_flat[pos : pos + len(lst)]
+        pos += len(lst)
+    neutral, by_value, group_of = _lists(cases, items, attribute)
+    counts = itemshift.item_counts(
+        neutral, by_value, catalogue, list(fields), group_of=group_of if by_group else None
+    )
+    res = itemshift.shift(
+        counts, n_permutations=n_permutations, n_resamples=n_resamples, seed=seed,
+        confidence=confidence,
+    )  # fmt: skip
+    return ItemSideResult(
+        attribute=attribute,
+        fields=tuple(_field_result(res, i) for i in range(len(fields))),
+        coverage=coverage,
+        entities=counts.entities,
+        counts=counts,
+    )
+
+
+@dataclass(frozen=True)
+class ItemFailure:
+    field: str
+    statistic: str  # "max_shift" (absolute) or "shift_drift" (against the baseline)
+    value: float
+    limit: float
+    baseline: float | None
+    p_value: float | None
+    group: str | None
+
+    def message(self) -> str:
+        if self.statistic == "max_shift":
+            return (
+                f"item field {self.field!r}: {self.group} shifts {self.value:.3f} from neutral "
+                f"(total variation) > max_shift {self.limit:g} (family-wise p = "
+                f"{self.p_value:.3g})"
+            )
+        return (
+            f"item field {self.field!r}: largest shift {self.value:.3f} vs baseline "
+            f"{self.baseline:.3f} rose by more than the tolerance {self.limit:g} "
+            f"(paired entity bootstrap p = {self.p_value:.3g})"
+        )
+
+
+def item_failures(
+    result: ItemSideResult,
+    baseline: ItemSideResult | None,
+    *,
+    max_shift: float | None,
+    tolerance: float,
+    alpha: float,
+    seed: int = 0,
+    n_resamples: int = 1000,
+) -> list[ItemFailure]:
+    """A value fails ``max_shift`` when its shift exceeds it AND the family-wise test says
+    the shift is real (p < alpha); drift fails when the largest shift rose by more than
+    ``tolerance`` and the paired entity bootstrap says so (p < alpha)."""
+    out: list[ItemFailure] = []
+    for f in result.fields:
+        for g, s, p in zip(f.groups[1:], f.shift, f.p_adjusted, strict=True):
+            if max_shift is not None and s is not None and s > max_shift and p < alpha:
+                out.append(ItemFailure(f.field, "max_shift", s, max_shift, None, p, g))
+    if baseline is None:
+        return out
+    cmp = itemshift.compare_shift(
+        baseline.counts, result.counts, n_resamples=n_resamples, seed=seed, margin=tolerance
+    )
+    for i, name in enumerate(cmp.fields):
+        delta, p = float(cmp.delta[i]), float(cmp.p_value[i])
+        if math.isfinite(delta) and delta > tolerance and p < alpha:
+            out.append(
+                ItemFailure(
+                    name,
+                    "shift_drift",
+                    float(cmp.candidate[i]),
+                    tolerance,
+                    float(cmp.baseline[i]),
+                    p,
+                    None,
+                )
+            )
+    return out

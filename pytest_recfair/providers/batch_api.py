@@ -1,0 +1,270 @@
+"""The two batch wire protocols: OpenAI Batch API and Anthropic Message Batches.
+
+Each service client submits JSONL-shaped work built from the requests the synchronous
+provider builds (so what comes back answers exactly those requests), polls a batch's
+state, and streams its results back one line at a time as ``LineResult``: the custom id
+and either the body the synchronous endpoint would have sent or an error text.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any, Final, Protocol
+
+import httpx
+
+from pytest_recfair.errors import ProviderError
+
+__all__ = [
+    "AnthropicBatches",
+    "BatchService",
+    "BatchState",
+    "LineResult",
+    "OpenAIBatches",
+    "Submission",
+]
+
+OPENAI_ENDPOINT: Final = "/v1/chat/completions"
+_RETRYABLE = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+_TRIES = 5
+# headers of a synchronous request that describe its body, not the caller
+_BODY_HEADERS = frozenset({"content-type", "content-length", "accept"})
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One line of work: the custom id and the synchronous request it stands for."""
+
+    custom_id: str
+    request: httpx.Request
+
+
+@dataclass(frozen=True)
+class BatchState:
+    """Where a batch is: ``done`` once results can be fetched (whatever the outcome)."""
+
+    status: str  # the service's own word: in_progress, completed, expired, ended ...
+    done: bool
+    finished: int  # lines answered so far (succeeded or failed)
+    failed: int
+    total: int
+    problem: str | None = None  # why the batch as a whole failed, if it did
+
+
+@dataclass(frozen=True)
+class LineResult:
+    custom_id: str
+    body: bytes | None  # the reply body as the synchronous endpoint sends it
+    error: str | None  # why this line has no reply
+
+
+class BatchService(Protocol):
+    kind: str
+
+    def line(self, work: Submission) -> dict[str, Any]: ...
+    def upload(self, jsonl: Path) -> str: ...
+    def create(self, file_id: str, work: Sequence[Submission]) -> str: ...
+    def state(self, batch_id: str) -> BatchState: ...
+    def results(self, batch_id: str) -> Iterator[LineResult]: ...
+
+
+def _caller_headers(request: httpx.Request) -> dict[str, str]:
+    """Auth, version and extra headers of a synchronous request, for the batch calls."""
+    return {k: v for k, v in request.headers.items() if k.lower() not in _BODY_HEADERS}
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        data = response.json()
+        err = data.get("error") if isinstance(data, dict) else None
+        if isinstance(err, dict):
+            inner = err.get("error")
+            return str((inner if isinstance(inner, dict) else err).get("message") or err)
+    except ValueError:
+        pass
+    text = " ".join(response.text.split())
+    return text[:200] or response.reason_phrase
+
+
+class _Http:
+    """A synchronous client with a few retries for transient failures (plain loop)."""
+
+    def __init__(self, client: httpx.Client, headers: dict[str, str], what: str) -> None:
+        self.client = client
+        self.headers = headers
+        self.what = what
+        self.sleep: Callable[[float], None] = time.sleep
+
+    def call(self, method: str, url: str, **kw: Any) -> httpx.Response:
+        last = ""
+        for attempt in range(_TRIES):
+            if attempt:
+                self.sleep(min(30.0, 0.5 * 2**attempt))
+            for fh in kw.get("files", {}).values():
+                fh[1].seek(0)  # a retried upload starts the file again
+            try:
+                response = self.client.request(method, url, headers=self.headers, **kw)
+            except httpx.TransportError as exc:
+                last = f"{type(exc).__name__}: {exc}"
+                continue
+            if response.status_code in _RETRYABLE:
+                last = f"HTTP {response.status_code}: {_detail(response)}"
+                continue
+            if response.status_code >= 400:
+                raise ProviderError(
+                    f"{self.what}: {method} {url} answered HTTP {response.status_code}: "
+                    f"{_detail(response)}. Check the key, the model and the base URL."
+                )
+            return response
+        raise ProviderError(
+            f"{self.what}: {method} {url} failed {_TRIES} times (last: {last}); the batch "
+            "state is kept on disk, so re-running resumes where this stopped."
+        )
+
+    def json(self, method: str, url: str, **kw: Any) -> dict[str, Any]:
+        response = self.call(method, url, **kw)
+        try:
+            data = response.json()
+        except ValueError:
+            data = None
+        if not isinstance(data, dict):
+            raise ProviderError(
+                f"{self.what}: {method} {url} did not answer with a JSON object; is the base "
+                "URL the service's API?"
+            )
+        return data
+
+    def lines(self, url: str) -> Iterator[str]:
+        """A JSONL download, line by line (never the whole file in memory)."""
+        with self.client.stream("GET", url, headers=self.headers) as response:
+            if response.status_code >= 400:
+                response.read()
+                raise ProviderError(
+                    f"{self.what}: GET {url} answered HTTP {response.status_code}: "
+                    f"{_detail(response)}; re-run to resume."
+                )
+            for line in response.iter_lines():
+                if line.strip():
+                    yield line
+
+
+class OpenAIBatches:
+    """``/v1/files`` + ``/v1/batches``: JSONL in, output and error files out."""
+
+    kind = "openai"
+
+    def __init__(self, base_url: str, probe: httpx.Request, client: httpx.Client) -> None:
+        self.base = base_url.rstrip("/")
+        self.http = _Http(client, _caller_headers(probe), "OpenAI Batch API")
+
+    @staticmethod
+    def line(work: Submission) -> dict[str, Any]:
+        body = json.loads(work.request.content)
+        return {"custom_id": work.custom_id, "method": "POST", "url": OPENAI_ENDPOINT, "body": body}
+
+    def upload(self, jsonl: Path) -> str:
+        with jsonl.open("rb") as fh:
+            files: dict[str, tuple[str, IO[bytes], str]] = {
+                "file": (jsonl.name, fh, "application/jsonl")
+            }
+            data = self.http.json(
+                "POST", f"{self.base}/files", data={"purpose": "batch"}, files=files
+            )
+        return str(data["id"])
+
+    def create(self, file_id: str, work: Sequence[Submission]) -> str:
+        payload = {
+            "input_file_id": file_id,
+            "endpoint": OPENAI_ENDPOINT,
+            "completion_window": "24h",
+        }
+        return str(self.http.json("POST", f"{self.base}/batches", json=payload)["id"])
+
+    def state(self, batch_id: str) -> BatchState:
+        data = self.http.json("GET", f"{self.base}/batches/{batch_id}")
+        status = str(data.get("status"))
+        counts = data.get("request_counts") or {}
+        done = status in ("completed", "expired", "failed", "cancelled")
+        problem = None
+        if status == "failed":
+            errors = (data.get("errors") or {}).get("data") or [{}]
+            first = errors[0]
+            problem = f"line {first.get('line')}: {first.get('message')}"
+        completed, failed = int(counts.get("completed") or 0), int(counts.get("failed") or 0)
+        total = int(counts.get("total") or 0)
+        return BatchState(status, done, completed + failed, failed, total, problem)
+
+    def results(self, batch_id: str) -> Iterator[LineResult]:
+        data = self.http.json("GET", f"{self.base}/batches/{batch_id}")
+        for key in ("output_file_id", "error_file_id"):
+            if data.get(key):
+                for raw in self.http.lines(f"{self.base}/files/{data[key]}/content"):
+                    yield _openai_result(json.loads(raw))
+
+
+def _openai_result(item: dict[str, Any]) -> LineResult:
+    custom_id = str(item.get("custom_id"))
+    response = item.get("response") or {}
+    status = response.get("status_code")
+    if item.get("error") or status != 200:
+        err = item.get("error") or (response.get("body") or {}).get("error") or {}
+        message = err.get("message") if isinstance(err, dict) else err
+        code = err.get("code") if isinstance(err, dict) else None
+        what = f"HTTP {status}" if status else str(code or "error")
+        return LineResult(custom_id, None, f"{what}: {message}")
+    body = json.dumps(response.get("body"), ensure_ascii=False).encode("utf-8")
+    return LineResult(custom_id, body, None)
+
+
+class AnthropicBatches:
+    """``/v1/messages/batches``: requests in the create call, JSONL at ``results_url``."""
+
+    kind = "anthropic"
+
+    def __init__(self, base_url: str, probe: httpx.Request, client: httpx.Client) -> None:
+        self.base = base_url.rstrip("/")
+        self.http = _Http(client, _caller_headers(probe), "Anthropic Message Batches")
+
+    @staticmethod
+    def line(work: Submission) -> dict[str, Any]:
+        return {"custom_id": work.custom_id, "params": json.loads(work.request.content)}
+
+    def upload(self, jsonl: Path) -> str:
+        return ""  # the requests travel in the create call itself
+
+    def create(self, file_id: str, work: Sequence[Submission]) -> str:
+        payload = {"requests": [self.line(w) for w in work]}
+        return str(self.http.json("POST", f"{self.base}/v1/messages/batches", json=payload)["id"])
+
+    def state(self, batch_id: str) -> BatchState:
+        data = self.http.json("GET", f"{self.base}/v1/messages/batches/{batch_id}")
+        status = str(data.get("processing_status"))
+        counts = {k: int(v or 0) for k, v in (data.get("request_counts") or {}).items()}
+        failed = counts.get("errored", 0) + counts.get("canceled", 0) + counts.get("expired", 0)
+        finished = failed + counts.get("succeeded", 0)
+        total = finished + counts.get("processing", 0)
+        return BatchState(status, status == "ended", finished, failed, total)
+
+    def results(self, batch_id: str) -> Iterator[LineResult]:
+        data = self.http.json("GET", f"{self.base}/v1/messages/batches/{batch_id}")
+        url = data.get("results_url")
+        if not url:
+            return
+        for raw in self.http.lines(str(url)):
+            yield _anthropic_result(json.loads(raw))
+
+
+def _anthropic_result(item: dict[str, Any]) -> LineResult:
+    custom_id = str(item.get("custom_id"))
+    result = item.get("result") or {}
+    kind = result.get("type")
+    if kind == "succeeded":
+        body = json.dumps(result.get("message"), ensure_ascii=False).encode("utf-8")
+        return LineResult(custom_id, body, None)
+    err = (result.get("error") or {}).get("error") or result.get("error") or {}
+    message = err.get("message") if isinstance(err, dict) else None
+    return LineResult(custom_id, None, f"{kind}" + (f": {message}" if message else ""))

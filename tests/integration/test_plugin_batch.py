@@ -1,0 +1,133 @@
+"""--fairness-batch end to end: pytest runs (subprocesses) against the simulator's batch
+endpoints on loopback, real HTTP all the way.
+
+Recording through the batch API must give cassettes that replay to the same audit as a
+synchronous recording, report failed lines as failed prompts, and an interrupted run
+(the process killed while it polls) must resume polling the submitted batch instead of
+submitting another.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.batch import BatchOptions
+from pytest_recfair.sim.server import SimServer
+from tests.support.plugin import plugin_args, subprocess_env
+
+pytest_plugins = ["pytester"]
+
+TESTS = """
+from pytest_recfair import fairness
+
+
+@fairness(attr="religion")
+def test_religion():
+    pass
+"""
+
+
+@pytest.fixture
+def server() -> Iterator[SimServer]:
+    with SimServer(SimulatedRecommender(bias="demo", seed=3)) as srv:
+        yield srv
+
+
+def _project(pytester: pytest.Pytester, srv: SimServer, *, poll: float = 0.05) -> None:
+    pytester.makeini(
+        "[pytest]\n"
+        "recfair_provider = openai\n"
+        "recfair_model = recfair-sim-1\n"
+        f"recfair_base_url = {srv.base_url}\n"
+        "recfair_entities = 6\n"
+        "recfair_n_resamples = 200\n"
+        f"recfair_batch_poll = {poll}\n"
+    )
+    pytester.makepyfile(test_audit=TESTS)
+
+
+def _run(pytester: pytest.Pytester, *args: str, timeout: float | None = None) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(
+        *plugin_args(), "-p", "no:cacheprovider", *args, timeout=timeout
+    )
+
+
+def _results(path: Path) -> list[dict[str, Any]]:
+    out = []
+    for r in json.loads(path.read_text())["results"]:
+        r["meta"].pop("record_mode")
+        out.append(r)
+    return out
+
+
+def _bodies(root: Path) -> dict[str, str]:
+    """Every recorded reply body, by request body (what replay matches on)."""
+    out = {}
+    for path in root.rglob("*.json"):
+        for item in json.loads(path.read_text())["interactions"]:
+            out[item["request"]["body"]] = item["response"]["body"]["string"]
+    return out
+
+
+def test_batch_recording_replays_like_a_synchronous_one(
+    pytester: pytest.Pytester, server: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    subprocess_env(monkeypatch)
+    _project(pytester, server)
+    batch = _run(pytester, "--fairness", "--fairness-batch", "--fairness-update")
+    batch.assert_outcomes(passed=1)
+    batch.stdout.fnmatch_lines(["*batch batch_*completed*"])
+    assert server.batches.created == 1
+    assert server.stats.outcomes["ok"] == 0, "no synchronous request was sent"
+    cassettes = pytester.path / "fixtures" / "cassettes"
+    batch_bodies = _bodies(cassettes)
+    assert len(batch_bodies) == 6 * 5  # 6 entities x (neutral + 4 religions)
+    replay = _run(pytester, "--fairness", "--fairness-report=batch.json")
+    replay.assert_outcomes(passed=1)
+
+    for path in cassettes.rglob("*.json"):
+        path.unlink()
+    sync = _run(pytester, "--fairness", "--fairness-record=once")
+    sync.assert_outcomes(passed=1)
+    assert _bodies(cassettes) == batch_bodies
+    again = _run(pytester, "--fairness", "--fairness-report=sync.json")
+    again.assert_outcomes(passed=1)
+    assert _results(pytester.path / "batch.json") == _results(pytester.path / "sync.json")
+
+
+def test_failed_batch_lines_are_failed_prompts(
+    pytester: pytest.Pytester, server: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    subprocess_env(monkeypatch)
+    server.batches.options = BatchOptions(error_rate=0.2, seed=5)
+    _project(pytester, server)
+    result = _run(pytester, "--fairness", "--fairness-batch", "--fairness-update")
+    out = result.stdout.str()
+    assert "Traceback" not in out
+    result.stdout.fnmatch_lines(["*batch: * of 30 prompts failed*batch batch_*HTTP 500*"])
+    recorded = _bodies(pytester.path / "fixtures" / "cassettes")
+    assert 0 < len(recorded) < 30, "failed lines are never recorded"
+    assert all('"error"' not in body for body in recorded.values())
+
+
+def test_an_interrupted_batch_run_resumes_polling(
+    pytester: pytest.Pytester, server: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    subprocess_env(monkeypatch)
+    server.batches.options = BatchOptions(delay_s=8.0)
+    _project(pytester, server, poll=0.2)
+    with pytest.raises(pytester.TimeoutExpired):
+        _run(pytester, "--fairness", "--fairness-batch", "--fairness-update", timeout=5)
+    journals = list((pytester.path / "fixtures" / "cassettes" / ".batches").glob("*.json"))
+    assert len(journals) == 1, "the submitted batch is on disk"
+    assert server.batches.created == 1
+    resumed = _run(pytester, "--fairness", "--fairness-batch", "--fairness-update")
+    resumed.assert_outcomes(passed=1)
+    assert server.batches.created == 1, "resumed polling; nothing submitted twice"
+    assert not journals[0].exists()

@@ -1,0 +1,94 @@
+"""Item-side audits through pytest: catalogue by marker, gate on max_shift and baseline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.plugin import plugin_args
+
+pytest_plugins = ["pytester"]
+
+CONFTEST = """
+import random
+
+import pytest
+
+from pytest_recfair.prompts import load_grid
+
+BLACK_FEMALE = [
+    v.text for v in load_grid("implicit").attribute("first name").values
+    if v.group == "Black female"
+]
+CHEAP = [f"Diner {i}" for i in range(30)]
+DEAR = [f"Bistro {i}" for i in range(30)]
+PLANTED = PLANTED_SHARE
+
+
+@pytest.fixture(scope="session")
+def recfair_recommender():
+    def recommend(prompt):
+        rng = random.Random(prompt)
+        city = prompt.split(" in ")[-1].split("?")[0]
+        share = random.Random(city).uniform(0.3, 0.7)
+        if any(f"for {n} in" in prompt for n in BLACK_FEMALE):
+            share += PLANTED
+        names = [rng.choice(CHEAP) if rng.random() < share else rng.choice(DEAR) for _ in range(8)]
+        return "\\n".join(f"{i + 1}. {n}" for i, n in enumerate(names))
+
+    return recommend
+
+
+@pytest.fixture
+def cities():
+    return [f"City {i}" for i in range(80)]
+"""
+
+AUDIT = """
+from pytest_recfair import fairness
+
+
+@fairness(attr="first name", grid="implicit", templates="lmrec", domain="restaurant",
+          seeds="cities", k=8, item_field="price", catalogue="restaurants.csv", max_shift=0.1)
+def test_restaurants(fairness_result):
+    items = fairness_result.extras["items"]["attributes"][0]
+    assert items["attribute"] == "first name"
+"""
+
+
+def _setup(pytester: pytest.Pytester, planted: float) -> None:
+    rows = ["title,price"] + [f"Diner {i},$" for i in range(30)]
+    rows += [f"Bistro {i},$$$" for i in range(30)]
+    (pytester.path / "restaurants.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    pytester.makeconftest(CONFTEST.replace("PLANTED_SHARE", repr(planted)))
+    pytester.makeini("[pytest]\nrecfair_n_resamples = 200\n")
+    pytester.makepyfile(test_audit=AUDIT)
+
+
+def test_planted_price_shift_fails_max_shift(pytester: pytest.Pytester) -> None:
+    _setup(pytester, 0.3)
+    result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Black female shifts 0.* from neutral*> max_shift 0.1*"])
+
+
+def test_fair_run_passes_and_a_later_shift_fails_against_the_baseline(
+    pytester: pytest.Pytester,
+) -> None:
+    _setup(pytester, 0.0)
+    report = pytester.path / "r.json"
+    result = pytester.runpytest(
+        *plugin_args(), "--fairness", "--fairness-update", f"--fairness-report={report}"
+    )
+    result.assert_outcomes(passed=1)
+    data = json.loads(report.read_text(encoding="utf-8"))
+    price = data["results"][0]["extras"]["items"]["attributes"][0]["fields"][0]
+    assert price["groups"][0] == "(neutral)"
+    assert "Black female" in price["groups"]
+    # a new model version shifts prices for one group, below max_shift: the baseline catches it
+    pytester.makeconftest(CONFTEST.replace("PLANTED_SHARE", "0.12"))
+    pytester.makepyfile(test_audit=AUDIT.replace("max_shift=0.1", "max_shift=0.5"))
+    again = pytester.runpytest(*plugin_args(), "--fairness")
+    again.assert_outcomes(failed=1)
+    again.stdout.fnmatch_lines(["*largest shift 0.* vs baseline 0.* rose by more than*"])

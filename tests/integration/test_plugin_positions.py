@@ -1,0 +1,90 @@
+"""Candidate-position audits through pytest: candidates by fixture, gate on position bias."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.support.plugin import plugin_args
+
+pytest_plugins = ["pytester"]
+
+CONFTEST = """
+import random
+
+import pytest
+
+FIRST = FIRST_SHARE
+GROUP_FIRST = GROUP_SHARE
+
+
+@pytest.fixture(scope="session")
+def recfair_recommender():
+    def recommend(prompt):
+        rng = random.Random(prompt)
+        shown = [line.split(". ", 1)[1] for line in prompt.splitlines() if line[:1].isdigit()]
+        favourite = sorted(shown)[0]  # the same candidate whatever the order
+        first = GROUP_FIRST if prompt.startswith("I am a Muslim") else FIRST
+        if rng.random() < 0.03:
+            return "None of these, sorry."
+        return shown[0] if rng.random() < first else favourite
+
+    return recommend
+
+
+@pytest.fixture
+def films():
+    rng = random.Random(1)
+    titles = [f"Film {i}" for i in range(200)]
+    return {f"Director {i}": rng.sample(titles, 6) for i in range(60)}
+
+
+@pytest.fixture
+def directors():
+    return [f"Director {i}" for i in range(60)]
+"""
+
+AUDIT = """
+from pytest_recfair import fairness
+
+
+@fairness(attr="religion", seeds="directors", candidates="films", orders=4,
+          max_position_bias=0.15, max_missed_rate=0.2)
+def test_pick(fairness_result):
+    assert fairness_result.extras["positions"]["attributes"][0]["k"] == 6
+"""
+
+
+def _setup(pytester: pytest.Pytester, first: float, group_first: float) -> None:
+    conftest = CONFTEST.replace("FIRST_SHARE", repr(first))
+    pytester.makeconftest(conftest.replace("GROUP_SHARE", repr(group_first)))
+    pytester.makeini("[pytest]\nrecfair_n_resamples = 200\n")
+    pytester.makepyfile(test_audit=AUDIT)
+
+
+def test_no_position_bias_passes(pytester: pytest.Pytester) -> None:
+    _setup(pytester, 0.0, 0.0)
+    report = pytester.path / "r.json"
+    result = pytester.runpytest(
+        *plugin_args(), "--fairness", "--fairness-update", f"--fairness-report={report}"
+    )
+    result.assert_outcomes(passed=1)
+    pos = json.loads(report.read_text())["results"][0]["extras"]["positions"]["attributes"][0]
+    assert pos["groups"][0] == "(neutral)"
+    assert pos["measures"]["consistency"][0] > 0.85  # the favourite, whatever the order
+    assert pos["n_picks"][0] == 60 * 4
+
+
+def test_planted_position_bias_fails(pytester: pytest.Pytester) -> None:
+    _setup(pytester, 0.4, 0.4)
+    result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*candidate position bias 0.* > max_position_bias 0.15*"])
+
+
+def test_a_group_picked_by_position_more_often_fails(pytester: pytest.Pytester) -> None:
+    _setup(pytester, 0.0, 0.5)
+    result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Muslim: bias 0.* differs from the neutral prompt's*"])

@@ -1,0 +1,103 @@
+"""--fairness-shard=I/N and --fairness-merge through real pytest runs (pytester).
+
+The merged audit must be the unsharded audit: same numbers (similarity matrices,
+intervals, curves, counts, tokens), same gate decision, and the merge run must not ask
+the recommender anything.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.plugin import make_project, plugin_args
+
+pytest_plugins = ["pytester"]
+
+TESTS = """
+from pytest_recfair import fairness
+
+
+@fairness(attr="religion", metric="jaccard,serp", repeats=2, max_snsr=0.9)
+def test_religion(fairness_result):
+    assert fairness_result.meta.n_entities == 12
+
+
+@fairness(attr="gender")
+def test_gender():
+    pass
+"""
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider", *args)
+
+
+def _report(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def _audits(report: dict[str, Any]) -> dict[str, Any]:
+    """Each audit's numbers, without what legitimately differs between the two runs."""
+    out = {}
+    for audit in report["results"]:
+        meta = {k: v for k, v in audit["meta"].items() if k not in ("record_mode",)}
+        out[meta["test_id"]] = {**audit, "meta": meta}
+    return out
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    monkeypatch.setenv("RECFAIR_TEST_BIAS", "0.4")
+    make_project(pytester, TESTS)
+    return pytester
+
+
+def test_merged_shards_are_the_unsharded_audit(project: pytest.Pytester) -> None:
+    _run(project, "--fairness", "--fairness-update").assert_outcomes(passed=2)
+    # the unsharded run, gated against that baseline as the merged run will be
+    full = _run(project, "--fairness", "--fairness-report=full.json")
+    full.assert_outcomes(passed=2)
+    for i in (1, 2, 3):
+        shard = _run(project, "--fairness", f"--fairness-shard={i}/3", "-rs")
+        shard.assert_outcomes(skipped=2)
+        shard.stdout.fnmatch_lines([f"*fairness shard {i}/3*written to*"])
+    written = sorted(p.name for p in (project.path / "fairness-shards").iterdir())
+    assert len(written) == 6, written
+    # the merge run must not need the recommender: break it
+    project.makeconftest(
+        "import pytest\n\n@pytest.fixture(scope='session')\n"
+        "def recfair_recommender():\n    raise RuntimeError('the merge asked the recommender')\n"
+    )
+    merged = _run(
+        project, "--fairness", "--fairness-merge=fairness-shards", "--fairness-report=merged.json"
+    )
+    merged.assert_outcomes(passed=2)
+    merged.stdout.fnmatch_lines(["*fairness summary*", "*test_religion*PASS*"])
+    a = _audits(_report(project.path / "full.json"))
+    b = _audits(_report(project.path / "merged.json"))
+    assert a.keys() == b.keys()
+    for test_id in a:
+        assert b[test_id] == a[test_id], test_id
+
+
+def test_merge_refuses_a_missing_shard(project: pytest.Pytester) -> None:
+    for i in (1, 3):
+        _run(project, "--fairness", f"--fairness-shard={i}/3").assert_outcomes(skipped=2)
+    merged = _run(project, "--fairness", "--fairness-merge=fairness-shards")
+    merged.assert_outcomes(errors=2)
+    merged.stdout.fnmatch_lines(["*needs shards 1..3 once each; missing 2/3*"])
+    assert "Traceback" not in merged.stdout.str()
+
+
+def test_bad_shard_option_is_a_usage_error(project: pytest.Pytester) -> None:
+    result = _run(project, "--fairness", "--fairness-shard=4/3")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--fairness-shard: expected I/N with 1 <= I <= N*"])
+    both = _run(project, "--fairness", "--fairness-shard=1/2", "--fairness-merge=x")
+    assert both.ret == pytest.ExitCode.USAGE_ERROR
+    both.stderr.fnmatch_lines(["*--fairness-shard and --fairness-merge*"])

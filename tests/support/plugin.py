@@ -1,0 +1,60 @@
+"""Shared helpers of the tests/integration/test_plugin_*.py files (not a test module)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def plugin_args() -> tuple[str, ...]:
+    """``-p pytest_recfair.plugin`` unless the installed entry point loads it already.
+
+    Loading it both ways would register the module twice, which pluggy refuses. The
+    hypothesis plugin is switched off: pytester drops modules imported during an
+    in-process run, so every run would import (and assertion-rewrite) hypothesis again.
+    """
+    quiet = ("-p", "no:hypothesispytest")
+    for ep in importlib.metadata.entry_points(group="pytest11"):
+        if ep.value == "pytest_recfair.plugin":
+            return quiet
+    return ("-p", "pytest_recfair.plugin", *quiet)
+
+
+def subprocess_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let a pytester subprocess import the package from this checkout."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO))
+
+
+# A conftest for pytester projects: the in-process simulated recommender, its planted bias
+# on religion = Muslim, noise and seed read from the environment so one project can be
+# re-run as "the old model" and "the new model".
+CONFTEST = """
+import os
+
+import pytest
+
+from pytest_recfair.sim import SimulatedRecommender
+
+
+@pytest.fixture(scope="session")
+def recfair_recommender():
+    return SimulatedRecommender(
+        bias={"religion": {"Muslim": float(os.environ.get("RECFAIR_TEST_BIAS", "0"))}},
+        noise=float(os.environ.get("RECFAIR_TEST_NOISE", "0")),
+        seed=int(os.environ.get("RECFAIR_TEST_SIM_SEED", "0")),
+    )
+"""
+
+# Small audits keep the suite fast: 12 entities, 200 bootstrap resamples.
+INI = "[pytest]\nrecfair_entities = 12\nrecfair_n_resamples = 200\n"
+
+
+def make_project(pytester: pytest.Pytester, tests: str, *, ini: str = "") -> None:
+    """A pytester project with the simulated recommender and ``tests`` as its test file."""
+    pytester.makeconftest(CONFTEST)
+    pytester.makeini(INI + ini)
+    pytester.makepyfile(test_audit=tests)

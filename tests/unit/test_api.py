@@ -1,0 +1,57 @@
+"""The public API outside pytest: pytest_recfair.api.audit / judge."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_recfair import api
+from pytest_recfair.errors import ConfigError
+from pytest_recfair.results import AuditResult
+from pytest_recfair.sim import SimulatedRecommender
+
+
+def _run(seed: int, bias: str | dict[str, object] = "demo") -> AuditResult:
+    rec = SimulatedRecommender(bias, noise=0.08, seed=7)
+    rec.reset()
+    for _ in range(seed):  # advance the noise draws: an independent run of the same model
+        api.audit(rec, attr="religion", entities=30)
+    return api.audit(rec, attr="religion", entities=30)
+
+
+def test_audit_takes_marker_arguments_and_returns_an_ungated_result() -> None:
+    result = _run(0)
+    religion = result.attribute("religion")
+    assert result.gate is None
+    assert result.meta.n_entities == 30
+    assert religion.least_favoured == "Muslim"  # the demo profile's planted bias
+
+
+def test_judge_passes_the_same_model_and_fails_a_regression() -> None:
+    base = _run(0)
+    assert api.judge(_run(1), base, tolerance=0.02).passed
+    worse = SimulatedRecommender({"religion": {"Muslim": 0.8, "Hindu": 0.2}}, noise=0.08, seed=7)
+    outcome = api.judge(api.audit(worse, attr="religion", entities=30), base, tolerance=0.02)
+    assert not outcome.passed
+    assert {(f.kind, f.statistic) for f in outcome.failures} == {("drift", "snsr")}
+
+
+def test_judge_applies_thresholds_without_a_baseline() -> None:
+    outcome = api.judge(_run(0), max_snsr=0.1)
+    assert [(f.kind, f.statistic) for f in outcome.failures] == [("threshold", "snsr")]
+
+
+def test_audit_accepts_a_list_of_entity_names() -> None:
+    rec = SimulatedRecommender("demo")
+    result = api.audit(rec, attr="gender", seeds=["Agnès Varda", "Akira Kurosawa", "Ang Lee"])
+    assert result.attribute("gender").matrix.entities == (
+        "agnes-varda",
+        "akira-kurosawa",
+        "ang-lee",
+    )
+
+
+def test_unknown_arguments_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match="unknown argument"):
+        api.audit(SimulatedRecommender(), atr="religion")
+    with pytest.raises(ConfigError, match="unknown argument"):
+        api.judge(_run(0), tolerence=0.1)
