@@ -46,6 +46,7 @@ from pytest_recfair.errors import ConfigError, ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import (
     Completion,
+    GarbledReply,
     Provider,
     TruncatedReply,
     Usage,
@@ -374,6 +375,8 @@ def _judge(provider: Provider, response: httpx.Response, case: CaseLike) -> Comp
             return provider.parse_response(response)
         except TruncatedReply as exc:
             raise _Retryable(f"reply cut off: {exc}") from None
+        except GarbledReply as exc:  # a proxy's page, a broken gateway: worth a retry
+            raise _Retryable(str(exc)) from None
     if status in RETRYABLE_STATUS or status >= 500:
         raise _Retryable(
             f"HTTP {status} {response.reason_phrase}: {error_detail(response)}",
@@ -436,15 +439,12 @@ async def _attempt_http(
                 f"{type(exc).__name__}: {exc}. Check base_url."
             )
         ) from None
-    try:
-        return _judge(provider, response, case)
-    except _Retryable:
-        deferred.clear()
-        raise
-    finally:
-        # A completion, or an error that is not retried: replay must give the same.
-        for record in deferred:
-            record()
+    completion = _judge(provider, response, case)
+    # Only a valid response is recorded: an error (retried, fatal or rejected) is not
+    # model output, and a recorded 401 would replay forever after the key is fixed.
+    for record in deferred:
+        record()
+    return completion
 
 
 async def _one_http(

@@ -13,6 +13,7 @@ from pytest_recfair.report.status import (
     check_results,
     describe,
     drift_of,
+    failed_text,
     favoured_text,
     repeat_stats,
     result_status,
@@ -47,6 +48,8 @@ def terminal_summary(results: Sequence[AuditResult]) -> list[str]:
     widths = [w for _, w in _COLS + _DRIFT_COLS]
     for r in check_results(results):
         lines.append(clip(f"{r.meta.test_id}  {result_status(r)}  {describe(r)}", WIDTH))
+        if r.failed:
+            lines.append(clip(f"  {failed_text(r)}", WIDTH))
         header = [name for name, _ in _COLS + _DRIFT_COLS]
         if r.attributes:
             lines.append(_row(header, widths, "most / least favoured"))

@@ -83,7 +83,7 @@ def test_every_prompt_failing_is_a_provider_error() -> None:
     def broken(prompt: str) -> str:
         raise RuntimeError("model offline")
 
-    with pytest.raises(ProviderError, match=r"every one of 30 prompts failed.*model offline"):
+    with pytest.raises(ProviderError, match=r"30 of 30 prompts .*got no valid response.*model offline"):
         _audit(_settings(entities=6), broken)
 
 
