@@ -25,8 +25,11 @@ _GEMINI = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):generateContent$")
 
 
 class _State:
-    def __init__(self, leak: bool, fail_every: int, dead_every: int = 0) -> None:
+    def __init__(
+        self, leak: bool, fail_every: int, dead_every: int = 0, garbage: bool = False
+    ) -> None:
         self.leak = leak
+        self.garbage = garbage  # dead prompts get a 200 with a body that is not JSON
         self.fail_every = fail_every
         self.dead_every = dead_every
         self.sim = SimulatedRecommender("demo", seed=0)
@@ -149,8 +152,17 @@ def make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 )
                 if kind == "gemini":
                     message += f"?key={leak}"
+                if dead and state.garbage:
+                    return self._raw(200, f"<html>proxy error {message}</html>".encode())
                 return self._send(500, {"error": {"message": message, "key": leak}}, headers)
             return self._send(200, _reply(kind, model, text), headers)
+
+        def _raw(self, status: int, data: bytes) -> None:
+            self.send_response(status)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
         def _send(self, status: int, payload: object, headers: dict[str, str]) -> None:
             data = json.dumps(payload).encode()
@@ -166,13 +178,19 @@ def make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
 
 
 def serve(
-    port: int, *, leak: bool = False, fail_every: int = 0, dead_every: int = 0
+    port: int,
+    *,
+    leak: bool = False,
+    fail_every: int = 0,
+    dead_every: int = 0,
+    garbage: bool = False,
 ) -> ThreadingHTTPServer:
     """Start serving in a daemon thread; ``server.server_port`` is the port.
 
     Every ``fail_every``-th new prompt fails its first attempt (HTTP 500); every
-    ``dead_every``-th fails every attempt."""
-    state = _State(leak, fail_every, dead_every)
+    ``dead_every``-th fails every attempt (HTTP 500, or with ``garbage`` a 200 whose body
+    is not JSON)."""
+    state = _State(leak, fail_every, dead_every, garbage)
     server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(state))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
