@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import keyword
 import shlex
+import traceback
 from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,12 +57,26 @@ _INI_HELP = {
     "batch": "record missing prompts through the provider's batch API (true/false)",
     "batch_poll": "seconds before the first batch status poll (default 10; then x1.5, max 60)",
     "shard_dir": "where --fairness-shard writes shard results (default fairness-shards)",
+    "timeout": "seconds per request to the recommender (default 60)",
+    "max_retries": "retries of a failed request (default 5)",
+    "temperature": "sampling temperature sent to the provider (default: the provider's, 0)",
+    "max_tokens": "reply length limit sent to the provider",
+    "sampling_seed": "the model's seed parameter (OpenAI, Gemini)",
+    "system": "system message replacing the templates' one",
+    "extra_headers": "extra request headers as 'Name: ENV_VAR' pairs (values from the environment)",
+    "prices": "USD per million input and output tokens, e.g. '0.15, 0.60'",
+    "max_requests": "refuse to start live requests beyond this many in one run",
+    "max_cost": "refuse to start live requests beyond this estimated cost (USD)",
+    "max_reply_chars": "replies longer than this are cut, with a note (default 100000)",
+    "plan": "print the plans and send nothing (true/false; --fairness-plan)",
 }
 
 _SETTINGS = pytest.StashKey[settings.AuditSettings]()
 _AUDIT = pytest.StashKey["tuple[settings.AuditSettings, audit.Comparison]"]()
 _RECORD = pytest.StashKey["audit.TestRecord"]()
 _REPORT_PATHS = pytest.StashKey[list[Path]]()
+_FIXTURE_ERRORS = pytest.StashKey[set[int]]()
+_AUDITED = pytest.StashKey[set[str]]()  # node ids of the @fairness tests collected
 _SHARD: pytest.StashKey[shards.Shard] = pytest.StashKey()
 _MERGE: pytest.StashKey[audit.MergeSource] = pytest.StashKey()
 
@@ -171,7 +186,15 @@ def _check_strictness(config: pytest.Config) -> None:
 
 
 def _add_scale_options(group: pytest.OptionGroup) -> None:
-    """Batch recording and shards (docs/scale.md)."""
+    """The plan of a live run (docs/providers.md), batch recording and shards (docs/scale.md)."""
+    group.addoption(
+        "--fairness-plan",
+        dest="fairness_plan",
+        action="store_true",
+        default=False,
+        help="print each audit's plan (prompts, already recorded, to ask, tokens, cost, "
+        "duration) and send nothing",
+    )
     group.addoption(
         "--fairness-batch",
         dest="fairness_batch",
@@ -292,6 +315,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 raise pytest.UsageError(str(exc)) from None
             kwargs.update(mark.kwargs)
         item.stash[_SETTINGS] = _resolve(config, kwargs, f"{item.nodeid}: ")
+        config.stash.setdefault(_AUDITED, set()).add(item.nodeid)
         if not enabled:
             item.add_marker(skip)
 
@@ -432,13 +456,17 @@ def fairness_result(
         )
     s = recfair_settings
     state = audit.load_baseline(request.config.rootpath / s.baseline_dir, node.nodeid)
+    problem: RecfairError | None = None
     try:
         merge = request.config.stash.get(_MERGE, None)
         # merged: nothing is sent or replayed, the shard results hold the scores
         result = _measure(request, s) if merge is None else merge.result(s, node.nodeid)
     except RecfairError as exc:
-        # a problem the user fixes (cassette miss, bad seeds file, ...): say it, no traceback
-        pytest.fail(f"{type(exc).__name__}: {exc}", pytrace=False)
+        problem = exc
+    if problem is not None:
+        # a problem the user fixes (cassette miss, bad seeds file, ...): said once, outside
+        # the except block, so no traceback and no "during handling ..." chain
+        pytest.fail(f"{type(problem).__name__}: {problem}", pytrace=False)
     comparison = audit.compare(s, result, state)
     result = audit.gate_result(s, result, comparison.baseline, comparison.problem)
     node.stash[_AUDIT] = (s, comparison)
@@ -448,13 +476,38 @@ def fairness_result(
     return result
 
 
+def _user_fixture(request: pytest.FixtureRequest, name: str) -> Any:
+    """The value of a fixture the user may override, or a failure that shows its error
+    once: the fixture's own frames, not the plugin's; later tests get one line."""
+    try:
+        return request.getfixturevalue(name)
+    except (pytest.FixtureLookupError, pytest.fail.Exception, pytest.skip.Exception):
+        raise
+    except Exception as exc:
+        error = exc
+    # failed outside the except block: no "during handling ..." chain in the report
+    seen = request.config.stash.setdefault(_FIXTURE_ERRORS, set())
+    what = f"{type(error).__name__}: {error}"
+    if id(error) in seen:  # a session fixture re-raises the same error for every test
+        pytest.fail(f"{name} failed earlier in this run ({what}); see the first error.", False)
+    seen.add(id(error))
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if not _internal(f.filename)]
+    where = "".join(traceback.format_list(frames)).rstrip()
+    pytest.fail(f"the {name} fixture raised {what}\n{where}", pytrace=False)
+
+
+def _internal(filename: str) -> bool:
+    parts = Path(filename).parts
+    return any(p in ("_pytest", "pluggy", "pytest_recfair") for p in parts)
+
+
 def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     """Run this test's audit (after a batch recording with --fairness-batch); a shard run
     writes its share's result and skips instead."""
     from pytest_recfair import audit
 
     config, node = request.config, request.node
-    recommender = request.getfixturevalue("recfair_recommender")
+    recommender = _configured(_user_fixture(request, "recfair_recommender"), s)
     seeds = request.getfixturevalue("recfair_seeds")
     grid = request.getfixturevalue("recfair_grid")
     shard = config.stash.get(_SHARD, None)
@@ -485,6 +538,20 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     pytest.skip(
         f"fairness shard {shard}: {out.scored} of {out.total} entities scored, written to "
         f"{out.path}; gate the merged audit with --fairness-merge"
+    )
+
+
+def _configured(recommender: Any, s: settings.AuditSettings) -> Any:
+    """The recommender with this test's provider settings (ini and marker) applied."""
+    from pytest_recfair import providers
+    from pytest_recfair.envheaders import parse_header_envs
+
+    return providers.configure(
+        recommender,
+        temperature=s.temperature,
+        max_tokens=s.max_tokens,
+        seed=s.sampling_seed,
+        header_envs=parse_header_envs(s.extra_headers) if s.extra_headers else None,
     )
 
 
@@ -588,6 +655,8 @@ def _judge(item: pytest.Item, body_error: str | None) -> Any:
             record.not_written = f"the test failed ({body_error})"
     record.result = verdict.result
     record.wrote = audit.write_baseline(verdict)
+    if record.wrote is not None:
+        record.changes = audit.baseline_changes(comparison.state.result, verdict.result)
     props = [p for p in item.user_properties if p[0] != "recfair.gate"]
     props.append(("recfair.gate", "pass" if verdict.passed else "fail"))
     item.user_properties[:] = props
@@ -604,6 +673,26 @@ def pytest_runtest_makereport(
         if record is not None:
             report.recfair = record.payload()  # type: ignore[attr-defined]
     return report
+
+
+def _unused_notes(config: pytest.Config) -> list[str]:
+    """Under --fairness-update, the stored baselines no collected test owns. Not after -k
+    or -m (their tests were only deselected), nor under xdist (workers collect)."""
+    audited = config.stash.get(_AUDITED, None)
+    narrowed = config.getoption("keyword", "") or config.getoption("markexpr", "")
+    narrowed = narrowed or any("::" in arg for arg in config.args)
+    s = _resolve(config, {})
+    if not s.update or audited is None or narrowed:
+        return []
+    from pytest_recfair import audit
+
+    root = config.rootpath / s.baseline_dir
+    unused = audit.unused_baselines(root, config.rootpath, audited)
+    return [
+        f"fairness baseline not used by any test of this run: {path} ({test_id}); delete it "
+        f"if that test is gone"
+        for path, test_id in unused
+    ]
 
 
 class _Controller:
@@ -627,6 +716,7 @@ class _Controller:
         collector = self.collector
         if collector is None or not collector.results:
             return
+        collector.notes.extend(_unused_notes(self.config))
         for path in self.config.stash.get(_REPORT_PATHS, []):
             try:
                 collector.write_report(path)
@@ -640,5 +730,7 @@ class _Controller:
         if collector is None or not (collector.results or collector.notes):
             return
         terminalreporter.write_sep("=", "fairness summary")
-        for line in collector.summary_lines():
+        # the terminal's width (COLUMNS, or 80 when not a terminal), as pytest's own lines
+        width = self.config.get_terminal_writer().fullwidth
+        for line in collector.summary_lines(width):
             terminalreporter.write_line(line)

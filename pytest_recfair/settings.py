@@ -104,6 +104,19 @@ class AuditSettings:
     batch: bool = False  # record missing prompts through the provider's batch API
     batch_poll: float = 10.0  # seconds before the first batch poll (then x1.5, max 60)
     shard_dir: str = "fairness-shards"  # where --fairness-shard=I/N writes its results
+    # live runs: what the provider is sent, budget and plan (docs/providers.md)
+    timeout: float = 60.0  # seconds per request (or per call of a callable recommender)
+    max_retries: int = 5
+    temperature: float | None = None  # None: the provider's own (0 for the HTTP ones)
+    max_tokens: int | None = None
+    sampling_seed: int | None = None  # the model's seed parameter (OpenAI, Gemini)
+    system: str | None = None  # replaces the templates' system message
+    extra_headers: str | None = None  # "Header: ENV_VAR, ..." (values from the environment)
+    prices: str | None = None  # "input, output" USD per million tokens
+    max_requests: int | None = None  # budget of one pytest run; None: no limit
+    max_cost: float | None = None  # USD, estimated from prices
+    max_reply_chars: int = 100_000  # longer replies are cut, with a note
+    plan: bool = False  # --fairness-plan: print the plan, send nothing
 
     @property
     def metrics(self) -> tuple[MetricName, ...]:
@@ -173,6 +186,15 @@ MARKER_KEYS: tuple[str, ...] = (
     "max_position_bias",
     "max_missed_rate",
     "absent",
+    "timeout",
+    "max_retries",
+    "temperature",
+    "max_tokens",
+    "sampling_seed",
+    "system",
+    "extra_headers",
+    "prices",
+    "max_reply_chars",
 )
 
 # command-line option (dest) -> settings key; dests are namespaced "fairness_*"
@@ -186,6 +208,7 @@ CLI_KEYS: dict[str, str] = {
     "fairness_seed": "seed",
     "fairness_alpha": "alpha",
     "fairness_batch": "batch",
+    "fairness_plan": "plan",
 }
 
 # ini key -> settings key: every setting has a "recfair_<name>" ini key
@@ -336,6 +359,31 @@ def _max_failed(value: Any, key: str, source: str) -> float:
         ) from None
 
 
+def _prices(value: Any, key: str, source: str) -> str:
+    """Two prices (input, output; USD per million tokens) -> "0.15,0.6"."""
+    from pytest_recfair.plan import parse_prices
+
+    try:
+        prices = parse_prices(value, key)
+    except ConfigError:
+        raise _bad(key, value, source, "two prices, input then output, e.g. '0.15, 0.60'") from None
+    if prices is None:
+        raise _bad(key, value, source, "two prices, input then output, e.g. '0.15, 0.60'")
+    return f"{prices.input_per_mtok:g},{prices.output_per_mtok:g}"
+
+
+def _headers(value: Any, key: str, source: str) -> str:
+    """ "X-Team: TEAM_ENV, X-Org: ORG_ENV" (or a dict) -> the same, checked: each value is
+    the NAME of an environment variable, so no header value is ever written in a config."""
+    from pytest_recfair.envheaders import parse_header_envs
+
+    try:
+        pairs = parse_header_envs(value)
+    except ConfigError as exc:
+        raise _bad(key, value, source, str(exc)) from None
+    return ", ".join(f"{h}: {env}" for h, env in pairs.items())
+
+
 _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "attr": _optional(_text),
     "metric": _metrics,
@@ -383,6 +431,18 @@ _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "batch": _to_bool,
     "batch_poll": lambda v, k, s: _to_float(v, k, s, lo=0.01, hi=3600.0),
     "shard_dir": _text,
+    "timeout": lambda v, k, s: _to_float(v, k, s, lo=0.001, hi=None),
+    "max_retries": lambda v, k, s: _to_int(v, k, s, minimum=0),
+    "temperature": _optional(lambda v, k, s: _to_float(v, k, s, lo=0.0, hi=2.0)),
+    "max_tokens": _optional(lambda v, k, s: _to_int(v, k, s, minimum=1)),
+    "sampling_seed": _optional(lambda v, k, s: _to_int(v, k, s, minimum=0)),
+    "system": _optional(_text),
+    "extra_headers": _optional(_headers),
+    "prices": _optional(_prices),
+    "max_requests": _optional(lambda v, k, s: _to_int(v, k, s, minimum=0)),
+    "max_cost": _optional(_nonneg),
+    "max_reply_chars": lambda v, k, s: _to_int(v, k, s, minimum=1),
+    "plan": _to_bool,
 }
 
 

@@ -69,11 +69,13 @@ def measure(
     progress: bool | None = None,
     inputs: AuditInputs | None = None,
     failed: Mapping[str, str] | None = None,
+    live: Any = None,
 ) -> AuditResult:
     """Audit ``recommender`` as ``settings`` say; the result is not gated (``gate=None``).
 
     ``failed``: case id -> error of prompts known to have failed already (batch lines the
-    service did not answer); they are not sent and count as failed prompts.
+    service did not answer); they are not sent and count as failed prompts. ``live``: the
+    progress line advanced per prompt sent live (liveline.LiveLine).
     """
     kind = registry.select(settings)
     inputs = inputs or AuditInputs()
@@ -88,6 +90,7 @@ def measure(
             progress=progress,
             inputs=inputs,
             failed=failed,
+            live=live,
         )
         summary = failures.FailureSummary(
             out.cases, failures.summarize(out.failed, out.errors).failed
@@ -95,15 +98,17 @@ def measure(
         return _with_failures(result_of(settings, meta, out.tally), summary)
     entities = entities_of(settings, seeds, test_id)
     grid, attr_names = attributes_of(settings, grid)
-    cases = _asked(kind.build_cases(settings, grid, entities, attr_names, inputs), inputs)
+    cases = asked_cases(
+        settings, kind.build_cases(settings, grid, entities, attr_names, inputs), inputs
+    )
     known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
     outcome = providers.run_cases(
         recommender,
         [c for c in cases if c.id not in known],
-        concurrency=settings.concurrency,
+        stream.run_options(settings, live),
         cassettes=cassettes,
         test_id=test_id,
-        progress=progress,
+        progress=False if live is not None else progress,
     )
     if known:
         outcome = dataclasses.replace(outcome, errors={**outcome.errors, **known})
@@ -136,6 +141,7 @@ def stream_audit(
     shard: Shard | None = None,
     failed: Mapping[str, str] | None = None,
     inputs: AuditInputs | None = None,
+    live: Any = None,
 ) -> tuple[AuditMeta, stream.Streamed]:
     """Score a list-overlap audit chunk by chunk (memory bounded by a chunk).
 
@@ -157,8 +163,9 @@ def stream_audit(
         test_id=test_id,
         progress=progress,
         failed=failed,
-        asked=lambda cases: _asked(cases, inputs or AuditInputs()),
+        asked=lambda cases: asked_cases(settings, cases, inputs or AuditInputs()),
         inputs=inputs,
+        live=live,
     )
     _failures(settings, test_id, out.cases, out.failed, out.errors)
     models = out.tally.models
@@ -174,9 +181,16 @@ def result_of(settings: AuditSettings, meta: AuditMeta, tally: Tally) -> AuditRe
         attributes=tally.results(n_resamples=settings.n_resamples, seed=settings.seed),
         prompt_tokens=tally.prompt_tokens,
         completion_tokens=tally.completion_tokens,
-        cost=None,
+        cost=_cost(settings, tally.prompt_tokens, tally.completion_tokens),
         merges=tally.merges,
     )
+
+
+def _cost(settings: AuditSettings, prompt_tokens: int, completion_tokens: int) -> float | None:
+    prices = stream.prices_of(settings)
+    if prices is None:
+        return None
+    return (prompt_tokens * prices[0] + completion_tokens * prices[1]) / 1e6
 
 
 def entities_of(settings: AuditSettings, seeds: Sequence[Entity], test_id: str) -> list[Entity]:
@@ -211,9 +225,12 @@ def _with_failures(result: AuditResult, summary: failures.FailureSummary) -> Aud
     return dataclasses.replace(result, failed=summary.by_group(), prompts=summary.total)
 
 
-def _asked(cases: Sequence[Any], inputs: AuditInputs) -> list[Any]:
+def asked_cases(settings: AuditSettings, cases: Sequence[Any], inputs: AuditInputs) -> list[Any]:
     """The cases to send: those a published run never answered are left out (their
-    entity then leaves that value's mean, as the FaiRLLM notebook does)."""
+    entity then leaves that value's mean, as the FaiRLLM notebook does); the ``system``
+    setting replaces the templates' system message."""
+    if settings.system is not None:
+        cases = [dataclasses.replace(c, system=settings.system) for c in cases]
     if not inputs.absent:
         return list(cases)
     return [

@@ -13,6 +13,7 @@ from pytest_recfair.providers.base import (
     TruncatedReply,
     Usage,
 )
+from pytest_recfair.providers.configure import configure
 from pytest_recfair.providers.http import (
     AnthropicProvider,
     GeminiProvider,
@@ -45,6 +46,7 @@ __all__ = [
     "TruncatedReply",
     "Usage",
     "arun_cases",
+    "configure",
     "from_config",
     "is_loopback",
     "numbered",

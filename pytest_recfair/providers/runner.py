@@ -42,6 +42,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from pytest_recfair import replycap
 from pytest_recfair.errors import ConfigError, ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import (
@@ -107,6 +108,14 @@ class RunOutcome:
     retries: int = 0
     elapsed: float = 0.0  # seconds, wall clock
     unknown_usage: int = field(default=0)  # completions whose reply reported no usage
+
+
+class LiveLike(Protocol):
+    """What the runner calls on the progress line of a live run."""
+
+    def advance(
+        self, *, failed: bool = False, tokens: int = 0, cost: float | None = None
+    ) -> None: ...
 
 
 class _Retryable(Exception):
@@ -247,6 +256,9 @@ class RunOptions:
     max_retry_after: float = 120.0
     sleep: Callable[[float], Awaitable[None]] | None = None
     progress_stream: TextIO | None = None
+    # the pytest progress line (liveline.LiveLine): advanced once per case sent live
+    live: LiveLike | None = None
+    max_reply_chars: int | None = None  # longer replies are cut, with a note (replycap)
 
     @classmethod
     def of(cls, options: RunOptions | None, overrides: Mapping[str, Any]) -> RunOptions:
@@ -285,6 +297,7 @@ class _Run:
         self.requests = 0
         self.retries = 0
         self.abort: RecfairError | None = None  # set by the first case that stops the run
+        self.max_reply_chars: int | None = None
 
     async def pause(self, retry: int, failure: _Retryable) -> None:
         """Wait before retry number ``retry`` (1 = the first retry)."""
@@ -292,10 +305,32 @@ class _Run:
 
     def finish(self, case: CaseLike, result: Completion | str) -> None:
         if isinstance(result, Completion):
+            if self.max_reply_chars is not None:
+                result = _capped(result, self.max_reply_chars)
             self.completions[case.id] = result
         else:
             self.errors[case.id] = result
         self.progress.advance(failed=not isinstance(result, Completion))
+
+
+def _capped(completion: Completion, limit: int) -> Completion:
+    """The reply cut to ``limit`` characters, with a note (once: a replayed cut reply
+    already ends with its note)."""
+    if len(completion.text) <= limit or replycap.was_cut(completion.text):
+        return completion
+    text, _ = replycap.cut_text(completion.text, limit)
+    return dataclasses.replace(completion, text=text)
+
+
+def _live_advance(live: LiveLike, result: Completion | str, prices: Any) -> None:
+    usage = result.usage if isinstance(result, Completion) else None
+    live.advance(
+        failed=not isinstance(result, Completion),
+        tokens=usage.total_tokens if usage is not None else 0,
+        cost=usage.cost((float(prices[0]), float(prices[1])))
+        if usage is not None and prices is not None
+        else None,
+    )
 
 
 def _url_of(provider: Any) -> str:
@@ -425,13 +460,19 @@ async def _attempt_http(
             unreachable=isinstance(exc, httpx.ConnectTimeout),
         ) from None
     except httpx.ConnectError as exc:
-        raise _Retryable(
-            f"cannot connect to {request.url.host}:{request.url.port or ''} ({exc})",
-            unreachable=True,
-        ) from None
+        where = f"{request.url.host}:{request.url.port or ''}"
+        blocked = _blocker(exc)
+        if blocked is not None:  # e.g. pytest-socket: no retry helps, say it in one line
+            raise _blocked(where, blocked) from None
+        raise _Retryable(f"cannot connect to {where} ({exc})", unreachable=True) from None
     except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
         # Includes a body cut off mid-transfer (fewer bytes than Content-Length).
         raise _Retryable(f"{type(exc).__name__}: {exc or 'connection dropped'}") from None
+    except BaseExceptionGroup as eg:  # a socket refused inside anyio's connect
+        blocked = _blocker(eg)
+        if blocked is None:
+            raise
+        raise _blocked(f"{request.url.host}:{request.url.port or ''}", blocked) from None
     except httpx.HTTPError as exc:  # bad URL, unsupported protocol: no retry helps
         raise _Abort(
             ProviderError(
@@ -445,6 +486,37 @@ async def _attempt_http(
     for record in deferred:
         record()
     return completion
+
+
+def _blocker(exc: BaseException) -> BaseException | None:
+    """The error under a failed connect that is not a network error: another plugin
+    (pytest-socket and the like) refusing to open sockets. Follows explicit causes and
+    the leaves of exception groups (anyio connects in a task group)."""
+    todo, seen = [exc], set()
+    while todo:
+        cause = todo.pop()
+        if id(cause) in seen:
+            continue
+        seen.add(id(cause))
+        if isinstance(cause, BaseExceptionGroup):
+            todo.extend(cause.exceptions)
+            continue
+        transport = type(cause).__module__.split(".")[0] in ("httpx", "httpcore", "anyio")
+        if not transport and not isinstance(cause, OSError):
+            return cause
+        if cause.__cause__ is not None:
+            todo.append(cause.__cause__)
+    return None
+
+
+def _blocked(where: str, blocked: BaseException) -> _Abort:
+    return _Abort(
+        ProviderError(
+            f"the network is blocked in this test run: connecting to {where} raised "
+            f"{type(blocked).__name__}: {str(blocked).rstrip('.')}. Allow the network for live "
+            f"recording, or replay cassettes (record mode none)."
+        )
+    )
 
 
 async def _one_http(
@@ -588,6 +660,7 @@ async def arun_cases(
         sleep=opts.sleep,
         progress=bar,
     )
+    run.max_reply_chars = opts.max_reply_chars
     start = time.monotonic()
     workers = _Workers(prov, run, opts)
     try:
@@ -624,7 +697,14 @@ class _Workers:
         if self.http and workers:
             prov = cast(Provider, self.prov)
             self.transports.extend(
-                _transports(prov, opts.transport, opts.cassettes, opts.test_id, workers)
+                _transports(
+                    prov,
+                    opts.transport,
+                    opts.cassettes,
+                    opts.test_id,
+                    workers,
+                    opts.max_reply_chars,
+                )
             )
         pending = iter(todo)
         async with asyncio.TaskGroup() as group:
@@ -652,6 +732,8 @@ class _Workers:
                 run.abort = run.abort or exc.error
                 raise
             run.finish(case, result)
+            if self.opts.live is not None:
+                _live_advance(self.opts.live, result, self.opts.prices)
             if self.unfinished is not None and cassettes is not None:
                 _entity_done(self.unfinished, cassettes, self.opts.test_id, case)
 
@@ -754,6 +836,7 @@ def _transports(
     cassettes: CassetteStore | None,
     test_id: str,
     workers: int,
+    max_reply_chars: int | None = None,
 ) -> list[httpx.AsyncBaseTransport]:
     """One transport (connection pool) per SHARD_CONNECTIONS workers, sized to fit them.
 
@@ -780,7 +863,12 @@ def _transports(
     # In replay-only mode no real transport is built, so nothing can reach the network.
     live = transport is not None or cassettes.policy.records
     return [
-        CassetteTransport(cassettes, test_id=test_id, inner=network() if live else None)
+        CassetteTransport(
+            cassettes,
+            test_id=test_id,
+            inner=network() if live else None,
+            max_reply_chars=max_reply_chars,
+        )
         for _ in range(shards)
     ]
 
@@ -821,7 +909,21 @@ def run_cases(
             # the main task's repr, result included: 0.3 s for 32,000 completions.
             box.append(await arun_cases(provider, cases, RunOptions.of(options, overrides)))
 
-        asyncio.run(main())
+        try:
+            runner = asyncio.Runner()
+            runner.get_loop()  # the loop's self-pipe is a socketpair
+        except OSError:
+            raise
+        except Exception as exc:  # socket creation refused by another plugin
+            raise ProviderError(
+                f"cannot start an event loop: creating its socket pair raised "
+                f"{type(exc).__name__}: {str(exc).rstrip('.')}. Sockets are blocked in this "
+                f"run (e.g. pytest-socket's --disable-socket); pytest-recfair runs requests "
+                f"and replays on an asyncio loop, which needs local (unix) sockets: allow "
+                f"them (--allow-unix-socket)."
+            ) from None
+        with runner:
+            runner.run(main())
         return box[0]
 
     try:

@@ -17,11 +17,13 @@ reply is final, so a reply it retries (cut off, 409, 529 ...) never reaches the 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from types import TracebackType
 
 import httpx
 
+from pytest_recfair import replycap
 from pytest_recfair.cassettes import (
     CassetteStore,
     RecordedRequest,
@@ -52,12 +54,14 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         inner: httpx.AsyncBaseTransport | None = None,
         *,
         record_transient: bool = False,
+        max_reply_chars: int | None = None,
     ) -> None:
         if not isinstance(store, CassetteStore):
             raise TypeError(f"store must be a CassetteStore, got {type(store).__name__}")
         self.store = store
         self.test_id = test_id
         self.record_transient = record_transient
+        self.max_reply_chars = max_reply_chars
         self._inner = inner
 
     def _network(self) -> httpx.AsyncBaseTransport:
@@ -126,6 +130,8 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             content = await live.aread()
         finally:
             await live.aclose()
+        if self.max_reply_chars is not None:
+            content = _capped_body(content, self.max_reply_chars)
         recorded = RecordedResponse(
             status=live.status_code,
             headers=(
@@ -177,6 +183,20 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         traceback: TracebackType | None = None,
     ) -> None:
         await self.aclose()
+
+
+def _capped_body(content: bytes, limit: int) -> bytes:
+    """A JSON body whose over-long strings (the reply text) are cut with a note, so the
+    cassette never holds a runaway reply whole. Bodies this small, and bodies that are not
+    JSON (event streams, error pages), are kept as they are."""
+    if len(content) <= limit:
+        return content
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return content
+    cut, n = replycap.cut_json(data, limit)
+    return json.dumps(cut, ensure_ascii=False).encode("utf-8") if n else content
 
 
 def _case_id(case: object) -> str | None:

@@ -38,7 +38,7 @@ from pytest_recfair.report.status import (
     repeat_stats,
     result_status,
 )
-from pytest_recfair.report.terminal import WIDTH, terminal_summary
+from pytest_recfair.report.terminal import WIDTH, terminal_summary, wrap_text
 
 __all__ = [
     "RENDERERS",
@@ -71,5 +71,6 @@ __all__ = [
     "to_html",
     "to_json",
     "to_markdown",
+    "wrap_text",
     "write_report",
 ]

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
 from pytest_recfair.kinds import STATISTICS
 from pytest_recfair.report.failures import failure_label, failure_text
-from pytest_recfair.report.fmt import clip, fmt, fmt_delta
+from pytest_recfair.report.fmt import fmt, fmt_delta
 from pytest_recfair.report.kinds import extra_lines
 from pytest_recfair.report.status import (
     attribute_status,
@@ -21,50 +22,92 @@ from pytest_recfair.report.status import (
 )
 from pytest_recfair.results import AuditResult
 
-__all__ = ["WIDTH", "terminal_summary"]
+__all__ = ["WIDTH", "terminal_summary", "wrap_text"]
 
-WIDTH = 100  # the terminal summary never exceeds this many columns
+WIDTH = 100  # the default width (pytest passes its terminal's)
 
-_COLS = (("attribute", 18), ("gate", 4), ("SNSR", 6), ("SNSV", 6), ("PAFS", 6))
+_NAME = 18  # attribute column; a longer name gets a line of its own, never a cut
+_COLS = (("gate", 4), ("SNSR", 6), ("SNSV", 6), ("PAFS", 6))
 _DRIFT_COLS = (("ΔSNSR", 7), ("ΔSNSV", 7), ("ΔPAFS", 7))
 
 
-def _row(cells: Sequence[str], widths: Sequence[int], rest: str) -> str:
-    head = "  " + " ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True))
-    return clip((head + " " + rest).rstrip(), WIDTH)
+def wrap_text(text: str, width: int, first: str = "  ", rest: str = "    ") -> list[str]:
+    """``text`` wrapped at spaces: a long name or path stays whole on its own line."""
+    return textwrap.wrap(
+        text,
+        width=max(width, 40),
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [first.rstrip()]
 
 
-def _gate_lines(r: AuditResult) -> list[str]:
+def _row(name: str, cells: Sequence[str], rest: str, width: int, name_width: int) -> list[str]:
+    widths = [w for _, w in _COLS + _DRIFT_COLS]
+    lines = [f"  {name}"] if len(name) > name_width else []
+    head = "  " + " ".join(
+        c.ljust(w)
+        for c, w in zip(["" if lines else name, *cells], [name_width, *widths], strict=True)
+    )
+    if len(head) + 1 + len(rest) <= width:
+        return [*lines, (head + " " + rest).rstrip()]
+    return [*lines, head.rstrip(), *wrap_text(rest, width, "      ", "      ")]
+
+
+def _heading(r: AuditResult, width: int) -> list[str]:
+    """``test id  STATUS  model ...`` on one line when it fits; else the test id, then the
+    status and description wrapped below it."""
+    line = f"{r.meta.test_id}  {result_status(r)}  {describe(r)}"
+    if len(line) <= width:
+        return [line]
+    first = f"{r.meta.test_id}  {result_status(r)}"
+    if len(first) > width:
+        return [r.meta.test_id, *wrap_text(f"{result_status(r)}  {describe(r)}", width)]
+    return [first, *wrap_text(describe(r), width)]
+
+
+def _gate_lines(r: AuditResult, width: int) -> list[str]:
     if r.gate is None:
         return []
-    lines = [clip(f"  ✗ {failure_label(f)}: {failure_text(f, r)}", WIDTH) for f in r.gate.failures]
-    lines += [clip(f"  note: {n}", WIDTH) for n in r.gate.notes]
+    lines: list[str] = []
+    for f in r.gate.failures:
+        lines += wrap_text(f"{failure_label(f)}: {failure_text(f, r)}", width, "  ✗ ")
+    for n in r.gate.notes:
+        lines += wrap_text(f"note: {n}", width)
     return lines
 
 
-def terminal_summary(results: Sequence[AuditResult]) -> list[str]:
-    """The "fairness summary" lines: one small table per test, at most 100 columns wide."""
+def terminal_summary(results: Sequence[AuditResult], width: int = WIDTH) -> list[str]:
+    """The "fairness summary" lines: one small table per test, fitted to ``width``
+    columns by wrapping (never by cutting a name)."""
     lines: list[str] = []
-    widths = [w for _, w in _COLS + _DRIFT_COLS]
+    header = [name for name, _ in _COLS + _DRIFT_COLS]
     for r in check_results(results):
-        lines.append(clip(f"{r.meta.test_id}  {result_status(r)}  {describe(r)}", WIDTH))
+        lines += _heading(r, width)
         if r.failed:
-            lines.append(clip(f"  {failed_text(r)}", WIDTH))
-        header = [name for name, _ in _COLS + _DRIFT_COLS]
+            lines += wrap_text(failed_text(r), width)
+        # as wide as the longest attribute name (9 to 18): a longer one gets its own line
+        name_width = min(_NAME, max([9, *(len(a.attribute) for a in r.attributes)]))
         if r.attributes:
-            lines.append(_row(header, widths, "most / least favoured"))
-        lines += [clip(f"  {line}", WIDTH) for line in extra_lines(r)]
+            head = _row("attribute", header, "most / least favoured", width, name_width)
+            lines += (
+                head
+                if len(head) == 1
+                else _row("attribute", header, "most / least", width, name_width)
+            )
+        for line in extra_lines(r):
+            lines += wrap_text(line, width)
         for a in r.attributes:
             cells = [
-                clip(a.attribute, 18),
                 attribute_status(r, a.attribute),
                 *(fmt(shown(a, s).value) for s in STATISTICS),
                 *(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS),
             ]
-            lines.append(_row(cells, widths, favoured_text(a)))
+            lines += _row(a.attribute, cells, favoured_text(a), width, name_width)
         for a in r.attributes:
             stats = repeat_stats(a)
             if stats:
-                lines.append(clip(f"  {a.attribute}: {stats}", WIDTH))
-        lines += _gate_lines(r)
+                lines += wrap_text(f"{a.attribute}: {stats}", width)
+        lines += _gate_lines(r, width)
     return lines
