@@ -481,8 +481,8 @@ async def _attempt_http(
             )
         ) from None
     completion = _judge(provider, response, case)
-    # Only a valid response is recorded: an error (retried, fatal or rejected) is not
-    # model output, and a recorded 401 would replay forever after the key is fixed.
+    # Only a reply that parsed as a completion is recorded: an error or a retried reply
+    # never reaches the cassette, so the next recording run asks that prompt again.
     for record in deferred:
         record()
     return completion
