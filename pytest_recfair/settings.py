@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.failures import check_max_failed
 from pytest_recfair.kinds import (
     CANDIDATE_STYLES,
     METRICS,
@@ -63,6 +64,7 @@ class AuditSettings:
     max_entropy: float | None = None
     max_refusal_gap: float | None = None
     max_unusable: float | None = 0.2  # share of replies without a usable list; 1 = off
+    max_failed: float = 0.0  # share of prompts allowed no valid response (left out)
     tolerance: float = 0.0
     gate: str = "snsr"  # statistics gated against the baseline (see .gated); others reported
     domain: str = "movie"
@@ -169,6 +171,7 @@ MARKER_KEYS: tuple[str, ...] = (
     "max_entropy",
     "max_refusal_gap",
     "max_unusable",
+    "max_failed",
     "tolerance",
     "gate",
     "domain",
@@ -360,6 +363,15 @@ def _nonneg(value: Any, key: str, source: str) -> float:
     return _to_float(value, key, source, lo=0.0, hi=None)
 
 
+def _max_failed(value: Any, key: str, source: str) -> float:
+    try:
+        return check_max_failed(value, key)
+    except ConfigError:
+        raise _bad(
+            key, value, source, "a share of prompts in [0, 1) such as 0.01 or '1%' (0: none)"
+        ) from None
+
+
 def _prices(value: Any, key: str, source: str) -> str:
     """Two prices (input, output; USD per million tokens) -> "0.15,0.6"."""
     from pytest_recfair.plan import parse_prices
@@ -396,6 +408,7 @@ _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "max_entropy": _optional(_nonneg),
     "max_refusal_gap": _optional(_unit),
     "max_unusable": _optional(_unit),
+    "max_failed": _max_failed,
     "tolerance": _nonneg,
     "gate": _statistics,
     "domain": _text,
