@@ -89,6 +89,9 @@ class AuditSettings:
     max_missed_rate: float | None = None
     # published runs: cases never answered (written by python -m pytest_recfair import)
     absent: str | None = None
+    # the model id a callable recommender is reported under (marker only: the ini key
+    # recfair_model is the default HTTP provider's model)
+    model: str | None = None
     # how to run it (command line / ini only)
     record_mode: RecordMode = "none"
     update: bool = False
@@ -190,6 +193,7 @@ MARKER_KEYS: tuple[str, ...] = (
     "max_position_bias",
     "max_missed_rate",
     "absent",
+    "model",
     "baseline",
     "timeout",
     "max_retries",
@@ -217,7 +221,11 @@ CLI_KEYS: dict[str, str] = {
 }
 
 # ini key -> settings key: every setting has a "recfair_<name>" ini key
-INI_KEYS: dict[str, str] = {f"recfair_{f.name}": f.name for f in fields(AuditSettings)}
+INI_KEYS: dict[str, str] = {
+    f"recfair_{f.name}": f.name
+    for f in fields(AuditSettings)
+    if f.name != "model"  # recfair_model names the default HTTP provider's model
+}
 
 
 def _plain(value: Any, key: str, source: str) -> str:
@@ -422,6 +430,7 @@ _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "max_position_bias": _optional(_unit),
     "max_missed_rate": _optional(_unit),
     "absent": _optional(_text),
+    "model": _optional(_text),
     "record_mode": _choice(RECORD_MODES),
     "update": _to_bool,
     "update_force": _to_bool,
