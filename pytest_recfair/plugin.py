@@ -703,7 +703,13 @@ def _judge(item: pytest.Item, body_error: str | None) -> Any:
         if s.update:
             record.not_written = f"the test failed ({body_error})"
     record.result = verdict.result
-    record.wrote = audit.write_baseline(verdict)
+    unwritable = None
+    try:
+        record.wrote = audit.write_baseline(verdict)
+    except RecfairError as exc:
+        unwritable = str(exc)
+    if unwritable is not None:  # outside the except: no "during handling" chain printed
+        pytest.fail(unwritable, pytrace=False)
     if record.wrote is not None:
         record.changes = audit.baseline_changes(comparison.state.result, verdict.result)
     props = [p for p in item.user_properties if p[0] != "recfair.gate"]

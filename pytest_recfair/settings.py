@@ -229,6 +229,13 @@ INI_KEYS: dict[str, str] = {
 
 
 def _plain(value: Any, key: str, source: str) -> str:
+    """The setting as the user wrote it: ``recfair_k = 'abc' (ini)``, ``--fairness-seed``."""
+    if source == "ini":
+        return f"recfair_{key}={value!r} (ini)"
+    if source == "command-line":
+        opt = next((d for d, k in CLI_KEYS.items() if k == key), None)
+        if opt is not None:
+            return f"--{opt.replace('_', '-')}={value!r} (command-line)"
     return f"{key}={value!r} ({source})"
 
 
@@ -393,7 +400,7 @@ def _headers(value: Any, key: str, source: str) -> str:
     try:
         pairs = parse_header_envs(value)
     except ConfigError as exc:
-        raise _bad(key, value, source, str(exc)) from None
+        raise _bad(key, value, source, str(exc).removeprefix("expected ")) from None
     return ", ".join(f"{h}: {env}" for h, env in pairs.items())
 
 
@@ -521,6 +528,8 @@ def resolve(
             # store_true options arrive as False when absent: do not let them mask ini
             if source == "command-line" and value is False:
                 continue
+            if key in merged:  # overridden, but a bad value is still an error
+                _PARSERS[key](merged[key], key, sources[key])
             merged[key] = value
             sources[key] = source
     parsed: dict[str, Any] = dict(DEFAULTS)
