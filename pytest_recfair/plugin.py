@@ -534,7 +534,7 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     from pytest_recfair import audit
 
     config, node = request.config, request.node
-    recommender = _configured(_user_fixture(request, "recfair_recommender"), s)
+    recommender = _named(_configured(_user_fixture(request, "recfair_recommender"), s), s)
     seeds = request.getfixturevalue("recfair_seeds")
     grid = request.getfixturevalue("recfair_grid")
     shard = config.stash.get(_SHARD, None)
@@ -580,6 +580,25 @@ def _configured(recommender: Any, s: settings.AuditSettings) -> Any:
         seed=s.sampling_seed,
         header_envs=parse_header_envs(s.extra_headers) if s.extra_headers else None,
     )
+
+
+def _named(recommender: Any, s: settings.AuditSettings) -> Any:
+    """A plain callable reported under a readable model id: the marker's ``model=``, else
+    its own ``model`` attribute, else its name, else (a lambda or a closure, whose name
+    says nothing) the fixture's name."""
+    from pytest_recfair import providers
+
+    if isinstance(recommender, providers.CallableProvider) or callable(
+        getattr(recommender, "build_request", None)
+    ):
+        return recommender
+    own = getattr(recommender, "model", None)
+    if s.model is None and isinstance(own, str) and own:
+        return recommender
+    label = s.model or providers.callable_label(recommender)
+    if "<" in label:  # <lambda>, <locals>: the fixture's name says more
+        label = "recfair_recommender"
+    return providers.CallableProvider(recommender, model=label)
 
 
 def _terminal_line(config: pytest.Config) -> Any:

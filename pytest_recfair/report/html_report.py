@@ -28,6 +28,7 @@ from pytest_recfair.report.status import (
     baseline_map,
     check_results,
     describe,
+    failed_text,
     favoured,
     repeat_stats,
     result_status,
@@ -280,6 +281,7 @@ def _meta_table(r: AuditResult) -> str:
         ("tokens (prompt + completion)", f"{r.prompt_tokens} + {r.completion_tokens}"),
         ("cost", "n/a" if r.cost is None else f"${r.cost:.4f}"),
         ("fuzzy title merges", str(r.merges)),
+        ("failed prompts (left out)", failed_text(r) or "none"),
         (
             "hashes (seeds / grid / templates)",
             f"{m.seeds_hash[:12]} / {m.grid_hash[:12]} / {m.templates_hash[:12]}",

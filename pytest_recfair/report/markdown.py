@@ -18,6 +18,7 @@ from pytest_recfair.report.status import (
     counts,
     describe,
     drift_of,
+    failed_text,
     favoured,
     repeat_stats,
     result_status,
@@ -119,6 +120,7 @@ def to_markdown(results: Sequence[AuditResult], baselines: Baselines = None) -> 
     ]
     for r in rs:
         out += [f"### {_ICON[result_status(r)]} {_code(r.meta.test_id)}", "", _md(describe(r)), ""]
+        out += [f"**Failed prompts:** {_md(failed_text(r))}", ""] if r.failed else []
         out += _stats_table(r) if r.attributes else []
         extra = extra_lines(r)
         out += [f"- {_md(line.strip())}" for line in extra] + ([""] if extra else [])

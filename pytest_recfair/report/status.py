@@ -21,6 +21,7 @@ __all__ = [
     "counts",
     "describe",
     "drift_of",
+    "failed_text",
     "favoured",
     "favoured_phrase",
     "favoured_text",
@@ -138,6 +139,16 @@ def describe(result: AuditResult) -> str:
     if m.perturbation:
         parts.append(f"perturbation {m.perturbation}")
     return ", ".join(parts)
+
+
+def failed_text(result: AuditResult) -> str:
+    """'3 of 600 prompts failed, left out (neutral 2, gender=female 1)', or ''."""
+    if not result.failed:
+        return ""
+    groups = ", ".join(f"{g} {n}" for g, n in result.failed.items())
+    return (
+        f"{result.n_failed} of {result.prompts} prompts got no valid response, left out ({groups})"
+    )
 
 
 def same_attribute(baseline: AuditResult | None, a: AttributeResult) -> AttributeResult | None:

@@ -14,6 +14,7 @@ from pytest_recfair.report.status import (
     check_results,
     describe,
     drift_of,
+    failed_text,
     favoured_text,
     repeat_stats,
     result_status,
@@ -84,6 +85,8 @@ def terminal_summary(results: Sequence[AuditResult], width: int = WIDTH) -> list
     header = [name for name, _ in _COLS + _DRIFT_COLS]
     for r in check_results(results):
         lines += _heading(r, width)
+        if r.failed:
+            lines += wrap_text(failed_text(r), width)
         # as wide as the longest attribute name (9 to 18): a longer one gets its own line
         name_width = min(_NAME, max([9, *(len(a.attribute) for a in r.attributes)]))
         if r.attributes:
