@@ -603,12 +603,15 @@ def _named(recommender: Any, s: settings.AuditSettings) -> Any:
 
 def _terminal_line(config: pytest.Config) -> Any:
     """A writer of progress lines that shows through pytest's output capture."""
+    from pytest_recfair.secrets import scrub
+
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
 
     def write(line: str) -> None:
         if reporter is None:
             return
+        line = scrub(line)
         if capture is None:
             reporter.write_line(line)
             return
@@ -718,7 +721,26 @@ def pytest_runtest_makereport(
         record = item.stash.get(_RECORD, None)
         if record is not None:
             report.recfair = record.payload()  # type: ignore[attr-defined]
+    _scrub_report(report)
     return report
+
+
+def _scrub_report(report: pytest.TestReport) -> None:
+    """No API key in what pytest prints or writes to JUnit XML: a traceback or captured
+    output quoting a URL or an error body, a property with the reply's model name."""
+    from pytest_recfair import secrets
+
+    if not secrets.registered():
+        return
+    if report.longrepr is not None:
+        text = str(report.longrepr)
+        clean = secrets.scrub(text)
+        if clean != text:
+            report.longrepr = clean
+    report.sections = [(k, secrets.scrub(v)) for k, v in report.sections]
+    report.user_properties = [
+        (k, secrets.scrub(v) if isinstance(v, str) else v) for k, v in report.user_properties
+    ]
 
 
 def _unused_notes(config: pytest.Config) -> list[str]:
@@ -778,5 +800,7 @@ class _Controller:
         terminalreporter.write_sep("=", "fairness summary")
         # the terminal's width (COLUMNS, or 80 when not a terminal), as pytest's own lines
         width = self.config.get_terminal_writer().fullwidth
+        from pytest_recfair import secrets
+
         for line in collector.summary_lines(width):
-            terminalreporter.write_line(line)
+            terminalreporter.write_line(secrets.scrub(line))
