@@ -11,7 +11,7 @@ from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
 from pytest_recfair.report.kinds import extra_lines
 from pytest_recfair.report.status import (
     Baselines,
-    attribute_status,
+    attribute_label,
     baseline_map,
     baseline_value,
     check_results,
@@ -29,7 +29,7 @@ from pytest_recfair.results import AuditResult
 
 __all__ = ["to_markdown"]
 
-_ICON = {"PASS": "✅", "FAIL": "❌", "n/a": "➖"}
+_ICON = {"PASS": "✅", "FAIL": "❌", "FLAG": "⚠️ flagged", "n/a": "➖"}
 
 
 def _md(text: str) -> str:
@@ -60,7 +60,7 @@ def _stats_table(r: AuditResult) -> list[str]:
         drift = " / ".join(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS)
         cells = [
             _md(a.attribute),
-            _ICON[attribute_status(r, a.attribute)],
+            _ICON[attribute_label(r, a)],
             *(fmt_ci(shown(a, s)) for s in STATISTICS),
             drift,
             _md(most),
