@@ -557,7 +557,7 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     from pytest_recfair import audit
 
     config, node = request.config, request.node
-    recommender = _configured(_user_fixture(request, "recfair_recommender"), s)
+    recommender = _named(_configured(_user_fixture(request, "recfair_recommender"), s), s)
     seeds = request.getfixturevalue("recfair_seeds")
     grid = request.getfixturevalue("recfair_grid")
     shard = config.stash.get(_SHARD, None)
@@ -605,14 +605,36 @@ def _configured(recommender: Any, s: settings.AuditSettings) -> Any:
     )
 
 
+def _named(recommender: Any, s: settings.AuditSettings) -> Any:
+    """A plain callable reported under a readable model id: the marker's ``model=``, else
+    its own ``model`` attribute, else its name, else (a lambda or a closure, whose name
+    says nothing) the fixture's name."""
+    from pytest_recfair import providers
+
+    if isinstance(recommender, providers.CallableProvider) or callable(
+        getattr(recommender, "build_request", None)
+    ):
+        return recommender
+    own = getattr(recommender, "model", None)
+    if s.model is None and isinstance(own, str) and own:
+        return recommender
+    label = s.model or providers.callable_label(recommender)
+    if "<" in label:  # <lambda>, <locals>: the fixture's name says more
+        label = "recfair_recommender"
+    return providers.CallableProvider(recommender, model=label)
+
+
 def _terminal_line(config: pytest.Config) -> Any:
     """A writer of progress lines that shows through pytest's output capture."""
+    from pytest_recfair.secrets import scrub
+
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
 
     def write(line: str) -> None:
         if reporter is None:
             return
+        line = scrub(line)
         if capture is None:
             reporter.write_line(line)
             return
@@ -704,7 +726,13 @@ def _judge(item: pytest.Item, body_error: str | None) -> Any:
         if s.update:
             record.not_written = f"the test failed ({body_error})"
     record.result = verdict.result
-    record.wrote = audit.write_baseline(verdict)
+    unwritable = None
+    try:
+        record.wrote = audit.write_baseline(verdict)
+    except RecfairError as exc:
+        unwritable = str(exc)
+    if unwritable is not None:  # outside the except: no "during handling" chain printed
+        pytest.fail(unwritable, pytrace=False)
     if record.wrote is not None:
         record.changes = audit.baseline_changes(comparison.state.result, verdict.result)
     props = [p for p in item.user_properties if p[0] != "recfair.gate"]
@@ -722,7 +750,26 @@ def pytest_runtest_makereport(
         record = item.stash.get(_RECORD, None)
         if record is not None:
             report.recfair = record.payload()  # type: ignore[attr-defined]
+    _scrub_report(report)
     return report
+
+
+def _scrub_report(report: pytest.TestReport) -> None:
+    """No API key in what pytest prints or writes to JUnit XML: a traceback or captured
+    output quoting a URL or an error body, a property with the reply's model name."""
+    from pytest_recfair import secrets
+
+    if not secrets.registered():
+        return
+    if report.longrepr is not None:
+        text = str(report.longrepr)
+        clean = secrets.scrub(text)
+        if clean != text:
+            report.longrepr = clean
+    report.sections = [(k, secrets.scrub(v)) for k, v in report.sections]
+    report.user_properties = [
+        (k, secrets.scrub(v) if isinstance(v, str) else v) for k, v in report.user_properties
+    ]
 
 
 def _unused_notes(config: pytest.Config) -> list[str]:
@@ -782,8 +829,10 @@ class _Controller:
         terminalreporter.write_sep("=", "fairness summary")
         # the terminal's width (COLUMNS, or 80 when not a terminal), as pytest's own lines
         width = self.config.get_terminal_writer().fullwidth
+        from pytest_recfair import secrets
+
         for line in collector.summary_lines(width):
-            terminalreporter.write_line(line)
+            terminalreporter.write_line(secrets.scrub(line))
 
 
 class _Pruner:
