@@ -52,11 +52,25 @@ _INI_HELP = {
     "report": "write a fairness report to this path (" + ", ".join(REPORT_FORMATS) + ")",
     "cassette_dir": "cassette directory, relative to rootdir (default fixtures/cassettes)",
     "baseline_dir": "baseline directory, relative to rootdir (default baselines)",
+    "vcr_cassettes": "cassettes recorded with vcrpy/pytest-recording to replay from "
+    "(comma-separated files or folders, relative to rootdir; YAML or JSON)",
     "alpha": "significance level of the baseline comparison (default 0.05)",
     "n_resamples": "bootstrap resamples for confidence intervals (default 1000)",
     "batch": "record missing prompts through the provider's batch API (true/false)",
     "batch_poll": "seconds before the first batch status poll (default 10; then x1.5, max 60)",
     "shard_dir": "where --fairness-shard writes shard results (default fairness-shards)",
+    "timeout": "seconds per request to the recommender (default 60)",
+    "max_retries": "retries of a failed request (default 5)",
+    "temperature": "sampling temperature sent to the provider (default: the provider's, 0)",
+    "max_tokens": "reply length limit sent to the provider",
+    "sampling_seed": "the model's seed parameter (OpenAI, Gemini)",
+    "system": "system message replacing the templates' one",
+    "extra_headers": "extra request headers as 'Name: ENV_VAR' pairs (values from the environment)",
+    "prices": "USD per million input and output tokens, e.g. '0.15, 0.60'",
+    "max_requests": "refuse to start live requests beyond this many in one run",
+    "max_cost": "refuse to start live requests beyond this estimated cost (USD)",
+    "max_reply_chars": "replies longer than this are cut, with a note (default 100000)",
+    "plan": "print the plans and send nothing (true/false; --fairness-plan)",
 }
 
 _SETTINGS = pytest.StashKey[settings.AuditSettings]()
@@ -64,8 +78,10 @@ _AUDIT = pytest.StashKey["tuple[settings.AuditSettings, audit.Comparison]"]()
 _RECORD = pytest.StashKey["audit.TestRecord"]()
 _REPORT_PATHS = pytest.StashKey[list[Path]]()
 _FIXTURE_ERRORS = pytest.StashKey[set[int]]()
+_AUDITED = pytest.StashKey[set[str]]()  # node ids of the @fairness tests collected
 _SHARD: pytest.StashKey[shards.Shard] = pytest.StashKey()
 _MERGE: pytest.StashKey[audit.MergeSource] = pytest.StashKey()
+_PRUNER: pytest.StashKey[_Pruner] = pytest.StashKey()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -144,7 +160,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 # every option that only acts on audits: given without --fairness it would do nothing
-_AUDIT_OPTIONS = (*settings.CLI_KEYS, "fairness_report", "fairness_shard", "fairness_merge")
+_AUDIT_OPTIONS = (
+    *settings.CLI_KEYS,
+    "fairness_report",
+    "fairness_shard",
+    "fairness_merge",
+    "fairness_prune",
+)
 
 
 def _check_strictness(config: pytest.Config) -> None:
@@ -173,7 +195,15 @@ def _check_strictness(config: pytest.Config) -> None:
 
 
 def _add_scale_options(group: pytest.OptionGroup) -> None:
-    """Batch recording and shards (docs/scale.md)."""
+    """The plan of a live run (docs/providers.md), batch recording and shards (docs/scale.md)."""
+    group.addoption(
+        "--fairness-plan",
+        dest="fairness_plan",
+        action="store_true",
+        default=False,
+        help="print each audit's plan (prompts, already recorded, to ask, tokens, cost, "
+        "duration) and send nothing",
+    )
     group.addoption(
         "--fairness-batch",
         dest="fairness_batch",
@@ -182,6 +212,14 @@ def _add_scale_options(group: pytest.OptionGroup) -> None:
         help="record the prompts that have no recording through the provider's batch API "
         "(OpenAI Batch API, Anthropic Message Batches) at half price, then replay them "
         "(ini: recfair_batch)",
+    )
+    group.addoption(
+        "--fairness-prune",
+        dest="fairness_prune",
+        action="store_true",
+        default=False,
+        help="list cassette interactions and baselines no test used; delete them only "
+        "after a full run (no test deselected, failed or skipped; see docs/cassettes.md)",
     )
     group.addoption(
         "--fairness-shard",
@@ -210,6 +248,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if not hasattr(config, "workerinput"):  # xdist workers only ship results
         config.pluginmanager.register(_Controller(config), "recfair-controller")
+    if config.getoption("fairness_prune", False):
+        config.stash[_PRUNER] = _Pruner(config)
+        config.pluginmanager.register(config.stash[_PRUNER], "recfair-prune")
     _check_strictness(config)
     _configure_shards(config)
     config.stash[_REPORT_PATHS] = _report_paths(config, _resolve(config, {}))
@@ -294,8 +335,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 raise pytest.UsageError(str(exc)) from None
             kwargs.update(mark.kwargs)
         item.stash[_SETTINGS] = _resolve(config, kwargs, f"{item.nodeid}: ")
+        config.stash.setdefault(_AUDITED, set()).add(item.nodeid)
         if not enabled:
             item.add_marker(skip)
+    _check_baseline_names(items)
+
+
+def _check_baseline_names(items: list[pytest.Item]) -> None:
+    """Two audited tests keyed to one baseline file would overwrite each other's."""
+    from pytest_recfair.baselines import stable_name
+
+    owner: dict[str, str] = {}
+    for item in items:
+        found = item.stash.get(_SETTINGS, None)
+        if found is None:
+            continue
+        name = stable_name(item.nodeid, found.baseline)
+        first = owner.setdefault(name, item.nodeid)
+        if first != item.nodeid:
+            raise pytest.UsageError(
+                f"{item.nodeid} and {first} share the baseline name {name!r} (baselines are "
+                f"keyed by the test's name, not its file); give one of them its own with "
+                f'@fairness(baseline="...").'
+            )
 
 
 # --- fixtures ---------------------------------------------------------------------------
@@ -415,8 +477,15 @@ def recfair_cassettes(
     """The cassette store of this run (ini recfair_cassette_dir, mode --fairness-record)."""
     from pytest_recfair.cassettes import CassetteStore
 
-    root = request.config.rootpath / recfair_settings.cassette_dir
-    return CassetteStore(root, recfair_settings.record_mode)
+    base = request.config.rootpath
+    imports = recfair_settings.vcr_cassettes or ""
+    pruner = request.config.stash.get(_PRUNER, None)
+    return CassetteStore(
+        base / recfair_settings.cassette_dir,
+        recfair_settings.record_mode,
+        imports=[base / p.strip() for p in imports.split(",") if p.strip()],
+        usage=None if pruner is None else pruner.use(recfair_settings),
+    )
 
 
 @pytest.fixture
@@ -433,7 +502,10 @@ def fairness_result(
             "mark it with @pytest.mark.fairness(...)."
         )
     s = recfair_settings
-    state = audit.load_baseline(request.config.rootpath / s.baseline_dir, node.nodeid)
+    state = audit.load_baseline(request.config.rootpath / s.baseline_dir, node.nodeid, s.baseline)
+    pruner = request.config.stash.get(_PRUNER, None)
+    if pruner is not None:
+        pruner.baselines.update(p for p in (state.path, state.legacy) if p is not None)
     problem: RecfairError | None = None
     try:
         merge = request.config.stash.get(_MERGE, None)
@@ -485,7 +557,7 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     from pytest_recfair import audit
 
     config, node = request.config, request.node
-    recommender = _user_fixture(request, "recfair_recommender")
+    recommender = _named(_configured(_user_fixture(request, "recfair_recommender"), s), s)
     seeds = request.getfixturevalue("recfair_seeds")
     grid = request.getfixturevalue("recfair_grid")
     shard = config.stash.get(_SHARD, None)
@@ -519,14 +591,50 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     )
 
 
+def _configured(recommender: Any, s: settings.AuditSettings) -> Any:
+    """The recommender with this test's provider settings (ini and marker) applied."""
+    from pytest_recfair import providers
+    from pytest_recfair.envheaders import parse_header_envs
+
+    return providers.configure(
+        recommender,
+        temperature=s.temperature,
+        max_tokens=s.max_tokens,
+        seed=s.sampling_seed,
+        header_envs=parse_header_envs(s.extra_headers) if s.extra_headers else None,
+    )
+
+
+def _named(recommender: Any, s: settings.AuditSettings) -> Any:
+    """A plain callable reported under a readable model id: the marker's ``model=``, else
+    its own ``model`` attribute, else its name, else (a lambda or a closure, whose name
+    says nothing) the fixture's name."""
+    from pytest_recfair import providers
+
+    if isinstance(recommender, providers.CallableProvider) or callable(
+        getattr(recommender, "build_request", None)
+    ):
+        return recommender
+    own = getattr(recommender, "model", None)
+    if s.model is None and isinstance(own, str) and own:
+        return recommender
+    label = s.model or providers.callable_label(recommender)
+    if "<" in label:  # <lambda>, <locals>: the fixture's name says more
+        label = "recfair_recommender"
+    return providers.CallableProvider(recommender, model=label)
+
+
 def _terminal_line(config: pytest.Config) -> Any:
     """A writer of progress lines that shows through pytest's output capture."""
+    from pytest_recfair.secrets import scrub
+
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
 
     def write(line: str) -> None:
         if reporter is None:
             return
+        line = scrub(line)
         if capture is None:
             reporter.write_line(line)
             return
@@ -618,7 +726,15 @@ def _judge(item: pytest.Item, body_error: str | None) -> Any:
         if s.update:
             record.not_written = f"the test failed ({body_error})"
     record.result = verdict.result
-    record.wrote = audit.write_baseline(verdict)
+    unwritable = None
+    try:
+        record.wrote = audit.write_baseline(verdict)
+    except RecfairError as exc:
+        unwritable = str(exc)
+    if unwritable is not None:  # outside the except: no "during handling" chain printed
+        pytest.fail(unwritable, pytrace=False)
+    if record.wrote is not None:
+        record.changes = audit.baseline_changes(comparison.state.result, verdict.result)
     props = [p for p in item.user_properties if p[0] != "recfair.gate"]
     props.append(("recfair.gate", "pass" if verdict.passed else "fail"))
     item.user_properties[:] = props
@@ -634,7 +750,46 @@ def pytest_runtest_makereport(
         record = item.stash.get(_RECORD, None)
         if record is not None:
             report.recfair = record.payload()  # type: ignore[attr-defined]
+    _scrub_report(report)
     return report
+
+
+def _scrub_report(report: pytest.TestReport) -> None:
+    """No API key in what pytest prints or writes to JUnit XML: a traceback or captured
+    output quoting a URL or an error body, a property with the reply's model name."""
+    from pytest_recfair import secrets
+
+    if not secrets.registered():
+        return
+    if report.longrepr is not None:
+        text = str(report.longrepr)
+        clean = secrets.scrub(text)
+        if clean != text:
+            report.longrepr = clean
+    report.sections = [(k, secrets.scrub(v)) for k, v in report.sections]
+    report.user_properties = [
+        (k, secrets.scrub(v) if isinstance(v, str) else v) for k, v in report.user_properties
+    ]
+
+
+def _unused_notes(config: pytest.Config) -> list[str]:
+    """Under --fairness-update, the stored baselines no collected test owns. Not after -k
+    or -m (their tests were only deselected), nor under xdist (workers collect)."""
+    audited = config.stash.get(_AUDITED, None)
+    narrowed = config.getoption("keyword", "") or config.getoption("markexpr", "")
+    narrowed = narrowed or any("::" in arg for arg in config.args)
+    s = _resolve(config, {})
+    if not s.update or audited is None or narrowed:
+        return []
+    from pytest_recfair import audit
+
+    root = config.rootpath / s.baseline_dir
+    unused = audit.unused_baselines(root, config.rootpath, audited)
+    return [
+        f"fairness baseline not used by any test of this run: {path} ({test_id}); delete it "
+        f"if that test is gone"
+        for path, test_id in unused
+    ]
 
 
 class _Controller:
@@ -658,6 +813,7 @@ class _Controller:
         collector = self.collector
         if collector is None or not collector.results:
             return
+        collector.notes.extend(_unused_notes(self.config))
         for path in self.config.stash.get(_REPORT_PATHS, []):
             try:
                 collector.write_report(path)
@@ -673,5 +829,78 @@ class _Controller:
         terminalreporter.write_sep("=", "fairness summary")
         # the terminal's width (COLUMNS, or 80 when not a terminal), as pytest's own lines
         width = self.config.get_terminal_writer().fullwidth
+        from pytest_recfair import secrets
+
         for line in collector.summary_lines(width):
+            terminalreporter.write_line(secrets.scrub(line))
+
+
+class _Pruner:
+    """--fairness-prune: what the run used; at the end, what it did not (docs/cassettes.md)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.usage: set[Any] = set()
+        self.baselines: set[Path] = set()
+        self.roots: set[tuple[str, str]] = set()
+        self.deselected = 0
+        self.lines: list[str] = []
+
+    def use(self, s: settings.AuditSettings) -> set[Any]:
+        self.roots.add((s.cassette_dir, s.baseline_dir))
+        return self.usage
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected += len(items)
+
+    def _partial(self, session: pytest.Session) -> str | None:
+        """Why this run may not have used everything that is still needed, or None."""
+        config = self.config
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        stats = getattr(reporter, "stats", {}) if reporter is not None else {}
+        reasons = [
+            (config.getoption("numprocesses", None) not in (None, 0), "run with xdist (-n)"),
+            (config.getoption("fairness_shard", None) is not None, "a shard"),
+            (config.getoption("fairness_merge", None) is not None, "a merge"),
+            (bool(config.getoption("keyword") or config.getoption("markexpr")), "-k/-m given"),
+            (config.args_source == pytest.Config.ArgsSource.ARGS, "test paths given"),
+            (self.deselected > 0, f"{self.deselected} test(s) deselected"),
+            (session.testsfailed > 0, f"{session.testsfailed} test(s) failed"),
+            (bool(stats.get("skipped")), "test(s) skipped"),
+            (bool(stats.get("error")), "errors"),
+        ]
+        found = [why for cond, why in reasons if cond]
+        return ", ".join(found) if found else None
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        from pytest_recfair import prune
+
+        if not self.roots:  # no audit asked for its cassettes
+            self.roots.add((settings.DEFAULTS["cassette_dir"], settings.DEFAULTS["baseline_dir"]))
+        partial = self._partial(session)
+        root = self.config.rootpath
+        for cassette_dir, baseline_dir in sorted(self.roots):
+            found = prune.plan(
+                root / cassette_dir,
+                self.usage,
+                root / baseline_dir,
+                self.baselines,
+                migrate=partial is None,
+            )
+            self.lines.extend(found.lines(root))
+            if partial is None and not found.empty:
+                prune.apply(found)
+        if not self.lines:
+            self.lines.append("nothing unused: every cassette interaction and baseline was used")
+        elif partial is not None:
+            self.lines.append(
+                f"listed only, nothing deleted: not a full run ({partial}); run the whole "
+                "suite with --fairness --fairness-prune to delete them"
+            )
+        else:
+            self.lines.append("deleted (a full run used none of them)")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        terminalreporter.write_sep("=", "fairness prune")
+        for line in self.lines:
             terminalreporter.write_line(line)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.failures import check_max_failed
 from pytest_recfair.kinds import (
     CANDIDATE_STYLES,
     METRICS,
@@ -63,6 +64,7 @@ class AuditSettings:
     max_entropy: float | None = None
     max_refusal_gap: float | None = None
     max_unusable: float | None = 0.2  # share of replies without a usable list; 1 = off
+    max_failed: float = 0.0  # share of prompts allowed no valid response (left out)
     tolerance: float = 0.0
     gate: str = "snsr"  # statistics gated against the baseline (see .gated); others reported
     domain: str = "movie"
@@ -87,6 +89,9 @@ class AuditSettings:
     max_missed_rate: float | None = None
     # published runs: cases never answered (written by python -m pytest_recfair import)
     absent: str | None = None
+    # the model id a callable recommender is reported under (marker only: the ini key
+    # recfair_model is the default HTTP provider's model)
+    model: str | None = None
     # how to run it (command line / ini only)
     record_mode: RecordMode = "none"
     update: bool = False
@@ -99,9 +104,26 @@ class AuditSettings:
     n_resamples: int = 2000
     cassette_dir: str = "fixtures/cassettes"
     baseline_dir: str = "baselines"
+    # the baseline's stable name (default: the test's name, not its file); marker argument
+    baseline: str | None = None
+    # cassettes recorded by vcrpy / pytest-recording, read through vcrpy (comma-separated)
+    vcr_cassettes: str | None = None
     batch: bool = False  # record missing prompts through the provider's batch API
     batch_poll: float = 10.0  # seconds before the first batch poll (then x1.5, max 60)
     shard_dir: str = "fairness-shards"  # where --fairness-shard=I/N writes its results
+    # live runs: what the provider is sent, budget and plan (docs/providers.md)
+    timeout: float = 60.0  # seconds per request (or per call of a callable recommender)
+    max_retries: int = 5
+    temperature: float | None = None  # None: the provider's own (0 for the HTTP ones)
+    max_tokens: int | None = None
+    sampling_seed: int | None = None  # the model's seed parameter (OpenAI, Gemini)
+    system: str | None = None  # replaces the templates' system message
+    extra_headers: str | None = None  # "Header: ENV_VAR, ..." (values from the environment)
+    prices: str | None = None  # "input, output" USD per million tokens
+    max_requests: int | None = None  # budget of one pytest run; None: no limit
+    max_cost: float | None = None  # USD, estimated from prices
+    max_reply_chars: int = 100_000  # longer replies are cut, with a note
+    plan: bool = False  # --fairness-plan: print the plan, send nothing
 
     @property
     def metrics(self) -> tuple[MetricName, ...]:
@@ -149,6 +171,7 @@ MARKER_KEYS: tuple[str, ...] = (
     "max_entropy",
     "max_refusal_gap",
     "max_unusable",
+    "max_failed",
     "tolerance",
     "gate",
     "domain",
@@ -170,6 +193,17 @@ MARKER_KEYS: tuple[str, ...] = (
     "max_position_bias",
     "max_missed_rate",
     "absent",
+    "model",
+    "baseline",
+    "timeout",
+    "max_retries",
+    "temperature",
+    "max_tokens",
+    "sampling_seed",
+    "system",
+    "extra_headers",
+    "prices",
+    "max_reply_chars",
 )
 
 # command-line option (dest) -> settings key; dests are namespaced "fairness_*"
@@ -183,13 +217,25 @@ CLI_KEYS: dict[str, str] = {
     "fairness_seed": "seed",
     "fairness_alpha": "alpha",
     "fairness_batch": "batch",
+    "fairness_plan": "plan",
 }
 
 # ini key -> settings key: every setting has a "recfair_<name>" ini key
-INI_KEYS: dict[str, str] = {f"recfair_{f.name}": f.name for f in fields(AuditSettings)}
+INI_KEYS: dict[str, str] = {
+    f"recfair_{f.name}": f.name
+    for f in fields(AuditSettings)
+    if f.name != "model"  # recfair_model names the default HTTP provider's model
+}
 
 
 def _plain(value: Any, key: str, source: str) -> str:
+    """The setting as the user wrote it: ``recfair_k = 'abc' (ini)``, ``--fairness-seed``."""
+    if source == "ini":
+        return f"recfair_{key}={value!r} (ini)"
+    if source == "command-line":
+        opt = next((d for d, k in CLI_KEYS.items() if k == key), None)
+        if opt is not None:
+            return f"--{opt.replace('_', '-')}={value!r} (command-line)"
     return f"{key}={value!r} ({source})"
 
 
@@ -324,6 +370,40 @@ def _nonneg(value: Any, key: str, source: str) -> float:
     return _to_float(value, key, source, lo=0.0, hi=None)
 
 
+def _max_failed(value: Any, key: str, source: str) -> float:
+    try:
+        return check_max_failed(value, key)
+    except ConfigError:
+        raise _bad(
+            key, value, source, "a share of prompts in [0, 1) such as 0.01 or '1%' (0: none)"
+        ) from None
+
+
+def _prices(value: Any, key: str, source: str) -> str:
+    """Two prices (input, output; USD per million tokens) -> "0.15,0.6"."""
+    from pytest_recfair.plan import parse_prices
+
+    try:
+        prices = parse_prices(value, key)
+    except ConfigError:
+        raise _bad(key, value, source, "two prices, input then output, e.g. '0.15, 0.60'") from None
+    if prices is None:
+        raise _bad(key, value, source, "two prices, input then output, e.g. '0.15, 0.60'")
+    return f"{prices.input_per_mtok:g},{prices.output_per_mtok:g}"
+
+
+def _headers(value: Any, key: str, source: str) -> str:
+    """ "X-Team: TEAM_ENV, X-Org: ORG_ENV" (or a dict) -> the same, checked: each value is
+    the NAME of an environment variable, so no header value is ever written in a config."""
+    from pytest_recfair.envheaders import parse_header_envs
+
+    try:
+        pairs = parse_header_envs(value)
+    except ConfigError as exc:
+        raise _bad(key, value, source, str(exc).removeprefix("expected ")) from None
+    return ", ".join(f"{h}: {env}" for h, env in pairs.items())
+
+
 _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "attr": _optional(_text),
     "metric": _metrics,
@@ -335,6 +415,7 @@ _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "max_entropy": _optional(_nonneg),
     "max_refusal_gap": _optional(_unit),
     "max_unusable": _optional(_unit),
+    "max_failed": _max_failed,
     "tolerance": _nonneg,
     "gate": _statistics,
     "domain": _text,
@@ -356,6 +437,7 @@ _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "max_position_bias": _optional(_unit),
     "max_missed_rate": _optional(_unit),
     "absent": _optional(_text),
+    "model": _optional(_text),
     "record_mode": _choice(RECORD_MODES),
     "update": _to_bool,
     "update_force": _to_bool,
@@ -367,9 +449,23 @@ _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "n_resamples": lambda v, k, s: _to_int(v, k, s, minimum=10),
     "cassette_dir": _text,
     "baseline_dir": _text,
+    "baseline": _optional(_text),
+    "vcr_cassettes": _optional(_text),
     "batch": _to_bool,
     "batch_poll": lambda v, k, s: _to_float(v, k, s, lo=0.01, hi=3600.0),
     "shard_dir": _text,
+    "timeout": lambda v, k, s: _to_float(v, k, s, lo=0.001, hi=None),
+    "max_retries": lambda v, k, s: _to_int(v, k, s, minimum=0),
+    "temperature": _optional(lambda v, k, s: _to_float(v, k, s, lo=0.0, hi=2.0)),
+    "max_tokens": _optional(lambda v, k, s: _to_int(v, k, s, minimum=1)),
+    "sampling_seed": _optional(lambda v, k, s: _to_int(v, k, s, minimum=0)),
+    "system": _optional(_text),
+    "extra_headers": _optional(_headers),
+    "prices": _optional(_prices),
+    "max_requests": _optional(lambda v, k, s: _to_int(v, k, s, minimum=0)),
+    "max_cost": _optional(_nonneg),
+    "max_reply_chars": lambda v, k, s: _to_int(v, k, s, minimum=1),
+    "plan": _to_bool,
 }
 
 
@@ -432,6 +528,8 @@ def resolve(
             # store_true options arrive as False when absent: do not let them mask ini
             if source == "command-line" and value is False:
                 continue
+            if key in merged:  # overridden, but a bad value is still an error
+                _PARSERS[key](merged[key], key, sources[key])
             merged[key] = value
             sources[key] = source
     parsed: dict[str, Any] = dict(DEFAULTS)

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_recfair import __version__, baselines, prompts, providers, shards
+from pytest_recfair import __version__, baselines, failures, prompts, providers, shards
 from pytest_recfair.audit import overlap, registry, stream, verdict
 from pytest_recfair.audit.base import AuditInputs
 from pytest_recfair.cassettes import CassetteStore
@@ -69,11 +69,13 @@ def measure(
     progress: bool | None = None,
     inputs: AuditInputs | None = None,
     failed: Mapping[str, str] | None = None,
+    live: Any = None,
 ) -> AuditResult:
     """Audit ``recommender`` as ``settings`` say; the result is not gated (``gate=None``).
 
     ``failed``: case id -> error of prompts known to have failed already (batch lines the
-    service did not answer); they are not sent and count as failed prompts.
+    service did not answer); they are not sent and count as failed prompts. ``live``: the
+    progress line advanced per prompt sent live (liveline.LiveLine).
     """
     kind = registry.select(settings)
     inputs = inputs or AuditInputs()
@@ -88,24 +90,29 @@ def measure(
             progress=progress,
             inputs=inputs,
             failed=failed,
+            live=live,
         )
-        return result_of(settings, meta, out.tally)
+        summary = failures.FailureSummary(
+            out.cases, failures.summarize(out.failed, out.errors).failed
+        )
+        return _with_failures(result_of(settings, meta, out.tally), summary)
     entities = entities_of(settings, seeds, test_id)
     grid, attr_names = attributes_of(settings, grid)
-    cases = _asked(kind.build_cases(settings, grid, entities, attr_names, inputs), inputs)
+    cases = asked_cases(
+        settings, kind.build_cases(settings, grid, entities, attr_names, inputs), inputs
+    )
     known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
     outcome = providers.run_cases(
         recommender,
         [c for c in cases if c.id not in known],
-        concurrency=settings.concurrency,
+        stream.run_options(settings, live),
         cassettes=cassettes,
         test_id=test_id,
-        progress=progress,
+        progress=False if live is not None else progress,
     )
     if known:
         outcome = dataclasses.replace(outcome, errors={**outcome.errors, **known})
-    if outcome.errors and len(outcome.errors) == len(cases):
-        _all_failed(test_id, len(cases), outcome.errors)
+    summary = _failures(settings, test_id, len(cases), cases, outcome.errors)
     scored = kind.score(settings, cases, outcome.completions, inputs)
     models = {c.model for c in outcome.completions.values() if c.model}
     model = sorted(models)[0] if len(models) == 1 else _model_name(recommender, models)
@@ -117,6 +124,8 @@ def measure(
         cost=outcome.cost,
         merges=scored.merges,
         extras=dict(scored.extras),
+        failed=summary.by_group(),
+        prompts=summary.total if summary.count else 0,
     )
 
 
@@ -132,6 +141,7 @@ def stream_audit(
     shard: Shard | None = None,
     failed: Mapping[str, str] | None = None,
     inputs: AuditInputs | None = None,
+    live: Any = None,
 ) -> tuple[AuditMeta, stream.Streamed]:
     """Score a list-overlap audit chunk by chunk (memory bounded by a chunk).
 
@@ -153,11 +163,11 @@ def stream_audit(
         test_id=test_id,
         progress=progress,
         failed=failed,
-        asked=lambda cases: _asked(cases, inputs or AuditInputs()),
+        asked=lambda cases: asked_cases(settings, cases, inputs or AuditInputs()),
         inputs=inputs,
+        live=live,
     )
-    if out.errors and len(out.errors) == out.cases:
-        _all_failed(test_id, out.cases, out.errors)
+    _failures(settings, test_id, out.cases, out.failed, out.errors)
     models = out.tally.models
     model = sorted(models)[0] if len(models) == 1 else _model_name(recommender, models)
     meta = _meta(settings, test_id, _provider_name(recommender), model, grid, entities)
@@ -171,9 +181,16 @@ def result_of(settings: AuditSettings, meta: AuditMeta, tally: Tally) -> AuditRe
         attributes=tally.results(n_resamples=settings.n_resamples, seed=settings.resample_seed),
         prompt_tokens=tally.prompt_tokens,
         completion_tokens=tally.completion_tokens,
-        cost=None,
+        cost=_cost(settings, tally.prompt_tokens, tally.completion_tokens),
         merges=tally.merges,
     )
+
+
+def _cost(settings: AuditSettings, prompt_tokens: int, completion_tokens: int) -> float | None:
+    prices = stream.prices_of(settings)
+    if prices is None:
+        return None
+    return (prompt_tokens * prices[0] + completion_tokens * prices[1]) / 1e6
 
 
 def entities_of(settings: AuditSettings, seeds: Sequence[Entity], test_id: str) -> list[Entity]:
@@ -186,18 +203,34 @@ def entities_of(settings: AuditSettings, seeds: Sequence[Entity], test_id: str) 
     return entities
 
 
-def _all_failed(test_id: str, n: int, errors: dict[str, str]) -> None:
-    first_id, first_err = next(iter(errors.items()))
-    raise ProviderError(
-        f"{test_id}: every one of {n} prompts failed; first ({first_id}): "
-        f"{first_err}. Check the recommender (recfair_recommender fixture) or the "
-        "provider settings (recfair_provider, recfair_model, recfair_base_url)."
-    )
+def _failures(
+    settings: AuditSettings,
+    test_id: str,
+    total: int,
+    cases: Sequence[Any],
+    errors: Mapping[str, str],
+) -> failures.FailureSummary:
+    """The prompts that got no valid response; a ProviderError listing them per value
+    (with the first errors) when their share is above ``max_failed``."""
+    summary = failures.summarize(cases, errors)
+    summary = failures.FailureSummary(total=total, failed=summary.failed)
+    if not summary.within(settings.max_failed):
+        raise ProviderError(summary.message(test_id, settings.max_failed))
+    return summary
 
 
-def _asked(cases: Sequence[Any], inputs: AuditInputs) -> list[Any]:
+def _with_failures(result: AuditResult, summary: failures.FailureSummary) -> AuditResult:
+    if not summary.count:
+        return result
+    return dataclasses.replace(result, failed=summary.by_group(), prompts=summary.total)
+
+
+def asked_cases(settings: AuditSettings, cases: Sequence[Any], inputs: AuditInputs) -> list[Any]:
     """The cases to send: those a published run never answered are left out (their
-    entity then leaves that value's mean, as the FaiRLLM notebook does)."""
+    entity then leaves that value's mean, as the FaiRLLM notebook does); the ``system``
+    setting replaces the templates' system message."""
+    if settings.system is not None:
+        cases = [dataclasses.replace(c, system=settings.system) for c in cases]
     if not inputs.absent:
         return list(cases)
     return [

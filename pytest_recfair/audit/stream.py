@@ -23,7 +23,7 @@ from pytest_recfair.providers import Usage
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.tally import Tally, TallyConfig
 
-__all__ = ["Streamed", "chunk_entities", "layout_of", "stream"]
+__all__ = ["Streamed", "chunk_entities", "layout_of", "prices_of", "run_options", "stream"]
 
 # Prompts per chunk: enough that a live chunk keeps every connection busy, few enough that
 # a chunk's replies and cassettes stay a few MB.
@@ -39,6 +39,27 @@ class Streamed:
     cases: int = 0  # prompts sent or replayed
     errors: dict[str, str] = field(default_factory=dict)  # case id -> error (no reply)
     failed: list[PromptCase] = field(default_factory=list)  # the cases of ``errors``
+
+
+def prices_of(settings: AuditSettings) -> tuple[float, float] | None:
+    """(input, output) USD per million tokens, when recfair_prices is set."""
+    if settings.prices is None:
+        return None
+    inp, out = settings.prices.split(",")
+    return float(inp), float(out)
+
+
+def run_options(settings: AuditSettings, live: Any = None) -> providers.RunOptions:
+    """How the runner sends this audit's prompts: the settings' provider keys, the
+    progress line of the pytest terminal (None: the runner's own on a terminal)."""
+    return providers.RunOptions(
+        concurrency=settings.concurrency,
+        timeout=settings.timeout,
+        max_retries=settings.max_retries,
+        prices=prices_of(settings),
+        live=live,
+        max_reply_chars=settings.max_reply_chars,
+    )
 
 
 def layout_of(cases: Sequence[PromptCase]) -> dict[str, list[str]]:
@@ -72,6 +93,7 @@ def stream(
     failed: Mapping[str, str] | None = None,
     asked: Callable[[list[PromptCase]], list[PromptCase]] = list,
     inputs: AuditInputs | None = None,
+    live: Any = None,
 ) -> Streamed:
     """Score ``selected`` (all of ``entities``, or a shard's share) chunk by chunk.
 
@@ -93,10 +115,10 @@ def stream(
         outcome = providers.run_cases(
             recommender,
             [c for c in cases if c.id not in known] if known else cases,
-            concurrency=settings.concurrency,
+            run_options(settings, live),
             cassettes=cassettes,
             test_id=test_id,
-            progress=progress,
+            progress=False if live is not None else progress,
         )
         if known:
             outcome = dataclasses.replace(outcome, errors={**outcome.errors, **known})
@@ -114,6 +136,8 @@ def _absorb(
 ) -> None:
     """Score one chunk's replies into the tally and keep its totals and failures."""
     replies = overlap.parse_all(cases, outcome.completions, settings.k, settings.parse_style)
+    if outcome.errors:
+        replies = overlap.mark_failed(replies, outcome.errors)
     if settings.parse_style == "default":
         replies, merges = overlap.canonicalize(replies)
         out.tally.merges += merges

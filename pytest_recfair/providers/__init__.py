@@ -5,7 +5,7 @@ This package is the only place in pytest-recfair that imports httpx.
 
 from __future__ import annotations
 
-from pytest_recfair.providers.adapter import CallableProvider, numbered
+from pytest_recfair.providers.adapter import CallableProvider, callable_label, numbered
 from pytest_recfair.providers.base import (
     TRUNCATED_FINISH_REASONS,
     Completion,
@@ -13,6 +13,7 @@ from pytest_recfair.providers.base import (
     TruncatedReply,
     Usage,
 )
+from pytest_recfair.providers.configure import configure
 from pytest_recfair.providers.http import (
     AnthropicProvider,
     GeminiProvider,
@@ -45,6 +46,8 @@ __all__ = [
     "TruncatedReply",
     "Usage",
     "arun_cases",
+    "callable_label",
+    "configure",
     "from_config",
     "is_loopback",
     "numbered",

@@ -8,14 +8,17 @@ list, one item per line, which the reply parser reads back exactly), or a ``Comp
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
 import inspect
+import threading
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers.base import Completion
 
-__all__ = ["CallableProvider", "Recommender", "numbered"]
+__all__ = ["CallableProvider", "Recommender", "callable_label", "numbered"]
 
 Recommender = Callable[..., Any]
 
@@ -57,8 +60,9 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 class CallableProvider:
     """A non-HTTP recommender under test.
 
-    Sync callables run in worker threads (``asyncio.to_thread``) so that ``concurrency``
-    applies to them too; pass ``concurrency=1`` to ``run_cases`` if yours is not thread-safe.
+    Sync callables run in daemon threads (abandoned if they hang past the timeout), so
+    ``concurrency`` applies to them too; pass ``concurrency=1`` to ``run_cases`` if yours
+    is not thread-safe.
     """
 
     secrets: tuple[str, ...] = ()
@@ -77,14 +81,14 @@ class CallableProvider:
         arity = _positional_arity(recommend)
         if arity == 0 or arity > 2:
             raise ConfigError(
-                f"recommender: {_label(recommend)} takes {arity} positional arguments; expected "
-                "recommend(prompt) or recommend(prompt, system)."
+                f"recommender: {callable_label(recommend)} takes {arity} positional arguments; "
+                "expected recommend(prompt) or recommend(prompt, system)."
             )
         self.recommend = recommend
         self.takes_system = arity == 2
         self.is_async = _is_async(recommend)
         self.name = name
-        self.model = model or _label(recommend)
+        self.model = model or callable_label(recommend)
 
     def __repr__(self) -> str:
         return f"CallableProvider({self.model})"
@@ -116,17 +120,49 @@ class CallableProvider:
         if self.is_async:
             reply = await self.recommend(*self._args(system, prompt))
         else:
-            reply = await asyncio.to_thread(self.recommend, *self._args(system, prompt))
+            reply = await _in_daemon_thread(self.recommend, *self._args(system, prompt))
             if inspect.isawaitable(reply):  # e.g. a lambda returning a coroutine
                 reply = await reply
         return self.to_completion(reply)
+
+
+async def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a daemon thread of its own.
+
+    Not ``asyncio.to_thread``: its pool threads are joined when the loop closes and when
+    the interpreter exits, so one call that never returns would keep pytest from ever
+    exiting after the runner's timeout gave up on it. A daemon thread is abandoned.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    context = contextvars.copy_context()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if future.done():  # the runner gave up (timeout) or the run was cancelled
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+
+    def target() -> None:
+        try:
+            result, error = context.run(fn, *args), None
+        except BaseException as exc:  # handed to the awaiting task, as to_thread does
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=target, name="recfair-recommender", daemon=True).start()
+    return await future
 
 
 async def _await(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
-def _label(fn: Callable[..., Any]) -> str:
+def callable_label(fn: Callable[..., Any]) -> str:
+    """``module.qualname`` of a callable (its class's for an instance)."""
     name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
     module = getattr(fn, "__module__", None)
     return f"{module}.{name}" if module and module != "builtins" else str(name)

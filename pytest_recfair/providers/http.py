@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from pytest_recfair import secrets
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers.base import (
     Completion,
@@ -81,6 +82,8 @@ class HTTPProvider(ABC):
     name: str = "http"
     default_base_url: str = ""
     default_key_env: str | None = None
+    # variables named by recfair_extra_headers that are unset (see providers.configure)
+    missing_header_envs: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -136,6 +139,8 @@ class HTTPProvider(ABC):
         self.secrets: tuple[str, ...] = tuple(
             [self._api_key, *header_secrets] if self._api_key else header_secrets
         )
+        # every message, file and terminal line of the process is scrubbed of them
+        secrets.register(self.secrets)
 
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
@@ -147,6 +152,13 @@ class HTTPProvider(ABC):
                 f"{self.name}: the environment variable {self.api_key_env} is not set, so "
                 f"there is no API key for {self.base_url}. Export {self.api_key_env}=<your key> "
                 "(keys are never read from config files), or replay recorded cassettes instead."
+            )
+        if self.missing_header_envs:
+            env = self.missing_header_envs[0]
+            raise ProviderError(
+                f"recfair_extra_headers: the environment variable {env} is not set, so its "
+                f"header cannot be sent to {self.base_url}. Export {env}=<value> (header "
+                "values are never read from config files), or replay cassettes instead."
             )
 
     @abstractmethod

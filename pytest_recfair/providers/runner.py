@@ -42,10 +42,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from pytest_recfair import replycap
 from pytest_recfair.errors import ConfigError, ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import (
     Completion,
+    GarbledReply,
     Provider,
     TruncatedReply,
     Usage,
@@ -106,6 +108,14 @@ class RunOutcome:
     retries: int = 0
     elapsed: float = 0.0  # seconds, wall clock
     unknown_usage: int = field(default=0)  # completions whose reply reported no usage
+
+
+class LiveLike(Protocol):
+    """What the runner calls on the progress line of a live run."""
+
+    def advance(
+        self, *, failed: bool = False, tokens: int = 0, cost: float | None = None
+    ) -> None: ...
 
 
 class _Retryable(Exception):
@@ -246,6 +256,9 @@ class RunOptions:
     max_retry_after: float = 120.0
     sleep: Callable[[float], Awaitable[None]] | None = None
     progress_stream: TextIO | None = None
+    # the pytest progress line (liveline.LiveLine): advanced once per case sent live
+    live: LiveLike | None = None
+    max_reply_chars: int | None = None  # longer replies are cut, with a note (replycap)
 
     @classmethod
     def of(cls, options: RunOptions | None, overrides: Mapping[str, Any]) -> RunOptions:
@@ -284,6 +297,7 @@ class _Run:
         self.requests = 0
         self.retries = 0
         self.abort: RecfairError | None = None  # set by the first case that stops the run
+        self.max_reply_chars: int | None = None
 
     async def pause(self, retry: int, failure: _Retryable) -> None:
         """Wait before retry number ``retry`` (1 = the first retry)."""
@@ -291,10 +305,32 @@ class _Run:
 
     def finish(self, case: CaseLike, result: Completion | str) -> None:
         if isinstance(result, Completion):
+            if self.max_reply_chars is not None:
+                result = _capped(result, self.max_reply_chars)
             self.completions[case.id] = result
         else:
             self.errors[case.id] = result
         self.progress.advance(failed=not isinstance(result, Completion))
+
+
+def _capped(completion: Completion, limit: int) -> Completion:
+    """The reply cut to ``limit`` characters, with a note (once: a replayed cut reply
+    already ends with its note)."""
+    if len(completion.text) <= limit or replycap.was_cut(completion.text):
+        return completion
+    text, _ = replycap.cut_text(completion.text, limit)
+    return dataclasses.replace(completion, text=text)
+
+
+def _live_advance(live: LiveLike, result: Completion | str, prices: Any) -> None:
+    usage = result.usage if isinstance(result, Completion) else None
+    live.advance(
+        failed=not isinstance(result, Completion),
+        tokens=usage.total_tokens if usage is not None else 0,
+        cost=usage.cost((float(prices[0]), float(prices[1])))
+        if usage is not None and prices is not None
+        else None,
+    )
 
 
 def _url_of(provider: Any) -> str:
@@ -374,6 +410,8 @@ def _judge(provider: Provider, response: httpx.Response, case: CaseLike) -> Comp
             return provider.parse_response(response)
         except TruncatedReply as exc:
             raise _Retryable(f"reply cut off: {exc}") from None
+        except GarbledReply as exc:  # a proxy's page, a broken gateway: worth a retry
+            raise _Retryable(str(exc)) from None
     if status in RETRYABLE_STATUS or status >= 500:
         raise _Retryable(
             f"HTTP {status} {response.reason_phrase}: {error_detail(response)}",
@@ -442,15 +480,12 @@ async def _attempt_http(
                 f"{type(exc).__name__}: {exc}. Check base_url."
             )
         ) from None
-    try:
-        return _judge(provider, response, case)
-    except _Retryable:
-        deferred.clear()
-        raise
-    finally:
-        # A completion, or an error that is not retried: replay must give the same.
-        for record in deferred:
-            record()
+    completion = _judge(provider, response, case)
+    # Only a reply that parsed as a completion is recorded: an error or a retried reply
+    # never reaches the cassette, so the next recording run asks that prompt again.
+    for record in deferred:
+        record()
+    return completion
 
 
 def _blocker(exc: BaseException) -> BaseException | None:
@@ -625,6 +660,7 @@ async def arun_cases(
         sleep=opts.sleep,
         progress=bar,
     )
+    run.max_reply_chars = opts.max_reply_chars
     start = time.monotonic()
     workers = _Workers(prov, run, opts)
     try:
@@ -661,7 +697,14 @@ class _Workers:
         if self.http and workers:
             prov = cast(Provider, self.prov)
             self.transports.extend(
-                _transports(prov, opts.transport, opts.cassettes, opts.test_id, workers)
+                _transports(
+                    prov,
+                    opts.transport,
+                    opts.cassettes,
+                    opts.test_id,
+                    workers,
+                    opts.max_reply_chars,
+                )
             )
         pending = iter(todo)
         async with asyncio.TaskGroup() as group:
@@ -689,6 +732,8 @@ class _Workers:
                 run.abort = run.abort or exc.error
                 raise
             run.finish(case, result)
+            if self.opts.live is not None:
+                _live_advance(self.opts.live, result, self.opts.prices)
             if self.unfinished is not None and cassettes is not None:
                 _entity_done(self.unfinished, cassettes, self.opts.test_id, case)
 
@@ -791,6 +836,7 @@ def _transports(
     cassettes: CassetteStore | None,
     test_id: str,
     workers: int,
+    max_reply_chars: int | None = None,
 ) -> list[httpx.AsyncBaseTransport]:
     """One transport (connection pool) per SHARD_CONNECTIONS workers, sized to fit them.
 
@@ -817,7 +863,12 @@ def _transports(
     # In replay-only mode no real transport is built, so nothing can reach the network.
     live = transport is not None or cassettes.policy.records
     return [
-        CassetteTransport(cassettes, test_id=test_id, inner=network() if live else None)
+        CassetteTransport(
+            cassettes,
+            test_id=test_id,
+            inner=network() if live else None,
+            max_reply_chars=max_reply_chars,
+        )
         for _ in range(shards)
     ]
 

@@ -17,11 +17,13 @@ reply is final, so a reply it retries (cut off, 409, 529 ...) never reaches the 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from types import TracebackType
 
 import httpx
 
+from pytest_recfair import replycap
 from pytest_recfair.cassettes import (
     CassetteStore,
     RecordedRequest,
@@ -33,8 +35,6 @@ __all__ = ["UNSCOPED_ENTITY", "CassetteTransport"]
 #: Cassette name for requests that carry no ``recfair_entity_id`` extension.
 UNSCOPED_ENTITY = "_unscoped"
 
-# Transient failures are not saved: replaying them would replay the retry back-off too.
-_TRANSIENT = frozenset({408, 429, 500, 502, 503, 504})
 # The body handed on is decoded and whole, so these headers no longer describe it.
 _DECODED_DROP = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
@@ -51,13 +51,13 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         test_id: str,
         inner: httpx.AsyncBaseTransport | None = None,
         *,
-        record_transient: bool = False,
+        max_reply_chars: int | None = None,
     ) -> None:
         if not isinstance(store, CassetteStore):
             raise TypeError(f"store must be a CassetteStore, got {type(store).__name__}")
         self.store = store
         self.test_id = test_id
-        self.record_transient = record_transient
+        self.max_reply_chars = max_reply_chars
         self._inner = inner
 
     def _network(self) -> httpx.AsyncBaseTransport:
@@ -126,6 +126,8 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             content = await live.aread()
         finally:
             await live.aclose()
+        if self.max_reply_chars is not None:
+            content = _capped_body(content, self.max_reply_chars)
         recorded = RecordedResponse(
             status=live.status_code,
             headers=(
@@ -139,7 +141,8 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             body=content,
             reason=live.reason_phrase,
         )
-        if self.record_transient or live.status_code not in _TRANSIENT:
+        # Error replies are not model output: the store keeps only 2xx ones.
+        if 200 <= live.status_code < 300:
             interaction = RecordedRequest(
                 method=request.method,
                 url=str(request.url),
@@ -177,6 +180,20 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         traceback: TracebackType | None = None,
     ) -> None:
         await self.aclose()
+
+
+def _capped_body(content: bytes, limit: int) -> bytes:
+    """A JSON body whose over-long strings (the reply text) are cut with a note, so the
+    cassette never holds a runaway reply whole. Bodies this small, and bodies that are not
+    JSON (event streams, error pages), are kept as they are."""
+    if len(content) <= limit:
+        return content
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return content
+    cut, n = replycap.cut_json(data, limit)
+    return json.dumps(cut, ensure_ascii=False).encode("utf-8") if n else content
 
 
 def _case_id(case: object) -> str | None:

@@ -10,10 +10,13 @@ from pytest_recfair.report.failures import failure_label, failure_text
 from pytest_recfair.report.fmt import fmt, fmt_delta
 from pytest_recfair.report.kinds import extra_lines
 from pytest_recfair.report.status import (
-    attribute_status,
+    FLAG_SNSR,
+    FLAG_SNSV,
+    attribute_label,
     check_results,
     describe,
     drift_of,
+    failed_text,
     favoured_text,
     repeat_stats,
     result_status,
@@ -42,11 +45,12 @@ def wrap_text(text: str, width: int, first: str = "  ", rest: str = "    ") -> l
     ) or [first.rstrip()]
 
 
-def _row(name: str, cells: Sequence[str], rest: str, width: int) -> list[str]:
+def _row(name: str, cells: Sequence[str], rest: str, width: int, name_width: int) -> list[str]:
     widths = [w for _, w in _COLS + _DRIFT_COLS]
-    lines = [f"  {name}"] if len(name) > _NAME else []
+    lines = [f"  {name}"] if len(name) > name_width else []
     head = "  " + " ".join(
-        c.ljust(w) for c, w in zip(["" if lines else name, *cells], [_NAME, *widths], strict=True)
+        c.ljust(w)
+        for c, w in zip(["" if lines else name, *cells], [name_width, *widths], strict=True)
     )
     if len(head) + 1 + len(rest) <= width:
         return [*lines, (head + " " + rest).rstrip()]
@@ -83,20 +87,36 @@ def terminal_summary(results: Sequence[AuditResult], width: int = WIDTH) -> list
     header = [name for name, _ in _COLS + _DRIFT_COLS]
     for r in check_results(results):
         lines += _heading(r, width)
+        if r.failed:
+            lines += wrap_text(failed_text(r), width)
+        # as wide as the longest attribute name (9 to 18): a longer one gets its own line
+        name_width = min(_NAME, max([9, *(len(a.attribute) for a in r.attributes)]))
         if r.attributes:
-            lines += _row("attribute", header, "most / least favoured", width)
+            head = _row("attribute", header, "most / least favoured", width, name_width)
+            lines += (
+                head
+                if len(head) == 1
+                else _row("attribute", header, "most / least", width, name_width)
+            )
         for line in extra_lines(r):
             lines += wrap_text(line, width)
         for a in r.attributes:
             cells = [
-                attribute_status(r, a.attribute),
+                attribute_label(r, a),
                 *(fmt(shown(a, s).value) for s in STATISTICS),
                 *(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS),
             ]
-            lines += _row(a.attribute, cells, favoured_text(a), width)
+            lines += _row(a.attribute, cells, favoured_text(a), width, name_width)
         for a in r.attributes:
             stats = repeat_stats(a)
             if stats:
                 lines += wrap_text(f"{a.attribute}: {stats}", width)
         lines += _gate_lines(r, width)
+    if any(attribute_label(r, a) == "FLAG" for r in check_results(results) for a in r.attributes):
+        lines += wrap_text(
+            f"FLAG: not a gate failure, but above the method's descriptive flags (SNSR > "
+            f"{FLAG_SNSR:g} or SNSV > {FLAG_SNSV:g}): a large gap between groups",
+            width,
+            "",
+        )
     return lines

@@ -10,21 +10,16 @@ import stat
 import pytest
 
 from pytest_recfair import baselines
-from tests.support.plugin import make_project, plugin_args, subprocess_env
+from tests.support.plugin import (
+    RELIGION_AND_GENDER_TESTS,
+    make_project,
+    plugin_args,
+    subprocess_env,
+)
 
 pytest_plugins = ["pytester"]
 
-TESTS = """
-from pytest_recfair import fairness
-
-@fairness(attr="religion")
-def test_religion():
-    pass
-
-@fairness(attr="gender")
-def test_gender():
-    pass
-"""
+TESTS = RELIGION_AND_GENDER_TESTS
 
 
 def test_header_names_seed_mode_and_baselines(pytester: pytest.Pytester) -> None:
@@ -96,9 +91,7 @@ def test_report_shows_the_baseline_of_a_gated_run(
     make_project(pytester, TESTS)
     monkeypatch.setenv("RECFAIR_TEST_BIAS", "0.4")
     pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update").assert_outcomes(passed=2)
-    stored = baselines.load(
-        baselines.baseline_path(pytester.path / "baselines", "test_audit.py::test_religion")
-    )
+    stored = baselines.load(baselines.named_path(pytester.path / "baselines", "test_religion"))
     expected = f"{stored.attribute('religion').value('Muslim').mean.value:.3f}"
 
     monkeypatch.setenv("RECFAIR_TEST_BIAS", "0.48")  # a new model: Muslim moves further
@@ -179,7 +172,7 @@ def recfair_recommender():
     [
         ("--fairness-report=fair.pdf", "*must end in one of .json, .md, .html*fair.pdf*"),
         ("--fairness-report=adir.html", "*adir.html' is a directory; give a file name*"),
-        ("--fairness-report=afile/r.md", "*afile' is not a writable directory*"),
+        ("--fairness-report=afile/r.md", "*cannot create files in*afile' (File exists)*"),
     ],
     ids=["extension", "directory", "under-a-file"],
 )
