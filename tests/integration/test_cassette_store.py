@@ -91,13 +91,18 @@ def test_identical_prompts_in_two_tests_are_asked_once(
     assert all(f.endswith(".json") for f in files)
 
 
-def test_moving_a_test_file_costs_no_request(
-    pytester: pytest.Pytester, sim: SimServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _recorded(pytester: pytest.Pytester, sim: SimServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A project whose two tests recorded their cassettes and baselines from ``sim``."""
     monkeypatch.setenv("SIM_KEY", KEY)
     _ini(pytester, sim)
     pytester.makepyfile(test_fair=TESTS)
     _run(pytester, "--fairness-record=once", "--fairness-update").assert_outcomes(passed=2)
+
+
+def test_moving_a_test_file_costs_no_request(
+    pytester: pytest.Pytester, sim: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _recorded(pytester, sim, monkeypatch)
     recorded = sim.stats.requests
     baselines = sorted(p.name for p in (pytester.path / "baselines").iterdir())
     assert baselines == ["test_gender.json", "test_religion.json"]  # stable names, no path
@@ -170,10 +175,7 @@ def test_an_interrupted_recording_resumes_without_asking_again(
 def test_prune_lists_after_a_partial_run_and_deletes_after_a_full_one(
     pytester: pytest.Pytester, sim: SimServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("SIM_KEY", KEY)
-    _ini(pytester, sim)
-    pytester.makepyfile(test_fair=TESTS)
-    _run(pytester, "--fairness-record=once", "--fairness-update").assert_outcomes(passed=2)
+    _recorded(pytester, sim, monkeypatch)
     cassettes, baselines = pytester.path / "fixtures" / "cassettes", pytester.path / "baselines"
     everything = _interactions(cassettes)
     only_religion = TESTS.split('@fairness(attr="gender")')[0]
