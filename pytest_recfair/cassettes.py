@@ -371,6 +371,7 @@ class _Tape:
 
     __slots__ = (
         "canon",
+        "cases",
         "dirty",
         "entries",
         "existed",
@@ -390,6 +391,7 @@ class _Tape:
         self.path = path
         self.existed = False
         self.tags: list[str] = []  # the test name that recorded each entry ("" unknown)
+        self.cases: list[str] = []  # the case id each entry was recorded for ("" unknown)
         self.stale = 0  # error replies of older versions: never replayed
         self.last = -1  # the position ``take`` served last
         self.legacy: list[Path] = []  # files of the old per-test layout read into this tape
@@ -411,21 +413,27 @@ class _Tape:
         self.dirty = False
 
     def take(
-        self, index: dict[Key, tuple[int, ...]], key: Key, tests: tuple[str, ...]
+        self,
+        index: dict[Key, tuple[int, ...]],
+        key: Key,
+        tests: tuple[str, ...],
+        case_id: str | None = None,
     ) -> _Reply | None:
-        """The first unplayed valid reply for ``key``, preferring those this test recorded
-        (``tests``: its name, and its sanitised node id for per-test legacy folders).
+        """The first unplayed valid reply for ``key``, preferring those this test
+        recorded (``tests``: its name, and its sanitised node id for per-test legacy
+        folders) and among them the one recorded for this case (``case_id``).
 
-        Each reply plays once per store (one store per test): a test that asks the same
-        request twice gets its recorded replies in order. The preference only matters
-        where several tests recorded the same request (cassettes migrated from the
-        per-test layout); anything else is shared.
+        Each reply plays once per store (one store per test). One request asked by two
+        cases of a test (a value phrase shared by two attributes) was asked twice while
+        recording, the replies recorded in the order they came back: the case id gives
+        each case its own reply, so replay scores what the recording pass scored.
         """
         positions = [p for p in index.get(key, ()) if not self.played[p]]
         if not positions:
             return None
-        mine = [p for p in positions if self.tags[p] in tests]
-        position = (mine or positions)[0]
+        mine = [p for p in positions if self.tags[p] in tests] or positions
+        ours = [p for p in mine if case_id and self.cases[p] == case_id]
+        position = (ours or mine)[0]
         self.played[position] = 1
         self.last = position
         return self.entries[position]
@@ -535,9 +543,18 @@ class CassetteStore:
         return (method, host, path, canon, repeat)
 
     def lookup(
-        self, test_id: str, entity_id: str, method: str, url: str, body: bytes, repeat: int
+        self,
+        test_id: str,
+        entity_id: str,
+        method: str,
+        url: str,
+        body: bytes,
+        repeat: int,
+        *,
+        case_id: str | None = None,
     ) -> RecordedResponse | None:
-        """The next unplayed recorded reply for this request, or None (always in all/rewrite)."""
+        """The next unplayed recorded reply for this request (the one recorded for
+        ``case_id`` first), or None (always in all/rewrite)."""
         if not self.policy.replays:
             return None
         parts = urlsplit(url)
@@ -549,17 +566,17 @@ class CassetteStore:
         tests = _provenance(test_id)
         with self._lock:
             tape = self._tape(entity_id)
-            reply = tape.take(tape.raw, (*head, raw, repeat), tests)
+            reply = tape.take(tape.raw, (*head, raw, repeat), tests, case_id)
             if reply is None and tape.entries:
                 reply = tape.take(
-                    self._canon_index(tape), self._canon_key(*head, body, repeat), tests
+                    self._canon_index(tape), self._canon_key(*head, body, repeat), tests, case_id
                 )
             if reply is not None and self.usage is not None:
                 self.usage.add((tape.path.name, tape.keys[tape.last]))
             if reply is None and self.imports:
                 foreign = self._foreign_tape()
                 key = self._canon_key(*head, body, repeat)
-                reply = foreign.take(self._canon_index(foreign), key, tests)
+                reply = foreign.take(self._canon_index(foreign), key, tests, case_id)
         if reply is None:
             return None
         status, reason, headers, text = reply
@@ -829,6 +846,7 @@ class CassetteStore:
             keys.append(key)
             entries.append((code, reason, headers, resp_body or ""))
             tape.tags.append(_header_value(request, TEST_HEADER))
+            tape.cases.append(_header_value(request, CASE_HEADER))
             if _valid(code):
                 raw_index[key] = (*raw_index.get(key, ()), number)
             else:

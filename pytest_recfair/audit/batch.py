@@ -98,6 +98,7 @@ def _missing(
                 str(request.url),
                 request.content,
                 case.repeat,
+                case_id=case.id,
             )
             if found is None:
                 todo.append(case)

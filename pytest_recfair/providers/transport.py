@@ -94,7 +94,15 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         repeat = int(ext.get("recfair_repeat") or 0)
         store = self.store
         url = str(request.url)
-        hit = store.lookup(self.test_id, entity, request.method, url, body, repeat)
+        hit = store.lookup(
+            self.test_id,
+            entity,
+            request.method,
+            url,
+            body,
+            repeat,
+            case_id=_case_id(ext.get("recfair_case")),
+        )
         if hit is not None:
             return _response(hit)
         if not store.needs_network(self.test_id, entity):

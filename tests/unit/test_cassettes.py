@@ -202,6 +202,24 @@ def test_a_test_prefers_the_replies_it_recorded(tmp_path: Path) -> None:
         assert reply_text(hit) == text
 
 
+def test_one_request_of_two_cases_replays_each_case_its_own_reply(tmp_path: Path) -> None:
+    # A value phrase shared by two attributes ("American": nationality and continent) is
+    # one request asked by two cases; while recording, the replies arrive in any order.
+    store = CassetteStore(tmp_path, "new_episodes")
+    for case, text in [("continent-american", "B's"), ("nationality-american", "A's")]:
+        request = RecordedRequest("POST", URL, (), chat("p"), case_id=case)
+        store.record(TEST, "nolan", request, resp(text))
+    store.flush()
+    replay = CassetteStore(tmp_path)
+    for case, text in [("nationality-american", "A's"), ("continent-american", "B's")]:
+        hit = replay.lookup(TEST, "nolan", "POST", URL, chat("p"), 0, case_id=case)
+        assert reply_text(hit) == text
+    # without a case id (older cassettes, other callers): recorded order
+    plain = CassetteStore(tmp_path)
+    got = [plain.lookup(TEST, "nolan", "POST", URL, chat("p"), 0) for _ in range(2)]
+    assert [reply_text(r) for r in got] == ["B's", "A's"]
+
+
 def test_lookup_is_lazy_per_entity(tmp_path: Path) -> None:
     recorded(tmp_path, "nolan", [("p", "r")])
     store = CassetteStore(tmp_path)
