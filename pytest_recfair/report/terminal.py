@@ -18,6 +18,7 @@ from pytest_recfair.report.status import (
     repeat_stats,
     result_status,
     shown,
+    usage_text,
 )
 from pytest_recfair.results import AuditResult
 
@@ -99,4 +100,7 @@ def terminal_summary(results: Sequence[AuditResult], width: int = WIDTH) -> list
             if stats:
                 lines += wrap_text(f"{a.attribute}: {stats}", width)
         lines += _gate_lines(r, width)
+        usage = usage_text(r)
+        if usage:
+            lines += wrap_text(usage, width)
     return lines
