@@ -76,6 +76,7 @@ _AUDIT = pytest.StashKey["tuple[settings.AuditSettings, audit.Comparison]"]()
 _RECORD = pytest.StashKey["audit.TestRecord"]()
 _REPORT_PATHS = pytest.StashKey[list[Path]]()
 _FIXTURE_ERRORS = pytest.StashKey[set[int]]()
+_AUDITED = pytest.StashKey[set[str]]()  # node ids of the @fairness tests collected
 _SHARD: pytest.StashKey[shards.Shard] = pytest.StashKey()
 _MERGE: pytest.StashKey[audit.MergeSource] = pytest.StashKey()
 _PLANS: pytest.StashKey[list[plan.Plan]] = pytest.StashKey()  # the run's plans, in order
@@ -315,6 +316,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                 raise pytest.UsageError(str(exc)) from None
             kwargs.update(mark.kwargs)
         item.stash[_SETTINGS] = _resolve(config, kwargs, f"{item.nodeid}: ")
+        config.stash.setdefault(_AUDITED, set()).add(item.nodeid)
         if not enabled:
             item.add_marker(skip)
 
@@ -736,6 +738,8 @@ def _judge(item: pytest.Item, body_error: str | None) -> Any:
             record.not_written = f"the test failed ({body_error})"
     record.result = verdict.result
     record.wrote = audit.write_baseline(verdict)
+    if record.wrote is not None:
+        record.changes = audit.baseline_changes(comparison.state.result, verdict.result)
     props = [p for p in item.user_properties if p[0] != "recfair.gate"]
     props.append(("recfair.gate", "pass" if verdict.passed else "fail"))
     item.user_properties[:] = props
@@ -752,6 +756,26 @@ def pytest_runtest_makereport(
         if record is not None:
             report.recfair = record.payload()  # type: ignore[attr-defined]
     return report
+
+
+def _unused_notes(config: pytest.Config) -> list[str]:
+    """Under --fairness-update, the stored baselines no collected test owns. Not after -k
+    or -m (their tests were only deselected), nor under xdist (workers collect)."""
+    audited = config.stash.get(_AUDITED, None)
+    narrowed = config.getoption("keyword", "") or config.getoption("markexpr", "")
+    narrowed = narrowed or any("::" in arg for arg in config.args)
+    s = _resolve(config, {})
+    if not s.update or audited is None or narrowed:
+        return []
+    from pytest_recfair import audit
+
+    root = config.rootpath / s.baseline_dir
+    unused = audit.unused_baselines(root, config.rootpath, audited)
+    return [
+        f"fairness baseline not used by any test of this run: {path} ({test_id}); delete it "
+        f"if that test is gone"
+        for path, test_id in unused
+    ]
 
 
 class _Controller:
@@ -775,6 +799,7 @@ class _Controller:
         collector = self.collector
         if collector is None or not collector.results:
             return
+        collector.notes.extend(_unused_notes(self.config))
         for path in self.config.stash.get(_REPORT_PATHS, []):
             try:
                 collector.write_report(path)

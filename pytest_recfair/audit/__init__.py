@@ -5,6 +5,7 @@
 - :mod:`.scoring` turns list-overlap replies into attribute results;
 - :mod:`.verdict` holds the baseline state, the gate and the pure :func:`judge`;
 - :mod:`.record` holds a run's bookkeeping (payloads, JUnit properties, collector);
+- :mod:`.changes` says what --fairness-update changed and which baselines no test used;
 - :mod:`.stream` scores a list-overlap audit a chunk of entities at a time;
 - :mod:`.sharding` splits an audit across CI jobs and merges it back;
 - :mod:`.batch` records missing prompts through a provider's batch API.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from pytest_recfair.audit.base import AuditKind, Scored
 from pytest_recfair.audit.batch import record_batch
+from pytest_recfair.audit.changes import baseline_changes, unused_baselines
 from pytest_recfair.audit.pipeline import measure, run_audit
 from pytest_recfair.audit.record import RunCollector, TestRecord, property_items
 from pytest_recfair.audit.sharding import MergeSource, ShardWritten, run_shard
@@ -39,6 +41,7 @@ __all__ = [
     "ShardWritten",
     "TestRecord",
     "Verdict",
+    "baseline_changes",
     "body_failed",
     "compare",
     "gate_result",
@@ -49,5 +52,6 @@ __all__ = [
     "record_batch",
     "run_audit",
     "run_shard",
+    "unused_baselines",
     "write_baseline",
 ]

@@ -28,6 +28,7 @@ class TestRecord:
     baseline: AuditResult | None  # the one the result was compared against
     wrote: Path | None = None  # baseline written by --fairness-update
     not_written: str | None = None  # why --fairness-update wrote no baseline for this test
+    changes: list[str] = field(default_factory=list)  # old -> new of the written baseline
 
     def payload(self) -> dict[str, Any]:
         """What a worker ships to the controller with the call-phase report (JSON-able).
@@ -40,6 +41,7 @@ class TestRecord:
             "baseline": None if self.baseline is None else self.baseline.to_dict(),
             "baseline_written": str(self.wrote) if self.wrote else None,
             "baseline_not_written": self.not_written,
+            "baseline_changes": list(self.changes),
         }
 
 
@@ -71,6 +73,7 @@ class RunCollector:
     # the baseline each test was compared against, by test id (for the report's markers)
     baselines: dict[str, AuditResult] = field(default_factory=dict)
     written: list[Path] = field(default_factory=list)
+    changes: dict[Path, list[str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # e.g. "fairness report written: PATH"
 
     def add(self, payload: Mapping[str, Any]) -> None:
@@ -83,7 +86,9 @@ class RunCollector:
         else:  # a re-run of the same test id without a comparison drops the stale one
             self.baselines.pop(test_id, None)
         if payload.get("baseline_written"):
-            self.written.append(Path(str(payload["baseline_written"])))
+            path = Path(str(payload["baseline_written"]))
+            self.written.append(path)
+            self.changes[path] = [str(c) for c in payload.get("baseline_changes") or []]
         if payload.get("baseline_not_written"):
             self.notes.append(
                 f"fairness baseline NOT written for {test_id}: {payload['baseline_not_written']}"
@@ -97,7 +102,9 @@ class RunCollector:
 
         lines = list(report.terminal_summary(self.ordered(), width))
         # one line each, unwrapped: a file path stays whole and easy to copy
-        lines.extend(f"fairness baseline written: {p}" for p in sorted(self.written))
+        for p in sorted(self.written):
+            lines.append(f"fairness baseline written: {p}")
+            lines.extend(f"  {change}" for change in self.changes.get(p, []))
         lines.extend(self.notes)
         return lines
 

@@ -125,11 +125,19 @@ def judge(
         return Verdict(True, result, write=state.path)
     problem = _missing_baseline(state, test_id)
     if problem is not None:
+        if not outcome.passed:
+            # limits crossed too: both are said, and --fairness-update would refuse this run
+            problem = (
+                f"{problem.split(chr(10))[0]} It cannot be created from this run: "
+                f"--fairness-update stores only a run that passes its absolute limits."
+            )
         failure = GateFailure("baseline", detail=problem)
         judged = replace(
             result, gate=replace(outcome, passed=False, failures=(*outcome.failures, failure))
         )
-        return Verdict(False, judged, problem)
+        if outcome.passed:
+            return Verdict(False, judged, problem)
+        return Verdict(False, judged, f"{_failure_message(result, outcome)}\n{problem}")
     if outcome.passed:
         return Verdict(True, result)
     return Verdict(False, result, _failure_message(result, outcome))

@@ -43,11 +43,12 @@ def wrap_text(text: str, width: int, first: str = "  ", rest: str = "    ") -> l
     ) or [first.rstrip()]
 
 
-def _row(name: str, cells: Sequence[str], rest: str, width: int) -> list[str]:
+def _row(name: str, cells: Sequence[str], rest: str, width: int, name_width: int) -> list[str]:
     widths = [w for _, w in _COLS + _DRIFT_COLS]
-    lines = [f"  {name}"] if len(name) > _NAME else []
+    lines = [f"  {name}"] if len(name) > name_width else []
     head = "  " + " ".join(
-        c.ljust(w) for c, w in zip(["" if lines else name, *cells], [_NAME, *widths], strict=True)
+        c.ljust(w)
+        for c, w in zip(["" if lines else name, *cells], [name_width, *widths], strict=True)
     )
     if len(head) + 1 + len(rest) <= width:
         return [*lines, (head + " " + rest).rstrip()]
@@ -84,8 +85,15 @@ def terminal_summary(results: Sequence[AuditResult], width: int = WIDTH) -> list
     header = [name for name, _ in _COLS + _DRIFT_COLS]
     for r in check_results(results):
         lines += _heading(r, width)
+        # as wide as the longest attribute name (9 to 18): a longer one gets its own line
+        name_width = min(_NAME, max([9, *(len(a.attribute) for a in r.attributes)]))
         if r.attributes:
-            lines += _row("attribute", header, "most / least favoured", width)
+            head = _row("attribute", header, "most / least favoured", width, name_width)
+            lines += (
+                head
+                if len(head) == 1
+                else _row("attribute", header, "most / least", width, name_width)
+            )
         for line in extra_lines(r):
             lines += wrap_text(line, width)
         for a in r.attributes:
@@ -94,7 +102,7 @@ def terminal_summary(results: Sequence[AuditResult], width: int = WIDTH) -> list
                 *(fmt(shown(a, s).value) for s in STATISTICS),
                 *(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS),
             ]
-            lines += _row(a.attribute, cells, favoured_text(a), width)
+            lines += _row(a.attribute, cells, favoured_text(a), width, name_width)
         for a in r.attributes:
             stats = repeat_stats(a)
             if stats:
