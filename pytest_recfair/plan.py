@@ -51,8 +51,6 @@ class _Case(Protocol):
     def system(self) -> str | None: ...
     @property
     def prompt(self) -> str: ...
-    @property
-    def k(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -140,7 +138,8 @@ def estimate(
 ) -> Plan:
     """The plan for asking ``to_ask`` (the prompts without a valid recording)."""
     prompt_tokens = sum(map(_prompt_tokens, to_ask))
-    completion_tokens = sum(max_tokens or TOKENS_PER_ITEM * c.k for c in to_ask)
+    # a case without k (a candidate pick) asks for one item
+    completion_tokens = sum(max_tokens or TOKENS_PER_ITEM * getattr(c, "k", 1) for c in to_ask)
     waves = math.ceil(len(to_ask) / max(1, concurrency))
     return Plan(
         test_id=test_id,
