@@ -7,7 +7,9 @@ attribute value) is asked with the same ``orders`` seeded permutations of them, 
 (total variation distance from uniform) with a randomization test, the missed rate,
 consistency across orders, and whether groups differ (permutation over entities,
 family-wise). Gated by ``max_position_bias`` and ``max_missed_rate`` (each crossed AND
-significant) and by significant group differences larger than ``tolerance``.
+significant), by significant group differences larger than ``tolerance``, and against the
+baseline: the pooled bias or missed rate rising by more than ``tolerance`` (paired entity
+bootstrap over the shared entities, from the per-entity position counts each result keeps).
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ import numpy as np
 
 from pytest_recfair.audit.base import AuditInputs, Scored
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.metrics.positions import MEASURES, PositionResult, position_bias
+from pytest_recfair.metrics.positions import (
+    DRIFT_MEASURES,
+    MEASURES,
+    PositionResult,
+    compare_positions,
+    group_tables,
+    position_bias,
+)
 from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.prompts.candidates import CandidateCase, build_candidate_cases, read_pick
 from pytest_recfair.results import AuditResult, GateFailure
@@ -75,7 +84,15 @@ class PositionAudit:
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
     ) -> tuple[GateFailure, ...]:
         data = result.extras.get(KEY) or {}
-        return tuple(f for res in data.get("attributes", ()) for f in _failures(settings, res))
+        before = {r["attribute"]: r for r in _attributes(baseline)}
+        return tuple(
+            f
+            for res in data.get("attributes", ())
+            for f in (
+                *_failures(settings, res),
+                *_drift(settings, res, before.get(res["attribute"])),
+            )
+        )
 
 
 def _score_attribute(
@@ -113,7 +130,12 @@ def _score_attribute(
         n_resamples=settings.n_resamples,
         seed=settings.seed,
     )
-    return _to_dict(attribute, res)
+    hist, _ = group_tables(pos, cho, k)
+    return {
+        **_to_dict(attribute, res),
+        "entities": entities,
+        "entity_counts": hist.sum(axis=1).astype(np.int64).tolist(),  # for the baseline gate
+    }
 
 
 def _num(x: Any) -> float | None:
@@ -191,6 +213,50 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
                     f"{g}: {name} {v:.3f} differs from the neutral "
                     f"prompt's {values[0]:.3f} (family-wise p = {p:.3g})",
                 )
+    return out
+
+
+def _attributes(result: AuditResult | None) -> list[Mapping[str, Any]]:
+    data = (result.extras.get(KEY) if result is not None else None) or {}
+    return list(data.get("attributes", ()))
+
+
+def _drift(
+    settings: AuditSettings, res: Mapping[str, Any], before: Mapping[str, Any] | None
+) -> list[GateFailure]:
+    """Pooled bias / missed rate risen by more than ``tolerance`` over the baseline, on the
+    entities both runs share (a baseline without per-entity counts or with another K is
+    not comparable here; the baseline layer already reports incompatible baselines)."""
+    if before is None or "entity_counts" not in before or before.get("k") != res["k"]:
+        return []
+    row = {e: i for i, e in enumerate(before["entities"])}
+    shared = [(row[e], i) for i, e in enumerate(res["entities"]) if e in row]
+    if len(shared) < 2:
+        return []
+    b = np.asarray([before["entity_counts"][j] for j, _ in shared], dtype=np.float64)
+    c = np.asarray([res["entity_counts"][i] for _, i in shared], dtype=np.float64)
+    cmp = compare_positions(
+        b, c, n_resamples=settings.n_resamples, seed=settings.seed, margin=settings.tolerance
+    )
+    out = []
+    for m, name in enumerate(DRIFT_MEASURES):
+        now, was, p = float(cmp.candidate[m]), float(cmp.baseline[m]), float(cmp.p_value[m])
+        if np.isfinite(now - was) and now - was > settings.tolerance and p < settings.alpha:
+            out.append(
+                GateFailure(
+                    "position",
+                    attribute=res["attribute"],
+                    value=now,
+                    limit=settings.tolerance,
+                    baseline=was,
+                    p_value=p,
+                    alpha=settings.alpha,
+                    n_paired=cmp.n_paired,
+                    detail=f"pooled position {name} {was:.3f} -> {now:.3f} rose by more "
+                    f"than the tolerance {settings.tolerance:g} (paired entity bootstrap "
+                    f"p = {p:.3g} over {cmp.n_paired} entities)",
+                )
+            )
     return out
 
 

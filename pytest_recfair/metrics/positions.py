@@ -31,12 +31,23 @@ from pytest_recfair.errors import DataError
 from pytest_recfair.metrics._check import check_confidence, check_positive_int, make_rng
 from pytest_recfair.metrics._resample import maxt, percentile_ci, resample_weights
 
-__all__ = ["MEASURES", "PositionResult", "group_tables", "position_bias", "random_orders"]
+__all__ = [
+    "DRIFT_MEASURES",
+    "MEASURES",
+    "PositionComparison",
+    "PositionResult",
+    "compare_positions",
+    "group_tables",
+    "position_bias",
+    "random_orders",
+]
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 #: Per-group measures compared between groups, in the order of ``PositionResult`` arrays.
 MEASURES = ("bias", "missed", "consistency")
+#: Pooled measures compared with a baseline (columns of ``PositionComparison`` arrays).
+DRIFT_MEASURES = ("bias", "missed")
 _BLOCK_CELLS = 1 << 22
 
 
@@ -235,3 +246,55 @@ def position_bias(
         n_picks=h_tot.sum(axis=-1).astype(np.int64),
         n_entities=E,
     )
+
+
+@dataclass(frozen=True)
+class PositionComparison:
+    """Pooled bias and missed rate, baseline vs candidate, over the shared entities;
+    arrays are over ``DRIFT_MEASURES``."""
+
+    baseline: FloatArray
+    candidate: FloatArray
+    delta: FloatArray
+    p_value: FloatArray
+    n_paired: int
+
+
+def _pooled(hist: FloatArray) -> FloatArray:
+    """(..., k+1) position counts (last column missed) -> (..., 2): bias, missed rate."""
+    k = hist.shape[-1] - 1
+    valid = hist[..., :k].sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        curve = hist[..., :k] / valid[..., None]
+        bias = 0.5 * np.abs(curve - 1.0 / k).sum(axis=-1)
+        missed = hist[..., k] / hist.sum(axis=-1)
+    return np.stack([bias, missed], axis=-1)
+
+
+def compare_positions(
+    baseline: FloatArray,
+    candidate: FloatArray,
+    *,
+    n_resamples: int = 1000,
+    seed: int | np.random.Generator = 0,
+    margin: float = 0.0,
+) -> PositionComparison:
+    """Did the pooled position bias or missed rate grow by more than ``margin``?
+
+    Inputs are (E, k+1) per-entity position counts (groups and orders summed; last column
+    missed) of the SAME entities in the same row order. Paired entity bootstrap (the same
+    draws for both runs); p = (1 + #{delta* <= margin}) / (B + 1), NaN counts against H1.
+    """
+    b = np.asarray(baseline, dtype=np.float64)
+    c = np.asarray(candidate, dtype=np.float64)
+    if b.ndim != 2 or b.shape != c.shape or b.shape[0] == 0:
+        raise DataError(
+            f"compare_positions: baseline and candidate must be the same non-empty "
+            f"(entities, k+1) count arrays; got {b.shape} and {c.shape}"
+        )
+    B = check_positive_int(n_resamples, "n_resamples")
+    W = resample_weights(make_rng(seed), B, b.shape[0])
+    base_pt, cand_pt = _pooled(b.sum(axis=0)), _pooled(c.sum(axis=0))
+    delta = _pooled(W @ c) - _pooled(W @ b)
+    p = (1.0 + np.sum(~(delta > margin), axis=0)) / (B + 1.0)
+    return PositionComparison(base_pt, cand_pt, cand_pt - base_pt, p, int(b.shape[0]))

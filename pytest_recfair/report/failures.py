@@ -132,9 +132,23 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult) -> list[str]
         fav = favoured_text(a) if a.values else ""
     change = f"{before_txt} -> {now_txt}" if before_txt else now_txt
     attribute = clip(f.attribute or "(all)", 24)
-    if f.kind in ("item_shift", "position"):  # other kinds of audit say it in detail
-        return [attribute, f.kind, fmt(f.value) if f.value is not None else "", "", ""]
+    if f.kind in ("item_shift", "position"):  # other kinds of audit say the rest in detail
+        return [attribute, f.kind, _other_change(f), _other_bound(f), ""]
     return [attribute, f.statistic or "baseline", change, _bound(f), clip(fav, 40)]
+
+
+def _other_change(f: GateFailure) -> str:
+    """ "0.112 -> 0.260" for a drift of another kind of audit, "0.260" for a limit."""
+    now = fmt(f.value) if f.value is not None else ""
+    return f"{fmt(f.baseline)} -> {now}" if f.baseline is not None else now
+
+
+def _other_bound(f: GateFailure) -> str:
+    """A drift is held to the tolerance, an item shift without baseline to max_shift; a
+    position limit may be a maximum or a group-difference tolerance: its reason says which."""
+    if f.limit is None or (f.baseline is None and f.kind == "position"):
+        return ""
+    return f"{'tol' if f.baseline is not None else 'max'} {f.limit:g}"
 
 
 def format_outcome(outcome: GateOutcome, result: AuditResult) -> list[str]:

@@ -10,21 +10,16 @@ import stat
 import pytest
 
 from pytest_recfair import baselines
-from tests.support.plugin import make_project, plugin_args, subprocess_env
+from tests.support.plugin import (
+    RELIGION_AND_GENDER_TESTS,
+    make_project,
+    plugin_args,
+    subprocess_env,
+)
 
 pytest_plugins = ["pytester"]
 
-TESTS = """
-from pytest_recfair import fairness
-
-@fairness(attr="religion")
-def test_religion():
-    pass
-
-@fairness(attr="gender")
-def test_gender():
-    pass
-"""
+TESTS = RELIGION_AND_GENDER_TESTS
 
 
 def test_header_names_seed_mode_and_baselines(pytester: pytest.Pytester) -> None:

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.plugin import INI, make_project, plugin_args
+from tests.support.plugin import INI, RELIGION_TEST, make_project, plugin_args
 
 pytest_plugins = ["pytester"]
 
-TESTS = """
-from pytest_recfair import fairness
-
-@fairness(attr="religion")
-def test_religion():
-    pass
-"""
+TESTS = RELIGION_TEST
 
 
 def _usage_error(result: pytest.RunResult, *patterns: str) -> None:

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.plugin import make_project, plugin_args
+from tests.support.plugin import RELIGION_TEST, make_project, plugin_args
 
 pytest_plugins = ["pytester"]
 
-TESTS = """
-from pytest_recfair import fairness
-
-@fairness(attr="religion")
-def test_religion():
-    pass
-"""
+TESTS = RELIGION_TEST
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

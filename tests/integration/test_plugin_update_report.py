@@ -4,21 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.plugin import make_project, plugin_args
+from tests.support.plugin import RELIGION_AND_GENDER_TESTS, make_project, plugin_args
 
 pytest_plugins = ["pytester"]
 
-TESTS = """
-from pytest_recfair import fairness
-
-@fairness(attr="religion")
-def test_religion():
-    pass
-
-@fairness(attr="gender")
-def test_gender():
-    pass
-"""
+TESTS = RELIGION_AND_GENDER_TESTS
 
 
 def _update(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

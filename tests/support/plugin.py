@@ -58,3 +58,24 @@ def make_project(pytester: pytest.Pytester, tests: str, *, ini: str = "") -> Non
     pytester.makeconftest(CONFTEST)
     pytester.makeini(INI + ini)
     pytester.makepyfile(test_audit=tests)
+
+
+# Test modules for pytester projects: one audited test, and two.
+RELIGION_TEST = """
+from pytest_recfair import fairness
+
+@fairness(attr="religion")
+def test_religion():
+    pass
+"""
+RELIGION_AND_GENDER_TESTS = """
+from pytest_recfair import fairness
+
+@fairness(attr="religion")
+def test_religion():
+    pass
+
+@fairness(attr="gender")
+def test_gender():
+    pass
+"""

@@ -6,7 +6,13 @@ import numpy as np
 import pytest
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.metrics.positions import MEASURES, position_bias, random_orders
+from pytest_recfair.metrics.positions import (
+    DRIFT_MEASURES,
+    MEASURES,
+    compare_positions,
+    position_bias,
+    random_orders,
+)
 
 
 def test_measures_by_hand() -> None:
@@ -101,3 +107,33 @@ def test_a_failed_request_is_left_out_not_counted_as_missed() -> None:
     np.testing.assert_allclose(res.measure("missed"), [1 / 3])
     # of the 3 pairs among the 3 replies, one agrees (candidate 2 twice)
     np.testing.assert_allclose(res.measure("consistency"), [1 / 3])
+
+
+def _entity_counts(rng: np.random.Generator, first: float, E: int = 60, k: int = 6) -> np.ndarray:
+    """(E, k+1) counts of 20 picks per entity: position 0 with prob ``first``, else uniform."""
+    p = np.full(k + 1, (1.0 - first) / k)
+    p[0] += first
+    p[k] = 0.0
+    return np.stack([rng.multinomial(20, p / p.sum()) for _ in range(E)]).astype(float)
+
+
+def test_compare_positions_sees_a_grown_bias_and_not_an_unchanged_one() -> None:
+    rng = np.random.default_rng(3)
+    before = _entity_counts(rng, 0.1)
+    grown = compare_positions(before, _entity_counts(rng, 0.4), n_resamples=499, margin=0.05)
+    same = compare_positions(before, _entity_counts(rng, 0.1), n_resamples=499, margin=0.05)
+    bias = DRIFT_MEASURES.index("bias")
+    # first-position share 0.1 -> 0.4 moves the TVD from uniform by (0.4 - 0.1) * 5/6 = 0.25
+    assert abs(grown.delta[bias] - 0.25) < 0.06
+    assert grown.p_value[bias] < 0.01
+    assert same.p_value[bias] > 0.05
+    assert grown.n_paired == 60
+
+
+def test_compare_positions_counts_missed_picks_and_refuses_other_shapes() -> None:
+    before = np.array([[5, 5, 0], [5, 5, 0]], dtype=float)
+    after = np.array([[3, 3, 4], [3, 3, 4]], dtype=float)
+    cmp = compare_positions(before, after, n_resamples=99)
+    np.testing.assert_allclose(cmp.delta[DRIFT_MEASURES.index("missed")], 0.4)
+    with pytest.raises(DataError, match="same non-empty"):
+        compare_positions(before, after[:1], n_resamples=9)
