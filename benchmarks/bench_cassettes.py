@@ -260,7 +260,7 @@ def time_vcrpy(root: Path, n_entities: int, n_prompts: int) -> Timing:
         t0 = clock()
         async with httpx.AsyncClient() as client:
             for e in range(n_entities):
-                path = store.path_for(TEST_ID, f"entity-{e}")
+                path = store.path_for(f"entity-{e}")
                 with my_vcr.use_cassette(
                     str(path), match_on=("method", "host", "path", "raw_body")
                 ):

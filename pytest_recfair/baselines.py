@@ -45,8 +45,10 @@ __all__ = [
     "incompatibility",
     "load",
     "loads",
+    "named_path",
     "result_incompatibility",
     "schema",
+    "stable_name",
     "to_dict",
     "write",
 ]
@@ -69,8 +71,30 @@ def _update_hint(test_id: str | None) -> str:
 _PLAIN_ID = re.compile(r"[A-Za-z0-9._/-]+\.py(::[A-Za-z0-9_]+)+(\[[A-Za-z0-9._-]*\])?")
 
 
+_PLAIN_NAME = re.compile(r"[A-Za-z0-9_]+(\[[A-Za-z0-9._-]*\])?")
+
+
+def stable_name(test_id: str, override: str | None = None) -> str:
+    """The name a test's baseline is keyed by: ``override`` (the marker's ``baseline=``)
+    or the test's name with its parameter id, never its file, so moving it costs nothing."""
+    if override is not None:
+        return override
+    return test_id.replace("\\", "/").rsplit("::", 1)[-1]
+
+
+def named_path(root: Path, name: str) -> Path:
+    """``<root>/<name>.json`` for a stable baseline name (made safe for every file system)."""
+    if not isinstance(name, str) or not name.strip():
+        raise ConfigError(f"a baseline name must be a non-empty string; got {name!r}.")
+    safe = _SAFE.sub("_", name.replace("[", "-").replace("]", "")).lstrip(".-")
+    if _PLAIN_NAME.fullmatch(name) is None or not safe or len(safe) > _MAX_STEM:
+        digest = hashlib.sha256(name.encode("utf-8")).hexdigest()[:8]
+        safe = f"{safe[:_MAX_STEM] or '_'}-{digest}"
+    return Path(root) / f"{safe}.json"
+
+
 def baseline_path(root: Path, test_id: str) -> Path:
-    """Where the baseline of the test with pytest node id ``test_id`` lives under ``root``."""
+    """Where earlier versions kept the baseline of node id ``test_id`` (read, then moved)."""
     if not isinstance(test_id, str) or not test_id.strip():
         raise ConfigError(
             f"test_id must be a non-empty pytest node id such as "

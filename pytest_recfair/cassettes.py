@@ -1,9 +1,13 @@
 """Record and replay recommender HTTP calls as vcrpy-format JSON cassettes.
 
-Layout: one cassette per (test, seed entity), ``<root>/<test>/<entity>.json``, because
-vcrpy scans a cassette linearly per request and a single 32,000-interaction file per
-audit would take hours to replay. Files are plain vcrpy cassettes (JSON serializer,
-format version 1), so ``vcr.VCR(serializer="json")`` and pytest-recording can read them.
+Layout: one cassette per seed entity, ``<root>/<entity>.json``, shared by every test of
+the project: an interaction is found by what was asked (method, host, path, request body
+with provider and model, repeat), never by the test that asked it, so moving or renaming
+a test costs nothing and an identical prompt in two tests is recorded once. Per-entity
+files (not one per audit) because vcrpy scans a cassette linearly per request. Files are
+plain vcrpy cassettes (JSON serializer, format version 1): ``vcr.VCR(serializer="json")``
+and pytest-recording read them. Older layouts and cassettes recorded by vcrpy itself are
+read through vcrpy's own loader (:mod:`pytest_recfair.cassette_import`).
 
 Replay does not go through vcrpy: each file is loaded once into an index
 ``(method, host, path, canonical JSON body, repeat) -> deque of responses`` that the
@@ -13,22 +17,29 @@ repeat index, stored in the cassette as the request header ``x-recfair-repeat``.
 
 This module is pure (no httpx): the transport converts httpx objects to and from
 :class:`RecordedRequest` / :class:`RecordedResponse`. It is also the only module allowed
-to import vcrpy, which it does not need at run time.
+to import vcrpy besides :mod:`pytest_recfair.cassette_import`.
+
+Only valid replies are replayed: an error reply stored by an older version (a 401 for a
+bad key, a 404) counts as not recorded, with a :class:`CassetteNote` warning, so
+``once``/``new_episodes`` ask it again instead of replaying the error forever.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import re
 import threading
 import time
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, cast
 from urllib.parse import parse_qsl, quote, quote_plus, urlencode, urlsplit, urlunsplit
 
+from pytest_recfair import cassette_import
 from pytest_recfair.errors import CassetteError, ConfigError
 from pytest_recfair.fileio import atomic_write_text
 
@@ -41,6 +52,7 @@ __all__ = [
     "SCRUBBED_REQUEST_HEADERS",
     "SCRUBBED_RESPONSE_HEADERS",
     "CassetteMiss",
+    "CassetteNote",
     "CassetteStore",
     "ModePolicy",
     "RecordMode",
@@ -57,6 +69,8 @@ from pytest_recfair.kinds import RECORD_MODES, RECORD_OPTION, RecordMode
 CASSETTE_FORMAT_VERSION: Final = 1
 REPEAT_HEADER: Final = "x-recfair-repeat"
 CASE_HEADER: Final = "x-recfair-case"
+#: The test name that recorded an interaction (provenance; see ``_Tape.take``).
+TEST_HEADER: Final = "x-recfair-test"
 FILTERED: Final = "<filtered>"
 
 SCRUBBED_REQUEST_HEADERS: Final[frozenset[str]] = frozenset(
@@ -77,8 +91,8 @@ SCRUBBED_RESPONSE_HEADERS: Final[frozenset[str]] = frozenset(
 SCRUBBED_QUERY_PARAMS: Final[frozenset[str]] = frozenset({"key", "api_key"})
 
 _RERECORD_HINT = (
-    f"re-record with {RECORD_OPTION}=new_episodes (keeps the recorded replies and adds "
-    f"the missing ones) or delete the file and run with {RECORD_OPTION}=once"
+    f"record the missing replies with {RECORD_OPTION}=new_episodes (or once: both keep "
+    "the recorded replies and ask only what is missing)"
 )
 _MIN_SECRET_LEN = 4
 
@@ -89,27 +103,24 @@ class ModePolicy:
 
     #: Recorded replies are served (False: every request is recorded afresh).
     replays: bool
-    #: A request without a recorded reply goes to the network: "never", only for an
-    #: entity whose cassette file does not exist yet ("new_files"), or "always".
-    network: Literal["never", "new_files", "always"]
+    #: A request without a recorded reply may go to the network (and be recorded).
+    records: bool
     #: The old file is read (False: it is replaced unread).
     reads_old: bool
     #: Old interactions kept on save: all of them, those not re-recorded, or none.
     keeps: Literal["all", "not_rerecorded", "none"]
 
-    @property
-    def records(self) -> bool:
-        """New interactions may be recorded and saved."""
-        return self.network != "never"
 
-
-#: One row per mode (same meaning as vcrpy / pytest-recording); a new mode is one row.
+#: One row per mode (names as in vcrpy / pytest-recording); a new mode is one row. With a
+#: store keyed by what was asked and shared by every test, "once" (record a file that does
+#: not exist yet) and "new_episodes" coincide: each asks exactly the requests without a
+#: valid recording, so an interrupted or partial recording is simply resumed.
 MODE_POLICIES: Final[Mapping[RecordMode, ModePolicy]] = {
-    "none": ModePolicy(replays=True, network="never", reads_old=True, keeps="all"),
-    "once": ModePolicy(replays=True, network="new_files", reads_old=True, keeps="all"),
-    "new_episodes": ModePolicy(replays=True, network="always", reads_old=True, keeps="all"),
-    "all": ModePolicy(replays=False, network="always", reads_old=True, keeps="not_rerecorded"),
-    "rewrite": ModePolicy(replays=False, network="always", reads_old=False, keeps="none"),
+    "none": ModePolicy(replays=True, records=False, reads_old=True, keeps="all"),
+    "once": ModePolicy(replays=True, records=True, reads_old=True, keeps="all"),
+    "new_episodes": ModePolicy(replays=True, records=True, reads_old=True, keeps="all"),
+    "all": ModePolicy(replays=False, records=True, reads_old=True, keeps="not_rerecorded"),
+    "rewrite": ModePolicy(replays=False, records=True, reads_old=False, keeps="none"),
 }
 
 Key = tuple[str, str, str, "str | bytes", int]
@@ -142,6 +153,10 @@ class RecordedResponse:
     reason: str = ""
 
 
+class CassetteNote(UserWarning):
+    """Something about the stored cassettes worth knowing that stops nothing."""
+
+
 class CassetteMiss(CassetteError):
     """Replay found no recorded reply for a request and the mode forbids the network."""
 
@@ -168,7 +183,10 @@ class CassetteMiss(CassetteError):
         if recorded is None:
             state = "the cassette file does not exist"
         else:
-            state = f"the cassette holds {recorded} interaction(s), none unplayed for this request"
+            state = (
+                f"the cassette holds {recorded} interaction(s), none valid and unplayed for "
+                "this request"
+            )
         shown = prompt if len(prompt) <= 300 else prompt[:297] + "..."
         where = f" ({request_line}, repeat {repeat})" if request_line else f" (repeat {repeat})"
         super().__init__(
@@ -344,7 +362,7 @@ def _first(headers: Mapping[str, Any], name: str) -> Any:
 
 
 class _Tape:
-    """The interactions of one (test, entity) cassette file."""
+    """The interactions of one entity's cassette file (shared by every test)."""
 
     __slots__ = (
         "canon",
@@ -352,16 +370,24 @@ class _Tape:
         "entries",
         "existed",
         "keys",
+        "legacy",
         "loaded",
         "new",
         "path",
         "played",
         "raw",
+        "stale",
+        "tags",
+        "used",
     )
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self.existed = False
+        self.tags: list[str] = []  # the test name that recorded each entry ("" unknown)
+        self.stale = 0  # error replies of older versions: never replayed
+        self.used: set[int] = set()  # positions replayed in this run (for prune)
+        self.legacy: list[Path] = []  # files of the old per-test layout read into this tape
         # Replay data as flat tuples of str/int: the garbage collector untracks those, so
         # 32,000 loaded interactions do not slow down every later collection (the parsed
         # JSON, ~25 lists and dicts per interaction, did: replay took 2x as long).
@@ -379,24 +405,36 @@ class _Tape:
         self.played = bytearray()
         self.dirty = False
 
-    def take(self, index: dict[Key, tuple[int, ...]], key: Key) -> _Reply | None:
-        for position in index.get(key, ()):
-            if not self.played[position]:
-                self.played[position] = 1
-                return self.entries[position]
-        return None
+    def take(
+        self, index: dict[Key, tuple[int, ...]], key: Key, tests: tuple[str, ...]
+    ) -> _Reply | None:
+        """The first unplayed valid reply for ``key``, preferring those this test recorded
+        (``tests``: its name, and its sanitised node id for per-test legacy folders).
+
+        Each reply plays once per store (one store per test): a test that asks the same
+        request twice gets its recorded replies in order. The preference only matters
+        where several tests recorded the same request (cassettes migrated from the
+        per-test layout); anything else is shared.
+        """
+        positions = [p for p in index.get(key, ()) if not self.played[p]]
+        if not positions:
+            return None
+        mine = [p for p in positions if self.tags[p] in tests]
+        position = (mine or positions)[0]
+        self.played[position] = 1
+        self.used.add(position)
+        return self.entries[position]
 
 
 class CassetteStore:
-    """Per-(test, entity) vcrpy cassettes with an in-memory replay index.
+    """Per-entity vcrpy cassettes shared by all tests, with an in-memory replay index.
 
-    Modes (same meaning as vcrpy / pytest-recording):
+    Modes (names as in vcrpy / pytest-recording):
 
     - ``none`` (default): replay only; a request without a recorded reply raises
       :class:`CassetteMiss`; the network is never used; nothing is written.
-    - ``once``: an entity whose cassette exists is replayed only (a miss raises); an
-      entity without one is recorded from the network and saved.
-    - ``new_episodes``: replay what is recorded, record what is missing, append it.
+    - ``once``, ``new_episodes``: replay what is recorded, record what is missing (and
+      only that), append it.
     - ``all``: never replay; record every request. Saved files keep earlier
       interactions that were not re-recorded.
     - ``rewrite``: never replay; record every request; the saved file holds only the
@@ -410,6 +448,7 @@ class CassetteStore:
         *,
         secrets: Sequence[str] = (),
         autosave: float | None = 30.0,
+        imports: Sequence[Path] = (),
     ) -> None:
         if mode not in RECORD_MODES:
             raise ConfigError(
@@ -433,7 +472,11 @@ class CassetteStore:
         self.autosave = autosave
         self._last_save = time.monotonic()
         self._secrets: list[str] = []
-        self._tapes: dict[tuple[str, str], _Tape] = {}
+        self._tapes: dict[str, _Tape] = {}
+        # Cassettes recorded by vcrpy / pytest-recording: read (by vcrpy) on the first miss.
+        self.imports = tuple(Path(p) for p in imports)
+        self._foreign: _Tape | None = None
+        self._legacy_dirs: tuple[Path, ...] | None = None  # listed once, on the first load
         self._lock = threading.RLock()
         self.add_secrets(secrets)
 
@@ -464,9 +507,9 @@ class CassetteStore:
 
     # -- layout
 
-    def path_for(self, test_id: str, entity_id: str) -> Path:
-        """``<root>/<sanitised test id>/<sanitised entity id>.json``."""
-        return self.root / sanitize_name(test_id) / f"{sanitize_name(entity_id)}.json"
+    def path_for(self, entity_id: str) -> Path:
+        """``<root>/<sanitised entity id>.json``: the same file whichever test asks."""
+        return self.root / f"{sanitize_name(entity_id)}.json"
 
     # -- replay
 
@@ -494,28 +537,48 @@ class CassetteStore:
             raw: str | bytes = body.decode("utf-8")
         except UnicodeDecodeError:
             raw = body
+        tests = (test_name(test_id), sanitize_name(test_id))
         with self._lock:
-            tape = self._tape(test_id, entity_id)
-            reply = tape.take(tape.raw, (*head, raw, repeat))
+            tape = self._tape(entity_id)
+            reply = tape.take(tape.raw, (*head, raw, repeat), tests)
             if reply is None and tape.entries:
-                if tape.canon is None:
-                    canon: dict[Key, tuple[int, ...]] = {}
-                    for position, (m, host, path, stored, rep) in enumerate(tape.keys):
-                        key = self._canon_key(m, host, path, stored, rep)
-                        canon[key] = (*canon.get(key, ()), position)
-                    tape.canon = canon
-                reply = tape.take(tape.canon, self._canon_key(*head, body, repeat))
+                reply = tape.take(
+                    self._canon_index(tape), self._canon_key(*head, body, repeat), tests
+                )
+            if reply is None and self.imports:
+                foreign = self._foreign_tape()
+                key = self._canon_key(*head, body, repeat)
+                reply = foreign.take(self._canon_index(foreign), key, tests)
         if reply is None:
             return None
         status, reason, headers, text = reply
         return RecordedResponse(status, headers, text.encode("utf-8"), reason)
 
+    def _canon_index(self, tape: _Tape) -> dict[Key, tuple[int, ...]]:
+        # Built on the first raw miss only (another JSON encoder, a scrubbed secret).
+        if tape.canon is None:
+            canon: dict[Key, tuple[int, ...]] = {}
+            for position, (m, host, path, stored, rep) in enumerate(tape.keys):
+                if _valid(tape.entries[position][0]):
+                    key = self._canon_key(m, host, path, stored, rep)
+                    canon[key] = (*canon.get(key, ()), position)
+            tape.canon = canon
+        return tape.canon
+
+    def _foreign_tape(self) -> _Tape:
+        """Cassettes recorded by vcrpy / pytest-recording (``imports``), read by vcrpy once."""
+        if self._foreign is None:
+            tape = _Tape(self.root / "<vcrpy cassettes>")
+            items: list[dict[str, Any]] = []
+            for path in cassette_import.vcr_files(self.imports):
+                items.extend(cassette_import.read_vcr(path))
+            self._index(tape, items, records=False)
+            self._foreign = tape
+        return self._foreign
+
     def needs_network(self, test_id: str, entity_id: str) -> bool:
-        """True when a miss for this entity is to be recorded from the network."""
-        if self.policy.network == "new_files":
-            with self._lock:
-                return not self._tape(test_id, entity_id).existed
-        return self.policy.network == "always"
+        """True when a miss (for any test and entity) is to be recorded from the network."""
+        return self.policy.records
 
     def miss(
         self,
@@ -530,7 +593,7 @@ class CassetteStore:
     ) -> CassetteMiss:
         """The error to raise when ``lookup`` found nothing and the network is not allowed."""
         with self._lock:
-            tape = self._tape(test_id, entity_id)
+            tape = self._tape(entity_id)
             recorded = len(tape.entries) if tape.existed else None
         parts = urlsplit(url)
         return CassetteMiss(
@@ -550,7 +613,7 @@ class CassetteStore:
         if not self.policy.replays:
             return False
         with self._lock:
-            return bool(self._tape(test_id, entity_id).entries)
+            return bool(self._tape(entity_id).entries)
 
     # -- recording
 
@@ -561,16 +624,22 @@ class CassetteStore:
         request: RecordedRequest,
         response: RecordedResponse,
     ) -> None:
-        """Keep one interaction (headers and query scrubbed now) for the next ``flush``."""
+        """Keep one interaction (headers and query scrubbed now) for the next ``flush``.
+
+        Only a valid (2xx) reply is kept: an error reply is not model output, and stored
+        it would be replayed instead of asking again.
+        """
         if not self.policy.records:
             raise CassetteError(
                 f"cannot record test {test_id!r}, entity {entity_id!r}: record mode is "
                 f"{self.mode!r} (replay only). Run with {RECORD_OPTION}=new_episodes or once "
                 "to record."
             )
-        interaction = self._interaction(request, response)
+        if not _valid(response.status):
+            return
+        interaction = self._interaction(request, response, test_name(test_id))
         with self._lock:
-            tape = self._tape(test_id, entity_id)
+            tape = self._tape(entity_id)
             tape.new.append(interaction)
             tape.dirty = True
             if self.autosave is not None and time.monotonic() - self._last_save >= self.autosave:
@@ -583,8 +652,7 @@ class CassetteStore:
             for tape in self._tapes.values():
                 if not tape.dirty:
                     continue
-                atomic_write_text(tape.path, self._serialize(self._to_save(tape)))
-                tape.dirty = False
+                self._save(tape)
                 written.append(tape.path)
             self._last_save = time.monotonic()
         return written
@@ -596,11 +664,10 @@ class CassetteStore:
         of the run goes on, instead of all files at the end.
         """
         with self._lock:
-            tape = self._tapes.get((test_id, entity_id))
+            tape = self._tapes.get(entity_id)
             if tape is None or not tape.dirty:
                 return None
-            atomic_write_text(tape.path, self._serialize(self._to_save(tape)))
-            tape.dirty = False
+            self._save(tape)
             return tape.path
 
     def release(self, test_id: str, entity_ids: Iterable[str]) -> None:
@@ -611,9 +678,25 @@ class CassetteStore:
         """
         with self._lock:
             for entity_id in entity_ids:
-                tape = self._tapes.pop((test_id, entity_id), None)
+                tape = self._tapes.pop(entity_id, None)
                 if tape is not None and tape.dirty:
-                    atomic_write_text(tape.path, self._serialize(self._to_save(tape)))
+                    self._save(tape)
+
+    def migrate_legacy(self) -> list[Path]:
+        """Move every cassette of the old per-test layout into the shared per-entity files.
+
+        Each interaction keeps the sanitised node id of its old folder as provenance
+        (``x-recfair-test``), so a test replays exactly what it replayed before.
+        """
+        dirs = cassette_import.legacy_dirs(self.root)
+        names = sorted({p.name for d in dirs for p in d.glob("*.json")})
+        with self._lock:
+            for name in names:
+                tape = _Tape(self.root / name)
+                self._legacy_dirs = dirs
+                self._load(tape, keep=True)
+                self._save(tape)
+        return [self.root / name for name in names]
 
     def __enter__(self) -> CassetteStore:
         return self
@@ -623,37 +706,67 @@ class CassetteStore:
 
     # -- internals
 
-    def _tape(self, test_id: str, entity_id: str) -> _Tape:
+    def _tape(self, entity_id: str) -> _Tape:
         # Lazy: an entity's file is read on its first use, so a one-entity run reads one file.
-        tape = self._tapes.get((test_id, entity_id))
+        tape = self._tapes.get(entity_id)
         if tape is None:
-            tape = _Tape(self.path_for(test_id, entity_id))
+            tape = _Tape(self.path_for(entity_id))
             # rewrite replaces the file, so the old one is never read (or validated).
             if self.policy.reads_old:
                 self._load(tape)
-            self._tapes[(test_id, entity_id)] = tape
+            self._tapes[entity_id] = tape
         return tape
 
-    def _load(self, tape: _Tape) -> None:
+    def _save(self, tape: _Tape) -> None:
+        atomic_write_text(tape.path, self._serialize(self._to_save(tape)))
+        tape.dirty = False
+        # The old per-test files of this entity are in the new file now: migrated.
+        for old in tape.legacy:
+            old.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                old.parent.rmdir()  # only when empty
+        tape.legacy = []
+
+    def _load(self, tape: _Tape, *, keep: bool = False) -> None:
+        """The entity's native file plus its files in the old per-test layout (via vcrpy)."""
+        items = self._read_native(tape.path)
+        if self._legacy_dirs is None:
+            self._legacy_dirs = cassette_import.legacy_dirs(self.root)
+        tape.legacy = [
+            d / tape.path.name for d in self._legacy_dirs if (d / tape.path.name).is_file()
+        ]
+        for old in tape.legacy:
+            for item in cassette_import.read_vcr(old):
+                headers = item["request"]["headers"]
+                # provenance: the old folder is the sanitised node id of the test
+                headers.setdefault(TEST_HEADER, [old.parent.name])
+                items.append(item)
+        if tape.path.exists() or tape.legacy:
+            self._index(tape, items, records=keep or self.policy.records)
+
+    def _read_native(self, path: Path) -> list[dict[str, Any]]:
         try:
-            text = tape.path.read_text(encoding="utf-8")
+            text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            return
+            return []
         except (OSError, UnicodeDecodeError) as exc:
-            raise self._bad_file(tape.path, f"cannot be read as UTF-8 text ({exc})") from None
+            raise self._bad_file(path, f"cannot be read as UTF-8 text ({exc})") from None
         try:
             data = json.loads(text)
         except ValueError as exc:
-            raise self._bad_file(tape.path, f"is not valid JSON ({exc})") from None
+            raise self._bad_file(path, f"is not valid JSON ({exc})") from None
         interactions = data.get("interactions") if isinstance(data, dict) else None
         if not isinstance(interactions, list):
             raise self._bad_file(
-                tape.path,
+                path,
                 'is not a vcrpy cassette (expected an object with an "interactions" list, '
                 f"got {type(data).__name__}"
                 + (f" with keys {sorted(data)[:5]}" if isinstance(data, dict) else "")
                 + ")",
             )
+        return interactions
+
+    def _index(self, tape: _Tape, interactions: list[Any], *, records: bool) -> None:
         raw_index = tape.raw
         entries = tape.entries
         keys = tape.keys
@@ -700,13 +813,22 @@ class CassetteStore:
                     "each needs request.method/uri/body/headers and "
                     "response.status.code/headers/body.string",
                 ) from None
-            raw_index[key] = (*raw_index.get(key, ()), number)
             keys.append(key)
             entries.append((code, reason, headers, resp_body or ""))
-        if self.policy.records:
-            tape.loaded = interactions
+            tape.tags.append(_header_value(request, TEST_HEADER))
+            if _valid(code):
+                raw_index[key] = (*raw_index.get(key, ()), number)
+            else:
+                tape.stale += 1
+        if records:
+            codes = [code for code, _, _, _ in entries]
+            tape.loaded = [
+                item for item, code in zip(interactions, codes, strict=True) if _valid(code)
+            ]
         tape.played = bytearray(len(interactions))
         tape.existed = True
+        if tape.stale:
+            _note_stale(tape.path, tape.stale, self.policy.records)
 
     def _bad_file(self, path: Path, problem: str) -> CassetteError:
         return CassetteError(
@@ -714,11 +836,15 @@ class CassetteStore:
             f"{RECORD_OPTION}=once (or rewrite to re-record the whole test)."
         )
 
-    def _interaction(self, request: RecordedRequest, response: RecordedResponse) -> dict[str, Any]:
+    def _interaction(
+        self, request: RecordedRequest, response: RecordedResponse, test: str
+    ) -> dict[str, Any]:
         req_headers = _header_map(request.headers, SCRUBBED_REQUEST_HEADERS)
         # vcrpy keeps one value per request header.
         req_headers_v = {name: values[:1] for name, values in req_headers.items()}
         req_headers_v[REPEAT_HEADER] = [str(request.repeat)]
+        if test:
+            req_headers_v[TEST_HEADER] = [test]
         if request.case_id is not None:
             req_headers_v[CASE_HEADER] = [request.case_id]
         resp_headers = _header_map(response.headers, SCRUBBED_RESPONSE_HEADERS)
@@ -790,6 +916,39 @@ class CassetteStore:
             else:
                 value = value.replace(secret.encode("utf-8"), FILTERED.encode("utf-8"))
         return value
+
+
+def test_name(test_id: str) -> str:
+    """The stable part of a pytest node id: the test's name (with its parameter id),
+    not its file, so provenance survives moving the file."""
+    return test_id.rsplit("::", 1)[-1]
+
+
+def _valid(code: object) -> bool:
+    # Only a 2xx reply is model output; older versions also stored 4xx replies.
+    return isinstance(code, int) and 200 <= code < 300
+
+
+def _note_stale(path: Path, count: int, records: bool) -> None:
+    then = (
+        "they are asked again and dropped from the file on save"
+        if records
+        else f"record them with {RECORD_OPTION}=new_episodes"
+    )
+    warnings.warn(
+        CassetteNote(
+            f"cassette {path}: {count} stored error repl{'y' if count == 1 else 'ies'} "
+            f"(HTTP 4xx from an older version) treated as not recorded; {then}."
+        ),
+        stacklevel=3,
+    )
+
+
+def _header_value(request: Mapping[str, Any], name: str) -> str:
+    value = _first(request.get("headers") or {}, name)
+    if isinstance(value, list):
+        value = value[0] if value else ""
+    return value if isinstance(value, str) else ""
 
 
 def _repeat_of(request: Mapping[str, Any]) -> int:

@@ -52,6 +52,8 @@ _INI_HELP = {
     "report": "write a fairness report to this path (" + ", ".join(REPORT_FORMATS) + ")",
     "cassette_dir": "cassette directory, relative to rootdir (default fixtures/cassettes)",
     "baseline_dir": "baseline directory, relative to rootdir (default baselines)",
+    "vcr_cassettes": "cassettes recorded with vcrpy/pytest-recording to replay from "
+    "(comma-separated files or folders, relative to rootdir; YAML or JSON)",
     "alpha": "significance level of the baseline comparison (default 0.05)",
     "n_resamples": "bootstrap resamples for confidence intervals (default 1000)",
     "batch": "record missing prompts through the provider's batch API (true/false)",
@@ -319,6 +321,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.stash.setdefault(_AUDITED, set()).add(item.nodeid)
         if not enabled:
             item.add_marker(skip)
+    _check_baseline_names(items)
+
+
+def _check_baseline_names(items: list[pytest.Item]) -> None:
+    """Two audited tests keyed to one baseline file would overwrite each other's."""
+    from pytest_recfair.baselines import stable_name
+
+    owner: dict[str, str] = {}
+    for item in items:
+        found = item.stash.get(_SETTINGS, None)
+        if found is None:
+            continue
+        name = stable_name(item.nodeid, found.baseline)
+        first = owner.setdefault(name, item.nodeid)
+        if first != item.nodeid:
+            raise pytest.UsageError(
+                f"{item.nodeid} and {first} share the baseline name {name!r} (baselines are "
+                f"keyed by the test's name, not its file); give one of them its own with "
+                f'@fairness(baseline="...").'
+            )
 
 
 # --- fixtures ---------------------------------------------------------------------------
@@ -438,8 +460,13 @@ def recfair_cassettes(
     """The cassette store of this run (ini recfair_cassette_dir, mode --fairness-record)."""
     from pytest_recfair.cassettes import CassetteStore
 
-    root = request.config.rootpath / recfair_settings.cassette_dir
-    return CassetteStore(root, recfair_settings.record_mode)
+    base = request.config.rootpath
+    imports = recfair_settings.vcr_cassettes or ""
+    return CassetteStore(
+        base / recfair_settings.cassette_dir,
+        recfair_settings.record_mode,
+        imports=[base / p.strip() for p in imports.split(",") if p.strip()],
+    )
 
 
 @pytest.fixture
@@ -456,7 +483,7 @@ def fairness_result(
             "mark it with @pytest.mark.fairness(...)."
         )
     s = recfair_settings
-    state = audit.load_baseline(request.config.rootpath / s.baseline_dir, node.nodeid)
+    state = audit.load_baseline(request.config.rootpath / s.baseline_dir, node.nodeid, s.baseline)
     problem: RecfairError | None = None
     try:
         merge = request.config.stash.get(_MERGE, None)

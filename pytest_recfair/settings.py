@@ -99,6 +99,10 @@ class AuditSettings:
     n_resamples: int = 2000
     cassette_dir: str = "fixtures/cassettes"
     baseline_dir: str = "baselines"
+    # the baseline's stable name (default: the test's name, not its file); marker argument
+    baseline: str | None = None
+    # cassettes recorded by vcrpy / pytest-recording, read through vcrpy (comma-separated)
+    vcr_cassettes: str | None = None
     batch: bool = False  # record missing prompts through the provider's batch API
     batch_poll: float = 10.0  # seconds before the first batch poll (then x1.5, max 60)
     shard_dir: str = "fairness-shards"  # where --fairness-shard=I/N writes its results
@@ -183,6 +187,7 @@ MARKER_KEYS: tuple[str, ...] = (
     "max_position_bias",
     "max_missed_rate",
     "absent",
+    "baseline",
     "timeout",
     "max_retries",
     "temperature",
@@ -415,6 +420,8 @@ _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "n_resamples": lambda v, k, s: _to_int(v, k, s, minimum=10),
     "cassette_dir": _text,
     "baseline_dir": _text,
+    "baseline": _optional(_text),
+    "vcr_cassettes": _optional(_text),
     "batch": _to_bool,
     "batch_poll": lambda v, k, s: _to_float(v, k, s, lo=0.01, hi=3600.0),
     "shard_dir": _text,

@@ -37,16 +37,23 @@ class BaselineState:
     path: Path
     result: AuditResult | None = None
     problem: str | None = None  # unreadable / schema-invalid / truncated, with the reason
+    legacy: Path | None = None  # read from the old node-id file name; moved on update
 
 
-def load_baseline(root: Path, test_id: str) -> BaselineState:
-    path = baselines.baseline_path(root, test_id)
+def load_baseline(root: Path, test_id: str, name: str | None = None) -> BaselineState:
+    """The baseline keyed by the test's stable name (``name``, default its test name);
+    a file under the node-id name of earlier versions is read when that one is absent."""
+    path = baselines.named_path(root, baselines.stable_name(test_id, name))
+    source, legacy = path, None
     if not path.exists():
-        return BaselineState(path)
+        old = baselines.baseline_path(root, test_id)
+        if not old.exists():
+            return BaselineState(path)
+        source = legacy = old
     try:
-        return BaselineState(path, result=baselines.load(path))
+        return BaselineState(path, result=baselines.load(source), legacy=legacy)
     except RecfairError as exc:
-        return BaselineState(path, problem=str(exc))
+        return BaselineState(path, problem=str(exc), legacy=legacy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +110,7 @@ class Verdict:
     result: AuditResult
     message: str = ""
     write: Path | None = None  # where to write the baseline (--fairness-update, passed)
+    moved_from: Path | None = None  # the old node-id file it replaces
 
 
 def judge(
@@ -122,7 +130,7 @@ def judge(
             result = replace(result, gate=outcome)
         if not outcome.passed:
             return Verdict(False, result, _failure_message(result, outcome))
-        return Verdict(True, result, write=state.path)
+        return Verdict(True, result, write=state.path, moved_from=state.legacy)
     problem = _missing_baseline(state, test_id)
     if problem is not None:
         if not outcome.passed:
@@ -169,6 +177,8 @@ def write_baseline(verdict: Verdict) -> Path | None:
     if verdict.write is None:
         return None
     baselines.write(verdict.write, replace(verdict.result, gate=None))
+    if verdict.moved_from is not None and verdict.moved_from != verdict.write:
+        verdict.moved_from.unlink(missing_ok=True)
     return verdict.write
 
 

@@ -477,15 +477,12 @@ async def _attempt_http(
                 f"{type(exc).__name__}: {exc}. Check base_url."
             )
         ) from None
-    try:
-        return _judge(provider, response, case)
-    except _Retryable:
-        deferred.clear()
-        raise
-    finally:
-        # A completion, or an error that is not retried: replay must give the same.
-        for record in deferred:
-            record()
+    completion = _judge(provider, response, case)
+    # Only a reply that parsed as a completion is recorded: an error or a retried reply
+    # never reaches the cassette, so the next recording run asks that prompt again.
+    for record in deferred:
+        record()
+    return completion
 
 
 def _blocker(exc: BaseException) -> BaseException | None:

@@ -35,8 +35,6 @@ __all__ = ["UNSCOPED_ENTITY", "CassetteTransport"]
 #: Cassette name for requests that carry no ``recfair_entity_id`` extension.
 UNSCOPED_ENTITY = "_unscoped"
 
-# Transient failures are not saved: replaying them would replay the retry back-off too.
-_TRANSIENT = frozenset({408, 429, 500, 502, 503, 504})
 # The body handed on is decoded and whole, so these headers no longer describe it.
 _DECODED_DROP = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
@@ -53,14 +51,12 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         test_id: str,
         inner: httpx.AsyncBaseTransport | None = None,
         *,
-        record_transient: bool = False,
         max_reply_chars: int | None = None,
     ) -> None:
         if not isinstance(store, CassetteStore):
             raise TypeError(f"store must be a CassetteStore, got {type(store).__name__}")
         self.store = store
         self.test_id = test_id
-        self.record_transient = record_transient
         self.max_reply_chars = max_reply_chars
         self._inner = inner
 
@@ -145,7 +141,8 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             body=content,
             reason=live.reason_phrase,
         )
-        if self.record_transient or live.status_code not in _TRANSIENT:
+        # Error replies are not model output: the store keeps only 2xx ones.
+        if 200 <= live.status_code < 300:
             interaction = RecordedRequest(
                 method=request.method,
                 url=str(request.url),

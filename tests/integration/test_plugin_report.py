@@ -92,7 +92,7 @@ def test_report_shows_the_baseline_of_a_gated_run(
     monkeypatch.setenv("RECFAIR_TEST_BIAS", "0.4")
     pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update").assert_outcomes(passed=2)
     stored = baselines.load(
-        baselines.baseline_path(pytester.path / "baselines", "test_audit.py::test_religion")
+        baselines.named_path(pytester.path / "baselines", "test_religion")
     )
     expected = f"{stored.attribute('religion').value('Muslim').mean.value:.3f}"
 

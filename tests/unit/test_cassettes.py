@@ -18,6 +18,7 @@ from pytest_recfair.cassettes import (
     RECORD_MODES,
     REPEAT_HEADER,
     CassetteMiss,
+    CassetteNote,
     CassetteStore,
     RecordedRequest,
     RecordedResponse,
@@ -66,19 +67,18 @@ def recorded(root: Path, entity: str, pairs: list[tuple[str, str]], repeat: int 
 # ----------------------------------------------------------------------------- layout
 
 
-def test_path_is_root_test_entity_json(tmp_path: Path) -> None:
+def test_path_is_root_entity_json_whatever_the_test(tmp_path: Path) -> None:
     store = CassetteStore(tmp_path)
-    path = store.path_for("test_a", "nolan")
-    assert path == tmp_path / "test_a" / "nolan.json"
+    path = store.path_for("nolan")
+    assert path == tmp_path / "nolan.json"
 
 
 def test_unsafe_names_are_rewritten_stably(tmp_path: Path) -> None:
     store = CassetteStore(tmp_path)
-    path = store.path_for(TEST, "Christopher Nolan / 1970")
-    assert path.parent.parent == tmp_path
-    assert re.fullmatch(r"[a-z0-9._~-]+", path.parent.name)
+    path = store.path_for("Christopher Nolan / 1970")
+    assert path.parent == tmp_path
     assert re.fullmatch(r"[a-z0-9._~-]+\.json", path.name)
-    assert path == CassetteStore(tmp_path).path_for(TEST, "Christopher Nolan / 1970")
+    assert path == CassetteStore(tmp_path).path_for("Christopher Nolan / 1970")
 
 
 @pytest.mark.parametrize(
@@ -164,7 +164,7 @@ def test_repeats_are_told_apart_by_repeat_index(tmp_path: Path) -> None:
     for repeat in (2, 0, 1):
         hit = replay.lookup(TEST, "nolan", "POST", URL, chat("same prompt"), repeat)
         assert reply_text(hit) == f"run {repeat}"
-    saved = json.loads(store.path_for(TEST, "nolan").read_text("utf-8"))
+    saved = json.loads(store.path_for("nolan").read_text("utf-8"))
     assert [i["request"]["headers"][REPEAT_HEADER] for i in saved["interactions"]] == [
         ["0"],
         ["1"],
@@ -180,17 +180,32 @@ def test_identical_requests_replay_in_recorded_order_then_miss(tmp_path: Path) -
     assert got[2] is None
 
 
-def test_entities_and_tests_do_not_share_replies(tmp_path: Path) -> None:
+def test_entities_do_not_share_replies_tests_do(tmp_path: Path) -> None:
     recorded(tmp_path, "nolan", [("p", "r")])
     store = CassetteStore(tmp_path)
     assert store.lookup(TEST, "lynch", "POST", URL, chat("p"), 0) is None
-    assert store.lookup("other_test", "nolan", "POST", URL, chat("p"), 0) is None
+    # keyed by what was asked: another test (or the same one moved) replays it
+    other = CassetteStore(tmp_path)
+    assert (
+        reply_text(other.lookup("sub/t.py::other_test", "nolan", "POST", URL, chat("p"), 0)) == "r"
+    )
+
+
+def test_a_test_prefers_the_replies_it_recorded(tmp_path: Path) -> None:
+    # Cassettes migrated from the per-test layout hold the same request once per test.
+    store = CassetteStore(tmp_path, "new_episodes")
+    store.record("a.py::test_one", "nolan", req("p"), resp("one's"))
+    store.record("b.py::test_two", "nolan", req("p"), resp("two's"))
+    store.flush()
+    for test, text in [("x/a.py::test_two", "two's"), ("a.py::test_one", "one's")]:
+        hit = CassetteStore(tmp_path).lookup(test, "nolan", "POST", URL, chat("p"), 0)
+        assert reply_text(hit) == text
 
 
 def test_lookup_is_lazy_per_entity(tmp_path: Path) -> None:
     recorded(tmp_path, "nolan", [("p", "r")])
     store = CassetteStore(tmp_path)
-    broken = store.path_for(TEST, "lynch")
+    broken = store.path_for("lynch")
     broken.write_text("{ not json", encoding="utf-8")
     # Only nolan's file is read, so lynch's broken file does not matter yet.
     assert reply_text(store.lookup(TEST, "nolan", "POST", URL, chat("p"), 0)) == "r"
@@ -225,14 +240,14 @@ def test_mode_none_never_records_or_writes(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_mode_once_records_new_entities_and_replays_existing(tmp_path: Path) -> None:
+def test_mode_once_replays_and_records_only_what_is_missing(tmp_path: Path) -> None:
     recorded(tmp_path, "nolan", [("p", "r")])
     store = CassetteStore(tmp_path, "once")
-    assert not store.needs_network(TEST, "nolan")
+    assert store.needs_network(TEST, "nolan")  # a partial recording is resumed
     assert store.needs_network(TEST, "lynch")
     assert reply_text(store.lookup(TEST, "nolan", "POST", URL, chat("p"), 0)) == "r"
     store.record(TEST, "lynch", req("q"), resp("s"))
-    assert store.flush() == [store.path_for(TEST, "lynch")]
+    assert store.flush() == [store.path_for("lynch")]
     assert reply_text(CassetteStore(tmp_path).lookup(TEST, "lynch", "POST", URL, chat("q"), 0)) == (
         "s"
     )
@@ -258,7 +273,7 @@ def test_mode_all_rerecords_and_keeps_the_rest(tmp_path: Path) -> None:
     assert store.needs_network(TEST, "nolan")
     store.record(TEST, "nolan", req("a"), resp("new a"))
     store.flush()
-    saved = json.loads(store.path_for(TEST, "nolan").read_text("utf-8"))["interactions"]
+    saved = json.loads(store.path_for("nolan").read_text("utf-8"))["interactions"]
     assert len(saved) == 2
     replay = CassetteStore(tmp_path)
     assert reply_text(replay.lookup(TEST, "nolan", "POST", URL, chat("a"), 0)) == "new a"
@@ -266,8 +281,8 @@ def test_mode_all_rerecords_and_keeps_the_rest(tmp_path: Path) -> None:
 
 
 def test_mode_rewrite_replaces_the_file_without_reading_it(tmp_path: Path) -> None:
-    path = CassetteStore(tmp_path).path_for(TEST, "nolan")
-    path.parent.mkdir(parents=True)
+    path = CassetteStore(tmp_path).path_for("nolan")
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("garbage from an interrupted tool", encoding="utf-8")
     store = CassetteStore(tmp_path, "rewrite")
     assert store.lookup(TEST, "nolan", "POST", URL, chat("a"), 0) is None
@@ -285,7 +300,7 @@ def test_flush_writes_only_changed_files_once(tmp_path: Path) -> None:
     assert store.flush() == []
     with CassetteStore(tmp_path, "new_episodes") as again:
         again.record(TEST, "lynch", req("a"), resp("1"))
-    assert again.path_for(TEST, "lynch").exists()
+    assert again.path_for("lynch").exists()
 
 
 def test_autosave_keeps_recordings_of_an_interrupted_run(tmp_path: Path) -> None:
@@ -301,7 +316,7 @@ def test_autosave_keeps_recordings_of_an_interrupted_run(tmp_path: Path) -> None
 def test_autosave_off_writes_only_on_flush(tmp_path: Path) -> None:
     store = CassetteStore(tmp_path, "new_episodes", autosave=None)
     store.record(TEST, "nolan", req("a"), resp("1"))
-    assert not store.path_for(TEST, "nolan").exists()
+    assert not store.path_for("nolan").exists()
     with pytest.raises(ConfigError, match="autosave"):
         CassetteStore(tmp_path, autosave=-1)
 
@@ -383,8 +398,8 @@ def test_interrupted_flush_leaves_the_old_file_whole(
 )
 def test_bad_cassette_names_file_and_fix(tmp_path: Path, content: str, problem: str) -> None:
     store = CassetteStore(tmp_path)
-    path = store.path_for(TEST, "nolan")
-    path.parent.mkdir(parents=True)
+    path = store.path_for("nolan")
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(content, encoding="utf-8")
     with pytest.raises(CassetteError) as info:
         store.lookup(TEST, "nolan", "POST", URL, chat("p"), 0)
@@ -398,8 +413,8 @@ def test_bad_cassette_names_file_and_fix(tmp_path: Path, content: str, problem: 
 
 def test_non_utf8_cassette_is_a_cassette_error(tmp_path: Path) -> None:
     store = CassetteStore(tmp_path)
-    path = store.path_for(TEST, "nolan")
-    path.parent.mkdir(parents=True)
+    path = store.path_for("nolan")
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(b'{"interactions": ["\xff"]}')
     with pytest.raises(CassetteError, match="UTF-8"):
         store.needs_network(TEST, "nolan") or store.lookup(TEST, "nolan", "POST", URL, b"", 0)
@@ -434,7 +449,6 @@ def test_miss_message_names_test_entity_prompt_file_and_fix(tmp_path: Path) -> N
         "I am a Muslim fan of Nolan. Recommend 25 movies.",
         str(path),
         "--fairness-record=new_episodes",
-        "--fairness-record=once",
         "repeat 3",
         "POST api.openai.com/v1/chat/completions",
         "1 interaction(s)",
@@ -524,7 +538,7 @@ def test_no_secret_reaches_disk(tmp_path: Path) -> None:
         TEST,
         "nolan",
         RecordedRequest("POST", url, request_headers, body, repeat=0),
-        RecordedResponse(401, response_headers, reply, "Unauthorized"),
+        RecordedResponse(200, response_headers, reply, "OK"),
     )
     (path,) = store.flush()
     written = path.read_bytes()
@@ -607,12 +621,12 @@ def test_flush_entity_writes_that_cassette_only(tmp_path: Path) -> None:
     store = CassetteStore(tmp_path, "once", autosave=None)
     store.record(TEST, "nolan", req("p1"), resp("r1"))
     store.record(TEST, "lynch", req("p2"), resp("r2"))
-    assert store.flush_entity(TEST, "nolan") == store.path_for(TEST, "nolan")
-    assert store.path_for(TEST, "nolan").exists()
-    assert not store.path_for(TEST, "lynch").exists()
+    assert store.flush_entity(TEST, "nolan") == store.path_for("nolan")
+    assert store.path_for("nolan").exists()
+    assert not store.path_for("lynch").exists()
     assert store.flush_entity(TEST, "nolan") is None  # nothing new since
     assert store.flush_entity(TEST, "unknown") is None
-    assert store.flush() == [store.path_for(TEST, "lynch")]
+    assert store.flush() == [store.path_for("lynch")]
     assert (
         reply_text(CassetteStore(tmp_path).lookup(TEST, "nolan", "POST", URL, chat("p1"), 0))
         == "r1"
@@ -648,3 +662,32 @@ def test_cassette_module_does_not_name_cli_flags() -> None:
     import pytest_recfair.cassettes as module
 
     assert "--fairness" not in inspect.getsource(module)
+
+
+def test_error_replies_are_never_recorded(tmp_path: Path) -> None:
+    store = CassetteStore(tmp_path, "new_episodes")
+    store.record(TEST, "nolan", req("p"), RecordedResponse(401, (), b"{}", "Unauthorized"))
+    store.record(TEST, "nolan", req("q"), resp("fine"))
+    (path,) = store.flush()
+    assert len(json.loads(path.read_text("utf-8"))["interactions"]) == 1
+
+
+def test_error_replies_of_older_versions_count_as_not_recorded(tmp_path: Path) -> None:
+    path = recorded(tmp_path, "nolan", [("p", "r"), ("q", "401 body")])
+    data = json.loads(path.read_text("utf-8"))
+    data["interactions"][1]["response"]["status"] = {"code": 401, "message": "Unauthorized"}
+    path.write_text(json.dumps(data), encoding="utf-8")
+    replay = CassetteStore(tmp_path)
+    with pytest.warns(CassetteNote, match=r"1 stored error reply .*not recorded.*new_episodes"):
+        hit = replay.lookup(TEST, "nolan", "POST", URL, chat("q"), 0)
+    assert hit is None
+    assert "none valid and unplayed" in str(replay.miss(TEST, "nolan", "POST", URL, chat("q"), 0))
+    store = CassetteStore(tmp_path, "once")
+    with pytest.warns(CassetteNote, match="asked again and dropped"):
+        hit = store.lookup(TEST, "nolan", "POST", URL, chat("p"), 0)
+    assert reply_text(hit) == "r"
+    assert store.lookup(TEST, "nolan", "POST", URL, chat("q"), 0) is None
+    store.record(TEST, "nolan", req("q"), resp("good"))
+    store.flush()
+    saved = json.loads(path.read_text("utf-8"))["interactions"]
+    assert [i["response"]["status"]["code"] for i in saved] == [200, 200]

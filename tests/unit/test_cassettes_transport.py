@@ -117,13 +117,19 @@ def test_mode_none_does_not_call_a_given_inner(tmp_path: Path) -> None:
         send_all(CassetteStore(tmp_path), httpx.MockTransport(forbidden), [("nolan", "p", 0)])
 
 
-def test_once_replays_existing_entity_and_misses_new_prompt(tmp_path: Path) -> None:
+def test_once_replays_what_is_recorded_and_asks_only_the_rest(tmp_path: Path) -> None:
     record(tmp_path, [("nolan", "p", 0)])
     server = Server()
     store = CassetteStore(tmp_path, "once")
+    got = send_all(store, httpx.MockTransport(server), [("nolan", "p", 0), ("nolan", "q", 0)])
+    assert len(server.calls) == 1
+    assert [text(r) for r in got] == ["echo p #1", "echo q #1"]
+
+
+def test_none_misses_a_prompt_not_recorded(tmp_path: Path) -> None:
+    record(tmp_path, [("nolan", "p", 0)])
     with pytest.raises(CassetteMiss, match="new_episodes"):
-        send_all(store, httpx.MockTransport(server), [("nolan", "p", 0), ("nolan", "q", 0)])
-    assert server.calls == []
+        send_all(CassetteStore(tmp_path), None, [("nolan", "p", 0), ("nolan", "q", 0)])
 
 
 def test_new_episodes_records_only_the_missing(tmp_path: Path) -> None:
@@ -190,7 +196,7 @@ def test_transient_failures_are_not_recorded(tmp_path: Path) -> None:
 def test_request_without_entity_goes_to_the_unscoped_cassette(tmp_path: Path) -> None:
     store = CassetteStore(tmp_path, "once")
     send_all(store, httpx.MockTransport(Server()), [("", "p", 0)])
-    assert store.flush() == [store.path_for(TEST, UNSCOPED_ENTITY)]
+    assert store.flush() == [store.path_for(UNSCOPED_ENTITY)]
 
 
 def test_streamed_request_body_is_read(tmp_path: Path) -> None:

@@ -90,7 +90,7 @@ def test_we_replay_a_cassette_vcrpy_recorded(tmp_path: Path) -> None:
 
     # Put vcrpy's file where our layout expects it and replay both prompts offline.
     store = CassetteStore(tmp_path / "ours")
-    target = store.path_for(TEST, "nolan")
+    target = store.path_for("nolan")
     target.parent.mkdir(parents=True)
     target.write_bytes(path.read_bytes())
 

@@ -61,9 +61,9 @@ def test_import_writes_a_verbatim_audit(tmp_path: Path) -> None:
         ("a young", "di-vance"),
         ("a young", "flo-ardent"),
     }
+    # one shared cassette per seed entity, whichever test (class) recorded it
     cassettes = sorted(p.name for p in (out / "cassettes").iterdir())
-    assert len(cassettes) == 2
-    assert "test_age" in cassettes[0]
+    assert cassettes == [f"{s.id}.json" for s in sorted(seeds, key=lambda s: s.id)]
 
 
 def test_neutral_with_its_own_system_message(tmp_path: Path) -> None:

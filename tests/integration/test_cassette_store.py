@@ -1,0 +1,167 @@
+"""The shared cassette store in real pytest runs against the simulator on loopback.
+
+Every count below is what the server itself received (``SimServer.stats``): prompts
+recorded once are never asked again, a moved test replays offline, an interrupted
+recording resumes with exactly the prompts it lacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_recfair.sim import SimServer, SimulatedRecommender
+from tests.support.plugin import REPO, plugin_args
+
+pytest_plugins = ["pytester"]
+
+KEY = "sk-sim-good-key-0123456789"
+
+
+@pytest.fixture
+def sim() -> Iterator[SimServer]:
+    with SimServer(SimulatedRecommender(bias="demo"), api_key=KEY) as srv:
+        yield srv
+
+
+def _ini(pytester: pytest.Pytester, srv: SimServer, extra: str = "", entities: int = 3) -> None:
+    pytester.makeini(
+        "[pytest]\n"
+        f"recfair_entities = {entities}\n"
+        "recfair_n_resamples = 100\n"
+        "recfair_provider = openai\n"
+        "recfair_model = recfair-sim\n"
+        "recfair_api_key_env = SIM_KEY\n"
+        f"recfair_base_url = {srv.base_url}\n" + extra
+    )
+
+
+def _interactions(root: Path) -> int:
+    return sum(len(json.loads(p.read_text("utf-8"))["interactions"]) for p in root.rglob("*.json"))
+
+
+TESTS = """
+from pytest_recfair import fairness
+
+@fairness(attr="religion")
+def test_religion(fairness_result):
+    pass
+
+@fairness(attr="gender")
+def test_gender(fairness_result):
+    pass
+"""
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest(*plugin_args(), "--fairness", "-p", "no:cacheprovider", *args)
+
+
+def test_identical_prompts_in_two_tests_are_asked_once(
+    pytester: pytest.Pytester, sim: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SIM_KEY", KEY)
+    _ini(pytester, sim)
+    pytester.makepyfile(test_fair=TESTS)
+    asked = {}
+    for name in ("religion", "gender"):
+        before = sim.stats.requests
+        out = _run(pytester, f"-o=recfair_cassette_dir=alone_{name}", "--fairness-record=once",
+                   "-k", name, "--fairness-update")  # fmt: skip
+        out.assert_outcomes(passed=1)
+        asked[name] = sim.stats.requests - before
+    before = sim.stats.requests
+    _run(pytester, "-o=recfair_cassette_dir=both", "--fairness-record=once").assert_outcomes(
+        passed=2
+    )
+    both = sim.stats.requests - before
+    # the 3 entities' neutral prompts are shared by the two tests: paid for once
+    assert both == asked["religion"] + asked["gender"] - 3
+    assert _interactions(pytester.path / "both") == both
+    files = sorted(p.name for p in (pytester.path / "both").iterdir())
+    assert len(files) == 3
+    assert all(f.endswith(".json") for f in files)
+
+
+def test_moving_a_test_file_costs_no_request(
+    pytester: pytest.Pytester, sim: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SIM_KEY", KEY)
+    _ini(pytester, sim)
+    pytester.makepyfile(test_fair=TESTS)
+    _run(pytester, "--fairness-record=once", "--fairness-update").assert_outcomes(passed=2)
+    recorded = sim.stats.requests
+    baselines = sorted(p.name for p in (pytester.path / "baselines").iterdir())
+    assert baselines == ["test_gender.json", "test_religion.json"]  # stable names, no path
+    moved = pytester.path / "tests" / "sub"
+    moved.mkdir(parents=True)
+    (pytester.path / "test_fair.py").rename(moved / "test_fair.py")
+    out = _run(pytester, "-rA")  # record mode none: replay only
+    out.assert_outcomes(passed=2)
+    assert sim.stats.requests == recorded  # nothing asked again
+    out.stdout.no_fnmatch_line("*no stored baseline*")
+    out.stdout.no_fnmatch_line("*CassetteMiss*")
+
+
+def test_a_bad_key_records_nothing_and_a_good_key_then_records_all(
+    pytester: pytest.Pytester, sim: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _ini(pytester, sim)
+    pytester.makepyfile(test_fair=TESTS)
+    monkeypatch.setenv("SIM_KEY", "sk-wrong-key-0000000000")
+    out = _run(pytester, "--fairness-record=once", "-k", "religion")
+    out.assert_outcomes(errors=1)
+    out.stdout.fnmatch_lines(["*HTTP 401 Unauthorized*SIM_KEY*"])
+    cassettes = pytester.path / "fixtures" / "cassettes"
+    assert _interactions(cassettes) == 0  # the 401 is not model output: never recorded
+    monkeypatch.setenv("SIM_KEY", KEY)
+    before = sim.stats.requests
+    good = _run(pytester, "--fairness-record=once", "-k", "religion", "--fairness-update")
+    good.assert_outcomes(passed=1)
+    asked = sim.stats.requests - before
+    assert asked == _interactions(cassettes) > 0  # every prompt asked once, all recorded
+    before = sim.stats.requests
+    _run(pytester, "--fairness-record=new_episodes", "-k", "religion").assert_outcomes(passed=1)
+    assert sim.stats.requests == before  # nothing left to ask
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["kill-9", "ctrl-c"])
+def test_an_interrupted_recording_resumes_without_asking_again(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, sig: signal.Signals
+) -> None:
+    slow = SimServer(SimulatedRecommender(bias="demo"), api_key=KEY, latency_ms=25)
+    with slow:
+        _ini(pytester, slow, "recfair_concurrency = 1\n", entities=8)
+        pytester.makepyfile(test_fair=TESTS.split('@fairness(attr="gender")')[0])
+        env = {**os.environ, "PYTHONPATH": str(REPO), "SIM_KEY": KEY}
+        cassettes = pytester.path / "fixtures" / "cassettes"
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pytest", *plugin_args(), "--fairness",
+             "--fairness-record=once", "-p", "no:cacheprovider", "-q"],
+            cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not (cassettes.is_dir() and len(list(cassettes.glob("*.json"))) >= 2):
+            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        proc.send_signal(sig)
+        proc.communicate(timeout=60)
+        kept = _interactions(cassettes)  # every file parses: no half-written cassette
+        asked_first = slow.stats.requests
+        assert 0 < kept <= asked_first
+        monkeypatch.setenv("SIM_KEY", KEY)
+        out = _run(pytester, "--fairness-record=once", "--fairness-update")
+        out.assert_outcomes(passed=1)
+        resumed = slow.stats.requests - asked_first
+    total = _interactions(cassettes)
+    assert resumed == total - kept  # exactly the prompts without a recording
+    assert 0 < resumed < total  # it was cut off mid-way
