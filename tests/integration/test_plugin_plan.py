@@ -17,8 +17,8 @@ import pytest
 
 from pytest_recfair.sim import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
-from tests.integration.pty_run import run_in_pty
 from tests.support.plugin import REPO, plugin_args
+from tests.support.pty_run import run_in_pty
 
 pytest_plugins = ["pytester"]
 

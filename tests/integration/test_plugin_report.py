@@ -172,7 +172,7 @@ def recfair_recommender():
     [
         ("--fairness-report=fair.pdf", "*must end in one of .json, .md, .html*fair.pdf*"),
         ("--fairness-report=adir.html", "*adir.html' is a directory; give a file name*"),
-        ("--fairness-report=afile/r.md", "*afile' is not a writable directory*"),
+        ("--fairness-report=afile/r.md", "*cannot create files in*afile' (File exists)*"),
     ],
     ids=["extension", "directory", "under-a-file"],
 )
