@@ -83,6 +83,20 @@ def audit(
         cassettes=cassettes,
         test_id=test_id,
         progress=progress,
+        inputs=_inputs(s),
+    )
+
+
+def _inputs(s: settings.AuditSettings) -> Any:
+    """The files other kinds of audit read (catalogue, candidates, absent), as the plugin
+    reads them; outside pytest they are file paths (there are no fixtures to name)."""
+    from pytest_recfair.audit import inputs as read
+    from pytest_recfair.audit.base import AuditInputs
+
+    return AuditInputs(
+        catalogue=None if s.catalogue is None else read.as_catalogue(s.catalogue, "audit"),
+        candidates=None if s.candidates is None else read.read_candidates(s.candidates, "audit"),
+        absent=frozenset() if s.absent is None else read.read_absent(Path(s.absent)),
     )
 
 

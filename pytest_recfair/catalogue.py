@@ -105,13 +105,15 @@ class Catalogue:
         self, titles: Iterable[str], *, fuzzy: bool = True, threshold: float = DEFAULT_THRESHOLD
     ) -> list[int | None]:
         """The catalogue index of each title (None when the catalogue does not know it)."""
-        keys = [normalize(t) for t in titles]
-        out: list[int | None] = [self._index.get(k) for k in keys]
+        titles = list(titles)
+        # each distinct title once: an audit repeats the same titles across its prompts
+        key_of = {t: normalize(t) for t in dict.fromkeys(titles)}
+        hit_of = {t: self._index.get(k) for t, k in key_of.items()}
         if fuzzy:
-            todo = sorted({k for k, hit in zip(keys, out, strict=True) if hit is None})
+            todo = sorted({key_of[t] for t, hit in hit_of.items() if hit is None})
             found = self._fuzzy(todo, threshold)
-            out = [found.get(k) if hit is None else hit for k, hit in zip(keys, out, strict=True)]
-        return out
+            hit_of = {t: found.get(key_of[t]) if h is None else h for t, h in hit_of.items()}
+        return [hit_of[t] for t in titles]
 
     def _fuzzy(self, keys: Sequence[str], threshold: float) -> dict[str, int]:
         """Near-miss keys -> item index, under the matcher's guards (length, numbers)."""

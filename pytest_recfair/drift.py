@@ -38,9 +38,13 @@ class Drift:
 
 
 def unusable_share(a: AttributeResult) -> float:
-    """Share of (entity, value) cells whose reply (or neutral reply) had no usable list."""
+    """Share of (entity, value) cells whose reply (or neutral reply) had no usable list.
+
+    Cells never answered (a failed request, a published run's gap) are in no share: NaN
+    without the missing flag."""
     missing = np.asarray(a.matrix.missing, dtype=bool)
-    return float(missing.mean()) if missing.size else math.nan
+    answered = missing | ~np.isnan(np.asarray(a.matrix.sims, dtype=np.float64))
+    return float(missing[answered].mean()) if answered.any() else math.nan
 
 
 def _key(a: AttributeResult) -> tuple[str, str]:

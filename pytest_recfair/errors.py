@@ -11,9 +11,15 @@ Messages say what was expected, what was found, and what to do next.
 
 from __future__ import annotations
 
+from pytest_recfair.secrets import scrub
+
 
 class RecfairError(ValueError):
-    """Base of every user-facing error."""
+    """Base of every user-facing error. Its message is scrubbed of secrets (registered API
+    keys, auth headers, key query parameters): services quote both in their errors."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*(scrub(a) if isinstance(a, str) else a for a in args))
 
 
 class ConfigError(RecfairError):

@@ -98,7 +98,7 @@ class FailureSummary:
 
 
 def _short(error: str) -> str:
-    one = " ".join(error.split())
+    one = " ".join(error.split()).rstrip(".")
     return one if len(one) <= _ERROR_CHARS else one[: _ERROR_CHARS - 3] + "..."
 
 

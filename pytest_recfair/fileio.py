@@ -6,6 +6,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from pytest_recfair.secrets import scrub_values_bytes
+
 
 def _umask() -> int:
     """The process umask. /proc tells it without changing it (os.umask can only set it,
@@ -31,7 +33,10 @@ def _mode_for(target: Path) -> int:
 
 
 def atomic_write_bytes(path: Path | str, data: bytes) -> None:
-    """Write ``data`` to a temp file in the same directory, fsync it, then rename over ``path``."""
+    """Write ``data`` to a temp file in the same directory, fsync it, then rename over ``path``.
+
+    Registered secret values (API keys) never reach a file, whatever wrote them."""
+    data = scrub_values_bytes(data)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)

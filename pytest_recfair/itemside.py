@@ -21,7 +21,9 @@ from pytest_recfair.metrics import itemshift
 __all__ = [
     "FieldShift",
     "ItemSideResult",
+    "MatchedReplies",
     "item_failures",
+    "match_replies",
     "score_items",
 ]
 
@@ -198,26 +200,12 @@ def _field_result(res: itemshift.ShiftResult, i: int) -> FieldShift:
     )
 
 
-def score_items(
-    cases: Sequence[CaseLike],
-    titles: Sequence[list[str] | None],
-    catalogue: Catalogue,
-    fields: Sequence[str],
-    *,
-    attribute: str,
-    by_group: bool = True,
-    n_permutations: int = 1000,
-    n_resamples: int = 1000,
-    seed: int = 0,
-    confidence: float = 0.95,
-) -> ItemSideResult:
-    """Match every reply's titles to the catalogue and score the item-side shift.
+MatchedReplies = tuple[dict[int, list[int | None] | None], Coverage]
 
-    ``titles[i]`` is case i's parsed titles (None: no reply). With ``by_group`` values
-    that signal a group (implicit proxies) pool into it, as LMRec's groups do.
-    """
-    for name in fields:
-        catalogue.check_field(name)
+
+def match_replies(titles: Sequence[list[str] | None], catalogue: Catalogue) -> MatchedReplies:
+    """Case index -> catalogue index of each title (None: no reply), and the coverage.
+    A catalogue that matches none of the titles is a clear error (the wrong domain)."""
     flat = [t for lst in titles if lst for t in lst]
     matched_flat = catalogue.match(flat)
     coverage = catalogue.coverage(flat, matched_flat)
@@ -235,6 +223,33 @@ def score_items(
             continue
         items[i] = matched_flat[pos : pos + len(lst)]
         pos += len(lst)
+    return items, coverage
+
+
+def score_items(
+    cases: Sequence[CaseLike],
+    titles: Sequence[list[str] | None],
+    catalogue: Catalogue,
+    fields: Sequence[str],
+    *,
+    attribute: str,
+    by_group: bool = True,
+    n_permutations: int = 1000,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    matched: MatchedReplies | None = None,
+) -> ItemSideResult:
+    """Match every reply's titles to the catalogue and score the item-side shift.
+
+    ``titles[i]`` is case i's parsed titles (None: no reply). With ``by_group`` values
+    that signal a group (implicit proxies) pool into it, as LMRec's groups do.
+    ``matched``: :func:`match_replies` of the same titles, computed once when several
+    attributes share the replies (matching is the costly part).
+    """
+    for name in fields:
+        catalogue.check_field(name)
+    items, coverage = matched if matched is not None else match_replies(titles, catalogue)
     neutral, by_value, group_of = _lists(cases, items, attribute)
     counts = itemshift.item_counts(
         neutral, by_value, catalogue, list(fields), group_of=group_of if by_group else None

@@ -374,6 +374,14 @@ class AuditResult:
     merges: int = 0  # fuzzy title merges applied (logged separately for review)
     #: other kinds of audit: kind name -> its results as plain JSON data ("items", ...)
     extras: dict[str, Any] = field(default_factory=dict)
+    #: prompts that got no valid response (left out of their value's mean, never scored):
+    #: ``attribute=value`` or "neutral" -> count; ``prompts``: all prompts of the audit
+    failed: dict[str, int] = field(default_factory=dict)
+    prompts: int = 0
+
+    @property
+    def n_failed(self) -> int:
+        return sum(self.failed.values())
 
     def attribute(self, name: str) -> AttributeResult:
         for a in self.attributes:
@@ -392,6 +400,7 @@ class AuditResult:
             "gate": self.gate.to_dict() if self.gate else None,
             "merges": self.merges,
             **({"extras": self.extras} if self.extras else {}),
+            **({"failed": dict(self.failed), "prompts": self.prompts} if self.failed else {}),
         }
 
     @classmethod
@@ -406,4 +415,6 @@ class AuditResult:
             gate=GateOutcome.from_dict(gate) if gate else None,
             merges=int(d.get("merges", 0)),
             extras=dict(d.get("extras") or {}),
+            failed={str(k): int(v) for k, v in (d.get("failed") or {}).items()},
+            prompts=int(d.get("prompts", 0)),
         )

@@ -41,6 +41,8 @@ __all__ = [
     "scrub_bytes",
     "scrub_headers",
     "scrub_json",
+    "scrub_values",
+    "scrub_values_bytes",
 ]
 
 FILTERED: Final = "<filtered>"
@@ -177,6 +179,12 @@ class Scrubber:
             text = rule.sub(keep + FILTERED if keep else FILTERED, text)
         return text
 
+    def scrub_values(self, text: str) -> str:
+        """``text`` with every registered value replaced, but no shape rule applied: for
+        data files, where a field named "key" or a title like "sk-8" is data."""
+        pattern = self._pattern
+        return text if pattern is None else pattern.sub(FILTERED, text)
+
     def scrub_bytes(self, data: bytes) -> bytes:
         """Bytes scrubbed as text; bytes that are not UTF-8 survive unchanged around it."""
         text = data.decode("utf-8", "surrogateescape")
@@ -235,6 +243,20 @@ def register_env(names: Iterable[str | None], environ: Mapping[str, str]) -> Non
 def scrub(text: str) -> str:
     """``text`` without any registered secret or secret by shape."""
     return _GLOBAL.scrub_text(text)
+
+
+def scrub_values(text: str) -> str:
+    """``text`` without any registered secret value (no shape rules: for data files)."""
+    return _GLOBAL.scrub_values(text)
+
+
+def scrub_values_bytes(data: bytes) -> bytes:
+    """``data`` without any registered secret value; other bytes unchanged."""
+    if not _GLOBAL.values:
+        return data
+    text = data.decode("utf-8", "surrogateescape")
+    out = _GLOBAL.scrub_values(text)
+    return data if out == text else out.encode("utf-8", "surrogateescape")
 
 
 def scrub_bytes(data: bytes) -> bytes:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.failures import check_max_failed
 from pytest_recfair.kinds import (
     CANDIDATE_STYLES,
     METRICS,
@@ -63,6 +64,7 @@ class AuditSettings:
     max_entropy: float | None = None
     max_refusal_gap: float | None = None
     max_unusable: float | None = 0.2  # share of replies without a usable list; 1 = off
+    max_failed: float = 0.0  # share of prompts allowed no valid response (left out)
     tolerance: float = 0.0
     gate: str = "snsr"  # statistics gated against the baseline (see .gated); others reported
     domain: str = "movie"
@@ -87,6 +89,9 @@ class AuditSettings:
     max_missed_rate: float | None = None
     # published runs: cases never answered (written by python -m pytest_recfair import)
     absent: str | None = None
+    # the model id a callable recommender is reported under (marker only: the ini key
+    # recfair_model is the default HTTP provider's model)
+    model: str | None = None
     # how to run it (command line / ini only)
     record_mode: RecordMode = "none"
     update: bool = False
@@ -166,6 +171,7 @@ MARKER_KEYS: tuple[str, ...] = (
     "max_entropy",
     "max_refusal_gap",
     "max_unusable",
+    "max_failed",
     "tolerance",
     "gate",
     "domain",
@@ -187,6 +193,7 @@ MARKER_KEYS: tuple[str, ...] = (
     "max_position_bias",
     "max_missed_rate",
     "absent",
+    "model",
     "baseline",
     "timeout",
     "max_retries",
@@ -214,10 +221,21 @@ CLI_KEYS: dict[str, str] = {
 }
 
 # ini key -> settings key: every setting has a "recfair_<name>" ini key
-INI_KEYS: dict[str, str] = {f"recfair_{f.name}": f.name for f in fields(AuditSettings)}
+INI_KEYS: dict[str, str] = {
+    f"recfair_{f.name}": f.name
+    for f in fields(AuditSettings)
+    if f.name != "model"  # recfair_model names the default HTTP provider's model
+}
 
 
 def _plain(value: Any, key: str, source: str) -> str:
+    """The setting as the user wrote it: ``recfair_k = 'abc' (ini)``, ``--fairness-seed``."""
+    if source == "ini":
+        return f"recfair_{key}={value!r} (ini)"
+    if source == "command-line":
+        opt = next((d for d, k in CLI_KEYS.items() if k == key), None)
+        if opt is not None:
+            return f"--{opt.replace('_', '-')}={value!r} (command-line)"
     return f"{key}={value!r} ({source})"
 
 
@@ -352,6 +370,15 @@ def _nonneg(value: Any, key: str, source: str) -> float:
     return _to_float(value, key, source, lo=0.0, hi=None)
 
 
+def _max_failed(value: Any, key: str, source: str) -> float:
+    try:
+        return check_max_failed(value, key)
+    except ConfigError:
+        raise _bad(
+            key, value, source, "a share of prompts in [0, 1) such as 0.01 or '1%' (0: none)"
+        ) from None
+
+
 def _prices(value: Any, key: str, source: str) -> str:
     """Two prices (input, output; USD per million tokens) -> "0.15,0.6"."""
     from pytest_recfair.plan import parse_prices
@@ -373,7 +400,7 @@ def _headers(value: Any, key: str, source: str) -> str:
     try:
         pairs = parse_header_envs(value)
     except ConfigError as exc:
-        raise _bad(key, value, source, str(exc)) from None
+        raise _bad(key, value, source, str(exc).removeprefix("expected ")) from None
     return ", ".join(f"{h}: {env}" for h, env in pairs.items())
 
 
@@ -388,6 +415,7 @@ _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "max_entropy": _optional(_nonneg),
     "max_refusal_gap": _optional(_unit),
     "max_unusable": _optional(_unit),
+    "max_failed": _max_failed,
     "tolerance": _nonneg,
     "gate": _statistics,
     "domain": _text,
@@ -409,6 +437,7 @@ _PARSERS: dict[str, Callable[[Any, str, str], Any]] = {
     "max_position_bias": _optional(_unit),
     "max_missed_rate": _optional(_unit),
     "absent": _optional(_text),
+    "model": _optional(_text),
     "record_mode": _choice(RECORD_MODES),
     "update": _to_bool,
     "update_force": _to_bool,
@@ -499,6 +528,8 @@ def resolve(
             # store_true options arrive as False when absent: do not let them mask ini
             if source == "command-line" and value is False:
                 continue
+            if key in merged:  # overridden, but a bad value is still an error
+                _PARSERS[key](merged[key], key, sources[key])
             merged[key] = value
             sources[key] = source
     parsed: dict[str, Any] = dict(DEFAULTS)

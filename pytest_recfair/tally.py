@@ -27,7 +27,7 @@ from pytest_recfair.errors import DataError
 from pytest_recfair.kinds import MetricName, MissingPolicy, Variant
 from pytest_recfair.results import AttributeResult, Interval, Stat, ValueResult
 
-__all__ = ["FIXED", "AttributeTally", "ReplyLike", "Tally", "TallyConfig", "merge"]
+__all__ = ["FAILED", "FIXED", "AttributeTally", "ReplyLike", "Tally", "TallyConfig", "merge"]
 
 FloatArray = npt.NDArray[np.float64]
 Lists = dict[str, list[str] | None]  # entity id -> parsed list (None: no completion)
@@ -38,6 +38,9 @@ FIXED = 2**40
 # |value| * FIXED * chunk entities must fit in int64 before it joins the Python-int sums.
 _MAX_ABS = 2.0**14
 _REFUSED = "refused"
+#: Status of a reply that is not scored: its prompt got no valid response, or the neutral
+#: prompt it is compared with did not. The entity leaves that value's mean (never 0).
+FAILED = "failed"
 _SHORT = "short"
 
 
@@ -168,7 +171,10 @@ class Tally:
                 neutral[c.repeat][c.entity_id] = r.items
                 continue
             runs = grouped.setdefault(c.attribute, [{} for _ in range(R)])
-            runs[c.repeat].setdefault(c.value, {})[c.entity_id] = r.items
+            lists = runs[c.repeat].setdefault(c.value, {})
+            if r.status == FAILED:  # no key: left out of the value's mean
+                continue
+            lists[c.entity_id] = r.items
             counts.setdefault(c.attribute, {}).setdefault(c.value, Counter())[r.status] += 1
         order = list(neutral[0])
         if not order:
@@ -176,7 +182,7 @@ class Tally:
         rows = np.array([self._row(e) for e in order], dtype=np.int64)
         neutral = [{e: run.get(e) for e in order} for run in neutral]
         for attr, runs in grouped.items():
-            self._add_attribute(attr, rows, neutral, runs, counts[attr])
+            self._add_attribute(attr, rows, neutral, runs, counts.get(attr, {}))
         for m, per_entity in self.noise.items():
             repeats = {e: [run.get(e) for run in neutral] for e in order}
             per_entity[rows] = metrics.noise_per_entity(
@@ -418,7 +424,7 @@ def _attribute_result(
     cfg = tally.config
     matrix = metrics.SimilarityMatrix(tally.entities, at.values, at.sims[metric], at.missing)
     table = metrics.summarize(matrix)
-    boot = metrics.bootstrap(matrix, n_resamples=n_resamples, seed=seed)
+    boot = metrics.intervals(matrix, n_resamples=n_resamples, seed=seed)
     values = tuple(
         ValueResult(
             value=v,

@@ -59,11 +59,12 @@ class ItemAudit:
         replies = parse_all(cases, completions, settings.k, settings.parse_style)
         titles = [r.items for r in replies]
         attrs = list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
+        matched = itemside.match_replies(titles, inputs.catalogue)  # once for all attributes
         results = [
             itemside.score_items(
                 cases, titles, inputs.catalogue, fields, attribute=attr,
                 n_permutations=settings.n_resamples, n_resamples=settings.n_resamples,
-                seed=settings.seed,
+                seed=settings.seed, matched=matched,
             ).to_dict()
             for attr in attrs
         ]  # fmt: skip

@@ -19,6 +19,7 @@ from pytest_recfair.audit.scoring import Reply
 from pytest_recfair.prompts import Entity, Grid, PromptCase
 from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
+from pytest_recfair.tally import FAILED
 
 __all__ = ["OVERLAP", "OverlapAudit"]
 
@@ -94,6 +95,23 @@ def parse_all(
             hit = seen[completion.text] = (tuple(parsed.items), str(parsed.status.value))
         out.append(Reply(case, list(hit[0]), hit[1]))
     return out
+
+
+def mark_failed(replies: list[Reply], errors: Mapping[str, str]) -> list[Reply]:
+    """Replies of prompts that got no valid response (``errors``: case id -> error) get
+    the status "failed" and no list; so do the replies compared with a failed neutral
+    prompt. The tally leaves them out of their value's mean instead of scoring them."""
+    dead = {
+        (r.case.entity_id, r.case.repeat)
+        for r in replies
+        if r.case.attribute is None and r.case.id in errors
+    }
+    return [
+        replace(r, items=None, status=FAILED)
+        if r.case.id in errors or (r.case.entity_id, r.case.repeat) in dead
+        else r
+        for r in replies
+    ]
 
 
 def canonicalize(replies: list[Reply]) -> tuple[list[Reply], int]:

@@ -11,7 +11,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_recfair import __version__, baselines, prompts, providers, shards
+from pytest_recfair import __version__, baselines, failures, prompts, providers, shards
 from pytest_recfair.audit import overlap, registry, stream, verdict
 from pytest_recfair.audit.base import AuditInputs
 from pytest_recfair.cassettes import CassetteStore
@@ -92,7 +92,10 @@ def measure(
             failed=failed,
             live=live,
         )
-        return result_of(settings, meta, out.tally)
+        summary = failures.FailureSummary(
+            out.cases, failures.summarize(out.failed, out.errors).failed
+        )
+        return _with_failures(result_of(settings, meta, out.tally), summary)
     entities = entities_of(settings, seeds, test_id)
     grid, attr_names = attributes_of(settings, grid)
     cases = asked_cases(
@@ -109,8 +112,7 @@ def measure(
     )
     if known:
         outcome = dataclasses.replace(outcome, errors={**outcome.errors, **known})
-    if outcome.errors and len(outcome.errors) == len(cases):
-        _all_failed(test_id, len(cases), outcome.errors)
+    summary = _failures(settings, test_id, len(cases), cases, outcome.errors)
     scored = kind.score(settings, cases, outcome.completions, inputs)
     models = {c.model for c in outcome.completions.values() if c.model}
     model = sorted(models)[0] if len(models) == 1 else _model_name(recommender, models)
@@ -122,6 +124,8 @@ def measure(
         cost=outcome.cost,
         merges=scored.merges,
         extras=dict(scored.extras),
+        failed=summary.by_group(),
+        prompts=summary.total if summary.count else 0,
     )
 
 
@@ -163,8 +167,7 @@ def stream_audit(
         inputs=inputs,
         live=live,
     )
-    if out.errors and len(out.errors) == out.cases:
-        _all_failed(test_id, out.cases, out.errors)
+    _failures(settings, test_id, out.cases, out.failed, out.errors)
     models = out.tally.models
     model = sorted(models)[0] if len(models) == 1 else _model_name(recommender, models)
     meta = _meta(settings, test_id, _provider_name(recommender), model, grid, entities)
@@ -175,7 +178,7 @@ def result_of(settings: AuditSettings, meta: AuditMeta, tally: Tally) -> AuditRe
     """The (ungated) AuditResult of a complete tally: one run's, or merged shards'."""
     return AuditResult(
         meta=meta,
-        attributes=tally.results(n_resamples=settings.n_resamples, seed=settings.seed),
+        attributes=tally.results(n_resamples=settings.n_resamples, seed=settings.resample_seed),
         prompt_tokens=tally.prompt_tokens,
         completion_tokens=tally.completion_tokens,
         cost=_cost(settings, tally.prompt_tokens, tally.completion_tokens),
@@ -200,13 +203,26 @@ def entities_of(settings: AuditSettings, seeds: Sequence[Entity], test_id: str) 
     return entities
 
 
-def _all_failed(test_id: str, n: int, errors: dict[str, str]) -> None:
-    first_id, first_err = next(iter(errors.items()))
-    raise ProviderError(
-        f"{test_id}: every one of {n} prompts failed; first ({first_id}): "
-        f"{first_err}. Check the recommender (recfair_recommender fixture) or the "
-        "provider settings (recfair_provider, recfair_model, recfair_base_url)."
-    )
+def _failures(
+    settings: AuditSettings,
+    test_id: str,
+    total: int,
+    cases: Sequence[Any],
+    errors: Mapping[str, str],
+) -> failures.FailureSummary:
+    """The prompts that got no valid response; a ProviderError listing them per value
+    (with the first errors) when their share is above ``max_failed``."""
+    summary = failures.summarize(cases, errors)
+    summary = failures.FailureSummary(total=total, failed=summary.failed)
+    if not summary.within(settings.max_failed):
+        raise ProviderError(summary.message(test_id, settings.max_failed))
+    return summary
+
+
+def _with_failures(result: AuditResult, summary: failures.FailureSummary) -> AuditResult:
+    if not summary.count:
+        return result
+    return dataclasses.replace(result, failed=summary.by_group(), prompts=summary.total)
 
 
 def asked_cases(settings: AuditSettings, cases: Sequence[Any], inputs: AuditInputs) -> list[Any]:

@@ -136,6 +136,8 @@ def _absorb(
 ) -> None:
     """Score one chunk's replies into the tally and keep its totals and failures."""
     replies = overlap.parse_all(cases, outcome.completions, settings.k, settings.parse_style)
+    if outcome.errors:
+        replies = overlap.mark_failed(replies, outcome.errors)
     if settings.parse_style == "default":
         replies, merges = overlap.canonicalize(replies)
         out.tally.merges += merges

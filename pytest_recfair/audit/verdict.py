@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pytest_recfair import baselines, gate
 from pytest_recfair.audit import registry
-from pytest_recfair.errors import RecfairError
+from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.kinds import accept_command
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from pytest_recfair.settings import AuditSettings
@@ -176,7 +176,13 @@ def write_baseline(verdict: Verdict) -> Path | None:
     """Write the baseline the verdict asks for (atomically); the path written, or None."""
     if verdict.write is None:
         return None
-    baselines.write(verdict.write, replace(verdict.result, gate=None))
+    try:
+        baselines.write(verdict.write, replace(verdict.result, gate=None))
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot write the baseline {str(verdict.write)!r}: {exc.strerror or exc}; set "
+            "recfair_baseline_dir to a directory this process can create files in."
+        ) from None
     if verdict.moved_from is not None and verdict.moved_from != verdict.write:
         verdict.moved_from.unlink(missing_ok=True)
     return verdict.write

@@ -317,7 +317,10 @@ def similarity_cube(
     miss = (lN[:, None] == 0) | (lS.reshape(V, E).T == 0)
     # Never answered (no key for the entity): left out under either policy, as the
     # FaiRLLM notebook walks only the names in each value's file.
-    left_out = miss if pol == "skip" else _absent(entities, by_value)
+    # Nor is such a cell a missing reply (none was given): it is in no unusable share.
+    absent = _absent(entities, by_value)
+    left_out = (miss | absent) if pol == "skip" else absent
+    miss &= ~absent
     sims: dict[str, FloatArray] = {}
     for m, arr in res.items():
         cube = arr.reshape(V, E, kk).transpose(1, 0, 2)  # pairs are value-major

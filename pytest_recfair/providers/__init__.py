@@ -5,7 +5,7 @@ This package is the only place in pytest-recfair that imports httpx.
 
 from __future__ import annotations
 
-from pytest_recfair.providers.adapter import CallableProvider, numbered
+from pytest_recfair.providers.adapter import CallableProvider, callable_label, numbered
 from pytest_recfair.providers.base import (
     TRUNCATED_FINISH_REASONS,
     Completion,
@@ -46,6 +46,7 @@ __all__ = [
     "TruncatedReply",
     "Usage",
     "arun_cases",
+    "callable_label",
     "configure",
     "from_config",
     "is_loopback",

@@ -18,7 +18,7 @@ from typing import Any
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers.base import Completion
 
-__all__ = ["CallableProvider", "Recommender", "numbered"]
+__all__ = ["CallableProvider", "Recommender", "callable_label", "numbered"]
 
 Recommender = Callable[..., Any]
 
@@ -81,14 +81,14 @@ class CallableProvider:
         arity = _positional_arity(recommend)
         if arity == 0 or arity > 2:
             raise ConfigError(
-                f"recommender: {_label(recommend)} takes {arity} positional arguments; expected "
-                "recommend(prompt) or recommend(prompt, system)."
+                f"recommender: {callable_label(recommend)} takes {arity} positional arguments; "
+                "expected recommend(prompt) or recommend(prompt, system)."
             )
         self.recommend = recommend
         self.takes_system = arity == 2
         self.is_async = _is_async(recommend)
         self.name = name
-        self.model = model or _label(recommend)
+        self.model = model or callable_label(recommend)
 
     def __repr__(self) -> str:
         return f"CallableProvider({self.model})"
@@ -161,7 +161,8 @@ async def _await(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
-def _label(fn: Callable[..., Any]) -> str:
+def callable_label(fn: Callable[..., Any]) -> str:
+    """``module.qualname`` of a callable (its class's for an instance)."""
     name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
     module = getattr(fn, "__module__", None)
     return f"{module}.{name}" if module and module != "builtins" else str(name)

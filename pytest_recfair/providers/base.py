@@ -41,6 +41,10 @@ class TruncatedReply(ProviderError):
     """The body ended before the JSON did: a dropped connection or proxy, worth a retry."""
 
 
+class GarbledReply(ProviderError):
+    """A 2xx whose body is not JSON at all (a proxy page, garbage): worth a retry."""
+
+
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Tokens billed for one or more requests."""
@@ -150,7 +154,7 @@ def json_body(response: httpx.Response, *, provider: str) -> dict[str, Any]:
         else:
             ctype = response.headers.get("content-type", "no content-type")
             what = f"a body that is not JSON ({ctype}): {_snippet(text)!r}"
-        raise ProviderError(
+        raise GarbledReply(
             f"{provider}: expected a JSON reply from {response_url(response)}, got {what}. "
             "Check that base_url points at the API (not a web page or proxy login) and re-run."
         ) from None

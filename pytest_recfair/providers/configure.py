@@ -13,6 +13,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from pytest_recfair import secrets
 from pytest_recfair.envheaders import read_header_envs
 from pytest_recfair.providers.http import HTTPProvider
 
@@ -49,5 +50,6 @@ def configure(
         out.extra_headers = {**recommender.extra_headers, **values}
         # Every value is treated as a secret: scrubbed from cassettes and messages.
         out.secrets = tuple(dict.fromkeys([*recommender.secrets, *values.values()]))
+        secrets.register(out.secrets)
         out.missing_header_envs = tuple(missing)
     return out

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from pytest_recfair import secrets
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers.base import (
     Completion,
@@ -138,6 +139,8 @@ class HTTPProvider(ABC):
         self.secrets: tuple[str, ...] = tuple(
             [self._api_key, *header_secrets] if self._api_key else header_secrets
         )
+        # every message, file and terminal line of the process is scrubbed of them
+        secrets.register(self.secrets)
 
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"

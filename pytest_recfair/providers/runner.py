@@ -47,6 +47,7 @@ from pytest_recfair.errors import ConfigError, ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import (
     Completion,
+    GarbledReply,
     Provider,
     TruncatedReply,
     Usage,
@@ -409,6 +410,8 @@ def _judge(provider: Provider, response: httpx.Response, case: CaseLike) -> Comp
             return provider.parse_response(response)
         except TruncatedReply as exc:
             raise _Retryable(f"reply cut off: {exc}") from None
+        except GarbledReply as exc:  # a proxy's page, a broken gateway: worth a retry
+            raise _Retryable(str(exc)) from None
     if status in RETRYABLE_STATUS or status >= 500:
         raise _Retryable(
             f"HTTP {status} {response.reason_phrase}: {error_detail(response)}",

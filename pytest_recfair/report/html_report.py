@@ -24,10 +24,11 @@ from pytest_recfair.report.failures import failure_text
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
 from pytest_recfair.report.status import (
     Baselines,
-    attribute_status,
+    attribute_label,
     baseline_map,
     check_results,
     describe,
+    failed_text,
     favoured,
     repeat_stats,
     result_status,
@@ -59,7 +60,7 @@ section.test > header { display: flex; align-items: center; gap: 12px; }
 .badge { display: inline-block; border-radius: 12px; padding: 1px 10px; font-weight: 600;
   font-size: 12px; color: #fff; letter-spacing: .03em; }
 .badge.PASS { background: var(--pass); } .badge.FAIL { background: var(--fail); }
-.badge.na { background: var(--na); }
+.badge.na { background: var(--na); } .badge.FLAG { background: var(--base); }
 table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; }
 th, td { border-bottom: 1px solid var(--line); padding: 4px 10px; text-align: left;
   vertical-align: top; }
@@ -280,6 +281,7 @@ def _meta_table(r: AuditResult) -> str:
         ("tokens (prompt + completion)", f"{r.prompt_tokens} + {r.completion_tokens}"),
         ("cost", "n/a" if r.cost is None else f"${r.cost:.4f}"),
         ("fuzzy title merges", str(r.merges)),
+        ("failed prompts (left out)", failed_text(r) or "none"),
         (
             "hashes (seeds / grid / templates)",
             f"{m.seeds_hash[:12]} / {m.grid_hash[:12]} / {m.templates_hash[:12]}",
@@ -302,7 +304,7 @@ def _stats_table(r: AuditResult) -> str:
         d = " / ".join(fmt_delta(drift.get(s)) for s in STATISTICS)
         most, least = favoured(a)
         body.append(
-            f"<tr><td>{_e(a.attribute)}</td><td>{_badge(attribute_status(r, a.attribute))}</td>"
+            f"<tr><td>{_e(a.attribute)}</td><td>{_badge(attribute_label(r, a))}</td>"
             + "".join(f'<td class="num">{_e(fmt_ci(shown(a, s)))}</td>' for s in STATISTICS)
             + f'<td class="num">{_e(d)}</td>'
             f'<td class="num">{a.refusal_gap:.1%}</td>'

@@ -11,24 +11,26 @@ from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
 from pytest_recfair.report.kinds import extra_lines
 from pytest_recfair.report.status import (
     Baselines,
-    attribute_status,
+    attribute_label,
     baseline_map,
     baseline_value,
     check_results,
     counts,
     describe,
     drift_of,
+    failed_text,
     favoured,
     repeat_stats,
     result_status,
     same_attribute,
     shown,
+    usage_text,
 )
 from pytest_recfair.results import AuditResult
 
 __all__ = ["to_markdown"]
 
-_ICON = {"PASS": "✅", "FAIL": "❌", "n/a": "➖"}
+_ICON = {"PASS": "✅", "FAIL": "❌", "FLAG": "⚠️ flagged", "n/a": "➖"}
 
 
 def _md(text: str) -> str:
@@ -59,7 +61,7 @@ def _stats_table(r: AuditResult) -> list[str]:
         drift = " / ".join(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS)
         cells = [
             _md(a.attribute),
-            _ICON[attribute_status(r, a.attribute)],
+            _ICON[attribute_label(r, a)],
             *(fmt_ci(shown(a, s)) for s in STATISTICS),
             drift,
             _md(most),
@@ -119,6 +121,7 @@ def to_markdown(results: Sequence[AuditResult], baselines: Baselines = None) -> 
     ]
     for r in rs:
         out += [f"### {_ICON[result_status(r)]} {_code(r.meta.test_id)}", "", _md(describe(r)), ""]
+        out += [f"**Failed prompts:** {_md(failed_text(r))}", ""] if r.failed else []
         out += _stats_table(r) if r.attributes else []
         extra = extra_lines(r)
         out += [f"- {_md(line.strip())}" for line in extra] + ([""] if extra else [])
@@ -127,5 +130,7 @@ def to_markdown(results: Sequence[AuditResult], baselines: Baselines = None) -> 
         if any(st for _, st in repeats):
             out.append("")
         out += _gate(r)
+        usage = usage_text(r)
+        out += [f"- {_md(usage)}", ""] if usage else []
         out += _values(r, base.get(r.meta.test_id))
     return "\n".join(out).rstrip() + "\n"

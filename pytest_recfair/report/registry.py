@@ -6,7 +6,7 @@ plus one row here (and its extension in ``kinds.ReportFormat``).
 
 from __future__ import annotations
 
-import os
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Final, TypeAlias
@@ -52,14 +52,15 @@ def check_report_path(path: Path) -> None:
             f"--fairness-report {str(path)!r} is a directory; give a file name such as "
             f"{str(path / 'fairness.html')!r}."
         )
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+    try:  # a real try: permission bits say nothing for root or on /proc-like mounts
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path.parent):
+            pass
+    except OSError as exc:
         raise ConfigError(
-            f"--fairness-report {str(path)!r}: {str(parent)!r} is not a writable directory; "
-            f"write the report somewhere this process can create files."
-        )
+            f"--fairness-report {str(path)!r}: cannot create files in {str(path.parent)!r} "
+            f"({exc.strerror or exc}); write the report somewhere this process can."
+        ) from None
 
 
 def write_report(path: Path, results: Sequence[AuditResult], baselines: Baselines = None) -> None:

@@ -11,9 +11,12 @@ from pytest_recfair.report.fmt import fmt_ci
 from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateOutcome, Stat
 
 __all__ = [
+    "FLAG_SNSR",
+    "FLAG_SNSV",
     "TIE",
     "Baselines",
     "accept_command",
+    "attribute_label",
     "attribute_status",
     "baseline_map",
     "baseline_value",
@@ -21,12 +24,15 @@ __all__ = [
     "counts",
     "describe",
     "drift_of",
+    "failed_text",
     "favoured",
     "favoured_phrase",
     "favoured_text",
+    "flags",
     "repeat_stats",
     "result_status",
     "same_attribute",
+    "usage_text",
 ]
 
 # Baselines by test id, or a plain sequence of baseline AuditResults.
@@ -65,6 +71,30 @@ def attribute_status(result: AuditResult, attribute: str) -> str:
         if f.attribute is None or f.attribute.casefold() == attribute.casefold():
             return "FAIL"
     return "PASS"
+
+
+# The method's descriptive flags (FaiRLLM/FairEval): not a gate, a reading aid. An attribute
+# above them is marked FLAG even when its gate passed, so a large bias never reads as PASS.
+FLAG_SNSR = 0.10
+FLAG_SNSV = 0.05
+
+
+def flags(a: AttributeResult) -> tuple[str, ...]:
+    """Which descriptive flags ``a`` is above, e.g. ("SNSR 0.405 > 0.1",)."""
+    out = []
+    limits: tuple[tuple[Statistic, float], ...] = (("snsr", FLAG_SNSR), ("snsv", FLAG_SNSV))
+    for stat, limit in limits:
+        value = shown(a, stat).value
+        if math.isfinite(value) and value > limit:
+            out.append(f"{stat.upper()} {value:.3f} > {limit:g}")
+    return tuple(out)
+
+
+def attribute_label(result: AuditResult, a: AttributeResult) -> str:
+    """What a report shows for an attribute: FAIL (the gate failed it), FLAG (not failed,
+    but above the method's descriptive flags), else PASS or n/a."""
+    status = attribute_status(result, a.attribute)
+    return "FLAG" if status != "FAIL" and flags(a) else status
 
 
 def result_status(result: AuditResult) -> str:
@@ -140,6 +170,16 @@ def describe(result: AuditResult) -> str:
     return ", ".join(parts)
 
 
+def failed_text(result: AuditResult) -> str:
+    """'3 of 600 prompts failed, left out (neutral 2, gender=female 1)', or ''."""
+    if not result.failed:
+        return ""
+    groups = ", ".join(f"{g} {n}" for g, n in result.failed.items())
+    return (
+        f"{result.n_failed} of {result.prompts} prompts got no valid response, left out ({groups})"
+    )
+
+
 def same_attribute(baseline: AuditResult | None, a: AttributeResult) -> AttributeResult | None:
     """The baseline's entry for the same attribute and metric."""
     if baseline is None:
@@ -172,3 +212,11 @@ def shown(a: AttributeResult, statistic: Statistic) -> Stat:
         return Stat(math.nan)
     stat: Stat = getattr(a, statistic)
     return stat
+
+
+def usage_text(r: AuditResult) -> str | None:
+    """Tokens and cost of the audit's replies (None when no reply reported usage)."""
+    if not (r.prompt_tokens or r.completion_tokens):
+        return None
+    cost = "n/a (set recfair_prices)" if r.cost is None else f"${r.cost:,.4f}"
+    return f"tokens: {r.prompt_tokens:,} input + {r.completion_tokens:,} output; cost {cost}"

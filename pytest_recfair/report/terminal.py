@@ -10,14 +10,18 @@ from pytest_recfair.report.failures import failure_label, failure_text
 from pytest_recfair.report.fmt import fmt, fmt_delta
 from pytest_recfair.report.kinds import extra_lines
 from pytest_recfair.report.status import (
-    attribute_status,
+    FLAG_SNSR,
+    FLAG_SNSV,
+    attribute_label,
     check_results,
     describe,
     drift_of,
+    failed_text,
     favoured_text,
     repeat_stats,
     result_status,
     shown,
+    usage_text,
 )
 from pytest_recfair.results import AuditResult
 
@@ -84,6 +88,8 @@ def terminal_summary(results: Sequence[AuditResult], width: int = WIDTH) -> list
     header = [name for name, _ in _COLS + _DRIFT_COLS]
     for r in check_results(results):
         lines += _heading(r, width)
+        if r.failed:
+            lines += wrap_text(failed_text(r), width)
         # as wide as the longest attribute name (9 to 18): a longer one gets its own line
         name_width = min(_NAME, max([9, *(len(a.attribute) for a in r.attributes)]))
         if r.attributes:
@@ -97,7 +103,7 @@ def terminal_summary(results: Sequence[AuditResult], width: int = WIDTH) -> list
             lines += wrap_text(line, width)
         for a in r.attributes:
             cells = [
-                attribute_status(r, a.attribute),
+                attribute_label(r, a),
                 *(fmt(shown(a, s).value) for s in STATISTICS),
                 *(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS),
             ]
@@ -107,4 +113,14 @@ def terminal_summary(results: Sequence[AuditResult], width: int = WIDTH) -> list
             if stats:
                 lines += wrap_text(f"{a.attribute}: {stats}", width)
         lines += _gate_lines(r, width)
+        usage = usage_text(r)
+        if usage:
+            lines += wrap_text(usage, width)
+    if any(attribute_label(r, a) == "FLAG" for r in check_results(results) for a in r.attributes):
+        lines += wrap_text(
+            f"FLAG: not a gate failure, but above the method's descriptive flags (SNSR > "
+            f"{FLAG_SNSR:g} or SNSV > {FLAG_SNSV:g}): a large gap between groups",
+            width,
+            "",
+        )
     return lines

@@ -25,12 +25,17 @@ _GEMINI = re.compile(r"^/v1beta/models/(?P<model>[^/:]+):generateContent$")
 
 
 class _State:
-    def __init__(self, leak: bool, fail_every: int) -> None:
+    def __init__(
+        self, leak: bool, fail_every: int, dead_every: int = 0, garbage: bool = False
+    ) -> None:
         self.leak = leak
+        self.garbage = garbage  # dead prompts get a 200 with a body that is not JSON
         self.fail_every = fail_every
+        self.dead_every = dead_every
         self.sim = SimulatedRecommender("demo", seed=0)
         self.lock = threading.Lock()
         self.seen: dict[str, int] = {}
+        self.order: dict[str, int] = {}  # prompt -> its number, in order of first arrival
         self.requests = 0
 
 
@@ -132,7 +137,7 @@ def make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 state.requests += 1
                 tries = state.seen[prompt] = state.seen.get(prompt, 0) + 1
                 text = state.sim(prompt, system or None)
-                number = len(state.seen)
+                number = state.order.setdefault(prompt, len(state.order) + 1)
             leak = key if state.leak else ""
             headers = {"x-request-id": "req-stub"}
             if leak:
@@ -140,14 +145,24 @@ def make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 headers["set-cookie"] = f"session={leak}; Path=/"
                 model = f"{model}-{leak}"
                 text = f"{text}\n\nAccount {leak}"
-            if state.fail_every and tries == 1 and number % state.fail_every == 0:
+            dead = state.dead_every and number % state.dead_every == 0
+            if dead or (state.fail_every and tries == 1 and number % state.fail_every == 0):
                 message = (
                     f"internal error for key {leak} at http://{self.headers['host']}{self.path}"
                 )
                 if kind == "gemini":
                     message += f"?key={leak}"
+                if dead and state.garbage:
+                    return self._raw(200, f"<html>proxy error {message}</html>".encode())
                 return self._send(500, {"error": {"message": message, "key": leak}}, headers)
             return self._send(200, _reply(kind, model, text), headers)
+
+        def _raw(self, status: int, data: bytes) -> None:
+            self.send_response(status)
+            self.send_header("content-type", "text/html")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
 
         def _send(self, status: int, payload: object, headers: dict[str, str]) -> None:
             data = json.dumps(payload).encode()
@@ -162,9 +177,20 @@ def make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def serve(port: int, *, leak: bool = False, fail_every: int = 0) -> ThreadingHTTPServer:
-    """Start serving in a daemon thread; ``server.server_port`` is the port."""
-    state = _State(leak, fail_every)
+def serve(
+    port: int,
+    *,
+    leak: bool = False,
+    fail_every: int = 0,
+    dead_every: int = 0,
+    garbage: bool = False,
+) -> ThreadingHTTPServer:
+    """Start serving in a daemon thread; ``server.server_port`` is the port.
+
+    Every ``fail_every``-th new prompt fails its first attempt (HTTP 500); every
+    ``dead_every``-th fails every attempt (HTTP 500, or with ``garbage`` a 200 whose body
+    is not JSON)."""
+    state = _State(leak, fail_every, dead_every, garbage)
     server = ThreadingHTTPServer(("127.0.0.1", port), make_handler(state))
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -176,9 +202,10 @@ def main() -> None:
     ap.add_argument("port", type=int)
     ap.add_argument("--leak", action="store_true")
     ap.add_argument("--fail-every", type=int, default=0)
+    ap.add_argument("--dead-every", type=int, default=0)
     args = ap.parse_args()
     server = ThreadingHTTPServer(
-        ("127.0.0.1", args.port), make_handler(_State(args.leak, args.fail_every))
+        ("127.0.0.1", args.port), make_handler(_State(args.leak, args.fail_every, args.dead_every))
     )
     server.daemon_threads = True
     print(f"listening on {server.server_port}", flush=True)

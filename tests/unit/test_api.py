@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from pytest_recfair import api
@@ -55,3 +57,35 @@ def test_unknown_arguments_are_config_errors() -> None:
         api.audit(SimulatedRecommender(), atr="religion")
     with pytest.raises(ConfigError, match="unknown argument"):
         api.judge(_run(0), tolerence=0.1)
+
+
+def test_audit_reads_the_catalogue_and_candidates_files(tmp_path: Path) -> None:
+    """Outside pytest the extra inputs of the other kinds of audit are file paths."""
+    rows = [f"r{i},Place {i:02d},{'$' if i < 10 else '$$'}" for i in range(20)]
+    (tmp_path / "places.csv").write_text("id,title,price\n" + "\n".join(rows) + "\n")
+
+    def cheap_for_women(prompt: str) -> str:
+        start = 0 if "female" in prompt.lower() else 5
+        return "\n".join(f"{i + 1}. Place {start + i:02d}" for i in range(10))
+
+    result = api.audit(
+        cheap_for_women, attr="gender", seeds=[f"Director {i}" for i in range(12)], k=10,
+        item_field="price", catalogue=str(tmp_path / "places.csv"), n_resamples=99,
+    )  # fmt: skip
+    (gender,) = result.extras["items"]["attributes"]
+    assert gender["coverage"]["matched"] == gender["coverage"]["total"] > 0
+    price = gender["fields"][0]
+    cheap = price["categories"].index("$")
+    female = price["groups"].index("Female")
+    assert price["shares"][female][cheap] == 1.0  # places 00-09 are all "$"
+    assert price["shares"][0][cheap] == 0.5  # neutral: places 05-14
+
+    (tmp_path / "cands.yaml").write_text(
+        "".join(f"Director {i}: [Film A, Film B, Film C]\n" for i in range(12))
+    )
+    picked = api.audit(
+        lambda prompt: "Film A", attr="gender", seeds=[f"Director {i}" for i in range(12)],
+        candidates=str(tmp_path / "cands.yaml"), orders=3, n_resamples=99,
+    )  # fmt: skip
+    (positions,) = picked.extras["positions"]["attributes"]
+    assert positions["measures"]["consistency"][0] == 1.0  # the same film in every order

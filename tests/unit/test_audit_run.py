@@ -83,7 +83,9 @@ def test_every_prompt_failing_is_a_provider_error() -> None:
     def broken(prompt: str) -> str:
         raise RuntimeError("model offline")
 
-    with pytest.raises(ProviderError, match=r"every one of 30 prompts failed.*model offline"):
+    with pytest.raises(
+        ProviderError, match=r"30 of 30 prompts .*got no valid response.*model offline"
+    ):
         _audit(_settings(entities=6), broken)
 
 
@@ -225,3 +227,54 @@ def test_the_list_overlap_audit_is_the_default_kind() -> None:
     assert registry.select(_settings()) is OVERLAP
     kind: audit.AuditKind = OVERLAP  # satisfies the protocol (checked by mypy)
     assert kind.name == "overlap"
+
+
+def _failing(words: tuple[str, ...], entity: str) -> Any:
+    """The biased simulator, raising for prompts about ``entity`` naming one of ``words``."""
+
+    def recommend(prompt: str) -> str:
+        if entity in prompt and any(w in prompt for w in words):
+            raise RuntimeError("connection reset")
+        return str(BIASED(prompt))
+
+    return recommend
+
+
+def test_a_failed_prompt_leaves_its_value_mean_and_is_never_scored() -> None:
+    settings = _settings(entities=6, max_failed=0.1)
+    whole = _measure(settings)
+    entity = whole.attribute("religion").matrix.entities[0]
+    name = next(e.name for e in SEEDS if e.id == entity)
+    result = _measure(settings, _failing(("Muslim",), name))
+    assert result.failed == {"religion=Muslim": 1}
+    assert result.prompts == 30
+    muslim = {v.value: v for v in result.attribute("religion").values}["Muslim"]
+    assert (muslim.n, muslim.total) == (5, 5)  # left out: not a 0 in the mean
+    # every other cell is exactly that of the run without failures
+    now, before = result.attribute("religion").matrix, whole.attribute("religion").matrix
+    col = now.values.index("Muslim")
+    assert now.sims[0][col] != now.sims[0][col]  # NaN: never scored
+    assert not now.missing[0][col]  # nor counted as an unusable reply
+    keep = [(i, j) for i in range(6) for j in range(len(now.values)) if (i, j) != (0, col)]
+    assert [now.sims[i][j] for i, j in keep] == [before.sims[i][j] for i, j in keep]
+    assert [now.missing[i][j] for i, j in keep] == [before.missing[i][j] for i, j in keep]
+
+
+def test_a_failed_neutral_prompt_leaves_the_entity_out_of_every_value() -> None:
+    settings = _settings(entities=6, max_failed=0.1)
+    entity = _measure(settings).attribute("religion").matrix.entities[0]
+    name = next(e.name for e in SEEDS if e.id == entity)
+    neutral_only = _failing(("I am a fan of",), name)
+    result = _measure(settings, neutral_only)
+    assert result.failed == {"neutral": 1}
+    matrix = result.attribute("religion").matrix
+    assert all(s != s for s in matrix.sims[0])
+    assert not any(matrix.missing[0])
+    assert all(v.n == 5 for v in result.attribute("religion").values)
+
+
+def test_more_failures_than_max_failed_allows_is_a_provider_error() -> None:
+    entity = _measure(_settings(entities=6)).attribute("religion").matrix.entities[0]
+    name = next(e.name for e in SEEDS if e.id == entity)
+    with pytest.raises(ProviderError, match=r"2 of 30 prompts.*religion=Muslim 1.*max_failed"):
+        _measure(_settings(entities=6, max_failed=0.05), _failing(("Muslim", "Hindu"), name))

@@ -199,11 +199,13 @@ def test_400_is_per_case_and_not_retried() -> None:
     assert outcome.requests == 2
 
 
-def test_non_json_200_is_a_per_case_error_without_retry() -> None:
-    outcome = _run(lambda r: httpx.Response(200, text="<html>login</html>"), _cases(2))
+def test_non_json_200_is_retried_then_a_per_case_error() -> None:
+    outcome = _run(
+        lambda r: httpx.Response(200, text="<html>login</html>"), _cases(2), max_retries=2
+    )
     assert len(outcome.errors) == 2
     assert "not JSON" in outcome.errors["c0"]
-    assert outcome.requests == 2
+    assert outcome.requests == 2 * 3  # a garbled body is a transport failure: retried
 
 
 def test_timeouts_are_retried_then_reported() -> None:

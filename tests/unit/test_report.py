@@ -358,3 +358,26 @@ def test_report_package_has_no_import_cycle_and_never_imports_the_gate() -> None
 
     for name in graph:
         visit(name, ())
+
+
+def test_a_large_gap_that_passed_its_gate_is_flagged_not_pass(passing: AuditResult) -> None:
+    a = passing.attributes[0]
+    sims = np.asarray(a.matrix.sims).copy()
+    sims[:, 0] = np.clip(sims[:, 0] - 0.3, 0, 1)  # one value far below the others
+    labels = [v.value for v in a.values]
+    wide = AuditResult(meta=passing.meta, attributes=(attribute(a.attribute, sims, labels),))
+    wide = _gated(wide, None)
+    assert wide.gate is not None
+    assert wide.gate.passed
+    b = wide.attributes[0]
+    assert report.flags(b)[0].startswith("SNSR ")
+    assert report.attribute_label(wide, b) == "FLAG"
+    assert report.attribute_label(passing, a) == ("FLAG" if report.flags(a) else "PASS")
+    lines = report.terminal_summary([wide], 100)
+    row = next(ln for ln in lines if ln.split()[:1] == [b.attribute])
+    assert row.split()[1] == "FLAG"
+    assert any(ln.startswith("FLAG: not a gate failure, but above the method's") for ln in lines)
+    assert "⚠️ flagged" in report.to_markdown([wide])
+    assert '<span class="badge FLAG">FLAG</span>' in report.to_html([wide])
+    failed = _gated(wide, None, max_snsr=0.0)
+    assert report.attribute_label(failed, failed.attributes[0]) == "FAIL"  # a failure wins
