@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.plugin import REPO
+import pytest
+
+from pytest_recfair.sim import SimServer, SimulatedRecommender
+from tests.support.plugin import REPO, plugin_args
 
 DOCS = REPO / "docs"
 _FENCE = re.compile(r"^( *)```(\w*)\n(.*?)^\1```", re.MULTILINE | re.DOTALL)
@@ -45,3 +50,58 @@ def commands(text: str, program: str = "pytest") -> list[list[str]]:
         if words and words[0] == program:
             out.append(words[1:])
     return out
+
+
+# --------------------------------------------------------------- the quickstart's project
+
+QUICKSTART = DOCS / "quickstart.md"
+SIM_KEY = "sk-quickstart-sim-0123456789"
+
+
+def sampling_sim() -> SimServer:
+    """A nearly fair model that samples (noise: 2 of 25 titles change on every call), so a
+    prompt asked twice gets two different replies, as from a real model; latency with
+    jitter, so replies come back in another order than they were asked."""
+    rec = SimulatedRecommender(bias={"religion": {"Muslim": 0.04}}, noise=0.08, seed=3)
+    return SimServer(rec, api_key=SIM_KEY, latency_ms=20, jitter_ms=20)
+
+
+def section(path: Path, title: str, lang: str) -> str:
+    """The one ``lang`` block under the heading that starts with ``title``."""
+    (block,) = [b for b in blocks(path, lang) if b.section.startswith(title)]
+    return block.text
+
+
+def quickstart_project(
+    pytester: pytest.Pytester, srv: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Steps 2 and 3 of the quickstart in ``pytester.path``, the key in the environment."""
+    key_env = write_quickstart_project(pytester.path, srv)
+    monkeypatch.setenv(key_env, SIM_KEY)
+
+
+def write_quickstart_project(root: Path, srv: SimServer) -> str:
+    """Steps 2 and 3 of the quickstart: its audit file and its provider settings, with
+    the simulator's URL as the base URL and a small audit (the doc's own advice). Returns
+    the name of the key's environment variable."""
+    (root / "tests").mkdir()
+    (root / "tests" / "test_fairness.py").write_text(
+        section(QUICKSTART, "2. Write an audit", "python"), "utf-8"
+    )
+    ini = tomllib.loads(section(QUICKSTART, "3. Point it at your model", "toml"))
+    options = {
+        **ini["tool"]["pytest"]["ini_options"],
+        "recfair_base_url": srv.base_url,
+        "recfair_entities": "10",
+    }
+    lines = "".join(f"{key} = {json.dumps(value)}\n" for key, value in options.items())
+    (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n" + lines, "utf-8")
+    return str(options["recfair_api_key_env"])
+
+
+def run_pytest(pytester: pytest.Pytester, args: list[str]) -> pytest.RunResult:
+    return pytester.runpytest(*plugin_args(), "-p", "no:cacheprovider", *args)
+
+
+def baseline_files(root: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(root.glob("*.json"))}
