@@ -27,6 +27,7 @@ bad key, a 404) counts as not recorded, with a :class:`CassetteNote` warning, so
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import re
@@ -60,7 +61,11 @@ __all__ = [
     "RecordedResponse",
     "canonical_body",
     "prompt_of",
+    "read_interactions",
     "sanitize_name",
+    "serialize",
+    "stored_key",
+    "test_name",
 ]
 
 from pytest_recfair.kinds import RECORD_MODES, RECORD_OPTION, RecordMode
@@ -370,6 +375,7 @@ class _Tape:
         "entries",
         "existed",
         "keys",
+        "last",
         "legacy",
         "loaded",
         "new",
@@ -378,7 +384,6 @@ class _Tape:
         "raw",
         "stale",
         "tags",
-        "used",
     )
 
     def __init__(self, path: Path) -> None:
@@ -386,7 +391,7 @@ class _Tape:
         self.existed = False
         self.tags: list[str] = []  # the test name that recorded each entry ("" unknown)
         self.stale = 0  # error replies of older versions: never replayed
-        self.used: set[int] = set()  # positions replayed in this run (for prune)
+        self.last = -1  # the position ``take`` served last
         self.legacy: list[Path] = []  # files of the old per-test layout read into this tape
         # Replay data as flat tuples of str/int: the garbage collector untracks those, so
         # 32,000 loaded interactions do not slow down every later collection (the parsed
@@ -422,7 +427,7 @@ class _Tape:
         mine = [p for p in positions if self.tags[p] in tests]
         position = (mine or positions)[0]
         self.played[position] = 1
-        self.used.add(position)
+        self.last = position
         return self.entries[position]
 
 
@@ -449,6 +454,7 @@ class CassetteStore:
         secrets: Sequence[str] = (),
         autosave: float | None = 30.0,
         imports: Sequence[Path] = (),
+        usage: set[tuple[str, Key]] | None = None,
     ) -> None:
         if mode not in RECORD_MODES:
             raise ConfigError(
@@ -477,6 +483,9 @@ class CassetteStore:
         self.imports = tuple(Path(p) for p in imports)
         self._foreign: _Tape | None = None
         self._legacy_dirs: tuple[Path, ...] | None = None  # listed once, on the first load
+        # (file name, stored key) of every interaction replayed or recorded, for
+        # pruning; None: not tracked (costs nothing).
+        self.usage = usage
         self._lock = threading.RLock()
         self.add_secrets(secrets)
 
@@ -537,7 +546,7 @@ class CassetteStore:
             raw: str | bytes = body.decode("utf-8")
         except UnicodeDecodeError:
             raw = body
-        tests = (test_name(test_id), sanitize_name(test_id))
+        tests = _provenance(test_id)
         with self._lock:
             tape = self._tape(entity_id)
             reply = tape.take(tape.raw, (*head, raw, repeat), tests)
@@ -545,6 +554,8 @@ class CassetteStore:
                 reply = tape.take(
                     self._canon_index(tape), self._canon_key(*head, body, repeat), tests
                 )
+            if reply is not None and self.usage is not None:
+                self.usage.add((tape.path.name, tape.keys[tape.last]))
             if reply is None and self.imports:
                 foreign = self._foreign_tape()
                 key = self._canon_key(*head, body, repeat)
@@ -640,6 +651,8 @@ class CassetteStore:
         interaction = self._interaction(request, response, test_name(test_id))
         with self._lock:
             tape = self._tape(entity_id)
+            if self.usage is not None:
+                self.usage.add((tape.path.name, stored_key(interaction)))
             tape.new.append(interaction)
             tape.dirty = True
             if self.autosave is not None and time.monotonic() - self._last_save >= self.autosave:
@@ -890,13 +903,7 @@ class CassetteStore:
         )
 
     def _serialize(self, interactions: list[dict[str, Any]]) -> str:
-        # One interaction per line: compact (fast to load) yet diff-friendly in git.
-        lines = ",\n".join(json.dumps(item, ensure_ascii=False) for item in interactions)
-        text = (
-            f'{{"interactions": [\n{lines}\n], "version": {CASSETTE_FORMAT_VERSION}}}\n'
-            if interactions
-            else f'{{"interactions": [], "version": {CASSETTE_FORMAT_VERSION}}}\n'
-        )
+        text = serialize(interactions)
         for secret in self._secrets:
             # The value itself, its JSON-escaped and its URL-encoded forms.
             for form in {
@@ -916,6 +923,42 @@ class CassetteStore:
             else:
                 value = value.replace(secret.encode("utf-8"), FILTERED.encode("utf-8"))
         return value
+
+
+def stored_key(item: Mapping[str, Any]) -> Key:
+    """The key of a saved interaction as stored (body text unparsed), as ``_index`` keys it."""
+    request = item["request"]
+    parts = urlsplit(request["uri"])
+    return (
+        request["method"].upper(),
+        (parts.hostname or "").lower(),
+        parts.path or "/",
+        request.get("body") or "",
+        _repeat_of(request),
+    )
+
+
+def read_interactions(path: Path) -> list[dict[str, Any]]:
+    """The interactions of a native cassette file (for pruning)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    interactions = data.get("interactions") if isinstance(data, dict) else None
+    if not isinstance(interactions, list):
+        raise CassetteError(f"cassette {path} is not a vcrpy cassette; delete it or fix it.")
+    return interactions
+
+
+def serialize(interactions: list[dict[str, Any]]) -> str:
+    """A cassette file's text: one interaction per line (compact, diff-friendly)."""
+    lines = ",\n".join(json.dumps(item, ensure_ascii=False) for item in interactions)
+    if not interactions:
+        return f'{{"interactions": [], "version": {CASSETTE_FORMAT_VERSION}}}\n'
+    return f'{{"interactions": [\n{lines}\n], "version": {CASSETTE_FORMAT_VERSION}}}\n'
+
+
+@functools.lru_cache(maxsize=256)
+def _provenance(test_id: str) -> tuple[str, str]:
+    # Per lookup otherwise: sanitize_name hashes the id.
+    return (test_name(test_id), sanitize_name(test_id))
 
 
 def test_name(test_id: str) -> str:

@@ -24,7 +24,7 @@ from pytest_recfair.kinds import PROVIDER_KINDS, RECORD_MODES, REPORT_FORMATS
 if TYPE_CHECKING:
     # audit pulls in numpy, httpx and jsonschema (~0.3 s): imported only when an audit
     # runs or a run has results to report, never at pytest start-up
-    from pytest_recfair import audit, shards
+    from pytest_recfair import audit, plan, shards
 
 __all__ = ["marker"]
 
@@ -81,6 +81,8 @@ _FIXTURE_ERRORS = pytest.StashKey[set[int]]()
 _AUDITED = pytest.StashKey[set[str]]()  # node ids of the @fairness tests collected
 _SHARD: pytest.StashKey[shards.Shard] = pytest.StashKey()
 _MERGE: pytest.StashKey[audit.MergeSource] = pytest.StashKey()
+_PLANS: pytest.StashKey[list[plan.Plan]] = pytest.StashKey()  # the run's plans, in order
+_PRUNER: pytest.StashKey[_Pruner] = pytest.StashKey()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -172,6 +174,7 @@ _AUDIT_OPTIONS = (
     "fairness_report",
     "fairness_shard",
     "fairness_merge",
+    "fairness_prune",
 )
 
 
@@ -220,6 +223,14 @@ def _add_scale_options(group: pytest.OptionGroup) -> None:
         "(ini: recfair_batch)",
     )
     group.addoption(
+        "--fairness-prune",
+        dest="fairness_prune",
+        action="store_true",
+        default=False,
+        help="list cassette interactions and baselines no test used; delete them only "
+        "after a full run (no test deselected, failed or skipped; see docs/cassettes.md)",
+    )
+    group.addoption(
         "--fairness-shard",
         dest="fairness_shard",
         metavar="I/N",
@@ -246,6 +257,9 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if not hasattr(config, "workerinput"):  # xdist workers only ship results
         config.pluginmanager.register(_Controller(config), "recfair-controller")
+    if config.getoption("fairness_prune", False):
+        config.stash[_PRUNER] = _Pruner(config)
+        config.pluginmanager.register(config.stash[_PRUNER], "recfair-prune")
     _check_strictness(config)
     _configure_shards(config)
     config.stash[_REPORT_PATHS] = _report_paths(config, _resolve(config, {}))
@@ -488,10 +502,12 @@ def recfair_cassettes(
 
     base = request.config.rootpath
     imports = recfair_settings.vcr_cassettes or ""
+    pruner = request.config.stash.get(_PRUNER, None)
     return CassetteStore(
         base / recfair_settings.cassette_dir,
         recfair_settings.record_mode,
         imports=[base / p.strip() for p in imports.split(",") if p.strip()],
+        usage=None if pruner is None else pruner.use(recfair_settings),
     )
 
 
@@ -510,6 +526,9 @@ def fairness_result(
         )
     s = recfair_settings
     state = audit.load_baseline(request.config.rootpath / s.baseline_dir, node.nodeid, s.baseline)
+    pruner = request.config.stash.get(_PRUNER, None)
+    if pruner is not None:
+        pruner.baselines.update(p for p in (state.path, state.legacy) if p is not None)
     problem: RecfairError | None = None
     try:
         merge = request.config.stash.get(_MERGE, None)
@@ -565,6 +584,9 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     seeds = request.getfixturevalue("recfair_seeds")
     grid = request.getfixturevalue("recfair_grid")
     shard = config.stash.get(_SHARD, None)
+    inputs = _inputs(request, s)
+    # before anything is sent: print the plan, refuse beyond the budget (--fairness-plan: skip)
+    planned = _plan(request, s, recommender, seeds, grid, inputs, shard)
     failed = None
     if s.batch:
         failed = audit.record_batch(
@@ -584,14 +606,93 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
         "cassettes": request.getfixturevalue("recfair_cassettes"),
         "test_id": node.nodeid,
         "failed": failed,
-        "inputs": _inputs(request, s),
+        "inputs": inputs,
     }
     if shard is None:
-        return audit.measure(s, recommender, progress=False, **common)
+        live = _live_line(config, planned)
+        try:
+            return audit.measure(s, recommender, progress=False, live=live, **common)
+        finally:
+            if live is not None:
+                live.close()
     out = audit.run_shard(s, recommender, shard=shard, root=config.rootpath / s.shard_dir, **common)
     pytest.skip(
         f"fairness shard {shard}: {out.scored} of {out.total} entities scored, written to "
         f"{out.path}; gate the merged audit with --fairness-merge"
+    )
+
+
+def _plan(
+    request: pytest.FixtureRequest,
+    s: settings.AuditSettings,
+    recommender: Any,
+    seeds: Any,
+    grid: Any,
+    inputs: Any,
+    shard: Any,
+) -> Any:
+    """This audit's plan, printed when it will send requests (or with --fairness-plan,
+    which then skips the test); a plan past the run's budget fails the test unsent."""
+    from pytest_recfair import plan
+    from pytest_recfair.audit import planning
+
+    if not (s.plan or planning.is_live(s, recommender)):
+        return None
+    config = request.config
+    planned = planning.audit_plan(
+        s,
+        recommender,
+        seeds=seeds,
+        grid=grid,
+        test_id=request.node.nodeid,
+        cassette_root=config.rootpath / s.cassette_dir,
+        inputs=inputs,
+        shard=shard,
+    )
+    plans = config.stash.setdefault(_PLANS, [])
+    if s.plan or planned.to_ask:
+        _terminal_line(config)(f"recfair plan: {planned.line()}")
+    if s.plan:
+        plans.append(planned)
+        pytest.skip("fairness plan only (--fairness-plan): nothing was sent")
+    plan.check_budget(planning.budget_of(s), plans, planned)
+    plans.append(planned)
+    return planned
+
+
+def _live_line(config: pytest.Config, planned: Any) -> Any:
+    """The progress line of a run that sends requests, drawn through pytest's terminal
+    (shown without -s): redrawn in place on a terminal, a line per tenth elsewhere."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if planned is None or not planned.to_ask or reporter is None:
+        return None
+    from pytest_recfair.liveline import LiveLine
+
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    fresh = [True]
+
+    def shown(draw: Any) -> None:
+        if capture is None:
+            draw()
+            return
+        with capture.global_and_fixture_disabled():
+            draw()
+
+    def rewrite(text: str) -> None:
+        def draw() -> None:
+            if fresh[0]:  # off the "test_file.py " line pytest is writing
+                reporter.ensure_newline()
+                fresh[0] = False
+            reporter.rewrite(text, erase=True)
+
+        shown(draw)
+
+    return LiveLine(
+        planned.to_ask,
+        tty=bool(reporter.isatty()),
+        rewrite=rewrite,
+        write_line=lambda text: shown(lambda: reporter.write_line(text)),
+        cost_known=planned.cost is not None,
     )
 
 
@@ -835,6 +936,12 @@ class _Controller:
                 collector.notes.append(f"fairness history entry written: {entry}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        plans = self.config.stash.get(_PLANS, [])
+        if plans:
+            from pytest_recfair import plan
+
+            terminalreporter.write_sep("=", "fairness plan")
+            terminalreporter.write_line(plan.total_line(plans))
         collector = self.collector
         if collector is None or not (collector.results or collector.notes):
             return
@@ -845,3 +952,74 @@ class _Controller:
 
         for line in collector.summary_lines(width):
             terminalreporter.write_line(secrets.scrub(line))
+
+
+class _Pruner:
+    """--fairness-prune: what the run used; at the end, what it did not (docs/cassettes.md)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.usage: set[Any] = set()
+        self.baselines: set[Path] = set()
+        self.roots: set[tuple[str, str]] = set()
+        self.deselected = 0
+        self.lines: list[str] = []
+
+    def use(self, s: settings.AuditSettings) -> set[Any]:
+        self.roots.add((s.cassette_dir, s.baseline_dir))
+        return self.usage
+
+    def pytest_deselected(self, items: list[pytest.Item]) -> None:
+        self.deselected += len(items)
+
+    def _partial(self, session: pytest.Session) -> str | None:
+        """Why this run may not have used everything that is still needed, or None."""
+        config = self.config
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        stats = getattr(reporter, "stats", {}) if reporter is not None else {}
+        reasons = [
+            (config.getoption("numprocesses", None) not in (None, 0), "run with xdist (-n)"),
+            (config.getoption("fairness_shard", None) is not None, "a shard"),
+            (config.getoption("fairness_merge", None) is not None, "a merge"),
+            (bool(config.getoption("keyword") or config.getoption("markexpr")), "-k/-m given"),
+            (config.args_source == pytest.Config.ArgsSource.ARGS, "test paths given"),
+            (self.deselected > 0, f"{self.deselected} test(s) deselected"),
+            (session.testsfailed > 0, f"{session.testsfailed} test(s) failed"),
+            (bool(stats.get("skipped")), "test(s) skipped"),
+            (bool(stats.get("error")), "errors"),
+        ]
+        found = [why for cond, why in reasons if cond]
+        return ", ".join(found) if found else None
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        from pytest_recfair import prune
+
+        if not self.roots:  # no audit asked for its cassettes
+            self.roots.add((settings.DEFAULTS["cassette_dir"], settings.DEFAULTS["baseline_dir"]))
+        partial = self._partial(session)
+        root = self.config.rootpath
+        for cassette_dir, baseline_dir in sorted(self.roots):
+            found = prune.plan(
+                root / cassette_dir,
+                self.usage,
+                root / baseline_dir,
+                self.baselines,
+                migrate=partial is None,
+            )
+            self.lines.extend(found.lines(root))
+            if partial is None and not found.empty:
+                prune.apply(found)
+        if not self.lines:
+            self.lines.append("nothing unused: every cassette interaction and baseline was used")
+        elif partial is not None:
+            self.lines.append(
+                f"listed only, nothing deleted: not a full run ({partial}); run the whole "
+                "suite with --fairness --fairness-prune to delete them"
+            )
+        else:
+            self.lines.append("deleted (a full run used none of them)")
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        terminalreporter.write_sep("=", "fairness prune")
+        for line in self.lines:
+            terminalreporter.write_line(line)

@@ -424,7 +424,7 @@ def _attribute_result(
     cfg = tally.config
     matrix = metrics.SimilarityMatrix(tally.entities, at.values, at.sims[metric], at.missing)
     table = metrics.summarize(matrix)
-    boot = metrics.bootstrap(matrix, n_resamples=n_resamples, seed=seed)
+    boot = metrics.intervals(matrix, n_resamples=n_resamples, seed=seed)
     values = tuple(
         ValueResult(
             value=v,

@@ -178,7 +178,7 @@ def result_of(settings: AuditSettings, meta: AuditMeta, tally: Tally) -> AuditRe
     """The (ungated) AuditResult of a complete tally: one run's, or merged shards'."""
     return AuditResult(
         meta=meta,
-        attributes=tally.results(n_resamples=settings.n_resamples, seed=settings.seed),
+        attributes=tally.results(n_resamples=settings.n_resamples, seed=settings.resample_seed),
         prompt_tokens=tally.prompt_tokens,
         completion_tokens=tally.completion_tokens,
         cost=_cost(settings, tally.prompt_tokens, tally.completion_tokens),

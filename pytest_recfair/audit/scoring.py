@@ -86,7 +86,9 @@ def _score_attribute(
     for metric in settings.metrics:
         matrix = _mean_matrix([c.matrix(metric) for c in cubes])
         table = metrics.summarize(matrix)
-        boot = metrics.bootstrap(matrix, n_resamples=settings.n_resamples, seed=settings.seed)
+        boot = metrics.intervals(
+            matrix, n_resamples=settings.n_resamples, seed=settings.resample_seed
+        )
         values = tuple(
             ValueResult(
                 value=v,
@@ -131,7 +133,7 @@ def _noise_floor(
         k=settings.k,
         variant=settings.variant,
         n_resamples=settings.n_resamples,
-        seed=settings.seed,
+        seed=settings.resample_seed,
     )
     return None if floor is None else Stat(float(floor.mean), _interval(floor.ci))
 

@@ -6,7 +6,9 @@ Pure numpy + stdlib. Submodules:
   variants ("normalized", "fairllm", "langfair");
 - ``aggregate``: similarity matrices, attribute tables, SNSR / SNSV / PAFS, entropy,
   curves over k, and the FaiRLLM-notebook row reader;
-- ``stats``: entity bootstrap, paired comparison of two runs, repeat noise floor.
+- ``stats``: the reported intervals, entity bootstrap, paired comparison of two runs,
+  repeat noise floor;
+- ``inference``: t- and pairwise max-t intervals, the family-wise drift test.
 
 See docs/metrics.md for formulas and worked examples.
 """
@@ -42,12 +44,14 @@ from pytest_recfair.metrics.aggregate import (
 )
 from pytest_recfair.metrics.lists import jaccard, prag, serp
 from pytest_recfair.metrics.stats import (
+    AttributeIntervals,
     BootstrapResult,
     Comparison,
     NoiseFloor,
     bootstrap,
     compare,
     forget_weights,
+    intervals,
     noise_floor,
     noise_floor_of,
     noise_per_entity,
@@ -58,6 +62,7 @@ __all__ = [
     "MISSING_POLICIES",
     "STATISTICS",
     "VARIANTS",
+    "AttributeIntervals",
     "AttributeTable",
     "BootstrapResult",
     "Comparison",
@@ -76,6 +81,7 @@ __all__ = [
     "curves",
     "entropy",
     "forget_weights",
+    "intervals",
     "jaccard",
     "noise_floor",
     "noise_floor_of",

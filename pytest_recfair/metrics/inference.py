@@ -174,8 +174,13 @@ def spread_intervals(
     confidence: float = 0.95,
     n_resamples: int = 2000,
     seed: int | np.random.Generator = 0,
+    weights: FloatArray | None = None,
 ) -> SpreadIntervals:
-    """SNSR / SNSV / PAFS intervals of one (entities x values) similarity matrix."""
+    """SNSR / SNSV / PAFS intervals of one (entities x values) similarity matrix.
+
+    ``weights`` (B, E): entity resample counts to use instead of drawing them from ``seed``
+    (an audit's tables share one draw).
+    """
     conf = check_confidence(confidence)
     B = check_positive_int(n_resamples, "n_resamples")
     rng = make_rng(seed)
@@ -185,10 +190,16 @@ def spread_intervals(
         nan = (math.nan, math.nan)
         zero = (0.0, 0.0) if V == 1 else nan
         return SpreadIntervals(zero, zero, (1.0, 1.0) if V == 1 else nan, B, conf)
-    W = _weights(rng, B, E)
+    W = _weights(rng, B, E) if weights is None else np.asarray(weights, dtype=np.float64)
+    if W.shape != (B, E):
+        raise DataError(f"spread_intervals: weights must be ({B}, {E}); got {W.shape}.")
     a, b = np.triu_indices(V, k=1)
     d, se_d, t_d = _boot_t(X[:, a] - X[:, b], W)
-    centred = X - np.nanmean(X, axis=1, keepdims=True)
+    valid = ~np.isnan(X)
+    n_row = valid.sum(axis=1, keepdims=True)
+    row = np.where(valid, X, 0.0).sum(axis=1, keepdims=True)
+    # an entity with no scorable cell (missing="skip") stays all-NaN, without a warning
+    centred = X - np.divide(row, n_row, out=np.full(row.shape, np.nan), where=n_row > 0)
     c, se_c, t_c = _boot_t(centred, W)
     snsv, pafs = _centred_bounds(c, se_c, t_c, 1 - conf)
     return SpreadIntervals(_snsr_interval(d, se_d, t_d, 1 - conf), snsv, pafs, B, conf)

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.kinds import MetricName, Statistic, Variant
-from pytest_recfair.metrics import _engine
+from pytest_recfair.metrics import _engine, inference
 from pytest_recfair.metrics._check import (
     check_confidence,
     check_k,
@@ -32,12 +32,14 @@ from pytest_recfair.metrics._check import (
 from pytest_recfair.metrics.aggregate import SimilarityMatrix, _column_means, pafs, snsr, snsv
 
 __all__ = [
+    "AttributeIntervals",
     "BootstrapResult",
     "Comparison",
     "NoiseFloor",
     "bootstrap",
     "compare",
     "forget_weights",
+    "intervals",
     "noise_floor",
     "noise_floor_of",
     "noise_per_entity",
@@ -213,6 +215,48 @@ def bootstrap(
         n_resamples=B,
         confidence=conf,
         n_undefined=int(np.isnan(means).any(axis=1).sum()),
+    )
+
+
+@dataclass(frozen=True)
+class AttributeIntervals:
+    """The intervals an attribute table reports (see ``intervals``)."""
+
+    value_ci: dict[str, Interval]
+    snsr_ci: Interval
+    snsv_ci: Interval
+    pafs_ci: Interval
+    n_resamples: int
+    confidence: float
+    method: str = "t / pairwise-max-t"
+
+
+def intervals(
+    matrix: SimilarityMatrix,
+    n_resamples: int = 2000,
+    seed: int | np.random.Generator = 0,
+    confidence: float = 0.95,
+) -> AttributeIntervals:
+    """The reported intervals: a t-interval over entities for each value's mean Sim(a),
+    and ``inference.spread_intervals`` for SNSR / SNSV / PAFS (they cover a fair
+    attribute and ties at the top, which a percentile bootstrap of max - min never does).
+    """
+    m = _check_matrix(matrix, "matrix")
+    B = check_positive_int(n_resamples, "n_resamples")
+    conf = check_confidence(confidence)
+    make_rng(seed)  # validates the seed
+    sims = np.asarray(m.sims, dtype=np.float64)
+    spread = inference.spread_intervals(
+        sims, conf, B, weights=_seeded_weights(seed, B, sims.shape[0])
+    )
+    means = inference.mean_intervals(sims, conf)
+    return AttributeIntervals(
+        value_ci=dict(zip(m.values, means, strict=True)),
+        snsr_ci=spread.snsr,
+        snsv_ci=spread.snsv,
+        pafs_ci=spread.pafs,
+        n_resamples=B,
+        confidence=conf,
     )
 
 

@@ -91,13 +91,18 @@ def test_identical_prompts_in_two_tests_are_asked_once(
     assert all(f.endswith(".json") for f in files)
 
 
-def test_moving_a_test_file_costs_no_request(
-    pytester: pytest.Pytester, sim: SimServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _recorded(pytester: pytest.Pytester, sim: SimServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A project whose two tests recorded their cassettes and baselines from ``sim``."""
     monkeypatch.setenv("SIM_KEY", KEY)
     _ini(pytester, sim)
     pytester.makepyfile(test_fair=TESTS)
     _run(pytester, "--fairness-record=once", "--fairness-update").assert_outcomes(passed=2)
+
+
+def test_moving_a_test_file_costs_no_request(
+    pytester: pytest.Pytester, sim: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _recorded(pytester, sim, monkeypatch)
     recorded = sim.stats.requests
     baselines = sorted(p.name for p in (pytester.path / "baselines").iterdir())
     assert baselines == ["test_gender.json", "test_religion.json"]  # stable names, no path
@@ -165,3 +170,34 @@ def test_an_interrupted_recording_resumes_without_asking_again(
     total = _interactions(cassettes)
     assert resumed == total - kept  # exactly the prompts without a recording
     assert 0 < resumed < total  # it was cut off mid-way
+
+
+def test_prune_lists_after_a_partial_run_and_deletes_after_a_full_one(
+    pytester: pytest.Pytester, sim: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _recorded(pytester, sim, monkeypatch)
+    cassettes, baselines = pytester.path / "fixtures" / "cassettes", pytester.path / "baselines"
+    everything = _interactions(cassettes)
+    only_religion = TESTS.split('@fairness(attr="gender")')[0]
+    pytester.makepyfile(test_fair=only_religion)  # test_gender is gone
+    partial = _run(pytester, "--fairness-prune", "-k", "religion")
+    partial.assert_outcomes(passed=1)
+    partial.stdout.fnmatch_lines(
+        ["*fairness prune*", "*baseline baselines/test_gender.json: unused*",
+         "*listed only, nothing deleted: not a full run (-k/-m given)*"]
+    )  # fmt: skip
+    assert _interactions(cassettes) == everything
+    assert (baselines / "test_gender.json").exists()
+    full = _run(pytester, "--fairness-prune")
+    full.assert_outcomes(passed=1)
+    full.stdout.fnmatch_lines(["*cassette *.json: * of * interactions unused*", "*deleted*"])
+    assert not (baselines / "test_gender.json").exists()
+    assert (baselines / "test_religion.json").exists()
+    left = _interactions(cassettes)
+    assert 0 < left < everything
+    requests = sim.stats.requests
+    again = _run(pytester, "--fairness-prune")  # replay: nothing it needs was deleted
+    again.assert_outcomes(passed=1)
+    again.stdout.fnmatch_lines(["*nothing unused*"])
+    assert sim.stats.requests == requests
+    assert _interactions(cassettes) == left

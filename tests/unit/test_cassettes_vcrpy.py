@@ -12,7 +12,13 @@ import pytest
 import vcr
 from vcr.serializers import yamlserializer
 
-from pytest_recfair.cassettes import CassetteStore, RecordedRequest, RecordedResponse
+from pytest_recfair.cassettes import (
+    CassetteStore,
+    RecordedRequest,
+    RecordedResponse,
+    sanitize_name,
+)
+from pytest_recfair.errors import CassetteError
 from pytest_recfair.providers.transport import CassetteTransport
 from tests.support.real_cassettes import REAL
 
@@ -170,3 +176,60 @@ def test_real_recorded_reply_is_saved_decoded_scrubbed_and_replayed(
 
     replayed = asyncio.run(send(CassetteStore(tmp_path), None))
     assert replayed == live
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "openai_chat_completions_gpt-4o.yaml",
+        "anthropic_messages_claude-sonnet-4-0.yaml",
+        "gemini_generatecontent_gemini-2.5-flash.yaml",
+    ],
+)
+def test_a_vcrpy_yaml_cassette_is_replayed_through_vcrpys_loader(tmp_path: Path, name: str) -> None:
+    """recfair_vcr_cassettes: a team's pytest-recording YAML (gzip bodies and all) is
+    read by vcrpy's persister and replayed by the store, never copied or written."""
+    interaction = _real(name)
+    request, response = interaction["request"], interaction["response"]
+    body = request["body"]
+    body = body if isinstance(body, bytes) else (body or "").encode()
+    store = CassetteStore(tmp_path / "ours", imports=[REAL / name])
+    hit = store.lookup(TEST, "any-entity", request["method"], request["uri"], body, 0)
+    assert hit is not None
+    assert hit.status == response["status"]["code"]
+    encoded = {k.lower(): v for k, v in response["headers"].items()}.get("content-encoding")
+    if encoded:  # vcrpy's decode_response undid the compression
+        assert not any(k.lower() == "content-encoding" for k, _ in hit.headers)
+    if not hit.body.startswith(b"data:"):
+        json.loads(hit.body)  # readable JSON text, not gzip bytes
+    assert not (tmp_path / "ours").exists()  # imported cassettes are never written
+
+
+def test_a_missing_import_path_is_a_one_line_error(tmp_path: Path) -> None:
+    store = CassetteStore(tmp_path, imports=[tmp_path / "nope"])
+    with pytest.raises(CassetteError, match=r"nope does not exist; fix recfair_vcr_cassettes"):
+        store.lookup(TEST, "e", "POST", URL, json.dumps(chat("x")).encode(), 0)
+
+
+def test_the_old_per_test_layout_is_read_by_vcrpy_and_migrated_on_save(tmp_path: Path) -> None:
+    old = tmp_path / sanitize_name("tests/test_fair.py::test_movies") / "nolan.json"
+    ours(tmp_path / "scratch", {"choices": [{"message": {"content": "Heat"}}]}).rename(
+        tmp_path / "moved.json"
+    )
+    old.parent.mkdir()
+    # the old layout: the same vcrpy JSON, one folder per test (the entity name differs)
+    data = json.loads((tmp_path / "moved.json").read_text("utf-8"))
+    old.write_text(json.dumps(data), encoding="utf-8")
+    body = json.dumps(chat("movies like Nolan")).encode()
+    hit = CassetteStore(tmp_path).lookup(TEST, "nolan", "POST", URL, body, 2)
+    assert hit is not None
+    assert json.loads(hit.body)["choices"][0]["message"]["content"] == "Heat"
+    recording = CassetteStore(tmp_path, "new_episodes")
+    recording.record(TEST, "nolan", RecordedRequest("POST", URL, (), b'{"p": 1}'),
+                     RecordedResponse(200, (), b"{}", "OK"))  # fmt: skip
+    recording.flush()
+    assert not old.exists()
+    assert not old.parent.exists()
+    again = CassetteStore(tmp_path)
+    assert again.lookup("sub/t.py::test_movies", "nolan", "POST", URL, body, 2) is not None
+    assert len(json.loads((tmp_path / "nolan.json").read_text("utf-8"))["interactions"]) == 2

@@ -171,3 +171,30 @@ def test_bad_tolerance_or_alpha_is_a_config_error(tol: float, alpha: float) -> N
     X = np.zeros((20, 2))
     with pytest.raises(ConfigError):
         inf.drift_test([_member(X, X)], tolerance=tol, alpha=alpha)
+
+
+def test_reported_intervals_are_the_t_and_pairwise_intervals() -> None:
+    """metrics.intervals (what reports show) = t-intervals for Sim(a) and the pairwise
+    max-t spread intervals on the audit's shared resample draw; a fair attribute's SNSR
+    interval reaches 0 (the percentile bootstrap of max - min never did)."""
+    from pytest_recfair import metrics
+
+    rng = np.random.default_rng(5)
+    X = rng.uniform(0.3, 0.7, size=(40, 1)) + rng.normal(0, 0.03, size=(40, 3))
+    names = tuple(f"e{i}" for i in range(40))
+    m = metrics.SimilarityMatrix(names, ("a", "b", "c"), X, np.zeros(X.shape, bool))
+    got = metrics.intervals(m, n_resamples=400, seed=2)
+    assert list(got.value_ci.values()) == inf.mean_intervals(X)
+    assert got.snsr_ci[0] == 0.0 < metrics.summarize(m).snsr < got.snsr_ci[1]
+    assert metrics.bootstrap(m, n_resamples=400, seed=2).snsr_ci[0] > 0.0
+
+
+def test_an_entity_without_scores_is_left_out_quietly() -> None:
+    rng = np.random.default_rng(6)
+    X = 0.5 + rng.normal(0, 0.01, size=(30, 3))
+    X[:, 0] += 0.1
+    X[2] = np.nan
+    si = inf.spread_intervals(X, n_resamples=200, seed=0)
+    full = inf.spread_intervals(np.delete(X, 2, axis=0), n_resamples=200, seed=0)
+    assert 0.05 < si.snsr[0] < si.snsr[1] < 0.15
+    assert si.snsr[0] == pytest.approx(full.snsr[0], abs=0.01)

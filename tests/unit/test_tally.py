@@ -66,7 +66,7 @@ def test_results_match_the_metrics_package() -> None:
     got = results["religion.serp"]
     sims = np.nanmean(np.stack([c.matrix("serp").sims for c in cubes]), axis=0)
     np.testing.assert_array_equal(got.matrix.sims, sims)
-    boot = metrics.bootstrap(got.matrix, n_resamples=300, seed=1)
+    boot = metrics.intervals(got.matrix, n_resamples=300, seed=1)
     assert got.snsr.ci is not None
     assert (got.snsr.ci.low, got.snsr.ci.high) == boot.snsr_ci
     for v, curve in cubes[0].curves("serp").items():
