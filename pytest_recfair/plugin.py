@@ -741,12 +741,20 @@ def _terminal_line(config: pytest.Config) -> Any:
             return
         line = scrub(line)
         if capture is None:
-            reporter.write_line(line)
+            _own_line(reporter, line)
             return
         with capture.global_and_fixture_disabled():
-            reporter.write_line(line)
+            _own_line(reporter, line)
 
     return write
+
+
+def _own_line(reporter: Any, line: str) -> None:
+    """``line`` on a line of its own: under ``-q`` pytest's progress letters ("s", ".")
+    leave the cursor mid-line, and ``write_line`` only breaks lines after a file path."""
+    if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
+        reporter.write("\n")
+    reporter.write_line(line)
 
 
 @pytest.fixture(autouse=True)
