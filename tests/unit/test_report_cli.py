@@ -1,6 +1,6 @@
 """``python -m pytest_recfair report RUN.json --to md|html``: a stored JSON run report,
 rendered again (issue 11 point 1). The plugin-written round trip is in
-tests/integration/test_report_cli.py."""
+tests/integration/test_plugin_report_cli.py."""
 
 from __future__ import annotations
 
