@@ -8,16 +8,19 @@ replay computes, and that replay must pass without asking the server anything.
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from pytest_recfair.sim import SimServer
+from pytest_recfair.sim import SimServer, SimulatedRecommender
 from tests.support.docs import (
     QUICKSTART,
+    SIM_KEY,
     baseline_files,
+    blocks,
     commands,
     quickstart_project,
     run_pytest,
@@ -91,3 +94,29 @@ def test_a_recording_pass_scores_what_its_replay_scores(
     assert sorted(replayed) == sorted(recorded)
     for name, data in recorded.items():
         assert _numbers(json.loads(replayed[name])) == _numbers(json.loads(data)), name
+
+
+def test_step_6_re_records_a_changed_model_and_accepts_it_from_a_replay(
+    pytester: pytest.Pytester, sim: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quickstart_project(pytester, sim, monkeypatch)
+    for args in commands(section(QUICKSTART, "4. Record once", "bash")):
+        run_pytest(pytester, args)
+    rerecord, accept = (c for b in blocks(QUICKSTART, "bash") if b.section.startswith("6.")
+                        for c in commands(b.text))  # fmt: skip
+    assert "--fairness-record=all" in rerecord
+    changed = SimulatedRecommender(bias={"religion": {"Muslim": 0.40}}, noise=0.08, seed=3)
+    ini = pytester.path / "pyproject.toml"
+    with SimServer(changed, api_key=SIM_KEY) as new_model:
+        ini.write_text(ini.read_text("utf-8").replace(sim.base_url, new_model.base_url))
+        regressed = run_pytest(pytester, [*rerecord, "-k", "test_religion"])
+    regressed.assert_outcomes(failed=1)
+    # the command the failure prints is the doc's accept command, word for word
+    (line,) = [x for x in regressed.outlines if "accept them with: " in x]
+    assert shlex.split(line.split("accept them with: ", 1)[1]) == ["pytest", *accept]
+    run_pytest(pytester, accept).assert_outcomes(passed=1)  # a replay of the new replies
+    accepted = (pytester.path / "baselines" / "test_religion.json").read_bytes()
+    replay = ["--fairness", "--fairness-record=none", "-k", "test_religion"]
+    run_pytest(pytester, replay).assert_outcomes(passed=1)
+    run_pytest(pytester, [*replay, "--fairness-update", "-o", "recfair_baseline_dir=ci"])
+    assert (pytester.path / "ci" / "test_religion.json").read_bytes() == accepted
