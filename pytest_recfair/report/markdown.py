@@ -24,6 +24,7 @@ from pytest_recfair.report.status import (
     result_status,
     same_attribute,
     shown,
+    usage_text,
 )
 from pytest_recfair.results import AuditResult
 
@@ -129,5 +130,7 @@ def to_markdown(results: Sequence[AuditResult], baselines: Baselines = None) -> 
         if any(st for _, st in repeats):
             out.append("")
         out += _gate(r)
+        usage = usage_text(r)
+        out += [f"- {_md(usage)}", ""] if usage else []
         out += _values(r, base.get(r.meta.test_id))
     return "\n".join(out).rstrip() + "\n"

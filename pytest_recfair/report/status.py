@@ -32,6 +32,7 @@ __all__ = [
     "repeat_stats",
     "result_status",
     "same_attribute",
+    "usage_text",
 ]
 
 # Baselines by test id, or a plain sequence of baseline AuditResults.
@@ -211,3 +212,11 @@ def shown(a: AttributeResult, statistic: Statistic) -> Stat:
         return Stat(math.nan)
     stat: Stat = getattr(a, statistic)
     return stat
+
+
+def usage_text(r: AuditResult) -> str | None:
+    """Tokens and cost of the audit's replies (None when no reply reported usage)."""
+    if not (r.prompt_tokens or r.completion_tokens):
+        return None
+    cost = "n/a (set recfair_prices)" if r.cost is None else f"${r.cost:,.4f}"
+    return f"tokens: {r.prompt_tokens:,} input + {r.completion_tokens:,} output; cost {cost}"

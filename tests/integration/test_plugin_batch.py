@@ -78,6 +78,18 @@ def _bodies(root: Path) -> dict[str, str]:
     return out
 
 
+def _submitted(journals: Path) -> bool:
+    """Whether a journal names a created batch (it is first written after the upload)."""
+    for path in journals.glob("*.json"):
+        try:
+            entries = json.loads(path.read_text())["batches"]
+        except (OSError, ValueError):
+            continue  # written atomically, but it may vanish between glob and read
+        if any("batch_id" in e for e in entries):
+            return True
+    return False
+
+
 def test_batch_recording_replays_like_a_synchronous_one(
     pytester: pytest.Pytester, server: SimServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -134,14 +146,17 @@ def test_an_interrupted_batch_run_resumes_polling(
     )
     batches = pytester.path / "fixtures" / "cassettes" / ".batches"
     deadline = time.monotonic() + 120
-    while not list(batches.glob("*.json")) and proc.poll() is None and time.monotonic() < deadline:
+    while not _submitted(batches) and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.kill()
     proc.wait()
     journals = list(batches.glob("*.json"))
     assert len(journals) == 1, "the submitted batch is on disk"
     assert server.batches.created == 1
+    batch_id = json.loads(journals[0].read_text())["batches"][0]["batch_id"]
     resumed = _run(pytester, "--fairness", "--fairness-batch", "--fairness-update")
     resumed.assert_outcomes(passed=1)
+    # progress is shown, and it is the journal's batch that was polled to the end
+    resumed.stdout.fnmatch_lines([f"*batch {batch_id}: completed*"])
     assert server.batches.created == 1, "resumed polling; nothing submitted twice"
     assert not journals[0].exists()
