@@ -463,6 +463,7 @@ class CassetteStore:
         autosave: float | None = 30.0,
         imports: Sequence[Path] = (),
         usage: set[tuple[str, Key]] | None = None,
+        rewritten: set[Path] | None = None,
     ) -> None:
         if mode not in RECORD_MODES:
             raise ConfigError(
@@ -494,6 +495,9 @@ class CassetteStore:
         # (file name, stored key) of every interaction replayed or recorded, for
         # pruning; None: not tracked (costs nothing).
         self.usage = usage
+        # Files written by rewrite in this run, shared by the run's stores (one per test):
+        # a later test that shares an entity keeps what earlier tests recorded into it.
+        self.rewritten = rewritten
         self._lock = threading.RLock()
         self.add_secrets(secrets)
 
@@ -741,15 +745,21 @@ class CassetteStore:
         tape = self._tapes.get(entity_id)
         if tape is None:
             tape = _Tape(self.path_for(entity_id))
-            # rewrite replaces the file, so the old one is never read (or validated).
+            # rewrite replaces the file, so the old one is never read (or validated),
+            # unless this run wrote it: then it holds this run's recordings, kept as new.
             if self.policy.reads_old:
                 self._load(tape)
+            elif self.rewritten is not None and tape.path in self.rewritten:
+                self._index(tape, self._read_native(tape.path), records=True)
+                tape.new, tape.loaded = tape.loaded, []
             self._tapes[entity_id] = tape
         return tape
 
     def _save(self, tape: _Tape) -> None:
         atomic_write_text(tape.path, self._serialize(self._to_save(tape)))
         tape.dirty = False
+        if self.rewritten is not None and not self.policy.reads_old:
+            self.rewritten.add(tape.path)
         # The old per-test files of this entity are in the new file now: migrated.
         for old in tape.legacy:
             old.unlink(missing_ok=True)

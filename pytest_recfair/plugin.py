@@ -83,6 +83,7 @@ _SHARD: pytest.StashKey[shards.Shard] = pytest.StashKey()
 _MERGE: pytest.StashKey[audit.MergeSource] = pytest.StashKey()
 _PLANS: pytest.StashKey[list[plan.Plan]] = pytest.StashKey()  # the run's plans, in order
 _PRUNER: pytest.StashKey[_Pruner] = pytest.StashKey()
+_REWRITTEN = pytest.StashKey[set[Path]]()  # cassette files rewritten in this run
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -508,6 +509,7 @@ def recfair_cassettes(
         recfair_settings.record_mode,
         imports=[base / p.strip() for p in imports.split(",") if p.strip()],
         usage=None if pruner is None else pruner.use(recfair_settings),
+        rewritten=request.config.stash.setdefault(_REWRITTEN, set()),
     )
 
 

@@ -201,3 +201,18 @@ def test_prune_lists_after_a_partial_run_and_deletes_after_a_full_one(
     again.stdout.fnmatch_lines(["*nothing unused*"])
     assert sim.stats.requests == requests
     assert _interactions(cassettes) == left
+
+
+def test_rewrite_keeps_every_test_of_the_run(
+    pytester: pytest.Pytester, sim: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The two tests share their entities' files: the second test's rewrite of a file
+    keeps what the first recorded into it in this run (it dropped it before)."""
+    _recorded(pytester, sim, monkeypatch)
+    _run(pytester, "--fairness-record=rewrite").assert_outcomes(passed=2)
+    asked = sim.stats.requests
+    out = _run(pytester)  # replay only
+    out.assert_outcomes(passed=2)
+    assert sim.stats.requests == asked
+    # the neutral prompts were asked by both tests (rewrite replays nothing): 2 replies each
+    assert _interactions(pytester.path / "fixtures" / "cassettes") == 2 * 3 + 3 * (4 + 2)

@@ -24,6 +24,7 @@ from pytest_recfair.cassettes import (
     RecordedResponse,
     canonical_body,
     prompt_of,
+    read_interactions,
     sanitize_name,
 )
 from pytest_recfair.errors import CassetteError, ConfigError, RecfairError
@@ -218,6 +219,24 @@ def test_one_request_of_two_cases_replays_each_case_its_own_reply(tmp_path: Path
     plain = CassetteStore(tmp_path)
     got = [plain.lookup(TEST, "nolan", "POST", URL, chat("p"), 0) for _ in range(2)]
     assert [reply_text(r) for r in got] == ["B's", "A's"]
+
+
+def test_rewrite_keeps_what_earlier_tests_of_the_run_recorded(tmp_path: Path) -> None:
+    recorded(tmp_path, "nolan", [("old", "last week's")])
+    run: set[Path] = set()  # the run's stores (one per test) share it
+    for test, prompt in [("a.py::test_one", "p1"), ("b.py::test_two", "p2")]:
+        store = CassetteStore(tmp_path, "rewrite", rewritten=run)
+        store.record(test, "nolan", req(prompt), resp(f"{prompt}'s"))
+        store.flush()
+    replay = CassetteStore(tmp_path)
+    assert reply_text(replay.lookup(TEST, "nolan", "POST", URL, chat("p1"), 0)) == "p1's"
+    assert reply_text(replay.lookup(TEST, "nolan", "POST", URL, chat("p2"), 0)) == "p2's"
+    assert replay.lookup(TEST, "nolan", "POST", URL, chat("old"), 0) is None
+    # the next run starts over again
+    store = CassetteStore(tmp_path, "rewrite", rewritten=set())
+    store.record(TEST, "nolan", req("p3"), resp("p3's"))
+    store.flush()
+    assert len(read_interactions(store.path_for("nolan"))) == 1
 
 
 def test_lookup_is_lazy_per_entity(tmp_path: Path) -> None:
