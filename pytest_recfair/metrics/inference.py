@@ -146,24 +146,42 @@ _RAMP = 2.0  # null spreads over which the upper tail's share of alpha grows to 
 _STEPS = 16  # bisection steps per bound: the bracket shrinks 2**16-fold
 
 
-def _shifted_spread(theta: float, shape: FloatArray, cols: FloatArray, kind: str) -> FloatArray:
-    """_spread of (theta * shape + deviations) per resample. ``shape`` and every resample's
-    deviations ``cols`` (V, B: column by column, as a loop over the few values beats a
-    reduction over a short last axis) are centred, so the centre of each row is 0."""
-    x = theta * shape[0] + cols[0]
+def _shifted_spread(theta: float, shapes: FloatArray, cols: FloatArray, kind: str) -> FloatArray:
+    """_spread of (theta * pattern + deviations) per resample. ``shapes`` and ``cols``
+    (V, B: column by column, as a loop over the few values beats a reduction over a short
+    last axis) hold each resample's pattern and deviations, both centred, so the centre
+    of each row is 0."""
+    x = theta * shapes[0] + cols[0]
     if kind == "range":
         hi, lo = x.copy(), x
-        for v in range(1, shape.size):
-            x = theta * shape[v] + cols[v]
+        for v in range(1, cols.shape[0]):
+            x = theta * shapes[v] + cols[v]
             np.maximum(hi, x, out=hi)
             lo = np.minimum(lo, x)
         return np.asarray(hi - lo)
     acc = np.abs(x) if kind == "mad" else x * x
-    for v in range(1, shape.size):
-        x = theta * shape[v] + cols[v]
+    for v in range(1, cols.shape[0]):
+        x = theta * shapes[v] + cols[v]
         acc += np.abs(x) if kind == "mad" else x * x
-    acc /= shape.size
+    acc /= cols.shape[0]
     return np.asarray(acc if kind == "mad" else np.sqrt(acc))
+
+
+def _patterns(est: FloatArray, dev: FloatArray, kind: str) -> FloatArray:
+    """(V, B) pattern of the value means per resample, centred and scaled to spread 1.
+
+    The pattern is itself estimated, so each resample takes it from another resample's
+    means (est + the previous draw's deviations): the reference distribution then carries
+    the pattern's uncertainty too. A pattern with no spread becomes +-1 halves.
+    """
+    P = est[None, :] + np.roll(dev, 1, axis=0)
+    P = P - np.mean(P, axis=1, keepdims=True)
+    g = _spread(P, kind)
+    flat = ~(g > 0)
+    if flat.any():
+        P[flat] = np.sign(np.arange(est.size) - (est.size - 1) / 2.0)
+        g[flat] = _spread(P[flat], kind)
+    return np.ascontiguousarray((P / g[:, None]).T)
 
 
 def _quantile(x: FloatArray, q: float) -> float:
@@ -189,9 +207,9 @@ def _bisect(f: Callable[[float], bool], lo: float, hi: float) -> float:
 def _inverted(est: FloatArray, dev: FloatArray, kind: str, alpha: float) -> Interval:
     """Interval for g(true means) by inverting a bootstrap test of each candidate value.
 
-    Candidate theta: the estimated pattern of the value means rescaled so that its spread
-    is theta (theta 0: all values equal, the fair attribute exactly), plus the bootstrap
-    deviations of the means. theta is kept when the observed spread lies between the
+    Candidate theta: a pattern of the value means (see _patterns) rescaled so that its
+    spread is theta (theta 0: all values equal, the fair attribute exactly), plus the
+    bootstrap deviations of the means. theta is kept when the observed spread lies between the
     alpha_U and 1 - alpha_L quantiles of that distribution. alpha_L + alpha_U = alpha at
     every theta, so the test has level alpha wherever the bootstrap is right; alpha_U is 0
     at theta 0 (a fair attribute cannot look too fair: all of alpha goes to the lower
@@ -202,16 +220,13 @@ def _inverted(est: FloatArray, dev: FloatArray, kind: str, alpha: float) -> Inte
     sd0 = float(np.std(_spread(dev, kind)))
     if not sd0 > 1e-12:  # no noise in the gaps between values (rounding error aside)
         return (obs, obs)
-    shape = est - np.mean(est)
-    if not float(_spread(shape, kind)) > 0:  # exactly equal means: any pattern will do
-        shape = np.sign(np.arange(est.size) - (est.size - 1) / 2.0)
-    shape = shape / float(_spread(shape, kind))
+    shapes = _patterns(est, dev, kind)
     cols = np.ascontiguousarray((dev - np.mean(dev, axis=1, keepdims=True)).T)
 
     def quantile(theta: float, upper_tail: bool) -> float:
         a_up = 0.5 * alpha * min(1.0, theta / (_RAMP * sd0))
         q = 1.0 - (alpha - a_up) if upper_tail else a_up
-        return _quantile(_shifted_spread(theta, shape, cols, kind), q)
+        return _quantile(_shifted_spread(theta, shapes, cols, kind), q)
 
     lower = 0.0
     if quantile(0.0, True) < obs:  # theta 0 rejected: the spread is above noise
