@@ -33,6 +33,9 @@ class LiveLine:
     """Progress of one live run (thread-safe: workers may report from other threads)."""
 
     min_interval = 0.2
+    #: Off a terminal, a run shorter than this writes nothing (a log line per tenth of an
+    #: in-process audit that takes 0.1 s is noise); a longer one a line per tenth after it.
+    log_after = 2.0
 
     def __init__(
         self,
@@ -97,7 +100,7 @@ class LiveLine:
             self._drawn = True
             return
         tenth = _TENTHS * self.done // self.total if self.total else _TENTHS
-        if tenth > self._tenth:
+        if tenth > self._tenth and self._now() - self._start >= self.log_after:
             self._tenth = tenth
             self._write_line(self.render())
 

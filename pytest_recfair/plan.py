@@ -32,6 +32,7 @@ __all__ = [
     "estimate",
     "parse_budget",
     "parse_prices",
+    "total_line",
 ]
 
 CHARS_PER_TOKEN: Final = 4.0
@@ -50,8 +51,6 @@ class _Case(Protocol):
     def system(self) -> str | None: ...
     @property
     def prompt(self) -> str: ...
-    @property
-    def k(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -87,16 +86,37 @@ class Plan:
     completion_tokens: int
     cost: float | None
     concurrency: int
-    seconds: float
+    seconds: float | None  # None: not estimated (an in-process recommender)
 
     def line(self) -> str:
-        cost = f"~${self.cost:,.2f}" if self.cost is not None else "cost unknown (no prices)"
-        return (
+        counts = (
             f"{self.test_id}: {self.prompts:,} prompts, {self.recorded:,} already recorded, "
-            f"{self.to_ask:,} to ask; ~{self.prompt_tokens:,} input + "
-            f"~{self.completion_tokens:,} output tokens, {cost}; {self.concurrency} in flight,"
-            f" ~{_duration(self.seconds)}"
+            f"{self.to_ask:,} to ask"
         )
+        if not self.to_ask:
+            return f"{counts}; nothing will be sent"
+        cost = f"~${self.cost:,.2f}" if self.cost is not None else "cost unknown (no prices)"
+        took = f"~{_duration(self.seconds)}" if self.seconds is not None else "duration unknown"
+        return (
+            f"{counts}; ~{self.prompt_tokens:,} input + "
+            f"~{self.completion_tokens:,} output tokens, {cost}; {self.concurrency} in flight,"
+            f" {took}"
+        )
+
+
+def total_line(plans: Sequence[Plan]) -> str:
+    """One line for every plan of the run."""
+    asked = sum(p.to_ask for p in plans)
+    costs = [p.cost for p in plans if p.to_ask]
+    cost = (
+        f"~${sum(c or 0.0 for c in costs):,.2f}"
+        if all(c is not None for c in costs)
+        else "cost unknown (no prices)"
+    )
+    return (
+        f"fairness plan: {len(plans)} audit(s), {sum(p.prompts for p in plans):,} prompts, "
+        f"{sum(p.recorded for p in plans):,} already recorded, {asked:,} to ask, {cost}"
+    )
 
 
 def _duration(seconds: float) -> str:
@@ -119,11 +139,12 @@ def estimate(
     concurrency: int,
     max_tokens: int | None = None,
     prices: Prices | None = None,
-    seconds_per_request: float = SECONDS_PER_REQUEST,
+    seconds_per_request: float | None = SECONDS_PER_REQUEST,
 ) -> Plan:
     """The plan for asking ``to_ask`` (the prompts without a valid recording)."""
     prompt_tokens = sum(map(_prompt_tokens, to_ask))
-    completion_tokens = sum(max_tokens or TOKENS_PER_ITEM * c.k for c in to_ask)
+    # a case without k (a candidate pick) asks for one item
+    completion_tokens = sum(max_tokens or TOKENS_PER_ITEM * getattr(c, "k", 1) for c in to_ask)
     waves = math.ceil(len(to_ask) / max(1, concurrency))
     return Plan(
         test_id=test_id,
@@ -134,7 +155,7 @@ def estimate(
         completion_tokens=completion_tokens,
         cost=prices.cost(prompt_tokens, completion_tokens) if prices else None,
         concurrency=concurrency,
-        seconds=waves * seconds_per_request,
+        seconds=None if seconds_per_request is None else waves * seconds_per_request,
     )
 
 

@@ -24,7 +24,7 @@ from pytest_recfair.kinds import PROVIDER_KINDS, RECORD_MODES, REPORT_FORMATS
 if TYPE_CHECKING:
     # audit pulls in numpy, httpx and jsonschema (~0.3 s): imported only when an audit
     # runs or a run has results to report, never at pytest start-up
-    from pytest_recfair import audit, shards
+    from pytest_recfair import audit, plan, shards
 
 __all__ = ["marker"]
 
@@ -81,6 +81,7 @@ _FIXTURE_ERRORS = pytest.StashKey[set[int]]()
 _AUDITED = pytest.StashKey[set[str]]()  # node ids of the @fairness tests collected
 _SHARD: pytest.StashKey[shards.Shard] = pytest.StashKey()
 _MERGE: pytest.StashKey[audit.MergeSource] = pytest.StashKey()
+_PLANS: pytest.StashKey[list[plan.Plan]] = pytest.StashKey()  # the run's plans, in order
 _PRUNER: pytest.StashKey[_Pruner] = pytest.StashKey()
 
 
@@ -126,6 +127,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         + "/".join(REPORT_FORMATS)
         + "; repeat for several (ini: recfair_report, paths separated by spaces)",
     )
+    group.addoption(
+        "--fairness-history",
+        dest="fairness_history",
+        metavar="DIR",
+        default=None,
+        help="append this run's JSON report to DIR under a new numbered name",
+    )
     for name, what in (
         ("entities", "audit a deterministic subsample of N seed entities"),
         ("repeats", "ask each prompt N times (entropy and noise floor when N > 1)"),
@@ -162,6 +170,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # every option that only acts on audits: given without --fairness it would do nothing
 _AUDIT_OPTIONS = (
     *settings.CLI_KEYS,
+    "fairness_history",
     "fairness_report",
     "fairness_shard",
     "fairness_merge",
@@ -254,6 +263,20 @@ def pytest_configure(config: pytest.Config) -> None:
     _check_strictness(config)
     _configure_shards(config)
     config.stash[_REPORT_PATHS] = _report_paths(config, _resolve(config, {}))
+    _check_history(config)
+
+
+def _check_history(config: pytest.Config) -> None:
+    """A --fairness-history that cannot take the run is a usage error now, not at the end."""
+    history = config.getoption("fairness_history")
+    if not history:
+        return
+    from pytest_recfair.report.history import check_history_dir
+
+    try:
+        check_history_dir(config.invocation_params.dir / history)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _report_paths(config: pytest.Config, run_settings: settings.AuditSettings) -> list[Path]:
@@ -510,7 +533,10 @@ def fairness_result(
     try:
         merge = request.config.stash.get(_MERGE, None)
         # merged: nothing is sent or replayed, the shard results hold the scores
-        result = _measure(request, s) if merge is None else merge.result(s, node.nodeid)
+        if merge is None:
+            result = _measure(request, s)
+        else:
+            result = merge.result(s, node.nodeid, lambda: _kind_inputs(request, s))
     except RecfairError as exc:
         problem = exc
     if problem is not None:
@@ -524,6 +550,12 @@ def fairness_result(
     node.stash[_RECORD] = audit.TestRecord(result, comparison.baseline)
     node.user_properties.extend(audit.property_items(result))
     return result
+
+
+def _kind_inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
+    """Seeds, grid and inputs, for a merge that rebuilds a kind's prompts."""
+    seeds = request.getfixturevalue("recfair_seeds")
+    return seeds, request.getfixturevalue("recfair_grid"), _inputs(request, s)
 
 
 def _user_fixture(request: pytest.FixtureRequest, name: str) -> Any:
@@ -561,6 +593,9 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     seeds = request.getfixturevalue("recfair_seeds")
     grid = request.getfixturevalue("recfair_grid")
     shard = config.stash.get(_SHARD, None)
+    inputs = _inputs(request, s)
+    # before anything is sent: print the plan, refuse beyond the budget (--fairness-plan: skip)
+    planned = _plan(request, s, recommender, seeds, grid, inputs, shard)
     failed = None
     if s.batch:
         failed = audit.record_batch(
@@ -572,6 +607,7 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
             test_id=node.nodeid,
             shard=shard,
             progress=_terminal_line(config),
+            inputs=inputs,
         )
     # the runner flushes recorded cassettes itself, also when the run fails half-way
     common: dict[str, Any] = {
@@ -580,14 +616,93 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
         "cassettes": request.getfixturevalue("recfair_cassettes"),
         "test_id": node.nodeid,
         "failed": failed,
-        "inputs": _inputs(request, s),
+        "inputs": inputs,
     }
     if shard is None:
-        return audit.measure(s, recommender, progress=False, **common)
+        live = _live_line(config, planned)
+        try:
+            return audit.measure(s, recommender, progress=False, live=live, **common)
+        finally:
+            if live is not None:
+                live.close()
     out = audit.run_shard(s, recommender, shard=shard, root=config.rootpath / s.shard_dir, **common)
     pytest.skip(
         f"fairness shard {shard}: {out.scored} of {out.total} entities scored, written to "
         f"{out.path}; gate the merged audit with --fairness-merge"
+    )
+
+
+def _plan(
+    request: pytest.FixtureRequest,
+    s: settings.AuditSettings,
+    recommender: Any,
+    seeds: Any,
+    grid: Any,
+    inputs: Any,
+    shard: Any,
+) -> Any:
+    """This audit's plan, printed when it will send requests (or with --fairness-plan,
+    which then skips the test); a plan past the run's budget fails the test unsent."""
+    from pytest_recfair import plan
+    from pytest_recfair.audit import planning
+
+    if not (s.plan or planning.is_live(s, recommender)):
+        return None
+    config = request.config
+    planned = planning.audit_plan(
+        s,
+        recommender,
+        seeds=seeds,
+        grid=grid,
+        test_id=request.node.nodeid,
+        cassette_root=config.rootpath / s.cassette_dir,
+        inputs=inputs,
+        shard=shard,
+    )
+    plans = config.stash.setdefault(_PLANS, [])
+    if s.plan or planned.to_ask:
+        _terminal_line(config)(f"recfair plan: {planned.line()}")
+    if s.plan:
+        plans.append(planned)
+        pytest.skip("fairness plan only (--fairness-plan): nothing was sent")
+    plan.check_budget(planning.budget_of(s), plans, planned)
+    plans.append(planned)
+    return planned
+
+
+def _live_line(config: pytest.Config, planned: Any) -> Any:
+    """The progress line of a run that sends requests, drawn through pytest's terminal
+    (shown without -s): redrawn in place on a terminal, a line per tenth elsewhere."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if planned is None or not planned.to_ask or reporter is None:
+        return None
+    from pytest_recfair.liveline import LiveLine
+
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    fresh = [True]
+
+    def shown(draw: Any) -> None:
+        if capture is None:
+            draw()
+            return
+        with capture.global_and_fixture_disabled():
+            draw()
+
+    def rewrite(text: str) -> None:
+        def draw() -> None:
+            if fresh[0]:  # off the "test_file.py " line pytest is writing
+                reporter.ensure_newline()
+                fresh[0] = False
+            reporter.rewrite(text, erase=True)
+
+        shown(draw)
+
+    return LiveLine(
+        planned.to_ask,
+        tty=bool(reporter.isatty()),
+        rewrite=rewrite,
+        write_line=lambda text: shown(lambda: reporter.write_line(text)),
+        cost_known=planned.cost is not None,
     )
 
 
@@ -636,12 +751,20 @@ def _terminal_line(config: pytest.Config) -> Any:
             return
         line = scrub(line)
         if capture is None:
-            reporter.write_line(line)
+            _own_line(reporter, line)
             return
         with capture.global_and_fixture_disabled():
-            reporter.write_line(line)
+            _own_line(reporter, line)
 
     return write
+
+
+def _own_line(reporter: Any, line: str) -> None:
+    """``line`` on a line of its own: under ``-q`` pytest's progress letters ("s", ".")
+    leave the cursor mid-line, and ``write_line`` only breaks lines after a file path."""
+    if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
+        reporter.write("\n")
+    reporter.write_line(line)
 
 
 @pytest.fixture(autouse=True)
@@ -748,7 +871,10 @@ def pytest_runtest_makereport(
     report = yield
     if call.when == "call":
         record = item.stash.get(_RECORD, None)
-        if record is not None:
+        controller = item.config.pluginmanager.get_plugin("recfair-controller")
+        if record is not None and controller is not None:  # one process: no dict round trip
+            controller.take(record)
+        elif record is not None:  # an xdist worker: the payload survives serialisation
             report.recfair = record.payload()  # type: ignore[attr-defined]
     _scrub_report(report)
     return report
@@ -809,6 +935,14 @@ class _Controller:
                 self.collector = audit.RunCollector()
             self.collector.add(payload)
 
+    def take(self, record: audit.TestRecord) -> None:
+        """A test judged in this process (no xdist): its result objects as they are."""
+        if self.collector is None:
+            from pytest_recfair import audit
+
+            self.collector = audit.RunCollector()
+        self.collector.add_record(record)
+
     def pytest_sessionfinish(self) -> None:
         collector = self.collector
         if collector is None or not collector.results:
@@ -821,8 +955,22 @@ class _Controller:
                 collector.notes.append(f"could not write fairness report {path}: {exc}")
             else:
                 collector.notes.append(f"fairness report written: {path}")
+        history = self.config.getoption("fairness_history")
+        if history:
+            try:
+                entry = collector.append_history(self.config.invocation_params.dir / history)
+            except (OSError, RecfairError) as exc:
+                collector.notes.append(f"could not add the run to {history}: {exc}")
+            else:
+                collector.notes.append(f"fairness history entry written: {entry}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        plans = self.config.stash.get(_PLANS, [])
+        if plans:
+            from pytest_recfair import plan
+
+            terminalreporter.write_sep("=", "fairness plan")
+            terminalreporter.write_line(plan.total_line(plans))
         collector = self.collector
         if collector is None or not (collector.results or collector.notes):
             return

@@ -25,6 +25,7 @@ __all__ = [
     "describe",
     "drift_of",
     "failed_text",
+    "failures_first",
     "favoured",
     "favoured_phrase",
     "favoured_text",
@@ -32,6 +33,7 @@ __all__ = [
     "repeat_stats",
     "result_status",
     "same_attribute",
+    "usage_text",
 ]
 
 # Baselines by test id, or a plain sequence of baseline AuditResults.
@@ -100,6 +102,15 @@ def result_status(result: AuditResult) -> str:
     if result.gate is None:
         return "n/a"
     return "PASS" if result.gate.passed else "FAIL"
+
+
+def failures_first(results: Sequence[AuditResult]) -> list[AuditResult]:
+    """``results`` with failed tests first, then the rest, each group in its given order:
+    a reader (a CI job summary, the HTML page) sees what needs action without scrolling."""
+    rs = check_results(results)
+    return [r for r in rs if result_status(r) == "FAIL"] + [
+        r for r in rs if result_status(r) != "FAIL"
+    ]
 
 
 def counts(results: Sequence[AuditResult]) -> dict[str, int]:
@@ -211,3 +222,11 @@ def shown(a: AttributeResult, statistic: Statistic) -> Stat:
         return Stat(math.nan)
     stat: Stat = getattr(a, statistic)
     return stat
+
+
+def usage_text(r: AuditResult) -> str | None:
+    """Tokens and cost of the audit's replies (None when no reply reported usage)."""
+    if not (r.prompt_tokens or r.completion_tokens):
+        return None
+    cost = "n/a (set recfair_prices)" if r.cost is None else f"${r.cost:,.4f}"
+    return f"tokens: {r.prompt_tokens:,} input + {r.completion_tokens:,} output; cost {cost}"

@@ -21,6 +21,7 @@ from pytest_recfair.report.status import (
     repeat_stats,
     result_status,
     shown,
+    usage_text,
 )
 from pytest_recfair.results import AuditResult
 
@@ -112,6 +113,9 @@ def terminal_summary(results: Sequence[AuditResult], width: int = WIDTH) -> list
             if stats:
                 lines += wrap_text(f"{a.attribute}: {stats}", width)
         lines += _gate_lines(r, width)
+        usage = usage_text(r)
+        if usage:
+            lines += wrap_text(usage, width)
     if any(attribute_label(r, a) == "FLAG" for r in check_results(results) for a in r.attributes):
         lines += wrap_text(
             f"FLAG: not a gate failure, but above the method's descriptive flags (SNSR > "

@@ -36,12 +36,31 @@ def test_not_a_tty_prints_a_line_per_tenth() -> None:
     lines: list[str] = []
     live = LiveLine(200, tty=False, rewrite=lambda s: None, write_line=lines.append, now=clock)
     for _ in range(200):
-        clock.t += 0.01
+        clock.t += 0.2
         live.advance(tokens=3)
     assert len(lines) == 10
     assert lines[0].startswith("recfair: 20/200 (10%)")
     assert lines[-1].startswith("recfair: 200/200 (100%)")
-    assert "in 0:02" in lines[-1]
+    assert "in 0:40" in lines[-1]
     assert "$" not in lines[-1]  # no prices: no cost
     live.close()
     assert len(lines) == 10
+
+
+def test_not_a_tty_a_short_run_writes_nothing() -> None:
+    """Off a terminal, a run shorter than log_after (2 s) stays quiet; a tenth reached
+    after it is written."""
+    clock = Clock()
+    lines: list[str] = []
+    live = LiveLine(100, tty=False, rewrite=lambda s: None, write_line=lines.append, now=clock)
+    for _ in range(50):
+        clock.t += 0.01
+        live.advance()
+    assert lines == []
+    clock.t += 5
+    for _ in range(50):
+        live.advance()
+    # the first line is the tenth reached once the run is no longer short
+    assert [line.split(" (")[0] for line in lines] == [
+        f"recfair: {n}/100" for n in (51, 60, 70, 80, 90, 100)
+    ]

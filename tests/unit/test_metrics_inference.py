@@ -96,7 +96,7 @@ def test_a_fair_attribute_is_excluded_exactly_when_the_null_test_rejects() -> No
     of the spreads of the (widened) bootstrap deviations: the test of theta = 0."""
     rng = np.random.default_rng(12)
     E, B = 40, 300
-    W = inf._weights(np.random.default_rng(0), B, E)
+    W = inf._draw_weights(np.random.default_rng(0), B, E)
     scale = inf._small_sample_scale(E, 0.95)
     seen = set()
     for shift in np.linspace(0.0, 0.05, 11):

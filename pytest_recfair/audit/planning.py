@@ -1,0 +1,63 @@
+"""The plan of one audit before anything is sent: which prompts, how many already
+recorded, tokens, cost and duration (:mod:`pytest_recfair.plan` does the arithmetic).
+
+No pytest here: the plugin prints the plan, checks the budget and starts the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_recfair import plan, shards
+from pytest_recfair.audit import pipeline, registry, stream
+from pytest_recfair.audit.base import AuditInputs
+from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.providers.probe import is_in_process, recorded_ids
+from pytest_recfair.settings import AuditSettings
+from pytest_recfair.shards import Shard
+
+__all__ = ["audit_plan", "budget_of", "is_live"]
+
+
+def is_live(settings: AuditSettings, recommender: Any) -> bool:
+    """Can this audit send requests? A callable always runs live; an HTTP provider only
+    in a record mode that records."""
+    return is_in_process(recommender) or settings.record_mode != "none"
+
+
+def budget_of(settings: AuditSettings) -> plan.Budget:
+    return plan.Budget(max_requests=settings.max_requests, max_cost=settings.max_cost)
+
+
+def audit_plan(
+    settings: AuditSettings,
+    recommender: Any,
+    *,
+    seeds: Sequence[Entity],
+    grid: Grid,
+    test_id: str,
+    cassette_root: Path,
+    inputs: AuditInputs | None = None,
+    shard: Shard | None = None,
+    failed: Mapping[str, str] | None = None,
+) -> plan.Plan:
+    """The plan of this audit's run (of shard ``shard``'s share, when given)."""
+    inputs = inputs or AuditInputs()
+    kind = registry.select(settings)
+    entities = shards.select(pipeline.entities_of(settings, seeds, test_id), shard)
+    grid, attrs = pipeline.attributes_of(settings, grid)
+    built = kind.build_cases(settings, grid, entities, attrs, inputs)
+    cases = [c for c in pipeline.asked_cases(settings, built, inputs) if c.id not in (failed or {})]
+    found = recorded_ids(recommender, cases, cassette_root, settings.record_mode, test_id)
+    prices = stream.prices_of(settings)
+    return plan.estimate(
+        test_id,
+        [c for c in cases if c.id not in found],
+        recorded=len(found),
+        concurrency=settings.concurrency,
+        max_tokens=settings.max_tokens or getattr(recommender, "max_tokens", None),
+        prices=plan.Prices(*prices) if prices is not None else None,
+        seconds_per_request=None if is_in_process(recommender) else plan.SECONDS_PER_REQUEST,
+    )
