@@ -533,7 +533,10 @@ def fairness_result(
     try:
         merge = request.config.stash.get(_MERGE, None)
         # merged: nothing is sent or replayed, the shard results hold the scores
-        result = _measure(request, s) if merge is None else merge.result(s, node.nodeid)
+        if merge is None:
+            result = _measure(request, s)
+        else:
+            result = merge.result(s, node.nodeid, lambda: _kind_inputs(request, s))
     except RecfairError as exc:
         problem = exc
     if problem is not None:
@@ -547,6 +550,12 @@ def fairness_result(
     node.stash[_RECORD] = audit.TestRecord(result, comparison.baseline)
     node.user_properties.extend(audit.property_items(result))
     return result
+
+
+def _kind_inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
+    """Seeds, grid and inputs, for a merge that rebuilds a kind's prompts."""
+    seeds = request.getfixturevalue("recfair_seeds")
+    return seeds, request.getfixturevalue("recfair_grid"), _inputs(request, s)
 
 
 def _user_fixture(request: pytest.FixtureRequest, name: str) -> Any:
