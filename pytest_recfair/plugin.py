@@ -607,6 +607,7 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
             test_id=node.nodeid,
             shard=shard,
             progress=_terminal_line(config),
+            inputs=inputs,
         )
     # the runner flushes recorded cassettes itself, also when the run fails half-way
     common: dict[str, Any] = {
