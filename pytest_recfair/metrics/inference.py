@@ -119,7 +119,9 @@ def _boot_devs(X: FloatArray, W: _weights.CountArray) -> tuple[FloatArray, Float
     M = valid.astype(np.float64)
     n = M.sum(axis=0)
     est = np.divide(X0.sum(axis=0), n, out=np.full(n.shape, np.nan), where=n > 0)
-    cnt, sums = _weights.products(W, M, X0)
+    # one pass over the (B, E) weights for both: the product is bound by reading them
+    (both,) = _weights.products(W, np.concatenate([M, X0], axis=1))
+    cnt, sums = np.split(both, 2, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         dev = sums / cnt - est
     dev[~np.isfinite(dev)] = 0.0
@@ -421,8 +423,9 @@ def _worsening(
     b0, c0 = np.where(vb, base, 0.0), np.where(vc, cand, 0.0)
     nb, nc = vb.astype(np.float64), vc.astype(np.float64)
     sb, sc, kb, kc = b0.sum(0), c0.sum(0), nb.sum(0), nc.sum(0)
-    # swapping moves these into the baseline
-    shift_s, shift_n = _weights.products(S, c0 - b0, nc - nb)
+    # swapping moves these into the baseline (one pass over the flips for both)
+    (shifts,) = _weights.products(S, np.concatenate([c0 - b0, nc - nb], axis=1))
+    shift_s, shift_n = np.split(shifts, 2, axis=1)
     pb, pc = float(pb0), float(pc0)
     perm_b = _stat_rows(sb + shift_s, kb + shift_n, statistic)
     perm_c = _stat_rows(sc - shift_s, kc - shift_n, statistic)
@@ -489,6 +492,7 @@ def drift_test(
     index: dict[str, int] = {}
     paired = [_pair_rows(m, index) for m in members]
     S, exact = _flips(rng, B, len(index))
+    S = _weights.reusable(S)  # float64 when one block: not converted for every member
     rows = []
     T = np.full(len(members), -np.inf)
     Tp = np.zeros((S.shape[0], len(members)))
