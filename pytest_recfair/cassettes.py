@@ -655,7 +655,10 @@ class CassetteStore:
         with self._lock:
             tape = self._tape(entity_id)
             if self.usage is not None:
-                self.usage.add((tape.path.name, stored_key(interaction)))
+                # the key as the saved file will hold it: secrets in the body scrubbed
+                method, host, path, body, repeat = stored_key(interaction)
+                saved = str(self._scrub_value(body))
+                self.usage.add((tape.path.name, (method, host, path, saved, repeat)))
             tape.new.append(interaction)
             tape.dirty = True
             if self.autosave is not None and time.monotonic() - self._last_save >= self.autosave:
