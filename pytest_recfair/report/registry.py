@@ -7,9 +7,9 @@ plus one row here (and its extension in ``kinds.ReportFormat``).
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, TypeAlias
+from typing import Final, Protocol
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.fileio import atomic_write_text
@@ -19,10 +19,23 @@ from pytest_recfair.report.json_report import to_json
 from pytest_recfair.report.markdown import to_markdown
 from pytest_recfair.report.status import Baselines
 from pytest_recfair.results import AuditResult
+from pytest_recfair.sidebyside import ModelComparison
 
 __all__ = ["RENDERERS", "Renderer", "check_report_path", "write_report"]
 
-Renderer: TypeAlias = Callable[[Sequence[AuditResult], Baselines], str]
+
+class Renderer(Protocol):
+    """``to_<format>(results, baselines, *, models=())``: models are the side-by-side
+    comparisons of a run that audited several models (pytest_recfair.sidebyside)."""
+
+    def __call__(
+        self,
+        results: Sequence[AuditResult],
+        baselines: Baselines = None,
+        *,
+        models: Sequence[ModelComparison] = (),
+    ) -> str: ...
+
 
 RENDERERS: Final[dict[ReportFormat, Renderer]] = {
     ".json": to_json,
@@ -63,6 +76,12 @@ def check_report_path(path: Path) -> None:
         ) from None
 
 
-def write_report(path: Path, results: Sequence[AuditResult], baselines: Baselines = None) -> None:
+def write_report(
+    path: Path,
+    results: Sequence[AuditResult],
+    baselines: Baselines = None,
+    *,
+    models: Sequence[ModelComparison] = (),
+) -> None:
     """Write a report whose format follows the extension of ``path`` (atomic write)."""
-    atomic_write_text(path, _renderer(path)(results, baselines))
+    atomic_write_text(path, _renderer(path)(results, baselines, models=models))
