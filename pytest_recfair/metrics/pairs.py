@@ -93,10 +93,13 @@ def paired_models(
     n_resamples: int = 2000,
     seed: int | np.random.Generator = 0,
     confidence: float = 0.95,
+    interval: bool = True,
 ) -> tuple[PairVerdict, ...]:
     """Test each member (attribute) for a difference between model a and model b.
 
-    Raises DataError when a member's models share no entity or differ in values.
+    ``interval=False`` leaves out the bootstrap interval of the difference (NaN), e.g. in
+    simulation studies of the test alone. Raises DataError when a member's models share
+    no entity or differ in values.
     """
     stat = check_statistic(statistic)
     B = check_positive_int(n_resamples, "n_resamples")
@@ -124,10 +127,13 @@ def paired_models(
     raw, adjusted = _step_down(T, Tp, exact)
     out = []
     for j, (m, (pa, pb, diff, n)) in enumerate(zip(members, points, strict=True)):
-        boot = compare(m.a, m.b, stat, n_resamples=min(B, 2000), seed=rng, confidence=confidence)
-        out.append(
-            PairVerdict(
-                m.key, stat, pa, pb, diff, boot.ci, float(raw[j]), float(adjusted[j]), int(n)
+        ci = (math.nan, math.nan)
+        if interval:
+            boot = compare(
+                m.a, m.b, stat, n_resamples=min(B, 2000), seed=rng, confidence=confidence
             )
+            ci = boot.ci
+        out.append(
+            PairVerdict(m.key, stat, pa, pb, diff, ci, float(raw[j]), float(adjusted[j]), int(n))
         )
     return tuple(out)
