@@ -89,11 +89,16 @@ class Plan:
     seconds: float | None  # None: not estimated (an in-process recommender)
 
     def line(self) -> str:
+        counts = (
+            f"{self.test_id}: {self.prompts:,} prompts, {self.recorded:,} already recorded, "
+            f"{self.to_ask:,} to ask"
+        )
+        if not self.to_ask:
+            return f"{counts}; nothing will be sent"
         cost = f"~${self.cost:,.2f}" if self.cost is not None else "cost unknown (no prices)"
         took = f"~{_duration(self.seconds)}" if self.seconds is not None else "duration unknown"
         return (
-            f"{self.test_id}: {self.prompts:,} prompts, {self.recorded:,} already recorded, "
-            f"{self.to_ask:,} to ask; ~{self.prompt_tokens:,} input + "
+            f"{counts}; ~{self.prompt_tokens:,} input + "
             f"~{self.completion_tokens:,} output tokens, {cost}; {self.concurrency} in flight,"
             f" {took}"
         )

@@ -131,6 +131,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         + "/".join(REPORT_FORMATS)
         + "; repeat for several (ini: recfair_report, paths separated by spaces)",
     )
+    group.addoption(
+        "--fairness-history",
+        dest="fairness_history",
+        metavar="DIR",
+        default=None,
+        help="append this run's JSON report to DIR under a new numbered name",
+    )
     for name, what in (
         ("entities", "audit a deterministic subsample of N seed entities"),
         ("repeats", "ask each prompt N times (entropy and noise floor when N > 1)"),
@@ -167,6 +174,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 # every option that only acts on audits: given without --fairness it would do nothing
 _AUDIT_OPTIONS = (
     *settings.CLI_KEYS,
+    "fairness_history",
     "fairness_report",
     "fairness_shard",
     "fairness_merge",
@@ -259,6 +267,20 @@ def pytest_configure(config: pytest.Config) -> None:
     _check_strictness(config)
     _configure_shards(config)
     config.stash[_REPORT_PATHS] = _report_paths(config, _resolve(config, {}))
+    _check_history(config)
+
+
+def _check_history(config: pytest.Config) -> None:
+    """A --fairness-history that cannot take the run is a usage error now, not at the end."""
+    history = config.getoption("fairness_history")
+    if not history:
+        return
+    from pytest_recfair.report.history import check_history_dir
+
+    try:
+        check_history_dir(config.invocation_params.dir / history)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
 
 
 def _report_paths(config: pytest.Config, run_settings: settings.AuditSettings) -> list[Path]:
@@ -789,12 +811,20 @@ def _terminal_line(config: pytest.Config) -> Any:
             return
         line = scrub(line)
         if capture is None:
-            reporter.write_line(line)
+            _own_line(reporter, line)
             return
         with capture.global_and_fixture_disabled():
-            reporter.write_line(line)
+            _own_line(reporter, line)
 
     return write
+
+
+def _own_line(reporter: Any, line: str) -> None:
+    """``line`` on a line of its own: under ``-q`` pytest's progress letters ("s", ".")
+    leave the cursor mid-line, and ``write_line`` only breaks lines after a file path."""
+    if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
+        reporter.write("\n")
+    reporter.write_line(line)
 
 
 @pytest.fixture(autouse=True)
@@ -974,6 +1004,14 @@ class _Controller:
                 collector.notes.append(f"could not write fairness report {path}: {exc}")
             else:
                 collector.notes.append(f"fairness report written: {path}")
+        history = self.config.getoption("fairness_history")
+        if history:
+            try:
+                entry = collector.append_history(self.config.invocation_params.dir / history)
+            except (OSError, RecfairError) as exc:
+                collector.notes.append(f"could not add the run to {history}: {exc}")
+            else:
+                collector.notes.append(f"fairness history entry written: {entry}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         plans = self.config.stash.get(_PLANS, [])

@@ -132,3 +132,8 @@ class RunCollector:
         from pytest_recfair import report
 
         report.write_report(path, self.ordered(), self.baselines, models=self.models())
+
+    def append_history(self, directory: Path) -> Path:
+        from pytest_recfair.report.history import append_run
+
+        return append_run(directory, self.ordered(), self.baselines, models=self.models())

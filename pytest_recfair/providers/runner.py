@@ -74,8 +74,10 @@ RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 FATAL_STATUS = frozenset({401, 403, 404, 407})
 
 # Requests in flight per connection pool. httpcore's pool walks every connection at each
-# request event, so one pool of 64 connections costs several times the CPU of four of 16.
-SHARD_CONNECTIONS = 16
+# request event (a readability check per idle connection), so the client's CPU per request
+# grows with the pool: 64 in flight cost 1.24 ms/request of CPU in pools of 16 and 0.95 ms
+# in pools of 8 (benchmarks/bench_live.py, docs/performance.md).
+SHARD_CONNECTIONS = 8
 # The replay pass hands the event loop back this often, so it does not starve other tasks.
 _REPLAY_YIELD_EVERY = 256
 
