@@ -1,19 +1,41 @@
-"""``python -m pytest_recfair import faireval|fairllm DIR --out OUT``."""
+"""The command line: ``python -m pytest_recfair COMMAND`` (thin: the work is in pure modules).
+
+- ``import faireval|fairllm DIR --out OUT``: a published result folder as an offline audit;
+- ``report RUN.json --to md|html [-o OUT]``: render a stored JSON run report again.
+
+Bad input is one line on stderr and exit status 2, never a traceback (docs/reports.md).
+"""
 
 from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import NoReturn
 
-from pytest_recfair.errors import RecfairError
+from pytest_recfair.errors import DataError, RecfairError
+from pytest_recfair.kinds import REPORT_FORMATS
 
 __all__ = ["main"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error (its default prints the whole usage first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m pytest_recfair")
+    parser = _Parser(prog="python -m pytest_recfair")
     sub = parser.add_subparsers(dest="command", required=True)
+    rep = sub.add_parser("report", help="render a stored JSON run report as Markdown or HTML")
+    rep.add_argument("run", help="a JSON report (--fairness-report=run.json, or a history entry)")
+    rep.add_argument(
+        "--to", required=True, choices=[f.lstrip(".") for f in REPORT_FORMATS], help="format"
+    )
+    rep.add_argument("-o", "--output", default=None, help="file to write (default: stdout)")
     imp = sub.add_parser(
         "import", help="turn a published FaiRLLM/FairEval result folder into an offline audit"
     )
@@ -26,22 +48,43 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    from pytest_recfair.importer import import_run
+def _emit(text: str, output: str | None) -> None:
+    """``text`` to stdout, or atomically to ``output`` (never a half-written file)."""
+    if output is None:
+        sys.stdout.write(text)
+        return
+    from pytest_recfair.fileio import atomic_write_text
 
     try:
-        s = import_run(
-            args.source,
-            args.out,
-            flavour=args.flavour,
-            n=args.rows,
-            language=args.language,
-            model=args.model,
-        )
-    except RecfairError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        atomic_write_text(Path(output), text)
+    except OSError as exc:
+        raise DataError(
+            f"cannot write {output} ({exc.strerror or exc}); give -o a file in a directory "
+            f"this process can write."
+        ) from None
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pytest_recfair.report.registry import render
+    from pytest_recfair.report.stored import load_run
+
+    run = load_run(args.run)
+    fmt = next(f for f in REPORT_FORMATS if f == "." + args.to)
+    _emit(render(fmt, run.results, run.baselines, models=run.models), args.output)
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from pytest_recfair.importer import import_run
+
+    s = import_run(
+        args.source,
+        args.out,
+        flavour=args.flavour,
+        n=args.rows,
+        language=args.language,
+        model=args.model,
+    )
     classes = ", ".join(f"{c} ({v})" for c, v in s.classes.items())
     print(
         f"imported top_{s.k}: {s.entities} entities; classes {classes}; {s.interactions} "
@@ -50,6 +93,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"re-run offline: cd {s.out} && pytest --fairness --fairness-update"
     )
     return 0
+
+
+_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "import": _import,
+    "report": _report,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _COMMANDS[args.command](args)
+    except RecfairError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -931,7 +931,10 @@ def pytest_runtest_makereport(
     report = yield
     if call.when == "call":
         record = item.stash.get(_RECORD, None)
-        if record is not None:
+        controller = item.config.pluginmanager.get_plugin("recfair-controller")
+        if record is not None and controller is not None:  # one process: no dict round trip
+            controller.take(record)
+        elif record is not None:  # an xdist worker: the payload survives serialisation
             report.recfair = record.payload()  # type: ignore[attr-defined]
     _scrub_report(report)
     return report
@@ -991,6 +994,14 @@ class _Controller:
 
                 self.collector = audit.RunCollector()
             self.collector.add(payload)
+
+    def take(self, record: audit.TestRecord) -> None:
+        """A test judged in this process (no xdist): its result objects as they are."""
+        if self.collector is None:
+            from pytest_recfair import audit
+
+            self.collector = audit.RunCollector()
+        self.collector.add_record(record)
 
     def pytest_sessionfinish(self) -> None:
         collector = self.collector

@@ -26,9 +26,9 @@ from pytest_recfair.report.status import (
     Baselines,
     attribute_label,
     baseline_map,
-    check_results,
     describe,
     failed_text,
+    failures_first,
     favoured,
     repeat_stats,
     result_status,
@@ -425,4 +425,4 @@ def to_html(
     models: Sequence[ModelComparison] = (),
 ) -> str:
     """ONE self-contained HTML page (inline CSS and SVG, no external resources)."""
-    return render(check_results(results), baseline_map(baselines), models)
+    return render(failures_first(results), baseline_map(baselines), models)

@@ -14,11 +14,11 @@ from pytest_recfair.report.status import (
     attribute_label,
     baseline_map,
     baseline_value,
-    check_results,
     counts,
     describe,
     drift_of,
     failed_text,
+    failures_first,
     favoured,
     repeat_stats,
     result_status,
@@ -35,15 +35,19 @@ _ICON = {"PASS": "✅", "FAIL": "❌", "FLAG": "⚠️ flagged", "n/a": "➖"}
 
 
 def _md(text: str) -> str:
-    """A table cell: no pipes, no line breaks, no HTML."""
-    return (
+    """A table cell or list text: no pipes, no line breaks, no raw HTML or entities.
+
+    Backslash escapes, not HTML entities: GitHub renders ``\\<`` as ``<`` and leaves ``->``
+    alone, while ``&gt;`` shows up literally wherever Markdown is read as text."""
+    out = (
         text.replace("\\", "\\\\")
         .replace("|", "\\|")
-        .replace("<", "&lt;")
-        .replace(">", "&gt;")
+        .replace("<", "\\<")
+        .replace("&", "\\&")
         .replace("\r", " ")
         .replace("\n", " ")
     )
+    return "\\" + out if out.startswith(">") else out  # not a block quote
 
 
 def _code(text: str) -> str:
@@ -114,7 +118,7 @@ def to_markdown(
     models: Sequence[ModelComparison] = (),
 ) -> str:
     """A report for a GitHub job summary ($GITHUB_STEP_SUMMARY): tables with ✅/❌."""
-    rs = check_results(results)
+    rs = failures_first(results)
     base = baseline_map(baselines)
     c = counts(rs)
     out = [

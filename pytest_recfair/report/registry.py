@@ -21,7 +21,7 @@ from pytest_recfair.report.status import Baselines
 from pytest_recfair.results import AuditResult
 from pytest_recfair.sidebyside import ModelComparison
 
-__all__ = ["RENDERERS", "Renderer", "check_report_path", "write_report"]
+__all__ = ["RENDERERS", "Renderer", "check_report_path", "render", "write_report"]
 
 
 class Renderer(Protocol):
@@ -44,22 +44,33 @@ RENDERERS: Final[dict[ReportFormat, Renderer]] = {
 }
 
 
-def _renderer(path: Path) -> Renderer:
+def _format(path: Path) -> ReportFormat:
     suffix = Path(path).suffix.lower()
-    render = next((r for ext, r in RENDERERS.items() if ext == suffix), None)
-    if render is None:
+    fmt = next((ext for ext in RENDERERS if ext == suffix), None)
+    if fmt is None:
         raise ConfigError(
             f"--fairness-report (ini recfair_report) must end in one of "
             f"{', '.join(REPORT_FORMATS)}; got {str(path)!r}. Pick the format by the file "
             f"name, e.g. --fairness-report=fairness.html."
         )
-    return render
+    return fmt
+
+
+def render(
+    fmt: ReportFormat,
+    results: Sequence[AuditResult],
+    baselines: Baselines = None,
+    *,
+    models: Sequence[ModelComparison] = (),
+) -> str:
+    """The report of ``results`` in ``fmt`` (an extension of ``kinds.REPORT_FORMATS``)."""
+    return RENDERERS[fmt](results, baselines, models=models)
 
 
 def check_report_path(path: Path) -> None:
     """Fail before any prompt is sent when ``path`` cannot take a report: an unknown
     extension, a directory, or a place no directory can be created in."""
-    _renderer(path)
+    _format(path)
     if path.is_dir():
         raise ConfigError(
             f"--fairness-report {str(path)!r} is a directory; give a file name such as "
@@ -84,4 +95,4 @@ def write_report(
     models: Sequence[ModelComparison] = (),
 ) -> None:
     """Write a report whose format follows the extension of ``path`` (atomic write)."""
-    atomic_write_text(path, _renderer(path)(results, baselines, models=models))
+    atomic_write_text(path, render(_format(path), results, baselines, models=models))

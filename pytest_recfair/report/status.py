@@ -25,6 +25,7 @@ __all__ = [
     "describe",
     "drift_of",
     "failed_text",
+    "failures_first",
     "favoured",
     "favoured_phrase",
     "favoured_text",
@@ -101,6 +102,15 @@ def result_status(result: AuditResult) -> str:
     if result.gate is None:
         return "n/a"
     return "PASS" if result.gate.passed else "FAIL"
+
+
+def failures_first(results: Sequence[AuditResult]) -> list[AuditResult]:
+    """``results`` with failed tests first, then the rest, each group in its given order:
+    a reader (a CI job summary, the HTML page) sees what needs action without scrolling."""
+    rs = check_results(results)
+    return [r for r in rs if result_status(r) == "FAIL"] + [
+        r for r in rs if result_status(r) != "FAIL"
+    ]
 
 
 def counts(results: Sequence[AuditResult]) -> dict[str, int]:

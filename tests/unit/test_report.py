@@ -154,6 +154,30 @@ def test_markdown_report(failing: AuditResult, passing: AuditResult, baseline: A
         assert len(counts) == 1
 
 
+def test_markdown_and_html_put_failing_tests_first(
+    failing: AuditResult, passing: AuditResult
+) -> None:
+    # the passing test's id sorts after the failing one's: give it an earlier one
+    early = replace(passing, meta=replace(passing.meta, test_id="tests/a.py::test_a"))
+    md = report.to_markdown([early, failing])
+    assert md.index("### ❌") < md.index("### ✅")
+    html = report.to_html([early, failing])
+    assert html.index(failing.meta.test_id) < html.index("tests/a.py::test_a")
+    # the JSON report is data: it keeps the order it was given
+    doc = json.loads(report.to_json([early, failing]))
+    assert [r["meta"]["test_id"] for r in doc["results"]] == [
+        "tests/a.py::test_a",
+        failing.meta.test_id,
+    ]
+
+
+def test_markdown_keeps_arrows_unescaped(failing: AuditResult) -> None:
+    md = report.to_markdown([failing])
+    assert "model changed: sim-v1 -> sim-v2" in md  # a gate note, as GitHub will show it
+    assert "&gt;" not in md
+    assert "&lt;" not in md
+
+
 def test_markdown_escapes_table_breakers() -> None:
     sims = np.asarray(audit().attributes[0].matrix.sims)
     r = AuditResult(
@@ -162,8 +186,9 @@ def test_markdown_escapes_table_breakers() -> None:
     )
     md = report.to_markdown([r])
     assert "| a\\|b |" in md
-    assert "<b>" not in md
-    assert "&lt;b&gt;" in md
+    assert not re.search(r"(?<!\\)<b>", md)  # no raw HTML reaches the job summary
+    assert "\\<b>z\\</b>" in md  # a backslash escape GitHub shows as "<b>z</b>"
+    assert "&lt;" not in md
 
 
 # --- HTML (structure) ------------------------------------------------------------------------
@@ -320,7 +345,7 @@ def test_every_format_renders_the_same_failure_sentence(failing: AuditResult) ->
     html = report.to_html([failing])
     summary = "\n".join(report.terminal_summary([failing]))
     for s in sentences:
-        assert s.replace("<", "&lt;").replace(">", "&gt;") in md
+        assert s.replace("<", "\\<") in md
         assert s.replace("<", "&lt;").replace(">", "&gt;") in html
         assert s[:60] in summary  # the summary clips lines to 100 columns
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -125,3 +126,19 @@ def test_unusable_attribute_reads_na() -> None:
     assert c.snsr[0][0] is not None
     assert np.isnan(c.snsr[0][0].value)
     assert all(p.attribute != a.attribute for p in c.pairs)
+
+
+def test_a_stored_run_renders_its_models_again(tmp_path: Path) -> None:
+    """`python -m pytest_recfair report RUN.json` gives the side-by-side section back."""
+    from pytest_recfair.report.registry import render
+    from pytest_recfair.report.stored import parse_run
+
+    results = _results(("fair", None, 1), ("biased", {"Islamic": -0.25}, 2))
+    models = compare_models(results, _slots("fair", "biased"))
+    rs = list(results.values())
+    text = report.to_json(rs, models=models)
+    run = parse_run(text, tmp_path / "run.json")
+    assert run.models == tuple(models)
+    for fmt in (".json", ".md", ".html"):
+        again = render(fmt, run.results, run.baselines, models=run.models)
+        assert again == render(fmt, rs, None, models=models)
