@@ -593,7 +593,10 @@ def fairness_result(
     try:
         merge = request.config.stash.get(_MERGE, None)
         # merged: nothing is sent or replayed, the shard results hold the scores
-        result = _measure(request, s) if merge is None else merge.result(s, node.nodeid)
+        if merge is None:
+            result = _measure(request, s)
+        else:
+            result = merge.result(s, node.nodeid, lambda: _kind_inputs(request, s))
     except RecfairError as exc:
         problem = exc
     if problem is not None:
@@ -617,6 +620,12 @@ def fairness_result(
         }
     node.user_properties.extend(audit.property_items(result))
     return result
+
+
+def _kind_inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
+    """Seeds, grid and inputs, for a merge that rebuilds a kind's prompts."""
+    seeds = request.getfixturevalue("recfair_seeds")
+    return seeds, request.getfixturevalue("recfair_grid"), _inputs(request, s)
 
 
 def _user_fixture(request: pytest.FixtureRequest, name: str) -> Any:
@@ -668,6 +677,7 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
             test_id=node.nodeid,
             shard=shard,
             progress=_terminal_line(config),
+            inputs=inputs,
         )
     # the runner flushes recorded cassettes itself, also when the run fails half-way
     common: dict[str, Any] = {
