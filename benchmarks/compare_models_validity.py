@@ -67,15 +67,15 @@ def _matrix(sims: np.ndarray, entities: Sequence[str]) -> SimilarityMatrix:
 
 def verdicts(
     a: Run, b: Run, entities: Sequence[str], seed: int, resamples: int, n_pairs: int = 1
-) -> dict[str, tuple[bool, float]]:
-    """attribute -> (significant, delta b - a), Jaccard only, as the plugin decides."""
+) -> dict[str, tuple[bool, float, float]]:
+    """attribute -> (significant, delta b - a, raw p), Jaccard only, as the plugin decides."""
     members = [
         PairMember(attr, _matrix(a[(attr, m)], entities), _matrix(b[(attr, m)], entities))
         for (attr, m) in a
         if m == "jaccard"
     ]
     out = paired_models(members, n_resamples=resamples, seed=seed, interval=False)
-    return {v.key: (min(1.0, v.p_adjusted * n_pairs) <= ALPHA, v.delta) for v in out}
+    return {v.key: (min(1.0, v.p_adjusted * n_pairs) <= ALPHA, v.delta, v.p_value) for v in out}
 
 
 def _names(n: int) -> list[str]:
@@ -92,8 +92,8 @@ def null_synthetic(args: argparse.Namespace, rng: np.random.Generator) -> list[s
                 effects = gv.grid_effects(rng, fair)
                 a, b = gv.draw_run(rng, pop, effects), gv.draw_run(rng, pop, effects)
                 v = verdicts(a, b, _names(n), r, args.resamples)
-                rate.add(any(sig for sig, _ in v.values()))
-                per_attr.add(v["religion"][0])
+                rate.add(any(sig for sig, _, _ in v.values()))
+                per_attr.add(v["religion"][2] <= ALPHA)
             model = "fair" if fair else "mildly unfair"
             rows.append(f"| {model} | {n} | {rate.text()} | {per_attr.text()} |")
     return rows
@@ -111,7 +111,7 @@ def null_three(args: argparse.Namespace, rng: np.random.Generator) -> list[str]:
             hit = False
             for i, j in ((0, 1), (0, 2), (1, 2)):
                 v = verdicts(runs[i], runs[j], _names(n), r, args.resamples, n_pairs=3)
-                hit = hit or any(sig for sig, _ in v.values())
+                hit = hit or any(sig for sig, _, _ in v.values())
             rate.add(hit)
         rows.append(f"| 3 models, 3 pairs | {n} | {rate.text()} |")
     return rows
@@ -130,11 +130,29 @@ def power(args: argparse.Namespace, rng: np.random.Generator) -> list[str]:
                 moved = dict(effects)
                 moved["religion"] = effects["religion"] - rise * (np.arange(4) == 0)
                 a, b = gv.draw_run(rng, pop, effects), gv.draw_run(rng, pop, moved)
-                sig, delta = verdicts(a, b, _names(n), r, args.resamples)["religion"]
+                sig, delta, _ = verdicts(a, b, _names(n), r, args.resamples)["religion"]
                 caught.add(sig and delta > 0)
                 wrong.add(sig and delta < 0)
             rows.append(f"| +{rise:.2f} | {n} | {caught.text()} | {wrong.text()} |")
     return rows
+
+
+def _sim_run(sa: gv.SimAudit, repeat: int) -> dict[tuple[str, str], np.ndarray]:
+    """gate_validity.sim_run for Jaccard@25 only (what a plugin audit scores by default)."""
+    from pytest_recfair import metrics
+
+    neutral: dict[str, list[str]] = {}
+    by: dict[str, dict[str, dict[str, list[str]]]] = {}
+    for c in sa.cases:
+        items = list(sa.rec.respond(c.prompt, c.system, repeat=repeat).items)
+        if c.attribute is None:
+            neutral[c.entity] = items
+        else:
+            by.setdefault(c.attribute, {}).setdefault(c.value, {})[c.entity] = items
+    return {
+        (attr, "jaccard"): np.asarray(metrics.similarity_matrix(neutral, values, k=25).sims)
+        for attr, values in by.items()
+    }
 
 
 def _sim_chunk(job: tuple[list[int], int, int]) -> list[bool]:
@@ -142,9 +160,9 @@ def _sim_chunk(job: tuple[list[int], int, int]) -> list[bool]:
     sa = gv.sim_audit(n, gv._sim_profile(0.40))
     out = []
     for r in rs:
-        a = gv.sim_run(sa, 2 * r)
-        b = gv.sim_run(sa, 2 * r + 1)
-        out.append(any(s for s, _ in verdicts(a, b, sa.entities, r, resamples).values()))
+        a = _sim_run(sa, 2 * r)
+        b = _sim_run(sa, 2 * r + 1)
+        out.append(any(s for s, _, _ in verdicts(a, b, sa.entities, r, resamples).values()))
     return out
 
 
@@ -167,7 +185,7 @@ def null_simulator(args: argparse.Namespace, rng: np.random.Generator) -> list[s
 SECTIONS: dict[str, tuple[str, Callable[[argparse.Namespace, np.random.Generator], list[str]]]] = {
     "null": (
         "| two equally fair models | entities | any of 8 attributes called different "
-        "| religion called different |\n| --- | --- | --- | --- |",
+        "(family-wise) | religion alone: raw p <= 0.05 |\n| --- | --- | --- | --- |",
         null_synthetic,
     ),
     "three": ("| setting | entities | any call |\n| --- | --- | --- |", null_three),

@@ -39,6 +39,8 @@ from pytest_recfair.metrics.stats import compare
 __all__ = ["PairMember", "PairVerdict", "paired_models"]
 
 FloatArray = npt.NDArray[np.float64]
+#: A swap distribution narrower than this (similarities are in [0, 1]) is rounding only.
+_DEGENERATE = 1e-12
 
 
 @dataclass(frozen=True)
@@ -118,9 +120,12 @@ def paired_models(
         if stat == "pafs":  # _worsening signs a PAFS drop as positive: undo, we want b - a
             diff, perm = -diff, -perm
         absperm = np.abs(perm)
-        # the observed data count as one more swap (a swap-invariant scale), as the gate's
-        sd = float(np.nanstd(absperm if exact else np.append(absperm, abs(diff))))
-        if sd > 0 and math.isfinite(diff):
+        # the scale of the SIGNED swap distribution (the observed data count as one more
+        # swap, as in the gate): swap-invariant, and never rounding-sized when |difference|
+        # barely moves (two values whose gaps have opposite signs in the two models)
+        sd = float(np.nanstd(perm if exact else np.append(perm, diff)))
+        # no swap moves the statistic beyond rounding: no evidence either way, p = 1
+        if sd > _DEGENERATE and math.isfinite(diff):
             T[j] = abs(diff) / sd
             Tp[:, j] = np.where(np.isnan(absperm), np.inf, absperm / sd)
         points.append((pa, pb, diff, base.shape[0]))

@@ -117,3 +117,29 @@ def test_false_positive_rate_on_equal_models_is_near_alpha() -> None:
 
 def test_empty_family() -> None:
     assert paired_models([]) == ()
+
+
+def test_a_member_no_swap_can_move_does_not_mask_the_others() -> None:
+    """Two values whose difference has opposite signs in the two models: every swap gives
+    the same |SNSR| difference (up to rounding). That member has no evidence and
+    must not swamp the max-T of a clearly different attribute."""
+    rng = np.random.default_rng(8)
+    E = 40
+    base = rng.uniform(0.3, 0.8, E)
+    fair, biased = _model(rng, base), _model(rng, base, (0, 0, 0, -0.2))
+    ents = fair.entities
+    # model a favours y by 0.05, model b favours x by 0.05: |SNSR(b) - SNSR(a)| is
+    # 2|u| (u: half the sum of the two gaps) for nearly every swap
+    noise = rng.normal(0, 0.02, (2, E))
+    up = np.column_stack([base, base + 0.05 + noise[0]])
+    down = np.column_stack([base + 0.05 + noise[1], base])
+    flat_a = SimilarityMatrix(ents, ("x", "y"), up, np.zeros((E, 2), bool))
+    flat_b = SimilarityMatrix(ents, ("x", "y"), down, np.zeros((E, 2), bool))
+    out = paired_models(
+        [PairMember("religion", fair, biased), PairMember("physical", flat_a, flat_b)],
+        n_resamples=1000,
+        interval=False,
+    )
+    religion, physical = out
+    assert physical.p_adjusted > 0.5
+    assert religion.p_adjusted < 0.01
