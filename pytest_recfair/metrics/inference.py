@@ -108,11 +108,10 @@ class SpreadIntervals:
     method: str = "pairwise-max-t"
 
 
-def _boot_t(X: FloatArray, W: _weights.CountArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Estimate, standard error and bootstrap-t draws (B, P) of each column mean of X.
-
-    NaN cells are left out of their column. Columns with zero spread get se 0 and t 0.
-    """
+def _moments(X: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Estimate and standard error of each column mean of X (NaN cells left out), and the
+    (E, 3P) columns [counted, value, value**2] whose resample-weighted sums give every
+    resample's count, sum and sum of squares."""
     valid = ~np.isnan(X)
     X0 = np.where(valid, X, 0.0)
     M = valid.astype(np.float64)
@@ -120,14 +119,20 @@ def _boot_t(X: FloatArray, W: _weights.CountArray) -> tuple[FloatArray, FloatArr
     est = np.divide(X0.sum(axis=0), n, out=np.full(n.shape, np.nan), where=n > 0)
     dev = np.where(valid, X - est, 0.0)
     se = np.sqrt(np.divide((dev**2).sum(axis=0), n * (n - 1), out=np.zeros(n.shape), where=n > 1))
-    cnt, s1, s2 = _weights.products(W, M, X0, X0**2)
+    return est, se, np.concatenate([M, X0, X0**2], axis=1)
+
+
+def _t_draws(est: FloatArray, sums: FloatArray) -> FloatArray:
+    """Bootstrap-t draws (B, P) of each column mean from the weighted sums of its
+    ``_moments`` columns. Columns with zero spread get t 0."""
+    cnt, s1, s2 = np.split(sums, 3, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         m_b = s1 / cnt
         var_b = np.maximum(s2 / cnt - m_b**2, 0.0) * cnt / np.maximum(cnt - 1, 1)
         se_b = np.sqrt(var_b / cnt)
         t = (m_b - est) / se_b
     t[~np.isfinite(t)] = 0.0
-    return est, se, t
+    return np.asarray(t)
 
 
 def _draw_weights(rng: np.random.Generator, B: int, E: int) -> _weights.CountArray:
@@ -194,13 +199,17 @@ def spread_intervals(
     if W.shape != (B, E):
         raise DataError(f"spread_intervals: weights must be ({B}, {E}); got {W.shape}.")
     a, b = np.triu_indices(V, k=1)
-    d, se_d, t_d = _boot_t(X[:, a] - X[:, b], W)
+    d, se_d, cols_d = _moments(X[:, a] - X[:, b])
     valid = ~np.isnan(X)
     n_row = valid.sum(axis=1, keepdims=True)
     row = np.where(valid, X, 0.0).sum(axis=1, keepdims=True)
     # an entity with no scorable cell (missing="skip") stays all-NaN, without a warning
     centred = X - np.divide(row, n_row, out=np.full(row.shape, np.nan), where=n_row > 0)
-    c, se_c, t_c = _boot_t(centred, W)
+    c, se_c, cols_c = _moments(centred)
+    # one pass over the (B, E) weights for both: the product is bound by reading them
+    (sums,) = _weights.products(W, np.concatenate([cols_d, cols_c], axis=1))
+    t_d = _t_draws(d, sums[:, : cols_d.shape[1]])
+    t_c = _t_draws(c, sums[:, cols_d.shape[1] :])
     snsv, pafs = _centred_bounds(c, se_c, t_c, 1 - conf)
     return SpreadIntervals(_snsr_interval(d, se_d, t_d, 1 - conf), snsv, pafs, B, conf)
 
@@ -332,8 +341,9 @@ def _worsening(
     b0, c0 = np.where(vb, base, 0.0), np.where(vc, cand, 0.0)
     nb, nc = vb.astype(np.float64), vc.astype(np.float64)
     sb, sc, kb, kc = b0.sum(0), c0.sum(0), nb.sum(0), nc.sum(0)
-    # swapping moves these into the baseline
-    shift_s, shift_n = _weights.products(S, c0 - b0, nc - nb)
+    # swapping moves these into the baseline (one pass over the flips for both)
+    (shifts,) = _weights.products(S, np.concatenate([c0 - b0, nc - nb], axis=1))
+    shift_s, shift_n = np.split(shifts, 2, axis=1)
     pb, pc = float(pb0), float(pc0)
     perm_b = _stat_rows(sb + shift_s, kb + shift_n, statistic)
     perm_c = _stat_rows(sc - shift_s, kc - shift_n, statistic)
@@ -400,6 +410,7 @@ def drift_test(
     index: dict[str, int] = {}
     paired = [_pair_rows(m, index) for m in members]
     S, exact = _flips(rng, B, len(index))
+    S = _weights.reusable(S)  # float64 when one block: not converted for every member
     rows = []
     T = np.full(len(members), -np.inf)
     Tp = np.zeros((S.shape[0], len(members)))
