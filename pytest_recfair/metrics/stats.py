@@ -231,7 +231,7 @@ class AttributeIntervals:
     pafs_ci: Interval
     n_resamples: int
     confidence: float
-    method: str = "t / pairwise-max-t"
+    method: str = "t / inverted-bootstrap"
 
 
 def intervals(
