@@ -279,7 +279,10 @@ def spread_intervals(
         raise DataError(f"spread_intervals: weights must be ({B}, {E}); got {W.shape}.")
     # an entity with no scorable cell (missing="skip") stays all-NaN, without a warning
     keep = ~np.isnan(X).all(axis=1)
-    est, dev, n = _boot_devs(X[keep], W[:, keep])
+    if keep.all():  # the common case: no copy of the (B, E) weights for every table
+        est, dev, n = _boot_devs(X, W)
+    else:
+        est, dev, n = _boot_devs(X[keep], W[:, keep])
     if np.isnan(est).any():
         nan = (math.nan, math.nan)
         return SpreadIntervals(nan, nan, nan, B, conf)
