@@ -70,7 +70,7 @@ def _report(args: argparse.Namespace) -> int:
 
     run = load_run(args.run)
     fmt = next(f for f in REPORT_FORMATS if f == "." + args.to)
-    _emit(render(fmt, run.results, run.baselines), args.output)
+    _emit(render(fmt, run.results, run.baselines, models=run.models), args.output)
     return 0
 
 

@@ -36,6 +36,7 @@ from pytest_recfair.report.status import (
     shown,
 )
 from pytest_recfair.results import AttributeResult, AuditResult
+from pytest_recfair.sidebyside import ModelComparison
 
 __all__ = ["render", "to_html"]
 
@@ -77,6 +78,7 @@ figcaption { color: var(--muted); font-size: 12px; }
 svg text { font-family: inherit; }
 svg.chart { max-width: 100%; height: auto; }
 .scroll { overflow-x: auto; max-width: 100%; }
+ul.pairs li.fairer { color: var(--pass); } ul.pairs li.same { color: var(--muted); }
 footer { color: var(--muted); font-size: 12px; margin-top: 32px; }
 """
 
@@ -357,8 +359,14 @@ def _gate_html(r: AuditResult) -> str:
     return "".join(parts)
 
 
-def render(results: Sequence[AuditResult], baselines: Mapping[str, AuditResult]) -> str:
+def render(
+    results: Sequence[AuditResult],
+    baselines: Mapping[str, AuditResult],
+    models: Sequence[ModelComparison] = (),
+) -> str:
     """The whole page."""
+    from pytest_recfair.report.sidebyside import html_section
+
     statuses = [result_status(r) for r in results]
     totals = (
         f'<div class="totals"><div class="total"><b>{len(results)}</b>audited tests</div>'
@@ -404,12 +412,17 @@ def render(results: Sequence[AuditResult], baselines: Mapping[str, AuditResult])
         '<p class="sub">How much the recommendations change when the prompt names a '
         "demographic attribute: SNSR (range) and SNSV (spread) of the per-value similarity to "
         "the neutral lists, lower is fairer; PAFS, higher is fairer.</p>"
-        f"{totals}{''.join(sections)}"
+        f"{totals}{html_section(models)}{''.join(sections)}"
         f"<footer>pytest-recfair {_e(__version__)}</footer>"
         "</main></body></html>\n"
     )
 
 
-def to_html(results: Sequence[AuditResult], baselines: Baselines = None) -> str:
+def to_html(
+    results: Sequence[AuditResult],
+    baselines: Baselines = None,
+    *,
+    models: Sequence[ModelComparison] = (),
+) -> str:
     """ONE self-contained HTML page (inline CSS and SVG, no external resources)."""
-    return render(failures_first(results), baseline_map(baselines))
+    return render(failures_first(results), baseline_map(baselines), models)
