@@ -461,6 +461,20 @@ def _all_swaps(
 
 
 def _worsening(
+    base: FloatArray,
+    cand: FloatArray,
+    S: _weights.CountArray,
+    statistic: DriftQuantity,
+    centre: bool,
+) -> tuple[float, float, float, FloatArray]:
+    """Observed baseline/candidate statistic, worsening, and worsening under each swap of
+    one member on its own (``S``: its entities' columns of the flips)."""
+    sw, moves = _swap_inputs(base, cand, statistic, centre)
+    (shifts,) = _weights.products(S, moves)
+    return _swap_stats(sw, shifts, statistic, centre)
+
+
+def _swap_stats(
     sw: _Swaps, shifts: FloatArray, statistic: DriftQuantity, centre: bool
 ) -> tuple[float, float, float, FloatArray]:
     """Observed baseline/candidate statistic, worsening, and worsening under each swap."""
@@ -537,7 +551,7 @@ def drift_test(
     T = np.full(len(members), -np.inf)
     Tp = np.zeros((S.shape[0], len(members)))
     for j, (m, sw, margin) in enumerate(zip(members, swaps, margins, strict=True)):
-        pb, pc, worse, perm = _worsening(sw, shifts[j], m.statistic, margin > 0)
+        pb, pc, worse, perm = _swap_stats(sw, shifts[j], m.statistic, margin > 0)
         # At margin 0 the observed data count as one more swap: a swap-invariant spread.
         sd = float(np.nanstd(perm if exact or margin > 0 else np.append(perm, worse)))
         if sd > 0 and math.isfinite(worse):
