@@ -533,7 +533,10 @@ def fairness_result(
     try:
         merge = request.config.stash.get(_MERGE, None)
         # merged: nothing is sent or replayed, the shard results hold the scores
-        result = _measure(request, s) if merge is None else merge.result(s, node.nodeid)
+        if merge is None:
+            result = _measure(request, s)
+        else:
+            result = merge.result(s, node.nodeid, lambda: _kind_inputs(request, s))
     except RecfairError as exc:
         problem = exc
     if problem is not None:
@@ -547,6 +550,12 @@ def fairness_result(
     node.stash[_RECORD] = audit.TestRecord(result, comparison.baseline)
     node.user_properties.extend(audit.property_items(result))
     return result
+
+
+def _kind_inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
+    """Seeds, grid and inputs, for a merge that rebuilds a kind's prompts."""
+    seeds = request.getfixturevalue("recfair_seeds")
+    return seeds, request.getfixturevalue("recfair_grid"), _inputs(request, s)
 
 
 def _user_fixture(request: pytest.FixtureRequest, name: str) -> Any:
@@ -598,6 +607,7 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
             test_id=node.nodeid,
             shard=shard,
             progress=_terminal_line(config),
+            inputs=inputs,
         )
     # the runner flushes recorded cassettes itself, also when the run fails half-way
     common: dict[str, Any] = {
@@ -861,7 +871,10 @@ def pytest_runtest_makereport(
     report = yield
     if call.when == "call":
         record = item.stash.get(_RECORD, None)
-        if record is not None:
+        controller = item.config.pluginmanager.get_plugin("recfair-controller")
+        if record is not None and controller is not None:  # one process: no dict round trip
+            controller.take(record)
+        elif record is not None:  # an xdist worker: the payload survives serialisation
             report.recfair = record.payload()  # type: ignore[attr-defined]
     _scrub_report(report)
     return report
@@ -921,6 +934,14 @@ class _Controller:
 
                 self.collector = audit.RunCollector()
             self.collector.add(payload)
+
+    def take(self, record: audit.TestRecord) -> None:
+        """A test judged in this process (no xdist): its result objects as they are."""
+        if self.collector is None:
+            from pytest_recfair import audit
+
+            self.collector = audit.RunCollector()
+        self.collector.add_record(record)
 
     def pytest_sessionfinish(self) -> None:
         collector = self.collector

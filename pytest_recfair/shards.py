@@ -6,7 +6,10 @@ list, and each gets a near-equal share. Each shard writes its tally (matrix rows
 entities plus exact sums, see :mod:`pytest_recfair.tally`) with the audit's metadata to a
 JSON file; :func:`merge_results` checks that shards 1..N of one audit are all there and
 merges them into the tally the unsharded run would have built, so the merged audit's
-numbers are those of the unsharded run with the same bootstrap seed.
+numbers are those of the unsharded run with the same bootstrap seed. Kinds of audit that
+score across entities (item side, candidate position) write their share's replies
+instead (plain JSON: ``{"completions": {case id: reply}, "errors": {case id: error}}``),
+which :func:`merge_replies` unites for the merge run to score.
 
 Pure: no pytest, no HTTP.
 """
@@ -31,6 +34,7 @@ __all__ = [
     "ShardResult",
     "collect",
     "load_shard",
+    "merge_replies",
     "merge_results",
     "parse_shard",
     "positions",
@@ -88,13 +92,15 @@ def select(items: Sequence[T], shard: Shard | None) -> list[T]:
 
 @dataclass(frozen=True)
 class ShardResult:
-    """One shard's output: which audit, which shard, its metadata and its tally."""
+    """One shard's output: which audit, which shard, its metadata and its tally (list
+    overlap) or its replies (other kinds of audit)."""
 
     path: Path
     test_id: str
     shard: Shard
     meta: dict[str, Any]
-    tally: Tally
+    tally: Tally | None
+    replies: dict[str, dict[str, Any]] | None = None
 
 
 def shard_path(root: Path, test_id: str, shard: Shard) -> Path:
@@ -105,17 +111,27 @@ def shard_path(root: Path, test_id: str, shard: Shard) -> Path:
 
 
 def write_shard(
-    path: Path, *, test_id: str, shard: Shard, meta: Mapping[str, Any], tally: Tally
+    path: Path,
+    *,
+    test_id: str,
+    shard: Shard,
+    meta: Mapping[str, Any],
+    tally: Tally | None = None,
+    replies: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
-    """Write one shard's result atomically (a reader never sees half a file)."""
-    doc = {
+    """Write one shard's result (a tally or replies) atomically: a reader never sees
+    half a file."""
+    doc: dict[str, Any] = {
         "format": SHARD_FORMAT,
         "version": SHARD_VERSION,
         "test_id": test_id,
         "shard": {"index": shard.index, "count": shard.count},
         "meta": dict(meta),
-        "tally": tally.to_dict(),
     }
+    if tally is not None:
+        doc["tally"] = tally.to_dict()
+    else:
+        doc["replies"] = {k: dict(v) for k, v in (replies or {}).items()}
     atomic_write_text(path, json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n")
 
 
@@ -140,12 +156,22 @@ def load_shard(path: Path) -> ShardResult:
     try:
         info = doc["shard"]
         shard = parse_shard(f"{info['index']}/{info['count']}", source=str(path))
-        tally = Tally.from_dict(doc["tally"])
-        return ShardResult(path, str(doc["test_id"]), shard, dict(doc["meta"]), tally)
+        tally = Tally.from_dict(doc["tally"]) if "replies" not in doc else None
+        replies = None if tally is not None else _replies(doc["replies"])
+        return ShardResult(path, str(doc["test_id"]), shard, dict(doc["meta"]), tally, replies)
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise DataError(
             f"shard result {path}: malformed ({type(exc).__name__}: {exc}); re-run that shard."
         ) from None
+
+
+def _replies(value: Any) -> dict[str, dict[str, Any]]:
+    """The replies part of a shard file: completions and errors, each keyed by case id."""
+    if not isinstance(value, dict) or set(value) != {"completions", "errors"}:
+        raise ValueError('"replies" holds "completions" and "errors"')
+    if not all(isinstance(v, dict) for v in value.values()):
+        raise TypeError('"completions" and "errors" are objects keyed by case id')
+    return {"completions": dict(value["completions"]), "errors": dict(value["errors"])}
 
 
 def collect(paths: Iterable[Path]) -> dict[str, list[ShardResult]]:
@@ -178,6 +204,43 @@ def _is_shard_file(path: Path) -> bool:
 
 def merge_results(results: Sequence[ShardResult]) -> tuple[dict[str, Any], Tally]:
     """The metadata and tally of the whole audit from its shards 1..N (each once)."""
+    meta = _merged_meta(results)
+    tallies = [r.tally for r in results if r.tally is not None]
+    if len(tallies) != len(results):
+        raise DataError(_mixed(results))
+    tally = merge(tallies)
+    models = {str(r.meta.get("model")) for r in results}
+    meta["model"] = models.pop() if len(models) == 1 else ",".join(sorted(tally.models))
+    return meta, tally
+
+
+def merge_replies(results: Sequence[ShardResult]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The metadata and the united replies (completions, errors) of a kind's audit whose
+    shards wrote replies; the shards' entities are disjoint, so no case id repeats."""
+    meta = _merged_meta(results)
+    parts = [r.replies for r in results if r.replies is not None]
+    if len(parts) != len(results):
+        raise DataError(_mixed(results))
+    completions: dict[str, Any] = {}
+    errors: dict[str, Any] = {}
+    for part in parts:
+        completions.update(part["completions"])
+        errors.update(part["errors"])
+    models = {str(r.meta.get("model")) for r in results}
+    meta["model"] = models.pop() if len(models) == 1 else ",".join(sorted(models))
+    return meta, {"completions": completions, "errors": errors}
+
+
+def _mixed(results: Sequence[ShardResult]) -> str:
+    where = ", ".join(str(r.path) for r in results)
+    return (
+        f"--fairness-merge: the shards of {results[0].test_id} hold different kinds of "
+        f"result (files {where}); re-run all shards with the same plugin version and options."
+    )
+
+
+def _merged_meta(results: Sequence[ShardResult]) -> dict[str, Any]:
+    """The audit's metadata once shards 1..N are each there once with the same settings."""
     first = results[0]
     test_id, count = first.test_id, first.shard.count
     where = ", ".join(str(r.path) for r in results)
@@ -207,8 +270,4 @@ def merge_results(results: Sequence[ShardResult]) -> tuple[dict[str, Any], Tally
                 f"settings than shard {first.shard} ({', '.join(diff)} differ); re-run all shards "
                 "with the same options."
             )
-    tally = merge([r.tally for r in results])
-    meta = dict(first.meta)
-    models = {str(r.meta.get("model")) for r in results}
-    meta["model"] = models.pop() if len(models) == 1 else ",".join(sorted(tally.models))
-    return meta, tally
+    return dict(first.meta)

@@ -8,12 +8,12 @@ case id -> error: the audit counts them as failed prompts instead of asking agai
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from pytest_recfair import shards
-from pytest_recfair.audit import pipeline, registry, stream
+from pytest_recfair.audit import overlap, pipeline, registry, stream
 from pytest_recfair.audit.base import AuditInputs
 from pytest_recfair.cassettes import CassetteStore, sanitize_name
 from pytest_recfair.errors import ConfigError
@@ -40,6 +40,7 @@ def record_batch(
     test_id: str,
     shard: Shard | None = None,
     progress: Callable[[str], None] | None = None,
+    inputs: AuditInputs | None = None,
 ) -> dict[str, str]:
     """Record every prompt of the audit that has no recording yet; failed case ids."""
     if not hasattr(recommender, "build_request"):
@@ -49,7 +50,9 @@ def record_batch(
         )
     store = CassetteStore(root, "new_episodes")
     store.add_secrets(getattr(recommender, "secrets", ()))
-    todo = _missing(settings, recommender, seeds, grid, store, test_id, shard)
+    todo = _missing(
+        settings, recommender, seeds, grid, store, test_id, shard, inputs or AuditInputs()
+    )
     if not todo:
         return {}
     try:
@@ -80,16 +83,12 @@ def _missing(
     store: CassetteStore,
     test_id: str,
     shard: Shard | None,
+    inputs: AuditInputs,
 ) -> list[PromptCase]:
     """The cases replay would not find, a chunk of entities at a time."""
-    entities = shards.select(pipeline.entities_of(settings, seeds, test_id), shard)
-    grid, attributes = pipeline.attributes_of(settings, grid)
-    kind = registry.select(settings)
     todo: list[PromptCase] = []
-    size = stream.chunk_entities(settings, 32)
-    for start in range(0, len(entities), size):
-        chunk = entities[start : start + size]
-        for case in kind.build_cases(settings, grid, chunk, attributes, AuditInputs()):
+    for entity_ids, cases in _chunks(settings, seeds, grid, test_id, shard, inputs):
+        for case in cases:
             request = recommender.build_request(case.system, case.prompt)
             found = store.lookup(
                 test_id,
@@ -101,5 +100,34 @@ def _missing(
             )
             if found is None:
                 todo.append(case)
-        store.release(test_id, [e.id for e in chunk])
+        store.release(test_id, entity_ids)
     return todo
+
+
+def _chunks(
+    settings: AuditSettings,
+    seeds: Sequence[Entity],
+    grid: Grid,
+    test_id: str,
+    shard: Shard | None,
+    inputs: AuditInputs,
+) -> Iterator[tuple[list[str], list[Any]]]:
+    """(entity ids, the cases the audit will send for them), as the audit builds them: a
+    list-overlap audit per chunk of entities, other kinds (which need the candidates and
+    build across entities) all at once, this shard's entities only."""
+    kind = registry.select(settings)
+    if kind is not overlap.OVERLAP:
+        asked = pipeline.kind_cases(
+            settings, kind, seeds=seeds, grid=grid, test_id=test_id, inputs=inputs
+        )
+        mine = [e.id for e in shards.select(asked.entities, shard)]
+        keep = set(mine)
+        yield mine, [c for c in asked.cases if c.entity_id in keep]
+        return
+    entities = shards.select(pipeline.entities_of(settings, seeds, test_id), shard)
+    grid, attributes = pipeline.attributes_of(settings, grid)
+    size = stream.chunk_entities(settings, 32)
+    for start in range(0, len(entities), size):
+        chunk = entities[start : start + size]
+        built = kind.build_cases(settings, grid, chunk, attributes, inputs)
+        yield [e.id for e in chunk], pipeline.asked_cases(settings, built, inputs)

@@ -22,7 +22,20 @@ from pytest_recfair.settings import AuditSettings
 from pytest_recfair.shards import Shard
 from pytest_recfair.tally import Tally
 
-__all__ = ["attributes_of", "entities_of", "measure", "result_of", "run_audit", "stream_audit"]
+__all__ = [
+    "KindCases",
+    "attributes_of",
+    "check_failures",
+    "entities_of",
+    "kind_cases",
+    "kind_meta",
+    "measure",
+    "result_of",
+    "run_audit",
+    "score_kind",
+    "send_kind_cases",
+    "stream_audit",
+]
 
 
 def run_audit(
@@ -96,11 +109,58 @@ def measure(
             out.cases, failures.summarize(out.failed, out.errors).failed
         )
         return _with_failures(result_of(settings, meta, out.tally), summary)
+    asked = kind_cases(settings, kind, seeds=seeds, grid=grid, test_id=test_id, inputs=inputs)
+    outcome = send_kind_cases(
+        settings,
+        recommender,
+        asked.cases,
+        cassettes=cassettes,
+        test_id=test_id,
+        progress=progress,
+        failed=failed,
+        live=live,
+    )
+    meta = kind_meta(settings, test_id, recommender, asked, outcome.completions)
+    return score_kind(settings, kind, asked, outcome, meta=meta, inputs=inputs)
+
+
+@dataclasses.dataclass(frozen=True)
+class KindCases:
+    """The prompts of a kind of audit other than list overlap, with what built them."""
+
+    cases: list[Any]
+    grid: Grid
+    entities: list[Entity]
+
+
+def kind_cases(
+    settings: AuditSettings,
+    kind: Any,
+    *,
+    seeds: Sequence[Entity],
+    grid: Grid,
+    test_id: str,
+    inputs: AuditInputs,
+) -> KindCases:
+    """Every prompt of the whole audit of ``kind`` (a shard sends its entities' share)."""
     entities = entities_of(settings, seeds, test_id)
     grid, attr_names = attributes_of(settings, grid)
-    cases = asked_cases(
-        settings, kind.build_cases(settings, grid, entities, attr_names, inputs), inputs
-    )
+    built = kind.build_cases(settings, grid, entities, attr_names, inputs)
+    return KindCases(asked_cases(settings, built, inputs), grid, entities)
+
+
+def send_kind_cases(
+    settings: AuditSettings,
+    recommender: Any,
+    cases: Sequence[Any],
+    *,
+    cassettes: CassetteStore | None,
+    test_id: str,
+    progress: bool | None = None,
+    failed: Mapping[str, str] | None = None,
+    live: Any = None,
+) -> providers.RunOutcome:
+    """Send ``cases`` (those already known to have failed are not sent, they stay failed)."""
     known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
     outcome = providers.run_cases(
         recommender,
@@ -112,12 +172,38 @@ def measure(
     )
     if known:
         outcome = dataclasses.replace(outcome, errors={**outcome.errors, **known})
-    summary = _failures(settings, test_id, len(cases), cases, outcome.errors)
-    scored = kind.score(settings, cases, outcome.completions, inputs)
-    models = {c.model for c in outcome.completions.values() if c.model}
+    return outcome
+
+
+def kind_meta(
+    settings: AuditSettings,
+    test_id: str,
+    recommender: Any,
+    asked: KindCases,
+    completions: Mapping[str, providers.Completion],
+) -> AuditMeta:
+    """The metadata of a kind's audit (the model as the replies name it)."""
+    models = {c.model for c in completions.values() if c.model}
     model = sorted(models)[0] if len(models) == 1 else _model_name(recommender, models)
+    provider = _provider_name(recommender)
+    return _meta(settings, test_id, provider, model, asked.grid, asked.entities)
+
+
+def score_kind(
+    settings: AuditSettings,
+    kind: Any,
+    asked: KindCases,
+    outcome: providers.RunOutcome,
+    *,
+    meta: AuditMeta,
+    inputs: AuditInputs,
+) -> AuditResult:
+    """The ungated result of a kind's audit from its replies (one run's, or merged
+    shards'); a failed prompt is never scored, and too many of them is an error."""
+    summary = _failures(settings, meta.test_id, len(asked.cases), asked.cases, outcome.errors)
+    scored = kind.score(settings, asked.cases, outcome.completions, inputs)
     return AuditResult(
-        meta=_meta(settings, test_id, _provider_name(recommender), model, grid, entities),
+        meta=meta,
         attributes=scored.attributes,
         prompt_tokens=outcome.usage.prompt_tokens,
         completion_tokens=outcome.usage.completion_tokens,
@@ -217,6 +303,13 @@ def _failures(
     if not summary.within(settings.max_failed):
         raise ProviderError(summary.message(test_id, settings.max_failed))
     return summary
+
+
+def check_failures(
+    settings: AuditSettings, test_id: str, cases: Sequence[Any], errors: Mapping[str, str]
+) -> None:
+    """ProviderError when more of ``cases`` failed than ``max_failed`` allows."""
+    _failures(settings, test_id, len(cases), cases, errors)
 
 
 def _with_failures(result: AuditResult, summary: failures.FailureSummary) -> AuditResult:

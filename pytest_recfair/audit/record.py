@@ -77,22 +77,34 @@ class RunCollector:
     notes: list[str] = field(default_factory=list)  # e.g. "fairness report written: PATH"
 
     def add(self, payload: Mapping[str, Any]) -> None:
-        result = AuditResult.from_dict(dict(payload["result"]))
+        """Add a test's payload as a worker shipped it (``TestRecord.payload``)."""
+        base = payload.get("baseline")
+        written = payload.get("baseline_written")
+        self.add_record(
+            TestRecord(
+                result=AuditResult.from_dict(dict(payload["result"])),
+                baseline=AuditResult.from_dict(dict(base)) if base else None,
+                wrote=Path(str(written)) if written else None,
+                not_written=payload.get("baseline_not_written"),
+                changes=[str(c) for c in payload.get("baseline_changes") or []],
+            )
+        )
+
+    def add_record(self, record: TestRecord) -> None:
+        """Add a test judged in this process: its objects as they are, no dict round trip
+        (the payload of a 10,000-entity audit is millions of Python floats)."""
+        result = record.result
         test_id = result.meta.test_id
         self.results[test_id] = result
-        base = payload.get("baseline")
-        if base:
-            self.baselines[test_id] = AuditResult.from_dict(dict(base))
+        if record.baseline is not None:
+            self.baselines[test_id] = record.baseline
         else:  # a re-run of the same test id without a comparison drops the stale one
             self.baselines.pop(test_id, None)
-        if payload.get("baseline_written"):
-            path = Path(str(payload["baseline_written"]))
-            self.written.append(path)
-            self.changes[path] = [str(c) for c in payload.get("baseline_changes") or []]
-        if payload.get("baseline_not_written"):
-            self.notes.append(
-                f"fairness baseline NOT written for {test_id}: {payload['baseline_not_written']}"
-            )
+        if record.wrote is not None:
+            self.written.append(record.wrote)
+            self.changes[record.wrote] = list(record.changes)
+        if record.not_written:
+            self.notes.append(f"fairness baseline NOT written for {test_id}: {record.not_written}")
 
     def ordered(self) -> list[AuditResult]:
         return [self.results[k] for k in sorted(self.results)]

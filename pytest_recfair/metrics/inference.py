@@ -31,6 +31,7 @@ import numpy.typing as npt
 
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.kinds import DriftQuantity
+from pytest_recfair.metrics import _weights
 from pytest_recfair.metrics._check import check_confidence, check_positive_int, make_rng
 
 __all__ = [
@@ -107,7 +108,7 @@ class SpreadIntervals:
     method: str = "pairwise-max-t"
 
 
-def _boot_t(X: FloatArray, W: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+def _boot_t(X: FloatArray, W: _weights.CountArray) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Estimate, standard error and bootstrap-t draws (B, P) of each column mean of X.
 
     NaN cells are left out of their column. Columns with zero spread get se 0 and t 0.
@@ -119,9 +120,7 @@ def _boot_t(X: FloatArray, W: FloatArray) -> tuple[FloatArray, FloatArray, Float
     est = np.divide(X0.sum(axis=0), n, out=np.full(n.shape, np.nan), where=n > 0)
     dev = np.where(valid, X - est, 0.0)
     se = np.sqrt(np.divide((dev**2).sum(axis=0), n * (n - 1), out=np.zeros(n.shape), where=n > 1))
-    cnt = W @ M
-    s1 = W @ X0
-    s2 = W @ (X0**2)
+    cnt, s1, s2 = _weights.products(W, M, X0, X0**2)
     with np.errstate(invalid="ignore", divide="ignore"):
         m_b = s1 / cnt
         var_b = np.maximum(s2 / cnt - m_b**2, 0.0) * cnt / np.maximum(cnt - 1, 1)
@@ -131,10 +130,11 @@ def _boot_t(X: FloatArray, W: FloatArray) -> tuple[FloatArray, FloatArray, Float
     return est, se, t
 
 
-def _weights(rng: np.random.Generator, B: int, E: int) -> FloatArray:
+def _draw_weights(rng: np.random.Generator, B: int, E: int) -> _weights.CountArray:
     idx = rng.integers(0, E, size=(B, E), dtype=np.int64)
     idx += (np.arange(B, dtype=np.int64) * E)[:, None]
-    return np.bincount(idx.ravel(), minlength=B * E).reshape(B, E).astype(np.float64)
+    counts = np.bincount(idx.ravel(), minlength=B * E).reshape(B, E)
+    return counts.astype(np.min_scalar_type(int(counts.max(initial=0))))
 
 
 def _snsr_interval(d: FloatArray, se: FloatArray, t: FloatArray, alpha: float) -> Interval:
@@ -174,12 +174,12 @@ def spread_intervals(
     confidence: float = 0.95,
     n_resamples: int = 2000,
     seed: int | np.random.Generator = 0,
-    weights: FloatArray | None = None,
+    weights: _weights.CountArray | None = None,
 ) -> SpreadIntervals:
     """SNSR / SNSV / PAFS intervals of one (entities x values) similarity matrix.
 
-    ``weights`` (B, E): entity resample counts to use instead of drawing them from ``seed``
-    (an audit's tables share one draw).
+    ``weights`` (B, E): entity resample counts (integers, or floats) to use instead of
+    drawing them from ``seed`` (an audit's tables share one draw).
     """
     conf = check_confidence(confidence)
     B = check_positive_int(n_resamples, "n_resamples")
@@ -190,7 +190,7 @@ def spread_intervals(
         nan = (math.nan, math.nan)
         zero = (0.0, 0.0) if V == 1 else nan
         return SpreadIntervals(zero, zero, (1.0, 1.0) if V == 1 else nan, B, conf)
-    W = _weights(rng, B, E) if weights is None else np.asarray(weights, dtype=np.float64)
+    W = _draw_weights(rng, B, E) if weights is None else np.asarray(weights)
     if W.shape != (B, E):
         raise DataError(f"spread_intervals: weights must be ({B}, {E}); got {W.shape}.")
     a, b = np.triu_indices(V, k=1)
@@ -277,12 +277,17 @@ def _pair_rows(m: DriftMember, index: dict[str, int]) -> tuple[FloatArray, Float
     return base, cand, cols
 
 
-def _flips(rng: np.random.Generator, B: int, E: int) -> tuple[FloatArray, bool]:
-    """(B, E) 0/1 swap indicators: all 2**E when that is at most B, else B random draws."""
+def _flips(rng: np.random.Generator, B: int, E: int) -> tuple[_weights.CountArray, bool]:
+    """(B, E) 0/1 swap indicators (one byte each): all 2**E when that is at most B, else
+    B random draws (made a block of rows at a time: the numbers of one (B, E) draw)."""
     if E <= 20 and 2**E <= B:
         codes = np.arange(2**E, dtype=np.int64)
-        return ((codes[:, None] >> np.arange(E)) & 1).astype(np.float64), True
-    return rng.integers(0, 2, size=(B, E)).astype(np.float64), False
+        return ((codes[:, None] >> np.arange(E)) & 1).astype(np.uint8), True
+    S = np.empty((B, E), dtype=np.uint8)
+    rows = _weights.draw_block_rows(E)
+    for a in range(0, B, rows):
+        S[a : a + rows] = rng.integers(0, 2, size=(min(B, a + rows) - a, E))
+    return S, False
 
 
 def _stat_rows(sums: FloatArray, counts: FloatArray, statistic: DriftQuantity) -> FloatArray:
@@ -305,7 +310,11 @@ def _sum_count(rows: FloatArray) -> tuple[FloatArray, FloatArray]:
 
 
 def _worsening(
-    base: FloatArray, cand: FloatArray, S: FloatArray, statistic: DriftQuantity, centre: bool
+    base: FloatArray,
+    cand: FloatArray,
+    S: _weights.CountArray,
+    statistic: DriftQuantity,
+    centre: bool,
 ) -> tuple[float, float, float, FloatArray]:
     """Observed baseline/candidate statistic, worsening, and worsening under each swap.
 
@@ -323,7 +332,8 @@ def _worsening(
     b0, c0 = np.where(vb, base, 0.0), np.where(vc, cand, 0.0)
     nb, nc = vb.astype(np.float64), vc.astype(np.float64)
     sb, sc, kb, kc = b0.sum(0), c0.sum(0), nb.sum(0), nc.sum(0)
-    shift_s, shift_n = S @ (c0 - b0), S @ (nc - nb)  # swapping moves these into the baseline
+    # swapping moves these into the baseline
+    shift_s, shift_n = _weights.products(S, c0 - b0, nc - nb)
     pb, pc = float(pb0), float(pc0)
     perm_b = _stat_rows(sb + shift_s, kb + shift_n, statistic)
     perm_c = _stat_rows(sc - shift_s, kc - shift_n, statistic)
@@ -395,7 +405,8 @@ def drift_test(
     Tp = np.zeros((S.shape[0], len(members)))
     for j, (m, (base, cand, cols)) in enumerate(zip(members, paired, strict=True)):
         margin = tol if m.margin is None else _check_gate(m.margin, a_level)[0]
-        pb, pc, worse, perm = _worsening(base, cand, S[:, cols], m.statistic, margin > 0)
+        flips = S if cols == list(range(S.shape[1])) else S[:, cols]
+        pb, pc, worse, perm = _worsening(base, cand, flips, m.statistic, margin > 0)
         # At margin 0 the observed data count as one more swap: a swap-invariant spread.
         sd = float(np.nanstd(perm if exact or margin > 0 else np.append(perm, worse)))
         if sd > 0 and math.isfinite(worse):

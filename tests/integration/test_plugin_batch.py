@@ -10,6 +10,7 @@ submitting another.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -22,7 +23,7 @@ import pytest
 from pytest_recfair.sim import SimulatedRecommender
 from pytest_recfair.sim.batch import BatchOptions
 from pytest_recfair.sim.server import SimServer
-from tests.support.plugin import plugin_args, subprocess_env
+from tests.support.plugin import REPO, plugin_args, subprocess_env
 
 pytest_plugins = ["pytester"]
 
@@ -160,3 +161,34 @@ def test_an_interrupted_batch_run_resumes_polling(
     resumed.stdout.fnmatch_lines([f"*batch {batch_id}: completed*"])
     assert server.batches.created == 1, "resumed polling; nothing submitted twice"
     assert not journals[0].exists()
+
+
+POSITIONS = """
+from pytest_recfair import fairness
+
+
+@fairness(attr="religion", candidates="candidates.yaml", orders=3,
+          system="You pick one film from the list.")
+def test_positions():
+    pass
+"""
+
+
+def test_batch_records_what_a_candidate_position_audit_asks(
+    pytester: pytest.Pytester, server: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A kind that builds its prompts from candidates, with the marker's system message:
+    the batch records exactly the requests the audit then replays (no miss)."""
+    subprocess_env(monkeypatch)
+    _project(pytester, server)
+    pytester.makepyfile(test_audit=POSITIONS)
+    shutil.copy(REPO / "fixtures" / "candidates" / "directors.yaml", "candidates.yaml")
+    batch = _run(pytester, "--fairness", "--fairness-batch", "--fairness-update")
+    batch.assert_outcomes(passed=1)
+    assert server.batches.created == 1
+    assert server.stats.outcomes["ok"] == 0, "no synchronous request was sent"
+    bodies = _bodies(pytester.path / "fixtures" / "cassettes")
+    assert len(bodies) == 6 * 5 * 3  # entities x (neutral + 4 religions) x orders
+    assert all("You pick one film from the list." in body for body in bodies)
+    replay = _run(pytester, "--fairness")
+    replay.assert_outcomes(passed=1)

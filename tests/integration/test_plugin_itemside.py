@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.support.plugin import plugin_args
+from tests.support.plugin import assert_shards_merge_to_the_full_audit, plugin_args
 
 pytest_plugins = ["pytester"]
 
@@ -92,3 +92,10 @@ def test_fair_run_passes_and_a_later_shift_fails_against_the_baseline(
     again = pytester.runpytest(*plugin_args(), "--fairness")
     again.assert_outcomes(failed=1)
     again.stdout.fnmatch_lines(["*largest shift 0.* vs baseline 0.* rose by more than*"])
+
+
+def test_shards_merge_to_the_unsharded_item_side_audit(pytester: pytest.Pytester) -> None:
+    """Item-side scores need every entity's replies: the shards write theirs and the
+    merge run scores them together, to the numbers of the unsharded run."""
+    _setup(pytester, 0.05)
+    assert_shards_merge_to_the_full_audit(pytester)

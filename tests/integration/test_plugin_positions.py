@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.support.plugin import plugin_args
+from tests.support.plugin import assert_shards_merge_to_the_full_audit, plugin_args
 
 pytest_plugins = ["pytester"]
 
@@ -102,3 +102,8 @@ def test_a_later_run_with_more_position_bias_fails_against_the_baseline(
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*pooled position bias 0.0* -> 0.2* rose by more than*"])
     result.stdout.no_fnmatch_line("*> max_position_bias*")
+
+
+def test_shards_merge_to_the_unsharded_position_audit(pytester: pytest.Pytester) -> None:
+    _setup(pytester, 0.1, 0.1)
+    assert_shards_merge_to_the_full_audit(pytester)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import json
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,30 @@ def test_religion():
 def test_gender():
     pass
 """
+
+
+def assert_shards_merge_to_the_full_audit(pytester: pytest.Pytester, shards: int = 3) -> None:
+    """Shard runs 1..N, then a merge run: its JSON report equals the unsharded run's
+    (against the same baseline), and the merge never asks the recommender."""
+    args = (*plugin_args(), "-p", "no:cacheprovider")
+    pytester.runpytest(*args, "--fairness", "--fairness-update").assert_outcomes(passed=1)
+    full = pytester.runpytest(*args, "--fairness", "--fairness-report=full.json")
+    full.assert_outcomes(passed=1)
+    for i in range(1, shards + 1):
+        part = pytester.runpytest(*args, "--fairness", f"--fairness-shard={i}/{shards}", "-rs")
+        part.assert_outcomes(skipped=1)
+    conftest = pytester.path / "conftest.py"
+    conftest.write_text(
+        conftest.read_text()
+        + "\n\n@pytest.fixture(scope='session')\ndef recfair_recommender():\n"
+        + "    raise RuntimeError('the merge asked the recommender')\n"
+    )
+    merged = pytester.runpytest(
+        *args, "--fairness", "--fairness-merge=fairness-shards", "--fairness-report=merged.json"
+    )
+    merged.assert_outcomes(passed=1)
+    a = json.loads((pytester.path / "full.json").read_text())["results"]
+    b = json.loads((pytester.path / "merged.json").read_text())["results"]
+    for audit in (*a, *b):
+        audit["meta"].pop("record_mode", None)
+    assert b == a

@@ -90,3 +90,40 @@ def test_unreadable_shard_files_name_the_file(tmp_path: Path) -> None:
         shards.load_shard(bad)
     with pytest.raises(ConfigError, match="does not exist"):
         shards.collect([tmp_path / "nowhere"])
+
+
+def test_reply_shards_round_trip_and_unite(tmp_path: Path) -> None:
+    """Kinds that score across entities write replies; the merge unites them, and a
+    tally shard among reply shards is refused."""
+    test_id = "tests/test_x.py::test_items"
+    meta = {"test_id": test_id, "model": "m", "seeds_hash": "abc"}
+    parts = [
+        {"completions": {"a": {"text": "1. X", "usage": [3, 4]}}, "errors": {}},
+        {"completions": {"b": {"text": "1. Y", "usage": None}}, "errors": {"c": "HTTP 500"}},
+    ]
+    for i, part in enumerate(parts, 1):
+        path = shards.shard_path(tmp_path, test_id, Shard(i, 2))
+        shards.write_shard(path, test_id=test_id, shard=Shard(i, 2), meta=meta, replies=part)
+    found = shards.collect([tmp_path])[test_id]
+    assert all(r.tally is None for r in found)
+    merged_meta, united = shards.merge_replies(found)
+    assert merged_meta == meta
+    assert set(united["completions"]) == {"a", "b"}
+    assert united["errors"] == {"c": "HTTP 500"}
+    with pytest.raises(DataError, match="different kinds of result"):
+        shards.merge_results(found)
+
+
+def test_malformed_replies_name_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.json"
+    doc = {
+        "format": shards.SHARD_FORMAT,
+        "version": 1,
+        "test_id": "t",
+        "shard": {"index": 1, "count": 1},
+        "meta": {},
+        "replies": {"completions": []},
+    }
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DataError, match=r"bad\.json: malformed"):
+        shards.load_shard(path)
