@@ -101,6 +101,8 @@ class ShardResult:
     meta: dict[str, Any]
     tally: Tally | None
     replies: dict[str, dict[str, Any]] | None = None
+    #: list overlap: {"cases": prompts of the shard, "failed": [FailedPrompt fields]}
+    failures: dict[str, Any] | None = None
 
 
 def shard_path(root: Path, test_id: str, shard: Shard) -> Path:
@@ -118,6 +120,7 @@ def write_shard(
     meta: Mapping[str, Any],
     tally: Tally | None = None,
     replies: Mapping[str, Mapping[str, Any]] | None = None,
+    failures: Mapping[str, Any] | None = None,
 ) -> None:
     """Write one shard's result (a tally or replies) atomically: a reader never sees
     half a file."""
@@ -130,6 +133,8 @@ def write_shard(
     }
     if tally is not None:
         doc["tally"] = tally.to_dict()
+        if failures is not None:
+            doc["failures"] = dict(failures)
     else:
         doc["replies"] = {k: dict(v) for k, v in (replies or {}).items()}
     atomic_write_text(path, json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n")
@@ -158,7 +163,10 @@ def load_shard(path: Path) -> ShardResult:
         shard = parse_shard(f"{info['index']}/{info['count']}", source=str(path))
         tally = Tally.from_dict(doc["tally"]) if "replies" not in doc else None
         replies = None if tally is not None else _replies(doc["replies"])
-        return ShardResult(path, str(doc["test_id"]), shard, dict(doc["meta"]), tally, replies)
+        failures = _failures(doc.get("failures"))
+        return ShardResult(
+            path, str(doc["test_id"]), shard, dict(doc["meta"]), tally, replies, failures
+        )
     except (KeyError, TypeError, ValueError, IndexError) as exc:
         raise DataError(
             f"shard result {path}: malformed ({type(exc).__name__}: {exc}); re-run that shard."
@@ -172,6 +180,16 @@ def _replies(value: Any) -> dict[str, dict[str, Any]]:
     if not all(isinstance(v, dict) for v in value.values()):
         raise TypeError('"completions" and "errors" are objects keyed by case id')
     return {"completions": dict(value["completions"]), "errors": dict(value["errors"])}
+
+
+def _failures(value: Any) -> dict[str, Any] | None:
+    """The failures part of a list-overlap shard file (absent: none were counted)."""
+    if value is None:
+        return None
+    cases, failed = int(value["cases"]), list(value["failed"])
+    if not all(isinstance(f, dict) for f in failed):
+        raise TypeError('"failures" lists one object per failed prompt')
+    return {"cases": cases, "failed": failed}
 
 
 def collect(paths: Iterable[Path]) -> dict[str, list[ShardResult]]:

@@ -35,6 +35,7 @@ __all__ = [
     "score_kind",
     "send_kind_cases",
     "stream_audit",
+    "with_failures",
 ]
 
 
@@ -108,7 +109,7 @@ def measure(
         summary = failures.FailureSummary(
             out.cases, failures.summarize(out.failed, out.errors).failed
         )
-        return _with_failures(result_of(settings, meta, out.tally), summary)
+        return with_failures(result_of(settings, meta, out.tally), summary)
     asked = kind_cases(settings, kind, seeds=seeds, grid=grid, test_id=test_id, inputs=inputs)
     outcome = send_kind_cases(
         settings,
@@ -312,7 +313,7 @@ def check_failures(
     _failures(settings, test_id, len(cases), cases, errors)
 
 
-def _with_failures(result: AuditResult, summary: failures.FailureSummary) -> AuditResult:
+def with_failures(result: AuditResult, summary: failures.FailureSummary) -> AuditResult:
     if not summary.count:
         return result
     return dataclasses.replace(result, failed=summary.by_group(), prompts=summary.total)

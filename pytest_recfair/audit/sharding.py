@@ -9,12 +9,13 @@ instead, and the merge run scores the united replies as the unsharded run would.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_recfair import secrets, shards
+from pytest_recfair import failures, secrets, shards
 from pytest_recfair.audit import overlap, pipeline, registry, stream
 from pytest_recfair.audit.base import AuditInputs
 from pytest_recfair.cassettes import CassetteStore
@@ -69,8 +70,12 @@ def run_shard(
         failed=failed,
         inputs=inputs,
     )
+    lost = failures.summarize(out.failed, out.errors).failed
+    counted = {"cases": out.cases, "failed": [dataclasses.asdict(f) for f in lost]}
     path = shards.shard_path(root, test_id, shard)
-    shards.write_shard(path, test_id=test_id, shard=shard, meta=meta.to_dict(), tally=out.tally)
+    shards.write_shard(
+        path, test_id=test_id, shard=shard, meta=meta.to_dict(), tally=out.tally, failures=counted
+    )
     return ShardWritten(path, int(out.tally.filled.sum()), len(out.tally.entities))
 
 
@@ -110,11 +115,20 @@ class MergeSource:
         self.used.add(test_id)
         if kind is not overlap.OVERLAP:
             return _merged_kind(settings, kind, meta, replies, kind_inputs, where)
-        return pipeline.result_of(settings, meta, tally)
+        return pipeline.with_failures(pipeline.result_of(settings, meta, tally), _failed(parts))
 
     def unused(self) -> list[str]:
         """Tests with shard results that this run did not merge (not collected, skipped)."""
         return sorted(set(self.found or {}) - self.used)
+
+
+def _failed(parts: Sequence[ShardResult]) -> failures.FailureSummary:
+    """The failed prompts the list-overlap shards counted, as one summary."""
+    counted = [p.failures for p in parts if p.failures is not None]
+    return failures.FailureSummary(
+        total=sum(int(c["cases"]) for c in counted),
+        failed=tuple(failures.FailedPrompt(**f) for c in counted for f in c["failed"]),
+    )
 
 
 def _kind_shard(

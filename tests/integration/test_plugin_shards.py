@@ -101,3 +101,45 @@ def test_bad_shard_option_is_a_usage_error(project: pytest.Pytester) -> None:
     both = _run(project, "--fairness", "--fairness-shard=1/2", "--fairness-merge=x")
     assert both.ret == pytest.ExitCode.USAGE_ERROR
     both.stderr.fnmatch_lines(["*--fairness-shard and --fairness-merge*"])
+
+
+FLAKY = """
+import zlib
+
+import pytest
+
+from pytest_recfair.sim import SimulatedRecommender
+
+
+@pytest.fixture(scope="session")
+def recfair_recommender():
+    sim = SimulatedRecommender(bias={"religion": {"Muslim": 0.4}})
+
+    def recommend(prompt):
+        if zlib.crc32(prompt.encode()) % 9 == 0:  # the same prompts fail in every run
+            raise ConnectionError("the service dropped this one")
+        return sim(prompt)
+
+    return recommend
+"""
+
+
+def test_failed_prompts_are_counted_across_shards(pytester: pytest.Pytester) -> None:
+    """Prompts that got no reply (allowed by max_failed) are counted in the merged
+    audit as in the unsharded one: per value, never scored."""
+    make_project(pytester, TESTS, ini="recfair_max_failed = 0.5\nrecfair_max_retries = 0\n")
+    pytester.makeconftest(FLAKY)
+    _run(pytester, "--fairness", "--fairness-update").assert_outcomes(passed=2)
+    full = _run(pytester, "--fairness", "--fairness-report=full.json")
+    full.assert_outcomes(passed=2)
+    for i in (1, 2):
+        _run(pytester, "--fairness", f"--fairness-shard={i}/2").assert_outcomes(skipped=2)
+    merged = _run(
+        pytester, "--fairness", "--fairness-merge=fairness-shards", "--fairness-report=merged.json"
+    )
+    merged.assert_outcomes(passed=2)
+    a = _audits(_report(pytester.path / "full.json"))
+    b = _audits(_report(pytester.path / "merged.json"))
+    assert sum(a["test_audit.py::test_religion"]["failed"].values()) > 0
+    for test_id in a:
+        assert b[test_id] == a[test_id], test_id
