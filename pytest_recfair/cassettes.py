@@ -30,11 +30,12 @@ import contextlib
 import functools
 import hashlib
 import json
+import os
 import re
 import threading
 import time
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal, cast
@@ -383,11 +384,13 @@ class _Tape:
         "played",
         "raw",
         "stale",
+        "stamp",
         "tags",
     )
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self.stamp: tuple[int, int, int] | None = None  # the file as last read or written
         self.existed = False
         self.tags: list[str] = []  # the test name that recorded each entry ("" unknown)
         self.stale = 0  # error replies of older versions: never replayed
@@ -652,7 +655,10 @@ class CassetteStore:
         with self._lock:
             tape = self._tape(entity_id)
             if self.usage is not None:
-                self.usage.add((tape.path.name, stored_key(interaction)))
+                # the key as the saved file will hold it: secrets in the body scrubbed
+                method, host, path, body, repeat = stored_key(interaction)
+                saved = str(self._scrub_value(body))
+                self.usage.add((tape.path.name, (method, host, path, saved, repeat)))
             tape.new.append(interaction)
             tape.dirty = True
             if self.autosave is not None and time.monotonic() - self._last_save >= self.autosave:
@@ -731,7 +737,12 @@ class CassetteStore:
         return tape
 
     def _save(self, tape: _Tape) -> None:
-        atomic_write_text(tape.path, self._serialize(self._to_save(tape)))
+        with _directory_lock(tape.path.parent):
+            items = self._to_save(tape)
+            if self.policy.keeps != "none" and _stamp(tape.path) != tape.stamp:
+                items += self._saved_by_others(tape, items)
+            atomic_write_text(tape.path, self._serialize(items))
+            tape.stamp = _stamp(tape.path)
         tape.dirty = False
         # The old per-test files of this entity are in the new file now: migrated.
         for old in tape.legacy:
@@ -740,8 +751,21 @@ class CassetteStore:
                 old.parent.rmdir()  # only when empty
         tape.legacy = []
 
+    def _saved_by_others(self, tape: _Tape, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Interactions another process (an xdist worker recording into the same store)
+        saved to this file since this store read it: kept, instead of last writer wins."""
+        ours = {self._key_of_saved(item) for item in items}
+        others = [
+            item
+            for item in self._read_native(tape.path)
+            if _valid(item["response"]["status"]["code"]) and self._key_of_saved(item) not in ours
+        ]
+        tape.loaded.extend(others)
+        return others
+
     def _load(self, tape: _Tape, *, keep: bool = False) -> None:
         """The entity's native file plus its files in the old per-test layout (via vcrpy)."""
+        tape.stamp = _stamp(tape.path)  # before reading: a change after it is seen at save
         items = self._read_native(tape.path)
         if self._legacy_dirs is None:
             self._legacy_dirs = cassette_import.legacy_dirs(self.root)
@@ -1009,3 +1033,31 @@ def _body_bytes(body: Any) -> bytes:
     if isinstance(body, str):
         return body.encode("utf-8")
     raise TypeError(f"request body must be a string or null, got {type(body).__name__}")
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """Identity of a file's current content (an atomic replace changes the inode)."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_mtime_ns, st.st_size
+
+
+@contextlib.contextmanager
+def _directory_lock(directory: Path) -> Iterator[None]:
+    """Exclusive across processes (xdist workers saving into one store). POSIX flock on
+    the directory itself, so no lock file is left among the cassettes; where there is no
+    fcntl (Windows) saves are not serialised across processes."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    directory.mkdir(parents=True, exist_ok=True)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock

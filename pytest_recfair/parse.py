@@ -35,6 +35,9 @@ __all__ = ["ParsedReply", "ReplyStatus", "Style", "items", "reply"]
 
 Style = ParseStyle
 _STYLES = PARSE_STYLES
+#: Entries of the title cleaning cache: a chunk of entities' lines hit; bounded, so a
+#: 10,000-entity audit's distinct titles do not pile up (see matching.CACHE_SIZE).
+CACHE_SIZE = 1 << 14
 
 
 class ReplyStatus(StrEnum):
@@ -635,7 +638,7 @@ _SIMPLE = re.compile(
 )
 
 
-@lru_cache(maxsize=1 << 16)
+@lru_cache(maxsize=CACHE_SIZE)
 def _clean_title(raw: str) -> str:
     simple = _SIMPLE.fullmatch(raw)
     if simple and " by " not in raw:

@@ -19,7 +19,14 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["BLOCK_CELLS", "CountArray", "compact_counts", "draw_block_rows", "products"]
+__all__ = [
+    "BLOCK_CELLS",
+    "CountArray",
+    "compact_counts",
+    "draw_block_rows",
+    "products",
+    "reusable",
+]
 
 FloatArray = npt.NDArray[np.float64]
 CountArray = npt.NDArray[Any]  # (B, E) unsigned integer counts (or float64 from a caller)
@@ -39,6 +46,12 @@ def compact_counts(W: CountArray, counts: npt.NDArray[np.int64]) -> CountArray:
     if counts.size and int(counts.max()) > np.iinfo(W.dtype).max:
         return W.astype(np.min_scalar_type(int(counts.max())))
     return W
+
+
+def reusable(W: CountArray) -> CountArray:
+    """``W`` to keep for many products: float64 if it is one block (no conversion per
+    product, at most 16 MB), else the compact counts."""
+    return np.asarray(W, dtype=np.float64) if W.size <= BLOCK_CELLS else W
 
 
 def products(W: CountArray, *mats: FloatArray) -> tuple[FloatArray, ...]:

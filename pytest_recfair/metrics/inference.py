@@ -5,12 +5,12 @@ Pure numpy. Three parts (the reasoning and the measured figures are in docs/base
 - ``mean_intervals``: a t-interval over entities for every value's mean similarity Sim(a)
   (entities are the independent units; 93%+ coverage already at 25 entities);
 - ``spread_intervals``: SNSR, SNSV and PAFS intervals that also cover a fair attribute
-  (true SNSR 0) and ties at the top. SNSR = the largest pairwise difference of the value
-  means, so it is bounded through bootstrap-t intervals of those pairwise differences: the
-  upper bound needs only the true extreme pair to be covered (marginal critical value), the
-  lower bound must hold for every pair that may be the extreme one (max-t over the pairs
-  whose difference may be the largest). SNSV and PAFS are functions of the centred value
-  means; their bounds come from simultaneous (max-t) intervals of those centred means;
+  (true SNSR 0) and ties at the top. Each statistic is a spread g of the value means
+  (range, sd, mean absolute deviation), so its interval inverts a bootstrap test of each
+  candidate value theta: the estimated pattern of the means rescaled to spread theta
+  plus the entities' bootstrap deviations of the means gives the distribution of the
+  estimate under theta (at theta 0 exactly the fair attribute's noise), and theta is kept
+  when the observed spread is not in either tail;
 - ``drift_test``: every (attribute, metric, statistic) a test gates, tested at once against
   the stored baseline with a paired sign-flip permutation test (each shared entity's
   baseline and candidate rows are swapped or not, the SAME swaps for every member of the
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -105,29 +105,27 @@ class SpreadIntervals:
     pafs: Interval
     n_resamples: int
     confidence: float
-    method: str = "pairwise-max-t"
+    method: str = "inverted-bootstrap"
 
 
-def _boot_t(X: FloatArray, W: _weights.CountArray) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Estimate, standard error and bootstrap-t draws (B, P) of each column mean of X.
+def _boot_devs(X: FloatArray, W: _weights.CountArray) -> tuple[FloatArray, FloatArray, int]:
+    """Value means, their bootstrap deviations (B, V) and the fewest entities of a value.
 
-    NaN cells are left out of their column. Columns with zero spread get se 0 and t 0.
+    NaN cells are left out of their column; a resample in which a value has no scorable
+    entity gets deviation 0 there (it is rare, and only possible with missing="skip").
     """
     valid = ~np.isnan(X)
     X0 = np.where(valid, X, 0.0)
     M = valid.astype(np.float64)
     n = M.sum(axis=0)
     est = np.divide(X0.sum(axis=0), n, out=np.full(n.shape, np.nan), where=n > 0)
-    dev = np.where(valid, X - est, 0.0)
-    se = np.sqrt(np.divide((dev**2).sum(axis=0), n * (n - 1), out=np.zeros(n.shape), where=n > 1))
-    cnt, s1, s2 = _weights.products(W, M, X0, X0**2)
+    # one pass over the (B, E) weights for both: the product is bound by reading them
+    (both,) = _weights.products(W, np.concatenate([M, X0], axis=1))
+    cnt, sums = np.split(both, 2, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
-        m_b = s1 / cnt
-        var_b = np.maximum(s2 / cnt - m_b**2, 0.0) * cnt / np.maximum(cnt - 1, 1)
-        se_b = np.sqrt(var_b / cnt)
-        t = (m_b - est) / se_b
-    t[~np.isfinite(t)] = 0.0
-    return est, se, t
+        dev = sums / cnt - est
+    dev[~np.isfinite(dev)] = 0.0
+    return est, dev, int(n.min())
 
 
 def _draw_weights(rng: np.random.Generator, B: int, E: int) -> _weights.CountArray:
@@ -137,36 +135,122 @@ def _draw_weights(rng: np.random.Generator, B: int, E: int) -> _weights.CountArr
     return counts.astype(np.min_scalar_type(int(counts.max(initial=0))))
 
 
-def _snsr_interval(d: FloatArray, se: FloatArray, t: FloatArray, alpha: float) -> Interval:
-    """Bounds for max |pairwise difference| from per-pair estimates and bootstrap-t draws."""
-    if d.size == 0:
-        return (0.0, 0.0)
-    # Ordered pairs: (a, b) has difference d, (b, a) has -d and bootstrap-t -t.
-    d2 = np.concatenate([d, -d])
-    se2 = np.concatenate([se, se])
-    t2 = np.concatenate([t, -t], axis=1)
-    c_all = float(np.quantile(np.max(t2, axis=1), 1 - alpha / 2))
-    c_one = np.quantile(-t2, 1 - alpha / 2, axis=0)  # per-pair lower-tail critical value
-    upper = float(np.max(d2 + c_one * se2))
-    # Pairs that may be the extreme one: their upper bound reaches the best lower bound.
-    best_low = float(np.max(d2 - c_all * se2))
-    keep = d2 + c_all * se2 >= best_low
-    c_sel = float(np.quantile(np.max(t2[:, keep], axis=1), 1 - alpha / 2))
-    lower = float(np.max(d2[keep] - c_sel * se2[keep]))
-    return (min(1.0, max(0.0, lower)), min(1.0, max(0.0, upper)))
+def _spread(means: FloatArray, kind: str) -> FloatArray:
+    """Range, population sd or mean absolute deviation over the last axis: each is
+    translation invariant and positively homogeneous (g(c * x) = c * g(x), c >= 0)."""
+    if kind == "range":
+        return np.asarray(np.max(means, axis=-1) - np.min(means, axis=-1))
+    if kind == "sd":
+        return np.asarray(np.std(means, axis=-1))
+    centre = np.mean(means, axis=-1, keepdims=True)
+    return np.asarray(np.mean(np.abs(means - centre), axis=-1))
 
 
-def _centred_bounds(
-    c: FloatArray, se: FloatArray, t: FloatArray, alpha: float
-) -> tuple[Interval, Interval]:
-    """SNSV and PAFS bounds from simultaneous intervals of the centred value means."""
-    crit = float(np.quantile(np.max(np.abs(t), axis=1), 1 - alpha))
-    lo, hi = c - crit * se, c + crit * se
-    far = np.maximum(np.abs(lo), np.abs(hi))
-    near = np.where((lo <= 0) & (hi >= 0), 0.0, np.minimum(np.abs(lo), np.abs(hi)))
-    snsv = (float(np.sqrt(np.mean(near**2))), float(np.sqrt(np.mean(far**2))))
-    pafs = (max(0.0, 1.0 - float(np.mean(far))), 1.0 - float(np.mean(near)))
-    return snsv, pafs
+_RAMP = 2.0  # null spreads over which the upper tail's share of alpha grows to alpha / 2
+_STEPS = 16  # bisection steps per bound: the bracket shrinks 2**16-fold
+
+
+def _shifted_spread(theta: float, shapes: FloatArray, cols: FloatArray, kind: str) -> FloatArray:
+    """_spread of (theta * pattern + deviations) per resample. ``shapes`` and ``cols``
+    (V, B: column by column, as a loop over the few values beats a reduction over a short
+    last axis) hold each resample's pattern and deviations, both centred, so the centre
+    of each row is 0."""
+    x = theta * shapes[0] + cols[0]
+    if kind == "range":
+        hi, lo = x.copy(), x
+        for v in range(1, cols.shape[0]):
+            x = theta * shapes[v] + cols[v]
+            np.maximum(hi, x, out=hi)
+            lo = np.minimum(lo, x)
+        return np.asarray(hi - lo)
+    acc = np.abs(x) if kind == "mad" else x * x
+    for v in range(1, cols.shape[0]):
+        x = theta * shapes[v] + cols[v]
+        acc += np.abs(x) if kind == "mad" else x * x
+    acc /= cols.shape[0]
+    return np.asarray(acc if kind == "mad" else np.sqrt(acc))
+
+
+def _patterns(est: FloatArray, dev: FloatArray, kind: str) -> FloatArray:
+    """(V, B) pattern of the value means per resample, centred and scaled to spread 1.
+
+    The pattern is itself estimated, so each resample takes it from another resample's
+    means (est + the previous draw's deviations): the reference distribution then carries
+    the pattern's uncertainty too. A pattern with no spread becomes +-1 halves.
+    """
+    P = est[None, :] + np.roll(dev, 1, axis=0)
+    P = P - np.mean(P, axis=1, keepdims=True)
+    g = _spread(P, kind)
+    flat = ~(g > 0)
+    if flat.any():
+        P[flat] = np.sign(np.arange(est.size) - (est.size - 1) / 2.0)
+        g[flat] = _spread(P[flat], kind)
+    return np.ascontiguousarray((P / g[:, None]).T)
+
+
+def _quantile(x: FloatArray, q: float) -> float:
+    """numpy's default (linear) quantile of a 1-d array, by partition."""
+    pos = q * (x.size - 1)
+    k = math.floor(pos)
+    k1 = min(k + 1, x.size - 1)
+    part = np.partition(x, (k, k1))
+    return float(part[k] + (pos - k) * (part[k1] - part[k]))
+
+
+def _bisect(f: Callable[[float], bool], lo: float, hi: float) -> float:
+    """The point in [lo, hi] where f turns from False (at lo) to True (at hi)."""
+    for _ in range(_STEPS):
+        mid = 0.5 * (lo + hi)
+        if f(mid):
+            hi = mid
+        else:
+            lo = mid
+    return 0.5 * (lo + hi)
+
+
+def _inverted(est: FloatArray, dev: FloatArray, kind: str, alpha: float) -> Interval:
+    """Interval for g(true means) by inverting a bootstrap test of each candidate value.
+
+    Candidate theta: a pattern of the value means (see _patterns) rescaled so that its
+    spread is theta (theta 0: all values equal, the fair attribute exactly), plus the
+    bootstrap deviations of the means. theta is kept when the observed spread lies between the
+    alpha_U and 1 - alpha_L quantiles of that distribution. alpha_L + alpha_U = alpha at
+    every theta, so the test has level alpha wherever the bootstrap is right; alpha_U is 0
+    at theta 0 (a fair attribute cannot look too fair: all of alpha goes to the lower
+    bound) and grows to alpha / 2 over _RAMP null spreads. Both bounds are found by
+    bisection (the quantiles rise with theta).
+    """
+    obs = float(_spread(est, kind))
+    sd0 = float(np.std(_spread(dev, kind)))
+    if not sd0 > 1e-12:  # no noise in the gaps between values (rounding error aside)
+        return (obs, obs)
+    shapes = _patterns(est, dev, kind)
+    cols = np.ascontiguousarray((dev - np.mean(dev, axis=1, keepdims=True)).T)
+
+    def quantile(theta: float, upper_tail: bool) -> float:
+        a_up = 0.5 * alpha * min(1.0, theta / (_RAMP * sd0))
+        q = 1.0 - (alpha - a_up) if upper_tail else a_up
+        return _quantile(_shifted_spread(theta, shapes, cols, kind), q)
+
+    lower = 0.0
+    if quantile(0.0, True) < obs:  # theta 0 rejected: the spread is above noise
+        hi = max(obs, sd0)
+        while quantile(hi, True) < obs:
+            hi *= 2.0
+        lower = _bisect(lambda t: quantile(t, True) >= obs, 0.0, hi)
+    lo, hi = max(lower, sd0 * 1e-9), max(obs, lower) + 4.0 * sd0
+    while quantile(hi, False) <= obs:
+        lo, hi = hi, hi + 4.0 * sd0
+    upper = _bisect(lambda t: quantile(t, False) > obs, lo, hi)
+    return (lower, max(lower, upper))
+
+
+def _small_sample_scale(n: int, confidence: float) -> float:
+    """Widen bootstrap deviations as a t-interval widens a z-interval (n entities)."""
+    if n < 3:
+        return 1.0
+    p = 1 - (1 - confidence) / 2
+    return math.sqrt(n / (n - 1)) * t_quantile(p, n - 1) / NormalDist().inv_cdf(p)
 
 
 def spread_intervals(
@@ -193,16 +277,23 @@ def spread_intervals(
     W = _draw_weights(rng, B, E) if weights is None else np.asarray(weights)
     if W.shape != (B, E):
         raise DataError(f"spread_intervals: weights must be ({B}, {E}); got {W.shape}.")
-    a, b = np.triu_indices(V, k=1)
-    d, se_d, t_d = _boot_t(X[:, a] - X[:, b], W)
-    valid = ~np.isnan(X)
-    n_row = valid.sum(axis=1, keepdims=True)
-    row = np.where(valid, X, 0.0).sum(axis=1, keepdims=True)
     # an entity with no scorable cell (missing="skip") stays all-NaN, without a warning
-    centred = X - np.divide(row, n_row, out=np.full(row.shape, np.nan), where=n_row > 0)
-    c, se_c, t_c = _boot_t(centred, W)
-    snsv, pafs = _centred_bounds(c, se_c, t_c, 1 - conf)
-    return SpreadIntervals(_snsr_interval(d, se_d, t_d, 1 - conf), snsv, pafs, B, conf)
+    keep = ~np.isnan(X).all(axis=1)
+    est, dev, n = _boot_devs(X[keep], W[:, keep])
+    if np.isnan(est).any():
+        nan = (math.nan, math.nan)
+        return SpreadIntervals(nan, nan, nan, B, conf)
+    dev = dev * _small_sample_scale(n, conf)
+    alpha = 1 - conf
+    snsr = _inverted(est, dev, "range", alpha)
+    snsv = _inverted(est, dev, "sd", alpha)
+    mad = _inverted(est, dev, "mad", alpha)
+    pafs = (max(0.0, 1.0 - mad[1]), min(1.0, 1.0 - mad[0]))
+    return SpreadIntervals(_clip(snsr), _clip(snsv), pafs, B, conf)
+
+
+def _clip(iv: Interval) -> Interval:
+    return (min(1.0, max(0.0, iv[0])), min(1.0, max(0.0, iv[1])))
 
 
 # --------------------------------------------------------------------------- drift test
@@ -332,8 +423,9 @@ def _worsening(
     b0, c0 = np.where(vb, base, 0.0), np.where(vc, cand, 0.0)
     nb, nc = vb.astype(np.float64), vc.astype(np.float64)
     sb, sc, kb, kc = b0.sum(0), c0.sum(0), nb.sum(0), nc.sum(0)
-    # swapping moves these into the baseline
-    shift_s, shift_n = _weights.products(S, c0 - b0, nc - nb)
+    # swapping moves these into the baseline (one pass over the flips for both)
+    (shifts,) = _weights.products(S, np.concatenate([c0 - b0, nc - nb], axis=1))
+    shift_s, shift_n = np.split(shifts, 2, axis=1)
     pb, pc = float(pb0), float(pc0)
     perm_b = _stat_rows(sb + shift_s, kb + shift_n, statistic)
     perm_c = _stat_rows(sc - shift_s, kc - shift_n, statistic)
@@ -400,6 +492,7 @@ def drift_test(
     index: dict[str, int] = {}
     paired = [_pair_rows(m, index) for m in members]
     S, exact = _flips(rng, B, len(index))
+    S = _weights.reusable(S)  # float64 when one block: not converted for every member
     rows = []
     T = np.full(len(members), -np.inf)
     Tp = np.zeros((S.shape[0], len(members)))

@@ -131,7 +131,8 @@ def _seeded_weights(seed: int | np.random.Generator, B: int, E: int) -> _weights
         return _resample_weights(seed, B, E)
     key = (int(seed), B, E)
     if _LAST_WEIGHTS.get("key") != key:
-        W = _resample_weights(make_rng(seed), B, E)
+        # kept as float64 when that is one block (<= 16 MB): not converted for every table
+        W = _weights.reusable(_resample_weights(make_rng(seed), B, E))
         W.setflags(write=False)
         _LAST_WEIGHTS.clear()
         _LAST_WEIGHTS.update(key=key, weights=W)
@@ -230,7 +231,7 @@ class AttributeIntervals:
     pafs_ci: Interval
     n_resamples: int
     confidence: float
-    method: str = "t / pairwise-max-t"
+    method: str = "t / inverted-bootstrap"
 
 
 def intervals(

@@ -170,7 +170,7 @@ def describe(result: AuditResult) -> str:
     m = result.meta
     parts = [
         f"model {m.model} ({m.provider})",
-        f"{m.metric}@{m.k} {m.variant}",
+        _measure(result),
         f"{m.n_entities} entities x {m.repeats} repeat{'s' if m.repeats != 1 else ''}",
         f"grid {m.grid}",
         f"templates {m.templates}/{m.language}",
@@ -178,6 +178,18 @@ def describe(result: AuditResult) -> str:
     if m.perturbation:
         parts.append(f"perturbation {m.perturbation}")
     return ", ".join(parts)
+
+
+def _measure(result: AuditResult) -> str:
+    """What the audit measures: list overlap (metric@k variant), or its own kind's."""
+    m = result.meta
+    if "positions" in result.extras:
+        sizes = {a.get("k") for a in result.extras["positions"].get("attributes", [])}
+        shown = f" of {sizes.pop()}" if len(sizes) == 1 else ""
+        return f"candidate position (one pick{shown})"
+    if "items" in result.extras:
+        return f"item side, top {m.k}"
+    return f"{m.metric}@{m.k} {m.variant}"
 
 
 def failed_text(result: AuditResult) -> str:

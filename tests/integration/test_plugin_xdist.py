@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.server import SimServer
 from tests.support.plugin import make_project, plugin_args, subprocess_env
 
 pytest_plugins = ["pytester"]
@@ -40,3 +42,36 @@ def test_xdist_two_workers(pytester: pytest.Pytester, monkeypatch: pytest.Monkey
     assert not list(pytester.path.rglob("*.tmp"))
     # the baselines the workers wrote are whole: a plain run compares against all four
     pytester.runpytest(*plugin_args(), "--fairness").assert_outcomes(passed=4)
+
+
+def test_recording_under_xdist_keeps_every_workers_interactions(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tests on two workers record into the same per-entity files (their neutral prompts
+    are shared): what one worker saved survives the other's save, so the replay that
+    follows finds every prompt."""
+    subprocess_env(monkeypatch)
+    with SimServer(SimulatedRecommender("demo", seed=0)) as server:
+        pytester.makeini(
+            "[pytest]\nrecfair_entities = 12\nrecfair_n_resamples = 50\n"
+            "recfair_provider = openai\nrecfair_model = recfair-sim\n"
+            f"recfair_base_url = {server.base_url}\n"
+        )
+        pytester.makepyfile(test_audit="from pytest_recfair import fairness\n" + TESTS)
+        recorded = pytester.runpytest_subprocess(
+            *plugin_args(), "--fairness", "--fairness-record=once", "--fairness-update", "-n", "2"
+        )
+        recorded.assert_outcomes(passed=4)
+        asked = server.stats.requests
+    replay = pytester.runpytest_subprocess(*plugin_args(), "--fairness")
+    replay.assert_outcomes(passed=4)
+    interactions = [
+        item
+        for path in (pytester.path / "fixtures" / "cassettes").glob("*.json")
+        for item in json.loads(path.read_text())["interactions"]
+    ]
+    bodies = [item["request"]["body"] for item in interactions]
+    assert len(bodies) == len(set(bodies))  # each prompt stored once
+    # both workers may ask a shared neutral prompt before either has saved it: the
+    # replay above passing is what shows that no worker's answers were lost
+    assert len(bodies) <= asked
