@@ -1,7 +1,8 @@
 """The command line: ``python -m pytest_recfair COMMAND`` (thin: the work is in pure modules).
 
 - ``import faireval|fairllm DIR --out OUT``: a published result folder as an offline audit;
-- ``report RUN.json --to md|html [-o OUT]``: render a stored JSON run report again;
+- ``report RUN.json --to md|html [-o OUT] [--history DIR]``: render a stored JSON run
+  report again (the HTML plots SNSR over a ``--fairness-history`` DIR);
 - ``compare A.json B.json``: the drift table between two stored runs; exit status 1 when B
   is significantly less fair than A.
 
@@ -65,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
         "--to", required=True, choices=[f.lstrip(".") for f in REPORT_FORMATS], help="format"
     )
     rep.add_argument("-o", "--output", default=None, help="file to write (default: stdout)")
+    rep.add_argument(
+        "--history", default=None, help="a --fairness-history DIR: the HTML plots SNSR over it"
+    )
     _compare_parser(sub)
     imp = sub.add_parser(
         "import", help="turn a published FaiRLLM/FairEval result folder into an offline audit"
@@ -100,7 +104,14 @@ def _report(args: argparse.Namespace) -> int:
 
     run = load_run(args.run)
     fmt = next(f for f in REPORT_FORMATS if f == "." + args.to)
-    _emit(render(fmt, run.results, run.baselines), args.output)
+    history = []
+    if args.history is not None:
+        if fmt != ".html":
+            raise DataError(f"--history is plotted by --to html only; got --to {args.to}.")
+        from pytest_recfair.report.history import load_history
+
+        history = load_history(Path(args.history))
+    _emit(render(fmt, run.results, run.baselines, history), args.output)
     return 0
 
 

@@ -22,6 +22,8 @@ from pytest_recfair import __version__
 from pytest_recfair.kinds import STATISTICS, accept_command
 from pytest_recfair.report.failures import failure_text
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
+from pytest_recfair.report.history import HistoryRun
+from pytest_recfair.report.history_chart import history_html
 from pytest_recfair.report.status import (
     Baselines,
     attribute_label,
@@ -357,7 +359,11 @@ def _gate_html(r: AuditResult) -> str:
     return "".join(parts)
 
 
-def render(results: Sequence[AuditResult], baselines: Mapping[str, AuditResult]) -> str:
+def render(
+    results: Sequence[AuditResult],
+    baselines: Mapping[str, AuditResult],
+    history: Sequence[HistoryRun] = (),
+) -> str:
     """The whole page."""
     statuses = [result_status(r) for r in results]
     totals = (
@@ -404,12 +410,17 @@ def render(results: Sequence[AuditResult], baselines: Mapping[str, AuditResult])
         '<p class="sub">How much the recommendations change when the prompt names a '
         "demographic attribute: SNSR (range) and SNSV (spread) of the per-value similarity to "
         "the neutral lists, lower is fairer; PAFS, higher is fairer.</p>"
-        f"{totals}{''.join(sections)}"
+        f"{totals}{''.join(sections)}{history_html(results, history)}"
         f"<footer>pytest-recfair {_e(__version__)}</footer>"
         "</main></body></html>\n"
     )
 
 
-def to_html(results: Sequence[AuditResult], baselines: Baselines = None) -> str:
-    """ONE self-contained HTML page (inline CSS and SVG, no external resources)."""
-    return render(failures_first(results), baseline_map(baselines))
+def to_html(
+    results: Sequence[AuditResult],
+    baselines: Baselines = None,
+    history: Sequence[HistoryRun] = (),
+) -> str:
+    """ONE self-contained HTML page (inline CSS and SVG, no external resources); with a
+    ``history`` (``report.history.load_history``), SNSR over the stored runs too."""
+    return render(failures_first(results), baseline_map(baselines), history)

@@ -14,6 +14,7 @@ from typing import Final, TypeAlias
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.kinds import REPORT_FORMATS, ReportFormat
+from pytest_recfair.report.history import HistoryRun
 from pytest_recfair.report.html_report import to_html
 from pytest_recfair.report.json_report import to_json
 from pytest_recfair.report.markdown import to_markdown
@@ -43,8 +44,16 @@ def _format(path: Path) -> ReportFormat:
     return fmt
 
 
-def render(fmt: ReportFormat, results: Sequence[AuditResult], baselines: Baselines = None) -> str:
-    """The report of ``results`` in ``fmt`` (an extension of ``kinds.REPORT_FORMATS``)."""
+def render(
+    fmt: ReportFormat,
+    results: Sequence[AuditResult],
+    baselines: Baselines = None,
+    history: Sequence[HistoryRun] = (),
+) -> str:
+    """The report of ``results`` in ``fmt`` (an extension of ``kinds.REPORT_FORMATS``);
+    ``history`` (``--fairness-history``) is plotted by the HTML report only."""
+    if fmt == ".html" and history:
+        return to_html(results, baselines, history)
     return RENDERERS[fmt](results, baselines)
 
 
@@ -68,6 +77,11 @@ def check_report_path(path: Path) -> None:
         ) from None
 
 
-def write_report(path: Path, results: Sequence[AuditResult], baselines: Baselines = None) -> None:
+def write_report(
+    path: Path,
+    results: Sequence[AuditResult],
+    baselines: Baselines = None,
+    history: Sequence[HistoryRun] = (),
+) -> None:
     """Write a report whose format follows the extension of ``path`` (atomic write)."""
-    atomic_write_text(path, render(_format(path), results, baselines))
+    atomic_write_text(path, render(_format(path), results, baselines, history))
