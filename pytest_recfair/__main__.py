@@ -111,7 +111,7 @@ def _report(args: argparse.Namespace) -> int:
         from pytest_recfair.report.history import load_history
 
         history = load_history(Path(args.history))
-    _emit(render(fmt, run.results, run.baselines, history), args.output)
+    _emit(render(fmt, run.results, run.baselines, models=run.models, history=history), args.output)
     return 0
 
 

@@ -21,6 +21,7 @@ from pytest_recfair.report.json_report import to_json
 from pytest_recfair.report.status import Baselines
 from pytest_recfair.report.stored import load_run
 from pytest_recfair.results import AuditResult, Stat
+from pytest_recfair.sidebyside import ModelComparison
 
 __all__ = ["HistoryRun", "append_run", "check_history_dir", "history_runs", "load_history"]
 
@@ -82,12 +83,14 @@ def append_run(
     results: Sequence[AuditResult],
     baselines: Baselines = None,
     now: datetime | None = None,
+    *,
+    models: Sequence[ModelComparison] = (),
 ) -> Path:
     """Store this run's JSON report as the next entry of ``directory``; return its path."""
     directory.mkdir(parents=True, exist_ok=True)
     path = _reserve(directory, now or datetime.now(UTC))
     try:
-        atomic_write_text(path, to_json(results, baselines))
+        atomic_write_text(path, to_json(results, baselines, models=models))
     except BaseException:
         path.unlink(missing_ok=True)  # never leave an empty entry behind
         raise

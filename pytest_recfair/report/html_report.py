@@ -38,6 +38,7 @@ from pytest_recfair.report.status import (
     shown,
 )
 from pytest_recfair.results import AttributeResult, AuditResult
+from pytest_recfair.sidebyside import ModelComparison
 
 __all__ = ["render", "to_html"]
 
@@ -79,6 +80,7 @@ figcaption { color: var(--muted); font-size: 12px; }
 svg text { font-family: inherit; }
 svg.chart { max-width: 100%; height: auto; }
 .scroll { overflow-x: auto; max-width: 100%; }
+ul.pairs li.fairer { color: var(--pass); } ul.pairs li.same { color: var(--muted); }
 footer { color: var(--muted); font-size: 12px; margin-top: 32px; }
 """
 
@@ -362,9 +364,12 @@ def _gate_html(r: AuditResult) -> str:
 def render(
     results: Sequence[AuditResult],
     baselines: Mapping[str, AuditResult],
+    models: Sequence[ModelComparison] = (),
     history: Sequence[HistoryRun] = (),
 ) -> str:
     """The whole page."""
+    from pytest_recfair.report.sidebyside import html_section
+
     statuses = [result_status(r) for r in results]
     totals = (
         f'<div class="totals"><div class="total"><b>{len(results)}</b>audited tests</div>'
@@ -410,7 +415,7 @@ def render(
         '<p class="sub">How much the recommendations change when the prompt names a '
         "demographic attribute: SNSR (range) and SNSV (spread) of the per-value similarity to "
         "the neutral lists, lower is fairer; PAFS, higher is fairer.</p>"
-        f"{totals}{''.join(sections)}{history_html(results, history)}"
+        f"{totals}{html_section(models)}{''.join(sections)}{history_html(results, history)}"
         f"<footer>pytest-recfair {_e(__version__)}</footer>"
         "</main></body></html>\n"
     )
@@ -419,8 +424,10 @@ def render(
 def to_html(
     results: Sequence[AuditResult],
     baselines: Baselines = None,
+    *,
+    models: Sequence[ModelComparison] = (),
     history: Sequence[HistoryRun] = (),
 ) -> str:
     """ONE self-contained HTML page (inline CSS and SVG, no external resources); with a
     ``history`` (``report.history.load_history``), SNSR over the stored runs too."""
-    return render(failures_first(results), baseline_map(baselines), history)
+    return render(failures_first(results), baseline_map(baselines), models, history)

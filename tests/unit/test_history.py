@@ -75,7 +75,7 @@ def test_a_run_still_being_written_is_left_out_and_a_broken_one_named(tmp_path: 
 def test_the_plot_has_one_point_per_run_that_audited_the_attribute(tmp_path: Path) -> None:
     runs = load_history(_history(tmp_path, [0.0, -0.05, None, -0.15]))
     current = [audit(seed=3, bias={"Islamic": -0.15})]
-    html = report.to_html(current, None, runs)
+    html = report.to_html(current, None, history=runs)
     pts = _points(html, "religion")
     assert len(pts) == 3  # run 3 did not audit the religion test
     xs = [x for x, _ in pts]
@@ -94,17 +94,17 @@ def test_the_plot_has_one_point_per_run_that_audited_the_attribute(tmp_path: Pat
 def test_no_history_no_section(tmp_path: Path) -> None:
     current = [audit(seed=3)]
     assert 'id="history"' not in report.to_html(current)
-    assert report.to_html(current) == report.to_html(current, None, [])
+    assert report.to_html(current) == report.to_html(current, None, history=[])
     runs = load_history(_history(tmp_path, [0.0]))
-    assert 'id="history"' in report.to_html(current, None, runs)
+    assert 'id="history"' in report.to_html(current, None, history=runs)
     # the other formats never plot
-    assert report.render(".md", current, None, runs) == report.to_markdown(current)
+    assert report.render(".md", current, None, history=runs) == report.to_markdown(current)
 
 
 def test_names_in_the_plot_are_escaped(tmp_path: Path) -> None:
     weird = audit(seed=0, test_id="tests/t.py::test_x[<b>]")
     append_run(tmp_path, [weird])
-    html = report.to_html([weird], None, load_history(tmp_path))
+    html = report.to_html([weird], None, history=load_history(tmp_path))
     section = html[html.index('id="history"') :]
     assert "<b>" not in section
     assert "&lt;b&gt;" in section

@@ -165,7 +165,9 @@ def test_history_plots_in_html_only(
     assert (
         main(["report", str(stored), "--to", "html", "--history", str(hist), "-o", str(out)]) == 0
     )
-    expected = report.to_html(run.results, run.baselines, load_history(hist))
+    expected = report.to_html(
+        run.results, run.baselines, models=run.models, history=load_history(hist)
+    )
     assert out.read_text(encoding="utf-8") == expected
     assert 'id="history"' in expected
     assert main(["report", str(stored), "--to", "md", "--history", str(hist)]) == 2
