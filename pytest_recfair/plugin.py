@@ -988,6 +988,30 @@ def _unused_notes(config: pytest.Config) -> list[str]:
     ]
 
 
+def _add_to_history(config: pytest.Config, collector: audit.RunCollector) -> list[Any]:
+    """--fairness-history: add this run to DIR; then, for an HTML report, read DIR back
+    (the runs to plot, this one last). A failure is a note, never a lost report."""
+    history = config.getoption("fairness_history")
+    if not history:
+        return []
+    directory = config.invocation_params.dir / history
+    try:
+        entry = collector.append_history(directory)
+    except (OSError, RecfairError) as exc:
+        collector.notes.append(f"could not add the run to {history}: {exc}")
+        return []
+    collector.notes.append(f"fairness history entry written: {entry}")
+    if not any(Path(p).suffix.lower() == ".html" for p in config.stash.get(_REPORT_PATHS, [])):
+        return []
+    from pytest_recfair.report.history import load_history
+
+    try:
+        return list(load_history(directory))
+    except (OSError, RecfairError) as exc:
+        collector.notes.append(f"the HTML report plots no history: {exc}")
+        return []
+
+
 class _Controller:
     """Per-run reporting on the controller (or the only process): summary and report file."""
 
@@ -1018,21 +1042,14 @@ class _Controller:
         if collector is None or not collector.results:
             return
         collector.notes.extend(_unused_notes(self.config))
+        plotted = _add_to_history(self.config, collector)  # first: the plot shows this run
         for path in self.config.stash.get(_REPORT_PATHS, []):
             try:
-                collector.write_report(path)
+                collector.write_report(path, plotted)
             except (OSError, RecfairError) as exc:
                 collector.notes.append(f"could not write fairness report {path}: {exc}")
             else:
                 collector.notes.append(f"fairness report written: {path}")
-        history = self.config.getoption("fairness_history")
-        if history:
-            try:
-                entry = collector.append_history(self.config.invocation_params.dir / history)
-            except (OSError, RecfairError) as exc:
-                collector.notes.append(f"could not add the run to {history}: {exc}")
-            else:
-                collector.notes.append(f"fairness history entry written: {entry}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         plans = self.config.stash.get(_PLANS, [])

@@ -7,14 +7,17 @@ built once, on the call-phase report) and one :class:`RunCollector` per pytest r
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_recfair.kinds import STATISTICS
 from pytest_recfair.results import AuditResult
 from pytest_recfair.sidebyside import ModelComparison, ModelSlot, compare_models
+
+if TYPE_CHECKING:
+    from pytest_recfair.report.history import HistoryRun
 
 __all__ = ["RunCollector", "TestRecord", "property_items"]
 
@@ -141,10 +144,12 @@ class RunCollector:
             self._models = compare_models(self.results, self.slots)
         return self._models
 
-    def write_report(self, path: Path) -> None:
+    def write_report(self, path: Path, history: Sequence[HistoryRun] = ()) -> None:
         from pytest_recfair import report
 
-        report.write_report(path, self.ordered(), self.baselines, models=self.models())
+        report.write_report(
+            path, self.ordered(), self.baselines, models=self.models(), history=history
+        )
 
     def append_history(self, directory: Path) -> Path:
         from pytest_recfair.report.history import append_run

@@ -22,6 +22,8 @@ from pytest_recfair import __version__
 from pytest_recfair.kinds import STATISTICS, accept_command
 from pytest_recfair.report.failures import failure_text
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
+from pytest_recfair.report.history import HistoryRun
+from pytest_recfair.report.history_chart import history_html
 from pytest_recfair.report.status import (
     Baselines,
     attribute_label,
@@ -363,6 +365,7 @@ def render(
     results: Sequence[AuditResult],
     baselines: Mapping[str, AuditResult],
     models: Sequence[ModelComparison] = (),
+    history: Sequence[HistoryRun] = (),
 ) -> str:
     """The whole page."""
     from pytest_recfair.report.sidebyside import html_section
@@ -412,7 +415,7 @@ def render(
         '<p class="sub">How much the recommendations change when the prompt names a '
         "demographic attribute: SNSR (range) and SNSV (spread) of the per-value similarity to "
         "the neutral lists, lower is fairer; PAFS, higher is fairer.</p>"
-        f"{totals}{html_section(models)}{''.join(sections)}"
+        f"{totals}{html_section(models)}{''.join(sections)}{history_html(results, history)}"
         f"<footer>pytest-recfair {_e(__version__)}</footer>"
         "</main></body></html>\n"
     )
@@ -423,6 +426,8 @@ def to_html(
     baselines: Baselines = None,
     *,
     models: Sequence[ModelComparison] = (),
+    history: Sequence[HistoryRun] = (),
 ) -> str:
-    """ONE self-contained HTML page (inline CSS and SVG, no external resources)."""
-    return render(failures_first(results), baseline_map(baselines), models)
+    """ONE self-contained HTML page (inline CSS and SVG, no external resources); with a
+    ``history`` (``report.history.load_history``), SNSR over the stored runs too."""
+    return render(failures_first(results), baseline_map(baselines), models, history)

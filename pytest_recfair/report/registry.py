@@ -14,6 +14,7 @@ from typing import Final, Protocol
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.kinds import REPORT_FORMATS, ReportFormat
+from pytest_recfair.report.history import HistoryRun
 from pytest_recfair.report.html_report import to_html
 from pytest_recfair.report.json_report import to_json
 from pytest_recfair.report.markdown import to_markdown
@@ -62,8 +63,12 @@ def render(
     baselines: Baselines = None,
     *,
     models: Sequence[ModelComparison] = (),
+    history: Sequence[HistoryRun] = (),
 ) -> str:
-    """The report of ``results`` in ``fmt`` (an extension of ``kinds.REPORT_FORMATS``)."""
+    """The report of ``results`` in ``fmt`` (an extension of ``kinds.REPORT_FORMATS``);
+    ``history`` (``--fairness-history``) is plotted by the HTML report only."""
+    if fmt == ".html" and history:
+        return to_html(results, baselines, models=models, history=history)
     return RENDERERS[fmt](results, baselines, models=models)
 
 
@@ -93,6 +98,8 @@ def write_report(
     baselines: Baselines = None,
     *,
     models: Sequence[ModelComparison] = (),
+    history: Sequence[HistoryRun] = (),
 ) -> None:
     """Write a report whose format follows the extension of ``path`` (atomic write)."""
-    atomic_write_text(path, render(_format(path), results, baselines, models=models))
+    text = render(_format(path), results, baselines, models=models, history=history)
+    atomic_write_text(path, text)
