@@ -45,8 +45,10 @@ from _machine import cpu_model  # noqa: E402
 PROMPTS_PER_ENTITY = 31  # 30 faireval values + the neutral prompt
 
 
-def run(root: Path, *args: str) -> tuple[float, float, int, str]:
-    """(wall seconds, peak RSS MB, exit code, output tail) of one pytest child."""
+def run(root: Path, *args: str) -> tuple[float, float, int, str, float]:
+    """(wall seconds, peak RSS MB, exit code, output tail, CPU seconds) of one pytest
+    child. The CPU time (user + system) is what the wall time is on an idle machine (the
+    run is single-threaded but for BLAS), and is far less disturbed by other jobs."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: bytecode cached
     cmd = [
@@ -68,7 +70,8 @@ def run(root: Path, *args: str) -> tuple[float, float, int, str]:
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
-    return wall, usage.ru_maxrss / 1024, proc.returncode, out[-3000:]
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, usage.ru_maxrss / 1024, proc.returncode, out[-3000:], cpu
 
 
 @contextlib.contextmanager
@@ -105,21 +108,24 @@ def prepare(root: Path, n: int) -> int:
 def measure(n: int, runs: int, cache: Path | None) -> dict[str, float]:
     with project(n, cache) as root:
         prompts = prepare(root, n)
-        wall, peak, code, out = run(root, "--fairness", "--fairness-update")
+        wall, peak, code, out, _ = run(root, "--fairness", "--fairness-update")
         if code != 0:
             raise SystemExit(f"warm-up failed ({code}):\n{out}")
-        walls, peaks, refs = [], [], []
+        walls, cpus, peaks, refs, ref_cpus = [], [], [], [], []
         for _ in range(runs):
-            refs.append(run(root)[0])
-            wall, peak, code, out = run(root, "--fairness")
+            ref = run(root)
+            refs.append(ref[0])
+            ref_cpus.append(ref[4])
+            wall, peak, code, out, cpu = run(root, "--fairness")
             if code != 0:
                 raise SystemExit(f"audit run failed ({code}):\n{out}")
             walls.append(wall)
+            cpus.append(cpu)
             peaks.append(peak)
         print(
-            f"    walls {', '.join(f'{w:.2f}' for w in walls)} s; peaks "
-            f"{', '.join(f'{p:.0f}' for p in peaks)} MB; reference "
-            f"{', '.join(f'{r:.2f}' for r in refs)} s; load {os.getloadavg()[0]:.1f}",
+            f"    walls {_list(walls)} s (CPU {_list(cpus)} s); peaks "
+            f"{', '.join(f'{p:.0f}' for p in peaks)} MB; reference {_list(refs)} s "
+            f"(CPU {_list(ref_cpus)} s); load {os.getloadavg()[0]:.1f}",
             flush=True,
         )
         return {
@@ -127,9 +133,15 @@ def measure(n: int, runs: int, cache: Path | None) -> dict[str, float]:
             "prompts": prompts,
             "runs": runs,
             "wall": statistics.median(walls),
+            "cpu": statistics.median(cpus),
             "ref": statistics.median(refs),
+            "ref_cpu": statistics.median(ref_cpus),
             "peak": max(peaks),
         }
+
+
+def _list(xs: list[float]) -> str:
+    return ", ".join(f"{x:.2f}" for x in xs)
 
 
 def main() -> int:
@@ -146,21 +158,27 @@ def main() -> int:
     print(f"load average at end: {os.getloadavg()[0]:.1f}")
     print()
     print(
-        "| entities | prompts | runs | median wall | reference (no --fairness) | ratio | "
-        "audit time per 1,000 prompts | peak RSS |"
+        "| entities | prompts | runs | median wall (CPU) | reference wall (CPU) | ratio "
+        "wall (CPU) | audit CPU per 1,000 prompts | peak RSS |"
     )
     print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for r in rows:
-        audit = r["wall"] - r["ref"]
+        audit = r["cpu"] - r["ref_cpu"]
         print(
-            f"| {r['entities']:,} | {r['prompts']:,} | {r['runs']} | {r['wall']:.2f} s | "
-            f"{r['ref']:.2f} s | "
-            f"x{r['wall'] / r['ref']:.1f} | {1000 * audit / r['prompts']:.3f} s | "
-            f"{r['peak']:.0f} MB |"
+            f"| {r['entities']:,} | {r['prompts']:,} | {r['runs']} | {r['wall']:.2f} s "
+            f"({r['cpu']:.2f} s) | {r['ref']:.2f} s ({r['ref_cpu']:.2f} s) | "
+            f"x{r['wall'] / r['ref']:.1f} (x{r['cpu'] / r['ref_cpu']:.1f}) | "
+            f"{1000 * audit / r['prompts']:.3f} s | {r['peak']:.0f} MB |"
         )
-    ok = all(r["peak"] <= 300 for r in rows if r["entities"] in (1000, 10000))
-    ok = ok and all(r["wall"] < 5 for r in rows if r["entities"] == 1000)
-    print("targets met" if ok else "TARGETS MISSED")
+    memory = all(r["peak"] <= 300 for r in rows if r["entities"] in (1000, 10000))
+    print(f"memory target (<= 300 MB at 1,000 and 10,000): {'met' if memory else 'MISSED'}")
+    for r in rows:
+        if r["entities"] == 1000:
+            print(
+                f"time target (< 5 s wall at 1,000): {'met' if r['wall'] < 5 else 'MISSED'} "
+                f"(median wall {r['wall']:.2f} s, CPU {r['cpu']:.2f} s)"
+            )
+    ok = memory and all(r["wall"] < 5 for r in rows if r["entities"] == 1000)
     return 0 if ok else 2
 
 

@@ -1,7 +1,10 @@
 """The command line: ``python -m pytest_recfair COMMAND`` (thin: the work is in pure modules).
 
 - ``import faireval|fairllm DIR --out OUT``: a published result folder as an offline audit;
-- ``report RUN.json --to md|html [-o OUT]``: render a stored JSON run report again.
+- ``report RUN.json --to md|html [-o OUT] [--history DIR]``: render a stored JSON run
+  report again (the HTML plots SNSR over a ``--fairness-history`` DIR);
+- ``compare A.json B.json``: the drift table between two stored runs; exit status 1 when B
+  is significantly less fair than A.
 
 Bad input is one line on stderr and exit status 2, never a traceback (docs/reports.md).
 """
@@ -27,6 +30,33 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
 
 
+def _level(text: str) -> float:
+    x = float(text)
+    if not 0.0 < x < 1.0:
+        raise argparse.ArgumentTypeError(f"must be strictly between 0 and 1, e.g. 0.05; got {text}")
+    return x
+
+
+def _margin(text: str) -> float:
+    x = float(text)
+    if not 0.0 <= x < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0; got {text}")
+    return x
+
+
+def _compare_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
+    cmp = sub.add_parser(
+        "compare", help="the drift table between two stored JSON run reports (B against A)"
+    )
+    cmp.add_argument("a", help="the earlier run's JSON report (the reference)")
+    cmp.add_argument("b", help="the later run's JSON report")
+    cmp.add_argument("--alpha", type=_level, default=0.05, help="overall level (0.05)")
+    cmp.add_argument(
+        "--tolerance", type=_margin, default=0.0, help="worsening allowed before WORSE (0)"
+    )
+    cmp.add_argument("--seed", type=int, default=0, help="seed of the sign flips (0)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m pytest_recfair")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -36,6 +66,10 @@ def _parser() -> argparse.ArgumentParser:
         "--to", required=True, choices=[f.lstrip(".") for f in REPORT_FORMATS], help="format"
     )
     rep.add_argument("-o", "--output", default=None, help="file to write (default: stdout)")
+    rep.add_argument(
+        "--history", default=None, help="a --fairness-history DIR: the HTML plots SNSR over it"
+    )
+    _compare_parser(sub)
     imp = sub.add_parser(
         "import", help="turn a published FaiRLLM/FairEval result folder into an offline audit"
     )
@@ -70,8 +104,34 @@ def _report(args: argparse.Namespace) -> int:
 
     run = load_run(args.run)
     fmt = next(f for f in REPORT_FORMATS if f == "." + args.to)
-    _emit(render(fmt, run.results, run.baselines), args.output)
+    history = []
+    if args.history is not None:
+        if fmt != ".html":
+            raise DataError(f"--history is plotted by --to html only; got --to {args.to}.")
+        from pytest_recfair.report.history import load_history
+
+        history = load_history(Path(args.history))
+    _emit(render(fmt, run.results, run.baselines, models=run.models, history=history), args.output)
     return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from pytest_recfair.drift_table import compare_runs, table_lines
+    from pytest_recfair.report.stored import load_run
+
+    a, b = load_run(args.a), load_run(args.b)
+    c = compare_runs(
+        a.results, b.results, alpha=args.alpha, tolerance=args.tolerance, seed=args.seed
+    )
+    if not c.rows:
+        raise DataError(
+            f"{args.a} and {args.b}: nothing could be compared ("
+            + ("; ".join(c.notes) or "no audited test in either")
+            + "); compare two runs of the same tests and settings."
+        )
+    print(f"A: {args.a}\nB: {args.b}")
+    print("\n".join(table_lines(c)))
+    return 1 if c.worse else 0
 
 
 def _import(args: argparse.Namespace) -> int:
@@ -98,6 +158,7 @@ def _import(args: argparse.Namespace) -> int:
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "import": _import,
     "report": _report,
+    "compare": _compare,
 }
 
 

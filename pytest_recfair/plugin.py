@@ -83,6 +83,10 @@ _SHARD: pytest.StashKey[shards.Shard] = pytest.StashKey()
 _MERGE: pytest.StashKey[audit.MergeSource] = pytest.StashKey()
 _PLANS: pytest.StashKey[list[plan.Plan]] = pytest.StashKey()  # the run's plans, in order
 _PRUNER: pytest.StashKey[_Pruner] = pytest.StashKey()
+# a test run once per model of a parametrized recfair_recommender: its comparison group,
+# the model's parameter id and index (docs/reports.md, "Comparing models")
+_MODEL_SLOT = pytest.StashKey["tuple[str, str, int]"]()
+_RECOMMENDER = "recfair_recommender"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -362,6 +366,62 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if not enabled:
             item.add_marker(skip)
     _check_baseline_names(items)
+    _model_slots(items)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_pycollect_makeitem(
+    collector: pytest.Module | pytest.Class, name: str, obj: object
+) -> Generator[None, Any, Any]:
+    _depend_on_recommender(collector, name, obj)
+    return (yield)
+
+
+def _depend_on_recommender(collector: pytest.Module | pytest.Class, name: str, obj: Any) -> None:
+    """A @fairness test depends statically on a PARAMETRIZED recfair_recommender, so pytest
+    runs it once per model without the test naming the fixture. Only then: a plain
+    fixture stays fetched on demand, where its errors are said once (_user_fixture)."""
+    if not callable(obj) or not collector.istestfunction(obj, name):
+        return
+    marks = list(getattr(obj, "pytestmark", []))
+    marked = any(m.name == "fairness" for m in marks)
+    if not marked and collector.get_closest_marker("fairness") is None:
+        return
+    manager = getattr(collector.session, "_fixturemanager", None)
+    defs = manager.getfixturedefs(_RECOMMENDER, collector) if manager is not None else None
+    by_mark = any(
+        m.name == "parametrize" and m.args and _RECOMMENDER in _argnames(m.args[0]) for m in marks
+    )
+    if by_mark or (defs and defs[-1].params is not None):
+        pytest.mark.usefixtures(_RECOMMENDER)(obj)
+
+
+def _argnames(spec: Any) -> list[str]:
+    if isinstance(spec, str):
+        return [n.strip() for n in spec.split(",")]
+    return [str(n) for n in spec] if isinstance(spec, list | tuple) else []
+
+
+def _model_slots(items: list[pytest.Item]) -> None:
+    """Group the audited runs of one test over a parametrized recfair_recommender: same
+    function, same other parameters. The model's label is the one parameter id that
+    differs within the group (its id in the test's name)."""
+    groups: dict[tuple[str, tuple[Any, ...]], list[pytest.Item]] = {}
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        if _SETTINGS not in item.stash or spec is None or _RECOMMENDER not in spec.indices:
+            continue
+        others = tuple(sorted((k, v) for k, v in spec.indices.items() if k != _RECOMMENDER))
+        groups.setdefault((item.nodeid.split("[", 1)[0], others), []).append(item)
+    for (base, _), members in groups.items():
+        ids = [list(getattr(i.callspec, "_idlist", [i.callspec.id])) for i in members]  # type: ignore[attr-defined]
+        same = len({len(x) for x in ids}) == 1
+        differ = [p for p in range(len(ids[0])) if same and len({x[p] for x in ids}) > 1]
+        rest = [e for p, e in enumerate(ids[0]) if p not in differ] if differ else []
+        group = base + (f"[{'-'.join(rest)}]" if rest else "")
+        for item, its in zip(members, ids, strict=True):
+            label = "-".join(its[p] for p in differ) if differ else item.callspec.id  # type: ignore[attr-defined]
+            item.stash[_MODEL_SLOT] = (group, label, item.callspec.indices[_RECOMMENDER])  # type: ignore[attr-defined]
 
 
 def _check_baseline_names(items: list[pytest.Item]) -> None:
@@ -548,6 +608,16 @@ def fairness_result(
     node.stash[_AUDIT] = (s, comparison)
     # shipped even if the test body fails before the gate is judged
     node.stash[_RECORD] = audit.TestRecord(result, comparison.baseline)
+    slot = node.stash.get(_MODEL_SLOT, None)
+    if slot is not None:
+        node.stash[_RECORD].model_slot = {
+            "group": slot[0],
+            "label": slot[1],
+            "index": slot[2],
+            "alpha": s.alpha,
+            "n_resamples": s.n_resamples,
+            "seed": s.resample_seed,
+        }
     node.user_properties.extend(audit.property_items(result))
     return result
 
@@ -918,6 +988,30 @@ def _unused_notes(config: pytest.Config) -> list[str]:
     ]
 
 
+def _add_to_history(config: pytest.Config, collector: audit.RunCollector) -> list[Any]:
+    """--fairness-history: add this run to DIR; then, for an HTML report, read DIR back
+    (the runs to plot, this one last). A failure is a note, never a lost report."""
+    history = config.getoption("fairness_history")
+    if not history:
+        return []
+    directory = config.invocation_params.dir / history
+    try:
+        entry = collector.append_history(directory)
+    except (OSError, RecfairError) as exc:
+        collector.notes.append(f"could not add the run to {history}: {exc}")
+        return []
+    collector.notes.append(f"fairness history entry written: {entry}")
+    if not any(Path(p).suffix.lower() == ".html" for p in config.stash.get(_REPORT_PATHS, [])):
+        return []
+    from pytest_recfair.report.history import load_history
+
+    try:
+        return list(load_history(directory))
+    except (OSError, RecfairError) as exc:
+        collector.notes.append(f"the HTML report plots no history: {exc}")
+        return []
+
+
 class _Controller:
     """Per-run reporting on the controller (or the only process): summary and report file."""
 
@@ -948,21 +1042,14 @@ class _Controller:
         if collector is None or not collector.results:
             return
         collector.notes.extend(_unused_notes(self.config))
+        plotted = _add_to_history(self.config, collector)  # first: the plot shows this run
         for path in self.config.stash.get(_REPORT_PATHS, []):
             try:
-                collector.write_report(path)
+                collector.write_report(path, plotted)
             except (OSError, RecfairError) as exc:
                 collector.notes.append(f"could not write fairness report {path}: {exc}")
             else:
                 collector.notes.append(f"fairness report written: {path}")
-        history = self.config.getoption("fairness_history")
-        if history:
-            try:
-                entry = collector.append_history(self.config.invocation_params.dir / history)
-            except (OSError, RecfairError) as exc:
-                collector.notes.append(f"could not add the run to {history}: {exc}")
-            else:
-                collector.notes.append(f"fairness history entry written: {entry}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         plans = self.config.stash.get(_PLANS, [])

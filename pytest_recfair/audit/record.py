@@ -7,13 +7,17 @@ built once, on the call-phase report) and one :class:`RunCollector` per pytest r
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_recfair.kinds import STATISTICS
 from pytest_recfair.results import AuditResult
+from pytest_recfair.sidebyside import ModelComparison, ModelSlot, compare_models
+
+if TYPE_CHECKING:
+    from pytest_recfair.report.history import HistoryRun
 
 __all__ = ["RunCollector", "TestRecord", "property_items"]
 
@@ -29,6 +33,7 @@ class TestRecord:
     wrote: Path | None = None  # baseline written by --fairness-update
     not_written: str | None = None  # why --fairness-update wrote no baseline for this test
     changes: list[str] = field(default_factory=list)  # old -> new of the written baseline
+    model_slot: dict[str, Any] | None = None  # sidebyside.ModelSlot of a compared model
 
     def payload(self) -> dict[str, Any]:
         """What a worker ships to the controller with the call-phase report (JSON-able).
@@ -42,6 +47,7 @@ class TestRecord:
             "baseline_written": str(self.wrote) if self.wrote else None,
             "baseline_not_written": self.not_written,
             "baseline_changes": list(self.changes),
+            **({"model_slot": self.model_slot} if self.model_slot else {}),
         }
 
 
@@ -75,6 +81,8 @@ class RunCollector:
     written: list[Path] = field(default_factory=list)
     changes: dict[Path, list[str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # e.g. "fairness report written: PATH"
+    slots: dict[str, ModelSlot] = field(default_factory=dict)  # compared models, by test id
+    _models: list[ModelComparison] | None = None  # computed once, when first asked
 
     def add(self, payload: Mapping[str, Any]) -> None:
         """Add a test's payload as a worker shipped it (``TestRecord.payload``)."""
@@ -87,6 +95,7 @@ class RunCollector:
                 wrote=Path(str(written)) if written else None,
                 not_written=payload.get("baseline_not_written"),
                 changes=[str(c) for c in payload.get("baseline_changes") or []],
+                model_slot=payload.get("model_slot"),
             )
         )
 
@@ -100,6 +109,11 @@ class RunCollector:
             self.baselines[test_id] = record.baseline
         else:  # a re-run of the same test id without a comparison drops the stale one
             self.baselines.pop(test_id, None)
+        if record.model_slot:
+            self.slots[test_id] = ModelSlot.from_dict(record.model_slot)
+        else:
+            self.slots.pop(test_id, None)
+        self._models = None
         if record.wrote is not None:
             self.written.append(record.wrote)
             self.changes[record.wrote] = list(record.changes)
@@ -113,6 +127,10 @@ class RunCollector:
         from pytest_recfair import report  # used once, at the end of a run
 
         lines = list(report.terminal_summary(self.ordered(), width))
+        if self.models():
+            from pytest_recfair.report.sidebyside import terminal_lines
+
+            lines += terminal_lines(self.models(), width)
         # one line each, unwrapped: a file path stays whole and easy to copy
         for p in sorted(self.written):
             lines.append(f"fairness baseline written: {p}")
@@ -120,12 +138,20 @@ class RunCollector:
         lines.extend(self.notes)
         return lines
 
-    def write_report(self, path: Path) -> None:
+    def models(self) -> list[ModelComparison]:
+        """The side-by-side comparisons of the models audited by one test (docs/reports.md)."""
+        if self._models is None:
+            self._models = compare_models(self.results, self.slots)
+        return self._models
+
+    def write_report(self, path: Path, history: Sequence[HistoryRun] = ()) -> None:
         from pytest_recfair import report
 
-        report.write_report(path, self.ordered(), self.baselines)
+        report.write_report(
+            path, self.ordered(), self.baselines, models=self.models(), history=history
+        )
 
     def append_history(self, directory: Path) -> Path:
         from pytest_recfair.report.history import append_run
 
-        return append_run(directory, self.ordered(), self.baselines)
+        return append_run(directory, self.ordered(), self.baselines, models=self.models())

@@ -279,7 +279,10 @@ def spread_intervals(
         raise DataError(f"spread_intervals: weights must be ({B}, {E}); got {W.shape}.")
     # an entity with no scorable cell (missing="skip") stays all-NaN, without a warning
     keep = ~np.isnan(X).all(axis=1)
-    est, dev, n = _boot_devs(X[keep], W[:, keep])
+    if keep.all():  # the common case: no copy of the (B, E) weights for every table
+        est, dev, n = _boot_devs(X, W)
+    else:
+        est, dev, n = _boot_devs(X[keep], W[:, keep])
     if np.isnan(est).any():
         nan = (math.nan, math.nan)
         return SpreadIntervals(nan, nan, nan, B, conf)
@@ -400,14 +403,21 @@ def _sum_count(rows: FloatArray) -> tuple[FloatArray, FloatArray]:
     return np.where(valid, rows, 0.0).sum(axis=0), valid.sum(axis=0).astype(np.float64)
 
 
-def _worsening(
-    base: FloatArray,
-    cand: FloatArray,
-    S: _weights.CountArray,
-    statistic: DriftQuantity,
-    centre: bool,
-) -> tuple[float, float, float, FloatArray]:
-    """Observed baseline/candidate statistic, worsening, and worsening under each swap.
+@dataclass(frozen=True)
+class _Swaps:
+    """One member's input to the swaps: observed statistics, the column sums and counts
+    of both runs."""
+
+    pb: float
+    pc: float
+    sums: tuple[FloatArray, FloatArray, FloatArray, FloatArray]  # sb, sc, kb, kc
+    n: int
+
+
+def _swap_inputs(
+    base: FloatArray, cand: FloatArray, statistic: DriftQuantity, centre: bool
+) -> tuple[_Swaps, FloatArray]:
+    """The member's swaps and what swapping each entity moves into the baseline (E, 2V).
 
     ``centre`` (the margin null, see drift_test): swap the baseline rows shifted by the
     observed difference of the value means, so both runs have the candidate's value means
@@ -422,18 +432,61 @@ def _worsening(
     vb, vc = ~np.isnan(base), ~np.isnan(cand)
     b0, c0 = np.where(vb, base, 0.0), np.where(vc, cand, 0.0)
     nb, nc = vb.astype(np.float64), vc.astype(np.float64)
-    sb, sc, kb, kc = b0.sum(0), c0.sum(0), nb.sum(0), nc.sum(0)
-    # swapping moves these into the baseline (one pass over the flips for both)
-    (shifts,) = _weights.products(S, np.concatenate([c0 - b0, nc - nb], axis=1))
-    shift_s, shift_n = np.split(shifts, 2, axis=1)
-    pb, pc = float(pb0), float(pc0)
+    sums = (b0.sum(0), c0.sum(0), nb.sum(0), nc.sum(0))
+    moves = np.concatenate([c0 - b0, nc - nb], axis=1)
+    return _Swaps(float(pb0), float(pc0), sums, base.shape[0]), moves
+
+
+def _all_swaps(
+    members: Sequence[DriftMember],
+    paired: list[tuple[FloatArray, FloatArray, list[int]]],
+    margins: Sequence[float],
+    S: _weights.CountArray,
+) -> tuple[list[_Swaps], list[FloatArray]]:
+    """Every member's swaps and (B, 2V) shifts from ONE pass over the (B, E) flips: each
+    member's moves sit in its entities' rows of one matrix (zero elsewhere). ``paired``
+    is emptied on the way (its rows are not needed once moved)."""
+    widths = [2 * base.shape[1] for base, _, _ in paired]
+    X = np.zeros((S.shape[1], sum(widths)), dtype=np.float64)
+    swaps, at = [], 0
+    for j, (m, w) in enumerate(zip(members, widths, strict=True)):
+        base, cand, rows = paired[j]
+        sw, X[rows, at : at + w] = _swap_inputs(base, cand, m.statistic, margins[j] > 0)
+        swaps.append(sw)
+        empty = np.empty((0, base.shape[1]))
+        paired[j] = (empty, empty, [])
+        at += w
+    (shifts,) = _weights.products(S, X)
+    return swaps, np.split(shifts, np.cumsum(widths)[:-1], axis=1)
+
+
+def _worsening(
+    base: FloatArray,
+    cand: FloatArray,
+    S: _weights.CountArray,
+    statistic: DriftQuantity,
+    centre: bool,
+) -> tuple[float, float, float, FloatArray]:
+    """Observed baseline/candidate statistic, worsening, and worsening under each swap of
+    one member on its own (``S``: its entities' columns of the flips)."""
+    sw, moves = _swap_inputs(base, cand, statistic, centre)
+    (shifts,) = _weights.products(S, moves)
+    return _swap_stats(sw, shifts, statistic, centre)
+
+
+def _swap_stats(
+    sw: _Swaps, shifts: FloatArray, statistic: DriftQuantity, centre: bool
+) -> tuple[float, float, float, FloatArray]:
+    """Observed baseline/candidate statistic, worsening, and worsening under each swap."""
+    shift_s, shift_n = np.split(shifts, 2, axis=1)  # moved into the baseline
+    sb, sc, kb, kc = sw.sums
     perm_b = _stat_rows(sb + shift_s, kb + shift_n, statistic)
     perm_c = _stat_rows(sc - shift_s, kc - shift_n, statistic)
     sign = -1.0 if statistic == "pafs" else 1.0  # a PAFS drop is the worsening
     perm = sign * (perm_c - perm_b)
     if centre:
-        perm = perm * _small_sample_factor(base.shape[0])
-    return pb, pc, sign * (pc - pb), perm
+        perm = perm * _small_sample_factor(sw.n)
+    return sw.pb, sw.pc, sign * (sw.pc - sw.pb), perm
 
 
 def _small_sample_factor(n: int) -> float:
@@ -492,21 +545,20 @@ def drift_test(
     index: dict[str, int] = {}
     paired = [_pair_rows(m, index) for m in members]
     S, exact = _flips(rng, B, len(index))
-    S = _weights.reusable(S)  # float64 when one block: not converted for every member
+    margins = [tol if m.margin is None else _check_gate(m.margin, a_level)[0] for m in members]
+    swaps, shifts = _all_swaps(members, paired, margins, S)
     rows = []
     T = np.full(len(members), -np.inf)
     Tp = np.zeros((S.shape[0], len(members)))
-    for j, (m, (base, cand, cols)) in enumerate(zip(members, paired, strict=True)):
-        margin = tol if m.margin is None else _check_gate(m.margin, a_level)[0]
-        flips = S if cols == list(range(S.shape[1])) else S[:, cols]
-        pb, pc, worse, perm = _worsening(base, cand, flips, m.statistic, margin > 0)
+    for j, (m, sw, margin) in enumerate(zip(members, swaps, margins, strict=True)):
+        pb, pc, worse, perm = _swap_stats(sw, shifts[j], m.statistic, margin > 0)
         # At margin 0 the observed data count as one more swap: a swap-invariant spread.
         sd = float(np.nanstd(perm if exact or margin > 0 else np.append(perm, worse)))
         if sd > 0 and math.isfinite(worse):
             T[j] = (worse - margin) / sd
             Tp[:, j] = np.where(np.isnan(perm), np.inf, perm / sd)
         q = float(np.nanquantile(perm, 1 - a_level)) if sd > 0 else 0.0
-        rows.append((m, pb, pc, worse, worse - q, base.shape[0]))
+        rows.append((m, pb, pc, worse, worse - q, sw.n))
     worse_than_margin = any(
         w - (tol if m.margin is None else m.margin) > 0 for m, _, _, w, _, _ in rows
     )

@@ -25,7 +25,7 @@ from pytest_recfair.report.fmt import clip, fmt, fmt_ci, fmt_delta, fmt_interval
 from pytest_recfair.report.html_report import to_html
 from pytest_recfair.report.json_report import to_json
 from pytest_recfair.report.markdown import to_markdown
-from pytest_recfair.report.registry import RENDERERS, check_report_path, write_report
+from pytest_recfair.report.registry import RENDERERS, check_report_path, render, write_report
 from pytest_recfair.report.status import (
     TIE,
     Baselines,
@@ -69,6 +69,7 @@ __all__ = [
     "fmt_interval",
     "fmt_p",
     "format_outcome",
+    "render",
     "repeat_stats",
     "result_status",
     "terminal_summary",

@@ -22,6 +22,8 @@ from pytest_recfair import __version__
 from pytest_recfair.kinds import STATISTICS, accept_command
 from pytest_recfair.report.failures import failure_text
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
+from pytest_recfair.report.history import HistoryRun
+from pytest_recfair.report.history_chart import history_html
 from pytest_recfair.report.status import (
     Baselines,
     attribute_label,
@@ -36,6 +38,7 @@ from pytest_recfair.report.status import (
     shown,
 )
 from pytest_recfair.results import AttributeResult, AuditResult
+from pytest_recfair.sidebyside import ModelComparison
 
 __all__ = ["render", "to_html"]
 
@@ -77,6 +80,7 @@ figcaption { color: var(--muted); font-size: 12px; }
 svg text { font-family: inherit; }
 svg.chart { max-width: 100%; height: auto; }
 .scroll { overflow-x: auto; max-width: 100%; }
+ul.pairs li.fairer { color: var(--pass); } ul.pairs li.same { color: var(--muted); }
 footer { color: var(--muted); font-size: 12px; margin-top: 32px; }
 """
 
@@ -357,8 +361,15 @@ def _gate_html(r: AuditResult) -> str:
     return "".join(parts)
 
 
-def render(results: Sequence[AuditResult], baselines: Mapping[str, AuditResult]) -> str:
+def render(
+    results: Sequence[AuditResult],
+    baselines: Mapping[str, AuditResult],
+    models: Sequence[ModelComparison] = (),
+    history: Sequence[HistoryRun] = (),
+) -> str:
     """The whole page."""
+    from pytest_recfair.report.sidebyside import html_section
+
     statuses = [result_status(r) for r in results]
     totals = (
         f'<div class="totals"><div class="total"><b>{len(results)}</b>audited tests</div>'
@@ -404,12 +415,19 @@ def render(results: Sequence[AuditResult], baselines: Mapping[str, AuditResult])
         '<p class="sub">How much the recommendations change when the prompt names a '
         "demographic attribute: SNSR (range) and SNSV (spread) of the per-value similarity to "
         "the neutral lists, lower is fairer; PAFS, higher is fairer.</p>"
-        f"{totals}{''.join(sections)}"
+        f"{totals}{html_section(models)}{''.join(sections)}{history_html(results, history)}"
         f"<footer>pytest-recfair {_e(__version__)}</footer>"
         "</main></body></html>\n"
     )
 
 
-def to_html(results: Sequence[AuditResult], baselines: Baselines = None) -> str:
-    """ONE self-contained HTML page (inline CSS and SVG, no external resources)."""
-    return render(failures_first(results), baseline_map(baselines))
+def to_html(
+    results: Sequence[AuditResult],
+    baselines: Baselines = None,
+    *,
+    models: Sequence[ModelComparison] = (),
+    history: Sequence[HistoryRun] = (),
+) -> str:
+    """ONE self-contained HTML page (inline CSS and SVG, no external resources); with a
+    ``history`` (``report.history.load_history``), SNSR over the stored runs too."""
+    return render(failures_first(results), baseline_map(baselines), models, history)

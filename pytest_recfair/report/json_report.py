@@ -11,6 +11,7 @@ from pytest_recfair import __version__
 from pytest_recfair.report.failures import failure_text
 from pytest_recfair.report.status import Baselines, baseline_map, check_results, counts
 from pytest_recfair.results import AuditResult
+from pytest_recfair.sidebyside import ModelComparison
 
 __all__ = ["to_json"]
 
@@ -42,7 +43,12 @@ def _dump(obj: Any) -> str:
         return json.dumps(_finite(obj), sort_keys=True, ensure_ascii=False)
 
 
-def to_json(results: Sequence[AuditResult], baselines: Baselines = None) -> str:
+def to_json(
+    results: Sequence[AuditResult],
+    baselines: Baselines = None,
+    *,
+    models: Sequence[ModelComparison] = (),
+) -> str:
     """Every result in full (``AuditResult.to_dict``), plus totals and the baselines used.
 
     One result (and one baseline) per line: json's C encoder only runs without ``indent``,
@@ -65,4 +71,8 @@ def to_json(results: Sequence[AuditResult], baselines: Baselines = None) -> str:
     if base:
         items = [f"{_dump(k)}: {_dump(b.to_dict())}" for k, b in sorted(base.items())]
         parts.append('"baselines": {\n' + ",\n".join(items) + "\n}")
+    if models:  # several models audited by one test: side by side (report/sidebyside.py)
+        from pytest_recfair.report.sidebyside import json_section
+
+        parts.append('"models": ' + block([_dump(m) for m in json_section(models)]))
     return "{\n" + ",\n".join(parts) + "\n}\n"

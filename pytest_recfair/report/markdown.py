@@ -27,6 +27,7 @@ from pytest_recfair.report.status import (
     usage_text,
 )
 from pytest_recfair.results import AuditResult
+from pytest_recfair.sidebyside import ModelComparison
 
 __all__ = ["to_markdown"]
 
@@ -110,7 +111,12 @@ def _values(r: AuditResult, baseline: AuditResult | None) -> list[str]:
     return [*out, "</details>", ""]
 
 
-def to_markdown(results: Sequence[AuditResult], baselines: Baselines = None) -> str:
+def to_markdown(
+    results: Sequence[AuditResult],
+    baselines: Baselines = None,
+    *,
+    models: Sequence[ModelComparison] = (),
+) -> str:
     """A report for a GitHub job summary ($GITHUB_STEP_SUMMARY): tables with ✅/❌."""
     rs = failures_first(results)
     base = baseline_map(baselines)
@@ -123,6 +129,10 @@ def to_markdown(results: Sequence[AuditResult], baselines: Baselines = None) -> 
         + f" — pytest-recfair {__version__}",
         "",
     ]
+    if models:  # several models audited by one test: side by side (report/sidebyside.py)
+        from pytest_recfair.report.sidebyside import markdown_lines
+
+        out += markdown_lines(models)
     for r in rs:
         out += [f"### {_ICON[result_status(r)]} {_code(r.meta.test_id)}", "", _md(describe(r)), ""]
         out += [f"**Failed prompts:** {_md(failed_text(r))}", ""] if r.failed else []

@@ -7,22 +7,36 @@ plus one row here (and its extension in ``kinds.ReportFormat``).
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, TypeAlias
+from typing import Final, Protocol
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.kinds import REPORT_FORMATS, ReportFormat
+from pytest_recfair.report.history import HistoryRun
 from pytest_recfair.report.html_report import to_html
 from pytest_recfair.report.json_report import to_json
 from pytest_recfair.report.markdown import to_markdown
 from pytest_recfair.report.status import Baselines
 from pytest_recfair.results import AuditResult
+from pytest_recfair.sidebyside import ModelComparison
 
 __all__ = ["RENDERERS", "Renderer", "check_report_path", "render", "write_report"]
 
-Renderer: TypeAlias = Callable[[Sequence[AuditResult], Baselines], str]
+
+class Renderer(Protocol):
+    """``to_<format>(results, baselines, *, models=())``: models are the side-by-side
+    comparisons of a run that audited several models (pytest_recfair.sidebyside)."""
+
+    def __call__(
+        self,
+        results: Sequence[AuditResult],
+        baselines: Baselines = None,
+        *,
+        models: Sequence[ModelComparison] = (),
+    ) -> str: ...
+
 
 RENDERERS: Final[dict[ReportFormat, Renderer]] = {
     ".json": to_json,
@@ -43,9 +57,19 @@ def _format(path: Path) -> ReportFormat:
     return fmt
 
 
-def render(fmt: ReportFormat, results: Sequence[AuditResult], baselines: Baselines = None) -> str:
-    """The report of ``results`` in ``fmt`` (an extension of ``kinds.REPORT_FORMATS``)."""
-    return RENDERERS[fmt](results, baselines)
+def render(
+    fmt: ReportFormat,
+    results: Sequence[AuditResult],
+    baselines: Baselines = None,
+    *,
+    models: Sequence[ModelComparison] = (),
+    history: Sequence[HistoryRun] = (),
+) -> str:
+    """The report of ``results`` in ``fmt`` (an extension of ``kinds.REPORT_FORMATS``);
+    ``history`` (``--fairness-history``) is plotted by the HTML report only."""
+    if fmt == ".html" and history:
+        return to_html(results, baselines, models=models, history=history)
+    return RENDERERS[fmt](results, baselines, models=models)
 
 
 def check_report_path(path: Path) -> None:
@@ -68,6 +92,14 @@ def check_report_path(path: Path) -> None:
         ) from None
 
 
-def write_report(path: Path, results: Sequence[AuditResult], baselines: Baselines = None) -> None:
+def write_report(
+    path: Path,
+    results: Sequence[AuditResult],
+    baselines: Baselines = None,
+    *,
+    models: Sequence[ModelComparison] = (),
+    history: Sequence[HistoryRun] = (),
+) -> None:
     """Write a report whose format follows the extension of ``path`` (atomic write)."""
-    atomic_write_text(path, render(_format(path), results, baselines))
+    text = render(_format(path), results, baselines, models=models, history=history)
+    atomic_write_text(path, text)

@@ -20,6 +20,7 @@ import jsonschema
 from pytest_recfair import baselines
 from pytest_recfair.errors import DataError
 from pytest_recfair.results import AuditResult
+from pytest_recfair.sidebyside import ModelComparison
 
 __all__ = ["FORMAT", "VERSION", "StoredRun", "load_run", "parse_run"]
 
@@ -35,6 +36,7 @@ class StoredRun:
     path: Path
     results: tuple[AuditResult, ...]
     baselines: Mapping[str, AuditResult]
+    models: tuple[ModelComparison, ...] = ()  # the side-by-side section, when there is one
 
 
 @functools.cache
@@ -110,7 +112,22 @@ def parse_run(text: str, path: Path) -> StoredRun:
         str(k): _result(v, path, f"baselines[{json.dumps(k)}]")
         for k, v in (env.get("baselines") or {}).items()
     }
-    return StoredRun(path, results, base)
+    return StoredRun(path, results, base, _models(env.get("models") or [], path))
+
+
+def _models(docs: Any, path: Path) -> tuple[ModelComparison, ...]:
+    """The run's "models" section (several models audited by one test), checked."""
+    if not isinstance(docs, list):
+        raise DataError(f'{path}: "models" must be a list of model comparisons; {_HINT}.')
+    out = []
+    for i, doc in enumerate(docs):
+        try:
+            out.append(ModelComparison.from_dict(doc))
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
+            raise DataError(
+                f"{path}: models[{i}] is invalid ({type(exc).__name__}: {exc}); {_HINT}."
+            ) from None
+    return tuple(out)
 
 
 def load_run(path: Path | str) -> StoredRun:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from pytest_recfair.sim import SimServer, SimulatedRecommender
-from tests.support.plugin import REPO, plugin_args
+from tests.support.plugin import RELIGION_AND_GENDER_TESTS, REPO, plugin_args
 
 pytest_plugins = ["pytester"]
 
@@ -48,17 +48,7 @@ def _interactions(root: Path) -> int:
     return sum(len(json.loads(p.read_text("utf-8"))["interactions"]) for p in root.rglob("*.json"))
 
 
-TESTS = """
-from pytest_recfair import fairness
-
-@fairness(attr="religion")
-def test_religion(fairness_result):
-    pass
-
-@fairness(attr="gender")
-def test_gender(fairness_result):
-    pass
-"""
+TESTS = RELIGION_AND_GENDER_TESTS
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

@@ -17,22 +17,12 @@ import pytest
 
 from pytest_recfair.sim import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
-from tests.support.plugin import REPO, plugin_args
+from tests.support.plugin import RELIGION_AND_GENDER_TESTS, REPO, plugin_args
 from tests.support.pty_run import run_in_pty
 
 pytest_plugins = ["pytester"]
 
-TESTS = """
-from pytest_recfair import fairness
-
-@fairness(attr="religion")
-def test_religion(fairness_result):
-    pass
-
-@fairness(attr="gender")
-def test_gender(fairness_result):
-    pass
-"""
+TESTS = RELIGION_AND_GENDER_TESTS
 
 
 @pytest.fixture

@@ -151,3 +151,29 @@ def test_unwritable_output_is_one_line_and_leaves_nothing(
     assert err.startswith(f"error: cannot write {out}")
     assert blocker.read_text() == "a file"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["blocker", "run.json"]
+
+
+def test_history_plots_in_html_only(
+    tmp_path: Path, stored: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pytest_recfair.report.history import append_run, load_history
+
+    hist = tmp_path / "hist"
+    run = load_run(stored)
+    append_run(hist, run.results, run.baselines)
+    out = tmp_path / "h.html"
+    assert (
+        main(["report", str(stored), "--to", "html", "--history", str(hist), "-o", str(out)]) == 0
+    )
+    expected = report.to_html(
+        run.results, run.baselines, models=run.models, history=load_history(hist)
+    )
+    assert out.read_text(encoding="utf-8") == expected
+    assert 'id="history"' in expected
+    assert main(["report", str(stored), "--to", "md", "--history", str(hist)]) == 2
+    err = capsys.readouterr().err
+    assert err == "error: --history is plotted by --to html only; got --to md.\n"
+    assert main(["report", str(stored), "--to", "html", "--history", str(tmp_path / "no")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "is not a directory" in err

@@ -1,0 +1,139 @@
+"""SNSR over the stored history (``--fairness-history=DIR``) as inline SVG line charts.
+
+One chart per test × attribute × metric of the page: x is the run (oldest first, as the
+history numbers them), y its SNSR with the 95% bootstrap interval as a whisker, a dashed
+line at the method's descriptive flag (SNSR 0.10). A run that did not audit that test and
+attribute, or whose SNSR is undefined, has no point (the line joins its neighbours). No
+script: the page stays self-contained. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from html import escape
+
+from pytest_recfair.report.fmt import fmt_ci
+from pytest_recfair.report.history import HistoryRun
+from pytest_recfair.report.status import FLAG_SNSR
+from pytest_recfair.results import AttributeResult, AuditResult, Stat
+
+__all__ = ["history_html"]
+
+_W, _H = 760, 190
+_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 20, 12, 40
+_MAX_X_LABELS = 12
+
+
+def _e(text: object) -> str:
+    return escape(str(text), quote=True)
+
+
+def _series(
+    history: Sequence[HistoryRun], test_id: str, a: AttributeResult
+) -> list[tuple[int, HistoryRun, Stat]]:
+    """(position in the history, run, SNSR) of every run that has a defined SNSR here."""
+    key = (test_id, a.attribute.casefold(), a.metric)
+    return [
+        (i, run, run.snsr[key])
+        for i, run in enumerate(history)
+        if key in run.snsr and math.isfinite(run.snsr[key].value)
+    ]
+
+
+def _top(points: Sequence[tuple[int, HistoryRun, Stat]]) -> tuple[float, float]:
+    """The y axis top (a round number above every point, whisker and the flag) and step."""
+    hi = FLAG_SNSR
+    for _, _, s in points:
+        hi = max(hi, s.value, s.ci.high if s.ci and math.isfinite(s.ci.high) else 0.0)
+    raw = hi * 1.1 / 4
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    return step * 4, step
+
+
+def _axes(n: int, step: float, history: Sequence[HistoryRun]) -> list[str]:
+    x0, x1, y0, y1 = _LEFT, _W - _RIGHT, _H - _BOTTOM, _TOP
+    out = []
+    for i in range(5):
+        y = y0 - (y0 - y1) * i / 4
+        out.append(
+            f'<line x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" stroke="#eaeef2"/>'
+            f'<text x="{x0 - 6}" y="{y + 4:.1f}" font-size="11" fill="#59636e" '
+            f'text-anchor="end">{step * i:.4g}</text>'
+        )
+    every = max(1, math.ceil(n / _MAX_X_LABELS))
+    for i, run in enumerate(history):
+        if i % every == 0 or i == n - 1:
+            out.append(
+                f'<text x="{_x(i, n):.1f}" y="{y0 + 16}" font-size="11" fill="#59636e" '
+                f'text-anchor="middle">#{run.number}</text>'
+            )
+    out.append(
+        f'<text x="{(x0 + x1) / 2:.1f}" y="{_H - 6}" font-size="11" fill="#59636e" '
+        f'text-anchor="middle">stored run (oldest first); SNSR, lower is fairer</text>'
+    )
+    return out
+
+
+def _x(i: int, n: int) -> float:
+    x0, x1 = _LEFT, _W - _RIGHT
+    return (x0 + x1) / 2 if n == 1 else x0 + (x1 - x0) * i / (n - 1)
+
+
+def _chart(history: Sequence[HistoryRun], test_id: str, a: AttributeResult, cid: str) -> str:
+    points = _series(history, test_id, a)
+    n = len(history)
+    top, step = _top(points)
+
+    def y(v: float) -> float:
+        return _H - _BOTTOM - (_H - _BOTTOM - _TOP) * min(max(v, 0.0), top) / top
+
+    out = [
+        f'<svg id="{_e(cid)}" class="chart history" role="img" '
+        f'xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
+        f'viewBox="0 0 {_W} {_H}"><title>{_e(a.attribute)}: SNSR over {n} stored runs</title>',
+        *_axes(n, step, history),
+        f'<line class="flag" x1="{_LEFT}" y1="{y(FLAG_SNSR):.1f}" x2="{_W - _RIGHT}" '
+        f'y2="{y(FLAG_SNSR):.1f}" stroke="#bc4c00" stroke-dasharray="5 4">'
+        f"<title>descriptive flag: SNSR {FLAG_SNSR:g}</title></line>",
+    ]
+    for i, _, s in points:
+        if s.ci is not None and math.isfinite(s.ci.low) and math.isfinite(s.ci.high):
+            out.append(
+                f'<line class="whisker" x1="{_x(i, n):.1f}" y1="{y(s.ci.low):.1f}" '
+                f'x2="{_x(i, n):.1f}" y2="{y(s.ci.high):.1f}" stroke="#8c959f" '
+                f'stroke-width="1.5"/>'
+            )
+    coords = " ".join(f"{_x(i, n):.1f},{y(s.value):.1f}" for i, _, s in points)
+    out.append(
+        f'<polyline class="snsr" points="{coords}" fill="none" stroke="#0969da" stroke-width="2"/>'
+    )
+    out += [
+        f'<circle class="run" cx="{_x(i, n):.1f}" cy="{y(s.value):.1f}" r="4" fill="#0969da">'
+        f"<title>#{run.number} ({_e(run.when)}): SNSR {_e(fmt_ci(s))}</title></circle>"
+        for i, run, s in points
+    ]
+    return "".join([*out, "</svg>"])
+
+
+def history_html(results: Sequence[AuditResult], history: Sequence[HistoryRun]) -> str:
+    """The page's history section: one chart per test × attribute; "" without history."""
+    if not history:
+        return ""
+    parts = [
+        '<section class="test history" id="history"><header><h2>SNSR over the history'
+        f'</h2></header><p class="sub">{len(history)} stored runs (--fairness-history), '
+        f"#{history[0].number} ({_e(history[0].when)}) to #{history[-1].number} "
+        f"({_e(history[-1].when)}); whisker: 95% bootstrap CI, dashed: the descriptive "
+        f"flag SNSR {FLAG_SNSR:g}.</p>"
+    ]
+    for n, r in enumerate(results):
+        for i, a in enumerate(r.attributes):
+            shown = len(_series(history, r.meta.test_id, a))
+            parts.append(
+                f'<h3>{_e(r.meta.test_id)} · {_e(a.attribute)} <small class="sub">'
+                f"({_e(a.metric)}@{a.k}; {shown} of {len(history)} runs)</small></h3>"
+                f"<figure>{_chart(history, r.meta.test_id, a, f'history-{n}-{i}')}</figure>"
+            )
+    return "".join([*parts, "</section>"])

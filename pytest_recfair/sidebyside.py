@@ -1,0 +1,237 @@
+"""Several models audited by one test, side by side (issue 11: comparing models).
+
+Pure: no pytest, no httpx. The plugin tells, for each test run with a parametrized
+``recfair_recommender``, which comparison group it belongs to (the test without the
+model's parameter) and the model's label (its parameter id) in a :class:`ModelSlot`.
+:func:`compare_models` turns a run's results into one :class:`ModelComparison` per group
+of two or more models: each attribute's SNSR with its interval per model, and for each
+pair of models a paired test on the shared entities (:mod:`pytest_recfair.metrics.pairs`)
+saying which one is significantly fairer. Everything round-trips through JSON.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_recfair.errors import DataError
+from pytest_recfair.metrics.pairs import PairMember, paired_models
+from pytest_recfair.results import AttributeResult, AuditResult, Interval, Stat
+
+__all__ = ["ModelComparison", "ModelSlot", "PairRow", "compare_models"]
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSlot:
+    """A test's place in a comparison: ``group`` (the test without the model's parameter),
+    ``label`` (the model's parameter id), ``index`` (its position in the parameters) and
+    the test's significance level, resamples and resampling seed."""
+
+    group: str
+    label: str
+    index: int
+    alpha: float = 0.05
+    n_resamples: int = 2000
+    seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ModelSlot:
+        return cls(
+            group=str(d["group"]),
+            label=str(d["label"]),
+            index=int(d["index"]),
+            alpha=float(d.get("alpha", 0.05)),
+            n_resamples=int(d.get("n_resamples", 2000)),
+            seed=int(d.get("seed", 0)),
+        )
+
+
+def _num(x: float | None) -> float | None:
+    return None if x is None or math.isnan(x) else float(x)
+
+
+def _nan(x: Any) -> float:
+    return math.nan if x is None else float(x)
+
+
+@dataclass(frozen=True, slots=True)
+class PairRow:
+    """One attribute compared between models ``a`` and ``b`` (labels). ``delta`` is
+    SNSR(b) - SNSR(a) on the shared entities; ``p_value`` two-sided, adjusted over the
+    pair's attributes and the group's pairs; ``fairer`` the significantly fairer model's
+    label, or None; ``note`` why there is no test (e.g. no shared entity)."""
+
+    attribute: str
+    a: str
+    b: str
+    snsr_a: float
+    snsr_b: float
+    delta: float
+    ci: Interval | None
+    p_value: float | None
+    n_paired: int
+    fairer: str | None
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name in self.__slots__:
+            v = getattr(self, name)
+            if isinstance(v, Interval):
+                v = v.to_dict()
+            elif isinstance(v, float):
+                v = _num(v)
+            out[name] = v
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> PairRow:
+        p = d.get("p_value")
+        return cls(
+            attribute=str(d["attribute"]),
+            a=str(d["a"]),
+            b=str(d["b"]),
+            snsr_a=_nan(d.get("snsr_a")),
+            snsr_b=_nan(d.get("snsr_b")),
+            delta=_nan(d.get("delta")),
+            ci=Interval.from_obj(d.get("ci")),
+            p_value=None if p is None else float(p),
+            n_paired=int(d.get("n_paired", 0)),
+            fairer=None if d.get("fairer") is None else str(d["fairer"]),
+            note=None if d.get("note") is None else str(d["note"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ModelComparison:
+    """One test audited on several models. ``snsr[i][j]`` is attribute i's SNSR (with its
+    interval) on model j, None when that model's audit has no such attribute."""
+
+    group: str
+    models: tuple[str, ...]
+    test_ids: tuple[str, ...]
+    model_ids: tuple[str, ...]
+    attributes: tuple[str, ...]
+    snsr: tuple[tuple[Stat | None, ...], ...]
+    pairs: tuple[PairRow, ...]
+    alpha: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "group": self.group,
+            "models": list(self.models),
+            "test_ids": list(self.test_ids),
+            "model_ids": list(self.model_ids),
+            "attributes": list(self.attributes),
+            "snsr": [[None if s is None else s.to_dict() for s in row] for row in self.snsr],
+            "pairs": [p.to_dict() for p in self.pairs],
+            "alpha": self.alpha,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> ModelComparison:
+        return cls(
+            group=str(d["group"]),
+            models=tuple(str(m) for m in d["models"]),
+            test_ids=tuple(str(t) for t in d["test_ids"]),
+            model_ids=tuple(str(m) for m in d["model_ids"]),
+            attributes=tuple(str(a) for a in d["attributes"]),
+            snsr=tuple(
+                tuple(None if s is None else Stat.from_dict(s) for s in row) for row in d["snsr"]
+            ),
+            pairs=tuple(PairRow.from_dict(p) for p in d["pairs"]),
+            alpha=float(d["alpha"]),
+        )
+
+
+def _keyed(r: AuditResult) -> dict[str, AttributeResult]:
+    """A result's attributes by name; "name metric@k" when a name occurs more than once."""
+    names = [a.attribute for a in r.attributes]
+    return {
+        (a.attribute if names.count(a.attribute) == 1 else f"{a.attribute} {a.metric}@{a.k}"): a
+        for a in r.attributes
+    }
+
+
+def _usable(a: AttributeResult) -> bool:
+    return bool(a.matrix.sims.size) and not bool(a.matrix.missing.all())
+
+
+def _shown(a: AttributeResult | None) -> Stat | None:
+    """The SNSR as reports show it: n/a when no reply was usable (not a perfect 0)."""
+    if a is None:
+        return None
+    return a.snsr if _usable(a) else Stat(math.nan)
+
+
+def _pair_rows(
+    la: str, ra: AuditResult, lb: str, rb: AuditResult, slot: ModelSlot, n_pairs: int
+) -> list[PairRow]:
+    """The attributes both models scored, tested as one family; p-values times the number
+    of pairs in the group (Bonferroni over pairs)."""
+    ka, kb = _keyed(ra), _keyed(rb)
+    shared = [k for k in ka if k in kb and _usable(ka[k]) and _usable(kb[k])]
+    members = [PairMember(k, ka[k].matrix, kb[k].matrix) for k in shared]
+    rows: list[PairRow] = []
+    try:
+        verdicts = paired_models(members, n_resamples=slot.n_resamples, seed=slot.seed)
+    except DataError as exc:
+        note = str(exc)
+        return [
+            PairRow(
+                k, la, lb, ka[k].snsr.value, kb[k].snsr.value, math.nan, None, None, 0, None, note
+            )
+            for k in shared
+        ]
+    for v in verdicts:
+        p = min(1.0, v.p_adjusted * n_pairs)
+        fairer = None
+        if p <= slot.alpha and v.delta != 0:
+            fairer = la if v.delta > 0 else lb  # lower SNSR is fairer
+        ci = Interval(*v.ci)
+        rows.append(PairRow(v.key, la, lb, v.a, v.b, v.delta, ci, p, v.n_paired, fairer))
+    return rows
+
+
+def _one_group(group: str, members: Sequence[tuple[ModelSlot, AuditResult]]) -> ModelComparison:
+    members = sorted(members, key=lambda m: (m[0].index, m[0].label))
+    keyed = [_keyed(r) for _, r in members]
+    attributes = list(dict.fromkeys(k for kd in keyed for k in kd))
+    snsr = tuple(tuple(_shown(kd.get(k)) for kd in keyed) for k in attributes)
+    first = members[0][0]
+    combos = list(itertools.combinations(range(len(members)), 2))
+    pairs: list[PairRow] = []
+    for i, j in combos:
+        (sa, ra), (sb, rb) = members[i], members[j]
+        pairs += _pair_rows(sa.label, ra, sb.label, rb, first, len(combos))
+    return ModelComparison(
+        group=group,
+        models=tuple(s.label for s, _ in members),
+        test_ids=tuple(r.meta.test_id for _, r in members),
+        model_ids=tuple(r.meta.model for _, r in members),
+        attributes=tuple(attributes),
+        snsr=snsr,
+        pairs=tuple(pairs),
+        alpha=first.alpha,
+    )
+
+
+def compare_models(
+    results: Mapping[str, AuditResult], slots: Mapping[str, ModelSlot]
+) -> list[ModelComparison]:
+    """One comparison per group that has results of two or more models, by group name.
+
+    ``results`` and ``slots`` are keyed by test id; a test without a slot is not compared.
+    The order of arrival does not matter: models are ordered by their parameter index.
+    """
+    groups: dict[str, list[tuple[ModelSlot, AuditResult]]] = {}
+    for test_id, slot in slots.items():
+        if test_id in results:
+            groups.setdefault(slot.group, []).append((slot, results[test_id]))
+    return [_one_group(g, m) for g, m in sorted(groups.items()) if len(m) >= 2]
