@@ -387,8 +387,10 @@ def _depend_on_recommender(collector: pytest.Module | pytest.Class, name: str, o
     marked = any(m.name == "fairness" for m in marks)
     if not marked and collector.get_closest_marker("fairness") is None:
         return
-    manager = getattr(collector.session, "_fixturemanager", None)
-    defs = manager.getfixturedefs(_RECOMMENDER, collector) if manager is not None else None
+    try:  # pytest has no public lookup of the fixture visible here (>= 8.1 signature)
+        defs = collector.session._fixturemanager.getfixturedefs(_RECOMMENDER, collector)
+    except (AttributeError, TypeError):  # a pytest without it: name the fixture instead
+        defs = None
     by_mark = any(
         m.name == "parametrize" and m.args and _RECOMMENDER in _argnames(m.args[0]) for m in marks
     )

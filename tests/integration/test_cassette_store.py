@@ -132,9 +132,11 @@ def test_a_bad_key_records_nothing_and_a_good_key_then_records_all(
 def test_an_interrupted_recording_resumes_without_asking_again(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, sig: signal.Signals
 ) -> None:
-    slow = SimServer(SimulatedRecommender(bias="demo"), api_key=KEY, latency_ms=25)
+    # 80 prompts one at a time, 40 ms each: the signal (after two entities' files) comes
+    # seconds before the end even on a loaded machine
+    slow = SimServer(SimulatedRecommender(bias="demo"), api_key=KEY, latency_ms=40)
     with slow:
-        _ini(pytester, slow, "recfair_concurrency = 1\n", entities=8)
+        _ini(pytester, slow, "recfair_concurrency = 1\n", entities=16)
         pytester.makepyfile(test_fair=TESTS.split('@fairness(attr="gender")')[0])
         env = {**os.environ, "PYTHONPATH": str(REPO), "SIM_KEY": KEY}
         cassettes = pytester.path / "fixtures" / "cassettes"

@@ -218,3 +218,86 @@ def test_each_model_has_its_own_baseline_and_gate(
             server.__exit__(None, None, None)
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["FAILED test_audit.py::test_religion[[]sim-biased[]]*"])
+
+
+CALLABLE_CONFTEST = """
+import pytest
+
+from pytest_recfair.sim import SimulatedRecommender
+
+SIMS = {
+    "fair": SimulatedRecommender(noise=0.15, seed=1),
+    "biased": SimulatedRecommender(bias={"religion": {"Muslim": 0.6}}, noise=0.15, seed=2),
+}
+
+
+@pytest.fixture(scope="session")
+def recfair_recommender(request):
+    return SIMS[getattr(request, "param", "fair")]
+"""
+
+WAYS = """
+import pytest
+
+from pytest_recfair import fairness
+
+pytestmark = fairness(attr="religion")
+
+
+def test_module_marked():
+    pass
+
+
+class TestInAClass:
+    def test_method(self):
+        pass
+
+
+@pytest.mark.parametrize("recfair_recommender", ["fair", "biased"], indirect=True)
+def test_parametrized_by_mark():
+    pass
+"""
+
+
+def test_every_way_of_marking_runs_each_model(pytester: pytest.Pytester) -> None:
+    """A module-level or class mark, and the test's own indirect parametrize, all run once
+    per model of an in-process callable recommender (never recorded)."""
+    pytester.makeconftest(
+        CALLABLE_CONFTEST.replace(
+            '@pytest.fixture(scope="session")',
+            '@pytest.fixture(scope="session", params=["fair", "biased"])',
+        )
+    )
+    pytester.makeini(INI)
+    pytester.makepyfile(test_ways=WAYS)
+    report = pytester.path / "r.json"
+    args = ("--fairness", "--fairness-update", f"--fairness-report={report}")
+    result = pytester.runpytest(*plugin_args(), *args)
+    result.assert_outcomes(passed=6)
+    ids = {r["meta"]["test_id"] for r in json.loads(report.read_text())["results"]}
+    assert ids == {
+        "test_ways.py::test_module_marked[fair]",
+        "test_ways.py::test_module_marked[biased]",
+        "test_ways.py::TestInAClass::test_method[fair]",
+        "test_ways.py::TestInAClass::test_method[biased]",
+        "test_ways.py::test_parametrized_by_mark[fair]",
+        "test_ways.py::test_parametrized_by_mark[biased]",
+    }
+    groups = json.loads(report.read_text())["models"]
+    assert len(groups) == 3
+    for g in groups:
+        assert g["models"] == ["fair", "biased"]
+        assert g["pairs"][0]["fairer"] == "fair"
+    assert not (pytester.path / "fixtures").exists()  # callables are not recorded
+
+
+def test_a_plain_fixture_is_untouched(pytester: pytest.Pytester) -> None:
+    """Without parameters the fixture is not made a dependency: ids stay as they were and
+    there is no side-by-side section."""
+    pytester.makeconftest(CALLABLE_CONFTEST)
+    pytester.makeini(INI)
+    pytester.makepyfile(test_ways=WAYS.split("@pytest.mark.parametrize")[0])
+    result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update", "-v")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*test_ways.py::test_module_marked PASSED*"])
+    assert "models side by side" not in result.stdout.str()
