@@ -63,13 +63,15 @@ def check_results(results: Sequence[AuditResult]) -> list[AuditResult]:
 def attribute_status(result: AuditResult, attribute: str) -> str:
     """ "PASS", "FAIL" or "n/a" (not gated) for one attribute of one result.
 
-    A failure of the whole audit (``attribute`` None: its baseline) fails every attribute.
+    Only the attribute's own failures count: a failure of the whole audit (``attribute``
+    None: no or an incompatible baseline, the test body) fails the test, shown on its own
+    line, and leaves each attribute reading what its own checks found.
     """
     gate = result.gate
     if gate is None:
         return "n/a"
     for f in gate.failures:
-        if f.attribute is None or f.attribute.casefold() == attribute.casefold():
+        if f.attribute is not None and f.attribute.casefold() == attribute.casefold():
             return "FAIL"
     return "PASS"
 
