@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
@@ -44,6 +45,22 @@ def _num(x: float | None) -> float | None:
 
 def _nan(x: Any) -> float:
     return math.nan if x is None else float(x)
+
+
+json_nan = _nan  # the public name, for other result modules (sidebyside)
+
+
+def plain_fields(obj: object, names: Iterable[str]) -> dict[str, Any]:
+    """``names`` of ``obj`` as JSON data: intervals as dicts, NaN as null."""
+    out: dict[str, Any] = {}
+    for name in names:
+        v = getattr(obj, name)
+        if isinstance(v, Interval):
+            v = v.to_dict()
+        elif isinstance(v, float):
+            v = _num(v)
+        out[name] = v
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,15 +320,7 @@ class GateFailure:
     detail: str | None = None  # a reason from elsewhere (a data error, a baseline problem)
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name in _FAILURE_FIELDS:
-            v = getattr(self, name)
-            if isinstance(v, Interval):
-                v = v.to_dict()
-            elif isinstance(v, float):
-                v = _num(v)
-            out[name] = v
-        return out
+        return plain_fields(self, _FAILURE_FIELDS)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GateFailure:

@@ -19,7 +19,14 @@ from typing import Any
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics.pairs import PairMember, paired_models
-from pytest_recfair.results import AttributeResult, AuditResult, Interval, Stat
+from pytest_recfair.results import (
+    AttributeResult,
+    AuditResult,
+    Interval,
+    Stat,
+    json_nan,
+    plain_fields,
+)
 
 __all__ = ["ModelComparison", "ModelSlot", "PairRow", "compare_models"]
 
@@ -52,14 +59,6 @@ class ModelSlot:
         )
 
 
-def _num(x: float | None) -> float | None:
-    return None if x is None or math.isnan(x) else float(x)
-
-
-def _nan(x: Any) -> float:
-    return math.nan if x is None else float(x)
-
-
 @dataclass(frozen=True, slots=True)
 class PairRow:
     """One attribute compared between models ``a`` and ``b`` (labels). ``delta`` is
@@ -80,15 +79,7 @@ class PairRow:
     note: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for name in self.__slots__:
-            v = getattr(self, name)
-            if isinstance(v, Interval):
-                v = v.to_dict()
-            elif isinstance(v, float):
-                v = _num(v)
-            out[name] = v
-        return out
+        return plain_fields(self, self.__slots__)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PairRow:
@@ -97,9 +88,9 @@ class PairRow:
             attribute=str(d["attribute"]),
             a=str(d["a"]),
             b=str(d["b"]),
-            snsr_a=_nan(d.get("snsr_a")),
-            snsr_b=_nan(d.get("snsr_b")),
-            delta=_nan(d.get("delta")),
+            snsr_a=json_nan(d.get("snsr_a")),
+            snsr_b=json_nan(d.get("snsr_b")),
+            delta=json_nan(d.get("delta")),
             ci=Interval.from_obj(d.get("ci")),
             p_value=None if p is None else float(p),
             n_paired=int(d.get("n_paired", 0)),
