@@ -8,7 +8,7 @@ Pure numpy + stdlib. Submodules:
   curves over k, and the FaiRLLM-notebook row reader;
 - ``stats``: the reported intervals, entity bootstrap, paired comparison of two runs,
   repeat noise floor;
-- ``inference``: t-intervals, inverted-bootstrap spread intervals, the family-wise drift test.
+- ``inference``: t-intervals, inverted bootstrap-t spread intervals, the family-wise drift test.
 
 See docs/metrics.md for formulas and worked examples.
 """

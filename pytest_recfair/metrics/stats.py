@@ -231,7 +231,7 @@ class AttributeIntervals:
     pafs_ci: Interval
     n_resamples: int
     confidence: float
-    method: str = "t / inverted-bootstrap"
+    method: str = "t / inverted-bootstrap-t"
 
 
 def intervals(

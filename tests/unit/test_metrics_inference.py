@@ -8,6 +8,7 @@ mechanics: exactness, pairing, the step-down adjustment, the resample floor, err
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -91,24 +92,130 @@ def test_spread_intervals_scale_with_the_similarities() -> None:
     assert half.pafs == pytest.approx(((1 + full.pafs[0]) / 2, (1 + full.pafs[1]) / 2), abs=1e-9)
 
 
+def _resample_cov(X: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Covariance of the value means of the resample with entity counts ``w``."""
+    return np.asarray(np.cov(X.T, fweights=w.astype(np.int64)) / w.sum())
+
+
 def test_a_fair_attribute_is_excluded_exactly_when_the_null_test_rejects() -> None:
-    """The lower bound is 0 exactly when the observed spread is within the 95% quantile
-    of the spreads of the (widened) bootstrap deviations: the test of theta = 0."""
+    """The lower bound is 0 exactly when the observed range / its standard error is
+    within the 95% quantile of the same ratio over the bootstrap deviations (each with
+    its own resample's covariance of the means): the bootstrap-t test of theta = 0."""
     rng = np.random.default_rng(12)
     E, B = 40, 300
     W = inf._draw_weights(np.random.default_rng(0), B, E)
-    scale = inf._small_sample_scale(E, 0.95)
+
+    def se(x: np.ndarray, cov: np.ndarray) -> float:
+        g = np.zeros(x.size)
+        g[np.argmax(x)], g[np.argmin(x)] = 1.0, -1.0
+        return float(np.sqrt(g @ cov @ g))
+
     seen = set()
     for shift in np.linspace(0.0, 0.05, 11):
         X = rng.uniform(0.3, 0.7, size=(E, 1)) + rng.normal(0, 0.03, size=(E, 3))
         X[:, 0] += shift
         means = X.mean(axis=0)
         dev = (W @ X) / E - means
-        null_q = np.quantile(np.ptp(dev * scale, axis=1), 0.95)
+        dev -= dev.mean(axis=1, keepdims=True)
+        t = [np.ptp(d) / se(d, _resample_cov(X, w)) for d, w in zip(dev, W, strict=True)]
+        t_obs = np.ptp(means) / se(means, _resample_cov(X, np.ones(E)))
         lower = inf.spread_intervals(X, n_resamples=B, weights=W).snsr[0]
-        assert (lower == 0.0) == (np.ptp(means) <= null_q)
+        assert (lower == 0.0) == (t_obs <= np.quantile(t, 0.95))
         seen.add(lower == 0.0)
     assert seen == {True, False}
+
+
+def test_each_resample_has_its_own_covariance_of_the_means() -> None:
+    """The studentising covariance: per resample the unbiased covariance of its value
+    means, pairwise over the entities scored in both values when some are missing."""
+    rng = np.random.default_rng(21)
+    X = rng.uniform(size=(12, 3))
+    W = inf._draw_weights(np.random.default_rng(1), 5, 12)
+    boot, _ = inf._boot_devs(X, W)
+    for b in range(5):
+        assert boot.cov[:, :, b] == pytest.approx(_resample_cov(X, W[b]))
+    assert boot.cov_hat[:, :, 0] == pytest.approx(_resample_cov(X, np.ones(12)))
+    X[2, 0] = X[7, 1] = np.nan
+    boot, _ = inf._boot_devs(X, W)
+    for j, k in ((0, 1), (0, 2), (1, 1)):
+        both = ~np.isnan(X[:, j]) & ~np.isnan(X[:, k])
+        n_j, n_k = (~np.isnan(X[:, j])).sum(), (~np.isnan(X[:, k])).sum()
+        dj = X[both, j] - np.nanmean(X[:, j])
+        dk = X[both, k] - np.nanmean(X[:, k])
+        expected = (dj @ dk) / (n_j * n_k) * both.sum() / (both.sum() - 1)
+        assert boot.cov_hat[j, k, 0] == pytest.approx(expected)
+
+
+def test_the_sd_of_every_candidate_comes_from_sums_computed_once() -> None:
+    """_SdDraws (the sd's closed form in theta) gives what _spread_var computes draw by
+    draw: the sd and its delta-method variance under each resample's covariance."""
+    rng = np.random.default_rng(22)
+    X = rng.uniform(0.3, 0.6, size=(30, 1)) + rng.normal(0, 0.05, size=(30, 5))
+    W = inf._draw_weights(np.random.default_rng(2), 50, 30)
+    boot, _ = inf._boot_devs(X, W)
+    shapes = inf._patterns(boot.est, boot.dev, "sd")
+    devs = np.ascontiguousarray((boot.dev - boot.dev.mean(axis=1, keepdims=True)).T)
+    draws = inf._SdDraws(shapes, devs, boot.cov)
+    for theta in (0.0, 0.003, 0.04):
+        spread, var = inf._spread_var(theta * shapes + devs, boot.cov, "sd")
+        closed = draws(theta)
+        assert closed[0] == pytest.approx(spread, rel=1e-9, abs=1e-15)
+        assert closed[1] == pytest.approx(var, rel=1e-7, abs=1e-18)
+
+
+@pytest.mark.parametrize(
+    "h",
+    [
+        lambda t: t - 0.3,
+        lambda t: math.expm1(3.0 * t) - 0.5,
+        lambda t: math.floor(40.0 * t) / 40.0 - 0.61,  # steps: no secant helps
+        lambda t: math.copysign(1.0, t - 0.123),
+    ],
+    ids=["linear", "convex", "steps", "sign"],
+)
+def test_a_bound_is_found_to_the_bisection_tolerance(h: Callable[[float], float]) -> None:
+    """_root brackets the crossing of h within (hi - lo) / 2**_STEPS, as bisection would."""
+    lo, hi = 0.0, 1.0
+    tol = (hi - lo) * 2.0**-inf._STEPS
+    x = inf._root(h, lo, hi, h(lo), h(hi))
+    assert h(x - tol) < 0 <= h(x + tol)
+
+
+def _binomial_floor(n: int, p: float, tail: float = 1e-3) -> int:
+    """The largest k with P(Binomial(n, p) < k) <= tail: fewer hits than this would be
+    a 1-in-1,000 event for an interval that covers with probability p."""
+    pmf = [math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(n + 1)]
+    k, below = 0, 0.0
+    while below + pmf[k] <= tail:
+        below += pmf[k]
+        k += 1
+    return k
+
+
+@pytest.mark.parametrize(
+    ("effects", "statistic"),
+    [((0.0, 0.0, 0.0, 0.0), "snsr"), ((0.03, 0.03, 0.0, -0.02), "pafs")],
+    ids=["fair-snsr", "tied-top-pafs"],
+)
+def test_spread_intervals_hold_the_truth_at_25_entities(
+    effects: tuple[float, ...], statistic: str
+) -> None:
+    """Small-scale coverage: 120 attributes of 25 entities (entity levels and noise
+    differ), a fair one and one with two values tied at the top. The 95% interval must
+    hold the true statistic at least as often as a 93%-coverage interval would in all
+    but 1 in 1,000 such studies (benchmarks/gate_validity.py measures the rate)."""
+    rng = np.random.default_rng(2027)
+    delta = np.asarray(effects)
+    centred = delta - delta.mean()
+    truth = {"snsr": np.ptp(delta), "pafs": 1 - np.mean(np.abs(centred))}[statistic]
+    runs, hits = 120, 0
+    for r in range(runs):
+        level = rng.uniform(0.3, 0.6, size=(25, 1))
+        noise = rng.uniform(0.02, 0.06, size=(25, 1)) * rng.normal(size=(25, 4))
+        X = level + delta * rng.uniform(0.2, 1.8, size=(25, 1)) + noise
+        lo, hi = getattr(inf.spread_intervals(X, n_resamples=400, seed=r), statistic)
+        hits += lo - 1e-12 <= truth <= hi + 1e-12
+    assert hits >= _binomial_floor(runs, 0.93)
 
 
 def test_a_higher_confidence_gives_a_wider_interval() -> None:
@@ -171,6 +278,31 @@ def test_small_families_enumerate_every_swap_exactly() -> None:
     assert res.exact
     assert res.n_resamples == 2**10
     assert (res.members[0].p_value * 2**10) == pytest.approx(round(res.members[0].p_value * 2**10))
+
+
+def test_the_family_fails_at_most_alpha_of_the_swapped_versions_of_the_data() -> None:
+    """Exactness under "same model", without simulation: with every swap enumerated, the
+    2**E versions of one pair of runs (each entity's rows swapped or not) are equally
+    likely when the runs are exchangeable, so the whole family (two attributes x SNSR,
+    SNSV, PAFS, step-down max-T) may fail in at most alpha x 2**E of them."""
+    rng = np.random.default_rng(31)
+    E = 9
+    runs = [rng.uniform(0.3, 0.6, size=(E, 1)) + rng.normal(0, 0.05, size=(E, v)) for v in (4, 3)]
+    other = [x + rng.normal(0, 0.05, size=x.shape) for x in runs]
+    alpha, fails, seen = 0.2, 0, set()
+    for code in range(2**E):
+        swap = ((code >> np.arange(E)) & 1).astype(bool)[:, None]
+        members = [
+            _member(np.where(swap, c, b), np.where(swap, b, c), stat, key)
+            for key, b, c in zip("ab", runs, other, strict=True)
+            for stat in ("snsr", "snsv", "pafs")
+        ]
+        res = inf.drift_test(members, alpha=alpha)
+        assert res.exact
+        fails += res.failed
+        seen.add(min(m.p_adjusted for m in res.members))
+    assert 0 < fails <= alpha * 2**E
+    assert len(seen) > 10  # the swapped versions really differ
 
 
 def test_too_few_entities_fail_loudly_instead_of_deciding_by_the_floor() -> None:
