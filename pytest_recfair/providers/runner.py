@@ -585,20 +585,14 @@ async def _replay_pass(
         if skip:  # recording a new cassette: no request to build twice
             rest.append((case, None))
             continue
-        request = _request(provider, case, run)
-        try:
-            response = replayer.replay(request)
-        except RecfairError as exc:  # a cassette miss: the same for every case
-            raise _Abort(exc) from None
+        response = _replayed(provider, case, replayer, run)
         if response is None:
             rest.append((case, None))
             continue
         run.requests += 1
-        response.request = request
-        response.read()
         result: Completion | str
         try:
-            result = _judge(provider, response, case)
+            result = _judge_replayed(provider, response, case, run)
         except _Retryable as exc:
             rest.append((case, exc))
             continue
@@ -608,6 +602,53 @@ async def _replay_pass(
             raise _Abort(exc) from None
         run.finish(case, result)
     return rest
+
+
+def _replayed(
+    provider: Provider, case: CaseLike, replayer: CassetteTransport, run: _Run
+) -> httpx.Response | None:
+    """The recorded reply to ``case`` (read), or None when it is to be recorded live.
+
+    A built-in provider gives the request's key without building it (``replay_key``:
+    a third of a replayed case's time went into the httpx.Request); any other builds it.
+    """
+    key_of = getattr(provider, "replay_key", None)
+    key: tuple[str, str, str] | None = key_of(case.system, case.prompt) if key_of else None
+    try:
+        if key is None:
+            request = _request(provider, case, run)
+            response = replayer.replay(request)
+            if response is not None:
+                response.request = request
+        else:
+            method, url, body = key
+            response = replayer.replay_parts(method, url, body, case)
+    except RecfairError as exc:  # a cassette miss: the same for every case
+        raise _Abort(exc) from None
+    if response is not None:
+        response.read()
+    return response
+
+
+def _judge_replayed(
+    provider: Provider, response: httpx.Response, case: CaseLike, run: _Run
+) -> Completion:
+    """``_judge`` of a replayed reply. One replayed by key has no request until a problem
+    needs its URL: then it gets the request, so the message is the one a live reply gets."""
+    try:
+        return _judge(provider, response, case)
+    except Exception:  # a bad reply, a retry: the words name the request's URL
+        if _has_request(response):
+            raise
+        response.request = _request(provider, case, run)
+        return _judge(provider, response, case)
+
+
+def _has_request(response: httpx.Response) -> bool:
+    try:
+        return response.request is not None
+    except RuntimeError:  # httpx: a Response built without one
+        return False
 
 
 async def _one_callable(provider: CallableProvider, case: CaseLike, run: _Run) -> Completion | str:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from types import TracebackType
+from typing import Protocol
 
 import httpx
 
@@ -34,6 +35,18 @@ __all__ = ["UNSCOPED_ENTITY", "CassetteTransport"]
 
 #: Cassette name for requests that carry no ``recfair_entity_id`` extension.
 UNSCOPED_ENTITY = "_unscoped"
+
+
+class CaseRef(Protocol):
+    """What a replay by parts reads of a prompt case."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def entity_id(self) -> str: ...
+    @property
+    def repeat(self) -> int: ...
+
 
 # The body handed on is decoded and whole, so these headers no longer describe it.
 _DECODED_DROP = frozenset({"content-encoding", "content-length", "transfer-encoding"})
@@ -88,33 +101,41 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             self.test_id, entity
         )
 
+    def replay_parts(
+        self, method: str, url: str, body: str, case: CaseRef
+    ) -> httpx.Response | None:
+        """``replay`` of the request a built-in provider would build for ``case``, known by
+        its parts (``HTTPProvider.replay_key``): no httpx.Request is built, and the reply
+        carries none."""
+        return self._find(method, url, body, case.entity_id, case.repeat, case)
+
     def _lookup(self, request: httpx.Request, body: bytes) -> httpx.Response | None:
         ext = request.extensions
-        entity = ext.get("recfair_entity_id") or UNSCOPED_ENTITY
-        repeat = int(ext.get("recfair_repeat") or 0)
-        store = self.store
-        url = str(request.url)
-        hit = store.lookup(
-            self.test_id,
-            entity,
+        return self._find(
             request.method,
-            url,
+            str(request.url),
             body,
-            repeat,
-            case_id=_case_id(ext.get("recfair_case")),
+            ext.get("recfair_entity_id"),
+            int(ext.get("recfair_repeat") or 0),
+            ext.get("recfair_case"),
         )
+
+    def _find(
+        self,
+        method: str,
+        url: str,
+        body: bytes | str,
+        entity_id: str | None,
+        repeat: int,
+        case: object,
+    ) -> httpx.Response | None:
+        entity = entity_id or UNSCOPED_ENTITY
+        store = self.store
+        hit = store.lookup(self.test_id, entity, method, url, body, repeat, case_id=_case_id(case))
         if hit is not None:
             return _response(hit)
         if not store.needs_network(self.test_id, entity):
-            raise store.miss(
-                self.test_id,
-                entity,
-                request.method,
-                url,
-                body,
-                repeat,
-                case=ext.get("recfair_case"),
-            )
+            raise store.miss(self.test_id, entity, method, url, body, repeat, case=case)
         return None
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
