@@ -24,6 +24,7 @@ import httpx
 from pytest_recfair import secrets
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers.base import (
+    AnyReply,
     Completion,
     Usage,
     as_int,
@@ -188,9 +189,14 @@ class HTTPProvider(ABC):
     def _call(self, system: str | None, prompt: str) -> _Call:
         """URL, payload and headers of the request for ``prompt``."""
 
-    @abstractmethod
     def parse_response(self, response: httpx.Response) -> Completion:
         """The reply text, finish reason, usage and model of a 2xx response."""
+        return self.parse_reply(response)
+
+    @abstractmethod
+    def parse_reply(self, response: AnyReply) -> Completion:
+        """``parse_response`` of a response or of a recorded reply (replay by key): one
+        code path for both."""
 
     def _request(
         self,
@@ -240,7 +246,7 @@ class OpenAIProvider(HTTPProvider):
         auth = {"authorization": f"Bearer {self._api_key}"}
         return f"{self.base_url}/chat/completions", payload, auth, None
 
-    def parse_response(self, response: httpx.Response) -> Completion:
+    def parse_reply(self, response: AnyReply) -> Completion:
         if is_event_stream(response):
             return self._parse_stream(response)
         data = json_body(response, provider=self.name)
@@ -260,7 +266,7 @@ class OpenAIProvider(HTTPProvider):
             finish = choice.get("finish_reason")
         return Completion(text, finish, _openai_usage(data.get("usage")), data.get("model"))
 
-    def _parse_stream(self, response: httpx.Response) -> Completion:
+    def _parse_stream(self, response: AnyReply) -> Completion:
         parts: list[str] = []
         finish: str | None = None
         usage: Usage | None = None
@@ -310,7 +316,7 @@ class AnthropicProvider(HTTPProvider):
         fixed = {"anthropic-version": self.api_version}
         return f"{self.base_url}/v1/messages", payload, auth, fixed
 
-    def parse_response(self, response: httpx.Response) -> Completion:
+    def parse_reply(self, response: AnyReply) -> Completion:
         if is_event_stream(response):
             return self._parse_stream(response)
         data = json_body(response, provider=self.name)
@@ -332,7 +338,7 @@ class AnthropicProvider(HTTPProvider):
             data.get("model"),
         )
 
-    def _parse_stream(self, response: httpx.Response) -> Completion:
+    def _parse_stream(self, response: AnyReply) -> Completion:
         parts: list[str] = []
         finish: str | None = None
         prompt_tokens = completion_tokens = 0
@@ -397,7 +403,7 @@ class GeminiProvider(HTTPProvider):
         auth = {"x-goog-api-key": self._api_key or ""}
         return f"{self.base_url}/models/{model}:{method}", payload, auth, None
 
-    def parse_response(self, response: httpx.Response) -> Completion:
+    def parse_reply(self, response: AnyReply) -> Completion:
         if is_event_stream(response):
             chunks = [self._parse_chunk(c) for c in sse_payloads(response, provider=self.name)]
             usages = [c.usage for c in chunks if c.usage is not None]

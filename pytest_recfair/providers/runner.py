@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import email.utils
 import functools
@@ -43,19 +44,21 @@ from urllib.parse import urlsplit
 import httpx
 
 from pytest_recfair import replycap
+from pytest_recfair.cassettes import RecordedResponse
 from pytest_recfair.errors import ConfigError, ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import (
     Completion,
     GarbledReply,
     Provider,
+    RecordedReply,
     TruncatedReply,
     Usage,
     error_detail,
 )
-from pytest_recfair.providers.http import is_loopback
+from pytest_recfair.providers.http import HTTPProvider, is_loopback
 from pytest_recfair.providers.progress import Progress
-from pytest_recfair.providers.transport import UNSCOPED_ENTITY, CassetteTransport
+from pytest_recfair.providers.transport import UNSCOPED_ENTITY, CassetteTransport, response_of
 
 if TYPE_CHECKING:
     from pytest_recfair.cassettes import CassetteStore
@@ -606,49 +609,65 @@ async def _replay_pass(
 
 def _replayed(
     provider: Provider, case: CaseLike, replayer: CassetteTransport, run: _Run
-) -> httpx.Response | None:
-    """The recorded reply to ``case`` (read), or None when it is to be recorded live.
+) -> httpx.Response | RecordedResponse | None:
+    """The recorded reply to ``case``, or None when it is to be recorded live.
 
-    A built-in provider gives the request's key without building it (``replay_key``:
-    a third of a replayed case's time went into the httpx.Request); any other builds it.
+    A built-in provider gives the request's key without building it (``replay_key``)
+    and gets the recording as stored; any other provider builds its request and gets a
+    read response. Building and reading the httpx objects took half of a replayed case.
     """
     key_of = getattr(provider, "replay_key", None)
     key: tuple[str, str, str] | None = key_of(case.system, case.prompt) if key_of else None
     try:
-        if key is None:
-            request = _request(provider, case, run)
-            response = replayer.replay(request)
-            if response is not None:
-                response.request = request
-        else:
+        if key is not None:
             method, url, body = key
-            response = replayer.replay_parts(method, url, body, case)
+            return replayer.replay_parts(method, url, body, case)
+        request = _request(provider, case, run)
+        response = replayer.replay(request)
     except RecfairError as exc:  # a cassette miss: the same for every case
         raise _Abort(exc) from None
     if response is not None:
+        response.request = request
         response.read()
     return response
 
 
 def _judge_replayed(
-    provider: Provider, response: httpx.Response, case: CaseLike, run: _Run
+    provider: Provider, replayed: httpx.Response | RecordedResponse, case: CaseLike, run: _Run
 ) -> Completion:
-    """``_judge`` of a replayed reply. One replayed by key has no request until a problem
-    needs its URL: then it gets the request, so the message is the one a live reply gets."""
-    try:
-        return _judge(provider, response, case)
-    except Exception:  # a bad reply, a retry: the words name the request's URL
-        if _has_request(response):
-            raise
-        response.request = _request(provider, case, run)
-        return _judge(provider, response, case)
+    """``_judge`` of a replayed reply. A recording replayed by key is parsed as stored
+    (``parse_reply``, the code ``parse_response`` runs); when that fails it is judged as
+    a response with its request, so the words are the ones a live reply gets."""
+    if isinstance(replayed, RecordedResponse):
+        reply = _recorded_reply(replayed)
+        if reply is not None and isinstance(provider, HTTPProvider):
+            with contextlib.suppress(Exception):  # judged again below, URL and all
+                return provider.parse_reply(reply)
+        replayed = _as_response(provider, replayed, case, run)
+    return _judge(provider, replayed, case)
 
 
-def _has_request(response: httpx.Response) -> bool:
-    try:
-        return response.request is not None
-    except RuntimeError:  # httpx: a Response built without one
-        return False
+def _recorded_reply(recorded: RecordedResponse) -> RecordedReply | None:
+    """The recording as ``parse_reply`` reads it; None unless it reads exactly as the
+    response would (a 2xx, headers in ASCII as httpx keeps them)."""
+    if not 200 <= recorded.status < 300:
+        return None
+    headers: dict[str, str] = {}
+    for name, value in recorded.headers:
+        if not (name.isascii() and value.isascii()):
+            return None
+        key = name.lower()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return RecordedReply(recorded.body, headers)
+
+
+def _as_response(
+    provider: Provider, recorded: RecordedResponse, case: CaseLike, run: _Run
+) -> httpx.Response:
+    response = response_of(recorded)
+    response.request = _request(provider, case, run)
+    response.read()
+    return response
 
 
 async def _one_callable(provider: CallableProvider, case: CaseLike, run: _Run) -> Completion | str:

@@ -31,7 +31,7 @@ from pytest_recfair.cassettes import (
     RecordedResponse,
 )
 
-__all__ = ["UNSCOPED_ENTITY", "CassetteTransport"]
+__all__ = ["UNSCOPED_ENTITY", "CassetteTransport", "response_of"]
 
 #: Cassette name for requests that carry no ``recfair_entity_id`` extension.
 UNSCOPED_ENTITY = "_unscoped"
@@ -103,15 +103,15 @@ class CassetteTransport(httpx.AsyncBaseTransport):
 
     def replay_parts(
         self, method: str, url: str, body: str, case: CaseRef
-    ) -> httpx.Response | None:
+    ) -> RecordedResponse | None:
         """``replay`` of the request a built-in provider would build for ``case``, known by
-        its parts (``HTTPProvider.replay_key``): no httpx.Request is built, and the reply
-        carries none."""
+        its parts (``HTTPProvider.replay_key``): no httpx object is built; the recording
+        is returned as stored (:func:`response_of` makes it a response)."""
         return self._find(method, url, body, case.entity_id, case.repeat, case)
 
     def _lookup(self, request: httpx.Request, body: bytes) -> httpx.Response | None:
         ext = request.extensions
-        return self._find(
+        hit = self._find(
             request.method,
             str(request.url),
             body,
@@ -119,6 +119,7 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             int(ext.get("recfair_repeat") or 0),
             ext.get("recfair_case"),
         )
+        return None if hit is None else response_of(hit)
 
     def _find(
         self,
@@ -128,15 +129,13 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         entity_id: str | None,
         repeat: int,
         case: object,
-    ) -> httpx.Response | None:
+    ) -> RecordedResponse | None:
         entity = entity_id or UNSCOPED_ENTITY
         store = self.store
         hit = store.lookup(self.test_id, entity, method, url, body, repeat, case_id=_case_id(case))
-        if hit is not None:
-            return _response(hit)
-        if not store.needs_network(self.test_id, entity):
+        if hit is None and not store.needs_network(self.test_id, entity):
             raise store.miss(self.test_id, entity, method, url, body, repeat, case=case)
-        return None
+        return hit
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         try:
@@ -192,7 +191,7 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             else:
                 commit()
         # The caller gets what replay will give it: decoded body, no content-encoding.
-        return _response(recorded)
+        return response_of(recorded)
 
     async def aclose(self) -> None:
         if self._inner is not None:
@@ -234,7 +233,8 @@ def _case_id(case: object) -> str | None:
     return case_id if isinstance(case_id, str) else None
 
 
-def _response(recorded: RecordedResponse) -> httpx.Response:
+def response_of(recorded: RecordedResponse) -> httpx.Response:
+    """The recording as the response a live call gives (unread stream)."""
     return httpx.Response(
         recorded.status,
         headers=list(recorded.headers),
