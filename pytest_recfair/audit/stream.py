@@ -9,10 +9,8 @@ the entities into a tally of the whole audit, which ``shards`` merges later.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,42 +108,24 @@ def stream(
     )
     out = Streamed(Tally.start([e.id for e in entities], layout_of(first), config))
     size = chunk_entities(settings, len(first))
-    with _older_objects_frozen():
-        for start in range(0, len(selected), size):
-            chunk = list(selected[start : start + size])
-            cases = asked(kind.build_cases(settings, grid, chunk, attributes, inputs))
-            known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
-            outcome = providers.run_cases(
-                recommender,
-                [c for c in cases if c.id not in known] if known else cases,
-                run_options(settings, live),
-                cassettes=cassettes,
-                test_id=test_id,
-                progress=False if live is not None else progress,
-            )
-            if known:
-                outcome = dataclasses.replace(outcome, errors={**outcome.errors, **known})
-            _absorb(settings, out, cases, outcome)
-            if cassettes is not None:
-                cassettes.release(test_id, [e.id for e in chunk])
+    for start in range(0, len(selected), size):
+        chunk = list(selected[start : start + size])
+        cases = asked(kind.build_cases(settings, grid, chunk, attributes, inputs))
+        known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
+        outcome = providers.run_cases(
+            recommender,
+            [c for c in cases if c.id not in known] if known else cases,
+            run_options(settings, live),
+            cassettes=cassettes,
+            test_id=test_id,
+            progress=False if live is not None else progress,
+        )
+        if known:
+            outcome = dataclasses.replace(outcome, errors={**outcome.errors, **known})
+        _absorb(settings, out, cases, outcome)
+        if cassettes is not None:
+            cassettes.release(test_id, [e.id for e in chunk])
     return out
-
-
-@contextlib.contextmanager
-def _older_objects_frozen() -> Iterator[None]:
-    """Let the garbage collector skip every object alive before the audit (pytest's,
-    numpy's, the modules'): the audit allocates containers by the hundred thousand (parsed
-    cassettes, cases, replies), and each full collection they set off scanned those old
-    objects again (0.4 s of a 1,000-entity replay). Skipped, not lost: unfrozen after.
-    A process that froze objects itself keeps its own arrangement."""
-    if gc.get_freeze_count():
-        yield
-        return
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
 
 
 def _absorb(
