@@ -252,6 +252,7 @@ class _SdDraws:
 
 _RAMP = 2.0  # null spreads over which the upper tail's share of alpha grows to alpha / 2
 _STEPS = 16  # a bound is found to 2**-16 of its bracket (as by 16 bisection steps)
+_THETA_MAX = 1.0  # similarities are in [0, 1]: no range, sd or mean abs. deviation exceeds 1
 _TINY_VAR = 1e-24  # standard errors below 1e-12 (similarities are in [0, 1]) count as 1e-12
 
 
@@ -353,22 +354,32 @@ def _inverted(boot: _Boot, kind: str, alpha: float) -> Interval:
             return t_obs - _quantile(t, 1.0 - (alpha - a_up))
         return _quantile(t, a_up) - t_obs
 
+    # Both searches stop at _THETA_MAX: no spread of similarities in [0, 1] is larger.
+    # With a handful of entities many resamples have next to no covariance, their t is
+    # huge, and the gap may never change sign: the bound is then _THETA_MAX (wide, not
+    # wrong). The bracket grows geometrically, so a search takes ~log2(1 / sd0) steps.
     lower, g_lo = 0.0, gap(0.0, True)
     if g_lo > 0:  # theta 0 rejected: the spread is above noise
-        hi = max(obs, sd0)
+        hi = min(max(obs, sd0), _THETA_MAX)
         g_hi = gap(hi, True)
-        while g_hi > 0:
-            hi *= 2.0
+        while g_hi > 0 and hi < _THETA_MAX:
+            hi = min(2.0 * hi, _THETA_MAX)
             g_hi = gap(hi, True)
+        if not g_hi <= 0:  # rejected all the way (or undefined): the most it can be
+            return (_THETA_MAX, _THETA_MAX)
         lower = _root(lambda t: -gap(t, True), 0.0, hi, -g_lo, -g_hi)
-    lo, hi = max(lower, sd0 * 1e-9), max(obs, lower) + 4.0 * sd0
+    step = 4.0 * sd0
+    lo, hi = max(lower, sd0 * 1e-9), min(max(obs, lower) + step, _THETA_MAX)
     g_lo, g_hi = math.nan, gap(hi, False)
-    while not g_hi > 0:
-        lo, g_lo, hi = hi, g_hi, hi + 4.0 * sd0
+    while not g_hi > 0 and hi < _THETA_MAX:
+        step *= 2.0
+        lo, g_lo, hi = hi, g_hi, min(hi + step, _THETA_MAX)
         g_hi = gap(hi, False)
+    if not g_hi > 0:  # not rejected up to the largest possible spread
+        return (lower, _THETA_MAX)
     if math.isnan(g_lo):
         g_lo = gap(lo, False)
-    upper = lo if g_lo > 0 else _root(lambda t: gap(t, False), lo, hi, g_lo, g_hi)
+    upper = lo if not g_lo <= 0 else _root(lambda t: gap(t, False), lo, hi, g_lo, g_hi)
     return (lower, max(lower, upper))
 
 

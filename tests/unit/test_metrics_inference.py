@@ -8,6 +8,7 @@ mechanics: exactness, pairing, the step-down adjustment, the resample floor, err
 from __future__ import annotations
 
 import math
+import signal
 from collections.abc import Callable
 
 import numpy as np
@@ -386,3 +387,43 @@ def test_an_entity_without_scores_is_left_out_quietly() -> None:
     full = inf.spread_intervals(np.delete(X, 2, axis=0), n_resamples=200, seed=0)
     assert 0.05 < si.snsr[0] < si.snsr[1] < 0.15
     assert si.snsr[0] == pytest.approx(full.snsr[0], abs=0.01)
+
+
+# A handful of entities: many resamples have no covariance at all, the studentised
+# statistic is huge and the bound's search never sees its gap change sign. These four
+# (found by a random search) looped forever before the search stopped at spread 1.
+_FEW_ENTITIES = [
+    [[0.5, 1.0, 0.0], [0.0, 1.0, 1.0], [0.04, 0.04, 1.0]],
+    [[0.08, 0.5], [0.08, 0.0], [0.0, 1.0]],
+    [
+        [0.04, 0.08, 0.5, 0.0],
+        [0.04, 0.0, 0.08, 1.0],
+        [0.0, 0.04, 0.08, 1.0],
+        [0.04, 0.08, 0.04, 0.0],
+        [0.5, 0.0, 0.04, 0.08],
+    ],
+    [[1.0, 0.0, 0.5, 0.04], [1.0, 1.0, 0.04, 0.5], [1.0, 0.04, 1.0, 0.08]],
+]
+
+
+def _alarm(signum: int, frame: object) -> None:
+    raise TimeoutError("spread_intervals did not end within 30 s")
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs SIGALRM")
+@pytest.mark.parametrize("rows", _FEW_ENTITIES)
+def test_spread_intervals_end_with_a_handful_of_entities(rows: list[list[float]]) -> None:
+    X = np.array(rows)
+    previous = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, 30.0)
+    try:
+        res = inf.spread_intervals(X, n_resamples=200, seed=0)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0.0)
+        signal.signal(signal.SIGALRM, previous)
+    means = X.mean(axis=0)
+    snsr = float(means.max() - means.min())
+    for lo, hi in (res.snsr, res.snsv, res.pafs):
+        assert 0.0 <= lo <= hi <= 1.0
+    # a spread that cannot be bounded below 1 gets the widest interval, not a made-up one
+    assert res.snsr[0] <= snsr <= res.snsr[1]
