@@ -387,7 +387,6 @@ class _Tape:
         "stale",
         "stamp",
         "tags",
-        "version",
     )
 
     def __init__(self, path: Path) -> None:
@@ -415,7 +414,6 @@ class _Tape:
         self.canon: dict[Key, tuple[int, ...]] | None = None
         self.played = bytearray()
         self.dirty = False
-        self.version = 0  # interactions recorded into this tape so far (dirty bookkeeping)
 
     def take(
         self,
@@ -684,7 +682,6 @@ class CassetteStore:
                 self.usage.add((tape.path.name, (method, host, path, saved, repeat)))
             tape.new.append(interaction)
             tape.dirty = True
-            tape.version += 1
             if self.autosave is not None and time.monotonic() - self._last_save >= self.autosave:
                 self.flush()
 
@@ -704,23 +701,14 @@ class CassetteStore:
         """Write this one cassette if it changed; its path, or None when nothing was due.
 
         For a caller that knows an entity is finished: its file is saved while the rest
-        of the run goes on, instead of all files at the end. The file is written and
-        synced without holding the store's lock (only the directory's), so a caller may
-        run this in a thread while another thread records into other cassettes.
+        of the run goes on, instead of all files at the end.
         """
-        with contextlib.ExitStack() as held:
-            with self._lock:
-                tape = self._tapes.get(entity_id)
-                if tape is None or not tape.dirty:
-                    return None
-                # Same order as every save: the store's lock, then the directory's.
-                held.enter_context(_directory_lock(tape.path.parent))
-                text, version = self._prepare(tape)
-            atomic_write_text(tape.path, text)
-            stamp = _stamp(tape.path)
         with self._lock:
-            self._saved(tape, stamp, version)
-        return tape.path
+            tape = self._tapes.get(entity_id)
+            if tape is None or not tape.dirty:
+                return None
+            self._save(tape)
+            return tape.path
 
     def release(self, test_id: str, entity_ids: Iterable[str]) -> None:
         """Save (if changed) and forget these entities' cassettes: their audit is done.
@@ -775,23 +763,12 @@ class CassetteStore:
 
     def _save(self, tape: _Tape) -> None:
         with _directory_lock(tape.path.parent):
-            text, version = self._prepare(tape)
-            atomic_write_text(tape.path, text)
-            stamp = _stamp(tape.path)
-        self._saved(tape, stamp, version)
-
-    def _prepare(self, tape: _Tape) -> tuple[str, int]:
-        """The file's new text and the tape's version it holds (under both locks)."""
-        items = self._to_save(tape)
-        if self.policy.keeps != "none" and _stamp(tape.path) != tape.stamp:
-            items += self._saved_by_others(tape, items)
-        return self._serialize(items), tape.version
-
-    def _saved(self, tape: _Tape, stamp: tuple[int, int, int] | None, version: int) -> None:
-        """Bookkeeping after ``tape`` was written as of ``version`` (under the store's lock)."""
-        tape.stamp = stamp
-        # Still dirty if something was recorded into it while the file was written.
-        tape.dirty = tape.version != version
+            items = self._to_save(tape)
+            if self.policy.keeps != "none" and _stamp(tape.path) != tape.stamp:
+                items += self._saved_by_others(tape, items)
+            atomic_write_text(tape.path, self._serialize(items))
+            tape.stamp = _stamp(tape.path)
+        tape.dirty = False
         if self.rewritten is not None and not self.policy.reads_old:
             self.rewritten.add(tape.path)
         # The old per-test files of this entity are in the new file now: migrated.

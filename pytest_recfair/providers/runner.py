@@ -18,8 +18,7 @@ How a run goes: with cassettes, a replay pass first answers every case the casse
 without an HTTP client (same lookup and misses as ``CassetteTransport``). The remaining
 cases go to ``concurrency`` workers; worker i always uses transport i mod n, one
 connection pool per SHARD_CONNECTIONS workers. A recording is kept only when its reply is
-final, i.e. not retried, and each entity's cassette is saved once its cases are done (in
-a thread, so the disk never holds up the event loop).
+final, i.e. not retried, and each entity's cassette is saved once its cases are done.
 """
 
 from __future__ import annotations
@@ -54,14 +53,11 @@ from pytest_recfair.providers.base import (
     Usage,
     error_detail,
 )
-from pytest_recfair.providers.coalesce import coalesce_writes
 from pytest_recfair.providers.http import is_loopback
 from pytest_recfair.providers.progress import Progress
 from pytest_recfair.providers.transport import UNSCOPED_ENTITY, CassetteTransport
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from pytest_recfair.cassettes import CassetteStore
 
 __all__ = [
@@ -681,7 +677,6 @@ async def arun_cases(
             raise error from None
     finally:
         bar.close()
-        await workers.saved()
         await _close(workers.transports, opts.cassettes if workers.http else None)
     return _outcome(run, ids, opts.prices, time.monotonic() - start)
 
@@ -695,10 +690,6 @@ class _Workers:
         self.transports: list[httpx.AsyncBaseTransport] = []
         # cases still out per entity, when recording: its cassette is saved when it hits 0
         self.unfinished: Counter[str] | None = None
-        # Those saves run in one thread of their own: a save syncs the file to disk
-        # (~5-10 ms), which on the event loop would hold up every request in flight.
-        self.saver: concurrent.futures.ThreadPoolExecutor | None = None
-        self.saving: list[asyncio.Future[Path | None]] = []
 
     async def drain(self, todo: list[tuple[CaseLike, _Retryable | None]]) -> None:
         opts = self.opts
@@ -746,29 +737,7 @@ class _Workers:
             if self.opts.live is not None:
                 _live_advance(self.opts.live, result, self.opts.prices)
             if self.unfinished is not None and cassettes is not None:
-                entity = case.entity_id or UNSCOPED_ENTITY
-                self.unfinished[entity] -= 1
-                if not self.unfinished[entity]:
-                    self.save(cassettes, entity)
-
-    def save(self, cassettes: CassetteStore, entity: str) -> None:
-        """Save a finished entity's cassette now, while other requests are still out."""
-        if self.saver is None:
-            self.saver = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="recfair-save")
-        self.saving.append(
-            asyncio.get_running_loop().run_in_executor(
-                self.saver, cassettes.flush_entity, self.opts.test_id, entity
-            )
-        )
-
-    async def saved(self) -> None:
-        """Wait for the saves under way. One that failed left its cassette changed, so the
-        final flush writes it again (and raises its error where the run can report it)."""
-        try:
-            await asyncio.gather(*self.saving, return_exceptions=True)
-        finally:
-            if self.saver is not None:
-                self.saver.shutdown(wait=True)
+                _entity_done(self.unfinished, cassettes, self.opts.test_id, case)
 
 
 async def _first_pass(
@@ -781,6 +750,16 @@ async def _first_pass(
     cassettes.add_secrets(getattr(prov, "secrets", ()))
     replayer = CassetteTransport(cassettes, test_id=opts.test_id)
     return await _replay_pass(prov, cases, replayer, run)
+
+
+def _entity_done(
+    unfinished: Counter[str], cassettes: CassetteStore, test_id: str, case: CaseLike
+) -> None:
+    entity = case.entity_id or UNSCOPED_ENTITY
+    unfinished[entity] -= 1
+    if not unfinished[entity]:
+        # Saved now, while other requests are still out, not all at the end.
+        cassettes.flush_entity(test_id, entity)
 
 
 async def _close(
@@ -874,14 +853,10 @@ def _transports(
     proxy = env_proxy(str(getattr(provider, "base_url", "") or ""))
 
     def network() -> httpx.AsyncBaseTransport:
-        if transport is not None:
-            return _KeyGuard(transport, provider)
         # retries=0: retrying is ours (with backoff and Retry-After), not httpcore's.
-        real = httpx.AsyncHTTPTransport(
+        real = transport or httpx.AsyncHTTPTransport(
             verify=_ssl_context(), retries=0, limits=limits, proxy=proxy
         )
-        # A request's head and body go out in one socket write (providers/coalesce.py).
-        coalesce_writes(getattr(real, "_pool", None))
         return _KeyGuard(real, provider)
 
     if cassettes is None:

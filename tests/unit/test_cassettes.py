@@ -7,7 +7,6 @@ import os
 import pickle
 import re
 import tempfile
-import threading
 from pathlib import Path
 from random import Random
 
@@ -15,7 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_recfair import cassettes as cassettes_module
 from pytest_recfair.cassettes import (
     RECORD_MODES,
     REPEAT_HEADER,
@@ -671,38 +669,6 @@ def test_flush_entity_writes_that_cassette_only(tmp_path: Path) -> None:
         reply_text(CassetteStore(tmp_path).lookup(TEST, "nolan", "POST", URL, chat("p1"), 0))
         == "r1"
     )
-
-
-def test_flush_entity_writes_the_file_outside_the_store_lock(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # The runner saves finished entities in a thread: while one file is written and
-    # synced, the event loop must still be able to record into the store.
-    store = CassetteStore(tmp_path, "once", autosave=None)
-    store.record(TEST, "nolan", req("p1"), resp("r1"))
-    real_write = cassettes_module.atomic_write_text
-    during: list[bool] = []
-
-    def write(path: Path, text: str) -> None:
-        other = threading.Thread(
-            target=lambda: store.record(TEST, "lynch", req("p2"), resp("r2")), daemon=True
-        )
-        other.start()
-        other.join(timeout=10)
-        during.append(not other.is_alive())
-        if path == store.path_for("nolan"):
-            # recorded into the tape being written: it must stay due for the next save
-            store.record(TEST, "nolan", req("p3"), resp("r3"))
-        real_write(path, text)
-
-    monkeypatch.setattr(cassettes_module, "atomic_write_text", write)
-    assert store.flush_entity(TEST, "nolan") == store.path_for("nolan")
-    assert during == [True]
-    monkeypatch.setattr(cassettes_module, "atomic_write_text", real_write)
-    assert sorted(p.name for p in store.flush()) == ["lynch.json", "nolan.json"]
-    replay = CassetteStore(tmp_path)
-    for entity, prompt in (("nolan", "p1"), ("nolan", "p3"), ("lynch", "p2")):
-        assert replay.lookup(TEST, entity, "POST", URL, chat(prompt), 0) is not None
 
 
 def test_all_mode_still_replaces_re_recorded_interactions(tmp_path: Path) -> None:
