@@ -431,12 +431,18 @@ class _Tape:
         recording, the replies recorded in the order they came back: the case id gives
         each case its own reply, so replay scores what the recording pass scored.
         """
-        positions = [p for p in index.get(key, ()) if not self.played[p]]
-        if not positions:
-            return None
-        mine = [p for p in positions if self.tags[p] in tests] or positions
-        ours = [p for p in mine if case_id and self.cases[p] == case_id]
-        position = (ours or mine)[0]
+        found = index.get(key, ())
+        if len(found) == 1:  # the usual case: nothing to choose between
+            position = found[0]
+            if self.played[position]:
+                return None
+        else:
+            positions = [p for p in found if not self.played[p]]
+            if not positions:
+                return None
+            mine = [p for p in positions if self.tags[p] in tests] or positions
+            ours = [p for p in mine if case_id and self.cases[p] == case_id]
+            position = (ours or mine)[0]
         self.played[position] = 1
         self.last = position
         return self.entries[position]
@@ -555,21 +561,21 @@ class CassetteStore:
         entity_id: str,
         method: str,
         url: str,
-        body: bytes,
+        body: bytes | str,
         repeat: int,
         *,
         case_id: str | None = None,
     ) -> RecordedResponse | None:
         """The next unplayed recorded reply for this request (the one recorded for
-        ``case_id`` first), or None (always in all/rewrite)."""
+        ``case_id`` first), or None (always in all/rewrite). ``body`` as sent, or its
+        text already decoded."""
         if not self.policy.replays:
             return None
-        parts = urlsplit(url)
-        head = (method.upper(), (parts.hostname or "").lower(), parts.path or "/")
-        try:
-            raw: str | bytes = body.decode("utf-8")
-        except UnicodeDecodeError:
-            raw = body
+        head = _head(method, url)
+        raw: str | bytes = body
+        if isinstance(body, bytes):
+            with contextlib.suppress(UnicodeDecodeError):
+                raw = body.decode("utf-8")
         tests = _provenance(test_id)
         with self._lock:
             tape = self._tape(entity_id)
@@ -621,7 +627,7 @@ class CassetteStore:
         entity_id: str,
         method: str,
         url: str,
-        body: bytes,
+        body: bytes | str,
         repeat: int,
         *,
         case: object = None,
@@ -859,17 +865,10 @@ class CassetteStore:
                     or not all(isinstance(value, str) for _, value in headers)
                 ):
                     raise TypeError("wrong field type")
-                parts = urlsplit(uri)
                 body = request.get("body")
                 if not isinstance(body, str | None):
                     raise TypeError(f"request body must be a string or null, got {body!r:.40}")
-                key = (
-                    method.upper(),
-                    (parts.hostname or "").lower(),
-                    parts.path or "/",
-                    body or "",
-                    repeat,
-                )
+                key = (*_head(method, uri), body or "", repeat)
             except (KeyError, TypeError, ValueError, AttributeError) as exc:
                 raise self._bad_file(
                     tape.path,
@@ -1007,6 +1006,13 @@ def serialize(interactions: list[dict[str, Any]]) -> str:
     return f'{{"interactions": [\n{lines}\n], "version": {CASSETTE_FORMAT_VERSION}}}\n'
 
 
+@functools.lru_cache(maxsize=64)
+def _head(method: str, url: str) -> tuple[str, str, str]:
+    # Per lookup otherwise: a replayed audit asks one URL tens of thousands of times.
+    parts = urlsplit(url)
+    return method.upper(), (parts.hostname or "").lower(), parts.path or "/"
+
+
 @functools.lru_cache(maxsize=256)
 def _provenance(test_id: str) -> tuple[str, str]:
     # Per lookup otherwise: sanitize_name hashes the id.
@@ -1040,7 +1046,11 @@ def _note_stale(path: Path, count: int, records: bool) -> None:
 
 
 def _header_value(request: Mapping[str, Any], name: str) -> str:
-    value = _first(request.get("headers") or {}, name)
+    headers = request.get("headers") or {}
+    # We write the header in lower case; other recorders may not.
+    value = headers.get(name)
+    if value is None:
+        value = _first(headers, name)
     if isinstance(value, list):
         value = value[0] if value else ""
     return value if isinstance(value, str) else ""

@@ -43,6 +43,10 @@ class PromptCase:
         return self.attribute is None
 
 
+# One encoder for every id: json.dumps builds a new one per call with these options.
+_ID_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
+
 def case_id(
     *,
     templates: str,
@@ -57,10 +61,8 @@ def case_id(
 ) -> str:
     """Stable id: SHA-256 of what identifies a case, 16 hex chars. It keys cassettes and
     baselines, so it must not depend on dict order, Python version or process."""
-    payload = json.dumps(
-        [templates, domain, k, entity_id, attribute, value, language, perturbation, repeat],
-        ensure_ascii=False,
-        separators=(",", ":"),
+    payload = _ID_ENCODER.encode(
+        [templates, domain, k, entity_id, attribute, value, language, perturbation, repeat]
     )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -20,8 +20,10 @@ from pytest_recfair.errors import ProviderError
 
 __all__ = [
     "TRUNCATED_FINISH_REASONS",
+    "AnyReply",
     "Completion",
     "Provider",
+    "RecordedReply",
     "TruncatedReply",
     "Usage",
     "as_int",
@@ -105,7 +107,26 @@ class Provider(Protocol):
     def parse_response(self, response: httpx.Response) -> Completion: ...
 
 
-def _raw(response: httpx.Response) -> bytes:
+@dataclass(frozen=True, slots=True)
+class RecordedReply:
+    """A recorded 2xx reply as the built-in providers read it (``parse_reply``): replay
+    by key gives them this instead of an httpx.Response, whose reading cost as much as
+    the parsing. ``headers``: lower-case name -> value, several joined by ", " (what
+    ``httpx.Headers.get`` gives)."""
+
+    content: bytes
+    headers: Mapping[str, str]
+
+    @property
+    def request(self) -> httpx.Request:
+        raise RuntimeError("a reply replayed by key carries no request")  # as httpx's
+
+
+# What the body helpers read: a live (or transported) response, or a recorded reply.
+AnyReply = httpx.Response | RecordedReply
+
+
+def _raw(response: AnyReply) -> bytes:
     data = response.content
     # A cassette may hand back the gzip bytes without the Content-Encoding header that
     # would have made httpx decode them; the magic number is unambiguous for JSON/SSE.
@@ -120,12 +141,12 @@ def _raw(response: httpx.Response) -> bytes:
     return data
 
 
-def response_text(response: httpx.Response) -> str:
+def response_text(response: AnyReply) -> str:
     """The body as text (UTF-8, undoing a stray gzip layer)."""
     return _raw(response).decode("utf-8", errors="replace")
 
 
-def response_url(response: httpx.Response) -> str:
+def response_url(response: AnyReply) -> str:
     try:
         return str(response.request.url)
     except RuntimeError:  # a Response built by hand has no request
@@ -137,7 +158,7 @@ def _snippet(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def json_body(response: httpx.Response, *, provider: str) -> dict[str, Any]:
+def json_body(response: AnyReply, *, provider: str) -> dict[str, Any]:
     """Decode a JSON object body, with one clear ProviderError for non-JSON or cut-off bodies."""
     text = response_text(response)
     try:
@@ -167,7 +188,7 @@ def json_body(response: httpx.Response, *, provider: str) -> dict[str, Any]:
     return data
 
 
-def _raise_embedded_error(data: dict[str, Any], provider: str, response: httpx.Response) -> None:
+def _raise_embedded_error(data: dict[str, Any], provider: str, response: AnyReply) -> None:
     # Gateways and streams report failures as {"error": {...}} even with status 200.
     if data.get("error") or data.get("type") == "error":
         raise ProviderError(
@@ -198,7 +219,7 @@ def error_detail(response: httpx.Response) -> str:
         return _snippet(text) if text.strip() else "(empty body)"
 
 
-def is_event_stream(response: httpx.Response) -> bool:
+def is_event_stream(response: AnyReply) -> bool:
     ctype = response.headers.get("content-type", "")
     if "text/event-stream" in ctype:
         return True
@@ -206,7 +227,7 @@ def is_event_stream(response: httpx.Response) -> bool:
     return head.startswith((b"data:", b"event:"))
 
 
-def sse_payloads(response: httpx.Response, *, provider: str) -> Iterator[dict[str, Any]]:
+def sse_payloads(response: AnyReply, *, provider: str) -> Iterator[dict[str, Any]]:
     """The JSON ``data:`` payloads of a server-sent event stream, in order, up to ``[DONE]``."""
     text = response_text(response).replace("\r\n", "\n")
     blocks = text.split("\n\n")

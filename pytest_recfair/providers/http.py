@@ -24,6 +24,7 @@ import httpx
 from pytest_recfair import secrets
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers.base import (
+    AnyReply,
     Completion,
     Usage,
     as_int,
@@ -70,10 +71,18 @@ def _check_url(base_url: str) -> str:
     return base_url.rstrip("/")
 
 
+# Compact and in insertion order, so the same case always gives the same bytes (cassette
+# replay matches on the body). One encoder: json.dumps builds one per call with these options.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
 def _encode(payload: Mapping[str, Any]) -> bytes:
-    # Compact and in insertion order, so the same case always gives the same bytes
-    # (cassette replay matches on the body).
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _ENCODER.encode(payload).encode("utf-8")
+
+
+# What a provider's request is made of: URL, JSON payload, auth headers (sent only with a
+# key), fixed headers.
+_Call = tuple[str, dict[str, Any], dict[str, str], "Mapping[str, str] | None"]
 
 
 class HTTPProvider(ABC):
@@ -161,20 +170,40 @@ class HTTPProvider(ABC):
                 "values are never read from config files), or replay cassettes instead."
             )
 
-    @abstractmethod
     def build_request(self, system: str | None, prompt: str) -> httpx.Request:
         """The HTTP request asking for recommendations for ``prompt``."""
+        return self._request(*self._call(system, prompt))
+
+    def replay_key(self, system: str | None, prompt: str) -> tuple[str, str, str] | None:
+        """(method, URL, body text) of ``build_request``'s request, without building it:
+        what replay looks a recording up by. None for a subclass that builds or parses
+        its own way (it gets its own ``build_request`` and ``parse_response`` in replay).
+        """
+        if type(self) not in _BUILT_IN:
+            return None
+        url, payload, _, _ = self._call(system, prompt)
+        payload.update(self.extra_body)
+        return "POST", url, _ENCODER.encode(payload)
 
     @abstractmethod
+    def _call(self, system: str | None, prompt: str) -> _Call:
+        """URL, payload and headers of the request for ``prompt``."""
+
     def parse_response(self, response: httpx.Response) -> Completion:
         """The reply text, finish reason, usage and model of a 2xx response."""
+        return self.parse_reply(response)
+
+    @abstractmethod
+    def parse_reply(self, response: AnyReply) -> Completion:
+        """``parse_response`` of a response or of a recorded reply (replay by key): one
+        code path for both."""
 
     def _request(
         self,
         url: str,
         payload: dict[str, Any],
         auth: dict[str, str],
-        fixed: Mapping[str, str] | None = None,
+        fixed: Mapping[str, str] | None,
     ) -> httpx.Request:
         headers = {"content-type": "application/json", "accept": "application/json"}
         headers.update(fixed or {})
@@ -201,7 +230,7 @@ class OpenAIProvider(HTTPProvider):
     default_base_url = "https://api.openai.com/v1"
     default_key_env: str | None = "OPENAI_API_KEY"
 
-    def build_request(self, system: str | None, prompt: str) -> httpx.Request:
+    def _call(self, system: str | None, prompt: str) -> _Call:
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": prompt})
         payload: dict[str, Any] = {"model": self.model, "messages": messages}
@@ -215,9 +244,9 @@ class OpenAIProvider(HTTPProvider):
             payload["stream"] = True
             payload["stream_options"] = {"include_usage": True}
         auth = {"authorization": f"Bearer {self._api_key}"}
-        return self._request(f"{self.base_url}/chat/completions", payload, auth)
+        return f"{self.base_url}/chat/completions", payload, auth, None
 
-    def parse_response(self, response: httpx.Response) -> Completion:
+    def parse_reply(self, response: AnyReply) -> Completion:
         if is_event_stream(response):
             return self._parse_stream(response)
         data = json_body(response, provider=self.name)
@@ -237,7 +266,7 @@ class OpenAIProvider(HTTPProvider):
             finish = choice.get("finish_reason")
         return Completion(text, finish, _openai_usage(data.get("usage")), data.get("model"))
 
-    def _parse_stream(self, response: httpx.Response) -> Completion:
+    def _parse_stream(self, response: AnyReply) -> Completion:
         parts: list[str] = []
         finish: str | None = None
         usage: Usage | None = None
@@ -270,7 +299,7 @@ class AnthropicProvider(HTTPProvider):
     # The Messages API requires max_tokens; 25 titles fit easily in this.
     default_max_tokens = 1024
 
-    def build_request(self, system: str | None, prompt: str) -> httpx.Request:
+    def _call(self, system: str | None, prompt: str) -> _Call:
         payload: dict[str, Any] = {
             "model": self.model,
             "max_tokens": self.max_tokens or self.default_max_tokens,
@@ -285,9 +314,9 @@ class AnthropicProvider(HTTPProvider):
         # Anthropic has no seed parameter: self.seed is deliberately not sent.
         auth = {"x-api-key": self._api_key or ""}
         fixed = {"anthropic-version": self.api_version}
-        return self._request(f"{self.base_url}/v1/messages", payload, auth, fixed)
+        return f"{self.base_url}/v1/messages", payload, auth, fixed
 
-    def parse_response(self, response: httpx.Response) -> Completion:
+    def parse_reply(self, response: AnyReply) -> Completion:
         if is_event_stream(response):
             return self._parse_stream(response)
         data = json_body(response, provider=self.name)
@@ -309,7 +338,7 @@ class AnthropicProvider(HTTPProvider):
             data.get("model"),
         )
 
-    def _parse_stream(self, response: httpx.Response) -> Completion:
+    def _parse_stream(self, response: AnyReply) -> Completion:
         parts: list[str] = []
         finish: str | None = None
         prompt_tokens = completion_tokens = 0
@@ -356,7 +385,7 @@ class GeminiProvider(HTTPProvider):
     default_base_url = "https://generativelanguage.googleapis.com/v1beta"
     default_key_env = "GEMINI_API_KEY"
 
-    def build_request(self, system: str | None, prompt: str) -> httpx.Request:
+    def _call(self, system: str | None, prompt: str) -> _Call:
         payload: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": prompt}]}]}
         if system:
             payload["systemInstruction"] = {"parts": [{"text": system}]}
@@ -372,9 +401,9 @@ class GeminiProvider(HTTPProvider):
         model = self.model.removeprefix("models/")
         method = "streamGenerateContent?alt=sse" if self.stream else "generateContent"
         auth = {"x-goog-api-key": self._api_key or ""}
-        return self._request(f"{self.base_url}/models/{model}:{method}", payload, auth)
+        return f"{self.base_url}/models/{model}:{method}", payload, auth, None
 
-    def parse_response(self, response: httpx.Response) -> Completion:
+    def parse_reply(self, response: AnyReply) -> Completion:
         if is_event_stream(response):
             chunks = [self._parse_chunk(c) for c in sse_payloads(response, provider=self.name)]
             usages = [c.usage for c in chunks if c.usage is not None]
@@ -426,6 +455,8 @@ _KINDS: dict[str, type[HTTPProvider]] = {
     "anthropic": AnthropicProvider,
     "gemini": GeminiProvider,
 }
+# The classes whose requests and replies replay may look up by key (``replay_key``).
+_BUILT_IN = frozenset(_KINDS.values())
 
 
 def from_config(

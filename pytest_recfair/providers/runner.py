@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import dataclasses
 import email.utils
 import functools
@@ -43,19 +44,21 @@ from urllib.parse import urlsplit
 import httpx
 
 from pytest_recfair import replycap
+from pytest_recfair.cassettes import RecordedResponse
 from pytest_recfair.errors import ConfigError, ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import (
     Completion,
     GarbledReply,
     Provider,
+    RecordedReply,
     TruncatedReply,
     Usage,
     error_detail,
 )
-from pytest_recfair.providers.http import is_loopback
+from pytest_recfair.providers.http import HTTPProvider, is_loopback
 from pytest_recfair.providers.progress import Progress
-from pytest_recfair.providers.transport import UNSCOPED_ENTITY, CassetteTransport
+from pytest_recfair.providers.transport import UNSCOPED_ENTITY, CassetteTransport, response_of
 
 if TYPE_CHECKING:
     from pytest_recfair.cassettes import CassetteStore
@@ -585,20 +588,14 @@ async def _replay_pass(
         if skip:  # recording a new cassette: no request to build twice
             rest.append((case, None))
             continue
-        request = _request(provider, case, run)
-        try:
-            response = replayer.replay(request)
-        except RecfairError as exc:  # a cassette miss: the same for every case
-            raise _Abort(exc) from None
+        response = _replayed(provider, case, replayer, run)
         if response is None:
             rest.append((case, None))
             continue
         run.requests += 1
-        response.request = request
-        response.read()
         result: Completion | str
         try:
-            result = _judge(provider, response, case)
+            result = _judge_replayed(provider, response, case, run)
         except _Retryable as exc:
             rest.append((case, exc))
             continue
@@ -608,6 +605,69 @@ async def _replay_pass(
             raise _Abort(exc) from None
         run.finish(case, result)
     return rest
+
+
+def _replayed(
+    provider: Provider, case: CaseLike, replayer: CassetteTransport, run: _Run
+) -> httpx.Response | RecordedResponse | None:
+    """The recorded reply to ``case``, or None when it is to be recorded live.
+
+    A built-in provider gives the request's key without building it (``replay_key``)
+    and gets the recording as stored; any other provider builds its request and gets a
+    read response. Building and reading the httpx objects took half of a replayed case.
+    """
+    key_of = getattr(provider, "replay_key", None)
+    key: tuple[str, str, str] | None = key_of(case.system, case.prompt) if key_of else None
+    try:
+        if key is not None:
+            method, url, body = key
+            return replayer.replay_parts(method, url, body, case)
+        request = _request(provider, case, run)
+        response = replayer.replay(request)
+    except RecfairError as exc:  # a cassette miss: the same for every case
+        raise _Abort(exc) from None
+    if response is not None:
+        response.request = request
+        response.read()
+    return response
+
+
+def _judge_replayed(
+    provider: Provider, replayed: httpx.Response | RecordedResponse, case: CaseLike, run: _Run
+) -> Completion:
+    """``_judge`` of a replayed reply. A recording replayed by key is parsed as stored
+    (``parse_reply``, the code ``parse_response`` runs); when that fails it is judged as
+    a response with its request, so the words are the ones a live reply gets."""
+    if isinstance(replayed, RecordedResponse):
+        reply = _recorded_reply(replayed)
+        if reply is not None and isinstance(provider, HTTPProvider):
+            with contextlib.suppress(Exception):  # judged again below, URL and all
+                return provider.parse_reply(reply)
+        replayed = _as_response(provider, replayed, case, run)
+    return _judge(provider, replayed, case)
+
+
+def _recorded_reply(recorded: RecordedResponse) -> RecordedReply | None:
+    """The recording as ``parse_reply`` reads it; None unless it reads exactly as the
+    response would (a 2xx, headers in ASCII as httpx keeps them)."""
+    if not 200 <= recorded.status < 300:
+        return None
+    headers: dict[str, str] = {}
+    for name, value in recorded.headers:
+        if not (name.isascii() and value.isascii()):
+            return None
+        key = name.lower()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return RecordedReply(recorded.body, headers)
+
+
+def _as_response(
+    provider: Provider, recorded: RecordedResponse, case: CaseLike, run: _Run
+) -> httpx.Response:
+    response = response_of(recorded)
+    response.request = _request(provider, case, run)
+    response.read()
+    return response
 
 
 async def _one_callable(provider: CallableProvider, case: CaseLike, run: _Run) -> Completion | str:

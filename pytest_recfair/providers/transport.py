@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from types import TracebackType
+from typing import Protocol
 
 import httpx
 
@@ -30,10 +31,22 @@ from pytest_recfair.cassettes import (
     RecordedResponse,
 )
 
-__all__ = ["UNSCOPED_ENTITY", "CassetteTransport"]
+__all__ = ["UNSCOPED_ENTITY", "CassetteTransport", "response_of"]
 
 #: Cassette name for requests that carry no ``recfair_entity_id`` extension.
 UNSCOPED_ENTITY = "_unscoped"
+
+
+class CaseRef(Protocol):
+    """What a replay by parts reads of a prompt case."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def entity_id(self) -> str: ...
+    @property
+    def repeat(self) -> int: ...
+
 
 # The body handed on is decoded and whole, so these headers no longer describe it.
 _DECODED_DROP = frozenset({"content-encoding", "content-length", "transfer-encoding"})
@@ -88,34 +101,41 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             self.test_id, entity
         )
 
+    def replay_parts(
+        self, method: str, url: str, body: str, case: CaseRef
+    ) -> RecordedResponse | None:
+        """``replay`` of the request a built-in provider would build for ``case``, known by
+        its parts (``HTTPProvider.replay_key``): no httpx object is built; the recording
+        is returned as stored (:func:`response_of` makes it a response)."""
+        return self._find(method, url, body, case.entity_id, case.repeat, case)
+
     def _lookup(self, request: httpx.Request, body: bytes) -> httpx.Response | None:
         ext = request.extensions
-        entity = ext.get("recfair_entity_id") or UNSCOPED_ENTITY
-        repeat = int(ext.get("recfair_repeat") or 0)
-        store = self.store
-        url = str(request.url)
-        hit = store.lookup(
-            self.test_id,
-            entity,
+        hit = self._find(
             request.method,
-            url,
+            str(request.url),
             body,
-            repeat,
-            case_id=_case_id(ext.get("recfair_case")),
+            ext.get("recfair_entity_id"),
+            int(ext.get("recfair_repeat") or 0),
+            ext.get("recfair_case"),
         )
-        if hit is not None:
-            return _response(hit)
-        if not store.needs_network(self.test_id, entity):
-            raise store.miss(
-                self.test_id,
-                entity,
-                request.method,
-                url,
-                body,
-                repeat,
-                case=ext.get("recfair_case"),
-            )
-        return None
+        return None if hit is None else response_of(hit)
+
+    def _find(
+        self,
+        method: str,
+        url: str,
+        body: bytes | str,
+        entity_id: str | None,
+        repeat: int,
+        case: object,
+    ) -> RecordedResponse | None:
+        entity = entity_id or UNSCOPED_ENTITY
+        store = self.store
+        hit = store.lookup(self.test_id, entity, method, url, body, repeat, case_id=_case_id(case))
+        if hit is None and not store.needs_network(self.test_id, entity):
+            raise store.miss(self.test_id, entity, method, url, body, repeat, case=case)
+        return hit
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         try:
@@ -171,7 +191,7 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             else:
                 commit()
         # The caller gets what replay will give it: decoded body, no content-encoding.
-        return _response(recorded)
+        return response_of(recorded)
 
     async def aclose(self) -> None:
         if self._inner is not None:
@@ -213,7 +233,8 @@ def _case_id(case: object) -> str | None:
     return case_id if isinstance(case_id, str) else None
 
 
-def _response(recorded: RecordedResponse) -> httpx.Response:
+def response_of(recorded: RecordedResponse) -> httpx.Response:
+    """The recording as the response a live call gives (unread stream)."""
     return httpx.Response(
         recorded.status,
         headers=list(recorded.headers),

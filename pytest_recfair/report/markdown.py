@@ -92,6 +92,8 @@ def _gate(r: AuditResult) -> list[str]:
 
 
 def _values(r: AuditResult, baseline: AuditResult | None) -> list[str]:
+    if not r.attributes:  # item-side and candidate-position audits have no value table
+        return []
     out = ["<details><summary>Per-value similarity</summary>", ""]
     for a in r.attributes:
         b = same_attribute(baseline, a)
@@ -109,6 +111,44 @@ def _values(r: AuditResult, baseline: AuditResult | None) -> list[str]:
             )
         out.append("")
     return [*out, "</details>", ""]
+
+
+def _body(r: AuditResult) -> list[str]:
+    """One test's section below its heading: run line, tables, failures, notes."""
+    out = [_md(describe(r)), ""]
+    out += [f"**Failed prompts:** {_md(failed_text(r))}", ""] if r.failed else []
+    out += _stats_table(r) if r.attributes else []
+    extra = extra_lines(r)
+    out += [f"- {_md(line.strip())}" for line in extra] + ([""] if extra else [])
+    repeats = [(a.attribute, repeat_stats(a)) for a in r.attributes]
+    out += [f"- **{_md(name)}** over repeats: {_md(st)}" for name, st in repeats if st]
+    if any(st for _, st in repeats):
+        out.append("")
+    out += _gate(r)
+    usage = usage_text(r)
+    return out + ([f"- {_md(usage)}", ""] if usage else [])
+
+
+def _summary(r: AuditResult) -> str:
+    """The one line a folded test shows: status, test id, largest SNSR, flags.
+
+    Inside HTML, so the id is escaped the HTML way (``<`` and ``&`` only: ``->`` stays)."""
+    line = f"{_ICON[result_status(r)]} <code>{_html(r.meta.test_id)}</code>"
+    if r.attributes:
+        top = max(r.attributes, key=lambda a: shown(a, "snsr").value)
+        flagged = sum(attribute_label(r, a) == "FLAG" for a in r.attributes)
+        line += (f" — {_count(len(r.attributes), 'attribute')}, largest SNSR "
+                 f"{fmt(shown(top, 'snsr').value)} ({_html(top.attribute)})")  # fmt: skip
+        line += f", {flagged} flagged" if flagged else ""
+    return line
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;")
 
 
 def to_markdown(
@@ -134,17 +174,12 @@ def to_markdown(
 
         out += markdown_lines(models)
     for r in rs:
-        out += [f"### {_ICON[result_status(r)]} {_code(r.meta.test_id)}", "", _md(describe(r)), ""]
-        out += [f"**Failed prompts:** {_md(failed_text(r))}", ""] if r.failed else []
-        out += _stats_table(r) if r.attributes else []
-        extra = extra_lines(r)
-        out += [f"- {_md(line.strip())}" for line in extra] + ([""] if extra else [])
-        repeats = [(a.attribute, repeat_stats(a)) for a in r.attributes]
-        out += [f"- **{_md(name)}** over repeats: {_md(st)}" for name, st in repeats if st]
-        if any(st for _, st in repeats):
-            out.append("")
-        out += _gate(r)
-        usage = usage_text(r)
-        out += [f"- {_md(usage)}", ""] if usage else []
-        out += _values(r, base.get(r.meta.test_id))
+        if result_status(r) == "FAIL":
+            out += [f"### {_ICON['FAIL']} {_code(r.meta.test_id)}", "", *_body(r)]
+            out += _values(r, base.get(r.meta.test_id))
+        else:  # folded to one line: a job summary is read for what failed
+            out += [f"<details><summary>{_summary(r)}</summary>", "", *_body(r), "</details>", ""]
+    if len(rs) > c["failed"]:
+        out += ["Passing tests are folded; per-value tables of every test are in the HTML "
+                "and JSON reports."]  # fmt: skip
     return "\n".join(out).rstrip() + "\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -179,11 +180,12 @@ def test_collector_keeps_the_baseline_it_compared_against(tmp_path: Path) -> Non
     collector = audit.RunCollector()
     collector.add(json.loads(json.dumps(payload)))  # through JSON, as xdist ships it
     assert collector.baselines["t::x"].to_dict() == baseline.to_dict()
-    out = tmp_path / "report.md"
+    out = tmp_path / "report.html"  # per-value tables of every test, with baseline means
     collector.write_report(out)
     muslim = baseline.attribute("religion").value("Muslim").mean.value
-    row = next(line for line in out.read_text().splitlines() if line.startswith("| Muslim |"))
-    assert row.split(" | ")[2] == f"{muslim:.3f}"
+    row = re.search(r"<tr><td>Muslim</td><td[^>]*>[^<]*</td><td[^>]*>([^<]*)</td>", out.read_text())
+    assert row is not None
+    assert row.group(1) == f"{muslim:.3f}"
     # the same test id re-added without a comparison drops the stale baseline
     collector.add(audit.TestRecord(candidate, None).payload())
     assert "t::x" not in collector.baselines

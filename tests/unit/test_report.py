@@ -134,7 +134,11 @@ def test_markdown_report(failing: AuditResult, passing: AuditResult, baseline: A
     assert md.startswith("## Fairness summary\n")
     assert "✅ 1 passed · ❌ 1 failed" in md
     assert "### ❌ `tests/test_audit.py::test_religion`" in md
-    assert "### ✅ `tests/test_audit.py::test_other[gpt-4o]`" in md
+    # a passing test is folded to its one-line summary, its tables inside
+    folded = "<details><summary>✅ <code>tests/test_audit.py::test_other[gpt-4o]</code>"
+    assert folded in md
+    top = max(passing.attributes, key=lambda x: x.snsr.value)
+    assert f"largest SNSR {top.snsr.value:.3f} ({top.attribute})" in md
     rows = [ln for ln in md.splitlines() if ln.startswith("| religion |")]
     assert rows[0].startswith("| religion | ❌ |")
     assert rows[1].startswith("| religion | ✅ |")
@@ -142,13 +146,14 @@ def test_markdown_report(failing: AuditResult, passing: AuditResult, baseline: A
     assert f"{a.snsr.value:.3f} [{a.snsr.ci.low:.3f}, {a.snsr.ci.high:.3f}]" in rows[0]  # type: ignore[union-attr]
     assert rows[0].endswith(f"| {a.most_favoured} | {a.least_favoured} |")
     assert "Accept the new numbers with `pytest --fairness --fairness-update" in md
-    # per-value table shows the baseline mean
+    # the failing test's per-value table shows the baseline mean; the passing one has none
     b = baseline.attribute("religion").value("Islamic").mean.value
-    islamic = next(ln for ln in md.splitlines() if ln.startswith("| Islamic |"))
+    (islamic,) = [ln for ln in md.splitlines() if ln.startswith("| Islamic |")]
     assert f"| {b:.3f} |" in islamic
+    assert md.index("| Islamic |") < md.index(folded)
     # every table row has the same number of cells as its header
     blocks = re.findall(r"(\|.*\|\n\|[-:|]+\|\n(?:\|.*\|\n)+)", md)
-    assert len(blocks) == 6  # summary + per-value tables of two attributes, for two tests
+    assert len(blocks) == 4  # two summary tables + the failing test's two per-value tables
     for block in blocks:
         counts = {ln.count(" | ") for ln in block.strip().splitlines() if not ln.startswith("|-")}
         assert len(counts) == 1
@@ -160,7 +165,7 @@ def test_markdown_and_html_put_failing_tests_first(
     # the passing test's id sorts after the failing one's: give it an earlier one
     early = replace(passing, meta=replace(passing.meta, test_id="tests/a.py::test_a"))
     md = report.to_markdown([early, failing])
-    assert md.index("### ❌") < md.index("### ✅")
+    assert md.index("### ❌") < md.index("<summary>✅")
     html = report.to_html([early, failing])
     assert html.index(failing.meta.test_id) < html.index("tests/a.py::test_a")
     # the JSON report is data: it keeps the order it was given
@@ -178,13 +183,20 @@ def test_markdown_keeps_arrows_unescaped(failing: AuditResult) -> None:
     assert "&lt;" not in md
 
 
+def test_a_folded_test_id_is_html_inside_its_summary(passing: AuditResult) -> None:
+    odd = replace(passing, meta=replace(passing.meta, test_id="t.py::test[a<b&c->d]"))
+    md = report.to_markdown([odd])
+    assert "<summary>✅ <code>t.py::test[a&lt;b&amp;c->d]</code>" in md  # HTML, arrow kept
+    assert md.count("<details>") == md.count("</details>") == 1
+
+
 def test_markdown_escapes_table_breakers() -> None:
     sims = np.asarray(audit().attributes[0].matrix.sims)
     r = AuditResult(
         meta=meta(),
         attributes=(attribute("a|b", sims, ("x|y", "<b>z</b>", "c", "d")),),
     )
-    md = report.to_markdown([r])
+    md = report.to_markdown([_gated(r, None, max_snsr=0.0)])  # failing: value tables shown
     assert "| a\\|b |" in md
     assert not re.search(r"(?<!\\)<b>", md)  # no raw HTML reaches the job summary
     assert "\\<b>z\\</b>" in md  # a backslash escape GitHub shows as "<b>z</b>"
