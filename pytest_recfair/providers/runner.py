@@ -923,7 +923,7 @@ def _transports(
         if transport is not None:
             real = transport
         elif proxy is None:
-            # httpcore's pool on plain asyncio, not anyio: ~25% less CPU per request
+            # httpcore's pool on plain asyncio, not anyio: ~30% less CPU per request
             # (providers/aionet.py). No retries there either.
             real = AsyncioTransport(ssl_context=_ssl_context(), limits=limits)
         else:
