@@ -9,10 +9,8 @@ the entities into a tally of the whole audit, which ``shards`` merges later.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,49 +108,24 @@ def stream(
     )
     out = Streamed(Tally.start([e.id for e in entities], layout_of(first), config))
     size = chunk_entities(settings, len(first))
-    with _fewer_collections():
-        for start in range(0, len(selected), size):
-            chunk = list(selected[start : start + size])
-            cases = asked(kind.build_cases(settings, grid, chunk, attributes, inputs))
-            known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
-            outcome = providers.run_cases(
-                recommender,
-                [c for c in cases if c.id not in known] if known else cases,
-                run_options(settings, live),
-                cassettes=cassettes,
-                test_id=test_id,
-                progress=False if live is not None else progress,
-            )
-            if known:
-                outcome = dataclasses.replace(outcome, errors={**outcome.errors, **known})
-            _absorb(settings, out, cases, outcome)
-            if cassettes is not None:
-                cassettes.release(test_id, [e.id for e in chunk])
+    for start in range(0, len(selected), size):
+        chunk = list(selected[start : start + size])
+        cases = asked(kind.build_cases(settings, grid, chunk, attributes, inputs))
+        known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
+        outcome = providers.run_cases(
+            recommender,
+            [c for c in cases if c.id not in known] if known else cases,
+            run_options(settings, live),
+            cassettes=cassettes,
+            test_id=test_id,
+            progress=False if live is not None else progress,
+        )
+        if known:
+            outcome = dataclasses.replace(outcome, errors={**outcome.errors, **known})
+        _absorb(settings, out, cases, outcome)
+        if cassettes is not None:
+            cassettes.release(test_id, [e.id for e in chunk])
     return out
-
-
-_GEN0_THRESHOLD = 20_000  # allocations between young collections while an audit streams
-
-
-@contextlib.contextmanager
-def _fewer_collections() -> Iterator[None]:
-    """Collect young objects every 20,000 allocations instead of CPython's 700 while the
-    audit runs. It allocates containers by the hundred thousand (parsed cassettes,
-    cases, replies), nearly all freed by reference counting, and each young collection
-    promoted survivors that set off full collections re-scanning every object pytest and
-    numpy hold (collector time in a 1,000-entity replay, by gc.callbacks: 0.47 s at
-    700, 0.17 s at 20,000). Cyclic garbage is still collected, at
-    most 20,000 objects later; freezing the old objects instead (gc.freeze) kept it
-    alive: 690 MB at 4,000 entities. The caller's thresholds come back after."""
-    old = gc.get_threshold()
-    if not gc.isenabled() or old[0] >= _GEN0_THRESHOLD:
-        yield
-        return
-    gc.set_threshold(_GEN0_THRESHOLD, *old[1:])
-    try:
-        yield
-    finally:
-        gc.set_threshold(*old)
 
 
 def _absorb(
