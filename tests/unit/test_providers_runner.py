@@ -561,7 +561,7 @@ def test_live_requests_are_spread_over_bounded_pools() -> None:
 
     async def build_and_close() -> list[Any]:
         used = runner._transports(_provider(), None, None, "", 40)
-        pools = [t.inner._pool for t in used]  # type: ignore[attr-defined]
+        pools = [t.inner.pool for t in used]  # type: ignore[attr-defined]
         for t in used:
             await t.aclose()
         return pools

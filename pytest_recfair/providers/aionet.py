@@ -1,0 +1,414 @@
+"""The runner's HTTP transport: httpcore's connection pool on asyncio directly.
+
+:class:`AsyncioTransport` is an ``httpx.AsyncBaseTransport`` (httpx's interface for
+custom transports) over ``httpcore.AsyncConnectionPool`` with ``network_backend=``
+:class:`AsyncioBackend` (httpcore's interface for network backends): the HTTP/1.1 code,
+pooling and keep-alive stay httpcore's; only the sockets are reached differently.
+
+httpcore reaches asyncio through anyio by default. Per request that costs, besides the
+socket calls themselves: a timeout scope on every read and write, a checkpoint
+(an extra turn of the event loop) on every write, two ``epoll_ctl`` calls on every read
+(anyio stops reading a socket while nobody waits on it), and, for each idle connection
+at each request event of the pool, a dict of lambdas built to find the socket that is
+then polled. In a live run at 64 in flight that was a quarter of the client's CPU.
+
+:class:`AsyncioStream` is a plain asyncio protocol that keeps reading (what arrives waits
+in a buffer, so an idle connection is "readable" when data or EOF came, without a
+syscall), arms one timer per wait, and sends a request's head and body in one socket
+write: httpcore writes them separately, and they go out together when the connection is
+next read (httpcore reads the reply only after writing the whole request), past
+``FLUSH_BYTES``, or before a TLS upgrade. The bytes on the wire are the same.
+
+Errors are httpcore's own, as with its anyio backend: ``ConnectError``/``ConnectTimeout``
+(the original error as ``__cause__``, so the runner still recognises a socket blocked
+by another plugin), ``ReadError``/``ReadTimeout``, ``WriteError``/``WriteTimeout``. A
+write that fails surfaces on the next read, which httpcore's HTTP/1.1 code expects:
+it ignores write errors and reads the reply (a server may answer early and close).
+:class:`AsyncioTransport` raises each as httpx's error of that kind (:data:`ERRORS`),
+``from`` httpcore's, as ``httpx.AsyncHTTPTransport`` does.
+
+A proxied run does not come here: the runner keeps ``httpx.AsyncHTTPTransport`` for it
+(proxy URLs, credentials, CONNECT tunnels and SOCKS are httpx's, tested there; through a
+proxy its hop costs more than the client's CPU anyway).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from typing import Any, cast
+
+import httpcore
+import httpx
+
+__all__ = ["ERRORS", "FLUSH_BYTES", "AsyncioBackend", "AsyncioStream", "AsyncioTransport"]
+
+#: Kept writes are sent at once beyond this size (a streamed body is not held in memory).
+FLUSH_BYTES = 64 * 1024
+# Reading pauses while this much has arrived unread (one reply is far smaller).
+_READ_LIMIT = 1 << 20
+
+
+class _Connection(asyncio.Protocol):
+    """One connection's state: unread bytes, EOF, the error that ended it, waiters."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.transport: asyncio.Transport | None = None
+        self.buffer = bytearray()
+        self.eof = False
+        self.error: BaseException | None = None
+        self.reading_paused = False
+        self.writing_paused = False
+        self.waiter: asyncio.Future[None] | None = None
+        self.drained: asyncio.Future[None] | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        if len(self.buffer) > _READ_LIMIT and self.transport is not None:
+            self.transport.pause_reading()
+            self.reading_paused = True
+        self._wake()
+
+    def eof_received(self) -> bool:
+        self.eof = True
+        self._wake()
+        return False  # the transport closes itself
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.eof = True
+        self.error = exc
+        self._wake()
+        self.writing_paused = False
+        if self.drained is not None and not self.drained.done():
+            self.drained.set_result(None)
+
+    def pause_writing(self) -> None:
+        self.writing_paused = True
+
+    def resume_writing(self) -> None:
+        self.writing_paused = False
+        if self.drained is not None and not self.drained.done():
+            self.drained.set_result(None)
+
+    def _wake(self) -> None:
+        if self.waiter is not None and not self.waiter.done():
+            self.waiter.set_result(None)
+
+    async def wait(self, timeout: float | None, expired: Exception) -> None:
+        """Until data, EOF or the connection's end; ``expired`` is raised after
+        ``timeout`` seconds. One timer, no task cancellation."""
+        waiter = self.waiter = self.loop.create_future()
+        timer = None if timeout is None else self.loop.call_later(timeout, _expire, waiter, expired)
+        try:
+            await waiter
+        finally:
+            self.waiter = None
+            if timer is not None:
+                timer.cancel()
+
+    async def drain(self, timeout: float | None) -> None:
+        """Until the transport's write buffer is below its high-water mark again."""
+        while self.writing_paused:
+            drained = self.drained = self.loop.create_future()
+            try:
+                async with asyncio.timeout(timeout):
+                    await drained
+            except TimeoutError:
+                raise httpcore.WriteTimeout("timed out writing to the server") from None
+            finally:
+                self.drained = None
+
+
+def _expire(waiter: asyncio.Future[None], expired: Exception) -> None:
+    if not waiter.done():
+        waiter.set_exception(expired)
+
+
+class AsyncioStream(httpcore.AsyncNetworkStream):
+    """An httpcore network stream over an asyncio transport (see the module docstring)."""
+
+    def __init__(self, transport: asyncio.Transport, connection: _Connection) -> None:
+        self._transport = transport
+        self._conn = connection
+        self._pending: list[bytes] = []
+        self._size = 0
+        self._timeout: float | None = None
+        self._closed = False
+
+    async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        if self._pending:
+            await self._flush()
+        conn = self._conn
+        while not conn.buffer and not conn.eof:
+            if self._closed:
+                raise httpcore.ReadError("the connection was closed")
+            await conn.wait(timeout, httpcore.ReadTimeout("timed out reading from the server"))
+        buffer = conn.buffer
+        if buffer:
+            if len(buffer) <= max_bytes:
+                chunk = bytes(buffer)
+                buffer.clear()
+            else:
+                chunk = bytes(buffer[:max_bytes])
+                del buffer[:max_bytes]
+            if conn.reading_paused and len(buffer) <= _READ_LIMIT // 2:
+                conn.reading_paused = False
+                self._transport.resume_reading()
+            return chunk
+        if self._closed:
+            raise httpcore.ReadError("the connection was closed")
+        if conn.error is not None:
+            raise httpcore.ReadError(str(conn.error) or type(conn.error).__name__) from conn.error
+        return b""  # the server closed the connection
+
+    async def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        if not buffer:
+            return
+        self._pending.append(buffer)
+        self._size += len(buffer)
+        self._timeout = timeout
+        if self._size >= FLUSH_BYTES:
+            await self._flush()
+
+    async def _flush(self) -> None:
+        data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
+        self._pending, self._size = [], 0
+        conn = self._conn
+        if self._closed or self._transport.is_closing():
+            error = conn.error
+            raise httpcore.WriteError(
+                str(error) if error is not None else "the connection was closed"
+            ) from error
+        self._transport.write(data)
+        if conn.writing_paused:
+            await conn.drain(self._timeout)
+
+    async def aclose(self) -> None:
+        # A request abandoned before its reply was read: nothing more goes out.
+        self._pending, self._size = [], 0
+        self._closed = True
+        if not self._transport.is_closing():
+            self._transport.close()
+
+    async def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        if self._pending:
+            await self._flush()
+        conn = self._conn
+        try:
+            async with asyncio.timeout(timeout):
+                tls = await conn.loop.start_tls(
+                    self._transport, conn, ssl_context, server_hostname=server_hostname
+                )
+        except TimeoutError as exc:
+            await self.aclose()
+            raise httpcore.ConnectTimeout(str(exc) or "TLS handshake timed out") from exc
+        except (OSError, ssl.SSLError) as exc:
+            await self.aclose()
+            raise _ConnectFailed(str(exc) or type(exc).__name__, exc) from exc
+        if tls is None:  # pragma: no cover - only for a transport closed meanwhile
+            raise httpcore.ConnectError("the connection closed during the TLS handshake")
+        conn.transport = tls
+        return AsyncioStream(tls, conn)
+
+    def get_extra_info(self, info: str) -> Any:
+        if info == "is_readable":
+            # Data or EOF on an idle connection: the server closed it (or broke protocol).
+            return bool(self._conn.buffer) or self._conn.eof
+        name = {
+            "ssl_object": "ssl_object",
+            "client_addr": "sockname",
+            "server_addr": "peername",
+            "socket": "socket",
+        }.get(info)
+        return None if name is None else self._transport.get_extra_info(name)
+
+
+class AsyncioBackend(httpcore.AsyncNetworkBackend):
+    """Opens :class:`AsyncioStream` connections (asyncio only: the runner's own loop)."""
+
+    async def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        loop = asyncio.get_running_loop()
+        local_addr = (local_address, 0) if local_address else None
+        try:
+            async with asyncio.timeout(timeout):
+                try:
+                    transport, conn = await loop.create_connection(
+                        lambda: _Connection(loop),
+                        host,
+                        port,
+                        local_addr=local_addr,
+                        happy_eyeballs_delay=0.25,  # as anyio's connect_tcp
+                    )
+                except OSError:
+                    raise
+                except Exception:
+                    # asyncio's happy eyeballs drops an error that is not an OSError (a
+                    # socket refused by another plugin) and raises IndexError instead
+                    # (CPython 3.11): one plain try raises the real error.
+                    transport, conn = await loop.create_connection(
+                        lambda: _Connection(loop), host, port, local_addr=local_addr
+                    )
+        except Exception as exc:
+            raise _connect_error(exc) from exc
+        return _opened(transport, conn, socket_options)
+
+    async def connect_unix_socket(
+        self,
+        path: str,
+        timeout: float | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.AsyncNetworkStream:
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(timeout):
+                transport, conn = await loop.create_unix_connection(lambda: _Connection(loop), path)
+        except Exception as exc:
+            raise _connect_error(exc) from exc
+        return _opened(transport, conn, socket_options)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class _ConnectFailed(httpcore.ConnectError):
+    """httpcore's ConnectError that keeps the error under it (``origin``): httpcore's pool
+    re-raises errors ``from None``, which drops ``__cause__``; the transport sets it again
+    so that the runner can tell a socket blocked by another plugin."""
+
+    def __init__(self, message: str, origin: BaseException) -> None:
+        super().__init__(message)
+        self.origin = origin
+
+
+def _connect_error(exc: Exception) -> Exception:
+    # TimeoutError is an OSError: test it first.
+    if isinstance(exc, TimeoutError):
+        return httpcore.ConnectTimeout(str(exc) or "timed out connecting")
+    return _ConnectFailed(str(exc) or type(exc).__name__, exc)
+
+
+def _opened(
+    transport: asyncio.Transport, conn: _Connection, socket_options: Iterable[Any] | None
+) -> AsyncioStream:
+    if socket_options:
+        sock = transport.get_extra_info("socket")
+        for option in socket_options:
+            sock.setsockopt(*option)
+    return AsyncioStream(transport, conn)
+
+
+class AsyncioTransport(httpx.AsyncBaseTransport):
+    """httpx's custom-transport interface over an httpcore connection pool that opens its
+    connections with :class:`AsyncioBackend` (HTTP/1.1, no retries: retrying is the
+    runner's). What ``httpx.AsyncHTTPTransport`` does for a direct connection, through
+    public API only: the request handed to httpcore, the reply handed back, httpcore's
+    errors raised as httpx's (:data:`ERRORS`). No proxy: a proxied run keeps
+    ``httpx.AsyncHTTPTransport``."""
+
+    def __init__(self, *, ssl_context: ssl.SSLContext, limits: httpx.Limits) -> None:
+        self.pool = httpcore.AsyncConnectionPool(
+            ssl_context=ssl_context,
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            http1=True,
+            http2=False,
+            retries=0,
+            network_backend=AsyncioBackend(),
+        )
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        try:
+            reply = await self.pool.handle_async_request(
+                httpcore.Request(
+                    method=request.method,
+                    url=httpcore.URL(
+                        scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path
+                    ),
+                    headers=request.headers.raw,
+                    content=request.stream,
+                    extensions=request.extensions,  # the timeouts travel here
+                )
+            )
+        except Exception as exc:
+            mapped = _httpx_error(exc, request)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+        return httpx.Response(
+            status_code=reply.status,
+            headers=reply.headers,
+            stream=_Body(cast(AsyncIterable[bytes], reply.stream), request),
+            extensions=reply.extensions,
+        )
+
+    async def aclose(self) -> None:
+        await self.pool.aclose()
+
+
+class _Body(httpx.AsyncByteStream):
+    """A reply's body as httpx reads it; httpcore's errors while reading become httpx's."""
+
+    def __init__(self, stream: AsyncIterable[bytes], request: httpx.Request) -> None:
+        self._stream = stream
+        self._request = request
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        try:
+            async for part in self._stream:
+                yield part
+        except Exception as exc:
+            mapped = _httpx_error(exc, self._request)
+            if mapped is exc:
+                raise
+            raise mapped from exc
+
+    async def aclose(self) -> None:
+        close = getattr(self._stream, "aclose", None)
+        if close is not None:
+            await close()
+
+
+#: httpcore's errors and the httpx errors raised for them, first match wins (the runner
+#: tells timeouts, connect errors, other network errors and protocol errors apart).
+ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
+    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
+    (httpcore.ReadTimeout, httpx.ReadTimeout),
+    (httpcore.WriteTimeout, httpx.WriteTimeout),
+    (httpcore.PoolTimeout, httpx.PoolTimeout),
+    (httpcore.ConnectError, httpx.ConnectError),
+    (httpcore.ReadError, httpx.ReadError),
+    (httpcore.WriteError, httpx.WriteError),
+    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
+    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
+    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+)
+
+
+def _httpx_error(exc: Exception, request: httpx.Request) -> Exception:
+    """httpx's error for httpcore's ``exc`` (raised ``from exc``: a socket blocked by
+    another plugin stays reachable through ``__cause__``); ``exc`` itself if unlisted."""
+    if isinstance(exc, _ConnectFailed):
+        exc.__cause__ = exc.origin
+    for core, mapped in ERRORS:
+        if isinstance(exc, core):
+            return mapped(str(exc), request=request)
+    return exc
