@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 from pathlib import Path
@@ -18,19 +17,9 @@ from pytest_recfair.cassettes import RecordedRequest, RecordedResponse
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers import RunOutcome, from_config, retry_after_seconds, run_cases
 from pytest_recfair.providers.http import HTTPProvider
+from tests.support.cases import Case
 
 BASE = "http://127.0.0.1:8000/v1"  # loopback: no API key needed
-
-
-@dataclass(frozen=True)
-class Case:
-    """The fields of prompts.PromptCase that the runner reads."""
-
-    id: str
-    prompt: str
-    entity_id: str = "e1"
-    repeat: int = 0
-    system: str | None = None
 
 
 def _cases(n: int) -> list[Case]:

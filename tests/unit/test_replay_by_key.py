@@ -4,7 +4,6 @@ must give exactly what building the request and parsing the response gives."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +15,9 @@ from pytest_recfair.errors import ProviderError
 from pytest_recfair.providers import OpenAIProvider, from_config, run_cases
 from pytest_recfair.providers.base import Completion, RecordedReply
 from pytest_recfair.providers.http import HTTPProvider
+from tests.support.cases import Case
 
 BASE = "http://127.0.0.1:8000/v1"  # loopback: no API key needed
-
-
-@dataclass(frozen=True)
-class Case:
-    id: str
-    prompt: str
-    entity_id: str = "e1"
-    repeat: int = 0
-    system: str | None = "You recommend films."
 
 
 @pytest.mark.parametrize("kind", ["openai", "ollama", "anthropic", "gemini"])
@@ -79,7 +70,7 @@ def _replay(root: Path, provider: HTTPProvider, case: Case) -> Any:
 
 
 def test_a_subclass_is_replayed_through_its_own_parsing(tmp_path: Path) -> None:
-    case = Case("c0", "films like Heat")
+    case = Case("c0", "films like Heat", system="You recommend films.")
     shouting = Shouting("m-1", base_url=BASE)
     assert shouting.replay_key(case.system, case.prompt) is None
     _record(tmp_path, shouting, case, _reply("1. heat"))
@@ -87,7 +78,7 @@ def test_a_subclass_is_replayed_through_its_own_parsing(tmp_path: Path) -> None:
 
 
 def test_a_bad_recorded_reply_is_reported_as_a_live_one_is(tmp_path: Path) -> None:
-    case = Case("c0", "films like Heat")
+    case = Case("c0", "films like Heat", system="You recommend films.")
     provider = from_config("openai", model="m-1", base_url=BASE)
     _record(tmp_path, provider, case, b'{"object": "list"}')
     error = _replay(tmp_path, provider, case).errors["c0"]
