@@ -76,10 +76,6 @@ def _check_url(base_url: str) -> str:
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
-def _encode(payload: Mapping[str, Any]) -> bytes:
-    return _ENCODER.encode(payload).encode("utf-8")
-
-
 # What a provider's request is made of: URL, JSON payload, auth headers (sent only with a
 # key), fixed headers.
 _Call = tuple[str, dict[str, Any], dict[str, str], "Mapping[str, str] | None"]
@@ -182,8 +178,7 @@ class HTTPProvider(ABC):
         if type(self) not in _BUILT_IN:
             return None
         url, payload, _, _ = self._call(system, prompt)
-        payload.update(self.extra_body)
-        return "POST", url, _ENCODER.encode(payload)
+        return "POST", url, self._body(payload)
 
     @abstractmethod
     def _call(self, system: str | None, prompt: str) -> _Call:
@@ -210,8 +205,14 @@ class HTTPProvider(ABC):
         if self._api_key:
             headers.update(auth)
         headers.update(self.extra_headers)
+        content = self._body(payload).encode("utf-8")
+        return httpx.Request("POST", self._url(url), headers=headers, content=content)
+
+    def _body(self, payload: dict[str, Any]) -> str:
+        """The request body's text: ``payload`` with ``extra_body`` merged in. One place
+        for the request and its replay key, whose body must be the same text."""
         payload.update(self.extra_body)
-        return httpx.Request("POST", self._url(url), headers=headers, content=_encode(payload))
+        return _ENCODER.encode(payload)
 
     def _url(self, url: str) -> httpx.URL:
         # Parsed once per URL: parsing is most of the cost of building a request, and a

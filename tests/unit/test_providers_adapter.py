@@ -7,7 +7,6 @@ import io
 import re
 import threading
 import time
-from dataclasses import dataclass
 
 import pytest
 from hypothesis import given, settings
@@ -17,18 +16,14 @@ from pytest_recfair import parse
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers import CallableProvider, Completion, numbered, run_cases
 from pytest_recfair.providers.progress import Progress
+from tests.support.cases import Case
 
 
-@dataclass(frozen=True)
-class Case:
-    id: str
-    prompt: str
-    entity_id: str = "e"
-    repeat: int = 0
-    system: str | None = "You recommend movies."
+def _case(case_id: str, prompt: str) -> Case:
+    return Case(case_id, prompt, "e", system="You recommend movies.")
 
 
-CASES = [Case(f"c{i}", f"movies like number {i}") for i in range(6)]
+CASES = [_case(f"c{i}", f"movies like number {i}") for i in range(6)]
 
 
 def test_sync_callable_returning_text() -> None:
@@ -58,7 +53,7 @@ def test_async_callable_and_concurrency_bound() -> None:
         state["now"] -= 1
         return prompt.upper()
 
-    cases = [Case(f"c{i}", f"p{i}") for i in range(20)]
+    cases = [_case(f"c{i}", f"p{i}") for i in range(20)]
     outcome = run_cases(recommend, cases, concurrency=3)
     assert outcome.completions["c7"].text == "P7"
     assert state["max"] == 3
@@ -77,7 +72,7 @@ def test_sync_callables_run_in_threads_within_the_bound() -> None:
             state["now"] -= 1
         return prompt
 
-    run_cases(recommend, [Case(f"c{i}", "p") for i in range(12)], concurrency=4)
+    run_cases(recommend, [_case(f"c{i}", "p") for i in range(12)], concurrency=4)
     assert 1 < state["max"] <= 4
 
 
