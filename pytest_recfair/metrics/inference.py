@@ -162,8 +162,8 @@ def _moments(W: _weights.CountArray, X0: FloatArray, M: FloatArray) -> tuple[Flo
     return means, cov
 
 
-def _boot_devs(X: FloatArray, W: _weights.CountArray) -> tuple[_Boot, int]:
-    """The bootstrap of the value means (see _Boot) and the fewest entities of a value.
+def _boot_devs(X: FloatArray, W: _weights.CountArray) -> _Boot:
+    """The bootstrap of the value means (see _Boot).
 
     NaN cells are left out of their column; a resample in which a value has no scorable
     entity gets deviation 0 there (it is rare, and only possible with missing="skip").
@@ -178,7 +178,7 @@ def _boot_devs(X: FloatArray, W: _weights.CountArray) -> tuple[_Boot, int]:
     dev = means - est
     dev[~np.isfinite(dev)] = 0.0
     _, cov_hat = _moments(np.ones((1, X.shape[0])), X0, M)
-    return _Boot(est, dev, cov, cov_hat), int(n.min())
+    return _Boot(est, dev, cov, cov_hat)
 
 
 def _draw_weights(rng: np.random.Generator, B: int, E: int) -> _weights.CountArray:
@@ -409,10 +409,8 @@ def spread_intervals(
         raise DataError(f"spread_intervals: weights must be ({B}, {E}); got {W.shape}.")
     # an entity with no scorable cell (missing="skip") stays all-NaN, without a warning
     keep = ~np.isnan(X).all(axis=1)
-    if keep.all():  # the common case: no copy of the (B, E) weights for every table
-        boot, _ = _boot_devs(X, W)
-    else:
-        boot, _ = _boot_devs(X[keep], W[:, keep])
+    # the common case keeps them all: no copy of the (B, E) weights for every table
+    boot = _boot_devs(X, W) if keep.all() else _boot_devs(X[keep], W[:, keep])
     if np.isnan(boot.est).any():
         nan = (math.nan, math.nan)
         return SpreadIntervals(nan, nan, nan, B, conf)

@@ -132,12 +132,12 @@ def test_each_resample_has_its_own_covariance_of_the_means() -> None:
     rng = np.random.default_rng(21)
     X = rng.uniform(size=(12, 3))
     W = inf._draw_weights(np.random.default_rng(1), 5, 12)
-    boot, _ = inf._boot_devs(X, W)
+    boot = inf._boot_devs(X, W)
     for b in range(5):
         assert boot.cov[:, :, b] == pytest.approx(_resample_cov(X, W[b]))
     assert boot.cov_hat[:, :, 0] == pytest.approx(_resample_cov(X, np.ones(12)))
     X[2, 0] = X[7, 1] = np.nan
-    boot, _ = inf._boot_devs(X, W)
+    boot = inf._boot_devs(X, W)
     for j, k in ((0, 1), (0, 2), (1, 1)):
         both = ~np.isnan(X[:, j]) & ~np.isnan(X[:, k])
         n_j, n_k = (~np.isnan(X[:, j])).sum(), (~np.isnan(X[:, k])).sum()
@@ -153,7 +153,7 @@ def test_the_sd_of_every_candidate_comes_from_sums_computed_once() -> None:
     rng = np.random.default_rng(22)
     X = rng.uniform(0.3, 0.6, size=(30, 1)) + rng.normal(0, 0.05, size=(30, 5))
     W = inf._draw_weights(np.random.default_rng(2), 50, 30)
-    boot, _ = inf._boot_devs(X, W)
+    boot = inf._boot_devs(X, W)
     shapes = inf._patterns(boot.est, boot.dev, "sd")
     devs = np.ascontiguousarray((boot.dev - boot.dev.mean(axis=1, keepdims=True)).T)
     draws = inf._SdDraws(shapes, devs, boot.cov)
