@@ -61,7 +61,12 @@ from pytest_recfair.providers.base import (
 )
 from pytest_recfair.providers.http import HTTPProvider, is_loopback
 from pytest_recfair.providers.progress import Progress
-from pytest_recfair.providers.transport import UNSCOPED_ENTITY, CassetteTransport, response_of
+from pytest_recfair.providers.transport import (
+    UNSCOPED_ENTITY,
+    CaseRef,
+    CassetteTransport,
+    response_of,
+)
 
 if TYPE_CHECKING:
     from pytest_recfair.cassettes import CassetteStore
@@ -88,19 +93,14 @@ SHARD_CONNECTIONS = 8
 _REPLAY_YIELD_EVERY = 256
 
 
-class CaseLike(Protocol):
-    """What the runner reads from a ``prompts.PromptCase``."""
+class CaseLike(CaseRef, Protocol):
+    """What the runner reads from a ``prompts.PromptCase``: what replay reads (id,
+    entity_id, repeat) and the prompt itself."""
 
-    @property
-    def id(self) -> str: ...
     @property
     def system(self) -> str | None: ...
     @property
     def prompt(self) -> str: ...
-    @property
-    def entity_id(self) -> str: ...
-    @property
-    def repeat(self) -> int: ...
 
 
 @dataclass(frozen=True)

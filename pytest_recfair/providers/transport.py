@@ -31,7 +31,7 @@ from pytest_recfair.cassettes import (
     RecordedResponse,
 )
 
-__all__ = ["UNSCOPED_ENTITY", "CassetteTransport", "response_of"]
+__all__ = ["UNSCOPED_ENTITY", "CaseRef", "CassetteTransport", "response_of"]
 
 #: Cassette name for requests that carry no ``recfair_entity_id`` extension.
 UNSCOPED_ENTITY = "_unscoped"
