@@ -43,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 from _machine import cpu_model
 
-from pytest_recfair.cassettes import (
+from pytest_recfair.cassettes.store import (
     CassetteStore,
     RecordedRequest,
     RecordedResponse,

@@ -34,7 +34,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _machine import cpu_model
 
-from pytest_recfair import baselines, gate, metrics, report
+from pytest_recfair import metrics, report
+from pytest_recfair.gate import baselines
+from pytest_recfair.gate import thresholds as gate
 from pytest_recfair.results import (
     AttributeResult,
     AuditMeta,

@@ -36,7 +36,7 @@ from _machine import cpu_model  # noqa: E402
 
 from pytest_recfair import prompts  # noqa: E402
 from pytest_recfair.api import audit  # noqa: E402
-from pytest_recfair.parse import items as parse_items  # noqa: E402
+from pytest_recfair.replies.parse import items as parse_items  # noqa: E402
 from pytest_recfair.sim import SimulatedRecommender  # noqa: E402
 
 DECADES = ("1960s", "1970s", "1980s", "1990s", "2000s", "2010s")

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _machine import cpu_model
 from rapidfuzz import fuzz
 
-from pytest_recfair import matching, parse
+from pytest_recfair.replies import matching, parse
 
 TARGET_S = 3.0
 K = 25

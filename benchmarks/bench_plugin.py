@@ -5,7 +5,7 @@
 Targets: under 10 s wall and under 500 MB peak RSS for the pytest run.
 
 The cassettes are generated once in a temp dir from the in-process simulated recommender,
-written with ``pytest_recfair.cassettes.CassetteStore`` exactly as a recording would
+written with ``pytest_recfair.cassettes.store.CassetteStore`` exactly as a recording would
 (the same requests the OpenAI provider builds). A warm-up run writes the baseline; then
 the timed runs replay. The reference, measured in the same session, is a pytest run of
 the same project without ``--fairness`` (interpreter + pytest + plugin start-up).
@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from pytest_recfair import prompts  # noqa: E402
-from pytest_recfair.cassettes import CassetteStore, RecordedRequest, RecordedResponse  # noqa: E402
+from pytest_recfair.cassettes.store import CassetteStore, RecordedRequest, RecordedResponse  # noqa: E402
 from pytest_recfair.providers import from_config, run_cases  # noqa: E402
 from pytest_recfair.sim import SimulatedRecommender  # noqa: E402
 

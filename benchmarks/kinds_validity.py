@@ -32,9 +32,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_recfair.catalogue import Catalogue, catalogue_from_records
 from pytest_recfair.metrics.itemshift import item_counts, shift_test
 from pytest_recfair.metrics.positions import MEASURES, position_bias, random_orders
+from pytest_recfair.replies.catalogue import Catalogue, catalogue_from_records
 
 ALPHA = 0.05
 LEVELS = ("$", "$$", "$$$", "$$$$")

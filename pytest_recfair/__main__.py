@@ -116,7 +116,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from pytest_recfair.drift_table import compare_runs, table_lines
+    from pytest_recfair.compare.runs import compare_runs, table_lines
     from pytest_recfair.report.stored import load_run
 
     a, b = load_run(args.a), load_run(args.b)

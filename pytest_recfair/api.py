@@ -21,8 +21,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_recfair import baselines, prompts, settings
+from pytest_recfair import prompts, settings
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.gate import baselines
 from pytest_recfair.results import AuditResult, GateOutcome
 
 __all__ = ["audit", "judge"]

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.failures import check_max_failed
+from pytest_recfair.gate.unanswered import check_max_failed
 from pytest_recfair.kinds import (
     CANDIDATE_STYLES,
     METRICS,
@@ -381,7 +381,7 @@ def _max_failed(value: Any, key: str, source: str) -> float:
 
 def _prices(value: Any, key: str, source: str) -> str:
     """Two prices (input, output; USD per million tokens) -> "0.15,0.6"."""
-    from pytest_recfair.plan import parse_prices
+    from pytest_recfair.audit.budget import parse_prices
 
     try:
         prices = parse_prices(value, key)
@@ -395,7 +395,7 @@ def _prices(value: Any, key: str, source: str) -> str:
 def _headers(value: Any, key: str, source: str) -> str:
     """ "X-Team: TEAM_ENV, X-Org: ORG_ENV" (or a dict) -> the same, checked: each value is
     the NAME of an environment variable, so no header value is ever written in a config."""
-    from pytest_recfair.envheaders import parse_header_envs
+    from pytest_recfair.providers.envheaders import parse_header_envs
 
     try:
         pairs = parse_header_envs(value)

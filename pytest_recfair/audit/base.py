@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pytest_recfair.catalogue import Catalogue
 from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
 

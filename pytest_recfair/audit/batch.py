@@ -12,15 +12,15 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_recfair import shards
 from pytest_recfair.audit import overlap, pipeline, registry, stream
+from pytest_recfair.audit import shardfile as shards
 from pytest_recfair.audit.base import AuditInputs
-from pytest_recfair.cassettes import CassetteStore, sanitize_name
+from pytest_recfair.audit.shardfile import Shard
+from pytest_recfair.cassettes.store import CassetteStore, sanitize_name
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.prompts import Entity, Grid, PromptCase
 from pytest_recfair.providers.batch import cassette_recorder, run_batch
 from pytest_recfair.settings import AuditSettings
-from pytest_recfair.shards import Shard
 
 __all__ = ["journal_path", "record_batch"]
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import yaml
 
-from pytest_recfair.catalogue import Catalogue, catalogue_from_records, load_catalogue
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.replies.catalogue import Catalogue, catalogue_from_records, load_catalogue
 
 __all__ = ["as_catalogue", "read_absent", "read_candidates"]
 

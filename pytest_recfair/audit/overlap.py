@@ -12,14 +12,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pytest_recfair import matching, parse, prompts
+from pytest_recfair import prompts
 from pytest_recfair.audit import scoring
 from pytest_recfair.audit.base import AuditInputs, Scored
 from pytest_recfair.audit.scoring import Reply
+from pytest_recfair.audit.tally import FAILED
 from pytest_recfair.prompts import Entity, Grid, PromptCase
+from pytest_recfair.replies import matching, parse
 from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
-from pytest_recfair.tally import FAILED
 
 __all__ = ["OVERLAP", "OverlapAudit"]
 
@@ -70,7 +71,7 @@ class OverlapAudit:
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
     ) -> tuple[GateFailure, ...]:
-        return ()  # the list-overlap gate (pytest_recfair.gate) judges these results
+        return ()  # the list-overlap gate (pytest_recfair.gate.thresholds) judges these results
 
 
 OVERLAP = OverlapAudit()

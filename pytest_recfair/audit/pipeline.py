@@ -11,16 +11,19 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_recfair import __version__, baselines, failures, prompts, providers, shards
+from pytest_recfair import __version__, prompts, providers
 from pytest_recfair.audit import overlap, registry, stream, verdict
+from pytest_recfair.audit import shardfile as shards
 from pytest_recfair.audit.base import AuditInputs
-from pytest_recfair.cassettes import CassetteStore
+from pytest_recfair.audit.shardfile import Shard
+from pytest_recfair.audit.tally import Tally
+from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.errors import DataError, ProviderError, RecfairError
+from pytest_recfair.gate import baselines
+from pytest_recfair.gate import unanswered as failures
 from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.results import AuditMeta, AuditResult
 from pytest_recfair.settings import AuditSettings
-from pytest_recfair.shards import Shard
-from pytest_recfair.tally import Tally
 
 __all__ = [
     "KindCases",

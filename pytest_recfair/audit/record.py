@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_recfair.compare.models import ModelComparison, ModelSlot, compare_models
 from pytest_recfair.kinds import STATISTICS
 from pytest_recfair.results import AuditResult
-from pytest_recfair.sidebyside import ModelComparison, ModelSlot, compare_models
 
 if TYPE_CHECKING:
     from pytest_recfair.report.history import HistoryRun

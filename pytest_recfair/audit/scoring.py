@@ -12,8 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from pytest_recfair import metrics, parse
+from pytest_recfair import metrics
 from pytest_recfair.prompts import PromptCase
+from pytest_recfair.replies import parse
 from pytest_recfair.results import AttributeResult, Interval, Stat, ValueResult
 from pytest_recfair.settings import AuditSettings
 

@@ -15,16 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_recfair import failures, secrets, shards
+from pytest_recfair import secrets
 from pytest_recfair.audit import overlap, pipeline, registry, stream
+from pytest_recfair.audit import shardfile as shards
 from pytest_recfair.audit.base import AuditInputs
-from pytest_recfair.cassettes import CassetteStore
+from pytest_recfair.audit.shardfile import Shard, ShardResult
+from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.gate import unanswered as failures
 from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.providers import Completion, RunOutcome, Usage
 from pytest_recfair.results import AuditMeta, AuditResult
 from pytest_recfair.settings import AuditSettings
-from pytest_recfair.shards import Shard, ShardResult
 
 __all__ = ["KindInputs", "MergeSource", "ShardWritten", "run_shard"]
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pytest_recfair import baselines, gate
 from pytest_recfair.audit import registry
 from pytest_recfair.errors import ConfigError, RecfairError
+from pytest_recfair.gate import baselines
+from pytest_recfair.gate import thresholds as gate
 from pytest_recfair.kinds import accept_command
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from pytest_recfair.settings import AuditSettings

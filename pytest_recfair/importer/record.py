@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from pytest_recfair import providers
-from pytest_recfair.cassettes import CassetteStore
+from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.errors import DataError
 from pytest_recfair.importer.published import PublishedRun, Row
 from pytest_recfair.prompts import PromptCase

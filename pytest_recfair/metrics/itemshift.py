@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair.catalogue import Catalogue
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics._check import check_confidence, check_positive_int, make_rng
 from pytest_recfair.metrics._resample import maxt, percentile_ci, resample_weights
+from pytest_recfair.replies.catalogue import Catalogue
 
 __all__ = [
     "NEUTRAL",

@@ -24,7 +24,7 @@ from typing import Any, Final
 
 import httpx
 
-from pytest_recfair.cassettes import CassetteStore, RecordedRequest, RecordedResponse
+from pytest_recfair.cassettes.store import CassetteStore, RecordedRequest, RecordedResponse
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.providers.base import Completion, Provider, Usage

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pytest_recfair import secrets
-from pytest_recfair.envheaders import read_header_envs
+from pytest_recfair.providers.envheaders import read_header_envs
 from pytest_recfair.providers.http import HTTPProvider
 
 __all__ = ["configure"]

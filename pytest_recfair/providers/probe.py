@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_recfair.cassettes import CassetteStore
+from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.errors import RecfairError
 from pytest_recfair.kinds import RecordMode
 from pytest_recfair.providers.adapter import CallableProvider

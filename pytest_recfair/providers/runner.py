@@ -45,9 +45,9 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from pytest_recfair import replycap
-from pytest_recfair.cassettes import RecordedResponse
+from pytest_recfair.cassettes.store import RecordedResponse
 from pytest_recfair.errors import ConfigError, ProviderError, RecfairError
+from pytest_recfair.providers import replycap
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.aionet import AsyncioTransport
 from pytest_recfair.providers.base import (
@@ -69,7 +69,7 @@ from pytest_recfair.providers.transport import (
 )
 
 if TYPE_CHECKING:
-    from pytest_recfair.cassettes import CassetteStore
+    from pytest_recfair.cassettes.store import CassetteStore
 
 __all__ = [
     "CaseLike",

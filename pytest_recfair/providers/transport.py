@@ -4,7 +4,7 @@ Each request carries its seed entity and repeat index in ``request.extensions``
 (``recfair_entity_id``, ``recfair_repeat``, ``recfair_case``), which pick the cassette
 file and tell identical entropy repeats apart. A replay hit never touches the network;
 a miss is recorded through ``inner`` when the record mode allows it, else it raises
-:class:`~pytest_recfair.cassettes.CassetteMiss`. In mode ``none`` no real transport is
+:class:`~pytest_recfair.cassettes.store.CassetteMiss`. In mode ``none`` no real transport is
 ever created, so a replay-only run cannot reach the network by accident.
 
 :meth:`CassetteTransport.replay` is the same lookup without the async machinery: the
@@ -24,12 +24,12 @@ from typing import Protocol
 
 import httpx
 
-from pytest_recfair import replycap
-from pytest_recfair.cassettes import (
+from pytest_recfair.cassettes.store import (
     CassetteStore,
     RecordedRequest,
     RecordedResponse,
 )
+from pytest_recfair.providers import replycap
 
 __all__ = ["UNSCOPED_ENTITY", "CaseRef", "CassetteTransport", "response_of"]
 
@@ -82,7 +82,7 @@ class CassetteTransport(httpx.AsyncBaseTransport):
     def replay(self, request: httpx.Request) -> httpx.Response | None:
         """The recorded reply (unread stream), or None when a live call is to be recorded.
 
-        Raises :class:`~pytest_recfair.cassettes.CassetteMiss` when nothing is recorded
+        Raises :class:`~pytest_recfair.cassettes.store.CassetteMiss` when nothing is recorded
         and the record mode keeps this entity off the network. Synchronous: the body must
         be in memory (every non-streaming request), or it is read here.
         """

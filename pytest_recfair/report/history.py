@@ -15,13 +15,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.report.json_report import to_json
 from pytest_recfair.report.status import Baselines
 from pytest_recfair.report.stored import load_run
 from pytest_recfair.results import AuditResult, Stat
-from pytest_recfair.sidebyside import ModelComparison
 
 __all__ = ["HistoryRun", "append_run", "check_history_dir", "history_runs", "load_history"]
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 
 from pytest_recfair import __version__
+from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.kinds import STATISTICS, accept_command
 from pytest_recfair.report.failures import failure_text
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
@@ -38,7 +39,6 @@ from pytest_recfair.report.status import (
     shown,
 )
 from pytest_recfair.results import AttributeResult, AuditResult
-from pytest_recfair.sidebyside import ModelComparison
 
 __all__ = ["render", "to_html"]
 

@@ -8,10 +8,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from pytest_recfair import __version__
+from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.report.failures import failure_text
 from pytest_recfair.report.status import Baselines, baseline_map, check_results, counts
 from pytest_recfair.results import AuditResult
-from pytest_recfair.sidebyside import ModelComparison
 
 __all__ = ["to_json"]
 

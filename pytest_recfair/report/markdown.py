@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pytest_recfair import __version__
+from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.kinds import STATISTICS, accept_command
 from pytest_recfair.report.failures import failure_text
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
@@ -27,7 +28,6 @@ from pytest_recfair.report.status import (
     usage_text,
 )
 from pytest_recfair.results import AuditResult
-from pytest_recfair.sidebyside import ModelComparison
 
 __all__ = ["to_markdown"]
 

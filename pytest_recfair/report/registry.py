@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Final, Protocol
 
+from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.kinds import REPORT_FORMATS, ReportFormat
@@ -20,14 +21,13 @@ from pytest_recfair.report.json_report import to_json
 from pytest_recfair.report.markdown import to_markdown
 from pytest_recfair.report.status import Baselines
 from pytest_recfair.results import AuditResult
-from pytest_recfair.sidebyside import ModelComparison
 
 __all__ = ["RENDERERS", "Renderer", "check_report_path", "render", "write_report"]
 
 
 class Renderer(Protocol):
     """``to_<format>(results, baselines, *, models=())``: models are the side-by-side
-    comparisons of a run that audited several models (pytest_recfair.sidebyside)."""
+    comparisons of a run that audited several models (pytest_recfair.compare.models)."""
 
     def __call__(
         self,

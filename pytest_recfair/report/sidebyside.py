@@ -1,6 +1,6 @@
 """The "models side by side" section of every report (terminal, JSON, Markdown, HTML).
 
-Pure rendering of :class:`pytest_recfair.sidebyside.ModelComparison`: models as columns,
+Pure rendering of :class:`pytest_recfair.compare.models.ModelComparison`: models as columns,
 each attribute's SNSR with its interval, then one sentence per pair of models and
 attribute from the paired test on the shared entities.
 """
@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from html import escape
 from typing import Any
 
+from pytest_recfair.compare.models import ModelComparison, PairRow
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_p
 from pytest_recfair.report.terminal import wrap_text
 from pytest_recfair.results import Stat
-from pytest_recfair.sidebyside import ModelComparison, PairRow
 
 __all__ = ["html_section", "json_section", "markdown_lines", "pair_text", "terminal_lines"]
 

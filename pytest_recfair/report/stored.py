@@ -17,10 +17,10 @@ from typing import Any, Final
 
 import jsonschema
 
-from pytest_recfair import baselines
+from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.errors import DataError
+from pytest_recfair.gate import baselines
 from pytest_recfair.results import AuditResult
-from pytest_recfair.sidebyside import ModelComparison
 
 __all__ = ["FORMAT", "VERSION", "StoredRun", "load_run", "parse_run"]
 

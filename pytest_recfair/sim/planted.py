@@ -32,7 +32,7 @@ from pytest_recfair.errors import DataError
 from pytest_recfair.sim.catalogue import stable_seed
 
 if TYPE_CHECKING:  # the catalogue (and rapidfuzz) load only when a profile plants items
-    from pytest_recfair.catalogue import Catalogue
+    from pytest_recfair.replies.catalogue import Catalogue
 
 __all__ = ["ItemPlan", "PositionPlan", "candidate_reply"]
 
@@ -48,7 +48,7 @@ def _frac(value: Any, where: str, source: str) -> float:
 
 @lru_cache(maxsize=8)
 def _bundled(name: str) -> Catalogue:
-    from pytest_recfair.catalogue import load_catalogue
+    from pytest_recfair.replies.catalogue import load_catalogue
 
     node = resources.files("pytest_recfair.sim").joinpath("catalogues", f"{name}.csv")
     with resources.as_file(node) as path:
@@ -79,7 +79,7 @@ class ItemPlan:
     def parse(cls, data: Any, source: str, base: Path | None) -> ItemPlan:
         if not isinstance(data, Mapping) or "catalogue" not in data or "field" not in data:
             raise DataError(f"{source}: 'items' must have 'catalogue' and 'field' (and 'shift')")
-        from pytest_recfair.catalogue import load_catalogue
+        from pytest_recfair.replies.catalogue import load_catalogue
 
         name = str(data["catalogue"])
         path = (base / name) if base is not None else Path(name)

@@ -36,8 +36,8 @@ from pytest_recfair.metrics import (
     attribute_table,
     rows_to_lists,
 )
-from pytest_recfair.parse import items
 from pytest_recfair.prompts import build_cases, load_grid
+from pytest_recfair.replies.parse import items
 from tests.support.plugin import plugin_args
 
 pytest_plugins = ["pytester"]

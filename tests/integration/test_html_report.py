@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair import gate, report
+from pytest_recfair import report
+from pytest_recfair.gate import thresholds as gate
 from pytest_recfair.results import AuditResult
 from tests.support import synth_results
 

@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from pytest_recfair import baselines
+from pytest_recfair.gate import baselines
 from tests.support.plugin import (
     RELIGION_AND_GENDER_TESTS,
     make_project,

@@ -105,7 +105,8 @@ def test_unreachable_server_is_one_error() -> None:
 
 
 def test_real_prompt_cases_through_the_simulator_parse_to_lists() -> None:
-    from pytest_recfair import parse, prompts
+    from pytest_recfair import prompts
+    from pytest_recfair.replies import parse
 
     entities = prompts.load_seeds("directors")[:2]
     cases = prompts.build_cases(entities=entities, k=10)

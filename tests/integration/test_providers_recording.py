@@ -6,7 +6,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from pytest_recfair.cassettes import CassetteStore
+from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.prompts import build_cases, load_seeds
 from pytest_recfair.providers import from_config, run_cases
 from pytest_recfair.sim import SimServer, SimulatedRecommender

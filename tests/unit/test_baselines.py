@@ -15,8 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_recfair import baselines, gate
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.gate import baselines
+from pytest_recfair.gate import thresholds as gate
 from pytest_recfair.results import AuditResult, GateOutcome, Stat
 from tests.support.synth_results import RELIGION, attribute, audit, meta
 

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_recfair.cassettes import (
+from pytest_recfair.cassettes.store import (
     RECORD_MODES,
     REPEAT_HEADER,
     CassetteMiss,
@@ -685,7 +685,7 @@ def test_all_mode_still_replaces_re_recorded_interactions(tmp_path: Path) -> Non
 
 
 def test_policy_table_has_one_row_per_record_mode() -> None:
-    from pytest_recfair.cassettes import MODE_POLICIES
+    from pytest_recfair.cassettes.store import MODE_POLICIES
     from pytest_recfair.kinds import RECORD_MODES
 
     assert tuple(MODE_POLICIES) == RECORD_MODES
@@ -697,7 +697,7 @@ def test_policy_table_has_one_row_per_record_mode() -> None:
 def test_cassette_module_does_not_name_cli_flags() -> None:
     import inspect
 
-    import pytest_recfair.cassettes as module
+    import pytest_recfair.cassettes.store as module
 
     assert "--fairness" not in inspect.getsource(module)
 
@@ -734,7 +734,7 @@ def test_error_replies_of_older_versions_count_as_not_recorded(tmp_path: Path) -
 def test_a_recorded_body_with_a_secret_counts_as_used_for_pruning(tmp_path: Path) -> None:
     """--fairness-prune compares what a run used with the saved (scrubbed) files: a
     request recorded in this run is used even when its body held a secret."""
-    from pytest_recfair import prune
+    from pytest_recfair.cassettes import prune
 
     used: set[tuple[str, Key]] = set()
     store = CassetteStore(tmp_path, "new_episodes", secrets=[KEY], usage=used)

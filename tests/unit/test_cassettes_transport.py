@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_recfair.cassettes import CassetteMiss, CassetteStore, RecordMode
+from pytest_recfair.cassettes.store import CassetteMiss, CassetteStore, RecordMode
 from pytest_recfair.providers.transport import UNSCOPED_ENTITY, CassetteTransport
 
 TEST = "tests/test_fair.py::test_movies"

@@ -12,7 +12,7 @@ import pytest
 import vcr
 from vcr.serializers import yamlserializer
 
-from pytest_recfair.cassettes import (
+from pytest_recfair.cassettes.store import (
     CassetteStore,
     RecordedRequest,
     RecordedResponse,

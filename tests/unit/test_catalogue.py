@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair.catalogue import catalogue_from_records, load_catalogue
 from pytest_recfair.errors import DataError
+from pytest_recfair.replies.catalogue import catalogue_from_records, load_catalogue
 
 CSV = """title,id,price,cuisine,rating
 The Golden Spoon,r1,$$,Italian,4.5

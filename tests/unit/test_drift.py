@@ -6,7 +6,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from pytest_recfair import drift, metrics
+from pytest_recfair import metrics
+from pytest_recfair.gate import drift
 from pytest_recfair.results import AttributeResult, AuditResult
 from tests.support import synth_results as synth
 

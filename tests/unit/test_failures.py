@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from pytest_recfair import failures, secrets
+from pytest_recfair import secrets
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.gate import unanswered as failures
 
 
 @dataclass(frozen=True)

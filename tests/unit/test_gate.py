@@ -11,8 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_recfair import drift, gate, kinds, report
+from pytest_recfair import kinds, report
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.gate import drift
+from pytest_recfair.gate import thresholds as gate
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from tests.support.synth_results import RELIGION, attribute, audit
 

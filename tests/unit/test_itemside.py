@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from pytest_recfair.catalogue import catalogue_from_records
+from pytest_recfair.audit.itemscore import ItemSideResult, item_failures, score_items
 from pytest_recfair.errors import DataError
-from pytest_recfair.itemside import ItemSideResult, item_failures, score_items
 from pytest_recfair.prompts import build_cases
+from pytest_recfair.replies.catalogue import catalogue_from_records
 
 CITIES = [f"City {i}" for i in range(60)]
 CHEAP = [f"Diner {i}" for i in range(40)]

@@ -1,4 +1,4 @@
-"""Unit tests for pytest_recfair.matching: normalisation, merge and do-not-merge pairs."""
+"""Unit tests for pytest_recfair.replies.matching: normalisation, merge and do-not-merge pairs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.matching import (
+from pytest_recfair.replies.matching import (
     DEFAULT_THRESHOLD,
     MAX_FUZZY_LENGTH,
     Merge,
@@ -161,7 +161,7 @@ def test_should_merge_by_normalisation(a: str, b: str) -> None:
     ],
 )
 def test_fuzzy_merge_is_reported(a: str, b: str, caplog: pytest.LogCaptureFixture) -> None:
-    with caplog.at_level(logging.INFO, logger="pytest_recfair.matching"):
+    with caplog.at_level(logging.INFO, logger="pytest_recfair.replies.matching"):
         lists, merges = canonicalize([[a, "Heat"], [a], [b]], entity="Nolan")
     assert lists[2][0] == lists[0][0] == normalize(a)
     assert len(merges) == 1

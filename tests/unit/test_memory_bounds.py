@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_recfair import matching, parse
 from pytest_recfair.metrics import SimilarityMatrix, _weights, inference, intervals, stats
+from pytest_recfair.replies import matching, parse
 
 E, B = 10_000, 2_000  # a 10,000-entity audit with the default 2,000 resamples
 MB = 1 << 20

@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pytest_recfair.catalogue import Catalogue, catalogue_from_records
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics.itemshift import (
     NEUTRAL,
@@ -14,6 +13,7 @@ from pytest_recfair.metrics.itemshift import (
     shift,
     shift_test,
 )
+from pytest_recfair.replies.catalogue import Catalogue, catalogue_from_records
 
 PRICES = ["$", "$", "$$", "$$$"]
 

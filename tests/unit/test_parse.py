@@ -1,4 +1,4 @@
-"""Unit tests for pytest_recfair.parse: corpus, fairllm reference equality, fuzzing."""
+"""Unit tests for pytest_recfair.replies.parse: corpus, fairllm reference equality, fuzzing."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pytest_recfair import parse
 from pytest_recfair.errors import ConfigError, RecfairError
-from pytest_recfair.parse import ParsedReply, ReplyStatus
+from pytest_recfair.replies import parse
+from pytest_recfair.replies.parse import ParsedReply, ReplyStatus
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "replies.yaml"
 

@@ -6,8 +6,9 @@ import json
 
 import pytest
 
-from pytest_recfair import parse, replycap
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.providers import replycap
+from pytest_recfair.replies import parse
 
 
 def test_short_text_is_kept_whole() -> None:

@@ -1,4 +1,4 @@
-"""Shard selection, shard files and their merge (pytest_recfair.shards)."""
+"""Shard selection, shard files and their merge (pytest_recfair.audit.shardfile)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair import shards
+from pytest_recfair.audit import shardfile as shards
+from pytest_recfair.audit.shardfile import Shard
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.shards import Shard
 from tests.support.tally_replies import LAYOUT, config, entities, replies, tally_of
 
 

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from pytest_recfair import report
+from pytest_recfair.compare.models import ModelComparison, ModelSlot, compare_models
 from pytest_recfair.report import sidebyside as render
 from pytest_recfair.results import AuditResult
-from pytest_recfair.sidebyside import ModelComparison, ModelSlot, compare_models
 from tests.support import synth_results
 
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from rapidfuzz import fuzz, process
 
 from pytest_recfair.errors import ConfigError, DataError, RecfairError
-from pytest_recfair.matching import normalize
+from pytest_recfair.replies.matching import normalize
 from pytest_recfair.sim import REFUSALS, BiasProfile, Faults, SimulatedRecommender, load_profile
 from pytest_recfair.sim.catalogue import Catalogue
 

@@ -21,8 +21,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields, replace
 
-from pytest_recfair import drift as family
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.gate import drift as family
 from pytest_recfair.kinds import (
     HIGHER_IS_FAIRER,
     STATISTICS,

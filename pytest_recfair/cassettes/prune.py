@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_recfair.cassettes import (
+from pytest_recfair.cassettes.store import (
     CassetteStore,
     Key,
     read_interactions,

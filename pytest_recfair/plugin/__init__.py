@@ -24,7 +24,9 @@ from pytest_recfair.kinds import PROVIDER_KINDS, RECORD_MODES, REPORT_FORMATS
 if TYPE_CHECKING:
     # audit pulls in numpy, httpx and jsonschema (~0.3 s): imported only when an audit
     # runs or a run has results to report, never at pytest start-up
-    from pytest_recfair import audit, plan, shards
+    from pytest_recfair import audit
+    from pytest_recfair.audit import budget as plan
+    from pytest_recfair.audit import shardfile as shards
 
 __all__ = ["marker"]
 
@@ -186,7 +188,7 @@ _AUDIT_OPTIONS = (
 def _check_strictness(config: pytest.Config) -> None:
     """Usage errors for what would otherwise be silently ignored: a misspelt recfair_* ini
     key, and a --fairness-* option without --fairness (the audits would be skipped)."""
-    from pytest_recfair import inikeys
+    from pytest_recfair.plugin import inikeys
 
     known = {*settings.INI_KEYS, *_PROVIDER_INI}
     try:
@@ -314,7 +316,7 @@ def _configure_shards(config: pytest.Config) -> None:
             "--fairness-shard=I/N, then one job gates their results with --fairness-merge."
         )
     if shard_text:
-        from pytest_recfair import shards
+        from pytest_recfair.audit import shardfile as shards
 
         try:
             config.stash[_SHARD] = shards.parse_shard(shard_text)
@@ -429,7 +431,7 @@ def _model_slots(items: list[pytest.Item]) -> None:
 
 def _check_baseline_names(items: list[pytest.Item]) -> None:
     """Two audited tests keyed to one baseline file would overwrite each other's."""
-    from pytest_recfair.baselines import stable_name
+    from pytest_recfair.gate.baselines import stable_name
 
     owner: dict[str, str] = {}
     for item in items:
@@ -561,7 +563,7 @@ def recfair_cassettes(
     request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
 ) -> Any:
     """The cassette store of this run (ini recfair_cassette_dir, mode --fairness-record)."""
-    from pytest_recfair.cassettes import CassetteStore
+    from pytest_recfair.cassettes.store import CassetteStore
 
     base = request.config.rootpath
     imports = recfair_settings.vcr_cassettes or ""
@@ -717,7 +719,7 @@ def _plan(
 ) -> Any:
     """This audit's plan, printed when it will send requests (or with --fairness-plan,
     which then skips the test); a plan past the run's budget fails the test unsent."""
-    from pytest_recfair import plan
+    from pytest_recfair.audit import budget as plan
     from pytest_recfair.audit import planning
 
     if not (s.plan or planning.is_live(s, recommender)):
@@ -750,7 +752,7 @@ def _live_line(config: pytest.Config, planned: Any) -> Any:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if planned is None or not planned.to_ask or reporter is None:
         return None
-    from pytest_recfair.liveline import LiveLine
+    from pytest_recfair.providers.liveline import LiveLine
 
     capture = config.pluginmanager.get_plugin("capturemanager")
     fresh = [True]
@@ -783,7 +785,7 @@ def _live_line(config: pytest.Config, planned: Any) -> Any:
 def _configured(recommender: Any, s: settings.AuditSettings) -> Any:
     """The recommender with this test's provider settings (ini and marker) applied."""
     from pytest_recfair import providers
-    from pytest_recfair.envheaders import parse_header_envs
+    from pytest_recfair.providers.envheaders import parse_header_envs
 
     return providers.configure(
         recommender,
@@ -1058,7 +1060,7 @@ class _Controller:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         plans = self.config.stash.get(_PLANS, [])
         if plans:
-            from pytest_recfair import plan
+            from pytest_recfair.audit import budget as plan
 
             terminalreporter.write_sep("=", "fairness plan")
             terminalreporter.write_line(plan.total_line(plans))
@@ -1112,7 +1114,7 @@ class _Pruner:
         return ", ".join(found) if found else None
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        from pytest_recfair import prune
+        from pytest_recfair.cassettes import prune
 
         if not self.roots:  # no audit asked for its cassettes
             self.roots.add((settings.DEFAULTS["cassette_dir"], settings.DEFAULTS["baseline_dir"]))

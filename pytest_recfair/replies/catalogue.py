@@ -24,7 +24,7 @@ import yaml
 from rapidfuzz import fuzz, process
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.matching import DEFAULT_THRESHOLD, MIN_FUZZY_LENGTH, normalize
+from pytest_recfair.replies.matching import DEFAULT_THRESHOLD, MIN_FUZZY_LENGTH, normalize
 
 __all__ = [
     "CATALOGUE_SUFFIXES",

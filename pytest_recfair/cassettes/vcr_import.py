@@ -5,7 +5,7 @@ Two kinds: the per-test layout of earlier pytest-recfair versions
 or pytest-recording (YAML or JSON, any layout). vcrpy parses them
 (``vcr.persisters.filesystem.FilesystemPersister`` with its YAML or JSON serializer),
 undoes compressed bodies (``vcr.filters.decode_response``), and each interaction is
-handed to :class:`~pytest_recfair.cassettes.CassetteStore` in the store's own JSON form,
+handed to :class:`~pytest_recfair.cassettes.store.CassetteStore` in the store's own JSON form,
 so both are matched like native cassettes.
 """
 

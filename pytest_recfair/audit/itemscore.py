@@ -14,9 +14,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pytest_recfair.catalogue import Catalogue, Coverage
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import itemshift
+from pytest_recfair.replies.catalogue import Catalogue, Coverage
 
 __all__ = [
     "FieldShift",

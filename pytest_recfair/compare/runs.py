@@ -16,7 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_recfair import baselines, drift
+from pytest_recfair.gate import baselines, drift
 from pytest_recfair.kinds import STATISTICS, DriftQuantity
 from pytest_recfair.metrics.inference import DriftResult
 from pytest_recfair.report.fmt import LABEL, fmt, fmt_delta

@@ -7,7 +7,7 @@ a test costs nothing and an identical prompt in two tests is recorded once. Per-
 files (not one per audit) because vcrpy scans a cassette linearly per request. Files are
 plain vcrpy cassettes (JSON serializer, format version 1): ``vcr.VCR(serializer="json")``
 and pytest-recording read them. Older layouts and cassettes recorded by vcrpy itself are
-read through vcrpy's own loader (:mod:`pytest_recfair.cassette_import`).
+read through vcrpy's own loader (:mod:`pytest_recfair.cassettes.vcr_import`).
 
 Replay does not go through vcrpy: each file is loaded once into an index
 ``(method, host, path, canonical JSON body, repeat) -> deque of responses`` that the
@@ -17,7 +17,7 @@ repeat index, stored in the cassette as the request header ``x-recfair-repeat``.
 
 This module is pure (no httpx): the transport converts httpx objects to and from
 :class:`RecordedRequest` / :class:`RecordedResponse`. It is also the only module allowed
-to import vcrpy besides :mod:`pytest_recfair.cassette_import`.
+to import vcrpy besides :mod:`pytest_recfair.cassettes.vcr_import`.
 
 Only valid replies are replayed: an error reply stored by an older version (a 401 for a
 bad key, a 404) counts as not recorded, with a :class:`CassetteNote` warning, so
@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, cast
 from urllib.parse import parse_qsl, quote, quote_plus, urlencode, urlsplit, urlunsplit
 
-from pytest_recfair import cassette_import
+from pytest_recfair.cassettes import vcr_import as cassette_import
 from pytest_recfair.errors import CassetteError, ConfigError
 from pytest_recfair.fileio import atomic_write_text
 

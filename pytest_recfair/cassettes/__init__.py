@@ -1,0 +1,1 @@
+"""Recorded responses: the store, the record-mode policy, vcrpy import, pruning."""

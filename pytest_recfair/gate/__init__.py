@@ -1,0 +1,1 @@
+"""The gate's decisions: thresholds, drift against a baseline, baseline files, the verdict."""

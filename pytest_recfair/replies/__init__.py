@@ -1,0 +1,1 @@
+"""Replies read: list parsing, title matching, catalogue matching."""
