@@ -2,7 +2,7 @@
 
 1,000 entities x 30 values of the ``faireval`` grid (+ the neutral prompt) = 31,000
 prompts, K = 25, bootstrap and permutations at the default 2,000 resamples. Both audits
-run in-process through ``pytest_recfair.audit`` on the SAME replies: the simulated
+run in-process through ``pytest_recfair.engine`` on the SAME replies: the simulated
 recommender answers every prompt once, beforehand, and the timed runs read the answers
 from a dict, so neither run pays for the recommender. The item-side audit matches every
 recommended title to a catalogue (every title the replies contain, with two categorical

@@ -1,8 +1,10 @@
 """pytest-recfair: fairness regression tests for LLM-based recommender systems.
 
-``from pytest_recfair import fairness`` gives the ``@pytest.mark.fairness`` marker.
-It is loaded lazily so that the pure modules (metrics, parse, prompts, report) can be
-used from a notebook without importing pytest.
+``from pytest_recfair import fairness`` gives the ``@pytest.mark.fairness`` marker;
+``pytest_recfair.audit(...)`` runs an audit outside pytest and ``pytest_recfair.judge(...)``
+gates its result (:mod:`pytest_recfair.api`). All three are loaded lazily, so that the
+pure modules (metrics, replies, prompts, report) can be used from a notebook without
+importing pytest, numpy or httpx.
 """
 
 from __future__ import annotations
@@ -11,10 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["__version__", "fairness"]
+__all__ = ["__version__", "audit", "fairness", "judge"]
 
 if TYPE_CHECKING:
     import pytest  # noqa: TID251 - type only, never imported at run time
+
+    from pytest_recfair.api import audit, judge
 
     fairness: pytest.MarkDecorator
 
@@ -24,4 +28,8 @@ def __getattr__(name: str) -> Any:
         from pytest_recfair.plugin import marker
 
         return marker()
+    if name in ("audit", "judge"):
+        from pytest_recfair import api
+
+        return getattr(api, name)
     raise AttributeError(f"module 'pytest_recfair' has no attribute {name!r}")

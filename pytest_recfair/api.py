@@ -62,7 +62,7 @@ def audit(
     recommender: Any,
     *,
     seeds: str | Path | Sequence[Any] | None = None,
-    test_id: str = "pytest_recfair.audit",
+    test_id: str = "pytest_recfair.engine",
     cassettes: Any = None,
     progress: bool = False,
     **marker_arguments: Any,
@@ -73,7 +73,7 @@ def audit(
     ``seeds`` may also be a list of entity names. ``cassettes`` is an optional
     ``cassettes.CassetteStore`` for replay/recording; by default every prompt is sent.
     """
-    from pytest_recfair.audit import pipeline
+    from pytest_recfair.engine import pipeline
 
     s = _settings(marker_arguments, "audit")
     return pipeline.measure(
@@ -91,8 +91,8 @@ def audit(
 def _inputs(s: settings.AuditSettings) -> Any:
     """The files other kinds of audit read (catalogue, candidates, absent), as the plugin
     reads them; outside pytest they are file paths (there are no fixtures to name)."""
-    from pytest_recfair.audit import inputs as read
-    from pytest_recfair.audit.base import AuditInputs
+    from pytest_recfair.engine import inputs as read
+    from pytest_recfair.engine.base import AuditInputs
 
     return AuditInputs(
         catalogue=None if s.catalogue is None else read.as_catalogue(s.catalogue, "audit"),
@@ -109,7 +109,7 @@ def judge(
     An incompatible baseline (other grid, templates, K, metric, ...) is not compared: the
     outcome fails with an "incompatible" failure that says why.
     """
-    from pytest_recfair.audit import verdict
+    from pytest_recfair.engine import verdict
 
     if not isinstance(result, AuditResult):
         raise TypeError(f"judge: result must be an AuditResult; got {type(result).__name__}.")

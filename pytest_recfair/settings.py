@@ -381,7 +381,7 @@ def _max_failed(value: Any, key: str, source: str) -> float:
 
 def _prices(value: Any, key: str, source: str) -> str:
     """Two prices (input, output; USD per million tokens) -> "0.15,0.6"."""
-    from pytest_recfair.audit.budget import parse_prices
+    from pytest_recfair.engine.budget import parse_prices
 
     try:
         prices = parse_prices(value, key)

@@ -6,6 +6,6 @@ from __future__ import annotations
 # run: pytester restores sys.modules after each run, and numpy cannot be imported twice.
 # The audit package too: the plugin imports it lazily with ``from pytest_recfair import
 # audit``, which would find a dropped run's package on the parent package afterwards.
-import pytest_recfair.audit
+import pytest_recfair.engine
 import pytest_recfair.plugin
 import pytest_recfair.sim  # noqa: F401

@@ -1,6 +1,6 @@
 """pytest glue: options, ini keys, marker, fixtures and reporting hooks.
 
-Each hook hands off to :mod:`pytest_recfair.settings` or :mod:`pytest_recfair.audit`
+Each hook hands off to :mod:`pytest_recfair.settings` or :mod:`pytest_recfair.engine`
 in a few lines. Workers of pytest-xdist ship each audit's result to the controller on the
 call-phase report (an extra report attribute survives xdist's serialisation), so the
 summary, the report file and the JUnit properties are produced once, on the controller.
@@ -24,9 +24,9 @@ from pytest_recfair.kinds import PROVIDER_KINDS, RECORD_MODES, REPORT_FORMATS
 if TYPE_CHECKING:
     # audit pulls in numpy, httpx and jsonschema (~0.3 s): imported only when an audit
     # runs or a run has results to report, never at pytest start-up
-    from pytest_recfair import audit
-    from pytest_recfair.audit import budget as plan
-    from pytest_recfair.audit import shardfile as shards
+    from pytest_recfair import engine as audit
+    from pytest_recfair.engine import budget as plan
+    from pytest_recfair.engine import shardfile as shards
 
 __all__ = ["marker"]
 
@@ -316,14 +316,14 @@ def _configure_shards(config: pytest.Config) -> None:
             "--fairness-shard=I/N, then one job gates their results with --fairness-merge."
         )
     if shard_text:
-        from pytest_recfair.audit import shardfile as shards
+        from pytest_recfair.engine import shardfile as shards
 
         try:
             config.stash[_SHARD] = shards.parse_shard(shard_text)
         except ConfigError as exc:
             raise pytest.UsageError(str(exc)) from None
     if merge:
-        from pytest_recfair import audit
+        from pytest_recfair import engine as audit
 
         base = config.invocation_params.dir
         config.stash[_MERGE] = audit.MergeSource(tuple(base / p for p in merge))
@@ -540,8 +540,8 @@ def recfair_candidates(
 
 def _inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     """What the kind of audit needs beyond seeds and grid (catalogue, candidates, absent)."""
-    from pytest_recfair.audit import inputs as read
-    from pytest_recfair.audit.base import AuditInputs
+    from pytest_recfair.engine import inputs as read
+    from pytest_recfair.engine.base import AuditInputs
 
     catalogue = request.getfixturevalue("recfair_catalogue")
     candidates = request.getfixturevalue("recfair_candidates")
@@ -582,7 +582,7 @@ def fairness_result(
     request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
 ) -> Any:
     """The AuditResult of this @fairness test: similarities, SNSR/SNSV/PAFS with CIs."""
-    from pytest_recfair import audit
+    from pytest_recfair import engine as audit
 
     node = request.node
     if node.get_closest_marker("fairness") is None:
@@ -662,7 +662,7 @@ def _internal(filename: str) -> bool:
 def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     """Run this test's audit (after a batch recording with --fairness-batch); a shard run
     writes its share's result and skips instead."""
-    from pytest_recfair import audit
+    from pytest_recfair import engine as audit
 
     config, node = request.config, request.node
     recommender = _named(_configured(_user_fixture(request, "recfair_recommender"), s), s)
@@ -719,8 +719,8 @@ def _plan(
 ) -> Any:
     """This audit's plan, printed when it will send requests (or with --fairness-plan,
     which then skips the test); a plan past the run's budget fails the test unsent."""
-    from pytest_recfair.audit import budget as plan
-    from pytest_recfair.audit import planning
+    from pytest_recfair.engine import budget as plan
+    from pytest_recfair.engine import planning
 
     if not (s.plan or planning.is_live(s, recommender)):
         return None
@@ -916,7 +916,7 @@ def _judge(item: pytest.Item, body_error: str | None) -> Any:
     record = item.stash.get(_RECORD, None)
     if judged is None or record is None:
         return None
-    from pytest_recfair import audit
+    from pytest_recfair import engine as audit
 
     s, comparison = judged
     verdict = audit.judge(s, record.result, comparison, item.nodeid)
@@ -983,7 +983,7 @@ def _unused_notes(config: pytest.Config) -> list[str]:
     s = _resolve(config, {})
     if not s.update or audited is None or narrowed:
         return []
-    from pytest_recfair import audit
+    from pytest_recfair import engine as audit
 
     root = config.rootpath / s.baseline_dir
     unused = audit.unused_baselines(root, config.rootpath, audited)
@@ -1030,7 +1030,7 @@ class _Controller:
         payload = getattr(report, "recfair", None)
         if payload is not None and report.when == "call":
             if self.collector is None:
-                from pytest_recfair import audit
+                from pytest_recfair import engine as audit
 
                 self.collector = audit.RunCollector()
             self.collector.add(payload)
@@ -1038,7 +1038,7 @@ class _Controller:
     def take(self, record: audit.TestRecord) -> None:
         """A test judged in this process (no xdist): its result objects as they are."""
         if self.collector is None:
-            from pytest_recfair import audit
+            from pytest_recfair import engine as audit
 
             self.collector = audit.RunCollector()
         self.collector.add_record(record)
@@ -1060,7 +1060,7 @@ class _Controller:
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
         plans = self.config.stash.get(_PLANS, [])
         if plans:
-            from pytest_recfair.audit import budget as plan
+            from pytest_recfair.engine import budget as plan
 
             terminalreporter.write_sep("=", "fairness plan")
             terminalreporter.write_line(plan.total_line(plans))

@@ -7,7 +7,7 @@ import sys
 
 from tests.support.plugin import REPO
 
-HEAVY = ("numpy", "httpx", "jsonschema", "vcr", "rapidfuzz", "pytest_recfair.audit")
+HEAVY = ("numpy", "httpx", "jsonschema", "vcr", "rapidfuzz", "pytest_recfair.engine")
 
 
 def test_plugin_import_is_light() -> None:

@@ -89,3 +89,13 @@ def test_audit_reads_the_catalogue_and_candidates_files(tmp_path: Path) -> None:
     )  # fmt: skip
     (positions,) = picked.extras["positions"]["attributes"]
     assert positions["measures"]["consistency"][0] == 1.0  # the same film in every order
+
+
+def test_audit_and_judge_are_exported_at_the_package_top() -> None:
+    import pytest_recfair
+
+    assert pytest_recfair.audit is api.audit
+    assert pytest_recfair.judge is api.judge
+    assert {"audit", "judge", "fairness"} <= set(pytest_recfair.__all__)
+    result = pytest_recfair.audit(SimulatedRecommender("demo", seed=7), attr="religion", entities=8)
+    assert pytest_recfair.judge(result, result).passed

@@ -10,9 +10,10 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair import audit, prompts, report
-from pytest_recfair.audit import registry
-from pytest_recfair.audit.overlap import OVERLAP
+from pytest_recfair import engine as audit
+from pytest_recfair import prompts, report
+from pytest_recfair.engine import registry
+from pytest_recfair.engine.overlap import OVERLAP
 from pytest_recfair.errors import DataError, ProviderError
 from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings, resolve

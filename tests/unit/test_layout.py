@@ -96,10 +96,10 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_sees_the_package_imports() -> None:
     graph = _graph()
-    assert "pytest_recfair.audit.pipeline" in graph["pytest_recfair.audit"]
-    assert "pytest_recfair.audit.registry" in graph["pytest_recfair.audit.pipeline"]
+    assert "pytest_recfair.engine.pipeline" in graph["pytest_recfair.engine"]
+    assert "pytest_recfair.engine.registry" in graph["pytest_recfair.engine.pipeline"]
     # lazy (function-level) imports do not count: the plugin imports audit on use
-    assert "pytest_recfair.audit" not in graph["pytest_recfair.plugin"]
+    assert "pytest_recfair.engine" not in graph["pytest_recfair.plugin"]
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from pytest_recfair.audit import budget as plan
+from pytest_recfair.engine import budget as plan
 from pytest_recfair.errors import ConfigError
 
 

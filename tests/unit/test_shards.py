@@ -1,4 +1,4 @@
-"""Shard selection, shard files and their merge (pytest_recfair.audit.shardfile)."""
+"""Shard selection, shard files and their merge (pytest_recfair.engine.shardfile)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair.audit import shardfile as shards
-from pytest_recfair.audit.shardfile import Shard
+from pytest_recfair.engine import shardfile as shards
+from pytest_recfair.engine.shardfile import Shard
 from pytest_recfair.errors import ConfigError, DataError
 from tests.support.tally_replies import LAYOUT, config, entities, replies, tally_of
 

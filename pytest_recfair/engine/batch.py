@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_recfair.audit import overlap, pipeline, registry, stream
-from pytest_recfair.audit import shardfile as shards
-from pytest_recfair.audit.base import AuditInputs
-from pytest_recfair.audit.shardfile import Shard
 from pytest_recfair.cassettes.store import CassetteStore, sanitize_name
+from pytest_recfair.engine import overlap, pipeline, registry, stream
+from pytest_recfair.engine import shardfile as shards
+from pytest_recfair.engine.base import AuditInputs
+from pytest_recfair.engine.shardfile import Shard
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.prompts import Entity, Grid, PromptCase
 from pytest_recfair.providers.batch import cassette_recorder, run_batch

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pytest_recfair.audit.base import AuditKind
-from pytest_recfair.audit.items import ITEMS
-from pytest_recfair.audit.overlap import OVERLAP
-from pytest_recfair.audit.positions import POSITIONS
+from pytest_recfair.engine.base import AuditKind
+from pytest_recfair.engine.items import ITEMS
+from pytest_recfair.engine.overlap import OVERLAP
+from pytest_recfair.engine.positions import POSITIONS
 from pytest_recfair.settings import AuditSettings
 
 __all__ = ["KINDS", "select"]

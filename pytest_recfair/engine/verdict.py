@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from pytest_recfair.audit import registry
+from pytest_recfair.engine import registry
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.gate import baselines
 from pytest_recfair.gate import thresholds as gate

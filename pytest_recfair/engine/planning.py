@@ -1,5 +1,5 @@
 """The plan of one audit before anything is sent: which prompts, how many already
-recorded, tokens, cost and duration (:mod:`pytest_recfair.audit.budget` does the arithmetic).
+recorded, tokens, cost and duration (:mod:`pytest_recfair.engine.budget` does the arithmetic).
 
 No pytest here: the plugin prints the plan, checks the budget and starts the run.
 """
@@ -10,11 +10,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_recfair.audit import budget as plan
-from pytest_recfair.audit import pipeline, registry, stream
-from pytest_recfair.audit import shardfile as shards
-from pytest_recfair.audit.base import AuditInputs
-from pytest_recfair.audit.shardfile import Shard
+from pytest_recfair.engine import budget as plan
+from pytest_recfair.engine import pipeline, registry, stream
+from pytest_recfair.engine import shardfile as shards
+from pytest_recfair.engine.base import AuditInputs
+from pytest_recfair.engine.shardfile import Shard
 from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.providers.probe import is_in_process, recorded_ids
 from pytest_recfair.settings import AuditSettings

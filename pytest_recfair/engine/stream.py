@@ -1,7 +1,7 @@
 """Run a list-overlap audit a chunk of entities at a time: memory bounded by a chunk.
 
 Each chunk's prompts are built, sent (or replayed), parsed, canonicalised and scored into
-a :class:`~pytest_recfair.audit.tally.Tally`; then the chunk's cases, replies and cassettes are
+a :class:`~pytest_recfair.engine.tally.Tally`; then the chunk's cases, replies and cassettes are
 dropped. What stays is what the statistics need: entities x values floats per attribute
 and metric, and exact sums. A shard (``--fairness-shard=I/N``) streams only its share of
 the entities into a tally of the whole audit, which ``shards`` merges later.
@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_recfair import providers
-from pytest_recfair.audit import overlap
-from pytest_recfair.audit.base import AuditInputs
-from pytest_recfair.audit.tally import Tally, TallyConfig
 from pytest_recfair.cassettes.store import CassetteStore
+from pytest_recfair.engine import overlap
+from pytest_recfair.engine.base import AuditInputs
+from pytest_recfair.engine.tally import Tally, TallyConfig
 from pytest_recfair.prompts import Entity, Grid, PromptCase
 from pytest_recfair.providers import Usage
 from pytest_recfair.settings import AuditSettings

@@ -13,10 +13,10 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_recfair import prompts
-from pytest_recfair.audit import scoring
-from pytest_recfair.audit.base import AuditInputs, Scored
-from pytest_recfair.audit.scoring import Reply
-from pytest_recfair.audit.tally import FAILED
+from pytest_recfair.engine import scoring
+from pytest_recfair.engine.base import AuditInputs, Scored
+from pytest_recfair.engine.scoring import Reply
+from pytest_recfair.engine.tally import FAILED
 from pytest_recfair.prompts import Entity, Grid, PromptCase
 from pytest_recfair.replies import matching, parse
 from pytest_recfair.results import AuditResult, GateFailure

@@ -2,7 +2,7 @@
 
 The pipeline (:mod:`.pipeline`) does the shared part — seeds, grid, sending prompts,
 metadata, gate — and hands prompt building and scoring to the :class:`AuditKind` that
-:func:`pytest_recfair.audit.registry.select` picks for the settings.
+:func:`pytest_recfair.engine.registry.select` picks for the settings.
 """
 
 from __future__ import annotations

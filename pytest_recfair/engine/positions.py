@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_recfair.audit.base import AuditInputs, Scored
+from pytest_recfair.engine.base import AuditInputs, Scored
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.metrics.positions import (
     DRIFT_MEASURES,

@@ -16,11 +16,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_recfair import secrets
-from pytest_recfair.audit import overlap, pipeline, registry, stream
-from pytest_recfair.audit import shardfile as shards
-from pytest_recfair.audit.base import AuditInputs
-from pytest_recfair.audit.shardfile import Shard, ShardResult
 from pytest_recfair.cassettes.store import CassetteStore
+from pytest_recfair.engine import overlap, pipeline, registry, stream
+from pytest_recfair.engine import shardfile as shards
+from pytest_recfair.engine.base import AuditInputs
+from pytest_recfair.engine.shardfile import Shard, ShardResult
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.gate import unanswered as failures
 from pytest_recfair.prompts import Entity, Grid

@@ -3,7 +3,7 @@
 Shard I of N audits the entities at positions I-1, I-1+N, I-1+2N ... of the audit's
 entity list (after subsampling): the shards are disjoint, together they are the whole
 list, and each gets a near-equal share. Each shard writes its tally (matrix rows of its
-entities plus exact sums, see :mod:`pytest_recfair.audit.tally`) with the audit's metadata to a
+entities plus exact sums, see :mod:`pytest_recfair.engine.tally`) with the audit's metadata to a
 JSON file; :func:`merge_results` checks that shards 1..N of one audit are all there and
 merges them into the tally the unsharded run would have built, so the merged audit's
 numbers are those of the unsharded run with the same bootstrap seed. Kinds of audit that
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from pytest_recfair.audit.tally import Tally, merge
+from pytest_recfair.engine.tally import Tally, merge
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
 

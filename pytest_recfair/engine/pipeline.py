@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_recfair import __version__, prompts, providers
-from pytest_recfair.audit import overlap, registry, stream, verdict
-from pytest_recfair.audit import shardfile as shards
-from pytest_recfair.audit.base import AuditInputs
-from pytest_recfair.audit.shardfile import Shard
-from pytest_recfair.audit.tally import Tally
 from pytest_recfair.cassettes.store import CassetteStore
+from pytest_recfair.engine import overlap, registry, stream, verdict
+from pytest_recfair.engine import shardfile as shards
+from pytest_recfair.engine.base import AuditInputs
+from pytest_recfair.engine.shardfile import Shard
+from pytest_recfair.engine.tally import Tally
 from pytest_recfair.errors import DataError, ProviderError, RecfairError
 from pytest_recfair.gate import baselines
 from pytest_recfair.gate import unanswered as failures

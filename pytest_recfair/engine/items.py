@@ -2,7 +2,7 @@
 
 Prompts are the list-overlap audit's (any grid and template set, e.g. the implicit grid
 with the ``lmrec`` conversational templates); each recommended title is matched to the
-catalogue, and :mod:`pytest_recfair.audit.itemscore` measures, per catalogue field, the share of
+catalogue, and :mod:`pytest_recfair.engine.itemscore` measures, per catalogue field, the share of
 each category per group, the shift of each group from the neutral prompt (total variation
 distance) with a family-wise permutation test over entities, and the LMRec association
 score. Gated by ``max_shift`` (absolute) and against the baseline's per-entity counts.
@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_recfair.audit import itemscore as itemside
-from pytest_recfair.audit.base import AuditInputs, Scored
-from pytest_recfair.audit.overlap import OVERLAP, parse_all
+from pytest_recfair.engine import itemscore as itemside
+from pytest_recfair.engine.base import AuditInputs, Scored
+from pytest_recfair.engine.overlap import OVERLAP, parse_all
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.prompts import Entity, Grid, PromptCase
 from pytest_recfair.results import AuditResult, GateFailure

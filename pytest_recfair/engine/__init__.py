@@ -13,13 +13,13 @@
 
 from __future__ import annotations
 
-from pytest_recfair.audit.base import AuditKind, Scored
-from pytest_recfair.audit.batch import record_batch
-from pytest_recfair.audit.changes import baseline_changes, unused_baselines
-from pytest_recfair.audit.pipeline import measure, run_audit
-from pytest_recfair.audit.record import RunCollector, TestRecord, property_items
-from pytest_recfair.audit.sharding import MergeSource, ShardWritten, run_shard
-from pytest_recfair.audit.verdict import (
+from pytest_recfair.engine.base import AuditKind, Scored
+from pytest_recfair.engine.batch import record_batch
+from pytest_recfair.engine.changes import baseline_changes, unused_baselines
+from pytest_recfair.engine.pipeline import measure, run_audit
+from pytest_recfair.engine.record import RunCollector, TestRecord, property_items
+from pytest_recfair.engine.sharding import MergeSource, ShardWritten, run_shard
+from pytest_recfair.engine.verdict import (
     BaselineState,
     Comparison,
     Verdict,
