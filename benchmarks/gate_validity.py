@@ -50,7 +50,7 @@ import numpy.typing as npt
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_recfair.kinds import STATISTICS, Statistic
-from pytest_recfair.metrics import inference
+from pytest_recfair.metrics import inference, spread
 
 FloatArray = npt.NDArray[np.float64]
 GRID = {
@@ -353,7 +353,7 @@ def coverage(args: argparse.Namespace, rng: np.random.Generator) -> list[str]:
                 X = draw_run(rng, population(rng, n), {"x": delta})[("x", "jaccard")]
                 for j, (lo, hi) in enumerate(inference.mean_intervals(X)):
                     cov["sim"].add(lo <= BASE_MEAN[0] + delta[j] <= hi)
-                si = inference.spread_intervals(X, n_resamples=args.boot, seed=r)
+                si = spread.spread_intervals(X, n_resamples=args.boot, seed=r)
                 for k in ("snsr", "snsv", "pafs"):
                     lo, hi = getattr(si, k)
                     cov[k].add(lo - 1e-12 <= truth[k] <= hi + 1e-12)

@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.kinds import MetricName, Statistic, Variant
-from pytest_recfair.metrics import _engine, _weights, inference
+from pytest_recfair.metrics import _engine, _weights, inference, spread
 from pytest_recfair.metrics._check import (
     check_confidence,
     check_k,
@@ -241,7 +241,7 @@ def intervals(
     confidence: float = 0.95,
 ) -> AttributeIntervals:
     """The reported intervals: a t-interval over entities for each value's mean Sim(a),
-    and ``inference.spread_intervals`` for SNSR / SNSV / PAFS (they cover a fair
+    and ``spread.spread_intervals`` for SNSR / SNSV / PAFS (they cover a fair
     attribute and ties at the top, which a percentile bootstrap of max - min never does).
     """
     m = _check_matrix(matrix, "matrix")
@@ -249,15 +249,15 @@ def intervals(
     conf = check_confidence(confidence)
     make_rng(seed)  # validates the seed
     sims = np.asarray(m.sims, dtype=np.float64)
-    spread = inference.spread_intervals(
+    spread_ci = spread.spread_intervals(
         sims, conf, B, weights=_seeded_weights(seed, B, sims.shape[0])
     )
     means = inference.mean_intervals(sims, conf)
     return AttributeIntervals(
         value_ci=dict(zip(m.values, means, strict=True)),
-        snsr_ci=spread.snsr,
-        snsv_ci=spread.snsv,
-        pafs_ci=spread.pafs,
+        snsr_ci=spread_ci.snsr,
+        snsv_ci=spread_ci.snsv,
+        pafs_ci=spread_ci.pafs,
         n_resamples=B,
         confidence=conf,
     )

@@ -1,4 +1,6 @@
-"""Package layout: every module imports on its own, no import cycle, short functions."""
+"""Package layout: every module imports on its own, no import cycle, short functions, short
+modules, a small top level, and no code outside a kind of audit's own module that branches
+on that kind (issue 19: a new kind is one module plus one registry line)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ import pytest_recfair
 
 PACKAGE = Path(pytest_recfair.__file__).parent
 MAX_FUNCTION_LINES = 80
+MAX_MODULE_LINES = 600
+MAX_TOP_LEVEL_MODULES = 12
 
 
 def _modules() -> dict[str, Path]:
@@ -137,3 +141,76 @@ def test_no_function_longer_than_80_lines(name: str) -> None:
             if length > MAX_FUNCTION_LINES:
                 long.append(f"{node.name} ({length} lines)")
     assert not long, f"{name}: functions longer than 80 lines: " + ", ".join(long)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_no_module_longer_than_600_lines(name: str) -> None:
+    lines = len(MODULES[name].read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_MODULE_LINES, f"{name}: {lines} lines (at most {MAX_MODULE_LINES})"
+
+
+def test_at_most_12_top_level_modules() -> None:
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, top
+
+
+def _kind_homes() -> list[tuple[str, str, set[str]]]:
+    """(kind name, its home: module or own package, names that stand for it there)."""
+    from pytest_recfair.engine.registry import KINDS
+
+    out = []
+    for kind in KINDS:
+        module = type(kind).__module__
+        parent = module.rpartition(".")[0]
+        home = module if parent == "pytest_recfair.engine" else parent
+        mod = sys.modules[module]
+        names = {n for n, v in vars(mod).items() if v is kind} | {type(kind).__name__}
+        out.append((kind.name, home, names))
+    return out
+
+
+def _kind_branches(tree: ast.AST, kind: str, names: set[str]) -> list[str]:
+    """Places that single out one kind: its object or class by name, or its name compared
+    with something or used to pick a kind's entry (``extras["items"]``, ``.get("items")``)."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and node.id in names:
+            found.append(f"line {node.lineno}: {node.id}")
+        elif isinstance(node, ast.Attribute) and node.attr in names:
+            found.append(f"line {node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Compare) and any(
+            isinstance(op, ast.Eq | ast.NotEq | ast.Is | ast.IsNot) for op in node.ops
+        ):
+            for c in [node.left, *node.comparators]:
+                if isinstance(c, ast.Constant) and c.value == kind:
+                    found.append(f"line {node.lineno}: compared with {kind!r}")
+        elif isinstance(node, ast.Subscript | ast.Call):
+            target = node.value if isinstance(node, ast.Subscript) else node.func
+            text = ast.unparse(target)
+            args = [node.slice] if isinstance(node, ast.Subscript) else node.args[:1]
+            if ("extras" in text or "kind" in text) and any(
+                isinstance(a, ast.Constant) and a.value == kind for a in args
+            ):
+                found.append(f"line {node.lineno}: {text}[{kind!r}]")
+    return found
+
+
+def test_no_branch_on_an_audit_kind_outside_its_own_module() -> None:
+    homes = _kind_homes()
+    assert {k for k, _, _ in homes} >= {"overlap"}
+    assert len(homes) >= 3
+    offences = []
+    for name, path in MODULES.items():
+        if name == "pytest_recfair.engine.registry":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for kind, home, names in homes:
+            if name == home or name.startswith(home + "."):
+                continue
+            offences += [f"{name} ({kind}) {w}" for w in _kind_branches(tree, kind, names)]
+    assert not offences, "code branching on a kind outside its module:\n" + "\n".join(offences)
+
+
+def test_the_kind_branch_check_sees_a_branch() -> None:
+    tree = ast.parse("if kind is OVERLAP: pass\nx = r.extras.get('items')\ny = k.name == 'items'\n")
+    assert len(_kind_branches(tree, "items", {"OVERLAP"})) == 3

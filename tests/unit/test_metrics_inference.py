@@ -16,6 +16,7 @@ import pytest
 
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics import inference as inf
+from pytest_recfair.metrics import spread as sp
 
 
 def _names(n: int) -> list[str]:
@@ -60,7 +61,7 @@ def test_mean_interval_of_a_single_entity_is_undefined() -> None:
 def test_spread_interval_of_a_fair_attribute_reaches_zero() -> None:
     rng = np.random.default_rng(3)
     X = rng.uniform(0.3, 0.7, size=(60, 1)) + rng.normal(0, 0.03, size=(60, 4))
-    si = inf.spread_intervals(X, n_resamples=500, seed=1)
+    si = sp.spread_intervals(X, n_resamples=500, seed=1)
     assert si.snsr[0] == 0.0 < si.snsr[1]
     assert si.snsv[0] == 0.0 < si.snsv[1]
     assert si.pafs[0] < si.pafs[1] == 1.0
@@ -70,7 +71,7 @@ def test_spread_interval_of_a_clear_gap_excludes_zero_and_holds_it() -> None:
     rng = np.random.default_rng(4)
     X = rng.uniform(0.3, 0.7, size=(80, 1)) + rng.normal(0, 0.03, size=(80, 3))
     X[:, 0] += 0.2
-    si = inf.spread_intervals(X, n_resamples=500, seed=1)
+    si = sp.spread_intervals(X, n_resamples=500, seed=1)
     gap = X[:, 0].mean() - X[:, 1:].mean(axis=0).min()
     assert 0.1 < si.snsr[0] <= gap <= si.snsr[1] < 0.3
     means = X.mean(axis=0)
@@ -86,11 +87,11 @@ def test_spread_intervals_scale_with_the_similarities() -> None:
     rng = np.random.default_rng(11)
     X = rng.uniform(0.3, 0.7, size=(50, 1)) + rng.normal(0, 0.04, size=(50, 4))
     X[:, 1] += 0.03
-    full = inf.spread_intervals(X, n_resamples=400, seed=2)
-    half = inf.spread_intervals(0.2 + X / 2, n_resamples=400, seed=2)
+    full = sp.spread_intervals(X, n_resamples=400, seed=2)
+    half = sp.spread_intervals(0.2 + X / 2, n_resamples=400, seed=2)
 
     # Exact in exact arithmetic; in floats each bound is found to 2**-16 of its search
-    # bracket (inference._STEPS), at most twice the upper bound, and BLAS rounding can
+    # bracket (spread._STEPS), at most twice the upper bound, and BLAS rounding can
     # move a root-search step inside that precision (it does with OpenBLAS's Haswell
     # kernels): so the two runs agree to 2**-15 of the full run's upper bound.
     def close(got: tuple[float, float], want: tuple[float, float], scale: float) -> None:
@@ -112,7 +113,7 @@ def test_a_fair_attribute_is_excluded_exactly_when_the_null_test_rejects() -> No
     its own resample's covariance of the means): the bootstrap-t test of theta = 0."""
     rng = np.random.default_rng(12)
     E, B = 40, 300
-    W = inf._draw_weights(np.random.default_rng(0), B, E)
+    W = sp._draw_weights(np.random.default_rng(0), B, E)
 
     def se(x: np.ndarray, cov: np.ndarray) -> float:
         g = np.zeros(x.size)
@@ -128,7 +129,7 @@ def test_a_fair_attribute_is_excluded_exactly_when_the_null_test_rejects() -> No
         dev -= dev.mean(axis=1, keepdims=True)
         t = [np.ptp(d) / se(d, _resample_cov(X, w)) for d, w in zip(dev, W, strict=True)]
         t_obs = np.ptp(means) / se(means, _resample_cov(X, np.ones(E)))
-        lower = inf.spread_intervals(X, n_resamples=B, weights=W).snsr[0]
+        lower = sp.spread_intervals(X, n_resamples=B, weights=W).snsr[0]
         assert (lower == 0.0) == (t_obs <= np.quantile(t, 0.95))
         seen.add(lower == 0.0)
     assert seen == {True, False}
@@ -139,13 +140,13 @@ def test_each_resample_has_its_own_covariance_of_the_means() -> None:
     means, pairwise over the entities scored in both values when some are missing."""
     rng = np.random.default_rng(21)
     X = rng.uniform(size=(12, 3))
-    W = inf._draw_weights(np.random.default_rng(1), 5, 12)
-    boot = inf._boot_devs(X, W)
+    W = sp._draw_weights(np.random.default_rng(1), 5, 12)
+    boot = sp._boot_devs(X, W)
     for b in range(5):
         assert boot.cov[:, :, b] == pytest.approx(_resample_cov(X, W[b]))
     assert boot.cov_hat[:, :, 0] == pytest.approx(_resample_cov(X, np.ones(12)))
     X[2, 0] = X[7, 1] = np.nan
-    boot = inf._boot_devs(X, W)
+    boot = sp._boot_devs(X, W)
     for j, k in ((0, 1), (0, 2), (1, 1)):
         both = ~np.isnan(X[:, j]) & ~np.isnan(X[:, k])
         n_j, n_k = (~np.isnan(X[:, j])).sum(), (~np.isnan(X[:, k])).sum()
@@ -160,13 +161,13 @@ def test_the_sd_of_every_candidate_comes_from_sums_computed_once() -> None:
     draw: the sd and its delta-method variance under each resample's covariance."""
     rng = np.random.default_rng(22)
     X = rng.uniform(0.3, 0.6, size=(30, 1)) + rng.normal(0, 0.05, size=(30, 5))
-    W = inf._draw_weights(np.random.default_rng(2), 50, 30)
-    boot = inf._boot_devs(X, W)
-    shapes = inf._patterns(boot.est, boot.dev, "sd")
+    W = sp._draw_weights(np.random.default_rng(2), 50, 30)
+    boot = sp._boot_devs(X, W)
+    shapes = sp._patterns(boot.est, boot.dev, "sd")
     devs = np.ascontiguousarray((boot.dev - boot.dev.mean(axis=1, keepdims=True)).T)
-    draws = inf._SdDraws(shapes, devs, boot.cov)
+    draws = sp._SdDraws(shapes, devs, boot.cov)
     for theta in (0.0, 0.003, 0.04):
-        spread, var = inf._spread_var(theta * shapes + devs, boot.cov, "sd")
+        spread, var = sp._spread_var(theta * shapes + devs, boot.cov, "sd")
         closed = draws(theta)
         assert closed[0] == pytest.approx(spread, rel=1e-9, abs=1e-15)
         assert closed[1] == pytest.approx(var, rel=1e-7, abs=1e-18)
@@ -185,8 +186,8 @@ def test_the_sd_of_every_candidate_comes_from_sums_computed_once() -> None:
 def test_a_bound_is_found_to_the_bisection_tolerance(h: Callable[[float], float]) -> None:
     """_root brackets the crossing of h within (hi - lo) / 2**_STEPS, as bisection would."""
     lo, hi = 0.0, 1.0
-    tol = (hi - lo) * 2.0**-inf._STEPS
-    x = inf._root(h, lo, hi, h(lo), h(hi))
+    tol = (hi - lo) * 2.0**-sp._STEPS
+    x = sp._root(h, lo, hi, h(lo), h(hi))
     assert h(x - tol) < 0 <= h(x + tol)
 
 
@@ -222,7 +223,7 @@ def test_spread_intervals_hold_the_truth_at_25_entities(
         level = rng.uniform(0.3, 0.6, size=(25, 1))
         noise = rng.uniform(0.02, 0.06, size=(25, 1)) * rng.normal(size=(25, 4))
         X = level + delta * rng.uniform(0.2, 1.8, size=(25, 1)) + noise
-        lo, hi = getattr(inf.spread_intervals(X, n_resamples=400, seed=r), statistic)
+        lo, hi = getattr(sp.spread_intervals(X, n_resamples=400, seed=r), statistic)
         hits += lo - 1e-12 <= truth <= hi + 1e-12
     assert hits >= _binomial_floor(runs, 0.93)
 
@@ -231,8 +232,8 @@ def test_a_higher_confidence_gives_a_wider_interval() -> None:
     rng = np.random.default_rng(13)
     X = rng.uniform(0.3, 0.7, size=(60, 1)) + rng.normal(0, 0.03, size=(60, 4))
     X[:, 0] += 0.03
-    narrow = inf.spread_intervals(X, confidence=0.8, n_resamples=800, seed=1)
-    wide = inf.spread_intervals(X, confidence=0.99, n_resamples=800, seed=1)
+    narrow = sp.spread_intervals(X, confidence=0.8, n_resamples=800, seed=1)
+    wide = sp.spread_intervals(X, confidence=0.99, n_resamples=800, seed=1)
     for k in ("snsr", "snsv", "pafs"):
         assert getattr(wide, k)[0] <= getattr(narrow, k)[0]
         assert getattr(narrow, k)[1] <= getattr(wide, k)[1]
@@ -241,12 +242,12 @@ def test_a_higher_confidence_gives_a_wider_interval() -> None:
 def test_identical_values_have_a_point_interval() -> None:
     X = np.tile(np.array([[0.5, 0.4, 0.45]]), (20, 1))
     X[:, :] += np.linspace(0, 0.1, 20)[:, None]  # entities differ, the values' gaps do not
-    si = inf.spread_intervals(X, n_resamples=100, seed=0)
+    si = sp.spread_intervals(X, n_resamples=100, seed=0)
     assert si.snsr == pytest.approx((0.1, 0.1))
 
 
 def test_one_value_has_no_spread() -> None:
-    si = inf.spread_intervals(np.full((5, 1), 0.5), n_resamples=10)
+    si = sp.spread_intervals(np.full((5, 1), 0.5), n_resamples=10)
     assert si.snsr == (0.0, 0.0)
     assert si.pafs == (1.0, 1.0)
 
@@ -391,8 +392,8 @@ def test_an_entity_without_scores_is_left_out_quietly() -> None:
     X = 0.5 + rng.normal(0, 0.01, size=(30, 3))
     X[:, 0] += 0.1
     X[2] = np.nan
-    si = inf.spread_intervals(X, n_resamples=200, seed=0)
-    full = inf.spread_intervals(np.delete(X, 2, axis=0), n_resamples=200, seed=0)
+    si = sp.spread_intervals(X, n_resamples=200, seed=0)
+    full = sp.spread_intervals(np.delete(X, 2, axis=0), n_resamples=200, seed=0)
     assert 0.05 < si.snsr[0] < si.snsr[1] < 0.15
     assert si.snsr[0] == pytest.approx(full.snsr[0], abs=0.01)
 
@@ -425,7 +426,7 @@ def test_spread_intervals_end_with_a_handful_of_entities(rows: list[list[float]]
     previous = signal.signal(signal.SIGALRM, _alarm)
     signal.setitimer(signal.ITIMER_REAL, 30.0)
     try:
-        res = inf.spread_intervals(X, n_resamples=200, seed=0)
+        res = sp.spread_intervals(X, n_resamples=200, seed=0)
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0.0)
         signal.signal(signal.SIGALRM, previous)

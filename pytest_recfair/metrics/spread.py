@@ -1,0 +1,358 @@
+"""SNSR / SNSV / PAFS intervals that also cover a fair attribute and ties at the top.
+
+Pure numpy. Each statistic is a spread g of the value means (range, sd, mean absolute
+deviation), so its interval inverts a studentised bootstrap test (bootstrap-t) of each
+candidate value theta: the estimated pattern of the means rescaled to spread theta plus
+the entities' bootstrap deviations of the means gives draws of the estimate under theta
+(at theta 0 exactly the fair attribute's noise); each draw's (spread - theta) is divided
+by its delta-method standard error, computed from that resample's own covariance of the
+value means, and theta is kept when the observed (spread - theta) / standard error is not
+in either tail of those ratios. The reasoning and measured coverage are in
+docs/baselines.md; the Sim(a) intervals and the drift test are in :mod:`.inference`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from pytest_recfair.errors import DataError
+from pytest_recfair.metrics import _weights
+from pytest_recfair.metrics._check import check_confidence, check_positive_int, make_rng
+
+__all__ = ["SpreadIntervals", "spread_intervals"]
+
+FloatArray = npt.NDArray[np.float64]
+Interval = tuple[float, float]
+
+
+@dataclass(frozen=True)
+class SpreadIntervals:
+    """Intervals for SNSR, SNSV and PAFS of one attribute (see the module docstring)."""
+
+    snsr: Interval
+    snsv: Interval
+    pafs: Interval
+    n_resamples: int
+    confidence: float
+    method: str = "inverted-bootstrap-t"
+
+
+@dataclass(frozen=True)
+class _Boot:
+    """An attribute's value means and their bootstrap: ``dev`` (B, V) the deviations of
+    each resample's means, ``cov`` (V, V, B) each resample's own covariance of its means
+    (resamples last: the per-draw arithmetic runs over contiguous rows of B) and
+    ``cov_hat`` (V, V, 1) the data's; both the usual unbiased estimate, pairwise over the
+    entities scored in both values."""
+
+    est: FloatArray
+    dev: FloatArray
+    cov: FloatArray
+    cov_hat: FloatArray
+
+
+def _moments(W: _weights.CountArray, X0: FloatArray, M: FloatArray) -> tuple[FloatArray, ...]:
+    """Per resample (rows of W): value means (B, V) and their covariance (V, V, B).
+
+    With w the entity counts, v the validity and x the scores (0 where not valid):
+    cov_jk = sum w v_j v_k (x_j - m_j)(x_k - m_k) / (n_j n_k) * n_jk / (n_jk - 1), its
+    sums from one pass over the weights (x_j x_k, x_j v_k and v_j v_k per entity; with
+    every cell scored only x_j x_k, j <= k, as then n_j = n_k = n_jk = sum w).
+    """
+    E, V = X0.shape
+    B = W.shape[0]
+    j, k = np.triu_indices(V)
+    cov = np.empty((V, V, B))
+    if M.all():  # the common case: a quarter of the columns
+        (both,) = _weights.products(W, np.concatenate([M[:, :1], X0, X0[:, j] * X0[:, k]], 1))
+        n, means = both[:, :1], both[:, 1 : V + 1] / both[:, :1]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            ss = both[:, V + 1 :] - n * means[:, j] * means[:, k]
+            upper = (ss / (n * (n - 1.0))).T
+    else:
+        XX = X0[:, j] * X0[:, k]
+        XM = (X0[:, :, None] * M[:, None, :]).reshape(E, V * V)
+        MM = M[:, j] * M[:, k]
+        (both,) = _weights.products(W, np.concatenate([M, X0, XX, XM, MM], axis=1))
+        u = j.size
+        cnt, sums = both[:, :V], both[:, V : 2 * V]
+        P, A = both[:, 2 * V : 2 * V + u], both[:, 2 * V + u : 2 * V + u + V * V]
+        C = both[:, 2 * V + u + V * V :]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            means = sums / cnt
+            mj, mk = means[:, j], means[:, k]
+            ss = P - A[:, j * V + k] * mk - A[:, k * V + j] * mj + mj * mk * C
+            upper = (ss / (cnt[:, j] * cnt[:, k]) * (C / (C - 1.0))).T
+    upper[~np.isfinite(upper)] = 0.0
+    cov[j, k] = upper
+    cov[k, j] = upper
+    return means, cov
+
+
+def _boot_devs(X: FloatArray, W: _weights.CountArray) -> _Boot:
+    """The bootstrap of the value means (see _Boot).
+
+    NaN cells are left out of their column; a resample in which a value has no scorable
+    entity gets deviation 0 there (it is rare, and only possible with missing="skip").
+    """
+    valid = ~np.isnan(X)
+    X0 = np.where(valid, X, 0.0)
+    M = valid.astype(np.float64)
+    n = M.sum(axis=0)
+    est = np.divide(X0.sum(axis=0), n, out=np.full(n.shape, np.nan), where=n > 0)
+    # one pass over the (B, E) weights for the means and the covariances
+    means, cov = _moments(W, X0, M)
+    dev = means - est
+    dev[~np.isfinite(dev)] = 0.0
+    _, cov_hat = _moments(np.ones((1, X.shape[0])), X0, M)
+    return _Boot(est, dev, cov, cov_hat)
+
+
+def _draw_weights(rng: np.random.Generator, B: int, E: int) -> _weights.CountArray:
+    idx = rng.integers(0, E, size=(B, E), dtype=np.int64)
+    idx += (np.arange(B, dtype=np.int64) * E)[:, None]
+    counts = np.bincount(idx.ravel(), minlength=B * E).reshape(B, E)
+    return counts.astype(np.min_scalar_type(int(counts.max(initial=0))))
+
+
+def _spread(means: FloatArray, kind: str) -> FloatArray:
+    """Range, population sd or mean absolute deviation over the last axis: each is
+    translation invariant and positively homogeneous (g(c * x) = c * g(x), c >= 0)."""
+    if kind == "range":
+        return np.asarray(np.max(means, axis=-1) - np.min(means, axis=-1))
+    if kind == "sd":
+        return np.asarray(np.std(means, axis=-1))
+    centre = np.mean(means, axis=-1, keepdims=True)
+    return np.asarray(np.mean(np.abs(means - centre), axis=-1))
+
+
+def _spread_var(x: FloatArray, cov: FloatArray, kind: str) -> tuple[FloatArray, FloatArray]:
+    """_spread of each column of ``x`` (V, B) and its delta-method variance grad' cov grad
+    under that column's covariance of the means (``cov`` (V, V, B)). The gradient: +1 / -1
+    at the (first) largest / smallest value for the range, the centred means / (V sd) for
+    the sd, (sign - mean sign) / V for the mean absolute deviation (the sign of each
+    value's distance from the centre)."""
+    V, B = x.shape
+    if kind == "range":
+        hi, lo = np.max(x, axis=0), np.min(x, axis=0)
+        i_hi, i_lo = np.zeros(B, dtype=np.intp), np.zeros(B, dtype=np.intp)
+        for v in range(V - 1, 0, -1):  # the first largest / smallest, as np.argmax
+            np.copyto(i_hi, v, where=x[v] == hi)
+            np.copyto(i_lo, v, where=x[v] == lo)
+        np.copyto(i_hi, 0, where=x[0] == hi)
+        np.copyto(i_lo, 0, where=x[0] == lo)
+        cols = np.arange(B)
+        var = cov[i_hi, i_hi, cols] + cov[i_lo, i_lo, cols] - 2.0 * cov[i_hi, i_lo, cols]
+        return hi - lo, var
+    c = x - np.mean(x, axis=0)
+    if kind == "sd":
+        spread = np.sqrt(np.mean(c * c, axis=0))
+        g = np.divide(c, V * spread, out=np.zeros_like(c), where=spread > 0)
+    else:
+        spread = np.mean(np.abs(c), axis=0)
+        sign = np.sign(c)
+        g = (sign - np.mean(sign, axis=0)) / V
+    return spread, np.einsum("jb,jb->b", np.einsum("jkb,kb->jb", cov, g), g)
+
+
+class _SdDraws:
+    """The sd and its delta-method variance of theta * shapes + devs (both (V, B) and
+    centred) for any theta, from six (B,) sums computed once: with c = theta s + d,
+    V sd^2 = theta^2 s's + 2 theta s'd + d'd and (V sd)^2 var = c' cov c, expanded the
+    same way (see _spread_var)."""
+
+    def __init__(self, shapes: FloatArray, devs: FloatArray, cov: FloatArray) -> None:
+        V = shapes.shape[0]
+        cs, cd = np.einsum("jkb,kb->jb", cov, shapes), np.einsum("jkb,kb->jb", cov, devs)
+        self.m2 = [
+            np.sum(a * b, axis=0) / V for a, b in ((shapes, shapes), (shapes, devs), (devs, devs))
+        ]
+        self.q = [np.sum(a * b, axis=0) / V**2 for a, b in ((cs, shapes), (cs, devs), (cd, devs))]
+
+    def __call__(self, theta: float) -> tuple[FloatArray, FloatArray]:
+        ss, sd, dd = self.m2
+        m2 = np.maximum(theta * theta * ss + 2.0 * theta * sd + dd, 0.0)
+        qss, qsd, qdd = self.q
+        quad = theta * theta * qss + 2.0 * theta * qsd + qdd
+        return np.sqrt(m2), np.divide(quad, m2, out=np.zeros_like(m2), where=m2 > 0)
+
+
+_RAMP = 2.0  # null spreads over which the upper tail's share of alpha grows to alpha / 2
+_STEPS = 16  # a bound is found to 2**-16 of its bracket (as by 16 bisection steps)
+_THETA_MAX = 1.0  # similarities are in [0, 1]: no range, sd or mean abs. deviation exceeds 1
+_TINY_VAR = 1e-24  # standard errors below 1e-12 (similarities are in [0, 1]) count as 1e-12
+
+
+def _patterns(est: FloatArray, dev: FloatArray, kind: str) -> FloatArray:
+    """(V, B) pattern of the value means per resample, centred and scaled to spread 1.
+
+    The pattern is itself estimated, so each resample takes it from another resample's
+    means (est + the previous draw's deviations): the reference distribution then carries
+    the pattern's uncertainty too. A pattern with no spread becomes +-1 halves.
+    """
+    P = est[None, :] + np.roll(dev, 1, axis=0)
+    P = P - np.mean(P, axis=1, keepdims=True)
+    g = _spread(P, kind)
+    flat = ~(g > 0)
+    if flat.any():
+        P[flat] = np.sign(np.arange(est.size) - (est.size - 1) / 2.0)
+        g[flat] = _spread(P[flat], kind)
+    return np.ascontiguousarray((P / g[:, None]).T)
+
+
+def _quantile(x: FloatArray, q: float) -> float:
+    """numpy's default (linear) quantile of a 1-d array, by partition."""
+    pos = q * (x.size - 1)
+    k = math.floor(pos)
+    k1 = min(k + 1, x.size - 1)
+    part = np.partition(x, (k, k1))
+    return float(part[k] + (pos - k) * (part[k1] - part[k]))
+
+
+def _root(h: Callable[[float], float], lo: float, hi: float, h_lo: float, h_hi: float) -> float:
+    """The point in [lo, hi] where h crosses 0 (h_lo < 0 <= h_hi or h_lo <= 0 < h_hi; a
+    value of 0 counts as the ``hi`` side) to within (hi - lo) / 2**_STEPS, as _STEPS
+    bisection steps would find it. By the Illinois variant of regula falsi: a secant step
+    inside the bracket, the value at an end kept twice in a row halved, each step at least
+    half the tolerance from the ends (so it closes the bracket once the root is within
+    reach); bisection if 3 * _STEPS such steps did not get there. The bounds' h is close to
+    linear in theta (the studentised statistic is close to a pivot), so a few steps do.
+    """
+    tol = (hi - lo) * 2.0**-_STEPS
+    last = 0
+    for step in range(4 * _STEPS):
+        if not hi - lo > tol:
+            break
+        if step < 3 * _STEPS:
+            c = hi - h_hi * (hi - lo) / (h_hi - h_lo)
+            c = min(max(c, lo + 0.5 * tol), hi - 0.5 * tol)
+        else:
+            c = 0.5 * (lo + hi)
+        h_c = h(c)
+        side = 1 if h_c >= 0 else -1
+        if side == 1:
+            hi, h_hi = c, h_c
+            h_lo = 0.5 * h_lo if last == 1 else h_lo
+        else:
+            lo, h_lo = c, h_c
+            h_hi = 0.5 * h_hi if last == -1 else h_hi
+        last = side
+    return 0.5 * (lo + hi)
+
+
+def _inverted(boot: _Boot, kind: str, alpha: float) -> Interval:
+    """Interval for g(true means) by inverting a studentised bootstrap test of each
+    candidate value.
+
+    Candidate theta: a pattern of the value means (see _patterns) rescaled so that its
+    spread is theta (theta 0: all values equal, the fair attribute exactly), plus the
+    bootstrap deviations of the means, gives draws x_b of the means under theta. The test
+    statistic is t = (g - theta) / se: se the delta-method standard error of g, for a draw
+    from its own resample's covariance of the means (so t carries the uncertainty of the
+    standard error, as a Student t does; Hall's bootstrap-t), for the data from theirs.
+    theta is kept when the observed t lies between the alpha_U and 1 - alpha_L quantiles
+    of the draws' t. alpha_L + alpha_U = alpha at every theta; alpha_U is 0 at theta 0 (a
+    fair attribute cannot look too fair: all of alpha goes to the lower bound) and grows
+    to alpha / 2 over _RAMP null spreads. Both bounds are found by a root search (_root).
+    """
+    est, dev = boot.est, boot.dev
+    obs = float(_spread(est, kind))
+    sd0 = float(np.std(_spread(dev, kind)))
+    if not sd0 > 1e-12:  # no noise in the gaps between values (rounding error aside)
+        return (obs, obs)
+    shapes = _patterns(est, dev, kind)
+    devs = np.ascontiguousarray((dev - np.mean(dev, axis=1, keepdims=True)).T)
+    _, var_obs = _spread_var(est[:, None], boot.cov_hat, kind)
+    se_obs = math.sqrt(max(float(var_obs[0]), _TINY_VAR))
+
+    sd_draws = _SdDraws(shapes, devs, boot.cov) if kind == "sd" else None
+
+    def gap(theta: float, upper_tail: bool) -> float:
+        """> 0: theta rejected as too small (upper_tail) or as too large (not upper_tail);
+        how far the observed t is beyond (or, < 0, within) the draws' quantile."""
+        a_up = 0.5 * alpha * min(1.0, theta / (_RAMP * sd0))
+        if sd_draws is not None:
+            spread, var = sd_draws(theta)
+        else:
+            spread, var = _spread_var(theta * shapes + devs, boot.cov, kind)
+        t = (spread - theta) / np.sqrt(np.maximum(var, _TINY_VAR))
+        t_obs = (obs - theta) / se_obs
+        if upper_tail:
+            return t_obs - _quantile(t, 1.0 - (alpha - a_up))
+        return _quantile(t, a_up) - t_obs
+
+    # Both searches stop at _THETA_MAX: no spread of similarities in [0, 1] is larger.
+    # With a handful of entities many resamples have next to no covariance, their t is
+    # huge, and the gap may never change sign: the bound is then _THETA_MAX (wide, not
+    # wrong). The bracket grows geometrically, so a search takes ~log2(1 / sd0) steps.
+    lower, g_lo = 0.0, gap(0.0, True)
+    if g_lo > 0:  # theta 0 rejected: the spread is above noise
+        hi = min(max(obs, sd0), _THETA_MAX)
+        g_hi = gap(hi, True)
+        while g_hi > 0 and hi < _THETA_MAX:
+            hi = min(2.0 * hi, _THETA_MAX)
+            g_hi = gap(hi, True)
+        if not g_hi <= 0:  # rejected all the way (or undefined): the most it can be
+            return (_THETA_MAX, _THETA_MAX)
+        lower = _root(lambda t: -gap(t, True), 0.0, hi, -g_lo, -g_hi)
+    step = 4.0 * sd0
+    lo, hi = max(lower, sd0 * 1e-9), min(max(obs, lower) + step, _THETA_MAX)
+    g_lo, g_hi = math.nan, gap(hi, False)
+    while not g_hi > 0 and hi < _THETA_MAX:
+        step *= 2.0
+        lo, g_lo, hi = hi, g_hi, min(hi + step, _THETA_MAX)
+        g_hi = gap(hi, False)
+    if not g_hi > 0:  # not rejected up to the largest possible spread
+        return (lower, _THETA_MAX)
+    if math.isnan(g_lo):
+        g_lo = gap(lo, False)
+    upper = lo if not g_lo <= 0 else _root(lambda t: gap(t, False), lo, hi, g_lo, g_hi)
+    return (lower, max(lower, upper))
+
+
+def spread_intervals(
+    sims: FloatArray,
+    confidence: float = 0.95,
+    n_resamples: int = 2000,
+    seed: int | np.random.Generator = 0,
+    weights: _weights.CountArray | None = None,
+) -> SpreadIntervals:
+    """SNSR / SNSV / PAFS intervals of one (entities x values) similarity matrix.
+
+    ``weights`` (B, E): entity resample counts (integers, or floats) to use instead of
+    drawing them from ``seed`` (an audit's tables share one draw).
+    """
+    conf = check_confidence(confidence)
+    B = check_positive_int(n_resamples, "n_resamples")
+    rng = make_rng(seed)
+    X = np.asarray(sims, dtype=np.float64)
+    E, V = X.shape
+    if E < 2 or V < 2:
+        nan = (math.nan, math.nan)
+        zero = (0.0, 0.0) if V == 1 else nan
+        return SpreadIntervals(zero, zero, (1.0, 1.0) if V == 1 else nan, B, conf)
+    W = _draw_weights(rng, B, E) if weights is None else np.asarray(weights)
+    if W.shape != (B, E):
+        raise DataError(f"spread_intervals: weights must be ({B}, {E}); got {W.shape}.")
+    # an entity with no scorable cell (missing="skip") stays all-NaN, without a warning
+    keep = ~np.isnan(X).all(axis=1)
+    # the common case keeps them all: no copy of the (B, E) weights for every table
+    boot = _boot_devs(X, W) if keep.all() else _boot_devs(X[keep], W[:, keep])
+    if np.isnan(boot.est).any():
+        nan = (math.nan, math.nan)
+        return SpreadIntervals(nan, nan, nan, B, conf)
+    alpha = 1 - conf
+    snsr = _inverted(boot, "range", alpha)
+    snsv = _inverted(boot, "sd", alpha)
+    mad = _inverted(boot, "mad", alpha)
+    pafs = (max(0.0, 1.0 - mad[1]), min(1.0, 1.0 - mad[0]))
+    return SpreadIntervals(_clip(snsr), _clip(snsv), pafs, B, conf)
+
+
+def _clip(iv: Interval) -> Interval:
+    return (min(1.0, max(0.0, iv[0])), min(1.0, max(0.0, iv[1])))
