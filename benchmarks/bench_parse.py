@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _machine import cpu_model
 from rapidfuzz import fuzz
 
-from pytest_recfair.replies import matching, parse
+from pytest_recfair.replies import matching, parse, titles
 
 TARGET_S = 3.0
 K = 25
@@ -136,7 +136,7 @@ def make_corpus(n_entities: int, seed: int = 0) -> list[list[str]]:
 
 
 def _clear_caches() -> None:
-    parse._clean_title.cache_clear()
+    titles.clean_title.cache_clear()
     matching.normalize.cache_clear()
     matching._numbers.cache_clear()
 
@@ -176,9 +176,9 @@ def _naive_canonicalize(lists: list[list[str]], threshold: float) -> int:
 
 def run_reference(corpus: list[list[str]]) -> int:
     _clear_caches()
-    clean = parse._clean_title.__wrapped__
-    original = parse._clean_title
-    parse._clean_title = clean  # type: ignore[assignment]  # memoisation off
+    clean = titles.clean_title.__wrapped__
+    original = titles.clean_title
+    titles.clean_title = clean  # type: ignore[assignment]  # memoisation off
     try:
         merges = 0
         for replies in corpus:
@@ -186,7 +186,7 @@ def run_reference(corpus: list[list[str]]) -> int:
             merges += _naive_canonicalize(lists, matching.DEFAULT_THRESHOLD)
         return merges
     finally:
-        parse._clean_title = original
+        titles.clean_title = original
 
 
 def _median_time(

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _machine import cpu_model
 
 from pytest_recfair.kinds import PARSE_STYLES
-from pytest_recfair.replies import parse
+from pytest_recfair.replies import parse, titles
 
 TARGET_S = 1.0
 
@@ -93,7 +93,7 @@ SHAPES: dict[str, Callable[[int], str]] = {
 def _median(text: str, style: str, runs: int) -> float:
     times: list[float] = []
     for _ in range(runs):
-        parse._clean_title.cache_clear()
+        titles.clean_title.cache_clear()
         t0 = time.perf_counter()
         parse.reply(text, 25, style=style)  # type: ignore[arg-type]
         times.append(time.perf_counter() - t0)

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from pytest_recfair.metrics import SimilarityMatrix, _weights, inference, intervals, stats
-from pytest_recfair.replies import matching, parse
+from pytest_recfair.replies import matching, titles
 
 E, B = 10_000, 2_000  # a 10,000-entity audit with the default 2,000 resamples
 MB = 1 << 20
@@ -94,8 +94,8 @@ def test_counts_too_large_for_a_byte_widen_the_matrix() -> None:
 
 @pytest.mark.parametrize(
     "cached",
-    [matching.normalize, parse._clean_title],
-    ids=["matching.normalize", "parse._clean_title"],
+    [matching.normalize, titles.clean_title],
+    ids=["matching.normalize", "titles.clean_title"],
 )
 def test_title_caches_are_bounded(cached: Any) -> None:
     cached.cache_clear()
