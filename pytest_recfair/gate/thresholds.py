@@ -23,18 +23,10 @@ from dataclasses import dataclass, fields, replace
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate import drift as family
-from pytest_recfair.kinds import (
-    HIGHER_IS_FAIRER,
-    STATISTICS,
-    GatedQuantity,
-    Statistic,
-)
+from pytest_recfair.kinds import HIGHER_IS_FAIRER, GatedQuantity, Statistic
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome, Stat
 
-__all__ = ["DRIFT_STATISTICS", "Thresholds", "evaluate"]
-
-# Statistics compared against a baseline (gated or reported: see drift.evaluate_drift).
-DRIFT_STATISTICS: tuple[Statistic, ...] = STATISTICS
+__all__ = ["THRESHOLD_NAMES", "Thresholds", "check_alpha", "check_tolerance", "evaluate"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +71,13 @@ class Thresholds:
         }
 
 
-def _check_args(tolerance: object, alpha: object, thresholds: object) -> tuple[float, float]:
+#: The absolute limits, by name: the marker arguments and ``recfair_<name>`` ini keys.
+THRESHOLD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Thresholds))
+
+
+def check_tolerance(tolerance: object) -> float:
+    """``tolerance`` as a float, or a ConfigError that says what is allowed (the one check
+    of it: the gate's, whoever reads the setting)."""
     if isinstance(tolerance, bool) or not isinstance(tolerance, int | float):
         raise ConfigError(
             f"tolerance must be a number >= 0 (how much a statistic may worsen against its "
@@ -90,21 +88,27 @@ def _check_args(tolerance: object, alpha: object, thresholds: object) -> tuple[f
             f"tolerance must be a finite number >= 0; got {tolerance!r}. Use e.g. "
             f"@fairness(tolerance=0.02) or the ini key recfair_tolerance = 0.02."
         )
+    return float(tolerance)
+
+
+def check_alpha(alpha: object) -> float:
+    """``alpha`` (the drift test's significance level) as a float in (0, 1)."""
     if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0.0 < alpha < 1.0:
         raise ConfigError(
             f"alpha (significance level of the baseline comparison) must be a number strictly "
             f"between 0 and 1, e.g. 0.05; got {alpha!r}."
         )
+    return float(alpha)
+
+
+def _check_args(tolerance: object, alpha: object, thresholds: object) -> tuple[float, float]:
+    tol, a_level = check_tolerance(tolerance), check_alpha(alpha)
     if not isinstance(thresholds, Thresholds):
         raise TypeError(
             f"thresholds must be a gate.Thresholds; got {type(thresholds).__name__}. "
             f"Build one with gate.Thresholds(max_snsr=..., ...)."
         )
-    return float(tolerance), float(alpha)
-
-
-def _key(a: AttributeResult) -> tuple[str, str]:
-    return (a.attribute.casefold(), a.metric)
+    return tol, a_level
 
 
 def _threshold_failures(a: AttributeResult, t: Thresholds) -> list[GateFailure]:
@@ -181,6 +185,4 @@ def evaluate(
         failures.extend(d.failures)
         notes.extend(d.notes)
         drift = d.deltas
-    return GateOutcome(
-        passed=not failures, failures=tuple(failures), notes=tuple(notes), drift=drift
-    )
+    return GateOutcome.of(failures, notes, drift)

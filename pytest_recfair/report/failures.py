@@ -1,12 +1,13 @@
 """The words of a failing gate, rendered from its structured ``GateFailure`` records.
 
-``failure_text`` is the one place a failure becomes a sentence; the pytest failure text,
-the terminal summary and every report format use it.
+``failure_text`` is the one place a failure becomes a sentence; the pytest failure text
+(``verdict_message``), the terminal summary and every report format use it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from pytest_recfair.kinds import HIGHER_IS_FAIRER, STATISTICS, accept_command
 from pytest_recfair.report.fmt import LABEL, clip, fmt, fmt_interval, fmt_p
@@ -19,6 +20,7 @@ __all__ = [
     "failure_message",
     "failure_text",
     "format_outcome",
+    "verdict_message",
 ]
 
 
@@ -184,6 +186,23 @@ def failure_message(outcome: GateOutcome, result: AuditResult) -> str:
             "If the new numbers are intended, accept them with: "
             f"{accept_command(result.meta.test_id)}"
         )
+    return "\n".join(lines)
+
+
+def verdict_message(result: AuditResult) -> str:
+    """What pytest says for a judged test (``engine.judge``): the gate's failure message,
+    then why its baseline is missing or unusable; else the test body's error. "" if it
+    passed."""
+    outcome = result.gate
+    if outcome is None or outcome.passed:
+        return ""
+    said = ("baseline", "test")
+    gated = tuple(f for f in outcome.failures if f.kind not in said)
+    missing = [f.detail or "" for f in outcome.failures if f.kind == "baseline"]
+    lines = [failure_message(replace(outcome, failures=gated), result)] if gated else []
+    lines.extend(missing)
+    if not lines:  # only the body failed: its error is the message
+        lines = [f.detail or "" for f in outcome.failures if f.kind == "test"]
     return "\n".join(lines)
 
 
