@@ -15,7 +15,6 @@ from pytest_recfair.report.status import favoured_phrase, favoured_text
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome
 
 __all__ = [
-    "drift_note",
     "failure_label",
     "failure_message",
     "failure_text",
@@ -91,12 +90,6 @@ def failure_text(f: GateFailure, result: AuditResult | None = None) -> str:
     if f.kind == "incompatible":
         return f"baseline not compared: {f.detail}"
     return f.detail or "the fairness baseline is missing or unusable"
-
-
-def drift_note(f: GateFailure) -> str:
-    """The note for a drift beyond tolerance that is not significant (so not a failure)."""
-    alpha = f"{f.alpha:g}" if f.alpha is not None else "n/a"
-    return f"{f.attribute}: {_change(f)} is not significant (p >= alpha {alpha}); not failed"
 
 
 def failure_label(f: GateFailure) -> str:
