@@ -204,8 +204,7 @@ def body_failed(verdict: Verdict, error: str) -> Verdict:
     The test failed, so its audit did: the outcome carries a "test" failure, whatever the
     gate said, and no baseline is written (a run whose test failed is not one to accept).
     """
-    checked = verdict.result.gate or GateOutcome(passed=True)
-    parts = verdict.parts or Judged(checked)
+    parts = verdict.parts or Judged(verdict.result.gate or GateOutcome(passed=True))
     return _verdict(verdict.result, replace(parts, body=error))
 
 

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate import drift as family
-from pytest_recfair.kinds import HIGHER_IS_FAIRER, GatedQuantity, Statistic
+from pytest_recfair.kinds import HIGHER_IS_FAIRER, FailureKind, GatedQuantity, Statistic
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome, Stat
 
 __all__ = ["THRESHOLD_NAMES", "Thresholds", "check_alpha", "check_tolerance", "evaluate"]
@@ -122,16 +122,20 @@ def _threshold_failures(a: AttributeResult, t: Thresholds) -> list[GateFailure]:
         ("unusable", t.max_unusable, family.unusable_share(a), None),
     ]
     for stat, limit, value, full in checks:
+        kind: FailureKind
         if limit is None:
             continue
-        found = GateFailure("threshold", a.attribute, stat, value, limit)
         if value is None:
             # Entropy needs repeats; a threshold that cannot be checked must not pass silently.
-            out.append(replace(found, kind="unmeasured"))
+            kind = "unmeasured"
         elif math.isnan(value):
-            out.append(replace(found, kind="undefined"))
+            kind = "undefined"
         elif value < limit if stat in HIGHER_IS_FAIRER else value > limit:
-            out.append(replace(found, value_ci=full.ci if full is not None else None))
+            kind = "threshold"
+        else:
+            continue
+        ci = full.ci if kind == "threshold" and full is not None else None
+        out.append(GateFailure(kind, a.attribute, stat, value, limit, value_ci=ci))
     return out
 
 
