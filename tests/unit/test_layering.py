@@ -99,3 +99,13 @@ def test_known_exceptions_are_still_needed(rel: str) -> None:
     names = dict(_modules()).get(rel)
     assert names is not None
     assert _imports_report(names), f"{rel} no longer imports the report: remove it from KNOWN"
+
+
+def test_gate_limits_stay_light() -> None:
+    """settings (imported at pytest start-up) reads the threshold names and the tolerance
+    check from gate.limits: it must not pull numpy or the rest of the gate in."""
+    path = PACKAGE / "gate" / "limits.py"
+    names = _imported(ast.parse(path.read_text(encoding="utf-8")), "pytest_recfair.gate.limits")
+    ours = {n for n in names if n.startswith("pytest_recfair")}
+    assert ours <= {"pytest_recfair.errors", "pytest_recfair.errors.ConfigError"}
+    assert not any(n.split(".")[0] in {"numpy", "scipy", "yaml"} for n in names)
