@@ -176,7 +176,7 @@ def _verdict(result: AuditResult, parts: Judged, state: BaselineState | None = N
 
 
 def judge(
-    settings: AuditSettings, result: AuditResult, comparison: BaselineCheck, test_id: str
+    settings: AuditSettings, result: AuditResult, check: BaselineCheck, test_id: str
 ) -> Verdict:
     """Decide pass/fail for one gated test. Pure: writing is :func:`write_baseline`'s job.
 
@@ -184,7 +184,7 @@ def judge(
     thresholds can fail and the new numbers are to become the baseline. Otherwise a
     missing, unusable or incompatible baseline fails and says how to (re)create it.
     """
-    state = comparison.state
+    state = check.state
     checked = result.gate or GateOutcome(passed=True)
     if settings.update:
         return _verdict(result, Judged(checked, force=settings.update_force), state)
