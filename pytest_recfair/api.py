@@ -23,7 +23,6 @@ from typing import Any
 
 from pytest_recfair import prompts, settings
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.gate import baselines
 from pytest_recfair.results import AuditResult, GateOutcome
 
 __all__ = ["audit", "judge"]
@@ -118,7 +117,4 @@ def judge(
             f"judge: baseline must be an AuditResult (e.g. baselines.load(path)) or None; "
             f"got {type(baseline).__name__}."
         )
-    s = _settings(gate_arguments, "judge")
-    problem = None if baseline is None else baselines.result_incompatibility(baseline, result)
-    outcome = verdict.gate_result(s, result, None if problem else baseline, problem).gate
-    return outcome if outcome is not None else GateOutcome(passed=True)
+    return verdict.gate_against(_settings(gate_arguments, "judge"), result, baseline)

@@ -350,10 +350,24 @@ _FAILURE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(GateFailure))
 
 @dataclass(frozen=True, slots=True)
 class GateOutcome:
+    """What the gate decided for one test: structured failures (worded by
+    ``report.failures``), notes, and every drift delta. Build it with :meth:`of`."""
+
     passed: bool
     failures: tuple[GateFailure, ...] = ()
     notes: tuple[str, ...] = ()  # e.g. "model changed: gpt-4o -> gpt-4.1"
     drift: dict[str, dict[str, float]] = field(default_factory=dict)  # attr -> stat -> delta
+
+    @classmethod
+    def of(
+        cls,
+        failures: Iterable[GateFailure] = (),
+        notes: Iterable[str] = (),
+        drift: dict[str, dict[str, float]] | None = None,
+    ) -> GateOutcome:
+        """The outcome of these failures: it passes exactly when there are none."""
+        found = tuple(failures)
+        return cls(not found, found, tuple(notes), dict(drift or {}))
 
     def to_dict(self) -> dict[str, Any]:
         return {

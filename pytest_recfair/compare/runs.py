@@ -22,7 +22,7 @@ from pytest_recfair.metrics.inference import DriftResult
 from pytest_recfair.report.fmt import LABEL, fmt, fmt_delta
 from pytest_recfair.results import AttributeResult, AuditResult
 
-__all__ = ["Comparison", "DriftRow", "compare_runs", "table_lines"]
+__all__ = ["DriftRow", "RunDrift", "compare_runs", "table_lines"]
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,9 @@ class DriftRow:
 
 
 @dataclass(frozen=True)
-class Comparison:
-    """Every row, notes on what was not compared, and the levels used."""
+class RunDrift:
+    """Drift between two stored runs: every row, notes on what was not compared, and the
+    levels used."""
 
     rows: tuple[DriftRow, ...]
     notes: tuple[str, ...]
@@ -142,7 +143,7 @@ def compare_runs(
     tolerance: float = 0.0,
     n_resamples: int = 2000,
     seed: int = 0,
-) -> Comparison:
+) -> RunDrift:
     """Compare run ``b`` with run ``a``, test by test (see the module docstring)."""
     by_id = {r.meta.test_id: r for r in a}
     shared = [r for r in b if r.meta.test_id in by_id]
@@ -155,14 +156,14 @@ def compare_runs(
         found, more = _one(by_id[r.meta.test_id], r, level, tolerance, n_resamples, seed)
         rows += found
         notes += [f"{r.meta.test_id}: {n}" for n in more]
-    return Comparison(tuple(rows), tuple(notes), alpha, len(shared))
+    return RunDrift(tuple(rows), tuple(notes), alpha, len(shared))
 
 
 def _p(p: float) -> str:
     return "n/a" if math.isnan(p) else ("<0.001" if p < 0.001 else f"{p:.3f}")
 
 
-def table_lines(c: Comparison) -> list[str]:
+def table_lines(c: RunDrift) -> list[str]:
     """The drift table as text lines: one block per test, one row per statistic."""
     head = ("attribute", "metric", "statistic", "A", "B", "Δ (B-A)", "p", "")
     lines: list[str] = []

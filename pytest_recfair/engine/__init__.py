@@ -20,8 +20,8 @@ from pytest_recfair.engine.pipeline import measure, run_audit
 from pytest_recfair.engine.record import RunCollector, TestRecord, property_items
 from pytest_recfair.engine.sharding import MergeSource, ShardWritten, run_shard
 from pytest_recfair.engine.verdict import (
+    BaselineCheck,
     BaselineState,
-    Comparison,
     Verdict,
     body_failed,
     compare,
@@ -33,8 +33,8 @@ from pytest_recfair.engine.verdict import (
 
 __all__ = [
     "AuditKind",
+    "BaselineCheck",
     "BaselineState",
-    "Comparison",
     "MergeSource",
     "RunCollector",
     "Scored",

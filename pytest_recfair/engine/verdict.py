@@ -1,13 +1,16 @@
 """The verdict of one audited test: its baseline, the gate, pass/fail, the baseline writer.
 
 Pure except :func:`load_baseline` (reads) and :func:`write_baseline` (writes): the plugin
-loads the state, :func:`compare` checks compatibility once, :func:`gate_result` gates,
+loads the state, :func:`compare` checks compatibility once, :func:`gate_outcome` gates,
 :func:`judge` decides, and :func:`write_baseline` writes what the verdict says to write.
+Each outcome is built once from its parts (the gate's structured failures, the kind's own,
+the baseline's state, the test body's error); the words are ``report.failures``'s: this
+module never imports ``report``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_recfair.engine import registry
@@ -19,11 +22,15 @@ from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from pytest_recfair.settings import AuditSettings
 
 __all__ = [
+    "FORCED_NOTE",
+    "BaselineCheck",
     "BaselineState",
-    "Comparison",
+    "Judged",
     "Verdict",
     "body_failed",
     "compare",
+    "gate_against",
+    "gate_outcome",
     "gate_result",
     "judge",
     "load_baseline",
@@ -58,23 +65,56 @@ def load_baseline(root: Path, test_id: str, name: str | None = None) -> Baseline
 
 
 @dataclass(frozen=True, slots=True)
-class Comparison:
-    """The baseline state of one test and what it means for this run (decided once)."""
+class BaselineCheck:
+    """The stored baseline of one test and whether this run is compared with it (decided
+    once, before the test body runs)."""
 
     state: BaselineState
     baseline: AuditResult | None  # compared against: usable, compatible, not updating
     problem: str | None = None  # why the stored baseline is not compared (incompatible)
 
 
-def compare(settings: AuditSettings, result: AuditResult, state: BaselineState) -> Comparison:
+def compare(settings: AuditSettings, result: AuditResult, state: BaselineState) -> BaselineCheck:
     """Whether this run is compared with the stored baseline: not under --fairness-update,
     not without a usable file, not when it is incompatible (a run on a subset of the
     baseline's entities is compatible: it is compared on the shared entities)."""
     stored = state.result
     if settings.update or stored is None:
-        return Comparison(state, None)
+        return BaselineCheck(state, None)
     problem = baselines.result_incompatibility(stored, result)
-    return Comparison(state, None if problem else stored, problem)
+    return BaselineCheck(state, None if problem else stored, problem)
+
+
+def gate_outcome(
+    settings: AuditSettings,
+    result: AuditResult,
+    baseline: AuditResult | None,
+    problem: str | None = None,
+) -> GateOutcome:
+    """What the gate says before the test body runs: absolute thresholds, drift against a
+    compatible ``baseline``, the kind's own failures, and ``problem`` (an incompatible
+    baseline, not compared) as a failure."""
+    measured = gate.evaluate(
+        result,
+        baseline,
+        gate.Thresholds(**settings.thresholds()),
+        tolerance=settings.tolerance,
+        alpha=settings.alpha,
+        seed=settings.resample_seed,
+        n_resamples=settings.n_resamples,
+        gated=settings.gated,
+    )
+    own = registry.select(settings).failures(settings, result, baseline)
+    incompatible = (GateFailure("incompatible", detail=problem),) if problem else ()
+    return GateOutcome.of((*measured.failures, *own, *incompatible), measured.notes, measured.drift)
+
+
+def gate_against(
+    settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
+) -> GateOutcome:
+    """:func:`gate_outcome` against ``baseline`` when it is compatible with ``result``."""
+    problem = None if baseline is None else baselines.result_incompatibility(baseline, result)
+    return gate_outcome(settings, result, None if problem else baseline, problem)
 
 
 def gate_result(
@@ -83,39 +123,60 @@ def gate_result(
     baseline: AuditResult | None,
     problem: str | None = None,
 ) -> AuditResult:
-    """``result`` with its gate outcome; ``problem`` (an incompatible baseline) fails it."""
-    outcome = gate.evaluate(
-        result,
-        baseline,
-        _thresholds(settings),
-        tolerance=settings.tolerance,
-        alpha=settings.alpha,
-        seed=settings.resample_seed,
-        n_resamples=settings.n_resamples,
-        gated=settings.gated,
-    )
-    own = registry.select(settings).failures(settings, result, baseline)
-    if own:
-        outcome = replace(outcome, passed=False, failures=(*outcome.failures, *own))
-    if problem:
-        failure = GateFailure("incompatible", detail=problem)
-        outcome = replace(outcome, passed=False, failures=(*outcome.failures, failure))
-    return replace(result, gate=outcome)
+    """``result`` with its :func:`gate_outcome`."""
+    return replace(result, gate=gate_outcome(settings, result, baseline, problem))
+
+
+#: The note of a run stored past its max_unusable by --fairness-update-force.
+FORCED_NOTE = "stored although too many replies were unusable (--fairness-update-force)"
+
+
+@dataclass(frozen=True, slots=True)
+class Judged:
+    """The parts of a judged outcome; :func:`_outcome` composes them, once per verdict."""
+
+    checked: GateOutcome  # the gate before the test body ran (:func:`gate_outcome`)
+    force: bool = False  # --fairness-update-force: a crossed max_unusable is only a note
+    missing: str | None = None  # why there is no usable baseline (it fails the test)
+    body: str | None = None  # the test body's own error
+
+
+def _outcome(parts: Judged) -> GateOutcome:
+    failures, notes = parts.checked.failures, parts.checked.notes
+    if parts.force:
+        kept = tuple(f for f in failures if f.statistic != "unusable")
+        if len(kept) != len(failures):
+            failures, notes = kept, (*notes, FORCED_NOTE)
+    if parts.missing is not None:
+        failures = (*failures, GateFailure("baseline", detail=parts.missing))
+    if parts.body is not None:
+        failures = (*failures, GateFailure("test", detail=parts.body))
+    return GateOutcome.of(failures, notes, parts.checked.drift)
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """Pass/fail of one audited test; ``result`` carries the gate outcome as judged."""
+    """Pass/fail of one audited test; ``result`` carries the gate outcome as judged (its
+    words, for pytest and every report, are ``report.verdict_message``'s)."""
 
     passed: bool
     result: AuditResult
-    message: str = ""
     write: Path | None = None  # where to write the baseline (--fairness-update, passed)
     moved_from: Path | None = None  # the old node-id file it replaces
+    parts: Judged | None = field(default=None, repr=False)  # what the outcome was built from
+
+
+def _verdict(result: AuditResult, parts: Judged, state: BaselineState | None = None) -> Verdict:
+    """The verdict of ``parts``; ``state`` is where a passing update writes its baseline."""
+    outcome = _outcome(parts)
+    judged = replace(result, gate=outcome)
+    if state is None or not outcome.passed:
+        return Verdict(outcome.passed, judged, parts=parts)
+    return Verdict(True, judged, write=state.path, moved_from=state.legacy, parts=parts)
 
 
 def judge(
-    settings: AuditSettings, result: AuditResult, comparison: Comparison, test_id: str
+    settings: AuditSettings, result: AuditResult, check: BaselineCheck, test_id: str
 ) -> Verdict:
     """Decide pass/fail for one gated test. Pure: writing is :func:`write_baseline`'s job.
 
@@ -123,42 +184,18 @@ def judge(
     thresholds can fail and the new numbers are to become the baseline. Otherwise a
     missing, unusable or incompatible baseline fails and says how to (re)create it.
     """
-    state = comparison.state
-    outcome = result.gate or GateOutcome(passed=True)
+    state = check.state
+    checked = result.gate or GateOutcome(passed=True)
     if settings.update:
-        if settings.update_force:
-            outcome = _forced(outcome)
-            result = replace(result, gate=outcome)
-        if not outcome.passed:
-            return Verdict(False, result, _failure_message(result, outcome))
-        return Verdict(True, result, write=state.path, moved_from=state.legacy)
+        return _verdict(result, Judged(checked, force=settings.update_force), state)
     problem = _missing_baseline(state, test_id)
-    if problem is not None:
-        if not outcome.passed:
-            # limits crossed too: both are said, and --fairness-update would refuse this run
-            problem = (
-                f"{problem.split(chr(10))[0]} It cannot be created from this run: "
-                f"--fairness-update stores only a run that passes its absolute limits."
-            )
-        failure = GateFailure("baseline", detail=problem)
-        judged = replace(
-            result, gate=replace(outcome, passed=False, failures=(*outcome.failures, failure))
+    if problem is not None and not checked.passed:
+        # limits crossed too: both are said, and --fairness-update would refuse this run
+        problem = (
+            f"{problem.split(chr(10))[0]} It cannot be created from this run: "
+            f"--fairness-update stores only a run that passes its absolute limits."
         )
-        if outcome.passed:
-            return Verdict(False, judged, problem)
-        return Verdict(False, judged, f"{_failure_message(result, outcome)}\n{problem}")
-    if outcome.passed:
-        return Verdict(True, result)
-    return Verdict(False, result, _failure_message(result, outcome))
-
-
-def _forced(outcome: GateOutcome) -> GateOutcome:
-    """--fairness-update-force: a crossed max_unusable becomes a note, not a refusal."""
-    kept = tuple(f for f in outcome.failures if f.statistic != "unusable")
-    if len(kept) == len(outcome.failures):
-        return outcome
-    note = "stored although too many replies were unusable (--fairness-update-force)"
-    return replace(outcome, passed=not kept, failures=kept, notes=(*outcome.notes, note))
+    return _verdict(result, Judged(checked, missing=problem))
 
 
 def body_failed(verdict: Verdict, error: str) -> Verdict:
@@ -167,10 +204,8 @@ def body_failed(verdict: Verdict, error: str) -> Verdict:
     The test failed, so its audit did: the outcome carries a "test" failure, whatever the
     gate said, and no baseline is written (a run whose test failed is not one to accept).
     """
-    outcome = verdict.result.gate or GateOutcome(passed=True)
-    failure = GateFailure("test", detail=error)
-    judged = replace(outcome, passed=False, failures=(*outcome.failures, failure))
-    return Verdict(False, replace(verdict.result, gate=judged), verdict.message or error)
+    parts = verdict.parts or Judged(verdict.result.gate or GateOutcome(passed=True))
+    return _verdict(verdict.result, replace(parts, body=error))
 
 
 def write_baseline(verdict: Verdict) -> Path | None:
@@ -202,13 +237,3 @@ def _missing_baseline(state: BaselineState, test_id: str) -> str | None:
             f"Create it from this run with: {accept}\nthen commit the baseline file."
         )
     return None
-
-
-def _failure_message(result: AuditResult, outcome: GateOutcome) -> str:
-    from pytest_recfair import report  # the words are the report's, the decision the gate's
-
-    return report.failure_message(outcome, result)
-
-
-def _thresholds(settings: AuditSettings) -> gate.Thresholds:
-    return gate.Thresholds(**settings.thresholds())

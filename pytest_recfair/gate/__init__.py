@@ -1,1 +1,3 @@
-"""The gate's decisions: thresholds, drift against a baseline, baseline files, the verdict."""
+"""The gate's decisions, as data: limits (stdlib only), thresholds, drift against a baseline,
+baseline files, unanswered prompts. Failures are ``results.GateFailure`` records; their
+words are ``report.failures``'s (no module here imports ``report``)."""

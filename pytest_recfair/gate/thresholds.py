@@ -19,92 +19,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass, fields, replace
 
-from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate import drift as family
-from pytest_recfair.kinds import (
-    HIGHER_IS_FAIRER,
-    STATISTICS,
-    GatedQuantity,
-    Statistic,
-)
+from pytest_recfair.gate.limits import THRESHOLD_NAMES, Thresholds, check_alpha, check_tolerance
+from pytest_recfair.kinds import HIGHER_IS_FAIRER, FailureKind, GatedQuantity, Statistic
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome, Stat
 
-__all__ = ["DRIFT_STATISTICS", "Thresholds", "evaluate"]
-
-# Statistics compared against a baseline (gated or reported: see drift.evaluate_drift).
-DRIFT_STATISTICS: tuple[Statistic, ...] = STATISTICS
-
-
-@dataclass(frozen=True, slots=True)
-class Thresholds:
-    """Absolute limits; ``None`` switches a check off.
-
-    SNSR, SNSV and the refusal gap are in [0, 1] (similarities and rates), PAFS in [0, 1],
-    entropy in bits (>= 0).
-    """
-
-    max_snsr: float | None = None
-    max_snsv: float | None = None
-    min_pafs: float | None = None
-    max_entropy: float | None = None
-    max_refusal_gap: float | None = None
-    max_unusable: float | None = None
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if value is None:
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ConfigError(
-                    f"threshold {f.name} must be a number or None; got "
-                    f"{type(value).__name__} {value!r}. Set e.g. @fairness({f.name}=0.1)."
-                )
-            upper = math.inf if f.name == "max_entropy" else 1.0
-            if not (0.0 <= float(value) <= upper):
-                allowed = ">= 0 (bits)" if f.name == "max_entropy" else "between 0 and 1"
-                raise ConfigError(
-                    f"threshold {f.name} must be {allowed}; got {value!r}. "
-                    f"Similarities, SNSR/SNSV/PAFS and rates all lie in [0, 1]."
-                )
-
-    def active(self) -> dict[str, float]:
-        """The thresholds that are set, by name."""
-        return {
-            f.name: float(getattr(self, f.name))
-            for f in fields(self)
-            if getattr(self, f.name) is not None
-        }
+__all__ = ["THRESHOLD_NAMES", "Thresholds", "check_alpha", "check_tolerance", "evaluate"]
 
 
 def _check_args(tolerance: object, alpha: object, thresholds: object) -> tuple[float, float]:
-    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float):
-        raise ConfigError(
-            f"tolerance must be a number >= 0 (how much a statistic may worsen against its "
-            f"baseline); got {type(tolerance).__name__} {tolerance!r}."
-        )
-    if not (0.0 <= float(tolerance) < math.inf):
-        raise ConfigError(
-            f"tolerance must be a finite number >= 0; got {tolerance!r}. Use e.g. "
-            f"@fairness(tolerance=0.02) or the ini key recfair_tolerance = 0.02."
-        )
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0.0 < alpha < 1.0:
-        raise ConfigError(
-            f"alpha (significance level of the baseline comparison) must be a number strictly "
-            f"between 0 and 1, e.g. 0.05; got {alpha!r}."
-        )
+    tol, a_level = check_tolerance(tolerance), check_alpha(alpha)
     if not isinstance(thresholds, Thresholds):
         raise TypeError(
             f"thresholds must be a gate.Thresholds; got {type(thresholds).__name__}. "
             f"Build one with gate.Thresholds(max_snsr=..., ...)."
         )
-    return float(tolerance), float(alpha)
-
-
-def _key(a: AttributeResult) -> tuple[str, str]:
-    return (a.attribute.casefold(), a.metric)
+    return tol, a_level
 
 
 def _threshold_failures(a: AttributeResult, t: Thresholds) -> list[GateFailure]:
@@ -118,16 +49,20 @@ def _threshold_failures(a: AttributeResult, t: Thresholds) -> list[GateFailure]:
         ("unusable", t.max_unusable, family.unusable_share(a), None),
     ]
     for stat, limit, value, full in checks:
+        kind: FailureKind
         if limit is None:
             continue
-        found = GateFailure("threshold", a.attribute, stat, value, limit)
         if value is None:
             # Entropy needs repeats; a threshold that cannot be checked must not pass silently.
-            out.append(replace(found, kind="unmeasured"))
+            kind = "unmeasured"
         elif math.isnan(value):
-            out.append(replace(found, kind="undefined"))
+            kind = "undefined"
         elif value < limit if stat in HIGHER_IS_FAIRER else value > limit:
-            out.append(replace(found, value_ci=full.ci if full is not None else None))
+            kind = "threshold"
+        else:
+            continue
+        ci = full.ci if kind == "threshold" and full is not None else None
+        out.append(GateFailure(kind, a.attribute, stat, value, limit, value_ci=ci))
     return out
 
 
@@ -181,6 +116,4 @@ def evaluate(
         failures.extend(d.failures)
         notes.extend(d.notes)
         drift = d.deltas
-    return GateOutcome(
-        passed=not failures, failures=tuple(failures), notes=tuple(notes), drift=drift
-    )
+    return GateOutcome.of(failures, notes, drift)

@@ -76,7 +76,7 @@ _INI_HELP = {
 }
 
 _SETTINGS = pytest.StashKey[settings.AuditSettings]()
-_AUDIT = pytest.StashKey["tuple[settings.AuditSettings, audit.Comparison]"]()
+_AUDIT = pytest.StashKey["tuple[settings.AuditSettings, audit.BaselineCheck]"]()
 _RECORD = pytest.StashKey["audit.TestRecord"]()
 _REPORT_PATHS = pytest.StashKey[list[Path]]()
 _FIXTURE_ERRORS = pytest.StashKey[set[int]]()
@@ -906,7 +906,9 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         raise
     verdict = _judge(item, None)
     if verdict is not None and not verdict.passed:
-        pytest.fail(verdict.message, pytrace=False)
+        from pytest_recfair.report.failures import verdict_message  # the report words it
+
+        pytest.fail(verdict_message(verdict.result), pytrace=False)
     return outcome
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from pytest_recfair.kinds import REPORT_FORMATS, accept_command
 from pytest_recfair.report.failures import (
-    drift_note,
     failure_label,
     failure_message,
     failure_text,
@@ -55,7 +54,6 @@ __all__ = [
     "check_report_path",
     "clip",
     "describe",
-    "drift_note",
     "failure_label",
     "failure_message",
     "failure_text",

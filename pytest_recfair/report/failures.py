@@ -1,12 +1,13 @@
 """The words of a failing gate, rendered from its structured ``GateFailure`` records.
 
-``failure_text`` is the one place a failure becomes a sentence; the pytest failure text,
-the terminal summary and every report format use it.
+``failure_text`` is the one place a failure becomes a sentence; the pytest failure text
+(``verdict_message``), the terminal summary and every report format use it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from pytest_recfair.kinds import HIGHER_IS_FAIRER, STATISTICS, accept_command
 from pytest_recfair.report.fmt import LABEL, clip, fmt, fmt_interval, fmt_p
@@ -14,11 +15,11 @@ from pytest_recfair.report.status import favoured_phrase, favoured_text
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome
 
 __all__ = [
-    "drift_note",
     "failure_label",
     "failure_message",
     "failure_text",
     "format_outcome",
+    "verdict_message",
 ]
 
 
@@ -89,12 +90,6 @@ def failure_text(f: GateFailure, result: AuditResult | None = None) -> str:
     if f.kind == "incompatible":
         return f"baseline not compared: {f.detail}"
     return f.detail or "the fairness baseline is missing or unusable"
-
-
-def drift_note(f: GateFailure) -> str:
-    """The note for a drift beyond tolerance that is not significant (so not a failure)."""
-    alpha = f"{f.alpha:g}" if f.alpha is not None else "n/a"
-    return f"{f.attribute}: {_change(f)} is not significant (p >= alpha {alpha}); not failed"
 
 
 def failure_label(f: GateFailure) -> str:
@@ -184,6 +179,23 @@ def failure_message(outcome: GateOutcome, result: AuditResult) -> str:
             "If the new numbers are intended, accept them with: "
             f"{accept_command(result.meta.test_id)}"
         )
+    return "\n".join(lines)
+
+
+def verdict_message(result: AuditResult) -> str:
+    """What pytest says for a judged test (``engine.judge``): the gate's failure message,
+    then why its baseline is missing or unusable; else the test body's error. "" if it
+    passed."""
+    outcome = result.gate
+    if outcome is None or outcome.passed:
+        return ""
+    said = ("baseline", "test")
+    gated = tuple(f for f in outcome.failures if f.kind not in said)
+    missing = [f.detail or "" for f in outcome.failures if f.kind == "baseline"]
+    lines = [failure_message(replace(outcome, failures=gated), result)] if gated else []
+    lines.extend(missing)
+    if not lines:  # only the body failed: its error is the message
+        lines = [f.detail or "" for f in outcome.failures if f.kind == "test"]
     return "\n".join(lines)
 
 

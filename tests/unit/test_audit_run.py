@@ -15,6 +15,7 @@ from pytest_recfair import prompts, report
 from pytest_recfair.engine import registry
 from pytest_recfair.engine.overlap import OVERLAP
 from pytest_recfair.errors import DataError, ProviderError
+from pytest_recfair.report.failures import verdict_message
 from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings, resolve
 from pytest_recfair.sim import SimulatedRecommender
@@ -112,8 +113,8 @@ def test_judge_update_missing_unusable_and_compatible(tmp_path: Path) -> None:
 
     missing = _judge(_settings(), result, state)
     assert not missing.passed
-    assert "no fairness baseline for t::x" in missing.message
-    assert "pytest --fairness --fairness-update 't::x'" in missing.message
+    assert "no fairness baseline for t::x" in verdict_message(missing.result)
+    assert "pytest --fairness --fairness-update 't::x'" in verdict_message(missing.result)
     assert missing.result.gate is not None
     assert not missing.result.gate.passed
     assert missing.write is None
@@ -136,7 +137,7 @@ def test_judge_update_missing_unusable_and_compatible(tmp_path: Path) -> None:
     assert broken.problem is not None
     verdict = _judge(_settings(), result, broken)
     assert not verdict.passed
-    assert "is unusable" in verdict.message
+    assert "is unusable" in verdict_message(verdict.result)
 
 
 def test_incompatible_baseline_is_not_compared() -> None:

@@ -1,0 +1,87 @@
+"""The gate's settings and their one check: absolute limits, tolerance, alpha.
+
+Stdlib only, so ``settings`` (imported at pytest start-up) can read the threshold names
+and validate the tolerance here without importing numpy; ``thresholds.evaluate`` applies
+them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+from pytest_recfair.errors import ConfigError
+
+__all__ = ["THRESHOLD_NAMES", "Thresholds", "check_alpha", "check_tolerance"]
+
+
+@dataclass(frozen=True, slots=True)
+class Thresholds:
+    """Absolute limits; ``None`` switches a check off.
+
+    SNSR, SNSV and the refusal gap are in [0, 1] (similarities and rates), PAFS in [0, 1],
+    entropy in bits (>= 0).
+    """
+
+    max_snsr: float | None = None
+    max_snsv: float | None = None
+    min_pafs: float | None = None
+    max_entropy: float | None = None
+    max_refusal_gap: float | None = None
+    max_unusable: float | None = None
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigError(
+                    f"threshold {f.name} must be a number or None; got "
+                    f"{type(value).__name__} {value!r}. Set e.g. @fairness({f.name}=0.1)."
+                )
+            upper = math.inf if f.name == "max_entropy" else 1.0
+            if not (0.0 <= float(value) <= upper):
+                allowed = ">= 0 (bits)" if f.name == "max_entropy" else "between 0 and 1"
+                raise ConfigError(
+                    f"threshold {f.name} must be {allowed}; got {value!r}. "
+                    f"Similarities, SNSR/SNSV/PAFS and rates all lie in [0, 1]."
+                )
+
+    def active(self) -> dict[str, float]:
+        """The thresholds that are set, by name."""
+        return {
+            f.name: float(getattr(self, f.name))
+            for f in fields(self)
+            if getattr(self, f.name) is not None
+        }
+
+
+#: The absolute limits, by name: the marker arguments and ``recfair_<name>`` ini keys.
+THRESHOLD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Thresholds))
+
+
+def check_tolerance(tolerance: object) -> float:
+    """``tolerance`` as a float, or a ConfigError that says what is allowed (the one check
+    of it: the gate's, whoever reads the setting)."""
+    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float):
+        raise ConfigError(
+            f"tolerance must be a number >= 0 (how much a statistic may worsen against its "
+            f"baseline); got {type(tolerance).__name__} {tolerance!r}."
+        )
+    if not (0.0 <= float(tolerance) < math.inf):
+        raise ConfigError(
+            f"tolerance must be a finite number >= 0; got {tolerance!r}. Use e.g. "
+            f"@fairness(tolerance=0.02) or the ini key recfair_tolerance = 0.02."
+        )
+    return float(tolerance)
+
+
+def check_alpha(alpha: object) -> float:
+    """``alpha`` (the drift test's significance level) as a float in (0, 1)."""
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0.0 < alpha < 1.0:
+        raise ConfigError(
+            f"alpha (significance level of the baseline comparison) must be a number strictly "
+            f"between 0 and 1, e.g. 0.05; got {alpha!r}."
+        )
+    return float(alpha)

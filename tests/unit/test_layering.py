@@ -1,0 +1,111 @@
+"""Architecture: the engine and the gate decide, the report words (issue 19, point 3).
+
+No module under ``pytest_recfair/engine/`` or ``pytest_recfair/gate/`` imports
+``pytest_recfair.report``, at module level or inside a function: failures leave them as
+structured ``GateFailure`` records and ``report.failures`` turns them into sentences.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import pytest_recfair
+
+PACKAGE = Path(pytest_recfair.__file__).parent
+DECIDING = ("engine", "gate")
+
+#: Modules allowed to import the report for now, and why. Each entry is a debt: the test
+#: below fails once the import is gone, so the entry is removed with it.
+KNOWN: dict[str, str] = {
+    # the run collector renders the terminal summary and writes the report files at the
+    # end of a run; it belongs with the plugin's session code (issue 19, the plugin split)
+    "engine/record.py": "end-of-run rendering",
+}
+
+
+def _imported(tree: ast.AST, module: str) -> set[str]:
+    """Every module an ``import``/``from ... import`` anywhere in ``tree`` names (relative
+    imports resolved against ``module``), including imports inside functions."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = module.split(".")[: -node.level]
+                base = ".".join([*parts, base] if base else parts)
+            out.add(base)
+            # "from pytest_recfair import report" names the package in the alias
+            out.update(f"{base}.{alias.name}" for alias in node.names)
+    return out
+
+
+def _modules() -> list[tuple[str, set[str]]]:
+    found = []
+    for layer in DECIDING:
+        for path in sorted((PACKAGE / layer).rglob("*.py")):
+            rel = path.relative_to(PACKAGE).as_posix()
+            dotted = "pytest_recfair." + rel.removesuffix(".py").replace("/", ".")
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+            found.append((rel, _imported(tree, dotted)))
+    return found
+
+
+def _imports_report(names: set[str]) -> bool:
+    return any(
+        n == "pytest_recfair.report" or n.startswith("pytest_recfair.report.") for n in names
+    )
+
+
+def test_the_check_sees_every_kind_of_import() -> None:
+    src = (
+        "import pytest_recfair.report.fmt\n"
+        "def f():\n"
+        "    from pytest_recfair import report\n"
+        "    from ..report import failures\n"
+    )
+    names = _imported(ast.parse(src), "pytest_recfair.engine.x")
+    assert "pytest_recfair.report.fmt" in names
+    assert "pytest_recfair.report" in names
+    assert "pytest_recfair.report.failures" in names
+    assert not _imports_report(_imported(ast.parse("import pytest_recfair.reporting"), "m"))
+
+
+def test_the_layers_are_there() -> None:
+    names = {rel for rel, _ in _modules()}
+    assert "engine/verdict.py" in names
+    assert "gate/thresholds.py" in names
+
+
+@pytest.mark.parametrize("layer", DECIDING)
+def test_engine_and_gate_never_import_the_report(layer: str) -> None:
+    offenders = [
+        rel
+        for rel, names in _modules()
+        if rel.startswith(f"{layer}/") and rel not in KNOWN and _imports_report(names)
+    ]
+    assert offenders == [], (
+        f"{', '.join(offenders)} import pytest_recfair.report: return structured "
+        f"GateFailure records and let report.failures word them"
+    )
+
+
+@pytest.mark.parametrize("rel", sorted(KNOWN))
+def test_known_exceptions_are_still_needed(rel: str) -> None:
+    names = dict(_modules()).get(rel)
+    assert names is not None
+    assert _imports_report(names), f"{rel} no longer imports the report: remove it from KNOWN"
+
+
+def test_gate_limits_stay_light() -> None:
+    """settings (imported at pytest start-up) reads the threshold names and the tolerance
+    check from gate.limits: it must not pull numpy or the rest of the gate in."""
+    path = PACKAGE / "gate" / "limits.py"
+    names = _imported(ast.parse(path.read_text(encoding="utf-8")), "pytest_recfair.gate.limits")
+    ours = {n for n in names if n.startswith("pytest_recfair")}
+    assert ours <= {"pytest_recfair.errors", "pytest_recfair.errors.ConfigError"}
+    assert not any(n.split(".")[0] in {"numpy", "scipy", "yaml"} for n in names)
