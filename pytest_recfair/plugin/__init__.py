@@ -48,33 +48,6 @@ _PROVIDER_INI = {
     "recfair_base_url": "provider base URL (default: the provider's public endpoint)",
     "recfair_api_key_env": "name of the environment variable that holds the API key",
 }
-_INI_HELP = {
-    "record_mode": "cassette record mode: " + ", ".join(RECORD_MODES) + " (default none)",
-    "update": "write/refresh baselines instead of comparing (true/false)",
-    "report": "write a fairness report to this path (" + ", ".join(REPORT_FORMATS) + ")",
-    "cassette_dir": "cassette directory, relative to rootdir (default fixtures/cassettes)",
-    "baseline_dir": "baseline directory, relative to rootdir (default baselines)",
-    "vcr_cassettes": "cassettes recorded with vcrpy/pytest-recording to replay from "
-    "(comma-separated files or folders, relative to rootdir; YAML or JSON)",
-    "alpha": "significance level of the baseline comparison (default 0.05)",
-    "n_resamples": "bootstrap resamples for confidence intervals (default 1000)",
-    "batch": "record missing prompts through the provider's batch API (true/false)",
-    "batch_poll": "seconds before the first batch status poll (default 10; then x1.5, max 60)",
-    "shard_dir": "where --fairness-shard writes shard results (default fairness-shards)",
-    "timeout": "seconds per request to the recommender (default 60)",
-    "max_retries": "retries of a failed request (default 5)",
-    "temperature": "sampling temperature sent to the provider (default: the provider's, 0)",
-    "max_tokens": "reply length limit sent to the provider",
-    "sampling_seed": "the model's seed parameter (OpenAI, Gemini)",
-    "system": "system message replacing the templates' one",
-    "extra_headers": "extra request headers as 'Name: ENV_VAR' pairs (values from the environment)",
-    "prices": "USD per million input and output tokens, e.g. '0.15, 0.60'",
-    "max_requests": "refuse to start live requests beyond this many in one run",
-    "max_cost": "refuse to start live requests beyond this estimated cost (USD)",
-    "max_reply_chars": "replies longer than this are cut, with a note (default 100000)",
-    "plan": "print the plans and send nothing (true/false; --fairness-plan)",
-}
-
 _SETTINGS = pytest.StashKey[settings.AuditSettings]()
 _AUDIT = pytest.StashKey["tuple[settings.AuditSettings, audit.Comparison]"]()
 _RECORD = pytest.StashKey["audit.TestRecord"]()
@@ -169,7 +142,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
     _add_scale_options(group)
     for ini_name, key in settings.INI_KEYS.items():
-        parser.addini(ini_name, _INI_HELP.get(key, f"default for @fairness({key}=...)"))
+        parser.addini(ini_name, settings.ini_help(key))
     for ini_name, help_text in _PROVIDER_INI.items():
         parser.addini(ini_name, help_text)
 
@@ -785,14 +758,13 @@ def _live_line(config: pytest.Config, planned: Any) -> Any:
 def _configured(recommender: Any, s: settings.AuditSettings) -> Any:
     """The recommender with this test's provider settings (ini and marker) applied."""
     from pytest_recfair import providers
-    from pytest_recfair.providers.envheaders import parse_header_envs
 
     return providers.configure(
         recommender,
         temperature=s.temperature,
         max_tokens=s.max_tokens,
         seed=s.sampling_seed,
-        header_envs=parse_header_envs(s.extra_headers) if s.extra_headers else None,
+        header_envs=dict(s.extra_headers) if s.extra_headers else None,
     )
 
 
