@@ -8,6 +8,7 @@ time. Every usage error is raised here, before any prompt is sent (pytest exits 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -38,10 +39,14 @@ def add_options(parser: pytest.Parser) -> None:
         default=False,
         help="run the tests marked @pytest.mark.fairness (fairness audits)",
     )
-    for key, (_, declared) in settings.SETTINGS.items():
-        if declared.option is not None:
-            _add_setting_option(group, key, declared.option)
-    _add_run_options(group)
+    for part in _HELP_LAYOUT:
+        if callable(part):
+            part(group)
+            continue
+        for key in part:
+            option = settings.SETTINGS[key][1].option
+            assert option is not None, key  # every key of _HELP_LAYOUT has an option
+            _add_setting_option(group, key, option)
     for ini_name, key in settings.INI_KEYS.items():
         parser.addini(ini_name, settings.ini_help(key))
     for ini_name, help_text in PROVIDER_INI.items():
@@ -66,9 +71,8 @@ def _add_setting_option(group: pytest.OptionGroup, key: str, option: settings.Op
     group.addoption(flag, **kwargs)
 
 
-def _add_run_options(group: pytest.OptionGroup) -> None:
-    """Reports and history (docs/reports.md), pruning (docs/cassettes.md), shards
-    (docs/scale.md): options of the whole run, not of one audit."""
+def _add_report_options(group: pytest.OptionGroup) -> None:
+    """Reports and history (docs/reports.md): options of the whole run."""
     group.addoption(
         "--fairness-report",
         dest="fairness_report",
@@ -86,6 +90,10 @@ def _add_run_options(group: pytest.OptionGroup) -> None:
         default=None,
         help="append this run's JSON report to DIR under a new numbered name",
     )
+
+
+def _add_scale_options(group: pytest.OptionGroup) -> None:
+    """Pruning (docs/cassettes.md) and shards (docs/scale.md): options of the whole run."""
     group.addoption(
         "--fairness-prune",
         dest="fairness_prune",
@@ -111,6 +119,18 @@ def _add_run_options(group: pytest.OptionGroup) -> None:
         help="gate and report the audits merged from these shard results (repeatable); "
         "nothing is sent or replayed",
     )
+
+
+# the order of --help: the settings' options (by key) and the run's, grouped by topic
+_HELP_LAYOUT: tuple[tuple[str, ...] | Callable[[pytest.OptionGroup], None], ...] = (
+    ("record_mode", "update", "update_force"),
+    _add_report_options,
+    ("entities", "repeats", "concurrency", "seed", "alpha", "plan", "batch"),
+    _add_scale_options,
+)
+assert sorted(k for p in _HELP_LAYOUT if not callable(p) for k in p) == sorted(
+    settings.CLI_KEYS.values()
+), "every setting with an option is placed in --help once"
 
 
 def check_strictness(config: pytest.Config) -> None:
