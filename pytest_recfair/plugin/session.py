@@ -34,13 +34,13 @@ def configure(config: pytest.Config) -> None:
     )
     if not hasattr(config, "workerinput"):  # xdist workers only ship results
         config.pluginmanager.register(Controller(config), "recfair-controller")
-    pruner = None
-    if config.getoption("fairness_prune", False):
-        pruner = Pruner(config)
-        config.pluginmanager.register(pruner, "recfair-prune")
     options.check_strictness(config)
     run_settings = options.resolve(config, {})
     run = options.resolve_run(config, run_settings)
+    pruner = None
+    if run.prune:
+        pruner = Pruner(config)
+        config.pluginmanager.register(pruner, "recfair-prune")
     config.stash[RUN] = RunState(run=run, settings=run_settings, pruner=pruner)
 
 

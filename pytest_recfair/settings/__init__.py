@@ -129,7 +129,7 @@ class AuditSettings:
     max_unusable: float | None = field(default=0.2, metadata=_s(v.optional(v.unit)))
     # share of prompts allowed no valid response
     max_failed: float = field(default=0.0, metadata=_s(v.max_failed))
-    tolerance: float = field(default=0.0, metadata=_s(v.nonneg))
+    tolerance: float = field(default=0.0, metadata=_s(v.tolerance))
     # statistics gated against the baseline; the others are reported
     gated: tuple[Statistic, ...] = field(default=("snsr",), metadata=_s(v.statistics, key="gate"))
     domain: str = field(default="movie", metadata=_s(v.text))
@@ -268,7 +268,7 @@ class AuditSettings:
         default=2000,
         metadata=_s(
             v.whole(10),
-            help="bootstrap resamples for confidence intervals (default 1000)",
+            help="bootstrap resamples for confidence intervals (default 2000)",
             marker=False,
         ),
     )

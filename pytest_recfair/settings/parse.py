@@ -167,6 +167,15 @@ def nonneg(value: Any, key: str, source: str) -> float:
     return to_float(value, key, source, lo=0.0, hi=None)
 
 
+def tolerance(value: Any, key: str, source: str) -> float:
+    """How much a statistic may worsen against its baseline: checked here, once, so the
+    gate receives a finite margin."""
+    out = nonneg(value, key, source)
+    if not math.isfinite(out):
+        raise bad(key, value, source, "a finite number >= 0.0, e.g. 0.02")
+    return out
+
+
 def max_failed(value: Any, key: str, source: str) -> float:
     try:
         return check_max_failed(value, key)

@@ -160,3 +160,9 @@ def test_run_settings_usage_errors(tmp_path: Path) -> None:
     (tmp_path / "cwd" / "file").write_text("x")
     with pytest.raises(ConfigError):
         _run(tmp_path, fairness_history="file").check()
+
+
+def test_tolerance_is_a_finite_margin() -> None:
+    assert resolve(marker={"tolerance": "0.02"}).tolerance == 0.02
+    with pytest.raises(ConfigError, match=r"tolerance=inf \(marker\): expected a finite number"):
+        resolve(marker={"tolerance": float("inf")})
