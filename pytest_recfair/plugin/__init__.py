@@ -137,18 +137,7 @@ def _recfair_autorun(request: pytest.FixtureRequest) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    try:
-        outcome = yield
-    except (pytest.skip.Exception, KeyboardInterrupt, pytest.exit.Exception):
-        raise  # a skipped or interrupted test is not judged
-    except BaseException as exc:
-        # the test's own code failed: the report says FAIL with this, not the gate's PASS
-        result.judge_item(item, exc)
-        raise
-    verdict = result.judge_item(item, None)
-    if verdict is not None and not verdict.passed:
-        pytest.fail(verdict.message, pytrace=False)
-    return outcome
+    return (yield from result.judged_call(item))
 
 
 @pytest.hookimpl(wrapper=True)

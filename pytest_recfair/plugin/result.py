@@ -5,6 +5,7 @@ skipped or failed."""
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -18,7 +19,7 @@ if TYPE_CHECKING:
     from pytest_recfair import engine as audit
     from pytest_recfair.results import AuditResult
 
-__all__ = ["fairness_result", "judge_item"]
+__all__ = ["fairness_result", "judge_item", "judged_call"]
 
 
 def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditResult:
@@ -133,6 +134,23 @@ def _plan(request: pytest.FixtureRequest, s: AuditSettings, recommender: Any, ca
         pytest.skip("fairness plan only (--fairness-plan): nothing was sent")
     flow.within_budget(s, planned, state.plans)
     return planned
+
+
+def judged_call(item: pytest.Item) -> Generator[None, None, None]:
+    """The body of the ``pytest_runtest_call`` wrapper: run the test, then judge its
+    audit; a gate failure fails the test, a body failure is recorded as the audit's."""
+    try:
+        outcome = yield
+    except (pytest.skip.Exception, KeyboardInterrupt, pytest.exit.Exception):
+        raise  # a skipped or interrupted test is not judged
+    except BaseException as exc:
+        # the test's own code failed: the report says FAIL with this, not the gate's PASS
+        judge_item(item, exc)
+        raise
+    verdict = judge_item(item, None)
+    if verdict is not None and not verdict.passed:
+        pytest.fail(verdict.message, pytrace=False)
+    return outcome
 
 
 def judge_item(item: pytest.Item, exc: BaseException | None) -> audit.Verdict | None:
