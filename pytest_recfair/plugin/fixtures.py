@@ -127,12 +127,11 @@ def cassettes(config: pytest.Config, s: settings.AuditSettings) -> Any:
     from pytest_recfair.cassettes.store import CassetteStore
 
     base = config.rootpath
-    imports = s.vcr_cassettes or ""
     state = run_state(config)
     return CassetteStore(
         base / s.cassette_dir,
         s.record_mode,
-        imports=[base / p.strip() for p in imports.split(",") if p.strip()],
+        imports=[base / p for p in s.vcr_cassettes or ()],
         usage=None if state.pruner is None else state.pruner.use(s),
         rewritten=state.rewritten,
     )

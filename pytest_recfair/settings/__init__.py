@@ -15,6 +15,7 @@ prune, history, reports) resolve once into a :class:`RunSettings` (:mod:`.run`).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any, Final
@@ -100,6 +101,10 @@ def _s(
 ) -> dict[str, Setting]:
     """A settings field's declaration, as its metadata (the key defaults to its name)."""
     return {"setting": Setting(key, parse, help, marker, ini, option)}
+
+
+def _commas(text: str) -> list[str]:
+    return text.split(",")
 
 
 _FAIRNESS_UPDATE = "write or refresh fairness baselines from this run (ini: recfair_update)"
@@ -206,10 +211,10 @@ class AuditSettings:
             option=Option("fairness_update", _FAIRNESS_UPDATE),
         ),
     )
-    report: str | None = field(
+    report: tuple[str, ...] | None = field(
         default=None,
         metadata=_s(
-            v.optional(v.text),
+            v.optional(v.paths(shlex.split)),
             help="write a fairness report to this path (" + ", ".join(REPORT_FORMATS) + ")",
             marker=False,
         ),
@@ -289,10 +294,10 @@ class AuditSettings:
     # the baseline's stable name (default: the test's name, not its file)
     baseline: str | None = field(default=None, metadata=_s(v.optional(v.text)))
     # cassettes recorded by vcrpy / pytest-recording, read through vcrpy (comma-separated)
-    vcr_cassettes: str | None = field(
+    vcr_cassettes: tuple[str, ...] | None = field(
         default=None,
         metadata=_s(
-            v.optional(v.text),
+            v.optional(v.paths(_commas)),
             help="cassettes recorded with vcrpy/pytest-recording to replay from "
             "(comma-separated files or folders, relative to rootdir; YAML or JSON)",
             marker=False,

@@ -138,6 +138,28 @@ def text(value: Any, key: str, source: str) -> str:
     return value.strip()
 
 
+def paths(split: Callable[[str], list[str]]) -> Parser:
+    """Several paths: a string cut by ``split`` (commas, or shell words), or a list."""
+
+    def parse(value: Any, key: str, source: str) -> tuple[str, ...]:
+        if isinstance(value, str | Path):
+            try:
+                parts = split(str(value))
+            except ValueError:  # shlex: an unclosed quote
+                parts = []
+        elif isinstance(value, list | tuple):
+            parts = [str(p) for p in value if isinstance(p, str | Path)]
+            parts = parts if len(parts) == len(value) else []
+        else:
+            parts = []
+        found = tuple(p.strip() for p in parts if p.strip())
+        if not found:
+            raise bad(key, value, source, "one or more paths")
+        return found
+
+    return parse
+
+
 def optional(
     parse: Callable[[Any, str, str], Any],
 ) -> Callable[[Any, str, str], Any]:

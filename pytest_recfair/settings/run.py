@@ -6,7 +6,6 @@ Pure: the shard parser and the report checks are imported on use.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,7 +80,7 @@ def resolve_run(
     if reports_cli:  # the command line replaces the ini list
         reports = [cwd / p for p in reports_cli]
     else:
-        reports = [rootdir / p for p in shlex.split(run.report or "")]
+        reports = [rootdir / p for p in run.report or ()]
     history = cli.get("fairness_history") or None
     return RunSettings(
         shard=shard,

@@ -166,3 +166,11 @@ def test_tolerance_is_a_finite_margin() -> None:
     assert resolve(marker={"tolerance": "0.02"}).tolerance == 0.02
     with pytest.raises(ConfigError, match=r"tolerance=inf \(marker\): expected a finite number"):
         resolve(marker={"tolerance": float("inf")})
+
+
+def test_path_lists_are_split_once() -> None:
+    s = resolve(ini={"recfair_report": "out/a.md 'b c.json'", "recfair_vcr_cassettes": "a, b/"})
+    assert s.report == ("out/a.md", "b c.json")
+    assert s.vcr_cassettes == ("a", "b/")
+    with pytest.raises(ConfigError, match=r"recfair_vcr_cassettes=',' \(ini\): expected one or"):
+        resolve(ini={"recfair_vcr_cassettes": ","})
