@@ -174,3 +174,11 @@ def test_path_lists_are_split_once() -> None:
     assert s.vcr_cassettes == ("a", "b/")
     with pytest.raises(ConfigError, match=r"recfair_vcr_cassettes=',' \(ini\): expected one or"):
         resolve(ini={"recfair_vcr_cassettes": ","})
+
+
+def test_every_threshold_name_is_a_setting() -> None:
+    from pytest_recfair.kinds import THRESHOLDS
+
+    assert set(THRESHOLDS) <= set(settings.MARKER_KEYS)
+    s = resolve(marker=dict.fromkeys(THRESHOLDS, 0.5))
+    assert s.thresholds() == dict.fromkeys(THRESHOLDS, 0.5)
