@@ -27,7 +27,6 @@ __all__ = [
     "RECORD_OPTION",
     "REPORT_FORMATS",
     "STATISTICS",
-    "THRESHOLDS",
     "VALUE_FORMS",
     "VARIANTS",
     "ArticleMode",
@@ -43,7 +42,6 @@ __all__ = [
     "RecordMode",
     "ReportFormat",
     "Statistic",
-    "ThresholdName",
     "ValueForm",
     "Variant",
     "accept_command",
@@ -99,10 +97,6 @@ FailureKind = Literal[
 FAILURE_KINDS: Final[tuple[FailureKind, ...]] = get_args(FailureKind)
 
 #: Absolute limits a test may set (marker arguments and ``recfair_<name>`` ini keys).
-ThresholdName = Literal[
-    "max_snsr", "max_snsv", "min_pafs", "max_entropy", "max_refusal_gap", "max_unusable"
-]
-THRESHOLDS: Final[tuple[ThresholdName, ...]] = get_args(ThresholdName)
 
 #: Cassette record modes (see the policy table in ``cassettes``).
 RecordMode = Literal["none", "once", "new_episodes", "all", "rewrite"]

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_recfair.engine import budget as plan
-from pytest_recfair.engine import pipeline, registry, stream
+from pytest_recfair.engine import pipeline, registry
 from pytest_recfair.engine import shardfile as shards
 from pytest_recfair.engine.base import AuditInputs
 from pytest_recfair.engine.shardfile import Shard
@@ -52,13 +52,12 @@ def audit_plan(
     built = kind.build_cases(settings, grid, entities, attrs, inputs)
     cases = [c for c in pipeline.asked_cases(settings, built, inputs) if c.id not in (failed or {})]
     found = recorded_ids(recommender, cases, cassette_root, settings.record_mode, test_id)
-    prices = stream.prices_of(settings)
     return plan.estimate(
         test_id,
         [c for c in cases if c.id not in found],
         recorded=len(found),
         concurrency=settings.concurrency,
         max_tokens=settings.max_tokens or getattr(recommender, "max_tokens", None),
-        prices=plan.Prices(*prices) if prices is not None else None,
+        prices=settings.prices,
         seconds_per_request=None if is_in_process(recommender) else plan.SECONDS_PER_REQUEST,
     )

@@ -33,7 +33,7 @@ class TestRecord:
     wrote: Path | None = None  # baseline written by --fairness-update
     not_written: str | None = None  # why --fairness-update wrote no baseline for this test
     changes: list[str] = field(default_factory=list)  # old -> new of the written baseline
-    model_slot: dict[str, Any] | None = None  # sidebyside.ModelSlot of a compared model
+    model_slot: ModelSlot | None = None  # the test's place in a comparison of models
 
     def payload(self) -> dict[str, Any]:
         """What a worker ships to the controller with the call-phase report (JSON-able).
@@ -47,7 +47,7 @@ class TestRecord:
             "baseline_written": str(self.wrote) if self.wrote else None,
             "baseline_not_written": self.not_written,
             "baseline_changes": list(self.changes),
-            **({"model_slot": self.model_slot} if self.model_slot else {}),
+            **({"model_slot": self.model_slot.to_dict()} if self.model_slot else {}),
         }
 
 
@@ -65,6 +65,10 @@ def property_items(result: AuditResult) -> list[tuple[str, float | int | str]]:
     if result.gate is not None:
         props.append(("recfair.gate", "pass" if result.gate.passed else "fail"))
     return props
+
+
+def _slot(d: Mapping[str, Any] | None) -> ModelSlot | None:
+    return None if not d else ModelSlot.from_dict(d)
 
 
 def _round(x: float) -> float:
@@ -95,7 +99,7 @@ class RunCollector:
                 wrote=Path(str(written)) if written else None,
                 not_written=payload.get("baseline_not_written"),
                 changes=[str(c) for c in payload.get("baseline_changes") or []],
-                model_slot=payload.get("model_slot"),
+                model_slot=_slot(payload.get("model_slot")),
             )
         )
 
@@ -110,7 +114,7 @@ class RunCollector:
         else:  # a re-run of the same test id without a comparison drops the stale one
             self.baselines.pop(test_id, None)
         if record.model_slot:
-            self.slots[test_id] = ModelSlot.from_dict(record.model_slot)
+            self.slots[test_id] = record.model_slot
         else:
             self.slots.pop(test_id, None)
         self._models = None

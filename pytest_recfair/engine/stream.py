@@ -45,8 +45,7 @@ def prices_of(settings: AuditSettings) -> tuple[float, float] | None:
     """(input, output) USD per million tokens, when recfair_prices is set."""
     if settings.prices is None:
         return None
-    inp, out = settings.prices.split(",")
-    return float(inp), float(out)
+    return settings.prices.input_per_mtok, settings.prices.output_per_mtok
 
 
 def run_options(settings: AuditSettings, live: Any = None) -> providers.RunOptions:

@@ -17,7 +17,11 @@ from typing import Final
 
 from pytest_recfair.errors import ConfigError
 
-__all__ = ["parse_header_envs", "read_header_envs"]
+__all__ = ["HeaderEnvs", "parse_header_envs", "read_header_envs"]
+
+#: (header, environment variable name) pairs, in the order given: how the settings
+#: hold ``recfair_extra_headers`` (a tuple, so the frozen settings stay hashable).
+HeaderEnvs = tuple[tuple[str, str], ...]
 
 _HEADER: Final = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
 _ENV: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

@@ -1,0 +1,201 @@
+"""The work of the input fixtures (recommender, seeds, grid, catalogue, candidates,
+cassettes): where each looks for its file or fixture, and how it reads it."""
+
+from __future__ import annotations
+
+import keyword
+import traceback
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from pytest_recfair import settings
+from pytest_recfair.errors import ConfigError
+from pytest_recfair.plugin.state import run_state
+
+if TYPE_CHECKING:
+    from pytest_recfair.engine.base import AuditInputs
+
+__all__ = [
+    "candidates",
+    "cassettes",
+    "catalogue",
+    "default_recommender",
+    "find_file",
+    "grid",
+    "inputs",
+    "seeds",
+    "user_fixture",
+]
+
+
+def default_recommender(config: pytest.Config) -> Any:
+    """The provider the ini keys name (recfair_provider, recfair_model, ...)."""
+    from pytest_recfair import providers
+
+    model = str(config.getini("recfair_model") or "").strip()
+    if not model:
+        raise ConfigError(
+            "no recommender configured: set the ini key recfair_model (and recfair_provider, "
+            "recfair_base_url, recfair_api_key_env), or override the recfair_recommender "
+            "fixture in conftest.py. See docs/quickstart.md."
+        )
+    return providers.from_config(
+        str(config.getini("recfair_provider") or "openai").strip(),
+        model=model,
+        base_url=str(config.getini("recfair_base_url") or "").strip() or None,
+        api_key_env=str(config.getini("recfair_api_key_env") or "").strip() or None,
+    )
+
+
+def seeds(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
+    """The seed entities (marker seeds=: fixture name, bundled set or file)."""
+    from pytest_recfair import prompts
+
+    source = s.seeds
+    if source is None:
+        return prompts.load_seeds(_default_seeds(s.domain))
+    path = find_file(request, source)
+    if path is not None:
+        return prompts.load_seeds(path, domain=s.domain)
+    if source.isidentifier() and not keyword.iskeyword(source):
+        try:
+            value = request.getfixturevalue(source)
+        except pytest.FixtureLookupError:
+            pass
+        else:
+            return _entities_from(value, s.domain, source)
+    return prompts.load_seeds(source, domain=s.domain)
+
+
+def grid(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
+    """The attribute grid (marker grid=: bundled name or YAML file)."""
+    from pytest_recfair import prompts
+
+    path = find_file(request, s.grid)
+    return prompts.load_grid(path if path is not None else s.grid)
+
+
+def catalogue(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
+    """The catalogue file of an item-side audit, or None."""
+    if s.catalogue is None:
+        return None
+    path = find_file(request, s.catalogue)
+    return path if path is not None else s.catalogue
+
+
+def candidates(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
+    """The candidate titles of a candidate-position audit: a file or a fixture's value."""
+    source = s.candidates
+    if source is None:
+        return None
+    path = find_file(request, source)
+    if path is not None:
+        return path
+    if source.isidentifier() and not keyword.iskeyword(source):
+        return request.getfixturevalue(source)
+    raise ConfigError(f"@fairness(candidates={source!r}): no such file or fixture")
+
+
+def inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> AuditInputs:
+    """What the kind of audit needs beyond seeds and grid (catalogue, candidates, absent)."""
+    from pytest_recfair.engine import inputs as read
+    from pytest_recfair.engine.base import AuditInputs
+
+    found_catalogue = request.getfixturevalue("recfair_catalogue")
+    found_candidates = request.getfixturevalue("recfair_candidates")
+    absent: frozenset[tuple[str, str, str]] = frozenset()
+    if s.absent is not None:
+        path = find_file(request, s.absent)
+        if path is None:
+            raise ConfigError(f"@fairness(absent={s.absent!r}): no such file")
+        absent = read.read_absent(path)
+    return AuditInputs(
+        catalogue=None
+        if found_catalogue is None
+        else read.as_catalogue(found_catalogue, "recfair_catalogue"),
+        candidates=None
+        if found_candidates is None
+        else read.read_candidates(found_candidates, "candidates"),
+        absent=absent,
+    )
+
+
+def cassettes(config: pytest.Config, s: settings.AuditSettings) -> Any:
+    """The cassette store of this run (ini recfair_cassette_dir, mode --fairness-record)."""
+    from pytest_recfair.cassettes.store import CassetteStore
+
+    base = config.rootpath
+    state = run_state(config)
+    return CassetteStore(
+        base / s.cassette_dir,
+        s.record_mode,
+        imports=[base / p for p in s.vcr_cassettes or ()],
+        usage=None if state.pruner is None else state.pruner.use(s),
+        rewritten=state.rewritten,
+    )
+
+
+def user_fixture(request: pytest.FixtureRequest, name: str) -> Any:
+    """The value of a fixture the user may override, or a failure that shows its error
+    once: the fixture's own frames, not the plugin's; later tests get one line."""
+    try:
+        return request.getfixturevalue(name)
+    except (pytest.FixtureLookupError, pytest.fail.Exception, pytest.skip.Exception):
+        raise
+    except Exception as exc:
+        error = exc
+    # failed outside the except block: no "during handling ..." chain in the report
+    seen = run_state(request.config).fixture_errors
+    what = f"{type(error).__name__}: {error}"
+    if id(error) in seen:  # a session fixture re-raises the same error for every test
+        pytest.fail(f"{name} failed earlier in this run ({what}); see the first error.", False)
+    seen.add(id(error))
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if not _internal(f.filename)]
+    where = "".join(traceback.format_list(frames)).rstrip()
+    pytest.fail(f"the {name} fixture raised {what}\n{where}", pytrace=False)
+
+
+def _internal(filename: str) -> bool:
+    parts = Path(filename).parts
+    return any(p in ("_pytest", "pluggy", "pytest_recfair") for p in parts)
+
+
+def _default_seeds(domain: str) -> str:
+    """The bundled seed set of ``domain`` (directors for movie, artists for music)."""
+    from pytest_recfair.prompts.seeds import BUNDLED_SEEDS
+
+    for name, its_domain in BUNDLED_SEEDS.items():
+        if its_domain == domain.casefold():
+            return name
+    raise ConfigError(
+        f"@fairness(domain={domain!r}) has no bundled seed set (bundled: "
+        f"{', '.join(f'{n} ({d})' for n, d in BUNDLED_SEEDS.items())}); pass "
+        "seeds= a file or a fixture name."
+    )
+
+
+def find_file(request: pytest.FixtureRequest, source: str) -> Path | None:
+    """A seeds/grid file, relative to the test file first, then to rootdir."""
+    found = [Path(source)]
+    if not Path(source).is_absolute():
+        found = [request.path.parent / source, request.config.rootpath / source]
+    for c in found:
+        if c.is_file():
+            return c
+    return None
+
+
+def _entities_from(value: Any, domain: str, name: str) -> Any:
+    from pytest_recfair.prompts.seeds import Entity, as_entity, load_seeds
+
+    if isinstance(value, str | Path):
+        return load_seeds(value, domain=domain)
+    items = list(value) if isinstance(value, list | tuple) else None
+    if items is not None and all(isinstance(x, Entity | str) for x in items):
+        return [as_entity(x, domain) for x in items]
+    raise ConfigError(
+        f"seeds fixture {name!r} returned {type(value).__name__}; expected a list of "
+        "prompts.Entity, a list of names, or a seeds file path."
+    )

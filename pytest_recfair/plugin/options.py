@@ -1,0 +1,184 @@
+"""Command-line options, ini keys and their resolution into settings.
+
+The options and ini keys of the audit settings come from their declarations in
+:mod:`pytest_recfair.settings`; the run-level options (report, history, shard, merge,
+prune) resolve into :class:`~pytest_recfair.settings.RunSettings` once, at configure
+time. Every usage error is raised here, before any prompt is sent (pytest exits 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from pytest_recfair import settings
+from pytest_recfair.errors import ConfigError
+from pytest_recfair.kinds import PROVIDER_KINDS, RECORD_MODES, REPORT_FORMATS
+
+__all__ = ["PROVIDER_INI", "add_options", "check_strictness", "resolve", "resolve_run"]
+
+PROVIDER_INI = {
+    "recfair_provider": "provider API shape: " + ", ".join(PROVIDER_KINDS) + " (default openai)",
+    "recfair_model": "model id sent to the provider (required unless recfair_recommender "
+    "is overridden)",
+    "recfair_base_url": "provider base URL (default: the provider's public endpoint)",
+    "recfair_api_key_env": "name of the environment variable that holds the API key",
+}
+
+# every option that only acts on audits: given without --fairness it would do nothing
+AUDIT_OPTIONS = (*settings.CLI_KEYS, *settings.RUN_OPTIONS)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("recfair", "fairness audits of LLM recommenders (pytest-recfair)")
+    group.addoption(
+        "--fairness",
+        action="store_true",
+        default=False,
+        help="run the tests marked @pytest.mark.fairness (fairness audits)",
+    )
+    for part in _HELP_LAYOUT:
+        if callable(part):
+            part(group)
+            continue
+        for key in part:
+            option = settings.SETTINGS[key][1].option
+            assert option is not None, key  # every key of _HELP_LAYOUT has an option
+            _add_setting_option(group, key, option)
+    for ini_name, key in settings.INI_KEYS.items():
+        parser.addini(ini_name, settings.ini_help(key))
+    for ini_name, help_text in PROVIDER_INI.items():
+        parser.addini(ini_name, help_text)
+
+
+def _add_setting_option(group: pytest.OptionGroup, key: str, option: settings.Option) -> None:
+    """``--fairness-<flag>`` of a setting: a switch for a yes/no setting, else a value."""
+    flag = "--" + option.dest.replace("_", "-")
+    default = settings.DEFAULTS[key]
+    kwargs: dict[str, Any] = {"dest": option.dest, "help": option.help}
+    if isinstance(default, bool):
+        kwargs |= {"action": "store_true", "default": False}
+    else:
+        kwargs |= {"metavar": option.metavar, "default": None}
+        if key == "record_mode":
+            kwargs["choices"] = RECORD_MODES
+        elif key == "alpha":
+            kwargs["type"] = float
+        else:
+            kwargs["type"] = int
+    group.addoption(flag, **kwargs)
+
+
+def _add_report_options(group: pytest.OptionGroup) -> None:
+    """Reports and history (docs/reports.md): options of the whole run."""
+    group.addoption(
+        "--fairness-report",
+        dest="fairness_report",
+        metavar="PATH",
+        action="append",
+        default=None,
+        help="write a fairness report; format from the extension "
+        + "/".join(REPORT_FORMATS)
+        + "; repeat for several (ini: recfair_report, paths separated by spaces)",
+    )
+    group.addoption(
+        "--fairness-history",
+        dest="fairness_history",
+        metavar="DIR",
+        default=None,
+        help="append this run's JSON report to DIR under a new numbered name",
+    )
+
+
+def _add_scale_options(group: pytest.OptionGroup) -> None:
+    """Pruning (docs/cassettes.md) and shards (docs/scale.md): options of the whole run."""
+    group.addoption(
+        "--fairness-prune",
+        dest="fairness_prune",
+        action="store_true",
+        default=False,
+        help="list cassette interactions and baselines no test used; delete them only "
+        "after a full run (no test deselected, failed or skipped; see docs/cassettes.md)",
+    )
+    group.addoption(
+        "--fairness-shard",
+        dest="fairness_shard",
+        metavar="I/N",
+        default=None,
+        help="audit shard I of N of each test's entities and write its result to "
+        "recfair_shard_dir, for --fairness-merge (one CI job per shard)",
+    )
+    group.addoption(
+        "--fairness-merge",
+        dest="fairness_merge",
+        metavar="FILE_OR_DIR",
+        action="append",
+        default=None,
+        help="gate and report the audits merged from these shard results (repeatable); "
+        "nothing is sent or replayed",
+    )
+
+
+# the order of --help: the settings' options (by key) and the run's, grouped by topic
+_HELP_LAYOUT: tuple[tuple[str, ...] | Callable[[pytest.OptionGroup], None], ...] = (
+    ("record_mode", "update", "update_force"),
+    _add_report_options,
+    ("entities", "repeats", "concurrency", "seed", "alpha", "plan", "batch"),
+    _add_scale_options,
+)
+assert sorted(k for p in _HELP_LAYOUT if not callable(p) for k in p) == sorted(
+    settings.CLI_KEYS.values()
+), "every setting with an option is placed in --help once"
+
+
+def check_strictness(config: pytest.Config) -> None:
+    """Usage errors for what would otherwise be silently ignored: a misspelt recfair_* ini
+    key, and a --fairness-* option without --fairness (the audits would be skipped)."""
+    from pytest_recfair.plugin import inikeys
+
+    known = {*settings.INI_KEYS, *PROVIDER_INI}
+    try:
+        if config.inipath is not None:
+            keys = inikeys.ini_file_keys(config.inipath)
+            inikeys.check_ini_keys(keys, known, str(config.inipath))
+        overrides = config.getoption("override_ini", None) or []
+        inikeys.check_ini_keys([o.split("=", 1)[0] for o in overrides], known, "-o")
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    if config.getoption("fairness"):
+        return
+    given = [d for d in AUDIT_OPTIONS if config.getoption(d, None) not in (None, False)]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise pytest.UsageError(
+            f"{flag} acts on fairness audits, which run only with --fairness; add it "
+            f"(pytest --fairness {flag} ...) or drop {flag}."
+        )
+
+
+def resolve(
+    config: pytest.Config, marker: dict[str, Any], where: str = ""
+) -> settings.AuditSettings:
+    """The settings of one audit (``marker``: its merged marker arguments)."""
+    cli = {dest: config.getoption(dest) for dest in settings.CLI_KEYS}
+    ini = {name: config.getini(name) for name in settings.INI_KEYS}
+    try:
+        return settings.resolve(cli=cli, marker=marker, ini=ini)
+    except ConfigError as exc:
+        raise pytest.UsageError(f"{where}{exc}" if where else str(exc)) from None
+
+
+def resolve_run(config: pytest.Config, run: settings.AuditSettings) -> settings.RunSettings:
+    """The run-level options, checked: a bad shard, report path or history directory is
+    a usage error now, not a lost report at the end."""
+    cli = {dest: config.getoption(dest, None) for dest in settings.RUN_OPTIONS}
+    try:
+        resolved = settings.resolve_run(
+            cli, run, cwd=config.invocation_params.dir, rootdir=config.rootpath
+        )
+        resolved.check()
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return resolved

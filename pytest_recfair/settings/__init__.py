@@ -1,0 +1,561 @@
+"""One frozen settings object per fairness audit, merged CLI > marker > ini > defaults.
+
+Pure: no pytest import. The plugin hands over three plain mappings (command-line values,
+marker keyword arguments, ini values) and gets back a validated :class:`AuditSettings`,
+or a :class:`~pytest_recfair.errors.ConfigError` that names the key, what was expected,
+what was given and the allowed keys.
+
+Each setting is declared once, as a field of :class:`AuditSettings` whose metadata says
+how it is parsed, whether the marker takes it, its command-line option and its help
+text; ``MARKER_KEYS``, ``INI_KEYS``, ``CLI_KEYS`` and the parsers are derived from those
+fields. Values are stored parsed (tuples, :class:`~pytest_recfair.engine.budget.Prices`,
+header pairs), so no caller parses them again. The session-wide options (shard, merge,
+prune, history, reports) resolve once into a :class:`RunSettings` (:mod:`.run`).
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, Final
+
+from pytest_recfair.errors import ConfigError
+from pytest_recfair.gate.limits import THRESHOLD_NAMES
+from pytest_recfair.kinds import (
+    CANDIDATE_STYLES,
+    METRICS,
+    MISSING_POLICIES,
+    PARSE_STYLES,
+    RECORD_MODES,
+    REPORT_FORMATS,
+    VARIANTS,
+    CandidateStyle,
+    MetricName,
+    MissingPolicy,
+    ParseStyle,
+    RecordMode,
+    Statistic,
+    Variant,
+)
+from pytest_recfair.settings import parse as v
+from pytest_recfair.settings.parse import Parser
+from pytest_recfair.settings.run import RUN_OPTIONS, RunSettings, resolve_run
+
+if TYPE_CHECKING:
+    # budget sits in the engine, which loads numpy: imported when a price is given
+    from pytest_recfair.engine.budget import Prices
+    from pytest_recfair.providers.envheaders import HeaderEnvs
+
+__all__ = [
+    "CLI_KEYS",
+    "DEFAULTS",
+    "INI_KEYS",
+    "MARKER_KEYS",
+    "METRICS",
+    "MISSING_POLICIES",
+    "RECORD_MODES",
+    "RUN_OPTIONS",
+    "VARIANTS",
+    "AuditSettings",
+    "Option",
+    "RunSettings",
+    "Setting",
+    "ini_help",
+    "resolve",
+    "resolve_run",
+    "validate_marker",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """The command-line option of a setting: ``--fairness-<flag>`` with this dest."""
+
+    dest: str
+    help: str
+    metavar: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """How one setting is given: its key (marker argument, ``recfair_<key>`` ini key),
+    parser, and where it may be written."""
+
+    key: str
+    parse: Parser
+    help: str = ""  # the ini key's help; "" -> "default for @fairness(<key>=...)"
+    marker: bool = True  # a @fairness argument (else command line / ini only)
+    ini: bool = True
+    option: Option | None = None
+
+
+def _s(
+    parse: Parser,
+    *,
+    key: str = "",
+    help: str = "",
+    marker: bool = True,
+    ini: bool = True,
+    option: Option | None = None,
+) -> dict[str, Setting]:
+    """A settings field's declaration, as its metadata (the key defaults to its name)."""
+    return {"setting": Setting(key, parse, help, marker, ini, option)}
+
+
+def _commas(text: str) -> list[str]:
+    return text.split(",")
+
+
+_FAIRNESS_UPDATE = "write or refresh fairness baselines from this run (ini: recfair_update)"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditSettings:
+    """Everything one audit needs to know, after merging and validation.
+
+    Each field declares its setting (see :func:`_s`): parser, marker or not, option, help.
+    """
+
+    # what to audit (marker arguments; ini keys recfair_<name> give project defaults)
+    # None: every attribute of the grid
+    attr: str | None = field(default=None, metadata=_s(v.optional(v.text)))
+    metrics: tuple[MetricName, ...] = field(
+        default=("jaccard",), metadata=_s(v.metrics, key="metric")
+    )
+    k: int = field(default=25, metadata=_s(v.whole(1)))
+    variant: Variant = field(default="normalized", metadata=_s(v.choice(VARIANTS)))
+    max_snsr: float | None = field(default=None, metadata=_s(v.optional(v.unit)))
+    max_snsv: float | None = field(default=None, metadata=_s(v.optional(v.unit)))
+    min_pafs: float | None = field(default=None, metadata=_s(v.optional(v.unit)))
+    max_entropy: float | None = field(default=None, metadata=_s(v.optional(v.nonneg)))
+    max_refusal_gap: float | None = field(default=None, metadata=_s(v.optional(v.unit)))
+    # share of replies without a usable list; 1 = off
+    max_unusable: float | None = field(default=0.2, metadata=_s(v.optional(v.unit)))
+    # share of prompts allowed no valid response
+    max_failed: float = field(default=0.0, metadata=_s(v.max_failed))
+    tolerance: float = field(default=0.0, metadata=_s(v.tolerance))
+    # statistics gated against the baseline; the others are reported
+    gated: tuple[Statistic, ...] = field(default=("snsr",), metadata=_s(v.statistics, key="gate"))
+    domain: str = field(default="movie", metadata=_s(v.text))
+    # fixture, bundled set or file
+    seeds: str | None = field(default=None, metadata=_s(v.optional(v.text)))
+    entities: int | None = field(  # subsample size; None: every seed entity
+        default=None,
+        metadata=_s(
+            v.optional(v.whole(1)),
+            option=Option(
+                "fairness_entities", "audit a deterministic subsample of N seed entities", "N"
+            ),
+        ),
+    )
+    repeats: int = field(
+        default=1,
+        metadata=_s(
+            v.whole(1),
+            option=Option(
+                "fairness_repeats",
+                "ask each prompt N times (entropy and noise floor when N > 1)",
+                "N",
+            ),
+        ),
+    )
+    language: str = field(default="en", metadata=_s(v.text))
+    perturbation: str | None = field(default=None, metadata=_s(v.optional(v.perturbation)))
+    grid: str = field(default="faireval", metadata=_s(v.text))
+    templates: str = field(default="natural", metadata=_s(v.text))
+    missing: MissingPolicy = field(default="zero", metadata=_s(v.choice(MISSING_POLICIES)))
+    # None: "fairllm" with variant="fairllm", else "default"
+    parse: ParseStyle | None = field(default=None, metadata=_s(v.optional(v.choice(PARSE_STYLES))))
+    # item-side audits: catalogue fields of the recommended items (docs/itemside.md)
+    # one field, or several (commas)
+    item_field: str | None = field(default=None, metadata=_s(v.optional(v.text)))
+    # file; None: the fixture
+    catalogue: str | None = field(default=None, metadata=_s(v.optional(v.text)))
+    # TV distance from neutral
+    max_shift: float | None = field(default=None, metadata=_s(v.optional(v.unit)))
+    # candidate-position audits (docs/itemside.md)
+    # fixture name or file
+    candidates: str | None = field(default=None, metadata=_s(v.optional(v.text)))
+    # candidate orders per (entity, group)
+    orders: int = field(default=5, metadata=_s(v.whole(2)))
+    pick: CandidateStyle = field(default="pick", metadata=_s(v.choice(CANDIDATE_STYLES)))
+    max_position_bias: float | None = field(default=None, metadata=_s(v.optional(v.unit)))
+    max_missed_rate: float | None = field(default=None, metadata=_s(v.optional(v.unit)))
+    # published runs: cases never answered (written by python -m pytest_recfair import)
+    absent: str | None = field(default=None, metadata=_s(v.optional(v.text)))
+    # the model id a callable recommender is reported under (marker only: the ini key
+    # recfair_model is the default HTTP provider's model)
+    model: str | None = field(default=None, metadata=_s(v.optional(v.text), ini=False))
+    # how to run it (command line / ini only)
+    record_mode: RecordMode = field(
+        default="none",
+        metadata=_s(
+            v.choice(RECORD_MODES),
+            help="cassette record mode: " + ", ".join(RECORD_MODES) + " (default none)",
+            marker=False,
+            option=Option(
+                "fairness_record",
+                "cassette record mode: " + ", ".join(RECORD_MODES) + " (default none: replay "
+                "only; ini: recfair_record_mode)",
+                "MODE",
+            ),
+        ),
+    )
+    update: bool = field(
+        default=False,
+        metadata=_s(
+            v.to_bool,
+            help="write/refresh baselines instead of comparing (true/false)",
+            marker=False,
+            option=Option("fairness_update", _FAIRNESS_UPDATE),
+        ),
+    )
+    report: tuple[str, ...] | None = field(
+        default=None,
+        metadata=_s(
+            v.optional(v.paths(shlex.split)),
+            help="write a fairness report to this path (" + ", ".join(REPORT_FORMATS) + ")",
+            marker=False,
+        ),
+    )
+    concurrency: int = field(
+        default=8,
+        metadata=_s(
+            v.whole(1),
+            marker=False,
+            option=Option("fairness_concurrency", "at most N requests in flight (default 8)", "N"),
+        ),
+    )
+    # --fairness-update stores even a run of unusable replies
+    update_force: bool = field(
+        default=False,
+        metadata=_s(
+            v.to_bool,
+            marker=False,
+            option=Option(
+                "fairness_update_force",
+                "with --fairness-update: store the baseline even when too many replies were "
+                "unusable (ini: recfair_update_force)",
+            ),
+        ),
+    )
+    seed: int = field(  # the entity subsample
+        default=0,
+        metadata=_s(
+            v.whole(0),
+            marker=False,
+            option=Option(
+                "fairness_seed",
+                "seed of the entity subsample and perturbations (default 0; the gate's "
+                "resampling has its own: ini recfair_resample_seed)",
+                "N",
+            ),
+        ),
+    )
+    # the gate's sign flips and the intervals' bootstrap draws
+    resample_seed: int = field(default=0, metadata=_s(v.whole(0), marker=False))
+    alpha: float = field(
+        default=0.05,
+        metadata=_s(
+            v.number(1e-9, 0.5),
+            help="significance level of the baseline comparison (default 0.05)",
+            marker=False,
+            option=Option(
+                "fairness_alpha",
+                "significance level of the rise-over-baseline test (default 0.05; "
+                "ini: recfair_alpha)",
+                "X",
+            ),
+        ),
+    )
+    n_resamples: int = field(
+        default=2000,
+        metadata=_s(
+            v.whole(10),
+            help="bootstrap resamples for confidence intervals (default 2000)",
+            marker=False,
+        ),
+    )
+    cassette_dir: str = field(
+        default="fixtures/cassettes",
+        metadata=_s(
+            v.text,
+            help="cassette directory, relative to rootdir (default fixtures/cassettes)",
+            marker=False,
+        ),
+    )
+    baseline_dir: str = field(
+        default="baselines",
+        metadata=_s(
+            v.text, help="baseline directory, relative to rootdir (default baselines)", marker=False
+        ),
+    )
+    # the baseline's stable name (default: the test's name, not its file)
+    baseline: str | None = field(default=None, metadata=_s(v.optional(v.text)))
+    # cassettes recorded by vcrpy / pytest-recording, read through vcrpy (comma-separated)
+    vcr_cassettes: tuple[str, ...] | None = field(
+        default=None,
+        metadata=_s(
+            v.optional(v.paths(_commas)),
+            help="cassettes recorded with vcrpy/pytest-recording to replay from "
+            "(comma-separated files or folders, relative to rootdir; YAML or JSON)",
+            marker=False,
+        ),
+    )
+    batch: bool = field(  # record missing prompts through the provider's batch API
+        default=False,
+        metadata=_s(
+            v.to_bool,
+            help="record missing prompts through the provider's batch API (true/false)",
+            marker=False,
+            option=Option(
+                "fairness_batch",
+                "record the prompts that have no recording through the provider's batch API "
+                "(OpenAI Batch API, Anthropic Message Batches) at half price, then replay them "
+                "(ini: recfair_batch)",
+            ),
+        ),
+    )
+    batch_poll: float = field(
+        default=10.0,
+        metadata=_s(
+            v.number(0.01, 3600.0),
+            help="seconds before the first batch status poll (default 10; then x1.5, max 60)",
+            marker=False,
+        ),
+    )
+    shard_dir: str = field(
+        default="fairness-shards",
+        metadata=_s(
+            v.text,
+            help="where --fairness-shard writes shard results (default fairness-shards)",
+            marker=False,
+        ),
+    )
+    # live runs: what the provider is sent, budget and plan (docs/providers.md)
+    timeout: float = field(
+        default=60.0,
+        metadata=_s(
+            v.number(0.001, None), help="seconds per request to the recommender (default 60)"
+        ),
+    )
+    max_retries: int = field(
+        default=5, metadata=_s(v.whole(0), help="retries of a failed request (default 5)")
+    )
+    temperature: float | None = field(  # None: the provider's own (0 for the HTTP ones)
+        default=None,
+        metadata=_s(
+            v.optional(v.number(0.0, 2.0)),
+            help="sampling temperature sent to the provider (default: the provider's, 0)",
+        ),
+    )
+    max_tokens: int | None = field(
+        default=None,
+        metadata=_s(v.optional(v.whole(1)), help="reply length limit sent to the provider"),
+    )
+    sampling_seed: int | None = field(
+        default=None,
+        metadata=_s(v.optional(v.whole(0)), help="the model's seed parameter (OpenAI, Gemini)"),
+    )
+    system: str | None = field(
+        default=None,
+        metadata=_s(v.optional(v.text), help="system message replacing the templates' one"),
+    )
+    # (header, environment variable) pairs: the values are read from the environment
+    extra_headers: HeaderEnvs | None = field(
+        default=None,
+        metadata=_s(
+            v.optional(v.headers),
+            help="extra request headers as 'Name: ENV_VAR' pairs (values from the environment)",
+        ),
+    )
+    prices: Prices | None = field(  # USD per million input and output tokens
+        default=None,
+        metadata=_s(
+            v.optional(v.prices), help="USD per million input and output tokens, e.g. '0.15, 0.60'"
+        ),
+    )
+    max_requests: int | None = field(  # budget of one pytest run; None: no limit
+        default=None,
+        metadata=_s(
+            v.optional(v.whole(0)),
+            help="refuse to start live requests beyond this many in one run",
+            marker=False,
+        ),
+    )
+    max_cost: float | None = field(  # USD, estimated from prices
+        default=None,
+        metadata=_s(
+            v.optional(v.nonneg),
+            help="refuse to start live requests beyond this estimated cost (USD)",
+            marker=False,
+        ),
+    )
+    max_reply_chars: int = field(
+        default=100_000,
+        metadata=_s(
+            v.whole(1), help="replies longer than this are cut, with a note (default 100000)"
+        ),
+    )
+    plan: bool = field(
+        default=False,
+        metadata=_s(
+            v.to_bool,
+            help="print the plans and send nothing (true/false; --fairness-plan)",
+            marker=False,
+            option=Option(
+                "fairness_plan",
+                "print each audit's plan (prompts, already recorded, to ask, tokens, cost, "
+                "duration) and send nothing",
+            ),
+        ),
+    )
+
+    @property
+    def metric(self) -> str:
+        """The metrics as one label ("jaccard,serp"): the run's metadata shows this."""
+        return ",".join(self.metrics)
+
+    @property
+    def parse_style(self) -> ParseStyle:
+        """How replies are parsed: the ``parse`` setting, or the one that goes with the
+        variant (the FaiRLLM notebook's cleaning for ``variant="fairllm"``)."""
+        if self.parse is not None:
+            return self.parse
+        return "fairllm" if self.variant == "fairllm" else "default"
+
+    @property
+    def personality(self) -> bool:
+        return self.attr is not None and self.attr.strip().casefold() == "personality"
+
+    def thresholds(self) -> dict[str, float]:
+        """The absolute thresholds that are set, by name (max_snsr, min_pafs, ...)."""
+        out: dict[str, float] = {}
+        for name in THRESHOLD_NAMES:
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = float(value)
+        return out
+
+
+def _declarations() -> dict[str, tuple[str, Setting]]:
+    """Setting key -> (field name, declaration), in field order."""
+    out: dict[str, tuple[str, Setting]] = {}
+    for f in fields(AuditSettings):
+        spec: Setting = f.metadata["setting"]
+        key = spec.key or f.name
+        out[key] = (f.name, replace(spec, key=key))
+    return out
+
+
+SETTINGS: Final[dict[str, tuple[str, Setting]]] = _declarations()
+
+_FIELD_DEFAULTS: Final[dict[str, Any]] = {f.name: f.default for f in fields(AuditSettings)}
+
+# setting key -> default value (the parsed form: ("jaccard",) for metric)
+DEFAULTS: dict[str, Any] = {key: _FIELD_DEFAULTS[name] for key, (name, _) in SETTINGS.items()}
+
+MARKER_KEYS: tuple[str, ...] = tuple(k for k, (_, d) in SETTINGS.items() if d.marker)
+
+# command-line option (dest) -> settings key; dests are namespaced "fairness_*"
+CLI_KEYS: dict[str, str] = {
+    d.option.dest: k for k, (_, d) in SETTINGS.items() if d.option is not None
+}
+
+# ini key -> settings key: every setting has a "recfair_<name>" ini key, but model
+# (recfair_model names the default HTTP provider's model)
+INI_KEYS: dict[str, str] = {f"recfair_{k}": k for k, (_, d) in SETTINGS.items() if d.ini}
+
+_PARSERS: dict[str, Parser] = {k: d.parse for k, (_, d) in SETTINGS.items()}
+
+
+def ini_help(key: str) -> str:
+    """The help text of the ini key ``recfair_<key>``."""
+    return SETTINGS[key][1].help or f"default for @fairness({key}=...)"
+
+
+def validate_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any], where: str = "") -> None:
+    """Check ``@pytest.mark.fairness(...)`` arguments; raise ConfigError naming the bad one.
+
+    Runs at collection, so a typo in a marker is a usage error before any prompt is sent.
+    """
+    place = f" on {where}" if where else ""
+    allowed = ", ".join(MARKER_KEYS)
+    if args:
+        raise ConfigError(
+            f"@fairness{place} takes keyword arguments only, got positional {args!r}. "
+            f"Allowed arguments: {allowed}."
+        )
+    unknown = sorted(set(kwargs) - set(MARKER_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"@fairness{place}: unknown argument(s) {', '.join(unknown)}. "
+            f"Allowed arguments: {allowed}."
+        )
+    for key, value in kwargs.items():
+        try:
+            _PARSERS[key](value, key, "marker")
+        except ConfigError as exc:
+            raise ConfigError(f"@fairness{place}: {exc}") from None
+
+
+def resolve(
+    *,
+    cli: Mapping[str, Any] | None = None,
+    marker: Mapping[str, Any] | None = None,
+    ini: Mapping[str, Any] | None = None,
+) -> AuditSettings:
+    """Merge the three sources (CLI wins, then marker, then ini, then defaults) and validate.
+
+    ``cli`` is keyed by option dest (``fairness_entities``) or by settings key; ``None``
+    values mean "not given". ``ini`` is keyed by ini name (``recfair_k``) or settings key;
+    empty strings mean "not given". ``marker`` holds the marker's keyword arguments.
+    """
+    merged: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    layers: list[tuple[str, Mapping[str, Any] | None]] = [
+        ("ini", ini),
+        ("marker", marker),
+        ("command-line", cli),
+    ]
+    for source, layer in layers:
+        for raw_key, value in (layer or {}).items():
+            key = _key(raw_key, source)
+            if source == "marker" and key not in MARKER_KEYS:
+                raise ConfigError(
+                    f"@fairness: unknown argument {raw_key!r}. "
+                    f"Allowed arguments: {', '.join(MARKER_KEYS)}."
+                )
+            if value is None and source != "marker":
+                continue
+            if source == "ini" and isinstance(value, str) and not value.strip():
+                continue
+            # store_true options arrive as False when absent: do not let them mask ini
+            if source == "command-line" and value is False:
+                continue
+            if key in merged:  # overridden, but a bad value is still an error
+                _PARSERS[key](merged[key], key, sources[key])
+            merged[key] = value
+            sources[key] = source
+    parsed: dict[str, Any] = dict(_FIELD_DEFAULTS)
+    for key, value in merged.items():
+        parsed[SETTINGS[key][0]] = _PARSERS[key](value, key, sources[key])
+    return AuditSettings(**parsed)
+
+
+def _key(raw_key: str, source: str) -> str:
+    if raw_key in _PARSERS:
+        return raw_key
+    if source == "command-line" and raw_key in CLI_KEYS:
+        return CLI_KEYS[raw_key]
+    if source == "ini" and raw_key in INI_KEYS:
+        return INI_KEYS[raw_key]
+    allowed = {
+        "command-line": ", ".join(f"--{d.replace('_', '-')}" for d in CLI_KEYS),
+        "ini": ", ".join(INI_KEYS),
+        "marker": ", ".join(MARKER_KEYS),
+    }[source]
+    raise ConfigError(
+        f"fairness settings: unknown {source} key {raw_key!r}. Allowed keys: {allowed}."
+    )

@@ -1,0 +1,243 @@
+"""The value parsers of the settings: each takes (value, key, source) and returns the
+typed value or raises a ConfigError that names the key, the source and what was expected.
+
+Pure: stdlib only at import (prices and header pairs import their parsers on use).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from pytest_recfair.errors import ConfigError
+from pytest_recfair.gate.limits import check_tolerance
+from pytest_recfair.gate.unanswered import check_max_failed
+from pytest_recfair.kinds import METRICS, STATISTICS, MetricName, Statistic
+
+if TYPE_CHECKING:
+    from pytest_recfair.engine.budget import Prices
+    from pytest_recfair.providers.envheaders import HeaderEnvs
+
+Parser = Callable[[Any, str, str], Any]
+
+
+def plain(value: Any, key: str, source: str) -> str:
+    """The setting as the user wrote it: ``recfair_k = 'abc' (ini)``, ``--fairness-seed``."""
+    if source == "ini":
+        return f"recfair_{key}={value!r} (ini)"
+    if source == "command-line":
+        from pytest_recfair.settings import CLI_KEYS  # derived from the declarations
+
+        opt = next((d for d, k in CLI_KEYS.items() if k == key), None)
+        if opt is not None:
+            return f"--{opt.replace('_', '-')}={value!r} (command-line)"
+    return f"{key}={value!r} ({source})"
+
+
+def to_int(value: Any, key: str, source: str, *, minimum: int) -> int:
+    if isinstance(value, bool):
+        raise bad(key, value, source, f"an integer >= {minimum}")
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise bad(key, value, source, f"an integer >= {minimum}") from None
+    if not isinstance(value, int) or value < minimum:
+        raise bad(key, value, source, f"an integer >= {minimum}")
+    return value
+
+
+def to_float(value: Any, key: str, source: str, *, lo: float, hi: float | None) -> float:
+    expected = f"a number in [{lo}, {hi}]" if hi is not None else f"a number >= {lo}"
+    if isinstance(value, bool):
+        raise bad(key, value, source, expected)
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise bad(key, value, source, expected) from None
+    if not isinstance(value, int | float) or math.isnan(value):
+        raise bad(key, value, source, expected)
+    if value < lo or (hi is not None and value > hi):
+        raise bad(key, value, source, expected)
+    return float(value)
+
+
+def to_bool(value: Any, key: str, source: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in {"1", "true", "yes", "on"}:
+        return True
+    if isinstance(value, str) and value.strip().lower() in {"0", "false", "no", "off", ""}:
+        return False
+    raise bad(key, value, source, "true or false")
+
+
+def choice(choices: tuple[str, ...]) -> Callable[[Any, str, str], str]:
+    def parse(value: Any, key: str, source: str) -> str:
+        if isinstance(value, str) and value.strip().lower() in choices:
+            return value.strip().lower()
+        raise bad(key, value, source, "one of " + ", ".join(repr(c) for c in choices))
+
+    return parse
+
+
+def names(value: Any, choices: tuple[str, ...]) -> list[str] | None:
+    """One name, "all", a comma-separated string or a list of names -> the names, or
+    None when that is not what was given."""
+    if isinstance(value, str):
+        parts = [p.strip().lower() for p in value.split(",")]
+    elif isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+        parts = [v.strip().lower() for v in value]
+    else:
+        return None
+    if parts == ["all"]:
+        parts = list(choices)
+    if not parts or any(p not in choices for p in parts) or len(set(parts)) != len(parts):
+        return None
+    return parts
+
+
+def metrics(value: Any, key: str, source: str) -> tuple[MetricName, ...]:
+    """One metric, "all", a comma-separated string or a list of metrics -> a tuple."""
+    parts = names(value, METRICS)
+    if parts is None:
+        raise bad(key, value, source, "one of 'jaccard', 'serp', 'prag', 'all', or a list of them")
+    return cast("tuple[MetricName, ...]", tuple(parts))
+
+
+def statistics(value: Any, key: str, source: str) -> tuple[Statistic, ...]:
+    """One statistic, "all", a comma-separated string or a list of them -> a tuple."""
+    parts = names(value, STATISTICS)
+    if parts is None:
+        expected = f"one of {', '.join(repr(x) for x in STATISTICS)}, 'all', or a list of them"
+        raise bad(key, value, source, expected)
+    return cast("tuple[Statistic, ...]", tuple(parts))
+
+
+def perturbation(value: Any, key: str, source: str) -> str:
+    """ "typo", or the longer spec "typo:N:kind+kind" that prompts.perturb understands."""
+    from pytest_recfair.prompts.perturb import parse_perturbation
+
+    expected = "'typo' (or 'typo:N', 'typo:kind+kind', 'typo:N:kind+kind')"
+    if not isinstance(value, str):
+        raise bad(key, value, source, expected)
+    try:
+        parse_perturbation(value)
+    except ConfigError:
+        raise bad(key, value, source, expected) from None
+    return value.strip().lower()
+
+
+def text(value: Any, key: str, source: str) -> str:
+    if isinstance(value, Path):
+        return str(value)
+    if not isinstance(value, str) or not value.strip():
+        raise bad(key, value, source, "a non-empty string")
+    return value.strip()
+
+
+def paths(split: Callable[[str], list[str]]) -> Parser:
+    """Several paths: a string cut by ``split`` (commas, or shell words), or a list."""
+
+    def parse(value: Any, key: str, source: str) -> tuple[str, ...]:
+        if isinstance(value, str | Path):
+            try:
+                parts = split(str(value))
+            except ValueError:  # shlex: an unclosed quote
+                parts = []
+        elif isinstance(value, list | tuple):
+            parts = [str(p) for p in value if isinstance(p, str | Path)]
+            parts = parts if len(parts) == len(value) else []
+        else:
+            parts = []
+        found = tuple(p.strip() for p in parts if p.strip())
+        if not found:
+            raise bad(key, value, source, "one or more paths")
+        return found
+
+    return parse
+
+
+def optional(
+    parse: Callable[[Any, str, str], Any],
+) -> Callable[[Any, str, str], Any]:
+    def inner(value: Any, key: str, source: str) -> Any:
+        if value is None:
+            return None
+        # ini and CLI can only spell "not set" as text; a marker passes None
+        if source != "marker" and isinstance(value, str) and value.strip().lower() in {"", "none"}:
+            return None
+        return parse(value, key, source)
+
+    return inner
+
+
+def bad(key: str, value: Any, source: str, expected: str) -> ConfigError:
+    return ConfigError(
+        f"fairness setting {plain(value, key, source)}: expected {expected}. "
+        f"Fix the {source} value; see docs/configuration.md."
+    )
+
+
+def unit(value: Any, key: str, source: str) -> float:
+    return to_float(value, key, source, lo=0.0, hi=1.0)
+
+
+def nonneg(value: Any, key: str, source: str) -> float:
+    return to_float(value, key, source, lo=0.0, hi=None)
+
+
+def tolerance(value: Any, key: str, source: str) -> float:
+    """How much a statistic may worsen against its baseline: read as a number here, checked
+    by the gate's one rule (``gate.limits.check_tolerance``) with this setting's words."""
+    out = nonneg(value, key, source)
+    try:
+        return check_tolerance(out)
+    except ConfigError:
+        raise bad(key, value, source, "a finite number >= 0.0, e.g. 0.02") from None
+
+
+def max_failed(value: Any, key: str, source: str) -> float:
+    try:
+        return check_max_failed(value, key)
+    except ConfigError:
+        raise bad(
+            key, value, source, "a share of prompts in [0, 1) such as 0.01 or '1%' (0: none)"
+        ) from None
+
+
+def prices(value: Any, key: str, source: str) -> Prices:
+    """Two prices (input, output; USD per million tokens) -> Prices."""
+    from pytest_recfair.engine.budget import parse_prices
+
+    expected = "two prices, input then output, e.g. '0.15, 0.60'"
+    try:
+        prices = parse_prices(value, key)
+    except ConfigError:
+        raise bad(key, value, source, expected) from None
+    if prices is None:
+        raise bad(key, value, source, expected)
+    return prices
+
+
+def headers(value: Any, key: str, source: str) -> HeaderEnvs:
+    """ "X-Team: TEAM_ENV, X-Org: ORG_ENV" (or a dict) -> (header, env name) pairs: each
+    value is the NAME of an environment variable, so no header value is in a config."""
+    from pytest_recfair.providers.envheaders import parse_header_envs
+
+    try:
+        pairs = parse_header_envs(value)
+    except ConfigError as exc:
+        raise bad(key, value, source, str(exc).removeprefix("expected ")) from None
+    return tuple(pairs.items())
+
+
+def whole(minimum: int) -> Parser:
+    return lambda v, k, s: to_int(v, k, s, minimum=minimum)
+
+
+def number(lo: float, hi: float | None) -> Parser:
+    return lambda v, k, s: to_float(v, k, s, lo=lo, hi=hi)
