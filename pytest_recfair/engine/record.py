@@ -62,6 +62,9 @@ def property_items(result: AuditResult) -> list[tuple[str, float | int | str]]:
         props.append((f"{key}.refusal_gap", _round(a.refusal_gap)))
         if a.entropy is not None:
             props.append((f"{key}.entropy", _round(a.entropy)))
+    from pytest_recfair.report.sections import extra_properties  # the kinds' own numbers
+
+    props += extra_properties(result)
     if result.gate is not None:
         props.append(("recfair.gate", "pass" if result.gate.passed else "fail"))
     return props

@@ -8,6 +8,7 @@ summary, the report file and the JUnit properties are produced once, on the cont
 
 from __future__ import annotations
 
+import dataclasses
 import keyword
 import shlex
 import traceback
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     # runs or a run has results to report, never at pytest start-up
     from pytest_recfair import engine as audit
     from pytest_recfair.engine import budget as plan
-    from pytest_recfair.engine import shardfile as shards
+    from pytest_recfair.engine import sharding as shards
 
 __all__ = ["marker"]
 
@@ -316,7 +317,7 @@ def _configure_shards(config: pytest.Config) -> None:
             "--fairness-shard=I/N, then one job gates their results with --fairness-merge."
         )
     if shard_text:
-        from pytest_recfair.engine import shardfile as shards
+        from pytest_recfair.engine import sharding as shards
 
         try:
             config.stash[_SHARD] = shards.parse_shard(shard_text)
@@ -672,36 +673,21 @@ def _measure(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     inputs = _inputs(request, s)
     # before anything is sent: print the plan, refuse beyond the budget (--fairness-plan: skip)
     planned = _plan(request, s, recommender, seeds, grid, inputs, shard)
-    failed = None
+    job = audit.AuditRequest(s, recommender, seeds, grid, node.nodeid, inputs=inputs, shard=shard)
+    failed = {}
     if s.batch:
-        failed = audit.record_batch(
-            s,
-            recommender,
-            seeds=seeds,
-            grid=grid,
-            root=config.rootpath / s.cassette_dir,
-            test_id=node.nodeid,
-            shard=shard,
-            progress=_terminal_line(config),
-            inputs=inputs,
-        )
+        failed = audit.record_batch(job, config.rootpath / s.cassette_dir, _terminal_line(config))
     # the runner flushes recorded cassettes itself, also when the run fails half-way
-    common: dict[str, Any] = {
-        "seeds": seeds,
-        "grid": grid,
-        "cassettes": request.getfixturevalue("recfair_cassettes"),
-        "test_id": node.nodeid,
-        "failed": failed,
-        "inputs": inputs,
-    }
+    cassettes = request.getfixturevalue("recfair_cassettes")
+    job = dataclasses.replace(job, cassettes=cassettes, failed=failed)
     if shard is None:
         live = _live_line(config, planned)
         try:
-            return audit.measure(s, recommender, progress=False, live=live, **common)
+            return audit.measure(dataclasses.replace(job, live=live, progress=False))
         finally:
             if live is not None:
                 live.close()
-    out = audit.run_shard(s, recommender, shard=shard, root=config.rootpath / s.shard_dir, **common)
+    out = audit.run_shard(job, config.rootpath / s.shard_dir)
     pytest.skip(
         f"fairness shard {shard}: {out.scored} of {out.total} entities scored, written to "
         f"{out.path}; gate the merged audit with --fairness-merge"

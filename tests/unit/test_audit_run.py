@@ -29,16 +29,14 @@ def _settings(**marker: object) -> AuditSettings:
     return resolve(marker=base | marker, ini={"recfair_n_resamples": "50"})
 
 
-def _audit(settings: AuditSettings, recommender: object = BIASED, **kw: object) -> AuditResult:
-    return audit.run_audit(
-        settings, recommender, seeds=SEEDS, grid=GRID, cassettes=None, test_id="t::x", **kw
-    )
+def _audit(
+    settings: AuditSettings, recommender: object = BIASED, baseline: AuditResult | None = None
+) -> AuditResult:
+    return audit.run_audit(audit.AuditRequest(settings, recommender, SEEDS, GRID, "t::x"), baseline)
 
 
 def _measure(settings: AuditSettings, recommender: object = BIASED) -> AuditResult:
-    return audit.measure(
-        settings, recommender, seeds=SEEDS, grid=GRID, cassettes=None, test_id="t::x"
-    )
+    return audit.measure(audit.AuditRequest(settings, recommender, SEEDS, GRID, "t::x"))
 
 
 def test_planted_bias_is_found() -> None:

@@ -2,7 +2,7 @@
 
 Prompts are the list-overlap audit's (any grid and template set, e.g. the implicit grid
 with the ``lmrec`` conversational templates); each recommended title is matched to the
-catalogue, and :mod:`pytest_recfair.engine.itemscore` measures, per catalogue field, the share of
+catalogue, and :mod:`.scoring` measures, per catalogue field, the share of
 each category per group, the shift of each group from the neutral prompt (total variation
 distance) with a family-wise permutation test over entities, and the LMRec association
 score. Gated by ``max_shift`` (absolute) and against the baseline's per-entity counts.
@@ -11,23 +11,31 @@ score. Gated by ``max_shift`` (absolute) and against the baseline's per-entity c
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_recfair.engine import itemscore as itemside
-from pytest_recfair.engine.base import AuditInputs, Scored
-from pytest_recfair.engine.overlap import OVERLAP, parse_all
+from pytest_recfair.engine.base import AuditInputs, Merged, Rebuild, Scored
+from pytest_recfair.engine.items import scoring as itemside
+from pytest_recfair.engine.items.sections import KEY, ItemSections
+from pytest_recfair.engine.overlap.kind import OVERLAP
+from pytest_recfair.engine.overlap.scoring import parse_all
+from pytest_recfair.engine.pooled import PooledScorer
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.prompts import Entity, Grid, PromptCase
+from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
 
-__all__ = ["ITEMS", "ItemAudit"]
+if TYPE_CHECKING:
+    from pytest_recfair.engine.sharding import ShardResult
 
-KEY = "items"
+__all__ = ["ITEMS", "ItemAudit"]
 
 
 class ItemAudit:
+    """The LMRec item-side audit: item properties per group, scored over all entities."""
+
     name = KEY
+    sections = ItemSections()
 
     def wants(self, settings: AuditSettings) -> bool:
         return settings.item_field is not None
@@ -42,33 +50,33 @@ class ItemAudit:
     ) -> list[PromptCase]:
         return OVERLAP.build_cases(settings, grid, entities, attributes, inputs)
 
-    def score(
+    def scorer(
         self,
         settings: AuditSettings,
-        cases: Sequence[PromptCase],
-        completions: Mapping[str, Any],
+        entities: Sequence[str],
+        first: Sequence[PromptCase],
         inputs: AuditInputs,
-    ) -> Scored:
-        if inputs.catalogue is None:
+    ) -> PooledScorer:
+        catalogue = inputs.catalogue
+        if catalogue is None:
             raise ConfigError(
                 f"@fairness(item_field={settings.item_field!r}) needs a catalogue: give "
                 "catalogue= a CSV/JSON/YAML file (marker or ini recfair_catalogue), or "
                 "override the recfair_catalogue fixture"
             )
-        fields = [f.strip() for f in (settings.item_field or "").split(",") if f.strip()]
-        replies = parse_all(cases, completions, settings.k, settings.parse_style)
-        titles = [r.items for r in replies]
-        attrs = list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
-        matched = itemside.match_replies(titles, inputs.catalogue)  # once for all attributes
-        results = [
-            itemside.score_items(
-                cases, titles, inputs.catalogue, fields, attribute=attr,
-                n_permutations=settings.n_resamples, n_resamples=settings.n_resamples,
-                seed=settings.seed, matched=matched,
-            ).to_dict()
-            for attr in attrs
-        ]  # fmt: skip
-        return Scored((), 0, {KEY: {"catalogue": inputs.catalogue.source, "attributes": results}})
+        return PooledScorer(lambda cases, replies: _score(settings, catalogue, cases, replies))
+
+    def merge(
+        self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
+    ) -> Merged:
+        from pytest_recfair.engine import sharding
+
+        return sharding.replay(
+            settings,
+            parts,
+            rebuild,
+            lambda e, first, inputs: self.scorer(settings, e, first, inputs),
+        )
 
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
@@ -97,6 +105,29 @@ class ItemAudit:
                 for f in fails
             ]
         return tuple(out)
+
+
+def _score(
+    settings: AuditSettings,
+    catalogue: Catalogue,
+    cases: Sequence[PromptCase],
+    completions: Mapping[str, Any],
+) -> Scored:
+    """Every attribute's item-side results from all the audit's replies."""
+    fields = [f.strip() for f in (settings.item_field or "").split(",") if f.strip()]
+    replies = parse_all(cases, completions, settings.k, settings.parse_style)
+    titles = [r.items for r in replies]
+    attrs = list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
+    matched = itemside.match_replies(titles, catalogue)  # once for all attributes
+    results = [
+        itemside.score_items(
+            cases, titles, catalogue, fields, attribute=attr,
+            n_permutations=settings.n_resamples, n_resamples=settings.n_resamples,
+            seed=settings.seed, matched=matched,
+        ).to_dict()
+        for attr in attrs
+    ]  # fmt: skip
+    return Scored((), 0, {KEY: {"catalogue": catalogue.source, "attributes": results}})
 
 
 def _results(result: AuditResult | None) -> list[itemside.ItemSideResult]:
