@@ -173,6 +173,7 @@ class AuditKind(Protocol):
 
     #: short name, the key of its results in ``AuditResult.extras`` and of its sections
     name: str
+
     @property
     def sections(self) -> KindSections:
         """How every report format shows this kind's results (report/sections.py)."""
