@@ -124,15 +124,16 @@ def _score(
             cases, titles, catalogue, fields, attribute=attr,
             n_permutations=settings.n_resamples, n_resamples=settings.n_resamples,
             seed=settings.seed, matched=matched,
-        ).to_dict()
+        )
         for attr in attrs
     ]  # fmt: skip
-    return Scored((), 0, {KEY: {"catalogue": catalogue.source, "attributes": results}})
+    return Scored((), 0, {KEY: itemside.ItemResults(catalogue.source, tuple(results))})
 
 
-def _results(result: AuditResult | None) -> list[itemside.ItemSideResult]:
-    data = (result.extras.get(KEY) if result is not None else None) or {}
-    return [itemside.ItemSideResult.from_dict(d) for d in data.get("attributes", ())]
+def _results(result: AuditResult | None) -> tuple[itemside.ItemSideResult, ...]:
+    """Typed as this run scored them; read from JSON data only for a stored baseline."""
+    data = result.extras.get(KEY) if result is not None else None
+    return itemside.ItemResults.of(data).attributes
 
 
 ITEMS = ItemAudit()

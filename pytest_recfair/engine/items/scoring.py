@@ -18,9 +18,11 @@ import numpy as np
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import itemshift
 from pytest_recfair.replies.catalogue import Catalogue, Coverage
+from pytest_recfair.results import KindResults
 
 __all__ = [
     "FieldShift",
+    "ItemResults",
     "ItemSideResult",
     "MatchedReplies",
     "field_codes",
@@ -123,6 +125,26 @@ class ItemSideResult:
             entities=entities,
             counts=counts,
         )
+
+
+@dataclass(frozen=True, eq=False)  # eq: the Mapping's, so it equals its JSON form
+class ItemResults(KindResults):
+    """The item-side results of one audit (``AuditResult.extras["items"]``), typed."""
+
+    catalogue: str | None
+    attributes: tuple[ItemSideResult, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"catalogue": self.catalogue, "attributes": [a.to_dict() for a in self.attributes]}
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any] | None) -> ItemResults:
+        """Typed results from an extras entry: as they are, or read from JSON data."""
+        if isinstance(data, ItemResults):
+            return data
+        data = data or {}
+        attributes = tuple(ItemSideResult.from_dict(d) for d in data.get("attributes", ()))
+        return cls(data.get("catalogue"), attributes)
 
 
 def _field_dict(f: FieldShift) -> dict[str, Any]:
