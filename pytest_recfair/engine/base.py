@@ -36,8 +36,8 @@ __all__ = [
     "Scorer",
     "Sent",
     "Shard",
-    "positions",
     "select",
+    "shard_positions",
 ]
 
 T = TypeVar("T")
@@ -54,14 +54,14 @@ class Shard:
         return f"{self.index}/{self.count}"
 
 
-def positions(n: int, shard: Shard | None) -> range:
+def shard_positions(n: int, shard: Shard | None) -> range:
     """Positions (0-based) of the entities that ``shard`` audits out of ``n``."""
     return range(n) if shard is None else range(shard.index - 1, n, shard.count)
 
 
 def select(items: Sequence[T], shard: Shard | None) -> list[T]:
     """The items (entities) shard I/N audits: every N-th, starting at position I-1."""
-    return [items[i] for i in positions(len(items), shard)]
+    return [items[i] for i in shard_positions(len(items), shard)]
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,8 +36,8 @@ from pytest_recfair.engine.base import (
     Scorer,
     Sent,
     Shard,
-    positions,
     select,
+    shard_positions,
 )
 from pytest_recfair.engine.overlap.tally import Tally, merge
 from pytest_recfair.errors import ConfigError, DataError
@@ -59,11 +59,11 @@ __all__ = [
     "merge_replies",
     "merge_results",
     "parse_shard",
-    "positions",
     "replay",
     "run_shard",
     "select",
     "shard_path",
+    "shard_positions",
     "write_shard",
 ]
 
