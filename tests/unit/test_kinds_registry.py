@@ -199,3 +199,38 @@ def test_item_side_results_stay_typed_and_read_as_their_json(tmp_path: Path) -> 
     again = AuditResult.from_dict(result.to_dict())
     assert again.extras["items"] == items  # plain JSON data equals the typed results
     assert ItemResults.of(again.extras["items"]).to_dict() == items.to_dict()
+
+
+# --- cost: the runner's figure, once ---------------------------------------------------
+
+
+def test_cost_is_the_runners_figure_summed_over_chunks_and_shards(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The engine never prices tokens itself: each chunk's RunOutcome.cost (here a marker
+    figure no price list would give) is added up, and shards add theirs at the merge."""
+    from pytest_recfair import providers
+
+    real = providers.run_cases
+
+    def priced(*args: Any, **kwargs: Any) -> providers.RunOutcome:
+        outcome = real(*args, **kwargs)
+        return providers.RunOutcome(
+            outcome.completions, outcome.errors, providers.Usage(3, 5), cost=0.25
+        )
+
+    monkeypatch.setattr(stream.providers, "run_cases", priced)
+    monkeypatch.setattr(stream, "chunk_entities", lambda settings, per_entity: 2)
+    result = engine.measure(_request())
+    assert result.cost == 0.25 * 3  # 6 entities, 2 per chunk
+    assert (result.prompt_tokens, result.completion_tokens) == (9, 15)
+    for i in (1, 2):
+        shard = AuditRequest(**{**_request().__dict__, "shard": Shard(i, 2)})
+        engine.run_shard(shard, tmp_path)
+    request = _request()
+    merged = engine.MergeSource((tmp_path,)).result(
+        request.settings, request.test_id, lambda: (request.seeds, request.grid, AuditInputs())
+    )
+    assert merged.cost == 0.25 * 4  # what the shards were charged: 3 entities, 2 chunks each
+    assert (merged.prompt_tokens, merged.completion_tokens) == (12, 20)
+    assert merged.to_dict()["attributes"] == result.to_dict()["attributes"]
