@@ -32,7 +32,7 @@ from pytest_recfair.metrics.positions import (
 )
 from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.prompts.candidates import CandidateCase, build_candidate_cases, read_pick
-from pytest_recfair.report.fmt import fmt, fmt_pair, p_text
+from pytest_recfair.report.fmt import fmt, fmt_pair, p_cell, p_text
 from pytest_recfair.report.htmlkit import esc, table
 from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
@@ -76,7 +76,7 @@ class PositionSections:
             head = ["group", "first-position rate", *names, *(f"p {n}" for n in names), "picks"]
             rows = []
             for i, g in enumerate(res["groups"]):
-                p = [("—" if i == 0 else p_text(res["p_adjusted"][n][i - 1])) for n in names]
+                p = [("—" if i == 0 else p_cell(res["p_adjusted"][n][i - 1])) for n in names]
                 ms = [
                     fmt(res["measures"][n][i]) + fmt_pair(res["measures_ci"][n][i]) for n in names
                 ]

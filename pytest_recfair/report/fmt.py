@@ -18,6 +18,7 @@ __all__ = [
     "fmt_interval",
     "fmt_p",
     "fmt_pair",
+    "p_cell",
     "p_text",
 ]
 
@@ -66,6 +67,11 @@ def fmt_p(p: float) -> str:
 def p_text(p: float | None) -> str:
     """A p-value after "p" ("= 0.042", "< 0.001"), or "n/a" when there is none."""
     return "n/a" if p is None else fmt_p(p)
+
+
+def p_cell(p: float | None) -> str:
+    """A p-value in a table's "p" column: "0.042", "< 0.001" or "n/a"."""
+    return p_text(p).removeprefix("= ")
 
 
 def fmt_pair(pair: Sequence[float | None] | None) -> str:

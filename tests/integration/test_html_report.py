@@ -24,7 +24,7 @@ import pytest
 
 from pytest_recfair import report
 from pytest_recfair.gate import thresholds as gate
-from pytest_recfair.report.fmt import p_text
+from pytest_recfair.report.fmt import p_cell
 from pytest_recfair.results import AuditResult
 from tests.support import synth_results
 
@@ -167,7 +167,7 @@ def _item_numbers(run: dict[str, Any]) -> list[str]:
             out += [report.fmt(f["max_shift"]), *(report.fmt(x) for x in f["shift"])]
             out += [report.fmt(x) for row in f["shares"] for x in row]
             out += [report.fmt(lo) for lo, _ in f["shift_ci"]]
-            out += [p_text(p) for p in f["p_adjusted"]]
+            out += [p_cell(p) for p in f["p_adjusted"]]
     return out
 
 
@@ -175,11 +175,11 @@ def _position_numbers(run: dict[str, Any]) -> list[str]:
     """Every number the candidate-position results hold, as the reports print them."""
     out = []
     for res in _extras(run, "positions"):
-        out += [report.fmt(res["pooled_bias"]), p_text(res["p_uniform"])]
+        out += [report.fmt(res["pooled_bias"]), p_cell(res["p_uniform"])]
         out += [report.fmt(x) for x in res["pooled_bias_ci"]]
         out += [report.fmt(row[0]) for row in res["curve"]]
         out += [report.fmt(x) for values in res["measures"].values() for x in values]
-        out += [p_text(p) for ps in res["p_adjusted"].values() for p in ps]
+        out += [p_cell(p) for ps in res["p_adjusted"].values() for p in ps]
         out += [str(n) for n in res["n_picks"]]
     return out
 

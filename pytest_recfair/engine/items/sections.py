@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from pytest_recfair.report.fmt import fmt, fmt_pair, p_text
+from pytest_recfair.report.fmt import fmt, fmt_pair, p_cell, p_text
 from pytest_recfair.report.htmlkit import esc, table
 from pytest_recfair.results import AuditResult
 
@@ -42,7 +42,7 @@ def _field_table(f: Mapping[str, Any]) -> str:
     rows = []
     for i, (g, shares) in enumerate(zip(f["groups"], f["shares"], strict=True)):
         shift = "—" if i == 0 else fmt(f["shift"][i - 1]) + fmt_pair(f["shift_ci"][i - 1])
-        p = "—" if i == 0 else p_text(f["p_adjusted"][i - 1])
+        p = "—" if i == 0 else p_cell(f["p_adjusted"][i - 1])
         rows.append([g, *(fmt(x) for x in shares), str(f["n_items"][i]), shift, p])
     return table(head, rows)
 
