@@ -16,7 +16,6 @@ from pytest_recfair.cassettes.store import CassetteStore, sanitize_name
 from pytest_recfair.engine import registry, stream
 from pytest_recfair.engine.base import AuditRequest, select
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.providers.batch import cassette_recorder, run_batch
 
 __all__ = ["journal_path", "record_batch"]
 
@@ -37,6 +36,8 @@ def record_batch(
             f"--fairness-batch: {test_id} audits a Python callable, which has no batch API; "
             "set recfair_provider = openai or anthropic (and recfair_model), or drop the option."
         )
+    from pytest_recfair.providers.batch import cassette_recorder, run_batch
+
     store = CassetteStore(root, "new_episodes")
     store.add_secrets(getattr(recommender, "secrets", ()))
     todo = _missing(request, store)

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pytest_recfair.engine import pipeline, registry, stream
 from pytest_recfair.engine.base import (
@@ -43,9 +43,11 @@ from pytest_recfair.engine.overlap.tally import Tally, merge
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.prompts import Entity, Grid
-from pytest_recfair.providers import Completion, RunOutcome, Usage
 from pytest_recfair.results import AuditMeta, AuditResult
 from pytest_recfair.settings import AuditSettings
+
+if TYPE_CHECKING:
+    from pytest_recfair.providers import Completion
 
 __all__ = [
     "SHARD_FORMAT",
@@ -393,6 +395,8 @@ def replay(
     """Merge reply shards: the united replies go through a fresh scorer (``start``:
     entity ids, first entity's prompts, inputs -> scorer) over the whole audit's prompts,
     as the unsharded run scored them."""
+    from pytest_recfair.providers import RunOutcome, Usage
+
     meta, replies = merge_replies(parts)
     cases, inputs = rebuild()
     completions = {k: _completion(v) for k, v in replies["completions"].items()}
@@ -417,6 +421,8 @@ def replay(
 
 
 def _completion(d: Mapping[str, Any]) -> Completion:
+    from pytest_recfair.providers import Completion, Usage
+
     usage = d.get("usage")
     return Completion(
         text=str(d["text"]),

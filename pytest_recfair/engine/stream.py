@@ -12,13 +12,16 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_recfair import prompts, providers
+from pytest_recfair import prompts
 from pytest_recfair.engine.base import AuditInputs, AuditKind, AuditRequest, Scorer, Sent, select
 from pytest_recfair.errors import DataError, RecfairError
 from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.settings import AuditSettings
+
+if TYPE_CHECKING:
+    from pytest_recfair import providers
 
 __all__ = [
     "Streamed",
@@ -59,6 +62,8 @@ def prices_of(settings: AuditSettings) -> tuple[float, float] | None:
 def run_options(settings: AuditSettings, live: Any = None) -> providers.RunOptions:
     """How the runner sends this audit's prompts: the settings' provider keys, the
     progress line of the pytest terminal (None: the runner's own on a terminal)."""
+    from pytest_recfair import providers  # the engine's one call into httpx land
+
     return providers.RunOptions(
         concurrency=settings.concurrency,
         timeout=settings.timeout,
@@ -97,6 +102,8 @@ def stream(request: AuditRequest, kind: AuditKind) -> Streamed:
 
 def send(request: AuditRequest, cases: Sequence[Any]) -> providers.RunOutcome:
     """Send ``cases`` (those already known to have failed are not sent, they stay failed)."""
+    from pytest_recfair import providers
+
     failed = request.failed
     known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
     outcome = providers.run_cases(

@@ -219,7 +219,7 @@ def test_cost_is_the_runners_figure_summed_over_chunks_and_shards(
             outcome.completions, outcome.errors, providers.Usage(3, 5), cost=0.25
         )
 
-    monkeypatch.setattr(stream.providers, "run_cases", priced)
+    monkeypatch.setattr(providers, "run_cases", priced)
     monkeypatch.setattr(stream, "chunk_entities", lambda settings, per_entity: 2)
     result = engine.measure(_request())
     assert result.cost == 0.25 * 3  # 6 entities, 2 per chunk
