@@ -73,18 +73,20 @@ def audit(
     ``cassettes.CassetteStore`` for replay/recording; by default every prompt is sent.
     """
     from pytest_recfair.engine import pipeline
+    from pytest_recfair.engine.base import AuditRequest
 
     s = _settings(marker_arguments, "audit")
-    return pipeline.measure(
-        s,
-        recommender,
+    request = AuditRequest(
+        settings=s,
+        recommender=recommender,
         seeds=_seeds(s, seeds),
         grid=prompts.load_grid(s.grid),
-        cassettes=cassettes,
         test_id=test_id,
-        progress=progress,
+        cassettes=cassettes,
         inputs=_inputs(s),
+        progress=progress,
     )
+    return pipeline.measure(request)
 
 
 def _inputs(s: settings.AuditSettings) -> Any:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
@@ -25,6 +25,7 @@ __all__ = [
     "GateFailure",
     "GateOutcome",
     "Interval",
+    "KindResults",
     "Stat",
     "ValueResult",
     "matrix_from_dict",
@@ -387,6 +388,40 @@ class GateOutcome:
         )
 
 
+class KindResults(Mapping[str, Any]):
+    """A kind's own results in ``AuditResult.extras``, kept typed through the engine.
+
+    Read as a mapping they are their JSON form (``to_dict``, computed once), which is what
+    ``AuditResult.to_dict`` writes and a baseline or a worker's payload holds: code that
+    indexes ``result.extras["items"]["attributes"]`` reads the same whether the result
+    came from this run or from JSON (where the entry is that plain dict).
+    """
+
+    _plain: dict[str, Any] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _view(self) -> dict[str, Any]:
+        if self._plain is None:
+            object.__setattr__(self, "_plain", self.to_dict())
+        assert self._plain is not None
+        return self._plain
+
+    def __getitem__(self, key: str) -> Any:
+        return self._view()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._view())
+
+    def __len__(self) -> int:
+        return len(self._view())
+
+
+def _plain_extra(value: Any) -> Any:
+    return value.to_dict() if isinstance(value, KindResults) else value
+
+
 @dataclass(frozen=True, slots=True)
 class AuditResult:
     """Everything one fairness-marked test produced."""
@@ -398,7 +433,8 @@ class AuditResult:
     cost: float | None = None
     gate: GateOutcome | None = None
     merges: int = 0  # fuzzy title merges applied (logged separately for review)
-    #: other kinds of audit: kind name -> its results as plain JSON data ("items", ...)
+    #: other kinds of audit: kind name -> its results ("items", ...): typed
+    #: (:class:`KindResults`) from a run, plain JSON data when read back from JSON
     extras: dict[str, Any] = field(default_factory=dict)
     #: prompts that got no valid response (left out of their value's mean, never scored):
     #: ``attribute=value`` or "neutral" -> count; ``prompts``: all prompts of the audit
@@ -425,7 +461,11 @@ class AuditResult:
             "cost": self.cost,
             "gate": self.gate.to_dict() if self.gate else None,
             "merges": self.merges,
-            **({"extras": self.extras} if self.extras else {}),
+            **(
+                {"extras": {k: _plain_extra(v) for k, v in self.extras.items()}}
+                if self.extras
+                else {}
+            ),
             **({"failed": dict(self.failed), "prompts": self.prompts} if self.failed else {}),
         }
 

@@ -1,23 +1,27 @@
 """Fairness audits without pytest: run one, judge it, keep a run's results.
 
-- :mod:`.pipeline` runs one audit (grid -> prompts -> recommender -> parse -> score);
-- :mod:`.base` / :mod:`.registry` define the kinds of audit (:mod:`.overlap` is today's);
-- :mod:`.scoring` turns list-overlap replies into attribute results;
+- :mod:`.base` defines an :class:`AuditRequest` (one audit to run, built once by the
+  caller) and what a kind of audit is (:class:`AuditKind`); :mod:`.registry` lists the
+  kinds: :mod:`.overlap` (list overlap, the default), :mod:`.items` (item side),
+  :mod:`.positions` (candidate position);
+- :mod:`.pipeline` runs one audit; :mod:`.stream` sends its prompts a chunk of entities
+  at a time into the kind's scorer (:mod:`.pooled`: the scorer of kinds that score
+  across entities);
+- :mod:`.sharding` splits an audit across CI jobs and merges it back (shard files too);
+- :mod:`.batch` records missing prompts through a provider's batch API;
+- :mod:`.planning` / :mod:`.budget` the plan and budget before anything is sent;
 - :mod:`.verdict` holds the baseline state, the gate and the pure :func:`judge`;
 - :mod:`.record` holds a run's bookkeeping (payloads, JUnit properties, collector);
-- :mod:`.changes` says what --fairness-update changed and which baselines no test used;
-- :mod:`.stream` scores a list-overlap audit a chunk of entities at a time;
-- :mod:`.sharding` splits an audit across CI jobs and merges it back;
-- :mod:`.batch` records missing prompts through a provider's batch API.
+- :mod:`.changes` says what --fairness-update changed and which baselines no test used.
 """
 
 from __future__ import annotations
 
-from pytest_recfair.engine.base import AuditKind, Scored
+from pytest_recfair.engine.base import AuditInputs, AuditKind, AuditRequest, Scored, Shard
 from pytest_recfair.engine.batch import record_batch
 from pytest_recfair.engine.changes import baseline_changes, unused_baselines
 from pytest_recfair.engine.pipeline import measure, run_audit
-from pytest_recfair.engine.record import RunCollector, TestRecord, property_items
+from pytest_recfair.engine.record import RunCollector, TestRecord
 from pytest_recfair.engine.sharding import MergeSource, ShardWritten, run_shard
 from pytest_recfair.engine.verdict import (
     BaselineCheck,
@@ -32,12 +36,15 @@ from pytest_recfair.engine.verdict import (
 )
 
 __all__ = [
+    "AuditInputs",
     "AuditKind",
+    "AuditRequest",
     "BaselineCheck",
     "BaselineState",
     "MergeSource",
     "RunCollector",
     "Scored",
+    "Shard",
     "ShardWritten",
     "TestRecord",
     "Verdict",
@@ -48,7 +55,6 @@ __all__ = [
     "judge",
     "load_baseline",
     "measure",
-    "property_items",
     "record_batch",
     "run_audit",
     "run_shard",

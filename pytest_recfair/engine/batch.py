@@ -8,19 +8,14 @@ case id -> error: the audit counts them as failed prompts instead of asking agai
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from pytest_recfair.cassettes.store import CassetteStore, sanitize_name
-from pytest_recfair.engine import overlap, pipeline, registry, stream
-from pytest_recfair.engine import shardfile as shards
-from pytest_recfair.engine.base import AuditInputs
-from pytest_recfair.engine.shardfile import Shard
+from pytest_recfair.engine import registry, stream
+from pytest_recfair.engine.base import AuditRequest, select
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.prompts import Entity, Grid, PromptCase
-from pytest_recfair.providers.batch import cassette_recorder, run_batch
-from pytest_recfair.settings import AuditSettings
 
 __all__ = ["journal_path", "record_batch"]
 
@@ -31,28 +26,21 @@ def journal_path(root: Path, test_id: str) -> Path:
 
 
 def record_batch(
-    settings: AuditSettings,
-    recommender: Any,
-    *,
-    seeds: Sequence[Entity],
-    grid: Grid,
-    root: Path,
-    test_id: str,
-    shard: Shard | None = None,
-    progress: Callable[[str], None] | None = None,
-    inputs: AuditInputs | None = None,
+    request: AuditRequest, root: Path, progress: Callable[[str], None] | None = None
 ) -> dict[str, str]:
-    """Record every prompt of the audit that has no recording yet; failed case ids."""
+    """Record every prompt of the audit (its shard's share) that has no recording yet
+    under ``root``; returns the failed case ids with their errors."""
+    recommender, test_id = request.recommender, request.test_id
     if not hasattr(recommender, "build_request"):
         raise ConfigError(
             f"--fairness-batch: {test_id} audits a Python callable, which has no batch API; "
             "set recfair_provider = openai or anthropic (and recfair_model), or drop the option."
         )
+    from pytest_recfair.providers.batch import cassette_recorder, run_batch
+
     store = CassetteStore(root, "new_episodes")
     store.add_secrets(getattr(recommender, "secrets", ()))
-    todo = _missing(
-        settings, recommender, seeds, grid, store, test_id, shard, inputs or AuditInputs()
-    )
+    todo = _missing(request, store)
     if not todo:
         return {}
     try:
@@ -61,7 +49,7 @@ def record_batch(
             todo,
             journal=journal_path(root, test_id),
             record=cassette_recorder(store, test_id),
-            poll_interval=settings.batch_poll,
+            poll_interval=request.settings.batch_poll,
             progress=progress,
         )
     finally:
@@ -75,60 +63,38 @@ def record_batch(
     return outcome.errors
 
 
-def _missing(
-    settings: AuditSettings,
-    recommender: Any,
-    seeds: Sequence[Entity],
-    grid: Grid,
-    store: CassetteStore,
-    test_id: str,
-    shard: Shard | None,
-    inputs: AuditInputs,
-) -> list[PromptCase]:
+def _missing(request: AuditRequest, store: CassetteStore) -> list[Any]:
     """The cases replay would not find, a chunk of entities at a time."""
-    todo: list[PromptCase] = []
-    for entity_ids, cases in _chunks(settings, seeds, grid, test_id, shard, inputs):
+    todo: list[Any] = []
+    for entity_ids, cases in _chunks(request):
         for case in cases:
-            request = recommender.build_request(case.system, case.prompt)
+            built = request.recommender.build_request(case.system, case.prompt)
             found = store.lookup(
-                test_id,
+                request.test_id,
                 case.entity_id,
-                request.method,
-                str(request.url),
-                request.content,
+                built.method,
+                str(built.url),
+                built.content,
                 case.repeat,
                 case_id=case.id,
             )
             if found is None:
                 todo.append(case)
-        store.release(test_id, entity_ids)
+        store.release(request.test_id, entity_ids)
     return todo
 
 
-def _chunks(
-    settings: AuditSettings,
-    seeds: Sequence[Entity],
-    grid: Grid,
-    test_id: str,
-    shard: Shard | None,
-    inputs: AuditInputs,
-) -> Iterator[tuple[list[str], list[Any]]]:
-    """(entity ids, the cases the audit will send for them), as the audit builds them: a
-    list-overlap audit per chunk of entities, other kinds (which need the candidates and
-    build across entities) all at once, this shard's entities only."""
-    kind = registry.select(settings)
-    if kind is not overlap.OVERLAP:
-        asked = pipeline.kind_cases(
-            settings, kind, seeds=seeds, grid=grid, test_id=test_id, inputs=inputs
-        )
-        mine = [e.id for e in shards.select(asked.entities, shard)]
-        keep = set(mine)
-        yield mine, [c for c in asked.cases if c.entity_id in keep]
-        return
-    entities = shards.select(pipeline.entities_of(settings, seeds, test_id), shard)
-    grid, attributes = pipeline.attributes_of(settings, grid)
-    size = stream.chunk_entities(settings, 32)
-    for start in range(0, len(entities), size):
-        chunk = entities[start : start + size]
-        built = kind.build_cases(settings, grid, chunk, attributes, inputs)
-        yield [e.id for e in chunk], pipeline.asked_cases(settings, built, inputs)
+def _chunks(request: AuditRequest) -> Iterator[tuple[list[str], list[Any]]]:
+    """(entity ids, the cases the audit will send for them), chunk by chunk as the audit
+    builds them, this shard's entities only."""
+    s, inputs = request.settings, request.inputs
+    kind = registry.select(s)
+    entities = stream.entities_of(s, request.seeds, request.test_id)
+    grid, attributes = stream.attributes_of(s, request.grid)
+    first = kind.build_cases(s, grid, entities[:1], attributes, inputs)
+    selected = select(entities, request.shard)
+    size = stream.chunk_entities(s, len(first))
+    for start in range(0, len(selected), size):
+        chunk = selected[start : start + size]
+        built = kind.build_cases(s, grid, chunk, attributes, inputs)
+        yield [e.id for e in chunk], stream.asked_cases(s, built, inputs)

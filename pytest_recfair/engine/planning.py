@@ -11,10 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_recfair.engine import budget as plan
-from pytest_recfair.engine import pipeline, registry
-from pytest_recfair.engine import shardfile as shards
-from pytest_recfair.engine.base import AuditInputs
-from pytest_recfair.engine.shardfile import Shard
+from pytest_recfair.engine import registry, stream
+from pytest_recfair.engine.base import AuditInputs, AuditRequest, Shard
 from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.providers.probe import is_in_process, recorded_ids
 from pytest_recfair.settings import AuditSettings
@@ -45,12 +43,11 @@ def audit_plan(
     failed: Mapping[str, str] | None = None,
 ) -> plan.Plan:
     """The plan of this audit's run (of shard ``shard``'s share, when given)."""
-    inputs = inputs or AuditInputs()
-    kind = registry.select(settings)
-    entities = shards.select(pipeline.entities_of(settings, seeds, test_id), shard)
-    grid, attrs = pipeline.attributes_of(settings, grid)
-    built = kind.build_cases(settings, grid, entities, attrs, inputs)
-    cases = [c for c in pipeline.asked_cases(settings, built, inputs) if c.id not in (failed or {})]
+    request = AuditRequest(
+        settings, recommender, seeds, grid, test_id, inputs=inputs or AuditInputs(), shard=shard
+    )
+    asked = stream.all_cases(registry.select(settings), request)
+    cases = [c for c in asked if c.id not in (failed or {})]
     found = recorded_ids(recommender, cases, cassette_root, settings.record_mode, test_id)
     return plan.estimate(
         test_id,

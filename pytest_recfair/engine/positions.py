@@ -15,11 +15,12 @@ bootstrap over the shared entities, from the per-entity position counts each res
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytest_recfair.engine.base import AuditInputs, Scored
+from pytest_recfair.engine.base import AuditInputs, Merged, Rebuild, Scored
+from pytest_recfair.engine.pooled import PooledScorer
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.metrics.positions import (
     DRIFT_MEASURES,
@@ -31,17 +32,88 @@ from pytest_recfair.metrics.positions import (
 )
 from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.prompts.candidates import CandidateCase, build_candidate_cases, read_pick
+from pytest_recfair.report.fmt import fmt, fmt_pair, p_cell, p_text
+from pytest_recfair.report.htmlkit import esc, table
 from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
 
-__all__ = ["POSITIONS", "PositionAudit"]
+if TYPE_CHECKING:
+    from pytest_recfair.engine.sharding import ShardResult
+
+__all__ = ["POSITIONS", "PositionAudit", "PositionSections"]
 
 KEY = "positions"
 NEUTRAL = "(neutral)"
 
 
+class PositionSections:
+    """The candidate-position kind's report sections: the pooled position bias with its
+    interval and uniformity test, and per group the first-position rate, bias, missed
+    rate and consistency with family-wise p-values against the neutral prompt."""
+
+    def measure(self, result: AuditResult) -> str:
+        sizes = {a.get("k") for a in _attributes(result)}
+        shown = f" of {sizes.pop()}" if len(sizes) == 1 else ""
+        return f"candidate position (one pick{shown})"
+
+    def lines(self, data: Any) -> list[str]:
+        out: list[str] = []
+        for res in _data_attributes(data):
+            m = res["measures"]
+            out += [
+                f"{res['attribute']}: {_pooled(res)}; neutral: first-position rate "
+                f"{fmt(res['curve'][0][0])}, missed {fmt(m['missed'][0])}, consistency "
+                f"{fmt(m['consistency'][0])}",
+                f"  groups differing from neutral (family-wise p < 0.05): "
+                f"{', '.join(_differing(res)) or 'none'}",
+            ]
+        return out
+
+    def html(self, data: Any) -> str:
+        parts = []
+        for res in _data_attributes(data):
+            names = list(res["measures"])
+            head = ["group", "first-position rate", *names, *(f"p {n}" for n in names), "picks"]
+            rows = []
+            for i, g in enumerate(res["groups"]):
+                p = [("—" if i == 0 else p_cell(res["p_adjusted"][n][i - 1])) for n in names]
+                ms = [
+                    fmt(res["measures"][n][i]) + fmt_pair(res["measures_ci"][n][i]) for n in names
+                ]
+                rows.append([g, fmt(res["curve"][i][0]), *ms, *p, str(res["n_picks"][i])])
+            curve = [
+                [g, *(fmt(x) for x in row)]
+                for g, row in zip(res["groups"], res["curve"], strict=True)
+            ]
+            parts.append(
+                f"<h3>Candidate position: {esc(res['attribute'])}</h3>"
+                f'<p class="sub">{esc(_pooled(res))}, chi2 {esc(fmt(res["chi2"]))}; '
+                f"{esc(res['n_entities'])} entities</p>{table(head, rows)}"
+                "<p>Share of picks at each shown position:</p>"
+                + table(["group", *(f"#{j + 1}" for j in range(res["k"]))], curve)
+            )
+        return f'<div class="kind positions">{"".join(parts)}</div>'
+
+    def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
+        out: list[tuple[str, float | int | str]] = []
+        for res in _data_attributes(data):
+            key = "recfair." + str(res["attribute"]).casefold().replace(" ", "_")
+            for name, value in (
+                ("position_bias", res["pooled_bias"]),
+                ("p_uniform", res["p_uniform"]),
+                ("missed", res["measures"]["missed"][0]),
+                ("consistency", res["measures"]["consistency"][0]),
+            ):
+                if value is not None:
+                    out.append((f"{key}.{name}", value))
+        return out
+
+
 class PositionAudit:
+    """The LRWorld candidate-position audit, scored over all entities."""
+
     name = KEY
+    sections = PositionSections()
 
     def wants(self, settings: AuditSettings) -> bool:
         return settings.candidates is not None
@@ -69,16 +141,26 @@ class PositionAudit:
             seed=settings.seed,
         )
 
-    def score(
+    def scorer(
         self,
         settings: AuditSettings,
-        cases: Sequence[Any],
-        completions: Mapping[str, Any],
+        entities: Sequence[str],
+        first: Sequence[CandidateCase],
         inputs: AuditInputs,
-    ) -> Scored:
-        attrs = list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
-        out = [_score_attribute(settings, cases, completions, a) for a in attrs]
-        return Scored((), 0, {KEY: {"attributes": out}})
+    ) -> PooledScorer:
+        return PooledScorer(lambda cases, replies: _score(settings, cases, replies))
+
+    def merge(
+        self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
+    ) -> Merged:
+        from pytest_recfair.engine import sharding
+
+        return sharding.replay(
+            settings,
+            parts,
+            rebuild,
+            lambda e, first, inputs: self.scorer(settings, e, first, inputs),
+        )
 
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
@@ -93,6 +175,14 @@ class PositionAudit:
                 *_drift(settings, res, before.get(res["attribute"])),
             )
         )
+
+
+def _score(
+    settings: AuditSettings, cases: Sequence[CandidateCase], completions: Mapping[str, Any]
+) -> Scored:
+    attrs = list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
+    out = [_score_attribute(settings, cases, completions, a) for a in attrs]
+    return Scored((), 0, {KEY: {"attributes": out}})
 
 
 def _score_attribute(
@@ -258,6 +348,26 @@ def _drift(
                 )
             )
     return out
+
+
+def _data_attributes(data: Any) -> list[Mapping[str, Any]]:
+    return list((data or {}).get("attributes", ()))
+
+
+def _pooled(res: Mapping[str, Any]) -> str:
+    return (
+        f"candidate position bias {fmt(res['pooled_bias'])}{fmt_pair(res['pooled_bias_ci'])} "
+        f"(uniformity p {p_text(res['p_uniform'])})"
+    )
+
+
+def _differing(res: Mapping[str, Any]) -> list[str]:
+    return [
+        f"{g} ({name})"
+        for name in res["measures"]
+        for g, pv in zip(res["groups"][1:], res["p_adjusted"][name], strict=True)
+        if pv is not None and pv < 0.05
+    ]
 
 
 POSITIONS = PositionAudit()

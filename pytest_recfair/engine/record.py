@@ -1,25 +1,21 @@
-"""Run bookkeeping: what one test ships to the controller, JUnit properties, the collector.
+"""Run bookkeeping: what one test ships to the controller, and the run's collector.
 
-No pytest here: the plugin keeps one :class:`TestRecord` per audited test (its payload is
-built once, on the call-phase report) and one :class:`RunCollector` per pytest run.
+No pytest and no report here: the plugin keeps one :class:`TestRecord` per audited test
+(its payload is built once, on the call-phase report) and one :class:`RunCollector` per
+pytest run; ``report.run`` words and writes what the collector gathered.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_recfair.compare.models import ModelComparison, ModelSlot, compare_models
-from pytest_recfair.kinds import STATISTICS
 from pytest_recfair.results import AuditResult
 
-if TYPE_CHECKING:
-    from pytest_recfair.report.history import HistoryRun
-
-__all__ = ["RunCollector", "TestRecord", "property_items"]
+__all__ = ["RunCollector", "TestRecord"]
 
 
 @dataclass
@@ -51,28 +47,8 @@ class TestRecord:
         }
 
 
-def property_items(result: AuditResult) -> list[tuple[str, float | int | str]]:
-    """JUnit XML properties: recfair.<attribute>.<statistic> = value, and recfair.gate
-    (pass/fail) once the test is judged."""
-    props: list[tuple[str, float | int | str]] = [("recfair.model", result.meta.model)]
-    for a in result.attributes:
-        key = "recfair." + a.attribute.casefold().replace(" ", "_")
-        for stat in STATISTICS:
-            props.append((f"{key}.{stat}", _round(getattr(a, stat).value)))
-        props.append((f"{key}.refusal_gap", _round(a.refusal_gap)))
-        if a.entropy is not None:
-            props.append((f"{key}.entropy", _round(a.entropy)))
-    if result.gate is not None:
-        props.append(("recfair.gate", "pass" if result.gate.passed else "fail"))
-    return props
-
-
 def _slot(d: Mapping[str, Any] | None) -> ModelSlot | None:
     return None if not d else ModelSlot.from_dict(d)
-
-
-def _round(x: float) -> float:
-    return x if math.isnan(x) else round(float(x), 6)
 
 
 @dataclass
@@ -127,35 +103,8 @@ class RunCollector:
     def ordered(self) -> list[AuditResult]:
         return [self.results[k] for k in sorted(self.results)]
 
-    def summary_lines(self, width: int = 100) -> list[str]:
-        from pytest_recfair import report  # used once, at the end of a run
-
-        lines = list(report.terminal_summary(self.ordered(), width))
-        if self.models():
-            from pytest_recfair.report.sidebyside import terminal_lines
-
-            lines += terminal_lines(self.models(), width)
-        # one line each, unwrapped: a file path stays whole and easy to copy
-        for p in sorted(self.written):
-            lines.append(f"fairness baseline written: {p}")
-            lines.extend(f"  {change}" for change in self.changes.get(p, []))
-        lines.extend(self.notes)
-        return lines
-
     def models(self) -> list[ModelComparison]:
         """The side-by-side comparisons of the models audited by one test (docs/reports.md)."""
         if self._models is None:
             self._models = compare_models(self.results, self.slots)
         return self._models
-
-    def write_report(self, path: Path, history: Sequence[HistoryRun] = ()) -> None:
-        from pytest_recfair import report
-
-        report.write_report(
-            path, self.ordered(), self.baselines, models=self.models(), history=history
-        )
-
-    def append_history(self, directory: Path) -> Path:
-        from pytest_recfair.report.history import append_run
-
-        return append_run(directory, self.ordered(), self.baselines, models=self.models())

@@ -1,4 +1,9 @@
-"""The kinds of audit, in one place: a new kind is a new module plus one line here."""
+"""The kinds of audit, in one place: a new kind is a new module plus one line here.
+
+Every run mode and every report format reaches a kind through this registry only
+(:func:`select` by settings, :func:`named` by the key of its results in
+``AuditResult.extras``), so none of them branches on a kind.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +13,7 @@ from pytest_recfair.engine.overlap import OVERLAP
 from pytest_recfair.engine.positions import POSITIONS
 from pytest_recfair.settings import AuditSettings
 
-__all__ = ["KINDS", "select"]
+__all__ = ["KINDS", "default", "named", "select"]
 
 #: Tried in order; the first kind that wants the settings runs. The list-overlap audit
 #: (the FaiRLLM method) wants every settings object, so it comes last as the default.
@@ -20,4 +25,21 @@ def select(settings: AuditSettings) -> AuditKind:
     for kind in KINDS:
         if kind.wants(settings):
             return kind
-    raise LookupError("no kind of audit accepts these settings")  # unreachable: OVERLAP
+    raise LookupError("no kind of audit accepts these settings")  # unreachable: the default
+
+
+def default() -> AuditKind:
+    """The kind that wants every settings object (the last one)."""
+    return KINDS[-1]
+
+
+def named(name: str) -> AuditKind:
+    """The kind whose results ``AuditResult.extras[name]`` holds."""
+    for kind in KINDS:
+        if kind.name == name:
+            return kind
+    known = ", ".join(k.name for k in KINDS)
+    raise LookupError(
+        f"results of an unknown kind of audit {name!r} (known: {known}); a kind is added "
+        "in pytest_recfair/engine/registry.py"
+    )

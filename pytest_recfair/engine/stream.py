@@ -1,29 +1,40 @@
-"""Run a list-overlap audit a chunk of entities at a time: memory bounded by a chunk.
+"""Send an audit's prompts a chunk of entities at a time: memory bounded by a chunk.
 
-Each chunk's prompts are built, sent (or replayed), parsed, canonicalised and scored into
-a :class:`~pytest_recfair.engine.tally.Tally`; then the chunk's cases, replies and cassettes are
-dropped. What stays is what the statistics need: entities x values floats per attribute
-and metric, and exact sums. A shard (``--fairness-shard=I/N``) streams only its share of
-the entities into a tally of the whole audit, which ``shards`` merges later.
+For every kind alike: each chunk's prompts are built by the kind, sent (or replayed),
+handed to the kind's :class:`~pytest_recfair.engine.base.Scorer` and counted in a
+:class:`~pytest_recfair.engine.base.Sent`; then the chunk's cases, replies and cassettes
+are dropped. A shard (``--fairness-shard=I/N``) streams only its share of the entities
+into the scorer of the whole audit.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from pytest_recfair import providers
-from pytest_recfair.cassettes.store import CassetteStore
-from pytest_recfair.engine import overlap
-from pytest_recfair.engine.base import AuditInputs
-from pytest_recfair.engine.tally import Tally, TallyConfig
-from pytest_recfair.prompts import Entity, Grid, PromptCase
-from pytest_recfair.providers import Usage
+from pytest_recfair import prompts
+from pytest_recfair.engine.base import AuditInputs, AuditKind, AuditRequest, Scorer, Sent, select
+from pytest_recfair.errors import DataError, RecfairError
+from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.settings import AuditSettings
 
-__all__ = ["Streamed", "chunk_entities", "layout_of", "prices_of", "run_options", "stream"]
+if TYPE_CHECKING:
+    from pytest_recfair import providers
+
+__all__ = [
+    "Streamed",
+    "all_cases",
+    "asked_cases",
+    "attributes_of",
+    "chunk_entities",
+    "entities_of",
+    "prices_of",
+    "run_options",
+    "send",
+    "stream",
+]
 
 # Prompts per chunk: enough that a live chunk keeps every connection busy, few enough that
 # a chunk's replies and cassettes stay a few MB.
@@ -32,13 +43,12 @@ CHUNK_PROMPTS = 2048
 
 @dataclass
 class Streamed:
-    """What streaming an audit produced (the tally holds the scores)."""
+    """What streaming an audit produced: the scorer holds the scores."""
 
-    tally: Tally
-    usage: Usage = field(default_factory=Usage)
-    cases: int = 0  # prompts sent or replayed
-    errors: dict[str, str] = field(default_factory=dict)  # case id -> error (no reply)
-    failed: list[PromptCase] = field(default_factory=list)  # the cases of ``errors``
+    entities: list[Entity]  # of the whole audit (a shard scores its share)
+    grid: Grid
+    scorer: Scorer
+    sent: Sent
 
 
 def prices_of(settings: AuditSettings) -> tuple[float, float] | None:
@@ -51,6 +61,8 @@ def prices_of(settings: AuditSettings) -> tuple[float, float] | None:
 def run_options(settings: AuditSettings, live: Any = None) -> providers.RunOptions:
     """How the runner sends this audit's prompts: the settings' provider keys, the
     progress line of the pytest terminal (None: the runner's own on a terminal)."""
+    from pytest_recfair import providers  # the engine's one call into httpx land
+
     return providers.RunOptions(
         concurrency=settings.concurrency,
         timeout=settings.timeout,
@@ -61,91 +73,98 @@ def run_options(settings: AuditSettings, live: Any = None) -> providers.RunOptio
     )
 
 
-def layout_of(cases: Sequence[PromptCase]) -> dict[str, list[str]]:
-    """attribute -> its values, in prompt order (from one entity's cases)."""
-    out: dict[str, list[str]] = {}
-    for c in cases:
-        if c.attribute is not None and c.value is not None:
-            values = out.setdefault(c.attribute, [])
-            if c.value not in values:
-                values.append(c.value)
-    return out
-
-
 def chunk_entities(settings: AuditSettings, prompts_per_entity: int) -> int:
     """Entities per chunk: CHUNK_PROMPTS prompts, at least 8 per connection in flight."""
-    prompts = max(CHUNK_PROMPTS, 8 * settings.concurrency * max(1, prompts_per_entity // 4))
-    return max(1, prompts // max(1, prompts_per_entity))
+    count = max(CHUNK_PROMPTS, 8 * settings.concurrency * max(1, prompts_per_entity // 4))
+    return max(1, count // max(1, prompts_per_entity))
 
 
-def stream(
-    settings: AuditSettings,
-    recommender: Any,
-    *,
-    grid: Grid,
-    attributes: list[str] | None,
-    entities: Sequence[Entity],
-    selected: Sequence[Entity],
-    cassettes: CassetteStore | None,
-    test_id: str,
-    progress: bool | None = None,
-    failed: Mapping[str, str] | None = None,
-    asked: Callable[[list[PromptCase]], list[PromptCase]] = list,
-    inputs: AuditInputs | None = None,
-    live: Any = None,
-) -> Streamed:
-    """Score ``selected`` (all of ``entities``, or a shard's share) chunk by chunk.
-
-    Cases in ``failed`` (id -> error) are not sent: they count as failed prompts.
-    ``asked`` keeps the cases to send (a published run's never-answered ones are not).
-    """
-    inputs = inputs or AuditInputs()
-    kind = overlap.OVERLAP
-    first = kind.build_cases(settings, grid, list(entities[:1]), attributes, inputs)
-    config = TallyConfig(
-        settings.metrics, settings.k, settings.repeats, settings.variant, settings.missing
-    )
-    out = Streamed(Tally.start([e.id for e in entities], layout_of(first), config))
-    size = chunk_entities(settings, len(first))
+def stream(request: AuditRequest, kind: AuditKind) -> Streamed:
+    """Score the request's entities (all, or its shard's share) chunk by chunk."""
+    s, inputs = request.settings, request.inputs
+    entities = entities_of(s, request.seeds, request.test_id)
+    grid, attributes = attributes_of(s, request.grid)
+    first = kind.build_cases(s, grid, entities[:1], attributes, inputs)
+    out = Streamed(entities, grid, kind.scorer(s, [e.id for e in entities], first, inputs), Sent())
+    selected = select(entities, request.shard)
+    size = chunk_entities(s, len(first))
     for start in range(0, len(selected), size):
-        chunk = list(selected[start : start + size])
-        cases = asked(kind.build_cases(settings, grid, chunk, attributes, inputs))
-        known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
-        outcome = providers.run_cases(
-            recommender,
-            [c for c in cases if c.id not in known] if known else cases,
-            run_options(settings, live),
-            cassettes=cassettes,
-            test_id=test_id,
-            progress=False if live is not None else progress,
-        )
-        if known:
-            outcome = dataclasses.replace(outcome, errors={**outcome.errors, **known})
-        _absorb(settings, out, cases, outcome)
-        if cassettes is not None:
-            cassettes.release(test_id, [e.id for e in chunk])
+        chunk = selected[start : start + size]
+        cases = asked_cases(s, kind.build_cases(s, grid, chunk, attributes, inputs), inputs)
+        outcome = send(request, cases)
+        out.scorer.add(cases, outcome)
+        out.sent.add(cases, outcome)
+        if request.cassettes is not None:
+            request.cassettes.release(request.test_id, [e.id for e in chunk])
     return out
 
 
-def _absorb(
-    settings: AuditSettings,
-    out: Streamed,
-    cases: Sequence[PromptCase],
-    outcome: providers.RunOutcome,
-) -> None:
-    """Score one chunk's replies into the tally and keep its totals and failures."""
-    replies = overlap.parse_all(cases, outcome.completions, settings.k, settings.parse_style)
-    if outcome.errors:
-        replies = overlap.mark_failed(replies, outcome.errors)
-    if settings.parse_style == "default":
-        replies, merges = overlap.canonicalize(replies)
-        out.tally.merges += merges
-    out.tally.add(replies)
-    out.cases += len(cases)
-    out.usage = out.usage + outcome.usage
-    out.tally.prompt_tokens += outcome.usage.prompt_tokens
-    out.tally.completion_tokens += outcome.usage.completion_tokens
-    out.tally.models.update(c.model for c in outcome.completions.values() if c.model)
-    if outcome.errors:
-        out.errors.update(outcome.errors)
-        out.failed.extend(c for c in cases if c.id in outcome.errors)
+def send(request: AuditRequest, cases: Sequence[Any]) -> providers.RunOutcome:
+    """Send ``cases`` (those already known to have failed are not sent, they stay failed)."""
+    from pytest_recfair import providers
+
+    failed = request.failed
+    known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
+    outcome = providers.run_cases(
+        request.recommender,
+        [c for c in cases if c.id not in known] if known else list(cases),
+        run_options(request.settings, request.live),
+        cassettes=request.cassettes,
+        test_id=request.test_id,
+        progress=False if request.live is not None else request.progress,
+    )
+    if known:
+        outcome = dataclasses.replace(outcome, errors={**outcome.errors, **known})
+    return outcome
+
+
+def all_cases(kind: AuditKind, request: AuditRequest) -> list[Any]:
+    """Every prompt the whole audit asks (its shard's share, with a shard), at once."""
+    s = request.settings
+    entities = select(entities_of(s, request.seeds, request.test_id), request.shard)
+    grid, attributes = attributes_of(s, request.grid)
+    built = kind.build_cases(s, grid, entities, attributes, request.inputs)
+    return asked_cases(s, built, request.inputs)
+
+
+def entities_of(settings: AuditSettings, seeds: Sequence[Entity], test_id: str) -> list[Entity]:
+    entities = prompts.subsample(list(seeds), settings.entities, seed=settings.seed)
+    if not entities:
+        raise DataError(
+            f"{test_id}: the seed set is empty; give @fairness(seeds=...) a file or fixture "
+            "with at least one entity."
+        )
+    return entities
+
+
+def asked_cases(settings: AuditSettings, cases: Sequence[Any], inputs: AuditInputs) -> list[Any]:
+    """The cases to send: those a published run never answered are left out (their
+    entity then leaves that value's mean, as the FaiRLLM notebook does); the ``system``
+    setting replaces the templates' system message."""
+    if settings.system is not None:
+        cases = [dataclasses.replace(c, system=settings.system) for c in cases]
+    if not inputs.absent:
+        return list(cases)
+    return [
+        c
+        for c in cases
+        if c.attribute is None or (c.attribute, c.value, c.entity_id) not in inputs.absent
+    ]
+
+
+def attributes_of(settings: AuditSettings, grid: Grid) -> tuple[Grid, list[str] | None]:
+    """Which attributes to ask about; "personality" comes from its own bundled grid."""
+    if settings.attr is None:
+        return grid, None
+    try:
+        grid.attribute(settings.attr)
+    except (KeyError, RecfairError) as exc:
+        if not settings.personality:
+            names = ", ".join(a.name for a in grid.attributes)
+            raise DataError(
+                f"@fairness(attr={settings.attr!r}): grid {grid.name!r} has no such attribute "
+                f"({exc}). Allowed: {names}, an intersectional pair such as "
+                "'race x gender', or 'personality'."
+            ) from None
+        grid = prompts.load_grid("personality")
+    return grid, [settings.attr]

@@ -25,10 +25,10 @@ import numpy.typing as npt
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics._check import check_confidence, check_positive_int, make_rng
 from pytest_recfair.metrics._resample import maxt, percentile_ci, resample_weights
-from pytest_recfair.replies.catalogue import Catalogue
 
 __all__ = [
     "NEUTRAL",
+    "FieldCodes",
     "ItemCounts",
     "ShiftComparison",
     "ShiftResult",
@@ -46,7 +46,7 @@ IntArray = npt.NDArray[np.int64]
 Interval = tuple[float, float]
 #: The label of the neutral prompt's group (always group 0).
 NEUTRAL = "(neutral)"
-Lists = Mapping[str, Sequence[int | None] | None]  # entity -> matched catalogue indices
+Lists = Mapping[str, Sequence[int | None] | None]  # entity -> matched item indices
 # Gathered permutation blocks are kept below this many cells (memory ~ 8 bytes each).
 _BLOCK_CELLS = 1 << 22
 
@@ -76,15 +76,24 @@ class ItemCounts:
         return slice(int(off[i]), int(off[i + 1]))
 
 
+@dataclass(frozen=True)
+class FieldCodes:
+    """One categorical field of the items: its categories (in table order) and each
+    item's category index (item index -> category index, -1 when the item lacks it)."""
+
+    name: str
+    categories: tuple[str, ...]
+    codes: IntArray
+
+
 def item_counts(
     neutral: Lists,
     by_value: Mapping[str, Lists],
-    catalogue: Catalogue,
-    fields: Sequence[str],
+    fields: Sequence[FieldCodes],
     *,
     group_of: Mapping[str, str] | None = None,
 ) -> ItemCounts:
-    """Count categories per (entity, group) from matched catalogue indices (None: unmatched).
+    """Count categories per (entity, group) from matched item indices (None: unmatched).
 
     Groups are the values, or with ``group_of`` (value -> group, e.g. first names -> the
     group they signal) the groups, whose items pool over their values. Entities are
@@ -92,7 +101,7 @@ def item_counts(
     """
     if not fields:
         raise DataError("item_counts: give at least one catalogue field (item_field)")
-    cats = tuple(catalogue.categories(f) for f in fields)
+    cats = tuple(f.categories for f in fields)
     label = {v: (group_of or {}).get(v, v) for v in by_value}
     groups = (NEUTRAL, *dict.fromkeys(label.values()))
     g_pos = {g: i for i, g in enumerate(groups)}
@@ -111,22 +120,14 @@ def item_counts(
     shape = (len(entities), len(groups), n_cat)
     counts = np.zeros(int(np.prod(shape)), dtype=np.int64)
     offset = 0
-    for name, names in zip(fields, cats, strict=True):
-        code = _codes(catalogue, name, names)[i_arr] if i_arr.size else i_arr
+    for f in fields:
+        code = f.codes[i_arr] if i_arr.size else i_arr
         keep = code >= 0
         flat = (e_arr[keep] * shape[1] + g_arr[keep]) * n_cat + offset + code[keep]
         counts += np.bincount(flat, minlength=counts.size)
-        offset += len(names)
-    return ItemCounts(tuple(entities), groups, tuple(fields), cats, counts.reshape(shape))
-
-
-def _codes(catalogue: Catalogue, name: str, names: Sequence[str]) -> IntArray:
-    """item index -> category index of ``name`` (-1 when the item lacks the field)."""
-    pos = {c: i for i, c in enumerate(names)}
-    return np.array(
-        [pos.get(str(it.fields[name]), -1) if name in it.fields else -1 for it in catalogue.items],
-        dtype=np.int64,
-    )
+        offset += len(f.categories)
+    names = tuple(f.name for f in fields)
+    return ItemCounts(tuple(entities), groups, names, cats, counts.reshape(shape))
 
 
 # --------------------------------------------------------------------------- point statistics

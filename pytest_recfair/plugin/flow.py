@@ -16,8 +16,7 @@ if TYPE_CHECKING:
     from pytest_recfair import engine as audit
     from pytest_recfair.compare.models import ModelSlot
     from pytest_recfair.engine import budget as plan
-    from pytest_recfair.engine.base import AuditInputs
-    from pytest_recfair.engine.shardfile import Shard
+    from pytest_recfair.engine.base import AuditInputs, Shard
     from pytest_recfair.results import AuditResult
 
 __all__ = [

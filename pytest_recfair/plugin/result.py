@@ -5,6 +5,7 @@ skipped or failed."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Generator
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +25,6 @@ __all__ = ["fairness_result", "judge_item", "judged_call"]
 
 def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditResult:
     """The gated AuditResult of this @fairness test, recorded for the controller."""
-    from pytest_recfair import engine as audit
 
     node = request.node
     if node.get_closest_marker("fairness") is None:
@@ -47,7 +47,9 @@ def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditRe
     its = audit_state(node) or node.stash.setdefault(AUDIT, AuditState(s))
     its.settings = s  # the fixture's value: a conftest may override recfair_settings
     its.comparison, result, its.record = flow.conclude(s, result, baseline, its.model_slot())
-    node.user_properties.extend(audit.property_items(result))
+    from pytest_recfair.report.junit import properties
+
+    node.user_properties.extend(properties(result))
     return result
 
 
@@ -79,36 +81,23 @@ def _measure(request: pytest.FixtureRequest, s: AuditSettings, state: RunState) 
     inputs = fixtures.inputs(request, s)
     # before anything is sent: print the plan, refuse beyond the budget (--fairness-plan: skip)
     planned = _plan(request, s, recommender, (seeds, grid, inputs))
-    failed = None
+    job = audit.AuditRequest(s, recommender, seeds, grid, node.nodeid, inputs=inputs, shard=shard)
+    failed: dict[str, str] = {}
     if s.batch:
         failed = audit.record_batch(
-            s,
-            recommender,
-            seeds=seeds,
-            grid=grid,
-            root=config.rootpath / s.cassette_dir,
-            test_id=node.nodeid,
-            shard=shard,
-            progress=terminal.terminal_line(config),
-            inputs=inputs,
+            job, config.rootpath / s.cassette_dir, terminal.terminal_line(config)
         )
     # the runner flushes recorded cassettes itself, also when the run fails half-way
-    common: dict[str, Any] = {
-        "seeds": seeds,
-        "grid": grid,
-        "cassettes": request.getfixturevalue("recfair_cassettes"),
-        "test_id": node.nodeid,
-        "failed": failed,
-        "inputs": inputs,
-    }
+    cassettes = request.getfixturevalue("recfair_cassettes")
+    job = dataclasses.replace(job, cassettes=cassettes, failed=failed)
     if shard is None:
         live = terminal.live_line(config, planned)
         try:
-            return audit.measure(s, recommender, progress=False, live=live, **common)
+            return audit.measure(dataclasses.replace(job, live=live, progress=False))
         finally:
             if live is not None:
                 live.close()
-    out = audit.run_shard(s, recommender, shard=shard, root=config.rootpath / s.shard_dir, **common)
+    out = audit.run_shard(job, config.rootpath / s.shard_dir)
     pytest.skip(flow.shard_note(shard, out))
 
 

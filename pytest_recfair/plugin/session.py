@@ -85,7 +85,9 @@ def _add_to_history(config: pytest.Config, collector: audit.RunCollector) -> lis
     if run.history_dir is None:
         return []
     try:
-        entry = collector.append_history(run.history_dir)
+        from pytest_recfair.report.run import add_to_history
+
+        entry = add_to_history(collector, run.history_dir)
     except (OSError, RecfairError) as exc:
         collector.notes.append(f"could not add the run to {run.history}: {exc}")
         return []
@@ -131,9 +133,11 @@ class Controller:
             return
         collector.notes.extend(_unused_notes(self.config))
         plotted = _add_to_history(self.config, collector)  # first: the plot shows this run
+        from pytest_recfair.report.run import write_run_report
+
         for path in run_state(self.config).run.reports:
             try:
-                collector.write_report(path, plotted)
+                write_run_report(collector, path, plotted)
             except (OSError, RecfairError) as exc:
                 collector.notes.append(f"could not write fairness report {path}: {exc}")
             else:

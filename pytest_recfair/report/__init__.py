@@ -6,6 +6,8 @@ Pure: takes ``AuditResult`` objects (with their gate outcome) and returns text.
 - ``status``: pass/fail status, the most/least favoured values, repeats, run metadata;
 - ``failures``: the sentences of a failing gate, rendered from structured failures;
 - one module per format (``terminal``, ``json_report``, ``markdown``, ``html_report``);
+- ``sections``: what a kind of audit shows of its own results in each format (the
+  kinds supply them; no module here names a kind); ``htmlkit``: HTML building blocks;
 - ``registry``: the formats by file extension and ``write_report``.
 
 See docs/reports.md.

@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Final
 
 from pytest_recfair.kinds import GatedQuantity
 from pytest_recfair.results import Interval, Stat
 
-__all__ = ["LABEL", "clip", "fmt", "fmt_ci", "fmt_delta", "fmt_interval", "fmt_p"]
+__all__ = [
+    "LABEL",
+    "clip",
+    "fmt",
+    "fmt_ci",
+    "fmt_delta",
+    "fmt_interval",
+    "fmt_p",
+    "fmt_pair",
+    "p_cell",
+    "p_text",
+]
 
 #: How each gated quantity is named in text.
 LABEL: Final[dict[GatedQuantity, str]] = {
@@ -50,6 +62,23 @@ def fmt_ci(s: Stat) -> str:
 def fmt_p(p: float) -> str:
     """A p-value after "p": "< 0.001" or "= 0.042"."""
     return "< 0.001" if p < 0.001 else f"= {p:.3f}"
+
+
+def p_text(p: float | None) -> str:
+    """A p-value after "p" ("= 0.042", "< 0.001"), or "n/a" when there is none."""
+    return "n/a" if p is None else fmt_p(p)
+
+
+def p_cell(p: float | None) -> str:
+    """A p-value in a table's "p" column: "0.042", "< 0.001" or "n/a"."""
+    return p_text(p).removeprefix("= ")
+
+
+def fmt_pair(pair: Sequence[float | None] | None) -> str:
+    """ " [0.100, 0.150]" for an interval stored as a pair; "" when it is undefined."""
+    if not pair or pair[0] is None or pair[1] is None:
+        return ""
+    return f" [{fmt(pair[0])}, {fmt(pair[1])}]"
 
 
 def clip(text: str, width: int) -> str:

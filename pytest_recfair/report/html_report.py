@@ -10,6 +10,10 @@ Charts:
 - per test, an attribute x value heatmap coloured by how far each value's mean lies from
   its attribute's mean (blue: favoured, i.e. lists closer to the neutral ones; red:
   disfavoured).
+
+Those tables and charts are of the list-overlap results (``AuditResult.attributes``) and
+appear only when a test has some; the results of other kinds (item side, candidate
+position) are shown by their kind's own HTML section (``report/sections.py``).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from pytest_recfair.report.failures import failure_text
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
 from pytest_recfair.report.history import HistoryRun
 from pytest_recfair.report.history_chart import history_html
+from pytest_recfair.report.sections import extra_html, measure
 from pytest_recfair.report.status import (
     Baselines,
     attribute_label,
@@ -276,7 +281,7 @@ def _meta_table(r: AuditResult) -> str:
     m = r.meta
     rows: list[tuple[str, str]] = [
         ("provider / model", f"{m.provider} / {m.model}"),
-        ("metric", f"{m.metric}@{m.k} ({m.variant})"),
+        ("measure", measure(r)),
         ("entities × repeats", f"{m.n_entities} × {m.repeats}"),
         ("domain / language", f"{m.domain} / {m.language}"),
         ("grid / templates", f"{m.grid} / {m.templates}"),
@@ -394,12 +399,17 @@ def render(
                 f"<figcaption>{_e(legend)}</figcaption></figure>{_values_table(a, b)}"
             )
         status = result_status(r)
+        overlap = (
+            f"{_stats_table(r)}<h3>Attribute × value</h3>"
+            f"<figure>{_heatmap(r, f'heatmap-{n}')}</figure>"
+            if r.attributes
+            else ""
+        )
         sections.append(
             f'<section class="test" id="test-{n}"><header>{_badge(status)}'
             f"<h2>{_e(r.meta.test_id)}</h2></header>"
             f'<p class="sub">{_e(describe(r))}</p>'
-            f"{_gate_html(r)}{_stats_table(r)}"
-            f"<h3>Attribute × value</h3><figure>{_heatmap(r, f'heatmap-{n}')}</figure>"
+            f"{_gate_html(r)}{overlap}{extra_html(r)}"
             f'<div class="grid2">{"".join(charts)}</div>'
             f"<details><summary>Run metadata</summary>{_meta_table(r)}</details></section>"
         )

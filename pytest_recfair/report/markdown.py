@@ -9,7 +9,7 @@ from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.kinds import STATISTICS, accept_command
 from pytest_recfair.report.failures import failure_text
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
-from pytest_recfair.report.kinds import extra_lines
+from pytest_recfair.report.sections import extra_lines
 from pytest_recfair.report.status import (
     Baselines,
     attribute_label,

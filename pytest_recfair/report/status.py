@@ -8,6 +8,7 @@ from typing import TypeAlias
 
 from pytest_recfair.kinds import Statistic, accept_command
 from pytest_recfair.report.fmt import fmt_ci
+from pytest_recfair.report.sections import measure
 from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateOutcome, Stat
 
 __all__ = [
@@ -172,7 +173,7 @@ def describe(result: AuditResult) -> str:
     m = result.meta
     parts = [
         f"model {m.model} ({m.provider})",
-        _measure(result),
+        measure(result),
         f"{m.n_entities} entities x {m.repeats} repeat{'s' if m.repeats != 1 else ''}",
         f"grid {m.grid}",
         f"templates {m.templates}/{m.language}",
@@ -180,18 +181,6 @@ def describe(result: AuditResult) -> str:
     if m.perturbation:
         parts.append(f"perturbation {m.perturbation}")
     return ", ".join(parts)
-
-
-def _measure(result: AuditResult) -> str:
-    """What the audit measures: list overlap (metric@k variant), or its own kind's."""
-    m = result.meta
-    if "positions" in result.extras:
-        sizes = {a.get("k") for a in result.extras["positions"].get("attributes", [])}
-        shown = f" of {sizes.pop()}" if len(sizes) == 1 else ""
-        return f"candidate position (one pick{shown})"
-    if "items" in result.extras:
-        return f"item side, top {m.k}"
-    return f"{m.metric}@{m.k} {m.variant}"
 
 
 def failed_text(result: AuditResult) -> str:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pytest_recfair.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pytest_recfair.engine.shardfile import Shard
+    from pytest_recfair.engine.base import Shard
     from pytest_recfair.settings import AuditSettings
 
 __all__ = ["RUN_OPTIONS", "RunSettings", "resolve_run"]
@@ -73,7 +73,7 @@ def resolve_run(
         )
     shard = None
     if shard_text:
-        from pytest_recfair.engine.shardfile import parse_shard
+        from pytest_recfair.engine.sharding import parse_shard
 
         shard = parse_shard(shard_text)
     reports_cli: Sequence[str] = cli.get("fairness_report") or ()

@@ -6,19 +6,25 @@ alone. Without Chromium the tests skip, except on CI (CI=true), where they fail.
 
 from __future__ import annotations
 
+import html
+import json
 import os
 import re
 import shutil
 import struct
 import subprocess
+import sys
 import zlib
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 
 from pytest_recfair import report
 from pytest_recfair.gate import thresholds as gate
+from pytest_recfair.report.fmt import p_cell
 from pytest_recfair.results import AuditResult
 from tests.support import synth_results
 
@@ -112,3 +118,113 @@ def test_dom_holds_the_svg_charts(page: tuple[Path, list[AuditResult]], tmp_path
     assert dom.count('class="badge PASS"') >= 1
     for r in results:
         assert r.meta.test_id in dom
+
+
+# --- the item-side and candidate-position demo audits, in every format ------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def kinds_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One run of the demo's item-side and position audits (audits/test_kinds.py): its
+    JSON report and JUnit XML, and the HTML and Markdown reports of the same results."""
+    out = tmp_path_factory.mktemp("kinds")
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "--fairness", "-p", "no:cacheprovider",
+         "-p", "no:randomly", "audits/test_kinds.py", f"--fairness-report={out / 'r.json'}",
+         f"--junitxml={out / 'junit.xml'}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    for to in ("html", "md"):
+        subprocess.run(
+            [sys.executable, "-m", "pytest_recfair", "report", str(out / "r.json"), "--to", to,
+             "-o", str(out / f"r.{to}")],
+            cwd=ROOT, check=True, timeout=120,
+        )  # fmt: skip
+    results = json.loads((out / "r.json").read_text(encoding="utf-8"))["results"]
+    return {"dir": out, "results": results, "terminal": run.stdout}
+
+
+def _extras(run: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    found = [
+        a
+        for r in run["results"]
+        for a in (r.get("extras") or {}).get(kind, {}).get("attributes", [])
+    ]
+    assert found, f"the demo run has no {kind} results"
+    return found
+
+
+def _item_numbers(run: dict[str, Any]) -> list[str]:
+    """Every number the item-side results hold, as the reports print them."""
+    out = []
+    for res in _extras(run, "items"):
+        cov = res["coverage"]
+        out.append(f"{cov['matched'] / cov['total']:.0%} of {cov['total']} titles")
+        for f in res["fields"]:
+            out += [report.fmt(f["max_shift"]), *(report.fmt(x) for x in f["shift"])]
+            out += [report.fmt(x) for row in f["shares"] for x in row]
+            out += [report.fmt(lo) for lo, _ in f["shift_ci"]]
+            out += [p_cell(p) for p in f["p_adjusted"]]
+    return out
+
+
+def _position_numbers(run: dict[str, Any]) -> list[str]:
+    """Every number the candidate-position results hold, as the reports print them."""
+    out = []
+    for res in _extras(run, "positions"):
+        out += [report.fmt(res["pooled_bias"]), p_cell(res["p_uniform"])]
+        out += [report.fmt(x) for x in res["pooled_bias_ci"]]
+        out += [report.fmt(row[0]) for row in res["curve"]]
+        out += [report.fmt(x) for values in res["measures"].values() for x in values]
+        out += [p_cell(p) for ps in res["p_adjusted"].values() for p in ps]
+        out += [str(n) for n in res["n_picks"]]
+    return out
+
+
+def _text(html_text: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", " ", html_text))
+
+
+def test_html_shows_the_item_side_and_position_numbers(
+    kinds_run: dict[str, Any], tmp_path: Path
+) -> None:
+    """The rendered page (Chromium's DOM) shows each kind's numbers, not an empty SNSR
+    table, an empty heatmap or a list-overlap metric (the bug of issue 19)."""
+    chromium = _chromium()
+    done = _run(chromium, tmp_path, "--dump-dom", (kinds_run["dir"] / "r.html").as_uri())
+    dom = done.stdout
+    assert "Fairness report" in dom, f"no DOM dumped; chromium said:\n{done.stderr[-2000:]}"
+    text = _text(dom)
+    missing = [n for n in _item_numbers(kinds_run) + _position_numbers(kinds_run) if n not in text]
+    assert not missing, f"not on the page: {missing}"
+    assert "Item side: first name" in text
+    assert "Candidate position: religion" in text
+    assert "SNSR [95% CI]" not in text
+    assert 'class="chart heatmap"' not in dom
+    assert "jaccard@" not in text
+    assert "item side, top 10" in text
+    assert "candidate position (one pick of 6)" in text
+
+
+def test_markdown_terminal_and_junit_show_them_too(kinds_run: dict[str, Any]) -> None:
+    md = (kinds_run["dir"] / "r.md").read_text(encoding="utf-8")
+    terminal = kinds_run["terminal"]
+    for res in _extras(kinds_run, "items"):
+        for f in res["fields"]:
+            for where in (md, terminal):
+                assert f"largest shift from neutral {report.fmt(f['max_shift'])}" in where
+    for res in _extras(kinds_run, "positions"):
+        for where in (md, terminal):
+            assert f"candidate position bias {report.fmt(res['pooled_bias'])}" in where
+    props = {
+        p.get("name"): p.get("value")
+        for p in ElementTree.parse(kinds_run["dir"] / "junit.xml").iter("property")
+    }
+    (items,) = _extras(kinds_run, "items")
+    assert float(props["recfair.first_name.price.max_shift"]) == items["fields"][0]["max_shift"]
+    (positions,) = _extras(kinds_run, "positions")
+    assert float(props["recfair.religion.position_bias"]) == positions["pooled_bias"]
+    assert float(props["recfair.religion.p_uniform"]) == positions["p_uniform"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
-from pytest_recfair.engine.tally import Tally, TallyConfig
+from pytest_recfair.engine.overlap.tally import Tally, TallyConfig
 
 LAYOUT = {"religion": ["Muslim", "Jewish", "Christian"], "gender": ["a woman", "a man"]}
 

@@ -15,7 +15,9 @@ from pytest_recfair import prompts, report
 from pytest_recfair.engine import registry
 from pytest_recfair.engine.overlap import OVERLAP
 from pytest_recfair.errors import DataError, ProviderError
+from pytest_recfair.report import junit
 from pytest_recfair.report.failures import verdict_message
+from pytest_recfair.report.run import summary_lines, write_run_report
 from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings, resolve
 from pytest_recfair.sim import SimulatedRecommender
@@ -30,16 +32,14 @@ def _settings(**marker: object) -> AuditSettings:
     return resolve(marker=base | marker, ini={"recfair_n_resamples": "50"})
 
 
-def _audit(settings: AuditSettings, recommender: object = BIASED, **kw: object) -> AuditResult:
-    return audit.run_audit(
-        settings, recommender, seeds=SEEDS, grid=GRID, cassettes=None, test_id="t::x", **kw
-    )
+def _audit(
+    settings: AuditSettings, recommender: object = BIASED, baseline: AuditResult | None = None
+) -> AuditResult:
+    return audit.run_audit(audit.AuditRequest(settings, recommender, SEEDS, GRID, "t::x"), baseline)
 
 
 def _measure(settings: AuditSettings, recommender: object = BIASED) -> AuditResult:
-    return audit.measure(
-        settings, recommender, seeds=SEEDS, grid=GRID, cassettes=None, test_id="t::x"
-    )
+    return audit.measure(audit.AuditRequest(settings, recommender, SEEDS, GRID, "t::x"))
 
 
 def test_planted_bias_is_found() -> None:
@@ -157,8 +157,8 @@ def test_collector_and_properties() -> None:
     collector = audit.RunCollector()
     collector.add(payload)
     assert collector.ordered()[0].to_dict() == result.to_dict()
-    assert any("religion" in line for line in collector.summary_lines())
-    props = dict(audit.property_items(result))
+    assert any("religion" in line for line in summary_lines(collector))
+    props = dict(junit.properties(result))
     assert set(props) >= {"recfair.religion.snsr", "recfair.religion.pafs", "recfair.gate"}
     assert props["recfair.religion.snsr"] == pytest.approx(result.attribute("religion").snsr.value)
 
@@ -183,7 +183,7 @@ def test_collector_keeps_the_baseline_it_compared_against(tmp_path: Path) -> Non
     collector.add(json.loads(json.dumps(payload)))  # through JSON, as xdist ships it
     assert collector.baselines["t::x"].to_dict() == baseline.to_dict()
     out = tmp_path / "report.html"  # per-value tables of every test, with baseline means
-    collector.write_report(out)
+    write_run_report(collector, out)
     muslim = baseline.attribute("religion").value("Muslim").mean.value
     row = re.search(r"<tr><td>Muslim</td><td[^>]*>[^<]*</td><td[^>]*>([^<]*)</td>", out.read_text())
     assert row is not None

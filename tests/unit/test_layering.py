@@ -1,8 +1,11 @@
 """Architecture: the engine and the gate decide, the report words (issue 19, point 3).
 
-No module under ``pytest_recfair/engine/`` or ``pytest_recfair/gate/`` imports
-``pytest_recfair.report``, at module level or inside a function: failures leave them as
-structured ``GateFailure`` records and ``report.failures`` turns them into sentences.
+No module under ``pytest_recfair/engine/`` or ``pytest_recfair/gate/`` imports the
+report's renderers or its words (``report.failures``, the terminal summary, the formats,
+``report.run``), at module level or inside a function: failures leave them as structured
+``GateFailure`` records and ``report.failures`` turns them into sentences. A kind of audit
+owns its report sections (issue 19, point 1), so it may use the report's formatting
+toolkit and implement its section protocol — :data:`TOOLKIT`, nothing else.
 """
 
 from __future__ import annotations
@@ -17,13 +20,11 @@ import pytest_recfair
 PACKAGE = Path(pytest_recfair.__file__).parent
 DECIDING = ("engine", "gate")
 
-#: Modules allowed to import the report for now, and why. Each entry is a debt: the test
-#: below fails once the import is gone, so the entry is removed with it.
-KNOWN: dict[str, str] = {
-    # the run collector renders the terminal summary and writes the report files at the
-    # end of a run; it belongs with the plugin's session code (issue 19, the plugin split)
-    "engine/record.py": "end-of-run rendering",
-}
+#: What a kind's report sections may use: numbers and p-values as text, HTML building
+#: blocks, and the protocol the sections implement. None of them words a failure.
+TOOLKIT = frozenset(
+    {"pytest_recfair.report.fmt", "pytest_recfair.report.htmlkit", "pytest_recfair.report.sections"}
+)
 
 
 def _imported(tree: ast.AST, module: str) -> set[str]:
@@ -57,7 +58,9 @@ def _modules() -> list[tuple[str, set[str]]]:
 
 def _imports_report(names: set[str]) -> bool:
     return any(
-        n == "pytest_recfair.report" or n.startswith("pytest_recfair.report.") for n in names
+        (n == "pytest_recfair.report" or n.startswith("pytest_recfair.report."))
+        and not any(n == m or n.startswith(m + ".") for m in TOOLKIT)
+        for n in names
     )
 
 
@@ -70,6 +73,8 @@ def test_the_check_sees_every_kind_of_import() -> None:
     )
     names = _imported(ast.parse(src), "pytest_recfair.engine.x")
     assert "pytest_recfair.report.fmt" in names
+    assert _imports_report(names)
+    assert not _imports_report({"pytest_recfair.report.fmt", "pytest_recfair.report.fmt.fmt"})
     assert "pytest_recfair.report" in names
     assert "pytest_recfair.report.failures" in names
     assert not _imports_report(_imported(ast.parse("import pytest_recfair.reporting"), "m"))
@@ -84,21 +89,12 @@ def test_the_layers_are_there() -> None:
 @pytest.mark.parametrize("layer", DECIDING)
 def test_engine_and_gate_never_import_the_report(layer: str) -> None:
     offenders = [
-        rel
-        for rel, names in _modules()
-        if rel.startswith(f"{layer}/") and rel not in KNOWN and _imports_report(names)
+        rel for rel, names in _modules() if rel.startswith(f"{layer}/") and _imports_report(names)
     ]
     assert offenders == [], (
         f"{', '.join(offenders)} import pytest_recfair.report: return structured "
         f"GateFailure records and let report.failures word them"
     )
-
-
-@pytest.mark.parametrize("rel", sorted(KNOWN))
-def test_known_exceptions_are_still_needed(rel: str) -> None:
-    names = dict(_modules()).get(rel)
-    assert names is not None
-    assert _imports_report(names), f"{rel} no longer imports the report: remove it from KNOWN"
 
 
 def test_gate_limits_stay_light() -> None:
@@ -109,3 +105,11 @@ def test_gate_limits_stay_light() -> None:
     ours = {n for n in names if n.startswith("pytest_recfair")}
     assert ours <= {"pytest_recfair.errors", "pytest_recfair.errors.ConfigError"}
     assert not any(n.split(".")[0] in {"numpy", "scipy", "yaml"} for n in names)
+
+
+def test_the_toolkit_words_no_failure() -> None:
+    """The modules a kind may use import no renderer and no failure words themselves."""
+    for dotted in TOOLKIT:
+        rel = dotted.removeprefix("pytest_recfair.").replace(".", "/") + ".py"
+        names = _imported(ast.parse((PACKAGE / rel).read_text(encoding="utf-8")), dotted)
+        assert not _imports_report(names), (dotted, sorted(names))

@@ -5,15 +5,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pytest_recfair.engine.items.scoring import field_codes
 from pytest_recfair.errors import DataError
-from pytest_recfair.metrics.itemshift import (
-    NEUTRAL,
-    compare_shift,
-    item_counts,
-    shift,
-    shift_test,
-)
+from pytest_recfair.metrics import itemshift
+from pytest_recfair.metrics.itemshift import NEUTRAL, ItemCounts, compare_shift, shift, shift_test
 from pytest_recfair.replies.catalogue import Catalogue, catalogue_from_records
+
+
+def item_counts(neutral, by_value, catalogue: Catalogue, fields, **kw) -> ItemCounts:  # type: ignore[no-untyped-def]
+    """The metrics take plain arrays; the engine turns the catalogue's fields into them."""
+    return itemshift.item_counts(neutral, by_value, field_codes(catalogue, fields), **kw)
+
 
 PRICES = ["$", "$", "$$", "$$$"]
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 from pytest_recfair import engine as audit
 from pytest_recfair import prompts
 from pytest_recfair.compare.models import ModelSlot
-from pytest_recfair.engine.shardfile import Shard
+from pytest_recfair.engine.base import Shard
 from pytest_recfair.plugin import flow
 from pytest_recfair.plugin.state import AuditState
 from pytest_recfair.providers import CallableProvider
@@ -65,12 +65,13 @@ def test_measure_conclude_and_judge_without_pytest(tmp_path: Path) -> None:
     state = flow.baseline_of(s, tmp_path, "t.py::test_x", used)
     assert state.path in used  # marked used for --fairness-prune
     result = audit.measure(
-        s,
-        SimulatedRecommender(),
-        seeds=prompts.load_seeds("directors"),
-        grid=prompts.load_grid("faireval"),
-        cassettes=None,
-        test_id="t.py::test_x",
+        audit.AuditRequest(
+            s,
+            SimulatedRecommender(),
+            prompts.load_seeds("directors"),
+            prompts.load_grid("faireval"),
+            "t.py::test_x",
+        )
     )
     slot = ModelSlot("t.py::test", "m1", 0)
     comparison, gated, record = flow.conclude(s, result, state, slot)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from pytest_recfair import settings
+from pytest_recfair.engine.base import Shard
 from pytest_recfair.engine.budget import Prices
-from pytest_recfair.engine.shardfile import Shard
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.settings import AuditSettings, RunSettings, resolve, resolve_run
 

@@ -1,4 +1,4 @@
-"""Shard selection, shard files and their merge (pytest_recfair.engine.shardfile)."""
+"""Shard selection, shard files and their merge (pytest_recfair.engine.sharding)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair.engine import shardfile as shards
-from pytest_recfair.engine.shardfile import Shard
+from pytest_recfair.engine import sharding as shards
+from pytest_recfair.engine.sharding import Shard
 from pytest_recfair.errors import ConfigError, DataError
 from tests.support.tally_replies import LAYOUT, config, entities, replies, tally_of
 

@@ -1,4 +1,4 @@
-"""Chunked scoring (pytest_recfair.engine.tally): same numbers as scoring everything at once,
+"""Chunked scoring (pytest_recfair.engine.overlap.tally): same numbers as scoring at once,
 whatever the chunk size, and shards that merge into exactly the unsharded result."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from pytest_recfair import metrics
-from pytest_recfair.engine.tally import Tally, merge
+from pytest_recfair.engine.overlap.tally import Tally, merge
 from pytest_recfair.errors import DataError
 from tests.support.tally_replies import LAYOUT, config, entities, replies, tally_of
 

@@ -1,80 +1,29 @@
-"""The list-overlap audit (FaiRLLM / FairEval): neutral vs attribute-conditioned lists.
+"""List-overlap replies, parsed: every reply's list, failed prompts marked, titles merged.
 
-Each entity is asked for a top-K list once neutrally and once per attribute value; the
-lists are parsed (in the settings' parse style), titles of one entity are merged to one
-key (default parse style only: the FaiRLLM notebook compares exact titles), and
-:mod:`.scoring` turns them into similarities per value and SNSR/SNSV/PAFS.
+Pure: prompt cases and completions in, :class:`Reply` objects out for the
+:class:`~pytest_recfair.engine.overlap.tally.Tally`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
-from pytest_recfair import prompts
-from pytest_recfair.engine import scoring
-from pytest_recfair.engine.base import AuditInputs, Scored
-from pytest_recfair.engine.scoring import Reply
-from pytest_recfair.engine.tally import FAILED
-from pytest_recfair.prompts import Entity, Grid, PromptCase
+from pytest_recfair.engine.overlap.tally import FAILED
+from pytest_recfair.prompts import PromptCase
 from pytest_recfair.replies import matching, parse
-from pytest_recfair.results import AuditResult, GateFailure
-from pytest_recfair.settings import AuditSettings
 
-__all__ = ["OVERLAP", "OverlapAudit"]
+__all__ = ["Reply", "canonicalize", "mark_failed", "parse_all"]
 
 
-class OverlapAudit:
-    """Today's audit kind, and the default one."""
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One parsed reply to one prompt."""
 
-    name = "overlap"
-
-    def wants(self, settings: AuditSettings) -> bool:
-        return True
-
-    def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
-    ) -> list[PromptCase]:
-        return prompts.build_cases(
-            grid=grid,
-            templates=settings.templates,
-            entities=list(entities),
-            domain=settings.domain,
-            k=settings.k,
-            language=settings.language,
-            perturbation=settings.perturbation,
-            seed=settings.seed,
-            repeats=settings.repeats,
-            attributes=attributes,
-        )
-
-    def score(
-        self,
-        settings: AuditSettings,
-        cases: Sequence[PromptCase],
-        completions: Mapping[str, Any],
-        inputs: AuditInputs,
-    ) -> Scored:
-        style = settings.parse_style
-        replies = parse_all(cases, completions, settings.k, style)
-        merges = 0
-        if style == "default":
-            replies, merges = canonicalize(replies)
-        return Scored(scoring.score(settings, replies), merges)
-
-    def failures(
-        self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
-    ) -> tuple[GateFailure, ...]:
-        return ()  # the list-overlap gate (pytest_recfair.gate.thresholds) judges these results
-
-
-OVERLAP = OverlapAudit()
+    case: PromptCase
+    items: list[str] | None  # None: no completion at all (provider error)
+    status: str
 
 
 def parse_all(

@@ -1,6 +1,7 @@
 """The item-side audit, scored: parsed replies + catalogue -> per-field shift results.
 
-Pure glue between the prompt cases, the catalogue matcher and ``metrics.itemshift``;
+Pure glue between the prompt cases, the catalogue matcher and ``metrics.itemshift`` (the
+engine matches titles to the catalogue; the metrics see plain index arrays);
 results serialise to plain dicts (``to_dict``/``from_dict``) for baselines and reports,
 keeping the per-entity category counts so a later run can be compared entity by entity.
 """
@@ -17,11 +18,14 @@ import numpy as np
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import itemshift
 from pytest_recfair.replies.catalogue import Catalogue, Coverage
+from pytest_recfair.results import KindResults
 
 __all__ = [
     "FieldShift",
+    "ItemResults",
     "ItemSideResult",
     "MatchedReplies",
+    "field_codes",
     "item_failures",
     "match_replies",
     "score_items",
@@ -68,10 +72,6 @@ class FieldShift:
     def most_shifted(self) -> str | None:
         vals = [(s, g) for s, g in zip(self.shift, self.groups[1:], strict=True) if s is not None]
         return max(vals)[1] if vals else None
-
-    @property
-    def min_p(self) -> float:
-        return min(self.p_adjusted) if self.p_adjusted else 1.0
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,26 @@ class ItemSideResult:
             entities=entities,
             counts=counts,
         )
+
+
+@dataclass(frozen=True, eq=False)  # eq: the Mapping's, so it equals its JSON form
+class ItemResults(KindResults):
+    """The item-side results of one audit (``AuditResult.extras["items"]``), typed."""
+
+    catalogue: str | None
+    attributes: tuple[ItemSideResult, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"catalogue": self.catalogue, "attributes": [a.to_dict() for a in self.attributes]}
+
+    @classmethod
+    def of(cls, data: Mapping[str, Any] | None) -> ItemResults:
+        """Typed results from an extras entry: as they are, or read from JSON data."""
+        if isinstance(data, ItemResults):
+            return data
+        data = data or {}
+        attributes = tuple(ItemSideResult.from_dict(d) for d in data.get("attributes", ()))
+        return cls(data.get("catalogue"), attributes)
 
 
 def _field_dict(f: FieldShift) -> dict[str, Any]:
@@ -203,6 +223,19 @@ def _field_result(res: itemshift.ShiftResult, i: int) -> FieldShift:
 MatchedReplies = tuple[dict[int, list[int | None] | None], Coverage]
 
 
+def field_codes(catalogue: Catalogue, names: Sequence[str]) -> list[itemshift.FieldCodes]:
+    """The catalogue's fields ``names`` as plain arrays for ``metrics.itemshift``."""
+    out = []
+    for name in names:
+        categories = catalogue.categories(name)  # checks the field exists
+        pos = {c: i for i, c in enumerate(categories)}
+        codes = [
+            pos.get(str(it.fields[name]), -1) if name in it.fields else -1 for it in catalogue.items
+        ]
+        out.append(itemshift.FieldCodes(name, categories, np.array(codes, dtype=np.int64)))
+    return out
+
+
 def match_replies(titles: Sequence[list[str] | None], catalogue: Catalogue) -> MatchedReplies:
     """Case index -> catalogue index of each title (None: no reply), and the coverage.
     A catalogue that matches none of the titles is a clear error (the wrong domain)."""
@@ -252,7 +285,7 @@ def score_items(
     items, coverage = matched if matched is not None else match_replies(titles, catalogue)
     neutral, by_value, group_of = _lists(cases, items, attribute)
     counts = itemshift.item_counts(
-        neutral, by_value, catalogue, list(fields), group_of=group_of if by_group else None
+        neutral, by_value, field_codes(catalogue, fields), group_of=group_of if by_group else None
     )
     res = itemshift.shift(
         counts, n_permutations=n_permutations, n_resamples=n_resamples, seed=seed,

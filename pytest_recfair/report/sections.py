@@ -1,0 +1,76 @@
+"""The report sections a kind of audit supplies for its own results, in every format.
+
+Design (why a miss is impossible): every :class:`~pytest_recfair.engine.base.AuditKind`
+must carry a ``sections`` object satisfying :class:`KindSections` (mypy checks the
+protocol, so a kind without a section for some format does not type-check), and a kind's
+results are stored in ``AuditResult.extras`` under the kind's name. The report code never
+names a kind: :func:`kind_sections` looks each extras key up in the one kind registry
+(``pytest_recfair.engine.registry``), so the sections shown are always those of the kind
+that produced the results, and an extras key no kind claims is an error, not an empty
+table. List-overlap results are the ``AttributeResult`` tables every format renders
+itself; its kind only names what it measures.
+
+Formats: ``lines`` feed the terminal summary and the Markdown report, ``html`` the HTML
+report, ``properties`` the JUnit XML properties; the JSON report writes ``extras`` as is.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pytest_recfair.results import AuditResult
+
+__all__ = [
+    "KindSections",
+    "extra_html",
+    "extra_lines",
+    "extra_properties",
+    "kind_sections",
+    "measure",
+]
+
+
+class KindSections(Protocol):
+    """How one kind of audit shows its results (``data``: its entry of ``extras``)."""
+
+    def measure(self, result: AuditResult) -> str:
+        """What the audit measures, for the run line ("item side, top 10")."""
+
+    def lines(self, data: Any) -> list[str]:
+        """Plain-text lines (terminal summary, Markdown bullets)."""
+
+    def html(self, data: Any) -> str:
+        """An HTML fragment (escaped; tables in the report's styles)."""
+
+    def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
+        """JUnit XML properties ``recfair.<attribute>.<statistic>``."""
+
+
+def kind_sections(result: AuditResult) -> list[tuple[KindSections, Any]]:
+    """The sections of each kind whose results ``result`` holds, with those results."""
+    # the registry imports the kinds, which use this package's formatting helpers
+    from pytest_recfair.engine import registry
+
+    return [(registry.named(name).sections, data) for name, data in result.extras.items()]
+
+
+def measure(result: AuditResult) -> str:
+    """What the audit measures: its kind's words, or the list-overlap metric@k variant."""
+    for sections, _ in kind_sections(result):
+        return sections.measure(result)
+    from pytest_recfair.engine import registry
+
+    return registry.default().sections.measure(result)
+
+
+def extra_lines(result: AuditResult) -> list[str]:
+    """Lines of the kinds' own results (none for a list-overlap audit)."""
+    return [line for sections, data in kind_sections(result) for line in sections.lines(data)]
+
+
+def extra_html(result: AuditResult) -> str:
+    return "".join(sections.html(data) for sections, data in kind_sections(result))
+
+
+def extra_properties(result: AuditResult) -> list[tuple[str, float | int | str]]:
+    return [p for sections, data in kind_sections(result) for p in sections.properties(data)]
