@@ -58,6 +58,7 @@ from pytest_recfair.cassettes.vcrfile import (
     read_native,
     repeat_of,
     sanitize_name,
+    scrubbed,
     serialize,
     stored_key,
     test_name,
@@ -431,7 +432,8 @@ class CassetteStore:
             items = self._to_save(tape)
             if self.policy.keeps != "none" and _stamp(tape.path) != tape.stamp:
                 items += self._saved_by_others(tape, items)
-            atomic_write_text(tape.path, self._serialize(items))
+            # Written with the one credential list, also what older versions stored.
+            atomic_write_text(tape.path, self._serialize([scrubbed(item) for item in items]))
             tape.stamp = _stamp(tape.path)
         tape.dirty = False
         if self.rewritten is not None and not self.policy.reads_old:

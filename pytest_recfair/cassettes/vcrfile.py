@@ -42,6 +42,7 @@ __all__ = [
     "read_native",
     "repeat_of",
     "sanitize_name",
+    "scrubbed",
     "serialize",
     "stored_key",
     "test_name",
@@ -51,7 +52,7 @@ __all__ = [
 CASSETTE_FORMAT_VERSION: Final = 1
 REPEAT_HEADER: Final = "x-recfair-repeat"
 CASE_HEADER: Final = "x-recfair-case"
-#: The test name that recorded an interaction (provenance; see ``_Tape.take``).
+#: The test name that recorded an interaction (provenance; see ``index.Tape.take``).
 TEST_HEADER: Final = "x-recfair-test"
 
 #: A request as replay matches it: method, host, path, body (canonical JSON text, or as
@@ -153,6 +154,40 @@ def interaction(request: RecordedRequest, response: RecordedResponse, test: str)
             "status": {"code": response.status, "message": response.reason},
         },
     }
+
+
+def scrubbed(item: dict[str, Any]) -> dict[str, Any]:
+    """``item`` without the credential headers and query parameters of the one list, for
+    interactions written before it grew (older versions dropped fewer names); the same
+    object when there is nothing to drop."""
+    request = item.get("request")
+    response = item.get("response")
+    if not isinstance(request, dict) or not isinstance(response, dict):
+        return item
+    uri = request.get("uri")
+    clean_uri = _scrub_url(uri) if isinstance(uri, str) else uri
+    req_headers, resp_headers = request.get("headers"), response.get("headers")
+    if clean_uri == uri and not _has_secret(req_headers) and not _has_secret(resp_headers):
+        return item
+    return {
+        **item,
+        "request": {**request, "uri": clean_uri, "headers": _without_secrets(req_headers)},
+        "response": {**response, "headers": _without_secrets(resp_headers)},
+    }
+
+
+def _secret_name(name: object) -> bool:
+    return isinstance(name, str) and name.lower() in SECRET_HEADERS
+
+
+def _has_secret(headers: object) -> bool:
+    return isinstance(headers, dict) and any(_secret_name(name) for name in headers)
+
+
+def _without_secrets(headers: Any) -> Any:
+    if not _has_secret(headers):
+        return headers
+    return {name: value for name, value in headers.items() if not _secret_name(name)}
 
 
 def read_native(path: Path) -> list[dict[str, Any]]:
