@@ -12,7 +12,11 @@ its typed siblings before it leaves the process. Two kinds of secret are removed
   and the published key formats of OpenAI (``sk-...``), Anthropic (``sk-ant-...``) and
   Google (``AIza...``), so a key nobody registered is still caught.
 
-Each is replaced by :data:`FILTERED`. Pure: stdlib only (no pytest, httpx or vcr), so the
+Each is replaced by :data:`FILTERED`. This module holds the one list of credential header
+and query parameter names (:data:`SECRET_HEADERS`, :data:`SECRET_QUERY_PARAMS`): the
+cassettes drop exactly these from what they store, the text scrubbing catches their
+values, and :func:`scrubbed_logs` applies it to log records (httpx and httpcore log
+response headers at DEBUG). Pure: stdlib only (no pytest, httpx or vcr), so the
 report and baseline writers can use it. A :class:`Scrubber` holds a set of values; the
 module functions use one process-wide scrubber, because a key read by a provider on a
 worker thread must also be removed from the summary the plugin prints at the end.
@@ -20,20 +24,27 @@ worker thread must also be removed from the summary the plugin prints at the end
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import re
 import threading
-from collections.abc import Iterable, Mapping
-from typing import Final, TypeVar, cast
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Final, TypeGuard, TypeVar, cast
 from urllib.parse import quote, quote_plus
 
 __all__ = [
     "FILTERED",
+    "LOGGERS",
+    "MIN_CASSETTE_SECRET_CHARS",
     "MIN_SECRET_CHARS",
     "SECRET_HEADERS",
     "SECRET_QUERY_PARAMS",
+    "LogScrubber",
     "Scrubber",
+    "forms",
     "is_secret_header",
+    "is_secret_value",
     "register",
     "register_env",
     "registered",
@@ -43,14 +54,26 @@ __all__ = [
     "scrub_json",
     "scrub_values",
     "scrub_values_bytes",
+    "scrubbed_logs",
 ]
 
 FILTERED: Final = "<filtered>"
-#: Shorter values are not registered: replacing "test" everywhere would mangle file and
-#: test names, and no real API key is this short.
-MIN_SECRET_CHARS: Final = 8
 
-#: Header names whose value is a credential, whatever it looks like.
+# The length rule for secret values (one rule, see is_secret_value). No real API key is
+# shorter than 8 characters; shorter values are placeholders ("EMPTY", "ollama", "test").
+# Replacing such a value in text a person reads (messages, reports, logs) would mangle
+# file and test names ("test_fairness.py"), so text takes values of 8 characters or more.
+# A cassette store is handed the provider's own key and has always replaced values of 4 or
+# more in the files it writes (the replay key is scrubbed the same way, so matching holds),
+# so it keeps that reach: neither channel scrubs less than it did.
+#: Values registered for text (messages, reports, baselines, logs): 8 characters or more.
+MIN_SECRET_CHARS: Final = 8
+#: Values a cassette store replaces in the files it writes: 4 characters or more.
+MIN_CASSETTE_SECRET_CHARS: Final = 4
+
+#: Header names whose value is a credential, whatever it looks like. The one list: the
+#: cassettes drop these from stored requests and responses (it is the union of the lists
+#: the cassettes and this module kept apart before).
 SECRET_HEADERS: Final[frozenset[str]] = frozenset(
     {
         "authorization",
@@ -65,7 +88,8 @@ SECRET_HEADERS: Final[frozenset[str]] = frozenset(
         "x-auth-token",
     }
 )
-#: Query parameter (and JSON field) names whose value is a credential.
+#: Query parameter (and JSON field) names whose value is a credential; the cassettes drop
+#: these parameters from stored URLs.
 SECRET_QUERY_PARAMS: Final[frozenset[str]] = frozenset(
     {
         "key",
@@ -101,6 +125,11 @@ _RULES: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
         re.compile(rf"(?i)([\"'](?:{_HEADER_ALT}|{_PARAM_ALT})[\"']\s*[:=]\s*[\"'])[^\"'\r\n]*"),
         r"\1",
     ),
+    # (b'set-cookie', b'...') in the header lists httpcore and h11 log at DEBUG
+    (
+        re.compile(rf"(?i)(\(b[\"'](?:{_HEADER_ALT})[\"'],\s*b[\"'])[^\"'\r\n]*"),
+        r"\1",
+    ),
     # ?key=..., &api_key=..., ;access_token=... in URLs and form bodies
     (re.compile(rf"(?i)([?&;](?:{_PARAM_ALT})=)[^&#\s\"'<>;]*"), r"\1"),
     # "Bearer <token>": only a token-like word (a digit in it, 12+ chars), not "Basic Instinct"
@@ -126,13 +155,22 @@ def is_secret_header(name: str) -> bool:
     return low not in _HEADER_PART_EXCEPTIONS and any(p in low for p in _HEADER_PARTS)
 
 
-def _forms(value: str) -> set[str]:
-    """The ways a value shows up in text: as is, URL-encoded, JSON-escaped."""
+def is_secret_value(value: str | None, *, minimum: int = MIN_SECRET_CHARS) -> TypeGuard[str]:
+    """The length rule: None, blanks and values under ``minimum`` characters (stripped) are
+    not secrets (unset variables give None or ""). ``minimum`` is MIN_SECRET_CHARS for
+    text, MIN_CASSETTE_SECRET_CHARS for a cassette store (see the note above them)."""
+    return value is not None and len(value.strip()) >= minimum
+
+
+def forms(value: str) -> set[str]:
+    """The ways a value shows up in text: as is, URL-encoded, JSON-escaped (ASCII-only and
+    not)."""
     return {
         value,
         quote(value, safe=""),
         quote_plus(value, safe=""),
         json.dumps(value)[1:-1],
+        json.dumps(value, ensure_ascii=False)[1:-1],
     }
 
 
@@ -157,8 +195,8 @@ class Scrubber:
                     continue
                 if not isinstance(value, str):
                     raise TypeError(f"secret values must be str, got {type(value).__name__}")
-                if len(value.strip()) >= MIN_SECRET_CHARS:
-                    self._values |= _forms(value.strip())
+                if is_secret_value(value):
+                    self._values |= forms(value.strip())
             # longest first, so a secret containing another is replaced whole
             alts = sorted(self._values, key=len, reverse=True)
             self._pattern = re.compile("|".join(map(re.escape, alts))) if alts else None
@@ -277,3 +315,73 @@ def scrub_json(value: T) -> T:
 def registered() -> frozenset[str]:
     """Every registered form of every secret value (tests grep written files for them)."""
     return _GLOBAL.values
+
+
+# --------------------------------------------------------------------------- logs
+
+#: Loggers whose records are scrubbed while a run sends: ours, and the HTTP stack's (httpx
+#: logs each request's URL at INFO; httpcore, h11, h2 and hpack log response headers,
+#: cookies included, at DEBUG). Children are covered: a logger's filters see only the
+#: records logged on it, so each existing descendant gets the filter too.
+LOGGERS: Final = ("pytest_recfair", "httpx", "httpcore", "h11", "h2", "hpack")
+# httpcore's loggers, named here because a filter cannot wait for them to be created.
+_KNOWN: Final = tuple(
+    f"httpcore.{name}" for name in ("connection", "http11", "http2", "proxy", "socks")
+)
+
+
+class LogScrubber(logging.Filter):
+    """Scrubs a record's message (arguments merged in) and traceback before any handler
+    (pytest's caplog, a file, the terminal) sees it. Records only reach a filter when
+    their level is enabled, so a run without DEBUG logging pays nothing."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record: logging reports it itself
+            return True
+        clean = scrub(message)
+        if clean != message:
+            record.msg, record.args = clean, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = scrub(logging.Formatter().formatException(record.exc_info))
+        return True
+
+
+_LOG_FILTER = LogScrubber()
+_log_lock = threading.Lock()
+_log_users = 0
+_log_installed: list[logging.Logger] = []
+
+
+@contextlib.contextmanager
+def scrubbed_logs() -> Iterator[None]:
+    """While inside, every record of :data:`LOGGERS` (and their children) is scrubbed.
+    Nests and works across threads: the filter stays until the last user leaves."""
+    global _log_users
+    with _log_lock:
+        _log_users += 1
+        if _log_users == 1:
+            _log_installed[:] = _loggers()
+            for logger in _log_installed:
+                logger.addFilter(_LOG_FILTER)
+    try:
+        yield
+    finally:
+        with _log_lock:
+            _log_users -= 1
+            if not _log_users:
+                for logger in _log_installed:
+                    logger.removeFilter(_LOG_FILTER)
+                _log_installed.clear()
+
+
+def _loggers() -> list[logging.Logger]:
+    prefixes = tuple(f"{name}." for name in LOGGERS)
+    existing = [
+        name
+        for name, logger in list(logging.root.manager.loggerDict.items())
+        if isinstance(logger, logging.Logger) and name.startswith(prefixes)
+    ]
+    names = dict.fromkeys([*LOGGERS, *_KNOWN, *existing])
+    return [logging.getLogger(name) for name in names]

@@ -1,1 +1,5 @@
-"""Recorded responses: the store, the record-mode policy, vcrpy import, pruning."""
+"""Recorded responses, one job per module: ``store`` (the per-entity cassette store),
+``policy`` (what each record mode does), ``vcrfile`` (the vcrpy file format, scrubbed on
+write), ``index`` (the replay index and lookup keys), ``miss`` (what a miss says),
+``vcr_import`` (cassettes recorded by vcrpy) and ``prune``. Callers import from
+``store``, which re-exports the rest."""

@@ -24,6 +24,7 @@ from typing import Any, Final
 
 import httpx
 
+from pytest_recfair import secrets
 from pytest_recfair.cassettes.store import CassetteStore, RecordedRequest, RecordedResponse
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.fileio import atomic_write_text
@@ -35,7 +36,7 @@ from pytest_recfair.providers.batch_api import (
     OpenAIBatches,
     Submission,
 )
-from pytest_recfair.providers.runner import CaseLike
+from pytest_recfair.providers.runstate import CaseLike
 
 __all__ = ["BATCH_PROVIDERS", "BatchOutcome", "cassette_recorder", "custom_id", "run_batch"]
 
@@ -155,7 +156,8 @@ def run_batch(
     by_id = {custom_id(c.id, _request(provider, c).content): c for c in cases}
     book = _Journal(journal, owner)
     outcome = BatchOutcome()
-    with httpx.Client(transport=transport, timeout=60.0) as client:
+    # httpx logs every request URL (INFO), httpcore the reply headers (DEBUG): scrubbed.
+    with secrets.scrubbed_logs(), httpx.Client(transport=transport, timeout=60.0) as client:
         service = _service(provider, client)
         covered = {cid for e in book.pending() for cid in e["custom_ids"]}
         todo = [cid for cid in by_id if cid not in covered]

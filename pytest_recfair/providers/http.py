@@ -47,8 +47,6 @@ __all__ = [
 
 ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
 
-_SECRET_HEADER_HINTS = ("authorization", "key", "token", "secret", "cookie", "password")
-
 
 def is_loopback(base_url: str) -> bool:
     """True for localhost / 127.0.0.0/8 / ::1 URLs: local servers need no API key."""
@@ -139,7 +137,7 @@ class HTTPProvider(ABC):
         header_secrets = [
             v
             for k, v in self.extra_headers.items()
-            if any(hint in k.lower() for hint in _SECRET_HEADER_HINTS) and v
+            if secrets.is_secret_header(k) and v  # the one rule (secrets.py)
         ]
         self.secrets: tuple[str, ...] = tuple(
             [self._api_key, *header_secrets] if self._api_key else header_secrets

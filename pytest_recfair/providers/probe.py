@@ -17,7 +17,7 @@ from pytest_recfair.errors import RecfairError
 from pytest_recfair.kinds import RecordMode
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.http import HTTPProvider
-from pytest_recfair.providers.transport import CassetteTransport
+from pytest_recfair.providers.transport import CassetteTransport, case_extensions
 
 __all__ = ["is_in_process", "recorded_ids"]
 
@@ -45,12 +45,7 @@ def recorded_ids(
     found: set[str] = set()
     for case in cases:
         request = recommender.build_request(case.system, case.prompt)
-        request.extensions = {
-            **request.extensions,
-            "recfair_entity_id": case.entity_id,
-            "recfair_repeat": case.repeat,
-            "recfair_case": case,
-        }
+        request.extensions = {**request.extensions, **case_extensions(case)}
         try:
             response = replayer.replay(request)
         except RecfairError:  # a miss the record mode would not record: not recorded

@@ -1,16 +1,17 @@
 """An httpx transport that replays from, and records into, a :class:`CassetteStore`.
 
 Each request carries its seed entity and repeat index in ``request.extensions``
-(``recfair_entity_id``, ``recfair_repeat``, ``recfair_case``), which pick the cassette
-file and tell identical entropy repeats apart. A replay hit never touches the network;
-a miss is recorded through ``inner`` when the record mode allows it, else it raises
-:class:`~pytest_recfair.cassettes.store.CassetteMiss`. In mode ``none`` no real transport is
-ever created, so a replay-only run cannot reach the network by accident.
+(:data:`EXT_ENTITY`, :data:`EXT_REPEAT`, :data:`EXT_CASE`: see :func:`case_extensions`),
+which pick the cassette file and tell identical entropy repeats apart. A replay hit
+never touches the network; a miss is recorded through ``inner`` when the record mode
+allows it, else it raises :class:`~pytest_recfair.cassettes.store.CassetteMiss`. In mode
+``none`` no real transport is ever created, so a replay-only run cannot reach the network
+by accident.
 
 :meth:`CassetteTransport.replay` is the same lookup without the async machinery: the
 provider runner calls it directly to replay without an ``httpx.AsyncClient``.
 
-A request whose ``extensions["recfair_record"]`` is a list gets its recording appended
+A request whose ``extensions[EXT_RECORD]`` is a list gets its recording appended
 there as a callable instead of being recorded at once: the runner calls it only once the
 reply is final, so a reply it retries (cut off, 409, 529 ...) never reaches the cassette.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from types import TracebackType
-from typing import Protocol
+from typing import Any, Final, Protocol
 
 import httpx
 
@@ -31,9 +32,30 @@ from pytest_recfair.cassettes.store import (
 )
 from pytest_recfair.providers import replycap
 
-__all__ = ["UNSCOPED_ENTITY", "CaseRef", "CassetteTransport", "response_of"]
+__all__ = [
+    "EXT_CASE",
+    "EXT_ENTITY",
+    "EXT_RECORD",
+    "EXT_REPEAT",
+    "UNSCOPED_ENTITY",
+    "CaseRef",
+    "CassetteTransport",
+    "case_extensions",
+    "response_of",
+]
 
-#: Cassette name for requests that carry no ``recfair_entity_id`` extension.
+# The request extensions the runner (and the plan's probe) set and this transport reads:
+# one name each, so the two sides cannot drift apart.
+#: The seed entity: picks the cassette file.
+EXT_ENTITY: Final = "recfair_entity_id"
+#: The repeat index: tells identical entropy repeats apart.
+EXT_REPEAT: Final = "recfair_repeat"
+#: The prompt case itself (its id picks among identical requests; its prompt words a miss).
+EXT_CASE: Final = "recfair_case"
+#: A list the recording is appended to (as a callable) instead of being recorded at once.
+EXT_RECORD: Final = "recfair_record"
+
+#: Cassette name for requests that carry no :data:`EXT_ENTITY` extension.
 UNSCOPED_ENTITY = "_unscoped"
 
 
@@ -46,6 +68,11 @@ class CaseRef(Protocol):
     def entity_id(self) -> str: ...
     @property
     def repeat(self) -> int: ...
+
+
+def case_extensions(case: CaseRef) -> dict[str, Any]:
+    """The extensions that tie a request to ``case`` (entity, repeat, the case)."""
+    return {EXT_ENTITY: case.entity_id, EXT_REPEAT: case.repeat, EXT_CASE: case}
 
 
 # The body handed on is decoded and whole, so these headers no longer describe it.
@@ -115,9 +142,9 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             request.method,
             str(request.url),
             body,
-            ext.get("recfair_entity_id"),
-            int(ext.get("recfair_repeat") or 0),
-            ext.get("recfair_case"),
+            ext.get(EXT_ENTITY),
+            int(ext.get(EXT_REPEAT) or 0),
+            ext.get(EXT_CASE),
         )
         return None if hit is None else response_of(hit)
 
@@ -146,8 +173,8 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         if replayed is not None:
             return replayed
         ext = request.extensions
-        entity = ext.get("recfair_entity_id") or UNSCOPED_ENTITY
-        repeat = int(ext.get("recfair_repeat") or 0)
+        entity = ext.get(EXT_ENTITY) or UNSCOPED_ENTITY
+        repeat = int(ext.get(EXT_REPEAT) or 0)
         live = await self._network().handle_async_request(request)
         try:
             # aread() undoes content-encoding, so the cassette holds readable text.
@@ -177,13 +204,13 @@ class CassetteTransport(httpx.AsyncBaseTransport):
                 headers=tuple(request.headers.multi_items()),
                 body=body,
                 repeat=repeat,
-                case_id=_case_id(ext.get("recfair_case")),
+                case_id=_case_id(ext.get(EXT_CASE)),
             )
 
             def commit() -> None:
                 self.store.record(self.test_id, entity, interaction, recorded)
 
-            sink = ext.get("recfair_record")
+            sink = ext.get(EXT_RECORD)
             if isinstance(sink, list):
                 # The caller records it once it knows the reply is final (not retried).
                 deferred: list[Callable[[], None]] = sink

@@ -132,3 +132,36 @@ def test_a_planted_key_reaches_no_file_and_no_terminal_line(
     ]
     leaks += [("terminal", form) for form in _forms(KEY) if form in out]
     assert leaks == [], leaks
+
+
+def test_a_planted_key_reaches_no_debug_log(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, stubs: dict[str, str]
+) -> None:
+    """The same leaky run with DEBUG logging to a file and into the reports: httpcore logs
+    the reply headers the stubs echo the key in; the log holds no form of it."""
+    monkeypatch.setenv(ENV, KEY)
+    pytester.makeini(
+        "[pytest]\nrecfair_entities = 3\nrecfair_n_resamples = 50\nrecfair_concurrency = 32\n"
+    )
+    pytester.makeconftest(_CONFTEST.format(urls=stubs, env=ENV))
+    pytester.makepyfile(test_leak=_TESTS.format(env=ENV))
+    log = pytester.path / "out" / "debug.log"
+    run = pytester.runpytest(
+        *plugin_args(),
+        "--fairness",
+        "--fairness-record=once",
+        "--fairness-update",
+        "-rA",
+        "-k",
+        "leaky",
+        "--log-level=DEBUG",
+        f"--log-file={log}",
+        "--log-file-level=DEBUG",
+    )
+    run.assert_outcomes(passed=3)
+    text = log.read_text(encoding="utf-8")
+    assert "receive_response_headers.complete" in text  # httpcore did log reply headers
+    out = run.stdout.str() + run.stderr.str()
+    leaks = [("debug.log", f) for f in _forms(KEY) if f in text]
+    leaks += [("terminal", f) for f in _forms(KEY) if f in out]
+    assert leaks == [], leaks

@@ -16,7 +16,7 @@ import pytest
 import trustme
 
 from pytest_recfair.errors import ProviderError
-from pytest_recfair.providers import arun_cases, from_config, runner
+from pytest_recfair.providers import arun_cases, clients, from_config, retry
 from pytest_recfair.providers.aionet import (
     ERRORS,
     FLUSH_BYTES,
@@ -25,7 +25,7 @@ from pytest_recfair.providers.aionet import (
     AsyncioTransport,
     _httpx_error,
 )
-from pytest_recfair.providers.runner import _transports
+from pytest_recfair.providers.clients import transports as _transports
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 
@@ -210,7 +210,7 @@ def test_the_runner_uses_it_unless_a_proxy_or_a_transport_is_given(
         assert isinstance(inner, AsyncioTransport)
         assert isinstance(inner.pool._network_backend, AsyncioBackend)
         assert inner.pool._max_connections == inner.pool._max_keepalive_connections == 8
-        assert inner.pool._ssl_context is runner._ssl_context()
+        assert inner.pool._ssl_context is clients.ssl_context()
     # Through a proxy: httpx's own transport, which speaks to proxies.
     monkeypatch.setenv("HTTPS_PROXY", "http://proxy.corp:3128")
     monkeypatch.setenv("https_proxy", "http://proxy.corp:3128")
@@ -448,7 +448,7 @@ def test_the_runner_over_tls_and_a_timed_out_reply_is_retried(
 ) -> None:
     trusting = httpx.create_ssl_context()
     ca.configure_trust(trusting)
-    monkeypatch.setattr(runner, "_ssl_context", lambda: trusting)
+    monkeypatch.setattr(clients, "ssl_context", lambda: trusting)
     requests = 0
 
     async def handler(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -522,6 +522,6 @@ def test_a_socket_refused_by_another_plugin_stays_the_connect_errors_cause(
 
     error = asyncio.run(go())
     # Through httpcore's pool, which re-raises ``from None``, and asyncio's happy eyeballs.
-    assert isinstance(runner._blocker(error), Blocked)
+    assert isinstance(retry.blocker(error), Blocked)
     assert isinstance(error.__cause__, httpcore.ConnectError)
     assert isinstance(error.__cause__.__cause__, Blocked)

@@ -546,21 +546,21 @@ def test_a_stored_retryable_reply_of_an_older_version_is_skipped(tmp_path: Path)
 
 
 def test_live_requests_are_spread_over_bounded_pools() -> None:
-    from pytest_recfair.providers import runner
+    from pytest_recfair.providers import clients
 
     async def build_and_close() -> list[Any]:
-        used = runner._transports(_provider(), None, None, "", 40)
+        used = clients.transports(_provider(), None, None, "", 40)
         pools = [t.inner.pool for t in used]  # type: ignore[attr-defined]
         for t in used:
             await t.aclose()
         return pools
 
     pools = asyncio.run(build_and_close())
-    assert len(pools) == -(-40 // runner.SHARD_CONNECTIONS)
+    assert len(pools) == -(-40 // clients.SHARD_CONNECTIONS)
     assert sum(p._max_connections for p in pools) >= 40
     assert all(p._max_connections == p._max_keepalive_connections for p in pools)
     # A given transport is one object: one pool.
-    assert len(runner._transports(_provider(), httpx.MockTransport(_ok), None, "", 40)) == 1
+    assert len(clients.transports(_provider(), httpx.MockTransport(_ok), None, "", 40)) == 1
 
 
 def test_each_cassette_is_saved_once_its_entity_is_done(tmp_path: Path) -> None:

@@ -1,0 +1,131 @@
+"""What replay says when it finds nothing: :class:`CassetteMiss` (an error: the mode
+forbids the network) and :class:`CassetteNote` (a warning that stops nothing)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, cast
+
+from pytest_recfair.cassettes.policy import RERECORD_HINT
+from pytest_recfair.errors import CassetteError
+
+__all__ = ["CassetteMiss", "CassetteNote", "prompt_of"]
+
+
+class CassetteNote(UserWarning):
+    """Something about the stored cassettes worth knowing that stops nothing."""
+
+
+class CassetteMiss(CassetteError):
+    """Replay found no recorded reply for a request and the mode forbids the network."""
+
+    def __init__(
+        self,
+        test_id: str,
+        entity_id: str,
+        prompt: str,
+        path: Path,
+        *,
+        mode: str = "none",
+        request_line: str = "",
+        repeat: int = 0,
+        recorded: int | None = None,
+    ) -> None:
+        self.test_id = test_id
+        self.entity_id = entity_id
+        self.prompt = prompt
+        self.path = path
+        self.mode = mode
+        self.request_line = request_line
+        self.repeat = repeat
+        self.recorded = recorded
+        if recorded is None:
+            state = "the cassette file does not exist"
+        else:
+            state = (
+                f"the cassette holds {recorded} interaction(s), none valid and unplayed for "
+                "this request"
+            )
+        shown = prompt if len(prompt) <= 300 else prompt[:297] + "..."
+        where = f" ({request_line}, repeat {repeat})" if request_line else f" (repeat {repeat})"
+        super().__init__(
+            f"no recorded reply for test {test_id!r}, entity {entity_id!r}{where}: "
+            f"prompt {shown!r}; cassette {path}: {state}; record mode is {mode!r}, "
+            f"which does not call the network for it. To fix, {RERECORD_HINT}."
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keyword-only arguments: rebuild explicitly so xdist can pickle the error.
+        return (
+            _rebuild_miss,
+            (
+                self.test_id,
+                self.entity_id,
+                self.prompt,
+                self.path,
+                self.mode,
+                self.request_line,
+                self.repeat,
+                self.recorded,
+            ),
+        )
+
+
+def _rebuild_miss(
+    test_id: str,
+    entity_id: str,
+    prompt: str,
+    path: Path,
+    mode: str,
+    request_line: str,
+    repeat: int,
+    recorded: int | None,
+) -> CassetteMiss:
+    return CassetteMiss(
+        test_id,
+        entity_id,
+        prompt,
+        path,
+        mode=mode,
+        request_line=request_line,
+        repeat=repeat,
+        recorded=recorded,
+    )
+
+
+def _text_of(content: Any) -> str | None:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [
+            p if isinstance(p, str) else p.get("text") for p in content if isinstance(p, str | dict)
+        ]
+        texts = [p for p in parts if isinstance(p, str)]
+        return "\n".join(texts) if texts else None
+    return None
+
+
+def prompt_of(body: bytes | str | None, case: object = None) -> str:
+    """The user message of a chat request (OpenAI, Anthropic, Gemini shapes), for messages."""
+    prompt = getattr(case, "prompt", None)
+    if isinstance(prompt, str):
+        return prompt
+    raw = body.encode("utf-8") if isinstance(body, str) else (body or b"")
+    try:
+        obj = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return raw[:300].decode("utf-8", "replace")
+    if isinstance(obj, dict):
+        for field in ("messages", "contents"):
+            turns = obj.get(field)
+            if isinstance(turns, list):
+                for turn in reversed(turns):
+                    if isinstance(turn, dict) and turn.get("role", "user") == "user":
+                        text = _text_of(turn.get("content", turn.get("parts")))
+                        if text is not None:
+                            return text
+        for field in ("prompt", "input"):
+            if isinstance(obj.get(field), str):
+                return cast(str, obj[field])
+    return raw[:300].decode("utf-8", "replace")

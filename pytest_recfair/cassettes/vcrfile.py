@@ -1,0 +1,318 @@
+"""The cassette file format: vcrpy's (JSON serializer, format version 1), so
+``vcr.VCR(serializer="json")`` and pytest-recording read the files.
+
+An interaction is stored as vcrpy stores it (request method/uri/body/headers, response
+status/headers/body.string), one per line. Requests are written scrubbed: the credential
+headers and query parameters of :mod:`pytest_recfair.secrets` are dropped (the secret
+values themselves are replaced by the store, which knows them). Three request headers of
+ours ride along: the repeat index, the case id and the test that recorded it.
+
+Pure: no httpx (the transport converts httpx objects to :class:`RecordedRequest` /
+:class:`RecordedResponse`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from pytest_recfair.errors import CassetteError
+from pytest_recfair.kinds import RECORD_OPTION
+from pytest_recfair.secrets import SECRET_HEADERS, SECRET_QUERY_PARAMS
+
+__all__ = [
+    "CASE_HEADER",
+    "CASSETTE_FORMAT_VERSION",
+    "REPEAT_HEADER",
+    "TEST_HEADER",
+    "Key",
+    "RecordedRequest",
+    "RecordedResponse",
+    "bad_file",
+    "body_bytes",
+    "header_value",
+    "interaction",
+    "read_interactions",
+    "read_native",
+    "repeat_of",
+    "sanitize_name",
+    "scrubbed",
+    "serialize",
+    "stored_key",
+    "test_name",
+]
+
+#: vcrpy's cassette format version (``vcr.serialize.CASSETTE_FORMAT_VERSION``).
+CASSETTE_FORMAT_VERSION: Final = 1
+REPEAT_HEADER: Final = "x-recfair-repeat"
+CASE_HEADER: Final = "x-recfair-case"
+#: The test name that recorded an interaction (provenance; see ``index.Tape.take``).
+TEST_HEADER: Final = "x-recfair-test"
+
+#: A request as replay matches it: method, host, path, body (canonical JSON text, or as
+#: stored), repeat index.
+Key = tuple[str, str, str, "str | bytes", int]
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRequest:
+    """One request as sent, before scrubbing (the store scrubs when it records)."""
+
+    method: str
+    url: str
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+    repeat: int = 0
+    case_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedResponse:
+    """One reply; ``body`` is already decoded (no content-encoding left to undo)."""
+
+    status: int
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+    reason: str = ""
+
+
+_UNSAFE = re.compile(r"[^a-z0-9._-]+")
+_WINDOWS_RESERVED = frozenset(
+    {"con", "prn", "aux", "nul"}
+    | {f"com{i}" for i in range(1, 10)}
+    | {f"lpt{i}" for i in range(1, 10)}
+)
+_MAX_NAME = 80
+
+
+def sanitize_name(name: str) -> str:
+    """A safe, stable, collision-free file name for ``name``.
+
+    A name made only of lowercase ``[a-z0-9._-]`` (starting with a letter or digit) is
+    kept as is. Anything else is lowercased, unsafe runs become ``_`` and ``~`` plus 12
+    hex digits of the SHA-256 of the original is appended. ``~`` never occurs in a kept
+    name, so a kept name cannot collide with a rewritten one, and lowercasing keeps
+    case-insensitive file systems (macOS, Windows) from merging ``Nolan`` and ``nolan``.
+    """
+    if not isinstance(name, str):
+        raise TypeError(f"cassette name must be a str, got {type(name).__name__}: {name!r}")
+    safe = _UNSAFE.sub("_", name.lower())
+    if (
+        safe == name
+        and name[:1].isalnum()
+        and len(name) <= _MAX_NAME
+        and name.split(".")[0] not in _WINDOWS_RESERVED
+    ):
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    # No leading dot (hidden file) and no trailing dot or space (Windows drops them).
+    stem = safe.strip("._-")[:_MAX_NAME].rstrip("._-")
+    return f"{stem}~{digest}"
+
+
+def test_name(test_id: str) -> str:
+    """The stable part of a pytest node id: the test's name (with its parameter id),
+    not its file, so provenance survives moving the file."""
+    return test_id.rsplit("::", 1)[-1]
+
+
+def interaction(request: RecordedRequest, response: RecordedResponse, test: str) -> dict[str, Any]:
+    """One interaction as the file holds it, credential headers and query parameters
+    dropped (the union list of :mod:`pytest_recfair.secrets`, on both sides)."""
+    req_headers = _header_map(request.headers, SECRET_HEADERS)
+    # vcrpy keeps one value per request header.
+    req_headers_v = {name: values[:1] for name, values in req_headers.items()}
+    req_headers_v[REPEAT_HEADER] = [str(request.repeat)]
+    if test:
+        req_headers_v[TEST_HEADER] = [test]
+    if request.case_id is not None:
+        req_headers_v[CASE_HEADER] = [request.case_id]
+    resp_headers = _header_map(response.headers, SECRET_HEADERS)
+    # The body is stored decoded, so the encoding header must go and the length fit.
+    for name in list(resp_headers):
+        low = name.lower()
+        if low == "content-encoding":
+            del resp_headers[name]
+        elif low == "content-length":
+            resp_headers[name] = [str(len(response.body))]
+    return {
+        "request": {
+            "body": _decode_body(request.body, "the request") if request.body else None,
+            "headers": req_headers_v,
+            "method": request.method.upper(),
+            "uri": _scrub_url(request.url),
+        },
+        "response": {
+            "body": {"string": _decode_body(response.body, "the response")},
+            "headers": resp_headers,
+            "status": {"code": response.status, "message": response.reason},
+        },
+    }
+
+
+def scrubbed(item: dict[str, Any]) -> dict[str, Any]:
+    """``item`` without the credential headers and query parameters of the one list, for
+    interactions written before it grew (older versions dropped fewer names); the same
+    object when there is nothing to drop."""
+    request = item.get("request")
+    response = item.get("response")
+    if not isinstance(request, dict) or not isinstance(response, dict):
+        return item
+    uri = request.get("uri")
+    clean_uri = _scrub_url(uri) if isinstance(uri, str) else uri
+    req_headers, resp_headers = request.get("headers"), response.get("headers")
+    if clean_uri == uri and not _has_secret(req_headers) and not _has_secret(resp_headers):
+        return item
+    return {
+        **item,
+        "request": {**request, "uri": clean_uri, "headers": _without_secrets(req_headers)},
+        "response": {**response, "headers": _without_secrets(resp_headers)},
+    }
+
+
+def _secret_name(name: object) -> bool:
+    return isinstance(name, str) and name.lower() in SECRET_HEADERS
+
+
+def _has_secret(headers: object) -> bool:
+    return isinstance(headers, dict) and any(_secret_name(name) for name in headers)
+
+
+def _without_secrets(headers: Any) -> Any:
+    if not _has_secret(headers):
+        return headers
+    return {name: value for name, value in headers.items() if not _secret_name(name)}
+
+
+def read_native(path: Path) -> list[dict[str, Any]]:
+    """The interactions of a native cassette file ([] when there is none); a file that is
+    not one raises CassetteError saying how to fix it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as exc:
+        raise bad_file(path, f"cannot be read as UTF-8 text ({exc})") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise bad_file(path, f"is not valid JSON ({exc})") from None
+    interactions = data.get("interactions") if isinstance(data, dict) else None
+    if not isinstance(interactions, list):
+        raise bad_file(
+            path,
+            'is not a vcrpy cassette (expected an object with an "interactions" list, '
+            f"got {type(data).__name__}"
+            + (f" with keys {sorted(data)[:5]}" if isinstance(data, dict) else "")
+            + ")",
+        )
+    return interactions
+
+
+def bad_file(path: Path, problem: str) -> CassetteError:
+    return CassetteError(
+        f"cassette {path} {problem}. Delete it and re-record with "
+        f"{RECORD_OPTION}=once (or rewrite to re-record the whole test)."
+    )
+
+
+def stored_key(item: Mapping[str, Any]) -> Key:
+    """The key of a saved interaction as stored (body text unparsed), as
+    ``index.index_tape`` keys it."""
+    request = item["request"]
+    parts = urlsplit(request["uri"])
+    return (
+        request["method"].upper(),
+        (parts.hostname or "").lower(),
+        parts.path or "/",
+        request.get("body") or "",
+        repeat_of(request),
+    )
+
+
+def read_interactions(path: Path) -> list[dict[str, Any]]:
+    """The interactions of a native cassette file (for pruning)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    interactions = data.get("interactions") if isinstance(data, dict) else None
+    if not isinstance(interactions, list):
+        raise CassetteError(f"cassette {path} is not a vcrpy cassette; delete it or fix it.")
+    return interactions
+
+
+def serialize(interactions: list[dict[str, Any]]) -> str:
+    """A cassette file's text: one interaction per line (compact, diff-friendly)."""
+    lines = ",\n".join(json.dumps(item, ensure_ascii=False) for item in interactions)
+    if not interactions:
+        return f'{{"interactions": [], "version": {CASSETTE_FORMAT_VERSION}}}\n'
+    return f'{{"interactions": [\n{lines}\n], "version": {CASSETTE_FORMAT_VERSION}}}\n'
+
+
+def _scrub_url(url: str) -> str:
+    parts = urlsplit(url)
+    if not parts.query:
+        return url
+    pairs = parse_qsl(parts.query, keep_blank_values=True)
+    kept = [(k, v) for k, v in pairs if k.lower() not in SECRET_QUERY_PARAMS]
+    if len(kept) == len(pairs):
+        return url
+    return urlunsplit(parts._replace(query=urlencode(kept)))
+
+
+def _header_map(headers: Iterable[tuple[str, str]], drop: frozenset[str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for name, value in headers:
+        if name.lower() in drop:
+            continue
+        out.setdefault(name, []).append(value)
+    return out
+
+
+def _decode_body(data: bytes, what: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CassetteError(
+            f"cannot record {what}: the body is not UTF-8 text ({exc}); JSON cassettes hold "
+            "text only. Point the audit at a text (JSON) endpoint."
+        ) from None
+
+
+def _first(headers: Mapping[str, Any], name: str) -> Any:
+    for key, value in headers.items():
+        if key.lower() == name:
+            return value[0] if isinstance(value, list) and value else value
+    return None
+
+
+def header_value(request: Mapping[str, Any], name: str) -> str:
+    headers = request.get("headers") or {}
+    # We write the header in lower case; other recorders may not.
+    value = headers.get(name)
+    if value is None:
+        value = _first(headers, name)
+    if isinstance(value, list):
+        value = value[0] if value else ""
+    return value if isinstance(value, str) else ""
+
+
+def repeat_of(request: Mapping[str, Any]) -> int:
+    headers = request.get("headers") or {}
+    # We write the header in lower case; other recorders may not.
+    value = headers.get(REPEAT_HEADER) or _first(headers, REPEAT_HEADER)
+    if isinstance(value, list):
+        value = value[0] if value else 0
+    return int(value or 0)
+
+
+def body_bytes(body: Any) -> bytes:
+    if body is None:
+        return b""
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    raise TypeError(f"request body must be a string or null, got {type(body).__name__}")

@@ -1,0 +1,144 @@
+"""The replay fast path: every case the cassettes answer is served before any worker or
+HTTP client exists.
+
+Replay needs no connection pool, timeout or concurrency bound, and httpx's client
+machinery cost more than the lookup and the parsing together. The reply comes from the
+same lookup the cassette transport uses (same misses, same errors) and is judged like a
+live one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Sequence
+
+import httpx
+
+from pytest_recfair.cassettes.store import RecordedResponse
+from pytest_recfair.errors import ProviderError, RecfairError
+from pytest_recfair.providers.adapter import CallableProvider
+from pytest_recfair.providers.base import Completion, Provider, RecordedReply
+from pytest_recfair.providers.http import HTTPProvider
+from pytest_recfair.providers.retry import Abort, Retryable, judge
+from pytest_recfair.providers.runstate import CaseLike, Run, RunOptions
+from pytest_recfair.providers.transport import CassetteTransport, response_of
+
+__all__ = ["Todo", "first_pass"]
+
+#: A case left for the workers, with the retryable failure its replayed reply gave.
+Todo = tuple[CaseLike, Retryable | None]
+
+# The replay pass hands the event loop back this often, so it does not starve other tasks.
+_REPLAY_YIELD_EVERY = 256
+
+
+async def first_pass(
+    prov: Provider | CallableProvider, cases: Sequence[CaseLike], opts: RunOptions, run: Run
+) -> list[Todo]:
+    """Serve what the cassettes hold (no network); the rest is left for the workers."""
+    cassettes = opts.cassettes
+    if isinstance(prov, CallableProvider) or cassettes is None or not cassettes.policy.replays:
+        return [(case, None) for case in cases]
+    cassettes.add_secrets(getattr(prov, "secrets", ()))
+    replayer = CassetteTransport(cassettes, test_id=opts.test_id)
+    return await _replay_pass(prov, cases, replayer, run)
+
+
+async def _replay_pass(
+    provider: Provider, cases: Sequence[CaseLike], replayer: CassetteTransport, run: Run
+) -> list[Todo]:
+    """Serve every case the cassettes answer; return the rest: cases that need the
+    network (to record), and cases whose replayed reply calls for a retry, with that
+    failure."""
+    rest: list[Todo] = []
+    live_only: dict[str, bool] = {}
+    for done, case in enumerate(cases, 1):
+        if done % _REPLAY_YIELD_EVERY == 0:
+            await asyncio.sleep(0)
+        skip = live_only.get(case.entity_id)
+        if skip is None:
+            skip = live_only[case.entity_id] = replayer.live_only(case.entity_id)
+        if skip:  # recording a new cassette: no request to build twice
+            rest.append((case, None))
+            continue
+        response = _replayed(provider, case, replayer, run)
+        if response is None:
+            rest.append((case, None))
+            continue
+        run.requests += 1
+        result: Completion | str
+        try:
+            result = _judge_replayed(provider, response, case, run)
+        except Retryable as exc:
+            rest.append((case, exc))
+            continue
+        except ProviderError as exc:
+            result = str(exc)
+        except RecfairError as exc:
+            raise Abort(exc) from None
+        run.finish(case, result)
+    return rest
+
+
+def _replayed(
+    provider: Provider, case: CaseLike, replayer: CassetteTransport, run: Run
+) -> httpx.Response | RecordedResponse | None:
+    """The recorded reply to ``case``, or None when it is to be recorded live.
+
+    A built-in provider gives the request's key without building it (``replay_key``)
+    and gets the recording as stored; any other provider builds its request and gets a
+    read response. Building and reading the httpx objects took half of a replayed case.
+    """
+    key_of = getattr(provider, "replay_key", None)
+    key: tuple[str, str, str] | None = key_of(case.system, case.prompt) if key_of else None
+    try:
+        if key is not None:
+            method, url, body = key
+            return replayer.replay_parts(method, url, body, case)
+        request = run.request(provider, case)
+        response = replayer.replay(request)
+    except RecfairError as exc:  # a cassette miss: the same for every case
+        raise Abort(exc) from None
+    if response is not None:
+        response.request = request
+        response.read()
+    return response
+
+
+def _judge_replayed(
+    provider: Provider, replayed: httpx.Response | RecordedResponse, case: CaseLike, run: Run
+) -> Completion:
+    """``judge`` of a replayed reply. A recording replayed by key is parsed as stored
+    (``parse_reply``, the code ``parse_response`` runs); when that fails it is judged as
+    a response with its request, so the words are the ones a live reply gets."""
+    if isinstance(replayed, RecordedResponse):
+        reply = _recorded_reply(replayed)
+        if reply is not None and isinstance(provider, HTTPProvider):
+            with contextlib.suppress(Exception):  # judged again below, URL and all
+                return provider.parse_reply(reply)
+        replayed = _as_response(provider, replayed, case, run)
+    return judge(provider, replayed, case)
+
+
+def _recorded_reply(recorded: RecordedResponse) -> RecordedReply | None:
+    """The recording as ``parse_reply`` reads it; None unless it reads exactly as the
+    response would (a 2xx, headers in ASCII as httpx keeps them)."""
+    if not 200 <= recorded.status < 300:
+        return None
+    headers: dict[str, str] = {}
+    for name, value in recorded.headers:
+        if not (name.isascii() and value.isascii()):
+            return None
+        key = name.lower()
+        headers[key] = f"{headers[key]}, {value}" if key in headers else value
+    return RecordedReply(recorded.body, headers)
+
+
+def _as_response(
+    provider: Provider, recorded: RecordedResponse, case: CaseLike, run: Run
+) -> httpx.Response:
+    response = response_of(recorded)
+    response.request = run.request(provider, case)
+    response.read()
+    return response

@@ -1,0 +1,218 @@
+"""The runner's failure policy: which reply or error is retried, which stops the run, and
+how long to wait before a retry (see :mod:`pytest_recfair.providers.runner` for the list)."""
+
+from __future__ import annotations
+
+import email.utils
+import random
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from pytest_recfair.errors import ProviderError, RecfairError
+from pytest_recfair.providers.base import (
+    Completion,
+    GarbledReply,
+    Provider,
+    TruncatedReply,
+    error_detail,
+)
+from pytest_recfair.providers.transport import CaseRef
+
+__all__ = [
+    "FATAL_STATUS",
+    "RETRYABLE_STATUS",
+    "Abort",
+    "Backoff",
+    "Retryable",
+    "advice",
+    "blocked",
+    "blocker",
+    "judge",
+    "retry_after_seconds",
+    "url_of",
+]
+
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
+FATAL_STATUS = frozenset({401, 403, 404, 407})
+
+
+class Retryable(Exception):
+    """One attempt failed in a way that may pass on a later try."""
+
+    def __init__(
+        self, what: str, *, retry_after: float | None = None, unreachable: bool = False
+    ) -> None:
+        super().__init__(what)
+        self.what = what
+        self.retry_after = retry_after
+        self.unreachable = unreachable
+
+
+class Abort(Exception):
+    """Carries the error that stops the whole run through the task group."""
+
+    def __init__(self, error: RecfairError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def retry_after_seconds(headers: httpx.Headers, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+class Backoff:
+    """The wait before retry n: the server's Retry-After when it gave one (capped), else
+    exponential with jitter, ``min(max_backoff, backoff * 2**(n-1)) + uniform(0, backoff)``."""
+
+    # Its own generator: jitter must not disturb (or depend on) the global random state.
+    _rng = random.Random()
+
+    def __init__(self, backoff: float, max_backoff: float, cap: float) -> None:
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.cap = cap
+
+    def __call__(self, retry: int, failure: Retryable) -> float:
+        if failure.retry_after is not None:
+            return min(failure.retry_after, self.cap)
+        exponent = min(retry - 1, 60)  # no float overflow
+        base = min(self.max_backoff, self.backoff * 2.0**exponent)
+        return base + self._rng.uniform(0, self.backoff)
+
+
+def url_of(provider: Any) -> str:
+    return str(getattr(provider, "base_url", "") or getattr(provider, "name", "the service"))
+
+
+def judge(provider: Provider, response: httpx.Response, case: CaseRef) -> Completion:
+    """The completion in ``response``, or the exception that says what to do about it."""
+    status = response.status_code
+    if 200 <= status < 300:
+        try:
+            return provider.parse_response(response)
+        except TruncatedReply as exc:
+            raise Retryable(f"reply cut off: {exc}") from None
+        except GarbledReply as exc:  # a proxy's page, a broken gateway: worth a retry
+            raise Retryable(str(exc)) from None
+    if status in RETRYABLE_STATUS or status >= 500:
+        raise Retryable(
+            f"HTTP {status} {response.reason_phrase}: {error_detail(response)}",
+            retry_after=retry_after_seconds(response.headers),
+        )
+    if status in FATAL_STATUS:
+        raise Abort(_fatal_status(provider, response, case))
+    raise ProviderError(
+        f"HTTP {status} {response.reason_phrase} from {response.request.url}: "
+        f"{error_detail(response)}. "
+        "The service rejected this request (not retried); check the options it names."
+    )
+
+
+def _fatal_status(provider: Any, response: httpx.Response, case: CaseRef) -> ProviderError:
+    name = getattr(provider, "name", "provider")
+    model = getattr(provider, "model", "?")
+    base = url_of(provider)
+    env = getattr(provider, "api_key_env", None)
+    detail = error_detail(response)
+    url = response.request.url
+    status = response.status_code
+    if status == 401:
+        hint = (
+            f"Check that the environment variable {env} holds a valid key for {base}."
+            if env
+            else "The request carried no API key: set api_key_env to the NAME of the "
+            "environment variable that holds the key."
+        )
+        return ProviderError(f"{name}: HTTP 401 Unauthorized from {url}: {detail}. {hint}")
+    if status == 404:
+        return ProviderError(
+            f"{name}: HTTP 404 Not Found from {url}: {detail}. Either the model {model!r} "
+            f"is unknown to this service or base_url {base!r} is wrong (OpenAI-compatible "
+            "servers usually end in /v1). Check both; nothing was retried."
+        )
+    if status == 407:
+        return ProviderError(
+            f"{name}: HTTP 407 from {url}: the proxy wants credentials: {detail}. Fix the "
+            "proxy settings (HTTPS_PROXY) or bypass it for this host."
+        )
+    key_hint = f"the key in {env}" if env else "your credentials"
+    return ProviderError(
+        f"{name}: HTTP 403 Forbidden from {url} for model {model!r} (case {case.id!r}): "
+        f"{detail}. {key_hint} lacks access to this model or project; request access or use "
+        "another model."
+    )
+
+
+def advice(exc: Retryable, *, concurrency: int, timeout: float) -> str:
+    """What to do once the retries of ``exc`` are spent."""
+    what = exc.what
+    if what.startswith("HTTP 429"):
+        return (
+            f"The service is rate-limiting: lower concurrency (now {concurrency}), "
+            "raise max_retries, or wait and re-run."
+        )
+    if what.startswith("HTTP 5"):
+        return "The service is failing or overloaded: re-run later or raise max_retries."
+    if what.startswith("timeout"):
+        return f"Raise timeout (now {timeout:g} s) or lower concurrency (now {concurrency})."
+    if exc.unreachable:
+        return "Is the server running, and is base_url right? Check the network and proxy too."
+    return "Check the network, proxy and base_url, then re-run."
+
+
+def blocker(exc: BaseException) -> BaseException | None:
+    """The error under a failed connect that is not a network error: another plugin
+    (pytest-socket and the like) refusing to open sockets. Follows explicit causes and
+    the leaves of exception groups (anyio connects in a task group)."""
+    todo, seen = [exc], set()
+    while todo:
+        cause = todo.pop()
+        if id(cause) in seen:
+            continue
+        seen.add(id(cause))
+        if isinstance(cause, BaseExceptionGroup):
+            todo.extend(cause.exceptions)
+            continue
+        transport = any(  # theirs, or a subclass of theirs (providers/aionet.py)
+            kind.__module__.split(".")[0] in ("httpx", "httpcore", "anyio")
+            for kind in type(cause).__mro__
+        )
+        if not transport and not isinstance(cause, OSError):
+            return cause
+        if cause.__cause__ is not None:
+            todo.append(cause.__cause__)
+    return None
+
+
+def blocked(where: str, cause: BaseException) -> Abort:
+    """The run stops: sockets are refused in this test run, no retry helps."""
+    return Abort(
+        ProviderError(
+            f"the network is blocked in this test run: connecting to {where} raised "
+            f"{type(cause).__name__}: {str(cause).rstrip('.')}. Allow the network for live "
+            f"recording, or replay cassettes (record mode none)."
+        )
+    )

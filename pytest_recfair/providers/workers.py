@@ -1,0 +1,256 @@
+"""The worker pool: ``concurrency`` workers send the cases the cassettes did not answer,
+each try bounded by the timeout and retried by the failure policy (:mod:`.retry`).
+
+Worker i always uses transport i mod n (:func:`.clients.transports`), so no pool has more
+requests in flight than connections. A recording is kept only when its reply is final,
+i.e. not retried, and each entity's cassette is saved once its cases are done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any, cast
+
+import httpx
+
+from pytest_recfair.errors import ProviderError, RecfairError
+from pytest_recfair.providers.adapter import CallableProvider
+from pytest_recfair.providers.base import Completion, Provider
+from pytest_recfair.providers.clients import transports
+from pytest_recfair.providers.replay import Todo
+from pytest_recfair.providers.retry import (
+    Abort,
+    Retryable,
+    advice,
+    blocked,
+    blocker,
+    judge,
+    url_of,
+)
+from pytest_recfair.providers.runstate import CaseLike, LiveLike, Run, RunOptions
+from pytest_recfair.providers.transport import EXT_RECORD, UNSCOPED_ENTITY
+
+if TYPE_CHECKING:
+    from pytest_recfair.cassettes.store import CassetteStore
+
+__all__ = ["Workers", "close"]
+
+
+class Workers:
+    """The cases the cassettes did not answer, sent by ``concurrency`` workers."""
+
+    def __init__(self, prov: Provider | CallableProvider, run: Run, opts: RunOptions) -> None:
+        self.prov, self.run, self.opts = prov, run, opts
+        self.http = not isinstance(prov, CallableProvider)
+        self.transports: list[httpx.AsyncBaseTransport] = []
+        # cases still out per entity, when recording: its cassette is saved when it hits 0
+        self.unfinished: Counter[str] | None = None
+
+    async def drain(self, todo: list[Todo]) -> None:
+        opts = self.opts
+        if self.http and opts.cassettes is not None and opts.cassettes.policy.records:
+            self.unfinished = Counter(case.entity_id or UNSCOPED_ENTITY for case, _ in todo)
+        workers = min(opts.concurrency, len(todo))
+        if self.http and workers:
+            self.transports.extend(
+                transports(
+                    cast(Provider, self.prov),
+                    opts.transport,
+                    opts.cassettes,
+                    opts.test_id,
+                    workers,
+                    opts.max_reply_chars,
+                )
+            )
+        pending = iter(todo)
+        async with asyncio.TaskGroup() as group:
+            for slot in range(workers):
+                group.create_task(self.work(pending, slot))
+
+    async def work(self, todo: Iterator[Todo], slot: int) -> None:
+        # A fixed set of workers pulling from one iterator bounds the concurrency, and
+        # worker ``slot`` always uses the same transport, so no pool ever has more requests
+        # in flight than connections.
+        run, prov, cassettes = self.run, self.prov, self.opts.cassettes
+        transport = self.transports[slot % len(self.transports)] if self.transports else None
+        for case, first in todo:
+            if run.abort is not None:
+                # Cancellation only lands at a suspension point; a transport that answers
+                # without suspending (mock, cassette) would otherwise run every case.
+                return
+            try:
+                if isinstance(prov, CallableProvider):
+                    result = await _one_callable(prov, case, run)
+                else:
+                    assert transport is not None
+                    result = await _one_http(transport, prov, case, run, first)
+            except Abort as exc:
+                run.abort = run.abort or exc.error
+                raise
+            run.finish(case, result)
+            if self.opts.live is not None:
+                _live_advance(self.opts.live, result, self.opts.prices)
+            if self.unfinished is not None and cassettes is not None:
+                _entity_done(self.unfinished, cassettes, self.opts.test_id, case)
+
+
+def _live_advance(live: LiveLike, result: Completion | str, prices: Any) -> None:
+    usage = result.usage if isinstance(result, Completion) else None
+    live.advance(
+        failed=not isinstance(result, Completion),
+        tokens=usage.total_tokens if usage is not None else 0,
+        cost=usage.cost((float(prices[0]), float(prices[1])))
+        if usage is not None and prices is not None
+        else None,
+    )
+
+
+def _entity_done(
+    unfinished: Counter[str], cassettes: CassetteStore, test_id: str, case: CaseLike
+) -> None:
+    entity = case.entity_id or UNSCOPED_ENTITY
+    unfinished[entity] -= 1
+    if not unfinished[entity]:
+        # Saved now, while other requests are still out, not all at the end.
+        cassettes.flush_entity(test_id, entity)
+
+
+async def close(used: list[httpx.AsyncBaseTransport], cassettes: CassetteStore | None) -> None:
+    """Close the transports, then save what the cassettes recorded."""
+    try:
+        for transport in used:
+            await transport.aclose()
+    finally:
+        if cassettes is not None:
+            cassettes.flush()
+
+
+async def _one_callable(provider: CallableProvider, case: CaseLike, run: Run) -> Completion | str:
+    run.requests += 1
+    try:
+        async with asyncio.timeout(run.timeout):
+            return await provider.acall(case.system, case.prompt)
+    except TimeoutError:
+        return (
+            f"recommender {provider.model} gave no reply to case {case.id!r} within "
+            f"{run.timeout:g} s; raise timeout or make it faster."
+        )
+    except ProviderError as exc:
+        return str(exc)
+    except Exception as exc:
+        # The recommender's own bug or failure: recorded for this case, the run goes on.
+        return f"recommender {provider.model} raised {type(exc).__name__}: {exc}"
+
+
+async def _one_http(
+    transport: httpx.AsyncBaseTransport,
+    provider: Provider,
+    case: CaseLike,
+    run: Run,
+    first: Retryable | None = None,
+) -> Completion | str:
+    """One case: a try, then up to ``max_retries`` retries of a retryable failure.
+
+    ``first`` is a retryable failure of try 1 that already happened (in the replay pass),
+    so the retries start at once. A plain loop: a retry library costs more per request
+    than the request itself, and its first try would have to replay ``first``.
+    """
+    failure, tries = first, 0 if first is None else 1
+    try:
+        while True:
+            if failure is not None:
+                if tries > run.max_retries:
+                    raise failure
+                if run.abort is not None:
+                    raise Abort(run.abort)
+                await run.pause(tries, failure)
+                run.retries += 1
+            tries += 1
+            try:
+                return await _attempt_http(transport, provider, case, run)
+            except Retryable as exc:
+                failure = exc
+    except Retryable as exc:
+        message = (
+            f"gave up on case {case.id!r} after {tries} tries ({run.max_retries} retries) to "
+            f"{url_of(provider)}: last error: {exc.what}. "
+            f"{advice(exc, concurrency=run.concurrency, timeout=run.timeout)}"
+        )
+        if exc.unreachable:
+            raise Abort(ProviderError(message)) from None
+        return message
+    except ProviderError as exc:
+        return str(exc)
+    except RecfairError as exc:  # a cassette miss or similar: same for every case
+        raise Abort(exc) from None
+
+
+async def _attempt_http(
+    transport: httpx.AsyncBaseTransport, provider: Provider, case: CaseLike, run: Run
+) -> Completion:
+    request = run.request(provider, case)
+    # A cassette transport hands its recording back here instead of recording at once:
+    # it is kept only when this try is final, so a reply that is retried is never saved.
+    deferred: list[Callable[[], None]] = []
+    request.extensions[EXT_RECORD] = deferred
+    run.requests += 1
+    response = await _sent(transport, provider, request, run.timeout)
+    completion = judge(provider, response, case)
+    # Only a reply that parsed as a completion is recorded: an error or a retried reply
+    # never reaches the cassette, so the next recording run asks that prompt again.
+    for record in deferred:
+        record()
+    return completion
+
+
+async def _sent(
+    transport: httpx.AsyncBaseTransport, provider: Provider, request: httpx.Request, timeout: float
+) -> httpx.Response:
+    """The read reply to ``request``; a failure becomes Retryable or Abort."""
+    try:
+        # httpx's timeouts are per phase (connect, each read); this bounds the whole reply.
+        async with asyncio.timeout(timeout):
+            return await _send(transport, request)
+    except (TimeoutError, httpx.TimeoutException) as exc:
+        kind = "connect timeout" if isinstance(exc, httpx.ConnectTimeout) else "read timeout"
+        raise Retryable(
+            f"timeout: no complete reply within {timeout:g} s ({kind})",
+            unreachable=isinstance(exc, httpx.ConnectTimeout),
+        ) from None
+    except httpx.ConnectError as exc:
+        where = f"{request.url.host}:{request.url.port or ''}"
+        cause = blocker(exc)
+        if cause is not None:  # e.g. pytest-socket: no retry helps, say it in one line
+            raise blocked(where, cause) from None
+        raise Retryable(f"cannot connect to {where} ({exc})", unreachable=True) from None
+    except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+        # Includes a body cut off mid-transfer (fewer bytes than Content-Length).
+        raise Retryable(f"{type(exc).__name__}: {exc or 'connection dropped'}") from None
+    except BaseExceptionGroup as eg:  # a socket refused inside anyio's connect
+        cause = blocker(eg)
+        if cause is None:
+            raise
+        raise blocked(f"{request.url.host}:{request.url.port or ''}", cause) from None
+    except httpx.HTTPError as exc:  # bad URL, unsupported protocol: no retry helps
+        raise Abort(
+            ProviderError(
+                f"{getattr(provider, 'name', 'provider')}: cannot send to {request.url}: "
+                f"{type(exc).__name__}: {exc}. Check base_url."
+            )
+        ) from None
+
+
+async def _send(transport: httpx.AsyncBaseTransport, request: httpx.Request) -> httpx.Response:
+    """What ``AsyncClient.send`` does for a prebuilt request, minus what the runner never
+    uses (auth flows, redirects, cookies, event hooks): those cost ~10% of a request's CPU.
+    The request's timeouts travel in its extensions, as with a client."""
+    response = await transport.handle_async_request(request)
+    response.request = request
+    try:
+        await response.aread()  # closes the stream once it is read
+    except BaseException:
+        await response.aclose()
+        raise
+    return response

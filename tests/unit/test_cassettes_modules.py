@@ -1,0 +1,53 @@
+"""The cassettes package after its split (issue 19): each job in its own module, what
+callers imported from ``cassettes.store`` still there, and no module naming CLI flags
+(the record option's name comes from ``kinds.RECORD_OPTION``)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+
+import pytest
+
+# prune.py is the --fairness-prune feature, named after its flag in its docstring.
+MODULES = ["store", "policy", "vcrfile", "index", "miss", "vcr_import"]
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_no_cassette_module_names_cli_flags(name: str) -> None:
+    module = importlib.import_module(f"pytest_recfair.cassettes.{name}")
+    assert "--fairness" not in inspect.getsource(module)
+
+
+def test_the_store_still_exports_what_callers_import() -> None:
+    from pytest_recfair.cassettes import index, miss, policy, store, vcrfile
+
+    for name in store.__all__:
+        assert hasattr(store, name), name
+    assert store.MODE_POLICIES is policy.MODE_POLICIES
+    assert store.CassetteMiss is miss.CassetteMiss
+    assert store.RecordedRequest is vcrfile.RecordedRequest
+    assert store.canonical_body is index.canonical_body
+    assert store.sanitize_name is vcrfile.sanitize_name
+
+
+def test_the_runner_still_exports_what_callers_import() -> None:
+    from pytest_recfair import providers
+    from pytest_recfair.providers import clients, liveline, progress, runner, runstate
+
+    for name in runner.__all__:
+        assert hasattr(runner, name), name
+    assert providers.RunOptions is runner.RunOptions is runstate.RunOptions
+    assert runner.env_proxy is clients.env_proxy
+    assert liveline.LiveLine is progress.LiveLine  # one meter
+
+
+def test_the_transport_extension_keys_are_the_strings_requests_carry() -> None:
+    from pytest_recfair.providers import transport
+
+    assert (transport.EXT_ENTITY, transport.EXT_REPEAT, transport.EXT_CASE) == (
+        "recfair_entity_id",
+        "recfair_repeat",
+        "recfair_case",
+    )
+    assert transport.EXT_RECORD == "recfair_record"
