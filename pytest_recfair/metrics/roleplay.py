@@ -81,7 +81,8 @@ _NO_CHOICE = re.compile(r"\b(?:can ?not|can't|won't|will not|unable to)\s+(?:mak
 _LEAD = re.compile(
     r"^[\s*_#>\"'`“”‘’(\[]*(?:(?:final |my )?answer|response|choice)\s*[:：\-]\s*", re.I
 )
-_LETTER_START = re.compile(r"^\W*(?:option\s*)?\(?([A-Z])(?:\)|[.:]|\s|$)")
+# "(B) ...", "B) ...", "B." or a bare "B" opens a choice; "A fair answer ..." does not.
+_LETTER_START = re.compile(r"^\W*?(?:[Oo]ption\s*)?(?:\(([A-Z])\)|([A-Z])(?:[.):]|\s*$))")
 _LETTER_ANY = re.compile(r"\(([A-Z])\)")
 
 
@@ -148,8 +149,9 @@ def choice_outcome(
 def _option_index(answer: str, options: Sequence[str]) -> int | None:
     letters = [chr(ord("A") + i) for i in range(len(options))]
     m = _LETTER_START.match(_LEAD.sub("", answer.strip()))
-    if m and m.group(1) in letters:
-        return letters.index(m.group(1))
+    letter = m.group(1) or m.group(2) if m else None
+    if letter in letters:
+        return letters.index(letter)
     found = {x for x in _LETTER_ANY.findall(answer) if x in letters}
     if len(found) == 1:
         return letters.index(found.pop())

@@ -212,7 +212,7 @@ def parse_options(question: str) -> tuple[str, ...]:
         text = re.sub(r"(?:[\s,;]+(?:or|and)?)+$", "", text, flags=re.I).strip()
         if i + 1 < len(marks):
             text = text.rstrip(",;").strip()
-        out.append(text.rstrip("?").strip() if i + 1 == len(marks) else text)
+        out.append(text.rstrip("?.!").strip() if i + 1 == len(marks) else text)
     return tuple(out)
 
 
