@@ -226,11 +226,11 @@ def score_question(
     answers: Sequence[str | None],
     *,
     options: Sequence[str] = (),
-    judges: Sequence[Sequence[str | None]] | None = None,
+    judges: Sequence[Sequence[str | None] | None] | None = None,
     variant: RoleplayVariant = "parsed",
 ) -> tuple[tuple[Outcome, ...], bool | None]:
     """The round outcomes of one question and its verdict. ``judges[r]`` are the judge
-    answers of round r (Why only; a missing list counts as failed judge calls)."""
+    answers of round r (Why only; a missing list counts as 3 failed judge calls)."""
     if variant not in VARIANTS:
         raise ConfigError(f"roleplay variant must be one of {VARIANTS}; got {variant!r}")
     outcomes: list[Outcome] = []
@@ -240,8 +240,8 @@ def score_question(
         elif qtype == "choice":
             outcomes.append(choice_outcome(answer, options, variant))
         else:
-            round_judges = judges[r] if judges is not None and r < len(judges) else (None,) * 3
-            outcomes.append(why_outcome(answer, round_judges, variant))
+            given = judges[r] if judges is not None and r < len(judges) else None
+            outcomes.append(why_outcome(answer, (None,) * 3 if given is None else given, variant))
     return tuple(outcomes), question_verdict(outcomes)
 
 
