@@ -156,6 +156,7 @@ class RolePlaySim:
         self.plan = plan or RolePlan()
         self.seed = seed
         self.roles = {k.casefold(): v for k, v in (roles or {}).items()}
+        self._propensity: dict[tuple[str, str], float] = {}
 
     def _unit(self, *parts: object) -> float:
         return stable_seed(self.seed, *parts) / 2.0**64
@@ -165,10 +166,17 @@ class RolePlaySim:
         mean = self.plan.base.get(qtype, 0.0)
         if mean <= 0 or mean >= 1:
             return mean
+        cached = self._propensity.get((qtype, question))
+        if cached is not None:
+            return cached
         key = " ".join(strip_role(question).casefold().split())
         rng = random.Random(stable_seed(self.seed, "rp-propensity", qtype, key))
         k = self.plan.spread
-        return rng.betavariate(mean * k, (1 - mean) * k)
+        value = rng.betavariate(mean * k, (1 - mean) * k)
+        if len(self._propensity) > 100_000:  # bounded: a long-lived server sees many
+            self._propensity.clear()
+        self._propensity[(qtype, question)] = value
+        return value
 
     def role_boost(self, role: str | None) -> float:
         if role is None:
