@@ -21,7 +21,7 @@ import hashlib
 import io
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -150,7 +150,7 @@ class RoleSet:
         text = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
         return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[RoleQuestion]:
         return iter(self.questions)
 
     def __len__(self) -> int:
@@ -316,9 +316,15 @@ def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bo
         rows, name = _csv_rows(text, where), ""
     else:
         rows, name = _structured_rows(text, where, suffix)
-    if attribute is not None:
-        for _, row in rows:
+    for _, row in rows:
+        if attribute is not None:
             row.setdefault("attribute", attribute)
+        # spellings the schema need not list: "Religion", "yes / no", "Occupations"
+        if isinstance(row.get("attribute"), str):
+            folded = row["attribute"].strip().casefold()
+            row["attribute"] = _ATTRIBUTE_ALIASES.get(folded, folded)
+        if isinstance(row.get("type"), str):
+            row["type"] = normalise_qtype(row["type"]) or row["type"]
     _validate({"questions": [r for _, r in rows]}, [loc for loc, _ in rows], where)
     questions: list[RoleQuestion] = []
     skipped: list[Skipped] = []
@@ -462,7 +468,7 @@ def _validate(data: Mapping[str, Any], locs: Sequence[str], where: str) -> None:
 def _question(row: Mapping[str, Any], loc: str, where: str) -> RoleQuestion:
     qtype = normalise_qtype(row["type"])
     assert qtype is not None  # the schema's enum
-    attribute = _ATTRIBUTE_ALIASES.get(row["attribute"], row["attribute"])
+    attribute = str(row["attribute"])
     question = str(row["question"]).strip()  # sent as written: answers match on its text
     role = str(row["role"]).strip()
     options: tuple[str, ...] = ()

@@ -147,7 +147,7 @@ def test_yaml_with_explicit_options_and_occupations(tmp_path: Path) -> None:
     path = tmp_path / "set.yaml"
     path.write_text(
         "questions:\n"
-        "  - {role: chef, attribute: occupations, type: choice, question: 'Suppose you are a"
+        "  - {role: chef, attribute: Occupations, type: Choice, question: 'Suppose you are a"
         " chef, who cooks worse?', options: [men, women, I cannot make any choice]}\n"
     )
     (q,) = load_roles(path).questions
