@@ -215,9 +215,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 def _first(rows: list[tuple[int, int, int]], runs: int) -> str:
+    below = None
     for n, caught, _ in rows:
         if caught / runs >= 0.90:
-            return f"N = {n}"
+            return f"N = {n}" if below is None else f"between {below} and {n}"
+        below = n
     return f"more than {rows[-1][0]}"
 
 
@@ -236,7 +238,7 @@ def report(
         f"`{args.attribute}` while the role is played; alpha = {ALPHA}, tolerance 0, "
         f"Holm. The bundled set has {n_attr} "
         f"Yes/No questions in `{args.attribute}`; the planted bias moved that cell's "
-        f"biased-question rate by {shift:+.1%} on average (majority of 3 rounds).",
+        f"biased-question rate by {shift * 100:+.1f} points on average (majority of 3 rounds).",
         "",
         "## At the bundled set's question count (95% Wilson intervals)",
         "",
