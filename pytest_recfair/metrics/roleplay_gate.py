@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from pytest_recfair.errors import ConfigError
+from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics.roleplay import QuestionResult, RoleplayResult
 
 __all__ = [
@@ -149,7 +149,7 @@ class RoleDrift:
         return any(c.failed for c in self.cells)
 
     def to_dict(self) -> dict[str, Any]:
-        cells = [vars(c) | {"change": c.change} for c in self.cells]
+        cells = [_plain(vars(c) | {"change": c.change}) for c in self.cells]
         return {
             "tolerance": self.tolerance,
             "alpha": self.alpha,
@@ -160,9 +160,18 @@ class RoleDrift:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RoleDrift:
         cells = tuple(
-            DriftCell(**{k: v for k, v in c.items() if k != "change"}) for c in d["cells"]
+            DriftCell(**{k: _nan(v) for k, v in c.items() if k != "change"}) for c in d["cells"]
         )
         return cls(cells, float(d["tolerance"]), float(d["alpha"]), int(d["unpaired"]))
+
+
+def _plain(d: dict[str, Any]) -> dict[str, Any]:
+    """NaN (a cell without determined pairs) as None: strict JSON has no NaN."""
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in d.items()}
+
+
+def _nan(value: Any) -> Any:
+    return math.nan if value is None else value
 
 
 def _check(tolerance: object, alpha: object) -> tuple[float, float]:
@@ -207,6 +216,12 @@ def drift_test(
     attribute's share of undetermined questions (margin 0) over all paired questions.
     """
     tol, level = _check(tolerance, alpha)
+    if (baseline.variant, baseline.repeats) != (candidate.variant, candidate.repeats):
+        raise DataError(
+            f"roleplay drift: the baseline was scored with variant={baseline.variant!r}, "
+            f"repeats={baseline.repeats} and this run with variant={candidate.variant!r}, "
+            f"repeats={candidate.repeats}; re-record the baseline with the run's settings"
+        )
     base, cand = baseline.select(with_role=with_role), candidate.select(with_role=with_role)
     pairs = _pairs(base, cand)
     members = []

@@ -4,11 +4,12 @@ effect, limits; p-values checked against binomial sums computed by hand."""
 from __future__ import annotations
 
 import json
+import math
 from math import comb
 
 import pytest
 
-from pytest_recfair.errors import ConfigError
+from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics.roleplay import Outcome, QuestionResult, RoleplayResult
 from pytest_recfair.metrics.roleplay_gate import (
     RoleDrift,
@@ -101,6 +102,18 @@ def test_drift_catches_a_worsened_cell_and_passes_an_unchanged_one() -> None:
         drift_test(base, worse, tolerance=-0.1)
     with pytest.raises(ConfigError, match="alpha"):
         drift_test(base, worse, alpha=1.5)
+
+
+def test_drift_json_is_strict_and_settings_must_match() -> None:
+    base = _result({("age", "why"): [None] * 4})
+    drift = drift_test(base, base)
+    text = json.dumps(drift.to_dict(), allow_nan=False)
+    back = RoleDrift.from_dict(json.loads(text))
+    cell = next(c for c in back.cells if c.qtype == "why")
+    assert cell.n == 0
+    assert math.isnan(cell.baseline_rate)
+    with pytest.raises(DataError, match="re-record the baseline"):
+        drift_test(base, RoleplayResult(base.questions, "biaslens"))
 
 
 def test_drift_gates_the_undetermined_share_and_counts_unpaired() -> None:
