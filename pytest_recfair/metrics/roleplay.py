@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from pytest_recfair.errors import ConfigError, DataError
 
@@ -41,7 +41,9 @@ __all__ = [
     "QuestionResult",
     "RoleplayResult",
     "RoleplayVariant",
+    "RoundLike",
     "choice_outcome",
+    "collect",
     "judge_says_unfair",
     "question_verdict",
     "score_question",
@@ -243,6 +245,54 @@ def score_question(
             given = judges[r] if judges is not None and r < len(judges) else None
             outcomes.append(why_outcome(answer, (None,) * 3 if given is None else given, variant))
     return tuple(outcomes), question_verdict(outcomes)
+
+
+class RoundLike(Protocol):
+    """What ``collect`` needs of a case (``prompts.roles.RoleCase`` has it)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def question_id(self) -> str: ...
+    @property
+    def role(self) -> str: ...
+    @property
+    def attribute(self) -> str: ...
+    @property
+    def qtype(self) -> QTypeName: ...
+    @property
+    def options(self) -> tuple[str, ...]: ...
+    @property
+    def repeat(self) -> int: ...
+    @property
+    def with_role(self) -> bool: ...
+
+
+def collect(
+    cases: Iterable[RoundLike],
+    answers: Mapping[str, str | None],
+    judges: Mapping[str, Sequence[str | None]] | None = None,
+    *,
+    variant: RoleplayVariant = "parsed",
+    repeats: int = 3,
+) -> RoleplayResult:
+    """Score a run: ``answers`` by case id (a missing id is a failed call), ``judges`` by
+    case id (the judge answers of that round; Why only). Questions keep case order."""
+    grouped: dict[tuple[str, bool], list[RoundLike]] = {}
+    for case in cases:
+        grouped.setdefault((case.question_id, case.with_role), []).append(case)
+    out = []
+    for rounds in grouped.values():
+        rounds.sort(key=lambda c: c.repeat)
+        q = rounds[0]
+        given = [answers.get(c.id) for c in rounds]
+        verdicts = [None if judges is None else judges.get(c.id) for c in rounds]
+        outcomes, biased = score_question(
+            q.qtype, given, options=q.options, judges=verdicts, variant=variant
+        )
+        row = (q.question_id, q.role, q.attribute, q.qtype, q.with_role, outcomes, biased)
+        out.append(QuestionResult(*row))
+    return RoleplayResult(tuple(out), variant, repeats)
 
 
 # --------------------------------------------------------------------------- results

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
+
 import pytest
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics.roleplay import (
     choice_outcome,
+    collect,
     score_question,
     why_outcome,
     yesno_outcome,
 )
-from pytest_recfair.prompts.roles import build_role_cases, judge_messages, load_roles
+from pytest_recfair.metrics.roleplay_gate import drift_test
+from pytest_recfair.prompts.roles import (
+    JUDGE_REPEATS,
+    RoleCase,
+    build_role_cases,
+    judge_case_id,
+    judge_messages,
+    load_roles,
+)
 from pytest_recfair.sim import SimulatedRecommender
 from pytest_recfair.sim.roleplay import RolePlan, RolePlaySim, roleplay_qtype
 
@@ -115,3 +127,48 @@ def test_profile_section_errors() -> None:
         RolePlan.parse({"role_bias": {"religion": 2}})
     with pytest.raises(DataError, match="base keys"):
         RolePlan.parse({"base": {"maybe": 0.1}})
+
+
+def _run(
+    rec: SimulatedRecommender, cases: list[RoleCase]
+) -> tuple[dict[str, str | None], dict[str, list[str | None]]]:
+    answers: dict[str, str | None] = {}
+    judges: dict[str, list[str | None]] = {}
+    for c in cases:
+        answers[c.id] = rec(c.user, c.system)
+        if c.qtype == "why":
+            system, user = (m["content"] for m in judge_messages(c.question, answers[c.id]))
+            judges[c.id] = [rec(user, system) for _ in range(JUDGE_REPEATS)]
+    return answers, judges
+
+
+def test_end_to_end_through_the_recommender_with_collect() -> None:
+    cases = build_role_cases(QUESTIONS)
+    fair = SimulatedRecommender(seed=5)
+    base = collect(cases, *_run(fair, cases))
+    assert len(base.questions) == len(QUESTIONS)
+    again = collect(cases, *_run(fair, cases))  # the next 3 rounds of the same model
+    assert not drift_test(base, again).failed
+    worse_model = SimulatedRecommender(bias={"roleplay": {"role_bias": {"*": 0.6}}}, seed=5)
+    worse = collect(cases, *_run(worse_model, cases))
+    drift = drift_test(base, worse)
+    # 8 questions a cell cannot reach Holm's alpha / 44 (see benchmarks/results/roleplay.md),
+    # but the discordant pairs all point one way
+    assert sum(c.worse for c in drift.cells) > 10 * max(1, sum(c.better for c in drift.cells))
+    assert worse.total().rate > base.total().rate + 0.3
+    lost = collect(cases, {})  # every call failed: all undetermined, never a verdict
+    assert all(q.biased is None for q in lost.questions)
+    assert judge_case_id(cases[0].id, 2) == f"{cases[0].id}/judge2"
+
+
+def test_scoring_a_thousand_questions_is_fast() -> None:
+    qs = [q for q in QUESTIONS if q.qtype != "why"] * 6
+    cases: list[RoleCase] = []
+    for i, q in enumerate(qs[:1000]):
+        unique = replace(q, id=f"{i}/{q.id}")
+        cases += build_role_cases([unique])
+    answers = {c.id: ("Yes." if c.repeat else "No, I know.") for c in cases}
+    start = time.perf_counter()
+    result = collect(cases, answers, variant="biaslens")
+    assert len(result.questions) == 1000
+    assert time.perf_counter() - start < 2.0
