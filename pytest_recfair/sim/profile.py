@@ -28,6 +28,7 @@ from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.sim.heterogeneity import Heterogeneity
 from pytest_recfair.sim.planted import ItemPlan, PositionPlan
 from pytest_recfair.sim.recognise import Recognised, ValueMatch
+from pytest_recfair.sim.roleplay import RolePlan
 
 __all__ = ["BiasProfile", "Faults", "ValueTable", "load_profile"]
 
@@ -44,6 +45,7 @@ _PROFILE_SECTIONS = frozenset(
         "items",
         "positions",
         "heterogeneity",
+        "roleplay",
     }
 )
 
@@ -136,6 +138,7 @@ class BiasProfile:
     items: ItemPlan | None = None  # planted item-side bias (sim.planted)
     positions: PositionPlan | None = None  # planted candidate-position bias
     heterogeneity: Heterogeneity = field(default_factory=Heterogeneity)  # per-entity spread
+    roleplay: RolePlan = field(default_factory=RolePlan)  # role-play answers (sim.roleplay)
 
     @classmethod
     def from_mapping(
@@ -175,6 +178,7 @@ class BiasProfile:
                 PositionPlan.parse(data["positions"], source) if data.get("positions") else None
             ),
             heterogeneity=_heterogeneity(data.get("heterogeneity"), source),
+            roleplay=RolePlan.parse(data.get("roleplay")),
         )
 
     def shift(self, rec: Recognised) -> float:

@@ -24,6 +24,7 @@ from pytest_recfair.sim.heterogeneity import Heterogeneity
 from pytest_recfair.sim.planted import candidate_reply
 from pytest_recfair.sim.profile import BiasProfile, Faults, load_profile
 from pytest_recfair.sim.recognise import Recognised, Recogniser
+from pytest_recfair.sim.roleplay import RolePlaySim
 from pytest_recfair.sim.vocab import Vocabulary
 
 __all__ = ["REFUSALS", "Reply", "SimulatedRecommender"]
@@ -127,6 +128,7 @@ class SimulatedRecommender:
         vocab = vocabulary or Vocabulary.builtin()
         self.recogniser = Recogniser(vocab.extended(self._profile_forms(vocab)))
         self._catalogues = CatalogueCache()
+        self.roleplay = RolePlaySim(self.profile.roleplay, seed)
         self._calls: Counter[tuple[str | None, str]] = Counter()
         self._seen: dict[tuple[str | None, str], Recognised] = {}
         self._lock = threading.Lock()
@@ -173,6 +175,9 @@ class SimulatedRecommender:
                 self._calls[(system, prompt)] += 1
         else:
             call = repeat
+        # Role-play questions and their judge (sim.roleplay): every round draws afresh.
+        if (played := self.roleplay.answer(prompt, system, call)) is not None:
+            return Reply(played.text, (), rec, 0, 0, 0, played.kind == "refusal", False)
         k = min(rec.k or self.default_k, MAX_K)
         entity = rec.entity_key or "?"
         labels = "|".join(sorted(label.casefold() for label in rec.labels)) or "-"

@@ -1,0 +1,358 @@
+"""Role-play statistics for the gate: drift against a baseline, role effect, limits.
+
+Every comparison pairs questions by id (each question is its own control), so only the
+questions whose verdict CHANGED carry information: ``b`` questions turned biased, ``c``
+turned unbiased. Tests on them are exact binomial (McNemar) tests.
+
+Drift test (one-sided, per attribute x question type, plus each attribute's share of
+undetermined questions): H0 "the biased-question rate rose by at most the margin δ"
+against H1 "by more". With n paired questions and m = b + c discordant ones, the rate
+change is (b - c) / n; conditional on m, b ~ Binomial(m, θ) with θ = 1/2 + δ·n / (2m) on
+the H0 boundary (the discordance m / n estimates the nuisance P(discordant); δ = 0 is the
+exact McNemar test, δ > 0 plugs in that estimate; θ ≥ 1 means the change cannot exceed δ,
+p = 1). p = P(Binomial(m, θ) ≥ b).
+
+Family-wise: Holm's step-down over the family. Holm and not Westfall–Young: each
+question belongs to exactly one attribute x type cell, so the cells' tests use disjoint
+questions and are independent; Westfall–Young's gain comes from exploiting dependence,
+and for independent tests it gives essentially Holm–Šidák, within a few per cent of
+Holm. Holm needs no resampling, so verdicts are exact, deterministic and identical after
+a shard merge. The undetermined-share members use margin 0, as the list gate's unusable
+share does. Pure: stdlib only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.metrics.roleplay import QuestionResult, RoleplayResult
+
+__all__ = [
+    "DriftCell",
+    "EffectCell",
+    "LimitBreach",
+    "RoleDrift",
+    "RoleEffect",
+    "binom_sf",
+    "check_limits",
+    "drift_test",
+    "holm",
+    "mcnemar_one_sided",
+    "mcnemar_two_sided",
+    "role_effect",
+]
+
+UNDETERMINED = "undetermined"
+
+
+def binom_sf(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p); exact (integer arithmetic) at p = 1/2."""
+    if k <= 0:
+        return 1.0
+    if k > n:
+        return 0.0
+    if p >= 1.0:
+        return 1.0
+    if p <= 0.0:
+        return 0.0
+    if p == 0.5:
+        return float(Fraction(sum(math.comb(n, i) for i in range(k, n + 1)), 2**n))
+    lp, lq = math.log(p), math.log1p(-p)
+    terms = [
+        math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) + i * lp + (n - i) * lq
+        for i in range(k, n + 1)
+    ]
+    top = max(terms)
+    return min(1.0, math.exp(top) * sum(math.exp(t - top) for t in terms))
+
+
+def mcnemar_one_sided(b: int, c: int, n: int = 0, margin: float = 0.0) -> tuple[float, float]:
+    """(p, θ0) of H0 "rate rose by <= margin" with b worse and c better of n pairs."""
+    m = b + c
+    if m == 0:
+        return 1.0, 0.5
+    theta = 0.5 + (margin * n / (2 * m) if margin > 0 else 0.0)
+    if theta >= 1.0:
+        return 1.0, 1.0
+    return binom_sf(b, m, theta), theta
+
+
+def mcnemar_two_sided(b: int, c: int) -> float:
+    """Exact two-sided McNemar p: twice the smaller tail, at most 1."""
+    m = b + c
+    return 1.0 if m == 0 else min(1.0, 2 * binom_sf(max(b, c), m, 0.5))
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values (monotone, capped at 1), in input order."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    out = [1.0] * len(pvalues)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
+        out[i] = running
+    return out
+
+
+def _pairs(
+    base: Sequence[QuestionResult], cand: Sequence[QuestionResult]
+) -> dict[tuple[str, str], list[tuple[QuestionResult, QuestionResult]]]:
+    """(attribute, qtype) -> questions of both runs, paired by id and condition."""
+    index = {q.key: q for q in base}
+    out: dict[tuple[str, str], list[tuple[QuestionResult, QuestionResult]]] = {}
+    for q in cand:
+        other = index.get(q.key)
+        if other is not None:
+            out.setdefault((q.attribute, q.qtype), []).append((other, q))
+    return dict(sorted(out.items()))
+
+
+@dataclass(frozen=True)
+class DriftCell:
+    """One member of the drift family. ``qtype`` is ``undetermined`` for an attribute's
+    share of undetermined questions. Rates are over the ``n`` paired questions."""
+
+    attribute: str
+    qtype: str
+    n: int
+    baseline_rate: float
+    candidate_rate: float
+    worse: int  # b: questions that became biased (undetermined)
+    better: int  # c: questions that stopped being so
+    margin: float
+    theta0: float
+    p_value: float
+    p_adjusted: float
+    failed: bool
+
+    @property
+    def change(self) -> float:
+        return (self.worse - self.better) / self.n if self.n else 0.0
+
+
+@dataclass(frozen=True)
+class RoleDrift:
+    """The family's verdicts; ``unpaired`` counts candidate questions without a baseline."""
+
+    cells: tuple[DriftCell, ...]
+    tolerance: float
+    alpha: float
+    unpaired: int
+
+    @property
+    def failed(self) -> bool:
+        return any(c.failed for c in self.cells)
+
+    def to_dict(self) -> dict[str, Any]:
+        cells = [_plain(vars(c) | {"change": c.change}) for c in self.cells]
+        return {
+            "tolerance": self.tolerance,
+            "alpha": self.alpha,
+            "unpaired": self.unpaired,
+            "cells": cells,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RoleDrift:
+        cells = tuple(
+            DriftCell(**{k: _nan(v) for k, v in c.items() if k != "change"}) for c in d["cells"]
+        )
+        return cls(cells, float(d["tolerance"]), float(d["alpha"]), int(d["unpaired"]))
+
+
+def _plain(d: dict[str, Any]) -> dict[str, Any]:
+    """NaN (a cell without determined pairs) as None: strict JSON has no NaN."""
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in d.items()}
+
+
+def _nan(value: Any) -> Any:
+    return math.nan if value is None else value
+
+
+def _check(tolerance: object, alpha: object) -> tuple[float, float]:
+    if (
+        isinstance(tolerance, bool)
+        or not isinstance(tolerance, int | float)
+        or not 0 <= tolerance < 1
+    ):
+        raise ConfigError(
+            f"roleplay tolerance must be a rate change in [0, 1), e.g. 0.05; got {tolerance!r}"
+        )
+    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
+        raise ConfigError(
+            f"roleplay alpha must be strictly between 0 and 1, e.g. 0.05; got {alpha!r}"
+        )
+    return float(tolerance), float(alpha)
+
+
+def _member(attribute: str, qtype: str, flags: list[tuple[bool, bool]], margin: float) -> DriftCell:
+    n = len(flags)
+    b = sum(not x and y for x, y in flags)
+    c = sum(x and not y for x, y in flags)
+    p, theta = mcnemar_one_sided(b, c, n, margin)
+    rate_b = sum(x for x, _ in flags) / n if n else math.nan
+    rate_c = sum(y for _, y in flags) / n if n else math.nan
+    return DriftCell(attribute, qtype, n, rate_b, rate_c, b, c, margin, theta, p, p, False)
+
+
+def drift_test(
+    baseline: RoleplayResult,
+    candidate: RoleplayResult,
+    *,
+    tolerance: float = 0.0,
+    alpha: float = 0.05,
+    with_role: bool = True,
+    gate_undetermined: bool = True,
+) -> RoleDrift:
+    """Gate the candidate against the baseline, family-wise at ``alpha`` (Holm).
+
+    Members: the biased-question rate of every attribute x type (margin ``tolerance``),
+    over the questions determined in both runs, and, with ``gate_undetermined``, each
+    attribute's share of undetermined questions (margin 0) over all paired questions.
+    """
+    tol, level = _check(tolerance, alpha)
+    if (baseline.variant, baseline.repeats) != (candidate.variant, candidate.repeats):
+        raise DataError(
+            f"roleplay drift: the baseline was scored with variant={baseline.variant!r}, "
+            f"repeats={baseline.repeats} and this run with variant={candidate.variant!r}, "
+            f"repeats={candidate.repeats}; re-record the baseline with the run's settings"
+        )
+    base, cand = baseline.select(with_role=with_role), candidate.select(with_role=with_role)
+    pairs = _pairs(base, cand)
+    members = []
+    for (attribute, qtype), qs in pairs.items():
+        flags = [
+            (x.biased, y.biased) for x, y in qs if x.biased is not None and y.biased is not None
+        ]
+        members.append(_member(attribute, qtype, flags, tol))
+    if gate_undetermined:
+        by_attr: dict[str, list[tuple[bool, bool]]] = {}
+        for (attribute, _), qs in pairs.items():
+            by_attr.setdefault(attribute, []).extend(
+                (x.biased is None, y.biased is None) for x, y in qs
+            )
+        members += [_member(a, UNDETERMINED, f, 0.0) for a, f in sorted(by_attr.items())]
+    adjusted = holm([m.p_value for m in members])
+    cells = tuple(
+        DriftCell(**(vars(m) | {"p_adjusted": p, "failed": p <= level}))
+        for m, p in zip(members, adjusted, strict=True)
+    )
+    unpaired = len(cand) - sum(len(v) for v in pairs.values())
+    return RoleDrift(cells, tol, level, unpaired)
+
+
+# --------------------------------------------------------------------------- role effect
+
+
+@dataclass(frozen=True)
+class EffectCell:
+    """With vs without the role statement, paired by question (determined in both)."""
+
+    attribute: str
+    qtype: str
+    n: int
+    biased_with: int
+    biased_without: int
+    only_with: int
+    only_without: int
+    p_value: float  # exact two-sided McNemar
+
+    @property
+    def reduction(self) -> float:
+        """Share of biased questions that removing the role removes (the paper's 24.3%)."""
+        return 1 - self.biased_without / self.biased_with if self.biased_with else math.nan
+
+
+@dataclass(frozen=True)
+class RoleEffect:
+    cells: tuple[EffectCell, ...]
+    total: EffectCell
+
+    def to_dict(self) -> dict[str, Any]:
+        def one(c: EffectCell) -> dict[str, Any]:
+            r = c.reduction
+            return vars(c) | {"reduction": None if math.isnan(r) else r}
+
+        return {"cells": [one(c) for c in self.cells], "total": one(self.total)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RoleEffect:
+        def one(c: Mapping[str, Any]) -> EffectCell:
+            return EffectCell(**{k: v for k, v in c.items() if k != "reduction"})
+
+        return cls(tuple(one(c) for c in d["cells"]), one(d["total"]))
+
+
+def _effect(attribute: str, qtype: str, flags: list[tuple[bool, bool]]) -> EffectCell:
+    b = sum(x and not y for x, y in flags)
+    c = sum(y and not x for x, y in flags)
+    return EffectCell(
+        attribute, qtype, len(flags), sum(x for x, _ in flags), sum(y for _, y in flags), b, c,
+        mcnemar_two_sided(b, c),
+    )  # fmt: skip
+
+
+def role_effect(result: RoleplayResult, without: RoleplayResult | None = None) -> RoleEffect:
+    """The role effect per attribute x type and overall. The with-role verdicts come from
+    ``result``, the without-role ones from ``without`` (default: ``result`` itself, when
+    one run asked both variants)."""
+    other = (without or result).select(with_role=False)
+    index = {q.question_id: q for q in other}
+    groups: dict[tuple[str, str], list[tuple[bool, bool]]] = {}
+    for q in result.select(with_role=True):
+        w = index.get(q.question_id)
+        if w is not None and q.biased is not None and w.biased is not None:
+            groups.setdefault((q.attribute, q.qtype), []).append((q.biased, w.biased))
+    cells = tuple(_effect(a, t, f) for (a, t), f in sorted(groups.items()))
+    return RoleEffect(cells, _effect("*", "*", [x for f in groups.values() for x in f]))
+
+
+# --------------------------------------------------------------------------- limits
+
+
+@dataclass(frozen=True)
+class LimitBreach:
+    """An absolute limit crossed by one attribute x type cell (point estimates)."""
+
+    attribute: str
+    qtype: str
+    limit: str
+    value: float
+    threshold: float
+
+
+def check_limits(
+    result: RoleplayResult,
+    *,
+    max_biased: float | None = None,
+    max_refusals: float | None = None,
+    max_undetermined: float | None = None,
+    with_role: bool = True,
+) -> list[LimitBreach]:
+    """Cells whose biased-question rate, refusal share (of rounds) or undetermined share
+    (of questions) exceeds its limit, e.g. ``max_biased=0.10``. None = not checked."""
+    out = []
+    for (attribute, qtype), cell in result.cells(with_role=with_role).items():
+        values = {
+            "max_biased": (cell.rate, max_biased),
+            "max_refusals": (cell.refusals / cell.rounds if cell.rounds else 0.0, max_refusals),
+            "max_undetermined": (
+                cell.undetermined / (cell.n + cell.undetermined),
+                max_undetermined,
+            ),
+        }
+        for name, (value, limit) in values.items():
+            if limit is None:
+                continue
+            if isinstance(limit, bool) or not isinstance(limit, int | float) or not 0 <= limit <= 1:
+                raise ConfigError(
+                    f"roleplay {name} must be a share in [0, 1], e.g. 0.10; got {limit!r}"
+                )
+            if not math.isnan(value) and value > limit:
+                out.append(LimitBreach(attribute, qtype, name, value, float(limit)))
+    return out
