@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_recfair.providers.liveline import LiveLine
+from pytest_recfair.providers.progress import LiveLine
 
 
 class Clock:
