@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 
 from pytest_recfair import settings
-from pytest_recfair.plugin import fixtures, options, result, session, terminal
-from pytest_recfair.plugin import items as _items
-from pytest_recfair.plugin.items import SKIP_REASON
+from pytest_recfair.plugin import collection, fixtures, options, result, session, terminal
+from pytest_recfair.plugin.collection import SKIP_REASON
 from pytest_recfair.plugin.state import audit_state, run_state
 
 __all__ = ["SKIP_REASON", "marker"]
@@ -50,14 +49,14 @@ def pytest_report_header(config: pytest.Config) -> list[str] | None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    _items.modify_items(config, items)
+    collection.modify_items(config, items)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pycollect_makeitem(
     collector: pytest.Module | pytest.Class, name: str, obj: object
 ) -> Generator[None, Any, Any]:
-    _items.depend_on_recommender(collector, name, obj)
+    collection.depend_on_recommender(collector, name, obj)
     return (yield)
 
 

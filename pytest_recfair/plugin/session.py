@@ -85,7 +85,7 @@ def _add_to_history(config: pytest.Config, collector: audit.RunCollector) -> lis
     if run.history_dir is None:
         return []
     try:
-        from pytest_recfair.report.run import add_to_history
+        from pytest_recfair.report.channels import add_to_history
 
         entry = add_to_history(collector, run.history_dir)
     except (OSError, RecfairError) as exc:
@@ -133,7 +133,7 @@ class Controller:
             return
         collector.notes.extend(_unused_notes(self.config))
         plotted = _add_to_history(self.config, collector)  # first: the plot shows this run
-        from pytest_recfair.report.run import write_run_report
+        from pytest_recfair.report.channels import write_run_report
 
         for path in run_state(self.config).run.reports:
             try:

@@ -111,7 +111,7 @@ def summary(
     # the terminal's width (COLUMNS, or 80 when not a terminal), as pytest's own lines
     width = config.get_terminal_writer().fullwidth
     from pytest_recfair import secrets
-    from pytest_recfair.report.run import summary_lines
+    from pytest_recfair.report.channels import summary_lines
 
     for line in summary_lines(collector, width):
         terminalreporter.write_line(secrets.scrub(line))

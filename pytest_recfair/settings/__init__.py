@@ -38,9 +38,9 @@ from pytest_recfair.kinds import (
     Statistic,
     Variant,
 )
-from pytest_recfair.settings import parse as v
-from pytest_recfair.settings.parse import Parser
+from pytest_recfair.settings import values as v
 from pytest_recfair.settings.run import RUN_OPTIONS, RunSettings, resolve_run
+from pytest_recfair.settings.values import Parser
 
 if TYPE_CHECKING:
     # budget sits in the engine, which loads numpy: imported when a price is given

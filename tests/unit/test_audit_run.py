@@ -16,8 +16,8 @@ from pytest_recfair.engine import registry
 from pytest_recfair.engine.overlap import OVERLAP
 from pytest_recfair.errors import DataError, ProviderError
 from pytest_recfair.report import junit
+from pytest_recfair.report.channels import summary_lines, write_run_report
 from pytest_recfair.report.failures import verdict_message
-from pytest_recfair.report.run import summary_lines, write_run_report
 from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings, resolve
 from pytest_recfair.sim import SimulatedRecommender
