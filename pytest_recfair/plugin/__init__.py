@@ -1,7 +1,7 @@
 """pytest glue: the hook and fixture declarations, each handing off in a few lines.
 
 The entry point (``pytest11``: ``pytest_recfair.plugin``). The work is in the modules
-beside this one: :mod:`.options` (options, ini keys, settings resolution), :mod:`.items`
+beside this one: :mod:`.options` (options, ini keys, settings resolution), :mod:`.collection`
 (collection), :mod:`.fixtures` (the input fixtures), :mod:`.result` and :mod:`.flow`
 (one audit: measure, compare, gate, judge), :mod:`.session` (the run: controller,
 reports, history, prune), :mod:`.terminal` (what is written to the terminal) and
