@@ -11,6 +11,7 @@ toolkit and implement its section protocol — :data:`TOOLKIT`, nothing else.
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,24 @@ def test_the_toolkit_words_no_failure() -> None:
         rel = dotted.removeprefix("pytest_recfair.").replace(".", "/") + ".py"
         names = _imported(ast.parse((PACKAGE / rel).read_text(encoding="utf-8")), dotted)
         assert not _imports_report(names), (dotted, sorted(names))
+
+
+def test_metrics_is_pure_numpy() -> None:
+    """metrics/ (issue 19, point 5): the standard library, numpy, and of the project only
+    errors, kinds and metrics itself — no yaml, rapidfuzz, catalogue or httpx."""
+    allowed_ours = ("pytest_recfair.errors", "pytest_recfair.kinds", "pytest_recfair.metrics")
+    offenders = {}
+    for path in sorted((PACKAGE / "metrics").rglob("*.py")):
+        dotted = "pytest_recfair." + path.relative_to(PACKAGE).as_posix()[:-3].replace("/", ".")
+        names = _imported(ast.parse(path.read_text(encoding="utf-8")), dotted)
+        bad = sorted(
+            n
+            for n in names
+            if n
+            and not n.startswith(allowed_ours)
+            and n.split(".")[0] not in {"numpy", "__future__"}
+            and n.split(".")[0] not in sys.stdlib_module_names
+        )
+        if bad:
+            offenders[path.name] = bad
+    assert offenders == {}
