@@ -33,13 +33,13 @@ def test_the_store_still_exports_what_callers_import() -> None:
 
 def test_the_runner_still_exports_what_callers_import() -> None:
     from pytest_recfair import providers
-    from pytest_recfair.providers import clients, liveline, progress, runner, runstate
+    from pytest_recfair.providers import clients, progress, runner, runstate
 
     for name in runner.__all__:
         assert hasattr(runner, name), name
     assert providers.RunOptions is runner.RunOptions is runstate.RunOptions
     assert runner.env_proxy is clients.env_proxy
-    assert liveline.LiveLine is progress.LiveLine  # one meter
+    assert issubclass(progress.Progress, progress.LiveLine)  # one meter, drawn on a stream
 
 
 def test_the_transport_extension_keys_are_the_strings_requests_carry() -> None:
