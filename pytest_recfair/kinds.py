@@ -80,8 +80,10 @@ HIGHER_IS_FAIRER: Final[frozenset[GatedQuantity]] = frozenset({"pafs"})
 #: Why the gate failed: a crossed threshold; a threshold that could not be checked (not
 #: measured: entropy without repeats; undefined: NaN); a significant drift over baseline;
 #: a drift that could not be tested; a baseline that is incompatible, missing or unusable.
-#: "item_shift" / "position": a limit or drift of an item-side or candidate-position audit.
 #: "test": the test body itself failed (an assertion on fairness_result), so the audit did.
+#: A kind of audit's own limits and drifts carry a name of the kind's choosing instead
+#: (the item side's "item_shift", the candidate position's "position"): any failure kind
+#: not in FAILURE_KINDS is one, and the report words it from its fields and ``detail``.
 FailureKind = Literal[
     "threshold",
     "unmeasured",
@@ -90,8 +92,6 @@ FailureKind = Literal[
     "incomparable",
     "incompatible",
     "baseline",
-    "item_shift",
-    "position",
     "test",
 ]
 FAILURE_KINDS: Final[tuple[FailureKind, ...]] = get_args(FailureKind)

@@ -307,7 +307,7 @@ class GateFailure:
     threshold-type kinds and the tolerance for a drift; ``baseline`` the baseline value.
     """
 
-    kind: FailureKind
+    kind: FailureKind | str  # a str outside FAILURE_KINDS: a kind of audit's own failure
     attribute: str | None = None
     statistic: GatedQuantity | None = None
     value: float | None = None

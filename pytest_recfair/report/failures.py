@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from pytest_recfair.kinds import HIGHER_IS_FAIRER, STATISTICS, accept_command
+from pytest_recfair.kinds import FAILURE_KINDS, HIGHER_IS_FAIRER, STATISTICS, accept_command
 from pytest_recfair.report.fmt import LABEL, clip, fmt, fmt_interval, fmt_p
 from pytest_recfair.report.status import favoured_phrase, favoured_text
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome
@@ -92,9 +92,15 @@ def failure_text(f: GateFailure, result: AuditResult | None = None) -> str:
     return f.detail or "the fairness baseline is missing or unusable"
 
 
+def kind_owned(f: GateFailure) -> bool:
+    """A kind of audit's own failure (item shift, position, ...): a failure kind outside
+    the gate's vocabulary, named by the kind, worded from its fields and ``detail``."""
+    return f.kind not in FAILURE_KINDS
+
+
 def failure_label(f: GateFailure) -> str:
     """ "religion snsr", or "baseline" for a failure of the whole audit."""
-    other = f.kind if f.kind in ("item_shift", "position") else "baseline"
+    other = f.kind if kind_owned(f) else "baseline"
     return " ".join(x for x in (f.attribute, f.statistic or other) if x)
 
 
@@ -127,7 +133,7 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult) -> list[str]
         fav = favoured_text(a) if a.values else ""
     change = f"{before_txt} -> {now_txt}" if before_txt else now_txt
     attribute = clip(f.attribute or "(all)", 24)
-    if f.kind in ("item_shift", "position"):  # other kinds of audit say the rest in detail
+    if kind_owned(f):  # other kinds of audit say the rest in detail
         return [attribute, f.kind, _other_change(f), _other_bound(f), ""]
     return [attribute, f.statistic or "baseline", change, _bound(f), clip(fav, 40)]
 
