@@ -15,10 +15,13 @@ from pytest_recfair.report.status import favoured_phrase, favoured_text
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome
 
 __all__ = [
+    "accept_offered",
     "failure_label",
     "failure_message",
+    "failure_tag",
     "failure_text",
     "format_outcome",
+    "limits_advice",
     "verdict_message",
 ]
 
@@ -98,10 +101,54 @@ def kind_owned(f: GateFailure) -> bool:
     return f.kind not in FAILURE_KINDS
 
 
+def failure_tag(f: GateFailure) -> str:
+    """What failed, in one word or two: the statistic ("snsr", "unusable"), the kind's own
+    failure ("item_shift"), "test body", or "baseline" (missing, unusable, incompatible)."""
+    if f.statistic:
+        return f.statistic
+    if kind_owned(f):
+        return f.kind
+    return "test body" if f.kind == "test" else "baseline"
+
+
 def failure_label(f: GateFailure) -> str:
-    """ "religion snsr", or "baseline" for a failure of the whole audit."""
-    other = f.kind if kind_owned(f) else "baseline"
-    return " ".join(x for x in (f.attribute, f.statistic or other) if x)
+    """ "religion snsr", "item_shift", "test body" or "baseline"."""
+    return " ".join(x for x in (f.attribute, failure_tag(f)) if x)
+
+
+def _is_limit(f: GateFailure) -> bool:
+    """An absolute limit crossed (the gate's thresholds, a kind's limits): never accepted."""
+    return f.kind == "threshold" or (kind_owned(f) and f.baseline is None)
+
+
+def _is_drift(f: GateFailure) -> bool:
+    return f.kind == "drift" or (kind_owned(f) and f.baseline is not None)
+
+
+def accept_offered(outcome: GateOutcome) -> bool:
+    """Whether --fairness-update would accept this run as the new baseline: it gates
+    without a baseline, so only drifts go away; a crossed absolute limit fails again."""
+    return not any(_is_limit(f) for f in outcome.failures) and any(
+        _is_drift(f) for f in outcome.failures
+    )
+
+
+def limits_advice(outcome: GateOutcome) -> str | None:
+    """The sentence for crossed absolute limits (None when none was crossed)."""
+    names = sorted(
+        {
+            _limit_name(f) if f.kind == "threshold" else f.kind
+            for f in outcome.failures
+            if _is_limit(f)
+        }
+    )
+    if not names:
+        return None
+    return (
+        f"Absolute limits crossed ({', '.join(names)}): they are set by the @fairness marker "
+        f"argument of that name or the recfair_<name> ini key; a run that crosses them "
+        f"is never accepted as a baseline: fix the model or change the limit."
+    )
 
 
 def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
@@ -171,16 +218,11 @@ def failure_message(outcome: GateOutcome, result: AuditResult) -> str:
     lines = [f"fairness gate failed for {result.meta.test_id} ({result.meta.model}):"]
     lines.extend(format_outcome(outcome, result))
     lines.extend(f"  note: {n}" for n in outcome.notes)
-    limits = sorted({_limit_name(f) for f in outcome.failures if f.kind == "threshold"})
-    if limits:
-        names = ", ".join(limits)
-        lines.append(
-            f"Absolute limits crossed ({names}): they are set by the @fairness marker "
-            f"argument of that name or the recfair_<name> ini key; a run that crosses them "
-            f"is never accepted as a baseline: fix the model or change the limit."
-        )
+    advice = limits_advice(outcome)
+    if advice is not None:
+        lines.append(advice)
     # accepting is offered only when it would work: never past a crossed absolute limit
-    if not limits and any(f.kind == "drift" for f in outcome.failures):
+    if accept_offered(outcome):
         lines.append(
             "If the new numbers are intended, accept them with: "
             f"{accept_command(result.meta.test_id)}"

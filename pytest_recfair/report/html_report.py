@@ -25,7 +25,12 @@ from html import escape
 from pytest_recfair import __version__
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.kinds import STATISTICS, accept_command
-from pytest_recfair.report.failures import failure_text
+from pytest_recfair.report.failures import (
+    accept_offered,
+    failure_tag,
+    failure_text,
+    limits_advice,
+)
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
 from pytest_recfair.report.history import HistoryRun
 from pytest_recfair.report.history_chart import history_html
@@ -352,15 +357,19 @@ def _gate_html(r: AuditResult) -> str:
     parts = []
     if g.failures:
         items = "".join(
-            f"<li><b>{_e(f.attribute or '(all)')}</b> <code>{_e(f.statistic or 'baseline')}</code>"
+            f"<li><b>{_e(f.attribute or '(all)')}</b> <code>{_e(failure_tag(f))}</code>"
             f": <span>{_e(failure_text(f, r))}</span></li>"
             for f in g.failures
         )
         parts.append(f'<ul class="failures">{items}</ul>')
-        parts.append(
-            "<p>If the new numbers are intended, accept them with "
-            f"<code>{_e(accept_command(r.meta.test_id))}</code></p>"
-        )
+        advice = limits_advice(g)
+        if advice is not None:
+            parts.append(f"<p>{_e(advice)}</p>")
+        if accept_offered(g):
+            parts.append(
+                "<p>If the new numbers are intended, accept them with "
+                f"<code>{_e(accept_command(r.meta.test_id))}</code></p>"
+            )
     if g.notes:
         parts.append('<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in g.notes) + "</ul>")
     return "".join(parts)

@@ -7,7 +7,12 @@ from collections.abc import Sequence
 from pytest_recfair import __version__
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.kinds import STATISTICS, accept_command
-from pytest_recfair.report.failures import failure_text
+from pytest_recfair.report.failures import (
+    accept_offered,
+    failure_tag,
+    failure_text,
+    limits_advice,
+)
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
 from pytest_recfair.report.sections import extra_lines
 from pytest_recfair.report.status import (
@@ -81,11 +86,14 @@ def _gate(r: AuditResult) -> list[str]:
     if r.gate is not None and r.gate.failures:
         out += ["**Failures**", ""]
         out += [
-            f"- **{_md(f.attribute or '(all)')}** `{f.statistic or 'baseline'}`: "
-            f"{_md(failure_text(f, r))}"
+            f"- **{_md(f.attribute or '(all)')}** `{failure_tag(f)}`: {_md(failure_text(f, r))}"
             for f in r.gate.failures
         ]
-        out += ["", f"Accept the new numbers with `{accept_command(r.meta.test_id)}`", ""]
+        advice = limits_advice(r.gate)
+        out += ["", advice] if advice is not None else []
+        if accept_offered(r.gate):
+            out += ["", f"Accept the new numbers with `{accept_command(r.meta.test_id)}`"]
+        out += [""]
     if r.gate is not None and r.gate.notes:
         out += ["**Notes**", ""] + [f"- {_md(n)}" for n in r.gate.notes] + [""]
     return out

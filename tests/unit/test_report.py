@@ -419,3 +419,41 @@ def test_a_large_gap_that_passed_its_gate_is_flagged_not_pass(passing: AuditResu
     assert '<span class="badge FLAG">FLAG</span>' in report.to_html([wide])
     failed = _gated(wide, None, max_snsr=0.0)
     assert report.attribute_label(failed, failed.attributes[0]) == "FAIL"  # a failure wins
+
+
+# --- the same advice in every channel (issue 25, point 2) ----------------------------------
+
+
+def test_no_channel_offers_an_update_past_a_crossed_limit(baseline: AuditResult) -> None:
+    """A drift plus a crossed absolute limit: --fairness-update would refuse the run, so no
+    channel offers it; each says which limit was crossed instead."""
+    regressed = audit(seed=7, gender=True, bias={"Islamic": -0.12}, model="sim-v2")
+    both = _gated(regressed, baseline, max_snsr=0.01)
+    assert both.gate is not None
+    assert {f.kind for f in both.gate.failures} >= {"threshold", "drift"}
+    md = report.to_markdown([both], {baseline.meta.test_id: baseline})
+    html = report.to_html([both], {baseline.meta.test_id: baseline})
+    text = report.failure_message(both.gate, both)
+    for channel in (md, html, text):
+        assert "fairness-update" not in channel
+        assert "Absolute limits crossed (max_snsr)" in channel
+
+
+def test_every_channel_offers_the_update_for_a_drift_alone(failing: AuditResult) -> None:
+    assert failing.gate is not None
+    assert {f.kind for f in failing.gate.failures} == {"drift"}
+    html = report.to_html([failing])
+    text = report.failure_message(failing.gate, failing)
+    assert "accept them with <code>pytest --fairness --fairness-update" in html
+    assert "accept them with: pytest --fairness --fairness-update" in text
+    assert "Absolute limits" not in html + text
+
+
+def test_failures_are_labelled_by_what_failed() -> None:
+    from pytest_recfair.report.failures import failure_label, failure_tag
+    from pytest_recfair.results import GateFailure
+
+    assert failure_tag(GateFailure("test", detail="AssertionError: x")) == "test body"
+    assert failure_tag(GateFailure("baseline", detail="missing")) == "baseline"
+    assert failure_tag(GateFailure("item_shift", "first name", value=0.3)) == "item_shift"
+    assert failure_label(GateFailure("drift", "religion", "snsr")) == "religion snsr"
