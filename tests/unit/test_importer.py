@@ -58,12 +58,15 @@ def test_import_writes_a_verbatim_audit(tmp_path: Path) -> None:
     assert published in {c.prompt for c in cases}  # character for character
     absent = json.loads((out / "absent.json").read_text(encoding="utf-8"))
     assert {(a["value"], a["entity_id"]) for a in absent} == {
-        ("a young", "di-vance"),
-        ("a young", "flo-ardent"),
+        ("a young", "age.di-vance"),
+        ("a young", "age.flo-ardent"),
     }
-    # one shared cassette per seed entity, whichever test (class) recorded it
+    # one cassette per (class, seed entity): two classes asking the same prompt keep
+    # their own published replies (issue 21, bug A)
     cassettes = sorted(p.name for p in (out / "cassettes").iterdir())
-    assert cassettes == [f"{s.id}.json" for s in sorted(seeds, key=lambda s: s.id)]
+    assert cassettes == sorted(
+        f"{cls}.{s.id}.json" for cls in ("age", "religion") for s in seeds
+    )
 
 
 def test_neutral_with_its_own_system_message(tmp_path: Path) -> None:
