@@ -70,12 +70,12 @@ def _answers(
     names: Mapping[str, str],
     model: str,
     prefer_batch: bool,
-) -> tuple[list[PromptCase], dict[tuple[str, str], dict[str, Any]], int]:
+) -> tuple[list[PromptCase], dict[tuple[str, str], dict[str, Any]], tuple[int, int]]:
     """The cases to send, (system, prompt) -> response body, and how many batch replies
     differ from the CSV's ``Result`` (the reply of record unless ``prefer_batch``)."""
     sent: list[PromptCase] = []
     bodies: dict[tuple[str, str], dict[str, Any]] = {}
-    differ = 0
+    differ = [0, 0]  # neutral, conditioned
     for case in cases:
         row = _row_for(run, case, names)
         if row is None:
@@ -90,12 +90,12 @@ def _answers(
         body = _completion(model, row.reply, json.dumps(key))
         if batch is not None and batch.response is not None:
             same = batch_text(batch.response) == row.reply
-            differ += 0 if same else 1
+            differ[case.attribute is not None] += 0 if same else 1
             if same or prefer_batch:
                 body = dict(batch.response)
         bodies[key] = body
         sent.append(case)
-    return sent, bodies, differ
+    return sent, bodies, (differ[0], differ[1])
 
 
 def record_class(
@@ -107,9 +107,9 @@ def record_class(
     test_id: str,
     model: str,
     prefer_batch: bool = False,
-) -> tuple[int, int]:
+) -> tuple[int, tuple[int, int]]:
     """Record one test's cassettes (one class); returns the interactions written and the
-    number of batch replies that differ from the CSV."""
+    number of batch replies that differ from the CSV (neutral, conditioned)."""
     sent, bodies, differ = _answers(run, cases, names, model, prefer_batch)
 
     def answer(request: httpx.Request) -> httpx.Response:

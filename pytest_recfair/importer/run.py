@@ -48,7 +48,8 @@ class ImportSummary:
     model: str
     rows: int = 500  # rows read per file
     skipped: dict[str, str] = field(default_factory=dict)  # class -> why
-    differing: dict[str, int] = field(default_factory=dict)  # class -> batch != CSV replies
+    # class (or neutral) -> batch replies that differ from the CSV
+    differing: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
     def lines(self) -> list[str]:
@@ -253,5 +254,6 @@ def _record(
             prefer_batch=replies == "batch",
         )  # fmt: skip
         written += count
-        differing[cls] = differ
+        differing["neutral"] = differ[0]  # the same neutral replies in every class
+        differing[cls] = differ[1]
     return written, differing
