@@ -67,11 +67,20 @@ class FieldShift:
     association: tuple[tuple[float | None, ...], ...]
     max_shift: float | None
     max_shift_ci: tuple[float | None, float | None]
+    # each value against the attribute's other values (LMRec), family-wise p; empty in a
+    # baseline stored before they were measured
+    between: tuple[float | None, ...] = ()
+    p_between: tuple[float, ...] = ()
 
     @property
     def most_shifted(self) -> str | None:
         vals = [(s, g) for s, g in zip(self.shift, self.groups[1:], strict=True) if s is not None]
         return max(vals)[1] if vals else None
+
+    @property
+    def least_shifted(self) -> str | None:
+        vals = [(s, g) for s, g in zip(self.shift, self.groups[1:], strict=True) if s is not None]
+        return min(vals)[1] if vals else None
 
 
 @dataclass(frozen=True)
@@ -161,6 +170,8 @@ def _field_dict(f: FieldShift) -> dict[str, Any]:
         "association": [list(r) for r in f.association],
         "max_shift": f.max_shift,
         "max_shift_ci": list(f.max_shift_ci),
+        "between": list(f.between),
+        "p_between": list(f.p_between),
     }
 
 
@@ -178,6 +189,8 @@ def _field_from(d: Mapping[str, Any]) -> FieldShift:
         association=tuple(tuple(r) for r in d["association"]),
         max_shift=d["max_shift"],
         max_shift_ci=(d["max_shift_ci"][0], d["max_shift_ci"][1]),
+        between=tuple(d.get("between", ())),
+        p_between=tuple(d.get("p_between", ())),
     )
 
 
@@ -217,6 +230,8 @@ def _field_result(res: itemshift.ShiftResult, i: int) -> FieldShift:
         association=tuple(tuple(_f(x) for x in row[sl]) for row in res.association),
         max_shift=_f(res.max_shift[i]),
         max_shift_ci=tuple(_ci(res.max_shift_ci[i])),  # type: ignore[arg-type]
+        between=tuple(_f(x) for x in res.between[:, i]),
+        p_between=tuple(round(float(x), 6) for x in res.p_between[:, i]),
     )
 
 
@@ -318,8 +333,8 @@ class ItemFailure:
                 f"{self.p_value:.3g})"
             )
         return (
-            f"item field {self.field!r}: largest shift {self.value:.3f} vs baseline "
-            f"{self.baseline:.3f} rose by more than the tolerance {self.limit:g} "
+            f"item field {self.field!r}: largest shift {self.value:.3f} ({self.group}) vs "
+            f"baseline {self.baseline:.3f} rose by more than the tolerance {self.limit:g} "
             f"(paired entity bootstrap p = {self.p_value:.3g})"
         )
 
@@ -358,7 +373,7 @@ def item_failures(
                     tolerance,
                     float(cmp.baseline[i]),
                     p,
-                    None,
+                    result.field(name).most_shifted,
                 )
             )
     return out
