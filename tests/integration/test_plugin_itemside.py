@@ -74,6 +74,10 @@ def test_planted_price_shift_fails_max_shift(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Black female shifts 0.* from neutral*> max_shift 0.1*"])
+    # the failure table's most / least column names the group (issue 21, point 4)
+    result.stdout.fnmatch_lines(["*first name*item_shift*max 0.1*Black female*"])
+    result.stdout.fnmatch_lines(["*most / least shifted from neutral: Black female / *"])
+    result.stdout.fnmatch_lines(["*each group vs the others (family-wise): White female 0.*"])
 
 
 def test_fair_run_passes_and_a_later_shift_fails_against_the_baseline(

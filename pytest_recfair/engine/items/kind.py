@@ -104,6 +104,7 @@ class ItemAudit:
                     p_value=f.p_value,
                     alpha=settings.alpha,
                     detail=f.message(),
+                    group=f.group,
                 )
                 for f in fails
             ]
