@@ -46,7 +46,8 @@ class ImportSummary:
     dropped: int
     templates: str
     model: str
-    rows: int = 500  # rows read per file
+    rows: int = 500  # rows read per file (the neutral file's row count when not cut)
+    cut: bool = True  # --rows given: only the first ``rows`` rows of each file were read
     skipped: dict[str, str] = field(default_factory=dict)  # class -> why
     # class (or neutral) -> batch replies that differ from the CSV
     differing: dict[str, int] = field(default_factory=dict)
@@ -56,7 +57,7 @@ class ImportSummary:
         """The import's report: what was imported, skipped and why (secrets scrubbed)."""
         classes = ", ".join(f"{c} ({v})" for c, v in self.classes.items())
         out = [
-            f"imported top_{self.k}: {self.entities} entities, {self.rows} rows per file; "
+            f"imported top_{self.k}: {self.entities} entities, {self._rows()}; "
             f"classes {classes}; {self.interactions} replies recorded, {self.absent} never "
             f"answered (left out of their value's mean), {self.dropped} rows naming entities "
             f"without a neutral reply ignored; model {self.model}",
@@ -70,6 +71,11 @@ class ImportSummary:
         return [secrets.scrub(line) for line in out]
 
     which: str = "the CSV replies were recorded (--replies batch records the batch ones)"
+
+    def _rows(self) -> str:
+        if self.cut:
+            return f"the first {self.rows} rows of each file"
+        return f"every row of each file (neutral.csv: {self.rows}; --rows N to cut)"
 
 
 def _function_name(cls: str) -> str:
@@ -213,6 +219,7 @@ def import_run(
         templates=", ".join(sorted(set(layout.templates.values()))),
         model=the_model,
         rows=run.rows,
+        cut=n is not None,
         skipped=dict(layout.skipped),
         differing=differing,
         notes=tuple(notes),

@@ -197,6 +197,6 @@ def test_a_1000_row_table(
 ) -> None:
     src = shapes.write(tmp_path, "rows_1000")
     got, printed = _import_and_run(pytester, monkeypatch, capsys, src)
-    assert "1000 entities, 1000 rows per file" in printed  # --rows defaults to the table's
+    assert "1000 entities, every row of each file (neutral.csv: 1000" in printed  # the table's
     want = expected(src)
     assert check(got, want) == 3 * (2 + 2)
