@@ -84,6 +84,12 @@ def recover_prompts(run: PublishedRun) -> tuple[PublishedRun, list[str]]:
             f"prompts: the CSV 'Instruction' column holds replies in {len(fixed)} file(s); "
             "the prompts were taken from batch_input.jsonl"
         )
+    if NEUTRAL in unfound:  # no prompt to recover the templates from: the bundled set
+        notes.append(
+            "prompts: neutral.csv's 'Instruction' holds replies and no batch_input.jsonl "
+            "prompt fits it; the bundled template set is used for every class"
+        )
+        return _without_prompts(run), notes
     if unfound:
         notes.append(
             f"prompts: {len(unfound)} file(s) hold replies in 'Instruction' and no batch "
@@ -97,3 +103,13 @@ def recover_prompts(run: PublishedRun) -> tuple[PublishedRun, list[str]]:
         for cls, vals in run.classes.items()
     }
     return replace(run, neutral=neutral, classes=classes), notes
+
+
+def _without_prompts(run: PublishedRun) -> PublishedRun:
+    def clear(rows: Mapping[str, Row]) -> dict[str, Row]:
+        return {name: replace(row, prompt=None) for name, row in rows.items()}
+
+    classes = {
+        cls: {v: clear(rows) for v, rows in vals.items()} for cls, vals in run.classes.items()
+    }
+    return replace(run, neutral=clear(run.neutral), classes=classes)

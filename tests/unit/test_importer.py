@@ -197,3 +197,24 @@ def test_model_is_labelled_honestly_without_batch_files(tmp_path: Path) -> None:
     ini = (tmp_path / "o" / "pytest.ini").read_text(encoding="utf-8")
     assert "recfair_model = gemini-published" in ini
     assert "recfair_missing = zero" in ini
+
+
+def test_replies_in_instruction_without_batch_files_use_the_bundled_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _copy(tmp_path)
+    for path in (src / "top_5").rglob("batch_*.jsonl"):
+        path.unlink()
+    for path in (src / "top_5").rglob("*.csv"):
+        with path.open(encoding="utf-8", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        for row in rows:
+            row["Instruction"] = row["Result"]  # the processing script's overwrite
+        with path.open("w", encoding="utf-8", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    assert main(["import", "faireval", str(src), "--out", str(tmp_path / "o")]) == 0
+    printed = capsys.readouterr().out
+    assert "the bundled template set is used" in printed
+    assert "templates='faireval'" in (tmp_path / "o" / "test_published.py").read_text("utf-8")
