@@ -76,9 +76,17 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument("flavour", choices=("faireval", "fairllm"), help="the study's template set")
     imp.add_argument("source", help="the result folder (top_K, or the folder holding it)")
     imp.add_argument("--out", required=True, help="new folder to write the audit into")
-    imp.add_argument("--rows", type=int, default=500, help="rows read per file (notebook: 500)")
+    imp.add_argument(
+        "--rows", type=int, default=None, help="rows per file (default: all)"
+    )
     imp.add_argument("--language", default="en", help="language code of the prompts")
     imp.add_argument("--model", default=None, help="model id (default: from batch files)")
+    imp.add_argument(
+        "--missing", default="zero", choices=("zero", "skip"), help="unparsable replies (ini key)"
+    )
+    imp.add_argument(
+        "--replies", default="csv", choices=("csv", "batch"), help="reply of record (default csv)"
+    )
     return parser
 
 
@@ -144,14 +152,10 @@ def _import(args: argparse.Namespace) -> int:
         n=args.rows,
         language=args.language,
         model=args.model,
+        missing=args.missing,
+        replies=args.replies,
     )
-    classes = ", ".join(f"{c} ({v})" for c, v in s.classes.items())
-    print(
-        f"imported top_{s.k}: {s.entities} entities; classes {classes}; {s.interactions} "
-        f"replies recorded, {s.absent} never answered (left out of their value's mean), "
-        f"{s.dropped} rows naming entities without a neutral reply ignored; model {s.model}\n"
-        f"re-run offline: cd {s.out} && pytest --fairness --fairness-update"
-    )
+    print("\n".join(s.lines()))
     return 0
 
 

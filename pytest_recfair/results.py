@@ -319,6 +319,7 @@ class GateFailure:
     value_ci: Interval | None = None
     baseline_ci: Interval | None = None
     detail: str | None = None  # a reason from elsewhere (a data error, a baseline problem)
+    group: str | None = None  # the group a kind's failure is about (most / least column)
 
     def to_dict(self) -> dict[str, Any]:
         return plain_fields(self, _FAILURE_FIELDS)
@@ -343,6 +344,7 @@ class GateFailure:
             value_ci=Interval.from_obj(d.get("value_ci")),
             baseline_ci=Interval.from_obj(d.get("baseline_ci")),
             detail=d.get("detail"),
+            group=d.get("group"),
         )
 
 

@@ -13,36 +13,44 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 
 import yaml
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.importer.published import PublishedRun, Row
+from pytest_recfair.importer.template import escape, fill, template_of
 from pytest_recfair.prompts.seeds import slugify
+from pytest_recfair.secrets import FILTERED
 
-__all__ = ["Layout", "absent_cases", "entity_ids", "grid_yaml", "plan", "templates_yaml"]
+__all__ = ["Layout", "absent_cases", "entity_ids", "grid_yaml", "plan", "template_files"]
 
 _DOMAIN = re.compile(r"\ba (\w+) recommendation system\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
 class Layout:
-    """What the import writes: ``templates`` is a YAML text, or a bundled set name."""
+    """What the import writes.
 
-    templates: str
-    templates_file: bool
+    ``templates``: class -> the marker's ``templates`` (a file written here, or a bundled
+    set name); ``files``: template file name -> YAML text; ``skipped``: class -> why.
+    """
+
+    templates: Mapping[str, str]
+    files: Mapping[str, str]
     domain: str
     model: str | None
+    skipped: Mapping[str, str] = field(default_factory=dict)
 
 
-def entity_ids(names: list[str]) -> dict[str, str]:
-    """name -> a unique, file-safe id."""
+def entity_ids(names: list[str], scope: str | None = None) -> dict[str, str]:
+    """name -> a unique, file-safe id (prefixed by ``scope``, a class, when given)."""
     out: dict[str, str] = {}
     used: set[str] = set()
+    prefix = f"{slugify(scope)}." if scope else ""
     for name in names:
-        base = slugify(name)
+        base = prefix + slugify(name)
         ident, i = base, 2
         while ident in used:
             ident, i = f"{base}-{i}", i + 1
@@ -51,38 +59,24 @@ def entity_ids(names: list[str]) -> dict[str, str]:
     return out
 
 
-def _escape(text: str) -> str:
-    return text.replace("{", "{{").replace("}", "}}")
-
-
-def _template_of(row: Row, value: str | None, where: str) -> str:
-    prompt = row.prompt or ""
-    if row.name not in prompt:
-        raise DataError(f"import: {where}: the prompt does not contain the entity {row.name!r}")
-    text = _escape(prompt)
-    if value is not None:
-        at = text.find(_escape(value))
-        if at < 0:
-            raise DataError(f"import: {where}: the prompt does not contain the value {value!r}")
-        text = text[:at] + "{value}" + text[at + len(_escape(value)) :]
-    return text.replace(_escape(row.name), "{entity}")
-
-
-def _fill(template: str, name: str, value: str | None) -> str:
-    text = template.replace("{entity}", "\0E").replace("{value}", "\0V")
-    text = text.replace("{{", "{").replace("}}", "}")
-    return text.replace("\0E", name).replace("\0V", value or "")
-
-
-def _one(
-    run: PublishedRun, rows: Mapping[str, Row], value: str | None, template: str, where: str
-) -> None:
+def _template(rows: Mapping[str, Row], value: str | None, where: str) -> str:
+    """The one template every row of a file was asked with."""
+    sample = next(iter(rows.values()))
+    template = template_of(sample.prompt or "", sample.name, value)
+    if template is None:
+        what = (
+            f"the value {value!r}"
+            if value is not None and sample.name in (sample.prompt or "")
+            else f"the entity {sample.name!r}"
+        )
+        raise DataError(f"import: {where}: the prompt does not contain {what}")
     for row in rows.values():
-        if _fill(template, row.name, value) != row.prompt:
+        if fill(template, row.name, value) != row.prompt:
             raise DataError(
                 f"import: {where}, entity {row.name!r}: its prompt differs from the others' "
                 f"({row.prompt!r}); a published run must use one template"
             )
+    return template
 
 
 def _system(rows: Mapping[str, Row], where: str) -> str | None:
@@ -94,59 +88,77 @@ def _system(rows: Mapping[str, Row], where: str) -> str | None:
     return next(iter(systems))
 
 
-def templates_yaml(run: PublishedRun, language: str, name: str) -> tuple[str, str]:
-    """The verbatim template set (YAML text) and the domain its system message names."""
-    first_class, values = next(iter(run.classes.items()))
-    first_value, rows = next(iter(values.items()))
-    if not rows:
-        raise DataError(f"import: {first_class}/{first_value}.csv has no row")
-    sample = next(iter(rows.values()))
-    neutral_row = next(iter(run.neutral.values()))
-    conditioned = _template_of(sample, first_value, f"{first_class}/{first_value}.csv")
-    neutral = _template_of(neutral_row, None, "neutral.csv")
-    _one(run, run.neutral, None, neutral, "neutral.csv")
-    system = None
-    for cls, vals in run.classes.items():
-        for value, vrows in vals.items():
-            _one(run, vrows, value, conditioned, f"{cls}/{value}.csv")
-            got = _system(vrows, f"{cls}/{value}.csv")
-            if system is not None and got != system:
-                raise DataError(
-                    f"import: {cls}/{value}.csv has another system message than the other files"
-                )
-            system = got
-    neutral_system = _system(run.neutral, "neutral.csv")
-    match = _DOMAIN.search(system or "")
-    entry: dict[str, object] = {"system": _escape(system or "")}
-    if neutral_system != system:
-        entry["neutral_system"] = _escape(neutral_system or "")
-    entry |= {"neutral": neutral, "conditioned": conditioned, "verbatim": True}
+def _class_template(run: PublishedRun, cls: str) -> tuple[str, str | None]:
+    """(conditioned template, system message) shared by every file of ``cls``."""
+    found: set[tuple[str, str | None]] = set()
+    for value, rows in run.classes[cls].items():
+        if rows:
+            where = f"{cls}/{value}.csv"
+            found.add((_template(rows, value, where), _system(rows, where)))
+    if not found:
+        raise DataError(f"import: class {cls!r} has no row in any value file")
+    if len(found) > 1:
+        raise DataError(f"import: class {cls!r}: its value files use different templates")
+    return found.pop()
+
+
+def _yaml(run: PublishedRun, name: str, language: str, entry: dict[str, object]) -> str:
     data = {
         "name": name,
         "description": f"imported verbatim from {run.root.name} (python -m pytest_recfair import)",
         "languages": {language: entry},
     }
-    return yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=10**6), (
-        match.group(1).lower() if match else "movie"
-    )
+    return yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=10**6)
 
 
-def grid_yaml(run: PublishedRun, name: str) -> str:
+def template_files(run: PublishedRun, language: str, name: str) -> Layout:
+    """Verbatim template sets: ``templates.yaml`` for the first class's template, and a
+    ``templates-<class>.yaml`` for each class asked with another one (another language);
+    a class whose files do not share one template is skipped, with the reason."""
+    neutral = _template(run.neutral, None, "neutral.csv")
+    neutral_system = _system(run.neutral, "neutral.csv")
+    templates: dict[str, str] = {}
+    files: dict[str, str] = {}
+    by_template: dict[tuple[str, str | None], str] = {}
+    skipped: dict[str, str] = {}
+    domain = None
+    for cls in run.classes:
+        try:
+            conditioned, system = _class_template(run, cls)
+        except DataError as exc:
+            skipped[cls] = str(exc).removeprefix("import: ")
+            continue
+        if (conditioned, system) not in by_template:
+            file = "templates.yaml" if not files else f"templates-{slugify(cls)}.yaml"
+            entry: dict[str, object] = {"system": escape(system or "")}
+            if neutral_system != system:
+                entry["neutral_system"] = escape(neutral_system or "")
+            entry |= {"neutral": neutral, "conditioned": conditioned, "verbatim": True}
+            files[file] = _yaml(run, name, language, entry)
+            by_template[(conditioned, system)] = file
+        templates[cls] = by_template[(conditioned, system)]
+        match = _DOMAIN.search(system or "")
+        domain = domain or (match.group(1).lower() if match else None)
+    return Layout(templates, files, domain or "movie", _model(run), skipped)
+
+
+def grid_yaml(run: PublishedRun, name: str, classes: Iterable[str]) -> str:
     """One attribute per class, one value per file, worded (and labelled) as published."""
     attributes = [
-        {"name": cls, "values": [{"label": v, "text": v} for v in vals]}
-        for cls, vals in run.classes.items()
+        {"name": cls, "values": [{"label": v, "text": v} for v in run.classes[cls]]}
+        for cls in classes
     ]
     data = {"name": name, "articles": "included", "attributes": attributes}
     return yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=10**6)
 
 
-def absent_cases(run: PublishedRun, ids: Mapping[str, str]) -> list[dict[str, str]]:
-    """Every (class, value, entity) the published run never answered."""
+def absent_cases(run: PublishedRun, ids: Mapping[str, Mapping[str, str]]) -> list[dict[str, str]]:
+    """Every (class, value, entity) the published run never answered; ``ids``: class ->
+    name -> that class's entity id."""
     return [
-        {"attribute": cls, "value": value, "entity_id": ids[name]}
-        for cls, vals in run.classes.items()
-        for value, rows in vals.items()
+        {"attribute": cls, "value": value, "entity_id": ids[cls][name]}
+        for cls in ids
+        for value, rows in run.classes[cls].items()
         for name in run.neutral
         if name not in rows
     ]
@@ -154,18 +166,18 @@ def absent_cases(run: PublishedRun, ids: Mapping[str, str]) -> list[dict[str, st
 
 def _model(run: PublishedRun) -> str | None:
     models = {str(b.body.get("model")) for b in run.batch.values() if b.body.get("model")}
+    models = {m for m in models if FILTERED not in m}  # a key where the model id should be
     return sorted(models)[0] if len(models) == 1 else None
 
 
 def plan(run: PublishedRun, *, flavour: str, language: str) -> Layout:
-    """Templates (recovered or bundled), domain and model of a published run."""
-    has_prompts = all(r.prompt for r in run.neutral.values())
-    if has_prompts:
-        text, domain = templates_yaml(run, language, f"published-{flavour}")
-        return Layout(text, True, domain, _model(run))
+    """Templates (recovered or bundled) per class, domain and model of a published run."""
+    if all(r.prompt for r in run.neutral.values()):
+        return template_files(run, language, f"published-{flavour}")
     system = next(iter(run.neutral.values())).system or ""
     match = _DOMAIN.search(system)
-    return Layout(flavour, False, match.group(1).lower() if match else "movie", _model(run))
+    domain = match.group(1).lower() if match else "movie"
+    return Layout(dict.fromkeys(run.classes, flavour), {}, domain, _model(run))
 
 
 def dumps_json(data: object) -> str:

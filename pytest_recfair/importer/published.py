@@ -20,11 +20,12 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_recfair import secrets
 from pytest_recfair.errors import DataError
 
 __all__ = ["BatchEntry", "PublishedRun", "Row", "read_folder"]
@@ -60,6 +61,9 @@ class PublishedRun:
     classes: Mapping[str, Mapping[str, Mapping[str, Row]]]
     batch: Mapping[tuple[str, str], BatchEntry] = field(default_factory=dict)
     dropped: int = 0  # value-file rows naming an entity the neutral file does not have
+    rows: int = 500  # rows read per file
+    sources: Mapping[str, Path] = field(default_factory=dict)  # "neutral" / "cls/value" -> csv
+    asked: Mapping[Path, tuple[tuple[str, str], ...]] = field(default_factory=dict)
 
 
 def _top_dir(path: Path) -> tuple[Path, int]:
@@ -78,29 +82,71 @@ def _top_dir(path: Path) -> tuple[Path, int]:
     return tops[0], int(_TOP.match(tops[0].name).group(1))  # type: ignore[union-attr]
 
 
-def _read_csv(path: Path, n: int) -> dict[str, Row]:
+def _records(path: Path, fh: Any) -> Iterator[tuple[int, dict[str, str]]]:
+    """(first line, row) per record; a malformed record is refused by its line number."""
+    reader = csv.reader(fh, strict=True)
+    start = 1
     try:
-        with path.open(encoding="utf-8", newline="") as fh:
-            reader = csv.DictReader(fh)
-            cols = reader.fieldnames or []
-            if "name" not in cols or "Result" not in cols:
-                raise DataError(
-                    f"import: {str(path)!r} needs columns 'name' and 'Result' (got "
-                    f"{', '.join(cols) or 'no header'}); is it a FaiRLLM result file?"
-                )
-            rows: dict[str, Row] = {}
-            for i, raw in enumerate(reader):
-                if i >= n:
-                    break
-                name = (raw.get("name") or "").strip()
+        header = next(reader, None) or []
+        cols = [c.strip() for c in header]
+        if "name" not in cols or "Result" not in cols:
+            raise DataError(
+                f"import: {str(path)!r} needs columns 'name' and 'Result' (got "
+                f"{', '.join(cols) or 'no header'}); is it a FaiRLLM result file?"
+            )
+        start = reader.line_num + 1
+        for record in reader:
+            if len(record) != len(cols) or _swallows(record, cols):
+                raise csv.Error(f"{len(record)} fields where the header has {len(cols)}")
+            yield start, dict(zip(cols, record, strict=True))
+            start = reader.line_num + 1
+    except csv.Error as exc:
+        raise DataError(
+            f"import: {str(path)!r}: the row starting at line {start} is malformed ({exc}); "
+            "an unbalanced quote? fix that row (or remove it) and import again"
+        ) from None
+
+
+def _swallows(record: list[str], cols: list[str]) -> bool:
+    """A reply or prompt holding a whole CSV row: a stray quote ate the rows after it."""
+    for col in ("Result", "Instruction", "name"):
+        text = record[cols.index(col)] if col in cols else ""
+        for line in text.splitlines()[1:]:
+            if line.count(",") >= len(cols) - 1 and len(next(csv.reader([line]))) == len(cols):
+                return True
+    return False
+
+
+def _read_csv(path: Path, n: int | None) -> tuple[dict[str, Row], int]:
+    """The first ``n`` rows (all when None) by name, and the number of rows in the file."""
+    rows: dict[str, Row] = {}
+    count = 0
+    try:
+        # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name
+        with path.open(encoding="utf-8-sig", newline="") as fh:
+            for line, raw in _records(path, fh):
+                count += 1
+                if n is not None and count > n:
+                    continue
+                name = secrets.scrub((raw.get("name") or "").strip())
                 if not name:
-                    raise DataError(f"import: {str(path)!r} row {i + 2} has an empty 'name'")
-                rows[name] = Row(
-                    name, raw.get("Result") or "", raw.get("system_msg"), raw.get("Instruction")
-                )
-            return rows
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise DataError(f"import: {str(path)!r} cannot be read as UTF-8 CSV ({exc})") from exc
+                    raise DataError(f"import: {str(path)!r} line {line} has an empty 'name'")
+                rows[name] = Row(name, *_scrubbed(raw))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(
+            f"import: {str(path)!r} cannot be read as UTF-8 CSV ({exc}); save it as UTF-8"
+        ) from None
+    return rows, count
+
+
+def _scrubbed(raw: Mapping[str, str]) -> tuple[str, str | None, str | None]:
+    """Reply, system message and prompt with any key-shaped text removed."""
+    system, prompt = raw.get("system_msg"), raw.get("Instruction")
+    return (
+        secrets.scrub(raw.get("Result") or ""),
+        None if system is None else secrets.scrub(system),
+        None if prompt is None else secrets.scrub(prompt),
+    )
 
 
 def _neutral_file(top: Path) -> Path:
@@ -129,56 +175,97 @@ def _messages(body: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(
+            f"import: {str(path)!r} cannot be read as UTF-8 JSON lines ({exc}); "
+            "give the Batch API file as downloaded"
+        ) from None
     out = []
-    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+    for i, line in enumerate(text.splitlines()):
         if not line.strip():
             continue
         try:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise DataError(f"import: {str(path)!r} line {i + 1} is not JSON ({exc.msg})") from exc
+            raise DataError(f"import: {str(path)!r} line {i + 1} is not JSON ({exc.msg})") from None
         if not isinstance(item, dict):
-            raise DataError(f"import: {str(path)!r} line {i + 1} is not a JSON object")
-        out.append(item)
+            raise DataError(
+                f"import: {str(path)!r} line {i + 1} is a JSON {type(item).__name__}, not an "
+                "object; a Batch API file has one request or result object per line"
+            )
+        out.append(secrets.scrub_json(item))
     return out
 
 
-def _batches(root: Path) -> dict[tuple[str, str], BatchEntry]:
-    """(system, user) -> the Batch API request body and its successful response body."""
+def _object(value: object, path: Path, what: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise DataError(
+            f"import: {str(path)!r}: a line's {what} is a {type(value).__name__}, not an "
+            "object; is it a Batch API file?"
+        )
+    return value
+
+
+def _outputs(path: Path) -> dict[str, Mapping[str, Any]]:
+    outputs: dict[str, Mapping[str, Any]] = {}
+    if not path.is_file():
+        return outputs
+    for item in _jsonl(path):
+        resp = _object(item.get("response"), path, "'response'")
+        body = _object(resp.get("body"), path, "'response.body'")
+        if item.get("error") is None and resp.get("status_code") == 200:
+            outputs[str(item.get("custom_id"))] = body
+    return outputs
+
+
+def _batches(
+    root: Path,
+) -> tuple[dict[tuple[str, str], BatchEntry], dict[Path, tuple[tuple[str, str], ...]]]:
+    """(system, user) -> request body and successful response body; folder -> its prompts."""
     index: dict[tuple[str, str], BatchEntry] = {}
+    folders: dict[Path, tuple[tuple[str, str], ...]] = {}
     for inp in sorted(root.rglob("batch_input.jsonl")):
-        outputs: dict[str, Mapping[str, Any]] = {}
-        out_path = inp.with_name("batch_output.jsonl")
-        if out_path.is_file():
-            for item in _jsonl(out_path):
-                resp = item.get("response") or {}
-                if item.get("error") is None and resp.get("status_code") == 200:
-                    outputs[str(item.get("custom_id"))] = resp.get("body") or {}
+        outputs = _outputs(inp.with_name("batch_output.jsonl"))
+        asked = []
         for item in _jsonl(inp):
-            body = item.get("body")
-            if isinstance(body, dict):
-                index[_messages(body)] = BatchEntry(body, outputs.get(str(item.get("custom_id"))))
-    return index
+            body = _object(item.get("body"), inp, "'body'")
+            if body:
+                key = _messages(body)
+                index[key] = BatchEntry(body, outputs.get(str(item.get("custom_id"))))
+                asked.append(key)
+        folders[inp.parent] = tuple(asked)
+    return index, folders
 
 
-def read_folder(path: str | Path, *, n: int = 500) -> PublishedRun:
-    """Read a result folder (the ``top_K`` folder or its parent); ``n`` rows per file."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+def read_folder(path: str | Path, *, n: int | None = None) -> PublishedRun:
+    """Read a result folder (the ``top_K`` folder or its parent).
+
+    ``n`` rows per file; None reads every row (the published tables were computed over
+    the whole files: 500 rows in the OpenAI folders, 1,000 in Gemini/movie), and
+    ``rows`` is then the neutral file's row count.
+    """
+    if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise DataError(f"import: n must be a positive integer (rows read per file); got {n!r}")
     top, k = _top_dir(Path(path))
     neutral_path = _neutral_file(top)
-    neutral = _read_csv(neutral_path, n)
+    neutral, count = _read_csv(neutral_path, n)
     classes: dict[str, dict[str, dict[str, Row]]] = {}
+    sources: dict[str, Path] = {NEUTRAL: neutral_path}
     dropped = 0
     for folder in sorted(p for p in top.iterdir() if p.is_dir() and p.name != NEUTRAL):
         values = {}
         for f in sorted(folder.glob("*.csv")):
             if f == neutral_path:
                 continue
-            rows = _read_csv(f, n)
+            rows, _ = _read_csv(f, n)
             kept = {name: row for name, row in rows.items() if name in neutral}
             dropped += len(rows) - len(kept)
             values[f.stem] = kept
+            sources[f"{folder.name}/{f.stem}"] = f
         if values:
             classes[folder.name] = values
     if not classes:
@@ -186,4 +273,6 @@ def read_folder(path: str | Path, *, n: int = 500) -> PublishedRun:
             f"import: {str(top)!r} has no class folder with value files "
             "(<class>/<value>.csv); nothing to compare the neutral replies with"
         )
-    return PublishedRun(top, k, neutral, classes, _batches(Path(path)), dropped)
+    batch, asked = _batches(Path(path))
+    read = count if n is None else n
+    return PublishedRun(top, k, neutral, classes, batch, dropped, read, sources, asked)

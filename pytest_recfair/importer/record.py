@@ -2,9 +2,11 @@
 
 Each case of the generated audit is sent by the real OpenAI provider through
 ``providers.run_cases`` with the cassette store in record mode; an ``httpx.MockTransport``
-stands in for the network and answers with the published reply (the Batch API response
-body verbatim where the folder has one). So the cassettes hold exactly the requests the
-audit will build, in whatever format and key the store uses today, and replay offline.
+stands in for the network and answers with the published reply: the CSV's ``Result`` is
+the reply of record (the Batch API response body is kept verbatim where its text is the
+same; where it differs the CSV wins and the difference is counted, unless the caller
+prefers the batch). So the cassettes hold exactly the requests the audit will build, in
+whatever format and key the store uses today, and replay offline.
 
 Cases the published run never answered are not sent and not recorded.
 """
@@ -25,7 +27,7 @@ from pytest_recfair.errors import DataError
 from pytest_recfair.importer.published import PublishedRun, Row
 from pytest_recfair.prompts import PromptCase
 
-__all__ = ["record_class"]
+__all__ = ["batch_text", "record_class"]
 
 
 def _completion(model: str, text: str, key: str) -> dict[str, Any]:
@@ -52,12 +54,28 @@ def _row_for(run: PublishedRun, case: PromptCase, names: Mapping[str, str]) -> R
     return run.classes[case.attribute][case.value or ""].get(name)
 
 
+def batch_text(body: Mapping[str, Any]) -> str | None:
+    """The reply text of a chat completion body (None when it has none)."""
+    choices = body.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return None
+    message = choices[0].get("message")
+    content = message.get("content") if isinstance(message, dict) else None
+    return content if isinstance(content, str) else None
+
+
 def _answers(
-    run: PublishedRun, cases: Sequence[PromptCase], names: Mapping[str, str], model: str
-) -> tuple[list[PromptCase], dict[tuple[str, str], dict[str, Any]]]:
-    """The cases to send and (system, prompt) -> response body."""
+    run: PublishedRun,
+    cases: Sequence[PromptCase],
+    names: Mapping[str, str],
+    model: str,
+    prefer_batch: bool,
+) -> tuple[list[PromptCase], dict[tuple[str, str], dict[str, Any]], tuple[int, int]]:
+    """The cases to send, (system, prompt) -> response body, and how many batch replies
+    differ from the CSV's ``Result`` (the reply of record unless ``prefer_batch``)."""
     sent: list[PromptCase] = []
     bodies: dict[tuple[str, str], dict[str, Any]] = {}
+    differ = [0, 0]  # neutral, conditioned
     for case in cases:
         row = _row_for(run, case, names)
         if row is None:
@@ -69,12 +87,15 @@ def _answers(
             )
         key = (case.system, case.prompt)
         batch = run.batch.get(key)
+        body = _completion(model, row.reply, json.dumps(key))
         if batch is not None and batch.response is not None:
-            bodies[key] = dict(batch.response)
-        else:
-            bodies[key] = _completion(model, row.reply, json.dumps(key))
+            same = batch_text(batch.response) == row.reply
+            differ[case.attribute is not None] += 0 if same else 1
+            if same or prefer_batch:
+                body = dict(batch.response)
+        bodies[key] = body
         sent.append(case)
-    return sent, bodies
+    return sent, bodies, (differ[0], differ[1])
 
 
 def record_class(
@@ -85,9 +106,11 @@ def record_class(
     root: Path,
     test_id: str,
     model: str,
-) -> int:
-    """Record one test's cassettes (one class); returns the interactions written."""
-    sent, bodies = _answers(run, cases, names, model)
+    prefer_batch: bool = False,
+) -> tuple[int, tuple[int, int]]:
+    """Record one test's cassettes (one class); returns the interactions written and the
+    number of batch replies that differ from the CSV (neutral, conditioned)."""
+    sent, bodies, differ = _answers(run, cases, names, model, prefer_batch)
 
     def answer(request: httpx.Request) -> httpx.Response:
         payload = json.loads(request.content)
@@ -118,4 +141,4 @@ def record_class(
         raise DataError(
             f"import: recording {test_id} failed for {len(outcome.errors)} case(s): {first}"
         )
-    return len(sent)
+    return len(sent), differ

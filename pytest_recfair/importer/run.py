@@ -5,10 +5,11 @@ from __future__ import annotations
 import csv
 import io
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_recfair import prompts
+from pytest_recfair import prompts, secrets
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.importer.layout import (
@@ -21,13 +22,17 @@ from pytest_recfair.importer.layout import (
 )
 from pytest_recfair.importer.published import PublishedRun, read_folder
 from pytest_recfair.importer.record import record_class
+from pytest_recfair.importer.recover import recover_prompts
+from pytest_recfair.kinds import MISSING_POLICIES
+from pytest_recfair.prompts.seeds import slugify
 
 __all__ = ["FLAVOURS", "ImportSummary", "import_run"]
 
 #: The published template sets the folder may come from (bundled sets of the same name).
 FLAVOURS = ("faireval", "fairllm")
 TEST_FILE = "test_published.py"
-DEFAULT_MODEL = "gpt-3.5-turbo"
+#: Where the replies of record come from.
+REPLIES = ("csv", "batch")
 
 
 @dataclass(frozen=True)
@@ -35,19 +40,49 @@ class ImportSummary:
     out: Path
     k: int
     entities: int
-    classes: dict[str, int]  # class -> number of values
+    classes: dict[str, int]  # class -> number of values (imported classes only)
     interactions: int
     absent: int
     dropped: int
     templates: str
     model: str
+    rows: int = 500  # rows read per file (the neutral file's row count when not cut)
+    cut: bool = True  # --rows given: only the first ``rows`` rows of each file were read
+    skipped: dict[str, str] = field(default_factory=dict)  # class -> why
+    # class (or neutral) -> batch replies that differ from the CSV
+    differing: dict[str, int] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def lines(self) -> list[str]:
+        """The import's report: what was imported, skipped and why (secrets scrubbed)."""
+        classes = ", ".join(f"{c} ({v})" for c, v in self.classes.items())
+        out = [
+            f"imported top_{self.k}: {self.entities} entities, {self._rows()}; "
+            f"classes {classes}; {self.interactions} replies recorded, {self.absent} never "
+            f"answered (left out of their value's mean), {self.dropped} rows naming entities "
+            f"without a neutral reply ignored; model {self.model}",
+            *self.notes,
+        ]
+        out += [f"skipped class {c}: {why}" for c, why in self.skipped.items()]
+        if any(self.differing.values()):
+            counts = ", ".join(f"{c} {n}" for c, n in self.differing.items() if n)
+            out.append(f"batch_output.jsonl differs from the CSV 'Result' ({counts}): {self.which}")
+        out.append(f"re-run offline: cd {self.out} && pytest --fairness --fairness-update")
+        return [secrets.scrub(line) for line in out]
+
+    which: str = "the CSV replies were recorded (--replies batch records the batch ones)"
+
+    def _rows(self) -> str:
+        if self.cut:
+            return f"the first {self.rows} rows of each file"
+        return f"every row of each file (neutral.csv: {self.rows}; --rows N to cut)"
 
 
 def _function_name(cls: str) -> str:
     return "test_" + (re.sub(r"\W+", "_", cls.lower()).strip("_") or "class")
 
 
-def _seeds_csv(names: list[str], ids: dict[str, str]) -> str:
+def _seeds_csv(names: list[str], ids: Mapping[str, str]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(["id", "name"])
@@ -55,46 +90,72 @@ def _seeds_csv(names: list[str], ids: dict[str, str]) -> str:
     return buf.getvalue()
 
 
-def _test_file(run: PublishedRun, layout: Layout, language: str, domain: str) -> str:
-    templates = "templates.yaml" if layout.templates_file else layout.templates
+def _test_file(run: PublishedRun, layout: Layout, language: str, classes: list[str]) -> str:
     lines = [
-        '"""Published audit re-run offline (written by python -m pytest_recfair import)."""',
+        '"""Published audit re-run offline (written by python -m pytest_recfair import).',
+        "",
+        "Each class has its own seeds file (class-scoped entity ids), so each has its own",
+        "cassettes: two classes asking the same prompt keep their own published replies.",
+        "The model and the missing-reply policy are ini keys (pytest.ini).",
+        '"""',
         "",
         "from pytest_recfair import fairness",
         "",
         "PUBLISHED = dict(",
         '    grid="grid.yaml",',
-        f"    templates={templates!r},",
-        '    seeds="seeds.csv",',
-        f"    domain={domain!r},",
+        f"    domain={layout.domain!r},",
         f"    language={language!r},",
         f"    k={run.k},",
         '    variant="fairllm",',
         '    metric="jaccard,serp,prag",',
-        '    missing="zero",',
         '    absent="absent.json",',
         ")",
     ]
-    for cls in run.classes:
+    for cls in classes:
         lines += [
             "",
             "",
-            f"@fairness(attr={cls!r}, **PUBLISHED)",
+            f"@fairness(attr={cls!r}, templates={layout.templates[cls]!r}, "
+            f"seeds={_seeds_file(cls)!r}, **PUBLISHED)",
             f"def {_function_name(cls)}(fairness_result):",
             "    assert fairness_result.attributes",
         ]
     return "\n".join(lines) + "\n"
 
 
-def _ini(model: str) -> str:
+def _seeds_file(cls: str) -> str:
+    return f"seeds/{slugify(cls)}.csv"
+
+
+def _ini(model: str, missing: str) -> str:
     return (
         "[pytest]\n"
         "recfair_provider = openai\n"
         f"recfair_model = {model}\n"
+        f"recfair_missing = {missing}\n"
         "recfair_cassette_dir = cassettes\n"
         "recfair_baseline_dir = baselines\n"
         "recfair_report = reports/published.md\n"
     )
+
+
+def _model(model: str | None, layout: Layout, source: Path) -> tuple[str, str | None]:
+    """The model id, and a note when it was guessed."""
+    if model:
+        return secrets.scrub(model), None
+    if layout.model:
+        return layout.model, None
+    hint = "gemini" if "gemini" in str(source).lower() else "unknown"
+    return f"{hint}-published", (
+        f"model: not in the folder's files; labelled {hint}-published (give --model to name it)"
+    )
+
+
+def _check_out(out: Path) -> None:
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"import: --out {str(out)!r} is a file; give a new or empty folder")
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"import: {str(out)!r} is not empty; give a new or empty --out folder")
 
 
 def import_run(
@@ -102,56 +163,104 @@ def import_run(
     out: str | Path,
     *,
     flavour: str = "faireval",
-    n: int = 500,
+    n: int | None = None,
     language: str = "en",
     model: str | None = None,
+    missing: str = "zero",
+    replies: str = "csv",
 ) -> ImportSummary:
-    """Read ``source`` (a FaiRLLM/FairEval result folder) and write the re-run into ``out``."""
+    """Read ``source`` (a FaiRLLM/FairEval result folder) and write the re-run into ``out``.
+
+    ``n``: rows read per file (None: all the rows the neutral file has, the table's size);
+    ``replies``: ``csv`` (the ``Result`` column, the reply of record) or ``batch`` (the
+    folder's ``batch_output.jsonl`` where it has a reply).
+    """
     if flavour not in FLAVOURS:
         raise ConfigError(f"import: expected one of {', '.join(FLAVOURS)}; got {flavour!r}")
-    run = read_folder(source, n=n)
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"import: {str(out)!r} is not empty; give a new or empty --out folder")
-    layout = plan(run, flavour=flavour, language=language)
-    the_model = model or layout.model or DEFAULT_MODEL
-    names = list(run.neutral)
-    ids = entity_ids(names)
-    by_id = {v: k for k, v in ids.items()}
-    files = {
-        "seeds.csv": _seeds_csv(names, ids),
-        "grid.yaml": grid_yaml(run, f"published-{flavour}"),
-        "absent.json": dumps_json(absent_cases(run, ids)),
-        TEST_FILE: _test_file(run, layout, language, layout.domain),
-        "pytest.ini": _ini(the_model),
-    }
-    if layout.templates_file:
-        files["templates.yaml"] = layout.templates
-    for name, text in files.items():
-        atomic_write_text(out / name, text)
-    grid = prompts.load_grid(out / "grid.yaml")
-    templates = out / "templates.yaml" if layout.templates_file else layout.templates
-    entities = [prompts.Entity(id=ids[n], name=n, domain=layout.domain) for n in names]
-    written = 0
-    for cls in run.classes:
-        cases = prompts.build_cases(
-            grid, templates, entities, domain=layout.domain, k=run.k, language=language,
-            attributes=[cls],
-        )  # fmt: skip
-        test_id = f"{TEST_FILE}::{_function_name(cls)}"
-        written += record_class(
-            run, cases, by_id, root=out / "cassettes", test_id=test_id, model=the_model
+    if missing not in MISSING_POLICIES or replies not in REPLIES:
+        raise ConfigError(
+            f"import: --missing takes {', '.join(MISSING_POLICIES)} and --replies takes "
+            f"{', '.join(REPLIES)}; got {missing!r}, {replies!r}"
         )
+    out = Path(out)
+    _check_out(out)
+    run, notes = recover_prompts(read_folder(source, n=n))
+    layout = plan(run, flavour=flavour, language=language)
+    classes = [c for c in run.classes if c not in layout.skipped]
+    if not classes:
+        why = "; ".join(f"{c}: {w}" for c, w in layout.skipped.items())
+        raise DataError(f"import: no class of {str(source)!r} can be imported ({why})")
+    the_model, note = _model(model, layout, Path(source))
+    notes += [note] if note else []
+    names = list(run.neutral)
+    ids = {cls: entity_ids(names, cls) for cls in classes}
+    files = {
+        "seeds.csv": _seeds_csv(names, entity_ids(names)),
+        "grid.yaml": grid_yaml(run, f"published-{flavour}", classes),
+        "absent.json": dumps_json(absent_cases(run, ids)),
+        TEST_FILE: _test_file(run, layout, language, classes),
+        "pytest.ini": _ini(the_model, missing),
+        **layout.files,
+        **{_seeds_file(c): _seeds_csv(names, ids[c]) for c in classes},
+    }
+    for name, text in files.items():
+        atomic_write_text(out / name, secrets.scrub(text))
+    written, differing = _record(run, layout, out, classes, ids, the_model, language, replies)
     if written == 0:
         raise DataError(f"import: {str(source)!r} gave no reply to record")
     return ImportSummary(
         out=out,
         k=run.k,
         entities=len(names),
-        classes={c: len(v) for c, v in run.classes.items()},
+        classes={c: len(run.classes[c]) for c in classes},
         interactions=written,
         absent=len(absent_cases(run, ids)),
         dropped=run.dropped,
-        templates=str(templates),
+        templates=", ".join(sorted(set(layout.templates.values()))),
         model=the_model,
+        rows=run.rows,
+        cut=n is not None,
+        skipped=dict(layout.skipped),
+        differing=differing,
+        notes=tuple(notes),
+        which=(
+            "the batch replies were recorded (--replies batch)"
+            if replies == "batch"
+            else "the CSV replies were recorded (--replies batch records the batch ones)"
+        ),
     )
+
+
+def _record(
+    run: PublishedRun,
+    layout: Layout,
+    out: Path,
+    classes: list[str],
+    ids: Mapping[str, Mapping[str, str]],
+    model: str,
+    language: str,
+    replies: str,
+) -> tuple[int, dict[str, int]]:
+    """Record every class's cassettes; (interactions, class -> batch replies differing)."""
+    grid = prompts.load_grid(out / "grid.yaml")
+    written, differing = 0, {}
+    for cls in classes:
+        tpl = layout.templates[cls]
+        templates = out / tpl if tpl in layout.files else tpl
+        entities = [
+            prompts.Entity(id=ids[cls][n], name=n, domain=layout.domain) for n in run.neutral
+        ]
+        cases = prompts.build_cases(
+            grid, templates, entities, domain=layout.domain, k=run.k, language=language,
+            attributes=[cls],
+        )  # fmt: skip
+        by_id = {v: k for k, v in ids[cls].items()}
+        test_id = f"{TEST_FILE}::{_function_name(cls)}"
+        count, differ = record_class(
+            run, cases, by_id, root=out / "cassettes", test_id=test_id, model=model,
+            prefer_batch=replies == "batch",
+        )  # fmt: skip
+        written += count
+        differing["neutral"] = differ[0]  # the same neutral replies in every class
+        differing[cls] = differ[1]
+    return written, differing

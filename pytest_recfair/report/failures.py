@@ -181,8 +181,8 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult) -> list[str]
     change = f"{before_txt} -> {now_txt}" if before_txt else now_txt
     attribute = clip(f.attribute or "(all)", 24)
     if kind_owned(f):  # other kinds of audit say the rest in detail
-        return [attribute, f.kind, _other_change(f), _other_bound(f), ""]
-    return [attribute, f.statistic or "baseline", change, _bound(f), clip(fav, 40)]
+        return [attribute, f.kind, _other_change(f), _other_bound(f), clip(f.group or "", 40)]
+    return [attribute, failure_tag(f), change, _bound(f), clip(fav, 40)]
 
 
 def _other_change(f: GateFailure) -> str:

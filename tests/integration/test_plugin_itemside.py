@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import json
+import random
+from collections.abc import Iterator
 
 import pytest
 
+from pytest_recfair.sim.server import SimServer
 from tests.support.plugin import assert_shards_merge_to_the_full_audit, plugin_args
 
 pytest_plugins = ["pytester"]
@@ -71,6 +74,10 @@ def test_planted_price_shift_fails_max_shift(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Black female shifts 0.* from neutral*> max_shift 0.1*"])
+    # the failure table's most / least column names the group (issue 21, point 4)
+    result.stdout.fnmatch_lines(["*first name*item_shift*max 0.1*Black female*"])
+    result.stdout.fnmatch_lines(["*most / least shifted from neutral: Black female / *"])
+    result.stdout.fnmatch_lines(["*each group vs the others (family-wise): White female 0.*"])
 
 
 def test_fair_run_passes_and_a_later_shift_fails_against_the_baseline(
@@ -99,3 +106,90 @@ def test_shards_merge_to_the_unsharded_item_side_audit(pytester: pytest.Pytester
     merge run scores them together, to the numbers of the unsharded run."""
     _setup(pytester, 0.05)
     assert_shards_merge_to_the_full_audit(pytester)
+
+
+LOOPBACK_AUDIT = """
+from pytest_recfair import fairness
+
+
+@fairness(attr="gender", grid="fairllm", domain="restaurant", k=5, item_field=FIELD,
+          catalogue="catalogue.csv", seeds="cities")
+def test_restaurants(fairness_result):
+    pass
+"""
+
+
+def _restaurants(prompt: str, system: str | None = None) -> str:
+    rng = random.Random(prompt)
+    names = [f"Diner {rng.randrange(30)}" if rng.random() < 0.5 else f"Bistro {rng.randrange(30)}"
+             for _ in range(5)]  # fmt: skip
+    return "\n".join(f"{i + 1}. {n}" for i, n in enumerate(names))
+
+
+def _subprocess(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    """A fresh process per run: in-process reruns share module state between runs."""
+    return pytester.runpytest_subprocess(*plugin_args(), "-p", "no:cacheprovider", *args)
+
+
+@pytest.fixture
+def loopback() -> Iterator[SimServer]:
+    with SimServer(_restaurants) as srv:
+        yield srv
+
+
+def _loopback_project(pytester: pytest.Pytester, srv: SimServer, field: str) -> None:
+    rows = ["title,price,cuisine,rating"]
+    rows += [f"Diner {i},$,diner,{i * 0.37:.2f}" for i in range(30)]
+    rows += [f"Bistro {i},$$$,french,{i * 0.41:.2f}" for i in range(30)]
+    (pytester.path / "catalogue.csv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    pytester.makeini(
+        "[pytest]\n"
+        "recfair_provider = openai\n"
+        "recfair_model = recfair-sim-1\n"
+        f"recfair_base_url = {srv.base_url}\n"
+        "recfair_n_resamples = 50\n"
+        "recfair_record_mode = once\n"
+    )
+    pytester.makepyfile(test_audit=LOOPBACK_AUDIT.replace("FIELD", repr(field)))
+    pytester.makeconftest(
+        "import pytest\n\n\n@pytest.fixture\ndef cities():\n"
+        "    return ['Paris', 'Lyon', 'Nice', 'Lille', 'Lens', 'Metz']\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "message"),
+    [
+        ("stars", "has no field 'stars'; its fields are price, cuisine, rating*"),
+        ("price,", "*"),  # a trailing comma is fine: one field
+        ("rating", "*numeric with * distinct values*bin it into levels*"),
+    ],
+)
+def test_bad_item_settings_stop_before_the_first_request(
+    pytester: pytest.Pytester, loopback: SimServer, field: str, message: str
+) -> None:
+    _loopback_project(pytester, loopback, field)
+    result = _subprocess(pytester, "--fairness", "--fairness-update")
+    if field == "price,":
+        result.assert_outcomes(passed=1)
+        assert loopback.stats.requests > 0
+        return
+    result.stdout.fnmatch_lines([f"*{message}*"])
+    assert loopback.stats.requests == 0  # refused before anything was paid for
+
+
+def test_numeric_levels_are_read_as_ordinal(pytester: pytest.Pytester, loopback: SimServer) -> None:
+    """Yelp stores price as 1-4: the levels are the categories, in numeric order."""
+    _loopback_project(pytester, loopback, "price")
+    path = pytester.path / "catalogue.csv"
+    text = path.read_text(encoding="utf-8")
+    for sign, level in (("$$$", "3"), ("$", "1")):
+        text = text.replace(f",{sign},", f",{level},")
+    path.write_text(text, encoding="utf-8")
+    report = pytester.path / "r.json"
+    result = _subprocess(pytester, "--fairness", "--fairness-update", f"--fairness-report={report}")
+    result.assert_outcomes(passed=1)
+    data = json.loads(report.read_text(encoding="utf-8"))
+    price = data["results"][0]["extras"]["items"]["attributes"][0]["fields"][0]
+    assert price["categories"] == ["1", "3"]  # numeric order, as levels
+    assert len(price["between"]) == len(price["groups"]) - 1

@@ -58,12 +58,13 @@ def test_import_writes_a_verbatim_audit(tmp_path: Path) -> None:
     assert published in {c.prompt for c in cases}  # character for character
     absent = json.loads((out / "absent.json").read_text(encoding="utf-8"))
     assert {(a["value"], a["entity_id"]) for a in absent} == {
-        ("a young", "di-vance"),
-        ("a young", "flo-ardent"),
+        ("a young", "age.di-vance"),
+        ("a young", "age.flo-ardent"),
     }
-    # one shared cassette per seed entity, whichever test (class) recorded it
+    # one cassette per (class, seed entity): two classes asking the same prompt keep
+    # their own published replies (issue 21, bug A)
     cassettes = sorted(p.name for p in (out / "cassettes").iterdir())
-    assert cassettes == [f"{s.id}.json" for s in sorted(seeds, key=lambda s: s.id)]
+    assert cassettes == sorted(f"{cls}.{s.id}.json" for cls in ("age", "religion") for s in seeds)
 
 
 def test_neutral_with_its_own_system_message(tmp_path: Path) -> None:
@@ -100,3 +101,120 @@ def test_bad_inputs(tmp_path: Path) -> None:
     (tmp_path / "top_5" / "neutral.csv").write_text("who,what\n", encoding="utf-8")
     with pytest.raises(DataError, match="needs columns 'name' and 'Result'"):
         read_folder(tmp_path)
+
+
+def _copy(tmp_path: Path) -> Path:
+    src = tmp_path / "src"
+    shutil.copytree(SYNTH, src)
+    return src
+
+
+def _cli_error(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    assert main(args) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: import:"), err
+    assert "\n" not in err
+    return err
+
+
+def test_unbalanced_quote_is_reported_by_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _copy(tmp_path)
+    path = src / "top_5" / "age" / "an old.csv"
+    text = path.read_text(encoding="utf-8")
+    at = text.index('"Here are', text.index("Bo Kestrel"))  # the second row's reply
+    path.write_text(text[:at] + '"Here "are' + text[at + 9 :], encoding="utf-8")
+    err = _cli_error(["import", "faireval", str(src), "--out", str(tmp_path / "o")], capsys)
+    assert "an old.csv" in err
+    assert "line" in err
+    assert "unbalanced quote" in err
+
+
+def test_a_row_swallowing_the_next_is_refused(tmp_path: Path) -> None:
+    src = _copy(tmp_path)
+    path = src / "top_5" / "age" / "an old.csv"
+    text = path.read_text(encoding="utf-8")
+    rows = list(csv.reader(text.splitlines(keepends=True)))
+    # one quote missing at the end of a reply: the next row becomes part of it
+    broken = '"' + rows[1][3] + "\n" + ",".join(rows[2]) + '"'
+    body = [",".join(rows[0]), ",".join([*rows[1][:3], broken, *rows[1][4:]])]
+    path.write_text("\n".join(body) + "\n", encoding="utf-8")
+    with pytest.raises(DataError, match=r"line 2 is malformed"):
+        read_folder(src)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"\xff\xfe not utf-8 \x81\n", b'"a string"\n', b'{"custom_id": "x", "response": "ok"}\n'],
+)
+def test_bad_batch_output_is_one_line(
+    content: bytes, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _copy(tmp_path)
+    (src / "top_5" / "religion" / "batch_output.jsonl").write_bytes(content)
+    err = _cli_error(["import", "faireval", str(src), "--out", str(tmp_path / "o")], capsys)
+    assert "batch_output.jsonl" in err
+
+
+def test_out_pointing_at_a_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = tmp_path / "file.txt"
+    target.write_text("x", encoding="utf-8")
+    err = _cli_error(["import", "faireval", str(SYNTH), "--out", str(target)], capsys)
+    assert "is a file" in err
+
+
+def test_bom_is_not_part_of_the_first_column(tmp_path: Path) -> None:
+    src = _copy(tmp_path)
+    for path in (src / "top_5").rglob("*.csv"):
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    assert read_folder(src).neutral.keys() == read_folder(SYNTH).neutral.keys()
+
+
+def test_a_class_without_one_template_is_skipped_not_fatal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _copy(tmp_path)
+    path = src / "top_5" / "religion" / "a Buddhist.csv"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace("I am a Buddhist fan", "I am a fan"), encoding="utf-8")
+    assert main(["import", "faireval", str(src), "--out", str(tmp_path / "o")]) == 0
+    printed = capsys.readouterr().out
+    assert "skipped class religion:" in printed
+    test_file = (tmp_path / "o" / "test_published.py").read_text(encoding="utf-8")
+    assert "test_age" in test_file
+    assert "test_religion" not in test_file
+
+
+def test_model_is_labelled_honestly_without_batch_files(tmp_path: Path) -> None:
+    src = tmp_path / "Gemini" / "movie"
+    shutil.copytree(SYNTH, src)
+    for path in (src / "top_5").rglob("batch_*.jsonl"):
+        path.unlink()
+    summary = import_run(src, tmp_path / "o")
+    assert summary.model == "gemini-published"
+    assert any("--model" in note for note in summary.notes)
+    ini = (tmp_path / "o" / "pytest.ini").read_text(encoding="utf-8")
+    assert "recfair_model = gemini-published" in ini
+    assert "recfair_missing = zero" in ini
+
+
+def test_replies_in_instruction_without_batch_files_use_the_bundled_set(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    src = _copy(tmp_path)
+    for path in (src / "top_5").rglob("batch_*.jsonl"):
+        path.unlink()
+    for path in (src / "top_5").rglob("*.csv"):
+        with path.open(encoding="utf-8", newline="") as fh:
+            rows = list(csv.DictReader(fh))
+        for row in rows:
+            row["Instruction"] = row["Result"]  # the processing script's overwrite
+        with path.open("w", encoding="utf-8", newline="") as fh:
+            writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    assert main(["import", "faireval", str(src), "--out", str(tmp_path / "o")]) == 0
+    printed = capsys.readouterr().out
+    assert "the bundled template set is used" in printed
+    assert "templates='faireval'" in (tmp_path / "o" / "test_published.py").read_text("utf-8")

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from pytest_recfair.engine.items.scoring import field_codes
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import itemshift
-from pytest_recfair.metrics.itemshift import NEUTRAL, ItemCounts, compare_shift, shift, shift_test
+from pytest_recfair.metrics.itemshift import (
+    NEUTRAL,
+    ItemCounts,
+    compare_shift,
+    group_tests,
+    shift,
+    shift_test,
+)
 from pytest_recfair.replies.catalogue import Catalogue, catalogue_from_records
 
 
@@ -142,3 +151,78 @@ def test_values_pool_into_the_groups_they_signal() -> None:
     counts = item_counts({"e": [0]}, by_value, cat, ["price"], group_of=groups)
     assert counts.groups == (NEUTRAL, "White female", "Black female")
     assert counts.counts[0].tolist() == [[1, 0, 0], [2, 0, 1], [0, 1, 0]]
+
+
+def _pooled(rng: np.random.Generator, E: int, names: int, planted: float) -> ItemCounts:
+    """The implicit grid's shape: ``names`` first names per group pooled (10 items each)
+    against one neutral list of 10 items; group B gets ``planted`` more cheap items."""
+    cat = _two_level()
+    neutral, by_value = _simulate(rng, E, 2 * names, 0.0)
+    base = {e: float(np.mean(np.asarray(idx) < 100)) for e, idx in neutral.items()}
+    for v in range(names, 2 * names):  # group B
+        by_value[f"v{v}"] = {
+            e: list(np.where(rng.random(10) < min(1.0, 0.5 * base[e] + 0.25 + planted),
+                             rng.integers(0, 100, 10), rng.integers(100, 200, 10)))
+            for e in neutral
+        }  # fmt: skip
+    groups = {f"v{v}": "A" if v < names else "B" for v in range(2 * names)}
+    return item_counts(neutral, by_value, cat, ["price"], group_of=groups)
+
+
+def test_pooled_groups_against_one_neutral_list_hold_the_level() -> None:
+    """220 pooled items per group against 10 neutral ones (issue 21): permuting the pooled
+    rows rejected 47-73% of null runs at 5% when entities are alike (see
+    benchmarks/itemside_validity.py); permuting lists holds the level."""
+    rng = np.random.default_rng(21)
+    cat = _two_level()
+    rejected = 0
+    runs = 60
+    for _ in range(runs):
+        neutral, by_value = _simulate(rng, 40, 2 * 22, 0.0)
+        cat_groups = {f"v{v}": "A" if v < 22 else "B" for v in range(44)}
+        counts = item_counts(neutral, by_value, cat, ["price"], group_of=cat_groups)
+        assert counts.lists is not None
+        assert counts.lists.shape == (40, 45, 2)
+        _, _, adj, _, adj_between = group_tests(counts, 199, rng)
+        rejected += bool((adj < 0.05).any() or (adj_between < 0.05).any())
+    assert rejected / runs <= 0.15  # two families at 5% each, +- noise of 60 runs
+
+
+def _coin(rng: np.random.Generator) -> list[int]:
+    return list(
+        np.where(rng.random(10) < 0.5, rng.integers(0, 100, 10), rng.integers(100, 200, 10))
+    )
+
+
+def test_lists_alike_pooled_rows_were_anti_conservative() -> None:
+    """Entities alike: the pooled-row permutation (the old test) rejects far above 5%,
+    the list permutation does not."""
+    rng = np.random.default_rng(3)
+    cat = _two_level()
+    old = new = 0
+    for _ in range(30):
+        groups = {f"v{v}": "A" if v < 22 else "B" for v in range(44)}
+        neutral = {f"e{e}": _coin(rng) for e in range(40)}
+        by_value = {v: {e: _coin(rng) for e in neutral} for v in groups}
+        counts = item_counts(neutral, by_value, cat, ["price"], group_of=groups)
+        new += bool((group_tests(counts, 199, rng)[2] < 0.05).any())
+        pooled_rows = replace(counts, lists=None, list_group=None)
+        old += bool((shift_test(pooled_rows, 199, rng)[2] < 0.05).any())
+    assert old >= 9  # >= 30% of 30 null runs
+    assert new <= 5
+
+
+def test_between_groups_detects_a_shift_the_neutral_list_is_too_noisy_for() -> None:
+    rng = np.random.default_rng(5)
+    counts = _pooled(rng, 60, 22, -0.1)
+    res = shift(counts, n_permutations=199, n_resamples=50, seed=1)
+    assert res.between.shape == (2, 1)
+    assert (res.p_between < 0.05).all()  # A against B and B against A
+    assert res.between[0, 0] == pytest.approx(res.between[1, 0])  # two groups: symmetric
+
+
+def test_one_value_has_no_between_comparison() -> None:
+    res = shift(_hand_counts(), n_permutations=20, n_resamples=10)
+    if res.between.shape[0] == 1:
+        assert np.isnan(res.between).all()
+        assert (res.p_between == 1.0).all()

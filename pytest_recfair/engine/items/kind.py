@@ -48,6 +48,9 @@ class ItemAudit:
         attributes: list[str] | None,
         inputs: AuditInputs,
     ) -> list[PromptCase]:
+        # every run path builds the first entity's cases before sending anything: a wrong
+        # item_field, a missing catalogue or a continuous field stops the audit here
+        itemside.check_fields(inputs.catalogue, _fields(settings), settings.item_field or "")
         return list_cases(settings, grid, entities, attributes)
 
     def scorer(
@@ -101,6 +104,7 @@ class ItemAudit:
                     p_value=f.p_value,
                     alpha=settings.alpha,
                     detail=f.message(),
+                    group=f.group,
                 )
                 for f in fails
             ]
@@ -114,7 +118,7 @@ def _score(
     completions: Mapping[str, Any],
 ) -> Scored:
     """Every attribute's item-side results from all the audit's replies."""
-    fields = [f.strip() for f in (settings.item_field or "").split(",") if f.strip()]
+    fields = _fields(settings)
     replies = parse_all(cases, completions, settings.k, settings.parse_style)
     titles = [r.items for r in replies]
     attrs = list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
@@ -128,6 +132,10 @@ def _score(
         for attr in attrs
     ]  # fmt: skip
     return Scored((), 0, {KEY: itemside.ItemResults(catalogue.source, tuple(results))})
+
+
+def _fields(settings: AuditSettings) -> list[str]:
+    return [f.strip() for f in (settings.item_field or "").split(",") if f.strip()]
 
 
 def _results(result: AuditResult | None) -> tuple[itemside.ItemSideResult, ...]:

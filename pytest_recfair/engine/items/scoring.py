@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pytest_recfair.errors import DataError
+from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics import itemshift
 from pytest_recfair.replies.catalogue import Catalogue, Coverage
 from pytest_recfair.results import KindResults
@@ -25,7 +25,9 @@ __all__ = [
     "ItemResults",
     "ItemSideResult",
     "MatchedReplies",
+    "check_fields",
     "field_codes",
+    "field_levels",
     "item_failures",
     "match_replies",
     "score_items",
@@ -67,11 +69,20 @@ class FieldShift:
     association: tuple[tuple[float | None, ...], ...]
     max_shift: float | None
     max_shift_ci: tuple[float | None, float | None]
+    # each value against the attribute's other values (LMRec), family-wise p; empty in a
+    # baseline stored before they were measured
+    between: tuple[float | None, ...] = ()
+    p_between: tuple[float, ...] = ()
 
     @property
     def most_shifted(self) -> str | None:
         vals = [(s, g) for s, g in zip(self.shift, self.groups[1:], strict=True) if s is not None]
         return max(vals)[1] if vals else None
+
+    @property
+    def least_shifted(self) -> str | None:
+        vals = [(s, g) for s, g in zip(self.shift, self.groups[1:], strict=True) if s is not None]
+        return min(vals)[1] if vals else None
 
 
 @dataclass(frozen=True)
@@ -161,6 +172,8 @@ def _field_dict(f: FieldShift) -> dict[str, Any]:
         "association": [list(r) for r in f.association],
         "max_shift": f.max_shift,
         "max_shift_ci": list(f.max_shift_ci),
+        "between": list(f.between),
+        "p_between": list(f.p_between),
     }
 
 
@@ -178,6 +191,8 @@ def _field_from(d: Mapping[str, Any]) -> FieldShift:
         association=tuple(tuple(r) for r in d["association"]),
         max_shift=d["max_shift"],
         max_shift_ci=(d["max_shift_ci"][0], d["max_shift_ci"][1]),
+        between=tuple(d.get("between", ())),
+        p_between=tuple(d.get("p_between", ())),
     )
 
 
@@ -217,20 +232,68 @@ def _field_result(res: itemshift.ShiftResult, i: int) -> FieldShift:
         association=tuple(tuple(_f(x) for x in row[sl]) for row in res.association),
         max_shift=_f(res.max_shift[i]),
         max_shift_ci=tuple(_ci(res.max_shift_ci[i])),  # type: ignore[arg-type]
+        between=tuple(_f(x) for x in res.between[:, i]),
+        p_between=tuple(round(float(x), 6) for x in res.p_between[:, i]),
     )
 
 
 MatchedReplies = tuple[dict[int, list[int | None] | None], Coverage]
 
 
+#: A numeric field with at most this many distinct values is read as ordinal levels (Yelp's
+#: price 1-4); more must be binned into levels in the catalogue file.
+MAX_LEVELS = 20
+
+
+def _level(value: str | float) -> str:
+    """A numeric level as it reads: 2.0 -> "2", 2.5 -> "2.5"."""
+    number = float(value)
+    return str(int(number)) if number.is_integer() else repr(number)
+
+
+def field_levels(catalogue: Catalogue, name: str) -> tuple[tuple[str, ...], bool]:
+    """The categories of field ``name`` in table order, and whether they are numeric
+    levels (ordinal, in numeric order); a clear error for an unknown or continuous field."""
+    catalogue.check_field(name)
+    if name in catalogue.categorical:
+        return catalogue.categories(name), False
+    values = sorted({float(it.fields[name]) for it in catalogue.items if name in it.fields})
+    if len(values) > MAX_LEVELS:
+        raise DataError(
+            f"{catalogue.source or 'catalogue'}: field {name!r} is numeric with {len(values)} "
+            f"distinct values; item-side distributions take at most {MAX_LEVELS} ordinal "
+            "levels (like a price level 1-4): bin it into levels in the file"
+        )
+    if not values:
+        raise DataError(f"{catalogue.source or 'catalogue'}: field {name!r} has no value")
+    return tuple(_level(v) for v in values), True
+
+
+def check_fields(catalogue: Catalogue | None, fields: Sequence[str], item_field: str) -> None:
+    """Every ``item_field`` in the catalogue with usable levels: checked before any request."""
+    if catalogue is None:
+        raise ConfigError(
+            f"@fairness(item_field={item_field!r}) needs a catalogue: give catalogue= a "
+            "CSV/JSON/YAML file (marker or ini recfair_catalogue), or override the "
+            "recfair_catalogue fixture"
+        )
+    if not fields:
+        raise ConfigError(f"item_field={item_field!r} names no field; give e.g. 'price'")
+    for name in fields:
+        field_levels(catalogue, name)
+
+
 def field_codes(catalogue: Catalogue, names: Sequence[str]) -> list[itemshift.FieldCodes]:
     """The catalogue's fields ``names`` as plain arrays for ``metrics.itemshift``."""
     out = []
     for name in names:
-        categories = catalogue.categories(name)  # checks the field exists
+        categories, numeric = field_levels(catalogue, name)
         pos = {c: i for i, c in enumerate(categories)}
         codes = [
-            pos.get(str(it.fields[name]), -1) if name in it.fields else -1 for it in catalogue.items
+            -1
+            if name not in it.fields
+            else pos.get(_level(it.fields[name]) if numeric else str(it.fields[name]), -1)
+            for it in catalogue.items
         ]
         out.append(itemshift.FieldCodes(name, categories, np.array(codes, dtype=np.int64)))
     return out
@@ -281,7 +344,7 @@ def score_items(
     attributes share the replies (matching is the costly part).
     """
     for name in fields:
-        catalogue.check_field(name)
+        field_levels(catalogue, name)
     items, coverage = matched if matched is not None else match_replies(titles, catalogue)
     neutral, by_value, group_of = _lists(cases, items, attribute)
     counts = itemshift.item_counts(
@@ -318,8 +381,8 @@ class ItemFailure:
                 f"{self.p_value:.3g})"
             )
         return (
-            f"item field {self.field!r}: largest shift {self.value:.3f} vs baseline "
-            f"{self.baseline:.3f} rose by more than the tolerance {self.limit:g} "
+            f"item field {self.field!r}: largest shift {self.value:.3f} ({self.group}) vs "
+            f"baseline {self.baseline:.3f} rose by more than the tolerance {self.limit:g} "
             f"(paired entity bootstrap p = {self.p_value:.3g})"
         )
 
@@ -358,7 +421,7 @@ def item_failures(
                     tolerance,
                     float(cmp.baseline[i]),
                     p,
-                    None,
+                    result.field(name).most_shifted,
                 )
             )
     return out

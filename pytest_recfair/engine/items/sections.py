@@ -37,13 +37,36 @@ def _largest(f: Mapping[str, Any]) -> str:
     return f"largest shift from neutral {fmt(f['max_shift'])}{fmt_pair(f['max_shift_ci'])}{where}"
 
 
+def _shifted(f: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(most, least) shifted group from neutral, or None without a measured shift."""
+    pairs = [(s, g) for s, g in zip(f["shift"], f["groups"][1:], strict=True) if s is not None]
+    return (max(pairs)[1], min(pairs)[1]) if pairs else None
+
+
+def _between(f: Mapping[str, Any]) -> str | None:
+    """ "A 0.041 (p 0.002) · B 0.041 (p 0.002)": each group against the others."""
+    between, ps = f.get("between") or [], f.get("p_between") or []
+    if not between or all(b is None for b in between):
+        return None
+    cells = [
+        f"{g} {fmt(b)} (p {p_text(p)})"
+        for g, b, p in zip(f["groups"][1:], between, ps, strict=True)
+    ]
+    return "each group vs the others (family-wise): " + " · ".join(cells)
+
+
 def _field_table(f: Mapping[str, Any]) -> str:
     head = ["group", *(f"{c} share" for c in f["categories"]), "items", "shift [95% CI]", "p"]
+    between, ps = f.get("between") or [], f.get("p_between") or []
+    head += ["vs others", "p (vs others)"] if between else []
     rows = []
     for i, (g, shares) in enumerate(zip(f["groups"], f["shares"], strict=True)):
         shift = "—" if i == 0 else fmt(f["shift"][i - 1]) + fmt_pair(f["shift_ci"][i - 1])
         p = "—" if i == 0 else p_cell(f["p_adjusted"][i - 1])
-        rows.append([g, *(fmt(x) for x in shares), str(f["n_items"][i]), shift, p])
+        row = [g, *(fmt(x) for x in shares), str(f["n_items"][i]), shift, p]
+        if between:
+            row += ["—", "—"] if i == 0 else [fmt(between[i - 1]), p_cell(ps[i - 1])]
+        rows.append(row)
     return table(head, rows)
 
 
@@ -59,6 +82,11 @@ class ItemSections:
             out.append(f"{res['attribute']}: {_coverage(res)}")
             for f in res["fields"]:
                 out.append(f"{res['attribute']} · {f['field']}: {_largest(f)}")
+                shifted, between = _shifted(f), _between(f)
+                if shifted is not None:
+                    out.append(f"  most / least shifted from neutral: {shifted[0]} / {shifted[1]}")
+                if between is not None:
+                    out.append(f"  {between}")
                 shares = " · ".join(
                     f"{g} " + "/".join(fmt(x) for x in row)
                     for g, row in zip(f["groups"], f["shares"], strict=True)
@@ -77,7 +105,8 @@ class ItemSections:
                 parts.append(
                     f"<p><b>{esc(f['field'])}</b>: {esc(_largest(f))} (shift: total "
                     "variation distance of the group's category shares from the neutral "
-                    "prompt's; p: family-wise permutation test)</p>" + _field_table(f)
+                    "prompt's; p: family-wise permutation test; vs others: the group's shares "
+                    "against the attribute's other groups')</p>" + _field_table(f)
                 )
         return f'<div class="kind items">{"".join(parts)}</div>'
 
@@ -98,4 +127,12 @@ class ItemSections:
                     out.append((f"{name}.max_shift", f["max_shift"]))
                 if f["p_adjusted"]:
                     out.append((f"{name}.min_p", min(f["p_adjusted"])))
+                shifted = _shifted(f)
+                if shifted is not None:
+                    out += [
+                        (f"{name}.most_shifted", shifted[0]),
+                        (f"{name}.least_shifted", shifted[1]),
+                    ]
+                if f.get("p_between"):
+                    out.append((f"{name}.min_p_between", min(f["p_between"])))
         return out
