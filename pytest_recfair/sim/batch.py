@@ -86,6 +86,7 @@ class _Batch:
     output_file_id: str | None = None
     error_file_id: str | None = None
     metadata: dict[str, str] | None = None
+    wall: float = field(default_factory=time.time)  # Anthropic's times are the real ones
 
 
 def _json(status: int, payload: object) -> Reply:
@@ -376,7 +377,7 @@ class BatchEngine:
             counts["processing"] = 0
             for r in batch.results or []:
                 counts[r["outcome"]] += 1
-        t0 = batch.created_at
+        t0 = batch.wall  # a client looks a lost batch up by its creation time
         return {
             "id": batch.id,
             "type": "message_batch",

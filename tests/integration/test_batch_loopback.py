@@ -173,9 +173,7 @@ def test_expired_lines_are_errors_not_recordings(tmp_path: Path) -> None:
     with SimServer(SimulatedRecommender(), batch=BatchOptions(expire_rate=0.3, seed=4)) as srv:
         provider = from_config("openai", model="recfair-sim-1", base_url=srv.base_url)
         rec = Recorder()
-        outcome = run_batch(
-            provider, todo, journals=tmp_path / "j", record=rec, poll_interval=0.01
-        )
+        outcome = run_batch(provider, todo, journals=tmp_path / "j", record=rec, poll_interval=0.01)
     assert outcome.errors
     assert all("batch_expired" in e for e in outcome.errors.values())
     assert set(outcome.errors).isdisjoint(rec.pairs)
@@ -190,6 +188,6 @@ def test_unsupported_provider_and_malformed_journal(tmp_path: Path) -> None:
     journal = tmp_path / "j" / "rfother.json"
     journal.write_text(json.dumps({"version": 1, "owner": {"model": "x"}, "batches": []}))
     openai = from_config("openai", model="m", base_url="http://127.0.0.1:9/v1")
-    with pytest.raises(ProviderError, match="rfother.json is malformed") as info:
+    with pytest.raises(ProviderError, match=r"rfother\.json is malformed") as info:
         run_batch(openai, cases(1), journals=tmp_path / "j", record=Recorder())
     assert "\n" not in str(info.value)
