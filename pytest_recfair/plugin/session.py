@@ -21,7 +21,9 @@ from pytest_recfair.plugin.state import RUN, RunState, audit_state, run_state
 if TYPE_CHECKING:
     from pytest_recfair import engine as audit
 
-__all__ = ["Controller", "Pruner", "configure", "ship"]
+__all__ = ["LEDGER_KEY", "Controller", "Pruner", "configure", "ship"]
+
+LEDGER_KEY = "recfair_ledger"  # workerinput: the path of the run's budget ledger
 
 
 def configure(config: pytest.Config) -> None:
@@ -38,10 +40,16 @@ def configure(config: pytest.Config) -> None:
     run_settings = options.resolve(config, {})
     run = options.resolve_run(config, run_settings)
     pruner = None
+    ledger = None
+    shared = getattr(config, "workerinput", {}).get(LEDGER_KEY)
+    if shared:  # an xdist worker: the controller's ledger counts the budget for all
+        from pytest_recfair.engine.ledger import Ledger
+
+        ledger = Ledger(Path(shared))
     if run.prune:
         pruner = Pruner(config)
         config.pluginmanager.register(pruner, "recfair-prune")
-    config.stash[RUN] = RunState(run=run, settings=run_settings, pruner=pruner)
+    config.stash[RUN] = RunState(run=run, settings=run_settings, pruner=pruner, ledger=ledger)
 
 
 def ship(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
@@ -110,6 +118,25 @@ class Controller:
         self.config = config
         # created with the first audit result: a run without audits never imports audit
         self.collector: audit.RunCollector | None = None
+        self.ledger_dir: str | None = None  # under xdist: the run's budget ledger's home
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist: every worker gets the path of the one budget ledger of the run."""
+        import tempfile
+
+        if self.ledger_dir is None:
+            self.ledger_dir = tempfile.mkdtemp(prefix="recfair-run-")
+            from pytest_recfair.engine.ledger import Ledger
+
+            run_state(self.config).ledger = Ledger(Path(self.ledger_dir) / "plans.jsonl")
+        node.workerinput[LEDGER_KEY] = str(Path(self.ledger_dir) / "plans.jsonl")
+
+    def pytest_unconfigure(self) -> None:
+        if self.ledger_dir is not None:
+            import shutil
+
+            shutil.rmtree(self.ledger_dir, ignore_errors=True)
 
     def _collector(self) -> audit.RunCollector:
         if self.collector is None:
