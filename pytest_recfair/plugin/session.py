@@ -46,8 +46,9 @@ def configure(config: pytest.Config) -> None:
         from pytest_recfair.engine.ledger import Ledger
 
         ledger = Ledger(Path(shared))
-    if run.prune:
-        pruner = Pruner(config)
+    dry_run = bool(config.getoption("fairness_prune_dry_run", False))
+    if run.prune or dry_run:
+        pruner = Pruner(config, dry_run=dry_run)
         config.pluginmanager.register(pruner, "recfair-prune")
     config.stash[RUN] = RunState(run=run, settings=run_settings, pruner=pruner, ledger=ledger)
 
@@ -175,11 +176,17 @@ class Controller:
         terminal.summary(self.config, terminalreporter, self.collector)
 
 
+# options that change which prompts the tests ask: a run with one of them does not ask
+# everything the recordings hold, so it never prunes
+_NARROWING = ("fairness_entities", "fairness_repeats", "fairness_seed")
+
+
 class Pruner:
     """--fairness-prune: what the run used; at the end, what it did not (docs/cassettes.md)."""
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, *, dry_run: bool = False) -> None:
         self.config = config
+        self.dry_run = dry_run  # --fairness-prune-dry-run: list only
         self.usage: set[Any] = set()
         self.baselines: set[Path] = set()
         self.roots: set[tuple[str, str]] = set()
@@ -206,6 +213,11 @@ class Pruner:
             (bool(config.getoption("keyword") or config.getoption("markexpr")), "-k/-m given"),
             (config.args_source == pytest.Config.ArgsSource.ARGS, "test paths given"),
             (self.deselected > 0, f"{self.deselected} test(s) deselected"),
+            # what the tests ask, narrowed (or moved: another seed draws other entities)
+            *(
+                (config.getoption(dest, None) is not None, f"--{dest.replace('_', '-')} given")
+                for dest in _NARROWING
+            ),
             (session.testsfailed > 0, f"{session.testsfailed} test(s) failed"),
             (bool(stats.get("skipped")), "test(s) skipped"),
             (bool(stats.get("error")), "errors"),
@@ -219,6 +231,8 @@ class Pruner:
         if not self.roots:  # no audit asked for its cassettes
             self.roots.add((settings.DEFAULTS["cassette_dir"], settings.DEFAULTS["baseline_dir"]))
         partial = self._partial(session)
+        if self.dry_run:
+            partial = "--fairness-prune-dry-run" + (f"; {partial}" if partial else "")
         root = self.config.rootpath
         for cassette_dir, baseline_dir in sorted(self.roots):
             found = prune.plan(
@@ -233,6 +247,11 @@ class Pruner:
                 prune.apply(found)
         if not self.lines:
             self.lines.append("nothing unused: every cassette interaction and baseline was used")
+        elif self.dry_run:
+            self.lines.append(
+                f"listed only, nothing deleted ({partial}); a full run with --fairness "
+                "--fairness-prune deletes them"
+            )
         elif partial is not None:
             self.lines.append(
                 f"listed only, nothing deleted: not a full run ({partial}); run the whole "
