@@ -104,10 +104,10 @@ def _report(args: argparse.Namespace) -> int:
 
     fmt = next(f for f in REPORT_FORMATS if f == "." + args.to)
     suffix = Path(args.output).suffix.lower() if args.output else fmt
-    if suffix != fmt and (suffix, fmt) != (".htm", ".html"):
+    if suffix and suffix != fmt and (suffix, fmt) != (".htm", ".html"):
         raise DataError(
             f"-o {args.output}: --to {args.to} writes {fmt} files; name the output "
-            f"*{fmt} or pick the --to that matches {suffix or 'no extension'}."
+            f"*{fmt} or pick the --to that matches {suffix}."
         )
     run = load_run(args.run)
     history = []
