@@ -149,6 +149,11 @@ def run_batch(
         try:
             with book.planning():
                 fresh = _plan(book, service.kind, asked, test_id, max_lines, outcome)
+            if book.others and progress is not None:
+                progress(
+                    f"batch: {book.others} journal(s) in {book.root} belong to another "
+                    "provider, model or base URL; run with those settings to take them in"
+                )
             probe = provider.build_request(None, "batch")
             for journal in book.mine:
                 _start(service, book, journal, probe, outcome, fresh=journal in fresh)
