@@ -225,3 +225,29 @@ def test_a_smaller_run_after_an_interrupted_one_pays_nothing_twice(
     full.assert_outcomes(passed=1)
     assert server.batches.created == 1, "every line was in the cassettes already"
     assert server.stats.outcomes["ok"] == 0
+
+
+@pytest.mark.parametrize("round_", [1, 2])
+def test_two_batch_shards_at_once_share_nothing_they_both_pay_for(
+    round_: int, pytester: pytest.Pytester, server: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 22: two batch shards started together in one workspace used to take over
+    one journal (one per test id) and pay lines twice."""
+    subprocess_env(monkeypatch)
+    server.batches.options = BatchOptions(delay_s=0.5, seed=round_)
+    _project(pytester, server)
+    base = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider"]
+    procs = [
+        subprocess.Popen(
+            [*base, "--fairness", "--fairness-batch", f"--fairness-shard={i}/2"],
+            cwd=pytester.path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for i in (1, 2)
+    ]
+    outs = [p.communicate(timeout=180)[0].decode() for p in procs]
+    assert all("Traceback" not in o for o in outs), outs
+    lines = [line.custom_id for b in server.batches.batches.values() for line in b.lines]
+    assert len(lines) == len(set(lines)) == 6 * 5, "every line paid once"
+    assert server.stats.outcomes["ok"] == 0
