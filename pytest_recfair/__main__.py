@@ -110,8 +110,14 @@ def _report(args: argparse.Namespace) -> int:
     from pytest_recfair.report.registry import render
     from pytest_recfair.report.stored import load_run
 
-    run = load_run(args.run)
     fmt = next(f for f in REPORT_FORMATS if f == "." + args.to)
+    suffix = Path(args.output).suffix.lower() if args.output else fmt
+    if suffix and suffix != fmt and (suffix, fmt) != (".htm", ".html"):
+        raise DataError(
+            f"-o {args.output}: --to {args.to} writes {fmt} files; name the output "
+            f"*{fmt} or pick the --to that matches {suffix}."
+        )
+    run = load_run(args.run)
     history = []
     if args.history is not None:
         if fmt != ".html":

@@ -86,6 +86,8 @@ SECRET_HEADERS: Final[frozenset[str]] = frozenset(
         "cookie",
         "set-cookie",
         "x-auth-token",
+        # an id the provider's support can tie to the account: kept out of logs and files
+        "x-request-id",
     }
 )
 #: Query parameter (and JSON field) names whose value is a credential; the cassettes drop

@@ -12,17 +12,18 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from pytest_recfair.cassettes.store import CassetteStore, sanitize_name
+from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.engine import registry, stream
 from pytest_recfair.engine.base import AuditRequest, select
 from pytest_recfair.errors import ConfigError
 
-__all__ = ["journal_path", "record_batch"]
+__all__ = ["journal_dir", "record_batch"]
 
 
-def journal_path(root: Path, test_id: str) -> Path:
-    """Where the batch ids of ``test_id``'s recording are kept while it runs."""
-    return root / ".batches" / f"{sanitize_name(test_id)}.json"
+def journal_dir(root: Path) -> Path:
+    """Where the batch journals of the cassettes under ``root`` are kept while they run
+    (one per batch, named by its request set: shared by every test and shard)."""
+    return root / ".batches"
 
 
 def record_batch(
@@ -41,14 +42,15 @@ def record_batch(
     store = CassetteStore(root, "new_episodes")
     store.add_secrets(getattr(recommender, "secrets", ()))
     todo = _missing(request, store)
-    if not todo:
+    if not todo and not _interrupted(journal_dir(root)):
         return {}
     try:
         outcome = run_batch(
             recommender,
             todo,
-            journal=journal_path(root, test_id),
+            journals=journal_dir(root),
             record=cassette_recorder(store, test_id),
+            test_id=test_id,
             poll_interval=request.settings.batch_poll,
             progress=progress,
         )
@@ -61,6 +63,12 @@ def record_batch(
             f"they count as failed prompts); first [{first_id}] {first}"
         )
     return outcome.errors
+
+
+def _interrupted(journals: Path) -> bool:
+    """Whether an interrupted batch may wait there (its answered lines are taken in by
+    any run, even one with nothing of its own to ask)."""
+    return journals.is_dir() and any(journals.glob("rf*.json"))
 
 
 def _missing(request: AuditRequest, store: CassetteStore) -> list[Any]:

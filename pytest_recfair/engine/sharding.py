@@ -186,6 +186,9 @@ def _replies(value: Any) -> dict[str, dict[str, Any]]:
         raise ValueError('"replies" holds "completions" and "errors"')
     if not all(isinstance(v, dict) for v in value.values()):
         raise TypeError('"completions" and "errors" are objects keyed by case id')
+    for case_id, reply in value["completions"].items():
+        if not isinstance(reply, dict) or not isinstance(reply.get("text"), str):
+            raise ValueError(f"the reply to case {case_id} has no text string")
     return {"completions": dict(value["completions"]), "errors": dict(value["errors"])}
 
 
@@ -199,12 +202,18 @@ def _failures(value: Any) -> dict[str, Any] | None:
     return {"cases": cases, "failed": failed}
 
 
-def collect(paths: Iterable[Path]) -> dict[str, list[ShardResult]]:
-    """Shard results by test id, from files and directories (searched for *.json)."""
+def collect(
+    paths: Iterable[Path], skipped: list[str] | None = None
+) -> dict[str, list[ShardResult]]:
+    """Shard results by test id, from files and directories (searched for *.json; the
+    files passed over are named in ``skipped``, with why)."""
     found: dict[str, list[ShardResult]] = {}
     for given in paths:
         if given.is_dir():
-            files = sorted(p for p in given.rglob("*.json") if _is_shard_file(p))
+            every = sorted(given.rglob("*.json"))
+            files = [p for p in every if _is_shard_file(p)]
+            if skipped is not None:
+                skipped.extend(_why_not_shard(p) for p in every if p not in files)
         elif given.is_file():
             files = [given]
         else:
@@ -218,13 +227,31 @@ def collect(paths: Iterable[Path]) -> dict[str, list[ShardResult]]:
     return found
 
 
+_FORMAT_RE = re.compile(rb'"format"\s*:\s*"' + re.escape(SHARD_FORMAT.encode()) + rb'"')
+
+
 def _is_shard_file(path: Path) -> bool:
+    """A shard file, also re-indented (its "format" key within the first 4 KiB)."""
     try:
         with path.open("rb") as fh:
-            head = fh.read(64)
+            head = fh.read(4096)
     except OSError:
         return False
-    return SHARD_FORMAT.encode() in head
+    return _FORMAT_RE.search(head) is not None
+
+
+def _why_not_shard(path: Path) -> str:
+    """Why a .json file in a merge directory was passed over, for the error that follows."""
+    try:
+        size = path.stat().st_size
+        head = path.read_bytes()[:4096] if size else b""
+    except OSError as exc:
+        return f"{path.name} (unreadable: {exc.strerror or exc})"
+    if not size:
+        return f"{path.name} (empty)"
+    if head.lstrip()[:1] not in (b"{", b"["):
+        return f"{path.name} (not JSON)"
+    return f'{path.name} (no "format": "{SHARD_FORMAT}")'
 
 
 def merge_results(results: Sequence[ShardResult]) -> tuple[dict[str, Any], Tally]:
@@ -285,6 +312,12 @@ def _merged_meta(results: Sequence[ShardResult]) -> dict[str, Any]:
             + (f"given twice {', '.join(f'{i}/{count}' for i in twice)}" if twice else "")
             + f" (files {where})."
         )
+    models = sorted({str(r.meta.get("model")) for r in results})
+    if len(models) > 1:
+        raise DataError(
+            f"--fairness-merge: the shards of {test_id} audited different models "
+            f"({', '.join(models)}; files {where}); merge the shards of one model's run."
+        )
     key = {k: v for k, v in first.meta.items() if k not in _PER_SHARD_META}
     for r in results[1:]:
         other = {k: v for k, v in r.meta.items() if k not in _PER_SHARD_META}
@@ -338,23 +371,35 @@ class MergeSource:
     paths: tuple[Path, ...]
     found: dict[str, list[ShardResult]] | None = None
     used: set[str] = field(default_factory=set)
+    skipped: list[str] = field(default_factory=list)  # .json files that are no shard
 
     def result(self, settings: AuditSettings, test_id: str, kind_inputs: KindInputs) -> AuditResult:
         """The merged (ungated) AuditResult of ``test_id``; ``kind_inputs`` is called
         only by kinds whose merge rebuilds the prompts."""
         if self.found is None:
-            self.found = collect(self.paths)
+            self.found = collect(self.paths, self.skipped)
         parts = self.found.get(test_id)
         where = ", ".join(str(p) for p in self.paths)
         if not parts:
             raise DataError(
                 f"--fairness-merge: no shard result for {test_id} in {where}; run "
                 f"`pytest --fairness --fairness-shard=I/N` for I = 1..N first and give "
-                "the files (or their directories) they wrote."
+                f"the files (or their directories) they wrote.{self._skipped_note()}"
             )
         kind = registry.select(settings)
-        merged = kind.merge(settings, parts, _rebuild(settings, kind, test_id, kind_inputs))
-        meta = AuditMeta.from_dict(merged.meta)
+        files = ", ".join(str(p.path) for p in parts)
+        try:
+            merged = kind.merge(settings, parts, _rebuild(settings, kind, test_id, kind_inputs))
+            meta = AuditMeta.from_dict(merged.meta)
+        except DataError as exc:
+            raise DataError(f"{exc}{self._skipped_note()}") from None
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise DataError(
+                f"--fairness-merge: the shards of {test_id} ({files}) hold malformed data "
+                f"({type(exc).__name__}: {exc}); expected the files --fairness-shard writes: "
+                "re-run those shards."
+            ) from None
+        _check_settings(settings, meta, files)
         if meta.seed != settings.seed:
             raise ConfigError(
                 f"--fairness-merge: the shards of {test_id} ran with --fairness-seed="
@@ -362,11 +407,40 @@ class MergeSource:
                 "(it also seeds the bootstrap)."
             )
         self.used.add(test_id)
-        return pipeline.finish(settings, meta, merged.scorer, merged.sent)
+        result = pipeline.finish(settings, meta, merged.scorer, merged.sent)
+        names = [a.attribute for a in result.attributes]
+        if settings.attr is not None and names and not any(settings.attr in n for n in names):
+            raise ConfigError(
+                f"--fairness-merge: {test_id} now audits attr={settings.attr!r}, its shards "
+                f"({files}) scored {', '.join(sorted(set(names)))}; re-run the shards."
+            )
+        return result
+
+    def _skipped_note(self) -> str:
+        if not self.skipped:
+            return ""
+        return f" Passed over, not shard files: {', '.join(self.skipped[:5])}."
 
     def unused(self) -> list[str]:
         """Tests with shard results that this run did not merge (not collected, skipped)."""
         return sorted(set(self.found or {}) - self.used)
+
+
+def _check_settings(settings: AuditSettings, meta: AuditMeta, files: str) -> None:
+    """The merge run's settings must be the shards': another k, grid or model would gate
+    the shards' numbers as if they were this test's."""
+    wanted = {"k": settings.k, "grid": settings.grid, "model": settings.model}
+    wanted["repeats"] = settings.repeats
+    differ = [
+        f"{name} {value!r} here, {getattr(meta, name)!r} in the shards"
+        for name, value in wanted.items()
+        if value is not None and value != getattr(meta, name)
+    ]
+    if differ:
+        raise ConfigError(
+            f"--fairness-merge: {meta.test_id} now differs from its shards ({files}): "
+            f"{'; '.join(differ)}; re-run the shards with the current settings."
+        )
 
 
 def _rebuild(

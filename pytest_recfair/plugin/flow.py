@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = [
     "baseline_of",
     "body_error",
+    "budget_of",
     "conclude",
     "gate_property",
     "judge",
@@ -95,7 +96,8 @@ def plan_of(
     None for one that only replays. ``cases``: seeds, grid and inputs."""
     from pytest_recfair.engine import planning
 
-    if not (s.plan or planning.is_live(s, recommender)):
+    # --fairness-batch sends (through the batch API) whatever the record mode says
+    if not (s.plan or s.batch or planning.is_live(s, recommender)):
         return None
     seeds, grid, inputs = cases
     return planning.audit_plan(
@@ -108,6 +110,13 @@ def plan_of(
         inputs=inputs,
         shard=shard,
     )
+
+
+def budget_of(s: AuditSettings) -> plan.Budget:
+    """The run's limits (recfair_max_requests, recfair_max_cost)."""
+    from pytest_recfair.engine import planning
+
+    return planning.budget_of(s)
 
 
 def within_budget(s: AuditSettings, planned: plan.Plan, plans: list[plan.Plan]) -> None:

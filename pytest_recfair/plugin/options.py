@@ -103,6 +103,13 @@ def _add_scale_options(group: pytest.OptionGroup) -> None:
         "after a full run (no test deselected, failed or skipped; see docs/cassettes.md)",
     )
     group.addoption(
+        "--fairness-prune-dry-run",
+        dest="fairness_prune_dry_run",
+        action="store_true",
+        default=False,
+        help="list what --fairness-prune would delete after this run; delete nothing",
+    )
+    group.addoption(
         "--fairness-shard",
         dest="fairness_shard",
         metavar="I/N",

@@ -118,10 +118,14 @@ def _plan(request: pytest.FixtureRequest, s: AuditSettings, recommender: Any, ca
         return None
     if s.plan or planned.to_ask:
         terminal.terminal_line(config)(f"recfair plan: {planned.line()}")
-    if s.plan:
+    if state.ledger is not None:  # an xdist worker: one count for every worker
+        state.ledger.reserve(None if s.plan else flow.budget_of(s), planned)
+    elif s.plan:
         state.plans.append(planned)
+    else:
+        flow.within_budget(s, planned, state.plans)
+    if s.plan:
         pytest.skip("fairness plan only (--fairness-plan): nothing was sent")
-    flow.within_budget(s, planned, state.plans)
     return planned
 
 

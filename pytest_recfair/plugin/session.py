@@ -21,7 +21,9 @@ from pytest_recfair.plugin.state import RUN, RunState, audit_state, run_state
 if TYPE_CHECKING:
     from pytest_recfair import engine as audit
 
-__all__ = ["Controller", "Pruner", "configure", "ship"]
+__all__ = ["LEDGER_KEY", "Controller", "Pruner", "configure", "ship"]
+
+LEDGER_KEY = "recfair_ledger"  # workerinput: the path of the run's budget ledger
 
 
 def configure(config: pytest.Config) -> None:
@@ -38,10 +40,17 @@ def configure(config: pytest.Config) -> None:
     run_settings = options.resolve(config, {})
     run = options.resolve_run(config, run_settings)
     pruner = None
-    if run.prune:
-        pruner = Pruner(config)
+    ledger = None
+    shared = getattr(config, "workerinput", {}).get(LEDGER_KEY)
+    if shared:  # an xdist worker: the controller's ledger counts the budget for all
+        from pytest_recfair.engine.ledger import Ledger
+
+        ledger = Ledger(Path(shared))
+    dry_run = bool(config.getoption("fairness_prune_dry_run", False))
+    if run.prune or dry_run:
+        pruner = Pruner(config, dry_run=dry_run)
         config.pluginmanager.register(pruner, "recfair-prune")
-    config.stash[RUN] = RunState(run=run, settings=run_settings, pruner=pruner)
+    config.stash[RUN] = RunState(run=run, settings=run_settings, pruner=pruner, ledger=ledger)
 
 
 def ship(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
@@ -110,6 +119,25 @@ class Controller:
         self.config = config
         # created with the first audit result: a run without audits never imports audit
         self.collector: audit.RunCollector | None = None
+        self.ledger_dir: str | None = None  # under xdist: the run's budget ledger's home
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist: every worker gets the path of the one budget ledger of the run."""
+        import tempfile
+
+        if self.ledger_dir is None:
+            self.ledger_dir = tempfile.mkdtemp(prefix="recfair-run-")
+            from pytest_recfair.engine.ledger import Ledger
+
+            run_state(self.config).ledger = Ledger(Path(self.ledger_dir) / "plans.jsonl")
+        node.workerinput[LEDGER_KEY] = str(Path(self.ledger_dir) / "plans.jsonl")
+
+    def pytest_unconfigure(self) -> None:
+        if self.ledger_dir is not None:
+            import shutil
+
+            shutil.rmtree(self.ledger_dir, ignore_errors=True)
 
     def _collector(self) -> audit.RunCollector:
         if self.collector is None:
@@ -148,11 +176,17 @@ class Controller:
         terminal.summary(self.config, terminalreporter, self.collector)
 
 
+# options that change which prompts the tests ask: a run with one of them does not ask
+# everything the recordings hold, so it never prunes
+_NARROWING = ("fairness_entities", "fairness_repeats", "fairness_seed")
+
+
 class Pruner:
     """--fairness-prune: what the run used; at the end, what it did not (docs/cassettes.md)."""
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, *, dry_run: bool = False) -> None:
         self.config = config
+        self.dry_run = dry_run  # --fairness-prune-dry-run: list only
         self.usage: set[Any] = set()
         self.baselines: set[Path] = set()
         self.roots: set[tuple[str, str]] = set()
@@ -179,6 +213,11 @@ class Pruner:
             (bool(config.getoption("keyword") or config.getoption("markexpr")), "-k/-m given"),
             (config.args_source == pytest.Config.ArgsSource.ARGS, "test paths given"),
             (self.deselected > 0, f"{self.deselected} test(s) deselected"),
+            # what the tests ask, narrowed (or moved: another seed draws other entities)
+            *(
+                (config.getoption(dest, None) is not None, f"--{dest.replace('_', '-')} given")
+                for dest in _NARROWING
+            ),
             (session.testsfailed > 0, f"{session.testsfailed} test(s) failed"),
             (bool(stats.get("skipped")), "test(s) skipped"),
             (bool(stats.get("error")), "errors"),
@@ -192,6 +231,8 @@ class Pruner:
         if not self.roots:  # no audit asked for its cassettes
             self.roots.add((settings.DEFAULTS["cassette_dir"], settings.DEFAULTS["baseline_dir"]))
         partial = self._partial(session)
+        if self.dry_run:
+            partial = "--fairness-prune-dry-run" + (f"; {partial}" if partial else "")
         root = self.config.rootpath
         for cassette_dir, baseline_dir in sorted(self.roots):
             found = prune.plan(
@@ -206,6 +247,11 @@ class Pruner:
                 prune.apply(found)
         if not self.lines:
             self.lines.append("nothing unused: every cassette interaction and baseline was used")
+        elif self.dry_run:
+            self.lines.append(
+                f"listed only, nothing deleted ({partial}); a full run with --fairness "
+                "--fairness-prune deletes them"
+            )
         elif partial is not None:
             self.lines.append(
                 f"listed only, nothing deleted: not a full run ({partial}); run the whole "

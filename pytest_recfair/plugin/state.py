@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from pytest_recfair import engine as audit
     from pytest_recfair.compare.models import ModelSlot
     from pytest_recfair.engine import budget as plan
+    from pytest_recfair.engine.ledger import Ledger
     from pytest_recfair.plugin.session import Pruner
 
 __all__ = ["AUDIT", "RUN", "AuditState", "RunState", "audit_state", "run_state"]
@@ -41,6 +42,9 @@ class RunState:
     rewritten: set[Path] = field(default_factory=set)  # cassette files rewritten
     fixture_errors: set[int] = field(default_factory=set)  # ids of errors said already
     merge_source: audit.MergeSource | None = None  # --fairness-merge, made on first use
+    # under xdist: the budget ledger every worker checks and appends to (one count for
+    # the run); None in one process, where ``plans`` is the count
+    ledger: Ledger | None = None
 
     def merged(self) -> audit.MergeSource | None:
         """The shard results of --fairness-merge (read on first use), or None."""

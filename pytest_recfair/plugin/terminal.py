@@ -92,13 +92,21 @@ def live_line(config: pytest.Config, planned: plan.Plan | None) -> Any:
 
 
 def plan_summary(config: pytest.Config, terminalreporter: Any) -> None:
-    """The run's total plan, when any audit printed one."""
-    plans = run_state(config).plans
-    if plans:
-        from pytest_recfair.engine import budget as plan
+    """The run's total plan, when any audit printed one; under xdist (the workers'
+    lines never reach this terminal) every plan line from the run's ledger first."""
+    from pytest_recfair.secrets import scrub
 
-        terminalreporter.write_sep("=", "fairness plan")
-        terminalreporter.write_line(plan.total_line(plans))
+    state = run_state(config)
+    plans = state.plans
+    shared = state.ledger.plans() if state.ledger is not None else []
+    if not (plans or shared):
+        return
+    from pytest_recfair.engine import budget as plan
+
+    terminalreporter.write_sep("=", "fairness plan")
+    for each in shared:
+        terminalreporter.write_line(scrub(f"recfair plan: {each.line()}"))
+    terminalreporter.write_line(scrub(plan.total_line(plans + shared)))
 
 
 def summary(

@@ -7,9 +7,13 @@ sends them as batch lines, and hands each answered line back to ``record`` as th
 from it replay like any other. Lines the service could not answer are returned as
 per-case errors: never recorded, never scored.
 
-The batch ids are kept in a journal file (written atomically after every step), so an
-interrupted run, re-started with the same cases, polls the batches it already submitted
-instead of paying for them again. The journal is removed once every batch is done.
+Every batch has a journal named by the content of its request set
+(:mod:`pytest_recfair.providers.batchjournal`), written atomically *before* the batch is
+created and after every step; the batch carries the same key (OpenAI ``metadata``) or is
+found among the recent batches (Anthropic), so a run killed in any window resumes the
+batch already paid for. Any later run with the same provider setup (a smaller one,
+another shard, another test) adopts an interrupted journal and records all its answered
+lines into the cassettes, not only those it asks. A journal goes once its batch is in.
 """
 
 from __future__ import annotations
@@ -27,22 +31,23 @@ import httpx
 from pytest_recfair import secrets
 from pytest_recfair.cassettes.store import CassetteStore, RecordedRequest, RecordedResponse
 from pytest_recfair.errors import ConfigError, ProviderError
-from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.providers.base import Completion, Provider, Usage
 from pytest_recfair.providers.batch_api import (
     AnthropicBatches,
     BatchService,
     BatchState,
+    LineResult,
+    MalformedResults,
     OpenAIBatches,
     Submission,
 )
+from pytest_recfair.providers.batchjournal import Journal, JournalDir
 from pytest_recfair.providers.runstate import CaseLike
 
 __all__ = ["BATCH_PROVIDERS", "BatchOutcome", "cassette_recorder", "custom_id", "run_batch"]
 
 #: Provider kinds with a batch API this plugin speaks.
 BATCH_PROVIDERS: Final = ("openai", "anthropic")
-JOURNAL_VERSION: Final = 1
 MAX_LINES: Final = 50_000  # OpenAI's limit per batch; Anthropic allows 100,000
 
 Record = Callable[[CaseLike, httpx.Request, httpx.Response], None]
@@ -85,52 +90,34 @@ def _service(provider: Provider, client: httpx.Client) -> BatchService:
     )
 
 
-class _Journal:
-    """The batches of one recording, on disk: submitted ids survive an interrupted run."""
+def _owner(provider: Provider) -> dict[str, str]:
+    """The setup a journal belongs to: another provider, model or URL never adopts it."""
+    return {
+        "provider": str(getattr(provider, "name", "")),
+        "model": str(getattr(provider, "model", "")),
+        "base_url": str(getattr(provider, "base_url", "")),
+    }
 
-    def __init__(self, path: Path, owner: dict[str, str]) -> None:
-        self.path = path
-        self.owner = owner  # provider, model, base URL: a journal of another setup is refused
-        self.entries: list[dict[str, Any]] = []
-        if path.exists():
-            self._load()
 
-    def _load(self) -> None:
-        try:
-            doc = json.loads(self.path.read_text(encoding="utf-8"))
-            entries = doc["batches"]
-            owner = doc["owner"]
-            if doc.get("version") != JOURNAL_VERSION or not isinstance(entries, list):
-                raise ValueError("unknown version")
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            raise ProviderError(
-                f"batch journal {self.path} is unreadable ({exc}); delete it to submit the "
-                "batch again (already finished batches are then paid twice)."
-            ) from None
-        if owner != self.owner:
-            raise ProviderError(
-                f"batch journal {self.path} belongs to {owner}, not {self.owner}; finish that "
-                "run with its settings or delete the journal."
-            )
-        self.entries = entries
+@dataclass(frozen=True)
+class _Stored:
+    """A line of an adopted journal that this run does not ask: recorded all the same."""
 
-    def save(self) -> None:
-        if all(e.get("state") == "done" for e in self.entries):
-            self.path.unlink(missing_ok=True)
-            return
-        doc = {"version": JOURNAL_VERSION, "owner": self.owner, "batches": self.entries}
-        atomic_write_text(self.path, json.dumps(doc, indent=1) + "\n")
-
-    def pending(self) -> list[dict[str, Any]]:
-        return [e for e in self.entries if e.get("state") != "done"]
+    id: str
+    entity_id: str
+    repeat: int
+    test_id: str
+    system: str | None = None
+    prompt: str = ""
 
 
 def run_batch(
     provider: Provider,
     cases: Sequence[CaseLike],
     *,
-    journal: Path,
+    journals: Path,
     record: Record,
+    test_id: str = "",
     poll_interval: float = 10.0,
     max_poll_interval: float = 60.0,
     max_wait: float | None = None,
@@ -139,119 +126,182 @@ def run_batch(
     transport: httpx.BaseTransport | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> BatchOutcome:
-    """Record ``cases`` through ``provider``'s batch API; see the module docstring.
+    """Record ``cases`` (of ``test_id``) through ``provider``'s batch API, the journals
+    kept in the directory ``journals``; see the module docstring.
 
     ``record(case, request, response)`` is called once per answered line with the
-    synchronous request and a 200 response holding the reply body. Raises ProviderError
-    when the service refuses the batch calls, or after ``max_wait`` seconds of polling
-    (the journal keeps the ids: the next run resumes).
+    synchronous request and a 200 response holding the reply body (also for lines of an
+    adopted journal this call does not ask: their ``case`` carries its ``test_id``).
+    Raises ProviderError when the service refuses the batch calls, or after ``max_wait``
+    seconds of polling (the journals keep the ids: the next run resumes).
     """
     if hasattr(provider, "check_credentials"):
         provider.check_credentials()
-    owner = {
-        "provider": str(getattr(provider, "name", "")),
-        "model": str(getattr(provider, "model", "")),
-        "base_url": str(getattr(provider, "base_url", "")),
-    }
-    by_id = {custom_id(c.id, _request(provider, c).content): c for c in cases}
-    book = _Journal(journal, owner)
+    asked = {}
+    for case in cases:
+        request = _request(provider, case)
+        asked[custom_id(case.id, request.content)] = (case, request)
+    book = JournalDir(journals, _owner(provider))
     outcome = BatchOutcome()
     # httpx logs every request URL (INFO), httpcore the reply headers (DEBUG): scrubbed.
     with secrets.scrubbed_logs(), httpx.Client(transport=transport, timeout=60.0) as client:
         service = _service(provider, client)
-        covered = {cid for e in book.pending() for cid in e["custom_ids"]}
-        todo = [cid for cid in by_id if cid not in covered]
-        for start in range(0, len(todo), max_lines):
-            _submit(service, provider, book, todo[start : start + max_lines], by_id)
-            outcome.submitted += 1
-        _poll(
-            service,
-            provider,
-            book,
-            by_id,
-            record,
-            outcome,
-            progress,
-            sleep,
-            (poll_interval, max_poll_interval, max_wait),
-        )
+        try:
+            with book.planning():
+                fresh = _plan(book, service.kind, asked, test_id, max_lines, outcome)
+            if book.others and progress is not None:
+                progress(
+                    f"batch: {book.others} journal(s) in {book.root} belong to another "
+                    "provider, model or base URL; run with those settings to take them in"
+                )
+            probe = provider.build_request(None, "batch")
+            for journal in book.mine:
+                _start(service, book, journal, probe, outcome, fresh=journal in fresh)
+            view = _View(provider, probe, asked, record, outcome, progress)
+            _poll(service, book, view, sleep, (poll_interval, max_poll_interval, max_wait))
+        finally:
+            book.release()
     return outcome
+
+
+def _plan(
+    book: JournalDir,
+    kind: str,
+    asked: dict[str, tuple[CaseLike, httpx.Request]],
+    test_id: str,
+    max_lines: int,
+    outcome: BatchOutcome,
+) -> list[Journal]:
+    """Adopt the interrupted journals; journal (before any call) the lines none covers.
+    Lines a live process is paying for are errors here, never submitted again."""
+    book.scan()
+    covered = {cid for journal in book.mine for cid in journal.ids}
+    for cid, (case, _) in asked.items():
+        if cid in book.busy and cid not in covered:
+            outcome.errors[case.id] = (
+                f"being recorded by another running batch (journal in {book.root}); "
+                "re-run when it has finished to replay it"
+            )
+    todo = [cid for cid in asked if cid not in covered and cid not in book.busy]
+    fresh = []
+    for start in range(0, len(todo), max_lines):
+        lines = {cid: _address(test_id, *asked[cid]) for cid in todo[start : start + max_lines]}
+        fresh.append(book.plan(kind, lines))
+    return fresh
+
+
+def _address(test_id: str, case: CaseLike, request: httpx.Request) -> dict[str, Any]:
+    """Where a line's reply goes in the cassettes, and the request body it answers."""
+    return {
+        "test": test_id,
+        "entity": case.entity_id,
+        "repeat": case.repeat,
+        "case": case.id,
+        "body": request.content.decode("utf-8"),
+    }
 
 
 def _request(provider: Provider, case: CaseLike) -> httpx.Request:
     return provider.build_request(case.system, case.prompt)
 
 
-def _submit(
+def _rebuilt(probe: httpx.Request, body: str) -> httpx.Request:
+    """The synchronous request of a journal line: the probe's method, URL and headers."""
+    headers = [(k, v) for k, v in probe.headers.multi_items() if k.lower() != "content-length"]
+    return httpx.Request(probe.method, probe.url, headers=headers, content=body.encode("utf-8"))
+
+
+def _start(
     service: BatchService,
-    provider: Provider,
-    book: _Journal,
-    ids: Sequence[str],
-    by_id: dict[str, CaseLike],
+    book: JournalDir,
+    journal: Journal,
+    probe: httpx.Request,
+    outcome: BatchOutcome,
+    *,
+    fresh: bool,
 ) -> None:
-    """Upload (OpenAI) and create one batch; the journal is saved after each step."""
-    work = [Submission(cid, _request(provider, by_id[cid])) for cid in ids]
-    jsonl = book.path.with_suffix(f".{len(book.entries)}.jsonl")
-    jsonl.parent.mkdir(parents=True, exist_ok=True)
-    line = service.line
-    with jsonl.open("w", encoding="utf-8") as fh:  # streamed: one line in memory at a time
-        for w in work:
-            fh.write(json.dumps(line(w), ensure_ascii=False, separators=(",", ":")) + "\n")
-    entry: dict[str, Any] = {"kind": service.kind, "custom_ids": list(ids), "state": "uploading"}
-    try:
-        entry["file_id"] = service.upload(jsonl)
-        book.entries.append(entry)
+    """Bring a journal to "submitted": a planned or uploaded journal of an interrupted run
+    first looks its batch up at the service (created before the kill?), then uploads
+    (OpenAI) and creates it; the journal is saved after each step."""
+    entry = journal.entry
+    if entry["state"] == "submitted":
+        return
+    total = len(entry["lines"])
+    if not fresh:
+        found = service.find(journal.key, total, float(entry["planned_at"]), book.claimed())
+        if found is not None:
+            entry["batch_id"], entry["state"] = found, "submitted"
+            journal.save()
+            return
+    work = [Submission(cid, _rebuilt(probe, a["body"])) for cid, a in entry["lines"].items()]
+    new = entry["state"] == "planned"  # an uploaded file is a resumed submission
+    if new:
+        jsonl = journal.path.with_suffix(".jsonl")
+        try:
+            with jsonl.open("w", encoding="utf-8") as fh:  # one line in memory at a time
+                for w in work:
+                    line = service.line(w)
+                    fh.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
+            entry["file_id"] = service.upload(jsonl)
+        finally:
+            jsonl.unlink(missing_ok=True)
         entry["state"] = "uploaded"
-        book.save()
-        entry["batch_id"] = service.create(entry["file_id"], work)
-        entry["state"] = "submitted"
-        book.save()
-    finally:
-        jsonl.unlink(missing_ok=True)
+        journal.save()
+    entry["batch_id"] = service.create(str(entry.get("file_id", "")), work, journal.key)
+    entry["state"] = "submitted"
+    journal.save()
+    outcome.submitted += int(new)
+
+
+@dataclass
+class _View:
+    """What polling needs of the run: the asked lines and where answered lines go."""
+
+    provider: Provider
+    probe: httpx.Request
+    asked: dict[str, tuple[CaseLike, httpx.Request]]
+    record: Record
+    outcome: BatchOutcome
+    progress: Callable[[str], None] | None
+
+    def target(self, cid: str, address: dict[str, Any]) -> tuple[CaseLike, httpx.Request, bool]:
+        """The case and request a line answers; whether this run asked it."""
+        if cid in self.asked:
+            case, request = self.asked[cid]
+            return case, request, True
+        stored = _Stored(
+            str(address["case"]), str(address["entity"]), int(address["repeat"]), address["test"]
+        )
+        return stored, _rebuilt(self.probe, str(address["body"])), False
 
 
 def _poll(
     service: BatchService,
-    provider: Provider,
-    book: _Journal,
-    by_id: dict[str, CaseLike],
-    record: Record,
-    outcome: BatchOutcome,
-    progress: Callable[[str], None] | None,
+    book: JournalDir,
+    view: _View,
     sleep: Callable[[float], None],
     timing: tuple[float, float, float | None],
 ) -> None:
-    """Poll every pending batch until it is done, then take its results in."""
+    """Poll every journal's batch until it is done, then take its results in."""
     interval, max_interval, max_wait = timing
     started = time.monotonic()
-    for entry in book.pending():
-        if entry["state"] == "uploaded":  # interrupted between upload and create
-            work = [
-                Submission(c, _request(provider, by_id[c]))
-                for c in entry["custom_ids"]
-                if c in by_id
-            ]
-            entry["batch_id"] = service.create(entry["file_id"], work)
-            entry["state"] = "submitted"
-            book.save()
-        outcome.batches.append(str(entry["batch_id"]))
-    while pending := book.pending():
-        for entry in pending:
-            state = service.state(entry["batch_id"])
-            if progress is not None:
-                progress(_progress_line(entry["batch_id"], state, time.monotonic() - started))
+    view.outcome.batches.extend(str(j.entry["batch_id"]) for j in book.mine)
+    while pending := [j for j in book.mine if j.entry["state"] == "submitted"]:
+        for journal in pending:
+            batch_id = str(journal.entry["batch_id"])
+            state = service.state(batch_id)
+            if view.progress is not None:
+                view.progress(_progress_line(batch_id, state, time.monotonic() - started))
             if state.done:
-                _collect(service, provider, entry, state, by_id, record, outcome)
-                entry["state"] = "done"
-                book.save()
-        if not book.pending():
+                _collect(service, journal, state, view)
+        if not any(j.entry["state"] == "submitted" for j in book.mine):
             break
         waited = time.monotonic() - started
         if max_wait is not None and waited >= max_wait:
-            ids = ", ".join(e["batch_id"] for e in book.pending())
+            ids = ", ".join(str(j.entry["batch_id"]) for j in pending)
             raise ProviderError(
                 f"batch {ids} still running after {waited:.0f} s (limit {max_wait:g} s); "
-                f"re-run the same command later to resume polling (ids kept in {book.path})."
+                f"re-run the same command later to resume polling (ids kept in {book.root})."
             )
         sleep(interval)
         interval = min(max_interval, interval * 1.5)
@@ -263,43 +313,58 @@ def _progress_line(batch_id: str, state: BatchState, elapsed: float) -> str:
     return f"batch {batch_id}: {state.status} {share}{failed} ({elapsed:.0f} s)"
 
 
-def _collect(
-    service: BatchService,
-    provider: Provider,
-    entry: dict[str, Any],
-    state: BatchState,
-    by_id: dict[str, CaseLike],
-    record: Record,
-    outcome: BatchOutcome,
-) -> None:
-    """Record every answered line of a finished batch; everything else is an error."""
-    batch_id = entry["batch_id"]
+def _collect(service: BatchService, journal: Journal, state: BatchState, view: _View) -> None:
+    """Record every answered line of a finished batch (asked by this run or not); the
+    asked lines without a reply are errors. Unreadable results quarantine the journal."""
+    batch_id = str(journal.entry["batch_id"])
+    lines: dict[str, dict[str, Any]] = journal.entry["lines"]
+    outcome = view.outcome
     seen: set[str] = set()
-    for line in service.results(batch_id):
-        case = by_id.get(line.custom_id)
-        if case is None or line.custom_id in seen:
-            continue  # recorded by an earlier, interrupted run, or not asked this time
-        seen.add(line.custom_id)
-        if line.body is None:
-            outcome.errors[case.id] = f"batch {batch_id}: {line.error}"
-            continue
-        request = _request(provider, case)
-        response = httpx.Response(
-            200, headers={"content-type": "application/json"}, content=line.body, request=request
-        )
-        try:
-            completion: Completion = provider.parse_response(response)
-        except ProviderError as exc:
-            outcome.errors[case.id] = f"batch {batch_id}: {exc}"
-            continue
-        record(case, request, response)
-        outcome.recorded += 1
-        if completion.usage is not None:
-            outcome.usage = outcome.usage + completion.usage
+    try:
+        for line in service.results(batch_id):
+            address = lines.get(line.custom_id)
+            if address is None or line.custom_id in seen:
+                continue  # not a line of this journal, or said twice
+            seen.add(line.custom_id)
+            _take(view, batch_id, line, address)
+    except MalformedResults as exc:
+        where = journal.quarantine(str(exc))
+        for cid in lines:
+            if cid in view.asked and cid not in seen:
+                case = view.asked[cid][0]
+                outcome.errors[case.id] = (
+                    f"batch {batch_id}: results unreadable ({exc}); quarantined as {where} "
+                    "(never polled again); re-run to ask these prompts again"
+                )
+        return
     why = state.problem or f"no result for this line (batch status {state.status})"
-    for cid in entry["custom_ids"]:
-        if cid in by_id and cid not in seen:
-            outcome.errors[by_id[cid].id] = f"batch {batch_id}: {why}"
+    for cid in lines:
+        if cid in view.asked and cid not in seen:
+            outcome.errors[view.asked[cid][0].id] = f"batch {batch_id}: {why}"
+    journal.finish()
+
+
+def _take(view: _View, batch_id: str, line: LineResult, address: dict[str, Any]) -> None:
+    """Record one result line, or note why it has no reply (for a line this run asked)."""
+    case, request, asked = view.target(line.custom_id, address)
+    outcome = view.outcome
+    if line.body is None:
+        if asked:
+            outcome.errors[case.id] = f"batch {batch_id}: {line.error}"
+        return
+    response = httpx.Response(
+        200, headers={"content-type": "application/json"}, content=line.body, request=request
+    )
+    try:
+        completion: Completion = view.provider.parse_response(response)
+    except ProviderError as exc:
+        if asked:
+            outcome.errors[case.id] = f"batch {batch_id}: {exc}"
+        return
+    view.record(case, request, response)
+    outcome.recorded += 1
+    if completion.usage is not None:
+        outcome.usage = outcome.usage + completion.usage
 
 
 def cassette_recorder(store: CassetteStore, test_id: str) -> Record:
@@ -308,8 +373,14 @@ def cassette_recorder(store: CassetteStore, test_id: str) -> Record:
 
     def record(case: CaseLike, request: httpx.Request, response: httpx.Response) -> None:
         body = response.content
+        owner = str(getattr(case, "test_id", "") or test_id)
+        url, repeat = str(request.url), case.repeat
+        if store.lookup(
+            owner, case.entity_id, request.method, url, request.content, repeat, case_id=case.id
+        ):
+            return  # recorded already (by a run killed while it took the results in)
         store.record(
-            test_id,
+            owner,
             case.entity_id,
             RecordedRequest(
                 method=request.method,

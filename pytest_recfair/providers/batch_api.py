@@ -24,15 +24,23 @@ __all__ = [
     "BatchService",
     "BatchState",
     "LineResult",
+    "MalformedResults",
     "OpenAIBatches",
     "Submission",
 ]
 
 OPENAI_ENDPOINT: Final = "/v1/chat/completions"
+METADATA_KEY: Final = "recfair_key"  # the journal's content key, in an OpenAI batch's metadata
 _RETRYABLE = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 _TRIES = 5
+_CLOCK_SLACK = 120.0  # seconds between our clock and the service's
 # headers of a synchronous request that describe its body, not the caller
 _BODY_HEADERS = frozenset({"content-type", "content-length", "accept"})
+
+
+class MalformedResults(ProviderError):
+    """A batch's results file is not JSONL of result objects (HTML, truncated ...):
+    re-polling cannot mend it, so the batch is set aside."""
 
 
 @dataclass(frozen=True)
@@ -67,7 +75,8 @@ class BatchService(Protocol):
 
     def line(self, work: Submission) -> dict[str, Any]: ...
     def upload(self, jsonl: Path) -> str: ...
-    def create(self, file_id: str, work: Sequence[Submission]) -> str: ...
+    def create(self, file_id: str, work: Sequence[Submission], key: str) -> str: ...
+    def find(self, key: str, total: int, since: float, claimed: set[str]) -> str | None: ...
     def state(self, batch_id: str) -> BatchState: ...
     def results(self, batch_id: str) -> Iterator[LineResult]: ...
 
@@ -176,13 +185,23 @@ class OpenAIBatches:
             )
         return str(data["id"])
 
-    def create(self, file_id: str, work: Sequence[Submission]) -> str:
+    def create(self, file_id: str, work: Sequence[Submission], key: str) -> str:
         payload = {
             "input_file_id": file_id,
             "endpoint": OPENAI_ENDPOINT,
             "completion_window": "24h",
+            "metadata": {METADATA_KEY: key},  # found again by find() after a kill
         }
         return str(self.http.json("POST", f"{self.base}/batches", json=payload)["id"])
+
+    def find(self, key: str, total: int, since: float, claimed: set[str]) -> str | None:
+        """The recent batch created with ``key`` in its metadata, if any."""
+        data = self.http.json("GET", f"{self.base}/batches", params={"limit": 100})
+        for item in data.get("data") or []:
+            meta = item.get("metadata") if isinstance(item, dict) else None
+            if isinstance(meta, dict) and meta.get(METADATA_KEY) == key:
+                return str(item.get("id"))
+        return None
 
     def state(self, batch_id: str) -> BatchState:
         data = self.http.json("GET", f"{self.base}/batches/{batch_id}")
@@ -203,12 +222,13 @@ class OpenAIBatches:
         for key in ("output_file_id", "error_file_id"):
             if data.get(key):
                 for raw in self.http.lines(f"{self.base}/files/{data[key]}/content"):
-                    yield _openai_result(json.loads(raw))
+                    yield _openai_result(_result_object(raw, batch_id))
 
 
 def _openai_result(item: dict[str, Any]) -> LineResult:
     custom_id = str(item.get("custom_id"))
-    response = item.get("response") or {}
+    response = item.get("response")
+    response = response if isinstance(response, dict) else {}
     status = response.get("status_code")
     if item.get("error") or status != 200:
         err = item.get("error") or (response.get("body") or {}).get("error") or {}
@@ -236,9 +256,24 @@ class AnthropicBatches:
     def upload(self, jsonl: Path) -> str:
         return ""  # the requests travel in the create call itself
 
-    def create(self, file_id: str, work: Sequence[Submission]) -> str:
+    def create(self, file_id: str, work: Sequence[Submission], key: str) -> str:
         payload = {"requests": [self.line(w) for w in work]}
         return str(self.http.json("POST", f"{self.base}/v1/messages/batches", json=payload)["id"])
+
+    def find(self, key: str, total: int, since: float, claimed: set[str]) -> str | None:
+        """A recent batch no journal names, created after the journal was planned, with
+        as many requests: Message Batches keep no metadata, so this is the best match
+        the list allows (its results are then matched by custom id)."""
+        url = f"{self.base}/v1/messages/batches"
+        data = self.http.json("GET", url, params={"limit": 100})
+        for item in data.get("data") or []:
+            if not isinstance(item, dict) or str(item.get("id")) in claimed:
+                continue
+            counts = item.get("request_counts") or {}
+            size = sum(int(v or 0) for v in counts.values()) if isinstance(counts, dict) else -1
+            if size == total and _epoch(item.get("created_at")) >= since - _CLOCK_SLACK:
+                return str(item.get("id"))
+        return None
 
     def state(self, batch_id: str) -> BatchState:
         data = self.http.json("GET", f"{self.base}/v1/messages/batches/{batch_id}")
@@ -255,12 +290,41 @@ class AnthropicBatches:
         if not url:
             return
         for raw in self.http.lines(str(url)):
-            yield _anthropic_result(json.loads(raw))
+            yield _anthropic_result(_result_object(raw, batch_id))
+
+
+def _epoch(stamp: object) -> float:
+    """An RFC 3339 time as epoch seconds (0 when it is not one)."""
+    from datetime import datetime
+
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _result_object(raw: str, batch_id: str) -> dict[str, Any]:
+    """One results line as an object, or MalformedResults saying what it is instead."""
+    try:
+        item = json.loads(raw)
+    except ValueError as exc:
+        head = " ".join(raw.split())[:60]
+        raise MalformedResults(
+            f"batch {batch_id}: a results line is not JSON ({exc.__class__.__name__}: "
+            f"{str(exc)[:80]}; starts {head!r})"
+        ) from None
+    if not isinstance(item, dict):
+        raise MalformedResults(
+            f"batch {batch_id}: a results line is a JSON {type(item).__name__}, "
+            "expected an object with custom_id"
+        )
+    return item
 
 
 def _anthropic_result(item: dict[str, Any]) -> LineResult:
     custom_id = str(item.get("custom_id"))
-    result = item.get("result") or {}
+    result = item.get("result")
+    result = result if isinstance(result, dict) else {}
     kind = result.get("type")
     if kind == "succeeded":
         body = json.dumps(result.get("message"), ensure_ascii=False).encode("utf-8")

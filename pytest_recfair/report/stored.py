@@ -106,6 +106,8 @@ def parse_run(text: str, path: Path) -> StoredRun:
         raise DataError(
             f"{path} is not JSON ({exc.msg} at line {exc.lineno} column {exc.colno}); {_HINT}."
         ) from None
+    except RecursionError:  # thousands of nested brackets: no report is shaped so
+        raise DataError(f"{path} is JSON nested too deeply to be a run report; {_HINT}.") from None
     env = _envelope(doc, path)
     results = tuple(_result(r, path, f"results[{i}]") for i, r in enumerate(env["results"]))
     base = {

@@ -85,6 +85,8 @@ class _Batch:
     results: list[dict[str, Any]] | None = None  # finished lines, in input order
     output_file_id: str | None = None
     error_file_id: str | None = None
+    metadata: dict[str, str] | None = None
+    wall: float = field(default_factory=time.time)  # Anthropic's times are the real ones
 
 
 def _json(status: int, payload: object) -> Reply:
@@ -204,6 +206,10 @@ class BatchEngine:
 
     def _openai(self, method: str, rest: list[str], body: bytes) -> Reply:
         if not rest:
+            if method == "GET":  # the list, newest first (the client looks its key up)
+                batches = [b for b in reversed(self.batches.values()) if b.kind == "openai"]
+                data = [self._openai_object(b) for b in batches[:100]]
+                return _json(200, {"object": "list", "data": data, "has_more": False})
             if method != "POST":
                 return _openai_error(405, f"{method} /v1/batches is not supported here; use POST.")
             return self._create_openai(body)
@@ -224,6 +230,9 @@ class BatchEngine:
             file_id = str(request["input_file_id"])
             endpoint = str(request["endpoint"])
             window = request.get("completion_window", "24h")
+            metadata = request.get("metadata")
+            if metadata is not None and not isinstance(metadata, dict):
+                raise TypeError("metadata")
         except (ValueError, KeyError, TypeError):
             return _openai_error(
                 400, "Expected JSON with input_file_id, endpoint, completion_window."
@@ -239,6 +248,7 @@ class BatchEngine:
         lines, errors = _parse_openai_lines(self.files[file_id][2], endpoint)
         batch = self._new_batch("openai", lines, endpoint=endpoint, input_file_id=file_id)
         batch.errors = errors
+        batch.metadata = {str(k): str(v) for k, v in (metadata or {}).items()} or None
         return _json(200, self._openai_object(batch))
 
     def _new_batch(
@@ -296,7 +306,7 @@ class BatchEngine:
             "cancelling_at": t0 if phase == "cancelled" else None,
             "cancelled_at": t0 if phase == "cancelled" else None,
             "request_counts": {"total": total, "completed": 0, "failed": 0},
-            "metadata": None,
+            "metadata": batch.metadata,
         }
         if phase == "in_progress" and self.options.delay_s:
             share = (self.clock() - batch.created) / self.options.delay_s
@@ -316,14 +326,18 @@ class BatchEngine:
     def _anthropic(
         self, method: str, rest: list[str], headers: dict[str, str], body: bytes
     ) -> Reply:
+        origin = f"http://{headers.get('host', 'localhost')}"
         if not rest:
+            if method == "GET":  # the list, newest first
+                found = [b for b in reversed(self.batches.values()) if b.kind == "anthropic"]
+                data = [self._anthropic_object(b, origin) for b in found[:100]]
+                return _json(200, {"data": data, "has_more": False})
             if method != "POST":
                 return _anthropic_error(405, f"{method} is not supported here; use POST.")
             return self._create_anthropic(body)
         batch = self.batches.get(rest[0])
         if batch is None or batch.kind != "anthropic":
             return _anthropic_error(404, f"No message batch {rest[0]!r}.", "not_found_error")
-        origin = f"http://{headers.get('host', 'localhost')}"
         if rest[1:] == ["cancel"] and method == "POST":
             if self._phase(batch) in ("validating", "in_progress"):
                 batch.cancelled = True
@@ -363,7 +377,7 @@ class BatchEngine:
             counts["processing"] = 0
             for r in batch.results or []:
                 counts[r["outcome"]] += 1
-        t0 = batch.created_at
+        t0 = batch.wall  # a client looks a lost batch up by its creation time
         return {
             "id": batch.id,
             "type": "message_batch",

@@ -18,6 +18,7 @@ from pytest_recfair import prompts
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers import from_config
 from pytest_recfair.providers.batch import custom_id, run_batch
+from pytest_recfair.providers.batchjournal import content_key
 from pytest_recfair.sim import SimulatedRecommender
 from pytest_recfair.sim.batch import BatchOptions
 from pytest_recfair.sim.server import SimServer
@@ -62,7 +63,7 @@ def test_batch_replies_are_the_synchronous_replies(kind: str, tmp_path: Path) ->
         outcome = run_batch(
             provider,
             todo,
-            journal=tmp_path / "journal.json",
+            journals=tmp_path / "journals",
             record=rec,
             poll_interval=0.05,
             progress=lines.append,
@@ -80,26 +81,27 @@ def test_batch_replies_are_the_synchronous_replies(kind: str, tmp_path: Path) ->
         assert outcome.usage.prompt_tokens > 0
     assert any("in_progress" in line or "validating" in line for line in lines)
     assert lines[-1].split(": ", 1)[1].startswith(("completed", "ended"))
-    assert not (tmp_path / "journal.json").exists(), "the journal is removed when done"
+    assert not list((tmp_path / "journals").iterdir()), "the journal is removed when done"
 
 
 def test_an_interrupted_run_resumes_polling(tmp_path: Path) -> None:
     todo = cases(2)
-    journal = tmp_path / "journal.json"
+    journals = tmp_path / "journals"
     with SimServer(SimulatedRecommender(seed=2), batch=BatchOptions(delay_s=1.5)) as srv:
         provider = from_config("openai", model="recfair-sim-1", base_url=srv.base_url)
         first = Recorder()
         with pytest.raises(ProviderError, match="re-run the same command later") as info:
             run_batch(
-                provider, todo, journal=journal, record=first, poll_interval=0.05, max_wait=0.2
+                provider, todo, journals=journals, record=first, poll_interval=0.05, max_wait=0.2
             )
-        assert str(journal) in str(info.value)
+        assert str(journals) in str(info.value)
         assert "\n" not in str(info.value)
+        (journal,) = journals.glob("*.json")
         kept = json.loads(journal.read_text())
         assert [e["state"] for e in kept["batches"]] == ["submitted"]
         assert not first.pairs
         second = Recorder()
-        outcome = run_batch(provider, todo, journal=journal, record=second, poll_interval=0.1)
+        outcome = run_batch(provider, todo, journals=journals, record=second, poll_interval=0.1)
         assert outcome.submitted == 0, "resumed: nothing submitted again"
         assert srv.batches.created == 1
         assert outcome.batches == [kept["batches"][0]["batch_id"]]
@@ -111,7 +113,7 @@ def test_an_interrupted_run_resumes_polling(tmp_path: Path) -> None:
 def test_resume_after_upload_before_create(tmp_path: Path) -> None:
     """Killed between the upload and the batch creation: the uploaded file is used."""
     todo = cases(1)
-    journal = tmp_path / "journal.json"
+    journal = tmp_path / "journals"
     with SimServer(SimulatedRecommender(seed=3)) as srv:
         provider = from_config("openai", model="recfair-sim-1", base_url=srv.base_url)
         ids = [custom_id(c.id, provider.build_request(c.system, c.prompt).content) for c in todo]
@@ -134,10 +136,32 @@ def test_resume_after_upload_before_create(tmp_path: Path) -> None:
                 data={"purpose": "batch"},
             ).json()
         owner = {"provider": "openai", "model": "recfair-sim-1", "base_url": srv.base_url}
-        entry = {"kind": "openai", "custom_ids": ids, "state": "uploaded", "file_id": up["id"]}
-        journal.write_text(json.dumps({"version": 1, "owner": owner, "batches": [entry]}))
+        key = content_key(owner, ids)
+        addresses = {
+            cid: {
+                "test": "t",
+                "entity": c.entity_id,
+                "repeat": c.repeat,
+                "case": c.id,
+                "body": provider.build_request(c.system, c.prompt).content.decode(),
+            }
+            for cid, c in zip(ids, todo, strict=True)
+        }
+        entry = {
+            "key": key,
+            "kind": "openai",
+            "custom_ids": ids,
+            "lines": addresses,
+            "planned_at": 0,
+            "state": "uploaded",
+            "file_id": up["id"],
+        }
+        journal.mkdir()
+        (journal / f"{key}.json").write_text(
+            json.dumps({"version": 2, "owner": owner, "batches": [entry]})
+        )
         rec = Recorder()
-        outcome = run_batch(provider, todo, journal=journal, record=rec, poll_interval=0.05)
+        outcome = run_batch(provider, todo, journals=journal, record=rec, poll_interval=0.05)
         assert outcome.submitted == 0
         assert srv.batches.created == 1
         assert len(srv.batches.files) == 2, "no second upload (input + output file)"
@@ -149,21 +173,21 @@ def test_expired_lines_are_errors_not_recordings(tmp_path: Path) -> None:
     with SimServer(SimulatedRecommender(), batch=BatchOptions(expire_rate=0.3, seed=4)) as srv:
         provider = from_config("openai", model="recfair-sim-1", base_url=srv.base_url)
         rec = Recorder()
-        outcome = run_batch(
-            provider, todo, journal=tmp_path / "j.json", record=rec, poll_interval=0.01
-        )
+        outcome = run_batch(provider, todo, journals=tmp_path / "j", record=rec, poll_interval=0.01)
     assert outcome.errors
     assert all("batch_expired" in e for e in outcome.errors.values())
     assert set(outcome.errors).isdisjoint(rec.pairs)
     assert len(outcome.errors) + len(rec.pairs) == len(todo)
 
 
-def test_unsupported_provider_and_foreign_journal(tmp_path: Path) -> None:
+def test_unsupported_provider_and_malformed_journal(tmp_path: Path) -> None:
     gemini = from_config("gemini", model="gemini-2.5-flash", base_url="http://127.0.0.1:9")
     with pytest.raises(ConfigError, match="has no batch API here; use one of openai, anthropic"):
-        run_batch(gemini, cases(1), journal=tmp_path / "j.json", record=Recorder())
-    journal = tmp_path / "other.json"
+        run_batch(gemini, cases(1), journals=tmp_path / "j", record=Recorder())
+    (tmp_path / "j").mkdir()
+    journal = tmp_path / "j" / "rfother.json"
     journal.write_text(json.dumps({"version": 1, "owner": {"model": "x"}, "batches": []}))
     openai = from_config("openai", model="m", base_url="http://127.0.0.1:9/v1")
-    with pytest.raises(ProviderError, match="belongs to"):
-        run_batch(openai, cases(1), journal=journal, record=Recorder())
+    with pytest.raises(ProviderError, match=r"rfother\.json is malformed") as info:
+        run_batch(openai, cases(1), journals=tmp_path / "j", record=Recorder())
+    assert "\n" not in str(info.value)

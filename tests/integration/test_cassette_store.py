@@ -208,3 +208,34 @@ def test_rewrite_keeps_every_test_of_the_run(
     assert sim.stats.requests == asked
     # the neutral prompts were asked by both tests (rewrite replays nothing): 2 replies each
     assert _interactions(pytester.path / "fixtures" / "cassettes") == 2 * 3 + 3 * (4 + 2)
+
+
+def test_prune_never_deletes_what_a_full_run_needs(
+    pytester: pytest.Pytester, sim: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 22: a run narrowed with --fairness-entities (or -repeats, -seed) asks less
+    than the recordings hold: it lists and refuses, naming why; the full run after it
+    replays everything offline. --fairness-prune-dry-run lists after a full run and keeps."""
+    _recorded(pytester, sim, monkeypatch)
+    cassettes = pytester.path / "fixtures" / "cassettes"
+    everything = _interactions(cassettes)
+    files = sorted(p.name for p in cassettes.rglob("*.json"))
+    narrowed = _run(pytester, "--fairness-entities=1", "--fairness-prune")
+    narrowed.stdout.fnmatch_lines(
+        ["*listed only, nothing deleted: not a full run (--fairness-entities given)*"]
+    )
+    assert sorted(p.name for p in cassettes.rglob("*.json")) == files
+    assert _interactions(cassettes) == everything
+    requests = sim.stats.requests
+    _run(pytester, "--fairness-record=none").assert_outcomes(passed=2)  # no CassetteMiss
+    assert sim.stats.requests == requests
+    gone = TESTS.split('@fairness(attr="gender")')[0]
+    pytester.makepyfile(test_fair=gone)
+    dry = _run(pytester, "--fairness-prune-dry-run")
+    dry.assert_outcomes(passed=1)
+    dry.stdout.fnmatch_lines(
+        ["*of * interactions unused*", "*listed only, nothing deleted (--fairness-prune-dry-run)*"]
+    )
+    assert _interactions(cassettes) == everything
+    _run(pytester, "--fairness-prune").stdout.fnmatch_lines(["*deleted*"])
+    assert _interactions(cassettes) < everything

@@ -192,3 +192,62 @@ def test_batch_records_what_a_candidate_position_audit_asks(
     assert all("You pick one film from the list." in body for body in bodies)
     replay = _run(pytester, "--fairness")
     replay.assert_outcomes(passed=1)
+
+
+def _kill_once_submitted(pytester: pytest.Pytester, *args: str) -> None:
+    cmd = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider", *args]
+    proc = subprocess.Popen(
+        cmd, cwd=pytester.path, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT
+    )
+    batches = pytester.path / "fixtures" / "cassettes" / ".batches"
+    deadline = time.monotonic() + 120
+    while not _submitted(batches) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+
+
+def test_a_smaller_run_after_an_interrupted_one_pays_nothing_twice(
+    pytester: pytest.Pytester, server: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 22: --fairness-entities=2 after an interrupted full batch run used to record
+    its 10 prompts, discard the other 20 answered lines and delete the journal."""
+    subprocess_env(monkeypatch)
+    server.batches.options = BatchOptions(delay_s=4.0)
+    _project(pytester, server, poll=0.2)
+    _kill_once_submitted(pytester, "--fairness", "--fairness-batch", "--fairness-update")
+    assert server.batches.created == 1
+    small = _run(pytester, "--fairness", "--fairness-batch", "--fairness-entities=2")
+    assert "Traceback" not in small.stdout.str()
+    assert server.batches.created == 1, "the interrupted batch was resumed, not paid again"
+    assert len(_bodies(pytester.path / "fixtures" / "cassettes")) == 6 * 5
+    full = _run(pytester, "--fairness", "--fairness-batch", "--fairness-update")
+    full.assert_outcomes(passed=1)
+    assert server.batches.created == 1, "every line was in the cassettes already"
+    assert server.stats.outcomes["ok"] == 0
+
+
+@pytest.mark.parametrize("round_", [1, 2])
+def test_two_batch_shards_at_once_share_nothing_they_both_pay_for(
+    round_: int, pytester: pytest.Pytester, server: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 22: two batch shards started together in one workspace used to take over
+    one journal (one per test id) and pay lines twice."""
+    subprocess_env(monkeypatch)
+    server.batches.options = BatchOptions(delay_s=0.5, seed=round_)
+    _project(pytester, server)
+    base = [sys.executable, "-m", "pytest", *plugin_args(), "-p", "no:cacheprovider"]
+    procs = [
+        subprocess.Popen(
+            [*base, "--fairness", "--fairness-batch", f"--fairness-shard={i}/2"],
+            cwd=pytester.path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+        )
+        for i in (1, 2)
+    ]
+    outs = [p.communicate(timeout=180)[0].decode() for p in procs]
+    assert all("Traceback" not in o for o in outs), outs
+    lines = [line.custom_id for b in server.batches.batches.values() for line in b.lines]
+    assert len(lines) == len(set(lines)) == 6 * 5, "every line paid once"
+    assert server.stats.outcomes["ok"] == 0

@@ -287,6 +287,12 @@ class Tally:
         layout = {name: a["values"] for name, a in d["attributes"].items()}
         tally = cls.start([str(e) for e in d["entities"]], layout, config)
         rows = np.asarray(d["rows"], dtype=np.int64)
+        bad = rows[(rows < 0) | (rows >= len(tally.entities))]
+        if bad.size:  # -1 would index from the end and pass for another entity
+            raise ValueError(
+                f"row index {int(bad[0])} is outside 0..{len(tally.entities) - 1} (the "
+                "entities' positions)"
+            )
         for name, a in d["attributes"].items():
             _attribute_from_dict(tally.attributes[name], a, rows)
         for m, values in d.get("noise", {}).items():
