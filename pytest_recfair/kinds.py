@@ -80,7 +80,8 @@ HIGHER_IS_FAIRER: Final[frozenset[GatedQuantity]] = frozenset({"pafs"})
 #: Why the gate failed: a crossed threshold; a threshold that could not be checked (not
 #: measured: entropy without repeats; undefined: NaN); a significant drift over baseline;
 #: a drift that could not be tested; a baseline that is incompatible, missing or unusable.
-#: "item_shift" / "position": a limit or drift of an item-side or candidate-position audit.
+#: "item_shift" / "position": a limit or drift of an item-side or candidate-position audit;
+#: "biased_rate": a limit or drift of a rate of biased answers (role-play audit).
 #: "test": the test body itself failed (an assertion on fairness_result), so the audit did.
 FailureKind = Literal[
     "threshold",
@@ -92,6 +93,7 @@ FailureKind = Literal[
     "baseline",
     "item_shift",
     "position",
+    "biased_rate",
     "test",
 ]
 FAILURE_KINDS: Final[tuple[FailureKind, ...]] = get_args(FailureKind)

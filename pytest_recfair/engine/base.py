@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pytest_recfair.gate import unanswered
@@ -70,12 +71,15 @@ class AuditInputs:
 
     ``catalogue``: item metadata (item-side audits); ``candidates``: entity id or name ->
     candidate titles (candidate-position audits); ``absent``: (attribute, value label,
-    entity id) cases a published run never answered, which are not asked.
+    entity id) cases a published run never answered, which are not asked; ``where``: the
+    directories a kind resolves its own relative file settings from (the test file's, then
+    the rootdir), as the plugin resolves seeds and catalogue files.
     """
 
     catalogue: Catalogue | None = None
     candidates: Mapping[str, Sequence[str]] | None = None
     absent: frozenset[tuple[str, str, str]] = frozenset()
+    where: tuple[Path, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -216,3 +220,14 @@ class AuditKind(Protocol):
     ) -> tuple[GateFailure, ...]:
         """Gate failures of this kind's own results (``result.extras``), beyond the
         list-overlap gate; ``baseline`` is None when there is none to compare with."""
+
+
+class OwnEntities(Protocol):
+    """Optional, for a kind whose entities are not the seed entities of a grid (role-play
+    questions): :func:`~pytest_recfair.engine.stream.entities_of` asks it for them, and
+    the grid's attributes are not checked (``attr`` then selects among its entities)."""
+
+    def entities(
+        self, settings: AuditSettings, seeds: Sequence[Entity], inputs: AuditInputs
+    ) -> list[Entity]:
+        """The entities the audit asks about (before any ``entities=N`` subsample)."""

@@ -119,6 +119,7 @@ def inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> AuditIn
         if found_candidates is None
         else read.read_candidates(found_candidates, "candidates"),
         absent=absent,
+        where=(request.path.parent, request.config.rootpath),
     )
 
 

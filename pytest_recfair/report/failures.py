@@ -94,7 +94,7 @@ def failure_text(f: GateFailure, result: AuditResult | None = None) -> str:
 
 def failure_label(f: GateFailure) -> str:
     """ "religion snsr", or "baseline" for a failure of the whole audit."""
-    other = f.kind if f.kind in ("item_shift", "position") else "baseline"
+    other = f.kind if f.kind in ("item_shift", "position", "biased_rate") else "baseline"
     return " ".join(x for x in (f.attribute, f.statistic or other) if x)
 
 
@@ -127,7 +127,7 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult) -> list[str]
         fav = favoured_text(a) if a.values else ""
     change = f"{before_txt} -> {now_txt}" if before_txt else now_txt
     attribute = clip(f.attribute or "(all)", 24)
-    if f.kind in ("item_shift", "position"):  # other kinds of audit say the rest in detail
+    if f.kind in ("item_shift", "position", "biased_rate"):  # other kinds: detail says the rest
         return [attribute, f.kind, _other_change(f), _other_bound(f), ""]
     return [attribute, f.statistic or "baseline", change, _bound(f), clip(fav, 40)]
 
