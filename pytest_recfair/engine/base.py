@@ -73,13 +73,15 @@ class AuditInputs:
     candidate titles (candidate-position audits); ``absent``: (attribute, value label,
     entity id) cases a published run never answered, which are not asked; ``where``: the
     directories a kind resolves its own relative file settings from (the test file's, then
-    the rootdir), as the plugin resolves seeds and catalogue files.
+    the rootdir), as the plugin resolves seeds and catalogue files; ``judge``: the second
+    model a kind asks about its replies (:class:`FollowUp`), None when none is configured.
     """
 
     catalogue: Catalogue | None = None
     candidates: Mapping[str, Sequence[str]] | None = None
     absent: frozenset[tuple[str, str, str]] = frozenset()
     where: tuple[Path, ...] = ()
+    judge: Any = None
 
 
 @dataclass(frozen=True)
@@ -231,3 +233,16 @@ class OwnEntities(Protocol):
         self, settings: AuditSettings, seeds: Sequence[Entity], inputs: AuditInputs
     ) -> list[Entity]:
         """The entities the audit asks about (before any ``entities=N`` subsample)."""
+
+
+class FollowUp(Protocol):
+    """Optional, for a kind whose replies a second model judges (role-play Why answers):
+    :func:`~pytest_recfair.engine.stream.follow_up` sends these cases to
+    ``inputs.judge`` through the same runner and cassettes, and the scorer gets the
+    chunk's cases and judge cases with both sets of replies. A judge call that fails is a
+    failed prompt, like any other."""
+
+    def follow_up(
+        self, settings: AuditSettings, cases: Sequence[Any], outcome: RunOutcome
+    ) -> list[Any]:
+        """The judge cases for the replies of ``cases`` (ids unique)."""

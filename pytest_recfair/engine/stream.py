@@ -91,7 +91,7 @@ def stream(request: AuditRequest, kind: AuditKind) -> Streamed:
     for start in range(0, len(selected), size):
         chunk = selected[start : start + size]
         cases = asked_cases(s, kind.build_cases(s, grid, chunk, attributes, inputs), inputs)
-        outcome = send(request, cases)
+        cases, outcome = follow_up(request, kind, cases, send(request, cases))
         out.scorer.add(cases, outcome)
         out.sent.add(cases, outcome)
         if request.cassettes is not None:
@@ -116,6 +116,30 @@ def send(request: AuditRequest, cases: Sequence[Any]) -> providers.RunOutcome:
     if known:
         outcome = dataclasses.replace(outcome, errors={**outcome.errors, **known})
     return outcome
+
+
+def follow_up(
+    request: AuditRequest, kind: AuditKind, cases: list[Any], outcome: providers.RunOutcome
+) -> tuple[list[Any], providers.RunOutcome]:
+    """The chunk's cases and replies, with those of the judge calls a kind asks of
+    ``inputs.judge`` (:class:`~.base.FollowUp`); unchanged without a judge."""
+    ask = getattr(kind, "follow_up", None)
+    judge = request.inputs.judge
+    more = [] if ask is None or judge is None else ask(request.settings, cases, outcome)
+    if not more:
+        return cases, outcome
+    got = send(dataclasses.replace(request, recommender=judge), more)
+    costs = [c for c in (outcome.cost, got.cost) if c is not None]
+    joined = dataclasses.replace(
+        outcome,
+        completions={**outcome.completions, **got.completions},
+        errors={**outcome.errors, **got.errors},
+        usage=outcome.usage + got.usage,
+        cost=sum(costs) if costs else None,
+        requests=outcome.requests + got.requests,
+        retries=outcome.retries + got.retries,
+    )
+    return [*cases, *more], joined
 
 
 def all_cases(kind: AuditKind, request: AuditRequest) -> list[Any]:

@@ -10,11 +10,15 @@ the round as the repeat index and the case id, so each round replays its own ans
 Answers are read by :mod:`pytest_recfair.metrics.roleplay` (``oracle=`` ``parsed`` or the
 paper's ``biaslens`` rules); a failed request is a failed round, never a verdict.
 
-Why questions need an LLM judge; no judge is wired yet, so they are not asked and the
-report says how many were left out. Gated by ``max_biased`` (an attribute x type cell's
-rate) and by :func:`~pytest_recfair.metrics.roleplay_gate.drift_test` against the
-baseline (exact McNemar paired by question, ``tolerance`` as the margin, Holm over
-attribute x type and each attribute's undetermined share).
+Why questions need an LLM judge (``inputs.judge``: the ``recfair_judge`` fixture or the
+``recfair_judge_*`` ini keys): each answered Why round is judged ``JUDGE_REPEATS`` times
+through the same runner and cassettes (repeat index ``round * 3 + j``), and the judges'
+majority decides; a failed judge call is a failed prompt, never a verdict. Without a judge
+Why questions are not asked and the report says how many were left out. Gated by
+``max_biased`` (an attribute x type cell's rate) and by
+:func:`~pytest_recfair.metrics.roleplay_gate.drift_test` against the baseline (exact
+McNemar paired by question, ``tolerance`` as the margin, Holm over attribute x type and
+each attribute's undetermined share).
 """
 
 from __future__ import annotations
@@ -39,13 +43,23 @@ from pytest_recfair.metrics.roleplay import (
 )
 from pytest_recfair.metrics.roleplay_gate import check_limits, drift_test, role_effect
 from pytest_recfair.prompts import Entity, Grid
-from pytest_recfair.prompts.roles import ATTRIBUTES, QType, RoleQuestion, RoleSet, load_roles
+from pytest_recfair.prompts.roles import (
+    ATTRIBUTES,
+    JUDGE_REPEATS,
+    QType,
+    RoleQuestion,
+    RoleSet,
+    judge_case_id,
+    judge_messages,
+    load_roles,
+)
 from pytest_recfair.prompts.roles import build_role_cases as role_cases
 from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
     from pytest_recfair.engine.sharding import ShardResult
+    from pytest_recfair.providers import RunOutcome
 
 __all__ = ["ROLEPLAY", "RoleplayAudit", "RoleplayCase", "rounds_of"]
 
@@ -77,6 +91,22 @@ class RoleplayCase:
     question: str
 
 
+@dataclass(frozen=True, slots=True)
+class JudgeCase:
+    """Judge call ``j`` about the answer of round ``judged`` (a Why question): sent to the
+    judge model, kept in the question's cassette under repeat ``round * 3 + j``."""
+
+    id: str
+    system: str
+    prompt: str
+    entity: str
+    entity_id: str
+    attribute: str
+    value: str
+    repeat: int
+    judged: str
+
+
 def rounds_of(settings: AuditSettings) -> int:
     return settings.repeats if settings.repeats > 1 else ROUNDS
 
@@ -100,18 +130,18 @@ def question_set(settings: AuditSettings, inputs: AuditInputs) -> RoleSet:
     return _load(str(path), stamp)
 
 
-def _asked(settings: AuditSettings, questions: RoleSet) -> list[RoleQuestion]:
-    """The questions this audit asks: of ``attr``; Why questions wait for a judge."""
+def _asked(settings: AuditSettings, questions: RoleSet, judged: bool) -> list[RoleQuestion]:
+    """The questions this audit asks: of ``attr``; Why questions only with a judge."""
     if settings.attr is not None and settings.attr not in ATTRIBUTES:
         raise ConfigError(
             f"@fairness(attr={settings.attr!r}) is not a role-play attribute; expected one "
             f"of {', '.join(ATTRIBUTES)} (or no attr: every attribute of the set)"
         )
     mine = [q for q in questions if settings.attr in (None, q.attribute)]
-    asked = [q for q in mine if q.qtype != "why"]
+    asked = [q for q in mine if judged or q.qtype != "why"]
     if not asked:
         raise DataError(
-            f"{questions.name}: no Yes/No or Choice question about "
+            f"{questions.name}: no question to ask without a judge about "
             f"{settings.attr or 'any attribute'}; add some, or pick another attr"
         )
     return asked
@@ -130,7 +160,7 @@ class RoleplayAudit:
         self, settings: AuditSettings, seeds: Sequence[Entity], inputs: AuditInputs
     ) -> list[Entity]:
         """The questions, as entities: chunks, shards and ``entities=N`` take questions."""
-        asked = _asked(settings, question_set(settings, inputs))
+        asked = _asked(settings, question_set(settings, inputs), inputs.judge is not None)
         return [Entity(q.id, f"{q.role}: {q.question}", settings.domain) for q in asked]
 
     def build_cases(
@@ -152,6 +182,25 @@ class RoleplayAudit:
                         c.id, c.system, c.user, c.role, c.question_id, c.attribute, c.role,
                         c.repeat, c.question_id, c.role, c.qtype, c.options, c.with_role,
                         c.question,
+                    )
+                )  # fmt: skip
+        return out
+
+    def follow_up(
+        self, settings: AuditSettings, cases: Sequence[Any], outcome: RunOutcome
+    ) -> list[JudgeCase]:
+        """Three judge calls for every answered Why round."""
+        out = []
+        for c in cases:
+            reply = outcome.completions.get(c.id)
+            if not isinstance(c, RoleplayCase) or c.qtype != "why" or reply is None:
+                continue
+            system, user = (m["content"] for m in judge_messages(c.question, reply.text))
+            for j in range(JUDGE_REPEATS):
+                out.append(
+                    JudgeCase(
+                        judge_case_id(c.id, j), system, user, c.entity, c.entity_id,
+                        c.attribute, c.value, c.repeat * JUDGE_REPEATS + j, c.id,
                     )
                 )  # fmt: skip
         return out
@@ -197,14 +246,19 @@ class RoleplayAudit:
 def _score(
     settings: AuditSettings,
     inputs: AuditInputs,
-    cases: Sequence[RoleplayCase],
+    asked: Sequence[RoleplayCase | JudgeCase],
     completions: Mapping[str, Any],
 ) -> Scored:
+    cases = [c for c in asked if isinstance(c, RoleplayCase)]
     answers = {c.id: completions[c.id].text for c in cases if c.id in completions}
+    judges: dict[str, list[str | None]] = {}
+    for j in asked:
+        if isinstance(j, JudgeCase):
+            reply = completions.get(j.id)
+            judges.setdefault(j.judged, []).append(None if reply is None else reply.text)
     variant = cast(RoleplayVariant, settings.oracle)
-    result = _failed_is_no_verdict(
-        collect(cases, answers, variant=variant, repeats=rounds_of(settings)), cases, answers
-    )
+    scored = collect(cases, answers, judges, variant=variant, repeats=rounds_of(settings))
+    result = _failed_is_no_verdict(scored, cases, answers)
     questions = question_set(settings, inputs)
     mine = [q for q in questions if settings.attr in (None, q.attribute)]
     cells = [
@@ -218,7 +272,7 @@ def _score(
         "oracle": settings.oracle,
         "rounds": rounds_of(settings),
         "asked": len({c.question_id for c in cases}),
-        "why_not_asked": sum(q.qtype == "why" for q in mine),
+        "why_not_asked": 0 if inputs.judge is not None else sum(q.qtype == "why" for q in mine),
         "cells": cells,
         "worst_roles": _worst_roles(result, cases, answers, settings.with_role),
         "effect": role_effect(result).to_dict() if settings.role_effect else None,
