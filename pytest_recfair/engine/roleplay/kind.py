@@ -251,11 +251,12 @@ def _score(
 ) -> Scored:
     cases = [c for c in asked if isinstance(c, RoleplayCase)]
     answers = {c.id: completions[c.id].text for c in cases if c.id in completions}
+    # by id, not by the judge cases: a shard merge rebuilds only the questions' cases
     judges: dict[str, list[str | None]] = {}
-    for j in asked:
-        if isinstance(j, JudgeCase):
-            reply = completions.get(j.id)
-            judges.setdefault(j.judged, []).append(None if reply is None else reply.text)
+    for c in cases:
+        if c.qtype == "why":
+            got = [completions.get(judge_case_id(c.id, j)) for j in range(JUDGE_REPEATS)]
+            judges[c.id] = [None if r is None else r.text for r in got]
     variant = cast(RoleplayVariant, settings.oracle)
     scored = collect(cases, answers, judges, variant=variant, repeats=rounds_of(settings))
     result = _failed_is_no_verdict(scored, cases, answers)
