@@ -176,8 +176,8 @@ def import_biaslens(
     source: str | Path, out: str | Path, *, model: str | None = None, without_role: bool = False
 ) -> BiasLensSummary:
     """Write the re-run of one model's published answers into the new folder ``out``."""
+    from pytest_recfair.engine import registry
     from pytest_recfair.engine.base import AuditInputs
-    from pytest_recfair.engine.roleplay.kind import ROLEPLAY
     from pytest_recfair.prompts import Entity, load_grid
     from pytest_recfair.settings import resolve
 
@@ -210,15 +210,16 @@ def import_biaslens(
         "recfair_cassette_dir = cassettes\nrecfair_baseline_dir = baselines\n"
         "recfair_report = reports/biaslens.json\n",
     )
-    settings = resolve(marker={"kind": "roleplay", "questions": str(out / "questions.json"),
-                               "oracle": "biaslens", "with_role": not without_role})  # fmt: skip
+    marker = {"kind": "roleplay", "questions": str(out / "questions.json"), "oracle": "biaslens"}
+    settings = resolve(marker={**marker, "with_role": not without_role})
     inputs = AuditInputs(judge=object())  # Why questions are asked: their judges are recorded
     entities = [Entity(q.id, q.question, settings.domain) for q in questions]
-    cases = ROLEPLAY.build_cases(settings, load_grid("faireval"), entities, None, inputs)
+    kind = registry.select(settings)  # by kind= in the settings: the role-play audit
+    cases = kind.build_cases(settings, load_grid("faireval"), entities, None, inputs)
     by_question = {q.id: rounds[(q.role, q.qtype, q.question)] for q in questions}
     texts = {c.id: by_question[c.question_id][c.repeat][0] for c in cases}
     outcome = _record(out / "cassettes", cases, texts, name)
-    judges = ROLEPLAY.follow_up(settings, cases, outcome)
+    judges = kind.follow_up(settings, cases, outcome)  # type: ignore[attr-defined]
     verdicts = {
         j.id: by_question[j.entity_id][j.repeat // JUDGE_REPEATS][1][j.repeat % JUDGE_REPEATS]
         for j in judges
