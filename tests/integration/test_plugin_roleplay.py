@@ -222,6 +222,14 @@ def test_a_bad_questions_file_is_one_line_and_sends_nothing(pytester: pytest.Pyt
     )
     pytester.makepyfile(test_audit=AUDIT.replace('attr="religion"', 'questions="bad.yaml"'))
     result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update")
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*bad.yaml*questions[[]0[]]: attribute: expected one of*"])
-    result.stdout.no_fnmatch_line("*asked*")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # at collection: nothing was sent
+    line = "ERROR: test_audit.py::test_roles: *bad.yaml*questions[[]0[]]: attribute: expected*"
+    result.stderr.fnmatch_lines([line])
+    assert "asked" not in result.stdout.str() + result.stderr.str()
+
+
+def test_an_attribute_outside_the_set_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    _setup(pytester, AUDIT.replace('attr="religion"', 'attr="planets"'))
+    result = pytester.runpytest(*plugin_args(), "--fairness")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*attr='planets'*is not a role-play attribute; expected one of*"])

@@ -156,6 +156,10 @@ class RoleplayAudit:
     def wants(self, settings: AuditSettings) -> bool:
         return settings.questions is not None
 
+    def check(self, settings: AuditSettings, where: tuple[Path, ...]) -> None:
+        """At collection: the question file loads and holds questions about ``attr``."""
+        _asked(settings, question_set(settings, AuditInputs(where=where)), True)
+
     def entities(
         self, settings: AuditSettings, seeds: Sequence[Entity], inputs: AuditInputs
     ) -> list[Entity]:
