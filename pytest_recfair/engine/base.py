@@ -32,7 +32,9 @@ __all__ = [
     "AuditInputs",
     "AuditKind",
     "AuditRequest",
+    "FollowUp",
     "Merged",
+    "OwnEntities",
     "Scored",
     "Scorer",
     "Sent",
@@ -227,7 +229,10 @@ class AuditKind(Protocol):
 class OwnEntities(Protocol):
     """Optional, for a kind whose entities are not the seed entities of a grid (role-play
     questions): :func:`~pytest_recfair.engine.stream.entities_of` asks it for them, and
-    the grid's attributes are not checked (``attr`` then selects among its entities)."""
+    the grid's attributes are not checked (``attr`` then selects among its entities). Such
+    a kind may also have ``check(settings, where)``, which the plugin calls at collection
+    (``where``: the test file's directory and the rootdir) so a bad input file is a usage
+    error before anything is sent."""
 
     def entities(
         self, settings: AuditSettings, seeds: Sequence[Entity], inputs: AuditInputs
