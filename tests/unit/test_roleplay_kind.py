@@ -100,3 +100,14 @@ def test_the_same_run_against_its_own_baseline_passes() -> None:
     first = engine.measure(_request())
     again = engine.run_audit(_request(tolerance=0.05), baseline=first)
     assert again.gate.passed, again.gate.failures
+
+
+def test_role_effect_asks_both_conditions_and_pairs_them_by_question() -> None:
+    result = engine.measure(_request(role_effect=True, entities=10))
+    data = result.extras["roleplay"]
+    assert {c["with_role"] for c in data["cells"]} == {True, False}
+    assert data["effect"]["total"]["n"] + sum(
+        c["undetermined"] for c in data["cells"] if not c["with_role"]
+    ) >= 10 - sum(c["undetermined"] for c in data["cells"] if c["with_role"])
+    assert "role effect over" in "\n".join(report.terminal_summary([result]))
+    assert any(".norole.biased_rate" in k for k, _ in junit.properties(result))
