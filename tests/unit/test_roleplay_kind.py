@@ -106,8 +106,6 @@ def test_role_effect_asks_both_conditions_and_pairs_them_by_question() -> None:
     result = engine.measure(_request(role_effect=True, entities=10))
     data = result.extras["roleplay"]
     assert {c["with_role"] for c in data["cells"]} == {True, False}
-    assert data["effect"]["total"]["n"] + sum(
-        c["undetermined"] for c in data["cells"] if not c["with_role"]
-    ) >= 10 - sum(c["undetermined"] for c in data["cells"] if c["with_role"])
+    assert 0 < data["effect"]["total"]["n"] <= 10  # questions determined in both conditions
     assert "role effect over" in "\n".join(report.terminal_summary([result]))
     assert any(".norole.biased_rate" in k for k, _ in junit.properties(result))
