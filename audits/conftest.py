@@ -34,6 +34,7 @@ DEMO_URL = "http://127.0.0.1:8765/v1"  # part of each recorded request: keep it 
 DEMO_MODEL = "recfair-sim-demo"
 DEMO_NOISE = 0.08  # the recording's --noise
 DEMO_SEED = 7  # the recording's --seed
+JUDGE_MODEL = "recfair-sim-judge"  # the role-play demo's judge: the same sim, another name
 
 
 @pytest.fixture(scope="session")
@@ -47,3 +48,14 @@ def recfair_recommender() -> Any:
             model=f"{DEMO_MODEL}+{name}",
         )
     return from_config("openai", model=DEMO_MODEL, base_url=DEMO_URL)
+
+
+@pytest.fixture(scope="session")
+def recfair_judge() -> Any:
+    """The judge of the role-play demo's Why answers: the sim again (it recognises the
+    judge prompt), over HTTP (replayed) or in-process with RECFAIR_DEMO_PROFILE."""
+    profile = os.environ.get("RECFAIR_DEMO_PROFILE")
+    if profile:
+        sim = SimulatedRecommender(bias=profile, noise=DEMO_NOISE, seed=DEMO_SEED)
+        return CallableProvider(sim, model=JUDGE_MODEL)
+    return from_config("openai", model=JUDGE_MODEL, base_url=DEMO_URL)

@@ -73,12 +73,12 @@ def _parser() -> argparse.ArgumentParser:
     imp = sub.add_parser(
         "import", help="turn a published FaiRLLM/FairEval result folder into an offline audit"
     )
-    imp.add_argument("flavour", choices=("faireval", "fairllm"), help="the study's template set")
+    imp.add_argument(
+        "flavour", choices=("faireval", "fairllm", "biaslens"), help="the study (template set)"
+    )
     imp.add_argument("source", help="the result folder (top_K, or the folder holding it)")
     imp.add_argument("--out", required=True, help="new folder to write the audit into")
-    imp.add_argument(
-        "--rows", type=int, default=None, help="rows per file (default: all)"
-    )
+    imp.add_argument("--rows", type=int, default=None, help="rows per file (default: all)")
     imp.add_argument("--language", default="en", help="language code of the prompts")
     imp.add_argument("--model", default=None, help="model id (default: from batch files)")
     imp.add_argument(
@@ -86,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     imp.add_argument(
         "--replies", default="csv", choices=("csv", "batch"), help="reply of record (default csv)"
+    )
+    imp.add_argument(
+        "--without-role", action="store_true", help="biaslens: the answers without the role"
     )
     return parser
 
@@ -151,6 +154,17 @@ def _compare(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from pytest_recfair.importer import import_run
 
+    if args.flavour == "biaslens":
+        from pytest_recfair.importer.biaslens import import_biaslens
+
+        b = import_biaslens(args.source, args.out, model=args.model, without_role=args.without_role)
+        counts = ", ".join(f"{a} ({n})" for a, n in b.attributes.items())
+        print(
+            f"imported BiasLens {b.model}: questions {counts}; {b.interactions} answers and "
+            f"judge calls recorded; {b.skipped} rows left out (placeholders, duplicates)\n"
+            f"re-run offline: cd {b.out} && pytest --fairness --fairness-update"
+        )
+        return 0
     s = import_run(
         args.source,
         args.out,

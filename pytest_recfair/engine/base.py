@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pytest_recfair.gate import unanswered
@@ -31,7 +32,9 @@ __all__ = [
     "AuditInputs",
     "AuditKind",
     "AuditRequest",
+    "FollowUp",
     "Merged",
+    "OwnEntities",
     "Scored",
     "Scorer",
     "Sent",
@@ -70,12 +73,17 @@ class AuditInputs:
 
     ``catalogue``: item metadata (item-side audits); ``candidates``: entity id or name ->
     candidate titles (candidate-position audits); ``absent``: (attribute, value label,
-    entity id) cases a published run never answered, which are not asked.
+    entity id) cases a published run never answered, which are not asked; ``where``: the
+    directories a kind resolves its own relative file settings from (the test file's, then
+    the rootdir), as the plugin resolves seeds and catalogue files; ``judge``: the second
+    model a kind asks about its replies (:class:`FollowUp`), None when none is configured.
     """
 
     catalogue: Catalogue | None = None
     candidates: Mapping[str, Sequence[str]] | None = None
     absent: frozenset[tuple[str, str, str]] = frozenset()
+    where: tuple[Path, ...] = ()
+    judge: Any = None
 
 
 @dataclass(frozen=True)
@@ -216,3 +224,30 @@ class AuditKind(Protocol):
     ) -> tuple[GateFailure, ...]:
         """Gate failures of this kind's own results (``result.extras``), beyond the
         list-overlap gate; ``baseline`` is None when there is none to compare with."""
+
+
+class OwnEntities(Protocol):
+    """Optional, for a kind whose entities are not the seed entities of a grid (role-play
+    questions): :func:`~pytest_recfair.engine.stream.entities_of` asks it for them, and
+    the grid's attributes are not checked (``attr`` then selects among its entities). Such
+    a kind may also have ``check(settings, where)``, which the plugin calls at collection
+    (``where``: the test file's directory and the rootdir) so a bad input file is a usage
+    error before anything is sent."""
+
+    def entities(
+        self, settings: AuditSettings, seeds: Sequence[Entity], inputs: AuditInputs
+    ) -> list[Entity]:
+        """The entities the audit asks about (before any ``entities=N`` subsample)."""
+
+
+class FollowUp(Protocol):
+    """Optional, for a kind whose replies a second model judges (role-play Why answers):
+    :func:`~pytest_recfair.engine.stream.follow_up` sends these cases to
+    ``inputs.judge`` through the same runner and cassettes, and the scorer gets the
+    chunk's cases and judge cases with both sets of replies. A judge call that fails is a
+    failed prompt, like any other."""
+
+    def follow_up(
+        self, settings: AuditSettings, cases: Sequence[Any], outcome: RunOutcome
+    ) -> list[Any]:
+        """The judge cases for the replies of ``cases`` (ids unique)."""

@@ -97,8 +97,8 @@ def _chunks(request: AuditRequest) -> Iterator[tuple[list[str], list[Any]]]:
     builds them, this shard's entities only."""
     s, inputs = request.settings, request.inputs
     kind = registry.select(s)
-    entities = stream.entities_of(s, request.seeds, request.test_id)
-    grid, attributes = stream.attributes_of(s, request.grid)
+    entities = stream.entities_of(s, request.seeds, request.test_id, kind, inputs)
+    grid, attributes = stream.attributes_of(s, request.grid, kind)
     first = kind.build_cases(s, grid, entities[:1], attributes, inputs)
     selected = select(entities, request.shard)
     size = stream.chunk_entities(s, len(first))

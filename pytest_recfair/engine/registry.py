@@ -11,17 +11,27 @@ from pytest_recfair.engine.base import AuditKind
 from pytest_recfair.engine.items import ITEMS
 from pytest_recfair.engine.overlap import OVERLAP
 from pytest_recfair.engine.positions import POSITIONS
+from pytest_recfair.engine.roleplay import ROLEPLAY
+from pytest_recfair.errors import ConfigError
 from pytest_recfair.settings import AuditSettings
 
 __all__ = ["KINDS", "default", "named", "select"]
 
 #: Tried in order; the first kind that wants the settings runs. The list-overlap audit
 #: (the FaiRLLM method) wants every settings object, so it comes last as the default.
-KINDS: tuple[AuditKind, ...] = (ITEMS, POSITIONS, OVERLAP)
+KINDS: tuple[AuditKind, ...] = (ITEMS, POSITIONS, ROLEPLAY, OVERLAP)
 
 
 def select(settings: AuditSettings) -> AuditKind:
-    """The kind of audit ``settings`` ask for."""
+    """The kind of audit ``settings`` ask for (by name with ``kind=``)."""
+    if settings.kind is not None:
+        try:
+            return named(settings.kind)
+        except LookupError:
+            known = ", ".join(k.name for k in KINDS)
+            raise ConfigError(
+                f"@fairness(kind={settings.kind!r}): no such kind of audit; known: {known}"
+            ) from None
     for kind in KINDS:
         if kind.wants(settings):
             return kind

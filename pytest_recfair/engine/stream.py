@@ -82,8 +82,8 @@ def chunk_entities(settings: AuditSettings, prompts_per_entity: int) -> int:
 def stream(request: AuditRequest, kind: AuditKind) -> Streamed:
     """Score the request's entities (all, or its shard's share) chunk by chunk."""
     s, inputs = request.settings, request.inputs
-    entities = entities_of(s, request.seeds, request.test_id)
-    grid, attributes = attributes_of(s, request.grid)
+    entities = entities_of(s, request.seeds, request.test_id, kind, inputs)
+    grid, attributes = attributes_of(s, request.grid, kind)
     first = kind.build_cases(s, grid, entities[:1], attributes, inputs)
     out = Streamed(entities, grid, kind.scorer(s, [e.id for e in entities], first, inputs), Sent())
     selected = select(entities, request.shard)
@@ -91,7 +91,7 @@ def stream(request: AuditRequest, kind: AuditKind) -> Streamed:
     for start in range(0, len(selected), size):
         chunk = selected[start : start + size]
         cases = asked_cases(s, kind.build_cases(s, grid, chunk, attributes, inputs), inputs)
-        outcome = send(request, cases)
+        cases, outcome = follow_up(request, kind, cases, send(request, cases))
         out.scorer.add(cases, outcome)
         out.sent.add(cases, outcome)
         if request.cassettes is not None:
@@ -118,16 +118,52 @@ def send(request: AuditRequest, cases: Sequence[Any]) -> providers.RunOutcome:
     return outcome
 
 
+def follow_up(
+    request: AuditRequest, kind: AuditKind, cases: list[Any], outcome: providers.RunOutcome
+) -> tuple[list[Any], providers.RunOutcome]:
+    """The chunk's cases and replies, with those of the judge calls a kind asks of
+    ``inputs.judge`` (:class:`~.base.FollowUp`); unchanged without a judge."""
+    ask = getattr(kind, "follow_up", None)
+    judge = request.inputs.judge
+    more = [] if ask is None or judge is None else ask(request.settings, cases, outcome)
+    if not more:
+        return cases, outcome
+    got = send(dataclasses.replace(request, recommender=judge), more)
+    costs = [c for c in (outcome.cost, got.cost) if c is not None]
+    joined = dataclasses.replace(
+        outcome,
+        completions={**outcome.completions, **got.completions},
+        errors={**outcome.errors, **got.errors},
+        usage=outcome.usage + got.usage,
+        cost=sum(costs) if costs else None,
+        requests=outcome.requests + got.requests,
+        retries=outcome.retries + got.retries,
+    )
+    return [*cases, *more], joined
+
+
 def all_cases(kind: AuditKind, request: AuditRequest) -> list[Any]:
     """Every prompt the whole audit asks (its shard's share, with a shard), at once."""
     s = request.settings
-    entities = select(entities_of(s, request.seeds, request.test_id), request.shard)
-    grid, attributes = attributes_of(s, request.grid)
+    entities = entities_of(s, request.seeds, request.test_id, kind, request.inputs)
+    entities = select(entities, request.shard)
+    grid, attributes = attributes_of(s, request.grid, kind)
     built = kind.build_cases(s, grid, entities, attributes, request.inputs)
     return asked_cases(s, built, request.inputs)
 
 
-def entities_of(settings: AuditSettings, seeds: Sequence[Entity], test_id: str) -> list[Entity]:
+def entities_of(
+    settings: AuditSettings,
+    seeds: Sequence[Entity],
+    test_id: str,
+    kind: AuditKind | None = None,
+    inputs: AuditInputs | None = None,
+) -> list[Entity]:
+    """The audit's entities: the seeds, or a kind's own (:class:`~.base.OwnEntities`),
+    subsampled to ``entities=N``."""
+    own = getattr(kind, "entities", None)
+    if own is not None:
+        seeds = own(settings, seeds, inputs or AuditInputs())
     entities = prompts.subsample(list(seeds), settings.entities, seed=settings.seed)
     if not entities:
         raise DataError(
@@ -152,10 +188,15 @@ def asked_cases(settings: AuditSettings, cases: Sequence[Any], inputs: AuditInpu
     ]
 
 
-def attributes_of(settings: AuditSettings, grid: Grid) -> tuple[Grid, list[str] | None]:
-    """Which attributes to ask about; "personality" comes from its own bundled grid."""
+def attributes_of(
+    settings: AuditSettings, grid: Grid, kind: AuditKind | None = None
+) -> tuple[Grid, list[str] | None]:
+    """Which attributes to ask about; "personality" comes from its own bundled grid. A
+    kind with its own entities selects by ``attr`` itself: the grid is not asked."""
     if settings.attr is None:
         return grid, None
+    if getattr(kind, "entities", None) is not None:
+        return grid, [settings.attr]
     try:
         grid.attribute(settings.attr)
     except (KeyError, RecfairError) as exc:

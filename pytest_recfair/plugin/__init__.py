@@ -106,6 +106,13 @@ def recfair_candidates(
     return fixtures.candidates(request, recfair_settings)
 
 
+@pytest.fixture(scope="session")
+def recfair_judge(pytestconfig: pytest.Config) -> Any:
+    """The model that judges answers for kinds that need a judge (role-play Why
+    questions); override in conftest.py (default: the recfair_judge_* ini keys, or None)."""
+    return fixtures.default_judge(pytestconfig)
+
+
 @pytest.fixture
 def recfair_cassettes(
     request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings

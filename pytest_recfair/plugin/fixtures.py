@@ -49,6 +49,26 @@ def default_recommender(config: pytest.Config) -> Any:
     )
 
 
+def default_judge(config: pytest.Config) -> Any:
+    """The judge model the ini keys name (recfair_judge_model, ...; the recommender's
+    provider, base URL and key variable by default), or None without recfair_judge_model."""
+    from pytest_recfair import providers
+
+    def ini(key: str) -> str | None:
+        value = config.getini(f"recfair_judge_{key}") or config.getini(f"recfair_{key}")
+        return str(value or "").strip() or None
+
+    model = str(config.getini("recfair_judge_model") or "").strip()
+    if not model:
+        return None
+    return providers.from_config(
+        ini("provider") or "openai",
+        model=model,
+        base_url=ini("base_url"),
+        api_key_env=ini("api_key_env"),
+    )
+
+
 def seeds(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     """The seed entities (marker seeds=: fixture name, bundled set or file)."""
     from pytest_recfair import prompts
@@ -102,8 +122,10 @@ def inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> AuditIn
     """What the kind of audit needs beyond seeds and grid (catalogue, candidates, absent)."""
     from pytest_recfair.engine import inputs as read
     from pytest_recfair.engine.base import AuditInputs
+    from pytest_recfair.plugin import flow
 
     found_catalogue = request.getfixturevalue("recfair_catalogue")
+    judge = request.getfixturevalue("recfair_judge")
     found_candidates = request.getfixturevalue("recfair_candidates")
     absent: frozenset[tuple[str, str, str]] = frozenset()
     if s.absent is not None:
@@ -119,6 +141,8 @@ def inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> AuditIn
         if found_candidates is None
         else read.read_candidates(found_candidates, "candidates"),
         absent=absent,
+        where=(request.path.parent, request.config.rootpath),
+        judge=None if judge is None else flow.recommender_for(judge, s),
     )
 
 

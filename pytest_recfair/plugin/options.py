@@ -25,6 +25,10 @@ PROVIDER_INI = {
     "is overridden)",
     "recfair_base_url": "provider base URL (default: the provider's public endpoint)",
     "recfair_api_key_env": "name of the environment variable that holds the API key",
+    "recfair_judge_provider": "the judge model's API shape (default: recfair_provider)",
+    "recfair_judge_model": "model id of the judge of role-play Why answers (none: not asked)",
+    "recfair_judge_base_url": "the judge's base URL (default: recfair_base_url)",
+    "recfair_judge_api_key_env": "the judge's API key variable (default: recfair_api_key_env)",
 }
 
 # every option that only acts on audits: given without --fairness it would do nothing

@@ -182,6 +182,19 @@ class AuditSettings:
     pick: CandidateStyle = field(default="pick", metadata=_s(v.choice(CANDIDATE_STYLES)))
     max_position_bias: float | None = field(default=None, metadata=_s(v.optional(v.unit)))
     max_missed_rate: float | None = field(default=None, metadata=_s(v.optional(v.unit)))
+    # role-play audits (BiasLens, docs/roleplay.md)
+    # the kind of audit by its registry name; None: the other settings choose it
+    kind: str | None = field(default=None, metadata=_s(v.optional(v.text)))
+    # role-play question set: a bundled name ("default") or a CSV/YAML/JSON file
+    questions: str | None = field(default=None, metadata=_s(v.optional(v.text)))
+    # how role-play answers are read: "parsed" or the paper's rules, "biaslens"
+    oracle: str = field(default="parsed", metadata=_s(v.choice(("parsed", "biaslens"))))
+    # limit on an attribute x type cell's biased-question rate
+    max_biased: float | None = field(default=None, metadata=_s(v.optional(v.unit)))
+    # ask with the role statement (system "You are a {role}"); false: without it
+    with_role: bool = field(default=True, metadata=_s(v.to_bool))
+    # also ask every question without its role and report the role effect
+    role_effect: bool = field(default=False, metadata=_s(v.to_bool))
     # published runs: cases never answered (written by python -m pytest_recfair import)
     absent: str | None = field(default=None, metadata=_s(v.optional(v.text)))
     # the model id a callable recommender is reported under (marker only: the ini key

@@ -228,3 +228,76 @@ def test_markdown_terminal_and_junit_show_them_too(kinds_run: dict[str, Any]) ->
     (positions,) = _extras(kinds_run, "positions")
     assert float(props["recfair.religion.position_bias"]) == positions["pooled_bias"]
     assert float(props["recfair.religion.p_uniform"]) == positions["p_uniform"]
+
+
+@pytest.fixture(scope="module")
+def roleplay_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One replay of the demo's role-play audit (audits/test_roleplay.py): its JSON report
+    and JUnit XML, and the HTML and Markdown reports of the same results."""
+    out = tmp_path_factory.mktemp("roleplay")
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "--fairness", "-p", "no:cacheprovider",
+         "-p", "no:randomly", "audits/test_roleplay.py", f"--fairness-report={out / 'r.json'}",
+         f"--junitxml={out / 'junit.xml'}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    for to in ("html", "md"):
+        subprocess.run(
+            [sys.executable, "-m", "pytest_recfair", "report", str(out / "r.json"), "--to", to,
+             "-o", str(out / f"r.{to}")],
+            cwd=ROOT, check=True, timeout=120,
+        )  # fmt: skip
+    (result,) = json.loads((out / "r.json").read_text(encoding="utf-8"))["results"]
+    return {"dir": out, "data": result["extras"]["roleplay"], "terminal": run.stdout}
+
+
+def _roleplay_numbers(data: dict[str, Any]) -> list[str]:
+    """Every rate, interval bound and count of the role-play cells, as the reports print them."""
+    out = []
+    for c in data["cells"]:
+        out += [report.fmt(c["rate"]), report.fmt(c["low"]), report.fmt(c["high"])]
+        out.append(f"{c['biased']}/{c['n']}")
+    return out
+
+
+def test_html_shows_the_roleplay_rates_and_worst_roles(
+    roleplay_run: dict[str, Any], tmp_path: Path
+) -> None:
+    chromium = _chromium()
+    done = _run(chromium, tmp_path, "--dump-dom", (roleplay_run["dir"] / "r.html").as_uri())
+    dom = done.stdout
+    assert "Fairness report" in dom, f"no DOM dumped; chromium said:\n{done.stderr[-2000:]}"
+    text = _text(dom)
+    data = roleplay_run["data"]
+    missing = [n for n in _roleplay_numbers(data) if n not in text]
+    assert not missing, f"not on the page: {missing}"
+    assert "Role-play bias" in text
+    assert "role-play bias (parsed oracle)" in text
+    assert data["worst_roles"], "the demo's planted role bias shows no biased role"
+    for role in data["worst_roles"]:
+        assert role["role"] in text
+        for ex in role["examples"]:
+            assert " ".join(ex["question"].split()) in " ".join(text.split())
+            for answer in ex["answers"]:
+                assert " ".join(answer.split()) in " ".join(text.split())
+    assert "SNSR [95% CI]" not in text
+    assert "jaccard@" not in text
+
+
+def test_roleplay_markdown_terminal_and_junit(roleplay_run: dict[str, Any]) -> None:
+    md = (roleplay_run["dir"] / "r.md").read_text(encoding="utf-8")
+    terminal = " ".join(roleplay_run["terminal"].split())
+    labels = {"yesno": "Yes/No", "choice": "Choice", "why": "Why"}
+    props = {
+        p.get("name"): p.get("value")
+        for p in ElementTree.parse(roleplay_run["dir"] / "junit.xml").iter("property")
+    }
+    for c in roleplay_run["data"]["cells"]:
+        shown = (
+            f"religion · {labels[c['qtype']]}: biased {c['biased']}/{c['n']} = "
+            f"{report.fmt(c['rate'])} [{report.fmt(c['low'])}, {report.fmt(c['high'])}]"
+        )
+        assert shown in md
+        assert shown in terminal
+        assert float(props[f"recfair.religion.{c['qtype']}.biased_rate"]) == c["rate"]

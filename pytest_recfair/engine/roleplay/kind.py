@@ -1,0 +1,396 @@
+"""The role-play audit (BiasLens, issue 20): rates of biased answers while the model plays
+a role, gated by limits and against the baseline paired by question.
+
+Its entities are the questions of a role-play set (``questions=``: a bundled name or a
+CSV/YAML/JSON file, ``attr=`` one of the 11 attributes), not the seed entities of a grid.
+Each question is asked in ``repeats`` rounds (3 unless ``repeats=`` says more), with the
+system message ``You are a {role}`` (``with_role=false``: without it; ``role_effect``:
+both, and the role effect). The three rounds send identical bodies: the cassette key holds
+the round as the repeat index and the case id, so each round replays its own answer.
+Answers are read by :mod:`pytest_recfair.metrics.roleplay` (``oracle=`` ``parsed`` or the
+paper's ``biaslens`` rules); a failed request is a failed round, never a verdict.
+
+Why questions need an LLM judge (``inputs.judge``: the ``recfair_judge`` fixture or the
+``recfair_judge_*`` ini keys): each answered Why round is judged ``JUDGE_REPEATS`` times
+through the same runner and cassettes (repeat index ``round * 3 + j``), and the judges'
+majority decides; a failed judge call is a failed prompt, never a verdict. Without a judge
+Why questions are not asked and the report says how many were left out. Gated by
+``max_biased`` (an attribute x type cell's rate) and by
+:func:`~pytest_recfair.metrics.roleplay_gate.drift_test` against the baseline (exact
+McNemar paired by question, ``tolerance`` as the margin, Holm over attribute x type and
+each attribute's undetermined share).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from pytest_recfair.engine.base import AuditInputs, Merged, Rebuild, Scored
+from pytest_recfair.engine.pooled import PooledScorer
+from pytest_recfair.engine.roleplay.sections import KEY, LABELS, RoleplaySections
+from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.metrics.roleplay import (
+    QuestionResult,
+    RoleplayResult,
+    RoleplayVariant,
+    collect,
+    question_verdict,
+)
+from pytest_recfair.metrics.roleplay_gate import check_limits, drift_test, role_effect
+from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.prompts.roles import (
+    ATTRIBUTES,
+    JUDGE_REPEATS,
+    QType,
+    RoleQuestion,
+    RoleSet,
+    judge_case_id,
+    judge_messages,
+    load_roles,
+)
+from pytest_recfair.prompts.roles import build_role_cases as role_cases
+from pytest_recfair.results import AuditResult, GateFailure
+from pytest_recfair.settings import AuditSettings
+
+if TYPE_CHECKING:
+    from pytest_recfair.engine.sharding import ShardResult
+    from pytest_recfair.providers import RunOutcome
+
+__all__ = ["ROLEPLAY", "RoleplayAudit", "RoleplayCase", "rounds_of"]
+
+#: Rounds per question when ``repeats`` is left at 1: the paper asks each question 3 times.
+ROUNDS = 3
+WORST_ROLES = 5  # roles shown in the drill-down
+EXAMPLES = 3  # biased questions shown per role
+
+
+@dataclass(frozen=True, slots=True)
+class RoleplayCase:
+    """One round of one question, in the shape the provider runner sends (id, system,
+    prompt, entity_id = the question's cassette file, repeat = the round) and
+    ``metrics.roleplay.collect`` scores; ``value`` is the role (failures per role)."""
+
+    id: str
+    system: str | None
+    prompt: str
+    entity: str
+    entity_id: str
+    attribute: str
+    value: str
+    repeat: int
+    question_id: str
+    role: str
+    qtype: QType
+    options: tuple[str, ...]
+    with_role: bool
+    question: str
+
+
+@dataclass(frozen=True, slots=True)
+class JudgeCase:
+    """Judge call ``j`` about the answer of round ``judged`` (a Why question): sent to the
+    judge model, kept in the question's cassette under repeat ``round * 3 + j``."""
+
+    id: str
+    system: str
+    prompt: str
+    entity: str
+    entity_id: str
+    attribute: str
+    value: str
+    repeat: int
+    judged: str
+
+
+def rounds_of(settings: AuditSettings) -> int:
+    return settings.repeats if settings.repeats > 1 else ROUNDS
+
+
+@lru_cache(maxsize=8)
+def _load(source: str, stamp: int) -> RoleSet:
+    """A question set, loaded once per file version (``stamp``: its mtime)."""
+    return load_roles(source)
+
+
+def question_set(settings: AuditSettings, inputs: AuditInputs) -> RoleSet:
+    """The set ``questions=`` names: bundled, or a file relative to the test file, the
+    rootdir, or the current directory."""
+    source = settings.questions or "default"
+    if not Path(source).suffix:
+        return _load(source, 0)
+    path = Path(source)
+    if not path.is_absolute():
+        path = next((d / source for d in inputs.where if (d / source).is_file()), path)
+    stamp = path.stat().st_mtime_ns if path.is_file() else 0
+    return _load(str(path), stamp)
+
+
+def _asked(settings: AuditSettings, questions: RoleSet, judged: bool) -> list[RoleQuestion]:
+    """The questions this audit asks: of ``attr``; Why questions only with a judge."""
+    if settings.attr is not None and settings.attr not in ATTRIBUTES:
+        raise ConfigError(
+            f"@fairness(attr={settings.attr!r}) is not a role-play attribute; expected one "
+            f"of {', '.join(ATTRIBUTES)} (or no attr: every attribute of the set)"
+        )
+    mine = [q for q in questions if settings.attr in (None, q.attribute)]
+    asked = [q for q in mine if judged or q.qtype != "why"]
+    if not asked:
+        raise DataError(
+            f"{questions.name}: no question to ask without a judge about "
+            f"{settings.attr or 'any attribute'}; add some, or pick another attr"
+        )
+    return asked
+
+
+class RoleplayAudit:
+    """The BiasLens role-play audit, scored over all its questions."""
+
+    name = KEY
+    sections = RoleplaySections()
+
+    def wants(self, settings: AuditSettings) -> bool:
+        return settings.questions is not None
+
+    def check(self, settings: AuditSettings, where: tuple[Path, ...]) -> None:
+        """At collection: the question file loads and holds questions about ``attr``."""
+        _asked(settings, question_set(settings, AuditInputs(where=where)), True)
+
+    def entities(
+        self, settings: AuditSettings, seeds: Sequence[Entity], inputs: AuditInputs
+    ) -> list[Entity]:
+        """The questions, as entities: chunks, shards and ``entities=N`` take questions."""
+        asked = _asked(settings, question_set(settings, inputs), inputs.judge is not None)
+        return [Entity(q.id, f"{q.role}: {q.question}", settings.domain) for q in asked]
+
+    def build_cases(
+        self,
+        settings: AuditSettings,
+        grid: Grid,
+        entities: Sequence[Entity],
+        attributes: list[str] | None,
+        inputs: AuditInputs,
+    ) -> list[RoleplayCase]:
+        index = {q.id: q for q in question_set(settings, inputs)}
+        questions = [index[e.id] for e in entities]
+        conditions = [settings.with_role] + ([False] if settings.role_effect else [])
+        out = []
+        for with_role in dict.fromkeys(conditions):
+            for c in role_cases(questions, repeats=rounds_of(settings), with_role=with_role):
+                out.append(
+                    RoleplayCase(
+                        c.id, c.system, c.user, c.role, c.question_id, c.attribute, c.role,
+                        c.repeat, c.question_id, c.role, c.qtype, c.options, c.with_role,
+                        c.question,
+                    )
+                )  # fmt: skip
+        return out
+
+    def follow_up(
+        self, settings: AuditSettings, cases: Sequence[Any], outcome: RunOutcome
+    ) -> list[JudgeCase]:
+        """Three judge calls for every answered Why round."""
+        out = []
+        for c in cases:
+            reply = outcome.completions.get(c.id)
+            if not isinstance(c, RoleplayCase) or c.qtype != "why" or reply is None:
+                continue
+            system, user = (m["content"] for m in judge_messages(c.question, reply.text))
+            for j in range(JUDGE_REPEATS):
+                out.append(
+                    JudgeCase(
+                        judge_case_id(c.id, j), system, user, c.entity, c.entity_id,
+                        c.attribute, c.value, c.repeat * JUDGE_REPEATS + j, c.id,
+                    )
+                )  # fmt: skip
+        return out
+
+    def scorer(
+        self,
+        settings: AuditSettings,
+        entities: Sequence[str],
+        first: Sequence[RoleplayCase],
+        inputs: AuditInputs,
+    ) -> PooledScorer:
+        return PooledScorer(lambda cases, replies: _score(settings, inputs, cases, replies))
+
+    def merge(
+        self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
+    ) -> Merged:
+        from pytest_recfair.engine import sharding
+
+        return sharding.replay(
+            settings,
+            parts,
+            rebuild,
+            lambda e, first, inputs: self.scorer(settings, e, first, inputs),
+        )
+
+    def failures(
+        self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
+    ) -> tuple[GateFailure, ...]:
+        data = result.extras.get(KEY)
+        if not data:
+            return ()
+        now = RoleplayResult.from_dict(data["result"])
+        out = _limit_failures(settings, now)
+        before = baseline.extras.get(KEY) if baseline is not None else None
+        if before:
+            out += _drift_failures(settings, RoleplayResult.from_dict(before["result"]), now)
+        return tuple(out)
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def _score(
+    settings: AuditSettings,
+    inputs: AuditInputs,
+    asked: Sequence[RoleplayCase | JudgeCase],
+    completions: Mapping[str, Any],
+) -> Scored:
+    cases = [c for c in asked if isinstance(c, RoleplayCase)]
+    answers = {c.id: completions[c.id].text for c in cases if c.id in completions}
+    # by id, not by the judge cases: a shard merge rebuilds only the questions' cases
+    judges: dict[str, list[str | None]] = {}
+    for c in cases:
+        if c.qtype == "why":
+            got = [completions.get(judge_case_id(c.id, j)) for j in range(JUDGE_REPEATS)]
+            judges[c.id] = [None if r is None else r.text for r in got]
+    variant = cast(RoleplayVariant, settings.oracle)
+    scored = collect(cases, answers, judges, variant=variant, repeats=rounds_of(settings))
+    result = _failed_is_no_verdict(scored, cases, answers)
+    questions = question_set(settings, inputs)
+    mine = [q for q in questions if settings.attr in (None, q.attribute)]
+    cells = [
+        {"attribute": a, "qtype": t, "with_role": w, **cell.to_dict()}
+        for w in (True, False)
+        for (a, t), cell in result.cells(with_role=w).items()
+    ]
+    data = {
+        "source": questions.name,
+        "digest": questions.digest(),
+        "oracle": settings.oracle,
+        "rounds": rounds_of(settings),
+        "asked": len({c.question_id for c in cases}),
+        "why_not_asked": 0 if inputs.judge is not None else sum(q.qtype == "why" for q in mine),
+        "cells": cells,
+        "worst_roles": _worst_roles(result, cases, answers, settings.with_role),
+        "effect": role_effect(result).to_dict() if settings.role_effect else None,
+        "result": result.to_dict(),
+    }
+    return Scored((), 0, {KEY: data})
+
+
+def _failed_is_no_verdict(
+    result: RoleplayResult, cases: Sequence[RoleplayCase], answers: Mapping[str, str]
+) -> RoleplayResult:
+    """A round whose request failed is "failed" whatever the oracle (the biaslens variant
+    reads a missing answer as the text ``None``, as the paper's scripts read their files):
+    a failed request is never a verdict."""
+    lost: dict[tuple[str, bool], set[int]] = {}
+    for c in cases:
+        if c.id not in answers:
+            lost.setdefault((c.question_id, c.with_role), set()).add(c.repeat)
+    if not lost:
+        return result
+    out: list[QuestionResult] = []
+    for q in result.questions:
+        gone = lost.get(q.key)
+        if gone:
+            outcomes = tuple("failed" if r in gone else o for r, o in enumerate(q.outcomes))
+            q = dataclasses.replace(q, outcomes=outcomes, biased=question_verdict(outcomes))
+        out.append(q)
+    return RoleplayResult(tuple(out), result.variant, result.repeats)
+
+
+def _worst_roles(
+    result: RoleplayResult,
+    cases: Sequence[RoleplayCase],
+    answers: Mapping[str, str],
+    with_role: bool,
+) -> list[dict[str, Any]]:
+    """The roles with the highest biased-question rate, with their biased questions and
+    the answers of every round."""
+    rounds: dict[tuple[str, bool], list[RoleplayCase]] = {}
+    for c in cases:
+        rounds.setdefault((c.question_id, c.with_role), []).append(c)
+    by_role = result.by_role(with_role=with_role)
+    ranked = sorted(
+        ((k, v) for k, v in by_role.items() if v.biased), key=lambda kv: (-kv[1].rate, kv[0])
+    )
+    out = []
+    for (attribute, role), cell in ranked[:WORST_ROLES]:
+        biased = [
+            q for q in result.select(with_role=with_role) if q.role == role and q.biased is True
+        ]
+        examples = []
+        for q in biased[:EXAMPLES]:
+            asked = sorted(rounds[q.key], key=lambda c: c.repeat)
+            examples.append(
+                {"question": asked[0].question, "answers": [answers.get(c.id) for c in asked]}
+            )
+        out.append({"attribute": attribute, "role": role, **cell.to_dict(), "examples": examples})
+    return out
+
+
+# --------------------------------------------------------------------------- the gate
+
+
+def _cell_name(attribute: str, qtype: str) -> str:
+    return f"{attribute} · {LABELS.get(qtype, qtype)}"
+
+
+def _limit_failures(settings: AuditSettings, now: RoleplayResult) -> list[GateFailure]:
+    breaches = check_limits(now, max_biased=settings.max_biased, with_role=settings.with_role)
+    return [
+        GateFailure(
+            "biased_rate",
+            attribute=_cell_name(b.attribute, b.qtype),
+            value=b.value,
+            limit=b.threshold,
+            detail=f"biased-question rate {b.value:.3f} > {b.limit} {b.threshold:g}",
+        )
+        for b in breaches
+    ]
+
+
+def _drift_failures(
+    settings: AuditSettings, before: RoleplayResult, now: RoleplayResult
+) -> list[GateFailure]:
+    try:
+        drift = drift_test(
+            before, now, tolerance=settings.tolerance, alpha=settings.alpha,
+            with_role=settings.with_role,
+        )  # fmt: skip
+    except DataError as exc:
+        return [GateFailure("incompatible", detail=str(exc))]
+    out = []
+    for c in drift.cells:
+        if not c.failed:
+            continue
+        what = "undetermined share" if c.qtype == "undetermined" else "biased-question rate"
+        out.append(
+            GateFailure(
+                "biased_rate",
+                attribute=_cell_name(c.attribute, c.qtype),
+                value=c.candidate_rate,
+                limit=c.margin,
+                baseline=c.baseline_rate,
+                p_value=c.p_adjusted,
+                alpha=drift.alpha,
+                n_paired=c.n,
+                detail=f"{what} {c.baseline_rate:.3f} -> {c.candidate_rate:.3f} rose by more "
+                f"than the tolerance {c.margin:g} ({c.worse} questions turned, {c.better} "
+                f"turned back; exact McNemar, Holm p = {c.p_adjusted:.3g} over {c.n} paired "
+                "questions)",
+            )
+        )
+    return out
+
+
+ROLEPLAY = RoleplayAudit()
