@@ -10,12 +10,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_recfair import secrets
-from pytest_recfair.engine.base import Scored, Sent
+from pytest_recfair.engine.base import AuditInputs, Merged, Rebuild, Scored, Sent
+from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
+    from pytest_recfair.engine.sharding import ShardResult
     from pytest_recfair.providers import Completion, RunOutcome
 
-__all__ = ["PooledScorer", "Score"]
+__all__ = ["PooledKind", "PooledScorer", "Score"]
 
 #: The kind's scoring of a whole audit: prompts and completions by case id -> Scored.
 Score = Callable[[Sequence[Any], Mapping[str, Any]], Scored]
@@ -53,3 +55,29 @@ class PooledScorer:
 def _reply_dict(c: Completion) -> dict[str, Any]:
     usage = None if c.usage is None else [c.usage.prompt_tokens, c.usage.completion_tokens]
     return {"text": c.text, "finish_reason": c.finish_reason, "model": c.model, "usage": usage}
+
+
+class PooledKind:
+    """The merge of a kind scored by a :class:`PooledScorer`: the shards' replies united
+    and replayed through a fresh scorer of the kind (one place for every such kind)."""
+
+    def scorer(
+        self,
+        settings: AuditSettings,
+        entities: Sequence[str],
+        first: Sequence[Any],
+        inputs: AuditInputs,
+    ) -> PooledScorer:
+        raise NotImplementedError  # each kind gives its own
+
+    def merge(
+        self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
+    ) -> Merged:
+        from pytest_recfair.engine import sharding
+
+        return sharding.replay(
+            settings,
+            parts,
+            rebuild,
+            lambda e, first, inputs: self.scorer(settings, e, first, inputs),
+        )

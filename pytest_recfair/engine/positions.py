@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytest_recfair.engine.base import AuditInputs, Merged, Rebuild, Scored
-from pytest_recfair.engine.pooled import PooledScorer
+from pytest_recfair.engine.base import AuditInputs, Scored
+from pytest_recfair.engine.pooled import PooledKind, PooledScorer
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.metrics.positions import (
     DRIFT_MEASURES,
@@ -38,7 +38,7 @@ from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
-    from pytest_recfair.engine.sharding import ShardResult
+    pass
 
 __all__ = ["POSITIONS", "PositionAudit", "PositionSections"]
 
@@ -109,7 +109,7 @@ class PositionSections:
         return out
 
 
-class PositionAudit:
+class PositionAudit(PooledKind):
     """The LRWorld candidate-position audit, scored over all entities."""
 
     name = KEY
@@ -149,18 +149,6 @@ class PositionAudit:
         inputs: AuditInputs,
     ) -> PooledScorer:
         return PooledScorer(lambda cases, replies: _score(settings, cases, replies))
-
-    def merge(
-        self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
-    ) -> Merged:
-        from pytest_recfair.engine import sharding
-
-        return sharding.replay(
-            settings,
-            parts,
-            rebuild,
-            lambda e, first, inputs: self.scorer(settings, e, first, inputs),
-        )
 
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None

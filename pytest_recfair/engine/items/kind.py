@@ -13,12 +13,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_recfair.engine.base import AuditInputs, Merged, Rebuild, Scored
+from pytest_recfair.engine.base import AuditInputs, Scored
 from pytest_recfair.engine.items import scoring as itemside
 from pytest_recfair.engine.items.sections import KEY, ItemSections
 from pytest_recfair.engine.overlap.kind import list_cases
 from pytest_recfair.engine.overlap.scoring import parse_all
-from pytest_recfair.engine.pooled import PooledScorer
+from pytest_recfair.engine.pooled import PooledKind, PooledScorer
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.prompts import Entity, Grid, PromptCase
 from pytest_recfair.replies.catalogue import Catalogue
@@ -26,12 +26,12 @@ from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
-    from pytest_recfair.engine.sharding import ShardResult
+    pass
 
 __all__ = ["ITEMS", "ItemAudit"]
 
 
-class ItemAudit:
+class ItemAudit(PooledKind):
     """The LMRec item-side audit: item properties per group, scored over all entities."""
 
     name = KEY
@@ -68,18 +68,6 @@ class ItemAudit:
                 "override the recfair_catalogue fixture"
             )
         return PooledScorer(lambda cases, replies: _score(settings, catalogue, cases, replies))
-
-    def merge(
-        self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
-    ) -> Merged:
-        from pytest_recfair.engine import sharding
-
-        return sharding.replay(
-            settings,
-            parts,
-            rebuild,
-            lambda e, first, inputs: self.scorer(settings, e, first, inputs),
-        )
 
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None

@@ -30,8 +30,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from pytest_recfair.engine.base import AuditInputs, Merged, Rebuild, Scored
-from pytest_recfair.engine.pooled import PooledScorer
+from pytest_recfair.engine.base import AuditInputs, Scored
+from pytest_recfair.engine.pooled import PooledKind, PooledScorer
 from pytest_recfair.engine.roleplay.sections import KEY, LABELS, RoleplaySections
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics.roleplay import (
@@ -58,7 +58,6 @@ from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
-    from pytest_recfair.engine.sharding import ShardResult
     from pytest_recfair.providers import RunOutcome
 
 __all__ = ["ROLEPLAY", "RoleplayAudit", "RoleplayCase", "rounds_of"]
@@ -147,7 +146,7 @@ def _asked(settings: AuditSettings, questions: RoleSet, judged: bool) -> list[Ro
     return asked
 
 
-class RoleplayAudit:
+class RoleplayAudit(PooledKind):
     """The BiasLens role-play audit, scored over all its questions."""
 
     name = KEY
@@ -217,18 +216,6 @@ class RoleplayAudit:
         inputs: AuditInputs,
     ) -> PooledScorer:
         return PooledScorer(lambda cases, replies: _score(settings, inputs, cases, replies))
-
-    def merge(
-        self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
-    ) -> Merged:
-        from pytest_recfair.engine import sharding
-
-        return sharding.replay(
-            settings,
-            parts,
-            rebuild,
-            lambda e, first, inputs: self.scorer(settings, e, first, inputs),
-        )
 
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
