@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from html import escape
 
 __all__ = ["esc", "table"]
@@ -14,14 +14,22 @@ def esc(text: object) -> str:
     return escape(str(text), quote=True)
 
 
-def table(head: Sequence[str], rows: Sequence[Sequence[str]], *, label_columns: int = 1) -> str:
+def table(
+    head: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    label_columns: int = 1,
+    text_columns: Collection[int] = (),
+) -> str:
     """A scrollable table of plain-text cells (escaped here); the columns after the first
-    ``label_columns`` are numbers, right-aligned."""
+    ``label_columns`` are numbers, right-aligned, except ``text_columns`` (indices: prose
+    such as a question and its answers, left-aligned and wrapped)."""
 
     def cells(row: Sequence[str], tag: str) -> str:
         out = []
         for i, c in enumerate(row):
-            num = ' class="num"' if i >= label_columns and tag == "td" else ""
+            numeric = i >= label_columns and i not in text_columns
+            num = ' class="num"' if numeric and tag == "td" else ""
             out.append(f"<{tag}{num}>{esc(c)}</{tag}>")
         return "".join(out)
 

@@ -96,7 +96,8 @@ class RoleplaySections:
         if data["worst_roles"]:
             parts.append("<p>Worst roles, with their biased questions and answers:</p>")
             parts.append(table(["role", "attribute", "rate [95% CI]", "question", "answers"],
-                               _example_rows(data["worst_roles"]), label_columns=2))  # fmt: skip
+                               _example_rows(data["worst_roles"]), label_columns=2,
+                               text_columns=(3, 4)))  # fmt: skip
         if data.get("effect"):
             parts.append(f"<p>{esc(_effect_text(data['effect']))}</p>")
         return f'<div class="kind roleplay">{"".join(parts)}</div>'
