@@ -70,8 +70,11 @@ def _moments(W: _weights.CountArray, X0: FloatArray, M: FloatArray) -> tuple[Flo
     cov = np.empty((V, V, B))
     if M.all():  # the common case: a quarter of the columns
         (both,) = _weights.products(W, np.concatenate([M[:, :1], X0, X0[:, j] * X0[:, k]], 1))
-        n, means = both[:, :1], both[:, 1 : V + 1] / both[:, :1]
+        n = both[:, :1]
+        # a resample may hold none of the scored entities (all its weight on entities left
+        # out as unscorable): its means are NaN, as in the masked branch below
         with np.errstate(invalid="ignore", divide="ignore"):
+            means = both[:, 1 : V + 1] / n
             ss = both[:, V + 1 :] - n * means[:, j] * means[:, k]
             upper = (ss / (n * (n - 1.0))).T
     else:

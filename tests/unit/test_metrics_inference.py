@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import signal
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -436,3 +437,17 @@ def test_spread_intervals_end_with_a_handful_of_entities(rows: list[list[float]]
         assert 0.0 <= lo <= hi <= 1.0
     # a spread that cannot be bounded below 1 gets the widest interval, not a made-up one
     assert res.snsr[0] <= snsr <= res.snsr[1]
+
+
+def test_a_resample_of_only_unscored_entities_raises_no_warning() -> None:
+    """Entities left out as unscorable (all-NaN rows) keep their resample weights; a
+    resample that puts all of its weight on them has no scored entity. Seen in a CI run
+    where most prompts failed: 0/0 in the means raised a RuntimeWarning, an error under
+    the project's warning filter."""
+    row = [1.0, 1.0, 0.6667, 0.4286]
+    X = np.array([row, row, [np.nan] * 4, [np.nan] * 4, [np.nan] * 4])
+    W = np.array([[0, 2, 3, 0, 0], [3, 0, 0, 1, 1], [0, 0, 2, 2, 1]] * 20, dtype=float)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        si = sp.spread_intervals(X, n_resamples=W.shape[0], weights=W)
+    assert si.snsr[0] <= 0.5714 <= si.snsr[1]
