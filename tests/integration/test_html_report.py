@@ -125,14 +125,12 @@ def test_dom_holds_the_svg_charts(page: tuple[Path, list[AuditResult]], tmp_path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def kinds_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One run of the demo's item-side and position audits (audits/test_kinds.py): its
-    JSON report and JUnit XML, and the HTML and Markdown reports of the same results."""
-    out = tmp_path_factory.mktemp("kinds")
+def _demo_run(out: Path, test_file: str) -> dict[str, Any]:
+    """One run of a demo audit file: its JSON report and JUnit XML in ``out``, and the
+    HTML and Markdown reports of the same results rendered from the JSON."""
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "--fairness", "-p", "no:cacheprovider",
-         "-p", "no:randomly", "audits/test_kinds.py", f"--fairness-report={out / 'r.json'}",
+         "-p", "no:randomly", test_file, f"--fairness-report={out / 'r.json'}",
          f"--junitxml={out / 'junit.xml'}"],
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
@@ -145,6 +143,12 @@ def kinds_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         )  # fmt: skip
     results = json.loads((out / "r.json").read_text(encoding="utf-8"))["results"]
     return {"dir": out, "results": results, "terminal": run.stdout}
+
+
+@pytest.fixture(scope="module")
+def kinds_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """One run of the demo's item-side and position audits (audits/test_kinds.py)."""
+    return _demo_run(tmp_path_factory.mktemp("kinds"), "audits/test_kinds.py")
 
 
 def _extras(run: dict[str, Any], kind: str) -> list[dict[str, Any]]:
@@ -232,24 +236,10 @@ def test_markdown_terminal_and_junit_show_them_too(kinds_run: dict[str, Any]) ->
 
 @pytest.fixture(scope="module")
 def roleplay_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One replay of the demo's role-play audit (audits/test_roleplay.py): its JSON report
-    and JUnit XML, and the HTML and Markdown reports of the same results."""
-    out = tmp_path_factory.mktemp("roleplay")
-    run = subprocess.run(
-        [sys.executable, "-m", "pytest", "--fairness", "-p", "no:cacheprovider",
-         "-p", "no:randomly", "audits/test_roleplay.py", f"--fairness-report={out / 'r.json'}",
-         f"--junitxml={out / 'junit.xml'}"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    for to in ("html", "md"):
-        subprocess.run(
-            [sys.executable, "-m", "pytest_recfair", "report", str(out / "r.json"), "--to", to,
-             "-o", str(out / f"r.{to}")],
-            cwd=ROOT, check=True, timeout=120,
-        )  # fmt: skip
-    (result,) = json.loads((out / "r.json").read_text(encoding="utf-8"))["results"]
-    return {"dir": out, "data": result["extras"]["roleplay"], "terminal": run.stdout}
+    """One replay of the demo's role-play audit (audits/test_roleplay.py), as ``kinds_run``."""
+    run = _demo_run(tmp_path_factory.mktemp("roleplay"), "audits/test_roleplay.py")
+    (result,) = run["results"]
+    return {**run, "data": result["extras"]["roleplay"]}
 
 
 def _roleplay_numbers(data: dict[str, Any]) -> list[str]:
