@@ -43,6 +43,7 @@ __all__ = [
     "ProviderKind",
     "from_config",
     "is_loopback",
+    "unauthorized_hint",
 ]
 
 ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
@@ -57,6 +58,23 @@ def is_loopback(base_url: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def unauthorized_hint(env: str | None, base: str) -> str:
+    """What to do after a 401: a loopback URL gets no key unless one is named on purpose."""
+    if env:
+        return f"Check that the environment variable {env} holds a valid key for {base}."
+    if base and is_loopback(base):
+        return (
+            f"The request carried no API key: a loopback base_url ({base}) gets none by "
+            "default, so a local server never sees your provider key. For a local proxy "
+            "that needs one (LiteLLM, an SSH tunnel), name the variable on purpose: "
+            "recfair_api_key_env = OPENAI_API_KEY (or api_key_env= on the provider)."
+        )
+    return (
+        "The request carried no API key: set recfair_api_key_env (api_key_env=) to the "
+        "NAME of the environment variable that holds the key."
+    )
 
 
 def _check_url(base_url: str) -> str:

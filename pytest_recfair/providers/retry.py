@@ -18,6 +18,7 @@ from pytest_recfair.providers.base import (
     TruncatedReply,
     error_detail,
 )
+from pytest_recfair.providers.http import unauthorized_hint
 from pytest_recfair.providers.transport import CaseRef
 
 __all__ = [
@@ -140,12 +141,7 @@ def _fatal_status(provider: Any, response: httpx.Response, case: CaseRef) -> Pro
     url = response.request.url
     status = response.status_code
     if status == 401:
-        hint = (
-            f"Check that the environment variable {env} holds a valid key for {base}."
-            if env
-            else "The request carried no API key: set api_key_env to the NAME of the "
-            "environment variable that holds the key."
-        )
+        hint = unauthorized_hint(env, base)
         return ProviderError(f"{name}: HTTP 401 Unauthorized from {url}: {detail}. {hint}")
     if status == 404:
         return ProviderError(
