@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from pytest_recfair import __version__
 from pytest_recfair.errors import DataError, RecfairError
 from pytest_recfair.kinds import REPORT_FORMATS
 
@@ -59,6 +60,7 @@ def _compare_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m pytest_recfair")
+    parser.add_argument("--version", action="version", version=f"pytest-recfair {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="render a stored JSON run report as Markdown or HTML")
     rep.add_argument("run", help="a JSON report (--fairness-report=run.json, or a history entry)")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_recfair import __version__
 from pytest_recfair.plugin.state import run_state
 
 if TYPE_CHECKING:
@@ -22,7 +23,7 @@ def report_header(config: pytest.Config) -> list[str] | None:
         return None
     s = run_state(config).settings
     return [
-        f"recfair: seed={s.seed} (--fairness-seed), record mode={s.record_mode}, "
+        f"recfair {__version__}: seed={s.seed} (--fairness-seed), record mode={s.record_mode}, "
         f"baselines={config.rootpath / s.baseline_dir}" + (" (updating)" if s.update else ""),
     ]
 

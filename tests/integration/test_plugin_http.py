@@ -84,7 +84,7 @@ def test_record_then_replay_offline(
     args = (*plugin_args(), "--fairness")
     result = pytester.runpytest(*args, "--fairness-record=once", "--fairness-update")
     result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["recfair: seed=0 (--fairness-seed), record mode=once*"])
+    result.stdout.fnmatch_lines(["recfair *: seed=0 (--fairness-seed), record mode=once*"])
     cassettes = pytester.path / "fixtures" / "cassettes"
     recorded = _digest(cassettes)
     assert len(recorded) == 4  # one cassette per (test, entity)

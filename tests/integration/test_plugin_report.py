@@ -26,10 +26,10 @@ def test_header_names_seed_mode_and_baselines(pytester: pytest.Pytester) -> None
     pytester.makepyfile("def test_nothing():\n    pass\n")
     result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-seed=4")
     result.stdout.fnmatch_lines(
-        [f"recfair: seed=4 (--fairness-seed), record mode=none, baselines={pytester.path}*"]
+        [f"recfair *: seed=4 (--fairness-seed), record mode=none, baselines={pytester.path}*"]
     )
     result = pytester.runpytest(*plugin_args())
-    result.stdout.no_fnmatch_line("recfair: seed=*")
+    result.stdout.no_fnmatch_line("recfair *: seed=*")
 
 
 def test_summary_section_at_end(pytester: pytest.Pytester) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 from tests.support.plugin import REPO
 
@@ -20,3 +21,35 @@ def test_plugin_import_is_light() -> None:
         [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True
     )
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+_PROJECT = {
+    "test_plain.py": "def test_plain():\n    assert True\n",
+    "test_audit.py": (
+        "from pytest_recfair import fairness\n\n"
+        "@fairness(attr='religion', max_snsr=0.1)\n"
+        "def test_religion():\n    pass\n"
+    ),
+}
+
+
+def test_plain_pytest_in_a_project_with_audits_imports_nothing_heavy(tmp_path: Path) -> None:
+    """Without --fairness the audits are skipped: the run pays for no heavy import (the
+    report path check, the gate's baseline names) — issue 25.10, start-up within 0.2 s of
+    ``-p no:recfair`` (benchmarks/bench_startup.py)."""
+    for name, text in _PROJECT.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+    (tmp_path / "pytest.ini").write_text(
+        "[pytest]\nrecfair_report = reports/fairness.html\n", encoding="utf-8"
+    )
+    code = (
+        "import sys, pytest; "
+        "rc = pytest.main(['-q', '-p', 'no:cacheprovider']); "
+        f"print('HEAVY', sorted(m for m in {HEAVY!r} if m in sys.modules), int(rc))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert "HEAVY [] 0" in out.stdout, out.stdout + out.stderr
+    assert "1 passed, 1 skipped" in out.stdout
+    assert not (tmp_path / "reports").exists()  # nothing is created without --fairness

@@ -178,3 +178,14 @@ def test_history_plots_in_html_only(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "is not a directory" in err
+
+
+def test_version_names_the_installed_release(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.metadata
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == (
+        f"pytest-recfair {importlib.metadata.version('pytest-recfair')}"
+    )
