@@ -4,8 +4,9 @@
 For each size the project and its cassettes are generated once (as ``bench_plugin.py``
 does: the requests the OpenAI provider builds, answered by the in-process simulator,
 written through the cassette store), a warm-up run writes the baseline, then ``--runs``
-timed runs replay and gate. Each run's peak RSS is that child's own ``ru_maxrss``
-(``os.wait4``), not the maximum over all children. The reference, measured in the same
+timed runs replay and gate. Each run's peak RSS is that child's own ``ru_maxrss``,
+measured through a small launcher (``_peak.py``: a child spawned from this process
+would count this process's pages too). The reference, measured in the same
 loop, is the same pytest run without ``--fairness`` (interpreter, pytest, plugin).
 
 Targets (issue 12): peak RSS <= 300 MB at 1,000 and at 10,000 entities; the 1,000-entity
@@ -28,7 +29,6 @@ import argparse
 import contextlib
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +41,7 @@ sys.path.insert(0, str(REPO))
 
 import bench_plugin  # noqa: E402
 from _machine import cpu_model  # noqa: E402
+from _peak import run_measured  # noqa: E402
 
 PROMPTS_PER_ENTITY = 31  # 30 faireval values + the neutral prompt
 
@@ -62,16 +63,9 @@ def run(root: Path, *args: str) -> tuple[float, float, int, str, float]:
         *args,
     ]
     start = time.perf_counter()
-    proc = subprocess.Popen(
-        cmd, cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    )
-    assert proc.stdout is not None
-    out = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    cpu = usage.ru_utime + usage.ru_stime
-    return wall, usage.ru_maxrss / 1024, proc.returncode, out[-3000:], cpu
+    # through a small launcher: a child's ru_maxrss counts this process's own pages
+    code, out, peak, cpu = run_measured(cmd, cwd=root, env=env)
+    return time.perf_counter() - start, peak, code, out[-3000:], cpu
 
 
 @contextlib.contextmanager
