@@ -138,6 +138,7 @@ _HELP_LAYOUT: tuple[tuple[str, ...] | Callable[[pytest.OptionGroup], None], ...]
     _add_report_options,
     ("entities", "repeats", "concurrency", "seed", "alpha", "plan", "batch"),
     _add_scale_options,
+    ("explore",),
 )
 assert sorted(k for p in _HELP_LAYOUT if not callable(p) for k in p) == sorted(
     settings.CLI_KEYS.values()
