@@ -208,8 +208,8 @@ EXPLORE_NOTE = "explore mode (--fairness-explore): nothing gated"
 def _would_fail(f: GateFailure) -> str:
     """A gate failure the explore mode did not apply, in a few words (the report's words
     are report.failures'; this module never imports report)."""
-    what = f.statistic or ("no usable baseline" if f.kind == "baseline" else f.kind)
-    return " ".join(x for x in (f.attribute, str(what), f"({f.kind})") if x)
+    what = f.statistic or ("no usable baseline" if f.kind == "baseline" else None)
+    return " ".join(x for x in (f.attribute, what, f"({f.kind})") if x)
 
 
 def _explored(
