@@ -194,7 +194,8 @@ def _compare(args: argparse.Namespace) -> int:
 def _side(name: str, run: Any) -> str:
     """What a side was: its file, and for a history entry its commit and date."""
     entry = run.entry
-    where = [str(entry[k])[:12] for k in ("commit", "date") if entry.get(k)]
+    where = [str(entry["commit"])[:7]] if entry.get("commit") else []
+    where += [str(entry["date"]).replace("T", " ")[:16]] if entry.get("date") else []
     label = name if str(run.path) == name else f"{name} ({run.path})"
     return f"{label} [{', '.join(where)}]" if where else label
 

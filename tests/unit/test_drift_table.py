@@ -226,7 +226,7 @@ def test_history_entries_are_named_by_number_latest_or_commit(
     assert main(["compare", "1", "latest", "--history", str(hist)]) == 1
     out = capsys.readouterr().out
     assert out.startswith("A: 1 (")
-    assert "[1234abcd" in out.splitlines()[0]
+    assert "[1234abc, " in out.splitlines()[0]
     assert main(["compare", "feedbeef", "1234", "--history", str(hist)]) == 0
     capsys.readouterr()
     assert main(["compare", "7", "latest", "--history", str(hist)]) == 2
