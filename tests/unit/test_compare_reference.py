@@ -112,3 +112,30 @@ def test_a_reference_is_a_file_or_a_history_entry(tmp_path: Path) -> None:
         load_reference("nope.json", history_dir=None, cwd=tmp_path)
     with pytest.raises(ConfigError, match="no such entry"):
         load_reference("9", history_dir=hist, cwd=tmp_path)
+
+
+def test_another_kind_is_compared_through_its_own_figures() -> None:
+    """A role-play audit (no list-overlap attributes): the rules pick its JUnit figures."""
+    from pytest_recfair import engine, prompts
+    from pytest_recfair.engine.base import AuditRequest
+    from pytest_recfair.settings import resolve
+    from pytest_recfair.sim import SimulatedRecommender
+
+    s = resolve(marker={"kind": "roleplay", "attr": "religion"})
+    grid = prompts.load_grid("faireval")
+    result = engine.measure(AuditRequest(s, SimulatedRecommender("demo", seed=1), [], grid, "t"))
+    found = figures(result)
+    rates = {k: v for k, v in found.items() if k.endswith(".biased_rate")}
+    assert rates
+    assert not any(k.endswith(".snsr") for k in found)
+    key, rate = max(rates.items(), key=lambda kv: kv[1])
+    assert rate > 0  # the demo model is biased somewhere
+    # the reference had none biased: the rate's rise fails, naming the figure
+    ref_data = {**result.extras["roleplay"]}
+    ref_data["cells"] = [{**c, "rate": 0.0, "biased": 0} for c in ref_data["cells"]]
+    ref = replace(result, extras={**result.extras, "roleplay": ref_data})
+    out = apply_reference(result, Reference("r", {"t": ref}), parse_rules("biased_rate:0"))
+    assert out.gate is not None
+    details = [f.detail or "" for f in out.gate.failures]
+    assert any(d.startswith(f"{key} rose by") for d in details)
+    assert len(details) == sum(1 for v in rates.values() if v > 0)
