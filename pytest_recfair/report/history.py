@@ -144,12 +144,19 @@ def _when(stamp: str) -> str:
 
 
 def entry_of(path: Path) -> dict[str, object]:
-    """The ``"entry"`` object of a stored run ({} for an older entry, or a plain report)."""
+    """The ``"entry"`` object of a stored run ({} for an older entry, or a plain report).
+    :func:`append_run` writes it on the second line: only that line is read and parsed
+    (a paper-scale entry is megabytes), the whole file when it is not there."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        with path.open(encoding="utf-8") as f:
+            head = [f.readline(), f.readline()]
+        if head[0] == "{\n" and head[1].startswith('"entry": '):
+            entry = json.loads(head[1].removeprefix('"entry": ').rstrip().rstrip(","))
+        else:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            entry = doc.get("entry") if isinstance(doc, dict) else None
     except (OSError, ValueError, RecursionError):
         return {}
-    entry = doc.get("entry") if isinstance(doc, dict) else None
     return entry if isinstance(entry, dict) else {}
 
 

@@ -207,3 +207,20 @@ def test_the_x_axis_is_labelled_by_date_and_commit(tmp_path: Path) -> None:
     labels = re.findall(r'<text class="xlabel"[^>]*>(.*?)</text>', html)
     assert labels[:2] == ["2026-03-01", '2026-03-02<tspan x="740.0" dy="12">c0ffeec</tspan>']
     assert ">#1<" not in html
+
+
+def test_the_entry_is_read_from_its_line_or_from_the_whole_file(tmp_path: Path) -> None:
+    import json
+
+    from pytest_recfair.report.history import entry_of
+
+    path = append_run(tmp_path / "h", [audit()], env={"GITHUB_SHA": "5" * 40})
+    assert entry_of(path) == json.loads(path.read_text(encoding="utf-8"))["entry"]
+    # the same object elsewhere in the file (a report re-indented by hand): still found
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    (tmp_path / "pretty.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
+    assert entry_of(tmp_path / "pretty.json") == doc["entry"]
+    (tmp_path / "plain.json").write_text(report.to_json([audit()]), encoding="utf-8")
+    assert entry_of(tmp_path / "plain.json") == {}
+    (tmp_path / "broken.json").write_text('{\n"entry": {oops},\n')
+    assert entry_of(tmp_path / "broken.json") == {}
