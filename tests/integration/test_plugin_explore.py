@@ -34,6 +34,7 @@ def test_a_first_look_without_baselines_passes_and_says_nothing_was_gated(
     reports = [f"--fairness-report=run.{ext}" for ext in ("json", "md", "html")]
     result = pytester.runpytest(*args, "--fairness-explore", *reports)
     result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*= fairness summary (explore mode: nothing gated) =*"])
     result.stdout.fnmatch_lines(["*explore mode (--fairness-explore): nothing gated*"])
     result.stdout.fnmatch_lines(["*would fail on: no usable baseline (baseline)*"])
     report = json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))
