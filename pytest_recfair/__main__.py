@@ -78,7 +78,11 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m pytest_recfair")
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="render a stored JSON run report as Markdown or HTML")
-    rep.add_argument("run", help="a JSON report (--fairness-report=run.json, or a history entry)")
+    rep.add_argument(
+        "run",
+        help="a JSON report (--fairness-report=run.json, or a history entry; with --history "
+        "also an entry's number, latest, -N or commit prefix)",
+    )
     rep.add_argument(
         "--to", required=True, choices=[f.lstrip(".") for f in REPORT_FORMATS], help="format"
     )
@@ -128,7 +132,6 @@ def _emit(text: str, output: str | None) -> None:
 
 def _report(args: argparse.Namespace) -> int:
     from pytest_recfair.report.registry import render
-    from pytest_recfair.report.stored import load_run
 
     fmt = next(f for f in REPORT_FORMATS if f == "." + args.to)
     suffix = Path(args.output).suffix.lower() if args.output else fmt
@@ -137,11 +140,12 @@ def _report(args: argparse.Namespace) -> int:
             f"-o {args.output}: --to {args.to} writes {fmt} files; name the output "
             f"*{fmt} or pick the --to that matches {suffix}."
         )
-    run = load_run(args.run)
+    run = _run_of(args.run, args.history)  # with --history: an entry's name too
     history = []
-    if args.history is not None:
-        if fmt != ".html":
-            raise DataError(f"--history is plotted by --to html only; got --to {args.to}.")
+    named = args.history is not None and not Path(args.run).is_file()
+    if args.history is not None and fmt != ".html" and not named:
+        raise DataError(f"--history is plotted by --to html only; got --to {args.to}.")
+    if args.history is not None and fmt == ".html":
         from pytest_recfair.report.history import load_history
 
         history = load_history(Path(args.history))

@@ -178,3 +178,21 @@ def test_history_plots_in_html_only(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert "is not a directory" in err
+
+
+def test_a_history_entry_is_rendered_by_its_name(
+    tmp_path: Path, stored: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 25 point 7: entries named by number, latest, -N or commit prefix."""
+    from pytest_recfair.report.history import append_run
+
+    hist = tmp_path / "hist"
+    run = load_run(stored)
+    append_run(hist, run.results, run.baselines, env={"GITHUB_SHA": "deadbeef" * 5})
+    assert main(["report", "latest", "--to", "md", "--history", str(hist)]) == 0
+    by_name = capsys.readouterr().out
+    assert by_name == report.to_markdown(run.results, run.baselines, models=run.models)
+    assert main(["report", "deadbeef", "--to", "md", "--history", str(hist)]) == 0
+    assert capsys.readouterr().out == by_name
+    assert main(["report", "5", "--to", "md", "--history", str(hist)]) == 2
+    assert "no such entry" in capsys.readouterr().err
