@@ -65,7 +65,8 @@ def _axes(n: int, step: float, history: Sequence[HistoryRun]) -> list[str]:
         )
     every = max(1, math.ceil(n / _MAX_X_LABELS))
     for i, run in enumerate(history):
-        if i % every == 0 or i == n - 1:
+        # every `every`-th run and the last, never one too close to the last to fit
+        if (i % every == 0 and n - 1 - i >= every) or i == n - 1:
             commit = (
                 f'<tspan x="{_x(i, n):.1f}" dy="12">{_e(run.commit[:7])}</tspan>'
                 if run.commit
