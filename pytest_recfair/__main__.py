@@ -3,8 +3,10 @@
 - ``import faireval|fairllm DIR --out OUT``: a published result folder as an offline audit;
 - ``report RUN.json --to md|html [-o OUT] [--history DIR]``: render a stored JSON run
   report again (the HTML plots SNSR over a ``--fairness-history`` DIR);
-- ``compare A.json B.json``: the drift table between two stored runs; exit status 1 when B
-  is significantly less fair than A.
+- ``compare A B [--history DIR] [--format text|json|markdown|csv]``: the drift table between
+  two stored runs (JSON reports, or entries of a history DIR by number, ``latest``, ``-N``
+  or commit prefix); ``compare CMP.json`` renders a ``--format json`` comparison again;
+  exit status 1 when B is significantly less fair than A.
 
 Bad input is one line on stderr and exit status 2, never a traceback (docs/reports.md).
 """
@@ -15,7 +17,7 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from pytest_recfair import __version__
 from pytest_recfair.errors import DataError, RecfairError
@@ -46,11 +48,26 @@ def _margin(text: str) -> float:
 
 
 def _compare_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
+    from pytest_recfair.compare.formats import COMPARE_FORMATS
+
     cmp = sub.add_parser(
-        "compare", help="the drift table between two stored JSON run reports (B against A)"
+        "compare",
+        help="the drift table between two stored runs (B against A), or a stored comparison "
+        "(one --format json file) rendered again",
     )
-    cmp.add_argument("a", help="the earlier run's JSON report (the reference)")
-    cmp.add_argument("b", help="the later run's JSON report")
+    cmp.add_argument(
+        "a",
+        help="the reference: a JSON run report, or with --history an entry (its number, "
+        "latest, -N, a commit prefix); alone, a comparison written by --format json",
+    )
+    cmp.add_argument("b", nargs="?", default=None, help="the later run (the same kinds of name)")
+    cmp.add_argument(
+        "--history", default=None, help="the --fairness-history DIR the entry names refer to"
+    )
+    cmp.add_argument(
+        "--format", default="text", choices=COMPARE_FORMATS, help="output format (text)"
+    )
+    cmp.add_argument("-o", "--output", default=None, help="file to write (default: stdout)")
     cmp.add_argument("--alpha", type=_level, default=0.05, help="overall level (0.05)")
     cmp.add_argument(
         "--tolerance", type=_margin, default=0.0, help="worsening allowed before WORSE (0)"
@@ -63,7 +80,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pytest-recfair {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="render a stored JSON run report as Markdown or HTML")
-    rep.add_argument("run", help="a JSON report (--fairness-report=run.json, or a history entry)")
+    rep.add_argument(
+        "run",
+        help="a JSON report (--fairness-report=run.json, or a history entry; with --history "
+        "also an entry's number, latest, -N or commit prefix)",
+    )
     rep.add_argument(
         "--to", required=True, choices=[f.lstrip(".") for f in REPORT_FORMATS], help="format"
     )
@@ -113,7 +134,6 @@ def _emit(text: str, output: str | None) -> None:
 
 def _report(args: argparse.Namespace) -> int:
     from pytest_recfair.report.registry import render
-    from pytest_recfair.report.stored import load_run
 
     fmt = next(f for f in REPORT_FORMATS if f == "." + args.to)
     suffix = Path(args.output).suffix.lower() if args.output else fmt
@@ -122,11 +142,12 @@ def _report(args: argparse.Namespace) -> int:
             f"-o {args.output}: --to {args.to} writes {fmt} files; name the output "
             f"*{fmt} or pick the --to that matches {suffix}."
         )
-    run = load_run(args.run)
+    run = _run_of(args.run, args.history)  # with --history: an entry's name too
     history = []
-    if args.history is not None:
-        if fmt != ".html":
-            raise DataError(f"--history is plotted by --to html only; got --to {args.to}.")
+    named = args.history is not None and not Path(args.run).is_file()
+    if args.history is not None and fmt != ".html" and not named:
+        raise DataError(f"--history is plotted by --to html only; got --to {args.to}.")
+    if args.history is not None and fmt == ".html":
         from pytest_recfair.report.history import load_history
 
         history = load_history(Path(args.history))
@@ -134,11 +155,34 @@ def _report(args: argparse.Namespace) -> int:
     return 0
 
 
-def _compare(args: argparse.Namespace) -> int:
-    from pytest_recfair.compare.runs import compare_runs, table_lines
+def _run_of(name: str, history: str | None) -> Any:
+    """A stored run named on the command line: a file, else an entry of ``--history``."""
     from pytest_recfair.report.stored import load_run
 
-    a, b = load_run(args.a), load_run(args.b)
+    if history is None or Path(name).is_file():
+        return load_run(name)
+    from pytest_recfair.report.history import find_entry
+
+    return load_run(find_entry(Path(history), name))
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from pytest_recfair.compare.formats import Compared, parse_comparison, render_comparison
+    from pytest_recfair.compare.runs import compare_runs
+
+    if args.b is None:  # a stored comparison, rendered again
+        path = Path(args.a)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise DataError(
+                f"cannot read {path} ({getattr(exc, 'strerror', None) or exc}); give two runs "
+                f"to compare, or one comparison written by --format json."
+            ) from None
+        done = parse_comparison(text, path)
+        _emit(render_comparison(done, args.format), args.output)
+        return 1 if done.drift.worse else 0
+    a, b = _run_of(args.a, args.history), _run_of(args.b, args.history)
     c = compare_runs(
         a.results, b.results, alpha=args.alpha, tolerance=args.tolerance, seed=args.seed
     )
@@ -148,9 +192,18 @@ def _compare(args: argparse.Namespace) -> int:
             + ("; ".join(c.notes) or "no audited test in either")
             + "); compare two runs of the same tests and settings."
         )
-    print(f"A: {args.a}\nB: {args.b}")
-    print("\n".join(table_lines(c)))
+    sides = (_side(args.a, a), _side(args.b, b))
+    _emit(render_comparison(Compared(c, *sides), args.format), args.output)
     return 1 if c.worse else 0
+
+
+def _side(name: str, run: Any) -> str:
+    """What a side was: its file, and for a history entry its commit and date."""
+    entry = run.entry
+    where = [str(entry["commit"])[:7]] if entry.get("commit") else []
+    where += [str(entry["date"]).replace("T", " ")[:16]] if entry.get("date") else []
+    label = name if str(run.path) == name else f"{name} ({run.path})"
+    return f"{label} [{', '.join(where)}]" if where else label
 
 
 def _import(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from pytest_recfair.settings import AuditSettings
 
 __all__ = [
+    "EXPLORE_NOTE",
     "FORCED_NOTE",
     "BaselineCheck",
     "BaselineState",
@@ -186,6 +187,8 @@ def judge(
     """
     state = check.state
     checked = result.gate or GateOutcome(passed=True)
+    if settings.explore:
+        return _explored(settings, result, checked, state, test_id)
     if settings.update:
         return _verdict(result, Judged(checked, force=settings.update_force), state)
     problem = _missing_baseline(state, test_id)
@@ -196,6 +199,47 @@ def judge(
             f"--fairness-update stores only a run that passes its absolute limits."
         )
     return _verdict(result, Judged(checked, missing=problem))
+
+
+#: The note every result of an explore run carries (every channel shows the gate's notes).
+EXPLORE_NOTE = "explore mode (--fairness-explore): nothing gated"
+
+
+def _would_fail(f: GateFailure) -> str:
+    """A gate failure the explore mode did not apply, in a few words (the report's words
+    are report.failures'; this module never imports report)."""
+    what = f.statistic or ("no usable baseline" if f.kind == "baseline" else None)
+    return " ".join(x for x in (f.attribute, what, f"({f.kind})") if x)
+
+
+def _explored(
+    settings: AuditSettings,
+    result: AuditResult,
+    checked: GateOutcome,
+    state: BaselineState,
+    test_id: str,
+) -> Verdict:
+    """--fairness-explore: the run passes whatever the limits, drift or baseline say; each
+    failure it would have had is a note. With --fairness-update too, the baseline is
+    written only when the update alone would write it (the run passes its limits)."""
+    updating = settings.update
+    parts = Judged(
+        checked,
+        force=updating and settings.update_force,
+        missing=None if updating else _missing_baseline(state, test_id),
+    )
+    would = _outcome(parts)
+    notes = [EXPLORE_NOTE]
+    if would.failures:
+        notes.append("would fail on: " + "; ".join(_would_fail(f) for f in would.failures))
+    if updating and not would.passed:
+        notes.append("baseline not written: the run crosses its absolute limits")
+    explored = GateOutcome.of((), (*would.notes, *notes), would.drift)
+    judged = replace(result, gate=explored)
+    ungated = Judged(explored)  # a failing test body still fails (body_failed adds it)
+    if updating and would.passed:
+        return Verdict(True, judged, write=state.path, moved_from=state.legacy, parts=ungated)
+    return Verdict(True, judged, parts=ungated)
 
 
 def body_failed(verdict: Verdict, error: str) -> Verdict:

@@ -132,12 +132,34 @@ def _add_scale_options(group: pytest.OptionGroup) -> None:
     )
 
 
+def _add_compare_options(group: pytest.OptionGroup) -> None:
+    """Gating against a stored run (docs/reports.md): options of the whole run."""
+    group.addoption(
+        "--fairness-compare",
+        dest="fairness_compare",
+        metavar="REF",
+        default=None,
+        help="compare each audit with a stored run: a JSON report, or an entry of "
+        "--fairness-history DIR (number, latest, -N, commit prefix)",
+    )
+    group.addoption(
+        "--fairness-compare-fail",
+        dest="fairness_compare_fail",
+        metavar="EXPR",
+        default=None,
+        help="fail an audit worse than --fairness-compare's run: NAME:[+|-]LIMIT[%%] "
+        "rules, comma-separated, e.g. snsr:0.02,pafs:0.05",
+    )
+
+
 # the order of --help: the settings' options (by key) and the run's, grouped by topic
 _HELP_LAYOUT: tuple[tuple[str, ...] | Callable[[pytest.OptionGroup], None], ...] = (
     ("record_mode", "update", "update_force"),
     _add_report_options,
     ("entities", "repeats", "concurrency", "seed", "alpha", "plan", "batch"),
     _add_scale_options,
+    ("explore",),
+    _add_compare_options,
 )
 assert sorted(k for p in _HELP_LAYOUT if not callable(p) for k in p) == sorted(
     settings.CLI_KEYS.values()

@@ -47,6 +47,11 @@ def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditRe
     its = audit_state(node) or node.stash.setdefault(AUDIT, AuditState(s))
     its.settings = s  # the fixture's value: a conftest may override recfair_settings
     its.comparison, result, its.record = flow.conclude(s, result, baseline, its.model_slot())
+    reference = state.run.reference
+    if reference is not None:  # --fairness-compare: gated against that run too
+        from pytest_recfair.compare.reference import apply_reference
+
+        result = its.record.result = apply_reference(result, reference, state.run.compare_fail)
     from pytest_recfair.report.junit import properties
 
     node.user_properties.extend(properties(result))

@@ -96,7 +96,9 @@ def _add_to_history(config: pytest.Config, collector: audit.RunCollector) -> lis
     try:
         from pytest_recfair.report.channels import add_to_history
 
-        entry = add_to_history(collector, run.history_dir)
+        entry = add_to_history(
+            collector, run.history_dir, settings=run_state(config).settings, cwd=config.rootpath
+        )
     except (OSError, RecfairError) as exc:
         collector.notes.append(f"could not add the run to {run.history}: {exc}")
         return []

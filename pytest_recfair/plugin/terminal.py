@@ -116,7 +116,9 @@ def summary(
     """The fairness summary: each audit's figures and the run's notes."""
     if collector is None or not (collector.results or collector.notes):
         return
-    terminalreporter.write_sep("=", "fairness summary")
+    explore = run_state(config).settings.explore  # --fairness-explore: said up front
+    title = "fairness summary" + (" (explore mode: nothing gated)" if explore else "")
+    terminalreporter.write_sep("=", title)
     # the terminal's width (COLUMNS, or 80 when not a terminal), as pytest's own lines
     width = config.get_terminal_writer().fullwidth
     from pytest_recfair import secrets

@@ -54,6 +54,11 @@ def write_run_report(run: RunView, path: Path, history: Sequence[HistoryRun] = (
     write_report(path, run.ordered(), run.baselines, models=run.models(), history=history)
 
 
-def add_to_history(run: RunView, directory: Path) -> Path:
-    """Append the run to the ``--fairness-history`` directory; the entry's path."""
-    return append_run(directory, run.ordered(), run.baselines, models=run.models())
+def add_to_history(
+    run: RunView, directory: Path, *, settings: object = None, cwd: Path | None = None
+) -> Path:
+    """Append the run to the ``--fairness-history`` directory; the entry's path
+    (``settings`` and the git commit read in ``cwd`` go into its ``"entry"``)."""
+    return append_run(
+        directory, run.ordered(), run.baselines, models=run.models(), settings=settings, cwd=cwd
+    )

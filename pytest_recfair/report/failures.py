@@ -122,7 +122,8 @@ def _is_limit(f: GateFailure) -> bool:
 
 
 def _is_drift(f: GateFailure) -> bool:
-    return f.kind == "drift" or (kind_owned(f) and f.baseline is not None)
+    # "compare" (--fairness-compare-fail): a stored reference, which no update changes
+    return f.kind == "drift" or (kind_owned(f) and f.baseline is not None and f.kind != "compare")
 
 
 def accept_offered(outcome: GateOutcome) -> bool:

@@ -4,14 +4,21 @@ autosave: each run adds one JSON report under a new name, never overwriting an o
 Names are ``NNNN_<UTC timestamp>.json``: the counter keeps them in run order for ``ls`` and
 for a later plot, the timestamp says when. The file is reserved with ``O_EXCL`` (two runs
 finishing at once get different names) and then filled by an atomic rename.
+
+Each entry is the run's JSON report plus an ``"entry"`` object: commit, branch, date,
+machine and settings (:mod:`pytest_recfair.report.provenance`). Entries written before it
+existed load with those fields None. An entry is named on the command line and by
+``--fairness-compare`` with :func:`find_entry`: its number, ``latest`` (or ``-1``,
+``-2``: counted from the newest) or a commit prefix.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -23,7 +30,15 @@ from pytest_recfair.report.status import Baselines
 from pytest_recfair.report.stored import load_run
 from pytest_recfair.results import AuditResult, Stat
 
-__all__ = ["HistoryRun", "append_run", "check_history_dir", "history_runs", "load_history"]
+__all__ = [
+    "HistoryRun",
+    "append_run",
+    "check_history_dir",
+    "entry_of",
+    "find_entry",
+    "history_runs",
+    "load_history",
+]
 
 _NAME = re.compile(r"^(\d{4,})_([0-9TZ]+)\.json$")
 _STAMP = "%Y%m%dT%H%M%SZ"
@@ -37,6 +52,19 @@ class HistoryRun:
     when: str  # "2026-01-02 03:04:05 UTC", or the name's stamp as written
     #: SNSR by (test id, attribute casefolded, metric)
     snsr: Mapping[tuple[str, str, str], Stat]
+    commit: str | None = None  # None: an entry written before they were recorded
+    branch: str | None = None
+    path: Path | None = field(default=None, compare=False)
+
+    @property
+    def day(self) -> str:
+        """The date of the run (``2026-01-02``), or ``#N`` when its name has none."""
+        return self.when[:10] if re.match(r"\d{4}-\d\d-\d\d", self.when) else f"#{self.number}"
+
+    @property
+    def label(self) -> str:
+        """The run in a few characters: its date, and its short commit when known."""
+        return f"{self.day} {self.commit[:7]}" if self.commit else self.day
 
 
 def check_history_dir(directory: Path) -> None:
@@ -85,12 +113,23 @@ def append_run(
     now: datetime | None = None,
     *,
     models: Sequence[ModelComparison] = (),
+    settings: object = None,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> Path:
-    """Store this run's JSON report as the next entry of ``directory``; return its path."""
+    """Store this run's JSON report, with its ``"entry"`` (commit, branch, date, machine,
+    ``settings``: the run's ``AuditSettings``), as the next entry of ``directory``."""
+    from pytest_recfair.report.provenance import entry_info
+
     directory.mkdir(parents=True, exist_ok=True)
-    path = _reserve(directory, now or datetime.now(UTC))
+    when = now or datetime.now(UTC)
+    path = _reserve(directory, when)
+    info = entry_info(when, cwd=cwd, settings=settings, env=env)
+    text = to_json(results, baselines, models=models)
+    # the report's own lines stay as they are: the entry goes first in its object
+    text = '{\n"entry": ' + json.dumps(info, sort_keys=True, ensure_ascii=False) + ",\n" + text[2:]
     try:
-        atomic_write_text(path, to_json(results, baselines, models=models))
+        atomic_write_text(path, text)
     except BaseException:
         path.unlink(missing_ok=True)  # never leave an empty entry behind
         raise
@@ -102,6 +141,63 @@ def _when(stamp: str) -> str:
         return datetime.strptime(stamp, _STAMP).strftime("%Y-%m-%d %H:%M:%S UTC")
     except ValueError:
         return stamp
+
+
+def entry_of(path: Path) -> dict[str, object]:
+    """The ``"entry"`` object of a stored run ({} for an older entry, or a plain report).
+    :func:`append_run` writes it on the second line: only that line is read and parsed
+    (a paper-scale entry is megabytes), the whole file when it is not there."""
+    try:
+        with path.open(encoding="utf-8") as f:
+            head = [f.readline(), f.readline()]
+        if head[0] == "{\n" and head[1].startswith('"entry": '):
+            entry = json.loads(head[1].removeprefix('"entry": ').rstrip().rstrip(","))
+        else:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+            entry = doc.get("entry") if isinstance(doc, dict) else None
+    except (OSError, ValueError, RecursionError):
+        return {}
+    return entry if isinstance(entry, dict) else {}
+
+
+def _text(entry: Mapping[str, object], key: str) -> str | None:
+    value = entry.get(key)
+    return value if isinstance(value, str) and value else None
+
+
+def find_entry(directory: Path, ref: str) -> Path:
+    """The entry of ``directory`` that ``ref`` names: its number (``3``), ``latest`` or a
+    negative count from the newest (``-1`` is the latest, ``-2`` the one before), or a
+    commit prefix (at least 4 hex digits). A DataError says what was found instead."""
+    runs = [p for p in history_runs(directory) if p.stat().st_size > 0]
+    where = f"--fairness-history {directory}"
+    if not runs:
+        raise DataError(
+            f"{ref!r}: {where} holds no entry; run pytest --fairness "
+            f"--fairness-history={directory} first."
+        )
+    text = ref.strip()
+    if text.casefold() == "latest":
+        return runs[-1]
+    if re.fullmatch(r"-\d+", text):
+        back = int(text)
+        if -len(runs) <= back < 0:
+            return runs[back]
+        raise DataError(f"{ref!r}: {where} holds {len(runs)} entries; give -1 to -{len(runs)}.")
+    if text.isdigit():
+        for p in runs:
+            m = _NAME.match(p.name)
+            if m is not None and int(m.group(1)) == int(text):
+                return p
+    if re.fullmatch(r"[0-9a-fA-F]{4,40}", text):
+        found = [p for p in runs if (_text(entry_of(p), "commit") or "").startswith(text.lower())]
+        if found:
+            return found[-1]  # the latest run of that commit
+    numbers = ", ".join(p.name.split("_")[0].lstrip("0") for p in runs[-5:])
+    raise DataError(
+        f"{ref!r}: no such entry in {where}; give an entry number (the newest: {numbers}), "
+        f"latest, -N (the Nth from the newest) or a commit prefix of 4+ hex digits."
+    )
 
 
 def load_history(directory: Path) -> list[HistoryRun]:
@@ -125,5 +221,15 @@ def load_history(directory: Path) -> list[HistoryRun]:
             for r in run.results
             for a in r.attributes
         }
-        out.append(HistoryRun(int(m.group(1)), _when(m.group(2)), snsr))
+        entry = run.entry
+        out.append(
+            HistoryRun(
+                int(m.group(1)),
+                _when(m.group(2)),
+                snsr,
+                _text(entry, "commit"),
+                _text(entry, "branch"),
+                path,
+            )
+        )
     return out

@@ -1,10 +1,11 @@
 """SNSR over the stored history (``--fairness-history=DIR``) as inline SVG line charts.
 
 One chart per test × attribute × metric of the page: x is the run (oldest first, as the
-history numbers them), y its SNSR with the 95% bootstrap interval as a whisker, a dashed
-line at the method's descriptive flag (SNSR 0.10). A run that did not audit that test and
-attribute, or whose SNSR is undefined, has no point (the line joins its neighbours). No
-script: the page stays self-contained. Pure.
+history numbers them), labelled by its date and, below, its short commit (a run stored
+before commits were recorded shows its date only), y its SNSR with the 95% bootstrap
+interval as a whisker, a dashed line at the method's descriptive flag (SNSR 0.10). A run
+that did not audit that test and attribute, or whose SNSR is undefined, has no point (the
+line joins its neighbours). No script: the page stays self-contained. Pure.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from pytest_recfair.results import AttributeResult, AuditResult, Stat
 
 __all__ = ["history_html"]
 
-_W, _H = 760, 190
-_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 20, 12, 40
-_MAX_X_LABELS = 12
+_W, _H = 760, 198
+_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 20, 12, 48
+_MAX_X_LABELS = 8  # a date is ~60 px wide at 11 px
 
 
 def _e(text: object) -> str:
@@ -64,16 +65,28 @@ def _axes(n: int, step: float, history: Sequence[HistoryRun]) -> list[str]:
         )
     every = max(1, math.ceil(n / _MAX_X_LABELS))
     for i, run in enumerate(history):
-        if i % every == 0 or i == n - 1:
+        # every `every`-th run and the last, never one too close to the last to fit
+        if (i % every == 0 and n - 1 - i >= every) or i == n - 1:
+            commit = (
+                f'<tspan x="{_x(i, n):.1f}" dy="12">{_e(run.commit[:7])}</tspan>'
+                if run.commit
+                else ""
+            )
             out.append(
-                f'<text x="{_x(i, n):.1f}" y="{y0 + 16}" font-size="11" fill="#59636e" '
-                f'text-anchor="middle">#{run.number}</text>'
+                f'<text class="xlabel" x="{_x(i, n):.1f}" y="{y0 + 14}" font-size="11" '
+                f'fill="#59636e" text-anchor="middle">{_e(run.day)}{commit}</text>'
             )
     out.append(
-        f'<text x="{(x0 + x1) / 2:.1f}" y="{_H - 6}" font-size="11" fill="#59636e" '
-        f'text-anchor="middle">stored run (oldest first); SNSR, lower is fairer</text>'
+        f'<text x="{(x0 + x1) / 2:.1f}" y="{_H - 4}" font-size="11" fill="#59636e" '
+        f'text-anchor="middle">stored run by date and commit (oldest first); SNSR, lower '
+        f"is fairer</text>"
     )
     return out
+
+
+def _commit(run: HistoryRun) -> str:
+    parts = [x for x in (run.commit[:12] if run.commit else None, run.branch) if x]
+    return f", {' on '.join(parts)}" if parts else ""
 
 
 def _x(i: int, n: int) -> float:
@@ -111,7 +124,8 @@ def _chart(history: Sequence[HistoryRun], test_id: str, a: AttributeResult, cid:
     )
     out += [
         f'<circle class="run" cx="{_x(i, n):.1f}" cy="{y(s.value):.1f}" r="4" fill="#0969da">'
-        f"<title>#{run.number} ({_e(run.when)}): SNSR {_e(fmt_ci(s))}</title></circle>"
+        f"<title>#{run.number} ({_e(run.when)}{_e(_commit(run))}): SNSR {_e(fmt_ci(s))}"
+        "</title></circle>"
         for i, run, s in points
     ]
     return "".join([*out, "</svg>"])

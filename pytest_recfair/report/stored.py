@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -37,6 +37,9 @@ class StoredRun:
     results: tuple[AuditResult, ...]
     baselines: Mapping[str, AuditResult]
     models: tuple[ModelComparison, ...] = ()  # the side-by-side section, when there is one
+    #: a history entry's commit, branch, date, machine, settings ({}: a plain report, or an
+    #: entry written before they were recorded)
+    entry: Mapping[str, Any] = field(default_factory=dict)
 
 
 @functools.cache
@@ -114,7 +117,14 @@ def parse_run(text: str, path: Path) -> StoredRun:
         str(k): _result(v, path, f"baselines[{json.dumps(k)}]")
         for k, v in (env.get("baselines") or {}).items()
     }
-    return StoredRun(path, results, base, _models(env.get("models") or [], path))
+    entry = env.get("entry")
+    return StoredRun(
+        path,
+        results,
+        base,
+        _models(env.get("models") or [], path),
+        entry if isinstance(entry, dict) else {},
+    )
 
 
 def _models(docs: Any, path: Path) -> tuple[ModelComparison, ...]:

@@ -108,6 +108,10 @@ def _commas(text: str) -> list[str]:
 
 
 _FAIRNESS_UPDATE = "write or refresh fairness baselines from this run (ini: recfair_update)"
+_FAIRNESS_EXPLORE = (
+    "explore: measure and report, fail no test on limits, drift or missing baselines; "
+    "writes baselines only with --fairness-update (ini: recfair_explore)"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -422,6 +426,15 @@ class AuditSettings:
                 "print each audit's plan (prompts, already recorded, to ask, tokens, cost, "
                 "duration) and send nothing",
             ),
+        ),
+    )
+    explore: bool = field(  # a first look at a model: measure and report, gate nothing
+        default=False,
+        metadata=_s(
+            v.to_bool,
+            help="measure and report without gating (true/false; --fairness-explore)",
+            marker=False,
+            option=Option("fairness_explore", _FAIRNESS_EXPLORE),
         ),
     )
 

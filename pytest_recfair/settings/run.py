@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pytest_recfair.errors import ConfigError
 
 if TYPE_CHECKING:
+    from pytest_recfair.compare.reference import Reference, Rule
     from pytest_recfair.engine.base import Shard
     from pytest_recfair.settings import AuditSettings
 
@@ -26,6 +27,8 @@ RUN_OPTIONS: Final[tuple[str, ...]] = (
     "fairness_shard",
     "fairness_merge",
     "fairness_prune",
+    "fairness_compare",
+    "fairness_compare_fail",
 )
 
 
@@ -39,6 +42,8 @@ class RunSettings:
     history: str | None = None  # --fairness-history as given (the notes name it)
     history_dir: Path | None = None  # ... resolved against the invocation directory
     reports: tuple[Path, ...] = ()  # --fairness-report, else ini recfair_report
+    reference: Reference | None = None  # --fairness-compare=REF, loaded at configure time
+    compare_fail: tuple[Rule, ...] = ()  # --fairness-compare-fail=EXPR
 
     def check(self) -> None:
         """Fail before any prompt is sent when a report or the history directory cannot
@@ -82,11 +87,35 @@ def resolve_run(
     else:
         reports = [rootdir / p for p in run.report or ()]
     history = cli.get("fairness_history") or None
+    history_dir = None if history is None else cwd / history
+    reference, rules = _compare(cli, history_dir, cwd)
     return RunSettings(
         shard=shard,
         merge=tuple(cwd / p for p in merge),
         prune=bool(cli.get("fairness_prune")),
         history=history,
-        history_dir=None if history is None else cwd / history,
+        history_dir=history_dir,
         reports=tuple(dict.fromkeys(reports)),
+        reference=reference,
+        compare_fail=rules,
     )
+
+
+def _compare(
+    cli: Mapping[str, Any], history_dir: Path | None, cwd: Path
+) -> tuple[Reference | None, tuple[Rule, ...]]:
+    """--fairness-compare=REF (loaded now: a bad one fails before any prompt is sent) and
+    --fairness-compare-fail=EXPR (which needs a reference)."""
+    ref, expr = cli.get("fairness_compare"), cli.get("fairness_compare_fail")
+    if not ref:
+        if expr:
+            raise ConfigError(
+                "--fairness-compare-fail needs the run to compare with: add "
+                "--fairness-compare=REF (a JSON report, or a --fairness-history entry)."
+            )
+        return None, ()
+    from pytest_recfair.compare.reference import load_reference, parse_rules
+
+    rules = parse_rules(expr) if expr else ()
+    # a run stored in the history is compared with the entries before it
+    return load_reference(ref, history_dir=history_dir, cwd=cwd), rules

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import platform
 import subprocess
 import sys
 from pathlib import Path
@@ -25,9 +26,16 @@ def test_each_run_appends_one_entry(pytester: pytest.Pytester) -> None:
     runs = history_runs(history)
     assert [p.name[:5] for p in runs] == ["0001_", "0002_"]
     result.stdout.fnmatch_lines([f"fairness history entry written: {runs[1]}"])
-    # the entry is this run's JSON report, as --fairness-report writes it
+    # the entry is this run's JSON report, as --fairness-report writes it, plus where it
+    # came from (issue 25 point 7: commit, branch, date, machine, settings)
     report = json.loads((pytester.path / "run.json").read_text(encoding="utf-8"))
-    assert json.loads(runs[1].read_text(encoding="utf-8")) == report
+    stored = json.loads(runs[1].read_text(encoding="utf-8"))
+    entry = stored.pop("entry")
+    assert stored == report
+    assert set(entry) == {"commit", "branch", "date", "machine", "settings"}
+    assert entry["date"].startswith(runs[1].name[5:9])  # the year of the name's stamp
+    assert entry["machine"]["python"] == platform.python_version()
+    assert entry["settings"]["entities"] == 12  # from the ini
     assert "religion" in runs[0].read_text(encoding="utf-8")
     assert [p.name for p in history.iterdir() if p.name.startswith(".")] == []
 

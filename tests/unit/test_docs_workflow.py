@@ -65,6 +65,7 @@ def test_the_docs_hold_the_promised_workflows() -> None:
         ".github/workflows/fairness.yml",
         ".github/workflows/fairness-rerecord.yml",
         ".github/workflows/fairness-sharded.yml",
+        ".github/workflows/fairness-history.yml",
     }
 
 

@@ -129,3 +129,108 @@ def test_command_bad_input_is_one_line(
         assert err.count("\n") == 1
         assert f"argument {flag[0]}" in err
     assert json.loads(a.read_text(encoding="utf-8"))["version"] == 1
+
+
+# --- every format, the JSON round trip, history entries by name (issue 25 point 7) -----------
+
+
+def _written(
+    tmp_path: Path, before: list[AuditResult], after: list[AuditResult]
+) -> tuple[str, str]:
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(report.to_json(before), encoding="utf-8")
+    b.write_text(report.to_json(after), encoding="utf-8")
+    return str(a), str(b)
+
+
+def test_json_round_trips_to_the_same_comparison(
+    tmp_path: Path,
+    before: list[AuditResult],
+    after: list[AuditResult],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pytest_recfair.compare.formats import Compared, parse_comparison, render_comparison
+
+    a, b = _written(tmp_path, before, after)
+    assert main(["compare", a, b, "--format", "json", "-o", str(tmp_path / "c.json")]) == 1
+    text = (tmp_path / "c.json").read_text(encoding="utf-8")
+    loaded = parse_comparison(text, tmp_path / "c.json")
+    direct = compare_runs(before, after)
+    assert loaded == Compared(direct, a, b)  # every row, note and level, unrounded
+    assert render_comparison(loaded, "json") == text
+    # a comparison with an undefined p-value (NaN) survives as null and back
+    nan_row = replace(direct.rows[0], p_adjusted=float("nan"))
+    odd = Compared(replace(direct, rows=(nan_row,)), "x", "y")
+    back = parse_comparison(render_comparison(odd, "json"), tmp_path / "odd.json")
+    assert json.loads(render_comparison(back, "json")) == json.loads(render_comparison(odd, "json"))
+    # the stored comparison renders again in any format, with the same exit status
+    assert main(["compare", str(tmp_path / "c.json"), "--format", "text"]) == 1
+    capsys.readouterr()
+    assert main(["compare", str(tmp_path / "c.json"), "--format", "markdown"]) == 1
+    md = capsys.readouterr().out
+    assert "**B is significantly worse than A**" in md
+
+
+def test_markdown_and_csv_hold_every_row(
+    tmp_path: Path,
+    before: list[AuditResult],
+    after: list[AuditResult],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    import csv
+    import io
+
+    a, b = _written(tmp_path, before, after)
+    direct = compare_runs(before, after)
+    assert main(["compare", a, b, "--format", "csv"]) == 1
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == len(direct.rows)
+    worse = [(r["attribute"], r["statistic"]) for r in rows if r["worse"] == "True"]
+    assert worse == [(r.attribute, r.statistic) for r in direct.rows if r.worse]
+    first = direct.rows[0]
+    assert float(rows[0]["delta"]) == pytest.approx(first.delta, abs=0, rel=1e-12)
+    assert main(["compare", a, b, "--format", "markdown"]) == 1
+    md = capsys.readouterr().out.splitlines()
+    table = [ln for ln in md if ln.startswith("| ") and not ln.startswith(("| test ", "| ---"))]
+    assert len(table) == len(direct.rows)
+    assert sum(ln.endswith("| WORSE |") for ln in table) == sum(r.worse for r in direct.rows)
+
+
+def test_a_bad_comparison_file_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "c.json"
+    for text, said in (
+        ("{", "is not JSON"),
+        ('{"format": "other"}', "is not a comparison"),
+        ('{"format": "pytest-recfair comparison", "version": 1, "rows": [{}]}', "is invalid"),
+    ):
+        bad.write_text(text, encoding="utf-8")
+        assert main(["compare", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert said in err
+        assert err.count("\n") == 1
+
+
+def test_history_entries_are_named_by_number_latest_or_commit(
+    tmp_path: Path,
+    before: list[AuditResult],
+    after: list[AuditResult],
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from pytest_recfair.report.history import append_run
+
+    hist = tmp_path / "hist"
+    append_run(hist, before, env={"GITHUB_SHA": "1234abcd" * 5})
+    append_run(hist, after, env={"GITHUB_SHA": "feedbeef" * 5})
+    assert main(["compare", "1", "latest", "--history", str(hist)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("A: 1 (")
+    assert "[1234abc, " in out.splitlines()[0]
+    assert main(["compare", "feedbeef", "1234", "--history", str(hist)]) == 0
+    capsys.readouterr()
+    assert main(["compare", "7", "latest", "--history", str(hist)]) == 2
+    assert "no such entry" in capsys.readouterr().err
+    # without --history a name is a file
+    assert main(["compare", "1", "latest"]) == 2
+    assert "no such file" in capsys.readouterr().err

@@ -108,3 +108,135 @@ def test_names_in_the_plot_are_escaped(tmp_path: Path) -> None:
     section = html[html.index('id="history"') :]
     assert "<b>" not in section
     assert "&lt;b&gt;" in section
+
+
+# --- where a run came from, naming an entry, the x axis (issue 25 point 7) -------------------
+
+
+def _git_repo(path: Path) -> str:
+    """A git repository with one commit in ``path``; its commit id."""
+    import subprocess
+
+    def git(*args: str) -> str:
+        done = subprocess.run(
+            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            cwd=path,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return done.stdout.strip()
+
+    git("init", "-q", "-b", "trunk")
+    (path / "f.txt").write_text("x")
+    git("add", "f.txt")
+    git("commit", "-q", "-m", "one")
+    return git("rev-parse", "HEAD")
+
+
+def test_an_entry_records_commit_branch_date_machine_and_settings(tmp_path: Path) -> None:
+    import json
+    import platform
+
+    from pytest_recfair.settings import AuditSettings
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    sha = _git_repo(repo)
+    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    path = append_run(
+        tmp_path / "h", [audit()], now=now, settings=AuditSettings(k=10), cwd=repo, env={}
+    )
+    entry = json.loads(path.read_text(encoding="utf-8"))["entry"]
+    assert (entry["commit"], entry["branch"]) == (sha, "trunk")
+    assert entry["date"] == "2026-01-02T03:04:05+00:00"
+    assert entry["machine"]["python"] == platform.python_version()
+    assert entry["machine"]["hostname"]
+    assert entry["settings"] == {"k": 10}  # what differs from the defaults
+    (run,) = load_history(tmp_path / "h")
+    assert (run.commit, run.branch, run.label) == (sha, "trunk", f"2026-01-02 {sha[:7]}")
+
+
+def test_ci_variables_win_and_no_git_is_null_never_an_error(tmp_path: Path) -> None:
+    from pytest_recfair.report.provenance import git_info
+
+    ci = {"GITHUB_SHA": "abc123" * 6 + "abcd", "GITHUB_REF_NAME": "main"}
+    assert git_info(tmp_path, ci) == {"commit": ci["GITHUB_SHA"], "branch": "main"}
+    gitlab = {"CI_COMMIT_SHA": "f00d" * 10}
+    assert git_info(tmp_path, gitlab) == {"commit": "f00d" * 10, "branch": None}
+    # tmp_path is no git repository: both unknown
+    assert git_info(tmp_path, {}) == {"commit": None, "branch": None}
+    path = append_run(tmp_path / "h", [audit()], cwd=tmp_path, env={"PATH": ""})
+    assert load_history(tmp_path / "h")[0].commit is None
+    assert path.exists()
+
+
+def test_an_older_entry_without_the_fields_still_loads(tmp_path: Path) -> None:
+    hist = tmp_path / "h"
+    hist.mkdir()
+    (hist / "0001_20250101T000000Z.json").write_text(report.to_json([audit()]), encoding="utf-8")
+    (run,) = load_history(hist)
+    assert (run.commit, run.branch, run.label) == (None, None, "2025-01-01")
+
+
+def test_an_entry_is_found_by_number_latest_count_or_commit(tmp_path: Path) -> None:
+    from pytest_recfair.report.history import find_entry
+
+    hist = tmp_path / "h"
+    shas = ["aaaa1111" + "0" * 32, "bbbb2222" + "0" * 32, "aaaa1111" + "0" * 32]
+    paths = [append_run(hist, [audit()], env={"GITHUB_SHA": s}) for s in shas]
+    assert find_entry(hist, "latest") == paths[2]
+    assert find_entry(hist, "-1") == paths[2]
+    assert find_entry(hist, "-3") == paths[0]
+    assert find_entry(hist, "2") == paths[1]
+    assert find_entry(hist, "bbbb") == paths[1]
+    assert find_entry(hist, "AAAA1111") == paths[2]  # the latest run of that commit
+    for bad, said in (("-4", "give -1 to -3"), ("9", "no such entry"), ("cafe", "commit prefix")):
+        with pytest.raises(DataError, match=said):
+            find_entry(hist, bad)
+    with pytest.raises(DataError, match="holds no entry"):
+        find_entry(tmp_path / "empty", "latest")
+
+
+def test_the_x_axis_is_labelled_by_date_and_commit(tmp_path: Path) -> None:
+    hist = tmp_path / "h"
+    append_run(hist, [audit()], now=datetime(2026, 3, 1, tzinfo=UTC), env={}, cwd=tmp_path)
+    ci = {"GITHUB_SHA": "c0ffee" * 7}
+    append_run(hist, [audit()], now=datetime(2026, 3, 2, tzinfo=UTC), env=ci)
+    html = report.to_html([audit()], history=load_history(hist))
+    labels = re.findall(r'<text class="xlabel"[^>]*>(.*?)</text>', html)
+    assert labels[:2] == ["2026-03-01", '2026-03-02<tspan x="740.0" dy="12">c0ffeec</tspan>']
+    assert ">#1<" not in html
+
+
+def test_the_entry_is_read_from_its_line_or_from_the_whole_file(tmp_path: Path) -> None:
+    import json
+
+    from pytest_recfair.report.history import entry_of
+
+    path = append_run(tmp_path / "h", [audit()], env={"GITHUB_SHA": "5" * 40})
+    assert entry_of(path) == json.loads(path.read_text(encoding="utf-8"))["entry"]
+    # the same object elsewhere in the file (a report re-indented by hand): still found
+    doc = json.loads(path.read_text(encoding="utf-8"))
+    (tmp_path / "pretty.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
+    assert entry_of(tmp_path / "pretty.json") == doc["entry"]
+    (tmp_path / "plain.json").write_text(report.to_json([audit()]), encoding="utf-8")
+    assert entry_of(tmp_path / "plain.json") == {}
+    (tmp_path / "broken.json").write_text('{\n"entry": {oops},\n')
+    assert entry_of(tmp_path / "broken.json") == {}
+
+
+@pytest.mark.parametrize("n", [1, 2, 8, 9, 17, 40])
+def test_x_labels_are_at_most_eight_and_never_crowd_the_last(tmp_path: Path, n: int) -> None:
+    import itertools
+
+    from pytest_recfair.report import history_chart
+    from pytest_recfair.report.history import HistoryRun
+
+    runs = [HistoryRun(i + 1, "2026-01-02 03:04:05 UTC", {}) for i in range(n)]
+    svg = "".join(history_chart._axes(n, 0.05, runs))
+    xs = [float(x) for x in re.findall(r'<text class="xlabel" x="([0-9.]+)"', svg)]
+    assert len(xs) == n if n <= 8 else 5 <= len(xs) <= 8
+    assert xs[-1] == history_chart._x(n - 1, n)  # the latest run is labelled
+    gaps = [b - a for a, b in itertools.pairwise(xs)]
+    assert all(g >= 70 for g in gaps)  # a date is ~60 px wide at 11 px

@@ -189,3 +189,21 @@ def test_version_names_the_installed_release(capsys: pytest.CaptureFixture[str])
     assert capsys.readouterr().out.strip() == (
         f"pytest-recfair {importlib.metadata.version('pytest-recfair')}"
     )
+
+
+def test_a_history_entry_is_rendered_by_its_name(
+    tmp_path: Path, stored: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 25 point 7: entries named by number, latest, -N or commit prefix."""
+    from pytest_recfair.report.history import append_run
+
+    hist = tmp_path / "hist"
+    run = load_run(stored)
+    append_run(hist, run.results, run.baselines, env={"GITHUB_SHA": "deadbeef" * 5})
+    assert main(["report", "latest", "--to", "md", "--history", str(hist)]) == 0
+    by_name = capsys.readouterr().out
+    assert by_name == report.to_markdown(run.results, run.baselines, models=run.models)
+    assert main(["report", "deadbeef", "--to", "md", "--history", str(hist)]) == 0
+    assert capsys.readouterr().out == by_name
+    assert main(["report", "5", "--to", "md", "--history", str(hist)]) == 2
+    assert "no such entry" in capsys.readouterr().err

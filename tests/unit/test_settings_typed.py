@@ -84,6 +84,7 @@ def test_keys_are_derived_from_one_declaration_per_field() -> None:
         "fairness_alpha": "alpha",
         "fairness_batch": "batch",
         "fairness_plan": "plan",
+        "fairness_explore": "explore",
     }
 
 

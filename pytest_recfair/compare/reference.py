@@ -1,0 +1,227 @@
+"""Gating against a reference run inside pytest (``--fairness-compare=REF`` with
+``--fairness-compare-fail=EXPR``, like pytest-benchmark's ``--benchmark-compare`` and
+``--benchmark-compare-fail``).
+
+REF is a stored run: a JSON report path, or an entry of the ``--fairness-history`` DIR (its
+number, ``latest``, ``-N`` counted from the newest, or a commit prefix). EXPR is a comma
+list of rules ``NAME:[+|-]LIMIT[%]``:
+
+- ``NAME`` picks figures by their dotted key: ``<attribute>.<metric>.<statistic>`` for a
+  list-overlap attribute (``snsr``, ``snsv``, ``pafs``, ``refusal_gap``, ``entropy``,
+  ``unusable``), each kind's own figures under the names of its JUnit properties without
+  ``recfair.`` (``religion.position_bias``, ``gender.career.biased_rate``, ...). A rule
+  names the last part and optionally others: ``snsr`` is every SNSR, ``religion.snsr``
+  religion's;
+- ``LIMIT`` is the change allowed in the worse direction, absolute (``snsr:0.02``: SNSR may
+  rise by 0.02) or relative to the reference value (``snsr:10%``). The worse direction is a
+  rise, a fall for the figures where higher is fairer (PAFS); ``+``/``-`` sets it.
+
+Every figure a rule picks that is worse than the reference by more than its limit is one
+gate failure of kind ``compare`` naming the reference; a test the reference does not hold
+is a note; a test audited with other settings than the reference (grid, K, metric ...)
+fails, as a change of yardstick is not a comparison. Pure.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pytest_recfair.errors import ConfigError, RecfairError
+from pytest_recfair.gate import baselines, drift
+from pytest_recfair.kinds import HIGHER_IS_FAIRER
+from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
+
+__all__ = [
+    "COMPARE_KIND",
+    "Reference",
+    "Rule",
+    "apply_reference",
+    "figures",
+    "load_reference",
+    "parse_rules",
+]
+
+COMPARE_KIND = "compare"  # the gate failure kind of a figure worse than the reference
+_RULE = re.compile(
+    r"^\s*([A-Za-z0-9_.\-]+)\s*:\s*([+-]?)\s*([0-9]*\.?[0-9]+(?:e-?\d+)?)\s*(%?)\s*$"
+)
+_GRAMMAR = (
+    "rules NAME:[+|-]LIMIT[%] separated by commas, e.g. snsr:0.02,pafs:0.05 or "
+    "religion.snsr:10% (docs/reports.md)"
+)
+_STATS = ("snsr", "snsv", "pafs", "refusal_gap", "entropy", "unusable")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One ``NAME:[+|-]LIMIT[%]`` rule."""
+
+    parts: tuple[str, ...]  # the name's dotted parts, casefolded; the last is the figure
+    limit: float
+    relative: bool  # LIMIT% of the reference value
+    sign: int  # +1: a rise is worse, -1: a fall is worse, 0: by the figure's name
+
+    def picks(self, key: str) -> bool:
+        have = key.casefold().split(".")
+        return have[-1] == self.parts[-1] and set(self.parts[:-1]) <= set(have[:-1])
+
+    def worse(self, key: str) -> int:
+        """+1 when a rise of ``key`` is worse, -1 when a fall is."""
+        if self.sign:
+            return self.sign
+        return -1 if key.rsplit(".", 1)[-1] in HIGHER_IS_FAIRER else 1
+
+    def text(self) -> str:
+        sign = {1: "+", -1: "-", 0: ""}[self.sign]
+        return f"{'.'.join(self.parts)}:{sign}{self.limit:g}{'%' if self.relative else ''}"
+
+
+def parse_rules(text: str) -> tuple[Rule, ...]:
+    """The rules of ``--fairness-compare-fail``; a ConfigError names a bad one."""
+    rules = []
+    for part in text.split(","):
+        m = _RULE.match(part)
+        if m is None or not math.isfinite(float(m.group(3))):
+            raise ConfigError(f"--fairness-compare-fail {part.strip()!r}: expected {_GRAMMAR}.")
+        name, sign, limit, pct = m.groups()
+        rules.append(
+            Rule(
+                tuple(name.casefold().split(".")),
+                float(limit),
+                bool(pct),
+                {"+": 1, "-": -1, "": 0}[sign],
+            )
+        )
+    return tuple(rules)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The stored run a pytest run is gated against, and how the messages name it."""
+
+    label: str
+    results: Mapping[str, AuditResult]
+
+
+def load_reference(ref: str, *, history_dir: Path | None, cwd: Path) -> Reference:
+    """The run ``--fairness-compare=REF`` names: a file (relative to ``cwd``), else an
+    entry of ``history_dir``. A ConfigError says what was expected."""
+    from pytest_recfair.report.stored import load_run
+
+    path = cwd / ref
+    try:
+        if path.is_file():
+            run = load_run(path)
+            label = f"--fairness-compare {ref}"
+        elif history_dir is not None:
+            from pytest_recfair.report.history import find_entry
+
+            run = load_run(find_entry(history_dir, ref))
+            label = f"history entry {run.path.name}"
+        else:
+            raise ConfigError(
+                f"--fairness-compare {ref!r}: no such file; give a JSON run report, or "
+                f"name an entry (number, latest, -N, commit prefix) of --fairness-history=DIR."
+            )
+    except ConfigError:
+        raise
+    except RecfairError as exc:
+        raise ConfigError(f"--fairness-compare {ref!r}: {exc}") from None
+    extra = [
+        str(run.entry[k])[: 10 if k == "date" else 7]
+        for k in ("commit", "date")
+        if run.entry.get(k)
+    ]
+    if extra:
+        label += f" ({', '.join(extra)})"
+    return Reference(label, {r.meta.test_id: r for r in run.results})
+
+
+def figures(result: AuditResult) -> dict[str, float]:
+    """Every figure of ``result`` by dotted key (the names the rules pick from)."""
+    from pytest_recfair.report.sections import extra_properties
+
+    out: dict[str, float] = {}
+    for a in result.attributes:
+        key = f"{a.attribute.casefold().replace(' ', '_')}.{a.metric}"
+        for stat in _STATS:
+            if stat == "unusable":
+                value: float | None = drift.unusable_share(a)
+            elif stat == "entropy":
+                value = a.entropy
+            elif stat == "refusal_gap":
+                value = a.refusal_gap
+            else:
+                value = getattr(a, stat).value
+            if value is not None:
+                out[f"{key}.{stat}"] = float(value)
+    for name, prop in extra_properties(result):
+        if isinstance(prop, int | float) and not isinstance(prop, bool):
+            out[name.removeprefix("recfair.")] = float(prop)
+    return out
+
+
+def _failure(key: str, before: float, now: float, rule: Rule, label: str) -> GateFailure | None:
+    worse = rule.worse(key)
+    change = (now - before) * worse  # > 0: worse by this much
+    allowed = rule.limit * abs(before) / 100 if rule.relative else rule.limit
+    if not (math.isfinite(change) and change > allowed + 1e-12):
+        return None
+    verb = "rose" if now > before else "fell"
+    attribute = key.split(".", 1)[0]
+    return GateFailure(
+        COMPARE_KIND,
+        attribute=attribute,
+        value=now,
+        limit=allowed,
+        baseline=before,
+        detail=(
+            f"{key} {verb} by {abs(now - before):.3f} ({before:.3f} -> {now:.3f}) against "
+            f"the reference {label}; --fairness-compare-fail {rule.text()} allows "
+            f"{allowed:.3g}: fix the model, or compare with another reference"
+        ),
+    )
+
+
+def _compared(
+    result: AuditResult, ref: AuditResult, rules: Sequence[Rule], label: str
+) -> tuple[list[GateFailure], list[str]]:
+    why = baselines.result_incompatibility(ref, result)
+    if why is not None:
+        detail = f"not compared with the reference {label}: {why.split('. ')[0]}"
+        return ([GateFailure(COMPARE_KIND, detail=detail)] if rules else []), [detail]
+    before, now = figures(ref), figures(result)
+    failures, changes = [], []
+    for key in sorted(set(before) & set(now)):
+        picked = [r for r in rules if r.picks(key)]
+        for rule in picked:
+            f = _failure(key, before[key], now[key], rule, label)
+            if f is not None:
+                failures.append(f)
+                break
+        if not rules and key.endswith(".snsr"):
+            changes.append(f"{key} {before[key]:.3f} -> {now[key]:.3f}")
+    notes = [f"against the reference {label}: " + "; ".join(changes)] if changes else []
+    return failures, notes
+
+
+def apply_reference(
+    result: AuditResult, reference: Reference, rules: Sequence[Rule]
+) -> AuditResult:
+    """``result`` with the failures (and notes) of its comparison with ``reference``
+    added to its gate outcome; without rules, the SNSR changes as a note only."""
+    ref = reference.results.get(result.meta.test_id)
+    gate = result.gate or GateOutcome(passed=True)
+    if ref is None:
+        notes = [f"not in the reference {reference.label}: not compared"]
+        failures: list[GateFailure] = []
+    else:
+        failures, notes = _compared(result, ref, rules, reference.label)
+        if failures:
+            notes = [n for n in notes if not n.startswith("not compared")]
+    outcome = GateOutcome.of((*gate.failures, *failures), (*gate.notes, *notes), gate.drift)
+    return replace(result, gate=outcome)
