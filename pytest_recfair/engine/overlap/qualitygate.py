@@ -232,7 +232,13 @@ def _drift(
             f"the lists may be as fair as the baseline's, but {_USELESS}"
         )
         return [failure(d, detail)]
+    named = [d for d in failing if d.member != OVERALL]
+    # the overall member is worded only when no single group explains its drop
     return [
-        failure(d, f"quality of {d.member} fell against the baseline: {change(d)}, {_what(q)}")
-        for d in failing
+        failure(d, f"{_member(d.member)} fell against the baseline: {change(d)}, {_what(q)}")
+        for d in (named or failing)
     ]
+
+
+def _member(member: str) -> str:
+    return "quality (mean over the groups)" if member == OVERALL else f"quality of {member}"
