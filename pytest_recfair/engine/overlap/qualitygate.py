@@ -49,19 +49,32 @@ def _interval(ci: Sequence[float] | None) -> Interval | None:
 
 
 def quality_lines(q: Mapping[str, Any] | None) -> list[str]:
+    """Neutral and, per attribute, its worst and best value and the gap (every group is
+    in the HTML table, the JSON report and the JUnit properties)."""
     if not q:
         return []
-    out = [f"quality ({_what(q)}): overall {fmt(q['overall'])}"]
-    gaps = {a["attribute"]: a for a in q["attributes"]}
-    by_attr: dict[str, list[str]] = {}
-    for g in q["groups"]:
-        name, _, value = str(g["group"]).partition("=")
-        cell = f"{value or name} {fmt(g['quality'])}{_ci(g['ci'])}, {fmt(g['length'], 1)} items"
-        by_attr.setdefault(name if value else "", []).append(cell)
-    for name, cells in by_attr.items():
-        gap = gaps.get(name)
-        tail = f"; gap {fmt(gap['gap'])}{_ci(gap['gap_ci'])}" if gap else ""
-        out.append(f"  {name + ': ' if name else ''}{' · '.join(cells)}{tail}")
+
+    def cell(g: Mapping[str, Any]) -> str:
+        return f"{fmt(g['quality'])}{_ci(g['ci'])}"
+
+    by = {str(g["group"]): g for g in q["groups"]}
+    neutral = by.get("neutral")
+    head = f"quality ({_what(q)}): overall {fmt(q['overall'])}"
+    if neutral is not None:
+        head += f"; neutral {cell(neutral)}, {fmt(neutral['length'], 1)} items"
+    out = [head]
+    for a in q["attributes"]:
+        name = a["attribute"]
+        mine = [g for k, g in by.items() if k.startswith(f"{name}=") and g["quality"] is not None]
+        if not mine:
+            continue
+        worst = min(mine, key=lambda g: g["quality"])
+        best = max(mine, key=lambda g: g["quality"])
+        out.append(
+            f"  {name}: lowest {worst['group'].partition('=')[2]} {cell(worst)}, "
+            f"{fmt(worst['length'], 1)} items; highest {best['group'].partition('=')[2]} "
+            f"{cell(best)}; gap {fmt(a['gap'])}{_ci(a['gap_ci'])}"
+        )
     if q.get("without_items"):
         out.append(f"  {q['without_items']} entities have no item in the catalogue (left out)")
     return out
