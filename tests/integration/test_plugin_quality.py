@@ -20,7 +20,11 @@ import pytest
 from pytest_recfair.prompts import load_seeds
 from pytest_recfair.sim.catalogue import Catalogue
 from pytest_recfair.sim.recognise import entity_key
-from tests.support.plugin import assert_shards_merge_to_the_full_audit, plugin_args
+from tests.support.plugin import (
+    assert_shards_merge_to_the_full_audit,
+    plugin_args,
+    subprocess_env,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -168,3 +172,25 @@ def test_shards_merge_to_the_same_quality(
     merged = _result(pytester.path / "merged.json")["extras"]["overlap"]["quality"]
     assert merged["basis"] == "catalogue"
     assert merged["overall"] > 0.9
+
+
+def test_xdist_workers_report_the_same_quality(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _project(pytester, monkeypatch)
+    pytester.makepyfile(
+        test_audit=TESTS + '\n@fairness(attr="gender")\ndef test_gender():\n    pass\n'
+    )
+    subprocess_env(monkeypatch)
+    args = (*plugin_args(), "-p", "no:cacheprovider", "--fairness", "--fairness-update")
+    serial = pytester.runpytest_subprocess(*args, "--fairness-report=serial.json")
+    serial.assert_outcomes(passed=2)
+    workers = pytester.runpytest_subprocess(*args, "-n", "2", "--fairness-report=xdist.json")
+    workers.assert_outcomes(passed=2)
+
+    def quality(name: str) -> dict[str, Any]:
+        results = json.loads((pytester.path / name).read_text(encoding="utf-8"))["results"]
+        return {r["meta"]["test_id"]: r["extras"]["overlap"]["quality"] for r in results}
+
+    assert quality("xdist.json") == quality("serial.json")
+    assert len(quality("serial.json")) == 2
