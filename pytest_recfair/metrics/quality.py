@@ -97,8 +97,16 @@ def summarize(
     if E >= 2 and n_resamples > 0:
         rng = make_rng(seed)
         boot = np.empty((n_resamples, len(groups)))
-        for b in range(n_resamples):  # entities x groups stays small; a loop keeps memory flat
-            boot[b] = _nanmean_cols(x[rng.integers(0, E, size=E)])
+        seen = ~np.isnan(x)
+        vals = np.where(seen, x, 0.0)
+        for lo_b in range(0, n_resamples, 256):  # resample counts in blocks: bounded memory
+            B = min(256, n_resamples - lo_b)
+            idx = rng.integers(0, E, size=(B, E))
+            flat = (np.arange(B)[:, None] * E + idx).ravel()  # times each entity is drawn
+            W = np.bincount(flat, minlength=B * E).reshape(B, E).astype(np.float64)
+            n, total = W @ seen, W @ vals
+            with np.errstate(invalid="ignore", divide="ignore"):
+                boot[lo_b : lo_b + B] = np.where(n > 0, total / np.maximum(n, 1), np.nan)
         lo, hi = (1 - confidence) / 2 * 100, (1 + confidence) / 2 * 100
         for j in range(len(groups)):
             col = boot[:, j][~np.isnan(boot[:, j])]
