@@ -29,6 +29,9 @@ class Thresholds:
     max_entropy: float | None = None
     max_refusal_gap: float | None = None
     max_unusable: float | None = None
+    # quality beside fairness, checked by the list-overlap kind (engine/overlap/qualitygate)
+    min_quality: float | None = None
+    max_quality_gap: float | None = None
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -99,8 +99,6 @@ def terminal_summary(results: Sequence[AuditResult], width: int = WIDTH) -> list
                 if len(head) == 1
                 else _row("attribute", header, "most / least", width, name_width)
             )
-        for line in extra_lines(r):
-            lines += wrap_text(line, width)
         for a in r.attributes:
             cells = [
                 attribute_label(r, a),
@@ -108,6 +106,8 @@ def terminal_summary(results: Sequence[AuditResult], width: int = WIDTH) -> list
                 *(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS),
             ]
             lines += _row(a.attribute, cells, favoured_text(a), width, name_width)
+        for line in extra_lines(r):  # after the rows: a kind's lines never split the table
+            lines += wrap_text(line, width)
         for a in r.attributes:
             stats = repeat_stats(a)
             if stats:

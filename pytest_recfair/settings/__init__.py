@@ -437,6 +437,15 @@ class AuditSettings:
             option=Option("fairness_explore", _FAIRNESS_EXPLORE),
         ),
     )
+    # quality beside fairness (list-overlap audits; docs/metrics.md "Recommendation quality")
+    # every group's quality (catalogue-matched or valid share of the K slots) at least this
+    min_quality: float | None = field(default=None, metadata=_s(v.optional(v.unit)))
+    # per attribute, best minus worst value's quality at most this
+    max_quality_gap: float | None = field(default=None, metadata=_s(v.optional(v.unit)))
+    # a drop of quality against the baseline larger than this fails (paired, at alpha)
+    quality_tolerance: float = field(default=0.05, metadata=_s(v.unit))
+    # the catalogue column naming each item's entity (director, artist, city)
+    quality_field: str = field(default="entity", metadata=_s(v.text))
 
     @property
     def metric(self) -> str:

@@ -64,6 +64,11 @@ MARKER_KEYS_BEFORE = [
     "extra_headers",
     "prices",
     "max_reply_chars",
+    # issue 23.6: quality beside fairness (appended, one block)
+    "min_quality",
+    "max_quality_gap",
+    "quality_tolerance",
+    "quality_field",
 ]
 
 

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_recfair import prompts
 from pytest_recfair.engine.base import AuditInputs, Merged, Rebuild, Scored, Sent
+from pytest_recfair.engine.overlap import qualitygate as qg
+from pytest_recfair.engine.overlap.quality import QualityTally, quality_results
 from pytest_recfair.engine.overlap.scoring import canonicalize, mark_failed, parse_all
 from pytest_recfair.engine.overlap.tally import Tally, TallyConfig
 from pytest_recfair.gate import unanswered
@@ -41,6 +43,8 @@ class OverlapScorer:
         replies = parse_all(cases, outcome.completions, s.k, s.parse_style)
         if outcome.errors:
             replies = mark_failed(replies, outcome.errors)
+        if self.tally.quality is not None:  # titles as written, before merging to keys
+            self.tally.quality.add(replies)
         if s.parse_style == "default":
             replies, merges = canonicalize(replies)
             self.tally.merges += merges
@@ -51,9 +55,11 @@ class OverlapScorer:
 
     def scored(self) -> Scored:
         s = self.settings
+        q = self.tally.quality
         return Scored(
             self.tally.results(n_resamples=s.n_resamples, seed=s.resample_seed),
             self.tally.merges,
+            {} if q is None else {"overlap": {"quality": quality_results(q, **_boot(s))}},
         )
 
     def payload(self, sent: Sent) -> dict[str, Any]:
@@ -70,13 +76,13 @@ class OverlapSections:
         return f"{m.metric}@{m.k} {m.variant}"
 
     def lines(self, data: Any) -> list[str]:
-        return []
+        return qg.quality_lines((data or {}).get("quality"))
 
     def html(self, data: Any) -> str:
-        return ""
+        return qg.quality_html((data or {}).get("quality"))
 
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
-        return []
+        return qg.quality_properties((data or {}).get("quality"))
 
 
 class OverlapAudit:
@@ -107,7 +113,11 @@ class OverlapAudit:
     ) -> OverlapScorer:
         s = settings
         config = TallyConfig(s.metrics, s.k, s.repeats, s.variant, s.missing)
-        return OverlapScorer(settings, Tally.start(entities, layout_of(first), config))
+        tally = Tally.start(entities, layout_of(first), config)
+        tally.quality = QualityTally.start(
+            entities, layout_of(first), s.k, inputs.catalogue, s.quality_field
+        )
+        return OverlapScorer(settings, tally)
 
     def merge(
         self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
@@ -130,10 +140,21 @@ class OverlapAudit:
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
     ) -> tuple[GateFailure, ...]:
-        return ()  # the list-overlap gate (pytest_recfair.gate.thresholds) judges these results
+        # the list-overlap gate (pytest_recfair.gate.thresholds) judges the similarities;
+        # the kind judges its recommendation quality (engine/overlap/qualitygate.py)
+        return qg.quality_failures(settings, _quality(result), _quality(baseline))
 
 
 OVERLAP = OverlapAudit()
+
+
+def _boot(s: AuditSettings) -> dict[str, int]:
+    return {"n_resamples": s.n_resamples, "seed": s.resample_seed}
+
+
+def _quality(result: AuditResult | None) -> Any:
+    """The quality results of a list-overlap result (None for a result without them)."""
+    return None if result is None else (result.extras.get("overlap") or {}).get("quality")
 
 
 def layout_of(cases: Sequence[PromptCase]) -> dict[str, list[str]]:

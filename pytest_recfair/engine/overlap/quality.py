@@ -1,0 +1,306 @@
+"""Recommendation quality of a list-overlap audit, per group (neutral prompt, each value).
+
+Counted per (entity, group) as integers summed over repeats: good items (titles the
+entity's catalogue knows, or valid list items without a catalogue), valid items, scored
+replies. Integer rows of disjoint entities merge exactly, so shards merged give the
+unsharded numbers bit for bit. The catalogue is the audit's ``catalogue`` file; an item
+belongs to an entity when its ``quality_field`` column (default ``entity``) names the
+entity (id or name); a catalogue without that column counts any title it knows, and no
+catalogue at all falls back to the share of valid items (``basis`` says which).
+
+The results are plain JSON data under ``extras["overlap"]["quality"]``: what the report
+sections show and what a baseline keeps for the paired drift test (per-entity scores).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from pytest_recfair.errors import DataError
+from pytest_recfair.metrics import quality as mq
+from pytest_recfair.replies.catalogue import Catalogue
+from pytest_recfair.replies.matching import normalize
+
+__all__ = [
+    "NEUTRAL",
+    "QualityTally",
+    "group_of",
+    "merged_quality",
+    "quality_from",
+    "quality_results",
+]
+
+IntArray = npt.NDArray[np.int64]
+#: The group of the neutral prompt (values are "<attribute>=<value>").
+NEUTRAL: Final = "neutral"
+_FAILED = "failed"
+
+
+class _Case(Protocol):
+    @property
+    def entity_id(self) -> str: ...
+    @property
+    def entity(self) -> str: ...
+    @property
+    def attribute(self) -> str | None: ...
+    @property
+    def value(self) -> str | None: ...
+
+
+class _Reply(Protocol):
+    @property
+    def case(self) -> _Case: ...
+    @property
+    def items(self) -> list[str] | None: ...
+    @property
+    def status(self) -> str: ...
+
+
+def group_of(attribute: str | None, value: str | None) -> str:
+    return NEUTRAL if attribute is None or value is None else f"{attribute}={value}"
+
+
+def _key(text: str) -> str:
+    """An entity's identity in a catalogue column: case, accents' form, punctuation out."""
+    return " ".join(re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold()))
+
+
+@dataclass
+class QualityTally:
+    """Per (entity, group) counts over one audit's fixed, ordered entities."""
+
+    entities: tuple[str, ...]
+    groups: tuple[str, ...]
+    k: int
+    basis: str  # "catalogue": matched titles; "list": valid items (no catalogue)
+    source: str
+    hits: IntArray
+    listed: IntArray
+    replies: IntArray
+    known: npt.NDArray[np.bool_]  # entity has items in the catalogue (always True for "list")
+    filled: npt.NDArray[np.bool_]
+    catalogue: Catalogue | None = field(default=None, repr=False, compare=False)
+    # title key -> the entities with an item of that title (one title, several directors)
+    owners: dict[str, set[str]] | None = field(default=None, repr=False, compare=False)
+    named: set[str] | None = field(default=None, repr=False, compare=False)  # every owner
+    index: dict[str, int] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def start(
+        cls,
+        entities: Sequence[str],
+        layout: Mapping[str, Sequence[str]],
+        k: int,
+        catalogue: Catalogue | None = None,
+        column: str = "entity",
+    ) -> QualityTally:
+        groups = (NEUTRAL, *(group_of(a, v) for a, vs in layout.items() for v in vs))
+        shape = (len(entities), len(groups))
+        owners: dict[str, set[str]] | None = None
+        if catalogue is not None and column in catalogue.fields:
+            owners = {}
+            for it in catalogue.items:
+                if column in it.fields:
+                    owners.setdefault(normalize(it.title), set()).add(_key(str(it.fields[column])))
+        return cls(
+            entities=tuple(entities),
+            groups=groups,
+            k=k,
+            basis="list" if catalogue is None else "catalogue",
+            source="" if catalogue is None else catalogue.source,
+            hits=np.zeros(shape, dtype=np.int64),
+            listed=np.zeros(shape, dtype=np.int64),
+            replies=np.zeros(shape, dtype=np.int64),
+            known=np.ones(len(entities), dtype=bool) if owners is None else _owned(entities),
+            filled=np.zeros(len(entities), dtype=bool),
+            catalogue=catalogue,
+            owners=owners,
+        )
+
+    def add(self, replies: Iterable[_Reply]) -> None:
+        """Count one chunk's parsed replies (before titles are merged to keys)."""
+        if not self.index:
+            self.index.update((e, i) for i, e in enumerate(self.entities))
+        col = {g: j for j, g in enumerate(self.groups)}
+        names: dict[int, set[str]] = {}
+        for r in replies:
+            row = self.index.get(r.case.entity_id)
+            j = col.get(group_of(r.case.attribute, r.case.value))
+            if row is None or j is None:
+                raise DataError(f"quality: reply for {r.case.entity_id!r} outside the layout")
+            names.setdefault(row, {_key(r.case.entity_id), _key(r.case.entity)})
+            if r.status == _FAILED:  # no valid response: left out, as in the similarity
+                continue
+            items = (r.items or [])[: self.k]
+            self.replies[row, j] += 1
+            self.listed[row, j] += len(items)
+            self.hits[row, j] += self._hits(items, names[row])
+        for row, keys in names.items():
+            if self.owners is not None:
+                if self.named is None:
+                    self.named = set().union(*self.owners.values())
+                self.known[row] = not keys.isdisjoint(self.named)
+            self.filled[row] = True
+
+    def _hits(self, items: Sequence[str], entity: set[str]) -> int:
+        if self.catalogue is None:
+            return len(items)
+        found = self.catalogue.match(items)
+        if self.owners is None:
+            return sum(i is not None for i in found)
+        items_of = self.catalogue.items
+        return sum(
+            i is not None
+            and not entity.isdisjoint(self.owners.get(normalize(items_of[i].title), ()))
+            for i in found
+        )
+
+    # -- shards ------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        rows = np.flatnonzero(self.filled)
+        return {
+            "entities": list(self.entities),
+            "groups": list(self.groups),
+            "k": self.k,
+            "basis": self.basis,
+            "source": self.source,
+            "rows": rows.tolist(),
+            "hits": self.hits[rows].tolist(),
+            "listed": self.listed[rows].tolist(),
+            "replies": self.replies[rows].tolist(),
+            "known": self.known[rows].astype(int).tolist(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> QualityTally:
+        entities, groups = tuple(str(e) for e in d["entities"]), tuple(d["groups"])
+        out = cls.start(entities, {}, int(d["k"]))
+        out.groups, out.basis, out.source = groups, str(d["basis"]), str(d["source"])
+        shape = (len(entities), len(groups))
+        out.hits, out.listed, out.replies = (np.zeros(shape, dtype=np.int64) for _ in range(3))
+        rows = np.asarray(d["rows"], dtype=np.int64)
+        if rows.size and (rows.min() < 0 or rows.max() >= len(entities)):
+            raise ValueError("quality rows outside the entities' positions")
+        for name in ("hits", "listed", "replies"):
+            getattr(out, name)[rows] = np.asarray(d[name], dtype=np.int64).reshape(-1, len(groups))
+        out.known[rows] = np.asarray(d["known"], dtype=bool)
+        out.filled[rows] = True
+        return out
+
+    def merge_from(self, part: QualityTally) -> None:
+        """Add a shard's rows (disjoint entities of the same audit)."""
+        if (part.entities, part.groups, part.k, part.basis) != (
+            self.entities,
+            self.groups,
+            self.k,
+            self.basis,
+        ):
+            raise DataError("merge: the shards' quality counts are not of the same audit.")
+        rows = np.flatnonzero(part.filled)
+        for name in ("hits", "listed", "replies", "known"):
+            getattr(self, name)[rows] = getattr(part, name)[rows]
+        self.filled[rows] = True
+        self.source = self.source or part.source
+
+    # -- results -----------------------------------------------------------------------
+
+    def scores(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """(quality, valid-item share) per (entity, group); NaN where nothing was scored
+        or the catalogue has no item of the entity."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            slots = (self.replies * self.k).astype(np.float64)
+            usable = (self.replies > 0) & self.known[:, None]
+            quality = np.where(usable, self.hits / np.maximum(slots, 1), np.nan)
+            valid = np.where(self.replies > 0, self.listed / np.maximum(slots, 1), np.nan)
+        return quality, valid
+
+
+def quality_from(d: Mapping[str, Any] | None) -> QualityTally | None:
+    """A shard file's quality counts (None: a shard written before quality was counted)."""
+    return None if d is None else QualityTally.from_dict(d)
+
+
+def merged_quality(out: QualityTally | None, part: QualityTally | None) -> QualityTally | None:
+    """``out`` with ``part``'s rows added; a shard without counts leaves the audit without."""
+    if part is None:
+        return None
+    if out is None:
+        out = QualityTally.from_dict(
+            {**part.to_dict(), "rows": [], "hits": [], "listed": [], "replies": [], "known": []}
+        )
+    out.merge_from(part)
+    return out
+
+
+def _mean(x: npt.NDArray[np.float64], axis: int) -> npt.NDArray[np.float64]:
+    """Mean over ``axis`` ignoring NaN; NaN (no warning) where nothing is left."""
+    n = np.sum(~np.isnan(x), axis=axis)
+    s = np.nansum(x, axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out: npt.NDArray[np.float64] = np.where(n > 0, s / np.maximum(n, 1), np.nan)
+    return out
+
+
+def _owned(entities: Sequence[str]) -> npt.NDArray[np.bool_]:
+    return np.zeros(len(entities), dtype=bool)  # known once the entity's replies arrive
+
+
+def _num(x: float) -> float | None:
+    return None if math.isnan(x) else float(x)
+
+
+def _pair(ci: tuple[float, float] | None) -> list[float] | None:
+    return None if ci is None else [float(ci[0]), float(ci[1])]
+
+
+def quality_results(t: QualityTally, *, n_resamples: int, seed: int) -> dict[str, Any]:
+    """The plain-JSON quality results of a complete tally (report and baseline)."""
+    quality, valid = t.scores()
+    by_attr: dict[str, list[int]] = {}
+    for j, g in enumerate(t.groups[1:], start=1):
+        by_attr.setdefault(g.split("=", 1)[0], []).append(j)
+    groups: list[dict[str, Any]] = []
+    attributes: list[dict[str, Any]] = []
+    for name, cols in [(None, [0]), *by_attr.items()]:
+        s = mq.summarize(
+            quality[:, cols],
+            [t.groups[j] for j in cols],
+            n_resamples=n_resamples,
+            seed=seed,
+        )
+        for j, gq in zip(cols, s.groups, strict=True):
+            vmean = float(_mean(valid[:, [j]], axis=0)[0])
+            groups.append(
+                {
+                    "group": gq.group,
+                    "quality": _num(gq.mean),
+                    "ci": _pair(gq.ci),
+                    "valid": _num(vmean),
+                    "length": _num(vmean * t.k),
+                    "n": gq.n,
+                }
+            )
+        if name is not None:
+            attributes.append({"attribute": name, "gap": _num(s.gap), "gap_ci": _pair(s.gap_ci)})
+    per_entity = _mean(quality, axis=1)
+    overall = float(_mean(per_entity[:, None], axis=0)[0])
+    return {
+        "basis": t.basis,
+        "catalogue": t.source or None,
+        "k": t.k,
+        "overall": _num(overall),
+        "without_items": int((~t.known).sum()),
+        "groups": groups,
+        "attributes": attributes,
+        "entities": list(t.entities),
+        "scores": {g: [_num(x) for x in quality[:, j]] for j, g in enumerate(t.groups)},
+    }

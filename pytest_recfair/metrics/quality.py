@@ -1,0 +1,231 @@
+"""Recommendation quality per group, beside fairness: a model can be fair and useless.
+
+A reply's quality is the share of its K slots filled with a title the entity's
+catalogue knows (``matched / K``: films of that director, songs of that artist); without
+a catalogue it is the share of the K slots filled with a valid list item (``listed / K``).
+An unusable reply (empty, refused, prose) scores 0; a failed prompt is left out (NaN).
+An entity's quality in a group is the mean over its repeats, and the group's quality the
+mean over entities: the entity stays the resampling unit, as in the rest of the gate.
+
+- :func:`summarize`: per-group means with percentile-bootstrap intervals over entities
+  and the gap (max - min over the given groups) with its interval, one shared resample;
+- :func:`drift`: the paired drop test against a baseline (entities both runs scored):
+  a one-sided paired t-test of "the drop is larger than ``tolerance``" per member,
+  Holm-adjusted over the members. No random draw, so the verdict never depends on a seed.
+
+Pure numpy + stdlib.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from pytest_recfair.metrics._check import make_rng
+
+__all__ = ["Drop", "GroupQuality", "QualitySummary", "drift", "reply_quality", "summarize", "t_cdf"]
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def reply_quality(hits: int, k: int) -> float:
+    """One reply's quality: ``hits`` good items (catalogue matches or valid items) of K."""
+    if k < 1:
+        raise ValueError(f"reply_quality: k must be >= 1; got {k}")
+    return min(max(hits, 0), k) / k
+
+
+@dataclass(frozen=True, slots=True)
+class GroupQuality:
+    """One group's mean quality over entities, its interval and the entities scored."""
+
+    group: str
+    mean: float
+    ci: tuple[float, float] | None
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class QualitySummary:
+    """Groups (in the given order) and their gap, max - min of the group means."""
+
+    groups: tuple[GroupQuality, ...]
+    gap: float
+    gap_ci: tuple[float, float] | None
+
+
+def _nanmean_cols(x: FloatArray) -> FloatArray:
+    n = np.sum(~np.isnan(x), axis=-2)
+    s = np.nansum(x, axis=-2)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        out: FloatArray = np.where(n > 0, s / np.maximum(n, 1), np.nan)
+    return out
+
+
+def _gap(rows: FloatArray) -> FloatArray:
+    """max - min of each row ignoring NaN; NaN (no warning) for an all-NaN row."""
+    some = np.any(~np.isnan(rows), axis=1)
+    hi = np.where(np.isnan(rows), -np.inf, rows).max(axis=1)
+    lo = np.where(np.isnan(rows), np.inf, rows).min(axis=1)
+    out: FloatArray = np.where(some, hi - lo, np.nan)
+    return out
+
+
+def summarize(
+    scores: FloatArray,
+    groups: Sequence[str],
+    *,
+    n_resamples: int = 1000,
+    seed: int = 0,
+    confidence: float = 0.95,
+) -> QualitySummary:
+    """Per-group means of ``scores`` (entities x groups, NaN = not scored) with
+    percentile-bootstrap intervals over entities, and the gap between the groups."""
+    x = np.asarray(scores, dtype=np.float64)
+    if x.ndim != 2 or x.shape[1] != len(groups):
+        raise ValueError(f"summarize: scores must be (entities, {len(groups)}); got {x.shape}")
+    means = _nanmean_cols(x)
+    counts = np.sum(~np.isnan(x), axis=0)
+    gap = _gap(means[None, :])[0]
+    E = x.shape[0]
+    cis: list[tuple[float, float] | None] = [None] * len(groups)
+    gap_ci = None
+    if E >= 2 and n_resamples > 0:
+        rng = make_rng(seed)
+        boot = np.empty((n_resamples, len(groups)))
+        seen = ~np.isnan(x)
+        vals = np.where(seen, x, 0.0)
+        for lo_b in range(0, n_resamples, 256):  # resample counts in blocks: bounded memory
+            B = min(256, n_resamples - lo_b)
+            idx = rng.integers(0, E, size=(B, E))
+            flat = (np.arange(B)[:, None] * E + idx).ravel()  # times each entity is drawn
+            W = np.bincount(flat, minlength=B * E).reshape(B, E).astype(np.float64)
+            n, total = W @ seen, W @ vals
+            with np.errstate(invalid="ignore", divide="ignore"):
+                boot[lo_b : lo_b + B] = np.where(n > 0, total / np.maximum(n, 1), np.nan)
+        lo, hi = (1 - confidence) / 2 * 100, (1 + confidence) / 2 * 100
+        for j in range(len(groups)):
+            col = boot[:, j][~np.isnan(boot[:, j])]
+            if col.size and counts[j] >= 2:
+                cis[j] = (float(np.percentile(col, lo)), float(np.percentile(col, hi)))
+        gaps = _gap(boot)
+        gaps = gaps[~np.isnan(gaps)]
+        if gaps.size and len(groups) > 1:
+            gap_ci = (float(np.percentile(gaps, lo)), float(np.percentile(gaps, hi)))
+    return QualitySummary(
+        tuple(
+            GroupQuality(g, float(means[j]), cis[j], int(counts[j])) for j, g in enumerate(groups)
+        ),
+        gap,
+        gap_ci,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """One member of the drift family: a group's (or every group's) quality, then and now."""
+
+    member: str
+    baseline: float
+    value: float
+    p_value: float  # Holm-adjusted, one-sided (H1: drop > tolerance)
+    n_paired: int
+
+    @property
+    def delta(self) -> float:
+        return self.value - self.baseline
+
+
+def drift(
+    baseline: Mapping[str, Mapping[str, float | None]],
+    candidate: Mapping[str, Mapping[str, float | None]],
+    *,
+    tolerance: float,
+) -> list[Drop]:
+    """Paired drop test per member (member -> entity -> quality; None = not scored).
+
+    Each member compares only the entities both runs scored; its reported values are
+    the means over those shared entities (what was tested, not the full baseline). A
+    member with fewer than 2 shared entities is left out.
+    """
+    raw: list[tuple[str, float, float, float, int]] = []
+    for member, base in baseline.items():
+        cand = candidate.get(member)
+        if cand is None:
+            continue
+        shared = [e for e in base if base[e] is not None and cand.get(e) is not None]
+        if len(shared) < 2:
+            continue
+        b = np.array([float(base[e]) for e in shared])  # type: ignore[arg-type]
+        c = np.array([float(cand[e]) for e in shared])  # type: ignore[arg-type]
+        raw.append((member, float(b.mean()), float(c.mean()), _drop_p(c - b, tolerance), b.size))
+    adjusted = _holm([r[3] for r in raw])
+    return [Drop(m, b, c, p, n) for (m, b, c, _, n), p in zip(raw, adjusted, strict=True)]
+
+
+def _drop_p(d: FloatArray, tolerance: float) -> float:
+    """One-sided paired t-test p of H1: mean(d) < -tolerance (quality fell by more)."""
+    n = d.size
+    shifted = float(d.mean()) + tolerance
+    sd = float(d.std(ddof=1))
+    if sd == 0.0 or not math.isfinite(sd):  # every entity moved alike: the sign decides
+        return 0.0 if shifted < 0 else 1.0
+    return t_cdf(shifted / (sd / math.sqrt(n)), n - 1)
+
+
+def _holm(p: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values (family-wise error at alpha over the members)."""
+    m = len(p)
+    order = sorted(range(m), key=lambda i: p[i])
+    out = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[i]))
+        out[i] = running
+    return out
+
+
+def t_cdf(t: float, df: int) -> float:
+    """Student's t distribution function (through the regularised incomplete beta)."""
+    if df < 1:
+        raise ValueError(f"t_cdf: df must be >= 1; got {df}")
+    x = df / (df + t * t)
+    tail = 0.5 * _betainc(df / 2.0, 0.5, x)
+    return tail if t < 0 else 1.0 - tail
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """Regularised incomplete beta I_x(a, b) by its continued fraction (Lentz)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    ln_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+    front = math.exp(ln_front + a * math.log(x) + b * math.log1p(-x))
+    if x > (a + 1.0) / (a + b + 2.0):  # the fraction converges fast on this side only
+        return 1.0 - front * _beta_fraction(b, a, 1.0 - x) / b
+    return front * _beta_fraction(a, b, x) / a
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        for num in (
+            m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+            -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)),
+        ):
+            d = 1.0 + num * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + num / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-14:
+            break
+    return h
