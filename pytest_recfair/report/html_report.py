@@ -34,6 +34,7 @@ from pytest_recfair.report.failures import (
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
 from pytest_recfair.report.history import HistoryRun
 from pytest_recfair.report.history_chart import history_html
+from pytest_recfair.report import evidence
 from pytest_recfair.report.sections import extra_html, measure
 from pytest_recfair.report.status import (
     Baselines,
@@ -418,7 +419,7 @@ def render(
             f'<section class="test" id="test-{n}"><header>{_badge(status)}'
             f"<h2>{_e(r.meta.test_id)}</h2></header>"
             f'<p class="sub">{_e(describe(r))}</p>'
-            f"{_gate_html(r)}{overlap}{extra_html(r)}"
+            f"{_gate_html(r)}{evidence.html(r)}{overlap}{extra_html(r)}"
             f'<div class="grid2">{"".join(charts)}</div>'
             f"<details><summary>Run metadata</summary>{_meta_table(r)}</details></section>"
         )
@@ -429,7 +430,7 @@ def render(
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         "<title>pytest-recfair fairness report</title>"
-        f"<style>{_CSS}</style></head><body><main>"
+        f"<style>{_CSS}{evidence.CSS}</style></head><body><main>"
         "<h1>Fairness report</h1>"
         '<p class="sub">How much the recommendations change when the prompt names a '
         "demographic attribute: SNSR (range) and SNSV (spread) of the per-value similarity to "

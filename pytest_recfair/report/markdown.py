@@ -14,6 +14,7 @@ from pytest_recfair.report.failures import (
     limits_advice,
 )
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
+from pytest_recfair.report import evidence
 from pytest_recfair.report.sections import extra_lines
 from pytest_recfair.report.status import (
     Baselines,
@@ -133,6 +134,7 @@ def _body(r: AuditResult) -> list[str]:
     if any(st for _, st in repeats):
         out.append("")
     out += _gate(r)
+    out += evidence.markdown(r, _md)
     usage = usage_text(r)
     return out + ([f"- {_md(usage)}", ""] if usage else [])
 

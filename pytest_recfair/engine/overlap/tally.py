@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair import metrics
+from pytest_recfair.engine.overlap.evidence import Keeper
 from pytest_recfair.errors import DataError
 from pytest_recfair.kinds import MetricName, MissingPolicy, Variant
 from pytest_recfair.results import AttributeResult, Interval, Stat, ValueResult
@@ -138,6 +139,7 @@ class Tally:
     completion_tokens: int = 0
     models: set[str] = field(default_factory=set)
     index: dict[str, int] = field(default_factory=dict, repr=False)  # entity -> row
+    evidence: Keeper = field(default_factory=Keeper, repr=False)  # bounded: evidence.KEEP
 
     @classmethod
     def start(
@@ -279,6 +281,7 @@ class Tally:
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "models": sorted(self.models),
+            "evidence": self.evidence.to_dict(),
         }
 
     @classmethod
@@ -302,6 +305,7 @@ class Tally:
         tally.prompt_tokens = int(d["prompt_tokens"])
         tally.completion_tokens = int(d["completion_tokens"])
         tally.models = set(d.get("models", []))
+        tally.evidence = Keeper.from_dict(d.get("evidence") or {})
         return tally
 
 
@@ -354,6 +358,7 @@ def _merge_into(out: Tally, part: Tally) -> None:
     out.prompt_tokens += part.prompt_tokens
     out.completion_tokens += part.completion_tokens
     out.models |= part.models
+    out.evidence.absorb(part.evidence)
 
 
 # --- helpers ------------------------------------------------------------------------------
