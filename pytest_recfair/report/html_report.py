@@ -25,6 +25,7 @@ from html import escape
 from pytest_recfair import __version__
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.kinds import STATISTICS, accept_command
+from pytest_recfair.report import evidence
 from pytest_recfair.report.failures import (
     accept_offered,
     failure_tag,
@@ -34,7 +35,6 @@ from pytest_recfair.report.failures import (
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
 from pytest_recfair.report.history import HistoryRun
 from pytest_recfair.report.history_chart import history_html
-from pytest_recfair.report import evidence
 from pytest_recfair.report.sections import extra_html, measure
 from pytest_recfair.report.status import (
     Baselines,

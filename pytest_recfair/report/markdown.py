@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pytest_recfair import __version__
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.kinds import STATISTICS, accept_command
+from pytest_recfair.report import evidence
 from pytest_recfair.report.failures import (
     accept_offered,
     failure_tag,
@@ -14,7 +15,6 @@ from pytest_recfair.report.failures import (
     limits_advice,
 )
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
-from pytest_recfair.report import evidence
 from pytest_recfair.report.sections import extra_lines
 from pytest_recfair.report.status import (
     Baselines,

@@ -6,9 +6,9 @@ import textwrap
 from collections.abc import Sequence
 
 from pytest_recfair.kinds import STATISTICS
+from pytest_recfair.report import evidence
 from pytest_recfair.report.failures import failure_label, failure_text
 from pytest_recfair.report.fmt import fmt, fmt_delta
-from pytest_recfair.report import evidence
 from pytest_recfair.report.sections import extra_lines
 from pytest_recfair.report.status import (
     FLAG_SNSR,
