@@ -24,12 +24,12 @@ from pytest_recfair.report.fmt import fmt
 from pytest_recfair.report.htmlkit import esc
 from pytest_recfair.results import AuditResult
 
-__all__ = ["CSS", "failing", "html", "lines", "markdown"]
+__all__ = ["EVIDENCE_CSS", "evidence_html", "evidence_lines", "evidence_markdown", "failing"]
 
 #: titles named per row in the brief (terminal, Markdown) before "..."
 _BRIEF_TITLES = 3
 
-CSS = """
+EVIDENCE_CSS = """
 section.evidence { margin: 12px 0; }
 section.evidence details.row { border: 1px solid var(--line); border-radius: 6px;
   padding: 4px 10px; margin: 4px 0; }
@@ -84,7 +84,7 @@ def _row_brief(row: Mapping[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def lines(r: AuditResult) -> list[str]:
+def evidence_lines(r: AuditResult) -> list[str]:
     """The terminal's (``-v``) evidence lines: per failing attribute, a line per row."""
     out: list[str] = []
     for attr, entry in failing(r):
@@ -93,7 +93,7 @@ def lines(r: AuditResult) -> list[str]:
     return out
 
 
-def markdown(r: AuditResult, md: Any) -> list[str]:
+def evidence_markdown(r: AuditResult, md: Any) -> list[str]:
     """Markdown bullets (``md``: the Markdown escaper of the report)."""
     out: list[str] = []
     for attr, entry in failing(r):
@@ -144,7 +144,7 @@ def _lists_table(row: Mapping[str, Any]) -> str:
     )
 
 
-def html(r: AuditResult) -> str:
+def evidence_html(r: AuditResult) -> str:
     """Each failing attribute's evidence: a collapsible row per entity, lists side by side."""
     parts = []
     for attr, entry in failing(r):

@@ -6,7 +6,7 @@ import textwrap
 from collections.abc import Sequence
 
 from pytest_recfair.kinds import STATISTICS
-from pytest_recfair.report import evidence
+from pytest_recfair.report.evidence import evidence_lines
 from pytest_recfair.report.failures import failure_label, failure_text
 from pytest_recfair.report.fmt import fmt, fmt_delta
 from pytest_recfair.report.sections import extra_lines
@@ -118,7 +118,7 @@ def terminal_summary(
                 lines += wrap_text(f"{a.attribute}: {stats}", width)
         lines += _gate_lines(r, width)
         if verbose:
-            for line in evidence.lines(r):
+            for line in evidence_lines(r):
                 lines += wrap_text(line, width, "  ", "      ")
         usage = usage_text(r)
         if usage:
