@@ -209,6 +209,7 @@ def _row(c: Candidate, share: float, gap: float, metric: str, hi: str, lo: str,
     pct = f", {share / gap:.0%} of it" if gap > 0 else ""
     return {
         "entity": c.name,
+        "id": c.entity,
         "score": share,
         "why": f"{share:+.4f} of the gap{pct}; {metric} {hi} {fmt(s_hi)}, {lo} {fmt(s_lo)}",
         "lists": lists,
