@@ -226,3 +226,17 @@ def test_markdown_paths_relative_to_rootdir_or_basename(tmp_path: Path) -> None:
     assert "https://example.org/a/b" in out
     assert "/usr/share/doc." in out
     assert str(Path(tempfile.gettempdir())) not in out
+
+
+def _plain(value: Any) -> bool:
+    """Only the builtin JSON types (xdist's execnet refuses numpy scalars)."""
+    if isinstance(value, dict):
+        return all(type(k) is str and _plain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    return type(value) in (str, int, float, bool, type(None))
+
+
+def test_evidence_is_plain_data(audited: AuditResult) -> None:
+    assert audited.evidence
+    assert _plain(audited.evidence)

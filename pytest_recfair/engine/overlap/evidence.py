@@ -177,14 +177,23 @@ def _entry(
     gap = hi.mean.value - lo.mean.value
 
     def share(c: Candidate) -> float:
-        s_hi, s_lo = sims[c.row, i], sims[c.row, j]
+        s_hi, s_lo = float(sims[c.row, i]), float(sims[c.row, j])
         return (0.0 if math.isnan(s_hi) else s_hi / hi.n) - (
             0.0 if math.isnan(s_lo) else s_lo / lo.n
         )
 
     ranked = sorted(cands, key=lambda c: (-share(c), c.row))[:SHOW]
     rows = [
-        _row(c, share(c), gap, a.metric, hi.value, lo.value, sims[c.row, i], sims[c.row, j])
+        _row(
+            c,
+            share(c),
+            gap,
+            a.metric,
+            hi.value,
+            lo.value,
+            float(sims[c.row, i]),
+            float(sims[c.row, j]),
+        )
         for c in ranked
     ]
     return {
@@ -205,7 +214,16 @@ def _row(c: Candidate, share: float, gap: float, metric: str, hi: str, lo: str,
         if value in c.lists:
             titles, keys, reply = c.lists[value]
             diff = compare_lists(neutral, nkeys, titles, keys)
-            lists.append({"label": value, "titles": titles, **diff, "reply": reply})
+            empty = {"notes": ["no titles in this reply (a refusal?): see its text"]}
+            lists.append(
+                {
+                    "label": value,
+                    "titles": titles,
+                    **diff,
+                    "reply": reply,
+                    **({} if titles else empty),
+                }
+            )
     pct = f", {share / gap:.0%} of it" if gap > 0 else ""
     return {
         "entity": c.name,
