@@ -176,3 +176,26 @@ def test_merged_shards_give_the_unsharded_evidence(
     for path in shards:
         kept = json.loads(path.read_text())["tally"]["evidence"]
         assert all(0 < len(c) <= KEEP for c in kept.values())
+
+
+def test_replay_keeps_evidence_and_a_passing_page_shows_none(tmp_path: Path) -> None:
+    """Replaying the committed cassettes (record mode none): the JSON holds each
+    attribute's evidence; the test passes, so no channel shows it."""
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "--fairness", "-p", "no:cacheprovider", "-p",
+         "no:randomly", "-v", "audits/test_demo.py::test_religion_all_metrics",
+         f"--fairness-report={tmp_path / 'r.json'}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:]
+    (result,) = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["results"]
+    assert set(result["evidence"]) == {a["attribute"] for a in result["attributes"]}
+    for entry in result["evidence"].values():
+        assert len(entry["rows"]) >= MIN_ROWS
+    assert "evidence " not in run.stdout
+    subprocess.run(
+        [sys.executable, "-m", "pytest_recfair", "report", str(tmp_path / "r.json"), "--to",
+         "html", "-o", str(tmp_path / "r.html")],
+        cwd=ROOT, check=True, timeout=120,
+    )  # fmt: skip
+    assert 'class="evidence"' not in (tmp_path / "r.html").read_text(encoding="utf-8")
