@@ -68,12 +68,13 @@ class Candidate:
     lists: dict[str, tuple[list[str], list[str], str]]
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-able, reply texts as shown (scrubbed, cut): what a shard file holds."""
         return {
             "entity": self.entity,
             "name": self.name,
             "row": self.row,
             "spread": self.spread,
-            "lists": {k: list(v) for k, v in self.lists.items()},
+            "lists": {k: [t, keys, reply_text(r)] for k, (t, keys, r) in self.lists.items()},
         }
 
     @classmethod
@@ -107,7 +108,9 @@ class Keeper:
                 continue
             text = getattr(completions.get(case.id), "text", None)
             key = (case.entity_id, case.attribute or "", case.value or "")
-            by[key] = (list(r.items), list(c.items or []), text or "")
+            # scrubbed when written or shown (most candidates never are); the cut keeps
+            # any secret that starts within the MAX_REPLY characters shown whole
+            by[key] = (list(r.items), list(c.items or []), (text or "")[: 4 * MAX_REPLY])
             names[case.entity_id] = case.entity
         metric = tally.config.metrics[0]
         for attr, at in tally.attributes.items():
@@ -124,7 +127,7 @@ class Keeper:
                 lists.update(
                     (v, by[(entity, attr, v)]) for v in at.values if (entity, attr, v) in by
                 )
-                kept.append(Candidate(entity, name, row, spread, _shown(lists)))
+                kept.append(Candidate(entity, name, row, spread, lists))
                 kept.sort(key=_order)
                 del kept[KEEP:]
 
@@ -140,12 +143,6 @@ class Keeper:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Keeper:
         return cls({str(a): [Candidate.from_dict(c) for c in cands] for a, cands in d.items()})
-
-
-def _shown(
-    lists: Mapping[str, tuple[list[str], list[str], str]],
-) -> dict[str, tuple[list[str], list[str], str]]:
-    return {k: (t, keys, reply_text(text)) for k, (t, keys, text) in lists.items()}
 
 
 def entries(tally: Any, results: Iterable[Any]) -> dict[str, dict[str, Any]]:
@@ -209,7 +206,9 @@ def _entry(
 def _row(c: Candidate, share: float, gap: float, metric: str, hi: str, lo: str,
          s_hi: float, s_lo: float) -> dict[str, Any]:  # fmt: skip
     neutral, nkeys, nreply = c.lists[""]
-    lists: list[dict[str, Any]] = [{"label": "neutral", "titles": neutral, "reply": nreply}]
+    lists: list[dict[str, Any]] = [
+        {"label": "neutral", "titles": neutral, "reply": reply_text(nreply)}
+    ]
     for value in (hi, lo):
         if value in c.lists:
             titles, keys, reply = c.lists[value]
@@ -220,7 +219,7 @@ def _row(c: Candidate, share: float, gap: float, metric: str, hi: str, lo: str,
                     "label": value,
                     "titles": titles,
                     **diff,
-                    "reply": reply,
+                    "reply": reply_text(reply),
                     **({} if titles else empty),
                 }
             )
