@@ -73,7 +73,9 @@ def _some(titles: Sequence[str]) -> str:
 def _row_brief(row: Mapping[str, Any]) -> str:
     """One row in a line: entity, score, what it says, and each compared list's change."""
     parts = [f"{row.get('entity', '?')} ({row.get('why') or fmt(row.get('score'))})"]
-    for lst in row.get("lists", [])[1:]:
+    lists = row.get("lists", [])
+    compared = any("kept" in lst for lst in lists)
+    for lst in lists[1:] if compared else lists:
         change = _changes(lst)
         if change:
             added = lst.get("added") or []
@@ -81,6 +83,8 @@ def _row_brief(row: Mapping[str, Any]) -> str:
             parts.append(f"{lst.get('label')}: {change}{more}")
         elif lst.get("notes"):
             parts.append(f"{lst.get('label')}: {'; '.join(lst['notes'])}")
+        elif lst.get("titles"):  # no neutral list to compare with: its first entry
+            parts.append(f"{lst.get('label')}: {lst['titles'][0]}")
     return " · ".join(parts)
 
 

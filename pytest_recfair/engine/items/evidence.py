@@ -85,10 +85,13 @@ def _entry(
         score = hits / max(n, 1) - n_hits / max(n_n, 1)
         i, shown, keys, _, _ = max(per, key=lambda p: (p[3], -p[0]))
         n_reply = _reply(completions, cases[neutral[entity]])
+        diff = compare_lists(n_shown, n_keys, shown, keys)
+        # the added items of the category that moved first: they are the shift
+        diff["added"].sort(key=lambda t: not t.endswith(f" [{labels[cat]}]"))
         lists = [
             {"label": "neutral", "titles": n_shown, "reply": n_reply},
             {"label": f"{cases[i].value} ({group})", "titles": shown,
-             **compare_lists(n_shown, n_keys, shown, keys), "reply": _reply(completions, cases[i])},
+             **diff, "reply": _reply(completions, cases[i])},
         ]  # fmt: skip
         why = f"share of {labels[cat]!r}: neutral {n_hits}/{n_n}, {group} {hits}/{n} ({score:+.3f})"
         rows.append((score, entity, {"entity": cases[i].entity, "score": score, "why": why,
