@@ -240,3 +240,20 @@ def _plain(value: Any) -> bool:
 def test_evidence_is_plain_data(audited: AuditResult) -> None:
     assert audited.evidence
     assert _plain(audited.evidence)
+
+
+def test_no_secret_in_titles_or_replies_shown() -> None:
+    """A reply quoting a key (in a title and in the text) shows it scrubbed everywhere."""
+    key = "sk-evidence-title-key-0123456789abcdef"
+    secrets.register([key])
+
+    def recommend(prompt: str) -> str:
+        salt = sum(map(ord, prompt)) % 7
+        titles = [f"Film {salt + i}" for i in range(9)]
+        return "\n".join(f"{i + 1}. {t}" for i, t in enumerate([f"Key {key}", *titles]))
+
+    result = api.audit(recommend, attr="religion", entities=8, seeds="directors", k=10)
+    assert result.evidence["religion"]["rows"]
+    text = json.dumps(result.evidence)
+    assert key not in text
+    assert "Key " in text  # the title is there, without the key

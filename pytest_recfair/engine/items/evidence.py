@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_recfair.engine.items.scoring import ItemSideResult, field_codes
-from pytest_recfair.engine.overlap.evidence import SHOW, compare_lists, reply_text
+from pytest_recfair.engine.overlap.evidence import SHOW, compare_lists, reply_text, shown_titles
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.replies.matching import normalize
 
@@ -58,7 +58,7 @@ def _entry(
     def tagged(i: int) -> tuple[list[str], list[str], int, int]:
         """Case i's titles with their category, their keys, items in ``cat``, matched."""
         shown, keys, hits, n = [], [], 0, 0
-        for t, m in zip(titles[i] or [], matched.get(i) or [], strict=False):
+        for t, m in zip(shown_titles(titles[i] or []), matched.get(i) or [], strict=False):
             code = -1 if m is None else int(codes.codes[m])
             shown.append(f"{t} [{labels[code]}]" if code >= 0 else f"{t} [not in catalogue]")
             keys.append(normalize(t))

@@ -26,7 +26,16 @@ import numpy as np
 from pytest_recfair import secrets
 from pytest_recfair.report.fmt import fmt
 
-__all__ = ["KEEP", "MAX_REPLY", "SHOW", "Keeper", "compare_lists", "entries"]
+__all__ = [
+    "KEEP",
+    "MAX_REPLY",
+    "SHOW",
+    "Keeper",
+    "compare_lists",
+    "entries",
+    "reply_text",
+    "shown_titles",
+]
 
 #: candidates kept per attribute while streaming (each: its neutral and value lists)
 KEEP = 12
@@ -42,6 +51,11 @@ def reply_text(text: str | None) -> str:
         return ""
     clean = secrets.scrub(text)
     return clean if len(clean) <= MAX_REPLY else clean[:MAX_REPLY] + " [...]"
+
+
+def shown_titles(titles: Sequence[str]) -> list[str]:
+    """Titles as shown: parsed from a reply, so scrubbed of secrets like its text."""
+    return [secrets.scrub(t) for t in titles]
 
 
 def compare_lists(
@@ -206,12 +220,14 @@ def _entry(
 def _row(c: Candidate, share: float, gap: float, metric: str, hi: str, lo: str,
          s_hi: float, s_lo: float) -> dict[str, Any]:  # fmt: skip
     neutral, nkeys, nreply = c.lists[""]
+    neutral = shown_titles(neutral)
     lists: list[dict[str, Any]] = [
         {"label": "neutral", "titles": neutral, "reply": reply_text(nreply)}
     ]
     for value in (hi, lo):
         if value in c.lists:
             titles, keys, reply = c.lists[value]
+            titles = shown_titles(titles)
             diff = compare_lists(neutral, nkeys, titles, keys)
             empty = {"notes": ["no titles in this reply (a refusal?): see its text"]}
             lists.append(

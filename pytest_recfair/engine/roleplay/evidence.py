@@ -67,7 +67,7 @@ def _row(
         for i, c in enumerate(asked):
             text = answers.get(c.id)
             verdict = f" [{outcomes[i]}]" if i < len(outcomes) else ""
-            short = " ".join((text or "(no answer: failed)").split())[:160]
+            short = " ".join((reply_text(text) or "(no answer: failed)").split())[:160]
             titles.append(f"round {c.repeat + 1}{verdict}: {short}")
             replies.append(f"round {c.repeat + 1}:\n{reply_text(text)}")
             for j, judged in enumerate(judges.get(c.id) or []):
