@@ -442,6 +442,9 @@ class AuditResult:
     #: ``attribute=value`` or "neutral" -> count; ``prompts``: all prompts of the audit
     failed: dict[str, int] = field(default_factory=dict)
     prompts: int = 0
+    #: why an attribute's statistic moved: attribute label -> the entities that moved it
+    #: most, with their lists (plain JSON data; report/evidence.py); never in a baseline
+    evidence: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_failed(self) -> int:
@@ -469,6 +472,7 @@ class AuditResult:
                 else {}
             ),
             **({"failed": dict(self.failed), "prompts": self.prompts} if self.failed else {}),
+            **({"evidence": self.evidence} if self.evidence else {}),
         }
 
     @classmethod
@@ -485,4 +489,5 @@ class AuditResult:
             extras=dict(d.get("extras") or {}),
             failed={str(k): int(v) for k, v in (d.get("failed") or {}).items()},
             prompts=int(d.get("prompts", 0)),
+            evidence=dict(d.get("evidence") or {}),
         )

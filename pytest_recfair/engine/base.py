@@ -117,6 +117,9 @@ class Scored:
     merges: int = 0  # fuzzy title merges applied (0 when the kind does not merge)
     #: kind name -> its own results as plain JSON data (item-side, candidate position)
     extras: Mapping[str, Any] = field(default_factory=dict)
+    #: attribute label -> the entities behind its statistic, with their lists and replies
+    #: (plain JSON data in the one shape of report/evidence.py; bounded by the kind)
+    evidence: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass

@@ -76,6 +76,7 @@ def finish(settings: AuditSettings, meta: AuditMeta, scorer: Scorer, sent: Sent)
         cost=sent.cost,
         merges=scored.merges,
         extras=dict(scored.extras),
+        evidence=dict(scored.evidence),
         failed=summary.by_group(),
         prompts=summary.total if summary.count else 0,
     )

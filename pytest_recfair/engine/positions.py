@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from pytest_recfair.engine import position_evidence
 from pytest_recfair.engine.base import AuditInputs, Scored
 from pytest_recfair.engine.pooled import PooledKind, PooledScorer
 from pytest_recfair.errors import ConfigError
@@ -170,7 +171,8 @@ def _score(
 ) -> Scored:
     attrs = list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
     out = [_score_attribute(settings, cases, completions, a) for a in attrs]
-    return Scored((), 0, {KEY: {"attributes": out}})
+    shown = position_evidence.entries(cases, completions, attrs)
+    return Scored((), 0, {KEY: {"attributes": out}}, evidence=shown)
 
 
 def _score_attribute(

@@ -127,6 +127,7 @@ def to_dict(result: AuditResult) -> dict[str, Any]:
         raise TypeError(f"result must be an AuditResult; got {type(result).__name__}.")
     doc = result.to_dict()
     doc.pop("gate", None)
+    doc.pop("evidence", None)  # the run's replies, not part of what is compared
     doc["schema_version"] = SCHEMA_VERSION
     for attr, a in zip(doc["attributes"], result.attributes, strict=True):
         for vd, v in zip(attr["values"], a.values, strict=True):

@@ -124,7 +124,7 @@ def summary(
     from pytest_recfair import secrets
     from pytest_recfair.report.channels import summary_lines
 
-    for line in summary_lines(collector, width):
+    for line in summary_lines(collector, width, verbose=config.get_verbosity() > 0):
         terminalreporter.write_line(secrets.scrub(line))
 
 

@@ -35,10 +35,11 @@ class RunView(Protocol):
     def models(self) -> list[ModelComparison]: ...
 
 
-def summary_lines(run: RunView, width: int = 100) -> list[str]:
-    """The fairness summary: each audit's figures, the models side by side, the written
-    baselines with their changes, and the run's notes."""
-    lines = list(terminal_summary(run.ordered(), width))
+def summary_lines(run: RunView, width: int = 100, *, verbose: bool = False) -> list[str]:
+    """The fairness summary: each audit's figures (with ``verbose``, the evidence of each
+    failing attribute), the models side by side, the written baselines with their
+    changes, and the run's notes."""
+    lines = list(terminal_summary(run.ordered(), width, verbose=verbose))
     if run.models():
         lines += terminal_lines(run.models(), width)
     # one line each, unwrapped: a file path stays whole and easy to copy

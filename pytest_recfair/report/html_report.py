@@ -25,6 +25,7 @@ from html import escape
 from pytest_recfair import __version__
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.kinds import STATISTICS, accept_command
+from pytest_recfair.report.evidence import EVIDENCE_CSS, evidence_html
 from pytest_recfair.report.failures import (
     accept_offered,
     failure_tag,
@@ -418,7 +419,7 @@ def render(
             f'<section class="test" id="test-{n}"><header>{_badge(status)}'
             f"<h2>{_e(r.meta.test_id)}</h2></header>"
             f'<p class="sub">{_e(describe(r))}</p>'
-            f"{_gate_html(r)}{overlap}{extra_html(r)}"
+            f"{_gate_html(r)}{evidence_html(r)}{overlap}{extra_html(r)}"
             f'<div class="grid2">{"".join(charts)}</div>'
             f"<details><summary>Run metadata</summary>{_meta_table(r)}</details></section>"
         )
@@ -429,7 +430,7 @@ def render(
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         "<title>pytest-recfair fairness report</title>"
-        f"<style>{_CSS}</style></head><body><main>"
+        f"<style>{_CSS}{EVIDENCE_CSS}</style></head><body><main>"
         "<h1>Fairness report</h1>"
         '<p class="sub">How much the recommendations change when the prompt names a '
         "demographic attribute: SNSR (range) and SNSV (spread) of the per-value similarity to "

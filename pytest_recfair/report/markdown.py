@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import re
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
 
 from pytest_recfair import __version__
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.kinds import STATISTICS, accept_command
+from pytest_recfair.report.evidence import evidence_markdown
 from pytest_recfair.report.failures import (
     accept_offered,
     failure_tag,
@@ -133,6 +137,7 @@ def _body(r: AuditResult) -> list[str]:
     if any(st for _, st in repeats):
         out.append("")
     out += _gate(r)
+    out += evidence_markdown(r, _md)
     usage = usage_text(r)
     return out + ([f"- {_md(usage)}", ""] if usage else [])
 
@@ -190,4 +195,30 @@ def to_markdown(
     if len(rs) > c["failed"]:
         out += ["Passing tests are folded; per-value tables of every test are in the HTML "
                 "and JSON reports."]  # fmt: skip
-    return "\n".join(out).rstrip() + "\n"
+    return short_paths("\n".join(out).rstrip() + "\n")
+
+
+#: an absolute POSIX path in running text (not the path part of a URL)
+_ABS_PATH = re.compile(r"(?<![\w.:/~-])/[^\s`'\"()<>\[\]|*]+")
+
+
+def short_paths(text: str, base: Path | None = None) -> str:
+    """Absolute paths made readable where the report is read (a job summary, a PR): under
+    ``base`` (the current directory, pytest's rootdir when run from it) relative to it,
+    in the temporary directory its file name only; any other path stays as written."""
+    root = (base or Path.cwd()).resolve()
+    temp = Path(tempfile.gettempdir()).resolve()
+
+    def short(m: re.Match[str]) -> str:
+        raw = m.group(0)
+        word = raw.rstrip(".,;:")
+        path = Path(word)
+        for where, name in ((root, None), (temp, path.name)):
+            try:
+                rel = path.resolve().relative_to(where)
+            except (ValueError, OSError):
+                continue
+            return (name or str(rel) or ".") + raw[len(word) :]
+        return raw
+
+    return _ABS_PATH.sub(short, text)

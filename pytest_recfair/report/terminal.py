@@ -6,6 +6,7 @@ import textwrap
 from collections.abc import Sequence
 
 from pytest_recfair.kinds import STATISTICS
+from pytest_recfair.report.evidence import evidence_lines
 from pytest_recfair.report.failures import failure_label, failure_text
 from pytest_recfair.report.fmt import fmt, fmt_delta
 from pytest_recfair.report.sections import extra_lines
@@ -81,9 +82,12 @@ def _gate_lines(r: AuditResult, width: int) -> list[str]:
     return lines
 
 
-def terminal_summary(results: Sequence[AuditResult], width: int = WIDTH) -> list[str]:
+def terminal_summary(
+    results: Sequence[AuditResult], width: int = WIDTH, *, verbose: bool = False
+) -> list[str]:
     """The "fairness summary" lines: one small table per test, fitted to ``width``
-    columns by wrapping (never by cutting a name)."""
+    columns by wrapping (never by cutting a name); ``verbose`` (``-v``) adds the evidence
+    of each failing attribute (report/evidence.py)."""
     lines: list[str] = []
     header = [name for name, _ in _COLS + _DRIFT_COLS]
     for r in check_results(results):
@@ -113,6 +117,9 @@ def terminal_summary(results: Sequence[AuditResult], width: int = WIDTH) -> list
             if stats:
                 lines += wrap_text(f"{a.attribute}: {stats}", width)
         lines += _gate_lines(r, width)
+        if verbose:
+            for line in evidence_lines(r):
+                lines += wrap_text(line, width, "  ", "      ")
         usage = usage_text(r)
         if usage:
             lines += wrap_text(usage, width)

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_recfair.engine.base import AuditInputs, Scored
+from pytest_recfair.engine.items import evidence
 from pytest_recfair.engine.items import scoring as itemside
 from pytest_recfair.engine.items.sections import KEY, ItemSections
 from pytest_recfair.engine.overlap.kind import list_cases
@@ -119,7 +120,10 @@ def _score(
         )
         for attr in attrs
     ]  # fmt: skip
-    return Scored((), 0, {KEY: itemside.ItemResults(catalogue.source, tuple(results))})
+    shown = evidence.entries(cases, titles, matched[0], catalogue, completions, results)
+    return Scored(
+        (), 0, {KEY: itemside.ItemResults(catalogue.source, tuple(results))}, evidence=shown
+    )
 
 
 def _fields(settings: AuditSettings) -> list[str]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_recfair import prompts
 from pytest_recfair.engine.base import AuditInputs, Merged, Rebuild, Scored, Sent
+from pytest_recfair.engine.overlap import evidence as overlap_evidence
 from pytest_recfair.engine.overlap import qualitygate as qg
 from pytest_recfair.engine.overlap.quality import QualityTally, quality_results
 from pytest_recfair.engine.overlap.scoring import canonicalize, mark_failed, parse_all
@@ -43,12 +44,14 @@ class OverlapScorer:
         replies = parse_all(cases, outcome.completions, s.k, s.parse_style)
         if outcome.errors:
             replies = mark_failed(replies, outcome.errors)
+        raw = replies
         if self.tally.quality is not None:  # titles as written, before merging to keys
             self.tally.quality.add(replies)
         if s.parse_style == "default":
             replies, merges = canonicalize(replies)
             self.tally.merges += merges
         self.tally.add(replies)
+        self.tally.evidence.add(raw, replies, outcome.completions, self.tally)
         self.tally.prompt_tokens += outcome.usage.prompt_tokens
         self.tally.completion_tokens += outcome.usage.completion_tokens
         self.tally.models.update(c.model for c in outcome.completions.values() if c.model)
@@ -56,11 +59,10 @@ class OverlapScorer:
     def scored(self) -> Scored:
         s = self.settings
         q = self.tally.quality
-        return Scored(
-            self.tally.results(n_resamples=s.n_resamples, seed=s.resample_seed),
-            self.tally.merges,
-            {} if q is None else {"overlap": {"quality": quality_results(q, **_boot(s))}},
-        )
+        attributes = self.tally.results(n_resamples=s.n_resamples, seed=s.resample_seed)
+        evidence = overlap_evidence.entries(self.tally, attributes)
+        extras = {} if q is None else {"overlap": {"quality": quality_results(q, **_boot(s))}}
+        return Scored(attributes, self.tally.merges, extras, evidence=evidence)
 
     def payload(self, sent: Sent) -> dict[str, Any]:
         counted = {"cases": sent.prompts, "failed": [dataclasses.asdict(f) for f in sent.failed]}

@@ -23,6 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair import metrics
+from pytest_recfair.engine.overlap.evidence import Keeper
 from pytest_recfair.engine.overlap.quality import QualityTally, merged_quality, quality_from
 from pytest_recfair.errors import DataError
 from pytest_recfair.kinds import MetricName, MissingPolicy, Variant
@@ -140,6 +141,7 @@ class Tally:
     models: set[str] = field(default_factory=set)
     index: dict[str, int] = field(default_factory=dict, repr=False)  # entity -> row
     quality: QualityTally | None = None  # per-group recommendation quality (.quality)
+    evidence: Keeper = field(default_factory=Keeper, repr=False)  # bounded: evidence.KEEP
 
     @classmethod
     def start(
@@ -282,6 +284,7 @@ class Tally:
             "completion_tokens": self.completion_tokens,
             "models": sorted(self.models),
             **({"quality": self.quality.to_dict()} if self.quality is not None else {}),
+            "evidence": self.evidence.to_dict(),
         }
 
     @classmethod
@@ -306,6 +309,7 @@ class Tally:
         tally.completion_tokens = int(d["completion_tokens"])
         tally.models = set(d.get("models", []))
         tally.quality = quality_from(d.get("quality"))
+        tally.evidence = Keeper.from_dict(d.get("evidence") or {})
         return tally
 
 
@@ -359,6 +363,7 @@ def _merge_into(out: Tally, part: Tally) -> None:
     out.completion_tokens += part.completion_tokens
     out.models |= part.models
     out.quality = merged_quality(out.quality, part.quality)
+    out.evidence.absorb(part.evidence)
 
 
 # --- helpers ------------------------------------------------------------------------------

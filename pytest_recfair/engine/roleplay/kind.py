@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from pytest_recfair.engine.base import AuditInputs, Scored
 from pytest_recfair.engine.pooled import PooledKind, PooledScorer
+from pytest_recfair.engine.roleplay import evidence as roleplay_evidence
 from pytest_recfair.engine.roleplay.sections import KEY, LABELS, RoleplaySections
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics.roleplay import (
@@ -270,7 +271,8 @@ def _score(
         "effect": role_effect(result).to_dict() if settings.role_effect else None,
         "result": result.to_dict(),
     }
-    return Scored((), 0, {KEY: data})
+    shown = roleplay_evidence.entries(result, cases, answers, judges, settings.with_role)
+    return Scored((), 0, {KEY: data}, evidence=shown)
 
 
 def _failed_is_no_verdict(

@@ -1,0 +1,249 @@
+"""The entities behind a list-overlap attribute's SNSR, kept while the replies stream by.
+
+Memory is bounded: per attribute only the :data:`KEEP` entities whose similarity varies
+most across the attribute's values (max - min over values of their similarity, an upper
+bound on what one entity can add to the gap between any two values) keep their lists
+(neutral and every value's, first repeat) and reply texts (scrubbed, at most
+:data:`MAX_REPLY` characters). Once the audit is scored, the :data:`SHOW` of them with the
+largest share of the gap between the most and the least favoured value become the
+evidence (``report/evidence.py``'s shape). Kept candidates are ordered by (spread, the
+entity's position in the audit), so a shard keeps the same candidates of its entities as
+the whole run does, and the merge of shards (the union, cut to KEEP) equals the
+unsharded keeper exactly.
+
+Pure: the stdlib, numpy and the secrets scrub.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pytest_recfair import secrets
+from pytest_recfair.report.fmt import fmt
+
+__all__ = [
+    "KEEP",
+    "MAX_REPLY",
+    "SHOW",
+    "Keeper",
+    "compare_lists",
+    "entries",
+    "reply_text",
+    "shown_titles",
+]
+
+#: candidates kept per attribute while streaming (each: its neutral and value lists)
+KEEP = 12
+#: entities shown per failing attribute
+SHOW = 5
+#: characters of a reply kept (the lists are always whole)
+MAX_REPLY = 4000
+
+
+def reply_text(text: str | None) -> str:
+    """A reply as shown: scrubbed of secrets, cut at MAX_REPLY characters."""
+    if not text:
+        return ""
+    clean = secrets.scrub(text)
+    return clean if len(clean) <= MAX_REPLY else clean[:MAX_REPLY] + " [...]"
+
+
+def shown_titles(titles: Sequence[str]) -> list[str]:
+    """Titles as shown: parsed from a reply, so scrubbed of secrets like its text."""
+    return [secrets.scrub(t) for t in titles]
+
+
+def compare_lists(
+    neutral: Sequence[str], neutral_keys: Sequence[str], titles: Sequence[str], keys: Sequence[str]
+) -> dict[str, list[str]]:
+    """kept / dropped / added titles of a list against the neutral one (by title key)."""
+    nk, k = set(neutral_keys), set(keys)
+    return {
+        "kept": [t for t, key in zip(titles, keys, strict=True) if key in nk],
+        "dropped": [t for t, key in zip(neutral, neutral_keys, strict=True) if key not in k],
+        "added": [t for t, key in zip(titles, keys, strict=True) if key not in nk],
+    }
+
+
+@dataclass
+class Candidate:
+    """One entity's lists for one attribute: label ("" neutral, else the value) ->
+    (titles as written, their title keys, reply text)."""
+
+    entity: str
+    name: str
+    row: int
+    spread: float
+    lists: dict[str, tuple[list[str], list[str], str]]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able, reply texts as shown (scrubbed, cut): what a shard file holds."""
+        return {
+            "entity": self.entity,
+            "name": self.name,
+            "row": self.row,
+            "spread": self.spread,
+            "lists": {k: [t, keys, reply_text(r)] for k, (t, keys, r) in self.lists.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Candidate:
+        lists = {
+            str(k): ([str(t) for t in v[0]], [str(t) for t in v[1]], str(v[2]))
+            for k, v in d["lists"].items()
+        }
+        return cls(str(d["entity"]), str(d["name"]), int(d["row"]), float(d["spread"]), lists)
+
+
+def _order(c: Candidate) -> tuple[float, int]:
+    return (-c.spread, c.row)
+
+
+@dataclass
+class Keeper:
+    """Per attribute, the KEEP candidates with the widest spread seen so far."""
+
+    kept: dict[str, list[Candidate]] = field(default_factory=dict)
+
+    def add(self, raw: Sequence[Any], canon: Sequence[Any], completions: Mapping[str, Any],
+            tally: Any) -> None:  # fmt: skip
+        """One scored chunk: ``raw`` its replies as parsed, ``canon`` with title keys,
+        ``tally`` the tally that has just scored it (its similarity rows)."""
+        by: dict[tuple[str, str, str], tuple[list[str], list[str], str]] = {}
+        names: dict[str, str] = {}
+        for r, c in zip(raw, canon, strict=True):
+            case = r.case
+            if case.repeat != 0 or r.items is None:
+                continue
+            text = getattr(completions.get(case.id), "text", None)
+            key = (case.entity_id, case.attribute or "", case.value or "")
+            # scrubbed when written or shown (most candidates never are); the cut keeps
+            # any secret that starts within the MAX_REPLY characters shown whole
+            by[key] = (list(r.items), list(c.items or []), (text or "")[: 4 * MAX_REPLY])
+            names[case.entity_id] = case.entity
+        metric = tally.config.metrics[0]
+        for attr, at in tally.attributes.items():
+            kept = self.kept.setdefault(attr, [])
+            for entity, name in names.items():
+                row = tally.index[entity]
+                sims = at.sims[metric][row]
+                if np.all(np.isnan(sims)) or (entity, "", "") not in by:
+                    continue
+                spread = float(np.nanmax(sims) - np.nanmin(sims))
+                if len(kept) >= KEEP and _order(kept[-1]) <= (-spread, row):
+                    continue
+                lists = {"": by[(entity, "", "")]}
+                lists.update(
+                    (v, by[(entity, attr, v)]) for v in at.values if (entity, attr, v) in by
+                )
+                kept.append(Candidate(entity, name, row, spread, lists))
+                kept.sort(key=_order)
+                del kept[KEEP:]
+
+    def absorb(self, other: Keeper) -> None:
+        """Another shard's candidates (disjoint entities): the union, cut to KEEP."""
+        for attr, cands in other.kept.items():
+            kept = sorted([*self.kept.get(attr, []), *cands], key=_order)
+            self.kept[attr] = kept[:KEEP]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {a: [c.to_dict() for c in cands] for a, cands in self.kept.items()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Keeper:
+        return cls({str(a): [Candidate.from_dict(c) for c in cands] for a, cands in d.items()})
+
+
+def entries(tally: Any, results: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """Each attribute result's evidence (label -> entry), from the kept candidates."""
+    by_label = {a.attribute: a for a in results}
+    several = len(tally.config.metrics) > 1
+    out: dict[str, dict[str, Any]] = {}
+    for name, at in tally.attributes.items():
+        for m in tally.config.metrics:
+            label = f"{name}.{m}" if several else name
+            a = by_label.get(label)
+            cands = tally.evidence.kept.get(name, [])
+            if a is not None and cands:
+                entry = _entry(a, at.values, at.sims[m], cands)
+                if entry is not None:
+                    out[label] = entry
+    return out
+
+
+def _entry(
+    a: Any, values: Sequence[str], sims: Any, cands: Sequence[Candidate]
+) -> dict[str, Any] | None:
+    scored = [v for v in a.values if v.n > 0 and not math.isnan(v.mean.value)]
+    if len(scored) < 2:
+        return None
+    hi = max(scored, key=lambda v: v.mean.value)
+    lo = min(scored, key=lambda v: v.mean.value)
+    i, j = values.index(hi.value), values.index(lo.value)
+    gap = hi.mean.value - lo.mean.value
+
+    def share(c: Candidate) -> float:
+        s_hi, s_lo = float(sims[c.row, i]), float(sims[c.row, j])
+        return (0.0 if math.isnan(s_hi) else s_hi / hi.n) - (
+            0.0 if math.isnan(s_lo) else s_lo / lo.n
+        )
+
+    ranked = sorted(cands, key=lambda c: (-share(c), c.row))[:SHOW]
+    rows = [
+        _row(
+            c,
+            share(c),
+            gap,
+            a.metric,
+            hi.value,
+            lo.value,
+            float(sims[c.row, i]),
+            float(sims[c.row, j]),
+        )
+        for c in ranked
+    ]
+    return {
+        "what": (
+            f"the {len(rows)} entities with the largest share of the gap {hi.value} − "
+            f"{lo.value} ({fmt(gap)}, the SNSR), among the {len(cands)} whose {a.metric} "
+            f"varies most across the values; lists of the first repeat"
+        ),
+        "rows": rows,
+    }
+
+
+def _row(c: Candidate, share: float, gap: float, metric: str, hi: str, lo: str,
+         s_hi: float, s_lo: float) -> dict[str, Any]:  # fmt: skip
+    neutral, nkeys, nreply = c.lists[""]
+    neutral = shown_titles(neutral)
+    lists: list[dict[str, Any]] = [
+        {"label": "neutral", "titles": neutral, "reply": reply_text(nreply)}
+    ]
+    for value in (hi, lo):
+        if value in c.lists:
+            titles, keys, reply = c.lists[value]
+            titles = shown_titles(titles)
+            diff = compare_lists(neutral, nkeys, titles, keys)
+            empty = {"notes": ["no titles in this reply (a refusal?): see its text"]}
+            lists.append(
+                {
+                    "label": value,
+                    "titles": titles,
+                    **diff,
+                    "reply": reply_text(reply),
+                    **({} if titles else empty),
+                }
+            )
+    pct = f", {share / gap:.0%} of it" if gap > 0 else ""
+    return {
+        "entity": c.name,
+        "id": c.entity,
+        "score": share,
+        "why": f"{share:+.4f} of the gap{pct}; {metric} {hi} {fmt(s_hi)}, {lo} {fmt(s_lo)}",
+        "lists": lists,
+    }
