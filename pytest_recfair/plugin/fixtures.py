@@ -148,10 +148,14 @@ def inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> AuditIn
 
 def cassettes(config: pytest.Config, s: settings.AuditSettings) -> Any:
     """The cassette store of this run (ini recfair_cassette_dir, mode --fairness-record)."""
+    from pytest_recfair.cassettes import failures
     from pytest_recfair.cassettes.store import CassetteStore
 
     base = config.rootpath
     state = run_state(config)
+    shard = state.run.shard
+    # shard jobs note their failed prompts in files of their own (merged on read)
+    failures.set_shard(base / s.cassette_dir, f"{shard.index}of{shard.count}" if shard else None)
     return CassetteStore(
         base / s.cassette_dir,
         s.record_mode,
