@@ -5,6 +5,8 @@
   report again (the HTML plots SNSR over a ``--fairness-history`` DIR);
 - ``compare A.json B.json``: the drift table between two stored runs; exit status 1 when B
   is significantly less fair than A.
+- ``examples [--dir DIR]``: write the input files the docs' examples use (seeds,
+  catalogue, candidates) under DIR, at the paths the examples name.
 
 Bad input is one line on stderr and exit status 2, never a traceback (docs/reports.md).
 """
@@ -70,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
         "--history", default=None, help="a --fairness-history DIR: the HTML plots SNSR over it"
     )
     _compare_parser(sub)
+    _examples_parser(sub)
     imp = sub.add_parser(
         "import", help="turn a published FaiRLLM/FairEval result folder into an offline audit"
     )
@@ -179,10 +182,26 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _examples_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
+    ex = sub.add_parser(
+        "examples", help="write the input files the docs' examples use (docs/itemside.md)"
+    )
+    ex.add_argument("--dir", default=".", help="the project's rootdir (default: here)")
+
+
+def _examples(args: argparse.Namespace) -> int:
+    from pytest_recfair.prompts.examples import write_examples
+
+    for path, what in write_examples(Path(args.dir)):
+        print(f"{what}: {path}")
+    return 0
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "import": _import,
     "report": _report,
     "compare": _compare,
+    "examples": _examples,
 }
 
 
