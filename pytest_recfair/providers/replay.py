@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -27,7 +27,7 @@ from pytest_recfair.providers.retry import Abort, Retryable, judge
 from pytest_recfair.providers.runstate import CaseLike, Run, RunOptions
 from pytest_recfair.providers.transport import CassetteTransport, response_of
 
-__all__ = ["Todo", "first_pass", "note_failures"]
+__all__ = ["Todo", "first_pass", "note_failures", "remember_failures"]
 
 #: A case left for the workers, with the retryable failure its replayed reply gave.
 Todo = tuple[CaseLike, Retryable | None]
@@ -57,21 +57,29 @@ def note_failures(
     cassettes = opts.cassettes
     if isinstance(prov, CallableProvider) or cassettes is None or not cassettes.policy.records:
         return
+    remember_failures(prov, cases, run.errors, cassettes.root)
+
+
+def remember_failures(
+    provider: Provider, cases: Sequence[CaseLike], errors: Mapping[str, str], root: Path
+) -> None:
+    """Note ``errors`` (case id -> the runner's or the batch's error) of a recording into
+    cassette directory ``root``; the other ``cases`` were answered and are forgotten."""
     failed = [
-        (_failure_key(prov, case, run), failures.failure_of(run.errors[case.id], case.entity_id))
-        for case in cases
-        if case.id in run.errors
+        (_failure_key(provider, c), failures.failure_of(errors[c.id], c.entity_id))
+        for c in cases
+        if c.id in errors
     ]
-    answered = [_failure_key(prov, c, run) for c in cases if c.id in run.completions]
-    failures.log_for(cassettes.root).update(failed, answered)
+    answered = [_failure_key(provider, c) for c in cases if c.id not in errors]
+    failures.log_for(root).update(failed, answered)
 
 
-def _failure_key(provider: Provider, case: CaseLike, run: Run) -> str:
+def _failure_key(provider: Provider, case: CaseLike) -> str:
     key_of = getattr(provider, "replay_key", None)
     key: tuple[str, str, str] | None = key_of(case.system, case.prompt) if key_of else None
     if key is not None:
         return failures.request_key(*key, case.repeat)
-    request = run.request(provider, case)
+    request = provider.build_request(case.system, case.prompt)
     return failures.request_key(request.method, str(request.url), request.content, case.repeat)
 
 
@@ -97,7 +105,7 @@ async def _replay_pass(
         try:
             response = _replayed(provider, case, replayer, run)
         except CassetteMiss as miss:
-            failed = misses.failed(miss, _failure_key(provider, case, run))
+            failed = misses.failed(miss, _failure_key(provider, case))
             if failed is not None:
                 run.finish(case, failed)
             continue

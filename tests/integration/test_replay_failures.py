@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair.sim import SimulatedRecommender
-from tests.support.plugin import plugin_args
+from pytest_recfair.sim import SimServer, SimulatedRecommender
+from pytest_recfair.sim.batch import BatchOptions
+from tests.support.plugin import plugin_args, subprocess_env
 
 pytest_plugins = ["pytester"]
 
@@ -158,8 +159,10 @@ def test_pick():
 """
 
 
-def _project(pytester: pytest.Pytester, url: str, test: str, entities: int | None) -> None:
-    size = f"recfair_entities = {entities}\n" if entities else ""
+def _project(
+    pytester: pytest.Pytester, url: str, test: str, entities: int | None, extra: str = ""
+) -> None:
+    size = f"recfair_entities = {entities}\n{extra}" if entities else extra
     pytester.makeini(
         "[pytest]\nrecfair_provider = openai\nrecfair_model = stub-model\n"
         f"recfair_base_url = {url}\nrecfair_n_resamples = 200\nrecfair_max_failed = 0.2\n"
@@ -278,3 +281,27 @@ def test_shards_replay_and_merge_to_the_recording_numbers(
     assert rec[0]["failed"], "no prompt failed: the test would prove nothing"
     assert _numbers(pytester.path / "replay.json") == rec
     assert _numbers(pytester.path / "whole.json") == rec
+
+
+def test_a_batch_recording_with_failed_lines_replays_to_its_numbers(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--fairness-batch: lines the batch answered with an error are noted like live
+    failures, so the offline replay leaves the same prompts out."""
+    subprocess_env(monkeypatch)
+    allow = ("-o", "recfair_max_failed=0.5")
+    with SimServer(SimulatedRecommender(bias="demo", seed=3)) as server:
+        server.batches.options = BatchOptions(error_rate=0.2, seed=5)
+        _project(pytester, server.base_url, OVERLAP_TEST, 6, "recfair_batch_poll = 0.05\n")
+        args = ("--fairness-batch", "--fairness-update", "--fairness-report=rec.json")
+        recorded = pytester.runpytest_subprocess(*plugin_args(), "--fairness", *allow, *args)
+        recorded.assert_outcomes(passed=1)
+        recorded.stdout.fnmatch_lines(["*batch: * of 30 prompts failed*"])
+    assert _sidecars(pytester)
+    replayed = pytester.runpytest_subprocess(
+        *plugin_args(), "--fairness", *allow, "--fairness-report=replay.json"
+    )
+    replayed.assert_outcomes(passed=1)
+    rec = _numbers(pytester.path / "rec.json")
+    assert rec[0]["failed"], "no line failed: the test would prove nothing"
+    assert _numbers(pytester.path / "replay.json") == rec
