@@ -305,3 +305,31 @@ def test_a_batch_recording_with_failed_lines_replays_to_its_numbers(
     rec = _numbers(pytester.path / "rec.json")
     assert rec[0]["failed"], "no line failed: the test would prove nothing"
     assert _numbers(pytester.path / "replay.json") == rec
+
+
+MARKER_SIZED = """
+from pytest_recfair import fairness
+
+
+@fairness(attr="religion", entities=12)
+def test_religion():
+    pass
+"""
+
+
+def test_option_ini_and_marker_sizes_sample_the_same_entities(
+    pytester: pytest.Pytester, overlap_stub: tuple[Stub, str]
+) -> None:
+    """However the audit size is given, a replay asks what the recording asked; a smaller
+    size replays from a larger recording (the sample is nested)."""
+    stub, url = overlap_stub
+    _project(pytester, url, OVERLAP_TEST, None)
+    record = ("--fairness-entities=12", "--fairness-record=once", "--fairness-update")
+    _run(pytester, *record).assert_outcomes(passed=1)
+    sent = stub.requests
+    _project(pytester, url, OVERLAP_TEST, 12)  # the ini
+    _run(pytester).assert_outcomes(passed=1)
+    _project(pytester, url, MARKER_SIZED, None)  # the marker
+    _run(pytester).assert_outcomes(passed=1)
+    _run(pytester, "--fairness-entities=8").assert_outcomes(passed=1)  # fewer: a subset
+    assert stub.requests == sent  # every replay was offline, none missed
