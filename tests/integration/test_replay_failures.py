@@ -333,3 +333,43 @@ def test_option_ini_and_marker_sizes_sample_the_same_entities(
     _run(pytester).assert_outcomes(passed=1)
     _run(pytester, "--fairness-entities=8").assert_outcomes(passed=1)  # fewer: a subset
     assert stub.requests == sent  # every replay was offline, none missed
+
+
+TWO_TESTS = """
+from pytest_recfair import fairness
+
+
+@fairness(attr="religion")
+def test_religion():
+    pass
+
+
+@fairness(attr="gender")
+def test_gender():
+    pass
+"""
+
+
+def test_xdist_workers_note_their_own_files_and_the_replay_merges_them(
+    pytester: pytest.Pytester, overlap_stub: tuple[Stub, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    subprocess_env(monkeypatch)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    stub, url = overlap_stub
+    _project(pytester, url, TWO_TESTS, 12)
+    args = ("--fairness", "--fairness-update", "--fairness-report=rec.json")
+    recorded = pytester.runpytest_subprocess(
+        *plugin_args(), "-n", "2", "--fairness-record=once", *args
+    )
+    recorded.assert_outcomes(passed=2)
+    assert [p.name for p in _sidecars(pytester)] == ["_failed.gw0.jsonl", "_failed.gw1.jsonl"]
+    sent = stub.requests
+    replayed = pytester.runpytest_subprocess(
+        *plugin_args(), "--fairness", "--fairness-report=replay.json"
+    )
+    replayed.assert_outcomes(passed=2)
+    assert stub.requests == sent
+    rec = sorted(_numbers(pytester.path / "rec.json"), key=lambda r: r["meta"]["test_id"])
+    replay = sorted(_numbers(pytester.path / "replay.json"), key=lambda r: r["meta"]["test_id"])
+    assert all(r["failed"] for r in rec), "a test had no failed prompt: it would prove nothing"
+    assert replay == rec
