@@ -106,7 +106,10 @@ def record(root: Path, n: int) -> None:
     (root / "questions.json").write_text(json.dumps({"questions": questions(n)}))
     (root / "conftest.py").write_text(CONFTEST.replace("{port}", str(port)))
     (root / "test_roles.py").write_text(TEST)
-    (root / "pytest.ini").write_text("[pytest]\nrecfair_concurrency = 32\n")
+    # a benchmark's recording: past the default budget of a first run on purpose
+    (root / "pytest.ini").write_text(
+        "[pytest]\nrecfair_concurrency = 32\nrecfair_max_requests = 10000000\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     server = subprocess.Popen(
         [sys.executable, "-m", "pytest_recfair.sim", "--port", str(port), "--bias", "demo"],

@@ -7,6 +7,8 @@
   two stored runs (JSON reports, or entries of a history DIR by number, ``latest``, ``-N``
   or commit prefix); ``compare CMP.json`` renders a ``--format json`` comparison again;
   exit status 1 when B is significantly less fair than A.
+- ``examples [--dir DIR]``: write the input files the docs' examples use (seeds,
+  catalogue, candidates) under DIR, at the paths the examples name.
 
 Bad input is one line on stderr and exit status 2, never a traceback (docs/reports.md).
 """
@@ -93,6 +95,7 @@ def _parser() -> argparse.ArgumentParser:
         "--history", default=None, help="a --fairness-history DIR: the HTML plots SNSR over it"
     )
     _compare_parser(sub)
+    _examples_parser(sub)
     imp = sub.add_parser(
         "import", help="turn a published FaiRLLM/FairEval result folder into an offline audit"
     )
@@ -234,10 +237,26 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _examples_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
+    ex = sub.add_parser(
+        "examples", help="write the input files the docs' examples use (docs/itemside.md)"
+    )
+    ex.add_argument("--dir", default=".", help="the project's rootdir (default: here)")
+
+
+def _examples(args: argparse.Namespace) -> int:
+    from pytest_recfair.prompts.examples import write_examples
+
+    for path, what in write_examples(Path(args.dir)):
+        print(f"{what}: {path}")
+    return 0
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "import": _import,
     "report": _report,
     "compare": _compare,
+    "examples": _examples,
 }
 
 

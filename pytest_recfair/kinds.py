@@ -142,3 +142,10 @@ def accept_command(test_id: str | None = None) -> str:
     """The command that turns a run's numbers into the new baseline (one test, or all)."""
     target = f" '{test_id}'" if test_id else ""
     return f"pytest --fairness {ACCEPT_OPTION}{target}"
+
+
+#: The command-line flags a cassette miss names: print the plans and send nothing; the
+#: entity subsample size.
+PLAN_OPTION: Final = "--fairness-plan"
+ENTITIES_OPTION: Final = "--fairness-entities"
+__all__ += ["ENTITIES_OPTION", "PLAN_OPTION"]

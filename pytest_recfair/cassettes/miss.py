@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from pytest_recfair.cassettes.policy import RERECORD_HINT
 from pytest_recfair.errors import CassetteError
+from pytest_recfair.kinds import ENTITIES_OPTION, PLAN_OPTION, RECORD_OPTION
 
 __all__ = ["CassetteMiss", "CassetteNote", "prompt_of"]
 
@@ -31,6 +32,8 @@ class CassetteMiss(CassetteError):
         request_line: str = "",
         repeat: int = 0,
         recorded: int | None = None,
+        missing: int | None = None,
+        asked: int | None = None,
     ) -> None:
         self.test_id = test_id
         self.entity_id = entity_id
@@ -40,6 +43,8 @@ class CassetteMiss(CassetteError):
         self.request_line = request_line
         self.repeat = repeat
         self.recorded = recorded
+        self.missing = missing
+        self.asked = asked
         if recorded is None:
             state = "the cassette file does not exist"
         else:
@@ -52,7 +57,23 @@ class CassetteMiss(CassetteError):
         super().__init__(
             f"no recorded reply for test {test_id!r}, entity {entity_id!r}{where}: "
             f"prompt {shown!r}; cassette {path}: {state}; record mode is {mode!r}, "
-            f"which does not call the network for it. To fix, {RERECORD_HINT}."
+            f"which does not call the network for it. {_hint(missing, asked)}"
+        )
+
+    def counted(self, missing: int, asked: int) -> CassetteMiss:
+        """This miss, saying how many of the ``asked`` prompts have no recording at all
+        (neither a reply nor a failure noted while recording)."""
+        return CassetteMiss(
+            self.test_id,
+            self.entity_id,
+            self.prompt,
+            self.path,
+            mode=self.mode,
+            request_line=self.request_line,
+            repeat=self.repeat,
+            recorded=self.recorded,
+            missing=missing,
+            asked=asked,
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -68,6 +89,8 @@ class CassetteMiss(CassetteError):
                 self.request_line,
                 self.repeat,
                 self.recorded,
+                self.missing,
+                self.asked,
             ),
         )
 
@@ -81,6 +104,8 @@ def _rebuild_miss(
     request_line: str,
     repeat: int,
     recorded: int | None,
+    missing: int | None = None,
+    asked: int | None = None,
 ) -> CassetteMiss:
     return CassetteMiss(
         test_id,
@@ -91,7 +116,32 @@ def _rebuild_miss(
         request_line=request_line,
         repeat=repeat,
         recorded=recorded,
+        missing=missing,
+        asked=asked,
     )
+
+
+def _hint(missing: int | None, asked: int | None) -> str:
+    """What to do: how many prompts a recording run would send, and never a blind one.
+
+    A prompt that failed while recording is not a miss (the replay fails it again, see
+    :mod:`.failures`): a miss is a prompt this audit never asked before."""
+    if missing is None or asked is None:
+        return f"To fix, {RERECORD_HINT}."
+    plan = f"{RECORD_OPTION}=new_episodes {PLAN_OPTION}"
+    text = (
+        f"This prompt was never recorded (no reply and no failure noted while recording); "
+        f"{missing:,} of the {asked:,} prompts asked in this batch are like it, so "
+        f"{RECORD_OPTION}=new_episodes would send at least {missing:,} prompts live. "
+        f"See the exact count and cost first, sending nothing: {plan}."
+    )
+    if 2 * missing > asked:
+        text += (
+            " Most prompts are unrecorded: if you did not mean to change the audit, make the "
+            f"entity count ({ENTITIES_OPTION}, recfair_entities, the marker's entities=), "
+            "grid, templates and model match the recording instead."
+        )
+    return text
 
 
 def _text_of(content: Any) -> str | None:

@@ -56,6 +56,9 @@ def record_batch(
         )
     finally:
         store.flush()
+    from pytest_recfair.providers.replay import remember_failures
+
+    remember_failures(recommender, todo, outcome.errors, root)  # a replay fails them again
     if outcome.errors and progress is not None:
         first_id, first = next(iter(outcome.errors.items()))
         progress(

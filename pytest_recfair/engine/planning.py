@@ -15,7 +15,7 @@ from pytest_recfair.engine import registry, stream
 from pytest_recfair.engine.base import AuditInputs, AuditRequest, Shard
 from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.providers.probe import is_in_process, recorded_ids
-from pytest_recfair.settings import AuditSettings
+from pytest_recfair.settings import AuditSettings, spend
 
 __all__ = ["audit_plan", "budget_of", "is_live"]
 
@@ -26,8 +26,12 @@ def is_live(settings: AuditSettings, recommender: Any) -> bool:
     return is_in_process(recommender) or settings.record_mode != "none"
 
 
-def budget_of(settings: AuditSettings) -> plan.Budget:
-    return plan.Budget(max_requests=settings.max_requests, max_cost=settings.max_cost)
+def budget_of(settings: AuditSettings, planned: plan.Plan | None = None) -> plan.Budget:
+    """The run's limits; the default budget (:mod:`~pytest_recfair.settings.spend`) when
+    ``planned`` sends over the network (its duration is estimated, an in-process one's not)."""
+    network = planned is not None and planned.seconds is not None
+    requests, cost = spend.limits(settings, network=network)
+    return plan.Budget(max_requests=requests, max_cost=cost)
 
 
 def audit_plan(

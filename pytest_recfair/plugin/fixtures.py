@@ -86,6 +86,8 @@ def seeds(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
             pass
         else:
             return _entities_from(value, s.domain, source)
+    if _path_like(source):
+        raise not_found(request, "seeds", source)
     return prompts.load_seeds(source, domain=s.domain)
 
 
@@ -94,6 +96,8 @@ def grid(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     from pytest_recfair import prompts
 
     path = find_file(request, s.grid)
+    if path is None and _path_like(s.grid):
+        raise not_found(request, "grid", s.grid)
     return prompts.load_grid(path if path is not None else s.grid)
 
 
@@ -102,7 +106,9 @@ def catalogue(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     if s.catalogue is None:
         return None
     path = find_file(request, s.catalogue)
-    return path if path is not None else s.catalogue
+    if path is None:
+        raise not_found(request, "catalogue", s.catalogue)
+    return path
 
 
 def candidates(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
@@ -115,7 +121,7 @@ def candidates(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any
         return path
     if source.isidentifier() and not keyword.iskeyword(source):
         return request.getfixturevalue(source)
-    raise ConfigError(f"@fairness(candidates={source!r}): no such file or fixture")
+    raise not_found(request, "candidates", source, "or fixture")
 
 
 def inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> AuditInputs:
@@ -131,7 +137,7 @@ def inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> AuditIn
     if s.absent is not None:
         path = find_file(request, s.absent)
         if path is None:
-            raise ConfigError(f"@fairness(absent={s.absent!r}): no such file")
+            raise not_found(request, "absent", s.absent)
         absent = read.read_absent(path)
     return AuditInputs(
         catalogue=None
@@ -148,10 +154,14 @@ def inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> AuditIn
 
 def cassettes(config: pytest.Config, s: settings.AuditSettings) -> Any:
     """The cassette store of this run (ini recfair_cassette_dir, mode --fairness-record)."""
+    from pytest_recfair.cassettes import failures
     from pytest_recfair.cassettes.store import CassetteStore
 
     base = config.rootpath
     state = run_state(config)
+    shard = state.run.shard
+    # shard jobs note their failed prompts in files of their own (merged on read)
+    failures.set_shard(base / s.cassette_dir, f"{shard.index}of{shard.count}" if shard else None)
     return CassetteStore(
         base / s.cassette_dir,
         s.record_mode,
@@ -198,6 +208,33 @@ def _default_seeds(domain: str) -> str:
         f"{', '.join(f'{n} ({d})' for n, d in BUNDLED_SEEDS.items())}); pass "
         "seeds= a file or a fixture name."
     )
+
+
+def not_found(
+    request: pytest.FixtureRequest, key: str, source: str, other: str = ""
+) -> ConfigError:
+    """The one-line error for an input file that is not where relative paths resolve:
+    the test file's folder, then rootdir (never the current directory)."""
+    from pytest_recfair.prompts.examples import EXAMPLE_FILES, EXAMPLES_COMMAND
+
+    if Path(source).is_absolute():
+        where = "it does not exist"
+    else:
+        where = (
+            f"looked for {request.path.parent / source} (next to the test file) and "
+            f"{request.config.rootpath / source} (rootdir): relative paths resolve from "
+            "there, not from the current directory"
+        )
+    hint = "fix the path"
+    if Path(source).as_posix() in EXAMPLE_FILES:
+        hint = f"it is a file of the docs' examples: `{EXAMPLES_COMMAND}` in rootdir writes it"
+    what = f"no such file {other}".rstrip()
+    return ConfigError(f"@fairness({key}={source!r}): {what}; {where}; {hint}.")
+
+
+def _path_like(source: str) -> bool:
+    """A value that names a file (a folder or a suffix), not a bundled set or fixture."""
+    return "/" in source or "\\" in source or bool(Path(source).suffix)
 
 
 def find_file(request: pytest.FixtureRequest, source: str) -> Path | None:

@@ -112,11 +112,11 @@ def plan_of(
     )
 
 
-def budget_of(s: AuditSettings) -> plan.Budget:
-    """The run's limits (recfair_max_requests, recfair_max_cost)."""
+def budget_of(s: AuditSettings, planned: plan.Plan | None = None) -> plan.Budget:
+    """The run's limits (recfair_max_requests, recfair_max_cost, else the default budget)."""
     from pytest_recfair.engine import planning
 
-    return planning.budget_of(s)
+    return planning.budget_of(s, planned)
 
 
 def within_budget(s: AuditSettings, planned: plan.Plan, plans: list[plan.Plan]) -> None:
@@ -124,7 +124,7 @@ def within_budget(s: AuditSettings, planned: plan.Plan, plans: list[plan.Plan]) 
     from pytest_recfair.engine import budget as plan
     from pytest_recfair.engine import planning
 
-    plan.check_budget(planning.budget_of(s), plans, planned)
+    plan.check_budget(planning.budget_of(s, planned), plans, planned)
     plans.append(planned)
 
 

@@ -124,7 +124,7 @@ def _plan(request: pytest.FixtureRequest, s: AuditSettings, recommender: Any, ca
     if s.plan or planned.to_ask:
         terminal.terminal_line(config)(f"recfair plan: {planned.line()}")
     if state.ledger is not None:  # an xdist worker: one count for every worker
-        state.ledger.reserve(None if s.plan else flow.budget_of(s), planned)
+        state.ledger.reserve(None if s.plan else flow.budget_of(s, planned), planned)
     elif s.plan:
         state.plans.append(planned)
     else:

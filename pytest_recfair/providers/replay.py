@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import httpx
 
+from pytest_recfair.cassettes import failures
+from pytest_recfair.cassettes.miss import CassetteMiss
 from pytest_recfair.cassettes.store import RecordedResponse
 from pytest_recfair.errors import ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
@@ -24,7 +27,7 @@ from pytest_recfair.providers.retry import Abort, Retryable, judge
 from pytest_recfair.providers.runstate import CaseLike, Run, RunOptions
 from pytest_recfair.providers.transport import CassetteTransport, response_of
 
-__all__ = ["Todo", "first_pass"]
+__all__ = ["Todo", "first_pass", "note_failures", "remember_failures"]
 
 #: A case left for the workers, with the retryable failure its replayed reply gave.
 Todo = tuple[CaseLike, Retryable | None]
@@ -45,14 +48,51 @@ async def first_pass(
     return await _replay_pass(prov, cases, replayer, run)
 
 
+def note_failures(
+    prov: Provider | CallableProvider, cases: Sequence[CaseLike], opts: RunOptions, run: Run
+) -> None:
+    """After a recording run: note beside the cassettes which prompts failed (status and
+    kind only) and forget those now answered, so a replay fails the same prompts
+    (:mod:`pytest_recfair.cassettes.failures`)."""
+    cassettes = opts.cassettes
+    if isinstance(prov, CallableProvider) or cassettes is None or not cassettes.policy.records:
+        return
+    remember_failures(prov, cases, run.errors, cassettes.root)
+
+
+def remember_failures(
+    provider: Provider, cases: Sequence[CaseLike], errors: Mapping[str, str], root: Path
+) -> None:
+    """Note ``errors`` (case id -> the runner's or the batch's error) of a recording into
+    cassette directory ``root``; the other ``cases`` were answered and are forgotten."""
+    failed = [
+        (_failure_key(provider, c), failures.failure_of(errors[c.id], c.entity_id))
+        for c in cases
+        if c.id in errors
+    ]
+    answered = [_failure_key(provider, c) for c in cases if c.id not in errors]
+    failures.log_for(root).update(failed, answered)
+
+
+def _failure_key(provider: Provider, case: CaseLike) -> str:
+    key_of = getattr(provider, "replay_key", None)
+    key: tuple[str, str, str] | None = key_of(case.system, case.prompt) if key_of else None
+    if key is not None:
+        return failures.request_key(*key, case.repeat)
+    request = provider.build_request(case.system, case.prompt)
+    return failures.request_key(request.method, str(request.url), request.content, case.repeat)
+
+
 async def _replay_pass(
     provider: Provider, cases: Sequence[CaseLike], replayer: CassetteTransport, run: Run
 ) -> list[Todo]:
     """Serve every case the cassettes answer; return the rest: cases that need the
     network (to record), and cases whose replayed reply calls for a retry, with that
-    failure."""
+    failure. In a replay-only mode a prompt that failed while recording fails again
+    (:mod:`~pytest_recfair.cassettes.failures`); any other miss stops the run, counted."""
     rest: list[Todo] = []
     live_only: dict[str, bool] = {}
+    misses = _Misses(replayer.store.root)
     for done, case in enumerate(cases, 1):
         if done % _REPLAY_YIELD_EVERY == 0:
             await asyncio.sleep(0)
@@ -62,7 +102,13 @@ async def _replay_pass(
         if skip:  # recording a new cassette: no request to build twice
             rest.append((case, None))
             continue
-        response = _replayed(provider, case, replayer, run)
+        try:
+            response = _replayed(provider, case, replayer, run)
+        except CassetteMiss as miss:
+            failed = misses.failed(miss, _failure_key(provider, case))
+            if failed is not None:
+                run.finish(case, failed)
+            continue
         if response is None:
             rest.append((case, None))
             continue
@@ -78,7 +124,33 @@ async def _replay_pass(
         except RecfairError as exc:
             raise Abort(exc) from None
         run.finish(case, result)
+    misses.raise_first(len(cases))
     return rest
+
+
+class _Misses:
+    """The misses of one replay pass: recorded failures replayed, the rest counted."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.log: failures.FailureLog | None = None
+        self.first: CassetteMiss | None = None
+        self.count = 0
+
+    def failed(self, miss: CassetteMiss, key: str) -> str | None:
+        """The error of a prompt that failed while recording, or None (a true miss)."""
+        if self.log is None:
+            self.log = failures.log_for(self.root)
+        noted = self.log.find(key)
+        if noted is not None:
+            return noted.message()
+        self.first = self.first or miss
+        self.count += 1
+        return None
+
+    def raise_first(self, asked: int) -> None:
+        if self.first is not None:
+            raise Abort(self.first.counted(self.count, asked))
 
 
 def _replayed(
@@ -98,7 +170,9 @@ def _replayed(
             return replayer.replay_parts(method, url, body, case)
         request = run.request(provider, case)
         response = replayer.replay(request)
-    except RecfairError as exc:  # a cassette miss: the same for every case
+    except CassetteMiss:
+        raise  # the pass counts misses and replays recorded failures
+    except RecfairError as exc:
         raise Abort(exc) from None
     if response is not None:
         response.request = request

@@ -36,7 +36,7 @@ from pytest_recfair.providers.base import Provider
 from pytest_recfair.providers.bridge import run_sync
 from pytest_recfair.providers.clients import SHARD_CONNECTIONS, env_proxy
 from pytest_recfair.providers.progress import Progress
-from pytest_recfair.providers.replay import first_pass
+from pytest_recfair.providers.replay import first_pass, note_failures
 from pytest_recfair.providers.retry import Abort, retry_after_seconds
 from pytest_recfair.providers.runstate import (
     CaseLike,
@@ -82,6 +82,7 @@ async def arun_cases(
         with secrets.scrubbed_logs():
             try:
                 await workers.drain(await first_pass(prov, cases, opts, run))
+                note_failures(prov, cases, opts, run)
             except Abort as exc:
                 raise exc.error from None
             except BaseExceptionGroup as eg:

@@ -1,8 +1,10 @@
 """docs/quickstart.md followed as a new user follows it, against the simulator on loopback.
 
-The audit file and the provider settings are the doc's own blocks; the commands are the
-doc's step-4 commands. The baselines they leave must be byte for byte what a later CI
-replay computes, and that replay must pass without asking the server anything.
+The audit file and the provider settings are the doc's own blocks (the simulator's URL
+is the one line added: it is "your model"); the commands are the doc's shell blocks, run
+line by line as written (``run_block``). The baselines they leave must be byte for byte
+what a later CI replay computes, and that replay must pass without asking the server
+anything.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from tests.support.docs import (
     baseline_files,
     blocks,
     commands,
+    git_repo,
     quickstart_project,
+    run_block,
     run_pytest,
     sampling_sim,
     section,
@@ -41,26 +45,59 @@ def test_the_quickstart_baselines_are_what_ci_replays(
     pytester: pytest.Pytester, sim: SimServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     quickstart_project(pytester, sim, monkeypatch)
-    record, update = commands(section(QUICKSTART, "4. Record once", "bash"))
+    git_repo(pytester.path)
+    step4 = section(QUICKSTART, "4. Record once", "bash")
+    record, update = commands(step4)
     assert "--fairness-record=once" in record
     assert "--fairness-update" in update
     assert not any(a.startswith("--fairness-record") for a in update)  # a replay
 
-    first = run_pytest(pytester, record)
+    first, second = run_block(pytester, step4)
     first.assert_outcomes(failed=2)  # the doc says so: no baseline yet
     first.stdout.fnmatch_lines(["*no fairness baseline*"])
+    # the plan, with its cost, is printed before the first request of each test
+    first.stdout.fnmatch_lines(
+        ["recfair plan: tests/test_fairness.py::test_fair_across_groups: *~$*"]
+    )
     asked = sim.stats.requests
-    assert asked > 0
-    run_pytest(pytester, update).assert_outcomes(passed=2)
+    assert 0 < asked <= 2_000  # within the default budget, as the doc says
+    second.assert_outcomes(passed=2)
     quickstart = baseline_files(pytester.path / "baselines")
     assert sorted(quickstart) == ["test_fair_across_groups.json", "test_religion.json"]
+    run_block(pytester, section(QUICKSTART, "5. Commit", "bash"))  # git add, git commit
 
+    # step 5: from now on plain `pytest --fairness` replays (no entity option anywhere)
+    run_pytest(pytester, ["--fairness"]).assert_outcomes(passed=2)
     # CI: replay only (the record mode is explicit here, as in docs/github-actions.md)
     run_pytest(pytester, ["--fairness", "--fairness-record=none"]).assert_outcomes(passed=2)
     again = ["--fairness", "--fairness-record=none", "--fairness-update"]
     run_pytest(pytester, [*again, "-o", "recfair_baseline_dir=ci"]).assert_outcomes(passed=2)
     assert baseline_files(pytester.path / "ci") == quickstart
     assert sim.stats.requests == asked  # the replays asked the server nothing
+
+
+def test_the_default_budget_stops_a_large_recording_before_it_sends(
+    pytester: pytest.Pytester, sim: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    quickstart_project(pytester, sim, monkeypatch)
+    (record, _) = commands(section(QUICKSTART, "4. Record once", "bash"))
+    big = run_pytest(pytester, [*record, "--fairness-entities=100"])
+    # the audit of every attribute (3,100 prompts) is stopped unsent; the religion audit
+    # (100 entities x 5 prompts) fits the budget left and runs
+    big.assert_outcomes(errors=1, failed=1)
+    big.stdout.fnmatch_lines(
+        ["*recfair_max_requests = 2,000: *nothing was sent*Raise recfair_max_requests*"]
+    )
+    assert sim.stats.requests == 100 * 5
+
+
+def _interactions(pytester: pytest.Pytester) -> dict[str, int]:
+    """Interactions per cassette file."""
+    cassettes = pytester.path / "fixtures" / "cassettes"
+    return {
+        p.name: len(json.loads(p.read_text("utf-8"))["interactions"])
+        for p in sorted(cassettes.glob("*.json"))
+    }
 
 
 def _numbers(doc: dict[str, Any]) -> dict[str, Any]:
@@ -100,23 +137,33 @@ def test_step_6_re_records_a_changed_model_and_accepts_it_from_a_replay(
     pytester: pytest.Pytester, sim: SimServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     quickstart_project(pytester, sim, monkeypatch)
-    for args in commands(section(QUICKSTART, "4. Record once", "bash")):
-        run_pytest(pytester, args)
-    rerecord, accept = (c for b in blocks(QUICKSTART, "bash") if b.section.startswith("6.")
-                        for c in commands(b.text))  # fmt: skip
-    assert "--fairness-record=all" in rerecord
+    git_repo(pytester.path)
+    run_block(pytester, section(QUICKSTART, "4. Record once", "bash"))
+    run_block(pytester, section(QUICKSTART, "5. Commit", "bash"))
+    recorded = _interactions(pytester)
+    old_model = sim.stats.requests
+    rerecord, accept = (b.text for b in blocks(QUICKSTART, "bash") if b.section.startswith("6."))
+    assert "--fairness-record=once" in rerecord  # fresh cassettes, not `all`
     changed = SimulatedRecommender(bias={"religion": {"Muslim": 0.40}}, noise=0.08, seed=3)
     ini = pytester.path / "pyproject.toml"
     with SimServer(changed, api_key=SIM_KEY) as new_model:
         ini.write_text(ini.read_text("utf-8").replace(sim.base_url, new_model.base_url))
-        regressed = run_pytest(pytester, [*rerecord, "-k", "test_religion"])
-    regressed.assert_outcomes(failed=1)
+        (regressed,) = run_block(pytester, rerecord)
+        assert sim.stats.requests == old_model  # nothing went to the old model
+        assert new_model.stats.requests > 0
+    outcomes = regressed.parseoutcomes()
+    assert outcomes.get("failed", 0) >= 1, outcomes
+    regressed.stdout.fnmatch_lines(["*test_religion*FAIL*"])
+    # the fresh cassettes hold only the new model's replies: nothing piles up
+    assert _interactions(pytester) == recorded
     # the command the failure prints is the doc's accept command, word for word
     # under CI=true pytest's short summary repeats the whole message, so dedupe
-    (command,) = {x.split("accept them with: ", 1)[1] for x in regressed.outlines
-                  if "accept them with: " in x}  # fmt: skip
-    assert shlex.split(command) == ["pytest", *accept]
-    run_pytest(pytester, accept).assert_outcomes(passed=1)  # a replay of the new replies
+    printed = {x.split("accept them with: ", 1)[1] for x in regressed.outlines
+               if "accept them with: " in x and "test_religion" in x}  # fmt: skip
+    (accept_line,) = commands(accept)
+    assert [shlex.split(c) for c in printed] == [["pytest", *accept_line]]
+    (accepted_run,) = run_block(pytester, accept)
+    accepted_run.assert_outcomes(passed=1)  # a replay of the new replies
     accepted = (pytester.path / "baselines" / "test_religion.json").read_bytes()
     replay = ["--fairness", "--fairness-record=none", "-k", "test_religion"]
     run_pytest(pytester, replay).assert_outcomes(passed=1)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import subprocess
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,9 +82,9 @@ def quickstart_project(
 
 
 def write_quickstart_project(root: Path, srv: SimServer) -> str:
-    """Steps 2 and 3 of the quickstart: its audit file and its provider settings, with
-    the simulator's URL as the base URL and a small audit (the doc's own advice). Returns
-    the name of the key's environment variable."""
+    """Steps 2 and 3 of the quickstart: its audit file and its provider settings as
+    written, with the simulator's URL as the base URL (the model the reader points it
+    at). Returns the name of the key's environment variable."""
     (root / "tests").mkdir()
     (root / "tests" / "test_fairness.py").write_text(
         section(QUICKSTART, "2. Write an audit", "python"), "utf-8"
@@ -92,7 +93,6 @@ def write_quickstart_project(root: Path, srv: SimServer) -> str:
     options = {
         **ini["tool"]["pytest"]["ini_options"],
         "recfair_base_url": srv.base_url,
-        "recfair_entities": "10",
     }
     lines = "".join(f"{key} = {json.dumps(value)}\n" for key, value in options.items())
     (root / "pyproject.toml").write_text("[tool.pytest.ini_options]\n" + lines, "utf-8")
@@ -101,6 +101,35 @@ def write_quickstart_project(root: Path, srv: SimServer) -> str:
 
 def run_pytest(pytester: pytest.Pytester, args: list[str]) -> pytest.RunResult:
     return pytester.runpytest(*plugin_args(), "-p", "no:cacheprovider", *args)
+
+
+def run_block(pytester: pytest.Pytester, text: str) -> list[pytest.RunResult]:
+    """Every command of a shell block, in order, as a reader runs it in the project:
+    pytest in process, ``rm``/``git`` as programs; ``export`` and ``pip`` are the
+    reader's setup (the test sets the key and installed the package). Returns the pytest
+    runs. A command it does not know fails the test: the doc changed, so must this."""
+    runs = []
+    for line in text.replace("\\\n", " ").splitlines():
+        words = shlex.split(line, comments=True)
+        if not words or words[0] in ("export", "pip"):
+            continue
+        if words[0] == "pytest":
+            runs.append(run_pytest(pytester, words[1:]))
+        elif words[0] in ("rm", "git"):
+            subprocess.run(words, cwd=pytester.path, check=True, capture_output=True)
+        else:
+            pytest.fail(f"{line!r}: a command the quickstart test does not know how to run")
+    return runs
+
+
+def git_repo(root: Path) -> None:
+    """A git repository in ``root`` with a committer, as the reader's project has."""
+    for args in (
+        ["init", "-q"],
+        ["config", "user.email", "reader@example.com"],
+        ["config", "user.name", "Reader"],
+    ):
+        subprocess.run(["git", *args], cwd=root, check=True, capture_output=True)
 
 
 def baseline_files(root: Path) -> dict[str, bytes]:

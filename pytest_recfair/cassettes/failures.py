@@ -1,0 +1,223 @@
+"""What failed while recording, kept beside the cassettes so a replay fails the same way.
+
+A cassette keeps only valid (2xx) replies: an error is not model output. A recording run
+whose ``max_failed`` allowed a few failed prompts (a content-filter 400, retries spent)
+would then replay to a :class:`~pytest_recfair.cassettes.miss.CassetteMiss` for exactly
+those prompts. So each recording run notes its failed prompts here, and a replay-only run
+(record mode ``none``) leaves them out as failures again: same prompts failed, same
+``max_failed`` check, same numbers. A recording mode asks them again.
+
+What is kept per failed prompt: a hash of what was asked (method, host, path, canonical
+body, repeat; never the text, so no prompt or key lands here), the seed entity, the HTTP
+status and a failure kind, the date. Never a reply body or an error's wording.
+
+Files: ``<cassette dir>/_failed.<writer>.jsonl``, one JSON object per line, written whole
+(temp-then-rename). ``<writer>`` is the xdist worker (``main`` without xdist) and the shard
+(the shard option), so concurrent workers and shard jobs never write one file, and
+shard directories copied together keep every shard's file; a read merges all of them (the
+latest note of a prompt wins). The name is neither ``*.json`` nor a folder, so nothing
+reads it as a cassette. Independent of the cassette file format: only the cassette
+directory is shared.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final
+from urllib.parse import urlsplit
+
+from pytest_recfair.fileio import atomic_write_text
+from pytest_recfair.kinds import RECORD_OPTION
+
+__all__ = [
+    "FILE_GLOB",
+    "Failure",
+    "FailureLog",
+    "failure_of",
+    "log_for",
+    "request_key",
+    "set_shard",
+]
+
+#: The sidecar files of one cassette directory.
+FILE_GLOB: Final = "_failed.*.jsonl"
+_VERSION: Final = 1
+
+_HTTP_STATUS = re.compile(r"\bHTTP (\d{3})\b")
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One prompt that failed while recording: status (None: no HTTP reply) and kind."""
+
+    entity: str
+    status: int | None
+    kind: str
+    at: str  # ISO date of the recording run
+
+    def message(self) -> str:
+        """The error a replay gives this prompt (no body, no key: only status and kind)."""
+        status = f"HTTP {self.status}, " if self.status is not None else ""
+        return (
+            f"failed while recording ({status}{self.kind}, {self.at[:10]}); replayed as "
+            f"failed. To ask it again: {RECORD_OPTION}=new_episodes"
+        )
+
+
+def failure_of(error: str, entity: str) -> Failure:
+    """The status and kind of a runner's error message (the runner's own wording)."""
+    found = _HTTP_STATUS.search(error)
+    status = int(found.group(1)) if found else None
+    if error.startswith("gave up on case"):
+        kind = "retries spent"
+    elif status is not None and 400 <= status < 500:
+        kind = "rejected"
+    elif status is None and "timeout" in error:
+        kind = "timeout"
+    else:
+        kind = "unusable reply"
+    return Failure(entity, status, kind, datetime.now(UTC).isoformat(timespec="seconds"))
+
+
+def request_key(method: str, url: str, body: bytes | str, repeat: int) -> str:
+    """A hash of what was asked: method, host (no port, no query: keys travel there),
+    path, canonical JSON body, repeat."""
+    parts = urlsplit(url)
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    try:
+        canon = json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+    except ValueError:
+        canon = text
+    raw = f"{method.upper()} {(parts.hostname or '').lower()}{parts.path}\n{canon}\n{repeat}"
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:32]
+
+
+# the shard label of each cassette directory in this process (set by the plugin)
+_SHARDS: dict[Path, str] = {}
+_LOCK = threading.Lock()
+
+
+def set_shard(root: Path, shard: str | None) -> None:
+    """Name this process's sidecar after ``shard`` (e.g. ``"2of4"``) for ``root``."""
+    with _LOCK:
+        if shard:
+            _SHARDS[root] = shard
+        else:
+            _SHARDS.pop(root, None)
+
+
+def _writer(root: Path) -> str:
+    worker = os.environ.get("PYTEST_XDIST_WORKER") or "main"
+    shard = _SHARDS.get(root)
+    name = f"{worker}-{shard}" if shard else worker
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def log_for(root: Path) -> FailureLog:
+    """The failure log of cassette directory ``root`` as this process writes it. Read
+    afresh by each runner call (a few small files), so no state outlives a run."""
+    with _LOCK:
+        return FailureLog(root, _writer(root))
+
+
+class FailureLog:
+    """The failed prompts of one cassette directory: every writer's file, merged."""
+
+    def __init__(self, root: Path, writer: str = "main") -> None:
+        self.root = root
+        self.path = root / f"_failed.{writer}.jsonl"
+        self._lock = threading.Lock()
+        self._merged: dict[str, Failure] | None = None  # every file, read on first use
+        self._own: dict[str, Failure] | None = None  # this writer's file
+
+    def find(self, key: str) -> Failure | None:
+        """The recorded failure of the request ``key``, if any writer noted one."""
+        with self._lock:
+            return self._all().get(key)
+
+    def count(self) -> int:
+        with self._lock:
+            return len(self._all())
+
+    def update(self, failed: Iterable[tuple[str, Failure]], answered: Iterable[str]) -> None:
+        """Note ``failed`` (key, failure) and forget ``answered`` keys; saved at once when
+        this writer's file changes (temp-then-rename)."""
+        with self._lock:
+            own = self._own_file()
+            before = dict(own)
+            for key in answered:
+                own.pop(key, None)
+            for key, failure in failed:
+                own[key] = failure
+            if own == before:
+                return
+            self._save(own)
+            self._merged = None  # read again: other writers may have saved meanwhile
+
+    def _all(self) -> dict[str, Failure]:
+        if self._merged is None:
+            merged: dict[str, Failure] = {}
+            paths = sorted(self.root.glob(FILE_GLOB)) if self.root.is_dir() else []
+            for path in paths:
+                for key, failure in _read(path).items():
+                    old = merged.get(key)
+                    if old is None or failure.at >= old.at:
+                        merged[key] = failure
+            self._merged = merged
+        return self._merged
+
+    def _own_file(self) -> dict[str, Failure]:
+        if self._own is None:
+            self._own = _read(self.path)
+        return self._own
+
+    def _save(self, own: dict[str, Failure]) -> None:
+        if not own and not self.path.exists():
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        lines = [
+            json.dumps(
+                {
+                    "v": _VERSION,
+                    "key": key,
+                    "entity": f.entity,
+                    "status": f.status,
+                    "kind": f.kind,
+                    "at": f.at,
+                },
+                sort_keys=True,
+            )
+            for key, f in sorted(own.items(), key=lambda kv: (kv[1].entity, kv[0]))
+        ]
+        atomic_write_text(self.path, "".join(line + "\n" for line in lines))
+
+
+def _read(path: Path) -> dict[str, Failure]:
+    """One sidecar file; a line that does not read is skipped (the prompt is then asked
+    or missed like any unrecorded one, never invented)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    found: dict[str, Failure] = {}
+    for line in text.splitlines():
+        try:
+            obj = json.loads(line)
+            status = obj["status"]
+            found[str(obj["key"])] = Failure(
+                str(obj["entity"]),
+                int(status) if status is not None else None,
+                str(obj["kind"]),
+                str(obj["at"]),
+            )
+        except (ValueError, KeyError, TypeError):
+            continue
+    return found
