@@ -32,6 +32,7 @@ __all__ = [
     "estimate",
     "parse_budget",
     "parse_prices",
+    "request_tokens",
     "total_line",
 ]
 
@@ -129,6 +130,12 @@ def _duration(seconds: float) -> str:
 def _prompt_tokens(case: _Case) -> int:
     chars = len(case.prompt) + len(case.system or "")
     return math.ceil(chars / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS * (2 if case.system else 1)
+
+
+def request_tokens(case: _Case, max_tokens: int | None) -> int:
+    """Tokens one request may use, prompt plus reply, before it is sent (what the plan
+    counts, and what the runner's pacer debits until the reply's usage corrects it)."""
+    return _prompt_tokens(case) + (max_tokens or TOKENS_PER_ITEM * getattr(case, "k", 1))
 
 
 def estimate(
