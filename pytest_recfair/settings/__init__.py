@@ -419,7 +419,7 @@ class AuditSettings:
             v.optional(v.whole(1)),
             help="requests per minute to pace live requests to (default: the provider's "
             "rate-limit headers)",
-            option=Option("fairness_rpm", "pace live requests to N requests per minute", "N"),
+            marker=False,  # the key's tier, not a test's
         ),
     )
     tpm: int | None = field(
@@ -428,7 +428,7 @@ class AuditSettings:
             v.optional(v.whole(1)),
             help="tokens per minute to pace live requests to (default: the provider's "
             "rate-limit headers)",
-            option=Option("fairness_tpm", "pace live requests to N tokens per minute", "N"),
+            marker=False,  # the key's tier, not a test's
         ),
     )
     plan: bool = field(
