@@ -4,6 +4,7 @@ buckets shared by every worker, limits learned from replies, AIMD on 429."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Iterator
 
 import pytest
@@ -110,8 +111,9 @@ def test_concurrent_workers_queue_in_order_without_bursting(fake: FakeTime) -> N
 
     asyncio.run(main())
     due = sorted(waits)
-    gaps = [b - a for a, b in zip(due, due[1:], strict=False)]
-    assert gaps and all(g == pytest.approx(1 / (10 * MARGIN)) for g in gaps)
+    gaps = [b - a for a, b in itertools.pairwise(due)]
+    assert gaps
+    assert all(g == pytest.approx(1 / (10 * MARGIN)) for g in gaps)
     assert len(due) == 40 - int(10 * MARGIN * BURST_S)  # the burst goes at once
 
 
@@ -132,7 +134,8 @@ def test_limits_learned_from_a_reply_pace_the_rest(fake: FakeTime) -> None:
     assert _most_in(times, 20.0) <= 20 * 10 + 5
     # the next run of the same endpoint (a new pacer, another chunk) knows it at once
     again = Pacer(pacing.endpoint_for(Key()), concurrency=8, clock=fake.clock)
-    assert again.endpoint is endpoint and again._window() == 8
+    assert again.endpoint is endpoint
+    assert again._window() == 8
 
 
 def test_configured_limits_and_the_replies_the_tighter_wins(fake: FakeTime) -> None:

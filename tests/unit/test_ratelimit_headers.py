@@ -170,6 +170,7 @@ def test_a_429_with_headers_prefers_retry_after_over_the_body() -> None:
     )
     seen, wait = limits_of(response)
     assert wait == 0.25
-    assert seen is not None and seen.requests_limit == 5000
+    assert seen is not None
+    assert seen.requests_limit == 5000
     ok = httpx.Response(200, headers=OPENAI, request=request)
     assert limits_of(ok) == (Seen(5000, 4999, 0.012, 800000, 799992, 0.0), None)
