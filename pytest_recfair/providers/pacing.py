@@ -11,11 +11,13 @@ replies' usage taught) and sleeps until the reservation is due, so concurrent wo
 queue in order without a lock held across a wait. A reply's usage corrects the tokens
 debited; a reply's ``remaining`` caps the bucket (other clients of the same key).
 
-Adaptive concurrency (AIMD): until the first reply of an endpoint without a configured
-limit, one request is in flight (its headers tell the limit); then the window opens to
-``concurrency``. A 429 halves the window, cuts the paced rate by :data:`DECREASE` (once
-per Retry-After) and holds every request of the endpoint for the Retry-After; each
-success adds back :data:`INCREASE` of the rate and 1/window to the window.
+Adaptive concurrency (AIMD): until the first reply of a remote endpoint without a
+configured limit, one request is in flight (its headers tell the limit); then the window
+opens to ``concurrency`` (a loopback server, the simulator or a local model, opens at
+once: waiting there only costs). A 429 halves the window, cuts the paced rate by
+:data:`DECREASE` (once per Retry-After) and holds every request of the endpoint for the
+Retry-After; each success adds back :data:`INCREASE` of the rate and 1/window to the
+window.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from pytest_recfair.providers.http import is_loopback
 from pytest_recfair.providers.ratelimit import Seen
 
 __all__ = [
@@ -116,6 +119,7 @@ class Endpoint:
     cut_until: float = 0.0  # one decrease per Retry-After, not one per 429 of a burst
     ratio: float = 1.0  # reply tokens / estimated tokens
     throttled: int = 0  # 429s answered
+    probe: bool = True  # await the first reply alone (a remote endpoint)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def limits(self) -> tuple[float | None, float | None]:
@@ -161,7 +165,9 @@ def endpoint_for(provider: Any, rpm: float | None = None, tpm: float | None = No
     """The shared state of ``provider``'s endpoint, with the configured limits applied."""
     with _REGISTRY:
         endpoint = _ENDPOINTS.setdefault(_key(provider), Endpoint())
+    base_url = getattr(provider, "base_url", None)
     with endpoint.lock:
+        endpoint.probe = not (isinstance(base_url, str) and is_loopback(base_url))
         endpoint.configured = (_share(rpm), _share(tpm))
         endpoint.retune(time.monotonic())
     return endpoint
@@ -212,7 +218,7 @@ class Pacer:
     def _window(self) -> int:
         ep = self.endpoint
         if ep.window is None:  # the first reply tells the limits, unless they were given
-            return self.concurrency if any(ep.configured) else 1
+            return 1 if ep.probe and not any(ep.configured) else self.concurrency
         return max(1, min(self.concurrency, int(ep.window)))
 
     async def acquire(self, estimate: float) -> Ticket:

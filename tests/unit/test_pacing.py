@@ -119,7 +119,7 @@ def test_concurrent_workers_queue_in_order_without_bursting(fake: FakeTime) -> N
 
 def test_limits_learned_from_a_reply_pace_the_rest(fake: FakeTime) -> None:
     class Key:
-        base_url, model, api_key_env = "http://127.0.0.1:9/v1", "m", ""
+        base_url, model, api_key_env = "https://api.example.com/v1", "m", "KEY"
 
     endpoint = pacing.endpoint_for(Key())
     pacer = Pacer(endpoint, concurrency=8, clock=fake.clock, sleep=fake.sleep)
@@ -136,6 +136,13 @@ def test_limits_learned_from_a_reply_pace_the_rest(fake: FakeTime) -> None:
     again = Pacer(pacing.endpoint_for(Key()), concurrency=8, clock=fake.clock)
     assert again.endpoint is endpoint
     assert again._window() == 8
+
+
+def test_a_loopback_server_is_not_probed_with_one_request() -> None:
+    class Local:
+        base_url, model, api_key_env = "http://127.0.0.1:9/v1", "m", ""
+
+    assert Pacer(pacing.endpoint_for(Local()), concurrency=8)._window() == 8
 
 
 def test_configured_limits_and_the_replies_the_tighter_wins(fake: FakeTime) -> None:
