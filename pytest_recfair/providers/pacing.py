@@ -62,7 +62,11 @@ class Gauge:
         self.per_minute: float | None = None
         self.rate = self.capacity = self.level = self.at = 0.0
 
-    def configure(self, per_minute: float | None, factor: float, now: float) -> None:
+    def configure(
+        self, per_minute: float | None, factor: float, now: float, *, full: bool = True
+    ) -> None:
+        """Pace to ``per_minute`` (None: stop pacing). A bucket made from a reply's
+        headers starts empty (``full=False``): requests already out are not in it."""
         if per_minute is None or per_minute <= 0:
             self.per_minute = None
             return
@@ -71,7 +75,9 @@ class Gauge:
         self.per_minute = per_minute
         self.rate = per_minute / 60.0 * MARGIN * factor
         self.capacity = max(1.0, self.rate * BURST_S)
-        self.level = self.capacity if fresh else min(self.level, self.capacity)
+        if fresh:
+            self.level = self.capacity if full else 0.0
+        self.level = min(self.level, self.capacity)
 
     def _refill(self, now: float) -> None:
         if self.per_minute is not None and now > self.at:
@@ -132,8 +138,9 @@ class Endpoint:
 
     def retune(self, now: float) -> None:
         rpm, tpm = self.limits()
-        self.requests.configure(rpm, self.factor, now)
-        self.tokens.configure(tpm, self.factor, now)
+        rpm_set, tpm_set = self.configured
+        self.requests.configure(rpm, self.factor, now, full=rpm_set is not None)
+        self.tokens.configure(tpm, self.factor, now, full=tpm_set is not None)
 
 
 def _tighter(a: float | None, b: float | None) -> float | None:
@@ -231,7 +238,8 @@ class Pacer:
         self.in_flight += 1
         ep, now = self.endpoint, self.clock()
         with ep.lock:
-            debit = estimate * ep.ratio
+            # nothing is debited while no tokens limit is known, so nothing is given back
+            debit = estimate * ep.ratio if ep.tokens.per_minute is not None else 0.0
             wait = max(ep.requests.take(1.0, now), ep.tokens.take(debit, now), ep.hold_until - now)
         if wait > 0:
             try:
@@ -287,5 +295,6 @@ class Pacer:
             return
         ep, now = self.endpoint, self.clock()
         with ep.lock:
-            ep.tokens.give(ticket.debited - tokens, now)
+            if ticket.debited:
+                ep.tokens.give(ticket.debited - tokens, now)
             ep.ratio += LEARN * (tokens / ticket.estimate - ep.ratio)

@@ -252,3 +252,26 @@ def test_the_window_holds_workers_until_a_request_is_done(fake: FakeTime) -> Non
     asyncio.run(main())
     assert order.index("c+") > min(order.index("a-"), order.index("b-"))
     assert pacer.in_flight == 0
+
+
+def test_a_limit_learned_from_headers_starts_empty_and_refunds_nothing_earlier(
+    fake: FakeTime,
+) -> None:
+    """Requests sent before the limit was known are not in the new bucket: it starts
+    empty, and their replies' usage gives nothing back into it."""
+    pacer = _pacer(fake)
+    pacer.endpoint.probe = False  # four out at once, before any reply
+
+    async def four() -> list[Ticket]:
+        return list(await asyncio.gather(*(pacer.acquire(300.0) for _ in range(4))))
+
+    early = asyncio.run(four())
+    assert pacer.in_flight == 4
+    assert all(t.debited == 0.0 for t in early)
+    pacer.replied(200, Seen(600, 5, 0.5, 60_000, 50_000, 0.5), None, early[0])
+    assert (pacer.endpoint.requests.level, pacer.endpoint.tokens.level) == (0.0, 0.0)
+    for ticket in early:
+        pacer.used(ticket, 100)
+    assert pacer.endpoint.tokens.level == 0.0
+    configured = _pacer(fake, rpm=600)  # a configured limit starts with its burst
+    assert configured.endpoint.requests.level == pytest.approx(10 * MARGIN * BURST_S)
