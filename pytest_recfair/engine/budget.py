@@ -6,7 +6,8 @@ Token counts are estimates: about 4 characters per prompt token plus a small per
 overhead, and for the reply ``max_tokens`` when set, else about 12 tokens per asked item
 (a numbered title with its year). Cost needs the user's prices (USD per million input and
 output tokens); without them it is left out, never guessed. Duration assumes
-:data:`SECONDS_PER_REQUEST` per request, ``concurrency`` at a time.
+:data:`SECONDS_PER_REQUEST` per request, ``concurrency`` at a time, and no less than the
+requests- and tokens-per-minute limits allow when one is set or was seen.
 
 Pure: stdlib only.
 """
@@ -32,6 +33,7 @@ __all__ = [
     "estimate",
     "parse_budget",
     "parse_prices",
+    "request_tokens",
     "total_line",
 ]
 
@@ -87,6 +89,7 @@ class Plan:
     cost: float | None
     concurrency: int
     seconds: float | None  # None: not estimated (an in-process recommender)
+    pace: str = ""  # the limit that sets the duration ("600 requests/min"), if one does
 
     def line(self) -> str:
         counts = (
@@ -100,7 +103,7 @@ class Plan:
         return (
             f"{counts}; ~{self.prompt_tokens:,} input + "
             f"~{self.completion_tokens:,} output tokens, {cost}; {self.concurrency} in flight,"
-            f" {took}"
+            f" {took}" + (f" (paced to {self.pace})" if self.pace else "")
         )
 
 
@@ -131,6 +134,12 @@ def _prompt_tokens(case: _Case) -> int:
     return math.ceil(chars / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS * (2 if case.system else 1)
 
 
+def request_tokens(case: _Case, max_tokens: int | None) -> int:
+    """Tokens one request may use, prompt plus reply, before it is sent (what the plan
+    counts, and what the runner's pacer debits until the reply's usage corrects it)."""
+    return _prompt_tokens(case) + (max_tokens or TOKENS_PER_ITEM * getattr(case, "k", 1))
+
+
 def estimate(
     test_id: str,
     to_ask: Sequence[_Case],
@@ -140,12 +149,28 @@ def estimate(
     max_tokens: int | None = None,
     prices: Prices | None = None,
     seconds_per_request: float | None = SECONDS_PER_REQUEST,
+    rpm: float | None = None,
+    tpm: float | None = None,
 ) -> Plan:
-    """The plan for asking ``to_ask`` (the prompts without a valid recording)."""
+    """The plan for asking ``to_ask`` (the prompts without a valid recording); ``rpm`` /
+    ``tpm``: the requests / tokens per minute the provider allows, when known."""
     prompt_tokens = sum(map(_prompt_tokens, to_ask))
     # a case without k (a candidate pick) asks for one item
     completion_tokens = sum(max_tokens or TOKENS_PER_ITEM * getattr(c, "k", 1) for c in to_ask)
     waves = math.ceil(len(to_ask) / max(1, concurrency))
+    seconds = None if seconds_per_request is None else waves * seconds_per_request
+    paced = [
+        (n / limit * 60.0, f"{limit:,.0f} {what}/min")
+        for n, limit, what in (
+            (len(to_ask), rpm, "requests"),
+            (prompt_tokens + completion_tokens, tpm, "tokens"),
+        )
+        if limit and n
+    ]
+    slowest = max(paced, default=None)
+    pace = ""
+    if slowest is not None and (seconds is None or slowest[0] > seconds):
+        seconds, pace = slowest
     return Plan(
         test_id=test_id,
         prompts=len(to_ask) + recorded,
@@ -155,7 +180,8 @@ def estimate(
         completion_tokens=completion_tokens,
         cost=prices.cost(prompt_tokens, completion_tokens) if prices else None,
         concurrency=concurrency,
-        seconds=None if seconds_per_request is None else waves * seconds_per_request,
+        seconds=seconds,
+        pace=pace,
     )
 
 

@@ -14,6 +14,7 @@ from pytest_recfair.engine import budget as plan
 from pytest_recfair.engine import registry, stream
 from pytest_recfair.engine.base import AuditInputs, AuditRequest, Shard
 from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.providers.pacing import known_limits
 from pytest_recfair.providers.probe import is_in_process, recorded_ids
 from pytest_recfair.settings import AuditSettings, spend
 
@@ -53,6 +54,8 @@ def audit_plan(
     asked = stream.all_cases(registry.select(settings), request)
     cases = [c for c in asked if c.id not in (failed or {})]
     found = recorded_ids(recommender, cases, cassette_root, settings.record_mode, test_id)
+    # The limit paces the run: the configured one, else what this process's replies said.
+    seen_rpm, seen_tpm = known_limits(recommender)
     return plan.estimate(
         test_id,
         [c for c in cases if c.id not in found],
@@ -61,4 +64,6 @@ def audit_plan(
         max_tokens=settings.max_tokens or getattr(recommender, "max_tokens", None),
         prices=settings.prices,
         seconds_per_request=None if is_in_process(recommender) else plan.SECONDS_PER_REQUEST,
+        rpm=settings.rpm or seen_rpm,
+        tpm=settings.tpm or seen_tpm,
     )

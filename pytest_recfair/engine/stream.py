@@ -70,6 +70,8 @@ def run_options(settings: AuditSettings, live: Any = None) -> providers.RunOptio
         prices=prices_of(settings),
         live=live,
         max_reply_chars=settings.max_reply_chars,
+        rpm=settings.rpm,
+        tpm=settings.tpm,
     )
 
 

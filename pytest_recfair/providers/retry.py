@@ -19,6 +19,7 @@ from pytest_recfair.providers.base import (
     error_detail,
 )
 from pytest_recfair.providers.http import unauthorized_hint
+from pytest_recfair.providers.ratelimit import Seen, gemini_quota, read_headers
 from pytest_recfair.providers.transport import CaseRef
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "blocked",
     "blocker",
     "judge",
+    "limits_of",
     "retry_after_seconds",
     "url_of",
 ]
@@ -104,6 +106,20 @@ class Backoff:
         return base + self._rng.uniform(0, self.backoff)
 
 
+def limits_of(response: httpx.Response) -> tuple[Seen | None, float | None]:
+    """The limits a reply states and, for a 429, how long to wait (headers, or Gemini's
+    error details, which also name the per-minute quota that was hit)."""
+    seen = read_headers(response.headers)
+    if response.status_code != 429:
+        return seen, None
+    wait = retry_after_seconds(response.headers)
+    if wait is None or seen is None:
+        delay, quota = gemini_quota(response.content)
+        wait = wait if wait is not None else delay
+        seen = seen or quota
+    return seen, wait
+
+
 def url_of(provider: Any) -> str:
     return str(getattr(provider, "base_url", "") or getattr(provider, "name", "the service"))
 
@@ -119,9 +135,11 @@ def judge(provider: Provider, response: httpx.Response, case: CaseRef) -> Comple
         except GarbledReply as exc:  # a proxy's page, a broken gateway: worth a retry
             raise Retryable(str(exc)) from None
     if status in RETRYABLE_STATUS or status >= 500:
+        wait = retry_after_seconds(response.headers)
+        if wait is None and status == 429:  # Gemini: RetryInfo in the error details
+            wait = gemini_quota(response.content)[0]
         raise Retryable(
-            f"HTTP {status} {response.reason_phrase}: {error_detail(response)}",
-            retry_after=retry_after_seconds(response.headers),
+            f"HTTP {status} {response.reason_phrase}: {error_detail(response)}", retry_after=wait
         )
     if status in FATAL_STATUS:
         raise Abort(_fatal_status(provider, response, case))

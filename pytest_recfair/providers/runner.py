@@ -19,7 +19,10 @@ without an HTTP client (:mod:`.replay`: same lookup and misses as ``CassetteTran
 The remaining cases go to ``concurrency`` workers (:mod:`.workers`); worker i always uses
 transport i mod n, one connection pool per SHARD_CONNECTIONS workers (:mod:`.clients`:
 pools, TLS, proxies). A recording is kept only when its reply is final, i.e. not retried,
-and each entity's cassette is saved once its cases are done. :func:`run_cases` runs it all
+and each entity's cassette is saved once its cases are done. Every request of an HTTP
+provider (and of a callable with ``rpm`` / ``tpm``) first waits for its share of the
+endpoint's requests- and tokens-per-minute limits (:mod:`.pacing`: configured, or read
+from the replies' rate-limit headers; adaptive on 429). :func:`run_cases` runs it all
 from synchronous code (:mod:`.bridge`).
 """
 
@@ -35,6 +38,7 @@ from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Provider
 from pytest_recfair.providers.bridge import run_sync
 from pytest_recfair.providers.clients import SHARD_CONNECTIONS, env_proxy
+from pytest_recfair.providers.pacing import Pacer, endpoint_for
 from pytest_recfair.providers.progress import Progress
 from pytest_recfair.providers.replay import first_pass, note_failures
 from pytest_recfair.providers.retry import Abort, retry_after_seconds
@@ -76,6 +80,7 @@ async def arun_cases(
     prov = as_provider(provider)
     bar = Progress(len(cases), enabled=opts.progress, stream=opts.progress_stream)
     run = Run(cases, opts, bar)
+    run.pacer, run.max_tokens = _pacer(prov, opts), getattr(prov, "max_tokens", None)
     start = time.monotonic()
     workers = Workers(prov, run, opts)
     try:
@@ -94,6 +99,14 @@ async def arun_cases(
         bar.close()
         await close(workers.transports, opts.cassettes if workers.http else None)
     return outcome(run, ids, opts.prices, time.monotonic() - start)
+
+
+def _pacer(prov: Provider | CallableProvider, opts: RunOptions) -> Pacer | None:
+    """The run's pacer: always for HTTP (the replies may state limits), for a callable
+    only when recfair_rpm / recfair_tpm are set."""
+    if isinstance(prov, CallableProvider) and opts.rpm is None and opts.tpm is None:
+        return None
+    return Pacer(endpoint_for(prov, opts.rpm, opts.tpm), concurrency=opts.concurrency)
 
 
 def _first_abort(group: BaseExceptionGroup[BaseException]) -> RecfairError | None:

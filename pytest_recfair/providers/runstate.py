@@ -15,6 +15,7 @@ from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.providers import replycap
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Completion, Provider, Usage
+from pytest_recfair.providers.pacing import Pacer
 from pytest_recfair.providers.progress import Progress
 from pytest_recfair.providers.retry import Backoff, Retryable
 from pytest_recfair.providers.transport import CaseRef, case_extensions
@@ -93,6 +94,10 @@ class RunOptions:
     # the pytest progress line (progress.LiveLine): advanced once per case sent live
     live: LiveLike | None = None
     max_reply_chars: int | None = None  # longer replies are cut, with a note (replycap)
+    # requests / tokens per minute to pace to (recfair_rpm / recfair_tpm); None: what the
+    # replies' rate-limit headers say, if anything (pacing)
+    rpm: float | None = None
+    tpm: float | None = None
 
     @classmethod
     def of(cls, options: RunOptions | None, overrides: Mapping[str, Any]) -> RunOptions:
@@ -120,6 +125,14 @@ class Run:
         self.retries = 0
         self.abort: RecfairError | None = None  # set by the first case that stops the run
         self.max_reply_chars = opts.max_reply_chars
+        self.pacer: Pacer | None = None  # set by the runner (pacing.Pacer)
+        self.max_tokens: int | None = None  # the provider's, for the tokens estimate
+
+    def tokens_of(self, case: CaseLike) -> float:
+        """Tokens ``case`` may use, estimated before it is sent (the plan's estimate)."""
+        from pytest_recfair.engine.budget import request_tokens  # stdlib only, no cycle
+
+        return float(request_tokens(case, self.max_tokens))
 
     async def pause(self, retry: int, failure: Retryable) -> None:
         """Wait before retry number ``retry`` (1 = the first retry)."""

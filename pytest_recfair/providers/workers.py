@@ -27,6 +27,7 @@ from pytest_recfair.providers.retry import (
     blocked,
     blocker,
     judge,
+    limits_of,
     url_of,
 )
 from pytest_recfair.providers.runstate import CaseLike, LiveLike, Run, RunOptions
@@ -128,10 +129,15 @@ async def close(used: list[httpx.AsyncBaseTransport], cassettes: CassetteStore |
 
 
 async def _one_callable(provider: CallableProvider, case: CaseLike, run: Run) -> Completion | str:
+    pacer = run.pacer  # only with recfair_rpm / recfair_tpm
+    ticket = None if pacer is None else await pacer.acquire(run.tokens_of(case))
     run.requests += 1
     try:
         async with asyncio.timeout(run.timeout):
-            return await provider.acall(case.system, case.prompt)
+            completion = await provider.acall(case.system, case.prompt)
+        if pacer is not None and ticket is not None and completion.usage is not None:
+            pacer.used(ticket, completion.usage.total_tokens)
+        return completion
     except TimeoutError:
         return (
             f"recommender {provider.model} gave no reply to case {case.id!r} within "
@@ -142,6 +148,9 @@ async def _one_callable(provider: CallableProvider, case: CaseLike, run: Run) ->
     except Exception as exc:
         # The recommender's own bug or failure: recorded for this case, the run goes on.
         return f"recommender {provider.model} raised {type(exc).__name__}: {exc}"
+    finally:
+        if pacer is not None:
+            await pacer.release()
 
 
 async def _one_http(
@@ -195,11 +204,21 @@ async def _attempt_http(
     # it is kept only when this try is final, so a reply that is retried is never saved.
     deferred: list[Callable[[], None]] = []
     request.extensions[EXT_RECORD] = deferred
+    pacer = run.pacer
+    ticket = None if pacer is None else await pacer.acquire(run.tokens_of(case))
     run.requests += 1
-    response = await _sent(transport, provider, request, run.timeout)
+    try:
+        response = await _sent(transport, provider, request, run.timeout)
+    finally:
+        if pacer is not None:
+            await pacer.release()
+    if pacer is not None and ticket is not None:
+        pacer.replied(response.status_code, *limits_of(response), ticket)
     completion = judge(provider, response, case)
+    if pacer is not None and ticket is not None:
+        pacer.used(ticket, completion.usage.total_tokens if completion.usage else None)
     # Only a reply that parsed as a completion is recorded: an error or a retried reply
-    # never reaches the cassette, so the next recording run asks that prompt again.
+    # (a 429 above all) never reaches the cassette, so the next recording run asks again.
     for record in deferred:
         record()
     return completion

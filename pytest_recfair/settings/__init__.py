@@ -415,6 +415,26 @@ class AuditSettings:
             v.whole(1), help="replies longer than this are cut, with a note (default 100000)"
         ),
     )
+    # Rate limits to pace to (issue 24): requests / tokens per minute of the key's tier;
+    # None: what the provider's rate-limit headers say. Split across xdist workers.
+    rpm: int | None = field(
+        default=None,
+        metadata=_s(
+            v.optional(v.whole(1)),
+            help="requests per minute to pace live requests to (default: the provider's "
+            "rate-limit headers)",
+            marker=False,  # the key's tier, not a test's
+        ),
+    )
+    tpm: int | None = field(
+        default=None,
+        metadata=_s(
+            v.optional(v.whole(1)),
+            help="tokens per minute to pace live requests to (default: the provider's "
+            "rate-limit headers)",
+            marker=False,  # the key's tier, not a test's
+        ),
+    )
     plan: bool = field(
         default=False,
         metadata=_s(

@@ -53,6 +53,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--batch-errors", type=float, default=0.0, metavar="P", help="share of failed batch lines"
     )
+    parser.add_argument(
+        "--rpm", type=float, metavar="N", help="requests per minute allowed (429 past them)"
+    )
+    parser.add_argument(
+        "--tpm", type=float, metavar="N", help="tokens per minute allowed (429 past them)"
+    )
+    parser.add_argument(
+        "--burst",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="seconds of the limits a burst may use",
+    )
     return parser
 
 
@@ -79,6 +92,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             batch=BatchOptions(
                 delay_s=args.batch_delay, error_rate=args.batch_errors, seed=args.seed
             ),
+            rpm=args.rpm,
+            tpm=args.tpm,
+            burst_s=args.burst,
         )
         run_forever(server, announce=lambda line: print(line, flush=True))
     except (RecfairError, OSError) as exc:

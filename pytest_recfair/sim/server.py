@@ -14,6 +14,11 @@ and faults are drawn per request from the seed:
   (the connection is dropped without an answer),
 - malformed: a 200 whose body is cut short.
 
+With ``rpm`` / ``tpm`` the server also keeps requests- and tokens-per-minute limits
+(:mod:`pytest_recfair.sim.limits`): every chat reply states them in OpenAI's (or, on
+``/v1/messages``, Anthropic's) rate-limit headers, and a request past them gets a 429
+with ``Retry-After`` (counted as ``"429-limit"``, apart from the drawn ``"429"`` faults).
+
 After ``Faults.max_per_request`` faults for the same request body the server answers it
 normally, so a client that retries always gets through. Use :class:`SimServer` as a
 context manager in tests (port 0 picks a free port) or run ``python -m pytest_recfair.sim``.
@@ -37,6 +42,7 @@ from typing import Any
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.sim.batch import BatchEngine, BatchOptions
 from pytest_recfair.sim.catalogue import stable_seed
+from pytest_recfair.sim.limits import Limiter
 from pytest_recfair.sim.profile import Faults
 from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.wire import CREATED, anthropic_message, chat_completion, prompt_parts
@@ -146,6 +152,8 @@ class SimServer:
         model: the model id reported by /v1/models and echoed when a request names none.
         api_key: if set, requests must send ``Authorization: Bearer <api_key>``.
         batch: how the batch endpoints behave (completion delay, per-line errors).
+        rpm, tpm: requests / tokens per minute this key allows (None: no limit);
+            burst_s: seconds of the limit a bucket holds.
     """
 
     def __init__(
@@ -161,6 +169,9 @@ class SimServer:
         model: str = DEFAULT_MODEL,
         api_key: str | None = None,
         batch: BatchOptions | None = None,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        burst_s: float = 1.0,
     ) -> None:
         if latency_ms < 0 or jitter_ms < 0 or (jitter_ms > latency_ms and jitter_ms):
             raise ConfigError(
@@ -183,6 +194,7 @@ class SimServer:
         self.model = model
         self.api_key = api_key
         self.stats = ServerStats()
+        self.limiter = Limiter(rpm, tpm, burst_s=burst_s) if rpm or tpm else None
         self.batches = BatchEngine(
             lambda prompt, system: self._call(prompt, system), model=model, options=batch
         )
@@ -417,6 +429,9 @@ class SimServer:
             return _error(500, f"recommender raised {type(exc).__name__}: {exc}", "server_error")
         shape = anthropic_message if anthropic else chat_completion
         out = shape(body, payload, text, self.model)
+        limited, limit_headers = self._limit(out, anthropic)
+        if limited is not None:
+            return limited
         # The reply is computed first and the wait covers the rest of the latency, so the
         # server's own work does not add to it (a request answers `latency` after arrival).
         remaining = delay - (time.monotonic() - arrived)
@@ -426,12 +441,42 @@ class SimServer:
             response = _stream(out, include_usage=_include_usage(payload))
         else:
             response = _json(200, out)
+        response.headers.update(limit_headers)
         if fault == "malformed":
             self.stats.outcomes["malformed"] += 1
             response.body = response.body[: max(1, len(response.body) // 2)]
             return response
         self.stats.outcomes["ok"] += 1
         return response
+
+    def _limit(
+        self, out: dict[str, Any], anthropic: bool
+    ) -> tuple[_Response | None, dict[str, str]]:
+        """(a 429 if this reply is past the limits, the limit headers for the reply)."""
+        if self.limiter is None:
+            return None, {}
+        usage = out["usage"]
+        tokens = usage.get("total_tokens") or usage["input_tokens"] + usage["output_tokens"]
+        wait = self.limiter.admit(int(tokens))
+        headers = self.limiter.headers(anthropic=anthropic)
+        if wait is None:
+            return None, headers
+        self.stats.outcomes["429-limit"] += 1
+        what = "tokens" if self.limiter.tokens and self.limiter.tokens.short(tokens) else "requests"
+        response = _error(
+            429,
+            f"Rate limit reached for {what} per minute (simulated).",
+            what,
+            "rate_limit_exceeded",
+        )
+        response.headers.update(
+            {
+                **headers,
+                "Retry-After": str(math.ceil(wait)),
+                "retry-after-ms": str(math.ceil(wait * 1000)),
+            }
+        )
+        return response, headers
 
     def _parse_chat(self, body: bytes) -> _Response | tuple[dict[str, Any], Any, list[Any]]:
         """The request's payload, system text and user messages, or a 400 response."""

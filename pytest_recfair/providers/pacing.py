@@ -1,0 +1,300 @@
+"""Pacing to the provider's limits: requests and tokens per minute, shared by every
+worker of every run of one endpoint in this process.
+
+Where the limits come from: ``recfair_rpm`` / ``recfair_tpm`` (split evenly across xdist
+workers) and what the replies say (:mod:`.ratelimit`: OpenAI's and Anthropic's headers,
+Gemini's 429 details); the tighter of the two wins. Each limit is a token bucket
+(:class:`Gauge`) refilled at :data:`MARGIN` of the limit, with a burst of
+:data:`BURST_S` seconds' worth: a request reserves its share at once (a request and its
+estimated tokens, :func:`~pytest_recfair.engine.budget.request_tokens` scaled by what the
+replies' usage taught) and sleeps until the reservation is due, so concurrent workers
+queue in order without a lock held across a wait. A reply's usage corrects the tokens
+debited; a reply's ``remaining`` caps the bucket (other clients of the same key).
+
+Adaptive concurrency (AIMD): until the first reply of a remote endpoint without a
+configured limit, one request is in flight (its headers tell the limit); then the window
+opens to ``concurrency`` (a loopback server, the simulator or a local model, opens at
+once: waiting there only costs). A 429 halves the window, cuts the paced rate by
+:data:`DECREASE` (once per Retry-After) and holds every request of the endpoint for the
+Retry-After; each success adds back :data:`INCREASE` of the rate and 1/window to the
+window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from pytest_recfair.providers.http import is_loopback
+from pytest_recfair.providers.ratelimit import Seen
+
+__all__ = [
+    "BURST_S",
+    "MARGIN",
+    "Endpoint",
+    "Gauge",
+    "Pacer",
+    "Ticket",
+    "endpoint_for",
+    "known_limits",
+    "reset_endpoints",
+]
+
+MARGIN: Final = 0.97  # of a limit: arrival jitter must not tip a request over it
+BURST_S: Final = 0.5  # the client's own burst, in seconds of the limit
+DECREASE: Final = 0.7
+FLOOR: Final = 0.25  # the paced rate never drops below this share of the limit
+INCREASE: Final = 0.01
+LEARN: Final = 0.2  # weight of one reply in the tokens-per-estimate ratio
+
+
+class Gauge:
+    """A token bucket for one limit (per minute); inactive while the limit is unknown."""
+
+    __slots__ = ("at", "capacity", "level", "per_minute", "rate")
+
+    def __init__(self) -> None:
+        self.per_minute: float | None = None
+        self.rate = self.capacity = self.level = self.at = 0.0
+
+    def configure(
+        self, per_minute: float | None, factor: float, now: float, *, full: bool = True
+    ) -> None:
+        """Pace to ``per_minute`` (None: stop pacing). A bucket made from a reply's
+        headers starts empty (``full=False``): requests already out are not in it."""
+        if per_minute is None or per_minute <= 0:
+            self.per_minute = None
+            return
+        fresh = self.per_minute is None
+        self._refill(now)
+        self.per_minute = per_minute
+        self.rate = per_minute / 60.0 * MARGIN * factor
+        self.capacity = max(1.0, self.rate * BURST_S)
+        if fresh:
+            self.level = self.capacity if full else 0.0
+        self.level = min(self.level, self.capacity)
+
+    def _refill(self, now: float) -> None:
+        if self.per_minute is not None and now > self.at:
+            self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
+        self.at = max(self.at, now)
+
+    def take(self, amount: float, now: float) -> float:
+        """Reserve ``amount``; the seconds until the reservation is due."""
+        if self.per_minute is None:
+            return 0.0
+        self._refill(now)
+        self.level -= amount
+        return 0.0 if self.level >= 0 else -self.level / self.rate
+
+    def give(self, amount: float, now: float) -> None:
+        """Give back (or, negative, take more of) what a reservation over-estimated."""
+        if self.per_minute is not None:
+            self._refill(now)
+            self.level = min(self.capacity, self.level + amount)
+
+    def cap(self, remaining: float, now: float) -> None:
+        """The server says only ``remaining`` is left now."""
+        if self.per_minute is not None:
+            self._refill(now)
+            self.level = min(self.level, remaining)
+
+    def hold(self, seconds: float, now: float) -> None:
+        """Nothing more until ``seconds`` from now, then the limit's pace."""
+        if self.per_minute is not None:
+            self._refill(now)
+            self.level = min(self.level, -self.rate * seconds)
+
+
+@dataclass
+class Endpoint:
+    """What this process knows about one endpoint's limits (shared by its runs)."""
+
+    configured: tuple[float | None, float | None] = (None, None)  # rpm, tpm from settings
+    seen: Seen | None = None
+    requests: Gauge = field(default_factory=Gauge)
+    tokens: Gauge = field(default_factory=Gauge)
+    factor: float = 1.0  # AIMD share of the limit
+    window: float | None = None  # requests in flight; None: no reply yet
+    hold_until: float = 0.0
+    cut_until: float = 0.0  # one decrease per Retry-After, not one per 429 of a burst
+    ratio: float = 1.0  # reply tokens / estimated tokens
+    throttled: int = 0  # 429s answered
+    probe: bool = True  # await the first reply alone (a remote endpoint)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def limits(self) -> tuple[float | None, float | None]:
+        """(requests, tokens) per minute: the tighter of the settings and the replies."""
+        seen = self.seen or Seen()
+        return (
+            _tighter(self.configured[0], seen.requests_limit),
+            _tighter(self.configured[1], seen.tokens_limit),
+        )
+
+    def retune(self, now: float) -> None:
+        rpm, tpm = self.limits()
+        rpm_set, tpm_set = self.configured
+        self.requests.configure(rpm, self.factor, now, full=rpm_set is not None)
+        self.tokens.configure(tpm, self.factor, now, full=tpm_set is not None)
+
+
+def _tighter(a: float | None, b: float | None) -> float | None:
+    known = [x for x in (a, b) if x]
+    return min(known) if known else None
+
+
+_ENDPOINTS: dict[tuple[str, ...], Endpoint] = {}
+_REGISTRY = threading.Lock()
+
+
+def _key(provider: Any) -> tuple[str, ...]:
+    return (
+        type(provider).__name__,
+        str(getattr(provider, "base_url", "")),
+        str(getattr(provider, "model", "")),
+        str(getattr(provider, "api_key_env", "")),
+    )
+
+
+def _share(limit: float | None) -> float | None:
+    """An ini limit is the whole key's: each of N xdist workers gets 1/N of it."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    n = int(workers) if workers.isdigit() and int(workers) > 0 else 1
+    return None if limit is None else limit / n
+
+
+def endpoint_for(provider: Any, rpm: float | None = None, tpm: float | None = None) -> Endpoint:
+    """The shared state of ``provider``'s endpoint, with the configured limits applied."""
+    with _REGISTRY:
+        endpoint = _ENDPOINTS.setdefault(_key(provider), Endpoint())
+    base_url = getattr(provider, "base_url", None)
+    with endpoint.lock:
+        endpoint.probe = not (isinstance(base_url, str) and is_loopback(base_url))
+        endpoint.configured = (_share(rpm), _share(tpm))
+        endpoint.retune(time.monotonic())
+    return endpoint
+
+
+def known_limits(provider: Any) -> tuple[float | None, float | None]:
+    """(requests, tokens) per minute this process knows for ``provider`` (for the plan)."""
+    with _REGISTRY:
+        endpoint = _ENDPOINTS.get(_key(provider))
+    return endpoint.limits() if endpoint is not None else (None, None)
+
+
+def reset_endpoints() -> None:
+    """Forget every endpoint (tests)."""
+    with _REGISTRY:
+        _ENDPOINTS.clear()
+
+
+@dataclass(slots=True)
+class Ticket:
+    """One request's reservation: its tokens as estimated and as debited."""
+
+    estimate: float
+    debited: float
+
+
+class Pacer:
+    """One run's view of an endpoint: the in-flight window and the waits before sending.
+
+    ``clock`` and ``sleep`` are for tests (a fake clock); the window's condition belongs
+    to the run's event loop, the limits to the endpoint.
+    """
+
+    def __init__(
+        self,
+        endpoint: Endpoint,
+        *,
+        concurrency: int,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        self.endpoint = endpoint
+        self.concurrency = concurrency
+        self.clock, self.sleep = clock, sleep
+        self.in_flight = 0
+        self._freed: asyncio.Condition | None = None
+
+    def _window(self) -> int:
+        ep = self.endpoint
+        if ep.window is None:  # the first reply tells the limits, unless they were given
+            return 1 if ep.probe and not any(ep.configured) else self.concurrency
+        return max(1, min(self.concurrency, int(ep.window)))
+
+    async def acquire(self, estimate: float) -> Ticket:
+        """Wait for a place in the window and for the request's share of the limits."""
+        if self.in_flight >= self._window():
+            if self._freed is None:
+                self._freed = asyncio.Condition()
+            async with self._freed:
+                await self._freed.wait_for(lambda: self.in_flight < self._window())
+        self.in_flight += 1
+        ep, now = self.endpoint, self.clock()
+        with ep.lock:
+            # nothing is debited while no tokens limit is known, so nothing is given back
+            debit = estimate * ep.ratio if ep.tokens.per_minute is not None else 0.0
+            wait = max(ep.requests.take(1.0, now), ep.tokens.take(debit, now), ep.hold_until - now)
+        if wait > 0:
+            try:
+                await self.sleep(wait)
+            except BaseException:
+                await self.release()
+                raise
+        return Ticket(estimate, debit)
+
+    async def release(self) -> None:
+        self.in_flight -= 1
+        if self._freed is not None:
+            async with self._freed:
+                self._freed.notify_all()
+
+    def replied(
+        self, status: int, seen: Seen | None, retry_after: float | None, ticket: Ticket
+    ) -> None:
+        """What one reply says: its limits, and whether it was a 429."""
+        ep, now = self.endpoint, self.clock()
+        with ep.lock:
+            if seen is not None:
+                ep.seen = seen
+                ep.retune(now)
+                if seen.requests_remaining is not None:
+                    ep.requests.cap(seen.requests_remaining, now)
+                if seen.tokens_remaining is not None:
+                    ep.tokens.cap(seen.tokens_remaining, now)
+            if status == 429:
+                self._throttled(ep, retry_after, now)
+            elif 200 <= status < 300:
+                ep.factor = min(1.0, ep.factor + INCREASE)
+                window = ep.window or float(self.concurrency)
+                ep.window = min(float(self.concurrency), window + 1.0 / window)
+                ep.retune(now)
+
+    def _throttled(self, ep: Endpoint, retry_after: float | None, now: float) -> None:
+        ep.throttled += 1
+        pause = retry_after if retry_after is not None else 1.0
+        if now >= ep.cut_until:
+            ep.factor = max(FLOOR, ep.factor * DECREASE)
+            ep.window = max(1.0, (ep.window or float(self.concurrency)) / 2)
+            ep.cut_until = now + max(pause, 1.0)
+            ep.retune(now)
+        ep.hold_until = max(ep.hold_until, now + pause)
+        ep.requests.hold(pause, now)
+        ep.tokens.hold(pause, now)
+
+    def used(self, ticket: Ticket, tokens: int | None) -> None:
+        """The reply's usage: the tokens bucket gets back what was over-debited, and the
+        estimate learns (its ratio to what replies use)."""
+        if tokens is None or ticket.estimate <= 0:
+            return
+        ep, now = self.endpoint, self.clock()
+        with ep.lock:
+            if ticket.debited:
+                ep.tokens.give(ticket.debited - tokens, now)
+            ep.ratio += LEARN * (tokens / ticket.estimate - ep.ratio)
