@@ -51,7 +51,7 @@ FloatArray = npt.NDArray[np.float64]
 STABLE_DRAWS = 50_000
 #: Gaps between ordered candidate means within this many standard errors count as ties
 #: when the candidate's bias is integrated (chosen by simulation; docs/baselines.md).
-TIE_GAP = 1.0
+TIE_GAP = 2.0
 #: The share of alpha spent on the screening's confidence bound.
 SCREEN_SHARE = 0.1
 #: Points of the fixed Gaussian rule the bias is integrated with (antithetic pairs).

@@ -44,6 +44,7 @@ __all__ = [
     "drift_test",
     "mean_intervals",
     "required_resamples",
+    "shared_values",
     "t_quantile",
 ]
 
@@ -188,6 +189,14 @@ def _check_gate(tolerance: object, alpha: object) -> tuple[float, float]:
     if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
         raise ConfigError(f"alpha must be strictly between 0 and 1, e.g. 0.05; got {alpha!r}.")
     return float(tolerance), float(alpha)
+
+
+def shared_values(m: DriftMember) -> tuple[float, float, int]:
+    """Baseline and candidate statistic on the entities both runs share, and how many:
+    what a subset run is tested on, so what it reports (DataError when none is shared)."""
+    base, cand, rows = _pair_rows(m, {})
+    pb, pc = _observed(base, cand, m.statistic)
+    return pb, pc, len(rows)
 
 
 def _small_sample_factor(n: int) -> float:

@@ -327,7 +327,9 @@ def test_too_few_resamples_are_raised_to_what_alpha_needs() -> None:
     rng = np.random.default_rng(6)
     base, cand = rng.uniform(size=(40, 3)), rng.uniform(size=(40, 3))
     res = inf.drift_test([_member(base, cand)], n_resamples=10, alpha=0.01)
-    assert res.n_resamples == inf.required_resamples(0.01) >= 40 / 0.01
+    # raised to what alpha needs, and to the draws that keep p-values seed-stable
+    assert inf.required_resamples(0.01) >= 40 / 0.01
+    assert res.n_resamples == max(inf.required_resamples(0.01), inf.STABLE_DRAWS)
 
 
 def test_step_down_adjusted_p_is_at_least_raw_and_equal_for_one_member() -> None:
@@ -346,7 +348,9 @@ def test_every_member_sees_the_same_swaps() -> None:
     res = inf.drift_test([_member(base, cand, key="x"), _member(base, cand, key="y")])
     x, y = res.members
     assert x.p_value == y.p_value
-    assert x.p_adjusted == y.p_adjusted == x.p_value
+    # two copies of one member: the max-T is that member's own test; a family of two is
+    # screened (Romano–Shaikh–Wolf), whose p is reported on the alpha scale (/ 0.9)
+    assert x.p_adjusted == y.p_adjusted == pytest.approx(min(1.0, x.p_value / 0.9))
 
 
 def test_a_subsample_run_pairs_on_the_shared_entities() -> None:
