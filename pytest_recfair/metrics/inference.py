@@ -8,11 +8,11 @@ Pure numpy. Two parts here (the reasoning and the measured figures are in docs/b
 - ``drift_test``: every (attribute, metric, statistic) a test gates, tested at once against
   the stored baseline with a paired sign-flip test (each shared entity's contribution
   flipped or not, the SAME flips for every member of the family), members studentised by
-  their exact flip variance, screened (Romano–Shaikh–Wolf) and adjusted by the
-  Westfall–Young step-down max-T. The tolerance is the margin: H0 "the statistic worsened
-  by at most ``tolerance``" against H1 "by more"; a margin test compares a bias-corrected
-  spread. Each member reports its minimum detectable worsening at 90% power. The
-  arithmetic and why: :mod:`._drift_core`.
+  their exact flip variance, screened (members far inside the null leave the max-T) and
+  adjusted by the Westfall–Young step-down max-T. The tolerance is the margin: H0 "the
+  statistic worsened by at most ``tolerance``" against H1 "by more"; a margin test
+  compares a bias-corrected spread. Each member reports its minimum detectable worsening
+  at 90% power. The arithmetic and why: :mod:`._drift_core`.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ class DriftResult:
     n_resamples: int
     exact: bool
     n_entities: int
-    screen_level: float = 0.0  # beta of the Romano–Shaikh–Wolf screening (0: none)
+    screen_level: float = 0.0  # alpha spent on screening (0: moment selection spends none)
 
     @property
     def failed(self) -> bool:
@@ -285,7 +285,9 @@ def drift_test(
             f"p-value 1/{Tp.shape[0]} cannot reach alpha {a_level:g}, so a worsening cannot be "
             f"tested; gate at least {math.ceil(math.log2(2 / a_level))} entities."
         )
-    sc = _core.screen_and_adjust(T, Tp, exact, a_level)
+    selectable = np.array([g > 0 for g in margins], dtype=bool)
+    sizes = [len(rows) for _, _, rows in paired]
+    sc = _core.screen_and_adjust(T, Tp, exact, a_level, selectable, sizes)
     verdicts = []
     for j, m in enumerate(members):
         lin, (pb, pc), n = lins[j], observed[j], len(paired[j][2])
