@@ -215,24 +215,32 @@ def _failure(
 
 
 def _power_notes(res: inference.DriftResult) -> list[str]:
-    """Per gated statistic: the smallest worsening the test catches 9 times in 10 (its
-    own paired standard error), and a warning when the test's noise exceeds the tolerance."""
-    out: list[str] = []
+    """Per attribute and gated statistic (its metrics on one line): the smallest worsening
+    the test catches 9 times in 10 (from its own paired standard error), and a warning when
+    the test's noise exceeds the tolerance."""
+    groups: dict[tuple[str, str], list[inference.MemberVerdict]] = {}
     for v in res.members:
-        if v.statistic == "unusable" or not math.isfinite(v.mde):
-            continue
-        what, word = v.statistic.upper(), "drop" if v.statistic == "pafs" else "rise"
-        where = f"{v.key[0]} ({v.key[1]})" if len(v.key) > 2 else v.key[0]
-        out.append(
-            f"{where}: this test can detect an {what} {word} of {v.detectable:.3f} or more "
-            f"(90% power over {v.n_paired} entities, paired SE {v.se:.3f}, tolerance "
-            f"{v.margin:g})"
+        if v.statistic != "unusable" and math.isfinite(v.mde):
+            groups.setdefault((v.key[0], v.statistic), []).append(v)
+    out: list[str] = []
+    for (attribute, stat), vs in groups.items():
+        what, word = stat.upper(), "drop" if stat == "pafs" else "rise"
+        where = (
+            f"{attribute} ({' / '.join(v.key[1] for v in vs)})" if len(vs[0].key) > 2 else attribute
         )
-        if v.margin > 0 and v.mde > v.margin:
+        det = " / ".join(f"{v.detectable:.3f}" for v in vs)
+        se = " / ".join(f"{v.se:.3f}" for v in vs)
+        n = max(v.n_paired for v in vs)
+        out.append(
+            f"{where}: this test can detect an {what} {word} of {det} or more (90% power "
+            f"over {n} entities, paired SE {se}, tolerance {vs[0].margin:g})"
+        )
+        noisy = [v for v in vs if v.margin > 0 and v.mde > v.margin]
+        if noisy:
+            worst = max(v.detectable for v in noisy)
             out.append(
-                f"{where}: warning: this test is too noisy for tolerance {v.margin:g}: an "
-                f"{what} {word} up to {v.detectable:.3f} can pass; gate more entities or "
-                f"record repeats"
+                f"{where}: warning: this test is too noisy for tolerance {vs[0].margin:g}: an "
+                f"{what} {word} up to {worst:.3f} can pass; gate more entities or record repeats"
             )
     return out
 

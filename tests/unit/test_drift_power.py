@@ -165,3 +165,7 @@ def test_the_family_count_is_the_number_of_distinct_members() -> None:
     assert len(d.test.members) == 3 * 2 + 1
     assert drift.family_size(drift._members(drift.paired(now, base)[0], ("snsr",))) == 4
     assert all(f.detail and "7 comparisons" in f.detail for f in d.failures)
+    # one power line per attribute and statistic, its metrics side by side
+    lines = [n for n in d.notes if "this test can detect an SNSR rise" in n]
+    assert len(lines) == 1
+    assert lines[0].startswith("religion (jaccard / serp / prag): this test can detect")
