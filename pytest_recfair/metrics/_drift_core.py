@@ -229,13 +229,22 @@ def reference(rng: np.random.Generator, U: FloatArray, draws: int, exact: bool) 
         S = ((codes[:, None] >> np.arange(E)) & 1).astype(np.uint8)
         (P,) = _weights.products(S, U)
         return np.asarray(2 * P - colsum, dtype=np.float64)
+    # random flips: one byte of random bits per 8 entities, each byte looked up in a
+    # table of the 256 sums of its entities' rows (8x fewer operations than the product)
+    G = (E + 7) // 8
+    padded = np.zeros((8 * G, U.shape[1]))
+    padded[:E] = U
+    bits = (np.arange(256)[:, None] >> np.arange(8)) & 1  # (256, 8): bit k of each code
+    tables = np.einsum("ck,gkm->gcm", bits.astype(np.float64), padded.reshape(G, 8, -1))
     out = np.empty((draws, U.shape[1]), dtype=np.float64)
-    rows = _weights.draw_block_rows(E)
+    rows = max(1, _weights.BLOCK_CELLS // max(G * U.shape[1], 1))
     for a in range(0, draws, rows):
         n = min(draws, a + rows) - a
-        bits = np.unpackbits(rng.integers(0, 256, size=(n, (E + 7) // 8), dtype=np.uint8), axis=1)
-        (P,) = _weights.products(bits[:, :E], U)
-        out[a : a + n] = 2 * P - colsum
+        codes = rng.integers(0, 256, size=(n, G), dtype=np.uint8)
+        acc = np.zeros((n, U.shape[1]))
+        for g in range(G):
+            acc += tables[g][codes[:, g]]
+        out[a : a + n] = 2 * acc - colsum
     return out
 
 
