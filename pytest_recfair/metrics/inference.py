@@ -306,7 +306,7 @@ def drift_test(
                 n,
                 se=lin.se,
                 margin=margins[j],
-                mde=_core.mde(lin.se, float(sc.critical[j])),
+                mde=_core.mde(lin.se, float(sc.critical[j]), lin.bias),
                 bias=lin.bias,
                 screened=bool(sc.shift[j] < 0),
             )

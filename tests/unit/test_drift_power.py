@@ -86,8 +86,8 @@ def test_near_ties_are_closed_and_clear_gaps_kept() -> None:
     cov = np.diag([0.01**2] * 4)  # a gap's SE is 0.0141
     m = np.array([0.90, 0.89, 0.50, 0.20])
     closed = core.close_ties(m, cov)
-    assert closed[0] == closed[1] == 0.90  # 0.01 apart: within 2 SE, a tie
-    assert closed[1] - closed[2] == pytest.approx(0.39 - 2 * 0.01 * math.sqrt(2))
+    assert closed[0] == closed[1] == 0.90  # 0.01 apart: within TIE_GAP SE, a tie
+    assert closed[1] - closed[2] == pytest.approx(0.39 - core.TIE_GAP * 0.01 * math.sqrt(2))
 
 
 def test_a_candidate_whose_values_come_to_tie_is_corrected_downward() -> None:
