@@ -32,6 +32,7 @@ __all__ = [
     "Conversion",
     "cassette_files",
     "convert",
+    "decompress",
     "encode",
     "is_compact",
     "plain_name",
@@ -59,13 +60,17 @@ def plain_name(path: Path) -> str:
 def read_text(path: Path) -> str:
     """The cassette's JSON text, whichever format. FileNotFoundError passes through; a
     broken gzip file raises OSError, text that is not UTF-8 UnicodeDecodeError."""
-    data = path.read_bytes()
-    if is_compact(path):
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise OSError(f"not a complete gzip file: {exc}") from None
-    return data.decode("utf-8")
+    return decompress(path, path.read_bytes()).decode("utf-8")
+
+
+def decompress(path: Path, data: bytes) -> bytes:
+    """The JSON bytes of ``data`` read from ``path`` (gunzipped for ``.json.gz``)."""
+    if not is_compact(path):
+        return data
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise OSError(f"not a complete gzip file: {exc}") from None
 
 
 def encode(path: Path, text: str) -> bytes:

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 
 from pytest_recfair import secrets as secret_rules
 from pytest_recfair.cassettes import compact as fmt
+from pytest_recfair.cassettes import tapecache
 from pytest_recfair.cassettes import vcr_import as cassette_import
 from pytest_recfair.cassettes.index import (
     Key,
@@ -55,6 +56,7 @@ from pytest_recfair.cassettes.vcrfile import (
     RecordedRequest,
     RecordedResponse,
     body_bytes,
+    decode_native,
     interaction,
     read_interactions,
     read_native,
@@ -476,11 +478,14 @@ class CassetteStore:
     def _load(self, tape: Tape, *, keep: bool = False) -> None:
         """The entity's native file plus its files in the old per-test layout (via vcrpy)."""
         tape.stamp = _stamp(tape.path)  # before reading: a change after it is seen at save
-        items = read_native(tape.path)
         if self._legacy_dirs is None:
             self._legacy_dirs = cassette_import.legacy_dirs(self.root)
         name = fmt.plain_name(tape.path)  # the old layout wrote .json only
         tape.legacy = [d / name for d in self._legacy_dirs if (d / name).is_file()]
+        # Replay only: the index comes from the content-keyed cache (.tapecache).
+        if not (keep or self.policy.records or tape.legacy) and tapecache.load(tape, decode_native):
+            return
+        items = read_native(tape.path)
         for old in tape.legacy:
             for item in cassette_import.read_vcr(old):
                 headers = item["request"]["headers"]

@@ -38,6 +38,7 @@ __all__ = [
     "RecordedResponse",
     "bad_file",
     "body_bytes",
+    "decode_native",
     "header_value",
     "interaction",
     "read_interactions",
@@ -201,6 +202,12 @@ def read_native(path: Path) -> list[dict[str, Any]]:
         return []
     except (OSError, UnicodeDecodeError) as exc:
         raise bad_file(path, f"cannot be read as UTF-8 text ({exc})") from None
+    return decode_native(path, text)
+
+
+def decode_native(path: Path, text: str) -> list[dict[str, Any]]:
+    """The interactions of the text of cassette ``path``; CassetteError when it is not
+    one, saying how to fix it."""
     try:
         data = json.loads(text)
     except ValueError as exc:
