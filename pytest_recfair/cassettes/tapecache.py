@@ -26,6 +26,7 @@ from typing import Any, Final
 
 from pytest_recfair.cassettes import compact
 from pytest_recfair.cassettes.index import Tape, index_tape, note_stale
+from pytest_recfair.replies import memo
 
 __all__ = ["CACHE_DIR", "entry_path", "load"]
 
@@ -64,6 +65,8 @@ def load(tape: Tape, decode: Any) -> bool:
     except OSError:
         return False
     entry = entry_path(tape.path, data)
+    # Replaying from this folder: the replies' parsing and matching are kept beside it.
+    memo.use(entry.parent.parent)
     snapshot = _read(entry)
     if snapshot is None:
         try:
