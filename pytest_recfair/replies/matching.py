@@ -10,8 +10,8 @@ Pure: stdlib + rapidfuzz.
 
 from __future__ import annotations
 
-import json
 import logging
+import marshal
 import re
 import unicodedata
 from collections import Counter
@@ -244,9 +244,8 @@ def canonicalize(
     alias_keys = {normalize(k): normalize(v) for k, v in (aliases or {}).items()}
     out, merges = memo.cached(
         b"canonicalize\0",
-        lambda: json.dumps([checked, fuzzy, threshold, entity, sorted(alias_keys.items())]).encode(
-            "utf-8", "surrogatepass"
-        ),
+        # marshal version 2 has no back-references: equal input gives equal bytes
+        lambda: marshal.dumps([checked, fuzzy, threshold, entity, sorted(alias_keys.items())], 2),
         lambda: _canonicalize(checked, fuzzy, threshold, entity, alias_keys),
         lambda r: ([tuple(row) for row in r[0]], [astuple(m) for m in r[1]]),
         lambda v: ([list(row) for row in v[0]], [Merge(*m) for m in v[1]]),

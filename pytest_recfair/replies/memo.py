@@ -57,7 +57,7 @@ class _Memo:
     def __init__(self) -> None:
         self.folder: Path | None = None
         self._db: sqlite3.Connection | None = None
-        self._pending = 0
+        self._pending: list[tuple[bytes, bytes]] = []
         self._lock = threading.Lock()
 
     def use(self, folder: Path | None) -> None:
@@ -83,26 +83,22 @@ class _Memo:
         with self._lock:
             if self._db is None:
                 return
-            try:
-                self._db.execute(
-                    "INSERT OR IGNORE INTO memo (k, v) VALUES (?, ?)", (key, marshal.dumps(value))
-                )
-                self._pending += 1
-                if self._pending >= _BATCH:
-                    self._commit()
-            except sqlite3.Error:
-                self._rollback()
+            self._pending.append((key, marshal.dumps(value)))
+            if len(self._pending) >= _BATCH:
+                self._commit()
 
     def _commit(self) -> None:
-        assert self._db is not None
+        """The pending entries in one transaction (short: xdist workers share the file)."""
+        if self._db is None or not self._pending:
+            return
         try:
+            self._db.executemany("INSERT OR IGNORE INTO memo (k, v) VALUES (?, ?)", self._pending)
             self._db.commit()
         except sqlite3.Error:  # locked by another worker past the timeout: dropped
             self._rollback()
-        self._pending = 0
+        self._pending = []
 
     def _rollback(self) -> None:
-        self._pending = 0
         if self._db is not None:
             with contextlib.suppress(sqlite3.Error):
                 self._db.rollback()
