@@ -200,8 +200,10 @@ def read_native(path: Path) -> list[dict[str, Any]]:
         text = compact.read_text(path)
     except FileNotFoundError:
         return []
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise bad_file(path, f"cannot be read as UTF-8 text ({exc})") from None
+    except OSError as exc:  # unreadable, or a .json.gz that is not gzip
+        raise bad_file(path, f"cannot be read ({exc})") from None
     return decode_native(path, text)
 
 
