@@ -10,6 +10,8 @@ missing or unreadable entry is rebuilt, a corrupt one is ignored, and the whole 
 safe to delete. It holds a ``.gitignore`` of ``*``, so git never sees it. Entries are
 written temp-then-rename: concurrent xdist workers writing the same entry write the same
 bytes, and the last rename wins. A read-only checkout simply runs without the cache.
+``RECFAIR_CACHE=off`` in the environment switches this cache and the replies' memo off
+(the benchmarks' "no cache" reference).
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ def load(tape: Tape, decode: Any) -> bool:
     """Fill ``tape`` (replay only) from its file through the cache; False when the file
     cannot be read (the caller reads it again and reports why). ``decode(path, text)``:
     the interactions of a cassette's text (its errors name the file)."""
+    if os.environ.get("RECFAIR_CACHE", "").lower() in ("off", "0", "no", "false"):
+        return False
     try:
         data = tape.path.read_bytes()
     except FileNotFoundError:
