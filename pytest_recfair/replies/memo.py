@@ -58,6 +58,9 @@ class _Memo:
         self.folder: Path | None = None
         self._db: sqlite3.Connection | None = None
         self._pending: list[tuple[bytes, bytes]] = []
+        # Empty when opened (a first run): nothing to look up, only results to store
+        # (what this process stores is found by the next run, which opens it again).
+        self._empty = False
         self._lock = threading.Lock()
 
     def use(self, folder: Path | None) -> None:
@@ -68,10 +71,11 @@ class _Memo:
             self.folder = folder
             if folder is not None:
                 self._db = _open(folder / FILE_NAME)
+                self._empty = self._db is not None and _is_empty(self._db)
 
     def get(self, key: bytes) -> Any:
         with self._lock:
-            if self._db is None:
+            if self._db is None or self._empty:
                 return None
             try:
                 row = self._db.execute("SELECT v FROM memo WHERE k = ?", (key,)).fetchone()
@@ -135,6 +139,13 @@ def _open(path: Path) -> sqlite3.Connection | None:
         except OSError:
             return None
     return None
+
+
+def _is_empty(db: sqlite3.Connection) -> bool:
+    try:
+        return db.execute("SELECT 1 FROM memo LIMIT 1").fetchone() is None
+    except sqlite3.Error:
+        return False
 
 
 _MEMO = _Memo()
