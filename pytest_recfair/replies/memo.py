@@ -32,12 +32,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-__all__ = ["FILE_NAME", "cached", "folder", "use"]
+__all__ = ["FILE_NAME", "cached", "folder", "lookup", "store", "use"]
 
 #: The memo's file inside the folder given to :func:`use`.
 FILE_NAME: Final = "replies.sqlite3"
 _FORMAT: Final = b"recfair-replies-memo-1"
-_BATCH: Final = 256  # inserts per commit
+_BATCH: Final = 1024  # inserts per commit
+_BATCH_BYTES: Final = 4 << 20  # or this much pending data (the replay indexes are large)
 T = TypeVar("T")
 
 
@@ -58,6 +59,7 @@ class _Memo:
         self.folder: Path | None = None
         self._db: sqlite3.Connection | None = None
         self._pending: list[tuple[bytes, bytes]] = []
+        self._pending_bytes = 0
         # Empty when opened (a first run): nothing to look up, only results to store
         # (what this process stores is found by the next run, which opens it again).
         self._empty = False
@@ -87,8 +89,10 @@ class _Memo:
         with self._lock:
             if self._db is None:
                 return
-            self._pending.append((key, marshal.dumps(value)))
-            if len(self._pending) >= _BATCH:
+            blob = marshal.dumps(value)
+            self._pending.append((key, blob))
+            self._pending_bytes += len(blob)
+            if len(self._pending) >= _BATCH or self._pending_bytes >= _BATCH_BYTES:
                 self._commit()
 
     def _commit(self) -> None:
@@ -101,6 +105,7 @@ class _Memo:
         except sqlite3.Error:  # locked by another worker past the timeout: dropped
             self._rollback()
         self._pending = []
+        self._pending_bytes = 0
 
     def _rollback(self) -> None:
         if self._db is not None:
@@ -126,7 +131,8 @@ def _open(path: Path) -> sqlite3.Connection | None:
             path.parent.mkdir(parents=True, exist_ok=True)
             db = sqlite3.connect(path, timeout=2.0, check_same_thread=False)
             db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
+            # A cache: an entry lost in a crash is computed again, a damaged file replaced.
+            db.execute("PRAGMA synchronous=OFF")
             db.execute("CREATE TABLE IF NOT EXISTS memo (k BLOB PRIMARY KEY, v BLOB NOT NULL)")
             db.commit()
             return db
@@ -160,6 +166,16 @@ def use(path: Path | None) -> None:
 def folder() -> Path | None:
     """The folder the memo is kept in, or None when it is off."""
     return _MEMO.folder
+
+
+def lookup(key: bytes) -> Any:
+    """The value stored under ``key`` (None: none, or the memo is off)."""
+    return _MEMO.get(key)
+
+
+def store(key: bytes, value: Any) -> None:
+    """Keep marshal-able ``value`` under ``key`` (nothing when the memo is off)."""
+    _MEMO.put(key, value)
 
 
 def cached(

@@ -194,41 +194,69 @@ def test_prune_reads_and_rewrites_compact_files_in_their_format(tmp_path: Path) 
 # -- the replay index cache
 
 
+@pytest.fixture
+def no_memo() -> Iterator[None]:
+    """Each test opens its own memo file, and leaves the process's as it was."""
+    before = memo.folder()
+    memo.use(None)
+    yield
+    memo.use(before)
+
+
 def tape_state(store: CassetteStore, entity: str) -> tuple[object, ...]:
     assert store.can_replay(TEST, entity)
+    memo._MEMO._commit()  # what a later run finds
     tape = store._tapes[entity]
     return tape.keys, tape.entries, tape.tags, tape.cases, tape.raw, tape.stale
 
 
-def cache_entries(root: Path) -> list[Path]:
-    return sorted((root / tapecache.CACHE_DIR / "tapes").glob("*.marshal"))
+def rows(root: Path) -> int:
+    with sqlite3.connect(root / tapecache.CACHE_DIR / memo.FILE_NAME) as db:
+        return int(db.execute("SELECT count(*) FROM memo").fetchone()[0])
 
 
+@pytest.mark.usefixtures("no_memo")
 @pytest.mark.parametrize("packed", [False, True])
 def test_cached_index_equals_the_index_built_from_the_file(tmp_path: Path, packed: bool) -> None:
     record(tmp_path, "nolan", PROMPTS, packed)
     built = tape_state(CassetteStore(tmp_path, "none"), "nolan")
-    (entry,) = cache_entries(tmp_path)
+    assert rows(tmp_path) == 1
     assert (tmp_path / tapecache.CACHE_DIR / ".gitignore").read_text().endswith("*\n")
+    memo.use(None)  # a later run opens the memo again and finds the index there
     assert tape_state(CassetteStore(tmp_path, "none"), "nolan") == built
-    # a corrupt entry is ignored (the file is read again) and rewritten
-    entry.write_bytes(b"\x00garbage")
+    # a corrupt entry is ignored (the file is read again)
+    with sqlite3.connect(tmp_path / tapecache.CACHE_DIR / memo.FILE_NAME) as db:
+        db.execute("UPDATE memo SET v = ?", (b"\x00garbage",))
+    memo.use(None)
     assert tape_state(CassetteStore(tmp_path, "none"), "nolan") == built
-    assert entry.read_bytes() != b"\x00garbage"
 
 
+@pytest.mark.usefixtures("no_memo")
 def test_a_changed_cassette_gets_another_cache_entry(tmp_path: Path) -> None:
     record(tmp_path, "nolan", PROMPTS[:2], False)
-    CassetteStore(tmp_path, "none").can_replay(TEST, "nolan")
+    tape_state(CassetteStore(tmp_path, "none"), "nolan")
     record(tmp_path, "nolan", PROMPTS[2:4], False)
+    memo.use(None)
     state = tape_state(CassetteStore(tmp_path, "none"), "nolan")
     assert len(state[1]) == 4  # the new file, never the stale entry
-    assert len(cache_entries(tmp_path)) == 2
+    assert rows(tmp_path) == 2
 
 
+@pytest.mark.usefixtures("no_memo")
+def test_the_cache_is_off_with_recfair_cache_off(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record(tmp_path, "nolan", PROMPTS[:2], False)
+    monkeypatch.setenv("RECFAIR_CACHE", "off")
+    assert CassetteStore(tmp_path, "none").can_replay(TEST, "nolan")
+    assert not (tmp_path / tapecache.CACHE_DIR).exists()
+
+
+@pytest.mark.usefixtures("no_memo")
 def test_the_cache_folder_is_not_an_old_per_test_layout(tmp_path: Path) -> None:
     record(tmp_path, "nolan", PROMPTS[:2], False)
     CassetteStore(tmp_path, "none").can_replay(TEST, "nolan")
+    assert (tmp_path / tapecache.CACHE_DIR).is_dir()
     # a recording store (no cache) reads the file, not the cache folder, as before
     store = CassetteStore(tmp_path, "new_episodes")
     assert store.can_replay(TEST, "nolan")
