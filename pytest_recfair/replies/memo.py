@@ -100,17 +100,20 @@ class _Memo:
         if self._db is None or not self._pending:
             return
         try:
+            # IMMEDIATE: the write lock first (waiting up to the timeout for another
+            # worker's commit); a deferred transaction that read first fails at once.
+            self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("INSERT OR IGNORE INTO memo (k, v) VALUES (?, ?)", self._pending)
-            self._db.commit()
+            self._db.execute("COMMIT")
         except sqlite3.Error:  # locked by another worker past the timeout: dropped
             self._rollback()
         self._pending = []
         self._pending_bytes = 0
 
     def _rollback(self) -> None:
-        if self._db is not None:
+        if self._db is not None and self._db.in_transaction:
             with contextlib.suppress(sqlite3.Error):
-                self._db.rollback()
+                self._db.execute("ROLLBACK")
 
     def _close(self) -> None:
         if self._db is not None:
@@ -129,12 +132,11 @@ def _open(path: Path) -> sqlite3.Connection | None:
     for attempt in range(2):
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            db = sqlite3.connect(path, timeout=2.0, check_same_thread=False)
+            db = sqlite3.connect(path, timeout=2.0, check_same_thread=False, isolation_level=None)
             db.execute("PRAGMA journal_mode=WAL")
             # A cache: an entry lost in a crash is computed again, a damaged file replaced.
             db.execute("PRAGMA synchronous=OFF")
             db.execute("CREATE TABLE IF NOT EXISTS memo (k BLOB PRIMARY KEY, v BLOB NOT NULL)")
-            db.commit()
             return db
         except sqlite3.OperationalError:  # locked, unwritable: another run's, left alone
             return None

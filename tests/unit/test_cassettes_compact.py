@@ -6,6 +6,8 @@ from __future__ import annotations
 import gzip
 import json
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -333,3 +335,39 @@ def test_a_corrupt_memo_value_is_computed_again(memo_dir: Path) -> None:
 def test_compact_suffix_constants() -> None:
     assert compact.plain_name(Path("a.json.gz")) == "a.json"
     assert compact.plain_name(Path("a.json")) == "a.json"
+
+
+_WORKER = """
+import sys
+from pathlib import Path
+from pytest_recfair.cassettes.store import CassetteStore
+from pytest_recfair.replies import parse
+root = Path(sys.argv[1])
+store = CassetteStore(root, "none")
+for n in range(int(sys.argv[2])):
+    assert store.can_replay("t::x", f"e{n}")
+for n in range(400):
+    parse.reply(f"1. Film {n}\\n2. Other {n}\\n", 2)
+print("ok")
+"""
+
+
+@pytest.mark.usefixtures("no_memo")
+def test_concurrent_processes_share_the_cache(tmp_path: Path) -> None:
+    """Two xdist-like workers replaying one folder at once: both finish, every entry is
+    stored once, and a later process finds them all."""
+    for n in range(20):
+        record(tmp_path, f"e{n}", [f"{p} for e{n}" for p in PROMPTS[:3]], n % 2 == 0)
+    script = tmp_path / "worker.py"
+    script.write_text(_WORKER)
+    workers = [
+        subprocess.Popen([sys.executable, str(script), str(tmp_path), "20"], stdout=subprocess.PIPE)
+        for _ in range(2)
+    ]
+    outs = [w.communicate(timeout=120)[0] for w in workers]
+    assert [w.returncode for w in workers] == [0, 0]
+    assert all(out.strip() == b"ok" for out in outs)
+    assert rows(tmp_path) == 20 + 400  # 20 indexes, 400 parsed replies, none twice
+    built = tape_state(CassetteStore(tmp_path, "new_episodes"), "e3")[:5]
+    memo.use(None)
+    assert tape_state(CassetteStore(tmp_path, "none"), "e3")[:5] == built
