@@ -20,6 +20,12 @@ on a shared machine inflate the first, not the second):
 - ``vcrpy``: vcrpy's own replay through httpx (per-entity cassettes, matching method,
   host, path and raw body bytes) of ``--vcr-entities`` entities, extrapolated linearly
   to all entities: the in-run reference for the ratio.
+
+Then the two file formats (issue 24): the size of the cassettes as plain ``.json`` and as
+compact ``.json.gz`` (``python -m pytest_recfair cassettes compact``), and the load +
+index time of each with the replay-index cache (``.recfair_cache/tapes``) off, on its
+first run (entries written), and warm. The reference is the plain format without the
+cache, measured in the same run.
 """
 
 from __future__ import annotations
@@ -29,6 +35,7 @@ import asyncio
 import json
 import os
 import platform
+import shutil
 import statistics
 import sys
 import tempfile
@@ -43,12 +50,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 from _machine import cpu_model
 
+from pytest_recfair.cassettes import compact, tapecache
 from pytest_recfair.cassettes.store import (
     CassetteStore,
     RecordedRequest,
     RecordedResponse,
 )
 from pytest_recfair.providers.transport import CassetteTransport
+from pytest_recfair.replies import memo
 
 TEST_ID = "tests/test_fairness.py::test_movie_recommender[gpt-4o]"
 URL = "https://api.openai.com/v1/chat/completions"
@@ -287,6 +296,55 @@ async def _drive_entity(
     await asyncio.gather(*(one(p) for p in range(n_prompts)))
 
 
+def time_load_uncached(root: Path, n_entities: int) -> Timing:
+    cached = tapecache.load
+    tapecache.load = lambda tape, decode: False  # type: ignore[assignment]
+    try:
+        return time_load(root, n_entities)
+    finally:
+        tapecache.load = cached
+
+
+def time_load_cold(root: Path, n_entities: int) -> Timing:
+    """A first run: no cache yet; storing the indexes (the commit at close) included."""
+    memo.use(None)
+    shutil.rmtree(root / tapecache.CACHE_DIR, ignore_errors=True)
+    t0 = clock()
+    time_load(root, n_entities)
+    memo.use(None)
+    return since(t0)
+
+
+def time_load_warm(root: Path, n_entities: int) -> Timing:
+    """A later run: the cache file opened afresh (as a new process does) and read."""
+    memo.use(None)
+    return time_load(root, n_entities)
+
+
+def formats(root: Path, n_entities: int, runs: int) -> list[tuple[str, Row]]:
+    """Sizes and load times of the plain and the compact format (see the docstring)."""
+    packed = root.with_name(root.name + "-compact")
+    shutil.copytree(root, packed, ignore=shutil.ignore_patterns(tapecache.CACHE_DIR))
+    done = compact.convert(packed, compact=True)
+    print(
+        f"formats: plain {done.before / 1e6:.2f} MB, compact {done.after / 1e6:.2f} MB "
+        f"(x{done.before / done.after:.1f}; {done.after / n_entities * 1000 / 1e6:.2f} MB "
+        "per 1,000 entities)"
+    )
+    rows: list[tuple[str, Row]] = []
+    for name, folder in (("plain", root), ("compact", packed)):
+        for how, fn in (
+            ("no cache", time_load_uncached),
+            ("cache cold", time_load_cold),
+            ("cache warm", time_load_warm),
+        ):
+            row = median_of(runs, lambda fn=fn, folder=folder: fn(folder, n_entities))
+            assert row is not None
+            rows.append((f"load+index {name}, {how}", row))
+    shutil.rmtree(packed)
+    return rows
+
+
 def median_of(runs: int, fn: Callable[[], Timing | None]) -> Row | None:
     walls: list[float] = []
     cpus: list[float] = []
@@ -306,7 +364,17 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--vcr-entities", type=int, default=25)
     ap.add_argument("--target", type=float, default=5.0, help="seconds for the store replay")
+    ap.add_argument("--formats-only", action="store_true", help="only the two formats' rows")
     args = ap.parse_args()
+    if args.formats_only:
+        with tempfile.TemporaryDirectory() as tmp:
+            build(Path(tmp), args.entities, args.prompts)
+            rows = formats(Path(tmp), args.entities, args.runs)
+        for name, (wall, cpu, runs) in rows:
+            shown = ", ".join(f"{t:.2f}" for t in runs)
+            print(f"{name:34} {wall:7.2f} {cpu:7.2f}  [{shown}]")
+        print(f"load average at end: {os.getloadavg()[0]:.1f}")
+        return
     n = args.entities * args.prompts
 
     print(f"machine: {cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}")
@@ -349,12 +417,13 @@ def main() -> None:
             f"median {vres[0]:.2f} s wall -> extrapolated x{scale:g} to {n}"
         )
         rows.append((f"vcrpy (extrapolated x{scale:g})", vcr_full))
+        rows += formats(root, args.entities, args.runs)
 
     print()
-    print(f"{'path':32} {'wall s':>7} {'cpu s':>7} {'us/req':>7}  wall runs")
+    print(f"{'path':34} {'wall s':>7} {'cpu s':>7} {'us/req':>7}  wall runs")
     for name, (wall, cpu, runs) in rows:
         shown = ", ".join(f"{t:.2f}" for t in runs)
-        print(f"{name:32} {wall:7.2f} {cpu:7.2f} {wall / n * 1e6:7.1f}  [{shown}]")
+        print(f"{name:34} {wall:7.2f} {cpu:7.2f} {wall / n * 1e6:7.1f}  [{shown}]")
     print()
     print(
         f"ratio vcrpy / store: {vcr_full[0] / store[0]:.1f}x (wall), "

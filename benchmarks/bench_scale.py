@@ -21,6 +21,15 @@ modules in every run).
 
     .venv/bin/python benchmarks/bench_scale.py [--runs 3] [--large-runs 1]
         [--sizes 250,1000,4000,10000] [--cache DIR]
+
+``--formats N`` measures issue 24's targets at N entities instead (median of ``--runs``):
+the cassettes' size as plain ``.json`` and compact ``.json.gz``, and the replay through
+``pytest --fairness`` of the plain cassettes without the caches (``RECFAIR_CACHE=off``,
+the code before issue 24), of the compact ones on a first run (caches deleted before
+each run) and on later runs (caches warm); each against the bare pytest run measured in
+the same loop, with each run's peak RSS.
+
+    .venv/bin/python benchmarks/bench_scale.py --formats 1000 --runs 5 --cache DIR
 """
 
 from __future__ import annotations
@@ -28,6 +37,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -46,11 +56,13 @@ from _peak import run_measured  # noqa: E402
 PROMPTS_PER_ENTITY = 31  # 30 faireval values + the neutral prompt
 
 
-def run(root: Path, *args: str) -> tuple[float, float, int, str, float]:
+def run(
+    root: Path, *args: str, env_extra: dict[str, str] | None = None
+) -> tuple[float, float, int, str, float]:
     """(wall seconds, peak RSS MB, exit code, output tail, CPU seconds) of one pytest
     child. The CPU time (user + system) is what the wall time is on an idle machine (the
     run is single-threaded but for BLAS), and is far less disturbed by other jobs."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), **(env_extra or {})}
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # as installed: bytecode cached
     cmd = [
         sys.executable,
@@ -134,6 +146,61 @@ def measure(n: int, runs: int, cache: Path | None) -> dict[str, float]:
         }
 
 
+def measure_formats(n: int, runs: int, cache: Path | None) -> int:
+    """Issue 24: size of both formats, replay today / first run / warm vs bare pytest."""
+    from pytest_recfair.cassettes import compact, tapecache
+
+    with project(n, cache) as root:
+        prompts = prepare(root, n)
+        packed = root.with_name(root.name + "-compact")
+        if not packed.is_dir():
+            ignore = shutil.ignore_patterns(tapecache.CACHE_DIR)
+            shutil.copytree(root, packed, ignore=ignore)
+            compact.convert(packed / "fixtures" / "cassettes", compact=True)
+        sizes = {
+            name: sum(p.stat().st_size for p in compact.cassette_files(r / "fixtures/cassettes"))
+            for name, r in (("plain", root), ("compact", packed))
+        }
+        off = {"RECFAIR_CACHE": "off"}
+        for folder in (root, packed):
+            _, _, code, out, _ = run(folder, "--fairness", "--fairness-update", env_extra=off)
+            if code != 0:
+                raise SystemExit(f"warm-up failed ({code}):\n{out}")
+        cached = packed / "fixtures" / "cassettes" / tapecache.CACHE_DIR
+        rows: dict[str, list[tuple[float, float, float]]] = {}
+        for _ in range(runs):
+            for name, folder, env in (
+                ("bare pytest (reference)", root, off),
+                ("plain, no cache (before)", root, off),
+                ("compact, first run", packed, None),
+                ("compact, warm", packed, None),
+            ):
+                if name == "compact, first run":
+                    shutil.rmtree(cached, ignore_errors=True)
+                args = () if name.startswith("bare") else ("--fairness",)
+                wall, peak, code, out, cpu = run(folder, *args, env_extra=env)
+                if code != 0:
+                    raise SystemExit(f"{name} failed ({code}):\n{out}")
+                rows.setdefault(name, []).append((wall, cpu, peak))
+        print(f"load average at end: {os.getloadavg()[0]:.1f}")
+    print(f"\n{n:,} entities, {prompts:,} interactions; medians of {runs} runs")
+    for name, size in sizes.items():
+        print(f"cassettes {name}: {size / 1e6:.2f} MB")
+    ref_wall = statistics.median(w for w, _, _ in rows["bare pytest (reference)"])
+    ref_cpu = statistics.median(c for _, c, _ in rows["bare pytest (reference)"])
+    print("| run | median wall (CPU) | ratio wall (CPU) | peak RSS (max) | walls |")
+    print("| --- | ---: | ---: | ---: | --- |")
+    for name, got in rows.items():
+        wall = statistics.median(w for w, _, _ in got)
+        cpu = statistics.median(c for _, c, _ in got)
+        print(
+            f"| {name} | {wall:.2f} s ({cpu:.2f} s) | x{wall / ref_wall:.1f} "
+            f"(x{cpu / ref_cpu:.1f}) | {max(p for _, _, p in got):.0f} MB | "
+            f"{_list([w for w, _, _ in got])} |"
+        )
+    return 0
+
+
 def _list(xs: list[float]) -> str:
     return ", ".join(f"{x:.2f}" for x in xs)
 
@@ -144,7 +211,12 @@ def main() -> int:
     parser.add_argument("--large-runs", type=int, default=1, help="timed runs above 4,000")
     parser.add_argument("--sizes", default="250,1000,4000,10000", help="entity counts")
     parser.add_argument("--cache", type=Path, default=None, help="keep generated projects here")
+    parser.add_argument("--formats", type=int, default=0, help="issue 24 table at N entities")
     args = parser.parse_args()
+    if args.formats:
+        print(f"machine: {cpu_model()}; {os.cpu_count()} cores; Python {sys.version.split()[0]}")
+        print(f"load average at start: {os.getloadavg()[0]:.1f}")
+        return measure_formats(args.formats, args.runs, args.cache)
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"machine: {cpu_model()}; {os.cpu_count()} cores; Python {sys.version.split()[0]}")
     print(f"load average at start: {os.getloadavg()[0]:.1f}")

@@ -9,6 +9,8 @@
   exit status 1 when B is significantly less fair than A.
 - ``examples [--dir DIR]``: write the input files the docs' examples use (seeds,
   catalogue, candidates) under DIR, at the paths the examples name.
+- ``cassettes compact|expand DIR``: rewrite a cassette folder as gzip-compressed
+  ``.json.gz`` cassettes, or back to plain ``.json`` (docs/cassettes.md).
 
 Bad input is one line on stderr and exit status 2, never a traceback (docs/reports.md).
 """
@@ -116,7 +118,24 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument(
         "--without-role", action="store_true", help="biaslens: the answers without the role"
     )
+    _cassettes_parser(sub)
     return parser
+
+
+def _cassettes_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
+    cas = sub.add_parser("cassettes", help="convert a cassette folder: compact or expand")
+    cas.add_argument(
+        "action", choices=("compact", "expand"), help="compact: to .json.gz; expand: to .json"
+    )
+    cas.add_argument("folder", help="the cassette folder (recfair_cassette_dir)")
+
+
+def _cassettes(args: argparse.Namespace) -> int:
+    from pytest_recfair.cassettes.compact import convert
+
+    to_compact = args.action == "compact"
+    print("\n".join(convert(Path(args.folder), compact=to_compact).lines(to_compact)))
+    return 0
 
 
 def _emit(text: str, output: str | None) -> None:
@@ -257,6 +276,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "report": _report,
     "compare": _compare,
     "examples": _examples,
+    "cassettes": _cassettes,
 }
 
 

@@ -36,6 +36,7 @@ __all__ = [
     "canonical_body",
     "head",
     "index_tape",
+    "note_stale",
     "provenance",
     "valid",
 ]
@@ -196,7 +197,7 @@ def index_tape(tape: Tape, interactions: list[Any], *, records: bool, recording:
     tape.played = bytearray(len(interactions))
     tape.existed = True
     if tape.stale:
-        _note_stale(tape.path, tape.stale, recording)
+        note_stale(tape.path, tape.stale, recording)
 
 
 @functools.lru_cache(maxsize=64)
@@ -217,7 +218,8 @@ def valid(code: object) -> bool:
     return isinstance(code, int) and 200 <= code < 300
 
 
-def _note_stale(path: Path, count: int, records: bool) -> None:
+def note_stale(path: Path, count: int, records: bool) -> None:
+    """Warn that ``path`` holds ``count`` error replies (never replayed)."""
     then = (
         "they are asked again and dropped from the file on save"
         if records

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_recfair.cassettes import compact
 from pytest_recfair.cassettes.store import (
     CassetteStore,
     Key,
@@ -21,7 +22,6 @@ from pytest_recfair.cassettes.store import (
     serialize,
     stored_key,
 )
-from pytest_recfair.fileio import atomic_write_text
 
 __all__ = ["PrunePlan", "apply", "plan"]
 
@@ -60,7 +60,7 @@ def plan(
     if migrate and cassette_root.is_dir():
         CassetteStore(cassette_root).migrate_legacy()
     found = PrunePlan(used=used)
-    for path in sorted(cassette_root.glob("*.json")) if cassette_root.is_dir() else []:
+    for path in compact.cassette_files(cassette_root):
         items = read_interactions(path)
         unused = sum((path.name, stored_key(item)) not in used for item in items)
         if unused:
@@ -81,7 +81,7 @@ def apply(found: PrunePlan) -> None:
             continue
         items = read_interactions(path)
         kept = [item for item in items if (path.name, stored_key(item)) in found.used]
-        atomic_write_text(path, serialize(kept))
+        compact.write(path, serialize(kept))  # in the file's own format
     for path in found.baselines:
         with contextlib.suppress(FileNotFoundError):
             path.unlink()

@@ -1,6 +1,7 @@
 """Record and replay recommender HTTP calls as vcrpy-format JSON cassettes.
 
-Layout: one cassette per seed entity, ``<root>/<entity>.json``, shared by every test of
+Layout: one cassette per seed entity, ``<root>/<entity>.json`` (or ``.json.gz``,
+:mod:`.compact`), shared by every test of
 the project: an interaction is found by what was asked (method, host, path, request body
 with provider and model, repeat), never by the test that asked it, so moving or renaming
 a test costs nothing and an identical prompt in two tests is recorded once. Per-entity
@@ -33,6 +34,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pytest_recfair import secrets as secret_rules
+from pytest_recfair.cassettes import compact as fmt
+from pytest_recfair.cassettes import tapecache
 from pytest_recfair.cassettes import vcr_import as cassette_import
 from pytest_recfair.cassettes.index import (
     Key,
@@ -53,6 +56,7 @@ from pytest_recfair.cassettes.vcrfile import (
     RecordedRequest,
     RecordedResponse,
     body_bytes,
+    decode_native,
     interaction,
     read_interactions,
     read_native,
@@ -64,7 +68,6 @@ from pytest_recfair.cassettes.vcrfile import (
     test_name,
 )
 from pytest_recfair.errors import CassetteError, ConfigError
-from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.kinds import RECORD_MODES, RECORD_OPTION, RecordMode
 from pytest_recfair.secrets import (
     FILTERED,
@@ -128,6 +131,7 @@ class CassetteStore:
         imports: Sequence[Path] = (),
         usage: set[tuple[str, Key]] | None = None,
         rewritten: set[Path] | None = None,
+        compact: bool | None = None,
     ) -> None:
         if mode not in RECORD_MODES:
             raise ConfigError(
@@ -163,6 +167,9 @@ class CassetteStore:
         # a later test that shares an entity keeps what earlier tests recorded into it.
         self.rewritten = rewritten
         self._lock = threading.RLock()
+        # The format of new files: compact (.json.gz), plain (.json), or None: compact
+        # when the folder already holds a compact cassette (decided on the first new file).
+        self.compact = compact
         self.add_secrets(secrets)
 
     # -- configuration
@@ -196,8 +203,19 @@ class CassetteStore:
     # -- layout
 
     def path_for(self, entity_id: str) -> Path:
-        """``<root>/<sanitised entity id>.json``: the same file whichever test asks."""
-        return self.root / f"{sanitize_name(entity_id)}.json"
+        """``<root>/<sanitised entity id>.json`` or ``.json.gz``: the same file whichever
+        test asks. An existing file keeps its format (the compact one when both exist: a
+        conversion writes it before removing the plain one); a new file takes the
+        store's ``compact`` (None: the folder's format)."""
+        name = sanitize_name(entity_id)
+        packed, plain = self.root / f"{name}{fmt.COMPACT}", self.root / f"{name}{fmt.PLAIN}"
+        if packed.is_file():
+            return packed
+        if plain.is_file():
+            return plain
+        if self.compact is None:
+            self.compact = any(fmt.is_compact(p) for p in fmt.cassette_files(self.root))
+        return packed if self.compact else plain
 
     # -- replay
 
@@ -433,7 +451,7 @@ class CassetteStore:
             if self.policy.keeps != "none" and _stamp(tape.path) != tape.stamp:
                 items += self._saved_by_others(tape, items)
             # Written with the one credential list, also what older versions stored.
-            atomic_write_text(tape.path, self._serialize([scrubbed(item) for item in items]))
+            fmt.write(tape.path, self._serialize([scrubbed(item) for item in items]))
             tape.stamp = _stamp(tape.path)
         tape.dirty = False
         if self.rewritten is not None and not self.policy.reads_old:
@@ -460,12 +478,14 @@ class CassetteStore:
     def _load(self, tape: Tape, *, keep: bool = False) -> None:
         """The entity's native file plus its files in the old per-test layout (via vcrpy)."""
         tape.stamp = _stamp(tape.path)  # before reading: a change after it is seen at save
-        items = read_native(tape.path)
         if self._legacy_dirs is None:
             self._legacy_dirs = cassette_import.legacy_dirs(self.root)
-        tape.legacy = [
-            d / tape.path.name for d in self._legacy_dirs if (d / tape.path.name).is_file()
-        ]
+        name = fmt.plain_name(tape.path)  # the old layout wrote .json only
+        tape.legacy = [d / name for d in self._legacy_dirs if (d / name).is_file()]
+        # Replay only: the index comes from the content-keyed cache (.tapecache).
+        if not (keep or self.policy.records or tape.legacy) and tapecache.load(tape, decode_native):
+            return
+        items = read_native(tape.path)
         for old in tape.legacy:
             for item in cassette_import.read_vcr(old):
                 headers = item["request"]["headers"]

@@ -7,6 +7,10 @@ or pytest-recording (YAML or JSON, any layout). vcrpy parses them
 undoes compressed bodies (``vcr.filters.decode_response``), and each interaction is
 handed to :class:`~pytest_recfair.cassettes.store.CassetteStore` in the store's own JSON form,
 so both are matched like native cassettes.
+
+:class:`CompactPersister` is the other direction: it lets vcrpy itself (and
+pytest-recording) read and write the compact ``.json.gz`` cassettes of
+:mod:`pytest_recfair.cassettes.compact` (``my_vcr.register_persister(CompactPersister)``).
 """
 
 from __future__ import annotations
@@ -15,26 +19,61 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from pytest_recfair.cassettes import compact
 from pytest_recfair.errors import CassetteError
 
-__all__ = ["VCR_SUFFIXES", "legacy_dirs", "read_vcr", "vcr_files"]
+__all__ = ["VCR_SUFFIXES", "CompactPersister", "legacy_dirs", "read_vcr", "vcr_files"]
 
 #: File suffixes read as vcrpy cassettes (the serializer follows the suffix).
 VCR_SUFFIXES = (".json", ".yaml", ".yml")
+
+
+class CompactPersister:
+    """A vcrpy persister (``VCR.register_persister``) for cassettes in either of our
+    formats: ``.json.gz`` files are gunzipped on load and gzipped on save (the same
+    bytes the store writes), anything else is read and written as vcrpy's own
+    ``FilesystemPersister`` does. Use it with ``serializer="json"``."""
+
+    @classmethod
+    def load_cassette(cls, cassette_path: str | Path, serializer: Any) -> Any:
+        from vcr.persisters.filesystem import CassetteDecodeError, CassetteNotFoundError
+        from vcr.serialize import deserialize
+
+        path = Path(cassette_path)
+        try:
+            text = compact.read_text(path)
+        except FileNotFoundError:
+            raise CassetteNotFoundError() from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CassetteDecodeError(f"cannot read cassette {path}: {exc}") from None
+        if not text.strip():
+            raise CassetteNotFoundError()  # as vcrpy: an empty file is recorded again
+        return deserialize(text, serializer)
+
+    @staticmethod
+    def save_cassette(cassette_path: str | Path, cassette_dict: Any, serializer: Any) -> None:
+        from vcr.serialize import serialize
+
+        compact.write(Path(cassette_path), serialize(cassette_dict, serializer))
 
 
 def legacy_dirs(root: Path) -> tuple[Path, ...]:
     """The folders of the old per-test layout under ``root`` (``<root>/<test>/``)."""
     if not root.is_dir():
         return ()
-    return tuple(sorted(p for p in root.iterdir() if p.is_dir()))
+    # Hidden folders are not tests' (the parse cache, .recfair_cache, lives there).
+    return tuple(sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")))
 
 
 def vcr_files(paths: tuple[Path, ...]) -> Iterator[Path]:
     """Every cassette file under ``paths`` (files as given; folders searched recursively)."""
     for path in paths:
         if path.is_dir():
-            yield from sorted(p for p in path.rglob("*") if p.suffix in VCR_SUFFIXES)
+            yield from sorted(
+                p
+                for p in path.rglob("*")
+                if p.suffix in VCR_SUFFIXES or p.name.endswith(compact.COMPACT)
+            )
         elif path.is_file():
             yield path
         else:
@@ -47,12 +86,12 @@ def vcr_files(paths: tuple[Path, ...]) -> Iterator[Path]:
 def read_vcr(path: Path) -> list[dict[str, Any]]:
     """The interactions of a vcrpy cassette, in the store's JSON form (text bodies)."""
     # Imported here: a run with only native cassettes never pays for importing vcrpy.
-    from vcr.persisters.filesystem import CassetteNotFoundError, FilesystemPersister
+    from vcr.persisters.filesystem import CassetteNotFoundError
     from vcr.serializers import jsonserializer, yamlserializer
 
     serializer = yamlserializer if path.suffix in (".yaml", ".yml") else jsonserializer
     try:
-        loaded = FilesystemPersister.load_cassette(path, serializer)
+        loaded = CompactPersister.load_cassette(path, serializer)
     except CassetteNotFoundError:
         return []
     except Exception as exc:  # vcrpy raises ValueError, yaml and JSON errors alike

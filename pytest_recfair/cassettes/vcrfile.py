@@ -1,5 +1,6 @@
 """The cassette file format: vcrpy's (JSON serializer, format version 1), so
-``vcr.VCR(serializer="json")`` and pytest-recording read the files.
+``vcr.VCR(serializer="json")`` and pytest-recording read the files; plain (``.json``) or
+gzip-compressed (``.json.gz``, :mod:`.compact`).
 
 An interaction is stored as vcrpy stores it (request method/uri/body/headers, response
 status/headers/body.string), one per line. Requests are written scrubbed: the credential
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from pytest_recfair.cassettes import compact
 from pytest_recfair.errors import CassetteError
 from pytest_recfair.kinds import RECORD_OPTION
 from pytest_recfair.secrets import SECRET_HEADERS, SECRET_QUERY_PARAMS
@@ -36,6 +38,7 @@ __all__ = [
     "RecordedResponse",
     "bad_file",
     "body_bytes",
+    "decode_native",
     "header_value",
     "interaction",
     "read_interactions",
@@ -194,11 +197,19 @@ def read_native(path: Path) -> list[dict[str, Any]]:
     """The interactions of a native cassette file ([] when there is none); a file that is
     not one raises CassetteError saying how to fix it."""
     try:
-        text = path.read_text(encoding="utf-8")
+        text = compact.read_text(path)
     except FileNotFoundError:
         return []
-    except (OSError, UnicodeDecodeError) as exc:
+    except UnicodeDecodeError as exc:
         raise bad_file(path, f"cannot be read as UTF-8 text ({exc})") from None
+    except OSError as exc:  # unreadable, or a .json.gz that is not gzip
+        raise bad_file(path, f"cannot be read ({exc})") from None
+    return decode_native(path, text)
+
+
+def decode_native(path: Path, text: str) -> list[dict[str, Any]]:
+    """The interactions of the text of cassette ``path``; CassetteError when it is not
+    one, saying how to fix it."""
     try:
         data = json.loads(text)
     except ValueError as exc:
@@ -238,7 +249,7 @@ def stored_key(item: Mapping[str, Any]) -> Key:
 
 def read_interactions(path: Path) -> list[dict[str, Any]]:
     """The interactions of a native cassette file (for pruning)."""
-    data = json.loads(path.read_text(encoding="utf-8"))
+    data = json.loads(compact.read_text(path))
     interactions = data.get("interactions") if isinstance(data, dict) else None
     if not isinstance(interactions, list):
         raise CassetteError(f"cassette {path} is not a vcrpy cassette; delete it or fix it.")

@@ -1,0 +1,158 @@
+"""The two cassette file formats and conversion between them.
+
+- ``<entity>.json``: vcrpy's JSON cassette, one interaction per line (readable diffs);
+- ``<entity>.json.gz``: the same text, gzip-compressed (``mtime`` 0, so the same
+  interactions always give the same bytes and git sees no change when nothing changed).
+  An entity's 31 interactions repeat the same system prompt, headers and JSON framing, so
+  gzip's window removes the boilerplate: about 1/13 of the plain size.
+
+Both are read wherever a cassette is read (store, prune, shards, import); an existing
+file keeps its format when it is saved again. vcrpy reads the compact one with the
+persister in :mod:`pytest_recfair.cassettes.vcr_import` (``CompactPersister``).
+
+Pure: no httpx, no vcrpy.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final
+
+from pytest_recfair.errors import CassetteError
+from pytest_recfair.fileio import atomic_write_bytes
+from pytest_recfair.secrets import scrub_values_bytes
+
+__all__ = [
+    "COMPACT",
+    "PLAIN",
+    "Conversion",
+    "cassette_files",
+    "convert",
+    "decompress",
+    "encode",
+    "is_compact",
+    "plain_name",
+    "read_text",
+    "write",
+]
+
+PLAIN: Final = ".json"
+COMPACT: Final = ".json.gz"
+# Level 9: cassettes are written rarely (recording, conversion) and read on every run.
+_LEVEL: Final = 9
+
+
+def is_compact(path: Path) -> bool:
+    return path.name.endswith(COMPACT)
+
+
+def plain_name(path: Path) -> str:
+    """The ``.json`` name of a cassette in either format (the old per-test layout and
+    the conversion use it)."""
+    name = path.name
+    return name[: -len(".gz")] if name.endswith(COMPACT) else name
+
+
+def read_text(path: Path) -> str:
+    """The cassette's JSON text, whichever format. FileNotFoundError passes through; a
+    broken gzip file raises OSError, text that is not UTF-8 UnicodeDecodeError."""
+    return decompress(path, path.read_bytes()).decode("utf-8")
+
+
+def decompress(path: Path, data: bytes) -> bytes:
+    """The JSON bytes of ``data`` read from ``path`` (gunzipped for ``.json.gz``)."""
+    if not is_compact(path):
+        return data
+    try:
+        return gzip.decompress(data)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise OSError(f"not a complete gzip file: {exc}") from None
+
+
+def encode(path: Path, text: str) -> bytes:
+    """The bytes of ``path`` holding ``text``: secret values scrubbed from the text
+    itself (compressed bytes could not be scrubbed afterwards), then gzip for
+    ``.json.gz``."""
+    data = scrub_values_bytes(text.encode("utf-8"))
+    return gzip.compress(data, compresslevel=_LEVEL, mtime=0) if is_compact(path) else data
+
+
+def write(path: Path, text: str) -> None:
+    """``text`` into ``path`` in that path's format, temp-then-rename."""
+    atomic_write_bytes(path, encode(path, text))
+
+
+def cassette_files(root: Path) -> list[Path]:
+    """The cassette files directly in ``root`` (both formats; no hidden files)."""
+    if not root.is_dir():
+        return []
+    return sorted(
+        p
+        for p in root.iterdir()
+        if p.is_file() and not p.name.startswith(".") and p.name.endswith((PLAIN, COMPACT))
+    )
+
+
+@dataclass
+class Conversion:
+    """What ``convert`` did: files converted, bytes before and after, files left alone."""
+
+    converted: list[Path] = field(default_factory=list)
+    before: int = 0
+    after: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+    def lines(self, compact: bool) -> list[str]:
+        verb = "compacted" if compact else "expanded"
+        ratio = f" (x{self.before / self.after:.1f})" if compact and self.after else ""
+        out = [
+            f"{verb} {len(self.converted)} cassette(s): {self.before / 1e6:.2f} MB -> "
+            f"{self.after / 1e6:.2f} MB{ratio}"
+        ]
+        out += [f"  left as is: {why}" for why in self.skipped]
+        return out
+
+
+def convert(root: Path, *, compact: bool) -> Conversion:
+    """Every cassette in ``root`` written in the other format (``compact``: to
+    ``.json.gz``), the same JSON text byte for byte; the old file is removed only after
+    the new one is written and reads back identical. Files that are not cassettes (a
+    sidecar of another module) and entities that have both files are left alone."""
+    if not root.is_dir():
+        raise CassetteError(
+            f"cassette folder {root} does not exist; give the folder holding the "
+            "<entity>.json cassettes (recfair_cassette_dir, fixtures/cassettes by default)."
+        )
+    done = Conversion()
+    for path in cassette_files(root):
+        if is_compact(path) == compact:
+            continue
+        target = root / (f"{path.name}.gz" if compact else plain_name(path))
+        if target.exists():
+            done.skipped.append(f"{path.name}: {target.name} exists too; delete one of them")
+            continue
+        text = read_text(path)
+        if not _is_cassette(text):
+            done.skipped.append(f"{path.name}: not a vcrpy cassette")
+            continue
+        write(target, text)
+        if read_text(target) != text:  # pragma: no cover - a disk that lies
+            target.unlink(missing_ok=True)
+            raise CassetteError(f"{target} did not read back as written; {path} is kept.")
+        done.before += path.stat().st_size
+        done.after += target.stat().st_size
+        path.unlink()
+        done.converted.append(target)
+    return done
+
+
+def _is_cassette(text: str) -> bool:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(data, dict) and isinstance(data.get("interactions"), list)
