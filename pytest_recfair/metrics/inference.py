@@ -6,16 +6,18 @@ Pure numpy. Two parts here (the reasoning and the measured figures are in docs/b
   (entities are the independent units; 93%+ coverage already at 25 entities);
 - SNSR, SNSV and PAFS intervals (a studentised bootstrap inverted) are in :mod:`.spread`;
 - ``drift_test``: every (attribute, metric, statistic) a test gates, tested at once against
-  the stored baseline with a paired sign-flip permutation test (each shared entity's
-  baseline and candidate rows are swapped or not, the SAME swaps for every member of the
-  family) and the Westfall–Young step-down max-T adjustment. The tolerance is the margin:
-  H0 "the statistic worsened by at most ``tolerance``" against H1 "by more".
+  the stored baseline with a paired sign-flip test (each shared entity's contribution
+  flipped or not, the SAME flips for every member of the family), members studentised by
+  their exact flip variance, screened (Romano–Shaikh–Wolf) and adjusted by the
+  Westfall–Young step-down max-T. The tolerance is the margin: H0 "the statistic worsened
+  by at most ``tolerance``" against H1 "by more"; a margin test compares a bias-corrected
+  spread. Each member reports its minimum detectable worsening at 90% power. The
+  arithmetic and why: :mod:`._drift_core`.
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
@@ -25,10 +27,17 @@ import numpy.typing as npt
 
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.kinds import DriftQuantity
-from pytest_recfair.metrics import _weights
+from pytest_recfair.metrics import _drift_core as _core
 from pytest_recfair.metrics._check import check_confidence, check_positive_int, make_rng
+from pytest_recfair.metrics._drift_core import STABLE_DRAWS
+
+# the whole-row swaps the model comparison (.pairs) still uses, re-exported for it
+from pytest_recfair.metrics._swaps import _flips as _flips
+from pytest_recfair.metrics._swaps import _step_down as _step_down
+from pytest_recfair.metrics._swaps import _worsening as _worsening
 
 __all__ = [
+    "STABLE_DRAWS",
     "DriftMember",
     "DriftResult",
     "MemberVerdict",
@@ -123,6 +132,16 @@ class MemberVerdict:
     p_adjusted: float
     failed: bool
     n_paired: int
+    se: float = math.nan  # standard error of the (bias-corrected) worsening
+    margin: float = math.nan  # the margin this member was tested at
+    mde: float = math.nan  # excess over the margin caught with 90% power
+    bias: float = 0.0  # taken off the observed worsening for the spread's upward bias
+    screened: bool = False  # far inside the null: set no critical value
+
+    @property
+    def detectable(self) -> float:
+        """The smallest worsening (a rise of SNSR...) this test catches 9 times in 10."""
+        return self.margin + self.mde
 
 
 @dataclass(frozen=True)
@@ -135,6 +154,7 @@ class DriftResult:
     n_resamples: int
     exact: bool
     n_entities: int
+    screen_level: float = 0.0  # beta of the Romano–Shaikh–Wolf screening (0: none)
 
     @property
     def failed(self) -> bool:
@@ -160,151 +180,6 @@ def _pair_rows(m: DriftMember, index: dict[str, int]) -> tuple[FloatArray, Float
     return base, cand, cols
 
 
-def _flips(rng: np.random.Generator, B: int, E: int) -> tuple[_weights.CountArray, bool]:
-    """(B, E) 0/1 swap indicators (one byte each): all 2**E when that is at most B, else
-    B random draws (made a block of rows at a time: the numbers of one (B, E) draw)."""
-    if E <= 20 and 2**E <= B:
-        codes = np.arange(2**E, dtype=np.int64)
-        return ((codes[:, None] >> np.arange(E)) & 1).astype(np.uint8), True
-    S = np.empty((B, E), dtype=np.uint8)
-    rows = _weights.draw_block_rows(E)
-    for a in range(0, B, rows):
-        S[a : a + rows] = rng.integers(0, 2, size=(min(B, a + rows) - a, E))
-    return S, False
-
-
-def _stat_rows(sums: FloatArray, counts: FloatArray, statistic: DriftQuantity) -> FloatArray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        means = sums / counts
-    if statistic == "unusable":
-        return np.asarray(np.mean(means, axis=-1))
-    mx, mn = np.max(means, axis=-1), np.min(means, axis=-1)
-    if statistic == "snsr":
-        return np.asarray(mx - mn)
-    if statistic == "snsv":
-        return np.asarray(np.std(means, axis=-1))
-    centre = np.mean(means, axis=-1, keepdims=True)
-    return np.asarray(1.0 - np.mean(np.abs(means - centre), axis=-1))
-
-
-def _sum_count(rows: FloatArray) -> tuple[FloatArray, FloatArray]:
-    valid = ~np.isnan(rows)
-    return np.where(valid, rows, 0.0).sum(axis=0), valid.sum(axis=0).astype(np.float64)
-
-
-@dataclass(frozen=True)
-class _Swaps:
-    """One member's input to the swaps: observed statistics, the column sums and counts
-    of both runs."""
-
-    pb: float
-    pc: float
-    sums: tuple[FloatArray, FloatArray, FloatArray, FloatArray]  # sb, sc, kb, kc
-    n: int
-
-
-def _swap_inputs(
-    base: FloatArray, cand: FloatArray, statistic: DriftQuantity, centre: bool
-) -> tuple[_Swaps, FloatArray]:
-    """The member's swaps and what swapping each entity moves into the baseline (E, 2V).
-
-    ``centre`` (the margin null, see drift_test): swap the baseline rows shifted by the
-    observed difference of the value means, so both runs have the candidate's value means
-    and the swaps measure noise only, not the difference being tested.
-    """
-    pb0, pc0 = _stat_rows(*_sum_count(base), statistic), _stat_rows(*_sum_count(cand), statistic)
-    if centre:
-        with np.errstate(invalid="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            shift = np.nanmean(cand, axis=0) - np.nanmean(base, axis=0)
-        base = base + np.nan_to_num(shift)
-    vb, vc = ~np.isnan(base), ~np.isnan(cand)
-    b0, c0 = np.where(vb, base, 0.0), np.where(vc, cand, 0.0)
-    nb, nc = vb.astype(np.float64), vc.astype(np.float64)
-    sums = (b0.sum(0), c0.sum(0), nb.sum(0), nc.sum(0))
-    moves = np.concatenate([c0 - b0, nc - nb], axis=1)
-    return _Swaps(float(pb0), float(pc0), sums, base.shape[0]), moves
-
-
-def _all_swaps(
-    members: Sequence[DriftMember],
-    paired: list[tuple[FloatArray, FloatArray, list[int]]],
-    margins: Sequence[float],
-    S: _weights.CountArray,
-) -> tuple[list[_Swaps], list[FloatArray]]:
-    """Every member's swaps and (B, 2V) shifts from ONE pass over the (B, E) flips: each
-    member's moves sit in its entities' rows of one matrix (zero elsewhere). ``paired``
-    is emptied on the way (its rows are not needed once moved)."""
-    widths = [2 * base.shape[1] for base, _, _ in paired]
-    X = np.zeros((S.shape[1], sum(widths)), dtype=np.float64)
-    swaps, at = [], 0
-    for j, (m, w) in enumerate(zip(members, widths, strict=True)):
-        base, cand, rows = paired[j]
-        sw, X[rows, at : at + w] = _swap_inputs(base, cand, m.statistic, margins[j] > 0)
-        swaps.append(sw)
-        empty = np.empty((0, base.shape[1]))
-        paired[j] = (empty, empty, [])
-        at += w
-    (shifts,) = _weights.products(S, X)
-    return swaps, np.split(shifts, np.cumsum(widths)[:-1], axis=1)
-
-
-def _worsening(
-    base: FloatArray,
-    cand: FloatArray,
-    S: _weights.CountArray,
-    statistic: DriftQuantity,
-    centre: bool,
-) -> tuple[float, float, float, FloatArray]:
-    """Observed baseline/candidate statistic, worsening, and worsening under each swap of
-    one member on its own (``S``: its entities' columns of the flips)."""
-    sw, moves = _swap_inputs(base, cand, statistic, centre)
-    (shifts,) = _weights.products(S, moves)
-    return _swap_stats(sw, shifts, statistic, centre)
-
-
-def _swap_stats(
-    sw: _Swaps, shifts: FloatArray, statistic: DriftQuantity, centre: bool
-) -> tuple[float, float, float, FloatArray]:
-    """Observed baseline/candidate statistic, worsening, and worsening under each swap."""
-    shift_s, shift_n = np.split(shifts, 2, axis=1)  # moved into the baseline
-    sb, sc, kb, kc = sw.sums
-    perm_b = _stat_rows(sb + shift_s, kb + shift_n, statistic)
-    perm_c = _stat_rows(sc - shift_s, kc - shift_n, statistic)
-    sign = -1.0 if statistic == "pafs" else 1.0  # a PAFS drop is the worsening
-    perm = sign * (perm_c - perm_b)
-    if centre:
-        perm = perm * _small_sample_factor(sw.n)
-    return sw.pb, sw.pc, sign * (sw.pc - sw.pb), perm
-
-
-def _small_sample_factor(n: int) -> float:
-    """Widen the centred swap distribution as a t-test widens a z-test.
-
-    Centring removes the exact invariance of the swap test, so the observed statistic is
-    compared with a normal-like reference using an estimated spread: scale it by
-    sqrt(n / (n - 1)) (the centred spread's bias) and t_{n-1} / z at the 95% quantile.
-    """
-    if n < 3:
-        return 1.0
-    return math.sqrt(n / (n - 1)) * t_quantile(0.95, n - 1) / NormalDist().inv_cdf(0.95)
-
-
-def _step_down(T: FloatArray, Tp: FloatArray, exact: bool) -> tuple[FloatArray, FloatArray]:
-    """Raw and Westfall–Young step-down max-T adjusted p-values (T: (m,), Tp: (B, m))."""
-    B = Tp.shape[0]
-    extra = 0 if exact else 1  # random draws: count the observed data as one more draw
-    raw = (extra + np.sum(Tp >= T, axis=0)) / (B + extra)
-    order = np.argsort(-T, kind="stable")
-    # successive maxima over the members ranked r and below (least significant last)
-    tail = np.maximum.accumulate(Tp[:, order[::-1]], axis=1)[:, ::-1]
-    p_sorted = (extra + np.sum(tail >= T[order], axis=0)) / (B + extra)
-    p_sorted = np.maximum.accumulate(p_sorted)
-    adjusted = np.empty_like(p_sorted)
-    adjusted[order] = p_sorted
-    return raw, adjusted
-
-
 def _check_gate(tolerance: object, alpha: object) -> tuple[float, float]:
     if isinstance(tolerance, bool) or not isinstance(tolerance, int | float):
         raise ConfigError(f"tolerance must be a number >= 0; got {tolerance!r}.")
@@ -313,6 +188,51 @@ def _check_gate(tolerance: object, alpha: object) -> tuple[float, float]:
     if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
         raise ConfigError(f"alpha must be strictly between 0 and 1, e.g. 0.05; got {alpha!r}.")
     return float(tolerance), float(alpha)
+
+
+def _small_sample_factor(n: int) -> float:
+    """Widen a margin member's reference as a t-test widens a z-test: its standard error
+    is estimated (the contributions are centred), so scale by t_{n-1} / z at the 95% point."""
+    if n < 3:
+        return 1.0
+    return t_quantile(0.95, n - 1) / NormalDist().inv_cdf(0.95)
+
+
+def _linear(m: DriftMember, base: FloatArray, cand: FloatArray, margin: float) -> _core.Linear:
+    sign = -1.0 if m.statistic == "pafs" else 1.0  # a PAFS drop is the worsening
+    if margin > 0:
+        return _core.linear_margin(base, cand, m.statistic, sign)
+    return _core.linear_exact(base, cand, m.statistic, sign)
+
+
+def _observed(base: FloatArray, cand: FloatArray, statistic: DriftQuantity) -> tuple[float, float]:
+    return (
+        float(_core.stat_rows(_core.col_means(base)[0], statistic)),
+        float(_core.stat_rows(_core.col_means(cand)[0], statistic)),
+    )
+
+
+def _standardise(
+    lins: Sequence[_core.Linear], paired: Sequence[_Paired], margins: Sequence[float], E: int
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Observed T (m,), the (E, m) contributions scaled to unit flip variance, factors."""
+    m = len(lins)
+    T, U, factor = np.full(m, -np.inf), np.zeros((E, m)), np.ones(m)
+    for j, (lin, (_, _, rows), margin) in enumerate(zip(lins, paired, margins, strict=True)):
+        flip_sd = float(np.sqrt(np.sum(lin.contrib**2)))
+        excess = lin.stat - margin
+        if not math.isfinite(excess):
+            continue
+        if flip_sd > 0:
+            U[rows, j] = lin.contrib / flip_sd
+            factor[j] = _small_sample_factor(len(rows)) if margin > 0 else 1.0
+            T[j] = excess / lin.se
+        elif excess > 1e-12:  # every entity moved the same way: no noise to hide behind
+            T[j] = np.inf
+    return T, U, factor
+
+
+_Paired = tuple[FloatArray, FloatArray, list[int]]
 
 
 def drift_test(
@@ -325,41 +245,59 @@ def drift_test(
 ) -> DriftResult:
     """Test every member for a worsening beyond ``tolerance``; family-wise error <= alpha.
 
-    ``n_resamples`` is raised to ``required_resamples(alpha)`` when lower. A family whose
-    paired entities are too few for any p-value to reach alpha raises DataError.
+    ``n_resamples`` is raised to ``required_resamples(alpha)`` and to
+    ``STABLE_DRAWS`` when lower (all 2**E flips when fewer). A family whose paired
+    entities are too few for any p-value to reach alpha raises DataError.
     """
     tol, a_level = _check_gate(tolerance, alpha)
     B = max(check_positive_int(n_resamples, "n_resamples"), required_resamples(a_level))
+    B = max(B, STABLE_DRAWS)
     rng = make_rng(seed)
     index: dict[str, int] = {}
     paired = [_pair_rows(m, index) for m in members]
-    S, exact = _flips(rng, B, len(index))
     margins = [tol if m.margin is None else _check_gate(m.margin, a_level)[0] for m in members]
-    swaps, shifts = _all_swaps(members, paired, margins, S)
-    rows = []
-    T = np.full(len(members), -np.inf)
-    Tp = np.zeros((S.shape[0], len(members)))
-    for j, (m, sw, margin) in enumerate(zip(members, swaps, margins, strict=True)):
-        pb, pc, worse, perm = _swap_stats(sw, shifts[j], m.statistic, margin > 0)
-        # At margin 0 the observed data count as one more swap: a swap-invariant spread.
-        sd = float(np.nanstd(perm if exact or margin > 0 else np.append(perm, worse)))
-        if sd > 0 and math.isfinite(worse):
-            T[j] = (worse - margin) / sd
-            Tp[:, j] = np.where(np.isnan(perm), np.inf, perm / sd)
-        q = float(np.nanquantile(perm, 1 - a_level)) if sd > 0 else 0.0
-        rows.append((m, pb, pc, worse, worse - q, sw.n))
-    worse_than_margin = any(
-        w - (tol if m.margin is None else m.margin) > 0 for m, _, _, w, _, _ in rows
-    )
-    if exact and 1.0 / S.shape[0] > a_level / 2 and worse_than_margin:
+    E = len(index)
+    exact = E <= 20 and 2**E <= B
+    lins = [_linear(m, b, c, g) for m, (b, c, _), g in zip(members, paired, margins, strict=True)]
+    T, U, factor = _standardise(lins, paired, margins, E)
+    Tp = _core.reference(rng, U, B, exact) * factor
+    observed = [_observed(b, c, m.statistic) for m, (b, c, _) in zip(members, paired, strict=True)]
+    worse = [
+        (-1.0 if m.statistic == "pafs" else 1.0) * (pc - pb)
+        for m, (pb, pc) in zip(members, observed, strict=True)
+    ]
+    if (
+        exact
+        and 1.0 / Tp.shape[0] > a_level / 2
+        and any(w - g > 0 for w, g in zip(worse, margins, strict=True))
+    ):
         raise DataError(
-            f"only {len(index)} entities are shared with the baseline: the smallest attainable "
-            f"p-value 1/{S.shape[0]} cannot reach alpha {a_level:g}, so a worsening cannot be "
+            f"only {E} entities are shared with the baseline: the smallest attainable "
+            f"p-value 1/{Tp.shape[0]} cannot reach alpha {a_level:g}, so a worsening cannot be "
             f"tested; gate at least {math.ceil(math.log2(2 / a_level))} entities."
         )
-    raw, adj = _step_down(T, Tp, exact)
-    verdicts = tuple(
-        MemberVerdict(m.key, m.statistic, pb, pc, w, lb, float(r), float(p), bool(p <= a_level), n)
-        for (m, pb, pc, w, lb, n), r, p in zip(rows, raw, adj, strict=True)
-    )
-    return DriftResult(verdicts, tol, a_level, int(S.shape[0]), exact, len(index))
+    sc = _core.screen_and_adjust(T, Tp, exact, a_level)
+    verdicts = []
+    for j, m in enumerate(members):
+        lin, (pb, pc), n = lins[j], observed[j], len(paired[j][2])
+        q = float(np.quantile(Tp[:, j], 1 - a_level)) if lin.se > 0 else 0.0
+        verdicts.append(
+            MemberVerdict(
+                m.key,
+                m.statistic,
+                pb,
+                pc,
+                worse[j],
+                lin.stat - q * lin.se,
+                float(sc.raw[j]),
+                float(sc.adjusted[j]),
+                bool(sc.adjusted[j] <= a_level),
+                n,
+                se=lin.se,
+                margin=margins[j],
+                mde=_core.mde(lin.se, float(sc.critical[j])),
+                bias=lin.bias,
+                screened=bool(sc.shift[j] < 0),
+            )
+        )
+    return DriftResult(tuple(verdicts), tol, a_level, int(Tp.shape[0]), exact, E, sc.beta)

@@ -1,0 +1,277 @@
+"""The arithmetic of the drift test: linearised members, bias, reference, screening, power.
+
+Pure numpy; :func:`pytest_recfair.metrics.inference.drift_test` assembles it. Why each
+part (the simulations are in benchmarks/drift_test_validity.py, figures in
+docs/baselines.md):
+
+- **Linearised, exactly studentised members.** A member's statistic (SNSR, SNSV, PAFS of
+  the value means, or the unusable share) is approximated to first order by a sum of one
+  contribution per shared entity. A sign flip of those contributions has the variance
+  ``sum(a_i**2)`` in closed form, so every member is scaled by a number that does not
+  depend on the random flips: the same data give the same p-value whatever the seed (up to
+  the Monte Carlo error of the max-T reference, kept below 0.01 by ``STABLE_DRAWS``).
+- **Margin 0 stays exact.** With no margin the contributions are the entities' paired
+  differences weighted by a gradient taken at the pooled (baseline + candidate) means: a
+  swap of an entity's two rows flips its contribution's sign and changes nothing else,
+  so the sign-flip test is exact (and with every swap enumerated, exactly alpha).
+- **Margin > 0: a bias-corrected spread.** The range of estimated means is biased upward,
+  most when values tie, so a candidate whose values come to tie looks worse than it is.
+  Each run's bias is integrated numerically (a fixed Gaussian rule over the covariance of
+  its value means: deterministic, no seed), the candidate's at its means with near-ties
+  (gaps within ``TIE_GAP`` standard errors) closed, the baseline's at its means as
+  observed: the candidate's bias is over- and the baseline's under-estimated, so the
+  correction can only make the test more careful.
+- **Screening (Romano, Shaikh & Wolf 2014).** A member whose upper confidence bound
+  (level 1 - beta) lies below its margin is shifted down by that distance in the max-T
+  reference, so members far inside the null no longer set the critical value; the test
+  then runs at alpha - beta (beta = alpha / 10), which keeps the family-wise level alpha.
+- **Power.** Each member's minimum detectable excess at 90% power is
+  (c + z_0.9) x SE, c its family critical value: ``margin + mde`` is the smallest rise the
+  test catches nine times in ten.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+import numpy.typing as npt
+
+from pytest_recfair.kinds import DriftQuantity
+from pytest_recfair.metrics import _weights
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Draws of the max-T reference at least (raised from n_resamples): its Monte Carlo error
+#: moves a p-value by less than 0.01 between two seeds 99 times in 100.
+STABLE_DRAWS = 50_000
+#: Gaps between ordered candidate means within this many standard errors count as ties
+#: when the candidate's bias is integrated (chosen by simulation; docs/baselines.md).
+TIE_GAP = 1.0
+#: The share of alpha spent on the screening's confidence bound.
+SCREEN_SHARE = 0.1
+#: Points of the fixed Gaussian rule the bias is integrated with (antithetic pairs).
+_RULE_POINTS = 2048
+_Z90 = NormalDist().inv_cdf(0.9)
+
+
+@dataclass(frozen=True)
+class Linear:
+    """One member, linearised: statistic to test, margin, per-entity contributions."""
+
+    stat: float  # the statistic the test compares with the margin (bias-corrected)
+    bias: float  # how much was taken off the observed worsening for the spread's bias
+    contrib: FloatArray  # (n,) one contribution per paired entity
+    se: float  # standard error of ``stat`` (0: no variation at all)
+
+
+def stat_rows(means: FloatArray, statistic: DriftQuantity) -> FloatArray:
+    """The statistic of value means over the last axis."""
+    if statistic == "unusable":
+        return np.asarray(np.mean(means, axis=-1))
+    if statistic == "snsr":
+        return np.asarray(np.max(means, axis=-1) - np.min(means, axis=-1))
+    if statistic == "snsv":
+        return np.asarray(np.std(means, axis=-1))
+    centre = np.mean(means, axis=-1, keepdims=True)
+    return np.asarray(1.0 - np.mean(np.abs(means - centre), axis=-1))
+
+
+def col_means(X: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Column means over non-NaN cells and their counts."""
+    valid = ~np.isnan(X)
+    k = valid.sum(axis=0).astype(np.float64)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(valid, X, 0.0).sum(axis=0) / k, k
+
+
+def _mean_cov(X: FloatArray, k: FloatArray, m: FloatArray) -> FloatArray:
+    """Covariance of the column means (NaN cells contribute nothing)."""
+    n = X.shape[0]
+    C = np.where(np.isnan(X), 0.0, X - m)
+    kk = np.maximum(np.outer(k, k), 1.0)
+    cov = (C.T @ C) / kk
+    return np.asarray(cov * (n / max(n - 1, 1)), dtype=np.float64)
+
+
+def _pair_sd(cov: FloatArray, v: int) -> FloatArray:
+    d = np.diag(cov)
+    return np.asarray(np.sqrt(np.maximum(d + d[v] - 2 * cov[:, v], 1e-24)), dtype=np.float64)
+
+
+def _soft_end(m: FloatArray, cov: FloatArray, top: bool) -> FloatArray:
+    """Weights of the max (or min): values within noise of the end share it."""
+    v = int(np.argmax(m) if top else np.argmin(m))
+    gap = (m[v] - m) if top else (m - m[v])
+    w = 2.0 * np.array([NormalDist().cdf(-g) for g in gap / _pair_sd(cov, v)])
+    w[v] = 1.0
+    return np.asarray(w / w.sum(), dtype=np.float64)
+
+
+def gradient(m: FloatArray, cov: FloatArray, statistic: DriftQuantity) -> FloatArray:
+    """d statistic / d value means (the max and min spread over near-ties)."""
+    V = m.size
+    if statistic == "unusable":
+        return np.full(V, 1.0 / V)
+    if statistic == "snsr":
+        return _soft_end(m, cov, True) - _soft_end(m, cov, False)
+    dev = m - m.mean()
+    if statistic == "snsv":
+        sd = float(np.sqrt(np.mean(dev**2)))
+        return dev / (V * sd) if sd > 0 else np.zeros(V)
+    s = np.sign(dev)
+    return np.asarray(-(s - s.mean()) / V, dtype=np.float64)
+
+
+@functools.lru_cache(maxsize=32)
+def _rule(V: int) -> FloatArray:
+    """A fixed Gaussian integration rule (not a resample: no seed reaches it)."""
+    z = np.random.default_rng(20_231_126).standard_normal((_RULE_POINTS // 2, V))
+    return np.concatenate([z, -z])
+
+
+def _root(cov: FloatArray) -> FloatArray:
+    vals, vecs = np.linalg.eigh((cov + cov.T) / 2)
+    return np.asarray(vecs * np.sqrt(np.clip(vals, 0.0, None)), dtype=np.float64)
+
+
+def bias(m: FloatArray, cov: FloatArray, statistic: DriftQuantity) -> float:
+    """E[statistic(means + noise)] - statistic(means), noise ~ N(0, cov)."""
+    if statistic == "unusable" or m.size < 2 or not np.all(np.isfinite(m)):
+        return 0.0
+    draws = m + _rule(m.size) @ _root(cov).T
+    return float(np.mean(stat_rows(draws, statistic)) - stat_rows(m, statistic))
+
+
+def close_ties(m: FloatArray, cov: FloatArray, gap_se: float = TIE_GAP) -> FloatArray:
+    """``m`` with every gap between neighbouring ordered means shortened by ``gap_se``
+    standard errors of that gap (at least to 0): near-ties become ties."""
+    order = np.argsort(-m, kind="stable")
+    out = m.copy()
+    for a, b in itertools.pairwise(order):
+        gap = m[a] - m[b]
+        sd = float(_pair_sd(cov, int(a))[b])
+        out[b] = out[a] - max(0.0, gap - gap_se * sd)
+    return np.asarray(out + (m.max() - out.max()), dtype=np.float64)
+
+
+def _entity_terms(X: FloatArray, m: FloatArray, k: FloatArray, g: FloatArray) -> FloatArray:
+    with np.errstate(invalid="ignore", divide="ignore"):
+        C = np.where(np.isnan(X), 0.0, (X - m) / k)
+    return np.asarray(C @ g, dtype=np.float64)
+
+
+def linear_margin(
+    base: FloatArray, cand: FloatArray, statistic: DriftQuantity, sign: float
+) -> Linear:
+    """A member with a margin > 0: bias-corrected worsening, centred contributions."""
+    mb, kb = col_means(base)
+    mc, kc = col_means(cand)
+    cb, cc = _mean_cov(base, kb, mb), _mean_cov(cand, kc, mc)
+    worse = sign * float(stat_rows(mc, statistic) - stat_rows(mb, statistic))
+    spread = statistic != "unusable"
+    b_c = bias(close_ties(mc, cc), cc, statistic) if spread else 0.0
+    b_b = bias(mb, cb, statistic) if spread else 0.0
+    corr = sign * (b_c - b_b) if math.isfinite(b_c - b_b) else 0.0
+    a = _entity_terms(cand, mc, kc, gradient(mc, cc, statistic))
+    a = sign * (a - _entity_terms(base, mb, kb, gradient(mb, cb, statistic)))
+    n = a.size
+    se = float(np.sqrt(np.sum(a**2) * n / max(n - 1, 1)))
+    return Linear(worse - corr, corr, np.where(np.isfinite(a), a, 0.0), se)
+
+
+def linear_exact(
+    base: FloatArray, cand: FloatArray, statistic: DriftQuantity, sign: float
+) -> Linear:
+    """A member with margin 0: paired differences weighted by the pooled gradient, the
+    same for a swapped pair of runs (so the sign-flip test is exact)."""
+    both = ~(np.isnan(base) | np.isnan(cand))
+    b0, c0 = np.where(both, base, 0.0), np.where(both, cand, 0.0)
+    k = both.sum(axis=0).astype(np.float64)
+    pooled = np.where(both, (b0 + c0) / 2, np.nan)
+    mp, _ = col_means(pooled)
+    g = gradient(mp, _mean_cov(pooled, k, mp), statistic)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        d = np.where(both, (c0 - b0) / np.maximum(k, 1.0), 0.0) @ g
+    d = sign * np.where(np.isfinite(d), d, 0.0)
+    return Linear(float(d.sum()), 0.0, d, float(np.sqrt(np.sum(d**2))))
+
+
+def reference(rng: np.random.Generator, U: FloatArray, draws: int, exact: bool) -> FloatArray:
+    """(draws, m) sign-flip reference ``s @ U`` (s in {-1, +1}); all 2**E flips when
+    ``exact``. Drawn a block of rows at a time, so the (draws, E) flips are never held."""
+    E = U.shape[0]
+    colsum = U.sum(axis=0)
+    if exact:
+        codes = np.arange(2**E, dtype=np.int64)
+        S = ((codes[:, None] >> np.arange(E)) & 1).astype(np.uint8)
+        (P,) = _weights.products(S, U)
+        return np.asarray(2 * P - colsum, dtype=np.float64)
+    out = np.empty((draws, U.shape[1]), dtype=np.float64)
+    rows = _weights.draw_block_rows(E)
+    for a in range(0, draws, rows):
+        n = min(draws, a + rows) - a
+        bits = np.unpackbits(rng.integers(0, 256, size=(n, (E + 7) // 8), dtype=np.uint8), axis=1)
+        (P,) = _weights.products(bits[:, :E], U)
+        out[a : a + n] = 2 * P - colsum
+    return out
+
+
+def step_down(T: FloatArray, Tp: FloatArray, exact: bool) -> tuple[FloatArray, FloatArray]:
+    """Raw and Westfall–Young step-down max-T adjusted p-values (T: (m,), Tp: (B, m))."""
+    B = Tp.shape[0]
+    extra = 0 if exact else 1  # random draws: count the observed data as one more draw
+    raw = (extra + np.sum(Tp >= T, axis=0)) / (B + extra)
+    order = np.argsort(-T, kind="stable")
+    tail = np.maximum.accumulate(Tp[:, order[::-1]], axis=1)[:, ::-1]
+    p_sorted = (extra + np.sum(tail >= T[order], axis=0)) / (B + extra)
+    p_sorted = np.maximum.accumulate(p_sorted)
+    adjusted = np.empty_like(p_sorted)
+    adjusted[order] = p_sorted
+    return raw, adjusted
+
+
+@dataclass(frozen=True)
+class Screened:
+    """The family's p-values after screening, and what the power figures need."""
+
+    raw: FloatArray
+    adjusted: FloatArray
+    shift: FloatArray  # (m,) each member's shift in the reference (<= 0; 0: kept)
+    critical: FloatArray  # (m,) each member's critical value at the family's level
+    beta: float
+
+
+def screen_and_adjust(T: FloatArray, Tp: FloatArray, exact: bool, alpha: float) -> Screened:
+    """Romano–Shaikh–Wolf two-step then step-down max-T (a single member: no screening)."""
+    m = T.size
+    beta = SCREEN_SHARE * alpha if m > 1 else 0.0
+    shift = np.zeros(m)
+    if beta > 0:
+        c_beta = float(np.quantile(np.max(Tp, axis=1), 1 - beta))
+        shift = np.minimum(0.0, np.where(np.isfinite(T), T + c_beta, -np.inf))
+    shifted = Tp + np.where(np.isfinite(shift), shift, -1e300)
+    raw, _ = step_down(T, Tp, exact)
+    _, adj_s = step_down(T, shifted, exact)
+    # reject at alpha iff the screened p <= alpha - beta: report it scaled by
+    # alpha / (alpha - beta), so "p <= alpha" stays the verdict (never below the raw p)
+    adjusted = np.minimum(1.0, np.maximum(adj_s / (1.0 - SCREEN_SHARE) if beta else adj_s, raw))
+    level = alpha - beta
+    crit = np.empty(m)
+    if m > 1:  # each member unscreened (its power is asked at a rise): max of the others
+        part = np.partition(shifted, m - 2, axis=1)
+        first, second = part[:, m - 1], part[:, m - 2]
+        top = np.argmax(shifted, axis=1)
+    for j in range(m):
+        others = np.where(top == j, second, first) if m > 1 else np.full(Tp.shape[0], -np.inf)
+        crit[j] = float(np.quantile(np.maximum(others, Tp[:, j]), 1 - level))
+    return Screened(raw, np.where(np.isfinite(T), adjusted, 1.0), shift, crit, beta)
+
+
+def mde(se: float, critical: float) -> float:
+    """Minimum detectable excess over the margin at 90% power."""
+    return (critical + _Z90) * se if se > 0 and math.isfinite(critical) else math.nan
