@@ -14,7 +14,7 @@ are still compared and reported in ``deltas``. Pure: no pytest, no httpx.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,12 +99,16 @@ def _value_mismatch(a: AttributeResult, b: AttributeResult, test_id: str) -> Gat
 
 
 def _members(
-    pairs: Sequence[tuple[AttributeResult, AttributeResult]], gated: Sequence[Statistic]
+    pairs: Sequence[tuple[AttributeResult, AttributeResult]],
+    gated: Sequence[Statistic],
+    floors: Mapping[tuple[str, str, str], float] | None = None,
+    tolerance: float = 0.0,
 ) -> list[inference.DriftMember]:
     out: list[inference.DriftMember] = []
     seen: set[str] = set()
     for a, b in pairs:
         for stat in gated:
+            floor = (floors or {}).get((a.attribute.casefold(), a.metric, stat), 0.0)
             out.append(
                 inference.DriftMember(
                     (a.attribute, a.metric, stat),
@@ -113,10 +117,12 @@ def _members(
                     np.asarray(b.matrix.sims, dtype=np.float64),
                     a.matrix.entities,
                     _aligned(a, b, "sims"),
+                    margin=max(tolerance, floor) if floor > tolerance else None,
                 )
             )
         if a.attribute.casefold() not in seen:  # replies are shared by the metrics
             seen.add(a.attribute.casefold())
+            floor = (floors or {}).get((a.attribute.casefold(), a.metric, "unusable"), 0.0)
             out.append(
                 inference.DriftMember(
                     (a.attribute, a.metric, "unusable"),
@@ -125,7 +131,7 @@ def _members(
                     np.asarray(b.matrix.missing, dtype=np.float64),
                     a.matrix.entities,
                     _aligned(a, b, "missing"),
-                    margin=0.0,
+                    margin=floor,
                 )
             )
     return out
@@ -154,7 +160,7 @@ def _failure(
         v.key[0],
         v.statistic,
         value=v.candidate if now is None else now.value,
-        limit=0.0 if v.statistic == "unusable" else res.tolerance,
+        limit=_margin(v, res),
         baseline=v.baseline if before is None else before.value,
         baseline_ci=None if before is None else before.ci,
         p_value=v.p_adjusted,
@@ -169,6 +175,8 @@ def _failure(
 
 
 def _margin(v: inference.MemberVerdict, res: inference.DriftResult) -> float:
+    if math.isfinite(v.margin):  # the member's own (a baseline floor may raise it)
+        return v.margin
     return 0.0 if v.statistic == "unusable" else res.tolerance
 
 
@@ -191,14 +199,18 @@ def evaluate_drift(
     alpha: float = 0.05,
     seed: int = 0,
     n_resamples: int = 2000,
+    floors: Mapping[tuple[str, str, str], float] | None = None,
 ) -> Drift:
-    """Test ``result`` against ``baseline`` (a compatible one) as one family."""
+    """Test ``result`` against ``baseline`` (a compatible one) as one family.
+
+    ``floors`` (``gate.floor.floors``: (attribute casefolded, metric, statistic) -> the
+    baseline's noise floor) raises a member's margin to at least its floor."""
     pairs, notes = paired(result, baseline)
     tid = result.meta.test_id
     mismatched = [f for f in (_value_mismatch(a, b, tid) for a, b in pairs) if f is not None]
     pairs = [(a, b) for a, b in pairs if _value_mismatch(a, b, tid) is None]
     deltas = {a.attribute: _deltas(a, b) for a, b in pairs}
-    members = _members(pairs, gated)
+    members = _members(pairs, gated, floors, tolerance)
     if not members:
         return Drift(tuple(mismatched), tuple(notes), deltas)
     try:
