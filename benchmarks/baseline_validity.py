@@ -188,7 +188,7 @@ def _moved(args: argparse.Namespace, effects: tuple[dict[str, Any], dict[str, An
     for r in range(args.runs):
         prof = Hetero(rng)
         base = stored(prof.run(effects[0]))
-        hits += not gate(prof.run(effects[1]), base, TOL, args.floor, r).passed
+        hits += not gate(prof.run(effects[1]), base, args.tol, args.floor, r).passed
     return hits
 
 
@@ -206,8 +206,12 @@ def ties(args: argparse.Namespace, _: Any) -> list[str]:
 
 
 def power(args: argparse.Namespace, _: Any) -> list[str]:
-    hits = _moved(args, _rise_effects(TOL + 0.03))
-    return [f"| hetero, religion SNSR +{TOL + 0.03:g} | {TOL:g} | {rate(hits, args.runs)} |"]
+    rise = max(args.tol, 0.02) + 0.03
+    hits = _moved(args, _rise_effects(rise))
+    return [
+        f"| hetero, religion SNSR +{rise:g}, baseline_floor {args.floor:g} | {args.tol:g} | "
+        f"{rate(hits, args.runs)} |"
+    ]
 
 
 def _reported_detectable(args: argparse.Namespace) -> float:
@@ -262,6 +266,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=200, help="runs per setting")
     ap.add_argument("--draws", type=int, default=_drift_core.STABLE_DRAWS)
+    ap.add_argument("--tol", type=float, default=TOL, help="power: the tolerance")
     ap.add_argument("--floor", type=float, default=1.645, help="baseline_floor studied")
     ap.add_argument(
         "--floors", type=float, nargs="+", default=[0.0, 1.645], help="conditional: floors"

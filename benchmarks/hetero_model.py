@@ -8,7 +8,8 @@ Written to be as strong as the one issue 23 describes (its own code, not the sim
 - a FIXED entity x value interaction (drawn once with the population, the same in every
   run: some entities react to some values more than others), plus each entity's own
   sensitivity to the attribute;
-- 3% of cells unusable in every run (scored 0 and flagged missing, ``missing="zero"``);
+- 3% of cells unusable in every run (scored 0 and flagged missing, ``missing="zero"``),
+  more often for the obscure kinds (0.5 / 1.5 / 5 / 5%);
 - every run adds fresh reply noise shared within an entity's run (the neutral reply all
   conditioned lists are compared with) and correlated across the three metrics, clipped to
   [0, 1] and rounded stochastically to a 1/50 grid (list overlaps are discrete);
@@ -32,7 +33,8 @@ FloatArray = npt.NDArray[np.float64]
 KIND_MEANS = np.array([0.73, 0.39, 0.11, 0.09])
 KIND_NOISE = np.array([0.032, 0.042, 0.028, 0.025])  # per-reply sd of a cell, by kind
 INTERACTION_SD = 0.03  # the fixed entity x value interaction
-UNUSABLE = 0.03
+#: Unusable share by kind (3% overall): obscure entities draw refusals and prose more often.
+UNUSABLE = np.array([0.005, 0.015, 0.05, 0.05])
 METRICS = ("jaccard", "serp", "prag")
 #: The FairEval grid with ties in the true value means of several attributes.
 TIED_GRID: dict[str, FloatArray] = {
@@ -106,7 +108,7 @@ def draw_cells(
     grid = np.clip(s, 0.0, 1.0) * 50.0
     low = np.floor(grid)
     s = (low + (rng.uniform(size=grid.shape) < grid - low)) / 50.0
-    missing = rng.uniform(size=(reps, E, V)) < UNUSABLE
+    missing = rng.uniform(size=(reps, E, V)) < UNUSABLE[pop.kind][None, :, None]
     s[missing] = 0.0
     return s, missing
 
