@@ -306,11 +306,6 @@ class AuditSettings:
     )
     # the baseline's stable name (default: the test's name, not its file)
     baseline: str | None = field(default=None, metadata=_s(v.optional(v.text)))
-    # the per-baseline guarantee (gate/floor.py): each gated member's margin is at least
-    # this many of the baseline's own standard errors (0 turns the floor off)
-    baseline_floor: float = field(default=1.645, metadata=_s(v.number(0.0, 10.0)))
-    # a floor above this is warned about: the baseline is too noisy to gate on
-    baseline_noise_limit: float = field(default=0.05, metadata=_s(v.unit))
     # cassettes recorded by vcrpy / pytest-recording, read through vcrpy (comma-separated)
     vcr_cassettes: tuple[str, ...] | None = field(
         default=None,
@@ -416,6 +411,11 @@ class AuditSettings:
             v.whole(1), help="replies longer than this are cut, with a note (default 100000)"
         ),
     )
+    # the per-baseline guarantee (gate/floor.py): each gated member's margin is at least
+    # this many of the baseline's own standard errors (0 turns the floor off)
+    baseline_floor: float = field(default=1.645, metadata=_s(v.number(0.0, 10.0)))
+    # a floor above this is warned about: the baseline is too noisy to gate on
+    baseline_noise_limit: float = field(default=0.05, metadata=_s(v.unit))
     plan: bool = field(
         default=False,
         metadata=_s(

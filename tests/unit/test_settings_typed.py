@@ -64,6 +64,8 @@ MARKER_KEYS_BEFORE = [
     "extra_headers",
     "prices",
     "max_reply_chars",
+    "baseline_floor",
+    "baseline_noise_limit",
 ]
 
 
