@@ -20,11 +20,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.kinds import STATISTICS, Statistic, accept_command
+from pytest_recfair.kinds import STATISTICS, DriftQuantity, Statistic, accept_command
 from pytest_recfair.metrics import inference
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure
 
-__all__ = ["Drift", "evaluate_drift", "paired", "unusable_share"]
+__all__ = ["Drift", "evaluate_drift", "family_size", "paired", "unusable_share"]
 
 
 @dataclass(frozen=True)
@@ -104,10 +104,12 @@ def _members(
     floors: Mapping[tuple[str, str, str], float] | None = None,
     tolerance: float = 0.0,
 ) -> list[inference.DriftMember]:
+    """The family: each gated statistic of each (attribute, metric), and ONE unusable-share
+    member per attribute (the replies, hence the share, are the same for every metric)."""
     out: list[inference.DriftMember] = []
     seen: set[str] = set()
     for a, b in pairs:
-        for stat in gated:
+        for stat in dict.fromkeys(gated):  # a statistic named twice is one member
             floor = (floors or {}).get((a.attribute.casefold(), a.metric, stat), 0.0)
             out.append(
                 inference.DriftMember(
@@ -120,7 +122,7 @@ def _members(
                     margin=max(tolerance, floor) if floor > tolerance else None,
                 )
             )
-        if a.attribute.casefold() not in seen:  # replies are shared by the metrics
+        if a.attribute.casefold() not in seen:
             seen.add(a.attribute.casefold())
             floor = (floors or {}).get((a.attribute.casefold(), a.metric, "unusable"), 0.0)
             out.append(
@@ -137,13 +139,51 @@ def _members(
     return out
 
 
+def family_size(members: Sequence[inference.DriftMember]) -> int:
+    """Distinct comparisons of a family (attribute case-folded, then metric, statistic;
+    the unusable share once per attribute)."""
+
+    def key(m: inference.DriftMember) -> tuple[str, ...]:
+        metric = "*" if m.statistic == "unusable" else m.key[1] if len(m.key) > 1 else ""
+        return (m.key[0].casefold(), metric, m.statistic)
+
+    return len({key(m) for m in members})
+
+
 def _deltas(a: AttributeResult, b: AttributeResult) -> dict[str, float]:
     d: dict[str, float] = {s: getattr(a, s).value - getattr(b, s).value for s in STATISTICS}
     if a.entropy is not None and b.entropy is not None:
         d["entropy"] = a.entropy - b.entropy
     d["refusal_gap"] = a.refusal_gap - b.refusal_gap
     d["unusable"] = unusable_share(a) - unusable_share(b)
+    shared = _shared_deltas(a, b)
+    if shared is not None:  # a subset run: the spreads as tested, on the shared entities
+        d.update(shared)
     return {k: v for k, v in d.items() if not math.isnan(v)}
+
+
+def _subset(a: AttributeResult, b: AttributeResult) -> bool:
+    """Whether the two runs' entities differ (then the test saw only the shared ones)."""
+    return set(a.matrix.entities) != set(b.matrix.entities)
+
+
+def _shared_deltas(a: AttributeResult, b: AttributeResult) -> dict[str, float] | None:
+    if not _subset(a, b) or not set(a.matrix.entities) & set(b.matrix.entities):
+        return None
+    out: dict[str, float] = {}
+    quantities: list[tuple[DriftQuantity, str]] = [(s, "sims") for s in STATISTICS]
+    for stat, what in (*quantities, ("unusable", "missing")):
+        m = inference.DriftMember(
+            (a.attribute,),
+            stat,
+            b.matrix.entities,
+            np.asarray(getattr(b.matrix, what), dtype=np.float64),
+            a.matrix.entities,
+            _aligned(a, b, what),
+        )
+        pb, pc, _ = inference.shared_values(m)
+        out[stat] = pc - pb
+    return out
 
 
 def _failure(
@@ -153,8 +193,13 @@ def _failure(
     family: int,
 ) -> GateFailure:
     a, b = by_name[(v.key[0], v.key[1])]
-    now = getattr(a, v.statistic, None) if v.statistic != "unusable" else None
-    before = getattr(b, v.statistic, None) if v.statistic != "unusable" else None
+    spread = v.statistic != "unusable"
+    # a subset run was tested on the shared entities: show what was tested, not the
+    # full runs' statistics (their intervals belong to the full runs, so none is shown)
+    sub = _subset(a, b)
+    now = getattr(a, v.statistic) if spread and not sub else None
+    before = getattr(b, v.statistic) if spread and not sub else None
+    screened = sum(m.screened for m in res.members)
     return GateFailure(
         "drift",
         v.key[0],
@@ -168,10 +213,42 @@ def _failure(
         n_paired=v.n_paired,
         value_ci=None if now is None else now.ci,
         detail=(
-            f"family-wise: {family} comparisons, step-down max-T over "
-            f"{res.n_resamples}{' (all)' if res.exact else ''} sign flips"
+            f"family-wise: {family} comparisons"
+            f"{f' ({screened} far inside the null screened out)' if screened else ''}, "
+            f"step-down max-T over {res.n_resamples}{' (all)' if res.exact else ''} sign flips"
         ),
     )
+
+
+def _power_notes(res: inference.DriftResult) -> list[str]:
+    """Per attribute and gated statistic (its metrics on one line): the smallest worsening
+    the test catches 9 times in 10 (from its own paired standard error), and a warning when
+    the test's noise exceeds the tolerance."""
+    groups: dict[tuple[str, str], list[inference.MemberVerdict]] = {}
+    for v in res.members:
+        if v.statistic != "unusable" and math.isfinite(v.mde):
+            groups.setdefault((v.key[0], v.statistic), []).append(v)
+    out: list[str] = []
+    for (attribute, stat), vs in groups.items():
+        what, word = stat.upper(), "drop" if stat == "pafs" else "rise"
+        where = (
+            f"{attribute} ({' / '.join(v.key[1] for v in vs)})" if len(vs[0].key) > 2 else attribute
+        )
+        det = " / ".join(f"{v.detectable:.3f}" for v in vs)
+        se = " / ".join(f"{v.se:.3f}" for v in vs)
+        n = max(v.n_paired for v in vs)
+        out.append(
+            f"{where}: this test can detect an {what} {word} of {det} or more (90% power "
+            f"over {n} entities, paired SE {se}, tolerance {vs[0].margin:g})"
+        )
+        noisy = [v for v in vs if v.margin > 0 and v.mde > v.margin]
+        if noisy:
+            worst = max(v.detectable for v in noisy)
+            out.append(
+                f"{where}: warning: this test is too noisy for tolerance {vs[0].margin:g}: an "
+                f"{what} {word} up to {worst:.3f} can pass; gate more entities or record repeats"
+            )
+    return out
 
 
 def _margin(v: inference.MemberVerdict, res: inference.DriftResult) -> float:
@@ -221,11 +298,13 @@ def evaluate_drift(
         failed = (*mismatched, GateFailure("incomparable", detail=str(exc)))
         return Drift(failed, tuple(notes), deltas)
     by_name = {(a.attribute, a.metric): (a, b) for a, b in pairs}
-    failures = tuple(_failure(v, by_name, res, len(members)) for v in res.members if v.failed)
+    family = family_size(members)
+    failures = tuple(_failure(v, by_name, res, family) for v in res.members if v.failed)
     failures = (*mismatched, *failures)
     notes.extend(
         _quiet(v, res) for v in res.members if not v.failed and v.worsening > _margin(v, res)
     )
+    notes.extend(_power_notes(res))
     n_base = max(len(b.matrix.entities) for _, b in pairs)
     if res.n_entities < n_base:
         notes.append(

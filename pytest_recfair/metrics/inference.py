@@ -8,11 +8,11 @@ Pure numpy. Two parts here (the reasoning and the measured figures are in docs/b
 - ``drift_test``: every (attribute, metric, statistic) a test gates, tested at once against
   the stored baseline with a paired sign-flip test (each shared entity's contribution
   flipped or not, the SAME flips for every member of the family), members studentised by
-  their exact flip variance, screened (Romano–Shaikh–Wolf) and adjusted by the
-  Westfall–Young step-down max-T. The tolerance is the margin: H0 "the statistic worsened
-  by at most ``tolerance``" against H1 "by more"; a margin test compares a bias-corrected
-  spread. Each member reports its minimum detectable worsening at 90% power. The
-  arithmetic and why: :mod:`._drift_core`.
+  their exact flip variance, screened (members far inside the null leave the max-T) and
+  adjusted by the Westfall–Young step-down max-T. The tolerance is the margin: H0 "the
+  statistic worsened by at most ``tolerance``" against H1 "by more"; a margin test
+  compares a bias-corrected spread. Each member reports its minimum detectable worsening
+  at 90% power. The arithmetic and why: :mod:`._drift_core`.
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ __all__ = [
     "drift_test",
     "mean_intervals",
     "required_resamples",
+    "shared_values",
     "t_quantile",
 ]
 
@@ -154,7 +155,7 @@ class DriftResult:
     n_resamples: int
     exact: bool
     n_entities: int
-    screen_level: float = 0.0  # beta of the Romano–Shaikh–Wolf screening (0: none)
+    screen_level: float = 0.0  # alpha spent on screening (0: moment selection spends none)
 
     @property
     def failed(self) -> bool:
@@ -188,6 +189,14 @@ def _check_gate(tolerance: object, alpha: object) -> tuple[float, float]:
     if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
         raise ConfigError(f"alpha must be strictly between 0 and 1, e.g. 0.05; got {alpha!r}.")
     return float(tolerance), float(alpha)
+
+
+def shared_values(m: DriftMember) -> tuple[float, float, int]:
+    """Baseline and candidate statistic on the entities both runs share, and how many:
+    what a subset run is tested on, so what it reports (DataError when none is shared)."""
+    base, cand, rows = _pair_rows(m, {})
+    pb, pc = _observed(base, cand, m.statistic)
+    return pb, pc, len(rows)
 
 
 def _small_sample_factor(n: int) -> float:
@@ -276,7 +285,9 @@ def drift_test(
             f"p-value 1/{Tp.shape[0]} cannot reach alpha {a_level:g}, so a worsening cannot be "
             f"tested; gate at least {math.ceil(math.log2(2 / a_level))} entities."
         )
-    sc = _core.screen_and_adjust(T, Tp, exact, a_level)
+    selectable = np.array([g > 0 for g in margins], dtype=bool)
+    sizes = [len(rows) for _, _, rows in paired]
+    sc = _core.screen_and_adjust(T, Tp, exact, a_level, selectable, sizes)
     verdicts = []
     for j, m in enumerate(members):
         lin, (pb, pc), n = lins[j], observed[j], len(paired[j][2])
@@ -295,7 +306,7 @@ def drift_test(
                 n,
                 se=lin.se,
                 margin=margins[j],
-                mde=_core.mde(lin.se, float(sc.critical[j])),
+                mde=_core.mde(lin.se, float(sc.critical[j]), lin.bias),
                 bias=lin.bias,
                 screened=bool(sc.shift[j] < 0),
             )
