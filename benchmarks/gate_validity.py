@@ -29,6 +29,10 @@ What is measured (figures go to docs/baselines.md):
    and separated attributes at 25, 50 and 100 entities;
 5. p-value calibration: the share of raw p-values <= 0.01 / 0.05 / 0.10 under the null.
 
+The real workflow — one frozen baseline judged through ``judge`` with its floor, ties,
+power at the reported minimum detectable rise, subset runs, under the heterogeneous model
+of ``hetero_model.py`` and the simulator — is ``baseline_validity.py``.
+
 Run:  .venv/bin/python benchmarks/gate_validity.py --quick      (about 2-3 minutes)
       .venv/bin/python benchmarks/gate_validity.py --runs 1000  (full)
 """

@@ -104,6 +104,8 @@ def gate_outcome(
         seed=settings.resample_seed,
         n_resamples=settings.n_resamples,
         gated=settings.gated,
+        floor_factor=settings.baseline_floor,
+        noise_limit=settings.baseline_noise_limit,
     )
     own = registry.select(settings).failures(settings, result, baseline)
     incompatible = (GateFailure("incompatible", detail=problem),) if problem else ()

@@ -1,7 +1,9 @@
 """Fairness baselines: one JSON file per test, validated, written atomically.
 
 A baseline is the ``AuditResult`` of an accepted run (``pytest --fairness
---fairness-update``) without its gate outcome, plus ``schema_version``. It keeps the
+--fairness-update``) without its gate outcome, plus ``schema_version`` and, per attribute,
+its own ``standard_error`` of each gated quantity (``gate.floor``: the per-baseline
+floor). It keeps the
 per-entity similarity matrix of every attribute so that the gate can run a paired
 comparison against it. Files are diff-friendly: sorted keys, two-space indent, one line per
 list of numbers (one matrix row per line). Floats are written with Python's shortest
@@ -34,6 +36,7 @@ import jsonschema
 
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
+from pytest_recfair.gate import floor
 from pytest_recfair.kinds import accept_command
 from pytest_recfair.results import AuditMeta, AuditResult
 
@@ -132,6 +135,11 @@ def to_dict(result: AuditResult) -> dict[str, Any]:
     for attr, a in zip(doc["attributes"], result.attributes, strict=True):
         for vd, v in zip(attr["values"], a.values, strict=True):
             vd["refusal_rate"] = v.refusal_rate
+        # the baseline's own noise, for people reading the file: the gate's floor is this
+        # times baseline_floor (recomputed from the matrix when gating, bit for bit equal)
+        attr["standard_error"] = {
+            k: (se if math.isfinite(se) else None) for k, se in floor.standard_errors(a).items()
+        }
     return doc
 
 

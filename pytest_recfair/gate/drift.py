@@ -14,7 +14,7 @@ are still compared and reported in ``deltas``. Pure: no pytest, no httpx.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -99,7 +99,10 @@ def _value_mismatch(a: AttributeResult, b: AttributeResult, test_id: str) -> Gat
 
 
 def _members(
-    pairs: Sequence[tuple[AttributeResult, AttributeResult]], gated: Sequence[Statistic]
+    pairs: Sequence[tuple[AttributeResult, AttributeResult]],
+    gated: Sequence[Statistic],
+    floors: Mapping[tuple[str, str, str], float] | None = None,
+    tolerance: float = 0.0,
 ) -> list[inference.DriftMember]:
     """The family: each gated statistic of each (attribute, metric), and ONE unusable-share
     member per attribute (the replies, hence the share, are the same for every metric)."""
@@ -107,6 +110,7 @@ def _members(
     seen: set[str] = set()
     for a, b in pairs:
         for stat in dict.fromkeys(gated):  # a statistic named twice is one member
+            floor = (floors or {}).get((a.attribute.casefold(), a.metric, stat), 0.0)
             out.append(
                 inference.DriftMember(
                     (a.attribute, a.metric, stat),
@@ -115,10 +119,12 @@ def _members(
                     np.asarray(b.matrix.sims, dtype=np.float64),
                     a.matrix.entities,
                     _aligned(a, b, "sims"),
+                    margin=max(tolerance, floor) if floor > tolerance else None,
                 )
             )
         if a.attribute.casefold() not in seen:
             seen.add(a.attribute.casefold())
+            floor = (floors or {}).get((a.attribute.casefold(), a.metric, "unusable"), 0.0)
             out.append(
                 inference.DriftMember(
                     (a.attribute, a.metric, "unusable"),
@@ -127,7 +133,7 @@ def _members(
                     np.asarray(b.matrix.missing, dtype=np.float64),
                     a.matrix.entities,
                     _aligned(a, b, "missing"),
-                    margin=0.0,
+                    margin=floor,
                 )
             )
     return out
@@ -199,7 +205,7 @@ def _failure(
         v.key[0],
         v.statistic,
         value=v.candidate if now is None else now.value,
-        limit=0.0 if v.statistic == "unusable" else res.tolerance,
+        limit=_margin(v, res),
         baseline=v.baseline if before is None else before.value,
         baseline_ci=None if before is None else before.ci,
         p_value=v.p_adjusted,
@@ -246,6 +252,8 @@ def _power_notes(res: inference.DriftResult) -> list[str]:
 
 
 def _margin(v: inference.MemberVerdict, res: inference.DriftResult) -> float:
+    if math.isfinite(v.margin):  # the member's own (a baseline floor may raise it)
+        return v.margin
     return 0.0 if v.statistic == "unusable" else res.tolerance
 
 
@@ -268,14 +276,18 @@ def evaluate_drift(
     alpha: float = 0.05,
     seed: int = 0,
     n_resamples: int = 2000,
+    floors: Mapping[tuple[str, str, str], float] | None = None,
 ) -> Drift:
-    """Test ``result`` against ``baseline`` (a compatible one) as one family."""
+    """Test ``result`` against ``baseline`` (a compatible one) as one family.
+
+    ``floors`` (``gate.floor.floors``: (attribute casefolded, metric, statistic) -> the
+    baseline's noise floor) raises a member's margin to at least its floor."""
     pairs, notes = paired(result, baseline)
     tid = result.meta.test_id
     mismatched = [f for f in (_value_mismatch(a, b, tid) for a, b in pairs) if f is not None]
     pairs = [(a, b) for a, b in pairs if _value_mismatch(a, b, tid) is None]
     deltas = {a.attribute: _deltas(a, b) for a, b in pairs}
-    members = _members(pairs, gated)
+    members = _members(pairs, gated, floors, tolerance)
     if not members:
         return Drift(tuple(mismatched), tuple(notes), deltas)
     try:

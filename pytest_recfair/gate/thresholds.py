@@ -21,6 +21,7 @@ import math
 from collections.abc import Sequence
 
 from pytest_recfair.gate import drift as family
+from pytest_recfair.gate import floor
 from pytest_recfair.gate.limits import THRESHOLD_NAMES, Thresholds, check_alpha, check_tolerance
 from pytest_recfair.kinds import HIGHER_IS_FAIRER, FailureKind, GatedQuantity, Statistic
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome, Stat
@@ -76,13 +77,17 @@ def evaluate(
     seed: int = 0,
     n_resamples: int = 2000,
     gated: Sequence[Statistic] = ("snsr",),
+    floor_factor: float = 0.0,
+    noise_limit: float = math.inf,
 ) -> GateOutcome:
     """Gate ``result`` on ``thresholds`` and, when given, on drift against ``baseline``.
 
     ``baseline`` must be compatible (``baselines.incompatibility`` returned None). Drift is
     recorded for every attribute both runs share (``GateOutcome.drift[attribute][stat]`` =
     now - baseline), gated or not. ``seed`` seeds the sign flips of the drift test. A
-    changed provider or model id is a note.
+    changed provider or model id is a note. ``floor_factor`` > 0 raises each member's
+    margin to that many of the baseline's own standard errors (``gate.floor``); a floor
+    above ``noise_limit`` is warned about.
     """
     tol, a_level = _check_args(tolerance, alpha, thresholds)
     if not isinstance(result, AuditResult):
@@ -104,6 +109,8 @@ def evaluate(
             notes.append(f"model changed: {baseline.meta.model} -> {result.meta.model}")
         if baseline.meta.provider != result.meta.provider:
             notes.append(f"provider changed: {baseline.meta.provider} -> {result.meta.provider}")
+        shared = {e for x in result.attributes for e in x.matrix.entities}
+        fl = floor.floors(baseline, floor_factor, shared or None)
         d = family.evaluate_drift(
             result,
             baseline,
@@ -112,8 +119,12 @@ def evaluate(
             alpha=a_level,
             seed=seed,
             n_resamples=n_resamples,
+            floors=fl,
         )
         failures.extend(d.failures)
         notes.extend(d.notes)
+        notes.extend(
+            floor.notes(d.test, fl, tolerance=tol, factor=floor_factor, noise_limit=noise_limit)
+        )
         drift = d.deltas
     return GateOutcome.of(failures, notes, drift)

@@ -384,6 +384,11 @@ class AuditSettings:
             v.whole(1), help="replies longer than this are cut, with a note (default 100000)"
         ),
     )
+    # the per-baseline guarantee (gate/floor.py): each gated member's margin is at least
+    # this many of the baseline's own standard errors (0 turns the floor off)
+    baseline_floor: float = field(default=1.645, metadata=_s(v.number(0.0, 10.0)))
+    # a floor above this is warned about: the baseline is too noisy to gate on
+    baseline_noise_limit: float = field(default=0.05, metadata=_s(v.unit))
     # Rate limits to pace to (issue 24): requests / tokens per minute of the key's tier;
     # None: what the provider's rate-limit headers say. Split across xdist workers.
     rpm: int | None = field(

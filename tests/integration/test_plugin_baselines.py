@@ -111,3 +111,39 @@ def test_changed_model_is_shown(pytester: pytest.Pytester, monkeypatch: pytest.M
     result = _run(pytester)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*sim-v1*sim-v2*"])
+
+
+def test_the_baseline_floor_is_stored_and_shown_in_every_channel(
+    pytester: pytest.Pytester,
+) -> None:
+    """The per-baseline floor (gate/floor.py): the file written by --fairness-update holds
+    the baseline's own standard errors; a compare run says its effective tolerance in the
+    terminal and the JSON / Markdown reports, and warns when the baseline is too noisy."""
+    make_project(pytester, TESTS, ini="recfair_baseline_noise_limit = 0.0001\n")
+    pytester.makeconftest(
+        """
+        import pytest
+        from pytest_recfair.providers import CallableProvider
+        from pytest_recfair.sim import SimulatedRecommender
+
+        @pytest.fixture(scope="session")
+        def recfair_recommender():
+            sim = SimulatedRecommender({"bias": {"religion": {"Muslim": 0.3}}}, noise=0.08)
+            return CallableProvider(sim, model="sim")
+        """
+    )
+    _run(pytester, "--fairness-update").assert_outcomes(passed=1)
+    data = json.loads(_baseline(pytester).read_text())
+    se = data["attributes"][0]["standard_error"]
+    assert set(se) == {"snsr", "snsv", "pafs", "unusable"}
+    assert se["snsr"] > 0
+    result = _run(pytester, "--fairness-report=r.json", "--fairness-report=r.md")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*note: baseline noise floor: 1 gated comparison(s) need a worsening beyond*"]
+    )
+    result.stdout.fnmatch_lines(["*warning: the baseline is too noisy to gate on*"])
+    notes = json.loads((pytester.path / "r.json").read_text())["results"][0]["gate"]["notes"]
+    (line,) = [n for n in notes if n.startswith("baseline noise floor")]
+    assert f"1.645 x the baseline's own standard error = {1.645 * se['snsr']:.3f}" in line
+    assert "baseline noise floor" in (pytester.path / "r.md").read_text()

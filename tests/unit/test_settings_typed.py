@@ -64,6 +64,8 @@ MARKER_KEYS_BEFORE = [
     "extra_headers",
     "prices",
     "max_reply_chars",
+    "baseline_floor",
+    "baseline_noise_limit",
     # issue 23.6: quality beside fairness (appended, one block)
     "min_quality",
     "max_quality_gap",
