@@ -300,9 +300,9 @@ def screen_and_adjust(
 ) -> Screened:
     """Moment selection, then step-down max-T.
 
-    A margin member (``selectable``) whose T lies below -sqrt(2 ln ln n) leaves the max-T
-    reference (generalised moment selection, Andrews & Soares 2010, with Hansen's 2005
-    threshold): members far inside the null no longer set the critical value. Margin-0
+    A margin member (``selectable``) whose T lies below -``selection_threshold(n)`` leaves
+    the max-T reference (generalised moment selection, Andrews & Soares 2010): members
+    far inside the null no longer set the critical value. Margin-0
     members always stay (their test is exact). The adjusted p is never below the raw p.
     """
     m = T.size
