@@ -205,3 +205,13 @@ def test_a_margin_snsr_member_reports_the_calibrated_rise() -> None:
     # margin 0: the exact test has no bias to make up, the plain formula
     (v0,) = inf.drift_test([m], tolerance=0.0).members
     assert v0.bias == 0.0
+
+
+def test_the_calibrated_rise_survives_missing_cells_and_empty_values() -> None:
+    base, cand = _rows(5, (0.0, 0.05, 0.06)), _rows(6, (0.0, 0.05, 0.06))
+    base[::7, 1] = np.nan  # unusable cells: left out of the means, as the test does
+    assert math.isfinite(core.calibrated_mde(0.01, 1.7, base, cand, 0.02))
+    cand[:, 2] = np.nan  # a value nobody scored: no alternative to evaluate, no shortfall
+    assert core.snsr_shortfall(base, cand, 0.02, 0.03) == 0.0
+    assert core.calibrated_mde(0.01, 1.7, base, cand, 0.02) == core.mde(0.01, 1.7)
+    assert math.isnan(core.calibrated_mde(0.0, 1.7, base, cand, 0.02))  # no noise at all
