@@ -244,6 +244,16 @@ def _standardise(
 _Paired = tuple[FloatArray, FloatArray, list[int]]
 
 
+def _member_mde(
+    m: DriftMember, lin: _core.Linear, critical: float, margin: float, pair: _Paired
+) -> float:
+    """An SNSR member with a margin: calibrated at the alternative (its bias shortfall
+    included); the others: (c + z_0.9) SE plus the correction taken off."""
+    if m.statistic == "snsr" and margin > 0:
+        return _core.calibrated_mde(lin.se, critical, pair[0], pair[1], margin)
+    return _core.mde(lin.se, critical, lin.bias)
+
+
 def drift_test(
     members: Sequence[DriftMember],
     *,
@@ -306,7 +316,7 @@ def drift_test(
                 n,
                 se=lin.se,
                 margin=margins[j],
-                mde=_core.mde(lin.se, float(sc.critical[j]), lin.bias),
+                mde=_member_mde(m, lin, float(sc.critical[j]), margins[j], paired[j]),
                 bias=lin.bias,
                 screened=bool(sc.shift[j] < 0),
             )

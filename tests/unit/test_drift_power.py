@@ -169,3 +169,49 @@ def test_the_family_count_is_the_number_of_distinct_members() -> None:
     lines = [n for n in d.notes if "this test can detect an SNSR rise" in n]
     assert len(lines) == 1
     assert lines[0].startswith("religion (jaccard / serp / prag): this test can detect")
+
+
+def _rows(seed: int, effects: tuple[float, ...], E: int = 100, sd: float = 0.05) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    ent = rng.uniform(0.4, 0.6, size=(E, 1))
+    return np.asarray(ent + np.asarray(effects) + rng.normal(0, sd, size=(E, len(effects))))
+
+
+def test_the_detectable_rise_includes_the_range_bias_a_rise_loses() -> None:
+    """A baseline whose top two values nearly tie has a range biased up; a rise of its
+    top value separates it and loses that bias, so the calibrated MDE is larger than
+    (c + z_0.9) SE by about that bias, and grows with the noise that makes it."""
+    near, clear = (0.0, 0.05, 0.06), (0.0, 0.25, 0.5)
+    gaps = []
+    for effects in (near, clear):
+        base, cand = _rows(1, effects, sd=0.08), _rows(2, effects, sd=0.08)
+        plain = core.mde(0.01, 1.7)
+        got = core.calibrated_mde(0.01, 1.7, base, cand, 0.02)
+        lost = core.snsr_shortfall(base, cand, 0.02, got)
+        assert got == pytest.approx(plain + max(0.0, lost), rel=0.05)
+        gaps.append(got - plain)
+    assert gaps[0] > 0.003  # near-tie at the top: a real shortfall
+    assert gaps[1] == pytest.approx(0.0, abs=5e-4)  # clear gaps: (c + z_0.9) SE alone
+
+
+def test_a_margin_snsr_member_reports_the_calibrated_rise() -> None:
+    base, cand = _rows(3, (0.0, 0.05, 0.06), sd=0.08), _rows(4, (0.0, 0.05, 0.06), sd=0.08)
+    m = inf.DriftMember(("a", "j", "snsr"), "snsr", _names(100), base, _names(100), cand)
+    runs = [inf.drift_test([m], tolerance=0.02, seed=s).members[0] for s in (0, 1)]
+    # one member: its critical value is the one-sided 5% point (~1.66 with the t factor)
+    plain = core.mde(runs[0].se, 1.7)
+    assert runs[0].mde > plain + 0.001  # the near-tie's shortfall is added
+    assert runs[0].mde == pytest.approx(runs[1].mde, abs=0.002)  # no seed in it
+    # margin 0: the exact test has no bias to make up, the plain formula
+    (v0,) = inf.drift_test([m], tolerance=0.0).members
+    assert v0.bias == 0.0
+
+
+def test_the_calibrated_rise_survives_missing_cells_and_empty_values() -> None:
+    base, cand = _rows(5, (0.0, 0.05, 0.06)), _rows(6, (0.0, 0.05, 0.06))
+    base[::7, 1] = np.nan  # unusable cells: left out of the means, as the test does
+    assert math.isfinite(core.calibrated_mde(0.01, 1.7, base, cand, 0.02))
+    cand[:, 2] = np.nan  # a value nobody scored: no alternative to evaluate, no shortfall
+    assert core.snsr_shortfall(base, cand, 0.02, 0.03) == 0.0
+    assert core.calibrated_mde(0.01, 1.7, base, cand, 0.02) == core.mde(0.01, 1.7)
+    assert math.isnan(core.calibrated_mde(0.0, 1.7, base, cand, 0.02))  # no noise at all
