@@ -15,7 +15,8 @@ from pytest_recfair.sim import SimulatedRecommender
 
 
 def _request(judge: bool = True, **marker: object) -> AuditRequest:
-    s = resolve(marker={"kind": "roleplay", "attr": "religion", **marker})
+    # the hand-written smoke set: 8 questions of each type per attribute
+    s = resolve(marker={"kind": "roleplay", "attr": "religion", "questions": "smoke", **marker})
     sim = SimulatedRecommender("demo", seed=1)
     return AuditRequest(
         s, sim, [], prompts.load_grid("faireval"), "t::roles",

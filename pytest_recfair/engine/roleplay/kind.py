@@ -41,7 +41,12 @@ from pytest_recfair.metrics.roleplay import (
     collect,
     question_verdict,
 )
-from pytest_recfair.metrics.roleplay_gate import check_limits, drift_test, role_effect
+from pytest_recfair.metrics.roleplay_gate import (
+    DriftCell,
+    check_limits,
+    drift_test,
+    role_effect,
+)
 from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.prompts.roles import (
     ATTRIBUTES,
@@ -356,28 +361,35 @@ def _drift_failures(
         )  # fmt: skip
     except DataError as exc:
         return [GateFailure("incompatible", detail=str(exc))]
-    out = []
-    for c in drift.cells:
-        if not c.failed:
-            continue
-        what = "undetermined share" if c.qtype == "undetermined" else "biased-question rate"
-        out.append(
-            GateFailure(
-                "biased_rate",
-                attribute=_cell_name(c.attribute, c.qtype),
-                value=c.candidate_rate,
-                limit=c.margin,
-                baseline=c.baseline_rate,
-                p_value=c.p_adjusted,
-                alpha=drift.alpha,
-                n_paired=c.n,
-                detail=f"{what} {c.baseline_rate:.3f} -> {c.candidate_rate:.3f} rose by more "
-                f"than the tolerance {c.margin:g} ({c.worse} questions turned, {c.better} "
-                f"turned back; exact McNemar, Holm p = {c.p_adjusted:.3g} over {c.n} paired "
-                "questions)",
-            )
-        )
-    return out
+    return [_drift_failure(c, drift.alpha) for c in drift.cells if c.failed]
+
+
+def _drift_failure(c: DriftCell, alpha: float) -> GateFailure:
+    """One failed drift member: the gated rate (biased answers, or the undetermined
+    share), with the majority-based biased-question rates beside it."""
+    if c.test != "answers":
+        return GateFailure(
+            "biased_rate",
+            attribute=_cell_name(c.attribute, c.qtype),
+            value=c.candidate_rate, limit=c.margin, baseline=c.baseline_rate,
+            p_value=c.p_adjusted, alpha=alpha, n_paired=c.n,
+            detail=f"undetermined share {c.baseline_rate:.3f} -> {c.candidate_rate:.3f} rose "
+            f"by more than the tolerance {c.margin:g} ({c.worse} questions turned, {c.better} "
+            f"turned back; exact McNemar, Holm p = {c.p_adjusted:.3g} over {c.n} paired "
+            "questions)",
+        )  # fmt: skip
+    before, after = c.answer_rates
+    return GateFailure(
+        "biased_rate",
+        attribute=_cell_name(c.attribute, c.qtype),
+        value=after, limit=c.margin, baseline=before,
+        p_value=c.p_adjusted, alpha=alpha, n_paired=c.questions,
+        detail=f"biased-answer rate {before:.3f} -> {after:.3f} ({c.answers_before} -> "
+        f"{c.answers_after} of {c.answer_rounds} rounds) rose by more than the tolerance "
+        f"{c.margin:g} (exact sign-flip over the rounds, Holm p = {c.p_adjusted:.3g} over "
+        f"{c.questions} paired questions; biased-question rate {c.baseline_rate:.3f} -> "
+        f"{c.candidate_rate:.3f}, {c.worse} questions turned, {c.better} turned back)",
+    )  # fmt: skip
 
 
 ROLEPLAY = RoleplayAudit()
