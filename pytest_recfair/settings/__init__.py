@@ -389,6 +389,12 @@ class AuditSettings:
             v.optional(v.prices), help="USD per million input and output tokens, e.g. '0.15, 0.60'"
         ),
     )
+    judge_prices: Prices | None = field(  # the judge's (role-play Why answers): plan, budget
+        default=None,
+        metadata=_s(
+            v.optional(v.prices), help="the judge model's prices, like recfair_prices", marker=False
+        ),
+    )
     max_requests: int | None = field(  # budget of one pytest run; None: no limit
         default=None,
         metadata=_s(

@@ -30,7 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from pytest_recfair.engine.base import AuditInputs, Scored
+from pytest_recfair.engine.base import AuditInputs, Merged, Rebuild, Scored
 from pytest_recfair.engine.pooled import PooledKind, PooledScorer
 from pytest_recfair.engine.roleplay.sections import KEY, LABELS, RoleplaySections
 from pytest_recfair.errors import ConfigError, DataError
@@ -63,10 +63,13 @@ from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
+    from pytest_recfair.engine.sharding import ShardResult
     from pytest_recfair.providers import RunOutcome
 
 __all__ = ["ROLEPLAY", "RoleplayAudit", "RoleplayCase", "rounds_of"]
 
+#: The plan's stand-in for a Why answer not yet given: 100 words, the format's limit.
+_STAND_IN = " ".join(["answer"] * 100)
 #: Rounds per question when ``repeats`` is left at 1: the paper asks each question 3 times.
 ROUNDS = 3
 WORST_ROLES = 5  # roles shown in the drill-down
@@ -194,24 +197,38 @@ class RoleplayAudit(PooledKind):
                 )  # fmt: skip
         return out
 
+    def planned_follow_up(self, settings: AuditSettings, cases: Sequence[Any]) -> list[JudgeCase]:
+        """For the plan and the budget, before anything is sent: the judge calls that
+        asking ``cases`` will bring, 3 per Why round, each with a stand-in answer of the
+        longest the format allows (100 words) since the real one is not known yet."""
+        return _judge_cases(cases, {c.id: _STAND_IN for c in cases})
+
+    def merge(
+        self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
+    ) -> Merged:
+        """The shards' replies replayed as one run, judge calls included: the merge
+        rebuilds the questions' cases, and the judge cases of their answered Why rounds
+        are added so that their replies and failures count (``max_failed``) as in the
+        unsharded run."""
+        from pytest_recfair.engine import sharding
+
+        def with_judges() -> tuple[list[Any], AuditInputs]:
+            cases, inputs = rebuild()
+            if inputs.judge is None:
+                return cases, inputs
+            _, replies = sharding.merge_replies(parts)
+            answers = {k: str(v["text"]) for k, v in replies["completions"].items()}
+            return [*cases, *_judge_cases(cases, answers)], inputs
+
+        return sharding.replay(
+            settings, parts, with_judges, lambda e, f, i: self.scorer(settings, e, f, i)
+        )
+
     def follow_up(
         self, settings: AuditSettings, cases: Sequence[Any], outcome: RunOutcome
     ) -> list[JudgeCase]:
         """Three judge calls for every answered Why round."""
-        out = []
-        for c in cases:
-            reply = outcome.completions.get(c.id)
-            if not isinstance(c, RoleplayCase) or c.qtype != "why" or reply is None:
-                continue
-            system, user = (m["content"] for m in judge_messages(c.question, reply.text))
-            for j in range(JUDGE_REPEATS):
-                out.append(
-                    JudgeCase(
-                        judge_case_id(c.id, j), system, user, c.entity, c.entity_id,
-                        c.attribute, c.value, c.repeat * JUDGE_REPEATS + j, c.id,
-                    )
-                )  # fmt: skip
-        return out
+        return _judge_cases(cases, {k: c.text for k, c in outcome.completions.items()})
 
     def scorer(
         self,
@@ -234,6 +251,24 @@ class RoleplayAudit(PooledKind):
         if before:
             out += _drift_failures(settings, RoleplayResult.from_dict(before["result"]), now)
         return tuple(out)
+
+
+def _judge_cases(cases: Sequence[Any], answers: Mapping[str, str]) -> list[JudgeCase]:
+    """Three judge calls for every Why round with an answer in ``answers`` (by case id)."""
+    out = []
+    for c in cases:
+        text = answers.get(c.id)
+        if not isinstance(c, RoleplayCase) or c.qtype != "why" or text is None:
+            continue
+        system, user = (m["content"] for m in judge_messages(c.question, text))
+        for j in range(JUDGE_REPEATS):
+            out.append(
+                JudgeCase(
+                    judge_case_id(c.id, j), system, user, c.entity, c.entity_id,
+                    c.attribute, c.value, c.repeat * JUDGE_REPEATS + j, c.id,
+                )
+            )  # fmt: skip
+    return out
 
 
 # --------------------------------------------------------------------------- scoring
