@@ -120,6 +120,7 @@ def meta_of(
         plugin_version=__version__,
         missing=settings.missing,
         parse=settings.parse_style,
+        role=settings.role,
     )
 
 

@@ -180,6 +180,8 @@ def describe(result: AuditResult) -> str:
     ]
     if m.perturbation:
         parts.append(f"perturbation {m.perturbation}")
+    if m.role:
+        parts.append(f"role {m.role!r}")
     return ", ".join(parts)
 
 

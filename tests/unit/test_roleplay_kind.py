@@ -110,3 +110,10 @@ def test_role_effect_asks_both_conditions_and_pairs_them_by_question() -> None:
     assert 0 < data["effect"]["total"]["n"] <= 10  # questions determined in both conditions
     assert "role effect over" in "\n".join(report.terminal_summary([result]))
     assert any(".norole.biased_rate" in k for k, _ in junit.properties(result))
+
+
+def test_a_persona_role_is_refused_by_the_roleplay_kind() -> None:
+    """role= is the other audits' persona; the role-play kind plays its questions' roles."""
+    s = resolve(marker={"kind": "roleplay", "role": "nurse"})
+    with pytest.raises(ConfigError, match=r"role='nurse'.*remove role="):
+        registry.select(s).check(s, ())  # type: ignore[attr-defined]

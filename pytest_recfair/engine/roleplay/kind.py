@@ -165,6 +165,12 @@ class RoleplayAudit(PooledKind):
 
     def check(self, settings: AuditSettings, where: tuple[Path, ...]) -> None:
         """At collection: the question file loads and holds questions about ``attr``."""
+        if settings.role is not None:
+            raise ConfigError(
+                f"role={settings.role!r} puts a persona in the system message of a list, "
+                "item or position audit; a role-play audit takes its roles from its "
+                "questions (questions=): remove role="
+            )
         _asked(settings, question_set(settings, AuditInputs(where=where)), True)
 
     def entities(
