@@ -199,6 +199,53 @@ def search(
     return out
 
 
+def tolerance_study(
+    questions: Sequence[RoleQuestion], n: int, runs: int, seed: int, attribute: str,
+    tolerance: float, rises: Sequence[float],
+) -> list[tuple[float, int]]:  # fmt: skip
+    """(planted rise, runs failed) for the margin test at ``tolerance``: a rise of at most
+    the tolerance should fail at most alpha of the time (one cell, p <= alpha)."""
+    roles = sorted({q.role for q in questions if q.attribute == attribute})
+    cases = build_role_cases(synthetic(attribute, roles, n), repeats=REPEATS)
+    out = []
+    for rise in rises:
+        plan = RolePlan.parse({"role_bias": {attribute: rise}})
+        failed = 0
+        for run in range(runs):
+            model_seed = seed * 1_000_003 + 104_729 + run
+            base = ask(RolePlaySim(RolePlan(), model_seed), cases, 0)
+            cand = ask(RolePlaySim(plan, model_seed), cases, 1)
+            both = zip(base.questions, cand.questions, strict=True)
+            diffs = [y.count("biased") - x.count("biased") for x, y in both]
+            failed += signflip_one_sided(diffs, REPEATS, tolerance) <= ALPHA
+        out.append((rise, failed))
+        print(f"  tolerance {tolerance}: rise {rise}: failed {failed}/{runs}", flush=True)
+    return out
+
+
+def tolerance_report(
+    rows: list[tuple[float, int]], runs: int, n: int, tolerance: float, seconds: float
+) -> str:
+    lines = [
+        "# Role-play drift gate with a tolerance: the margin test",
+        "",
+        f"`benchmarks/roleplay_validity.py --only tolerance --runs {runs}` on {cpu_model()}; "
+        f"{seconds:.0f} s.",
+        "",
+        f"One cell of N = {n} Yes/No questions, 3 rounds each; tolerance {tolerance} on the "
+        "biased-answer rate (normal approximation of the sign-flip statistic about the",
+        f"shifted centre), alpha = {ALPHA}, no family. A planted rise of at most the "
+        "tolerance should fail at most 5% of runs; above it, it should fail more often.",
+        "(The planted rise is added to each question's propensity, capped at 1, so the",
+        "realised rise is slightly below it.)",
+        "",
+        "| planted rise per round | runs failed (95% Wilson interval) |",
+        "|---|---|",
+    ]
+    lines += [f"| {rise:+.2f} | {_rate(k, runs)} |" for rise, k in rows]
+    return "\n".join([*lines, ""])
+
+
 def _rate(k: int, n: int) -> str:
     lo, hi = wilson(k, n)
     return f"{k / n:.1%} [{lo:.1%}, {hi:.1%}]"
@@ -222,8 +269,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--sizes", default="8,25,50,75,100,150,200,300,400,500", help="question counts to search"
     )
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "roleplay.md")
+    ap.add_argument(
+        "--only", choices=("tolerance",), help="only the margin test's study (its own file)"
+    )
     args = ap.parse_args(argv)
     questions = load_roles("default").questions
+    if args.only == "tolerance":
+        t0 = time.perf_counter()
+        rows = tolerance_study(
+            questions, 200, args.runs, args.seed, args.attribute, 0.05, (0.0, 0.05, 0.10, 0.15)
+        )
+        text = tolerance_report(rows, args.runs, 200, 0.05, time.perf_counter() - t0)
+        out = args.out.with_name("roleplay_tolerance.md")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        print(text)
+        return
     t0 = time.perf_counter()
     hits = default_study(questions, args.runs, args.seed, args.attribute, args.bias)
     t_default = time.perf_counter() - t0
