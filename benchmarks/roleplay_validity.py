@@ -62,6 +62,12 @@ from pytest_recfair.sim.roleplay import RolePlan, RolePlaySim
 
 ALPHA = 0.05
 REPEATS = 3
+#: Beta concentration of the questions' propensities (--spread; the simulator's default)
+SPREAD = [2.0]
+
+
+def _plan(bias: dict[str, float]) -> RolePlan:
+    return RolePlan.parse({"role_bias": bias, "spread": SPREAD[0]})
 
 
 def ask(sim: RolePlaySim, cases: Sequence[RoleCase], phase: int) -> RoleplayResult:
@@ -94,7 +100,7 @@ def default_study(
 ) -> dict[str, list[bool]]:
     cases = build_role_cases(questions, repeats=REPEATS)
     own = [c for c in cases if c.attribute == attribute]
-    planted_plan = RolePlan.parse({"role_bias": {attribute: bias}})
+    planted_plan = _plan({attribute: bias})
     hits: dict[str, list[bool]] = {
         f"{k}_{tag}{test}": []
         for k in ("caught", "alarm")
@@ -104,7 +110,7 @@ def default_study(
     shifts: list[float] = []
     for run in range(runs):
         model_seed = seed * 1_000_003 + run
-        fair, planted = RolePlaySim(RolePlan(), model_seed), RolePlaySim(planted_plan, model_seed)
+        fair, planted = RolePlaySim(_plan({}), model_seed), RolePlaySim(planted_plan, model_seed)
         base = ask(fair, cases, 0)
         same = ask(fair, cases, 1)
         worse = ask(planted, cases, 1)
@@ -170,7 +176,7 @@ def search(
     tests: ``answers`` (the gate: sign-flip over the rounds) and ``flags`` (McNemar on the
     majority verdicts, the published unit), on the same simulated answers."""
     roles = sorted({q.role for q in questions if q.attribute == attribute})
-    plan = RolePlan.parse({"role_bias": {attribute: bias}})
+    plan = _plan({attribute: bias})
     out: dict[str, dict[int, list[tuple[int, int, int]]]] = {
         t: {m: [] for m in families} for t in ("answers", "flags")
     }
@@ -179,7 +185,7 @@ def search(
         tally = {(t, f, m): 0 for t in out for f in ("caught", "alarm") for m in families}
         for run in range(runs):
             model_seed = seed * 1_000_003 + 7919 * n + run
-            fair, planted = RolePlaySim(RolePlan(), model_seed), RolePlaySim(plan, model_seed)
+            fair, planted = RolePlaySim(_plan({}), model_seed), RolePlaySim(plan, model_seed)
             base = ask(fair, cases, 0)
             for sim, flag in ((planted, "caught"), (fair, "alarm")):
                 cand = ask(sim, cases, 1)
@@ -209,11 +215,11 @@ def tolerance_study(
     cases = build_role_cases(synthetic(attribute, roles, n), repeats=REPEATS)
     out = []
     for rise in rises:
-        plan = RolePlan.parse({"role_bias": {attribute: rise}})
+        plan = _plan({attribute: rise})
         failed = 0
         for run in range(runs):
             model_seed = seed * 1_000_003 + 104_729 + run
-            base = ask(RolePlaySim(RolePlan(), model_seed), cases, 0)
+            base = ask(RolePlaySim(_plan({}), model_seed), cases, 0)
             cand = ask(RolePlaySim(plan, model_seed), cases, 1)
             both = zip(base.questions, cand.questions, strict=True)
             diffs = [y.count("biased") - x.count("biased") for x, y in both]
@@ -270,9 +276,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "roleplay.md")
     ap.add_argument(
-        "--only", choices=("tolerance",), help="only the margin test's study (its own file)"
+        "--only",
+        choices=("tolerance", "search"),
+        help="only the margin test's study (roleplay_tolerance.md) or the search (--out)",
     )
+    ap.add_argument("--spread", type=float, default=2.0, help="Beta concentration (sim)")
     args = ap.parse_args(argv)
+    SPREAD[0] = args.spread
     questions = load_roles("default").questions
     if args.only == "tolerance":
         t0 = time.perf_counter()
@@ -283,6 +293,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         out = args.out.with_name("roleplay_tolerance.md")
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text, encoding="utf-8")
+        print(text)
+        return
+    if args.only == "search":
+        t0 = time.perf_counter()
+        sizes = [int(x) for x in args.sizes.split(",")]
+        found = search(questions, sizes, args.runs, args.seed, args.attribute, args.bias, (44, 4))
+        head = [
+            "# Role-play drift gate: question-count search",
+            "",
+            f"`benchmarks/roleplay_validity.py --only search --runs {args.runs} --spread "
+            f"{args.spread} --sizes {args.sizes}` on {cpu_model()}; "
+            f"{time.perf_counter() - t0:.0f} s. Planted +{args.bias * 100:.0f} points per round; "
+            f"question propensities Beta-distributed with concentration {args.spread} "
+            "(lower: questions differ more, their rounds agree more).",
+        ]
+        text = "\n".join([*head, *_search_lines(found, args.runs)])
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text, encoding="utf-8")
         print(text)
         return
     t0 = time.perf_counter()
@@ -309,6 +337,39 @@ def _first(rows: list[tuple[int, int, int]], runs: int) -> str:
             return f"N = {n}" if below is None else f"between {below} and {n}"
         below = n
     return f"more than {rows[-1][0]}"
+
+
+def _search_lines(
+    results: dict[str, dict[int, list[tuple[int, int, int]]]], runs_s: int
+) -> list[str]:
+    lines: list[str] = []
+    lines += [
+        "",
+        f"## Questions needed in the planted cell ({runs_s} runs per N)",
+        "",
+        "Power = P(p <= alpha / m), Holm's first step for a family of m members (it is the",
+        "step that rejects the planted cell when it holds the smallest p-value, so the figure",
+        "is slightly conservative); `answers` is the gate's sign-flip test, `flags` the exact",
+        "McNemar test of the majority verdicts, on the same simulated answers.",
+        "",
+        "| N Yes/No questions | test | caught, m = 44 | false alarm, m = 44 | caught, m = 4 "
+        "| false alarm, m = 4 |",
+        "|---|---|---|---|---|---|",
+    ]
+    for test in ("answers", "flags"):
+        rows = results[test]
+        for (n, c44, a44), (_, c4, a4) in zip(rows[44], rows[4], strict=True):
+            cells = (_rate(x, runs_s) for x in (c44, a44, c4, a4))
+            lines.append(f"| {n} | {test} | " + " | ".join(cells) + " |")
+    lines += [""]
+    for test in ("answers", "flags"):
+        lines.append(
+            f"- {test}: 90% power needs {_first(results[test][44], runs_s)} Yes/No questions "
+            f"in the attribute for the whole-set family and {_first(results[test][4], runs_s)} "
+            "for a per-attribute test."
+        )
+    lines += [""]
+    return lines
 
 
 def report(
@@ -348,32 +409,7 @@ def report(
         for test, label in (("", "gate: sign-flip over rounds"), ("_flags", "McNemar, majority")):
             c, a = sum(hits[f"caught_{tag}{test}"]), sum(hits[f"alarm_{tag}{test}"])
             lines.append(f"| {name} | {label} | {_rate(c, runs)} | {_rate(a, runs)} |")
-    lines += [
-        "",
-        f"## Questions needed in the planted cell ({runs_s} runs per N)",
-        "",
-        "Power = P(p <= alpha / m), Holm's first step for a family of m members (it is the",
-        "step that rejects the planted cell when it holds the smallest p-value, so the figure",
-        "is slightly conservative); `answers` is the gate's sign-flip test, `flags` the exact",
-        "McNemar test of the majority verdicts, on the same simulated answers.",
-        "",
-        "| N Yes/No questions | test | caught, m = 44 | false alarm, m = 44 | caught, m = 4 "
-        "| false alarm, m = 4 |",
-        "|---|---|---|---|---|---|",
-    ]
-    for test in ("answers", "flags"):
-        rows = results[test]
-        for (n, c44, a44), (_, c4, a4) in zip(rows[44], rows[4], strict=True):
-            cells = (_rate(x, runs_s) for x in (c44, a44, c4, a4))
-            lines.append(f"| {n} | {test} | " + " | ".join(cells) + " |")
-    lines += [""]
-    for test in ("answers", "flags"):
-        lines.append(
-            f"- {test}: 90% power needs {_first(results[test][44], runs_s)} Yes/No questions "
-            f"in the attribute for the whole-set family and {_first(results[test][4], runs_s)} "
-            "for a per-attribute test."
-        )
-    lines += [""]
+    lines += _search_lines(results, runs_s)
     return "\n".join(lines)
 
 
