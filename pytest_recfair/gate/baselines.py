@@ -371,7 +371,6 @@ _FIELDS: tuple[tuple[str, str], ...] = (
     ("repeats", "number of repeats"),
     ("missing", "missing policy"),
     ("parse", "reply parse style"),
-    ("role", "role in the system message"),
 )
 
 

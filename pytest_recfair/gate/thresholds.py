@@ -104,6 +104,9 @@ def evaluate(
             notes.append(f"model changed: {baseline.meta.model} -> {result.meta.model}")
         if baseline.meta.provider != result.meta.provider:
             notes.append(f"provider changed: {baseline.meta.provider} -> {result.meta.provider}")
+        if baseline.meta.role != result.meta.role:  # a persona against the neutral baseline
+            was, now = baseline.meta.role or "neutral", result.meta.role or "neutral"
+            notes.append(f"role changed: {was} -> {now}")
         d = family.evaluate_drift(
             result,
             baseline,

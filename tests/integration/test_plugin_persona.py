@@ -1,7 +1,8 @@
 """A persona in the recommender's own prompt (``role=``, issue 20 point 4): a list-overlap
 audit run "as a sommelier" sends ``You are a sommelier.`` ahead of its system message to
-a real loopback server, says so in its run line and JSON metadata, and is never compared
-with a baseline of the neutral assistant (another role measures something else)."""
+a real loopback server, says so in its run line and JSON metadata, and is gated against
+the neutral audit's baseline when it names it (the persona-vs-neutral comparison), with a
+note that the role changed."""
 
 from __future__ import annotations
 
@@ -77,13 +78,31 @@ def test_the_role_opens_the_system_message_and_is_reported(pytester: pytest.Pyte
     result.stdout.fnmatch_lines(["*role 'sommelier'*"])
 
 
-def test_a_baseline_of_another_role_is_not_compared(pytester: pytest.Pytester) -> None:
+def test_a_persona_is_gated_against_the_neutral_baseline(pytester: pytest.Pytester) -> None:
+    """The persona-vs-neutral comparison: the persona audit reads the neutral audit's
+    baseline (``baseline=`` names it) and the drift test compares them paired by entity,
+    with a note that the role changed."""
     with capture_server() as cap:
         _project(pytester, cap.base)
+        pytester.makepyfile(
+            test_persona="""
+from pytest_recfair import fairness
+
+@fairness(attr="religion", baseline="neutral-religion")
+def test_neutral(fairness_result):
+    pass
+
+@fairness(attr="religion", role="sommelier", baseline="neutral-religion")
+def test_sommelier(fairness_result):
+    pass
+"""
+        )
         args = (*plugin_args(), "--fairness", "--fairness-record=once")
-        pytester.runpytest(*args, "--fairness-update", "-k", "sommelier").assert_outcomes(passed=1)
-        test = pytester.path / "test_persona.py"
-        test.write_text(test.read_text().replace('role="sommelier"', 'role="nurse"'))
-        result = pytester.runpytest(*args, "-k", "sommelier")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*role in the system message*'sommelier'*'nurse'*"])
+        neutral, persona = "test_persona.py::test_neutral", "test_persona.py::test_sommelier"
+        pytester.runpytest(*args, "--fairness-update", neutral).assert_outcomes(passed=1)
+        result = pytester.runpytest(*args, persona, "--fairness-report=r.json")
+    result.assert_outcomes(passed=1)  # the stub answers both alike: no drift
+    result.stdout.fnmatch_lines(["*note: role changed: neutral -> sommelier*"])
+    (res,) = json.loads((pytester.path / "r.json").read_text())["results"]
+    assert res["meta"]["role"] == "sommelier"
+    assert res["gate"]["drift"], "the persona was not compared with the neutral baseline"
