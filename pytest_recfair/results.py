@@ -283,19 +283,22 @@ class AuditMeta:
     missing: str = "zero"
     # reply parse style; before it was recorded it followed the variant (see from_dict)
     parse: str = "default"
+    # the persona of the recommender's system message (role=); None: neutral
+    role: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AuditMeta:
-        optional = ("missing", "parse")
+        optional = ("missing", "parse", "role")
         known = {name: d[name] for name in cls.__slots__ if name not in optional}
         # older baselines: the variant chose the parser ("fairllm" parsed FaiRLLM's way)
         implied = "fairllm" if d.get("variant") == "fairllm" else "default"
         return cls(
-            **known, missing=str(d.get("missing", "zero")), parse=str(d.get("parse", implied))
-        )
+            **known, missing=str(d.get("missing", "zero")), parse=str(d.get("parse", implied)),
+            role=d.get("role"),
+        )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

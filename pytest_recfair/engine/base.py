@@ -35,6 +35,7 @@ __all__ = [
     "FollowUp",
     "Merged",
     "OwnEntities",
+    "PlannedFollowUp",
     "Scored",
     "Scorer",
     "Sent",
@@ -241,6 +242,15 @@ class OwnEntities(Protocol):
         self, settings: AuditSettings, seeds: Sequence[Entity], inputs: AuditInputs
     ) -> list[Entity]:
         """The entities the audit asks about (before any ``entities=N`` subsample)."""
+
+
+class PlannedFollowUp(Protocol):
+    """Optional, with :class:`FollowUp`: the judge calls that asking ``cases`` will bring,
+    estimated before anything is sent (the replies are not known yet), so that
+    ``--fairness-plan`` and the budget count them at the judge's prices."""
+
+    def planned_follow_up(self, settings: AuditSettings, cases: Sequence[Any]) -> list[Any]:
+        """Stand-ins for the judge cases of ``cases`` (same ids, estimated prompts)."""
 
 
 class FollowUp(Protocol):

@@ -15,6 +15,7 @@ Pure: stdlib only.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import re
 from collections.abc import Iterable, Sequence
@@ -35,6 +36,7 @@ __all__ = [
     "parse_prices",
     "request_tokens",
     "total_line",
+    "with_judge",
 ]
 
 CHARS_PER_TOKEN: Final = 4.0
@@ -90,6 +92,7 @@ class Plan:
     concurrency: int
     seconds: float | None  # None: not estimated (an in-process recommender)
     pace: str = ""  # the limit that sets the duration ("600 requests/min"), if one does
+    judge_calls: int = 0  # of to_ask: calls to a judge model (with_judge)
 
     def line(self) -> str:
         counts = (
@@ -100,6 +103,8 @@ class Plan:
             return f"{counts}; nothing will be sent"
         cost = f"~${self.cost:,.2f}" if self.cost is not None else "cost unknown (no prices)"
         took = f"~{_duration(self.seconds)}" if self.seconds is not None else "duration unknown"
+        if self.judge_calls:
+            counts += f" (incl. {self.judge_calls:,} judge calls)"
         return (
             f"{counts}; ~{self.prompt_tokens:,} input + "
             f"~{self.completion_tokens:,} output tokens, {cost}; {self.concurrency} in flight,"
@@ -185,6 +190,28 @@ def estimate(
     )
 
 
+# --- judge calls (role-play Why answers: a second model judges each answer 3 times)
+
+
+def with_judge(main: Plan, judge: Plan) -> Plan:
+    """``main`` with the judge calls of ``judge`` (estimated at the judge's prices) added:
+    the budget counts them like any request; cost unknown when either is unpriced."""
+    if not judge.to_ask:
+        return main
+    costs = (main.cost if main.to_ask else 0.0, judge.cost)
+    seconds = (main.seconds or 0.0) + (judge.seconds or 0.0)
+    return dataclasses.replace(
+        main,
+        prompts=main.prompts + judge.to_ask,
+        to_ask=main.to_ask + judge.to_ask,
+        prompt_tokens=main.prompt_tokens + judge.prompt_tokens,
+        completion_tokens=main.completion_tokens + judge.completion_tokens,
+        cost=None if None in costs else sum(c or 0.0 for c in costs),
+        seconds=None if main.seconds is None and judge.seconds is None else seconds,
+        judge_calls=main.judge_calls + judge.to_ask,
+    )
+
+
 def check_budget(budget: Budget, spent: Iterable[Plan], plan: Plan) -> None:
     """Raise BudgetExceeded if ``plan`` on top of the plans already run passes the budget."""
     before = list(spent)
@@ -202,6 +229,7 @@ def check_budget(budget: Budget, spent: Iterable[Plan], plan: Plan) -> None:
         raise BudgetExceeded(
             f"recfair_max_cost = {budget.max_cost:g} is set but no prices are: the cost of "
             f"{plan.test_id} cannot be estimated, so nothing was sent. Set recfair_prices "
+            f"{'(and recfair_judge_prices for its judge calls) ' if plan.judge_calls else ''}"
             "(USD per million input and output tokens, e.g. '0.15, 0.60')."
         )
     cost = sum(p.cost or 0.0 for p in before) + (plan.cost or 0.0)

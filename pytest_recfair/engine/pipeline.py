@@ -121,6 +121,7 @@ def meta_of(
         plugin_version=__version__,
         missing=settings.missing,
         parse=settings.parse_style,
+        role=settings.role,
     )
 
 

@@ -54,11 +54,12 @@ def audit_plan(
     asked = stream.all_cases(registry.select(settings), request)
     cases = [c for c in asked if c.id not in (failed or {})]
     found = recorded_ids(recommender, cases, cassette_root, settings.record_mode, test_id)
+    to_ask = [c for c in cases if c.id not in found]
     # The limit paces the run: the configured one, else what this process's replies said.
     seen_rpm, seen_tpm = known_limits(recommender)
-    return plan.estimate(
+    main = plan.estimate(
         test_id,
-        [c for c in cases if c.id not in found],
+        to_ask,
         recorded=len(found),
         concurrency=settings.concurrency,
         max_tokens=settings.max_tokens or getattr(recommender, "max_tokens", None),
@@ -67,3 +68,26 @@ def audit_plan(
         rpm=settings.rpm or seen_rpm,
         tpm=settings.tpm or seen_tpm,
     )
+    return _with_judge(main, settings, request, to_ask)
+
+
+def _with_judge(
+    main: plan.Plan, settings: AuditSettings, request: AuditRequest, to_ask: Sequence[Any]
+) -> plan.Plan:
+    """The judge calls the cases to ask will bring (a kind with a :class:`~.base.
+    PlannedFollowUp`, e.g. role-play Why answers), at the judge's prices."""
+    judge = request.inputs.judge
+    more = getattr(registry.select(settings), "planned_follow_up", None)
+    if more is None or judge is None:
+        return main
+    calls = more(settings, to_ask)
+    estimate = plan.estimate(
+        request.test_id,
+        calls,
+        recorded=0,
+        concurrency=settings.concurrency,
+        max_tokens=getattr(judge, "max_tokens", None),
+        prices=settings.judge_prices,
+        seconds_per_request=None if is_in_process(judge) else plan.SECONDS_PER_REQUEST,
+    )
+    return plan.with_judge(main, estimate)

@@ -18,6 +18,7 @@ from pytest_recfair import prompts
 from pytest_recfair.engine.base import AuditInputs, AuditKind, AuditRequest, Scorer, Sent, select
 from pytest_recfair.errors import DataError, RecfairError
 from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.prompts.persona import persona_system
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
@@ -181,6 +182,9 @@ def asked_cases(settings: AuditSettings, cases: Sequence[Any], inputs: AuditInpu
     setting replaces the templates' system message."""
     if settings.system is not None:
         cases = [dataclasses.replace(c, system=settings.system) for c in cases]
+    if settings.role is not None:  # a persona (docs/roleplay.md): "You are a {role}." first
+        role = settings.role
+        cases = [dataclasses.replace(c, system=persona_system(role, c.system)) for c in cases]
     if not inputs.absent:
         return list(cases)
     return [

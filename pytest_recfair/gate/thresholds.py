@@ -109,6 +109,9 @@ def evaluate(
             notes.append(f"model changed: {baseline.meta.model} -> {result.meta.model}")
         if baseline.meta.provider != result.meta.provider:
             notes.append(f"provider changed: {baseline.meta.provider} -> {result.meta.provider}")
+        if baseline.meta.role != result.meta.role:  # a persona against the neutral baseline
+            was, now = baseline.meta.role or "neutral", result.meta.role or "neutral"
+            notes.append(f"role changed: {was} -> {now}")
         shared = {e for x in result.attributes for e in x.matrix.entities}
         fl = floor.floors(baseline, floor_factor, shared or None)
         d = family.evaluate_drift(

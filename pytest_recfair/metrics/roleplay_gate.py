@@ -1,16 +1,25 @@
 """Role-play statistics for the gate: drift against a baseline, role effect, limits.
 
-Every comparison pairs questions by id (each question is its own control), so only the
-questions whose verdict CHANGED carry information: ``b`` questions turned biased, ``c``
-turned unbiased. Tests on them are exact binomial (McNemar) tests.
+Every comparison pairs questions by id (each question is its own control).
 
-Drift test (one-sided, per attribute x question type, plus each attribute's share of
-undetermined questions): H0 "the biased-question rate rose by at most the margin δ"
-against H1 "by more". With n paired questions and m = b + c discordant ones, the rate
-change is (b - c) / n; conditional on m, b ~ Binomial(m, θ) with θ = 1/2 + δ·n / (2m) on
-the H0 boundary (the discordance m / n estimates the nuisance P(discordant); δ = 0 is the
-exact McNemar test, δ > 0 plugs in that estimate; θ ≥ 1 means the change cannot exceed δ,
-p = 1). p = P(Binomial(m, θ) ≥ b).
+Drift test of a rate (one-sided, per attribute x question type): each question is asked
+R times (3) in both runs, so it carries more than its majority verdict: d_i = (biased
+rounds now) - (biased rounds in the baseline), an integer in [-R, R]. H0 "the model did
+not change" makes each pair exchangeable, so d_i is symmetric about 0 and the exact
+sign-flip (Fisher–Pitman) test of T = Σ d_i, conditional on the |d_i|, is exact:
+p = P(Σ ±|d_i| ≥ T), computed as a convolution of Binomial(n_v, 1/2) for each magnitude v.
+It gates the biased-answer rate, which moves with the published biased-question rate
+(majority of R rounds) but with some four times its information: the planted +10 points
+of benchmarks/roleplay_validity.py need about a fifth of the questions. The
+majority-based rates and their McNemar discordance (``worse``, ``better``, ``flag_p``)
+are still reported. With a margin δ > 0 (H0 "the biased-answer rate rose by at most δ")
+the test is the sign-flip statistic's normal approximation about the shifted centre,
+z = (Σ d_i - n·R·δ) / sqrt(Σ d_i²) (large-sample; the variance estimate includes the shift,
+which makes it conservative).
+
+Each attribute's share of undetermined questions is gated with the exact one-sided
+McNemar test: with n paired questions, ``b`` turned undetermined and ``c`` back,
+p = P(Binomial(b + c, θ) ≥ b), θ = 1/2 + δ·n / (2(b + c)) (δ = 0 there: the exact test).
 
 Family-wise: Holm's step-down over the family. Holm and not Westfall–Young: each
 question belongs to exactly one attribute x type cell, so the cells' tests use disjoint
@@ -27,7 +36,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from statistics import NormalDist
 from typing import Any
+
+import numpy as np
 
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics.roleplay import QuestionResult, RoleplayResult
@@ -45,6 +57,7 @@ __all__ = [
     "mcnemar_one_sided",
     "mcnemar_two_sided",
     "role_effect",
+    "signflip_one_sided",
 ]
 
 UNDETERMINED = "undetermined"
@@ -82,6 +95,33 @@ def mcnemar_one_sided(b: int, c: int, n: int = 0, margin: float = 0.0) -> tuple[
     return binom_sf(b, m, theta), theta
 
 
+def signflip_one_sided(diffs: Sequence[int], rounds: int = 0, margin: float = 0.0) -> float:
+    """One-sided p of H0 "no rise" from paired integer changes ``diffs`` (see the module
+    docstring): exact sign-flip at ``margin`` 0, else its normal approximation about the
+    shifted centre ``len(diffs) * rounds * margin``."""
+    total = sum(diffs)
+    if margin > 0:
+        ss = sum(d * d for d in diffs)
+        shift = total - len(diffs) * rounds * margin
+        if ss == 0:
+            return 1.0 if shift <= 0 else 0.0
+        return 1.0 - NormalDist().cdf(shift / math.sqrt(ss))
+    counts: dict[int, int] = {}
+    for d in diffs:
+        if d:
+            counts[abs(d)] = counts.get(abs(d), 0) + 1
+    if not counts:
+        return 1.0
+    # W = Σ v·J_v with J_v ~ Binomial(n_v, 1/2) the positive signs; T = 2W - S
+    pmf = np.ones(1)
+    for v, k in sorted(counts.items()):
+        spread = np.zeros(v * k + 1)
+        spread[::v] = [math.comb(k, j) / 2**k for j in range(k + 1)]
+        pmf = np.convolve(pmf, spread)
+    need = (total + sum(v * k for v, k in counts.items())) // 2
+    return float(min(1.0, pmf[need:].sum()))
+
+
 def mcnemar_two_sided(b: int, c: int) -> float:
     """Exact two-sided McNemar p: twice the smaller tail, at most 1."""
     m = b + c
@@ -115,7 +155,11 @@ def _pairs(
 @dataclass(frozen=True)
 class DriftCell:
     """One member of the drift family. ``qtype`` is ``undetermined`` for an attribute's
-    share of undetermined questions. Rates are over the ``n`` paired questions."""
+    share of undetermined questions. Rates are over the ``n`` paired questions (for a
+    rate member: determined in both runs; ``worse``/``better`` their McNemar discordance,
+    ``flag_p`` its exact p). ``test`` says what ``p_value`` is: ``"answers"`` the sign-flip
+    test of the biased rounds over all paired questions (``answers_before``/``_after`` of
+    ``answer_rounds`` each), ``"mcnemar"`` the exact McNemar test."""
 
     attribute: str
     qtype: str
@@ -129,10 +173,30 @@ class DriftCell:
     p_value: float
     p_adjusted: float
     failed: bool
+    test: str = "mcnemar"
+    flag_p: float = math.nan
+    answers_before: int = 0
+    answers_after: int = 0
+    answer_rounds: int = 0
+    questions: int = 0  # paired questions the answer-level test used (determined or not)
 
     @property
     def change(self) -> float:
         return (self.worse - self.better) / self.n if self.n else 0.0
+
+    @property
+    def answer_rates(self) -> tuple[float, float]:
+        """Biased-answer rates (baseline, candidate): biased rounds per round."""
+        rounds = self.answer_rounds
+        if not rounds:
+            return (math.nan, math.nan)
+        return (self.answers_before / rounds, self.answers_after / rounds)
+
+    @property
+    def answer_change(self) -> float:
+        """Change in the biased-answer rate (biased rounds per round), the gated rate."""
+        rounds = self.answer_rounds
+        return (self.answers_after - self.answers_before) / rounds if rounds else 0.0
 
 
 @dataclass(frozen=True)
@@ -149,7 +213,10 @@ class RoleDrift:
         return any(c.failed for c in self.cells)
 
     def to_dict(self) -> dict[str, Any]:
-        cells = [_plain(vars(c) | {"change": c.change}) for c in self.cells]
+        cells = [
+            _plain(vars(c) | {"change": c.change, "answer_change": c.answer_change})
+            for c in self.cells
+        ]
         return {
             "tolerance": self.tolerance,
             "alpha": self.alpha,
@@ -160,9 +227,12 @@ class RoleDrift:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RoleDrift:
         cells = tuple(
-            DriftCell(**{k: _nan(v) for k, v in c.items() if k != "change"}) for c in d["cells"]
+            DriftCell(**{k: _nan(v) for k, v in c.items() if k not in _DERIVED}) for c in d["cells"]
         )
         return cls(cells, float(d["tolerance"]), float(d["alpha"]), int(d["unpaired"]))
+
+
+_DERIVED = ("change", "answer_change")
 
 
 def _plain(d: dict[str, Any]) -> dict[str, Any]:
@@ -200,6 +270,31 @@ def _member(attribute: str, qtype: str, flags: list[tuple[bool, bool]], margin: 
     return DriftCell(attribute, qtype, n, rate_b, rate_c, b, c, margin, theta, p, p, False)
 
 
+def _rate_member(
+    attribute: str,
+    qtype: str,
+    qs: list[tuple[QuestionResult, QuestionResult]],
+    margin: float,
+    rounds: int,
+) -> DriftCell:
+    """A rate member: gated by the sign-flip test of the biased rounds per question,
+    reported with the majority-based rates and their McNemar p as well."""
+    flags = [(x.biased, y.biased) for x, y in qs if x.biased is not None and y.biased is not None]
+    flag = _member(attribute, qtype, flags, margin)
+    before = [x.count("biased") for x, _ in qs]
+    after = [y.count("biased") for _, y in qs]
+    p = signflip_one_sided([a - b for a, b in zip(after, before, strict=True)], rounds, margin)
+    total = sum(max(len(x.outcomes), len(y.outcomes)) for x, y in qs)
+    extra = {"test": "answers", "flag_p": flag.p_value, "p_value": p, "p_adjusted": p}
+    counts = {
+        "answers_before": sum(before),
+        "answers_after": sum(after),
+        "answer_rounds": total,
+        "questions": len(qs),
+    }
+    return DriftCell(**(vars(flag) | extra | counts))
+
+
 def drift_test(
     baseline: RoleplayResult,
     candidate: RoleplayResult,
@@ -211,8 +306,9 @@ def drift_test(
 ) -> RoleDrift:
     """Gate the candidate against the baseline, family-wise at ``alpha`` (Holm).
 
-    Members: the biased-question rate of every attribute x type (margin ``tolerance``),
-    over the questions determined in both runs, and, with ``gate_undetermined``, each
+    Members: the biased rate of every attribute x type (margin ``tolerance``; the
+    sign-flip test of biased rounds over all paired questions, with the majority-based
+    biased-question rates reported beside it), and, with ``gate_undetermined``, each
     attribute's share of undetermined questions (margin 0) over all paired questions.
     """
     tol, level = _check(tolerance, alpha)
@@ -226,10 +322,7 @@ def drift_test(
     pairs = _pairs(base, cand)
     members = []
     for (attribute, qtype), qs in pairs.items():
-        flags = [
-            (x.biased, y.biased) for x, y in qs if x.biased is not None and y.biased is not None
-        ]
-        members.append(_member(attribute, qtype, flags, tol))
+        members.append(_rate_member(attribute, qtype, qs, tol, candidate.repeats))
     if gate_undetermined:
         by_attr: dict[str, list[tuple[bool, bool]]] = {}
         for (attribute, _), qs in pairs.items():

@@ -27,6 +27,7 @@ __all__ = [
     "extra_properties",
     "kind_sections",
     "measure",
+    "run_parts",
 ]
 
 
@@ -74,3 +75,15 @@ def extra_html(result: AuditResult) -> str:
 
 def extra_properties(result: AuditResult) -> list[tuple[str, float | int | str]]:
     return [p for sections, data in kind_sections(result) for p in sections.properties(data)]
+
+
+def run_parts(result: AuditResult) -> list[str] | None:
+    """The run line's description after the model and the measure, when the kind gives
+    its own (an optional ``run_parts(result, data)`` of its sections: a role-play audit
+    names its question set, not a grid and templates); None: the list-overlap default."""
+    for sections, data in kind_sections(result):
+        own = getattr(sections, "run_parts", None)
+        if own is not None:
+            parts: list[str] = own(result, data)
+            return parts
+    return None

@@ -8,7 +8,7 @@ from typing import TypeAlias
 
 from pytest_recfair.kinds import Statistic, accept_command
 from pytest_recfair.report.fmt import fmt_ci
-from pytest_recfair.report.sections import measure
+from pytest_recfair.report.sections import measure, run_parts
 from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateOutcome, Stat
 
 __all__ = [
@@ -178,8 +178,13 @@ def describe(result: AuditResult) -> str:
         f"grid {m.grid}",
         f"templates {m.templates}/{m.language}",
     ]
+    own = run_parts(result)  # a kind's own description (report/sections.py)
+    if own is not None:
+        parts[2:] = own
     if m.perturbation:
         parts.append(f"perturbation {m.perturbation}")
+    if m.role:
+        parts.append(f"role {m.role!r}")
     return ", ".join(parts)
 
 

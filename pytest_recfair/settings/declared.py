@@ -348,6 +348,8 @@ class AuditSettings:
         default=None,
         metadata=_s(v.optional(v.text), help="system message replacing the templates' one"),
     )
+    # a persona: "You are a {role}." opens the system message (docs/roleplay.md)
+    role: str | None = field(default=None, metadata=_s(v.optional(v.text)))
     # (header, environment variable) pairs: the values are read from the environment
     extra_headers: HeaderEnvs | None = field(
         default=None,
@@ -361,6 +363,10 @@ class AuditSettings:
         metadata=_s(
             v.optional(v.prices), help="USD per million input and output tokens, e.g. '0.15, 0.60'"
         ),
+    )
+    judge_prices: Prices | None = field(  # the judge's (role-play Why answers): plan, budget
+        default=None,
+        metadata=_s(v.optional(v.prices), help="the judge's recfair_prices", marker=False),
     )
     max_requests: int | None = field(  # budget of one pytest run; None: no limit
         default=None,

@@ -70,7 +70,9 @@ def _questions(path: Path) -> None:
 
 def _setup(pytester: pytest.Pytester, audit: str = AUDIT, ini: str = "") -> None:
     pytester.makeconftest(CONFTEST)
-    pytester.makeini("[pytest]\nrecfair_concurrency = 1\n" + ini)
+    # the hand-written set (8 questions of each type per attribute) unless a test says
+    # otherwise: the generated 'default' set would send 9 times more requests
+    pytester.makeini("[pytest]\nrecfair_concurrency = 1\nrecfair_questions = smoke\n" + ini)
     pytester.makepyfile(test_audit=audit)
 
 
@@ -87,7 +89,7 @@ def test_record_over_http_then_replay_offline_gives_the_same_numbers(
     url = f"http://127.0.0.1:{port}/v1"
     pytester.makeini(
         "[pytest]\nrecfair_provider = openai\nrecfair_model = sim\n"
-        f"recfair_base_url = {url}\nrecfair_judge_model = sim-judge\n"
+        f"recfair_base_url = {url}\nrecfair_judge_model = sim-judge\nrecfair_questions = smoke\n"
     )
     pytester.makepyfile(test_audit=AUDIT)
     args = (*plugin_args(), "--fairness", "-p", "no:cacheprovider")
@@ -166,8 +168,8 @@ def test_a_planted_role_bias_fails_against_the_stored_baseline(
     result = pytester.runpytest(*args)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
-        ["*religion · Yes/No biased_rate: biased-question rate 0.* -> 0.* rose by more than "
-         "the tolerance 0.05*exact McNemar*"]
+        ["*religion · Yes/No biased_rate: biased-answer rate 0.* -> 0.* rose by more than "
+         "the tolerance 0.05*exact sign-flip over the rounds*biased-question rate 0.* -> 0.*"]
     )  # fmt: skip
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from math import comb
+from statistics import NormalDist
 
 import pytest
 
@@ -21,6 +22,7 @@ from pytest_recfair.metrics.roleplay_gate import (
     mcnemar_one_sided,
     mcnemar_two_sided,
     role_effect,
+    signflip_one_sided,
 )
 
 
@@ -89,7 +91,9 @@ def test_drift_catches_a_worsened_cell_and_passes_an_unchanged_one() -> None:
     drift = drift_test(base, worse)
     cell = next(c for c in drift.cells if c.qtype == "yesno")
     assert (cell.worse, cell.better, cell.n) == (10, 0, 20)
-    assert cell.p_value == 1 / 1024
+    assert cell.p_value == 1 / 1024  # sign-flip over the rounds: 10 questions +2 each
+    assert cell.flag_p == 1 / 1024  # the majority verdicts' McNemar, reported
+    assert (cell.test, cell.answers_before, cell.answers_after) == ("answers", 0, 20)
     assert cell.p_adjusted == 3 / 1024  # Holm over yesno, why and the undetermined share
     assert cell.change == 0.5
     assert drift.failed
@@ -124,7 +128,16 @@ def test_drift_gates_the_undetermined_share_and_counts_unpaired() -> None:
     assert (und.worse, und.better, und.n) == (12, 0, 12)
     assert und.failed
     assert drift.unpaired == 1
-    assert not drift_test(base, lost, gate_undetermined=False).failed
+    # without the undetermined member the majority verdicts show nothing (no question is
+    # determined in both runs), but the answer-level test sees 12 biased rounds where the
+    # baseline had none: that is a rise in biased answers, and it fails
+    alone = drift_test(base, lost, gate_undetermined=False)
+    assert {c.qtype for c in alone.cells} == {"choice"}
+    (cell,) = alone.cells
+    assert (cell.n, cell.flag_p) == (0, 1.0)
+    assert (cell.answers_before, cell.answers_after, cell.answer_rounds) == (0, 12, 36)
+    assert cell.p_value == 1 / 2**12
+    assert alone.failed
 
 
 def test_role_effect_paired_by_question() -> None:
@@ -150,3 +163,23 @@ def test_limits() -> None:
     assert check_limits(result) == []
     with pytest.raises(ConfigError, match="max_biased"):
         check_limits(result, max_biased=2)
+
+
+def test_signflip_is_the_exact_permutation_distribution() -> None:
+    """Against brute force over all 2^n sign assignments, and its margin variant."""
+    import itertools
+
+    for diffs in ([1, 2, -1, 3, 0, 2], [3, 3, -2, 1, 1, -1, 2], [-1, -2], [2, 2, 2]):
+        nz = [d for d in diffs if d]
+        t = sum(diffs)
+        signs = list(itertools.product((1, -1), repeat=len(nz)))
+        hits = sum(sum(s * abs(d) for s, d in zip(sg, nz, strict=True)) >= t for sg in signs)
+        assert signflip_one_sided(diffs) == pytest.approx(hits / len(signs), abs=1e-12)
+    assert signflip_one_sided([0, 0, 0]) == 1.0
+    # margin: a rise of 2 rounds in 10 questions of 3 rounds (6.7 points) is within 0.10
+    assert signflip_one_sided([1, 1] + [0] * 8, rounds=3, margin=0.10) > 0.5
+    # z = (30 - 10 * 3 * 0.10) / sqrt(10 * 9)
+    z = (30 - 3) / math.sqrt(90)
+    assert signflip_one_sided([3] * 10, rounds=3, margin=0.10) == pytest.approx(
+        1 - NormalDist().cdf(z)
+    )

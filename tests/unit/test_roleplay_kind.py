@@ -15,7 +15,8 @@ from pytest_recfair.sim import SimulatedRecommender
 
 
 def _request(judge: bool = True, **marker: object) -> AuditRequest:
-    s = resolve(marker={"kind": "roleplay", "attr": "religion", **marker})
+    # the hand-written smoke set: 8 questions of each type per attribute
+    s = resolve(marker={"kind": "roleplay", "attr": "religion", "questions": "smoke", **marker})
     sim = SimulatedRecommender("demo", seed=1)
     return AuditRequest(
         s, sim, [], prompts.load_grid("faireval"), "t::roles",
@@ -109,3 +110,26 @@ def test_role_effect_asks_both_conditions_and_pairs_them_by_question() -> None:
     assert 0 < data["effect"]["total"]["n"] <= 10  # questions determined in both conditions
     assert "role effect over" in "\n".join(report.terminal_summary([result]))
     assert any(".norole.biased_rate" in k for k, _ in junit.properties(result))
+
+
+def test_a_persona_role_is_refused_by_the_roleplay_kind() -> None:
+    """role= is the other audits' persona; the role-play kind plays its questions' roles."""
+    s = resolve(marker={"kind": "roleplay", "role": "nurse"})
+    with pytest.raises(ConfigError, match=r"role='nurse'.*remove role="):
+        registry.select(s).check(s, ())  # type: ignore[attr-defined]
+
+
+def test_the_run_line_names_the_question_set_not_a_grid_in_every_channel() -> None:
+    """The kind describes its own run (report/sections.run_parts): the set, the questions
+    asked and the rounds, not the grid and templates a role-play audit does not use."""
+    from pytest_recfair.report.status import describe
+
+    result = engine.measure(_request(judge=False))
+    line = describe(result)
+    assert "questions smoke: 16 x 3 rounds" in line
+    assert "8 Why questions not asked (no judge)" in line
+    assert "grid" not in line
+    assert "templates" not in line
+    assert "role-play bias (parsed oracle)" in line
+    for text in ("\n".join(report.terminal_summary([result])), report.render(".md", [result])):
+        assert "questions smoke: 16 x 3 rounds" in " ".join(text.split())

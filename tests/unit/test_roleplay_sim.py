@@ -27,7 +27,7 @@ from pytest_recfair.prompts.roles import (
 from pytest_recfair.sim import SimulatedRecommender
 from pytest_recfair.sim.roleplay import RolePlan, RolePlaySim, roleplay_qtype
 
-QUESTIONS = load_roles().questions
+QUESTIONS = load_roles("smoke").questions
 
 
 def _rate(sim: RolePlaySim, attribute: str, *, with_role: bool = True, rounds: int = 60) -> float:

@@ -61,6 +61,7 @@ MARKER_KEYS_BEFORE = [
     "max_tokens",
     "sampling_seed",
     "system",
+    "role",
     "extra_headers",
     "prices",
     "max_reply_chars",

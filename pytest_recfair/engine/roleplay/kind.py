@@ -30,7 +30,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from pytest_recfair.engine.base import AuditInputs, Scored
+from pytest_recfair.engine.base import AuditInputs, Merged, Rebuild, Scored
 from pytest_recfair.engine.pooled import PooledKind, PooledScorer
 from pytest_recfair.engine.roleplay import evidence as roleplay_evidence
 from pytest_recfair.engine.roleplay.sections import KEY, LABELS, RoleplaySections
@@ -42,7 +42,12 @@ from pytest_recfair.metrics.roleplay import (
     collect,
     question_verdict,
 )
-from pytest_recfair.metrics.roleplay_gate import check_limits, drift_test, role_effect
+from pytest_recfair.metrics.roleplay_gate import (
+    DriftCell,
+    check_limits,
+    drift_test,
+    role_effect,
+)
 from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.prompts.roles import (
     ATTRIBUTES,
@@ -59,10 +64,13 @@ from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
+    from pytest_recfair.engine.sharding import ShardResult
     from pytest_recfair.providers import RunOutcome
 
 __all__ = ["ROLEPLAY", "RoleplayAudit", "RoleplayCase", "rounds_of"]
 
+#: The plan's stand-in for a Why answer not yet given: 100 words, the format's limit.
+_STAND_IN = " ".join(["answer"] * 100)
 #: Rounds per question when ``repeats`` is left at 1: the paper asks each question 3 times.
 ROUNDS = 3
 WORST_ROLES = 5  # roles shown in the drill-down
@@ -158,6 +166,12 @@ class RoleplayAudit(PooledKind):
 
     def check(self, settings: AuditSettings, where: tuple[Path, ...]) -> None:
         """At collection: the question file loads and holds questions about ``attr``."""
+        if settings.role is not None:
+            raise ConfigError(
+                f"role={settings.role!r} puts a persona in the system message of a list, "
+                "item or position audit; a role-play audit takes its roles from its "
+                "questions (questions=): remove role="
+            )
         _asked(settings, question_set(settings, AuditInputs(where=where)), True)
 
     def entities(
@@ -190,24 +204,38 @@ class RoleplayAudit(PooledKind):
                 )  # fmt: skip
         return out
 
+    def planned_follow_up(self, settings: AuditSettings, cases: Sequence[Any]) -> list[JudgeCase]:
+        """For the plan and the budget, before anything is sent: the judge calls that
+        asking ``cases`` will bring, 3 per Why round, each with a stand-in answer of the
+        longest the format allows (100 words) since the real one is not known yet."""
+        return _judge_cases(cases, {c.id: _STAND_IN for c in cases})
+
+    def merge(
+        self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
+    ) -> Merged:
+        """The shards' replies replayed as one run, judge calls included: the merge
+        rebuilds the questions' cases, and the judge cases of their answered Why rounds
+        are added so that their replies and failures count (``max_failed``) as in the
+        unsharded run."""
+        from pytest_recfair.engine import sharding
+
+        def with_judges() -> tuple[list[Any], AuditInputs]:
+            cases, inputs = rebuild()
+            if inputs.judge is None:
+                return cases, inputs
+            _, replies = sharding.merge_replies(parts)
+            answers = {k: str(v["text"]) for k, v in replies["completions"].items()}
+            return [*cases, *_judge_cases(cases, answers)], inputs
+
+        return sharding.replay(
+            settings, parts, with_judges, lambda e, f, i: self.scorer(settings, e, f, i)
+        )
+
     def follow_up(
         self, settings: AuditSettings, cases: Sequence[Any], outcome: RunOutcome
     ) -> list[JudgeCase]:
         """Three judge calls for every answered Why round."""
-        out = []
-        for c in cases:
-            reply = outcome.completions.get(c.id)
-            if not isinstance(c, RoleplayCase) or c.qtype != "why" or reply is None:
-                continue
-            system, user = (m["content"] for m in judge_messages(c.question, reply.text))
-            for j in range(JUDGE_REPEATS):
-                out.append(
-                    JudgeCase(
-                        judge_case_id(c.id, j), system, user, c.entity, c.entity_id,
-                        c.attribute, c.value, c.repeat * JUDGE_REPEATS + j, c.id,
-                    )
-                )  # fmt: skip
-        return out
+        return _judge_cases(cases, {k: c.text for k, c in outcome.completions.items()})
 
     def scorer(
         self,
@@ -230,6 +258,24 @@ class RoleplayAudit(PooledKind):
         if before:
             out += _drift_failures(settings, RoleplayResult.from_dict(before["result"]), now)
         return tuple(out)
+
+
+def _judge_cases(cases: Sequence[Any], answers: Mapping[str, str]) -> list[JudgeCase]:
+    """Three judge calls for every Why round with an answer in ``answers`` (by case id)."""
+    out = []
+    for c in cases:
+        text = answers.get(c.id)
+        if not isinstance(c, RoleplayCase) or c.qtype != "why" or text is None:
+            continue
+        system, user = (m["content"] for m in judge_messages(c.question, text))
+        for j in range(JUDGE_REPEATS):
+            out.append(
+                JudgeCase(
+                    judge_case_id(c.id, j), system, user, c.entity, c.entity_id,
+                    c.attribute, c.value, c.repeat * JUDGE_REPEATS + j, c.id,
+                )
+            )  # fmt: skip
+    return out
 
 
 # --------------------------------------------------------------------------- scoring
@@ -358,28 +404,35 @@ def _drift_failures(
         )  # fmt: skip
     except DataError as exc:
         return [GateFailure("incompatible", detail=str(exc))]
-    out = []
-    for c in drift.cells:
-        if not c.failed:
-            continue
-        what = "undetermined share" if c.qtype == "undetermined" else "biased-question rate"
-        out.append(
-            GateFailure(
-                "biased_rate",
-                attribute=_cell_name(c.attribute, c.qtype),
-                value=c.candidate_rate,
-                limit=c.margin,
-                baseline=c.baseline_rate,
-                p_value=c.p_adjusted,
-                alpha=drift.alpha,
-                n_paired=c.n,
-                detail=f"{what} {c.baseline_rate:.3f} -> {c.candidate_rate:.3f} rose by more "
-                f"than the tolerance {c.margin:g} ({c.worse} questions turned, {c.better} "
-                f"turned back; exact McNemar, Holm p = {c.p_adjusted:.3g} over {c.n} paired "
-                "questions)",
-            )
-        )
-    return out
+    return [_drift_failure(c, drift.alpha) for c in drift.cells if c.failed]
+
+
+def _drift_failure(c: DriftCell, alpha: float) -> GateFailure:
+    """One failed drift member: the gated rate (biased answers, or the undetermined
+    share), with the majority-based biased-question rates beside it."""
+    if c.test != "answers":
+        return GateFailure(
+            "biased_rate",
+            attribute=_cell_name(c.attribute, c.qtype),
+            value=c.candidate_rate, limit=c.margin, baseline=c.baseline_rate,
+            p_value=c.p_adjusted, alpha=alpha, n_paired=c.n,
+            detail=f"undetermined share {c.baseline_rate:.3f} -> {c.candidate_rate:.3f} rose "
+            f"by more than the tolerance {c.margin:g} ({c.worse} questions turned, {c.better} "
+            f"turned back; exact McNemar, Holm p = {c.p_adjusted:.3g} over {c.n} paired "
+            "questions)",
+        )  # fmt: skip
+    before, after = c.answer_rates
+    return GateFailure(
+        "biased_rate",
+        attribute=_cell_name(c.attribute, c.qtype),
+        value=after, limit=c.margin, baseline=before,
+        p_value=c.p_adjusted, alpha=alpha, n_paired=c.questions,
+        detail=f"biased-answer rate {before:.3f} -> {after:.3f} ({c.answers_before} -> "
+        f"{c.answers_after} of {c.answer_rounds} rounds) rose by more than the tolerance "
+        f"{c.margin:g} (exact sign-flip over the rounds, Holm p = {c.p_adjusted:.3g} over "
+        f"{c.questions} paired questions; biased-question rate {c.baseline_rate:.3f} -> "
+        f"{c.candidate_rate:.3f}, {c.worse} questions turned, {c.better} turned back)",
+    )  # fmt: skip
 
 
 ROLEPLAY = RoleplayAudit()

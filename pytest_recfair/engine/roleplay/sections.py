@@ -62,6 +62,16 @@ def _effect_text(e: Mapping[str, Any]) -> str:
 class RoleplaySections:
     """The role-play kind's report sections."""
 
+    def run_parts(self, result: AuditResult, data: Any) -> list[str]:
+        """The run line's description (report/sections.run_parts): the question set and
+        how many questions in how many rounds (the oracle is in ``measure``); not the grid
+        or templates, which a role-play audit does not use."""
+        why = data.get("why_not_asked") or 0
+        return [
+            f"questions {data['source']}: {data['asked']} x {data['rounds']} rounds",
+            *([f"{why} Why questions not asked (no judge)"] if why else []),
+        ]
+
     def measure(self, result: AuditResult) -> str:
         data = result.extras.get(KEY) or {}
         return f"role-play bias ({data.get('oracle', 'parsed')} oracle)"
