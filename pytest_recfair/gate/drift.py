@@ -239,13 +239,13 @@ def _power_notes(res: inference.DriftResult) -> list[str]:
         n = max(v.n_paired for v in vs)
         out.append(
             f"{where}: this test can detect an {what} {word} of {det} or more (90% power "
-            f"over {n} entities, paired SE {se}, tolerance {vs[0].margin:g})"
+            f"over {n} entities, paired SE {se}, tolerance {vs[0].margin:.3g})"
         )
         noisy = [v for v in vs if v.margin > 0 and v.mde > v.margin]
         if noisy:
             worst = max(v.detectable for v in noisy)
             out.append(
-                f"{where}: warning: this test is too noisy for tolerance {vs[0].margin:g}: an "
+                f"{where}: warning: this test is too noisy for tolerance {vs[0].margin:.3g}: an "
                 f"{what} {word} up to {worst:.3f} can pass; gate more entities or record repeats"
             )
     return out

@@ -40,7 +40,7 @@ def _bound(f: GateFailure) -> str:
     if f.limit is None or f.statistic is None:
         return ""
     if f.kind == "drift":
-        return f"tol {f.limit:g}"
+        return f"tol {f.limit:.3g}"
     return f"{'min' if f.statistic in HIGHER_IS_FAIRER else 'max'} {f.limit:g}"
 
 
@@ -51,7 +51,7 @@ def _change(f: GateFailure) -> str:
     p = fmt_p(f.p_value) if f.p_value is not None else "n/a"
     return (
         f"{label} {fmt_interval(f.baseline, f.baseline_ci)} -> {fmt_interval(f.value, f.value_ci)} "
-        f"({delta:+.3f}, tolerance {f.limit or 0.0:g}; family-wise p {p} over {f.n_paired} "
+        f"({delta:+.3f}, tolerance {f.limit or 0.0:.3g}; family-wise p {p} over {f.n_paired} "
         f"entities{'; ' + f.detail if f.detail else ''})"
     )
 
