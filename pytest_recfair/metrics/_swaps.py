@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from pytest_recfair.kinds import DriftQuantity
 from pytest_recfair.metrics import _weights
+from pytest_recfair.metrics._drift_core import step_down
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -113,16 +114,5 @@ def _swap_stats(
     return sw.pb, sw.pc, sign * (sw.pc - sw.pb), perm
 
 
-def _step_down(T: FloatArray, Tp: FloatArray, exact: bool) -> tuple[FloatArray, FloatArray]:
-    """Raw and Westfall–Young step-down max-T adjusted p-values (T: (m,), Tp: (B, m))."""
-    B = Tp.shape[0]
-    extra = 0 if exact else 1  # random draws: count the observed data as one more draw
-    raw = (extra + np.sum(Tp >= T, axis=0)) / (B + extra)
-    order = np.argsort(-T, kind="stable")
-    # successive maxima over the members ranked r and below (least significant last)
-    tail = np.maximum.accumulate(Tp[:, order[::-1]], axis=1)[:, ::-1]
-    p_sorted = (extra + np.sum(tail >= T[order], axis=0)) / (B + extra)
-    p_sorted = np.maximum.accumulate(p_sorted)
-    adjusted = np.empty_like(p_sorted)
-    adjusted[order] = p_sorted
-    return raw, adjusted
+# one step-down max-T for both tests (the exact whole-row swaps and the studentised core)
+_step_down = step_down
