@@ -115,8 +115,8 @@ def baseline_path(root: Path, test_id: str) -> Path:
     if len(safe) > _MAX_STEM:
         safe = safe[:_MAX_STEM]
         plain = False
-    if not plain:
-        digest = hashlib.sha256(test_id.encode("utf-8")).hexdigest()[:8]
+    if not plain:  # the digest of the normalised id: "a\\b" and "a/b" are one test
+        digest = hashlib.sha256(norm.encode("utf-8")).hexdigest()[:8]
         safe = f"{safe}-{digest}"
     return Path(root) / f"{safe}.json"
 
