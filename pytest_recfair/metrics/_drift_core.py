@@ -45,6 +45,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -53,6 +54,8 @@ from pytest_recfair.kinds import DriftQuantity
 from pytest_recfair.metrics import _weights
 
 FloatArray = npt.NDArray[np.float64]
+#: a sign-flip reference: float64 when enumerated exactly, float32 when drawn
+RefArray = npt.NDArray[np.floating[Any]]
 
 #: Draws of the max-T reference at least (raised from n_resamples): its Monte Carlo error
 #: moves a p-value by less than 0.01 between two seeds 99 times in 100.
@@ -226,7 +229,7 @@ def linear_exact(
     return Linear(float(d.sum()), 0.0, d, float(np.sqrt(np.sum(d**2))))
 
 
-def reference(rng: np.random.Generator, U: FloatArray, draws: int, exact: bool) -> FloatArray:
+def reference(rng: np.random.Generator, U: FloatArray, draws: int, exact: bool) -> RefArray:
     """(draws, m) sign-flip reference ``s @ U`` (s in {-1, +1}); all 2**E flips when
     ``exact``. Drawn a block of rows at a time, so the (draws, E) flips are never held."""
     E = U.shape[0]
@@ -237,13 +240,17 @@ def reference(rng: np.random.Generator, U: FloatArray, draws: int, exact: bool) 
         (P,) = _weights.products(S, U)
         return np.asarray(2 * P - colsum, dtype=np.float64)
     # random flips: one byte of random bits per 8 entities, each byte looked up in a
-    # table of the 256 sums of its entities' rows (8x fewer operations than the product)
+    # table of the 256 sums of its entities' rows (8x fewer operations than the product).
+    # Tables and draws in float32: a Monte Carlo reference needs no more (its error is
+    # ~1/sqrt(draws)), and the (E/8, 256, m) tables and (draws, m) copies dominate the
+    # drift test's memory (82 MB of tables alone at 10,000 entities x 32 members).
     G = (E + 7) // 8
     padded = np.zeros((8 * G, U.shape[1]))
     padded[:E] = U
     bits = (np.arange(256)[:, None] >> np.arange(8)) & 1  # (256, 8): bit k of each code
     tables = np.einsum("ck,gkm->gcm", bits.astype(np.float64), padded.reshape(G, 8, -1))
-    out = np.empty((draws, U.shape[1]), dtype=np.float64)
+    tables = tables.astype(np.float32)
+    out = np.empty((draws, U.shape[1]), dtype=np.float32)
     rows = max(1, _weights.BLOCK_CELLS // max(G * U.shape[1], 1))
     for a in range(0, draws, rows):
         n = min(draws, a + rows) - a
@@ -255,7 +262,7 @@ def reference(rng: np.random.Generator, U: FloatArray, draws: int, exact: bool) 
     return out
 
 
-def step_down(T: FloatArray, Tp: FloatArray, exact: bool) -> tuple[FloatArray, FloatArray]:
+def step_down(T: FloatArray, Tp: RefArray, exact: bool) -> tuple[FloatArray, FloatArray]:
     """Raw and Westfall–Young step-down max-T adjusted p-values (T: (m,), Tp: (B, m))."""
     B = Tp.shape[0]
     extra = 0 if exact else 1  # random draws: count the observed data as one more draw
@@ -292,7 +299,7 @@ def selection_threshold(n: int) -> float:
 
 def screen_and_adjust(
     T: FloatArray,
-    Tp: FloatArray,
+    Tp: RefArray,
     exact: bool,
     alpha: float,
     selectable: npt.NDArray[np.bool_],
@@ -309,7 +316,7 @@ def screen_and_adjust(
     kappa = np.array([selection_threshold(k) for k in n])
     dropped = selectable & (-kappa > T) if m > 1 else np.zeros(m, dtype=bool)
     shift = np.where(dropped, -np.inf, 0.0)
-    shifted = np.where(dropped, -1e300, Tp)
+    shifted = np.where(dropped, Tp.dtype.type(-np.inf), Tp)
     raw, _ = step_down(T, Tp, exact)
     _, adj_s = step_down(T, shifted, exact)
     adjusted = np.minimum(1.0, np.maximum(adj_s, raw))

@@ -279,7 +279,8 @@ def drift_test(
     exact = E <= 20 and 2**E <= B
     lins = [_linear(m, b, c, g) for m, (b, c, _), g in zip(members, paired, margins, strict=True)]
     T, U, factor = _standardise(lins, paired, margins, E)
-    Tp = _core.reference(rng, U, B, exact) * factor
+    Tp = _core.reference(rng, U, B, exact)
+    Tp *= factor  # in place: the (draws, members) reference is the test's largest array
     observed = [_observed(b, c, m.statistic) for m, (b, c, _) in zip(members, paired, strict=True)]
     worse = [
         (-1.0 if m.statistic == "pafs" else 1.0) * (pc - pb)
