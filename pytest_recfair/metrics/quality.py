@@ -27,7 +27,16 @@ import numpy.typing as npt
 
 from pytest_recfair.metrics._check import make_rng
 
-__all__ = ["Drop", "GroupQuality", "QualitySummary", "drift", "reply_quality", "summarize", "t_cdf"]
+__all__ = [
+    "Drop",
+    "GroupQuality",
+    "QualitySummary",
+    "boot_means",
+    "drift",
+    "reply_quality",
+    "summarize",
+    "t_cdf",
+]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -75,6 +84,28 @@ def _gap(rows: FloatArray) -> FloatArray:
     return out
 
 
+def boot_means(scores: FloatArray, *, n_resamples: int = 1000, seed: int = 0) -> FloatArray:
+    """(n_resamples, groups) bootstrap means over entities (NaN = not scored; a resample
+    with no scored entity in a group gives NaN there). One resample serves every group:
+    the groups of all attributes are resampled once, not once per attribute."""
+    x = np.asarray(scores, dtype=np.float64)
+    E, G = x.shape
+    boot = np.empty((n_resamples, G))
+    rng = make_rng(seed)
+    seen = ~np.isnan(x)
+    vals = np.where(seen, x, 0.0)
+    rows = max(1, min(256, (1 << 20) // max(E, 1)))  # ~1M cells a block: bounded memory
+    for lo_b in range(0, n_resamples, rows):
+        B = min(rows, n_resamples - lo_b)
+        idx = rng.integers(0, E, size=(B, E))
+        flat = (np.arange(B)[:, None] * E + idx).ravel()  # times each entity is drawn
+        W = np.bincount(flat, minlength=B * E).reshape(B, E).astype(np.float64)
+        n, total = W @ seen, W @ vals
+        with np.errstate(invalid="ignore", divide="ignore"):
+            boot[lo_b : lo_b + B] = np.where(n > 0, total / np.maximum(n, 1), np.nan)
+    return boot
+
+
 def summarize(
     scores: FloatArray,
     groups: Sequence[str],
@@ -82,9 +113,11 @@ def summarize(
     n_resamples: int = 1000,
     seed: int = 0,
     confidence: float = 0.95,
+    boot: FloatArray | None = None,
 ) -> QualitySummary:
     """Per-group means of ``scores`` (entities x groups, NaN = not scored) with
-    percentile-bootstrap intervals over entities, and the gap between the groups."""
+    percentile-bootstrap intervals over entities, and the gap between the groups.
+    ``boot``: these groups' columns of :func:`boot_means`, when drawn already."""
     x = np.asarray(scores, dtype=np.float64)
     if x.ndim != 2 or x.shape[1] != len(groups):
         raise ValueError(f"summarize: scores must be (entities, {len(groups)}); got {x.shape}")
@@ -95,18 +128,8 @@ def summarize(
     cis: list[tuple[float, float] | None] = [None] * len(groups)
     gap_ci = None
     if E >= 2 and n_resamples > 0:
-        rng = make_rng(seed)
-        boot = np.empty((n_resamples, len(groups)))
-        seen = ~np.isnan(x)
-        vals = np.where(seen, x, 0.0)
-        for lo_b in range(0, n_resamples, 256):  # resample counts in blocks: bounded memory
-            B = min(256, n_resamples - lo_b)
-            idx = rng.integers(0, E, size=(B, E))
-            flat = (np.arange(B)[:, None] * E + idx).ravel()  # times each entity is drawn
-            W = np.bincount(flat, minlength=B * E).reshape(B, E).astype(np.float64)
-            n, total = W @ seen, W @ vals
-            with np.errstate(invalid="ignore", divide="ignore"):
-                boot[lo_b : lo_b + B] = np.where(n > 0, total / np.maximum(n, 1), np.nan)
+        if boot is None:
+            boot = boot_means(x, n_resamples=n_resamples, seed=seed)
         lo, hi = (1 - confidence) / 2 * 100, (1 + confidence) / 2 * 100
         for j in range(len(groups)):
             col = boot[:, j][~np.isnan(boot[:, j])]

@@ -270,12 +270,15 @@ def quality_results(t: QualityTally, *, n_resamples: int, seed: int) -> dict[str
         by_attr.setdefault(g.split("=", 1)[0], []).append(j)
     groups: list[dict[str, Any]] = []
     attributes: list[dict[str, Any]] = []
+    # one resample for every group (each attribute's used to draw the same one again)
+    boot = mq.boot_means(quality, n_resamples=n_resamples, seed=seed) if len(quality) >= 2 else None
     for name, cols in [(None, [0]), *by_attr.items()]:
         s = mq.summarize(
             quality[:, cols],
             [t.groups[j] for j in cols],
             n_resamples=n_resamples,
             seed=seed,
+            boot=None if boot is None else boot[:, cols],
         )
         for j, gq in zip(cols, s.groups, strict=True):
             vmean = float(_mean(valid[:, [j]], axis=0)[0])
