@@ -23,6 +23,7 @@ from pytest_recfair.errors import ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Completion, Provider, RecordedReply
 from pytest_recfair.providers.http import HTTPProvider
+from pytest_recfair.providers.replycache import ParsedReplies
 from pytest_recfair.providers.retry import Abort, Retryable, judge
 from pytest_recfair.providers.runstate import CaseLike, Run, RunOptions
 from pytest_recfair.providers.transport import CassetteTransport, response_of
@@ -93,6 +94,7 @@ async def _replay_pass(
     rest: list[Todo] = []
     live_only: dict[str, bool] = {}
     misses = _Misses(replayer.store.root)
+    parsed = ParsedReplies(provider)
     for done, case in enumerate(cases, 1):
         if done % _REPLAY_YIELD_EVERY == 0:
             await asyncio.sleep(0)
@@ -115,7 +117,7 @@ async def _replay_pass(
         run.requests += 1
         result: Completion | str
         try:
-            result = _judge_replayed(provider, response, case, run)
+            result = _judge_replayed(provider, response, case, run, parsed)
         except Retryable as exc:
             rest.append((case, exc))
             continue
@@ -124,6 +126,7 @@ async def _replay_pass(
         except RecfairError as exc:
             raise Abort(exc) from None
         run.finish(case, result)
+    parsed.flush()
     misses.raise_first(len(cases))
     return rest
 
@@ -181,16 +184,26 @@ def _replayed(
 
 
 def _judge_replayed(
-    provider: Provider, replayed: httpx.Response | RecordedResponse, case: CaseLike, run: Run
+    provider: Provider,
+    replayed: httpx.Response | RecordedResponse,
+    case: CaseLike,
+    run: Run,
+    parsed: ParsedReplies,
 ) -> Completion:
     """``judge`` of a replayed reply. A recording replayed by key is parsed as stored
-    (``parse_reply``, the code ``parse_response`` runs); when that fails it is judged as
-    a response with its request, so the words are the ones a live reply gets."""
+    (``parse_reply``, the code ``parse_response`` runs; its result kept by content in
+    ``parsed`` for the next run); when that fails it is judged as a response with its
+    request, so the words are the ones a live reply gets."""
     if isinstance(replayed, RecordedResponse):
         reply = _recorded_reply(replayed)
         if reply is not None and isinstance(provider, HTTPProvider):
+            digest, known = parsed.get(case.entity_id, reply)
+            if known is not None:
+                return known
             with contextlib.suppress(Exception):  # judged again below, URL and all
-                return provider.parse_reply(reply)
+                completion = provider.parse_reply(reply)
+                parsed.put(case.entity_id, digest, completion)
+                return completion
         replayed = _as_response(provider, replayed, case, run)
     return judge(provider, replayed, case)
 
