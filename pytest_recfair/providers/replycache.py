@@ -80,6 +80,7 @@ class ParsedReplies:
         self._prefix = _code_version() + f"{cls.__module__}.{cls.__qualname__}\0".encode()
         self._bags: dict[str, dict[bytes, Any]] = {}
         self._changed: set[str] = set()
+        self.last = b""  # the digest of the reply last served parsed (get or put), or b""
 
     def _key(self, entity: str) -> bytes:
         h = hashlib.blake2b(self._prefix, digest_size=20)
@@ -98,9 +99,15 @@ class ParsedReplies:
         if memo.folder() is None:
             return b"", None
         digest = _digest(reply)
+        known = self.known(entity, digest)
+        self.last = b"" if known is None else digest
+        return digest, known
+
+    def known(self, entity: str, digest: bytes) -> Completion | None:
+        """The parsed reply of ``entity`` with ``digest``, when kept."""
         with contextlib.suppress(TypeError, ValueError):
-            return digest, _decode(self._bag(entity).get(digest))
-        return digest, None
+            return _decode(self._bag(entity).get(digest))
+        return None
 
     def put(self, entity: str, digest: bytes, completion: Completion) -> None:
         if not digest or memo.folder() is None:
@@ -109,6 +116,7 @@ class ParsedReplies:
         if stored is not None:
             self._bag(entity)[digest] = stored
             self._changed.add(entity)
+            self.last = digest
 
     def flush(self) -> None:
         """Keep the entities' replies parsed in this pass (replacing the older entry)."""

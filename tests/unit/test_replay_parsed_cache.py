@@ -15,7 +15,7 @@ import pytest
 
 from pytest_recfair.cassettes import tapecache
 from pytest_recfair.cassettes.store import CassetteStore, RecordedRequest, RecordedResponse
-from pytest_recfair.errors import DataError
+from pytest_recfair.errors import DataError, RecfairError
 from pytest_recfair.gate import baselines, validcache
 from pytest_recfair.providers import from_config, run_cases
 from pytest_recfair.providers import replycache as rc
@@ -186,5 +186,51 @@ def test_without_the_memo_every_baseline_load_validates(tmp_path: Path) -> None:
         assert calls == [1, 1]
         with pytest.raises(DataError, match="not valid JSON"):
             baselines.loads("{", tmp_path / "b.json")
+    finally:
+        memo.use(before)
+
+
+def _replay_in(store: CassetteStore, provider: HTTPProvider, cases: list[Case]) -> Any:
+    return run_cases(provider, cases, cassettes=store, test_id="t::a", progress=False)
+
+
+def _outcome(run: Any) -> tuple[Any, Any]:
+    return run.completions, run.errors
+
+
+@pytest.mark.parametrize("repeat_twice", [False, True])
+def test_a_whole_entity_is_served_from_the_cache_as_replay_serves_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, repeat_twice: bool
+) -> None:
+    before = memo.folder()
+    try:
+        provider = from_config("openai", model="m-1", base_url=BASE)
+        cases = [Case(f"c{i}", f"films like {i}", system="S") for i in range(4)]
+        # the same prompt asked by two cases: the case ids tell their replies apart
+        cases.append(Case("c9", "films like 0", system="S"))
+        bodies = [_reply(f"1. Film {i}") for i in range(5)]
+        _record(tmp_path, provider, cases, bodies)
+        runs = []
+        for cache in ("off", "on", "on", "on"):
+            monkeypatch.setenv("RECFAIR_CACHE", cache)
+            memo.use(None)
+            store = CassetteStore(tmp_path, "none")
+            outcome = _outcome(_replay_in(store, provider, cases))
+            read = set(store._tapes)  # the entities whose cassette this store read
+            if repeat_twice:  # a second pass of the same store: everything played, as before
+                with pytest.raises(RecfairError) as again:
+                    _replay_in(store, provider, cases[:1])
+                outcome = (*outcome, type(again.value), str(again.value))
+            runs.append((outcome, read))
+        plain, first, warm, warmer = runs
+        assert first[0] == plain[0] == warm[0] == warmer[0]
+        assert plain[1] == first[1] == {"e1"}
+        if not repeat_twice:
+            assert warm[1] == warmer[1] == set()  # served without reading the cassette
+        # another request (a setting changed): not served from the entry, replayed as usual
+        memo.use(None)
+        other = from_config("openai", model="m-1", base_url=BASE, temperature=0.3)
+        with pytest.raises(RecfairError, match=r"(?i)cassette"):
+            _replay(tmp_path, other, cases)
     finally:
         memo.use(before)
