@@ -234,3 +234,25 @@ def test_a_whole_entity_is_served_from_the_cache_as_replay_serves_it(
             _replay(tmp_path, other, cases)
     finally:
         memo.use(before)
+
+
+def test_the_cache_is_opened_before_the_baseline_only_for_a_replay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = memo.folder()
+    try:
+        memo.use(None)
+        tapecache.open_for(tmp_path / "missing", "none")  # no cassette folder: none made
+        assert memo.folder() is None
+        assert not (tmp_path / "missing").exists()
+        for mode in ("once", "new_episodes", "all", "rewrite"):  # recording modes: off
+            tapecache.open_for(tmp_path, mode)
+            assert memo.folder() is None
+        monkeypatch.setenv("RECFAIR_CACHE", "off")
+        tapecache.open_for(tmp_path, "none")
+        assert memo.folder() is None
+        monkeypatch.delenv("RECFAIR_CACHE")
+        tapecache.open_for(tmp_path, "none")
+        assert memo.folder() == tmp_path / tapecache.CACHE_DIR
+    finally:
+        memo.use(before)
