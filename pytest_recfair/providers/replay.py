@@ -97,7 +97,7 @@ async def _replay_pass(
     pass_ = _Pass(provider, replayer, run)
     done = 0
     for entity, group in _by_entity(cases):
-        keyed = pass_.whole.key(entity, group) if entity else None
+        keyed = pass_.whole.key(entity, group)
         served = pass_.whole.served(entity, keyed[0], len(group)) if keyed else None
         if served is not None:
             for case, completion in zip(group, served, strict=True):

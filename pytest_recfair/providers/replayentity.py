@@ -71,7 +71,7 @@ class EntityReplay:
         """(entry key, cassette content key) of ``cases`` (all of ``entity``), or None:
         not served from a cache."""
         self.requests = {}
-        if self._key_of is None:
+        if self._key_of is None or not entity:
             return None
         digest = self.store.unread_digest(entity)
         if digest is None:
