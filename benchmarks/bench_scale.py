@@ -30,6 +30,11 @@ each run) and on later runs (caches warm); each against the bare pytest run meas
 the same loop, with each run's peak RSS.
 
     .venv/bin/python benchmarks/bench_scale.py --formats 1000 --runs 5 --cache DIR
+
+``--other-code DIR`` adds, in the same loop, the first and later runs of the compact
+cassettes replayed by the package in ``DIR`` (a checkout of another commit, for example
+``git archive main | tar -x -C DIR``): a before/after of a change on the same machine
+at the same load.
 """
 
 from __future__ import annotations
@@ -146,8 +151,9 @@ def measure(n: int, runs: int, cache: Path | None) -> dict[str, float]:
         }
 
 
-def measure_formats(n: int, runs: int, cache: Path | None) -> int:
-    """Issue 24: size of both formats, replay today / first run / warm vs bare pytest."""
+def measure_formats(n: int, runs: int, cache: Path | None, other: Path | None = None) -> int:
+    """Issue 24: size of both formats, replay today / first run / warm vs bare pytest;
+    with ``other``, the compact first and later runs of the package in that folder too."""
     from pytest_recfair.cassettes import compact, tapecache
 
     with project(n, cache) as root:
@@ -168,14 +174,18 @@ def measure_formats(n: int, runs: int, cache: Path | None) -> int:
                 raise SystemExit(f"warm-up failed ({code}):\n{out}")
         cached = packed / "fixtures" / "cassettes" / tapecache.CACHE_DIR
         rows: dict[str, list[tuple[float, float, float]]] = {}
+        plan: list[tuple[str, Path, dict[str, str] | None]] = [
+            ("bare pytest (reference)", root, off),
+            ("plain, no cache (before)", root, off),
+            ("compact, first run", packed, None),
+            ("compact, warm", packed, None),
+        ]
+        if other is not None:
+            there = {"PYTHONPATH": str(other)}
+            plan += [(f"{name} ({other.name})", packed, there) for name, _, _ in plan[2:4]]
         for _ in range(runs):
-            for name, folder, env in (
-                ("bare pytest (reference)", root, off),
-                ("plain, no cache (before)", root, off),
-                ("compact, first run", packed, None),
-                ("compact, warm", packed, None),
-            ):
-                if name == "compact, first run":
+            for name, folder, env in plan:
+                if name.startswith("compact, first run"):
                     shutil.rmtree(cached, ignore_errors=True)
                 args = () if name.startswith("bare") else ("--fairness",)
                 wall, peak, code, out, cpu = run(folder, *args, env_extra=env)
@@ -212,11 +222,12 @@ def main() -> int:
     parser.add_argument("--sizes", default="250,1000,4000,10000", help="entity counts")
     parser.add_argument("--cache", type=Path, default=None, help="keep generated projects here")
     parser.add_argument("--formats", type=int, default=0, help="issue 24 table at N entities")
+    parser.add_argument("--other-code", type=Path, default=None, help="--formats: also this code")
     args = parser.parse_args()
     if args.formats:
         print(f"machine: {cpu_model()}; {os.cpu_count()} cores; Python {sys.version.split()[0]}")
         print(f"load average at start: {os.getloadavg()[0]:.1f}")
-        return measure_formats(args.formats, args.runs, args.cache)
+        return measure_formats(args.formats, args.runs, args.cache, args.other_code)
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"machine: {cpu_model()}; {os.cpu_count()} cores; Python {sys.version.split()[0]}")
     print(f"load average at start: {os.getloadavg()[0]:.1f}")

@@ -65,6 +65,7 @@ class Tape:
     __slots__ = (
         "canon",
         "cases",
+        "digest",
         "dirty",
         "entries",
         "existed",
@@ -106,6 +107,7 @@ class Tape:
         self.canon: dict[Key, tuple[int, ...]] | None = None
         self.played = bytearray()
         self.dirty = False
+        self.digest: bytes | None = None  # its content key when loaded from the cache
 
     def take(
         self,

@@ -160,6 +160,8 @@ class CassetteStore:
         self.imports = tuple(Path(p) for p in imports)
         self._foreign: Tape | None = None
         self._legacy_dirs: tuple[Path, ...] | None = None  # listed once, on the first load
+        # Entities served from the replay pass's cache: positions played, for a later load
+        self._served: dict[str, tuple[list[int], int]] = {}
         # (file name, stored key) of every interaction replayed or recorded, for
         # pruning; None: not tracked (costs nothing).
         self.usage = usage
@@ -332,6 +334,37 @@ class CassetteStore:
         with self._lock:
             return bool(self._tape(entity_id).entries)
 
+    # -- replay served from a cache of whole entities (providers/replayentity.py)
+
+    def unread_digest(self, entity_id: str) -> bytes | None:
+        """The content key of the entity's cassette when nothing of it was read yet and a
+        replay from a cache would be exact (replay only, no pruning, imports, old layout)."""
+        policy = self.policy
+        if policy.records or not policy.replays or self.usage is not None or self.imports:
+            return None
+        if entity_id in self._tapes or entity_id in self._served:
+            return None
+        path = self.path_for(entity_id)
+        if self._legacy_dirs is None:
+            self._legacy_dirs = cassette_import.legacy_dirs(self.root)
+        name = fmt.plain_name(path)
+        if any((d / name).is_file() for d in self._legacy_dirs):
+            return None
+        return tapecache.digest(path)
+
+    def played(self, entity_id: str) -> tuple[bytes, list[int], int] | None:
+        """(content key, positions played, the last one) of an entity whose tape came
+        from the cache without stale entries or a canonical lookup; else None."""
+        tape = self._tapes.get(entity_id)
+        if tape is None or tape.digest is None or tape.stale or tape.canon is not None:
+            return None
+        return tape.digest, [p for p, done in enumerate(tape.played) if done], tape.last
+
+    def serve(self, entity_id: str, positions: list[int], last: int) -> None:
+        """The entity's replies at ``positions`` were served from a cache: a later lookup
+        (read then) finds them played, as if looked up."""
+        self._served[entity_id] = (positions, last)
+
     # -- recording
 
     def record(
@@ -442,6 +475,11 @@ class CassetteStore:
                     tape, read_native(tape.path), records=True, recording=self.policy.records
                 )
                 tape.new, tape.loaded = tape.loaded, []
+            served = self._served.pop(entity_id, None)
+            if served is not None and len(tape.played) > max(served[0], default=-1):
+                for position in served[0]:
+                    tape.played[position] = 1
+                tape.last = served[1]
             self._tapes[entity_id] = tape
         return tape
 

@@ -25,9 +25,10 @@ from typing import Any, Final
 
 from pytest_recfair.cassettes import compact
 from pytest_recfair.cassettes.index import Tape, index_tape, note_stale
+from pytest_recfair.cassettes.policy import MODE_POLICIES
 from pytest_recfair.replies import memo
 
-__all__ = ["CACHE_DIR", "entry_key", "load"]
+__all__ = ["CACHE_DIR", "digest", "entry_key", "load", "open_for"]
 
 #: The cache folder inside the cassette folder (hidden: not a test's legacy folder).
 CACHE_DIR: Final = ".recfair_cache"
@@ -71,7 +72,7 @@ def load(tape: Tape, decode: Any) -> bool:
     except OSError:
         return False
     _use(tape.path.parent / CACHE_DIR)
-    key = entry_key(tape.path, data)
+    key = tape.digest = entry_key(tape.path, data)
     snapshot = _valid(memo.lookup(key))
     if snapshot is None:
         try:
@@ -88,6 +89,30 @@ def load(tape: Tape, decode: Any) -> bool:
     if tape.stale:
         note_stale(tape.path, tape.stale, False)
     return True
+
+
+def digest(path: Path) -> bytes | None:
+    """The cache key ``load`` would use for cassette ``path`` now (the memo opened in its
+    folder), or None: no readable file, or the cache is off."""
+    if off():
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    _use(path.parent / CACHE_DIR)
+    return entry_key(path, data)
+
+
+def open_for(cassettes: Path, mode: str) -> None:
+    """Open the cache of cassette folder ``cassettes`` now, when ``mode`` only replays:
+    what is looked up before any cassette is read (a baseline validated before) finds it.
+    """
+    policy = {str(k): v for k, v in MODE_POLICIES.items()}.get(mode)
+    if policy is None or policy.records or not policy.replays or off():
+        return
+    if cassettes.is_dir():
+        _use(cassettes / CACHE_DIR)
 
 
 def _use(folder: Path) -> None:

@@ -36,7 +36,7 @@ import jsonschema
 
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
-from pytest_recfair.gate import floor
+from pytest_recfair.gate import floor, validcache
 from pytest_recfair.kinds import accept_command
 from pytest_recfair.results import AuditMeta, AuditResult
 
@@ -332,7 +332,8 @@ def loads(text: str, path: Path | str = "<baseline>") -> AuditResult:
     if isinstance(doc, dict) and isinstance(doc.get("meta"), dict):
         tid = doc["meta"].get("test_id")
         test_id = tid if isinstance(tid, str) else None
-    _validate(doc, p, test_id)
+    # An unchanged baseline validated before (replay, memo on) is not checked again.
+    validcache.validated(text, lambda: _validate(doc, p, test_id))
     try:
         return AuditResult.from_dict(doc)
     except (KeyError, TypeError, ValueError) as exc:  # schema passed but the shape is off

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-__all__ = ["FILE_NAME", "cached", "folder", "lookup", "store", "use"]
+__all__ = ["FILE_NAME", "cached", "folder", "lookup", "replace", "store", "use"]
 
 #: The memo's file inside the folder given to :func:`use`.
 FILE_NAME: Final = "replies.sqlite3"
@@ -58,7 +58,8 @@ class _Memo:
     def __init__(self) -> None:
         self.folder: Path | None = None
         self._db: sqlite3.Connection | None = None
-        self._pending: list[tuple[bytes, bytes]] = []
+        # key -> (value, replace an existing row): read back before they are committed
+        self._pending: dict[bytes, tuple[bytes, bool]] = {}
         self._pending_bytes = 0
         # Empty when opened (a first run): nothing to look up, only results to store
         # (what this process stores is found by the next run, which opens it again).
@@ -77,7 +78,12 @@ class _Memo:
 
     def get(self, key: bytes) -> Any:
         with self._lock:
-            if self._db is None or self._empty:
+            if self._db is None:
+                return None
+            waiting = self._pending.get(key)
+            if waiting is not None:
+                return marshal.loads(waiting[0])
+            if self._empty:
                 return None
             try:
                 row = self._db.execute("SELECT v FROM memo WHERE k = ?", (key,)).fetchone()
@@ -85,12 +91,12 @@ class _Memo:
             except (sqlite3.Error, ValueError, EOFError, TypeError):
                 return None  # a corrupt entry: computed again
 
-    def put(self, key: bytes, value: Any) -> None:
+    def put(self, key: bytes, value: Any, replace: bool = False) -> None:
         with self._lock:
             if self._db is None:
                 return
             blob = marshal.dumps(value)
-            self._pending.append((key, blob))
+            self._pending[key] = (blob, replace)
             self._pending_bytes += len(blob)
             if len(self._pending) >= _BATCH or self._pending_bytes >= _BATCH_BYTES:
                 self._commit()
@@ -103,11 +109,15 @@ class _Memo:
             # IMMEDIATE: the write lock first (waiting up to the timeout for another
             # worker's commit); a deferred transaction that read first fails at once.
             self._db.execute("BEGIN IMMEDIATE")
-            self._db.executemany("INSERT OR IGNORE INTO memo (k, v) VALUES (?, ?)", self._pending)
+            for verb, again in (("IGNORE", False), ("REPLACE", True)):
+                rows = [(k, v) for k, (v, r) in self._pending.items() if r is again]
+                if rows:
+                    sql = f"INSERT OR {verb} INTO memo (k, v) VALUES (?, ?)"
+                    self._db.executemany(sql, rows)
             self._db.execute("COMMIT")
         except sqlite3.Error:  # locked by another worker past the timeout: dropped
             self._rollback()
-        self._pending = []
+        self._pending = {}
         self._pending_bytes = 0
 
     def _rollback(self) -> None:
@@ -178,6 +188,12 @@ def lookup(key: bytes) -> Any:
 def store(key: bytes, value: Any) -> None:
     """Keep marshal-able ``value`` under ``key`` (nothing when the memo is off)."""
     _MEMO.put(key, value)
+
+
+def replace(key: bytes, value: Any) -> None:
+    """Keep marshal-able ``value`` under ``key`` in place of any value stored before
+    (an entry that grows: one entity's parsed replies)."""
+    _MEMO.put(key, value, replace=True)
 
 
 def cached(
