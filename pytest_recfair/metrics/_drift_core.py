@@ -248,14 +248,22 @@ def reference(rng: np.random.Generator, U: FloatArray, draws: int, exact: bool) 
     padded = np.zeros((8 * G, U.shape[1]))
     padded[:E] = U
     bits = (np.arange(256)[:, None] >> np.arange(8)) & 1  # (256, 8): bit k of each code
-    tables = np.einsum("ck,gkm->gcm", bits.astype(np.float64), padded.reshape(G, 8, -1))
-    tables = tables.astype(np.float32)
-    out = np.empty((draws, U.shape[1]), dtype=np.float32)
-    rows = max(1, _weights.BLOCK_CELLS // max(G * U.shape[1], 1))
+    m = U.shape[1]
+    tables = np.empty((G, 256, m), dtype=np.float32)
+    grouped = padded.reshape(G, 8, m)
+    for g0 in range(0, G, 256):  # built a slice at a time: no float64 copy of them all
+        tables[g0 : g0 + 256] = np.einsum(
+            "ck,gkm->gcm", bits.astype(np.float64), grouped[g0 : g0 + 256]
+        )
+    out = np.empty((draws, m), dtype=np.float32)
+    # rows a block: codes (rows x G bytes) and acc (rows x m doubles) within ~8 MB, and
+    # enough rows that numpy, not the loop over G, does the work (the loop ran ~1M times
+    # at 10,000 entities with blocks sized by G x m)
+    rows = max(1, min(4096, (1 << 23) // max(G + 8 * m, 1)))
     for a in range(0, draws, rows):
         n = min(draws, a + rows) - a
         codes = rng.integers(0, 256, size=(n, G), dtype=np.uint8)
-        acc = np.zeros((n, U.shape[1]))
+        acc = np.zeros((n, m))
         for g in range(G):
             acc += tables[g][codes[:, g]]
         out[a : a + n] = 2 * acc - colsum
