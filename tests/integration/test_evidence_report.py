@@ -23,6 +23,7 @@ import pytest
 
 from tests.integration.test_html_report import _chromium, _run
 from tests.support.plugin import make_project, plugin_args
+from tests.support.reports import render_reports
 
 pytest_plugins = ["pytester"]
 
@@ -42,13 +43,7 @@ def regressed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         cwd=ROOT, capture_output=True, text=True, timeout=900, check=False, env=env,
     )  # fmt: skip
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-2000:]
-    for to in ("html", "md"):
-        subprocess.run(
-            [sys.executable, "-m", "pytest_recfair", "report", str(out / "r.json"), "--to", to,
-             "-o", str(out / f"r.{to}")],
-            cwd=ROOT, check=True, timeout=120,
-        )  # fmt: skip
-    results = json.loads((out / "r.json").read_text(encoding="utf-8"))["results"]
+    results = render_reports(out, ROOT)
     return {"dir": out, "results": results, "terminal": run.stdout}
 
 

@@ -7,7 +7,6 @@ alone. Without Chromium the tests skip, except on CI (CI=true), where they fail.
 from __future__ import annotations
 
 import html
-import json
 import os
 import re
 import shutil
@@ -27,6 +26,7 @@ from pytest_recfair.gate import thresholds as gate
 from pytest_recfair.report.fmt import p_cell
 from pytest_recfair.results import AuditResult
 from tests.support import synth_results
+from tests.support.reports import render_reports
 
 CHROMIUM_FLAGS = (
     "--headless",
@@ -135,13 +135,7 @@ def _demo_run(out: Path, test_file: str) -> dict[str, Any]:
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
-    for to in ("html", "md"):
-        subprocess.run(
-            [sys.executable, "-m", "pytest_recfair", "report", str(out / "r.json"), "--to", to,
-             "-o", str(out / f"r.{to}")],
-            cwd=ROOT, check=True, timeout=120,
-        )  # fmt: skip
-    results = json.loads((out / "r.json").read_text(encoding="utf-8"))["results"]
+    results = render_reports(out, ROOT)
     return {"dir": out, "results": results, "terminal": run.stdout}
 
 
