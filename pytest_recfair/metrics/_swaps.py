@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from pytest_recfair.kinds import DriftQuantity
 from pytest_recfair.metrics import _weights
-from pytest_recfair.metrics._drift_core import step_down
+from pytest_recfair.metrics._drift_core import stat_rows, step_down
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -35,17 +35,9 @@ def _flips(rng: np.random.Generator, B: int, E: int) -> tuple[_weights.CountArra
 
 
 def _stat_rows(sums: FloatArray, counts: FloatArray, statistic: DriftQuantity) -> FloatArray:
+    """The statistic of the value means ``sums / counts`` (the core's ``stat_rows``)."""
     with np.errstate(invalid="ignore", divide="ignore"):
-        means = sums / counts
-    if statistic == "unusable":
-        return np.asarray(np.mean(means, axis=-1))
-    mx, mn = np.max(means, axis=-1), np.min(means, axis=-1)
-    if statistic == "snsr":
-        return np.asarray(mx - mn)
-    if statistic == "snsv":
-        return np.asarray(np.std(means, axis=-1))
-    centre = np.mean(means, axis=-1, keepdims=True)
-    return np.asarray(1.0 - np.mean(np.abs(means - centre), axis=-1))
+        return stat_rows(sums / counts, statistic)
 
 
 def _sum_count(rows: FloatArray) -> tuple[FloatArray, FloatArray]:
