@@ -19,7 +19,6 @@ import contextlib
 import functools
 import hashlib
 import os
-import sys
 from pathlib import Path
 from typing import Any, Final
 
@@ -38,13 +37,15 @@ _IGNORE: Final = "# pytest-recfair's cache: safe to delete\n*\n"
 
 @functools.cache
 def _code_version() -> bytes:
-    """What the cached index depends on besides the file: the code that builds it."""
-    h = hashlib.blake2b(_FORMAT + sys.version.encode())
-    here = Path(__file__).resolve().parent
-    for name in ("compact.py", "index.py", "vcrfile.py", "tapecache.py"):
-        with contextlib.suppress(OSError):
-            h.update((here / name).read_bytes())
-    return h.digest()
+    return memo.code_version(
+        _FORMAT,
+        (
+            "cassettes/compact.py",
+            "cassettes/index.py",
+            "cassettes/vcrfile.py",
+            "cassettes/tapecache.py",
+        ),
+    )
 
 
 def entry_key(path: Path, data: bytes) -> bytes:

@@ -13,12 +13,9 @@ Pure: stdlib only.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
-import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Final
 
 from pytest_recfair.replies import memo
@@ -30,12 +27,9 @@ _FORMAT: Final = b"recfair-baseline-valid-1"
 
 @functools.cache
 def _code_version() -> bytes:
-    h = hashlib.blake2b(_FORMAT + sys.version.encode())
-    package = Path(__file__).resolve().parents[1]
-    for part in ("gate/validcache.py", "gate/baselines.py", "schemas/baseline.schema.json"):
-        with contextlib.suppress(OSError):
-            h.update((package / part).read_bytes())
-    return h.digest()
+    return memo.code_version(
+        _FORMAT, ("gate/validcache.py", "gate/baselines.py", "schemas/baseline.schema.json")
+    )
 
 
 def validated(text: str, validate: Callable[[], None]) -> None:

@@ -15,12 +15,9 @@ a lookup. Only entities the store had not read yet are served this way.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hashlib
-import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, Final
 
 from pytest_recfair.cassettes.store import CassetteStore
@@ -36,19 +33,17 @@ _FORMAT: Final = b"recfair-entity-replay-1"
 
 @functools.cache
 def _code_version() -> bytes:
-    h = hashlib.blake2b(_FORMAT + sys.version.encode())
-    package = Path(__file__).resolve().parents[1]
-    for part in (
-        "providers/replayentity.py",
-        "providers/replay.py",
-        "providers/transport.py",
-        "providers/runstate.py",
-        "cassettes/store.py",
-        "cassettes/index.py",
-    ):
-        with contextlib.suppress(OSError):
-            h.update((package / part).read_bytes())
-    return h.digest()
+    return memo.code_version(
+        _FORMAT,
+        (
+            "providers/replayentity.py",
+            "providers/replay.py",
+            "providers/transport.py",
+            "providers/runstate.py",
+            "cassettes/store.py",
+            "cassettes/index.py",
+        ),
+    )
 
 
 class EntityReplay:

@@ -16,8 +16,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import sys
-from pathlib import Path
 from typing import Any, Final
 
 from pytest_recfair.providers.base import Completion, RecordedReply, Usage
@@ -32,12 +30,15 @@ Stored = tuple[str, str | None, tuple[int, int] | None, str | None]
 
 @functools.cache
 def _code_version() -> bytes:
-    h = hashlib.blake2b(_FORMAT + sys.version.encode())
-    here = Path(__file__).resolve().parent
-    for name in ("replycache.py", "base.py", "http.py", "replay.py"):
-        with contextlib.suppress(OSError):
-            h.update((here / name).read_bytes())
-    return h.digest()
+    return memo.code_version(
+        _FORMAT,
+        (
+            "providers/replycache.py",
+            "providers/base.py",
+            "providers/http.py",
+            "providers/replay.py",
+        ),
+    )
 
 
 def _digest(reply: RecordedReply) -> bytes:

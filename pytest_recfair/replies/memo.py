@@ -28,11 +28,11 @@ import marshal
 import sqlite3
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-__all__ = ["FILE_NAME", "cached", "folder", "lookup", "replace", "store", "use"]
+__all__ = ["FILE_NAME", "cached", "code_version", "folder", "lookup", "replace", "store", "use"]
 
 #: The memo's file inside the folder given to :func:`use`.
 FILE_NAME: Final = "replies.sqlite3"
@@ -42,16 +42,24 @@ _BATCH_BYTES: Final = 4 << 20  # or this much pending data (the replay indexes a
 T = TypeVar("T")
 
 
+def code_version(tag: bytes, files: Sequence[str], extra: bytes = b"") -> bytes:
+    """What a cached entry depends on besides its content: ``tag`` (the entry format),
+    the Python version, ``extra``, and the source of ``files`` (relative to the package),
+    so an entry made by other code is never read. Every cache of the replay uses it."""
+    h = hashlib.blake2b(tag + sys.version.encode() + extra)
+    package = Path(__file__).resolve().parents[1]
+    for name in files:
+        with contextlib.suppress(OSError):
+            h.update((package / name).read_bytes())
+    return h.digest()
+
+
 @functools.cache
 def _code_version() -> bytes:
     import rapidfuzz
 
-    h = hashlib.blake2b(_FORMAT + sys.version.encode() + rapidfuzz.__version__.encode())
-    here = Path(__file__).resolve().parent
-    for name in ("memo.py", "parse.py", "titles.py", "matching.py"):
-        with contextlib.suppress(OSError):
-            h.update((here / name).read_bytes())
-    return h.digest()
+    files = ("replies/memo.py", "replies/parse.py", "replies/titles.py", "replies/matching.py")
+    return code_version(_FORMAT, files, rapidfuzz.__version__.encode())
 
 
 class _Memo:
