@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 
 from pytest_recfair.kinds import FailureKind, GatedQuantity
 from pytest_recfair.metrics import SimilarityMatrix
@@ -144,9 +145,17 @@ def matrix_to_dict(m: SimilarityMatrix) -> dict[str, Any]:
     return {
         "entities": list(m.entities),
         "values": list(m.values),
-        "sims": [[_num(float(x)) for x in row] for row in m.sims],
-        "missing": [[bool(x) for x in row] for row in m.missing],
+        "sims": _rows(np.asarray(m.sims, dtype=np.float64)),
+        "missing": np.asarray(m.missing, dtype=bool).tolist(),
     }
+
+
+def _rows(sims: npt.NDArray[np.float64]) -> list[list[float | None]]:
+    """The rows as lists of Python floats (one C loop), NaN as null (JSON has none)."""
+    rows: list[list[float | None]] = sims.tolist()
+    if not np.isnan(sims).any():
+        return rows
+    return [[None if x != x else x for x in row] for row in rows]
 
 
 def matrix_from_dict(d: dict[str, Any]) -> SimilarityMatrix:

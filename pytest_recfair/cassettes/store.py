@@ -37,17 +37,8 @@ from pytest_recfair import secrets as secret_rules
 from pytest_recfair.cassettes import compact as fmt
 from pytest_recfair.cassettes import tapecache
 from pytest_recfair.cassettes import vcr_import as cassette_import
-from pytest_recfair.cassettes.index import (
-    Key,
-    Tape,
-    canonical_body,
-    index_tape,
-    provenance,
-    valid,
-)
-from pytest_recfair.cassettes.index import (
-    head as _head,
-)
+from pytest_recfair.cassettes.index import Key, Tape, canonical_body, index_tape, provenance, valid
+from pytest_recfair.cassettes.index import head as _head
 from pytest_recfair.cassettes.miss import CassetteMiss, CassetteNote, prompt_of
 from pytest_recfair.cassettes.policy import MODE_POLICIES, ModePolicy
 from pytest_recfair.cassettes.vcrfile import (
@@ -69,11 +60,7 @@ from pytest_recfair.cassettes.vcrfile import (
 )
 from pytest_recfair.errors import CassetteError, ConfigError
 from pytest_recfair.kinds import RECORD_MODES, RECORD_OPTION, RecordMode
-from pytest_recfair.secrets import (
-    FILTERED,
-    SECRET_HEADERS,
-    SECRET_QUERY_PARAMS,
-)
+from pytest_recfair.secrets import FILTERED, SECRET_HEADERS, SECRET_QUERY_PARAMS
 
 __all__ = [
     "FILTERED",
@@ -352,11 +339,15 @@ class CassetteStore:
             return None
         return tapecache.digest(path)
 
-    def played(self, entity_id: str) -> tuple[bytes, list[int], int] | None:
-        """(content key, positions played, the last one) of an entity whose tape came
-        from the cache without stale entries or a canonical lookup; else None."""
+    def played(self, entity_id: str) -> tuple[bytes | None, list[int], int] | None:
+        """(content key, or None when not read through the cache; positions played; the
+        last one) of an entity served whole (:meth:`serve`) or replayed from a tape
+        without stale entries or a canonical lookup; else None. Asked before release."""
+        served = self._served.get(entity_id)
+        if served is not None:
+            return None, list(served[0]), served[1]
         tape = self._tapes.get(entity_id)
-        if tape is None or tape.digest is None or tape.stale or tape.canon is not None:
+        if tape is None or tape.stale or tape.canon is not None:
             return None
         return tape.digest, [p for p, done in enumerate(tape.played) if done], tape.last
 

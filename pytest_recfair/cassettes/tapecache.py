@@ -73,6 +73,8 @@ def load(tape: Tape, decode: Any) -> bool:
     except OSError:
         return False
     _use(tape.path.parent / CACHE_DIR)
+    if not memo.fine():
+        return False  # a first run: the file is read as without the cache
     key = tape.digest = entry_key(tape.path, data)
     snapshot = _valid(memo.lookup(key))
     if snapshot is None:

@@ -129,6 +129,29 @@ def write_shard(
 ) -> None:
     """Write one shard's result (a tally or replies) atomically: a reader never sees
     half a file."""
+    doc = shard_doc(
+        test_id=test_id,
+        shard=shard,
+        meta=meta,
+        tally=tally,
+        replies=replies,
+        failures=failures,
+        cost=cost,
+    )
+    atomic_write_text(path, json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n")
+
+
+def shard_doc(
+    *,
+    test_id: str,
+    shard: Shard,
+    meta: Mapping[str, Any],
+    tally: Tally | None = None,
+    replies: Mapping[str, Mapping[str, Any]] | None = None,
+    failures: Mapping[str, Any] | None = None,
+    cost: float | None = None,
+) -> dict[str, Any]:
+    """One shard's result as the JSON document a shard file holds."""
     doc: dict[str, Any] = {
         "format": SHARD_FORMAT,
         "version": SHARD_VERSION,
@@ -144,7 +167,7 @@ def write_shard(
             doc["failures"] = dict(failures)
     else:
         doc["replies"] = {k: dict(v) for k, v in (replies or {}).items()}
-    atomic_write_text(path, json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n")
+    return doc
 
 
 def load_shard(path: Path) -> ShardResult:
@@ -165,6 +188,11 @@ def load_shard(path: Path) -> ShardResult:
             f"shard result {path}: format version {doc.get('version')!r}, this plugin "
             f"reads {SHARD_VERSION}; re-run the shards with this version."
         )
+    return shard_of_doc(doc, path)
+
+
+def shard_of_doc(doc: dict[str, Any], path: Path) -> ShardResult:
+    """The ShardResult of a shard document (DataError naming ``path`` when malformed)."""
     try:
         info = doc["shard"]
         shard = parse_shard(f"{info['index']}/{info['count']}", source=str(path))

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pytest_recfair import prompts
+from pytest_recfair.engine import replaymemo
 from pytest_recfair.engine.base import AuditInputs, AuditKind, AuditRequest, Scorer, Sent, select
 from pytest_recfair.errors import DataError, RecfairError
 from pytest_recfair.prompts import Entity, Grid
@@ -83,23 +84,43 @@ def chunk_entities(settings: AuditSettings, prompts_per_entity: int) -> int:
 
 
 def stream(request: AuditRequest, kind: AuditKind) -> Streamed:
-    """Score the request's entities (all, or its shard's share) chunk by chunk."""
+    """Score the request's entities (all, or its shard's share) chunk by chunk; a replay
+    of unchanged inputs is served whole from :mod:`.replaymemo`."""
     s, inputs = request.settings, request.inputs
     entities = entities_of(s, request.seeds, request.test_id, kind, inputs)
     grid, attributes = attributes_of(s, request.grid, kind)
+    memo_key = replaymemo.key(request, kind, grid, entities)
+    if memo_key is not None:
+        hit = replaymemo.served(memo_key, request, kind, lambda: (all_cases(kind, request), inputs))
+        if hit is not None:
+            _advance(request.live, hit.sent)
+            return Streamed(entities, grid, replaymemo.KeptScores(hit.scorer, memo_key), hit.sent)
     first = kind.build_cases(s, grid, entities[:1], attributes, inputs)
     out = Streamed(entities, grid, kind.scorer(s, [e.id for e in entities], first, inputs), Sent())
     selected = select(entities, request.shard)
     size = chunk_entities(s, len(first))
+    kept = None if memo_key is None else replaymemo.Recorder(memo_key)
     for start in range(0, len(selected), size):
         chunk = selected[start : start + size]
         cases = asked_cases(s, kind.build_cases(s, grid, chunk, attributes, inputs), inputs)
         cases, outcome = follow_up(request, kind, cases, send(request, cases))
         out.scorer.add(cases, outcome)
         out.sent.add(cases, outcome)
+        if kept is not None:
+            kept.chunk(request, [e.id for e in chunk], outcome)
         if request.cassettes is not None:
             request.cassettes.release(request.test_id, [e.id for e in chunk])
+    if kept is not None and kept.save(request, out.scorer, out.sent):
+        out.scorer = replaymemo.KeptScores(out.scorer, memo_key)
     return out
+
+
+def _advance(live: Any, sent: Sent) -> None:
+    """The pytest progress line, for prompts served from the replay cache at once."""
+    advance = getattr(live, "advance_many", None)
+    if advance is not None:
+        tokens = sent.prompt_tokens + sent.completion_tokens
+        advance(len(sent.failed), sent.prompts - len(sent.failed), tokens, sent.cost)
 
 
 def send(request: AuditRequest, cases: Sequence[Any]) -> providers.RunOutcome:

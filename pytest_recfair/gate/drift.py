@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pytest_recfair.errors import DataError
+from pytest_recfair.gate import driftcache
 from pytest_recfair.kinds import STATISTICS, DriftQuantity, Statistic, accept_command
 from pytest_recfair.metrics import inference
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure
@@ -291,7 +292,7 @@ def evaluate_drift(
     if not members:
         return Drift(tuple(mismatched), tuple(notes), deltas)
     try:
-        res = inference.drift_test(
+        res = driftcache.drift_test(
             members, tolerance=tolerance, alpha=alpha, n_resamples=n_resamples, seed=seed
         )
     except DataError as exc:

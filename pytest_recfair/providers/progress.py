@@ -89,8 +89,12 @@ class LiveLine:
 
     def advance(self, *, failed: bool = False, tokens: int = 0, cost: float | None = None) -> None:
         """One prompt is done (answered, or failed after its retries)."""
+        self.advance_many(int(failed), int(not failed), tokens, cost)
+
+    def advance_many(self, failed: int, answered: int, tokens: int, cost: float | None) -> None:
+        """Prompts done at once (a replay served from the cache)."""
         with self._lock:
-            self.done += 1
+            self.done += failed + answered
             self.failed += failed
             self.tokens += tokens
             if cost is not None:

@@ -68,8 +68,8 @@ class EntityReplay:
         self.requests = {}
         if self._key_of is None or not entity:
             return None
-        digest = self.store.unread_digest(entity)
-        if digest is None:
+        digest = self.store.unread_digest(entity)  # opens the memo (its first use)
+        if digest is None or not memo.fine():
             return None
         h = hashlib.blake2b(self._prefix, digest_size=20)
         h.update(digest)

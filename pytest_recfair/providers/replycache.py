@@ -97,7 +97,7 @@ class ParsedReplies:
 
     def get(self, entity: str, reply: RecordedReply) -> tuple[bytes, Completion | None]:
         """(the reply's digest, its parsed Completion when kept before, else None)."""
-        if memo.folder() is None:
+        if not memo.fine():
             return b"", None
         digest = _digest(reply)
         known = self.known(entity, digest)
@@ -111,7 +111,7 @@ class ParsedReplies:
         return None
 
     def put(self, entity: str, digest: bytes, completion: Completion) -> None:
-        if not digest or memo.folder() is None:
+        if not digest or not memo.fine():
             return
         stored = _encode(completion)
         if stored is not None:

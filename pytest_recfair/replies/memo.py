@@ -32,7 +32,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-__all__ = ["FILE_NAME", "cached", "code_version", "folder", "lookup", "replace", "store", "use"]
+__all__ = [
+    "FILE_NAME",
+    "cached",
+    "code_version",
+    "fine",
+    "folder",
+    "lookup",
+    "replace",
+    "store",
+    "use",
+]
 
 #: The memo's file inside the folder given to :func:`use`.
 FILE_NAME: Final = "replies.sqlite3"
@@ -188,6 +198,16 @@ def folder() -> Path | None:
     return _MEMO.folder
 
 
+def fine() -> bool:
+    """Whether the fine-grained replay entries (parsed replies and lists, cassette
+    indexes, whole entities) are looked up and kept: the memo is on and held entries
+    when this process opened it. A first run (an empty memo: a fresh clone in CI) keeps
+    only the whole audit (:mod:`pytest_recfair.engine.replaymemo`), the drift tests and
+    the validated baselines: every later run of the same inputs is served from those,
+    and a first run costs what a run without the cache costs (docs/performance.md)."""
+    return _MEMO.folder is not None and not _MEMO._empty
+
+
 def lookup(key: bytes) -> Any:
     """The value stored under ``key`` (None: none, or the memo is off)."""
     return _MEMO.get(key)
@@ -214,7 +234,7 @@ def cached(
     """``compute()``, or its result stored under the digest of ``namespace``, the code
     version and ``content()``. ``encode``/``decode`` turn the result into marshal-able
     data and back; a stored value ``decode`` rejects (raises) is computed again."""
-    if _MEMO.folder is None:
+    if not fine():
         return compute()
     key = hashlib.blake2b(_code_version() + namespace + content(), digest_size=20).digest()
     stored = _MEMO.get(key)

@@ -28,6 +28,7 @@ from pytest_recfair.cassettes.store import (
 from pytest_recfair.cassettes.vcr_import import CompactPersister
 from pytest_recfair.errors import CassetteError
 from pytest_recfair.replies import matching, memo, parse
+from tests.support.memo import earlier_run, entries
 
 TEST = "tests/test_fair.py::test_movies"
 URL = "https://api.openai.com/v1/chat/completions"
@@ -213,14 +214,14 @@ def tape_state(store: CassetteStore, entity: str) -> tuple[object, ...]:
 
 
 def rows(root: Path) -> int:
-    with sqlite3.connect(root / tapecache.CACHE_DIR / memo.FILE_NAME) as db:
-        return int(db.execute("SELECT count(*) FROM memo").fetchone()[0])
+    return entries(root / tapecache.CACHE_DIR)
 
 
 @pytest.mark.usefixtures("no_memo")
 @pytest.mark.parametrize("packed", [False, True])
 def test_cached_index_equals_the_index_built_from_the_file(tmp_path: Path, packed: bool) -> None:
     record(tmp_path, "nolan", PROMPTS, packed)
+    earlier_run(tmp_path / tapecache.CACHE_DIR)
     built = tape_state(CassetteStore(tmp_path, "none"), "nolan")
     assert rows(tmp_path) == 1
     assert (tmp_path / tapecache.CACHE_DIR / ".gitignore").read_text().endswith("*\n")
@@ -236,6 +237,7 @@ def test_cached_index_equals_the_index_built_from_the_file(tmp_path: Path, packe
 @pytest.mark.usefixtures("no_memo")
 def test_a_changed_cassette_gets_another_cache_entry(tmp_path: Path) -> None:
     record(tmp_path, "nolan", PROMPTS[:2], False)
+    earlier_run(tmp_path / tapecache.CACHE_DIR)
     tape_state(CassetteStore(tmp_path, "none"), "nolan")
     record(tmp_path, "nolan", PROMPTS[2:4], False)
     memo.use(None)
@@ -271,15 +273,14 @@ def test_the_cache_folder_is_not_an_old_per_test_layout(tmp_path: Path) -> None:
 @pytest.fixture
 def memo_dir(tmp_path: Path) -> Iterator[Path]:
     before = memo.folder()
+    earlier_run(tmp_path / "memo")
     memo.use(tmp_path / "memo")
     yield tmp_path / "memo"
     memo.use(before)
 
 
 def stored_keys(folder: Path) -> int:
-    memo._MEMO._commit()  # the pending batch
-    with sqlite3.connect(folder / memo.FILE_NAME) as db:
-        return int(db.execute("SELECT count(*) FROM memo").fetchone()[0])
+    return entries(folder)
 
 
 TEXT = "1. The Dark Knight (2008)\n2. Memento\n3. Heat - a heist film\n"
@@ -317,6 +318,11 @@ def test_a_corrupt_memo_file_is_replaced(tmp_path: Path) -> None:
     folder.mkdir()
     (folder / memo.FILE_NAME).write_bytes(b"this is not a database" * 100)
     try:
+        memo.use(folder)  # replaced by an empty memo: a first run keeps no parsed reply
+        assert parse.reply(TEXT, 2) == parse._reply(TEXT, 2, "default")
+        assert stored_keys(folder) == 0
+        earlier_run(folder)
+        memo.use(None)
         memo.use(folder)
         assert parse.reply(TEXT, 2) == parse._reply(TEXT, 2, "default")
         assert stored_keys(folder) == 1
@@ -358,6 +364,7 @@ def test_concurrent_processes_share_the_cache(tmp_path: Path) -> None:
     stored once, and a later process finds them all."""
     for n in range(20):
         record(tmp_path, f"e{n}", [f"{p} for e{n}" for p in PROMPTS[:3]], n % 2 == 0)
+    earlier_run(tmp_path / tapecache.CACHE_DIR)
     script = tmp_path / "worker.py"
     script.write_text(_WORKER)
     workers = [

@@ -6,7 +6,6 @@ entries they rely on."""
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,6 +22,7 @@ from pytest_recfair.providers.base import Completion, RecordedReply, Usage
 from pytest_recfair.providers.http import HTTPProvider
 from pytest_recfair.replies import memo
 from tests.support.cases import Case
+from tests.support.memo import earlier_run, entries
 
 BASE = "http://127.0.0.1:8000/v1"
 
@@ -30,6 +30,7 @@ BASE = "http://127.0.0.1:8000/v1"
 @pytest.fixture
 def memo_dir(tmp_path: Path) -> Iterator[Path]:
     before = memo.folder()
+    earlier_run(tmp_path / "memo")
     memo.use(tmp_path / "memo")
     yield tmp_path / "memo"
     memo.use(before)
@@ -124,9 +125,7 @@ def _replay(root: Path, provider: HTTPProvider, cases: list[Case]) -> Any:
 
 
 def _rows(root: Path) -> int:
-    memo._MEMO._commit()
-    with sqlite3.connect(root / tapecache.CACHE_DIR / memo.FILE_NAME) as db:
-        return int(db.execute("SELECT count(*) FROM memo").fetchone()[0])
+    return entries(root / tapecache.CACHE_DIR)
 
 
 def test_a_replay_from_the_cache_gives_what_parsing_gives(
@@ -210,6 +209,7 @@ def test_a_whole_entity_is_served_from_the_cache_as_replay_serves_it(
         cases.append(Case("c9", "films like 0", system="S"))
         bodies = [_reply(f"1. Film {i}") for i in range(5)]
         _record(tmp_path, provider, cases, bodies)
+        earlier_run(tmp_path / tapecache.CACHE_DIR)
         runs = []
         for cache in ("off", "on", "on", "on"):
             monkeypatch.setenv("RECFAIR_CACHE", cache)
@@ -254,5 +254,26 @@ def test_the_cache_is_opened_before_the_baseline_only_for_a_replay(
         monkeypatch.delenv("RECFAIR_CACHE")
         tapecache.open_for(tmp_path, "none")
         assert memo.folder() == tmp_path / tapecache.CACHE_DIR
+    finally:
+        memo.use(before)
+
+
+def test_a_first_run_keeps_no_fine_grained_entry(tmp_path: Path) -> None:
+    """An empty memo (a fresh clone in CI): the run reads and parses as without the
+    cache, keeps no index, parsed reply or entity (memo.fine()), and the next run, which
+    finds the memo written to, keeps them."""
+    before = memo.folder()
+    try:
+        provider = from_config("openai", model="m-1", base_url=BASE)
+        cases = [Case(f"c{i}", f"films like {i}", system="S") for i in range(3)]
+        _record(tmp_path, provider, cases, [_reply(f"1. Film {i}") for i in range(3)])
+        first = _replay(tmp_path, provider, cases)
+        assert not memo.fine()  # opened empty: this run is a first run
+        assert _rows(tmp_path) == 0
+        earlier_run(tmp_path / tapecache.CACHE_DIR)
+        second = _replay(tmp_path, provider, cases)
+        assert memo.fine()
+        assert _rows(tmp_path) > 0  # its index, parsed replies and entity
+        assert _outcome(second) == _outcome(first)
     finally:
         memo.use(before)

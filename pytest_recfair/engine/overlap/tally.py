@@ -485,7 +485,18 @@ def _entropy(at: AttributeTally) -> float | None:
 
 
 def _floats(x: FloatArray) -> list[float | None]:
-    return [None if np.isnan(v) else float(v) for v in x.tolist()]
+    values: list[float | None] = x.tolist()  # Python floats, in one C loop
+    if not np.isnan(x).any():
+        return values
+    return [None if v != v else v for v in values]  # JSON has no NaN: null
+
+
+def _float_rows(x: FloatArray) -> list[list[float | None]]:
+    """:func:`_floats` of each row of a 2-D array, in one pass."""
+    rows: list[list[float | None]] = x.tolist()
+    if not np.isnan(x).any():
+        return rows
+    return [[None if v != v else v for v in row] for row in rows]
 
 
 def _unfloats(x: Sequence[float | None]) -> FloatArray:
@@ -495,7 +506,7 @@ def _unfloats(x: Sequence[float | None]) -> FloatArray:
 def _attribute_to_dict(at: AttributeTally, rows: npt.NDArray[np.int64]) -> dict[str, Any]:
     return {
         "values": list(at.values),
-        "sims": {m: [_floats(row) for row in s[rows]] for m, s in at.sims.items()},
+        "sims": {m: _float_rows(s[rows]) for m, s in at.sims.items()},
         "missing": at.missing[rows].astype(int).tolist(),
         "curve_sum": at.curve_sum,
         "curve_n": at.curve_n,

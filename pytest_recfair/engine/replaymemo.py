@@ -1,0 +1,255 @@
+"""A replayed audit served whole from a cache: no prompt built, no cassette read, nothing
+parsed or scored again.
+
+Replaying unchanged cassettes with unchanged settings and code gives the same scores on
+every run. After a replay-only stream of the whole audit in which every entity was
+replayed from the cassette cache (no miss, no failed prompt, nothing stale), one memo
+entry (:mod:`pytest_recfair.replies.memo`, beside the cassettes) keeps what a one-of-one
+shard would write (the kind's tally or replies, the prompts counted, the runner's cost:
+:func:`~pytest_recfair.engine.sharding.shard_doc`) and what the cassette store played of
+each entity. A later run with the same key is the merge of that one shard: the path that
+``--fairness-merge`` takes and that merges exactly, so the result is the same as the
+stream's.
+
+The key is a digest of everything the stream's result depends on: the package's source
+and data files, Python's and numpy's versions, the kind, the test id, every setting, the
+provider's class and the request it would send for a probe prompt (the model and every
+request-building parameter), the grid, the entities, the kind's inputs, the content of
+the files the settings name, the prompts known to have failed, and every entity's
+cassette content key (:func:`~pytest_recfair.cassettes.tapecache.digest`). An entry is
+never stale (any change is another key) and the folder is safe to delete;
+``RECFAIR_CACHE=off`` switches it off with the other replay caches. Not used for a
+shard, recording modes, pruning, imported vcrpy cassettes or a provider (or judge) that
+does not say what request it builds (``replay_key``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from pytest_recfair.engine.base import (
+    AuditKind,
+    AuditRequest,
+    Merged,
+    Rebuild,
+    Scored,
+    Scorer,
+    Sent,
+)
+from pytest_recfair.errors import RecfairError
+from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.replies import memo
+from pytest_recfair.results import AttributeResult
+
+__all__ = ["KeptScores", "Recorder", "key", "served"]
+
+_FORMAT: Final = b"recfair-audit-replay-1"
+#: The prompt whose request stands for the provider's request-building settings.
+_PROBE: Final = "\0recfair-replay-probe"
+#: Settings that name files whose content the prompts or scores depend on.
+_FILE_SETTINGS: Final = (
+    "seeds",
+    "grid",
+    "templates",
+    "catalogue",
+    "candidates",
+    "questions",
+    "absent",
+)
+
+
+@functools.cache
+def _code_version() -> bytes:
+    package = Path(__file__).resolve().parents[1]
+    files = sorted(
+        str(p.relative_to(package))
+        for p in package.rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+    )
+    return memo.code_version(_FORMAT, files, np.__version__.encode())
+
+
+def key(
+    request: AuditRequest, kind: AuditKind, grid: Grid, entities: Sequence[Entity]
+) -> bytes | None:
+    """The cache key of streaming ``request`` (every entity, replay only), or None when
+    the audit is not served from this cache."""
+    store, inputs = request.cassettes, request.inputs
+    if store is None or request.shard is not None:
+        return None
+    models = [_identity(request.recommender)]
+    if inputs.judge is not None:
+        models.append(_identity(inputs.judge))
+    if None in models:
+        return None
+    h = hashlib.blake2b(_code_version(), digest_size=20)
+    for part in (
+        kind.name,
+        request.test_id,
+        models,
+        request.settings,
+        grid.digest,
+        entities,
+        _inputs(request),
+        sorted(request.failed.items()),
+    ):
+        h.update(repr(part).encode("utf-8", "surrogatepass") + b"\0")
+    _named_files(h, request)
+    for entity in entities:
+        digest = store.unread_digest(entity.id)
+        if digest is None:
+            return None
+        h.update(entity.id.encode("utf-8", "surrogatepass") + b"\0" + digest)
+    return h.digest()
+
+
+def _identity(provider: object) -> tuple[str, tuple[str, str, str]] | None:
+    """The provider's class and the request it would send for a probe prompt (its model
+    and every request-building setting); None: it cannot say (not served from here)."""
+    key_of = getattr(provider, "replay_key", None)
+    probe = key_of(None, _PROBE) if key_of is not None else None
+    if probe is None:
+        return None
+    cls = type(provider)
+    return f"{cls.__module__}.{cls.__qualname__}", probe
+
+
+def _inputs(request: AuditRequest) -> tuple[Any, ...]:
+    inputs = request.inputs
+    candidates = sorted(inputs.candidates.items()) if inputs.candidates else None
+    return (inputs.catalogue, candidates, sorted(inputs.absent), inputs.where)
+
+
+def _named_files(h: Any, request: AuditRequest) -> None:
+    """The content of the files the settings name (resolved as the plugin resolves them:
+    the test file's folder, then the rootdir), which a kind may read by name."""
+    s = request.settings
+    where = (*request.inputs.where, Path.cwd())
+    for name in _FILE_SETTINGS:
+        value = getattr(s, name, None)
+        if not isinstance(value, str) or not value:
+            continue
+        for folder in where:
+            path = folder / value
+            try:
+                h.update(name.encode() + b"\0" + path.read_bytes())
+                break
+            except OSError:
+                continue
+
+
+@dataclass
+class Recorder:
+    """What a stream under ``key`` did, kept when the whole audit was replayed cleanly."""
+
+    key: bytes
+    played: dict[str, tuple[list[int], int]] = field(default_factory=dict)
+    clean: bool = True
+
+    def chunk(self, request: AuditRequest, ids: Sequence[str], outcome: Any) -> None:
+        """Note a chunk (before its cassettes are released): a failed or retried prompt,
+        or an entity not replayed from the cassette cache, keeps the run from the cache."""
+        if outcome.errors or outcome.retries or request.cassettes is None:
+            self.clean = False
+            return
+        for entity in ids:
+            got = request.cassettes.played(entity)
+            if got is None:
+                self.clean = False
+                return
+            self.played[entity] = got[1], got[2]
+
+    def save(self, request: AuditRequest, scorer: Scorer, sent: Sent) -> bool:
+        """Keep the stream's result when it was clean; whether it was kept."""
+        if not self.clean:
+            return False
+        from pytest_recfair.engine import sharding
+
+        try:
+            doc = sharding.shard_doc(
+                test_id=request.test_id,
+                shard=sharding.Shard(1, 1),
+                meta={},
+                cost=sent.cost,
+                **scorer.payload(sent),
+            )
+            doc["played"] = {k: [v[0], v[1]] for k, v in self.played.items()}
+            text = json.dumps(doc, separators=(",", ":"), allow_nan=False)
+        except (TypeError, ValueError):  # not JSON data: this run is not kept
+            return False
+        memo.store(self.key, text)
+        return True
+
+
+def served(key: bytes, request: AuditRequest, kind: AuditKind, rebuild: Rebuild) -> Merged | None:
+    """The stream's scorer and counts kept under ``key`` (the store told what they
+    played), or None: not kept, or not readable (the audit is streamed as usual)."""
+    text = memo.lookup(key)
+    if not isinstance(text, str):
+        return None
+    from pytest_recfair.engine import sharding
+
+    try:
+        doc = json.loads(text)
+        played = {str(k): (list(map(int, v[0])), int(v[1])) for k, v in doc.pop("played").items()}
+        part = sharding.shard_of_doc(doc, Path(str(memo.folder())))
+        merged = kind.merge(request.settings, [part], rebuild)
+    except (RecfairError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return None  # another version's or a damaged entry: streamed, and kept anew
+    store = request.cassettes
+    if store is not None:
+        for entity, (positions, last) in played.items():
+            store.serve(entity, positions, last)
+    return merged
+
+
+class KeptScores:
+    """A scorer whose :meth:`scored` is kept under the stream's key as well: the
+    bootstrap intervals of unchanged scores are not drawn again (they depend on nothing
+    but the scores and the settings, both in the key)."""
+
+    def __init__(self, scorer: Scorer, key: bytes | None) -> None:
+        self.scorer = scorer
+        self.key = None if key is None else key + b"scored"
+
+    def add(self, cases: Sequence[Any], outcome: Any) -> None:
+        self.scorer.add(cases, outcome)
+
+    def payload(self, sent: Sent) -> dict[str, Any]:
+        return self.scorer.payload(sent)
+
+    def scored(self) -> Scored:
+        kept = None if self.key is None else _scored_of(memo.lookup(self.key))
+        if kept is not None:
+            return kept
+        scored = self.scorer.scored()
+        if self.key is not None:
+            doc = {
+                "attributes": [a.to_dict() for a in scored.attributes],
+                "merges": scored.merges,
+                "extras": dict(scored.extras),
+                "evidence": dict(scored.evidence),
+            }
+            with contextlib.suppress(TypeError, ValueError):  # not JSON data: not kept
+                memo.store(self.key, json.dumps(doc, separators=(",", ":"), allow_nan=False))
+        return scored
+
+
+def _scored_of(text: Any) -> Scored | None:
+    if not isinstance(text, str):
+        return None
+    try:
+        doc = json.loads(text)
+        attributes = tuple(AttributeResult.from_dict(a) for a in doc["attributes"])
+        return Scored(attributes, int(doc["merges"]), doc["extras"], doc["evidence"])
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return None

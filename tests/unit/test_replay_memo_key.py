@@ -1,0 +1,86 @@
+"""The whole-audit replay cache's key (engine/replaymemo.py): every input of the stream
+is in it, and an audit outside a clean replay gets none (it is streamed as usual)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pytest_recfair import prompts
+from pytest_recfair.cassettes.store import CassetteStore
+from pytest_recfair.engine import registry, replaymemo
+from pytest_recfair.engine.base import AuditInputs, AuditRequest, Shard
+from pytest_recfair.kinds import RecordMode
+from pytest_recfair.providers import from_config
+from pytest_recfair.replies import memo
+from pytest_recfair.settings import AuditSettings, resolve
+from pytest_recfair.sim import SimulatedRecommender
+
+BASE = "http://127.0.0.1:8000/v1"
+GRID = prompts.load_grid("faireval")
+ENTITIES = prompts.load_seeds("directors")[:3]
+
+
+@pytest.fixture(autouse=True)
+def own_memo() -> Iterator[None]:
+    before = memo.folder()
+    memo.use(None)
+    yield
+    memo.use(before)
+
+
+def _settings(**marker: object) -> AuditSettings:
+    return resolve(marker={"entities": 3, "attr": "religion"} | marker)
+
+
+def _key(root: Path, mode: RecordMode = "none", **change: object) -> bytes | None:
+    settings = change.pop("settings", _settings())
+    assert isinstance(settings, AuditSettings)
+    provider = change.pop("provider", from_config("openai", model="m-1", base_url=BASE))
+    request = AuditRequest(settings, provider, ENTITIES, GRID, "t::a", CassetteStore(root, mode))
+    request = dataclasses.replace(request, **change)  # type: ignore[arg-type]
+    return replaymemo.key(request, registry.select(settings), GRID, ENTITIES)
+
+
+def test_every_input_of_the_stream_is_in_the_key(tmp_path: Path) -> None:
+    store = CassetteStore(tmp_path, "none")
+    for entity in ENTITIES:
+        store.path_for(entity.id).write_text('{"interactions": []}')
+    base = _key(tmp_path)
+    assert base is not None
+    assert _key(tmp_path) == base  # deterministic
+    others = [
+        _key(tmp_path, settings=_settings(k=10)),
+        _key(tmp_path, settings=_settings(metric="serp")),
+        _key(tmp_path, provider=from_config("openai", model="m-2", base_url=BASE)),
+        _key(tmp_path, provider=from_config("openai", model="m-1", base_url=BASE, temperature=0.3)),
+        _key(tmp_path, provider=from_config("anthropic", model="m-1", base_url=BASE)),
+        _key(tmp_path, test_id="t::b"),
+        _key(tmp_path, failed={"case-1": "HTTP 500"}),
+        _key(tmp_path, inputs=AuditInputs(absent=frozenset({("religion", "a Muslim", "x")}))),
+    ]
+    assert None not in others
+    assert len({base, *others}) == len(others) + 1
+    store.path_for(ENTITIES[1].id).write_text('{"interactions": [] }')  # re-recorded
+    assert _key(tmp_path) not in (None, base)
+
+
+def test_no_key_outside_a_clean_replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = CassetteStore(tmp_path, "none")
+    for entity in ENTITIES[:2]:
+        store.path_for(entity.id).write_text('{"interactions": []}')
+    assert _key(tmp_path) is None  # an entity without a cassette: its miss is reported
+    store.path_for(ENTITIES[2].id).write_text('{"interactions": []}')
+    assert _key(tmp_path) is not None
+    assert _key(tmp_path, "once") is None  # a recording mode may go to the network
+    assert _key(tmp_path, shard=Shard(1, 2)) is None  # a shard writes its own result
+    assert _key(tmp_path, provider=SimulatedRecommender()) is None  # says no request
+    judge = SimulatedRecommender()
+    assert _key(tmp_path, inputs=AuditInputs(judge=judge)) is None
+    with_judge = AuditInputs(judge=from_config("openai", model="judge", base_url=BASE))
+    assert _key(tmp_path, inputs=with_judge) not in (None, _key(tmp_path))
+    monkeypatch.setenv("RECFAIR_CACHE", "off")
+    assert _key(tmp_path) is None
