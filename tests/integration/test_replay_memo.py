@@ -118,7 +118,9 @@ def test_every_kind_is_served_whole_from_the_second_run_and_never_stale(
     assert plain_counts["hits"] == first_counts["hits"] == []
     assert first_counts["sent"] == audits
     assert warm_counts == {"hits": audits, "sent": []}  # all served, none sent
-    assert plain and first == plain and warm == plain
+    assert plain
+    assert first == plain
+    assert warm == plain
 
     _change_one_reply(cassettes)
     changed, changed_counts = _run(pytester, "changed")
