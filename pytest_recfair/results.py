@@ -163,10 +163,14 @@ def matrix_from_dict(d: dict[str, Any]) -> SimilarityMatrix:
     # entity, instead of each keeping its own copy of 10,000 names from the JSON
     entities = tuple(sys.intern(str(e)) for e in d["entities"])
     values = tuple(str(v) for v in d["values"])
-    sims = np.array([[_nan(x) for x in row] for row in d["sims"]], dtype=np.float64).reshape(
-        len(entities), len(values)
-    )
-    missing = np.array(d["missing"], dtype=bool).reshape(len(entities), len(values))
+    shape = (len(entities), len(values))
+    raw, flags = d["sims"], d["missing"]
+    if isinstance(raw, bytes) and isinstance(flags, bytes):  # the replay cache's packing
+        sims = np.frombuffer(raw, dtype=np.float64).reshape(shape).copy()
+        missing = np.frombuffer(flags, dtype=bool).reshape(shape).copy()
+    else:
+        sims = np.array([[_nan(x) for x in row] for row in raw], dtype=np.float64).reshape(shape)
+        missing = np.array(flags, dtype=bool).reshape(shape)
     return SimilarityMatrix(entities=entities, values=values, sims=sims, missing=missing)
 
 

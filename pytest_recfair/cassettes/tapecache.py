@@ -64,17 +64,18 @@ def load(tape: Tape, decode: Any) -> bool:
     """Fill ``tape`` (replay only) from its file through the cache; False when the file
     cannot be read or the cache is off (the caller reads the file and reports why).
     ``decode(path, text)``: the interactions of a cassette's text (errors name the file)."""
-    if off():
-        return False
+    folder = tape.path.parent / CACHE_DIR
+    if off() or (memo.folder() == folder and not memo.fine()):
+        return False  # off, or a first run: the file is read as without the cache
     try:
         data = tape.path.read_bytes()
     except FileNotFoundError:
         return True  # no cassette: nothing recorded for this entity
     except OSError:
         return False
-    _use(tape.path.parent / CACHE_DIR)
+    _use(folder)
     if not memo.fine():
-        return False  # a first run: the file is read as without the cache
+        return False
     key = tape.digest = entry_key(tape.path, data)
     snapshot = _valid(memo.lookup(key))
     if snapshot is None:

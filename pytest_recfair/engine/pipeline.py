@@ -40,8 +40,9 @@ def run_audit(request: AuditRequest, baseline: AuditResult | None = None) -> Aud
 
 def measure(request: AuditRequest) -> AuditResult:
     """Audit the request's recommender as its settings say; the result is not gated."""
-    done = run(request)
-    return finish(request.settings, done.meta, done.scorer, done.sent)
+    with stream.fewer_collections():
+        done = run(request)
+        return finish(request.settings, done.meta, done.scorer, done.sent)
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,9 @@ does not say what request it builds (``replay_key``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import hashlib
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +49,7 @@ from pytest_recfair.errors import RecfairError
 from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.replies import memo
 from pytest_recfair.results import AttributeResult
+from pytest_recfair.settings import AuditSettings
 
 __all__ = ["KeptScores", "Recorder", "key", "served"]
 
@@ -96,7 +97,7 @@ def key(
         kind.name,
         request.test_id,
         models,
-        request.settings,
+        _stream_settings(request.settings),
         grid.digest,
         entities,
         _inputs(request),
@@ -110,6 +111,14 @@ def key(
             return None
         h.update(entity.id.encode("utf-8", "surrogatepass") + b"\0" + digest)
     return h.digest()
+
+
+def _stream_settings(settings: AuditSettings) -> AuditSettings:
+    """The settings with those read only by the plugin after the audit (what to do with
+    its result) reset: a ``--fairness-update`` run and the runs after it share entries."""
+    return dataclasses.replace(
+        settings, update=False, update_force=False, report=None, explore=False, plan=False
+    )
 
 
 def _identity(provider: object) -> tuple[str, tuple[str, str, str]] | None:
@@ -180,26 +189,27 @@ class Recorder:
                 shard=sharding.Shard(1, 1),
                 meta={},
                 cost=sent.cost,
+                packed=True,
                 **scorer.payload(sent),
             )
             doc["played"] = {k: [v[0], v[1]] for k, v in self.played.items()}
-            text = json.dumps(doc, separators=(",", ":"), allow_nan=False)
-        except (TypeError, ValueError):  # not JSON data: this run is not kept
+            # marshal, not JSON text: json.dumps of a paper-scale tally built ~14 MB of
+            # string pieces at the run's peak; marshal writes the bytes at once
+            memo.store(self.key, doc, now=True)
+        except (TypeError, ValueError):  # not plain data: this run is not kept
             return False
-        memo.store(self.key, text)
         return True
 
 
 def served(key: bytes, request: AuditRequest, kind: AuditKind, rebuild: Rebuild) -> Merged | None:
     """The stream's scorer and counts kept under ``key`` (the store told what they
     played), or None: not kept, or not readable (the audit is streamed as usual)."""
-    text = memo.lookup(key)
-    if not isinstance(text, str):
+    doc = memo.lookup(key)
+    if not isinstance(doc, dict):
         return None
     from pytest_recfair.engine import sharding
 
     try:
-        doc = json.loads(text)
         played = {str(k): (list(map(int, v[0])), int(v[1])) for k, v in doc.pop("played").items()}
         part = sharding.shard_of_doc(doc, Path(str(memo.folder())))
         merged = kind.merge(request.settings, [part], rebuild)
@@ -234,21 +244,30 @@ class KeptScores:
         scored = self.scorer.scored()
         if self.key is not None:
             doc = {
-                "attributes": [a.to_dict() for a in scored.attributes],
+                "attributes": [_packed(a) for a in scored.attributes],
                 "merges": scored.merges,
                 "extras": dict(scored.extras),
                 "evidence": dict(scored.evidence),
             }
-            with contextlib.suppress(TypeError, ValueError):  # not JSON data: not kept
-                memo.store(self.key, json.dumps(doc, separators=(",", ":"), allow_nan=False))
+            with contextlib.suppress(TypeError, ValueError):  # not plain data: not kept
+                memo.store(self.key, doc, now=True)
         return scored
 
 
-def _scored_of(text: Any) -> Scored | None:
-    if not isinstance(text, str):
+def _packed(attribute: AttributeResult) -> dict[str, Any]:
+    """``to_dict`` with the similarity matrix as the bytes of its arrays (marshal-able, a
+    fraction of the memory of lists of floats; ``matrix_from_dict`` reads both)."""
+    d = attribute.to_dict()
+    matrix = attribute.matrix
+    d["matrix"]["sims"] = np.ascontiguousarray(matrix.sims, dtype=np.float64).tobytes()
+    d["matrix"]["missing"] = np.ascontiguousarray(matrix.missing, dtype=bool).tobytes()
+    return d
+
+
+def _scored_of(doc: Any) -> Scored | None:
+    if not isinstance(doc, dict):
         return None
     try:
-        doc = json.loads(text)
         attributes = tuple(AttributeResult.from_dict(a) for a in doc["attributes"])
         return Scored(attributes, int(doc["merges"]), doc["extras"], doc["evidence"])
     except (ValueError, TypeError, KeyError, IndexError, AttributeError):

@@ -150,8 +150,10 @@ def shard_doc(
     replies: Mapping[str, Mapping[str, Any]] | None = None,
     failures: Mapping[str, Any] | None = None,
     cost: float | None = None,
+    packed: bool = False,
 ) -> dict[str, Any]:
-    """One shard's result as the JSON document a shard file holds."""
+    """One shard's result as the JSON document a shard file holds (``packed``: the
+    tally's similarity rows as bytes, for the replay cache; not JSON)."""
     doc: dict[str, Any] = {
         "format": SHARD_FORMAT,
         "version": SHARD_VERSION,
@@ -162,7 +164,7 @@ def shard_doc(
     if cost is not None:
         doc["cost"] = cost
     if tally is not None:
-        doc["tally"] = tally.to_dict()
+        doc["tally"] = tally.to_dict(packed=packed)
         if failures is not None:
             doc["failures"] = dict(failures)
     else:

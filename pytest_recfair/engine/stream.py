@@ -9,8 +9,10 @@ into the scorer of the whole audit.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Sequence
+import gc
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +39,9 @@ __all__ = [
     "send",
     "stream",
 ]
+
+#: Non-empty while :func:`fewer_collections` holds (it is re-entrant).
+_FROZEN: list[bool] = []
 
 # Prompts per chunk: enough that a live chunk keeps every connection busy, few enough that
 # a chunk's replies and cassettes stay a few MB.
@@ -86,6 +91,35 @@ def chunk_entities(settings: AuditSettings, prompts_per_entity: int) -> int:
 def stream(request: AuditRequest, kind: AuditKind) -> Streamed:
     """Score the request's entities (all, or its shard's share) chunk by chunk; a replay
     of unchanged inputs is served whole from :mod:`.replaymemo`."""
+    with fewer_collections():
+        return _stream(request, kind)
+
+
+@contextlib.contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Python's cyclic collector runs every 700 net allocations and then walks every
+    tracked object; an audit allocates millions of small acyclic objects (decoded
+    cassettes, parsed replies, cases), so it spent ~15% of a replay walking the same
+    long-lived objects (pytest's, numpy's, the plugin's) again and again. For the audit
+    those are frozen (never walked) and the first threshold raised; both are restored
+    after. Nothing here makes reference cycles, so memory is unchanged
+    (docs/performance.md)."""
+    if _FROZEN:  # inside another audit step's: already frozen
+        yield
+        return
+    old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(old[0], 50_000), *old[1:])
+    _FROZEN.append(True)
+    try:
+        yield
+    finally:
+        _FROZEN.pop()
+        gc.set_threshold(*old)
+        gc.unfreeze()
+
+
+def _stream(request: AuditRequest, kind: AuditKind) -> Streamed:
     s, inputs = request.settings, request.inputs
     entities = entities_of(s, request.seeds, request.test_id, kind, inputs)
     grid, attributes = attributes_of(s, request.grid, kind)

@@ -66,9 +66,9 @@ class EntityReplay:
         """(entry key, cassette content key) of ``cases`` (all of ``entity``), or None:
         not served from a cache."""
         self.requests = {}
-        if self._key_of is None or not entity:
+        if self._key_of is None or not entity or (memo.folder() and not memo.fine()):
             return None
-        digest = self.store.unread_digest(entity)  # opens the memo (its first use)
+        digest = self.store.unread_digest(entity)  # opens the memo when not open yet
         if digest is None or not memo.fine():
             return None
         h = hashlib.blake2b(self._prefix, digest_size=20)

@@ -28,6 +28,7 @@ import marshal
 import sqlite3
 import sys
 import threading
+import zlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -100,20 +101,20 @@ class _Memo:
                 return None
             waiting = self._pending.get(key)
             if waiting is not None:
-                return marshal.loads(waiting[0])
+                return _loads(waiting[0])
             if self._empty:
                 return None
             try:
                 row = self._db.execute("SELECT v FROM memo WHERE k = ?", (key,)).fetchone()
-                return None if row is None else marshal.loads(row[0])
-            except (sqlite3.Error, ValueError, EOFError, TypeError):
+                return None if row is None else _loads(row[0])
+            except (sqlite3.Error, ValueError, EOFError, TypeError, zlib.error):
                 return None  # a corrupt entry: computed again
 
     def put(self, key: bytes, value: Any, replace: bool = False) -> None:
         with self._lock:
             if self._db is None:
                 return
-            blob = marshal.dumps(value)
+            blob = _dumps(value)
             self._pending[key] = (blob, replace)
             self._pending_bytes += len(blob)
             if len(self._pending) >= _BATCH or self._pending_bytes >= _BATCH_BYTES:
@@ -153,6 +154,26 @@ class _Memo:
     def close(self) -> None:
         with self._lock:
             self._close()
+
+
+#: A value whose marshal bytes exceed this is stored zlib-compressed: a whole audit's
+#: entry at 10,000 entities is ~30 MB raw, and SQLite copies what it writes.
+_COMPRESS_OVER: Final = 1 << 20
+#: Compressed values start with a byte no marshal stream starts with.
+_ZLIB: Final = b"\x00"
+
+
+def _dumps(value: Any) -> bytes:
+    blob = marshal.dumps(value)
+    if len(blob) <= _COMPRESS_OVER:
+        return blob
+    return _ZLIB + zlib.compress(blob, 1)
+
+
+def _loads(blob: bytes) -> Any:
+    if blob[:1] == _ZLIB:
+        return marshal.loads(zlib.decompress(blob[1:]))
+    return marshal.loads(blob)
 
 
 def _open(path: Path) -> sqlite3.Connection | None:
@@ -213,9 +234,13 @@ def lookup(key: bytes) -> Any:
     return _MEMO.get(key)
 
 
-def store(key: bytes, value: Any) -> None:
-    """Keep marshal-able ``value`` under ``key`` (nothing when the memo is off)."""
+def store(key: bytes, value: Any, *, now: bool = False) -> None:
+    """Keep marshal-able ``value`` under ``key`` (nothing when the memo is off);
+    ``now``: committed at once (a large entry's bytes are not held until the batch)."""
     _MEMO.put(key, value)
+    if now:
+        with _MEMO._lock:
+            _MEMO._commit()
 
 
 def replace(key: bytes, value: Any) -> None:

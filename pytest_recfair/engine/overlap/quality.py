@@ -165,8 +165,21 @@ class QualityTally:
 
     # -- shards ------------------------------------------------------------------------
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, packed: bool = False) -> dict[str, Any]:
+        """JSON-able; ``packed``: the count arrays as bytes (the replay cache)."""
         rows = np.flatnonzero(self.filled)
+        if packed:
+            kinds = {"hits": np.int64, "listed": np.int64, "replies": np.int64, "known": np.bool_}
+            arrays = {n: getattr(self, n)[rows].astype(t) for n, t in kinds.items()}
+            return {
+                "entities": list(self.entities),
+                "groups": list(self.groups),
+                "k": self.k,
+                "basis": self.basis,
+                "source": self.source,
+                "rows": rows.tolist(),
+                **{n: np.ascontiguousarray(a).tobytes() for n, a in arrays.items()},
+            }
         return {
             "entities": list(self.entities),
             "groups": list(self.groups),
@@ -191,8 +204,8 @@ class QualityTally:
         if rows.size and (rows.min() < 0 or rows.max() >= len(entities)):
             raise ValueError("quality rows outside the entities' positions")
         for name in ("hits", "listed", "replies"):
-            getattr(out, name)[rows] = np.asarray(d[name], dtype=np.int64).reshape(-1, len(groups))
-        out.known[rows] = np.asarray(d["known"], dtype=bool)
+            getattr(out, name)[rows] = _array(d[name], np.int64).reshape(-1, len(groups))
+        out.known[rows] = _array(d["known"], np.bool_)
         out.filled[rows] = True
         return out
 
@@ -307,3 +320,10 @@ def quality_results(t: QualityTally, *, n_resamples: int, seed: int) -> dict[str
         "entities": list(t.entities),
         "scores": {g: [_num(x) for x in quality[:, j]] for j, g in enumerate(t.groups)},
     }
+
+
+def _array(value: Any, dtype: type[np.generic]) -> npt.NDArray[Any]:
+    """A to_dict array: a list (JSON) or the bytes of a packed one."""
+    if isinstance(value, bytes):
+        return np.frombuffer(value, dtype=dtype)
+    return np.asarray(value, dtype=dtype)

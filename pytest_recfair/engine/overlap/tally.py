@@ -268,22 +268,24 @@ class Tally:
 
     # -- persistence (shard files) -------------------------------------------------------
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able; only the scored rows are stored (a shard holds its own share)."""
+    def to_dict(self, packed: bool = False) -> dict[str, Any]:
+        """JSON-able; only the scored rows are stored (a shard holds its own share).
+        ``packed``: the similarity rows as the bytes of their float64 array (marshal-able,
+        for the replay cache: a fraction of the memory of a list of floats)."""
         rows = np.flatnonzero(self.filled)
         return {
             "entities": list(self.entities),
             "config": self.config.to_dict(),
             "rows": rows.tolist(),
             "attributes": {
-                name: _attribute_to_dict(at, rows) for name, at in self.attributes.items()
+                name: _attribute_to_dict(at, rows, packed) for name, at in self.attributes.items()
             },
             "noise": {m: _floats(per[rows]) for m, per in self.noise.items()},
             "merges": self.merges,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "models": sorted(self.models),
-            **({"quality": self.quality.to_dict()} if self.quality is not None else {}),
+            **({"quality": self.quality.to_dict(packed)} if self.quality is not None else {}),
             "evidence": self.evidence.to_dict(),
         }
 
@@ -503,11 +505,20 @@ def _unfloats(x: Sequence[float | None]) -> FloatArray:
     return np.array([np.nan if v is None else float(v) for v in x], dtype=np.float64)
 
 
-def _attribute_to_dict(at: AttributeTally, rows: npt.NDArray[np.int64]) -> dict[str, Any]:
+def _attribute_to_dict(
+    at: AttributeTally, rows: npt.NDArray[np.int64], packed: bool = False
+) -> dict[str, Any]:
+    pack = (
+        (lambda x: np.ascontiguousarray(x, dtype=np.float64).tobytes()) if packed else _float_rows
+    )
     return {
         "values": list(at.values),
-        "sims": {m: _float_rows(s[rows]) for m, s in at.sims.items()},
-        "missing": at.missing[rows].astype(int).tolist(),
+        "sims": {m: pack(s[rows]) for m, s in at.sims.items()},
+        "missing": (
+            np.ascontiguousarray(at.missing[rows], dtype=bool).tobytes()
+            if packed
+            else at.missing[rows].astype(int).tolist()
+        ),
         "curve_sum": at.curve_sum,
         "curve_n": at.curve_n,
         "statuses": {v: dict(c) for v, c in at.statuses.items()},
@@ -521,8 +532,15 @@ def _attribute_from_dict(
 ) -> None:
     V = len(at.values)
     for m, table in d["sims"].items():
+        if isinstance(table, bytes):  # packed (to_dict(packed=True))
+            at.sims[m][rows] = np.frombuffer(table, dtype=np.float64).reshape(len(rows), V)
+            continue
         at.sims[m][rows] = np.array([_unfloats(r) for r in table]).reshape(len(rows), V)
-    at.missing[rows] = np.array(d["missing"], dtype=bool).reshape(len(rows), V)
+    flags = d["missing"]
+    if isinstance(flags, bytes):  # packed
+        at.missing[rows] = np.frombuffer(flags, dtype=bool).reshape(len(rows), V)
+    else:
+        at.missing[rows] = np.array(flags, dtype=bool).reshape(len(rows), V)
     at.curve_sum = {m: [[int(x) for x in r] for r in t] for m, t in d["curve_sum"].items()}
     at.curve_n = {m: [[int(x) for x in r] for r in t] for m, t in d["curve_n"].items()}
     at.statuses = {v: Counter({s: int(n) for s, n in c.items()}) for v, c in d["statuses"].items()}
