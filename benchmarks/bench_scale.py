@@ -151,9 +151,13 @@ def measure(n: int, runs: int, cache: Path | None) -> dict[str, float]:
         }
 
 
-def measure_formats(n: int, runs: int, cache: Path | None, other: Path | None = None) -> int:
-    """Issue 24: size of both formats, replay today / first run / warm vs bare pytest;
-    with ``other``, the compact first and later runs of the package in that folder too."""
+def measure_formats(
+    n: int, runs: int, cache: Path | None, other: Path | None = None, today: Path | None = None
+) -> int:
+    """Issue 24: size of both formats, replay without cache / first run (cache folder
+    deleted) / warm, each format, vs bare pytest; with ``other``, the compact first and
+    later runs of the package in that folder too; with ``today``, the plain replay of
+    the package in that folder (the code before issue 24)."""
     from pytest_recfair.cassettes import compact, tapecache
 
     with project(n, cache) as root:
@@ -172,21 +176,27 @@ def measure_formats(n: int, runs: int, cache: Path | None, other: Path | None = 
             _, _, code, out, _ = run(folder, "--fairness", "--fairness-update", env_extra=off)
             if code != 0:
                 raise SystemExit(f"warm-up failed ({code}):\n{out}")
-        cached = packed / "fixtures" / "cassettes" / tapecache.CACHE_DIR
+        cached = {f: f / "fixtures" / "cassettes" / tapecache.CACHE_DIR for f in (root, packed)}
         rows: dict[str, list[tuple[float, float, float]]] = {}
         plan: list[tuple[str, Path, dict[str, str] | None]] = [
             ("bare pytest (reference)", root, off),
-            ("plain, no cache (before)", root, off),
+            ("plain, no cache (this code)", root, off),
+            ("plain, first run", root, None),
+            ("plain, warm", root, None),
             ("compact, first run", packed, None),
             ("compact, warm", packed, None),
         ]
+        if today is not None:  # the code the issue measured: plain cassettes, no cache
+            plan.insert(
+                1, (f"plain, code at {today.name} (today)", root, {"PYTHONPATH": str(today)})
+            )
         if other is not None:
             there = {"PYTHONPATH": str(other)}
-            plan += [(f"{name} ({other.name})", packed, there) for name, _, _ in plan[2:4]]
+            plan += [(f"{name} ({other.name})", packed, there) for name, _, _ in plan[-2:]]
         for _ in range(runs):
             for name, folder, env in plan:
-                if name.startswith("compact, first run"):
-                    shutil.rmtree(cached, ignore_errors=True)
+                if "first run" in name:
+                    shutil.rmtree(cached[folder], ignore_errors=True)
                 args = () if name.startswith("bare") else ("--fairness",)
                 wall, peak, code, out, cpu = run(folder, *args, env_extra=env)
                 if code != 0:
@@ -223,11 +233,14 @@ def main() -> int:
     parser.add_argument("--cache", type=Path, default=None, help="keep generated projects here")
     parser.add_argument("--formats", type=int, default=0, help="issue 24 table at N entities")
     parser.add_argument("--other-code", type=Path, default=None, help="--formats: also this code")
+    parser.add_argument(
+        "--today", type=Path, default=None, help="--formats: plain replay of the code here"
+    )
     args = parser.parse_args()
     if args.formats:
         print(f"machine: {cpu_model()}; {os.cpu_count()} cores; Python {sys.version.split()[0]}")
         print(f"load average at start: {os.getloadavg()[0]:.1f}")
-        return measure_formats(args.formats, args.runs, args.cache, args.other_code)
+        return measure_formats(args.formats, args.runs, args.cache, args.other_code, args.today)
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"machine: {cpu_model()}; {os.cpu_count()} cores; Python {sys.version.split()[0]}")
     print(f"load average at start: {os.getloadavg()[0]:.1f}")
