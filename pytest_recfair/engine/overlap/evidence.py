@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from pytest_recfair import secrets
 from pytest_recfair.report.fmt import fmt
@@ -51,6 +52,17 @@ def reply_text(text: str | None) -> str:
         return ""
     clean = secrets.scrub(text)
     return clean if len(clean) <= MAX_REPLY else clean[:MAX_REPLY] + " [...]"
+
+
+def _spreads(sims: npt.NDArray[np.float64], rows: Sequence[int]) -> list[float | None]:
+    """max - min of each row's scored values (None: none scored), for all rows at once."""
+    if not rows:
+        return []
+    block = sims[np.asarray(rows, dtype=np.int64)]
+    empty = np.all(np.isnan(block), axis=1)
+    filled = np.where(empty[:, None], 0.0, block)  # all-NaN rows: no warning, ignored
+    spread = np.nanmax(filled, axis=1) - np.nanmin(filled, axis=1)
+    return [None if e else s for e, s in zip(empty.tolist(), spread.tolist(), strict=True)]
 
 
 def shown_titles(titles: Sequence[str]) -> list[str]:
@@ -114,34 +126,38 @@ class Keeper:
             tally: Any) -> None:  # fmt: skip
         """One scored chunk: ``raw`` its replies as parsed, ``canon`` with title keys,
         ``tally`` the tally that has just scored it (its similarity rows)."""
-        by: dict[tuple[str, str, str], tuple[list[str], list[str], str]] = {}
+        by: dict[tuple[str, str, str], tuple[Any, Any]] = {}
         names: dict[str, str] = {}
         for r, c in zip(raw, canon, strict=True):
             case = r.case
             if case.repeat != 0 or r.items is None:
                 continue
-            text = getattr(completions.get(case.id), "text", None)
-            key = (case.entity_id, case.attribute or "", case.value or "")
+            by[(case.entity_id, case.attribute or "", case.value or "")] = (r, c)
+            names[case.entity_id] = case.entity
+
+        def lists_of(key: tuple[str, str, str]) -> tuple[list[str], list[str], str]:
+            r, c = by[key]  # only a kept candidate's lists are copied
+            text = getattr(completions.get(r.case.id), "text", None)
             # scrubbed when written or shown (most candidates never are); the cut keeps
             # any secret that starts within the MAX_REPLY characters shown whole
-            by[key] = (list(r.items), list(c.items or []), (text or "")[: 4 * MAX_REPLY])
-            names[case.entity_id] = case.entity
+            return list(r.items), list(c.items or []), (text or "")[: 4 * MAX_REPLY]
+
         metric = tally.config.metrics[0]
+        entities = [e for e in names if (e, "", "") in by]
+        rows = [tally.index[e] for e in entities]
         for attr, at in tally.attributes.items():
             kept = self.kept.setdefault(attr, [])
-            for entity, name in names.items():
-                row = tally.index[entity]
-                sims = at.sims[metric][row]
-                if np.all(np.isnan(sims)) or (entity, "", "") not in by:
+            spreads = _spreads(at.sims[metric], rows)
+            for entity, row, spread in zip(entities, rows, spreads, strict=True):
+                if spread is None:  # no value scored
                     continue
-                spread = float(np.nanmax(sims) - np.nanmin(sims))
                 if len(kept) >= KEEP and _order(kept[-1]) <= (-spread, row):
                     continue
-                lists = {"": by[(entity, "", "")]}
+                lists = {"": lists_of((entity, "", ""))}
                 lists.update(
-                    (v, by[(entity, attr, v)]) for v in at.values if (entity, attr, v) in by
+                    (v, lists_of((entity, attr, v))) for v in at.values if (entity, attr, v) in by
                 )
-                kept.append(Candidate(entity, name, row, spread, lists))
+                kept.append(Candidate(entity, names[entity], row, spread, lists))
                 kept.sort(key=_order)
                 del kept[KEEP:]
 

@@ -131,18 +131,25 @@ class QualityTally:
             self.index.update((e, i) for i, e in enumerate(self.entities))
         col = {g: j for j, g in enumerate(self.groups)}
         names: dict[int, set[str]] = {}
+        cells: list[tuple[int, int, int, int]] = []  # (row, group, listed, hits)
         for r in replies:
-            row = self.index.get(r.case.entity_id)
-            j = col.get(group_of(r.case.attribute, r.case.value))
+            case = r.case
+            row = self.index.get(case.entity_id)
+            j = col.get(group_of(case.attribute, case.value))
             if row is None or j is None:
-                raise DataError(f"quality: reply for {r.case.entity_id!r} outside the layout")
-            names.setdefault(row, {_key(r.case.entity_id), _key(r.case.entity)})
+                raise DataError(f"quality: reply for {case.entity_id!r} outside the layout")
+            keys = names.get(row)
+            if keys is None:
+                keys = names[row] = {_key(case.entity_id), _key(case.entity)}
             if r.status == _FAILED:  # no valid response: left out, as in the similarity
                 continue
             items = (r.items or [])[: self.k]
-            self.replies[row, j] += 1
-            self.listed[row, j] += len(items)
-            self.hits[row, j] += self._hits(items, names[row])
+            cells.append((row, j, len(items), self._hits(items, keys)))
+        if cells:  # added in one numpy call per count, not three per reply
+            at = np.array(cells, dtype=np.int64).T
+            np.add.at(self.replies, (at[0], at[1]), 1)
+            np.add.at(self.listed, (at[0], at[1]), at[2])
+            np.add.at(self.hits, (at[0], at[1]), at[3])
         for row, keys in names.items():
             if self.owners is not None:
                 if self.named is None:
