@@ -25,6 +25,7 @@ import contextlib
 import functools
 import hashlib
 import marshal
+import os
 import sqlite3
 import sys
 import threading
@@ -92,6 +93,7 @@ class _Memo:
             self._close()
             self.folder = folder
             if folder is not None:
+                _trim(folder / FILE_NAME)
                 self._db = _open(folder / FILE_NAME)
                 self._empty = self._db is not None and _is_empty(self._db)
 
@@ -174,6 +176,32 @@ def _loads(blob: bytes) -> Any:
     if blob[:1] == _ZLIB:
         return marshal.loads(zlib.decompress(blob[1:]))
     return marshal.loads(blob)
+
+
+#: Past this size (``RECFAIR_CACHE_MAX_MB``, in MB) the memo is started afresh when a run
+#: opens it: entries of old cassettes and settings are never read again, and a cache
+#: may always be deleted, so the oldest entries go with the rest.
+_MAX_MB_DEFAULT: Final = 2048
+
+
+def _max_bytes() -> int:
+    try:
+        return max(1, int(os.environ.get("RECFAIR_CACHE_MAX_MB", _MAX_MB_DEFAULT))) << 20
+    except ValueError:
+        return _MAX_MB_DEFAULT << 20
+
+
+def _trim(path: Path) -> None:
+    """Delete the memo at ``path`` (with SQLite's side files) when it outgrew its limit."""
+    files = [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")]
+    size = 0
+    for f in files[:2]:
+        with contextlib.suppress(OSError):
+            size += f.stat().st_size
+    if size > _max_bytes():
+        for f in files:
+            with contextlib.suppress(OSError):
+                f.unlink()
 
 
 def _open(path: Path) -> sqlite3.Connection | None:

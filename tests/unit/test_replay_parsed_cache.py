@@ -6,6 +6,7 @@ entries they rely on."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -275,5 +276,31 @@ def test_a_first_run_keeps_no_fine_grained_entry(tmp_path: Path) -> None:
         assert memo.fine()
         assert _rows(tmp_path) > 0  # its index, parsed replies and entity
         assert _outcome(second) == _outcome(first)
+    finally:
+        memo.use(before)
+
+
+def test_a_memo_past_its_size_limit_starts_afresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """RECFAIR_CACHE_MAX_MB bounds the replay cache: a run that opens a larger file
+    deletes it (with its WAL) and starts an empty one; a smaller file is kept."""
+    before = memo.folder()
+    folder = tmp_path / "memo"
+    monkeypatch.setenv("RECFAIR_CACHE_MAX_MB", "1")
+    try:
+        memo.use(folder)
+        memo.store(b"a" * 20, os.urandom(300_000))  # incompressible: ~0.3 MB
+        memo.use(None)
+        memo.use(folder)  # under the limit: kept, read by this later run
+        assert memo.fine()
+        assert isinstance(memo.lookup(b"a" * 20), bytes)
+        memo.store(b"b" * 20, os.urandom(900_000))
+        memo.use(None)
+        assert (folder / memo.FILE_NAME).stat().st_size > 1 << 20
+        memo.use(folder)  # past the limit: started afresh
+        assert not memo.fine()
+        assert memo.lookup(b"a" * 20) is None
+        assert (folder / memo.FILE_NAME).stat().st_size < 1 << 20
     finally:
         memo.use(before)
