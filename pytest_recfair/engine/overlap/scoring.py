@@ -77,5 +77,6 @@ def canonicalize(replies: list[Reply]) -> tuple[list[Reply], int]:
         canon, merged = matching.canonicalize(lists, entity=entity_id)
         merges += len(merged)
         for i, keys in zip(idx, canon, strict=True):
-            out[i] = replace(replies[i], items=list(keys))
+            r = replies[i]  # built directly: dataclasses.replace costs 2 us x 31,000
+            out[i] = Reply(r.case, list(keys), r.status)
     return out, merges
