@@ -175,18 +175,8 @@ class QualityTally:
     def to_dict(self, packed: bool = False) -> dict[str, Any]:
         """JSON-able; ``packed``: the count arrays as bytes (the replay cache)."""
         rows = np.flatnonzero(self.filled)
-        if packed:
-            kinds = {"hits": np.int64, "listed": np.int64, "replies": np.int64, "known": np.bool_}
-            arrays = {n: getattr(self, n)[rows].astype(t) for n, t in kinds.items()}
-            return {
-                "entities": list(self.entities),
-                "groups": list(self.groups),
-                "k": self.k,
-                "basis": self.basis,
-                "source": self.source,
-                "rows": rows.tolist(),
-                **{n: np.ascontiguousarray(a).tobytes() for n, a in arrays.items()},
-            }
+        kinds = {"hits": np.int64, "listed": np.int64, "replies": np.int64, "known": np.bool_}
+        arrays = {n: getattr(self, n)[rows].astype(t) for n, t in kinds.items()}
         return {
             "entities": list(self.entities),
             "groups": list(self.groups),
@@ -194,10 +184,10 @@ class QualityTally:
             "basis": self.basis,
             "source": self.source,
             "rows": rows.tolist(),
-            "hits": self.hits[rows].tolist(),
-            "listed": self.listed[rows].tolist(),
-            "replies": self.replies[rows].tolist(),
-            "known": self.known[rows].astype(int).tolist(),
+            **{
+                n: np.ascontiguousarray(a).tobytes() if packed else a.astype(np.int64).tolist()
+                for n, a in arrays.items()
+            },
         }
 
     @classmethod
