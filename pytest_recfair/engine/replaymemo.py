@@ -36,6 +36,7 @@ from typing import Any, Final
 
 import numpy as np
 
+from pytest_recfair import packing
 from pytest_recfair.engine.base import (
     AuditKind,
     AuditRequest,
@@ -259,8 +260,8 @@ def _packed(attribute: AttributeResult) -> dict[str, Any]:
     fraction of the memory of lists of floats; ``matrix_from_dict`` reads both)."""
     d = attribute.to_dict()
     matrix = attribute.matrix
-    d["matrix"]["sims"] = np.ascontiguousarray(matrix.sims, dtype=np.float64).tobytes()
-    d["matrix"]["missing"] = np.ascontiguousarray(matrix.missing, dtype=bool).tobytes()
+    d["matrix"]["sims"] = packing.pack(matrix.sims, np.float64)
+    d["matrix"]["missing"] = packing.pack(matrix.missing, np.bool_)
     return d
 
 

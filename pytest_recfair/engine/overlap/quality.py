@@ -24,6 +24,7 @@ from typing import Any, Final, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from pytest_recfair import packing
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import quality as mq
 from pytest_recfair.replies.catalogue import Catalogue
@@ -185,7 +186,7 @@ class QualityTally:
             "source": self.source,
             "rows": rows.tolist(),
             **{
-                n: np.ascontiguousarray(a).tobytes() if packed else a.astype(np.int64).tolist()
+                n: packing.pack(a, a.dtype) if packed else a.astype(np.int64).tolist()
                 for n, a in arrays.items()
             },
         }
@@ -322,5 +323,5 @@ def quality_results(t: QualityTally, *, n_resamples: int, seed: int) -> dict[str
 def _array(value: Any, dtype: type[np.generic]) -> npt.NDArray[Any]:
     """A to_dict array: a list (JSON) or the bytes of a packed one."""
     if isinstance(value, bytes):
-        return np.frombuffer(value, dtype=dtype)
+        return packing.unpack(value, dtype, (-1,))
     return np.asarray(value, dtype=dtype)

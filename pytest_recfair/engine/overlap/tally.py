@@ -22,7 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair import metrics
+from pytest_recfair import metrics, packing
 from pytest_recfair.engine.overlap.evidence import Keeper
 from pytest_recfair.engine.overlap.quality import QualityTally, merged_quality, quality_from
 from pytest_recfair.errors import DataError
@@ -270,7 +270,7 @@ class Tally:
 
     def to_dict(self, packed: bool = False) -> dict[str, Any]:
         """JSON-able; only the scored rows are stored (a shard holds its own share).
-        ``packed``: the similarity rows as the bytes of their float64 array (marshal-able,
+        ``packed``: the similarity rows as packed bytes (:mod:`pytest_recfair.packing`,
         for the replay cache: a fraction of the memory of a list of floats)."""
         rows = np.flatnonzero(self.filled)
         return {
@@ -508,14 +508,12 @@ def _unfloats(x: Sequence[float | None]) -> FloatArray:
 def _attribute_to_dict(
     at: AttributeTally, rows: npt.NDArray[np.int64], packed: bool = False
 ) -> dict[str, Any]:
-    pack = (
-        (lambda x: np.ascontiguousarray(x, dtype=np.float64).tobytes()) if packed else _float_rows
-    )
+    pack = (lambda x: packing.pack(x, np.float64)) if packed else _float_rows
     return {
         "values": list(at.values),
         "sims": {m: pack(s[rows]) for m, s in at.sims.items()},
         "missing": (
-            np.ascontiguousarray(at.missing[rows], dtype=bool).tobytes()
+            packing.pack(at.missing[rows], np.bool_)
             if packed
             else at.missing[rows].astype(int).tolist()
         ),
@@ -533,12 +531,12 @@ def _attribute_from_dict(
     V = len(at.values)
     for m, table in d["sims"].items():
         if isinstance(table, bytes):  # packed (to_dict(packed=True))
-            at.sims[m][rows] = np.frombuffer(table, dtype=np.float64).reshape(len(rows), V)
+            at.sims[m][rows] = packing.unpack(table, np.float64, (len(rows), V))
             continue
         at.sims[m][rows] = np.array([_unfloats(r) for r in table]).reshape(len(rows), V)
     flags = d["missing"]
     if isinstance(flags, bytes):  # packed
-        at.missing[rows] = np.frombuffer(flags, dtype=bool).reshape(len(rows), V)
+        at.missing[rows] = packing.unpack(flags, np.bool_, (len(rows), V))
     else:
         at.missing[rows] = np.array(flags, dtype=bool).reshape(len(rows), V)
     at.curve_sum = {m: [[int(x) for x in r] for r in t] for m, t in d["curve_sum"].items()}
