@@ -9,7 +9,9 @@ Pure numpy. Two parts here (the reasoning and the measured figures are in docs/b
   the stored baseline with a paired sign-flip test (each shared entity's contribution
   flipped or not, the SAME flips for every member of the family), members studentised by
   their exact flip variance, screened (members far inside the null leave the max-T) and
-  adjusted by the Westfall–Young step-down max-T. The tolerance is the margin: H0 "the
+  adjusted by the Westfall–Young step-down max-T, the spread statistics at 4/5 of alpha
+  and the unusable shares in a part of their own at 1/5 (``alpha_parts``: a part with
+  nothing to test passes its share on). The tolerance is the margin: H0 "the
   statistic worsened by at most ``tolerance``" against H1 "by more"; a margin test
   compares a bias-corrected spread. Each member reports its minimum detectable worsening
   at 90% power. The arithmetic and why: :mod:`._drift_core`.
@@ -56,9 +58,10 @@ Interval = tuple[float, float]
 #: Monte Carlo error of a p-value near alpha at most ~1/6 of alpha: B >= 40 / alpha.
 _FLOOR_FACTOR = 40.0
 #: Share of alpha the unusable-share members are tested at, in their own max-T part;
-#: the spread statistics get the rest (docs/baselines.md: the unusable shares sit near
-#: their margin when nothing changed and, in one family, raised the spreads' critical
-#: value by ~0.3 standard errors).
+#: the spread statistics get the rest. The unusable shares sit near their margin when
+#: nothing changed (about half of them within the screening threshold), and in one
+#: family with the spreads they raised a spread's critical value from 2.05 to 2.36 at
+#: the realistic profile (docs/baselines.md).
 UNUSABLE_ALPHA = 0.2
 _NAN: Interval = (math.nan, math.nan)
 
@@ -294,7 +297,7 @@ def _split_adjust(
     for mask, level in alpha_parts(members, T, alpha):
         idx = np.flatnonzero(mask)
         part = _core.screen_and_adjust(
-            T[idx], Tp[:, idx], exact, level, selectable[idx], [sizes[i] for i in idx]
+            T[idx], Tp[:, idx], exact, level, selectable[idx], [sizes[int(i)] for i in idx]
         )
         raw[idx], shift[idx], crit[idx] = part.raw, part.shift, part.critical
         adjusted[idx] = np.minimum(1.0, part.adjusted * (alpha / level))
