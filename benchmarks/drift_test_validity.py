@@ -29,6 +29,8 @@ What is measured (figures go to docs/baselines.md):
 
 Run:  nice .venv/bin/python benchmarks/drift_test_validity.py            (about 5 min CPU)
       nice .venv/bin/python benchmarks/drift_test_validity.py --runs 200 --quick
+      nice .venv/bin/python benchmarks/drift_test_validity.py --runs 1000 --only margin \
+          --draws 5000 --out benchmarks/results/drift_test_margin.md
 """
 
 from __future__ import annotations
@@ -266,6 +268,9 @@ def main() -> None:
     ap.add_argument("--unusable", type=float, default=UNUSABLE, help="share of unusable cells")
     ap.add_argument("--quick", action="store_true", help="sections 1, 2 and 5 only")
     ap.add_argument(
+        "--only", action="append", choices=("margin", "power", "mde", "null", "seed"), default=[]
+    )
+    ap.add_argument(
         "--draws",
         type=int,
         default=_drift_core.STABLE_DRAWS,
@@ -289,6 +294,8 @@ def main() -> None:
     sections = [section_margin, section_power, section_seed]
     if not args.quick:
         sections[2:2] = [section_mde, section_null]
+    if args.only:  # e.g. the margin alone over more runs
+        sections = [f for f in sections if f.__name__.removeprefix("section_") in args.only]
     for section in sections:
         section(args.runs, args.noise, out)
         print("\n".join(out[-8:]), flush=True)
