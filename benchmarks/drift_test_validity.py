@@ -268,6 +268,12 @@ def main() -> None:
     ap.add_argument("--unusable", type=float, default=UNUSABLE, help="share of unusable cells")
     ap.add_argument("--quick", action="store_true", help="sections 1, 2 and 5 only")
     ap.add_argument(
+        "--tie-gap",
+        type=float,
+        default=_drift_core.TIE_GAP,
+        help="the candidate's tie gap in standard errors (to compare with the product's)",
+    )
+    ap.add_argument(
         "--only", action="append", choices=("margin", "power", "mde", "null", "seed"), default=[]
     )
     ap.add_argument(
@@ -282,13 +288,15 @@ def main() -> None:
         print("note: fewer than 200 runs; figures are indicative only", file=sys.stderr)
     UNUSABLE = args.unusable
     _set_draws(args.draws)
+    _drift_core.TIE_GAP = args.tie_gap  # type: ignore[misc]
     t0 = time.process_time()
     out = [
         "# Drift test validity (benchmarks/drift_test_validity.py)",
         "",
         f"{args.runs} runs per setting, noise {args.noise:g}, unusable cells {args.unusable:g}, "
         f"fresh baseline and candidate each run, {args.draws} sign-flip draws in sections "
-        f"1-4 ({PRODUCT_DRAWS} in section 5); machine: {cpu_model()}.",
+        f"1-4 ({PRODUCT_DRAWS} in section 5), tie gap {args.tie_gap:g} SE; "
+        f"machine: {cpu_model()}.",
         "",
     ]
     sections = [section_margin, section_power, section_seed]

@@ -165,9 +165,11 @@ def bias(m: FloatArray, cov: FloatArray, statistic: DriftQuantity) -> float:
     return float(np.mean(stat_rows(draws, statistic)) - stat_rows(m, statistic))
 
 
-def close_ties(m: FloatArray, cov: FloatArray, gap_se: float = TIE_GAP) -> FloatArray:
+def close_ties(m: FloatArray, cov: FloatArray, gap_se: float | None = None) -> FloatArray:
     """``m`` with every gap between neighbouring ordered means shortened by ``gap_se``
-    standard errors of that gap (at least to 0): near-ties become ties."""
+    (default ``TIE_GAP``) standard errors of that gap (at least to 0): near-ties become
+    ties."""
+    gap_se = TIE_GAP if gap_se is None else gap_se
     order = np.argsort(-m, kind="stable")
     out = m.copy()
     for a, b in itertools.pairwise(order):

@@ -165,6 +165,7 @@ class DriftResult:
     exact: bool
     n_entities: int
     screen_level: float = 0.0  # alpha spent on screening (0: moment selection spends none)
+    split: bool = False  # spreads and unusable shares tested in two parts (alpha_parts)
 
     @property
     def failed(self) -> bool:
@@ -349,6 +350,7 @@ def drift_test(
     selectable = np.array([g > 0 for g in margins], dtype=bool)
     sizes = [len(rows) for _, _, rows in paired]
     sc = _split_adjust(members, T, Tp, exact, a_level, selectable, sizes)
+    split = any(level < a_level for _, level in alpha_parts(members, T, a_level))
     verdicts = []
     for j, m in enumerate(members):
         lin, (pb, pc), n = lins[j], observed[j], len(paired[j][2])
@@ -372,4 +374,6 @@ def drift_test(
                 screened=bool(sc.shift[j] < 0),
             )
         )
-    return DriftResult(tuple(verdicts), tol, a_level, int(Tp.shape[0]), exact, E, sc.beta)
+    return DriftResult(
+        tuple(verdicts), tol, a_level, int(Tp.shape[0]), exact, E, sc.beta, split=split
+    )

@@ -40,6 +40,7 @@ def test_the_unusable_shares_are_tested_at_a_fifth_of_alpha() -> None:
     assert [m.tolist() for m, _ in parts] == [spreads, shares]
     assert [level for _, level in parts] == pytest.approx([0.04, 0.01])
     res = inf.drift_test(fam, tolerance=0.02)
+    assert res.split
     for v in res.members:  # Bonferroni over the parts: a member fails at p <= alpha
         assert v.p_adjusted >= v.p_value
         assert v.failed == (v.p_adjusted <= 0.05)
@@ -66,6 +67,7 @@ def test_a_part_with_nothing_to_test_passes_its_alpha_on() -> None:
     empty = [_unusable(rng, 60, 0.0, k) for k in "ab"]
     with_empty = inf.drift_test([*spreads, *empty], seed=5)
     alone = inf.drift_test(spreads, seed=5)
+    assert not with_empty.split
     for got, want in zip(with_empty.members, alone.members, strict=False):
         assert got.p_adjusted == want.p_adjusted
     assert all(v.p_adjusted == 1.0 for v in with_empty.members[len(spreads) :])
