@@ -270,13 +270,14 @@ def alpha_parts(
     """The family's two parts and the alpha each is tested at: the spread statistics
     (1 - ``UNUSABLE_ALPHA`` of alpha) and the unusable shares (``UNUSABLE_ALPHA``). A part
     with nothing to test (no member whose contributions vary, e.g. no unusable reply in
-    either run) cannot reject whatever the flips, so the other part gets all of alpha."""
+    either run) cannot reject whatever the flips, so the family is tested as one at the
+    whole alpha, exactly as before the split."""
     unusable = np.array([m.statistic == "unusable" for m in members], dtype=bool)
     parts = [(~unusable, 1.0 - UNUSABLE_ALPHA), (unusable, UNUSABLE_ALPHA)]
     testable = ~np.isneginf(T)  # -inf: no variation and no worsening, never rejects
     live = [(mask, share) for mask, share in parts if np.any(mask & testable)]
-    if len(live) < 2:  # one part (or none) can reject: it gets the whole alpha
-        return [(mask, alpha) for mask, _ in parts if mask.any()]
+    if len(live) < 2:  # one part (or none) can reject: one family at the whole alpha
+        return [(np.ones(len(members), dtype=bool), alpha)]
     return [(mask, share * alpha) for mask, share in live]
 
 
@@ -297,8 +298,9 @@ def _split_adjust(
     shift, crit = np.zeros(m), np.full(m, np.inf)
     for mask, level in alpha_parts(members, T, alpha):
         idx = np.flatnonzero(mask)
+        sub = Tp if idx.size == m else Tp[:, idx]  # one part: the reference itself, no copy
         part = _core.screen_and_adjust(
-            T[idx], Tp[:, idx], exact, level, selectable[idx], [sizes[int(i)] for i in idx]
+            T[idx], sub, exact, level, selectable[idx], [sizes[int(i)] for i in idx]
         )
         raw[idx], shift[idx], crit[idx] = part.raw, part.shift, part.critical
         adjusted[idx] = np.minimum(1.0, part.adjusted * (alpha / level))

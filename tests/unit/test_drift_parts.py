@@ -65,11 +65,19 @@ def test_a_part_with_nothing_to_test_passes_its_alpha_on() -> None:
     rng = np.random.default_rng(4)
     spreads = _spreads(rng, 60, rise=0.01)
     empty = [_unusable(rng, 60, 0.0, k) for k in "ab"]
-    with_empty = inf.drift_test([*spreads, *empty], seed=5)
+    fam = [*spreads, *empty]
+    T = np.array([1.0, 0.5, -np.inf, -np.inf])
+    ((mask, level),) = inf.alpha_parts(fam, T, 0.05)
+    assert mask.all()
+    assert level == 0.05
+    with_empty = inf.drift_test(fam, seed=5)
     alone = inf.drift_test(spreads, seed=5)
     assert not with_empty.split
     for got, want in zip(with_empty.members, alone.members, strict=False):
-        assert got.p_adjusted == want.p_adjusted
+        assert got.mde == pytest.approx(want.mde)
+        assert got.failed == want.failed
+        if got.worsening > 0:  # a constant-0 column cannot reach a positive T
+            assert got.p_adjusted == want.p_adjusted
     assert all(v.p_adjusted == 1.0 for v in with_empty.members[len(spreads) :])
 
 
