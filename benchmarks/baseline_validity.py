@@ -61,6 +61,7 @@ from pytest_recfair.results import (
 FloatArray = npt.NDArray[np.float64]
 Run = dict[tuple[str, str], tuple[FloatArray, npt.NDArray[np.bool_]]]
 TOL = 0.02
+PRODUCT_DRAWS = _drift_core.STABLE_DRAWS
 
 
 # --------------------------------------------------------------------------- results
@@ -249,6 +250,40 @@ def subset_runs(args: argparse.Namespace, profile: Any) -> list[str]:
     return [f"| hetero, 30 of 100 baseline entities, tolerance 0 | {rate(hits, n)} |"]
 
 
+def seed_stability(args: argparse.Namespace, _: Any) -> list[str]:
+    """The same data judged with ``resample_seed`` 0 and 1, the product's sign-flip draws
+    (not ``--draws``): |delta p| of every member's family-wise p, and verdicts that move."""
+    from pytest_recfair.gate import drift, floor
+
+    draws = _drift_core.STABLE_DRAWS
+    _drift_core.STABLE_DRAWS = inference.STABLE_DRAWS = PRODUCT_DRAWS  # type: ignore[misc]
+    rng, deltas, flips, unusable = np.random.default_rng(args.seed + 4), [], 0, []
+    try:
+        for _ in range(args.runs):
+            prof = Hetero(rng)
+            base = stored(prof.run())
+            now = to_result(prof.run(), base.meta.n_entities)
+            fl = floor.floors(base, args.floor)
+            ta, tb = (
+                drift.evaluate_drift(now, base, tolerance=TOL, floors=fl, seed=s).test
+                for s in (0, 1)
+            )
+            assert ta is not None
+            assert tb is not None
+            for x, y in zip(ta.members, tb.members, strict=True):
+                deltas.append(abs(x.p_adjusted - y.p_adjusted))
+                unusable.append(x.statistic == "unusable")
+            flips += ta.failed != tb.failed
+    finally:
+        _drift_core.STABLE_DRAWS = inference.STABLE_DRAWS = draws  # type: ignore[misc]
+    d, u = np.asarray(deltas), np.asarray(unusable, dtype=bool)
+    return [
+        f"| hetero, tolerance {TOL:g}, {PRODUCT_DRAWS} draws | {d.size} | "
+        f"{np.quantile(d, 0.99):.4f} | {np.quantile(d[~u], 0.99):.4f} | "
+        f"{np.quantile(d[u], 0.99):.4f} | {d.max():.4f} | {flips} of {args.runs} |"
+    ]
+
+
 SECTIONS: dict[str, tuple[str, Callable[[argparse.Namespace, Any], list[str]]]] = {
     "conditional": (
         "| profile | baseline_floor | false alarms per stored baseline (%) | worst | "
@@ -259,6 +294,11 @@ SECTIONS: dict[str, tuple[str, Callable[[argparse.Namespace, Any], list[str]]]] 
     "power": ("| setting | tolerance | caught |\n| --- | --- | --- |", power),
     "mde": ("| setting | tolerance | caught (target 90 ± 5) |\n| --- | --- | --- |", mde),
     "subset": ("| setting | false alarms |\n| --- | --- |", subset_runs),
+    "seed": (
+        "| setting | p-values | 99th pct abs(delta p) | spreads | unusable shares | max | "
+        "verdicts that move |\n| --- | --- | --- | --- | --- | --- | --- |",
+        seed_stability,
+    ),
 }
 
 

@@ -29,6 +29,8 @@ What is measured (figures go to docs/baselines.md):
 
 Run:  nice .venv/bin/python benchmarks/drift_test_validity.py            (about 5 min CPU)
       nice .venv/bin/python benchmarks/drift_test_validity.py --runs 200 --quick
+      nice .venv/bin/python benchmarks/drift_test_validity.py --runs 1000 --only margin \
+          --draws 5000 --out benchmarks/results/drift_test_margin.md
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ import numpy.typing as npt
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._machine import cpu_model
-from pytest_recfair.metrics import inference
+from pytest_recfair.metrics import _drift_core, inference
 
 FloatArray = npt.NDArray[np.float64]
 TOL = 0.02
@@ -63,6 +65,7 @@ SETTINGS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
 }
 SETTINGS_ALL = (SPREAD, (0.0, 0.02, 0.05, 0.09))
 SD_DRAWS = 2000  # pairs of runs the paired SD of the SNSR change is estimated from
+PRODUCT_DRAWS = _drift_core.STABLE_DRAWS
 POWER_RUNS = 500  # tested runs per power setting at --runs 250 (scaled with --runs)
 
 
@@ -230,8 +233,13 @@ def section_null(runs: int, noise: float, out: list[str]) -> None:
     out.append("")
 
 
+def _set_draws(draws: int) -> None:
+    _drift_core.STABLE_DRAWS = inference.STABLE_DRAWS = draws  # type: ignore[misc]
+
+
 def section_seed(runs: int, noise: float, out: list[str]) -> None:
     out += ["## 5. Seed stability (same data, seed 0 vs seed 1)", ""]
+    _set_draws(PRODUCT_DRAWS)  # seed stability is the product's: its own draws
     rng = np.random.default_rng(700)
     deltas, flips = [], 0
     near = (SPREAD, (0.0, 0.02, 0.05, 0.09))
@@ -259,22 +267,43 @@ def main() -> None:
     ap.add_argument("--noise", type=float, default=0.05, help="mean per-cell noise sd")
     ap.add_argument("--unusable", type=float, default=UNUSABLE, help="share of unusable cells")
     ap.add_argument("--quick", action="store_true", help="sections 1, 2 and 5 only")
+    ap.add_argument(
+        "--tie-gap",
+        type=float,
+        default=_drift_core.TIE_GAP,
+        help="the candidate's tie gap in standard errors (to compare with the product's)",
+    )
+    ap.add_argument(
+        "--only", action="append", choices=("margin", "power", "mde", "null", "seed"), default=[]
+    )
+    ap.add_argument(
+        "--draws",
+        type=int,
+        default=_drift_core.STABLE_DRAWS,
+        help="sign-flip draws of sections 1-4 (section 5 always uses the product's)",
+    )
     ap.add_argument("--out", default=str(Path(__file__).parent / "results/drift_test_validity.md"))
     args = ap.parse_args()
     if args.runs < 200:
         print("note: fewer than 200 runs; figures are indicative only", file=sys.stderr)
     UNUSABLE = args.unusable
+    _set_draws(args.draws)
+    _drift_core.TIE_GAP = args.tie_gap  # type: ignore[misc]
     t0 = time.process_time()
     out = [
         "# Drift test validity (benchmarks/drift_test_validity.py)",
         "",
         f"{args.runs} runs per setting, noise {args.noise:g}, unusable cells {args.unusable:g}, "
-        f"fresh baseline and candidate each run; machine: {cpu_model()}.",
+        f"fresh baseline and candidate each run, {args.draws} sign-flip draws in sections "
+        f"1-4 ({PRODUCT_DRAWS} in section 5), tie gap {args.tie_gap:g} SE; "
+        f"machine: {cpu_model()}.",
         "",
     ]
     sections = [section_margin, section_power, section_seed]
     if not args.quick:
         sections[2:2] = [section_mde, section_null]
+    if args.only:  # e.g. the margin alone over more runs
+        sections = [f for f in sections if f.__name__.removeprefix("section_") in args.only]
     for section in sections:
         section(args.runs, args.noise, out)
         print("\n".join(out[-8:]), flush=True)

@@ -54,7 +54,7 @@ import numpy.typing as npt
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_recfair.kinds import STATISTICS, Statistic
-from pytest_recfair.metrics import inference, spread
+from pytest_recfair.metrics import _drift_core, inference, spread
 
 FloatArray = npt.NDArray[np.float64]
 GRID = {
@@ -550,6 +550,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="200 runs per setting (a few minutes)")
     ap.add_argument("--runs", type=int, default=1000, help="runs per setting (>= 200)")
     ap.add_argument("--resamples", type=int, default=2000, help="sign-flip draws per gate")
+    ap.add_argument(
+        "--draws",
+        type=int,
+        default=0,
+        help="lower the drift test's STABLE_DRAWS floor to this (0: the product's 50,000)",
+    )
     ap.add_argument("--boot", type=int, default=2000, help="bootstrap draws per interval")
     ap.add_argument("--only", choices=sorted(SECTIONS), action="append")
     ap.add_argument("--seed", type=int, default=2026)
@@ -567,6 +573,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.runs, args.resamples, args.boot = 200, 800, 1000
     if args.runs < 200:
         ap.error("--runs must be at least 200 (the study's minimum per setting)")
+    if args.draws:  # the study's CPU: the verdict rule is unchanged, its Monte Carlo error not
+        _drift_core.STABLE_DRAWS = inference.STABLE_DRAWS = args.draws  # type: ignore[misc]
     rng = np.random.default_rng(args.seed)
     NOISE[0] = args.noise
     SIM_PROFILE[0] = args.sim_profile

@@ -4,8 +4,9 @@ Everything a test gates against its baseline — each (attribute, metric) pair t
 gated statistic (SNSR by default), plus each attribute's share of unusable replies — is
 one family, tested at once by ``metrics.inference.drift_test``: paired sign-flip swaps of
 the shared entities' rows, the same swaps for every member, Westfall–Young step-down
-max-T. So a test whose model did not change fails with probability at most ``alpha``
-however many comparisons it makes. The tolerance is the margin of the spread statistics
+max-T (the spreads and the unusable shares in two parts at their shares of alpha). So a
+test whose model did not change fails with probability at most ``alpha`` however many
+comparisons it makes. The tolerance is the margin of the spread statistics
 (a failure means "worse by more than the tolerance, with confidence 1 - alpha"); the
 unusable share has margin 0 (any significant rise fails). Statistics that are not gated
 are still compared and reported in ``deltas``. Pure: no pytest, no httpx.
@@ -217,8 +218,16 @@ def _failure(
             f"family-wise: {family} comparisons"
             f"{f' ({screened} far inside the null screened out)' if screened else ''}, "
             f"step-down max-T over {res.n_resamples}{' (all)' if res.exact else ''} sign flips"
+            f"{_parts(res)}"
         ),
     )
+
+
+def _parts(res: inference.DriftResult) -> str:
+    if not res.split:
+        return ""
+    u = inference.UNUSABLE_ALPHA
+    return f"; spreads at {1 - u:g} x alpha, unusable shares at {u:g} x alpha"
 
 
 def _power_notes(res: inference.DriftResult) -> list[str]:
