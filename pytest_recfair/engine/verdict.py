@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pytest_recfair.engine import registry
+from pytest_recfair.engine import registry, stream
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.gate import baselines
 from pytest_recfair.gate import thresholds as gate
@@ -60,7 +60,8 @@ def load_baseline(root: Path, test_id: str, name: str | None = None) -> Baseline
             return BaselineState(path)
         source = legacy = old
     try:
-        return BaselineState(path, result=baselines.load(source), legacy=legacy)
+        with stream.fewer_collections():  # a paper-scale baseline is ~1M JSON values
+            return BaselineState(path, result=baselines.load(source), legacy=legacy)
     except RecfairError as exc:
         return BaselineState(path, problem=str(exc), legacy=legacy)
 
