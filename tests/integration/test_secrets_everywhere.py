@@ -4,12 +4,14 @@ their merge, history, the plan, the report CLI, with log_cli at DEBUG on."""
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from pytest_recfair.replies import memo
 from pytest_recfair.sim import SimulatedRecommender
 from pytest_recfair.sim.batch import BatchOptions
 from pytest_recfair.sim.server import SimServer
@@ -34,13 +36,26 @@ def _forms(key: str) -> set[str]:
     return {key, key[8:-4]}  # a cut-down copy counts as a leak too
 
 
+def _text(path: Path) -> str:
+    """A file's text; for the replay cache, its entries as stored and decompressed (a
+    large entry is zlib-compressed, which would hide a key from a plain read)."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.name != memo.FILE_NAME:
+        return text
+    with sqlite3.connect(path) as db:
+        blobs = [bytes(v) for (v,) in db.execute("SELECT v FROM memo")]
+    return text + "".join(
+        repr(memo._loads(b)) if b[:1] == memo._ZLIB else b.decode("utf-8", "replace") for b in blobs
+    )
+
+
 def _leaks(root: Path, out: str) -> list[tuple[str, str]]:
     found = [
         (str(p.relative_to(root)), form)
         for p in root.rglob("*")
         if p.is_file()
         for form in _forms(KEY)
-        if form in p.read_text(encoding="utf-8", errors="replace")
+        if form in _text(p)
     ]
     return found + [("terminal", form) for form in _forms(KEY) if form in out]
 
