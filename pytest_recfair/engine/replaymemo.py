@@ -3,16 +3,18 @@ parsed or scored again.
 
 Replaying unchanged cassettes with unchanged settings and code gives the same scores on
 every run. After a replay-only stream of the whole audit in which every entity was
-replayed from the cassette cache (no miss, no failed prompt, nothing stale), one memo
-entry (:mod:`pytest_recfair.replies.memo`, beside the cassettes) keeps what a one-of-one
-shard would write (the kind's tally or replies, the prompts counted, the runner's cost:
-:func:`~pytest_recfair.engine.sharding.shard_doc`) and what the cassette store played of
-each entity. A later run with the same key is the merge of that one shard: the path that
-``--fairness-merge`` takes and that merges exactly, so the result is the same as the
-stream's.
+replayed cleanly (no miss, no failed or retried prompt, no stale entry, no canonical
+lookup), one memo entry (:mod:`pytest_recfair.replies.memo`, beside the cassettes) keeps
+what a one-of-one shard would write (the kind's tally or replies, the prompts counted,
+the runner's cost: :func:`~pytest_recfair.engine.sharding.shard_doc`) and what the
+cassette store played of each entity; a second keeps the scores computed from it
+(:class:`KeptScores`). A later run with the same key is the merge of that one shard: the
+path that ``--fairness-merge`` takes and that merges exactly, so the result is the same
+as the stream's.
 
 The key is a digest of everything the stream's result depends on: the package's source
-and data files, Python's and numpy's versions, the kind, the test id, every setting, the
+and data files, Python's and numpy's versions, the kind, the test id, every setting (but
+those the plugin reads after the audit: update, report, explore, plan), the
 provider's class and the request it would send for a probe prompt (the model and every
 request-building parameter), the grid, the entities, the kind's inputs, the content of
 the files the settings name, the prompts known to have failed, and every entity's
