@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
 # Import the package (and numpy with it) in this process before any in-process pytester
 # run: pytester restores sys.modules after each run, and numpy cannot be imported twice.
 # The engine and providers packages too: the plugin and the engine import them lazily
@@ -13,3 +18,17 @@ import pytest_recfair.engine
 import pytest_recfair.plugin
 import pytest_recfair.providers
 import pytest_recfair.sim  # noqa: F401
+from pytest_recfair.replies import memo
+from tests.support.memo import earlier_run
+
+
+@pytest.fixture
+def memo_dir(tmp_path: Path) -> Iterator[Path]:
+    """The replay memo in a folder of its own, as a later run finds it (an earlier run
+    wrote to it, so the fine-grained entries are looked up and kept); the process's
+    memo is left as it was."""
+    before = memo.folder()
+    earlier_run(tmp_path / "memo")
+    memo.use(tmp_path / "memo")
+    yield tmp_path / "memo"
+    memo.use(before)

@@ -116,28 +116,9 @@ def shard_path(root: Path, test_id: str, shard: Shard) -> Path:
     return root / f"{slug}-{digest}.shard-{shard.index}-of-{shard.count}.json"
 
 
-def write_shard(
-    path: Path,
-    *,
-    test_id: str,
-    shard: Shard,
-    meta: Mapping[str, Any],
-    tally: Tally | None = None,
-    replies: Mapping[str, Mapping[str, Any]] | None = None,
-    failures: Mapping[str, Any] | None = None,
-    cost: float | None = None,
-) -> None:
-    """Write one shard's result (a tally or replies) atomically: a reader never sees
-    half a file."""
-    doc = shard_doc(
-        test_id=test_id,
-        shard=shard,
-        meta=meta,
-        tally=tally,
-        replies=replies,
-        failures=failures,
-        cost=cost,
-    )
+def write_shard(path: Path, doc: Mapping[str, Any]) -> None:
+    """Write one shard's result (:func:`shard_doc`) atomically: a reader never sees half
+    a file."""
     atomic_write_text(path, json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n")
 
 
@@ -383,14 +364,14 @@ def run_shard(request: AuditRequest, root: Path) -> ShardWritten:
     run = pipeline.run(request)
     pipeline.check_failures(request.settings, request.test_id, run.sent)
     path = shard_path(root, request.test_id, shard)
-    write_shard(
-        path,
+    doc = shard_doc(
         test_id=request.test_id,
         shard=shard,
         meta=run.meta.to_dict(),
         cost=run.sent.cost,
         **run.scorer.payload(run.sent),
     )
+    write_shard(path, doc)
     return ShardWritten(path, len(select(run.entities, shard)), len(run.entities))
 
 

@@ -270,15 +270,6 @@ def test_the_cache_folder_is_not_an_old_per_test_layout(tmp_path: Path) -> None:
 # -- the reply parsing and matching memo
 
 
-@pytest.fixture
-def memo_dir(tmp_path: Path) -> Iterator[Path]:
-    before = memo.folder()
-    earlier_run(tmp_path / "memo")
-    memo.use(tmp_path / "memo")
-    yield tmp_path / "memo"
-    memo.use(before)
-
-
 def stored_keys(folder: Path) -> int:
     return entries(folder)
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,15 +25,6 @@ from tests.support.cases import Case
 from tests.support.memo import earlier_run, entries
 
 BASE = "http://127.0.0.1:8000/v1"
-
-
-@pytest.fixture
-def memo_dir(tmp_path: Path) -> Iterator[Path]:
-    before = memo.folder()
-    earlier_run(tmp_path / "memo")
-    memo.use(tmp_path / "memo")
-    yield tmp_path / "memo"
-    memo.use(before)
 
 
 def reopen(folder: Path) -> None:

@@ -44,9 +44,10 @@ def _write_all(root: Path, count: int, meta: dict[str, object]) -> list[Path]:
         mine = set(shards.select(entities(9), Shard(i, count)))
         t = tally_of([r for r in rs if r.case.entity_id in mine], 9, config(), 2)
         path = shards.shard_path(root, "tests/test_x.py::test_audit", Shard(i, count))
-        shards.write_shard(
-            path, test_id="tests/test_x.py::test_audit", shard=Shard(i, count), meta=meta, tally=t
+        doc = shards.shard_doc(
+            test_id="tests/test_x.py::test_audit", shard=Shard(i, count), meta=meta, tally=t
         )
+        shards.write_shard(path, doc)
         paths.append(path)
     return paths
 
@@ -103,7 +104,8 @@ def test_reply_shards_round_trip_and_unite(tmp_path: Path) -> None:
     ]
     for i, part in enumerate(parts, 1):
         path = shards.shard_path(tmp_path, test_id, Shard(i, 2))
-        shards.write_shard(path, test_id=test_id, shard=Shard(i, 2), meta=meta, replies=part)
+        doc = shards.shard_doc(test_id=test_id, shard=Shard(i, 2), meta=meta, replies=part)
+        shards.write_shard(path, doc)
     found = shards.collect([tmp_path])[test_id]
     assert all(r.tally is None for r in found)
     merged_meta, united = shards.merge_replies(found)
