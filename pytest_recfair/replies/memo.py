@@ -264,7 +264,9 @@ def lookup(key: bytes) -> Any:
 
 def store(key: bytes, value: Any, *, now: bool = False) -> None:
     """Keep marshal-able ``value`` under ``key`` (nothing when the memo is off);
-    ``now``: committed at once (a large entry's bytes are not held until the batch)."""
+    ``now``: committed at once (a large entry's bytes are not held until the batch: a
+    first paper-scale replay peaked at 146.6 MB with the whole audit's entries pending,
+    144 MB with them committed)."""
     _MEMO.put(key, value)
     if now:
         with _MEMO._lock:
