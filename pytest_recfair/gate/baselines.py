@@ -36,7 +36,7 @@ import jsonschema
 
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
-from pytest_recfair.gate import floor, validcache
+from pytest_recfair.gate import cells, floor, validcache
 from pytest_recfair.kinds import accept_command
 from pytest_recfair.results import AuditMeta, AuditResult
 
@@ -228,34 +228,6 @@ def _broken(path: Path, where: str, problem: str, test_id: str | None) -> DataEr
     )
 
 
-def _is_similarity(x: object) -> bool:
-    if x is None:
-        return True
-    if isinstance(x, bool) or not isinstance(x, int | float):
-        return False
-    return 0 <= x < math.inf  # NaN and inf are refused: NaN is stored as null
-
-
-def _is_bool(x: object) -> bool:
-    return type(x) is bool
-
-
-def _skeleton(doc: Any) -> Any:
-    """``doc`` with every matrix cut to its first entity (the rest is checked separately)."""
-    if not isinstance(doc, dict) or not isinstance(doc.get("attributes"), list):
-        return doc
-    attrs = []
-    for attr in doc["attributes"]:
-        if isinstance(attr, dict) and isinstance(attr.get("matrix"), dict):
-            m = dict(attr["matrix"])
-            for key in ("entities", "sims", "missing"):
-                if isinstance(m.get(key), list):
-                    m[key] = m[key][:1]  # the type of the list; all of it is checked later
-            attr = {**attr, "matrix": m}
-        attrs.append(attr)
-    return {**doc, "attributes": attrs}
-
-
 def _validate(doc: Any, path: Path, test_id: str | None) -> None:
     if isinstance(doc, dict):
         version = doc.get("schema_version")
@@ -265,9 +237,9 @@ def _validate(doc: Any, path: Path, test_id: str | None) -> None:
                 f"pytest-recfair understands ({SCHEMA_VERSION}). Upgrade pytest-recfair, or "
                 f"re-create the baseline with: {_update_hint(test_id)}"
             )
-    # The matrix is checked below in plain Python: jsonschema takes seconds on a
-    # 1,000 x 31 matrix, so it validates a skeleton holding only the first entity.
-    errors = list(_validator().iter_errors(_skeleton(doc)))
+    # The matrices and curves are checked in gate/cells.py: jsonschema takes seconds on
+    # a 1,000 x 31 matrix, so it validates a skeleton holding their first items only.
+    errors = list(_validator().iter_errors(cells.skeleton(doc)))
     if errors:
         # The deepest error first: it names the offending field rather than its parent.
         err = max(errors, key=lambda e: len(e.absolute_path))
@@ -275,39 +247,16 @@ def _validate(doc: Any, path: Path, test_id: str | None) -> None:
         more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
         raise _broken(path, _json_path(err.absolute_path), err.message + more, test_id)
     for i, attr in enumerate(doc["attributes"]):
+        where = f"$.attributes[{i}]"
+        found = cells.problem(attr, where)
+        if found is not None:
+            raise _broken(path, found[0], found[1], test_id)
         m = attr["matrix"]
-        where = f"$.attributes[{i}].matrix"
-        n_e, n_v = len(m["entities"]), len(m["values"])
-        if not all(isinstance(e, str) for e in m["entities"]):
-            c = next(c for c, e in enumerate(m["entities"]) if not isinstance(e, str))
-            raise _broken(
-                path, f"{where}.entities[{c}]", f"{m['entities'][c]!r} is not a string", test_id
-            )
-        for key, cell_ok, expected in (
-            ("sims", _is_similarity, "a number >= 0 or null"),
-            ("missing", _is_bool, "true or false"),
-        ):
-            rows = m[key]
-            if not isinstance(rows, list) or len(rows) != n_e:
-                got = f"{len(rows)} rows" if isinstance(rows, list) else type(rows).__name__
-                raise _broken(path, f"{where}.{key}", f"{got} for {n_e} entities", test_id)
-            for r, row in enumerate(rows):
-                if not isinstance(row, list) or len(row) != n_v:
-                    got = f"{len(row)} cells" if isinstance(row, list) else type(row).__name__
-                    raise _broken(path, f"{where}.{key}[{r}]", f"{got} for {n_v} values", test_id)
-                if not all(map(cell_ok, row)):
-                    c = next(c for c, x in enumerate(row) if not cell_ok(x))
-                    raise _broken(
-                        path,
-                        f"{where}.{key}[{r}][{c}]",
-                        f"{row[c]!r} is not {expected}",
-                        test_id,
-                    )
         names = [v["value"] for v in attr["values"]]
         if sorted(names) != sorted(m["values"]):
             raise _broken(
                 path,
-                f"{where}.values",
+                f"{where}.matrix.values",
                 f"matrix values {m['values']} do not match the attribute values {names}",
                 test_id,
             )

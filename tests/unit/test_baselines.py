@@ -286,6 +286,10 @@ _DELETE = object()
         ("attributes.0.matrix.sims.39.3", -0.1, "$.attributes[0].matrix.sims[39][3]"),
         ("attributes.0.matrix.sims.7.0", True, "$.attributes[0].matrix.sims[7][0]"),
         ("attributes.0.matrix.sims.7.0", math.nan, "$.attributes[0].matrix.sims[7][0]"),
+        ("attributes.0.matrix.sims.9.2", math.inf, "$.attributes[0].matrix.sims[9][2]"),
+        ("attributes.0.matrix.sims.9.2", [0.5], "$.attributes[0].matrix.sims[9][2]"),
+        ("attributes.0.matrix.sims.9.2", 10**400, "$.attributes[0].matrix.sims[9][2]"),
+        ("attributes.0.matrix.missing.3.1", None, "$.attributes[0].matrix.missing[3][1]"),
         ("attributes.0.matrix.missing.0.2", 1, "$.attributes[0].matrix.missing[0][2]"),
         ("attributes.0.matrix.entities.5", 3, "$.attributes[0].matrix.entities[5]"),
         ("attributes.0.matrix.entities.0", 3, "$.attributes[0].matrix.entities[0]"),
@@ -304,6 +308,31 @@ def test_schema_invalid_names_the_json_path(
     msg = str(info.value)
     assert f"{path} is invalid at {json_path}:" in msg
     assert "pytest --fairness --fairness-update 'tests/test_audit.py::test_religion'" in msg
+
+
+def test_cells_checked_outside_the_schema_follow_its_rules(tmp_path: Path) -> None:
+    """Ints and null are similarities; NaN in a curve is a number (the schema's rule for
+    curves), and such a file loads."""
+    path, doc = _written(tmp_path)
+    doc["attributes"][0]["matrix"]["sims"][1][0] = 1
+    doc["attributes"][0]["matrix"]["sims"][2][0] = None
+    doc["attributes"][0]["curves"] = {"Islamic": [0.5, None, math.nan, 1]}
+    path.write_text(json.dumps(doc))
+    loaded = baselines.load(path)
+    assert math.isnan(float(loaded.attributes[0].matrix.sims[2, 0]))
+    assert loaded.attributes[0].matrix.sims[1, 0] == 1.0
+
+
+@pytest.mark.parametrize(("at", "value"), [(0, "x"), (4, "x"), (4, False), (2, [1.0])])
+def test_a_bad_curve_point_is_named(tmp_path: Path, at: int, value: Any) -> None:
+    path, doc = _written(tmp_path)
+    curve: list[Any] = [0.9, 0.8, 0.7, 0.6, 0.5]
+    curve[at] = value
+    doc["attributes"][0]["curves"] = {"Islamic": curve}
+    path.write_text(json.dumps(doc))
+    with pytest.raises(DataError) as info:
+        baselines.load(path)
+    assert f"{path} is invalid at $.attributes[0].curves.Islamic[{at}]:" in str(info.value)
 
 
 def test_matrix_shape_is_checked(tmp_path: Path) -> None:
