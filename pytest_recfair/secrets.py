@@ -141,10 +141,42 @@ _RULES: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
     (re.compile(r"\bAIza[0-9A-Za-z_-]{30,}"), ""),
     (re.compile(r"\bya29\.[0-9A-Za-z_-]{16,}"), ""),
 )
-# Cheap pre-check: text without any of these cannot match a shape rule.
-_SHAPE_HINTS: Final = re.compile(
-    rf"(?i)sk-|AIza|ya29\.|bearer|basic|token|=|{_HEADER_ALT}|\"(?:{_PARAM_ALT})\""
+
+
+def _fewest(words: Iterable[str]) -> tuple[str, ...]:
+    """``words`` without those containing another (a text holding it holds the other)."""
+    unique = set(words)
+    return tuple(sorted(w for w in unique if not any(o != w and o in w for o in unique)))
+
+
+# Cheap pre-check: text without any of these (case-folded) cannot match a shape rule: each
+# rule needs one of its literal words. Substring tests on the case-folded text, not one
+# ignore-case regex of the alternatives: that took ~60 microseconds per 600-character
+# reply, more than the rules themselves.
+_SHAPE_HINTS: Final = _fewest(
+    [
+        "sk-",
+        "aiza",
+        "ya29.",
+        "bearer",
+        "basic",
+        "token",
+        "=",
+        *SECRET_HEADERS,
+        *(q + p + q for p in SECRET_QUERY_PARAMS for q in "\"'"),
+    ]
 )
+# re's ignore-case matches these to "i"; case-folding does not make them "i"
+_FOLD_EXCEPTIONS: Final = ("\u0130", "\u0131")
+
+
+def may_hold_shape(text: str) -> bool:
+    """Whether ``text`` could match a shape rule (False: it certainly cannot)."""
+    if any(c in text for c in _FOLD_EXCEPTIONS):
+        return True
+    folded = text.casefold()
+    return any(h in folded for h in _SHAPE_HINTS)
+
 
 T = TypeVar("T")
 
@@ -213,7 +245,7 @@ class Scrubber:
         pattern = self._pattern
         if pattern is not None:
             text = pattern.sub(FILTERED, text)
-        if _SHAPE_HINTS.search(text) is None:
+        if not may_hold_shape(text):
             return text
         for rule, keep in _RULES:
             text = rule.sub(keep + FILTERED if keep else FILTERED, text)

@@ -326,10 +326,16 @@ class CassetteStore:
     def unread_digest(self, entity_id: str) -> bytes | None:
         """The content key of the entity's cassette when nothing of it was read yet and a
         replay from a cache would be exact (replay only, no pruning, imports, old layout)."""
+        path = self.unread_path(entity_id)
+        return None if path is None else tapecache.file_key(path)
+
+    def unread_path(self, entity_id: str) -> Path | None:
+        """The entity's cassette path when :meth:`unread_digest` would give its content
+        key (the memo opened beside it), else None; its key: ``tapecache.file_key``."""
         policy = self.policy
         if policy.records or not policy.replays or self.usage is not None or self.imports:
             return None
-        if entity_id in self._tapes or entity_id in self._served:
+        if entity_id in self._tapes or entity_id in self._served or tapecache.off():
             return None
         path = self.path_for(entity_id)
         if self._legacy_dirs is None:
@@ -337,7 +343,8 @@ class CassetteStore:
         name = fmt.plain_name(path)
         if any((d / name).is_file() for d in self._legacy_dirs):
             return None
-        return tapecache.digest(path)
+        tapecache.use_for(path)
+        return path
 
     def played(self, entity_id: str) -> tuple[bytes | None, list[int], int] | None:
         """(content key, or None when not read through the cache; positions played; the

@@ -27,7 +27,7 @@ from pytest_recfair.cassettes.index import Tape, index_tape, note_stale
 from pytest_recfair.cassettes.policy import MODE_POLICIES
 from pytest_recfair.replies import memo
 
-__all__ = ["CACHE_DIR", "digest", "entry_key", "load", "open_for"]
+__all__ = ["CACHE_DIR", "digest", "entry_key", "file_key", "load", "open_for", "use_for"]
 
 #: The cache folder inside the cassette folder (hidden: not a test's legacy folder).
 CACHE_DIR: Final = ".recfair_cache"
@@ -100,11 +100,23 @@ def digest(path: Path) -> bytes | None:
     folder), or None: no readable file, or the cache is off."""
     if off():
         return None
+    use_for(path)
+    return file_key(path)
+
+
+def use_for(path: Path) -> None:
+    """Open the memo in the cache folder beside cassette ``path`` (where its keys are
+    looked up)."""
+    _use(path.parent / CACHE_DIR)
+
+
+def file_key(path: Path) -> bytes | None:
+    """The cache key of the cassette file at ``path`` (None: not readable). Reads and
+    hashes only (both release the GIL): safe in another thread."""
     try:
         data = path.read_bytes()
     except OSError:
         return None
-    _use(path.parent / CACHE_DIR)
     return entry_key(path, data)
 
 

@@ -31,7 +31,8 @@ import contextlib
 import dataclasses
 import functools
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -39,6 +40,7 @@ from typing import Any, Final
 import numpy as np
 
 from pytest_recfair import packing
+from pytest_recfair.cassettes import tapecache
 from pytest_recfair.engine.base import (
     AuditKind,
     AuditRequest,
@@ -54,7 +56,7 @@ from pytest_recfair.replies import memo
 from pytest_recfair.results import AttributeResult
 from pytest_recfair.settings import AuditSettings
 
-__all__ = ["KeptScores", "Recorder", "key", "served"]
+__all__ = ["KeptScores", "Recorder", "StreamKey", "key", "served"]
 
 _FORMAT: Final = b"recfair-audit-replay-1"
 #: The prompt whose request stands for the provider's request-building settings.
@@ -82,9 +84,32 @@ def _code_version() -> bytes:
     return memo.code_version(_FORMAT, files, np.__version__.encode())
 
 
+class StreamKey:
+    """The stream's cache key. Most of it is the cassettes' content (53 MB at paper scale:
+    ~80 ms to read and hash). When a hit is possible it is computed at once, the files
+    hashed in two threads; on a first run (an empty memo: nothing to look up) in a
+    background thread while the audit streams, needed only to keep the result. Reading
+    and hashing release the GIL, so either way it overlaps other work."""
+
+    def __init__(self, compute: Callable[[int], bytes | None], now: bool) -> None:
+        self.now = now  # computed up front: look it up
+        self._value: Future[bytes | None] = Future()
+        if now:
+            self._value.set_result(compute(2))
+            return
+        pool = ThreadPoolExecutor(1, thread_name_prefix="recfair-key")
+        self._value = pool.submit(compute, 1)
+        pool.shutdown(wait=False)  # the thread ends with its one task
+
+    def value(self) -> bytes | None:
+        """The key (waits for the background thread); None: not served from this cache
+        (a cassette could not be read)."""
+        return self._value.result()
+
+
 def key(
     request: AuditRequest, kind: AuditKind, grid: Grid, entities: Sequence[Entity]
-) -> bytes | None:
+) -> StreamKey | None:
     """The cache key of streaming ``request`` (every entity, replay only), or None when
     the audit is not served from this cache."""
     store, inputs = request.cassettes, request.inputs
@@ -95,7 +120,7 @@ def key(
         models.append(_identity(inputs.judge))
     if None in models:
         return None
-    h = hashlib.blake2b(_code_version(), digest_size=20)
+    h = hashlib.blake2b(digest_size=20)
     for part in (
         kind.name,
         request.test_id,
@@ -108,12 +133,32 @@ def key(
     ):
         h.update(repr(part).encode("utf-8", "surrogatepass") + b"\0")
     _named_files(h, request)
+    paths = []
     for entity in entities:
-        digest = store.unread_digest(entity.id)
-        if digest is None:
+        path = store.unread_path(entity.id)  # opens the memo beside the cassettes
+        if path is None:
             return None
-        h.update(entity.id.encode("utf-8", "surrogatepass") + b"\0" + digest)
-    return h.digest()
+        paths.append((entity.id.encode("utf-8", "surrogatepass") + b"\0", path))
+    head = h.digest()
+
+    def compute(workers: int) -> bytes | None:
+        out = hashlib.blake2b(_code_version() + head, digest_size=20)
+        for (name, _), digest in zip(
+            paths, _file_keys([p for _, p in paths], workers), strict=True
+        ):
+            if digest is None:
+                return None
+            out.update(name + digest)
+        return out.digest()
+
+    return StreamKey(compute, now=memo.fine())
+
+
+def _file_keys(paths: Sequence[Path], workers: int) -> Iterable[bytes | None]:
+    if workers <= 1 or len(paths) < 64:
+        return map(tapecache.file_key, paths)
+    with ThreadPoolExecutor(workers, thread_name_prefix="recfair-key") as pool:
+        return list(pool.map(tapecache.file_key, paths, chunksize=32))
 
 
 def _stream_settings(settings: AuditSettings) -> AuditSettings:
@@ -163,7 +208,7 @@ def _named_files(h: Any, request: AuditRequest) -> None:
 class Recorder:
     """What a stream under ``key`` did, kept when the whole audit was replayed cleanly."""
 
-    key: bytes
+    key: StreamKey
     played: dict[str, tuple[list[int], int]] = field(default_factory=dict)
     clean: bool = True
 
@@ -180,10 +225,11 @@ class Recorder:
                 return
             self.played[entity] = got[1], got[2]
 
-    def save(self, request: AuditRequest, scorer: Scorer, sent: Sent) -> bool:
-        """Keep the stream's result when it was clean; whether it was kept."""
-        if not self.clean:
-            return False
+    def save(self, request: AuditRequest, scorer: Scorer, sent: Sent) -> bytes | None:
+        """Keep the stream's result when it was clean; the key it was kept under."""
+        key = self.key.value() if self.clean else None
+        if key is None:
+            return None
         from pytest_recfair.engine import sharding
 
         try:
@@ -198,10 +244,10 @@ class Recorder:
             doc["played"] = {k: [v[0], v[1]] for k, v in self.played.items()}
             # marshal, not JSON text: json.dumps of a paper-scale tally built ~14 MB of
             # string pieces at the run's peak; marshal writes the bytes at once
-            memo.store(self.key, doc, now=True)
+            memo.store(key, doc, now=True)
         except (TypeError, ValueError):  # not plain data: this run is not kept
-            return False
-        return True
+            return None
+        return key
 
 
 def served(key: bytes, request: AuditRequest, kind: AuditKind, rebuild: Rebuild) -> Merged | None:

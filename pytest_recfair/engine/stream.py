@@ -124,11 +124,12 @@ def _stream(request: AuditRequest, kind: AuditKind) -> Streamed:
     entities = entities_of(s, request.seeds, request.test_id, kind, inputs)
     grid, attributes = attributes_of(s, request.grid, kind)
     memo_key = replaymemo.key(request, kind, grid, entities)
-    if memo_key is not None:
-        hit = replaymemo.served(memo_key, request, kind, lambda: (all_cases(kind, request), inputs))
+    looked = memo_key.value() if memo_key is not None and memo_key.now else None
+    if looked is not None:
+        hit = replaymemo.served(looked, request, kind, lambda: (all_cases(kind, request), inputs))
         if hit is not None:
             _advance(request.live, hit.sent)
-            return Streamed(entities, grid, replaymemo.KeptScores(hit.scorer, memo_key), hit.sent)
+            return Streamed(entities, grid, replaymemo.KeptScores(hit.scorer, looked), hit.sent)
     first = kind.build_cases(s, grid, entities[:1], attributes, inputs)
     out = Streamed(entities, grid, kind.scorer(s, [e.id for e in entities], first, inputs), Sent())
     selected = select(entities, request.shard)
@@ -144,8 +145,9 @@ def _stream(request: AuditRequest, kind: AuditKind) -> Streamed:
             kept.chunk(request, [e.id for e in chunk], outcome)
         if request.cassettes is not None:
             request.cassettes.release(request.test_id, [e.id for e in chunk])
-    if kept is not None and kept.save(request, out.scorer, out.sent):
-        out.scorer = replaymemo.KeptScores(out.scorer, memo_key)
+    saved = None if kept is None else kept.save(request, out.scorer, out.sent)
+    if saved is not None:
+        out.scorer = replaymemo.KeptScores(out.scorer, saved)
     return out
 
 

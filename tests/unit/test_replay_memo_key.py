@@ -42,7 +42,8 @@ def _key(root: Path, mode: RecordMode = "none", **change: object) -> bytes | Non
     provider = change.pop("provider", from_config("openai", model="m-1", base_url=BASE))
     request = AuditRequest(settings, provider, ENTITIES, GRID, "t::a", CassetteStore(root, mode))
     request = dataclasses.replace(request, **change)  # type: ignore[arg-type]
-    return replaymemo.key(request, registry.select(settings), GRID, ENTITIES)
+    got = replaymemo.key(request, registry.select(settings), GRID, ENTITIES)
+    return None if got is None else got.value()
 
 
 def test_every_input_of_the_stream_is_in_the_key(tmp_path: Path) -> None:
@@ -84,3 +85,37 @@ def test_no_key_outside_a_clean_replay(tmp_path: Path, monkeypatch: pytest.Monke
     assert _key(tmp_path, inputs=with_judge) not in (None, _key(tmp_path))
     monkeypatch.setenv("RECFAIR_CACHE", "off")
     assert _key(tmp_path) is None
+
+
+def test_the_key_is_the_same_computed_at_once_or_in_the_background(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first run (an empty memo) computes the key in a background thread while the
+    audit streams; a later run at once, to look it up: both must give the same key."""
+    store = CassetteStore(tmp_path, "none")
+    for entity in ENTITIES:
+        store.path_for(entity.id).write_text('{"interactions": []}')
+    settings = _settings()
+    request = AuditRequest(
+        settings, from_config("openai", model="m-1", base_url=BASE), ENTITIES, GRID, "t::a", store
+    )
+    first = replaymemo.key(request, registry.select(settings), GRID, ENTITIES)
+    assert first is not None
+    assert not first.now
+    monkeypatch.setattr(memo, "fine", lambda: True)
+    later = replaymemo.key(request, registry.select(settings), GRID, ENTITIES)
+    assert later is not None
+    assert later.now
+    assert first.value() == later.value() is not None
+
+
+def test_cassettes_hashed_in_two_threads_give_the_keys_of_one(tmp_path: Path) -> None:
+    paths = []
+    for i in range(100):  # past the 64 files below which one thread hashes them
+        paths.append(tmp_path / f"e{i}.json")
+        paths[-1].write_text(f'{{"interactions": [{i}]}}')
+    paths.append(tmp_path / "absent.json")
+    one = list(replaymemo._file_keys(paths, 1))
+    assert one == list(replaymemo._file_keys(paths, 2))
+    assert one[-1] is None
+    assert len(set(one[:-1])) == 100

@@ -131,3 +131,38 @@ def test_process_wide_registry() -> None:
     assert secrets.scrub_bytes(value.encode()) == FILTERED.encode()
     assert secrets.scrub_json([value]) == [FILTERED]
     assert secrets.scrub_headers([("x", value)]) == [("x", FILTERED)]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{'key': 'PLANTEDsecret123'}",
+        "{'password': 'PLANTEDsecret123'}",
+        "{'client_secret': 'PLANTEDsecret123'}",
+    ],
+)
+def test_a_printed_python_dict_is_scrubbed(scrubber: Scrubber, text: str) -> None:
+    """Single-quoted credential fields (a dict's repr in a log line): the pre-check once
+    knew them only double-quoted, so the rule that removes them never ran."""
+    assert "PLANTEDsecret123" not in scrubber.scrub_text(text)
+
+
+def test_the_pre_check_finds_every_hint_in_any_case_re_would_match() -> None:
+    """The pre-check (substring tests on case-folded text) may only skip text no rule can
+    match: every character re's ignore-case matches to a letter of a hint, put in its
+    place, still finds the hint."""
+    import re
+    import sys
+
+    every = "".join(map(chr, range(sys.maxunicode + 1)))
+    hints = secrets._SHAPE_HINTS
+    letters = sorted({c for h in hints for c in h})
+    for x in letters:
+        pattern = re.compile("(?i)" + re.escape(x))
+        variants = set(pattern.findall(every))
+        assert x in variants
+        for hint in (h for h in hints if x in h):
+            for v in variants:
+                swapped = hint.replace(x, v)
+                assert secrets.may_hold_shape(f"text {swapped} text"), (hint, hex(ord(v)))
+    assert not secrets.may_hold_shape("1. Inception (2010)\n2. The Prestige (2006)")
