@@ -1,10 +1,10 @@
 """Record and replay recommender HTTP calls as vcrpy-format JSON cassettes.
 
 Layout: one cassette per seed entity, ``<root>/<entity>.json`` (or ``.json.gz``,
-:mod:`.compact`), shared by every test of
-the project: an interaction is found by what was asked (method, host, path, request body
-with provider and model, repeat), never by the test that asked it, so moving or renaming
-a test costs nothing and an identical prompt in two tests is recorded once. Per-entity
+:mod:`.compact`), shared by every test of the project: an interaction is found by what was
+asked (method, host, path, request body with provider and model, repeat), never by the
+test that asked it, so moving or renaming a test costs nothing and an identical prompt in
+two tests is recorded once. Per-entity
 files (not one per audit) because vcrpy scans a cassette linearly per request. Files are
 plain vcrpy cassettes (:mod:`.vcrfile`); older layouts and cassettes recorded by vcrpy
 itself are read through vcrpy's own loader (:mod:`pytest_recfair.cassettes.vcr_import`).
@@ -147,6 +147,7 @@ class CassetteStore:
         self.imports = tuple(Path(p) for p in imports)
         self._foreign: Tape | None = None
         self._legacy_dirs: tuple[Path, ...] | None = None  # listed once, on the first load
+        self._paths: dict[str, Path] = {}  # kept when nothing records (no file appears)
         # Entities served from the replay pass's cache: positions played, for a later load
         self._served: dict[str, tuple[list[int], int]] = {}
         # (file name, stored key) of every interaction replayed or recorded, for
@@ -156,8 +157,7 @@ class CassetteStore:
         # a later test that shares an entity keeps what earlier tests recorded into it.
         self.rewritten = rewritten
         self._lock = threading.RLock()
-        # The format of new files: compact (.json.gz), plain (.json), or None: compact
-        # when the folder already holds a compact cassette (decided on the first new file).
+        # New files: compact (.json.gz), plain, or None: compact when the folder holds one
         self.compact = compact
         self.add_secrets(secrets)
 
@@ -192,19 +192,21 @@ class CassetteStore:
     # -- layout
 
     def path_for(self, entity_id: str) -> Path:
-        """``<root>/<sanitised entity id>.json`` or ``.json.gz``: the same file whichever
-        test asks. An existing file keeps its format (the compact one when both exist: a
-        conversion writes it before removing the plain one); a new file takes the
-        store's ``compact`` (None: the folder's format)."""
+        """``<root>/<sanitised entity id>.json`` or ``.json.gz``, whichever test asks. An
+        existing file keeps its format (the compact one when both exist: a conversion
+        writes it before removing the plain one); a new file takes ``compact``."""
+        if entity_id in self._paths:
+            return self._paths[entity_id]
         name = sanitize_name(entity_id)
         packed, plain = self.root / f"{name}{fmt.COMPACT}", self.root / f"{name}{fmt.PLAIN}"
-        if packed.is_file():
-            return packed
-        if plain.is_file():
-            return plain
-        if self.compact is None:
-            self.compact = any(fmt.is_compact(p) for p in fmt.cassette_files(self.root))
-        return packed if self.compact else plain
+        path = packed if packed.is_file() else plain if plain.is_file() else None
+        if path is None:
+            if self.compact is None:
+                self.compact = any(fmt.is_compact(p) for p in fmt.cassette_files(self.root))
+            path = packed if self.compact else plain
+        if not self.policy.records:
+            self._paths[entity_id] = path
+        return path
 
     # -- replay
 
@@ -324,14 +326,14 @@ class CassetteStore:
     # -- replay served from a cache of whole entities (providers/replayentity.py)
 
     def unread_digest(self, entity_id: str) -> bytes | None:
-        """The content key of the entity's cassette when nothing of it was read yet and a
-        replay from a cache would be exact (replay only, no pruning, imports, old layout)."""
+        """The content key of the entity's cassette (:meth:`unread_path`), or None."""
         path = self.unread_path(entity_id)
         return None if path is None else tapecache.file_key(path)
 
     def unread_path(self, entity_id: str) -> Path | None:
-        """The entity's cassette path when :meth:`unread_digest` would give its content
-        key (the memo opened beside it), else None; its key: ``tapecache.file_key``."""
+        """The entity's cassette (the memo opened beside it) when nothing of it was read
+        yet and a replay from a cache would be exact (replay only, no pruning, imports,
+        old layout), else None; its content key: ``tapecache.file_key``."""
         policy = self.policy
         if policy.records or not policy.replays or self.usage is not None or self.imports:
             return None

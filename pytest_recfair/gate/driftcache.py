@@ -63,13 +63,26 @@ def drift_test(
 def _key(members: Sequence[DriftMember], params: tuple[Any, ...]) -> bytes:
     h = hashlib.blake2b(_code_version(), digest_size=20)
     h.update(repr(params).encode())
+    seen: dict[int, bytes] = {}  # the members share entity lists and matrices: each once
     for m in members:
-        head = (m.key, m.statistic, m.margin, list(m.baseline_entities), list(m.candidate_entities))
-        h.update(repr(head).encode("utf-8", "surrogatepass"))
-        for rows in (m.baseline, m.candidate):
-            array = np.ascontiguousarray(rows, dtype=np.float64)
-            h.update(repr(array.shape).encode() + array.tobytes())
+        h.update(repr((m.key, m.statistic, m.margin)).encode("utf-8", "surrogatepass"))
+        for part in (m.baseline_entities, m.candidate_entities, m.baseline, m.candidate):
+            h.update(_digest(part, seen))
     return h.digest()
+
+
+def _digest(part: Any, seen: dict[int, bytes]) -> bytes:
+    """The digest of an entity list or a matrix, computed once per object (``seen``)."""
+    done = seen.get(id(part))
+    if done is None:
+        h = hashlib.blake2b(digest_size=20)
+        if isinstance(part, np.ndarray):
+            array = np.ascontiguousarray(part, dtype=np.float64)
+            h.update(b"rows" + repr(array.shape).encode() + array.tobytes())
+        else:
+            h.update(b"names" + repr(list(part)).encode("utf-8", "surrogatepass"))
+        done = seen[id(part)] = h.digest()
+    return done
 
 
 def _plain(value: Any) -> Any:

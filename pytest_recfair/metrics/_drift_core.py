@@ -46,7 +46,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
@@ -161,11 +161,14 @@ def _root(cov: FloatArray) -> FloatArray:
     return np.asarray(vecs * np.sqrt(np.clip(vals, 0.0, None)), dtype=np.float64)
 
 
-def bias(m: FloatArray, cov: FloatArray, statistic: DriftQuantity) -> float:
-    """E[statistic(means + noise)] - statistic(means), noise ~ N(0, cov)."""
+def bias(
+    m: FloatArray, cov: FloatArray, statistic: DriftQuantity, root: FloatArray | None = None
+) -> float:
+    """E[statistic(means + noise)] - statistic(means), noise ~ N(0, cov); ``root``:
+    ``_root(cov)`` when already computed."""
     if statistic == "unusable" or m.size < 2 or not np.all(np.isfinite(m)):
         return 0.0
-    draws = m + _rule(m.size) @ _root(cov).T
+    draws = m + _rule(m.size) @ (_root(cov) if root is None else root).T
     return float(np.mean(stat_rows(draws, statistic)) - stat_rows(m, statistic))
 
 
@@ -392,19 +395,33 @@ def snsr_shortfall(base: FloatArray, cand: FloatArray, margin: float, excess: fl
 
     The alternative is the baseline's estimated true means (near-ties closed by
     ``MDE_TIE_GAP`` SE) with the top value raised by the rise, the candidate's noise."""
+    shortfall = _shortfall_at(base, cand)
+    return 0.0 if shortfall is None else shortfall(margin + excess)
+
+
+def _shortfall_at(base: FloatArray, cand: FloatArray) -> Callable[[float], float] | None:
+    """:func:`snsr_shortfall` as a function of the rise, with what does not depend on
+    the rise computed once (None: the shortfall is 0)."""
     mb, kb = col_means(base)
     mc, kc = col_means(cand)
     if not (np.all(np.isfinite(mb)) and np.all(np.isfinite(mc))) or mb.size < 2:
-        return 0.0
+        return None
     cb, cc = _mean_cov(base, kb, mb), _mean_cov(cand, kc, mc)
     true_b = close_ties(mb, cb, MDE_TIE_GAP)
-    alt = true_b.copy()
-    alt[int(np.argmax(alt))] += margin + excess
-    loses = bias(true_b, cb, "snsr") - bias(alt, cc, "snsr")
-    # what the test would take off at the alternative (as linear_margin computes it,
-    # with the alternative's means standing in for the observed candidate's)
-    corr = bias(close_ties(alt, cc), cc, "snsr") - bias(mb, cb, "snsr")
-    return float(loses + corr)
+    top = int(np.argmax(true_b))
+    root_b, root_c = _root(cb), _root(cc)
+    at_true, at_base = bias(true_b, cb, "snsr", root_b), bias(mb, cb, "snsr", root_b)
+
+    def shortfall(rise: float) -> float:
+        alt = true_b.copy()
+        alt[top] += rise
+        loses = at_true - bias(alt, cc, "snsr", root_c)
+        # what the test would take off at the alternative (as linear_margin computes it,
+        # with the alternative's means standing in for the observed candidate's)
+        corr = bias(close_ties(alt, cc), cc, "snsr", root_c) - at_base
+        return float(loses + corr)
+
+    return shortfall
 
 
 def calibrated_mde(
@@ -421,6 +438,8 @@ def calibrated_mde(
     d = mde(se, critical)
     if not math.isfinite(d):
         return d
+    shortfall = _shortfall_at(base, cand)
     for _ in range(iterations):
-        d = mde(se, critical) + max(0.0, snsr_shortfall(base, cand, margin, d))
+        short = 0.0 if shortfall is None else shortfall(margin + d)
+        d = mde(se, critical) + max(0.0, short)
     return d

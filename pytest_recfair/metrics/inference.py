@@ -172,15 +172,22 @@ class DriftResult:
         return any(m.failed for m in self.members)
 
 
-def _pair_rows(m: DriftMember, index: dict[str, int]) -> tuple[FloatArray, FloatArray, list[int]]:
-    cand_row = {e: i for i, e in enumerate(m.candidate_entities)}
-    pairs = [(i, cand_row[e]) for i, e in enumerate(m.baseline_entities) if e in cand_row]
-    if not pairs:
-        raise DataError(
-            f"{' / '.join(m.key)}: the run shares no entity with its baseline, so nothing can "
-            f"be paired; gate runs drawn from the baseline's seed entities."
-        )
-    cols = [index.setdefault(m.baseline_entities[i], len(index)) for i, _ in pairs]
+_Pairing = tuple[list[tuple[int, int]], list[int]]
+
+
+def _pair_rows(
+    m: DriftMember, index: dict[str, int], known: dict[tuple[int, int], _Pairing] | None = None
+) -> tuple[FloatArray, FloatArray, list[int]]:
+    """Both runs' rows of the entities they share, and their columns in ``index``;
+    ``known``: pairings already made, by the identity of the two entity lists (the
+    members of one attribute share them)."""
+    ids = (id(m.baseline_entities), id(m.candidate_entities))
+    pairing = None if known is None else known.get(ids)
+    if pairing is None:
+        pairing = _pairing(m, index)
+        if known is not None:
+            known[ids] = pairing
+    pairs, cols = pairing
     base = np.asarray(m.baseline, dtype=np.float64)[[i for i, _ in pairs]]
     cand = np.asarray(m.candidate, dtype=np.float64)[[j for _, j in pairs]]
     if base.shape != cand.shape:
@@ -189,6 +196,18 @@ def _pair_rows(m: DriftMember, index: dict[str, int]) -> tuple[FloatArray, Float
             f"{cand.shape[1]}; compare runs of the same grid, or re-record the baseline."
         )
     return base, cand, cols
+
+
+def _pairing(m: DriftMember, index: dict[str, int]) -> _Pairing:
+    cand_row = {e: i for i, e in enumerate(m.candidate_entities)}
+    pairs = [(i, cand_row[e]) for i, e in enumerate(m.baseline_entities) if e in cand_row]
+    if not pairs:
+        raise DataError(
+            f"{' / '.join(m.key)}: the run shares no entity with its baseline, so nothing can "
+            f"be paired; gate runs drawn from the baseline's seed entities."
+        )
+    cols = [index.setdefault(m.baseline_entities[i], len(index)) for i, _ in pairs]
+    return pairs, cols
 
 
 def _check_gate(tolerance: object, alpha: object) -> tuple[float, float]:
@@ -326,7 +345,8 @@ def drift_test(
     B = max(B, STABLE_DRAWS)
     rng = make_rng(seed)
     index: dict[str, int] = {}
-    paired = [_pair_rows(m, index) for m in members]
+    known: dict[tuple[int, int], _Pairing] = {}
+    paired = [_pair_rows(m, index, known) for m in members]
     margins = [tol if m.margin is None else _check_gate(m.margin, a_level)[0] for m in members]
     E = len(index)
     exact = E <= 20 and 2**E <= B
