@@ -264,8 +264,40 @@ def reference(rng: np.random.Generator, U: FloatArray, draws: int, exact: bool) 
     # for 1.5x the time of the lookups.
     m = U.shape[1]
     width = 8 if ((E + 7) // 8) * 256 * m * 4 <= _TABLE_BYTES else 4
-    codes_n = 1 << width
     G = (E + width - 1) // width
+    # codes drawn a block of rows at a time (rows x G bytes within ~8 MB; the blocks fix
+    # the random stream), summed _SUB rows at a time into buffers that stay in the L2
+    # cache: a fifth faster than whole blocks with a new array per lookup
+    rows = max(1, min(4096, (1 << 23) // max(G + 8 * m, 1)))
+    # a member whose contributions are all 0 (nothing moved: an unchanged replay) has a
+    # reference of exact zeros: only the others are looked up (the same numbers, bit for
+    # bit; the codes are drawn all the same, so a caller's generator moves as before)
+    live = np.flatnonzero(np.any(U != 0, axis=0))
+    cols = slice(None) if live.size == m else live
+    tables = _flip_tables(U[:, live], width, G)
+    shift = colsum[live]
+    out = np.zeros((draws, m), dtype=np.float32)
+    acc = np.empty((min(rows, _SUB), live.size), dtype=np.float32)  # the tables' precision
+    looked = np.empty_like(acc)
+    for a in range(0, draws, rows):
+        n = min(draws, a + rows) - a
+        codes = rng.integers(0, 1 << width, size=(n, G), dtype=np.uint8)
+        for s in range(0, n if live.size else 0, _SUB):
+            k = min(n, s + _SUB) - s
+            part, total, one = codes[s : s + k], acc[:k], looked[:k]
+            np.take(tables[0], part[:, 0], axis=0, out=total)
+            for g in range(1, G):
+                np.take(tables[g], part[:, g], axis=0, out=one)
+                total += one
+            out[a + s : a + s + k, cols] = 2 * total - shift
+    return out
+
+
+def _flip_tables(U: FloatArray, width: int, G: int) -> npt.NDArray[np.float32]:
+    """(G, 2**width, m): for each group of ``width`` entities, the sum of its rows of
+    ``U`` included by each code's bits (float32: the tables' precision)."""
+    E, m = U.shape
+    codes_n = 1 << width
     padded = np.zeros((width * G, m))
     padded[:E] = U
     bits = (np.arange(codes_n)[:, None] >> np.arange(width)) & 1  # bit k of each code
@@ -275,25 +307,7 @@ def reference(rng: np.random.Generator, U: FloatArray, draws: int, exact: bool) 
         tables[g0 : g0 + 32] = np.einsum(
             "ck,gkm->gcm", bits.astype(np.float64), grouped[g0 : g0 + 32]
         )
-    out = np.empty((draws, m), dtype=np.float32)
-    # codes drawn a block of rows at a time (rows x G bytes within ~8 MB; the blocks fix
-    # the random stream), summed _SUB rows at a time into buffers that stay in the L2
-    # cache: a fifth faster than whole blocks with a new array per lookup
-    rows = max(1, min(4096, (1 << 23) // max(G + 8 * m, 1)))
-    acc = np.empty((min(rows, _SUB), m), dtype=np.float32)  # the tables' precision
-    looked = np.empty_like(acc)
-    for a in range(0, draws, rows):
-        n = min(draws, a + rows) - a
-        codes = rng.integers(0, codes_n, size=(n, G), dtype=np.uint8)
-        for s in range(0, n, _SUB):
-            k = min(n, s + _SUB) - s
-            part, total, one = codes[s : s + k], acc[:k], looked[:k]
-            np.take(tables[0], part[:, 0], axis=0, out=total)
-            for g in range(1, G):
-                np.take(tables[g], part[:, g], axis=0, out=one)
-                total += one
-            out[a + s : a + s + k] = 2 * total - colsum
-    return out
+    return tables
 
 
 def step_down(T: FloatArray, Tp: RefArray, exact: bool) -> tuple[FloatArray, FloatArray]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pytest_recfair.metrics import _drift_core as _core
 from pytest_recfair.metrics import inference as inf
 
 
@@ -118,3 +119,22 @@ def test_with_both_parts_the_family_fails_at_most_alpha_of_the_swapped_versions(
         assert res.exact
         fails += res.failed
     assert fails <= alpha * 2**E
+
+
+def test_a_member_with_no_contribution_has_a_zero_reference_and_leaves_the_others() -> None:
+    """An unchanged replay: every contribution is 0, and the lookups are skipped for such
+    members. The reference of the others is the one they get alone (the same draws), and
+    the caller's generator ends where it always did."""
+    rng = np.random.default_rng(11)
+    U = rng.standard_normal((100, 6))
+    U[:, [1, 4]] = 0.0
+    a, b = np.random.default_rng(5), np.random.default_rng(5)
+    with_dead = _core.reference(a, U, 5_000, exact=False)
+    alone = _core.reference(b, U[:, [0, 2, 3, 5]], 5_000, exact=False)
+    assert np.array_equal(with_dead[:, [0, 2, 3, 5]], alone)
+    assert not with_dead[:, [1, 4]].any()
+    assert a.integers(1 << 40) == b.integers(1 << 40)
+    nothing, something = np.random.default_rng(5), np.random.default_rng(5)
+    assert not _core.reference(nothing, np.zeros((100, 3)), 5_000, exact=False).any()
+    assert _core.reference(something, np.ones((100, 3)), 5_000, exact=False).any()
+    assert nothing.integers(1 << 40) == something.integers(1 << 40)
