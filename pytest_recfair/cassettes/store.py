@@ -328,12 +328,11 @@ class CassetteStore:
     def unread_digest(self, entity_id: str) -> bytes | None:
         """The content key of the entity's cassette (:meth:`unread_path`), or None."""
         path = self.unread_path(entity_id)
-        return None if path is None else tapecache.file_key(path)
+        return None if path is None else tapecache.digest(path)  # opens the memo beside it
 
     def unread_path(self, entity_id: str) -> Path | None:
-        """The entity's cassette (the memo opened beside it) when nothing of it was read
-        yet and a replay from a cache would be exact (replay only, no pruning, imports,
-        old layout), else None; its content key: ``tapecache.file_key``."""
+        """The entity's cassette when nothing of it was read yet and a replay from a cache
+        would be exact (replay only, no pruning, imports, old layout), else None."""
         policy = self.policy
         if policy.records or not policy.replays or self.usage is not None or self.imports:
             return None
@@ -342,10 +341,10 @@ class CassetteStore:
         path = self.path_for(entity_id)
         if self._legacy_dirs is None:
             self._legacy_dirs = cassette_import.legacy_dirs(self.root)
-        name = fmt.plain_name(path)
-        if any((d / name).is_file() for d in self._legacy_dirs):
+        if self._legacy_dirs and any(
+            (d / fmt.plain_name(path)).is_file() for d in self._legacy_dirs
+        ):
             return None
-        tapecache.use_for(path)
         return path
 
     def played(self, entity_id: str) -> tuple[bytes | None, list[int], int] | None:

@@ -135,10 +135,12 @@ def key(
     _named_files(h, request)
     paths = []
     for entity in entities:
-        path = store.unread_path(entity.id)  # opens the memo beside the cassettes
+        path = store.unread_path(entity.id)
         if path is None:
             return None
         paths.append((entity.id.encode("utf-8", "surrogatepass") + b"\0", path))
+    if paths:  # the memo beside the cassettes (one folder: the store's root)
+        tapecache.use_for(paths[0][1])
     head = h.digest()
 
     def compute(workers: int) -> bytes | None:
