@@ -218,7 +218,21 @@ def measure_formats(
             f"(x{cpu / ref_cpu:.1f}) | {max(p for _, _, p in got):.0f} MB | "
             f"{_list([w for w, _, _ in got])} |"
         )
+    if today is not None:
+        _versus_today(rows, f"plain, code at {today.name} (today)")
     return 0
+
+
+def _versus_today(rows: dict[str, list[tuple[float, float, float]]], today: str) -> None:
+    """Each first run over the run of today's code in the same round (the rounds
+    alternate, so a machine that slows down for a while slows both)."""
+    for name in ("plain, first run", "compact, first run", "plain, no cache (this code)"):
+        ratios = sorted(a[0] / b[0] for a, b in zip(rows[name], rows[today], strict=True))
+        print(
+            f"{name} / today, per round: median {statistics.median(ratios):.3f} "
+            f"(from {ratios[0]:.3f} to {ratios[-1]:.3f}; {sum(r < 1 for r in ratios)} of "
+            f"{len(ratios)} rounds faster)"
+        )
 
 
 def _list(xs: list[float]) -> str:

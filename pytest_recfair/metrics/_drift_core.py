@@ -312,24 +312,26 @@ def _flip_tables(U: FloatArray, width: int, G: int) -> npt.NDArray[np.float32]:
 
 def step_down(T: FloatArray, Tp: RefArray, exact: bool) -> tuple[FloatArray, FloatArray]:
     """Raw and Westfall–Young step-down max-T adjusted p-values (T: (m,), Tp: (B, m))."""
-    raw, adjusted, _ = _step_down_cols(T, np.array(Tp.T, order="C"), exact, None)
+    raw, adjusted, _ = _step_down_cols(T, Tp, exact, None)
     return raw, adjusted
 
 
 def _step_down_cols(
-    T: FloatArray, cols: RefArray, exact: bool, dropped: npt.NDArray[np.bool_] | None
+    T: FloatArray, Tp: RefArray, exact: bool, dropped: npt.NDArray[np.bool_] | None
 ) -> tuple[FloatArray, FloatArray, RefArray]:
-    """:func:`step_down` on the reference transposed (``cols``: (m, B), a member's draws
-    contiguous: one vector pass per member; overwritten), the ``dropped`` members left
-    out of the max-T but not of their raw p; also the max over the members kept."""
-    B = cols.shape[1]
+    """:func:`step_down`, the ``dropped`` members left out of the max-T but not of their
+    raw p; also the max over the members kept. Works on one transposed copy of the
+    reference, members by ascending T (a member's draws contiguous: a vector pass each)."""
+    B = Tp.shape[0]
     extra = 0 if exact else 1  # random draws: count the observed data as one more draw
-    raw = (extra + np.count_nonzero(cols >= T[:, None], axis=1)) / (B + extra)
-    if dropped is not None:
-        cols[dropped] = -np.inf
     order = np.argsort(-T, kind="stable")
-    tail = cols[order[::-1]]
-    np.maximum.accumulate(tail, axis=0, out=tail)  # row i: max over order[-1 - i:]
+    up = order[::-1]
+    tail = np.ascontiguousarray(Tp.T[up])  # (m, B): the one copy
+    raw = np.empty(T.size)
+    raw[up] = (extra + np.count_nonzero(tail >= T[up][:, None], axis=1)) / (B + extra)
+    if dropped is not None:
+        tail[dropped[up]] = -np.inf
+    np.maximum.accumulate(tail, axis=0, out=tail)  # row i: max over up[: i + 1]
     p_sorted = (extra + np.count_nonzero(tail[::-1] >= T[order][:, None], axis=1)) / (B + extra)
     p_sorted = np.maximum.accumulate(p_sorted)
     adjusted = np.empty_like(p_sorted)
@@ -377,7 +379,7 @@ def screen_and_adjust(
     kappa = np.array([selection_threshold(k) for k in n])
     dropped = selectable & (-kappa > T) if m > 1 else np.zeros(m, dtype=bool)
     shift = np.where(dropped, -np.inf, 0.0)
-    raw, adj_s, top = _step_down_cols(T, np.array(Tp.T, order="C"), exact, dropped)
+    raw, adj_s, top = _step_down_cols(T, Tp, exact, dropped)
     adjusted = np.minimum(1.0, np.maximum(adj_s, raw))
     # each member's critical value, as if kept (its power is asked at a rise): the
     # quantile of max(its draws, the kept others'). For a kept member that is the max of
