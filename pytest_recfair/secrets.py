@@ -208,6 +208,11 @@ def forms(value: str) -> set[str]:
     }
 
 
+#: Texts up to this many characters are remembered scrubbed (at most _SHORT_KEPT of them).
+_SHORT: Final = 200
+_SHORT_KEPT: Final = 50_000
+
+
 class Scrubber:
     """Removes registered secret values and secrets by shape from text, bytes, headers and
     JSON values. Thread-safe; registering is rare, scrubbing is frequent."""
@@ -216,6 +221,9 @@ class Scrubber:
         self._lock = threading.Lock()
         self._values: set[str] = set()
         self._pattern: re.Pattern[str] | None = None
+        # short texts scrubbed before (titles repeat across thousands of replies); cleared
+        # when a value is added, so a text is never served as scrubbed of fewer values
+        self._short: dict[str, str] = {}
         self.add(values)
 
     def add(self, values: Iterable[str | None]) -> None:
@@ -234,6 +242,7 @@ class Scrubber:
             # longest first, so a secret containing another is replaced whole
             alts = sorted(self._values, key=len, reverse=True)
             self._pattern = re.compile("|".join(map(re.escape, alts))) if alts else None
+            self._short = {}
 
     @property
     def values(self) -> frozenset[str]:
@@ -242,6 +251,18 @@ class Scrubber:
 
     def scrub_text(self, text: str) -> str:
         """``text`` with every secret replaced by FILTERED."""
+        if len(text) > _SHORT:
+            return self._scrub(text)
+        short = self._short
+        done = short.get(text)
+        if done is None:
+            done = self._scrub(text)
+            if len(short) >= _SHORT_KEPT:
+                short.clear()
+            short[text] = done
+        return done
+
+    def _scrub(self, text: str) -> str:
         pattern = self._pattern
         if pattern is not None:
             text = pattern.sub(FILTERED, text)

@@ -166,3 +166,15 @@ def test_the_pre_check_finds_every_hint_in_any_case_re_would_match() -> None:
                 swapped = hint.replace(x, v)
                 assert secrets.may_hold_shape(f"text {swapped} text"), (hint, hex(ord(v)))
     assert not secrets.may_hold_shape("1. Inception (2010)\n2. The Prestige (2006)")
+
+
+def test_a_short_text_scrubbed_before_is_scrubbed_again_after_a_new_value() -> None:
+    """Short texts are remembered scrubbed (titles repeat): a value registered later must
+    still be removed from a text remembered before it."""
+    s = Scrubber()
+    text = "The film is PLANTEDvalue99"
+    assert s.scrub_text(text) == text
+    s.add(["PLANTEDvalue99"])
+    assert "PLANTEDvalue99" not in s.scrub_text(text)
+    long = "x" * 300 + " PLANTEDvalue99"
+    assert "PLANTEDvalue99" not in s.scrub_text(long)
