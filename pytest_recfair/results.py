@@ -30,6 +30,7 @@ __all__ = [
     "KindResults",
     "Stat",
     "ValueResult",
+    "json_floats",
     "matrix_from_dict",
     "matrix_to_dict",
 ]
@@ -146,17 +147,20 @@ def matrix_to_dict(m: SimilarityMatrix) -> dict[str, Any]:
     return {
         "entities": list(m.entities),
         "values": list(m.values),
-        "sims": _rows(np.asarray(m.sims, dtype=np.float64)),
+        "sims": json_floats(np.asarray(m.sims, dtype=np.float64)),
         "missing": np.asarray(m.missing, dtype=bool).tolist(),
     }
 
 
-def _rows(sims: npt.NDArray[np.float64]) -> list[list[float | None]]:
-    """The rows as lists of Python floats (one C loop), NaN as null (JSON has none)."""
-    rows: list[list[float | None]] = sims.tolist()
-    if not np.isnan(sims).any():
-        return rows
-    return [[None if x != x else x for x in row] for row in rows]
+def json_floats(x: npt.NDArray[np.float64]) -> list[Any]:
+    """A 1-D or 2-D array as (nested) lists of Python floats, made in one C loop, NaN as
+    None (JSON has no NaN)."""
+    values: list[Any] = x.tolist()
+    if not np.isnan(x).any():
+        return values
+    if x.ndim == 1:
+        return [None if v != v else v for v in values]
+    return [[None if v != v else v for v in row] for row in values]
 
 
 def matrix_from_dict(d: dict[str, Any]) -> SimilarityMatrix:

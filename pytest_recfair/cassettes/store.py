@@ -4,10 +4,10 @@ Layout: one cassette per seed entity, ``<root>/<entity>.json`` (or ``.json.gz``,
 :mod:`.compact`), shared by every test of the project: an interaction is found by what was
 asked (method, host, path, request body with provider and model, repeat), never by the
 test that asked it, so moving or renaming a test costs nothing and an identical prompt in
-two tests is recorded once. Per-entity
-files (not one per audit) because vcrpy scans a cassette linearly per request. Files are
-plain vcrpy cassettes (:mod:`.vcrfile`); older layouts and cassettes recorded by vcrpy
-itself are read through vcrpy's own loader (:mod:`pytest_recfair.cassettes.vcr_import`).
+two tests is recorded once. Per-entity files (not one per audit) because vcrpy scans a
+cassette linearly per request. Files are plain vcrpy cassettes (:mod:`.vcrfile`); older
+layouts and cassettes recorded by vcrpy itself are read through vcrpy's own loader
+(:mod:`pytest_recfair.cassettes.vcr_import`).
 
 Replay does not go through vcrpy: each file is loaded once into an index (:mod:`.index`)
 that the httpx transport in ``pytest_recfair.providers.transport`` serves from. What a

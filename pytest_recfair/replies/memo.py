@@ -253,7 +253,8 @@ def fine() -> bool:
     when this process opened it. A first run (an empty memo: a fresh clone in CI) keeps
     only the whole audit (:mod:`pytest_recfair.engine.replaymemo`), the drift tests and
     the validated baselines: every later run of the same inputs is served from those,
-    and a first run costs what a run without the cache costs (docs/performance.md)."""
+    and a first run costs about what a run without the cache costs (docs/performance.md).
+    """
     return _MEMO.folder is not None and not _MEMO._empty
 
 

@@ -27,7 +27,7 @@ from pytest_recfair.engine.overlap.evidence import Keeper
 from pytest_recfair.engine.overlap.quality import QualityTally, merged_quality, quality_from
 from pytest_recfair.errors import DataError
 from pytest_recfair.kinds import MetricName, MissingPolicy, Variant
-from pytest_recfair.results import AttributeResult, Interval, Stat, ValueResult
+from pytest_recfair.results import AttributeResult, Interval, Stat, ValueResult, json_floats
 
 __all__ = ["FAILED", "FIXED", "AttributeTally", "ReplyLike", "Tally", "TallyConfig", "merge"]
 
@@ -280,7 +280,7 @@ class Tally:
             "attributes": {
                 name: _attribute_to_dict(at, rows, packed) for name, at in self.attributes.items()
             },
-            "noise": {m: _floats(per[rows]) for m, per in self.noise.items()},
+            "noise": {m: json_floats(per[rows]) for m, per in self.noise.items()},
             "merges": self.merges,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
@@ -486,21 +486,6 @@ def _entropy(at: AttributeTally) -> float | None:
     return float(at.entropy_sum) / FIXED / at.entropy_n if at.entropy_n else None
 
 
-def _floats(x: FloatArray) -> list[float | None]:
-    values: list[float | None] = x.tolist()  # Python floats, in one C loop
-    if not np.isnan(x).any():
-        return values
-    return [None if v != v else v for v in values]  # JSON has no NaN: null
-
-
-def _float_rows(x: FloatArray) -> list[list[float | None]]:
-    """:func:`_floats` of each row of a 2-D array, in one pass."""
-    rows: list[list[float | None]] = x.tolist()
-    if not np.isnan(x).any():
-        return rows
-    return [[None if v != v else v for v in row] for row in rows]
-
-
 def _unfloats(x: Sequence[float | None]) -> FloatArray:
     return np.array([np.nan if v is None else float(v) for v in x], dtype=np.float64)
 
@@ -508,7 +493,7 @@ def _unfloats(x: Sequence[float | None]) -> FloatArray:
 def _attribute_to_dict(
     at: AttributeTally, rows: npt.NDArray[np.int64], packed: bool = False
 ) -> dict[str, Any]:
-    pack = (lambda x: packing.pack(x, np.float64)) if packed else _float_rows
+    pack = (lambda x: packing.pack(x, np.float64)) if packed else json_floats
     return {
         "values": list(at.values),
         "sims": {m: pack(s[rows]) for m, s in at.sims.items()},
