@@ -131,9 +131,10 @@ def record(root: Path, n: int) -> None:
 
 def engine_replay(root: Path) -> tuple[float, int]:
     """In-process: the audit (replay through the runner + scoring), as the plugin runs it."""
-    from pytest_recfair import engine, prompts
+    from pytest_recfair import prompts
     from pytest_recfair.cassettes.store import CassetteStore
     from pytest_recfair.engine.base import AuditInputs, AuditRequest
+    from pytest_recfair.engine.pipeline import measure
     from pytest_recfair.providers import from_config
     from pytest_recfair.settings import resolve
 
@@ -146,7 +147,7 @@ def engine_replay(root: Path) -> tuple[float, int]:
         progress=False,
     )  # fmt: skip
     start = time.perf_counter()
-    result = engine.measure(request)
+    result = measure(request)
     elapsed = time.perf_counter() - start
     data = result.extras["roleplay"]
     return elapsed, data["asked"]
@@ -170,7 +171,7 @@ def main() -> int:
         ref = [pytest_run(root)[0] for _ in range(args.runs)]  # audits skipped: start-up
         med_engine = statistics.median(t for t, _ in engine_runs)
         print(f"{asked} questions x 3 rounds (+ judges), {args.runs} runs each:")
-        print(f"  engine.measure (replay + score): median {med_engine:.2f} s (target < 2 s); "
+        print(f"  measure (replay + score): median {med_engine:.2f} s (target < 2 s); "
               f"runs {', '.join(f'{t:.2f}' for t, _ in engine_runs)}")  # fmt: skip
         print(f"  pytest --fairness, whole run:    median {statistics.median(walls):.2f} s; "
               f"runs {', '.join(f'{t:.2f}' for t in walls)}")  # fmt: skip

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
-
 __all__ = ["__version__", "audit", "fairness", "judge"]
 
 if TYPE_CHECKING:
@@ -20,10 +18,16 @@ if TYPE_CHECKING:
 
     from pytest_recfair.api import audit, judge
 
+    __version__: str
+
     fairness: pytest.MarkDecorator
 
 
 def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        from pytest_recfair.results import PLUGIN_VERSION
+
+        return PLUGIN_VERSION
     if name == "fairness":
         from pytest_recfair.plugin import marker
 

@@ -23,9 +23,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pytest_recfair import __version__
 from pytest_recfair.errors import DataError, RecfairError
 from pytest_recfair.kinds import REPORT_FORMATS
+from pytest_recfair.results import PLUGIN_VERSION
 
 __all__ = ["main"]
 
@@ -81,7 +81,7 @@ def _compare_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m pytest_recfair")
-    parser.add_argument("--version", action="version", version=f"pytest-recfair {__version__}")
+    parser.add_argument("--version", action="version", version=f"pytest-recfair {PLUGIN_VERSION}")
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="render a stored JSON run report as Markdown or HTML")
     rep.add_argument(
@@ -155,6 +155,7 @@ def _emit(text: str, output: str | None) -> None:
 
 
 def _report(args: argparse.Namespace) -> int:
+    import pytest_recfair.engine.registry  # noqa: F401 - hands the kinds' sections to the report
     from pytest_recfair.report.registry import render
 
     fmt = next(f for f in REPORT_FORMATS if f == "." + args.to)
@@ -189,6 +190,7 @@ def _run_of(name: str, history: str | None) -> Any:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    import pytest_recfair.engine.registry  # noqa: F401 - hands the kinds' sections to the report
     from pytest_recfair.compare.formats import Compared, parse_comparison, render_comparison
     from pytest_recfair.compare.runs import compare_runs
 

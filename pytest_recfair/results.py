@@ -21,6 +21,7 @@ from pytest_recfair.kinds import FailureKind, GatedQuantity
 from pytest_recfair.metrics import SimilarityMatrix
 
 __all__ = [
+    "PLUGIN_VERSION",
     "AttributeResult",
     "AuditMeta",
     "AuditResult",
@@ -35,6 +36,10 @@ __all__ = [
     "matrix_to_dict",
 ]
 
+
+#: The plugin's version, recorded in every result (``pytest_recfair.__version__``; the
+#: same as pyproject.toml's, which tests/unit/test_layout.py checks).
+PLUGIN_VERSION: Final = "0.1.0"
 
 #: Shown instead of a most/least favoured value when every mean ties.
 TIE: Final = "— (all equal)"

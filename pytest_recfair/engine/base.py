@@ -3,7 +3,7 @@
 The engine's run modes (:mod:`.pipeline` one run, :mod:`.sharding` shards and their
 merge, :mod:`.batch` a batch recording, :mod:`.planning` the plan) do the shared part —
 seeds, grid, chunks of entities, sending prompts, failures, cost, metadata — and ask the
-:class:`AuditKind` that :func:`pytest_recfair.engine.registry.select` picks for every
+:class:`AuditKind` that :func:`pytest_recfair.engine.registry.kind_for` picks for every
 kind-specific step: its prompts, a :class:`Scorer` fed one chunk of entities at a time,
 its shard payload and merge, its gate failures and its report sections. None of them
 names a kind: a new kind is one module plus one line in :mod:`.registry`.
@@ -11,24 +11,28 @@ names a kind: a new kind is one module plus one line in :mod:`.registry`.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
+from pytest_recfair.errors import DataError
 from pytest_recfair.gate import unanswered
 from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
+from pytest_recfair.settings.run import Shard, parse_shard
 
 if TYPE_CHECKING:
     from pytest_recfair.cassettes.store import CassetteStore
-    from pytest_recfair.engine.sharding import ShardResult
-    from pytest_recfair.providers import RunOutcome
+    from pytest_recfair.engine.overlap.tally import Tally
+    from pytest_recfair.providers import Completion, RunOutcome
     from pytest_recfair.report.sections import KindSections
 
 __all__ = [
+    "SHARD_FORMAT",
     "AuditInputs",
     "AuditKind",
     "AuditRequest",
@@ -39,23 +43,20 @@ __all__ = [
     "Scored",
     "Scorer",
     "Sent",
-    "Shard",
-    "select",
+    "ShardResult",
+    "load_shard",
+    "merge_replies",
+    "merged_cost",
+    "merged_meta",
+    "mixed_error",
+    "replay",
+    "shard_doc",
+    "shard_of_doc",
     "shard_positions",
+    "shard_share",
 ]
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True, slots=True)
-class Shard:
-    """Shard ``index`` (1-based) of ``count`` (``--fairness-shard=I/N``)."""
-
-    index: int
-    count: int
-
-    def __str__(self) -> str:
-        return f"{self.index}/{self.count}"
 
 
 def shard_positions(n: int, shard: Shard | None) -> range:
@@ -63,7 +64,7 @@ def shard_positions(n: int, shard: Shard | None) -> range:
     return range(n) if shard is None else range(shard.index - 1, n, shard.count)
 
 
-def select(items: Sequence[T], shard: Shard | None) -> list[T]:
+def shard_share(items: Sequence[T], shard: Shard | None) -> list[T]:
     """The items (entities) shard I/N audits: every N-th, starting at position I-1."""
     return [items[i] for i in shard_positions(len(items), shard)]
 
@@ -264,3 +265,239 @@ class FollowUp(Protocol):
         self, settings: AuditSettings, cases: Sequence[Any], outcome: RunOutcome
     ) -> list[Any]:
         """The judge cases for the replies of ``cases`` (ids unique)."""
+
+
+SHARD_FORMAT: Final = "pytest-recfair-shard"
+
+
+SHARD_VERSION: Final = 1
+
+
+# metadata that may differ between the shards of one audit (merged separately)
+_PER_SHARD_META: Final = frozenset({"model", "record_mode", "plugin_version"})
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    """One shard's output: which audit, which shard, its metadata and its tally (list
+    overlap) or its replies (other kinds of audit)."""
+
+    path: Path
+    test_id: str
+    shard: Shard
+    meta: dict[str, Any]
+    tally: Tally | None
+    replies: dict[str, dict[str, Any]] | None = None
+    #: list overlap: {"cases": prompts of the shard, "failed": [FailedPrompt fields]}
+    failures: dict[str, Any] | None = None
+    cost: float | None = None  # the runner's cost of the shard's prompts (None: unpriced)
+
+
+def shard_doc(
+    *,
+    test_id: str,
+    shard: Shard,
+    meta: Mapping[str, Any],
+    tally: Tally | None = None,
+    replies: Mapping[str, Mapping[str, Any]] | None = None,
+    failures: Mapping[str, Any] | None = None,
+    cost: float | None = None,
+    packed: bool = False,
+) -> dict[str, Any]:
+    """One shard's result as the JSON document a shard file holds (``packed``: the
+    tally's similarity rows as bytes, for the replay cache; not JSON)."""
+    doc: dict[str, Any] = {
+        "format": SHARD_FORMAT,
+        "version": SHARD_VERSION,
+        "test_id": test_id,
+        "shard": {"index": shard.index, "count": shard.count},
+        "meta": dict(meta),
+    }
+    if cost is not None:
+        doc["cost"] = cost
+    if tally is not None:
+        doc["tally"] = tally.to_dict(packed=packed)
+        if failures is not None:
+            doc["failures"] = dict(failures)
+    else:
+        doc["replies"] = {k: dict(v) for k, v in (replies or {}).items()}
+    return doc
+
+
+def shard_of_doc(doc: dict[str, Any], path: Path) -> ShardResult:
+    """The ShardResult of a shard document (DataError naming ``path`` when malformed)."""
+    try:
+        info = doc["shard"]
+        shard = parse_shard(f"{info['index']}/{info['count']}", source=str(path))
+        from pytest_recfair.engine.overlap.tally import Tally  # the list-overlap payload
+
+        tally = Tally.from_dict(doc["tally"]) if "replies" not in doc else None
+        replies = None if tally is not None else _replies(doc["replies"])
+        failures = _failures(doc.get("failures"))
+        cost = None if doc.get("cost") is None else float(doc["cost"])
+        meta = dict(doc["meta"])
+        return ShardResult(path, str(doc["test_id"]), shard, meta, tally, replies, failures, cost)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise DataError(
+            f"shard result {path}: malformed ({type(exc).__name__}: {exc}); re-run that shard."
+        ) from None
+
+
+def _replies(value: Any) -> dict[str, dict[str, Any]]:
+    """The replies part of a shard file: completions and errors, each keyed by case id."""
+    if not isinstance(value, dict) or set(value) != {"completions", "errors"}:
+        raise ValueError('"replies" holds "completions" and "errors"')
+    if not all(isinstance(v, dict) for v in value.values()):
+        raise TypeError('"completions" and "errors" are objects keyed by case id')
+    for case_id, reply in value["completions"].items():
+        if not isinstance(reply, dict) or not isinstance(reply.get("text"), str):
+            raise ValueError(f"the reply to case {case_id} has no text string")
+    return {"completions": dict(value["completions"]), "errors": dict(value["errors"])}
+
+
+def _failures(value: Any) -> dict[str, Any] | None:
+    """The failures part of a list-overlap shard file (absent: none were counted)."""
+    if value is None:
+        return None
+    cases, failed = int(value["cases"]), list(value["failed"])
+    if not all(isinstance(f, dict) for f in failed):
+        raise TypeError('"failures" lists one object per failed prompt')
+    return {"cases": cases, "failed": failed}
+
+
+def merge_replies(results: Sequence[ShardResult]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The metadata and the united replies (completions, errors) of a kind's audit whose
+    shards wrote replies; the shards' entities are disjoint, so no case id repeats."""
+    meta = merged_meta(results)
+    parts = [r.replies for r in results if r.replies is not None]
+    if len(parts) != len(results):
+        raise DataError(mixed_error(results))
+    completions: dict[str, Any] = {}
+    errors: dict[str, Any] = {}
+    for part in parts:
+        completions.update(part["completions"])
+        errors.update(part["errors"])
+    models = {str(r.meta.get("model")) for r in results}
+    meta["model"] = models.pop() if len(models) == 1 else ",".join(sorted(models))
+    return meta, {"completions": completions, "errors": errors}
+
+
+def mixed_error(results: Sequence[ShardResult]) -> str:
+    where = ", ".join(str(r.path) for r in results)
+    return (
+        f"--fairness-merge: the shards of {results[0].test_id} hold different kinds of "
+        f"result (files {where}); re-run all shards with the same plugin version and options."
+    )
+
+
+def merged_meta(results: Sequence[ShardResult]) -> dict[str, Any]:
+    """The audit's metadata once shards 1..N are each there once with the same settings."""
+    first = results[0]
+    test_id, count = first.test_id, first.shard.count
+    where = ", ".join(str(r.path) for r in results)
+    if any(r.shard.count != count for r in results):
+        raise DataError(
+            f"--fairness-merge: the shards of {test_id} were split different ways "
+            f"({sorted({str(r.shard) for r in results})}; files {where}); merge one run's shards."
+        )
+    seen = sorted(r.shard.index for r in results)
+    if seen != list(range(1, count + 1)):
+        missing = sorted(set(range(1, count + 1)) - set(seen))
+        twice = sorted({i for i in seen if seen.count(i) > 1})
+        raise DataError(
+            f"--fairness-merge: {test_id} needs shards 1..{count} once each; "
+            + (f"missing {', '.join(f'{i}/{count}' for i in missing)}" if missing else "")
+            + ("; " if missing and twice else "")
+            + (f"given twice {', '.join(f'{i}/{count}' for i in twice)}" if twice else "")
+            + f" (files {where})."
+        )
+    models = sorted({str(r.meta.get("model")) for r in results})
+    if len(models) > 1:
+        raise DataError(
+            f"--fairness-merge: the shards of {test_id} audited different models "
+            f"({', '.join(models)}; files {where}); merge the shards of one model's run."
+        )
+    key = {k: v for k, v in first.meta.items() if k not in _PER_SHARD_META}
+    for r in results[1:]:
+        other = {k: v for k, v in r.meta.items() if k not in _PER_SHARD_META}
+        if other != key:
+            diff = sorted(k for k in set(key) | set(other) if key.get(k) != other.get(k))
+            raise DataError(
+                f"--fairness-merge: shard {r.shard} of {test_id} ({r.path}) audited with other "
+                f"settings than shard {first.shard} ({', '.join(diff)} differ); re-run all shards "
+                "with the same options."
+            )
+    return dict(first.meta)
+
+
+def merged_cost(parts: Sequence[ShardResult]) -> float | None:
+    """The shards' runner costs added up (None when the shards were not priced)."""
+    costs = [p.cost for p in parts if p.cost is not None]
+    return sum(costs) if costs else None
+
+
+def replay(
+    settings: AuditSettings,
+    parts: Sequence[ShardResult],
+    rebuild: Rebuild,
+    start: Callable[[Sequence[str], Sequence[Any], AuditInputs], Scorer],
+) -> Merged:
+    """Merge reply shards: the united replies go through a fresh scorer (``start``:
+    entity ids, first entity's prompts, inputs -> scorer) over the whole audit's prompts,
+    as the unsharded run scored them."""
+    from pytest_recfair.providers import RunOutcome, Usage
+
+    meta, replies = merge_replies(parts)
+    cases, inputs = rebuild()
+    completions = {k: _completion(v) for k, v in replies["completions"].items()}
+    errors = {k: str(v) for k, v in replies["errors"].items()}
+    missing = [c.id for c in cases if c.id not in completions and c.id not in errors]
+    if missing:
+        where = ", ".join(str(p.path) for p in parts)
+        raise DataError(
+            f"--fairness-merge: the shards of {parts[0].test_id} ({where}) hold no reply for "
+            f"{len(missing)} of its {len(cases)} prompts; the merge run must use the "
+            "seeds, grid and inputs the shards used (re-run the shards after a change)."
+        )
+    usage = sum((c.usage for c in completions.values() if c.usage), Usage())
+    outcome = RunOutcome(completions, errors, usage, merged_cost(parts))
+    entities = list(dict.fromkeys(c.entity_id for c in cases))
+    first = [c for c in cases if c.entity_id == entities[0]] if entities else []
+    scorer = start(entities, first, inputs)
+    scorer.add(cases, outcome)
+    sent = Sent()
+    sent.add(cases, outcome)
+    return Merged(meta, scorer, sent)
+
+
+def _completion(d: Mapping[str, Any]) -> Completion:
+    from pytest_recfair.providers import Completion, Usage
+
+    usage = d.get("usage")
+    return Completion(
+        text=str(d["text"]),
+        finish_reason=d.get("finish_reason"),
+        usage=None if usage is None else Usage(int(usage[0]), int(usage[1])),
+        model=d.get("model"),
+    )
+
+
+def load_shard(path: Path) -> ShardResult:
+    """Read one shard file; DataError naming the file for anything that is not one."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise DataError(
+            f"shard result {path}: cannot be read as JSON ({exc}); re-run that shard."
+        ) from None
+    if not isinstance(doc, dict) or doc.get("format") != SHARD_FORMAT:
+        raise DataError(
+            f'shard result {path}: not a pytest-recfair shard file (no "format": '
+            f"{SHARD_FORMAT!r}); give the JSON files written by --fairness-shard=I/N."
+        )
+    if doc.get("version") != SHARD_VERSION:
+        raise DataError(
+            f"shard result {path}: format version {doc.get('version')!r}, this plugin "
+            f"reads {SHARD_VERSION}; re-run the shards with this version."
+        )
+    return shard_of_doc(doc, path)

@@ -14,7 +14,7 @@ from typing import Any
 
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.engine import registry, stream
-from pytest_recfair.engine.base import AuditRequest, select
+from pytest_recfair.engine.base import AuditRequest, shard_share
 from pytest_recfair.errors import ConfigError
 
 __all__ = ["journal_dir", "record_batch"]
@@ -99,11 +99,11 @@ def _chunks(request: AuditRequest) -> Iterator[tuple[list[str], list[Any]]]:
     """(entity ids, the cases the audit will send for them), chunk by chunk as the audit
     builds them, this shard's entities only."""
     s, inputs = request.settings, request.inputs
-    kind = registry.select(s)
+    kind = registry.kind_for(s)
     entities = stream.entities_of(s, request.seeds, request.test_id, kind, inputs)
     grid, attributes = stream.attributes_of(s, request.grid, kind)
     first = kind.build_cases(s, grid, entities[:1], attributes, inputs)
-    selected = select(entities, request.shard)
+    selected = shard_share(entities, request.shard)
     size = stream.chunk_entities(s, len(first))
     for start in range(0, len(selected), size):
         chunk = selected[start : start + size]

@@ -12,14 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_recfair import __version__, prompts
+from pytest_recfair import prompts
 from pytest_recfair.engine import registry, stream, verdict
 from pytest_recfair.engine.base import AuditKind, AuditRequest, Scorer, Sent
 from pytest_recfair.errors import ProviderError
 from pytest_recfair.gate import baselines
 from pytest_recfair.gate import unanswered as failures
 from pytest_recfair.prompts import Entity, Grid
-from pytest_recfair.results import AuditMeta, AuditResult
+from pytest_recfair.results import PLUGIN_VERSION, AuditMeta, AuditResult
 from pytest_recfair.settings import AuditSettings
 
 __all__ = ["Run", "check_failures", "finish", "measure", "meta_of", "run", "run_audit"]
@@ -58,7 +58,7 @@ class Run:
 
 def run(request: AuditRequest) -> Run:
     """Send and score the request's prompts (its shard's share, with a shard)."""
-    kind = registry.select(request.settings)
+    kind = registry.kind_for(request.settings)
     out = stream.stream(request, kind)
     meta = meta_of(request, out.grid, out.entities, out.sent.models)
     return Run(kind, out.entities, meta, out.scorer, out.sent)
@@ -119,7 +119,7 @@ def meta_of(
         perturbation=settings.perturbation,
         seed=settings.seed,
         record_mode=settings.record_mode,
-        plugin_version=__version__,
+        plugin_version=PLUGIN_VERSION,
         missing=settings.missing,
         parse=settings.parse_style,
         role=settings.role,

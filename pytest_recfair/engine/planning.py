@@ -12,11 +12,12 @@ from typing import Any
 
 from pytest_recfair.engine import budget as plan
 from pytest_recfair.engine import registry, stream
-from pytest_recfair.engine.base import AuditInputs, AuditRequest, Shard
+from pytest_recfair.engine.base import AuditInputs, AuditRequest
 from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.providers.pacing import known_limits
 from pytest_recfair.providers.probe import is_in_process, recorded_ids
 from pytest_recfair.settings import AuditSettings, spend
+from pytest_recfair.settings.run import Shard
 
 __all__ = ["audit_plan", "budget_of", "is_live"]
 
@@ -51,7 +52,7 @@ def audit_plan(
     request = AuditRequest(
         settings, recommender, seeds, grid, test_id, inputs=inputs or AuditInputs(), shard=shard
     )
-    asked = stream.all_cases(registry.select(settings), request)
+    asked = stream.all_cases(registry.kind_for(settings), request)
     cases = [c for c in asked if c.id not in (failed or {})]
     found = recorded_ids(recommender, cases, cassette_root, settings.record_mode, test_id)
     to_ask = [c for c in cases if c.id not in found]
@@ -77,7 +78,7 @@ def _with_judge(
     """The judge calls the cases to ask will bring (a kind with a :class:`~.base.
     PlannedFollowUp`, e.g. role-play Why answers), at the judge's prices."""
     judge = request.inputs.judge
-    more = getattr(registry.select(settings), "planned_follow_up", None)
+    more = getattr(registry.kind_for(settings), "planned_follow_up", None)
     if more is None or judge is None:
         return main
     calls = more(settings, to_ask)

@@ -1,7 +1,7 @@
 """The scorer of kinds whose statistics need every entity at once (item side, candidate
 position: permutation tests over entities): it keeps each chunk's prompts and replies
 and scores them all once the audit is complete. Its shards write their replies, and the
-merge replays the united replies through a fresh scorer (``sharding.replay``).
+merge replays the united replies through a fresh scorer (``base.replay``).
 """
 
 from __future__ import annotations
@@ -10,11 +10,18 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_recfair import secrets
-from pytest_recfair.engine.base import AuditInputs, Merged, Rebuild, Scored, Sent
+from pytest_recfair.engine.base import (
+    AuditInputs,
+    Merged,
+    Rebuild,
+    Scored,
+    Sent,
+    ShardResult,
+    replay,
+)
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
-    from pytest_recfair.engine.sharding import ShardResult
     from pytest_recfair.providers import Completion, RunOutcome
 
 __all__ = ["PooledKind", "PooledScorer", "Score"]
@@ -73,9 +80,7 @@ class PooledKind:
     def merge(
         self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
     ) -> Merged:
-        from pytest_recfair.engine import sharding
-
-        return sharding.replay(
+        return replay(
             settings,
             parts,
             rebuild,

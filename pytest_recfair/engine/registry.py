@@ -1,28 +1,30 @@
 """The kinds of audit, in one place: a new kind is a new module plus one line here.
 
 Every run mode and every report format reaches a kind through this registry only
-(:func:`select` by settings, :func:`named` by the key of its results in
+(:func:`kind_for` by settings, :func:`named` by the key of its results in
 ``AuditResult.extras``), so none of them branches on a kind.
 """
 
 from __future__ import annotations
 
 from pytest_recfair.engine.base import AuditKind
-from pytest_recfair.engine.items import ITEMS
-from pytest_recfair.engine.overlap import OVERLAP
+from pytest_recfair.engine.items.kind import ITEMS
+from pytest_recfair.engine.overlap.kind import OVERLAP
 from pytest_recfair.engine.positions import POSITIONS
-from pytest_recfair.engine.roleplay import ROLEPLAY
+from pytest_recfair.engine.roleplay.kind import ROLEPLAY
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.report.sections import KindSections
+from pytest_recfair.report.sections import use as use_sections
 from pytest_recfair.settings import AuditSettings
 
-__all__ = ["KINDS", "default", "named", "select"]
+__all__ = ["KINDS", "default", "kind_for", "named"]
 
 #: Tried in order; the first kind that wants the settings runs. The list-overlap audit
 #: (the FaiRLLM method) wants every settings object, so it comes last as the default.
 KINDS: tuple[AuditKind, ...] = (ITEMS, POSITIONS, ROLEPLAY, OVERLAP)
 
 
-def select(settings: AuditSettings) -> AuditKind:
+def kind_for(settings: AuditSettings) -> AuditKind:
     """The kind of audit ``settings`` ask for (by name with ``kind=``)."""
     if settings.kind is not None:
         try:
@@ -53,3 +55,11 @@ def named(name: str) -> AuditKind:
         f"results of an unknown kind of audit {name!r} (known: {known}); a kind is added "
         "in pytest_recfair/engine/registry.py"
     )
+
+
+def _sections(name: str | None) -> KindSections:
+    return (default() if name is None else named(name)).sections
+
+
+# the reports find a kind's sections through this lookup (report never imports the engine)
+use_sections(_sections)

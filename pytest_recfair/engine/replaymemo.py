@@ -6,7 +6,7 @@ every run. After a replay-only stream of the whole audit in which every entity w
 replayed cleanly (no miss, no failed or retried prompt, no stale entry, no canonical
 lookup), one memo entry (:mod:`pytest_recfair.replies.memo`, beside the cassettes) keeps
 what a one-of-one shard would write (the kind's tally or replies, the prompts counted,
-the runner's cost: :func:`~pytest_recfair.engine.sharding.shard_doc`) and what the
+the runner's cost: :func:`~pytest_recfair.engine.base.shard_doc`) and what the
 cassette store played of each entity; a second keeps the scores computed from it
 (:class:`KeptScores`). A later run with the same key is the merge of that one shard: the
 path that ``--fairness-merge`` takes and that merges exactly, so the result is the same
@@ -41,6 +41,7 @@ import numpy as np
 
 from pytest_recfair import packing
 from pytest_recfair.cassettes import tapecache
+from pytest_recfair.engine import base
 from pytest_recfair.engine.base import (
     AuditKind,
     AuditRequest,
@@ -55,6 +56,7 @@ from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.replies import memo
 from pytest_recfair.results import AttributeResult
 from pytest_recfair.settings import AuditSettings
+from pytest_recfair.settings.run import Shard
 
 __all__ = ["KeptScores", "Recorder", "StreamKey", "key", "served"]
 
@@ -232,12 +234,10 @@ class Recorder:
         key = self.key.value() if self.clean else None
         if key is None:
             return None
-        from pytest_recfair.engine import sharding
-
         try:
-            doc = sharding.shard_doc(
+            doc = base.shard_doc(
                 test_id=request.test_id,
-                shard=sharding.Shard(1, 1),
+                shard=Shard(1, 1),
                 meta={},
                 cost=sent.cost,
                 packed=True,
@@ -258,11 +258,9 @@ def served(key: bytes, request: AuditRequest, kind: AuditKind, rebuild: Rebuild)
     doc = memo.lookup(key)
     if not isinstance(doc, dict):
         return None
-    from pytest_recfair.engine import sharding
-
     try:
         played = {str(k): (list(map(int, v[0])), int(v[1])) for k, v in doc.pop("played").items()}
-        part = sharding.shard_of_doc(doc, Path(str(memo.folder())))
+        part = base.shard_of_doc(doc, Path(str(memo.folder())))
         merged = kind.merge(request.settings, [part], rebuild)
     except (RecfairError, ValueError, TypeError, KeyError, IndexError, AttributeError):
         return None  # another version's or a damaged entry: streamed, and kept anew

@@ -24,89 +24,39 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from pytest_recfair.engine import pipeline, registry, stream
 from pytest_recfair.engine.base import (
+    SHARD_FORMAT,
     AuditInputs,
     AuditKind,
     AuditRequest,
-    Merged,
     Rebuild,
-    Scorer,
-    Sent,
-    Shard,
-    select,
-    shard_positions,
+    ShardResult,
+    load_shard,
+    shard_doc,
+    shard_share,
 )
-from pytest_recfair.engine.overlap.tally import Tally, merge
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.results import AuditMeta, AuditResult
 from pytest_recfair.settings import AuditSettings
+from pytest_recfair.settings.run import Shard
 
 if TYPE_CHECKING:
-    from pytest_recfair.providers import Completion
+    pass
 
 __all__ = [
-    "SHARD_FORMAT",
     "KindInputs",
     "MergeSource",
-    "Shard",
-    "ShardResult",
     "ShardWritten",
     "collect",
-    "load_shard",
-    "merge_replies",
-    "merge_results",
-    "parse_shard",
-    "replay",
     "run_shard",
-    "select",
     "shard_path",
-    "shard_positions",
     "write_shard",
 ]
-
-SHARD_FORMAT: Final = "pytest-recfair-shard"
-SHARD_VERSION: Final = 1
-# metadata that may differ between the shards of one audit (merged separately)
-_PER_SHARD_META: Final = frozenset({"model", "record_mode", "plugin_version"})
-_SHARD_RE = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
-
-
-def parse_shard(text: str, *, source: str = "--fairness-shard") -> Shard:
-    """``"2/4"`` -> Shard(2, 4), with a one-line error naming ``source`` otherwise."""
-    match = _SHARD_RE.fullmatch(str(text))
-    if match is None:
-        raise ConfigError(
-            f"{source}: expected I/N with 1 <= I <= N (e.g. 2/4 for the second of four CI "
-            f"jobs), got {text!r}."
-        )
-    index, count = int(match.group(1)), int(match.group(2))
-    if not 1 <= index <= count:
-        raise ConfigError(
-            f"{source}: expected I/N with 1 <= I <= N, got {text!r}; shards are numbered "
-            f"1..{max(count, 1)}."
-        )
-    return Shard(index, count)
-
-
-@dataclass(frozen=True)
-class ShardResult:
-    """One shard's output: which audit, which shard, its metadata and its tally (list
-    overlap) or its replies (other kinds of audit)."""
-
-    path: Path
-    test_id: str
-    shard: Shard
-    meta: dict[str, Any]
-    tally: Tally | None
-    replies: dict[str, dict[str, Any]] | None = None
-    #: list overlap: {"cases": prompts of the shard, "failed": [FailedPrompt fields]}
-    failures: dict[str, Any] | None = None
-    cost: float | None = None  # the runner's cost of the shard's prompts (None: unpriced)
 
 
 def shard_path(root: Path, test_id: str, shard: Shard) -> Path:
@@ -120,97 +70,6 @@ def write_shard(path: Path, doc: Mapping[str, Any]) -> None:
     """Write one shard's result (:func:`shard_doc`) atomically: a reader never sees half
     a file."""
     atomic_write_text(path, json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n")
-
-
-def shard_doc(
-    *,
-    test_id: str,
-    shard: Shard,
-    meta: Mapping[str, Any],
-    tally: Tally | None = None,
-    replies: Mapping[str, Mapping[str, Any]] | None = None,
-    failures: Mapping[str, Any] | None = None,
-    cost: float | None = None,
-    packed: bool = False,
-) -> dict[str, Any]:
-    """One shard's result as the JSON document a shard file holds (``packed``: the
-    tally's similarity rows as bytes, for the replay cache; not JSON)."""
-    doc: dict[str, Any] = {
-        "format": SHARD_FORMAT,
-        "version": SHARD_VERSION,
-        "test_id": test_id,
-        "shard": {"index": shard.index, "count": shard.count},
-        "meta": dict(meta),
-    }
-    if cost is not None:
-        doc["cost"] = cost
-    if tally is not None:
-        doc["tally"] = tally.to_dict(packed=packed)
-        if failures is not None:
-            doc["failures"] = dict(failures)
-    else:
-        doc["replies"] = {k: dict(v) for k, v in (replies or {}).items()}
-    return doc
-
-
-def load_shard(path: Path) -> ShardResult:
-    """Read one shard file; DataError naming the file for anything that is not one."""
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise DataError(
-            f"shard result {path}: cannot be read as JSON ({exc}); re-run that shard."
-        ) from None
-    if not isinstance(doc, dict) or doc.get("format") != SHARD_FORMAT:
-        raise DataError(
-            f'shard result {path}: not a pytest-recfair shard file (no "format": '
-            f"{SHARD_FORMAT!r}); give the JSON files written by --fairness-shard=I/N."
-        )
-    if doc.get("version") != SHARD_VERSION:
-        raise DataError(
-            f"shard result {path}: format version {doc.get('version')!r}, this plugin "
-            f"reads {SHARD_VERSION}; re-run the shards with this version."
-        )
-    return shard_of_doc(doc, path)
-
-
-def shard_of_doc(doc: dict[str, Any], path: Path) -> ShardResult:
-    """The ShardResult of a shard document (DataError naming ``path`` when malformed)."""
-    try:
-        info = doc["shard"]
-        shard = parse_shard(f"{info['index']}/{info['count']}", source=str(path))
-        tally = Tally.from_dict(doc["tally"]) if "replies" not in doc else None
-        replies = None if tally is not None else _replies(doc["replies"])
-        failures = _failures(doc.get("failures"))
-        cost = None if doc.get("cost") is None else float(doc["cost"])
-        meta = dict(doc["meta"])
-        return ShardResult(path, str(doc["test_id"]), shard, meta, tally, replies, failures, cost)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        raise DataError(
-            f"shard result {path}: malformed ({type(exc).__name__}: {exc}); re-run that shard."
-        ) from None
-
-
-def _replies(value: Any) -> dict[str, dict[str, Any]]:
-    """The replies part of a shard file: completions and errors, each keyed by case id."""
-    if not isinstance(value, dict) or set(value) != {"completions", "errors"}:
-        raise ValueError('"replies" holds "completions" and "errors"')
-    if not all(isinstance(v, dict) for v in value.values()):
-        raise TypeError('"completions" and "errors" are objects keyed by case id')
-    for case_id, reply in value["completions"].items():
-        if not isinstance(reply, dict) or not isinstance(reply.get("text"), str):
-            raise ValueError(f"the reply to case {case_id} has no text string")
-    return {"completions": dict(value["completions"]), "errors": dict(value["errors"])}
-
-
-def _failures(value: Any) -> dict[str, Any] | None:
-    """The failures part of a list-overlap shard file (absent: none were counted)."""
-    if value is None:
-        return None
-    cases, failed = int(value["cases"]), list(value["failed"])
-    if not all(isinstance(f, dict) for f in failed):
-        raise TypeError('"failures" lists one object per failed prompt')
-    return {"cases": cases, "failed": failed}
 
 
 def collect(
@@ -265,83 +124,6 @@ def _why_not_shard(path: Path) -> str:
     return f'{path.name} (no "format": "{SHARD_FORMAT}")'
 
 
-def merge_results(results: Sequence[ShardResult]) -> tuple[dict[str, Any], Tally]:
-    """The metadata and tally of the whole audit from its shards 1..N (each once)."""
-    meta = _merged_meta(results)
-    tallies = [r.tally for r in results if r.tally is not None]
-    if len(tallies) != len(results):
-        raise DataError(_mixed(results))
-    tally = merge(tallies)
-    models = {str(r.meta.get("model")) for r in results}
-    meta["model"] = models.pop() if len(models) == 1 else ",".join(sorted(tally.models))
-    return meta, tally
-
-
-def merge_replies(results: Sequence[ShardResult]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The metadata and the united replies (completions, errors) of a kind's audit whose
-    shards wrote replies; the shards' entities are disjoint, so no case id repeats."""
-    meta = _merged_meta(results)
-    parts = [r.replies for r in results if r.replies is not None]
-    if len(parts) != len(results):
-        raise DataError(_mixed(results))
-    completions: dict[str, Any] = {}
-    errors: dict[str, Any] = {}
-    for part in parts:
-        completions.update(part["completions"])
-        errors.update(part["errors"])
-    models = {str(r.meta.get("model")) for r in results}
-    meta["model"] = models.pop() if len(models) == 1 else ",".join(sorted(models))
-    return meta, {"completions": completions, "errors": errors}
-
-
-def _mixed(results: Sequence[ShardResult]) -> str:
-    where = ", ".join(str(r.path) for r in results)
-    return (
-        f"--fairness-merge: the shards of {results[0].test_id} hold different kinds of "
-        f"result (files {where}); re-run all shards with the same plugin version and options."
-    )
-
-
-def _merged_meta(results: Sequence[ShardResult]) -> dict[str, Any]:
-    """The audit's metadata once shards 1..N are each there once with the same settings."""
-    first = results[0]
-    test_id, count = first.test_id, first.shard.count
-    where = ", ".join(str(r.path) for r in results)
-    if any(r.shard.count != count for r in results):
-        raise DataError(
-            f"--fairness-merge: the shards of {test_id} were split different ways "
-            f"({sorted({str(r.shard) for r in results})}; files {where}); merge one run's shards."
-        )
-    seen = sorted(r.shard.index for r in results)
-    if seen != list(range(1, count + 1)):
-        missing = sorted(set(range(1, count + 1)) - set(seen))
-        twice = sorted({i for i in seen if seen.count(i) > 1})
-        raise DataError(
-            f"--fairness-merge: {test_id} needs shards 1..{count} once each; "
-            + (f"missing {', '.join(f'{i}/{count}' for i in missing)}" if missing else "")
-            + ("; " if missing and twice else "")
-            + (f"given twice {', '.join(f'{i}/{count}' for i in twice)}" if twice else "")
-            + f" (files {where})."
-        )
-    models = sorted({str(r.meta.get("model")) for r in results})
-    if len(models) > 1:
-        raise DataError(
-            f"--fairness-merge: the shards of {test_id} audited different models "
-            f"({', '.join(models)}; files {where}); merge the shards of one model's run."
-        )
-    key = {k: v for k, v in first.meta.items() if k not in _PER_SHARD_META}
-    for r in results[1:]:
-        other = {k: v for k, v in r.meta.items() if k not in _PER_SHARD_META}
-        if other != key:
-            diff = sorted(k for k in set(key) | set(other) if key.get(k) != other.get(k))
-            raise DataError(
-                f"--fairness-merge: shard {r.shard} of {test_id} ({r.path}) audited with other "
-                f"settings than shard {first.shard} ({', '.join(diff)} differ); re-run all shards "
-                "with the same options."
-            )
-    return dict(first.meta)
-
-
 # --- shard and merge runs -------------------------------------------------------------
 
 #: What a merge needs to rebuild a kind's prompts: seeds, grid and the kind's inputs.
@@ -372,7 +154,7 @@ def run_shard(request: AuditRequest, root: Path) -> ShardWritten:
         **run.scorer.payload(run.sent),
     )
     write_shard(path, doc)
-    return ShardWritten(path, len(select(run.entities, shard)), len(run.entities))
+    return ShardWritten(path, len(shard_share(run.entities, shard)), len(run.entities))
 
 
 @dataclass
@@ -397,7 +179,7 @@ class MergeSource:
                 f"`pytest --fairness --fairness-shard=I/N` for I = 1..N first and give "
                 f"the files (or their directories) they wrote.{self._skipped_note()}"
             )
-        kind = registry.select(settings)
+        kind = registry.kind_for(settings)
         files = ", ".join(str(p.path) for p in parts)
         try:
             merged = kind.merge(settings, parts, _rebuild(settings, kind, test_id, kind_inputs))
@@ -463,55 +245,3 @@ def _rebuild(
         return stream.all_cases(kind, request), inputs
 
     return rebuild
-
-
-def merged_cost(parts: Sequence[ShardResult]) -> float | None:
-    """The shards' runner costs added up (None when the shards were not priced)."""
-    costs = [p.cost for p in parts if p.cost is not None]
-    return sum(costs) if costs else None
-
-
-def replay(
-    settings: AuditSettings,
-    parts: Sequence[ShardResult],
-    rebuild: Rebuild,
-    start: Callable[[Sequence[str], Sequence[Any], AuditInputs], Scorer],
-) -> Merged:
-    """Merge reply shards: the united replies go through a fresh scorer (``start``:
-    entity ids, first entity's prompts, inputs -> scorer) over the whole audit's prompts,
-    as the unsharded run scored them."""
-    from pytest_recfair.providers import RunOutcome, Usage
-
-    meta, replies = merge_replies(parts)
-    cases, inputs = rebuild()
-    completions = {k: _completion(v) for k, v in replies["completions"].items()}
-    errors = {k: str(v) for k, v in replies["errors"].items()}
-    missing = [c.id for c in cases if c.id not in completions and c.id not in errors]
-    if missing:
-        where = ", ".join(str(p.path) for p in parts)
-        raise DataError(
-            f"--fairness-merge: the shards of {parts[0].test_id} ({where}) hold no reply for "
-            f"{len(missing)} of its {len(cases)} prompts; the merge run must use the "
-            "seeds, grid and inputs the shards used (re-run the shards after a change)."
-        )
-    usage = sum((c.usage for c in completions.values() if c.usage), Usage())
-    outcome = RunOutcome(completions, errors, usage, merged_cost(parts))
-    entities = list(dict.fromkeys(c.entity_id for c in cases))
-    first = [c for c in cases if c.entity_id == entities[0]] if entities else []
-    scorer = start(entities, first, inputs)
-    scorer.add(cases, outcome)
-    sent = Sent()
-    sent.add(cases, outcome)
-    return Merged(meta, scorer, sent)
-
-
-def _completion(d: Mapping[str, Any]) -> Completion:
-    from pytest_recfair.providers import Completion, Usage
-
-    usage = d.get("usage")
-    return Completion(
-        text=str(d["text"]),
-        finish_reason=d.get("finish_reason"),
-        usage=None if usage is None else Usage(int(usage[0]), int(usage[1])),
-        model=d.get("model"),
-    )

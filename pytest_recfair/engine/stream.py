@@ -18,7 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_recfair import prompts
 from pytest_recfair.engine import replaymemo
-from pytest_recfair.engine.base import AuditInputs, AuditKind, AuditRequest, Scorer, Sent, select
+from pytest_recfair.engine.base import (
+    AuditInputs,
+    AuditKind,
+    AuditRequest,
+    Scorer,
+    Sent,
+    shard_share,
+)
 from pytest_recfair.errors import DataError, RecfairError
 from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.prompts.persona import persona_system
@@ -132,7 +139,7 @@ def _stream(request: AuditRequest, kind: AuditKind) -> Streamed:
             return Streamed(entities, grid, replaymemo.KeptScores(hit.scorer, looked), hit.sent)
     first = kind.build_cases(s, grid, entities[:1], attributes, inputs)
     out = Streamed(entities, grid, kind.scorer(s, [e.id for e in entities], first, inputs), Sent())
-    selected = select(entities, request.shard)
+    selected = shard_share(entities, request.shard)
     size = chunk_entities(s, len(first))
     kept = None if memo_key is None else replaymemo.Recorder(memo_key)
     for start in range(0, len(selected), size):
@@ -206,7 +213,7 @@ def all_cases(kind: AuditKind, request: AuditRequest) -> list[Any]:
     """Every prompt the whole audit asks (its shard's share, with a shard), at once."""
     s = request.settings
     entities = entities_of(s, request.seeds, request.test_id, kind, request.inputs)
-    entities = select(entities, request.shard)
+    entities = shard_share(entities, request.shard)
     grid, attributes = attributes_of(s, request.grid, kind)
     built = kind.build_cases(s, grid, entities, attributes, request.inputs)
     return asked_cases(s, built, request.inputs)

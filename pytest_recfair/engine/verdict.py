@@ -1,7 +1,7 @@
 """The verdict of one audited test: its baseline, the gate, pass/fail, the baseline writer.
 
 Pure except :func:`load_baseline` (reads) and :func:`write_baseline` (writes): the plugin
-loads the state, :func:`compare` checks compatibility once, :func:`gate_outcome` gates,
+loads the state, :func:`check_baseline` checks compatibility once, :func:`gate_outcome` gates,
 :func:`judge` decides, and :func:`write_baseline` writes what the verdict says to write.
 Each outcome is built once from its parts (the gate's structured failures, the kind's own,
 the baseline's state, the test body's error); the words are ``report.failures``'s: this
@@ -29,7 +29,7 @@ __all__ = [
     "Judged",
     "Verdict",
     "body_failed",
-    "compare",
+    "check_baseline",
     "gate_against",
     "gate_outcome",
     "gate_result",
@@ -76,7 +76,9 @@ class BaselineCheck:
     problem: str | None = None  # why the stored baseline is not compared (incompatible)
 
 
-def compare(settings: AuditSettings, result: AuditResult, state: BaselineState) -> BaselineCheck:
+def check_baseline(
+    settings: AuditSettings, result: AuditResult, state: BaselineState
+) -> BaselineCheck:
     """Whether this run is compared with the stored baseline: not under --fairness-update,
     not without a usable file, not when it is incompatible (a run on a subset of the
     baseline's entities is compatible: it is compared on the shared entities)."""
@@ -108,7 +110,7 @@ def gate_outcome(
         floor_factor=settings.baseline_floor,
         noise_limit=settings.baseline_noise_limit,
     )
-    own = registry.select(settings).failures(settings, result, baseline)
+    own = registry.kind_for(settings).failures(settings, result, baseline)
     incompatible = (GateFailure("incompatible", detail=problem),) if problem else ()
     return GateOutcome.of((*measured.failures, *own, *incompatible), measured.notes, measured.drift)
 

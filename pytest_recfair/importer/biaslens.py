@@ -214,7 +214,7 @@ def import_biaslens(
     settings = resolve(marker={**marker, "with_role": not without_role})
     inputs = AuditInputs(judge=object())  # Why questions are asked: their judges are recorded
     entities = [Entity(q.id, q.question, settings.domain) for q in questions]
-    kind = registry.select(settings)  # by kind= in the settings: the role-play audit
+    kind = registry.kind_for(settings)  # by kind= in the settings: the role-play audit
     cases = kind.build_cases(settings, load_grid("faireval"), entities, None, inputs)
     by_question = {q.id: rounds[(q.role, q.qtype, q.question)] for q in questions}
     texts = {c.id: by_question[c.question_id][c.repeat][0] for c in cases}

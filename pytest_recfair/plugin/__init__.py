@@ -2,11 +2,10 @@
 
 The entry point (``pytest11``: ``pytest_recfair.plugin``). The work is in the modules
 beside this one: :mod:`.options` (options, ini keys, settings resolution), :mod:`.collection`
-(collection), :mod:`.fixtures` (the input fixtures), :mod:`.result` and :mod:`.flow`
-(one audit: measure, compare, gate, judge), :mod:`.session` (the run: controller,
-reports, history, prune), :mod:`.terminal` (what is written to the terminal) and
-:mod:`.state` (the two stash keys the hooks share). Nothing here imports the engine:
-pytest start-up stays light.
+(collection), :mod:`.fixtures` (the input fixtures), :mod:`.result` (one audit: measure,
+compare, gate, judge) and :mod:`.session` (the run: the two stash keys the hooks share,
+controller, terminal, reports, history, prune). Nothing here imports the engine: pytest
+start-up stays light.
 """
 
 from __future__ import annotations
@@ -17,9 +16,9 @@ from typing import Any
 import pytest
 
 from pytest_recfair import settings
-from pytest_recfair.plugin import collection, fixtures, options, result, session, terminal
+from pytest_recfair.plugin import collection, fixtures, options, result, session
 from pytest_recfair.plugin.collection import SKIP_REASON
-from pytest_recfair.plugin.state import audit_state, run_state
+from pytest_recfair.plugin.session import audit_state, run_state
 
 __all__ = ["SKIP_REASON", "marker"]
 
@@ -45,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
-    return terminal.report_header(config)
+    return session.report_header(config)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

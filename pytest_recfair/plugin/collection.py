@@ -10,7 +10,7 @@ import pytest
 from pytest_recfair import settings
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.plugin import options
-from pytest_recfair.plugin.state import AUDIT, AuditState, audit_state, run_state
+from pytest_recfair.plugin.session import AUDIT, AuditState, audit_state, run_state
 
 __all__ = ["RECOMMENDER", "SKIP_REASON", "depend_on_recommender", "modify_items"]
 
@@ -54,7 +54,7 @@ def _check_kind(item: pytest.Item, s: settings.AuditSettings) -> None:
     from pytest_recfair.errors import RecfairError
 
     try:
-        check = getattr(registry.select(s), "check", None)
+        check = getattr(registry.kind_for(s), "check", None)
         if check is not None:
             check(s, (item.path.parent, item.config.rootpath))
     except RecfairError as exc:

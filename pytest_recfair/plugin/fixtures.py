@@ -12,7 +12,7 @@ import pytest
 
 from pytest_recfair import settings
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.plugin.state import run_state
+from pytest_recfair.plugin.session import run_state
 
 if TYPE_CHECKING:
     from pytest_recfair.engine.base import AuditInputs
@@ -25,6 +25,7 @@ __all__ = [
     "find_file",
     "grid",
     "inputs",
+    "recommender_for",
     "seeds",
     "user_fixture",
 ]
@@ -128,7 +129,6 @@ def inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> AuditIn
     """What the kind of audit needs beyond seeds and grid (catalogue, candidates, absent)."""
     from pytest_recfair.engine import inputs as read
     from pytest_recfair.engine.base import AuditInputs
-    from pytest_recfair.plugin import flow
 
     found_catalogue = request.getfixturevalue("recfair_catalogue")
     judge = request.getfixturevalue("recfair_judge")
@@ -148,7 +148,7 @@ def inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> AuditIn
         else read.read_candidates(found_candidates, "candidates"),
         absent=absent,
         where=(request.path.parent, request.config.rootpath),
-        judge=None if judge is None else flow.recommender_for(judge, s),
+        judge=None if judge is None else recommender_for(judge, s),
     )
 
 
@@ -260,3 +260,40 @@ def _entities_from(value: Any, domain: str, name: str) -> Any:
         f"seeds fixture {name!r} returned {type(value).__name__}; expected a list of "
         "prompts.Entity, a list of names, or a seeds file path."
     )
+
+
+def recommender_for(recommender: Any, s: settings.AuditSettings) -> Any:
+    """The recommender with this test's provider settings, under a readable model id."""
+    return _named(_configured(recommender, s), s)
+
+
+def _configured(recommender: Any, s: settings.AuditSettings) -> Any:
+    """The recommender with this test's provider settings (ini and marker) applied."""
+    from pytest_recfair import providers
+
+    return providers.configure(
+        recommender,
+        temperature=s.temperature,
+        max_tokens=s.max_tokens,
+        seed=s.sampling_seed,
+        header_envs=dict(s.extra_headers) if s.extra_headers else None,
+    )
+
+
+def _named(recommender: Any, s: settings.AuditSettings) -> Any:
+    """A plain callable reported under a readable model id: the marker's ``model=``, else
+    its own ``model`` attribute, else its name, else (a lambda or a closure, whose name
+    says nothing) the fixture's name."""
+    from pytest_recfair import providers
+
+    if isinstance(recommender, providers.CallableProvider) or callable(
+        getattr(recommender, "build_request", None)
+    ):
+        return recommender
+    own = getattr(recommender, "model", None)
+    if s.model is None and isinstance(own, str) and own:
+        return recommender
+    label = s.model or providers.callable_label(recommender)
+    if "<" in label:  # <lambda>, <locals>: the fixture's name says more
+        label = "recfair_recommender"
+    return providers.CallableProvider(recommender, model=label)

@@ -204,15 +204,12 @@ def resolve(
 
 
 def resolve_run(config: pytest.Config, run: settings.AuditSettings) -> settings.RunSettings:
-    """The run-level options, checked: a bad shard, report path or history directory is
-    a usage error now, not a lost report at the end."""
+    """The run-level options: a bad shard or a shard with a merge is a usage error now."""
     cli = {dest: config.getoption(dest, None) for dest in settings.RUN_OPTIONS}
     try:
         resolved = settings.resolve_run(
             cli, run, cwd=config.invocation_params.dir, rootdir=config.rootpath
         )
-        if config.getoption("fairness"):  # without it no report is written: no cost
-            resolved.check()
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     return resolved

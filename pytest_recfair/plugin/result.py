@@ -1,26 +1,43 @@
-"""The ``fairness_result`` fixture's work: measure (or merge, or write a shard), compare,
-gate and record one audit; and judge it after the test body. The steps themselves are
-in :mod:`pytest_recfair.plugin.flow`; here pytest fixtures are fetched and tests are
-skipped or failed."""
+"""One audited test, from the ``fairness_result`` fixture to the call-phase verdict:
+baseline -> (plan, budget, batch) -> measure, merge or shard -> compare + gate -> record,
+then judge after the test body. Here pytest fixtures are fetched and tests are skipped
+or failed; the steps that need no pytest (:func:`baseline_of`, :func:`conclude`,
+:func:`judge`) are unit-tested on their own. The engine is imported on use: pytest
+start-up stays light.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Generator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_recfair.errors import ConfigError, RecfairError
-from pytest_recfair.plugin import fixtures, flow, terminal
-from pytest_recfair.plugin.state import AUDIT, AuditState, RunState, audit_state, run_state
+from pytest_recfair.plugin import fixtures, session
+from pytest_recfair.plugin.session import AUDIT, AuditState, RunState, audit_state, run_state
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
-    from pytest_recfair import engine as audit
+    from pytest_recfair.compare.models import ModelSlot
+    from pytest_recfair.engine.record import TestRecord
+    from pytest_recfair.engine.verdict import BaselineCheck, BaselineState, Verdict
     from pytest_recfair.results import AuditResult
+    from pytest_recfair.settings.run import Shard
 
-__all__ = ["fairness_result", "judge_item", "judged_call"]
+__all__ = [
+    "baseline_of",
+    "body_error",
+    "conclude",
+    "fairness_result",
+    "gate_property",
+    "judge",
+    "judge_item",
+    "judged_call",
+    "shard_note",
+]
 
 
 def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditResult:
@@ -34,7 +51,7 @@ def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditRe
         )
     state = run_state(request.config)
     used = None if state.pruner is None else state.pruner.baselines
-    baseline = flow.baseline_of(s, request.config.rootpath, node.nodeid, used)
+    baseline = baseline_of(s, request.config.rootpath, node.nodeid, used)
     problem: RecfairError | None = None
     try:
         result = _measure_or_merge(request, s, state)
@@ -46,16 +63,31 @@ def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditRe
         pytest.fail(f"{type(problem).__name__}: {problem}", pytrace=False)
     its = audit_state(node) or node.stash.setdefault(AUDIT, AuditState(s))
     its.settings = s  # the fixture's value: a conftest may override recfair_settings
-    its.comparison, result, its.record = flow.conclude(s, result, baseline, its.model_slot())
-    reference = state.run.reference
+    its.comparison, result, its.record = conclude(s, result, baseline, its.model_slot())
+    reference = state.reference
     if reference is not None:  # --fairness-compare: gated against that run too
         from pytest_recfair.compare.reference import apply_reference
 
-        result = its.record.result = apply_reference(result, reference, state.run.compare_fail)
+        result = its.record.result = apply_reference(result, reference, state.compare_fail)
     from pytest_recfair.report.junit import properties
 
     node.user_properties.extend(properties(result))
     return result
+
+
+def baseline_of(
+    s: AuditSettings, root: Path, test_id: str, used: set[Path] | None
+) -> BaselineState:
+    """The stored baseline of ``test_id``; its files are marked used (``used``: the
+    --fairness-prune bookkeeping, None without it)."""
+    from pytest_recfair.cassettes import tapecache
+    from pytest_recfair.engine.verdict import load_baseline
+
+    tapecache.open_for(root / s.cassette_dir, s.record_mode)  # a replay's cache, if any
+    state = load_baseline(root / s.baseline_dir, test_id, s.baseline)
+    if used is not None:
+        used.update(p for p in (state.path, state.legacy) if p is not None)
+    return state
 
 
 def _measure_or_merge(
@@ -76,62 +108,98 @@ def _measure_or_merge(
 def _measure(request: pytest.FixtureRequest, s: AuditSettings, state: RunState) -> AuditResult:
     """Run this test's audit (after a batch recording with --fairness-batch); a shard run
     writes its share's result and skips instead."""
-    from pytest_recfair import engine as audit
+    from pytest_recfair.engine.base import AuditRequest
+    from pytest_recfair.engine.batch import record_batch
+    from pytest_recfair.engine.pipeline import measure
+    from pytest_recfair.engine.sharding import run_shard
 
     config, node = request.config, request.node
-    recommender = flow.recommender_for(fixtures.user_fixture(request, "recfair_recommender"), s)
+    user = fixtures.user_fixture(request, "recfair_recommender")
+    recommender = fixtures.recommender_for(user, s)
     seeds = request.getfixturevalue("recfair_seeds")
     grid = request.getfixturevalue("recfair_grid")
     shard = state.run.shard
     inputs = fixtures.inputs(request, s)
     # before anything is sent: print the plan, refuse beyond the budget (--fairness-plan: skip)
     planned = _plan(request, s, recommender, (seeds, grid, inputs))
-    job = audit.AuditRequest(s, recommender, seeds, grid, node.nodeid, inputs=inputs, shard=shard)
+    job = AuditRequest(s, recommender, seeds, grid, node.nodeid, inputs=inputs, shard=shard)
     failed: dict[str, str] = {}
     if s.batch:
-        failed = audit.record_batch(
-            job, config.rootpath / s.cassette_dir, terminal.terminal_line(config)
-        )
+        failed = record_batch(job, config.rootpath / s.cassette_dir, session.terminal_line(config))
     # the runner flushes recorded cassettes itself, also when the run fails half-way
     cassettes = request.getfixturevalue("recfair_cassettes")
     job = dataclasses.replace(job, cassettes=cassettes, failed=failed)
     if shard is None:
-        live = terminal.live_line(config, planned)
+        live = session.live_line(config, planned)
         try:
-            return audit.measure(dataclasses.replace(job, live=live, progress=False))
+            return measure(dataclasses.replace(job, live=live, progress=False))
         finally:
             if live is not None:
                 live.close()
-    out = audit.run_shard(job, config.rootpath / s.shard_dir)
-    pytest.skip(flow.shard_note(shard, out))
+    out = run_shard(job, config.rootpath / s.shard_dir)
+    pytest.skip(shard_note(shard, out))
 
 
 def _plan(request: pytest.FixtureRequest, s: AuditSettings, recommender: Any, cases: Any) -> Any:
     """This audit's plan, printed when it will send requests (or with --fairness-plan,
-    which then skips the test); a plan past the run's budget fails the test unsent."""
+    which then skips the test); a plan past the run's budget fails the test unsent.
+    None for an audit that only replays."""
+    from pytest_recfair.engine import planning
+    from pytest_recfair.engine.budget import check_budget
+
     config = request.config
     state = run_state(config)
-    planned = flow.plan_of(
+    # --fairness-batch sends (through the batch API) whatever the record mode says
+    if not (s.plan or s.batch or planning.is_live(s, recommender)):
+        return None
+    seeds, grid, inputs = cases
+    planned = planning.audit_plan(
         s,
         recommender,
-        cases,
+        seeds=seeds,
+        grid=grid,
         test_id=request.node.nodeid,
-        root=config.rootpath,
+        cassette_root=config.rootpath / s.cassette_dir,
+        inputs=inputs,
         shard=state.run.shard,
     )
-    if planned is None:
-        return None
     if s.plan or planned.to_ask:
-        terminal.terminal_line(config)(f"recfair plan: {planned.line()}")
+        session.terminal_line(config)(f"recfair plan: {planned.line()}")
     if state.ledger is not None:  # an xdist worker: one count for every worker
-        state.ledger.reserve(None if s.plan else flow.budget_of(s, planned), planned)
+        state.ledger.reserve(None if s.plan else planning.budget_of(s, planned), planned)
     elif s.plan:
         state.plans.append(planned)
-    else:
-        flow.within_budget(s, planned, state.plans)
+    else:  # refused past the budget (BudgetExceeded): nothing sent
+        check_budget(planning.budget_of(s, planned), state.plans, planned)
+        state.plans.append(planned)
     if s.plan:
         pytest.skip("fairness plan only (--fairness-plan): nothing was sent")
     return planned
+
+
+def shard_note(shard: Shard, out: Any) -> str:
+    """Why a shard run's test is skipped: its share was written for the merge."""
+    return (
+        f"fairness shard {shard}: {out.scored} of {out.total} entities scored, written to "
+        f"{out.path}; gate the merged audit with --fairness-merge"
+    )
+
+
+def conclude(
+    s: AuditSettings,
+    result: AuditResult,
+    state: BaselineState,
+    slot: ModelSlot | None,
+) -> tuple[BaselineCheck, AuditResult, TestRecord]:
+    """Compare with the baseline and gate: the comparison, the gated result, and the
+    record shipped to the controller (even if the test body fails before judging)."""
+    from pytest_recfair.engine.record import TestRecord
+    from pytest_recfair.engine.verdict import check_baseline, gate_result
+
+    comparison = check_baseline(s, result, state)
+    result = gate_result(s, result, comparison.baseline, comparison.problem)
+    record = TestRecord(result, comparison.baseline, model_slot=slot)
+    return comparison, result, record
 
 
 def judged_call(item: pytest.Item) -> Generator[None, None, None]:
@@ -153,15 +221,55 @@ def judged_call(item: pytest.Item) -> Generator[None, None, None]:
     return outcome
 
 
-def judge_item(item: pytest.Item, exc: BaseException | None) -> audit.Verdict | None:
+def judge_item(item: pytest.Item, exc: BaseException | None) -> Verdict | None:
     """Judge an audited test (None if it has no audit; ``exc``: its body's failure);
     record the outcome for the reports."""
     its = audit_state(item)
     if its is None or its.comparison is None or its.record is None:
         return None
-    failed = None if exc is None else flow.body_error(exc)
-    verdict, unwritable = flow.judge(its.settings, its.record, its.comparison, item.nodeid, failed)
+    failed = None if exc is None else body_error(exc)
+    verdict, unwritable = judge(its.settings, its.record, its.comparison, item.nodeid, failed)
     if unwritable is not None:  # no "during handling" chain printed
         pytest.fail(unwritable, pytrace=False)
-    item.user_properties[:] = flow.gate_property(list(item.user_properties), verdict.passed)
+    item.user_properties[:] = gate_property(list(item.user_properties), verdict.passed)
     return verdict
+
+
+def body_error(exc: BaseException) -> str:
+    """The first line of the test body's own failure, as the report shows it."""
+    return f"{type(exc).__name__}: {exc}".strip().splitlines()[0][:300]
+
+
+def judge(
+    s: AuditSettings,
+    record: TestRecord,
+    comparison: BaselineCheck,
+    test_id: str,
+    failed: str | None,
+) -> tuple[Verdict, str | None]:
+    """The verdict of an audited test (``failed``: its body's error, None if it passed),
+    with the baseline written under --fairness-update; and the reason the baseline could
+    not be written, or None."""
+    from pytest_recfair.engine import verdict as verdicts
+    from pytest_recfair.engine.changes import baseline_changes
+
+    verdict = verdicts.judge(s, record.result, comparison, test_id)
+    if failed is not None:
+        verdict = verdicts.body_failed(verdict, failed)
+        if s.update:
+            record.not_written = f"the test failed ({failed})"
+    record.result = verdict.result
+    try:
+        record.wrote = verdicts.write_baseline(verdict)
+    except RecfairError as exc:
+        return verdict, str(exc)
+    if record.wrote is not None:
+        record.changes = baseline_changes(comparison.state.result, verdict.result)
+    return verdict, None
+
+
+def gate_property(props: list[tuple[str, object]], passed: bool) -> list[tuple[str, object]]:
+    """The JUnit properties with ``recfair.gate`` set to the verdict (once)."""
+    out = [p for p in props if p[0] != "recfair.gate"]
+    out.append(("recfair.gate", "pass" if passed else "fail"))
+    return out

@@ -1,5 +1,13 @@
-"""The run as a whole: configure time, shipping each audit to the controller, and the
-controller's end of run (history, report files, summary), plus --fairness-prune.
+"""The plugin's run as a whole: what it keeps between hooks, configure time, what it writes
+to pytest's terminal, shipping each audit to the controller, the controller's end of run
+(history, report files, summary), and --fairness-prune.
+
+pytest's stash is the only channel between the hooks and fixtures of one run (and it is
+typed), so the plugin keeps exactly two keys: :data:`RUN` on the config holds the
+:class:`RunState` (made at configure time, where the run's references are loaded and its
+report paths checked; on an xdist worker too, where it serves the worker's tests),
+:data:`AUDIT` on an item holds its :class:`AuditState` (made at collection for every
+@fairness test). Nothing else is stashed.
 
 Workers of pytest-xdist ship each audit's result to the controller on the call-phase
 report (an extra report attribute survives xdist's serialisation), so the summary, the
@@ -8,20 +16,240 @@ report file and the JUnit properties are produced once, on the controller.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_recfair import settings
-from pytest_recfair.errors import RecfairError
-from pytest_recfair.plugin import options, terminal
-from pytest_recfair.plugin.state import RUN, RunState, audit_state, run_state
+from pytest_recfair.errors import ConfigError, RecfairError
+from pytest_recfair.plugin import options
+from pytest_recfair.settings import AuditSettings, RunSettings
 
 if TYPE_CHECKING:
-    from pytest_recfair import engine as audit
+    # the engine loads numpy: never imported at pytest start-up
+    from pytest_recfair.compare.models import ModelSlot
+    from pytest_recfair.compare.reference import Reference, Rule
+    from pytest_recfair.engine import budget as plan
+    from pytest_recfair.engine.ledger import Ledger
+    from pytest_recfair.engine.record import RunCollector, TestRecord
+    from pytest_recfair.engine.sharding import MergeSource
+    from pytest_recfair.engine.verdict import BaselineCheck
 
-__all__ = ["LEDGER_KEY", "Controller", "Pruner", "configure", "ship"]
+__all__ = [
+    "AUDIT",
+    "LEDGER_KEY",
+    "RUN",
+    "AuditState",
+    "Controller",
+    "Pruner",
+    "RunState",
+    "audit_state",
+    "configure",
+    "live_line",
+    "plan_summary",
+    "report_header",
+    "run_state",
+    "ship",
+    "summary",
+    "terminal_line",
+]
+
+
+@dataclass
+class RunState:
+    """One pytest run, as the plugin's hooks and fixtures share it."""
+
+    run: RunSettings  # the session-wide options (shard, merge, prune, history, reports)
+    settings: AuditSettings  # the settings without a marker (header, notes, fallback)
+    # node ids of the @fairness tests collected; None: this process collected none (an
+    # xdist controller: its workers collect)
+    audited: set[str] | None = None
+    plans: list[plan.Plan] = field(default_factory=list)  # the run's plans, in order
+    pruner: Pruner | None = None  # --fairness-prune's bookkeeping
+    rewritten: set[Path] = field(default_factory=set)  # cassette files rewritten
+    fixture_errors: set[int] = field(default_factory=set)  # ids of errors said already
+    merge_source: MergeSource | None = None  # --fairness-merge, made on first use
+    # under xdist: the budget ledger every worker checks and appends to (one count for
+    # the run); None in one process, where ``plans`` is the count
+    ledger: Ledger | None = None
+    reference: Reference | None = None  # --fairness-compare=REF, loaded at configure time
+    compare_fail: tuple[Rule, ...] = ()  # --fairness-compare-fail=EXPR
+
+    def merged(self) -> MergeSource | None:
+        """The shard results of --fairness-merge (read on first use), or None."""
+        if self.run.merge and self.merge_source is None:
+            from pytest_recfair.engine.sharding import MergeSource
+
+            self.merge_source = MergeSource(self.run.merge)
+        return self.merge_source
+
+
+@dataclass
+class AuditState:
+    """One @fairness test: its settings from collection on, then its audit."""
+
+    settings: AuditSettings
+    # a test run once per model of a parametrized recfair_recommender: its place in the
+    # comparison (docs/reports.md, "Comparing models"); set at collection
+    slot: tuple[str, str, int] | None = None
+    comparison: BaselineCheck | None = None  # set by fairness_result
+    record: TestRecord | None = None  # shipped to the controller
+
+    def model_slot(self) -> ModelSlot | None:
+        """The slot with the resampling settings the comparison of models uses."""
+        if self.slot is None:
+            return None
+        from pytest_recfair.compare.models import ModelSlot
+
+        s = self.settings
+        group, label, index = self.slot
+        return ModelSlot(group, label, index, s.alpha, s.n_resamples, s.resample_seed)
+
+
+RUN = pytest.StashKey[RunState]()
+AUDIT = pytest.StashKey[AuditState]()
+
+
+def run_state(config: pytest.Config) -> RunState:
+    return config.stash[RUN]
+
+
+def audit_state(node: Any) -> AuditState | None:
+    """The audit of a collected item, or None when it is not a @fairness test."""
+    found: AuditState | None = node.stash.get(AUDIT, None)
+    return found
+
+
+def report_header(config: pytest.Config) -> list[str] | None:
+    if not config.getoption("fairness"):
+        return None
+    from pytest_recfair.results import PLUGIN_VERSION
+
+    s = run_state(config).settings
+    return [
+        f"recfair {PLUGIN_VERSION}: seed={s.seed} (--fairness-seed), record mode={s.record_mode}, "
+        f"baselines={config.rootpath / s.baseline_dir}" + (" (updating)" if s.update else ""),
+    ]
+
+
+def terminal_line(config: pytest.Config) -> Callable[[str], None]:
+    """A writer of progress lines that shows through pytest's output capture."""
+    from pytest_recfair.secrets import scrub
+
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+
+    def write(line: str) -> None:
+        if reporter is None:
+            return
+        line = scrub(line)
+        if capture is None:
+            _own_line(reporter, line)
+            return
+        with capture.global_and_fixture_disabled():
+            _own_line(reporter, line)
+
+    return write
+
+
+def _own_line(reporter: Any, line: str) -> None:
+    """``line`` on a line of its own: under ``-q`` pytest's progress letters ("s", ".")
+    leave the cursor mid-line, and ``write_line`` only breaks lines after a file path."""
+    if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
+        reporter.write("\n")
+    reporter.write_line(line)
+
+
+def live_line(config: pytest.Config, planned: plan.Plan | None) -> Any:
+    """The progress line of a run that sends requests, drawn through pytest's terminal
+    (shown without -s): redrawn in place on a terminal, a line per tenth elsewhere."""
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if planned is None or not planned.to_ask or reporter is None:
+        return None
+    from pytest_recfair.providers.progress import LiveLine
+
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    fresh = [True]
+
+    def shown(draw: Callable[[], None]) -> None:
+        if capture is None:
+            draw()
+            return
+        with capture.global_and_fixture_disabled():
+            draw()
+
+    def rewrite(text: str) -> None:
+        def draw() -> None:
+            if fresh[0]:  # off the "test_file.py " line pytest is writing
+                reporter.ensure_newline()
+                fresh[0] = False
+            reporter.rewrite(text, erase=True)
+
+        shown(draw)
+
+    return LiveLine(
+        planned.to_ask,
+        tty=bool(reporter.isatty()),
+        rewrite=rewrite,
+        write_line=lambda text: shown(lambda: reporter.write_line(text)),
+        cost_known=planned.cost is not None,
+    )
+
+
+def plan_summary(config: pytest.Config, terminalreporter: Any) -> None:
+    """The run's total plan, when any audit printed one; under xdist (the workers'
+    lines never reach this terminal) every plan line from the run's ledger first."""
+    from pytest_recfair.secrets import scrub
+
+    state = run_state(config)
+    plans = state.plans
+    shared = state.ledger.plans() if state.ledger is not None else []
+    if not (plans or shared):
+        return
+    from pytest_recfair.engine.budget import total_line
+
+    terminalreporter.write_sep("=", "fairness plan")
+    for each in shared:
+        terminalreporter.write_line(scrub(f"recfair plan: {each.line()}"))
+    terminalreporter.write_line(scrub(total_line(plans + shared)))
+
+
+def summary(config: pytest.Config, terminalreporter: Any, collector: RunCollector | None) -> None:
+    """The fairness summary: each audit's figures and the run's notes."""
+    if collector is None or not (collector.results or collector.notes):
+        return
+    explore = run_state(config).settings.explore  # --fairness-explore: said up front
+    title = "fairness summary" + (" (explore mode: nothing gated)" if explore else "")
+    terminalreporter.write_sep("=", title)
+    # the terminal's width (COLUMNS, or 80 when not a terminal), as pytest's own lines
+    width = config.get_terminal_writer().fullwidth
+    from pytest_recfair import secrets
+    from pytest_recfair.report.channels import summary_lines
+
+    for line in summary_lines(collector, width, verbose=config.get_verbosity() > 0):
+        terminalreporter.write_line(secrets.scrub(line))
+
+
+def scrub_report(report: pytest.TestReport) -> None:
+    """No API key in what pytest prints or writes to JUnit XML: a traceback or captured
+    output quoting a URL or an error body, a property with the reply's model name."""
+    from pytest_recfair import secrets
+
+    if not secrets.registered():
+        return
+    if report.longrepr is not None:
+        text = str(report.longrepr)
+        clean = secrets.scrub(text)
+        if clean != text:
+            report.longrepr = clean
+    report.sections = [(k, secrets.scrub(v)) for k, v in report.sections]
+    report.user_properties = [
+        (k, secrets.scrub(v) if isinstance(v, str) else v) for k, v in report.user_properties
+    ]
+
 
 LEDGER_KEY = "recfair_ledger"  # workerinput: the path of the run's budget ledger
 
@@ -39,6 +267,7 @@ def configure(config: pytest.Config) -> None:
     options.check_strictness(config)
     run_settings = options.resolve(config, {})
     run = options.resolve_run(config, run_settings)
+    reference, rules = _reference(config, run)
     pruner = None
     ledger = None
     shared = getattr(config, "workerinput", {}).get(LEDGER_KEY)
@@ -50,7 +279,14 @@ def configure(config: pytest.Config) -> None:
     if run.prune or dry_run:
         pruner = Pruner(config, dry_run=dry_run)
         config.pluginmanager.register(pruner, "recfair-prune")
-    config.stash[RUN] = RunState(run=run, settings=run_settings, pruner=pruner, ledger=ledger)
+    config.stash[RUN] = RunState(
+        run=run,
+        settings=run_settings,
+        pruner=pruner,
+        ledger=ledger,
+        reference=reference,
+        compare_fail=rules,
+    )
 
 
 def ship(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
@@ -64,7 +300,7 @@ def ship(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestRepo
             controller.take(record)
         else:  # an xdist worker: the payload survives serialisation
             report.recfair = record.payload()  # type: ignore[attr-defined]
-    terminal.scrub_report(report)
+    scrub_report(report)
 
 
 def _unused_notes(config: pytest.Config) -> list[str]:
@@ -76,10 +312,10 @@ def _unused_notes(config: pytest.Config) -> list[str]:
     s = state.settings
     if not s.update or state.audited is None or narrowed:
         return []
-    from pytest_recfair import engine as audit
+    from pytest_recfair.engine.changes import unused_baselines
 
     root = config.rootpath / s.baseline_dir
-    unused = audit.unused_baselines(root, config.rootpath, state.audited)
+    unused = unused_baselines(root, config.rootpath, state.audited)
     return [
         f"fairness baseline not used by any test of this run: {path} ({test_id}); delete it "
         f"if that test is gone"
@@ -87,7 +323,7 @@ def _unused_notes(config: pytest.Config) -> list[str]:
     ]
 
 
-def _add_to_history(config: pytest.Config, collector: audit.RunCollector) -> list[Any]:
+def _add_to_history(config: pytest.Config, collector: RunCollector) -> list[Any]:
     """--fairness-history: add this run to DIR; then, for an HTML report, read DIR back
     (the runs to plot, this one last). A failure is a note, never a lost report."""
     run = run_state(config).run
@@ -120,7 +356,7 @@ class Controller:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         # created with the first audit result: a run without audits never imports audit
-        self.collector: audit.RunCollector | None = None
+        self.collector: RunCollector | None = None
         self.ledger_dir: str | None = None  # under xdist: the run's budget ledger's home
 
     @pytest.hookimpl(optionalhook=True)
@@ -141,11 +377,11 @@ class Controller:
 
             shutil.rmtree(self.ledger_dir, ignore_errors=True)
 
-    def _collector(self) -> audit.RunCollector:
+    def _collector(self) -> RunCollector:
         if self.collector is None:
-            from pytest_recfair import engine as audit
+            from pytest_recfair.engine.record import RunCollector
 
-            self.collector = audit.RunCollector()
+            self.collector = RunCollector()
         return self.collector
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -153,7 +389,7 @@ class Controller:
         if payload is not None and report.when == "call":
             self._collector().add(payload)
 
-    def take(self, record: audit.TestRecord) -> None:
+    def take(self, record: TestRecord) -> None:
         """A test judged in this process (no xdist): its result objects as they are."""
         self._collector().add_record(record)
 
@@ -174,8 +410,8 @@ class Controller:
                 collector.notes.append(f"fairness report written: {path}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        terminal.plan_summary(self.config, terminalreporter)
-        terminal.summary(self.config, terminalreporter, self.collector)
+        plan_summary(self.config, terminalreporter)
+        summary(self.config, terminalreporter, self.collector)
 
 
 # options that change which prompts the tests ask: a run with one of them does not ask
@@ -266,3 +502,35 @@ class Pruner:
         terminalreporter.write_sep("=", "fairness prune")
         for line in self.lines:
             terminalreporter.write_line(line)
+
+
+def _reference(
+    config: pytest.Config, run: RunSettings
+) -> tuple[Reference | None, tuple[Rule, ...]]:
+    """--fairness-compare=REF, loaded now (a bad one fails before any prompt is sent), and
+    --fairness-compare-fail=EXPR (which needs a reference); under --fairness the report
+    paths and the history directory are checked too, so a lost report never wastes a run."""
+    try:
+        if config.getoption("fairness"):  # without it no report is written: no cost
+            from pytest_recfair.report.history import check_history_dir
+            from pytest_recfair.report.registry import check_report_path
+
+            for path in run.reports:
+                check_report_path(path)
+            if run.history_dir is not None:
+                check_history_dir(run.history_dir)
+        if not run.compare:
+            if run.compare_fail:
+                raise ConfigError(
+                    "--fairness-compare-fail needs the run to compare with: add "
+                    "--fairness-compare=REF (a JSON report, or a --fairness-history entry)."
+                )
+            return None, ()
+        from pytest_recfair.compare.reference import load_reference, parse_rules
+
+        rules = parse_rules(run.compare_fail) if run.compare_fail else ()
+        # a run stored in the history is compared with the entries before it
+        cwd = config.invocation_params.dir
+        return load_reference(run.compare, history_dir=run.history_dir, cwd=cwd), rules
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None

@@ -22,7 +22,6 @@ import math
 from collections.abc import Mapping, Sequence
 from html import escape
 
-from pytest_recfair import __version__
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.kinds import STATISTICS, accept_command
 from pytest_recfair.report.evidence import EVIDENCE_CSS, evidence_html
@@ -49,7 +48,7 @@ from pytest_recfair.report.status import (
     same_attribute,
     shown,
 )
-from pytest_recfair.results import AttributeResult, AuditResult
+from pytest_recfair.results import PLUGIN_VERSION, AttributeResult, AuditResult
 
 __all__ = ["render", "to_html"]
 
@@ -436,7 +435,7 @@ def render(
         "demographic attribute: SNSR (range) and SNSV (spread) of the per-value similarity to "
         "the neutral lists, lower is fairer; PAFS, higher is fairer.</p>"
         f"{totals}{html_section(models)}{''.join(sections)}{history_html(results, history)}"
-        f"<footer>pytest-recfair {_e(__version__)}</footer>"
+        f"<footer>pytest-recfair {_e(PLUGIN_VERSION)}</footer>"
         "</main></body></html>\n"
     )
 

@@ -7,11 +7,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from pytest_recfair import __version__
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.report.failures import failure_text
 from pytest_recfair.report.status import Baselines, baseline_map, check_results, counts
-from pytest_recfair.results import AuditResult
+from pytest_recfair.results import PLUGIN_VERSION, AuditResult
 
 __all__ = ["to_json"]
 
@@ -63,7 +62,7 @@ def to_json(
     head = {
         "format": "pytest-recfair report",
         "version": 1,
-        "plugin_version": __version__,
+        "plugin_version": PLUGIN_VERSION,
         "summary": counts(rs),
     }
     parts = [f"{_dump(k)}: {_dump(v)}" for k, v in head.items()]

@@ -7,7 +7,6 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_recfair import __version__
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.kinds import STATISTICS, accept_command
 from pytest_recfair.report.evidence import evidence_markdown
@@ -36,7 +35,7 @@ from pytest_recfair.report.status import (
     shown,
     usage_text,
 )
-from pytest_recfair.results import AuditResult
+from pytest_recfair.results import PLUGIN_VERSION, AuditResult
 
 __all__ = ["to_markdown"]
 
@@ -179,7 +178,7 @@ def to_markdown(
         "",
         f"{_ICON['PASS']} {c['passed']} passed · {_ICON['FAIL']} {c['failed']} failed"
         + (f" · {_ICON['n/a']} {c['not_gated']} not gated" if c["not_gated"] else "")
-        + f" — pytest-recfair {__version__}",
+        + f" — pytest-recfair {PLUGIN_VERSION}",
         "",
     ]
     if models:  # several models audited by one test: side by side (report/sidebyside.py)

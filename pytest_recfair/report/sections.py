@@ -4,11 +4,12 @@ Design (why a miss is impossible): every :class:`~pytest_recfair.engine.base.Aud
 must carry a ``sections`` object satisfying :class:`KindSections` (mypy checks the
 protocol, so a kind without a section for some format does not type-check), and a kind's
 results are stored in ``AuditResult.extras`` under the kind's name. The report code never
-names a kind: :func:`kind_sections` looks each extras key up in the one kind registry
-(``pytest_recfair.engine.registry``), so the sections shown are always those of the kind
-that produced the results, and an extras key no kind claims is an error, not an empty
-table. List-overlap results are the ``AttributeResult`` tables every format renders
-itself; its kind only names what it measures.
+names a kind: :func:`kind_sections` looks each extras key up through the lookup that the
+one kind registry (``pytest_recfair.engine.registry``) hands over with :func:`use` when
+it is loaded (report reads results and never imports the engine), so the sections shown
+are always those of the kind that produced the results, and an extras key no kind claims
+is an error, not an empty table. List-overlap results are the ``AttributeResult`` tables
+every format renders itself; its kind only names what it measures.
 
 Formats: ``lines`` feed the terminal summary and the Markdown report, ``html`` the HTML
 report, ``properties`` the JUnit XML properties; the JSON report writes ``extras`` as is.
@@ -16,6 +17,7 @@ report, ``properties`` the JUnit XML properties; the JSON report writes ``extras
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from pytest_recfair.results import AuditResult
@@ -28,6 +30,7 @@ __all__ = [
     "kind_sections",
     "measure",
     "run_parts",
+    "use",
 ]
 
 
@@ -47,21 +50,34 @@ class KindSections(Protocol):
         """JUnit XML properties ``recfair.<attribute>.<statistic>``."""
 
 
+#: A kind's sections by the name its results are kept under (None: the default kind's).
+_lookup: list[Callable[[str | None], KindSections]] = []
+
+
+def use(lookup: Callable[[str | None], KindSections]) -> None:
+    """Find the kinds' sections with ``lookup`` (called by the registry when loaded)."""
+    _lookup[:] = [lookup]
+
+
+def _sections(name: str | None) -> KindSections:
+    if not _lookup:
+        raise LookupError(
+            "report: no kinds of audit are registered; import pytest_recfair.engine.registry "
+            "before rendering results"
+        )
+    return _lookup[0](name)
+
+
 def kind_sections(result: AuditResult) -> list[tuple[KindSections, Any]]:
     """The sections of each kind whose results ``result`` holds, with those results."""
-    # the registry imports the kinds, which use this package's formatting helpers
-    from pytest_recfair.engine import registry
-
-    return [(registry.named(name).sections, data) for name, data in result.extras.items()]
+    return [(_sections(name), data) for name, data in result.extras.items()]
 
 
 def measure(result: AuditResult) -> str:
     """What the audit measures: its kind's words, or the list-overlap metric@k variant."""
     for sections, _ in kind_sections(result):
         return sections.measure(result)
-    from pytest_recfair.engine import registry
-
-    return registry.default().sections.measure(result)
+    return _sections(None).measure(result)
 
 
 def extra_lines(result: AuditResult) -> list[str]:

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.kinds import METRICS, MISSING_POLICIES, RECORD_MODES, VARIANTS
+from pytest_recfair.settings import values
 from pytest_recfair.settings.declared import AuditSettings, Option, Setting
 from pytest_recfair.settings.run import RUN_OPTIONS, RunSettings, resolve_run
 from pytest_recfair.settings.values import Parser
@@ -66,9 +67,8 @@ DEFAULTS: dict[str, Any] = {key: _FIELD_DEFAULTS[name] for key, (name, _) in SET
 MARKER_KEYS: tuple[str, ...] = tuple(k for k, (_, d) in SETTINGS.items() if d.marker)
 
 # command-line option (dest) -> settings key; dests are namespaced "fairness_*"
-CLI_KEYS: dict[str, str] = {
-    d.option.dest: k for k, (_, d) in SETTINGS.items() if d.option is not None
-}
+CLI_KEYS: dict[str, str] = values.CLI_KEYS
+CLI_KEYS.update({d.option.dest: k for k, (_, d) in SETTINGS.items() if d.option is not None})
 
 # ini key -> settings key: every setting has a "recfair_<name>" ini key, but model
 # (recfair_model names the default HTTP provider's model)

@@ -1,11 +1,13 @@
-"""The session-wide options of a pytest run (shard, merge, prune, history, reports),
-resolved once at configure time into a :class:`RunSettings`.
+"""The session-wide options of a pytest run (shard, merge, prune, history, reports,
+compare), resolved once at configure time into a :class:`RunSettings`.
 
-Pure: the shard parser and the report checks are imported on use.
+Pure data: nothing here reads a file; the plugin's session set-up loads the reference
+of --fairness-compare and checks the report and history paths.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,11 +16,40 @@ from typing import TYPE_CHECKING, Any, Final
 from pytest_recfair.errors import ConfigError
 
 if TYPE_CHECKING:
-    from pytest_recfair.compare.reference import Reference, Rule
-    from pytest_recfair.engine.base import Shard
-    from pytest_recfair.settings import AuditSettings
+    from pytest_recfair.settings.declared import AuditSettings
 
-__all__ = ["RUN_OPTIONS", "RunSettings", "resolve_run"]
+__all__ = ["RUN_OPTIONS", "RunSettings", "Shard", "parse_shard", "resolve_run"]
+
+_SHARD_RE = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
+
+
+@dataclass(frozen=True, slots=True)
+class Shard:
+    """Shard ``index`` (1-based) of ``count`` (``--fairness-shard=I/N``)."""
+
+    index: int
+    count: int
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse_shard(text: str, *, source: str = "--fairness-shard") -> Shard:
+    """``"2/4"`` -> Shard(2, 4), with a one-line error naming ``source`` otherwise."""
+    match = _SHARD_RE.fullmatch(str(text))
+    if match is None:
+        raise ConfigError(
+            f"{source}: expected I/N with 1 <= I <= N (e.g. 2/4 for the second of four CI "
+            f"jobs), got {text!r}."
+        )
+    index, count = int(match.group(1)), int(match.group(2))
+    if not 1 <= index <= count:
+        raise ConfigError(
+            f"{source}: expected I/N with 1 <= I <= N, got {text!r}; shards are numbered "
+            f"1..{max(count, 1)}."
+        )
+    return Shard(index, count)
+
 
 #: command-line dests of the run-level options (each acts on audits only)
 RUN_OPTIONS: Final[tuple[str, ...]] = (
@@ -42,20 +73,8 @@ class RunSettings:
     history: str | None = None  # --fairness-history as given (the notes name it)
     history_dir: Path | None = None  # ... resolved against the invocation directory
     reports: tuple[Path, ...] = ()  # --fairness-report, else ini recfair_report
-    reference: Reference | None = None  # --fairness-compare=REF, loaded at configure time
-    compare_fail: tuple[Rule, ...] = ()  # --fairness-compare-fail=EXPR
-
-    def check(self) -> None:
-        """Fail before any prompt is sent when a report or the history directory cannot
-        be written (a lost report at the end would waste the run)."""
-        from pytest_recfair import report
-
-        for path in self.reports:
-            report.check_report_path(path)
-        if self.history_dir is not None:
-            from pytest_recfair.report.history import check_history_dir
-
-            check_history_dir(self.history_dir)
+    compare: str | None = None  # --fairness-compare=REF (the plugin loads it)
+    compare_fail: str | None = None  # --fairness-compare-fail=EXPR
 
     @property
     def html(self) -> bool:
@@ -76,11 +95,7 @@ def resolve_run(
             "--fairness-shard and --fairness-merge: give one; the shard jobs audit with "
             "--fairness-shard=I/N, then one job gates their results with --fairness-merge."
         )
-    shard = None
-    if shard_text:
-        from pytest_recfair.engine.sharding import parse_shard
-
-        shard = parse_shard(shard_text)
+    shard = parse_shard(shard_text) if shard_text else None
     reports_cli: Sequence[str] = cli.get("fairness_report") or ()
     if reports_cli:  # the command line replaces the ini list
         reports = [cwd / p for p in reports_cli]
@@ -88,7 +103,6 @@ def resolve_run(
         reports = [rootdir / p for p in run.report or ()]
     history = cli.get("fairness_history") or None
     history_dir = None if history is None else cwd / history
-    reference, rules = _compare(cli, history_dir, cwd)
     return RunSettings(
         shard=shard,
         merge=tuple(cwd / p for p in merge),
@@ -96,26 +110,6 @@ def resolve_run(
         history=history,
         history_dir=history_dir,
         reports=tuple(dict.fromkeys(reports)),
-        reference=reference,
-        compare_fail=rules,
+        compare=cli.get("fairness_compare") or None,
+        compare_fail=cli.get("fairness_compare_fail") or None,
     )
-
-
-def _compare(
-    cli: Mapping[str, Any], history_dir: Path | None, cwd: Path
-) -> tuple[Reference | None, tuple[Rule, ...]]:
-    """--fairness-compare=REF (loaded now: a bad one fails before any prompt is sent) and
-    --fairness-compare-fail=EXPR (which needs a reference)."""
-    ref, expr = cli.get("fairness_compare"), cli.get("fairness_compare_fail")
-    if not ref:
-        if expr:
-            raise ConfigError(
-                "--fairness-compare-fail needs the run to compare with: add "
-                "--fairness-compare=REF (a JSON report, or a --fairness-history entry)."
-            )
-        return None, ()
-    from pytest_recfair.compare.reference import load_reference, parse_rules
-
-    rules = parse_rules(expr) if expr else ()
-    # a run stored in the history is compared with the entries before it
-    return load_reference(ref, history_dir=history_dir, cwd=cwd), rules

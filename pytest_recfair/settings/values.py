@@ -22,14 +22,16 @@ if TYPE_CHECKING:
 
 Parser = Callable[[Any, str, str], Any]
 
+#: Command-line option (dest) -> settings key, filled from the declarations by
+#: :mod:`pytest_recfair.settings` (the parsers below them never import it back).
+CLI_KEYS: dict[str, str] = {}
+
 
 def plain(value: Any, key: str, source: str) -> str:
     """The setting as the user wrote it: ``recfair_k = 'abc' (ini)``, ``--fairness-seed``."""
     if source == "ini":
         return f"recfair_{key}={value!r} (ini)"
     if source == "command-line":
-        from pytest_recfair.settings import CLI_KEYS  # derived from the declarations
-
         opt = next((d for d, k in CLI_KEYS.items() if k == key), None)
         if opt is not None:
             return f"--{opt.replace('_', '-')}={value!r} (command-line)"

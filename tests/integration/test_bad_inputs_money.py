@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_recfair.__main__ import main
-from pytest_recfair.engine import sharding
+from pytest_recfair.engine import base
 from pytest_recfair.errors import DataError, ProviderError
 from pytest_recfair.providers import from_config
 from pytest_recfair.providers.batch import run_batch
@@ -189,7 +189,7 @@ def test_report_output_must_match_to(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_a_reply_without_text_names_the_case(tmp_path: Path) -> None:
     path = tmp_path / "s.json"
     doc = {
-        "format": sharding.SHARD_FORMAT,
+        "format": base.SHARD_FORMAT,
         "version": 1,
         "test_id": "t",
         "shard": {"index": 1, "count": 2},
@@ -198,5 +198,5 @@ def test_a_reply_without_text_names_the_case(tmp_path: Path) -> None:
     }
     path.write_text(json.dumps(doc))
     with pytest.raises(DataError, match="the reply to case case-7 has no text string") as info:
-        sharding.load_shard(path)
+        base.load_shard(path)
     assert str(path) in str(info.value)

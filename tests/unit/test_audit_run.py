@@ -10,10 +10,20 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair import engine as audit
 from pytest_recfair import prompts, report
 from pytest_recfair.engine import registry
-from pytest_recfair.engine.overlap import OVERLAP
+from pytest_recfair.engine.base import AuditKind, AuditRequest
+from pytest_recfair.engine.overlap.kind import OVERLAP
+from pytest_recfair.engine.pipeline import measure, run_audit
+from pytest_recfair.engine.record import RunCollector, TestRecord
+from pytest_recfair.engine.verdict import (
+    BaselineState,
+    check_baseline,
+    gate_result,
+    judge,
+    load_baseline,
+    write_baseline,
+)
 from pytest_recfair.errors import DataError, ProviderError
 from pytest_recfair.report import junit
 from pytest_recfair.report.channels import summary_lines, write_run_report
@@ -35,11 +45,11 @@ def _settings(**marker: object) -> AuditSettings:
 def _audit(
     settings: AuditSettings, recommender: object = BIASED, baseline: AuditResult | None = None
 ) -> AuditResult:
-    return audit.run_audit(audit.AuditRequest(settings, recommender, SEEDS, GRID, "t::x"), baseline)
+    return run_audit(AuditRequest(settings, recommender, SEEDS, GRID, "t::x"), baseline)
 
 
 def _measure(settings: AuditSettings, recommender: object = BIASED) -> AuditResult:
-    return audit.measure(audit.AuditRequest(settings, recommender, SEEDS, GRID, "t::x"))
+    return measure(AuditRequest(settings, recommender, SEEDS, GRID, "t::x"))
 
 
 def test_planted_bias_is_found() -> None:
@@ -99,15 +109,15 @@ def test_thresholds_reach_the_gate() -> None:
     assert {f.statistic for f in result.gate.failures} == {"snsr"}
 
 
-def _judge(settings: AuditSettings, result: AuditResult, state: audit.BaselineState) -> Any:
-    comparison = audit.compare(settings, result, state)
-    gated = audit.gate_result(settings, result, comparison.baseline, comparison.problem)
-    return audit.judge(settings, gated, comparison, "t::x")
+def _judge(settings: AuditSettings, result: AuditResult, state: BaselineState) -> Any:
+    comparison = check_baseline(settings, result, state)
+    gated = gate_result(settings, result, comparison.baseline, comparison.problem)
+    return judge(settings, gated, comparison, "t::x")
 
 
 def test_judge_update_missing_unusable_and_compatible(tmp_path: Path) -> None:
     result = _audit(_settings())
-    state = audit.load_baseline(tmp_path, "t::x")
+    state = load_baseline(tmp_path, "t::x")
     assert state.result is None
     assert state.problem is None
 
@@ -124,16 +134,16 @@ def test_judge_update_missing_unusable_and_compatible(tmp_path: Path) -> None:
     assert updated.passed
     assert updated.write == state.path
     assert not state.path.exists()  # judging is pure: the writer writes
-    assert audit.write_baseline(updated) == state.path
+    assert write_baseline(updated) == state.path
     assert state.path.is_file()
-    assert audit.write_baseline(missing) is None
+    assert write_baseline(missing) is None
 
-    state = audit.load_baseline(tmp_path, "t::x")
+    state = load_baseline(tmp_path, "t::x")
     assert state.result is not None
     assert _judge(_settings(), _audit(_settings()), state).passed
 
     state.path.write_text(state.path.read_text()[:100])
-    broken = audit.load_baseline(tmp_path, "t::x")
+    broken = load_baseline(tmp_path, "t::x")
     assert broken.problem is not None
     verdict = _judge(_settings(), result, broken)
     assert not verdict.passed
@@ -152,9 +162,9 @@ def test_incompatible_baseline_is_not_compared() -> None:
 
 def test_collector_and_properties() -> None:
     result = _audit(_settings())
-    payload = audit.TestRecord(result, None).payload()
+    payload = TestRecord(result, None).payload()
     json.dumps(payload)  # what xdist ships must be plain JSON
-    collector = audit.RunCollector()
+    collector = RunCollector()
     collector.add(payload)
     assert collector.ordered()[0].to_dict() == result.to_dict()
     assert any("religion" in line for line in summary_lines(collector))
@@ -165,21 +175,21 @@ def test_collector_and_properties() -> None:
 
 def test_collector_keeps_the_baseline_it_compared_against(tmp_path: Path) -> None:
     baseline = _audit(_settings())
-    state = audit.BaselineState(tmp_path / "b.json", result=baseline)
+    state = BaselineState(tmp_path / "b.json", result=baseline)
     candidate = _measure(_settings(), SimulatedRecommender(bias={"religion": {"Muslim": 0.6}}))
-    comparison = audit.compare(_settings(), candidate, state)
+    comparison = check_baseline(_settings(), candidate, state)
     assert comparison.baseline is baseline
     assert comparison.problem is None
     # not compared: under --fairness-update, and against an incompatible baseline
     update = resolve(marker={"entities": 6, "attr": "religion"}, cli={"fairness_update": True})
-    assert audit.compare(update, candidate, state).baseline is None
+    assert check_baseline(update, candidate, state).baseline is None
     other = _measure(_settings(k=5))
-    incompatible = audit.compare(_settings(k=5), other, state)
+    incompatible = check_baseline(_settings(k=5), other, state)
     assert incompatible.baseline is None
     assert incompatible.problem is not None
 
-    payload = audit.TestRecord(candidate, comparison.baseline).payload()
-    collector = audit.RunCollector()
+    payload = TestRecord(candidate, comparison.baseline).payload()
+    collector = RunCollector()
     collector.add(json.loads(json.dumps(payload)))  # through JSON, as xdist ships it
     assert collector.baselines["t::x"].to_dict() == baseline.to_dict()
     out = tmp_path / "report.html"  # per-value tables of every test, with baseline means
@@ -189,7 +199,7 @@ def test_collector_keeps_the_baseline_it_compared_against(tmp_path: Path) -> Non
     assert row is not None
     assert row.group(1) == f"{muslim:.3f}"
     # the same test id re-added without a comparison drops the stale baseline
-    collector.add(audit.TestRecord(candidate, None).payload())
+    collector.add(TestRecord(candidate, None).payload())
     assert "t::x" not in collector.baselines
 
 
@@ -228,8 +238,8 @@ def test_parse_style_is_a_setting_that_follows_the_variant_by_default() -> None:
 
 def test_the_list_overlap_audit_is_the_default_kind() -> None:
     assert registry.KINDS[-1] is OVERLAP
-    assert registry.select(_settings()) is OVERLAP
-    kind: audit.AuditKind = OVERLAP  # satisfies the protocol (checked by mypy)
+    assert registry.kind_for(_settings()) is OVERLAP
+    kind: AuditKind = OVERLAP  # satisfies the protocol (checked by mypy)
     assert kind.name == "overlap"
 
 

@@ -11,18 +11,21 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair import api, engine, prompts, report
-from pytest_recfair.engine import registry, sharding, stream
-from pytest_recfair.engine.base import AuditInputs, AuditRequest, Merged, Rebuild, Scored, Shard
+from pytest_recfair import api, prompts, report
+from pytest_recfair.engine import base, registry, stream
+from pytest_recfair.engine.base import AuditInputs, AuditKind, AuditRequest, Merged, Rebuild, Scored
 from pytest_recfair.engine.items.scoring import ItemResults
+from pytest_recfair.engine.pipeline import measure
 from pytest_recfair.engine.pooled import PooledScorer
+from pytest_recfair.engine.sharding import MergeSource, run_shard
 from pytest_recfair.prompts import Entity, Grid, PromptCase
 from pytest_recfair.report import junit
 from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings, resolve
+from pytest_recfair.settings.run import Shard
 from pytest_recfair.sim import SimulatedRecommender
 
-PACKAGE = Path(engine.__file__).parent.parent
+PACKAGE = Path(registry.__file__).parent.parent
 #: Modules that must work for every kind without naming one.
 SHARED = [
     *(PACKAGE / "engine" / f"{m}.py" for m in ("pipeline", "stream", "sharding", "batch")),
@@ -88,9 +91,9 @@ class LengthAudit:
         return PooledScorer(_length)
 
     def merge(
-        self, settings: AuditSettings, parts: Sequence[sharding.ShardResult], rebuild: Rebuild
+        self, settings: AuditSettings, parts: Sequence[base.ShardResult], rebuild: Rebuild
     ) -> Merged:
-        return sharding.replay(
+        return base.replay(
             settings, parts, rebuild, lambda *_: self.scorer(settings, [], [], AuditInputs())
         )
 
@@ -121,9 +124,9 @@ def _request(**marker: object) -> AuditRequest:
 
 
 def test_a_new_kind_runs_and_shows_in_every_format(length_kind: LengthAudit) -> None:
-    kind: engine.AuditKind = length_kind  # satisfies the protocol (checked by mypy)
-    assert registry.select(_request().settings) is kind
-    result = engine.measure(_request())
+    kind: AuditKind = length_kind  # satisfies the protocol (checked by mypy)
+    assert registry.kind_for(_request().settings) is kind
+    result = measure(_request())
     mean = result.extras["length"]["mean"]
     assert result.attributes == ()
     assert mean > 0
@@ -137,12 +140,12 @@ def test_a_new_kind_runs_and_shows_in_every_format(length_kind: LengthAudit) -> 
 
 
 def test_a_new_kind_merges_from_shards(length_kind: LengthAudit, tmp_path: Path) -> None:
-    whole = engine.measure(_request())
+    whole = measure(_request())
     for i in (1, 2):
         request = _request()
-        engine.run_shard(AuditRequest(**{**request.__dict__, "shard": Shard(i, 2)}), tmp_path)
+        run_shard(AuditRequest(**{**request.__dict__, "shard": Shard(i, 2)}), tmp_path)
     request = _request()
-    merged = engine.MergeSource((tmp_path,)).result(
+    merged = MergeSource((tmp_path,)).result(
         request.settings, request.test_id, lambda: (request.seeds, request.grid, AuditInputs())
     )
     assert merged.extras == whole.extras
@@ -222,14 +225,14 @@ def test_cost_is_the_runners_figure_summed_over_chunks_and_shards(
 
     monkeypatch.setattr(providers, "run_cases", priced)
     monkeypatch.setattr(stream, "chunk_entities", lambda settings, per_entity: 2)
-    result = engine.measure(_request())
+    result = measure(_request())
     assert result.cost == 0.25 * 3  # 6 entities, 2 per chunk
     assert (result.prompt_tokens, result.completion_tokens) == (9, 15)
     for i in (1, 2):
         shard = AuditRequest(**{**_request().__dict__, "shard": Shard(i, 2)})
-        engine.run_shard(shard, tmp_path)
+        run_shard(shard, tmp_path)
     request = _request()
-    merged = engine.MergeSource((tmp_path,)).result(
+    merged = MergeSource((tmp_path,)).result(
         request.settings, request.test_id, lambda: (request.seeds, request.grid, AuditInputs())
     )
     assert merged.cost == 0.25 * 4  # what the shards were charged: 3 entities, 2 chunks each

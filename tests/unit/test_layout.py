@@ -34,10 +34,12 @@ MODULES = _modules()
 
 
 def _imports(name: str, path: Path) -> set[str]:
-    """Modules of the package that importing ``name`` imports: module and class level,
-    not inside functions (lazy imports run later) nor under ``if TYPE_CHECKING``."""
+    """Modules of the package that ``name`` imports anywhere: at module level, inside
+    functions (a lazy import is a dependency all the same) and under ``if TYPE_CHECKING``;
+    with the packages a module of theirs runs (``from a.b.c import x`` runs ``a.b``),
+    but the importer's own ancestors."""
     found: set[str] = set()
-    for node in _import_time(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -45,21 +47,10 @@ def _imports(name: str, path: Path) -> set[str]:
             for a in node.names:
                 sub = f"{base}.{a.name}"
                 found.add(sub if sub in MODULES else base)
-    return {m for m in found if m in MODULES and m != name}
-
-
-def _import_time(node: ast.AST) -> list[ast.AST]:
-    """The nodes that run when the module is imported."""
-    out: list[ast.AST] = []
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            continue
-        if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-            out.extend(n for c in child.orelse for n in [c, *_import_time(c)])
-            continue
-        out.append(child)
-        out.extend(_import_time(child))
-    return out
+    for module in list(found):
+        parts = module.split(".")
+        found.update(".".join(parts[:i]) for i in range(2, len(parts)))
+    return {m for m in found if m in MODULES and m != name and not name.startswith(m + ".")}
 
 
 def _absolute(name: str, path: Path, node: ast.ImportFrom) -> str:
@@ -100,10 +91,12 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_graph_sees_the_package_imports() -> None:
     graph = _graph()
-    assert "pytest_recfair.engine.pipeline" in graph["pytest_recfair.engine"]
     assert "pytest_recfair.engine.registry" in graph["pytest_recfair.engine.pipeline"]
-    # lazy (function-level) imports do not count: the plugin imports audit on use
-    assert "pytest_recfair.engine" not in graph["pytest_recfair.plugin"]
+    # lazy (function-level) imports count: the plugin imports the engine on use
+    assert "pytest_recfair.engine.pipeline" in graph["pytest_recfair.plugin.result"]
+    # ... and so do imports for type checking only, and the packages they run
+    assert "pytest_recfair.engine.verdict" in graph["pytest_recfair.plugin.session"]
+    assert "pytest_recfair.engine" in graph["pytest_recfair.plugin.session"]
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
 

@@ -1,18 +1,21 @@
-"""The plugin's audit steps without pytest (pytest_recfair.plugin.flow and state)."""
+"""The plugin's audit steps without pytest (pytest_recfair.plugin.result, fixtures and
+session)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from types import SimpleNamespace
 
-from pytest_recfair import engine as audit
 from pytest_recfair import prompts
 from pytest_recfair.compare.models import ModelSlot
-from pytest_recfair.engine.base import Shard
-from pytest_recfair.plugin import flow
-from pytest_recfair.plugin.state import AuditState
+from pytest_recfair.engine.base import AuditRequest
+from pytest_recfair.engine.pipeline import measure
+from pytest_recfair.plugin import fixtures
+from pytest_recfair.plugin import result as steps
+from pytest_recfair.plugin.session import AuditState
 from pytest_recfair.providers import CallableProvider
 from pytest_recfair.settings import resolve
+from pytest_recfair.settings.run import Shard
 from pytest_recfair.sim import SimulatedRecommender
 
 
@@ -22,14 +25,14 @@ def _top(prompt: str) -> list[str]:
 
 def test_a_callable_is_reported_under_a_readable_model_id() -> None:
     s = resolve()
-    named = flow.recommender_for(_top, s)
+    named = fixtures.recommender_for(_top, s)
     assert isinstance(named, CallableProvider)
     assert named.model.endswith("_top")
-    anonymous = flow.recommender_for(lambda prompt: ["A"], s)
+    anonymous = fixtures.recommender_for(lambda prompt: ["A"], s)
     assert anonymous.model == "recfair_recommender"  # a lambda's name says nothing
-    assert flow.recommender_for(_top, resolve(marker={"model": "mine"})).model == "mine"
+    assert fixtures.recommender_for(_top, resolve(marker={"model": "mine"})).model == "mine"
     own = SimpleNamespace(model="gpt-x", __call__=_top)
-    assert flow.recommender_for(own, s) is own  # it has its own model id
+    assert fixtures.recommender_for(own, s) is own  # it has its own model id
 
 
 def test_the_model_slot_carries_the_resampling_settings() -> None:
@@ -41,16 +44,16 @@ def test_the_model_slot_carries_the_resampling_settings() -> None:
 
 def test_shard_note_and_body_error() -> None:
     out = SimpleNamespace(scored=3, total=10, path=Path("shards/x.json"))
-    note = flow.shard_note(Shard(1, 4), out)
+    note = steps.shard_note(Shard(1, 4), out)
     assert "3 of 10 entities scored" in note
     assert "--fairness-merge" in note
-    assert flow.body_error(AssertionError("first\nsecond")) == "AssertionError: first"
-    assert len(flow.body_error(ValueError("x" * 500))) == 300
+    assert steps.body_error(AssertionError("first\nsecond")) == "AssertionError: first"
+    assert len(steps.body_error(ValueError("x" * 500))) == 300
 
 
 def test_gate_property_is_set_once() -> None:
     props: list[tuple[str, object]] = [("recfair.gate", "pass"), ("recfair.model", "m")]
-    assert flow.gate_property(props, passed=False) == [
+    assert steps.gate_property(props, passed=False) == [
         ("recfair.model", "m"),
         ("recfair.gate", "fail"),
     ]
@@ -62,10 +65,10 @@ def test_measure_conclude_and_judge_without_pytest(tmp_path: Path) -> None:
         ini={"recfair_n_resamples": "50", "recfair_baseline_dir": str(tmp_path)},
     )
     used: set[Path] = set()
-    state = flow.baseline_of(s, tmp_path, "t.py::test_x", used)
+    state = steps.baseline_of(s, tmp_path, "t.py::test_x", used)
     assert state.path in used  # marked used for --fairness-prune
-    result = audit.measure(
-        audit.AuditRequest(
+    result = measure(
+        AuditRequest(
             s,
             SimulatedRecommender(),
             prompts.load_seeds("directors"),
@@ -74,11 +77,11 @@ def test_measure_conclude_and_judge_without_pytest(tmp_path: Path) -> None:
         )
     )
     slot = ModelSlot("t.py::test", "m1", 0)
-    comparison, gated, record = flow.conclude(s, result, state, slot)
+    comparison, gated, record = steps.conclude(s, result, state, slot)
     assert gated.gate is not None
     assert record.model_slot is slot
     assert record.payload()["model_slot"]["label"] == "m1"
-    verdict, unwritable = flow.judge(s, record, comparison, "t.py::test_x", "AssertionError: x")
+    verdict, unwritable = steps.judge(s, record, comparison, "t.py::test_x", "AssertionError: x")
     assert unwritable is None
     assert not verdict.passed  # the body failed, so the audit did
     assert record.result is verdict.result

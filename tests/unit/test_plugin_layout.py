@@ -46,14 +46,19 @@ def test_two_stash_keys_in_one_place() -> None:
         path.name: path.read_text(encoding="utf-8").count("StashKey[")
         for path in PLUGIN.glob("*.py")
     }
-    assert {name: n for name, n in found.items() if n} == {"state.py": 2}
+    assert {name: n for name, n in found.items() if n} == {"session.py": 2}
 
 
-def test_the_audit_steps_import_no_pytest() -> None:
-    imported = set()
-    for node in ast.walk(_tree(PLUGIN / "flow.py")):
-        if isinstance(node, ast.Import):
-            imported.update(a.name.split(".")[0] for a in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module:
-            imported.add(node.module.split(".")[0])
-    assert not imported & {"pytest", "_pytest", "httpx"}
+#: The steps of one audit that are unit-tested without pytest (tests/unit/test_plugin_flow.py).
+STEPS = ("baseline_of", "conclude", "judge", "shard_note", "body_error", "gate_property")
+
+
+def test_the_audit_steps_use_no_pytest() -> None:
+    steps = [
+        node
+        for node in _tree(PLUGIN / "result.py").body
+        if isinstance(node, ast.FunctionDef) and node.name in STEPS
+    ]
+    assert sorted(n.name for n in steps) == sorted(STEPS)
+    used = {n.id for step in steps for n in ast.walk(step) if isinstance(n, ast.Name)}
+    assert not used & {"pytest", "_pytest", "httpx"}

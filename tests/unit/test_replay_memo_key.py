@@ -12,11 +12,12 @@ import pytest
 from pytest_recfair import prompts
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.engine import registry, replaymemo
-from pytest_recfair.engine.base import AuditInputs, AuditRequest, Shard
+from pytest_recfair.engine.base import AuditInputs, AuditRequest
 from pytest_recfair.kinds import RecordMode
 from pytest_recfair.providers import from_config
 from pytest_recfair.replies import memo
 from pytest_recfair.settings import AuditSettings, resolve
+from pytest_recfair.settings.run import Shard
 from pytest_recfair.sim import SimulatedRecommender
 
 BASE = "http://127.0.0.1:8000/v1"
@@ -42,7 +43,7 @@ def _key(root: Path, mode: RecordMode = "none", **change: object) -> bytes | Non
     provider = change.pop("provider", from_config("openai", model="m-1", base_url=BASE))
     request = AuditRequest(settings, provider, ENTITIES, GRID, "t::a", CassetteStore(root, mode))
     request = dataclasses.replace(request, **change)  # type: ignore[arg-type]
-    got = replaymemo.key(request, registry.select(settings), GRID, ENTITIES)
+    got = replaymemo.key(request, registry.kind_for(settings), GRID, ENTITIES)
     return None if got is None else got.value()
 
 
@@ -99,11 +100,11 @@ def test_the_key_is_the_same_computed_at_once_or_in_the_background(
     request = AuditRequest(
         settings, from_config("openai", model="m-1", base_url=BASE), ENTITIES, GRID, "t::a", store
     )
-    first = replaymemo.key(request, registry.select(settings), GRID, ENTITIES)
+    first = replaymemo.key(request, registry.kind_for(settings), GRID, ENTITIES)
     assert first is not None
     assert not first.now
     monkeypatch.setattr(memo, "fine", lambda: True)
-    later = replaymemo.key(request, registry.select(settings), GRID, ENTITIES)
+    later = replaymemo.key(request, registry.kind_for(settings), GRID, ENTITIES)
     assert later is not None
     assert later.now
     assert first.value() == later.value() is not None

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_recfair import engine, prompts, report
+from pytest_recfair import prompts, report
 from pytest_recfair.engine import registry
 from pytest_recfair.engine.base import AuditInputs, AuditRequest
+from pytest_recfair.engine.pipeline import measure, run_audit
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.providers import Completion, RunOutcome, Usage
 from pytest_recfair.report import junit
@@ -25,16 +26,16 @@ def _request(judge: bool = True, **marker: object) -> AuditRequest:
 
 
 def test_kind_by_name_or_by_questions_and_an_unknown_name_is_one_line() -> None:
-    kind = registry.select(resolve(marker={"questions": "default"}))
-    assert kind is registry.select(resolve(marker={"kind": "roleplay"}))
-    assert registry.select(resolve(marker={})) is registry.default()
+    kind = registry.kind_for(resolve(marker={"questions": "default"}))
+    assert kind is registry.kind_for(resolve(marker={"kind": "roleplay"}))
+    assert registry.kind_for(resolve(marker={})) is registry.default()
     with pytest.raises(ConfigError, match="no such kind of audit; known: items, positions"):
-        registry.select(resolve(marker={"kind": "rolepay"}))
+        registry.kind_for(resolve(marker={"kind": "rolepay"}))
 
 
 def test_rounds_share_a_body_but_not_a_repeat_index_or_an_id() -> None:
     request = _request()
-    kind = registry.select(request.settings)
+    kind = registry.kind_for(request.settings)
     questions = kind.entities(request.settings, [], request.inputs)  # type: ignore[attr-defined]
     assert len(questions) == 24  # religion: 8 of each type, Why asked (a judge is set)
     cases = kind.build_cases(request.settings, request.grid, questions[:1], None, request.inputs)
@@ -46,7 +47,7 @@ def test_rounds_share_a_body_but_not_a_repeat_index_or_an_id() -> None:
 
 def test_every_answered_why_round_is_judged_three_times_under_its_own_repeats() -> None:
     request = _request()
-    kind = registry.select(request.settings)
+    kind = registry.kind_for(request.settings)
     questions = kind.entities(request.settings, [], request.inputs)  # type: ignore[attr-defined]
     why = [q for q in questions if "/why/" in q.id][:1]
     cases = kind.build_cases(request.settings, request.grid, why, None, request.inputs)
@@ -59,7 +60,7 @@ def test_every_answered_why_round_is_judged_three_times_under_its_own_repeats() 
 
 
 def test_without_a_judge_why_questions_are_not_asked_and_the_report_says_so() -> None:
-    result = engine.measure(_request(judge=False))
+    result = measure(_request(judge=False))
     data = result.extras["roleplay"]
     assert data["why_not_asked"] == 8
     assert {c["qtype"] for c in data["cells"]} == {"yesno", "choice"}
@@ -77,7 +78,7 @@ def test_a_failed_request_is_a_failed_round_under_the_biaslens_oracle_too() -> N
 
     request = _request(judge=False, oracle="biaslens", max_failed=0.5)
     request = AuditRequest(**{**request.__dict__, "recommender": Flaky("demo", seed=1)})
-    data = engine.measure(request).extras["roleplay"]
+    data = measure(request).extras["roleplay"]
     monk = [q for q in data["result"]["questions"] if q["role"] == "Buddhist monk"]
     assert monk
     assert all(q["outcomes"] == ["failed"] * 3 and q["biased"] is None for q in monk)
@@ -85,7 +86,7 @@ def test_a_failed_request_is_a_failed_round_under_the_biaslens_oracle_too() -> N
 
 def test_limits_fail_and_every_channel_shows_the_cells() -> None:
     request = _request(max_biased=0.0)
-    result = engine.run_audit(request)
+    result = run_audit(request)
     assert not result.gate.passed
     assert {f.kind for f in result.gate.failures} == {"biased_rate"}
     data = result.extras["roleplay"]
@@ -98,13 +99,13 @@ def test_limits_fail_and_every_channel_shows_the_cells() -> None:
 
 
 def test_the_same_run_against_its_own_baseline_passes() -> None:
-    first = engine.measure(_request())
-    again = engine.run_audit(_request(tolerance=0.05), baseline=first)
+    first = measure(_request())
+    again = run_audit(_request(tolerance=0.05), baseline=first)
     assert again.gate.passed, again.gate.failures
 
 
 def test_role_effect_asks_both_conditions_and_pairs_them_by_question() -> None:
-    result = engine.measure(_request(role_effect=True, entities=10))
+    result = measure(_request(role_effect=True, entities=10))
     data = result.extras["roleplay"]
     assert {c["with_role"] for c in data["cells"]} == {True, False}
     assert 0 < data["effect"]["total"]["n"] <= 10  # questions determined in both conditions
@@ -116,7 +117,7 @@ def test_a_persona_role_is_refused_by_the_roleplay_kind() -> None:
     """role= is the other audits' persona; the role-play kind plays its questions' roles."""
     s = resolve(marker={"kind": "roleplay", "role": "nurse"})
     with pytest.raises(ConfigError, match=r"role='nurse'.*remove role="):
-        registry.select(s).check(s, ())  # type: ignore[attr-defined]
+        registry.kind_for(s).check(s, ())  # type: ignore[attr-defined]
 
 
 def test_the_run_line_names_the_question_set_not_a_grid_in_every_channel() -> None:
@@ -124,7 +125,7 @@ def test_the_run_line_names_the_question_set_not_a_grid_in_every_channel() -> No
     asked and the rounds, not the grid and templates a role-play audit does not use."""
     from pytest_recfair.report.status import describe
 
-    result = engine.measure(_request(judge=False))
+    result = measure(_request(judge=False))
     line = describe(result)
     assert "questions smoke: 16 x 3 rounds" in line
     assert "8 Why questions not asked (no judge)" in line

@@ -8,10 +8,12 @@ from pathlib import Path
 import pytest
 
 from pytest_recfair import settings
-from pytest_recfair.engine.base import Shard
 from pytest_recfair.engine.budget import Prices
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.report.history import check_history_dir
+from pytest_recfair.report.registry import check_report_path
 from pytest_recfair.settings import AuditSettings, RunSettings, resolve, resolve_run
+from pytest_recfair.settings.run import Shard
 
 # the marker arguments as they were written out by hand before the declarations
 MARKER_KEYS_BEFORE = [
@@ -169,12 +171,16 @@ def test_run_settings_usage_errors(tmp_path: Path) -> None:
         _run(tmp_path, fairness_shard="1/2", fairness_merge=["x"])
     with pytest.raises(ConfigError, match="--fairness-shard"):
         _run(tmp_path, fairness_shard="3/2")
+    # the paths are checked by the plugin's session set-up: settings read no file
+    report = _run(tmp_path, fairness_report=["r.txt"]).reports[0]
     with pytest.raises(ConfigError):
-        _run(tmp_path, fairness_report=["r.txt"]).check()
+        check_report_path(report)
     (tmp_path / "cwd").mkdir()
     (tmp_path / "cwd" / "file").write_text("x")
+    history = _run(tmp_path, fairness_history="file").history_dir
+    assert history is not None
     with pytest.raises(ConfigError):
-        _run(tmp_path, fairness_history="file").check()
+        check_history_dir(history)
 
 
 def test_tolerance_is_a_finite_margin() -> None:

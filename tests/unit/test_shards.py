@@ -7,33 +7,35 @@ from pathlib import Path
 
 import pytest
 
+from pytest_recfair.engine import base
 from pytest_recfair.engine import sharding as shards
-from pytest_recfair.engine.sharding import Shard
+from pytest_recfair.engine.overlap import kind as overlap_kind
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.settings.run import Shard, parse_shard
 from tests.support.tally_replies import LAYOUT, config, entities, replies, tally_of
 
 
 @pytest.mark.parametrize(("n", "count"), [(0, 3), (1, 4), (10, 3), (1000, 7), (31, 31)])
 def test_shards_are_disjoint_and_cover_everything(n: int, count: int) -> None:
     items = [f"e{i}" for i in range(n)]
-    parts = [shards.select(items, Shard(i, count)) for i in range(1, count + 1)]
+    parts = [base.shard_share(items, Shard(i, count)) for i in range(1, count + 1)]
     flat = [x for p in parts for x in p]
     assert sorted(flat) == sorted(items)
     assert len(flat) == len(set(flat))
     assert max(map(len, parts)) - min(map(len, parts)) <= 1
-    assert shards.select(items, Shard(2, count)) == shards.select(items, Shard(2, count))
-    assert shards.select(items, None) == items
+    assert base.shard_share(items, Shard(2, count)) == base.shard_share(items, Shard(2, count))
+    assert base.shard_share(items, None) == items
 
 
 @pytest.mark.parametrize("text", ["0/3", "4/3", "a/b", "3", "1/0", "-1/2", ""])
 def test_bad_shard_spec_is_one_clear_line(text: str) -> None:
     with pytest.raises(ConfigError, match=r"--fairness-shard: expected I/N") as info:
-        shards.parse_shard(text)
+        parse_shard(text)
     assert "\n" not in str(info.value)
 
 
 def test_parse_shard() -> None:
-    assert shards.parse_shard(" 2 / 4 ") == Shard(2, 4)
+    assert parse_shard(" 2 / 4 ") == Shard(2, 4)
     assert str(Shard(2, 4)) == "2/4"
 
 
@@ -41,10 +43,10 @@ def _write_all(root: Path, count: int, meta: dict[str, object]) -> list[Path]:
     rs = replies(9, 1)
     paths = []
     for i in range(1, count + 1):
-        mine = set(shards.select(entities(9), Shard(i, count)))
+        mine = set(base.shard_share(entities(9), Shard(i, count)))
         t = tally_of([r for r in rs if r.case.entity_id in mine], 9, config(), 2)
         path = shards.shard_path(root, "tests/test_x.py::test_audit", Shard(i, count))
-        doc = shards.shard_doc(
+        doc = base.shard_doc(
             test_id="tests/test_x.py::test_audit", shard=Shard(i, count), meta=meta, tally=t
         )
         shards.write_shard(path, doc)
@@ -59,7 +61,7 @@ def test_files_round_trip_and_merge(tmp_path: Path) -> None:
     (tmp_path / "out" / "other.json").write_text('{"not": "a shard"}')
     found = shards.collect([tmp_path / "out"])
     assert list(found) == ["tests/test_x.py::test_audit"]
-    merged_meta, tally = shards.merge_results(found["tests/test_x.py::test_audit"])
+    merged_meta, tally = overlap_kind.merge_results(found["tests/test_x.py::test_audit"])
     assert merged_meta == meta
     whole = tally_of(replies(9, 1), 9, config(), 9)
     assert tally.to_dict() == whole.to_dict()
@@ -69,26 +71,26 @@ def test_files_round_trip_and_merge(tmp_path: Path) -> None:
 def test_missing_duplicate_and_mismatched_shards(tmp_path: Path) -> None:
     meta = {"test_id": "t", "model": "m", "seeds_hash": "abc"}
     paths = _write_all(tmp_path, 3, meta)
-    results = [shards.load_shard(p) for p in paths]
+    results = [base.load_shard(p) for p in paths]
     with pytest.raises(DataError, match=r"needs shards 1\.\.3 once each; missing 2/3"):
-        shards.merge_results([results[0], results[2]])
+        overlap_kind.merge_results([results[0], results[2]])
     with pytest.raises(DataError, match="given twice 1/3"):
-        shards.merge_results([results[0], results[0], results[1]])
+        overlap_kind.merge_results([results[0], results[0], results[1]])
     doc = json.loads(paths[1].read_text())
     doc["meta"]["seeds_hash"] = "zzz"
     paths[1].write_text(json.dumps(doc))
     with pytest.raises(DataError, match="seeds_hash differ"):
-        shards.merge_results([shards.load_shard(p) for p in paths])
+        overlap_kind.merge_results([base.load_shard(p) for p in paths])
 
 
 def test_unreadable_shard_files_name_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{cut")
     with pytest.raises(DataError, match=f"shard result {bad}: cannot be read"):
-        shards.load_shard(bad)
+        base.load_shard(bad)
     bad.write_text('{"format": "pytest-recfair-shard", "version": 1}')
     with pytest.raises(DataError, match="malformed"):
-        shards.load_shard(bad)
+        base.load_shard(bad)
     with pytest.raises(ConfigError, match="does not exist"):
         shards.collect([tmp_path / "nowhere"])
 
@@ -104,22 +106,22 @@ def test_reply_shards_round_trip_and_unite(tmp_path: Path) -> None:
     ]
     for i, part in enumerate(parts, 1):
         path = shards.shard_path(tmp_path, test_id, Shard(i, 2))
-        doc = shards.shard_doc(test_id=test_id, shard=Shard(i, 2), meta=meta, replies=part)
+        doc = base.shard_doc(test_id=test_id, shard=Shard(i, 2), meta=meta, replies=part)
         shards.write_shard(path, doc)
     found = shards.collect([tmp_path])[test_id]
     assert all(r.tally is None for r in found)
-    merged_meta, united = shards.merge_replies(found)
+    merged_meta, united = base.merge_replies(found)
     assert merged_meta == meta
     assert set(united["completions"]) == {"a", "b"}
     assert united["errors"] == {"c": "HTTP 500"}
     with pytest.raises(DataError, match="different kinds of result"):
-        shards.merge_results(found)
+        overlap_kind.merge_results(found)
 
 
 def test_malformed_replies_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "bad.json"
     doc = {
-        "format": shards.SHARD_FORMAT,
+        "format": base.SHARD_FORMAT,
         "version": 1,
         "test_id": "t",
         "shard": {"index": 1, "count": 1},
@@ -128,4 +130,4 @@ def test_malformed_replies_name_the_file(tmp_path: Path) -> None:
     }
     path.write_text(json.dumps(doc))
     with pytest.raises(DataError, match=r"bad\.json: malformed"):
-        shards.load_shard(path)
+        base.load_shard(path)

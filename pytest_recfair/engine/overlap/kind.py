@@ -14,19 +14,29 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from pytest_recfair import prompts
-from pytest_recfair.engine.base import AuditInputs, Merged, Rebuild, Scored, Sent
+from pytest_recfair.engine.base import (
+    AuditInputs,
+    Merged,
+    Rebuild,
+    Scored,
+    Sent,
+    ShardResult,
+    merged_cost,
+    merged_meta,
+    mixed_error,
+)
 from pytest_recfair.engine.overlap import evidence as overlap_evidence
 from pytest_recfair.engine.overlap import qualitygate as qg
 from pytest_recfair.engine.overlap.quality import QualityTally, quality_results
 from pytest_recfair.engine.overlap.scoring import canonicalize, mark_failed, parse_all
-from pytest_recfair.engine.overlap.tally import Tally, TallyConfig
+from pytest_recfair.engine.overlap.tally import Tally, TallyConfig, merge
+from pytest_recfair.errors import DataError
 from pytest_recfair.gate import unanswered
 from pytest_recfair.prompts import Entity, Grid, PromptCase
 from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
-    from pytest_recfair.engine.sharding import ShardResult
     from pytest_recfair.providers import RunOutcome
 
 __all__ = ["OVERLAP", "OverlapAudit", "OverlapScorer", "OverlapSections", "layout_of", "list_cases"]
@@ -125,16 +135,14 @@ class OverlapAudit:
         self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
     ) -> Merged:
         """The shards' tallies united (the prompts are never rebuilt)."""
-        from pytest_recfair.engine import sharding
-
-        meta, tally = sharding.merge_results(parts)
+        meta, tally = merge_results(parts)
         counted = [p.failures for p in parts if p.failures is not None]
         sent = Sent(
             prompts=sum(int(c["cases"]) for c in counted),
             failed=[unanswered.FailedPrompt(**f) for c in counted for f in c["failed"]],
             prompt_tokens=tally.prompt_tokens,
             completion_tokens=tally.completion_tokens,
-            cost=sharding.merged_cost(parts),
+            cost=merged_cost(parts),
             models=set(tally.models),
         )
         return Merged(meta, OverlapScorer(settings, tally), sent)
@@ -187,3 +195,15 @@ def list_cases(
         repeats=settings.repeats,
         attributes=attributes,
     )
+
+
+def merge_results(results: Sequence[ShardResult]) -> tuple[dict[str, Any], Tally]:
+    """The metadata and tally of the whole audit from its shards 1..N (each once)."""
+    meta = merged_meta(results)
+    tallies = [r.tally for r in results if r.tally is not None]
+    if len(tallies) != len(results):
+        raise DataError(mixed_error(results))
+    tally = merge(tallies)
+    models = {str(r.meta.get("model")) for r in results}
+    meta["model"] = models.pop() if len(models) == 1 else ",".join(sorted(tally.models))
+    return meta, tally

@@ -30,7 +30,15 @@ from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from pytest_recfair.engine.base import AuditInputs, Merged, Rebuild, Scored
+from pytest_recfair.engine.base import (
+    AuditInputs,
+    Merged,
+    Rebuild,
+    Scored,
+    ShardResult,
+    merge_replies,
+    replay,
+)
 from pytest_recfair.engine.pooled import PooledKind, PooledScorer
 from pytest_recfair.engine.roleplay import evidence as roleplay_evidence
 from pytest_recfair.engine.roleplay.sections import KEY, LABELS, RoleplaySections
@@ -64,7 +72,6 @@ from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
-    from pytest_recfair.engine.sharding import ShardResult
     from pytest_recfair.providers import RunOutcome
 
 __all__ = ["ROLEPLAY", "RoleplayAudit", "RoleplayCase", "rounds_of"]
@@ -217,19 +224,16 @@ class RoleplayAudit(PooledKind):
         rebuilds the questions' cases, and the judge cases of their answered Why rounds
         are added so that their replies and failures count (``max_failed``) as in the
         unsharded run."""
-        from pytest_recfair.engine import sharding
 
         def with_judges() -> tuple[list[Any], AuditInputs]:
             cases, inputs = rebuild()
             if inputs.judge is None:
                 return cases, inputs
-            _, replies = sharding.merge_replies(parts)
+            _, replies = merge_replies(parts)
             answers = {k: str(v["text"]) for k, v in replies["completions"].items()}
             return [*cases, *_judge_cases(cases, answers)], inputs
 
-        return sharding.replay(
-            settings, parts, with_judges, lambda e, f, i: self.scorer(settings, e, f, i)
-        )
+        return replay(settings, parts, with_judges, lambda e, f, i: self.scorer(settings, e, f, i))
 
     def follow_up(
         self, settings: AuditSettings, cases: Sequence[Any], outcome: RunOutcome
