@@ -8,7 +8,10 @@ time. Every usage error is raised here, before any prompt is sent (pytest exits 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import configparser
+import tomllib
+from collections.abc import Callable, Collection, Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +20,15 @@ from pytest_recfair import settings
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.kinds import PROVIDER_KINDS, RECORD_MODES, REPORT_FORMATS
 
-__all__ = ["PROVIDER_INI", "add_options", "check_strictness", "resolve", "resolve_run"]
+__all__ = [
+    "PROVIDER_INI",
+    "add_options",
+    "check_ini_keys",
+    "check_strictness",
+    "ini_file_keys",
+    "resolve",
+    "resolve_run",
+]
 
 PROVIDER_INI = {
     "recfair_provider": "provider API shape: " + ", ".join(PROVIDER_KINDS) + " (default openai)",
@@ -169,15 +180,13 @@ assert sorted(k for p in _HELP_LAYOUT if not callable(p) for k in p) == sorted(
 def check_strictness(config: pytest.Config) -> None:
     """Usage errors for what would otherwise be silently ignored: a misspelt recfair_* ini
     key, and a --fairness-* option without --fairness (the audits would be skipped)."""
-    from pytest_recfair.plugin import inikeys
-
     known = {*settings.INI_KEYS, *PROVIDER_INI}
     try:
         if config.inipath is not None:
-            keys = inikeys.ini_file_keys(config.inipath)
-            inikeys.check_ini_keys(keys, known, str(config.inipath))
+            keys = ini_file_keys(config.inipath)
+            check_ini_keys(keys, known, str(config.inipath))
         overrides = config.getoption("override_ini", None) or []
-        inikeys.check_ini_keys([o.split("=", 1)[0] for o in overrides], known, "-o")
+        check_ini_keys([o.split("=", 1)[0] for o in overrides], known, "-o")
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     if config.getoption("fairness"):
@@ -213,3 +222,48 @@ def resolve_run(config: pytest.Config, run: settings.AuditSettings) -> settings.
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     return resolved
+
+
+PREFIX = "recfair_"
+
+
+# Unknown ``recfair_*`` ini keys: pytest warns about unknown keys only under
+# --strict-config, and a misspelt ``recfair_max_snrs`` would leave the gate without its
+# limit. pytest offers no public view of the keys it found, so the ini file it chose is
+# read again with the standard parsers; ``-o`` overrides are checked too.
+def ini_file_keys(path: Path) -> list[str]:
+    """The keys of pytest's section in ``path`` (pytest.ini, tox.ini, setup.cfg or
+    pyproject.toml); unreadable or foreign files give none (pytest reports those)."""
+    try:
+        if path.suffix == ".toml":
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            tool = data.get("tool", {}).get("pytest", {})
+            section = tool.get("ini_options", tool)
+            return [str(k) for k in section if isinstance(k, str)]
+        parser = configparser.RawConfigParser(strict=False)
+        parser.read(path, encoding="utf-8")
+    except (OSError, ValueError, configparser.Error, tomllib.TOMLDecodeError):
+        return []
+    for name in ("pytest", "tool:pytest"):
+        if parser.has_section(name):
+            return list(parser.options(name))
+    return []
+
+
+def check_ini_keys(keys: Iterable[str], known: Collection[str], where: str) -> None:
+    """Raise for the first ``recfair_*`` key in ``keys`` that is not in ``known``, naming
+    the nearest known key."""
+    for key in keys:
+        if not key.startswith(PREFIX) or key in known:
+            continue
+        from rapidfuzz import process  # only for a typo: keeps every run's startup lean
+        from rapidfuzz.distance import OSA
+
+        # optimal string alignment: a swapped pair of letters ("snrs") is one edit
+        near = process.extractOne(key, sorted(known), scorer=OSA.distance)
+        close = near is not None and near[1] <= max(2, len(key) // 4)
+        hint = f"did you mean {near[0]!r}?" if close and near else "see docs/configuration.md"
+        raise ConfigError(
+            f"{where}: unknown ini key {key!r}; {hint} (pytest-recfair reads only the "
+            f"recfair_* keys listed in docs/configuration.md)."
+        )

@@ -144,8 +144,8 @@ def _plan(request: pytest.FixtureRequest, s: AuditSettings, recommender: Any, ca
     """This audit's plan, printed when it will send requests (or with --fairness-plan,
     which then skips the test); a plan past the run's budget fails the test unsent.
     None for an audit that only replays."""
-    from pytest_recfair.engine import planning
-    from pytest_recfair.engine.budget import check_budget
+    from pytest_recfair.engine import plan as planning
+    from pytest_recfair.engine.plan import check_budget
 
     config = request.config
     state = run_state(config)

@@ -32,8 +32,8 @@ if TYPE_CHECKING:
     # the engine loads numpy: never imported at pytest start-up
     from pytest_recfair.compare.models import ModelSlot
     from pytest_recfair.compare.reference import Reference, Rule
-    from pytest_recfair.engine import budget as plan
-    from pytest_recfair.engine.ledger import Ledger
+    from pytest_recfair.engine import plan
+    from pytest_recfair.engine.plan import Ledger
     from pytest_recfair.engine.record import RunCollector, TestRecord
     from pytest_recfair.engine.sharding import MergeSource
     from pytest_recfair.engine.verdict import BaselineCheck
@@ -209,7 +209,7 @@ def plan_summary(config: pytest.Config, terminalreporter: Any) -> None:
     shared = state.ledger.plans() if state.ledger is not None else []
     if not (plans or shared):
         return
-    from pytest_recfair.engine.budget import total_line
+    from pytest_recfair.engine.plan import total_line
 
     terminalreporter.write_sep("=", "fairness plan")
     for each in shared:
@@ -272,7 +272,7 @@ def configure(config: pytest.Config) -> None:
     ledger = None
     shared = getattr(config, "workerinput", {}).get(LEDGER_KEY)
     if shared:  # an xdist worker: the controller's ledger counts the budget for all
-        from pytest_recfair.engine.ledger import Ledger
+        from pytest_recfair.engine.plan import Ledger
 
         ledger = Ledger(Path(shared))
     dry_run = bool(config.getoption("fairness_prune_dry_run", False))
@@ -366,7 +366,7 @@ class Controller:
 
         if self.ledger_dir is None:
             self.ledger_dir = tempfile.mkdtemp(prefix="recfair-run-")
-            from pytest_recfair.engine.ledger import Ledger
+            from pytest_recfair.engine.plan import Ledger
 
             run_state(self.config).ledger = Ledger(Path(self.ledger_dir) / "plans.jsonl")
         node.workerinput[LEDGER_KEY] = str(Path(self.ledger_dir) / "plans.jsonl")

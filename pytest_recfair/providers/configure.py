@@ -10,11 +10,11 @@ runner and the prompt cases.
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Mapping
 from typing import Any
 
 from pytest_recfair import secrets
-from pytest_recfair.providers.envheaders import read_header_envs
 from pytest_recfair.providers.http import HTTPProvider
 
 __all__ = ["configure"]
@@ -53,3 +53,13 @@ def configure(
         secrets.register(out.secrets)
         out.missing_header_envs = tuple(missing)
     return out
+
+
+def read_header_envs(
+    names: Mapping[str, str], environ: Mapping[str, str] | None = None
+) -> tuple[dict[str, str], list[str]]:
+    """(header -> value of each set variable, the names of the unset variables)."""
+    env = os.environ if environ is None else environ
+    values = {h: env[v] for h, v in names.items() if env.get(v)}
+    missing = [v for v in names.values() if not env.get(v)]
+    return values, missing

@@ -6,7 +6,7 @@ workers) and what the replies say (:mod:`.ratelimit`: OpenAI's and Anthropic's h
 Gemini's 429 details); the tighter of the two wins. Each limit is a token bucket
 (:class:`Gauge`) refilled at :data:`MARGIN` of the limit, with a burst of
 :data:`BURST_S` seconds' worth: a request reserves its share at once (a request and its
-estimated tokens, :func:`~pytest_recfair.engine.budget.request_tokens` scaled by what the
+estimated tokens, :func:`request_tokens` scaled by what the
 replies' usage taught) and sleeps until the reservation is due, so concurrent workers
 queue in order without a lock held across a wait. A reply's usage corrects the tokens
 debited; a reply's ``remaining`` caps the bucket (other clients of the same key).
@@ -23,25 +23,32 @@ window.
 from __future__ import annotations
 
 import asyncio
+import math
 import os
 import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from pytest_recfair.providers.http import is_loopback
 from pytest_recfair.providers.ratelimit import Seen
 
 __all__ = [
     "BURST_S",
+    "CHARS_PER_TOKEN",
     "MARGIN",
+    "MESSAGE_OVERHEAD_TOKENS",
+    "TOKENS_PER_ITEM",
+    "CaseText",
     "Endpoint",
     "Gauge",
     "Pacer",
     "Ticket",
     "endpoint_for",
     "known_limits",
+    "prompt_tokens",
+    "request_tokens",
     "reset_endpoints",
 ]
 
@@ -298,3 +305,30 @@ class Pacer:
             if ticket.debited:
                 ep.tokens.give(ticket.debited - tokens, now)
             ep.ratio += LEARN * (tokens / ticket.estimate - ep.ratio)
+
+
+# A request's tokens before it is sent (the plan's estimate, the pacer's debit until the
+# reply's usage corrects it): about 4 characters per prompt token plus a small
+# per-message overhead; for the reply max_tokens when set, else about 12 tokens per
+# asked item (a numbered title with its year).
+CHARS_PER_TOKEN: Final = 4.0
+MESSAGE_OVERHEAD_TOKENS: Final = 8
+TOKENS_PER_ITEM: Final = 12
+
+
+class CaseText(Protocol):
+    @property
+    def system(self) -> str | None: ...
+    @property
+    def prompt(self) -> str: ...
+
+
+def prompt_tokens(case: CaseText) -> int:
+    chars = len(case.prompt) + len(case.system or "")
+    return math.ceil(chars / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS * (2 if case.system else 1)
+
+
+def request_tokens(case: CaseText, max_tokens: int | None) -> int:
+    """Tokens one request may use, prompt plus reply, before it is sent (what the plan
+    counts, and what the runner's pacer debits until the reply's usage corrects it)."""
+    return prompt_tokens(case) + (max_tokens or TOKENS_PER_ITEM * getattr(case, "k", 1))

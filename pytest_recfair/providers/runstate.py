@@ -130,7 +130,7 @@ class Run:
 
     def tokens_of(self, case: CaseLike) -> float:
         """Tokens ``case`` may use, estimated before it is sent (the plan's estimate)."""
-        from pytest_recfair.engine.budget import request_tokens  # stdlib only, no cycle
+        from pytest_recfair.providers.pacing import request_tokens
 
         return float(request_tokens(case, self.max_tokens))
 

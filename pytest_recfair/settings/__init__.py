@@ -8,7 +8,7 @@ what was given and the allowed keys.
 Each setting is declared once, as a field of :class:`AuditSettings` whose metadata says
 how it is parsed, whether the marker takes it, its command-line option and its help
 text; ``MARKER_KEYS``, ``INI_KEYS``, ``CLI_KEYS`` and the parsers are derived from those
-fields. Values are stored parsed (tuples, :class:`~pytest_recfair.engine.budget.Prices`,
+fields. Values are stored parsed (tuples, :class:`~pytest_recfair.settings.values.Prices`,
 header pairs), so no caller parses them again. The session-wide options (shard, merge,
 prune, history, reports) resolve once into a :class:`RunSettings` (:mod:`.run`).
 """

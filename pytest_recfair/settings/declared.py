@@ -31,8 +31,7 @@ from pytest_recfair.settings.values import Parser
 
 if TYPE_CHECKING:
     # budget sits in the engine, which loads numpy: imported when a price is given
-    from pytest_recfair.engine.budget import Prices
-    from pytest_recfair.providers.envheaders import HeaderEnvs
+    from pytest_recfair.settings.values import HeaderEnvs, Prices
 
 __all__ = ["AuditSettings", "Option", "Setting"]
 

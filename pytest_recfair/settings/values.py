@@ -1,24 +1,23 @@
 """The value parsers of the settings: each takes (value, key, source) and returns the
 typed value or raises a ConfigError that names the key, the source and what was expected.
 
-Pure: stdlib only at import (prices and header pairs import their parsers on use).
+Pure: stdlib only. Prices (recfair_prices) and header pairs (recfair_extra_headers) are
+parsed here too, so settings never import the engine or the providers.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Final, cast
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate.limits import check_tolerance
 from pytest_recfair.gate.unanswered import check_max_failed
 from pytest_recfair.kinds import METRICS, STATISTICS, MetricName, Statistic
-
-if TYPE_CHECKING:
-    from pytest_recfair.engine.budget import Prices
-    from pytest_recfair.providers.envheaders import HeaderEnvs
 
 Parser = Callable[[Any, str, str], Any]
 
@@ -213,8 +212,6 @@ def max_failed(value: Any, key: str, source: str) -> float:
 
 def prices(value: Any, key: str, source: str) -> Prices:
     """Two prices (input, output; USD per million tokens) -> Prices."""
-    from pytest_recfair.engine.budget import parse_prices
-
     expected = "two prices, input then output, e.g. '0.15, 0.60'"
     try:
         prices = parse_prices(value, key)
@@ -228,8 +225,6 @@ def prices(value: Any, key: str, source: str) -> Prices:
 def headers(value: Any, key: str, source: str) -> HeaderEnvs:
     """ "X-Team: TEAM_ENV, X-Org: ORG_ENV" (or a dict) -> (header, env name) pairs: each
     value is the NAME of an environment variable, so no header value is in a config."""
-    from pytest_recfair.providers.envheaders import parse_header_envs
-
     try:
         pairs = parse_header_envs(value)
     except ConfigError as exc:
@@ -243,3 +238,87 @@ def whole(minimum: int) -> Parser:
 
 def number(lo: float, hi: float | None) -> Parser:
     return lambda v, k, s: to_float(v, k, s, lo=lo, hi=hi)
+
+
+@dataclass(frozen=True)
+class Prices:
+    """USD per million input (prompt) and output (completion) tokens."""
+
+    input_per_mtok: float
+    output_per_mtok: float
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (
+            prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok
+        ) / 1e6
+
+
+_NUMBER = r"\s*(\d+(?:\.\d*)?|\.\d+)\s*"
+
+
+_PRICES = re.compile(rf"^(?:input\s*=)?{_NUMBER}[,;/ ]\s*(?:output\s*=)?{_NUMBER}$", re.I)
+
+
+def parse_prices(value: object, name: str = "recfair_prices") -> Prices | None:
+    """``"0.15, 0.60"`` / ``"input=0.15 output=0.60"`` / ``(0.15, 0.6)`` -> Prices; blank ->
+    None; anything else a one-line ConfigError naming ``name``."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    nums: Sequence[object] = ()
+    if isinstance(value, list | tuple) and len(value) == 2:
+        nums = value
+    else:
+        m = _PRICES.match(value) if isinstance(value, str) else None
+        nums = (m.group(1), m.group(2)) if m else ()
+    try:
+        inp, out = (float(n) for n in nums)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        inp = out = -1.0
+    if not (inp >= 0 and out >= 0 and math.isfinite(inp + out)):
+        raise ConfigError(
+            f"{name}: expected two prices in USD per million tokens, input then output, "
+            f"e.g. '0.15, 0.60', got {value!r}; copy them from your provider's price list"
+        )
+    return Prices(inp, out)
+
+
+#: (header, environment variable name) pairs, in the order given: how the settings
+#: hold ``recfair_extra_headers`` (a tuple, so the frozen settings stay hashable).
+HeaderEnvs = tuple[tuple[str, str], ...]
+
+
+_HEADER: Final = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
+
+
+_ENV: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+_EXPECTED: Final = (
+    "'Header-Name: ENV_VAR_NAME' pairs separated by commas or new lines, the value being "
+    "the NAME of an environment variable that holds the header's value"
+)
+
+
+def parse_header_envs(value: object) -> dict[str, str]:
+    """``"X-Org: ORG_ENV, X-Tag: TAG_ENV"`` or ``{"X-Org": "ORG_ENV"}`` -> header -> env name."""
+    if isinstance(value, Mapping):
+        pairs = [(str(k), str(v)) for k, v in value.items()]
+    elif isinstance(value, str):
+        pairs = []
+        for part in re.split(r"[,\n]", value):
+            if not part.strip():
+                continue
+            name, sep, env = part.partition(":")
+            if not sep:
+                name, sep, env = part.partition("=")
+            if not sep:
+                raise ConfigError(f"expected {_EXPECTED}; {part.strip()!r} has no ':'")
+            pairs.append((name.strip(), env.strip()))
+    else:
+        raise ConfigError(f"expected {_EXPECTED}")
+    out: dict[str, str] = {}
+    for name, env in pairs:
+        if not _HEADER.match(name) or not _ENV.match(env):
+            raise ConfigError(f"expected {_EXPECTED}; got {name!r}: {env!r}")
+        out[name] = env
+    return out

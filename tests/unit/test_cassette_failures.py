@@ -1,4 +1,4 @@
-"""The failure sidecar (cassettes/failures.py) and the default budget (settings/spend.py)."""
+"""The failure sidecar (cassettes/failures.py) and the default budget (engine/plan.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import pytest
 
 from pytest_recfair.cassettes import failures
 from pytest_recfair.cassettes.failures import Failure, FailureLog, failure_of, request_key
-from pytest_recfair.settings import AuditSettings, spend
+from pytest_recfair.engine import plan as spend
+from pytest_recfair.settings import AuditSettings
 
 
 def test_the_key_ignores_the_query_port_and_json_spacing() -> None:

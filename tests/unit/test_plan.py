@@ -6,8 +6,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from pytest_recfair.engine import budget as plan
+from pytest_recfair.engine import plan
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.providers.pacing import TOKENS_PER_ITEM
+from pytest_recfair.settings import values
 
 
 @dataclass(frozen=True)
@@ -18,7 +20,7 @@ class Case:
 
 
 ASK = [Case("You are a recommender.", "x" * 400) for _ in range(100)]
-PRICES = plan.Prices(1.0, 4.0)
+PRICES = values.Prices(1.0, 4.0)
 
 
 def test_estimate_counts_tokens_cost_and_duration() -> None:
@@ -26,7 +28,7 @@ def test_estimate_counts_tokens_cost_and_duration() -> None:
     assert (p.prompts, p.recorded, p.to_ask) == (120, 20, 100)
     # 422 chars -> 106 tokens + 2 messages x 8 overhead
     assert p.prompt_tokens == 100 * (106 + 16)
-    assert p.completion_tokens == 100 * 25 * plan.TOKENS_PER_ITEM
+    assert p.completion_tokens == 100 * 25 * TOKENS_PER_ITEM
     assert p.cost == pytest.approx((12_200 * 1.0 + 30_000 * 4.0) / 1e6)
     assert p.seconds == 13 * plan.SECONDS_PER_REQUEST  # ceil(100 / 8) waves
     line = p.line()
@@ -71,20 +73,20 @@ def test_budget_cost_needs_prices() -> None:
     ],
 )
 def test_prices(given: object, want: tuple[float, float]) -> None:
-    p = plan.parse_prices(given)
+    p = values.parse_prices(given)
     assert p is not None
     assert (p.input_per_mtok, p.output_per_mtok) == want
 
 
 def test_blank_prices() -> None:
-    assert plan.parse_prices("  ") is None
-    assert plan.parse_prices(None) is None
+    assert values.parse_prices("  ") is None
+    assert values.parse_prices(None) is None
 
 
 @pytest.mark.parametrize("bad", ["cheap", "1", "1,2,3", "-1, 2", (1, "x"), 5])
 def test_bad_prices(bad: object) -> None:
     with pytest.raises(ConfigError, match=r"^recfair_prices: expected two prices") as e:
-        plan.parse_prices(bad)
+        values.parse_prices(bad)
     assert "\n" not in str(e.value)
 
 

@@ -9,65 +9,65 @@ output tokens); without them it is left out, never guessed. Duration assumes
 :data:`SECONDS_PER_REQUEST` per request, ``concurrency`` at a time, and no less than the
 requests- and tokens-per-minute limits allow when one is set or was seen.
 
-Pure: stdlib only.
+Also here: the plan of one audit (:func:`audit_plan`: which prompts, how many already
+recorded), the default budget of a run that sends prompts to a service (:func:`limits`:
+a first recording never turns into a large bill by accident), and the budget
+:class:`Ledger` that pytest-xdist workers share (one locked file: xdist's channel runs one
+way while tests run, so workers cannot ask the controller). No pytest here.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import math
-import re
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from pathlib import Path
+from typing import Any, Final
 
+from pytest_recfair.engine import registry, stream
+from pytest_recfair.engine.base import AuditInputs, AuditRequest
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.providers.pacing import (
+    TOKENS_PER_ITEM,
+    CaseText,
+    known_limits,
+    prompt_tokens,
+)
+from pytest_recfair.providers.probe import is_in_process, recorded_ids
+from pytest_recfair.settings import AuditSettings
+from pytest_recfair.settings.run import Shard
+from pytest_recfair.settings.values import Prices
 
 __all__ = [
+    "DEFAULT_MAX_COST",
+    "DEFAULT_MAX_REQUESTS",
     "SECONDS_PER_REQUEST",
     "Budget",
     "BudgetExceeded",
+    "Ledger",
     "Plan",
-    "Prices",
+    "audit_plan",
+    "budget_of",
     "check_budget",
     "estimate",
+    "is_live",
+    "limits",
     "parse_budget",
-    "parse_prices",
-    "request_tokens",
     "total_line",
     "with_judge",
 ]
 
-CHARS_PER_TOKEN: Final = 4.0
-MESSAGE_OVERHEAD_TOKENS: Final = 8
-TOKENS_PER_ITEM: Final = 12
 #: A hosted model writing 25 titles takes a few seconds; the loopback simulator far less.
 SECONDS_PER_REQUEST: Final = 4.0
 
 
 class BudgetExceeded(ConfigError):
     """A live run would send more requests or cost more than the configured budget."""
-
-
-class _Case(Protocol):
-    @property
-    def system(self) -> str | None: ...
-    @property
-    def prompt(self) -> str: ...
-
-
-@dataclass(frozen=True)
-class Prices:
-    """USD per million input (prompt) and output (completion) tokens."""
-
-    input_per_mtok: float
-    output_per_mtok: float
-
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (
-            prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok
-        ) / 1e6
 
 
 @dataclass(frozen=True)
@@ -134,20 +134,9 @@ def _duration(seconds: float) -> str:
     return f"{minutes:.0f} min" if minutes < 90 else f"{minutes / 60:.1f} h"
 
 
-def _prompt_tokens(case: _Case) -> int:
-    chars = len(case.prompt) + len(case.system or "")
-    return math.ceil(chars / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS * (2 if case.system else 1)
-
-
-def request_tokens(case: _Case, max_tokens: int | None) -> int:
-    """Tokens one request may use, prompt plus reply, before it is sent (what the plan
-    counts, and what the runner's pacer debits until the reply's usage corrects it)."""
-    return _prompt_tokens(case) + (max_tokens or TOKENS_PER_ITEM * getattr(case, "k", 1))
-
-
 def estimate(
     test_id: str,
-    to_ask: Sequence[_Case],
+    to_ask: Sequence[CaseText],
     *,
     recorded: int,
     concurrency: int,
@@ -159,7 +148,7 @@ def estimate(
 ) -> Plan:
     """The plan for asking ``to_ask`` (the prompts without a valid recording); ``rpm`` /
     ``tpm``: the requests / tokens per minute the provider allows, when known."""
-    prompt_tokens = sum(map(_prompt_tokens, to_ask))
+    prompt_total = sum(map(prompt_tokens, to_ask))
     # a case without k (a candidate pick) asks for one item
     completion_tokens = sum(max_tokens or TOKENS_PER_ITEM * getattr(c, "k", 1) for c in to_ask)
     waves = math.ceil(len(to_ask) / max(1, concurrency))
@@ -168,7 +157,7 @@ def estimate(
         (n / limit * 60.0, f"{limit:,.0f} {what}/min")
         for n, limit, what in (
             (len(to_ask), rpm, "requests"),
-            (prompt_tokens + completion_tokens, tpm, "tokens"),
+            (prompt_total + completion_tokens, tpm, "tokens"),
         )
         if limit and n
     ]
@@ -181,9 +170,9 @@ def estimate(
         prompts=len(to_ask) + recorded,
         recorded=recorded,
         to_ask=len(to_ask),
-        prompt_tokens=prompt_tokens,
+        prompt_tokens=prompt_total,
         completion_tokens=completion_tokens,
-        cost=prices.cost(prompt_tokens, completion_tokens) if prices else None,
+        cost=prices.cost(prompt_total, completion_tokens) if prices else None,
         concurrency=concurrency,
         seconds=seconds,
         pace=pace,
@@ -241,33 +230,6 @@ def check_budget(budget: Budget, spent: Iterable[Plan], plan: Plan) -> None:
         )
 
 
-_NUMBER = r"\s*(\d+(?:\.\d*)?|\.\d+)\s*"
-_PRICES = re.compile(rf"^(?:input\s*=)?{_NUMBER}[,;/ ]\s*(?:output\s*=)?{_NUMBER}$", re.I)
-
-
-def parse_prices(value: object, name: str = "recfair_prices") -> Prices | None:
-    """``"0.15, 0.60"`` / ``"input=0.15 output=0.60"`` / ``(0.15, 0.6)`` -> Prices; blank ->
-    None; anything else a one-line ConfigError naming ``name``."""
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    nums: Sequence[object] = ()
-    if isinstance(value, list | tuple) and len(value) == 2:
-        nums = value
-    else:
-        m = _PRICES.match(value) if isinstance(value, str) else None
-        nums = (m.group(1), m.group(2)) if m else ()
-    try:
-        inp, out = (float(n) for n in nums)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        inp = out = -1.0
-    if not (inp >= 0 and out >= 0 and math.isfinite(inp + out)):
-        raise ConfigError(
-            f"{name}: expected two prices in USD per million tokens, input then output, "
-            f"e.g. '0.15, 0.60', got {value!r}; copy them from your provider's price list"
-        )
-    return Prices(inp, out)
-
-
 def parse_budget(max_requests: object, max_cost: object) -> Budget:
     """The ini keys recfair_max_requests / recfair_max_cost (blank = no limit)."""
     requests = _limit(max_requests, "recfair_max_requests", whole=True)
@@ -292,3 +254,145 @@ def _limit(value: object, name: str, *, whole: bool) -> float | None:
             f"{name}: expected {what} >= 0, got {value!r}; leave it empty for no limit"
         )
     return number
+
+
+#: Live prompts one run may send to an HTTP recommender unless recfair_max_requests is set
+#: (the quickstart's first recording, 20 entities, asks ~720).
+DEFAULT_MAX_REQUESTS: Final = 2_000
+
+
+#: Estimated USD one run may spend unless recfair_max_cost is set (needs recfair_prices).
+DEFAULT_MAX_COST: Final = 5.0
+
+
+def limits(settings: AuditSettings, *, network: bool) -> tuple[int | None, float | None]:
+    """(max requests, max cost) of this run: the settings' own when either is set, else
+    the defaults for a recommender reached over the network (None: no limit)."""
+    requests, cost = settings.max_requests, settings.max_cost
+    if not network or requests is not None or cost is not None:
+        return requests, cost  # a budget the user set is the budget
+    return DEFAULT_MAX_REQUESTS, DEFAULT_MAX_COST if settings.prices is not None else None
+
+
+@dataclasses.dataclass(frozen=True)
+class Ledger:
+    """The plans of one run, shared by its processes."""
+
+    path: Path
+
+    def reserve(self, limits: Budget | None, planned: Plan) -> None:
+        """Check ``planned`` against ``limits`` on top of every plan of the run (every
+        worker's), then record it; BudgetExceeded (nothing recorded) past the budget.
+        ``limits`` None: record only (--fairness-plan)."""
+        with self._locked():
+            if limits is not None:
+                check_budget(limits, self.plans(), planned)
+            line = json.dumps(dataclasses.asdict(planned), sort_keys=True)
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+
+    def plans(self) -> list[Plan]:
+        """Every plan recorded so far, in order."""
+        try:
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        out = []
+        for number, line in enumerate(text.splitlines(), 1):
+            try:
+                out.append(Plan(**json.loads(line)))
+            except (ValueError, TypeError) as exc:
+                raise ConfigError(
+                    f"budget ledger {self.path} line {number} is not a plan ({exc}); it is "
+                    "this run's own file: re-run."
+                ) from None
+        return out
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            try:
+                import fcntl
+            except ImportError:  # pragma: no cover - Windows: workers not serialised
+                yield
+                return
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+
+def is_live(settings: AuditSettings, recommender: Any) -> bool:
+    """Can this audit send requests? A callable always runs live; an HTTP provider only
+    in a record mode that records."""
+    return is_in_process(recommender) or settings.record_mode != "none"
+
+
+def budget_of(settings: AuditSettings, planned: Plan | None = None) -> Budget:
+    """The run's limits; the default budget (:data:`DEFAULT_MAX_REQUESTS`) when
+    ``planned`` sends over the network (its duration is estimated, an in-process one's not)."""
+    network = planned is not None and planned.seconds is not None
+    requests, cost = limits(settings, network=network)
+    return Budget(max_requests=requests, max_cost=cost)
+
+
+def audit_plan(
+    settings: AuditSettings,
+    recommender: Any,
+    *,
+    seeds: Sequence[Entity],
+    grid: Grid,
+    test_id: str,
+    cassette_root: Path,
+    inputs: AuditInputs | None = None,
+    shard: Shard | None = None,
+    failed: Mapping[str, str] | None = None,
+) -> Plan:
+    """The plan of this audit's run (of shard ``shard``'s share, when given)."""
+    request = AuditRequest(
+        settings, recommender, seeds, grid, test_id, inputs=inputs or AuditInputs(), shard=shard
+    )
+    asked = stream.all_cases(registry.kind_for(settings), request)
+    cases = [c for c in asked if c.id not in (failed or {})]
+    found = recorded_ids(recommender, cases, cassette_root, settings.record_mode, test_id)
+    to_ask = [c for c in cases if c.id not in found]
+    # The limit paces the run: the configured one, else what this process's replies said.
+    seen_rpm, seen_tpm = known_limits(recommender)
+    main = estimate(
+        test_id,
+        to_ask,
+        recorded=len(found),
+        concurrency=settings.concurrency,
+        max_tokens=settings.max_tokens or getattr(recommender, "max_tokens", None),
+        prices=settings.prices,
+        seconds_per_request=None if is_in_process(recommender) else SECONDS_PER_REQUEST,
+        rpm=settings.rpm or seen_rpm,
+        tpm=settings.tpm or seen_tpm,
+    )
+    return _with_judge(main, settings, request, to_ask)
+
+
+def _with_judge(
+    main: Plan, settings: AuditSettings, request: AuditRequest, to_ask: Sequence[Any]
+) -> Plan:
+    """The judge calls the cases to ask will bring (a kind with a :class:`~.base.
+    PlannedFollowUp`, e.g. role-play Why answers), at the judge's prices."""
+    judge = request.inputs.judge
+    more = getattr(registry.kind_for(settings), "planned_follow_up", None)
+    if more is None or judge is None:
+        return main
+    calls = more(settings, to_ask)
+    judged = estimate(
+        request.test_id,
+        calls,
+        recorded=0,
+        concurrency=settings.concurrency,
+        max_tokens=getattr(judge, "max_tokens", None),
+        prices=settings.judge_prices,
+        seconds_per_request=None if is_in_process(judge) else SECONDS_PER_REQUEST,
+    )
+    return with_judge(main, judged)
