@@ -92,8 +92,8 @@ def audit(
 def _inputs(s: settings.AuditSettings) -> Any:
     """The files other kinds of audit read (catalogue, candidates, absent), as the plugin
     reads them; outside pytest they are file paths (there are no fixtures to name)."""
-    from pytest_recfair.engine import inputs as read
     from pytest_recfair.engine.base import AuditInputs
+    from pytest_recfair.replies import catalogue as read
 
     return AuditInputs(
         catalogue=None if s.catalogue is None else read.as_catalogue(s.catalogue, "audit"),

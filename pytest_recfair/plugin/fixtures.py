@@ -127,8 +127,8 @@ def candidates(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any
 
 def inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> AuditInputs:
     """What the kind of audit needs beyond seeds and grid (catalogue, candidates, absent)."""
-    from pytest_recfair.engine import inputs as read
     from pytest_recfair.engine.base import AuditInputs
+    from pytest_recfair.replies import catalogue as read
 
     found_catalogue = request.getfixturevalue("recfair_catalogue")
     judge = request.getfixturevalue("recfair_judge")

@@ -22,7 +22,7 @@ from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
     from pytest_recfair.compare.models import ModelSlot
-    from pytest_recfair.engine.record import TestRecord
+    from pytest_recfair.engine.collector import TestRecord
     from pytest_recfair.engine.verdict import BaselineCheck, BaselineState, Verdict
     from pytest_recfair.results import AuditResult
     from pytest_recfair.settings.run import Shard
@@ -144,16 +144,15 @@ def _plan(request: pytest.FixtureRequest, s: AuditSettings, recommender: Any, ca
     """This audit's plan, printed when it will send requests (or with --fairness-plan,
     which then skips the test); a plan past the run's budget fails the test unsent.
     None for an audit that only replays."""
-    from pytest_recfair.engine import plan as planning
-    from pytest_recfair.engine.plan import check_budget
+    from pytest_recfair.engine import plan
 
     config = request.config
     state = run_state(config)
     # --fairness-batch sends (through the batch API) whatever the record mode says
-    if not (s.plan or s.batch or planning.is_live(s, recommender)):
+    if not (s.plan or s.batch or plan.is_live(s, recommender)):
         return None
     seeds, grid, inputs = cases
-    planned = planning.audit_plan(
+    planned = plan.audit_plan(
         s,
         recommender,
         seeds=seeds,
@@ -166,11 +165,11 @@ def _plan(request: pytest.FixtureRequest, s: AuditSettings, recommender: Any, ca
     if s.plan or planned.to_ask:
         session.terminal_line(config)(f"recfair plan: {planned.line()}")
     if state.ledger is not None:  # an xdist worker: one count for every worker
-        state.ledger.reserve(None if s.plan else planning.budget_of(s, planned), planned)
+        state.ledger.reserve(None if s.plan else plan.budget_of(s, planned), planned)
     elif s.plan:
         state.plans.append(planned)
     else:  # refused past the budget (BudgetExceeded): nothing sent
-        check_budget(planning.budget_of(s, planned), state.plans, planned)
+        plan.check_budget(plan.budget_of(s, planned), state.plans, planned)
         state.plans.append(planned)
     if s.plan:
         pytest.skip("fairness plan only (--fairness-plan): nothing was sent")
@@ -193,7 +192,7 @@ def conclude(
 ) -> tuple[BaselineCheck, AuditResult, TestRecord]:
     """Compare with the baseline and gate: the comparison, the gated result, and the
     record shipped to the controller (even if the test body fails before judging)."""
-    from pytest_recfair.engine.record import TestRecord
+    from pytest_recfair.engine.collector import TestRecord
     from pytest_recfair.engine.verdict import check_baseline, gate_result
 
     comparison = check_baseline(s, result, state)
@@ -251,7 +250,7 @@ def judge(
     with the baseline written under --fairness-update; and the reason the baseline could
     not be written, or None."""
     from pytest_recfair.engine import verdict as verdicts
-    from pytest_recfair.engine.changes import baseline_changes
+    from pytest_recfair.engine.collector import baseline_changes
 
     verdict = verdicts.judge(s, record.result, comparison, test_id)
     if failed is not None:

@@ -33,8 +33,8 @@ if TYPE_CHECKING:
     from pytest_recfair.compare.models import ModelSlot
     from pytest_recfair.compare.reference import Reference, Rule
     from pytest_recfair.engine import plan
+    from pytest_recfair.engine.collector import RunCollector, TestRecord
     from pytest_recfair.engine.plan import Ledger
-    from pytest_recfair.engine.record import RunCollector, TestRecord
     from pytest_recfair.engine.sharding import MergeSource
     from pytest_recfair.engine.verdict import BaselineCheck
 
@@ -312,7 +312,7 @@ def _unused_notes(config: pytest.Config) -> list[str]:
     s = state.settings
     if not s.update or state.audited is None or narrowed:
         return []
-    from pytest_recfair.engine.changes import unused_baselines
+    from pytest_recfair.engine.collector import unused_baselines
 
     root = config.rootpath / s.baseline_dir
     unused = unused_baselines(root, config.rootpath, state.audited)
@@ -379,7 +379,7 @@ class Controller:
 
     def _collector(self) -> RunCollector:
         if self.collector is None:
-            from pytest_recfair.engine.record import RunCollector
+            from pytest_recfair.engine.collector import RunCollector
 
             self.collector = RunCollector()
         return self.collector

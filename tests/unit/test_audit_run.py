@@ -13,9 +13,9 @@ import pytest
 from pytest_recfair import prompts, report
 from pytest_recfair.engine import registry
 from pytest_recfair.engine.base import AuditKind, AuditRequest
+from pytest_recfair.engine.collector import RunCollector, TestRecord
 from pytest_recfair.engine.overlap.kind import OVERLAP
 from pytest_recfair.engine.pipeline import measure, run_audit
-from pytest_recfair.engine.record import RunCollector, TestRecord
 from pytest_recfair.engine.verdict import (
     BaselineState,
     check_baseline,
