@@ -28,7 +28,8 @@ from pytest_recfair.settings.run import Shard, parse_shard
 if TYPE_CHECKING:
     from pytest_recfair.cassettes.store import CassetteStore
     from pytest_recfair.engine.overlap.tally import Tally
-    from pytest_recfair.providers import Completion, RunOutcome
+    from pytest_recfair.providers.base import Completion
+    from pytest_recfair.providers.runstate import RunOutcome
     from pytest_recfair.report.sections import KindSections
 
 __all__ = [
@@ -445,7 +446,8 @@ def replay(
     """Merge reply shards: the united replies go through a fresh scorer (``start``:
     entity ids, first entity's prompts, inputs -> scorer) over the whole audit's prompts,
     as the unsharded run scored them."""
-    from pytest_recfair.providers import RunOutcome, Usage
+    from pytest_recfair.providers.base import Usage
+    from pytest_recfair.providers.runstate import RunOutcome
 
     meta, replies = merge_replies(parts)
     cases, inputs = rebuild()
@@ -471,7 +473,7 @@ def replay(
 
 
 def _completion(d: Mapping[str, Any]) -> Completion:
-    from pytest_recfair.providers import Completion, Usage
+    from pytest_recfair.providers.base import Completion, Usage
 
     usage = d.get("usage")
     return Completion(

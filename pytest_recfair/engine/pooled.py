@@ -22,7 +22,8 @@ from pytest_recfair.engine.base import (
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
-    from pytest_recfair.providers import Completion, RunOutcome
+    from pytest_recfair.providers.base import Completion
+    from pytest_recfair.providers.runstate import RunOutcome
 
 __all__ = ["PooledKind", "PooledScorer", "Score"]
 

@@ -32,7 +32,7 @@ from pytest_recfair.prompts.persona import persona_system
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
-    from pytest_recfair import providers
+    from pytest_recfair.providers.runstate import RunOptions, RunOutcome
 
 __all__ = [
     "Streamed",
@@ -72,12 +72,12 @@ def prices_of(settings: AuditSettings) -> tuple[float, float] | None:
     return settings.prices.input_per_mtok, settings.prices.output_per_mtok
 
 
-def run_options(settings: AuditSettings, live: Any = None) -> providers.RunOptions:
+def run_options(settings: AuditSettings, live: Any = None) -> RunOptions:
     """How the runner sends this audit's prompts: the settings' provider keys, the
     progress line of the pytest terminal (None: the runner's own on a terminal)."""
-    from pytest_recfair import providers  # the engine's one call into httpx land
+    from pytest_recfair.providers.runstate import RunOptions  # the engine's way to httpx
 
-    return providers.RunOptions(
+    return RunOptions(
         concurrency=settings.concurrency,
         timeout=settings.timeout,
         max_retries=settings.max_retries,
@@ -166,13 +166,13 @@ def _advance(live: Any, sent: Sent) -> None:
         advance(len(sent.failed), sent.prompts - len(sent.failed), tokens, sent.cost)
 
 
-def send(request: AuditRequest, cases: Sequence[Any]) -> providers.RunOutcome:
+def send(request: AuditRequest, cases: Sequence[Any]) -> RunOutcome:
     """Send ``cases`` (those already known to have failed are not sent, they stay failed)."""
-    from pytest_recfair import providers
+    from pytest_recfair.providers.runner import run_cases
 
     failed = request.failed
     known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
-    outcome = providers.run_cases(
+    outcome = run_cases(
         request.recommender,
         [c for c in cases if c.id not in known] if known else list(cases),
         run_options(request.settings, request.live),
@@ -186,8 +186,8 @@ def send(request: AuditRequest, cases: Sequence[Any]) -> providers.RunOutcome:
 
 
 def follow_up(
-    request: AuditRequest, kind: AuditKind, cases: list[Any], outcome: providers.RunOutcome
-) -> tuple[list[Any], providers.RunOutcome]:
+    request: AuditRequest, kind: AuditKind, cases: list[Any], outcome: RunOutcome
+) -> tuple[list[Any], RunOutcome]:
     """The chunk's cases and replies, with those of the judge calls a kind asks of
     ``inputs.judge`` (:class:`~.base.FollowUp`); unchanged without a judge."""
     ask = getattr(kind, "follow_up", None)

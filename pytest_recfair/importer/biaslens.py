@@ -30,11 +30,12 @@ from typing import Any
 
 import httpx
 
-from pytest_recfair import providers
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.prompts.roles import JUDGE_REPEATS, load_roles, normalise_qtype, parse_options
+from pytest_recfair.providers.http import from_config
+from pytest_recfair.providers.runner import run_cases
 
 __all__ = ["BiasLensSummary", "import_biaslens"]
 
@@ -125,9 +126,9 @@ def _record(root: Path, cases: Sequence[Any], texts: Mapping[str, str], model: s
             return httpx.Response(404, json={"error": {"message": "not in the published run"}})
         return httpx.Response(200, json=_completion(model, text, case.id))
 
-    provider = providers.from_config("openai", model=model, api_key_env="")
+    provider = from_config("openai", model=model, api_key_env="")
     with CassetteStore(root, mode="all") as store:
-        outcome = providers.run_cases(
+        outcome = run_cases(
             provider, list(cases), cassettes=store, test_id=TEST_FILE,
             transport=httpx.MockTransport(answer), progress=False, max_retries=0,
         )  # fmt: skip

@@ -1,7 +1,7 @@
 """Write a published run's replies as cassettes, through the project's own recording path.
 
 Each case of the generated audit is sent by the real OpenAI provider through
-``providers.run_cases`` with the cassette store in record mode; an ``httpx.MockTransport``
+``run_cases`` with the cassette store in record mode; an ``httpx.MockTransport``
 stands in for the network and answers with the published reply: the CSV's ``Result`` is
 the reply of record (the Batch API response body is kept verbatim where its text is the
 same; where it differs the CSV wins and the difference is counted, unless the caller
@@ -21,11 +21,12 @@ from typing import Any
 
 import httpx
 
-from pytest_recfair import providers
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.errors import DataError
 from pytest_recfair.importer.published import PublishedRun, Row
 from pytest_recfair.prompts import PromptCase
+from pytest_recfair.providers.http import from_config
+from pytest_recfair.providers.runner import run_cases
 
 __all__ = ["batch_text", "record_class"]
 
@@ -125,9 +126,9 @@ def record_class(
             return httpx.Response(404, json={"error": {"message": "not in the published run"}})
         return httpx.Response(200, json=body)
 
-    provider = providers.from_config("openai", model=model, api_key_env="")
+    provider = from_config("openai", model=model, api_key_env="")
     with CassetteStore(root, mode="all") as store:
-        outcome = providers.run_cases(
+        outcome = run_cases(
             provider,
             sent,
             cassettes=store,

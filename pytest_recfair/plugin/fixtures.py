@@ -33,7 +33,8 @@ __all__ = [
 
 def default_recommender(config: pytest.Config) -> Any:
     """The provider the ini keys name (recfair_provider, recfair_model, ...)."""
-    from pytest_recfair import providers
+
+    from pytest_recfair.providers.http import from_config
 
     model = str(config.getini("recfair_model") or "").strip()
     if not model:
@@ -42,7 +43,7 @@ def default_recommender(config: pytest.Config) -> Any:
             "recfair_base_url, recfair_api_key_env), or override the recfair_recommender "
             "fixture in conftest.py. See docs/quickstart.md."
         )
-    return providers.from_config(
+    return from_config(
         str(config.getini("recfair_provider") or "openai").strip(),
         model=model,
         base_url=str(config.getini("recfair_base_url") or "").strip() or None,
@@ -53,16 +54,17 @@ def default_recommender(config: pytest.Config) -> Any:
 def default_judge(config: pytest.Config) -> Any:
     """The judge model the ini keys name (recfair_judge_model, ...; the recommender's
     provider, base URL and key variable by default), or None without recfair_judge_model."""
-    from pytest_recfair import providers
 
     def ini(key: str) -> str | None:
         value = config.getini(f"recfair_judge_{key}") or config.getini(f"recfair_{key}")
         return str(value or "").strip() or None
 
+    from pytest_recfair.providers.http import from_config
+
     model = str(config.getini("recfair_judge_model") or "").strip()
     if not model:
         return None
-    return providers.from_config(
+    return from_config(
         ini("provider") or "openai",
         model=model,
         base_url=ini("base_url"),
@@ -269,9 +271,9 @@ def recommender_for(recommender: Any, s: settings.AuditSettings) -> Any:
 
 def _configured(recommender: Any, s: settings.AuditSettings) -> Any:
     """The recommender with this test's provider settings (ini and marker) applied."""
-    from pytest_recfair import providers
+    from pytest_recfair.providers.configure import configure
 
-    return providers.configure(
+    return configure(
         recommender,
         temperature=s.temperature,
         max_tokens=s.max_tokens,
@@ -284,16 +286,16 @@ def _named(recommender: Any, s: settings.AuditSettings) -> Any:
     """A plain callable reported under a readable model id: the marker's ``model=``, else
     its own ``model`` attribute, else its name, else (a lambda or a closure, whose name
     says nothing) the fixture's name."""
-    from pytest_recfair import providers
+    from pytest_recfair.providers.adapter import CallableProvider, callable_label
 
-    if isinstance(recommender, providers.CallableProvider) or callable(
+    if isinstance(recommender, CallableProvider) or callable(
         getattr(recommender, "build_request", None)
     ):
         return recommender
     own = getattr(recommender, "model", None)
     if s.model is None and isinstance(own, str) and own:
         return recommender
-    label = s.model or providers.callable_label(recommender)
+    label = s.model or callable_label(recommender)
     if "<" in label:  # <lambda>, <locals>: the fixture's name says more
         label = "recfair_recommender"
-    return providers.CallableProvider(recommender, model=label)
+    return CallableProvider(recommender, model=label)

@@ -23,13 +23,9 @@ from pytest_recfair.providers.http import (
     from_config,
     is_loopback,
 )
-from pytest_recfair.providers.runner import (
-    RunOptions,
-    RunOutcome,
-    arun_cases,
-    retry_after_seconds,
-    run_cases,
-)
+from pytest_recfair.providers.retry import retry_after_seconds
+from pytest_recfair.providers.runner import arun_cases, run_cases
+from pytest_recfair.providers.runstate import RunOptions, RunOutcome
 
 __all__ = [
     "TRUNCATED_FINISH_REASONS",

@@ -37,11 +37,10 @@ from pytest_recfair.errors import RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Provider
 from pytest_recfair.providers.bridge import run_sync
-from pytest_recfair.providers.clients import SHARD_CONNECTIONS, env_proxy
 from pytest_recfair.providers.pacing import Pacer, endpoint_for
 from pytest_recfair.providers.progress import Progress
 from pytest_recfair.providers.replay import first_pass, note_failures
-from pytest_recfair.providers.retry import Abort, retry_after_seconds
+from pytest_recfair.providers.retry import Abort
 from pytest_recfair.providers.runstate import (
     CaseLike,
     Run,
@@ -54,16 +53,7 @@ from pytest_recfair.providers.runstate import (
 )
 from pytest_recfair.providers.workers import Workers, close
 
-__all__ = [
-    "SHARD_CONNECTIONS",
-    "CaseLike",
-    "RunOptions",
-    "RunOutcome",
-    "arun_cases",
-    "env_proxy",
-    "retry_after_seconds",
-    "run_cases",
-]
+__all__ = ["arun_cases", "run_cases"]
 
 
 async def arun_cases(

@@ -373,7 +373,7 @@ def test_cut_off_json_reply_is_retried() -> None:
 
 
 def test_proxy_variables_apply_to_remote_urls_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_recfair.providers.runner import env_proxy
+    from pytest_recfair.providers.clients import env_proxy
 
     for name in ("ALL_PROXY", "all_proxy", "http_proxy", "HTTP_PROXY", "no_proxy"):
         monkeypatch.delenv(name, raising=False)

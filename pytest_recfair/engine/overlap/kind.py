@@ -37,7 +37,7 @@ from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
-    from pytest_recfair.providers import RunOutcome
+    from pytest_recfair.providers.runstate import RunOutcome
 
 __all__ = ["OVERLAP", "OverlapAudit", "OverlapScorer", "OverlapSections", "layout_of", "list_cases"]
 

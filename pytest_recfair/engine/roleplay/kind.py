@@ -72,7 +72,7 @@ from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
-    from pytest_recfair.providers import RunOutcome
+    from pytest_recfair.providers.runstate import RunOutcome
 
 __all__ = ["ROLEPLAY", "RoleplayAudit", "RoleplayCase", "rounds_of"]
 
