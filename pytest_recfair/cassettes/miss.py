@@ -1,17 +1,35 @@
 """What replay says when it finds nothing: :class:`CassetteMiss` (an error: the mode
-forbids the network) and :class:`CassetteNote` (a warning that stops nothing)."""
+forbids the network) and :class:`CassetteNote` (a warning that stops nothing); and the
+record modes as data (:data:`MODE_POLICIES`, one row per mode, names as in vcrpy /
+pytest-recording): the store and the runner ask the policy, never the mode's name."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Final, Literal, cast
 
-from pytest_recfair.cassettes.policy import RERECORD_HINT
 from pytest_recfair.errors import CassetteError
-from pytest_recfair.kinds import ENTITIES_OPTION, PLAN_OPTION, RECORD_OPTION
+from pytest_recfair.kinds import (
+    ENTITIES_OPTION,
+    PLAN_OPTION,
+    RECORD_MODES,
+    RECORD_OPTION,
+    RecordMode,
+)
 
-__all__ = ["CassetteMiss", "CassetteNote", "prompt_of"]
+__all__ = [
+    "MODE_POLICIES",
+    "RECORD_MODES",
+    "RERECORD_HINT",
+    "CassetteMiss",
+    "CassetteNote",
+    "ModePolicy",
+    "RecordMode",
+    "prompt_of",
+]
 
 
 class CassetteNote(UserWarning):
@@ -179,3 +197,37 @@ def prompt_of(body: bytes | str | None, case: object = None) -> str:
             if isinstance(obj.get(field), str):
                 return cast(str, obj[field])
     return raw[:300].decode("utf-8", "replace")
+
+
+#: How to record what a replay-only run missed (said by every miss).
+RERECORD_HINT: Final = (
+    f"record the missing replies with {RECORD_OPTION}=new_episodes (or once: both keep "
+    "the recorded replies and ask only what is missing)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ModePolicy:
+    """What one record mode does; the store and the runner ask this, never the name."""
+
+    #: Recorded replies are served (False: every request is recorded afresh).
+    replays: bool
+    #: A request without a recorded reply may go to the network (and be recorded).
+    records: bool
+    #: The old file is read (False: it is replaced unread).
+    reads_old: bool
+    #: Old interactions kept on save: all of them, those not re-recorded, or none.
+    keeps: Literal["all", "not_rerecorded", "none"]
+
+
+#: One row per mode (names as in vcrpy / pytest-recording); a new mode is one row. With a
+#: store keyed by what was asked and shared by every test, "once" (record a file that does
+#: not exist yet) and "new_episodes" coincide: each asks exactly the requests without a
+#: valid recording, so an interrupted or partial recording is simply resumed.
+MODE_POLICIES: Final[Mapping[RecordMode, ModePolicy]] = {
+    "none": ModePolicy(replays=True, records=False, reads_old=True, keeps="all"),
+    "once": ModePolicy(replays=True, records=True, reads_old=True, keeps="all"),
+    "new_episodes": ModePolicy(replays=True, records=True, reads_old=True, keeps="all"),
+    "all": ModePolicy(replays=False, records=True, reads_old=True, keeps="not_rerecorded"),
+    "rewrite": ModePolicy(replays=False, records=True, reads_old=False, keeps="none"),
+}

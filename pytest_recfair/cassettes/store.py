@@ -39,8 +39,13 @@ from pytest_recfair.cassettes import tapecache
 from pytest_recfair.cassettes import vcr_import as cassette_import
 from pytest_recfair.cassettes.index import Key, Tape, canonical_body, index_tape, provenance, valid
 from pytest_recfair.cassettes.index import head as _head
-from pytest_recfair.cassettes.miss import CassetteMiss, CassetteNote, prompt_of
-from pytest_recfair.cassettes.policy import MODE_POLICIES, ModePolicy
+from pytest_recfair.cassettes.miss import (
+    MODE_POLICIES,
+    CassetteMiss,
+    CassetteNote,
+    ModePolicy,
+    prompt_of,
+)
 from pytest_recfair.cassettes.vcrfile import (
     REPEAT_HEADER,
     TEST_HEADER,

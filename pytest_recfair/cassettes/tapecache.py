@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from pytest_recfair.cassettes import compact
 from pytest_recfair.cassettes.index import Tape, index_tape, note_stale
-from pytest_recfair.cassettes.policy import MODE_POLICIES
+from pytest_recfair.cassettes.miss import MODE_POLICIES
 from pytest_recfair.replies import memo
 
 __all__ = ["CACHE_DIR", "digest", "entry_key", "file_key", "load", "open_for", "use_for"]

@@ -13,7 +13,9 @@ Also here: the plan of one audit (:func:`audit_plan`: which prompts, how many al
 recorded), the default budget of a run that sends prompts to a service (:func:`limits`:
 a first recording never turns into a large bill by accident), and the budget
 :class:`Ledger` that pytest-xdist workers share (one locked file: xdist's channel runs one
-way while tests run, so workers cannot ask the controller). No pytest here.
+way while tests run, so workers cannot ask the controller). Which cases already have a
+valid recording (:func:`recorded_ids`) comes from the lookup replay uses, on a store of
+its own (a lookup marks a recording as played); only a 2xx reply counts. No pytest here.
 """
 
 from __future__ import annotations
@@ -28,17 +30,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.engine import registry, stream
 from pytest_recfair.engine.base import AuditInputs, AuditRequest
-from pytest_recfair.errors import ConfigError
+from pytest_recfair.errors import ConfigError, RecfairError
+from pytest_recfair.kinds import RecordMode
 from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.providers.adapter import CallableProvider
+from pytest_recfair.providers.http import HTTPProvider
 from pytest_recfair.providers.pacing import (
     TOKENS_PER_ITEM,
     CaseText,
     known_limits,
     prompt_tokens,
 )
-from pytest_recfair.providers.probe import is_in_process, recorded_ids
+from pytest_recfair.providers.transport import CassetteTransport, case_extensions
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.run import Shard
 from pytest_recfair.settings.values import Prices
@@ -55,9 +61,11 @@ __all__ = [
     "budget_of",
     "check_budget",
     "estimate",
+    "is_in_process",
     "is_live",
     "limits",
     "parse_budget",
+    "recorded_ids",
     "total_line",
     "with_judge",
 ]
@@ -396,3 +404,36 @@ def _with_judge(
         seconds_per_request=None if is_in_process(judge) else SECONDS_PER_REQUEST,
     )
     return with_judge(main, judged)
+
+
+def is_in_process(recommender: Any) -> bool:
+    """A Python callable (no HTTP, nothing recorded), not an HTTP provider."""
+    return isinstance(recommender, CallableProvider) or not (
+        callable(getattr(recommender, "build_request", None))
+        and callable(getattr(recommender, "parse_response", None))
+    )
+
+
+def recorded_ids(
+    recommender: Any, cases: Sequence[Any], root: Path, mode: RecordMode, test_id: str
+) -> set[str]:
+    """The ids of ``cases`` whose request has a valid (2xx) recording under ``root``."""
+    if is_in_process(recommender):
+        return set()
+    store = CassetteStore(root, mode, autosave=None)
+    if not store.policy.replays:
+        return set()
+    if isinstance(recommender, HTTPProvider):
+        store.add_secrets(recommender.secrets)
+    replayer = CassetteTransport(store, test_id=test_id)
+    found: set[str] = set()
+    for case in cases:
+        request = recommender.build_request(case.system, case.prompt)
+        request.extensions = {**request.extensions, **case_extensions(case)}
+        try:
+            response = replayer.replay(request)
+        except RecfairError:  # a miss the record mode would not record: not recorded
+            continue
+        if response is not None and 200 <= response.status_code < 300:
+            found.add(case.id)
+    return found

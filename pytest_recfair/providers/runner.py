@@ -23,20 +23,22 @@ and each entity's cassette is saved once its cases are done. Every request of an
 provider (and of a callable with ``rpm`` / ``tpm``) first waits for its share of the
 endpoint's requests- and tokens-per-minute limits (:mod:`.pacing`: configured, or read
 from the replies' rate-limit headers; adaptive on 429). :func:`run_cases` runs it all
-from synchronous code (:mod:`.bridge`).
+from synchronous code, also from inside a running event loop (:func:`run_sync`: the
+coroutine then gets its own loop in a helper thread).
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, TypeVar
 
 from pytest_recfair import secrets
-from pytest_recfair.errors import RecfairError
+from pytest_recfair.errors import ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Provider
-from pytest_recfair.providers.bridge import run_sync
 from pytest_recfair.providers.pacing import Pacer, endpoint_for
 from pytest_recfair.providers.progress import Progress
 from pytest_recfair.providers.replay import first_pass, note_failures
@@ -53,7 +55,7 @@ from pytest_recfair.providers.runstate import (
 )
 from pytest_recfair.providers.workers import Workers, close
 
-__all__ = ["arun_cases", "run_cases"]
+__all__ = ["arun_cases", "run_cases", "run_sync"]
 
 
 async def arun_cases(
@@ -139,3 +141,42 @@ def run_cases(
     """
     opts = RunOptions.of(options, overrides)
     return run_sync(lambda: arun_cases(provider, cases, opts))
+
+
+T = TypeVar("T")
+
+
+def run_sync(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """``main()`` run on an event loop of its own; its result."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _run(main)
+    with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="recfair-run") as pool:
+        return pool.submit(_run, main).result()
+
+
+def _run(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    box: list[T] = []
+
+    async def boxed() -> None:
+        # Not the task's result: on Python 3.11 asyncio.run's SIGINT clean-up formats
+        # the main task's repr, result included: 0.3 s for 32,000 completions.
+        box.append(await main())
+
+    try:
+        runner = asyncio.Runner()
+        runner.get_loop()  # the loop's self-pipe is a socketpair
+    except OSError:
+        raise
+    except Exception as exc:  # socket creation refused by another plugin
+        raise ProviderError(
+            f"cannot start an event loop: creating its socket pair raised "
+            f"{type(exc).__name__}: {str(exc).rstrip('.')}. Sockets are blocked in this "
+            f"run (e.g. pytest-socket's --disable-socket); pytest-recfair runs requests "
+            f"and replays on an asyncio loop, which needs local (unix) sockets: allow "
+            f"them (--allow-unix-socket)."
+        ) from None
+    with runner:
+        runner.run(boxed())
+    return box[0]
