@@ -271,7 +271,7 @@ def recommender_for(recommender: Any, s: settings.AuditSettings) -> Any:
 
 def _configured(recommender: Any, s: settings.AuditSettings) -> Any:
     """The recommender with this test's provider settings (ini and marker) applied."""
-    from pytest_recfair.providers.configure import configure
+    from pytest_recfair.providers.http import configure
 
     return configure(
         recommender,

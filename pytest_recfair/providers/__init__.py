@@ -13,13 +13,13 @@ from pytest_recfair.providers.base import (
     TruncatedReply,
     Usage,
 )
-from pytest_recfair.providers.configure import configure
 from pytest_recfair.providers.http import (
     AnthropicProvider,
     GeminiProvider,
     HTTPProvider,
     OllamaProvider,
     OpenAIProvider,
+    configure,
     from_config,
     is_loopback,
 )

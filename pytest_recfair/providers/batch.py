@@ -36,12 +36,13 @@ from pytest_recfair.providers.batch_api import (
     AnthropicBatches,
     BatchService,
     BatchState,
+    Journal,
+    JournalDir,
     LineResult,
     MalformedResults,
     OpenAIBatches,
     Submission,
 )
-from pytest_recfair.providers.batchjournal import Journal, JournalDir
 from pytest_recfair.providers.runstate import CaseLike
 
 __all__ = ["BATCH_PROVIDERS", "BatchOutcome", "cassette_recorder", "custom_id", "run_batch"]

@@ -19,7 +19,7 @@ from pytest_recfair.providers.base import (
     error_detail,
 )
 from pytest_recfair.providers.http import unauthorized_hint
-from pytest_recfair.providers.ratelimit import Seen, gemini_quota, read_headers
+from pytest_recfair.providers.pacing import Seen, gemini_quota, read_headers
 from pytest_recfair.providers.transport import CaseRef
 
 __all__ = [

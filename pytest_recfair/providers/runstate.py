@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TextIO
 import httpx
 
 from pytest_recfair.errors import ConfigError, RecfairError
-from pytest_recfair.providers import replycap
+from pytest_recfair.providers import base as replycap
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Completion, Provider, Usage
 from pytest_recfair.providers.pacing import Pacer

@@ -30,7 +30,7 @@ from pytest_recfair.cassettes.store import (
     RecordedRequest,
     RecordedResponse,
 )
-from pytest_recfair.providers import replycap
+from pytest_recfair.providers import base as replycap
 
 __all__ = [
     "EXT_CASE",

@@ -21,7 +21,7 @@ import pytest
 from pytest_recfair import prompts
 from pytest_recfair.providers import from_config
 from pytest_recfair.providers.batch import run_batch
-from pytest_recfair.providers.batchjournal import Journal
+from pytest_recfair.providers.batch_api import Journal
 from pytest_recfair.sim import SimulatedRecommender
 from pytest_recfair.sim.batch import BatchOptions
 from pytest_recfair.sim.server import SimServer

@@ -18,7 +18,7 @@ from pytest_recfair import prompts
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers import from_config
 from pytest_recfair.providers.batch import custom_id, run_batch
-from pytest_recfair.providers.batchjournal import content_key
+from pytest_recfair.providers.batch_api import content_key
 from pytest_recfair.sim import SimulatedRecommender
 from pytest_recfair.sim.batch import BatchOptions
 from pytest_recfair.sim.server import SimServer

@@ -10,8 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_recfair.providers import pacing
-from pytest_recfair.providers.pacing import BURST_S, MARGIN, Endpoint, Pacer, Ticket
-from pytest_recfair.providers.ratelimit import Seen
+from pytest_recfair.providers.pacing import BURST_S, MARGIN, Endpoint, Pacer, Seen, Ticket
 
 
 class FakeTime:

@@ -14,7 +14,7 @@ import pytest
 
 from pytest_recfair.providers.base import Provider
 from pytest_recfair.providers.http import GeminiProvider
-from pytest_recfair.providers.ratelimit import (
+from pytest_recfair.providers.pacing import (
     Seen,
     gemini_quota,
     parse_duration,

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.providers import replycap
+from pytest_recfair.providers import base as replycap
 from pytest_recfair.replies import parse
 
 

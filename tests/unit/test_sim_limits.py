@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.providers.ratelimit import read_headers
+from pytest_recfair.providers.pacing import read_headers
 from pytest_recfair.sim.__main__ import build_parser
 from pytest_recfair.sim.limits import Limiter, go_duration
 
