@@ -464,7 +464,7 @@ class Pruner:
         return ", ".join(found) if found else None
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        from pytest_recfair.cassettes import compact as prune
+        from pytest_recfair.cassettes import prune
 
         if not self.roots:  # no audit asked for its cassettes
             self.roots.add((settings.DEFAULTS["cassette_dir"], settings.DEFAULTS["baseline_dir"]))

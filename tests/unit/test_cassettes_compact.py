@@ -17,7 +17,7 @@ import vcr
 
 from pytest_recfair.__main__ import main
 from pytest_recfair.cassettes import compact, tapecache
-from pytest_recfair.cassettes.compact import apply, plan
+from pytest_recfair.cassettes.prune import apply, plan
 from pytest_recfair.cassettes.store import (
     CassetteStore,
     RecordedRequest,

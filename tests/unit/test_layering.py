@@ -135,3 +135,69 @@ def test_metrics_is_pure_numpy() -> None:
         if bad:
             offenders[path.name] = bad
     assert offenders == {}
+
+
+def _package_imports(folder: str) -> dict[str, set[str]]:
+    """Each module under ``folder`` -> the package's modules it names anywhere."""
+    out = {}
+    for path in sorted((PACKAGE / folder).rglob("*.py")):
+        rel = path.relative_to(PACKAGE).as_posix()
+        dotted = "pytest_recfair." + rel.removesuffix(".py").replace("/", ".")
+        names = _imported(ast.parse(path.read_text(encoding="utf-8")), dotted)
+        out[rel] = {n for n in names if n.startswith("pytest_recfair.")}
+    return out
+
+
+#: Who may not import whom (issue 31: one direction, counting imports inside functions
+#: and for type checking): the readers of results never import the engine; settings are
+#: pure data below the engine and the providers; a kind merges its shards as data, so it
+#: never imports the sharding that orchestrates it; the providers never reach up into
+#: the engine.
+FORBIDDEN = [
+    ("report", ("pytest_recfair.engine", "pytest_recfair.plugin")),
+    ("compare", ("pytest_recfair.engine", "pytest_recfair.plugin")),
+    (
+        "settings",
+        (
+            "pytest_recfair.engine",
+            "pytest_recfair.providers",
+            "pytest_recfair.report",
+            "pytest_recfair.compare",
+            "pytest_recfair.plugin",
+            "pytest_recfair.cassettes",
+        ),
+    ),
+    ("providers", ("pytest_recfair.engine", "pytest_recfair.plugin", "pytest_recfair.report")),
+    ("engine/overlap", ("pytest_recfair.engine.sharding",)),
+    ("engine/items", ("pytest_recfair.engine.sharding",)),
+    ("engine/roleplay", ("pytest_recfair.engine.sharding",)),
+]
+
+
+@pytest.mark.parametrize(("folder", "banned"), FORBIDDEN, ids=[f for f, _ in FORBIDDEN])
+def test_imports_flow_one_way(folder: str, banned: tuple[str, ...]) -> None:
+    offenders = {
+        rel: sorted(n for n in names if n.startswith(banned))
+        for rel, names in _package_imports(folder).items()
+    }
+    assert {rel: bad for rel, bad in offenders.items() if bad} == {}
+
+
+@pytest.mark.parametrize("name", ["positions.py", "pooled.py"])
+def test_kinds_beside_the_engine_never_import_sharding(name: str) -> None:
+    path = PACKAGE / "engine" / name
+    names = _imported(ast.parse(path.read_text(encoding="utf-8")), f"pytest_recfair.engine.{name}")
+    assert not any(n.startswith("pytest_recfair.engine.sharding") for n in names)
+
+
+def test_the_one_way_check_sees_lazy_and_type_only_imports() -> None:
+    src = (
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from pytest_recfair.engine.base import AuditKind\n"
+        "def f():\n"
+        "    from pytest_recfair.engine import registry\n"
+    )
+    names = _imported(ast.parse(src), "pytest_recfair.report.x")
+    assert "pytest_recfair.engine.base" in names
+    assert "pytest_recfair.engine.registry" in names
