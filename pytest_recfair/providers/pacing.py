@@ -241,11 +241,15 @@ class Pacer:
         endpoint: Endpoint,
         *,
         concurrency: int,
+        max_hold: float = 120.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.endpoint = endpoint
         self.concurrency = concurrency
+        # a 429's Retry-After holds the endpoint no longer than a retry would wait for it
+        # (``max_retry_after``): a hostile "a day" must not stall the run unseen
+        self.max_hold = max_hold
         self.clock, self.sleep = clock, sleep
         self.in_flight = 0
         self._freed: asyncio.Condition | None = None
@@ -306,7 +310,7 @@ class Pacer:
 
     def _throttled(self, ep: Endpoint, retry_after: float | None, now: float) -> None:
         ep.throttled += 1
-        pause = retry_after if retry_after is not None else 1.0
+        pause = min(retry_after if retry_after is not None else 1.0, self.max_hold)
         if now >= ep.cut_until:
             ep.factor = max(FLOOR, ep.factor * DECREASE)
             ep.window = max(1.0, (ep.window or float(self.concurrency)) / 2)
@@ -379,16 +383,18 @@ def parse_duration(text: str) -> float | None:
     if not text:
         return None
     try:
-        return max(0.0, float(text))
+        seconds = float(text)
     except ValueError:
         pass
+    else:  # "inf", "1e999", "nan": no usable duration
+        return max(0.0, seconds) if math.isfinite(seconds) else None
     total, end = 0.0, 0
     for match in _DURATION.finditer(text):
         if match.start() != end:
             return None
         total += float(match.group(1)) * _UNIT[match.group(2)]
         end = match.end()
-    return total if end == len(text) and end else None
+    return total if end == len(text) and end and math.isfinite(total) else None
 
 
 def parse_reset(text: str, *, now: datetime | None = None) -> float | None:
@@ -409,10 +415,11 @@ def _count(value: str | None) -> int | None:
     if value is None:
         return None
     try:
-        number = int(float(value.strip()))
+        number = float(value.strip())
     except ValueError:
         return None
-    return number if number >= 0 else None
+    # "inf" or "1e999" (int() of it raises OverflowError) states no usable count
+    return int(number) if math.isfinite(number) and number >= 0 else None
 
 
 def read_headers(headers: Mapping[str, str], *, now: datetime | None = None) -> Seen | None:

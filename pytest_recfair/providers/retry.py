@@ -4,6 +4,7 @@ how long to wait before a retry (see :mod:`pytest_recfair.providers.runner` for 
 from __future__ import annotations
 
 import email.utils
+import math
 import random
 from datetime import UTC, datetime
 from typing import Any
@@ -66,7 +67,7 @@ def retry_after_seconds(headers: httpx.Headers, *, now: datetime | None = None) 
     ms = headers.get("retry-after-ms")
     if ms:
         try:
-            return max(0.0, float(ms) / 1000)
+            return _seconds(float(ms) / 1000)
         except ValueError:
             pass
     value = headers.get("retry-after")
@@ -74,7 +75,7 @@ def retry_after_seconds(headers: httpx.Headers, *, now: datetime | None = None) 
         return None
     value = value.strip()
     try:
-        return max(0.0, float(value))
+        return _seconds(float(value))
     except ValueError:
         pass
     try:
@@ -84,6 +85,11 @@ def retry_after_seconds(headers: httpx.Headers, *, now: datetime | None = None) 
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def _seconds(value: float) -> float | None:
+    """A wait the server stated; None for "inf" or "nan" (no usable wait)."""
+    return max(0.0, value) if math.isfinite(value) else None
 
 
 class Backoff:

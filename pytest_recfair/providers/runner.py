@@ -98,7 +98,11 @@ def _pacer(prov: Provider | CallableProvider, opts: RunOptions) -> Pacer | None:
     only when recfair_rpm / recfair_tpm are set."""
     if isinstance(prov, CallableProvider) and opts.rpm is None and opts.tpm is None:
         return None
-    return Pacer(endpoint_for(prov, opts.rpm, opts.tpm), concurrency=opts.concurrency)
+    return Pacer(
+        endpoint_for(prov, opts.rpm, opts.tpm),
+        concurrency=opts.concurrency,
+        max_hold=opts.max_retry_after,
+    )
 
 
 def _first_abort(group: BaseExceptionGroup[BaseException]) -> RecfairError | None:

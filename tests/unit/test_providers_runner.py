@@ -600,3 +600,58 @@ def test_options_object_and_keyword_overrides_give_the_same_run() -> None:
 def test_unknown_run_option_is_rejected() -> None:
     with pytest.raises(TypeError, match="concurency"):
         run_cases(_provider(), _cases(1), concurency=2)
+
+
+def _in_time(run: Callable[[], RunOutcome], seconds: float) -> RunOutcome:
+    """``run()`` in a thread: a run that hangs fails the test instead of the suite."""
+    import threading
+
+    box: list[RunOutcome] = []
+    worker = threading.Thread(target=lambda: box.append(run()), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert box, f"the run did not finish within {seconds:g} s"
+    return box[0]
+
+
+@pytest.mark.parametrize(
+    "retry_after",
+    ["86400", "inf", "1e999", format_datetime(datetime.now(UTC) + timedelta(days=1), usegmt=True)],
+)
+def test_a_hostile_retry_after_holds_the_pacer_no_longer_than_a_retry_waits(
+    retry_after: str,
+) -> None:
+    """Issue 33 point 1: one 429 saying "a day" (or inf) held every later request of the
+    endpoint for that long (the retry wait was capped, the pacer's hold was not)."""
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        if len(calls) == 1:
+            return httpx.Response(429, headers={"Retry-After": retry_after}, json={"e": "x"})
+        return _ok(request)
+
+    outcome = _in_time(lambda: _run(handler, _cases(3), max_retry_after=0.2), 30.0)
+    assert outcome.errors == {}
+    assert sorted(outcome.completions) == ["c0", "c1", "c2"]
+
+
+@pytest.mark.parametrize("value", ["inf", "1e999", "-inf", "nan"])
+def test_a_reply_stating_infinite_limits_is_kept(value: str) -> None:
+    """Issue 33 point 1: ``x-ratelimit-limit-requests: inf`` raised OverflowError in the
+    header parser and the paid reply was lost; an unusable count states no limit."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        reply = _ok(request)
+        headers = {
+            "x-ratelimit-limit-requests": value,
+            "x-ratelimit-remaining-requests": value,
+            "x-ratelimit-reset-requests": value,
+            "x-ratelimit-limit-tokens": value,
+        }
+        return httpx.Response(200, headers=headers, content=reply.content)
+
+    outcome = _in_time(lambda: _run(handler, _cases(2)), 30.0)
+    assert outcome.errors == {}
+    assert sorted(outcome.completions) == ["c0", "c1"]
+    assert retry_after_seconds(httpx.Headers({"retry-after": value})) is None
