@@ -134,8 +134,9 @@ def _cassettes(args: argparse.Namespace) -> int:
     from pytest_recfair.cassettes.compact import convert
 
     to_compact = args.action == "compact"
-    print("\n".join(convert(Path(args.folder), compact=to_compact).lines(to_compact)))
-    return 0
+    done = convert(Path(args.folder), compact=to_compact)
+    print("\n".join(done.lines(to_compact)))
+    return 1 if done.damaged else 0  # the good files are converted; the damaged are said
 
 
 def _emit(text: str, output: str | None) -> None:

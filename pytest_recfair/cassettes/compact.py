@@ -15,8 +15,10 @@ Pure: no httpx, no vcrpy.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
+import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,6 +107,8 @@ class Conversion:
     before: int = 0
     after: int = 0
     skipped: list[str] = field(default_factory=list)
+    damaged: list[str] = field(default_factory=list)  # unreadable: left as they are
+    leftovers: int = 0  # temp files of an interrupted earlier run, removed
 
     def lines(self, compact: bool) -> list[str]:
         verb = "compacted" if compact else "expanded"
@@ -114,6 +118,12 @@ class Conversion:
             f"{self.after / 1e6:.2f} MB{ratio}"
         ]
         out += [f"  left as is: {why}" for why in self.skipped]
+        if self.leftovers:
+            out.append(f"  removed {self.leftovers} temp file(s) of an interrupted earlier run")
+        out += [
+            f"  DAMAGED, left as is: {why}; restore it (git checkout) or re-record that entity"
+            for why in self.damaged
+        ]
         return out
 
 
@@ -127,7 +137,7 @@ def convert(root: Path, *, compact: bool) -> Conversion:
             f"cassette folder {root} does not exist; give the folder holding the "
             "<entity>.json cassettes (recfair_cassette_dir, fixtures/cassettes by default)."
         )
-    done = Conversion()
+    done = Conversion(leftovers=_remove_leftovers(root))
     for path in cassette_files(root):
         if is_compact(path) == compact:
             continue
@@ -135,7 +145,11 @@ def convert(root: Path, *, compact: bool) -> Conversion:
         if target.exists():
             done.skipped.append(f"{path.name}: {target.name} exists too; delete one of them")
             continue
-        text = read_text(path)
+        try:
+            text = read_text(path)
+        except (OSError, UnicodeDecodeError) as exc:  # one damaged file stops no other
+            done.damaged.append(f"{path.name}: cannot be read ({exc})")
+            continue
         if not _is_cassette(text):
             done.skipped.append(f"{path.name}: not a vcrpy cassette")
             continue
@@ -148,6 +162,23 @@ def convert(root: Path, *, compact: bool) -> Conversion:
         path.unlink()
         done.converted.append(target)
     return done
+
+
+#: A temp file of ``fileio.atomic_write_bytes`` older than this is an interrupted run's.
+_STALE_S: Final = 60.0
+
+
+def _remove_leftovers(root: Path) -> int:
+    """Remove the temp files a killed conversion left (``.<cassette>.<random>.tmp``, never
+    renamed into place); a fresh one may be another process's write in progress."""
+    removed = 0
+    now = time.time()
+    for tmp in root.glob(".*.json*.tmp"):
+        with contextlib.suppress(OSError):
+            if now - tmp.stat().st_mtime > _STALE_S:
+                tmp.unlink()
+                removed += 1
+    return removed
 
 
 def _is_cassette(text: str) -> bool:

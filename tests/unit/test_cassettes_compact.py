@@ -147,6 +147,42 @@ def test_cli_on_a_missing_folder_is_one_line_exit_2(
     assert err.count("\n") == 1
 
 
+def test_expand_converts_the_good_files_and_names_each_damaged_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 33 point 2: one damaged file stopped ``cassettes expand`` with a traceback
+    and expanded none of the good ones; a killed run's temp files stayed behind."""
+    import os
+    import time
+
+    record(tmp_path, "nolan", PROMPTS, True)
+    good = gzip.decompress((tmp_path / "nolan.json.gz").read_bytes())
+    whole = (tmp_path / "nolan.json.gz").read_bytes()
+    (tmp_path / "lynch.json.gz").write_bytes(whole[: len(whole) // 2])  # cut in half
+    (tmp_path / "kubrick.json.gz").write_bytes(gzip.compress(os.urandom(300)))  # not UTF-8
+    (tmp_path / "varda.json.gz").write_bytes(b'{"interactions": []}')  # plain JSON as .gz
+    stale = tmp_path / ".nolan.json.gz.k3j2.tmp"
+    stale.write_bytes(b"half")
+    os.utime(stale, (time.time() - 600, time.time() - 600))
+    fresh = tmp_path / ".lynch.json.abcd.tmp"  # maybe another process's write in progress
+    fresh.write_bytes(b"in flight")
+    assert main(["cassettes", "expand", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "expanded 1 cassette(s)" in out
+    assert (tmp_path / "nolan.json").read_bytes() == good
+    damaged = [line for line in out.splitlines() if "DAMAGED" in line]
+    assert sorted(line.split()[4] for line in damaged) == [
+        "kubrick.json.gz:",
+        "lynch.json.gz:",
+        "varda.json.gz:",
+    ]
+    assert all(line.count("\n") == 0 and "restore it" in line for line in damaged)
+    for name in ("lynch.json.gz", "kubrick.json.gz", "varda.json.gz"):
+        assert (tmp_path / name).exists()  # left as they are
+    assert not stale.exists() and fresh.exists()
+    assert "removed 1 temp file(s) of an interrupted earlier run" in out
+
+
 def test_a_broken_compact_file_is_a_one_line_cassette_error(tmp_path: Path) -> None:
     (tmp_path / "nolan.json.gz").write_bytes(b"\x1f\x8b not gzip at all")
     store = CassetteStore(tmp_path, "none")
