@@ -179,7 +179,8 @@ def test_expand_converts_the_good_files_and_names_each_damaged_one(
     assert all(line.count("\n") == 0 and "restore it" in line for line in damaged)
     for name in ("lynch.json.gz", "kubrick.json.gz", "varda.json.gz"):
         assert (tmp_path / name).exists()  # left as they are
-    assert not stale.exists() and fresh.exists()
+    assert not stale.exists()
+    assert fresh.exists()
     assert "removed 1 temp file(s) of an interrupted earlier run" in out
 
 
