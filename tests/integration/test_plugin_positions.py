@@ -70,7 +70,7 @@ def test_no_position_bias_passes(pytester: pytest.Pytester) -> None:
         *plugin_args(), "--fairness", "--fairness-update", f"--fairness-report={report}"
     )
     result.assert_outcomes(passed=1)
-    pos = json.loads(report.read_text())["results"][0]["extras"]["positions"]["attributes"][0]
+    pos = json.loads(report.read_text())["results"][0]["positions"]["attributes"][0]
     assert pos["groups"][0] == "(neutral)"
     assert pos["measures"]["consistency"][0] > 0.85  # the favourite, whatever the order
     assert pos["n_picks"][0] == 60 * 4

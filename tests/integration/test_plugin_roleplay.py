@@ -110,8 +110,8 @@ def test_record_over_http_then_replay_offline_gives_the_same_numbers(
     replay.assert_outcomes(passed=1)
     (a,) = _report(pytester.path / "rec.json")
     (b,) = _report(pytester.path / "replay.json")
-    assert a["extras"] == b["extras"]
-    data = b["extras"]["roleplay"]
+    assert a["roleplay"] == b["roleplay"]
+    data = b["roleplay"]
     assert data["why_not_asked"] == 0
     assert data["asked"] == 24
     md = (pytester.path / "replay.md").read_text(encoding="utf-8")
@@ -206,13 +206,13 @@ def test_a_failed_request_is_never_scored(pytester: pytest.Pytester) -> None:
     )
     result.assert_outcomes(passed=1)
     (res,) = _report(pytester.path / "r.json")
-    questions = res["extras"]["roleplay"]["result"]["questions"]
+    questions = res["roleplay"]["result"]["questions"]
     failed = [q for q in questions if "failed" in q["outcomes"]]
     assert failed, "no request failed: the test no longer tests anything"
     for q in failed:
         assert q["outcomes"] == ["failed"] * 3
         assert q["biased"] is None
-    assert sum(c["undetermined"] for c in res["extras"]["roleplay"]["cells"]) == len(failed)
+    assert sum(c["undetermined"] for c in res["roleplay"]["cells"]) == len(failed)
 
 
 def test_a_bad_questions_file_is_one_line_and_sends_nothing(pytester: pytest.Pytester) -> None:
