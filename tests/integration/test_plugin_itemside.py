@@ -9,7 +9,11 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_recfair.sim.server import SimServer
-from tests.support.plugin import assert_shards_merge_to_the_full_audit, plugin_args
+from tests.support.plugin import (
+    assert_fields_absent,
+    assert_shards_merge_to_the_full_audit,
+    plugin_args,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -90,6 +94,10 @@ def test_fair_run_passes_and_a_later_shift_fails_against_the_baseline(
     )
     result.assert_outcomes(passed=1)
     data = json.loads(report.read_text(encoding="utf-8"))
+    # the list prompts' settings, no similarity metric, variant, missing policy or table
+    absent = frozenset({"metric", "variant", "missing", "attributes", "merges", "extras"})
+    assert_fields_absent(data["results"][0], absent, "item-side result")
+    assert {"grid", "templates", "k", "item_field"} <= set(data["results"][0]["meta"])
     price = data["results"][0]["items"]["attributes"][0]["fields"][0]
     assert price["groups"][0] == "(neutral)"
     assert "Black female" in price["groups"]
