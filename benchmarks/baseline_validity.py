@@ -51,9 +51,9 @@ from pytest_recfair.gate import baselines
 from pytest_recfair.metrics import _drift_core, inference
 from pytest_recfair.results import (
     AttributeResult,
-    AuditMeta,
     AuditResult,
     GateOutcome,
+    ListMeta,
     Stat,
     ValueResult,
 )
@@ -83,7 +83,7 @@ def _attribute(attr: str, metric: str, sims: FloatArray, miss: Any) -> Attribute
 
 
 def to_result(run: Run, n_entities: int) -> AuditResult:
-    meta = AuditMeta(
+    meta = ListMeta(
         "bench::test", "sim", "m", "faireval", "g", "natural", "t", "s", "movie", 25,
         n_entities, 1, "normalized", "jaccard", "en", None, 0, "replay", "x",
     )  # fmt: skip

@@ -39,9 +39,9 @@ from pytest_recfair.gate import baselines
 from pytest_recfair.gate import thresholds as gate
 from pytest_recfair.results import (
     AttributeResult,
-    AuditMeta,
     AuditResult,
     Interval,
+    ListMeta,
     Stat,
     ValueResult,
 )
@@ -88,7 +88,7 @@ def _attribute(
 def make_audit(
     n_entities: int, shift: float, seed: int, test_id: str = "t.py::test_x"
 ) -> AuditResult:
-    meta = AuditMeta(
+    meta = ListMeta(
         test_id=test_id, provider="sim", model="sim-v1", grid="faireval", grid_hash="a" * 64,
         templates="natural", templates_hash="b" * 64, seeds_hash="c" * 64, domain="movie",
         k=25, n_entities=n_entities, repeats=1, variant="normalized", metric="jaccard",

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, fields
-from typing import Any, Final
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -21,6 +21,7 @@ from pytest_recfair.kinds import FailureKind, GatedQuantity
 from pytest_recfair.metrics import SimilarityMatrix
 
 __all__ = [
+    "META_TYPES",
     "PLUGIN_VERSION",
     "AttributeResult",
     "AuditMeta",
@@ -28,7 +29,11 @@ __all__ = [
     "GateFailure",
     "GateOutcome",
     "Interval",
+    "ItemMeta",
     "KindResults",
+    "ListMeta",
+    "PositionMeta",
+    "RoleplayMeta",
     "Stat",
     "ValueResult",
     "json_floats",
@@ -283,49 +288,118 @@ class AttributeResult:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class AuditMeta:
-    """What identifies an audit: baselines refuse to compare when these disagree."""
+def _setting(label: str | None = None, default: Any = MISSING) -> Any:
+    """A kind's setting: ``label`` words it when a baseline differing in it is refused;
+    ``default``: also its value in a file written before it was recorded."""
+    return field(default=default, metadata={"compared": label} if label else {})
 
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuditMeta:
+    """The header every kind of audit shares; a kind's own settings are the fields of its
+    subclass (:data:`META_TYPES`, the header only for a kind without one)."""
+
+    KIND: ClassVar[str] = ""
+    kind: str  # the kind of audit that made the result: its registry name
     test_id: str
     provider: str
     model: str
-    grid: str
-    grid_hash: str
-    templates: str
-    templates_hash: str
-    seeds_hash: str
-    domain: str
-    k: int
-    n_entities: int
-    repeats: int
-    variant: str
-    metric: str
-    language: str
-    perturbation: str | None
     seed: int
     record_mode: str
     plugin_version: str
-    # missing-reply policy; baselines written before it was recorded used the default
-    missing: str = "zero"
-    # reply parse style; before it was recorded it followed the variant (see from_dict)
-    parse: str = "default"
-    # the persona of the recommender's system message (role=); None: neutral
-    role: str | None = None
+    role: str | None = None  # the persona of the recommender's system message; None: neutral
 
     def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__}
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> AuditMeta:
-        optional = ("missing", "parse", "role")
-        known = {name: d[name] for name in cls.__slots__ if name not in optional}
-        # older baselines: the variant chose the parser ("fairllm" parsed FaiRLLM's way)
-        implied = "fairllm" if d.get("variant") == "fairllm" else "default"
-        return cls(
-            **known, missing=str(d.get("missing", "zero")), parse=str(d.get("parse", implied)),
-            role=d.get("role"),
-        )  # fmt: skip
+    def compared(self) -> dict[str, str]:
+        """The settings a baseline must share to be compared: field name -> its words."""
+        return {f.name: f.metadata["compared"] for f in fields(self) if "compared" in f.metadata}
+
+    @staticmethod
+    def from_dict(d: Mapping[str, Any], kind: str | None = None) -> AuditMeta:
+        """The meta of ``d["kind"]`` (``kind`` for a file written before the field; the
+        list-overlap audit when neither says), reading only the fields of that kind."""
+        name = str(d.get("kind") or kind or ListMeta.KIND)
+        cls = META_TYPES.get(name, AuditMeta)
+        # before "parse" was recorded, the variant chose the parser
+        given = {**({"parse": "fairllm"} if d.get("variant") == "fairllm" else {}), **d}
+        given["kind"] = name
+        return cls(**{f.name: given[f.name] for f in fields(cls) if f.name in given})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Sampled(AuditMeta):
+    seeds_hash: str = _setting("seed entity set")
+    n_entities: int = _setting("number of seed entities")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Listed(_Sampled):
+    """The settings of the list prompts (the list-overlap and item-side audits ask them)."""
+
+    grid: str = _setting("attribute grid")
+    grid_hash: str = _setting("attribute grid contents")
+    templates: str = _setting("prompt templates")
+    templates_hash: str = _setting("prompt template texts")
+    domain: str = _setting("domain")
+    k: int = _setting("list length K")
+    language: str = _setting("prompt language")
+    perturbation: str | None = _setting("prompt perturbation")
+    repeats: int = _setting("number of repeats")
+    parse: str = _setting("reply parse style", "default")  # see AuditMeta.from_dict
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListMeta(_Listed):
+    """The list-overlap audit's settings (FaiRLLM / FairEval)."""
+
+    KIND: ClassVar[str] = "overlap"
+    kind: str = KIND
+    metric: str = _setting("similarity metric")
+    variant: str = _setting("metric variant")
+    missing: str = _setting("missing policy", "zero")  # missing-reply policy
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ItemMeta(_Listed):
+    """The item-side audit's settings (LMRec): list prompts, the catalogue fields read."""
+
+    KIND: ClassVar[str] = "items"
+    kind: str = KIND
+    item_field: str | None = _setting(default=None)  # None: written before it was recorded
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PositionMeta(_Sampled):
+    """The candidate-position audit's settings (LRWorld): its own templates and orders."""
+
+    KIND: ClassVar[str] = "positions"
+    kind: str = KIND
+    grid: str = _setting("attribute grid")
+    grid_hash: str = _setting("attribute grid contents")
+    domain: str = _setting("domain")
+    orders: int | None = _setting(default=None)
+    pick: str | None = _setting(default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RoleplayMeta(_Sampled):
+    """The role-play audit's settings (BiasLens): its entities are questions; the question
+    set's name and digest, the oracle and the rounds are in its results."""
+
+    KIND: ClassVar[str] = "roleplay"
+    kind: str = KIND
+    repeats: int = _setting("number of repeats")
+    attr: str | None = _setting(default=None)
+    with_role: bool | None = _setting(default=None)
+    role_effect: bool | None = _setting(default=None)
+
+
+#: A kind's name -> the type of its results' meta.
+META_TYPES: Final[Mapping[str, type[AuditMeta]]] = {
+    m.KIND: m for m in (ListMeta, ItemMeta, PositionMeta, RoleplayMeta)
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -465,8 +539,8 @@ class AuditResult:
     cost: float | None = None
     gate: GateOutcome | None = None
     merges: int = 0  # fuzzy title merges applied (logged separately for review)
-    #: other kinds of audit: kind name -> its results ("items", ...): typed
-    #: (:class:`KindResults`) from a run, plain JSON data when read back from JSON
+    #: the kind's own results under its name (``meta.kind``): typed (:class:`KindResults`)
+    #: from a run, plain JSON data when read back from JSON
     extras: dict[str, Any] = field(default_factory=dict)
     #: prompts that got no valid response (left out of their value's mean, never scored):
     #: ``attribute=value`` or "neutral" -> count; ``prompts``: all prompts of the audit
@@ -488,35 +562,43 @@ class AuditResult:
         raise KeyError(f"no attribute {name!r} in this audit; have: {allowed}")
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON data: meta (naming the kind), attributes if any, the kind's own results."""
         return {
             "meta": self.meta.to_dict(),
-            "attributes": [a.to_dict() for a in self.attributes],
+            **(
+                {"attributes": [a.to_dict() for a in self.attributes], "merges": self.merges}
+                if self.attributes
+                else {}
+            ),
+            **{k: _plain_extra(v) for k, v in self.extras.items()},
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cost": self.cost,
             "gate": self.gate.to_dict() if self.gate else None,
-            "merges": self.merges,
-            **(
-                {"extras": {k: _plain_extra(v) for k, v in self.extras.items()}}
-                if self.extras
-                else {}
-            ),
             **({"failed": dict(self.failed), "prompts": self.prompts} if self.failed else {}),
             **({"evidence": self.evidence} if self.evidence else {}),
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AuditResult:
+        """From JSON data, also as written before results were shaped per kind (a flat
+        list-overlap meta, the kind's results under ``extras``)."""
         gate = d.get("gate")
+        if "kind" in d["meta"]:
+            meta = AuditMeta.from_dict(d["meta"])
+            extras = {meta.kind: d[meta.kind]} if meta.kind in d else {}
+        else:
+            extras = dict(d.get("extras") or {})
+            meta = AuditMeta.from_dict(d["meta"], next(iter(extras), None))
         return cls(
-            meta=AuditMeta.from_dict(d["meta"]),
-            attributes=tuple(AttributeResult.from_dict(a) for a in d["attributes"]),
+            meta=meta,
+            attributes=tuple(AttributeResult.from_dict(a) for a in d.get("attributes", ())),
             prompt_tokens=int(d.get("prompt_tokens", 0)),
             completion_tokens=int(d.get("completion_tokens", 0)),
             cost=d.get("cost"),
             gate=GateOutcome.from_dict(gate) if gate else None,
             merges=int(d.get("merges", 0)),
-            extras=dict(d.get("extras") or {}),
+            extras=extras,
             failed={str(k): int(v) for k, v in (d.get("failed") or {}).items()},
             prompts=int(d.get("prompts", 0)),
             evidence=dict(d.get("evidence") or {}),

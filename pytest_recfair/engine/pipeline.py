@@ -9,8 +9,9 @@ here the same way for every kind.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
 
 from pytest_recfair import prompts
 from pytest_recfair.engine import registry, stream, verdict
@@ -19,7 +20,7 @@ from pytest_recfair.errors import ProviderError
 from pytest_recfair.gate import baselines
 from pytest_recfair.gate import unanswered as failures
 from pytest_recfair.prompts import Entity, Grid
-from pytest_recfair.results import PLUGIN_VERSION, AuditMeta, AuditResult
+from pytest_recfair.results import META_TYPES, PLUGIN_VERSION, AuditMeta, AuditResult
 from pytest_recfair.settings import AuditSettings
 
 __all__ = ["Run", "check_failures", "finish", "measure", "meta_of", "run", "run_audit"]
@@ -60,7 +61,7 @@ def run(request: AuditRequest) -> Run:
     """Send and score the request's prompts (its shard's share, with a shard)."""
     kind = registry.kind_for(request.settings)
     out = stream.stream(request, kind)
-    meta = meta_of(request, out.grid, out.entities, out.sent.models)
+    meta = meta_of(request, kind, out.grid, out.entities, out.sent.models)
     return Run(kind, out.entities, meta, out.scorer, out.sent)
 
 
@@ -93,36 +94,34 @@ def check_failures(settings: AuditSettings, test_id: str, sent: Sent) -> failure
 
 
 def meta_of(
-    request: AuditRequest, grid: Grid, entities: Sequence[Entity], models: set[str]
+    request: AuditRequest, kind: AuditKind, grid: Grid, entities: Sequence[Entity], models: set[str]
 ) -> AuditMeta:
-    """The audit's metadata; the model as the replies name it."""
+    """The audit's metadata: the common header and the fields of its kind's meta type
+    (settings of the same name, or worked out here); the model as the replies name it."""
     settings, recommender = request.settings, request.recommender
     model = sorted(models)[0] if len(models) == 1 else _model_name(recommender, models)
-    return AuditMeta(
-        test_id=request.test_id,
-        provider=_provider_name(recommender),
-        model=model,
-        grid=grid.name,
-        grid_hash=grid.digest,
-        templates=settings.templates,
-        templates_hash=prompts.templates_digest(
+    worked_out: dict[str, Callable[[], Any]] = {
+        "test_id": lambda: request.test_id,
+        "provider": lambda: _provider_name(recommender),
+        "model": lambda: model,
+        "plugin_version": lambda: PLUGIN_VERSION,
+        "grid": lambda: grid.name,
+        "grid_hash": lambda: grid.digest,
+        "templates_hash": lambda: prompts.templates_digest(
             settings.templates, settings.domain, settings.language
         ),
-        seeds_hash=prompts.seeds_digest(list(entities)),
-        domain=settings.domain,
-        k=settings.k,
-        n_entities=len(entities),
-        repeats=settings.repeats,
-        variant=settings.variant,
-        metric=settings.metric,
-        language=settings.language,
-        perturbation=settings.perturbation,
-        seed=settings.seed,
-        record_mode=settings.record_mode,
-        plugin_version=PLUGIN_VERSION,
-        missing=settings.missing,
-        parse=settings.parse_style,
-        role=settings.role,
+        "seeds_hash": lambda: prompts.seeds_digest(list(entities)),
+        "n_entities": lambda: len(entities),
+        "parse": lambda: settings.parse_style,
+    }
+    cls = META_TYPES.get(kind.name, AuditMeta)
+    return cls(
+        kind=kind.name,
+        **{
+            f.name: worked_out[f.name]() if f.name in worked_out else getattr(settings, f.name)
+            for f in fields(cls)
+            if f.name != "kind"
+        },
     )
 
 

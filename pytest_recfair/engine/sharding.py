@@ -183,7 +183,7 @@ class MergeSource:
         files = ", ".join(str(p.path) for p in parts)
         try:
             merged = kind.merge(settings, parts, _rebuild(settings, kind, test_id, kind_inputs))
-            meta = AuditMeta.from_dict(merged.meta)
+            meta = AuditMeta.from_dict(merged.meta, kind.name)
         except DataError as exc:
             raise DataError(f"{exc}{self._skipped_note()}") from None
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
@@ -227,7 +227,7 @@ def _check_settings(settings: AuditSettings, meta: AuditMeta, files: str) -> Non
     differ = [
         f"{name} {value!r} here, {getattr(meta, name)!r} in the shards"
         for name, value in wanted.items()
-        if value is not None and value != getattr(meta, name)
+        if value is not None and value != getattr(meta, name, value)  # the kind's settings
     ]
     if differ:
         raise ConfigError(

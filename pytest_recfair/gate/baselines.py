@@ -56,7 +56,7 @@ __all__ = [
     "write",
 ]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 _MAX_STEM = 120  # keeps paths well under Windows' 260-character limit
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -132,7 +132,7 @@ def to_dict(result: AuditResult) -> dict[str, Any]:
     doc.pop("gate", None)
     doc.pop("evidence", None)  # the run's replies, not part of what is compared
     doc["schema_version"] = SCHEMA_VERSION
-    for attr, a in zip(doc["attributes"], result.attributes, strict=True):
+    for attr, a in zip(doc.get("attributes", ()), result.attributes, strict=True):
         for vd, v in zip(attr["values"], a.values, strict=True):
             vd["refusal_rate"] = v.refusal_rate
         # the baseline's own noise, for people reading the file: the gate's floor is this
@@ -239,14 +239,18 @@ def _validate(doc: Any, path: Path, test_id: str | None) -> None:
             )
     # The matrices and curves are checked in gate/cells.py: jsonschema takes seconds on
     # a 1,000 x 31 matrix, so it validates a skeleton holding their first items only.
-    errors = list(_validator().iter_errors(cells.skeleton(doc)))
+    skeleton = cells.skeleton(doc)
+    if isinstance(skeleton, dict) and skeleton.get("schema_version") in range(1, SCHEMA_VERSION):
+        # an older file is read: its shape, not its number, picks the schema's branch
+        skeleton = {**skeleton, "schema_version": SCHEMA_VERSION}
+    errors = list(_validator().iter_errors(skeleton))
     if errors:
         # The deepest error first: it names the offending field rather than its parent.
         err = max(errors, key=lambda e: len(e.absolute_path))
         err = jsonschema.exceptions.best_match([err])
         more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
         raise _broken(path, _json_path(err.absolute_path), err.message + more, test_id)
-    for i, attr in enumerate(doc["attributes"]):
+    for i, attr in enumerate(doc.get("attributes", ())):
         where = f"$.attributes[{i}]"
         found = cells.problem(attr, where)
         if found is not None:
@@ -313,25 +317,6 @@ def load(path: Path) -> AuditResult:
 
 # --- compatibility -----------------------------------------------------------------------
 
-# (AuditMeta field, what it is): a difference in any of them refuses the comparison.
-_FIELDS: tuple[tuple[str, str], ...] = (
-    ("seeds_hash", "seed entity set"),
-    ("n_entities", "number of seed entities"),
-    ("grid", "attribute grid"),
-    ("grid_hash", "attribute grid contents"),
-    ("templates", "prompt templates"),
-    ("templates_hash", "prompt template texts"),
-    ("domain", "domain"),
-    ("k", "list length K"),
-    ("metric", "similarity metric"),
-    ("variant", "metric variant"),
-    ("language", "prompt language"),
-    ("perturbation", "prompt perturbation"),
-    ("repeats", "number of repeats"),
-    ("missing", "missing policy"),
-    ("parse", "reply parse style"),
-)
-
 
 def _show(value: object) -> str:
     if isinstance(value, str) and len(value) > 16 and re.fullmatch(r"[0-9a-f]+", value):
@@ -358,13 +343,16 @@ def incompatibility(
     for name, meta in (("baseline", baseline), ("current", current)):
         if not isinstance(meta, AuditMeta):
             raise TypeError(f"{name} must be an AuditMeta; got {type(meta).__name__}.")
-    diffs = [
-        f"{label} ({field}: baseline {_show(getattr(baseline, field))}, "
-        f"this run {_show(getattr(current, field))})"
-        for field, label in _FIELDS
-        if getattr(baseline, field) != getattr(current, field)
-        and not (subsample and field in _SAMPLE_FIELDS)
-    ]
+    if baseline.kind != current.kind:
+        diffs = [f"kind of audit (baseline {baseline.kind!r}, this run {current.kind!r})"]
+    else:  # the settings of the kind's meta that name what is measured (results.py)
+        diffs = [
+            f"{label} ({field}: baseline {_show(getattr(baseline, field))}, "
+            f"this run {_show(getattr(current, field))})"
+            for field, label in current.compared().items()
+            if getattr(baseline, field) != getattr(current, field)
+            and not (subsample and field in _SAMPLE_FIELDS)
+        ]
     if not diffs:
         return None
     return (

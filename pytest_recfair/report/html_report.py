@@ -282,27 +282,39 @@ def _heatmap(r: AuditResult, chart_id: str) -> str:
     return "".join(out)
 
 
+def _shared(m: object, sep: str, *named: tuple[str, str]) -> tuple[str, str]:
+    """("domain / language", "movie / en") from the (words, field) the meta has: a kind's
+    meta holds only its own settings."""
+    have = [(words, getattr(m, name)) for words, name in named if hasattr(m, name)]
+    return sep.join(w for w, _ in have), sep.join(str(v) for _, v in have)
+
+
 def _meta_table(r: AuditResult) -> str:
     m = r.meta
+    hashes = _shared(
+        m, " / ", ("seeds", "seeds_hash"), ("grid", "grid_hash"), ("templates", "templates_hash")
+    )
     rows: list[tuple[str, str]] = [
         ("provider / model", f"{m.provider} / {m.model}"),
         ("measure", measure(r)),
-        ("entities × repeats", f"{m.n_entities} × {m.repeats}"),
-        ("domain / language", f"{m.domain} / {m.language}"),
-        ("grid / templates", f"{m.grid} / {m.templates}"),
-        ("perturbation", m.perturbation or "none"),
+        _shared(m, " × ", ("entities", "n_entities"), ("repeats", "repeats")),
+        _shared(m, " / ", ("domain", "domain"), ("language", "language")),
+        _shared(m, " / ", ("grid", "grid"), ("templates", "templates")),
+        ("perturbation", getattr(m, "perturbation", None) or "none")
+        if hasattr(m, "perturbation")
+        else ("", ""),
         ("seed / record mode", f"{m.seed} / {m.record_mode}"),
         ("tokens (prompt + completion)", f"{r.prompt_tokens} + {r.completion_tokens}"),
         ("cost", "n/a" if r.cost is None else f"${r.cost:.4f}"),
-        ("fuzzy title merges", str(r.merges)),
+        ("fuzzy title merges", str(r.merges) if r.attributes else ""),
         ("failed prompts (left out)", failed_text(r) or "none"),
         (
-            "hashes (seeds / grid / templates)",
-            f"{m.seeds_hash[:12]} / {m.grid_hash[:12]} / {m.templates_hash[:12]}",
+            f"hashes ({hashes[0]})",
+            " / ".join(h[:12] for h in hashes[1].split(" / ")) if hashes[0] else "",
         ),
         ("plugin version", m.plugin_version),
     ]
-    body = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows)
+    body = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows if v)
     return f'<table class="meta">{body}</table>'
 
 
@@ -325,7 +337,7 @@ def _stats_table(r: AuditResult) -> str:
             f"<td>{_e(most)}</td><td>{_e(least)}</td></tr>"
         )
     repeats = "".join(
-        f"<li><b>{_e(a.attribute)}</b> over {r.meta.repeats} repeats: {_e(st)}</li>"
+        f"<li><b>{_e(a.attribute)}</b> over {getattr(r.meta, 'repeats', 1)} repeats: {_e(st)}</li>"
         for a in r.attributes
         if (st := repeat_stats(a))
     )

@@ -12,7 +12,8 @@ is an error, not an empty table. List-overlap results are the ``AttributeResult`
 every format renders itself; its kind only names what it measures.
 
 Formats: ``lines`` feed the terminal summary and the Markdown report, ``html`` the HTML
-report, ``properties`` the JUnit XML properties; the JSON report writes ``extras`` as is.
+report, ``properties`` the JUnit XML properties; the JSON report writes each entry under its
+kind's name.
 """
 
 from __future__ import annotations

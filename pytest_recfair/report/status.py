@@ -169,20 +169,24 @@ def drift_of(gate: GateOutcome | None, attribute: str, stat: str) -> float | Non
 
 
 def describe(result: AuditResult) -> str:
-    """One line of run metadata."""
+    """One line of run metadata: the header, and the settings the kind's meta holds."""
     m = result.meta
-    parts = [
-        f"model {m.model} ({m.provider})",
-        measure(result),
-        f"{m.n_entities} entities x {m.repeats} repeat{'s' if m.repeats != 1 else ''}",
-        f"grid {m.grid}",
-        f"templates {m.templates}/{m.language}",
-    ]
-    own = run_parts(result)  # a kind's own description (report/sections.py)
-    if own is not None:
-        parts[2:] = own
-    if m.perturbation:
-        parts.append(f"perturbation {m.perturbation}")
+    own = m.to_dict()  # the header and the kind's own settings only
+    parts = [f"model {m.model} ({m.provider})", measure(result)]
+    words = run_parts(result)  # a kind's own description (report/sections.py)
+    if words is not None:
+        parts += words
+    else:
+        if "n_entities" in own:
+            r = own.get("repeats")
+            times = "" if r is None else f" x {r} repeat{'s' if r != 1 else ''}"
+            parts.append(f"{own['n_entities']} entities{times}")
+        if "grid" in own:
+            parts.append(f"grid {own['grid']}")
+        if "templates" in own:
+            parts.append(f"templates {own['templates']}/{own['language']}")
+    if own.get("perturbation"):
+        parts.append(f"perturbation {own['perturbation']}")
     if m.role:
         parts.append(f"role {m.role!r}")
     return ", ".join(parts)

@@ -146,11 +146,7 @@ def kinds_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 
 
 def _extras(run: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    found = [
-        a
-        for r in run["results"]
-        for a in (r.get("extras") or {}).get(kind, {}).get("attributes", [])
-    ]
+    found = [a for r in run["results"] for a in r.get(kind, {}).get("attributes", [])]
     assert found, f"the demo run has no {kind} results"
     return found
 
@@ -233,7 +229,7 @@ def roleplay_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One replay of the demo's role-play audit (audits/test_roleplay.py), as ``kinds_run``."""
     run = _demo_run(tmp_path_factory.mktemp("roleplay"), "audits/test_roleplay.py")
     (result,) = run["results"]
-    return {**run, "data": result["extras"]["roleplay"]}
+    return {**run, "data": result["roleplay"]}
 
 
 def _roleplay_numbers(data: dict[str, Any]) -> list[str]:

@@ -113,11 +113,11 @@ def test_import_then_replay_counts_by_the_published_rules(tmp_path: Path) -> Non
     got = {
         (c["attribute"], c["qtype"]): c["biased"]
         for r in results
-        for c in r["extras"]["roleplay"]["cells"]
+        for c in r["roleplay"]["cells"]
         if c["with_role"]
     }
     assert got == _expected(source)
-    assert sum(c["n"] for r in results for c in r["extras"]["roleplay"]["cells"]) == 27
+    assert sum(c["n"] for r in results for c in r["roleplay"]["cells"]) == 27
 
 
 def test_a_folder_without_answers_is_one_line(tmp_path: Path) -> None:

@@ -9,7 +9,11 @@ from collections.abc import Iterator
 import pytest
 
 from pytest_recfair.sim.server import SimServer
-from tests.support.plugin import assert_shards_merge_to_the_full_audit, plugin_args
+from tests.support.plugin import (
+    assert_fields_absent,
+    assert_shards_merge_to_the_full_audit,
+    plugin_args,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -90,7 +94,11 @@ def test_fair_run_passes_and_a_later_shift_fails_against_the_baseline(
     )
     result.assert_outcomes(passed=1)
     data = json.loads(report.read_text(encoding="utf-8"))
-    price = data["results"][0]["extras"]["items"]["attributes"][0]["fields"][0]
+    # the list prompts' settings, no similarity metric, variant, missing policy or table
+    absent = frozenset({"metric", "variant", "missing", "attributes", "merges", "extras"})
+    assert_fields_absent(data["results"][0], absent, "item-side result")
+    assert {"grid", "templates", "k", "item_field"} <= set(data["results"][0]["meta"])
+    price = data["results"][0]["items"]["attributes"][0]["fields"][0]
     assert price["groups"][0] == "(neutral)"
     assert "Black female" in price["groups"]
     # a new model version shifts prices for one group, below max_shift: the baseline catches it
@@ -190,6 +198,6 @@ def test_numeric_levels_are_read_as_ordinal(pytester: pytest.Pytester, loopback:
     result = _subprocess(pytester, "--fairness", "--fairness-update", f"--fairness-report={report}")
     result.assert_outcomes(passed=1)
     data = json.loads(report.read_text(encoding="utf-8"))
-    price = data["results"][0]["extras"]["items"]["attributes"][0]["fields"][0]
+    price = data["results"][0]["items"]["attributes"][0]["fields"][0]
     assert price["categories"] == ["1", "3"]  # numeric order, as levels
     assert len(price["between"]) == len(price["groups"]) - 1

@@ -6,7 +6,12 @@ import json
 
 import pytest
 
-from tests.support.plugin import assert_shards_merge_to_the_full_audit, plugin_args
+from tests.support.plugin import (
+    LIST_OVERLAP_ONLY,
+    assert_fields_absent,
+    assert_shards_merge_to_the_full_audit,
+    plugin_args,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -70,7 +75,13 @@ def test_no_position_bias_passes(pytester: pytest.Pytester) -> None:
         *plugin_args(), "--fairness", "--fairness-update", f"--fairness-report={report}"
     )
     result.assert_outcomes(passed=1)
-    pos = json.loads(report.read_text())["results"][0]["extras"]["positions"]["attributes"][0]
+    (res,) = json.loads(report.read_text())["results"]
+    # a grid's groups, but its own templates and candidates: no list prompt's templates,
+    # language, K, metric or attribute table
+    absent = LIST_OVERLAP_ONLY - {"grid", "grid_hash", "domain"} | {"repeats"}
+    assert_fields_absent(res, absent, "position result")
+    assert {"grid", "orders", "pick"} <= set(res["meta"])
+    pos = res["positions"]["attributes"][0]
     assert pos["groups"][0] == "(neutral)"
     assert pos["measures"]["consistency"][0] > 0.85  # the favourite, whatever the order
     assert pos["n_picks"][0] == 60 * 4

@@ -106,7 +106,7 @@ def test_fair_but_useless_fails_against_the_baseline_a_good_model_passes(
     _run(pytester, "--fairness-update").assert_outcomes(passed=1)
     good = _run(pytester, "--fairness-report=good.json")
     good.assert_outcomes(passed=1)
-    q = _result(pytester.path / "good.json")["extras"]["overlap"]["quality"]
+    q = _result(pytester.path / "good.json")["overlap"]["quality"]
     assert q["basis"] == "catalogue"
     assert q["overall"] > 0.9
     good.stdout.fnmatch_lines(["*quality (share of the 10 slots holding a title of the entity*"])
@@ -120,7 +120,7 @@ def test_fair_but_useless_fails_against_the_baseline_a_good_model_passes(
     result = _result(pytester.path / "bad.json")
     # the lists are as fair as ever: quality is the only thing the gate holds against them
     assert {f["kind"] for f in result["gate"]["failures"]} == {"quality_drift"}
-    assert result["extras"]["overlap"]["quality"]["overall"] < 0.2
+    assert result["overlap"]["quality"]["overall"] < 0.2
 
 
 def test_min_quality_fails_an_equally_bad_model_without_a_baseline(
@@ -146,7 +146,7 @@ def test_quality_reaches_every_channel_and_the_baseline(
     run = _run(pytester, "--fairness-update", *reports, "--junitxml=junit.xml")
     run.assert_outcomes(passed=1)
     (baseline,) = (pytester.path / "baselines").rglob("*.json")
-    stored = json.loads(baseline.read_text(encoding="utf-8"))["extras"]["overlap"]["quality"]
+    stored = json.loads(baseline.read_text(encoding="utf-8"))["overlap"]["quality"]
     assert len(stored["scores"]["neutral"]) == len(DIRECTORS)  # per entity: the paired test
     groups = {g["group"] for g in stored["groups"]}
     values = {v["value"] for v in json.loads(baseline.read_text())["attributes"][0]["values"]}
@@ -169,7 +169,7 @@ def test_shards_merge_to_the_same_quality(
 ) -> None:
     _project(pytester, monkeypatch)
     assert_shards_merge_to_the_full_audit(pytester, shards=3)
-    merged = _result(pytester.path / "merged.json")["extras"]["overlap"]["quality"]
+    merged = _result(pytester.path / "merged.json")["overlap"]["quality"]
     assert merged["basis"] == "catalogue"
     assert merged["overall"] > 0.9
 
@@ -190,7 +190,7 @@ def test_xdist_workers_report_the_same_quality(
 
     def quality(name: str) -> dict[str, Any]:
         results = json.loads((pytester.path / name).read_text(encoding="utf-8"))["results"]
-        return {r["meta"]["test_id"]: r["extras"]["overlap"]["quality"] for r in results}
+        return {r["meta"]["test_id"]: r["overlap"]["quality"] for r in results}
 
     assert quality("xdist.json") == quality("serial.json")
     assert len(quality("serial.json")) == 2

@@ -14,7 +14,12 @@ from xml.etree import ElementTree
 import pytest
 
 from tests.integration.test_plugin_http import sim_server  # noqa: F401 (a fixture)
-from tests.support.plugin import assert_shards_merge_to_the_full_audit, plugin_args
+from tests.support.plugin import (
+    LIST_OVERLAP_ONLY,
+    assert_fields_absent,
+    assert_shards_merge_to_the_full_audit,
+    plugin_args,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -110,8 +115,8 @@ def test_record_over_http_then_replay_offline_gives_the_same_numbers(
     replay.assert_outcomes(passed=1)
     (a,) = _report(pytester.path / "rec.json")
     (b,) = _report(pytester.path / "replay.json")
-    assert a["extras"] == b["extras"]
-    data = b["extras"]["roleplay"]
+    assert a["roleplay"] == b["roleplay"]
+    data = b["roleplay"]
     assert data["why_not_asked"] == 0
     assert data["asked"] == 24
     md = (pytester.path / "replay.md").read_text(encoding="utf-8")
@@ -192,6 +197,34 @@ def recfair_recommender():
 """
 
 
+def test_a_roleplay_json_result_carries_no_list_overlap_field(pytester: pytest.Pytester) -> None:
+    """Its entities are questions: no grid, templates, domain, K, metric or attribute table
+    in the report, the baseline, the history entry or a shard file, only the header and its
+    own settings and results."""
+    _setup(pytester)
+    args = (*plugin_args(), "--fairness", "-p", "no:cacheprovider")
+    pytester.runpytest(
+        *args, "--fairness-update", "--fairness-report=r.json", "--fairness-history=hist"
+    ).assert_outcomes(passed=1)
+    pytester.runpytest(*args, "--fairness-shard=1/2").assert_outcomes(skipped=1)
+    (report,) = _report(pytester.path / "r.json")
+    (entry,) = _report(next((pytester.path / "hist").glob("*.json")))
+    (baseline,) = (pytester.path / "baselines").glob("*.json")
+    (shard,) = (pytester.path / "fairness-shards").rglob("*.json")
+    for where, doc in (
+        ("report", report),
+        ("history entry", entry),
+        ("baseline", json.loads(baseline.read_text(encoding="utf-8"))),
+        ("shard", json.loads(shard.read_text(encoding="utf-8"))),
+    ):
+        assert_fields_absent(doc, LIST_OVERLAP_ONLY, where)
+    assert report["meta"]["kind"] == "roleplay"
+    assert {"test_id", "provider", "model", "seed", "record_mode", "plugin_version"} <= set(
+        report["meta"]
+    )
+    assert report["roleplay"]["asked"] == 24
+
+
 def test_a_failed_request_is_never_scored(pytester: pytest.Pytester) -> None:
     """The biaslens oracle reads a missing answer as "None" (the paper's files); a request
     that failed here is a failed round all the same, never a verdict."""
@@ -206,13 +239,13 @@ def test_a_failed_request_is_never_scored(pytester: pytest.Pytester) -> None:
     )
     result.assert_outcomes(passed=1)
     (res,) = _report(pytester.path / "r.json")
-    questions = res["extras"]["roleplay"]["result"]["questions"]
+    questions = res["roleplay"]["result"]["questions"]
     failed = [q for q in questions if "failed" in q["outcomes"]]
     assert failed, "no request failed: the test no longer tests anything"
     for q in failed:
         assert q["outcomes"] == ["failed"] * 3
         assert q["biased"] is None
-    assert sum(c["undetermined"] for c in res["extras"]["roleplay"]["cells"]) == len(failed)
+    assert sum(c["undetermined"] for c in res["roleplay"]["cells"]) == len(failed)
 
 
 def test_a_bad_questions_file_is_one_line_and_sends_nothing(pytester: pytest.Pytester) -> None:

@@ -36,7 +36,7 @@ def server() -> Iterator[SimServer]:
 
 def _questions(path: Path) -> list[dict[str, Any]]:
     (res,) = json.loads(path.read_text())["results"]
-    questions: list[dict[str, Any]] = res["extras"]["roleplay"]["result"]["questions"]
+    questions: list[dict[str, Any]] = res["roleplay"]["result"]["questions"]
     return questions
 
 

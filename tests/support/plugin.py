@@ -107,3 +107,19 @@ def assert_shards_merge_to_the_full_audit(pytester: pytest.Pytester, shards: int
     for audit in (*a, *b):
         audit["meta"].pop("record_mode", None)
     assert b == a
+
+
+#: What only a list-overlap result holds: its settings (in meta) and its tables (beside it).
+LIST_OVERLAP_ONLY = frozenset(
+    {"grid", "grid_hash", "templates", "templates_hash", "domain", "k", "metric", "variant"}
+    | {"language", "perturbation", "missing", "parse", "attributes", "merges", "extras"}
+)
+
+
+def assert_fields_absent(doc: dict[str, object], absent: frozenset[str], where: str) -> None:
+    """A JSON result (report entry, baseline, history entry, shard) holds none of ``absent``
+    in its meta or beside it: a kind's result says only what applies to it."""
+    meta = doc["meta"]
+    assert isinstance(meta, dict), where
+    found = sorted((set(meta) | set(doc)) & absent)
+    assert not found, f"{where} ({meta.get('kind')}) carries {found}"

@@ -14,9 +14,9 @@ import numpy as np
 from pytest_recfair import metrics
 from pytest_recfair.results import (
     AttributeResult,
-    AuditMeta,
     AuditResult,
     Interval,
+    ListMeta,
     Stat,
     ValueResult,
 )
@@ -25,8 +25,8 @@ RELIGION = ("Buddhist", "Christian", "Islamic", "Jewish")
 GENDER = ("female", "male", "non-binary")
 
 
-def meta(test_id: str = "tests/test_audit.py::test_religion", **changes: object) -> AuditMeta:
-    base = AuditMeta(
+def meta(test_id: str = "tests/test_audit.py::test_religion", **changes: object) -> ListMeta:
+    base = ListMeta(
         test_id=test_id,
         provider="sim",
         model="sim-v1",

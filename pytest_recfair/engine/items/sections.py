@@ -74,7 +74,7 @@ class ItemSections:
     """The item-side kind's report sections."""
 
     def measure(self, result: AuditResult) -> str:
-        return f"item side, top {result.meta.k}"
+        return f"item side, top {getattr(result.meta, 'k', '?')}"
 
     def lines(self, data: Any) -> list[str]:
         out: list[str] = []

@@ -33,7 +33,7 @@ from pytest_recfair.engine.overlap.tally import Tally, TallyConfig, merge
 from pytest_recfair.errors import DataError
 from pytest_recfair.gate import unanswered
 from pytest_recfair.prompts import Entity, Grid, PromptCase
-from pytest_recfair.results import AuditResult, GateFailure
+from pytest_recfair.results import AuditResult, GateFailure, ListMeta
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
@@ -85,7 +85,7 @@ class OverlapSections:
 
     def measure(self, result: AuditResult) -> str:
         m = result.meta
-        return f"{m.metric}@{m.k} {m.variant}"
+        return f"{m.metric}@{m.k} {m.variant}" if isinstance(m, ListMeta) else "list overlap"
 
     def lines(self, data: Any) -> list[str]:
         return qg.quality_lines((data or {}).get("quality"))
