@@ -53,8 +53,8 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_recfair.kinds import STATISTICS, Statistic
 from pytest_recfair.metrics import _drift_core, inference, spread
+from pytest_recfair.vocab import STATISTICS, Statistic
 
 FloatArray = npt.NDArray[np.float64]
 GRID = {

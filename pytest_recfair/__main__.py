@@ -25,7 +25,7 @@ from typing import Any, NoReturn
 
 from pytest_recfair import __version__
 from pytest_recfair.errors import DataError, RecfairError
-from pytest_recfair.kinds import REPORT_FORMATS
+from pytest_recfair.vocab import REPORT_FORMATS
 
 __all__ = ["main"]
 

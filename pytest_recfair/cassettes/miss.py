@@ -9,7 +9,7 @@ from typing import Any, cast
 
 from pytest_recfair.cassettes.policy import RERECORD_HINT
 from pytest_recfair.errors import CassetteError
-from pytest_recfair.kinds import ENTITIES_OPTION, PLAN_OPTION, RECORD_OPTION
+from pytest_recfair.vocab import ENTITIES_OPTION, PLAN_OPTION, RECORD_OPTION
 
 __all__ = ["CassetteMiss", "CassetteNote", "prompt_of"]
 

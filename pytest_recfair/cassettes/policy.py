@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final, Literal
 
-from pytest_recfair.kinds import RECORD_MODES, RECORD_OPTION, RecordMode
+from pytest_recfair.vocab import RECORD_MODES, RECORD_OPTION, RecordMode
 
 __all__ = ["MODE_POLICIES", "RECORD_MODES", "RERECORD_HINT", "ModePolicy", "RecordMode"]
 

@@ -11,8 +11,8 @@ import json
 from collections.abc import Iterable
 from pathlib import Path
 
-from pytest_recfair.kinds import STATISTICS
 from pytest_recfair.results import AttributeResult, AuditResult
+from pytest_recfair.vocab import STATISTICS
 
 __all__ = ["baseline_changes", "unused_baselines"]
 

@@ -23,8 +23,8 @@ from pytest_recfair.importer.layout import (
 from pytest_recfair.importer.published import PublishedRun, read_folder
 from pytest_recfair.importer.record import record_class
 from pytest_recfair.importer.recover import recover_prompts
-from pytest_recfair.kinds import MISSING_POLICIES
 from pytest_recfair.prompts.seeds import slugify
+from pytest_recfair.vocab import MISSING_POLICIES
 
 __all__ = ["FLAVOURS", "ImportSummary", "import_run"]
 

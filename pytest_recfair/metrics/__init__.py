@@ -15,16 +15,6 @@ See docs/metrics.md for formulas and worked examples.
 
 from __future__ import annotations
 
-from pytest_recfair.kinds import (
-    METRICS,
-    MISSING_POLICIES,
-    STATISTICS,
-    VARIANTS,
-    MetricName,
-    MissingPolicy,
-    Statistic,
-    Variant,
-)
 from pytest_recfair.metrics.aggregate import (
     AttributeTable,
     SimilarityCube,
@@ -55,6 +45,16 @@ from pytest_recfair.metrics.stats import (
     noise_floor,
     noise_floor_of,
     noise_per_entity,
+)
+from pytest_recfair.vocab import (
+    METRICS,
+    MISSING_POLICIES,
+    STATISTICS,
+    VARIANTS,
+    MetricName,
+    MissingPolicy,
+    Statistic,
+    Variant,
 )
 
 __all__ = [

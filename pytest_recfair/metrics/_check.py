@@ -13,7 +13,7 @@ from typing import Any, cast
 import numpy as np
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.kinds import (
+from pytest_recfair.vocab import (
     METRICS,
     MISSING_POLICIES,
     STATISTICS,

@@ -54,8 +54,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair.kinds import DriftQuantity
 from pytest_recfair.metrics import _weights
+from pytest_recfair.vocab import DriftQuantity
 
 FloatArray = npt.NDArray[np.float64]
 #: a sign-flip reference: float64 when enumerated exactly, float32 when drawn

@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair.kinds import MetricName, Variant
 from pytest_recfair.metrics._check import check_list
+from pytest_recfair.vocab import MetricName, Variant
 
 IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]

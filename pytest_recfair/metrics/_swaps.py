@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair.kinds import DriftQuantity
 from pytest_recfair.metrics import _weights
 from pytest_recfair.metrics._drift_core import stat_rows, step_down
+from pytest_recfair.vocab import DriftQuantity
 
 FloatArray = npt.NDArray[np.float64]
 

@@ -19,7 +19,6 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.kinds import METRICS, MetricName, MissingPolicy, Variant
 from pytest_recfair.metrics import _engine
 from pytest_recfair.metrics._check import (
     check_k,
@@ -29,6 +28,7 @@ from pytest_recfair.metrics._check import (
     check_positive_int,
     check_variant,
 )
+from pytest_recfair.vocab import METRICS, MetricName, MissingPolicy, Variant
 
 __all__ = [
     "AttributeTable",

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from pytest_recfair.kinds import Variant
 from pytest_recfair.metrics._check import check_k, check_list, check_variant, truncate
+from pytest_recfair.vocab import Variant
 
 __all__ = ["dedup", "jaccard", "prag", "serp"]
 

@@ -24,7 +24,6 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.kinds import Statistic
 from pytest_recfair.metrics._check import check_positive_int, check_statistic, make_rng
 from pytest_recfair.metrics.aggregate import SimilarityMatrix
 from pytest_recfair.metrics.inference import (
@@ -35,6 +34,7 @@ from pytest_recfair.metrics.inference import (
     _worsening,
 )
 from pytest_recfair.metrics.stats import compare
+from pytest_recfair.vocab import Statistic
 
 __all__ = ["PairMember", "PairVerdict", "paired_models"]
 

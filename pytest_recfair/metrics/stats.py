@@ -17,7 +17,6 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.kinds import MetricName, Statistic, Variant
 from pytest_recfair.metrics import _engine, _weights, inference, spread
 from pytest_recfair.metrics._check import (
     check_confidence,
@@ -30,6 +29,7 @@ from pytest_recfair.metrics._check import (
     make_rng,
 )
 from pytest_recfair.metrics.aggregate import SimilarityMatrix, _column_means, pafs, snsr, snsv
+from pytest_recfair.vocab import MetricName, Statistic, Variant
 
 __all__ = [
     "AttributeIntervals",

@@ -14,10 +14,10 @@ from typing import Any
 
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.errors import RecfairError
-from pytest_recfair.kinds import RecordMode
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.http import HTTPProvider
 from pytest_recfair.providers.transport import CassetteTransport, case_extensions
+from pytest_recfair.vocab import RecordMode
 
 __all__ = ["is_in_process", "recorded_ids"]
 

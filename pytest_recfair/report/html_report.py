@@ -24,7 +24,6 @@ from html import escape
 
 from pytest_recfair import __version__
 from pytest_recfair.compare.models import ModelComparison
-from pytest_recfair.kinds import STATISTICS, accept_command
 from pytest_recfair.report.evidence import EVIDENCE_CSS, evidence_html
 from pytest_recfair.report.failures import (
     accept_offered,
@@ -50,6 +49,7 @@ from pytest_recfair.report.status import (
     shown,
 )
 from pytest_recfair.results import AttributeResult, AuditResult
+from pytest_recfair.vocab import STATISTICS, accept_command
 
 __all__ = ["render", "to_html"]
 

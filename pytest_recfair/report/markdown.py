@@ -9,7 +9,6 @@ from pathlib import Path
 
 from pytest_recfair import __version__
 from pytest_recfair.compare.models import ModelComparison
-from pytest_recfair.kinds import STATISTICS, accept_command
 from pytest_recfair.report.evidence import evidence_markdown
 from pytest_recfair.report.failures import (
     accept_offered,
@@ -37,6 +36,7 @@ from pytest_recfair.report.status import (
     usage_text,
 )
 from pytest_recfair.results import AuditResult
+from pytest_recfair.vocab import STATISTICS, accept_command
 
 __all__ = ["to_markdown"]
 

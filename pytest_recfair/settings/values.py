@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate.limits import check_tolerance
 from pytest_recfair.gate.unanswered import check_max_failed
-from pytest_recfair.kinds import METRICS, STATISTICS, MetricName, Statistic
+from pytest_recfair.vocab import METRICS, STATISTICS, MetricName, Statistic
 
 if TYPE_CHECKING:
     from pytest_recfair.engine.budget import Prices

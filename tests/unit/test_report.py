@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_recfair import kinds, report
+from pytest_recfair import report, vocab
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate import thresholds as gate
 from pytest_recfair.results import AuditResult
@@ -364,7 +364,7 @@ def test_every_format_renders_the_same_failure_sentence(failing: AuditResult) ->
 
 
 def test_the_registry_covers_every_report_format() -> None:
-    assert tuple(report.RENDERERS) == kinds.REPORT_FORMATS
+    assert tuple(report.RENDERERS) == vocab.REPORT_FORMATS
 
 
 def _module_imports(path: Path) -> set[str]:

@@ -26,8 +26,8 @@ from pytest_recfair import metrics, packing
 from pytest_recfair.engine.overlap.evidence import Keeper
 from pytest_recfair.engine.overlap.quality import QualityTally, merged_quality, quality_from
 from pytest_recfair.errors import DataError
-from pytest_recfair.kinds import MetricName, MissingPolicy, Variant
 from pytest_recfair.results import AttributeResult, Interval, Stat, ValueResult, json_floats
+from pytest_recfair.vocab import MetricName, MissingPolicy, Variant
 
 __all__ = ["FAILED", "FIXED", "AttributeTally", "ReplyLike", "Tally", "TallyConfig", "merge"]
 
