@@ -416,7 +416,7 @@ def sim_audit(n: int, profile: Mapping[str, Any], seed: int = 7) -> SimAudit:
 
 def sim_run(sa: SimAudit, repeat: int) -> dict[tuple[str, str], FloatArray]:
     """One audit run: every prompt answered with noise draw ``repeat``, scored per metric."""
-    from pytest_recfair import metrics
+    from pytest_recfair.metrics import aggregate
 
     neutral: dict[str, list[str]] = {}
     by: dict[str, dict[str, dict[str, list[str]]]] = {}
@@ -429,7 +429,7 @@ def sim_run(sa: SimAudit, repeat: int) -> dict[tuple[str, str], FloatArray]:
     out: dict[tuple[str, str], FloatArray] = {}
     for attr, values in by.items():
         for m in METRICS:
-            sm = metrics.similarity_matrix(neutral, values, metric=m, k=25)  # type: ignore[arg-type]
+            sm = aggregate.similarity_matrix(neutral, values, metric=m, k=25)  # type: ignore[arg-type]
             out[(attr, m)] = np.asarray(sm.sims)
     return out
 

@@ -28,8 +28,14 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.metrics._check import check_confidence, check_positive_int, make_rng
-from pytest_recfair.metrics._resample import maxt, percentile_ci, resample_weights
+from pytest_recfair.metrics.common import (
+    check_confidence,
+    check_positive_int,
+    make_rng,
+    maxt,
+    percentile_ci,
+    resample_weights,
+)
 
 __all__ = [
     "NEUTRAL",

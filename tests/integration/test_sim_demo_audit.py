@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_recfair.metrics import attribute_table
+from pytest_recfair.metrics.aggregate import attribute_table
 from pytest_recfair.prompts import build_cases, load_seeds
 from pytest_recfair.replies.parse import items
 from pytest_recfair.sim import SimulatedRecommender, load_profile

@@ -10,13 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.metrics import (
-    SimilarityMatrix,
-    bootstrap,
-    compare,
-    noise_floor,
-    summarize,
-)
+from pytest_recfair.metrics.aggregate import SimilarityMatrix, summarize
+from pytest_recfair.metrics.stats import bootstrap, compare, noise_floor
 
 
 def matrix(sims: np.ndarray, entities: list[str] | None = None) -> SimilarityMatrix:

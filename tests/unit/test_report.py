@@ -303,7 +303,7 @@ def test_a_tie_is_shown_as_a_tie_not_as_one_value_twice() -> None:
 
 
 def test_entropy_and_noise_floor_are_reported() -> None:
-    from pytest_recfair import metrics
+    from pytest_recfair.metrics import stats
     from pytest_recfair.results import Interval, Stat
 
     rng = np.random.default_rng(3)
@@ -311,7 +311,7 @@ def test_entropy_and_noise_floor_are_reported() -> None:
     repeats = {
         f"e{e}": [list(rng.choice(pool, 25, replace=False)) for _ in range(3)] for e in range(8)
     }
-    floor = metrics.noise_floor(repeats, n_resamples=200)
+    floor = stats.noise_floor(repeats, n_resamples=200)
     assert floor is not None
     r = audit(entropy=2.5)
     a = replace(
