@@ -74,7 +74,7 @@ def part1(reps: int) -> None:
 
 def part2() -> None:
     from pytest_recfair import audit, judge
-    from pytest_recfair.prompts import load_seeds, subsample
+    from pytest_recfair.prompts.seeds import load_seeds, subsample
     from pytest_recfair.report import sections
     from pytest_recfair.sim import SimulatedRecommender
     from pytest_recfair.sim.catalogue import Catalogue

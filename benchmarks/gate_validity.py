@@ -402,16 +402,15 @@ class SimAudit:
 
 
 def sim_audit(n: int, profile: Mapping[str, Any], seed: int = 7) -> SimAudit:
-    from pytest_recfair import prompts
+    from pytest_recfair.prompts.cases import build_cases
+    from pytest_recfair.prompts.seeds import load_seeds, subsample
     from pytest_recfair.sim import SimulatedRecommender
 
-    ents = prompts.subsample(prompts.load_seeds("directors"), n, seed=0)
+    ents = subsample(load_seeds("directors"), n, seed=0)
     rec = SimulatedRecommender(
         dict(profile), noise=SIM_NOISE, seed=seed, heterogeneity=SIM_HETEROGENEITY[0]
     )
-    return SimAudit(
-        rec, prompts.build_cases(grid="faireval", entities=ents), [e.name for e in ents]
-    )
+    return SimAudit(rec, build_cases(grid="faireval", entities=ents), [e.name for e in ents])
 
 
 def sim_run(sa: SimAudit, repeat: int) -> dict[tuple[str, str], FloatArray]:

@@ -264,7 +264,7 @@ def _examples_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
 
 
 def _examples(args: argparse.Namespace) -> int:
-    from pytest_recfair.prompts.examples import write_examples
+    from pytest_recfair.prompts.seeds import write_examples
 
     for path, what in write_examples(Path(args.dir)):
         print(f"{what}: {path}")

@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_recfair import __version__, prompts
+from pytest_recfair import __version__
 from pytest_recfair.engine import registry, stream, verdict
 from pytest_recfair.engine.base import AuditKind, AuditRequest, Scorer, Sent
 from pytest_recfair.errors import ProviderError
 from pytest_recfair.gate import baselines
 from pytest_recfair.gate import unanswered as failures
-from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.prompts.grids import Grid
+from pytest_recfair.prompts.seeds import Entity, seeds_digest
+from pytest_recfair.prompts.templates import templates_digest
 from pytest_recfair.results import AuditMeta, AuditResult
 from pytest_recfair.settings import AuditSettings
 
@@ -105,10 +107,8 @@ def meta_of(
         grid=grid.name,
         grid_hash=grid.digest,
         templates=settings.templates,
-        templates_hash=prompts.templates_digest(
-            settings.templates, settings.domain, settings.language
-        ),
-        seeds_hash=prompts.seeds_digest(list(entities)),
+        templates_hash=templates_digest(settings.templates, settings.domain, settings.language),
+        seeds_hash=seeds_digest(list(entities)),
         domain=settings.domain,
         k=settings.k,
         n_entities=len(entities),

@@ -13,7 +13,8 @@ from typing import Any
 from pytest_recfair.engine import budget as plan
 from pytest_recfair.engine import registry, stream
 from pytest_recfair.engine.base import AuditInputs, AuditRequest, Shard
-from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.prompts.grids import Grid
+from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.providers.pacing import known_limits
 from pytest_recfair.providers.probe import is_in_process, recorded_ids
 from pytest_recfair.settings import AuditSettings, spend

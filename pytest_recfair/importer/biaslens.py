@@ -178,7 +178,8 @@ def import_biaslens(
     """Write the re-run of one model's published answers into the new folder ``out``."""
     from pytest_recfair.engine import registry
     from pytest_recfair.engine.base import AuditInputs
-    from pytest_recfair.prompts import Entity, load_grid
+    from pytest_recfair.prompts.grids import load_grid
+    from pytest_recfair.prompts.seeds import Entity
     from pytest_recfair.settings import resolve
 
     folder, name = _model_folder(Path(source), model, without_role)

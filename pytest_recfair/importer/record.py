@@ -25,7 +25,7 @@ from pytest_recfair import providers
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.errors import DataError
 from pytest_recfair.importer.published import PublishedRun, Row
-from pytest_recfair.prompts import PromptCase
+from pytest_recfair.prompts.cases import PromptCase
 
 __all__ = ["batch_text", "record_class"]
 

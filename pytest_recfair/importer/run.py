@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_recfair import prompts, secrets
+from pytest_recfair import secrets
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.importer.layout import (
@@ -23,7 +23,9 @@ from pytest_recfair.importer.layout import (
 from pytest_recfair.importer.published import PublishedRun, read_folder
 from pytest_recfair.importer.record import record_class
 from pytest_recfair.importer.recover import recover_prompts
-from pytest_recfair.prompts.seeds import slugify
+from pytest_recfair.prompts.cases import build_cases
+from pytest_recfair.prompts.grids import load_grid
+from pytest_recfair.prompts.seeds import Entity, slugify
 from pytest_recfair.vocab import MISSING_POLICIES
 
 __all__ = ["FLAVOURS", "ImportSummary", "import_run"]
@@ -242,15 +244,13 @@ def _record(
     replies: str,
 ) -> tuple[int, dict[str, int]]:
     """Record every class's cassettes; (interactions, class -> batch replies differing)."""
-    grid = prompts.load_grid(out / "grid.yaml")
+    grid = load_grid(out / "grid.yaml")
     written, differing = 0, {}
     for cls in classes:
         tpl = layout.templates[cls]
         templates = out / tpl if tpl in layout.files else tpl
-        entities = [
-            prompts.Entity(id=ids[cls][n], name=n, domain=layout.domain) for n in run.neutral
-        ]
-        cases = prompts.build_cases(
+        entities = [Entity(id=ids[cls][n], name=n, domain=layout.domain) for n in run.neutral]
+        cases = build_cases(
             grid, templates, entities, domain=layout.domain, k=run.k, language=language,
             attributes=[cls],
         )  # fmt: skip

@@ -118,8 +118,8 @@ def statistics(value: Any, key: str, source: str) -> tuple[Statistic, ...]:
 
 
 def perturbation(value: Any, key: str, source: str) -> str:
-    """ "typo", or the longer spec "typo:N:kind+kind" that prompts.perturb understands."""
-    from pytest_recfair.prompts.perturb import parse_perturbation
+    """ "typo", or the longer spec "typo:N:kind+kind" that prompts.languages understands."""
+    from pytest_recfair.prompts.languages import parse_perturbation
 
     expected = "'typo' (or 'typo:N', 'typo:kind+kind', 'typo:N:kind+kind')"
     if not isinstance(value, str):

@@ -58,7 +58,7 @@ def _bundled(name: str) -> Catalogue:
 @lru_cache(maxsize=1)
 def _groups() -> dict[str, str]:
     """Value label (case-folded) -> the group it signals, from the bundled implicit grid."""
-    from pytest_recfair.prompts import load_grid
+    from pytest_recfair.prompts.grids import load_grid
 
     return {
         v.label.casefold(): v.group.casefold()

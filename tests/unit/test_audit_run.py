@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 
 from pytest_recfair import engine as audit
-from pytest_recfair import prompts, report
+from pytest_recfair import report
 from pytest_recfair.engine import registry
 from pytest_recfair.engine.overlap import OVERLAP
 from pytest_recfair.errors import DataError, ProviderError
+from pytest_recfair.prompts.grids import load_grid
+from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.report import junit
 from pytest_recfair.report.channels import summary_lines, write_run_report
 from pytest_recfair.report.failures import verdict_message
@@ -22,8 +24,8 @@ from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings, resolve
 from pytest_recfair.sim import SimulatedRecommender
 
-SEEDS = prompts.load_seeds("directors")
-GRID = prompts.load_grid("faireval")
+SEEDS = load_seeds("directors")
+GRID = load_grid("faireval")
 BIASED = SimulatedRecommender(bias={"religion": {"Muslim": 0.5}})
 
 

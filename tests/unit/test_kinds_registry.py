@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair import api, engine, prompts, report
+from pytest_recfair import api, engine, report
 from pytest_recfair.engine import registry, sharding, stream
 from pytest_recfair.engine.base import AuditInputs, AuditRequest, Merged, Rebuild, Scored, Shard
 from pytest_recfair.engine.items.scoring import ItemResults
 from pytest_recfair.engine.pooled import PooledScorer
-from pytest_recfair.prompts import Entity, Grid, PromptCase
+from pytest_recfair.prompts.cases import PromptCase
+from pytest_recfair.prompts.grids import Grid, load_grid
+from pytest_recfair.prompts.seeds import Entity, load_seeds
 from pytest_recfair.report import junit
 from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings, resolve
@@ -115,8 +117,8 @@ def length_kind(monkeypatch: pytest.MonkeyPatch) -> LengthAudit:
 def _request(**marker: object) -> AuditRequest:
     s = resolve(marker={"entities": 6, "attr": "religion", **marker})
     return AuditRequest(
-        s, SimulatedRecommender("demo"), prompts.load_seeds("directors"),
-        prompts.load_grid("faireval"), "t::length",
+        s, SimulatedRecommender("demo"), load_seeds("directors"),
+        load_grid("faireval"), "t::length",
     )  # fmt: skip
 
 

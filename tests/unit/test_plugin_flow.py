@@ -6,11 +6,12 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from pytest_recfair import engine as audit
-from pytest_recfair import prompts
 from pytest_recfair.compare.models import ModelSlot
 from pytest_recfair.engine.base import Shard
 from pytest_recfair.plugin import flow
 from pytest_recfair.plugin.state import AuditState
+from pytest_recfair.prompts.grids import load_grid
+from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.providers import CallableProvider
 from pytest_recfair.settings import resolve
 from pytest_recfair.sim import SimulatedRecommender
@@ -68,8 +69,8 @@ def test_measure_conclude_and_judge_without_pytest(tmp_path: Path) -> None:
         audit.AuditRequest(
             s,
             SimulatedRecommender(),
-            prompts.load_seeds("directors"),
-            prompts.load_grid("faireval"),
+            load_seeds("directors"),
+            load_grid("faireval"),
             "t.py::test_x",
         )
     )

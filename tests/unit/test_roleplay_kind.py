@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_recfair import engine, prompts, report
+from pytest_recfair import engine, report
 from pytest_recfair.engine import registry
 from pytest_recfair.engine.base import AuditInputs, AuditRequest
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.prompts.grids import load_grid
 from pytest_recfair.providers import Completion, RunOutcome, Usage
 from pytest_recfair.report import junit
 from pytest_recfair.settings import resolve
@@ -19,7 +20,7 @@ def _request(judge: bool = True, **marker: object) -> AuditRequest:
     s = resolve(marker={"kind": "roleplay", "attr": "religion", "questions": "smoke", **marker})
     sim = SimulatedRecommender("demo", seed=1)
     return AuditRequest(
-        s, sim, [], prompts.load_grid("faireval"), "t::roles",
+        s, sim, [], load_grid("faireval"), "t::roles",
         inputs=AuditInputs(judge=sim if judge else None),
     )  # fmt: skip
 
