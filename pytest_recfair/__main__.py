@@ -229,7 +229,7 @@ def _side(name: str, run: Any) -> str:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from pytest_recfair.importer import import_run
+    from pytest_recfair.importer.run import import_run
 
     if args.flavour == "biaslens":
         from pytest_recfair.importer.biaslens import import_biaslens

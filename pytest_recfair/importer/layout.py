@@ -19,8 +19,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.importer.published import PublishedRun, Row
-from pytest_recfair.importer.template import escape, fill, template_of
+from pytest_recfair.importer.published import PublishedRun, Row, escape, fill, template_of
 from pytest_recfair.prompts.seeds import slugify
 from pytest_recfair.secrets import FILTERED
 

@@ -20,9 +20,8 @@ from pytest_recfair.importer.layout import (
     grid_yaml,
     plan,
 )
-from pytest_recfair.importer.published import PublishedRun, read_folder
+from pytest_recfair.importer.published import PublishedRun, read_folder, recover_prompts
 from pytest_recfair.importer.record import record_class
-from pytest_recfair.importer.recover import recover_prompts
 from pytest_recfair.prompts.cases import build_cases
 from pytest_recfair.prompts.grids import load_grid
 from pytest_recfair.prompts.seeds import Entity, slugify
