@@ -38,7 +38,7 @@ from pytest_recfair.api import audit  # noqa: E402
 from pytest_recfair.prompts.cases import build_cases  # noqa: E402
 from pytest_recfair.prompts.grids import load_grid  # noqa: E402
 from pytest_recfair.replies.parse import items as parse_items  # noqa: E402
-from pytest_recfair.sim import SimulatedRecommender  # noqa: E402
+from pytest_recfair.sim.recommender import SimulatedRecommender  # noqa: E402
 
 DECADES = ("1960s", "1970s", "1980s", "1990s", "2000s", "2010s")
 GENRES = ("drama", "comedy", "thriller", "romance", "documentary", "animation", "horror")

@@ -37,7 +37,7 @@ from pytest_recfair.prompts.cases import build_cases  # noqa: E402
 from pytest_recfair.prompts.grids import load_grid  # noqa: E402
 from pytest_recfair.prompts.seeds import load_seeds  # noqa: E402
 from pytest_recfair.providers import from_config, run_cases  # noqa: E402
-from pytest_recfair.sim import SimulatedRecommender  # noqa: E402
+from pytest_recfair.sim.recommender import SimulatedRecommender  # noqa: E402
 
 BASE_URL = "http://127.0.0.1:9/v1"  # never contacted: replay only
 MODEL = "recfair-sim-bench"

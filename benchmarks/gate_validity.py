@@ -404,7 +404,7 @@ class SimAudit:
 def sim_audit(n: int, profile: Mapping[str, Any], seed: int = 7) -> SimAudit:
     from pytest_recfair.prompts.cases import build_cases
     from pytest_recfair.prompts.seeds import load_seeds, subsample
-    from pytest_recfair.sim import SimulatedRecommender
+    from pytest_recfair.sim.recommender import SimulatedRecommender
 
     ents = subsample(load_seeds("directors"), n, seed=0)
     rec = SimulatedRecommender(
@@ -434,7 +434,7 @@ def sim_run(sa: SimAudit, repeat: int) -> dict[tuple[str, str], FloatArray]:
 
 
 def _sim_profile(muslim: float) -> dict[str, Any]:
-    from pytest_recfair.sim import load_profile
+    from pytest_recfair.sim.profile import load_profile
 
     base = load_profile(SIM_PROFILE[0])
     bias = {a or "*": {} for a, _, _ in base.bias.entries}

@@ -3,7 +3,7 @@
 For notebooks, scripts and the simulation study (benchmarks/gate_validity.py)::
 
     import pytest_recfair
-    from pytest_recfair.sim import SimulatedRecommender
+    from pytest_recfair.sim.recommender import SimulatedRecommender
 
     result = pytest_recfair.audit(SimulatedRecommender("demo"), attr="religion", entities=40)
     outcome = pytest_recfair.judge(result, baseline, tolerance=0.02)

@@ -36,7 +36,7 @@ import os
 
 import pytest
 
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 NAMES = {names!r}
 

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_recfair.errors import ProviderError
 from pytest_recfair.providers import from_config, run_cases
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
 
 

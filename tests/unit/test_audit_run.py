@@ -22,7 +22,7 @@ from pytest_recfair.report.channels import summary_lines, write_run_report
 from pytest_recfair.report.failures import verdict_message
 from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings, resolve
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 SEEDS = load_seeds("directors")
 GRID = load_grid("faireval")

@@ -120,7 +120,7 @@ def test_another_kind_is_compared_through_its_own_figures() -> None:
     from pytest_recfair.engine.base import AuditRequest
     from pytest_recfair.prompts.grids import load_grid
     from pytest_recfair.settings import resolve
-    from pytest_recfair.sim import SimulatedRecommender
+    from pytest_recfair.sim.recommender import SimulatedRecommender
 
     s = resolve(marker={"kind": "roleplay", "attr": "religion"})
     grid = load_grid("faireval")

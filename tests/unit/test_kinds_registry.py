@@ -22,7 +22,7 @@ from pytest_recfair.prompts.seeds import Entity, load_seeds
 from pytest_recfair.report import junit
 from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings, resolve
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 PACKAGE = Path(engine.__file__).parent.parent
 #: Modules that must work for every kind without naming one.

@@ -14,7 +14,7 @@ from pytest_recfair.prompts.grids import load_grid
 from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.providers import CallableProvider
 from pytest_recfair.settings import resolve
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 
 def _top(prompt: str) -> list[str]:

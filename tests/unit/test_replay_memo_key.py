@@ -17,7 +17,7 @@ from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.providers import from_config
 from pytest_recfair.replies import memo
 from pytest_recfair.settings import AuditSettings, resolve
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.vocab import RecordMode
 
 BASE = "http://127.0.0.1:8000/v1"

@@ -12,7 +12,7 @@ from pytest_recfair.prompts.grids import load_grid
 from pytest_recfair.providers import Completion, RunOutcome, Usage
 from pytest_recfair.report import junit
 from pytest_recfair.settings import resolve
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 
 def _request(judge: bool = True, **marker: object) -> AuditRequest:
