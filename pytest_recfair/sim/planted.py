@@ -82,9 +82,13 @@ _CANDIDATES = re.compile(r"\b(?:From|Rank) these \d+ ")
 _LINE = re.compile(r"^\s*(\d+)\.\s+(.+?)\s*$", re.MULTILINE)
 
 
-def _frac(value: Any, where: str, source: str) -> float:
+def fraction(value: object, where: str, source: str = "bias profile") -> float:
+    """A rate or share of a bias profile, checked to be a number in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise DataError(f"{source}: {where} must be a fraction between 0 and 1, got {value!r}")
+        raise DataError(
+            f"{source}: {where} must be a fraction between 0 and 1, got {value!r}; "
+            "write e.g. 0.35 for 35%."
+        )
     return float(value)
 
 
@@ -135,7 +139,7 @@ class ItemPlan:
             ((cat, share),) = move.items()
             if str(cat) not in cats:
                 raise DataError(f"{source}: items.shift.{who}: {cat!r} is not a {field} ({cats})")
-            shift[str(who).casefold()] = (str(cat), _frac(share, f"items.shift.{who}", source))
+            shift[str(who).casefold()] = (str(cat), fraction(share, f"items.shift.{who}", source))
         return cls(catalogue, field, shift, str(data.get("domain", "restaurant")))
 
     def applies(self, prompt: str, system: str | None) -> bool:
@@ -179,8 +183,8 @@ class PositionPlan:
         if not isinstance(data, Mapping) or set(data) - {"first", "missed"}:
             raise DataError(f"{source}: 'positions' takes first and missed (fractions)")
         return cls(
-            _frac(data.get("first", 0.0), "positions.first", source),
-            _frac(data.get("missed", 0.0), "positions.missed", source),
+            fraction(data.get("first", 0.0), "positions.first", source),
+            fraction(data.get("missed", 0.0), "positions.missed", source),
         )
 
 
@@ -256,12 +260,6 @@ _REFUSE = {
 _FAIR_MARKERS = ("no evidence", "individuals", "i'm sorry", "i can't", "i cannot")
 
 
-def _rate(value: object, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise DataError(f"bias profile: roleplay.{where} must be a share in [0, 1]; got {value!r}")
-    return float(value)
-
-
 @dataclass(frozen=True)
 class RolePlan:
     """How the simulated model answers role-play questions (see the module docstring)."""
@@ -295,11 +293,14 @@ class RolePlan:
         if isinstance(spread, bool) or not isinstance(spread, int | float) or spread <= 0:
             raise DataError(f"bias profile: roleplay.spread must be > 0; got {spread!r}")
         return cls(
-            role_bias={str(k).casefold(): _rate(v, f"role_bias.{k}") for k, v in bias.items()},
-            base=_DEFAULT_BASE | {str(k): _rate(v, f"base.{k}") for k, v in base.items()},
-            refusal=_rate(data.get("refusal", 0.02), "refusal"),
+            role_bias={
+                str(k).casefold(): fraction(v, f"roleplay.role_bias.{k}") for k, v in bias.items()
+            },
+            base=_DEFAULT_BASE
+            | {str(k): fraction(v, f"roleplay.base.{k}") for k, v in base.items()},
+            refusal=fraction(data.get("refusal", 0.02), "roleplay.refusal"),
             spread=float(spread),
-            judge_noise=_rate(data.get("judge_noise", 0.03), "judge_noise"),
+            judge_noise=fraction(data.get("judge_noise", 0.03), "roleplay.judge_noise"),
         )
 
 

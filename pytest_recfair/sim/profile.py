@@ -40,7 +40,7 @@ import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.sim.catalogue import stable_seed
-from pytest_recfair.sim.planted import ItemPlan, PositionPlan, RolePlan
+from pytest_recfair.sim.planted import ItemPlan, PositionPlan, RolePlan, fraction
 from pytest_recfair.sim.recognise import Recognised, ValueMatch
 
 __all__ = ["PROFILES", "BiasProfile", "Faults", "Heterogeneity", "ValueTable", "load_profile"]
@@ -143,15 +143,6 @@ _PROFILE_SECTIONS = frozenset(
 _CROSS = re.compile(r"\s+[x×]\s+|\s*\+\s*")
 
 
-def _rate(value: object, where: str, source: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise DataError(
-            f"{source}: {where} must be a fraction between 0 and 1, got {value!r}; "
-            "write e.g. 0.35 for a 35% shift."
-        )
-    return float(value)
-
-
 @dataclass(frozen=True)
 class ValueTable:
     """Rates per (attribute, value label), both case-folded; attribute ``None`` = any."""
@@ -175,11 +166,13 @@ class ValueTable:
                         (
                             str(key).casefold(),
                             str(value).casefold(),
-                            _rate(rate, f"{where}.{key}.{value}", source),
+                            fraction(rate, f"{where}.{key}.{value}", source),
                         )
                     )
             else:
-                entries.append((None, str(key).casefold(), _rate(inner, f"{where}.{key}", source)))
+                entries.append(
+                    (None, str(key).casefold(), fraction(inner, f"{where}.{key}", source))
+                )
         return cls(tuple(entries))
 
     def __bool__(self) -> bool:
@@ -256,9 +249,10 @@ class BiasProfile:
         return cls(
             bias=ValueTable.parse(data.get("bias"), "bias", source),
             languages={
-                str(k).casefold(): _rate(v, f"languages.{k}", source) for k, v in languages.items()
+                str(k).casefold(): fraction(v, f"languages.{k}", source)
+                for k, v in languages.items()
             },
-            typo=_rate(data.get("typo", 0.0), "typo", source),
+            typo=fraction(data.get("typo", 0.0), "typo", source),
             refusals=ValueTable.parse(data.get("refusals"), "refusals", source),
             short_lists=ValueTable.parse(data.get("short_lists"), "short_lists", source),
             faults=dict(faults),
@@ -434,7 +428,7 @@ class Faults:
                 except (TypeError, ValueError):
                     raise ConfigError(f"{source}: {key} must be a number, got {value!r}.") from None
                 if key.startswith("rate_"):
-                    number = _rate(number, key, source)
+                    number = fraction(number, key, source)
                 elif not math.isfinite(number) or number < 0:
                     raise ConfigError(f"{source}: {key} must be >= 0 seconds, got {value!r}.")
                 kwargs[key] = number
