@@ -49,7 +49,6 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 Interval = tuple[float, float]
 
-_DRAW_BLOCK = 1 << 20  # resample indices drawn per block (8 MB; see _resample_weights)
 # The last weights drawn from an int seed (one entry: bounded memory, and an audit's
 # tables all share seed, resamples and entities).
 _LAST_WEIGHTS: dict[str, Any] = {}
@@ -105,35 +104,15 @@ class NoiseFloor:
     n: int
 
 
-def _resample_weights(rng: np.random.Generator, B: int, E: int) -> common.CountArray:
-    """(B, E): how often each entity is drawn in each of B resamples of size E.
-
-    Integer counts in the smallest dtype that holds them (one byte per cell: 20 MB at
-    10,000 entities x 2,000 resamples, not 160 MB of float64); ``common.products``
-    multiplies them. The draws come in blocks of rows (the same numbers as one (B, E)
-    draw), so the index array never holds more than ~1M entries.
-    """
-    W: common.CountArray = np.empty((B, E), dtype=np.uint8)
-    rows = max(1, _DRAW_BLOCK // max(E, 1))
-    for a in range(0, B, rows):
-        b = min(B, a + rows)
-        idx = rng.integers(0, E, size=(b - a, E), dtype=np.int64)
-        idx += (np.arange(b - a, dtype=np.int64) * E)[:, None]
-        counts = np.bincount(idx.ravel(), minlength=(b - a) * E).reshape(b - a, E)
-        W = common.compact_counts(W, counts)
-        W[a:b] = counts
-    return W
-
-
 def _seeded_weights(seed: int | np.random.Generator, B: int, E: int) -> common.CountArray:
     """Resample weights for a fresh generator from ``seed``: the same for every table of
     an audit (same seed, resamples and entities), so they are drawn once and reused."""
     if isinstance(seed, np.random.Generator):
-        return _resample_weights(seed, B, E)
+        return common.resample_weights(seed, B, E)
     key = (int(seed), B, E)
     if _LAST_WEIGHTS.get("key") != key:
         # kept as float64 when that is one block (<= 16 MB): not converted for every table
-        W = common.reusable(_resample_weights(make_rng(seed), B, E))
+        W = common.reusable(common.resample_weights(make_rng(seed), B, E))
         W.setflags(write=False)
         _LAST_WEIGHTS.clear()
         _LAST_WEIGHTS.update(key=key, weights=W)
@@ -310,7 +289,7 @@ def compare(
     # Same layout for both, so identical runs give bit-identical resampled statistics.
     sb = np.ascontiguousarray(np.asarray(base.sims)[bi])
     sc = np.ascontiguousarray(np.asarray(cand.sims)[ci_][:, col])
-    W = _resample_weights(rng, B, len(pairs))
+    W = common.resample_weights(rng, B, len(pairs))
     db = _spreads(_weighted_means(W, sb))[stat]
     dc = _spreads(_weighted_means(W, sc))[stat]
     deltas = dc - db
@@ -415,6 +394,6 @@ def noise_floor_of(
     values = np.ascontiguousarray(per_entity[~np.isnan(per_entity)])
     if values.size == 0:
         return None
-    W = _resample_weights(rng, B, values.size)
+    W = common.resample_weights(rng, B, values.size)
     boot = common.products(W, values)[0] / values.size
     return NoiseFloor(mean=float(np.mean(values)), ci=_interval(boot, conf), n=int(values.size))
