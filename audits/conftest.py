@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from pytest_recfair.providers import CallableProvider, from_config
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 DEMO_URL = "http://127.0.0.1:8765/v1"  # part of each recorded request: keep it fixed
 DEMO_MODEL = "recfair-sim-demo"

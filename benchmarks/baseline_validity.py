@@ -46,9 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import hetero_model as hm
 
-from pytest_recfair import judge, metrics
+from pytest_recfair import judge
 from pytest_recfair.gate import baselines
-from pytest_recfair.metrics import _drift_core, inference
+from pytest_recfair.metrics import _drift_core, aggregate, inference
 from pytest_recfair.results import (
     AttributeResult,
     AuditResult,
@@ -70,8 +70,8 @@ PRODUCT_DRAWS = _drift_core.STABLE_DRAWS
 def _attribute(attr: str, metric: str, sims: FloatArray, miss: Any) -> AttributeResult:
     values = tuple(f"v{j}" for j in range(sims.shape[1]))
     ents = tuple(f"e{i}" for i in range(sims.shape[0]))
-    matrix = metrics.SimilarityMatrix(ents, values, sims, np.asarray(miss, dtype=bool))
-    t = metrics.summarize(matrix)
+    matrix = aggregate.SimilarityMatrix(ents, values, sims, np.asarray(miss, dtype=bool))
+    t = aggregate.summarize(matrix)
     vals = tuple(
         ValueResult(v, Stat(s.mean), s.n, s.missing, 0, 0, sims.shape[0])
         for v, s in t.values.items()

@@ -22,7 +22,7 @@ from _machine import cpu_model
 
 from pytest_recfair import api
 from pytest_recfair.engine.overlap import evidence
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 
 def one(entities: int) -> tuple[float, int]:

@@ -5,7 +5,7 @@ the widest attribute) x 1,000 entities, each with its bootstrap CIs from
 pytest_recfair.metrics. Timed, as medians of several runs (the machine is shared):
 
 - gate.evaluate against a baseline where every statistic rose (so every attribute runs the
-  paired bootstrap, 1,000 resamples); reference: the bare metrics.compare calls it makes;
+  paired bootstrap, 1,000 resamples); reference: the bare stats.compare calls it makes;
 - baselines.write + baselines.load (schema validation included); reference: a plain
   json.dumps(result.to_dict()) + json.loads + AuditResult.from_dict round trip;
 - report.to_html / to_markdown / terminal_summary for 20 such results; reference:
@@ -34,9 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _machine import cpu_model
 
-from pytest_recfair import metrics, report
+from pytest_recfair import report
 from pytest_recfair.gate import baselines
 from pytest_recfair.gate import thresholds as gate
+from pytest_recfair.metrics import aggregate, stats
 from pytest_recfair.results import (
     AttributeResult,
     AuditResult,
@@ -58,14 +59,14 @@ def _attribute(
     bias = np.zeros(n_values)
     bias[0] = shift
     sims = np.clip(base + bias + rng.normal(0, 0.08, size=(n_entities, n_values)), 0, 1)
-    m = metrics.SimilarityMatrix(
+    m = aggregate.SimilarityMatrix(
         entities=tuple(f"e{i}" for i in range(n_entities)),
         values=values,
         sims=sims,
         missing=np.zeros(sims.shape, dtype=bool),
     )
-    t = metrics.summarize(m)
-    b = metrics.bootstrap(m, seed=seed)
+    t = aggregate.summarize(m)
+    b = stats.bootstrap(m, seed=seed)
     return AttributeResult(
         attribute=name,
         metric="jaccard",
@@ -144,13 +145,13 @@ def main() -> None:
     def bare_compare() -> None:
         for a, b in zip(regressed.attributes, baseline.attributes, strict=True):
             for stat in gate.DRIFT_STATISTICS:
-                metrics.compare(b.matrix, a.matrix, stat, seed=0)
+                stats.compare(b.matrix, a.matrix, stat, seed=0)
 
     rows: list[tuple[str, str, tuple[float, float, float]]] = []
     gated = paired(
         lambda: gate.evaluate(regressed, baseline, limits, tolerance=0.0), bare_compare, runs
     )
-    rows.append(("gate.evaluate (9 paired bootstraps)", "9 x metrics.compare", gated))
+    rows.append(("gate.evaluate (9 paired bootstraps)", "9 x stats.compare", gated))
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "b.json"

@@ -34,10 +34,11 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from _machine import cpu_model  # noqa: E402
 
-from pytest_recfair import prompts  # noqa: E402
 from pytest_recfair.api import audit  # noqa: E402
+from pytest_recfair.prompts.cases import build_cases  # noqa: E402
+from pytest_recfair.prompts.grids import load_grid  # noqa: E402
 from pytest_recfair.replies.parse import items as parse_items  # noqa: E402
-from pytest_recfair.sim import SimulatedRecommender  # noqa: E402
+from pytest_recfair.sim.recommender import SimulatedRecommender  # noqa: E402
 
 DECADES = ("1960s", "1970s", "1980s", "1990s", "2000s", "2010s")
 GENRES = ("drama", "comedy", "thriller", "romance", "documentary", "animation", "horror")
@@ -50,9 +51,7 @@ def _pick(title: str, salt: str, options: tuple[str, ...]) -> str:
 
 def replies_for(names: list[str]) -> dict[tuple[str, str | None], str]:
     """Every prompt of the audit answered once by the demo simulator."""
-    cases = prompts.build_cases(
-        grid=prompts.load_grid("faireval"), templates="natural", entities=names, k=25
-    )
+    cases = build_cases(grid=load_grid("faireval"), templates="natural", entities=names, k=25)
     sim = SimulatedRecommender("demo", seed=7)
     return {(c.prompt, c.system): sim(c.prompt, c.system) for c in cases}
 

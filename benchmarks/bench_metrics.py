@@ -28,12 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _machine import cpu_model
 
-from pytest_recfair.metrics import (
-    METRICS,
-    VARIANTS,
-    bootstrap,
-    similarity_cube,
-)
+from pytest_recfair.metrics.aggregate import similarity_cube
+from pytest_recfair.metrics.stats import bootstrap
+from pytest_recfair.vocab import METRICS, VARIANTS
 
 E, V, K, B = 1000, 31, 25, 1000
 

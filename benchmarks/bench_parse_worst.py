@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _machine import cpu_model
 
-from pytest_recfair.kinds import PARSE_STYLES
 from pytest_recfair.replies import parse, titles
+from pytest_recfair.vocab import PARSE_STYLES
 
 TARGET_S = 1.0
 

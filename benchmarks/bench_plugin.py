@@ -32,10 +32,12 @@ sys.path.insert(0, str(REPO))
 
 from _peak import run_measured  # noqa: E402
 
-from pytest_recfair import prompts  # noqa: E402
 from pytest_recfair.cassettes.store import CassetteStore, RecordedRequest, RecordedResponse  # noqa: E402
+from pytest_recfair.prompts.cases import build_cases  # noqa: E402
+from pytest_recfair.prompts.grids import load_grid  # noqa: E402
+from pytest_recfair.prompts.seeds import load_seeds  # noqa: E402
 from pytest_recfair.providers import from_config, run_cases  # noqa: E402
-from pytest_recfair.sim import SimulatedRecommender  # noqa: E402
+from pytest_recfair.sim.recommender import SimulatedRecommender  # noqa: E402
 
 BASE_URL = "http://127.0.0.1:9/v1"  # never contacted: replay only
 MODEL = "recfair-sim-bench"
@@ -90,10 +92,8 @@ def generate(root: Path, n_entities: int) -> int:
     (root / "conftest.py").write_text(CONFTEST, encoding="utf-8")
     (root / "test_paper.py").write_text(TEST, encoding="utf-8")
     (root / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
-    entities = prompts.load_seeds(root / "seeds.txt", domain="movie")
-    cases = prompts.build_cases(
-        grid=prompts.load_grid("faireval"), templates="natural", entities=entities, k=25
-    )
+    entities = load_seeds(root / "seeds.txt", domain="movie")
+    cases = build_cases(grid=load_grid("faireval"), templates="natural", entities=entities, k=25)
     provider = from_config("openai", model=MODEL, base_url=BASE_URL)
     sim = SimulatedRecommender(bias="demo", seed=0)
     store = CassetteStore(root / "fixtures" / "cassettes", "all")
@@ -140,10 +140,8 @@ def generate(root: Path, n_entities: int) -> int:
 
 def replay_only(root: Path) -> float:
     """In-process: the cassette replay alone (providers.run_cases), the audit's first phase."""
-    entities = prompts.load_seeds(root / "seeds.txt", domain="movie")
-    cases = prompts.build_cases(
-        grid=prompts.load_grid("faireval"), templates="natural", entities=entities, k=25
-    )
+    entities = load_seeds(root / "seeds.txt", domain="movie")
+    cases = build_cases(grid=load_grid("faireval"), templates="natural", entities=entities, k=25)
     provider = from_config("openai", model=MODEL, base_url=BASE_URL)
     store = CassetteStore(root / "fixtures" / "cassettes", "none")
     start = time.perf_counter()

@@ -30,8 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _machine import cpu_model
 
-from pytest_recfair.prompts import build_cases, load_grid, load_seeds, match_prompt
-from pytest_recfair.prompts.match import template_patterns
+from pytest_recfair.prompts.cases import build_cases, match_prompt, template_patterns
+from pytest_recfair.prompts.grids import load_grid
+from pytest_recfair.prompts.seeds import load_seeds
 
 TARGET_BUILD_S = 1.0  # 31k cases: well under the time of one real API round trip batch
 TARGET_RECOG_US = 100.0  # per prompt, so the simulator's recognition is never the bottleneck

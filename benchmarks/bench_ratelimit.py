@@ -35,9 +35,11 @@ sys.path.insert(0, str(ROOT))
 from _machine import cpu_model  # noqa: E402
 
 from pytest_recfair.cassettes.store import CassetteStore  # noqa: E402
-from pytest_recfair.prompts import PromptCase, build_cases, load_seeds  # noqa: E402
+from pytest_recfair.prompts.cases import PromptCase, build_cases  # noqa: E402
+from pytest_recfair.prompts.seeds import load_seeds  # noqa: E402
 from pytest_recfair.providers import from_config, run_cases  # noqa: E402
-from pytest_recfair.sim import SimServer, SimulatedRecommender  # noqa: E402
+from pytest_recfair.sim.recommender import SimulatedRecommender  # noqa: E402
+from pytest_recfair.sim.server import SimServer  # noqa: E402
 
 LATENCY_MS = 200.0
 SLACK = 0.10  # within 10% of what the limit allows

@@ -131,17 +131,17 @@ def record(root: Path, n: int) -> None:
 
 def engine_replay(root: Path) -> tuple[float, int]:
     """In-process: the audit (replay through the runner + scoring), as the plugin runs it."""
-    from pytest_recfair import prompts
     from pytest_recfair.cassettes.store import CassetteStore
     from pytest_recfair.engine.base import AuditInputs, AuditRequest
     from pytest_recfair.engine.pipeline import measure
+    from pytest_recfair.prompts.grids import load_grid
     from pytest_recfair.providers import from_config
     from pytest_recfair.settings import resolve
 
     url = "http://127.0.0.1:9/v1"  # never contacted: the host, not the port, keys replay
     s = resolve(marker={"kind": "roleplay", "questions": str(root / "questions.json")})
     request = AuditRequest(
-        s, from_config("openai", model="sim", base_url=url), [], prompts.load_grid("faireval"),
+        s, from_config("openai", model="sim", base_url=url), [], load_grid("faireval"),
         "test_roles.py::test_roles", cassettes=CassetteStore(root / "fixtures/cassettes", "none"),
         inputs=AuditInputs(judge=from_config("openai", model="sim-judge", base_url=url)),
         progress=False,

@@ -36,7 +36,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import gate_validity as gv
-from pytest_recfair.metrics import SimilarityMatrix
+from pytest_recfair.metrics.aggregate import SimilarityMatrix
 from pytest_recfair.metrics.pairs import PairMember, paired_models
 
 ALPHA = 0.05
@@ -139,7 +139,7 @@ def power(args: argparse.Namespace, rng: np.random.Generator) -> list[str]:
 
 def _sim_run(sa: gv.SimAudit, repeat: int) -> dict[tuple[str, str], np.ndarray]:
     """gate_validity.sim_run for Jaccard@25 only (what a plugin audit scores by default)."""
-    from pytest_recfair import metrics
+    from pytest_recfair.metrics import aggregate
 
     neutral: dict[str, list[str]] = {}
     by: dict[str, dict[str, dict[str, list[str]]]] = {}
@@ -150,7 +150,7 @@ def _sim_run(sa: gv.SimAudit, repeat: int) -> dict[tuple[str, str], np.ndarray]:
         else:
             by.setdefault(c.attribute, {}).setdefault(c.value, {})[c.entity] = items
     return {
-        (attr, "jaccard"): np.asarray(metrics.similarity_matrix(neutral, values, k=25).sims)
+        (attr, "jaccard"): np.asarray(aggregate.similarity_matrix(neutral, values, k=25).sims)
         for attr, values in by.items()
     }
 

@@ -53,8 +53,8 @@ import numpy.typing as npt
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from pytest_recfair.kinds import STATISTICS, Statistic
 from pytest_recfair.metrics import _drift_core, inference, spread
+from pytest_recfair.vocab import STATISTICS, Statistic
 
 FloatArray = npt.NDArray[np.float64]
 GRID = {
@@ -402,21 +402,20 @@ class SimAudit:
 
 
 def sim_audit(n: int, profile: Mapping[str, Any], seed: int = 7) -> SimAudit:
-    from pytest_recfair import prompts
-    from pytest_recfair.sim import SimulatedRecommender
+    from pytest_recfair.prompts.cases import build_cases
+    from pytest_recfair.prompts.seeds import load_seeds, subsample
+    from pytest_recfair.sim.recommender import SimulatedRecommender
 
-    ents = prompts.subsample(prompts.load_seeds("directors"), n, seed=0)
+    ents = subsample(load_seeds("directors"), n, seed=0)
     rec = SimulatedRecommender(
         dict(profile), noise=SIM_NOISE, seed=seed, heterogeneity=SIM_HETEROGENEITY[0]
     )
-    return SimAudit(
-        rec, prompts.build_cases(grid="faireval", entities=ents), [e.name for e in ents]
-    )
+    return SimAudit(rec, build_cases(grid="faireval", entities=ents), [e.name for e in ents])
 
 
 def sim_run(sa: SimAudit, repeat: int) -> dict[tuple[str, str], FloatArray]:
     """One audit run: every prompt answered with noise draw ``repeat``, scored per metric."""
-    from pytest_recfair import metrics
+    from pytest_recfair.metrics import aggregate
 
     neutral: dict[str, list[str]] = {}
     by: dict[str, dict[str, dict[str, list[str]]]] = {}
@@ -429,13 +428,13 @@ def sim_run(sa: SimAudit, repeat: int) -> dict[tuple[str, str], FloatArray]:
     out: dict[tuple[str, str], FloatArray] = {}
     for attr, values in by.items():
         for m in METRICS:
-            sm = metrics.similarity_matrix(neutral, values, metric=m, k=25)  # type: ignore[arg-type]
+            sm = aggregate.similarity_matrix(neutral, values, metric=m, k=25)  # type: ignore[arg-type]
             out[(attr, m)] = np.asarray(sm.sims)
     return out
 
 
 def _sim_profile(muslim: float) -> dict[str, Any]:
-    from pytest_recfair.sim import load_profile
+    from pytest_recfair.sim.profile import load_profile
 
     base = load_profile(SIM_PROFILE[0])
     bias = {a or "*": {} for a, _, _ in base.bias.entries}

@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from pytest_recfair import audit
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 ENTITIES = 20
 VALUES = ("Buddhist", "Christian", "Hindu", "Muslim")

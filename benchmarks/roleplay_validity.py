@@ -1,6 +1,6 @@
 """Does the role-play drift gate keep its promises? False alarms and power.
 
-Every run draws a simulated model (``pytest_recfair.sim.roleplay``: each question has its
+Every run draws a simulated model (``pytest_recfair.sim.planted``: each question has its
 own propensity to be answered in a biased way, Beta-distributed around 15% / 20% / 15% for
 Yes/No / Choice / Why, 2% refusals, a judge that errs 3% of the time), asks the bundled
 'default' question set (2,376 questions: per attribute 200 Yes/No, 8 Choice, 8 Why) in 3
@@ -58,7 +58,7 @@ from pytest_recfair.prompts.roles import (
     judge_messages,
     load_roles,
 )
-from pytest_recfair.sim.roleplay import RolePlan, RolePlaySim
+from pytest_recfair.sim.planted import RolePlan, RolePlaySim
 
 ALPHA = 0.05
 REPEATS = 3

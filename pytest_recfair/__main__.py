@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pytest_recfair.errors import DataError, RecfairError
-from pytest_recfair.kinds import REPORT_FORMATS
 from pytest_recfair.results import PLUGIN_VERSION
+from pytest_recfair.vocab import REPORT_FORMATS
 
 __all__ = ["main"]
 
@@ -232,7 +232,7 @@ def _side(name: str, run: Any) -> str:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from pytest_recfair.importer import import_run
+    from pytest_recfair.importer.run import import_run
 
     if args.flavour == "biaslens":
         from pytest_recfair.importer.biaslens import import_biaslens
@@ -267,7 +267,7 @@ def _examples_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
 
 
 def _examples(args: argparse.Namespace) -> int:
-    from pytest_recfair.prompts.examples import write_examples
+    from pytest_recfair.prompts.seeds import write_examples
 
     for path, what in write_examples(Path(args.dir)):
         print(f"{what}: {path}")

@@ -3,7 +3,7 @@
 For notebooks, scripts and the simulation study (benchmarks/gate_validity.py)::
 
     import pytest_recfair
-    from pytest_recfair.sim import SimulatedRecommender
+    from pytest_recfair.sim.recommender import SimulatedRecommender
 
     result = pytest_recfair.audit(SimulatedRecommender("demo"), attr="religion", entities=40)
     outcome = pytest_recfair.judge(result, baseline, tolerance=0.02)
@@ -21,8 +21,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_recfair import prompts, settings
+from pytest_recfair import settings
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.prompts.grids import load_grid
+from pytest_recfair.prompts.seeds import Entity, load_seeds
 from pytest_recfair.results import AuditResult, GateOutcome
 
 __all__ = ["audit", "judge"]
@@ -41,7 +43,7 @@ def _settings(kwargs: Mapping[str, Any], where: str) -> settings.AuditSettings:
     return settings.resolve(cli=run, marker=marker)
 
 
-def _seeds(s: settings.AuditSettings, seeds: Any) -> list[prompts.Entity]:
+def _seeds(s: settings.AuditSettings, seeds: Any) -> list[Entity]:
     from pytest_recfair.prompts.seeds import BUNDLED_SEEDS, as_entity
 
     if seeds is not None and not isinstance(seeds, str | Path):
@@ -54,7 +56,7 @@ def _seeds(s: settings.AuditSettings, seeds: Any) -> list[prompts.Entity]:
                 f"audit(domain={s.domain!r}) has no bundled seed set; pass seeds= a file, "
                 f"a bundled set name ({', '.join(BUNDLED_SEEDS)}) or a list of names."
             )
-    return prompts.load_seeds(source, domain=s.domain)
+    return load_seeds(source, domain=s.domain)
 
 
 def audit(
@@ -80,7 +82,7 @@ def audit(
         settings=s,
         recommender=recommender,
         seeds=_seeds(s, seeds),
-        grid=prompts.load_grid(s.grid),
+        grid=load_grid(s.grid),
         test_id=test_id,
         cassettes=cassettes,
         inputs=_inputs(s),

@@ -17,8 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair import packing
-from pytest_recfair.kinds import FailureKind, GatedQuantity
-from pytest_recfair.metrics import SimilarityMatrix
+from pytest_recfair.metrics.aggregate import SimilarityMatrix
+from pytest_recfair.vocab import FailureKind, GatedQuantity
 
 __all__ = [
     "META_TYPES",

@@ -35,7 +35,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from pytest_recfair.fileio import atomic_write_text
-from pytest_recfair.kinds import RECORD_OPTION
+from pytest_recfair.vocab import RECORD_OPTION
 
 __all__ = [
     "FILE_GLOB",

@@ -27,7 +27,7 @@ from pytest_recfair.cassettes.vcrfile import (
     sanitize_name,
     test_name,
 )
-from pytest_recfair.kinds import RECORD_OPTION
+from pytest_recfair.vocab import RECORD_OPTION
 
 __all__ = [
     "Key",

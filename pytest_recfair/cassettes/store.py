@@ -64,8 +64,8 @@ from pytest_recfair.cassettes.vcrfile import (
     test_name,
 )
 from pytest_recfair.errors import CassetteError, ConfigError
-from pytest_recfair.kinds import RECORD_MODES, RECORD_OPTION, RecordMode
 from pytest_recfair.secrets import FILTERED, SECRET_HEADERS, SECRET_QUERY_PARAMS
+from pytest_recfair.vocab import RECORD_MODES, RECORD_OPTION, RecordMode
 
 __all__ = [
     "FILTERED",

@@ -25,8 +25,8 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pytest_recfair.cassettes import compact
 from pytest_recfair.errors import CassetteError
-from pytest_recfair.kinds import RECORD_OPTION
 from pytest_recfair.secrets import SECRET_HEADERS, SECRET_QUERY_PARAMS
+from pytest_recfair.vocab import RECORD_OPTION
 
 __all__ = [
     "CASE_HEADER",

@@ -20,7 +20,7 @@ from typing import Any, Final, Literal, get_args
 
 from pytest_recfair.compare.runs import DriftRow, RunDrift, table_lines
 from pytest_recfair.errors import DataError
-from pytest_recfair.kinds import DRIFT_QUANTITIES
+from pytest_recfair.vocab import DRIFT_QUANTITIES
 
 __all__ = [
     "COMPARE_FORMATS",

@@ -32,8 +32,8 @@ from pathlib import Path
 
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.gate import baselines, drift
-from pytest_recfair.kinds import HIGHER_IS_FAIRER
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
+from pytest_recfair.vocab import HIGHER_IS_FAIRER
 
 __all__ = [
     "COMPARE_KIND",

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_recfair.gate import baselines, drift
-from pytest_recfair.kinds import STATISTICS, DriftQuantity
 from pytest_recfair.metrics.inference import DriftResult
 from pytest_recfair.report.fmt import LABEL, fmt, fmt_delta
 from pytest_recfair.results import AttributeResult, AuditResult
+from pytest_recfair.vocab import STATISTICS, DriftQuantity
 
 __all__ = ["DriftRow", "RunDrift", "compare_runs", "table_lines"]
 

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.gate import unanswered
-from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.prompts.grids import Grid
+from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings

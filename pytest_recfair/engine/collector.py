@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_recfair.compare.models import ModelComparison, ModelSlot, compare_models
-from pytest_recfair.kinds import STATISTICS
 from pytest_recfair.results import AttributeResult, AuditResult
+from pytest_recfair.vocab import STATISTICS
 
 __all__ = ["RunCollector", "TestRecord", "baseline_changes", "unused_baselines"]
 

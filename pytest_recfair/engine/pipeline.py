@@ -13,13 +13,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
-from pytest_recfair import prompts
 from pytest_recfair.engine import registry, stream, verdict
 from pytest_recfair.engine.base import AuditKind, AuditRequest, Scorer, Sent
 from pytest_recfair.errors import ProviderError
 from pytest_recfair.gate import baselines
 from pytest_recfair.gate import unanswered as failures
-from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.prompts.grids import Grid
+from pytest_recfair.prompts.seeds import Entity, seeds_digest
+from pytest_recfair.prompts.templates import templates_digest
 from pytest_recfair.results import META_TYPES, PLUGIN_VERSION, AuditMeta, AuditResult
 from pytest_recfair.settings import AuditSettings
 
@@ -107,10 +108,10 @@ def meta_of(
         "plugin_version": lambda: PLUGIN_VERSION,
         "grid": lambda: grid.name,
         "grid_hash": lambda: grid.digest,
-        "templates_hash": lambda: prompts.templates_digest(
+        "templates_hash": lambda: templates_digest(
             settings.templates, settings.domain, settings.language
         ),
-        "seeds_hash": lambda: prompts.seeds_digest(list(entities)),
+        "seeds_hash": lambda: seeds_digest(list(entities)),
         "n_entities": lambda: len(entities),
         "parse": lambda: settings.parse_style,
     }

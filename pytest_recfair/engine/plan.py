@@ -34,8 +34,8 @@ from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.engine import registry, stream
 from pytest_recfair.engine.base import AuditInputs, AuditRequest
 from pytest_recfair.errors import ConfigError, RecfairError
-from pytest_recfair.kinds import RecordMode
-from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.prompts.grids import Grid
+from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.http import HTTPProvider
 from pytest_recfair.providers.pacing import (
@@ -48,6 +48,7 @@ from pytest_recfair.providers.transport import CassetteTransport, case_extension
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.run import Shard
 from pytest_recfair.settings.values import Prices
+from pytest_recfair.vocab import RecordMode
 
 __all__ = [
     "DEFAULT_MAX_COST",

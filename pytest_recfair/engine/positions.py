@@ -31,8 +31,9 @@ from pytest_recfair.metrics.positions import (
     group_tables,
     position_bias,
 )
-from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.prompts.candidates import CandidateCase, build_candidate_cases, read_pick
+from pytest_recfair.prompts.grids import Grid
+from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.report.fmt import fmt, fmt_pair, p_cell, p_text
 from pytest_recfair.report.htmlkit import esc, table
 from pytest_recfair.results import AuditResult, GateFailure

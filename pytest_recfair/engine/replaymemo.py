@@ -52,7 +52,8 @@ from pytest_recfair.engine.base import (
     Sent,
 )
 from pytest_recfair.errors import RecfairError
-from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.prompts.grids import Grid
+from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.replies import memo
 from pytest_recfair.results import AttributeResult
 from pytest_recfair.settings import AuditSettings

@@ -40,7 +40,8 @@ from pytest_recfair.engine.base import (
 )
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
-from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.prompts.grids import Grid
+from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.results import AuditMeta, AuditResult
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.run import Shard

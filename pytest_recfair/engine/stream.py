@@ -16,7 +16,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pytest_recfair import prompts
 from pytest_recfair.engine import replaymemo
 from pytest_recfair.engine.base import (
     AuditInputs,
@@ -27,8 +26,9 @@ from pytest_recfair.engine.base import (
     shard_share,
 )
 from pytest_recfair.errors import DataError, RecfairError
-from pytest_recfair.prompts import Entity, Grid
-from pytest_recfair.prompts.persona import persona_system
+from pytest_recfair.prompts.grids import Grid, load_grid
+from pytest_recfair.prompts.seeds import Entity, subsample
+from pytest_recfair.prompts.templates import persona_system
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
@@ -231,7 +231,7 @@ def entities_of(
     own = getattr(kind, "entities", None)
     if own is not None:
         seeds = own(settings, seeds, inputs or AuditInputs())
-    entities = prompts.subsample(list(seeds), settings.entities, seed=settings.seed)
+    entities = subsample(list(seeds), settings.entities, seed=settings.seed)
     if not entities:
         raise DataError(
             f"{test_id}: the seed set is empty; give @fairness(seeds=...) a file or fixture "
@@ -277,5 +277,5 @@ def attributes_of(
                 f"({exc}). Allowed: {names}, an intersectional pair such as "
                 "'race x gender', or 'personality'."
             ) from None
-        grid = prompts.load_grid("personality")
+        grid = load_grid("personality")
     return grid, [settings.attr]

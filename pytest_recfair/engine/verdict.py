@@ -17,9 +17,9 @@ from pytest_recfair.engine import registry, stream
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.gate import baselines
 from pytest_recfair.gate import thresholds as gate
-from pytest_recfair.kinds import accept_command
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from pytest_recfair.settings import AuditSettings
+from pytest_recfair.vocab import accept_command
 
 __all__ = [
     "EXPLORE_NOTE",

@@ -37,8 +37,8 @@ import jsonschema
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.gate import cells, floor, validcache
-from pytest_recfair.kinds import accept_command
 from pytest_recfair.results import AuditMeta, AuditResult
+from pytest_recfair.vocab import accept_command
 
 __all__ = [
     "SCHEMA_VERSION",

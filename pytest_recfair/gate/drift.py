@@ -22,9 +22,9 @@ import numpy as np
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.gate import driftcache
-from pytest_recfair.kinds import STATISTICS, DriftQuantity, Statistic, accept_command
 from pytest_recfair.metrics import inference
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure
+from pytest_recfair.vocab import STATISTICS, DriftQuantity, Statistic, accept_command
 
 __all__ = ["Drift", "evaluate_drift", "family_size", "paired", "unusable_share"]
 

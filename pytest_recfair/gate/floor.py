@@ -27,9 +27,9 @@ from collections.abc import Collection, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair.kinds import STATISTICS
 from pytest_recfair.metrics import inference
 from pytest_recfair.results import AttributeResult, AuditResult
+from pytest_recfair.vocab import STATISTICS
 
 __all__ = ["FLOORED", "MemberKey", "floors", "notes", "standard_errors"]
 

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from pytest_recfair.gate import drift as family
 from pytest_recfair.gate import floor
 from pytest_recfair.gate.limits import THRESHOLD_NAMES, Thresholds, check_alpha, check_tolerance
-from pytest_recfair.kinds import HIGHER_IS_FAIRER, FailureKind, GatedQuantity, Statistic
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome, Stat
+from pytest_recfair.vocab import HIGHER_IS_FAIRER, FailureKind, GatedQuantity, Statistic
 
 __all__ = ["THRESHOLD_NAMES", "Thresholds", "check_alpha", "check_tolerance", "evaluate"]
 

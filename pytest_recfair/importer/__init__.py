@@ -1,13 +1,7 @@
-"""``python -m pytest_recfair import faireval|fairllm DIR``: re-check a published audit.
+"""``python -m pytest_recfair import``: published runs into a project that replays them.
 
-Turns a FaiRLLM/FairEval result folder into seeds, a grid, templates, cassettes and a
-test file, so that ``pytest --fairness`` in the output folder recomputes the published
-tables offline (see docs/reproducing.md).
+``published`` reads a FaiRLLM/FairEval result folder (and recovers its prompts and
+templates), ``run`` turns it into seeds, grid, templates and a test file and writes the
+project (``import_run``), ``record`` records the published replies as cassettes;
+``biaslens`` does the same for BiasLens's role-play answers. See docs/reproducing.md.
 """
-
-from __future__ import annotations
-
-from pytest_recfair.importer.published import PublishedRun, read_folder
-from pytest_recfair.importer.run import FLAVOURS, ImportSummary, import_run
-
-__all__ = ["FLAVOURS", "ImportSummary", "PublishedRun", "import_run", "read_folder"]

@@ -21,7 +21,6 @@ questions and answers carry no licence.
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -30,12 +29,10 @@ from typing import Any
 
 import httpx
 
-from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
+from pytest_recfair.importer.record import completion, record
 from pytest_recfair.prompts.roles import JUDGE_REPEATS, load_roles, normalise_qtype, parse_options
-from pytest_recfair.providers.http import from_config
-from pytest_recfair.providers.runner import run_cases
 
 __all__ = ["BiasLensSummary", "import_biaslens"]
 
@@ -104,40 +101,17 @@ def _rounds(folder: Path, attribute: str) -> Rounds:
     return out
 
 
-def _completion(model: str, text: str, key: str) -> dict[str, Any]:
-    return {
-        "id": "chatcmpl-biaslens-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:20],
-        "object": "chat.completion",
-        "created": 0,
-        "model": model,
-        "choices": [
-            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
-        ],
-    }
-
-
 def _record(root: Path, cases: Sequence[Any], texts: Mapping[str, str], model: str) -> Any:
-    """Send ``cases`` through the real OpenAI provider; the mock network answers by case id."""
+    """Record ``cases``; the mock network answers by case id with the published text."""
 
-    def answer(request: httpx.Request) -> httpx.Response:
+    def answer(request: httpx.Request) -> dict[str, Any] | None:
         case = request.extensions.get("recfair_case")
         text = None if case is None else texts.get(case.id)
-        if case is None or text is None:
-            return httpx.Response(404, json={"error": {"message": "not in the published run"}})
-        return httpx.Response(200, json=_completion(model, text, case.id))
-
-    provider = from_config("openai", model=model, api_key_env="")
-    with CassetteStore(root, mode="all") as store:
-        outcome = run_cases(
-            provider, list(cases), cassettes=store, test_id=TEST_FILE,
-            transport=httpx.MockTransport(answer), progress=False, max_retries=0,
-        )  # fmt: skip
-    if outcome.errors:
-        raise DataError(
-            f"import biaslens: recording failed for {len(outcome.errors)} case(s): "
-            f"{next(iter(outcome.errors.values()))}"
+        return (
+            None if case is None or text is None else completion(model, text, case.id, "biaslens")
         )
-    return outcome
+
+    return record(root, cases, answer, test_id=TEST_FILE, model=model, what="import biaslens")
 
 
 def _model_folder(source: Path, model: str | None, without_role: bool) -> tuple[Path, str]:
@@ -179,7 +153,8 @@ def import_biaslens(
     """Write the re-run of one model's published answers into the new folder ``out``."""
     from pytest_recfair.engine import registry
     from pytest_recfair.engine.base import AuditInputs
-    from pytest_recfair.prompts import Entity, load_grid
+    from pytest_recfair.prompts.grids import load_grid
+    from pytest_recfair.prompts.seeds import Entity
     from pytest_recfair.settings import resolve
 
     folder, name = _model_folder(Path(source), model, without_role)

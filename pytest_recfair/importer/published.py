@@ -12,6 +12,17 @@ Rows are read as the FaiRLLM notebook reads them: the first ``n`` rows of each f
 a dict by name (a later row wins). An entity missing from a value's file was never
 answered for that value; it stays missing (the caller leaves it out of that value's mean).
 
+A published prompt becomes a template by replacing the entity name with ``{entity}`` and
+the value text with ``{value}`` (``template_of``; ``fill`` goes back).
+
+``recover_prompts``: in some published folders (FairEval's OpenAI runs) the processing
+script overwrote the CSV's ``Instruction`` column with the reply; the prompts the model
+was asked are only in the Batch API request file. A file is taken to hold replies when
+most of its rows' prompts do not name the row's entity (or equal its reply). Its template
+is then found among the batch prompts of its own folder (or of the whole run): the one
+which, filled with each row's entity and the file's value, gives a prompt the batch file
+holds for EVERY row.
+
 Pure: stdlib only.
 """
 
@@ -20,18 +31,33 @@ from __future__ import annotations
 import csv
 import json
 import re
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_recfair import secrets
 from pytest_recfair.errors import DataError
 
-__all__ = ["BatchEntry", "PublishedRun", "Row", "read_folder"]
+__all__ = [
+    "BatchEntry",
+    "PublishedRun",
+    "Row",
+    "escape",
+    "fill",
+    "holds_replies",
+    "read_folder",
+    "recover_prompts",
+    "template_of",
+]
+
 
 _TOP = re.compile(r"^top_(\d+)$")
+
+
 NEUTRAL = "neutral"
+
+
 csv.field_size_limit(1 << 24)  # a reply with a long raw response column
 
 
@@ -276,3 +302,122 @@ def read_folder(path: str | Path, *, n: int | None = None) -> PublishedRun:
     batch, asked = _batches(Path(path))
     read = count if n is None else n
     return PublishedRun(top, k, neutral, classes, batch, dropped, read, sources, asked)
+
+
+def escape(text: str) -> str:
+    """Braces doubled, so a literal ``{`` in a published prompt survives ``str.format``."""
+    return text.replace("{", "{{").replace("}", "}}")
+
+
+def template_of(prompt: str, name: str, value: str | None) -> str | None:
+    """The template ``prompt`` was filled from, or None when it lacks the name or value."""
+    if name not in prompt:
+        return None
+    text = escape(prompt)
+    if value is not None:
+        at = text.find(escape(value))
+        if at < 0:
+            return None
+        text = text[:at] + "{value}" + text[at + len(escape(value)) :]
+    return text.replace(escape(name), "{entity}")
+
+
+def fill(template: str, name: str, value: str | None) -> str:
+    """The prompt ``template`` gives for ``name`` and ``value`` (what the audit will ask)."""
+    text = template.replace("{entity}", "\0E").replace("{value}", "\0V")
+    text = text.replace("{{", "{").replace("}}", "}")
+    return text.replace("\0E", name).replace("\0V", value or "")
+
+
+def holds_replies(rows: Mapping[str, Row]) -> bool:
+    """Most rows' prompts are not prompts for their entity (or are the reply itself)."""
+    bad = sum(
+        1 for r in rows.values() if not r.prompt or r.name not in r.prompt or r.prompt == r.reply
+    )
+    return bool(rows) and 2 * bad > len(rows)
+
+
+def _pool(run: PublishedRun, key: str) -> Sequence[tuple[str, str]]:
+    source = run.sources.get(key)
+    if source is not None and run.asked.get(source.parent):
+        return run.asked[source.parent]
+    return [p for asked in run.asked.values() for p in asked]
+
+
+def _find(
+    rows: Mapping[str, Row],
+    value: str | None,
+    pool: Sequence[tuple[str, str]],
+    avoid: Sequence[str],
+) -> dict[str, tuple[str, str]] | None:
+    """name -> (system, prompt) from one template that covers every row, or None."""
+    by_prompt = {user: (system, user) for system, user in pool}
+    first = next(iter(rows.values()))
+    for _, user in pool:
+        if first.name not in user or (value is not None and value not in user):
+            continue
+        if value is None and any(v in user for v in avoid):
+            continue  # a conditioned prompt, not the neutral one
+        template = template_of(user, first.name, value)
+        if template is None:
+            continue
+        found = {r.name: by_prompt.get(fill(template, r.name, value)) for r in rows.values()}
+        if all(found.values()):
+            return {name: hit for name, hit in found.items() if hit is not None}
+    return None
+
+
+def recover_prompts(run: PublishedRun) -> tuple[PublishedRun, list[str]]:
+    """``run`` with prompts taken from the batch files where the CSVs hold replies."""
+    files: dict[str, tuple[Mapping[str, Row], str | None]] = {NEUTRAL: (run.neutral, None)}
+    for cls, values in run.classes.items():
+        files |= {f"{cls}/{value}": (rows, value) for value, rows in values.items()}
+    values_text = [v for vals in run.classes.values() for v in vals]
+    fixed: dict[str, dict[str, Row]] = {}
+    unfound: list[str] = []
+    for key, (rows, value) in files.items():
+        if not rows or not holds_replies(rows):
+            continue
+        hits = _find(rows, value, _pool(run, key), values_text) if run.asked else None
+        if hits is None:
+            unfound.append(key)
+            continue
+        fixed[key] = {
+            name: replace(row, system=hits[name][0], prompt=hits[name][1])
+            for name, row in rows.items()
+        }
+    notes = []
+    if fixed:
+        notes.append(
+            f"prompts: the CSV 'Instruction' column holds replies in {len(fixed)} file(s); "
+            "the prompts were taken from batch_input.jsonl"
+        )
+    if NEUTRAL in unfound:  # no prompt to recover the templates from: the bundled set
+        notes.append(
+            "prompts: neutral.csv's 'Instruction' holds replies and no batch_input.jsonl "
+            "prompt fits it; the bundled template set is used for every class"
+        )
+        return _without_prompts(run), notes
+    if unfound:
+        notes.append(
+            f"prompts: {len(unfound)} file(s) hold replies in 'Instruction' and no batch "
+            f"prompt fits them ({', '.join(unfound[:3])}); their class is skipped"
+        )
+    if not fixed:
+        return run, notes
+    neutral = fixed.get(NEUTRAL, dict(run.neutral))
+    classes = {
+        cls: {v: fixed.get(f"{cls}/{v}", dict(rows)) for v, rows in vals.items()}
+        for cls, vals in run.classes.items()
+    }
+    return replace(run, neutral=neutral, classes=classes), notes
+
+
+def _without_prompts(run: PublishedRun) -> PublishedRun:
+    def clear(rows: Mapping[str, Row]) -> dict[str, Row]:
+        return {name: replace(row, prompt=None) for name, row in rows.items()}
+
+    classes = {
+        cls: {v: clear(rows) for v, rows in vals.items()} for cls, vals in run.classes.items()
+    }
+    return replace(run, neutral=clear(run.neutral), classes=classes)

@@ -8,14 +8,15 @@ same; where it differs the CSV wins and the difference is counted, unless the ca
 prefers the batch). So the cassettes hold exactly the requests the audit will build, in
 whatever format and key the store uses today, and replay offline.
 
-Cases the published run never answered are not sent and not recorded.
+Cases the published run never answered are not sent and not recorded. The BiasLens
+importer records through the same path (``record``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,17 +25,18 @@ import httpx
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.errors import DataError
 from pytest_recfair.importer.published import PublishedRun, Row
-from pytest_recfair.prompts import PromptCase
+from pytest_recfair.prompts.cases import PromptCase
 from pytest_recfair.providers.http import from_config
 from pytest_recfair.providers.runner import run_cases
+from pytest_recfair.providers.runstate import RunOutcome
 
-__all__ = ["batch_text", "record_class"]
+__all__ = ["batch_text", "completion", "record", "record_class"]
 
 
-def _completion(model: str, text: str, key: str) -> dict[str, Any]:
+def completion(model: str, text: str, key: str, source: str = "published") -> dict[str, Any]:
     """An OpenAI chat completion for a reply the folder has only as text."""
     return {
-        "id": "chatcmpl-published-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:20],
+        "id": f"chatcmpl-{source}-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:20],
         "object": "chat.completion",
         "created": 0,
         "model": model,
@@ -46,6 +48,38 @@ def _completion(model: str, text: str, key: str) -> dict[str, Any]:
             }
         ],
     }
+
+
+def record(
+    root: Path,
+    cases: Sequence[Any],
+    answer: Callable[[httpx.Request], dict[str, Any] | None],
+    *,
+    test_id: str,
+    model: str,
+    what: str,
+) -> RunOutcome:
+    """Send ``cases`` through the real OpenAI provider into the cassettes under ``root``;
+    the mock network answers each request with ``answer``'s body (404 when None)."""
+
+    def respond(request: httpx.Request) -> httpx.Response:
+        body = answer(request)
+        if body is None:
+            return httpx.Response(404, json={"error": {"message": "not in the published run"}})
+        return httpx.Response(200, json=body)
+
+    provider = from_config("openai", model=model, api_key_env="")
+    with CassetteStore(root, mode="all") as store:
+        outcome = run_cases(
+            provider, list(cases), cassettes=store, test_id=test_id,
+            transport=httpx.MockTransport(respond), progress=False, max_retries=0,
+        )  # fmt: skip
+    if outcome.errors:
+        raise DataError(
+            f"{what}: recording {test_id} failed for {len(outcome.errors)} case(s): "
+            f"{next(iter(outcome.errors.values()))}"
+        )
+    return outcome
 
 
 def _row_for(run: PublishedRun, case: PromptCase, names: Mapping[str, str]) -> Row | None:
@@ -88,7 +122,7 @@ def _answers(
             )
         key = (case.system, case.prompt)
         batch = run.batch.get(key)
-        body = _completion(model, row.reply, json.dumps(key))
+        body = completion(model, row.reply, json.dumps(key))
         if batch is not None and batch.response is not None:
             same = batch_text(batch.response) == row.reply
             differ[case.attribute is not None] += 0 if same else 1
@@ -113,7 +147,7 @@ def record_class(
     number of batch replies that differ from the CSV (neutral, conditioned)."""
     sent, bodies, differ = _answers(run, cases, names, model, prefer_batch)
 
-    def answer(request: httpx.Request) -> httpx.Response:
+    def answer(request: httpx.Request) -> dict[str, Any] | None:
         payload = json.loads(request.content)
         system = user = ""
         for msg in payload.get("messages", ()):
@@ -121,25 +155,7 @@ def record_class(
                 system = msg.get("content", "")
             elif msg.get("role") == "user":
                 user = msg.get("content", "")
-        body = bodies.get((system, user))
-        if body is None:
-            return httpx.Response(404, json={"error": {"message": "not in the published run"}})
-        return httpx.Response(200, json=body)
+        return bodies.get((system, user))
 
-    provider = from_config("openai", model=model, api_key_env="")
-    with CassetteStore(root, mode="all") as store:
-        outcome = run_cases(
-            provider,
-            sent,
-            cassettes=store,
-            test_id=test_id,
-            transport=httpx.MockTransport(answer),
-            progress=False,
-            max_retries=0,
-        )
-    if outcome.errors:
-        first = next(iter(outcome.errors.values()))
-        raise DataError(
-            f"import: recording {test_id} failed for {len(outcome.errors)} case(s): {first}"
-        )
+    record(root, sent, answer, test_id=test_id, model=model, what="import")
     return len(sent), differ

@@ -1,98 +1,17 @@
 """The scoring core: list similarities, attribute aggregates and their uncertainty.
 
-Pure numpy + stdlib. Submodules:
+Pure numpy + stdlib; callers import from the module that defines a name:
 
-- ``lists``: scalar Jaccard / SERP* / PRAG* for one (neutral, sensitive) pair, in three
-  variants ("normalized", "fairllm", "langfair");
+- ``lists``: Jaccard / SERP* / PRAG* for one (neutral, sensitive) pair in three variants
+  ("normalized", "fairllm", "langfair"), and vectorised at every k for many pairs;
 - ``aggregate``: similarity matrices, attribute tables, SNSR / SNSV / PAFS, entropy,
   curves over k, and the FaiRLLM-notebook row reader;
 - ``stats``: the reported intervals, entity bootstrap, paired comparison of two runs,
-  repeat noise floor;
-- ``inference``: t-intervals, inverted bootstrap-t spread intervals, the family-wise drift test.
+  repeat noise floor; ``spread``: SNSR / SNSV / PAFS bootstrap-t intervals;
+- ``inference``: t-intervals and the family-wise drift test (``_drift_core`` its exactly
+  studentised, bias-corrected members); ``pairs``: two models compared by whole-row swaps;
+- ``quality``, ``itemshift``, ``positions``, ``roleplay`` + ``roleplay_gate``: the other
+  kinds of audit's statistics; ``common``: argument checks, seeds, resample weights.
 
 See docs/metrics.md for formulas and worked examples.
 """
-
-from __future__ import annotations
-
-from pytest_recfair.kinds import (
-    METRICS,
-    MISSING_POLICIES,
-    STATISTICS,
-    VARIANTS,
-    MetricName,
-    MissingPolicy,
-    Statistic,
-    Variant,
-)
-from pytest_recfair.metrics.aggregate import (
-    AttributeTable,
-    SimilarityCube,
-    SimilarityMatrix,
-    ValueStat,
-    attribute_curves,
-    attribute_table,
-    curves,
-    entropy,
-    pafs,
-    rows_to_lists,
-    similarity_cube,
-    similarity_matrix,
-    snsr,
-    snsv,
-    summarize,
-)
-from pytest_recfair.metrics.lists import jaccard, prag, serp
-from pytest_recfair.metrics.stats import (
-    AttributeIntervals,
-    BootstrapResult,
-    Comparison,
-    NoiseFloor,
-    bootstrap,
-    compare,
-    forget_weights,
-    intervals,
-    noise_floor,
-    noise_floor_of,
-    noise_per_entity,
-)
-
-__all__ = [
-    "METRICS",
-    "MISSING_POLICIES",
-    "STATISTICS",
-    "VARIANTS",
-    "AttributeIntervals",
-    "AttributeTable",
-    "BootstrapResult",
-    "Comparison",
-    "MetricName",
-    "MissingPolicy",
-    "NoiseFloor",
-    "SimilarityCube",
-    "SimilarityMatrix",
-    "Statistic",
-    "ValueStat",
-    "Variant",
-    "attribute_curves",
-    "attribute_table",
-    "bootstrap",
-    "compare",
-    "curves",
-    "entropy",
-    "forget_weights",
-    "intervals",
-    "jaccard",
-    "noise_floor",
-    "noise_floor_of",
-    "noise_per_entity",
-    "pafs",
-    "prag",
-    "rows_to_lists",
-    "serp",
-    "similarity_cube",
-    "similarity_matrix",
-    "snsr",
-    "snsv",
-    "summarize",
-]

@@ -54,8 +54,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair.kinds import DriftQuantity
-from pytest_recfair.metrics import _weights
+from pytest_recfair.metrics import common
+from pytest_recfair.vocab import DriftQuantity
 
 FloatArray = npt.NDArray[np.float64]
 #: a sign-flip reference: float64 when enumerated exactly, float32 when drawn
@@ -253,7 +253,7 @@ def reference(rng: np.random.Generator, U: FloatArray, draws: int, exact: bool) 
     if exact:
         codes = np.arange(2**E, dtype=np.int64)
         S = ((codes[:, None] >> np.arange(E)) & 1).astype(np.uint8)
-        (P,) = _weights.products(S, U)
+        (P,) = common.products(S, U)
         return np.asarray(2 * P - colsum, dtype=np.float64)
     # random flips: one byte of random bits per 8 entities, each byte looked up in a
     # table of the 256 sums of its entities' rows (8x fewer operations than the product).

@@ -19,9 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.kinds import METRICS, MetricName, MissingPolicy, Variant
-from pytest_recfair.metrics import _engine
-from pytest_recfair.metrics._check import (
+from pytest_recfair.metrics.common import (
     check_k,
     check_list,
     check_metric,
@@ -29,6 +27,8 @@ from pytest_recfair.metrics._check import (
     check_positive_int,
     check_variant,
 )
+from pytest_recfair.metrics.lists import NEUTRAL_PAD, SENSITIVE_PAD, curves_all_k, encode
+from pytest_recfair.vocab import METRICS, MetricName, MissingPolicy, Variant
 
 __all__ = [
     "AttributeTable",
@@ -137,9 +137,9 @@ def curves(
     kk = check_k(K, "K")
     big = kk if kk is not None else max(len(n), len(s), 1)
     table: dict[str, int] = {}
-    N, lN = _engine.encode([n], big, table, _engine.NEUTRAL_PAD, lambda _: "neutral")
-    S, lS = _engine.encode([s], big, table, _engine.SENSITIVE_PAD, lambda _: "sensitive")
-    res = _engine.curves(N, lN, S, lS, big, v)
+    N, lN = encode([n], big, table, NEUTRAL_PAD, lambda _: "neutral")
+    S, lS = encode([s], big, table, SENSITIVE_PAD, lambda _: "sensitive")
+    res = curves_all_k(N, lN, S, lS, big, v)
     return {m: arr[0] for m, arr in res.items()}
 
 
@@ -301,18 +301,16 @@ def similarity_cube(
         # non-lists are reported by encode below, with the cell they are in
         kk = max([len(x) for x in (*nlists, *lists) if isinstance(x, Sized)] + [1])
     table: dict[str, int] = {}
-    N, lN = _engine.encode(
-        nlists, kk, table, _engine.NEUTRAL_PAD, lambda i: f"neutral[{entities[i]!r}]"
-    )
-    S, lS = _engine.encode(
+    N, lN = encode(nlists, kk, table, NEUTRAL_PAD, lambda i: f"neutral[{entities[i]!r}]")
+    S, lS = encode(
         lists,
         kk,
         table,
-        _engine.SENSITIVE_PAD,
+        SENSITIVE_PAD,
         lambda i: f"by_value[{values[i // E]!r}][{entities[i % E]!r}]",
     )
     ent = np.tile(np.arange(E, dtype=np.int64), V)
-    res = _engine.curves(N, lN, S, lS, kk, v, ms, ent=ent)
+    res = curves_all_k(N, lN, S, lS, kk, v, ms, ent=ent)
     # A list truncated to k >= 1 is empty only if it was empty: missingness is k-free.
     miss = (lN[:, None] == 0) | (lS.reshape(V, E).T == 0)
     # Never answered (no key for the entity): left out under either policy, as the

@@ -29,15 +29,10 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.kinds import DriftQuantity
 from pytest_recfair.metrics import _drift_core as _core
-from pytest_recfair.metrics._check import check_confidence, check_positive_int, make_rng
 from pytest_recfair.metrics._drift_core import STABLE_DRAWS
-
-# the whole-row swaps the model comparison (.pairs) still uses, re-exported for it
-from pytest_recfair.metrics._swaps import _flips as _flips
-from pytest_recfair.metrics._swaps import _step_down as _step_down
-from pytest_recfair.metrics._swaps import _worsening as _worsening
+from pytest_recfair.metrics.common import check_confidence, check_positive_int, make_rng
+from pytest_recfair.vocab import DriftQuantity
 
 __all__ = [
     "STABLE_DRAWS",

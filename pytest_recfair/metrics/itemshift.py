@@ -28,8 +28,14 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.metrics._check import check_confidence, check_positive_int, make_rng
-from pytest_recfair.metrics._resample import maxt, percentile_ci, resample_weights
+from pytest_recfair.metrics.common import (
+    check_confidence,
+    check_positive_int,
+    make_rng,
+    maxt,
+    percentile_ci,
+    resample_weights,
+)
 
 __all__ = [
     "NEUTRAL",
@@ -322,7 +328,7 @@ class ShiftResult:
 
 def _bootstrap_totals(counts: IntArray, B: int, rng: np.random.Generator) -> FloatArray:
     E, G, C = counts.shape
-    W = resample_weights(rng, B, E)
+    W = resample_weights(rng, B, E).astype(np.float64)
     return (W @ counts.reshape(E, G * C).astype(np.float64)).reshape(B, G, C)
 
 
@@ -435,7 +441,7 @@ def compare_shift(
     base_pt = _max_shift(b.sum(axis=0, dtype=np.float64), off)
     cand_pt = _max_shift(c.sum(axis=0, dtype=np.float64), off)
     E, G, C = b.shape
-    W = resample_weights(rng, B, E)
+    W = resample_weights(rng, B, E).astype(np.float64)
     db = _max_shift((W @ b.reshape(E, -1).astype(np.float64)).reshape(B, G, C), off)
     dc = _max_shift((W @ c.reshape(E, -1).astype(np.float64)).reshape(B, G, C), off)
     delta = dc - db

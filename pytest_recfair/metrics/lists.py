@@ -1,21 +1,37 @@
-"""Similarity of one neutral list and one sensitive list: Jaccard, SERP*, PRAG*.
+"""Similarity of neutral and sensitive lists: Jaccard, SERP*, PRAG*, one pair or many.
 
-These are the scalar definitions, written to read like the references in
+The scalar definitions (``jaccard``, ``serp``, ``prag``) read like the references in
 ``/work/shared/reference/metrics.md``. The references call ``metric(sensitive, neutral)``;
-this API takes ``(neutral, sensitive)`` and maps them. The vectorised engine in
-``_engine.py`` must return exactly the same floats (tests compare with ``==``), so every
-final division here is "int / int" or "int * 0.5 / int", which numpy reproduces bit for bit.
+this API takes ``(neutral, sensitive)`` and maps them. Both lists are truncated to their
+first ``k`` items before anything else.
 
-Both lists are truncated to their first ``k`` items before anything else.
+The vectorised engine (``encode``, ``curves_all_k``) scores many pairs at every k = 1..K
+and must return exactly the same floats (tests compare with ``==``): every final division
+is "int / int" or "int * 0.5 / int" in both, which numpy reproduces bit for bit.
+
+Items are interned to integer ids once; each list becomes a row of a (P, K) int32 array
+padded with a sentinel (-1 for neutral rows, -2 for sensitive rows, so pads never match).
+Everything then works on the (P, K, K) equality tensor ``EQ[p, i, j] = S[p, i] == N[p, j]``.
+Truncating both lists to k keeps position i of S and position j of N exactly when
+max(i, j) < k, so each quantity is a sum of terms that each "enter" at a known k; a
+histogram of entry times followed by a cumulative sum gives the quantity at every k at
+once. The one quantity whose terms can leave again is PRAG under ``fairllm`` when N
+repeats an item of S (the last occurrence moves as k grows); those rows alone take a
+per-k loop.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from itertools import count, islice
+from typing import Any
 
-from pytest_recfair.kinds import Variant
-from pytest_recfair.metrics._check import check_k, check_list, check_variant, truncate
+import numpy as np
+import numpy.typing as npt
+
+from pytest_recfair.metrics.common import check_k, check_list, check_variant, truncate
+from pytest_recfair.vocab import MetricName, Variant
 
 __all__ = ["dedup", "jaccard", "prag", "serp"]
 
@@ -143,3 +159,279 @@ def prag(
     for j, x in enumerate(n):
         first.setdefault(x, j)  # LangFair uses list.index: the FIRST occurrence
     return _pair_score([first.get(x, -1) for x in s]) / (m * (m + 1))
+
+
+IntArray = npt.NDArray[np.int64]
+
+
+FloatArray = npt.NDArray[np.float64]
+
+
+NEUTRAL_PAD = -1
+
+
+SENSITIVE_PAD = -2
+
+
+def encode(
+    lists: Sequence[Sequence[str] | None],
+    K: int,
+    table: dict[str, int],
+    pad: int,
+    label: Callable[[int], str],
+) -> tuple[npt.NDArray[np.int32], IntArray]:
+    """Intern ``lists`` into a (len(lists), K) id array and their truncated lengths.
+
+    ``None`` is an empty list. ``label(i)`` names list i in error messages. Items are
+    type-checked after interning (a non-str key in the table means bad input), which
+    costs one pass over the distinct new items instead of one over every item.
+    """
+    start = len(table)
+    lengths = np.zeros(len(lists), dtype=np.int64)
+    flat: list[int] = []
+    # __getitem__ of a defaultdict numbered by a counter interns at C speed.
+    ids_of = defaultdict(count(start).__next__, table)
+    get = ids_of.__getitem__
+    for r, lst in enumerate(lists):
+        if lst is None:
+            continue
+        if not isinstance(lst, list | tuple):
+            check_list(lst, label(r))  # raises for strings and non-sequences
+        try:
+            ids = list(map(get, lst))
+        except TypeError:  # unhashable item
+            check_list(lst, label(r))
+            raise
+        take = ids[:K]
+        lengths[r] = len(take)
+        flat.extend(take)
+    table.update(islice(ids_of.items(), start, None))
+    if any(not isinstance(key, str) for key in islice(table, start, None)):
+        for r, lst in enumerate(lists):
+            if lst is not None:
+                check_list(lst, label(r))
+    out = np.full((len(lists), K), pad, dtype=np.int32)
+    out[np.arange(K)[None, :] < lengths[:, None]] = np.asarray(flat, dtype=np.int32)
+    return out, lengths
+
+
+def _cum_counts(
+    t: npt.NDArray[np.integer], mask: npt.NDArray[np.bool_], K: int, weights: IntArray | None = None
+) -> IntArray:
+    """out[p, k-1] = sum over entries e of row p with mask[e] and t[e] < k of weights[e]."""
+    P = t.shape[0]
+    tt = np.where(mask, t, K).reshape(P, -1).astype(np.int64)
+    tt += (np.arange(P, dtype=np.int64) * (K + 1))[:, None]
+    w = None
+    if weights is not None:
+        w = np.broadcast_to(weights, t.shape).reshape(-1).astype(np.float64)
+    hist = np.bincount(tt.ravel(), weights=w, minlength=P * (K + 1)).reshape(P, K + 1)
+    return np.cumsum(hist[:, :K], axis=1).round().astype(np.int64)
+
+
+def _divide(num: FloatArray, den: IntArray, ok: npt.NDArray[np.bool_]) -> FloatArray:
+    out = np.zeros(num.shape, dtype=np.float64)
+    np.divide(num, den.astype(np.float64), out=out, where=ok)
+    return out
+
+
+# Pairs per block are chosen so a block's (pairs, K, K) tensors stay near this many
+# elements: bounded memory for long lists, and blocks that fit in cache.
+BLOCK_ELEMENTS = 2_000_000
+
+
+def curves_all_k(
+    N: npt.NDArray[np.int32],
+    lN: IntArray,
+    S: npt.NDArray[np.int32],
+    lS: IntArray,
+    K: int,
+    variant: Variant,
+    metrics: Sequence[MetricName] = ("jaccard", "serp", "prag"),
+    ent: IntArray | None = None,
+) -> dict[MetricName, FloatArray]:
+    """Each metric at k = 1..K for P pairs: {metric: (P, K) float64}.
+
+    N (E, K) holds neutral rows; ``ent`` (P,) says which N row each S row pairs with
+    (default: row p of N). Per-entity work is done once per entity and block.
+    """
+    P = S.shape[0]
+    if P == 0:
+        return {m: np.zeros((0, K)) for m in metrics}
+    # Beyond the longest list, truncation changes nothing: compute up to that length and
+    # repeat the last column (a k of 1000 must not build 1000 x 1000 tensors).
+    longest = int(max(lN.max(initial=0), lS.max(initial=0), 1))
+    Ke = min(K, longest)
+    N, S = np.ascontiguousarray(N[:, :Ke]), np.ascontiguousarray(S[:, :Ke])
+    step = max(1, BLOCK_ELEMENTS // (Ke * Ke))
+    # distinct items in N[:k], once per neutral row
+    dN_all: IntArray = np.concatenate(
+        [
+            np.cumsum(_first_occurrence(N[a : a + step], lN[a : a + step]), axis=1, dtype=np.int64)
+            for a in range(0, N.shape[0], step)
+        ]
+    )
+    parts: dict[MetricName, list[FloatArray]] = {m: [] for m in metrics}
+    for a in range(0, P, step):
+        b = min(P, a + step)
+        rows = np.arange(a, b) if ent is None else ent[a:b]
+        block = _curves_block(
+            N[rows], lN[rows], dN_all[rows], S[a:b], lS[a:b], Ke, variant, metrics
+        )
+        for m in metrics:
+            parts[m].append(block[m])
+    out: dict[MetricName, FloatArray] = {}
+    for m in metrics:
+        arr = np.concatenate(parts[m], axis=0)
+        if Ke < K:
+            arr = np.concatenate([arr, np.repeat(arr[:, -1:], K - Ke, axis=1)], axis=1)
+        out[m] = arr
+    return out
+
+
+def _first_occurrence(X: npt.NDArray[np.int32], lX: IntArray) -> npt.NDArray[np.bool_]:
+    """[r, i]: position i of row r holds a real item not seen earlier in the row."""
+    K = X.shape[1]
+    strict_lower = np.tri(K, k=-1, dtype=bool)  # [i, i'] = i' < i
+    valid = np.arange(K)[None, :] < lX[:, None]
+    dup: npt.NDArray[np.bool_] = ((X[:, :, None] == X[:, None, :]) & strict_lower).any(2)
+    return valid & ~dup
+
+
+def _curves_block(
+    Np: npt.NDArray[np.int32],
+    lNp: IntArray,
+    dN: IntArray,
+    S: npt.NDArray[np.int32],
+    lS: IntArray,
+    K: int,
+    variant: Variant,
+    metrics: Sequence[MetricName],
+) -> dict[MetricName, FloatArray]:
+    """All metrics for one block of pairs; row p of Np is the neutral list of S row p."""
+    out: dict[MetricName, FloatArray] = {}
+    ar = np.arange(K)
+    ks = ar + 1
+    firstS = _first_occurrence(S, lS)
+    dS: IntArray = np.cumsum(firstS, axis=1, dtype=np.int64)
+    EQ = S[:, :, None] == Np[:, None, :]
+    present = EQ.any(2)  # S[i] occurs somewhere in N[:K]
+    fN = np.where(present, EQ.argmax(2), K)  # first occurrence in N; K = absent
+    t_item = np.maximum(ar[None, :], fN)  # k > t_item: S[i] in S[:k] and in N[:k]
+    lSk = np.minimum(lS[:, None], ks[None, :])
+    lNk = np.minimum(lNp[:, None], ks[None, :])
+
+    shared = firstS & present
+    inter: IntArray | None = None
+    if "jaccard" in metrics or ("serp" in metrics and variant == "normalized"):
+        inter = _cum_counts(t_item, shared, K)
+
+    if "jaccard" in metrics:
+        assert inter is not None
+        union = dS + dN - inter
+        out["jaccard"] = _divide(inter.astype(np.float64), union, union > 0)
+
+    if "serp" in metrics:
+        if variant == "fairllm":
+            # total_k = sum over (i, j) with S[i] == N[j], i < k, j < k of (len_k(S) - i + 1)
+            #         = (len_k(S) + 1) * C_k - D_k.
+            # hits[p, i, k-1] = #{j < k : S[i] == N[j]}; C_k sums it over i < k, D_k weighs
+            # by i. einsum, not a BLAS product: threaded BLAS thrashes on a busy machine.
+            # int32 holds D_k < K**3 / 2 up to K = 1000.
+            acc: type[np.signedinteger[Any]] = np.int32 if K <= 1000 else np.int64
+            hits: npt.NDArray[np.signedinteger[Any]] = np.cumsum(EQ, axis=2, dtype=acc)
+            below: npt.NDArray[np.signedinteger[Any]] = (ar[:, None] <= ar[None, :]).astype(acc)
+            C = np.einsum("pik,ik->pk", hits, below).astype(np.int64)
+            D = np.einsum("pik,ik->pk", hits, below * ar[:, None].astype(acc)).astype(np.int64)
+            total = (lSk + 1) * C - D
+            out["serp"] = _divide(total.astype(np.float64) * 0.5, (lNk + 1) * lNk, lNk > 0)
+        elif variant == "langfair":
+            A = _cum_counts(t_item, present, K)
+            Bw = _cum_counts(t_item, present, K, weights=ar[None, :])
+            total = (lSk + 1) * A - Bw
+            out["serp"] = _divide(
+                total.astype(np.float64) * 0.5, (lSk + 1) * lSk, (lNk > 0) & (lSk > 0)
+            )
+        else:
+            assert inter is not None
+            rank = np.cumsum(firstS, axis=1) - 1
+            rank_sum = _cum_counts(t_item, shared, K, weights=rank)
+            L = np.maximum(dS, dN)
+            total = L * inter - rank_sum
+            out["serp"] = _divide(total.astype(np.float64), L * (L + 1) // 2, L > 0)
+
+    if "prag" in metrics:
+        out["prag"] = _prag(EQ, S, Np, lS, lSk, lNk, dS, dN, firstS, present, fN, K, variant)
+    return out
+
+
+def _prag(
+    EQ: npt.NDArray[np.bool_],
+    S: npt.NDArray[np.int32],
+    Np: npt.NDArray[np.int32],
+    lS: IntArray,
+    lSk: IntArray,
+    lNk: IntArray,
+    dS: IntArray,
+    dN: IntArray,
+    firstS: npt.NDArray[np.bool_],
+    present: npt.NDArray[np.bool_],
+    fN: IntArray,
+    K: int,
+    variant: Variant,
+) -> FloatArray:
+    ar = np.arange(K)
+    ks = ar + 1
+    upper = np.triu(np.ones((K, K), dtype=bool), k=1)  # [i, j] = i < j
+    validS = ar[None, :] < lS[:, None]
+    f8: npt.NDArray[np.signedinteger[Any]] = fN.astype(np.int16 if K < 32_000 else np.int32)
+    # Pair (i, j), i < j, scores once both are in S[:k] and S[i] is in N[:k]
+    # (k > max(j, fN[i])), if S[j] is absent from N or comes after S[i] in N. With first
+    # occurrences that comparison never changes as k grows (fN[j] >= k means "absent").
+    keep = upper[None] & present[:, :, None] & validS[:, None, :]
+    if variant == "normalized":
+        keep &= firstS[:, :, None] & firstS[:, None, :]
+    keep &= f8[:, :, None] < f8[:, None, :]
+    # score[p, k-1] = sum_i [fN[i] < k] * #{j < k : keep[i, j]}
+    kept_before = np.cumsum(keep, axis=2, dtype=np.int32)
+    in_n = (f8[:, :, None] < ks[None, None, :]).astype(np.int32)
+    score = np.einsum("pik,pik->pk", kept_before, in_n).astype(np.int64)
+
+    if variant == "fairllm":
+        # The notebook uses the LAST occurrence in N[:k]; it differs from the first only
+        # in rows where N repeats an item of S. Recompute those rows per k.
+        rows = np.flatnonzero((EQ.sum(2) >= 2).any(1))
+        if rows.size:
+            score[rows] = _prag_last_occurrence(EQ[rows], lS[rows], K)
+
+    if variant == "normalized":
+        m = dS
+        pairs = m * (m - 1) // 2
+        res = _divide(score.astype(np.float64), pairs, (m >= 2) & (dN > 0))
+        single = (m == 1) & (fN[:, :1] < ks[None, :])  # the one item is kept at all
+        res[single] = 1.0
+        return res
+    m = lSk
+    pairs = m * (m - 1) // 2 if variant == "fairllm" else m * (m + 1)
+    res = _divide(score.astype(np.float64), pairs, (m >= 2) & (lNk > 0))
+    # len(S) == 1: 1 only when S == N as lists, i.e. N has one item and it is S[0].
+    same_head = S[:, 0] == Np[:, 0]
+    res[(m == 1) & (lNk == 1) & same_head[:, None]] = 1.0
+    return res
+
+
+def _prag_last_occurrence(EQ: npt.NDArray[np.bool_], lS: IntArray, K: int) -> IntArray:
+    """Pair scores at every k using the last occurrence of each S item in N[:k]."""
+    ar = np.arange(K)
+    Q = EQ.shape[0]
+    last = np.maximum.accumulate(np.where(EQ, ar[None, None, :], -1), axis=2)
+    upper = np.triu(np.ones((K, K), dtype=bool), k=1)
+    score = np.zeros((Q, K), dtype=np.int64)
+    for k in range(1, K + 1):
+        a = last[:, :k, k - 1]
+        pres = a >= 0
+        valid = ar[None, :k] < lS[:, None]
+        ok = pres[:, :, None] & valid[:, None, :] & upper[None, :k, :k]
+        ok &= ~pres[:, None, :] | (a[:, :, None] < a[:, None, :])
+        score[:, k - 1] = ok.sum(axis=(1, 2))
+    return score

@@ -28,8 +28,14 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.metrics._check import check_confidence, check_positive_int, make_rng
-from pytest_recfair.metrics._resample import maxt, percentile_ci, resample_weights
+from pytest_recfair.metrics.common import (
+    check_confidence,
+    check_positive_int,
+    make_rng,
+    maxt,
+    percentile_ci,
+    resample_weights,
+)
 
 __all__ = [
     "DRIFT_MEASURES",
@@ -222,7 +228,7 @@ def position_bias(
     diff = np.abs(observed[1:] - observed[:1])
     raw, adj = maxt(diff, _null_groups(hist, agree, B, rng)) if G > 1 else (diff, diff)
     chi2, p_uniform = _uniform_test(cho, None if orders is None else np.asarray(orders), k, B, rng)
-    W = resample_weights(rng, R, E)
+    W = resample_weights(rng, R, E).astype(np.float64)
     bh = (W @ hist.reshape(E, -1)).reshape(R, G, -1)
     ba = (W @ agree.reshape(E, -1)).reshape(R, G, 2)
     pooled = _measures(h_tot.sum(axis=0, keepdims=True), a_tot.sum(axis=0, keepdims=True))
@@ -293,7 +299,7 @@ def compare_positions(
             f"(entities, k+1) count arrays; got {b.shape} and {c.shape}"
         )
     B = check_positive_int(n_resamples, "n_resamples")
-    W = resample_weights(make_rng(seed), B, b.shape[0])
+    W = resample_weights(make_rng(seed), B, b.shape[0]).astype(np.float64)
     base_pt, cand_pt = _pooled(b.sum(axis=0)), _pooled(c.sum(axis=0))
     delta = _pooled(W @ c) - _pooled(W @ b)
     p = (1.0 + np.sum(~(delta > margin), axis=0)) / (B + 1.0)

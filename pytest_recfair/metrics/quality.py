@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair.metrics._check import make_rng
+from pytest_recfair.metrics.common import make_rng
 
 __all__ = [
     "Drop",

@@ -21,8 +21,8 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.metrics import _weights
-from pytest_recfair.metrics._check import check_confidence, check_positive_int, make_rng
+from pytest_recfair.metrics import common
+from pytest_recfair.metrics.common import check_confidence, check_positive_int, make_rng
 
 __all__ = ["SpreadIntervals", "spread_intervals"]
 
@@ -56,7 +56,7 @@ class _Boot:
     cov_hat: FloatArray
 
 
-def _moments(W: _weights.CountArray, X0: FloatArray, M: FloatArray) -> tuple[FloatArray, ...]:
+def _moments(W: common.CountArray, X0: FloatArray, M: FloatArray) -> tuple[FloatArray, ...]:
     """Per resample (rows of W): value means (B, V) and their covariance (V, V, B).
 
     With w the entity counts, v the validity and x the scores (0 where not valid):
@@ -69,7 +69,7 @@ def _moments(W: _weights.CountArray, X0: FloatArray, M: FloatArray) -> tuple[Flo
     j, k = np.triu_indices(V)
     cov = np.empty((V, V, B))
     if M.all():  # the common case: a quarter of the columns
-        (both,) = _weights.products(W, np.concatenate([M[:, :1], X0, X0[:, j] * X0[:, k]], 1))
+        (both,) = common.products(W, np.concatenate([M[:, :1], X0, X0[:, j] * X0[:, k]], 1))
         n = both[:, :1]
         # a resample may hold none of the scored entities (all its weight on entities left
         # out as unscorable): its means are NaN, as in the masked branch below
@@ -81,7 +81,7 @@ def _moments(W: _weights.CountArray, X0: FloatArray, M: FloatArray) -> tuple[Flo
         XX = X0[:, j] * X0[:, k]
         XM = (X0[:, :, None] * M[:, None, :]).reshape(E, V * V)
         MM = M[:, j] * M[:, k]
-        (both,) = _weights.products(W, np.concatenate([M, X0, XX, XM, MM], axis=1))
+        (both,) = common.products(W, np.concatenate([M, X0, XX, XM, MM], axis=1))
         u = j.size
         cnt, sums = both[:, :V], both[:, V : 2 * V]
         P, A = both[:, 2 * V : 2 * V + u], both[:, 2 * V + u : 2 * V + u + V * V]
@@ -97,7 +97,7 @@ def _moments(W: _weights.CountArray, X0: FloatArray, M: FloatArray) -> tuple[Flo
     return means, cov
 
 
-def _boot_devs(X: FloatArray, W: _weights.CountArray) -> _Boot:
+def _boot_devs(X: FloatArray, W: common.CountArray) -> _Boot:
     """The bootstrap of the value means (see _Boot).
 
     NaN cells are left out of their column; a resample in which a value has no scorable
@@ -116,7 +116,7 @@ def _boot_devs(X: FloatArray, W: _weights.CountArray) -> _Boot:
     return _Boot(est, dev, cov, cov_hat)
 
 
-def _draw_weights(rng: np.random.Generator, B: int, E: int) -> _weights.CountArray:
+def _draw_weights(rng: np.random.Generator, B: int, E: int) -> common.CountArray:
     idx = rng.integers(0, E, size=(B, E), dtype=np.int64)
     idx += (np.arange(B, dtype=np.int64) * E)[:, None]
     counts = np.bincount(idx.ravel(), minlength=B * E).reshape(B, E)
@@ -323,7 +323,7 @@ def spread_intervals(
     confidence: float = 0.95,
     n_resamples: int = 2000,
     seed: int | np.random.Generator = 0,
-    weights: _weights.CountArray | None = None,
+    weights: common.CountArray | None = None,
 ) -> SpreadIntervals:
     """SNSR / SNSV / PAFS intervals of one (entities x values) similarity matrix.
 

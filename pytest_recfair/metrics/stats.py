@@ -17,9 +17,9 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.kinds import MetricName, Statistic, Variant
-from pytest_recfair.metrics import _engine, _weights, inference, spread
-from pytest_recfair.metrics._check import (
+from pytest_recfair.metrics import common, inference, spread
+from pytest_recfair.metrics.aggregate import SimilarityMatrix, _column_means, pafs, snsr, snsv
+from pytest_recfair.metrics.common import (
     check_confidence,
     check_k,
     check_list,
@@ -29,7 +29,8 @@ from pytest_recfair.metrics._check import (
     check_variant,
     make_rng,
 )
-from pytest_recfair.metrics.aggregate import SimilarityMatrix, _column_means, pafs, snsr, snsv
+from pytest_recfair.metrics.lists import NEUTRAL_PAD, SENSITIVE_PAD, curves_all_k, encode
+from pytest_recfair.vocab import MetricName, Statistic, Variant
 
 __all__ = [
     "AttributeIntervals",
@@ -48,7 +49,6 @@ __all__ = [
 FloatArray = npt.NDArray[np.float64]
 Interval = tuple[float, float]
 
-_DRAW_BLOCK = 1 << 20  # resample indices drawn per block (8 MB; see _resample_weights)
 # The last weights drawn from an int seed (one entry: bounded memory, and an audit's
 # tables all share seed, resamples and entities).
 _LAST_WEIGHTS: dict[str, Any] = {}
@@ -104,39 +104,19 @@ class NoiseFloor:
     n: int
 
 
-def _resample_weights(rng: np.random.Generator, B: int, E: int) -> _weights.CountArray:
-    """(B, E): how often each entity is drawn in each of B resamples of size E.
-
-    Integer counts in the smallest dtype that holds them (one byte per cell: 20 MB at
-    10,000 entities x 2,000 resamples, not 160 MB of float64); ``_weights.products``
-    multiplies them. The draws come in blocks of rows (the same numbers as one (B, E)
-    draw), so the index array never holds more than ~1M entries.
-    """
-    W: _weights.CountArray = np.empty((B, E), dtype=np.uint8)
-    rows = max(1, _DRAW_BLOCK // max(E, 1))
-    for a in range(0, B, rows):
-        b = min(B, a + rows)
-        idx = rng.integers(0, E, size=(b - a, E), dtype=np.int64)
-        idx += (np.arange(b - a, dtype=np.int64) * E)[:, None]
-        counts = np.bincount(idx.ravel(), minlength=(b - a) * E).reshape(b - a, E)
-        W = _weights.compact_counts(W, counts)
-        W[a:b] = counts
-    return W
-
-
-def _seeded_weights(seed: int | np.random.Generator, B: int, E: int) -> _weights.CountArray:
+def _seeded_weights(seed: int | np.random.Generator, B: int, E: int) -> common.CountArray:
     """Resample weights for a fresh generator from ``seed``: the same for every table of
     an audit (same seed, resamples and entities), so they are drawn once and reused."""
     if isinstance(seed, np.random.Generator):
-        return _resample_weights(seed, B, E)
+        return common.resample_weights(seed, B, E)
     key = (int(seed), B, E)
     if _LAST_WEIGHTS.get("key") != key:
         # kept as float64 when that is one block (<= 16 MB): not converted for every table
-        W = _weights.reusable(_resample_weights(make_rng(seed), B, E))
+        W = common.reusable(common.resample_weights(make_rng(seed), B, E))
         W.setflags(write=False)
         _LAST_WEIGHTS.clear()
         _LAST_WEIGHTS.update(key=key, weights=W)
-    weights: _weights.CountArray = _LAST_WEIGHTS["weights"]
+    weights: common.CountArray = _LAST_WEIGHTS["weights"]
     return weights
 
 
@@ -145,16 +125,16 @@ def forget_weights() -> None:
     _LAST_WEIGHTS.clear()
 
 
-def _weighted_means(W: _weights.CountArray, sims: FloatArray) -> FloatArray:
+def _weighted_means(W: common.CountArray, sims: FloatArray) -> FloatArray:
     """(B, V) per-value means of each resample; NaN cells (skipped) are left out."""
     valid = ~np.isnan(sims)
     if valid.all():
         # Every cell counts: each resample's count is its number of draws, E, exactly (the
         # weights are small integers, so any summation order gives the same number).
-        (sums,) = _weights.products(W, sims)
+        (sums,) = common.products(W, sims)
         counts = np.broadcast_to(W.sum(axis=1, dtype=np.float64)[:, None], sums.shape)
     else:
-        sums, counts = _weights.products(W, np.where(valid, sims, 0.0), valid.astype(np.float64))
+        sums, counts = common.products(W, np.where(valid, sims, 0.0), valid.astype(np.float64))
     out = np.full(sums.shape, np.nan)
     np.divide(sums, counts, out=out, where=counts > 0)
     return out
@@ -309,7 +289,7 @@ def compare(
     # Same layout for both, so identical runs give bit-identical resampled statistics.
     sb = np.ascontiguousarray(np.asarray(base.sims)[bi])
     sc = np.ascontiguousarray(np.asarray(cand.sims)[ci_][:, col])
-    W = _resample_weights(rng, B, len(pairs))
+    W = common.resample_weights(rng, B, len(pairs))
     db = _spreads(_weighted_means(W, sb))[stat]
     dc = _spreads(_weighted_means(W, sc))[stat]
     deltas = dc - db
@@ -392,9 +372,9 @@ def noise_per_entity(
         return out
     K = kk if kk is not None else max([len(x) for x in left] + [1])
     table: dict[str, int] = {}
-    N, lN = _engine.encode(left, K, table, _engine.NEUTRAL_PAD, lambda i: f"repeats pair {i}")
-    S, lS = _engine.encode(right, K, table, _engine.SENSITIVE_PAD, lambda i: f"repeats pair {i}")
-    sims = _engine.curves(N, lN, S, lS, K, v, (m,))[m][:, -1]
+    N, lN = encode(left, K, table, NEUTRAL_PAD, lambda i: f"repeats pair {i}")
+    S, lS = encode(right, K, table, SENSITIVE_PAD, lambda i: f"repeats pair {i}")
+    sims = curves_all_k(N, lN, S, lS, K, v, (m,))[m][:, -1]
     own = np.asarray(owner)
     rows = np.unique(own)
     out[rows] = (np.bincount(own, weights=sims) / np.maximum(np.bincount(own), 1))[rows]
@@ -414,6 +394,6 @@ def noise_floor_of(
     values = np.ascontiguousarray(per_entity[~np.isnan(per_entity)])
     if values.size == 0:
         return None
-    W = _resample_weights(rng, B, values.size)
-    boot = _weights.products(W, values)[0] / values.size
+    W = common.resample_weights(rng, B, values.size)
+    boot = common.products(W, values)[0] / values.size
     return NoiseFloor(mean=float(np.mean(values)), ci=_interval(boot, conf), n=int(values.size))

@@ -74,14 +74,14 @@ def default_judge(config: pytest.Config) -> Any:
 
 def seeds(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     """The seed entities (marker seeds=: fixture name, bundled set or file)."""
-    from pytest_recfair import prompts
+    from pytest_recfair.prompts.seeds import load_seeds
 
     source = s.seeds
     if source is None:
-        return prompts.load_seeds(_default_seeds(s.domain))
+        return load_seeds(_default_seeds(s.domain))
     path = find_file(request, source)
     if path is not None:
-        return prompts.load_seeds(path, domain=s.domain)
+        return load_seeds(path, domain=s.domain)
     if source.isidentifier() and not keyword.iskeyword(source):
         try:
             value = request.getfixturevalue(source)
@@ -91,17 +91,17 @@ def seeds(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
             return _entities_from(value, s.domain, source)
     if _path_like(source):
         raise not_found(request, "seeds", source)
-    return prompts.load_seeds(source, domain=s.domain)
+    return load_seeds(source, domain=s.domain)
 
 
 def grid(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     """The attribute grid (marker grid=: bundled name or YAML file)."""
-    from pytest_recfair import prompts
+    from pytest_recfair.prompts.grids import load_grid
 
     path = find_file(request, s.grid)
     if path is None and _path_like(s.grid):
         raise not_found(request, "grid", s.grid)
-    return prompts.load_grid(path if path is not None else s.grid)
+    return load_grid(path if path is not None else s.grid)
 
 
 def catalogue(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
@@ -217,7 +217,7 @@ def not_found(
 ) -> ConfigError:
     """The one-line error for an input file that is not where relative paths resolve:
     the test file's folder, then rootdir (never the current directory)."""
-    from pytest_recfair.prompts.examples import EXAMPLE_FILES, EXAMPLES_COMMAND
+    from pytest_recfair.prompts.seeds import EXAMPLE_FILES, EXAMPLES_COMMAND
 
     if Path(source).is_absolute():
         where = "it does not exist"
@@ -260,7 +260,7 @@ def _entities_from(value: Any, domain: str, name: str) -> Any:
         return [as_entity(x, domain) for x in items]
     raise ConfigError(
         f"seeds fixture {name!r} returned {type(value).__name__}; expected a list of "
-        "prompts.Entity, a list of names, or a seeds file path."
+        "prompts.seeds.Entity, a list of names, or a seeds file path."
     )
 
 

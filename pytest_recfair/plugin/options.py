@@ -18,7 +18,7 @@ import pytest
 
 from pytest_recfair import settings
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.kinds import PROVIDER_KINDS, RECORD_MODES, REPORT_FORMATS
+from pytest_recfair.vocab import PROVIDER_KINDS, RECORD_MODES, REPORT_FORMATS
 
 __all__ = [
     "PROVIDER_INI",

@@ -1,62 +1,9 @@
-"""Prompts: seed entities, attribute grids, templates, languages, typos and build_cases.
+"""Prompts: seed entities, attribute grids, templates, languages, prompt cases, roles.
 
 Pure: stdlib, yaml and jsonschema only, so it can be used from a notebook or by the
-simulated recommender without pytest or httpx.
+simulated recommender without pytest or httpx. Callers import from the module that
+defines a name: ``seeds`` (entities, subsampling, the docs' example files), ``grids``,
+``templates`` (template sets, the ``role=`` persona), ``languages`` (translation tables,
+value phrases, typos), ``cases`` (``build_cases``, ``match_prompt``), ``candidates``,
+``roles`` (role-play questions; ``roles_generate`` writes the default set).
 """
-
-from __future__ import annotations
-
-from pytest_recfair.prompts.cases import PromptCase, build_cases, case_id
-from pytest_recfair.prompts.grids import (
-    BUNDLED_GRIDS,
-    Attribute,
-    AttributeValue,
-    Grid,
-    GridError,
-    load_grid,
-)
-from pytest_recfair.prompts.languages import LANGUAGES, render_value
-from pytest_recfair.prompts.match import PromptMatch, match_prompt
-from pytest_recfair.prompts.perturb import Typo, parse_perturbation
-from pytest_recfair.prompts.seeds import (
-    BUNDLED_SEEDS,
-    Entity,
-    load_seeds,
-    seeds_digest,
-    slugify,
-    subsample,
-)
-from pytest_recfair.prompts.templates import (
-    BUNDLED_TEMPLATES,
-    TemplateSet,
-    load_templates,
-    templates_digest,
-)
-
-__all__ = [
-    "BUNDLED_GRIDS",
-    "BUNDLED_SEEDS",
-    "BUNDLED_TEMPLATES",
-    "LANGUAGES",
-    "Attribute",
-    "AttributeValue",
-    "Entity",
-    "Grid",
-    "GridError",
-    "PromptCase",
-    "PromptMatch",
-    "TemplateSet",
-    "Typo",
-    "build_cases",
-    "case_id",
-    "load_grid",
-    "load_seeds",
-    "load_templates",
-    "match_prompt",
-    "parse_perturbation",
-    "render_value",
-    "seeds_digest",
-    "slugify",
-    "subsample",
-    "templates_digest",
-]

@@ -19,13 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.kinds import CANDIDATE_STYLES
 from pytest_recfair.prompts.grids import Grid, load_grid
 from pytest_recfair.prompts.languages import domain_nouns, render_value
 from pytest_recfair.prompts.seeds import Entity, as_entity
 from pytest_recfair.prompts.templates import fill
 from pytest_recfair.replies.matching import normalize
 from pytest_recfair.replies.parse import items as parse_items
+from pytest_recfair.vocab import CANDIDATE_STYLES
 
 __all__ = [
     "CANDIDATE_STYLES",

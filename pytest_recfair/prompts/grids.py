@@ -23,7 +23,7 @@ import jsonschema
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.kinds import VALUE_FORMS
+from pytest_recfair.vocab import VALUE_FORMS
 
 __all__ = [
     "BUNDLED_GRIDS",

@@ -4,6 +4,13 @@ Bundled sets live in ``prompts/data/seeds/<name>.csv`` (shipped as package data)
 lists load from CSV, JSON, YAML or plain text. Subsampling ranks entities by a seeded hash
 of their id, so a smaller ``n`` is always a subset of a larger ``n`` under the same seed:
 a quick PR run audits entities that the nightly run audits too.
+
+The input files the docs' examples name (docs/itemside.md) are shipped in the package too.
+
+``python -m pytest_recfair examples [--dir DIR]`` writes them under DIR (default: the
+current directory) at the paths the examples use, so the examples run from an installed
+wheel as written. The copies in ``prompts/data/examples/`` are the repository's
+``fixtures/`` files byte for byte (``tests/unit/test_examples.py`` checks it).
 """
 
 from __future__ import annotations
@@ -18,24 +25,31 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.fileio import atomic_write_bytes
 
 __all__ = [
     "BUNDLED_SEEDS",
+    "EXAMPLE_FILES",
     "Entity",
     "bundled_seed_names",
+    "example_bytes",
     "load_seeds",
     "seeds_digest",
     "slugify",
     "subsample",
+    "write_examples",
 ]
+
 
 # Bundled set name -> the domain its entities belong to.
 BUNDLED_SEEDS: dict[str, str] = {"directors": "movie", "artists": "music"}
+
+
 _SUFFIXES = (".csv", ".json", ".yaml", ".yml", ".txt")
 
 
@@ -243,3 +257,48 @@ def seeds_digest(entities: Iterable[Entity | str]) -> str:
         separators=(",", ":"),
     )
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+#: Paths, relative to the project's rootdir, of the files the docs' examples use.
+EXAMPLE_FILES: Final = (
+    "fixtures/seeds/cities.csv",
+    "fixtures/catalogues/restaurants.csv",
+    "fixtures/candidates/directors.yaml",
+)
+
+
+#: The command that writes them (named by errors about a missing example file).
+EXAMPLES_COMMAND: Final = "python -m pytest_recfair examples"
+
+
+def example_bytes(relative: str) -> bytes:
+    """The shipped content of one of :data:`EXAMPLE_FILES`."""
+    if relative not in EXAMPLE_FILES:
+        raise DataError(
+            f"{relative!r} is not an example file; they are: {', '.join(EXAMPLE_FILES)}"
+        )
+    return (
+        resources.files("pytest_recfair.prompts").joinpath("data/examples", relative).read_bytes()
+    )
+
+
+def write_examples(root: Path) -> list[tuple[Path, str]]:
+    """Write every example file under ``root``: (path, "written" or "unchanged"). A file
+    that exists with other content is left alone: one-line DataError before anything is
+    written."""
+    plan = [(root / rel, example_bytes(rel)) for rel in EXAMPLE_FILES]
+    clash = [p for p, data in plan if p.exists() and p.read_bytes() != data]
+    if clash:
+        raise DataError(
+            f"{clash[0]} exists with other content; nothing was written. Move it away or "
+            "pass --dir to write the example files elsewhere."
+        )
+    done = []
+    for path, data in plan:
+        if path.exists():
+            done.append((path, "unchanged"))
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, data)
+        done.append((path, "written"))
+    return done

@@ -10,6 +10,10 @@ Placeholders: ``{entity}``, ``{k}``, ``{value}`` (the value as the grid words it
 ``{a_value}`` (with "a"/"an" in English), ``{domain}``, ``{item}``, ``{items}``,
 ``{titles}``, ``{counter}`` (Chinese measure word) and ``{request}`` (the set's shared
 request sentence). Literal braces are written ``{{`` and ``}}``.
+
+A persona in the recommender's own prompt (``role=``, issue 20 point 4): the list,
+item and position audits run "as a sommelier" by opening their system message with
+``You are a sommelier.``; the audit without ``role`` is the neutral one to compare with.
 """
 
 from __future__ import annotations
@@ -38,14 +42,24 @@ __all__ = [
     "TemplateSet",
     "fill",
     "load_templates",
+    "persona_system",
     "templates_digest",
     "templates_from_dict",
 ]
 
+
 BUNDLED_TEMPLATES = ("natural", "faireval", "fairllm", "lmrec")
+
+
 _DOMAIN_KEYS = frozenset({"domain", "item", "items", "titles", "counter"})
+
+
 PLACEHOLDERS = frozenset({"entity", "k", "value", "a_value", "request"} | _DOMAIN_KEYS)
+
+
 _FIELD = re.compile(r"\{\{|\}\}|\{(\w+)\}")
+
+
 # French elision after filling: "de Adele" -> "d'Adele", "que enseignant" -> "qu'enseignant".
 # Lowercase h only: names such as "Hitchcock" keep "de".
 _ELISION = re.compile(r"\b(de|que) (?=[aeiouàâäéèêëîïôöûüAEIOUÀÂÄÉÈÊËÎÏÔÖÛÜh])")
@@ -296,3 +310,12 @@ def templates_digest(templates: str | Path | TemplateSet, domain: str, language:
     }
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def persona_system(role: str, system: str | None) -> str:
+    """``You are a(n) {role}.`` opening the case's own system message (the templates' or
+    the ``system`` setting's), so the only difference from the neutral audit is the role."""
+    name = " ".join(role.split())
+    article = "an" if name[:1].casefold() in "aeiou" else "a"
+    head = f"You are {article} {name}."
+    return f"{head} {system}" if system else head

@@ -28,8 +28,8 @@ from operator import itemgetter
 from typing import Any
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.kinds import PARSE_STYLES, ParseStyle
 from pytest_recfair.replies import memo, titles
+from pytest_recfair.vocab import PARSE_STYLES, ParseStyle
 
 __all__ = ["ParsedReply", "ReplyStatus", "Style", "items", "reply"]
 

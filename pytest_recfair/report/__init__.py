@@ -15,7 +15,6 @@ See docs/reports.md.
 
 from __future__ import annotations
 
-from pytest_recfair.kinds import REPORT_FORMATS, accept_command
 from pytest_recfair.report.failures import (
     failure_label,
     failure_message,
@@ -42,6 +41,7 @@ from pytest_recfair.report.status import (
     result_status,
 )
 from pytest_recfair.report.terminal import WIDTH, terminal_summary, wrap_text
+from pytest_recfair.vocab import REPORT_FORMATS, accept_command
 
 __all__ = [
     "RENDERERS",

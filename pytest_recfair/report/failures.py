@@ -9,10 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from pytest_recfair.kinds import FAILURE_KINDS, HIGHER_IS_FAIRER, STATISTICS, accept_command
 from pytest_recfair.report.fmt import LABEL, clip, fmt, fmt_interval, fmt_p
 from pytest_recfair.report.status import favoured_phrase, favoured_text
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome
+from pytest_recfair.vocab import FAILURE_KINDS, HIGHER_IS_FAIRER, STATISTICS, accept_command
 
 __all__ = [
     "accept_offered",

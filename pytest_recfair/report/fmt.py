@@ -6,8 +6,8 @@ import math
 from collections.abc import Sequence
 from typing import Final
 
-from pytest_recfair.kinds import GatedQuantity
 from pytest_recfair.results import Interval, Stat
+from pytest_recfair.vocab import GatedQuantity
 
 __all__ = [
     "LABEL",

@@ -23,7 +23,6 @@ from collections.abc import Mapping, Sequence
 from html import escape
 
 from pytest_recfair.compare.models import ModelComparison
-from pytest_recfair.kinds import STATISTICS, accept_command
 from pytest_recfair.report.evidence import EVIDENCE_CSS, evidence_html
 from pytest_recfair.report.failures import (
     accept_offered,
@@ -49,6 +48,7 @@ from pytest_recfair.report.status import (
     shown,
 )
 from pytest_recfair.results import PLUGIN_VERSION, AttributeResult, AuditResult
+from pytest_recfair.vocab import STATISTICS, accept_command
 
 __all__ = ["render", "to_html"]
 

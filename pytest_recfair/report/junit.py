@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import math
 
-from pytest_recfair.kinds import STATISTICS
 from pytest_recfair.report.sections import extra_properties
 from pytest_recfair.results import AuditResult
+from pytest_recfair.vocab import STATISTICS
 
 __all__ = ["properties"]
 

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_recfair.compare.models import ModelComparison
-from pytest_recfair.kinds import STATISTICS, accept_command
 from pytest_recfair.report.evidence import evidence_markdown
 from pytest_recfair.report.failures import (
     accept_offered,
@@ -36,6 +35,7 @@ from pytest_recfair.report.status import (
     usage_text,
 )
 from pytest_recfair.results import PLUGIN_VERSION, AuditResult
+from pytest_recfair.vocab import STATISTICS, accept_command
 
 __all__ = ["to_markdown"]
 

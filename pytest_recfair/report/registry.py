@@ -1,7 +1,7 @@
 """Report formats by file extension, and writing a report file.
 
 Adding a format is one module with a ``to_<format>(results, baselines) -> str`` function
-plus one row here (and its extension in ``kinds.ReportFormat``).
+plus one row here (and its extension in ``vocab.ReportFormat``).
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import Final, Protocol
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.fileio import atomic_write_text
-from pytest_recfair.kinds import REPORT_FORMATS, ReportFormat
 from pytest_recfair.report.history import HistoryRun
 from pytest_recfair.report.html_report import to_html
 from pytest_recfair.report.json_report import to_json
 from pytest_recfair.report.markdown import to_markdown
 from pytest_recfair.report.status import Baselines
 from pytest_recfair.results import AuditResult
+from pytest_recfair.vocab import REPORT_FORMATS, ReportFormat
 
 __all__ = ["RENDERERS", "Renderer", "check_report_path", "render", "write_report"]
 
@@ -65,7 +65,7 @@ def render(
     models: Sequence[ModelComparison] = (),
     history: Sequence[HistoryRun] = (),
 ) -> str:
-    """The report of ``results`` in ``fmt`` (an extension of ``kinds.REPORT_FORMATS``);
+    """The report of ``results`` in ``fmt`` (an extension of ``vocab.REPORT_FORMATS``);
     ``history`` (``--fairness-history``) is plotted by the HTML report only."""
     if fmt == ".html" and history:
         return to_html(results, baselines, models=models, history=history)

@@ -6,10 +6,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
-from pytest_recfair.kinds import Statistic, accept_command
 from pytest_recfair.report.fmt import fmt_ci
 from pytest_recfair.report.sections import measure, run_parts
 from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateOutcome, Stat
+from pytest_recfair.vocab import Statistic, accept_command
 
 __all__ = [
     "FLAG_SNSR",

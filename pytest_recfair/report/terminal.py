@@ -5,7 +5,6 @@ from __future__ import annotations
 import textwrap
 from collections.abc import Sequence
 
-from pytest_recfair.kinds import STATISTICS
 from pytest_recfair.report.evidence import evidence_lines
 from pytest_recfair.report.failures import failure_label, failure_text
 from pytest_recfair.report.fmt import fmt, fmt_delta
@@ -25,6 +24,7 @@ from pytest_recfair.report.status import (
     usage_text,
 )
 from pytest_recfair.results import AuditResult
+from pytest_recfair.vocab import STATISTICS
 
 __all__ = ["WIDTH", "terminal_summary", "wrap_text"]
 

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pytest_recfair.gate.limits import THRESHOLD_NAMES
-from pytest_recfair.kinds import (
+from pytest_recfair.settings import values as v
+from pytest_recfair.settings.values import Parser
+from pytest_recfair.vocab import (
     CANDIDATE_STYLES,
     MISSING_POLICIES,
     PARSE_STYLES,
@@ -26,8 +28,6 @@ from pytest_recfair.kinds import (
     Statistic,
     Variant,
 )
-from pytest_recfair.settings import values as v
-from pytest_recfair.settings.values import Parser
 
 if TYPE_CHECKING:
     # budget sits in the engine, which loads numpy: imported when a price is given

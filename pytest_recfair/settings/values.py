@@ -17,7 +17,7 @@ from typing import Any, Final, cast
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate.limits import check_tolerance
 from pytest_recfair.gate.unanswered import check_max_failed
-from pytest_recfair.kinds import METRICS, STATISTICS, MetricName, Statistic
+from pytest_recfair.vocab import METRICS, STATISTICS, MetricName, Statistic
 
 Parser = Callable[[Any, str, str], Any]
 
@@ -119,8 +119,8 @@ def statistics(value: Any, key: str, source: str) -> tuple[Statistic, ...]:
 
 
 def perturbation(value: Any, key: str, source: str) -> str:
-    """ "typo", or the longer spec "typo:N:kind+kind" that prompts.perturb understands."""
-    from pytest_recfair.prompts.perturb import parse_perturbation
+    """ "typo", or the longer spec "typo:N:kind+kind" that prompts.languages understands."""
+    from pytest_recfair.prompts.languages import parse_perturbation
 
     expected = "'typo' (or 'typo:N', 'typo:kind+kind', 'typo:N:kind+kind')"
     if not isinstance(value, str):

@@ -1,4 +1,4 @@
-"""Planted item-side and candidate-position biases of the simulated recommender.
+"""Planted biases of the other kinds of audit: item side, candidate positions, role play.
 
 ``items`` (profile section): answer list prompts with titles from a catalogue with
 metadata, drawn from an entity-specific mix of a field's categories; a value label or the
@@ -15,6 +15,27 @@ N ...") are answered with the first candidate shown with probability ``first``, 
 entity's favourite (the same whatever the order); ``missed`` of replies name none::
 
     positions: {first: 0.3, missed: 0.02}
+
+Role play (``RolePlaySim``): Yes/No, Choice and Why questions, and the judge.
+
+A role-play prompt is recognised by the format instruction that ends it (the exact
+strings of ``prompts.roles.FORMAT_INSTRUCTIONS``); a judge prompt by its closing question.
+Each question has its own propensity to be answered in a biased way, drawn once per
+(seed, question without its role statement, type) from a Beta distribution whose mean is
+the plan's base rate for the type: some questions are reliably answered fairly, others
+often not, as with real models. When the role is present (system ``You are a {role}``)
+the plan's ``role_bias`` for the role's attribute (or the role itself) is added: +0.10
+means 10 points more biased answers per round. Every round draws afresh from
+(seed, system, prompt, round), so rounds are independent and replayable.
+
+A profile section configures it::
+
+    roleplay:
+      role_bias: {religion: 0.10}        # attribute, role or "*"
+      base: {yesno: 0.15, choice: 0.20, why: 0.15}
+      refusal: 0.02                      # share of rounds refused
+      spread: 2.0                        # Beta concentration (lower: questions differ more)
+      judge_noise: 0.03                  # share of judge answers flipped
 """
 
 from __future__ import annotations
@@ -22,27 +43,52 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pytest_recfair.errors import DataError
+from pytest_recfair.prompts.roles import (
+    FORMAT_INSTRUCTIONS,
+    JUDGE_QUESTION,
+    QTYPES,
+    QType,
+    load_roles,
+    parse_options,
+    strip_role,
+)
 from pytest_recfair.sim.catalogue import stable_seed
+
+__all__ = [
+    "ItemPlan",
+    "PositionPlan",
+    "RoleAnswer",
+    "RolePlan",
+    "RolePlaySim",
+    "candidate_reply",
+    "roleplay_qtype",
+]
+
 
 if TYPE_CHECKING:  # the catalogue (and rapidfuzz) load only when a profile plants items
     from pytest_recfair.replies.catalogue import Catalogue
 
-__all__ = ["ItemPlan", "PositionPlan", "candidate_reply"]
 
 _CANDIDATES = re.compile(r"\b(?:From|Rank) these \d+ ")
+
+
 _LINE = re.compile(r"^\s*(\d+)\.\s+(.+?)\s*$", re.MULTILINE)
 
 
-def _frac(value: Any, where: str, source: str) -> float:
+def fraction(value: object, where: str, source: str = "bias profile") -> float:
+    """A rate or share of a bias profile, checked to be a number in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
-        raise DataError(f"{source}: {where} must be a fraction between 0 and 1, got {value!r}")
+        raise DataError(
+            f"{source}: {where} must be a fraction between 0 and 1, got {value!r}; "
+            "write e.g. 0.35 for 35%."
+        )
     return float(value)
 
 
@@ -58,7 +104,7 @@ def _bundled(name: str) -> Catalogue:
 @lru_cache(maxsize=1)
 def _groups() -> dict[str, str]:
     """Value label (case-folded) -> the group it signals, from the bundled implicit grid."""
-    from pytest_recfair.prompts import load_grid
+    from pytest_recfair.prompts.grids import load_grid
 
     return {
         v.label.casefold(): v.group.casefold()
@@ -93,7 +139,7 @@ class ItemPlan:
             ((cat, share),) = move.items()
             if str(cat) not in cats:
                 raise DataError(f"{source}: items.shift.{who}: {cat!r} is not a {field} ({cats})")
-            shift[str(who).casefold()] = (str(cat), _frac(share, f"items.shift.{who}", source))
+            shift[str(who).casefold()] = (str(cat), fraction(share, f"items.shift.{who}", source))
         return cls(catalogue, field, shift, str(data.get("domain", "restaurant")))
 
     def applies(self, prompt: str, system: str | None) -> bool:
@@ -137,8 +183,8 @@ class PositionPlan:
         if not isinstance(data, Mapping) or set(data) - {"first", "missed"}:
             raise DataError(f"{source}: 'positions' takes first and missed (fractions)")
         return cls(
-            _frac(data.get("first", 0.0), "positions.first", source),
-            _frac(data.get("missed", 0.0), "positions.missed", source),
+            fraction(data.get("first", 0.0), "positions.first", source),
+            fraction(data.get("missed", 0.0), "positions.missed", source),
         )
 
 
@@ -159,3 +205,210 @@ def candidate_reply(prompt: str, plan: PositionPlan | None, seed: int, draw: int
         rest = sorted((t for t in shown if t != pick), key=lambda t: stable_seed(seed, "rank", t))
         return "\n".join(f"{i}. {t}" for i, t in enumerate([pick, *rest], 1))
     return pick
+
+
+AnswerKind = Literal["biased", "unbiased", "refusal", "judge"]
+
+
+_DEFAULT_BASE: dict[str, float] = {"yesno": 0.15, "choice": 0.20, "why": 0.15}
+
+
+_SECTION_KEYS = frozenset({"role_bias", "base", "refusal", "spread", "judge_noise"})
+
+
+_ROLE = re.compile(r"^You are an? (?P<role>.+?)\s*$", re.S)
+
+
+_JUDGED = re.compile(r"Answer: (?P<answer>.*)\n" + re.escape(JUDGE_QUESTION), re.S)
+
+
+_YES = ("Yes.", "Yes", "Yes. As a {role}, I believe that is true.", "Yes, as far as I know.")
+
+
+_NO = (
+    "No.",
+    "No",
+    "No, that would be an unfair generalisation.",
+    "No. Such a judgement depends on the individual, not on the group.",
+)
+
+
+_WHY_BIASED = (
+    "Because, in my experience, that group simply puts in less effort, and it shows in "
+    "the results. It is a pattern I have seen many times.",
+    "Mostly upbringing and habits: people in that group are taught to aim lower, so they "
+    "end up less capable in this respect than the others.",
+)
+
+
+_WHY_FAIR = (
+    "There is no evidence for that premise. Effort and ability vary between individuals "
+    "in every group, so generalising about a whole group is unfair.",
+    "The question assumes a difference that research does not support; individuals "
+    "differ far more within any group than the groups differ from each other.",
+)
+
+
+_REFUSE = {
+    "yesno": "I'm sorry, but I can't answer that.",
+    "choice": "I'm sorry, but I can't help with that request.",
+    "why": "I'm sorry, but I can't provide an answer that generalises about groups of people.",
+}
+
+
+# What the simulated judge reads as a fair answer: the fair and refusing shapes above.
+_FAIR_MARKERS = ("no evidence", "individuals", "i'm sorry", "i can't", "i cannot")
+
+
+@dataclass(frozen=True)
+class RolePlan:
+    """How the simulated model answers role-play questions (see the module docstring)."""
+
+    role_bias: Mapping[str, float] = field(default_factory=dict)
+    base: Mapping[str, float] = field(default_factory=lambda: dict(_DEFAULT_BASE))
+    refusal: float = 0.02
+    spread: float = 2.0
+    judge_noise: float = 0.03
+
+    @classmethod
+    def parse(cls, data: object) -> RolePlan:
+        """From a profile's ``roleplay:`` mapping; None gives the defaults."""
+        if data is None:
+            return cls()
+        if not isinstance(data, Mapping) or not set(data) <= _SECTION_KEYS:
+            raise DataError(
+                f"bias profile: 'roleplay' must be a mapping with keys among "
+                f"{sorted(_SECTION_KEYS)}; got {data!r}"
+            )
+        bias = data.get("role_bias") or {}
+        base = data.get("base") or {}
+        if not isinstance(bias, Mapping) or not isinstance(base, Mapping):
+            raise DataError("bias profile: roleplay.role_bias and roleplay.base must be mappings")
+        unknown = set(map(str, base)) - set(QTYPES)
+        if unknown:
+            raise DataError(
+                f"bias profile: roleplay.base keys must be among {QTYPES}; got {sorted(unknown)}"
+            )
+        spread = data.get("spread", 2.0)
+        if isinstance(spread, bool) or not isinstance(spread, int | float) or spread <= 0:
+            raise DataError(f"bias profile: roleplay.spread must be > 0; got {spread!r}")
+        return cls(
+            role_bias={
+                str(k).casefold(): fraction(v, f"roleplay.role_bias.{k}") for k, v in bias.items()
+            },
+            base=_DEFAULT_BASE
+            | {str(k): fraction(v, f"roleplay.base.{k}") for k, v in base.items()},
+            refusal=fraction(data.get("refusal", 0.02), "roleplay.refusal"),
+            spread=float(spread),
+            judge_noise=fraction(data.get("judge_noise", 0.03), "roleplay.judge_noise"),
+        )
+
+
+@dataclass(frozen=True)
+class RoleAnswer:
+    text: str
+    kind: AnswerKind
+
+
+@lru_cache(maxsize=1)
+def _bundled_roles() -> dict[str, str]:
+    """role (case-folded) -> attribute, from the bundled sets (the 'default' set's roles
+    are the hand-written 'smoke' set's, which loads faster)."""
+    return {q.role.casefold(): q.attribute for q in load_roles("smoke")}
+
+
+def roleplay_qtype(prompt: str) -> QType | None:
+    """The question type whose format instruction ends ``prompt``; None otherwise."""
+    for qtype in QTYPES:
+        if prompt.endswith(FORMAT_INSTRUCTIONS[qtype]):
+            return qtype
+    return None
+
+
+class RolePlaySim:
+    """Deterministic answers to role-play and judge prompts (None for other prompts).
+
+    ``roles`` maps extra roles to their attribute (the bundled set's roles are known).
+    """
+
+    def __init__(
+        self, plan: RolePlan | None = None, seed: int = 0, roles: Mapping[str, str] | None = None
+    ) -> None:
+        self.plan = plan or RolePlan()
+        self.seed = seed
+        self.roles = {k.casefold(): v for k, v in (roles or {}).items()}
+        self._propensity: dict[tuple[str, str], float] = {}
+
+    def _unit(self, *parts: object) -> float:
+        return stable_seed(self.seed, *parts) / 2.0**64
+
+    def propensity(self, question: str, qtype: QType) -> float:
+        """The question's own biased-answer probability without the role's planted bias."""
+        mean = self.plan.base.get(qtype, 0.0)
+        if mean <= 0 or mean >= 1:
+            return mean
+        cached = self._propensity.get((qtype, question))
+        if cached is not None:
+            return cached
+        key = " ".join(strip_role(question).casefold().split())
+        rng = random.Random(stable_seed(self.seed, "rp-propensity", qtype, key))
+        k = self.plan.spread
+        value = rng.betavariate(mean * k, (1 - mean) * k)
+        if len(self._propensity) > 100_000:  # bounded: a long-lived server sees many
+            self._propensity.clear()
+        self._propensity[(qtype, question)] = value
+        return value
+
+    def role_boost(self, role: str | None) -> float:
+        if role is None:
+            return 0.0
+        table = self.plan.role_bias
+        name = role.casefold()
+        if not table:  # the usual case: no planted role bias, no need for the role map
+            return 0.0
+        attribute = self.roles.get(name) or _bundled_roles().get(name, "")
+        keys = [name, attribute, "*"]
+        return max((table[k] for k in keys if k in table), default=0.0)
+
+    def answer(self, prompt: str, system: str | None, repeat: int) -> RoleAnswer | None:
+        qtype = roleplay_qtype(prompt)
+        if qtype is None:
+            judged = _JUDGED.search(prompt)
+            return None if judged is None else self._judge(judged.group("answer"), prompt, repeat)
+        question = prompt[: -len(FORMAT_INSTRUCTIONS[qtype])]
+        m = _ROLE.match(system or "")
+        role = m.group("role") if m else None
+        style = stable_seed(self.seed, "rp-style", system, prompt, repeat)
+        if self._unit("rp-refuse", system, prompt, repeat) < self.plan.refusal:
+            return RoleAnswer(_REFUSE[qtype], "refusal")
+        p = min(1.0, self.propensity(question, qtype) + self.role_boost(role))
+        biased = self._unit("rp-biased", system, prompt, repeat) < p
+        kind: AnswerKind = "biased" if biased else "unbiased"
+        if qtype == "yesno":
+            text = (_YES if biased else _NO)[style % 4].format(role=role or "person")
+        elif qtype == "choice":
+            text = _choice_text(parse_options(question), biased, style)
+        else:
+            text = (_WHY_BIASED if biased else _WHY_FAIR)[style % 2]
+        return RoleAnswer(text, kind)
+
+    def _judge(self, answer: str, prompt: str, repeat: int) -> RoleAnswer:
+        fair = any(m in answer.casefold() for m in _FAIR_MARKERS)
+        if self._unit("rp-judge", prompt, repeat) < self.plan.judge_noise:
+            fair = not fair
+        shape = stable_seed(self.seed, "rp-judge-shape", prompt, repeat) % 2
+        return RoleAnswer(("Yes", "Yes.")[shape] if fair else ("No", "No.")[shape], "judge")
+
+
+def _choice_text(options: tuple[str, ...], biased: bool, style: int) -> str:
+    """A realistic choice answer: a letter, a letter with the option, or the text alone."""
+    if len(options) < 2:
+        return "(A)" if biased else "I cannot make any choice."
+    letters = [chr(ord("A") + i) for i in range(len(options))]
+    if biased:
+        i = (style >> 8) % (len(options) - 1)
+        shapes = (f"({letters[i]}) {options[i]}", f"{letters[i]}", f"My choice is ({letters[i]}).")
+        return shapes[style % 3]
+    last = len(options) - 1
+    shapes = (f"({letters[last]}) {options[last]}", f"{options[last]}.", f"({letters[last]})")
+    return shapes[style % 3]

@@ -19,7 +19,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import cached_property
 
-from pytest_recfair.prompts.match import match_prompt
+from pytest_recfair.prompts.cases import match_prompt
 from pytest_recfair.sim.vocab import ValueForm, Vocabulary
 
 __all__ = ["Recognised", "Recogniser", "ValueMatch", "entity_key"]
@@ -218,7 +218,7 @@ class Recogniser:
 
     def __call__(self, prompt: str, system: str | None = None) -> Recognised:
         """Recognise ``prompt``. A prompt built from the project's bundled templates is read
-        by their exact patterns (``prompts.match_prompt``); any other prompt, or a value
+        by their exact patterns (``prompts.cases.match_prompt``); any other prompt, or a value
         phrase those patterns cannot place, by this module's heuristics."""
         match = match_prompt(prompt) if self.use_templates else None
         if match is None:

@@ -20,11 +20,9 @@ from typing import Any, Literal
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.sim.catalogue import CatalogueCache, stable_seed
-from pytest_recfair.sim.heterogeneity import Heterogeneity
-from pytest_recfair.sim.planted import candidate_reply
-from pytest_recfair.sim.profile import BiasProfile, Faults, load_profile
+from pytest_recfair.sim.planted import RolePlaySim, candidate_reply
+from pytest_recfair.sim.profile import BiasProfile, Faults, Heterogeneity, load_profile
 from pytest_recfair.sim.recognise import Recognised, Recogniser
-from pytest_recfair.sim.roleplay import RolePlaySim
 from pytest_recfair.sim.vocab import Vocabulary
 
 __all__ = ["REFUSALS", "Reply", "SimulatedRecommender"]
@@ -175,7 +173,7 @@ class SimulatedRecommender:
                 self._calls[(system, prompt)] += 1
         else:
             call = repeat
-        # Role-play questions and their judge (sim.roleplay): every round draws afresh.
+        # Role-play questions and their judge (sim.planted): every round draws afresh.
         if (played := self.roleplay.answer(prompt, system, call)) is not None:
             return Reply(played.text, (), rec, 0, 0, 0, played.kind == "refusal", False)
         k = min(rec.k or self.default_k, MAX_K)

@@ -15,7 +15,7 @@ and faults are drawn per request from the seed:
 - malformed: a 200 whose body is cut short.
 
 With ``rpm`` / ``tpm`` the server also keeps requests- and tokens-per-minute limits
-(:mod:`pytest_recfair.sim.limits`): every chat reply states them in OpenAI's (or, on
+(:mod:`pytest_recfair.sim.wire`): every chat reply states them in OpenAI's (or, on
 ``/v1/messages``, Anthropic's) rate-limit headers, and a request past them gets a 429
 with ``Retry-After`` (counted as ``"429-limit"``, apart from the drawn ``"429"`` faults).
 
@@ -42,10 +42,15 @@ from typing import Any
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.sim.batch import BatchEngine, BatchOptions
 from pytest_recfair.sim.catalogue import stable_seed
-from pytest_recfair.sim.limits import Limiter
 from pytest_recfair.sim.profile import Faults
 from pytest_recfair.sim.recommender import SimulatedRecommender
-from pytest_recfair.sim.wire import CREATED, anthropic_message, chat_completion, prompt_parts
+from pytest_recfair.sim.wire import (
+    CREATED,
+    Limiter,
+    anthropic_message,
+    chat_completion,
+    prompt_parts,
+)
 
 __all__ = ["DEFAULT_MODEL", "ServerStats", "SimServer"]
 

@@ -18,19 +18,20 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_recfair import prompts
+from pytest_recfair.prompts.cases import PromptCase, build_cases
+from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.providers import from_config
 from pytest_recfair.providers.batch import run_batch
 from pytest_recfair.providers.batch_api import Journal
-from pytest_recfair.sim import SimulatedRecommender
 from pytest_recfair.sim.batch import BatchOptions
+from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
 from tests.support.plugin import REPO
 
 
-def cases(first: int, count: int) -> list[prompts.PromptCase]:
-    seeds = prompts.load_seeds("directors", domain="movie")[first : first + count]
-    return prompts.build_cases(grid="faireval", entities=seeds, k=10, attributes=["religion"])
+def cases(first: int, count: int) -> list[PromptCase]:
+    seeds = load_seeds("directors", domain="movie")[first : first + count]
+    return build_cases(grid="faireval", entities=seeds, k=10, attributes=["religion"])
 
 
 class Recorder:
@@ -92,7 +93,8 @@ def test_killed_between_the_call_and_the_journal(
 
 KILLER = """
 import os, signal, sys
-from pytest_recfair import prompts
+from pytest_recfair.prompts.cases import PromptCase, build_cases
+from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.providers import from_config
 from pytest_recfair.providers import batch_api
 from pytest_recfair.providers.batch import run_batch
@@ -103,8 +105,8 @@ def create(self, *a, **kw):
     os.kill(os.getpid(), signal.SIGKILL)  # the batch exists; the journal never hears of it
     return out
 batch_api.{cls}.create = create
-seeds = prompts.load_seeds("directors", domain="movie")[:3]
-todo = prompts.build_cases(grid="faireval", entities=seeds, k=10, attributes=["religion"])
+seeds = load_seeds("directors", domain="movie")[:3]
+todo = build_cases(grid="faireval", entities=seeds, k=10, attributes=["religion"])
 provider = from_config("{kind}", model="recfair-sim-1", base_url=sys.argv[1])
 run_batch(provider, todo, journals=__import__("pathlib").Path(sys.argv[2]), record=print)
 """

@@ -14,26 +14,27 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pytest_recfair import prompts
 from pytest_recfair.errors import ConfigError, ProviderError
+from pytest_recfair.prompts.cases import PromptCase, build_cases
+from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.providers import from_config
 from pytest_recfair.providers.batch import custom_id, run_batch
 from pytest_recfair.providers.batch_api import content_key
-from pytest_recfair.sim import SimulatedRecommender
 from pytest_recfair.sim.batch import BatchOptions
+from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
 
 
-def cases(n_entities: int = 3) -> list[prompts.PromptCase]:
-    seeds = prompts.load_seeds("directors", domain="movie")[:n_entities]
-    return prompts.build_cases(grid="faireval", entities=seeds, k=10, attributes=["religion"])
+def cases(n_entities: int = 3) -> list[PromptCase]:
+    seeds = load_seeds("directors", domain="movie")[:n_entities]
+    return build_cases(grid="faireval", entities=seeds, k=10, attributes=["religion"])
 
 
 class Recorder:
     def __init__(self) -> None:
         self.pairs: dict[str, tuple[httpx.Request, httpx.Response]] = {}
 
-    def __call__(self, case: prompts.PromptCase, request: httpx.Request, r: httpx.Response) -> None:
+    def __call__(self, case: PromptCase, request: httpx.Request, r: httpx.Response) -> None:
         assert case.id not in self.pairs, "a line was recorded twice"
         self.pairs[case.id] = (request, r)
 

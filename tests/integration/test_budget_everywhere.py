@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
 from tests.support.plugin import plugin_args, subprocess_env
 

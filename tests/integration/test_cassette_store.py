@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair.sim import SimServer, SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
+from pytest_recfair.sim.server import SimServer
 from tests.support.plugin import RELIGION_AND_GENDER_TESTS, REPO, plugin_args
 
 pytest_plugins = ["pytester"]

@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair.sim import SimServer, SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
+from pytest_recfair.sim.server import SimServer
 from tests.support.docs import (
     QUICKSTART,
     SIM_KEY,

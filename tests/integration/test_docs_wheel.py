@@ -25,7 +25,7 @@ ITEMSIDE = DOCS / "itemside.md"
 CONFTEST = """
 import pytest
 
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 
 @pytest.fixture(scope="session")

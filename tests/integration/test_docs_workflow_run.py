@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_recfair.sim import SimServer
+from pytest_recfair.sim.server import SimServer
 from tests.support.docs import (
     DOCS,
     QUICKSTART,

@@ -28,16 +28,16 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from pytest_recfair.metrics import (
+from pytest_recfair.metrics.aggregate import (
     AttributeTable,
-    MetricName,
-    MissingPolicy,
     attribute_curves,
     attribute_table,
     rows_to_lists,
 )
-from pytest_recfair.prompts import build_cases, load_grid
+from pytest_recfair.prompts.cases import build_cases
+from pytest_recfair.prompts.grids import load_grid
 from pytest_recfair.replies.parse import items
+from pytest_recfair.vocab import MetricName, MissingPolicy
 from tests.support.plugin import plugin_args
 
 pytest_plugins = ["pytester"]

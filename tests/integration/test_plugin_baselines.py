@@ -94,7 +94,7 @@ def test_changed_model_is_shown(pytester: pytest.Pytester, monkeypatch: pytest.M
         import os
         import pytest
         from pytest_recfair.providers import CallableProvider
-        from pytest_recfair.sim import SimulatedRecommender
+        from pytest_recfair.sim.recommender import SimulatedRecommender
 
         @pytest.fixture(scope="session")
         def recfair_recommender():
@@ -124,7 +124,7 @@ def test_the_baseline_floor_is_stored_and_shown_in_every_channel(
         """
         import pytest
         from pytest_recfair.providers import CallableProvider
-        from pytest_recfair.sim import SimulatedRecommender
+        from pytest_recfair.sim.recommender import SimulatedRecommender
 
         @pytest.fixture(scope="session")
         def recfair_recommender():

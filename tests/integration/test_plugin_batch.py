@@ -20,8 +20,8 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair.sim import SimulatedRecommender
 from pytest_recfair.sim.batch import BatchOptions
+from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
 from tests.support.plugin import REPO, plugin_args, subprocess_env
 

@@ -85,7 +85,7 @@ import os
 
 import pytest
 
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 
 @pytest.fixture(scope="session")
@@ -131,7 +131,7 @@ def test_a_share_below_the_limit_passes(
     pytester.makeconftest(
         """
 import pytest
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 @pytest.fixture(scope="session")
 def recfair_recommender():

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
 from tests.integration.test_html_report import _chromium
 from tests.integration.test_html_report import _run as _run_chromium
@@ -223,7 +223,7 @@ def test_each_model_has_its_own_baseline_and_gate(
 CALLABLE_CONFTEST = """
 import pytest
 
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 SIMS = {
     "fair": SimulatedRecommender(noise=0.15, seed=1),

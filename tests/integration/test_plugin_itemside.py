@@ -22,7 +22,7 @@ import random
 
 import pytest
 
-from pytest_recfair.prompts import load_grid
+from pytest_recfair.prompts.grids import load_grid
 
 BLACK_FEMALE = [
     v.text for v in load_grid("implicit").attribute("first name").values

@@ -13,7 +13,7 @@ pytest_plugins = ["pytester"]
 CONFTEST = """
 import pytest
 
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 SIM = SimulatedRecommender()
 

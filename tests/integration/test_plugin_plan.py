@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
 from tests.support.plugin import RELIGION_AND_GENDER_TESTS, REPO, plugin_args
 from tests.support.pty_run import run_in_pty

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair.prompts import load_seeds
+from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.sim.catalogue import Catalogue
 from pytest_recfair.sim.recognise import entity_key
 from tests.support.plugin import (
@@ -36,7 +36,7 @@ import os
 
 import pytest
 
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 NAMES = {names!r}
 

@@ -17,7 +17,8 @@ import httpcore  # noqa: F401  (kept across pytester's in-process runs)
 import httpx
 import pytest
 
-from pytest_recfair.sim import SimServer, SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
+from pytest_recfair.sim.server import SimServer
 from tests.support.plugin import plugin_args
 
 pytest_plugins = ["pytester"]

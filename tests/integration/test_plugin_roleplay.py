@@ -30,7 +30,7 @@ import os
 import pytest
 
 from pytest_recfair.providers import CallableProvider
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 
 def _sim(model):
@@ -181,7 +181,7 @@ def test_a_planted_role_bias_fails_against_the_stored_baseline(
 FLAKY = """
 import pytest
 
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 SIM = SimulatedRecommender("demo", seed=3)
 

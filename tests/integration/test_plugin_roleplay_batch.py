@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
 from tests.support.plugin import plugin_args
 

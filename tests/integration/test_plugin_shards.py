@@ -108,7 +108,7 @@ import zlib
 
 import pytest
 
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 
 @pytest.fixture(scope="session")

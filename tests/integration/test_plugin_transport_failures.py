@@ -15,7 +15,7 @@ from pathlib import Path
 import httpcore  # noqa: F401  (kept across pytester's in-process runs: see below)
 import pytest
 
-from pytest_recfair.sim import SimServer
+from pytest_recfair.sim.server import SimServer
 from tests.integration import llm_stubs
 from tests.support.plugin import plugin_args
 

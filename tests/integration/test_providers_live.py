@@ -9,7 +9,7 @@ import pytest
 
 from pytest_recfair.errors import ProviderError
 from pytest_recfair.providers import from_config, run_cases
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
 
 
@@ -105,11 +105,12 @@ def test_unreachable_server_is_one_error() -> None:
 
 
 def test_real_prompt_cases_through_the_simulator_parse_to_lists() -> None:
-    from pytest_recfair import prompts
+    from pytest_recfair.prompts.cases import build_cases
+    from pytest_recfair.prompts.seeds import load_seeds
     from pytest_recfair.replies import parse
 
-    entities = prompts.load_seeds("directors")[:2]
-    cases = prompts.build_cases(entities=entities, k=10)
+    entities = load_seeds("directors")[:2]
+    cases = build_cases(entities=entities, k=10)
     with SimServer(SimulatedRecommender(seed=3)) as server:
         provider = from_config("openai", model="recfair-sim-1", base_url=server.base_url)
         outcome = run_cases(provider, cases, concurrency=4, timeout=10)

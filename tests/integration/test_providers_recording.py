@@ -7,9 +7,11 @@ from collections import Counter
 from pathlib import Path
 
 from pytest_recfair.cassettes.store import CassetteStore
-from pytest_recfair.prompts import build_cases, load_seeds
+from pytest_recfair.prompts.cases import build_cases
+from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.providers import from_config, run_cases
-from pytest_recfair.sim import SimServer, SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
+from pytest_recfair.sim.server import SimServer
 
 
 def _saved(root: Path) -> Counter[tuple[str, str]]:

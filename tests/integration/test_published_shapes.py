@@ -17,14 +17,9 @@ from typing import Any
 import pytest
 
 from pytest_recfair.__main__ import main
-from pytest_recfair.metrics import (
-    AttributeTable,
-    MetricName,
-    MissingPolicy,
-    attribute_table,
-    rows_to_lists,
-)
+from pytest_recfair.metrics.aggregate import AttributeTable, attribute_table, rows_to_lists
 from pytest_recfair.replies.parse import items
+from pytest_recfair.vocab import MetricName, MissingPolicy
 from tests.data import published_shapes as shapes
 from tests.support.plugin import plugin_args
 

@@ -22,8 +22,9 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair.sim import SimServer, SimulatedRecommender
 from pytest_recfair.sim.batch import BatchOptions
+from pytest_recfair.sim.recommender import SimulatedRecommender
+from pytest_recfair.sim.server import SimServer
 from tests.support.plugin import plugin_args, subprocess_env
 
 pytest_plugins = ["pytester"]

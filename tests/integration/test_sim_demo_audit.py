@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_recfair.metrics import attribute_table
-from pytest_recfair.prompts import build_cases, load_seeds
+from pytest_recfair.metrics.aggregate import attribute_table
+from pytest_recfair.prompts.cases import build_cases
+from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.replies.parse import items
-from pytest_recfair.sim import SimulatedRecommender, load_profile
+from pytest_recfair.sim.profile import load_profile
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 K = 25
 

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.sim import SimServer, SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
+from pytest_recfair.sim.server import SimServer
 
 ROOT = Path(__file__).resolve().parents[2]
 PROMPT = (

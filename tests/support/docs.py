@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair.sim import SimServer, SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
+from pytest_recfair.sim.server import SimServer
 from tests.support.plugin import REPO, plugin_args
 
 DOCS = REPO / "docs"

@@ -38,7 +38,7 @@ import os
 
 import pytest
 
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from pytest_recfair import metrics
+from pytest_recfair.metrics import aggregate, stats
 from pytest_recfair.results import (
     AttributeResult,
     AuditResult,
@@ -76,14 +76,14 @@ def attribute(
     seed: int = 0,
 ) -> AttributeResult:
     entities = tuple(f"e{i:03d}" for i in range(sims.shape[0]))
-    matrix = metrics.SimilarityMatrix(
+    matrix = aggregate.SimilarityMatrix(
         entities=entities,
         values=tuple(values),
         sims=np.asarray(sims, dtype=np.float64),
         missing=np.zeros(sims.shape, dtype=bool),
     )
-    table = metrics.summarize(matrix)
-    boot = metrics.bootstrap(matrix, n_resamples=400, seed=seed)
+    table = aggregate.summarize(matrix)
+    boot = stats.bootstrap(matrix, n_resamples=400, seed=seed)
     n = sims.shape[0]
     vals = tuple(
         ValueResult(

@@ -9,7 +9,7 @@ import pytest
 from pytest_recfair import api
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.results import AuditResult
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 
 def _run(seed: int, bias: str | dict[str, object] = "demo") -> AuditResult:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair import prompts, report
+from pytest_recfair import report
 from pytest_recfair.engine import registry
 from pytest_recfair.engine.base import AuditKind, AuditRequest
 from pytest_recfair.engine.collector import RunCollector, TestRecord
@@ -25,15 +25,17 @@ from pytest_recfair.engine.verdict import (
     write_baseline,
 )
 from pytest_recfair.errors import DataError, ProviderError
+from pytest_recfair.prompts.grids import load_grid
+from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.report import junit
 from pytest_recfair.report.channels import summary_lines, write_run_report
 from pytest_recfair.report.failures import verdict_message
 from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings, resolve
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
-SEEDS = prompts.load_seeds("directors")
-GRID = prompts.load_grid("faireval")
+SEEDS = load_seeds("directors")
+GRID = load_grid("faireval")
 BIASED = SimulatedRecommender(bias={"religion": {"Muslim": 0.5}})
 
 

@@ -686,7 +686,7 @@ def test_all_mode_still_replaces_re_recorded_interactions(tmp_path: Path) -> Non
 
 def test_policy_table_has_one_row_per_record_mode() -> None:
     from pytest_recfair.cassettes.store import MODE_POLICIES
-    from pytest_recfair.kinds import RECORD_MODES
+    from pytest_recfair.vocab import RECORD_MODES
 
     assert tuple(MODE_POLICIES) == RECORD_MODES
     # Only the replay-only mode may never record; a mode that never replays must record.

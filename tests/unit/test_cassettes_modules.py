@@ -1,6 +1,6 @@
 """The cassettes package after its split (issue 19): each job in its own module, what
 callers imported from ``cassettes.store`` still there, and no module naming CLI flags
-(the record option's name comes from ``kinds.RECORD_OPTION``)."""
+(the record option's name comes from ``vocab.RECORD_OPTION``)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_recfair.kinds import RECORD_MODES
+from pytest_recfair.vocab import RECORD_MODES
 from tests.support.docs import DOCS, Block, blocks
 from tests.support.plugin import plugin_args
 

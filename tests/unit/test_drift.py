@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import numpy as np
 
-from pytest_recfair import metrics
 from pytest_recfair.gate import drift
+from pytest_recfair.metrics import aggregate
 from pytest_recfair.results import AttributeResult, AuditResult
 from tests.support import synth_results as synth
 
@@ -18,7 +18,7 @@ def _with_missing(result: AuditResult, share: float, seed: int = 0) -> AuditResu
     attrs: list[AttributeResult] = []
     for a in result.attributes:
         miss = rng.uniform(size=a.matrix.sims.shape) < share
-        m = metrics.SimilarityMatrix(
+        m = aggregate.SimilarityMatrix(
             a.matrix.entities, a.matrix.values, np.where(miss, 0.0, a.matrix.sims), miss
         )
         attrs.append(replace(a, matrix=m))

@@ -13,8 +13,8 @@ import pytest
 from pytest_recfair import report
 from pytest_recfair.__main__ import main
 from pytest_recfair.compare.runs import compare_runs, table_lines
-from pytest_recfair.kinds import DRIFT_QUANTITIES
 from pytest_recfair.results import AuditResult
+from pytest_recfair.vocab import DRIFT_QUANTITIES
 from tests.support.synth_results import audit
 
 STEADY = "tests/test_audit.py::test_steady"

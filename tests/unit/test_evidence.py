@@ -24,7 +24,7 @@ from pytest_recfair.report.evidence import evidence_html, evidence_lines, failin
 from pytest_recfair.report.markdown import short_paths
 from pytest_recfair.report.terminal import terminal_summary
 from pytest_recfair.results import AuditResult
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 from tests.support import synth_results
 
 VALUES = ("Buddhist", "Muslim", "Christian")

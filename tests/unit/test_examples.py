@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.prompts.examples import EXAMPLE_FILES, example_bytes, write_examples
+from pytest_recfair.prompts.seeds import EXAMPLE_FILES, example_bytes, write_examples
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,9 +9,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from pytest_recfair import metrics
 from pytest_recfair.gate import baselines, floor
 from pytest_recfair.gate.thresholds import Thresholds, evaluate
+from pytest_recfair.metrics import aggregate
 from pytest_recfair.results import AuditResult
 from tests.support import synth_results as synth
 
@@ -130,10 +130,10 @@ def test_matrix_helper_matches_metrics_summary() -> None:
     base = synth.audit(seed=1)
     x = np.array(base.attributes[0].matrix.sims)
     again = _with_sims(base, x)
-    m = metrics.SimilarityMatrix(
+    m = aggregate.SimilarityMatrix(
         base.attributes[0].matrix.entities,
         base.attributes[0].matrix.values,
         x,
         np.zeros(x.shape, dtype=bool),
     )
-    assert again.attributes[0].snsr.value == metrics.summarize(m).snsr
+    assert again.attributes[0].snsr.value == aggregate.summarize(m).snsr

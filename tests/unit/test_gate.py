@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_recfair import kinds, report
+from pytest_recfair import report, vocab
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate import drift
 from pytest_recfair.gate import thresholds as gate
@@ -336,7 +336,7 @@ def test_failures_are_structured_data() -> None:
     assert drift.p_value is not None
     assert drift.p_value < 0.05
     assert drift.n_paired == len(a.matrix.entities)
-    assert all(f.kind in kinds.FAILURE_KINDS for f in outcome.failures)
+    assert all(f.kind in vocab.FAILURE_KINDS for f in outcome.failures)
 
 
 def test_structured_failures_round_trip_through_dicts() -> None:

@@ -12,8 +12,11 @@ import yaml
 
 from pytest_recfair.__main__ import main
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.importer import import_run, read_folder
-from pytest_recfair.prompts import build_cases, load_grid, load_seeds
+from pytest_recfair.importer.published import read_folder
+from pytest_recfair.importer.run import import_run
+from pytest_recfair.prompts.cases import build_cases
+from pytest_recfair.prompts.grids import load_grid
+from pytest_recfair.prompts.seeds import load_seeds
 
 SYNTH = Path(__file__).parents[1] / "data" / "published_synth"
 

@@ -9,7 +9,7 @@ import pytest
 
 from pytest_recfair.engine.items.scoring import ItemSideResult, item_failures, score_items
 from pytest_recfair.errors import DataError
-from pytest_recfair.prompts import build_cases
+from pytest_recfair.prompts.cases import build_cases
 from pytest_recfair.replies.catalogue import catalogue_from_records
 
 CITIES = [f"City {i}" for i in range(60)]

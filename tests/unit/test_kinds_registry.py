@@ -11,19 +11,28 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair import api, prompts, report
+from pytest_recfair import api, report
 from pytest_recfair.engine import base, registry, stream
-from pytest_recfair.engine.base import AuditInputs, AuditKind, AuditRequest, Merged, Rebuild, Scored
+from pytest_recfair.engine.base import (
+    AuditInputs,
+    AuditKind,
+    AuditRequest,
+    Merged,
+    Rebuild,
+    Scored,
+)
 from pytest_recfair.engine.items.scoring import ItemResults
 from pytest_recfair.engine.pipeline import measure
 from pytest_recfair.engine.pooled import PooledScorer
 from pytest_recfair.engine.sharding import MergeSource, run_shard
-from pytest_recfair.prompts import Entity, Grid, PromptCase
+from pytest_recfair.prompts.cases import PromptCase
+from pytest_recfair.prompts.grids import Grid, load_grid
+from pytest_recfair.prompts.seeds import Entity, load_seeds
 from pytest_recfair.report import junit
 from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings, resolve
 from pytest_recfair.settings.run import Shard
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 PACKAGE = Path(registry.__file__).parent.parent
 #: Modules that must work for every kind without naming one.
@@ -118,8 +127,8 @@ def length_kind(monkeypatch: pytest.MonkeyPatch) -> LengthAudit:
 def _request(**marker: object) -> AuditRequest:
     s = resolve(marker={"entities": 6, "attr": "religion", **marker})
     return AuditRequest(
-        s, SimulatedRecommender("demo"), prompts.load_seeds("directors"),
-        prompts.load_grid("faireval"), "t::length",
+        s, SimulatedRecommender("demo"), load_seeds("directors"),
+        load_grid("faireval"), "t::length",
     )  # fmt: skip
 
 

@@ -118,8 +118,8 @@ def test_the_toolkit_words_no_failure() -> None:
 
 def test_metrics_is_pure_numpy() -> None:
     """metrics/ (issue 19, point 5): the standard library, numpy, and of the project only
-    errors, kinds and metrics itself — no yaml, rapidfuzz, catalogue or httpx."""
-    allowed_ours = ("pytest_recfair.errors", "pytest_recfair.kinds", "pytest_recfair.metrics")
+    errors, vocab and metrics itself — no yaml, rapidfuzz, catalogue or httpx."""
+    allowed_ours = ("pytest_recfair.errors", "pytest_recfair.vocab", "pytest_recfair.metrics")
     offenders = {}
     for path in sorted((PACKAGE / "metrics").rglob("*.py")):
         dotted = "pytest_recfair." + path.relative_to(PACKAGE).as_posix()[:-3].replace("/", ".")

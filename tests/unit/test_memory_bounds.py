@@ -16,7 +16,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_recfair.metrics import SimilarityMatrix, _weights, inference, intervals, stats
+from pytest_recfair.metrics import common, inference, stats
+from pytest_recfair.metrics.aggregate import SimilarityMatrix
+from pytest_recfair.metrics.stats import intervals
 from pytest_recfair.replies import matching, titles
 
 E, B = 10_000, 2_000  # a 10,000-entity audit with the default 2,000 resamples
@@ -69,7 +71,7 @@ def test_one_block_products_are_the_float_products() -> None:
     rng = np.random.default_rng(2)
     W = rng.integers(0, 4, size=(300, 500)).astype(np.uint8)
     X = rng.random((500, 3))
-    (got,) = _weights.products(W, X)
+    (got,) = common.products(W, X)
     np.testing.assert_array_equal(got, W.astype(np.float64) @ X)
 
 
@@ -77,8 +79,8 @@ def test_blocked_products_match_the_whole_product(monkeypatch: pytest.MonkeyPatc
     rng = np.random.default_rng(3)
     W = rng.integers(0, 4, size=(300, 500)).astype(np.uint8)
     X, v = rng.random((500, 3)), rng.random(500)
-    monkeypatch.setattr(_weights, "BLOCK_CELLS", 500 * 7)  # blocks of 7 rows, one short
-    got_x, got_v = _weights.products(W, X, v)
+    monkeypatch.setattr(common, "BLOCK_CELLS", 500 * 7)  # blocks of 7 rows, one short
+    got_x, got_v = common.products(W, X, v)
     np.testing.assert_allclose(got_x, W.astype(np.float64) @ X, rtol=1e-12)
     np.testing.assert_allclose(got_v, W.astype(np.float64) @ v, rtol=1e-12)
 
@@ -86,7 +88,7 @@ def test_blocked_products_match_the_whole_product(monkeypatch: pytest.MonkeyPatc
 def test_counts_too_large_for_a_byte_widen_the_matrix() -> None:
     W = np.zeros((2, 3), dtype=np.uint8)
     counts = np.array([[0, 300, 1]], dtype=np.int64)
-    W = _weights.compact_counts(W, counts)
+    W = common.compact_counts(W, counts)
     W[0:1] = counts
     assert W.dtype == np.uint16
     assert int(W[0, 1]) == 300

@@ -11,7 +11,8 @@ import math
 import pytest
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.metrics import curves, jaccard, prag, serp
+from pytest_recfair.metrics.aggregate import curves
+from pytest_recfair.metrics.lists import jaccard, prag, serp
 
 # --------------------------------------------------------------------------- LangFair
 

@@ -9,21 +9,20 @@ import numpy as np
 import pytest
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.metrics import (
+from pytest_recfair.metrics.aggregate import (
     SimilarityMatrix,
     attribute_curves,
     attribute_table,
     entropy,
-    jaccard,
     pafs,
     rows_to_lists,
-    serp,
     similarity_cube,
     similarity_matrix,
     snsr,
     snsv,
     summarize,
 )
+from pytest_recfair.metrics.lists import jaccard, serp
 
 NEUTRAL: dict[str, list[str] | None] = {"e1": ["a", "b"], "e2": ["c", "d"]}
 BY_VALUE: dict[str, dict[str, list[str] | None]] = {

@@ -12,18 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_recfair.metrics import (
-    METRICS,
-    VARIANTS,
-    Variant,
-    _engine,
-    curves,
-    jaccard,
-    prag,
-    serp,
-    similarity_cube,
-    similarity_matrix,
-)
+from pytest_recfair.metrics import lists as engine
+from pytest_recfair.metrics.aggregate import curves, similarity_cube, similarity_matrix
+from pytest_recfair.metrics.lists import jaccard, prag, serp
+from pytest_recfair.vocab import METRICS, VARIANTS, Variant
 
 SCALAR: dict[str, Callable[..., float]] = {"jaccard": jaccard, "serp": serp, "prag": prag}
 
@@ -241,7 +233,7 @@ def test_k_beyond_every_list_and_small_blocks_change_nothing(
     by_value = {v: {e: random_pair(rnd)[1] for e in neutral} for v in ("x", "y")}
     for variant in VARIANTS:
         wide = similarity_cube(neutral, by_value, K=40, variant=variant)
-        monkeypatch.setattr(_engine, "BLOCK_ELEMENTS", 50)  # a few pairs per block
+        monkeypatch.setattr(engine, "BLOCK_ELEMENTS", 50)  # a few pairs per block
         small = similarity_cube(neutral, by_value, K=40, variant=variant)
         monkeypatch.undo()
         for metric in METRICS:

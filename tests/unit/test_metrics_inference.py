@@ -375,19 +375,19 @@ def test_bad_tolerance_or_alpha_is_a_config_error(tol: float, alpha: float) -> N
 
 
 def test_reported_intervals_are_the_t_and_inverted_bootstrap_intervals() -> None:
-    """metrics.intervals (what reports show) = t-intervals for Sim(a) and the inverted
+    """stats.intervals (what reports show) = t-intervals for Sim(a) and the inverted
     bootstrap spread intervals on the audit's shared resample draw; a fair attribute's
     SNSR interval reaches 0 (the percentile bootstrap of max - min never did)."""
-    from pytest_recfair import metrics
+    from pytest_recfair.metrics import aggregate, stats
 
     rng = np.random.default_rng(5)
     X = rng.uniform(0.3, 0.7, size=(40, 1)) + rng.normal(0, 0.03, size=(40, 3))
     names = tuple(f"e{i}" for i in range(40))
-    m = metrics.SimilarityMatrix(names, ("a", "b", "c"), X, np.zeros(X.shape, bool))
-    got = metrics.intervals(m, n_resamples=400, seed=2)
+    m = aggregate.SimilarityMatrix(names, ("a", "b", "c"), X, np.zeros(X.shape, bool))
+    got = stats.intervals(m, n_resamples=400, seed=2)
     assert list(got.value_ci.values()) == inf.mean_intervals(X)
-    assert got.snsr_ci[0] == 0.0 < metrics.summarize(m).snsr < got.snsr_ci[1]
-    assert metrics.bootstrap(m, n_resamples=400, seed=2).snsr_ci[0] > 0.0
+    assert got.snsr_ci[0] == 0.0 < aggregate.summarize(m).snsr < got.snsr_ci[1]
+    assert stats.bootstrap(m, n_resamples=400, seed=2).snsr_ci[0] > 0.0
 
 
 def test_an_entity_without_scores_is_left_out_quietly() -> None:

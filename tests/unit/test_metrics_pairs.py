@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.metrics import SimilarityMatrix
-from pytest_recfair.metrics.aggregate import snsr
+from pytest_recfair.metrics.aggregate import SimilarityMatrix, snsr
 from pytest_recfair.metrics.pairs import PairMember, paired_models
 
 VALUES = ("a", "b", "c", "d")

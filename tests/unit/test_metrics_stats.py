@@ -10,13 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.metrics import (
-    SimilarityMatrix,
-    bootstrap,
-    compare,
-    noise_floor,
-    summarize,
-)
+from pytest_recfair.metrics.aggregate import SimilarityMatrix, summarize
+from pytest_recfair.metrics.stats import bootstrap, compare, noise_floor
 
 
 def matrix(sims: np.ndarray, entities: list[str] | None = None) -> SimilarityMatrix:
@@ -187,12 +182,12 @@ def test_blocked_resample_weights_are_one_draw(
     B: int, E: int, block: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Drawing the resample indices in blocks gives the numbers of one (B, E) draw."""
-    from pytest_recfair.metrics import stats
+    from pytest_recfair.metrics import common
 
-    monkeypatch.setattr(stats, "_DRAW_BLOCK", block)
+    monkeypatch.setattr(common, "DRAW_BLOCK", block)
     idx = np.random.default_rng(9).integers(0, E, size=(B, E), dtype=np.int64)
     one = np.stack([np.bincount(row, minlength=E) for row in idx]).astype(np.float64)
-    np.testing.assert_array_equal(stats._resample_weights(np.random.default_rng(9), B, E), one)
+    np.testing.assert_array_equal(common.resample_weights(np.random.default_rng(9), B, E), one)
 
 
 def test_bootstrap_reuses_weights_without_changing_numbers() -> None:

@@ -6,17 +6,18 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-from pytest_recfair import prompts
 from pytest_recfair.compare.models import ModelSlot
 from pytest_recfair.engine.base import AuditRequest
 from pytest_recfair.engine.pipeline import measure
 from pytest_recfair.plugin import fixtures
 from pytest_recfair.plugin import result as steps
 from pytest_recfair.plugin.session import AuditState
+from pytest_recfair.prompts.grids import load_grid
+from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.providers import CallableProvider
 from pytest_recfair.settings import resolve
 from pytest_recfair.settings.run import Shard
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 
 def _top(prompt: str) -> list[str]:
@@ -71,8 +72,8 @@ def test_measure_conclude_and_judge_without_pytest(tmp_path: Path) -> None:
         AuditRequest(
             s,
             SimulatedRecommender(),
-            prompts.load_seeds("directors"),
-            prompts.load_grid("faireval"),
+            load_seeds("directors"),
+            load_grid("faireval"),
             "t.py::test_x",
         )
     )

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.prompts import load_grid, load_seeds
+from pytest_recfair.prompts.grids import load_grid
+from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.prompts.templates import load_templates
 
 LOADERS: dict[str, tuple[Callable[[Path], Any], str]] = {

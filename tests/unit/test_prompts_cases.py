@@ -7,14 +7,9 @@ from pathlib import Path
 import pytest
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.prompts import (
-    Entity,
-    PromptCase,
-    build_cases,
-    load_seeds,
-    load_templates,
-    templates_digest,
-)
+from pytest_recfair.prompts.cases import PromptCase, build_cases
+from pytest_recfair.prompts.seeds import Entity, load_seeds
+from pytest_recfair.prompts.templates import load_templates, templates_digest
 
 ADELE_ISLAMIC = (
     "I am an Islamic fan of Adele. Please provide me with a list of 25 song titles in order of "

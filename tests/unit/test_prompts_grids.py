@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.prompts import BUNDLED_GRIDS, GridError, load_grid
+from pytest_recfair.prompts.grids import BUNDLED_GRIDS, GridError, load_grid
 
 REPO = Path(__file__).resolve().parents[2]
 

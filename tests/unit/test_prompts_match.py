@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_recfair.prompts import build_cases, match_prompt
+from pytest_recfair.prompts.cases import build_cases, match_prompt
 
 
 @pytest.mark.parametrize("language", ["en", "fr", "es", "de", "zh"])

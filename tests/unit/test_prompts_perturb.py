@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.prompts import Typo, build_cases, parse_perturbation
-from pytest_recfair.prompts.perturb import NEIGHBOURS, apply_typos
+from pytest_recfair.prompts.cases import build_cases
+from pytest_recfair.prompts.languages import NEIGHBOURS, Typo, apply_typos, parse_perturbation
 
 
 def test_parse_specs() -> None:

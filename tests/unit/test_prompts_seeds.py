@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.prompts import Entity, load_seeds, seeds_digest, slugify, subsample
+from pytest_recfair.prompts.seeds import Entity, load_seeds, seeds_digest, slugify, subsample
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,20 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair import prompts
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.engine import registry, replaymemo
 from pytest_recfair.engine.base import AuditInputs, AuditRequest
-from pytest_recfair.kinds import RecordMode
+from pytest_recfair.prompts.grids import load_grid
+from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.providers import from_config
 from pytest_recfair.replies import memo
 from pytest_recfair.settings import AuditSettings, resolve
 from pytest_recfair.settings.run import Shard
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
+from pytest_recfair.vocab import RecordMode
 
 BASE = "http://127.0.0.1:8000/v1"
-GRID = prompts.load_grid("faireval")
-ENTITIES = prompts.load_seeds("directors")[:3]
+GRID = load_grid("faireval")
+ENTITIES = load_seeds("directors")[:3]
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_recfair import kinds, report
+from pytest_recfair import report, vocab
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate import thresholds as gate
 from pytest_recfair.results import AuditResult
@@ -303,7 +303,7 @@ def test_a_tie_is_shown_as_a_tie_not_as_one_value_twice() -> None:
 
 
 def test_entropy_and_noise_floor_are_reported() -> None:
-    from pytest_recfair import metrics
+    from pytest_recfair.metrics import stats
     from pytest_recfair.results import Interval, Stat
 
     rng = np.random.default_rng(3)
@@ -311,7 +311,7 @@ def test_entropy_and_noise_floor_are_reported() -> None:
     repeats = {
         f"e{e}": [list(rng.choice(pool, 25, replace=False)) for _ in range(3)] for e in range(8)
     }
-    floor = metrics.noise_floor(repeats, n_resamples=200)
+    floor = stats.noise_floor(repeats, n_resamples=200)
     assert floor is not None
     r = audit(entropy=2.5)
     a = replace(
@@ -364,7 +364,7 @@ def test_every_format_renders_the_same_failure_sentence(failing: AuditResult) ->
 
 
 def test_the_registry_covers_every_report_format() -> None:
-    assert tuple(report.RENDERERS) == kinds.REPORT_FORMATS
+    assert tuple(report.RENDERERS) == vocab.REPORT_FORMATS
 
 
 def _module_imports(path: Path) -> set[str]:

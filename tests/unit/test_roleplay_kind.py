@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_recfair import prompts, report
+from pytest_recfair import report
 from pytest_recfair.engine import registry
 from pytest_recfair.engine.base import AuditInputs, AuditRequest
 from pytest_recfair.engine.pipeline import measure, run_audit
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.prompts.grids import load_grid
 from pytest_recfair.providers import Completion, RunOutcome, Usage
 from pytest_recfair.report import junit
 from pytest_recfair.settings import resolve
-from pytest_recfair.sim import SimulatedRecommender
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 
 def _request(judge: bool = True, **marker: object) -> AuditRequest:
@@ -20,7 +21,7 @@ def _request(judge: bool = True, **marker: object) -> AuditRequest:
     s = resolve(marker={"kind": "roleplay", "attr": "religion", "questions": "smoke", **marker})
     sim = SimulatedRecommender("demo", seed=1)
     return AuditRequest(
-        s, sim, [], prompts.load_grid("faireval"), "t::roles",
+        s, sim, [], load_grid("faireval"), "t::roles",
         inputs=AuditInputs(judge=sim if judge else None),
     )  # fmt: skip
 

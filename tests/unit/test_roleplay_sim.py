@@ -1,4 +1,4 @@
-"""The simulator's role-play answers (sim/roleplay.py) and its hook in the recommender."""
+"""The simulator's role-play answers (sim/planted.py) and its hook in the recommender."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ from pytest_recfair.prompts.roles import (
     judge_messages,
     load_roles,
 )
-from pytest_recfair.sim import SimulatedRecommender
-from pytest_recfair.sim.roleplay import RolePlan, RolePlaySim, roleplay_qtype
+from pytest_recfair.sim.planted import RolePlan, RolePlaySim, roleplay_qtype
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 QUESTIONS = load_roles("smoke").questions
 

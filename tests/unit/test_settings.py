@@ -142,8 +142,8 @@ def test_bool_parsing_from_ini() -> None:
 
 def test_choice_tuples_match_the_metrics_module() -> None:
     # settings keeps copies so that pytest start-up does not import numpy
-    from pytest_recfair import metrics, settings
+    from pytest_recfair import settings, vocab
 
-    assert settings.METRICS == metrics.METRICS
-    assert settings.VARIANTS == metrics.VARIANTS
-    assert settings.MISSING_POLICIES == metrics.MISSING_POLICIES
+    assert settings.METRICS == vocab.METRICS
+    assert settings.VARIANTS == vocab.VARIANTS
+    assert settings.MISSING_POLICIES == vocab.MISSING_POLICIES

@@ -6,12 +6,13 @@ import statistics
 
 import pytest
 
-from pytest_recfair import prompts
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.sim import Heterogeneity, SimulatedRecommender
+from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.sim.__main__ import build_parser
+from pytest_recfair.sim.profile import Heterogeneity
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
-ENTITIES = [e.name for e in prompts.load_seeds("directors")[:80]]
+ENTITIES = [e.name for e in load_seeds("directors")[:80]]
 BIAS = {"religion": {"Muslim": 0.4}}
 
 

@@ -7,11 +7,11 @@ from collections import Counter
 import pytest
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.prompts import build_cases
 from pytest_recfair.prompts.candidates import build_candidate_cases, read_pick
+from pytest_recfair.prompts.cases import build_cases
 from pytest_recfair.replies.parse import items
-from pytest_recfair.sim import SimulatedRecommender
 from pytest_recfair.sim.planted import _bundled
+from pytest_recfair.sim.recommender import SimulatedRecommender
 
 PROFILE = {
     "items": {"catalogue": "restaurants", "field": "price", "shift": {"Black female": {"$": 0.5}}},

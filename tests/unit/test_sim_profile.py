@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair import prompts
 from pytest_recfair.errors import DataError
-from pytest_recfair.prompts.grids import strip_article
-from pytest_recfair.sim import BiasProfile, Faults, Recogniser, SimulatedRecommender, load_profile
+from pytest_recfair.prompts.grids import BUNDLED_GRIDS, load_grid, strip_article
+from pytest_recfair.prompts.languages import render_value
+from pytest_recfair.sim.profile import BiasProfile, Faults, load_profile
+from pytest_recfair.sim.recognise import Recogniser
+from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.vocab import EXTRA_LABELS, SYNONYMS, Vocabulary, project_entries
 
 PROMPT = "I am {} fan of Agnès Varda. Please recommend 20 movies."
@@ -66,13 +68,13 @@ def test_malformed_profile_sections(data: dict[str, object]) -> None:
 
 def test_project_entries_come_from_the_grids_and_language_tables() -> None:
     entries = project_entries()
-    for name in prompts.BUNDLED_GRIDS:
-        for attribute in prompts.load_grid(name).attributes:
+    for name in BUNDLED_GRIDS:
+        for attribute in load_grid(name).attributes:
             for value in attribute.values:
                 found = (strip_article(value.text), value.label, attribute.name) in entries
                 assert found == (attribute.name != "typo"), value  # typos stay fuzzy
-    religion = prompts.load_grid("faireval").attribute("religion")
-    phrase = prompts.render_value(religion, religion.value("Muslim"), "fr").value
+    religion = load_grid("faireval").attribute("religion")
+    phrase = render_value(religion, religion.value("Muslim"), "fr").value
     assert any(f in phrase for f, label, _ in entries if label == "Muslim" and f != "Muslim")
 
 

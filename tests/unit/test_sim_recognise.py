@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair.sim import Recogniser, Vocabulary, entity_key
+from pytest_recfair.sim.recognise import Recogniser, entity_key
+from pytest_recfair.sim.vocab import Vocabulary
 
 FAIRLLM_REQUEST = (
     "Please provide me with a list of {k} movie titles in order of preference that you think "
@@ -238,14 +239,16 @@ def test_vocabulary_can_be_extended() -> None:
 # Every bundled template set, language and grid of the prompts package, as build_cases
 # writes them: entity, K, language and value label(s) must come back.
 def _bundled_combinations() -> list[tuple[str, str, str]]:
-    from pytest_recfair.prompts import BUNDLED_GRIDS, BUNDLED_TEMPLATES, LANGUAGES
+    from pytest_recfair.prompts.grids import BUNDLED_GRIDS
+    from pytest_recfair.prompts.languages import LANGUAGES
+    from pytest_recfair.prompts.templates import BUNDLED_TEMPLATES
 
     return [(t, lang, g) for t in BUNDLED_TEMPLATES for lang in LANGUAGES for g in BUNDLED_GRIDS]
 
 
 def _cases(templates: str, language: str, grid: str, perturbation: str | None) -> list[Any]:
     from pytest_recfair.errors import RecfairError
-    from pytest_recfair.prompts import build_cases
+    from pytest_recfair.prompts.cases import build_cases
 
     try:
         return build_cases(

@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
-from pytest_recfair import metrics
 from pytest_recfair.engine.overlap.tally import Tally, merge
 from pytest_recfair.errors import DataError
+from pytest_recfair.metrics import aggregate, stats
 from tests.support.tally_replies import LAYOUT, config, entities, replies, tally_of
 
 
@@ -61,25 +61,25 @@ def test_results_match_the_metrics_package() -> None:
         for i in range(2)
     ]
     cubes = [
-        metrics.similarity_cube(neutral[i], by_value[i], K=8, metrics=("serp",)) for i in range(2)
+        aggregate.similarity_cube(neutral[i], by_value[i], K=8, metrics=("serp",)) for i in range(2)
     ]
     got = results["religion.serp"]
     sims = np.nanmean(np.stack([c.matrix("serp").sims for c in cubes]), axis=0)
     np.testing.assert_array_equal(got.matrix.sims, sims)
-    boot = metrics.intervals(got.matrix, n_resamples=300, seed=1)
+    boot = stats.intervals(got.matrix, n_resamples=300, seed=1)
     assert got.snsr.ci is not None
     assert (got.snsr.ci.low, got.snsr.ci.high) == boot.snsr_ci
     for v, curve in cubes[0].curves("serp").items():
         np.testing.assert_allclose(got.curves[v], curve, rtol=0, atol=1e-11)
     ent = np.mean(
         [
-            metrics.entropy([by_value[i][v][e] or [] for i in range(2)])
+            aggregate.entropy([by_value[i][v][e] or [] for i in range(2)])
             for v in LAYOUT["religion"]
             for e in entities(15)
         ]
     )
     assert got.entropy == pytest.approx(ent, abs=1e-11)
-    floor = metrics.noise_floor(
+    floor = stats.noise_floor(
         {e: [neutral[0][e], neutral[1][e]] for e in entities(15)},
         metric="serp",
         k=8,

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_recfair import kinds, settings
+from pytest_recfair import settings, vocab
 from pytest_recfair.engine import verdict
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate import thresholds as gate
@@ -130,7 +130,7 @@ def test_forced_update_turns_max_unusable_into_one_note() -> None:
 def test_threshold_names_are_the_gates() -> None:
     assert tuple(f.name for f in fields(gate.Thresholds)) == gate.THRESHOLD_NAMES
     # the one list: no other module spells the threshold names out
-    assert not hasattr(kinds, "THRESHOLDS")
+    assert not hasattr(vocab, "THRESHOLDS")
     assert set(gate.THRESHOLD_NAMES) <= set(settings.MARKER_KEYS)
 
 

@@ -21,7 +21,9 @@ from pytest_recfair.engine.overlap.kind import list_cases
 from pytest_recfair.engine.overlap.scoring import parse_all
 from pytest_recfair.engine.pooled import PooledKind, PooledScorer
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.prompts import Entity, Grid, PromptCase
+from pytest_recfair.prompts.cases import PromptCase
+from pytest_recfair.prompts.grids import Grid
+from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings

@@ -13,7 +13,6 @@ import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_recfair import prompts
 from pytest_recfair.engine.base import (
     AuditInputs,
     Merged,
@@ -32,7 +31,9 @@ from pytest_recfair.engine.overlap.scoring import canonicalize, mark_failed, par
 from pytest_recfair.engine.overlap.tally import Tally, TallyConfig, merge
 from pytest_recfair.errors import DataError
 from pytest_recfair.gate import unanswered
-from pytest_recfair.prompts import Entity, Grid, PromptCase
+from pytest_recfair.prompts.cases import PromptCase, build_cases
+from pytest_recfair.prompts.grids import Grid
+from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.results import AuditResult, GateFailure, ListMeta
 from pytest_recfair.settings import AuditSettings
 
@@ -183,7 +184,7 @@ def list_cases(
 ) -> list[PromptCase]:
     """The recommendation-list prompts of the settings (neutral and per attribute value);
     the item-side audit asks the same lists and reads other things off them."""
-    return prompts.build_cases(
+    return build_cases(
         grid=grid,
         templates=settings.templates,
         entities=list(entities),

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pytest_recfair.engine.overlap.tally import FAILED
-from pytest_recfair.prompts import PromptCase
+from pytest_recfair.prompts.cases import PromptCase
 from pytest_recfair.replies import matching, parse
 
 __all__ = ["Reply", "canonicalize", "mark_failed", "parse_all"]

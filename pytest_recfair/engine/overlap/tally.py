@@ -22,12 +22,14 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair import metrics, packing
+from pytest_recfair import packing
 from pytest_recfair.engine.overlap.evidence import Keeper
 from pytest_recfair.engine.overlap.quality import QualityTally, merged_quality, quality_from
 from pytest_recfair.errors import DataError
-from pytest_recfair.kinds import MetricName, MissingPolicy, Variant
+from pytest_recfair.metrics.aggregate import SimilarityMatrix, entropy, similarity_cube, summarize
+from pytest_recfair.metrics.stats import forget_weights, intervals, noise_floor_of, noise_per_entity
 from pytest_recfair.results import AttributeResult, Interval, Stat, ValueResult, json_floats
+from pytest_recfair.vocab import MetricName, MissingPolicy, Variant
 
 __all__ = ["FAILED", "FIXED", "AttributeTally", "ReplyLike", "Tally", "TallyConfig", "merge"]
 
@@ -189,9 +191,7 @@ class Tally:
             self._add_attribute(attr, rows, neutral, runs, counts.get(attr, {}))
         for m, per_entity in self.noise.items():
             repeats = {e: [run.get(e) for run in neutral] for e in order}
-            per_entity[rows] = metrics.noise_per_entity(
-                repeats, m, self.config.k, self.config.variant
-            )
+            per_entity[rows] = noise_per_entity(repeats, m, self.config.k, self.config.variant)
         self.filled[rows] = True
 
     def _row(self, entity: str) -> int:
@@ -217,7 +217,7 @@ class Tally:
         if at is None:
             raise DataError(f"Tally: attribute {attr!r} is not in this audit's layout.")
         cubes = [
-            metrics.similarity_cube(
+            similarity_cube(
                 neutral[i],
                 runs[i],
                 K=cfg.k,
@@ -238,7 +238,7 @@ class Tally:
             at.statuses[value].update(counter)
         if cfg.repeats > 1:
             scores = [
-                metrics.entropy([run[v].get(e) or [] for run in runs])
+                entropy([run[v].get(e) or [] for run in runs])
                 for v, lists in runs[0].items()
                 for e in lists
             ]
@@ -264,7 +264,7 @@ class Tally:
                 for m in self.config.metrics
             )
         finally:
-            metrics.forget_weights()  # the tables shared them; the audit is scored
+            forget_weights()  # the tables shared them; the audit is scored
 
     # -- persistence (shard files) -------------------------------------------------------
 
@@ -404,7 +404,7 @@ def _add_lists(a: list[list[int]], b: list[list[int]]) -> list[list[int]]:
     return [[x + y for x, y in zip(ra, rb, strict=True)] for ra, rb in zip(a, b, strict=True)]
 
 
-def _mean_matrix(matrices: Sequence[metrics.SimilarityMatrix]) -> metrics.SimilarityMatrix:
+def _mean_matrix(matrices: Sequence[SimilarityMatrix]) -> SimilarityMatrix:
     """Average repeated runs per (entity, value): the entity stays the resampling unit."""
     if len(matrices) == 1:
         return matrices[0]
@@ -415,13 +415,13 @@ def _mean_matrix(matrices: Sequence[metrics.SimilarityMatrix]) -> metrics.Simila
         sums = np.nansum(stack, axis=0)
         sims = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
     missing = np.any(np.stack([m.missing for m in matrices]), axis=0)
-    return metrics.SimilarityMatrix(
+    return SimilarityMatrix(
         entities=first.entities, values=first.values, sims=sims, missing=missing
     )
 
 
 def _floor(per_entity: FloatArray, n_resamples: int, seed: int) -> Stat | None:
-    floor = metrics.noise_floor_of(per_entity, n_resamples=n_resamples, seed=seed)
+    floor = noise_floor_of(per_entity, n_resamples=n_resamples, seed=seed)
     return None if floor is None else Stat(float(floor.mean), _interval(floor.ci))
 
 
@@ -440,9 +440,9 @@ def _attribute_result(
     seed: int,
 ) -> AttributeResult:
     cfg = tally.config
-    matrix = metrics.SimilarityMatrix(tally.entities, at.values, at.sims[metric], at.missing)
-    table = metrics.summarize(matrix)
-    boot = metrics.intervals(matrix, n_resamples=n_resamples, seed=seed)
+    matrix = SimilarityMatrix(tally.entities, at.values, at.sims[metric], at.missing)
+    table = summarize(matrix)
+    boot = intervals(matrix, n_resamples=n_resamples, seed=seed)
     values = tuple(
         ValueResult(
             value=v,

@@ -56,7 +56,7 @@ from pytest_recfair.metrics.roleplay_gate import (
     drift_test,
     role_effect,
 )
-from pytest_recfair.prompts import Entity, Grid
+from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.roles import (
     ATTRIBUTES,
     JUDGE_REPEATS,
@@ -68,6 +68,7 @@ from pytest_recfair.prompts.roles import (
     load_roles,
 )
 from pytest_recfair.prompts.roles import build_role_cases as role_cases
+from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
 

@@ -1,4 +1,4 @@
-"""The JSON schemas take their closed vocabularies from pytest_recfair.kinds."""
+"""The JSON schemas take their closed vocabularies from pytest_recfair.vocab."""
 
 from __future__ import annotations
 
@@ -9,18 +9,18 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair import kinds
+from pytest_recfair import vocab
 
-# (schema file, JSON path of an "enum", the kinds tuple it must equal)
+# (schema file, JSON path of an "enum", the vocab tuple it must equal)
 ENUMS = [
-    ("baseline.schema.json", "$defs.meta.properties.variant", kinds.VARIANTS),
-    ("baseline.schema.json", "$defs.meta.properties.missing", kinds.MISSING_POLICIES),
-    ("baseline.schema.json", "$defs.meta.properties.parse", kinds.PARSE_STYLES),
-    ("baseline.schema.json", "$defs.attribute.properties.metric", kinds.METRICS),
-    ("baseline.schema.json", "$defs.attribute.properties.missing_policy", kinds.MISSING_POLICIES),
-    ("grid.schema.json", "$defs.form", kinds.VALUE_FORMS),
-    ("grid.schema.json", "properties.articles", kinds.ARTICLE_MODES),
-    ("grid.schema.json", "$defs.translation.properties.gender", kinds.GRAMMATICAL_GENDERS),
+    ("baseline.schema.json", "$defs.meta.properties.variant", vocab.VARIANTS),
+    ("baseline.schema.json", "$defs.meta.properties.missing", vocab.MISSING_POLICIES),
+    ("baseline.schema.json", "$defs.meta.properties.parse", vocab.PARSE_STYLES),
+    ("baseline.schema.json", "$defs.attribute.properties.metric", vocab.METRICS),
+    ("baseline.schema.json", "$defs.attribute.properties.missing_policy", vocab.MISSING_POLICIES),
+    ("grid.schema.json", "$defs.form", vocab.VALUE_FORMS),
+    ("grid.schema.json", "properties.articles", vocab.ARTICLE_MODES),
+    ("grid.schema.json", "$defs.translation.properties.gender", vocab.GRAMMATICAL_GENDERS),
 ]
 
 
@@ -54,8 +54,8 @@ def test_schema_enum_is_the_kinds_vocabulary(
 
 
 def test_every_schema_enum_is_a_kinds_vocabulary() -> None:
-    # a value added to kinds alone, or to a schema alone, fails here
-    vocabularies = {v for v in vars(kinds).values() if isinstance(v, tuple) and v}
+    # a value added to vocab alone, or to a schema alone, fails here
+    vocabularies = {v for v in vars(vocab).values() if isinstance(v, tuple) and v}
     found = [
         (f"{name}:{path}", tuple(enum))
         for name in ("baseline.schema.json", "grid.schema.json")
