@@ -364,7 +364,7 @@ def _differing(res: Mapping[str, Any]) -> list[str]:
 POSITIONS = PositionAudit()
 
 
-NEUTRAL = "neutral"
+_EVIDENCE_NEUTRAL = "neutral"  # the evidence rows' label (the report's words)
 
 
 def evidence_entries(
@@ -399,7 +399,7 @@ def _row(
     first = picks = 0
     for c in sorted(cases, key=lambda c: (c.value is not None, c.value or "", c.order_index)):
         text = getattr(completions.get(c.id), "text", None)
-        label = c.value or NEUTRAL
+        label = c.value or _EVIDENCE_NEUTRAL
         entry = lists.setdefault(label, {"label": label, "titles": [], "reply": ""})
         if text is None:
             entry["titles"].append(f"order {c.order_index + 1}: no reply (failed)")

@@ -38,7 +38,7 @@ PACKAGE = Path(registry.__file__).parent.parent
 #: Modules that must work for every kind without naming one.
 SHARED = [
     *(PACKAGE / "engine" / f"{m}.py" for m in ("pipeline", "stream", "sharding", "batch")),
-    *(PACKAGE / "engine" / f"{m}.py" for m in ("planning", "record", "pooled", "base")),
+    *(PACKAGE / "engine" / f"{m}.py" for m in ("plan", "collector", "pooled", "base")),
     *sorted((PACKAGE / "report").glob("*.py")),
 ]
 
@@ -223,8 +223,9 @@ def test_cost_is_the_runners_figure_summed_over_chunks_and_shards(
     """The engine never prices tokens itself: each chunk's RunOutcome.cost (here a marker
     figure no price list would give) is added up, and shards add theirs at the merge."""
     from pytest_recfair import providers
+    from pytest_recfair.providers import runner
 
-    real = providers.run_cases
+    real = runner.run_cases
 
     def priced(*args: Any, **kwargs: Any) -> providers.RunOutcome:
         outcome = real(*args, **kwargs)
@@ -232,7 +233,7 @@ def test_cost_is_the_runners_figure_summed_over_chunks_and_shards(
             outcome.completions, outcome.errors, providers.Usage(3, 5), cost=0.25
         )
 
-    monkeypatch.setattr(providers, "run_cases", priced)
+    monkeypatch.setattr(runner, "run_cases", priced)  # the engine calls the runner's
     monkeypatch.setattr(stream, "chunk_entities", lambda settings, per_entity: 2)
     result = measure(_request())
     assert result.cost == 0.25 * 3  # 6 entities, 2 per chunk
