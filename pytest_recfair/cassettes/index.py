@@ -65,7 +65,6 @@ class Tape:
     __slots__ = (
         "canon",
         "cases",
-        "digest",
         "dirty",
         "entries",
         "existed",
@@ -107,7 +106,6 @@ class Tape:
         self.canon: dict[Key, tuple[int, ...]] | None = None
         self.played = bytearray()
         self.dirty = False
-        self.digest: bytes | None = None  # its content key when loaded from the cache
 
     def take(
         self,
