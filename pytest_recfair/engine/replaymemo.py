@@ -18,7 +18,7 @@ the kind, the test id, every setting (but those the plugin reads after the audit
 update, report, explore, plan), the provider's class and the request it would send for a
 probe prompt (the model and every request-building parameter), the grid, the entities,
 the kind's inputs, the prompts known to have failed, every entity's cassette (its name
-and bytes, never where the folder is), and the prompts the kind builds (:func:`prompts`):
+and bytes, never where the folder is), and the prompts the kind builds (:func:`prompts_digest`):
 what the prompt builder read, wherever it found its files. Any change is another key;
 the folder is safe to delete; ``RECFAIR_CACHE=off`` switches it off. Not used for a
 shard, recording modes, pruning, imported vcrpy cassettes or a provider (or judge) that
@@ -54,7 +54,7 @@ from pytest_recfair.prompts import Entity, Grid
 from pytest_recfair.results import AttributeResult
 from pytest_recfair.settings import AuditSettings
 
-__all__ = ["KeptScores", "Recorder", "StreamKey", "key", "prompts", "served"]
+__all__ = ["KeptScores", "Recorder", "StreamKey", "key", "prompts_digest", "served"]
 
 _AUDIT: Final = b"audit"
 _SCORED: Final = b"scored"
@@ -62,7 +62,7 @@ _SCORED: Final = b"scored"
 _PROBE: Final = "\0recfair-replay-probe"
 
 
-def prompts(kind: AuditKind, built: Iterable[Sequence[Any]]) -> bytes:
+def prompts_digest(kind: AuditKind, built: Iterable[Sequence[Any]]) -> bytes:
     """The digest of the cases the kind built, as the stream sends them: the templates
     or questions as the builder read them (a file found in another folder than a key's
     search would pick is no hazard). ``built``: the first entity's cases for a kind of
@@ -111,7 +111,7 @@ def key(
     built: Callable[[], Iterable[Sequence[Any]]],
 ) -> StreamKey | None:
     """The cache key of streaming ``request`` (every entity, replay only; ``built``: the
-    cases :func:`prompts` digests), or None when the audit is not served from this
+    cases :func:`prompts_digest` digests), or None when the audit is not served from this
     cache."""
     store = request.cassettes
     if store is None or request.shard is not None or cache.off():
@@ -139,7 +139,7 @@ def key(
         if path is None:
             return None
         paths.append(path)
-    h.update(prompts(kind, built()))
+    h.update(prompts_digest(kind, built()))
     cache.use(store.root / cache.CACHE_DIR)
     return StreamKey(h.digest(), paths, now=cache.warm())
 

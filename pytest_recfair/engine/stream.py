@@ -126,7 +126,7 @@ def _stream(request: AuditRequest, kind: AuditKind) -> Streamed:
     first = kind.build_cases(s, grid, entities[:1], attributes, inputs)
     size = chunk_entities(s, len(first))
 
-    def built() -> Iterator[list[Any]]:  # what replaymemo.prompts digests
+    def built() -> Iterator[list[Any]]:  # what replaymemo.prompts_digest digests
         if getattr(kind, "entities", None) is None:
             yield asked_cases(s, first, inputs)
             return
