@@ -109,6 +109,8 @@ class _Store:
         return None if row is None else _loads(full, bytes(row[0]))
 
     def put(self, full: bytes, value: Any) -> None:
+        if self._db is None:
+            return
         blob = _dumps(full, value)
         with self._lock:
             if self._db is None:
