@@ -23,9 +23,7 @@ on a shared machine inflate the first, not the second):
 
 Then the two file formats (issue 24): the size of the cassettes as plain ``.json`` and as
 compact ``.json.gz`` (``python -m pytest_recfair cassettes compact``), and the load +
-index time of each with the replay-index cache (``.recfair_cache/tapes``) off, on its
-first run (entries written), and warm. The reference is the plain format without the
-cache, measured in the same run.
+index time of each. The reference is the plain format, measured in the same run.
 """
 
 from __future__ import annotations
@@ -50,14 +48,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import httpx
 from _machine import cpu_model
 
-from pytest_recfair.cassettes import compact, tapecache
+from pytest_recfair.cassettes import cache, compact
 from pytest_recfair.cassettes.store import (
     CassetteStore,
     RecordedRequest,
     RecordedResponse,
 )
 from pytest_recfair.providers.transport import CassetteTransport
-from pytest_recfair.replies import memo
 
 TEST_ID = "tests/test_fairness.py::test_movie_recommender[gpt-4o]"
 URL = "https://api.openai.com/v1/chat/completions"
@@ -296,35 +293,10 @@ async def _drive_entity(
     await asyncio.gather(*(one(p) for p in range(n_prompts)))
 
 
-def time_load_uncached(root: Path, n_entities: int) -> Timing:
-    cached = tapecache.load
-    tapecache.load = lambda tape, decode: False  # type: ignore[assignment]
-    try:
-        return time_load(root, n_entities)
-    finally:
-        tapecache.load = cached
-
-
-def time_load_cold(root: Path, n_entities: int) -> Timing:
-    """A first run: no cache yet; storing the indexes (the commit at close) included."""
-    memo.use(None)
-    shutil.rmtree(root / tapecache.CACHE_DIR, ignore_errors=True)
-    t0 = clock()
-    time_load(root, n_entities)
-    memo.use(None)
-    return since(t0)
-
-
-def time_load_warm(root: Path, n_entities: int) -> Timing:
-    """A later run: the cache file opened afresh (as a new process does) and read."""
-    memo.use(None)
-    return time_load(root, n_entities)
-
-
 def formats(root: Path, n_entities: int, runs: int) -> list[tuple[str, Row]]:
     """Sizes and load times of the plain and the compact format (see the docstring)."""
     packed = root.with_name(root.name + "-compact")
-    shutil.copytree(root, packed, ignore=shutil.ignore_patterns(tapecache.CACHE_DIR))
+    shutil.copytree(root, packed, ignore=shutil.ignore_patterns(cache.CACHE_DIR))
     done = compact.convert(packed, compact=True)
     print(
         f"formats: plain {done.before / 1e6:.2f} MB, compact {done.after / 1e6:.2f} MB "
@@ -333,14 +305,9 @@ def formats(root: Path, n_entities: int, runs: int) -> list[tuple[str, Row]]:
     )
     rows: list[tuple[str, Row]] = []
     for name, folder in (("plain", root), ("compact", packed)):
-        for how, fn in (
-            ("no cache", time_load_uncached),
-            ("cache cold", time_load_cold),
-            ("cache warm", time_load_warm),
-        ):
-            row = median_of(runs, lambda fn=fn, folder=folder: fn(folder, n_entities))
-            assert row is not None
-            rows.append((f"load+index {name}, {how}", row))
+        row = median_of(runs, lambda folder=folder: time_load(folder, n_entities))
+        assert row is not None
+        rows.append((f"load+index {name}", row))
     shutil.rmtree(packed)
     return rows
 

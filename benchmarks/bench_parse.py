@@ -8,11 +8,6 @@ measured in the same process, is the same pipeline with memoisation off and a na
 canonicaliser (normalise every occurrence, then compare each unique key with every kept key
 by ``fuzz.ratio`` in Python) -- what one would write without the tricks. Medians are
 reported because the machine is shared.
-
-Then the content-keyed memo of issue 24 (``replies/memo.py``, what a replay from
-cassettes switches on): the same pipeline with the memo in a fresh folder (first run:
-every result computed and stored) and again (later runs of unchanged cassettes: every
-result read back), against the pipeline without the memo measured in the same run.
 """
 
 from __future__ import annotations
@@ -24,7 +19,6 @@ import platform
 import random
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -34,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _machine import cpu_model
 from rapidfuzz import fuzz
 
-from pytest_recfair.replies import matching, memo, parse, titles
+from pytest_recfair.replies import matching, parse, titles
 
 TARGET_S = 3.0
 K = 25
@@ -238,30 +232,6 @@ def main() -> None:
     )
     print(f"speed-up vs reference: wall {ref / fast:.1f}x, cpu {ref_cpu / fast_cpu:.1f}x")
     print(f"target < {TARGET_S:.1f} s wall: {'met' if fast < TARGET_S else 'NOT met'}")
-    memo_rows(corpus, args.runs, merges)
-
-
-def memo_rows(corpus: list[list[str]], runs: int, merges: int) -> None:
-    """No memo / memo on a first run (fresh folder each run) / memo warm, CPU medians."""
-    cold: list[float] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for i in range(runs):
-            memo.use(Path(tmp) / str(i))
-            c0 = time.process_time()
-            assert run_fast(corpus) == merges
-            cold.append(time.process_time() - c0)
-        memo.use(None)  # as a later run does: the memo file opened again, now full
-        memo.use(Path(tmp) / str(runs - 1))
-        _, warm_cpu, _, warm_merges = _median_time(run_fast, corpus, runs)
-        memo.use(None)
-    assert warm_merges == merges
-    _, off_cpu, _, _ = _median_time(run_fast, corpus, runs)
-    cold_cpu = statistics.median(cold)
-    print(
-        f"memo (CPU medians of {runs}): off {off_cpu:.2f} s (reference), first run "
-        f"{cold_cpu:.2f} s (x{cold_cpu / off_cpu:.2f}), warm {warm_cpu:.2f} s "
-        f"(x{warm_cpu / off_cpu:.2f}); load average {os.getloadavg()[0]:.1f}"
-    )
 
 
 if __name__ == "__main__":

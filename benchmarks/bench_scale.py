@@ -158,13 +158,13 @@ def measure_formats(
     deleted) / warm, each format, vs bare pytest; with ``other``, the compact first and
     later runs of the package in that folder too; with ``today``, the plain replay of
     the package in that folder (the code before issue 24)."""
-    from pytest_recfair.cassettes import compact, tapecache
+    from pytest_recfair.cassettes import cache, compact
 
     with project(n, cache) as root:
         prompts = prepare(root, n)
         packed = root.with_name(root.name + "-compact")
         if not packed.is_dir():
-            ignore = shutil.ignore_patterns(tapecache.CACHE_DIR)
+            ignore = shutil.ignore_patterns(cache.CACHE_DIR)
             shutil.copytree(root, packed, ignore=ignore)
             compact.convert(packed / "fixtures" / "cassettes", compact=True)
         sizes = {
@@ -176,7 +176,7 @@ def measure_formats(
             _, _, code, out, _ = run(folder, "--fairness", "--fairness-update", env_extra=off)
             if code != 0:
                 raise SystemExit(f"warm-up failed ({code}):\n{out}")
-        cached = {f: f / "fixtures" / "cassettes" / tapecache.CACHE_DIR for f in (root, packed)}
+        cached = {f: f / "fixtures" / "cassettes" / cache.CACHE_DIR for f in (root, packed)}
         rows: dict[str, list[tuple[float, float, float]]] = {}
         plan: list[tuple[str, Path, dict[str, str] | None]] = [
             ("bare pytest (reference)", root, off),

@@ -19,17 +19,16 @@ import pytest_recfair.engine.registry
 import pytest_recfair.plugin
 import pytest_recfair.providers
 import pytest_recfair.sim  # noqa: F401
-from pytest_recfair.replies import memo
-from tests.support.memo import earlier_run
+from pytest_recfair.cassettes import cache
+from tests.support.store import earlier_run
 
 
 @pytest.fixture
-def memo_dir(tmp_path: Path) -> Iterator[Path]:
-    """The replay memo in a folder of its own, as a later run finds it (an earlier run
-    wrote to it, so the fine-grained entries are looked up and kept); the process's
-    memo is left as it was."""
-    before = memo.folder()
-    earlier_run(tmp_path / "memo")
-    memo.use(tmp_path / "memo")
-    yield tmp_path / "memo"
-    memo.use(before)
+def store_dir(tmp_path: Path) -> Iterator[Path]:
+    """The content store in a folder of its own, as a later run finds it (an earlier
+    run wrote to it); the process's store is left as it was."""
+    before = cache.folder()
+    earlier_run(tmp_path / "store")
+    cache.use(tmp_path / "store")
+    yield tmp_path / "store"
+    cache.use(before)

@@ -36,7 +36,6 @@ __all__ = [
     "canonical_body",
     "head",
     "index_tape",
-    "note_stale",
     "provenance",
     "valid",
 ]
@@ -65,7 +64,6 @@ class Tape:
     __slots__ = (
         "canon",
         "cases",
-        "digest",
         "dirty",
         "entries",
         "existed",
@@ -107,7 +105,6 @@ class Tape:
         self.canon: dict[Key, tuple[int, ...]] | None = None
         self.played = bytearray()
         self.dirty = False
-        self.digest: bytes | None = None  # its content key when loaded from the cache
 
     def take(
         self,
@@ -199,7 +196,7 @@ def index_tape(tape: Tape, interactions: list[Any], *, records: bool, recording:
     tape.played = bytearray(len(interactions))
     tape.existed = True
     if tape.stale:
-        note_stale(tape.path, tape.stale, recording)
+        _note_stale(tape.path, tape.stale, recording)
 
 
 @functools.lru_cache(maxsize=64)
@@ -220,7 +217,7 @@ def valid(code: object) -> bool:
     return isinstance(code, int) and 200 <= code < 300
 
 
-def note_stale(path: Path, count: int, records: bool) -> None:
+def _note_stale(path: Path, count: int, records: bool) -> None:
     """Warn that ``path`` holds ``count`` error replies (never replayed)."""
     then = (
         "they are asked again and dropped from the file on save"

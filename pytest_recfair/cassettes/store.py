@@ -35,7 +35,6 @@ from urllib.parse import urlsplit
 
 from pytest_recfair import secrets as secret_rules
 from pytest_recfair.cassettes import compact as fmt
-from pytest_recfair.cassettes import tapecache
 from pytest_recfair.cassettes import vcr_import as cassette_import
 from pytest_recfair.cassettes.index import Key, Tape, canonical_body, index_tape, provenance, valid
 from pytest_recfair.cassettes.index import head as _head
@@ -52,7 +51,6 @@ from pytest_recfair.cassettes.vcrfile import (
     RecordedRequest,
     RecordedResponse,
     body_bytes,
-    decode_native,
     interaction,
     read_interactions,
     read_native,
@@ -328,12 +326,7 @@ class CassetteStore:
         with self._lock:
             return bool(self._tape(entity_id).entries)
 
-    # -- replay served from a cache of whole entities (providers/replayentity.py)
-
-    def unread_digest(self, entity_id: str) -> bytes | None:
-        """The content key of the entity's cassette (:meth:`unread_path`), or None."""
-        path = self.unread_path(entity_id)
-        return None if path is None else tapecache.digest(path)  # opens the memo beside it
+    # -- a replay served whole from the cache (engine/replaymemo.py)
 
     def unread_path(self, entity_id: str) -> Path | None:
         """The entity's cassette when nothing of it was read yet and a replay from a cache
@@ -341,7 +334,7 @@ class CassetteStore:
         policy = self.policy
         if policy.records or not policy.replays or self.usage is not None or self.imports:
             return None
-        if entity_id in self._tapes or entity_id in self._served or tapecache.off():
+        if entity_id in self._tapes or entity_id in self._served:
             return None
         path = self.path_for(entity_id)
         if self._legacy_dirs is None:
@@ -352,17 +345,17 @@ class CassetteStore:
             return None
         return path
 
-    def played(self, entity_id: str) -> tuple[bytes | None, list[int], int] | None:
-        """(content key, or None when not read through the cache; positions played; the
-        last one) of an entity served whole (:meth:`serve`) or replayed from a tape
-        without stale entries or a canonical lookup; else None. Asked before release."""
+    def played(self, entity_id: str) -> tuple[list[int], int] | None:
+        """(positions played, the last one) of an entity served whole (:meth:`serve`) or
+        replayed from a tape without stale entries or a canonical lookup; else None.
+        Asked before release."""
         served = self._served.get(entity_id)
         if served is not None:
-            return None, list(served[0]), served[1]
+            return list(served[0]), served[1]
         tape = self._tapes.get(entity_id)
         if tape is None or tape.stale or tape.canon is not None:
             return None
-        return tape.digest, [p for p, done in enumerate(tape.played) if done], tape.last
+        return [p for p, done in enumerate(tape.played) if done], tape.last
 
     def serve(self, entity_id: str, positions: list[int], last: int) -> None:
         """The entity's replies at ``positions`` were served from a cache: a later lookup
@@ -524,9 +517,6 @@ class CassetteStore:
             self._legacy_dirs = cassette_import.legacy_dirs(self.root)
         name = fmt.plain_name(tape.path)  # the old layout wrote .json only
         tape.legacy = [d / name for d in self._legacy_dirs if (d / name).is_file()]
-        # Replay only: the index comes from the content-keyed cache (.tapecache).
-        if not (keep or self.policy.records or tape.legacy) and tapecache.load(tape, decode_native):
-            return
         items = read_native(tape.path)
         for old in tape.legacy:
             for item in cassette_import.read_vcr(old):

@@ -1,26 +1,26 @@
-"""A replayed audit served whole from a cache: no prompt built, no cassette read, nothing
+"""A replayed audit served whole from the content store: no cassette read, nothing
 parsed or scored again.
 
 Replaying unchanged cassettes with unchanged settings and code gives the same scores on
 every run. After a replay-only stream of the whole audit in which every entity was
 replayed cleanly (no miss, no failed or retried prompt, no stale entry, no canonical
-lookup), one memo entry (:mod:`pytest_recfair.replies.memo`, beside the cassettes) keeps
-what a one-of-one shard would write (the kind's tally or replies, the prompts counted,
-the runner's cost: :func:`~pytest_recfair.engine.base.shard_doc`) and what the
-cassette store played of each entity; a second keeps the scores computed from it
-(:class:`KeptScores`). A later run with the same key is the merge of that one shard: the
-path that ``--fairness-merge`` takes and that merges exactly, so the result is the same
-as the stream's.
+lookup), one entry of the store (:mod:`pytest_recfair.cassettes.cache`, beside the
+cassettes) keeps what a one-of-one shard would write (the kind's tally or replies, the
+prompts counted, the runner's cost: :func:`~pytest_recfair.engine.base.shard_doc`)
+and what the cassette store played of each entity; a second keeps the scores computed
+from it (:class:`KeptScores`). A later run with the same key is the merge of that one
+shard: the path that ``--fairness-merge`` takes and that merges exactly, so the result
+is the same as the stream's.
 
-The key is a digest of everything the stream's result depends on: the package's source
-and data files, Python's and numpy's versions, the kind, the test id, every setting (but
-those the plugin reads after the audit: update, report, explore, plan), the
-provider's class and the request it would send for a probe prompt (the model and every
-request-building parameter), the grid, the entities, the kind's inputs, the content of
-the files the settings name, the prompts known to have failed, and every entity's
-cassette content key (:func:`~pytest_recfair.cassettes.tapecache.digest`). An entry is
-never stale (any change is another key) and the folder is safe to delete;
-``RECFAIR_CACHE=off`` switches it off with the other replay caches. Not used for a
+The key is a digest of everything the stream's result depends on, by content: the
+package's code and the libraries' versions (:func:`~pytest_recfair.cassettes.cache.code_version`),
+the kind, the test id, every setting (but those the plugin reads after the audit:
+update, report, explore, plan), the provider's class and the request it would send for a
+probe prompt (the model and every request-building parameter), the grid, the entities,
+the kind's inputs, the prompts known to have failed, every entity's cassette (its name
+and bytes, never where the folder is), and the prompts the kind builds (:func:`prompts_digest`):
+what the prompt builder read, wherever it found its files. Any change is another key;
+the folder is safe to delete; ``RECFAIR_CACHE=off`` switches it off. Not used for a
 shard, recording modes, pruning, imported vcrpy cassettes or a provider (or judge) that
 does not say what request it builds (``replay_key``).
 """
@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import hashlib
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -40,7 +39,7 @@ from typing import Any, Final
 import numpy as np
 
 from pytest_recfair import packing
-from pytest_recfair.cassettes import tapecache
+from pytest_recfair.cassettes import cache, compact
 from pytest_recfair.engine import base
 from pytest_recfair.engine.base import (
     AuditKind,
@@ -54,76 +53,78 @@ from pytest_recfair.engine.base import (
 from pytest_recfair.errors import RecfairError
 from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.seeds import Entity
-from pytest_recfair.replies import memo
 from pytest_recfair.results import AttributeResult
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.run import Shard
 
-__all__ = ["KeptScores", "Recorder", "StreamKey", "key", "served"]
+__all__ = ["KeptScores", "Recorder", "StreamKey", "key", "prompts_digest", "served"]
 
-_FORMAT: Final = b"recfair-audit-replay-1"
+_AUDIT: Final = b"audit"
+_SCORED: Final = b"scored"
 #: The prompt whose request stands for the provider's request-building settings.
 _PROBE: Final = "\0recfair-replay-probe"
-#: Settings that name files whose content the prompts or scores depend on.
-_FILE_SETTINGS: Final = (
-    "seeds",
-    "grid",
-    "templates",
-    "catalogue",
-    "candidates",
-    "questions",
-    "absent",
-)
 
 
-@functools.cache
-def _code_version() -> bytes:
-    package = Path(__file__).resolve().parents[1]
-    files = sorted(
-        str(p.relative_to(package))
-        for p in package.rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
-    )
-    return memo.code_version(_FORMAT, files, np.__version__.encode())
+def prompts_digest(kind: AuditKind, built: Iterable[Sequence[Any]]) -> bytes:
+    """The digest of the cases the kind built, as the stream sends them: the templates
+    or questions as the builder read them (a file found in another folder than a key's
+    search would pick is no hazard). ``built``: the first entity's cases for a kind of
+    seed entities (every entity is asked the same prompts but for its name, and the
+    entities are in the key); every case for a kind with its own entities (a question
+    set: each entity is a question of its own)."""
+    h = hashlib.blake2b(kind.name.encode(), digest_size=20)
+    for cases in built:
+        for case in cases:
+            h.update(repr(case).encode("utf-8", "surrogatepass") + b"\0")
+    return h.digest()
 
 
 class StreamKey:
     """The stream's cache key. Most of it is the cassettes' content (53 MB at paper scale:
-    ~80 ms to read and hash). When a hit is possible it is computed at once, the files
-    hashed in two threads; on a first run (an empty memo: nothing to look up) in a
-    background thread while the audit streams, needed only to keep the result. Reading
-    and hashing release the GIL, so either way it overlaps other work."""
+    ~80 ms to read and hash). When a hit is possible (the store held entries when opened)
+    it is computed at once, the files hashed in two threads; on a first run (nothing to
+    look up) in a background thread while the audit streams, needed only to keep the
+    result. Reading and hashing release the GIL, so either way it overlaps other work."""
 
-    def __init__(self, compute: Callable[[int], bytes | None], now: bool) -> None:
+    def __init__(self, head: bytes, paths: Sequence[Path], now: bool) -> None:
         self.now = now  # computed up front: look it up
-        self._value: Future[bytes | None] = Future()
+        self._head = head
+        self._files: Future[bytes | None] = Future()
         if now:
-            self._value.set_result(compute(2))
+            self._files.set_result(_files_digest(paths, 2))
             return
         pool = ThreadPoolExecutor(1, thread_name_prefix="recfair-key")
-        self._value = pool.submit(compute, 1)
+        self._files = pool.submit(_files_digest, paths, 1)
         pool.shutdown(wait=False)  # the thread ends with its one task
 
     def value(self) -> bytes | None:
         """The key (waits for the background thread); None: not served from this cache
         (a cassette could not be read)."""
-        return self._value.result()
+        files = self._files.result()
+        if files is None:
+            return None
+        return hashlib.blake2b(self._head + files, digest_size=20).digest()
 
 
 def key(
-    request: AuditRequest, kind: AuditKind, grid: Grid, entities: Sequence[Entity]
+    request: AuditRequest,
+    kind: AuditKind,
+    grid: Grid,
+    entities: Sequence[Entity],
+    built: Callable[[], Iterable[Sequence[Any]]],
 ) -> StreamKey | None:
-    """The cache key of streaming ``request`` (every entity, replay only), or None when
-    the audit is not served from this cache."""
-    store, inputs = request.cassettes, request.inputs
-    if store is None or request.shard is not None:
+    """The cache key of streaming ``request`` (every entity, replay only; ``built``: the
+    cases :func:`prompts_digest` digests), or None when the audit is not served from this
+    cache."""
+    store = request.cassettes
+    if store is None or request.shard is not None or cache.off():
         return None
     models = [_identity(request.recommender)]
-    if inputs.judge is not None:
-        models.append(_identity(inputs.judge))
+    if request.inputs.judge is not None:
+        models.append(_identity(request.inputs.judge))
     if None in models:
         return None
-    h = hashlib.blake2b(digest_size=20)
+    h = hashlib.blake2b(cache.code_version(), digest_size=20)
     for part in (
         kind.name,
         request.test_id,
@@ -135,35 +136,42 @@ def key(
         sorted(request.failed.items()),
     ):
         h.update(repr(part).encode("utf-8", "surrogatepass") + b"\0")
-    _named_files(h, request)
     paths = []
     for entity in entities:
         path = store.unread_path(entity.id)
         if path is None:
             return None
-        paths.append((entity.id.encode("utf-8", "surrogatepass") + b"\0", path))
-    if paths:  # the memo beside the cassettes (one folder: the store's root)
-        tapecache.use_for(paths[0][1])
-    head = h.digest()
-
-    def compute(workers: int) -> bytes | None:
-        out = hashlib.blake2b(_code_version() + head, digest_size=20)
-        for (name, _), digest in zip(
-            paths, _file_keys([p for _, p in paths], workers), strict=True
-        ):
-            if digest is None:
-                return None
-            out.update(name + digest)
-        return out.digest()
-
-    return StreamKey(compute, now=memo.fine())
+        paths.append(path)
+    h.update(prompts_digest(kind, built()))
+    cache.use(store.root / cache.CACHE_DIR)
+    return StreamKey(h.digest(), paths, now=cache.warm())
 
 
-def _file_keys(paths: Sequence[Path], workers: int) -> Iterable[bytes | None]:
+def _files_digest(paths: Sequence[Path], workers: int) -> bytes | None:
+    """The digest of the cassettes' names and bytes (None: one could not be read)."""
+    h = hashlib.blake2b(digest_size=20)
     if workers <= 1 or len(paths) < 64:
-        return map(tapecache.file_key, paths)
-    with ThreadPoolExecutor(workers, thread_name_prefix="recfair-key") as pool:
-        return list(pool.map(tapecache.file_key, paths, chunksize=32))
+        digests: Iterable[bytes | None] = map(_file_digest, paths)
+    else:
+        with ThreadPoolExecutor(workers, thread_name_prefix="recfair-key") as pool:
+            digests = list(pool.map(_file_digest, paths, chunksize=32))
+    for path, digest in zip(paths, digests, strict=True):
+        if digest is None:
+            return None
+        h.update(path.name.encode("utf-8", "surrogatepass") + b"\0" + digest)
+    return h.digest()
+
+
+def _file_digest(path: Path) -> bytes | None:
+    """The digest of cassette ``path``'s format and bytes (None: not readable). Reads and
+    hashes only (both release the GIL): safe in another thread."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    h = hashlib.blake2b(b"gz" if compact.is_compact(path) else b"json", digest_size=20)
+    h.update(data)
+    return h.digest()
 
 
 def _stream_settings(settings: AuditSettings) -> AuditSettings:
@@ -186,27 +194,11 @@ def _identity(provider: object) -> tuple[str, tuple[str, str, str]] | None:
 
 
 def _inputs(request: AuditRequest) -> tuple[Any, ...]:
+    """The kind's inputs by content (the folders files were looked up in are not: what
+    was read from them is in the key)."""
     inputs = request.inputs
     candidates = sorted(inputs.candidates.items()) if inputs.candidates else None
-    return (inputs.catalogue, candidates, sorted(inputs.absent), inputs.where)
-
-
-def _named_files(h: Any, request: AuditRequest) -> None:
-    """The content of the files the settings name (resolved as the plugin resolves them:
-    the test file's folder, then the rootdir), which a kind may read by name."""
-    s = request.settings
-    where = (*request.inputs.where, Path.cwd())
-    for name in _FILE_SETTINGS:
-        value = getattr(s, name, None)
-        if not isinstance(value, str) or not value:
-            continue
-        for folder in where:
-            path = folder / value
-            try:
-                h.update(name.encode() + b"\0" + path.read_bytes())
-                break
-            except OSError:
-                continue
+    return (inputs.catalogue, candidates, sorted(inputs.absent))
 
 
 @dataclass
@@ -228,7 +220,7 @@ class Recorder:
             if got is None:
                 self.clean = False
                 return
-            self.played[entity] = got[1], got[2]
+            self.played[entity] = got
 
     def save(self, request: AuditRequest, scorer: Scorer, sent: Sent) -> bytes | None:
         """Keep the stream's result when it was clean; the key it was kept under."""
@@ -247,7 +239,7 @@ class Recorder:
             doc["played"] = {k: [v[0], v[1]] for k, v in self.played.items()}
             # marshal, not JSON text: json.dumps of a paper-scale tally built ~14 MB of
             # string pieces at the run's peak; marshal writes the bytes at once
-            memo.store(key, doc, now=True)
+            cache.put(_AUDIT, key, doc)
         except (TypeError, ValueError):  # not plain data: this run is not kept
             return None
         return key
@@ -256,12 +248,12 @@ class Recorder:
 def served(key: bytes, request: AuditRequest, kind: AuditKind, rebuild: Rebuild) -> Merged | None:
     """The stream's scorer and counts kept under ``key`` (the store told what they
     played), or None: not kept, or not readable (the audit is streamed as usual)."""
-    doc = memo.lookup(key)
+    doc = cache.get(_AUDIT, key)
     if not isinstance(doc, dict):
         return None
     try:
         played = {str(k): (list(map(int, v[0])), int(v[1])) for k, v in doc.pop("played").items()}
-        part = base.shard_of_doc(doc, Path(str(memo.folder())))
+        part = base.shard_of_doc(doc, Path(str(cache.folder())))
         merged = kind.merge(request.settings, [part], rebuild)
     except (RecfairError, ValueError, TypeError, KeyError, IndexError, AttributeError):
         return None  # another version's or a damaged entry: streamed, and kept anew
@@ -279,7 +271,7 @@ class KeptScores:
 
     def __init__(self, scorer: Scorer, key: bytes | None) -> None:
         self.scorer = scorer
-        self.key = None if key is None else key + b"scored"
+        self.key = key
 
     def add(self, cases: Sequence[Any], outcome: Any) -> None:
         self.scorer.add(cases, outcome)
@@ -288,7 +280,7 @@ class KeptScores:
         return self.scorer.payload(sent)
 
     def scored(self) -> Scored:
-        kept = None if self.key is None else _scored_of(memo.lookup(self.key))
+        kept = None if self.key is None else _scored_of(cache.get(_SCORED, self.key))
         if kept is not None:
             return kept
         scored = self.scorer.scored()
@@ -300,7 +292,7 @@ class KeptScores:
                 "evidence": dict(scored.evidence),
             }
             with contextlib.suppress(TypeError, ValueError):  # not plain data: not kept
-                memo.store(self.key, doc, now=True)
+                cache.put(_SCORED, self.key, doc)
         return scored
 
 

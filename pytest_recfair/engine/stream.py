@@ -130,17 +130,26 @@ def _stream(request: AuditRequest, kind: AuditKind) -> Streamed:
     s, inputs = request.settings, request.inputs
     entities = entities_of(s, request.seeds, request.test_id, kind, inputs)
     grid, attributes = attributes_of(s, request.grid, kind)
-    memo_key = replaymemo.key(request, kind, grid, entities)
+    first = kind.build_cases(s, grid, entities[:1], attributes, inputs)
+    size = chunk_entities(s, len(first))
+
+    def built() -> Iterator[list[Any]]:  # what replaymemo.prompts_digest digests
+        if getattr(kind, "entities", None) is None:
+            yield asked_cases(s, first, inputs)
+            return
+        for start in range(0, len(entities), size):
+            chunk = entities[start : start + size]
+            yield asked_cases(s, kind.build_cases(s, grid, chunk, attributes, inputs), inputs)
+
+    memo_key = replaymemo.key(request, kind, grid, entities, built)
     looked = memo_key.value() if memo_key is not None and memo_key.now else None
     if looked is not None:
         hit = replaymemo.served(looked, request, kind, lambda: (all_cases(kind, request), inputs))
         if hit is not None:
             _advance(request.live, hit.sent)
             return Streamed(entities, grid, replaymemo.KeptScores(hit.scorer, looked), hit.sent)
-    first = kind.build_cases(s, grid, entities[:1], attributes, inputs)
     out = Streamed(entities, grid, kind.scorer(s, [e.id for e in entities], first, inputs), Sent())
     selected = shard_share(entities, request.shard)
-    size = chunk_entities(s, len(first))
     kept = None if memo_key is None else replaymemo.Recorder(memo_key)
     for start in range(0, len(selected), size):
         chunk = selected[start : start + size]

@@ -14,14 +14,18 @@ are still compared and reported in ``deltas``. Pure: no pytest, no httpx.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import hashlib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from pytest_recfair.cassettes import cache
 from pytest_recfair.errors import DataError
-from pytest_recfair.gate import driftcache
 from pytest_recfair.metrics import inference
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure
 from pytest_recfair.vocab import STATISTICS, DriftQuantity, Statistic, accept_command
@@ -301,7 +305,7 @@ def evaluate_drift(
     if not members:
         return Drift(tuple(mismatched), tuple(notes), deltas)
     try:
-        res = driftcache.drift_test(
+        res = _kept_drift_test(
             members, tolerance=tolerance, alpha=alpha, n_resamples=n_resamples, seed=seed
         )
     except DataError as exc:
@@ -321,3 +325,51 @@ def evaluate_drift(
             f"compared on the shared entities: {res.n_entities} of {n_base} baseline entities"
         )
     return Drift(failures, tuple(notes), deltas, res)
+
+
+def _kept_drift_test(
+    members: Sequence[inference.DriftMember], **params: Any
+) -> inference.DriftResult:
+    """``inference.drift_test``, or its result for the same members and parameters kept
+    in the content store (:mod:`pytest_recfair.cassettes.cache`, open on a replay): a
+    replay against an unchanged baseline does not draw the reference again."""
+    if cache.folder() is None:
+        return inference.drift_test(members, **params)
+    key = _drift_key(members, params)
+    try:
+        verdicts, *rest = cache.get(b"drift", key)
+        return inference.DriftResult(tuple(inference.MemberVerdict(*v) for v in verdicts), *rest)
+    except (TypeError, ValueError):  # none kept (or not a drift test's): computed
+        pass
+    res = inference.drift_test(members, **params)
+    with contextlib.suppress(TypeError, ValueError):  # not plain data: not kept
+        cache.put(b"drift", key, _plain(dataclasses.astuple(res)))
+    return res
+
+
+def _drift_key(members: Sequence[inference.DriftMember], params: Mapping[str, Any]) -> bytes:
+    """The digest of the code, the parameters and every field of every member."""
+    h = hashlib.blake2b(cache.code_version() + repr(sorted(params.items())).encode())
+    seen: dict[int, bytes] = {}  # the members share entity lists and rows: each once
+    for m in members:
+        for f in dataclasses.fields(m):
+            part = getattr(m, f.name)
+            done = seen.get(id(part))
+            if done is None:
+                done = seen[id(part)] = _digest(part)
+            h.update(f.name.encode() + done)
+    return h.digest()
+
+
+def _digest(part: Any) -> bytes:
+    if isinstance(part, np.ndarray):
+        head = repr((part.dtype.str, part.shape)).encode()
+        return hashlib.blake2b(head + np.ascontiguousarray(part).tobytes()).digest()
+    return hashlib.blake2b(repr(part).encode("utf-8", "surrogatepass")).digest()
+
+
+def _plain(value: Any) -> Any:
+    """``value`` as marshal-able data (numpy scalars become Python's)."""
+    if isinstance(value, tuple | list):
+        return tuple(_plain(v) for v in value)
+    return value.item() if isinstance(value, np.generic) else value

@@ -80,10 +80,12 @@ def baseline_of(
 ) -> BaselineState:
     """The stored baseline of ``test_id``; its files are marked used (``used``: the
     --fairness-prune bookkeeping, None without it)."""
-    from pytest_recfair.cassettes import tapecache
+    from pytest_recfair.cassettes import cache
+    from pytest_recfair.cassettes.miss import MODE_POLICIES
     from pytest_recfair.engine.verdict import load_baseline
 
-    tapecache.open_for(root / s.cassette_dir, s.record_mode)  # a replay's cache, if any
+    policy = MODE_POLICIES[s.record_mode]
+    cache.open_for(root / s.cassette_dir, policy.replays and not policy.records)
     state = load_baseline(root / s.baseline_dir, test_id, s.baseline)
     if used is not None:
         used.update(p for p in (state.path, state.legacy) if p is not None)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import httpx
@@ -23,8 +23,6 @@ from pytest_recfair.errors import ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Completion, Provider, RecordedReply
 from pytest_recfair.providers.http import HTTPProvider
-from pytest_recfair.providers.replayentity import EntityReplay
-from pytest_recfair.providers.replycache import ParsedReplies
 from pytest_recfair.providers.retry import Abort, Retryable, judge
 from pytest_recfair.providers.runstate import CaseLike, Run, RunOptions
 from pytest_recfair.providers.transport import CassetteTransport, response_of
@@ -91,41 +89,14 @@ async def _replay_pass(
     """Serve every case the cassettes answer; return the rest: cases that need the
     network (to record), and cases whose replayed reply calls for a retry, with that
     failure. In a replay-only mode a prompt that failed while recording fails again
-    (:mod:`~pytest_recfair.cassettes.failures`); any other miss stops the run, counted.
-    An entity replayed the same way before is served from the cache
-    (:mod:`~pytest_recfair.providers.replayentity`)."""
+    (:mod:`~pytest_recfair.cassettes.failures`); any other miss stops the run, counted."""
     pass_ = _Pass(provider, replayer, run)
-    done = 0
-    for entity, group in _by_entity(cases):
-        keyed = pass_.whole.key(entity, group)
-        served = pass_.whole.served(entity, keyed[0], len(group)) if keyed else None
-        if served is not None:
-            for case, completion in zip(group, served, strict=True):
-                run.requests += 1
-                run.finish(case, completion)
-        replies: list[bytes] = []
-        for case in group if served is None else ():
-            replies.append(pass_.case(case))
-        if keyed is not None and served is None:
-            pass_.whole.remember(entity, keyed, replies)
-        if done // _REPLAY_YIELD_EVERY != (done + len(group)) // _REPLAY_YIELD_EVERY:
+    for done, case in enumerate(cases, 1):
+        pass_.case(case)
+        if done % _REPLAY_YIELD_EVERY == 0:
             await asyncio.sleep(0)
-        done += len(group)
-    pass_.parsed.flush()
     pass_.misses.raise_first(len(cases))
     return pass_.rest
-
-
-def _by_entity(cases: Sequence[CaseLike]) -> Iterator[tuple[str, list[CaseLike]]]:
-    """The cases in order, in runs of one entity."""
-    group: list[CaseLike] = []
-    for case in cases:
-        if group and case.entity_id != group[0].entity_id:
-            yield group[0].entity_id, group
-            group = []
-        group.append(case)
-    if group:
-        yield group[0].entity_id, group
 
 
 class _Pass:
@@ -138,42 +109,38 @@ class _Pass:
         self.rest: list[Todo] = []
         self.live_only: dict[str, bool] = {}
         self.misses = _Misses(replayer.store.root)
-        self.parsed = ParsedReplies(provider)
-        self.whole = EntityReplay(provider, replayer.store, replayer.test_id, self.parsed)
 
-    def case(self, case: CaseLike) -> bytes:
-        """Replay ``case``; the digest of its reply when served parsed (else b"")."""
+    def case(self, case: CaseLike) -> None:
+        """Replay ``case``."""
         provider, replayer, run = self.provider, self.replayer, self.run
         skip = self.live_only.get(case.entity_id)
         if skip is None:
             skip = self.live_only[case.entity_id] = replayer.live_only(case.entity_id)
         if skip:  # recording a new cassette: no request to build twice
             self.rest.append((case, None))
-            return b""
+            return
         try:
-            response = _replayed(provider, case, replayer, run, self.whole.requests.get(case.id))
+            response = _replayed(provider, case, replayer, run)
         except CassetteMiss as miss:
             failed = self.misses.failed(miss, _failure_key(provider, case))
             if failed is not None:
                 run.finish(case, failed)
-            return b""
+            return
         if response is None:
             self.rest.append((case, None))
-            return b""
+            return
         run.requests += 1
         result: Completion | str
-        self.parsed.last = b""
         try:
-            result = _judge_replayed(provider, response, case, run, self.parsed)
+            result = _judge_replayed(provider, response, case, run)
         except Retryable as exc:
             self.rest.append((case, exc))
-            return b""
+            return
         except ProviderError as exc:
             result = str(exc)
         except RecfairError as exc:
             raise Abort(exc) from None
         run.finish(case, result)
-        return self.parsed.last if isinstance(result, Completion) else b""
 
 
 class _Misses:
@@ -202,11 +169,7 @@ class _Misses:
 
 
 def _replayed(
-    provider: Provider,
-    case: CaseLike,
-    replayer: CassetteTransport,
-    run: Run,
-    known: tuple[str, str, str] | None = None,
+    provider: Provider, case: CaseLike, replayer: CassetteTransport, run: Run
 ) -> httpx.Response | RecordedResponse | None:
     """The recorded reply to ``case``, or None when it is to be recorded live.
 
@@ -215,9 +178,7 @@ def _replayed(
     read response. Building and reading the httpx objects took half of a replayed case.
     """
     key_of = getattr(provider, "replay_key", None)
-    key = known
-    if key is None and key_of is not None:
-        key = key_of(case.system, case.prompt)
+    key = key_of(case.system, case.prompt) if key_of is not None else None
     try:
         if key is not None:
             method, url, body = key
@@ -239,22 +200,15 @@ def _judge_replayed(
     replayed: httpx.Response | RecordedResponse,
     case: CaseLike,
     run: Run,
-    parsed: ParsedReplies,
 ) -> Completion:
     """``judge`` of a replayed reply. A recording replayed by key is parsed as stored
-    (``parse_reply``, the code ``parse_response`` runs; its result kept by content in
-    ``parsed`` for the next run); when that fails it is judged as a response with its
-    request, so the words are the ones a live reply gets."""
+    (``parse_reply``, the code ``parse_response`` runs); when that fails it is judged as
+    a response with its request, so the words are the ones a live reply gets."""
     if isinstance(replayed, RecordedResponse):
         reply = _recorded_reply(replayed)
         if reply is not None and isinstance(provider, HTTPProvider):
-            digest, known = parsed.get(case.entity_id, reply)
-            if known is not None:
-                return known
             with contextlib.suppress(Exception):  # judged again below, URL and all
-                completion = provider.parse_reply(reply)
-                parsed.put(case.entity_id, digest, completion)
-                return completion
+                return provider.parse_reply(reply)
         replayed = _as_response(provider, replayed, case, run)
     return judge(provider, replayed, case)
 

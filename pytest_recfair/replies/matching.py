@@ -11,19 +11,17 @@ Pure: stdlib + rapidfuzz.
 from __future__ import annotations
 
 import logging
-import marshal
 import re
 import unicodedata
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
 
 from rapidfuzz import fuzz, process
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.replies import memo
 
 __all__ = [
     "DEFAULT_THRESHOLD",
@@ -242,14 +240,7 @@ def canonicalize(
     checked = _check_lists(lists)
     _check_threshold(threshold)
     alias_keys = {normalize(k): normalize(v) for k, v in (aliases or {}).items()}
-    out, merges = memo.cached(
-        b"canonicalize\0",
-        # marshal version 2 has no back-references: equal input gives equal bytes
-        lambda: marshal.dumps([checked, fuzzy, threshold, entity, sorted(alias_keys.items())], 2),
-        lambda: _canonicalize(checked, fuzzy, threshold, entity, alias_keys),
-        lambda r: ([tuple(row) for row in r[0]], [astuple(m) for m in r[1]]),
-        lambda v: ([list(row) for row in v[0]], [Merge(*m) for m in v[1]]),
-    )
+    out, merges = _canonicalize(checked, fuzzy, threshold, entity, alias_keys)
     for m in merges:
         logger.info(
             "recfair: merged %r into %r (ratio %.1f, entity %s)", m.merged, m.kept, m.score, entity

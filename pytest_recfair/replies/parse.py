@@ -28,7 +28,7 @@ from operator import itemgetter
 from typing import Any
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.replies import memo, titles
+from pytest_recfair.replies import titles
 from pytest_recfair.vocab import PARSE_STYLES, ParseStyle
 
 __all__ = ["ParsedReply", "ReplyStatus", "Style", "items", "reply"]
@@ -466,17 +466,7 @@ def reply(text: str | None, k: int, style: Style = "default") -> ParsedReply:
     st = _check_style(style)
     if text is None or (isinstance(text, str) and not text.strip()):
         return ParsedReply([], ReplyStatus.EMPTY, 0)
-    checked = _check_text(text)
-    return memo.cached(
-        f"reply\0{kk}\0{st}\0".encode(),
-        lambda: checked.encode("utf-8", "surrogatepass"),
-        lambda: _reply(checked, kk, st),
-        lambda p: (tuple(p.items), p.status.value, p.found),
-        lambda v: ParsedReply(list(v[0]), ReplyStatus(v[1]), int(v[2])),
-    )
-
-
-def _reply(text: str, kk: int, st: Style) -> ParsedReply:
+    text = _check_text(text)
     if st == "fairllm":
         found = _fairllm_items(text)
         how = "list" if found else "none"

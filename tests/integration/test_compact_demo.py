@@ -34,8 +34,8 @@ def test_demo_from_compact_cassettes_gives_identical_numbers(pytester: pytest.Py
     assert not list(cassettes.glob("*.json"))
     assert list(cassettes.glob("*.json.gz"))
     compact = _run(pytester, "compact")
-    cached = _run(pytester, "cached")  # replay indexes and parsing from .recfair_cache
-    assert (cassettes / ".recfair_cache" / "replies.sqlite3").is_file()
+    cached = _run(pytester, "cached")  # the audits served from .recfair_cache
+    assert (cassettes / ".recfair_cache" / "store.sqlite3").is_file()
     assert plain, "the demo produced no results"
     assert compact == plain
     assert cached == plain

@@ -4,6 +4,7 @@ their merge, history, the plan, the report CLI, with log_cli at DEBUG on."""
 
 from __future__ import annotations
 
+import marshal
 import sqlite3
 import subprocess
 import sys
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair.replies import memo
+from pytest_recfair.cassettes import cache
 from pytest_recfair.sim.batch import BatchOptions
 from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
@@ -40,13 +41,15 @@ def _text(path: Path) -> str:
     """A file's text; for the replay cache, its entries as stored and decompressed (a
     large entry is zlib-compressed, which would hide a key from a plain read)."""
     text = path.read_text(encoding="utf-8", errors="replace")
-    if path.name != memo.FILE_NAME:
+    if path.name != cache.FILE_NAME:
         return text
     with sqlite3.connect(path) as db:
-        blobs = [bytes(v) for (v,) in db.execute("SELECT v FROM memo")]
-    return text + "".join(
-        repr(memo._loads(b)) if b[:1] == memo._ZLIB else b.decode("utf-8", "replace") for b in blobs
-    )
+        blobs = [bytes(v) for (v,) in db.execute("SELECT v FROM store")]
+    for blob in blobs:  # each entry: its head (namespace and key) and value, as read
+        end = 4 + int.from_bytes(blob[:4], "big")
+        full = marshal.loads(blob[4:end])[0]
+        text += repr(cache._loads(full, blob))
+    return text
 
 
 def _leaks(root: Path, out: str) -> list[tuple[str, str]]:

@@ -1,14 +1,9 @@
-"""Compact cassettes (``.json.gz``), the conversion CLI, vcrpy's persister, and the
-content-keyed caches (replay index, reply parsing and matching)."""
+"""Compact cassettes (``.json.gz``), the conversion CLI and vcrpy's persister."""
 
 from __future__ import annotations
 
 import gzip
 import json
-import sqlite3
-import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -16,7 +11,7 @@ import pytest
 import vcr
 
 from pytest_recfair.__main__ import main
-from pytest_recfair.cassettes import compact, tapecache
+from pytest_recfair.cassettes import cache, compact
 from pytest_recfair.cassettes.prune import apply, plan
 from pytest_recfair.cassettes.store import (
     CassetteStore,
@@ -27,8 +22,6 @@ from pytest_recfair.cassettes.store import (
 )
 from pytest_recfair.cassettes.vcr_import import CompactPersister
 from pytest_recfair.errors import CassetteError
-from pytest_recfair.replies import matching, memo, parse
-from tests.support.memo import earlier_run, entries
 
 TEST = "tests/test_fair.py::test_movies"
 URL = "https://api.openai.com/v1/chat/completions"
@@ -231,178 +224,14 @@ def test_prune_reads_and_rewrites_compact_files_in_their_format(tmp_path: Path) 
     assert gzip.decompress(path.read_bytes()).startswith(b'{"interactions"')
 
 
-# -- the replay index cache
-
-
-@pytest.fixture
-def no_memo() -> Iterator[None]:
-    """Each test opens its own memo file, and leaves the process's as it was."""
-    before = memo.folder()
-    memo.use(None)
-    yield
-    memo.use(before)
-
-
-def tape_state(store: CassetteStore, entity: str) -> tuple[object, ...]:
-    assert store.can_replay(TEST, entity)
-    memo._MEMO._commit()  # what a later run finds
-    tape = store._tapes[entity]
-    return tape.keys, tape.entries, tape.tags, tape.cases, tape.raw, tape.stale
-
-
-def rows(root: Path) -> int:
-    return entries(root / tapecache.CACHE_DIR)
-
-
-@pytest.mark.usefixtures("no_memo")
-@pytest.mark.parametrize("packed", [False, True])
-def test_cached_index_equals_the_index_built_from_the_file(tmp_path: Path, packed: bool) -> None:
-    record(tmp_path, "nolan", PROMPTS, packed)
-    earlier_run(tmp_path / tapecache.CACHE_DIR)
-    built = tape_state(CassetteStore(tmp_path, "none"), "nolan")
-    assert rows(tmp_path) == 1
-    assert (tmp_path / tapecache.CACHE_DIR / ".gitignore").read_text().endswith("*\n")
-    memo.use(None)  # a later run opens the memo again and finds the index there
-    assert tape_state(CassetteStore(tmp_path, "none"), "nolan") == built
-    # a corrupt entry is ignored (the file is read again)
-    with sqlite3.connect(tmp_path / tapecache.CACHE_DIR / memo.FILE_NAME) as db:
-        db.execute("UPDATE memo SET v = ?", (b"\x00garbage",))
-    memo.use(None)
-    assert tape_state(CassetteStore(tmp_path, "none"), "nolan") == built
-
-
-@pytest.mark.usefixtures("no_memo")
-def test_a_changed_cassette_gets_another_cache_entry(tmp_path: Path) -> None:
-    record(tmp_path, "nolan", PROMPTS[:2], False)
-    earlier_run(tmp_path / tapecache.CACHE_DIR)
-    tape_state(CassetteStore(tmp_path, "none"), "nolan")
-    record(tmp_path, "nolan", PROMPTS[2:4], False)
-    memo.use(None)
-    state = tape_state(CassetteStore(tmp_path, "none"), "nolan")
-    assert len(state[1]) == 4  # the new file, never the stale entry
-    assert rows(tmp_path) == 2
-
-
-@pytest.mark.usefixtures("no_memo")
-def test_the_cache_is_off_with_recfair_cache_off(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    record(tmp_path, "nolan", PROMPTS[:2], False)
-    monkeypatch.setenv("RECFAIR_CACHE", "off")
-    assert CassetteStore(tmp_path, "none").can_replay(TEST, "nolan")
-    assert not (tmp_path / tapecache.CACHE_DIR).exists()
-
-
-@pytest.mark.usefixtures("no_memo")
 def test_the_cache_folder_is_not_an_old_per_test_layout(tmp_path: Path) -> None:
     record(tmp_path, "nolan", PROMPTS[:2], False)
-    CassetteStore(tmp_path, "none").can_replay(TEST, "nolan")
-    assert (tmp_path / tapecache.CACHE_DIR).is_dir()
-    # a recording store (no cache) reads the file, not the cache folder, as before
+    (tmp_path / cache.CACHE_DIR).mkdir()  # the content store's folder, hidden
     store = CassetteStore(tmp_path, "new_episodes")
     assert store.can_replay(TEST, "nolan")
     assert store._tapes["nolan"].legacy == []
 
 
-# -- the reply parsing and matching memo
-
-
-def stored_keys(folder: Path) -> int:
-    return entries(folder)
-
-
-TEXT = "1. The Dark Knight (2008)\n2. Memento\n3. Heat - a heist film\n"
-
-
-def test_parse_results_are_kept_and_settings_are_part_of_the_key(memo_dir: Path) -> None:
-    first = parse.reply(TEXT, 2)
-    assert stored_keys(memo_dir) == 1
-    assert parse.reply(TEXT, 2) == first  # a hit: nothing new stored
-    assert stored_keys(memo_dir) == 1
-    # another k or style is another key (a miss), computed afresh
-    assert parse.reply(TEXT, 3).status != first.status
-    assert parse.reply(TEXT, 2, style="fairllm") == parse._reply(TEXT, 2, "fairllm")
-    assert stored_keys(memo_dir) == 3
-    memo.use(None)
-    assert parse.reply(TEXT, 2) == first
-
-
-def test_canonicalize_results_are_kept_and_merges_still_logged(
-    memo_dir: Path, caplog: pytest.LogCaptureFixture
-) -> None:
-    lists = [["The Dark Knight", "Memento"], ["The Dark Knigth", "Heat"]]
-    fresh = matching.canonicalize(lists, entity="nolan")
-    assert stored_keys(memo_dir) == 1
-    with caplog.at_level("INFO", logger="pytest_recfair.replies.matching"):
-        assert matching.canonicalize(lists, entity="nolan") == fresh
-    assert "merged" in caplog.text
-    assert matching.canonicalize(lists, entity="nolan", fuzzy=False) != fresh
-    assert stored_keys(memo_dir) == 2
-
-
-def test_a_corrupt_memo_file_is_replaced(tmp_path: Path) -> None:
-    before = memo.folder()
-    folder = tmp_path / "memo"
-    folder.mkdir()
-    (folder / memo.FILE_NAME).write_bytes(b"this is not a database" * 100)
-    try:
-        memo.use(folder)  # replaced by an empty memo: a first run keeps no parsed reply
-        assert parse.reply(TEXT, 2) == parse._reply(TEXT, 2, "default")
-        assert stored_keys(folder) == 0
-        earlier_run(folder)
-        memo.use(None)
-        memo.use(folder)
-        assert parse.reply(TEXT, 2) == parse._reply(TEXT, 2, "default")
-        assert stored_keys(folder) == 1
-    finally:
-        memo.use(before)
-
-
-def test_a_corrupt_memo_value_is_computed_again(memo_dir: Path) -> None:
-    first = parse.reply(TEXT, 2)
-    memo._MEMO._commit()
-    with sqlite3.connect(memo_dir / memo.FILE_NAME) as db:
-        db.execute("UPDATE memo SET v = ?", (b"\xff\x00 garbage",))
-    assert parse.reply(TEXT, 2) == first
-
-
 def test_compact_suffix_constants() -> None:
     assert compact.plain_name(Path("a.json.gz")) == "a.json"
     assert compact.plain_name(Path("a.json")) == "a.json"
-
-
-_WORKER = """
-import sys
-from pathlib import Path
-from pytest_recfair.cassettes.store import CassetteStore
-from pytest_recfair.replies import parse
-root = Path(sys.argv[1])
-store = CassetteStore(root, "none")
-for n in range(int(sys.argv[2])):
-    assert store.can_replay("t::x", f"e{n}")
-for n in range(400):
-    parse.reply(f"1. Film {n}\\n2. Other {n}\\n", 2)
-print("ok")
-"""
-
-
-@pytest.mark.usefixtures("no_memo")
-def test_concurrent_processes_share_the_cache(tmp_path: Path) -> None:
-    """Two xdist-like workers replaying one folder at once: both finish, every entry is
-    stored once, and a later process finds them all."""
-    for n in range(20):
-        record(tmp_path, f"e{n}", [f"{p} for e{n}" for p in PROMPTS[:3]], n % 2 == 0)
-    earlier_run(tmp_path / tapecache.CACHE_DIR)
-    script = tmp_path / "worker.py"
-    script.write_text(_WORKER)
-    workers = [
-        subprocess.Popen([sys.executable, str(script), str(tmp_path), "20"], stdout=subprocess.PIPE)
-        for _ in range(2)
-    ]
-    outs = [w.communicate(timeout=120)[0] for w in workers]
-    assert [w.returncode for w in workers] == [0, 0]
-    assert all(out.strip() == b"ok" for out in outs)
-    assert rows(tmp_path) == 20 + 400  # 20 indexes, 400 parsed replies, none twice
-    built = tape_state(CassetteStore(tmp_path, "new_episodes"), "e3")[:5]
-    memo.use(None)
-    assert tape_state(CassetteStore(tmp_path, "none"), "e3")[:5] == built

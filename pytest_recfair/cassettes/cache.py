@@ -1,0 +1,237 @@
+"""The one content store: results kept across runs by content, beside the cassettes.
+
+A replay of unchanged cassettes with unchanged settings and code gives the same result
+on every run; :mod:`pytest_recfair.engine.replaymemo` keeps a replayed audit here whole.
+An entry is found by its namespace and key (a digest of everything the result depends
+on, made with :func:`code_version`), and holds that namespace and key and the digest of
+its value: a read checks all three, so an entry that is damaged, or that sits under
+another key's row (values swapped inside the file), is computed again, never served.
+
+One SQLite file, ``<cassette dir>/.recfair_cache/store.sqlite3``, safe to delete (the
+folder holds a ``.gitignore`` of ``*``): concurrent xdist workers share it through
+SQLite's own locking, a locked or unwritable file only skips writing, and a corrupt one
+is replaced. Past ``RECFAIR_CACHE_MAX_MB`` (2,048) it is started afresh when opened.
+``RECFAIR_CACHE=off`` in the environment switches it off.
+
+Stdlib only (no pytest, no httpx).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import importlib.metadata
+import marshal
+import os
+import sqlite3
+import sys
+import threading
+import zlib
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = [
+    "CACHE_DIR",
+    "FILE_NAME",
+    "code_version",
+    "folder",
+    "get",
+    "off",
+    "open_for",
+    "put",
+    "use",
+    "warm",
+]
+
+#: The cache folder inside the cassette folder (hidden: not a test's legacy folder).
+CACHE_DIR: Final = ".recfair_cache"
+#: The store's file inside :data:`CACHE_DIR`.
+FILE_NAME: Final = "store.sqlite3"
+_IGNORE: Final = "# pytest-recfair's cache: safe to delete\n*\n"
+#: Libraries whose version can change a result: array arithmetic, fuzzy title matching,
+#: YAML templates and grids, baseline validation, the reading of a recorded response.
+_LIBRARIES: Final = ("numpy", "rapidfuzz", "PyYAML", "jsonschema", "httpx")
+_DIGEST: Final = 20
+_MAX_MB_DEFAULT: Final = 2048
+
+
+def off() -> bool:
+    """``RECFAIR_CACHE=off`` (or 0, no, false): nothing is looked up or kept."""
+    return os.environ.get("RECFAIR_CACHE", "").lower() in ("off", "0", "no", "false")
+
+
+@functools.cache
+def code_version() -> bytes:
+    """What every entry depends on besides its inputs: the package's source and data
+    files (by their path inside the package, never where it is installed), Python's
+    version and the versions of :data:`_LIBRARIES`."""
+    h = hashlib.blake2b(b"recfair-store-1\0" + sys.version.encode())
+    for name in _LIBRARIES:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
+            h.update(f"\0{name}={importlib.metadata.version(name)}".encode())
+    package = Path(__file__).resolve().parents[1]
+    files = sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for path in files:
+        with contextlib.suppress(OSError):
+            h.update(b"\0" + path.relative_to(package).as_posix().encode() + b"\0")
+            h.update(path.read_bytes())
+    return h.digest()
+
+
+class _Store:
+    def __init__(self) -> None:
+        self.folder: Path | None = None
+        self.warm = False  # held entries when opened: a later run, worth looking up
+        self._db: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def use(self, folder: Path | None) -> None:
+        with self._lock:
+            if folder == self.folder:
+                return
+            if self._db is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    self._db.close()
+            self.folder, self._db, self.warm = folder, None, False
+            if folder is not None:
+                self._db = _open(folder / FILE_NAME)
+                self.warm = self._db is not None and _holds_entries(self._db)
+
+    def get(self, full: bytes) -> Any:
+        with self._lock:
+            if self._db is None:
+                return None
+            try:
+                row = self._db.execute("SELECT v FROM store WHERE k = ?", (_row(full),)).fetchone()
+            except sqlite3.Error:
+                return None
+        return None if row is None else _loads(full, bytes(row[0]))
+
+    def put(self, full: bytes, value: Any) -> None:
+        if self._db is None:
+            return
+        blob = _dumps(full, value)
+        with self._lock:
+            if self._db is None:
+                return
+            # One short transaction (xdist workers share the file); locked by another
+            # worker past the timeout: not kept.
+            with contextlib.suppress(sqlite3.Error):
+                self._db.execute("INSERT OR REPLACE INTO store VALUES (?, ?)", (_row(full), blob))
+
+
+def _row(full: bytes) -> bytes:
+    return hashlib.blake2b(full, digest_size=_DIGEST).digest()
+
+
+#: Values whose marshal bytes exceed this are stored zlib-compressed (a paper-scale
+#: audit's entry is megabytes; SQLite copies what it writes).
+_COMPRESS_OVER: Final = 1 << 20
+
+
+def _dumps(full: bytes, value: Any) -> bytes:
+    """The entry: its namespace and key, the digest of the payload, the payload."""
+    payload = marshal.dumps(value)
+    packed = len(payload) > _COMPRESS_OVER
+    if packed:
+        payload = zlib.compress(payload, 1)
+    head = marshal.dumps((full, hashlib.blake2b(payload, digest_size=_DIGEST).digest(), packed))
+    return len(head).to_bytes(4, "big") + head + payload
+
+
+def _loads(full: bytes, blob: bytes) -> Any:
+    """The value of entry ``blob`` if it is the entry of ``full`` and undamaged, else
+    None (computed again, and the entry replaced)."""
+    try:
+        end = 4 + int.from_bytes(blob[:4], "big")
+        stored, check, packed = marshal.loads(blob[4:end])
+        payload = blob[end:]
+        if stored != full or check != hashlib.blake2b(payload, digest_size=_DIGEST).digest():
+            return None
+        return marshal.loads(zlib.decompress(payload) if packed else payload)
+    except (ValueError, EOFError, TypeError, zlib.error):
+        return None
+
+
+def _max_bytes() -> int:
+    try:
+        return max(1, int(os.environ.get("RECFAIR_CACHE_MAX_MB", _MAX_MB_DEFAULT))) << 20
+    except ValueError:
+        return _MAX_MB_DEFAULT << 20
+
+
+def _open(path: Path) -> sqlite3.Connection | None:
+    """The store at ``path`` (created; a corrupt or outgrown one started afresh), or
+    None (locked or unwritable: another run's, left alone)."""
+    side = [path.with_name(path.name + s) for s in ("-wal", "-shm")]
+    with contextlib.suppress(OSError):
+        if sum(f.stat().st_size for f in (path, side[0]) if f.exists()) > _max_bytes():
+            for f in (path, *side):
+                f.unlink(missing_ok=True)
+    for attempt in range(2):
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            ignore = path.parent / ".gitignore"
+            if not ignore.exists():
+                ignore.write_text(_IGNORE)
+            db = sqlite3.connect(path, timeout=2.0, check_same_thread=False, isolation_level=None)
+            db.execute("PRAGMA journal_mode=WAL")
+            # A cache: an entry lost in a crash is computed again, a damaged one replaced.
+            db.execute("PRAGMA synchronous=OFF")
+            db.execute("CREATE TABLE IF NOT EXISTS store (k BLOB PRIMARY KEY, v BLOB NOT NULL)")
+            return db
+        except sqlite3.OperationalError:
+            return None
+        except sqlite3.DatabaseError:
+            if attempt == 0:  # not a database (corrupt, truncated): start it afresh
+                with contextlib.suppress(OSError):
+                    path.unlink()
+        except OSError:
+            return None
+    return None
+
+
+def _holds_entries(db: sqlite3.Connection) -> bool:
+    try:
+        return db.execute("SELECT 1 FROM store LIMIT 1").fetchone() is not None
+    except sqlite3.Error:
+        return False
+
+
+_STORE = _Store()
+
+
+def use(path: Path | None) -> None:
+    """Keep entries in folder ``path`` from now on; None: the store is closed."""
+    _STORE.use(None if off() else path)
+
+
+def open_for(cassettes: Path, replays_only: bool) -> None:
+    """Open the store of cassette folder ``cassettes`` now when the run only replays:
+    what is looked up before any cassette is read (a baseline validated before) finds it."""
+    if replays_only and cassettes.is_dir():
+        use(cassettes / CACHE_DIR)
+
+
+def folder() -> Path | None:
+    """The folder the store is kept in, or None when it is closed."""
+    return _STORE.folder
+
+
+def warm() -> bool:
+    """Whether the store held entries when this process opened it: a first run (a fresh
+    clone in CI) has nothing to look up, only results to keep."""
+    return _STORE.warm
+
+
+def get(namespace: bytes, key: bytes) -> Any:
+    """The value kept under ``namespace`` and ``key``: None when none, the store is
+    closed, or the entry does not check out against them."""
+    return _STORE.get(namespace + b"\0" + key)
+
+
+def put(namespace: bytes, key: bytes, value: Any) -> None:
+    """Keep marshal-able ``value`` under ``namespace`` and ``key`` (replacing an older
+    entry), written at once; nothing when the store is closed."""
+    _STORE.put(namespace + b"\0" + key, value)
