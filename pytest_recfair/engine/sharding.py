@@ -193,7 +193,7 @@ class MergeSource:
                 f"({type(exc).__name__}: {exc}); expected the files --fairness-shard writes: "
                 "re-run those shards."
             ) from None
-        _check_settings(settings, meta, files)
+        _check_settings(settings, meta, files, lambda: kind_inputs()[1])
         if meta.seed != settings.seed:
             raise ConfigError(
                 f"--fairness-merge: the shards of {test_id} ran with --fairness-seed="
@@ -220,11 +220,19 @@ class MergeSource:
         return sorted(set(self.found or {}) - self.used)
 
 
-def _check_settings(settings: AuditSettings, meta: AuditMeta, files: str) -> None:
+def _check_settings(
+    settings: AuditSettings, meta: AuditMeta, files: str, grid: Callable[[], Grid]
+) -> None:
     """The merge run's settings must be the shards': another k, grid or model would gate
-    the shards' numbers as if they were this test's."""
-    wanted = {"k": settings.k, "grid": settings.grid, "model": settings.model}
+    the shards' numbers as if they were this test's. The grid is compared as loaded (its
+    name and contents): ``settings.grid`` may be a file path, the shards name the grid."""
+    wanted: dict[str, Any] = {"k": settings.k, "model": settings.model}
     wanted["repeats"] = settings.repeats
+    if hasattr(meta, "grid_hash"):  # a kind that audits a grid's groups
+        loaded = grid()
+        wanted["grid"] = loaded.name
+        if loaded.name == getattr(meta, "grid", None):
+            wanted["grid_hash"] = loaded.digest
     differ = [
         f"{name} {value!r} here, {getattr(meta, name)!r} in the shards"
         for name, value in wanted.items()

@@ -143,3 +143,36 @@ def test_failed_prompts_are_counted_across_shards(pytester: pytest.Pytester) -> 
     assert sum(a["test_audit.py::test_religion"]["failed"].values()) > 0
     for test_id in a:
         assert b[test_id] == a[test_id], test_id
+
+
+GRID = """\
+name: tiny
+description: two attributes for the merge test
+articles: auto
+attributes:
+  - name: religion
+    values:
+      - {label: Muslim, text: Muslim}
+      - {label: Christian, text: Christian}
+  - name: gender
+    values:
+      - {label: Male, text: male}
+      - {label: Female, text: female}
+"""
+
+
+def test_shards_of_a_custom_grid_file_merge(project: pytest.Pytester) -> None:
+    """Issue 33 point 5: the merge compared the grid setting (a file path) with the name
+    the shards recorded ('tiny') and refused every custom grid; an edited grid file is
+    still refused."""
+    (project.path / "grid.yaml").write_text(GRID)
+    args = ("--fairness", "-o", "recfair_grid=grid.yaml")
+    for i in (1, 2):
+        _run(project, *args, f"--fairness-shard={i}/2").assert_outcomes(skipped=2)
+    merged = _run(project, *args, "--fairness-merge=fairness-shards", "--fairness-update")
+    merged.assert_outcomes(passed=2)
+    assert "differs from its shards" not in merged.stdout.str()
+    (project.path / "grid.yaml").write_text(GRID.replace("Christian", "Jewish"))
+    changed = _run(project, *args, "--fairness-merge=fairness-shards")
+    changed.assert_outcomes(errors=2)
+    changed.stdout.fnmatch_lines(["*now differs from its shards*grid_hash*"])
