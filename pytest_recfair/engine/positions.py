@@ -34,8 +34,7 @@ from pytest_recfair.metrics.positions import (
 from pytest_recfair.prompts.candidates import CandidateCase, build_candidate_cases, read_pick
 from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.seeds import Entity
-from pytest_recfair.report.fmt import fmt, fmt_pair, p_cell, p_text
-from pytest_recfair.report.htmlkit import esc, table
+from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_cell, p_text, table
 from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
 

@@ -20,8 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_recfair.report.fmt import fmt
-from pytest_recfair.report.htmlkit import esc
+from pytest_recfair.report.fmt import esc, fmt
 from pytest_recfair.results import AuditResult
 
 __all__ = ["EVIDENCE_CSS", "evidence_html", "evidence_lines", "evidence_markdown", "failing"]

@@ -1,9 +1,14 @@
-"""Number, interval and p-value formatting shared by every report format and message."""
+"""Number, interval and p-value formatting shared by every report format and message.
+
+Small HTML building blocks shared by the HTML report and the kinds' HTML sections
+(escaped text, a table in the report's styles).
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from html import escape
 from typing import Final
 
 from pytest_recfair.results import Interval, Stat
@@ -12,6 +17,7 @@ from pytest_recfair.vocab import GatedQuantity
 __all__ = [
     "LABEL",
     "clip",
+    "esc",
     "fmt",
     "fmt_ci",
     "fmt_delta",
@@ -20,6 +26,7 @@ __all__ = [
     "fmt_pair",
     "p_cell",
     "p_text",
+    "table",
 ]
 
 #: How each gated quantity is named in text.
@@ -84,3 +91,31 @@ def fmt_pair(pair: Sequence[float | None] | None) -> str:
 def clip(text: str, width: int) -> str:
     """``text`` cut to ``width`` characters, with an ellipsis when cut."""
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
+
+
+def esc(text: object) -> str:
+    """``text`` escaped for HTML text and attribute values."""
+    return escape(str(text), quote=True)
+
+
+def table(
+    head: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    label_columns: int = 1,
+    text_columns: Collection[int] = (),
+) -> str:
+    """A scrollable table of plain-text cells (escaped here); the columns after the first
+    ``label_columns`` are numbers, right-aligned, except ``text_columns`` (indices: prose
+    such as a question and its answers, left-aligned and wrapped)."""
+
+    def cells(row: Sequence[str], tag: str) -> str:
+        out = []
+        for i, c in enumerate(row):
+            numeric = i >= label_columns and i not in text_columns
+            num = ' class="num"' if numeric and tag == "td" else ""
+            out.append(f"<{tag}{num}>{esc(c)}</{tag}>")
+        return "".join(out)
+
+    body = "".join(f"<tr>{cells(r, 'td')}</tr>" for r in rows)
+    return f'<div class="scroll"><table><tr>{cells(head, "th")}</tr>{body}</table></div>'

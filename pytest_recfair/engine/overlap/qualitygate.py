@@ -18,8 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_recfair.metrics import quality as mq
-from pytest_recfair.report.fmt import fmt, fmt_p
-from pytest_recfair.report.htmlkit import esc, table
+from pytest_recfair.report.fmt import esc, fmt, fmt_p, table
 from pytest_recfair.results import GateFailure, Interval
 from pytest_recfair.settings import AuditSettings
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-from pytest_recfair.report.fmt import fmt, fmt_pair, p_text
-from pytest_recfair.report.htmlkit import esc, table
+from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_text, table
 from pytest_recfair.results import AuditResult
 
 __all__ = ["KEY", "LABELS", "RoleplaySections"]
