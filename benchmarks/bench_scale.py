@@ -35,6 +35,14 @@ the same loop, with each run's peak RSS.
 cassettes replayed by the package in ``DIR`` (a checkout of another commit, for example
 ``git archive main | tar -x -C DIR``): a before/after of a change on the same machine
 at the same load.
+
+``--first N`` measures issue 31's target at N entities: the compact cassettes replayed on
+a fresh checkout (no cache folder), once with the cache on (the folder deleted before
+each run) and once with ``RECFAIR_CACHE=off``, each over the bare pytest run of the same
+round (median of ``--runs``, per-round ratios); ``--other-code DIR`` adds the same two
+runs of the package in ``DIR``, so a before/after shares the rounds.
+
+    .venv/bin/python benchmarks/bench_scale.py --first 1000 --runs 5 --cache DIR
 """
 
 from __future__ import annotations
@@ -223,6 +231,65 @@ def measure_formats(
     return 0
 
 
+def measure_first(n: int, runs: int, cache: Path | None, other: Path | None = None) -> int:
+    """Issue 31: a first run on a fresh checkout (compact cassettes, no cache folder), over
+    the bare pytest run of the same round; with ``other``, that code's too."""
+    from pytest_recfair.cassettes import compact, tapecache
+
+    with project(n, cache) as root:
+        prepare(root, n)
+        packed = root.with_name(root.name + "-compact")
+        if not packed.is_dir():
+            shutil.copytree(root, packed, ignore=shutil.ignore_patterns(tapecache.CACHE_DIR))
+            compact.convert(packed / "fixtures" / "cassettes", compact=True)
+        off = {"RECFAIR_CACHE": "off"}
+        _, _, code, out, _ = run(packed, "--fairness", "--fairness-update", env_extra=off)
+        if code != 0:
+            raise SystemExit(f"warm-up failed ({code}):\n{out}")
+        plan: list[tuple[str, dict[str, str]]] = [
+            ("bare pytest (reference)", {}),
+            ("first run (no cache folder)", {}),
+            ("RECFAIR_CACHE=off", off),
+        ]
+        if other is not None:
+            there = {"PYTHONPATH": str(other)}
+            plan += [(f"{name} ({other.name})", {**env, **there}) for name, env in plan[1:]]
+        rows: dict[str, list[tuple[float, float, float]]] = {}
+        for _ in range(runs):
+            for name, env in plan:
+                shutil.rmtree(packed / "fixtures" / "cassettes" / tapecache.CACHE_DIR, True)
+                args = () if name.startswith("bare") else ("--fairness",)
+                wall, peak, code, out, cpu = run(packed, *args, env_extra=env)
+                if code != 0:
+                    raise SystemExit(f"{name} failed ({code}):\n{out}")
+                rows.setdefault(name, []).append((wall, cpu, peak))
+        print(f"load average at end: {os.getloadavg()[0]:.1f}")
+    bare = rows.pop("bare pytest (reference)")
+    print(f"\n{n:,} entities, compact cassettes; medians of {runs} rounds")
+    print(
+        "| run | median wall (CPU) | ratio of medians, wall (CPU) | per-round wall ratio, "
+        "median (range) | peak |"
+    )
+    print("| --- | ---: | ---: | ---: | ---: |")
+    print(
+        f"| bare pytest | {_median(bare, 0):.2f} s ({_median(bare, 1):.2f} s) | x1.0 | | "
+        f"{max(p for _, _, p in bare):.0f} MB |"
+    )
+    for name, got in rows.items():
+        ratios = sorted(a[0] / b[0] for a, b in zip(got, bare, strict=True))
+        print(
+            f"| {name} | {_median(got, 0):.2f} s ({_median(got, 1):.2f} s) | "
+            f"x{_median(got, 0) / _median(bare, 0):.2f} "
+            f"(x{_median(got, 1) / _median(bare, 1):.2f}) | x{statistics.median(ratios):.2f} "
+            f"({ratios[0]:.2f}-{ratios[-1]:.2f}) | {max(p for _, _, p in got):.0f} MB |"
+        )
+    return 0
+
+
+def _median(rows: list[tuple[float, float, float]], column: int) -> float:
+    return statistics.median(r[column] for r in rows)
+
+
 def _versus_today(rows: dict[str, list[tuple[float, float, float]]], today: str) -> None:
     """Each first run over the run of today's code in the same round (the rounds
     alternate, so a machine that slows down for a while slows both)."""
@@ -246,11 +313,18 @@ def main() -> int:
     parser.add_argument("--sizes", default="250,1000,4000,10000", help="entity counts")
     parser.add_argument("--cache", type=Path, default=None, help="keep generated projects here")
     parser.add_argument("--formats", type=int, default=0, help="issue 24 table at N entities")
-    parser.add_argument("--other-code", type=Path, default=None, help="--formats: also this code")
+    parser.add_argument("--first", type=int, default=0, help="issue 31 first run at N entities")
+    parser.add_argument(
+        "--other-code", type=Path, default=None, help="--formats/--first: also this code"
+    )
     parser.add_argument(
         "--today", type=Path, default=None, help="--formats: plain replay of the code here"
     )
     args = parser.parse_args()
+    if args.first:
+        print(f"machine: {cpu_model()}; {os.cpu_count()} cores; Python {sys.version.split()[0]}")
+        print(f"load average at start: {os.getloadavg()[0]:.1f}")
+        return measure_first(args.first, args.runs, args.cache, args.other_code)
     if args.formats:
         print(f"machine: {cpu_model()}; {os.cpu_count()} cores; Python {sys.version.split()[0]}")
         print(f"load average at start: {os.getloadavg()[0]:.1f}")

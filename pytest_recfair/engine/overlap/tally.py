@@ -170,7 +170,7 @@ class Tally:
         R = self.config.repeats
         neutral: list[Lists] = [{} for _ in range(R)]
         grouped: dict[str, list[dict[str, Lists]]] = {}
-        counts: dict[str, dict[str, Counter[str]]] = {}
+        counts: Counter[tuple[str, str, str]] = Counter()  # (attribute, value, status)
         for r in replies:
             c = r.case
             if c.attribute is None or c.value is None:
@@ -181,14 +181,16 @@ class Tally:
             if r.status == FAILED:  # no key: left out of the value's mean
                 continue
             lists[c.entity_id] = r.items
-            counts.setdefault(c.attribute, {}).setdefault(c.value, Counter())[r.status] += 1
+            counts[c.attribute, c.value, r.status] += 1
         order = list(neutral[0])
         if not order:
             return
         rows = np.array([self._row(e) for e in order], dtype=np.int64)
         neutral = [{e: run.get(e) for e in order} for run in neutral]
         for attr, runs in grouped.items():
-            self._add_attribute(attr, rows, neutral, runs, counts.get(attr, {}))
+            self._add_attribute(attr, rows, neutral, runs)
+        for (attr, value, status), n in counts.items():
+            self.attributes[attr].statuses[value][status] += n
         for m, per_entity in self.noise.items():
             repeats = {e: [run.get(e) for run in neutral] for e in order}
             per_entity[rows] = noise_per_entity(repeats, m, self.config.k, self.config.variant)
@@ -210,7 +212,6 @@ class Tally:
         rows: npt.NDArray[np.int64],
         neutral: Sequence[Lists],
         runs: Sequence[Mapping[str, Lists]],
-        counts: Mapping[str, Counter[str]],
     ) -> None:
         cfg = self.config
         at = self.attributes.get(attr)
@@ -234,8 +235,6 @@ class Tally:
             at.sims[m][cells] = mean.sims
             at.missing[cells] = mean.missing
             _add_curves(at, m, cols, cubes[0].sims[m])
-        for value, counter in counts.items():
-            at.statuses[value].update(counter)
         if cfg.repeats > 1:
             scores = [
                 entropy([run[v].get(e) or [] for run in runs])
