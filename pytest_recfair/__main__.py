@@ -238,12 +238,7 @@ def _import(args: argparse.Namespace) -> int:
         from pytest_recfair.importer.biaslens import import_biaslens
 
         b = import_biaslens(args.source, args.out, model=args.model, without_role=args.without_role)
-        counts = ", ".join(f"{a} ({n})" for a, n in b.attributes.items())
-        print(
-            f"imported BiasLens {b.model}: questions {counts}; {b.interactions} answers and "
-            f"judge calls recorded; {b.skipped} rows left out (placeholders, duplicates)\n"
-            f"re-run offline: cd {b.out} && pytest --fairness --fairness-update"
-        )
+        print("\n".join(b.lines()))
         return 0
     s = import_run(
         args.source,

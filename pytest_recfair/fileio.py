@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from pytest_recfair.secrets import scrub_values_bytes
@@ -54,3 +57,21 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> None:
 
 def atomic_write_text(path: Path | str, text: str) -> None:
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def staged_folder(out: Path) -> Iterator[Path]:
+    """A new hidden folder next to ``out`` to write a whole project into: moved to ``out``
+    (new, or empty: the caller checks) when the block succeeds, removed when it fails, so
+    a failed write leaves ``out`` as it was."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
+    try:
+        tmp.chmod(0o777 & ~_umask())  # what mkdir would give it, not mkdtemp's 0700
+        yield tmp
+        if out.is_dir():
+            out.rmdir()
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

@@ -13,8 +13,11 @@ round's three judge calls with the published judges (``LLM 1..3``).
 As the paper's table script does, the shortest of an attribute's three round files drives
 the questions, matched by role, type and question text in the other two; an empty answer
 is recorded as the text ``None`` (the script reads a missing answer so). The questions go
-through the project's loader, which leaves out placeholder and duplicate rows (counted in
-the summary). The folder's content is never copied into this repository: the released
+through the project's loader, which leaves out placeholder and duplicate rows. Every cell
+is scrubbed of secrets as it is read (as ``import faireval`` does), and every input row is
+either imported or counted and named (file and line) in the summary. The project is
+written into a hidden folder and moved to ``--out`` at the end: a failed import leaves
+``--out`` as it was. The folder's content is never copied into this repository: the released
 questions and answers carry no licence.
 """
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,10 +33,17 @@ from typing import Any
 
 import httpx
 
+from pytest_recfair import secrets
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import atomic_write_text
+from pytest_recfair.fileio import atomic_write_text, staged_folder
 from pytest_recfair.importer.record import completion, record
-from pytest_recfair.prompts.roles import JUDGE_REPEATS, load_roles, normalise_qtype, parse_options
+from pytest_recfair.prompts.roles import (
+    ATTRIBUTES,
+    JUDGE_REPEATS,
+    load_roles,
+    normalise_qtype,
+    parse_options,
+)
 
 __all__ = ["BiasLensSummary", "import_biaslens"]
 
@@ -41,8 +52,17 @@ JUDGE = "biaslens-judge"
 TEST_FILE = "test_biaslens.py"
 _ALIASES = {"occupations": "occupation"}
 
-#: (role, qtype, question) -> the three rounds' (answer, [LLM 1..3]).
-Rounds = dict[tuple[str, str, str], list[tuple[str, list[str]]]]
+
+@dataclass(frozen=True)
+class _Row:
+    where: str  # "<file>:<line>"
+    cells: dict[str, str]  # scrubbed
+
+
+#: (role, qtype, question) -> the three rounds' rows.
+Rounds = dict[tuple[str, str, str], list[_Row]]
+#: why -> the input rows left out for it ("<file>:<line>").
+Left = dict[str, list[str]]
 
 
 @dataclass(frozen=True)
@@ -51,22 +71,58 @@ class BiasLensSummary:
     model: str
     attributes: dict[str, int]  # questions per attribute
     interactions: int
-    skipped: int  # rows the loader left out (placeholders, duplicates, choices without options)
+    left: Mapping[str, Sequence[str]]  # why -> the input rows left out for it
+
+    @property
+    def skipped(self) -> int:
+        """Input rows left out."""
+        return sum(len(v) for v in self.left.values())
+
+    def lines(self) -> list[str]:
+        """The import's report: what was imported, every row left out and why (scrubbed)."""
+        counts = ", ".join(f"{a} ({n})" for a, n in self.attributes.items())
+        out = [
+            f"imported BiasLens {self.model}: questions {counts}; {self.interactions} answers "
+            f"and judge calls recorded; {self.skipped} input rows left out"
+            + (":" if self.left else "")
+        ]
+        out += [f"  {len(rows)} {why}: {_places(rows)}" for why, rows in self.left.items()]
+        out.append(f"re-run offline: cd {self.out} && pytest --fairness --fairness-update")
+        return [secrets.scrub(line) for line in out]
 
 
-def _read(path: Path) -> list[dict[str, str]]:
+def _places(rows: Sequence[str]) -> str:
+    """``a.csv:3, a.csv:5, b.csv:4`` as ``a.csv lines 3, 5; b.csv line 4``."""
+    by_file: dict[str, list[str]] = {}
+    for row in rows:
+        file, _, line = row.rpartition(":")
+        by_file.setdefault(file, []).append(line)
+    return "; ".join(
+        f"{f} line{'s' if len(n) > 1 else ''} {', '.join(n)}" for f, n in by_file.items()
+    )
+
+
+def _read(path: Path) -> list[_Row]:
+    """The rows of one round file, every cell scrubbed of secrets."""
+    rows: list[_Row] = []
     try:
         with path.open(encoding="utf-8-sig", newline="") as f:
-            rows = list(csv.DictReader(f))
+            reader = csv.DictReader(f)
+            header = reader.fieldnames or []
+            need = {"Role", "Question Type", "Question", "Answer"}
+            if not need <= set(header):
+                raise DataError(
+                    f"import biaslens: {str(path)!r} lacks column(s) "
+                    f"{sorted(need - set(header))}; expected the released answers' 'Role, "
+                    "Question Type, Question, Answer, LLM 1, LLM 2, LLM 3, final'"
+                )
+            line = reader.line_num + 1
+            for raw in reader:
+                cells = {k: secrets.scrub(v or "") for k, v in raw.items() if isinstance(k, str)}
+                rows.append(_Row(f"{path.name}:{line}", cells))
+                line = reader.line_num + 1
     except (OSError, UnicodeDecodeError, csv.Error) as exc:
         raise DataError(f"import biaslens: {str(path)!r} cannot be read ({exc})") from exc
-    need = {"Role", "Question Type", "Question", "Answer"}
-    if rows and not need <= set(rows[0]):
-        raise DataError(
-            f"import biaslens: {str(path)!r} lacks column(s) {sorted(need - set(rows[0]))}; "
-            "expected the released answers' 'Role, Question Type, Question, Answer, LLM 1, "
-            "LLM 2, LLM 3, final'"
-        )
     return rows
 
 
@@ -79,26 +135,38 @@ def _judges(row: Mapping[str, str]) -> list[str]:
     return ["No" if unfair else "Yes"] * JUDGE_REPEATS
 
 
-def _rounds(folder: Path, attribute: str) -> Rounds:
+def _key(row: _Row) -> tuple[str, str, str]:
+    c = row.cells
+    return (c["Role"].strip(), c["Question Type"].strip(), c["Question"].strip())
+
+
+def _rounds(folder: Path, attribute: str, left: Left) -> Rounds:
+    """The questions answered in all three round files, in the shortest file's order; every
+    other row is added to ``left`` with the reason."""
     files = [folder / f"{attribute}_answers_0{r}.csv" for r in range(1, ROUNDS + 1)]
     missing = [str(p) for p in files if not p.is_file()]
     if missing:
         raise DataError(f"import biaslens: missing round file(s) {missing}")
     tables = [_read(p) for p in files]
-    keyed: list[dict[tuple[str, str, str], Mapping[str, str]]] = []
+    empty = [p.name for p, rows in zip(files, tables, strict=True) if not rows]
+    if empty:
+        why = f"rows of {attribute}, whose round file {empty[0]} holds only its header"
+        left.setdefault(why, []).extend(r.where for rows in tables for r in rows)
+        return {}
+    keyed: list[dict[tuple[str, str, str], _Row]] = []
     for rows in tables:
-        index: dict[tuple[str, str, str], Mapping[str, str]] = {}
+        index: dict[tuple[str, str, str], _Row] = {}
         for row in rows:
-            key = (row["Role"].strip(), row["Question Type"].strip(), row["Question"].strip())
-            index.setdefault(key, row)
+            if _key(row) in index:
+                left.setdefault("repeats of a question in its round file", []).append(row.where)
+            index.setdefault(_key(row), row)
         keyed.append(index)
+    for index in keyed:
+        for key, row in index.items():
+            if not all(key in k for k in keyed):
+                left.setdefault("rows not in all three round files", []).append(row.where)
     driver = min(range(ROUNDS), key=lambda r: len(tables[r]))
-    out: Rounds = {}
-    for key in keyed[driver]:
-        if all(key in k for k in keyed):
-            got = [k[key] for k in keyed]
-            out[key] = [((r.get("Answer") or "").strip() or "None", _judges(r)) for r in got]
-    return out
+    return {key: [k[key] for k in keyed] for key in keyed[driver] if all(key in k for k in keyed)}
 
 
 def _record(root: Path, cases: Sequence[Any], texts: Mapping[str, str], model: str) -> Any:
@@ -147,36 +215,93 @@ def _test_file(attributes: Sequence[str], without_role: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _attribute(folder: Path, stem: str) -> str:
+    attribute = _ALIASES.get(stem.casefold(), stem.casefold())
+    if attribute not in ATTRIBUTES:
+        raise DataError(
+            f"import biaslens: {str(folder / f'{stem}_answers_01.csv')!r} is named for "
+            f"{stem!r}, not one of the attributes {', '.join(ATTRIBUTES)}; rename its three "
+            "round files <attribute>_answers_0N.csv or move them out of the folder"
+        )
+    return attribute
+
+
+def _questions(folder: Path, left: Left) -> tuple[list[dict[str, str]], list[list[_Row]]]:
+    """The question rows to write, and each one's three input rows."""
+    rows: list[dict[str, str]] = []
+    sources: list[list[_Row]] = []
+    found = sorted(p.name.split("_answers_")[0] for p in folder.glob("*_answers_01.csv"))
+    for stem in found:
+        attribute = _attribute(folder, stem)
+        for key, got in _rounds(folder, stem, left).items():
+            qtype = normalise_qtype(key[1])
+            why = None
+            if qtype is None:
+                why = "questions of a type other than Yes/No, Choice or Why (3 rows each)"
+            elif qtype == "choice" and len(parse_options(key[2])) < 2:
+                why = "choice questions without (A)/(B) options (3 rows each)"
+            if qtype is None or why is not None:
+                left.setdefault(str(why), []).extend(r.where for r in got)
+                continue
+            rows.append({"role": key[0], "attribute": attribute, "type": qtype, "question": key[2]})
+            sources.append(got)
+    return rows, sources
+
+
+def _load(path: Path, sources: Sequence[Sequence[_Row]], left: Left) -> Any:
+    """The written questions through the project's loader; what it leaves out goes to
+    ``left`` and its errors name the input rows (not the generated file)."""
+    try:
+        questions = load_roles(path)
+    except DataError as exc:
+        where = re.search(r"questions\[(\d+)\]", str(exc))
+        rows = sources[int(where.group(1))] if where else []
+        message = str(exc).split(": ", 1)[-1].removeprefix(where.group(0) + ": " if where else "")
+        raise DataError(
+            f"import biaslens: {_places([r.where for r in rows]) or 'the answer files'}: {message}"
+        ) from None
+    for skip in questions.skipped:
+        i = int(skip.where.removeprefix("questions[").rstrip("]"))
+        why = f"{skip.reason.split(' ', 1)[0]} questions (placeholders, repeats; 3 rows each)"
+        left.setdefault(why, []).extend(r.where for r in sources[i])
+    return questions
+
+
 def import_biaslens(
     source: str | Path, out: str | Path, *, model: str | None = None, without_role: bool = False
 ) -> BiasLensSummary:
     """Write the re-run of one model's published answers into the new folder ``out``."""
+    folder, name = _model_folder(Path(source), model, without_role)
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ConfigError(f"import: {str(out)!r} is not empty; give a new or empty --out folder")
+    left: Left = {}
+    rows, sources = _questions(folder, left)
+    if not rows:
+        raise DataError(f"import biaslens: {str(folder)!r} holds no answer file to import")
+    with staged_folder(out) as tmp:
+        counts, interactions = _write(tmp, secrets.scrub(name), rows, sources, without_role, left)
+    return BiasLensSummary(out, secrets.scrub(name), counts, interactions, left)
+
+
+def _write(
+    out: Path,
+    name: str,
+    rows: list[dict[str, str]],
+    sources: Sequence[Sequence[_Row]],
+    without_role: bool,
+    left: Left,
+) -> tuple[dict[str, int], int]:
+    """Write the project into ``out``: (questions per attribute, interactions recorded)."""
     from pytest_recfair.engine import registry
     from pytest_recfair.engine.base import AuditInputs
     from pytest_recfair.prompts.grids import load_grid
     from pytest_recfair.prompts.seeds import Entity
     from pytest_recfair.settings import resolve
 
-    folder, name = _model_folder(Path(source), model, without_role)
-    out = Path(out)
-    if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"import: {str(out)!r} is not empty; give a new or empty --out folder")
-    rounds: Rounds = {}
-    rows: list[dict[str, str]] = []
-    found = sorted(p.name.split("_answers_")[0] for p in folder.glob("*_answers_01.csv"))
-    for stem in found:
-        for key, got in _rounds(folder, stem).items():
-            qtype = normalise_qtype(key[1])
-            if qtype is None or (qtype == "choice" and len(parse_options(key[2])) < 2):
-                continue
-            attribute = _ALIASES.get(stem, stem)
-            rounds[(key[0], qtype, key[2])] = got
-            rows.append({"role": key[0], "attribute": attribute, "type": qtype, "question": key[2]})
-    if not rows:
-        raise DataError(f"import biaslens: {str(folder)!r} holds no answer file to import")
     table = {"name": f"biaslens-{name}", "questions": rows}
     atomic_write_text(out / "questions.json", json.dumps(table, indent=1))
-    questions = load_roles(out / "questions.json")
+    questions = _load(out / "questions.json", sources, left)
     attributes = sorted({q.attribute for q in questions})
     atomic_write_text(out / TEST_FILE, _test_file(attributes, without_role))
     atomic_write_text(
@@ -192,12 +317,19 @@ def import_biaslens(
     entities = [Entity(q.id, q.question, settings.domain) for q in questions]
     kind = registry.kind_for(settings)  # by kind= in the settings: the role-play audit
     cases = kind.build_cases(settings, load_grid("faireval"), entities, None, inputs)
-    by_question = {q.id: rounds[(q.role, q.qtype, q.question)] for q in questions}
-    texts = {c.id: by_question[c.question_id][c.repeat][0] for c in cases}
+    keys = [(r["role"], r["type"], r["question"]) for r in rows]
+    by_row = dict(zip(keys, sources, strict=True))
+    by_question = {q.id: by_row[(q.role, q.qtype, q.question)] for q in questions}
+    texts = {
+        c.id: (by_question[c.question_id][c.repeat].cells.get("Answer") or "").strip() or "None"
+        for c in cases
+    }
     outcome = _record(out / "cassettes", cases, texts, name)
     judges = kind.follow_up(settings, cases, outcome)  # type: ignore[attr-defined]
     verdicts = {
-        j.id: by_question[j.entity_id][j.repeat // JUDGE_REPEATS][1][j.repeat % JUDGE_REPEATS]
+        j.id: _judges(by_question[j.entity_id][j.repeat // JUDGE_REPEATS].cells)[
+            j.repeat % JUDGE_REPEATS
+        ]
         for j in judges
     }
     if judges:
@@ -205,4 +337,4 @@ def import_biaslens(
     counts: dict[str, int] = {}
     for q in questions:
         counts[q.attribute] = counts.get(q.attribute, 0) + 1
-    return BiasLensSummary(out, name, counts, len(cases) + len(judges), len(rows) - len(questions))
+    return counts, len(cases) + len(judges)

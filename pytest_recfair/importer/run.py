@@ -23,7 +23,7 @@ import yaml
 
 from pytest_recfair import secrets
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import atomic_write_text
+from pytest_recfair.fileio import atomic_write_text, staged_folder
 from pytest_recfair.importer.published import (
     PublishedRun,
     Row,
@@ -390,11 +390,12 @@ def import_run(
         **layout.files,
         **{_seeds_file(c): _seeds_csv(names, ids[c]) for c in classes},
     }
-    for name, text in files.items():
-        atomic_write_text(out / name, secrets.scrub(text))
-    written, differing = _record(run, layout, out, classes, ids, the_model, language, replies)
-    if written == 0:
-        raise DataError(f"import: {str(source)!r} gave no reply to record")
+    with staged_folder(out) as tmp:  # a failed import leaves --out as it was
+        for name, text in files.items():
+            atomic_write_text(tmp / name, secrets.scrub(text))
+        written, differing = _record(run, layout, tmp, classes, ids, the_model, language, replies)
+        if written == 0:
+            raise DataError(f"import: {str(source)!r} gave no reply to record")
     return ImportSummary(
         out=out,
         k=run.k,

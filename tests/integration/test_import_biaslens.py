@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import csv
 import json
+import re
+import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from pytest_recfair.cassettes import cache
 from pytest_recfair.metrics.roleplay import BIASLENS_UNBIASED
+from tests.integration.test_secrets_everywhere import _text
 from tests.support.plugin import REPO
 
 HEADER = ["Role", "Question Type", "Question", "Answer", "LLM 1", "LLM 2", "LLM 3", "final"]
@@ -126,3 +131,104 @@ def test_a_folder_without_answers_is_one_line(tmp_path: Path) -> None:
 
     with pytest.raises(DataError, match="is not a folder; give the BiasLens root"):
         import_biaslens(tmp_path, tmp_path / "out")
+
+
+KEY = "sk-proj-PlantedKey7f3a9c1e5b2d4f60a8c7e1"
+
+
+def _import(source: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_recfair", "import", "biaslens", str(source),
+         "--out", str(out)],
+        cwd=REPO, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def _edit(path: Path, change: Callable[[list[list[str]]], list[list[str]]]) -> None:
+    with path.open(encoding="utf-8", newline="") as f:
+        rows = list(csv.reader(f))
+    with path.open("w", encoding="utf-8", newline="") as f:
+        csv.writer(f).writerows(change(rows))
+
+
+def test_a_key_in_an_answer_cell_reaches_no_file_and_no_line(tmp_path: Path) -> None:
+    """issue 33 point 3: as ``import faireval`` does, every cell is scrubbed when read."""
+    source, out = tmp_path / "BiasLens", tmp_path / "project"
+    _folder(source)
+    folder = source / "answers" / "role" / "tiny"
+    for r in (1, 2, 3):  # a Yes/No answer and a Why answer in every round hold the key
+        _edit(
+            folder / f"religion_answers_0{r}.csv",
+            lambda rows: [
+                [*row[:3], f"Yes. Authorization: Bearer {KEY}", *row[4:]]
+                if row[1] in ("Yes/No", "Wh") else row
+                for row in rows
+            ],
+        )  # fmt: skip
+    run = _import(source, out)
+    assert run.returncode == 0, run.stderr
+    test = subprocess.run(
+        [sys.executable, "-m", "pytest", "--fairness", "--fairness-update", "-p",
+         "no:cacheprovider", "--fairness-report=r.json", "--fairness-report=r.html", "-q"],
+        cwd=out, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert test.returncode == 0, test.stdout[-3000:]
+    written = [p for p in out.rglob("*") if p.is_file()]
+    assert {"r.json", "r.html", cache.FILE_NAME} <= {p.name for p in written}
+    assert any(p.parent.name == "baselines" for p in written)
+    leaks = [str(p) for p in written for form in (KEY, KEY[8:-4]) if form in _text(p)]
+    outputs = run.stdout + run.stderr + test.stdout + test.stderr
+    assert leaks == [], leaks
+    assert KEY[8:-4] not in outputs
+
+
+def test_every_row_left_out_is_counted_and_named(tmp_path: Path) -> None:
+    """A round file holding only its header, choice questions without (A)/(B) options:
+    each input row is imported (3 per question) or counted and named in the summary."""
+    source, out = tmp_path / "BiasLens", tmp_path / "project"
+    _folder(source)
+    folder = source / "answers" / "role" / "tiny"
+    bare = [["nurses", "Choice", f"Suppose you are a nurse, who is worse at task {q}?", "A",
+             "", "", "", ""] for q in range(2)]  # fmt: skip
+    for r in (1, 2, 3):
+        _edit(folder / f"occupations_answers_0{r}.csv", lambda rows: [*rows, *bare])
+    _edit(folder / "religion_answers_02.csv", lambda rows: rows[:1])  # the header only
+    run = _import(source, out)
+    assert run.returncode == 0, run.stderr
+    inputs = sum(len(list(csv.DictReader(p.open(encoding="utf-8")))) for p in folder.glob("*.csv"))
+    imported = len(json.loads((out / "questions.json").read_text(encoding="utf-8"))["questions"])
+    said = re.search(r"(\d+) input rows left out", run.stdout)
+    assert said is not None, run.stdout
+    assert int(said.group(1)) == inputs - 3 * imported > 0, run.stdout
+    assert "religion_answers_02.csv holds only its header" in run.stdout
+    assert f"{3 * len(bare)} choice questions without (A)/(B) options" in run.stdout
+    assert "occupations_answers_01.csv lines" in run.stdout
+
+
+def test_errors_name_the_input_and_a_failed_import_leaves_out_as_it_was(
+    tmp_path: Path,
+) -> None:
+    source, out = tmp_path / "BiasLens", tmp_path / "project"
+    _folder(source)
+    folder = source / "answers" / "role" / "tiny"
+    out.mkdir()
+    for r in (1, 2, 3):  # a row without a role: the loader refuses it
+        _edit(folder / f"religion_answers_0{r}.csv", lambda rows: [*rows[:2], ["", *rows[2][1:]],
+                                                                     *rows[3:]])  # fmt: skip
+    run = _import(source, out)
+    assert run.returncode == 2
+    assert "religion_answers_01.csv line 3" in run.stderr, run.stderr
+    assert "questions.json" not in run.stderr
+    assert list(out.iterdir()) == []
+    assert sorted(tmp_path.iterdir()) == [source, out]
+    for r in (1, 2, 3):
+        shutil.copy(folder / f"religion_answers_0{r}.csv", folder / f"hobby_answers_0{r}.csv")
+    run = _import(source, out)
+    assert run.returncode == 2
+    assert "hobby_answers_01.csv" in run.stderr
+    assert "questions.json" not in run.stderr
+    for r in (1, 2, 3):
+        (folder / f"hobby_answers_0{r}.csv").unlink()
+        _edit(folder / f"religion_answers_0{r}.csv", lambda rows: [rows[0], *rows[3:]])
+    assert _import(source, out).returncode == 0  # the re-run is not refused
+    assert (out / "questions.json").is_file()
