@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair.fileio import atomic_write_text
+from pytest_recfair.fileio import atomic_write_text, staged_folder
 
 
 @pytest.fixture
@@ -48,3 +48,25 @@ def test_a_failed_write_leaves_no_temp_file(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError):
         atomic_write_text(tmp_path / "x.json", Boom("x"))
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_staged_folder_replaces_an_empty_out_or_leaves_it_as_it_was(
+    tmp_path: Path, umask: None
+) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+
+    def fail() -> None:
+        with staged_folder(out) as tmp:
+            atomic_write_text(tmp / "a.txt", "half a project")
+            raise RuntimeError("the import failed")
+
+    with pytest.raises(RuntimeError, match="the import failed"):
+        fail()
+    assert sorted(tmp_path.iterdir()) == [out]
+    assert list(out.iterdir()) == []
+    with staged_folder(out) as tmp:
+        atomic_write_text(tmp / "a.txt", "a whole project")
+    assert sorted(tmp_path.iterdir()) == [out]
+    assert (out / "a.txt").read_text(encoding="utf-8") == "a whole project"
+    assert stat.S_IMODE(out.stat().st_mode) == 0o777 & ~0o027
