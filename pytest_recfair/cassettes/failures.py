@@ -18,6 +18,13 @@ shard directories copied together keep every shard's file; a read merges all of 
 latest note of a prompt wins). The name is neither ``*.json`` nor a folder, so nothing
 reads it as a cassette. Independent of the cassette file format: only the cassette
 directory is shared.
+
+A note belongs to the test that failed (:func:`scoped`: the request hash with the test
+id): under xdist two tests sharing a prompt may fail it in one worker and record it in
+the other, and each test's replay must give its own recording's numbers. So a replay-only
+run fails a test's noted prompts even when another test's recording answers them. A
+prompt a writer answered that another writer's file notes as failed gets an ``answered``
+note (the latest note wins), so a stale note of another worker never fails it again.
 """
 
 from __future__ import annotations
@@ -44,12 +51,15 @@ __all__ = [
     "failure_of",
     "log_for",
     "request_key",
+    "scoped",
     "set_shard",
 ]
 
 #: The sidecar files of one cassette directory.
 FILE_GLOB: Final = "_failed.*.jsonl"
 _VERSION: Final = 1
+#: The kind of a note saying a prompt once failed by another writer is now answered.
+ANSWERED: Final = "answered"
 
 _HTTP_STATUS = re.compile(r"\bHTTP (\d{3})\b")
 
@@ -100,6 +110,11 @@ def request_key(method: str, url: str, body: bytes | str, repeat: int) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:32]
 
 
+def scoped(key: str, test_id: str) -> str:
+    """The note key of request ``key`` failed by the test ``test_id``."""
+    return hashlib.sha256(f"{test_id}\n{key}".encode()).hexdigest()[:32]
+
+
 # the shard label of each cassette directory in this process (set by the plugin)
 _SHARDS: dict[Path, str] = {}
 _LOCK = threading.Lock()
@@ -141,11 +156,12 @@ class FailureLog:
     def find(self, key: str) -> Failure | None:
         """The recorded failure of the request ``key``, if any writer noted one."""
         with self._lock:
-            return self._all().get(key)
+            found = self._all().get(key)
+            return None if found is None or found.kind == ANSWERED else found
 
     def count(self) -> int:
         with self._lock:
-            return len(self._all())
+            return sum(f.kind != ANSWERED for f in self._all().values())
 
     def update(self, failed: Iterable[tuple[str, Failure]], answered: Iterable[str]) -> None:
         """Note ``failed`` (key, failure) and forget ``answered`` keys; saved at once when
@@ -153,8 +169,13 @@ class FailureLog:
         with self._lock:
             own = self._own_file()
             before = dict(own)
+            others = _merge(p for p in self._paths() if p != self.path)
+            now = datetime.now(UTC).isoformat(timespec="seconds")
             for key in answered:
                 own.pop(key, None)
+                other = others.get(key)
+                if other is not None and other.kind != ANSWERED:  # another writer's note
+                    own[key] = Failure(other.entity, None, ANSWERED, now)
             for key, failure in failed:
                 own[key] = failure
             if own == before:
@@ -164,15 +185,11 @@ class FailureLog:
 
     def _all(self) -> dict[str, Failure]:
         if self._merged is None:
-            merged: dict[str, Failure] = {}
-            paths = sorted(self.root.glob(FILE_GLOB)) if self.root.is_dir() else []
-            for path in paths:
-                for key, failure in _read(path).items():
-                    old = merged.get(key)
-                    if old is None or failure.at >= old.at:
-                        merged[key] = failure
-            self._merged = merged
+            self._merged = _merge(self._paths())
         return self._merged
+
+    def _paths(self) -> list[Path]:
+        return sorted(self.root.glob(FILE_GLOB)) if self.root.is_dir() else []
 
     def _own_file(self) -> dict[str, Failure]:
         if self._own is None:
@@ -198,6 +215,17 @@ class FailureLog:
             for key, f in sorted(own.items(), key=lambda kv: (kv[1].entity, kv[0]))
         ]
         atomic_write_text(self.path, "".join(line + "\n" for line in lines))
+
+
+def _merge(paths: Iterable[Path]) -> dict[str, Failure]:
+    """The notes of ``paths``: the latest note of a prompt wins."""
+    merged: dict[str, Failure] = {}
+    for path in paths:
+        for key, failure in _read(path).items():
+            old = merged.get(key)
+            if old is None or failure.at >= old.at:
+                merged[key] = failure
+    return merged
 
 
 def _read(path: Path) -> dict[str, Failure]:

@@ -58,7 +58,7 @@ def record_batch(
         store.flush()
     from pytest_recfair.providers.replay import remember_failures
 
-    remember_failures(recommender, todo, outcome.errors, root)  # a replay fails them again
+    remember_failures(recommender, todo, outcome.errors, root, test_id)  # a replay fails them again
     if outcome.errors and progress is not None:
         first_id, first = next(iter(outcome.errors.items()))
         progress(

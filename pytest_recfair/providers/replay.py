@@ -57,30 +57,39 @@ def note_failures(
     cassettes = opts.cassettes
     if isinstance(prov, CallableProvider) or cassettes is None or not cassettes.policy.records:
         return
-    remember_failures(prov, cases, run.errors, cassettes.root)
+    remember_failures(prov, cases, run.errors, cassettes.root, opts.test_id)
 
 
 def remember_failures(
-    provider: Provider, cases: Sequence[CaseLike], errors: Mapping[str, str], root: Path
+    provider: Provider,
+    cases: Sequence[CaseLike],
+    errors: Mapping[str, str],
+    root: Path,
+    test_id: str,
 ) -> None:
-    """Note ``errors`` (case id -> the runner's or the batch's error) of a recording into
-    cassette directory ``root``; the other ``cases`` were answered and are forgotten."""
+    """Note ``errors`` (case id -> the runner's or the batch's error) of test ``test_id``'s
+    recording into cassette directory ``root``; the other ``cases`` were answered and are
+    forgotten."""
     failed = [
-        (_failure_key(provider, c), failures.failure_of(errors[c.id], c.entity_id))
+        (_failure_key(provider, c, test_id), failures.failure_of(errors[c.id], c.entity_id))
         for c in cases
         if c.id in errors
     ]
-    answered = [_failure_key(provider, c) for c in cases if c.id not in errors]
+    answered = [_failure_key(provider, c, test_id) for c in cases if c.id not in errors]
     failures.log_for(root).update(failed, answered)
 
 
-def _failure_key(provider: Provider, case: CaseLike) -> str:
+def _failure_key(provider: Provider, case: CaseLike, test_id: str | None = None) -> str:
+    """The note key of ``case`` failed by ``test_id`` (None: unscoped, as notes written
+    before notes were per test)."""
     key_of = getattr(provider, "replay_key", None)
     key: tuple[str, str, str] | None = key_of(case.system, case.prompt) if key_of else None
     if key is not None:
-        return failures.request_key(*key, case.repeat)
-    request = provider.build_request(case.system, case.prompt)
-    return failures.request_key(request.method, str(request.url), request.content, case.repeat)
+        found = failures.request_key(*key, case.repeat)
+    else:
+        request = provider.build_request(case.system, case.prompt)
+        found = failures.request_key(request.method, str(request.url), request.content, case.repeat)
+    return found if test_id is None else failures.scoped(found, test_id)
 
 
 async def _replay_pass(
@@ -119,6 +128,10 @@ class _Pass:
         if skip:  # recording a new cassette: no request to build twice
             self.rest.append((case, None))
             return
+        noted = self.misses.noted(provider, case, replayer)
+        if noted is not None:  # this test's recording failed it: so does its replay
+            run.finish(case, noted.message())
+            return
         try:
             response = _replayed(provider, case, replayer, run)
         except CassetteMiss as miss:
@@ -152,11 +165,24 @@ class _Misses:
         self.first: CassetteMiss | None = None
         self.count = 0
 
-    def failed(self, miss: CassetteMiss, key: str) -> str | None:
-        """The error of a prompt that failed while recording, or None (a true miss)."""
+    def noted(
+        self, provider: Provider, case: CaseLike, replayer: CassetteTransport
+    ) -> failures.Failure | None:
+        """In a replay-only run, the note of ``case`` failed by this test's recording
+        (even if another test's recording answered the prompt)."""
+        if replayer.store.policy.records or not self._log().count():
+            return None
+        return self._log().find(_failure_key(provider, case, replayer.test_id))
+
+    def _log(self) -> failures.FailureLog:
         if self.log is None:
             self.log = failures.log_for(self.root)
-        noted = self.log.find(key)
+        return self.log
+
+    def failed(self, miss: CassetteMiss, key: str) -> str | None:
+        """The error of a prompt that failed while recording (a note written before notes
+        were per test), or None (a true miss)."""
+        noted = self._log().find(key)
         if noted is not None:
             return noted.message()
         self.first = self.first or miss

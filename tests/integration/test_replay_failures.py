@@ -374,3 +374,57 @@ def test_xdist_workers_note_their_own_files_and_the_replay_merges_them(
     replay = sorted(_numbers(pytester.path / "replay.json"), key=lambda r: r["meta"]["test_id"])
     assert all(r["failed"] for r in rec), "a test had no failed prompt: it would prove nothing"
     assert replay == rec
+
+
+class FirstAskFails(Stub):
+    """A 400 for the first request of each prompt ``blocks`` picks; any later request of
+    it is answered: the test that asks a shared prompt first fails it, the other records it."""
+
+    def __init__(self, answer: Callable[[str], str], every: int) -> None:
+        super().__init__(answer, every)
+        self.asked: dict[str, int] = {}
+
+    def blocks(self, prompt: str) -> bool:
+        self.asked[prompt] = self.asked.get(prompt, 0) + 1
+        return super().blocks(prompt) and self.asked[prompt] == 1
+
+
+def test_a_prompt_one_worker_failed_and_another_recorded_replays_as_recorded(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 33 point 4: two tests share their neutral prompts; under -n 2 the one that
+    asks a picked prompt first fails it, the other records it. A serial replay gives
+    each test exactly its recording's numbers (the failure is the failing test's own)."""
+    subprocess_env(monkeypatch)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    sim = SimulatedRecommender(bias={"religion": {"Muslim": 0.3}}, seed=0)
+    stub = FirstAskFails(lambda prompt: sim(prompt), every=5)
+    server = _serve(stub)
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/v1"
+        _project(pytester, url, TWO_TESTS, 12)
+        allow = ("-o", "recfair_max_failed=0.5", "-o", "recfair_max_retries=1", "--fairness")
+        recorded = pytester.runpytest_subprocess(
+            *plugin_args(),
+            "-n",
+            "2",
+            *allow,
+            "--fairness-record=once",
+            "--fairness-update",
+            "--fairness-report=rec.json",
+        )
+        recorded.assert_outcomes(passed=2)
+        shared = [p for p, n in stub.asked.items() if n > 1 and p in stub.filtered]
+        assert shared, "no shared prompt failed once and was answered: it would prove nothing"
+        sent = stub.requests
+        replayed = pytester.runpytest_subprocess(
+            *plugin_args(), *allow, "--fairness-report=replay.json"
+        )
+        replayed.assert_outcomes(passed=2)
+        assert stub.requests == sent  # offline
+    finally:
+        server.shutdown()
+        server.server_close()
+    rec = sorted(_numbers(pytester.path / "rec.json"), key=lambda r: r["meta"]["test_id"])
+    replay = sorted(_numbers(pytester.path / "replay.json"), key=lambda r: r["meta"]["test_id"])
+    assert replay == rec

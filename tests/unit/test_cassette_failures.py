@@ -116,3 +116,14 @@ def test_a_budget_the_user_sets_replaces_the_default() -> None:
     assert spend.limits(raised, network=True) == (20_000, None)
     cost = _settings(recfair_max_cost=60, recfair_prices="2.5, 10")
     assert spend.limits(cost, network=True) == (None, 60.0)
+
+
+def test_a_prompt_another_writer_answered_is_not_failed_by_a_stale_note(tmp_path: Path) -> None:
+    """issue 33 point 4: gw0's old note of k1 does not outlive gw1 answering k1 later."""
+    old = Failure("e1", 500, "retries spent", "2026-01-01T00:00:00+00:00")
+    FailureLog(tmp_path, "gw0").update([("k1", old), ("k2", old)], [])
+    FailureLog(tmp_path, "gw1").update([], ["k1", "k3"])
+    merged = FailureLog(tmp_path, "main")
+    assert merged.find("k1") is None
+    assert merged.find("k2") == old
+    assert merged.count() == 1
