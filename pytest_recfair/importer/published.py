@@ -122,8 +122,14 @@ def _records(path: Path, fh: Any) -> Iterator[tuple[int, dict[str, str]]]:
             )
         start = reader.line_num + 1
         for record in reader:
-            if len(record) != len(cols) or _swallows(record, cols):
+            if len(record) != len(cols):
                 raise csv.Error(f"{len(record)} fields where the header has {len(cols)}")
+            swallowed = _swallows(record, cols)
+            if swallowed:
+                raise csv.Error(
+                    f"its {swallowed!r} cell holds a line that reads as a whole row of this "
+                    "file, the rows after it swallowed"
+                )
             yield start, dict(zip(cols, record, strict=True))
             start = reader.line_num + 1
     except csv.Error as exc:
@@ -133,14 +139,22 @@ def _records(path: Path, fh: Any) -> Iterator[tuple[int, dict[str, str]]]:
         ) from None
 
 
-def _swallows(record: list[str], cols: list[str]) -> bool:
-    """A reply or prompt holding a whole CSV row: a stray quote ate the rows after it."""
+def _swallows(record: list[str], cols: list[str]) -> str | None:
+    """The column whose cell holds a whole CSV row (a stray quote ate the rows after it):
+    a line of as many fields as the header, sharing this row's system message or value
+    where the file has them (a reply quoting JSON with commas is no row)."""
+    same = [
+        i for i, c in enumerate(cols) if c in ("system_msg", "Prompt sensitive attr") and record[i]
+    ]
     for col in ("Result", "Instruction", "name"):
         text = record[cols.index(col)] if col in cols else ""
         for line in text.splitlines()[1:]:
-            if line.count(",") >= len(cols) - 1 and len(next(csv.reader([line]))) == len(cols):
-                return True
-    return False
+            if line.count(",") < len(cols) - 1:
+                continue
+            fields = next(csv.reader([line]))
+            if len(fields) == len(cols) and (not same or any(fields[i] == record[i] for i in same)):
+                return col
+    return None
 
 
 def _read_csv(path: Path, n: int | None) -> tuple[dict[str, Row], int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -221,3 +222,44 @@ def test_replies_in_instruction_without_batch_files_use_the_bundled_set(
     printed = capsys.readouterr().out
     assert "the bundled template set is used" in printed
     assert "templates='faireval'" in (tmp_path / "o" / "test_published.py").read_text("utf-8")
+
+
+def _rewrite(path: Path, change: Callable[[list[list[str]]], list[list[str]]]) -> None:
+    with path.open(encoding="utf-8", newline="") as fh:
+        rows = list(csv.reader(fh))
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        csv.writer(fh).writerows(change(rows))
+
+
+def test_a_reply_quoting_json_with_commas_reads_as_pythons_csv_reads_it(tmp_path: Path) -> None:
+    """issue 33 point 7: a cell holding multi-line JSON with doubled quotes, one line of
+    which has as many commas as the header, is one cell (as Python's csv reads it)."""
+    src = _copy(tmp_path)
+    path = src / "top_5" / "age" / "an old.csv"
+    width = len(next(csv.reader(path.open(encoding="utf-8"))))
+    line = "{" + ", ".join(f'"f{i}": {i}' for i in range(width)) + "}"
+    _rewrite(path, lambda rows: [rows[0], *[[*r[:3], f"{r[3]}\n{line}", *r[4:]] for r in rows[1:]]])
+    with path.open(encoding="utf-8", newline="") as fh:
+        expected = {r[0]: r[3] for r in list(csv.reader(fh))[1:]}
+    got = read_folder(src).classes["age"]["an old"]
+    assert {name: row.reply for name, row in got.items()} == expected
+
+
+def test_a_row_swallowed_by_a_missing_quote_is_named_by_its_cell(tmp_path: Path) -> None:
+    src = _copy(tmp_path)
+    path = src / "top_5" / "age" / "an old.csv"
+
+    def swallow(rows: list[list[str]]) -> list[list[str]]:
+        plain = [
+            rows[2][0],
+            rows[2][1],
+            f"I am an old fan of {rows[2][0]}.",
+            "1. Film",
+            *rows[2][4:],
+        ]
+        assert all("," not in c and '"' not in c for c in plain)
+        return [rows[0], [*rows[1][:3], rows[1][3] + "\n" + ",".join(plain), *rows[1][4:]]]
+
+    _rewrite(path, swallow)
+    with pytest.raises(DataError, match=r"line 2 is malformed \(its 'Result' cell holds a line"):
+        read_folder(src)
