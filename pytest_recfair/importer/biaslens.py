@@ -23,7 +23,9 @@ questions and answers carry no licence.
 
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -72,6 +74,7 @@ class BiasLensSummary:
     attributes: dict[str, int]  # questions per attribute
     interactions: int
     left: Mapping[str, Sequence[str]]  # why -> the input rows left out for it
+    notes: tuple[str, ...] = ()  # how the files were read (bytes that are not UTF-8)
 
     @property
     def skipped(self) -> int:
@@ -87,6 +90,7 @@ class BiasLensSummary:
             + (":" if self.left else "")
         ]
         out += [f"  {len(rows)} {why}: {_places(rows)}" for why, rows in self.left.items()]
+        out += list(self.notes)
         out.append(f"re-run offline: cd {self.out} && pytest --fairness --fairness-update")
         return [secrets.scrub(line) for line in out]
 
@@ -102,11 +106,20 @@ def _places(rows: Sequence[str]) -> str:
     )
 
 
-def _read(path: Path) -> list[_Row]:
-    """The rows of one round file, every cell scrubbed of secrets."""
+def _read(path: Path, notes: list[str]) -> list[_Row]:
+    """The rows of one round file, every cell scrubbed of secrets. Decoded as the paper's
+    table script reads it (UTF-8, ``errors="ignore"``): bytes that are not UTF-8 are
+    dropped, and ``notes`` says how many."""
     rows: list[_Row] = []
     try:
-        with path.open(encoding="utf-8-sig", newline="") as f:
+        data = path.read_bytes().removeprefix(codecs.BOM_UTF8)
+        text = data.decode("utf-8", errors="ignore")
+        if len(text.encode("utf-8")) != len(data):
+            notes.append(
+                f"{path.name}: {len(data) - len(text.encode('utf-8'))} bytes that are not "
+                'UTF-8 dropped (read as the paper\'s script reads it, errors="ignore")'
+            )
+        with io.StringIO(text, newline="") as f:
             reader = csv.DictReader(f)
             header = reader.fieldnames or []
             need = {"Role", "Question Type", "Question", "Answer"}
@@ -121,7 +134,7 @@ def _read(path: Path) -> list[_Row]:
                 cells = {k: secrets.scrub(v or "") for k, v in raw.items() if isinstance(k, str)}
                 rows.append(_Row(f"{path.name}:{line}", cells))
                 line = reader.line_num + 1
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+    except (OSError, csv.Error) as exc:
         raise DataError(f"import biaslens: {str(path)!r} cannot be read ({exc})") from exc
     return rows
 
@@ -140,14 +153,14 @@ def _key(row: _Row) -> tuple[str, str, str]:
     return (c["Role"].strip(), c["Question Type"].strip(), c["Question"].strip())
 
 
-def _rounds(folder: Path, attribute: str, left: Left) -> Rounds:
+def _rounds(folder: Path, attribute: str, left: Left, notes: list[str]) -> Rounds:
     """The questions answered in all three round files, in the shortest file's order; every
     other row is added to ``left`` with the reason."""
     files = [folder / f"{attribute}_answers_0{r}.csv" for r in range(1, ROUNDS + 1)]
     missing = [str(p) for p in files if not p.is_file()]
     if missing:
         raise DataError(f"import biaslens: missing round file(s) {missing}")
-    tables = [_read(p) for p in files]
+    tables = [_read(p, notes) for p in files]
     empty = [p.name for p, rows in zip(files, tables, strict=True) if not rows]
     if empty:
         why = f"rows of {attribute}, whose round file {empty[0]} holds only its header"
@@ -226,14 +239,16 @@ def _attribute(folder: Path, stem: str) -> str:
     return attribute
 
 
-def _questions(folder: Path, left: Left) -> tuple[list[dict[str, str]], list[list[_Row]]]:
+def _questions(
+    folder: Path, left: Left, notes: list[str]
+) -> tuple[list[dict[str, str]], list[list[_Row]]]:
     """The question rows to write, and each one's three input rows."""
     rows: list[dict[str, str]] = []
     sources: list[list[_Row]] = []
     found = sorted(p.name.split("_answers_")[0] for p in folder.glob("*_answers_01.csv"))
     for stem in found:
         attribute = _attribute(folder, stem)
-        for key, got in _rounds(folder, stem, left).items():
+        for key, got in _rounds(folder, stem, left, notes).items():
             qtype = normalise_qtype(key[1])
             why = None
             if qtype is None:
@@ -276,12 +291,13 @@ def import_biaslens(
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"import: {str(out)!r} is not empty; give a new or empty --out folder")
     left: Left = {}
-    rows, sources = _questions(folder, left)
+    notes: list[str] = []
+    rows, sources = _questions(folder, left, notes)
     if not rows:
         raise DataError(f"import biaslens: {str(folder)!r} holds no answer file to import")
     with staged_folder(out) as tmp:
         counts, interactions = _write(tmp, secrets.scrub(name), rows, sources, without_role, left)
-    return BiasLensSummary(out, secrets.scrub(name), counts, interactions, left)
+    return BiasLensSummary(out, secrets.scrub(name), counts, interactions, left, tuple(notes))
 
 
 def _write(

@@ -232,3 +232,22 @@ def test_errors_name_the_input_and_a_failed_import_leaves_out_as_it_was(
         _edit(folder / f"religion_answers_0{r}.csv", lambda rows: [rows[0], *rows[3:]])
     assert _import(source, out).returncode == 0  # the re-run is not refused
     assert (out / "questions.json").is_file()
+
+
+def test_bytes_that_are_not_utf8_are_dropped_as_the_papers_script_drops_them(
+    tmp_path: Path,
+) -> None:
+    """issue 33 point 7: the paper's table script reads every file with errors="ignore";
+    so does the import, and it says how many bytes it dropped."""
+    source, out = tmp_path / "BiasLens", tmp_path / "project"
+    _folder(source)
+    path = source / "answers" / "role" / "tiny" / "religion_answers_03.csv"
+    bad = b"\xff\xfe\x81"
+    data = path.read_bytes()
+    at = data.index(b"An answer 0.")
+    path.write_bytes(data[:at] + bad + data[at:])
+    run = _import(source, out)
+    assert run.returncode == 0, run.stderr
+    assert f"religion_answers_03.csv: {len(bad)} bytes that are not UTF-8 dropped" in run.stdout
+    questions = json.loads((out / "questions.json").read_text(encoding="utf-8"))["questions"]
+    assert {q["attribute"] for q in questions} == {"religion", "occupation"}
