@@ -18,7 +18,6 @@ lines into the cassettes, not only those it asks. A journal goes once its batch 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -42,6 +41,7 @@ from pytest_recfair.providers.batch_api import (
     MalformedResults,
     OpenAIBatches,
     Submission,
+    custom_id,
 )
 from pytest_recfair.providers.runstate import CaseLike
 
@@ -63,13 +63,7 @@ class BatchOutcome:
     usage: Usage = field(default_factory=Usage)
     batches: list[str] = field(default_factory=list)  # every batch id polled
     submitted: int = 0  # batches created by this call (0 when it only resumed)
-
-
-def custom_id(case_id: str, body: bytes) -> str:
-    """A batch line id both services accept (``[a-zA-Z0-9_-]{1,64}``), stable across runs
-    and different whenever the request differs (another model, temperature ...)."""
-    digest = hashlib.blake2b(case_id.encode("utf-8") + b"\0" + body, digest_size=16)
-    return "r" + digest.hexdigest()
+    notes: list[str] = field(default_factory=list)  # journals set aside, and why
 
 
 def _service(provider: Provider, client: httpx.Client) -> BatchService:
@@ -150,6 +144,10 @@ def run_batch(
         try:
             with book.planning():
                 fresh = _plan(book, service.kind, asked, test_id, max_lines, outcome)
+            outcome.notes.extend(book.notes)
+            for note in book.notes:
+                if progress is not None:
+                    progress(note)
             if book.others and progress is not None:
                 progress(
                     f"batch: {book.others} journal(s) in {book.root} belong to another "

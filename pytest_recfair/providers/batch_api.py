@@ -49,6 +49,7 @@ __all__ = [
     "OpenAIBatches",
     "Submission",
     "content_key",
+    "custom_id",
 ]
 
 OPENAI_ENDPOINT: Final = "/v1/chat/completions"
@@ -362,6 +363,13 @@ JOURNAL_VERSION: Final = 2
 _STATES: Final = frozenset({"planned", "uploaded", "submitted", "done"})
 
 
+def custom_id(case_id: str, body: bytes) -> str:
+    """A batch line id both services accept (``[a-zA-Z0-9_-]{1,64}``), stable across runs
+    and different whenever the request differs (another model, temperature ...)."""
+    digest = hashlib.blake2b(case_id.encode("utf-8") + b"\0" + body, digest_size=16)
+    return "r" + digest.hexdigest()
+
+
 def content_key(owner: dict[str, str], custom_ids: Iterable[str]) -> str:
     """The key of a request set: same setup and same lines, same key (any order)."""
     digest = hashlib.blake2b(json.dumps(owner, sort_keys=True).encode("utf-8"), digest_size=12)
@@ -426,6 +434,7 @@ class JournalDir:
     mine: list[Journal] = field(default_factory=list)  # locked by this process
     busy: set[str] = field(default_factory=set)  # custom ids a live process is paying for
     others: int = 0  # journals of another setup (other model, provider, URL): left alone
+    notes: list[str] = field(default_factory=list)  # journals set aside, and why
 
     @contextlib.contextmanager
     def planning(self) -> Iterator[None]:
@@ -446,18 +455,34 @@ class JournalDir:
             doc = _read(path)
             if doc is None:
                 continue  # finished by another process meanwhile
-            owner, entry = doc
-            if owner != self.owner:
+            owner, entry = doc if isinstance(doc, tuple) else (None, {})
+            if owner is not None and owner != self.owner:
                 self.others += 1
                 continue
             fd = _try_lock(path.with_suffix(".lock"))
             if fd is None:
-                self.busy.update(entry["lines"])
+                self.busy.update(entry.get("lines") or ())
                 continue
             if not path.exists():  # finished between the read and the lock
                 os.close(fd)
                 continue
-            self.mine.append(Journal(path, self.owner, entry, fd))
+            why = doc if isinstance(doc, str) else _inconsistent(path, self.owner, entry)
+            if why is None:
+                self.mine.append(Journal(path, self.owner, entry, fd))
+            else:
+                self._set_aside(path, why, fd)
+
+    def _set_aside(self, path: Path, why: str, fd: int) -> None:
+        """A damaged, foreign or inconsistent journal: moved out of the way, never used."""
+        target = path.with_name(path.stem + ".quarantined.json")
+        os.replace(path, target)
+        path.with_suffix(".lock").unlink(missing_ok=True)
+        os.close(fd)
+        self.notes.append(
+            f"batch: journal {path} set aside as {target.name} ({why}); the prompts this run "
+            "asks are submitted in a new batch (if the batch it names already ran, look it "
+            "up at the service: its lines would be paid twice)"
+        )
 
     def plan(self, kind: str, lines: dict[str, dict[str, Any]]) -> Journal:
         """A new journal for ``lines`` (custom id -> cassette address), saved before any
@@ -484,8 +509,8 @@ class JournalDir:
         """Batch ids named by any journal here (a look-up must not take another's)."""
         out: set[str] = set()
         for path in self.root.glob("rf*.json"):
-            doc = _read(path, strict=False)
-            if doc is not None and doc[1].get("batch_id"):
+            doc = _read(path)
+            if isinstance(doc, tuple) and doc[1].get("batch_id"):
                 out.add(str(doc[1]["batch_id"]))
         return out
 
@@ -494,28 +519,46 @@ class JournalDir:
             journal.release()
 
 
-def _read(path: Path, *, strict: bool = True) -> tuple[dict[str, str], dict[str, Any]] | None:
-    """(owner, entry) of a journal; None when it is gone; a malformed one is one clear
-    error naming the file (``strict``) or skipped."""
+def _read(path: Path) -> tuple[dict[str, str], dict[str, Any]] | str | None:
+    """(owner, entry) of a journal; None when it is gone; why, when it is no journal."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        if not strict:
-            return None
-        raise ProviderError(f"batch journal {path} cannot be read ({exc}).") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        return f"unreadable: {exc}"
     why = _malformed(text)
     if why is None:
         doc = json.loads(text)
         return doc["owner"], doc["batches"][0]
-    if not strict:
-        return None
-    raise ProviderError(
-        f"batch journal {path} is malformed ({why}); expected a version-{JOURNAL_VERSION} "
-        "journal written by pytest-recfair. Move it away to submit its lines again (a "
-        "batch it names that already ran is then paid twice)."
-    )
+    return f"malformed: {why}; expected a version-{JOURNAL_VERSION} journal"
+
+
+def _inconsistent(path: Path, owner: dict[str, str], entry: dict[str, Any]) -> str | None:
+    """Why a journal of this setup cannot be trusted, or None: its key, ids and lines must
+    be the ones this setup writes (another model's request is foreign)."""
+    lines: dict[str, dict[str, Any]] = entry["lines"]
+    if not lines or sorted(entry.get("custom_ids") or ()) != sorted(lines):
+        return "its 'custom_ids' do not list its lines"
+    if entry["key"] != path.stem or entry["key"] != content_key(owner, lines):
+        return "its key does not match its setup and lines"
+    need = {"uploaded": "file_id", "submitted": "batch_id"}.get(entry["state"])
+    empty_ok = need == "file_id" and owner.get("provider") == "anthropic"  # no file there
+    if need is not None and not (entry.get(need) or (empty_ok and need in entry)):
+        return f"state {entry['state']!r} without a {need}"
+    for cid, line in lines.items():
+        body, case = line.get("body"), line.get("case")
+        if not isinstance(body, str) or not isinstance(case, str):
+            return f"line {cid} has no request body or case id"
+        if custom_id(case, body.encode("utf-8")) != cid:
+            return f"line {cid} is not the request its id names"
+        try:
+            model = json.loads(body).get("model", owner["model"])
+        except (ValueError, AttributeError):
+            return f"line {cid}'s request is not a JSON object"
+        if model != owner["model"]:
+            return f"line {cid} asks model {model!r}, not {owner['model']!r}"
+    return None
 
 
 def _malformed(text: str) -> str | None:

@@ -17,9 +17,7 @@ import pytest
 
 from pytest_recfair.__main__ import main
 from pytest_recfair.engine import base
-from pytest_recfair.errors import DataError, ProviderError
-from pytest_recfair.providers import from_config
-from pytest_recfair.providers.batch import run_batch
+from pytest_recfair.errors import DataError
 from tests.support.plugin import make_project, plugin_args
 
 pytest_plugins = ["pytester"]
@@ -146,23 +144,6 @@ def _entry(**change: object) -> dict[str, object]:
     entry: dict[str, object] = {"key": "rfbad", "state": "submitted", "lines": {}}
     entry.update(change)
     return entry
-
-
-@pytest.mark.parametrize(
-    "entry",
-    ["not an object", _entry(lines=["a", "b"]), _entry(batch_id=12), _entry(state="flying")],
-    ids=["string entry", "lines a list", "batch id a number", "unknown state"],
-)
-def test_malformed_batch_journal_entries(entry: object, tmp_path: Path) -> None:
-    from tests.integration.test_batch_loopback import Recorder, cases
-
-    root = _journal(tmp_path, entry)
-    openai = from_config("openai", model="m", base_url="http://127.0.0.1:9/v1")
-    with pytest.raises(ProviderError) as info:
-        run_batch(openai, cases(1), journals=root, record=Recorder())
-    message = str(info.value)
-    assert "rfbad.json is malformed" in message
-    assert "\n" not in message
 
 
 def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:

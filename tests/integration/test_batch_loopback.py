@@ -9,7 +9,10 @@ errors, and resume polling after an interruption instead of submitting again.
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -19,7 +22,7 @@ from pytest_recfair.prompts.cases import PromptCase, build_cases
 from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.providers import from_config
 from pytest_recfair.providers.batch import custom_id, run_batch
-from pytest_recfair.providers.batch_api import content_key
+from pytest_recfair.providers.batch_api import JOURNAL_VERSION, content_key
 from pytest_recfair.sim.batch import BatchOptions
 from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
@@ -181,14 +184,111 @@ def test_expired_lines_are_errors_not_recordings(tmp_path: Path) -> None:
     assert len(outcome.errors) + len(rec.pairs) == len(todo)
 
 
-def test_unsupported_provider_and_malformed_journal(tmp_path: Path) -> None:
+def test_unsupported_provider(tmp_path: Path) -> None:
     gemini = from_config("gemini", model="gemini-2.5-flash", base_url="http://127.0.0.1:9")
     with pytest.raises(ConfigError, match="has no batch API here; use one of openai, anthropic"):
         run_batch(gemini, cases(1), journals=tmp_path / "j", record=Recorder())
-    (tmp_path / "j").mkdir()
-    journal = tmp_path / "j" / "rfother.json"
-    journal.write_text(json.dumps({"version": 1, "owner": {"model": "x"}, "batches": []}))
-    openai = from_config("openai", model="m", base_url="http://127.0.0.1:9/v1")
-    with pytest.raises(ProviderError, match=r"rfother\.json is malformed") as info:
-        run_batch(openai, cases(1), journals=tmp_path / "j", record=Recorder())
-    assert "\n" not in str(info.value)
+
+
+Doc = dict[str, Any]
+
+
+def _consistent(doc: Doc, edit: Callable[[Doc], None]) -> Doc:
+    """``edit`` a line, then give it the id and the journal the key they would have."""
+    entry = doc["batches"][0]
+    (_, line), *rest = entry["lines"].items()
+    edit(line)
+    new = custom_id(line["case"], line["body"].encode())
+    entry["lines"] = {new: line, **dict(rest)}
+    entry["custom_ids"] = list(entry["lines"])
+    entry["key"] = content_key(doc["owner"], entry["lines"])
+    return doc
+
+
+def _body(change: Doc) -> Callable[[Doc], None]:
+    def edit(line: Doc) -> None:
+        line["body"] = json.dumps({**json.loads(line["body"]), **change})
+
+    return edit
+
+
+def _set(change: Doc) -> Callable[[Doc], Doc]:
+    def edit(doc: Doc) -> Doc:
+        doc["batches"][0].update(change)
+        return doc
+
+    return edit
+
+
+def _without_custom_ids(doc: Doc) -> Doc:
+    del doc["batches"][0]["custom_ids"]
+    return doc
+
+
+JOURNALS: dict[str, Callable[[Doc, bytes], bytes | Doc]] = {
+    "a journal of this run": lambda doc, raw: doc,
+    "not JSON": lambda doc, raw: b"{not json",
+    "truncated": lambda doc, raw: raw[: len(raw) // 2],
+    "not UTF-8": lambda doc, raw: raw.replace(b'"planned"', b'"pl\xe4nned"'),
+    "string entry": lambda doc, raw: {**doc, "batches": ["not an object"]},
+    "lines a list": lambda doc, raw: _set({"lines": ["a", "b"]})(doc),
+    "batch id a number": lambda doc, raw: _set({"batch_id": 12})(doc),
+    "unknown state": lambda doc, raw: _set({"state": "flying"})(doc),
+    "no custom ids": lambda doc, raw: _without_custom_ids(doc),
+    "uploaded without a file id": lambda doc, raw: _set({"state": "uploaded"})(doc),
+    "submitted without a batch id": lambda doc, raw: _set({"state": "submitted"})(doc),
+    "another model": lambda doc, raw: _consistent(doc, _body({"model": "other-model"})),
+    "a line not its id": lambda doc, raw: _set({"lines": {
+        cid: {**line, "body": line["body"].replace("recfair-sim-1", "recfair-sim-2")}
+        for cid, line in doc["batches"][0]["lines"].items()
+    }})(doc),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(JOURNALS))
+def test_a_damaged_foreign_or_inconsistent_journal_is_set_aside_in_one_line(
+    name: str, tmp_path: Path
+) -> None:
+    """issue 33 point 6: never used silently, never a traceback; the run records."""
+    todo = cases(2)
+    journals = tmp_path / "journals"
+    journals.mkdir()
+    with SimServer(SimulatedRecommender(seed=2), batch=BatchOptions(delay_s=0.1)) as srv:
+        provider = from_config("openai", model="recfair-sim-1", base_url=srv.base_url)
+        owner = {"provider": "openai", "model": "recfair-sim-1", "base_url": srv.base_url}
+        lines = {}
+        for case in todo[:3]:
+            body = provider.build_request(case.system, case.prompt).content
+            lines[custom_id(case.id, body)] = {
+                "test": "", "entity": case.entity_id, "repeat": case.repeat, "case": case.id,
+                "body": body.decode(),
+            }  # fmt: skip
+        key = content_key(owner, lines)
+        entry = {"key": key, "kind": "openai", "state": "planned", "planned_at": time.time(),
+                 "custom_ids": list(lines), "lines": lines}  # fmt: skip
+        doc = {"version": JOURNAL_VERSION, "owner": owner, "batches": [entry]}
+        made = JOURNALS[name](json.loads(json.dumps(doc)), json.dumps(doc).encode())
+        if isinstance(made, dict) and isinstance(made["batches"][0], dict):
+            key = made["batches"][0]["key"]  # another model: a journal consistent but foreign
+        path = journals / f"{key}.json"
+        path.write_bytes(made if isinstance(made, bytes) else json.dumps(made).encode())
+        said: list[str] = []
+        rec = Recorder()
+        outcome = run_batch(
+            provider, todo, journals=journals, record=rec, poll_interval=0.05,
+            progress=said.append,
+        )  # fmt: skip
+        created = srv.batches.created
+    assert set(rec.pairs) == {c.id for c in todo}
+    assert not outcome.errors
+    aside = [line for line in said if "set aside" in line]
+    if name == "a journal of this run":
+        assert (aside, created) == ([], 2)  # adopted: its lines, then the rest
+        return
+    assert len(aside) == 1, said
+    assert str(path) in aside[0]
+    assert "\n" not in aside[0]
+    assert created == 1  # one new batch for every prompt
+    if name == "another model":
+        assert "asks model 'other-model', not 'recfair-sim-1'" in aside[0]
+    assert path.with_name(f"{key}.quarantined.json").is_file()
