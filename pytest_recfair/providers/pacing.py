@@ -244,8 +244,10 @@ class Pacer:
         max_hold: float = 120.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        say: Callable[[str], None] | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self.say = say  # one line for the run's output when a header is capped (once)
         self.concurrency = concurrency
         # a 429's Retry-After holds the endpoint no longer than a retry would wait for it
         # (``max_retry_after``): a hostile "a day" must not stall the run unseen
@@ -288,9 +290,15 @@ class Pacer:
                 self._freed.notify_all()
 
     def replied(
-        self, status: int, seen: Seen | None, retry_after: float | None, ticket: Ticket
+        self,
+        status: int,
+        seen: Seen | None,
+        retry_after: float | None,
+        ticket: Ticket,
+        header: str = "Retry-After",
     ) -> None:
-        """What one reply says: its limits, and whether it was a 429."""
+        """What one reply says: its limits, and whether it was a 429 (``header``: what
+        stated its wait)."""
         ep, now = self.endpoint, self.clock()
         with ep.lock:
             if seen is not None:
@@ -307,6 +315,16 @@ class Pacer:
                 window = ep.window or float(self.concurrency)
                 ep.window = min(float(self.concurrency), window + 1.0 / window)
                 ep.retune(now)
+        if status == 429 and retry_after is not None and retry_after > self.max_hold:
+            self._capped(header, retry_after)
+
+    def _capped(self, header: str, asked: float) -> None:
+        say, self.say = self.say, None  # said once per run
+        if say is not None:
+            say(
+                f"recfair: a 429's {header} asked to wait {asked:,.0f} s; the run waits "
+                f"{self.max_hold:g} s at most (max_retry_after) and retries"
+            )
 
     def _throttled(self, ep: Endpoint, retry_after: float | None, now: float) -> None:
         ep.throttled += 1

@@ -116,6 +116,14 @@ class LiveLine:
             self._tenth = tenth
             self._write_line(self.render())
 
+    def note(self, text: str) -> None:
+        """One line of its own for the run's output (the progress line ends first)."""
+        with self._lock:
+            if self.tty and self._drawn:
+                self._write_line("")
+                self._drawn = False
+            self._write_line(text)
+
     def close(self) -> None:
         """Leave the final line on screen (a terminal) and end it."""
         with self._lock:
@@ -164,6 +172,15 @@ class Progress(LiveLine):
             self.failed += failed
             return
         super().advance(failed=failed, tokens=tokens, cost=cost)
+
+    def note(self, text: str) -> None:
+        """Written on ``stream`` even when the meter is not drawn: it is not progress."""
+        with self._lock:
+            if self._width:
+                self.stream.write("\n")
+                self._width = 0
+            self.stream.write(text + "\n")
+            self.stream.flush()
 
     def _draw(self, text: str) -> None:
         pad = max(0, self._width - len(text))

@@ -36,6 +36,7 @@ __all__ = [
     "limits_of",
     "retry_after_seconds",
     "url_of",
+    "wait_header",
 ]
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
@@ -110,6 +111,14 @@ class Backoff:
         exponent = min(retry - 1, 60)  # no float overflow
         base = min(self.max_backoff, self.backoff * 2.0**exponent)
         return base + self._rng.uniform(0, self.backoff)
+
+
+def wait_header(headers: httpx.Headers) -> str:
+    """The name of what states a 429's wait (for the line saying it was capped)."""
+    for name in ("retry-after-ms", "Retry-After"):
+        if headers.get(name):
+            return name
+    return "error details (RetryInfo)"
 
 
 def limits_of(response: httpx.Response) -> tuple[Seen | None, float | None]:

@@ -72,7 +72,8 @@ async def arun_cases(
     prov = as_provider(provider)
     bar = Progress(len(cases), enabled=opts.progress, stream=opts.progress_stream)
     run = Run(cases, opts, bar)
-    run.pacer, run.max_tokens = _pacer(prov, opts), getattr(prov, "max_tokens", None)
+    say = getattr(opts.live, "note", None) or bar.note  # the run's output: pytest's line
+    run.pacer, run.max_tokens = _pacer(prov, opts, say), getattr(prov, "max_tokens", None)
     start = time.monotonic()
     workers = Workers(prov, run, opts)
     try:
@@ -93,7 +94,9 @@ async def arun_cases(
     return outcome(run, ids, opts.prices, time.monotonic() - start)
 
 
-def _pacer(prov: Provider | CallableProvider, opts: RunOptions) -> Pacer | None:
+def _pacer(
+    prov: Provider | CallableProvider, opts: RunOptions, say: Callable[[str], None]
+) -> Pacer | None:
     """The run's pacer: always for HTTP (the replies may state limits), for a callable
     only when recfair_rpm / recfair_tpm are set."""
     if isinstance(prov, CallableProvider) and opts.rpm is None and opts.tpm is None:
@@ -102,6 +105,7 @@ def _pacer(prov: Provider | CallableProvider, opts: RunOptions) -> Pacer | None:
         endpoint_for(prov, opts.rpm, opts.tpm),
         concurrency=opts.concurrency,
         max_hold=opts.max_retry_after,
+        say=say,
     )
 
 

@@ -29,6 +29,7 @@ from pytest_recfair.providers.retry import (
     judge,
     limits_of,
     url_of,
+    wait_header,
 )
 from pytest_recfair.providers.runstate import CaseLike, LiveLike, Run, RunOptions
 from pytest_recfair.providers.transport import EXT_RECORD, UNSCOPED_ENTITY
@@ -213,7 +214,9 @@ async def _attempt_http(
         if pacer is not None:
             await pacer.release()
     if pacer is not None and ticket is not None:
-        pacer.replied(response.status_code, *limits_of(response), ticket)
+        pacer.replied(
+            response.status_code, *limits_of(response), ticket, wait_header(response.headers)
+        )
     completion = judge(provider, response, case)
     if pacer is not None and ticket is not None:
         pacer.used(ticket, completion.usage.total_tokens if completion.usage else None)

@@ -655,3 +655,39 @@ def test_a_reply_stating_infinite_limits_is_kept(value: str) -> None:
     assert outcome.errors == {}
     assert sorted(outcome.completions) == ["c0", "c1"]
     assert retry_after_seconds(httpx.Headers({"retry-after": value})) is None
+
+
+class _Notes:
+    """A pytest progress line that keeps the lines noted on it."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+
+    def advance(self, *, failed: bool = False, tokens: int = 0, cost: float | None = None) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        self.lines.append(text)
+
+
+@pytest.mark.parametrize(
+    ("header", "value"), [("Retry-After", "86400"), ("retry-after-ms", "86400000")]
+)
+def test_a_capped_retry_after_is_said_once_naming_its_header(header: str, value: str) -> None:
+    """Issue 33 point 1: the pacer caps a hostile wait and says so in one line."""
+    calls: list[int] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        calls.append(1)
+        if len(calls) <= 2:
+            return httpx.Response(429, headers={header: value}, json={"e": "x"})
+        return _ok(request)
+
+    live = _Notes()
+    outcome = _in_time(
+        lambda: _run(handler, _cases(2), max_retry_after=0.2, live=live, max_retries=3), 30.0
+    )
+    assert outcome.errors == {}
+    assert len(live.lines) == 1, live.lines
+    assert f"a 429's {header} asked to wait 86,400 s" in live.lines[0]
+    assert "0.2 s at most (max_retry_after)" in live.lines[0]
