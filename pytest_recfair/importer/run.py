@@ -16,7 +16,7 @@ import io
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
@@ -372,6 +372,10 @@ def import_run(
     out = Path(out)
     _check_out(out)
     run, notes = recover_prompts(read_folder(source, n=n))
+    run, empty = _without_empty_values(run)
+    notes += (
+        [f"value files holding only their header left out (no reply): {empty}"] if empty else []
+    )
     layout = plan(run, flavour=flavour, language=language)
     classes = [c for c in run.classes if c not in layout.skipped]
     if not classes:
@@ -417,6 +421,15 @@ def import_run(
             else "the CSV replies were recorded (--replies batch records the batch ones)"
         ),
     )
+
+
+def _without_empty_values(run: PublishedRun) -> tuple[PublishedRun, str]:
+    """``run`` without the values whose file holds no row, and those files named."""
+    empty = [
+        f"{c}/{v}.csv" for c, vals in run.classes.items() for v, rows in vals.items() if not rows
+    ]
+    classes = {c: {v: rows for v, rows in vals.items() if rows} for c, vals in run.classes.items()}
+    return replace(run, classes=classes), ", ".join(empty)
 
 
 def _record(

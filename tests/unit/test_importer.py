@@ -263,3 +263,17 @@ def test_a_row_swallowed_by_a_missing_quote_is_named_by_its_cell(tmp_path: Path)
     _rewrite(path, swallow)
     with pytest.raises(DataError, match=r"line 2 is malformed \(its 'Result' cell holds a line"):
         read_folder(src)
+
+
+def test_a_value_file_holding_only_its_header_is_left_out_and_said(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 33 point 6: such a value vanished from the report without a word."""
+    src = _copy(tmp_path)
+    _rewrite(src / "top_5" / "age" / "an old.csv", lambda rows: rows[:1])
+    assert main(["import", "faireval", str(src), "--out", str(tmp_path / "o")]) == 0
+    out = capsys.readouterr().out
+    assert "value files holding only their header left out (no reply): age/an old.csv" in out
+    grid = yaml.safe_load((tmp_path / "o" / "grid.yaml").read_text(encoding="utf-8"))
+    age = next(a for a in grid["attributes"] if a["name"] == "age")
+    assert [v["label"] for v in age["values"]] == ["a middle aged", "a young"]
