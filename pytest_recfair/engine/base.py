@@ -339,7 +339,7 @@ def shard_of_doc(doc: dict[str, Any], path: Path) -> ShardResult:
         cost = None if doc.get("cost") is None else float(doc["cost"])
         meta = dict(doc["meta"])
         return ShardResult(path, str(doc["test_id"]), shard, meta, tally, replies, failures, cost)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise DataError(
             f"shard result {path}: malformed ({type(exc).__name__}: {exc}); re-run that shard."
         ) from None

@@ -51,6 +51,11 @@ def _strings(doc: Doc) -> None:
             attribute[name] = "oops"
 
 
+def _sims(doc: Doc) -> None:
+    """The first attribute's similarities a string (issue 33 point 6: AttributeError)."""
+    next(iter(doc["tally"]["attributes"].values()))["sims"] = "oops"
+
+
 def _failure_field(doc: Doc) -> None:
     doc["failures"] = {"cases": 10, "failed": [{"bogus_field": 1}]}
 
@@ -80,6 +85,7 @@ def _reindent(files: list[Path]) -> None:
 # (case, change to the shard files, marker arguments of the merge run, expected text)
 SHARD_CASES: list[tuple[str, Callable[[list[Path]], None], str, str]] = [
     ("field types", _edit(_strings), "", "malformed"),
+    ("similarities a string", _edit(_sims), "", "malformed"),
     ("unknown failure field", _edit(_failure_field), "", "malformed"),
     ("row index -1", _edit(_row), "", "row index -1 is outside"),
     ("two models", _edit(_model), "", "audited different models"),
