@@ -61,8 +61,8 @@ class _Row:
     cells: dict[str, str]  # scrubbed
 
 
-#: (role, qtype, question) -> the three rounds' rows.
-Rounds = dict[tuple[str, str, str], list[_Row]]
+#: (role, qtype, question) and the three rounds' rows, per question of the driving file.
+Rounds = list[tuple[tuple[str, str, str], list[_Row]]]
 #: why -> the input rows left out for it ("<file>:<line>").
 Left = dict[str, list[str]]
 
@@ -154,8 +154,9 @@ def _key(row: _Row) -> tuple[str, str, str]:
 
 
 def _rounds(folder: Path, attribute: str, left: Left, notes: list[str]) -> Rounds:
-    """The questions answered in all three round files, in the shortest file's order; every
-    other row is added to ``left`` with the reason."""
+    """The questions of the shortest round file answered in the other two, in its order,
+    as the paper's table script counts them: a question repeated there is counted again
+    (its own answer, the other files' first); every other row is added to ``left``."""
     files = [folder / f"{attribute}_answers_0{r}.csv" for r in range(1, ROUNDS + 1)]
     missing = [str(p) for p in files if not p.is_file()]
     if missing:
@@ -165,21 +166,26 @@ def _rounds(folder: Path, attribute: str, left: Left, notes: list[str]) -> Round
     if empty:
         why = f"rows of {attribute}, whose round file {empty[0]} holds only its header"
         left.setdefault(why, []).extend(r.where for rows in tables for r in rows)
-        return {}
+        return []
+    driver = min(range(ROUNDS), key=lambda r: len(tables[r]))
     keyed: list[dict[tuple[str, str, str], _Row]] = []
-    for rows in tables:
+    for r, rows in enumerate(tables):
         index: dict[tuple[str, str, str], _Row] = {}
         for row in rows:
-            if _key(row) in index:
-                left.setdefault("repeats of a question in its round file", []).append(row.where)
+            if _key(row) in index and r != driver:  # the script reads the first match
+                why = "repeats of a question in a round file that does not drive"
+                left.setdefault(why, []).append(row.where)
             index.setdefault(_key(row), row)
         keyed.append(index)
-    for index in keyed:
-        for key, row in index.items():
+    out: Rounds = []
+    for r, rows in enumerate(tables):
+        for row in rows if r == driver else keyed[r].values():
+            key = _key(row)
             if not all(key in k for k in keyed):
                 left.setdefault("rows not in all three round files", []).append(row.where)
-    driver = min(range(ROUNDS), key=lambda r: len(tables[r]))
-    return {key: [k[key] for k in keyed] for key in keyed[driver] if all(key in k for k in keyed)}
+            elif r == driver:
+                out.append((key, [row if i == driver else k[key] for i, k in enumerate(keyed)]))
+    return out
 
 
 def _record(root: Path, cases: Sequence[Any], texts: Mapping[str, str], model: str) -> Any:
@@ -248,7 +254,7 @@ def _questions(
     found = sorted(p.name.split("_answers_")[0] for p in folder.glob("*_answers_01.csv"))
     for stem in found:
         attribute = _attribute(folder, stem)
-        for key, got in _rounds(folder, stem, left, notes).items():
+        for key, got in _rounds(folder, stem, left, notes):
             qtype = normalise_qtype(key[1])
             why = None
             if qtype is None:
@@ -263,9 +269,12 @@ def _questions(
     return rows, sources
 
 
-def _load(path: Path, sources: Sequence[Sequence[_Row]], left: Left) -> Any:
-    """The written questions through the project's loader; what it leaves out goes to
-    ``left`` and its errors name the input rows (not the generated file)."""
+def _load(
+    path: Path, sources: Sequence[Sequence[_Row]], left: Left
+) -> tuple[Any, dict[str, Sequence[_Row]]]:
+    """The written questions through the project's loader, and each one's input rows; what
+    it leaves out goes to ``left`` and its errors name the input rows (not the generated
+    file)."""
     try:
         questions = load_roles(path)
     except DataError as exc:
@@ -275,11 +284,13 @@ def _load(path: Path, sources: Sequence[Sequence[_Row]], left: Left) -> Any:
         raise DataError(
             f"import biaslens: {_places([r.where for r in rows]) or 'the answer files'}: {message}"
         ) from None
+    gone = set()
     for skip in questions.skipped:
-        i = int(skip.where.removeprefix("questions[").rstrip("]"))
-        why = f"{skip.reason.split(' ', 1)[0]} questions (placeholders, repeats; 3 rows each)"
+        gone.add(i := int(skip.where.removeprefix("questions[").rstrip("]")))
+        why = f"{skip.reason.split(' ', 1)[0]} questions (3 rows each)"
         left.setdefault(why, []).extend(r.where for r in sources[i])
-    return questions
+    kept = [got for i, got in enumerate(sources) if i not in gone]
+    return questions, {q.id: got for q, got in zip(questions, kept, strict=True)}
 
 
 def import_biaslens(
@@ -315,9 +326,9 @@ def _write(
     from pytest_recfair.prompts.seeds import Entity
     from pytest_recfair.settings import resolve
 
-    table = {"name": f"biaslens-{name}", "questions": rows}
+    table = {"name": f"biaslens-{name}", "keep_repeats": True, "questions": rows}
     atomic_write_text(out / "questions.json", json.dumps(table, indent=1))
-    questions = _load(out / "questions.json", sources, left)
+    questions, by_question = _load(out / "questions.json", sources, left)
     attributes = sorted({q.attribute for q in questions})
     atomic_write_text(out / TEST_FILE, _test_file(attributes, without_role))
     atomic_write_text(
@@ -333,9 +344,6 @@ def _write(
     entities = [Entity(q.id, q.question, settings.domain) for q in questions]
     kind = registry.kind_for(settings)  # by kind= in the settings: the role-play audit
     cases = kind.build_cases(settings, load_grid("faireval"), entities, None, inputs)
-    keys = [(r["role"], r["type"], r["question"]) for r in rows]
-    by_row = dict(zip(keys, sources, strict=True))
-    by_question = {q.id: by_row[(q.role, q.qtype, q.question)] for q in questions}
     texts = {
         c.id: (by_question[c.question_id][c.repeat].cells.get("Answer") or "").strip() or "None"
         for c in cases

@@ -22,7 +22,7 @@ import io
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -321,9 +321,9 @@ def load_roles(
 def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bool) -> RoleSet:
     text = text.removeprefix("\ufeff")
     if suffix == ".csv":
-        rows, name = _csv_rows(text, where), ""
+        rows, name, keep = _csv_rows(text, where), "", False
     else:
-        rows, name = _structured_rows(text, where, suffix)
+        rows, name, keep = _structured_rows(text, where, suffix)
     for _, row in rows:
         if attribute is not None:
             row.setdefault("attribute", attribute)
@@ -343,7 +343,7 @@ def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bo
         reason = None
         if _PLACEHOLDER.search(strip_role(q.question)) or len(strip_role(q.question).split()) < 3:
             reason = f"placeholder question {q.question!r}"
-        elif key in seen:
+        elif key in seen and not keep:
             reason = f"duplicate of {seen[key]} (same role, type and question)"
         if reason is not None:
             if strict:
@@ -352,7 +352,9 @@ def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bo
                 )
             skipped.append(Skipped(loc, reason))
             continue
-        seen[key] = loc
+        if key in seen:  # a repeat kept ("keep_repeats"): its own id, its own cassette
+            q = replace(q, id=f"{q.id}~{sum(x.id.startswith(q.id) for x in questions) + 1}")
+        seen.setdefault(key, loc)
         questions.append(q)
     if not questions:
         raise DataError(f"{where} holds no usable question; expected at least one row")
@@ -394,7 +396,9 @@ def _csv_rows(text: str, where: str) -> list[tuple[str, dict[str, Any]]]:
 
 def _structured_rows(
     text: str, where: str, suffix: str
-) -> tuple[list[tuple[str, dict[str, Any]]], str]:
+) -> tuple[list[tuple[str, dict[str, Any]]], str, bool]:
+    """The rows, the set's name and whether repeated questions are kept (``keep_repeats``:
+    a published study that counted them, as ``import biaslens`` writes)."""
     try:
         # the C loader when built in: the bundled set's 2,376 questions load 5x faster
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -402,14 +406,14 @@ def _structured_rows(
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         kind = "JSON" if suffix == ".json" else "YAML"
         raise DataError(f"{where} is not valid {kind}: {' '.join(str(exc).split())}") from exc
-    name = ""
+    name, keep = "", False
     if isinstance(data, dict):
-        name = str(data.get("name") or "")
-        extra = set(data) - {"name", "description", "questions"}
+        name, keep = str(data.get("name") or ""), data.get("keep_repeats") is True
+        extra = set(data) - {"name", "description", "questions", "keep_repeats"}
         if extra:
             raise DataError(
                 f"{where}: unknown top-level key(s) {sorted(map(str, extra))}; expected "
-                "'questions' (and optional 'name', 'description')"
+                "'questions' (and optional 'name', 'description', 'keep_repeats')"
             )
         data = data.get("questions")
     if not isinstance(data, list):
@@ -431,7 +435,7 @@ def _structured_rows(
             for k, v in item.items()
         }
         rows.append((f"questions[{i}]", row))
-    return rows, name
+    return rows, name, keep
 
 
 @lru_cache(maxsize=1)
