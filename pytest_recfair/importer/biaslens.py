@@ -10,10 +10,12 @@ questions file, and cassettes recorded by the real OpenAI provider against an
 ``httpx.MockTransport`` that answers each round with its published answer and each Why
 round's three judge calls with the published judges (``LLM 1..3``).
 
-As the paper's table script does, the shortest of an attribute's three round files drives
-the questions, matched by role, type and question text in the other two; an empty answer
-is recorded as the text ``None`` (the script reads a missing answer so). The questions go
-through the project's loader, which leaves out placeholder and duplicate rows. Every cell
+As the paper's table script does, every row of the shortest of an attribute's three round
+files is a question (a repeat counted again), matched by role, type and question text in
+the other two (their first match; missing there, the answer reads ``None``); files are
+decoded with ``errors="ignore"`` (the bytes dropped are counted); an empty answer is
+recorded as the text ``None`` (the script reads a missing answer so). The questions go
+through the project's loader (``keep_repeats``), which leaves out placeholders. Every cell
 is scrubbed of secrets as it is read (as ``import faireval`` does), and every input row is
 either imported or counted and named (file and line) in the summary. The project is
 written into a hidden folder and moved to ``--out`` at the end: a failed import leaves
@@ -154,9 +156,10 @@ def _key(row: _Row) -> tuple[str, str, str]:
 
 
 def _rounds(folder: Path, attribute: str, left: Left, notes: list[str]) -> Rounds:
-    """The questions of the shortest round file answered in the other two, in its order,
-    as the paper's table script counts them: a question repeated there is counted again
-    (its own answer, the other files' first); every other row is added to ``left``."""
+    """The questions of the shortest round file, in its order, as the paper's table script
+    counts them: a question repeated there is counted again (its own answer, the other
+    files' first), one missing from another file reads the answer None there (said in
+    ``notes``); every other row is added to ``left``."""
     files = [folder / f"{attribute}_answers_0{r}.csv" for r in range(1, ROUNDS + 1)]
     missing = [str(p) for p in files if not p.is_file()]
     if missing:
@@ -177,14 +180,23 @@ def _rounds(folder: Path, attribute: str, left: Left, notes: list[str]) -> Round
                 left.setdefault(why, []).append(row.where)
             index.setdefault(_key(row), row)
         keyed.append(index)
+    for r, index in enumerate(keyed):
+        for key, row in index.items() if r != driver else ():
+            if key not in keyed[driver]:
+                why = "rows whose question the driving (shortest) round file does not hold"
+                left.setdefault(why, []).append(row.where)
     out: Rounds = []
-    for r, rows in enumerate(tables):
-        for row in rows if r == driver else keyed[r].values():
-            key = _key(row)
-            if not all(key in k for k in keyed):
-                left.setdefault("rows not in all three round files", []).append(row.where)
-            elif r == driver:
-                out.append((key, [row if i == driver else k[key] for i, k in enumerate(keyed)]))
+    unanswered: list[str] = []
+    for row in tables[driver]:  # one missing elsewhere reads the answer None, as the script
+        got = [row if i == driver else k.get(_key(row)) for i, k in enumerate(keyed)]
+        unanswered += [row.where] if None in got else []
+        out.append((_key(row), [g or _Row(row.where, {}) for g in got]))
+    if unanswered:
+        notes.append(
+            f"{len(unanswered)} question(s) missing from another {attribute} round file, "
+            f"read there with the answer None as the paper's script reads them: "
+            f"{_places(unanswered)}"
+        )
     return out
 
 

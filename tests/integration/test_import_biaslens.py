@@ -81,8 +81,9 @@ def _expected(root: Path) -> dict[tuple[str, str], int]:
         name = "occupation" if attribute == "occupations" else attribute
         for own in driver:  # every row of the shortest file, repeats included, as the paper
             key = (own["Role"], own["Question Type"], own["Question"])
+            none = {"Answer": "None", "final": "None"}  # a question missing from a file
             rows = [own if t is driver else next(
-                x for x in t if (x["Role"], x["Question Type"], x["Question"]) == key
+                (x for x in t if (x["Role"], x["Question Type"], x["Question"]) == key), none
             ) for t in tables]  # fmt: skip
             answers = [x["Answer"] or "None" for x in rows]
             if key[1] == "Yes/No":
@@ -106,8 +107,9 @@ def _table(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
-def _replayed(source: Path, out: Path) -> list[dict[str, Any]]:
-    """Import ``source`` into ``out`` and replay it: the report's results."""
+def _replayed(source: Path, out: Path) -> tuple[list[dict[str, Any]], str]:
+    """Import ``source`` into ``out`` and replay it: the report's results, and what the
+    import printed."""
     run = _import(source, out)
     assert run.returncode == 0, run.stderr
     test = subprocess.run(
@@ -117,7 +119,7 @@ def _replayed(source: Path, out: Path) -> list[dict[str, Any]]:
     )  # fmt: skip
     assert test.returncode == 0, test.stdout[-3000:]
     results: list[dict[str, Any]] = json.loads((out / "r.json").read_text("utf-8"))["results"]
-    return results
+    return results, run.stdout
 
 
 def test_a_repeated_question_is_counted_again_as_the_papers_table_counts_it(
@@ -131,7 +133,7 @@ def test_a_repeated_question_is_counted_again_as_the_papers_table_counts_it(
     for r in (1, 2, 3):  # the first Yes/No question again, answered "Yes." (biased here)
         path = folder / f"occupations_answers_0{r}.csv"
         _edit(path, lambda rows: [*rows, [*rows[1][:3], "Yes.", *rows[1][4:]]])
-    results = _replayed(source, out)
+    results, _ = _replayed(source, out)
     got = {
         (c["attribute"], c["qtype"]): c["biased"]
         for res in results
@@ -143,6 +145,32 @@ def test_a_repeated_question_is_counted_again_as_the_papers_table_counts_it(
     ]
     counted = sum(c["n"] for res in results for c in res["roleplay"]["cells"])
     assert counted == sum(map(len, driving))
+
+
+def test_a_question_missing_from_another_round_file_reads_none_as_the_paper_reads_it(
+    tmp_path: Path,
+) -> None:
+    """issue 33 point 7: the paper's script counts every row of the driving file, reading
+    ``None`` where another round file lacks the question; the import dropped it."""
+    source, out = tmp_path / "BiasLens", tmp_path / "project"
+    _folder(source)
+    folder = source / "answers" / "role" / "tiny"
+    # occupations: round 1 (first of the shortest, so it drives) lacks its last question,
+    # rounds 2 and 3 lack the first Choice question (rows[4]) instead
+    _edit(folder / "occupations_answers_01.csv", lambda rows: rows[:-1])
+    for r in (2, 3):
+        _edit(folder / f"occupations_answers_0{r}.csv", lambda rows: [*rows[:4], *rows[5:]])
+    results, said = _replayed(source, out)
+    got = {
+        (c["attribute"], c["qtype"]): c["biased"] for r in results for c in r["roleplay"]["cells"]
+    }
+    assert got == _expected(source)
+    counted = sum(c["n"] for res in results for c in res["roleplay"]["cells"])
+    driving = [
+        min((_table(folder / f"{a}_answers_0{r}.csv") for r in (1, 2, 3)), key=len) for a in ROLES
+    ]
+    assert counted == sum(map(len, driving))
+    assert "1 question(s) missing from another occupations round file" in said
 
 
 def test_import_then_replay_counts_by_the_published_rules(tmp_path: Path) -> None:
