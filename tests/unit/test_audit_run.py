@@ -27,9 +27,9 @@ from pytest_recfair.engine.verdict import (
 from pytest_recfair.errors import DataError, ProviderError
 from pytest_recfair.prompts.grids import load_grid
 from pytest_recfair.prompts.seeds import load_seeds
-from pytest_recfair.report import junit
-from pytest_recfair.report.channels import summary_lines, write_run_report
+from pytest_recfair.report import sections as junit
 from pytest_recfair.report.failures import verdict_message
+from pytest_recfair.report.registry import summary_lines, write_run_report
 from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings, resolve
 from pytest_recfair.sim.recommender import SimulatedRecommender

@@ -158,7 +158,7 @@ def test_an_entry_records_commit_branch_date_machine_and_settings(tmp_path: Path
 
 
 def test_ci_variables_win_and_no_git_is_null_never_an_error(tmp_path: Path) -> None:
-    from pytest_recfair.report.provenance import git_info
+    from pytest_recfair.report.history import git_info
 
     ci = {"GITHUB_SHA": "abc123" * 6 + "abcd", "GITHUB_REF_NAME": "main"}
     assert git_info(tmp_path, ci) == {"commit": ci["GITHUB_SHA"], "branch": "main"}

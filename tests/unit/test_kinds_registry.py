@@ -28,7 +28,7 @@ from pytest_recfair.engine.sharding import MergeSource, run_shard
 from pytest_recfair.prompts.cases import PromptCase
 from pytest_recfair.prompts.grids import Grid, load_grid
 from pytest_recfair.prompts.seeds import Entity, load_seeds
-from pytest_recfair.report import junit
+from pytest_recfair.report import sections as junit
 from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings, resolve
 from pytest_recfair.settings.run import Shard

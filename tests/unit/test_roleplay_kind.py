@@ -11,7 +11,7 @@ from pytest_recfair.engine.pipeline import measure, run_audit
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.prompts.grids import load_grid
 from pytest_recfair.providers import Completion, RunOutcome, Usage
-from pytest_recfair.report import junit
+from pytest_recfair.report import sections as junit
 from pytest_recfair.settings import resolve
 from pytest_recfair.sim.recommender import SimulatedRecommender
 
