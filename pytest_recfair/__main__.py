@@ -52,7 +52,7 @@ def _margin(text: str) -> float:
 
 
 def _compare_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
-    from pytest_recfair.compare.formats import COMPARE_FORMATS
+    from pytest_recfair.compare.runs import COMPARE_FORMATS
 
     cmp = sub.add_parser(
         "compare",
@@ -192,8 +192,12 @@ def _run_of(name: str, history: str | None) -> Any:
 
 def _compare(args: argparse.Namespace) -> int:
     import pytest_recfair.engine.registry  # noqa: F401 - hands the kinds' sections to the report
-    from pytest_recfair.compare.formats import Compared, parse_comparison, render_comparison
-    from pytest_recfair.compare.runs import compare_runs
+    from pytest_recfair.compare.runs import (
+        Compared,
+        compare_runs,
+        parse_comparison,
+        render_comparison,
+    )
 
     if args.b is None:  # a stored comparison, rendered again
         path = Path(args.a)

@@ -149,7 +149,7 @@ def test_json_round_trips_to_the_same_comparison(
     after: list[AuditResult],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from pytest_recfair.compare.formats import Compared, parse_comparison, render_comparison
+    from pytest_recfair.compare.runs import Compared, parse_comparison, render_comparison
 
     a, b = _written(tmp_path, before, after)
     assert main(["compare", a, b, "--format", "json", "-o", str(tmp_path / "c.json")]) == 1
