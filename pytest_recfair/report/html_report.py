@@ -394,7 +394,7 @@ def render(
     history: Sequence[HistoryRun] = (),
 ) -> str:
     """The whole page."""
-    from pytest_recfair.report.sidebyside import html_section
+    from pytest_recfair.report.terminal import html_section
 
     statuses = [result_status(r) for r in results]
     totals = (

@@ -71,7 +71,7 @@ def to_json(
         items = [f"{_dump(k)}: {_dump(b.to_dict())}" for k, b in sorted(base.items())]
         parts.append('"baselines": {\n' + ",\n".join(items) + "\n}")
     if models:  # several models audited by one test: side by side (report/sidebyside.py)
-        from pytest_recfair.report.sidebyside import json_section
+        from pytest_recfair.report.terminal import json_section
 
         parts.append('"models": ' + block([_dump(m) for m in json_section(models)]))
     return "{\n" + ",\n".join(parts) + "\n}\n"

@@ -182,7 +182,7 @@ def to_markdown(
         "",
     ]
     if models:  # several models audited by one test: side by side (report/sidebyside.py)
-        from pytest_recfair.report.sidebyside import markdown_lines
+        from pytest_recfair.report.terminal import markdown_lines
 
         out += markdown_lines(models)
     for r in rs:

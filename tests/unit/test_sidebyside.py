@@ -11,7 +11,7 @@ import pytest
 
 from pytest_recfair import report
 from pytest_recfair.compare.models import ModelComparison, ModelSlot, compare_models
-from pytest_recfair.report import sidebyside as render
+from pytest_recfair.report import terminal as render
 from pytest_recfair.results import AuditResult
 from tests.support import synth_results
 
