@@ -15,7 +15,7 @@ from pytest_recfair import report
 from pytest_recfair.__main__ import main
 from pytest_recfair.errors import DataError
 from pytest_recfair.gate import thresholds as gate
-from pytest_recfair.report.stored import load_run
+from pytest_recfair.report.history import load_run
 from pytest_recfair.results import AuditResult
 from tests.support.synth_results import audit
 

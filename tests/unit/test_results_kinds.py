@@ -14,8 +14,8 @@ import pytest
 from pytest_recfair import report
 from pytest_recfair.engine import registry
 from pytest_recfair.gate import baselines
+from pytest_recfair.report.history import load_run
 from pytest_recfair.report.json_report import to_json
-from pytest_recfair.report.stored import load_run
 from pytest_recfair.results import META_TYPES, AuditMeta, AuditResult, ListMeta
 from tests.support.synth_results import audit
 

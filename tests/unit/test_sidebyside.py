@@ -130,8 +130,8 @@ def test_unusable_attribute_reads_na() -> None:
 
 def test_a_stored_run_renders_its_models_again(tmp_path: Path) -> None:
     """`python -m pytest_recfair report RUN.json` gives the side-by-side section back."""
+    from pytest_recfair.report.history import parse_run
     from pytest_recfair.report.registry import render
-    from pytest_recfair.report.stored import parse_run
 
     results = _results(("fair", None, 1), ("biased", {"Islamic": -0.25}, 2))
     models = compare_models(results, _slots("fair", "biased"))
