@@ -23,9 +23,10 @@ from collections.abc import Mapping, Sequence
 from html import escape
 
 from pytest_recfair.compare.models import ModelComparison
-from pytest_recfair.report.evidence import EVIDENCE_CSS, evidence_html
 from pytest_recfair.report.failures import (
+    EVIDENCE_CSS,
     accept_offered,
+    evidence_html,
     failure_tag,
     failure_text,
     limits_advice,

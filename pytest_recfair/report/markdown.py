@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_recfair.compare.models import ModelComparison
-from pytest_recfair.report.evidence import evidence_markdown
 from pytest_recfair.report.failures import (
     accept_offered,
+    evidence_markdown,
     failure_tag,
     failure_text,
     limits_advice,

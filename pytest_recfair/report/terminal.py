@@ -15,8 +15,7 @@ from html import escape
 from typing import Any
 
 from pytest_recfair.compare.models import ModelComparison, PairRow
-from pytest_recfair.report.evidence import evidence_lines
-from pytest_recfair.report.failures import failure_label, failure_text
+from pytest_recfair.report.failures import evidence_lines, failure_label, failure_text
 from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta, fmt_p
 from pytest_recfair.report.sections import extra_lines
 from pytest_recfair.report.status import (
