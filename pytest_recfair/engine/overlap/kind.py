@@ -30,7 +30,7 @@ from pytest_recfair.engine.base import (
     mixed_error,
 )
 from pytest_recfair.engine.overlap import evidence as overlap_evidence
-from pytest_recfair.engine.overlap import qualitygate as qg
+from pytest_recfair.engine.overlap import quality as qg
 from pytest_recfair.engine.overlap.quality import QualityTally, quality_results
 from pytest_recfair.engine.overlap.tally import Tally, TallyConfig, merge
 from pytest_recfair.errors import DataError
