@@ -23,8 +23,7 @@ from pytest_recfair.report.failures import (
 )
 from pytest_recfair.report.fmt import clip, fmt, fmt_ci, fmt_delta, fmt_interval, fmt_p
 from pytest_recfair.report.html_report import to_html
-from pytest_recfair.report.json_report import to_json
-from pytest_recfair.report.markdown import to_markdown
+from pytest_recfair.report.markdown import to_json, to_markdown
 from pytest_recfair.report.registry import RENDERERS, check_report_path, render, write_report
 from pytest_recfair.report.status import (
     TIE,

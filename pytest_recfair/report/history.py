@@ -51,7 +51,7 @@ from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.gate import baselines
-from pytest_recfair.report.json_report import to_json
+from pytest_recfair.report.markdown import to_json
 from pytest_recfair.report.status import Baselines
 from pytest_recfair.results import AuditResult, Stat
 

@@ -21,8 +21,7 @@ from pytest_recfair.errors import ConfigError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.report.history import HistoryRun, append_run
 from pytest_recfair.report.html_report import to_html
-from pytest_recfair.report.json_report import to_json
-from pytest_recfair.report.markdown import to_markdown
+from pytest_recfair.report.markdown import to_json, to_markdown
 from pytest_recfair.report.status import Baselines
 from pytest_recfair.report.terminal import terminal_lines, terminal_summary
 from pytest_recfair.results import AuditResult

@@ -15,7 +15,7 @@ from pytest_recfair import report
 from pytest_recfair.engine import registry
 from pytest_recfair.gate import baselines
 from pytest_recfair.report.history import load_run
-from pytest_recfair.report.json_report import to_json
+from pytest_recfair.report.markdown import to_json
 from pytest_recfair.results import META_TYPES, AuditMeta, AuditResult, ListMeta
 from tests.support.synth_results import audit
 
