@@ -92,7 +92,7 @@ def entries(
     completions: Mapping[str, Any],
     results: Sequence[ItemSideResult],
 ) -> dict[str, dict[str, Any]]:
-    """attribute -> evidence entry (report/py's shape)."""
+    """attribute -> evidence entry (report/failures.py's shape)."""
     out = {}
     for res in results:
         entry = _entry(cases, titles, matched, catalogue, completions, res)
