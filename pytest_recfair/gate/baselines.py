@@ -52,7 +52,7 @@ import numpy as np
 from pytest_recfair.cassettes import cache
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
-from pytest_recfair.gate import floor
+from pytest_recfair.gate import thresholds
 from pytest_recfair.results import AuditMeta, AuditResult
 from pytest_recfair.vocab import accept_command
 
@@ -156,7 +156,8 @@ def to_dict(result: AuditResult) -> dict[str, Any]:
         # the baseline's own noise, for people reading the file: the gate's floor is this
         # times baseline_floor (recomputed from the matrix when gating, bit for bit equal)
         attr["standard_error"] = {
-            k: (se if math.isfinite(se) else None) for k, se in floor.standard_errors(a).items()
+            k: (se if math.isfinite(se) else None)
+            for k, se in thresholds.standard_errors(a).items()
         }
     return doc
 
