@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pytest_recfair.errors import DataError, RecfairError
-from pytest_recfair.results import PLUGIN_VERSION
-from pytest_recfair.vocab import REPORT_FORMATS
+from pytest_recfair.vocab import PLUGIN_VERSION, REPORT_FORMATS
 
 __all__ = ["main"]
 

@@ -126,7 +126,7 @@ def audit_state(node: Any) -> AuditState | None:
 def report_header(config: pytest.Config) -> list[str] | None:
     if not config.getoption("fairness"):
         return None
-    from pytest_recfair.results import PLUGIN_VERSION
+    from pytest_recfair.vocab import PLUGIN_VERSION
 
     s = run_state(config).settings
     return [

@@ -48,8 +48,8 @@ from pytest_recfair.report.status import (
     same_attribute,
     shown,
 )
-from pytest_recfair.results import PLUGIN_VERSION, AttributeResult, AuditResult
-from pytest_recfair.vocab import STATISTICS, accept_command
+from pytest_recfair.results import AttributeResult, AuditResult
+from pytest_recfair.vocab import PLUGIN_VERSION, STATISTICS, accept_command
 
 __all__ = ["render", "to_html"]
 

@@ -41,8 +41,8 @@ from pytest_recfair.report.status import (
     shown,
     usage_text,
 )
-from pytest_recfair.results import PLUGIN_VERSION, AuditResult
-from pytest_recfair.vocab import STATISTICS, accept_command
+from pytest_recfair.results import AuditResult
+from pytest_recfair.vocab import PLUGIN_VERSION, STATISTICS, accept_command
 
 __all__ = ["to_json", "to_markdown"]
 
