@@ -169,7 +169,7 @@ def live_line(config: pytest.Config, planned: plan.Plan | None) -> Any:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if planned is None or not planned.to_ask or reporter is None:
         return None
-    from pytest_recfair.providers.progress import LiveLine
+    from pytest_recfair.providers.runstate import LiveLine
 
     capture = config.pluginmanager.get_plugin("capturemanager")
     fresh = [True]
