@@ -10,7 +10,7 @@ import inspect
 import pytest
 
 # prune.py is the --fairness-prune feature, named after its flag in its docstring.
-MODULES = ["store", "vcrfile", "index", "miss", "vcr_import"]
+MODULES = ["store", "vcrfile", "index", "miss"]
 
 
 @pytest.mark.parametrize("name", MODULES)

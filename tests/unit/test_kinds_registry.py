@@ -18,12 +18,12 @@ from pytest_recfair.engine.base import (
     AuditKind,
     AuditRequest,
     Merged,
+    PooledScorer,
     Rebuild,
     Scored,
 )
 from pytest_recfair.engine.items.scoring import ItemResults
 from pytest_recfair.engine.pipeline import measure
-from pytest_recfair.engine.pooled import PooledScorer
 from pytest_recfair.engine.sharding import MergeSource, run_shard
 from pytest_recfair.prompts.cases import PromptCase
 from pytest_recfair.prompts.grids import Grid, load_grid
@@ -38,7 +38,7 @@ PACKAGE = Path(registry.__file__).parent.parent
 #: Modules that must work for every kind without naming one.
 SHARED = [
     *(PACKAGE / "engine" / f"{m}.py" for m in ("pipeline", "stream", "sharding", "batch")),
-    *(PACKAGE / "engine" / f"{m}.py" for m in ("plan", "collector", "pooled", "base")),
+    *(PACKAGE / "engine" / f"{m}.py" for m in ("plan", "collector", "base")),
     *sorted((PACKAGE / "report").glob("*.py")),
 ]
 

@@ -24,10 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_recfair.engine.base import AuditInputs, Scored
+from pytest_recfair.engine.base import AuditInputs, PooledKind, PooledScorer, Scored
 from pytest_recfair.engine.items import scoring as itemside
 from pytest_recfair.engine.overlap.kind import list_cases, parse_all
-from pytest_recfair.engine.pooled import PooledKind, PooledScorer
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.prompts.cases import PromptCase
 from pytest_recfair.prompts.grids import Grid
