@@ -5,7 +5,7 @@ the widest attribute) x 1,000 entities, each with its bootstrap CIs from
 pytest_recfair.metrics. Timed, as medians of several runs (the machine is shared):
 
 - gate.evaluate against a baseline where every statistic rose (so every attribute runs the
-  paired bootstrap, 1,000 resamples); reference: the bare stats.compare calls it makes;
+  paired bootstrap, 1,000 resamples); reference: the bare stats.paired_comparison calls it makes;
 - baselines.write + baselines.load (schema validation included); reference: a plain
   json.dumps(result.to_dict()) + json.loads + AuditResult.from_dict round trip;
 - to_html / to_markdown / terminal_summary for 20 such results; reference:
@@ -147,13 +147,13 @@ def main() -> None:
     def bare_compare() -> None:
         for a, b in zip(regressed.attributes, baseline.attributes, strict=True):
             for stat in gate.DRIFT_STATISTICS:
-                stats.compare(b.matrix, a.matrix, stat, seed=0)
+                stats.paired_comparison(b.matrix, a.matrix, stat, seed=0)
 
     rows: list[tuple[str, str, tuple[float, float, float]]] = []
     gated = paired(
         lambda: gate.evaluate(regressed, baseline, limits, tolerance=0.0), bare_compare, runs
     )
-    rows.append(("gate.evaluate (9 paired bootstraps)", "9 x stats.compare", gated))
+    rows.append(("gate.evaluate (9 paired bootstraps)", "9 x stats.paired_comparison", gated))
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "b.json"
