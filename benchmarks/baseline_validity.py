@@ -218,7 +218,8 @@ def power(args: argparse.Namespace, _: Any) -> list[str]:
 def _reported_detectable(args: argparse.Namespace) -> float:
     """The median minimum detectable SNSR rise the drift test reports for religion
     (jaccard) under the gate's defaults (tolerance 0.02, the baseline floor), over pilots."""
-    from pytest_recfair.gate import drift, floor
+    from pytest_recfair.gate import drift
+    from pytest_recfair.gate import thresholds as floor
 
     rng, out = np.random.default_rng(args.seed + 3), []
     for _ in range(20):
@@ -253,7 +254,8 @@ def subset_runs(args: argparse.Namespace, profile: Any) -> list[str]:
 def seed_stability(args: argparse.Namespace, _: Any) -> list[str]:
     """The same data judged with ``resample_seed`` 0 and 1, the product's sign-flip draws
     (not ``--draws``): |delta p| of every member's family-wise p, and verdicts that move."""
-    from pytest_recfair.gate import drift, floor
+    from pytest_recfair.gate import drift
+    from pytest_recfair.gate import thresholds as floor
 
     draws = _drift_core.STABLE_DRAWS
     _drift_core.STABLE_DRAWS = inference.STABLE_DRAWS = PRODUCT_DRAWS  # type: ignore[misc]

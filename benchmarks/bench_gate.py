@@ -5,11 +5,11 @@ the widest attribute) x 1,000 entities, each with its bootstrap CIs from
 pytest_recfair.metrics. Timed, as medians of several runs (the machine is shared):
 
 - gate.evaluate against a baseline where every statistic rose (so every attribute runs the
-  paired bootstrap, 1,000 resamples); reference: the bare stats.compare calls it makes;
+  paired bootstrap, 1,000 resamples); reference: the bare stats.paired_comparison calls it makes;
 - baselines.write + baselines.load (schema validation included); reference: a plain
   json.dumps(result.to_dict()) + json.loads + AuditResult.from_dict round trip;
-- report.to_html / to_markdown / terminal_summary for 20 such results; reference:
-  report.to_json of the same results.
+- to_html / to_markdown / terminal_summary for 20 such results; reference:
+  to_json of the same results.
 
 Run:  .venv/bin/python benchmarks/bench_gate.py [--runs 7] [--entities 1000]
 """
@@ -34,10 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _machine import cpu_model
 
-from pytest_recfair import report
 from pytest_recfair.gate import baselines
 from pytest_recfair.gate import thresholds as gate
 from pytest_recfair.metrics import aggregate, stats
+from pytest_recfair.report.html_report import to_html
+from pytest_recfair.report.markdown import to_json, to_markdown
+from pytest_recfair.report.terminal import terminal_summary
 from pytest_recfair.results import (
     AttributeResult,
     AuditResult,
@@ -145,13 +147,13 @@ def main() -> None:
     def bare_compare() -> None:
         for a, b in zip(regressed.attributes, baseline.attributes, strict=True):
             for stat in gate.DRIFT_STATISTICS:
-                stats.compare(b.matrix, a.matrix, stat, seed=0)
+                stats.paired_comparison(b.matrix, a.matrix, stat, seed=0)
 
     rows: list[tuple[str, str, tuple[float, float, float]]] = []
     gated = paired(
         lambda: gate.evaluate(regressed, baseline, limits, tolerance=0.0), bare_compare, runs
     )
-    rows.append(("gate.evaluate (9 paired bootstraps)", "9 x stats.compare", gated))
+    rows.append(("gate.evaluate (9 paired bootstraps)", "9 x stats.paired_comparison", gated))
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "b.json"
@@ -175,10 +177,10 @@ def main() -> None:
         )
     ]
     for name, fn in (
-        ("report.to_html (20 tests)", lambda: report.to_html(results, [baseline])),
-        ("report.to_markdown (20 tests)", lambda: report.to_markdown(results, [baseline])),
-        ("report.terminal_summary (20 tests)", lambda: report.terminal_summary(results)),
-        ("report.to_json (20 tests)", lambda: report.to_json(results)),
+        ("to_html (20 tests)", lambda: to_html(results, [baseline])),
+        ("to_markdown (20 tests)", lambda: to_markdown(results, [baseline])),
+        ("terminal_summary (20 tests)", lambda: terminal_summary(results)),
+        ("to_json (20 tests)", lambda: to_json(results)),
     ):
         rows.append((name, "json.dumps(to_dict)", paired(fn, lambda: _plain_json(results), runs)))
 

@@ -234,13 +234,13 @@ def measure_formats(
 def measure_first(n: int, runs: int, cache: Path | None, other: Path | None = None) -> int:
     """Issue 31: a first run on a fresh checkout (compact cassettes, no cache folder), over
     the bare pytest run of the same round; with ``other``, that code's too."""
-    from pytest_recfair.cassettes import compact, tapecache
+    from pytest_recfair.cassettes import cache, compact
 
     with project(n, cache) as root:
         prepare(root, n)
         packed = root.with_name(root.name + "-compact")
         if not packed.is_dir():
-            shutil.copytree(root, packed, ignore=shutil.ignore_patterns(tapecache.CACHE_DIR))
+            shutil.copytree(root, packed, ignore=shutil.ignore_patterns(cache.CACHE_DIR))
             compact.convert(packed / "fixtures" / "cassettes", compact=True)
         off = {"RECFAIR_CACHE": "off"}
         _, _, code, out, _ = run(packed, "--fairness", "--fairness-update", env_extra=off)
@@ -257,7 +257,7 @@ def measure_first(n: int, runs: int, cache: Path | None, other: Path | None = No
         rows: dict[str, list[tuple[float, float, float]]] = {}
         for _ in range(runs):
             for name, env in plan:
-                shutil.rmtree(packed / "fixtures" / "cassettes" / tapecache.CACHE_DIR, True)
+                shutil.rmtree(packed / "fixtures" / "cassettes" / cache.CACHE_DIR, True)
                 args = () if name.startswith("bare") else ("--fairness",)
                 wall, peak, code, out, cpu = run(packed, *args, env_extra=env)
                 if code != 0:

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pytest_recfair.vocab import PLUGIN_VERSION as __version__
+
 __all__ = ["__version__", "audit", "fairness", "judge"]
 
 if TYPE_CHECKING:
@@ -18,16 +20,10 @@ if TYPE_CHECKING:
 
     from pytest_recfair.api import audit, judge
 
-    __version__: str
-
     fairness: pytest.MarkDecorator
 
 
 def __getattr__(name: str) -> Any:
-    if name == "__version__":
-        from pytest_recfair.results import PLUGIN_VERSION
-
-        return PLUGIN_VERSION
     if name == "fairness":
         from pytest_recfair.plugin import marker
 

@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pytest_recfair.errors import DataError, RecfairError
-from pytest_recfair.results import PLUGIN_VERSION
-from pytest_recfair.vocab import REPORT_FORMATS
+from pytest_recfair.vocab import PLUGIN_VERSION, REPORT_FORMATS
 
 __all__ = ["main"]
 
@@ -52,7 +51,7 @@ def _margin(text: str) -> float:
 
 
 def _compare_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
-    from pytest_recfair.compare.formats import COMPARE_FORMATS
+    from pytest_recfair.compare.runs import COMPARE_FORMATS
 
     cmp = sub.add_parser(
         "compare",
@@ -181,7 +180,7 @@ def _report(args: argparse.Namespace) -> int:
 
 def _run_of(name: str, history: str | None) -> Any:
     """A stored run named on the command line: a file, else an entry of ``--history``."""
-    from pytest_recfair.report.stored import load_run
+    from pytest_recfair.report.history import load_run
 
     if history is None or Path(name).is_file():
         return load_run(name)
@@ -192,8 +191,12 @@ def _run_of(name: str, history: str | None) -> Any:
 
 def _compare(args: argparse.Namespace) -> int:
     import pytest_recfair.engine.registry  # noqa: F401 - hands the kinds' sections to the report
-    from pytest_recfair.compare.formats import Compared, parse_comparison, render_comparison
-    from pytest_recfair.compare.runs import compare_runs
+    from pytest_recfair.compare.runs import (
+        Compared,
+        compare_runs,
+        parse_comparison,
+        render_comparison,
+    )
 
     if args.b is None:  # a stored comparison, rendered again
         path = Path(args.a)

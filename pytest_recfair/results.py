@@ -22,7 +22,6 @@ from pytest_recfair.vocab import FailureKind, GatedQuantity
 
 __all__ = [
     "META_TYPES",
-    "PLUGIN_VERSION",
     "AttributeResult",
     "AuditMeta",
     "AuditResult",
@@ -41,10 +40,6 @@ __all__ = [
     "matrix_to_dict",
 ]
 
-
-#: The plugin's version, recorded in every result (``pytest_recfair.__version__``; the
-#: same as pyproject.toml's, which tests/unit/test_layout.py checks).
-PLUGIN_VERSION: Final = "0.1.0"
 
 #: Shown instead of a most/least favoured value when every mean ties.
 TIE: Final = "— (all equal)"

@@ -22,6 +22,7 @@ __all__ = [
     "METRICS",
     "MISSING_POLICIES",
     "PARSE_STYLES",
+    "PLUGIN_VERSION",
     "PROVIDER_KINDS",
     "RECORD_MODES",
     "RECORD_OPTION",
@@ -46,6 +47,10 @@ __all__ = [
     "Variant",
     "accept_command",
 ]
+
+#: The plugin's version, recorded in every result (``pytest_recfair.__version__``; the
+#: same as pyproject.toml's, which tests/unit/test_layout.py checks).
+PLUGIN_VERSION: Final = "0.1.0"
 
 #: How list similarity is computed: ours, the FaiRLLM notebook's, LangFair 0.8.0's.
 Variant = Literal["normalized", "fairllm", "langfair"]

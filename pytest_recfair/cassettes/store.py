@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 
 from pytest_recfair import secrets as secret_rules
 from pytest_recfair.cassettes import compact as fmt
-from pytest_recfair.cassettes import vcr_import as cassette_import
+from pytest_recfair.cassettes import vcrfile as cassette_import
 from pytest_recfair.cassettes.index import Key, Tape, canonical_body, index_tape, provenance, valid
 from pytest_recfair.cassettes.index import head as _head
 from pytest_recfair.cassettes.miss import (

@@ -110,7 +110,7 @@ class Reference:
 def load_reference(ref: str, *, history_dir: Path | None, cwd: Path) -> Reference:
     """The run ``--fairness-compare=REF`` names: a file (relative to ``cwd``), else an
     entry of ``history_dir``. A ConfigError says what was expected."""
-    from pytest_recfair.report.stored import load_run
+    from pytest_recfair.report.history import load_run
 
     path = cwd / ref
     try:

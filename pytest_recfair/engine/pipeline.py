@@ -21,8 +21,9 @@ from pytest_recfair.gate import unanswered as failures
 from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.seeds import Entity, seeds_digest
 from pytest_recfair.prompts.templates import templates_digest
-from pytest_recfair.results import META_TYPES, PLUGIN_VERSION, AuditMeta, AuditResult
+from pytest_recfair.results import META_TYPES, AuditMeta, AuditResult
 from pytest_recfair.settings import AuditSettings
+from pytest_recfair.vocab import PLUGIN_VERSION
 
 __all__ = ["Run", "check_failures", "finish", "measure", "meta_of", "run", "run_audit"]
 

@@ -19,9 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pytest_recfair.engine.base import AuditInputs, Scored
+from pytest_recfair.engine.base import AuditInputs, PooledKind, PooledScorer, Scored
 from pytest_recfair.engine.overlap.evidence import SHOW, reply_text
-from pytest_recfair.engine.pooled import PooledKind, PooledScorer
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.metrics.positions import (
     DRIFT_MEASURES,

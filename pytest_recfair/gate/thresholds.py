@@ -13,20 +13,54 @@ The gate only decides: each failure is a structured ``results.GateFailure``; the
 people read are rendered from it in ``report.failures``. Pure: no pytest, no httpx.
 ``evaluate`` never looks at whether the baseline is compatible;
 callers check ``baselines.incompatibility`` first and pass ``baseline=None`` when it is not.
+
+The per-baseline guarantee: a tolerance floor from the baseline's own standard error.
+
+A stored baseline is ONE noisy draw, frozen for months. The paired drift test is exact
+averaged over baselines, but conditional on the one a team stored it is not: a baseline
+that happened to draw a low SNSR makes every later re-recording of the unchanged model look
+worse, and fails it more often than ``alpha``, forever (measured in docs/baselines.md). So
+each gated member's margin is at least ``factor`` times the standard error of the
+baseline's own statistic: a worsening within the baseline's own noise cannot fail. The
+effective tolerance is ``max(tolerance, floor)`` member by member; it is the drift
+failure's ``limit`` and a note of every gated test, and a baseline whose floor exceeds
+``noise_limit`` gets a warning note (too noisy to gate on: record it with more entities or
+repeats).
+
+The standard error is the delta method over the baseline's entities (the independent
+units): deterministic (no resampling: one file, one floor, in every run mode) and cheap.
+It is written into the baseline file at recording (``standard_error`` per attribute, for
+people reading it) and recomputed from the stored matrix when gating, which gives the same
+number bit for bit (the matrix is stored exactly) and covers baselines written before.
+Pure numpy: no pytest, no httpx.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
+
+import numpy as np
+import numpy.typing as npt
 
 from pytest_recfair.gate import drift as family
-from pytest_recfair.gate import floor
 from pytest_recfair.gate.limits import THRESHOLD_NAMES, Thresholds, check_alpha, check_tolerance
+from pytest_recfair.metrics import inference
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome, Stat
-from pytest_recfair.vocab import HIGHER_IS_FAIRER, FailureKind, GatedQuantity, Statistic
+from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS, FailureKind, GatedQuantity, Statistic
 
-__all__ = ["THRESHOLD_NAMES", "Thresholds", "check_alpha", "check_tolerance", "evaluate"]
+__all__ = [
+    "FLOORED",
+    "THRESHOLD_NAMES",
+    "MemberKey",
+    "Thresholds",
+    "check_alpha",
+    "check_tolerance",
+    "evaluate",
+    "floor_notes",
+    "floors",
+    "standard_errors",
+]
 
 
 def _check_args(tolerance: object, alpha: object, thresholds: object) -> tuple[float, float]:
@@ -86,7 +120,7 @@ def evaluate(
     recorded for every attribute both runs share (``GateOutcome.drift[attribute][stat]`` =
     now - baseline), gated or not. ``seed`` seeds the sign flips of the drift test. A
     changed provider or model id is a note. ``floor_factor`` > 0 raises each member's
-    margin to that many of the baseline's own standard errors (``gate.floor``); a floor
+    margin to that many of the baseline's own standard errors (:func:`floors`); a floor
     above ``noise_limit`` is warned about.
     """
     tol, a_level = _check_args(tolerance, alpha, thresholds)
@@ -113,7 +147,7 @@ def evaluate(
             was, now = baseline.meta.role or "neutral", result.meta.role or "neutral"
             notes.append(f"role changed: {was} -> {now}")
         shared = {e for x in result.attributes for e in x.matrix.entities}
-        fl = floor.floors(baseline, floor_factor, shared or None)
+        fl = floors(baseline, floor_factor, shared or None)
         d = family.evaluate_drift(
             result,
             baseline,
@@ -127,7 +161,130 @@ def evaluate(
         failures.extend(d.failures)
         notes.extend(d.notes)
         notes.extend(
-            floor.notes(d.test, fl, tolerance=tol, factor=floor_factor, noise_limit=noise_limit)
+            floor_notes(d.test, fl, tolerance=tol, factor=floor_factor, noise_limit=noise_limit)
         )
         drift = d.deltas
     return GateOutcome.of(failures, notes, drift)
+
+
+FloatArray = npt.NDArray[np.float64]
+
+
+#: A drift member: (attribute casefolded, metric, statistic or "unusable").
+MemberKey = tuple[str, str, str]
+
+
+#: What gets a floor: the spread statistics and the unusable share.
+FLOORED: tuple[str, ...] = (*STATISTICS, "unusable")
+
+
+def _gradient(means: FloatArray, statistic: str) -> FloatArray:
+    """d statistic / d value means (a worsening's sign does not matter for its size)."""
+    V = means.size
+    hi, lo = int(np.argmax(means)), int(np.argmin(means))
+    pair = np.zeros(V)
+    pair[hi], pair[lo] = 1.0, -1.0  # SNSR = mean[hi] - mean[lo]
+    dev = means - means.mean()
+    if statistic == "snsr" or not np.any(np.abs(dev) > 1e-12):
+        # every mean tied: SNSV and PAFS are not differentiable there; the extreme pair
+        # scaled as each statistic scales a single value's move is their first-order size
+        return pair * {"snsr": 1.0, "snsv": 0.5, "pafs": 1.0 / V}[statistic]
+    if statistic == "snsv":
+        return np.asarray(dev / (V * float(np.sqrt(np.mean(dev**2)))), dtype=np.float64)
+    sign = np.sign(dev)  # PAFS = 1 - mean |mean_v - centre|
+    return np.asarray(-(sign - sign.mean()) / V, dtype=np.float64)
+
+
+def statistic_se(sims: FloatArray, statistic: str) -> float:
+    """Standard error over entities of a spread statistic of ``sims`` (E, V; NaN = left
+    out), by the delta method: the sd of each entity's influence over sqrt(E)."""
+    x = np.asarray(sims, dtype=np.float64)
+    seen = ~np.isnan(x)
+    n_v = seen.sum(axis=0)
+    E = x.shape[0]
+    if E < 2 or np.any(n_v < 2):
+        return math.nan
+    means = np.nansum(x, axis=0) / n_v
+    centred = np.where(seen, x - means, 0.0) * (E / n_v)
+    influence = centred @ _gradient(means, statistic)
+    return float(math.sqrt(float(np.sum(influence**2)) / (E * (E - 1))))
+
+
+def _unusable_se(missing: npt.NDArray[np.bool_], sims: FloatArray) -> float:
+    """Standard error of the unusable share (cells flagged, of the cells answered)."""
+    answered = missing | ~np.isnan(sims)
+    E = missing.shape[0]
+    total = answered.sum()
+    if E < 2 or total == 0:
+        return math.nan
+    per = answered.sum(axis=1)
+    share = missing[answered].mean()
+    influence = (missing.sum(axis=1) - share * per) / (total / E)
+    return float(math.sqrt(float(np.sum(influence**2)) / (E * (E - 1))))
+
+
+def standard_errors(a: AttributeResult, within: Collection[str] | None = None) -> dict[str, float]:
+    """The baseline's own standard error of each floored quantity of one attribute, on
+    the entities ``within`` (the ones a subset run shares with it; None: all)."""
+    rows = np.array([within is None or e in within for e in a.matrix.entities], dtype=bool)
+    sims = np.asarray(a.matrix.sims, dtype=np.float64)[rows]
+    out: dict[str, float] = {s: statistic_se(sims, s) for s in STATISTICS}
+    out["unusable"] = _unusable_se(np.asarray(a.matrix.missing, dtype=bool)[rows], sims)
+    return out
+
+
+def floors(
+    baseline: AuditResult, factor: float, within: Collection[str] | None = None
+) -> dict[MemberKey, float]:
+    """``factor`` x the baseline's standard error of every member it can gate, on the
+    entities ``within`` a subset run shares with it (0 disables; a member whose error is
+    undefined, too few entities, gets no floor). A subset's floor is larger: the test
+    compares on fewer entities, so the baseline's share of the noise is larger too."""
+    if factor <= 0:
+        return {}
+    out: dict[MemberKey, float] = {}
+    for a in baseline.attributes:
+        for stat, se in standard_errors(a, within).items():
+            if math.isfinite(se):
+                out[(a.attribute.casefold(), a.metric, stat)] = factor * se
+    return out
+
+
+def _span(xs: Sequence[float]) -> str:
+    lo, hi = min(xs), max(xs)
+    return f"{lo:.3f}" if math.isclose(lo, hi, abs_tol=5e-4) else f"{lo:.3f}-{hi:.3f}"
+
+
+def floor_notes(
+    test: inference.DriftResult | None,
+    fl: Mapping[MemberKey, float],
+    *,
+    tolerance: float,
+    factor: float,
+    noise_limit: float,
+) -> list[str]:
+    """The per-test lines: the floor of the gated statistics (always, so a reader sees
+    the effective tolerance) and a warning when the baseline is too noisy to gate on."""
+    if test is None:
+        return []
+    keys = ((v.key[0].casefold(), v.key[1], v.statistic) for v in test.members)
+    spread = {k: fl[k] for k in keys if k in fl and k[2] != "unusable"}
+    if not spread:
+        return []
+    raised = [f for f in spread.values() if f > tolerance]
+    out = [
+        f"baseline noise floor: {len(spread)} gated comparison(s) need a worsening beyond "
+        f"max(tolerance {tolerance:g}, {factor:g} x the baseline's own standard error = "
+        f"{_span(list(spread.values()))}); the floor is above the tolerance for "
+        f"{len(raised)} of them"
+    ]
+    noisy = sorted((k for k, f in spread.items() if f > noise_limit), key=lambda k: -spread[k])
+    if noisy:
+        a, m, s = noisy[0]
+        out.append(
+            f"warning: the baseline is too noisy to gate on for {len(noisy)} comparison(s) "
+            f"(worst {a} ({m}) {s.upper()}: floor {spread[noisy[0]]:.3f} > "
+            f"{noise_limit:g}); a real worsening below the floor cannot fail. Re-record the "
+            f"baseline with more entities or repeats to lower it"
+        )
+    return out

@@ -10,7 +10,7 @@ be the fairer one. The attributes of one pair are one family, adjusted with the
 Westfall–Young step-down max-T, so the chance of calling any attribute different when the
 models are equally fair is at most alpha (benchmarks/compare_models_validity.py).
 
-The interval of the difference is the paired entity bootstrap of ``stats.compare``; the
+The interval of the difference is the paired entity bootstrap of ``stats.paired_comparison``; the
 decision is the permutation test's.
 
 The swaps permute both runs' whole rows and recompute the nonlinear statistic under every
@@ -35,7 +35,7 @@ from pytest_recfair.metrics._drift_core import stat_rows, step_down
 from pytest_recfair.metrics.aggregate import SimilarityMatrix
 from pytest_recfair.metrics.common import check_positive_int, check_statistic, make_rng
 from pytest_recfair.metrics.inference import DriftMember, _pair_rows
-from pytest_recfair.metrics.stats import compare
+from pytest_recfair.metrics.stats import paired_comparison
 from pytest_recfair.vocab import DriftQuantity, Statistic
 
 __all__ = ["PairMember", "PairVerdict", "paired_models"]
@@ -139,7 +139,7 @@ def paired_models(
     for j, (m, (pa, pb, diff, n)) in enumerate(zip(members, points, strict=True)):
         ci = (math.nan, math.nan)
         if interval:
-            boot = compare(
+            boot = paired_comparison(
                 m.a, m.b, stat, n_resamples=min(B, 2000), seed=rng, confidence=confidence
             )
             ci = boot.ci

@@ -38,12 +38,12 @@ __all__ = [
     "Comparison",
     "NoiseFloor",
     "bootstrap",
-    "compare",
     "forget_weights",
     "intervals",
     "noise_floor",
     "noise_floor_of",
     "noise_per_entity",
+    "paired_comparison",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -249,7 +249,7 @@ def _point(sims: FloatArray, statistic: Statistic) -> float:
     return {"snsr": snsr, "snsv": snsv, "pafs": pafs}[statistic](means)
 
 
-def compare(
+def paired_comparison(
     baseline: SimilarityMatrix,
     candidate: SimilarityMatrix,
     statistic: Statistic = "snsr",

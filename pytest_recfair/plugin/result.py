@@ -69,7 +69,7 @@ def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditRe
         from pytest_recfair.compare.reference import apply_reference
 
         result = its.record.result = apply_reference(result, reference, state.compare_fail)
-    from pytest_recfair.report.junit import properties
+    from pytest_recfair.report.sections import properties
 
     node.user_properties.extend(properties(result))
     return result

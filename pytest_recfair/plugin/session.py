@@ -126,7 +126,7 @@ def audit_state(node: Any) -> AuditState | None:
 def report_header(config: pytest.Config) -> list[str] | None:
     if not config.getoption("fairness"):
         return None
-    from pytest_recfair.results import PLUGIN_VERSION
+    from pytest_recfair.vocab import PLUGIN_VERSION
 
     s = run_state(config).settings
     return [
@@ -169,7 +169,7 @@ def live_line(config: pytest.Config, planned: plan.Plan | None) -> Any:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if planned is None or not planned.to_ask or reporter is None:
         return None
-    from pytest_recfair.providers.progress import LiveLine
+    from pytest_recfair.providers.runstate import LiveLine
 
     capture = config.pluginmanager.get_plugin("capturemanager")
     fresh = [True]
@@ -227,7 +227,7 @@ def summary(config: pytest.Config, terminalreporter: Any, collector: RunCollecto
     # the terminal's width (COLUMNS, or 80 when not a terminal), as pytest's own lines
     width = config.get_terminal_writer().fullwidth
     from pytest_recfair import secrets
-    from pytest_recfair.report.channels import summary_lines
+    from pytest_recfair.report.registry import summary_lines
 
     for line in summary_lines(collector, width, verbose=config.get_verbosity() > 0):
         terminalreporter.write_line(secrets.scrub(line))
@@ -330,7 +330,7 @@ def _add_to_history(config: pytest.Config, collector: RunCollector) -> list[Any]
     if run.history_dir is None:
         return []
     try:
-        from pytest_recfair.report.channels import add_to_history
+        from pytest_recfair.report.registry import add_to_history
 
         entry = add_to_history(
             collector, run.history_dir, settings=run_state(config).settings, cwd=config.rootpath
@@ -399,7 +399,7 @@ class Controller:
             return
         collector.notes.extend(_unused_notes(self.config))
         plotted = _add_to_history(self.config, collector)  # first: the plot shows this run
-        from pytest_recfair.report.channels import write_run_report
+        from pytest_recfair.report.registry import write_run_report
 
         for path in run_state(self.config).run.reports:
             try:

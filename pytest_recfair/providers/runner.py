@@ -40,11 +40,11 @@ from pytest_recfair.errors import ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Provider
 from pytest_recfair.providers.pacing import Pacer, endpoint_for
-from pytest_recfair.providers.progress import Progress
 from pytest_recfair.providers.replay import first_pass, note_failures
 from pytest_recfair.providers.retry import Abort
 from pytest_recfair.providers.runstate import (
     CaseLike,
+    Progress,
     Run,
     RunOptions,
     RunOutcome,

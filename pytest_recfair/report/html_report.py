@@ -23,9 +23,10 @@ from collections.abc import Mapping, Sequence
 from html import escape
 
 from pytest_recfair.compare.models import ModelComparison
-from pytest_recfair.report.evidence import EVIDENCE_CSS, evidence_html
 from pytest_recfair.report.failures import (
+    EVIDENCE_CSS,
     accept_offered,
+    evidence_html,
     failure_tag,
     failure_text,
     limits_advice,
@@ -47,8 +48,8 @@ from pytest_recfair.report.status import (
     same_attribute,
     shown,
 )
-from pytest_recfair.results import PLUGIN_VERSION, AttributeResult, AuditResult
-from pytest_recfair.vocab import STATISTICS, accept_command
+from pytest_recfair.results import AttributeResult, AuditResult
+from pytest_recfair.vocab import PLUGIN_VERSION, STATISTICS, accept_command
 
 __all__ = ["render", "to_html"]
 
@@ -394,7 +395,7 @@ def render(
     history: Sequence[HistoryRun] = (),
 ) -> str:
     """The whole page."""
-    from pytest_recfair.report.sidebyside import html_section
+    from pytest_recfair.report.terminal import html_section
 
     statuses = [result_status(r) for r in results]
     totals = (

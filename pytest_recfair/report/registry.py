@@ -2,27 +2,42 @@
 
 Adding a format is one module with a ``to_<format>(results, baselines) -> str`` function
 plus one row here (and its extension in ``vocab.ReportFormat``).
+
+A whole run's channels: the terminal summary lines, the report files, the history entry.
+
+The engine's ``RunCollector`` gathers a run's results; this module words and writes them,
+so the engine never imports the report. :class:`RunView` is what is read of a collector.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final, Protocol
 
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.fileio import atomic_write_text
-from pytest_recfair.report.history import HistoryRun
+from pytest_recfair.report.history import HistoryRun, append_run
 from pytest_recfair.report.html_report import to_html
-from pytest_recfair.report.json_report import to_json
-from pytest_recfair.report.markdown import to_markdown
+from pytest_recfair.report.markdown import to_json, to_markdown
 from pytest_recfair.report.status import Baselines
+from pytest_recfair.report.terminal import terminal_lines, terminal_summary
 from pytest_recfair.results import AuditResult
 from pytest_recfair.vocab import REPORT_FORMATS, ReportFormat
 
-__all__ = ["RENDERERS", "Renderer", "check_report_path", "render", "write_report"]
+__all__ = [
+    "RENDERERS",
+    "Renderer",
+    "RunView",
+    "add_to_history",
+    "check_report_path",
+    "render",
+    "summary_lines",
+    "write_report",
+    "write_run_report",
+]
 
 
 class Renderer(Protocol):
@@ -103,3 +118,48 @@ def write_report(
     """Write a report whose format follows the extension of ``path`` (atomic write)."""
     text = render(_format(path), results, baselines, models=models, history=history)
     atomic_write_text(path, text)
+
+
+class RunView(Protocol):
+    """The parts of a run's collector the channels read."""
+
+    @property
+    def baselines(self) -> Mapping[str, AuditResult]: ...
+    @property
+    def written(self) -> Sequence[Path]: ...
+    @property
+    def changes(self) -> Mapping[Path, Sequence[str]]: ...
+    @property
+    def notes(self) -> Sequence[str]: ...
+    def ordered(self) -> list[AuditResult]: ...
+    def models(self) -> list[ModelComparison]: ...
+
+
+def summary_lines(run: RunView, width: int = 100, *, verbose: bool = False) -> list[str]:
+    """The fairness summary: each audit's figures (with ``verbose``, the evidence of each
+    failing attribute), the models side by side, the written baselines with their
+    changes, and the run's notes."""
+    lines = list(terminal_summary(run.ordered(), width, verbose=verbose))
+    if run.models():
+        lines += terminal_lines(run.models(), width)
+    # one line each, unwrapped: a file path stays whole and easy to copy
+    for p in sorted(run.written):
+        lines.append(f"fairness baseline written: {p}")
+        lines.extend(f"  {change}" for change in run.changes.get(p, []))
+    lines.extend(run.notes)
+    return lines
+
+
+def write_run_report(run: RunView, path: Path, history: Sequence[HistoryRun] = ()) -> None:
+    """Write the run's report to ``path`` (format by extension)."""
+    write_report(path, run.ordered(), run.baselines, models=run.models(), history=history)
+
+
+def add_to_history(
+    run: RunView, directory: Path, *, settings: object = None, cwd: Path | None = None
+) -> Path:
+    """Append the run to the ``--fairness-history`` directory; the entry's path
+    (``settings`` and the git commit read in ``cwd`` go into its ``"entry"``)."""
+    return append_run(
+        directory, run.ordered(), run.baselines, models=run.models(), settings=settings, cwd=cwd
+    )

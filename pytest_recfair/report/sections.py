@@ -14,14 +14,22 @@ every format renders itself; its kind only names what it measures.
 Formats: ``lines`` feed the terminal summary and the Markdown report, ``html`` the HTML
 report, ``properties`` the JUnit XML properties; the JSON report writes each entry under its
 kind's name.
+
+The JUnit XML channel: an audited test's figures as ``<property>`` elements.
+
+``recfair.<attribute>.<statistic> = value`` for the list-overlap tables, each kind's own
+numbers from its sections (``report.sections.extra_properties``), and ``recfair.gate``
+(pass/fail) once the test is judged.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, Protocol
 
 from pytest_recfair.results import AuditResult
+from pytest_recfair.vocab import STATISTICS
 
 __all__ = [
     "KindSections",
@@ -30,6 +38,7 @@ __all__ = [
     "extra_properties",
     "kind_sections",
     "measure",
+    "properties",
     "run_parts",
     "use",
 ]
@@ -104,3 +113,23 @@ def run_parts(result: AuditResult) -> list[str] | None:
             parts: list[str] = own(result, data)
             return parts
     return None
+
+
+def properties(result: AuditResult) -> list[tuple[str, float | int | str]]:
+    """JUnit XML properties of one audited test."""
+    props: list[tuple[str, float | int | str]] = [("recfair.model", result.meta.model)]
+    for a in result.attributes:
+        key = "recfair." + a.attribute.casefold().replace(" ", "_")
+        for stat in STATISTICS:
+            props.append((f"{key}.{stat}", _round(getattr(a, stat).value)))
+        props.append((f"{key}.refusal_gap", _round(a.refusal_gap)))
+        if a.entropy is not None:
+            props.append((f"{key}.entropy", _round(a.entropy)))
+    props += extra_properties(result)
+    if result.gate is not None:
+        props.append(("recfair.gate", "pass" if result.gate.passed else "fail"))
+    return props
+
+
+def _round(x: float) -> float:
+    return x if math.isnan(x) else round(float(x), 6)

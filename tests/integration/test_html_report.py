@@ -21,9 +21,9 @@ from xml.etree import ElementTree
 
 import pytest
 
-from pytest_recfair import report
 from pytest_recfair.gate import thresholds as gate
-from pytest_recfair.report.fmt import p_cell
+from pytest_recfair.report.fmt import fmt, p_cell
+from pytest_recfair.report.registry import write_report
 from pytest_recfair.results import AuditResult
 from tests.support import synth_results
 from tests.support.reports import render_reports
@@ -64,7 +64,7 @@ def page(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[AuditResu
         for r in (regressed, steady)
     ]
     path = tmp_path_factory.mktemp("html") / "fairness.html"
-    report.write_report(path, results, {r.meta.test_id: baseline for r in results})
+    write_report(path, results, {r.meta.test_id: baseline for r in results})
     return path, results
 
 
@@ -158,9 +158,9 @@ def _item_numbers(run: dict[str, Any]) -> list[str]:
         cov = res["coverage"]
         out.append(f"{cov['matched'] / cov['total']:.0%} of {cov['total']} titles")
         for f in res["fields"]:
-            out += [report.fmt(f["max_shift"]), *(report.fmt(x) for x in f["shift"])]
-            out += [report.fmt(x) for row in f["shares"] for x in row]
-            out += [report.fmt(lo) for lo, _ in f["shift_ci"]]
+            out += [fmt(f["max_shift"]), *(fmt(x) for x in f["shift"])]
+            out += [fmt(x) for row in f["shares"] for x in row]
+            out += [fmt(lo) for lo, _ in f["shift_ci"]]
             out += [p_cell(p) for p in f["p_adjusted"]]
     return out
 
@@ -169,10 +169,10 @@ def _position_numbers(run: dict[str, Any]) -> list[str]:
     """Every number the candidate-position results hold, as the reports print them."""
     out = []
     for res in _extras(run, "positions"):
-        out += [report.fmt(res["pooled_bias"]), p_cell(res["p_uniform"])]
-        out += [report.fmt(x) for x in res["pooled_bias_ci"]]
-        out += [report.fmt(row[0]) for row in res["curve"]]
-        out += [report.fmt(x) for values in res["measures"].values() for x in values]
+        out += [fmt(res["pooled_bias"]), p_cell(res["p_uniform"])]
+        out += [fmt(x) for x in res["pooled_bias_ci"]]
+        out += [fmt(row[0]) for row in res["curve"]]
+        out += [fmt(x) for values in res["measures"].values() for x in values]
         out += [p_cell(p) for ps in res["p_adjusted"].values() for p in ps]
         out += [str(n) for n in res["n_picks"]]
     return out
@@ -209,10 +209,10 @@ def test_markdown_terminal_and_junit_show_them_too(kinds_run: dict[str, Any]) ->
     for res in _extras(kinds_run, "items"):
         for f in res["fields"]:
             for where in (md, terminal):
-                assert f"largest shift from neutral {report.fmt(f['max_shift'])}" in where
+                assert f"largest shift from neutral {fmt(f['max_shift'])}" in where
     for res in _extras(kinds_run, "positions"):
         for where in (md, terminal):
-            assert f"candidate position bias {report.fmt(res['pooled_bias'])}" in where
+            assert f"candidate position bias {fmt(res['pooled_bias'])}" in where
     props = {
         p.get("name"): p.get("value")
         for p in ElementTree.parse(kinds_run["dir"] / "junit.xml").iter("property")
@@ -236,7 +236,7 @@ def _roleplay_numbers(data: dict[str, Any]) -> list[str]:
     """Every rate, interval bound and count of the role-play cells, as the reports print them."""
     out = []
     for c in data["cells"]:
-        out += [report.fmt(c["rate"]), report.fmt(c["low"]), report.fmt(c["high"])]
+        out += [fmt(c["rate"]), fmt(c["low"]), fmt(c["high"])]
         out.append(f"{c['biased']}/{c['n']}")
     return out
 
@@ -276,7 +276,7 @@ def test_roleplay_markdown_terminal_and_junit(roleplay_run: dict[str, Any]) -> N
     for c in roleplay_run["data"]["cells"]:
         shown = (
             f"religion · {labels[c['qtype']]}: biased {c['biased']}/{c['n']} = "
-            f"{report.fmt(c['rate'])} [{report.fmt(c['low'])}, {report.fmt(c['high'])}]"
+            f"{fmt(c['rate'])} [{fmt(c['low'])}, {fmt(c['high'])}]"
         )
         assert shown in md
         assert shown in terminal

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair import report
 from pytest_recfair.engine import registry
 from pytest_recfair.engine.base import AuditKind, AuditRequest
 from pytest_recfair.engine.collector import RunCollector, TestRecord
@@ -27,9 +26,9 @@ from pytest_recfair.engine.verdict import (
 from pytest_recfair.errors import DataError, ProviderError
 from pytest_recfair.prompts.grids import load_grid
 from pytest_recfair.prompts.seeds import load_seeds
-from pytest_recfair.report import junit
-from pytest_recfair.report.channels import summary_lines, write_run_report
-from pytest_recfair.report.failures import verdict_message
+from pytest_recfair.report import sections as junit
+from pytest_recfair.report.failures import failure_text, verdict_message
+from pytest_recfair.report.registry import summary_lines, write_run_report
 from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings, resolve
 from pytest_recfair.sim.recommender import SimulatedRecommender
@@ -159,7 +158,7 @@ def test_incompatible_baseline_is_not_compared() -> None:
     assert not result.gate.passed
     (failure,) = [f for f in result.gate.failures if f.kind == "incompatible"]
     assert failure.attribute is None
-    assert report.failure_text(failure).startswith("baseline not compared: ")
+    assert failure_text(failure).startswith("baseline not compared: ")
 
 
 def test_collector_and_properties() -> None:
@@ -220,7 +219,7 @@ def test_missing_policy_is_part_of_compatibility() -> None:
     assert skip.meta.missing == "skip"
     assert skip.gate is not None
     (failure,) = [f for f in skip.gate.failures if f.kind == "incompatible"]
-    text = report.failure_text(failure)
+    text = failure_text(failure)
     assert text.startswith("baseline not compared: ")
     assert "different missing policy" in text
     assert "missing: baseline 'zero', this run 'skip'" in text

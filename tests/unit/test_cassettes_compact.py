@@ -20,7 +20,7 @@ from pytest_recfair.cassettes.store import (
     read_interactions,
     stored_key,
 )
-from pytest_recfair.cassettes.vcr_import import CompactPersister
+from pytest_recfair.cassettes.vcrfile import CompactPersister
 from pytest_recfair.errors import CassetteError
 
 TEST = "tests/test_fair.py::test_movies"

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair import report
 from pytest_recfair.compare.reference import (
     Reference,
     Rule,
@@ -18,6 +17,7 @@ from pytest_recfair.compare.reference import (
     parse_rules,
 )
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.report.markdown import to_json
 from pytest_recfair.results import AuditResult
 from tests.support.synth_results import audit
 
@@ -99,7 +99,7 @@ def test_a_test_not_in_the_reference_is_a_note_and_other_settings_fail() -> None
 def test_a_reference_is_a_file_or_a_history_entry(tmp_path: Path) -> None:
     from pytest_recfair.report.history import append_run
 
-    (tmp_path / "run.json").write_text(report.to_json([audit()]), encoding="utf-8")
+    (tmp_path / "run.json").write_text(to_json([audit()]), encoding="utf-8")
     ref = load_reference("run.json", history_dir=None, cwd=tmp_path)
     assert ref.label == "--fairness-compare run.json"
     assert list(ref.results) == [audit().meta.test_id]

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair import report
 from pytest_recfair.__main__ import main
 from pytest_recfair.compare.runs import compare_runs, table_lines
+from pytest_recfair.report.markdown import to_json
+from pytest_recfair.report.registry import write_report
 from pytest_recfair.results import AuditResult
 from pytest_recfair.vocab import DRIFT_QUANTITIES
 from tests.support.synth_results import audit
@@ -84,7 +85,7 @@ def test_what_cannot_be_compared_is_a_note(before: list[AuditResult]) -> None:
 
 def _write(tmp_path: Path, name: str, results: list[AuditResult]) -> Path:
     path = tmp_path / name
-    report.write_report(path, results)
+    write_report(path, results)
     return path
 
 
@@ -138,8 +139,8 @@ def _written(
     tmp_path: Path, before: list[AuditResult], after: list[AuditResult]
 ) -> tuple[str, str]:
     a, b = tmp_path / "a.json", tmp_path / "b.json"
-    a.write_text(report.to_json(before), encoding="utf-8")
-    b.write_text(report.to_json(after), encoding="utf-8")
+    a.write_text(to_json(before), encoding="utf-8")
+    b.write_text(to_json(after), encoding="utf-8")
     return str(a), str(b)
 
 
@@ -149,7 +150,7 @@ def test_json_round_trips_to_the_same_comparison(
     after: list[AuditResult],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from pytest_recfair.compare.formats import Compared, parse_comparison, render_comparison
+    from pytest_recfair.compare.runs import Compared, parse_comparison, render_comparison
 
     a, b = _written(tmp_path, before, after)
     assert main(["compare", a, b, "--format", "json", "-o", str(tmp_path / "c.json")]) == 1

@@ -19,9 +19,9 @@ from pytest_recfair import api, secrets
 from pytest_recfair.engine.overlap import evidence as keeper_mod
 from pytest_recfair.engine.overlap.evidence import KEEP, SHOW, Keeper, compare_lists, reply_text
 from pytest_recfair.gate import thresholds as gate
-from pytest_recfair.report import to_html, to_markdown
-from pytest_recfair.report.evidence import evidence_html, evidence_lines, failing
-from pytest_recfair.report.markdown import short_paths
+from pytest_recfair.report.failures import evidence_html, evidence_lines, failing
+from pytest_recfair.report.html_report import to_html
+from pytest_recfair.report.markdown import short_paths, to_markdown
 from pytest_recfair.report.terminal import terminal_summary
 from pytest_recfair.results import AuditResult
 from pytest_recfair.sim.recommender import SimulatedRecommender

@@ -9,7 +9,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from pytest_recfair.gate import baselines, floor
+from pytest_recfair.gate import baselines
+from pytest_recfair.gate import thresholds as floor
 from pytest_recfair.gate.thresholds import Thresholds, evaluate
 from pytest_recfair.metrics import aggregate
 from pytest_recfair.results import AuditResult

@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_recfair import report, vocab
+from pytest_recfair import vocab
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate import drift
 from pytest_recfair.gate import thresholds as gate
+from pytest_recfair.report.failures import failure_message, failure_text, format_outcome
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from tests.support.synth_results import RELIGION, attribute, audit
 
@@ -78,8 +79,8 @@ def test_threshold_crossing_is_exact_at_the_limit() -> None:
     below = gate.evaluate(r, None, gate.Thresholds(max_snsr=a.snsr.value - 1e-9), tolerance=0.0)
     assert not below.passed
     assert _stats(below) == {("religion", "snsr")}
-    assert "above the maximum" in report.failure_text(below.failures[0], r)
-    assert "least Islamic" in report.failure_text(below.failures[0], r)
+    assert "above the maximum" in failure_text(below.failures[0], r)
+    assert "least Islamic" in failure_text(below.failures[0], r)
 
 
 def test_each_threshold_fails_its_statistic() -> None:
@@ -98,13 +99,13 @@ def test_each_threshold_fails_its_statistic() -> None:
         ("religion", s) for s in ("snsr", "snsv", "pafs", "entropy", "refusal_gap")
     }
     pafs = next(f for f in outcome.failures if f.statistic == "pafs")
-    assert "below the minimum" in report.failure_text(pafs, r)
+    assert "below the minimum" in failure_text(pafs, r)
 
 
 def test_entropy_threshold_without_repeats_fails_with_advice() -> None:
     outcome = gate.evaluate(audit(), None, gate.Thresholds(max_entropy=3.0), tolerance=0.0)
     assert not outcome.passed
-    assert "repeats" in report.failure_text(outcome.failures[0])
+    assert "repeats" in failure_text(outcome.failures[0])
 
 
 def test_undefined_statistic_cannot_pass_a_threshold() -> None:
@@ -114,7 +115,7 @@ def test_undefined_statistic_cannot_pass_a_threshold() -> None:
     assert math.isnan(r.attributes[0].snsr.value)
     outcome = gate.evaluate(r, None, gate.Thresholds(max_snsr=0.5), tolerance=0.0)
     assert not outcome.passed
-    assert "could not be computed" in report.failure_text(outcome.failures[0])
+    assert "could not be computed" in failure_text(outcome.failures[0])
 
 
 # --- drift against a baseline -------------------------------------------------------------
@@ -127,8 +128,8 @@ def test_planted_regression_fails() -> None:
     assert not outcome.passed
     assert ("religion", "snsr") in _stats(outcome)
     snsr = next(f for f in outcome.failures if f.statistic == "snsr")
-    assert "p < 0.001" in report.failure_text(snsr, regressed)
-    assert "least Islamic" in report.failure_text(snsr, regressed)
+    assert "p < 0.001" in failure_text(snsr, regressed)
+    assert "least Islamic" in failure_text(snsr, regressed)
     drift = outcome.drift["religion"]
     assert drift["snsr"] == pytest.approx(
         regressed.attributes[0].snsr.value - baseline.attributes[0].snsr.value
@@ -240,7 +241,7 @@ def test_baseline_with_other_values_fails_with_advice() -> None:
     failure = outcome.failures[0]
     assert {f.kind for f in outcome.failures} == {"incomparable"}
     assert failure.attribute == "religion"
-    assert "Hindu" in report.failure_text(failure, regressed)
+    assert "Hindu" in failure_text(failure, regressed)
 
 
 # --- the failure message --------------------------------------------------------------------
@@ -251,7 +252,7 @@ def test_failure_message_is_a_table_that_names_the_crossed_limit() -> None:
     regressed = audit(seed=7, bias={"Islamic": -0.12}, model="sim-v2")
     limits = gate.Thresholds(max_snsr=0.05)
     outcome = gate.evaluate(regressed, baseline, limits, tolerance=0.02)
-    text = report.failure_message(outcome, regressed)
+    text = failure_message(outcome, regressed)
     lines = text.splitlines()
     assert lines[0] == "fairness gate failed for tests/test_audit.py::test_religion (sim-v2):"
     header = lines[1].split()
@@ -270,7 +271,7 @@ def test_failure_message_is_a_table_that_names_the_crossed_limit() -> None:
     assert "--fairness-update" not in text
     drift_only = gate.evaluate(regressed, baseline, gate.Thresholds(), tolerance=0.02)
     assert (
-        report.failure_message(drift_only, regressed)
+        failure_message(drift_only, regressed)
         .splitlines()[-1]
         .endswith("pytest --fairness --fairness-update 'tests/test_audit.py::test_religion'")
     )
@@ -280,7 +281,7 @@ def test_format_outcome_recovers_limits_and_baseline_without_extras() -> None:
     baseline = audit(seed=0)
     regressed = audit(seed=7, bias={"Islamic": -0.12})
     outcome = gate.evaluate(regressed, baseline, gate.Thresholds(max_snsr=0.05), tolerance=0.02)
-    lines = report.format_outcome(outcome, regressed)
+    lines = format_outcome(outcome, regressed)
     rows = [ln for ln in lines[2:] if not ln.lstrip().startswith("-")]
     assert len(rows) == len(outcome.failures)
     assert any("max 0.05" in r for r in rows)
@@ -291,7 +292,7 @@ def test_format_outcome_recovers_limits_and_baseline_without_extras() -> None:
 
 def test_format_outcome_of_a_pass_is_empty() -> None:
     outcome = gate.evaluate(audit(), None, NO_LIMITS, tolerance=0.0)
-    assert report.format_outcome(outcome, audit()) == []
+    assert format_outcome(outcome, audit()) == []
 
 
 def test_evaluate_keeps_the_result_untouched() -> None:

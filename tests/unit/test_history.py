@@ -8,9 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair import report
 from pytest_recfair.errors import DataError
 from pytest_recfair.report.history import append_run, history_runs, load_history
+from pytest_recfair.report.html_report import to_html
+from pytest_recfair.report.markdown import to_json, to_markdown
+from pytest_recfair.report.registry import render
 from tests.support.synth_results import audit
 
 
@@ -75,7 +77,7 @@ def test_a_run_still_being_written_is_left_out_and_a_broken_one_named(tmp_path: 
 def test_the_plot_has_one_point_per_run_that_audited_the_attribute(tmp_path: Path) -> None:
     runs = load_history(_history(tmp_path, [0.0, -0.05, None, -0.15]))
     current = [audit(seed=3, bias={"Islamic": -0.15})]
-    html = report.to_html(current, None, history=runs)
+    html = to_html(current, None, history=runs)
     pts = _points(html, "religion")
     assert len(pts) == 3  # run 3 did not audit the religion test
     xs = [x for x, _ in pts]
@@ -93,18 +95,18 @@ def test_the_plot_has_one_point_per_run_that_audited_the_attribute(tmp_path: Pat
 
 def test_no_history_no_section(tmp_path: Path) -> None:
     current = [audit(seed=3)]
-    assert 'id="history"' not in report.to_html(current)
-    assert report.to_html(current) == report.to_html(current, None, history=[])
+    assert 'id="history"' not in to_html(current)
+    assert to_html(current) == to_html(current, None, history=[])
     runs = load_history(_history(tmp_path, [0.0]))
-    assert 'id="history"' in report.to_html(current, None, history=runs)
+    assert 'id="history"' in to_html(current, None, history=runs)
     # the other formats never plot
-    assert report.render(".md", current, None, history=runs) == report.to_markdown(current)
+    assert render(".md", current, None, history=runs) == to_markdown(current)
 
 
 def test_names_in_the_plot_are_escaped(tmp_path: Path) -> None:
     weird = audit(seed=0, test_id="tests/t.py::test_x[<b>]")
     append_run(tmp_path, [weird])
-    html = report.to_html([weird], None, history=load_history(tmp_path))
+    html = to_html([weird], None, history=load_history(tmp_path))
     section = html[html.index('id="history"') :]
     assert "<b>" not in section
     assert "&lt;b&gt;" in section
@@ -158,7 +160,7 @@ def test_an_entry_records_commit_branch_date_machine_and_settings(tmp_path: Path
 
 
 def test_ci_variables_win_and_no_git_is_null_never_an_error(tmp_path: Path) -> None:
-    from pytest_recfair.report.provenance import git_info
+    from pytest_recfair.report.history import git_info
 
     ci = {"GITHUB_SHA": "abc123" * 6 + "abcd", "GITHUB_REF_NAME": "main"}
     assert git_info(tmp_path, ci) == {"commit": ci["GITHUB_SHA"], "branch": "main"}
@@ -174,7 +176,7 @@ def test_ci_variables_win_and_no_git_is_null_never_an_error(tmp_path: Path) -> N
 def test_an_older_entry_without_the_fields_still_loads(tmp_path: Path) -> None:
     hist = tmp_path / "h"
     hist.mkdir()
-    (hist / "0001_20250101T000000Z.json").write_text(report.to_json([audit()]), encoding="utf-8")
+    (hist / "0001_20250101T000000Z.json").write_text(to_json([audit()]), encoding="utf-8")
     (run,) = load_history(hist)
     assert (run.commit, run.branch, run.label) == (None, None, "2025-01-01")
 
@@ -203,7 +205,7 @@ def test_the_x_axis_is_labelled_by_date_and_commit(tmp_path: Path) -> None:
     append_run(hist, [audit()], now=datetime(2026, 3, 1, tzinfo=UTC), env={}, cwd=tmp_path)
     ci = {"GITHUB_SHA": "c0ffee" * 7}
     append_run(hist, [audit()], now=datetime(2026, 3, 2, tzinfo=UTC), env=ci)
-    html = report.to_html([audit()], history=load_history(hist))
+    html = to_html([audit()], history=load_history(hist))
     labels = re.findall(r'<text class="xlabel"[^>]*>(.*?)</text>', html)
     assert labels[:2] == ["2026-03-01", '2026-03-02<tspan x="740.0" dy="12">c0ffeec</tspan>']
     assert ">#1<" not in html
@@ -220,7 +222,7 @@ def test_the_entry_is_read_from_its_line_or_from_the_whole_file(tmp_path: Path) 
     doc = json.loads(path.read_text(encoding="utf-8"))
     (tmp_path / "pretty.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
     assert entry_of(tmp_path / "pretty.json") == doc["entry"]
-    (tmp_path / "plain.json").write_text(report.to_json([audit()]), encoding="utf-8")
+    (tmp_path / "plain.json").write_text(to_json([audit()]), encoding="utf-8")
     assert entry_of(tmp_path / "plain.json") == {}
     (tmp_path / "broken.json").write_text('{\n"entry": {oops},\n')
     assert entry_of(tmp_path / "broken.json") == {}

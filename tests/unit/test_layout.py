@@ -207,3 +207,12 @@ def test_no_branch_on_an_audit_kind_outside_its_own_module() -> None:
 def test_the_kind_branch_check_sees_a_branch() -> None:
     tree = ast.parse("if kind is OVERLAP: pass\nx = r.extras.get('items')\ny = k.name == 'items'\n")
     assert len(_kind_branches(tree, "items", {"OVERLAP"})) == 3
+
+
+def test_the_version_is_pyprojects() -> None:
+    import tomllib
+
+    from pytest_recfair.vocab import PLUGIN_VERSION
+
+    project = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    assert project["project"]["version"] == PLUGIN_VERSION == pytest_recfair.__version__

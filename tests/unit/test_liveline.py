@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_recfair.providers.progress import LiveLine
+from pytest_recfair.providers.runstate import LiveLine
 
 
 class Clock:

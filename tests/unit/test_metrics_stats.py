@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics.aggregate import SimilarityMatrix, summarize
-from pytest_recfair.metrics.stats import bootstrap, compare, noise_floor
+from pytest_recfair.metrics.stats import bootstrap, noise_floor, paired_comparison
 
 
 def matrix(sims: np.ndarray, entities: list[str] | None = None) -> SimilarityMatrix:
@@ -96,7 +96,7 @@ def test_bootstrap_needs_a_matrix() -> None:
 
 def test_compare_same_run_has_no_evidence() -> None:
     m = matrix(noisy(5, [0.4, 0.5]))
-    c = compare(m, m, "snsr", n_resamples=300)
+    c = paired_comparison(m, m, "snsr", n_resamples=300)
     assert c.delta == 0.0
     assert c.ci == (0.0, 0.0)
     assert c.p_value == 1.0  # every resampled delta is 0: (1 + 300) / 301
@@ -107,17 +107,17 @@ def test_compare_same_run_has_no_evidence() -> None:
 def test_compare_detects_a_less_fair_candidate() -> None:
     base = matrix(noisy(6, [0.50, 0.50, 0.50]))
     cand = matrix(noisy(7, [0.65, 0.50, 0.35]))
-    c = compare(base, cand, "snsr", n_resamples=500, seed=1)
+    c = paired_comparison(base, cand, "snsr", n_resamples=500, seed=1)
     assert (c.baseline, c.candidate) == (summarize(base).snsr, summarize(cand).snsr)
     assert c.delta > 0
     assert c.ci[0] > 0
     assert c.p_value < 0.01
-    p = compare(base, cand, "pafs", n_resamples=500, seed=1)
+    p = paired_comparison(base, cand, "pafs", n_resamples=500, seed=1)
     assert p.delta < 0
     assert p.alternative == "less"
     assert p.p_value < 0.01
     # the other way round: the candidate is fairer, so no evidence for H1
-    back = compare(cand, base, "snsv", n_resamples=500, seed=1)
+    back = paired_comparison(cand, base, "snsv", n_resamples=500, seed=1)
     assert back.delta < 0
     assert back.p_value > 0.5
 
@@ -130,20 +130,22 @@ def test_compare_pairs_by_entity_name() -> None:
     cand = matrix(cand_sims, names)
     order = np.arange(20)[::-1]
     shuffled = matrix(cand_sims[order], [names[i] for i in order])
-    assert compare(base, cand, seed=3) == compare(base, shuffled, seed=3)
+    assert paired_comparison(base, cand, seed=3) == paired_comparison(base, shuffled, seed=3)
     # only shared entities are paired
     partial = matrix(cand_sims[:12], names[:12])
-    assert compare(base, partial).n_paired == 12
+    assert paired_comparison(base, partial).n_paired == 12
 
 
 def test_compare_refuses_unpairable_runs() -> None:
     base = matrix(np.ones((3, 2)))
     with pytest.raises(DataError, match="different attribute values"):
-        compare(base, SimilarityMatrix(base.entities, ("v0", "z"), np.ones((3, 2)), base.missing))
+        paired_comparison(
+            base, SimilarityMatrix(base.entities, ("v0", "z"), np.ones((3, 2)), base.missing)
+        )
     with pytest.raises(DataError, match="share no entity"):
-        compare(base, matrix(np.ones((3, 2)), ["x", "y", "z"]))
+        paired_comparison(base, matrix(np.ones((3, 2)), ["x", "y", "z"]))
     with pytest.raises(ValueError, match="statistic must be one of"):
-        compare(base, base, "mean")  # type: ignore[arg-type]
+        paired_comparison(base, base, "mean")  # type: ignore[arg-type]
 
 
 # --------------------------------------------------------------------------- noise floor

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers import CallableProvider, Completion, numbered, run_cases
-from pytest_recfair.providers.progress import Progress
+from pytest_recfair.providers.runstate import Progress
 from pytest_recfair.replies import parse
 from tests.support.cases import Case
 

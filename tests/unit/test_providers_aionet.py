@@ -16,7 +16,8 @@ import pytest
 import trustme
 
 from pytest_recfair.errors import ProviderError
-from pytest_recfair.providers import arun_cases, clients, from_config, retry
+from pytest_recfair.providers import arun_cases, from_config, retry
+from pytest_recfair.providers import workers as clients
 from pytest_recfair.providers.aionet import (
     ERRORS,
     FLUSH_BYTES,
@@ -25,7 +26,7 @@ from pytest_recfair.providers.aionet import (
     AsyncioTransport,
     _httpx_error,
 )
-from pytest_recfair.providers.clients import transports as _transports
+from pytest_recfair.providers.workers import transports as _transports
 
 Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
 

@@ -373,7 +373,7 @@ def test_cut_off_json_reply_is_retried() -> None:
 
 
 def test_proxy_variables_apply_to_remote_urls_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_recfair.providers.clients import env_proxy
+    from pytest_recfair.providers.workers import env_proxy
 
     for name in ("ALL_PROXY", "all_proxy", "http_proxy", "HTTP_PROXY", "no_proxy"):
         monkeypatch.delenv(name, raising=False)
@@ -547,7 +547,7 @@ def test_a_stored_retryable_reply_of_an_older_version_is_skipped(tmp_path: Path)
 
 
 def test_live_requests_are_spread_over_bounded_pools() -> None:
-    from pytest_recfair.providers import clients
+    from pytest_recfair.providers import workers as clients
 
     async def build_and_close() -> list[Any]:
         used = clients.transports(_provider(), None, None, "", 40)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair.engine.overlap import qualitygate as qg
+from pytest_recfair.engine.overlap import quality as qg
 from pytest_recfair.engine.overlap.quality import (
     QualityTally,
     merged_quality,

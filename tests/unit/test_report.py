@@ -12,9 +12,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_recfair import report, vocab
+from pytest_recfair import vocab
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate import thresholds as gate
+from pytest_recfair.report import registry
+from pytest_recfair.report.failures import failure_message, failure_text
+from pytest_recfair.report.html_report import to_html
+from pytest_recfair.report.markdown import to_json, to_markdown
+from pytest_recfair.report.registry import RENDERERS, write_report
+from pytest_recfair.report.status import TIE, attribute_label, favoured, flags, repeat_stats
+from pytest_recfair.report.terminal import terminal_summary
 from pytest_recfair.results import AuditResult
 from tests.support.synth_results import RELIGION, attribute, audit, meta
 
@@ -45,7 +52,7 @@ def passing(baseline: AuditResult) -> AuditResult:
 
 
 def test_terminal_summary_table(failing: AuditResult, passing: AuditResult) -> None:
-    lines = report.terminal_summary([failing, passing])
+    lines = terminal_summary([failing, passing])
     assert lines[0] == "tests/test_audit.py::test_religion  FAIL"
     assert lines[1].startswith("  model sim-v2")  # the description wraps below
     header = next(ln for ln in lines if ln.split()[:1] == ["attribute"]).split()
@@ -86,7 +93,7 @@ def test_terminal_summary_fits_the_width_without_cutting_names(width: int) -> No
         attributes=(attribute("religion " + "y" * 20, sims, values),),
     )
     r = _gated(r, None, max_snsr=0.0)
-    lines = report.terminal_summary([r], width)
+    lines = terminal_summary([r], width)
     assert all(len(ln) <= width for ln in lines), [ln for ln in lines if len(ln) > width]
     assert not any("…" in ln for ln in lines)  # wrapped, never cut
     text = "\n".join(lines)
@@ -96,12 +103,12 @@ def test_terminal_summary_fits_the_width_without_cutting_names(width: int) -> No
 
 def test_a_name_longer_than_the_terminal_stays_whole() -> None:
     r = AuditResult(meta=meta(test_id="tests/" + "z" * 120 + ".py::test_y"), attributes=())
-    lines = report.terminal_summary([r], 80)
+    lines = terminal_summary([r], 80)
     assert lines[0] == r.meta.test_id
 
 
 def test_ungated_results_show_na() -> None:
-    lines = report.terminal_summary([audit()])
+    lines = terminal_summary([audit()])
     assert lines[0].split()[1] == "n/a"
     row = next(ln for ln in lines if ln.split()[:1] == ["religion"])
     assert row.split()[:2] == ["religion", "n/a"]
@@ -109,14 +116,14 @@ def test_ungated_results_show_na() -> None:
 
 
 def test_nothing_to_summarise() -> None:
-    assert report.terminal_summary([]) == []
+    assert terminal_summary([]) == []
 
 
 # --- JSON --------------------------------------------------------------------------------------
 
 
 def test_json_report(failing: AuditResult, passing: AuditResult, baseline: AuditResult) -> None:
-    doc = json.loads(report.to_json([failing, passing], [baseline]))
+    doc = json.loads(to_json([failing, passing], [baseline]))
     assert doc["summary"] == {"tests": 2, "passed": 1, "failed": 1, "not_gated": 0}
     assert AuditResult.from_dict(doc["results"][0]) == failing
     assert set(doc["baselines"]) == {baseline.meta.test_id}
@@ -124,14 +131,14 @@ def test_json_report(failing: AuditResult, passing: AuditResult, baseline: Audit
 
 def test_results_must_be_audit_results() -> None:
     with pytest.raises(TypeError, match=r"results\[0\] must be an AuditResult"):
-        report.to_json([{"meta": {}}])  # type: ignore[list-item]
+        to_json([{"meta": {}}])  # type: ignore[list-item]
 
 
 # --- Markdown --------------------------------------------------------------------------------
 
 
 def test_markdown_report(failing: AuditResult, passing: AuditResult, baseline: AuditResult) -> None:
-    md = report.to_markdown([failing, passing], {baseline.meta.test_id: baseline})
+    md = to_markdown([failing, passing], {baseline.meta.test_id: baseline})
     assert md.startswith("## Fairness summary\n")
     assert "✅ 1 passed · ❌ 1 failed" in md
     assert "### ❌ `tests/test_audit.py::test_religion`" in md
@@ -165,12 +172,12 @@ def test_markdown_and_html_put_failing_tests_first(
 ) -> None:
     # the passing test's id sorts after the failing one's: give it an earlier one
     early = replace(passing, meta=replace(passing.meta, test_id="tests/a.py::test_a"))
-    md = report.to_markdown([early, failing])
+    md = to_markdown([early, failing])
     assert md.index("### ❌") < md.index("<summary>✅")
-    html = report.to_html([early, failing])
+    html = to_html([early, failing])
     assert html.index(failing.meta.test_id) < html.index("tests/a.py::test_a")
     # the JSON report is data: it keeps the order it was given
-    doc = json.loads(report.to_json([early, failing]))
+    doc = json.loads(to_json([early, failing]))
     assert [r["meta"]["test_id"] for r in doc["results"]] == [
         "tests/a.py::test_a",
         failing.meta.test_id,
@@ -178,7 +185,7 @@ def test_markdown_and_html_put_failing_tests_first(
 
 
 def test_markdown_keeps_arrows_unescaped(failing: AuditResult) -> None:
-    md = report.to_markdown([failing])
+    md = to_markdown([failing])
     assert "model changed: sim-v1 -> sim-v2" in md  # a gate note, as GitHub will show it
     assert "&gt;" not in md
     assert "&lt;" not in md
@@ -186,7 +193,7 @@ def test_markdown_keeps_arrows_unescaped(failing: AuditResult) -> None:
 
 def test_a_folded_test_id_is_html_inside_its_summary(passing: AuditResult) -> None:
     odd = replace(passing, meta=replace(passing.meta, test_id="t.py::test[a<b&c->d]"))
-    md = report.to_markdown([odd])
+    md = to_markdown([odd])
     assert "<summary>✅ <code>t.py::test[a&lt;b&amp;c->d]</code>" in md  # HTML, arrow kept
     assert md.count("<details>") == md.count("</details>") == 1
 
@@ -197,7 +204,7 @@ def test_markdown_escapes_table_breakers() -> None:
         meta=meta(),
         attributes=(attribute("a|b", sims, ("x|y", "<b>z</b>", "c", "d")),),
     )
-    md = report.to_markdown([_gated(r, None, max_snsr=0.0)])  # failing: value tables shown
+    md = to_markdown([_gated(r, None, max_snsr=0.0)])  # failing: value tables shown
     assert "| a\\|b |" in md
     assert not re.search(r"(?<!\\)<b>", md)  # no raw HTML reaches the job summary
     assert "\\<b>z\\</b>" in md  # a backslash escape GitHub shows as "<b>z</b>"
@@ -208,7 +215,7 @@ def test_markdown_escapes_table_breakers() -> None:
 
 
 def test_html_is_self_contained(failing: AuditResult, passing: AuditResult) -> None:
-    html = report.to_html([failing, passing])
+    html = to_html([failing, passing])
     assert html.lower().startswith("<!doctype html>")
     without_ns = html.replace('xmlns="http://www.w3.org/2000/svg"', "")
     assert not re.search(r"https?://|<script|<link|<img|@import|url\(", without_ns)
@@ -218,7 +225,7 @@ def test_html_is_self_contained(failing: AuditResult, passing: AuditResult) -> N
 
 
 def test_html_baseline_markers(failing: AuditResult, baseline: AuditResult) -> None:
-    html = report.to_html([failing], [baseline])
+    html = to_html([failing], [baseline])
     n_values = sum(len(a.values) for a in failing.attributes)
     assert html.count('class="baseline-marker"') == n_values
 
@@ -229,14 +236,14 @@ def test_html_escapes_text() -> None:
         meta=meta(model="<script>alert(1)</script>"),
         attributes=(attribute("religion", sims, ("<img src=x>", "b", "c", "d")),),
     )
-    html = report.to_html([r])
+    html = to_html([r])
     assert "<script>" not in html
     assert "<img" not in html
     assert "&lt;script&gt;" in html
 
 
 def test_html_with_no_results() -> None:
-    assert "No fairness-marked test ran." in report.to_html([])
+    assert "No fairness-marked test ran." in to_html([])
 
 
 # --- files -----------------------------------------------------------------------------------
@@ -245,12 +252,12 @@ def test_html_with_no_results() -> None:
 @pytest.mark.parametrize("suffix", [".json", ".md", ".html", ".HTML"])
 def test_write_report_by_extension(tmp_path: Path, failing: AuditResult, suffix: str) -> None:
     path = tmp_path / "out" / f"fairness{suffix}"
-    report.write_report(path, [failing])
+    write_report(path, [failing])
     text = path.read_text(encoding="utf-8")
     expected = {
-        ".json": report.to_json([failing]),
-        ".md": report.to_markdown([failing]),
-        ".html": report.to_html([failing]),
+        ".json": to_json([failing]),
+        ".md": to_markdown([failing]),
+        ".html": to_html([failing]),
     }[suffix.lower()]
     assert text == expected
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # atomic: no temp left
@@ -259,7 +266,7 @@ def test_write_report_by_extension(tmp_path: Path, failing: AuditResult, suffix:
 @pytest.mark.parametrize("name", ["fairness.txt", "fairness", "fairness.htm"])
 def test_write_report_unknown_extension(tmp_path: Path, name: str) -> None:
     with pytest.raises(ConfigError) as info:
-        report.write_report(tmp_path / name, [audit()])
+        write_report(tmp_path / name, [audit()])
     msg = str(info.value)
     assert "--fairness-report" in msg
     assert ".json, .md, .html" in msg
@@ -272,7 +279,7 @@ def test_json_report_stays_valid_json_with_undefined_numbers() -> None:
     sims[:, 2] = np.nan  # one value with no scorable entity: SNSR etc. undefined
     r = AuditResult(meta=meta(), attributes=(attribute("religion", sims, RELIGION),))
     r = replace(r, cost=float("nan"))
-    text = report.to_json([r])
+    text = to_json([r])
     assert "NaN" not in text
     doc = json.loads(text)
     assert doc["results"][0]["attributes"][0]["snsr"]["value"] is None
@@ -287,19 +294,19 @@ def test_a_tie_is_shown_as_a_tie_not_as_one_value_twice() -> None:
     sims = np.tile(np.linspace(0.5, 0.9, 12)[:, None], (1, len(RELIGION)))
     tied = attribute("religion", sims, RELIGION)
     assert tied.snsr.value == 0
-    assert (tied.most_favoured, tied.least_favoured) == (report.TIE, report.TIE)
+    assert (tied.most_favoured, tied.least_favoured) == (TIE, TIE)
     r = replace(audit(), attributes=(tied,))
-    line = next(ln for ln in report.terminal_summary([r]) if ln.split()[:1] == ["religion"])
-    assert line.endswith(f"  {report.TIE}")
+    line = next(ln for ln in terminal_summary([r]) if ln.split()[:1] == ["religion"])
+    assert line.endswith(f"  {TIE}")
     assert f"{RELIGION[0]} / {RELIGION[0]}" not in line
-    row = next(ln for ln in report.to_markdown([r]).splitlines() if ln.startswith("| religion |"))
-    assert row.endswith(f"| {report.TIE} | {report.TIE} |")
-    html = report.to_html([r])
-    assert html.count(f"<td>{report.TIE}</td>") == 2
+    row = next(ln for ln in to_markdown([r]).splitlines() if ln.startswith("| religion |"))
+    assert row.endswith(f"| {TIE} | {TIE} |")
+    html = to_html([r])
+    assert html.count(f"<td>{TIE}</td>") == 2
     # one value ahead by a hair is still favoured
     sims[:, 0] += 1e-6
     ahead = attribute("religion", sims, RELIGION)
-    assert report.favoured(ahead) == (RELIGION[0], ahead.least_favoured)
+    assert favoured(ahead) == (RELIGION[0], ahead.least_favoured)
 
 
 def test_entropy_and_noise_floor_are_reported() -> None:
@@ -318,16 +325,16 @@ def test_entropy_and_noise_floor_are_reported() -> None:
         r.attributes[0], noise_floor=Stat(float(floor.mean), Interval(*map(float, floor.ci)))
     )
     r = replace(r, attributes=(a,), meta=replace(r.meta, repeats=3))
-    shown = report.repeat_stats(a)
+    shown = repeat_stats(a)
     assert shown is not None
     assert "entropy 2.50 bits" in shown
     assert f"noise floor {floor.mean:.3f} [{floor.ci[0]:.3f}, {floor.ci[1]:.3f}]" in shown
-    assert f"  religion: {shown}" in report.terminal_summary([r])
-    assert f"- **religion** over repeats: {shown}" in report.to_markdown([r])
-    assert "over 3 repeats: " + shown in report.to_html([r])
+    assert f"  religion: {shown}" in terminal_summary([r])
+    assert f"- **religion** over repeats: {shown}" in to_markdown([r])
+    assert "over 3 repeats: " + shown in to_html([r])
     # a run without repeats shows neither
-    assert report.repeat_stats(audit().attributes[0]) is None
-    assert "noise floor" not in "\n".join(report.terminal_summary([audit()]))
+    assert repeat_stats(audit().attributes[0]) is None
+    assert "noise floor" not in "\n".join(terminal_summary([audit()]))
 
 
 def test_a_tie_in_a_gate_failure_is_shown_as_a_tie() -> None:
@@ -339,24 +346,24 @@ def test_a_tie_in_a_gate_failure_is_shown_as_a_tie() -> None:
     outcome = gate.evaluate(r, None, gate.Thresholds(max_refusal_gap=0.0), tolerance=0.0)
     (failure,) = outcome.failures
     assert (failure.kind, failure.statistic) == ("threshold", "refusal_gap")
-    text = report.failure_message(outcome, r)
+    text = failure_message(outcome, r)
     for v in RELIGION:
         assert f"{v} / {v}" not in text
         assert f"most {v}" not in text
     row = next(ln for ln in text.splitlines() if ln.split()[:2] == ["religion", "refusal_gap"])
-    assert row.rstrip().endswith(report.TIE)
-    assert f"most / least favoured: {report.TIE}" in report.failure_text(failure, r)
+    assert row.rstrip().endswith(TIE)
+    assert f"most / least favoured: {TIE}" in failure_text(failure, r)
 
 
 def test_every_format_renders_the_same_failure_sentence(failing: AuditResult) -> None:
     assert failing.gate is not None
     assert failing.gate.failures
-    sentences = [report.failure_text(f, failing) for f in failing.gate.failures]
-    doc = json.loads(report.to_json([failing]))
+    sentences = [failure_text(f, failing) for f in failing.gate.failures]
+    doc = json.loads(to_json([failing]))
     assert [f["message"] for f in doc["results"][0]["gate"]["failures"]] == sentences
-    md = report.to_markdown([failing])
-    html = report.to_html([failing])
-    summary = "\n".join(report.terminal_summary([failing]))
+    md = to_markdown([failing])
+    html = to_html([failing])
+    summary = "\n".join(terminal_summary([failing]))
     for s in sentences:
         assert s.replace("<", "\\<") in md
         assert s.replace("<", "&lt;").replace(">", "&gt;") in html
@@ -364,7 +371,7 @@ def test_every_format_renders_the_same_failure_sentence(failing: AuditResult) ->
 
 
 def test_the_registry_covers_every_report_format() -> None:
-    assert tuple(report.RENDERERS) == vocab.REPORT_FORMATS
+    assert tuple(RENDERERS) == vocab.REPORT_FORMATS
 
 
 def _module_imports(path: Path) -> set[str]:
@@ -379,7 +386,7 @@ def _module_imports(path: Path) -> set[str]:
 
 
 def test_report_package_has_no_import_cycle_and_never_imports_the_gate() -> None:
-    root = Path(report.__file__).parent
+    root = Path(registry.__file__).parent
     graph = {
         f"pytest_recfair.report.{p.stem}": _module_imports(p)
         for p in root.glob("*.py")
@@ -408,17 +415,17 @@ def test_a_large_gap_that_passed_its_gate_is_flagged_not_pass(passing: AuditResu
     assert wide.gate is not None
     assert wide.gate.passed
     b = wide.attributes[0]
-    assert report.flags(b)[0].startswith("SNSR ")
-    assert report.attribute_label(wide, b) == "FLAG"
-    assert report.attribute_label(passing, a) == ("FLAG" if report.flags(a) else "PASS")
-    lines = report.terminal_summary([wide], 100)
+    assert flags(b)[0].startswith("SNSR ")
+    assert attribute_label(wide, b) == "FLAG"
+    assert attribute_label(passing, a) == ("FLAG" if flags(a) else "PASS")
+    lines = terminal_summary([wide], 100)
     row = next(ln for ln in lines if ln.split()[:1] == [b.attribute])
     assert row.split()[1] == "FLAG"
     assert any(ln.startswith("FLAG: not a gate failure, but above the method's") for ln in lines)
-    assert "⚠️ flagged" in report.to_markdown([wide])
-    assert '<span class="badge FLAG">FLAG</span>' in report.to_html([wide])
+    assert "⚠️ flagged" in to_markdown([wide])
+    assert '<span class="badge FLAG">FLAG</span>' in to_html([wide])
     failed = _gated(wide, None, max_snsr=0.0)
-    assert report.attribute_label(failed, failed.attributes[0]) == "FAIL"  # a failure wins
+    assert attribute_label(failed, failed.attributes[0]) == "FAIL"  # a failure wins
 
 
 # --- the same advice in every channel (issue 25, point 2) ----------------------------------
@@ -431,9 +438,9 @@ def test_no_channel_offers_an_update_past_a_crossed_limit(baseline: AuditResult)
     both = _gated(regressed, baseline, max_snsr=0.01)
     assert both.gate is not None
     assert {f.kind for f in both.gate.failures} >= {"threshold", "drift"}
-    md = report.to_markdown([both], {baseline.meta.test_id: baseline})
-    html = report.to_html([both], {baseline.meta.test_id: baseline})
-    text = report.failure_message(both.gate, both)
+    md = to_markdown([both], {baseline.meta.test_id: baseline})
+    html = to_html([both], {baseline.meta.test_id: baseline})
+    text = failure_message(both.gate, both)
     for channel in (md, html, text):
         assert "fairness-update" not in channel
         assert "Absolute limits crossed (max_snsr)" in channel
@@ -442,8 +449,8 @@ def test_no_channel_offers_an_update_past_a_crossed_limit(baseline: AuditResult)
 def test_every_channel_offers_the_update_for_a_drift_alone(failing: AuditResult) -> None:
     assert failing.gate is not None
     assert {f.kind for f in failing.gate.failures} == {"drift"}
-    html = report.to_html([failing])
-    text = report.failure_message(failing.gate, failing)
+    html = to_html([failing])
+    text = failure_message(failing.gate, failing)
     assert "accept them with <code>pytest --fairness --fairness-update" in html
     assert "accept them with: pytest --fairness --fairness-update" in text
     assert "Absolute limits" not in html + text

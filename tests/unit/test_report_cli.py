@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair import report
 from pytest_recfair.__main__ import main
 from pytest_recfair.errors import DataError
 from pytest_recfair.gate import thresholds as gate
-from pytest_recfair.report.stored import load_run
+from pytest_recfair.report.history import load_run
+from pytest_recfair.report.html_report import to_html
+from pytest_recfair.report.markdown import to_markdown
+from pytest_recfair.report.registry import write_report
 from pytest_recfair.results import AuditResult
 from tests.support.synth_results import audit
 
@@ -36,7 +38,7 @@ def run() -> tuple[list[AuditResult], AuditResult]:
 def stored(tmp_path: Path, run: tuple[list[AuditResult], AuditResult]) -> Path:
     results, base = run
     path = tmp_path / "run.json"
-    report.write_report(path, results, {r.meta.test_id: base for r in results})
+    write_report(path, results, {r.meta.test_id: base for r in results})
     return path
 
 
@@ -46,7 +48,7 @@ def test_render_is_identical_to_the_direct_report(
 ) -> None:
     results, base = run
     direct = tmp_path / f"direct.{to}"
-    report.write_report(direct, results, {r.meta.test_id: base for r in results})
+    write_report(direct, results, {r.meta.test_id: base for r in results})
     out = tmp_path / "sub" / f"again.{to}"
     assert main(["report", str(stored), "--to", to, "-o", str(out)]) == 0
     assert out.read_bytes() == direct.read_bytes()
@@ -166,9 +168,7 @@ def test_history_plots_in_html_only(
     assert (
         main(["report", str(stored), "--to", "html", "--history", str(hist), "-o", str(out)]) == 0
     )
-    expected = report.to_html(
-        run.results, run.baselines, models=run.models, history=load_history(hist)
-    )
+    expected = to_html(run.results, run.baselines, models=run.models, history=load_history(hist))
     assert out.read_text(encoding="utf-8") == expected
     assert 'id="history"' in expected
     assert main(["report", str(stored), "--to", "md", "--history", str(hist)]) == 2
@@ -202,7 +202,7 @@ def test_a_history_entry_is_rendered_by_its_name(
     append_run(hist, run.results, run.baselines, env={"GITHUB_SHA": "deadbeef" * 5})
     assert main(["report", "latest", "--to", "md", "--history", str(hist)]) == 0
     by_name = capsys.readouterr().out
-    assert by_name == report.to_markdown(run.results, run.baselines, models=run.models)
+    assert by_name == to_markdown(run.results, run.baselines, models=run.models)
     assert main(["report", "deadbeef", "--to", "md", "--history", str(hist)]) == 0
     assert capsys.readouterr().out == by_name
     assert main(["report", "5", "--to", "md", "--history", str(hist)]) == 2

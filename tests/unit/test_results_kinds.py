@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair import report
 from pytest_recfair.engine import registry
 from pytest_recfair.gate import baselines
-from pytest_recfair.report.json_report import to_json
-from pytest_recfair.report.stored import load_run
+from pytest_recfair.report.history import load_run
+from pytest_recfair.report.markdown import to_json
+from pytest_recfair.report.registry import render
 from pytest_recfair.results import META_TYPES, AuditMeta, AuditResult, ListMeta
 from tests.support.synth_results import audit
 
@@ -105,7 +105,7 @@ def test_a_stored_run_written_before_loads_with_its_kinds(tmp_path: Path) -> Non
         _same_numbers(old_doc, doc)
         assert doc["gate"] == old_doc["gate"]
     for fmt in (".md", ".html", ".json"):
-        assert report.render(fmt, list(again.results))
+        assert render(fmt, list(again.results))
 
 
 def test_a_baseline_of_another_kind_is_not_compared() -> None:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_recfair import report
 from pytest_recfair.engine import registry
 from pytest_recfair.engine.base import AuditInputs, AuditRequest
 from pytest_recfair.engine.pipeline import measure, run_audit
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.prompts.grids import load_grid
 from pytest_recfair.providers import Completion, RunOutcome, Usage
-from pytest_recfair.report import junit
+from pytest_recfair.report import sections as junit
+from pytest_recfair.report.registry import render
+from pytest_recfair.report.terminal import terminal_summary
 from pytest_recfair.settings import resolve
 from pytest_recfair.sim.recommender import SimulatedRecommender
 
@@ -66,7 +67,7 @@ def test_without_a_judge_why_questions_are_not_asked_and_the_report_says_so() ->
     assert data["why_not_asked"] == 8
     assert {c["qtype"] for c in data["cells"]} == {"yesno", "choice"}
     assert "8 Why questions not asked (no judge configured)" in "\n".join(
-        report.terminal_summary([result])
+        terminal_summary([result])
     )
 
 
@@ -92,7 +93,7 @@ def test_limits_fail_and_every_channel_shows_the_cells() -> None:
     assert {f.kind for f in result.gate.failures} == {"biased_rate"}
     data = result.extras["roleplay"]
     props = dict(junit.properties(result))
-    html = report.render(".html", [result])
+    html = render(".html", [result])
     for c in data["cells"]:
         assert props[f"recfair.religion.{c['qtype']}.n"] == c["n"]
         assert f"{c['biased']}/{c['n']}" in html
@@ -110,7 +111,7 @@ def test_role_effect_asks_both_conditions_and_pairs_them_by_question() -> None:
     data = result.extras["roleplay"]
     assert {c["with_role"] for c in data["cells"]} == {True, False}
     assert 0 < data["effect"]["total"]["n"] <= 10  # questions determined in both conditions
-    assert "role effect over" in "\n".join(report.terminal_summary([result]))
+    assert "role effect over" in "\n".join(terminal_summary([result]))
     assert any(".norole.biased_rate" in k for k, _ in junit.properties(result))
 
 
@@ -133,5 +134,5 @@ def test_the_run_line_names_the_question_set_not_a_grid_in_every_channel() -> No
     assert "grid" not in line
     assert "templates" not in line
     assert "role-play bias (parsed oracle)" in line
-    for text in ("\n".join(report.terminal_summary([result])), report.render(".md", [result])):
+    for text in ("\n".join(terminal_summary([result])), render(".md", [result])):
         assert "questions smoke: 16 x 3 rounds" in " ".join(text.split())

@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pytest_recfair import report
 from pytest_recfair.compare.models import ModelComparison, ModelSlot, compare_models
-from pytest_recfair.report import sidebyside as render
+from pytest_recfair.report import terminal as render
+from pytest_recfair.report.html_report import to_html
+from pytest_recfair.report.markdown import to_json, to_markdown
 from pytest_recfair.results import AuditResult
 from tests.support import synth_results
 
@@ -92,15 +93,15 @@ def test_round_trip_and_every_format() -> None:
     again = [ModelComparison.from_dict(json.loads(json.dumps(m.to_dict()))) for m in models]
     assert again == models
     rs = list(results.values())
-    data = json.loads(report.to_json(rs, models=models))
+    data = json.loads(to_json(rs, models=models))
     assert data["models"][0]["models"] == ["fair", "biased"]
     assert any("significantly fairer" in p["message"] for p in data["models"][0]["pairs"])
-    assert "models" not in json.loads(report.to_json(rs))
-    md = report.to_markdown(rs, models=models)
+    assert "models" not in json.loads(to_json(rs))
+    md = to_markdown(rs, models=models)
     assert "| Attribute | fair | biased |" in md
-    html = report.to_html(rs, models=models)
+    html = to_html(rs, models=models)
     assert "<th>attribute</th><th>fair</th><th>biased</th>" in html
-    assert "Models side by side" not in report.to_html(rs)
+    assert "Models side by side" not in to_html(rs)
 
 
 def test_terminal_fits_the_width() -> None:
@@ -130,13 +131,13 @@ def test_unusable_attribute_reads_na() -> None:
 
 def test_a_stored_run_renders_its_models_again(tmp_path: Path) -> None:
     """`python -m pytest_recfair report RUN.json` gives the side-by-side section back."""
+    from pytest_recfair.report.history import parse_run
     from pytest_recfair.report.registry import render
-    from pytest_recfair.report.stored import parse_run
 
     results = _results(("fair", None, 1), ("biased", {"Islamic": -0.25}, 2))
     models = compare_models(results, _slots("fair", "biased"))
     rs = list(results.values())
-    text = report.to_json(rs, models=models)
+    text = to_json(rs, models=models)
     run = parse_run(text, tmp_path / "run.json")
     assert run.models == tuple(models)
     for fmt in (".json", ".md", ".html"):

@@ -6,6 +6,17 @@ catalogue, and :mod:`.scoring` measures, per catalogue field, the share of
 each category per group, the shift of each group from the neutral prompt (total variation
 distance) with a family-wise permutation test over entities, and the LMRec association
 score. Gated by ``max_shift`` (absolute) and against the baseline's per-entity counts.
+
+The entities (cities, ...) behind an item-side shift: where the most shifted group's
+lists gained the category that moved most, with the items of the neutral and the group's
+lists side by side (each title with its catalogue category) and the replies.
+
+Computed from the replies the pooled scorer holds anyway (no extra memory); at most
+:data:`~pytest_recfair.engine.overlap.evidence.SHOW` entities per attribute.
+
+How every report format shows item-side results (``extras["items"]``): coverage of the
+catalogue, each group's category shares, each value's shift from the neutral prompt with
+its interval and family-wise p-value (see ``report/sections.py`` for the design).
 """
 
 from __future__ import annotations
@@ -13,13 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from pytest_recfair.engine.base import AuditInputs, Scored
-from pytest_recfair.engine.items import evidence
+from pytest_recfair.engine.base import AuditInputs, PooledKind, PooledScorer, Scored
 from pytest_recfair.engine.items import scoring as itemside
-from pytest_recfair.engine.items.sections import KEY, ItemSections
-from pytest_recfair.engine.overlap.kind import list_cases
-from pytest_recfair.engine.overlap.scoring import parse_all
-from pytest_recfair.engine.pooled import PooledKind, PooledScorer
+from pytest_recfair.engine.overlap.kind import list_cases, parse_all
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.prompts.cases import PromptCase
 from pytest_recfair.prompts.grids import Grid
@@ -30,8 +37,269 @@ from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
     pass
+from typing import Final
 
-__all__ = ["ITEMS", "ItemAudit"]
+from pytest_recfair.engine.items.scoring import ItemSideResult, field_codes
+from pytest_recfair.engine.overlap.evidence import SHOW, compare_lists, reply_text, shown_titles
+from pytest_recfair.replies.matching import normalize
+from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_cell, p_text, table
+
+__all__ = ["ITEMS", "KEY", "ItemAudit", "ItemSections", "entries"]
+
+
+def _score(
+    settings: AuditSettings,
+    catalogue: Catalogue,
+    cases: Sequence[PromptCase],
+    completions: Mapping[str, Any],
+) -> Scored:
+    """Every attribute's item-side results from all the audit's replies."""
+    fields = _fields(settings)
+    replies = parse_all(cases, completions, settings.k, settings.parse_style)
+    titles = [r.items for r in replies]
+    attrs = list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
+    matched = itemside.match_replies(titles, catalogue)  # once for all attributes
+    results = [
+        itemside.score_items(
+            cases, titles, catalogue, fields, attribute=attr,
+            n_permutations=settings.n_resamples, n_resamples=settings.n_resamples,
+            seed=settings.seed, matched=matched,
+        )
+        for attr in attrs
+    ]  # fmt: skip
+    shown = entries(cases, titles, matched[0], catalogue, completions, results)
+    return Scored(
+        (), 0, {KEY: itemside.ItemResults(catalogue.source, tuple(results))}, evidence=shown
+    )
+
+
+def _fields(settings: AuditSettings) -> list[str]:
+    return [f.strip() for f in (settings.item_field or "").split(",") if f.strip()]
+
+
+def _results(result: AuditResult | None) -> tuple[itemside.ItemSideResult, ...]:
+    """Typed as this run scored them; read from JSON data only for a stored baseline."""
+    data = result.extras.get(KEY) if result is not None else None
+    return itemside.ItemResults.of(data).attributes
+
+
+def entries(
+    cases: Sequence[Any],
+    titles: Sequence[list[str] | None],
+    matched: Mapping[int, list[int | None] | None],
+    catalogue: Catalogue,
+    completions: Mapping[str, Any],
+    results: Sequence[ItemSideResult],
+) -> dict[str, dict[str, Any]]:
+    """attribute -> evidence entry (report/failures.py's shape)."""
+    out = {}
+    for res in results:
+        entry = _entry(cases, titles, matched, catalogue, completions, res)
+        if entry is not None:
+            out[res.attribute] = entry
+    return out
+
+
+def _entry(
+    cases: Sequence[Any],
+    titles: Sequence[list[str] | None],
+    matched: Mapping[int, list[int | None] | None],
+    catalogue: Catalogue,
+    completions: Mapping[str, Any],
+    res: ItemSideResult,
+) -> dict[str, Any] | None:
+    shifted = [f for f in res.fields if f.max_shift is not None and f.most_shifted]
+    if not shifted:
+        return None
+    f = max(shifted, key=lambda x: x.max_shift or 0.0)
+    group = f.most_shifted or ""
+    g = f.groups.index(group)
+    moved = [(s or 0.0) - (n or 0.0) for s, n in zip(f.shares[g], f.shares[0], strict=True)]
+    cat = max(range(len(moved)), key=lambda i: moved[i])
+    codes = field_codes(catalogue, [f.field])[0]
+    labels = codes.categories
+
+    def tagged(i: int) -> tuple[list[str], list[str], int, int]:
+        """Case i's titles with their category, their keys, items in ``cat``, matched."""
+        shown, keys, hits, n = [], [], 0, 0
+        for t, m in zip(shown_titles(titles[i] or []), matched.get(i) or [], strict=False):
+            code = -1 if m is None else int(codes.codes[m])
+            shown.append(f"{t} [{labels[code]}]" if code >= 0 else f"{t} [not in catalogue]")
+            keys.append(normalize(t))
+            n += code >= 0
+            hits += code == cat
+        return shown, keys, hits, n
+
+    neutral: dict[str, int] = {}
+    grouped: dict[str, list[int]] = {}
+    for i, c in enumerate(cases):
+        if c.repeat != 0 or titles[i] is None:
+            continue
+        if c.attribute is None:
+            neutral[c.entity_id] = i
+        elif c.attribute == res.attribute and (c.group or c.value) == group:
+            grouped.setdefault(c.entity_id, []).append(i)
+    rows = []
+    for entity, idx in grouped.items():
+        if entity not in neutral:
+            continue
+        n_shown, n_keys, n_hits, n_n = tagged(neutral[entity])
+        per = [(i, *tagged(i)) for i in idx]
+        hits, n = sum(p[3] for p in per), sum(p[4] for p in per)
+        score = hits / max(n, 1) - n_hits / max(n_n, 1)
+        i, shown, keys, _, _ = max(per, key=lambda p: (p[3], -p[0]))
+        n_reply = _reply(completions, cases[neutral[entity]])
+        diff = compare_lists(n_shown, n_keys, shown, keys)
+        # the added items of the category that moved first: they are the shift
+        diff["added"].sort(key=lambda t: not t.endswith(f" [{labels[cat]}]"))
+        lists = [
+            {"label": "neutral", "titles": n_shown, "reply": n_reply},
+            {"label": f"{cases[i].value} ({group})", "titles": shown,
+             **diff, "reply": _reply(completions, cases[i])},
+        ]  # fmt: skip
+        why = f"share of {labels[cat]!r}: neutral {n_hits}/{n_n}, {group} {hits}/{n} ({score:+.3f})"
+        rows.append((score, entity, {"entity": cases[i].entity, "score": score, "why": why,
+                                     "lists": lists}))  # fmt: skip
+    rows.sort(key=lambda r: (-r[0], r[1]))
+    if not rows:
+        return None
+    return {
+        "what": (
+            f"{f.field}: the {min(SHOW, len(rows))} of {len(rows)} entities whose lists for "
+            f"{group} (shift {f.max_shift:.3f} from neutral) gained most {labels[cat]!r} "
+            "items; titles tagged with their catalogue category, first repeat"
+        ),
+        "rows": [r[2] for r in rows[:SHOW]],
+    }
+
+
+def _reply(completions: Mapping[str, Any], case: Any) -> str:
+    return reply_text(getattr(completions.get(case.id), "text", None))
+
+
+#: The key of the item-side results in ``AuditResult.extras`` (the kind's name).
+KEY: Final = "items"
+
+
+def _attributes(data: Any) -> list[Mapping[str, Any]]:
+    return list((data or {}).get("attributes", ()))
+
+
+def _coverage(res: Mapping[str, Any]) -> str:
+    cov = res["coverage"]
+    share = cov["matched"] / cov["total"] if cov["total"] else 0.0
+    unmatched = ", ".join(cov["unmatched_examples"][:3])
+    return f"catalogue matched {share:.0%} of {cov['total']} titles" + (
+        f" (unmatched e.g. {unmatched})" if unmatched else ""
+    )
+
+
+def _largest(f: Mapping[str, Any]) -> str:
+    groups, shifts, ps = f["groups"][1:], f["shift"], f["p_adjusted"]
+    top = max(range(len(groups)), key=lambda i: shifts[i] or 0.0) if groups else None
+    where = f" ({groups[top]}, family-wise p {p_text(ps[top])})" if top is not None else ""
+    return f"largest shift from neutral {fmt(f['max_shift'])}{fmt_pair(f['max_shift_ci'])}{where}"
+
+
+def _shifted(f: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(most, least) shifted group from neutral, or None without a measured shift."""
+    pairs = [(s, g) for s, g in zip(f["shift"], f["groups"][1:], strict=True) if s is not None]
+    return (max(pairs)[1], min(pairs)[1]) if pairs else None
+
+
+def _between(f: Mapping[str, Any]) -> str | None:
+    """ "A 0.041 (p 0.002) · B 0.041 (p 0.002)": each group against the others."""
+    between, ps = f.get("between") or [], f.get("p_between") or []
+    if not between or all(b is None for b in between):
+        return None
+    cells = [
+        f"{g} {fmt(b)} (p {p_text(p)})"
+        for g, b, p in zip(f["groups"][1:], between, ps, strict=True)
+    ]
+    return "each group vs the others (family-wise): " + " · ".join(cells)
+
+
+def _field_table(f: Mapping[str, Any]) -> str:
+    head = ["group", *(f"{c} share" for c in f["categories"]), "items", "shift [95% CI]", "p"]
+    between, ps = f.get("between") or [], f.get("p_between") or []
+    head += ["vs others", "p (vs others)"] if between else []
+    rows = []
+    for i, (g, shares) in enumerate(zip(f["groups"], f["shares"], strict=True)):
+        shift = "—" if i == 0 else fmt(f["shift"][i - 1]) + fmt_pair(f["shift_ci"][i - 1])
+        p = "—" if i == 0 else p_cell(f["p_adjusted"][i - 1])
+        row = [g, *(fmt(x) for x in shares), str(f["n_items"][i]), shift, p]
+        if between:
+            row += ["—", "—"] if i == 0 else [fmt(between[i - 1]), p_cell(ps[i - 1])]
+        rows.append(row)
+    return table(head, rows)
+
+
+class ItemSections:
+    """The item-side kind's report sections."""
+
+    def measure(self, result: AuditResult) -> str:
+        return f"item side, top {getattr(result.meta, 'k', '?')}"
+
+    def lines(self, data: Any) -> list[str]:
+        out: list[str] = []
+        for res in _attributes(data):
+            out.append(f"{res['attribute']}: {_coverage(res)}")
+            for f in res["fields"]:
+                out.append(f"{res['attribute']} · {f['field']}: {_largest(f)}")
+                shifted, between = _shifted(f), _between(f)
+                if shifted is not None:
+                    out.append(f"  most / least shifted from neutral: {shifted[0]} / {shifted[1]}")
+                if between is not None:
+                    out.append(f"  {between}")
+                shares = " · ".join(
+                    f"{g} " + "/".join(fmt(x) for x in row)
+                    for g, row in zip(f["groups"], f["shares"], strict=True)
+                )
+                out.append(f"  {'/'.join(f['categories'])} shares: {shares}")
+        return out
+
+    def html(self, data: Any) -> str:
+        parts = []
+        for res in _attributes(data):
+            parts.append(
+                f'<h3>Item side: {esc(res["attribute"])}</h3><p class="sub">'
+                f"{esc(_coverage(res))}</p>"
+            )
+            for f in res["fields"]:
+                parts.append(
+                    f"<p><b>{esc(f['field'])}</b>: {esc(_largest(f))} (shift: total "
+                    "variation distance of the group's category shares from the neutral "
+                    "prompt's; p: family-wise permutation test; vs others: the group's shares "
+                    "against the attribute's other groups')</p>" + _field_table(f)
+                )
+        return f'<div class="kind items">{"".join(parts)}</div>'
+
+    def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
+        out: list[tuple[str, float | int | str]] = []
+        for res in _attributes(data):
+            key = "recfair." + str(res["attribute"]).casefold().replace(" ", "_")
+            cov = res["coverage"]
+            out.append(
+                (
+                    f"{key}.coverage",
+                    round(cov["matched"] / cov["total"], 6) if cov["total"] else 0.0,
+                )
+            )
+            for f in res["fields"]:
+                name = f"{key}.{str(f['field']).casefold().replace(' ', '_')}"
+                if f["max_shift"] is not None:
+                    out.append((f"{name}.max_shift", f["max_shift"]))
+                if f["p_adjusted"]:
+                    out.append((f"{name}.min_p", min(f["p_adjusted"])))
+                shifted = _shifted(f)
+                if shifted is not None:
+                    out += [
+                        (f"{name}.most_shifted", shifted[0]),
+                        (f"{name}.least_shifted", shifted[1]),
+                    ]
+                if f.get("p_between"):
+                    out.append((f"{name}.min_p_between", min(f["p_between"])))
+        return out
 
 
 class ItemAudit(PooledKind):
@@ -100,42 +368,6 @@ class ItemAudit(PooledKind):
                 for f in fails
             ]
         return tuple(out)
-
-
-def _score(
-    settings: AuditSettings,
-    catalogue: Catalogue,
-    cases: Sequence[PromptCase],
-    completions: Mapping[str, Any],
-) -> Scored:
-    """Every attribute's item-side results from all the audit's replies."""
-    fields = _fields(settings)
-    replies = parse_all(cases, completions, settings.k, settings.parse_style)
-    titles = [r.items for r in replies]
-    attrs = list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
-    matched = itemside.match_replies(titles, catalogue)  # once for all attributes
-    results = [
-        itemside.score_items(
-            cases, titles, catalogue, fields, attribute=attr,
-            n_permutations=settings.n_resamples, n_resamples=settings.n_resamples,
-            seed=settings.seed, matched=matched,
-        )
-        for attr in attrs
-    ]  # fmt: skip
-    shown = evidence.entries(cases, titles, matched[0], catalogue, completions, results)
-    return Scored(
-        (), 0, {KEY: itemside.ItemResults(catalogue.source, tuple(results))}, evidence=shown
-    )
-
-
-def _fields(settings: AuditSettings) -> list[str]:
-    return [f.strip() for f in (settings.item_field or "").split(",") if f.strip()]
-
-
-def _results(result: AuditResult | None) -> tuple[itemside.ItemSideResult, ...]:
-    """Typed as this run scored them; read from JSON data only for a stored baseline."""
-    data = result.extras.get(KEY) if result is not None else None
-    return itemside.ItemResults.of(data).attributes
 
 
 ITEMS = ItemAudit()

@@ -33,14 +33,15 @@ from typing import TYPE_CHECKING, Any, cast
 from pytest_recfair.engine.base import (
     AuditInputs,
     Merged,
+    PooledKind,
+    PooledScorer,
     Rebuild,
     Scored,
     ShardResult,
     merge_replies,
     replay,
 )
-from pytest_recfair.engine.pooled import PooledKind, PooledScorer
-from pytest_recfair.engine.roleplay import evidence as roleplay_evidence
+from pytest_recfair.engine.roleplay import sections as roleplay_evidence
 from pytest_recfair.engine.roleplay.sections import KEY, LABELS, RoleplaySections
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics.roleplay import (
