@@ -106,7 +106,7 @@ class AuditRequest:
     ``failed``: case id -> error of prompts already known to have failed (batch lines the
     service did not answer): not sent, counted as failed prompts. ``shard``: only this
     share of the entities is sent. ``live``: the pytest progress line advanced per prompt
-    (providers.progress.LiveLine); ``progress``: the runner's own line otherwise.
+    (providers.runstate.LiveLine); ``progress``: the runner's own line otherwise.
     """
 
     settings: AuditSettings
