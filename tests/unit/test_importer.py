@@ -277,3 +277,21 @@ def test_a_value_file_holding_only_its_header_is_left_out_and_said(
     grid = yaml.safe_load((tmp_path / "o" / "grid.yaml").read_text(encoding="utf-8"))
     age = next(a for a in grid["attributes"] if a["name"] == "age")
     assert [v["label"] for v in age["values"]] == ["a middle aged", "a young"]
+
+
+def test_a_space_after_a_closing_quote_reads_as_pythons_csv_reads_it(tmp_path: Path) -> None:
+    """issue 33 point 7: a quoted cell followed by a space (``"...(1988)" ,an old``) is
+    what Python's csv (and the authors' pandas) read without a word; the importer
+    refused the whole file in strict mode."""
+    src = _copy(tmp_path)
+    path = src / "top_5" / "age" / "an old.csv"
+    text = path.read_text(encoding="utf-8")
+    at = text.index('",an old,', text.index("Ada Marlow"))  # the first row's reply ends
+    path.write_text(text[:at] + '" ' + text[at + 1 :], encoding="utf-8")
+    with pytest.raises(csv.Error):  # what strict parsing made of it
+        list(csv.reader(path.open(encoding="utf-8", newline=""), strict=True))
+    with path.open(encoding="utf-8", newline="") as fh:
+        expected = {r[0]: r[3] for r in list(csv.reader(fh))[1:]}
+    got = read_folder(src).classes["age"]["an old"]
+    assert {name: row.reply for name, row in got.items()} == expected
+    assert got["Ada Marlow"].reply.endswith("(1988) ")
