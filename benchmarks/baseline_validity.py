@@ -3,7 +3,7 @@
 Every verdict is the project's own: results are built as ``AuditResult``s, the baseline is
 written and read back through ``gate.baselines`` (the one writing path, with its stored
 standard errors) and the gate is ``pytest_recfair.judge`` (settings -> compatibility ->
-``gate.evaluate`` -> drift family + the baseline floor of ``gate.floor``). Two profiles:
+``gate.evaluate`` -> drift family + the baseline floor of ``gate.thresholds.floors``). Two profiles:
 
 - ``hetero``: ``benchmarks/hetero_model.py`` (four kinds of entity with Jaccard@25
   0.73/0.39/0.11/0.09, a fixed entity x value interaction, 3% unusable cells, ties in the

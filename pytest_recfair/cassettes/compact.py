@@ -8,7 +8,7 @@
 
 Both are read wherever a cassette is read (store, prune, shards, import); an existing
 file keeps its format when it is saved again. vcrpy reads the compact one with the
-persister in :mod:`pytest_recfair.cassettes.vcr_import` (``CompactPersister``).
+persister in :mod:`pytest_recfair.cassettes.vcrfile` (``CompactPersister``).
 
 Pure: no httpx, no vcrpy.
 """

@@ -7,7 +7,7 @@ test that asked it, so moving or renaming a test costs nothing and an identical 
 two tests is recorded once. Per-entity files (not one per audit) because vcrpy scans a
 cassette linearly per request. Files are plain vcrpy cassettes (:mod:`.vcrfile`); older
 layouts and cassettes recorded by vcrpy itself are read through vcrpy's own loader
-(:mod:`pytest_recfair.cassettes.vcr_import`).
+(:mod:`pytest_recfair.cassettes.vcrfile`).
 
 Replay does not go through vcrpy: each file is loaded once into an index (:mod:`.index`)
 that the httpx transport in ``pytest_recfair.providers.transport`` serves from. What a
@@ -15,7 +15,7 @@ record mode does is a row of :data:`.policy.MODE_POLICIES`.
 
 This package is pure (no httpx): the transport converts httpx objects to and from
 :class:`RecordedRequest` / :class:`RecordedResponse`. It is also the only place allowed
-to import vcrpy (:mod:`pytest_recfair.cassettes.vcr_import`).
+to import vcrpy (:mod:`pytest_recfair.cassettes.vcrfile`).
 
 Only valid replies are replayed: an error reply stored by an older version (a 401 for a
 bad key, a 404) counts as not recorded, with a :class:`CassetteNote` warning, so

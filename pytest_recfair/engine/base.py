@@ -1,7 +1,7 @@
 """What a kind of audit is, and the one request every run mode hands the engine.
 
 The engine's run modes (:mod:`.pipeline` one run, :mod:`.sharding` shards and their
-merge, :mod:`.batch` a batch recording, :mod:`.planning` the plan) do the shared part —
+merge, :mod:`.batch` a batch recording, :mod:`.plan` the plan) do the shared part —
 seeds, grid, chunks of entities, sending prompts, failures, cost, metadata — and ask the
 :class:`AuditKind` that :func:`pytest_recfair.engine.registry.kind_for` picks for every
 kind-specific step: its prompts, a :class:`Scorer` fed one chunk of entities at a time,

@@ -2,7 +2,7 @@
 
 No pytest and no report here: the plugin keeps one :class:`TestRecord` per audited test
 (its payload is built once, on the call-phase report) and one :class:`RunCollector` per
-pytest run; ``report.channels`` words and writes what the collector gathered.
+pytest run; ``report.registry`` words and writes what the collector gathered.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A baseline is the ``AuditResult`` of an accepted run (``pytest --fairness
 --fairness-update``) without its gate outcome, plus ``schema_version`` and, per attribute,
-its own ``standard_error`` of each gated quantity (``gate.floor``: the per-baseline
+its own ``standard_error`` of each gated quantity (``gate.thresholds.floors``: the per-baseline
 floor). It keeps the
 per-entity similarity matrix of every attribute so that the gate can run a paired
 comparison against it. Files are diff-friendly: sorted keys, two-space indent, one line per

@@ -294,7 +294,7 @@ def evaluate_drift(
 ) -> Drift:
     """Test ``result`` against ``baseline`` (a compatible one) as one family.
 
-    ``floors`` (``gate.floor.floors``: (attribute casefolded, metric, statistic) -> the
+    ``floors`` (``gate.thresholds.floors``: (attribute casefolded, metric, statistic) -> the
     baseline's noise floor) raises a member's margin to at least its floor."""
     pairs, notes = paired(result, baseline)
     tid = result.meta.test_id

@@ -8,7 +8,7 @@ from it replay like any other. Lines the service could not answer are returned a
 per-case errors: never recorded, never scored.
 
 Every batch has a journal named by the content of its request set
-(:mod:`pytest_recfair.providers.batchjournal`), written atomically *before* the batch is
+(:mod:`pytest_recfair.providers.batch_api`), written atomically *before* the batch is
 created and after every step; the batch carries the same key (OpenAI ``metadata``) or is
 found among the recent batches (Anthropic), so a run killed in any window resumes the
 batch already paid for. Any later run with the same provider setup (a smaller one,

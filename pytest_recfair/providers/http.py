@@ -113,7 +113,7 @@ class HTTPProvider(ABC):
     name: str = "http"
     default_base_url: str = ""
     default_key_env: str | None = None
-    # variables named by recfair_extra_headers that are unset (see providers.configure)
+    # variables named by recfair_extra_headers that are unset (see :func:`configure`)
     missing_header_envs: tuple[str, ...] = ()
 
     def __init__(

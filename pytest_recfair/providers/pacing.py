@@ -2,7 +2,7 @@
 worker of every run of one endpoint in this process.
 
 Where the limits come from: ``recfair_rpm`` / ``recfair_tpm`` (split evenly across xdist
-workers) and what the replies say (:mod:`.ratelimit`: OpenAI's and Anthropic's headers,
+workers) and what the replies say (below: OpenAI's and Anthropic's headers,
 Gemini's 429 details); the tighter of the two wins. Each limit is a token bucket
 (:class:`Gauge`) refilled at :data:`MARGIN` of the limit, with a burst of
 :data:`BURST_S` seconds' worth: a request reserves its share at once (a request and its

@@ -17,7 +17,7 @@ Failure policy (what aborts the run and what is collected per case; :mod:`.retry
 How a run goes: with cassettes, a replay pass first answers every case the cassettes hold,
 without an HTTP client (:mod:`.replay`: same lookup and misses as ``CassetteTransport``).
 The remaining cases go to ``concurrency`` workers (:mod:`.workers`); worker i always uses
-transport i mod n, one connection pool per SHARD_CONNECTIONS workers (:mod:`.clients`:
+transport i mod n, one connection pool per SHARD_CONNECTIONS workers (:mod:`.workers`:
 pools, TLS, proxies). A recording is kept only when its reply is final, i.e. not retried,
 and each entity's cassette is saved once its cases are done. Every request of an HTTP
 provider (and of a callable with ``rpm`` / ``tpm``) first waits for its share of the

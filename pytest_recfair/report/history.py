@@ -6,7 +6,7 @@ for a later plot, the timestamp says when. The file is reserved with ``O_EXCL`` 
 finishing at once get different names) and then filled by an atomic rename.
 
 Each entry is the run's JSON report plus an ``"entry"`` object: commit, branch, date,
-machine and settings (:mod:`pytest_recfair.report.provenance`). Entries written before it
+machine and settings (:func:`entry_info`, below). Entries written before it
 existed load with those fields None. An entry is named on the command line and by
 ``--fairness-compare`` with :func:`find_entry`: its number, ``latest`` (or ``-1``,
 ``-2``: counted from the newest) or a commit prefix.

@@ -2,7 +2,7 @@
 
 No module under ``pytest_recfair/engine/`` or ``pytest_recfair/gate/`` imports the
 report's renderers or its words (``report.failures``, the terminal summary, the formats,
-``report.channels``), at module level or inside a function: failures leave them as structured
+``report.registry``), at module level or inside a function: failures leave them as structured
 ``GateFailure`` records and ``report.failures`` turns them into sentences. A kind of audit
 owns its report sections (issue 19, point 1), so it may use the report's formatting
 toolkit and implement its section protocol — :data:`TOOLKIT`, nothing else.

@@ -1,2 +1,2 @@
 """The item-side audit (LMRec): the kind (:mod:`.kind`), its scoring against a catalogue
-(:mod:`.scoring`) and its report sections (:mod:`.sections`)."""
+(:mod:`.scoring`); its evidence and report sections live with the kind."""
