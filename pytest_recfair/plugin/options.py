@@ -18,6 +18,7 @@ import pytest
 
 from pytest_recfair import settings
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.settings.values import nearest
 from pytest_recfair.vocab import PROVIDER_KINDS, RECORD_MODES, REPORT_FORMATS
 
 __all__ = [
@@ -256,13 +257,8 @@ def check_ini_keys(keys: Iterable[str], known: Collection[str], where: str) -> N
     for key in keys:
         if not key.startswith(PREFIX) or key in known:
             continue
-        from rapidfuzz import process  # only for a typo: keeps every run's startup lean
-        from rapidfuzz.distance import OSA
-
-        # optimal string alignment: a swapped pair of letters ("snrs") is one edit
-        near = process.extractOne(key, sorted(known), scorer=OSA.distance)
-        close = near is not None and near[1] <= max(2, len(key) // 4)
-        hint = f"did you mean {near[0]!r}?" if close and near else "see docs/configuration.md"
+        near = nearest(key, list(known))
+        hint = f"did you mean {near!r}?" if near else "see docs/configuration.md"
         raise ConfigError(
             f"{where}: unknown ini key {key!r}; {hint} (pytest-recfair reads only the "
             f"recfair_* keys listed in docs/configuration.md)."

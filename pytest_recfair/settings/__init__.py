@@ -96,9 +96,11 @@ def validate_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any], where: str
         )
     unknown = sorted(set(kwargs) - set(MARKER_KEYS))
     if unknown:
+        guesses = [(key, values.nearest(key, MARKER_KEYS)) for key in unknown]
+        said = "; ".join(f"{k!r}: did you mean {g!r}?" if g else repr(k) for k, g in guesses)
         raise ConfigError(
-            f"@fairness{place}: unknown argument(s) {', '.join(unknown)}. "
-            f"Allowed arguments: {allowed}."
+            f"@fairness{place}: unknown argument(s) {said} (the {len(MARKER_KEYS)} marker "
+            "arguments are listed in docs/configuration.md)."
         )
     for key, value in kwargs.items():
         try:

@@ -26,6 +26,16 @@ Parser = Callable[[Any, str, str], Any]
 CLI_KEYS: dict[str, str] = {}
 
 
+def nearest(name: str, known: Sequence[str]) -> str | None:
+    """The known name a typo of ``name`` most likely meant, or None when none is close
+    (optimal string alignment: a swapped pair of letters, "snrs", is one edit)."""
+    from rapidfuzz import process  # only for a typo: keeps every run's start-up lean
+    from rapidfuzz.distance import OSA
+
+    near = process.extractOne(name, sorted(known), scorer=OSA.distance)
+    return near[0] if near is not None and near[1] <= max(2, len(name) // 4) else None
+
+
 def plain(value: Any, key: str, source: str) -> str:
     """The setting as the user wrote it: ``recfair_k = 'abc' (ini)``, ``--fairness-seed``."""
     if source == "ini":

@@ -12,7 +12,8 @@ pytest_plugins = ["pytester"]
 @pytest.mark.parametrize(
     ("marker", "expected"),
     [
-        ("max_snr=0.1", "*unknown argument(s) max_snr. Allowed arguments: attr, metric, k,*"),
+        ("max_snr=0.1", "*unknown argument(s) 'max_snr': did you mean 'max_snsr'?*"),
+        ("colour=1", "*unknown argument(s) 'colour' (the * marker arguments are listed in docs*"),
         ("'religion'", "*takes keyword arguments only*Allowed arguments: attr,*"),
         ("metric='ndcg'", "*metric='ndcg' (marker): expected one of 'jaccard', 'serp', 'prag'*"),
         ("k=0", "*k=0 (marker): expected an integer >= 1*"),
