@@ -70,6 +70,13 @@ class CassetteMiss(CassetteError):
                 f"the cassette holds {recorded} interaction(s), none valid and unplayed for "
                 "this request"
             )
+        if recorded is None and not path.parent.is_dir():  # a misspelt folder, say so first
+            super().__init__(
+                f"no recorded reply for test {test_id!r}: the cassette folder {path.parent} "
+                "does not exist; check recfair_cassette_dir (the folder the recording run "
+                f"wrote), or record into it with {RECORD_OPTION}=once."
+            )
+            return
         shown = prompt if len(prompt) <= 300 else prompt[:297] + "..."
         where = f" ({request_line}, repeat {repeat})" if request_line else f" (repeat {repeat})"
         super().__init__(

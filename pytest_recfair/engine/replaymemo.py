@@ -117,8 +117,8 @@ def key(
     cases :func:`prompts_digest` digests), or None when the audit is not served from this
     cache."""
     store = request.cassettes
-    if store is None or request.shard is not None or cache.off():
-        return None
+    if store is None or request.shard is not None or cache.off() or not store.root.is_dir():
+        return None  # (no cassette folder: a replay misses, and no folder is created)
     models = [_identity(request.recommender)]
     if request.inputs.judge is not None:
         models.append(_identity(request.inputs.judge))

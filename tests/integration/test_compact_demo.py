@@ -39,3 +39,21 @@ def test_demo_from_compact_cassettes_gives_identical_numbers(pytester: pytest.Py
     assert plain, "the demo produced no results"
     assert compact == plain
     assert cached == plain
+
+
+def test_a_misspelt_cassette_folder_is_named_and_not_created(pytester: pytest.Pytester) -> None:
+    """Issue 34 point 5: a misspelt recfair_cassette_dir gave a 700-character miss per
+    test that never said the folder does not exist, and created it."""
+    for folder in ("audits", "fixtures", "baselines"):
+        shutil.copytree(ROOT / folder, pytester.path / folder)
+    shutil.copy(ROOT / "pyproject.toml", pytester.path / "pyproject.toml")
+    result = pytester.runpytest_subprocess(
+        "--fairness", "-p", "no:cacheprovider", "-o", "recfair_cassette_dir=fixtures/casettes"
+    )
+    result.assert_outcomes(errors=9)
+    lines = [line for line in result.stdout.lines if line.startswith("CassetteMiss:")]
+    assert len(lines) == 9
+    assert all("the cassette folder" in line and "does not exist" in line for line in lines)
+    missing = pytester.path / "fixtures" / "casettes"
+    assert all(len(line.replace(str(missing), "")) < 250 for line in lines)  # was ~700
+    assert not missing.exists()
