@@ -71,10 +71,18 @@ class CassetteMiss(CassetteError):
                 "this request"
             )
         if recorded is None and not path.parent.is_dir():  # a misspelt folder, say so first
+            if missing is None:
+                record = f"{RERECORD_HINT}"
+            else:
+                plan = f"{RECORD_OPTION}=new_episodes {PLAN_OPTION}"
+                record = (
+                    f"{RECORD_OPTION}=new_episodes would send {missing:,} prompts live (the "
+                    f"count and cost first, sending nothing: {plan})"
+                )
             super().__init__(
                 f"no recorded reply for test {test_id!r}: the cassette folder {path.parent} "
                 "does not exist; check recfair_cassette_dir (the folder the recording run "
-                f"wrote), or record into it with {RECORD_OPTION}=once."
+                f"wrote), or record into it: {record}."
             )
             return
         shown = prompt if len(prompt) <= 300 else prompt[:297] + "..."
