@@ -614,15 +614,14 @@ def _in_time(run: Callable[[], RunOutcome], seconds: float) -> RunOutcome:
     return box[0]
 
 
-@pytest.mark.parametrize(
-    "retry_after",
-    ["86400", "inf", "1e999", format_datetime(datetime.now(UTC) + timedelta(days=1), usegmt=True)],
-)
+@pytest.mark.parametrize("retry_after", ["86400", "inf", "1e999", "an HTTP date a day ahead"])
 def test_a_hostile_retry_after_holds_the_pacer_no_longer_than_a_retry_waits(
     retry_after: str,
 ) -> None:
     """Issue 33 point 1: one 429 saying "a day" (or inf) held every later request of the
     endpoint for that long (the retry wait was capped, the pacer's hold was not)."""
+    if retry_after.startswith("an HTTP date"):  # made here: a test id must not change
+        retry_after = format_datetime(datetime.now(UTC) + timedelta(days=1), usegmt=True)
     calls: list[int] = []
 
     def handler(request: httpx.Request) -> httpx.Response:
