@@ -72,12 +72,11 @@ class CassetteMiss(CassetteError):
             )
         if recorded is None and not path.parent.is_dir():  # a misspelt folder, say so first
             if missing is None:
-                record = f"{RERECORD_HINT}"
+                record = RERECORD_HINT
             else:
-                plan = f"{RECORD_OPTION}=new_episodes {PLAN_OPTION}"
                 record = (
                     f"{RECORD_OPTION}=new_episodes would send {missing:,} prompts live (the "
-                    f"count and cost first, sending nothing: {plan})"
+                    f"count and cost first, sending nothing: {_PLAN})"
                 )
             super().__init__(
                 f"no recorded reply for test {test_id!r}: the cassette folder {path.parent} "
@@ -154,6 +153,10 @@ def _rebuild_miss(
     )
 
 
+#: The run that shows what recording the missing replies would send and cost, sending none.
+_PLAN: Final = f"{RECORD_OPTION}=new_episodes {PLAN_OPTION}"
+
+
 def _hint(missing: int | None, asked: int | None) -> str:
     """What to do: how many prompts a recording run would send, and never a blind one.
 
@@ -161,12 +164,11 @@ def _hint(missing: int | None, asked: int | None) -> str:
     :mod:`.failures`): a miss is a prompt this audit never asked before."""
     if missing is None or asked is None:
         return f"To fix, {RERECORD_HINT}."
-    plan = f"{RECORD_OPTION}=new_episodes {PLAN_OPTION}"
     text = (
         f"This prompt was never recorded (no reply and no failure noted while recording); "
         f"{missing:,} of the {asked:,} prompts asked in this batch are like it, so "
         f"{RECORD_OPTION}=new_episodes would send at least {missing:,} prompts live. "
-        f"See the exact count and cost first, sending nothing: {plan}."
+        f"See the exact count and cost first, sending nothing: {_PLAN}."
     )
     if 2 * missing > asked:
         text += (

@@ -15,7 +15,7 @@ bootstrap over the shared entities, from the per-entity position counts each res
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -36,9 +36,6 @@ from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_cell, p_text, table
 from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = ["POSITIONS", "PositionAudit", "PositionSections", "evidence_entries"]
 

@@ -24,7 +24,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_recfair.engine import pipeline, registry, stream
 from pytest_recfair.engine.base import (
@@ -45,9 +45,6 @@ from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.results import AuditMeta, AuditResult
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.run import Shard
-
-if TYPE_CHECKING:
-    pass
 
 __all__ = [
     "KindInputs",

@@ -22,27 +22,22 @@ its interval and family-wise p-value (see ``report/sections.py`` for the design)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Final
 
 from pytest_recfair.engine.base import AuditInputs, PooledKind, PooledScorer, Scored
 from pytest_recfair.engine.items import scoring as itemside
+from pytest_recfair.engine.items.scoring import ItemSideResult, field_codes
+from pytest_recfair.engine.overlap.evidence import SHOW, compare_lists, reply_text, shown_titles
 from pytest_recfair.engine.overlap.kind import list_cases, parse_all
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.prompts.cases import PromptCase
 from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.replies.catalogue import Catalogue
-from pytest_recfair.results import AuditResult, GateFailure
-from pytest_recfair.settings import AuditSettings
-
-if TYPE_CHECKING:
-    pass
-from typing import Final
-
-from pytest_recfair.engine.items.scoring import ItemSideResult, field_codes
-from pytest_recfair.engine.overlap.evidence import SHOW, compare_lists, reply_text, shown_titles
 from pytest_recfair.replies.matching import normalize
 from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_cell, p_text, table
+from pytest_recfair.results import AuditResult, GateFailure
+from pytest_recfair.settings import AuditSettings
 
 __all__ = ["ITEMS", "KEY", "ItemAudit", "ItemSections", "entries"]
 
