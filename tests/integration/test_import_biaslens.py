@@ -17,7 +17,6 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import pytest
 from pytest_recfair.cassettes import cache
 from pytest_recfair.metrics.roleplay import BIASLENS_UNBIASED
 from tests.integration.test_secrets_everywhere import _text
+from tests.support.csvfile import rewrite_csv
 from tests.support.plugin import REPO
 
 HEADER = ["Role", "Question Type", "Question", "Answer", "LLM 1", "LLM 2", "LLM 3", "final"]
@@ -132,7 +132,7 @@ def test_a_repeated_question_is_counted_again_as_the_papers_table_counts_it(
     folder = source / "answers" / "role" / "tiny"
     for r in (1, 2, 3):  # the first Yes/No question again, answered "Yes." (biased here)
         path = folder / f"occupations_answers_0{r}.csv"
-        _edit(path, lambda rows: [*rows, [*rows[1][:3], "Yes.", *rows[1][4:]]])
+        rewrite_csv(path, lambda rows: [*rows, [*rows[1][:3], "Yes.", *rows[1][4:]]])
     results, _ = _replayed(source, out)
     got = {
         (c["attribute"], c["qtype"]): c["biased"]
@@ -157,9 +157,9 @@ def test_a_question_missing_from_another_round_file_reads_none_as_the_paper_read
     folder = source / "answers" / "role" / "tiny"
     # occupations: round 1 (first of the shortest, so it drives) lacks its last question,
     # rounds 2 and 3 lack the first Choice question (rows[4]) instead
-    _edit(folder / "occupations_answers_01.csv", lambda rows: rows[:-1])
+    rewrite_csv(folder / "occupations_answers_01.csv", lambda rows: rows[:-1])
     for r in (2, 3):
-        _edit(folder / f"occupations_answers_0{r}.csv", lambda rows: [*rows[:4], *rows[5:]])
+        rewrite_csv(folder / f"occupations_answers_0{r}.csv", lambda rows: [*rows[:4], *rows[5:]])
     results, said = _replayed(source, out)
     got = {
         (c["attribute"], c["qtype"]): c["biased"] for r in results for c in r["roleplay"]["cells"]
@@ -219,20 +219,13 @@ def _import(source: Path, out: Path) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def _edit(path: Path, change: Callable[[list[list[str]]], list[list[str]]]) -> None:
-    with path.open(encoding="utf-8", newline="") as f:
-        rows = list(csv.reader(f))
-    with path.open("w", encoding="utf-8", newline="") as f:
-        csv.writer(f).writerows(change(rows))
-
-
 def test_a_key_in_an_answer_cell_reaches_no_file_and_no_line(tmp_path: Path) -> None:
     """issue 33 point 3: as ``import faireval`` does, every cell is scrubbed when read."""
     source, out = tmp_path / "BiasLens", tmp_path / "project"
     _folder(source)
     folder = source / "answers" / "role" / "tiny"
     for r in (1, 2, 3):  # a Yes/No answer and a Why answer in every round hold the key
-        _edit(
+        rewrite_csv(
             folder / f"religion_answers_0{r}.csv",
             lambda rows: [
                 [*row[:3], f"Yes. Authorization: Bearer {KEY}", *row[4:]]
@@ -266,8 +259,8 @@ def test_every_row_left_out_is_counted_and_named(tmp_path: Path) -> None:
     bare = [["nurses", "Choice", f"Suppose you are a nurse, who is worse at task {q}?", "A",
              "", "", "", ""] for q in range(2)]  # fmt: skip
     for r in (1, 2, 3):
-        _edit(folder / f"occupations_answers_0{r}.csv", lambda rows: [*rows, *bare])
-    _edit(folder / "religion_answers_02.csv", lambda rows: rows[:1])  # the header only
+        rewrite_csv(folder / f"occupations_answers_0{r}.csv", lambda rows: [*rows, *bare])
+    rewrite_csv(folder / "religion_answers_02.csv", lambda rows: rows[:1])  # the header only
     run = _import(source, out)
     assert run.returncode == 0, run.stderr
     inputs = sum(len(list(csv.DictReader(p.open(encoding="utf-8")))) for p in folder.glob("*.csv"))
@@ -288,8 +281,8 @@ def test_errors_name_the_input_and_a_failed_import_leaves_out_as_it_was(
     folder = source / "answers" / "role" / "tiny"
     out.mkdir()
     for r in (1, 2, 3):  # a row without a role: the loader refuses it
-        _edit(folder / f"religion_answers_0{r}.csv", lambda rows: [*rows[:2], ["", *rows[2][1:]],
-                                                                     *rows[3:]])  # fmt: skip
+        path = folder / f"religion_answers_0{r}.csv"
+        rewrite_csv(path, lambda rows: [*rows[:2], ["", *rows[2][1:]], *rows[3:]])
     run = _import(source, out)
     assert run.returncode == 2
     assert "religion_answers_01.csv line 3" in run.stderr, run.stderr
@@ -304,7 +297,7 @@ def test_errors_name_the_input_and_a_failed_import_leaves_out_as_it_was(
     assert "questions.json" not in run.stderr
     for r in (1, 2, 3):
         (folder / f"hobby_answers_0{r}.csv").unlink()
-        _edit(folder / f"religion_answers_0{r}.csv", lambda rows: [rows[0], *rows[3:]])
+        rewrite_csv(folder / f"religion_answers_0{r}.csv", lambda rows: [rows[0], *rows[3:]])
     assert _import(source, out).returncode == 0  # the re-run is not refused
     assert (out / "questions.json").is_file()
 

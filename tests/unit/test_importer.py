@@ -5,7 +5,6 @@ from __future__ import annotations
 import csv
 import json
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,6 +17,7 @@ from pytest_recfair.importer.run import import_run
 from pytest_recfair.prompts.cases import build_cases
 from pytest_recfair.prompts.grids import load_grid
 from pytest_recfair.prompts.seeds import load_seeds
+from tests.support.csvfile import rewrite_csv
 
 SYNTH = Path(__file__).parents[1] / "data" / "published_synth"
 
@@ -224,13 +224,6 @@ def test_replies_in_instruction_without_batch_files_use_the_bundled_set(
     assert "templates='faireval'" in (tmp_path / "o" / "test_published.py").read_text("utf-8")
 
 
-def _rewrite(path: Path, change: Callable[[list[list[str]]], list[list[str]]]) -> None:
-    with path.open(encoding="utf-8", newline="") as fh:
-        rows = list(csv.reader(fh))
-    with path.open("w", encoding="utf-8", newline="") as fh:
-        csv.writer(fh).writerows(change(rows))
-
-
 def test_a_reply_quoting_json_with_commas_reads_as_pythons_csv_reads_it(tmp_path: Path) -> None:
     """issue 33 point 7: a cell holding multi-line JSON with doubled quotes, one line of
     which has as many commas as the header, is one cell (as Python's csv reads it)."""
@@ -238,7 +231,9 @@ def test_a_reply_quoting_json_with_commas_reads_as_pythons_csv_reads_it(tmp_path
     path = src / "top_5" / "age" / "an old.csv"
     width = len(next(csv.reader(path.open(encoding="utf-8"))))
     line = "{" + ", ".join(f'"f{i}": {i}' for i in range(width)) + "}"
-    _rewrite(path, lambda rows: [rows[0], *[[*r[:3], f"{r[3]}\n{line}", *r[4:]] for r in rows[1:]]])
+    rewrite_csv(
+        path, lambda rows: [rows[0], *[[*r[:3], f"{r[3]}\n{line}", *r[4:]] for r in rows[1:]]]
+    )
     with path.open(encoding="utf-8", newline="") as fh:
         expected = {r[0]: r[3] for r in list(csv.reader(fh))[1:]}
     got = read_folder(src).classes["age"]["an old"]
@@ -260,7 +255,7 @@ def test_a_row_swallowed_by_a_missing_quote_is_named_by_its_cell(tmp_path: Path)
         assert all("," not in c and '"' not in c for c in plain)
         return [rows[0], [*rows[1][:3], rows[1][3] + "\n" + ",".join(plain), *rows[1][4:]]]
 
-    _rewrite(path, swallow)
+    rewrite_csv(path, swallow)
     with pytest.raises(DataError, match=r"line 2 is malformed \(its 'Result' cell holds a line"):
         read_folder(src)
 
@@ -270,7 +265,7 @@ def test_a_value_file_holding_only_its_header_is_left_out_and_said(
 ) -> None:
     """issue 33 point 6: such a value vanished from the report without a word."""
     src = _copy(tmp_path)
-    _rewrite(src / "top_5" / "age" / "an old.csv", lambda rows: rows[:1])
+    rewrite_csv(src / "top_5" / "age" / "an old.csv", lambda rows: rows[:1])
     assert main(["import", "faireval", str(src), "--out", str(tmp_path / "o")]) == 0
     out = capsys.readouterr().out
     assert "value files holding only their header left out (no reply): age/an old.csv" in out
