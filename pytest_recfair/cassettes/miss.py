@@ -52,6 +52,7 @@ class CassetteMiss(CassetteError):
         recorded: int | None = None,
         missing: int | None = None,
         asked: int | None = None,
+        differed: str = "",
     ) -> None:
         self.test_id = test_id
         self.entity_id = entity_id
@@ -63,6 +64,7 @@ class CassetteMiss(CassetteError):
         self.recorded = recorded
         self.missing = missing
         self.asked = asked
+        self.differed = differed
         if recorded is None:
             state = "the cassette file does not exist"
         else:
@@ -88,13 +90,22 @@ class CassetteMiss(CassetteError):
         where = f" ({request_line}, repeat {repeat})" if request_line else f" (repeat {repeat})"
         super().__init__(
             f"no recorded reply for test {test_id!r}, entity {entity_id!r}{where}: "
-            f"prompt {shown!r}; cassette {path}: {state}; record mode is {mode!r}, "
-            f"which does not call the network for it. {_hint(missing, asked)}"
+            f"prompt {shown!r}; cassette {path}: {state}"
+            + (f"; {differed}" if differed else "")
+            + f"; record mode is {mode!r}, which does not call the network for it. "
+            f"{_hint(missing, asked)}"
         )
+
+    def with_difference(self, differed: str) -> CassetteMiss:
+        """This miss, saying how the request differs from what was recorded for it."""
+        return self._again(self.missing, self.asked, differed)
 
     def counted(self, missing: int, asked: int) -> CassetteMiss:
         """This miss, saying how many of the ``asked`` prompts have no recording at all
         (neither a reply nor a failure noted while recording)."""
+        return self._again(missing, asked, self.differed)
+
+    def _again(self, missing: int | None, asked: int | None, differed: str) -> CassetteMiss:
         return CassetteMiss(
             self.test_id,
             self.entity_id,
@@ -106,6 +117,7 @@ class CassetteMiss(CassetteError):
             recorded=self.recorded,
             missing=missing,
             asked=asked,
+            differed=differed,
         )
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -123,6 +135,7 @@ class CassetteMiss(CassetteError):
                 self.recorded,
                 self.missing,
                 self.asked,
+                self.differed,
             ),
         )
 
@@ -138,6 +151,7 @@ def _rebuild_miss(
     recorded: int | None,
     missing: int | None = None,
     asked: int | None = None,
+    differed: str = "",
 ) -> CassetteMiss:
     return CassetteMiss(
         test_id,
@@ -150,6 +164,7 @@ def _rebuild_miss(
         recorded=recorded,
         missing=missing,
         asked=asked,
+        differed=differed,
     )
 
 
@@ -248,3 +263,72 @@ MODE_POLICIES: Final[Mapping[RecordMode, ModePolicy]] = {
     "all": ModePolicy(replays=False, records=True, reads_old=True, keeps="not_rerecorded"),
     "rewrite": ModePolicy(replays=False, records=True, reads_old=False, keeps="none"),
 }
+
+
+def request_difference(recorded: list[str], sent: bytes | str) -> str:
+    """What differs between ``sent`` and the nearest of the ``recorded`` request bodies
+    of the same prompt (model, messages, parameters: the JSON fields that differ), for a
+    pipeline's miss. Empty when there is nothing to compare with."""
+    text = sent.decode("utf-8", "replace") if isinstance(sent, bytes) else sent
+    if not recorded:
+        return "no request to this endpoint was recorded for this prompt"
+    now = _json(text)
+    best: list[str] | None = None
+    for body in recorded:
+        found = _fields_differ(_json(body), now, "")
+        if best is None or len(found) < len(best):
+            best = found
+    assert best is not None
+    if not best:
+        return "the request matches a recording already replayed for this prompt (asked again)"
+    shown = "; ".join(best[:3]) + (f"; and {len(best) - 3} more" if len(best) > 3 else "")
+    return f"what differs from the recording of this prompt: {shown}"
+
+
+def _json(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _fields_differ(old: Any, new: Any, where: str) -> list[str]:
+    if old == new:
+        return []
+    if isinstance(old, dict) and isinstance(new, dict):
+        out: list[str] = []
+        for key in sorted(set(old) | set(new), key=str):
+            name = f"{where}.{key}" if where else str(key)
+            if key not in old:
+                out.append(f"{name} added ({_short(new[key])})")
+            elif key not in new:
+                out.append(f"{name} removed (was {_short(old[key])})")
+            else:
+                out.extend(_fields_differ(old[key], new[key], name))
+        return out
+    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+        out = []
+        for i, (a, b) in enumerate(zip(old, new, strict=True)):
+            role = b.get("role") if isinstance(b, dict) else None
+            out.extend(_fields_differ(a, b, f"{where}[{i}]" + (f" ({role})" if role else "")))
+        return out
+    if isinstance(old, list) and isinstance(new, list):
+        return [f"{where or 'body'}: {len(old)} items recorded, {len(new)} now"]
+    if isinstance(old, str) and isinstance(new, str) and max(len(old), len(new)) > 80:
+        # a long text (a system prompt): shown from shortly before where it changes
+        at = next(
+            (i for i, (a, b) in enumerate(zip(old, new, strict=False)) if a != b),
+            min(len(old), len(new)),
+        )
+        start = max(0, at - 30)
+        cut = "..." if start else ""
+        return [
+            f"{where or 'body'}: {_short(cut + old[start:])} recorded, "
+            f"{_short(cut + new[start:])} now"
+        ]
+    return [f"{where or 'body'}: {_short(old)} recorded, {_short(new)} now"]
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -62,7 +62,7 @@ from pytest_recfair.cassettes.vcrfile import (
     test_name,
 )
 from pytest_recfair.errors import CassetteError, ConfigError
-from pytest_recfair.secrets import FILTERED, SECRET_HEADERS, SECRET_QUERY_PARAMS
+from pytest_recfair.secrets import FILTERED
 from pytest_recfair.vocab import RECORD_MODES, RECORD_OPTION, RecordMode
 
 __all__ = [
@@ -70,9 +70,6 @@ __all__ = [
     "MODE_POLICIES",
     "RECORD_MODES",
     "REPEAT_HEADER",
-    "SCRUBBED_QUERY_PARAMS",
-    "SCRUBBED_REQUEST_HEADERS",
-    "SCRUBBED_RESPONSE_HEADERS",
     "CassetteMiss",
     "CassetteNote",
     "CassetteStore",
@@ -89,11 +86,6 @@ __all__ = [
     "stored_key",
     "test_name",
 ]
-
-# The names callers knew: one list now (pytest_recfair.secrets), the same on both sides.
-SCRUBBED_REQUEST_HEADERS = SECRET_HEADERS
-SCRUBBED_RESPONSE_HEADERS = SECRET_HEADERS
-SCRUBBED_QUERY_PARAMS = SECRET_QUERY_PARAMS
 
 
 class CassetteStore:
@@ -317,6 +309,14 @@ class CassetteStore:
             repeat=repeat,
             recorded=recorded,
         )
+
+    def recorded(self, entity_id: str) -> list[tuple[str, Key]]:
+        """(case id, key) of each valid interaction in the entity's cassette: what a
+        pipeline's plan counts and its miss is compared with."""
+        with self._lock:
+            tape = self._tape(entity_id)
+            entries = zip(tape.cases, tape.keys, tape.entries, strict=True)
+            return [(case, key) for case, key, reply in entries if valid(reply[0])]
 
     def can_replay(self, test_id: str, entity_id: str) -> bool:
         """False when ``lookup`` cannot find anything for this entity: mode all/rewrite,

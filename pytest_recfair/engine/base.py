@@ -107,6 +107,7 @@ class AuditRequest:
     service did not answer): not sent, counted as failed prompts. ``shard``: only this
     share of the entities is sent. ``live``: the pytest progress line advanced per prompt
     (providers.runstate.LiveLine); ``progress``: the runner's own line otherwise.
+    ``allowance``: the budget left for a pipeline's live model calls (counted as sent).
     """
 
     settings: AuditSettings
@@ -120,6 +121,8 @@ class AuditRequest:
     failed: Mapping[str, str] = field(default_factory=dict)
     progress: bool | None = None
     live: Any = None
+    # what a Python pipeline's live model calls may still spend (providers.pipeline)
+    allowance: Any = None
 
 
 @dataclass(frozen=True, slots=True)

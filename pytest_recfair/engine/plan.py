@@ -44,6 +44,7 @@ from pytest_recfair.providers.pacing import (
     known_limits,
     prompt_tokens,
 )
+from pytest_recfair.providers.pipeline import Allowance
 from pytest_recfair.providers.transport import CassetteTransport, case_extensions
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.run import Shard
@@ -58,6 +59,7 @@ __all__ = [
     "BudgetExceeded",
     "Ledger",
     "Plan",
+    "allowance",
     "audit_plan",
     "budget_of",
     "check_budget",
@@ -66,6 +68,7 @@ __all__ = [
     "is_live",
     "limits",
     "parse_budget",
+    "pipeline_calls",
     "recorded_ids",
     "total_line",
     "with_judge",
@@ -102,14 +105,30 @@ class Plan:
     seconds: float | None  # None: not estimated (an in-process recommender)
     pace: str = ""  # the limit that sets the duration ("600 requests/min"), if one does
     judge_calls: int = 0  # of to_ask: calls to a judge model (with_judge)
+    # a Python pipeline: its model calls per recorded prompt (0.0: none recorded yet);
+    # None for any other recommender
+    calls_per_prompt: float | None = None
+
+    @property
+    def requests(self) -> int:
+        """The live requests this plan sends (a pipeline's: its recorded calls per prompt
+        times the prompts to ask, at least one each)."""
+        return math.ceil(self.to_ask * max(1.0, self.calls_per_prompt or 1.0))
 
     def line(self) -> str:
         counts = (
             f"{self.test_id}: {self.prompts:,} prompts, {self.recorded:,} already recorded, "
             f"{self.to_ask:,} to ask"
         )
+        calls = ""
+        if self.calls_per_prompt is not None:
+            calls = "; pipeline model calls per prompt: " + (
+                f"{self.calls_per_prompt:.1f} recorded"
+                if self.calls_per_prompt
+                else "unknown before the first recording"
+            )
         if not self.to_ask:
-            return f"{counts}; nothing will be sent"
+            return f"{counts}; nothing will be sent{calls}"
         cost = f"~${self.cost:,.2f}" if self.cost is not None else "cost unknown (no prices)"
         took = f"~{_duration(self.seconds)}" if self.seconds is not None else "duration unknown"
         if self.judge_calls:
@@ -117,7 +136,7 @@ class Plan:
         return (
             f"{counts}; ~{self.prompt_tokens:,} input + "
             f"~{self.completion_tokens:,} output tokens, {cost}; {self.concurrency} in flight,"
-            f" {took}" + (f" (paced to {self.pace})" if self.pace else "")
+            f" {took}" + (f" (paced to {self.pace})" if self.pace else "") + calls
         )
 
 
@@ -213,11 +232,11 @@ def with_judge(main: Plan, judge: Plan) -> Plan:
 def check_budget(budget: Budget, spent: Iterable[Plan], plan: Plan) -> None:
     """Raise BudgetExceeded if ``plan`` on top of the plans already run passes the budget."""
     before = list(spent)
-    requests = sum(p.to_ask for p in before) + plan.to_ask
+    requests = sum(p.requests for p in before) + plan.requests
     if budget.max_requests is not None and requests > budget.max_requests:
         raise BudgetExceeded(
             f"recfair_max_requests = {budget.max_requests:,}: {plan.test_id} would bring "
-            f"this run to {requests:,} live requests ({plan.to_ask:,} for this test); "
+            f"this run to {requests:,} live requests ({plan.requests:,} for this test); "
             "nothing was sent for it. Raise recfair_max_requests, audit fewer entities "
             "(--fairness-entities), or run --fairness-plan to see every test's share."
         )
@@ -237,6 +256,23 @@ def check_budget(budget: Budget, spent: Iterable[Plan], plan: Plan) -> None:
             f"to an estimated ${cost:,.2f}; nothing was sent for it. Raise recfair_max_cost "
             "or audit fewer entities (--fairness-entities)."
         )
+
+
+def allowance(
+    settings: AuditSettings, spent: Iterable[Plan], planned: Plan | None
+) -> Allowance | None:
+    """What a pipeline's live model calls may spend, counted as they are sent: the run's
+    budget (the network default when none is set: they are real HTTP requests) less what
+    the audits planned before this one. None for any other recommender."""
+    if planned is None or planned.calls_per_prompt is None:
+        return None
+    requests, cost = limits(settings, network=True)
+    before = list(spent)
+    return Allowance(
+        requests=None if requests is None else max(0, requests - sum(p.requests for p in before)),
+        cost=None if cost is None else max(0.0, cost - sum(p.cost or 0.0 for p in before)),
+        prices=stream.prices_of(settings),
+    )
 
 
 def parse_budget(max_requests: object, max_cost: object) -> Budget:
@@ -367,7 +403,15 @@ def audit_plan(
     )
     asked = stream.all_cases(registry.kind_for(settings), request)
     cases = [c for c in asked if c.id not in (failed or {})]
-    found = recorded_ids(recommender, cases, cassette_root, settings.record_mode, test_id)
+    calls: dict[str, int] | None = None
+    if isinstance(recommender, CallableProvider):
+        store = CassetteStore(cassette_root, settings.record_mode, autosave=None)
+        calls = pipeline_calls(store, cases) if store.policy.replays else {}
+    found = (
+        set(calls)
+        if calls is not None
+        else recorded_ids(recommender, cases, cassette_root, settings.record_mode, test_id)
+    )
     to_ask = [c for c in cases if c.id not in found]
     # The limit paces the run: the configured one, else what this process's replies said.
     seen_rpm, seen_tpm = known_limits(recommender)
@@ -382,6 +426,9 @@ def audit_plan(
         rpm=settings.rpm or seen_rpm,
         tpm=settings.tpm or seen_tpm,
     )
+    if calls is not None:
+        per_prompt = sum(calls.values()) / len(calls) if calls else 0.0
+        main = dataclasses.replace(main, calls_per_prompt=per_prompt)
     return _with_judge(main, settings, request, to_ask)
 
 
@@ -413,6 +460,17 @@ def is_in_process(recommender: Any) -> bool:
         callable(getattr(recommender, "build_request", None))
         and callable(getattr(recommender, "parse_response", None))
     )
+
+
+def pipeline_calls(store: CassetteStore, cases: Sequence[Any]) -> dict[str, int]:
+    """Case id -> the model calls recorded for it, of ``cases`` that have any."""
+    wanted = {c.id for c in cases}
+    found: dict[str, int] = {}
+    for entity in sorted({c.entity_id for c in cases}):
+        for case, _ in store.recorded(entity):
+            if case in wanted:
+                found[case] = found.get(case, 0) + 1
+    return found
 
 
 def recorded_ids(

@@ -188,6 +188,7 @@ def send(request: AuditRequest, cases: Sequence[Any]) -> RunOutcome:
         cassettes=request.cassettes,
         test_id=request.test_id,
         progress=False if request.live is not None else request.progress,
+        allowance=request.allowance,
     )
     if known:
         outcome = dataclasses.replace(outcome, errors={**outcome.errors, **known})

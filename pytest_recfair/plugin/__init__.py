@@ -10,7 +10,7 @@ start-up stays light.
 
 from __future__ import annotations
 
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 import pytest
@@ -66,6 +66,44 @@ def pytest_pycollect_makeitem(
 def recfair_recommender(pytestconfig: pytest.Config) -> Any:
     """The recommender under audit; override in conftest.py (default: provider from ini)."""
     return fixtures.default_recommender(pytestconfig)
+
+
+def _clients(config: pytest.Config, generation: str, sync: bool) -> Iterator[Any]:
+    from pytest_recfair.providers import pipeline
+
+    limit = run_state(config).settings.max_reply_chars
+    make = pipeline.http_client if sync else pipeline.async_http_client
+    client = make(generation, limit)
+    yield client
+    if sync:
+        client.close()  # an async client's pools close with the loop each audit ran on
+
+
+@pytest.fixture(scope="session")
+def recfair_http_client(pytestconfig: pytest.Config) -> Iterator[Any]:
+    """An ``httpx2.Client`` for your pipeline's SDK (``OpenAI(http_client=...)``,
+    ``Anthropic(http_client=...)``): the model calls it sends while answering an audit
+    prompt are recorded into, and replayed from, that prompt's cassette."""
+    yield from _clients(pytestconfig, "httpx2", True)
+
+
+@pytest.fixture(scope="session")
+def recfair_async_http_client(pytestconfig: pytest.Config) -> Iterator[Any]:
+    """The ``httpx2.AsyncClient`` twin of recfair_http_client (``AsyncOpenAI``,
+    ``ChatOpenAI(http_async_client=...)``)."""
+    yield from _clients(pytestconfig, "httpx2", False)
+
+
+@pytest.fixture(scope="session")
+def recfair_httpx_client(pytestconfig: pytest.Config) -> Iterator[Any]:
+    """recfair_http_client for code still on httpx 0.x (an ``httpx.Client``)."""
+    yield from _clients(pytestconfig, "httpx", True)
+
+
+@pytest.fixture(scope="session")
+def recfair_async_httpx_client(pytestconfig: pytest.Config) -> Iterator[Any]:
+    """recfair_async_http_client for code still on httpx 0.x (an ``httpx.AsyncClient``)."""
+    yield from _clients(pytestconfig, "httpx", False)
 
 
 @pytest.fixture

@@ -123,8 +123,10 @@ def _measure(request: pytest.FixtureRequest, s: AuditSettings, state: RunState) 
     shard = state.run.shard
     inputs = fixtures.inputs(request, s)
     # before anything is sent: print the plan, refuse beyond the budget (--fairness-plan: skip)
-    planned = _plan(request, s, recommender, (seeds, grid, inputs))
-    job = AuditRequest(s, recommender, seeds, grid, node.nodeid, inputs=inputs, shard=shard)
+    planned, allowance = _plan(request, s, recommender, (seeds, grid, inputs))
+    job = AuditRequest(
+        s, recommender, seeds, grid, node.nodeid, inputs=inputs, shard=shard, allowance=allowance
+    )
     failed: dict[str, str] = {}
     if s.batch:
         failed = record_batch(job, config.rootpath / s.cassette_dir, session.terminal_line(config))
@@ -142,17 +144,20 @@ def _measure(request: pytest.FixtureRequest, s: AuditSettings, state: RunState) 
     pytest.skip(shard_note(shard, out))
 
 
-def _plan(request: pytest.FixtureRequest, s: AuditSettings, recommender: Any, cases: Any) -> Any:
+def _plan(
+    request: pytest.FixtureRequest, s: AuditSettings, recommender: Any, cases: Any
+) -> tuple[Any, Any]:
     """This audit's plan, printed when it will send requests (or with --fairness-plan,
     which then skips the test); a plan past the run's budget fails the test unsent.
-    None for an audit that only replays."""
+    None for an audit that only replays. With it, what a Python pipeline's live model
+    calls may still spend (counted as they are sent)."""
     from pytest_recfair.engine import plan
 
     config = request.config
     state = run_state(config)
     # --fairness-batch sends (through the batch API) whatever the record mode says
     if not (s.plan or s.batch or plan.is_live(s, recommender)):
-        return None
+        return None, None
     seeds, grid, inputs = cases
     planned = plan.audit_plan(
         s,
@@ -166,6 +171,7 @@ def _plan(request: pytest.FixtureRequest, s: AuditSettings, recommender: Any, ca
     )
     if s.plan or planned.to_ask:
         session.terminal_line(config)(f"recfair plan: {planned.line()}")
+    before = list(state.ledger.plans() if state.ledger is not None else state.plans)
     if state.ledger is not None:  # an xdist worker: one count for every worker
         state.ledger.reserve(None if s.plan else plan.budget_of(s, planned), planned)
     elif s.plan:
@@ -175,7 +181,7 @@ def _plan(request: pytest.FixtureRequest, s: AuditSettings, recommender: Any, ca
         state.plans.append(planned)
     if s.plan:
         pytest.skip("fairness plan only (--fairness-plan): nothing was sent")
-    return planned
+    return planned, plan.allowance(s, before, planned)
 
 
 def shard_note(shard: Shard, out: Any) -> str:

@@ -58,21 +58,32 @@ def _is_async(fn: Callable[..., Any]) -> bool:
 
 
 class CallableProvider:
-    """A non-HTTP recommender under test.
+    """A Python recommender under test (a pipeline, a local model).
 
     Sync callables run in daemon threads (abandoned if they hang past the timeout), so
     ``concurrency`` applies to them too; pass ``concurrency=1`` to ``run_cases`` if yours
-    is not thread-safe.
+    is not thread-safe. The model calls it sends through a recfair HTTP client are
+    recorded and replayed (:mod:`.pipeline`); ``record=True`` records what it returned
+    instead, and a replay then does not call it at all.
     """
 
     secrets: tuple[str, ...] = ()
     recommend: Recommender
+    record: bool
 
     def __init__(
-        self, recommend: Recommender, *, name: str = "callable", model: str | None = None
+        self,
+        recommend: Recommender,
+        *,
+        name: str = "callable",
+        model: str | None = None,
+        record: bool = False,
     ) -> None:
         if isinstance(recommend, CallableProvider):
+            record = record or recommend.record
             recommend = recommend.recommend
+        if not isinstance(record, bool):
+            raise ConfigError(f"CallableProvider: record= must be True or False, got {record!r}.")
         if not callable(recommend):
             raise ConfigError(
                 "recommender: expected a callable recommend(prompt) -> str | list[str] (sync or "
@@ -89,9 +100,10 @@ class CallableProvider:
         self.is_async = _is_async(recommend)
         self.name = name
         self.model = model or callable_label(recommend)
+        self.record = record
 
     def __repr__(self) -> str:
-        return f"CallableProvider({self.model})"
+        return f"CallableProvider({self.model}{', record=True' if self.record else ''})"
 
     def _args(self, system: str | None, prompt: str) -> tuple[Any, ...]:
         return (prompt, system) if self.takes_system else (prompt,)

@@ -23,11 +23,12 @@ from pytest_recfair.errors import ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Completion, Provider, RecordedReply
 from pytest_recfair.providers.http import HTTPProvider
+from pytest_recfair.providers.pipeline import output_request
 from pytest_recfair.providers.retry import Abort, Retryable, judge
 from pytest_recfair.providers.runstate import CaseLike, Run, RunOptions
 from pytest_recfair.providers.transport import CassetteTransport, response_of
 
-__all__ = ["Todo", "first_pass", "note_failures", "remember_failures"]
+__all__ = ["Todo", "first_pass", "note_failures", "noted_failure", "remember_failures"]
 
 #: A case left for the workers, with the retryable failure its replayed reply gave.
 Todo = tuple[CaseLike, Retryable | None]
@@ -55,13 +56,26 @@ def note_failures(
     kind only) and forget those now answered, so a replay fails the same prompts
     (:mod:`pytest_recfair.cassettes.failures`)."""
     cassettes = opts.cassettes
-    if isinstance(prov, CallableProvider) or cassettes is None or not cassettes.policy.records:
+    if cassettes is None or not cassettes.policy.records:
         return
     remember_failures(prov, cases, run.errors, cassettes.root, opts.test_id)
 
 
+def noted_failure(prov: CallableProvider, case: CaseLike, opts: RunOptions) -> str | None:
+    """In a replay-only run of a Python recommender, the error its recording noted for
+    ``case`` (the pipeline is not called: it failed while recording)."""
+    store = opts.cassettes
+    if store is None or store.policy.records:
+        return None
+    log = failures.log_for(store.root)
+    if not log.count():
+        return None
+    noted = log.find(_failure_key(prov, case, opts.test_id))
+    return None if noted is None else noted.message()
+
+
 def remember_failures(
-    provider: Provider,
+    provider: Provider | CallableProvider,
     cases: Sequence[CaseLike],
     errors: Mapping[str, str],
     root: Path,
@@ -79,14 +93,19 @@ def remember_failures(
     failures.log_for(root).update(failed, answered)
 
 
-def _failure_key(provider: Provider, case: CaseLike, test_id: str | None = None) -> str:
+def _failure_key(
+    provider: Provider | CallableProvider, case: CaseLike, test_id: str | None = None
+) -> str:
     """The note key of ``case`` failed by ``test_id`` (None: unscoped, as notes written
-    before notes were per test)."""
+    before notes were per test); a Python recommender's is its prompt under its label."""
     key_of = getattr(provider, "replay_key", None)
-    key: tuple[str, str, str] | None = key_of(case.system, case.prompt) if key_of else None
+    key: tuple[str, str, str | bytes] | None = key_of(case.system, case.prompt) if key_of else None
+    if isinstance(provider, CallableProvider):
+        key = output_request(provider.model, case.system, case.prompt)
     if key is not None:
         found = failures.request_key(*key, case.repeat)
     else:
+        assert not isinstance(provider, CallableProvider)
         request = provider.build_request(case.system, case.prompt)
         found = failures.request_key(request.method, str(request.url), request.content, case.repeat)
     return found if test_id is None else failures.scoped(found, test_id)

@@ -90,7 +90,7 @@ async def arun_cases(
                 raise error from None
     finally:
         bar.close()
-        await close(workers.transports, opts.cassettes if workers.http else None)
+        await close(workers.transports, opts.cassettes)
     return outcome(run, ids, opts.prices, time.monotonic() - start)
 
 

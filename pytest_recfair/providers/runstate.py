@@ -32,6 +32,7 @@ from pytest_recfair.providers import base as replycap
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Completion, Provider, Usage
 from pytest_recfair.providers.pacing import Pacer
+from pytest_recfair.providers.pipeline import Allowance
 from pytest_recfair.providers.retry import Backoff, Retryable
 from pytest_recfair.providers.transport import CaseRef, case_extensions
 
@@ -120,6 +121,8 @@ class RunOptions:
     # replies' rate-limit headers say, if anything (pacing)
     rpm: float | None = None
     tpm: float | None = None
+    # what a Python pipeline's live model calls may still spend (pipeline.Allowance)
+    allowance: Allowance | None = None
 
     @classmethod
     def of(cls, options: RunOptions | None, overrides: Mapping[str, Any]) -> RunOptions:

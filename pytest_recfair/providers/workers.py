@@ -24,7 +24,8 @@ import httpx
 from pytest_recfair.errors import ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Completion, Provider
-from pytest_recfair.providers.replay import Todo
+from pytest_recfair.providers.pipeline import Scope, scoped
+from pytest_recfair.providers.replay import Todo, noted_failure
 from pytest_recfair.providers.retry import (
     Abort,
     Retryable,
@@ -78,7 +79,7 @@ class Workers:
 
     async def drain(self, todo: list[Todo]) -> None:
         opts = self.opts
-        if self.http and opts.cassettes is not None and opts.cassettes.policy.records:
+        if opts.cassettes is not None and opts.cassettes.policy.records:
             self.unfinished = Counter(case.entity_id or UNSCOPED_ENTITY for case, _ in todo)
         workers = min(opts.concurrency, len(todo))
         if self.http and workers:
@@ -110,7 +111,7 @@ class Workers:
                 return
             try:
                 if isinstance(prov, CallableProvider):
-                    result = await _one_callable(prov, case, run)
+                    result = await _one_callable(prov, case, run, self.opts)
                 else:
                     assert transport is not None
                     result = await _one_http(transport, prov, case, run, first)
@@ -155,7 +156,37 @@ async def close(used: list[httpx.AsyncBaseTransport], cassettes: CassetteStore |
             cassettes.flush()
 
 
-async def _one_callable(provider: CallableProvider, case: CaseLike, run: Run) -> Completion | str:
+async def _one_callable(
+    provider: CallableProvider, case: CaseLike, run: Run, opts: RunOptions
+) -> Completion | str:
+    """One case of a Python recommender. With cassettes, the model calls it sends through
+    a recfair client are this case's to record and replay (:mod:`.pipeline`); a miss or
+    the budget stops the whole run, however the pipeline handled the error it got."""
+    store = opts.cassettes
+    if store is None:
+        return await _called(provider, case, run)
+    noted = noted_failure(provider, case, opts)
+    if noted is not None:  # this test's recording failed the prompt: so does its replay
+        return noted
+    scope = Scope(store, opts.test_id, case, opts.allowance)
+    with scoped(scope):
+        try:
+            replayed = (
+                scope.replay_output(provider.model, case.system, case.prompt)
+                if provider.record
+                else None
+            )
+            result = replayed or await _called(provider, case, run)
+        except RecfairError as exc:
+            scope.stop = scope.stop or exc
+        if scope.stop is not None:
+            raise Abort(scope.stop)
+        if provider.record and replayed is None and isinstance(result, Completion):
+            scope.keep_output(provider.model, case.system, case.prompt, result)
+    return scope.settle(result)
+
+
+async def _called(provider: CallableProvider, case: CaseLike, run: Run) -> Completion | str:
     pacer = run.pacer  # only with recfair_rpm / recfair_tpm
     ticket = None if pacer is None else await pacer.acquire(run.tokens_of(case))
     run.requests += 1
@@ -172,6 +203,8 @@ async def _one_callable(provider: CallableProvider, case: CaseLike, run: Run) ->
         )
     except ProviderError as exc:
         return str(exc)
+    except RecfairError:
+        raise  # a miss or the budget, raised by a recfair client: stops the run
     except Exception as exc:
         # The recommender's own bug or failure: recorded for this case, the run goes on.
         return f"recommender {provider.model} raised {type(exc).__name__}: {exc}"

@@ -1,0 +1,544 @@
+"""Record and replay the HTTP calls a Python pipeline makes while it answers the audit.
+
+A team's recommender is a function (retrieve, prompt, call the model through its SDK,
+parse, re-rank), so the runner calls the function for every prompt on every run; what
+it can record is the model calls made *inside* that function. The runner opens a
+:class:`Scope` (in a context variable, which follows the call into its worker thread or
+task) around each prompt; the HTTP clients this module builds (:func:`http_client`, the
+``recfair_http_client`` fixtures) serve each request the pipeline sends from that
+prompt's entity cassette, or send and record it when the record mode allows. The
+pipeline's own code runs every time, so a change to it (a re-ranker, a parser) is
+measured on the recorded replies; a change to what it sends (model, system prompt,
+parameters) misses, naming what differed.
+
+Matching is the cassette store's (method, host, path, body, repeat; the reply recorded
+for this prompt first, then in the order recorded), so a request repeated within one
+prompt's answer is told apart by its order. A prompt's interactions are kept only when
+its answer is final (the function returned and no request it sent failed for good): a
+failed call never becomes a recording, and an answer built around a failed call is not
+scored. Live requests are counted against the run's budget before they are sent
+(:class:`Allowance`).
+
+``CallableProvider(record=True)`` records one level up, what the function returned
+(:func:`output_request`), for a model that is not behind HTTP; vcrpy interception for
+pipelines that build their own client is :mod:`.intercept`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import json
+import threading
+import weakref
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final
+from urllib.parse import quote, urlsplit
+
+import httpx
+
+from pytest_recfair import secrets
+from pytest_recfair.cassettes.index import head
+from pytest_recfair.cassettes.miss import request_difference
+from pytest_recfair.cassettes.store import CassetteStore, RecordedRequest, RecordedResponse
+from pytest_recfair.errors import ConfigError, ProviderError, RecfairError
+from pytest_recfair.providers.base import Completion, Usage, cut_json
+
+__all__ = [
+    "Allowance",
+    "Scope",
+    "async_http_client",
+    "current",
+    "http_client",
+    "output_request",
+    "scoped",
+]
+
+# Decoded whole before it is handed on or stored: these no longer describe the body.
+_DECODED_DROP: Final = frozenset({"content-encoding", "content-length", "transfer-encoding"})
+
+
+class BudgetStop(ConfigError):
+    """The pipeline asked for a live request past the run's budget; nothing was sent."""
+
+
+@dataclass
+class Allowance:
+    """What the live requests of one audit may still spend (None: no limit), shared by
+    every chunk of the audit and every thread of its pipeline."""
+
+    requests: int | None = None
+    cost: float | None = None
+    prices: tuple[float, float] | None = None
+    sent: int = 0
+    spent: float = 0.0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def take(self, what: str, test_id: str) -> None:
+        """Count one live request, or raise :class:`BudgetStop` before it is sent."""
+        with self.lock:
+            if self.requests is not None and self.sent >= self.requests:
+                raise BudgetStop(
+                    f"recfair_max_requests: the pipeline of {test_id} asked for live request "
+                    f"{self.sent + 1:,} ({what}) past this audit's share of the budget "
+                    f"({self.requests:,}); it was not sent. Raise recfair_max_requests or "
+                    "audit fewer entities (--fairness-entities)."
+                )
+            if self.cost is not None and self.spent >= self.cost:
+                raise BudgetStop(
+                    f"recfair_max_cost: the pipeline of {test_id} has spent ${self.spent:,.4f} "
+                    f"of this audit's ${self.cost:,.4f} (from the replies' usage); request "
+                    f"{what} was not sent. Raise recfair_max_cost or audit fewer entities."
+                )
+            self.sent += 1
+
+    def charge(self, usage: Usage | None) -> None:
+        if usage is not None and self.prices is not None:
+            with self.lock:
+                self.spent += usage.cost(self.prices)
+
+
+@dataclass
+class Scope:
+    """One audit prompt being answered by the pipeline: where its calls are recorded."""
+
+    store: CassetteStore
+    test_id: str
+    case: Any  # the prompt case (id, entity_id, repeat, prompt)
+    allowance: Allowance | None = None
+    commits: list[RecordedRequest | RecordedResponse] = field(default_factory=list)
+    replayed: int = 0
+    sent: int = 0
+    usage: Usage | None = None
+    stop: RecfairError | None = None  # a miss or the budget: stops the whole run
+    # request -> why its last try failed; a later success of the same request clears it
+    failing: dict[tuple[str, str, bytes], str] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def entity(self) -> str:
+        return str(self.case.entity_id or "_unscoped")
+
+    def lookup(
+        self,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        *,
+        http: bool = True,
+    ) -> RecordedResponse | None:
+        """The recorded reply to this request, or None when it is to be sent live (an HTTP
+        request is counted against the budget first). Raises the miss when the record mode
+        forbids the network."""
+        _register_secrets(self.store, headers)
+        if self.stop is not None:  # the run is stopping: send nothing more
+            raise self.stop
+        case, store = self.case, self.store
+        hit = store.lookup(
+            self.test_id, self.entity, method, url, body, case.repeat, case_id=case.id
+        )
+        if hit is not None:
+            with self.lock:
+                self.replayed += 1
+                self._add_usage(usage_of(hit.body))
+                self.failing.pop((method, url, body), None)
+            return hit
+        if not store.needs_network(self.test_id, self.entity):
+            miss = store.miss(self.test_id, self.entity, method, url, body, case.repeat, case=case)
+            self.stop = miss.with_difference(request_difference(self._recorded(method, url), body))
+            raise self.stop
+        if http and self.allowance is not None:
+            try:
+                self.allowance.take(_line(method, url), self.test_id)
+            except BudgetStop as exc:
+                self.stop = exc
+                raise
+        with self.lock:
+            self.sent += 1
+        return None
+
+    def keep(
+        self,
+        method: str,
+        url: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
+        status: int,
+        reply_headers: list[tuple[str, str]],
+        content: bytes,
+        reason: str,
+    ) -> RecordedResponse:
+        """A live reply as the pipeline gets it (decoded body) and, when it is a 2xx, kept
+        for the prompt's cassette once the answer is final."""
+        recorded = RecordedResponse(
+            status=status,
+            headers=(
+                *((n, v) for n, v in reply_headers if n.lower() not in _DECODED_DROP),
+                ("content-length", str(len(content))),
+            ),
+            body=content,
+            reason=reason,
+        )
+        usage = usage_of(content) if 200 <= status < 300 else None
+        if self.allowance is not None:
+            self.allowance.charge(usage)
+        with self.lock:
+            if 200 <= status < 300:
+                self.failing.pop((method, url, body), None)
+                self._add_usage(usage)
+                request = RecordedRequest(
+                    method=method,
+                    url=url,
+                    headers=tuple(headers),
+                    body=body,
+                    repeat=int(self.case.repeat),
+                    case_id=self.case.id,
+                )
+                self.commits += (request, recorded)
+            else:
+                self.failing[(method, url, body)] = f"{_line(method, url)} answered HTTP {status}"
+        return recorded
+
+    def _recorded(self, method: str, url: str) -> list[str]:
+        """The bodies recorded to this endpoint for this prompt (for any prompt of the
+        entity when none was): what a miss is compared with."""
+        here = head(method, url)
+        same = [(c, str(k[3])) for c, k in self.store.recorded(self.entity) if k[:3] == here]
+        return [b for c, b in same if c == self.case.id] or [b for _, b in same]
+
+    def replay_output(self, model: str, system: str | None, prompt: str) -> Completion | None:
+        """What the function returned for this prompt when it was recorded
+        (``CallableProvider(record=True)``), or None when it is to be called."""
+        method, url, body = output_request(model, system, prompt)
+        hit = self.lookup(method, url, [], body, http=False)
+        return None if hit is None else output_completion(hit.body, model)
+
+    def keep_output(
+        self, model: str, system: str | None, prompt: str, completion: Completion
+    ) -> None:
+        method, url, body = output_request(model, system, prompt)
+        reply = output_reply(completion)
+        self.keep(method, url, [], body, 200, [("content-type", "application/json")], reply, "OK")
+
+    def failed(self, method: str, url: str, body: bytes, error: BaseException) -> None:
+        with self.lock:
+            self.failing[(method, url, body)] = (
+                f"{_line(method, url)} failed: {type(error).__name__}: {error}"
+            )
+
+    def _add_usage(self, usage: Usage | None) -> None:
+        if usage is not None:
+            self.usage = usage if self.usage is None else self.usage + usage
+
+    def settle(self, result: Completion | str) -> Completion | str:
+        """The prompt's result once the pipeline is done: its recordings kept when the
+        answer is final; an answer built around a request that failed for good is not."""
+        if self.stop is not None:
+            return result
+        if isinstance(result, Completion) and self.failing:
+            first = next(iter(self.failing.values()))
+            more = len(self.failing) - 1
+            return (
+                f"the pipeline answered case {self.case.id!r} although its request "
+                f"{first}{f' (and {more} more)' if more else ''} and was not answered on a "
+                "retry: a failed request is not a reply, so the answer is not scored."
+            )
+        if isinstance(result, Completion):
+            items = self.commits
+            for request, response in zip(items[::2], items[1::2], strict=True):
+                assert isinstance(request, RecordedRequest)
+                assert isinstance(response, RecordedResponse)
+                self.store.record(self.test_id, self.entity, request, response)
+            if result.usage is None and self.usage is not None:
+                return Completion(result.text, result.finish_reason, self.usage, result.model)
+        return result
+
+
+_SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
+    "recfair_pipeline_scope", default=None
+)
+
+
+def current() -> Scope | None:
+    """The audit prompt being answered in this thread or task, if any."""
+    return _SCOPE.get()
+
+
+@contextlib.contextmanager
+def scoped(scope: Scope) -> Iterator[Scope]:
+    """Requests sent through a recfair client inside this block belong to ``scope``
+    (a sync pipeline's worker thread gets a copy of the context, so they still do)."""
+    token = _SCOPE.set(scope)
+    try:
+        yield scope
+    finally:
+        _SCOPE.reset(token)
+
+
+def usage_of(body: bytes) -> Usage | None:
+    """Tokens a model reply says it used (OpenAI, Anthropic and Gemini shapes)."""
+    if b"sage" not in body:  # usage / usageMetadata; most other bodies skip the parse
+        return None
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    found = data.get("usage") or data.get("usageMetadata")
+    if not isinstance(found, dict):
+        return None
+    prompt = _count(found, "prompt_tokens", "input_tokens", "promptTokenCount")
+    completion = _count(found, "completion_tokens", "output_tokens", "candidatesTokenCount")
+    return None if prompt is None and completion is None else Usage(prompt or 0, completion or 0)
+
+
+def _count(data: dict[str, Any], *names: str) -> int | None:
+    for name in names:
+        value = data.get(name)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return value
+    return None
+
+
+def _line(method: str, url: str) -> str:
+    parts = urlsplit(url)
+    return f"{method.upper()} {parts.hostname or ''}{parts.path}"
+
+
+def _register_secrets(store: CassetteStore, headers: list[tuple[str, str]]) -> None:
+    """The pipeline's credentials (its SDK's auth headers) are scrubbed from everything
+    written, cassette bodies and messages alike."""
+    found: list[str] = []
+    for name, value in headers:
+        if secrets.is_secret_header(name):
+            found.append(value)
+            scheme, _, rest = value.partition(" ")
+            if rest and scheme.lower() in ("bearer", "basic", "token"):
+                found.append(rest)
+    if found:
+        secrets.register(found)
+        store.add_secrets(found)
+
+
+# --- output-level recording: what a function returned, for a model not behind HTTP
+
+OUTPUT_HOST: Final = "recfair.callable"
+
+
+def output_request(model: str, system: str | None, prompt: str) -> tuple[str, str, bytes]:
+    """The request an output-level recording is filed under: the function's label and
+    the prompt it was given (method, URL, body)."""
+    body = json.dumps({"system": system, "prompt": prompt}, ensure_ascii=False, sort_keys=True)
+    return "POST", f"https://{OUTPUT_HOST}/{quote(model, safe='')}", body.encode("utf-8")
+
+
+def output_reply(completion: Completion) -> bytes:
+    usage = completion.usage
+    data = {
+        "text": completion.text,
+        "finish_reason": completion.finish_reason,
+        "usage": None
+        if usage is None
+        else {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
+    }
+    return json.dumps(data, ensure_ascii=False).encode("utf-8")
+
+
+def output_completion(body: bytes, model: str) -> Completion:
+    """The recorded output as the function's Completion; a damaged one is an error."""
+    try:
+        data = json.loads(body)
+        text, finish = data["text"], data.get("finish_reason")
+        if not isinstance(text, str) or not isinstance(finish, str | None):
+            raise TypeError("text must be a string")
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ProviderError(
+            f"recorded output of {model} is not a recfair output recording ({exc}); "
+            "re-record it with --fairness-record=all."
+        ) from None
+    return Completion(text, finish, usage_of(body), model)
+
+
+# --- the clients handed to the pipeline's SDK, one per httpx generation
+
+
+def _decoded_headers(response: Any) -> list[tuple[str, str]]:
+    return [(str(n), str(v)) for n, v in response.headers.multi_items()]
+
+
+def _response(lib: Any, recorded: RecordedResponse) -> Any:
+    extensions = {"reason_phrase": recorded.reason.encode("ascii", "replace")}
+    return lib.Response(
+        recorded.status,
+        headers=list(recorded.headers),
+        stream=lib.ByteStream(recorded.body),
+        extensions=extensions if recorded.reason else {},
+    )
+
+
+def _capped(content: bytes, limit: int | None) -> bytes:
+    """A JSON reply whose runaway strings are cut with a note (recfair_max_reply_chars)."""
+    if limit is None or len(content) <= limit:
+        return content
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return content
+    cut, n = cut_json(data, limit)
+    return json.dumps(cut, ensure_ascii=False).encode("utf-8") if n else content
+
+
+class _Sync:
+    """The sync transport's work, for either httpx generation (``lib``)."""
+
+    def __init__(self, lib: Any, max_reply_chars: int | None) -> None:
+        self.lib, self.max_reply_chars = lib, max_reply_chars
+        self.inner: Any = None
+        self.lock = threading.Lock()
+
+    def network(self) -> Any:
+        with self.lock:
+            if self.inner is None:  # a replay never opens a socket
+                self.inner = self.lib.HTTPTransport()
+            return self.inner
+
+    def handle(self, request: Any) -> Any:
+        scope = current()
+        if scope is None:  # outside an audit prompt: an ordinary client
+            return self.network().handle_request(request)
+        method, url, body = request.method, str(request.url), request.read()
+        headers = [(str(n), str(v)) for n, v in request.headers.multi_items()]
+        hit = scope.lookup(method, url, headers, body)
+        if hit is not None:
+            return _response(self.lib, hit)
+        try:
+            live = self.network().handle_request(request)
+            try:
+                content = live.read()
+            finally:
+                live.close()
+        except Exception as exc:
+            scope.failed(method, url, body, exc)
+            raise
+        kept = scope.keep(
+            method,
+            url,
+            headers,
+            body,
+            live.status_code,
+            _decoded_headers(live),
+            _capped(content, self.max_reply_chars),
+            live.reason_phrase,
+        )
+        return _response(self.lib, kept)
+
+    def close(self) -> None:
+        with self.lock:
+            inner, self.inner = self.inner, None
+        if inner is not None:
+            inner.close()
+
+
+class _Async:
+    """The async transport's work: one connection pool per event loop (each audit runs
+    on a loop of its own, and a pool cannot outlive its loop)."""
+
+    def __init__(self, lib: Any, max_reply_chars: int | None) -> None:
+        self.lib, self.max_reply_chars = lib, max_reply_chars
+        self.inner: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def network(self) -> Any:
+        loop = asyncio.get_running_loop()
+        inner = self.inner.get(loop)
+        if inner is None:
+            inner = self.inner[loop] = self.lib.AsyncHTTPTransport()
+        return inner
+
+    async def handle(self, request: Any) -> Any:
+        scope = current()
+        if scope is None:
+            return await self.network().handle_async_request(request)
+        method, url, body = request.method, str(request.url), await request.aread()
+        headers = [(str(n), str(v)) for n, v in request.headers.multi_items()]
+        hit = scope.lookup(method, url, headers, body)
+        if hit is not None:
+            return _response(self.lib, hit)
+        try:
+            live = await self.network().handle_async_request(request)
+            try:
+                content = await live.aread()
+            finally:
+                await live.aclose()
+        except Exception as exc:
+            scope.failed(method, url, body, exc)
+            raise
+        kept = scope.keep(
+            method,
+            url,
+            headers,
+            body,
+            live.status_code,
+            _decoded_headers(live),
+            _capped(content, self.max_reply_chars),
+            live.reason_phrase,
+        )
+        return _response(self.lib, kept)
+
+    async def close(self) -> None:
+        with contextlib.suppress(RuntimeError):
+            inner = self.inner.pop(asyncio.get_running_loop(), None)
+            if inner is not None:
+                await inner.aclose()
+
+
+def _generation(name: str) -> Any:
+    if name == "httpx":
+        return httpx
+    try:
+        import httpx2
+    except ImportError:  # pragma: no cover - a core dependency
+        raise ConfigError(
+            "recfair_http_client needs httpx2 (the HTTP library of today's openai and "
+            "anthropic SDKs): pip install httpx2. Code still on httpx 0.x takes "
+            "recfair_httpx_client instead."
+        ) from None
+    return httpx2
+
+
+def http_client(generation: str = "httpx2", max_reply_chars: int | None = None) -> Any:
+    """A sync ``Client`` of ``generation`` ("httpx2": today's SDKs; "httpx": httpx 0.x)
+    whose requests inside an audit prompt are recorded and replayed."""
+    lib = _generation(generation)
+    work = _Sync(lib, max_reply_chars)
+
+    class RecfairTransport(lib.BaseTransport):  # type: ignore[misc,name-defined]
+        def handle_request(self, request: Any) -> Any:
+            return work.handle(request)
+
+        def close(self) -> None:
+            work.close()
+
+    return lib.Client(transport=RecfairTransport(), timeout=lib.Timeout(600.0, connect=10.0))
+
+
+def async_http_client(generation: str = "httpx2", max_reply_chars: int | None = None) -> Any:
+    """The ``AsyncClient`` twin of :func:`http_client`."""
+    lib = _generation(generation)
+    work = _Async(lib, max_reply_chars)
+
+    class AsyncRecfairTransport(lib.AsyncBaseTransport):  # type: ignore[misc,name-defined]
+        async def handle_async_request(self, request: Any) -> Any:
+            return await work.handle(request)
+
+        async def aclose(self) -> None:
+            await work.close()
+
+    return lib.AsyncClient(
+        transport=AsyncRecfairTransport(), timeout=lib.Timeout(600.0, connect=10.0)
+    )
