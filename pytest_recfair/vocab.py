@@ -19,6 +19,7 @@ __all__ = [
     "GATED_QUANTITIES",
     "GRAMMATICAL_GENDERS",
     "HIGHER_IS_FAIRER",
+    "INTERCEPTS",
     "METRICS",
     "MISSING_POLICIES",
     "PARSE_STYLES",
@@ -55,6 +56,11 @@ PLUGIN_VERSION: Final = "0.1.0"
 #: How list similarity is computed: ours, the FaiRLLM notebook's, LangFair 0.8.0's.
 Variant = Literal["normalized", "fairllm", "langfair"]
 VARIANTS: Final[tuple[Variant, ...]] = get_args(Variant)
+
+#: How a Python pipeline's own HTTP calls are recorded when it cannot be handed
+#: recfair_http_client: "none" (not intercepted) or "vcr" (vcrpy patches the HTTP
+#: libraries).
+INTERCEPTS: Final[tuple[str, ...]] = ("none", "vcr")
 
 #: List-similarity metrics (each @K).
 MetricName = Literal["jaccard", "serp", "prag"]

@@ -36,7 +36,15 @@ from urllib.parse import urlsplit
 from pytest_recfair import secrets as secret_rules
 from pytest_recfair.cassettes import compact as fmt
 from pytest_recfair.cassettes import vcrfile as cassette_import
-from pytest_recfair.cassettes.index import Key, Tape, canonical_body, index_tape, provenance, valid
+from pytest_recfair.cassettes.index import (
+    Key,
+    Reply,
+    Tape,
+    canonical_body,
+    index_tape,
+    provenance,
+    valid,
+)
 from pytest_recfair.cassettes.index import head as _head
 from pytest_recfair.cassettes.miss import (
     MODE_POLICIES,
@@ -310,13 +318,14 @@ class CassetteStore:
             recorded=recorded,
         )
 
-    def recorded(self, entity_id: str) -> list[tuple[str, Key]]:
-        """(case id, key) of each valid interaction in the entity's cassette: what a
-        pipeline's plan counts and its miss is compared with."""
+    def recorded(self, entity_id: str) -> list[tuple[str, Key, Reply]]:
+        """(case id, key, reply) of each valid interaction in the entity's cassette, in
+        recorded order: what a pipeline's plan counts, its miss is compared with and
+        vcrpy interception replays."""
         with self._lock:
             tape = self._tape(entity_id)
             entries = zip(tape.cases, tape.keys, tape.entries, strict=True)
-            return [(case, key) for case, key, reply in entries if valid(reply[0])]
+            return [(case, key, reply) for case, key, reply in entries if valid(reply[0])]
 
     def can_replay(self, test_id: str, entity_id: str) -> bool:
         """False when ``lookup`` cannot find anything for this entity: mode all/rewrite,

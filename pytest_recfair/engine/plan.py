@@ -108,6 +108,7 @@ class Plan:
     # a Python pipeline: its model calls per recorded prompt (0.0: none recorded yet);
     # None for any other recommender
     calls_per_prompt: float | None = None
+    intercepted: bool = False  # intercept="vcr": one prompt at a time
 
     @property
     def requests(self) -> int:
@@ -136,7 +137,10 @@ class Plan:
         return (
             f"{counts}; ~{self.prompt_tokens:,} input + "
             f"~{self.completion_tokens:,} output tokens, {cost}; {self.concurrency} in flight,"
-            f" {took}" + (f" (paced to {self.pace})" if self.pace else "") + calls
+            f" {took}"
+            + (f" (paced to {self.pace})" if self.pace else "")
+            + calls
+            + (" (vcrpy interception: one prompt at a time)" if self.intercepted else "")
         )
 
 
@@ -419,7 +423,7 @@ def audit_plan(
         test_id,
         to_ask,
         recorded=len(found),
-        concurrency=settings.concurrency,
+        concurrency=1 if settings.intercept == "vcr" else settings.concurrency,
         max_tokens=settings.max_tokens or getattr(recommender, "max_tokens", None),
         prices=settings.prices,
         seconds_per_request=None if is_in_process(recommender) else SECONDS_PER_REQUEST,
@@ -428,7 +432,9 @@ def audit_plan(
     )
     if calls is not None:
         per_prompt = sum(calls.values()) / len(calls) if calls else 0.0
-        main = dataclasses.replace(main, calls_per_prompt=per_prompt)
+        main = dataclasses.replace(
+            main, calls_per_prompt=per_prompt, intercepted=settings.intercept == "vcr"
+        )
     return _with_judge(main, settings, request, to_ask)
 
 
@@ -467,7 +473,7 @@ def pipeline_calls(store: CassetteStore, cases: Sequence[Any]) -> dict[str, int]
     wanted = {c.id for c in cases}
     found: dict[str, int] = {}
     for entity in sorted({c.entity_id for c in cases}):
-        for case, _ in store.recorded(entity):
+        for case, _, _ in store.recorded(entity):
             if case in wanted:
                 found[case] = found.get(case, 0) + 1
     return found

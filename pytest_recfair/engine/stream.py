@@ -78,7 +78,9 @@ def run_options(settings: AuditSettings, live: Any = None) -> RunOptions:
     from pytest_recfair.providers.runstate import RunOptions  # the engine's way to httpx
 
     return RunOptions(
-        concurrency=settings.concurrency,
+        # vcrpy patches process-wide: a prompt's calls are told apart only one at a time
+        concurrency=1 if settings.intercept == "vcr" else settings.concurrency,
+        intercept=settings.intercept,
         timeout=settings.timeout,
         max_retries=settings.max_retries,
         prices=prices_of(settings),

@@ -115,6 +115,8 @@ class Scope:
     stop: RecfairError | None = None  # a miss or the budget: stops the whole run
     # request -> why its last try failed; a later success of the same request clears it
     failing: dict[tuple[str, str, bytes], str] = field(default_factory=dict)
+    vcr_loaded: int = 0  # interactions vcrpy's cassette was given (intercept="vcr")
+    vcr_seen: list[object] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -146,11 +148,19 @@ class Scope:
                 self._add_usage(usage_of(hit.body))
                 self.failing.pop((method, url, body), None)
             return hit
+        self._live(method, url, body, counted=http)
+        return None
+
+    def _live(self, method: str, url: str, body: bytes, *, counted: bool = True) -> None:
+        """A request nothing recorded answers: the miss (naming what differed) when the
+        record mode forbids the network, else one more live request, counted against the
+        budget (``counted``) before it is sent."""
+        store, case = self.store, self.case
         if not store.needs_network(self.test_id, self.entity):
             miss = store.miss(self.test_id, self.entity, method, url, body, case.repeat, case=case)
             self.stop = miss.with_difference(request_difference(self._recorded(method, url), body))
             raise self.stop
-        if http and self.allowance is not None:
+        if counted and self.allowance is not None:
             try:
                 self.allowance.take(_line(method, url), self.test_id)
             except BudgetStop as exc:
@@ -158,7 +168,13 @@ class Scope:
                 raise
         with self.lock:
             self.sent += 1
-        return None
+
+    def unplayable(self, request: object, method: str, url: str, body: bytes) -> None:
+        """vcrpy found no recording for ``request`` (asked once per request object)."""
+        if any(seen is request for seen in self.vcr_seen):
+            return
+        self.vcr_seen.append(request)
+        self._live(method, url, body)
 
     def keep(
         self,
@@ -182,6 +198,7 @@ class Scope:
             body=content,
             reason=reason,
         )
+        _register_secrets(self.store, headers)
         usage = usage_of(content) if 200 <= status < 300 else None
         if self.allowance is not None:
             self.allowance.charge(usage)
@@ -206,7 +223,7 @@ class Scope:
         """The bodies recorded to this endpoint for this prompt (for any prompt of the
         entity when none was): what a miss is compared with."""
         here = head(method, url)
-        same = [(c, str(k[3])) for c, k in self.store.recorded(self.entity) if k[:3] == here]
+        same = [(c, str(k[3])) for c, k, _ in self.store.recorded(self.entity) if k[:3] == here]
         return [b for c, b in same if c == self.case.id] or [b for _, b in same]
 
     def replay_output(self, model: str, system: str | None, prompt: str) -> Completion | None:

@@ -123,6 +123,8 @@ class RunOptions:
     tpm: float | None = None
     # what a Python pipeline's live model calls may still spend (pipeline.Allowance)
     allowance: Allowance | None = None
+    # "vcr": a Python pipeline's calls are intercepted by vcrpy (one prompt at a time)
+    intercept: str = "none"
 
     @classmethod
     def of(cls, options: RunOptions | None, overrides: Mapping[str, Any]) -> RunOptions:

@@ -24,6 +24,7 @@ import httpx
 from pytest_recfair.errors import ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Completion, Provider
+from pytest_recfair.providers.intercept import intercepted
 from pytest_recfair.providers.pipeline import Scope, scoped
 from pytest_recfair.providers.replay import Todo, noted_failure
 from pytest_recfair.providers.retry import (
@@ -176,7 +177,13 @@ async def _one_callable(
                 if provider.record
                 else None
             )
-            result = replayed or await _called(provider, case, run)
+            if replayed is not None:
+                result: Completion | str = replayed
+            elif opts.intercept == "vcr":
+                with intercepted(scope):  # vcrpy saves (into the scope) when this ends
+                    result = await _called(provider, case, run)
+            else:
+                result = await _called(provider, case, run)
         except RecfairError as exc:
             scope.stop = scope.stop or exc
         if scope.stop is not None:

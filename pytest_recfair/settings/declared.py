@@ -15,6 +15,7 @@ from pytest_recfair.settings import values as v
 from pytest_recfair.settings.values import Parser
 from pytest_recfair.vocab import (
     CANDIDATE_STYLES,
+    INTERCEPTS,
     MISSING_POLICIES,
     PARSE_STYLES,
     RECORD_MODES,
@@ -172,6 +173,16 @@ class AuditSettings:
     # the model id a callable recommender is reported under (marker only: the ini key
     # recfair_model is the default HTTP provider's model)
     model: str | None = field(default=None, metadata=_s(v.optional(v.text), ini=False))
+    # a Python pipeline that builds its own HTTP client: its calls intercepted by vcrpy
+    # ("vcr"), one prompt at a time; "none": hand it recfair_http_client instead
+    intercept: str = field(
+        default="none",
+        metadata=_s(
+            v.choice(INTERCEPTS),
+            help="record a Python pipeline's own HTTP calls through vcrpy: vcr (default: "
+            "none; hand it recfair_http_client instead)",
+        ),
+    )
     # how to run it (command line / ini only)
     record_mode: RecordMode = field(
         default="none",
