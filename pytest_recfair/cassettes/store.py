@@ -327,6 +327,14 @@ class CassetteStore:
             entries = zip(tape.cases, tape.keys, tape.entries, strict=True)
             return [(case, key, reply) for case, key, reply in entries if valid(reply[0])]
 
+    def mark_used(self, entity_id: str, keys: Iterable[Key]) -> None:
+        """Interactions replayed outside :meth:`lookup` (vcrpy interception): kept by
+        ``--fairness-prune``."""
+        if self.usage is not None:
+            with self._lock:
+                name = self._tape(entity_id).path.name
+            self.usage.update((name, key) for key in keys)
+
     def can_replay(self, test_id: str, entity_id: str) -> bool:
         """False when ``lookup`` cannot find anything for this entity: mode all/rewrite,
         or no interaction in its cassette file (recordings of this run are not replayed)."""

@@ -40,10 +40,12 @@ class _Persister:
         scope = current()
         if scope is None or not scope.store.policy.replays:
             raise CassetteNotFoundError
-        requests, responses = [], []
-        for case, (method, host, path, body, _), reply in scope.store.recorded(scope.entity):
+        requests, responses, keys = [], [], []
+        for case, key, reply in scope.store.recorded(scope.entity):
             if case != scope.case.id:
                 continue
+            method, host, path, body, _ = key
+            keys.append(key)
             code, reason, headers, text = reply
             requests.append(Request(method, f"https://{host}{path}", body, {}))
             grouped: dict[str, list[str]] = {}
@@ -59,6 +61,7 @@ class _Persister:
         if not requests:
             raise CassetteNotFoundError
         scope.vcr_loaded = len(requests)
+        scope.store.mark_used(scope.entity, keys)  # what vcrpy may play: kept by a prune
         return requests, responses
 
     @staticmethod
