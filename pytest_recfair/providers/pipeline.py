@@ -284,15 +284,36 @@ def current() -> Scope | None:
     return _SCOPE.get()
 
 
+_OPEN = [0]  # prompts being answered in this process, of every audit
+_OPEN_LOCK = threading.Lock()
+
+
 @contextlib.contextmanager
 def scoped(scope: Scope) -> Iterator[Scope]:
     """Requests sent through a recfair client inside this block belong to ``scope``
     (a sync pipeline's worker thread gets a copy of the context, so they still do)."""
     token = _SCOPE.set(scope)
+    with _OPEN_LOCK:
+        _OPEN[0] += 1
     try:
         yield scope
     finally:
+        with _OPEN_LOCK:
+            _OPEN[0] -= 1
         _SCOPE.reset(token)
+
+
+def _unscoped() -> None:
+    """A request outside any audit prompt goes to the network, unrecorded; while an audit
+    runs that means the pipeline sent it from a thread of its own, which would make a
+    replay call the network: refused, saying how to keep the context."""
+    if _OPEN[0]:
+        raise ProviderError(
+            "recfair_http_client: a request was sent outside the audit prompt it belongs "
+            "to, from a thread the pipeline started itself (a thread pool does not carry "
+            "the context that ties it to the prompt). Submit such work with a copy of the "
+            "context: pool.submit(contextvars.copy_context().run, fn, *args)."
+        )
 
 
 def usage_of(body: bytes) -> Usage | None:
@@ -426,6 +447,7 @@ class _Sync:
     def handle(self, request: Any) -> Any:
         scope = current()
         if scope is None:  # outside an audit prompt: an ordinary client
+            _unscoped()
             return self.network().handle_request(request)
         method, url, body = request.method, str(request.url), request.read()
         headers = [(str(n), str(v)) for n, v in request.headers.multi_items()]
@@ -480,6 +502,7 @@ class _Async:
     async def handle(self, request: Any) -> Any:
         scope = current()
         if scope is None:
+            _unscoped()
             return await self.network().handle_async_request(request)
         method, url, body = request.method, str(request.url), await request.aread()
         headers = [(str(n), str(v)) for n, v in request.headers.multi_items()]
