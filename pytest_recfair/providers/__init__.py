@@ -23,6 +23,7 @@ from pytest_recfair.providers.http import (
     from_config,
     is_loopback,
 )
+from pytest_recfair.providers.pipeline import async_http_client, http_client
 from pytest_recfair.providers.retry import retry_after_seconds
 from pytest_recfair.providers.runner import arun_cases, run_cases
 from pytest_recfair.providers.runstate import RunOptions, RunOutcome
@@ -42,9 +43,11 @@ __all__ = [
     "TruncatedReply",
     "Usage",
     "arun_cases",
+    "async_http_client",
     "callable_label",
     "configure",
     "from_config",
+    "http_client",
     "is_loopback",
     "numbered",
     "retry_after_seconds",
