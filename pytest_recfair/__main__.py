@@ -8,7 +8,8 @@
   or commit prefix); ``compare CMP.json`` renders a ``--format json`` comparison again;
   exit status 1 when B is significantly less fair than A.
 - ``examples [--dir DIR]``: write the input files the docs' examples use (seeds,
-  catalogue, candidates) under DIR, at the paths the examples name.
+  catalogue, candidates) under DIR, at the paths the examples name, and
+  ``pipeline_example/``, a runnable pipeline audit with its recordings (docs/pipeline.md).
 - ``cassettes compact|expand DIR``: rewrite a cassette folder as gzip-compressed
   ``.json.gz`` cassettes, or back to plain ``.json`` (docs/cassettes.md).
 
@@ -259,7 +260,9 @@ def _import(args: argparse.Namespace) -> int:
 
 def _examples_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     ex = sub.add_parser(
-        "examples", help="write the input files the docs' examples use (docs/itemside.md)"
+        "examples",
+        help="write the input files the docs' examples use (docs/itemside.md) and "
+        "pipeline_example/, a recorded pipeline audit (docs/pipeline.md)",
     )
     ex.add_argument("--dir", default=".", help="the project's rootdir (default: here)")
 

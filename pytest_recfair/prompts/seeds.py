@@ -10,7 +10,9 @@ The input files the docs' examples name (docs/itemside.md) are shipped in the pa
 ``python -m pytest_recfair examples [--dir DIR]`` writes them under DIR (default: the
 current directory) at the paths the examples use, so the examples run from an installed
 wheel as written. The copies in ``prompts/data/examples/`` are the repository's
-``fixtures/`` files byte for byte (``tests/unit/test_examples.py`` checks it).
+``fixtures/`` files byte for byte (``tests/unit/test_examples.py`` checks it). The
+same command writes ``pipeline_example/``, a runnable project auditing a Python pipeline
+with its recorded cassettes and baselines (docs/pipeline.md).
 """
 
 from __future__ import annotations
@@ -35,10 +37,12 @@ from pytest_recfair.fileio import atomic_write_bytes
 __all__ = [
     "BUNDLED_SEEDS",
     "EXAMPLE_FILES",
+    "PIPELINE_EXAMPLE",
     "Entity",
     "bundled_seed_names",
     "example_bytes",
     "load_seeds",
+    "pipeline_example_files",
     "seeds_digest",
     "slugify",
     "subsample",
@@ -271,22 +275,52 @@ EXAMPLE_FILES: Final = (
 EXAMPLES_COMMAND: Final = "python -m pytest_recfair examples"
 
 
+#: The runnable pipeline example (docs/pipeline.md): a project folder of its own (a
+#: conftest.py pipeline over the OpenAI SDK, its audits, pytest.ini, a catalogue) with
+#: its recorded cassettes and baselines, so it replays offline as written.
+PIPELINE_EXAMPLE: Final = "pipeline_example"
+
+
+def _examples_root() -> Any:
+    return resources.files("pytest_recfair.prompts").joinpath("data/examples")
+
+
+def pipeline_example_files() -> tuple[str, ...]:
+    """Paths, relative to where the examples are written, of the pipeline example's files
+    (every file shipped under ``data/examples/pipeline_example``, sorted)."""
+    found: list[str] = []
+
+    def walk(node: Any, prefix: str) -> None:
+        for child in node.iterdir():
+            if child.name == "__pycache__" or child.name.endswith(".pyc"):
+                continue
+            name = f"{prefix}/{child.name}"
+            if child.is_dir():
+                walk(child, name)
+            else:
+                found.append(name)
+
+    walk(_examples_root().joinpath(PIPELINE_EXAMPLE), PIPELINE_EXAMPLE)
+    return tuple(sorted(found))
+
+
 def example_bytes(relative: str) -> bytes:
-    """The shipped content of one of :data:`EXAMPLE_FILES`."""
-    if relative not in EXAMPLE_FILES:
+    """The shipped content of one of :data:`EXAMPLE_FILES` or of the pipeline example."""
+    known = (*EXAMPLE_FILES, *pipeline_example_files())
+    if relative not in known:
         raise DataError(
-            f"{relative!r} is not an example file; they are: {', '.join(EXAMPLE_FILES)}"
+            f"{relative!r} is not an example file; they are: {', '.join(EXAMPLE_FILES)} "
+            f"and the files of {PIPELINE_EXAMPLE}/"
         )
-    return (
-        resources.files("pytest_recfair.prompts").joinpath("data/examples", relative).read_bytes()
-    )
+    return _examples_root().joinpath(relative).read_bytes()  # type: ignore[no-any-return]
 
 
 def write_examples(root: Path) -> list[tuple[Path, str]]:
     """Write every example file under ``root``: (path, "written" or "unchanged"). A file
     that exists with other content is left alone: one-line DataError before anything is
     written."""
-    plan = [(root / rel, example_bytes(rel)) for rel in EXAMPLE_FILES]
+    every = (*EXAMPLE_FILES, *pipeline_example_files())
+    plan = [(root / rel, example_bytes(rel)) for rel in every]
     clash = [p for p, data in plan if p.exists() and p.read_bytes() != data]
     if clash:
         raise DataError(
