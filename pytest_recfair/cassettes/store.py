@@ -10,12 +10,9 @@ layouts and cassettes recorded by vcrpy itself are read through vcrpy's own load
 (:mod:`pytest_recfair.cassettes.vcrfile`).
 
 Replay does not go through vcrpy: each file is loaded once into an index (:mod:`.index`)
-that the httpx transport in ``pytest_recfair.providers.transport`` serves from. What a
-record mode does is a row of :data:`.policy.MODE_POLICIES`.
-
-This package is pure (no httpx): the transport converts httpx objects to and from
-:class:`RecordedRequest` / :class:`RecordedResponse`. It is also the only place allowed
-to import vcrpy (:mod:`pytest_recfair.cassettes.vcrfile`).
+that the transports in ``pytest_recfair.providers`` serve from. This package is pure (no
+httpx): they convert httpx objects to and from :class:`RecordedRequest` /
+:class:`RecordedResponse`.
 
 Only valid replies are replayed: an error reply stored by an older version (a 401 for a
 bad key, a 404) counts as not recorded, with a :class:`CassetteNote` warning, so
@@ -73,6 +70,9 @@ from pytest_recfair.errors import CassetteError, ConfigError
 from pytest_recfair.secrets import FILTERED
 from pytest_recfair.vocab import RECORD_MODES, RECORD_OPTION, RecordMode
 
+#: (case id, key, reply) of one recorded interaction.
+RecordedEntry = tuple[str, Key, Reply]
+
 __all__ = [
     "FILTERED",
     "MODE_POLICIES",
@@ -99,16 +99,11 @@ __all__ = [
 class CassetteStore:
     """Per-entity vcrpy cassettes shared by all tests, with an in-memory replay index.
 
-    Modes (names as in vcrpy / pytest-recording):
-
-    - ``none`` (default): replay only; a request without a recorded reply raises
-      :class:`CassetteMiss`; the network is never used; nothing is written.
-    - ``once``, ``new_episodes``: replay what is recorded, record what is missing (and
-      only that), append it.
-    - ``all``: never replay; record every request. Saved files keep earlier
-      interactions that were not re-recorded.
-    - ``rewrite``: never replay; record every request; the saved file holds only the
-      interactions of this run (the old file is replaced).
+    Modes (names as in vcrpy / pytest-recording; one row each in ``MODE_POLICIES``):
+    ``none`` replays only (a miss raises :class:`CassetteMiss`, nothing is written);
+    ``once`` / ``new_episodes`` replay what is recorded and record only what is missing;
+    ``all`` records every request (saved files keep what was not re-recorded);
+    ``rewrite`` records every request and the saved file holds only this run's.
     """
 
     def __init__(
@@ -318,22 +313,17 @@ class CassetteStore:
             recorded=recorded,
         )
 
-    def recorded(self, entity_id: str) -> list[tuple[str, Key, Reply]]:
+    def recorded(self, entity_id: str, case_id: str | None = None) -> list[RecordedEntry]:
         """(case id, key, reply) of each valid interaction in the entity's cassette, in
-        recorded order: what a pipeline's plan counts, its miss is compared with and
-        vcrpy interception replays."""
+        recorded order (a pipeline's plan and misses); with ``case_id`` only that
+        prompt's, which vcrpy interception may now play (kept by --fairness-prune)."""
         with self._lock:
             tape = self._tape(entity_id)
             entries = zip(tape.cases, tape.keys, tape.entries, strict=True)
-            return [(case, key, reply) for case, key, reply in entries if valid(reply[0])]
-
-    def mark_used(self, entity_id: str, keys: Iterable[Key]) -> None:
-        """Interactions replayed outside :meth:`lookup` (vcrpy interception): kept by
-        ``--fairness-prune``."""
-        if self.usage is not None:
-            with self._lock:
-                name = self._tape(entity_id).path.name
-            self.usage.update((name, key) for key in keys)
+            found = [e for e in entries if valid(e[2][0]) and case_id in (None, e[0])]
+            if case_id is not None and self.usage is not None:
+                self.usage.update((tape.path.name, key) for _, key, _ in found)
+        return found
 
     def can_replay(self, test_id: str, entity_id: str) -> bool:
         """False when ``lookup`` cannot find anything for this entity: mode all/rewrite,

@@ -40,12 +40,9 @@ class _Persister:
         scope = current()
         if scope is None or not scope.store.policy.replays:
             raise CassetteNotFoundError
-        requests, responses, keys = [], [], []
-        for case, key, reply in scope.store.recorded(scope.entity):
-            if case != scope.case.id:
-                continue
+        requests, responses = [], []
+        for _, key, reply in scope.store.recorded(scope.entity, scope.case.id):
             method, host, path, body, _ = key
-            keys.append(key)
             code, reason, headers, text = reply
             requests.append(Request(method, f"https://{host}{path}", body, {}))
             grouped: dict[str, list[str]] = {}
@@ -61,7 +58,6 @@ class _Persister:
         if not requests:
             raise CassetteNotFoundError
         scope.vcr_loaded = len(requests)
-        scope.store.mark_used(scope.entity, keys)  # what vcrpy may play: kept by a prune
         return requests, responses
 
     @staticmethod
