@@ -176,8 +176,7 @@ class CassetteStore:
                         f"add_secrets() values must be str, got {type(value).__name__}; pass "
                         "the key strings themselves"
                     )
-                # Unset key variables give None or "", and a value this short would corrupt
-                # unrelated text if replaced everywhere (real API keys are far longer).
+                # None / "" (unset variables) or too short to replace everywhere safely
                 if not secret_rules.is_secret_value(
                     value, minimum=secret_rules.MIN_CASSETTE_SECRET_CHARS
                 ):
