@@ -1,5 +1,7 @@
 """Collection: each @fairness test's settings, the skip without --fairness, the baseline
-names, and the models of a parametrized ``recfair_recommender``."""
+names, and the models of a parametrized ``recfair_recommender``. The inputs the settings
+name (grid, attributes, seeds, catalogue, candidates, question sets) are checked once the
+selection is final, by :mod:`.precheck`."""
 
 from __future__ import annotations
 
@@ -36,8 +38,6 @@ def modify_items(config: pytest.Config, items: list[pytest.Item]) -> None:
                 raise pytest.UsageError(str(exc)) from None
             kwargs.update(mark.kwargs)
         item.stash[AUDIT] = AuditState(options.resolve(config, kwargs, f"{item.nodeid}: "))
-        if enabled:
-            _check_kind(item, item.stash[AUDIT].settings)
         state.audited = state.audited if state.audited is not None else set()
         state.audited.add(item.nodeid)
         if not enabled:
@@ -45,20 +45,6 @@ def modify_items(config: pytest.Config, items: list[pytest.Item]) -> None:
     if enabled:  # skipped audits share nothing; plain pytest never imports the gate
         _check_baseline_names(items)
     _model_slots(items)
-
-
-def _check_kind(item: pytest.Item, s: settings.AuditSettings) -> None:
-    """The kind's own inputs, checked at collection (a kind with a ``check`` method: the
-    role-play question file): a bad one is a usage error before anything is sent."""
-    from pytest_recfair.engine import registry
-    from pytest_recfair.errors import RecfairError
-
-    try:
-        check = getattr(registry.kind_for(s), "check", None)
-        if check is not None:
-            check(s, (item.path.parent, item.config.rootpath))
-    except RecfairError as exc:
-        raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
 
 
 def depend_on_recommender(collector: pytest.Module | pytest.Class, name: str, obj: Any) -> None:

@@ -17,14 +17,21 @@ from pytest_recfair.plugin.session import run_state
 if TYPE_CHECKING:
     from pytest_recfair.engine.base import AuditInputs
 
+#: what resolves a relative input path: a fixture's request, or the test item at
+#: collection (both have the test file's ``path`` and the ``config``)
+Node = pytest.FixtureRequest | pytest.Item
+
 __all__ = [
     "candidates",
     "cassettes",
     "catalogue",
     "default_recommender",
+    "default_seeds",
     "find_file",
     "grid",
     "inputs",
+    "not_found",
+    "path_like",
     "recommender_for",
     "seeds",
     "user_fixture",
@@ -78,7 +85,7 @@ def seeds(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
 
     source = s.seeds
     if source is None:
-        return load_seeds(_default_seeds(s.domain))
+        return load_seeds(default_seeds(s.domain))
     path = find_file(request, source)
     if path is not None:
         return load_seeds(path, domain=s.domain)
@@ -89,7 +96,7 @@ def seeds(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
             pass
         else:
             return _entities_from(value, s.domain, source)
-    if _path_like(source):
+    if path_like(source):
         raise not_found(request, "seeds", source)
     return load_seeds(source, domain=s.domain)
 
@@ -99,7 +106,7 @@ def grid(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     from pytest_recfair.prompts.grids import load_grid
 
     path = find_file(request, s.grid)
-    if path is None and _path_like(s.grid):
+    if path is None and path_like(s.grid):
         raise not_found(request, "grid", s.grid)
     return load_grid(path if path is not None else s.grid)
 
@@ -198,7 +205,7 @@ def _internal(filename: str) -> bool:
     return any(p in ("_pytest", "pluggy", "pytest_recfair") for p in parts)
 
 
-def _default_seeds(domain: str) -> str:
+def default_seeds(domain: str) -> str:
     """The bundled seed set of ``domain`` (directors for movie, artists for music)."""
     from pytest_recfair.prompts.seeds import BUNDLED_SEEDS
 
@@ -212,9 +219,7 @@ def _default_seeds(domain: str) -> str:
     )
 
 
-def not_found(
-    request: pytest.FixtureRequest, key: str, source: str, other: str = ""
-) -> ConfigError:
+def not_found(request: Node, key: str, source: str, other: str = "") -> ConfigError:
     """The one-line error for an input file that is not where relative paths resolve:
     the test file's folder, then rootdir (never the current directory)."""
     from pytest_recfair.prompts.seeds import EXAMPLE_FILES, EXAMPLES_COMMAND
@@ -234,13 +239,14 @@ def not_found(
     return ConfigError(f"@fairness({key}={source!r}): {what}; {where}; {hint}.")
 
 
-def _path_like(source: str) -> bool:
+def path_like(source: str) -> bool:
     """A value that names a file (a folder or a suffix), not a bundled set or fixture."""
     return "/" in source or "\\" in source or bool(Path(source).suffix)
 
 
-def find_file(request: pytest.FixtureRequest, source: str) -> Path | None:
-    """A seeds/grid file, relative to the test file first, then to rootdir."""
+def find_file(request: Node, source: str) -> Path | None:
+    """A seeds/grid file, relative to the test file first, then to rootdir (``request``:
+    the fixture's request, or the test item at collection)."""
     found = [Path(source)]
     if not Path(source).is_absolute():
         found = [request.path.parent / source, request.config.rootpath / source]

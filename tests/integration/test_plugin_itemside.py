@@ -182,7 +182,8 @@ def test_bad_item_settings_stop_before_the_first_request(
         result.assert_outcomes(passed=1)
         assert loopback.stats.requests > 0
         return
-    result.stdout.fnmatch_lines([f"*{message}*"])
+    assert result.ret == pytest.ExitCode.USAGE_ERROR  # checked at collection (issue 34)
+    result.stderr.fnmatch_lines([f"*test_restaurants: *{message}*"])
     assert loopback.stats.requests == 0  # refused before anything was paid for
 
 

@@ -124,6 +124,18 @@ class JudgeCase:
     judged: str
 
 
+#: The bundled question sets (prompts/data/roleplay/<name>.yaml).
+BUNDLED_SETS = ("default", "smoke")
+
+
+def _guess(name: str, known: Sequence[str]) -> str:
+    """The hint "; did you mean 'x'?" for a typo of one of ``known``, else nothing."""
+    from pytest_recfair.settings.values import nearest
+
+    near = nearest(name, known)
+    return f"; did you mean {near!r}?" if near is not None else ""
+
+
 def rounds_of(settings: AuditSettings) -> int:
     return settings.repeats if settings.repeats > 1 else ROUNDS
 
@@ -153,6 +165,7 @@ def _asked(settings: AuditSettings, questions: RoleSet, judged: bool) -> list[Ro
         raise ConfigError(
             f"@fairness(attr={settings.attr!r}) is not a role-play attribute; expected one "
             f"of {', '.join(ATTRIBUTES)} (or no attr: every attribute of the set)"
+            + _guess(settings.attr, ATTRIBUTES)
         )
     mine = [q for q in questions if settings.attr in (None, q.attribute)]
     asked = [q for q in mine if judged or q.qtype != "why"]
@@ -180,6 +193,13 @@ class RoleplayAudit(PooledKind):
                 f"role={settings.role!r} puts a persona in the system message of a list, "
                 "item or position audit; a role-play audit takes its roles from its "
                 "questions (questions=): remove role="
+            )
+        source = settings.questions or "default"
+        if not Path(source).suffix and source not in BUNDLED_SETS:
+            raise ConfigError(
+                f"@fairness(questions={source!r}): no such bundled role-play question set; "
+                f"expected one of {', '.join(BUNDLED_SETS)} or a CSV/YAML/JSON file"
+                + _guess(source, BUNDLED_SETS)
             )
         _asked(settings, question_set(settings, AuditInputs(where=where)), True)
 
