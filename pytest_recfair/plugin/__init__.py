@@ -2,7 +2,7 @@
 
 The entry point (``pytest11``: ``pytest_recfair.plugin``). The work is in the modules
 beside this one: :mod:`.options` (options, ini keys, settings resolution), :mod:`.collection`
-(collection), :mod:`.precheck` (every audit's inputs, before any test runs),
+(collection, and every audit's inputs before any test runs),
 :mod:`.fixtures` (the input fixtures), :mod:`.result` (one audit: measure, compare, gate,
 judge) and :mod:`.session` (the run: the two stash keys the hooks share,
 controller, terminal, reports, history, prune). Nothing here imports the engine: pytest
@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from pytest_recfair import settings
-from pytest_recfair.plugin import collection, fixtures, options, precheck, result, session
+from pytest_recfair.plugin import collection, fixtures, options, result, session
 from pytest_recfair.plugin.collection import SKIP_REASON
 from pytest_recfair.plugin.session import audit_state, run_state
 
@@ -54,7 +54,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     # after -k/-m: the inputs of every selected audit, before any test runs (issue 34)
-    precheck.check_run(session.config, session.items)
+    collection.check_run(session.config, session.items)
 
 
 @pytest.hookimpl(wrapper=True)

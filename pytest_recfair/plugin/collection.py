@@ -1,20 +1,45 @@
 """Collection: each @fairness test's settings, the skip without --fairness, the baseline
-names, and the models of a parametrized ``recfair_recommender``. The inputs the settings
-name (grid, attributes, seeds, catalogue, candidates, question sets) are checked once the
-selection is final, by :mod:`.precheck`."""
+names, and the models of a parametrized ``recfair_recommender``; then (:func:`check_run`)
+the inputs of every @fairness test of the run, checked once collection is done and
+before any test runs: a bad one in any test is a usage error (exit 4), so a run with one
+bad test sends nothing (issue 34).
+
+What is checked, for each audited test that is still selected (after ``-k``/``-m``):
+
+* the kind of audit (``kind=``) and the kind's own inputs (role-play: the question set
+  and ``attr`` against its attributes, through the kind's ``check``);
+* list, item and position audits: the grid (bundled name or file, resolved as the
+  ``recfair_grid`` fixture resolves it) loads, and ``attr`` names its attributes (or
+  crosses two of them, or is ``personality``), with the nearest name on a typo;
+* the seeds (bundled set or file) load; a seed set smaller than ``entities`` is said
+  once per run in the terminal (N asked, M available, M used);
+* item-side audits: a catalogue file exists, loads, and has every ``item_field``;
+* candidate-position audits: a candidates file exists and loads (or names a fixture);
+* ``absent=`` names a file that exists.
+
+What only a fixture knows is left to run time, where the fixtures check it as before: a
+``recfair_grid``, ``recfair_seeds``, ``recfair_catalogue`` or ``recfair_candidates``
+overridden in a conftest (or parametrized), a seeds or candidates fixture named by the
+marker, and the sizes of role-play question sets (whose Why questions depend on a judge)."""
 
 from __future__ import annotations
 
-from typing import Any
+import keyword
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_recfair import settings
-from pytest_recfair.errors import ConfigError
-from pytest_recfair.plugin import options
-from pytest_recfair.plugin.session import AUDIT, AuditState, audit_state, run_state
+from pytest_recfair.errors import ConfigError, RecfairError
+from pytest_recfair.plugin import fixtures, options
+from pytest_recfair.plugin.session import AUDIT, AuditState, audit_state, run_state, terminal_line
+from pytest_recfair.settings import AuditSettings
+from pytest_recfair.settings.values import nearest
 
-__all__ = ["RECOMMENDER", "SKIP_REASON", "depend_on_recommender", "modify_items"]
+if TYPE_CHECKING:
+    from pytest_recfair.prompts.grids import Grid
+
+__all__ = ["RECOMMENDER", "SKIP_REASON", "check_run", "depend_on_recommender", "modify_items"]
 
 SKIP_REASON = "fairness audit: run with --fairness"
 RECOMMENDER = "recfair_recommender"
@@ -113,3 +138,210 @@ def _check_baseline_names(items: list[pytest.Item]) -> None:
                 f"keyed by the test's name, not its file); give one of them its own with "
                 f'@fairness(baseline="...").'
             )
+
+
+def check_run(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Check the inputs of every selected @fairness test (with --fairness only): the first
+    bad one is a usage error naming the test; then the entity notes, once each."""
+    if not config.getoption("fairness"):
+        return
+    files = _Files()
+    notes: dict[str, None] = {}  # ordered, each once
+    for item in items:
+        found = audit_state(item)
+        if found is None:
+            continue
+        try:
+            note = _check(item, found.settings, files)
+        except RecfairError as exc:
+            raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+        if note is not None:
+            notes.setdefault(note)
+    write = terminal_line(config)
+    for note in notes:
+        write(note)
+
+
+class _Files:
+    """What the check read, once per source (many tests share a grid or a seed set)."""
+
+    def __init__(self) -> None:
+        self.read: dict[str, Any] = {}
+
+    def once(self, key: str, load: Any) -> Any:
+        if key not in self.read:
+            self.read[key] = load()
+        return self.read[key]
+
+
+def _check(item: pytest.Item, s: AuditSettings, files: _Files) -> str | None:
+    """This test's inputs; the entity note when ``entities`` is above the seed count."""
+    from pytest_recfair.engine import registry
+
+    kind = registry.kind_for(s)  # an unknown kind= is a ConfigError here
+    check = getattr(kind, "check", None)
+    if check is not None:
+        check(s, (item.path.parent, item.config.rootpath))
+    if s.absent is not None and fixtures.find_file(item, s.absent) is None:
+        raise fixtures.not_found(item, "absent", s.absent)
+    if getattr(kind, "entities", None) is not None:  # its own entities, not the grid's
+        return None
+    grid = _grid(item, s, files)
+    if grid is not None and s.attr is not None:
+        _check_attr(grid, s.attr, s)
+    if kind.name == "items":
+        _check_catalogue(item, s, files)
+    if kind.name == "positions":
+        _check_candidates(item, s, files)
+    return _seeds_note(item, s, files)
+
+
+def _overridden(item: pytest.Item, name: str) -> bool:
+    """Whether this test gets fixture ``name`` from somewhere else than the plugin (a
+    conftest, a module, a parametrization): then only run time knows its value."""
+    spec = getattr(item, "callspec", None)
+    if spec is not None and name in spec.params:
+        return True
+    return _fixture_of(item, name) not in (None, "pytest_recfair.plugin")
+
+
+def _fixture_of(item: pytest.Item, name: str) -> str | None:
+    """The module of the fixture ``name`` this test sees, None when there is none."""
+    try:  # pytest has no public lookup of the fixture visible to a node (>= 8.1 signature)
+        defs = item.session._fixturemanager.getfixturedefs(name, item)
+    except (AttributeError, TypeError):  # another pytest: assume a user's fixture
+        return "?"
+    if not defs:
+        return None
+    return str(getattr(defs[-1].func, "__module__", "?"))
+
+
+def _grid(item: pytest.Item, s: AuditSettings, files: _Files) -> Grid | None:
+    """The grid as the recfair_grid fixture loads it; None when a fixture overrides it."""
+    from pytest_recfair.prompts.grids import load_grid
+
+    if _overridden(item, "recfair_grid"):
+        return None  # a conftest's grid: its attributes are known at run time only
+    path = fixtures.find_file(item, s.grid)
+    if path is None and fixtures.path_like(s.grid):
+        raise fixtures.not_found(item, "grid", s.grid)
+    source = path if path is not None else s.grid
+    grid: Grid = files.once(f"grid:{source}", lambda: load_grid(source))
+    return grid
+
+
+def _check_attr(grid: Grid, attr: str, s: AuditSettings) -> None:
+    """``attr`` as the audit reads it (engine/stream.py ``attributes_of``): an attribute of
+    the grid, two or more of them crossed, or "personality" (its own bundled grid)."""
+    import re
+
+    try:
+        grid.attribute(attr)
+    except RecfairError as exc:
+        if s.personality:
+            return
+        names = grid.attribute_names
+        known = {n.casefold() for n in names}
+        parts = [p.strip() for p in re.split(r"\s+[xX×]\s+", attr.strip())]
+        bad = next((p for p in parts if p.casefold() not in known), None)
+        if bad is None:  # the names are right; the crossing is not (a value's form)
+            raise ConfigError(f"@fairness(attr={attr!r}): {exc}") from None
+        near = nearest(bad.casefold(), [n.casefold() for n in names] + ["personality"])
+        guess = next((n for n in [*names, "personality"] if n.casefold() == near), None)
+        hint = f"; did you mean {guess!r}?" if guess is not None else ""
+        raise ConfigError(
+            f"@fairness(attr={attr!r}): grid {grid.name!r} has no attribute {bad!r}; expected "
+            f"one of {', '.join(names)}, two crossed ('race x gender') or 'personality'{hint}"
+        ) from None
+
+
+def _seeds_note(item: pytest.Item, s: AuditSettings, files: _Files) -> str | None:
+    """Load the seeds as the recfair_seeds fixture does (a bundled set or a file; a seeds
+    fixture is left to run time); the note when ``entities`` asks for more of them."""
+    from pytest_recfair.prompts.seeds import load_seeds
+
+    if _overridden(item, "recfair_seeds"):
+        return None
+    source = s.seeds
+    if source is None:
+        name = fixtures.default_seeds(s.domain)  # a domain without a set: a ConfigError
+        label, load = f"bundled seed set {name!r}", (lambda: len(load_seeds(name)))
+    else:
+        path = fixtures.find_file(item, source)
+        if path is None and _is_fixture_name(item, source):
+            return None  # a seeds fixture: its entities are known at run time only
+        if path is None and fixtures.path_like(source):
+            raise fixtures.not_found(item, "seeds", source)
+        where = path if path is not None else source
+        label = f"seeds file {str(where)!r}" if path is not None else f"seed set {source!r}"
+
+        def load() -> int:
+            return len(load_seeds(where, domain=s.domain))
+
+    count = files.once(f"seeds:{s.domain}:{label}", load)
+    if s.entities is None or s.entities <= count:
+        return None
+    asked = _entities_setting(item, s.entities)
+    return (
+        f"recfair: {asked} asked for {s.entities} entities; the {label} has {count}: "
+        f"all {count} are audited"
+    )
+
+
+def _entities_setting(item: pytest.Item, n: int) -> str:
+    """Where ``entities`` came from, as the user wrote it (command line > marker > ini)."""
+    if item.config.getoption("fairness_entities", None) is not None:
+        return f"--fairness-entities={n}"
+    if any("entities" in m.kwargs for m in item.iter_markers("fairness")):
+        return f"@fairness(entities={n})"
+    return f"recfair_entities={n}"
+
+
+def _is_fixture_name(item: pytest.Item, source: str) -> bool:
+    if not source.isidentifier() or keyword.iskeyword(source):
+        return False
+    return _fixture_of(item, source) is not None
+
+
+def _check_catalogue(item: pytest.Item, s: AuditSettings, files: _Files) -> None:
+    """An item-side audit's catalogue file loads and has every ``item_field``, with
+    usable levels (engine/items/scoring.py ``check_fields``, as before sending)."""
+    from pytest_recfair.engine.items import scoring
+    from pytest_recfair.replies.catalogue import load_catalogue
+
+    if _overridden(item, "recfair_catalogue"):
+        return  # a conftest's catalogue: its columns are known at run time only
+    fields = [f.strip() for f in (s.item_field or "").split(",") if f.strip()]
+    if s.catalogue is None:
+        scoring.check_fields(None, fields, s.item_field or "")  # says "needs a catalogue"
+        return
+    path = fixtures.find_file(item, s.catalogue)
+    if path is None:
+        raise fixtures.not_found(item, "catalogue", s.catalogue)
+    catalogue = files.once(f"catalogue:{path}", lambda: load_catalogue(path))
+    for name in fields:
+        if name not in catalogue.fields:
+            near = nearest(name, list(catalogue.fields))
+            hint = f"; did you mean {near!r}?" if near is not None else ""
+            raise ConfigError(
+                f"@fairness(item_field={s.item_field!r}): catalogue file {str(path)!r} has no "
+                f"field {name!r}; its fields are {', '.join(catalogue.fields) or '(none)'}"
+                f"{hint}"
+            )
+    scoring.check_fields(catalogue, fields, s.item_field or "")
+
+
+def _check_candidates(item: pytest.Item, s: AuditSettings, files: _Files) -> None:
+    """A candidate-position audit's candidates file exists and loads (a fixture named by
+    the marker, or a recfair_candidates override, is left to run time)."""
+    from pytest_recfair.replies.catalogue import read_candidates
+
+    source = s.candidates
+    if source is None or _overridden(item, "recfair_candidates"):
+        return
+    path = fixtures.find_file(item, source)
+    if path is None:
+        if _is_fixture_name(item, source):
+            return  # a fixture's candidates: known at run time only
+        raise fixtures.not_found(item, "candidates", source, "or fixture")
+    files.once(f"candidates:{path}", lambda: read_candidates(path, "candidates"))
