@@ -315,7 +315,7 @@ class CassetteStore:
     def recorded(self, entity_id: str, case_id: str | None = None) -> list[RecordedEntry]:
         """(case id, key, reply) of each valid interaction in the entity's cassette, in
         recorded order (a pipeline's plan and misses); with ``case_id`` only that
-        prompt's, which vcrpy interception may now play (kept by --fairness-prune)."""
+        prompt's, which vcrpy interception may now play (kept by a prune)."""
         with self._lock:
             tape = self._tape(entity_id)
             entries = zip(tape.cases, tape.keys, tape.entries, strict=True)

@@ -29,7 +29,7 @@ from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings
-from pytest_recfair.settings.run import Shard, parse_shard
+from pytest_recfair.settings.values import Shard, parse_shard
 
 if TYPE_CHECKING:
     from pytest_recfair.cassettes.store import CassetteStore

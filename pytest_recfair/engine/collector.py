@@ -2,22 +2,43 @@
 
 No pytest and no report here: the plugin keeps one :class:`TestRecord` per audited test
 (its payload is built once, on the call-phase report) and one :class:`RunCollector` per
-pytest run; ``report.registry`` words and writes what the collector gathered.
+pytest run; ``report.registry`` words and writes what the collector gathered. And
+``--fairness-prune`` (:func:`prune_plan`, :func:`prune`): what no test of the run used —
+cassette interactions (the store's ``usage``) and baselines — listed, and deleted only
+when the run covered every test (the plugin decides: nothing deselected, no failures, no
+shard), since after a partial run an unused entry may belong to a test that did not run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_recfair.cassettes import compact
+from pytest_recfair.cassettes.store import (
+    CassetteStore,
+    Key,
+    read_interactions,
+    serialize,
+    stored_key,
+)
 from pytest_recfair.compare.models import ModelComparison, ModelSlot, compare_models
 from pytest_recfair.results import AttributeResult, AuditResult
 from pytest_recfair.vocab import STATISTICS
 
-__all__ = ["RunCollector", "TestRecord", "baseline_changes", "unused_baselines"]
+__all__ = [
+    "PrunePlan",
+    "RunCollector",
+    "TestRecord",
+    "baseline_changes",
+    "prune",
+    "prune_plan",
+    "unused_baselines",
+]
 
 
 @dataclass
@@ -159,3 +180,74 @@ def unused_baselines(root: Path, rootdir: Path, audited: Iterable[str]) -> list[
         if test_id not in audited and (module in modules or not (rootdir / module).exists()):
             unused.append((path, test_id))
     return unused
+
+
+# --- --fairness-prune: the cassette interactions and baselines no test of the run used
+
+
+@dataclass
+class PrunePlan:
+    """What no test used: per cassette file the unused interactions, whole baselines."""
+
+    cassettes: dict[Path, tuple[int, int]] = field(default_factory=dict)  # unused, total
+    baselines: list[Path] = field(default_factory=list)
+    used: set[tuple[str, Key]] = field(default_factory=set)
+
+    @property
+    def empty(self) -> bool:
+        return not self.cassettes and not self.baselines
+
+    def lines(self, root: Path) -> list[str]:
+        out = []
+        for path, (unused, total) in sorted(self.cassettes.items()):
+            what = "whole file" if unused == total else f"{unused} of {total} interactions"
+            out.append(f"  cassette {_rel(path, root)}: {what} unused")
+        out.extend(f"  baseline {_rel(path, root)}: unused" for path in self.baselines)
+        return out
+
+
+def prune_plan(
+    cassette_root: Path,
+    used: set[tuple[str, Key]],
+    baseline_root: Path,
+    used_baselines: Iterable[Path],
+    *,
+    migrate: bool = False,
+) -> PrunePlan:
+    """The unused entries; with ``migrate``, cassettes of the old per-test layout are moved
+    into the shared files first (otherwise they are not looked at)."""
+    if migrate and cassette_root.is_dir():
+        CassetteStore(cassette_root).migrate_legacy()
+    found = PrunePlan(used=used)
+    for path in compact.cassette_files(cassette_root):
+        items = read_interactions(path)
+        unused = sum((path.name, stored_key(item)) not in used for item in items)
+        if unused:
+            found.cassettes[path] = (unused, len(items))
+    keep = {p.resolve() for p in used_baselines}
+    if baseline_root.is_dir():
+        found.baselines = [
+            p for p in sorted(baseline_root.glob("*.json")) if p.resolve() not in keep
+        ]
+    return found
+
+
+def prune(found: PrunePlan) -> None:
+    """Delete what ``found`` lists (files rewritten atomically, emptied ones removed)."""
+    for path, (unused, total) in found.cassettes.items():
+        if unused == total:
+            path.unlink(missing_ok=True)
+            continue
+        items = read_interactions(path)
+        kept = [item for item in items if (path.name, stored_key(item)) in found.used]
+        compact.write(path, serialize(kept))  # in the file's own format
+    for path in found.baselines:
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
+def _rel(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)

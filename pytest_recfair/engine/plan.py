@@ -47,8 +47,7 @@ from pytest_recfair.providers.pacing import (
 from pytest_recfair.providers.pipeline import Allowance
 from pytest_recfair.providers.transport import CassetteTransport, case_extensions
 from pytest_recfair.settings import AuditSettings
-from pytest_recfair.settings.run import Shard
-from pytest_recfair.settings.values import Prices
+from pytest_recfair.settings.values import Prices, Shard
 from pytest_recfair.vocab import RecordMode
 
 __all__ = [

@@ -110,6 +110,8 @@ class PositionAudit(PooledKind):
     """The LRWorld candidate-position audit, scored over all entities."""
 
     name = KEY
+    # the input files the plugin checks before any test runs (plugin/collection.py)
+    named_inputs = ("candidates",)
     sections = PositionSections()
 
     def wants(self, settings: AuditSettings) -> bool:

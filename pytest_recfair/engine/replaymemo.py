@@ -55,7 +55,7 @@ from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.results import AttributeResult
 from pytest_recfair.settings import AuditSettings
-from pytest_recfair.settings.run import Shard
+from pytest_recfair.settings.values import Shard
 
 __all__ = ["KeptScores", "Recorder", "StreamKey", "key", "prompts_digest", "served"]
 

@@ -25,6 +25,7 @@ marker, and the sizes of role-play question sets (whose Why questions depend on 
 from __future__ import annotations
 
 import keyword
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -189,10 +190,8 @@ def _check(item: pytest.Item, s: AuditSettings, files: _Files) -> str | None:
     grid = _grid(item, s, files)
     if grid is not None and s.attr is not None:
         _check_attr(grid, s.attr, s)
-    if kind.name == "items":
-        _check_catalogue(item, s, files)
-    if kind.name == "positions":
-        _check_candidates(item, s, files)
+    for name in getattr(kind, "named_inputs", ()):  # the kind's own input files
+        _INPUT_CHECKS[name](item, s, files)
     return _seeds_note(item, s, files)
 
 
@@ -345,3 +344,9 @@ def _check_candidates(item: pytest.Item, s: AuditSettings, files: _Files) -> Non
             return  # a fixture's candidates: known at run time only
         raise fixtures.not_found(item, "candidates", source, "or fixture")
     files.once(f"candidates:{path}", lambda: read_candidates(path, "candidates"))
+
+
+_INPUT_CHECKS: dict[str, Callable[[pytest.Item, AuditSettings, _Files], None]] = {
+    "catalogue": _check_catalogue,
+    "candidates": _check_candidates,
+}

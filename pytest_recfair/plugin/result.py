@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from pytest_recfair.engine.collector import TestRecord
     from pytest_recfair.engine.verdict import BaselineCheck, BaselineState, Verdict
     from pytest_recfair.results import AuditResult
-    from pytest_recfair.settings.run import Shard
+    from pytest_recfair.settings.values import Shard
 
 __all__ = [
     "baseline_of",

@@ -464,7 +464,7 @@ class Pruner:
         return ", ".join(found) if found else None
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        from pytest_recfair.cassettes import prune
+        from pytest_recfair.engine.collector import prune, prune_plan
 
         if not self.roots:  # no audit asked for its cassettes
             self.roots.add((settings.DEFAULTS["cassette_dir"], settings.DEFAULTS["baseline_dir"]))
@@ -473,7 +473,7 @@ class Pruner:
             partial = "--fairness-prune-dry-run" + (f"; {partial}" if partial else "")
         root = self.config.rootpath
         for cassette_dir, baseline_dir in sorted(self.roots):
-            found = prune.plan(
+            found = prune_plan(
                 root / cassette_dir,
                 self.usage,
                 root / baseline_dir,
@@ -482,7 +482,7 @@ class Pruner:
             )
             self.lines.extend(found.lines(root))
             if partial is None and not found.empty:
-                prune.apply(found)
+                prune(found)
         if not self.lines:
             self.lines.append("nothing unused: every cassette interaction and baseline was used")
         elif self.dry_run:

@@ -22,8 +22,7 @@ from typing import Any, Final
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.settings import values
 from pytest_recfair.settings.declared import AuditSettings, Option, Setting
-from pytest_recfair.settings.run import RUN_OPTIONS, RunSettings, resolve_run
-from pytest_recfair.settings.values import Parser
+from pytest_recfair.settings.values import RUN_OPTIONS, Parser, RunSettings, resolve_run
 from pytest_recfair.vocab import METRICS, MISSING_POLICIES, RECORD_MODES, VARIANTS
 
 __all__ = [

@@ -734,12 +734,12 @@ def test_error_replies_of_older_versions_count_as_not_recorded(tmp_path: Path) -
 def test_a_recorded_body_with_a_secret_counts_as_used_for_pruning(tmp_path: Path) -> None:
     """--fairness-prune compares what a run used with the saved (scrubbed) files: a
     request recorded in this run is used even when its body held a secret."""
-    from pytest_recfair.cassettes import prune
+    from pytest_recfair.engine.collector import prune_plan
 
     used: set[tuple[str, Key]] = set()
     store = CassetteStore(tmp_path, "new_episodes", secrets=[KEY], usage=used)
     store.record(TEST, "nolan", req(f"key {KEY}"), resp("r"))
     store.record(TEST, "nolan", req("no secret"), resp("s"))
     store.flush()
-    found = prune.plan(tmp_path, used, tmp_path / "baselines", [])
+    found = prune_plan(tmp_path, used, tmp_path / "baselines", [])
     assert found.empty, found.lines(tmp_path)

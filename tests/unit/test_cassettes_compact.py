@@ -12,7 +12,6 @@ import vcr
 
 from pytest_recfair.__main__ import main
 from pytest_recfair.cassettes import cache, compact
-from pytest_recfair.cassettes.prune import apply, plan
 from pytest_recfair.cassettes.store import (
     CassetteStore,
     RecordedRequest,
@@ -21,6 +20,8 @@ from pytest_recfair.cassettes.store import (
     stored_key,
 )
 from pytest_recfair.cassettes.vcrfile import CompactPersister
+from pytest_recfair.engine.collector import prune as apply
+from pytest_recfair.engine.collector import prune_plan as plan
 from pytest_recfair.errors import CassetteError
 
 TEST = "tests/test_fair.py::test_movies"

@@ -34,7 +34,7 @@ from pytest_recfair.report.status import describe
 from pytest_recfair.report.terminal import terminal_summary
 from pytest_recfair.results import AuditResult, GateFailure
 from pytest_recfair.settings import AuditSettings, resolve
-from pytest_recfair.settings.run import Shard
+from pytest_recfair.settings.values import Shard
 from pytest_recfair.sim.recommender import SimulatedRecommender
 
 PACKAGE = Path(registry.__file__).parent.parent

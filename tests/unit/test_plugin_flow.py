@@ -16,7 +16,7 @@ from pytest_recfair.prompts.grids import load_grid
 from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.providers import CallableProvider
 from pytest_recfair.settings import resolve
-from pytest_recfair.settings.run import Shard
+from pytest_recfair.settings.values import Shard
 from pytest_recfair.sim.recommender import SimulatedRecommender
 
 

@@ -12,8 +12,7 @@ from pytest_recfair.errors import ConfigError
 from pytest_recfair.report.history import check_history_dir
 from pytest_recfair.report.registry import check_report_path
 from pytest_recfair.settings import AuditSettings, RunSettings, resolve, resolve_run
-from pytest_recfair.settings.run import Shard
-from pytest_recfair.settings.values import Prices
+from pytest_recfair.settings.values import Prices, Shard
 
 # the marker arguments as they were written out by hand before the declarations
 MARKER_KEYS_BEFORE = [
@@ -56,6 +55,7 @@ MARKER_KEYS_BEFORE = [
     "role_effect",
     "absent",
     "model",
+    "intercept",
     "baseline",
     "timeout",
     "max_retries",

@@ -11,7 +11,7 @@ from pytest_recfair.engine import base
 from pytest_recfair.engine import sharding as shards
 from pytest_recfair.engine.overlap import kind as overlap_kind
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.settings.run import Shard, parse_shard
+from pytest_recfair.settings.values import Shard, parse_shard
 from tests.support.tally_replies import LAYOUT, config, entities, replies, tally_of
 
 

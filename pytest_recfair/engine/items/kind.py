@@ -301,6 +301,8 @@ class ItemAudit(PooledKind):
     """The LMRec item-side audit: item properties per group, scored over all entities."""
 
     name = KEY
+    # the input files the plugin checks before any test runs (plugin/collection.py)
+    named_inputs = ("catalogue",)
     sections = ItemSections()
 
     def wants(self, settings: AuditSettings) -> bool:
