@@ -23,6 +23,7 @@ from tests.support.pipelines import (
     OFFLINE,
     OPENAI,
     PRELUDE,
+    REQUESTS,
     cassettes,
     files_holding,
     interactions,
@@ -222,6 +223,41 @@ def test_a_request_failed_for_good_fails_its_prompt_and_is_not_recorded(
     assert "CassetteMiss" not in again
     assert numbers(pytester.path / "rep.json") == numbers(pytester.path / "rec.json")
     assert list(numbers(pytester.path / "rep.json")) == ["test_audit.py::test_gender"]
+
+
+REQUESTS_SWALLOWS = REQUESTS.replace(
+    "        reply = session.post(\n",
+    "        try:\n            reply = session.post(\n",
+).replace(
+    "        reply.raise_for_status()\n",
+    "        except requests.RequestException:\n"
+    "            return [f'Fallback film {i}' for i in range(25)]\n"
+    "        reply.raise_for_status()\n",
+)
+
+
+@pytest.mark.parametrize("client", ["recfair_http_client", "vcr"])
+def test_a_transport_error_the_pipeline_swallows_still_fails_its_prompt(
+    client: str, pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The server drops every connection: the pipeline returns a fallback list for each
+    prompt, and not one of those is scored or recorded."""
+    if client == "vcr":
+        assert REQUESTS_SWALLOWS.count("Fallback film") == 1
+        make_pipeline_project(
+            pytester, REQUESTS_SWALLOWS, tests=RELIGION, ini="recfair_intercept = vcr\n"
+        )
+    else:
+        make_pipeline_project(pytester, SWALLOWS, tests=RELIGION)
+    faults = "timeout=1,timeout_mode=close,max_per_request=none"
+    with sim_server(faults=faults) as server:
+        point_at(monkeypatch, server)
+        result = run(pytester, *RECORD)
+        assert server.stats.outcomes["timeout-close"] >= 20
+    result.assert_outcomes(errors=1)
+    out = result.stdout.str()
+    assert "20 of 20 prompts (100.0%) got no valid response" in out, out
+    assert not list(interactions(pytester.path))
 
 
 # --- the budget
