@@ -67,18 +67,24 @@ class _Persister:
             return
         pairs = list(zip(cassette_dict["requests"], cassette_dict["responses"], strict=True))
         for request, response in pairs[scope.vcr_loaded :]:
-            body = request.body or b""
+            body = _body(request)
             content = response["body"]["string"]
+            scope.vcr_answered(request.method, request.uri, body)
             scope.keep(
                 request.method,
                 request.uri,
                 [(str(n), str(v)) for n, v in request.headers.items()],
-                body if isinstance(body, bytes) else str(body).encode("utf-8"),
+                body,
                 int(response["status"]["code"]),
                 [(n, v) for n, vs in response["headers"].items() for v in _values(vs)],
                 content if isinstance(content, bytes) else str(content or "").encode("utf-8"),
                 str(response["status"].get("message") or ""),
             )
+
+
+def _body(request: Any) -> bytes:
+    body = request.body or b""
+    return body if isinstance(body, bytes) else str(body).encode("utf-8")
 
 
 def _values(value: Any) -> list[str]:
@@ -93,10 +99,7 @@ class _Cassette(Cassette):  # type: ignore[misc]  # vcrpy ships no type hints
         playable = bool(super().can_play_response_for(request))
         scope = current()
         if not playable and scope is not None:
-            body = request.body or b""
-            scope.unplayable(
-                request, request.method, request.uri, body if isinstance(body, bytes) else b""
-            )
+            scope.unplayable(request, request.method, request.uri, _body(request))
         return playable
 
 
@@ -114,3 +117,4 @@ def intercepted(scope: Scope) -> Iterator[None]:
     )
     with _Cassette.use(**config):
         yield
+    scope.vcr_done()  # after vcrpy saved what it recorded into the scope

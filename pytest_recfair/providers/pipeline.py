@@ -32,6 +32,7 @@ import contextvars
 import json
 import threading
 import weakref
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -117,6 +118,9 @@ class Scope:
     failing: dict[tuple[str, str, bytes], str] = field(default_factory=dict)
     vcr_loaded: int = 0  # interactions vcrpy's cassette was given (intercept="vcr")
     vcr_seen: list[object] = field(default_factory=list)
+    # requests vcrpy sent live and has not recorded a reply to (yet): a transport error
+    # never reaches vcrpy's cassette, so what is left here when the prompt ends failed
+    vcr_unanswered: Counter[tuple[str, str, bytes]] = field(default_factory=Counter)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -175,6 +179,24 @@ class Scope:
             return
         self.vcr_seen.append(request)
         self._live(method, url, body)
+        with self.lock:
+            self.vcr_unanswered[(method, url, body)] += 1
+
+    def vcr_answered(self, method: str, url: str, body: bytes) -> None:
+        """vcrpy recorded a reply (any status) to a request it sent live."""
+        with self.lock:
+            self.vcr_unanswered[(method, url, body)] -= 1
+
+    def vcr_done(self) -> None:
+        """The prompt's vcrpy cassette is saved: a live request it holds no reply to got
+        none (a dropped connection, a timeout), so the request failed."""
+        with self.lock:
+            for (method, url, body), left in self.vcr_unanswered.items():
+                if left > 0:
+                    self.failing[(method, url, body)] = (
+                        f"{_line(method, url)} got no reply (a transport error)"
+                    )
+            self.vcr_unanswered.clear()
 
     def keep(
         self,

@@ -17,8 +17,10 @@ def plugin_args() -> tuple[str, ...]:
     Loading it both ways would register the module twice, which pluggy refuses. The
     hypothesis plugin is switched off: pytester drops modules imported during an
     in-process run, so every run would import (and assertion-rewrite) hypothesis again.
+    So is langsmith's (installed with langchain-openai, a test extra): it costs a
+    pytester subprocess over a second of start-up and no test uses it.
     """
-    quiet = ("-p", "no:hypothesispytest")
+    quiet = ("-p", "no:hypothesispytest", "-p", "no:langsmith_plugin")
     for ep in importlib.metadata.entry_points(group="pytest11"):
         if ep.value == "pytest_recfair.plugin":
             return quiet
