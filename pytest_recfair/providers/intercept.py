@@ -67,19 +67,24 @@ class _Persister:
             return
         pairs = list(zip(cassette_dict["requests"], cassette_dict["responses"], strict=True))
         for request, response in pairs[scope.vcr_loaded :]:
-            body = _body(request)
-            content = response["body"]["string"]
-            scope.vcr_answered(request.method, request.uri, body)
-            scope.keep(
-                request.method,
-                request.uri,
-                [(str(n), str(v)) for n, v in request.headers.items()],
-                body,
-                int(response["status"]["code"]),
-                [(n, v) for n, vs in response["headers"].items() for v in _values(vs)],
-                content if isinstance(content, bytes) else str(content or "").encode("utf-8"),
-                str(response["status"].get("message") or ""),
-            )
+            _hand(scope, request, response)
+
+
+def _hand(scope: Scope, request: Any, response: dict[str, Any]) -> None:
+    """A reply vcrpy got live, handed to the prompt's scope (kept if a 2xx)."""
+    body = _body(request)
+    content = response["body"]["string"]
+    scope.vcr_answered(request.method, request.uri, body)
+    scope.keep(
+        request.method,
+        request.uri,
+        [(str(n), str(v)) for n, v in request.headers.items()],
+        body,
+        int(response["status"]["code"]),
+        [(n, v) for n, vs in response["headers"].items() for v in _values(vs)],
+        content if isinstance(content, bytes) else str(content or "").encode("utf-8"),
+        str(response["status"].get("message") or ""),
+    )
 
 
 def _body(request: Any) -> bytes:
@@ -101,6 +106,15 @@ class _Cassette(Cassette):  # type: ignore[misc]  # vcrpy ships no type hints
         if not playable and scope is not None:
             scope.unplayable(request, request.method, request.uri, _body(request))
         return playable
+
+    def append(self, request: Any, response: dict[str, Any]) -> None:
+        """A non-2xx reply goes to the scope (its request failed) and not into vcrpy's
+        cassette, which would answer the pipeline's retry with it instead of sending it."""
+        scope = current()
+        if scope is not None and not 200 <= int(response["status"]["code"]) < 300:
+            _hand(scope, request, response)
+            return
+        super().append(request, response)
 
 
 @contextlib.contextmanager

@@ -355,3 +355,56 @@ def test_record_true_replays_the_outputs_without_calling_the_function(
     again = run(pytester, "--fairness", "--fairness-record=all")
     again.assert_outcomes(errors=2)
     assert "the replay called the recommender" in again.stdout.str()
+
+
+RELIGION_ONLY = """
+from pytest_recfair import fairness
+
+@fairness(attr="religion")
+def test_religion():
+    pass
+"""
+
+RETRYING_REQUESTS = REQUESTS.replace(
+    "        reply.raise_for_status()\n",
+    "        if reply.status_code >= 500:  # the pipeline's own retry, as SDKs do\n"
+    "            reply = session.post(reply.request.url, data=reply.request.body,\n"
+    "                                 headers=dict(reply.request.headers), timeout=30)\n"
+    "        reply.raise_for_status()\n"
+    "        if os.environ.get('PIPE_SECOND'):  # a second call, added after the recording\n"
+    "            again = session.post(URL + '/chat/completions',\n"
+    "                headers={'Authorization': f'Bearer {KEY}'}, timeout=30,\n"
+    "                json={'model': 'recfair-sim', 'temperature': 0,\n"
+    "                      'messages': openai_messages('again: ' + prompt)})\n"
+    "            if again.status_code >= 500:\n"
+    "                again = session.post(again.request.url, data=again.request.body,\n"
+    "                                     headers=dict(again.request.headers), timeout=30)\n"
+    "            again.raise_for_status()\n",
+)
+
+
+def test_vcr_sends_the_retry_of_a_failed_request_live_beside_recorded_ones(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Under intercept="vcr", a prompt that already has recordings (new_episodes) and a
+    new request that gets a 500: the pipeline's retry goes to the network and its 2xx is
+    recorded; the 500 is not kept in vcrpy's cassette, where it would answer the retry."""
+    assert RETRYING_REQUESTS != REQUESTS
+    make_pipeline_project(
+        pytester, RETRYING_REQUESTS, tests=RELIGION_ONLY, ini="recfair_intercept = vcr\n"
+    )
+    with sim_server() as server:
+        point_at(monkeypatch, server)
+        run(pytester, *RECORD).assert_outcomes(passed=1)
+        first = len(list(interactions(pytester.path)))
+    # every request fails once, then is answered: each new second call needs its retry
+    with sim_server(faults="500=1.0,max_per_request=1") as server:
+        point_at(monkeypatch, server, PIPE_SECOND="1")
+        again = run(pytester, "--fairness", "--fairness-record=new_episodes")
+        stats = server.stats
+    again.assert_outcomes(passed=1)
+    assert stats.outcomes["500"] == first  # one 500 per new second call
+    assert stats.requests == 2 * first  # each retried live once, none answered from vcrpy
+    kept = list(interactions(pytester.path))
+    assert len(kept) == 2 * first
+    assert all(item["response"]["status"]["code"] == 200 for item in kept)
