@@ -74,42 +74,31 @@ def recfair_recommender(pytestconfig: pytest.Config) -> Any:
     return fixtures.default_recommender(pytestconfig)
 
 
-def _clients(config: pytest.Config, generation: str, sync: bool) -> Iterator[Any]:
-    from pytest_recfair.providers import pipeline
-
-    limit = run_state(config).settings.max_reply_chars
-    make = pipeline.http_client if sync else pipeline.async_http_client
-    client = make(generation, limit)
-    yield client
-    if sync:
-        client.close()  # an async client's pools close with the loop each audit ran on
-
-
 @pytest.fixture(scope="session")
 def recfair_http_client(pytestconfig: pytest.Config) -> Iterator[Any]:
     """An ``httpx2.Client`` for your pipeline's SDK (``OpenAI(http_client=...)``,
     ``Anthropic(http_client=...)``): the model calls it sends while answering an audit
     prompt are recorded into, and replayed from, that prompt's cassette."""
-    yield from _clients(pytestconfig, "httpx2", True)
+    yield from fixtures.http_clients(pytestconfig, "httpx2", True)
 
 
 @pytest.fixture(scope="session")
 def recfair_async_http_client(pytestconfig: pytest.Config) -> Iterator[Any]:
     """The ``httpx2.AsyncClient`` twin of recfair_http_client (``AsyncOpenAI``,
     ``ChatOpenAI(http_async_client=...)``)."""
-    yield from _clients(pytestconfig, "httpx2", False)
+    yield from fixtures.http_clients(pytestconfig, "httpx2", False)
 
 
 @pytest.fixture(scope="session")
 def recfair_httpx_client(pytestconfig: pytest.Config) -> Iterator[Any]:
     """recfair_http_client for code still on httpx 0.x (an ``httpx.Client``)."""
-    yield from _clients(pytestconfig, "httpx", True)
+    yield from fixtures.http_clients(pytestconfig, "httpx", True)
 
 
 @pytest.fixture(scope="session")
 def recfair_async_httpx_client(pytestconfig: pytest.Config) -> Iterator[Any]:
     """recfair_async_http_client for code still on httpx 0.x (an ``httpx.AsyncClient``)."""
-    yield from _clients(pytestconfig, "httpx", False)
+    yield from fixtures.http_clients(pytestconfig, "httpx", False)
 
 
 @pytest.fixture

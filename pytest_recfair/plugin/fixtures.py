@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import keyword
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ __all__ = [
     "default_seeds",
     "find_file",
     "grid",
+    "http_clients",
     "inputs",
     "not_found",
     "path_like",
@@ -178,6 +180,18 @@ def cassettes(config: pytest.Config, s: settings.AuditSettings) -> Any:
         usage=None if state.pruner is None else state.pruner.use(s),
         rewritten=state.rewritten,
     )
+
+
+def http_clients(config: pytest.Config, generation: str, sync: bool) -> Iterator[Any]:
+    """The recfair_http_client fixtures' client: ``generation`` httpx2 or httpx (0.x)."""
+    from pytest_recfair.providers import pipeline
+
+    limit = run_state(config).settings.max_reply_chars
+    make = pipeline.http_client if sync else pipeline.async_http_client
+    client = make(generation, limit)
+    yield client
+    if sync:
+        client.close()  # an async client's pools close with the loop each audit ran on
 
 
 def user_fixture(request: pytest.FixtureRequest, name: str) -> Any:

@@ -1,27 +1,21 @@
 """Record and replay the HTTP calls a Python pipeline makes while it answers the audit.
 
 A team's recommender is a function (retrieve, prompt, call the model through its SDK,
-parse, re-rank), so the runner calls the function for every prompt on every run; what
-it can record is the model calls made *inside* that function. The runner opens a
-:class:`Scope` (in a context variable, which follows the call into its worker thread or
-task) around each prompt; the HTTP clients this module builds (:func:`http_client`, the
-``recfair_http_client`` fixtures) serve each request the pipeline sends from that
-prompt's entity cassette, or send and record it when the record mode allows. The
-pipeline's own code runs every time, so a change to it (a re-ranker, a parser) is
-measured on the recorded replies; a change to what it sends (model, system prompt,
-parameters) misses, naming what differed.
+parse, re-rank): the runner calls it for every prompt on every run, and records the model
+calls made *inside* it. The runner opens a :class:`Scope` (in a context variable, which
+follows the call into its worker thread or task) around each prompt; the clients built
+here (:func:`http_client`, the ``recfair_http_client`` fixtures) serve each request from
+that prompt's entity cassette, or send and record it when the record mode allows. So a
+change to the pipeline's code is measured on the recorded replies, and a change to what it
+sends (model, system prompt, parameters) misses, naming what differed.
 
-Matching is the cassette store's (method, host, path, body, repeat; the reply recorded
-for this prompt first, then in the order recorded), so a request repeated within one
-prompt's answer is told apart by its order. A prompt's interactions are kept only when
-its answer is final (the function returned and no request it sent failed for good): a
-failed call never becomes a recording, and an answer built around a failed call is not
-scored. Live requests are counted against the run's budget before they are sent
-(:class:`Allowance`).
-
-``CallableProvider(record=True)`` records one level up, what the function returned
-(:func:`output_request`), for a model that is not behind HTTP; vcrpy interception for
-pipelines that build their own client is :mod:`.intercept`.
+Matching is the store's (method, host, path, body, repeat; this prompt's recordings
+first, then in recorded order): a request repeated within one answer is told apart by its
+order. A prompt's interactions are kept only when its answer is final (the function
+returned and no request failed for good), so a failed call is never recorded and an
+answer built around one is not scored. Live requests count against the budget before
+they are sent (:class:`Allowance`). ``CallableProvider(record=True)`` records what the
+function returned (:func:`output_request`); vcrpy interception is :mod:`.intercept`.
 """
 
 from __future__ import annotations

@@ -101,11 +101,12 @@ def test_the_itemside_examples_run_from_the_installed_wheel(
     ]
 
     # run from a subfolder: paths resolve from rootdir, and the error says so
+    # (checked before any test runs: a usage error, on stderr, naming the first one missing)
     missing = _run(pytest_cmd, project / "tests")
-    assert missing.returncode != 0
-    assert "fixtures/seeds/cities.csv" in missing.stdout
-    assert f"{project / 'fixtures/seeds/cities.csv'} (rootdir)" in missing.stdout
-    assert "python -m pytest_recfair examples" in missing.stdout
+    assert missing.returncode == 4
+    assert "fixtures/catalogues/restaurants.csv" in missing.stderr
+    assert f"{project / 'fixtures/catalogues/restaurants.csv'} (rootdir)" in missing.stderr
+    assert "python -m pytest_recfair examples" in missing.stderr
 
     (command,) = [b.text for b in blocks(ITEMSIDE, "bash") if "pytest_recfair examples" in b.text]
     words = command.split("#", 1)[0].split()
