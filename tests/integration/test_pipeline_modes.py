@@ -6,6 +6,9 @@ Real pytest runs (pytester subprocesses), real HTTP to the simulator on loopback
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from tests.support.pipelines import (
@@ -111,3 +114,26 @@ def test_prune_keeps_what_the_pipeline_replay_needs(
     assert numbers(pytester.path / "rep.json") == {
         religion: numbers(pytester.path / "rec.json")[religion]
     }
+
+
+def test_compact_cassettes_of_a_pipeline_replay_to_the_same_numbers(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`cassettes compact` turns the pipeline's recordings into .json.gz; the replay reads
+    them as it reads plain ones, offline, to the recording's numbers."""
+    make_pipeline_project(pytester, OPENAI)
+    with sim_server() as server:
+        point_at(monkeypatch, server)
+        run(pytester, *RECORD, "--fairness-report=rec.json").assert_outcomes(passed=2)
+    folder = pytester.path / "fixtures" / "cassettes"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_recfair", "cassettes", "compact", str(folder)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted({p.suffixes[-1] for p in folder.iterdir() if p.is_file()}) == [".gz"]
+    replay = run(pytester, "--fairness", "--fairness-report=rep.json", *OFFLINE)
+    replay.assert_outcomes(passed=2)
+    assert numbers(pytester.path / "rep.json") == numbers(pytester.path / "rec.json")
