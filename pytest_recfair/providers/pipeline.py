@@ -420,8 +420,21 @@ def output_completion(body: bytes, model: str) -> Completion:
 # --- the clients handed to the pipeline's SDK, one per httpx generation
 
 
-def _decoded_headers(response: Any) -> list[tuple[str, str]]:
-    return [(str(n), str(v)) for n, v in response.headers.multi_items()]
+_Parts = tuple[str, str, list[tuple[str, str]], bytes]  # method, URL, headers, body
+
+
+def _ask(scope: Scope, request: Any, body: bytes) -> tuple[_Parts, RecordedResponse | None]:
+    """The request's parts, and its recorded reply (None: send it live)."""
+    headers = [(str(n), str(v)) for n, v in request.headers.multi_items()]
+    parts = (str(request.method), str(request.url), headers, body)
+    return parts, scope.lookup(*parts)
+
+
+def _got(lib: Any, scope: Scope, parts: _Parts, live: Any, content: bytes) -> Any:
+    """A live reply, kept by the scope, as the response the pipeline gets."""
+    headers = [(str(n), str(v)) for n, v in live.headers.multi_items()]
+    kept = scope.keep(*parts, live.status_code, headers, content, live.reason_phrase)
+    return _response(lib, kept)
 
 
 def _response(lib: Any, recorded: RecordedResponse) -> Any:
@@ -465,9 +478,7 @@ class _Sync:
         if scope is None:  # outside an audit prompt: an ordinary client
             _unscoped()
             return self.network().handle_request(request)
-        method, url, body = request.method, str(request.url), request.read()
-        headers = [(str(n), str(v)) for n, v in request.headers.multi_items()]
-        hit = scope.lookup(method, url, headers, body)
+        parts, hit = _ask(scope, request, request.read())
         if hit is not None:
             return _response(self.lib, hit)
         try:
@@ -477,19 +488,9 @@ class _Sync:
             finally:
                 live.close()
         except Exception as exc:
-            scope.failed(method, url, body, exc)
+            scope.failed(parts[0], parts[1], parts[3], exc)
             raise
-        kept = scope.keep(
-            method,
-            url,
-            headers,
-            body,
-            live.status_code,
-            _decoded_headers(live),
-            _capped(content, self.max_reply_chars),
-            live.reason_phrase,
-        )
-        return _response(self.lib, kept)
+        return _got(self.lib, scope, parts, live, _capped(content, self.max_reply_chars))
 
     def close(self) -> None:
         with self.lock:
@@ -520,9 +521,7 @@ class _Async:
         if scope is None:
             _unscoped()
             return await self.network().handle_async_request(request)
-        method, url, body = request.method, str(request.url), await request.aread()
-        headers = [(str(n), str(v)) for n, v in request.headers.multi_items()]
-        hit = scope.lookup(method, url, headers, body)
+        parts, hit = _ask(scope, request, await request.aread())
         if hit is not None:
             return _response(self.lib, hit)
         try:
@@ -532,19 +531,9 @@ class _Async:
             finally:
                 await live.aclose()
         except Exception as exc:
-            scope.failed(method, url, body, exc)
+            scope.failed(parts[0], parts[1], parts[3], exc)
             raise
-        kept = scope.keep(
-            method,
-            url,
-            headers,
-            body,
-            live.status_code,
-            _decoded_headers(live),
-            _capped(content, self.max_reply_chars),
-            live.reason_phrase,
-        )
-        return _response(self.lib, kept)
+        return _got(self.lib, scope, parts, live, _capped(content, self.max_reply_chars))
 
     async def close(self) -> None:
         with contextlib.suppress(RuntimeError):
