@@ -187,7 +187,7 @@ def encode(
     costs one pass over the distinct new items instead of one over every item.
     """
     start = len(table)
-    lengths = np.zeros(len(lists), dtype=np.int64)
+    sizes = [0] * len(lists)
     flat: list[int] = []
     # __getitem__ of a defaultdict numbered by a counter interns at C speed.
     ids_of = defaultdict(count(start).__next__, table)
@@ -203,13 +203,14 @@ def encode(
             check_list(lst, label(r))
             raise
         take = ids[:K]
-        lengths[r] = len(take)
+        sizes[r] = len(take)
         flat.extend(take)
     table.update(islice(ids_of.items(), start, None))
-    if any(not isinstance(key, str) for key in islice(table, start, None)):
+    if not set(map(type, islice(table, start, None))) <= {str}:  # a C-level pass
         for r, lst in enumerate(lists):
             if lst is not None:
                 check_list(lst, label(r))
+    lengths = np.array(sizes, dtype=np.int64)
     out = np.full((len(lists), K), pad, dtype=np.int32)
     out[np.arange(K)[None, :] < lengths[:, None]] = np.asarray(flat, dtype=np.int32)
     return out, lengths
