@@ -203,7 +203,9 @@ def _check_lists(lists: object) -> list[list[str]]:
         )
     out: list[list[str]] = []
     for i, lst in enumerate(lists):
-        if isinstance(lst, str | bytes) or not isinstance(lst, Sequence):
+        # a list (the common case) skips the slow Sequence check, and is only read: no copy
+        plain = type(lst) is list
+        if not plain and (isinstance(lst, str | bytes) or not isinstance(lst, Sequence)):
             raise TypeError(
                 f"lists[{i}]: expected a list of titles, got {type(lst).__name__}; "
                 "pass parse.items(...) output"
@@ -215,7 +217,7 @@ def _check_lists(lists: object) -> list[list[str]]:
                     f"lists[{i}][{bad[0]}]: expected a title str, got "
                     f"{type(bad[1]).__name__} ({bad[1]!r})"
                 )
-        out.append(list(lst))
+        out.append(lst if plain else list(lst))
     return out
 
 
