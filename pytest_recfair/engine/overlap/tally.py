@@ -399,12 +399,12 @@ def _fixed(x: FloatArray) -> npt.NDArray[np.int64]:
 
 def _add_curves(at: AttributeTally, m: str, cols: npt.NDArray[np.int64], cube: FloatArray) -> None:
     """Add one chunk's (entities, values, K) cube to the fixed-point Sim@k sums."""
-    sums = _fixed(cube).sum(axis=0)  # (values, K); int64 is safe for one chunk
-    kept = (~np.isnan(cube)).sum(axis=0)
+    sums = _fixed(cube).sum(axis=0).tolist()  # (values, K); int64 is safe for one chunk
+    kept = (~np.isnan(cube)).sum(axis=0).tolist()
     for j, col in enumerate(cols.tolist()):
         row_s, row_n = at.curve_sum[m][col], at.curve_n[m][col]
-        at.curve_sum[m][col] = [a + int(b) for a, b in zip(row_s, sums[j], strict=True)]
-        at.curve_n[m][col] = [a + int(b) for a, b in zip(row_n, kept[j], strict=True)]
+        at.curve_sum[m][col] = [a + b for a, b in zip(row_s, sums[j], strict=True)]
+        at.curve_n[m][col] = [a + b for a, b in zip(row_n, kept[j], strict=True)]
 
 
 def _add_lists(a: list[list[int]], b: list[list[int]]) -> list[list[int]]:
