@@ -166,13 +166,14 @@ def measure_formats(
     deleted) / warm, each format, vs bare pytest; with ``other``, the compact first and
     later runs of the package in that folder too; with ``today``, the plain replay of
     the package in that folder (the code before issue 24)."""
-    from pytest_recfair.cassettes import cache, compact
+    from pytest_recfair.cassettes import compact
+    from pytest_recfair.cassettes.cache import CACHE_DIR
 
     with project(n, cache) as root:
         prompts = prepare(root, n)
         packed = root.with_name(root.name + "-compact")
         if not packed.is_dir():
-            ignore = shutil.ignore_patterns(cache.CACHE_DIR)
+            ignore = shutil.ignore_patterns(CACHE_DIR)
             shutil.copytree(root, packed, ignore=ignore)
             compact.convert(packed / "fixtures" / "cassettes", compact=True)
         sizes = {
@@ -184,7 +185,7 @@ def measure_formats(
             _, _, code, out, _ = run(folder, "--fairness", "--fairness-update", env_extra=off)
             if code != 0:
                 raise SystemExit(f"warm-up failed ({code}):\n{out}")
-        cached = {f: f / "fixtures" / "cassettes" / cache.CACHE_DIR for f in (root, packed)}
+        cached = {f: f / "fixtures" / "cassettes" / CACHE_DIR for f in (root, packed)}
         rows: dict[str, list[tuple[float, float, float]]] = {}
         plan: list[tuple[str, Path, dict[str, str] | None]] = [
             ("bare pytest (reference)", root, off),
@@ -234,13 +235,14 @@ def measure_formats(
 def measure_first(n: int, runs: int, cache: Path | None, other: Path | None = None) -> int:
     """Issue 31: a first run on a fresh checkout (compact cassettes, no cache folder), over
     the bare pytest run of the same round; with ``other``, that code's too."""
-    from pytest_recfair.cassettes import cache, compact
+    from pytest_recfair.cassettes import compact
+    from pytest_recfair.cassettes.cache import CACHE_DIR
 
     with project(n, cache) as root:
         prepare(root, n)
         packed = root.with_name(root.name + "-compact")
         if not packed.is_dir():
-            shutil.copytree(root, packed, ignore=shutil.ignore_patterns(cache.CACHE_DIR))
+            shutil.copytree(root, packed, ignore=shutil.ignore_patterns(CACHE_DIR))
             compact.convert(packed / "fixtures" / "cassettes", compact=True)
         off = {"RECFAIR_CACHE": "off"}
         _, _, code, out, _ = run(packed, "--fairness", "--fairness-update", env_extra=off)
@@ -257,7 +259,7 @@ def measure_first(n: int, runs: int, cache: Path | None, other: Path | None = No
         rows: dict[str, list[tuple[float, float, float]]] = {}
         for _ in range(runs):
             for name, env in plan:
-                shutil.rmtree(packed / "fixtures" / "cassettes" / cache.CACHE_DIR, True)
+                shutil.rmtree(packed / "fixtures" / "cassettes" / CACHE_DIR, True)
                 args = () if name.startswith("bare") else ("--fairness",)
                 wall, peak, code, out, cpu = run(packed, *args, env_extra=env)
                 if code != 0:

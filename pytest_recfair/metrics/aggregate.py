@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence, Sized
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +42,7 @@ __all__ = [
     "pafs",
     "rows_to_lists",
     "similarity_cube",
+    "similarity_cubes",
     "similarity_matrix",
     "snsr",
     "snsv",
@@ -228,6 +229,12 @@ def _collect(
     return entities, values, lists
 
 
+def _cell_label(values: tuple[str, ...], entities: tuple[str, ...]) -> Callable[[int], str]:
+    """How encode names the list at position i of a value-major ``by_value``."""
+    E = len(entities)
+    return lambda i: f"by_value[{values[i // E]!r}][{entities[i % E]!r}]"
+
+
 def _absent(
     entities: tuple[str, ...], by_value: Mapping[str, Mapping[str, Sequence[str] | None]]
 ) -> npt.NDArray[np.bool_]:
@@ -288,47 +295,79 @@ def similarity_cube(
     Inputs and missing-reply rules are those of ``similarity_matrix``. K=None uses the
     longest list.
     """
+    return similarity_cubes(neutral, {"": by_value}, K, variant, missing, metrics)[""]
+
+
+def similarity_cubes(
+    neutral: Mapping[str, Sequence[str] | None],
+    by_attribute: Mapping[str, Mapping[str, Mapping[str, Sequence[str] | None]]],
+    K: int | None = 25,
+    variant: Variant = "normalized",
+    missing: MissingPolicy = "zero",
+    metrics: Sequence[MetricName] = METRICS,
+) -> dict[str, SimilarityCube]:
+    """``similarity_cube`` of each attribute (attribute -> its ``by_value``) against one
+    set of neutral lists, in one pass: the neutral lists are interned once and a list
+    that recurs in several attributes (a fair value repeats the neutral list) is scored
+    once. K=None uses the longest list of them all.
+    """
     v = check_variant(variant)
     pol = check_missing(missing)
     kk = check_k(K, "K")
     if isinstance(metrics, str) or not isinstance(metrics, Sequence) or not metrics:
         raise TypeError(f"metrics must be a non-empty list of metric names; got {metrics!r}.")
     ms = tuple(dict.fromkeys(check_metric(m) for m in metrics))
-    entities, values, lists = _collect(neutral, by_value)
-    E, V = len(entities), len(values)
+    parts = {a: _collect(neutral, by_value) for a, by_value in by_attribute.items()}
+    if not parts:
+        return {}
+    entities = tuple(neutral)
+    E = len(entities)
     nlists = [neutral[e] for e in entities]
     if kk is None:
         # non-lists are reported by encode below, with the cell they are in
-        kk = max([len(x) for x in (*nlists, *lists) if isinstance(x, Sized)] + [1])
+        every = [x for _, _, lists in parts.values() for x in lists]
+        kk = max([len(x) for x in (*nlists, *every) if isinstance(x, Sized)] + [1])
     table: dict[str, int] = {}
     N, lN = encode(nlists, kk, table, NEUTRAL_PAD, lambda i: f"neutral[{entities[i]!r}]")
-    S, lS = encode(
-        lists,
-        kk,
-        table,
-        SENSITIVE_PAD,
-        lambda i: f"by_value[{values[i // E]!r}][{entities[i % E]!r}]",
-    )
-    ent = np.tile(np.arange(E, dtype=np.int64), V)
+    encoded = [
+        encode(
+            lists,
+            kk,
+            table,
+            SENSITIVE_PAD,
+            _cell_label(values, entities),
+        )
+        for _, values, lists in parts.values()
+    ]
+    S = np.concatenate([S for S, _ in encoded])
+    lS = np.concatenate([lS for _, lS in encoded])
+    ent = np.tile(np.arange(E, dtype=np.int64), S.shape[0] // max(E, 1))
     res = curves_all_k(N, lN, S, lS, kk, v, ms, ent=ent)
-    # A list truncated to k >= 1 is empty only if it was empty: missingness is k-free.
-    miss = (lN[:, None] == 0) | (lS.reshape(V, E).T == 0)
-    # Never answered (no key for the entity): left out under either policy, as the
-    # FaiRLLM notebook walks only the names in each value's file.
-    # Nor is such a cell a missing reply (none was given): it is in no unusable share.
-    absent = _absent(entities, by_value)
-    left_out = (miss | absent) if pol == "skip" else absent
-    miss &= ~absent
-    sims: dict[str, FloatArray] = {}
-    for m, arr in res.items():
-        cube = arr.reshape(V, E, kk).transpose(1, 0, 2)  # pairs are value-major
-        if left_out.any():
-            cube = np.where(left_out[:, :, None], np.nan, cube)
-        cube = np.ascontiguousarray(cube)
-        cube.setflags(write=False)
-        sims[m] = cube
-    miss.setflags(write=False)
-    return SimilarityCube(entities, values, kk, v, pol, sims, miss)
+    out: dict[str, SimilarityCube] = {}
+    start = 0
+    for (attr, (_, values, _)), (_, lS_a) in zip(parts.items(), encoded, strict=True):
+        V = len(values)
+        cells = slice(start, start + V * E)
+        start += V * E
+        # A list truncated to k >= 1 is empty only if it was empty: missingness is k-free.
+        miss = (lN[:, None] == 0) | (lS_a.reshape(V, E).T == 0)
+        # Never answered (no key for the entity): left out under either policy, as the
+        # FaiRLLM notebook walks only the names in each value's file.
+        # Nor is such a cell a missing reply (none was given): it is in no unusable share.
+        absent = _absent(entities, by_attribute[attr])
+        left_out = (miss | absent) if pol == "skip" else absent
+        miss &= ~absent
+        sims: dict[str, FloatArray] = {}
+        for m, arr in res.items():
+            cube = arr[cells].reshape(V, E, kk).transpose(1, 0, 2)  # pairs are value-major
+            if left_out.any():
+                cube = np.where(left_out[:, :, None], np.nan, cube)
+            cube = np.ascontiguousarray(cube)
+            cube.setflags(write=False)
+            sims[m] = cube
+        miss.setflags(write=False)
+        out[attr] = SimilarityCube(entities, values, kk, v, pol, sims, miss)
+    return out
 
 
 def similarity_matrix(

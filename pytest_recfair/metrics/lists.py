@@ -187,7 +187,7 @@ def encode(
     costs one pass over the distinct new items instead of one over every item.
     """
     start = len(table)
-    lengths = np.zeros(len(lists), dtype=np.int64)
+    sizes = [0] * len(lists)
     flat: list[int] = []
     # __getitem__ of a defaultdict numbered by a counter interns at C speed.
     ids_of = defaultdict(count(start).__next__, table)
@@ -203,13 +203,14 @@ def encode(
             check_list(lst, label(r))
             raise
         take = ids[:K]
-        lengths[r] = len(take)
+        sizes[r] = len(take)
         flat.extend(take)
     table.update(islice(ids_of.items(), start, None))
-    if any(not isinstance(key, str) for key in islice(table, start, None)):
+    if not set(map(type, islice(table, start, None))) <= {str}:  # a C-level pass
         for r, lst in enumerate(lists):
             if lst is not None:
                 check_list(lst, label(r))
+    lengths = np.array(sizes, dtype=np.int64)
     out = np.full((len(lists), K), pad, dtype=np.int32)
     out[np.arange(K)[None, :] < lengths[:, None]] = np.asarray(flat, dtype=np.int32)
     return out, lengths
@@ -262,6 +263,11 @@ def curves_all_k(
     # repeat the last column (a k of 1000 must not build 1000 x 1000 tensors).
     longest = int(max(lN.max(initial=0), lS.max(initial=0), 1))
     Ke = min(K, longest)
+    # A pair's scores depend on its two lists only (row by row, integer counts): identical
+    # pairs, common (a fair value repeats the neutral list), are scored once.
+    ent = np.arange(P, dtype=np.int64) if ent is None else np.asarray(ent, dtype=np.int64)
+    first, back = _distinct_rows(np.concatenate([ent[:, None], lS[:, None], S[:, :Ke]], axis=1))
+    ent, S, lS, P = ent[first], S[first], lS[first], first.size
     N, S = np.ascontiguousarray(N[:, :Ke]), np.ascontiguousarray(S[:, :Ke])
     step = max(1, BLOCK_ELEMENTS // (Ke * Ke))
     # distinct items in N[:k], once per neutral row
@@ -274,7 +280,7 @@ def curves_all_k(
     parts: dict[MetricName, list[FloatArray]] = {m: [] for m in metrics}
     for a in range(0, P, step):
         b = min(P, a + step)
-        rows = np.arange(a, b) if ent is None else ent[a:b]
+        rows = ent[a:b]
         block = _curves_block(
             N[rows], lN[rows], dN_all[rows], S[a:b], lS[a:b], Ke, variant, metrics
         )
@@ -282,11 +288,28 @@ def curves_all_k(
             parts[m].append(block[m])
     out: dict[MetricName, FloatArray] = {}
     for m in metrics:
-        arr = np.concatenate(parts[m], axis=0)
+        arr = np.concatenate(parts[m], axis=0)[back]
         if Ke < K:
             arr = np.concatenate([arr, np.repeat(arr[:, -1:], K - Ke, axis=1)], axis=1)
         out[m] = arr
     return out
+
+
+def _distinct_rows(a: IntArray) -> tuple[IntArray, IntArray]:
+    """(the first row of each distinct row of ``a``, which of them each row is). By the
+    rows' bytes: np.unique(axis=0) sorts, and cost more than the scoring it saved."""
+    raw, width = a.tobytes(), a.dtype.itemsize * a.shape[1]
+    seen: dict[bytes, int] = {}
+    first: list[int] = []
+    back: list[int] = []
+    for p in range(a.shape[0]):
+        row = raw[p * width : (p + 1) * width]
+        i = seen.get(row)
+        if i is None:
+            i = seen[row] = len(first)
+            first.append(p)
+        back.append(i)
+    return np.array(first, dtype=np.int64), np.array(back, dtype=np.int64)
 
 
 def _first_occurrence(X: npt.NDArray[np.int32], lX: IntArray) -> npt.NDArray[np.bool_]:

@@ -101,9 +101,23 @@ def case_id(
 ) -> str:
     """Stable id: SHA-256 of what identifies a case, 16 hex chars. It keys cassettes and
     baselines, so it must not depend on dict order, Python version or process."""
-    payload = _ID_ENCODER.encode(
-        [templates, domain, k, entity_id, attribute, value, language, perturbation, repeat]
+    return _id_of(
+        _encoded(templates, domain, k),
+        _encoded(entity_id),
+        _encoded(attribute, value),
+        _encoded(language, perturbation, repeat),
     )
+
+
+def _encoded(*values: object) -> str:
+    """The JSON of ``values`` as items of the id's array (the array without brackets)."""
+    return ",".join(map(_ID_ENCODER.encode, values))
+
+
+def _id_of(head: str, entity: str, cell: str, tail: str) -> str:
+    """The id of the JSON array ``[head, entity, cell, tail]`` (each part ``_encoded``):
+    a build encodes each part once, not each case's whole array."""
+    payload = f"[{head},{entity},{cell},{tail}]"
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
@@ -151,34 +165,42 @@ def build_cases(
             val,
             render_value(attr, val, "en" if lt.verbatim else language),
             lt.conditioned_for(val.form, tset.name),
+            _encoded(attr.name, val.label),
         )
         for attr in _chosen(the_grid, attributes)
         for val in attr.values
     ]
     sys_text, neutral_sys = _system_texts(lt, nouns, language, system, domain)
+    perturbed = typo.spec if typo else None
     ctx = _Context(
         templates=tset.name,
         domain=domain,
         k=k,
         language=language,
-        perturbation=typo.spec if typo else None,
+        perturbation=perturbed,
         system=sys_text,
         neutral_system=neutral_sys,
+        head=_encoded(tset.name, domain, k),
+        tails=tuple(_encoded(language, perturbed, rep) for rep in range(repeats)),
     )
     base = {**nouns, "k": str(k)}
+    neutral_cell = _encoded(None, None)
     cases: list[PromptCase] = []
     for ent in ents:
         values = {**base, "entity": ent.name}
         neutral_prompt = fill(lt.neutral, values, language, elide=elide)
+        entity = _encoded(ent.id)
         for rep in range(repeats):
-            cases.append(ctx.case(ent, rep, None, None, neutral_prompt, None))
-            for attr, val, phrase, template in rendered:
+            cases.append(ctx.case(ent, entity, rep, None, None, neutral_cell, neutral_prompt, None))
+            for attr, val, phrase, template, cell in rendered:
                 v_text, a_text = phrase.value, phrase.a_value
                 if typo is not None:
                     v_text, a_text = _with_typos(phrase, typo, seed, ent, attr, val, rep)
                 filled = {**values, "value": v_text, "a_value": a_text}
                 prompt = fill(template, filled, language, elide=elide)
-                cases.append(ctx.case(ent, rep, attr.name, val.label, prompt, val.group))
+                cases.append(
+                    ctx.case(ent, entity, rep, attr.name, val.label, cell, prompt, val.group)
+                )
     return cases
 
 
@@ -262,29 +284,24 @@ class _Context:
     perturbation: str | None
     system: str
     neutral_system: str
+    head: str  # the id's templates, domain and k, encoded once (``_encoded``)
+    tails: tuple[str, ...]  # its language, perturbation and repeat, per repeat
 
     def case(
         self,
         ent: Entity,
+        entity: str,
         rep: int,
         attr: str | None,
         label: str | None,
+        cell: str,
         prompt: str,
         group: str | None,
     ) -> PromptCase:
-        ident = case_id(
-            templates=self.templates,
-            domain=self.domain,
-            k=self.k,
-            entity_id=ent.id,
-            attribute=attr,
-            value=label,
-            language=self.language,
-            perturbation=self.perturbation,
-            repeat=rep,
-        )
+        """The case; ``entity`` and ``cell``: its entity id and (attribute, value)
+        ``_encoded``, as :func:`case_id` encodes them."""
         return PromptCase(
-            id=ident,
+            id=_id_of(self.head, entity, cell, self.tails[rep]),
             system=self.system if attr is not None else self.neutral_system,
             prompt=prompt,
             entity=ent.name,

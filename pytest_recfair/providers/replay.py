@@ -10,7 +10,6 @@ live one.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -183,13 +182,18 @@ class _Misses:
         self.log: failures.FailureLog | None = None
         self.first: CassetteMiss | None = None
         self.count = 0
+        self.any_noted: bool | None = None  # the log is read once per pass: counted once
 
     def noted(
         self, provider: Provider, case: CaseLike, replayer: CassetteTransport
     ) -> failures.Failure | None:
         """In a replay-only run, the note of ``case`` failed by this test's recording
         (even if another test's recording answered the prompt)."""
-        if replayer.store.policy.records or not self._log().count():
+        if replayer.store.policy.records:
+            return None
+        if self.any_noted is None:
+            self.any_noted = self._log().count() > 0
+        if not self.any_noted:
             return None
         return self._log().find(_failure_key(provider, case, replayer.test_id))
 
@@ -252,8 +256,10 @@ def _judge_replayed(
     if isinstance(replayed, RecordedResponse):
         reply = _recorded_reply(replayed)
         if reply is not None and isinstance(provider, HTTPProvider):
-            with contextlib.suppress(Exception):  # judged again below, URL and all
+            try:  # a try, not contextlib.suppress: no context manager built per case
                 return provider.parse_reply(reply)
+            except Exception:  # judged again below, URL and all
+                pass
         replayed = _as_response(provider, replayed, case, run)
     return judge(provider, replayed, case)
 

@@ -203,7 +203,9 @@ def _check_lists(lists: object) -> list[list[str]]:
         )
     out: list[list[str]] = []
     for i, lst in enumerate(lists):
-        if isinstance(lst, str | bytes) or not isinstance(lst, Sequence):
+        # a list (the common case) skips the slow Sequence check, and is only read: no copy
+        plain = type(lst) is list
+        if not plain and (isinstance(lst, str | bytes) or not isinstance(lst, Sequence)):
             raise TypeError(
                 f"lists[{i}]: expected a list of titles, got {type(lst).__name__}; "
                 "pass parse.items(...) output"
@@ -215,7 +217,7 @@ def _check_lists(lists: object) -> list[list[str]]:
                     f"lists[{i}][{bad[0]}]: expected a title str, got "
                     f"{type(bad[1]).__name__} ({bad[1]!r})"
                 )
-        out.append(list(lst))
+        out.append(lst if plain else list(lst))
     return out
 
 
@@ -256,10 +258,18 @@ def _canonicalize(
     alias_keys: dict[str, str],
 ) -> tuple[list[list[str]], list[Merge]]:
 
-    norm = normalize
-    keyed = [list(map(norm, lst)) for lst in checked]
-    if alias_keys:
-        keyed = [[alias_keys.get(key, key) for key in row] for row in keyed]
+    # Identical lists (a fair value repeats the neutral list: 9,000 distinct of 31,000 at
+    # paper scale) are keyed once; each reply still gets a list of its own.
+    done: dict[tuple[str, ...], list[str]] = {}
+    keyed: list[list[str]] = []
+    for lst in checked:
+        row = done.get(tuple(lst))
+        if row is None:
+            row = list(map(normalize, lst))
+            if alias_keys:
+                row = [alias_keys.get(key, key) for key in row]
+            done[tuple(lst)] = row
+        keyed.append(row.copy())
     count = Counter(chain.from_iterable(keyed))  # insertion order = first seen
     if not fuzzy or len(count) < 2:
         return keyed, []
@@ -290,7 +300,9 @@ def _fuzzy_targets(
     order: list[str], threshold: float, entity: str | None
 ) -> tuple[dict[str, str], list[Merge]]:
     """Which keys merge into which earlier (more frequent) kept key, and the merges made."""
-    scores = process.cdist(order, order, scorer=fuzz.ratio, score_cutoff=threshold, workers=1)
+    # A copy as the choices: given one list twice, rapidfuzz scores pair by pair; given
+    # two, several choices at once (SIMD). Same scores, half the time here.
+    scores = process.cdist(order, order[:], scorer=fuzz.ratio, score_cutoff=threshold, workers=1)
     # Only pairs above the cutoff are non-zero; visit them in order, earlier keys first.
     candidates: dict[int, list[int]] = {}
     rows, cols = scores.nonzero()

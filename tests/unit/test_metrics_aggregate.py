@@ -17,6 +17,7 @@ from pytest_recfair.metrics.aggregate import (
     pafs,
     rows_to_lists,
     similarity_cube,
+    similarity_cubes,
     similarity_matrix,
     snsr,
     snsv,
@@ -120,6 +121,34 @@ def test_cube_slices_and_refuses_k_beyond_K() -> None:
     assert cube.matrix("serp", 2) == similarity_matrix(NEUTRAL, BY_VALUE, "serp", k=2)
     with pytest.raises(ValueError, match="k must be <= K = 2"):
         cube.matrix("serp", 3)
+
+
+def test_cubes_of_several_attributes_are_each_attributes_cube() -> None:
+    """One pass over every attribute (a list recurring across them scored once) gives
+    each attribute's own cube bit for bit, K beyond the longest list and skip included."""
+    rnd = random.Random(5)
+    alphabet = [f"t{i}" for i in range(6)]
+
+    def some() -> list[str] | None:
+        return None if rnd.random() < 0.1 else rnd.sample(alphabet, rnd.randint(0, 5))
+
+    neutral = {f"e{i}": some() for i in range(12)}
+    by_attribute = {
+        a: {
+            v: {e: (n if rnd.random() < 0.4 else some()) for e, n in neutral.items()} for v in "xyz"
+        }
+        for a in ("age", "race")
+    }
+    del by_attribute["race"]["y"]["e3"]  # never answered: left out of the mean
+    for missing in ("zero", "skip"):
+        both = similarity_cubes(neutral, by_attribute, K=7, missing=missing)
+        for a, by_value in by_attribute.items():
+            one = similarity_cube(neutral, by_value, K=7, missing=missing)
+            assert both[a].values == one.values
+            assert np.array_equal(both[a].missing, one.missing)
+            for m in one.sims:
+                assert np.array_equal(both[a].sims[m], one.sims[m], equal_nan=True)
+    assert similarity_cubes(neutral, {}) == {}
 
 
 def test_similarity_matrix_validates_shape_and_is_read_only() -> None:

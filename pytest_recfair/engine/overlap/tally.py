@@ -26,7 +26,13 @@ from pytest_recfair import packing
 from pytest_recfair.engine.overlap.evidence import Keeper
 from pytest_recfair.engine.overlap.quality import QualityTally, merged_quality, quality_from
 from pytest_recfair.errors import DataError
-from pytest_recfair.metrics.aggregate import SimilarityMatrix, entropy, similarity_cube, summarize
+from pytest_recfair.metrics.aggregate import (
+    SimilarityCube,
+    SimilarityMatrix,
+    entropy,
+    similarity_cubes,
+    summarize,
+)
 from pytest_recfair.metrics.stats import forget_weights, intervals, noise_floor_of, noise_per_entity
 from pytest_recfair.results import AttributeResult, Interval, Stat, ValueResult, json_floats
 from pytest_recfair.vocab import MetricName, MissingPolicy, Variant
@@ -187,8 +193,23 @@ class Tally:
             return
         rows = np.array([self._row(e) for e in order], dtype=np.int64)
         neutral = [{e: run.get(e) for e in order} for run in neutral]
+        for attr in grouped:
+            if attr not in self.attributes:
+                raise DataError(f"Tally: attribute {attr!r} is not in this audit's layout.")
+        cfg = self.config
+        cubes = [  # every attribute of a repeat in one pass: a recurring list is scored once
+            similarity_cubes(
+                neutral[i],
+                {attr: runs[i] for attr, runs in grouped.items()},
+                K=cfg.k,
+                variant=cfg.variant,
+                missing=cfg.missing,
+                metrics=cfg.metrics,
+            )
+            for i in range(cfg.repeats)
+        ]
         for attr, runs in grouped.items():
-            self._add_attribute(attr, rows, neutral, runs)
+            self._add_attribute(attr, rows, [c[attr] for c in cubes], runs)
         for (attr, value, status), n in counts.items():
             self.attributes[attr].statuses[value][status] += n
         for m, per_entity in self.noise.items():
@@ -210,24 +231,11 @@ class Tally:
         self,
         attr: str,
         rows: npt.NDArray[np.int64],
-        neutral: Sequence[Lists],
+        cubes: Sequence[SimilarityCube],
         runs: Sequence[Mapping[str, Lists]],
     ) -> None:
         cfg = self.config
-        at = self.attributes.get(attr)
-        if at is None:
-            raise DataError(f"Tally: attribute {attr!r} is not in this audit's layout.")
-        cubes = [
-            similarity_cube(
-                neutral[i],
-                runs[i],
-                K=cfg.k,
-                variant=cfg.variant,
-                missing=cfg.missing,
-                metrics=cfg.metrics,
-            )
-            for i in range(cfg.repeats)
-        ]
+        at = self.attributes[attr]
         cols = _columns(at, cubes[0].values, attr)
         cells = np.ix_(rows, cols)
         for m in cfg.metrics:
@@ -391,12 +399,12 @@ def _fixed(x: FloatArray) -> npt.NDArray[np.int64]:
 
 def _add_curves(at: AttributeTally, m: str, cols: npt.NDArray[np.int64], cube: FloatArray) -> None:
     """Add one chunk's (entities, values, K) cube to the fixed-point Sim@k sums."""
-    sums = _fixed(cube).sum(axis=0)  # (values, K); int64 is safe for one chunk
-    kept = (~np.isnan(cube)).sum(axis=0)
+    sums = _fixed(cube).sum(axis=0).tolist()  # (values, K); int64 is safe for one chunk
+    kept = (~np.isnan(cube)).sum(axis=0).tolist()
     for j, col in enumerate(cols.tolist()):
         row_s, row_n = at.curve_sum[m][col], at.curve_n[m][col]
-        at.curve_sum[m][col] = [a + int(b) for a, b in zip(row_s, sums[j], strict=True)]
-        at.curve_n[m][col] = [a + int(b) for a, b in zip(row_n, kept[j], strict=True)]
+        at.curve_sum[m][col] = [a + b for a, b in zip(row_s, sums[j], strict=True)]
+        at.curve_n[m][col] = [a + b for a, b in zip(row_n, kept[j], strict=True)]
 
 
 def _add_lists(a: list[list[int]], b: list[list[int]]) -> list[list[int]]:
