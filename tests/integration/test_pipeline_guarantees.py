@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
+from typing import Any
 
 import pytest
 
@@ -408,3 +409,78 @@ def test_vcr_sends_the_retry_of_a_failed_request_live_beside_recorded_ones(
     kept = list(interactions(pytester.path))
     assert len(kept) == 2 * first
     assert all(item["response"]["status"]["code"] == 200 for item in kept)
+
+
+# --- one request sent twice within one prompt's answer
+
+SAME_TWICE = (
+    PRELUDE
+    + """
+from openai import OpenAI
+
+
+@pytest.fixture(scope="session")
+def recfair_recommender(recfair_http_client):
+    client = OpenAI(base_url=URL, api_key=KEY, http_client=recfair_http_client)
+
+    def ask(prompt):
+        reply = client.chat.completions.create(
+            model="recfair-sim", messages=openai_messages(prompt), temperature=1
+        )
+        return parse(reply.choices[0].message.content or "")
+
+    def recommend(prompt: str) -> list[str]:
+        # the same request twice (a sampled model): the first answer's head, then the second's
+        first, second = ask(prompt), ask(prompt)
+        return first[:10] + [t for t in second if t not in first[:10]]
+
+    return CallableProvider(recommend, model="same-twice")
+"""
+)
+
+
+def test_a_request_repeated_within_one_answer_is_replayed_in_its_order(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two identical requests in one prompt's answer got two different (sampled) replies:
+    the replay hands them back in the order they were recorded, so the pipeline's answer,
+    and every number, is the recording's."""
+    make_pipeline_project(pytester, SAME_TWICE)
+    sampled = SimServer(SimulatedRecommender("demo", noise=0.3, seed=0), api_key=KEY)
+    with sampled as server:
+        point_at(monkeypatch, server)
+        run(pytester, *RECORD, "--fairness-report=rec.json").assert_outcomes(passed=2)
+        asked = server.stats.requests
+    assert asked == 2 * 28
+    by_case: dict[str, list[dict[str, object]]] = {}
+    for item in interactions(pytester.path):
+        case = item["request"]["headers"]["x-recfair-case"][0]
+        by_case.setdefault(case, []).append(item)
+    assert len(by_case) == 28
+    assert all(len(pair) == 2 for pair in by_case.values())
+    assert all(
+        pair[0]["request"]["body"] == pair[1]["request"]["body"] for pair in by_case.values()
+    )
+    differ = [p for p in by_case.values() if p[0]["response"] != p[1]["response"]]
+    assert len(differ) > 20  # the sampled replies differ: their order matters
+    replay = run(pytester, "--fairness", "--fairness-report=rep.json", *OFFLINE)
+    replay.assert_outcomes(passed=2)
+    assert numbers(pytester.path / "rep.json") == numbers(pytester.path / "rec.json")
+    # the order is what the numbers rest on: each pair swapped in the files moves them
+    for path in (pytester.path / "fixtures" / "cassettes").glob("*.json"):
+        doc = json.loads(path.read_text())
+        doc["interactions"] = [
+            item for pair in _pairs(doc["interactions"]) for item in reversed(pair)
+        ]
+        path.write_text(json.dumps(doc))
+    swapped = run(pytester, "--fairness", "--fairness-report=swapped.json", *OFFLINE)
+    assert "CassetteMiss" not in swapped.stdout.str()
+    assert numbers(pytester.path / "swapped.json") != numbers(pytester.path / "rec.json")
+
+
+def _pairs(items: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The interactions of a cassette grouped by prompt case, in file order."""
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for item in items:
+        groups.setdefault(item["request"]["headers"]["x-recfair-case"][0], []).append(item)
+    return list(groups.values())
