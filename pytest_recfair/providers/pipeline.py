@@ -39,7 +39,8 @@ from pytest_recfair.cassettes.index import head
 from pytest_recfair.cassettes.miss import request_difference
 from pytest_recfair.cassettes.store import CassetteStore, RecordedRequest, RecordedResponse
 from pytest_recfair.errors import ConfigError, ProviderError, RecfairError
-from pytest_recfair.providers.base import Completion, Usage, cut_json
+from pytest_recfair.providers.base import Completion, Usage
+from pytest_recfair.providers.transport import capped_body, decoded_reply, response_of
 
 __all__ = [
     "Allowance",
@@ -50,9 +51,6 @@ __all__ = [
     "output_request",
     "scoped",
 ]
-
-# Decoded whole before it is handed on or stored: these no longer describe the body.
-_DECODED_DROP: Final = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 
 class BudgetStop(ConfigError):
@@ -205,15 +203,7 @@ class Scope:
     ) -> RecordedResponse:
         """A live reply as the pipeline gets it (decoded body) and, when it is a 2xx, kept
         for the prompt's cassette once the answer is final."""
-        recorded = RecordedResponse(
-            status=status,
-            headers=(
-                *((n, v) for n, v in reply_headers if n.lower() not in _DECODED_DROP),
-                ("content-length", str(len(content))),
-            ),
-            body=content,
-            reason=reason,
-        )
+        recorded = decoded_reply(status, reply_headers, content, reason)
         _register_secrets(self.store, headers)
         usage = usage_of(content) if 200 <= status < 300 else None
         if self.allowance is not None:
@@ -434,29 +424,7 @@ def _got(lib: Any, scope: Scope, parts: _Parts, live: Any, content: bytes) -> An
     """A live reply, kept by the scope, as the response the pipeline gets."""
     headers = [(str(n), str(v)) for n, v in live.headers.multi_items()]
     kept = scope.keep(*parts, live.status_code, headers, content, live.reason_phrase)
-    return _response(lib, kept)
-
-
-def _response(lib: Any, recorded: RecordedResponse) -> Any:
-    extensions = {"reason_phrase": recorded.reason.encode("ascii", "replace")}
-    return lib.Response(
-        recorded.status,
-        headers=list(recorded.headers),
-        stream=lib.ByteStream(recorded.body),
-        extensions=extensions if recorded.reason else {},
-    )
-
-
-def _capped(content: bytes, limit: int | None) -> bytes:
-    """A JSON reply whose runaway strings are cut with a note (recfair_max_reply_chars)."""
-    if limit is None or len(content) <= limit:
-        return content
-    try:
-        data = json.loads(content)
-    except ValueError:
-        return content
-    cut, n = cut_json(data, limit)
-    return json.dumps(cut, ensure_ascii=False).encode("utf-8") if n else content
+    return response_of(kept, lib)
 
 
 class _Sync:
@@ -480,7 +448,7 @@ class _Sync:
             return self.network().handle_request(request)
         parts, hit = _ask(scope, request, request.read())
         if hit is not None:
-            return _response(self.lib, hit)
+            return response_of(hit, self.lib)
         try:
             live = self.network().handle_request(request)
             try:
@@ -490,7 +458,7 @@ class _Sync:
         except Exception as exc:
             scope.failed(parts[0], parts[1], parts[3], exc)
             raise
-        return _got(self.lib, scope, parts, live, _capped(content, self.max_reply_chars))
+        return _got(self.lib, scope, parts, live, capped_body(content, self.max_reply_chars))
 
     def close(self) -> None:
         with self.lock:
@@ -523,7 +491,7 @@ class _Async:
             return await self.network().handle_async_request(request)
         parts, hit = _ask(scope, request, await request.aread())
         if hit is not None:
-            return _response(self.lib, hit)
+            return response_of(hit, self.lib)
         try:
             live = await self.network().handle_async_request(request)
             try:
@@ -533,7 +501,7 @@ class _Async:
         except Exception as exc:
             scope.failed(parts[0], parts[1], parts[3], exc)
             raise
-        return _got(self.lib, scope, parts, live, _capped(content, self.max_reply_chars))
+        return _got(self.lib, scope, parts, live, capped_body(content, self.max_reply_chars))
 
     async def close(self) -> None:
         with contextlib.suppress(RuntimeError):

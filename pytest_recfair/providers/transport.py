@@ -19,7 +19,7 @@ reply is final, so a reply it retries (cut off, 409, 529 ...) never reaches the 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from types import TracebackType
 from typing import Any, Final, Protocol
 
@@ -40,7 +40,9 @@ __all__ = [
     "UNSCOPED_ENTITY",
     "CaseRef",
     "CassetteTransport",
+    "capped_body",
     "case_extensions",
+    "decoded_reply",
     "response_of",
 ]
 
@@ -181,20 +183,11 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             content = await live.aread()
         finally:
             await live.aclose()
-        if self.max_reply_chars is not None:
-            content = _capped_body(content, self.max_reply_chars)
-        recorded = RecordedResponse(
-            status=live.status_code,
-            headers=(
-                *(
-                    (name, value)
-                    for name, value in live.headers.multi_items()
-                    if name.lower() not in _DECODED_DROP
-                ),
-                ("content-length", str(len(content))),
-            ),
-            body=content,
-            reason=live.reason_phrase,
+        recorded = decoded_reply(
+            live.status_code,
+            live.headers.multi_items(),
+            capped_body(content, self.max_reply_chars),
+            live.reason_phrase,
         )
         # Error replies are not model output: the store keeps only 2xx ones.
         if 200 <= live.status_code < 300:
@@ -237,11 +230,20 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         await self.aclose()
 
 
-def _capped_body(content: bytes, limit: int) -> bytes:
+def decoded_reply(
+    status: int, headers: Iterable[tuple[str, str]], content: bytes, reason: str
+) -> RecordedResponse:
+    """A live reply read whole and decoded, as the cassette keeps it and the caller gets
+    it: the headers that described the encoded body replaced by its length."""
+    kept = [(n, v) for n, v in headers if n.lower() not in _DECODED_DROP]
+    return RecordedResponse(status, (*kept, ("content-length", str(len(content)))), content, reason)
+
+
+def capped_body(content: bytes, limit: int | None) -> bytes:
     """A JSON body whose over-long strings (the reply text) are cut with a note, so the
     cassette never holds a runaway reply whole. Bodies this small, and bodies that are not
     JSON (event streams, error pages), are kept as they are."""
-    if len(content) <= limit:
+    if limit is None or len(content) <= limit:
         return content
     try:
         data = json.loads(content)
@@ -260,14 +262,16 @@ def _case_id(case: object) -> str | None:
     return case_id if isinstance(case_id, str) else None
 
 
-def response_of(recorded: RecordedResponse) -> httpx.Response:
-    """The recording as the response a live call gives (unread stream)."""
-    return httpx.Response(
+def response_of(recorded: RecordedResponse, lib: Any = httpx) -> httpx.Response:
+    """The recording as the response a live call gives (unread stream), of httpx or of
+    another generation with its API (``lib``: httpx2 for a pipeline's client)."""
+    response: httpx.Response = lib.Response(
         recorded.status,
         headers=list(recorded.headers),
         # A stream, not content=: the client reads it like a live reply.
-        stream=httpx.ByteStream(recorded.body),
+        stream=lib.ByteStream(recorded.body),
         extensions={"reason_phrase": recorded.reason.encode("ascii", "replace")}
         if recorded.reason
         else {},
     )
+    return response
