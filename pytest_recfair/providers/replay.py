@@ -27,7 +27,14 @@ from pytest_recfair.providers.retry import Abort, Retryable, judge
 from pytest_recfair.providers.runstate import CaseLike, Run, RunOptions
 from pytest_recfair.providers.transport import CassetteTransport, response_of
 
-__all__ = ["Todo", "first_pass", "note_failures", "noted_failure", "remember_failures"]
+__all__ = [
+    "Todo",
+    "first_pass",
+    "note_failures",
+    "noted_failure",
+    "remember_failures",
+    "replay_failures",
+]
 
 #: A case left for the workers, with the retryable failure its replayed reply gave.
 Todo = tuple[CaseLike, Retryable | None]
@@ -60,16 +67,22 @@ def note_failures(
     remember_failures(prov, cases, run.errors, cassettes.root, opts.test_id)
 
 
-def noted_failure(prov: CallableProvider, case: CaseLike, opts: RunOptions) -> str | None:
-    """In a replay-only run of a Python recommender, the error its recording noted for
-    ``case`` (the pipeline is not called: it failed while recording)."""
+def replay_failures(opts: RunOptions) -> failures.FailureLog | None:
+    """In a replay-only run, the failures its recordings noted (None: none to look up);
+    read once per run, not per prompt."""
     store = opts.cassettes
     if store is None or store.policy.records:
         return None
     log = failures.log_for(store.root)
-    if not log.count():
-        return None
-    noted = log.find(_failure_key(prov, case, opts.test_id))
+    return log if log.count() else None
+
+
+def noted_failure(
+    prov: CallableProvider, case: CaseLike, test_id: str, log: failures.FailureLog | None
+) -> str | None:
+    """The error ``log`` (:func:`replay_failures`) holds for ``case`` of a Python
+    recommender: the pipeline is not called, it failed while recording."""
+    noted = None if log is None else log.find(_failure_key(prov, case, test_id))
     return None if noted is None else noted.message()
 
 

@@ -26,7 +26,7 @@ from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Completion, Provider
 from pytest_recfair.providers.intercept import intercepted
 from pytest_recfair.providers.pipeline import Scope, scoped
-from pytest_recfair.providers.replay import Todo, noted_failure
+from pytest_recfair.providers.replay import Todo, noted_failure, replay_failures
 from pytest_recfair.providers.retry import (
     Abort,
     Retryable,
@@ -42,6 +42,7 @@ from pytest_recfair.providers.runstate import CaseLike, LiveLike, Run, RunOption
 from pytest_recfair.providers.transport import EXT_RECORD, UNSCOPED_ENTITY
 
 if TYPE_CHECKING:
+    from pytest_recfair.cassettes.failures import FailureLog
     from pytest_recfair.cassettes.store import CassetteStore
 import functools
 import math
@@ -77,6 +78,8 @@ class Workers:
         self.transports: list[httpx.AsyncBaseTransport] = []
         # cases still out per entity, when recording: its cassette is saved when it hits 0
         self.unfinished: Counter[str] | None = None
+        # a Python recommender's replay: the failures its recording noted, read once
+        self.noted = None if self.http else replay_failures(opts)
 
     async def drain(self, todo: list[Todo]) -> None:
         opts = self.opts
@@ -112,7 +115,7 @@ class Workers:
                 return
             try:
                 if isinstance(prov, CallableProvider):
-                    result = await _one_callable(prov, case, run, self.opts)
+                    result = await _one_callable(prov, case, run, self.opts, self.noted)
                 else:
                     assert transport is not None
                     result = await _one_http(transport, prov, case, run, first)
@@ -158,7 +161,11 @@ async def close(used: list[httpx.AsyncBaseTransport], cassettes: CassetteStore |
 
 
 async def _one_callable(
-    provider: CallableProvider, case: CaseLike, run: Run, opts: RunOptions
+    provider: CallableProvider,
+    case: CaseLike,
+    run: Run,
+    opts: RunOptions,
+    noted_log: FailureLog | None = None,
 ) -> Completion | str:
     """One case of a Python recommender. With cassettes, the model calls it sends through
     a recfair client are this case's to record and replay (:mod:`.pipeline`); a miss or
@@ -166,7 +173,7 @@ async def _one_callable(
     store = opts.cassettes
     if store is None:
         return await _called(provider, case, run)
-    noted = noted_failure(provider, case, opts)
+    noted = noted_failure(provider, case, opts.test_id, noted_log)
     if noted is not None:  # this test's recording failed the prompt: so does its replay
         return noted
     scope = Scope(store, opts.test_id, case, opts.allowance)
