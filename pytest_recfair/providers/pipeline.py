@@ -101,7 +101,8 @@ class Scope:
     test_id: str
     case: Any  # the prompt case (id, entity_id, repeat, prompt)
     allowance: Allowance | None = None
-    commits: list[RecordedRequest | RecordedResponse] = field(default_factory=list)
+    # the prompt's 2xx interactions, recorded once its answer is final (settle)
+    commits: list[tuple[RecordedRequest, RecordedResponse]] = field(default_factory=list)
     replayed: int = 0
     sent: int = 0
     usage: Usage | None = None
@@ -220,7 +221,7 @@ class Scope:
                     repeat=int(self.case.repeat),
                     case_id=self.case.id,
                 )
-                self.commits += (request, recorded)
+                self.commits.append((request, recorded))
             else:
                 self.failing[(method, url, body)] = f"{_line(method, url)} answered HTTP {status}"
         return recorded
@@ -270,10 +271,7 @@ class Scope:
                 "retry: a failed request is not a reply, so the answer is not scored."
             )
         if isinstance(result, Completion):
-            items = self.commits
-            for request, response in zip(items[::2], items[1::2], strict=True):
-                assert isinstance(request, RecordedRequest)
-                assert isinstance(response, RecordedResponse)
+            for request, response in self.commits:
                 self.store.record(self.test_id, self.entity, request, response)
             if result.usage is None and self.usage is not None:
                 return Completion(result.text, result.finish_reason, self.usage, result.model)
