@@ -35,7 +35,7 @@ from tests.support.pipelines import (
     sim_server,
     user_prompt,
 )
-from tests.support.plugin import subprocess_env
+from tests.support.plugin import before_summary, subprocess_env
 
 pytest_plugins = ["pytester"]
 
@@ -206,7 +206,7 @@ def test_a_request_failed_for_good_fails_its_prompt_and_is_not_recorded(
     # error naming them (none is scored); the gender audit is whole
     recorded.assert_outcomes(passed=1, errors=1)
     failed = "4 of 20 prompts (20.0%) got no valid response"
-    assert out.count(failed) == 1, out
+    assert before_summary(out).count(failed) == 1, out
     assert "Failed per value: religion=Muslim 4." in out
     if pipeline == "swallows":  # its fallback list was not taken for an answer
         assert "the pipeline answered case" in out
@@ -223,7 +223,7 @@ def test_a_request_failed_for_good_fails_its_prompt_and_is_not_recorded(
     replay = run(pytester, "--fairness", "--fairness-report=rep.json", *OFFLINE)
     replay.assert_outcomes(passed=1, errors=1)
     again = replay.stdout.str()
-    assert again.count(failed) == 1, again
+    assert before_summary(again).count(failed) == 1, again
     assert "Failed per value: religion=Muslim 4." in again
     assert "CassetteMiss" not in again
     assert numbers(pytester.path / "rep.json") == numbers(pytester.path / "rec.json")

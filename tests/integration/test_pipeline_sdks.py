@@ -28,6 +28,7 @@ from tests.support.pipelines import (
     sim_server,
     user_prompt,
 )
+from tests.support.plugin import before_summary
 
 pytest_plugins = ["pytester"]
 
@@ -79,7 +80,7 @@ def test_a_changed_system_prompt_is_one_miss_per_test_naming_the_difference(
         missed = run(pytester, "--fairness", *OFFLINE)
         assert server.stats.requests == asked
     missed.assert_outcomes(errors=2)
-    out = missed.stdout.str()
+    out = before_summary(missed.stdout.str())
     difference = (
         "what differs from the recording of this prompt: messages[0] (system).content: "
         f"'{SYSTEM}' recorded, 'You recommend movies.' now"

@@ -27,6 +27,16 @@ def plugin_args() -> tuple[str, ...]:
     return ("-p", "pytest_recfair.plugin", *quiet)
 
 
+def before_summary(out: str) -> str:
+    """A run's output up to pytest's short test summary.
+
+    pytest repeats each error's message there, cut to the terminal width, except where the
+    ``CI`` variable is set (as on the CI machine): a message counted in the whole output
+    would count twice there only.
+    """
+    return out.split("short test summary info", 1)[0]
+
+
 def subprocess_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Let a pytester subprocess import the package from this checkout."""
     monkeypatch.setenv("PYTHONPATH", str(REPO))
