@@ -52,9 +52,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     collection.modify_items(config, items)
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's worker reports what it collected
 def pytest_collection_finish(session: pytest.Session) -> None:
     # after -k/-m: the inputs of every selected audit, before any test runs (issue 34)
-    collection.check_run(session.config, session.items)
+    collection.check_run(session)
 
 
 @pytest.hookimpl(wrapper=True)

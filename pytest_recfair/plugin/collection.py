@@ -141,21 +141,30 @@ def _check_baseline_names(items: list[pytest.Item]) -> None:
             )
 
 
-def check_run(config: pytest.Config, items: list[pytest.Item]) -> None:
+def check_run(session: pytest.Session) -> None:
     """Check the inputs of every selected @fairness test (with --fairness only): the first
-    bad one is a usage error naming the test; then the entity notes, once each."""
+    bad one is a usage error naming the test; then the entity notes, once each.
+
+    An xdist worker cannot raise a usage error (the controller takes it for a crash and
+    prints an INTERNALERROR traceback): it runs nothing and asks the controller to stop
+    with the same line (``Interrupted: ...``, exit 2)."""
+    config = session.config
     if not config.getoption("fairness"):
         return
     files = _Files()
     notes: dict[str, None] = {}  # ordered, each once
-    for item in items:
+    for item in session.items:
         found = audit_state(item)
         if found is None:
             continue
         try:
             note = _check(item, found.settings, files)
         except RecfairError as exc:
-            raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+            if not hasattr(config, "workerinput"):
+                raise pytest.UsageError(f"{item.nodeid}: {exc}") from None
+            session.shouldstop = f"{item.nodeid}: {exc}"
+            session.items.clear()
+            return
         if note is not None:
             notes.setdefault(note)
     write = terminal_line(config)

@@ -134,6 +134,22 @@ def test_one_bad_audit_stops_the_run_before_any_request(
     assert not [line for line in out if line.startswith(("Traceback", "E   ", "    raise"))]
 
 
+def test_under_xdist_a_bad_audit_stops_the_run_with_its_line_not_a_crash(
+    pytester: pytest.Pytester, loopback: SimServer
+) -> None:
+    """An xdist worker cannot end a run with a usage error (the controller reads it as a
+    crash: INTERNALERROR and a traceback): the run is interrupted (exit 2) with the line."""
+    bad = '@fairness(attr="relgion")\ndef test_z_bad_audit(fairness_result):\n    pass\n'
+    _project(pytester, loopback, GOOD + bad, "recfair_entities = 2\n")
+    before = loopback.stats.requests
+    run, out = _run(pytester, "--fairness", "--fairness-record=once", "-n", "2")
+    assert run.ret == pytest.ExitCode.INTERRUPTED, out
+    assert loopback.stats.requests == before
+    said = [line for line in out if "did you mean 'religion'?" in line]
+    assert len(said) == 1 and "test_audit.py::test_z_bad_audit: " in said[0], out
+    assert not [line for line in out if "INTERNALERROR" in line or "Traceback" in line], out
+
+
 def test_a_bad_audit_deselected_does_not_stop_the_run(
     pytester: pytest.Pytester, loopback: SimServer
 ) -> None:
