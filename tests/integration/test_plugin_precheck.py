@@ -146,7 +146,8 @@ def test_under_xdist_a_bad_audit_stops_the_run_with_its_line_not_a_crash(
     assert run.ret == pytest.ExitCode.INTERRUPTED, out
     assert loopback.stats.requests == before
     said = [line for line in out if "did you mean 'religion'?" in line]
-    assert len(said) == 1 and "test_audit.py::test_z_bad_audit: " in said[0], out
+    assert len(said) == 1, out
+    assert "test_audit.py::test_z_bad_audit: " in said[0]
     assert not [line for line in out if "INTERNALERROR" in line or "Traceback" in line], out
 
 
