@@ -25,9 +25,6 @@ questions and answers carry no licence.
 
 from __future__ import annotations
 
-import codecs
-import csv
-import io
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -40,6 +37,7 @@ import httpx
 from pytest_recfair import secrets
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text, staged_folder
+from pytest_recfair.importer.published import read_csv
 from pytest_recfair.importer.record import completion, record
 from pytest_recfair.prompts.roles import (
     ATTRIBUTES,
@@ -109,36 +107,11 @@ def _places(rows: Sequence[str]) -> str:
 
 
 def _read(path: Path, notes: list[str]) -> list[_Row]:
-    """The rows of one round file, every cell scrubbed of secrets. Decoded as the paper's
-    table script reads it (UTF-8, ``errors="ignore"``): bytes that are not UTF-8 are
-    dropped, and ``notes`` says how many."""
-    rows: list[_Row] = []
-    try:
-        data = path.read_bytes().removeprefix(codecs.BOM_UTF8)
-        text = data.decode("utf-8", errors="ignore")
-        if len(text.encode("utf-8")) != len(data):
-            notes.append(
-                f"{path.name}: {len(data) - len(text.encode('utf-8'))} bytes that are not "
-                'UTF-8 dropped (read as the paper\'s script reads it, errors="ignore")'
-            )
-        with io.StringIO(text, newline="") as f:
-            reader = csv.DictReader(f)
-            header = reader.fieldnames or []
-            need = {"Role", "Question Type", "Question", "Answer"}
-            if not need <= set(header):
-                raise DataError(
-                    f"import biaslens: {str(path)!r} lacks column(s) "
-                    f"{sorted(need - set(header))}; expected the released answers' 'Role, "
-                    "Question Type, Question, Answer, LLM 1, LLM 2, LLM 3, final'"
-                )
-            line = reader.line_num + 1
-            for raw in reader:
-                cells = {k: secrets.scrub(v or "") for k, v in raw.items() if isinstance(k, str)}
-                rows.append(_Row(f"{path.name}:{line}", cells))
-                line = reader.line_num + 1
-    except (OSError, csv.Error) as exc:
-        raise DataError(f"import biaslens: {str(path)!r} cannot be read ({exc})") from exc
-    return rows
+    """The rows of one round file, read as the paper's table script reads it (UTF-8 with
+    ``errors="ignore"``: ``notes`` says how many bytes were dropped)."""
+    need = ("Role", "Question Type", "Question", "Answer")
+    hint = "expected the released answers' 'Role, Question Type, Question, Answer, LLM 1, ...'"
+    return [_Row(f"{path.name}:{line}", c) for line, c in read_csv(path, need, hint, notes)]
 
 
 def _judges(row: Mapping[str, str]) -> list[str]:

@@ -103,7 +103,7 @@ def test_bad_inputs(tmp_path: Path) -> None:
     bad = tmp_path / "top_5" / "age"
     bad.mkdir(parents=True)
     (tmp_path / "top_5" / "neutral.csv").write_text("who,what\n", encoding="utf-8")
-    with pytest.raises(DataError, match="needs columns 'name' and 'Result'"):
+    with pytest.raises(DataError, match=r"needs column\(s\) 'name' and 'Result'"):
         read_folder(tmp_path)
 
 
@@ -131,21 +131,15 @@ def test_unbalanced_quote_is_reported_by_line(
     path.write_text(text[:at] + '"Here "are' + text[at + 9 :], encoding="utf-8")
     err = _cli_error(["import", "faireval", str(src), "--out", str(tmp_path / "o")], capsys)
     assert "an old.csv" in err
-    assert "line" in err
+    width = len(next(csv.reader(path.open(encoding="utf-8"))))
+    with path.open(encoding="utf-8", newline="") as fh:  # where Python's csv finds it
+        reader, line = csv.reader(fh), 1
+        for bad in reader:
+            if len(bad) != width:
+                break
+            line = reader.line_num + 1
+    assert f"line {line} has {len(bad)} fields where the header has {width}" in err
     assert "unbalanced quote" in err
-
-
-def test_a_row_swallowing_the_next_is_refused(tmp_path: Path) -> None:
-    src = _copy(tmp_path)
-    path = src / "top_5" / "age" / "an old.csv"
-    text = path.read_text(encoding="utf-8")
-    rows = list(csv.reader(text.splitlines(keepends=True)))
-    # one quote missing at the end of a reply: the next row becomes part of it
-    broken = '"' + rows[1][3] + "\n" + ",".join(rows[2]) + '"'
-    body = [",".join(rows[0]), ",".join([*rows[1][:3], broken, *rows[1][4:]])]
-    path.write_text("\n".join(body) + "\n", encoding="utf-8")
-    with pytest.raises(DataError, match=r"line 2 is malformed"):
-        read_folder(src)
 
 
 @pytest.mark.parametrize(
@@ -238,26 +232,6 @@ def test_a_reply_quoting_json_with_commas_reads_as_pythons_csv_reads_it(tmp_path
         expected = {r[0]: r[3] for r in list(csv.reader(fh))[1:]}
     got = read_folder(src).classes["age"]["an old"]
     assert {name: row.reply for name, row in got.items()} == expected
-
-
-def test_a_row_swallowed_by_a_missing_quote_is_named_by_its_cell(tmp_path: Path) -> None:
-    src = _copy(tmp_path)
-    path = src / "top_5" / "age" / "an old.csv"
-
-    def swallow(rows: list[list[str]]) -> list[list[str]]:
-        plain = [
-            rows[2][0],
-            rows[2][1],
-            f"I am an old fan of {rows[2][0]}.",
-            "1. Film",
-            *rows[2][4:],
-        ]
-        assert all("," not in c and '"' not in c for c in plain)
-        return [rows[0], [*rows[1][:3], rows[1][3] + "\n" + ",".join(plain), *rows[1][4:]]]
-
-    rewrite_csv(path, swallow)
-    with pytest.raises(DataError, match=r"line 2 is malformed \(its 'Result' cell holds a line"):
-        read_folder(src)
 
 
 def test_a_value_file_holding_only_its_header_is_left_out_and_said(
