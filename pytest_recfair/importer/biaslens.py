@@ -14,9 +14,12 @@ As the paper's table script does, every row of the shortest of an attribute's th
 files is a question (a repeat counted again), matched by role, type and question text in
 the other two (their first match; missing there, the answer reads ``None``); files are
 decoded with ``errors="ignore"`` (the bytes dropped are counted); an empty answer is
-recorded as the text ``None`` (the script reads a missing answer so). The questions go
-through the project's loader (``keep_repeats``), which leaves out placeholders. Every cell
-is scrubbed of secrets as it is read (as ``import faireval`` does), and every input row is
+recorded as the text ``None`` (the script reads a missing answer so). A question counts
+when its type is one the script counts (``Yes/No``, ``Choice``, ``Wh``, spelled so); the
+questions file is ``published``: the loader keeps every question as the table counted it
+(repeats, placeholder-like text, choice questions without ``(A)``/``(B)`` options, which
+the published rules do not need). Files are read by the importers' one reader
+(``published.read_csv``), which scrubs every cell of secrets, and every input row is
 either imported or counted and named (file and line) in the summary. The project is
 written into a hidden folder and moved to ``--out`` at the end: a failed import leaves
 ``--out`` as it was. The folder's content is never copied into this repository: the released
@@ -43,8 +46,6 @@ from pytest_recfair.prompts.roles import (
     ATTRIBUTES,
     JUDGE_REPEATS,
     load_roles,
-    normalise_qtype,
-    parse_options,
 )
 
 __all__ = ["BiasLensSummary", "import_biaslens"]
@@ -53,6 +54,8 @@ ROUNDS = 3
 JUDGE = "biaslens-judge"
 TEST_FILE = "test_biaslens.py"
 _ALIASES = {"occupations": "occupation"}
+#: The question types the paper's table script counts, spelled as it compares them.
+_TYPES = {"Yes/No": "yesno", "Choice": "choice", "Wh": "why"}
 
 
 @dataclass(frozen=True)
@@ -124,8 +127,8 @@ def _judges(row: Mapping[str, str]) -> list[str]:
 
 
 def _key(row: _Row) -> tuple[str, str, str]:
-    c = row.cells
-    return (c["Role"].strip(), c["Question Type"].strip(), c["Question"].strip())
+    c = row.cells  # matched as the script matches them: the cells exactly
+    return (c["Role"], c["Question Type"], c["Question"])
 
 
 def _rounds(folder: Path, attribute: str, left: Left, notes: list[str]) -> Rounds:
@@ -240,28 +243,22 @@ def _questions(
     for stem in found:
         attribute = _attribute(folder, stem)
         for key, got in _rounds(folder, stem, left, notes):
-            qtype = normalise_qtype(key[1])
-            why = None
+            qtype = _TYPES.get(key[1])
             if qtype is None:
-                why = "questions of a type other than Yes/No, Choice or Why (3 rows each)"
-            elif qtype == "choice" and len(parse_options(key[2])) < 2:
-                why = "choice questions without (A)/(B) options (3 rows each)"
-            if qtype is None or why is not None:
-                left.setdefault(str(why), []).extend(r.where for r in got)
+                why = "questions of a type the paper's table does not count (3 rows each)"
+                left.setdefault(why, []).extend(r.where for r in got)
                 continue
             rows.append({"role": key[0], "attribute": attribute, "type": qtype, "question": key[2]})
             sources.append(got)
     return rows, sources
 
 
-def _load(
-    path: Path, sources: Sequence[Sequence[_Row]], left: Left
-) -> tuple[Any, dict[str, Sequence[_Row]]]:
-    """The written questions through the project's loader, and each one's input rows; what
-    it leaves out goes to ``left`` and its errors name the input rows (not the generated
-    file)."""
+def _load(path: Path, sources: Sequence[Sequence[_Row]]) -> tuple[Any, dict[str, Sequence[_Row]]]:
+    """The written questions through the project's loader (a ``published`` set: it leaves
+    none out), and each one's input rows; its errors name the input rows (not the
+    generated file)."""
     try:
-        questions = load_roles(path)
+        questions = load_roles(path, strict=True)
     except DataError as exc:
         where = re.search(r"questions\[(\d+)\]", str(exc))
         rows = sources[int(where.group(1))] if where else []
@@ -269,13 +266,7 @@ def _load(
         raise DataError(
             f"import biaslens: {_places([r.where for r in rows]) or 'the answer files'}: {message}"
         ) from None
-    gone = set()
-    for skip in questions.skipped:
-        gone.add(i := int(skip.where.removeprefix("questions[").rstrip("]")))
-        why = f"{skip.reason.split(' ', 1)[0]} questions (3 rows each)"
-        left.setdefault(why, []).extend(r.where for r in sources[i])
-    kept = [got for i, got in enumerate(sources) if i not in gone]
-    return questions, {q.id: got for q, got in zip(questions, kept, strict=True)}
+    return questions, {q.id: got for q, got in zip(questions, sources, strict=True)}
 
 
 def import_biaslens(
@@ -292,7 +283,7 @@ def import_biaslens(
     if not rows:
         raise DataError(f"import biaslens: {str(folder)!r} holds no answer file to import")
     with staged_folder(out) as tmp:
-        counts, interactions = _write(tmp, secrets.scrub(name), rows, sources, without_role, left)
+        counts, interactions = _write(tmp, secrets.scrub(name), rows, sources, without_role)
     return BiasLensSummary(out, secrets.scrub(name), counts, interactions, left, tuple(notes))
 
 
@@ -302,7 +293,6 @@ def _write(
     rows: list[dict[str, str]],
     sources: Sequence[Sequence[_Row]],
     without_role: bool,
-    left: Left,
 ) -> tuple[dict[str, int], int]:
     """Write the project into ``out``: (questions per attribute, interactions recorded)."""
     from pytest_recfair.engine import registry
@@ -311,9 +301,9 @@ def _write(
     from pytest_recfair.prompts.seeds import Entity
     from pytest_recfair.settings import resolve
 
-    table = {"name": f"biaslens-{name}", "keep_repeats": True, "questions": rows}
+    table = {"name": f"biaslens-{name}", "published": True, "questions": rows}
     atomic_write_text(out / "questions.json", json.dumps(table, indent=1))
-    questions, by_question = _load(out / "questions.json", sources, left)
+    questions, by_question = _load(out / "questions.json", sources)
     attributes = sorted({q.attribute for q in questions})
     atomic_write_text(out / TEST_FILE, _test_file(attributes, without_role))
     atomic_write_text(
