@@ -369,6 +369,11 @@ def _find(
 
 def recover_prompts(run: PublishedRun) -> tuple[PublishedRun, list[str]]:
     """``run`` with prompts taken from the batch files where the CSVs hold replies."""
+    if all(r.prompt is None for r in run.neutral.values()):
+        return _without_prompts(run), [
+            "prompts: neutral.csv has no 'Instruction' column (the prompt asked); the "
+            "bundled template set is used for every class"
+        ]
     files: dict[str, tuple[Mapping[str, Row], str | None]] = {NEUTRAL: (run.neutral, None)}
     for cls, values in run.classes.items():
         files |= {f"{cls}/{value}": (rows, value) for value, rows in values.items()}

@@ -199,7 +199,7 @@ def _batch_model(run: PublishedRun) -> str | None:
 
 def plan(run: PublishedRun, *, flavour: str, language: str) -> Layout:
     """Templates (recovered or bundled) per class, domain and model of a published run."""
-    if all(r.prompt for r in run.neutral.values()):
+    if any(r.prompt for r in run.neutral.values()):  # an empty one is named by the check
         return template_files(run, language, f"published-{flavour}")
     system = next(iter(run.neutral.values())).system or ""
     match = _DOMAIN.search(system)

@@ -264,3 +264,37 @@ def test_a_space_after_a_closing_quote_reads_as_pythons_csv_reads_it(tmp_path: P
     got = read_folder(src).classes["age"]["an old"]
     assert {name: row.reply for name, row in got.items()} == expected
     assert got["Ada Marlow"].reply.endswith("(1988) ")
+
+
+def test_a_folder_without_prompts_says_the_bundled_set_is_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 33: without an 'Instruction' column (the third) the bundled templates were
+    asked without a word (or said to be there because 'Instruction' held replies)."""
+    src = _copy(tmp_path)
+    for path in (src / "top_5").rglob("*.csv"):
+        rewrite_csv(path, lambda rows: [[c for i, c in enumerate(r) if i != 2] for r in rows])
+    assert main(["import", "faireval", str(src), "--out", str(tmp_path / "o")]) == 0
+    printed = capsys.readouterr().out
+    assert "neutral.csv has no 'Instruction' column" in printed
+    assert "holds replies" not in printed
+    assert "templates='faireval'" in (tmp_path / "o" / "test_published.py").read_text("utf-8")
+
+
+def test_an_empty_prompt_in_the_neutral_file_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One neutral row without its prompt: a line naming the file and the entity (it was
+    an error naming neither)."""
+    src = _copy(tmp_path)
+    path = src / "top_5" / "neutral" / "neutral.csv"
+    rewrite_csv(path, lambda rows: [rows[0], rows[1], [*rows[2][:2], "", *rows[2][3:]], *rows[3:]])
+    name = _table_names(path)[1]
+    err = _cli_error(["import", "faireval", str(src), "--out", str(tmp_path / "o")], capsys)
+    assert f"neutral.csv, entity {name!r}: its prompt differs" in err
+    assert not (tmp_path / "o").exists()
+
+
+def _table_names(path: Path) -> list[str]:
+    with path.open(encoding="utf-8", newline="") as fh:
+        return [r["name"] for r in csv.DictReader(fh)]
