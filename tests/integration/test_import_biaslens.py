@@ -215,10 +215,10 @@ def test_a_folder_without_answers_is_one_line(tmp_path: Path) -> None:
 KEY = "sk-proj-PlantedKey7f3a9c1e5b2d4f60a8c7e1"
 
 
-def _import(source: Path, out: Path) -> subprocess.CompletedProcess[str]:
+def _import(source: Path, out: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "pytest_recfair", "import", "biaslens", str(source),
-         "--out", str(out)],
+         "--out", str(out), *extra],
         cwd=REPO, capture_output=True, text=True, timeout=300, check=False, env=ENV,
     )  # fmt: skip
 
@@ -252,6 +252,10 @@ def test_a_key_in_an_answer_cell_reaches_no_file_and_no_line(tmp_path: Path) -> 
     outputs = run.stdout + run.stderr + test.stdout + test.stderr
     assert leaks == [], leaks
     assert KEY[8:-4] not in outputs
+    refused = _import(source, tmp_path / "other", "--model", KEY)  # an error quoting it
+    assert refused.returncode == 2
+    assert "no model '<filtered>'" in refused.stderr
+    assert KEY[8:-4] not in refused.stdout + refused.stderr
 
 
 def test_every_row_is_imported_as_the_table_counts_it_or_named(tmp_path: Path) -> None:
