@@ -279,6 +279,11 @@ def read_folder(path: str | Path, *, n: int | None = None) -> PublishedRun:
     top, k = _top_dir(Path(path))
     neutral_path = _neutral_file(top)
     neutral, count = _read_csv(neutral_path, n)
+    if not neutral:
+        raise DataError(
+            f"import: {str(neutral_path)!r} holds only its header; the neutral prompt's "
+            "replies are needed to compare with"
+        )
     classes: dict[str, dict[str, dict[str, Row]]] = {}
     sources: dict[str, Path] = {NEUTRAL: neutral_path}
     dropped = 0

@@ -298,3 +298,13 @@ def test_an_empty_prompt_in_the_neutral_file_is_named(
 def _table_names(path: Path) -> list[str]:
     with path.open(encoding="utf-8", newline="") as fh:
         return [r["name"] for r in csv.DictReader(fh)]
+
+
+def test_a_neutral_file_holding_only_its_header_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was a traceback (StopIteration)."""
+    src = _copy(tmp_path)
+    rewrite_csv(src / "top_5" / "neutral" / "neutral.csv", lambda rows: rows[:1])
+    err = _cli_error(["import", "faireval", str(src), "--out", str(tmp_path / "o")], capsys)
+    assert "neutral.csv' holds only its header" in err
