@@ -142,9 +142,11 @@ def _rounds(folder: Path, attribute: str, left: Left, notes: list[str]) -> Round
         raise DataError(f"import biaslens: missing round file(s) {missing}")
     tables = [_read(p, notes) for p in files]
     empty = [p.name for p, rows in zip(files, tables, strict=True) if not rows]
-    if empty:
+    if empty:  # the table's driving file has no row: no question of the attribute counts
+        notes.append(f"{attribute} left out: {', '.join(empty)} hold(s) only the header")
         why = f"rows of {attribute}, whose round file {empty[0]} holds only its header"
-        left.setdefault(why, []).extend(r.where for rows in tables for r in rows)
+        if any(tables):
+            left.setdefault(why, []).extend(r.where for rows in tables for r in rows)
         return []
     driver = min(range(ROUNDS), key=lambda r: len(tables[r]))
     keyed: list[dict[tuple[str, str, str], _Row]] = []
@@ -281,7 +283,8 @@ def import_biaslens(
     notes: list[str] = []
     rows, sources = _questions(folder, left, notes)
     if not rows:
-        raise DataError(f"import biaslens: {str(folder)!r} holds no answer file to import")
+        why = "; ".join(notes) or "no <attribute>_answers_01.csv"
+        raise DataError(f"import biaslens: {str(folder)!r} holds no question to import ({why})")
     with staged_folder(out) as tmp:
         counts, interactions = _write(tmp, secrets.scrub(name), rows, sources, without_role)
     return BiasLensSummary(out, secrets.scrub(name), counts, interactions, left, tuple(notes))

@@ -140,7 +140,7 @@ def read_csv(
         missing = [c for c in need if c not in cols]
         if missing:
             raise DataError(
-                f"import: {str(path)!r} needs column(s) {' and '.join(map(repr, missing))} "
+                f"import: {str(path)!r} needs column(s) {', '.join(map(repr, missing))} "
                 f"(its header: {', '.join(cols) or 'none'}); {hint}"
             )
         line = reader.line_num + 1

@@ -290,6 +290,7 @@ def test_every_row_is_imported_as_the_table_counts_it_or_named(tmp_path: Path) -
     assert left is not None, said
     assert int(left.group(1)) == inputs - 3 * imported > 0, said
     assert "religion_answers_02.csv holds only its header" in said
+    assert "religion left out: religion_answers_02.csv hold(s) only the header" in said
     line = 1 + len(occupations)  # the "Open" row, the last of each file
     assert "3 questions of a type the paper's table does not count" in said
     assert f"occupations_answers_01.csv line {line}; occupations_answers_02.csv line" in said

@@ -103,7 +103,7 @@ def test_bad_inputs(tmp_path: Path) -> None:
     bad = tmp_path / "top_5" / "age"
     bad.mkdir(parents=True)
     (tmp_path / "top_5" / "neutral.csv").write_text("who,what\n", encoding="utf-8")
-    with pytest.raises(DataError, match=r"needs column\(s\) 'name' and 'Result'"):
+    with pytest.raises(DataError, match=r"needs column\(s\) 'name', 'Result'"):
         read_folder(tmp_path)
 
 
