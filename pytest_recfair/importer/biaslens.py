@@ -8,7 +8,8 @@ LLM 3, final``, and writes a project whose ``pytest --fairness`` replays them th
 real provider path: one role-play test per attribute (``oracle="biaslens"``), the
 questions file, and cassettes recorded by the real OpenAI provider against an
 ``httpx.MockTransport`` that answers each round with its published answer and each Why
-round's three judge calls with the published judges (``LLM 1..3``).
+round's three judge calls with the published judges (``LLM 1..3``) where they give the
+verdict the table reads off ``final`` (else with answers made from ``final``, said).
 
 As the paper's table script does, every row of the shortest of an attribute's three round
 files is a question (a repeat counted again), matched by role, type and question text in
@@ -42,6 +43,7 @@ from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text, staged_folder
 from pytest_recfair.importer.published import read_csv
 from pytest_recfair.importer.record import completion, record
+from pytest_recfair.metrics.roleplay import why_outcome
 from pytest_recfair.prompts.roles import (
     ATTRIBUTES,
     JUDGE_REPEATS,
@@ -117,12 +119,16 @@ def _read(path: Path, notes: list[str]) -> list[_Row]:
     return [_Row(f"{path.name}:{line}", c) for line, c in read_csv(path, need, hint, notes)]
 
 
-def _judges(row: Mapping[str, str]) -> list[str]:
-    """The three judge answers; from ``final`` when the LLM columns are incomplete."""
-    given = [(row.get(f"LLM {j}") or "").strip() for j in range(1, JUDGE_REPEATS + 1)]
-    if all(given):
+def _judges(row: _Row, disagree: dict[str, None]) -> list[str]:
+    """A Why round's three judge answers, giving the verdict the table reads off ``final``
+    (``yes``: judged biased): the published ``LLM 1..3`` where they agree with it, else
+    answers made from ``final`` (a round whose judges disagree goes to ``disagree``)."""
+    given = [(row.cells.get(f"LLM {j}") or "").strip() for j in range(1, JUDGE_REPEATS + 1)]
+    unfair = (row.cells.get("final") or "").lower() == "yes"  # as the script compares it
+    if all(given) and why_outcome(None, given, "biaslens") == ("biased" if unfair else "unbiased"):
         return given
-    unfair = (row.get("final") or "").strip().casefold() == "yes"
+    if all(given):
+        disagree[row.where] = None
     return ["No" if unfair else "Yes"] * JUDGE_REPEATS
 
 
@@ -286,7 +292,7 @@ def import_biaslens(
         why = "; ".join(notes) or "no <attribute>_answers_01.csv"
         raise DataError(f"import biaslens: {str(folder)!r} holds no question to import ({why})")
     with staged_folder(out) as tmp:
-        counts, interactions = _write(tmp, secrets.scrub(name), rows, sources, without_role)
+        counts, interactions = _write(tmp, secrets.scrub(name), rows, sources, without_role, notes)
     return BiasLensSummary(out, secrets.scrub(name), counts, interactions, left, tuple(notes))
 
 
@@ -296,6 +302,7 @@ def _write(
     rows: list[dict[str, str]],
     sources: Sequence[Sequence[_Row]],
     without_role: bool,
+    notes: list[str],
 ) -> tuple[dict[str, int], int]:
     """Write the project into ``out``: (questions per attribute, interactions recorded)."""
     from pytest_recfair.engine import registry
@@ -328,12 +335,18 @@ def _write(
     }
     outcome = _record(out / "cassettes", cases, texts, name)
     judges = kind.follow_up(settings, cases, outcome)  # type: ignore[attr-defined]
+    disagree: dict[str, None] = {}
     verdicts = {
-        j.id: _judges(by_question[j.entity_id][j.repeat // JUDGE_REPEATS].cells)[
+        j.id: _judges(by_question[j.entity_id][j.repeat // JUDGE_REPEATS], disagree)[
             j.repeat % JUDGE_REPEATS
         ]
         for j in judges
     }
+    if disagree:
+        notes.append(
+            f"{len(disagree)} Why round(s) whose judges (LLM 1..3) disagree with 'final': "
+            f"recorded as 'final' says, which the paper's table reads: {_places(list(disagree))}"
+        )
     if judges:
         _record(out / "cassettes", judges, verdicts, JUDGE)
     counts: dict[str, int] = {}

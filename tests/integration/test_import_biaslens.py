@@ -342,3 +342,29 @@ def test_bytes_that_are_not_utf8_are_dropped_as_the_papers_script_drops_them(
     assert f"religion_answers_03.csv: {len(bad)} bytes that are not UTF-8 dropped" in run.stdout
     questions = json.loads((out / "questions.json").read_text(encoding="utf-8"))["questions"]
     assert {q["attribute"] for q in questions} == {"religion", "occupation"}
+
+
+def test_a_why_round_is_judged_as_its_final_column_says(tmp_path: Path) -> None:
+    """The paper's table reads a Why round's verdict off ``final``; where the published
+    judges (``LLM 1..3``) say otherwise, ``final`` is recorded, and the summary says so."""
+    source, out = tmp_path / "BiasLens", tmp_path / "project"
+    _folder(source)
+    folder = source / "answers" / "role" / "tiny"
+    flipped = []
+    for r in (1, 2):  # the first Wh row: its judges say unfair, its final now says fair
+        path = folder / f"religion_answers_0{r}.csv"
+        rows = _table(path)
+        at = next(i for i, row in enumerate(rows) if row["Question Type"] == "Wh")
+        assert rows[at]["LLM 1"] == rows[at]["LLM 2"] == "No"
+        table = list(csv.reader(path.open(encoding="utf-8", newline="")))
+        table[at + 1][7] = "No"
+        with path.open("w", encoding="utf-8", newline="") as f:
+            csv.writer(f).writerows(table)
+        flipped.append(f"{path.name} line {at + 2}")
+    results, said = _replayed(source, out)
+    got = {
+        (c["attribute"], c["qtype"]): c["biased"] for r in results for c in r["roleplay"]["cells"]
+    }
+    assert got == _expected(source)
+    assert "2 Why round(s) whose judges (LLM 1..3) disagree with 'final'" in said
+    assert all(place in said for place in flipped), said
