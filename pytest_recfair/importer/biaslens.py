@@ -40,8 +40,8 @@ import httpx
 
 from pytest_recfair import secrets
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import atomic_write_text, staged_folder
-from pytest_recfair.importer.published import read_csv
+from pytest_recfair.fileio import staged_folder
+from pytest_recfair.importer.published import read_csv, write_files
 from pytest_recfair.importer.record import completion, record
 from pytest_recfair.metrics.roleplay import why_outcome
 from pytest_recfair.prompts.roles import (
@@ -312,17 +312,22 @@ def _write(
     from pytest_recfair.settings import resolve
 
     table = {"name": f"biaslens-{name}", "published": True, "questions": rows}
-    atomic_write_text(out / "questions.json", json.dumps(table, indent=1))
-    questions, by_question = _load(out / "questions.json", sources)
-    attributes = sorted({q.attribute for q in questions})
-    atomic_write_text(out / TEST_FILE, _test_file(attributes, without_role))
-    atomic_write_text(
-        out / "pytest.ini",
+    ini = (
         "[pytest]\nrecfair_provider = openai\n"
         f"recfair_model = {name}\nrecfair_judge_model = {JUDGE}\n"
         "recfair_cassette_dir = cassettes\nrecfair_baseline_dir = baselines\n"
-        "recfair_report = reports/biaslens.json\n",
+        "recfair_report = reports/biaslens.json\n"
     )
+    attributes = sorted({r["attribute"] for r in rows})  # a published set keeps every row
+    write_files(
+        out,
+        {
+            "questions.json": json.dumps(table, indent=1),
+            TEST_FILE: _test_file(attributes, without_role),
+            "pytest.ini": ini,
+        },
+    )
+    questions, by_question = _load(out / "questions.json", sources)
     marker = {"kind": "roleplay", "questions": str(out / "questions.json"), "oracle": "biaslens"}
     settings = resolve(marker={**marker, "with_role": not without_role})
     inputs = AuditInputs(judge=object())  # Why questions are asked: their judges are recorded

@@ -23,7 +23,10 @@ is then found among the batch prompts of its own folder (or of the whole run): t
 which, filled with each row's entity and the file's value, gives a prompt the batch file
 holds for EVERY row.
 
-Pure: stdlib only.
+``read_csv`` and ``write_files`` are the one way in and out of both importers: every cell
+read and every file written goes through the scrubber (``pytest_recfair.secrets``).
+
+No pytest, no httpx.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import Any
 
 from pytest_recfair import secrets
 from pytest_recfair.errors import DataError
+from pytest_recfair.fileio import atomic_write_text
 
 __all__ = [
     "BatchEntry",
@@ -52,6 +56,7 @@ __all__ = [
     "read_folder",
     "recover_prompts",
     "template_of",
+    "write_files",
 ]
 
 
@@ -161,6 +166,13 @@ def read_csv(
             f"({exc}); fix that row (or remove it) and import again"
         ) from None
     return rows
+
+
+def write_files(folder: Path, files: Mapping[str, str]) -> None:
+    """Write an importer's project files, each scrubbed of secrets: with ``read_csv`` the
+    one way in and out of both importers (the cassettes are scrubbed by their store)."""
+    for name, text in files.items():
+        atomic_write_text(folder / name, secrets.scrub(text))
 
 
 def _read_csv(path: Path, n: int | None) -> tuple[dict[str, Row], int]:
