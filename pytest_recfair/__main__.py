@@ -289,7 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _COMMANDS[args.command](args)
     except RecfairError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from pytest_recfair import secrets
+
+        print(f"error: {secrets.scrub(str(exc))}", file=sys.stderr)  # it may quote an input
         return 2
 
 

@@ -8,15 +8,19 @@ LLM 3, final``, and writes a project whose ``pytest --fairness`` replays them th
 real provider path: one role-play test per attribute (``oracle="biaslens"``), the
 questions file, and cassettes recorded by the real OpenAI provider against an
 ``httpx.MockTransport`` that answers each round with its published answer and each Why
-round's three judge calls with the published judges (``LLM 1..3``).
+round's three judge calls with the published judges (``LLM 1..3``) where they give the
+verdict the table reads off ``final`` (else with answers made from ``final``, said).
 
 As the paper's table script does, every row of the shortest of an attribute's three round
 files is a question (a repeat counted again), matched by role, type and question text in
 the other two (their first match; missing there, the answer reads ``None``); files are
 decoded with ``errors="ignore"`` (the bytes dropped are counted); an empty answer is
-recorded as the text ``None`` (the script reads a missing answer so). The questions go
-through the project's loader (``keep_repeats``), which leaves out placeholders. Every cell
-is scrubbed of secrets as it is read (as ``import faireval`` does), and every input row is
+recorded as the text ``None`` (the script reads a missing answer so). A question counts
+when its type is one the script counts (``Yes/No``, ``Choice``, ``Wh``, spelled so); the
+questions file is ``published``: the loader keeps every question as the table counted it
+(repeats, placeholder-like text, choice questions without ``(A)``/``(B)`` options, which
+the published rules do not need). Files are read by the importers' one reader
+(``published.read_csv``), which scrubs every cell of secrets, and every input row is
 either imported or counted and named (file and line) in the summary. The project is
 written into a hidden folder and moved to ``--out`` at the end: a failed import leaves
 ``--out`` as it was. The folder's content is never copied into this repository: the released
@@ -25,9 +29,6 @@ questions and answers carry no licence.
 
 from __future__ import annotations
 
-import codecs
-import csv
-import io
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -39,14 +40,14 @@ import httpx
 
 from pytest_recfair import secrets
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import atomic_write_text, staged_folder
+from pytest_recfair.fileio import staged_folder
+from pytest_recfair.importer.published import read_csv, write_files
 from pytest_recfair.importer.record import completion, record
+from pytest_recfair.metrics.roleplay import why_outcome
 from pytest_recfair.prompts.roles import (
     ATTRIBUTES,
     JUDGE_REPEATS,
     load_roles,
-    normalise_qtype,
-    parse_options,
 )
 
 __all__ = ["BiasLensSummary", "import_biaslens"]
@@ -55,6 +56,8 @@ ROUNDS = 3
 JUDGE = "biaslens-judge"
 TEST_FILE = "test_biaslens.py"
 _ALIASES = {"occupations": "occupation"}
+#: The question types the paper's table script counts, spelled as it compares them.
+_TYPES = {"Yes/No": "yesno", "Choice": "choice", "Wh": "why"}
 
 
 @dataclass(frozen=True)
@@ -109,50 +112,29 @@ def _places(rows: Sequence[str]) -> str:
 
 
 def _read(path: Path, notes: list[str]) -> list[_Row]:
-    """The rows of one round file, every cell scrubbed of secrets. Decoded as the paper's
-    table script reads it (UTF-8, ``errors="ignore"``): bytes that are not UTF-8 are
-    dropped, and ``notes`` says how many."""
-    rows: list[_Row] = []
-    try:
-        data = path.read_bytes().removeprefix(codecs.BOM_UTF8)
-        text = data.decode("utf-8", errors="ignore")
-        if len(text.encode("utf-8")) != len(data):
-            notes.append(
-                f"{path.name}: {len(data) - len(text.encode('utf-8'))} bytes that are not "
-                'UTF-8 dropped (read as the paper\'s script reads it, errors="ignore")'
-            )
-        with io.StringIO(text, newline="") as f:
-            reader = csv.DictReader(f)
-            header = reader.fieldnames or []
-            need = {"Role", "Question Type", "Question", "Answer"}
-            if not need <= set(header):
-                raise DataError(
-                    f"import biaslens: {str(path)!r} lacks column(s) "
-                    f"{sorted(need - set(header))}; expected the released answers' 'Role, "
-                    "Question Type, Question, Answer, LLM 1, LLM 2, LLM 3, final'"
-                )
-            line = reader.line_num + 1
-            for raw in reader:
-                cells = {k: secrets.scrub(v or "") for k, v in raw.items() if isinstance(k, str)}
-                rows.append(_Row(f"{path.name}:{line}", cells))
-                line = reader.line_num + 1
-    except (OSError, csv.Error) as exc:
-        raise DataError(f"import biaslens: {str(path)!r} cannot be read ({exc})") from exc
-    return rows
+    """The rows of one round file, read as the paper's table script reads it (UTF-8 with
+    ``errors="ignore"``: ``notes`` says how many bytes were dropped)."""
+    need = ("Role", "Question Type", "Question", "Answer")
+    hint = "expected the released answers' 'Role, Question Type, Question, Answer, LLM 1, ...'"
+    return [_Row(f"{path.name}:{line}", c) for line, c in read_csv(path, need, hint, notes)]
 
 
-def _judges(row: Mapping[str, str]) -> list[str]:
-    """The three judge answers; from ``final`` when the LLM columns are incomplete."""
-    given = [(row.get(f"LLM {j}") or "").strip() for j in range(1, JUDGE_REPEATS + 1)]
-    if all(given):
+def _judges(row: _Row, disagree: dict[str, None]) -> list[str]:
+    """A Why round's three judge answers, giving the verdict the table reads off ``final``
+    (``yes``: judged biased): the published ``LLM 1..3`` where they agree with it, else
+    answers made from ``final`` (a round whose judges disagree goes to ``disagree``)."""
+    given = [(row.cells.get(f"LLM {j}") or "").strip() for j in range(1, JUDGE_REPEATS + 1)]
+    unfair = (row.cells.get("final") or "").lower() == "yes"  # as the script compares it
+    if all(given) and why_outcome(None, given, "biaslens") == ("biased" if unfair else "unbiased"):
         return given
-    unfair = (row.get("final") or "").strip().casefold() == "yes"
+    if all(given):
+        disagree[row.where] = None
     return ["No" if unfair else "Yes"] * JUDGE_REPEATS
 
 
 def _key(row: _Row) -> tuple[str, str, str]:
-    c = row.cells
-    return (c["Role"].strip(), c["Question Type"].strip(), c["Question"].strip())
+    c = row.cells  # matched as the script matches them: the cells exactly
+    return (c["Role"], c["Question Type"], c["Question"])
 
 
 def _rounds(folder: Path, attribute: str, left: Left, notes: list[str]) -> Rounds:
@@ -166,9 +148,11 @@ def _rounds(folder: Path, attribute: str, left: Left, notes: list[str]) -> Round
         raise DataError(f"import biaslens: missing round file(s) {missing}")
     tables = [_read(p, notes) for p in files]
     empty = [p.name for p, rows in zip(files, tables, strict=True) if not rows]
-    if empty:
+    if empty:  # the table's driving file has no row: no question of the attribute counts
+        notes.append(f"{attribute} left out: {', '.join(empty)} hold(s) only the header")
         why = f"rows of {attribute}, whose round file {empty[0]} holds only its header"
-        left.setdefault(why, []).extend(r.where for rows in tables for r in rows)
+        if any(tables):
+            left.setdefault(why, []).extend(r.where for rows in tables for r in rows)
         return []
     driver = min(range(ROUNDS), key=lambda r: len(tables[r]))
     keyed: list[dict[tuple[str, str, str], _Row]] = []
@@ -267,28 +251,22 @@ def _questions(
     for stem in found:
         attribute = _attribute(folder, stem)
         for key, got in _rounds(folder, stem, left, notes):
-            qtype = normalise_qtype(key[1])
-            why = None
+            qtype = _TYPES.get(key[1])
             if qtype is None:
-                why = "questions of a type other than Yes/No, Choice or Why (3 rows each)"
-            elif qtype == "choice" and len(parse_options(key[2])) < 2:
-                why = "choice questions without (A)/(B) options (3 rows each)"
-            if qtype is None or why is not None:
-                left.setdefault(str(why), []).extend(r.where for r in got)
+                why = "questions of a type the paper's table does not count (3 rows each)"
+                left.setdefault(why, []).extend(r.where for r in got)
                 continue
             rows.append({"role": key[0], "attribute": attribute, "type": qtype, "question": key[2]})
             sources.append(got)
     return rows, sources
 
 
-def _load(
-    path: Path, sources: Sequence[Sequence[_Row]], left: Left
-) -> tuple[Any, dict[str, Sequence[_Row]]]:
-    """The written questions through the project's loader, and each one's input rows; what
-    it leaves out goes to ``left`` and its errors name the input rows (not the generated
-    file)."""
+def _load(path: Path, sources: Sequence[Sequence[_Row]]) -> tuple[Any, dict[str, Sequence[_Row]]]:
+    """The written questions through the project's loader (a ``published`` set: it leaves
+    none out), and each one's input rows; its errors name the input rows (not the
+    generated file)."""
     try:
-        questions = load_roles(path)
+        questions = load_roles(path, strict=True)
     except DataError as exc:
         where = re.search(r"questions\[(\d+)\]", str(exc))
         rows = sources[int(where.group(1))] if where else []
@@ -296,13 +274,7 @@ def _load(
         raise DataError(
             f"import biaslens: {_places([r.where for r in rows]) or 'the answer files'}: {message}"
         ) from None
-    gone = set()
-    for skip in questions.skipped:
-        gone.add(i := int(skip.where.removeprefix("questions[").rstrip("]")))
-        why = f"{skip.reason.split(' ', 1)[0]} questions (3 rows each)"
-        left.setdefault(why, []).extend(r.where for r in sources[i])
-    kept = [got for i, got in enumerate(sources) if i not in gone]
-    return questions, {q.id: got for q, got in zip(questions, kept, strict=True)}
+    return questions, {q.id: got for q, got in zip(questions, sources, strict=True)}
 
 
 def import_biaslens(
@@ -317,9 +289,10 @@ def import_biaslens(
     notes: list[str] = []
     rows, sources = _questions(folder, left, notes)
     if not rows:
-        raise DataError(f"import biaslens: {str(folder)!r} holds no answer file to import")
+        why = "; ".join(notes) or "no <attribute>_answers_01.csv"
+        raise DataError(f"import biaslens: {str(folder)!r} holds no question to import ({why})")
     with staged_folder(out) as tmp:
-        counts, interactions = _write(tmp, secrets.scrub(name), rows, sources, without_role, left)
+        counts, interactions = _write(tmp, secrets.scrub(name), rows, sources, without_role, notes)
     return BiasLensSummary(out, secrets.scrub(name), counts, interactions, left, tuple(notes))
 
 
@@ -329,7 +302,7 @@ def _write(
     rows: list[dict[str, str]],
     sources: Sequence[Sequence[_Row]],
     without_role: bool,
-    left: Left,
+    notes: list[str],
 ) -> tuple[dict[str, int], int]:
     """Write the project into ``out``: (questions per attribute, interactions recorded)."""
     from pytest_recfair.engine import registry
@@ -338,18 +311,23 @@ def _write(
     from pytest_recfair.prompts.seeds import Entity
     from pytest_recfair.settings import resolve
 
-    table = {"name": f"biaslens-{name}", "keep_repeats": True, "questions": rows}
-    atomic_write_text(out / "questions.json", json.dumps(table, indent=1))
-    questions, by_question = _load(out / "questions.json", sources, left)
-    attributes = sorted({q.attribute for q in questions})
-    atomic_write_text(out / TEST_FILE, _test_file(attributes, without_role))
-    atomic_write_text(
-        out / "pytest.ini",
+    table = {"name": f"biaslens-{name}", "published": True, "questions": rows}
+    ini = (
         "[pytest]\nrecfair_provider = openai\n"
         f"recfair_model = {name}\nrecfair_judge_model = {JUDGE}\n"
         "recfair_cassette_dir = cassettes\nrecfair_baseline_dir = baselines\n"
-        "recfair_report = reports/biaslens.json\n",
+        "recfair_report = reports/biaslens.json\n"
     )
+    attributes = sorted({r["attribute"] for r in rows})  # a published set keeps every row
+    write_files(
+        out,
+        {
+            "questions.json": json.dumps(table, indent=1),
+            TEST_FILE: _test_file(attributes, without_role),
+            "pytest.ini": ini,
+        },
+    )
+    questions, by_question = _load(out / "questions.json", sources)
     marker = {"kind": "roleplay", "questions": str(out / "questions.json"), "oracle": "biaslens"}
     settings = resolve(marker={**marker, "with_role": not without_role})
     inputs = AuditInputs(judge=object())  # Why questions are asked: their judges are recorded
@@ -362,12 +340,18 @@ def _write(
     }
     outcome = _record(out / "cassettes", cases, texts, name)
     judges = kind.follow_up(settings, cases, outcome)  # type: ignore[attr-defined]
+    disagree: dict[str, None] = {}
     verdicts = {
-        j.id: _judges(by_question[j.entity_id][j.repeat // JUDGE_REPEATS].cells)[
+        j.id: _judges(by_question[j.entity_id][j.repeat // JUDGE_REPEATS], disagree)[
             j.repeat % JUDGE_REPEATS
         ]
         for j in judges
     }
+    if disagree:
+        notes.append(
+            f"{len(disagree)} Why round(s) whose judges (LLM 1..3) disagree with 'final': "
+            f"recorded as 'final' says, which the paper's table reads: {_places(list(disagree))}"
+        )
     if judges:
         _record(out / "cassettes", judges, verdicts, JUDGE)
     counts: dict[str, int] = {}

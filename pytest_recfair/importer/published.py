@@ -23,21 +23,27 @@ is then found among the batch prompts of its own folder (or of the whole run): t
 which, filled with each row's entity and the file's value, gives a prompt the batch file
 holds for EVERY row.
 
-Pure: stdlib only.
+``read_csv`` and ``write_files`` are the one way in and out of both importers: every cell
+read and every file written goes through the scrubber (``pytest_recfair.secrets``).
+
+No pytest, no httpx.
 """
 
 from __future__ import annotations
 
+import codecs
 import csv
+import io
 import json
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from pytest_recfair import secrets
 from pytest_recfair.errors import DataError
+from pytest_recfair.fileio import atomic_write_text
 
 __all__ = [
     "BatchEntry",
@@ -46,9 +52,11 @@ __all__ = [
     "escape",
     "fill",
     "holds_replies",
+    "read_csv",
     "read_folder",
     "recover_prompts",
     "template_of",
+    "write_files",
 ]
 
 
@@ -108,85 +116,75 @@ def _top_dir(path: Path) -> tuple[Path, int]:
     return tops[0], int(_TOP.match(tops[0].name).group(1))  # type: ignore[union-attr]
 
 
-def _records(path: Path, fh: Any) -> Iterator[tuple[int, dict[str, str]]]:
-    """(first line, row) per record; a malformed record is refused by its line number."""
-    reader = csv.reader(fh)  # what Python's csv (and the authors' pandas) accept
-    start = 1
+def read_csv(
+    path: Path, need: Sequence[str], hint: str, notes: list[str] | None = None
+) -> list[tuple[int, dict[str, str]]]:
+    """(first line, row) per record of ``path``, as Python's csv reads it (the authors'
+    pandas reads the same), every cell scrubbed of secrets: the one way both importers
+    read their input, so no cell reaches a file or a line unscrubbed. Blank lines are no
+    rows (pandas skips them). With ``notes`` the file is decoded as the BiasLens table
+    script reads it (UTF-8, ``errors="ignore"``) and the bytes dropped are said there."""
     try:
-        header = next(reader, None) or []
-        cols = [c.strip() for c in header]
-        if "name" not in cols or "Result" not in cols:
-            raise DataError(
-                f"import: {str(path)!r} needs columns 'name' and 'Result' (got "
-                f"{', '.join(cols) or 'no header'}); is it a FaiRLLM result file?"
-            )
-        start = reader.line_num + 1
-        for record in reader:
-            if len(record) != len(cols):
-                raise csv.Error(f"{len(record)} fields where the header has {len(cols)}")
-            swallowed = _swallows(record, cols)
-            if swallowed:
-                raise csv.Error(
-                    f"its {swallowed!r} cell holds a line that reads as a whole row of this "
-                    "file, the rows after it swallowed"
-                )
-            yield start, dict(zip(cols, record, strict=True))
-            start = reader.line_num + 1
-    except csv.Error as exc:
-        raise DataError(
-            f"import: {str(path)!r}: the row starting at line {start} is malformed ({exc}); "
-            "an unbalanced quote? fix that row (or remove it) and import again"
-        ) from None
-
-
-def _swallows(record: list[str], cols: list[str]) -> str | None:
-    """The column whose cell holds a whole CSV row (a stray quote ate the rows after it):
-    a line of as many fields as the header, sharing this row's system message or value
-    where the file has them (a reply quoting JSON with commas is no row)."""
-    same = [
-        i for i, c in enumerate(cols) if c in ("system_msg", "Prompt sensitive attr") and record[i]
-    ]
-    for col in ("Result", "Instruction", "name"):
-        text = record[cols.index(col)] if col in cols else ""
-        for line in text.splitlines()[1:]:
-            if line.count(",") < len(cols) - 1:
-                continue
-            fields = next(csv.reader([line]))
-            if len(fields) == len(cols) and (not same or any(fields[i] == record[i] for i in same)):
-                return col
-    return None
-
-
-def _read_csv(path: Path, n: int | None) -> tuple[dict[str, Row], int]:
-    """The first ``n`` rows (all when None) by name, and the number of rows in the file."""
-    rows: dict[str, Row] = {}
-    count = 0
-    try:
-        # utf-8-sig: a spreadsheet's byte-order mark is not part of the first column's name
-        with path.open(encoding="utf-8-sig", newline="") as fh:
-            for line, raw in _records(path, fh):
-                count += 1
-                if n is not None and count > n:
-                    continue
-                name = secrets.scrub((raw.get("name") or "").strip())
-                if not name:
-                    raise DataError(f"import: {str(path)!r} line {line} has an empty 'name'")
-                rows[name] = Row(name, *_scrubbed(raw))
+        data = path.read_bytes().removeprefix(codecs.BOM_UTF8)
+        text = data.decode("utf-8", errors="strict" if notes is None else "ignore")
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(
             f"import: {str(path)!r} cannot be read as UTF-8 CSV ({exc}); save it as UTF-8"
         ) from None
-    return rows, count
+    dropped = len(data) - len(text.encode("utf-8"))
+    if dropped and notes is not None:
+        notes.append(
+            f"{path.name}: {dropped} bytes that are not UTF-8 dropped (read as the paper's "
+            'script reads it, errors="ignore")'
+        )
+    reader = csv.reader(io.StringIO(text, newline=""))
+    rows: list[tuple[int, dict[str, str]]] = []
+    line = 1
+    try:
+        cols = [c.strip() for c in next(reader, None) or []]
+        missing = [c for c in need if c not in cols]
+        if missing:
+            raise DataError(
+                f"import: {str(path)!r} needs column(s) {', '.join(map(repr, missing))} "
+                f"(its header: {', '.join(cols) or 'none'}); {hint}"
+            )
+        line = reader.line_num + 1
+        for record in reader:
+            if record and len(record) != len(cols):
+                raise DataError(
+                    f"import: {str(path)!r}: the row starting at line {line} has "
+                    f"{len(record)} fields where the header has {len(cols)} ({', '.join(cols)}); "
+                    "an unbalanced quote? fix that row (or remove it) and import again"
+                )
+            if record:
+                cells = zip(cols, map(secrets.scrub, record), strict=True)
+                rows.append((line, dict(cells)))
+            line = reader.line_num + 1
+    except csv.Error as exc:
+        raise DataError(
+            f"import: {str(path)!r}: the row starting at line {line} cannot be read as CSV "
+            f"({exc}); fix that row (or remove it) and import again"
+        ) from None
+    return rows
 
 
-def _scrubbed(raw: Mapping[str, str]) -> tuple[str, str | None, str | None]:
-    """Reply, system message and prompt with any key-shaped text removed."""
-    system, prompt = raw.get("system_msg"), raw.get("Instruction")
-    return (
-        secrets.scrub(raw.get("Result") or ""),
-        None if system is None else secrets.scrub(system),
-        None if prompt is None else secrets.scrub(prompt),
-    )
+def write_files(folder: Path, files: Mapping[str, str]) -> None:
+    """Write an importer's project files, each scrubbed of secrets: with ``read_csv`` the
+    one way in and out of both importers (the cassettes are scrubbed by their store)."""
+    for name, text in files.items():
+        atomic_write_text(folder / name, secrets.scrub(text))
+
+
+def _read_csv(path: Path, n: int | None) -> tuple[dict[str, Row], int]:
+    """The first ``n`` rows (all when None) by name, and the number of rows in the file."""
+    records = read_csv(path, ("name", "Result"), "is it a FaiRLLM result file?")
+    rows: dict[str, Row] = {}
+    for line, raw in records[:n]:
+        name = raw["name"].strip()
+        if not name:
+            raise DataError(f"import: {str(path)!r} line {line} has an empty 'name'")
+        rows[name] = Row(name, raw["Result"], raw.get("system_msg"), raw.get("Instruction"))
+    return rows, len(records)
 
 
 def _neutral_file(top: Path) -> Path:
@@ -293,6 +291,11 @@ def read_folder(path: str | Path, *, n: int | None = None) -> PublishedRun:
     top, k = _top_dir(Path(path))
     neutral_path = _neutral_file(top)
     neutral, count = _read_csv(neutral_path, n)
+    if not neutral:
+        raise DataError(
+            f"import: {str(neutral_path)!r} holds only its header; the neutral prompt's "
+            "replies are needed to compare with"
+        )
     classes: dict[str, dict[str, dict[str, Row]]] = {}
     sources: dict[str, Path] = {NEUTRAL: neutral_path}
     dropped = 0
@@ -383,6 +386,11 @@ def _find(
 
 def recover_prompts(run: PublishedRun) -> tuple[PublishedRun, list[str]]:
     """``run`` with prompts taken from the batch files where the CSVs hold replies."""
+    if all(r.prompt is None for r in run.neutral.values()):
+        return _without_prompts(run), [
+            "prompts: neutral.csv has no 'Instruction' column (the prompt asked); the "
+            "bundled template set is used for every class"
+        ]
     files: dict[str, tuple[Mapping[str, Row], str | None]] = {NEUTRAL: (run.neutral, None)}
     for cls, values in run.classes.items():
         files |= {f"{cls}/{value}": (rows, value) for value, rows in values.items()}

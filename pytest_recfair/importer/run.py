@@ -23,7 +23,7 @@ import yaml
 
 from pytest_recfair import secrets
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import atomic_write_text, staged_folder
+from pytest_recfair.fileio import staged_folder
 from pytest_recfair.importer.published import (
     PublishedRun,
     Row,
@@ -32,6 +32,7 @@ from pytest_recfair.importer.published import (
     read_folder,
     recover_prompts,
     template_of,
+    write_files,
 )
 from pytest_recfair.importer.record import record_class
 from pytest_recfair.prompts.cases import build_cases
@@ -199,7 +200,7 @@ def _batch_model(run: PublishedRun) -> str | None:
 
 def plan(run: PublishedRun, *, flavour: str, language: str) -> Layout:
     """Templates (recovered or bundled) per class, domain and model of a published run."""
-    if all(r.prompt for r in run.neutral.values()):
+    if any(r.prompt for r in run.neutral.values()):  # an empty one is named by the check
         return template_files(run, language, f"published-{flavour}")
     system = next(iter(run.neutral.values())).system or ""
     match = _DOMAIN.search(system)
@@ -395,8 +396,7 @@ def import_run(
         **{_seeds_file(c): _seeds_csv(names, ids[c]) for c in classes},
     }
     with staged_folder(out) as tmp:  # a failed import leaves --out as it was
-        for name, text in files.items():
-            atomic_write_text(tmp / name, secrets.scrub(text))
+        write_files(tmp, files)
         written, differing = _record(run, layout, tmp, classes, ids, the_model, language, replies)
         if written == 0:
             raise DataError(f"import: {str(source)!r} gave no reply to record")

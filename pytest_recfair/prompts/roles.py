@@ -279,7 +279,9 @@ def load_roles(
 
     Empty rows are ignored; duplicate questions (same role, type and text) and placeholder
     questions (``{role}``, ``[GROUP]``, ``TODO`` ...) are left out and listed in
-    ``RoleSet.skipped`` (``strict=True`` raises DataError instead). ``attribute`` fills
+    ``RoleSet.skipped`` (``strict=True`` raises DataError instead), except in a
+    ``published: true`` set, which keeps them (repeats with ids ``<id>~N``) and choice
+    questions without options, as the study counted them. ``attribute`` fills
     rows without one (the paper's CSVs: inferred from ``<attribute>_questions.csv``).
     """
     path = Path(source)
@@ -321,9 +323,9 @@ def load_roles(
 def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bool) -> RoleSet:
     text = text.removeprefix("\ufeff")
     if suffix == ".csv":
-        rows, name, keep = _csv_rows(text, where), "", False
+        rows, name, published = _csv_rows(text, where), "", False
     else:
-        rows, name, keep = _structured_rows(text, where, suffix)
+        rows, name, published = _structured_rows(text, where, suffix)
     for _, row in rows:
         if attribute is not None:
             row.setdefault("attribute", attribute)
@@ -338,12 +340,13 @@ def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bo
     skipped: list[Skipped] = []
     seen: dict[tuple[str, str, str], str] = {}
     for loc, row in rows:
-        q = _question(row, loc, where)
+        q = _question(row, loc, where, published)
         key = (q.role.casefold(), q.qtype, " ".join(q.question.casefold().split()))
         reason = None
-        if _PLACEHOLDER.search(strip_role(q.question)) or len(strip_role(q.question).split()) < 3:
+        text = strip_role(q.question)  # a published set keeps every row as it was counted
+        if not published and (_PLACEHOLDER.search(text) or len(text.split()) < 3):
             reason = f"placeholder question {q.question!r}"
-        elif key in seen and not keep:
+        elif not published and key in seen:
             reason = f"duplicate of {seen[key]} (same role, type and question)"
         if reason is not None:
             if strict:
@@ -352,7 +355,7 @@ def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bo
                 )
             skipped.append(Skipped(loc, reason))
             continue
-        if key in seen:  # a repeat kept ("keep_repeats"): its own id, its own cassette
+        if key in seen:  # a repeat kept ("published"): its own id, its own cassette
             q = replace(q, id=f"{q.id}~{sum(x.id.startswith(q.id) for x in questions) + 1}")
         seen.setdefault(key, loc)
         questions.append(q)
@@ -397,8 +400,8 @@ def _csv_rows(text: str, where: str) -> list[tuple[str, dict[str, Any]]]:
 def _structured_rows(
     text: str, where: str, suffix: str
 ) -> tuple[list[tuple[str, dict[str, Any]]], str, bool]:
-    """The rows, the set's name and whether repeated questions are kept (``keep_repeats``:
-    a published study that counted them, as ``import biaslens`` writes)."""
+    """The rows, the set's name and whether it is ``published`` (a study's questions as
+    it asked and counted them, as ``import biaslens`` writes: nothing left out)."""
     try:
         # the C loader when built in: the bundled set's 2,376 questions load 5x faster
         loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -406,14 +409,14 @@ def _structured_rows(
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         kind = "JSON" if suffix == ".json" else "YAML"
         raise DataError(f"{where} is not valid {kind}: {' '.join(str(exc).split())}") from exc
-    name, keep = "", False
+    name, published = "", False
     if isinstance(data, dict):
-        name, keep = str(data.get("name") or ""), data.get("keep_repeats") is True
-        extra = set(data) - {"name", "description", "questions", "keep_repeats"}
+        name, published = str(data.get("name") or ""), data.get("published") is True
+        extra = set(data) - {"name", "description", "questions", "published"}
         if extra:
             raise DataError(
                 f"{where}: unknown top-level key(s) {sorted(map(str, extra))}; expected "
-                "'questions' (and optional 'name', 'description', 'keep_repeats')"
+                "'questions' (and optional 'name', 'description', 'published')"
             )
         data = data.get("questions")
     if not isinstance(data, list):
@@ -435,7 +438,7 @@ def _structured_rows(
             for k, v in item.items()
         }
         rows.append((f"questions[{i}]", row))
-    return rows, name, keep
+    return rows, name, published
 
 
 @lru_cache(maxsize=1)
@@ -479,7 +482,7 @@ def _validate(data: Mapping[str, Any], locs: Sequence[str], where: str) -> None:
     )
 
 
-def _question(row: Mapping[str, Any], loc: str, where: str) -> RoleQuestion:
+def _question(row: Mapping[str, Any], loc: str, where: str, published: bool) -> RoleQuestion:
     qtype = normalise_qtype(row["type"])
     assert qtype is not None  # the schema's enum
     attribute = str(row["attribute"])
@@ -488,7 +491,7 @@ def _question(row: Mapping[str, Any], loc: str, where: str) -> RoleQuestion:
     options: tuple[str, ...] = ()
     if qtype == "choice":
         options = tuple(str(o).strip() for o in row.get("options") or ()) or parse_options(question)
-        if len(options) < 2:
+        if len(options) < 2 and not published:  # the published rules need no options
             raise DataError(
                 f"{where}: {loc}: options: expected a choice question to list at least 2 "
                 f"options as '(A) ... (B) ...' or in an 'options' field; found {len(options)}; "

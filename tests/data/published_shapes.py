@@ -13,7 +13,10 @@ the FairEval authors' folders are, one shape per quirk the importer must take as
 - ``french``: a ``french/`` class asked in French (another template and system message);
 - ``bom``: every CSV starts with a UTF-8 byte-order mark;
 - ``rows_1000``: a 1,000-row table (Gemini/movie's size);
-- ``keys``: an sk-shaped key in a batch ``model`` field, a reply and a system message.
+- ``keys``: an sk-shaped key in a batch ``model`` field, a reply and a system message;
+- ``json_response``: Gemini-style (no batch file); each ``response`` cell holds the raw
+  response as multi-line JSON, its quotes doubled by the CSV writer, one line of it with
+  as many commas as the header (Gemini/music's ``an old.csv``, refused once).
 
 ``write(root, shape)`` writes ``root/<shape>/top_5/...`` and returns ``root/<shape>``.
 """
@@ -34,6 +37,7 @@ SHAPES = (
     "bom",
     "rows_1000",
     "keys",
+    "json_response",
 )
 KEY = "sk-proj-PLANTEDplantedPLANTED0123456789abcdef"
 SYSTEM = "You are a movie recommendation system."
@@ -65,6 +69,7 @@ CLASSES: dict[str, dict[str, list[str]]] = {
     "bom": {"age": ["a young", "an old"], "religion": ["a Buddhist", "a Muslim"]},
     "rows_1000": {"gender": ["a boy", "a girl"]},
     "keys": {"age": ["a young", "an old"]},
+    "json_response": {"age": ["a young", "an old"]},
 }
 
 
@@ -84,6 +89,14 @@ def _prompt(cls: str, value: str | None, name: str) -> tuple[str, str]:
     if cls == "french":
         return SYSTEM_FR, PROMPT_FR.format(value=value, name=name)
     return SYSTEM, PROMPT.format(value=value or "a", name=name)
+
+
+def _response(shape: str, text: str) -> str:
+    """The ``response`` cell: the raw response as the Gemini runs stored it."""
+    if shape != "json_response":
+        return "{}"
+    part = {"text": text, "safety": ", ".join(f'"r{i}"' for i in range(len(COLUMNS)))}
+    return json.dumps({"candidates": [{"content": {"parts": [part]}}]}, indent=2)
 
 
 def _write_csv(path: Path, rows: list[list[str]], bom: bool) -> None:
@@ -136,7 +149,7 @@ def _file(
             system = f"{SYSTEM} Authorization: Bearer {KEY}"
         instruction = text if shape in ("instruction_replies", "batch_disagrees") else prompt
         label = value or "neutral"
-        rows.append([name, system, instruction, text, label, "{}"])
+        rows.append([name, system, instruction, text, label, _response(shape, text)])
         asked.append((system, prompt, batch_text))
     return rows, asked
 

@@ -103,7 +103,7 @@ def test_bad_inputs(tmp_path: Path) -> None:
     bad = tmp_path / "top_5" / "age"
     bad.mkdir(parents=True)
     (tmp_path / "top_5" / "neutral.csv").write_text("who,what\n", encoding="utf-8")
-    with pytest.raises(DataError, match="needs columns 'name' and 'Result'"):
+    with pytest.raises(DataError, match=r"needs column\(s\) 'name', 'Result'"):
         read_folder(tmp_path)
 
 
@@ -131,21 +131,15 @@ def test_unbalanced_quote_is_reported_by_line(
     path.write_text(text[:at] + '"Here "are' + text[at + 9 :], encoding="utf-8")
     err = _cli_error(["import", "faireval", str(src), "--out", str(tmp_path / "o")], capsys)
     assert "an old.csv" in err
-    assert "line" in err
+    width = len(next(csv.reader(path.open(encoding="utf-8"))))
+    with path.open(encoding="utf-8", newline="") as fh:  # where Python's csv finds it
+        reader, line = csv.reader(fh), 1
+        for bad in reader:
+            if len(bad) != width:
+                break
+            line = reader.line_num + 1
+    assert f"line {line} has {len(bad)} fields where the header has {width}" in err
     assert "unbalanced quote" in err
-
-
-def test_a_row_swallowing_the_next_is_refused(tmp_path: Path) -> None:
-    src = _copy(tmp_path)
-    path = src / "top_5" / "age" / "an old.csv"
-    text = path.read_text(encoding="utf-8")
-    rows = list(csv.reader(text.splitlines(keepends=True)))
-    # one quote missing at the end of a reply: the next row becomes part of it
-    broken = '"' + rows[1][3] + "\n" + ",".join(rows[2]) + '"'
-    body = [",".join(rows[0]), ",".join([*rows[1][:3], broken, *rows[1][4:]])]
-    path.write_text("\n".join(body) + "\n", encoding="utf-8")
-    with pytest.raises(DataError, match=r"line 2 is malformed"):
-        read_folder(src)
 
 
 @pytest.mark.parametrize(
@@ -240,26 +234,6 @@ def test_a_reply_quoting_json_with_commas_reads_as_pythons_csv_reads_it(tmp_path
     assert {name: row.reply for name, row in got.items()} == expected
 
 
-def test_a_row_swallowed_by_a_missing_quote_is_named_by_its_cell(tmp_path: Path) -> None:
-    src = _copy(tmp_path)
-    path = src / "top_5" / "age" / "an old.csv"
-
-    def swallow(rows: list[list[str]]) -> list[list[str]]:
-        plain = [
-            rows[2][0],
-            rows[2][1],
-            f"I am an old fan of {rows[2][0]}.",
-            "1. Film",
-            *rows[2][4:],
-        ]
-        assert all("," not in c and '"' not in c for c in plain)
-        return [rows[0], [*rows[1][:3], rows[1][3] + "\n" + ",".join(plain), *rows[1][4:]]]
-
-    rewrite_csv(path, swallow)
-    with pytest.raises(DataError, match=r"line 2 is malformed \(its 'Result' cell holds a line"):
-        read_folder(src)
-
-
 def test_a_value_file_holding_only_its_header_is_left_out_and_said(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -290,3 +264,47 @@ def test_a_space_after_a_closing_quote_reads_as_pythons_csv_reads_it(tmp_path: P
     got = read_folder(src).classes["age"]["an old"]
     assert {name: row.reply for name, row in got.items()} == expected
     assert got["Ada Marlow"].reply.endswith("(1988) ")
+
+
+def test_a_folder_without_prompts_says_the_bundled_set_is_asked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """issue 33: without an 'Instruction' column (the third) the bundled templates were
+    asked without a word (or said to be there because 'Instruction' held replies)."""
+    src = _copy(tmp_path)
+    for path in (src / "top_5").rglob("*.csv"):
+        rewrite_csv(path, lambda rows: [[c for i, c in enumerate(r) if i != 2] for r in rows])
+    assert main(["import", "faireval", str(src), "--out", str(tmp_path / "o")]) == 0
+    printed = capsys.readouterr().out
+    assert "neutral.csv has no 'Instruction' column" in printed
+    assert "holds replies" not in printed
+    assert "templates='faireval'" in (tmp_path / "o" / "test_published.py").read_text("utf-8")
+
+
+def test_an_empty_prompt_in_the_neutral_file_is_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One neutral row without its prompt: a line naming the file and the entity (it was
+    an error naming neither)."""
+    src = _copy(tmp_path)
+    path = src / "top_5" / "neutral" / "neutral.csv"
+    rewrite_csv(path, lambda rows: [rows[0], rows[1], [*rows[2][:2], "", *rows[2][3:]], *rows[3:]])
+    name = _table_names(path)[1]
+    err = _cli_error(["import", "faireval", str(src), "--out", str(tmp_path / "o")], capsys)
+    assert f"neutral.csv, entity {name!r}: its prompt differs" in err
+    assert not (tmp_path / "o").exists()
+
+
+def _table_names(path: Path) -> list[str]:
+    with path.open(encoding="utf-8", newline="") as fh:
+        return [r["name"] for r in csv.DictReader(fh)]
+
+
+def test_a_neutral_file_holding_only_its_header_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """It was a traceback (StopIteration)."""
+    src = _copy(tmp_path)
+    rewrite_csv(src / "top_5" / "neutral" / "neutral.csv", lambda rows: rows[:1])
+    err = _cli_error(["import", "faireval", str(src), "--out", str(tmp_path / "o")], capsys)
+    assert "neutral.csv' holds only its header" in err
