@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from pytest_recfair import fileio
 from pytest_recfair import secrets as secret_rules
 from pytest_recfair.cassettes import compact as fmt
 from pytest_recfair.cassettes import vcrfile as cassette_import
@@ -158,6 +159,7 @@ class CassetteStore:
         # New files: compact (.json.gz), plain, or None: compact when the folder holds one
         self.compact = compact
         self.add_secrets(secrets)
+        fileio.remove_stale_temps(root)  # a killed run's cassettes, never renamed into place
 
     # -- configuration
 
