@@ -124,8 +124,7 @@ class CassetteStore:
                 f"record mode must be one of {', '.join(RECORD_MODES)}; got {mode!r}. "
                 f"Pass e.g. {RECORD_OPTION}=none (replay only) or new_episodes."
             )
-        if isinstance(root, str):
-            root = Path(root)
+        root = Path(root) if isinstance(root, str) else root
         if not isinstance(root, Path):
             raise TypeError(f"root must be a pathlib.Path, got {type(root).__name__}: {root!r}")
         if autosave is not None and not (isinstance(autosave, int | float) and autosave >= 0):
@@ -133,8 +132,7 @@ class CassetteStore:
                 f"autosave must be a number of seconds >= 0 or None (save only on flush), "
                 f"got {autosave!r}"
             )
-        self.root = root
-        self.mode: RecordMode = mode
+        self.root, self.mode = root, mode
         self.policy: ModePolicy = MODE_POLICIES[mode]
         # While recording, changed cassettes are saved at most this often, so an interrupted
         # (paid) recording run keeps nearly everything it already got.
