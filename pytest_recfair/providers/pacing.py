@@ -297,6 +297,7 @@ class Pacer:
             if hostile is not None:  # stop pacing to the replies' limits: 429s still hold
                 ep.heeds, ep.seen = False, None
                 ep.retune(now)
+                wait = ep.hold_until - now  # not this request's wait for that limit either
         if hostile is not None:
             self._tell(
                 "headers",
