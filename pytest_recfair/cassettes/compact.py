@@ -147,7 +147,8 @@ def convert(root: Path, *, compact: bool) -> Conversion:
         try:
             text = read_text(path)
         except (OSError, UnicodeDecodeError) as exc:  # one damaged file stops no other
-            done.damaged.append(f"{path.name}: cannot be read ({exc})")
+            what = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "cannot be read"
+            done.damaged.append(f"{path.name}: {what} ({exc})")
             continue
         try:
             data = json.loads(text)

@@ -179,6 +179,8 @@ def test_expand_converts_the_good_files_and_names_each_damaged_one(
     assert fresh.exists()
     assert "removed 1 temp file(s) of an interrupted earlier run" in out
     assert "varda.json.gz: cannot be read (not a gzip file" in out
+    assert "kubrick.json.gz: is not UTF-8 text (" in out
+    assert "lynch.json.gz: cannot be read (not a complete gzip file" in out
 
 
 def test_compact_names_a_damaged_plain_cassette_and_converts_the_good_ones(
