@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -42,7 +43,9 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> None:
     data = scrub_values_bytes(data)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    # the writer's pid in the name: a killed writer's temp file is told from a live one's
+    prefix = f".{target.name}.{os.getpid()}."
+    fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=target.parent)
     try:
         os.fchmod(fd, _mode_for(target))
         with os.fdopen(fd, "wb") as fh:
@@ -53,6 +56,33 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+_TEMP = re.compile(r"\..+\.(\d+)\.\w+\.tmp")
+
+
+def remove_stale_temps(folder: Path) -> int:
+    """Remove the temp files of :func:`atomic_write_bytes` in ``folder`` whose writer is
+    gone (killed before its rename); a live process's write in progress is kept."""
+    removed = 0
+    for tmp in folder.glob(".*.tmp") if os.name == "posix" else ():
+        match = _TEMP.fullmatch(tmp.name)
+        if match is None or _alive(int(match.group(1))):
+            continue
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+            removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)  # signal 0: only asks whether the process exists (POSIX)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
 
 
 def atomic_write_text(path: Path | str, text: str) -> None:

@@ -15,17 +15,15 @@ Pure: no httpx, no vcrpy.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import json
-import time
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from pytest_recfair.errors import CassetteError
-from pytest_recfair.fileio import atomic_write_bytes
+from pytest_recfair.fileio import atomic_write_bytes, remove_stale_temps
 from pytest_recfair.secrets import scrub_values_bytes
 
 __all__ = [
@@ -72,7 +70,8 @@ def decompress(path: Path, data: bytes) -> bytes:
     try:
         return gzip.decompress(data)
     except (OSError, EOFError, zlib.error) as exc:
-        raise OSError(f"not a complete gzip file: {exc}") from None
+        what = "complete gzip" if data.startswith(b"\x1f\x8b") else "gzip"
+        raise OSError(f"not a {what} file: {exc}") from None
 
 
 def encode(path: Path, text: str) -> bytes:
@@ -137,7 +136,7 @@ def convert(root: Path, *, compact: bool) -> Conversion:
             f"cassette folder {root} does not exist; give the folder holding the "
             "<entity>.json cassettes (recfair_cassette_dir, fixtures/cassettes by default)."
         )
-    done = Conversion(leftovers=_remove_leftovers(root))
+    done = Conversion(leftovers=remove_stale_temps(root))
     for path in cassette_files(root):
         if is_compact(path) == compact:
             continue
@@ -148,9 +147,15 @@ def convert(root: Path, *, compact: bool) -> Conversion:
         try:
             text = read_text(path)
         except (OSError, UnicodeDecodeError) as exc:  # one damaged file stops no other
-            done.damaged.append(f"{path.name}: cannot be read ({exc})")
+            what = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "cannot be read"
+            done.damaged.append(f"{path.name}: {what} ({exc})")
             continue
-        if not _is_cassette(text):
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            done.damaged.append(f"{path.name}: not JSON ({exc})")
+            continue
+        if not (isinstance(data, dict) and isinstance(data.get("interactions"), list)):
             done.skipped.append(f"{path.name}: not a vcrpy cassette")
             continue
         write(target, text)
@@ -162,28 +167,3 @@ def convert(root: Path, *, compact: bool) -> Conversion:
         path.unlink()
         done.converted.append(target)
     return done
-
-
-#: A temp file of ``fileio.atomic_write_bytes`` older than this is an interrupted run's.
-_STALE_S: Final = 60.0
-
-
-def _remove_leftovers(root: Path) -> int:
-    """Remove the temp files a killed conversion left (``.<cassette>.<random>.tmp``, never
-    renamed into place); a fresh one may be another process's write in progress."""
-    removed = 0
-    now = time.time()
-    for tmp in root.glob(".*.json*.tmp"):
-        with contextlib.suppress(OSError):
-            if now - tmp.stat().st_mtime > _STALE_S:
-                tmp.unlink()
-                removed += 1
-    return removed
-
-
-def _is_cassette(text: str) -> bool:
-    try:
-        data = json.loads(text)
-    except ValueError:
-        return False
-    return isinstance(data, dict) and isinstance(data.get("interactions"), list)

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from pytest_recfair import fileio
 from pytest_recfair import secrets as secret_rules
 from pytest_recfair.cassettes import compact as fmt
 from pytest_recfair.cassettes import vcrfile as cassette_import
@@ -123,8 +124,7 @@ class CassetteStore:
                 f"record mode must be one of {', '.join(RECORD_MODES)}; got {mode!r}. "
                 f"Pass e.g. {RECORD_OPTION}=none (replay only) or new_episodes."
             )
-        if isinstance(root, str):
-            root = Path(root)
+        root = Path(root) if isinstance(root, str) else root
         if not isinstance(root, Path):
             raise TypeError(f"root must be a pathlib.Path, got {type(root).__name__}: {root!r}")
         if autosave is not None and not (isinstance(autosave, int | float) and autosave >= 0):
@@ -132,8 +132,7 @@ class CassetteStore:
                 f"autosave must be a number of seconds >= 0 or None (save only on flush), "
                 f"got {autosave!r}"
             )
-        self.root = root
-        self.mode: RecordMode = mode
+        self.root, self.mode = root, mode
         self.policy: ModePolicy = MODE_POLICIES[mode]
         # While recording, changed cassettes are saved at most this often, so an interrupted
         # (paid) recording run keeps nearly everything it already got.
@@ -158,6 +157,7 @@ class CassetteStore:
         # New files: compact (.json.gz), plain, or None: compact when the folder holds one
         self.compact = compact
         self.add_secrets(secrets)
+        fileio.remove_stale_temps(root)  # a killed run's cassettes, never renamed into place
 
     # -- configuration
 

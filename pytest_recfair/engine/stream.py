@@ -83,6 +83,7 @@ def run_options(settings: AuditSettings, live: Any = None) -> RunOptions:
         intercept=settings.intercept,
         timeout=settings.timeout,
         max_retries=settings.max_retries,
+        max_retry_after=settings.max_retry_after,
         prices=prices_of(settings),
         live=live,
         max_reply_chars=settings.max_reply_chars,

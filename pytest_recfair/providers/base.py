@@ -279,8 +279,9 @@ def sse_payloads(response: AnyReply, *, provider: str) -> Iterator[dict[str, Any
 
 
 def as_int(value: Any) -> int:
-    """A token count from a usage block; absent or null counts as 0."""
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    """A token count from a usage block; absent, null or absurd (negative, a billion or
+    more: no reply is that long, and the pacer's floats could not hold it) counts as 0."""
+    return value if type(value) is int and 0 <= value < 10**9 else 0
 
 
 #: 100,000 characters: about 40 times a 25-item list with a sentence per title.

@@ -35,7 +35,7 @@ from typing import IO, Any, Final, Protocol
 import httpx
 
 from pytest_recfair.errors import ProviderError
-from pytest_recfair.fileio import atomic_write_text
+from pytest_recfair.fileio import atomic_write_text, remove_stale_temps
 
 __all__ = [
     "JOURNAL_VERSION",
@@ -451,6 +451,7 @@ class JournalDir:
 
     def scan(self) -> None:
         """Adopt every journal of this setup that no live process holds."""
+        remove_stale_temps(self.root)  # a killed run's journal writes
         for path in sorted(self.root.glob("rf*.json")):
             if path.name.endswith(".quarantined.json"):
                 continue

@@ -154,6 +154,7 @@ class Endpoint:
     ratio: float = 1.0  # reply tokens / estimated tokens
     throttled: int = 0  # 429s answered
     probe: bool = True  # await the first reply alone (a remote endpoint)
+    heeds: bool = True  # False: its headers stated a limit too low to pace to (ignored)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def limits(self) -> tuple[float | None, float | None]:
@@ -163,6 +164,22 @@ class Endpoint:
             _tighter(self.configured[0], seen.requests_limit),
             _tighter(self.configured[1], seen.tokens_limit),
         )
+
+    def too_slow(self, debit: float, max_hold: float) -> tuple[str, float] | None:
+        """(the header, the seconds) when a limit the replies state, alone, holds one
+        request longer than ``max_hold``: a hostile or broken header, not a pace."""
+        seen = self.seen
+        if seen is None:
+            return None
+        for gauge, amount, stated, mine, name in (
+            (self.requests, 1.0, seen.requests_limit, self.configured[0], seen.names[0]),
+            (self.tokens, debit, seen.tokens_limit, self.configured[1], seen.names[1]),
+        ):
+            if not stated or stated == mine or gauge.per_minute != stated:
+                continue  # not stated, or not what paces (the setting is tighter)
+            if amount / gauge.rate > max_hold:
+                return f"{name}: {stated}", amount / gauge.rate
+        return None
 
     def retune(self, now: float) -> None:
         rpm, tpm = self.limits()
@@ -254,6 +271,7 @@ class Pacer:
         self.max_hold = max_hold
         self.clock, self.sleep = clock, sleep
         self.in_flight = 0
+        self._said: set[str] = set()
         self._freed: asyncio.Condition | None = None
 
     def _window(self) -> int:
@@ -275,6 +293,19 @@ class Pacer:
             # nothing is debited while no tokens limit is known, so nothing is given back
             debit = estimate * ep.ratio if ep.tokens.per_minute is not None else 0.0
             wait = max(ep.requests.take(1.0, now), ep.tokens.take(debit, now), ep.hold_until - now)
+            hostile = ep.too_slow(debit, self.max_hold) if ep.heeds else None
+            if hostile is not None:  # stop pacing to the replies' limits: 429s still hold
+                ep.heeds, ep.seen = False, None
+                ep.retune(now)
+                wait = ep.hold_until - now  # not this request's wait for that limit either
+        if hostile is not None:
+            self._tell(
+                "headers",
+                f"recfair: the replies' {hostile[0]} would hold a request "
+                f"{hostile[1]:,.0f} s; the run stops pacing to the rate-limit headers "
+                f"(waits {self.max_hold:g} s at most, max_retry_after)",
+            )
+        wait = min(wait, self.max_hold)  # whatever a header or a setting says
         if wait > 0:
             try:
                 await self.sleep(wait)
@@ -301,7 +332,7 @@ class Pacer:
         stated its wait)."""
         ep, now = self.endpoint, self.clock()
         with ep.lock:
-            if seen is not None:
+            if seen is not None and ep.heeds:
                 ep.seen = seen
                 ep.retune(now)
                 if seen.requests_remaining is not None:
@@ -316,15 +347,17 @@ class Pacer:
                 ep.window = min(float(self.concurrency), window + 1.0 / window)
                 ep.retune(now)
         if status == 429 and retry_after is not None and retry_after > self.max_hold:
-            self._capped(header, retry_after)
-
-    def _capped(self, header: str, asked: float) -> None:
-        say, self.say = self.say, None  # said once per run
-        if say is not None:
-            say(
-                f"recfair: a 429's {header} asked to wait {asked:,.0f} s; the run waits "
-                f"{self.max_hold:g} s at most (max_retry_after) and retries"
+            self._tell(
+                "retry",
+                f"recfair: a 429's {header} asked to wait {retry_after:,.0f} s; the run "
+                f"waits {self.max_hold:g} s at most (max_retry_after) and retries",
             )
+
+    def _tell(self, what: str, line: str) -> None:
+        """One line on the run's output, each ``what`` said once per run."""
+        if self.say is not None and what not in self._said:
+            self._said.add(what)
+            self.say(line)
 
     def _throttled(self, ep: Endpoint, retry_after: float | None, now: float) -> None:
         ep.throttled += 1
@@ -393,6 +426,8 @@ class Seen:
     tokens_limit: int | None = None
     tokens_remaining: int | None = None
     tokens_reset: float | None = None
+    # what stated the requests and the tokens limit (for the line giving it up)
+    names: tuple[str, str] = field(default=("", ""), compare=False)
 
 
 def parse_duration(text: str) -> float | None:
@@ -457,6 +492,7 @@ def read_headers(headers: Mapping[str, str], *, now: datetime | None = None) -> 
             _count(headers.get("x-ratelimit-limit-tokens")),
             _count(headers.get("x-ratelimit-remaining-tokens")),
             reset("x-ratelimit-reset-tokens"),
+            ("x-ratelimit-limit-requests", "x-ratelimit-limit-tokens"),
         )
     else:
         tokens = next(
@@ -476,6 +512,7 @@ def read_headers(headers: Mapping[str, str], *, now: datetime | None = None) -> 
             _count(headers.get(f"{tokens}-limit")) if tokens else None,
             _count(headers.get(f"{tokens}-remaining")) if tokens else None,
             reset(f"{tokens}-reset") if tokens else None,
+            ("anthropic-ratelimit-requests-limit", f"{tokens}-limit"),
         )
     return seen if seen.requests_limit is not None or seen.tokens_limit is not None else None
 
@@ -500,7 +537,8 @@ def gemini_quota(body: bytes | str) -> tuple[float | None, Seen | None]:
             delay = parse_duration(item["retryDelay"])
         for violation in item.get("violations") or () if kind.endswith("QuotaFailure") else ():
             requests, tokens = _violation(violation, requests, tokens)
-    seen = Seen(requests_limit=requests, tokens_limit=tokens) if requests or tokens else None
+    names = ("the 429's QuotaFailure", "the 429's QuotaFailure")
+    seen = Seen(requests, None, None, tokens, None, None, names) if requests or tokens else None
     return delay, seen
 
 

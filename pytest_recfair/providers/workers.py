@@ -286,17 +286,19 @@ async def _attempt_http(
     finally:
         if pacer is not None:
             await pacer.release()
-    if pacer is not None and ticket is not None:
-        pacer.replied(
-            response.status_code, *limits_of(response), ticket, wait_header(response.headers)
-        )
-    completion = judge(provider, response, case)
+    try:
+        completion = judge(provider, response, case)
+        # Only a reply that parsed as a completion is recorded: an error or a retried reply
+        # (a 429 above all) never reaches the cassette, so the next recording run asks again.
+        for record in deferred:
+            record()
+    finally:  # a paid reply is recorded before its headers are read for the pacer
+        if pacer is not None and ticket is not None:
+            pacer.replied(
+                response.status_code, *limits_of(response), ticket, wait_header(response.headers)
+            )
     if pacer is not None and ticket is not None:
         pacer.used(ticket, completion.usage.total_tokens if completion.usage else None)
-    # Only a reply that parsed as a completion is recorded: an error or a retried reply
-    # (a 429 above all) never reaches the cassette, so the next recording run asks again.
-    for record in deferred:
-        record()
     return completion
 
 

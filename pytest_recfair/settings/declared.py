@@ -339,6 +339,16 @@ class AuditSettings:
     max_retries: int = field(
         default=5, metadata=_s(v.whole(0), help="retries of a failed request (default 5)")
     )
+    # the longest a server's Retry-After or rate-limit headers can hold a request
+    max_retry_after: float = field(
+        default=120.0,
+        metadata=_s(
+            v.number(0.0, 3600.0),
+            help="seconds a Retry-After or rate-limit header may hold a request, at most "
+            "(default 120)",
+            marker=False,  # the run's, like the rate limits
+        ),
+    )
     temperature: float | None = field(  # None: the provider's own (0 for the HTTP ones)
         default=None,
         metadata=_s(

@@ -3,7 +3,8 @@
 
 Not a test module. ``delay`` makes each reply wait; ``status`` answers every request with
 that HTTP status instead (500: a failing service); ``pad`` appends that many characters
-of prose to every reply.
+of prose to every reply; ``headers`` go with every reply, and ``throttle`` (429 headers)
+answers the first request 429 with them.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ class Capture:
     delay: float = 0.0
     status: int = 200
     pad: int = 0  # characters of prose appended to every reply (a runaway generation)
+    headers: dict[str, str] = field(default_factory=dict)
+    throttle: dict[str, str] | None = None
     seen: list[Seen] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     port: int = 0
@@ -66,6 +69,9 @@ def _handler(cap: Capture) -> type[BaseHTTPRequestHandler]:
             body = json.loads(raw)
             with cap.lock:
                 cap.seen.append(Seen(path, {k.lower(): v for k, v in self.headers.items()}, body))
+                throttle, cap.throttle = cap.throttle, None
+            if throttle is not None:
+                return self._send(429, {"error": {"message": "slow down"}}, throttle)
             if cap.delay:
                 time.sleep(cap.delay)
             kind = _kind(path)
@@ -76,9 +82,13 @@ def _handler(cap: Capture) -> type[BaseHTTPRequestHandler]:
             text = sim(prompt, system or None) + "\n" + "and more words " * (cap.pad // 15)
             self._send(200, _reply(kind, str(model), text))
 
-        def _send(self, status: int, payload: object) -> None:
+        def _send(
+            self, status: int, payload: object, headers: dict[str, str] | None = None
+        ) -> None:
             data = json.dumps(payload).encode()
             self.send_response(status)
+            for name, value in (headers or cap.headers).items():
+                self.send_header(name, value)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
             self.end_headers()

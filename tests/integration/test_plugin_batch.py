@@ -23,7 +23,7 @@ import pytest
 from pytest_recfair.sim.batch import BatchOptions
 from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
-from tests.support.plugin import REPO, plugin_args, subprocess_env
+from tests.support.plugin import REPO, before_summary, plugin_args, subprocess_env
 
 pytest_plugins = ["pytester"]
 
@@ -74,6 +74,8 @@ def _bodies(root: Path) -> dict[str, str]:
     """Every recorded reply body, by request body (what replay matches on)."""
     out = {}
     for path in root.rglob("*.json"):
+        if ".batches" in path.parts:
+            continue  # a journal set aside
         for item in json.loads(path.read_text())["interactions"]:
             out[item["request"]["body"]] = item["response"]["body"]["string"]
     return out
@@ -250,4 +252,68 @@ def test_two_batch_shards_at_once_share_nothing_they_both_pay_for(
     assert all("Traceback" not in o for o in outs), outs
     lines = [line.custom_id for b in server.batches.batches.values() for line in b.lines]
     assert len(lines) == len(set(lines)) == 6 * 5, "every line paid once"
+    assert server.stats.outcomes["ok"] == 0
+
+
+def _other_model(doc: dict[str, Any]) -> None:
+    """The journal's lines ask another model, with the ids and key that content has."""
+    from pytest_recfair.providers.batch import custom_id
+    from pytest_recfair.providers.batch_api import content_key
+
+    entry, lines = doc["batches"][0], {}
+    for line in entry["lines"].values():
+        line["body"] = json.dumps({**json.loads(line["body"]), "model": "other-model"})
+        lines[custom_id(line["case"], line["body"].encode())] = line
+    entry.update(lines=lines, custom_ids=list(lines), key=content_key(doc["owner"], lines))
+
+
+JOURNAL_FAULTS = {
+    "not UTF-8": lambda doc: b'{"version": 2, "owner": "\xe4"}',
+    "truncated": lambda doc: json.dumps(doc).encode()[:200],
+    "no custom ids": lambda doc: doc["batches"][0].pop("custom_ids"),
+    "uploaded without a file id": lambda doc: [
+        doc["batches"][0].update(state="uploaded"),
+        *(doc["batches"][0].pop(k) for k in ("file_id", "batch_id")),
+    ],
+    "another model": _other_model,
+}
+
+
+def test_a_bad_journal_is_set_aside_in_one_line_and_the_run_records(
+    pytester: pytest.Pytester, server: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33 point 3: a damaged, foreign or inconsistent journal of a real interrupted
+    --fairness-batch run is renamed aside with one line saying why and what the run does
+    (a new batch), never used, never a traceback; the run records every prompt."""
+    subprocess_env(monkeypatch)
+    server.batches.options = BatchOptions(delay_s=30.0)
+    _project(pytester, server, poll=0.1)
+    args = ("--fairness", "--fairness-batch", "--fairness-update")
+    _kill_once_submitted(pytester, *args)
+    server.batches.options = BatchOptions(delay_s=0.1)
+    cassettes = pytester.path / "fixtures" / "cassettes"
+    (journal,) = (cassettes / ".batches").glob("rf*.json")
+    real = json.loads(journal.read_text())
+    journal.unlink()
+    for name, fault in JOURNAL_FAULTS.items():
+        doc = json.loads(json.dumps(real))
+        made = fault(doc)
+        data = made if isinstance(made, bytes) else json.dumps(doc).encode()
+        path = cassettes / ".batches" / f"{doc['batches'][0]['key']}.json"
+        path.write_bytes(data)
+        for old in cassettes.glob("*.json"):
+            old.unlink()  # every prompt to record again
+        created = server.batches.created
+        run = _run(pytester, *args)
+        out = before_summary(run.stdout.str())
+        run.assert_outcomes(passed=1)
+        assert "Traceback" not in out, name
+        aside = [line for line in out.splitlines() if "set aside" in line]
+        assert len(aside) == 1, (name, aside)
+        assert f"journal {path} set aside as {path.stem}.quarantined.json" in aside[0], name
+        assert "submitted in a new batch" in aside[0], name
+        assert path.with_name(f"{path.stem}.quarantined.json").read_bytes() == data, name
+        assert not path.exists(), name
+        assert server.batches.created == created + 1, name
+        assert len(_bodies(cassettes)) == 6 * 5, name
     assert server.stats.outcomes["ok"] == 0

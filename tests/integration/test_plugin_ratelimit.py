@@ -10,7 +10,10 @@ refused after their retries are failures that count against ``max_failed``.
 from __future__ import annotations
 
 import json
+import re
 import time
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from pathlib import Path
 
 import httpcore  # noqa: F401  (kept across pytester's in-process runs)
@@ -19,7 +22,8 @@ import pytest
 
 from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
-from tests.support.plugin import plugin_args
+from tests.integration.capture_stub import capture_server
+from tests.support.plugin import before_summary, plugin_args
 
 pytest_plugins = ["pytester"]
 
@@ -157,3 +161,65 @@ def test_prompts_refused_to_the_end_fail_and_are_never_recorded(
     statuses = _statuses(pytester.path / "fixtures" / "cassettes")
     assert statuses
     assert set(statuses) == {200}
+
+
+def _record(pytester: pytest.Pytester) -> tuple[pytest.RunResult, float]:
+    started = time.monotonic()
+    run = pytester.runpytest(
+        *plugin_args(), "-p", "no:cacheprovider", "--fairness", "--fairness-record=once",
+        "--fairness-update",
+    )  # fmt: skip
+    return run, time.monotonic() - started
+
+
+@pytest.mark.parametrize("retry_after", ["86400", "a day ahead", "inf"])
+def test_a_429_asking_a_day_holds_the_run_no_longer_than_max_retry_after(
+    pytester: pytest.Pytester, retry_after: str
+) -> None:
+    """Issue 33 point 1: one 429 saying "a day" held the endpoint's pacer that long (the
+    run sent 1 request in 150 s); the wait is max_retry_after at most, said in one line."""
+    if retry_after == "a day ahead":  # an HTTP date
+        retry_after = format_datetime(datetime.now(UTC) + timedelta(days=1), usegmt=True)
+    with capture_server(throttle={"Retry-After": retry_after}) as cap:
+        _project(pytester, f"{cap.base}/v1", recfair_max_retry_after="1")
+        run, took = _record(pytester)
+        sent = len(cap.seen)
+    run.assert_outcomes(passed=1)
+    assert took < 60, f"{took:.0f} s"
+    statuses = _statuses(pytester.path / "fixtures" / "cassettes")
+    assert statuses == [200] * (sent - 1)
+    assert sent == 8 * 5 + 1
+    said = re.findall(
+        r"a 429's Retry-After asked to wait [\d,]+ s; .*", before_summary(run.stdout.str())
+    )
+    if retry_after == "inf":  # states no wait: the back-off's own
+        assert said == []
+    else:
+        assert len(said) == 1
+        assert re.search(r"wait 86,[34]\d\d s; the run waits 1 s at most", said[0])
+
+
+@pytest.mark.parametrize("value", ["inf", "1e999", "nan", "-5", "garbage", "1"])
+def test_replies_stating_hostile_rate_limits_are_recorded_and_paced_in_time(
+    pytester: pytest.Pytester, value: str
+) -> None:
+    """Issue 33 point 1: ``x-ratelimit-limit-requests: inf`` raised OverflowError and the
+    paid reply was lost; a limit so low that one request would wait past
+    max_retry_after ("1" a minute) is given up in one line naming the header."""
+    headers = {
+        f"x-ratelimit-{what}-{of}": value
+        for what in ("limit", "remaining", "reset")
+        for of in ("requests", "tokens")
+    }
+    with capture_server(headers=headers) as cap:
+        _project(pytester, f"{cap.base}/v1", recfair_max_retry_after="1")
+        run, took = _record(pytester)
+        sent = len(cap.seen)
+    run.assert_outcomes(passed=1)
+    assert took < 60, f"{took:.0f} s"
+    assert _statuses(pytester.path / "fixtures" / "cassettes") == [200] * sent == [200] * 40
+    out = before_summary(run.stdout.str())
+    assert "Traceback" not in out
+    assert "OverflowError" not in out
+    gave_up = re.findall(r"recfair: the replies' (.*) would hold a request .*", out)
+    assert gave_up == (["x-ratelimit-limit-requests: 1"] if value == "1" else [])

@@ -147,7 +147,8 @@ def test_expand_converts_the_good_files_and_names_each_damaged_one(
     """Issue 33 point 2: one damaged file stopped ``cassettes expand`` with a traceback
     and expanded none of the good ones; a killed run's temp files stayed behind."""
     import os
-    import time
+    import subprocess
+    import sys
 
     record(tmp_path, "nolan", PROMPTS, True)
     good = gzip.decompress((tmp_path / "nolan.json.gz").read_bytes())
@@ -155,10 +156,11 @@ def test_expand_converts_the_good_files_and_names_each_damaged_one(
     (tmp_path / "lynch.json.gz").write_bytes(whole[: len(whole) // 2])  # cut in half
     (tmp_path / "kubrick.json.gz").write_bytes(gzip.compress(os.urandom(300)))  # not UTF-8
     (tmp_path / "varda.json.gz").write_bytes(b'{"interactions": []}')  # plain JSON as .gz
-    stale = tmp_path / ".nolan.json.gz.k3j2.tmp"
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    stale = tmp_path / f".nolan.json.gz.{gone}.k3j2.tmp"  # its writer is dead
     stale.write_bytes(b"half")
-    os.utime(stale, (time.time() - 600, time.time() - 600))
-    fresh = tmp_path / ".lynch.json.abcd.tmp"  # maybe another process's write in progress
+    fresh = tmp_path / f".lynch.json.{os.getpid()}.abcd.tmp"  # a live writer's
     fresh.write_bytes(b"in flight")
     assert main(["cassettes", "expand", str(tmp_path)]) == 1
     out = capsys.readouterr().out
@@ -176,6 +178,27 @@ def test_expand_converts_the_good_files_and_names_each_damaged_one(
     assert not stale.exists()
     assert fresh.exists()
     assert "removed 1 temp file(s) of an interrupted earlier run" in out
+    assert "varda.json.gz: cannot be read (not a gzip file" in out
+    assert "kubrick.json.gz: is not UTF-8 text (" in out
+    assert "lynch.json.gz: cannot be read (not a complete gzip file" in out
+
+
+def test_compact_names_a_damaged_plain_cassette_and_converts_the_good_ones(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record(tmp_path, "nolan", PROMPTS, False)
+    whole = (tmp_path / "nolan.json").read_bytes()
+    (tmp_path / "lynch.json").write_bytes(whole[: len(whole) // 2])  # cut in half
+    (tmp_path / "kubrick.json").write_bytes(b"\xff\xfe" + whole)  # not UTF-8
+    assert main(["cassettes", "compact", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "compacted 1 cassette(s)" in out
+    assert gzip.decompress((tmp_path / "nolan.json.gz").read_bytes()) == whole
+    damaged = sorted(line.split()[4] for line in out.splitlines() if "DAMAGED" in line)
+    assert damaged == ["kubrick.json:", "lynch.json:"]
+    assert "lynch.json: not JSON (" in out
+    assert (tmp_path / "lynch.json").exists()
+    assert (tmp_path / "kubrick.json").exists()
 
 
 def test_a_broken_compact_file_is_a_one_line_cassette_error(tmp_path: Path) -> None:

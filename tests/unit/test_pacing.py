@@ -274,3 +274,35 @@ def test_a_limit_learned_from_headers_starts_empty_and_refunds_nothing_earlier(
     assert pacer.endpoint.tokens.level == 0.0
     configured = _pacer(fake, rpm=600)  # a configured limit starts with its burst
     assert configured.endpoint.requests.level == pytest.approx(10 * MARGIN * BURST_S)
+
+
+def test_a_header_limit_too_low_to_pace_to_is_given_up_and_no_wait_passes_the_cap(
+    fake: FakeTime,
+) -> None:
+    """Issue 33 point 1: ``x-ratelimit-limit-tokens: 1`` held each request ~an hour; a
+    limit that alone holds one request longer than max_hold is given up, said once."""
+    said: list[str] = []
+    endpoint = Endpoint()
+    pacer = Pacer(
+        endpoint, concurrency=1, max_hold=5.0, clock=fake.clock, sleep=fake.sleep, say=said.append
+    )
+    names = ("x-ratelimit-limit-requests", "x-ratelimit-limit-tokens")
+    seen = Seen(10_000, None, None, 1, None, None, names)
+    first = asyncio.run(pacer.acquire(60))
+    pacer.replied(200, seen, None, first)
+    asyncio.run(pacer.release())
+    for _ in range(3):  # later replies state it again: ignored
+        ticket = asyncio.run(pacer.acquire(60))
+        pacer.replied(200, seen, None, ticket)
+        asyncio.run(pacer.release())
+    assert fake.sleeps == []
+    assert len(said) == 1
+    assert said[0].startswith("recfair: the replies' x-ratelimit-limit-tokens: 1 would hold")
+    assert "waits 5 s at most" in said[0]
+    # a configured limit is kept, and no wait is longer than max_hold
+    pacer = Pacer(Endpoint(configured=(0.5, None)), concurrency=1, max_hold=5.0,
+                  clock=fake.clock, sleep=fake.sleep)  # fmt: skip
+    pacer.endpoint.retune(fake.now)
+    asyncio.run(_send(pacer, 4))
+    assert fake.sleeps
+    assert max(fake.sleeps) == 5.0

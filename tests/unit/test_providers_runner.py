@@ -690,3 +690,11 @@ def test_a_capped_retry_after_is_said_once_naming_its_header(header: str, value:
     assert len(live.lines) == 1, live.lines
     assert f"a 429's {header} asked to wait 86,400 s" in live.lines[0]
     assert "0.2 s at most (max_retry_after)" in live.lines[0]
+
+
+def test_a_reply_stating_absurd_usage_is_kept_and_counts_no_tokens() -> None:
+    """A usage of 10**400 tokens raised OverflowError in the pacer: the run crashed."""
+    outcome = _in_time(lambda: _run(lambda r: _ok(r, usage=(10**400, -5)), _cases(3)), 30.0)
+    assert outcome.errors == {}
+    assert sorted(outcome.completions) == ["c0", "c1", "c2"]
+    assert (outcome.usage.prompt_tokens, outcome.usage.completion_tokens) == (0, 0)
