@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_recfair.__main__ import main
-from pytest_recfair.engine import base
+from pytest_recfair.engine import base, sharding
 from pytest_recfair.errors import DataError
 from tests.support.plugin import make_project, plugin_args
 
@@ -184,6 +184,8 @@ def test_a_reply_without_text_names_the_case(tmp_path: Path) -> None:
         "replies": {"completions": {"case-7": {"finish_reason": "stop"}}, "errors": {}},
     }
     path.write_text(json.dumps(doc))
-    with pytest.raises(DataError, match="the reply to case case-7 has no text string") as info:
-        base.load_shard(path)
+    with pytest.raises(
+        DataError, match=r"invalid at \$\.replies\.completions\.case-7: 'text' is a required"
+    ) as info:
+        sharding.load_shard(path)
     assert str(path) in str(info.value)

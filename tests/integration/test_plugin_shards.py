@@ -176,3 +176,25 @@ def test_shards_of_a_custom_grid_file_merge(project: pytest.Pytester) -> None:
     changed = _run(project, *args, "--fairness-merge=fairness-shards")
     changed.assert_outcomes(errors=2)
     changed.stdout.fnmatch_lines(["*now differs from its shards*grid_hash*"])
+
+
+def test_a_shard_with_string_similarities_is_one_line(project: pytest.Pytester) -> None:
+    """Issue 33: a merge input whose similarities were strings stopped the merge with
+    "AttributeError: 'str' object has no attribute 'items'"; the shard schema names it."""
+    for i in (1, 2):
+        _run(project, "--fairness", f"--fairness-shard={i}/2").assert_outcomes(skipped=2)
+    (path,) = (project.path / "fairness-shards").glob("test_religion-*.shard-2-of-2.json")
+    doc = json.loads(path.read_text())
+    doc["tally"]["attributes"]["religion"]["sims"] = "0.3,0.5"
+    path.write_text(json.dumps(doc))
+    merged = _run(project, "--fairness", "--fairness-merge=fairness-shards")
+    merged.assert_outcomes(errors=2)  # the merge reads every shard file before either test
+    out = merged.stdout.str()
+    assert "AttributeError" not in out
+    assert "Traceback" not in out
+    merged.stdout.fnmatch_lines(
+        [
+            f"*shard result {path}: invalid at $.tally.attributes.religion.sims: '0.3,0.5' is "
+            "not of type 'object'; expected what --fairness-shard=I/N writes*re-run that shard."
+        ]
+    )
