@@ -285,8 +285,9 @@ SHARD_FORMAT: Final = "pytest-recfair-shard"
 SHARD_VERSION: Final = 1
 
 
-# metadata that may differ between the shards of one audit (merged separately)
-_PER_SHARD_META: Final = frozenset({"model", "record_mode", "plugin_version"})
+# metadata that may differ between the shards of one audit: merged separately (model),
+# of the run, or the names of inputs compared by content (grid_hash, templates_hash)
+_PER_SHARD_META: Final = frozenset({"model", "record_mode", "plugin_version", "grid", "templates"})
 
 
 @dataclass(frozen=True)
@@ -303,6 +304,8 @@ class ShardResult:
     #: list overlap: {"cases": prompts of the shard, "failed": [FailedPrompt fields]}
     failures: dict[str, Any] | None = None
     cost: float | None = None  # the runner's cost of the shard's prompts (None: unpriced)
+    #: the whole audit's inputs by content (name -> digest; None: a file written before)
+    inputs: dict[str, str] | None = None
 
 
 def shard_doc(
@@ -314,6 +317,7 @@ def shard_doc(
     replies: Mapping[str, Mapping[str, Any]] | None = None,
     failures: Mapping[str, Any] | None = None,
     cost: float | None = None,
+    inputs: Mapping[str, str] | None = None,
     packed: bool = False,
 ) -> dict[str, Any]:
     """One shard's result as the JSON document a shard file holds (``packed``: the
@@ -327,6 +331,8 @@ def shard_doc(
     }
     if cost is not None:
         doc["cost"] = cost
+    if inputs is not None:
+        doc["inputs"] = dict(inputs)
     if tally is not None:
         doc["tally"] = tally.to_dict(packed=packed)
         if failures is not None:
@@ -347,8 +353,10 @@ def shard_of_doc(doc: dict[str, Any], path: Path) -> ShardResult:
         replies = None if tally is not None else _replies(doc["replies"])
         failures = _failures(doc.get("failures"))
         cost = None if doc.get("cost") is None else float(doc["cost"])
-        meta = dict(doc["meta"])
-        return ShardResult(path, str(doc["test_id"]), shard, meta, tally, replies, failures, cost)
+        meta, inputs = dict(doc["meta"]), doc.get("inputs")
+        return ShardResult(
+            path, str(doc["test_id"]), shard, meta, tally, replies, failures, cost, inputs
+        )
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise DataError(
             f"shard result {path}: malformed ({type(exc).__name__}: {exc}); re-run that shard."

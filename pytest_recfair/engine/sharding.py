@@ -4,11 +4,13 @@ Shard I of N audits the entities at positions I-1, I-1+N, I-1+2N ... of the audi
 entity list (after subsampling): the shards are disjoint, together they are the whole
 list, and each gets a near-equal share. A shard run (:func:`run_shard`) streams its share
 through the kind's scorer and writes what the scorer's ``payload`` holds with the whole
-audit's metadata and the runner's cost: a tally (matrix rows of its entities plus exact
+audit's metadata, the runner's cost and the digests of the whole audit's inputs
+(:func:`inputs_digests`): a tally (matrix rows of its entities plus exact
 sums, see :mod:`pytest_recfair.engine.overlap.tally`) for the list-overlap kind, or the
 share's replies (``{"completions": {case id: reply}, "errors": {case id: error}}``) for
 kinds that score across entities. A merge run (:class:`MergeSource`) checks that shards
-1..N of one audit are all there with the same settings and asks the kind to merge them
+1..N of one audit are all there with the same settings and inputs (by content, never by
+a file's name or path) and asks the kind to merge them
 (:func:`merge_results` unites tallies; :func:`replay` feeds the united replies through
 the kind's scorer), so the merged numbers are those of the unsharded run with the same
 bootstrap seed, without any recommender.
@@ -18,6 +20,7 @@ No pytest here.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -30,7 +33,7 @@ from typing import Any, NoReturn
 
 import jsonschema
 
-from pytest_recfair.engine import pipeline, registry, stream
+from pytest_recfair.engine import pipeline, registry, replaymemo, stream
 from pytest_recfair.engine.base import (
     SHARD_FORMAT,
     SHARD_VERSION,
@@ -56,6 +59,7 @@ __all__ = [
     "MergeSource",
     "ShardWritten",
     "collect",
+    "inputs_digests",
     "load_shard",
     "run_shard",
     "shard_path",
@@ -197,7 +201,7 @@ def _why_not_shard(path: Path) -> str:
 
 # --- shard and merge runs -------------------------------------------------------------
 
-#: What a merge needs to rebuild a kind's prompts: seeds, grid and the kind's inputs.
+#: The merge run's seeds, grid and kind's inputs: compared with the shards', and rebuilt from.
 KindInputs = Callable[[], tuple[Sequence[Entity], Grid, AuditInputs]]
 
 
@@ -222,6 +226,7 @@ def run_shard(request: AuditRequest, root: Path) -> ShardWritten:
         shard=shard,
         meta=run.meta.to_dict(),
         cost=run.sent.cost,
+        inputs=inputs_digests(registry.kind_for(request.settings), request),
         **run.scorer.payload(run.sent),
     )
     write_shard(path, doc)
@@ -238,8 +243,8 @@ class MergeSource:
     skipped: list[str] = field(default_factory=list)  # .json files that are no shard
 
     def result(self, settings: AuditSettings, test_id: str, kind_inputs: KindInputs) -> AuditResult:
-        """The merged (ungated) AuditResult of ``test_id``; ``kind_inputs`` is called
-        only by kinds whose merge rebuilds the prompts."""
+        """The merged (ungated) AuditResult of ``test_id``, once its shards' inputs are
+        this run's (:func:`inputs_digests`)."""
         if self.found is None:
             self.found = collect(self.paths, self.skipped)
         parts = self.found.get(test_id)
@@ -252,6 +257,7 @@ class MergeSource:
             )
         kind = registry.kind_for(settings)
         files = ", ".join(str(p.path) for p in parts)
+        _check_inputs(test_id, parts, inputs_digests(kind, _whole(settings, test_id, kind_inputs)))
         try:
             merged = kind.merge(settings, parts, _rebuild(settings, kind, test_id, kind_inputs))
             meta = AuditMeta.from_dict(merged.meta, kind.name)
@@ -263,7 +269,7 @@ class MergeSource:
                 f"({type(exc).__name__}: {exc}); expected the files --fairness-shard writes: "
                 "re-run those shards."
             ) from None
-        _check_settings(settings, meta, files, lambda: kind_inputs()[1])
+        _check_settings(settings, meta, files)
         if meta.seed != settings.seed:
             raise ConfigError(
                 f"--fairness-merge: the shards of {test_id} ran with --fairness-seed="
@@ -290,19 +296,47 @@ class MergeSource:
         return sorted(set(self.found or {}) - self.used)
 
 
-def _check_settings(
-    settings: AuditSettings, meta: AuditMeta, files: str, grid: Callable[[], Grid]
-) -> None:
-    """The merge run's settings must be the shards': another k, grid or model would gate
-    the shards' numbers as if they were this test's. The grid is compared as loaded (its
-    name and contents): ``settings.grid`` may be a file path, the shards name the grid."""
+def inputs_digests(kind: AuditKind, request: AuditRequest) -> dict[str, str]:
+    """The whole audit's inputs by content, name -> digest: its entities, grid, every
+    prompt (templates, question set, candidates) and catalogue. A shard writes them and
+    the merge compares them with its own, so a file's name or path never matters."""
+    whole = dataclasses.replace(request, shard=None)
+    s, inputs = request.settings, request.inputs
+    entities = stream.entities_of(s, request.seeds, request.test_id, kind, inputs)
+    catalogue = inputs.catalogue
+    parts: dict[str, Any] = {
+        "seeds": entities,
+        "grid": request.grid.digest,
+        "prompts": replaymemo.prompts_digest(kind, [stream.all_cases(kind, whole)]),
+        "catalogue": catalogue and (catalogue.items, catalogue.categorical, catalogue.numeric),
+    }
+    return {
+        name: hashlib.blake2b(repr(part).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        for name, part in parts.items()
+    }
+
+
+def _check_inputs(test_id: str, parts: Sequence[ShardResult], now: Mapping[str, str]) -> None:
+    for part in parts:
+        differ = sorted(k for k, v in (part.inputs or now).items() if now.get(k) != v)
+        if differ:
+            raise ConfigError(
+                f"--fairness-merge: {test_id} now has other {', '.join(differ)} (compared by "
+                f"content) than its shard {part.shard} ({part.path}); re-run the shards with "
+                "the current files, or merge with the files they used."
+            )
+
+
+def _whole(settings: AuditSettings, test_id: str, kind_inputs: KindInputs) -> AuditRequest:
+    seeds, grid, inputs = kind_inputs()
+    return AuditRequest(settings, None, seeds, grid, test_id, inputs=inputs)
+
+
+def _check_settings(settings: AuditSettings, meta: AuditMeta, files: str) -> None:
+    """The merge run's settings must be the shards': another k, model or number of
+    repeats would gate the shards' numbers as if they were this test's."""
     wanted: dict[str, Any] = {"k": settings.k, "model": settings.model}
     wanted["repeats"] = settings.repeats
-    if hasattr(meta, "grid_hash"):  # a kind that audits a grid's groups
-        loaded = grid()
-        wanted["grid"] = loaded.name
-        if loaded.name == getattr(meta, "grid", None):
-            wanted["grid_hash"] = loaded.digest
     differ = [
         f"{name} {value!r} here, {getattr(meta, name)!r} in the shards"
         for name, value in wanted.items()
@@ -319,8 +353,7 @@ def _rebuild(
     settings: AuditSettings, kind: AuditKind, test_id: str, kind_inputs: KindInputs
 ) -> Rebuild:
     def rebuild() -> tuple[list[Any], AuditInputs]:
-        seeds, grid, inputs = kind_inputs()
-        request = AuditRequest(settings, None, seeds, grid, test_id, inputs=inputs)
-        return stream.all_cases(kind, request), inputs
+        request = _whole(settings, test_id, kind_inputs)
+        return stream.all_cases(kind, request), request.inputs
 
     return rebuild
