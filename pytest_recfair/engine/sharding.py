@@ -40,7 +40,6 @@ from pytest_recfair.engine.base import (
     AuditInputs,
     AuditKind,
     AuditRequest,
-    Rebuild,
     ShardResult,
     shard_doc,
     shard_of_doc,
@@ -161,8 +160,10 @@ def _cut(x: Any) -> Any:
     some 25,000 items a second: a shard of 500 entities took 6 s whole, 0.07 s cut."""
     if isinstance(x, dict):
         return {k: _cut(v) for k, v in x.items()}
-    if not isinstance(x, list) or len(x) <= _SHORT:
-        return [_cut(v) for v in x] if isinstance(x, list) else x
+    if not isinstance(x, list):
+        return x
+    if len(x) <= _SHORT:
+        return [_cut(v) for v in x]
     out = [_cut(v) for v in x if type(v) is dict]
     cells = [c for v in x if type(v) is list for c in v]
     out += [_cut(cells)] if cells else []
@@ -257,9 +258,10 @@ class MergeSource:
             )
         kind = registry.kind_for(settings)
         files = ", ".join(str(p.path) for p in parts)
-        _check_inputs(test_id, parts, inputs_digests(kind, _whole(settings, test_id, kind_inputs)))
+        seeds, grid, inputs = kind_inputs()
+        whole = AuditRequest(settings, None, seeds, grid, test_id, inputs=inputs)
         try:
-            merged = kind.merge(settings, parts, _rebuild(settings, kind, test_id, kind_inputs))
+            merged = kind.merge(settings, parts, lambda: (stream.all_cases(kind, whole), inputs))
             meta = AuditMeta.from_dict(merged.meta, kind.name)
         except DataError as exc:
             raise DataError(f"{exc}{self._skipped_note()}") from None
@@ -284,6 +286,7 @@ class MergeSource:
                 f"--fairness-merge: {test_id} now audits attr={settings.attr!r}, its shards "
                 f"({files}) scored {', '.join(sorted(set(names)))}; re-run the shards."
             )
+        _check_inputs(test_id, parts, inputs_digests(kind, whole))  # after the words above
         return result
 
     def _skipped_note(self) -> str:
@@ -327,11 +330,6 @@ def _check_inputs(test_id: str, parts: Sequence[ShardResult], now: Mapping[str, 
             )
 
 
-def _whole(settings: AuditSettings, test_id: str, kind_inputs: KindInputs) -> AuditRequest:
-    seeds, grid, inputs = kind_inputs()
-    return AuditRequest(settings, None, seeds, grid, test_id, inputs=inputs)
-
-
 def _check_settings(settings: AuditSettings, meta: AuditMeta, files: str) -> None:
     """The merge run's settings must be the shards': another k, model or number of
     repeats would gate the shards' numbers as if they were this test's."""
@@ -347,13 +345,3 @@ def _check_settings(settings: AuditSettings, meta: AuditMeta, files: str) -> Non
             f"--fairness-merge: {meta.test_id} now differs from its shards ({files}): "
             f"{'; '.join(differ)}; re-run the shards with the current settings."
         )
-
-
-def _rebuild(
-    settings: AuditSettings, kind: AuditKind, test_id: str, kind_inputs: KindInputs
-) -> Rebuild:
-    def rebuild() -> tuple[list[Any], AuditInputs]:
-        request = _whole(settings, test_id, kind_inputs)
-        return stream.all_cases(kind, request), request.inputs
-
-    return rebuild
