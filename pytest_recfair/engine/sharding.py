@@ -264,6 +264,7 @@ class MergeSource:
             merged = kind.merge(settings, parts, lambda: (stream.all_cases(kind, whole), inputs))
             meta = AuditMeta.from_dict(merged.meta, kind.name)
         except DataError as exc:
+            _check_inputs(test_id, parts, inputs_digests(kind, whole))  # names what changed
             raise DataError(f"{exc}{self._skipped_note()}") from None
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise DataError(
