@@ -4,11 +4,13 @@ Shard I of N audits the entities at positions I-1, I-1+N, I-1+2N ... of the audi
 entity list (after subsampling): the shards are disjoint, together they are the whole
 list, and each gets a near-equal share. A shard run (:func:`run_shard`) streams its share
 through the kind's scorer and writes what the scorer's ``payload`` holds with the whole
-audit's metadata and the runner's cost: a tally (matrix rows of its entities plus exact
+audit's metadata, the runner's cost and the digests of the whole audit's inputs
+(:func:`inputs_digests`): a tally (matrix rows of its entities plus exact
 sums, see :mod:`pytest_recfair.engine.overlap.tally`) for the list-overlap kind, or the
 share's replies (``{"completions": {case id: reply}, "errors": {case id: error}}``) for
 kinds that score across entities. A merge run (:class:`MergeSource`) checks that shards
-1..N of one audit are all there with the same settings and asks the kind to merge them
+1..N of one audit are all there with the same settings and inputs (by content, never by
+a file's name or path) and asks the kind to merge them
 (:func:`merge_results` unites tallies; :func:`replay` feeds the united replies through
 the kind's scorer), so the merged numbers are those of the unsharded run with the same
 bootstrap seed, without any recommender.
@@ -18,24 +20,29 @@ No pytest here.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from pytest_recfair.engine import pipeline, registry, stream
+import jsonschema
+
+from pytest_recfair.engine import pipeline, registry, replaymemo, stream
 from pytest_recfair.engine.base import (
     SHARD_FORMAT,
+    SHARD_VERSION,
     AuditInputs,
     AuditKind,
     AuditRequest,
-    Rebuild,
     ShardResult,
-    load_shard,
     shard_doc,
+    shard_of_doc,
     shard_share,
 )
 from pytest_recfair.errors import ConfigError, DataError
@@ -51,6 +58,8 @@ __all__ = [
     "MergeSource",
     "ShardWritten",
     "collect",
+    "inputs_digests",
+    "load_shard",
     "run_shard",
     "shard_path",
     "write_shard",
@@ -95,6 +104,75 @@ def collect(
     return found
 
 
+def load_shard(path: Path) -> ShardResult:
+    """Read one shard file, checked by ``schemas/shard.schema.json`` (the shape
+    :func:`write_shard` writes); DataError naming the file for anything that is not one."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=_not_json)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise DataError(
+            f"shard result {path}: cannot be read as JSON ({exc}); re-run that shard."
+        ) from None
+    if not isinstance(doc, dict) or doc.get("format") != SHARD_FORMAT:
+        raise DataError(
+            f'shard result {path}: not a pytest-recfair shard file (no "format": '
+            f"{SHARD_FORMAT!r}); give the JSON files written by --fairness-shard=I/N."
+        )
+    if doc.get("version") != SHARD_VERSION:
+        raise DataError(
+            f"shard result {path}: format version {doc.get('version')!r}, this plugin "
+            f"reads {SHARD_VERSION}; re-run the shards with this version."
+        )
+    try:
+        error = jsonschema.exceptions.best_match(_validator().iter_errors(_cut(doc)))
+    except RecursionError:
+        raise DataError(f"shard result {path}: nested too deeply; re-run that shard.") from None
+    if error is not None:
+        where, node = "$", doc
+        for step in error.absolute_path:
+            if isinstance(node, list) and len(node) > _SHORT:  # cut: no place in the file
+                break
+            where, node = where + (f"[{step}]" if isinstance(step, int) else f".{step}"), node[step]
+        raise DataError(
+            f"shard result {path}: invalid at {where}: {error.message}; expected what "
+            "--fairness-shard=I/N writes (schemas/shard.schema.json): re-run that shard."
+        )
+    return shard_of_doc(doc, path)
+
+
+def _not_json(name: str) -> NoReturn:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+@functools.cache
+def _validator() -> jsonschema.Draft202012Validator:
+    node = resources.files("pytest_recfair").joinpath("schemas", "shard.schema.json")
+    return jsonschema.Draft202012Validator(json.loads(node.read_text(encoding="utf-8")))
+
+
+_SHORT = 4  # arrays kept whole: pairs (usage), triples (evidence lists)
+
+
+def _cut(x: Any) -> Any:
+    """``x`` with each long array cut to the items the schema's checks of its items
+    depend on (type, minimum, 0/1 flags): per type its least and greatest number or its
+    first other value; one row of all its rows' cells; every object. jsonschema checks
+    some 25,000 items a second: a shard of 500 entities took 6 s whole, 0.07 s cut."""
+    if isinstance(x, dict):
+        return {k: _cut(v) for k, v in x.items()}
+    if not isinstance(x, list):
+        return x
+    if len(x) <= _SHORT:
+        return [_cut(v) for v in x]
+    out = [_cut(v) for v in x if type(v) is dict]
+    cells = [c for v in x if type(v) is list for c in v]
+    out += [_cut(cells)] if cells else []
+    for kind in {type(v) for v in x} - {dict, list}:
+        same = [v for v in x if type(v) is kind]
+        out += [min(same), max(same)] if kind in (int, float, bool) else same[:1]
+    return out
+
+
 _FORMAT_RE = re.compile(rb'"format"\s*:\s*"' + re.escape(SHARD_FORMAT.encode()) + rb'"')
 
 
@@ -124,7 +202,7 @@ def _why_not_shard(path: Path) -> str:
 
 # --- shard and merge runs -------------------------------------------------------------
 
-#: What a merge needs to rebuild a kind's prompts: seeds, grid and the kind's inputs.
+#: The merge run's seeds, grid and kind's inputs: compared with the shards', and rebuilt from.
 KindInputs = Callable[[], tuple[Sequence[Entity], Grid, AuditInputs]]
 
 
@@ -149,6 +227,7 @@ def run_shard(request: AuditRequest, root: Path) -> ShardWritten:
         shard=shard,
         meta=run.meta.to_dict(),
         cost=run.sent.cost,
+        inputs=inputs_digests(registry.kind_for(request.settings), request),
         **run.scorer.payload(run.sent),
     )
     write_shard(path, doc)
@@ -165,8 +244,8 @@ class MergeSource:
     skipped: list[str] = field(default_factory=list)  # .json files that are no shard
 
     def result(self, settings: AuditSettings, test_id: str, kind_inputs: KindInputs) -> AuditResult:
-        """The merged (ungated) AuditResult of ``test_id``; ``kind_inputs`` is called
-        only by kinds whose merge rebuilds the prompts."""
+        """The merged (ungated) AuditResult of ``test_id``, once its shards' inputs are
+        this run's (:func:`inputs_digests`)."""
         if self.found is None:
             self.found = collect(self.paths, self.skipped)
         parts = self.found.get(test_id)
@@ -179,10 +258,13 @@ class MergeSource:
             )
         kind = registry.kind_for(settings)
         files = ", ".join(str(p.path) for p in parts)
+        seeds, grid, inputs = kind_inputs()
+        whole = AuditRequest(settings, None, seeds, grid, test_id, inputs=inputs)
         try:
-            merged = kind.merge(settings, parts, _rebuild(settings, kind, test_id, kind_inputs))
+            merged = kind.merge(settings, parts, lambda: (stream.all_cases(kind, whole), inputs))
             meta = AuditMeta.from_dict(merged.meta, kind.name)
         except DataError as exc:
+            _check_inputs(test_id, parts, inputs_digests(kind, whole))  # names what changed
             raise DataError(f"{exc}{self._skipped_note()}") from None
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             raise DataError(
@@ -190,7 +272,7 @@ class MergeSource:
                 f"({type(exc).__name__}: {exc}); expected the files --fairness-shard writes: "
                 "re-run those shards."
             ) from None
-        _check_settings(settings, meta, files, lambda: kind_inputs()[1])
+        _check_settings(settings, meta, files)
         if meta.seed != settings.seed:
             raise ConfigError(
                 f"--fairness-merge: the shards of {test_id} ran with --fairness-seed="
@@ -205,6 +287,7 @@ class MergeSource:
                 f"--fairness-merge: {test_id} now audits attr={settings.attr!r}, its shards "
                 f"({files}) scored {', '.join(sorted(set(names)))}; re-run the shards."
             )
+        _check_inputs(test_id, parts, inputs_digests(kind, whole))  # after the words above
         return result
 
     def _skipped_note(self) -> str:
@@ -217,19 +300,42 @@ class MergeSource:
         return sorted(set(self.found or {}) - self.used)
 
 
-def _check_settings(
-    settings: AuditSettings, meta: AuditMeta, files: str, grid: Callable[[], Grid]
-) -> None:
-    """The merge run's settings must be the shards': another k, grid or model would gate
-    the shards' numbers as if they were this test's. The grid is compared as loaded (its
-    name and contents): ``settings.grid`` may be a file path, the shards name the grid."""
+def inputs_digests(kind: AuditKind, request: AuditRequest) -> dict[str, str]:
+    """The whole audit's inputs by content, name -> digest: its entities, grid, every
+    prompt (templates, question set, candidates) and catalogue. A shard writes them and
+    the merge compares them with its own, so a file's name or path never matters."""
+    whole = dataclasses.replace(request, shard=None)
+    s, inputs = request.settings, request.inputs
+    entities = stream.entities_of(s, request.seeds, request.test_id, kind, inputs)
+    catalogue = inputs.catalogue
+    parts: dict[str, Any] = {
+        "seeds": entities,
+        "grid": request.grid.digest,
+        "prompts": replaymemo.prompts_digest(kind, [stream.all_cases(kind, whole)]),
+        "catalogue": catalogue and (catalogue.items, catalogue.categorical, catalogue.numeric),
+    }
+    return {
+        name: hashlib.blake2b(repr(part).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        for name, part in parts.items()
+    }
+
+
+def _check_inputs(test_id: str, parts: Sequence[ShardResult], now: Mapping[str, str]) -> None:
+    for part in parts:
+        differ = sorted(k for k, v in (part.inputs or now).items() if now.get(k) != v)
+        if differ:
+            raise ConfigError(
+                f"--fairness-merge: {test_id} now has other {', '.join(differ)} (compared by "
+                f"content) than its shard {part.shard} ({part.path}); re-run the shards with "
+                "the current files, or merge with the files they used."
+            )
+
+
+def _check_settings(settings: AuditSettings, meta: AuditMeta, files: str) -> None:
+    """The merge run's settings must be the shards': another k, model or number of
+    repeats would gate the shards' numbers as if they were this test's."""
     wanted: dict[str, Any] = {"k": settings.k, "model": settings.model}
     wanted["repeats"] = settings.repeats
-    if hasattr(meta, "grid_hash"):  # a kind that audits a grid's groups
-        loaded = grid()
-        wanted["grid"] = loaded.name
-        if loaded.name == getattr(meta, "grid", None):
-            wanted["grid_hash"] = loaded.digest
     differ = [
         f"{name} {value!r} here, {getattr(meta, name)!r} in the shards"
         for name, value in wanted.items()
@@ -240,14 +346,3 @@ def _check_settings(
             f"--fairness-merge: {meta.test_id} now differs from its shards ({files}): "
             f"{'; '.join(differ)}; re-run the shards with the current settings."
         )
-
-
-def _rebuild(
-    settings: AuditSettings, kind: AuditKind, test_id: str, kind_inputs: KindInputs
-) -> Rebuild:
-    def rebuild() -> tuple[list[Any], AuditInputs]:
-        seeds, grid, inputs = kind_inputs()
-        request = AuditRequest(settings, None, seeds, grid, test_id, inputs=inputs)
-        return stream.all_cases(kind, request), inputs
-
-    return rebuild

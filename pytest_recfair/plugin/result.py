@@ -100,7 +100,7 @@ def _measure_or_merge(
     if merge is None:
         return _measure(request, s, state)
 
-    def kind_inputs() -> Any:  # seeds, grid and inputs, for a kind the merge rebuilds
+    def kind_inputs() -> Any:  # seeds, grid and inputs, compared with the shards'
         seeds = request.getfixturevalue("recfair_seeds")
         return seeds, request.getfixturevalue("recfair_grid"), fixtures.inputs(request, s)
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from pytest_recfair.__main__ import main
-from pytest_recfair.engine import base
+from pytest_recfair.engine import base, sharding
 from pytest_recfair.errors import DataError
 from tests.support.plugin import make_project, plugin_args
 
@@ -52,7 +52,7 @@ def _strings(doc: Doc) -> None:
 
 
 def _sims(doc: Doc) -> None:
-    """The first attribute's similarities a string (issue 33 point 6: AttributeError)."""
+    """The first attribute's similarities a string (issue 33: AttributeError)."""
     next(iter(doc["tally"]["attributes"].values()))["sims"] = "oops"
 
 
@@ -84,10 +84,10 @@ def _reindent(files: list[Path]) -> None:
 
 # (case, change to the shard files, marker arguments of the merge run, expected text)
 SHARD_CASES: list[tuple[str, Callable[[list[Path]], None], str, str]] = [
-    ("field types", _edit(_strings), "", "malformed"),
-    ("similarities a string", _edit(_sims), "", "malformed"),
-    ("unknown failure field", _edit(_failure_field), "", "malformed"),
-    ("row index -1", _edit(_row), "", "row index -1 is outside"),
+    ("field types", _edit(_strings), "", "invalid at $.tally.attributes.religion"),
+    ("similarities a string", _edit(_sims), "", "sims: 'oops' is not of type 'object'"),
+    ("unknown failure field", _edit(_failure_field), "", "invalid at $.failures.failed[0]"),
+    ("row index -1", _edit(_row), "", "rows: -1 is less than the minimum of 0"),
     ("two models", _edit(_model), "", "audited different models"),
     ("marker k now differs", lambda f: None, ", k=6", "k 6 here, 5 in the shards"),
     ("marker attr now differs", lambda f: None, "|gender", "now audits attr='gender'"),
@@ -184,6 +184,8 @@ def test_a_reply_without_text_names_the_case(tmp_path: Path) -> None:
         "replies": {"completions": {"case-7": {"finish_reason": "stop"}}, "errors": {}},
     }
     path.write_text(json.dumps(doc))
-    with pytest.raises(DataError, match="the reply to case case-7 has no text string") as info:
-        base.load_shard(path)
+    with pytest.raises(
+        DataError, match=r"invalid at \$\.replies\.completions\.case-7: 'text' is a required"
+    ) as info:
+        sharding.load_shard(path)
     assert str(path) in str(info.value)

@@ -317,3 +317,27 @@ def test_a_bad_journal_is_set_aside_in_one_line_and_the_run_records(
         assert server.batches.created == created + 1, name
         assert len(_bodies(cassettes)) == 6 * 5, name
     assert server.stats.outcomes["ok"] == 0
+
+
+def test_batch_shards_of_a_custom_grid_file_merge_to_the_unsharded_audit(
+    pytester: pytest.Pytester, server: SimServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 33: batch shards of a test with a grid file were refused by the merge (the
+    grid's path compared with its name); the merge now gives the unsharded numbers."""
+    subprocess_env(monkeypatch)
+    _project(pytester, server)
+    (pytester.path / "grid.yaml").write_text(
+        "name: tiny\nattributes:\n  - name: religion\n    values:\n"
+        "      - {label: Muslim, text: Muslim}\n      - {label: Christian, text: Christian}\n"
+    )
+    args = ("--fairness", "-o", "recfair_grid=grid.yaml")
+    for i in (1, 2):
+        shard = (*args, "--fairness-batch", "--fairness-record=once", f"--fairness-shard={i}/2")
+        _run(pytester, *shard).assert_outcomes(skipped=1)
+    sent = server.stats.requests
+    _run(pytester, *args, "--fairness-update").assert_outcomes(passed=1)  # replays them
+    _run(pytester, *args, "--fairness-report=full.json").assert_outcomes(passed=1)
+    merge = (*args, "--fairness-merge=fairness-shards", "--fairness-report=merged.json")
+    _run(pytester, *merge).assert_outcomes(passed=1)
+    assert server.stats.requests == sent  # the unsharded audit and the merge sent nothing
+    assert _results(pytester.path / "merged.json") == _results(pytester.path / "full.json")

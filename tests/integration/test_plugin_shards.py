@@ -162,17 +162,55 @@ attributes:
 
 
 def test_shards_of_a_custom_grid_file_merge(project: pytest.Pytester) -> None:
-    """Issue 33 point 5: the merge compared the grid setting (a file path) with the name
-    the shards recorded ('tiny') and refused every custom grid; an edited grid file is
-    still refused."""
-    (project.path / "grid.yaml").write_text(GRID)
+    """Issue 33: the merge compared the grid setting (a file path) with the name the shards
+    recorded ('tiny') and refused every custom grid. Shards and merge now compare their
+    inputs by content: the merged audit is the unsharded one, and a grid edited between
+    the merge run and the shards, or between the shards, is one line naming the grid and
+    the shard file."""
+    grid = project.path / "grid.yaml"
+    grid.write_text(GRID)
     args = ("--fairness", "-o", "recfair_grid=grid.yaml")
+    _run(project, *args, "--fairness-update").assert_outcomes(passed=2)
+    _run(project, *args, "--fairness-report=full.json").assert_outcomes(passed=2)
     for i in (1, 2):
         _run(project, *args, f"--fairness-shard={i}/2").assert_outcomes(skipped=2)
-    merged = _run(project, *args, "--fairness-merge=fairness-shards", "--fairness-update")
-    merged.assert_outcomes(passed=2)
-    assert "differs from its shards" not in merged.stdout.str()
-    (project.path / "grid.yaml").write_text(GRID.replace("Christian", "Jewish"))
-    changed = _run(project, *args, "--fairness-merge=fairness-shards")
-    changed.assert_outcomes(errors=2)
-    changed.stdout.fnmatch_lines(["*now differs from its shards*grid_hash*"])
+    merge = (*args, "--fairness-merge=fairness-shards")
+    _run(project, *merge, "--fairness-report=merged.json").assert_outcomes(passed=2)
+    assert _audits(_report(project.path / "merged.json")) == _audits(
+        _report(project.path / "full.json")
+    )
+    grid.write_text(GRID.replace("Christian", "Jewish"))  # after both shards
+    edited = _run(project, *merge)
+    edited.assert_outcomes(errors=2)
+    edited.stdout.fnmatch_lines(
+        ["*test_religion now has other grid, prompts (compared by content) than its shard 1/2*"]
+    )
+    (shard2,) = (project.path / "fairness-shards").glob("test_religion-*.shard-2-of-2.json")
+    _run(project, *args, "--fairness-shard=2/2").assert_outcomes(skipped=2)
+    grid.write_text(GRID)  # the merge run has shard 1's grid, shard 2 was run with another
+    between = _run(project, *merge)
+    between.assert_outcomes(errors=2)
+    between.stdout.fnmatch_lines([f"*shard 2/2 of *test_religion ({shard2})*grid_hash differ*"])
+    assert "Traceback" not in between.stdout.str()
+
+
+def test_a_shard_with_string_similarities_is_one_line(project: pytest.Pytester) -> None:
+    """Issue 33: a merge input whose similarities were strings stopped the merge with
+    "AttributeError: 'str' object has no attribute 'items'"; the shard schema names it."""
+    for i in (1, 2):
+        _run(project, "--fairness", f"--fairness-shard={i}/2").assert_outcomes(skipped=2)
+    (path,) = (project.path / "fairness-shards").glob("test_religion-*.shard-2-of-2.json")
+    doc = json.loads(path.read_text())
+    doc["tally"]["attributes"]["religion"]["sims"] = "0.3,0.5"
+    path.write_text(json.dumps(doc))
+    merged = _run(project, "--fairness", "--fairness-merge=fairness-shards")
+    merged.assert_outcomes(errors=2)  # the merge reads every shard file before either test
+    out = merged.stdout.str()
+    assert "AttributeError" not in out
+    assert "Traceback" not in out
+    merged.stdout.fnmatch_lines(
+        [
+            f"*shard result {path}: invalid at $.tally.attributes.religion.sims: '0.3,0.5' is "
+            "not of type 'object'; expected what --fairness-shard=I/N writes*re-run that shard."
+        ]
+    )

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,7 +73,7 @@ def test_files_round_trip_and_merge(tmp_path: Path) -> None:
 def test_missing_duplicate_and_mismatched_shards(tmp_path: Path) -> None:
     meta = {"test_id": "t", "model": "m", "seeds_hash": "abc"}
     paths = _write_all(tmp_path, 3, meta)
-    results = [base.load_shard(p) for p in paths]
+    results = [shards.load_shard(p) for p in paths]
     with pytest.raises(DataError, match=r"needs shards 1\.\.3 once each; missing 2/3"):
         overlap_kind.merge_results([results[0], results[2]])
     with pytest.raises(DataError, match="given twice 1/3"):
@@ -80,17 +82,17 @@ def test_missing_duplicate_and_mismatched_shards(tmp_path: Path) -> None:
     doc["meta"]["seeds_hash"] = "zzz"
     paths[1].write_text(json.dumps(doc))
     with pytest.raises(DataError, match="seeds_hash differ"):
-        overlap_kind.merge_results([base.load_shard(p) for p in paths])
+        overlap_kind.merge_results([shards.load_shard(p) for p in paths])
 
 
 def test_unreadable_shard_files_name_the_file(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{cut")
     with pytest.raises(DataError, match=f"shard result {bad}: cannot be read"):
-        base.load_shard(bad)
+        shards.load_shard(bad)
     bad.write_text('{"format": "pytest-recfair-shard", "version": 1}')
-    with pytest.raises(DataError, match="malformed"):
-        base.load_shard(bad)
+    with pytest.raises(DataError, match=r"invalid at \$: 'tally' is a required property"):
+        shards.load_shard(bad)
     with pytest.raises(ConfigError, match="does not exist"):
         shards.collect([tmp_path / "nowhere"])
 
@@ -129,5 +131,59 @@ def test_malformed_replies_name_the_file(tmp_path: Path) -> None:
         "replies": {"completions": []},
     }
     path.write_text(json.dumps(doc))
-    with pytest.raises(DataError, match=r"bad\.json: malformed"):
-        base.load_shard(path)
+    with pytest.raises(
+        DataError, match=r"bad\.json: invalid at \$\.replies: 'errors' is a required"
+    ):
+        shards.load_shard(path)
+
+
+def _edit(change: Callable[[dict[str, Any]], object]) -> Callable[[bytes], bytes]:
+    def damage(raw: bytes) -> bytes:
+        doc = json.loads(raw)
+        change(doc)
+        return json.dumps(doc).encode()
+
+    return damage
+
+
+def _sims_as_strings(doc: dict[str, Any]) -> None:
+    for at in doc["tally"]["attributes"].values():
+        at["sims"] = dict.fromkeys(at["sims"], "0.5")
+
+
+def _one_cell_a_string(doc: dict[str, Any]) -> None:
+    at = next(iter(doc["tally"]["attributes"].values()))
+    rows = next(iter(at["sims"].values()))
+    rows[-1][-1] = str(rows[-1][-1])  # float("0.5") would have read it silently
+
+
+DAMAGES: list[tuple[Callable[[bytes], bytes], str]] = [
+    (_edit(_sims_as_strings), r"invalid at \$\.tally\.attributes\.\w+\.sims\.\w+: '0\.5' is not "),
+    (_edit(_one_cell_a_string), r"invalid at \$\.tally\.attributes\.\w+\.sims\.\w+(\[\d+\])*: '"),
+    (_edit(lambda d: d["tally"].pop("rows")), r"invalid at \$\.tally: 'rows' is a required"),
+    (_edit(lambda d: d["shard"].update(index="2")), r"invalid at \$\.shard\.index: '2' is not of"),
+    (_edit(lambda d: d["tally"].update(merges=-1)), r"invalid at \$\.tally\.merges: -1 is less"),
+    (lambda raw: raw[: len(raw) // 2], r"cannot be read as JSON \((Unterminated|Expecting)"),
+    (
+        lambda raw: raw.replace(b'"ent-001"', b'"ent-\xff01"', 1),
+        r"cannot be read as JSON \('utf-8' codec",
+    ),
+    (lambda raw: raw.replace(b"0.", b"NaN, 0.", 1), r"cannot be read as JSON \(NaN is not a JSON"),
+]
+
+
+@pytest.mark.parametrize(("damage", "expected"), DAMAGES)
+def test_a_damaged_shard_is_one_line_naming_file_problem_and_fix(
+    tmp_path: Path, damage: Callable[[bytes], bytes], expected: str
+) -> None:
+    """The merge reads shard files through the schema they are written by (issue 33):
+    no AttributeError, no silently read string, one line with the file and the place."""
+    meta = {"test_id": "t", "model": "m", "seeds_hash": "abc"}
+    path = _write_all(tmp_path, 2, meta)[1]
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(DataError, match=expected) as info:
+        shards.collect([tmp_path])
+    message = str(info.value)
+    assert message.startswith(f"shard result {path}: ")
+    assert message.endswith("re-run that shard.")
+    assert "\n" not in message
