@@ -419,6 +419,9 @@ class GateFailure:
     baseline_ci: Interval | None = None
     detail: str | None = None  # a reason from elsewhere (a data error, a baseline problem)
     group: str | None = None  # the group a kind's failure is about (most / least column)
+    #: how a kind's ``limit`` binds when it is neither a maximum (no baseline) nor a drift's
+    #: tolerance: "tol" for a tolerance on a difference between groups
+    bound: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return plain_fields(self, _FAILURE_FIELDS)
@@ -444,6 +447,7 @@ class GateFailure:
             baseline_ci=Interval.from_obj(d.get("baseline_ci")),
             detail=d.get("detail"),
             group=d.get("group"),
+            bound=d.get("bound"),
         )
 
 

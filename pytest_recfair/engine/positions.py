@@ -287,7 +287,7 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
     attr, alpha = res["attribute"], settings.alpha
     out: list[GateFailure] = []
 
-    def fail(value: float, limit: float | None, p: float | None, detail: str) -> None:
+    def fail(value: float, limit: float | None, p: float | None, detail: str, **more: Any) -> None:
         out.append(
             GateFailure(
                 "position",
@@ -297,6 +297,7 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
                 p_value=p,
                 alpha=alpha,
                 detail=detail,
+                **more,
             )
         )
 
@@ -309,9 +310,11 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
             p_uni,
             f"candidate position bias {bias:.3f} (distance of the pick "
             f"positions from uniform) > max_position_bias {limit:g} (p = {p_uni:.3g})",
+            value_ci=_stat(bias, res["pooled_bias_ci"]).ci,
         )
     if settings.max_missed_rate is not None:
-        for g, m in zip(res["groups"], res["measures"]["missed"], strict=True):
+        m_ci = res["measures"]["missed"], res["measures_ci"]["missed"]
+        for g, m, ci in zip(res["groups"], *m_ci, strict=True):
             if m is not None and m > settings.max_missed_rate:
                 fail(
                     m,
@@ -319,10 +322,13 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
                     None,
                     f"{g}: missed rate {m:.3f} (no valid "
                     f"candidate picked) > max_missed_rate {settings.max_missed_rate:g}",
+                    value_ci=_stat(m, ci).ci,
+                    group=g,
                 )
     for name in MEASURES:
-        values = res["measures"][name]
-        for g, v, p in zip(res["groups"][1:], values[1:], res["p_adjusted"][name], strict=True):
+        values, cis = res["measures"][name], res["measures_ci"][name]
+        for i, (g, p) in enumerate(zip(res["groups"][1:], res["p_adjusted"][name], strict=True)):
+            v = values[i + 1]
             diff = None if v is None or values[0] is None else v - values[0]
             if diff is not None and p is not None and p < alpha and abs(diff) > settings.tolerance:
                 fail(
@@ -331,6 +337,9 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
                     p,
                     f"{g}: {name} {v:.3f} differs from the neutral "
                     f"prompt's {values[0]:.3f} (family-wise p = {p:.3g})",
+                    value_ci=_stat(v, cis[i + 1]).ci,
+                    group=g,
+                    bound="tol",  # the tolerance on the difference from neutral
                 )
     return out
 

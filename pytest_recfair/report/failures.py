@@ -209,17 +209,19 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult) -> list[str]
 
 
 def _other_change(f: GateFailure) -> str:
-    """ "0.112 -> 0.260" for a drift of another kind of audit, "0.260" for a limit."""
-    now = fmt(f.value) if f.value is not None else ""
-    return f"{fmt(f.baseline)} -> {now}" if f.baseline is not None else now
+    """ "0.112 [..] -> 0.260 [..]" for a drift of another kind of audit, "0.260 [..]" for a
+    limit, each with its interval when the kind gave one."""
+    now = fmt_interval(f.value, f.value_ci) if f.value is not None else ""
+    was = fmt_interval(f.baseline, f.baseline_ci)
+    return f"{was} -> {now}" if f.baseline is not None else now
 
 
 def _other_bound(f: GateFailure) -> str:
-    """A drift is held to the tolerance, an item shift without baseline to max_shift; a
-    position limit may be a maximum or a group-difference tolerance: its reason says which."""
-    if f.limit is None or (f.baseline is None and f.kind == "position"):
+    """A drift is held to the tolerance, a limit without baseline is a maximum, unless
+    the kind says how it binds (``bound``: a tolerance on a difference between groups)."""
+    if f.limit is None:
         return ""
-    return f"{'tol' if f.baseline is not None else 'max'} {f.limit:g}"
+    return f"{f.bound or ('tol' if f.baseline is not None else 'max')} {f.limit:g}"
 
 
 def format_outcome(outcome: GateOutcome, result: AuditResult) -> list[str]:
@@ -230,7 +232,9 @@ def format_outcome(outcome: GateOutcome, result: AuditResult) -> list[str]:
     if not outcome.failures:
         return []
     rows = [_row(f, outcome, result) for f in outcome.failures]
-    header = ["attribute", "statistic", "baseline -> now [95% CI]", "threshold"]
+    # "[95% CI]" only over rows that show one (a kind's numbers may have none)
+    ci = " [95% CI]" if any("[" in r[2] for r in rows) else ""
+    header = ["attribute", "statistic", f"baseline -> now{ci}", "threshold"]
     lines = _table(rows, [*header, "most / least favoured"])
     lines.extend(f"  - {failure_label(f)}: {failure_text(f, result)}" for f in outcome.failures)
     return lines

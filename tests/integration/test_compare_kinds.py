@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +113,28 @@ def test_a_run_against_itself_and_a_kind_without_a_test(
     assert positions[0]["a"] == positions[0]["b"] is not None
     assert got["tests"] == KIND_TESTS - 1
     assert any("test_candidate_positions: religion: no test" in n for n in got["notes"])
+
+
+def test_the_history_chart_plots_each_kinds_headline_numbers(
+    runs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    import pytest_recfair.engine.registry  # noqa: F401  (the kinds' sections)
+    from pytest_recfair.report.history import append_run, load_history, load_run
+    from pytest_recfair.report.html_report import to_html
+
+    for path in runs:
+        append_run(tmp_path / "hist", list(load_run(path).results), env={}, cwd=tmp_path)
+    history = load_history(tmp_path / "hist")
+    latest = list(load_run(runs[1]).results)
+    page = to_html(latest, history=history)
+    titles = re.findall(r'<svg id="history-[^"]+"[^>]*><title>([^<]+) over 2 stored runs', page)
+    assert "religion · position bias" in titles
+    assert "first name · price · largest shift" in titles
+    assert any(t.startswith("religion · Choice") and "biased rate" in t for t in titles)
+    # two points per chart, the regressed run's position bias higher (SVG y grows down)
+    for body in re.findall(r'<svg id="history-[^"]+"(.*?)</svg>', page, re.S):
+        (points,) = re.findall(r'<polyline class="snsr" points="([^"]*)"', body)
+        assert len(points.split()) == 2
+        if "position bias over" in body:
+            ys = [float(p.split(",")[1]) for p in points.split()]
+            assert ys[1] < ys[0]

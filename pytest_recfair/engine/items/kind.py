@@ -170,6 +170,15 @@ def _entry(
     }
 
 
+def _shift_ci(res: ItemSideResult, f: itemside.ItemFailure) -> Interval | None:
+    """The interval of a group's shift crossing ``max_shift`` (a drift: none)."""
+    if f.baseline is not None or f.group is None:
+        return None
+    field = res.field(f.field)
+    low, high = field.shift_ci[field.groups.index(f.group) - 1]
+    return None if low is None or high is None else Interval(low, high)
+
+
 def _nan(x: float | None) -> float:
     return float("nan") if x is None else x
 
@@ -412,6 +421,7 @@ class ItemAudit(PooledKind):
                     alpha=settings.alpha,
                     detail=f.message(),
                     group=f.group,
+                    value_ci=_shift_ci(res, f),
                 )
                 for f in fails
             ]
