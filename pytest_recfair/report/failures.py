@@ -302,7 +302,8 @@ section.evidence { margin: 12px 0; }
 section.evidence details.row { border: 1px solid var(--line); border-radius: 6px;
   padding: 4px 10px; margin: 4px 0; }
 section.evidence summary { cursor: pointer; }
-table.lists td { min-width: 180px; }
+table.lists { table-layout: fixed; width: 100%; }
+table.lists td, table.lists th { overflow-wrap: anywhere; }
 table.lists li.kept { color: var(--muted); } table.lists li.added { color: var(--fail); }
 table.lists li.dropped { color: var(--accent); text-decoration: line-through; }
 table.lists ol, table.lists ul { margin: 0; padding-left: 20px; }
