@@ -36,7 +36,7 @@ from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_cell, p_text, table
 from pytest_recfair.report.sections import KindComparison, KindRow
-from pytest_recfair.results import AuditResult, GateFailure, Interval, Stat
+from pytest_recfair.results import AuditResult, GateFailure, Interval, Stat, json_nan
 from pytest_recfair.settings import AuditSettings
 
 __all__ = ["POSITIONS", "PositionAudit", "PositionSections", "evidence_entries"]
@@ -98,7 +98,7 @@ class PositionSections:
         return [
             (
                 f"{res['attribute']} · position bias",
-                _stat(res["pooled_bias"], res["pooled_bias_ci"]),
+                Stat(json_nan(res["pooled_bias"]), Interval.from_obj(res["pooled_bias_ci"])),
             )
             for res in _data_attributes(data)
         ]
@@ -121,7 +121,7 @@ class PositionSections:
             cmp = _paired(was, res, n_resamples=n_resamples, seed=seed, margin=tolerance)
             what = (res["attribute"], f"pick of {res['k']}")
             if cmp is None:  # a stored result without per-entity counts: the numbers only
-                bias = (_nan(was["pooled_bias"]), _nan(res["pooled_bias"]))
+                bias = (json_nan(was["pooled_bias"]), json_nan(res["pooled_bias"]))
                 rows.append(KindRow(*what, "position bias", *bias, None, 0))
                 notes.append(f"{what[0]}: no test (per-entity counts missing, or another K)")
                 continue
@@ -310,7 +310,7 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
             p_uni,
             f"candidate position bias {bias:.3f} (distance of the pick "
             f"positions from uniform) > max_position_bias {limit:g} (p = {p_uni:.3g})",
-            value_ci=_stat(bias, res["pooled_bias_ci"]).ci,
+            value_ci=Interval.from_obj(res["pooled_bias_ci"]),
         )
     if settings.max_missed_rate is not None:
         m_ci = res["measures"]["missed"], res["measures_ci"]["missed"]
@@ -322,7 +322,7 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
                     None,
                     f"{g}: missed rate {m:.3f} (no valid "
                     f"candidate picked) > max_missed_rate {settings.max_missed_rate:g}",
-                    value_ci=_stat(m, ci).ci,
+                    value_ci=Interval.from_obj(ci),
                     group=g,
                 )
     for name in MEASURES:
@@ -337,7 +337,7 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
                     p,
                     f"{g}: {name} {v:.3f} differs from the neutral "
                     f"prompt's {values[0]:.3f} (family-wise p = {p:.3g})",
-                    value_ci=_stat(v, cis[i + 1]).ci,
+                    value_ci=Interval.from_obj(cis[i + 1]),
                     group=g,
                     bound="tol",  # the tolerance on the difference from neutral
                 )
@@ -397,14 +397,6 @@ def _paired(
     b = np.asarray([before["entity_counts"][j] for j, _ in shared], dtype=np.float64)
     c = np.asarray([res["entity_counts"][i] for _, i in shared], dtype=np.float64)
     return compare_positions(b, c, **test)
-
-
-def _nan(x: float | None) -> float:
-    return float("nan") if x is None else float(x)
-
-
-def _stat(value: float | None, ci: Sequence[float | None] | None) -> Stat:
-    return Stat(_nan(value), Interval(_nan(ci[0]), _nan(ci[1])) if ci else None)
 
 
 def _data_attributes(data: Any) -> list[Mapping[str, Any]]:

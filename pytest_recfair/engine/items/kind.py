@@ -38,7 +38,7 @@ from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.replies.matching import normalize
 from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_cell, p_text, table
 from pytest_recfair.report.sections import KindComparison, KindRow
-from pytest_recfair.results import AuditResult, GateFailure, Interval, Stat
+from pytest_recfair.results import AuditResult, GateFailure, Interval, Stat, json_nan
 from pytest_recfair.settings import AuditSettings
 
 __all__ = ["ITEMS", "KEY", "ItemAudit", "ItemSections", "entries"]
@@ -179,10 +179,6 @@ def _shift_ci(res: ItemSideResult, f: itemside.ItemFailure) -> Interval | None:
     return None if low is None or high is None else Interval(low, high)
 
 
-def _nan(x: float | None) -> float:
-    return float("nan") if x is None else x
-
-
 def _reply(completions: Mapping[str, Any], case: Any) -> str:
     return reply_text(getattr(completions.get(case.id), "text", None))
 
@@ -285,11 +281,9 @@ class ItemSections:
         return f'<div class="kind items">{"".join(parts)}</div>'
 
     def series(self, data: Any) -> list[tuple[str, Stat]]:
-        nan = float("nan")
         return [
             (f"{res['attribute']} · {f['field']} · largest shift",
-             Stat(nan if f["max_shift"] is None else f["max_shift"],
-                  Interval(*(nan if x is None else x for x in f["max_shift_ci"]))))
+             Stat(json_nan(f["max_shift"]), Interval.from_obj(f["max_shift_ci"])))
             for res in _attributes(data)
             for f in res["fields"]
         ]  # fmt: skip
@@ -318,7 +312,7 @@ class ItemSections:
                 shifts = {f.field: f.max_shift for f in was.fields}
                 rows += [
                     KindRow(res.attribute, f.field, "largest shift",
-                            _nan(shifts.get(f.field)), _nan(f.max_shift), None, 0)
+                            json_nan(shifts.get(f.field)), json_nan(f.max_shift), None, 0)
                     for f in res.fields
                 ]  # fmt: skip
                 continue

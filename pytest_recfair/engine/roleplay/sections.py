@@ -23,7 +23,7 @@ from pytest_recfair.metrics.roleplay import QuestionResult, RoleplayResult
 from pytest_recfair.metrics.roleplay_gate import drift_test
 from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_text, table
 from pytest_recfair.report.sections import KindComparison, KindRow
-from pytest_recfair.results import AuditResult, Interval, Stat
+from pytest_recfair.results import AuditResult, Interval, Stat, json_nan
 
 __all__ = ["KEY", "LABELS", "RoleplaySections", "entries"]
 
@@ -128,7 +128,7 @@ class RoleplaySections:
     def series(self, data: Any) -> list[tuple[str, Stat]]:
         return [
             (f"{c['attribute']} · {LABELS[c['qtype']]}{_condition(c)} · biased rate",
-             Stat(_nan(c["rate"]), Interval(_nan(c["low"]), _nan(c["high"]))))
+             Stat(json_nan(c["rate"]), Interval.from_obj([c["low"], c["high"]])))
             for c in data["cells"]
         ]  # fmt: skip
 
@@ -150,8 +150,8 @@ class RoleplaySections:
             rates = {(c["attribute"], c["qtype"], c["with_role"]): c["rate"] for c in was["cells"]}
             rows = [
                 KindRow(c["attribute"], LABELS[c["qtype"]] + _condition(c), "biased-question rate",
-                        _nan(rates.get((c["attribute"], c["qtype"], c["with_role"]))),
-                        _nan(c["rate"]), None, 0)
+                        json_nan(rates.get((c["attribute"], c["qtype"], c["with_role"]))),
+                        json_nan(c["rate"]), None, 0)
                 for c in now["cells"]
             ]  # fmt: skip
             return KindComparison(tuple(rows), "no test", (str(exc),))
@@ -176,10 +176,6 @@ class RoleplaySections:
             out += [(f"{key}.biased", c["biased"]), (f"{key}.n", c["n"])]
             out.append((f"{key}.refusals", c["refusals"]))
         return out
-
-
-def _nan(x: float | None) -> float:
-    return float("nan") if x is None else float(x)
 
 
 def _example_rows(roles: list[Mapping[str, Any]]) -> list[list[str]]:
