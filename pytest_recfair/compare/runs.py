@@ -151,7 +151,7 @@ def _one(
     if not b.attributes:  # another kind of audit: its own numbers and test
         kind = compare_kind(a, b, tolerance=tolerance, n_resamples=n_resamples, seed=seed)
         if kind is None:
-            return [], [*notes, f"not compared: the {b.meta.kind} audit has no comparison"]
+            return [], [*notes, f"not compared: A has no {b.meta.kind} results to compare"]
         rows = [
             DriftRow(b.meta.test_id, r.attribute, r.metric, r.statistic, r.a, r.b,
                      math.nan if r.p is None else r.p, r.n_paired,

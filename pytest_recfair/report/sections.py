@@ -157,10 +157,10 @@ def compare_kind(
 ) -> KindComparison | None:
     """How the kind of ``b`` compares two of its stored results (an optional
     ``compare(a, b, tolerance=, n_resamples=, seed=)`` of its sections); None when the
-    results hold no kind's own results or the kind does not compare."""
-    for sections, _ in kind_sections(b):
-        own = getattr(sections, "compare", None)
-        if own is not None:
+    results hold no kind's own results, A none of that kind, or the kind does not compare."""
+    for name in b.extras:
+        own = getattr(_sections(name), "compare", None)
+        if own is not None and name in a.extras:
             found: KindComparison = own(
                 a, b, tolerance=tolerance, n_resamples=n_resamples, seed=seed
             )

@@ -248,5 +248,6 @@ def test_x_labels_are_at_most_eight_and_never_crowd_the_last(tmp_path: Path, n: 
     xs = [float(x) for x in re.findall(r'<text class="xlabel" x="([0-9.]+)"', svg)]
     assert len(xs) == n if n <= 8 else 5 <= len(xs) <= 8
     assert xs[-1] == history_chart._x(n - 1, n)  # the latest run is labelled
+    assert xs[-1] + 35 <= history_chart._W  # and whole: half a date (~60 px) fits right of it
     gaps = [b - a for a, b in itertools.pairwise(xs)]
     assert all(g >= 70 for g in gaps)  # a date is ~60 px wide at 11 px
