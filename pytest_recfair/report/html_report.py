@@ -430,8 +430,8 @@ def _gate_html(r: AuditResult) -> str:
 
 
 def _notes(r: AuditResult) -> str:
-    notes = r.gate.notes if r.gate is not None else ()
-    return '<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in notes) + "</ul>"
+    notes = "".join(f"<li>{_e(n)}</li>" for n in (r.gate.notes if r.gate is not None else ()))
+    return f'<ul class="notes">{notes}</ul>' if notes else ""
 
 
 def _summary(results: Sequence[AuditResult], history: bool) -> str:
