@@ -52,11 +52,9 @@ def _num(x: float | None) -> float | None:
     return float(x)
 
 
-def _nan(x: Any) -> float:
+def json_nan(x: Any) -> float:
+    """A JSON number or null (NaN) as a float."""
     return math.nan if x is None else float(x)
-
-
-json_nan = _nan  # the public name, for other result modules (sidebyside)
 
 
 def plain_fields(obj: object, names: Iterable[str]) -> dict[str, Any]:
@@ -86,7 +84,7 @@ class Interval:
     def from_obj(cls, obj: Any) -> Interval | None:
         if obj is None:
             return None
-        return cls(_nan(obj[0]), _nan(obj[1]))
+        return cls(json_nan(obj[0]), json_nan(obj[1]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +99,7 @@ class Stat:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Stat:
-        return cls(_nan(d["value"]), Interval.from_obj(d.get("ci")))
+        return cls(json_nan(d["value"]), Interval.from_obj(d.get("ci")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +180,7 @@ def matrix_from_dict(d: dict[str, Any]) -> SimilarityMatrix:
         try:  # in one C pass (null becomes NaN): no Python float per cell, ~230 MB of them
             sims = np.array(raw, dtype=np.float64).reshape(shape)  # at 10,000 entities
         except (TypeError, ValueError):
-            sims = np.array([[_nan(x) for x in row] for row in raw], dtype=np.float64)
+            sims = np.array([[json_nan(x) for x in row] for row in raw], dtype=np.float64)
             sims = sims.reshape(shape)
         missing = np.array(flags, dtype=bool).reshape(shape)
     return SimilarityMatrix(entities=entities, values=values, sims=sims, missing=missing)
@@ -279,7 +277,7 @@ class AttributeResult:
             matrix=matrix_from_dict(d["matrix"]),
             entropy=None if ent is None else float(ent),
             noise_floor=Stat.from_dict(nf) if nf else None,
-            curves={k: [_nan(x) for x in v] for k, v in (d.get("curves") or {}).items()},
+            curves={k: [json_nan(x) for x in v] for k, v in (d.get("curves") or {}).items()},
         )
 
 
@@ -419,6 +417,7 @@ class GateFailure:
     baseline_ci: Interval | None = None
     detail: str | None = None  # a reason from elsewhere (a data error, a baseline problem)
     group: str | None = None  # the group a kind's failure is about (most / least column)
+    bound: str | None = None  # "tol": a kind's limit on a group difference (else max / drift)
 
     def to_dict(self) -> dict[str, Any]:
         return plain_fields(self, _FAILURE_FIELDS)
@@ -444,6 +443,7 @@ class GateFailure:
             baseline_ci=Interval.from_obj(d.get("baseline_ci")),
             detail=d.get("detail"),
             group=d.get("group"),
+            bound=d.get("bound"),
         )
 
 

@@ -1,13 +1,16 @@
 """The drift table between two stored runs (``python -m pytest_recfair compare A.json B.json``).
 
 Each test audited in both runs is compared the way the gate compares a run with its
-baseline (``drift.evaluate_drift``: paired sign-flip swaps of the shared entities,
-Westfall–Young step-down max-T over every attribute × metric × statistic of the test, plus
-each attribute's unusable share), with A in the baseline's place. SNSR, SNSV and PAFS are
-all tested (one-sided: is B less fair than A by more than ``tolerance``?). The tests are
-combined by Bonferroni: each family is tested at ``alpha / number of compared tests``, so
-two runs of one model are called worse with probability at most ``alpha`` overall.
-Pure: no pytest, no httpx.
+baseline, with A in the baseline's place. A list-overlap test: ``drift.evaluate_drift``
+(paired sign-flip swaps of the shared entities, Westfall–Young step-down max-T over every
+attribute × metric × statistic of the test, plus each attribute's unusable share; SNSR,
+SNSV and PAFS all tested, one-sided: is B less fair than A by more than ``tolerance``?).
+Any other kind: the kind's own comparison (``report.sections.compare_kind``: its numbers
+and the paired test its gate runs against a baseline, family-wise within the test; when
+the stored results do not allow a test, the numbers and "no test"). The tests are
+combined by Bonferroni over the tests actually tested: each is tested at
+``alpha / number of tested tests``, so two runs of one model are called worse with
+probability at most ``alpha`` overall. Pure: no pytest, no httpx.
 
 The drift table of two stored runs in every output format of ``python -m pytest_recfair
 compare A B --format text|json|markdown|csv``, and the JSON read back.
@@ -33,8 +36,9 @@ from pytest_recfair.errors import DataError
 from pytest_recfair.gate import baselines, drift
 from pytest_recfair.metrics.inference import DriftResult
 from pytest_recfair.report.fmt import LABEL, fmt, fmt_delta
+from pytest_recfair.report.sections import compare_kind
 from pytest_recfair.results import AttributeResult, AuditResult
-from pytest_recfair.vocab import DRIFT_QUANTITIES, STATISTICS, DriftQuantity
+from pytest_recfair.vocab import STATISTICS, DriftQuantity
 
 __all__ = [
     "COMPARE_FORMATS",
@@ -50,6 +54,9 @@ __all__ = [
 ]
 
 
+_OVERLAP_TEST: Final = "paired sign flips, step-down max-T"
+
+
 @dataclass(frozen=True)
 class DriftRow:
     """One attribute × metric × statistic of one test: A, B, and the paired test."""
@@ -57,12 +64,13 @@ class DriftRow:
     test_id: str
     attribute: str
     metric: str
-    statistic: DriftQuantity
+    statistic: str  # a DriftQuantity for a list-overlap test, a kind's own words otherwise
     a: float
     b: float
-    p_adjusted: float  # family-wise (within the test) p of "B is worse than A"
+    p_adjusted: float  # family-wise (within the test) p of "B is worse than A"; NaN: no test
     n_paired: int
     worse: bool  # significantly worse at the Bonferroni-split alpha
+    test: str = _OVERLAP_TEST  # which test gave p (the kind's), or "no test"
 
     @property
     def delta(self) -> float:
@@ -77,7 +85,7 @@ class RunDrift:
     rows: tuple[DriftRow, ...]
     notes: tuple[str, ...]
     alpha: float  # overall
-    tests: int  # tests compared (the Bonferroni divisor)
+    tests: int  # tests tested (the Bonferroni divisor)
 
     @property
     def worse(self) -> bool:
@@ -140,6 +148,17 @@ def _one(
         for name in ("provider", "model")
         if getattr(a.meta, name) != getattr(b.meta, name)
     ]
+    if not b.attributes:  # another kind of audit: its own numbers and test
+        kind = compare_kind(a, b, tolerance=tolerance, n_resamples=n_resamples, seed=seed)
+        if kind is None:
+            return [], [*notes, f"not compared: A has no {b.meta.kind} results to compare"]
+        rows = [
+            DriftRow(b.meta.test_id, r.attribute, r.metric, r.statistic, r.a, r.b,
+                     math.nan if r.p is None else r.p, r.n_paired,
+                     r.p is not None and r.p < alpha, kind.test)
+            for r in kind.rows
+        ]  # fmt: skip
+        return rows, [*notes, *kind.notes]
     notes += _attribute_notes(a, b)
     d = drift.evaluate_drift(
         b,
@@ -160,6 +179,11 @@ def _one(
     return rows, notes
 
 
+def _tested(rows: Sequence[DriftRow]) -> set[str]:
+    """The tests with at least one tested row."""
+    return {r.test_id for r in rows if not math.isnan(r.p_adjusted)}
+
+
 def compare_runs(
     a: Sequence[AuditResult],
     b: Sequence[AuditResult],
@@ -175,13 +199,26 @@ def compare_runs(
     notes = [f"{r.meta.test_id}: only in B" for r in b if r.meta.test_id not in by_id]
     ids_b = {r.meta.test_id for r in b}
     notes += [f"{t}: only in A" for t in by_id if t not in ids_b]
-    level = alpha / max(len(shared), 1)
+
+    # Bonferroni over the tests actually tested: a test whose stored results allow none
+    # (its numbers shown, "no test") spends no alpha, so when some are not tested the
+    # others are tested again at alpha over the tests that are (testing does not depend
+    # on the level)
+    def at(level: float, which: Sequence[AuditResult]) -> dict[str, Any]:
+        return {
+            r.meta.test_id: _one(by_id[r.meta.test_id], r, level, tolerance, n_resamples, seed)
+            for r in which
+        }
+
+    found = at(alpha / max(len(shared), 1), shared)
+    tested = _tested([row for rows, _ in found.values() for row in rows])
+    if tested and len(tested) < len(shared):
+        found |= at(alpha / len(tested), [r for r in shared if r.meta.test_id in tested])
     rows: list[DriftRow] = []
-    for r in shared:
-        found, more = _one(by_id[r.meta.test_id], r, level, tolerance, n_resamples, seed)
-        rows += found
-        notes += [f"{r.meta.test_id}: {n}" for n in more]
-    return RunDrift(tuple(rows), tuple(notes), alpha, len(shared))
+    for tid, (got, more) in found.items():
+        rows += got
+        notes += [f"{tid}: {n}" for n in more]
+    return RunDrift(tuple(rows), tuple(notes), alpha, len(tested))
 
 
 def _p(p: float) -> str:
@@ -198,7 +235,7 @@ def table_lines(c: RunDrift) -> list[str]:
             (
                 r.attribute,
                 r.metric,
-                LABEL[r.statistic],
+                _label(r.statistic),
                 fmt(r.a),
                 fmt(r.b),
                 fmt_delta(r.delta),
@@ -208,7 +245,7 @@ def table_lines(c: RunDrift) -> list[str]:
             for r in rows
         ]
         widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
-        lines.append(f"{tid}  ({rows[0].n_paired} shared entities)")
+        lines.append(f"{tid}  ({_how(rows[0])})")
         for row in cells:
             text = "  ".join(
                 cell.ljust(w) if i < 3 else cell.rjust(w)
@@ -217,12 +254,22 @@ def table_lines(c: RunDrift) -> list[str]:
             lines.append("  " + text.rstrip())
     level = c.alpha / max(c.tests, 1)
     lines.append(
-        f"p: family-wise within each test (paired sign flips, step-down max-T); WORSE: B less "
-        f"fair than A at alpha {c.alpha:g} overall ({level:.3g} per test over {c.tests})"
+        f"p: family-wise within each test (its test in its heading; n/a: not tested); WORSE: "
+        f"B less fair than A at alpha {c.alpha:g} overall ({level:.3g} per test over the "
+        f"{c.tests} tested)"
     )
     lines += [f"note: {n}" for n in c.notes]
     verdict = "B is significantly worse than A" if c.worse else "B is not significantly worse"
     return [*lines, verdict]
+
+
+def _label(statistic: str) -> str:
+    return next((w for k, w in LABEL.items() if k == statistic), statistic)
+
+
+def _how(r: DriftRow) -> str:
+    """ "paired sign flips, step-down max-T; 40 paired" or "no test"."""
+    return r.test if r.test == "no test" else f"{r.test}; {r.n_paired} paired"
 
 
 CompareFormat = Literal["text", "json", "markdown", "csv"]
@@ -248,6 +295,7 @@ _FIELDS: Final = (
     "p_adjusted",
     "n_paired",
     "worse",
+    "test",
 )
 
 
@@ -281,6 +329,7 @@ def comparison_dict(c: Compared) -> dict[str, Any]:
             "p_adjusted": _num(r.p_adjusted),
             "n_paired": r.n_paired,
             "worse": r.worse,
+            "test": r.test,
         }
         for r in c.drift.rows
     ]
@@ -306,21 +355,19 @@ def _float(x: Any) -> float:
 
 
 def _row(d: Mapping[str, Any]) -> DriftRow:
-    stat = d["statistic"]
-    if stat not in DRIFT_QUANTITIES:
-        raise ValueError(f"statistic {stat!r} is not one of {', '.join(DRIFT_QUANTITIES)}")
     if not isinstance(d["worse"], bool) or not isinstance(d["n_paired"], int):
         raise TypeError("worse must be true/false and n_paired a whole number")
     return DriftRow(
         str(d["test_id"]),
         str(d["attribute"]),
         str(d["metric"]),
-        stat,
+        str(d["statistic"]),
         _float(d["a"]),
         _float(d["b"]),
         _float(d["p_adjusted"]),
         d["n_paired"],
         d["worse"],
+        str(d.get("test", _OVERLAP_TEST)),  # a comparison written before kinds were compared
     )
 
 
@@ -373,17 +420,19 @@ def _markdown(c: Compared) -> str:
         "",
         f"- A: `{_md(c.a)}`",
         f"- B: `{_md(c.b)}`",
-        f"- {verdict} (alpha {d.alpha:g} overall, {d.tests} tests compared)",
+        f"- {verdict} (alpha {d.alpha:g} overall, Bonferroni over the {d.tests} tests "
+        "tested; p family-wise within each test, by the test named in its row)",
         "",
-        "| test | attribute | metric | statistic | A | B | Δ (B-A) | p | |",
-        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- |",
+        "| test | attribute | metric | statistic | A | B | Δ (B-A) | p | | by |",
+        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
     ]
     for r in d.rows:
         p = "n/a" if math.isnan(r.p_adjusted) else f"{r.p_adjusted:.3f}"
         delta = "—" if math.isnan(r.delta) else f"{r.delta:+.3f}"
         out.append(
             f"| {_md(r.test_id)} | {_md(r.attribute)} | {r.metric} | {r.statistic} | "
-            f"{_cell(r.a)} | {_cell(r.b)} | {delta} | {p} | {'WORSE' if r.worse else ''} |"
+            f"{_cell(r.a)} | {_cell(r.b)} | {delta} | {p} | {'WORSE' if r.worse else ''} | "
+            f"{_md(r.test)} |"
         )
     out += ["", *(f"- note: {_md(n)}" for n in d.notes)]
     return "\n".join(out).rstrip() + "\n"

@@ -25,6 +25,7 @@ from pytest_recfair.errors import ConfigError
 from pytest_recfair.metrics.positions import (
     DRIFT_MEASURES,
     MEASURES,
+    PositionComparison,
     PositionResult,
     compare_positions,
     group_tables,
@@ -34,12 +35,14 @@ from pytest_recfair.prompts.candidates import CandidateCase, build_candidate_cas
 from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_cell, p_text, table
-from pytest_recfair.results import AuditResult, GateFailure
+from pytest_recfair.report.sections import KindComparison, KindRow
+from pytest_recfair.results import AuditResult, GateFailure, Interval, Stat, json_nan
 from pytest_recfair.settings import AuditSettings
 
 __all__ = ["POSITIONS", "PositionAudit", "PositionSections", "evidence_entries"]
 
 KEY = "positions"
+_WORDS = {"bias": "position bias", "missed": "missed rate"}
 NEUTRAL = "(neutral)"
 
 
@@ -90,6 +93,44 @@ class PositionSections:
                 + table(["group", *(f"#{j + 1}" for j in range(res["k"]))], curve)
             )
         return f'<div class="kind positions">{"".join(parts)}</div>'
+
+    def series(self, data: Any) -> list[tuple[str, Stat]]:
+        return [
+            (
+                f"{res['attribute']} · position bias",
+                Stat(json_nan(res["pooled_bias"]), Interval.from_obj(res["pooled_bias_ci"])),
+            )
+            for res in _data_attributes(data)
+        ]
+
+    def compare(
+        self, a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int
+    ) -> KindComparison:
+        """Pooled bias and missed rate, B against A, by the gate's paired entity bootstrap
+        (one-sided, margin ``tolerance``), Holm over the test's attributes x measures; an
+        attribute without per-entity counts or with another K: its bias, no test."""
+        before = {r["attribute"]: r for r in _attributes(a)}
+        rows: list[KindRow] = []
+        names = {r["attribute"] for r in _attributes(b)}
+        notes = [f"{name} only in A" for name in before if name not in names]
+        for res in _attributes(b):
+            was = before.get(res["attribute"])
+            if was is None:
+                notes.append(f"{res['attribute']} only in B")
+                continue
+            cmp = _paired(was, res, n_resamples=n_resamples, seed=seed, margin=tolerance)
+            what = (res["attribute"], f"pick of {res['k']}")
+            if cmp is None:  # a stored result without per-entity counts: the numbers only
+                bias = (json_nan(was["pooled_bias"]), json_nan(res["pooled_bias"]))
+                rows.append(KindRow(*what, "position bias", *bias, None, 0))
+                notes.append(f"{what[0]}: no test (per-entity counts missing, or another K)")
+                continue
+            rows += [
+                KindRow(*what, _WORDS[name], float(cmp.baseline[m]), float(cmp.candidate[m]),
+                        float(cmp.p_value[m]), cmp.n_paired)
+                for m, name in enumerate(DRIFT_MEASURES)
+            ]  # fmt: skip
+        return KindComparison.holm(rows, "paired entity bootstrap", notes)
 
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
         out: list[tuple[str, float | int | str]] = []
@@ -246,7 +287,7 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
     attr, alpha = res["attribute"], settings.alpha
     out: list[GateFailure] = []
 
-    def fail(value: float, limit: float | None, p: float | None, detail: str) -> None:
+    def fail(value: float, limit: float | None, p: float | None, detail: str, **more: Any) -> None:
         out.append(
             GateFailure(
                 "position",
@@ -256,6 +297,7 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
                 p_value=p,
                 alpha=alpha,
                 detail=detail,
+                **more,
             )
         )
 
@@ -268,9 +310,11 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
             p_uni,
             f"candidate position bias {bias:.3f} (distance of the pick "
             f"positions from uniform) > max_position_bias {limit:g} (p = {p_uni:.3g})",
+            value_ci=Interval.from_obj(res["pooled_bias_ci"]),
         )
     if settings.max_missed_rate is not None:
-        for g, m in zip(res["groups"], res["measures"]["missed"], strict=True):
+        m_ci = res["measures"]["missed"], res["measures_ci"]["missed"]
+        for g, m, ci in zip(res["groups"], *m_ci, strict=True):
             if m is not None and m > settings.max_missed_rate:
                 fail(
                     m,
@@ -278,10 +322,13 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
                     None,
                     f"{g}: missed rate {m:.3f} (no valid "
                     f"candidate picked) > max_missed_rate {settings.max_missed_rate:g}",
+                    value_ci=Interval.from_obj(ci),
+                    group=g,
                 )
     for name in MEASURES:
-        values = res["measures"][name]
-        for g, v, p in zip(res["groups"][1:], values[1:], res["p_adjusted"][name], strict=True):
+        values, cis = res["measures"][name], res["measures_ci"][name]
+        for i, (g, p) in enumerate(zip(res["groups"][1:], res["p_adjusted"][name], strict=True)):
+            v = values[i + 1]
             diff = None if v is None or values[0] is None else v - values[0]
             if diff is not None and p is not None and p < alpha and abs(diff) > settings.tolerance:
                 fail(
@@ -290,6 +337,9 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
                     p,
                     f"{g}: {name} {v:.3f} differs from the neutral "
                     f"prompt's {values[0]:.3f} (family-wise p = {p:.3g})",
+                    value_ci=Interval.from_obj(cis[i + 1]),
+                    group=g,
+                    bound="tol",  # the tolerance on the difference from neutral
                 )
     return out
 
@@ -305,17 +355,12 @@ def _drift(
     """Pooled bias / missed rate risen by more than ``tolerance`` over the baseline, on the
     entities both runs share (a baseline without per-entity counts or with another K is
     not comparable here; the baseline layer already reports incompatible baselines)."""
-    if before is None or "entity_counts" not in before or before.get("k") != res["k"]:
+    cmp = None if before is None else _paired(
+        before, res, n_resamples=settings.n_resamples, seed=settings.seed,
+        margin=settings.tolerance,
+    )  # fmt: skip
+    if cmp is None:
         return []
-    row = {e: i for i, e in enumerate(before["entities"])}
-    shared = [(row[e], i) for i, e in enumerate(res["entities"]) if e in row]
-    if len(shared) < 2:
-        return []
-    b = np.asarray([before["entity_counts"][j] for j, _ in shared], dtype=np.float64)
-    c = np.asarray([res["entity_counts"][i] for _, i in shared], dtype=np.float64)
-    cmp = compare_positions(
-        b, c, n_resamples=settings.n_resamples, seed=settings.seed, margin=settings.tolerance
-    )
     out = []
     for m, name in enumerate(DRIFT_MEASURES):
         now, was, p = float(cmp.candidate[m]), float(cmp.baseline[m]), float(cmp.p_value[m])
@@ -336,6 +381,22 @@ def _drift(
                 )
             )
     return out
+
+
+def _paired(
+    before: Mapping[str, Any], res: Mapping[str, Any], **test: Any
+) -> PositionComparison | None:
+    """``compare_positions`` over the entities both share; None without per-entity counts,
+    with another K or fewer than 2 shared entities."""
+    if "entity_counts" not in before or "entity_counts" not in res or before["k"] != res["k"]:
+        return None
+    row = {e: i for i, e in enumerate(before["entities"])}
+    shared = [(row[e], i) for i, e in enumerate(res["entities"]) if e in row]
+    if len(shared) < 2:
+        return None
+    b = np.asarray([before["entity_counts"][j] for j, _ in shared], dtype=np.float64)
+    c = np.asarray([res["entity_counts"][i] for _, i in shared], dtype=np.float64)
+    return compare_positions(b, c, **test)
 
 
 def _data_attributes(data: Any) -> list[Mapping[str, Any]]:

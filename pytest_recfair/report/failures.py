@@ -44,6 +44,7 @@ __all__ = [
     "failure_text",
     "format_outcome",
     "limits_advice",
+    "outcome_table",
     "verdict_message",
 ]
 
@@ -183,7 +184,7 @@ def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
     return [line(header), "  " + "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
 
 
-def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult) -> list[str]:
+def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult, cut: bool) -> list[str]:
     a = _attribute(result, f)
     now_txt = before_txt = fav = ""
     if a is not None and f.statistic is not None:
@@ -202,36 +203,53 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult) -> list[str]
             now_txt = fmt(a.entropy if f.statistic == "entropy" else a.refusal_gap)
         fav = favoured_text(a) if a.values else ""
     change = f"{before_txt} -> {now_txt}" if before_txt else now_txt
-    attribute = clip(f.attribute or "(all)", 24)
+
+    def short(text: str, width: int) -> str:  # the terminal's columns; whole in HTML
+        return clip(text, width) if cut else text
+
+    attribute = short(f.attribute or "(all)", 24)
     if kind_owned(f):  # other kinds of audit say the rest in detail
-        return [attribute, f.kind, _other_change(f), _other_bound(f), clip(f.group or "", 40)]
-    return [attribute, failure_tag(f), change, _bound(f), clip(fav, 40)]
+        return [attribute, f.kind, _other_change(f), _other_bound(f), short(f.group or "", 40)]
+    return [attribute, failure_tag(f), change, _bound(f), short(fav, 40)]
 
 
 def _other_change(f: GateFailure) -> str:
-    """ "0.112 -> 0.260" for a drift of another kind of audit, "0.260" for a limit."""
-    now = fmt(f.value) if f.value is not None else ""
-    return f"{fmt(f.baseline)} -> {now}" if f.baseline is not None else now
+    """ "0.112 [..] -> 0.260 [..]" for a drift of another kind of audit, "0.260 [..]" for a
+    limit, each with its interval when the kind gave one."""
+    now = fmt_interval(f.value, f.value_ci) if f.value is not None else ""
+    was = fmt_interval(f.baseline, f.baseline_ci)
+    return f"{was} -> {now}" if f.baseline is not None else now
 
 
 def _other_bound(f: GateFailure) -> str:
-    """A drift is held to the tolerance, an item shift without baseline to max_shift; a
-    position limit may be a maximum or a group-difference tolerance: its reason says which."""
-    if f.limit is None or (f.baseline is None and f.kind == "position"):
+    """A drift is held to the tolerance, a limit without baseline is a maximum, unless
+    the kind says how it binds (``bound``: a tolerance on a difference between groups)."""
+    if f.limit is None:
         return ""
-    return f"{'tol' if f.baseline is not None else 'max'} {f.limit:g}"
+    return f"{f.bound or ('tol' if f.baseline is not None else 'max')} {f.limit:g}"
 
 
-def format_outcome(outcome: GateOutcome, result: AuditResult) -> list[str]:
-    """The failing rows as a small table plus one reason line per failure.
+def outcome_table(
+    outcome: GateOutcome, result: AuditResult, *, cut: bool = True
+) -> tuple[list[str], list[list[str]]]:
+    """The failing rows (header, rows) the terminal and the HTML failure card show; ``cut``:
+    long names clipped to the terminal's columns.
 
     Columns: attribute, statistic, baseline -> now (with CIs), threshold, favoured values.
     """
+    rows = [_row(f, outcome, result, cut) for f in outcome.failures]
+    # "[95% CI]" only over rows that show one (a kind's numbers may have none)
+    ci = " [95% CI]" if any("[" in r[2] for r in rows) else ""
+    header = ["attribute", "statistic", f"baseline -> now{ci}", "threshold"]
+    return [*header, "most / least favoured"], rows
+
+
+def format_outcome(outcome: GateOutcome, result: AuditResult) -> list[str]:
+    """The failing rows as a small table plus one reason line per failure."""
     if not outcome.failures:
         return []
-    rows = [_row(f, outcome, result) for f in outcome.failures]
-    header = ["attribute", "statistic", "baseline -> now [95% CI]", "threshold"]
-    lines = _table(rows, [*header, "most / least favoured"])
+    header, rows = outcome_table(outcome, result)
+    lines = _table(rows, header)
     lines.extend(f"  - {failure_label(f)}: {failure_text(f, result)}" for f in outcome.failures)
     return lines
 
@@ -284,7 +302,8 @@ section.evidence { margin: 12px 0; }
 section.evidence details.row { border: 1px solid var(--line); border-radius: 6px;
   padding: 4px 10px; margin: 4px 0; }
 section.evidence summary { cursor: pointer; }
-table.lists td { min-width: 180px; }
+table.lists { table-layout: fixed; width: 100%; }
+table.lists td, table.lists th { overflow-wrap: anywhere; }
 table.lists li.kept { color: var(--muted); } table.lists li.added { color: var(--fail); }
 table.lists li.dropped { color: var(--accent); text-decoration: line-through; }
 table.lists ol, table.lists ul { margin: 0; padding-left: 20px; }

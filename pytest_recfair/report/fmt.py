@@ -24,6 +24,7 @@ __all__ = [
     "fmt_interval",
     "fmt_p",
     "fmt_pair",
+    "num_cell",
     "p_cell",
     "p_text",
     "table",
@@ -98,6 +99,13 @@ def esc(text: object) -> str:
     return escape(str(text), quote=True)
 
 
+def num_cell(text: str) -> str:
+    """A number cell's text, escaped, with its interval " [lo, hi]" kept on one line: the
+    cell wraps between the value and its interval, never inside either."""
+    value, sep, rest = text.partition(" [")
+    return esc(value) + (f' <span class="ci">[{esc(rest)}</span>' if sep else "")
+
+
 def table(
     head: Sequence[str],
     rows: Sequence[Sequence[str]],
@@ -113,8 +121,10 @@ def table(
         out = []
         for i, c in enumerate(row):
             numeric = i >= label_columns and i not in text_columns
-            num = ' class="num"' if numeric and tag == "td" else ""
-            out.append(f"<{tag}{num}>{esc(c)}</{tag}>")
+            if numeric and tag == "td":
+                out.append(f'<td class="num">{num_cell(c)}</td>')
+            else:
+                out.append(f"<{tag}>{esc(c)}</{tag}>")
         return "".join(out)
 
     body = "".join(f"<tr>{cells(r, 'td')}</tr>" for r in rows)

@@ -52,6 +52,7 @@ from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.gate import baselines
 from pytest_recfair.report.markdown import to_json
+from pytest_recfair.report.sections import series
 from pytest_recfair.report.status import Baselines
 from pytest_recfair.results import AuditResult, Stat
 
@@ -84,8 +85,8 @@ class HistoryRun:
 
     number: int
     when: str  # "2026-01-02 03:04:05 UTC", or the name's stamp as written
-    #: SNSR by (test id, attribute casefolded, metric)
-    snsr: Mapping[tuple[str, str, str], Stat]
+    #: each test's headline numbers (``report.sections.series``) by (test id, label)
+    values: Mapping[tuple[str, str], Stat]
     commit: str | None = None  # None: an entry written before they were recorded
     branch: str | None = None
     path: Path | None = field(default=None, compare=False)
@@ -94,11 +95,6 @@ class HistoryRun:
     def day(self) -> str:
         """The date of the run (``2026-01-02``), or ``#N`` when its name has none."""
         return self.when[:10] if re.match(r"\d{4}-\d\d-\d\d", self.when) else f"#{self.number}"
-
-    @property
-    def label(self) -> str:
-        """The run in a few characters: its date, and its short commit when known."""
-        return f"{self.day} {self.commit[:7]}" if self.commit else self.day
 
 
 def check_history_dir(directory: Path) -> None:
@@ -249,17 +245,13 @@ def load_history(directory: Path) -> list[HistoryRun]:
         m = _NAME.match(path.name)
         if m is None:  # history_runs lists matching names only
             continue
-        snsr = {
-            (r.meta.test_id, a.attribute.casefold(), a.metric): a.snsr
-            for r in run.results
-            for a in r.attributes
-        }
+        values = {(r.meta.test_id, label): s for r in run.results for label, s in series(r)}
         entry = run.entry
         out.append(
             HistoryRun(
                 int(m.group(1)),
                 _when(m.group(2)),
-                snsr,
+                values,
                 _text(entry, "commit"),
                 _text(entry, "branch"),
                 path,

@@ -11,6 +11,14 @@ Charts:
   its attribute's mean (blue: favoured, i.e. lists closer to the neutral ones; red:
   disfavoured).
 
+The page opens with a summary that is its table of contents: one line per test (status,
+kind, its headline number — the highest of its ``report.sections.series``, all of which
+are lower-is-fairer — with a link to the test). Each test shows its verdict and, for a
+failure, the baseline -> now table of the terminal; the rest of a test (tables, charts,
+evidence, metadata) is in a ``<details>`` element, open for a failed test only. Labels are
+never cut: table cells wrap (a number's interval as a whole), chart labels wrap onto two
+lines and the charts widen to hold them (an SVG scales down to its box).
+
 Those tables and charts are of the list-overlap results (``AuditResult.attributes``) and
 appear only when a test has some; the results of other kinds (item side, candidate
 position) are shown by their kind's own HTML section (``report/sections.py``).
@@ -30,11 +38,12 @@ from pytest_recfair.report.failures import (
     failure_tag,
     failure_text,
     limits_advice,
+    outcome_table,
 )
-from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
+from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta, num_cell, table
 from pytest_recfair.report.history import HistoryRun
 from pytest_recfair.report.history_chart import history_html
-from pytest_recfair.report.sections import extra_html, measure
+from pytest_recfair.report.sections import extra_html, measure, series
 from pytest_recfair.report.status import (
     Baselines,
     attribute_label,
@@ -71,7 +80,8 @@ h3 { font-size: 15px; margin: 20px 0 6px; }
 section.test { border: 1px solid var(--line); border-radius: 10px; padding: 16px 20px;
   margin: 0 0 24px; }
 section.test > header { display: flex; align-items: center; gap: 12px; }
-.badge { display: inline-block; border-radius: 12px; padding: 1px 10px; font-weight: 600;
+.badge { display: inline-block; white-space: nowrap; border-radius: 12px; padding: 1px 10px;
+  font-weight: 600;
   font-size: 12px; color: #fff; letter-spacing: .03em; }
 .badge.PASS { background: var(--pass); } .badge.FAIL { background: var(--fail); }
 .badge.na { background: var(--na); } .badge.FLAG { background: var(--base); }
@@ -79,7 +89,8 @@ table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-
 th, td { border-bottom: 1px solid var(--line); padding: 4px 10px; text-align: left;
   vertical-align: top; }
 th { background: var(--panel); font-weight: 600; }
-td.num { text-align: right; white-space: nowrap; }
+td.num { text-align: right; }
+.ci { white-space: nowrap; display: inline-block; }
 table.meta td:first-child { color: var(--muted); }
 ul.failures { margin: 8px 0; padding-left: 20px; color: var(--fail); }
 ul.failures span { color: var(--fg); }
@@ -93,6 +104,11 @@ svg.chart { max-width: 100%; height: auto; }
 .scroll { overflow-x: auto; max-width: 100%; }
 ul.pairs li.fairer { color: var(--pass); } ul.pairs li.same { color: var(--muted); }
 footer { color: var(--muted); font-size: 12px; margin-top: 32px; }
+nav.toc { margin: 0 0 24px; } nav.toc h2 { margin: 0 0 4px; }
+table.summary td { overflow-wrap: anywhere; }
+details.detail > summary { cursor: pointer; color: var(--accent); margin: 8px 0; }
+@media (max-width: 900px) { main { padding: 12px 10px 32px; }
+  section.test { padding: 10px 8px; } th, td { padding: 4px 6px; } }
 """
 
 _W = 760  # chart width in px
@@ -139,14 +155,16 @@ def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) 
     lo, hi, step = _nice_range(min(finite, default=0.0), max(finite, default=1.0))
     top, bottom = 10, 40
     height = top + bottom + _ROW_H * len(a.values)
-    x0, x1 = _LABEL_W, _W - 20
+    x0 = max(_LABEL_W, _text_w(max((v.value for v in a.values), key=len, default=""), 12) + 20)
+    x1 = x0 + _W - 20 - _LABEL_W  # a wider label column widens the chart
+    width = x1 + 20
 
     def x(val: float) -> float:
         return x0 + (val - lo) / (hi - lo) * (x1 - x0)
 
     out = [
         f'<svg id="{_e(chart_id)}" class="chart dots" role="img" xmlns="http://www.w3.org/2000/svg"'
-        f' width="{_W}" height="{height}" viewBox="0 0 {_W} {height}">',
+        f' width="{width:.0f}" height="{height}" viewBox="0 0 {width:.0f} {height}">',
         f"<title>{_e(a.attribute)}: mean similarity to the neutral lists per value</title>",
     ]
     n_ticks = round((hi - lo) / step)
@@ -177,7 +195,7 @@ def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) 
         colour = "#0969da" if v.value == most else "#cf222e" if v.value == least else "#1f2328"
         out.append(
             f'<text x="{x0 - 10}" y="{cy + 4:.1f}" font-size="12" text-anchor="end" '
-            f'fill="{colour}">{_e(_short(v.value, 24))}</text>'
+            f'fill="{colour}">{_e(v.value)}</text>'
         )
         if v.mean.ci is not None and math.isfinite(v.mean.ci.low) and math.isfinite(v.mean.ci.high):
             xl, xh = x(v.mean.ci.low), x(v.mean.ci.high)
@@ -209,8 +227,18 @@ def _tick(t: float) -> str:
     return f"{t:.4f}".rstrip("0").rstrip(".") or "0"
 
 
-def _short(text: str, n: int) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
+def _text_w(text: str, size: int) -> float:
+    """A generous width of ``text`` at ``size`` px (sans-serif averages ~0.55 em)."""
+    return len(text) * size * 0.62
+
+
+def _two_lines(text: str) -> list[str]:
+    """``text`` in one line, or split at the space that makes its longer line shortest."""
+    words = text.split(" ")
+    if len(words) < 2:
+        return [text]
+    cuts = [[" ".join(words[:i]), " ".join(words[i:])] for i in range(1, len(words))]
+    return min(cuts, key=lambda c: max(len(c[0]), len(c[1])))
 
 
 def _diverging(d: float, scale: float) -> tuple[str, str]:
@@ -232,9 +260,14 @@ def _heatmap(r: AuditResult, chart_id: str) -> str:
         devs += [abs(v.mean.value - centre) for v in a.values if math.isfinite(v.mean.value)]
     scale = max([0.05, *devs])
     n_cols = max((len(a.values) for a in rows), default=1)
-    cell_w = max(70.0, min(130.0, (_W - _LABEL_W - 20) / n_cols))
-    cell_h = 40
-    width = round(_LABEL_W + cell_w * n_cols + 20)
+    lines = {v.value: _two_lines(v.value) for a in rows for v in a.values}
+    longest = max((t for ls in lines.values() for t in ls), key=len, default="")
+    # every value's label whole, on at most two lines: the cells widen to hold the longest
+    cell_w = max(70.0, min(130.0, (_W - _LABEL_W - 20) / n_cols), _text_w(longest, 11) + 10)
+    label_w = max(_LABEL_W, _text_w(max((a.attribute for a in rows), key=len, default=""), 12) + 20)
+    cell_h = 52 if any(len(ls) > 1 for ls in lines.values()) else 40
+    legend = f"+{scale:.2f} from the attribute mean (blue: favoured, red: disfavoured)"
+    width = round(max(label_w + cell_w * n_cols + 20, label_w + 204 + _text_w(legend, 11)))
     height = cell_h * len(rows) + 44
     out = [
         f'<svg id="{_e(chart_id)}" class="chart heatmap" role="img" '
@@ -248,21 +281,25 @@ def _heatmap(r: AuditResult, chart_id: str) -> str:
         finite = [v.mean.value for v in a.values if math.isfinite(v.mean.value)]
         centre = sum(finite) / len(finite) if finite else math.nan
         out.append(
-            f'<text x="{_LABEL_W - 10}" y="{y + cell_h / 2 + 4:.1f}" font-size="12" '
-            f'text-anchor="end" font-weight="600">{_e(_short(a.attribute, 22))}</text>'
+            f'<text x="{label_w - 10}" y="{y + cell_h / 2 + 4:.1f}" font-size="12" '
+            f'text-anchor="end" font-weight="600">{_e(a.attribute)}</text>'
         )
         for j, v in enumerate(a.values):
-            cx = _LABEL_W + j * cell_w
+            cx = label_w + j * cell_w
             ok = math.isfinite(v.mean.value) and math.isfinite(centre)
             dev = v.mean.value - centre if ok else 0.0
             fill, ink = _diverging(dev, scale) if ok else ("#eaeef2", "#59636e")
-            label = _short(v.value, max(6, int(cell_w / 7.5)))
+            mid = cx + cell_w / 2
+            label = "".join(
+                f'<tspan x="{mid:.1f}" dy="{0 if k == 0 else 13}">{_e(t)}</tspan>'
+                for k, t in enumerate(lines[v.value])
+            )
             out.append(
                 f'<g class="cell"><rect x="{cx + 1:.1f}" y="{y + 1}" width="{cell_w - 2:.1f}" '
                 f'height="{cell_h - 2}" rx="4" fill="{fill}"/>'
-                f'<text x="{cx + cell_w / 2:.1f}" y="{y + 16}" font-size="11" fill="{ink}" '
-                f'text-anchor="middle">{_e(label)}</text>'
-                f'<text x="{cx + cell_w / 2:.1f}" y="{y + 31}" font-size="11" fill="{ink}" '
+                f'<text x="{mid:.1f}" y="{y + 16}" font-size="11" fill="{ink}" '
+                f'text-anchor="middle">{label}</text>'
+                f'<text x="{mid:.1f}" y="{y + cell_h - 9}" font-size="11" fill="{ink}" '
                 f'text-anchor="middle" font-weight="600">{fmt(v.mean.value)}</text>'
                 f"<title>{_e(a.attribute)} = {_e(v.value)}: mean {_e(fmt_ci(v.mean))}; "
                 f"{fmt_delta(dev) if ok else 'n/a'} from the attribute mean</title></g>"
@@ -272,12 +309,12 @@ def _heatmap(r: AuditResult, chart_id: str) -> str:
     for k in range(11):
         d = (k - 5) / 5 * scale
         fill, _ = _diverging(d, scale)
-        out.append(f'<rect x="{_LABEL_W + k * 18}" y="{ly}" width="18" height="10" fill="{fill}"/>')
+        out.append(f'<rect x="{label_w + k * 18}" y="{ly}" width="18" height="10" fill="{fill}"/>')
     out.append(
-        f'<text x="{_LABEL_W - 10}" y="{ly + 9}" font-size="11" text-anchor="end" '
+        f'<text x="{label_w - 10}" y="{ly + 9}" font-size="11" text-anchor="end" '
         f'fill="#59636e">−{scale:.2f}</text>'
-        f'<text x="{_LABEL_W + 11 * 18 + 6}" y="{ly + 9}" font-size="11" fill="#59636e">'
-        f"+{scale:.2f} from the attribute mean (blue: favoured, red: disfavoured)</text>"
+        f'<text x="{label_w + 11 * 18 + 6}" y="{ly + 9}" font-size="11" fill="#59636e">'
+        f"{legend}</text>"
     )
     out.append("</svg>")
     return "".join(out)
@@ -332,7 +369,7 @@ def _stats_table(r: AuditResult) -> str:
         most, least = favoured(a)
         body.append(
             f"<tr><td>{_e(a.attribute)}</td><td>{_badge(attribute_label(r, a))}</td>"
-            + "".join(f'<td class="num">{_e(fmt_ci(shown(a, s)))}</td>' for s in STATISTICS)
+            + "".join(f'<td class="num">{num_cell(fmt_ci(shown(a, s)))}</td>' for s in STATISTICS)
             + f'<td class="num">{_e(d)}</td>'
             f'<td class="num">{a.refusal_gap:.1%}</td>'
             f"<td>{_e(most)}</td><td>{_e(least)}</td></tr>"
@@ -349,7 +386,7 @@ def _stats_table(r: AuditResult) -> str:
 def _values_table(a: AttributeResult, base: AttributeResult | None) -> str:
     base_mean = {v.value: v.mean.value for v in base.values} if base else {}
     rows = "".join(
-        f'<tr><td>{_e(v.value)}</td><td class="num">{_e(fmt_ci(v.mean))}</td>'
+        f'<tr><td>{_e(v.value)}</td><td class="num">{num_cell(fmt_ci(v.mean))}</td>'
         f'<td class="num">{_e(fmt(base_mean[v.value]) if v.value in base_mean else "—")}</td>'
         f'<td class="num">{v.n}</td><td class="num">{v.missing}</td>'
         f'<td class="num">{v.refusal_rate:.1%}</td><td class="num">{v.short_rate:.1%}</td></tr>'
@@ -364,11 +401,15 @@ def _values_table(a: AttributeResult, base: AttributeResult | None) -> str:
 
 
 def _gate_html(r: AuditResult) -> str:
+    """The failure card (the baseline -> now table, a sentence per failure, advice); the
+    gate's notes only for a failed test (a passing test's are in its details)."""
     g = r.gate
     if g is None:
         return '<p class="sub">Not gated.</p>'
     parts = []
     if g.failures:
+        head, rows = outcome_table(g, r, cut=False)
+        parts.append(table(head, rows, label_columns=2, text_columns=(3, 4)))
         items = "".join(
             f"<li><b>{_e(f.attribute or '(all)')}</b> <code>{_e(failure_tag(f))}</code>"
             f": <span>{_e(failure_text(f, r))}</span></li>"
@@ -383,9 +424,33 @@ def _gate_html(r: AuditResult) -> str:
                 "<p>If the new numbers are intended, accept them with "
                 f"<code>{_e(accept_command(r.meta.test_id))}</code></p>"
             )
-    if g.notes:
-        parts.append('<ul class="notes">' + "".join(f"<li>{_e(n)}</li>" for n in g.notes) + "</ul>")
+    if g.notes and g.failures:
+        parts.append(_notes(r))
     return "".join(parts)
+
+
+def _notes(r: AuditResult) -> str:
+    notes = "".join(f"<li>{_e(n)}</li>" for n in (r.gate.notes if r.gate is not None else ()))
+    return f'<ul class="notes">{notes}</ul>' if notes else ""
+
+
+def _summary(results: Sequence[AuditResult], history: bool) -> str:
+    """The summary, which is also the page's table of contents: one row per test."""
+    rows = []
+    for n, r in enumerate(results):
+        top = max(series(r), key=lambda s: s[1].value if math.isfinite(s[1].value) else -1.0,
+                  default=None)  # fmt: skip
+        headline = f"{_e(top[0])}: {num_cell(fmt_ci(top[1]))}" if top else ""
+        rows.append(
+            f'<tr><td>{_badge(result_status(r))}</td><td><a href="#test-{n}">'
+            f"{_e(r.meta.test_id)}</a></td><td>{_e(measure(r))}</td><td>{headline}</td></tr>"
+        )
+    more = '<p><a href="#history">The history</a></p>' if history else ""
+    return (
+        '<nav class="toc" id="summary"><h2>Summary</h2><div class="scroll"><table '
+        'class="summary"><tr><th>status</th><th>test</th><th>kind</th><th>headline (highest; '
+        f"lower is fairer)</th></tr>{''.join(rows)}</table></div>{more}</nav>"
+    )
 
 
 def render(
@@ -427,13 +492,16 @@ def render(
             if r.attributes
             else ""
         )
+        # the detail of a test: open for a failure, one click away otherwise
         sections.append(
             f'<section class="test" id="test-{n}"><header>{_badge(status)}'
             f"<h2>{_e(r.meta.test_id)}</h2></header>"
-            f'<p class="sub">{_e(describe(r))}</p>'
-            f"{_gate_html(r)}{evidence_html(r)}{overlap}{extra_html(r)}"
+            f'<p class="sub">{_e(describe(r))}</p>{_gate_html(r)}'
+            f'<details class="detail"{" open" if status == "FAIL" else ""}><summary>Details'
+            f"</summary>{'' if status == 'FAIL' else _notes(r)}{evidence_html(r)}{overlap}"
+            f"{extra_html(r)}"
             f'<div class="grid2">{"".join(charts)}</div>'
-            f"<details><summary>Run metadata</summary>{_meta_table(r)}</details></section>"
+            f"<h3>Run metadata</h3>{_meta_table(r)}</details></section>"
         )
     if not sections:
         sections.append('<p class="sub">No fairness-marked test ran.</p>')
@@ -447,7 +515,8 @@ def render(
         '<p class="sub">How much the recommendations change when the prompt names a '
         "demographic attribute: SNSR (range) and SNSV (spread) of the per-value similarity to "
         "the neutral lists, lower is fairer; PAFS, higher is fairer.</p>"
-        f"{totals}{html_section(models)}{''.join(sections)}{history_html(results, history)}"
+        f"{totals}{_summary(results, bool(history))}{html_section(models)}{''.join(sections)}"
+        f"{history_html(results, history)}"
         f"<footer>pytest-recfair {_e(PLUGIN_VERSION)}</footer>"
         "</main></body></html>\n"
     )

@@ -26,13 +26,18 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from pytest_recfair.results import AuditResult
+from pytest_recfair.metrics.roleplay_gate import holm
+from pytest_recfair.results import AuditResult, Stat
 from pytest_recfair.vocab import STATISTICS
 
 __all__ = [
+    "KindComparison",
+    "KindRow",
     "KindSections",
+    "compare_kind",
     "extra_html",
     "extra_lines",
     "extra_properties",
@@ -40,8 +45,40 @@ __all__ = [
     "measure",
     "properties",
     "run_parts",
+    "series",
     "use",
 ]
+
+
+@dataclass(frozen=True)
+class KindRow:
+    """One number a kind compares between two stored runs (A, B) and its test."""
+
+    attribute: str
+    metric: str  # what it is about within the attribute: a field, a question type, ...
+    statistic: str  # "position bias", "largest shift", ...
+    a: float
+    b: float
+    p: float | None  # one-sided "B worse than A by > tolerance", family-wise; None: no test
+    n_paired: int
+
+
+@dataclass(frozen=True)
+class KindComparison:
+    """A kind's comparison of one test: its rows, the test it ran (or why none), notes."""
+
+    rows: tuple[KindRow, ...]
+    test: str
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def holm(cls, rows: list[KindRow], test: str, notes: list[str]) -> KindComparison:
+        """Rows whose raw p-values are made family-wise over the test (Holm); the test
+        is "no test" when no row was tested."""
+        tested = [i for i, r in enumerate(rows) if r.p is not None]
+        for i, p in zip(tested, holm([rows[i].p or 0.0 for i in tested]), strict=True):
+            rows[i] = replace(rows[i], p=p)
+        return cls(tuple(rows), f"{test}, Holm" if tested else "no test", tuple(notes))
 
 
 class KindSections(Protocol):
@@ -113,6 +150,33 @@ def run_parts(result: AuditResult) -> list[str] | None:
             parts: list[str] = own(result, data)
             return parts
     return None
+
+
+def compare_kind(
+    a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int
+) -> KindComparison | None:
+    """How the kind of ``b`` compares two of its stored results (an optional
+    ``compare(a, b, tolerance=, n_resamples=, seed=)`` of its sections); None when the
+    results hold no kind's own results, A none of that kind, or the kind does not compare."""
+    for name in b.extras:
+        own = getattr(_sections(name), "compare", None)
+        if own is not None and name in a.extras:
+            found: KindComparison = own(
+                a, b, tolerance=tolerance, n_resamples=n_resamples, seed=seed
+            )
+            return found
+    return None
+
+
+def series(result: AuditResult) -> list[tuple[str, Stat]]:
+    """The test's headline numbers, each with its interval: SNSR per list-overlap
+    attribute, and a kind's own (an optional ``series(data)`` of its sections)."""
+    out = [(f"{a.attribute} · SNSR ({a.metric}@{a.k})", a.snsr) for a in result.attributes]
+    for sections, data in kind_sections(result):
+        own = getattr(sections, "series", None)
+        if own is not None:
+            out += own(data)
+    return out
 
 
 def properties(result: AuditResult) -> list[tuple[str, float | int | str]]:

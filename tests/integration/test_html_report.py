@@ -7,6 +7,7 @@ alone. Without Chromium the tests skip, except on CI (CI=true), where they fail.
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 import shutil
@@ -281,3 +282,127 @@ def test_roleplay_markdown_terminal_and_junit(roleplay_run: dict[str, Any]) -> N
         assert shown in md
         assert shown in terminal
         assert float(props[f"recfair.religion.{c['qtype']}.biased_rate"]) == c["rate"]
+
+
+# --- the layout of the whole demo report: summary, contents, nothing cut (issue 34) -------
+
+#: Run in the page (a copy with this script added): opens every <details>, then lists each
+#: element whose content is wider than its box — table cells, headings, labels, summaries,
+#: scroll boxes — and each chart text outside its chart or its heatmap cell.
+OVERFLOW_JS = """
+document.querySelectorAll('details').forEach(d => { d.open = true; });
+const bad = [];
+const name = el => el.tagName + ': ' + el.textContent.trim().slice(0, 60);
+for (const el of document.querySelectorAll(
+    'td, th, h1, h2, h3, summary, .badge, .scroll, nav.toc, section.test, .total')) {
+  if (el.scrollWidth > el.clientWidth + 1) bad.push(name(el));
+}
+for (const svg of document.querySelectorAll('svg.chart')) {
+  const vb = svg.viewBox.baseVal;
+  for (const t of svg.querySelectorAll('text')) {
+    if (t.textContent.includes('\u2026')) bad.push('cut ' + name(t));  // an ellipsis
+    const b = t.getBBox();
+    if (b.x < vb.x - 1 || b.x + b.width > vb.x + vb.width + 1) bad.push('svg ' + name(t));
+  }
+  for (const g of svg.querySelectorAll('g.cell')) {
+    const r = g.querySelector('rect').getBBox();
+    for (const t of g.querySelectorAll('text')) {
+      const b = t.getBBox();
+      if (b.x < r.x - 1 || b.x + b.width > r.x + r.width + 1) bad.push('cell ' + name(t));
+    }
+  }
+}
+document.body.setAttribute('data-overflow', JSON.stringify(bad));
+"""
+
+
+@pytest.fixture(scope="module")
+def demo_page(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The whole bundled demo replayed (its 9 tests pass) and rendered as HTML."""
+    out = tmp_path_factory.mktemp("demo")
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "--fairness", "-p", "no:cacheprovider", "-q",
+         f"--fairness-report={out / 'r.json'}", f"--fairness-report={out / 'r.html'}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    doc = json.loads((out / "r.json").read_text(encoding="utf-8"))
+    return {"path": out / "r.html", "results": doc["results"]}
+
+
+@pytest.fixture(scope="module")
+def regressed_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's item-side, position and role-play tests against the "regressed" profile:
+    every one fails, with its failure card and evidence open."""
+    out = tmp_path_factory.mktemp("regressed") / "r.html"
+    env = {**os.environ, "RECFAIR_DEMO_PROFILE": "audits/profiles/regressed.yaml"}
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "--fairness", "-p", "no:cacheprovider", "-q",
+         "audits/test_kinds.py", "audits/test_roleplay.py", f"--fairness-report={out}"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600, check=False, env=env,
+    )  # fmt: skip
+    assert out.read_text(encoding="utf-8").count('<details class="detail" open>') == 3
+    return out
+
+
+def _overflowing(chromium: str, tmp_path: Path, page: Path, width: int) -> list[str]:
+    probe = tmp_path / f"probe-{width}.html"
+    text = page.read_text(encoding="utf-8")
+    probe.write_text(text.replace("</body>", f"<script>{OVERFLOW_JS}</script></body>"))
+    done = _run(chromium, tmp_path, f"--window-size={width},1000", "--dump-dom", probe.as_uri())
+    found = re.search(r'data-overflow="([^"]*)"', done.stdout)
+    assert found, f"the probe did not run; chromium said:\n{done.stderr[-2000:]}"
+    listed: list[str] = json.loads(html.unescape(found.group(1)))
+    return listed
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_nothing_overflows_its_box(
+    demo_page: dict[str, Any],
+    regressed_page: Path,
+    page: tuple[Path, list[AuditResult]],
+    tmp_path: Path,
+    width: int,
+) -> None:
+    chromium = _chromium()
+    # all 9 demo tests; the failing kinds with their evidence; a failing regression
+    for path in (demo_page["path"], regressed_page, page[0]):
+        assert _overflowing(chromium, tmp_path, path, width) == [], (path, width)
+        shot = tmp_path / f"{path.stem}-{width}.png"
+        _run(chromium, tmp_path, f"--screenshot={shot}", f"--window-size={width},2000",
+             path.as_uri())  # fmt: skip
+        assert _png_pixels(shot.read_bytes())[:2] == (width, 2000)
+
+
+def test_the_page_opens_with_a_summary_linking_each_test(demo_page: dict[str, Any]) -> None:
+    page = demo_page["path"].read_text(encoding="utf-8")
+    toc = page.split('<nav class="toc" id="summary">', 1)[1].split("</nav>", 1)[0]
+    links = re.findall(r'<a href="#(test-\d+)">([^<]+)</a>', toc)
+    ids = [r["meta"]["test_id"] for r in demo_page["results"]]
+    assert sorted(html.unescape(t) for _, t in links) == sorted(ids)
+    for anchor, _ in links:  # each link leads to its test's section
+        assert f'<section class="test" id="{anchor}">' in page
+    # one line per test: status, kind, a headline number with its interval
+    rows = re.findall(r"<tr><td><span class=\"badge (\w+)\">.*?</tr>", toc)
+    assert rows == ["PASS"] * len(ids)
+    assert toc.count('<span class="ci">[') == len(ids)
+    # a passing test's detail is one click away; nothing is open on a passing run
+    assert page.count('<details class="detail">') == len(ids)
+    assert '<details class="detail" open>' not in page
+    # no table of 1.000s: a quality table where every group is 1.000 is one line
+    assert "1.000 for every group" in page
+
+
+def test_a_failure_card_holds_the_baseline_to_now_table(
+    page: tuple[Path, list[AuditResult]],
+) -> None:
+    path, results = page
+    text = path.read_text(encoding="utf-8")
+    failed = next(r for r in results if r.gate is not None and not r.gate.passed)
+    at = text.index(f"<h2>{html.escape(failed.meta.test_id)}</h2>")
+    card = text[at : text.index("<details", at)]  # before its (open) detail
+    assert "<th>baseline -&gt; now [95% CI]</th>" in card
+    for f in failed.gate.failures:
+        assert f.baseline is not None
+        assert f"{fmt(f.baseline)} [" in card  # baseline with its interval -> now
+    assert '<details class="detail" open>' in text

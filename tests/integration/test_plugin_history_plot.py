@@ -40,7 +40,7 @@ def _polylines(html: str) -> dict[str, list[list[float]]]:
     """The points of each history chart's line, by the attribute its title names."""
     out = {}
     for body in re.findall(r'<svg id="history-[^"]+"(.*?)</svg>', html, re.S):
-        (name,) = re.findall(r"<title>([^:<]+): SNSR over", body)
+        (name,) = re.findall(r"<title>([^<]+) · SNSR \(", body)
         (points,) = re.findall(r'<polyline class="snsr" points="([^"]*)"', body)
         out[name] = [[float(c) for c in p.split(",")] for p in points.split()]
     return out
@@ -64,8 +64,8 @@ def test_the_last_report_plots_every_run(project: Path, tmp_path: Path) -> None:
     # religion's SNSR rises with the bias: its points climb (SVG y grows downwards)
     ys = [y for _, y in lines["religion"]]
     assert ys[0] > ys[1] > ys[2]
-    key = next(k for k in runs[-1].snsr if k[1] == "religion")
-    assert [r.snsr[key].value for r in runs] == sorted(r.snsr[key].value for r in runs)
+    key = next(k for k in runs[-1].values if k[1].startswith("religion · SNSR"))
+    assert [r.values[key].value for r in runs] == sorted(r.values[key].value for r in runs)
 
 
 def test_the_command_renders_the_same_page(project: Path) -> None:

@@ -106,7 +106,7 @@ def test_report_shows_the_baseline_of_a_gated_run(
     html = out.read_text(encoding="utf-8")
     # per-value table: value, current mean [CI], baseline mean
     row = re.search(
-        r'<tr><td>Muslim</td><td class="num">([^<]*)</td><td class="num">([^<]*)</td>', html
+        r'<tr><td>Muslim</td><td class="num">(.*?)</td><td class="num">([^<]*)</td>', html
     )
     assert row is not None
     assert row.group(2) == expected

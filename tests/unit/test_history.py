@@ -47,7 +47,7 @@ def _history(tmp_path: Path, biases: list[float | None]) -> Path:
 
 def _points(html: str, attribute: str) -> list[tuple[float, float]]:
     for body in re.findall(r'<svg id="history-[^"]+"(.*?)</svg>', html, re.S):
-        if f"<title>{attribute}: SNSR over" in body:
+        if f"<title>{attribute} · SNSR (" in body:
             (pts,) = re.findall(r'<polyline class="snsr" points="([^"]*)"', body)
             return [(float(p.split(",")[0]), float(p.split(",")[1])) for p in pts.split()]
     raise AssertionError(f"no history chart for {attribute}")
@@ -57,10 +57,10 @@ def test_load_history_reads_every_run_in_order(tmp_path: Path) -> None:
     runs = load_history(_history(tmp_path, [0.0, -0.1, None]))
     assert [r.number for r in runs] == [1, 2, 3]
     assert runs[0].when == "2026-01-02 03:04:00 UTC"
-    key = ("tests/test_audit.py::test_religion", "religion", "jaccard")
-    assert key in runs[1].snsr
-    assert key not in runs[2].snsr
-    assert runs[1].snsr[key].value > runs[0].snsr[key].value
+    key = ("tests/test_audit.py::test_religion", "religion · SNSR (jaccard@25)")
+    assert key in runs[1].values
+    assert key not in runs[2].values
+    assert runs[1].values[key].value > runs[0].values[key].value
 
 
 def test_a_run_still_being_written_is_left_out_and_a_broken_one_named(tmp_path: Path) -> None:
@@ -83,8 +83,8 @@ def test_the_plot_has_one_point_per_run_that_audited_the_attribute(tmp_path: Pat
     xs = [x for x, _ in pts]
     assert xs == sorted(xs)
     assert xs[2] - xs[1] > xs[1] - xs[0]  # the gap of run 3 keeps its place on the x axis
-    key = ("tests/test_audit.py::test_religion", "religion", "jaccard")
-    snsr = [r.snsr[key].value for r in runs if key in r.snsr]
+    key = ("tests/test_audit.py::test_religion", "religion · SNSR (jaccard@25)")
+    snsr = [r.values[key].value for r in runs if key in r.values]
     ys = [y for _, y in pts]
     # a higher SNSR is drawn higher (smaller y), in the order of the values
     assert sorted(range(3), key=lambda i: snsr[i]) == sorted(range(3), key=lambda i: -ys[i])
@@ -156,7 +156,7 @@ def test_an_entry_records_commit_branch_date_machine_and_settings(tmp_path: Path
     assert entry["machine"]["hostname"]
     assert entry["settings"] == {"k": 10}  # what differs from the defaults
     (run,) = load_history(tmp_path / "h")
-    assert (run.commit, run.branch, run.label) == (sha, "trunk", f"2026-01-02 {sha[:7]}")
+    assert (run.commit, run.branch, run.day) == (sha, "trunk", "2026-01-02")
 
 
 def test_ci_variables_win_and_no_git_is_null_never_an_error(tmp_path: Path) -> None:
@@ -178,7 +178,7 @@ def test_an_older_entry_without_the_fields_still_loads(tmp_path: Path) -> None:
     hist.mkdir()
     (hist / "0001_20250101T000000Z.json").write_text(to_json([audit()]), encoding="utf-8")
     (run,) = load_history(hist)
-    assert (run.commit, run.branch, run.label) == (None, None, "2025-01-01")
+    assert (run.commit, run.branch, run.day) == (None, None, "2025-01-01")
 
 
 def test_an_entry_is_found_by_number_latest_count_or_commit(tmp_path: Path) -> None:
@@ -207,8 +207,16 @@ def test_the_x_axis_is_labelled_by_date_and_commit(tmp_path: Path) -> None:
     append_run(hist, [audit()], now=datetime(2026, 3, 2, tzinfo=UTC), env=ci)
     html = to_html([audit()], history=load_history(hist))
     labels = re.findall(r'<text class="xlabel"[^>]*>(.*?)</text>', html)
-    assert labels[:2] == ["2026-03-01", '2026-03-02<tspan x="740.0" dy="12">c0ffeec</tspan>']
+    assert labels[:2] == ["2026-03-01", '2026-03-02<tspan x="720.0" dy="12">c0ffeec</tspan>']
     assert ">#1<" not in html
+    # two runs of one date and commit: each is told apart by its number
+    append_run(hist, [audit()], now=datetime(2026, 3, 2, 5, tzinfo=UTC), env=ci)
+    labels = re.findall(
+        r'<text class="xlabel"[^>]*>(.*?)</text>', to_html([audit()], history=load_history(hist))
+    )
+    assert labels[1].endswith('dy="12">#2</tspan>')
+    assert labels[2].endswith('dy="12">#3</tspan>')
+    assert len(set(labels)) == len(labels)
 
 
 def test_the_entry_is_read_from_its_line_or_from_the_whole_file(tmp_path: Path) -> None:
@@ -236,9 +244,10 @@ def test_x_labels_are_at_most_eight_and_never_crowd_the_last(tmp_path: Path, n: 
     from pytest_recfair.report.history import HistoryRun
 
     runs = [HistoryRun(i + 1, "2026-01-02 03:04:05 UTC", {}) for i in range(n)]
-    svg = "".join(history_chart._axes(n, 0.05, runs))
+    svg = "".join(history_chart._axes(n, 0.05, runs, "SNSR"))
     xs = [float(x) for x in re.findall(r'<text class="xlabel" x="([0-9.]+)"', svg)]
     assert len(xs) == n if n <= 8 else 5 <= len(xs) <= 8
     assert xs[-1] == history_chart._x(n - 1, n)  # the latest run is labelled
+    assert xs[-1] + 35 <= history_chart._W  # and whole: half a date (~60 px) fits right of it
     gaps = [b - a for a, b in itertools.pairwise(xs)]
     assert all(g >= 70 for g in gaps)  # a date is ~60 px wide at 11 px

@@ -29,14 +29,16 @@ from pytest_recfair.engine.items import scoring as itemside
 from pytest_recfair.engine.items.scoring import ItemSideResult, field_codes
 from pytest_recfair.engine.overlap.evidence import SHOW, compare_lists, reply_text, shown_titles
 from pytest_recfair.engine.overlap.kind import list_cases, parse_all
-from pytest_recfair.errors import ConfigError
+from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.metrics.itemshift import compare_shift
 from pytest_recfair.prompts.cases import PromptCase
 from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.replies.matching import normalize
 from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_cell, p_text, table
-from pytest_recfair.results import AuditResult, GateFailure
+from pytest_recfair.report.sections import KindComparison, KindRow
+from pytest_recfair.results import AuditResult, GateFailure, Interval, Stat, json_nan
 from pytest_recfair.settings import AuditSettings
 
 __all__ = ["ITEMS", "KEY", "ItemAudit", "ItemSections", "entries"]
@@ -168,6 +170,15 @@ def _entry(
     }
 
 
+def _shift_ci(res: ItemSideResult, f: itemside.ItemFailure) -> Interval | None:
+    """The interval of a group's shift crossing ``max_shift`` (a drift: none)."""
+    if f.baseline is not None or f.group is None:
+        return None
+    field = res.field(f.field)
+    low, high = field.shift_ci[field.groups.index(f.group) - 1]
+    return None if low is None or high is None else Interval(low, high)
+
+
 def _reply(completions: Mapping[str, Any], case: Any) -> str:
     return reply_text(getattr(completions.get(case.id), "text", None))
 
@@ -269,6 +280,49 @@ class ItemSections:
                 )
         return f'<div class="kind items">{"".join(parts)}</div>'
 
+    def series(self, data: Any) -> list[tuple[str, Stat]]:
+        return [
+            (f"{res['attribute']} · {f['field']} · largest shift",
+             Stat(json_nan(f["max_shift"]), Interval.from_obj(f["max_shift_ci"])))
+            for res in _attributes(data)
+            for f in res["fields"]
+        ]  # fmt: skip
+
+    def compare(
+        self, a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int
+    ) -> KindComparison:
+        """Each field's largest shift from neutral, B against A, by the gate's paired
+        entity bootstrap (one-sided, margin ``tolerance``), Holm over the test's attributes
+        x fields; runs with other values, fields or categories: the numbers, no test."""
+        before = {r.attribute: r for r in _results(a)}
+        now = _results(b)
+        notes = [f"{n} only in A" for n in before if n not in {r.attribute for r in now}]
+        rows: list[KindRow] = []
+        for res in now:
+            was = before.get(res.attribute)
+            if was is None:
+                notes.append(f"{res.attribute} only in B")
+                continue
+            try:
+                cmp = compare_shift(
+                    was.counts, res.counts, n_resamples=n_resamples, seed=seed, margin=tolerance
+                )
+            except DataError as exc:
+                notes.append(f"{res.attribute}: no test ({exc})")
+                shifts = {f.field: f.max_shift for f in was.fields}
+                rows += [
+                    KindRow(res.attribute, f.field, "largest shift",
+                            json_nan(shifts.get(f.field)), json_nan(f.max_shift), None, 0)
+                    for f in res.fields
+                ]  # fmt: skip
+                continue
+            rows += [
+                KindRow(res.attribute, name, "largest shift", float(cmp.baseline[i]),
+                        float(cmp.candidate[i]), float(cmp.p_value[i]), cmp.n_paired)
+                for i, name in enumerate(cmp.fields)
+            ]  # fmt: skip
+        return KindComparison.holm(rows, "paired entity bootstrap", notes)
+
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
         out: list[tuple[str, float | int | str]] = []
         for res in _attributes(data):
@@ -361,6 +415,7 @@ class ItemAudit(PooledKind):
                     alpha=settings.alpha,
                     detail=f.message(),
                     group=f.group,
+                    value_ci=_shift_ci(res, f),
                 )
                 for f in fails
             ]

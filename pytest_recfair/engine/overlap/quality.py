@@ -418,9 +418,15 @@ def quality_html(q: Mapping[str, Any] | None) -> str:
     ]
     rows += [[f"{a} gap", fmt(x["gap"]) + _ci(x["gap_ci"]), "", "", ""] for a, x in gaps.items()]
     head = ["group", "quality [95% CI]", "valid share", "list length", "entities"]
+    what = f"<b>Recommendation quality</b>: {esc(_what(q))}"
+    if all(g["quality"] == 1.0 for g in q["groups"]):  # nothing to read in a table of 1.000
+        return f"<p>{what}: 1.000 for every group ({len(q['groups'])} groups)</p>"
+    scored = [g for g in q["groups"] if g["quality"] is not None]
+    low = min(scored, key=lambda g: g["quality"]) if scored else None
+    lowest = f", lowest {low['group']} {fmt(low['quality'])}" if low else ""
     return (
-        f"<h3>Recommendation quality</h3><p>{esc(_what(q))}; overall "
-        f"{esc(fmt(q['overall']))}</p>" + table(head, rows)
+        f"<details><summary>{what}; overall {esc(fmt(q['overall']))}{esc(lowest)}</summary>"
+        f"{table(head, rows)}</details>"
     )
 
 

@@ -70,7 +70,7 @@ from pytest_recfair.prompts.roles import (
 )
 from pytest_recfair.prompts.roles import build_role_cases as role_cases
 from pytest_recfair.prompts.seeds import Entity
-from pytest_recfair.results import AuditResult, GateFailure
+from pytest_recfair.results import AuditResult, GateFailure, Interval
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
@@ -408,6 +408,7 @@ def _cell_name(attribute: str, qtype: str) -> str:
 
 def _limit_failures(settings: AuditSettings, now: RoleplayResult) -> list[GateFailure]:
     breaches = check_limits(now, max_biased=settings.max_biased, with_role=settings.with_role)
+    cells = now.cells(with_role=settings.with_role)
     return [
         GateFailure(
             "biased_rate",
@@ -415,6 +416,7 @@ def _limit_failures(settings: AuditSettings, now: RoleplayResult) -> list[GateFa
             value=b.value,
             limit=b.threshold,
             detail=f"biased-question rate {b.value:.3f} > {b.limit} {b.threshold:g}",
+            value_ci=Interval(cells[b.attribute, b.qtype].low, cells[b.attribute, b.qtype].high),
         )
         for b in breaches
     ]

@@ -18,9 +18,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from pytest_recfair.engine.overlap.evidence import SHOW, reply_text
+from pytest_recfair.errors import DataError
 from pytest_recfair.metrics.roleplay import QuestionResult, RoleplayResult
+from pytest_recfair.metrics.roleplay_gate import drift_test
 from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_text, table
-from pytest_recfair.results import AuditResult
+from pytest_recfair.report.sections import KindComparison, KindRow
+from pytest_recfair.results import AuditResult, Interval, Stat, json_nan
 
 __all__ = ["KEY", "LABELS", "RoleplaySections", "entries"]
 
@@ -121,6 +124,48 @@ class RoleplaySections:
         if data.get("effect"):
             parts.append(f"<p>{esc(_effect_text(data['effect']))}</p>")
         return f'<div class="kind roleplay">{"".join(parts)}</div>'
+
+    def series(self, data: Any) -> list[tuple[str, Stat]]:
+        return [
+            (f"{c['attribute']} · {LABELS[c['qtype']]}{_condition(c)} · biased rate",
+             Stat(json_nan(c["rate"]), Interval.from_obj([c["low"], c["high"]])))
+            for c in data["cells"]
+        ]  # fmt: skip
+
+    def compare(
+        self, a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int
+    ) -> KindComparison:
+        """The gate's drift test, B against A paired by question: each attribute x type's
+        biased-answer rate (exact sign-flip over the rounds, margin ``tolerance``) and each
+        attribute's undetermined share (exact McNemar), Holm over the test; results scored
+        another way (oracle, rounds): each cell's biased-question rate, no test."""
+        was, now = a.extras[KEY], b.extras[KEY]
+        with_role = getattr(b.meta, "with_role", None) is not False
+        try:
+            d = drift_test(
+                RoleplayResult.from_dict(was["result"]), RoleplayResult.from_dict(now["result"]),
+                tolerance=tolerance, with_role=with_role,
+            )  # fmt: skip
+        except DataError as exc:
+            rates = {(c["attribute"], c["qtype"], c["with_role"]): c["rate"] for c in was["cells"]}
+            rows = [
+                KindRow(c["attribute"], LABELS[c["qtype"]] + _condition(c), "biased-question rate",
+                        json_nan(rates.get((c["attribute"], c["qtype"], c["with_role"]))),
+                        json_nan(c["rate"]), None, 0)
+                for c in now["cells"]
+            ]  # fmt: skip
+            return KindComparison(tuple(rows), "no test", (str(exc),))
+        rows = [
+            KindRow(c.attribute, LABELS.get(c.qtype, c.qtype), "biased-answer rate",
+                    *c.answer_rates, c.p_adjusted, c.questions)
+            if c.test == "answers" else
+            KindRow(c.attribute, "(all types)", "undetermined share", c.baseline_rate,
+                    c.candidate_rate, c.p_adjusted, c.n)
+            for c in d.cells
+        ]  # fmt: skip
+        notes = [f"{d.unpaired} questions of B not in A"] if d.unpaired else []
+        test = "exact sign-flip over rounds (rates) / McNemar (undetermined), Holm"
+        return KindComparison(tuple(rows), test, tuple(notes))
 
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
         out: list[tuple[str, float | int | str]] = []
