@@ -15,9 +15,14 @@ from html import escape
 from typing import Any
 
 from pytest_recfair.compare.models import ModelComparison, PairRow
-from pytest_recfair.report.failures import evidence_lines, failure_label, failure_text
-from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta, fmt_p
-from pytest_recfair.report.sections import extra_lines
+from pytest_recfair.report.failures import (
+    evidence_lines,
+    failure_label,
+    failure_text,
+    headlines,
+)
+from pytest_recfair.report.fmt import clip, fmt, fmt_ci, fmt_delta, fmt_p
+from pytest_recfair.report.sections import extra_brief, extra_lines
 from pytest_recfair.report.status import (
     FLAG_SNSR,
     FLAG_SNSV,
@@ -26,6 +31,7 @@ from pytest_recfair.report.status import (
     describe,
     drift_of,
     failed_text,
+    favoured,
     favoured_text,
     repeat_stats,
     result_status,
@@ -100,15 +106,54 @@ def _gate_lines(r: AuditResult, width: int) -> list[str]:
     return lines
 
 
+def _brief(r: AuditResult) -> str:
+    """A test's one figure: the largest SNSR of its attributes (a failing one first) and
+    its least favoured value, or its kind's own (report/sections.py)."""
+    own = extra_brief(r)
+    shown_attrs = [a for a in r.attributes if shown(a, "snsr").value == shown(a, "snsr").value]
+    if not shown_attrs:
+        return own
+    a = max(shown_attrs, key=lambda a: (attribute_label(r, a) == "FAIL", a.snsr.value))
+    least = favoured(a)[1]
+    text = f"{a.attribute} SNSR {fmt(a.snsr.value)} {attribute_label(r, a)}"
+    text += f", least favoured {least}" if a.values and least != favoured_text(a) else ""
+    return "; ".join(x for x in (text, own) if x)
+
+
+def _short_summary(results: Sequence[AuditResult], width: int) -> list[str]:
+    """A line per test under its file, clipped to ``width``; a failing test adds a
+    headline per failing statistic, and a line for prompts that got no valid response."""
+    lines = ["gate  test  what it found (-v: the full tables, notes and evidence)"]
+    name_w = max((len(r.meta.test_id.split("::", 1)[-1]) for r in results), default=0)
+    file = None
+    for r in results:
+        where, _, name = r.meta.test_id.rpartition("::")
+        if where != file:
+            file = where
+            lines.append(where)
+        lines.append(
+            clip(f"{result_status(r):4}  {name.ljust(name_w)}  {_brief(r)}".rstrip(), width)
+        )
+        if r.failed:
+            lines += wrap_text(failed_text(r), width, "      ", "        ")
+        if r.gate is not None:
+            for h in headlines(r.gate, r):
+                lines += wrap_text(f"✗ {h}", width, "      ", "        ")
+    return lines
+
+
 def terminal_summary(
     results: Sequence[AuditResult], width: int = WIDTH, *, verbose: bool = False
 ) -> list[str]:
-    """The "fairness summary" lines: one small table per test, fitted to ``width``
-    columns by wrapping (never by cutting a name); ``verbose`` (``-v``) adds the evidence
-    of each failing attribute (report/evidence.py)."""
+    """The "fairness summary" lines: a line per test (``_short_summary``), or with
+    ``verbose`` (``-v``) one small table per test, fitted to ``width`` columns by
+    wrapping (never by cutting a name), with its notes and the evidence of each failing
+    attribute."""
     lines: list[str] = []
+    if not verbose:
+        lines = _short_summary(check_results(results), width)
     header = [name for name, _ in _COLS + _DRIFT_COLS]
-    for r in check_results(results):
+    for r in check_results(results) if verbose else []:
         lines += _heading(r, width)
         if r.failed:
             lines += wrap_text(failed_text(r), width)
@@ -135,9 +180,8 @@ def terminal_summary(
             if stats:
                 lines += wrap_text(f"{a.attribute}: {stats}", width)
         lines += _gate_lines(r, width)
-        if verbose:
-            for line in evidence_lines(r):
-                lines += wrap_text(line, width, "  ", "      ")
+        for line in evidence_lines(r):
+            lines += wrap_text(line, width, "  ", "      ")
         usage = usage_text(r)
         if usage:
             lines += wrap_text(usage, width)
