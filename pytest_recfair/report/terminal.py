@@ -124,16 +124,15 @@ def _short_summary(results: Sequence[AuditResult], width: int) -> list[str]:
     """A line per test under its file, clipped to ``width``; a failing test adds a
     headline per failing statistic, and a line for prompts that got no valid response."""
     lines = ["gate  test  what it found (-v: the full tables, notes and evidence)"]
-    name_w = max((len(r.meta.test_id.split("::", 1)[-1]) for r in results), default=0)
-    file = None
+    name_w = max(len(r.meta.test_id.rpartition("::")[2]) for r in results)
+    file = ""
     for r in results:
         where, _, name = r.meta.test_id.rpartition("::")
-        if where != file:
+        if where and where != file:
             file = where
             lines.append(where)
-        lines.append(
-            clip(f"{result_status(r):4}  {name.ljust(name_w)}  {_brief(r)}".rstrip(), width)
-        )
+        head = f"{result_status(r):4}  {name.ljust(name_w)}  "  # a name is never cut
+        lines.append((head + clip(_brief(r), max(width - len(head), 20))).rstrip())
         if r.failed:
             lines += wrap_text(failed_text(r), width, "      ", "        ")
         if r.gate is not None:
@@ -150,7 +149,7 @@ def terminal_summary(
     wrapping (never by cutting a name), with its notes and the evidence of each failing
     attribute."""
     lines: list[str] = []
-    if not verbose:
+    if not verbose and results:
         lines = _short_summary(check_results(results), width)
     header = [name for name, _ in _COLS + _DRIFT_COLS]
     for r in check_results(results) if verbose else []:
