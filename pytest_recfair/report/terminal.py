@@ -186,8 +186,8 @@ def terminal_summary(
             lines += wrap_text(usage, width)
     if any(attribute_label(r, a) == "FLAG" for r in check_results(results) for a in r.attributes):
         lines += wrap_text(
-            f"FLAG: not a gate failure, but above the method's descriptive flags (SNSR > "
-            f"{FLAG_SNSR:g} or SNSV > {FLAG_SNSV:g}): a large gap between groups",
+            f"FLAG: not a gate failure, but a large gap (SNSR > {FLAG_SNSR:g} or SNSV > "
+            f"{FLAG_SNSV:g})",
             width,
             "",
         )

@@ -421,7 +421,7 @@ def test_a_large_gap_that_passed_its_gate_is_flagged_not_pass(passing: AuditResu
     lines = terminal_summary([wide], 100, verbose=True)
     row = next(ln for ln in lines if ln.split()[:1] == [b.attribute])
     assert row.split()[1] == "FLAG"
-    assert any(ln.startswith("FLAG: not a gate failure, but above the method's") for ln in lines)
+    assert any(ln.startswith("FLAG: not a gate failure, but a large gap") for ln in lines)
     assert "⚠️ flagged" in to_markdown([wide])
     assert '<span class="badge FLAG">FLAG</span>' in to_html([wide])
     failed = _gated(wide, None, max_snsr=0.0)
