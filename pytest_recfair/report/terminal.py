@@ -116,7 +116,7 @@ def _brief(r: AuditResult) -> str:
     a = max(shown_attrs, key=lambda a: (attribute_label(r, a) == "FAIL", a.snsr.value))
     least = favoured(a)[1]
     text = f"{a.attribute} SNSR {fmt(a.snsr.value)} {attribute_label(r, a)}"
-    text += f", least favoured {least}" if a.values and least != favoured_text(a) else ""
+    text += f", {least} least favoured" if a.values and least != favoured_text(a) else ""
     return "; ".join(x for x in (text, own) if x)
 
 
