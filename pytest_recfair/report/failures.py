@@ -27,7 +27,13 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_recfair.report.fmt import LABEL, clip, esc, fmt, fmt_interval, fmt_p
-from pytest_recfair.report.status import TIE, favoured, favoured_phrase, favoured_text
+from pytest_recfair.report.status import (
+    TIE,
+    favoured,
+    favoured_phrase,
+    favoured_text,
+    lead_notes,
+)
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome
 from pytest_recfair.vocab import FAILURE_KINDS, HIGHER_IS_FAIRER, STATISTICS, accept_command
 
@@ -281,10 +287,13 @@ def failure_message(outcome: GateOutcome, result: AuditResult, *, verbose: bool 
     lines.extend(f"  {h}" for h in headlines(outcome, result))
     lines.extend(format_outcome(outcome, result, reasons=verbose))
     lines.extend(f"  {e}" for e in evidence_lines(result, None if verbose else 1))
-    notes = list(outcome.notes) if verbose else outcome.notes[:1]
-    lines.extend(f"  note: {n}" for n in notes)
-    if len(outcome.notes) > len(notes):
-        lines[-1] += f" (+{len(outcome.notes) - 1} more notes: -v, or the JSON/HTML report)"
+    lead = lead_notes(outcome.notes)
+    if verbose:
+        lines.extend(f"  note: {n}" for n in outcome.notes)
+    elif outcome.notes:  # one line: the changes and warnings, the routine rest counted
+        more = len(outcome.notes) - len(lead)
+        rest = [f"{more} more on power and noise floor: -v, or the JSON/HTML report"]
+        lines.append("  note: " + "; ".join(lead + (rest if more else [])))
     advice = limits_advice(outcome)
     if advice is not None:
         lines.append(advice)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import textwrap
 from collections.abc import Sequence
+from dataclasses import replace
 from html import escape
 from typing import Any
 
@@ -33,6 +34,7 @@ from pytest_recfair.report.status import (
     failed_text,
     favoured,
     favoured_text,
+    lead_notes,
     repeat_stats,
     result_status,
     shown,
@@ -121,8 +123,10 @@ def _brief(r: AuditResult) -> str:
 
 
 def _short_summary(results: Sequence[AuditResult], width: int) -> list[str]:
-    """A line per test under its file, clipped to ``width``; a failing test adds a
-    headline per failing statistic, and a line for prompts that got no valid response."""
+    """A line per test under its file, its figure clipped to ``width``; a failing test
+    adds a headline per failing statistic, a passing one its notes but the routine power
+    and floor ones, and either a line for prompts that got no valid response; the run's
+    tokens and cost when prices are known."""
     lines = ["gate  test  what it found (-v: the full tables, notes and evidence)"]
     name_w = max(len(r.meta.test_id.rpartition("::")[2]) for r in results)
     file = ""
@@ -138,6 +142,18 @@ def _short_summary(results: Sequence[AuditResult], width: int) -> list[str]:
         if r.gate is not None:
             for h in headlines(r.gate, r):
                 lines += wrap_text(f"✗ {h}", width, "      ", "        ")
+            lead = lead_notes(r.gate.notes)
+            if lead and r.gate.passed:  # a failure's are in its failure text
+                lines += wrap_text(f"note: {'; '.join(lead)}", width, "      ", "        ")
+    priced = [r for r in results if r.cost is not None]
+    if priced:  # what the run cost, when prices are known
+        total = replace(
+            priced[0],
+            prompt_tokens=sum(r.prompt_tokens for r in results),
+            completion_tokens=sum(r.completion_tokens for r in results),
+            cost=sum(r.cost or 0.0 for r in priced),
+        )
+        lines.append(f"run {usage_text(total)}")
     return lines
 
 
