@@ -122,13 +122,17 @@ def _brief(r: AuditResult) -> str:
     return "; ".join(x for x in (text, own) if x)
 
 
+_FIGURE = 24  # the room a test's figure needs beside its name on one line
+
+
 def _short_summary(results: Sequence[AuditResult], width: int) -> list[str]:
     """A line per test under its file, its figure clipped to ``width``; a failing test
     adds a headline per failing statistic, a passing one its notes but the routine power
     and floor ones, and either a line for prompts that got no valid response; the run's
     tokens and cost when prices are known."""
     lines = ["gate  test  what it found (-v: the full tables, notes and evidence)"]
-    name_w = max(len(r.meta.test_id.rpartition("::")[2]) for r in results)
+    names = [len(r.meta.test_id.rpartition("::")[2]) for r in results]
+    name_w = max([n for n in names if n + 8 + _FIGURE <= width] or [0])
     file = ""
     for r in results:
         where, _, name = r.meta.test_id.rpartition("::")
@@ -136,15 +140,17 @@ def _short_summary(results: Sequence[AuditResult], width: int) -> list[str]:
             file = where
             lines.append(where)
         head = f"{result_status(r):4}  {name.ljust(name_w)}  "  # a name is never cut
-        lines.append((head + clip(_brief(r), max(width - len(head), 20))).rstrip())
+        if len(head) + _FIGURE > width:  # too long a name: its figure on the next line
+            lines += [head.rstrip(), *wrap_text(_brief(r), width, "      ", "        ")]
+        else:
+            lines.append((head + clip(_brief(r), width - len(head))).rstrip())
         if r.failed:
             lines += wrap_text(failed_text(r), width, "      ", "        ")
         if r.gate is not None:
             for h in headlines(r.gate, r):
                 lines += wrap_text(f"✗ {h}", width, "      ", "        ")
-            lead = lead_notes(r.gate.notes)
-            if lead and r.gate.passed:  # a failure's are in its failure text
-                lines += wrap_text(f"note: {'; '.join(lead)}", width, "      ", "        ")
+            for n in lead_notes(r.gate.notes) if r.gate.passed else []:  # else: failure text
+                lines += wrap_text(f"note: {n}", width, "      ", "        ")
     priced = [r for r in results if r.cost is not None]
     if priced:  # what the run cost, when prices are known
         total = replace(

@@ -464,3 +464,27 @@ def test_failures_are_labelled_by_what_failed() -> None:
     assert failure_tag(GateFailure("baseline", detail="missing")) == "baseline"
     assert failure_tag(GateFailure("item_shift", "first name", value=0.3)) == "item_shift"
     assert failure_label(GateFailure("drift", "religion", "snsr")) == "religion snsr"
+
+
+def test_the_short_summary_is_a_line_per_test_and_a_headline_per_failing_statistic(
+    failing: AuditResult, passing: AuditResult
+) -> None:
+    lines = terminal_summary([failing, passing], 100)
+    assert failing.gate is not None
+    assert len([ln for ln in lines if ln.split()[:1] in (["PASS"], ["FAIL"])]) == 2
+    (fail,) = [ln for ln in lines if ln.startswith("FAIL ")]
+    a = failing.attribute("religion")
+    assert f"religion SNSR {a.snsr.value:.3f} FAIL, {a.least_favoured} least favoured" in fail
+    drift = next(f for f in failing.gate.failures if f.kind == "drift")
+    assert drift.baseline is not None
+    assert drift.value is not None
+    headline = " ".join(" ".join(ln.split()) for ln in lines if not ln.startswith(("PASS", "FAIL")))
+    assert (
+        f"✗ religion SNSR {drift.baseline:.3f} → {drift.value:.3f} "
+        f"({drift.value - drift.baseline:+.3f}, tolerance {drift.limit:.3g}, p "
+    ) in headline
+    assert f": {a.least_favoured} least favoured" in headline
+    # the routine power and floor notes are left to -v; a change of model is said
+    assert not any("can detect" in ln or "noise floor" in ln for ln in lines)
+    assert not any(ln.lstrip().startswith(("attribute", "tokens:")) for ln in lines)
+    assert any("can detect" in ln for ln in terminal_summary([failing, passing], 100, verbose=True))
