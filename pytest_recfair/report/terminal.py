@@ -9,6 +9,7 @@ attribute from the paired test on the shared entities.
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Sequence
 from dataclasses import replace
@@ -112,10 +113,10 @@ def _brief(r: AuditResult) -> str:
     """A test's one figure: the largest SNSR of its attributes (a failing one first) and
     its least favoured value, or its kind's own (report/sections.py)."""
     own = extra_brief(r)
-    shown_attrs = [a for a in r.attributes if shown(a, "snsr").value == shown(a, "snsr").value]
-    if not shown_attrs:
+    scored = [a for a in r.attributes if math.isfinite(shown(a, "snsr").value)]
+    if not scored:
         return own
-    a = max(shown_attrs, key=lambda a: (attribute_label(r, a) == "FAIL", a.snsr.value))
+    a = max(scored, key=lambda a: (attribute_label(r, a) == "FAIL", a.snsr.value))
     least = favoured(a)[1]
     text = f"{a.attribute} SNSR {fmt(a.snsr.value)} {attribute_label(r, a)}"
     text += f", {least} least favoured" if a.values and least != favoured_text(a) else ""
@@ -126,10 +127,10 @@ _FIGURE = 24  # the room a test's figure needs beside its name on one line
 
 
 def _short_summary(results: Sequence[AuditResult], width: int) -> list[str]:
-    """A line per test under its file, its figure clipped to ``width``; a failing test
-    adds a headline per failing statistic, a passing one its notes but the routine power
-    and floor ones, and either a line for prompts that got no valid response; the run's
-    tokens and cost when prices are known."""
+    """A line per test under its file, its figure clipped to ``width``; below it, the
+    prompts that got no valid response, a failing test's headline per failing statistic,
+    a passing test's notes but the routine power and floor ones; the run's tokens and
+    cost when prices are known."""
     lines = ["gate  test  what it found (-v: the full tables, notes and evidence)"]
     names = [len(r.meta.test_id.rpartition("::")[2]) for r in results]
     name_w = max([n for n in names if n + 8 + _FIGURE <= width] or [0])
@@ -170,11 +171,10 @@ def terminal_summary(
     ``verbose`` (``-v``) one small table per test, fitted to ``width`` columns by
     wrapping (never by cutting a name), with its notes and the evidence of each failing
     attribute."""
-    lines: list[str] = []
-    if not verbose and results:
-        lines = _short_summary(check_results(results), width)
+    rs = check_results(results)
+    lines = [] if verbose or not rs else _short_summary(rs, width)
     header = [name for name, _ in _COLS + _DRIFT_COLS]
-    for r in check_results(results) if verbose else []:
+    for r in rs if verbose else []:
         lines += _heading(r, width)
         if r.failed:
             lines += wrap_text(failed_text(r), width)
@@ -206,7 +206,7 @@ def terminal_summary(
         usage = usage_text(r)
         if usage:
             lines += wrap_text(usage, width)
-    if any(attribute_label(r, a) == "FLAG" for r in check_results(results) for a in r.attributes):
+    if any(attribute_label(r, a) == "FLAG" for r in rs for a in r.attributes):
         lines += wrap_text(
             f"FLAG: not a gate failure, but a large gap (SNSR > {FLAG_SNSR:g} or SNSV > "
             f"{FLAG_SNSV:g})",
