@@ -89,7 +89,7 @@ def test_no_position_bias_passes(pytester: pytest.Pytester) -> None:
 
 def test_planted_position_bias_fails(pytester: pytest.Pytester) -> None:
     _setup(pytester, 0.4, 0.4)
-    result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update")
+    result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update", "-v")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*candidate position bias 0.* > max_position_bias 0.15*"])
 
