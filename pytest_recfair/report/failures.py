@@ -249,8 +249,9 @@ def _headline(fs: Sequence[GateFailure], result: AuditResult) -> str:
     0.405 → 0.534 (+0.129, tolerance 0.02, p < 0.001): Muslim least favoured"."""
     drift = next((f for f in fs if _is_drift(f) and f.value is not None), None)
     limits = [f for f in fs if _is_limit(f) and f.value is not None and f.limit is not None]
-    if drift is None and not limits:  # no figures: a missing baseline, the test body, ...
-        return f"{failure_label(fs[0])}: {failure_text(fs[0], result)}"
+    said = [f for f in fs if f.statistic == "unusable" and f.kind == "threshold"] or fs
+    if (drift is None and not limits) or said is not fs:  # no figures, or a sentence says it
+        return f"{failure_label(said[0])}: {failure_text(said[0], result)}"
     f0 = drift or limits[0]
     name = LABEL[f0.statistic] if f0.statistic else failure_tag(f0)
     how = [

@@ -41,7 +41,7 @@ from pytest_recfair.report.status import (
     shown,
     usage_text,
 )
-from pytest_recfair.results import AuditResult, Stat
+from pytest_recfair.results import AttributeResult, AuditResult, Stat
 from pytest_recfair.vocab import STATISTICS
 
 __all__ = [
@@ -113,12 +113,16 @@ def _brief(r: AuditResult) -> str:
     """A test's one figure: the largest SNSR of its attributes (a failing one first) and
     its least favoured value, or its kind's own (report/sections.py)."""
     own = extra_brief(r)
-    scored = [a for a in r.attributes if math.isfinite(shown(a, "snsr").value)]
-    if not scored:
+    if not r.attributes:
         return own
-    a = max(scored, key=lambda a: (attribute_label(r, a) == "FAIL", a.snsr.value))
+
+    def order(a: AttributeResult) -> tuple[bool, float]:
+        snsr = shown(a, "snsr").value  # NaN: nothing usable, shown as n/a
+        return attribute_label(r, a) == "FAIL", snsr if math.isfinite(snsr) else -1.0
+
+    a = max(r.attributes, key=order)
     least = favoured(a)[1]
-    text = f"{a.attribute} SNSR {fmt(a.snsr.value)} {attribute_label(r, a)}"
+    text = f"{a.attribute} SNSR {fmt(shown(a, 'snsr').value)} {attribute_label(r, a)}"
     text += f", {least} least favoured" if a.values and least != favoured_text(a) else ""
     return "; ".join(x for x in (text, own) if x)
 
