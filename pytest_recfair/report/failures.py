@@ -244,20 +244,31 @@ def format_outcome(outcome: GateOutcome, result: AuditResult, *, reasons: bool =
     return lines
 
 
+def _own_sentence(f: GateFailure) -> bool:
+    """A failure its sentence words best: no figures (a missing baseline, the test body),
+    the whole audit's (quality for every group alike), unusable replies past their limit,
+    a kind's own limit (a maximum or a group difference: its detail says which)."""
+    if f.attribute is None or f.value is None or f.kind == "compare":
+        return True
+    if f.kind == "threshold":
+        return f.statistic == "unusable" or f.limit is None
+    return not _is_drift(f)
+
+
 def _headline(fs: Sequence[GateFailure], result: AuditResult) -> str:
-    """One failing statistic (its drift and crossed limits) in a line: "religion SNSR
-    0.405 → 0.534 (+0.129, tolerance 0.02, p < 0.001): Muslim least favoured"."""
-    drift = next((f for f in fs if _is_drift(f) and f.value is not None), None)
-    limits = [f for f in fs if _is_limit(f) and f.value is not None and f.limit is not None]
-    said = [f for f in fs if f.statistic == "unusable" and f.kind == "threshold"] or fs
-    if (drift is None and not limits) or said is not fs:  # no figures, or a sentence says it
-        return f"{failure_label(said[0])}: {failure_text(said[0], result)}"
-    f0 = drift or limits[0]
+    """One failing statistic (its drift and the gate's crossed limits) in a line:
+    "religion SNSR 0.405 → 0.534 (+0.129, tolerance 0.02, p < 0.001): Muslim least
+    favoured"; a failure its own sentence words best as that sentence."""
+    if _own_sentence(fs[0]):
+        return f"{failure_label(fs[0])}: {failure_text(fs[0], result)}"
+    drift = next((f for f in fs if _is_drift(f)), None)
+    f0 = drift or fs[0]
     name = LABEL[f0.statistic] if f0.statistic else failure_tag(f0)
     how = [
         f"{'below the minimum' if f.statistic in HIGHER_IS_FAIRER else 'above the maximum'} "
         f"{f.limit:g}"
-        for f in limits
+        for f in fs
+        if f.kind == "threshold"
     ]
     change = fmt(f0.value)
     if drift is not None and drift.baseline is not None:
@@ -273,10 +284,11 @@ def _headline(fs: Sequence[GateFailure], result: AuditResult) -> str:
 
 
 def headlines(outcome: GateOutcome, result: AuditResult) -> list[str]:
-    """One line per failing statistic, its drift and crossed limits together."""
-    by_stat: dict[tuple[str | None, str], list[GateFailure]] = {}
-    for f in outcome.failures:
-        by_stat.setdefault((f.attribute, failure_tag(f)), []).append(f)
+    """One line per failing statistic, its drift and the gate's crossed limits together."""
+    by_stat: dict[object, list[GateFailure]] = {}
+    for i, f in enumerate(outcome.failures):
+        key = i if _own_sentence(f) else (f.attribute, failure_tag(f))
+        by_stat.setdefault(key, []).append(f)
     return [_headline(fs, result) for fs in by_stat.values()]
 
 
