@@ -69,6 +69,12 @@ class PositionSections:
             ]
         return out
 
+    def brief(self, data: Any) -> str:
+        return "; ".join(
+            f"{res['attribute']}: position bias {fmt(res['pooled_bias'])}"
+            for res in _data_attributes(data)
+        )
+
     def html(self, data: Any) -> str:
         parts = []
         for res in _data_attributes(data):

@@ -224,7 +224,8 @@ def judged_call(item: pytest.Item) -> Generator[None, None, None]:
     if verdict is not None and not verdict.passed:
         from pytest_recfair.report.failures import verdict_message
 
-        pytest.fail(verdict_message(verdict.result), pytrace=False)
+        verbose = item.config.get_verbosity() > 0
+        pytest.fail(verdict_message(verdict.result, verbose=verbose), pytrace=False)
     return outcome
 
 

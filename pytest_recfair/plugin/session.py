@@ -303,6 +303,24 @@ def ship(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestRepo
     scrub_report(report)
 
 
+def xdist_advice(workers: int, audits: int, ledger: Ledger) -> list[str]:
+    """Once per run, when xdist's workers cannot pay: more workers than audits (an audit
+    runs in one worker), or a replay (no prompt sent live), where each worker's start-up
+    and collection is not won back (docs/performance.md, "xdist")."""
+    if workers > audits:
+        return [
+            f"xdist: {workers} workers for {audits} audit(s): an audit runs in one worker, "
+            f"so the others only start up; use -n {audits} or fewer (docs/github-actions.md)"
+        ]
+    if not any(p.to_ask for p in ledger.plans()):
+        return [
+            f"xdist: {workers} workers on a replay (no prompt sent live): each starts and "
+            "collects the suite anew, which a replay does not win back (the demo runs "
+            "slower with -n 2 than without); replay without -n (docs/github-actions.md)"
+        ]
+    return []
+
+
 def _unused_notes(config: pytest.Config) -> list[str]:
     """Under --fairness-update, the stored baselines no collected test owns. Not after -k
     or -m (their tests were only deselected), nor under xdist (workers collect)."""
@@ -358,12 +376,14 @@ class Controller:
         # created with the first audit result: a run without audits never imports audit
         self.collector: RunCollector | None = None
         self.ledger_dir: str | None = None  # under xdist: the run's budget ledger's home
+        self.workers = 0  # xdist workers started
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         """xdist: every worker gets the path of the one budget ledger of the run."""
         import tempfile
 
+        self.workers += 1
         if self.ledger_dir is None:
             self.ledger_dir = tempfile.mkdtemp(prefix="recfair-run-")
             from pytest_recfair.engine.plan import Ledger
@@ -398,6 +418,9 @@ class Controller:
         if collector is None or not collector.results:
             return
         collector.notes.extend(_unused_notes(self.config))
+        ledger = run_state(self.config).ledger
+        if ledger is not None and self.workers:
+            collector.notes.extend(xdist_advice(self.workers, len(collector.results), ledger))
         plotted = _add_to_history(self.config, collector)  # first: the plot shows this run
         from pytest_recfair.report.registry import write_run_report
 

@@ -27,7 +27,13 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_recfair.report.fmt import LABEL, clip, esc, fmt, fmt_interval, fmt_p
-from pytest_recfair.report.status import favoured_phrase, favoured_text
+from pytest_recfair.report.status import (
+    TIE,
+    favoured,
+    favoured_phrase,
+    favoured_text,
+    lead_notes,
+)
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome
 from pytest_recfair.vocab import FAILURE_KINDS, HIGHER_IS_FAIRER, STATISTICS, accept_command
 
@@ -43,6 +49,7 @@ __all__ = [
     "failure_tag",
     "failure_text",
     "format_outcome",
+    "headlines",
     "limits_advice",
     "outcome_table",
     "verdict_message",
@@ -181,7 +188,7 @@ def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
     def line(r: Sequence[str]) -> str:
         return "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
 
-    return [line(header), "  " + "  ".join("-" * w for w in widths), *(line(r) for r in rows)]
+    return [line(header), *(line(r) for r in rows)]
 
 
 def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult, cut: bool) -> list[str]:
@@ -244,21 +251,80 @@ def outcome_table(
     return [*header, "most / least favoured"], rows
 
 
-def format_outcome(outcome: GateOutcome, result: AuditResult) -> list[str]:
-    """The failing rows as a small table plus one reason line per failure."""
+def format_outcome(outcome: GateOutcome, result: AuditResult, *, reasons: bool = True) -> list[str]:
+    """The failing rows as a small table plus (``reasons``) one reason line per failure."""
     if not outcome.failures:
         return []
     header, rows = outcome_table(outcome, result)
     lines = _table(rows, header)
-    lines.extend(f"  - {failure_label(f)}: {failure_text(f, result)}" for f in outcome.failures)
+    if reasons:
+        lines.extend(f"  - {failure_label(f)}: {failure_text(f, result)}" for f in outcome.failures)
     return lines
 
 
-def failure_message(outcome: GateOutcome, result: AuditResult) -> str:
-    """The whole text of a failing gate: heading, table, notes and the accept command."""
+def _own_sentence(f: GateFailure) -> bool:
+    """A failure its sentence words best: no figures (a missing baseline, the test body),
+    the whole audit's (quality for every group alike), unusable replies past their limit,
+    a kind's own limit (a maximum or a group difference: its detail says which)."""
+    if f.attribute is None or f.value is None or f.kind == "compare":
+        return True
+    if f.kind == "threshold":
+        return f.statistic == "unusable" or f.limit is None
+    return not _is_drift(f)
+
+
+def _headline(fs: Sequence[GateFailure], result: AuditResult) -> str:
+    """One failing statistic (its drift and the gate's crossed limits) in a line:
+    "religion SNSR 0.405 → 0.534 (+0.129, tolerance 0.02, p < 0.001): Muslim least
+    favoured"; a failure its own sentence words best as that sentence."""
+    if _own_sentence(fs[0]):
+        return f"{failure_label(fs[0])}: {failure_text(fs[0], result)}"
+    drift = next((f for f in fs if _is_drift(f)), None)
+    f0 = drift or fs[0]
+    name = LABEL[f0.statistic] if f0.statistic else failure_tag(f0)
+    how = [
+        f"{'below the minimum' if f.statistic in HIGHER_IS_FAIRER else 'above the maximum'} "
+        f"{f.limit:g}"
+        for f in fs
+        if f.kind == "threshold"
+    ]
+    change = fmt(f0.value)
+    if drift is not None and drift.baseline is not None:
+        p = [] if drift.p_value is None else [f"p {fmt_p(drift.p_value)}"]
+        tolerance = f"tolerance {drift.limit or 0.0:.3g}"
+        how = [f"{(drift.value or 0.0) - drift.baseline:+.3f}", tolerance, *p, *how]
+        change = f"{fmt(drift.baseline)} → {change}"
+    change += f" ({', '.join(how)})" if how else ""
+    a = _attribute(result, f0)
+    least = favoured(a)[1] if a is not None and a.values else None
+    who = f0.group or (f"{least} least favoured" if least not in (None, TIE, "n/a") else "")
+    return " ".join(x for x in (f0.attribute, name, change) if x) + (f": {who}" if who else "")
+
+
+def headlines(outcome: GateOutcome, result: AuditResult) -> list[str]:
+    """One line per failing statistic, its drift and the gate's crossed limits together."""
+    by_stat: dict[object, list[GateFailure]] = {}
+    for i, f in enumerate(outcome.failures):
+        key = i if _own_sentence(f) else (f.attribute, failure_tag(f))
+        by_stat.setdefault(key, []).append(f)
+    return [_headline(fs, result) for fs in by_stat.values()]
+
+
+def failure_message(outcome: GateOutcome, result: AuditResult, *, verbose: bool = False) -> str:
+    """The whole text of a failing gate: heading, a headline per failing statistic, the
+    table, the top evidence (``verbose``: every reason, evidence row and note), the
+    notes and the accept command."""
     lines = [f"fairness gate failed for {result.meta.test_id} ({result.meta.model}):"]
-    lines.extend(format_outcome(outcome, result))
-    lines.extend(f"  note: {n}" for n in outcome.notes)
+    lines.extend(f"  {h}" for h in headlines(outcome, result))
+    lines.extend(format_outcome(outcome, result, reasons=verbose))
+    lines.extend(f"  {e}" for e in evidence_lines(result, None if verbose else 1))
+    lead = lead_notes(outcome.notes)
+    if verbose:
+        lines.extend(f"  note: {n}" for n in outcome.notes)
+    elif outcome.notes:  # one line: the changes and warnings, the routine rest counted
+        more = len(outcome.notes) - len(lead)
+        rest = [f"{more} more on power and noise floor: -v, or the JSON/HTML report"]
+        lines.append("  note: " + "; ".join(lead + (rest if more else [])))
     advice = limits_advice(outcome)
     if advice is not None:
         lines.append(advice)
@@ -271,7 +337,7 @@ def failure_message(outcome: GateOutcome, result: AuditResult) -> str:
     return "\n".join(lines)
 
 
-def verdict_message(result: AuditResult) -> str:
+def verdict_message(result: AuditResult, *, verbose: bool = False) -> str:
     """What pytest says for a judged test (``engine.judge``): the gate's failure message,
     then why its baseline is missing or unusable; else the test body's error. "" if it
     passed."""
@@ -281,7 +347,11 @@ def verdict_message(result: AuditResult) -> str:
     said = ("baseline", "test")
     gated = tuple(f for f in outcome.failures if f.kind not in said)
     missing = [f.detail or "" for f in outcome.failures if f.kind == "baseline"]
-    lines = [failure_message(replace(outcome, failures=gated), result)] if gated else []
+    lines = (
+        [failure_message(replace(outcome, failures=gated), result, verbose=verbose)]
+        if gated
+        else []
+    )
     lines.extend(missing)
     if not lines:  # only the body failed: its error is the message
         lines = [f.detail or "" for f in outcome.failures if f.kind == "test"]
@@ -357,12 +427,16 @@ def _row_brief(row: Mapping[str, Any]) -> str:
     return " · ".join(parts)
 
 
-def evidence_lines(r: AuditResult) -> list[str]:
-    """The terminal's (``-v``) evidence lines: per failing attribute, a line per row."""
+def evidence_lines(r: AuditResult, top: int | None = None) -> list[str]:
+    """The evidence lines: per failing attribute, a line per row (the ``top`` first)."""
     out: list[str] = []
     for attr, entry in failing(r):
-        out.append(f"evidence {attr}: {entry.get('what', '')}")
-        out += [f"  {_row_brief(row)}" for row in entry.get("rows", [])]
+        rows = entry.get("rows", [])
+        more = (
+            f" (the first of {len(rows)}; -v: all)" if top is not None and len(rows) > top else ""
+        )
+        out.append(f"evidence {attr}: {entry.get('what', '')}{more}")
+        out += [f"  {_row_brief(row)}" for row in rows[:top]]
     return out
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "KindRow",
     "KindSections",
     "compare_kind",
+    "extra_brief",
     "extra_html",
     "extra_lines",
     "extra_properties",
@@ -88,7 +89,11 @@ class KindSections(Protocol):
         """What the audit measures, for the run line ("item side, top 10")."""
 
     def lines(self, data: Any) -> list[str]:
-        """Plain-text lines (terminal summary, Markdown bullets)."""
+        """Plain-text lines (terminal summary with ``-v``, Markdown bullets)."""
+
+    def brief(self, data: Any) -> str:
+        """The one figure that matters, for a test's line in the short terminal summary
+        ("first name · price: largest shift 0.112 (Black female)"); "" for none."""
 
     def html(self, data: Any) -> str:
         """An HTML fragment (escaped; tables in the report's styles)."""
@@ -130,6 +135,11 @@ def measure(result: AuditResult) -> str:
 def extra_lines(result: AuditResult) -> list[str]:
     """Lines of the kinds' own results (none for a list-overlap audit)."""
     return [line for sections, data in kind_sections(result) for line in sections.lines(data)]
+
+
+def extra_brief(result: AuditResult) -> str:
+    """The kinds' one-line figures of ``result`` ("" for a list-overlap audit)."""
+    return "; ".join(b for sections, data in kind_sections(result) if (b := sections.brief(data)))
 
 
 def extra_html(result: AuditResult) -> str:

@@ -31,6 +31,7 @@ __all__ = [
     "favoured_phrase",
     "favoured_text",
     "flags",
+    "lead_notes",
     "repeat_stats",
     "result_status",
     "same_attribute",
@@ -234,6 +235,22 @@ def shown(a: AttributeResult, statistic: Statistic) -> Stat:
         return Stat(math.nan)
     stat: Stat = getattr(a, statistic)
     return stat
+
+
+# What a drift test could detect and the baseline's noise floor (gate/drift.py,
+# gate/thresholds.py): routine on every run, so the short terminal output leaves them to -v.
+_ROUTINE = (
+    ": this test can detect ",
+    ": warning: this test is too noisy ",
+    "baseline noise floor:",
+)
+
+
+def lead_notes(notes: Sequence[str]) -> list[str]:
+    """The notes the short terminal output shows: all but the routine power and floor ones
+    (a model, provider or role change, a comparison, the explore mode's verdicts, an
+    attribute without a baseline entry)."""
+    return [n for n in notes if not any(r in n for r in _ROUTINE)]
 
 
 def usage_text(r: AuditResult) -> str | None:

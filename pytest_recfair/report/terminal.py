@@ -9,15 +9,22 @@ attribute from the paired test on the shared entities.
 
 from __future__ import annotations
 
+import math
 import textwrap
 from collections.abc import Sequence
+from dataclasses import replace
 from html import escape
 from typing import Any
 
 from pytest_recfair.compare.models import ModelComparison, PairRow
-from pytest_recfair.report.failures import evidence_lines, failure_label, failure_text
-from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta, fmt_p
-from pytest_recfair.report.sections import extra_lines
+from pytest_recfair.report.failures import (
+    evidence_lines,
+    failure_label,
+    failure_text,
+    headlines,
+)
+from pytest_recfair.report.fmt import clip, fmt, fmt_ci, fmt_delta, fmt_p
+from pytest_recfair.report.sections import extra_brief, extra_lines
 from pytest_recfair.report.status import (
     FLAG_SNSR,
     FLAG_SNSV,
@@ -26,13 +33,15 @@ from pytest_recfair.report.status import (
     describe,
     drift_of,
     failed_text,
+    favoured,
     favoured_text,
+    lead_notes,
     repeat_stats,
     result_status,
     shown,
     usage_text,
 )
-from pytest_recfair.results import AuditResult, Stat
+from pytest_recfair.results import AttributeResult, AuditResult, Stat
 from pytest_recfair.vocab import STATISTICS
 
 __all__ = [
@@ -100,15 +109,76 @@ def _gate_lines(r: AuditResult, width: int) -> list[str]:
     return lines
 
 
+def _brief(r: AuditResult) -> str:
+    """A test's one figure: the largest SNSR of its attributes (a failing one first) and
+    its least favoured value, or its kind's own (report/sections.py)."""
+    own = extra_brief(r)
+    if not r.attributes:
+        return own
+
+    def order(a: AttributeResult) -> tuple[bool, float]:
+        snsr = shown(a, "snsr").value  # NaN: nothing usable, shown as n/a
+        return attribute_label(r, a) == "FAIL", snsr if math.isfinite(snsr) else -1.0
+
+    a = max(r.attributes, key=order)
+    least = favoured(a)[1]
+    text = f"{a.attribute} SNSR {fmt(shown(a, 'snsr').value)} {attribute_label(r, a)}"
+    text += f", {least} least favoured" if a.values and least != favoured_text(a) else ""
+    return "; ".join(x for x in (text, own) if x)
+
+
+_FIGURE = 24  # the room a test's figure needs beside its name on one line
+
+
+def _short_summary(results: Sequence[AuditResult], width: int) -> list[str]:
+    """A line per test under its file, its figure clipped to ``width``; below it, the
+    prompts that got no valid response, a failing test's headline per failing statistic,
+    a passing test's notes but the routine power and floor ones; the run's tokens and
+    cost when prices are known."""
+    lines = ["gate  test  what it found (-v: the full tables, notes and evidence)"]
+    names = [len(r.meta.test_id.rpartition("::")[2]) for r in results]
+    name_w = max([n for n in names if n + 8 + _FIGURE <= width] or [0])
+    file = ""
+    for r in results:
+        where, _, name = r.meta.test_id.rpartition("::")
+        if where and where != file:
+            file = where
+            lines.append(where)
+        head = f"{result_status(r):4}  {name.ljust(name_w)}  "  # a name is never cut
+        if len(head) + _FIGURE > width:  # too long a name: its figure on the next line
+            lines += [head.rstrip(), *wrap_text(_brief(r), width, "      ", "        ")]
+        else:
+            lines.append((head + clip(_brief(r), width - len(head))).rstrip())
+        if r.failed:
+            lines += wrap_text(failed_text(r), width, "      ", "        ")
+        if r.gate is not None:
+            for h in headlines(r.gate, r):
+                lines += wrap_text(f"✗ {h}", width, "      ", "        ")
+            for n in lead_notes(r.gate.notes) if r.gate.passed else []:  # else: failure text
+                lines += wrap_text(f"note: {n}", width, "      ", "        ")
+    priced = [r for r in results if r.cost is not None]
+    if priced:  # what the run cost, when prices are known
+        total = replace(
+            priced[0],
+            prompt_tokens=sum(r.prompt_tokens for r in results),
+            completion_tokens=sum(r.completion_tokens for r in results),
+            cost=sum(r.cost or 0.0 for r in priced),
+        )
+        lines.append(f"run {usage_text(total)}")
+    return lines
+
+
 def terminal_summary(
     results: Sequence[AuditResult], width: int = WIDTH, *, verbose: bool = False
 ) -> list[str]:
-    """The "fairness summary" lines: one small table per test, fitted to ``width``
-    columns by wrapping (never by cutting a name); ``verbose`` (``-v``) adds the evidence
-    of each failing attribute (report/evidence.py)."""
-    lines: list[str] = []
+    """The "fairness summary" lines: a line per test (``_short_summary``), or with
+    ``verbose`` (``-v``) one small table per test, fitted to ``width`` columns by
+    wrapping (never by cutting a name), with its notes and the evidence of each failing
+    attribute."""
+    rs = check_results(results)
+    lines = [] if verbose or not rs else _short_summary(rs, width)
     header = [name for name, _ in _COLS + _DRIFT_COLS]
-    for r in check_results(results):
+    for r in rs if verbose else []:
         lines += _heading(r, width)
         if r.failed:
             lines += wrap_text(failed_text(r), width)
@@ -135,16 +205,15 @@ def terminal_summary(
             if stats:
                 lines += wrap_text(f"{a.attribute}: {stats}", width)
         lines += _gate_lines(r, width)
-        if verbose:
-            for line in evidence_lines(r):
-                lines += wrap_text(line, width, "  ", "      ")
+        for line in evidence_lines(r):
+            lines += wrap_text(line, width, "  ", "      ")
         usage = usage_text(r)
         if usage:
             lines += wrap_text(usage, width)
-    if any(attribute_label(r, a) == "FLAG" for r in check_results(results) for a in r.attributes):
+    if any(attribute_label(r, a) == "FLAG" for r in rs for a in r.attributes):
         lines += wrap_text(
-            f"FLAG: not a gate failure, but above the method's descriptive flags (SNSR > "
-            f"{FLAG_SNSR:g} or SNSV > {FLAG_SNSV:g}): a large gap between groups",
+            f"FLAG: not a gate failure, but a large gap (SNSR > {FLAG_SNSR:g} or SNSV > "
+            f"{FLAG_SNSV:g})",
             width,
             "",
         )

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from tests.integration.test_html_report import _chromium, _run
-from tests.support.plugin import make_project, plugin_args
+from tests.support.plugin import before_summary, make_project, plugin_args
 from tests.support.reports import render_reports
 
 pytest_plugins = ["pytester"]
@@ -43,6 +43,8 @@ def regressed(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         cwd=ROOT, capture_output=True, text=True, timeout=900, check=False, env=env,
     )  # fmt: skip
     assert run.returncode == 1, run.stdout[-3000:] + run.stderr[-2000:]
+    # a replay-only run on workers: said once that they do not pay
+    assert before_summary(run.stdout).count("xdist: 2 workers on a replay") == 1
     results = render_reports(out, ROOT)
     return {"dir": out, "results": results, "terminal": run.stdout}
 
@@ -120,16 +122,91 @@ def test_markdown_and_terminal_name_the_entities(regressed: dict[str, Any]) -> N
                 assert name in terminal, (attr, name)
 
 
-def test_without_v_the_terminal_keeps_the_summary_short(tmp_path: Path) -> None:
-    env = {**os.environ, "RECFAIR_DEMO_PROFILE": "audits/profiles/regressed.yaml"}
+def _demo(*args: str, regressed: bool = False) -> str:
+    """The demo's terminal output, run serially at the repository's root (80 columns)."""
+    profile = {"RECFAIR_DEMO_PROFILE": "audits/profiles/regressed.yaml"} if regressed else {}
+    env = {**os.environ, **profile, "COLUMNS": "80"}
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "--fairness", "-p", "no:cacheprovider", "-p",
-         "no:randomly", "audits/test_kinds.py", f"--fairness-report={tmp_path / 'r.json'}"],
+        [sys.executable, "-m", "pytest", "--fairness", "-p", "no:cacheprovider",
+         "-p", "no:randomly", *args],
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=False, env=env,
     )  # fmt: skip
-    assert run.returncode == 1, run.stdout[-3000:]
-    assert "fairness summary" in run.stdout
-    assert "evidence " not in run.stdout
+    assert run.returncode == (1 if regressed else 0), run.stdout[-3000:] + run.stderr[-2000:]
+    return run.stdout
+
+
+def _summary(out: str) -> list[str]:
+    """The lines of the "fairness summary" section."""
+    lines = out.splitlines()
+    start = next(i for i, ln in enumerate(lines) if "= fairness summary =" in ln)
+    end = next(i for i, ln in enumerate(lines) if i > start and ln.startswith("====="))
+    return lines[start + 1 : end]
+
+
+def test_a_passing_run_summary_is_a_line_per_test_and_v_shows_the_tables(
+    tmp_path: Path,
+) -> None:
+    report = f"--fairness-report={tmp_path / 'r.json'}"
+    short = _summary(_demo(report))
+    results = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["results"]
+    assert len(results) == 9
+    assert len(short) <= 15, "\n".join(short)
+    for r in results:  # each test on one line: its status, name and what it found
+        name = r["meta"]["test_id"].rpartition("::")[2]
+        (line,) = [ln for ln in short if ln.split()[1:2] == [name]]
+        assert line.split()[0] == "PASS"
+        attributes = r.get("attributes", [])  # the kinds' own: their figure (unit-tested)
+        for a in attributes:  # the largest SNSR is the one named
+            if a["snsr"]["value"] == max(b["snsr"]["value"] for b in attributes):
+                assert f"{a['attribute']} SNSR {a['snsr']['value']:.3f}" in line
+    assert not any(ln.lstrip().startswith(("note:", "tokens:", "attribute")) for ln in short)
+    full = _summary(_demo("-v"))
+    assert len(full) > 100  # the tables, quality, notes and tokens of every test
+    assert sum(ln.split()[:2] == ["attribute", "gate"] for ln in full) == 6
+    assert any(ln.lstrip().startswith("note: religion (jaccard): this test") for ln in full)
+
+
+def _failure_blocks(out: str) -> dict[str, list[str]]:
+    """Each failed test's text in pytest's FAILURES section, by test name."""
+    failures = before_summary(out).split("= FAILURES =", 1)[1]
+    failures = failures.split("\n=", 1)[0]  # up to the next section
+    blocks = re.split(r"^_{3,} (\w+) _{3,}$", failures, flags=re.M)[1:]
+    return {
+        name: text.strip("\n").splitlines()
+        for name, text in zip(blocks[::2], blocks[1::2], strict=True)
+    }
+
+
+def _least(a: dict[str, Any]) -> str:
+    return min(a["values"], key=lambda v: v["mean"]["value"])["value"]
+
+
+def test_a_failure_is_a_headline_per_statistic_before_its_evidence(tmp_path: Path) -> None:
+    out = _demo(f"--fairness-report={tmp_path / 'r.json'}", regressed=True)
+    results = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["results"]
+    blocks = _failure_blocks(out)
+    failing = [r for r in results if r["gate"]["failures"]]
+    assert len(blocks) == len(failing) == 7  # every kind of audit fails
+    for r in failing:
+        block = blocks[r["meta"]["test_id"].rpartition("::")[2]]
+        first = next(i for i, ln in enumerate(block) if ln.startswith("  evidence "))
+        assert first <= 8, "\n".join(block)  # what failed, before the evidence
+        assert sum(ln.startswith("  note:") for ln in block) <= 1
+        assert block[first + 1].startswith("    ")  # the top evidence row follows
+    grid = next(r for r in failing if r["meta"]["test_id"].endswith("::test_default_grid"))
+    (note,) = [ln for ln in blocks["test_default_grid"] if ln.startswith("  note:")]
+    routine = [n for n in grid["gate"]["notes"] if "this test can detect" in n]
+    assert f"{len(routine) + 1} more on power and noise floor: -v" in note  # + the floor
+    for f in (f for f in grid["gate"]["failures"] if f["kind"] == "drift"):
+        a = next(a for a in grid["attributes"] if a["attribute"] == f["attribute"])
+        change = f"{f['baseline']:.3f} → {f['value']:.3f} ({f['value'] - f['baseline']:+.3f}"
+        headline = f"  {f['attribute']} SNSR {change}, tolerance {f['limit']:.3g}, p "
+        (line,) = [ln for ln in blocks["test_default_grid"] if ln.startswith(headline)]
+        assert line.endswith(f": {_least(a)} least favoured")
+    # the summary: a line per test, a failing one with its headlines, no evidence
+    summary = _summary(out)
+    assert "evidence " not in "\n".join(summary)
+    assert sum(ln.lstrip().startswith("✗ ") for ln in summary) >= len(failing)
 
 
 # --- shards + merge ------------------------------------------------------------------

@@ -131,7 +131,7 @@ def _demo_run(out: Path, test_file: str) -> dict[str, Any]:
     HTML and Markdown reports of the same results rendered from the JSON."""
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "--fairness", "-p", "no:cacheprovider",
-         "-p", "no:randomly", test_file, f"--fairness-report={out / 'r.json'}",
+         "-p", "no:randomly", "-v", test_file, f"--fairness-report={out / 'r.json'}",
          f"--junitxml={out / 'junit.xml'}"],
         cwd=ROOT, capture_output=True, text=True, timeout=600, check=False,
     )  # fmt: skip

@@ -137,7 +137,7 @@ def test_the_baseline_floor_is_stored_and_shown_in_every_channel(
     se = data["attributes"][0]["standard_error"]
     assert set(se) == {"snsr", "snsv", "pafs", "unusable"}
     assert se["snsr"] > 0
-    result = _run(pytester, "--fairness-report=r.json", "--fairness-report=r.md")
+    result = _run(pytester, "-v", "--fairness-report=r.json", "--fairness-report=r.md")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         ["*note: baseline noise floor: 1 gated comparison(s) need a worsening beyond*"]

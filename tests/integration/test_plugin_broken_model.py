@@ -63,7 +63,7 @@ def test_update_refuses_to_store_a_broken_model(
 ) -> None:
     _project(pytester, monkeypatch, kind)
     report = pytester.path / "run.json"
-    result = _run(pytester, "--fairness-update", f"--fairness-report={report}")
+    result = _run(pytester, "--fairness-update", f"--fairness-report={report}", "-v")
     result.assert_outcomes(failed=1)
     assert _baselines(pytester) == []
     result.stdout.fnmatch_lines(

@@ -123,6 +123,9 @@ def test_drift_past_a_crossed_limit_offers_no_accept_command(
     monkeypatch.setenv("RECFAIR_TEST_BIAS", "0.5")  # both a drift and a crossed limit
     result = _run(pytester)
     result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*above the maximum 0.1*", "*got worse than the baseline*"])
+    # one headline: the drift (its change, tolerance and p) and the crossed limit
+    result.stdout.fnmatch_lines(
+        ["*religion SNSR * → * (+*, tolerance *, p *, above the maximum 0.1)*"]
+    )
     result.stdout.fnmatch_lines(["*Absolute limits crossed (max_snsr)*"])
     result.stdout.no_fnmatch_line("*accept them with*")  # --fairness-update would refuse it

@@ -75,7 +75,7 @@ def _setup(pytester: pytest.Pytester, planted: float) -> None:
 
 def test_planted_price_shift_fails_max_shift(pytester: pytest.Pytester) -> None:
     _setup(pytester, 0.3)
-    result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update")
+    result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update", "-v")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Black female shifts 0.* from neutral*> max_shift 0.1*"])
     # the failure table's most / least column names the group (issue 21, point 4)
@@ -106,7 +106,10 @@ def test_fair_run_passes_and_a_later_shift_fails_against_the_baseline(
     pytester.makepyfile(test_audit=AUDIT.replace("max_shift=0.1", "max_shift=0.5"))
     again = pytester.runpytest(*plugin_args(), "--fairness")
     again.assert_outcomes(failed=1)
-    again.stdout.fnmatch_lines(["*largest shift 0.* vs baseline 0.* rose by more than*"])
+    # the headline: the kind's statistic, baseline -> now, tolerance, p and the group
+    again.stdout.fnmatch_lines(
+        ["*first name item_shift 0.* → 0.* (+0.*, tolerance *, p *): Black female"]
+    )
 
 
 def test_shards_merge_to_the_unsharded_item_side_audit(pytester: pytest.Pytester) -> None:

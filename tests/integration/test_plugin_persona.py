@@ -54,7 +54,7 @@ def test_the_role_opens_the_system_message_and_is_reported(pytester: pytest.Pyte
         _project(pytester, cap.base)
         result = pytester.runpytest(
             *plugin_args(), "--fairness", "--fairness-record=once", "--fairness-update",
-            "--fairness-report=r.json",
+            "--fairness-report=r.json", "-v",
         )  # fmt: skip
         systems = {
             next((m["content"] for m in s.body["messages"] if m["role"] == "system"), None)  # type: ignore[index,union-attr]
@@ -75,7 +75,7 @@ def test_the_role_opens_the_system_message_and_is_reported(pytester: pytest.Pyte
         "test_historian": "art   historian",  # as given, stripped
         "test_neutral": None,
     }
-    result.stdout.fnmatch_lines(["*role 'sommelier'*"])
+    result.stdout.fnmatch_lines(["*role 'sommelier'*"])  # the -v run line
 
 
 def test_a_persona_is_gated_against_the_neutral_baseline(pytester: pytest.Pytester) -> None:

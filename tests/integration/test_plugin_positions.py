@@ -89,7 +89,7 @@ def test_no_position_bias_passes(pytester: pytest.Pytester) -> None:
 
 def test_planted_position_bias_fails(pytester: pytest.Pytester) -> None:
     _setup(pytester, 0.4, 0.4)
-    result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update")
+    result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update", "-v")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*candidate position bias 0.* > max_position_bias 0.15*"])
 
@@ -109,7 +109,7 @@ def test_a_later_run_with_more_position_bias_fails_against_the_baseline(
     pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update").assert_outcomes(passed=1)
     _setup(pytester, 0.3, 0.3)  # first-position share 0.3: bias about 0.25, under 0.5
     pytester.makepyfile(test_audit=AUDIT.replace("max_position_bias=0.15", "max_position_bias=0.5"))
-    result = pytester.runpytest(*plugin_args(), "--fairness")
+    result = pytester.runpytest(*plugin_args(), "--fairness", "-v")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*pooled position bias 0.0* -> 0.2* rose by more than*"])
     result.stdout.no_fnmatch_line("*> max_position_bias*")

@@ -104,7 +104,7 @@ def test_fair_but_useless_fails_against_the_baseline_a_good_model_passes(
 ) -> None:
     _project(pytester, monkeypatch)
     _run(pytester, "--fairness-update").assert_outcomes(passed=1)
-    good = _run(pytester, "--fairness-report=good.json")
+    good = _run(pytester, "--fairness-report=good.json", "-v")
     good.assert_outcomes(passed=1)
     q = _result(pytester.path / "good.json")["overlap"]["quality"]
     assert q["basis"] == "catalogue"

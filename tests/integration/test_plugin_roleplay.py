@@ -110,7 +110,7 @@ def test_record_over_http_then_replay_offline_gives_the_same_numbers(
         socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
     replay = pytester.runpytest(
         *args, "--fairness-report=replay.json", "--fairness-report=replay.md",
-        "--junitxml=junit.xml",
+        "--junitxml=junit.xml", "-v",
     )  # fmt: skip
     replay.assert_outcomes(passed=1)
     (a,) = _report(pytester.path / "rec.json")
@@ -170,7 +170,7 @@ def test_a_planted_role_bias_fails_against_the_stored_baseline(
         "name: biased\nroleplay: {role_bias: {religion: 0.5}}\n", encoding="utf-8"
     )
     monkeypatch.setenv("RP_PROFILE", str(pytester.path / "biased.yaml"))
-    result = pytester.runpytest(*args)
+    result = pytester.runpytest(*args, "-v")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         ["*religion · Yes/No biased_rate: biased-answer rate 0.* -> 0.* rose by more than "

@@ -38,7 +38,7 @@ def test_summary_follows_the_terminal_width(pytester: pytest.Pytester, columns: 
     pytester.makepyfile(**{"tests/deep/deeper/test_" + "x" * 30: TESTS})
     env = {**os.environ, "PYTHONPATH": str(REPO), "RECFAIR_TEST_BIAS": "0.4"}
     argv = [sys.executable, "-m", "pytest", *plugin_args(), "--fairness", "--fairness-update"]
-    code, out = run_in_pty(argv, cwd=pytester.path, env=env, columns=columns)
+    code, out = run_in_pty([*argv, "-v"], cwd=pytester.path, env=env, columns=columns)
     assert code == 0, out
     summary = _summary(out)
     # wider only where a name or file path is too long to share a line: it stays whole
@@ -50,3 +50,11 @@ def test_summary_follows_the_terminal_width(pytester: pytest.Pytester, columns: 
     if columns == 200:  # room enough: id with status, and each row with its favoured values
         assert any(ln.startswith("tests/deep/") and "  PASS" in ln for ln in summary)
         assert any(ln.split()[:2] == ["religion", "FLAG"] and "/" in ln for ln in summary)
+        return
+    # without -v: a line per test, its name whole, only the figure after it cut to fit
+    code, out = run_in_pty(argv, cwd=pytester.path, env=env, columns=columns)
+    assert code == 0, out
+    short = _summary(out)
+    (line,) = [ln for ln in short if LONG in ln and ln.startswith("PASS")]
+    assert line.split()[:2] == ["PASS", LONG]
+    assert len(line) <= columns or line.endswith(LONG), line

@@ -8,7 +8,13 @@ import pytest
 
 from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
-from tests.support.plugin import make_project, plugin_args, subprocess_env
+from tests.support.plugin import (
+    RELIGION_TEST,
+    before_summary,
+    make_project,
+    plugin_args,
+    subprocess_env,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -31,6 +37,7 @@ def test_xdist_two_workers(pytester: pytest.Pytester, monkeypatch: pytest.Monkey
     result = pytester.runpytest_subprocess(*args, "--fairness-update", f"--junitxml={junit}")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["*= fairness summary =*"])
+    assert "xdist:" not in result.stdout.str()  # 4 audits asked live: the workers pay
     # one summary, listing every audit exactly once
     assert result.stdout.str().count("= fairness summary =") == 1
     assert len(list((pytester.path / "baselines").rglob("*.json"))) == 4
@@ -75,3 +82,19 @@ def test_recording_under_xdist_keeps_every_workers_interactions(
     # both workers may ask a shared neutral prompt before either has saved it: the
     # replay above passing is what shows that no worker's answers were lost
     assert len(bodies) <= asked
+
+
+def test_more_workers_than_audits_is_said_once(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An audit runs in one worker: with fewer audits than workers, the run says once that
+    the others only start up (docs/github-actions.md)."""
+    subprocess_env(monkeypatch)
+    make_project(pytester, RELIGION_TEST)
+    result = pytester.runpytest_subprocess(
+        *plugin_args(), "-n", "2", "--fairness", "--fairness-update"
+    )
+    result.assert_outcomes(passed=1)
+    out = before_summary(result.stdout.str())
+    assert out.count("xdist: 2 workers for 1 audit(s)") == 1
+    assert "use -n 1 or fewer" in out

@@ -16,6 +16,7 @@ from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate import drift
 from pytest_recfair.gate import thresholds as gate
 from pytest_recfair.report.failures import failure_message, failure_text, format_outcome
+from pytest_recfair.report.fmt import fmt_p
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from tests.support.synth_results import RELIGION, attribute, audit
 
@@ -255,10 +256,19 @@ def test_failure_message_is_a_table_that_names_the_crossed_limit() -> None:
     text = failure_message(outcome, regressed)
     lines = text.splitlines()
     assert lines[0] == "fairness gate failed for tests/test_audit.py::test_religion (sim-v2):"
-    header = lines[1].split()
+    a, b = regressed.attributes[0], baseline.attributes[0]
+    # one headline for the failing statistic, its drift and its crossed limit together
+    p = next(f.p_value for f in outcome.failures if f.kind == "drift")
+    assert p is not None
+    assert lines[1] == (
+        f"  religion SNSR {b.snsr.value:.3f} → {a.snsr.value:.3f} "
+        f"({a.snsr.value - b.snsr.value:+.3f}, tolerance 0.02, p "
+        f"{fmt_p(p)}, above the maximum 0.05): "
+        f"Islamic least favoured"
+    )
+    header = lines[2].split()
     assert header[:3] == ["attribute", "statistic", "baseline"]
     assert "threshold" in header
-    a, b = regressed.attributes[0], baseline.attributes[0]
     drift_row = next(ln for ln in lines if ln.split()[:2] == ["religion", "snsr"] and "->" in ln)
     assert f"{b.snsr.value:.3f}" in drift_row
     assert f"{a.snsr.value:.3f}" in drift_row
@@ -282,7 +292,7 @@ def test_format_outcome_recovers_limits_and_baseline_without_extras() -> None:
     regressed = audit(seed=7, bias={"Islamic": -0.12})
     outcome = gate.evaluate(regressed, baseline, gate.Thresholds(max_snsr=0.05), tolerance=0.02)
     lines = format_outcome(outcome, regressed)
-    rows = [ln for ln in lines[2:] if not ln.lstrip().startswith("-")]
+    rows = [ln for ln in lines[1:] if not ln.lstrip().startswith("-")]
     assert len(rows) == len(outcome.failures)
     assert any("max 0.05" in r for r in rows)
     assert any("tol 0.02" in r for r in rows)

@@ -67,6 +67,9 @@ class LengthSections:
     def lines(self, data: Any) -> list[str]:
         return [f"mean reply length {data['mean']:.2f}"]
 
+    def brief(self, data: Any) -> str:
+        return f"mean reply length {data['mean']:.2f}"
+
     def html(self, data: Any) -> str:
         return f"<p>mean reply length {data['mean']:.2f}</p>"
 

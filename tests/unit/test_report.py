@@ -52,7 +52,7 @@ def passing(baseline: AuditResult) -> AuditResult:
 
 
 def test_terminal_summary_table(failing: AuditResult, passing: AuditResult) -> None:
-    lines = terminal_summary([failing, passing])
+    lines = terminal_summary([failing, passing], verbose=True)
     assert lines[0] == "tests/test_audit.py::test_religion  FAIL"
     assert lines[1].startswith("  model sim-v2")  # the description wraps below
     header = next(ln for ln in lines if ln.split()[:1] == ["attribute"]).split()
@@ -93,7 +93,7 @@ def test_terminal_summary_fits_the_width_without_cutting_names(width: int) -> No
         attributes=(attribute("religion " + "y" * 20, sims, values),),
     )
     r = _gated(r, None, max_snsr=0.0)
-    lines = terminal_summary([r], width)
+    lines = terminal_summary([r], width, verbose=True)
     assert all(len(ln) <= width for ln in lines), [ln for ln in lines if len(ln) > width]
     assert not any("…" in ln for ln in lines)  # wrapped, never cut
     text = "\n".join(lines)
@@ -103,12 +103,12 @@ def test_terminal_summary_fits_the_width_without_cutting_names(width: int) -> No
 
 def test_a_name_longer_than_the_terminal_stays_whole() -> None:
     r = AuditResult(meta=meta(test_id="tests/" + "z" * 120 + ".py::test_y"), attributes=())
-    lines = terminal_summary([r], 80)
+    lines = terminal_summary([r], 80, verbose=True)
     assert lines[0] == r.meta.test_id
 
 
 def test_ungated_results_show_na() -> None:
-    lines = terminal_summary([audit()])
+    lines = terminal_summary([audit()], verbose=True)
     assert lines[0].split()[1] == "n/a"
     row = next(ln for ln in lines if ln.split()[:1] == ["religion"])
     assert row.split()[:2] == ["religion", "n/a"]
@@ -296,7 +296,7 @@ def test_a_tie_is_shown_as_a_tie_not_as_one_value_twice() -> None:
     assert tied.snsr.value == 0
     assert (tied.most_favoured, tied.least_favoured) == (TIE, TIE)
     r = replace(audit(), attributes=(tied,))
-    line = next(ln for ln in terminal_summary([r]) if ln.split()[:1] == ["religion"])
+    line = next(ln for ln in terminal_summary([r], verbose=True) if ln.split()[:1] == ["religion"])
     assert line.endswith(f"  {TIE}")
     assert f"{RELIGION[0]} / {RELIGION[0]}" not in line
     row = next(ln for ln in to_markdown([r]).splitlines() if ln.startswith("| religion |"))
@@ -329,12 +329,12 @@ def test_entropy_and_noise_floor_are_reported() -> None:
     assert shown is not None
     assert "entropy 2.50 bits" in shown
     assert f"noise floor {floor.mean:.3f} [{floor.ci[0]:.3f}, {floor.ci[1]:.3f}]" in shown
-    assert f"  religion: {shown}" in terminal_summary([r])
+    assert f"  religion: {shown}" in terminal_summary([r], verbose=True)
     assert f"- **religion** over repeats: {shown}" in to_markdown([r])
     assert "over 3 repeats: " + shown in to_html([r])
     # a run without repeats shows neither
     assert repeat_stats(audit().attributes[0]) is None
-    assert "noise floor" not in "\n".join(terminal_summary([audit()]))
+    assert "noise floor" not in "\n".join(terminal_summary([audit()], verbose=True))
 
 
 def test_a_tie_in_a_gate_failure_is_shown_as_a_tie() -> None:
@@ -363,7 +363,7 @@ def test_every_format_renders_the_same_failure_sentence(failing: AuditResult) ->
     assert [f["message"] for f in doc["results"][0]["gate"]["failures"]] == sentences
     md = to_markdown([failing])
     html = to_html([failing])
-    summary = "\n".join(terminal_summary([failing]))
+    summary = "\n".join(terminal_summary([failing], verbose=True))
     for s in sentences:
         assert s.replace("<", "\\<") in md
         assert s.replace("<", "&lt;").replace(">", "&gt;") in html
@@ -418,10 +418,10 @@ def test_a_large_gap_that_passed_its_gate_is_flagged_not_pass(passing: AuditResu
     assert flags(b)[0].startswith("SNSR ")
     assert attribute_label(wide, b) == "FLAG"
     assert attribute_label(passing, a) == ("FLAG" if flags(a) else "PASS")
-    lines = terminal_summary([wide], 100)
+    lines = terminal_summary([wide], 100, verbose=True)
     row = next(ln for ln in lines if ln.split()[:1] == [b.attribute])
     assert row.split()[1] == "FLAG"
-    assert any(ln.startswith("FLAG: not a gate failure, but above the method's") for ln in lines)
+    assert any(ln.startswith("FLAG: not a gate failure, but a large gap") for ln in lines)
     assert "⚠️ flagged" in to_markdown([wide])
     assert '<span class="badge FLAG">FLAG</span>' in to_html([wide])
     failed = _gated(wide, None, max_snsr=0.0)
@@ -464,3 +464,27 @@ def test_failures_are_labelled_by_what_failed() -> None:
     assert failure_tag(GateFailure("baseline", detail="missing")) == "baseline"
     assert failure_tag(GateFailure("item_shift", "first name", value=0.3)) == "item_shift"
     assert failure_label(GateFailure("drift", "religion", "snsr")) == "religion snsr"
+
+
+def test_the_short_summary_is_a_line_per_test_and_a_headline_per_failing_statistic(
+    failing: AuditResult, passing: AuditResult
+) -> None:
+    lines = terminal_summary([failing, passing], 100)
+    assert failing.gate is not None
+    assert len([ln for ln in lines if ln.split()[:1] in (["PASS"], ["FAIL"])]) == 2
+    (fail,) = [ln for ln in lines if ln.startswith("FAIL ")]
+    a = failing.attribute("religion")
+    assert f"religion SNSR {a.snsr.value:.3f} FAIL, {a.least_favoured} least favoured" in fail
+    drift = next(f for f in failing.gate.failures if f.kind == "drift")
+    assert drift.baseline is not None
+    assert drift.value is not None
+    headline = " ".join(" ".join(ln.split()) for ln in lines if not ln.startswith(("PASS", "FAIL")))
+    assert (
+        f"✗ religion SNSR {drift.baseline:.3f} → {drift.value:.3f} "
+        f"({drift.value - drift.baseline:+.3f}, tolerance {drift.limit:.3g}, p "
+    ) in headline
+    assert f": {a.least_favoured} least favoured" in headline
+    # the routine power and floor notes are left to -v; a change of model is said
+    assert not any("can detect" in ln or "noise floor" in ln for ln in lines)
+    assert not any(ln.lstrip().startswith(("attribute", "tokens:")) for ln in lines)
+    assert any("can detect" in ln for ln in terminal_summary([failing, passing], 100, verbose=True))

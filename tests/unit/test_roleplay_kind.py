@@ -67,7 +67,7 @@ def test_without_a_judge_why_questions_are_not_asked_and_the_report_says_so() ->
     assert data["why_not_asked"] == 8
     assert {c["qtype"] for c in data["cells"]} == {"yesno", "choice"}
     assert "8 Why questions not asked (no judge configured)" in "\n".join(
-        terminal_summary([result])
+        terminal_summary([result], verbose=True)
     )
 
 
@@ -111,7 +111,7 @@ def test_role_effect_asks_both_conditions_and_pairs_them_by_question() -> None:
     data = result.extras["roleplay"]
     assert {c["with_role"] for c in data["cells"]} == {True, False}
     assert 0 < data["effect"]["total"]["n"] <= 10  # questions determined in both conditions
-    assert "role effect over" in "\n".join(terminal_summary([result]))
+    assert "role effect over" in "\n".join(terminal_summary([result], verbose=True))
     assert any(".norole.biased_rate" in k for k, _ in junit.properties(result))
 
 
@@ -134,5 +134,5 @@ def test_the_run_line_names_the_question_set_not_a_grid_in_every_channel() -> No
     assert "grid" not in line
     assert "templates" not in line
     assert "role-play bias (parsed oracle)" in line
-    for text in ("\n".join(terminal_summary([result])), render(".md", [result])):
+    for text in ("\n".join(terminal_summary([result], verbose=True)), render(".md", [result])):
         assert "questions smoke: 16 x 3 rounds" in " ".join(text.split())

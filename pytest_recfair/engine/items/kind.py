@@ -264,6 +264,14 @@ class ItemSections:
                 out.append(f"  {'/'.join(f['categories'])} shares: {shares}")
         return out
 
+    def brief(self, data: Any) -> str:
+        return "; ".join(
+            f"{res['attribute']} · {f['field']}: largest shift {fmt(f['max_shift'])}"
+            + "".join(f" ({s[0]})" for s in [_shifted(f)] if s)
+            for res in _attributes(data)
+            for f in res["fields"]
+        )
+
     def html(self, data: Any) -> str:
         parts = []
         for res in _attributes(data):

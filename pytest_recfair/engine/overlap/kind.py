@@ -111,6 +111,9 @@ class OverlapSections:
     def lines(self, data: Any) -> list[str]:
         return qg.quality_lines((data or {}).get("quality"))
 
+    def brief(self, data: Any) -> str:
+        return ""  # the attribute tables carry it (report/terminal.py)
+
     def html(self, data: Any) -> str:
         return qg.quality_html((data or {}).get("quality"))
 

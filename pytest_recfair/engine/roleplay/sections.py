@@ -100,6 +100,14 @@ class RoleplaySections:
             out.append(_effect_text(data["effect"]))
         return out
 
+    def brief(self, data: Any) -> str:
+        cells = [c for c in data["cells"] if c["rate"] is not None]
+        if not cells:
+            return ""
+        c = max(cells, key=lambda c: c["rate"])
+        label = f"{c['attribute']} · {LABELS[c['qtype']]}{_condition(c)}"
+        return f"most biased {label} {c['biased']}/{c['n']} = {fmt(c['rate'])}"
+
     def html(self, data: Any) -> str:
         head = ["attribute", "type", "role", "biased / determined", "rate [95% CI]"]
         head += ["refusals", "failed", "unusable", "undetermined"]
