@@ -14,6 +14,7 @@ docs/baselines.md; the Sim(a) intervals and the drift test are in :mod:`.inferen
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -189,6 +190,7 @@ _RAMP = 2.0  # null spreads over which the upper tail's share of alpha grows to 
 _STEPS = 16  # a bound is found to 2**-16 of its bracket (as by 16 bisection steps)
 _THETA_MAX = 1.0  # similarities are in [0, 1]: no range, sd or mean abs. deviation exceeds 1
 _TINY_VAR = 1e-24  # standard errors below 1e-12 (similarities are in [0, 1]) count as 1e-12
+_DEGENERATE = 0.01  # a resample's standard error under 1% of the spread's: a broken t draw
 
 
 def _patterns(est: FloatArray, dev: FloatArray, kind: str) -> FloatArray:
@@ -268,6 +270,20 @@ def _inverted(boot: _Boot, kind: str, alpha: float) -> Interval:
     sd0 = float(np.std(_spread(dev, kind)))
     if not sd0 > 1e-12:  # no noise in the gaps between values (rounding error aside)
         return (obs, obs)
+    means = np.ascontiguousarray((est + dev).T)
+    g_boot, var_boot = _spread_var(means, boot.cov, kind)
+    sd_g = float(np.std(g_boot))
+    # Bootstrap-t divides by each resample's own standard error. When a few entities carry
+    # all the variation (discrete scores, a noise-free model), the resamples that leave
+    # them out have a standard error of ~0 and an unbounded t; once they are a quarter of
+    # a tail (alpha / 4) the quantiles the test inverts are theirs and the interval runs
+    # to _THETA_MAX whatever the data say. There the normal interval with the bootstrap
+    # standard error of the spread itself is valid (no per-resample standard error, and it
+    # shrinks with the data's real noise); not the percentile interval, as a resampled
+    # range or sd is biased upward and may miss the estimate near a tie.
+    if np.mean(var_boot < (_DEGENERATE * sd_g) ** 2) > alpha / 4:
+        half = statistics.NormalDist().inv_cdf(1.0 - alpha / 2.0) * sd_g
+        return (max(0.0, obs - half), obs + half)
     shapes = _patterns(est, dev, kind)
     devs = np.ascontiguousarray((dev - np.mean(dev, axis=1, keepdims=True)).T)
     _, var_obs = _spread_var(est[:, None], boot.cov_hat, kind)
