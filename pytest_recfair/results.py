@@ -84,9 +84,7 @@ class Interval:
 
     @classmethod
     def from_obj(cls, obj: Any) -> Interval | None:
-        if obj is None:
-            return None
-        return cls(_nan(obj[0]), _nan(obj[1]))
+        return None if obj is None else cls(_nan(obj[0]), _nan(obj[1]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -403,7 +401,8 @@ class GateFailure:
 
     ``attribute`` is None for a failure of the whole audit (its baseline is missing,
     unusable or incompatible; then ``detail`` says why). ``limit`` is the threshold for
-    threshold-type kinds and the tolerance for a drift; ``baseline`` the baseline value.
+    threshold-type kinds and the tolerance applied for a drift (``tolerance`` the one set,
+    when the baseline's noise floor raised it); ``baseline`` the baseline value.
     """
 
     kind: FailureKind | str  # a str outside FAILURE_KINDS: a kind of audit's own failure
@@ -419,6 +418,7 @@ class GateFailure:
     baseline_ci: Interval | None = None
     detail: str | None = None  # a reason from elsewhere (a data error, a baseline problem)
     group: str | None = None  # the group a kind's failure is about (most / least column)
+    tolerance: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return plain_fields(self, _FAILURE_FIELDS)
@@ -429,7 +429,6 @@ class GateFailure:
             v = d.get(key)
             return None if v is None else float(v)
 
-        n_paired = d.get("n_paired")
         return cls(
             kind=d["kind"],
             attribute=d.get("attribute"),
@@ -439,11 +438,12 @@ class GateFailure:
             baseline=num("baseline"),
             p_value=num("p_value"),
             alpha=num("alpha"),
-            n_paired=None if n_paired is None else int(n_paired),
+            n_paired=None if d.get("n_paired") is None else int(d["n_paired"]),
             value_ci=Interval.from_obj(d.get("value_ci")),
             baseline_ci=Interval.from_obj(d.get("baseline_ci")),
             detail=d.get("detail"),
             group=d.get("group"),
+            tolerance=num("tolerance"),
         )
 
 

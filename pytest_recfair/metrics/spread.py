@@ -250,6 +250,26 @@ def _root(h: Callable[[float], float], lo: float, hi: float, h_lo: float, h_hi: 
     return 0.5 * (lo + hi)
 
 
+def _normal_if_degenerate(boot: _Boot, kind: str, alpha: float, obs: float) -> Interval | None:
+    """The normal interval, obs +- z x the bootstrap standard error of the spread, where
+    the bootstrap-t is near-degenerate (else None).
+
+    Bootstrap-t divides by each resample's own standard error. When a few entities carry
+    all the variation (discrete scores, a noise-free model), the resamples that leave them
+    out have a standard error of ~0 and an unbounded t; once they are a quarter of a tail
+    (alpha / 4) the quantiles the test inverts are theirs and the interval runs to
+    _THETA_MAX whatever the data say. The normal interval is valid there: it needs no
+    per-resample standard error and shrinks with the data's real noise. Not the percentile
+    interval: a resampled range or sd is biased upward and may miss the estimate near a tie.
+    """
+    g, var = _spread_var(np.ascontiguousarray((boot.est + boot.dev).T), boot.cov, kind)
+    sd_g = float(np.std(g))
+    if not np.mean(var < (_DEGENERATE * sd_g) ** 2) > alpha / 4:
+        return None
+    half = statistics.NormalDist().inv_cdf(1.0 - alpha / 2.0) * sd_g
+    return (max(0.0, obs - half), obs + half)
+
+
 def _inverted(boot: _Boot, kind: str, alpha: float) -> Interval:
     """Interval for g(true means) by inverting a studentised bootstrap test of each
     candidate value.
@@ -270,20 +290,9 @@ def _inverted(boot: _Boot, kind: str, alpha: float) -> Interval:
     sd0 = float(np.std(_spread(dev, kind)))
     if not sd0 > 1e-12:  # no noise in the gaps between values (rounding error aside)
         return (obs, obs)
-    means = np.ascontiguousarray((est + dev).T)
-    g_boot, var_boot = _spread_var(means, boot.cov, kind)
-    sd_g = float(np.std(g_boot))
-    # Bootstrap-t divides by each resample's own standard error. When a few entities carry
-    # all the variation (discrete scores, a noise-free model), the resamples that leave
-    # them out have a standard error of ~0 and an unbounded t; once they are a quarter of
-    # a tail (alpha / 4) the quantiles the test inverts are theirs and the interval runs
-    # to _THETA_MAX whatever the data say. There the normal interval with the bootstrap
-    # standard error of the spread itself is valid (no per-resample standard error, and it
-    # shrinks with the data's real noise); not the percentile interval, as a resampled
-    # range or sd is biased upward and may miss the estimate near a tie.
-    if np.mean(var_boot < (_DEGENERATE * sd_g) ** 2) > alpha / 4:
-        half = statistics.NormalDist().inv_cdf(1.0 - alpha / 2.0) * sd_g
-        return (max(0.0, obs - half), obs + half)
+    normal = _normal_if_degenerate(boot, kind, alpha, obs)
+    if normal is not None:
+        return normal
     shapes = _patterns(est, dev, kind)
     devs = np.ascontiguousarray((dev - np.mean(dev, axis=1, keepdims=True)).T)
     _, var_obs = _spread_var(est[:, None], boot.cov_hat, kind)
