@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from xml.etree import ElementTree
 
@@ -213,3 +214,29 @@ def test_a_noise_free_model_gets_intervals_as_tight_as_its_noise(
             assert lo - 1e-9 <= value <= hi + 1e-9, (stat, value, lo, hi)
             assert stored["standard_error"][stat] < 0.1, stat
             assert hi - lo < 0.5, (stat, lo, hi)
+
+
+def test_the_plan_says_the_entities_a_tolerance_needs(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--fairness-plan: before a baseline the entities needed are unknown; after it, those
+    at which the baseline's noise floor (1.645 x its SE, falling as 1/sqrt(n)) reaches the
+    tolerance asked, from the SE stored in the file."""
+    make_project(pytester, TOLERANCE_TEST)
+    monkeypatch.setenv("RECFAIR_TEST_NOISE", "0.08")
+    before = _run(pytester, "--fairness-plan")
+    before.assert_outcomes(skipped=1)
+    before.stdout.fnmatch_lines(
+        ["recfair plan: tolerance 0.01: the entities needed to resolve it are unknown until*"]
+    )
+    _run(pytester, "--fairness-update").assert_outcomes(passed=1)
+    se = json.loads(_baseline(pytester).read_text())["attributes"][0]["standard_error"]["snsr"]
+    needed = math.ceil(12 * (1.645 * se / 0.01) ** 2)
+    after = _run(pytester, "--fairness-plan")
+    after.stdout.fnmatch_lines(
+        [
+            f"recfair plan: religion (jaccard) SNSR: tolerance 0.01 needs ~{needed:,} entities "
+            f"in baseline and run (at 12: raised to the noise floor {1.645 * se:.3g} = 1.645 x "
+            f"SE {se:.3g}); at 12 entities a run can detect an SNSR rise of ~*"
+        ]
+    )
