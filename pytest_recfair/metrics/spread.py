@@ -14,7 +14,6 @@ docs/baselines.md; the Sim(a) intervals and the drift test are in :mod:`.inferen
 from __future__ import annotations
 
 import math
-import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,6 +23,7 @@ import numpy.typing as npt
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common
 from pytest_recfair.metrics.common import check_confidence, check_positive_int, make_rng
+from pytest_recfair.metrics.inference import t_quantile
 
 __all__ = ["SpreadIntervals", "spread_intervals"]
 
@@ -55,6 +55,7 @@ class _Boot:
     dev: FloatArray
     cov: FloatArray
     cov_hat: FloatArray
+    n: int  # entities
 
 
 def _moments(W: common.CountArray, X0: FloatArray, M: FloatArray) -> tuple[FloatArray, ...]:
@@ -114,7 +115,7 @@ def _boot_devs(X: FloatArray, W: common.CountArray) -> _Boot:
     dev = means - est
     dev[~np.isfinite(dev)] = 0.0
     _, cov_hat = _moments(np.ones((1, X.shape[0])), X0, M)
-    return _Boot(est, dev, cov, cov_hat)
+    return _Boot(est, dev, cov, cov_hat, X.shape[0])
 
 
 def _draw_weights(rng: np.random.Generator, B: int, E: int) -> common.CountArray:
@@ -251,8 +252,9 @@ def _root(h: Callable[[float], float], lo: float, hi: float, h_lo: float, h_hi: 
 
 
 def _normal_if_degenerate(boot: _Boot, kind: str, alpha: float, obs: float) -> Interval | None:
-    """The normal interval, obs +- z x the bootstrap standard error of the spread, where
-    the bootstrap-t is near-degenerate (else None).
+    """The normal interval, obs +- t(n - 1) x the bootstrap standard error of the spread
+    (widened by sqrt(n / (n - 1)), as the bootstrap's is too small by that), where the
+    bootstrap-t is near-degenerate (else None).
 
     Bootstrap-t divides by each resample's own standard error. When a few entities carry
     all the variation (discrete scores, a noise-free model), the resamples that leave them
@@ -266,7 +268,7 @@ def _normal_if_degenerate(boot: _Boot, kind: str, alpha: float, obs: float) -> I
     sd_g = float(np.std(g))
     if not np.mean(var < (_DEGENERATE * sd_g) ** 2) > alpha / 4:
         return None
-    half = statistics.NormalDist().inv_cdf(1.0 - alpha / 2.0) * sd_g
+    half = t_quantile(1.0 - alpha / 2.0, boot.n - 1) * math.sqrt(boot.n / (boot.n - 1)) * sd_g
     return (max(0.0, obs - half), obs + half)
 
 

@@ -259,7 +259,8 @@ def test_rows_without_any_difference_have_a_point_interval_at_the_estimate() -> 
 def test_a_few_entities_carrying_all_the_variation_get_the_normal_interval() -> None:
     """Two of 20 entities differ, in one value: a resample without them has no standard
     error, its bootstrap-t draw is unbounded, and the inverted test gave [0, 1]. The
-    fallback is the estimate +- z x the spread's bootstrap standard error."""
+    fallback is the estimate +- t(19) x the spread's bootstrap standard error (widened by
+    sqrt(20 / 19): the bootstrap's is the plug-in one)."""
     X = np.tile(np.array([[1.0, 1.0, 2 / 3, 3 / 7]]), (20, 1))
     X[[4, 11], 3] = 0.0
     se_last = float(np.std(X[:, 3], ddof=1) / np.sqrt(20))  # the SNSR's: 1 - that mean
@@ -275,7 +276,8 @@ def test_a_few_entities_carrying_all_the_variation_get_the_normal_interval() -> 
         assert lo <= est <= hi, (k, lo, hi)
         assert hi - lo < 0.5, (k, lo, hi)
     half = (si.snsr[1] - si.snsr[0]) / 2
-    assert half == pytest.approx(1.96 * se_last, rel=0.15)
+    t19 = inf.t_quantile(0.975, 19)
+    assert half == pytest.approx(t19 * se_last, rel=0.15)
     assert si.snsr[0] == pytest.approx(estimates["snsr"] - half, abs=1e-9)
 
 
