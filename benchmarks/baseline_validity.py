@@ -299,7 +299,7 @@ def _planned(base: AuditResult, tol: float, floor: float) -> tuple[float, float]
     (line,) = resolution(s, base, base.attributes[0].matrix.entities)
     needed = re.search(r"needs ~([\d,]+) entities", line)
     n = float(needed.group(1).replace(",", "")) if needed else 0.0
-    found = re.search(r"rise of ~([\d.]+)", line)
+    found = re.search(r"rise below ~([\d.]+)", line)
     assert found is not None, line
     return n, float(found.group(1))
 

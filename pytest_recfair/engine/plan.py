@@ -25,7 +25,6 @@ import dataclasses
 import json
 import math
 import os
-import statistics
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from pytest_recfair.engine import registry, stream
 from pytest_recfair.engine.base import AuditInputs, AuditRequest
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.gate import thresholds as floors
+from pytest_recfair.metrics import inference
 from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.providers.adapter import CallableProvider
@@ -172,17 +172,15 @@ def resolution(
     The gate's margin is max(tolerance, baseline_floor x the baseline's standard error on
     the entities the run shares with it) (``gate.thresholds.floors``); that error falls as
     1/sqrt(n), so the floor is at the tolerance from n = n0 (floor / tolerance)^2. The
-    paired drift test then catches 9 times in 10 a worsening of margin + (z_{1-alpha} +
-    z_0.9) x its paired SE, taken as sqrt(2) x the baseline's error: one comparison (a
-    family's critical value is larger) of runs whose noise is independent (a shared entity
-    effect makes it smaller)."""
+    paired drift test then catches 9 times in 10 about a worsening of margin + (t_{1-a} +
+    t_0.9) x its paired SE (t with n0 - 1 degrees of freedom, a the spreads' share of
+    alpha), that SE taken as sqrt(2) x the baseline's error: one comparison (a family's
+    critical value is larger) of runs whose noise is independent."""
     if baseline is None:
         return [
             f"tolerance {settings.tolerance:g}: the entities needed to resolve it are unknown "
             "until a baseline is recorded (its standard errors set the gate's noise floor)"
         ]
-    z = statistics.NormalDist().inv_cdf
-    power = z(1.0 - settings.alpha) + z(0.9)
     ids = set(entities)
     tol, factor = settings.tolerance, settings.baseline_floor
     out = []
@@ -214,10 +212,13 @@ def resolution(
                 f"needs ~{math.ceil(needed):,} entities in baseline and run (at {n0}: "
                 f"raised to the noise floor {floor:.3g} = {factor:g} x SE {se:.3g})"
             )
+        # the spreads' share of alpha, and t for an error estimated from n0 entities
+        level = 1.0 - settings.alpha * (1.0 - inference.UNUSABLE_ALPHA)
+        power = inference.t_quantile(level, n0 - 1) + inference.t_quantile(0.9, n0 - 1)
         mde = margin + power * math.sqrt(2.0) * se
         out.append(
-            f"{head} {state}; at {n0} entities a run can detect an {stat.upper()} {word} of "
-            f"~{mde:.3g} (90% power, one comparison)"
+            f"{head} {state}; at {n0} entities a run cannot reliably detect an "
+            f"{stat.upper()} {word} below ~{mde:.3g} (one comparison)"
         )
     return out
 

@@ -237,6 +237,6 @@ def test_the_plan_says_the_entities_a_tolerance_needs(
         [
             f"recfair plan: religion (jaccard) SNSR: tolerance 0.01 needs ~{needed:,} entities "
             f"in baseline and run (at 12: raised to the noise floor {1.645 * se:.3g} = 1.645 x "
-            f"SE {se:.3g}); at 12 entities a run can detect an SNSR rise of ~*"
+            f"SE {se:.3g}); at 12 entities a run cannot reliably detect an SNSR rise below ~*"
         ]
     )

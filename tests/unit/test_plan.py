@@ -5,12 +5,12 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import pytest
 
 from pytest_recfair.engine import plan
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.metrics.inference import t_quantile
 from pytest_recfair.providers.pacing import TOKENS_PER_ITEM
 from pytest_recfair.settings import values
 
@@ -119,8 +119,8 @@ def test_resolution_scales_the_floor_by_one_over_root_n() -> None:
     assert needed is not None, line
     assert int(needed.group(1)) in (360, 361)  # 40 x 3 ** 2, rounded up
     assert f"raised to the noise floor {floor:.3g}" in line
-    power = NormalDist().inv_cdf(0.95) + NormalDist().inv_cdf(0.9)
-    assert f"rise of ~{floor + power * math.sqrt(2) * se:.3g}" in line
+    power = t_quantile(0.96, 39) + t_quantile(0.9, 39)  # 4/5 of alpha 0.05: the spreads'
+    assert f"rise below ~{floor + power * math.sqrt(2) * se:.3g}" in line
     high = settings.resolve(marker={"tolerance": 2 * floor})
     (line,) = plan.resolution(high, base, ids)
     assert f"tolerance {2 * floor:g} applies (noise floor {floor:.3g} at 40 entities)" in line
