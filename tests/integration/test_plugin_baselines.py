@@ -175,7 +175,8 @@ def test_a_tolerance_raised_by_the_floor_is_said_in_every_channel(
     result = _run(pytester, *(f"--fairness-report={p}" for p in out), "--junitxml=j.xml")
     result.assert_outcomes(failed=1)
     words = f"tolerance {1.645 * se:.3g} (noise floor of the baseline; 0.01 set)"
-    assert words in result.stdout.str()
+    words_out = result.stdout.str()
+    assert words in words_out
     (failure,) = json.loads((pytester.path / "r.json").read_text())["results"][0]["gate"][
         "failures"
     ]
@@ -183,6 +184,8 @@ def test_a_tolerance_raised_by_the_floor_is_said_in_every_channel(
     assert failure["limit"] == pytest.approx(1.645 * se)
     assert words in failure["message"]
     assert words in (pytester.path / "r.html").read_text()
+    needed = math.ceil(12 * (1.645 * se / 0.01) ** 2)
+    assert f"(the tolerance applies from ~{needed:,} entities in baseline and run)" in words_out
     junit = ElementTree.parse(pytester.path / "j.xml")
     assert any(words in (f.text or "") for f in junit.iter("failure"))
 
