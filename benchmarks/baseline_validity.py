@@ -84,8 +84,10 @@ def _attribute(attr: str, metric: str, sims: FloatArray, miss: Any) -> Attribute
 
 def to_result(run: Run, n_entities: int) -> AuditResult:
     meta = ListMeta(
-        "bench::test", "sim", "m", "faireval", "g", "natural", "t", "s", "movie", 25,
-        n_entities, 1, "normalized", "jaccard", "en", None, 0, "replay", "x",
+        test_id="bench::test", provider="sim", model="m", grid="faireval", grid_hash="g",
+        templates="natural", templates_hash="t", seeds_hash="s", domain="movie", k=25,
+        n_entities=n_entities, repeats=1, variant="normalized", metric="jaccard",
+        language="en", perturbation=None, seed=0, record_mode="replay", plugin_version="x",
     )  # fmt: skip
     attrs = tuple(_attribute(a, m, s, miss) for (a, m), (s, miss) in run.items())
     return AuditResult(meta, attrs)
@@ -286,6 +288,69 @@ def seed_stability(args: argparse.Namespace, _: Any) -> list[str]:
     ]
 
 
+def _planned(base: AuditResult, tol: float, floor: float) -> tuple[float, float]:
+    """(entities needed, detectable rise) the plan prints (``engine.plan.resolution``)."""
+    import re
+
+    from pytest_recfair import settings
+    from pytest_recfair.engine.plan import resolution
+
+    s = settings.resolve(marker={"tolerance": tol}, cli={"baseline_floor": floor})
+    (line,) = resolution(s, base, base.attributes[0].matrix.entities)
+    needed = re.search(r"needs ~([\d,]+) entities", line)
+    n = float(needed.group(1).replace(",", "")) if needed else 0.0
+    found = re.search(r"rise below ~([\d.]+)", line)
+    assert found is not None, line
+    return n, float(found.group(1))
+
+
+def _religion(pop: hm.HeteroPopulation, rng: np.random.Generator, rise: float = 0.0) -> Run:
+    """One run of religion alone, Jaccard alone: the single comparison the plan speaks of."""
+    delta = hm.TIED_GRID["religion"].copy()
+    delta[0] += rise  # unique top value: SNSR rises by exactly ``rise``
+    return {
+        ("religion", "jaccard"): hm.draw_run(rng, pop, {"religion": delta})[("religion", "jaccard")]
+    }
+
+
+def plan(args: argparse.Namespace, _: Any) -> list[str]:
+    """The plan's two figures against the gate: the entities it names for a tolerance
+    (does the floor of a baseline that size fall to the tolerance?) and the rise it says a
+    run can detect (is it caught 9 times in 10?). Each repetition plans from the stored
+    baseline of a fresh population, as a team does: a baseline of the size it names, on
+    another population, gives the floor; the next run of the first population, worsened by
+    the rise it names, is gated against that baseline."""
+    from pytest_recfair.gate import thresholds as floors
+
+    rng, rows = np.random.default_rng(args.seed + 5), []
+    for n0, tol in ((20, 0.01), (20, 0.02), (100, 0.02)):
+        below, needed, ratio, caught, rises = 0, [], [], 0, []
+        for r in range(args.runs):
+            pilot = hm.hetero_population(rng, n0)
+            base = stored(_religion(pilot, rng))
+            n, rise = _planned(base, tol, args.floor)
+            needed.append(n)
+            rises.append(rise)
+            if n > n0:  # a baseline of the planned size: is its floor at the tolerance?
+                big = stored(_religion(hm.hetero_population(rng, math.ceil(n)), rng))
+                f = max(floors.floors(big, args.floor).get(("religion", "jaccard", "snsr"), 0), 0)
+                below += f <= tol
+                ratio.append(f / tol)
+            # the model's next run worsened by the planned rise, gated against the baseline
+            caught += not gate(_religion(pilot, rng, rise), base, tol, args.floor, r).passed
+        planned = (
+            f"~{np.median(needed):,.0f} (median); floor <= tolerance at that size in "
+            f"{rate(below, len(ratio))}, floor / tolerance median {np.median(ratio):.2f}"
+            if ratio
+            else "none: the floor is below the tolerance"
+        )
+        rows.append(
+            f"| {n0} | {tol:g} | {planned} | ~{np.median(rises):.3f} (median) | "
+            f"{rate(caught, args.runs)} |"
+        )
+    return rows
+
+
 SECTIONS: dict[str, tuple[str, Callable[[argparse.Namespace, Any], list[str]]]] = {
     "conditional": (
         "| profile | baseline_floor | false alarms per stored baseline (%) | worst | "
@@ -296,6 +361,11 @@ SECTIONS: dict[str, tuple[str, Callable[[argparse.Namespace, Any], list[str]]]] 
     "power": ("| setting | tolerance | caught |\n| --- | --- | --- |", power),
     "mde": ("| setting | tolerance | caught (target 90 ± 5) |\n| --- | --- | --- |", mde),
     "subset": ("| setting | false alarms |\n| --- | --- |", subset_runs),
+    "plan": (
+        "| entities | tolerance | entities the plan names for the tolerance | detectable rise "
+        "the plan names | that rise caught (target 90) |\n| --- | --- | --- | --- | --- |",
+        plan,
+    ),
     "seed": (
         "| setting | p-values | 99th pct abs(delta p) | spreads | unusable shares | max | "
         "verdicts that move |\n| --- | --- | --- | --- | --- | --- | --- |",

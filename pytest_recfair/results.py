@@ -82,9 +82,7 @@ class Interval:
 
     @classmethod
     def from_obj(cls, obj: Any) -> Interval | None:
-        if obj is None:
-            return None
-        return cls(json_nan(obj[0]), json_nan(obj[1]))
+        return None if obj is None else cls(json_nan(obj[0]), json_nan(obj[1]))
 
 
 @dataclass(frozen=True, slots=True)
@@ -401,7 +399,8 @@ class GateFailure:
 
     ``attribute`` is None for a failure of the whole audit (its baseline is missing,
     unusable or incompatible; then ``detail`` says why). ``limit`` is the threshold for
-    threshold-type kinds and the tolerance for a drift; ``baseline`` the baseline value.
+    threshold-type kinds and the tolerance applied for a drift (``tolerance`` the one set,
+    when the baseline's noise floor raised it); ``baseline`` the baseline value.
     """
 
     kind: FailureKind | str  # a str outside FAILURE_KINDS: a kind of audit's own failure
@@ -418,6 +417,7 @@ class GateFailure:
     detail: str | None = None  # a reason from elsewhere (a data error, a baseline problem)
     group: str | None = None  # the group a kind's failure is about (most / least column)
     bound: str | None = None  # "tol": a kind's limit on a group difference (else max / drift)
+    tolerance: float | None = None  # the tolerance set, where the noise floor raised ``limit``
 
     def to_dict(self) -> dict[str, Any]:
         return plain_fields(self, _FAILURE_FIELDS)
@@ -428,7 +428,6 @@ class GateFailure:
             v = d.get(key)
             return None if v is None else float(v)
 
-        n_paired = d.get("n_paired")
         return cls(
             kind=d["kind"],
             attribute=d.get("attribute"),
@@ -438,12 +437,13 @@ class GateFailure:
             baseline=num("baseline"),
             p_value=num("p_value"),
             alpha=num("alpha"),
-            n_paired=None if n_paired is None else int(n_paired),
+            n_paired=None if d.get("n_paired") is None else int(d["n_paired"]),
             value_ci=Interval.from_obj(d.get("value_ci")),
             baseline_ci=Interval.from_obj(d.get("baseline_ci")),
             detail=d.get("detail"),
             group=d.get("group"),
             bound=d.get("bound"),
+            tolerance=num("tolerance"),
         )
 
 

@@ -34,6 +34,8 @@ from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.engine import registry, stream
 from pytest_recfair.engine.base import AuditInputs, AuditRequest
 from pytest_recfair.errors import ConfigError, RecfairError
+from pytest_recfair.gate import thresholds as floors
+from pytest_recfair.metrics import inference
 from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.providers.adapter import CallableProvider
@@ -46,9 +48,10 @@ from pytest_recfair.providers.pacing import (
 )
 from pytest_recfair.providers.pipeline import Allowance
 from pytest_recfair.providers.transport import CassetteTransport, case_extensions
+from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.values import Prices, Shard
-from pytest_recfair.vocab import RecordMode
+from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS, RecordMode
 
 __all__ = [
     "DEFAULT_MAX_COST",
@@ -69,6 +72,7 @@ __all__ = [
     "parse_budget",
     "pipeline_calls",
     "recorded_ids",
+    "resolution",
     "total_line",
     "with_judge",
 ]
@@ -156,6 +160,67 @@ def total_line(plans: Sequence[Plan]) -> str:
         f"fairness plan: {len(plans)} audit(s), {sum(p.prompts for p in plans):,} prompts, "
         f"{sum(p.recorded for p in plans):,} already recorded, {asked:,} to ask, {cost}"
     )
+
+
+def resolution(
+    settings: AuditSettings, baseline: AuditResult | None, entities: Sequence[str]
+) -> list[str]:
+    """Per gated statistic (its least resolved attribute): the entities a baseline needs
+    for the tolerance asked to be the one applied, and roughly the smallest worsening a run
+    of ``entities`` (seed ids) can detect; docs/baselines.md checks both by simulation.
+
+    The gate's margin is max(tolerance, baseline_floor x the baseline's standard error on
+    the entities the run shares with it) (``gate.thresholds.floors``); that error falls as
+    1/sqrt(n), so the floor is at the tolerance from n = n0 (floor / tolerance)^2. The
+    paired drift test then catches 9 times in 10 about a worsening of margin + (t_{1-a} +
+    t_0.9) x its paired SE (t with n0 - 1 degrees of freedom, a the spreads' share of
+    alpha), that SE taken as sqrt(2) x the baseline's error: one comparison (a family's
+    critical value is larger) of runs whose noise is independent."""
+    if baseline is None:
+        return [
+            f"tolerance {settings.tolerance:g}: the entities needed to resolve it are unknown "
+            "until a baseline is recorded (its standard errors set the gate's noise floor)"
+        ]
+    ids = set(entities)
+    tol, factor = settings.tolerance, settings.baseline_floor
+    out = []
+    for stat in (g for g in settings.gated if g in STATISTICS):
+        worst: tuple[float, str, int, float] | None = None
+        for a in baseline.attributes:
+            shared = ids & set(a.matrix.entities) or None  # none shared: the gate uses all
+            se = floors.standard_errors(a, shared)[stat]
+            n0 = len(shared or a.matrix.entities)
+            if not math.isfinite(se):
+                continue
+            floor = factor * se
+            needed = n0 * (floor / tol) ** 2 if tol > 0 else math.inf if floor > 0 else 0.0
+            if worst is None or needed > worst[0]:
+                worst = (needed, f"{a.attribute} ({a.metric})", n0, se)
+        if worst is None:
+            continue
+        needed, where, n0, se = worst
+        floor = factor * se
+        margin = max(tol, floor)
+        word = "drop" if stat in HIGHER_IS_FAIRER else "rise"
+        head = f"{where} {stat.upper()}: tolerance {tol:g}"
+        if floor <= tol:
+            state = f"applies (noise floor {floor:.3g} at {n0} entities)"
+        elif math.isinf(needed):
+            state = f"is raised to the noise floor {floor:.3g}: no baseline is free of noise"
+        else:
+            state = (
+                f"needs ~{math.ceil(needed):,} entities in baseline and run (at {n0}: "
+                f"raised to the noise floor {floor:.3g} = {factor:g} x SE {se:.3g})"
+            )
+        # the spreads' share of alpha, and t for an error estimated from n0 entities
+        level = 1.0 - settings.alpha * (1.0 - inference.UNUSABLE_ALPHA)
+        power = inference.t_quantile(level, n0 - 1) + inference.t_quantile(0.9, n0 - 1)
+        mde = margin + power * math.sqrt(2.0) * se
+        out.append(
+            f"{head} {state}; at {n0} entities a run cannot reliably detect an "
+            f"{stat.upper()} {word} below ~{mde:.3g} (one comparison)"
+        )
+    return out
 
 
 def _duration(seconds: float) -> str:

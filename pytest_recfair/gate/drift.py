@@ -206,12 +206,14 @@ def _failure(
     now = getattr(a, v.statistic) if spread and not sub else None
     before = getattr(b, v.statistic) if spread and not sub else None
     screened = sum(m.screened for m in res.members)
+    limit, asked = _margin(v, res), res.tolerance if spread else 0.0
     return GateFailure(
         "drift",
         v.key[0],
         v.statistic,
         value=v.candidate if now is None else now.value,
-        limit=_margin(v, res),
+        limit=limit,
+        tolerance=asked if limit > asked else None,
         baseline=v.baseline if before is None else before.value,
         baseline_ci=None if before is None else before.ci,
         p_value=v.p_adjusted,
@@ -251,9 +253,11 @@ def _power_notes(res: inference.DriftResult) -> list[str]:
         det = " / ".join(f"{v.detectable:.3f}" for v in vs)
         se = " / ".join(f"{v.se:.3f}" for v in vs)
         n = max(v.n_paired for v in vs)
+        raised = vs[0].margin > res.tolerance
+        why = f" (noise floor of the baseline; {res.tolerance:g} set)" if raised else ""
         out.append(
             f"{where}: this test can detect an {what} {word} of {det} or more (90% power "
-            f"over {n} entities, paired SE {se}, tolerance {vs[0].margin:.3g})"
+            f"over {n} entities, paired SE {se}, tolerance {vs[0].margin:.3g}{why})"
         )
         noisy = [v for v in vs if v.margin > 0 and v.mde > v.margin]
         if noisy:

@@ -267,16 +267,22 @@ def floor_notes(
     the effective tolerance) and a warning when the baseline is too noisy to gate on."""
     if test is None:
         return []
-    keys = ((v.key[0].casefold(), v.key[1], v.statistic) for v in test.members)
-    spread = {k: fl[k] for k in keys if k in fl and k[2] != "unusable"}
+    n = {(v.key[0].casefold(), v.key[1], v.statistic): v.n_paired for v in test.members}
+    spread = {k: fl[k] for k in n if k in fl and k[2] != "unusable"}
     if not spread:
         return []
     raised = [f for f in spread.values() if f > tolerance]
+    # the floor falls as 1 / sqrt(entities): where the worst one reaches the tolerance
+    worst = max(spread, key=lambda k: spread[k] ** 2 * n[k])
+    needs = ""
+    if raised and tolerance > 0:
+        at = math.ceil(n[worst] * (spread[worst] / tolerance) ** 2)
+        needs = f" (the tolerance applies from ~{at:,} entities in baseline and run)"
     out = [
         f"baseline noise floor: {len(spread)} gated comparison(s) need a worsening beyond "
         f"max(tolerance {tolerance:g}, {factor:g} x the baseline's own standard error = "
         f"{_span(list(spread.values()))}); the floor is above the tolerance for "
-        f"{len(raised)} of them"
+        f"{len(raised)} of them{needs}"
     ]
     noisy = sorted((k for k, f in spread.items() if f > noise_limit), key=lambda k: -spread[k])
     if noisy:

@@ -23,6 +23,7 @@ import numpy.typing as npt
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common
 from pytest_recfair.metrics.common import check_confidence, check_positive_int, make_rng
+from pytest_recfair.metrics.inference import t_quantile
 
 __all__ = ["SpreadIntervals", "spread_intervals"]
 
@@ -54,6 +55,7 @@ class _Boot:
     dev: FloatArray
     cov: FloatArray
     cov_hat: FloatArray
+    n: int  # entities
 
 
 def _moments(W: common.CountArray, X0: FloatArray, M: FloatArray) -> tuple[FloatArray, ...]:
@@ -113,7 +115,7 @@ def _boot_devs(X: FloatArray, W: common.CountArray) -> _Boot:
     dev = means - est
     dev[~np.isfinite(dev)] = 0.0
     _, cov_hat = _moments(np.ones((1, X.shape[0])), X0, M)
-    return _Boot(est, dev, cov, cov_hat)
+    return _Boot(est, dev, cov, cov_hat, X.shape[0])
 
 
 def _draw_weights(rng: np.random.Generator, B: int, E: int) -> common.CountArray:
@@ -189,6 +191,7 @@ _RAMP = 2.0  # null spreads over which the upper tail's share of alpha grows to 
 _STEPS = 16  # a bound is found to 2**-16 of its bracket (as by 16 bisection steps)
 _THETA_MAX = 1.0  # similarities are in [0, 1]: no range, sd or mean abs. deviation exceeds 1
 _TINY_VAR = 1e-24  # standard errors below 1e-12 (similarities are in [0, 1]) count as 1e-12
+_DEGENERATE = 0.01  # a resample's standard error under 1% of the spread's: a broken t draw
 
 
 def _patterns(est: FloatArray, dev: FloatArray, kind: str) -> FloatArray:
@@ -248,6 +251,27 @@ def _root(h: Callable[[float], float], lo: float, hi: float, h_lo: float, h_hi: 
     return 0.5 * (lo + hi)
 
 
+def _normal_if_degenerate(boot: _Boot, kind: str, alpha: float, obs: float) -> Interval | None:
+    """The normal interval, obs +- t(n - 1) x the bootstrap standard error of the spread
+    (widened by sqrt(n / (n - 1)), as the bootstrap's is too small by that), where the
+    bootstrap-t is near-degenerate (else None).
+
+    Bootstrap-t divides by each resample's own standard error. When a few entities carry
+    all the variation (discrete scores, a noise-free model), the resamples that leave them
+    out have a standard error of ~0 and an unbounded t; once they are a quarter of a tail
+    (alpha / 4) the quantiles the test inverts are theirs and the interval runs to
+    _THETA_MAX whatever the data say. The normal interval is valid there: it needs no
+    per-resample standard error and shrinks with the data's real noise. Not the percentile
+    interval: a resampled range or sd is biased upward and may miss the estimate near a tie.
+    """
+    g, var = _spread_var(np.ascontiguousarray((boot.est + boot.dev).T), boot.cov, kind)
+    sd_g = float(np.std(g))
+    if not np.mean(var < (_DEGENERATE * sd_g) ** 2) > alpha / 4:
+        return None
+    half = t_quantile(1.0 - alpha / 2.0, boot.n - 1) * math.sqrt(boot.n / (boot.n - 1)) * sd_g
+    return (max(0.0, obs - half), obs + half)
+
+
 def _inverted(boot: _Boot, kind: str, alpha: float) -> Interval:
     """Interval for g(true means) by inverting a studentised bootstrap test of each
     candidate value.
@@ -268,6 +292,9 @@ def _inverted(boot: _Boot, kind: str, alpha: float) -> Interval:
     sd0 = float(np.std(_spread(dev, kind)))
     if not sd0 > 1e-12:  # no noise in the gaps between values (rounding error aside)
         return (obs, obs)
+    normal = _normal_if_degenerate(boot, kind, alpha, obs)
+    if normal is not None:
+        return normal
     shapes = _patterns(est, dev, kind)
     devs = np.ascontiguousarray((dev - np.mean(dev, axis=1, keepdims=True)).T)
     _, var_obs = _spread_var(est[:, None], boot.cov_hat, kind)

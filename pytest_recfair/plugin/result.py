@@ -54,7 +54,7 @@ def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditRe
     baseline = baseline_of(s, request.config.rootpath, node.nodeid, used)
     problem: RecfairError | None = None
     try:
-        result = _measure_or_merge(request, s, state)
+        result = _measure_or_merge(request, s, state, baseline.result)
     except RecfairError as exc:
         problem = exc
     if problem is not None:
@@ -93,12 +93,12 @@ def baseline_of(
 
 
 def _measure_or_merge(
-    request: pytest.FixtureRequest, s: AuditSettings, state: RunState
+    request: pytest.FixtureRequest, s: AuditSettings, state: RunState, base: AuditResult | None
 ) -> AuditResult:
     """Merged: nothing is sent or replayed, the shard results hold the scores."""
     merge = state.merged()
     if merge is None:
-        return _measure(request, s, state)
+        return _measure(request, s, state, base)
 
     def kind_inputs() -> Any:  # seeds, grid and inputs, compared with the shards'
         seeds = request.getfixturevalue("recfair_seeds")
@@ -107,7 +107,9 @@ def _measure_or_merge(
     return merge.result(s, request.node.nodeid, kind_inputs)
 
 
-def _measure(request: pytest.FixtureRequest, s: AuditSettings, state: RunState) -> AuditResult:
+def _measure(
+    request: pytest.FixtureRequest, s: AuditSettings, state: RunState, base: AuditResult | None
+) -> AuditResult:
     """Run this test's audit (after a batch recording with --fairness-batch); a shard run
     writes its share's result and skips instead."""
     from pytest_recfair.engine.base import AuditRequest
@@ -123,7 +125,7 @@ def _measure(request: pytest.FixtureRequest, s: AuditSettings, state: RunState) 
     shard = state.run.shard
     inputs = fixtures.inputs(request, s)
     # before anything is sent: print the plan, refuse beyond the budget (--fairness-plan: skip)
-    planned, allowance = _plan(request, s, recommender, (seeds, grid, inputs))
+    planned, allowance = _plan(request, s, recommender, (seeds, grid, inputs), base)
     job = AuditRequest(
         s, recommender, seeds, grid, node.nodeid, inputs=inputs, shard=shard, allowance=allowance
     )
@@ -145,10 +147,15 @@ def _measure(request: pytest.FixtureRequest, s: AuditSettings, state: RunState) 
 
 
 def _plan(
-    request: pytest.FixtureRequest, s: AuditSettings, recommender: Any, cases: Any
+    request: pytest.FixtureRequest,
+    s: AuditSettings,
+    recommender: Any,
+    cases: Any,
+    base: AuditResult | None,
 ) -> tuple[Any, Any]:
     """This audit's plan, printed when it will send requests (or with --fairness-plan,
-    which then skips the test); a plan past the run's budget fails the test unsent.
+    which then skips the test), with the entities its tolerance needs at the noise of its
+    baseline ``base``; a plan past the run's budget fails the test unsent.
     None for an audit that only replays. With it, what a Python pipeline's live model
     calls may still spend (counted as they are sent)."""
     from pytest_recfair.engine import plan
@@ -170,7 +177,10 @@ def _plan(
         shard=state.run.shard,
     )
     if s.plan or planned.to_ask:
-        session.terminal_line(config)(f"recfair plan: {planned.line()}")
+        say = session.terminal_line(config)
+        say(f"recfair plan: {planned.line()}")
+        for line in plan.resolution(s, base, [e.id for e in seeds]):
+            say(f"recfair plan: {line}")
     before = list(state.ledger.plans() if state.ledger is not None else state.plans)
     if state.ledger is not None:  # an xdist worker: one count for every worker
         state.ledger.reserve(None if s.plan else plan.budget_of(s, planned), planned)

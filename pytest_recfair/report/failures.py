@@ -70,18 +70,21 @@ def _bound(f: GateFailure) -> str:
     if f.limit is None or f.statistic is None:
         return ""
     if f.kind == "drift":
-        return f"tol {f.limit:.3g}"
+        floor = "" if f.tolerance is None else f" (floor; {f.tolerance:g} set)"
+        return f"tol {f.limit:.3g}{floor}"
     return f"{'min' if f.statistic in HIGHER_IS_FAIRER else 'max'} {f.limit:g}"
 
 
 def _change(f: GateFailure) -> str:
-    """ "SNSR 0.1 [..] -> 0.2 [..] (+0.100, tolerance 0.02; paired p = 0.01 over 40 entities)"."""
+    """ "SNSR 0.1 [..] -> 0.2 [..] (+0.100, tolerance 0.02; paired p = 0.01 over 40 entities)";
+    the tolerance applied, and why when the baseline's noise floor raised it."""
     label = LABEL[f.statistic] if f.statistic else "?"
     delta = (f.value or 0.0) - (f.baseline or 0.0)
     p = fmt_p(f.p_value) if f.p_value is not None else "n/a"
+    why = "" if f.tolerance is None else f" (noise floor of the baseline; {f.tolerance:g} set)"
     return (
         f"{label} {fmt_interval(f.baseline, f.baseline_ci)} -> {fmt_interval(f.value, f.value_ci)} "
-        f"({delta:+.3f}, tolerance {f.limit or 0.0:.3g}; family-wise p {p} over {f.n_paired} "
+        f"({delta:+.3f}, tolerance {f.limit or 0.0:.3g}{why}; family-wise p {p} over {f.n_paired} "
         f"entities{'; ' + f.detail if f.detail else ''})"
     )
 

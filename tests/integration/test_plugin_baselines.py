@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -147,3 +149,97 @@ def test_the_baseline_floor_is_stored_and_shown_in_every_channel(
     (line,) = [n for n in notes if n.startswith("baseline noise floor")]
     assert f"1.645 x the baseline's own standard error = {1.645 * se['snsr']:.3f}" in line
     assert "baseline noise floor" in (pytester.path / "r.md").read_text()
+
+
+TOLERANCE_TEST = """
+from pytest_recfair import fairness
+
+@fairness(attr="religion", tolerance=0.01)
+def test_religion(fairness_result):
+    pass
+"""
+
+
+def test_a_tolerance_raised_by_the_floor_is_said_in_every_channel(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """12 entities cannot resolve a tolerance of 0.01: the failure's words say the
+    tolerance applied, the floor's, and the one set, in the terminal, JSON, HTML and JUnit."""
+    make_project(pytester, TOLERANCE_TEST)
+    monkeypatch.setenv("RECFAIR_TEST_NOISE", "0.08")
+    _run(pytester, "--fairness-update").assert_outcomes(passed=1)
+    se = json.loads(_baseline(pytester).read_text())["attributes"][0]["standard_error"]["snsr"]
+    assert 1.645 * se > 0.01  # the floor raises the tolerance
+    monkeypatch.setenv("RECFAIR_TEST_BIAS", "0.6")
+    out = ("r.json", "r.html")
+    result = _run(pytester, *(f"--fairness-report={p}" for p in out), "--junitxml=j.xml")
+    result.assert_outcomes(failed=1)
+    words = f"tolerance {1.645 * se:.3g} (noise floor of the baseline; 0.01 set)"
+    words_out = result.stdout.str()
+    assert words in words_out
+    (failure,) = json.loads((pytester.path / "r.json").read_text())["results"][0]["gate"][
+        "failures"
+    ]
+    assert failure["tolerance"] == 0.01
+    assert failure["limit"] == pytest.approx(1.645 * se)
+    assert words in failure["message"]
+    assert words in (pytester.path / "r.html").read_text()
+    needed = math.ceil(12 * (1.645 * se / 0.01) ** 2)
+    assert f"(the tolerance applies from ~{needed:,} entities in baseline and run)" in words_out
+    junit = ElementTree.parse(pytester.path / "j.xml")
+    assert any(words in (f.text or "") for f in junit.iter("failure"))
+
+
+def test_a_noise_free_model_gets_intervals_as_tight_as_its_noise(
+    pytester: pytest.Pytester,
+) -> None:
+    """The noise-free simulator: most entities score the same in every value and a few
+    differ. No interval of the report or the stored baseline is [0, 1] while its standard
+    error is small, and each holds its estimate."""
+    make_project(pytester, TESTS.replace('attr="religion"', 'attr="religion", entities=20'))
+    pytester.makeconftest(
+        """
+        import pytest
+        from pytest_recfair.sim.recommender import SimulatedRecommender
+
+        @pytest.fixture(scope="session")
+        def recfair_recommender():
+            return SimulatedRecommender("demo", noise=0.0)
+        """
+    )
+    result = _run(pytester, "--fairness-update", "--fairness-report=r.json")
+    result.assert_outcomes(passed=1)
+    stored = json.loads(_baseline(pytester).read_text())["attributes"][0]
+    (reported,) = json.loads((pytester.path / "r.json").read_text())["results"][0]["attributes"]
+    for attribute in (stored, reported):
+        for stat in ("snsr", "snsv", "pafs"):
+            value, (lo, hi) = attribute[stat]["value"], attribute[stat]["ci"]
+            assert lo - 1e-9 <= value <= hi + 1e-9, (stat, value, lo, hi)
+            assert stored["standard_error"][stat] < 0.1, stat
+            assert hi - lo < 0.5, (stat, lo, hi)
+
+
+def test_the_plan_says_the_entities_a_tolerance_needs(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--fairness-plan: before a baseline the entities needed are unknown; after it, those
+    at which the baseline's noise floor (1.645 x its SE, falling as 1/sqrt(n)) reaches the
+    tolerance asked, from the SE stored in the file."""
+    make_project(pytester, TOLERANCE_TEST)
+    monkeypatch.setenv("RECFAIR_TEST_NOISE", "0.08")
+    before = _run(pytester, "--fairness-plan")
+    before.assert_outcomes(skipped=1)
+    before.stdout.fnmatch_lines(
+        ["recfair plan: tolerance 0.01: the entities needed to resolve it are unknown until*"]
+    )
+    _run(pytester, "--fairness-update").assert_outcomes(passed=1)
+    se = json.loads(_baseline(pytester).read_text())["attributes"][0]["standard_error"]["snsr"]
+    needed = math.ceil(12 * (1.645 * se / 0.01) ** 2)
+    after = _run(pytester, "--fairness-plan")
+    after.stdout.fnmatch_lines(
+        [
+            f"recfair plan: religion (jaccard) SNSR: tolerance 0.01 needs ~{needed:,} entities "
+            f"in baseline and run (at 12: raised to the noise floor {1.645 * se:.3g} = 1.645 x "
+            f"SE {se:.3g}); at 12 entities a run cannot reliably detect an SNSR rise below ~*"
+        ]
+    )

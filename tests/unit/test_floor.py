@@ -13,7 +13,8 @@ from pytest_recfair.gate import baselines
 from pytest_recfair.gate import thresholds as floor
 from pytest_recfair.gate.thresholds import Thresholds, evaluate
 from pytest_recfair.metrics import aggregate
-from pytest_recfair.results import AuditResult
+from pytest_recfair.report.failures import failure_text
+from pytest_recfair.results import AuditResult, GateFailure
 from tests.support import synth_results as synth
 
 
@@ -107,6 +108,10 @@ def test_a_rise_within_the_floor_passes_and_beyond_it_fails_at_the_floor() -> No
     out = evaluate(beyond, beyond_base, Thresholds(), tolerance=0.0, floor_factor=1.645)
     (f,) = out.failures
     assert f.limit == pytest.approx(fl)  # the effective tolerance, in every channel
+    assert f.tolerance == 0.0  # and the one set, which it raised
+    said = failure_text(f)
+    assert f"tolerance {fl:.3g} (noise floor of the baseline; 0 set)" in said
+    assert GateFailure.from_dict(f.to_dict()) == f  # the JSON report keeps both
 
 
 def test_a_tolerance_above_the_floor_is_kept() -> None:
@@ -114,6 +119,8 @@ def test_a_tolerance_above_the_floor_is_kept() -> None:
     out = evaluate(now, base, Thresholds(), tolerance=0.1, floor_factor=1.645)
     (f,) = out.failures
     assert f.limit == pytest.approx(0.1)
+    assert f.tolerance is None
+    assert "noise floor" not in failure_text(f)
     assert any("the floor is above the tolerance for 0 of them" in n for n in out.notes)
 
 

@@ -247,6 +247,40 @@ def test_identical_values_have_a_point_interval() -> None:
     assert si.snsr == pytest.approx((0.1, 0.1))
 
 
+def test_rows_without_any_difference_have_a_point_interval_at_the_estimate() -> None:
+    X = np.tile(np.array([[1 / 3, 1.0, 0.5, 0.25]]), (20, 1))  # a noise-free model
+    si = sp.spread_intervals(X, n_resamples=200, seed=0)
+    centred = X[0] - X[0].mean()
+    assert si.snsr == pytest.approx((0.75, 0.75))
+    assert si.snsv == pytest.approx((np.std(X[0]),) * 2)
+    assert si.pafs == pytest.approx((1 - np.mean(np.abs(centred)),) * 2)
+
+
+def test_a_few_entities_carrying_all_the_variation_get_the_normal_interval() -> None:
+    """Two of 20 entities differ, in one value: a resample without them has no standard
+    error, its bootstrap-t draw is unbounded, and the inverted test gave [0, 1]. The
+    fallback is the estimate +- t(19) x the spread's bootstrap standard error (widened by
+    sqrt(20 / 19): the bootstrap's is the plug-in one)."""
+    X = np.tile(np.array([[1.0, 1.0, 2 / 3, 3 / 7]]), (20, 1))
+    X[[4, 11], 3] = 0.0
+    se_last = float(np.std(X[:, 3], ddof=1) / np.sqrt(20))  # the SNSR's: 1 - that mean
+    si = sp.spread_intervals(X, n_resamples=2000, seed=3)
+    means = X.mean(axis=0)
+    estimates = {
+        "snsr": means.max() - means.min(),
+        "snsv": np.std(means),
+        "pafs": 1 - np.mean(np.abs(means - means.mean())),
+    }
+    for k, est in estimates.items():
+        lo, hi = getattr(si, k)
+        assert lo <= est <= hi, (k, lo, hi)
+        assert hi - lo < 0.5, (k, lo, hi)
+    half = (si.snsr[1] - si.snsr[0]) / 2
+    t19 = inf.t_quantile(0.975, 19)
+    assert half == pytest.approx(t19 * se_last, rel=0.15)
+    assert si.snsr[0] == pytest.approx(estimates["snsr"] - half, abs=1e-9)
+
+
 def test_one_value_has_no_spread() -> None:
     si = sp.spread_intervals(np.full((5, 1), 0.5), n_resamples=10)
     assert si.snsr == (0.0, 0.0)

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 
 import pytest
 
 from pytest_recfair.engine import plan
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.metrics.inference import t_quantile
 from pytest_recfair.providers.pacing import TOKENS_PER_ITEM
 from pytest_recfair.settings import values
 
@@ -97,3 +100,33 @@ def test_budget_keys() -> None:
         plan.parse_budget("lots", "")
     with pytest.raises(ConfigError, match=r"^recfair_max_cost: expected an amount"):
         plan.parse_budget("", "-3")
+
+
+def test_resolution_scales_the_floor_by_one_over_root_n() -> None:
+    """The entities a tolerance needs: where the gate's floor (baseline_floor x the
+    baseline's SE, falling as 1/sqrt(n)) reaches it; a subset run gets its shared SE."""
+    from pytest_recfair import settings
+    from pytest_recfair.gate.thresholds import standard_errors
+    from tests.support import synth_results as synth
+
+    base = synth.audit(n_entities=40, noise=0.1)
+    ids = base.attributes[0].matrix.entities
+    se = standard_errors(base.attributes[0])["snsr"]
+    floor = 1.645 * se
+    low = settings.resolve(marker={"tolerance": floor / 3})
+    (line,) = plan.resolution(low, base, ids)
+    needed = re.search(r"needs ~(\d+) entities in baseline and run \(at 40:", line)
+    assert needed is not None, line
+    assert int(needed.group(1)) in (360, 361)  # 40 x 3 ** 2, rounded up
+    assert f"raised to the noise floor {floor:.3g}" in line
+    power = t_quantile(0.96, 39) + t_quantile(0.9, 39)  # 4/5 of alpha 0.05: the spreads'
+    assert f"rise below ~{floor + power * math.sqrt(2) * se:.3g}" in line
+    high = settings.resolve(marker={"tolerance": 2 * floor})
+    (line,) = plan.resolution(high, base, ids)
+    assert f"tolerance {2 * floor:g} applies (noise floor {floor:.3g} at 40 entities)" in line
+    (line,) = plan.resolution(settings.resolve(), base, ids)
+    assert "is raised to the noise floor" in line
+    sub = plan.resolution(low, base, ids[:10])[0]
+    assert "at 10 entities" in sub
+    (unknown,) = plan.resolution(low, None, ids)
+    assert "unknown until a baseline is recorded" in unknown
