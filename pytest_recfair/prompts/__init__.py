@@ -5,5 +5,5 @@ simulated recommender without pytest or httpx. Callers import from the module th
 defines a name: ``seeds`` (entities, subsampling, the docs' example files), ``grids``,
 ``templates`` (template sets, the ``role=`` persona), ``languages`` (translation tables,
 value phrases, typos), ``cases`` (``build_cases``, ``match_prompt``), ``candidates``,
-``roles`` (role-play questions; ``roles_generate`` writes the default set).
+``roles`` (role-play questions).
 """

@@ -1,5 +1,5 @@
 """The bundled 'default' role-play set: the hand-written smoke set plus generated Yes/No
-questions (prompts/roles_generate.py), written out as data."""
+questions (tools/roles_generate.py), written out as data."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from collections import Counter
 from importlib import resources
 
 from pytest_recfair.prompts.roles import ATTRIBUTES, load_roles, strip_role
-from pytest_recfair.prompts.roles_generate import default_text, templates
+from tools.roles_generate import default_text, templates
 
 
 def test_the_bundled_file_is_the_generators_output() -> None:
     """Edit the templates or smoke.yaml, then regenerate: the file never drifts."""
     node = resources.files("pytest_recfair.prompts").joinpath("data", "roleplay", "default.yaml")
     assert node.read_text(encoding="utf-8") == default_text(), (
-        "default.yaml is stale: run python -m pytest_recfair.prompts.roles_generate"
+        "default.yaml is stale: run python tools/roles_generate.py"
     )
 
 
