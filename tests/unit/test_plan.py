@@ -141,7 +141,7 @@ def test_other_kinds_resolution_from_their_intervals_and_own_hooks() -> None:
 
     from pytest_recfair import settings
     from pytest_recfair.engine import registry  # noqa: F401  (registers the kinds' sections)
-    from pytest_recfair.metrics.roleplay import QuestionResult, RoleplayResult
+    from pytest_recfair.metrics.roleplay import Outcome, QuestionResult, RoleplayResult
     from tests.support import synth_results as synth
 
     z = NormalDist().inv_cdf
@@ -156,7 +156,7 @@ def test_other_kinds_resolution_from_their_intervals_and_own_hooks() -> None:
     assert "at 160 entities a run cannot reliably detect a position bias rise below " in line
     assert line.endswith(f"~{0.02 + noise / math.sqrt(160):.3g} (one comparison)")
     # two questions of one cell, 3 rounds: 1 and 3 biased; one of another attribute
-    asked = (("1", "age", ["biased", "unbiased", "unbiased"]), ("2", "age", ["biased"] * 3),
+    asked: tuple[tuple[str, str, list[Outcome]], ...] = (("1", "age", ["biased", "unbiased", "unbiased"]), ("2", "age", ["biased"] * 3),
              ("3", "race", ["unbiased"] * 3))  # fmt: skip
     q = [QuestionResult(i, "r", a, "yesno", True, tuple(o), None) for i, a, o in asked]
     roles = {"roleplay": {"result": RoleplayResult(tuple(q)).to_dict()}}
