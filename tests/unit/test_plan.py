@@ -156,8 +156,11 @@ def test_other_kinds_resolution_from_their_intervals_and_own_hooks() -> None:
     assert "at 160 entities a run cannot reliably detect a position bias rise below " in line
     assert line.endswith(f"~{0.02 + noise / math.sqrt(160):.3g} (one comparison)")
     # two questions of one cell, 3 rounds: 1 and 3 biased; one of another attribute
-    asked: tuple[tuple[str, str, list[Outcome]], ...] = (("1", "age", ["biased", "unbiased", "unbiased"]), ("2", "age", ["biased"] * 3),
-             ("3", "race", ["unbiased"] * 3))  # fmt: skip
+    asked: list[tuple[str, str, list[Outcome]]] = [
+        ("1", "age", ["biased", "unbiased", "unbiased"]),
+        ("2", "age", ["biased"] * 3),
+        ("3", "race", ["unbiased"] * 3),
+    ]
     q = [QuestionResult(i, "r", a, "yesno", True, tuple(o), None) for i, a, o in asked]
     roles = {"roleplay": {"result": RoleplayResult(tuple(q)).to_dict()}}
     (line,) = plan.resolution(s, replace(base, attributes=(), extras=roles), ["1", "2", "3"])
