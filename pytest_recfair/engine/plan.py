@@ -220,15 +220,16 @@ def resolution(
             f"{head} {state}; at {n0} entities a run cannot reliably detect an "
             f"{stat.upper()} {word} below ~{mde:.3g} (one comparison)"
         )
-    return out + _kind_lines(settings, baseline, len(ids))
+    return out + _kind_lines(settings, baseline)
 
 
-def _kind_lines(settings: AuditSettings, baseline: AuditResult, n_run: int) -> list[str]:
+def _kind_lines(settings: AuditSettings, baseline: AuditResult) -> list[str]:
     """The other kinds' gated numbers, each its least resolved (docs/baselines.md): SE from
     a series' 95% interval, or the kind's ``resolution(data, settings)`` (label, SE, its
-    entities, Holm family m); one-sided, margin ``tolerance``, SE falling as 1/sqrt(n)."""
+    entities, Holm family m); one-sided, margin ``tolerance``, SE falling as 1/sqrt(n). The
+    run's size: ``entities`` when set, else the baseline's (a kind's may not be seeds)."""
     tol, z, n_b = settings.tolerance, NormalDist().inv_cdf, getattr(baseline.meta, "n_entities", 1)
-    worst: dict[str, tuple[float, str, int, int]] = {}
+    n_run, worst = settings.entities or n_b, dict[str, tuple[float, str, int, int]]()
     for sections, data in kind_sections(baseline):
         own = getattr(sections, "resolution", None)
         rows = own(data, settings) if own is not None else [
