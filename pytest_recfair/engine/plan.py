@@ -238,17 +238,16 @@ def _kind_lines(settings: AuditSettings, baseline: AuditResult) -> list[str]:
         ]  # fmt: skip
         for label, se, n, m in rows:
             where, _, stat = label.rpartition(" · ")
-            sd = se * math.sqrt(n)  # one entity's share of the noise
-            if n > 1 and math.isfinite(sd) and sd > worst.get(stat, (-1.0,))[0]:
-                worst[stat] = (sd, where, n, m)
+            if n > 1 and math.isfinite(se) and se > worst.get(stat, (-1.0,))[0]:
+                worst[stat] = (se, where, n, m)  # the largest SE needs the most entities
     out = []
-    for stat, (sd, where, n, m) in worst.items():
-        noise = (z(1.0 - settings.alpha / m) + z(0.9)) * math.sqrt(2.0) * sd
-        mde = tol + noise / math.sqrt(max(1.0, n * n_run / n_b))  # n: this number's share
-        need = f"~{(noise / tol) ** 2 * n_b / n:,.0f} entities" if tol > 0 else "no entities"
+    for stat, (se, where, n, m) in worst.items():
+        noise = (z(1.0 - settings.alpha / m) + z(0.9)) * math.sqrt(2.0) * se  # at n entities
+        mde = tol + noise * math.sqrt(n / max(1.0, n * n_run / n_b))  # n: this number's share
+        need = f"~{(noise / tol) ** 2 * n_b:,.0f} entities" if tol > 0 else "no entities"
         out.append(
             f"{where} · {stat}: tolerance {tol:g} (the margin, never raised) needs {need} for"
-            f" a rise of 2 x tolerance to be caught 9 times in 10 (SE {sd / math.sqrt(n):.3g}"
+            f" a rise of 2 x tolerance to be caught 9 times in 10 (SE {se:.3g}"
             f" at {n}); at {n_run} entities a run cannot reliably detect a {stat} rise below"
             f" ~{mde:.3g}" + (f" (one of {m} tests, Holm)" if m > 1 else " (one comparison)")
         )
