@@ -28,6 +28,7 @@ import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any, Final
 
 from pytest_recfair.cassettes.store import CassetteStore
@@ -48,6 +49,7 @@ from pytest_recfair.providers.pacing import (
 )
 from pytest_recfair.providers.pipeline import Allowance
 from pytest_recfair.providers.transport import CassetteTransport, case_extensions
+from pytest_recfair.report.sections import kind_sections
 from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.values import Prices, Shard
@@ -192,15 +194,13 @@ def resolution(
             n0 = len(shared or a.matrix.entities)
             if not math.isfinite(se):
                 continue
-            floor = factor * se
-            needed = n0 * (floor / tol) ** 2 if tol > 0 else math.inf if floor > 0 else 0.0
+            needed = n0 * (factor * se / tol) ** 2 if tol > 0 else math.inf if se > 0 else 0.0
             if worst is None or needed > worst[0]:
                 worst = (needed, f"{a.attribute} ({a.metric})", n0, se)
         if worst is None:
             continue
         needed, where, n0, se = worst
         floor = factor * se
-        margin = max(tol, floor)
         word = "drop" if stat in HIGHER_IS_FAIRER else "rise"
         head = f"{where} {stat.upper()}: tolerance {tol:g}"
         if floor <= tol:
@@ -215,10 +215,41 @@ def resolution(
         # the spreads' share of alpha, and t for an error estimated from n0 entities
         level = 1.0 - settings.alpha * (1.0 - inference.UNUSABLE_ALPHA)
         power = inference.t_quantile(level, n0 - 1) + inference.t_quantile(0.9, n0 - 1)
-        mde = margin + power * math.sqrt(2.0) * se
+        mde = max(tol, floor) + power * math.sqrt(2.0) * se
         out.append(
             f"{head} {state}; at {n0} entities a run cannot reliably detect an "
             f"{stat.upper()} {word} below ~{mde:.3g} (one comparison)"
+        )
+    return out + _kind_lines(settings, baseline)
+
+
+def _kind_lines(settings: AuditSettings, baseline: AuditResult) -> list[str]:
+    """The other kinds' gated numbers, each its least resolved (docs/baselines.md): SE from
+    a series' 95% interval, or the kind's ``resolution(data, settings)`` (label, SE, its
+    entities, Holm family m); one-sided, margin ``tolerance``, SE falling as 1/sqrt(n). The
+    run's size: ``entities`` when set, else the baseline's (a kind's may not be seeds)."""
+    tol, z, n_b = settings.tolerance, NormalDist().inv_cdf, getattr(baseline.meta, "n_entities", 1)
+    n_run, worst = settings.entities or n_b, dict[str, tuple[float, str, int, int]]()
+    for sections, data in kind_sections(baseline):
+        own = getattr(sections, "resolution", None)
+        rows = own(data, settings) if own is not None else [
+            (label, (s.ci.high - s.ci.low) / (2 * z(0.975)), n_b, 1)
+            for label, s in getattr(sections, "series", lambda _: [])(data) if s.ci
+        ]  # fmt: skip
+        for label, se, n, m in rows:
+            where, _, stat = label.rpartition(" · ")
+            if n > 1 and math.isfinite(se) and se > worst.get(stat, (-1.0,))[0]:
+                worst[stat] = (se, where, n, m)  # the largest SE needs the most entities
+    out = []
+    for stat, (se, where, n, m) in worst.items():
+        noise = (z(1.0 - settings.alpha / m) + z(0.9)) * math.sqrt(2.0) * se  # at n entities
+        mde = tol + noise * math.sqrt(n / max(1.0, n * n_run / n_b))  # n: this number's share
+        need = f"~{(noise / tol) ** 2 * n_b:,.0f} entities" if tol > 0 else "no entities"
+        out.append(
+            f"{where} · {stat}: tolerance {tol:g} (the margin, never raised) needs {need} for"
+            f" a rise of 2 x tolerance to be caught 9 times in 10 (SE {se:.3g}"
+            f" at {n}); at {n_run} entities a run cannot reliably detect a {stat} rise below"
+            f" ~{mde:.3g}" + (f" (one of {m} tests, Holm)" if m > 1 else " (one comparison)")
         )
     return out
 

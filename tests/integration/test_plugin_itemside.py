@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections.abc import Iterator
+from statistics import NormalDist
 
 import pytest
 
@@ -109,6 +111,28 @@ def test_fair_run_passes_and_a_later_shift_fails_against_the_baseline(
     # the headline: the kind's statistic, baseline -> now, tolerance, p and the group
     again.stdout.fnmatch_lines(
         ["*first name item_shift 0.* → 0.* (+0.*, tolerance *, p *): Black female"]
+    )
+
+
+def test_the_plan_says_what_an_item_side_run_can_detect(pytester: pytest.Pytester) -> None:
+    """After a baseline, --fairness-plan sizes each field's largest-shift drift test from
+    the SE of the baseline's stored interval (width / 2 z_0.975) at its 80 cities."""
+    _setup(pytester, 0.1)
+    pytester.makepyfile(test_audit=AUDIT.replace("max_shift=0.1", "max_shift=0.5, tolerance=0.05"))
+    pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update").assert_outcomes(passed=1)
+    (path,) = (pytester.path / "baselines").rglob("*.json")
+    lo, hi = json.loads(path.read_text())["items"]["attributes"][0]["fields"][0]["max_shift_ci"]
+    z = NormalDist().inv_cdf
+    noise = (z(0.95) + z(0.9)) * math.sqrt(2) * (hi - lo) / (2 * z(0.975))
+    result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-plan")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"recfair plan: first name · price · largest shift: tolerance 0.05 (the margin, "
+            f"never raised) needs ~{80 * (noise / 0.05) ** 2:,.0f} entities for a rise of 2 x "
+            f"tolerance to be caught 9 times in 10 (SE * at 80); at 80 entities a run cannot "
+            f"reliably detect a largest shift rise below ~{0.05 + noise:.3g} (one comparison)"
+        ]
     )
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+from statistics import NormalDist
 
 import pytest
 
@@ -118,3 +120,26 @@ def test_a_later_run_with_more_position_bias_fails_against_the_baseline(
 def test_shards_merge_to_the_unsharded_position_audit(pytester: pytest.Pytester) -> None:
     _setup(pytester, 0.1, 0.1)
     assert_shards_merge_to_the_full_audit(pytester)
+
+
+def test_the_plan_says_what_a_position_run_can_detect(pytester: pytest.Pytester) -> None:
+    """After a baseline, --fairness-plan sizes the pooled-bias drift test from the SE of
+    the baseline's stored interval (width / 2 z_0.975): the entities at which a rise of
+    twice the tolerance is caught 9 times in 10, and the smallest rise a run can detect."""
+    _setup(pytester, 0.1, 0.1)
+    pytester.makepyfile(test_audit=AUDIT.replace("max_missed_rate=0.2", "tolerance=0.03"))
+    pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update").assert_outcomes(passed=1)
+    (path,) = (pytester.path / "baselines").rglob("*.json")
+    lo, hi = json.loads(path.read_text())["positions"]["attributes"][0]["pooled_bias_ci"]
+    z = NormalDist().inv_cdf
+    noise = (z(0.95) + z(0.9)) * math.sqrt(2) * (hi - lo) / (2 * z(0.975))
+    result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-plan")
+    result.assert_outcomes(skipped=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"recfair plan: religion · position bias: tolerance 0.03 (the margin, never raised)"
+            f" needs ~{60 * (noise / 0.03) ** 2:,.0f} entities for a rise of 2 x tolerance to "
+            f"be caught 9 times in 10 (SE * at 60); at 60 entities a run cannot reliably detect"
+            f" a position bias rise below ~{0.03 + noise:.3g} (one comparison)"
+        ]
+    )

@@ -68,6 +68,23 @@ def test_the_plan_counts_the_judge_calls(pytester: pytest.Pytester) -> None:
     )  # fmt: skip
 
 
+def test_the_plan_sizes_the_drift_gate_once_a_baseline_exists(pytester: pytest.Pytester) -> None:
+    """Before a baseline the entities a tolerance needs are unknown; after it, one line for
+    the biased-answer rate (its worst cell), sized from the rounds stored, over the gate's
+    Holm family (3 question types + religion's undetermined share) and the 24 questions."""
+    _setup(pytester)
+    result = pytester.runpytest(*_args(), "--fairness-plan")
+    result.stdout.fnmatch_lines(["*recfair plan: tolerance 0: the entities needed * unknown*"])
+    pytester.runpytest(*_args(), "--fairness-update").assert_outcomes(passed=1)
+    pytester.makepyfile(test_audit=AUDIT.replace('"religion"', '"religion", tolerance=0.05'))
+    after = pytester.runpytest(*_args(), "--fairness-plan")
+    lines = [x for x in after.stdout.lines if "biased-answer rate: tolerance 0.05" in x]
+    assert len(lines) == 1, after.stdout.str()  # one per gated statistic: its worst cell
+    assert lines[0].startswith("recfair plan: religion · ")
+    assert "at 24 entities a run cannot reliably detect" in lines[0]
+    assert lines[0].endswith("(one of 4 tests, Holm)")
+
+
 def test_a_budget_the_judge_would_exceed_stops_the_run_before_sending(
     pytester: pytest.Pytester,
 ) -> None:

@@ -130,3 +130,46 @@ def test_resolution_scales_the_floor_by_one_over_root_n() -> None:
     assert "at 10 entities" in sub
     (unknown,) = plan.resolution(low, None, ids)
     assert "unknown until a baseline is recorded" in unknown
+
+
+def test_other_kinds_resolution_from_their_intervals_and_own_hooks() -> None:
+    """A kind's gated number: SE = interval width / 2 z_0.975 at the baseline's entities,
+    falling as 1/sqrt(n); a rise of 2 x tolerance is caught 9 in 10 from the entities
+    named. Role play: its sign-flip members' SE from the rounds, Holm over its family."""
+    from dataclasses import replace
+    from statistics import NormalDist
+
+    from pytest_recfair import settings
+    from pytest_recfair.engine import registry  # noqa: F401  (registers the kinds' sections)
+    from pytest_recfair.metrics.roleplay import Outcome, QuestionResult, RoleplayResult
+    from tests.support import synth_results as synth
+
+    z = NormalDist().inv_cdf
+    s = settings.resolve(marker={"tolerance": 0.02, "entities": 160})  # the run's size
+    rows = [{"attribute": a, "pooled_bias": 0.1, "pooled_bias_ci": ci}
+            for a, ci in (("religion", [0.08, 0.12]), ("gender", [0.05, 0.15]))]  # fmt: skip
+    base = replace(synth.audit(n_entities=40), extras={"positions": {"attributes": rows}})
+    (line,) = [x for x in plan.resolution(s, base, ["e1"]) if "bias" in x]
+    noise = (z(0.95) + z(0.9)) * math.sqrt(2) * 0.05 * math.sqrt(40) / z(0.975)  # gender's
+    assert line.startswith("gender · position bias: tolerance 0.02 (the margin, never raised)")
+    assert f"needs ~{(noise / 0.02) ** 2:,.0f} entities for a rise of 2 x tolerance" in line
+    assert "at 160 entities a run cannot reliably detect a position bias rise below " in line
+    assert line.endswith(f"~{0.02 + noise / math.sqrt(160):.3g} (one comparison)")
+    # two questions of one cell, 3 rounds: 1 and 3 biased; one of another attribute
+    asked: list[tuple[str, str, list[Outcome]]] = [
+        ("1", "age", ["biased", "unbiased", "unbiased"]),
+        ("2", "age", ["biased"] * 3),
+        ("3", "race", ["unbiased"] * 3),
+    ]
+    q = [QuestionResult(i, "r", a, "yesno", True, tuple(o), None) for i, a, o in asked]
+    roles = {"roleplay": {"result": RoleplayResult(tuple(q)).to_dict()}}
+    s = settings.resolve(marker={"tolerance": 0.02})  # unset: the baseline's 40 entities
+    (line,) = plan.resolution(s, replace(base, attributes=(), extras=roles), ["1", "2", "3"])
+    # per question x(R - x) / (R - 1) / R^2 of its rounds' spread, + the tolerance
+    se = math.sqrt(1 * 2 / 2 / 9 + 0.02 + 0 + 0.02) / 2  # race's one question: not sized
+    noise = (z(1 - 0.05 / 4) + z(0.9)) * math.sqrt(2) * se * math.sqrt(2)  # 2 cells + 2 attrs
+    assert line.startswith("age · Yes/No · biased-answer rate: tolerance 0.02")
+    assert f"needs ~{(noise / 0.02) ** 2 * 40 / 2:,.0f} entities" in line
+    assert f"(SE {se:.3g} at 2)" in line  # of its 40 entities, 2 behind this cell
+    assert "at 40 entities a run" in line  # of them 2 behind this cell, as in the baseline
+    assert line.endswith(f"below ~{0.02 + noise / math.sqrt(2):.3g} (one of 4 tests, Holm)")

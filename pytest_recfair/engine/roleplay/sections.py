@@ -14,6 +14,7 @@ Computed from the replies the pooled scorer holds anyway; at most
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -139,6 +140,24 @@ class RoleplaySections:
              Stat(json_nan(c["rate"]), Interval.from_obj([c["low"], c["high"]])))
             for c in data["cells"]
         ]  # fmt: skip
+
+    def resolution(self, data: Any, settings: Any) -> list[tuple[str, float, int, int]]:
+        """For the plan, what the gate tests (not the series' majority rate): a cell's
+        biased-answer rate, paired by question, so only each question's spread over its R
+        rounds, x(R - x) / (R - 1) of x biased, counts; plus the tolerance a shift by
+        whole questions adds (the sign-flip's variance holds the shift). Holm family: the
+        cells and each attribute's undetermined share."""
+        res, cells = RoleplayResult.from_dict(data["result"]), dict[tuple[str, str], list[float]]()
+        r = res.repeats
+        for q in res.select(with_role=settings.with_role):
+            x = q.count("biased")
+            v = x * (r - x) / (r - 1) / r**2 if r > 1 else 0.0
+            cells.setdefault((q.attribute, q.qtype), []).append(v + settings.tolerance)
+        m = len(cells) + len({a for a, _ in cells})
+        return [
+            (f"{a} · {LABELS[t]} · biased-answer rate", math.sqrt(sum(v)) / len(v), len(v), m)
+            for (a, t), v in cells.items()
+        ]
 
     def compare(
         self, a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int
