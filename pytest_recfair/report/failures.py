@@ -294,7 +294,8 @@ def _headline(fs: Sequence[GateFailure], result: AuditResult) -> str:
     change = fmt(f0.value)
     if drift is not None and drift.baseline is not None:
         p = [] if drift.p_value is None else [f"p {fmt_p(drift.p_value)}"]
-        tolerance = f"tolerance {drift.limit or 0.0:.3g}"
+        why = "" if drift.tolerance is None else f" (noise floor; {drift.tolerance:g} set)"
+        tolerance = f"tolerance {drift.limit or 0.0:.3g}{why}"
         how = [f"{(drift.value or 0.0) - drift.baseline:+.3f}", tolerance, *p, *how]
         change = f"{fmt(drift.baseline)} → {change}"
     change += f" ({', '.join(how)})" if how else ""
