@@ -188,9 +188,10 @@ def test_a_tolerance_raised_by_the_floor_is_said_in_every_channel(
     assert words in (pytester.path / "r.html").read_text()
     needed = math.ceil(12 * (1.645 * se / 0.01) ** 2)
     # the floor's note (left to -v in the terminal) says from how many entities it would
-    assert f"(the tolerance applies from ~{needed:,} entities in baseline and run)" in (
-        pytester.path / "r.html"
-    ).read_text()
+    assert (
+        f"(the tolerance applies from ~{needed:,} entities in baseline and run)"
+        in (pytester.path / "r.html").read_text()
+    )
     junit = ElementTree.parse(pytester.path / "j.xml")
     assert any(headline in (f.text or "") for f in junit.iter("failure"))
 
