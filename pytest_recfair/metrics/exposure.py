@@ -17,6 +17,7 @@ drift test pairs the shared entities of two runs under the same draws. Pure nump
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -89,7 +90,7 @@ def bin_codes(values: FloatArray, bins: int | Sequence[float]) -> tuple[IntArray
     else:
         edges = np.asarray(sorted(bins), dtype=np.float64)
         cut = [f"{e:g}" for e in edges]
-        labels = (f"<{cut[0]}", *(f"{a}-{b}" for a, b in zip(cut, cut[1:], strict=False)))
+        labels = (f"<{cut[0]}", *(f"{a}-{b}" for a, b in itertools.pairwise(cut)))
         labels = (*labels, f">={cut[-1]}")
     codes = np.where(np.isfinite(v), np.searchsorted(edges, v, side="right"), -1)
     return codes.astype(np.int64), labels

@@ -17,7 +17,8 @@ def test_gini_is_zero_for_equal_and_near_one_for_one_item_taking_all() -> None:
 def test_popularity_quantiles_share_ties_and_order_items() -> None:
     q = ex.popularity_quantiles([10, 1, 5, 5])
     assert q[1] < q[2] == q[3] < q[0]
-    assert q.min() > 0 and q.max() < 1
+    assert q.min() > 0
+    assert q.max() < 1
 
 
 def test_bins_quantiles_and_declared_edges() -> None:
@@ -33,13 +34,15 @@ def test_holm_adjusts_step_down() -> None:
     assert ex.holm([0.01, 0.04, 0.03]).tolist() == pytest.approx([0.03, 0.06, 0.06])
 
 
-def _lists(rng: np.random.Generator, E: int, move: float, lift_value: str | None = None):
+def _lists(
+    rng: np.random.Generator, E: int, move: float, lift_value: str | None = None
+) -> tuple[list[tuple[str, str | None, list[int | None]]], ex.IntArray, ex.FloatArray]:
     """100 items, quintile groups by popularity; each entity asks neutral + 2 values,
     K = 10, items drawn in proportion to the catalogue except ``move`` of the tail
     quintile's share goes to the head quintile (and ``lift_value`` sees the head more)."""
     pop = np.arange(100.0)
     groups = ex.bin_codes(pop, 5)[0]
-    out = []
+    out: list[tuple[str, str | None, list[int | None]]] = []
     for e in range(E):
         for value in (None, "a", "b"):
             w = np.full(5, 0.2)
@@ -66,7 +69,9 @@ def test_fair_lists_match_the_catalogue_and_a_moved_share_is_found() -> None:
     moved = ex.exposure(d, np.full(5, 0.2), max_gap=0.05, n_resamples=300)
     assert moved.point["gap"][0] == pytest.approx(-0.1, abs=0.02)
     assert moved.point["gap"][4] == pytest.approx(0.1, abs=0.02)
-    assert moved.p_gap[0] < 0.05 and moved.p_gap[4] < 0.05 and moved.p_gap[2] > 0.05
+    assert moved.p_gap[0] < 0.05
+    assert moved.p_gap[4] < 0.05
+    assert moved.p_gap[2] > 0.05
     # IFairLRS: MGU the mean |gap|, DGU max gap - min gap
     assert moved.point["mgu"] == pytest.approx(np.mean(np.abs(moved.point["gap"])))
     assert moved.point["dgu"] == pytest.approx(np.ptp(moved.point["gap"]))
@@ -104,10 +109,13 @@ def test_drift_catches_a_worse_run_on_shared_entities_only() -> None:
     worse = ex.exposure_data(lists, groups, names, q)
     ref = np.full(5, 0.2)
     calm = ex.compare_exposure(base, same, ref, n_resamples=300, margin=0.01)
-    assert calm is not None and np.all(calm.p_value > 0.05)
+    assert calm is not None
+    assert np.all(calm.p_value > 0.05)
     hit = ex.compare_exposure(base, worse, ref, n_resamples=300, margin=0.01)
-    assert hit is not None and hit.n_paired == 120
+    assert hit is not None
+    assert hit.n_paired == 120
     mgu, tail = ex.DRIFT_MEASURES.index("mgu"), ex.DRIFT_MEASURES.index("long_tail_drop")
-    assert hit.p_value[mgu] < 0.05 and hit.p_value[tail] < 0.05
+    assert hit.p_value[mgu] < 0.05
+    assert hit.p_value[tail] < 0.05
     assert hit.candidate[tail] < hit.baseline[tail]
     assert ex.compare_exposure(base, worse.rows([0]), ref, n_resamples=10) is None
