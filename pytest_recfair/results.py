@@ -212,8 +212,7 @@ class AttributeResult:
         The one place this is decided (reports and gate messages use it). Most favoured is
         the value whose lists moved least from the neutral ones (highest similarity). When
         every mean ties (SNSR = 0) no value is favoured: both are :data:`TIE`, never the
-        first value twice ("Asian / Asian"); with no defined mean both are "n/a".
-        """
+        first value twice ("Asian / Asian"); with no defined mean both are "n/a"."""
         finite = [v for v in self.values if not math.isnan(v.mean.value)]
         if not finite:
             return ("n/a", "n/a")
@@ -358,11 +357,12 @@ class ListMeta(_Listed):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ItemMeta(_Listed):
-    """The item-side audit's settings (LMRec): list prompts, the catalogue fields read."""
+    """The item-side (LMRec) and exposure audits' settings: list prompts, fields, reference."""
 
     KIND: ClassVar[str] = "items"
     kind: str = KIND
     item_field: str | None = _setting(default=None)  # None: written before it was recorded
+    reference: str = _setting("exposure reference", "catalogue")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -393,7 +393,8 @@ class RoleplayMeta(_Sampled):
 
 #: A kind's name -> the type of its results' meta.
 META_TYPES: Final[Mapping[str, type[AuditMeta]]] = {
-    m.KIND: m for m in (ListMeta, ItemMeta, PositionMeta, RoleplayMeta)
+    **{m.KIND: m for m in (ListMeta, ItemMeta, PositionMeta, RoleplayMeta)},
+    "exposure": ItemMeta,
 }
 
 
@@ -403,8 +404,7 @@ class GateFailure:
 
     ``attribute`` is None for a failure of the whole audit (its baseline is missing,
     unusable or incompatible; then ``detail`` says why). ``limit`` is the threshold for
-    threshold-type kinds and the tolerance for a drift; ``baseline`` the baseline value.
-    """
+    threshold-type kinds and the tolerance for a drift; ``baseline`` the baseline value."""
 
     kind: FailureKind | str  # a str outside FAILURE_KINDS: a kind of audit's own failure
     attribute: str | None = None

@@ -51,7 +51,7 @@ def _lists(
             if value is not None and value == lift_value:
                 w = np.array([0.05, 0.1, 0.15, 0.3, 0.4])
             g = rng.choice(5, size=10, p=w)
-            items = [int(rng.choice(np.flatnonzero(groups == x))) for x in g]
+            items: list[int | None] = [int(rng.choice(np.flatnonzero(groups == x))) for x in g]
             out.append((f"e{e}", value, items))
     return out, groups, ex.popularity_quantiles(pop)
 
