@@ -137,15 +137,8 @@ class ValueResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ValueResult:
-        return cls(
-            value=str(d["value"]),
-            mean=Stat.from_dict(d["mean"]),
-            n=int(d["n"]),
-            missing=int(d["missing"]),
-            refusals=int(d["refusals"]),
-            short=int(d["short"]),
-            total=int(d["total"]),
-        )
+        counts = {k: int(d[k]) for k in ("n", "missing", "refusals", "short", "total")}
+        return cls(value=str(d["value"]), mean=Stat.from_dict(d["mean"]), **counts)
 
 
 def matrix_to_dict(m: SimilarityMatrix) -> dict[str, Any]:
@@ -357,11 +350,19 @@ class ListMeta(_Listed):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ItemMeta(_Listed):
-    """The item-side (LMRec) and exposure audits' settings: list prompts, fields, reference."""
+    """The item-side audit's settings (LMRec): list prompts, the catalogue fields read."""
 
     KIND: ClassVar[str] = "items"
     kind: str = KIND
     item_field: str | None = _setting(default=None)  # None: written before it was recorded
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExposureMeta(ItemMeta):
+    """The exposure audit's settings: the item side's and the reference distribution."""
+
+    KIND: ClassVar[str] = "exposure"
+    kind: str = KIND
     reference: str = _setting("exposure reference", "catalogue")
 
 
@@ -393,8 +394,7 @@ class RoleplayMeta(_Sampled):
 
 #: A kind's name -> the type of its results' meta.
 META_TYPES: Final[Mapping[str, type[AuditMeta]]] = {
-    **{m.KIND: m for m in (ListMeta, ItemMeta, PositionMeta, RoleplayMeta)},
-    "exposure": ItemMeta,
+    m.KIND: m for m in (ListMeta, ItemMeta, ExposureMeta, PositionMeta, RoleplayMeta)
 }
 
 
