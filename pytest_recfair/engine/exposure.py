@@ -102,7 +102,7 @@ def _history_path(settings: AuditSettings, where: Sequence[Path]) -> Path | None
     ref = settings.reference
     if ref == "catalogue":
         return None
-    tried = [Path(ref)] if Path(ref).is_absolute() else [Path(b) / ref for b in where]
+    tried = [Path(ref)] if Path(ref).is_absolute() or not where else [Path(b) / ref for b in where]
     found = next((p for p in tried if p.is_file()), None)
     if found is None:
         raise DataError(
@@ -196,9 +196,10 @@ def _score(
 ) -> Scored:
     titles = [r.items for r in parse_all(cases, completions, settings.k, settings.parse_style)]
     matched, coverage = match_replies(titles, catalogue)
-    pairs = list(dict.fromkeys((c.attribute, c.value) for c in cases if c.attribute))
+    # values that signal a group (implicit proxies: first names) pool into it, as LMRec's
+    pairs = list(dict.fromkeys((c.attribute, c.group or c.value) for c in cases if c.attribute))
     lists = [
-        (c.entity_id, None if c.attribute is None else f"{c.attribute}: {c.value}", m)
+        (c.entity_id, None if c.attribute is None else f"{c.attribute}: {c.group or c.value}", m)
         for i, c in enumerate(cases)
         if (m := matched[i]) is not None
     ]

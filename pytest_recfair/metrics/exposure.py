@@ -104,7 +104,7 @@ class ExposureData:
     groups: tuple[str, ...]
     plain: FloatArray  # (E, G) slots given to each item group
     weighted: FloatArray  # (E, G) the same, each slot weighted 1/log2(rank + 1)
-    tail: FloatArray  # (E,) slots given to long-tail items (0 without popularity)
+    tail: FloatArray  # (E,) slots given to long-tail items (NaN without popularity)
     values: tuple[str, ...]  # demographic values ("attribute: value")
     pop_sum: FloatArray  # (E, 1 + V) popularity quantiles summed; column 0: neutral
     pop_n: FloatArray  # (E, 1 + V) matched items behind them
@@ -132,7 +132,8 @@ def exposure_data(
     v_at = {v: i + 1 for i, v in enumerate(values)}
     E, G, V = len(entities), len(groups), len(values)
     plain, weighted = np.zeros((E, G)), np.zeros((E, G))
-    tail, pop_sum, pop_n = np.zeros(E), np.zeros((E, V + 1)), np.zeros((E, V + 1))
+    tail = np.zeros(E) if quantile is not None else np.full(E, np.nan)  # NaN: no popularity
+    pop_sum, pop_n = np.zeros((E, V + 1)), np.zeros((E, V + 1))
     for entity, value, slots in lists:
         e = e_at[entity]
         idx = np.asarray([-1 if s is None else s for s in slots], dtype=np.int64)

@@ -95,7 +95,8 @@ def test_weighted_exposure_favours_the_first_slots() -> None:
     res = ex.exposure(d, [0.5, 0.5], n_resamples=50)
     assert res.point["share"].tolist() == [0.5, 0.5]
     assert res.point["weighted"][0] > res.point["weighted"][1]
-    assert d.tail.tolist() == [0.0, 0.0]  # no popularity: no long tail counted
+    assert np.isnan(res.point["long_tail"])  # no popularity: no long tail
+    assert np.isnan(res.p_tail)
 
 
 def test_drift_catches_a_worse_run_on_shared_entities_only() -> None:
