@@ -168,12 +168,14 @@ def holm(p: Sequence[float] | FloatArray) -> FloatArray:
 
 
 def _beyond(point: FloatArray, boot: FloatArray, limit: float) -> FloatArray:
-    """Centred bootstrap p of H0 |theta| <= limit, per column."""
+    """Centred bootstrap p of H0 |theta| <= limit, per column: one-sided towards the
+    nearer boundary (the observed sign); two-sided (doubled) for limit 0."""
     B = boot.shape[0]
     with np.errstate(invalid="ignore"):
-        hits = np.sum(np.abs(boot - point) >= np.abs(point) - limit, axis=0)
-    p: FloatArray = np.where(np.isfinite(point), (1.0 + hits) / (B + 1.0), np.nan)
-    return p
+        hits = np.sum(np.sign(point) * (boot - point) >= np.abs(point) - limit, axis=0)
+    p = (1.0 + hits) / (B + 1.0) * (2.0 if limit == 0 else 1.0)
+    out: FloatArray = np.where(np.isfinite(point), np.minimum(p, 1.0), np.nan)
+    return out
 
 
 def _shares(m: FloatArray) -> FloatArray:
