@@ -12,7 +12,12 @@ import pytest
 
 from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
-from tests.support.plugin import before_summary, plugin_args, subprocess_env
+from tests.support.plugin import (
+    assert_shards_merge_to_the_full_audit,
+    before_summary,
+    plugin_args,
+    subprocess_env,
+)
 
 pytest_plugins = ["pytester"]
 
@@ -157,3 +162,41 @@ def test_bad_settings_stop_before_the_first_request(
         assert srv.stats.requests == 0
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*test_exposure: *{message}"])
+
+
+def test_replay_renders_every_channel_with_the_recorded_numbers(
+    pytester: pytest.Pytester,
+) -> None:
+    """Recorded over loopback, replayed with the server gone: the same numbers, and the
+    exposure section in the terminal, JSON, Markdown, HTML and JUnit."""
+    cat = _catalogue(pytester.path / "catalogue.csv")
+    with SimServer(_sim(cat, mix={"Q5": 1.3})) as srv:
+        _project(pytester, srv, 'item_field="plays", bins=5')
+        _run(pytester, "--fairness", "--fairness-update", "--fairness-report=r.json")
+    recorded = _report(pytester)
+    again = _run(
+        pytester, "--fairness", "--fairness-record=none", "--fairness-report=r.json",
+        "--fairness-report=r.md", "--fairness-report=r.html", "--junitxml=j.xml",
+    )  # fmt: skip
+    again.assert_outcomes(passed=1)
+    assert _report(pytester) == recorded
+    again.stdout.fnmatch_lines(
+        ["*plays exposure vs catalogue: MGU 0.0*", "*share / reference: Q1*"]
+    )
+    assert "plays exposure vs catalogue: MGU" in (pytester.path / "r.md").read_text()
+    assert "Item exposure: plays" in (pytester.path / "r.html").read_text()
+    assert 'name="recfair.exposure.plays.mgu"' in (pytester.path / "j.xml").read_text()
+
+
+def test_shards_merge_to_the_unsharded_exposure_audit(pytester: pytest.Pytester) -> None:
+    cat = _catalogue(pytester.path / "catalogue.csv")
+    pytester.makeconftest(
+        "import pytest\nfrom pytest_recfair.sim.recommender import SimulatedRecommender\n\n\n"
+        "@pytest.fixture(scope='session')\ndef recfair_recommender():\n"
+        f"    items = {{'catalogue': {str(cat)!r}, 'field': 'tier', 'domain': 'restaurant',"
+        " 'mix': {'Q5': 1.3}}\n    return SimulatedRecommender(bias={'items': items})\n\n\n"
+        "@pytest.fixture\ndef cities():\n    return [f'Town {i}' for i in range(24)]\n"
+    )
+    pytester.makeini("[pytest]\nrecfair_n_resamples = 100\n")
+    pytester.makepyfile(test_audit=AUDIT.replace("SETTINGS", 'item_field="plays", bins=5'))
+    assert_shards_merge_to_the_full_audit(pytester)
