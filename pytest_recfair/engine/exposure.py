@@ -392,7 +392,7 @@ class ExposureSections:
             )
         )
         out = [_summary(d), f"  share / reference: {cells}"]
-        if d["values"]:
+        if any(x is not None for x in d["lift"]):
             out.append("  popularity lift: " + " · ".join(
                 f"{v} {fmt(x)} (p {p_text(p)})"
                 for (_, v), x, p in zip(d["values"], d["lift"], d["p_lift"], strict=True)
@@ -416,6 +416,7 @@ class ExposureSections:
             for (a, v), x, c, p in zip(
                 d["values"], d["lift"], d["lift_ci"], d["p_lift"], strict=True
             )
+            if x is not None
         ]
         return (
             f'<div class="kind exposure"><h3>Item exposure: {esc(d["field"])}</h3>'
