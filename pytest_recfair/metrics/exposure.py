@@ -131,24 +131,26 @@ def exposure_data(
     e_at = {e: i for i, e in enumerate(entities)}
     v_at = {v: i + 1 for i, v in enumerate(values)}
     E, G, V = len(entities), len(groups), len(values)
+    # every slot of every list at once: its entity, its column (0: neutral), rank and item
+    lens = np.array([len(s) for _, _, s in lists], dtype=np.int64)
+    n = int(lens.sum())
+    item = np.fromiter((-1 if x is None else x for _, _, s in lists for x in s), np.int64, n)
+    ent = np.repeat(np.array([e_at[e] for e, _, _ in lists], dtype=np.int64), lens)
+    col = np.repeat(np.array([v_at.get(v or "", 0) for _, v, _ in lists], dtype=np.int64), lens)
+    rank = np.arange(n) - np.repeat(np.cumsum(lens) - lens, lens)
+    ok = item >= 0
+    g = np.where(ok, group_of[np.where(ok, item, 0)], -1)
+    has = g >= 0
     plain, weighted = np.zeros((E, G)), np.zeros((E, G))
-    tail = np.zeros(E) if quantile is not None else np.full(E, np.nan)  # NaN: no popularity
+    np.add.at(plain, (ent[has], g[has]), 1.0)
+    np.add.at(weighted, (ent[has], g[has]), 1.0 / np.log2(rank[has] + 2.0))
+    tail = np.full(E, np.nan)  # NaN: no popularity
     pop_sum, pop_n = np.zeros((E, V + 1)), np.zeros((E, V + 1))
-    for entity, value, slots in lists:
-        e = e_at[entity]
-        idx = np.asarray([-1 if s is None else s for s in slots], dtype=np.int64)
-        rank = np.flatnonzero(idx >= 0)
-        items = idx[rank]
-        g = group_of[items]
-        ok = g >= 0
-        np.add.at(plain[e], g[ok], 1.0)
-        np.add.at(weighted[e], g[ok], 1.0 / np.log2(rank[ok] + 2.0))
-        if quantile is not None and items.size:
-            q = quantile[items]
-            tail[e] += float(np.sum(q < HEAD_QUANTILE))
-            c = 0 if value is None else v_at[value]
-            pop_sum[e, c] += float(q.sum())
-            pop_n[e, c] += items.size
+    if quantile is not None:
+        q = quantile[item[ok]]
+        tail = np.bincount(ent[ok], weights=(q < HEAD_QUANTILE).astype(np.float64), minlength=E)
+        np.add.at(pop_sum, (ent[ok], col[ok]), q)
+        np.add.at(pop_n, (ent[ok], col[ok]), 1.0)
     return ExposureData(
         tuple(entities), tuple(groups), plain, weighted, tail, tuple(values), pop_sum, pop_n
     )
