@@ -168,7 +168,8 @@ def test_replay_renders_every_channel_with_the_recorded_numbers(
     pytester: pytest.Pytester,
 ) -> None:
     """Recorded over loopback, replayed with the server gone: the same numbers, and the
-    exposure section in the terminal, JSON, Markdown, HTML and JUnit."""
+    exposure section in the terminal, JSON, Markdown, HTML and JUnit; the plan counts its
+    prompts as recorded; under xdist the same numbers."""
     cat = _catalogue(pytester.path / "catalogue.csv")
     with SimServer(_sim(cat, mix={"Q5": 1.3})) as srv:
         _project(pytester, srv, 'item_field="plays", bins=5')
@@ -186,6 +187,11 @@ def test_replay_renders_every_channel_with_the_recorded_numbers(
     assert "plays exposure vs catalogue: MGU" in (pytester.path / "r.md").read_text()
     assert "Item exposure: plays" in (pytester.path / "r.html").read_text()
     assert 'name="recfair.exposure.plays.mgu"' in (pytester.path / "j.xml").read_text()
+    plan = _run(pytester, "--fairness", "--fairness-plan", "--fairness-record=none")
+    assert "300 prompts, 300 already recorded, 0 to ask" in plan.stdout.str()
+    workers = _run(pytester, "--fairness", "-n", "2", "--fairness-report=r.json")
+    workers.assert_outcomes(passed=1)
+    assert _report(pytester) == recorded  # the same numbers from an xdist worker
 
 
 def test_shards_merge_to_the_unsharded_exposure_audit(pytester: pytest.Pytester) -> None:
