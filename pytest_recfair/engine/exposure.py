@@ -197,7 +197,8 @@ def _score(
     titles = [r.items for r in parse_all(cases, completions, settings.k, settings.parse_style)]
     matched, coverage = match_replies(titles, catalogue)
     # values that signal a group (implicit proxies: first names) pool into it, as LMRec's
-    pairs = list(dict.fromkeys((c.attribute, c.group or c.value) for c in cases if c.attribute))
+    pair_of = {f"{c.attribute}: {c.group or c.value}": [c.attribute, c.group or c.value]
+               for c in cases if c.attribute}  # fmt: skip
     lists = [
         (c.entity_id, None if c.attribute is None else f"{c.attribute}: {c.group or c.value}", m)
         for i, c in enumerate(cases)
@@ -224,7 +225,7 @@ def _score(
         **{k: _nums(v) for k, v in res.point.items()},
         **{f"{k}_ci": _nums(v) for k, v in res.ci.items()},
         "p_tail": _num(res.p_tail), "p_lift": _nums(res.p_lift),
-        "values": [list(p) for p in pairs if f"{p[0]}: {p[1]}" in data.values],
+        "values": [pair_of[v] for v in data.values],  # the order of the lift's columns
         "gini": _num(ex.gini(slots)), "coverage": _num(np.mean(slots > 0)),
         "matched": {"matched": coverage.matched, "total": coverage.total,
                     "unmatched_examples": list(coverage.unmatched_examples)},
