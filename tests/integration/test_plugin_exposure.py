@@ -4,6 +4,7 @@ of the top-K slots against the catalogue or a history, the gate, drift, bad sett
 from __future__ import annotations
 
 import json
+import shutil
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -54,11 +55,11 @@ def _sim(catalogue: Path, **plan: Any) -> SimulatedRecommender:
     return SimulatedRecommender(bias={"items": items})
 
 
-def _project(pytester: pytest.Pytester, srv: SimServer, settings: str) -> None:
+def _project(pytester: pytest.Pytester, srv: SimServer, settings: str, ini: str = "") -> None:
     pytester.makeini(
         "[pytest]\nrecfair_provider = openai\nrecfair_model = recfair-sim-1\n"
         f"recfair_base_url = {srv.base_url}\nrecfair_n_resamples = 300\n"
-        "recfair_record_mode = new_episodes\n"
+        "recfair_record_mode = new_episodes\n" + ini
     )
     pytester.makepyfile(test_audit=AUDIT.replace("SETTINGS", settings))
     pytester.makeconftest(
@@ -206,3 +207,18 @@ def test_shards_merge_to_the_unsharded_exposure_audit(pytester: pytest.Pytester)
     pytester.makeini("[pytest]\nrecfair_n_resamples = 100\n")
     pytester.makepyfile(test_audit=AUDIT.replace("SETTINGS", 'item_field="plays", bins=5'))
     assert_shards_merge_to_the_full_audit(pytester)
+
+
+def test_batch_recording_gives_the_numbers_of_a_synchronous_one(pytester: pytest.Pytester) -> None:
+    cat = _catalogue(pytester.path / "catalogue.csv")
+    with SimServer(_sim(cat, mix={"Q5": 1.3})) as srv:
+        _project(pytester, srv, 'item_field="plays", bins=5', "recfair_batch_poll = 0.05\n")
+        batch = _run(pytester, "--fairness", "--fairness-batch", "--fairness-update")
+        batch.assert_outcomes(passed=1)
+        assert srv.batches.created == 1
+        assert srv.stats.outcomes["ok"] == 0, "no synchronous request was sent"
+        _run(pytester, "--fairness", "--fairness-record=none", "--fairness-report=r.json")
+        from_batch = _report(pytester)
+        shutil.rmtree(pytester.path / "fixtures" / "cassettes")
+        _run(pytester, "--fairness", "--fairness-report=r.json").assert_outcomes(passed=1)
+    assert _report(pytester) == from_batch
