@@ -52,7 +52,7 @@ def one_run(cat: Path, setting: str, run: int, entities: int, resamples: int) ->
     """The groups and values the gate failed on in one audit."""
     items = {"catalogue": str(cat), "field": "tier", "domain": "restaurant", **PLANTS[setting]}
     sim = SimulatedRecommender(bias={"items": items}, seed=run)
-    marker = {
+    marker: dict[str, Any] = {
         "kind": "exposure", "attr": "gender", "grid": "fairllm", "domain": "restaurant",
         "k": 10, "item_field": "plays", "bins": 5, "catalogue": str(cat),
         "max_exposure_gap": 0.05, "max_popularity_lift": 0.1, "n_resamples": resamples,

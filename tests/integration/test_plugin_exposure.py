@@ -74,8 +74,8 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def _report(pytester: pytest.Pytester) -> Mapping[str, Any]:
     doc = json.loads((pytester.path / "r.json").read_text(encoding="utf-8"))
-    results: list[Mapping[str, Any]] = doc["results"]
-    return results[0]["exposure"]
+    exposure: Mapping[str, Any] = doc["results"][0]["exposure"]
+    return exposure
 
 
 def test_fair_model_passes_and_the_report_holds_every_group(pytester: pytest.Pytester) -> None:
