@@ -149,7 +149,7 @@ def test_a_passing_run_summary_is_a_line_per_test_and_v_shows_the_tables(
     report = f"--fairness-report={tmp_path / 'r.json'}"
     short = _summary(_demo(report))
     results = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["results"]
-    assert len(results) == 9
+    assert len(results) == 10
     assert len(short) <= 15, "\n".join(short)
     for r in results:  # each test on one line: its status, name and what it found
         name = r["meta"]["test_id"].rpartition("::")[2]
