@@ -342,7 +342,7 @@ def _paired(
 ) -> ex.ExposureDrift | None:
     """The drift test of ``d`` against ``before`` on ``d``'s reference; None: no
     per-entity counts, another field, other groups or values, under two shared entities."""
-    if "per_entity" not in before or before.get("field") != d["field"]:
+    if not ("per_entity" in before and "per_entity" in d and before["field"] == d["field"]):
         return None
     return ex.compare_exposure(
         _as_data(before), _as_data(d), d["reference_share"],
@@ -363,8 +363,9 @@ def _drift(s: AuditSettings, d: Mapping[str, Any], before: Mapping[str, Any]) ->
         was, now, p = float(cmp.baseline[m]), float(cmp.candidate[m]), float(cmp.p_value[m])
         if p < s.alpha:
             word = _WORDS[name]
+            # its own failure kind per measure: a headline each, named ("exposure MGU")
             out.append(GateFailure(
-                KEY, attribute=d["field"], value=now, limit=s.tolerance, baseline=was,
+                f"{KEY} {word}", attribute=d["field"], value=now, limit=s.tolerance, baseline=was,
                 p_value=p, alpha=s.alpha, n_paired=cmp.n_paired,
                 detail=f"exposure {word} {was:.3f} -> {now:.3f}, worse by more than the "
                 f"tolerance {s.tolerance:g} (paired entity bootstrap p = {p:.3g} over "

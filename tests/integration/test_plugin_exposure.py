@@ -5,12 +5,17 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import pytest_recfair.engine.registry  # noqa: F401  (the kinds' sections)
+from pytest_recfair.report.history import load_run
+from pytest_recfair.report.sections import series
 from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer
 from tests.support.plugin import (
@@ -137,9 +142,33 @@ def test_drift_against_the_baseline_and_history_reference(pytester: pytest.Pytes
     assert ex["history"]["matched"] == ex["history"]["total"] == 100
     with SimServer(_sim(cat, mix={"Q1": 0.4, "Q5": 1.6})) as srv:
         _project(pytester, srv, settings)
-        again = _run(pytester, "--fairness", "--fairness-record=all")
+        again = _run(pytester, "--fairness", "--fairness-record=all", "--fairness-report=b.json")
     again.assert_outcomes(failed=1)
-    again.stdout.fnmatch_lines(["*exposure long-tail share 0.* -> 0.*worse by more than*"])
+    # its headline names the measure that got worse (-v: the detail)
+    again.stdout.fnmatch_lines(
+        ["  tier exposure long-tail share 0.* → 0.* (-0.*, tolerance 0, p *"]
+    )
+    # the two stored runs compared by the gate's own test: each measure, family-wise
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest_recfair", "compare", "r.json", "b.json", "--format",
+         "json"], cwd=pytester.path, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert run.returncode == 1, run.stderr
+    rows = {r["statistic"]: r for r in json.loads(run.stdout)["rows"]}
+    assert set(rows) == {"MGU", "long-tail share", "max |lift|"}
+    assert all(r["test"] == "paired entity bootstrap, Holm" for r in rows.values())
+    tail = rows["long-tail share"]
+    assert (tail["a"], tail["n_paired"]) == (pytest.approx(ex["long_tail"], abs=1e-6), 60)
+    assert tail["b"] < tail["a"]
+    assert tail["worse"]
+    # and the headline numbers the history chart plots, each with its interval
+    result = load_run(pytester.path / "b.json").results[0]
+    plotted = dict(series(result))
+    assert set(plotted) == {f"tier exposure · {n}" for n in ("MGU", "DGU", "long-tail share")}
+    stat = plotted["tier exposure · long-tail share"]
+    assert stat.ci is not None
+    assert stat.value == pytest.approx(tail["b"])
+    assert stat.ci.low <= stat.value <= stat.ci.high
 
 
 @pytest.mark.parametrize(
@@ -182,17 +211,22 @@ def test_replay_renders_every_channel_with_the_recorded_numbers(
     )  # fmt: skip
     again.assert_outcomes(passed=1)
     assert _report(pytester) == recorded
-    again.stdout.fnmatch_lines(
-        ["*plays exposure vs catalogue: MGU 0.0*", "*share / reference: Q1*"]
-    )
+    # the short summary: the test's line with its largest gap (Q5, planted) and group
+    gaps = dict(zip(recorded["groups"], recorded["gap"], strict=True))
+    assert max(gaps, key=lambda g: abs(gaps[g])) == "Q5"
+    line = f"PASS*test_exposure*plays: largest exposure gap +{gaps['Q5']:.3f} (Q5)"
+    again.stdout.fnmatch_lines([line])
     assert "plays exposure vs catalogue: MGU" in (pytester.path / "r.md").read_text()
     assert "Item exposure: plays" in (pytester.path / "r.html").read_text()
     assert 'name="recfair.exposure.plays.mgu"' in (pytester.path / "j.xml").read_text()
     plan = _run(pytester, "--fairness", "--fairness-plan", "--fairness-record=none")
     assert "300 prompts, 300 already recorded, 0 to ask" in plan.stdout.str()
-    workers = _run(pytester, "--fairness", "-n", "2", "--fairness-report=r.json")
+    workers = _run(pytester, "--fairness", "-n", "2", "--fairness-report=r.json", "-v")
     workers.assert_outcomes(passed=1)
     assert _report(pytester) == recorded  # the same numbers from an xdist worker
+    workers.stdout.fnmatch_lines(
+        ["*plays exposure vs catalogue: MGU 0.0*", "*share / reference: Q1*"]
+    )
 
 
 def test_shards_merge_to_the_unsharded_exposure_audit(pytester: pytest.Pytester) -> None:
