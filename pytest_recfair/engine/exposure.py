@@ -433,12 +433,11 @@ class ExposureSections:
         return f"{data['field']}: largest exposure gap {gap:+.3f} ({group})"
 
     def series(self, data: Any) -> list[tuple[str, Stat]]:
-        names = {"mgu": "MGU", "dgu": "DGU", "long_tail": "long-tail share"}
+        # lower is fairer on the history chart: MGU and DGU, not the long-tail share
         return [
-            (f"{data['field']} exposure · {word}",
+            (f"{data['field']} exposure · {k.upper()}",
              Stat(json_nan(data[k]), Interval.from_obj(data[f"{k}_ci"])))
-            for k, word in names.items()
-            if data[k] is not None
+            for k in ("mgu", "dgu")
         ]  # fmt: skip
 
     def compare(
