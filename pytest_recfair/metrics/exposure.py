@@ -32,6 +32,7 @@ from pytest_recfair.metrics.common import (
     percentile_ci,
     resample_weights,
 )
+from pytest_recfair.metrics.roleplay_gate import holm as _holm
 
 __all__ = [
     "DRIFT_MEASURES",
@@ -157,15 +158,11 @@ def exposure_data(
 
 
 def holm(p: Sequence[float] | FloatArray) -> FloatArray:
-    """Holm's step-down family-wise adjustment (NaN stays NaN)."""
+    """Holm's step-down family-wise adjustment over the finite p-values (NaN stays NaN)."""
     raw = np.asarray(p, dtype=np.float64)
     out = np.full(raw.shape, np.nan)
-    ok = np.flatnonzero(np.isfinite(raw))
-    order = ok[np.argsort(raw[ok], kind="stable")]
-    m, running = order.size, 0.0
-    for i, j in enumerate(order):
-        running = max(running, min(1.0, (m - i) * raw[j]))
-        out[j] = running
+    ok = np.isfinite(raw)
+    out[ok] = _holm(raw[ok].tolist())
     return out
 
 
