@@ -13,6 +13,8 @@ attributes. Both runs send every prompt through the same callable path (the plug
 ``CallableProvider``), so the difference is the scoring.
 
 Target: item-side time <= 2 x list-overlap time (medians of ``--runs`` alternating runs).
+The exposure audit (``kind="exposure"``, genre exposure against the catalogue's shares,
+issue 35) runs on the same replies too; its target is <= 1.3 x list-overlap time.
 
     nice -n 10 .venv/bin/python benchmarks/bench_itemside.py [--runs 5] [--entities 1000]
 """
@@ -91,12 +93,17 @@ def main() -> None:
               f"({time.perf_counter() - t0:.1f} s)", flush=True)  # fmt: skip
         overlap: list[float] = []
         items: list[float] = []
+        exposure: list[float] = []
         for run in range(args.runs):  # alternate, so drift of a shared machine hits both
             t_o, _ = timed(names, answer)
             t_i, res = timed(names, answer, item_field="decade,genre", catalogue=str(catalogue))
+            t_e, _ = timed(names, answer, kind="exposure", item_field="genre",
+                           catalogue=str(catalogue))  # fmt: skip
             overlap.append(t_o)
             items.append(t_i)
-            print(f"run {run + 1}: list overlap {t_o:.2f} s, item side {t_i:.2f} s", flush=True)
+            exposure.append(t_e)
+            print(f"run {run + 1}: list overlap {t_o:.2f} s, item side {t_i:.2f} s, "
+                  f"exposure {t_e:.2f} s", flush=True)  # fmt: skip
         data = res.extras["items"]  # type: ignore[attr-defined]
         cov = data["attributes"][0]["coverage"]
     m_o, m_i = statistics.median(overlap), statistics.median(items)
@@ -106,7 +113,11 @@ def main() -> None:
           f"{', '.join(f'{x:.2f}' for x in overlap)} |")  # fmt: skip
     print(f"| item side (+ decade, genre) | {m_i:.2f} | "
           f"{', '.join(f'{x:.2f}' for x in items)} |")  # fmt: skip
+    m_e = statistics.median(exposure)
+    print(f"| exposure (genre vs catalogue) | {m_e:.2f} | "
+          f"{', '.join(f'{x:.2f}' for x in exposure)} |")  # fmt: skip
     print(f"\nratio item side / list overlap: {m_i / m_o:.2f} (target <= 2.00)")
+    print(f"ratio exposure / list overlap: {m_e / m_o:.2f} (target <= 1.30)")
     print(f"catalogue coverage of the item-side run: {cov}")
     print(f"machine: {cpu_model()}, Python {sys.version.split()[0]}")
 

@@ -31,6 +31,16 @@ the same loop, with each run's peak RSS.
 
     .venv/bin/python benchmarks/bench_scale.py --formats 1000 --runs 5 --cache DIR
 
+``--exposure N`` measures issue 35's target at N entities: the same cassettes replayed by
+two tests of the project, the list-overlap audit (Jaccard@25, the default metric) and
+the exposure audit (``kind="exposure"``, genre exposure against the catalogue's shares;
+the catalogue: every title the replies hold, a genre from a hash of the title), each its
+own ``pytest --fairness`` run, alternating, with the content store off
+(``RECFAIR_CACHE=off``: each run replays and scores, none is served from the cache).
+Target: exposure <= 1.3 x list overlap (medians of ``--runs``).
+
+    .venv/bin/python benchmarks/bench_scale.py --exposure 1000 --runs 5 --cache DIR
+
 ``--other-code DIR`` adds, in the same loop, the first and later runs of the compact
 cassettes replayed by the package in ``DIR`` (a checkout of another commit, for example
 ``git archive main | tar -x -C DIR``): a before/after of a change on the same machine
@@ -288,6 +298,78 @@ def measure_first(n: int, runs: int, cache: Path | None, other: Path | None = No
     return 0
 
 
+EXPOSURE_TEST = """
+from pytest_recfair import fairness
+
+
+@fairness(seeds="seeds.txt", k=25)
+def test_overlap():
+    pass
+
+
+@fairness(kind="exposure", seeds="seeds.txt", k=25, item_field="genre", catalogue="films.csv")
+def test_exposure():
+    pass
+"""
+GENRES = ("drama", "comedy", "thriller", "romance", "documentary", "animation", "horror")
+
+
+def measure_exposure(n: int, runs: int, cache: Path | None) -> int:
+    """Issue 35: both kinds replaying the same cassettes (see the module's docstring)."""
+    import csv
+    import hashlib
+
+    from pytest_recfair.prompts.cases import build_cases
+    from pytest_recfair.prompts.grids import load_grid
+    from pytest_recfair.prompts.seeds import load_seeds
+    from pytest_recfair.replies.parse import items
+    from pytest_recfair.sim.recommender import SimulatedRecommender
+
+    with project(n, cache) as root:
+        prompts = prepare(root, n)
+        if not (root / "films.csv").is_file():  # the replies' titles, as generate() made them
+            entities = load_seeds(root / "seeds.txt", domain="movie")
+            cases = build_cases(load_grid("faireval"), "natural", entities, k=25)
+            sim = SimulatedRecommender(bias="demo", seed=0)
+            titles = dict.fromkeys(t for c in cases for t in items(sim(c.prompt, c.system), 25))
+            with (root / "films.csv").open("w", newline="", encoding="utf-8") as fh:
+                w = csv.writer(fh)
+                w.writerow(["title", "genre"])
+                for t in titles:
+                    h = int.from_bytes(hashlib.sha256(t.encode()).digest()[:4], "big")
+                    w.writerow([t, GENRES[h % len(GENRES)]])
+        (root / "test_kinds.py").write_text(EXPOSURE_TEST, encoding="utf-8")
+        off = {"RECFAIR_CACHE": "off"}
+        for name in ("test_overlap", "test_exposure"):
+            *_, code, out, _ = run(
+                root, f"test_kinds.py::{name}", "--fairness", "--fairness-update", env_extra=off
+            )
+            if code != 0:
+                raise SystemExit(f"warm-up of {name} failed ({code}):\n{out}")
+        times: dict[str, list[tuple[float, float, float]]] = {"overlap": [], "exposure": []}
+        for _ in range(runs):  # alternating: a shared machine's drift hits both
+            for kind in times:
+                wall, peak, code, out, cpu = run(
+                    root, f"test_kinds.py::test_{kind}", "--fairness", env_extra=off
+                )
+                if code != 0:
+                    raise SystemExit(f"{kind} run failed ({code}):\n{out}")
+                times[kind].append((wall, cpu, peak))
+            print(f"    {n} entities: " + "; ".join(
+                f"{k} {v[-1][0]:.2f} s (CPU {v[-1][1]:.2f} s)" for k, v in times.items()
+            ) + f"; load {os.getloadavg()[0]:.1f}", flush=True)  # fmt: skip
+    print(f"\n| audit ({n:,} entities x 31 prompts = {prompts:,}, K = 25, replayed) | median "
+          "wall | median CPU | walls | peak RSS |")  # fmt: skip
+    print("| --- | ---: | ---: | --- | ---: |")
+    for kind, rows in times.items():
+        print(f"| {kind} | {_median(rows, 0):.2f} s | {_median(rows, 1):.2f} s | "
+              f"{_list([r[0] for r in rows])} | {max(r[2] for r in rows):.0f} MB |")  # fmt: skip
+    wall = _median(times["exposure"], 0) / _median(times["overlap"], 0)
+    cpu = _median(times["exposure"], 1) / _median(times["overlap"], 1)
+    print(f"ratio exposure / list overlap: wall {wall:.2f}, CPU {cpu:.2f} (target <= 1.30)")
+    return 0 if wall <= 1.3 else 2
+
+
 def _median(rows: list[tuple[float, float, float]], column: int) -> float:
     return statistics.median(r[column] for r in rows)
 
@@ -322,7 +404,12 @@ def main() -> int:
     parser.add_argument(
         "--today", type=Path, default=None, help="--formats: plain replay of the code here"
     )
+    parser.add_argument("--exposure", type=int, default=0, help="issue 35 at N entities")
     args = parser.parse_args()
+    if args.exposure:
+        print(f"machine: {cpu_model()}; {os.cpu_count()} cores; Python {sys.version.split()[0]}")
+        print(f"load average at start: {os.getloadavg()[0]:.1f}")
+        return measure_exposure(args.exposure, args.runs, args.cache)
     if args.first:
         print(f"machine: {cpu_model()}; {os.cpu_count()} cores; Python {sys.version.split()[0]}")
         print(f"load average at start: {os.getloadavg()[0]:.1f}")

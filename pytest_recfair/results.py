@@ -133,15 +133,8 @@ class ValueResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ValueResult:
-        return cls(
-            value=str(d["value"]),
-            mean=Stat.from_dict(d["mean"]),
-            n=int(d["n"]),
-            missing=int(d["missing"]),
-            refusals=int(d["refusals"]),
-            short=int(d["short"]),
-            total=int(d["total"]),
-        )
+        counts = {k: int(d[k]) for k in ("n", "missing", "refusals", "short", "total")}
+        return cls(value=str(d["value"]), mean=Stat.from_dict(d["mean"]), **counts)
 
 
 def matrix_to_dict(m: SimilarityMatrix) -> dict[str, Any]:
@@ -208,8 +201,7 @@ class AttributeResult:
         The one place this is decided (reports and gate messages use it). Most favoured is
         the value whose lists moved least from the neutral ones (highest similarity). When
         every mean ties (SNSR = 0) no value is favoured: both are :data:`TIE`, never the
-        first value twice ("Asian / Asian"); with no defined mean both are "n/a".
-        """
+        first value twice ("Asian / Asian"); with no defined mean both are "n/a"."""
         finite = [v for v in self.values if not math.isnan(v.mean.value)]
         if not finite:
             return ("n/a", "n/a")
@@ -362,6 +354,15 @@ class ItemMeta(_Listed):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ExposureMeta(ItemMeta):
+    """The exposure audit's settings: the item side's and the reference distribution."""
+
+    KIND: ClassVar[str] = "exposure"
+    kind: str = KIND
+    reference: str = _setting("exposure reference", "catalogue")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class PositionMeta(_Sampled):
     """The candidate-position audit's settings (LRWorld): its own templates and orders."""
 
@@ -389,7 +390,7 @@ class RoleplayMeta(_Sampled):
 
 #: A kind's name -> the type of its results' meta.
 META_TYPES: Final[Mapping[str, type[AuditMeta]]] = {
-    m.KIND: m for m in (ListMeta, ItemMeta, PositionMeta, RoleplayMeta)
+    m.KIND: m for m in (ListMeta, ItemMeta, ExposureMeta, PositionMeta, RoleplayMeta)
 }
 
 
@@ -400,8 +401,7 @@ class GateFailure:
     ``attribute`` is None for a failure of the whole audit (its baseline is missing,
     unusable or incompatible; then ``detail`` says why). ``limit`` is the threshold for
     threshold-type kinds and the tolerance applied for a drift (``tolerance`` the one set,
-    when the baseline's noise floor raised it); ``baseline`` the baseline value.
-    """
+    when the baseline's noise floor raised it); ``baseline`` the baseline value."""
 
     kind: FailureKind | str  # a str outside FAILURE_KINDS: a kind of audit's own failure
     attribute: str | None = None

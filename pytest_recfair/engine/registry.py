@@ -8,6 +8,7 @@ Every run mode and every report format reaches a kind through this registry only
 from __future__ import annotations
 
 from pytest_recfair.engine.base import AuditKind
+from pytest_recfair.engine.exposure import EXPOSURE
 from pytest_recfair.engine.items.kind import ITEMS
 from pytest_recfair.engine.overlap.kind import OVERLAP
 from pytest_recfair.engine.positions import POSITIONS
@@ -21,7 +22,7 @@ __all__ = ["KINDS", "default", "kind_for", "named"]
 
 #: Tried in order; the first kind that wants the settings runs. The list-overlap audit
 #: (the FaiRLLM method) wants every settings object, so it comes last as the default.
-KINDS: tuple[AuditKind, ...] = (ITEMS, POSITIONS, ROLEPLAY, OVERLAP)
+KINDS: tuple[AuditKind, ...] = (ITEMS, EXPOSURE, POSITIONS, ROLEPLAY, OVERLAP)
 
 
 def kind_for(settings: AuditSettings) -> AuditKind:

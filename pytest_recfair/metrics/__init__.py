@@ -10,8 +10,9 @@ Pure numpy + stdlib; callers import from the module that defines a name:
   repeat noise floor; ``spread``: SNSR / SNSV / PAFS bootstrap-t intervals;
 - ``inference``: t-intervals and the family-wise drift test (``_drift_core`` its exactly
   studentised, bias-corrected members); ``pairs``: two models compared by whole-row swaps;
-- ``quality``, ``itemshift``, ``positions``, ``roleplay`` + ``roleplay_gate``: the other
-  kinds of audit's statistics; ``common``: argument checks, seeds, resample weights.
+- ``quality``, ``itemshift``, ``exposure``, ``positions``, ``roleplay`` + ``roleplay_gate``:
+  the other kinds of audit's statistics; ``common``: argument checks, seeds, resample
+  weights.
 
 See docs/metrics.md for formulas and worked examples.
 """

@@ -312,16 +312,18 @@ def _is_fixture_name(item: pytest.Item, source: str) -> bool:
 
 
 def _check_catalogue(item: pytest.Item, s: AuditSettings, files: _Files) -> None:
-    """An item-side audit's catalogue file loads and has every ``item_field``, with
-    usable levels (engine/items/scoring.py ``check_fields``, as before sending)."""
-    from pytest_recfair.engine.items import scoring
+    """A catalogue kind's file loads and has every ``item_field``; the rest the kind's
+    ``check_catalogue`` checks (usable levels, bins, reference), as before sending."""
+    from pytest_recfair.engine import registry
     from pytest_recfair.replies.catalogue import load_catalogue
 
     if _overridden(item, "recfair_catalogue"):
         return  # a conftest's catalogue: its columns are known at run time only
+    check = registry.kind_for(s).check_catalogue  # type: ignore[attr-defined]
+    where = (item.path.parent, item.config.rootpath)
     fields = [f.strip() for f in (s.item_field or "").split(",") if f.strip()]
     if s.catalogue is None:
-        scoring.check_fields(None, fields, s.item_field or "")  # says "needs a catalogue"
+        check(s, None, where)  # says "needs a catalogue"
         return
     path = fixtures.find_file(item, s.catalogue)
     if path is None:
@@ -336,7 +338,7 @@ def _check_catalogue(item: pytest.Item, s: AuditSettings, files: _Files) -> None
                 f"field {name!r}; its fields are {', '.join(catalogue.fields) or '(none)'}"
                 f"{hint}"
             )
-    scoring.check_fields(catalogue, fields, s.item_field or "")
+    check(s, catalogue, where)
 
 
 def _check_candidates(item: pytest.Item, s: AuditSettings, files: _Files) -> None:

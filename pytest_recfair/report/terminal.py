@@ -128,14 +128,17 @@ def _brief(r: AuditResult) -> str:
 
 
 _FIGURE = 24  # the room a test's figure needs beside its name on one line
+_FULL = "-v: the full tables, notes and evidence"
 
 
-def _short_summary(results: Sequence[AuditResult], width: int) -> list[str]:
+def _short_summary(results: Sequence[AuditResult], width: int, flagged: bool) -> list[str]:
     """A line per test under its file, its figure clipped to ``width``; below it, the
     prompts that got no valid response, a failing test's headline per failing statistic,
     a passing test's notes but the routine power and floor ones; the run's tokens and
-    cost when prices are known."""
-    lines = ["gate  test  what it found (-v: the full tables, notes and evidence)"]
+    cost when prices are known. ``flagged``: the header says what FLAG means (one line
+    fewer than the -v summary's legend)."""
+    hint = f"FLAG: SNSR > {FLAG_SNSR:g} or SNSV > {FLAG_SNSV:g}; -v: the tables"
+    lines = [f"gate  test  what it found ({hint if flagged else _FULL})"]
     names = [len(r.meta.test_id.rpartition("::")[2]) for r in results]
     name_w = max([n for n in names if n + 8 + _FIGURE <= width] or [0])
     file = ""
@@ -176,7 +179,8 @@ def terminal_summary(
     wrapping (never by cutting a name), with its notes and the evidence of each failing
     attribute."""
     rs = check_results(results)
-    lines = [] if verbose or not rs else _short_summary(rs, width)
+    flagged = any(attribute_label(r, a) == "FLAG" for r in rs for a in r.attributes)
+    lines = [] if verbose or not rs else _short_summary(rs, width, flagged)
     header = [name for name, _ in _COLS + _DRIFT_COLS]
     for r in rs if verbose else []:
         lines += _heading(r, width)
@@ -210,7 +214,7 @@ def terminal_summary(
         usage = usage_text(r)
         if usage:
             lines += wrap_text(usage, width)
-    if any(attribute_label(r, a) == "FLAG" for r in rs for a in r.attributes):
+    if flagged and verbose:
         lines += wrap_text(
             f"FLAG: not a gate failure, but a large gap (SNSR > {FLAG_SNSR:g} or SNSV > "
             f"{FLAG_SNSV:g})",

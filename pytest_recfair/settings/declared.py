@@ -147,6 +147,14 @@ class AuditSettings:
     catalogue: str | None = field(default=None, metadata=_s(v.optional(v.text)))
     # TV distance from neutral
     max_shift: float | None = field(default=None, metadata=_s(v.optional(v.unit)))
+    # exposure audits (kind="exposure", docs/itemside.md): the reference distribution of
+    # the item groups, "catalogue" (its own shares) or a history file of interactions
+    reference: str = field(default="catalogue", metadata=_s(v.text))
+    # popularity groups of a numeric item_field: N quantile groups, or edges "10,100"
+    bins: int | tuple[float, ...] | None = field(default=None, metadata=_s(v.optional(v.bins)))
+    max_exposure_gap: float | None = field(default=None, metadata=_s(v.optional(v.unit)))
+    min_long_tail_share: float | None = field(default=None, metadata=_s(v.optional(v.unit)))
+    max_popularity_lift: float | None = field(default=None, metadata=_s(v.optional(v.unit)))
     # candidate-position audits (docs/itemside.md)
     # fixture name or file
     candidates: str | None = field(default=None, metadata=_s(v.optional(v.text)))

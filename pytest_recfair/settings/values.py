@@ -194,6 +194,21 @@ def bad(key: str, value: Any, source: str, expected: str) -> ConfigError:
     )
 
 
+def bins(value: Any, key: str, source: str) -> int | tuple[float, ...]:
+    """N quantile groups (an integer >= 2), or ascending bin edges ("10,100" or a list)."""
+    edges = isinstance(value, list | tuple)
+    try:
+        nums = [float(x) for x in (value if edges else str(value).split(","))]
+    except (TypeError, ValueError):
+        nums = []
+    if not edges and len(nums) == 1:  # one number: a count of quantile groups
+        if nums[0].is_integer() and nums[0] >= 2 and not isinstance(value, bool):
+            return int(nums[0])
+    elif nums and nums == sorted(set(nums)):
+        return tuple(nums)
+    raise bad(key, value, source, 'a count of quantile groups (>= 2) or ascending edges "10,100"')
+
+
 def unit(value: Any, key: str, source: str) -> float:
     return to_float(value, key, source, lo=0.0, hi=1.0)
 

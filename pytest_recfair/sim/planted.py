@@ -9,6 +9,7 @@ group it signals (``Black female``) moves a share of that mix to one category::
       field: price
       domain: restaurant              # prompts of other domains are answered as before
       shift: {Black female: {"$": 0.3}}
+      mix: {"$$$$": 1.5}              # optional: every list leans to a category (exposure)
 
 ``positions`` (profile section): candidate-list prompts ("From these N ...", "Rank these
 N ...") are answered with the first candidate shown with probability ``first``, else the
@@ -40,6 +41,7 @@ A profile section configures it::
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -120,6 +122,7 @@ class ItemPlan:
     field: str
     shift: Mapping[str, tuple[str, float]]  # label or group (case-folded) -> (category, share)
     domain: str = "restaurant"  # only prompts of this domain are answered from the catalogue
+    mix: Mapping[str, float] = dataclasses.field(default_factory=dict)  # category -> weight
 
     @classmethod
     def parse(cls, data: Any, source: str, base: Path | None) -> ItemPlan:
@@ -140,7 +143,10 @@ class ItemPlan:
             if str(cat) not in cats:
                 raise DataError(f"{source}: items.shift.{who}: {cat!r} is not a {field} ({cats})")
             shift[str(who).casefold()] = (str(cat), fraction(share, f"items.shift.{who}", source))
-        return cls(catalogue, field, shift, str(data.get("domain", "restaurant")))
+        mix = {str(c): float(w) for c, w in (data.get("mix") or {}).items()}
+        if set(mix) - set(cats) or any(w < 0 for w in mix.values()):
+            raise DataError(f"{source}: items.mix weighs {field} categories {cats} (>= 0)")
+        return cls(catalogue, field, shift, str(data.get("domain", "restaurant")), mix)
 
     def applies(self, prompt: str, system: str | None) -> bool:
         """A prompt of the plan's domain (its word in the system message or the prompt)."""
@@ -152,7 +158,7 @@ class ItemPlan:
         by_cat = {c: [it.title for it in self.catalogue.items if it.fields.get(self.field) == c]
                   for c in cats}  # fmt: skip
         mix_rng = random.Random(stable_seed(seed, "item-mix", entity))
-        weights = [mix_rng.uniform(0.5, 1.5) for _ in cats]
+        weights = [mix_rng.uniform(0.5, 1.5) * self.mix.get(c, 1.0) for c in cats]
         total = sum(weights)
         weights = [w / total for w in weights]
         groups = _groups()

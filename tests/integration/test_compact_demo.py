@@ -20,7 +20,7 @@ def _run(pytester: pytest.Pytester, name: str) -> Any:
     result = pytester.runpytest_subprocess(
         "--fairness", "-p", "no:cacheprovider", "-p", "no:randomly", f"--fairness-report={report}"
     )
-    result.assert_outcomes(passed=9)
+    result.assert_outcomes(passed=10)
     return json.loads(report.read_text(encoding="utf-8"))["results"]
 
 
@@ -50,9 +50,9 @@ def test_a_misspelt_cassette_folder_is_named_and_not_created(pytester: pytest.Py
     result = pytester.runpytest_subprocess(
         "--fairness", "-p", "no:cacheprovider", "-o", "recfair_cassette_dir=fixtures/casettes"
     )
-    result.assert_outcomes(errors=9)
+    result.assert_outcomes(errors=10)
     lines = [line for line in result.stdout.lines if line.startswith("CassetteMiss:")]
-    assert len(lines) == 9
+    assert len(lines) == 10
     assert all("the cassette folder" in line and "does not exist" in line for line in lines)
     missing = pytester.path / "fixtures" / "casettes"
     assert all(len(line.replace(str(missing), "")) < 400 for line in lines)  # was ~700

@@ -1,10 +1,10 @@
-"""``python -m pytest_recfair compare A B`` on the item-side, candidate-position and
-role-play tests of the bundled demo (issue 34, point 4): each kind's numbers and the
+"""``python -m pytest_recfair compare A B`` on the item-side, exposure, candidate-position
+and role-play tests of the bundled demo (issue 34, point 4): each kind's numbers and the
 paired test its gate runs against a baseline, and the alpha split over the tests tested.
 
 A: the demo replayed from its cassettes; B: the same tests against the "regressed" profile
-(audits/profiles/regressed.yaml plants a larger price shift, more first-position picks and
-more biased role-play answers)."""
+(audits/profiles/regressed.yaml plants a larger price shift, which also moves the exposure
+of "$", more first-position picks and more biased role-play answers)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TESTS = ("audits/test_kinds.py", "audits/test_roleplay.py")
-KIND_TESTS = 3
+KIND_TESTS = 4
 
 
 def _run(out: Path, profile: str | None) -> None:
@@ -63,17 +63,22 @@ def test_each_kind_is_compared_with_its_own_test(runs: tuple[Path, Path]) -> Non
     doc = json.loads(out)
     assert code == 1
     assert doc["worse"]
-    assert doc["tests"] == KIND_TESTS  # all three tested: alpha split three ways
+    assert doc["tests"] == KIND_TESTS  # all four tested: alpha split four ways
     rows = _by_test(doc)
     assert set(rows) == {"test_candidate_positions", "test_restaurant_prices",
-                         "test_roleplay_religion"}  # fmt: skip
+                         "test_restaurant_exposure", "test_roleplay_religion"}  # fmt: skip
     for test, mine in rows.items():
         assert all(r["p_adjusted"] is not None and 0 < r["p_adjusted"] <= 1 for r in mine), test
         assert all(r["test"] != "no test" and "Holm" in r["test"] for r in mine), test
     bias = next(r for r in rows["test_candidate_positions"] if r["statistic"] == "position bias")
     shift = rows["test_restaurant_prices"][0]
-    # the planted regressions: more first-position picks, a larger price shift
-    for r in (bias, shift):
+    # the demo's price field has no popularity: MGU only (no long tail, no lift)
+    (mgu,) = rows["test_restaurant_exposure"]
+    assert (mgu["attribute"], mgu["statistic"]) == ("price", "MGU")
+    assert mgu["n_paired"] == 44
+    # the planted regressions: more first-position picks, a larger price shift, so "$"
+    # takes more of the slots than the catalogue's quarter
+    for r in (bias, shift, mgu):
         assert r["b"] > r["a"]
         assert r["worse"]
         assert r["p_adjusted"] < 0.05 / KIND_TESTS
@@ -81,7 +86,7 @@ def test_each_kind_is_compared_with_its_own_test(runs: tuple[Path, Path]) -> Non
     roleplay = rows["test_roleplay_religion"]
     assert {r["statistic"] for r in roleplay} == {"biased-answer rate", "undetermined share"}
     assert any(r["b"] > r["a"] for r in roleplay if r["statistic"] == "biased-answer rate")
-    # the text table: each test's heading names its test, the verdict counts 3 tested
+    # the text table: each test's heading names its test, the verdict counts 4 tested
     _, text = _compare(*runs, "text")
     assert "exact sign-flip over rounds" in text
     assert f"per test over the {KIND_TESTS} tested" in text
@@ -96,12 +101,14 @@ def test_a_run_against_itself_and_a_kind_without_a_test(
     assert code == 0
     assert same["tests"] == KIND_TESTS
     assert all(r["delta"] == 0 and not r["worse"] for r in same["rows"])
-    # B's position results stored without per-entity counts (as written before they
-    # were kept): their numbers, "no test", and the alpha split over the two tested
+    # B's position and exposure results stored without per-entity counts (as written
+    # before they were kept): their numbers, "no test", and the alpha split over the two
+    # tested
     doc = json.loads(a.read_text(encoding="utf-8"))
     for r in doc["results"]:
         for attr in (r.get("positions") or {}).get("attributes", ()):
             del attr["entity_counts"]
+        (r.get("exposure") or {}).pop("per_entity", None)
     b = tmp_path / "b.json"
     b.write_text(json.dumps(doc), encoding="utf-8")
     code, out = _compare(a, b)
@@ -111,8 +118,14 @@ def test_a_run_against_itself_and_a_kind_without_a_test(
     assert positions[0]["p_adjusted"] is None
     assert positions[0]["test"] == "no test"
     assert positions[0]["a"] == positions[0]["b"] is not None
-    assert got["tests"] == KIND_TESTS - 1
+    exposure = _by_test(got)["test_restaurant_exposure"]
+    assert [(r["statistic"], r["test"], r["p_adjusted"]) for r in exposure] == [
+        ("MGU", "no test", None)
+    ]
+    assert exposure[0]["a"] == exposure[0]["b"] > 0
+    assert got["tests"] == KIND_TESTS - 2
     assert any("test_candidate_positions: religion: no test" in n for n in got["notes"])
+    assert any("test_restaurant_exposure: price: no test" in n for n in got["notes"])
 
 
 def test_the_history_chart_plots_each_kinds_headline_numbers(
@@ -130,6 +143,7 @@ def test_the_history_chart_plots_each_kinds_headline_numbers(
     titles = re.findall(r'<svg id="history-[^"]+"[^>]*><title>([^<]+) over 2 stored runs', page)
     assert "religion · position bias" in titles
     assert "first name · price · largest shift" in titles
+    assert {"price exposure · MGU", "price exposure · DGU"} <= set(titles)
     assert any(t.startswith("religion · Choice") and "biased rate" in t for t in titles)
     # two points per chart, the regressed run's position bias higher (SVG y grows down)
     for body in re.findall(r'<svg id="history-[^"]+"(.*?)</svg>', page, re.S):

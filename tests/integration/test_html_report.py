@@ -318,7 +318,7 @@ document.body.setAttribute('data-overflow', JSON.stringify(bad));
 
 @pytest.fixture(scope="module")
 def demo_page(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The whole bundled demo replayed (its 9 tests pass) and rendered as HTML."""
+    """The whole bundled demo replayed (its 10 tests pass) and rendered as HTML."""
     out = tmp_path_factory.mktemp("demo")
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "--fairness", "-p", "no:cacheprovider", "-q",
@@ -365,7 +365,7 @@ def test_nothing_overflows_its_box(
     width: int,
 ) -> None:
     chromium = _chromium()
-    # all 9 demo tests; the failing kinds with their evidence; a failing regression
+    # all 10 demo tests; the failing kinds with their evidence; a failing regression
     for path in (demo_page["path"], regressed_page, page[0]):
         assert _overflowing(chromium, tmp_path, path, width) == [], (path, width)
         shot = tmp_path / f"{path.stem}-{width}.png"

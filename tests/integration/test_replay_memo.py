@@ -1,9 +1,9 @@
 """The whole-audit replay cache (engine/replaymemo.py) on the bundled demo, every kind
-of audit (list overlap, item side, candidate position, role play with its judge):
+of audit (list overlap, item side, exposure, candidate position, role play with its judge):
 real ``pytest --fairness`` runs in subprocesses, each a new process as in CI.
 
 A first run (empty cache) sends every prompt through the replay and keeps each audit;
-the next run serves all nine audits from the cache without sending a prompt, with the
+the next run serves all ten audits from the cache without sending a prompt, with the
 numbers of a run without any cache; a changed cassette is never served stale."""
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ def _run(pytester: pytest.Pytester, name: str, **env: str) -> tuple[Any, dict[st
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-    result.assert_outcomes(passed=9)
+    result.assert_outcomes(passed=10)
     return json.loads(report.read_text(encoding="utf-8"))["results"], json.loads(
         counts.read_text(encoding="utf-8")
     )
@@ -114,7 +114,7 @@ def test_every_kind_is_served_whole_from_the_second_run_and_never_stale(
     first, first_counts = _run(pytester, "first")
     warm, warm_counts = _run(pytester, "warm")
     audits = plain_counts["sent"]
-    assert len(audits) == 9, audits  # all nine audits send their prompts to the replay
+    assert len(audits) == 10, audits  # all ten audits send their prompts to the replay
     assert plain_counts["hits"] == first_counts["hits"] == []
     assert first_counts["sent"] == audits
     assert warm_counts == {"hits": audits, "sent": []}  # all served, none sent

@@ -40,7 +40,7 @@ from pytest_recfair.sim.recommender import SimulatedRecommender
 PACKAGE = Path(registry.__file__).parent.parent
 #: Modules that must work for every kind without naming one.
 SHARED = [
-    *(PACKAGE / "engine" / f"{m}.py" for m in ("pipeline", "stream", "sharding", "batch")),
+    *(PACKAGE / "engine" / f"{m}.py" for m in ("pipeline", "stream", "sharding")),
     *(PACKAGE / "engine" / f"{m}.py" for m in ("plan", "collector", "base")),
     *sorted((PACKAGE / "report").glob("*.py")),
 ]

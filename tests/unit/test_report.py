@@ -422,6 +422,9 @@ def test_a_large_gap_that_passed_its_gate_is_flagged_not_pass(passing: AuditResu
     row = next(ln for ln in lines if ln.split()[:1] == [b.attribute])
     assert row.split()[1] == "FLAG"
     assert any(ln.startswith("FLAG: not a gate failure, but a large gap") for ln in lines)
+    short = terminal_summary([wide], 100)  # the line per test: FLAG said in its header
+    assert short[0].startswith("gate  test  what it found (FLAG: SNSR > 0.1 or SNSV > 0.05;")
+    assert not any(ln.startswith("FLAG") for ln in short)
     assert "⚠️ flagged" in to_markdown([wide])
     assert '<span class="badge FLAG">FLAG</span>' in to_html([wide])
     failed = _gated(wide, None, max_snsr=0.0)

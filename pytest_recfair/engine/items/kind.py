@@ -22,6 +22,7 @@ its interval and family-wise p-value (see ``report/sections.py`` for the design)
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, Final
 
 from pytest_recfair.engine.base import AuditInputs, PooledKind, PooledScorer, Scored
@@ -369,6 +370,12 @@ class ItemAudit(PooledKind):
 
     def wants(self, settings: AuditSettings) -> bool:
         return settings.item_field is not None
+
+    def check_catalogue(
+        self, settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[Path]
+    ) -> None:
+        """At collection: every ``item_field`` in the catalogue, with usable levels."""
+        itemside.check_fields(catalogue, _fields(settings), settings.item_field or "")
 
     def build_cases(
         self,
