@@ -22,6 +22,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -439,6 +440,16 @@ class ExposureSections:
              Stat(json_nan(data[k]), Interval.from_obj(data[f"{k}_ci"])))
             for k in ("mgu", "dgu")
         ]  # fmt: skip
+
+    def resolution(self, data: Any, settings: Any) -> list[tuple[str, float, int, int]]:
+        """For the plan, what the drift gate tests: MGU (its SE from its interval), one of
+        the measures the baseline measured (Holm); DGU is reported, not gated."""
+        ci, n = Interval.from_obj(data["mgu_ci"]), int(data.get("n_entities") or 0)
+        m = sum(not math.isnan(_headline(data, k)) for k in ex.DRIFT_MEASURES)
+        if ci is None or n < 2:
+            return []
+        se = (ci.high - ci.low) / (2 * NormalDist().inv_cdf(0.975))
+        return [(f"{data['field']} exposure · MGU", se, n, max(1, m))]
 
     def compare(
         self, a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int

@@ -53,3 +53,21 @@ def test_bad_settings_are_one_clear_error(settings: AuditSettings, message: str)
         setup(settings, CATALOGUE, ())
     with pytest.raises(RecfairError, match="needs a catalogue"):
         setup(AuditSettings(item_field="genre"), None, ())
+
+
+def test_the_plan_sizes_the_gated_mgu_not_the_reported_dgu() -> None:
+    """The plan's hook: MGU's SE from its 95% interval, a Holm family of the drift measures
+    the baseline measured (no popularity: MGU alone; with it: MGU, long tail, lift)."""
+    from statistics import NormalDist
+
+    from pytest_recfair.engine.exposure import ExposureSections
+
+    data = {"field": "price", "mgu_ci": [0.01, 0.03], "dgu_ci": [0.0, 0.5], "n_entities": 40,
+            "mgu": 0.02, "long_tail": None, "lift": [None, None]}  # fmt: skip
+    ((label, se, n, m),) = ExposureSections().resolution(data, None)
+    assert label == "price exposure · MGU"
+    assert se == pytest.approx(0.02 / (2 * NormalDist().inv_cdf(0.975)))
+    assert (n, m) == (40, 1)
+    popular = {**data, "long_tail": 0.4, "lift": [0.1, -0.2]}
+    assert ExposureSections().resolution(popular, None)[0][3] == 3
+    assert ExposureSections().resolution({**data, "mgu_ci": None}, None) == []
