@@ -35,7 +35,8 @@ a group's top item more often: popularity lift +0.03 (others 0).
 
 - ``same``: the candidate is the baseline's model; a false alarm is any drift failure.
 - ``*_margin``: MGU up, long-tail share down or Girl's lift up by exactly the tolerance
-  (the other measures unchanged); fails at most about alpha.
+  (the others unchanged, or for the tail moved well under it: MGU +0.004); fails at
+  most about alpha.
 - ``*_power``: the same moves by tolerance + 0.03; detected = that measure fails.
 """
 
