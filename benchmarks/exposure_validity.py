@@ -16,6 +16,28 @@ simulator's uniform(0.5, 1.5) weights: entities differ). Gate: ``max_exposure_ga
   (+0.2 popularity quantiles in expectation); detected = a lift failure naming Girl.
 
 Run:  .venv/bin/python benchmarks/exposure_validity.py --runs 200   (200 per setting)
+      .venv/bin/python benchmarks/exposure_validity.py --drift --runs 200 --resamples 2000
+
+``--drift``: the drift test against a stored baseline (``tolerance``, alpha 0.05). Each
+repetition draws ``--entities`` entities from a generative model and two independent runs
+of them (baseline, candidate: fresh slot draws, the same entities), builds each run's
+per-entity counts with ``exposure_data`` and decides as the gate's ``_drift`` does:
+``compare_exposure`` (the paired entity bootstrap, Holm over MGU, long-tail share and max
+|lift|; the same call the engine's ``_paired`` makes) fails a measure when its p < alpha.
+Not the simulator: an exact truth is needed at the margin. Model: the catalogue above
+(quintiles Q1-Q5 by plays; Q5 the head, so long tail = Q1-Q4), neutral prompt and 4
+values, K = 10 slots per list, each slot a group drawn with the entity's probabilities
+then an item uniform within it, so the true shares are exactly the entities' mean
+probabilities. Entities differ: each adds a zero-sum perturbation (up to about +-0.06 per
+group) to the run's shares, antithetic in pairs so they average out exactly. Baseline
+shares 0.2 + (-0.04, -0.02, +0.02, +0.04, 0): MGU 0.024, long-tail 0.8; "Girl" lists draw
+a group's top item more often: popularity lift +0.03 (others 0).
+
+- ``same``: the candidate is the baseline's model; a false alarm is any drift failure.
+- ``*_margin``: MGU up, long-tail share down or Girl's lift up by exactly the tolerance
+  (the others unchanged, or for the tail moved well under it: MGU +0.004); fails at
+  most about alpha.
+- ``*_power``: the same moves by tolerance + 0.03; detected = that measure fails.
 """
 
 from __future__ import annotations
@@ -29,7 +51,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import numpy as np
+
 from pytest_recfair.api import audit, judge
+from pytest_recfair.metrics import exposure as ex
+from pytest_recfair.metrics.roleplay import wilson
 from pytest_recfair.sim.recommender import SimulatedRecommender
 
 PLANTS: dict[str, dict[str, Any]] = {
@@ -63,13 +89,86 @@ def one_run(cat: Path, setting: str, run: int, entities: int, resamples: int) ->
     return {f.group or "" for f in gate.failures if f.kind == "exposure"}
 
 
+VALUES = ("Boy", "Girl", "Man", "Woman")
+
+
+def drift_model(setting: str, tol: float) -> tuple[np.ndarray, float]:
+    """The candidate's group shares (Q1-Q5) and Girl's lift for a drift setting."""
+    move = {"same": 0.0, "margin": tol, "power": tol + 0.03}[setting.split("_")[-1]]
+    gaps, lift = np.array([-0.04, -0.02, 0.02, 0.04, 0.0]), 0.03
+    if setting.startswith("mgu"):  # scale the Q1-Q4 gaps: MGU 0.024 -> 0.024 + move
+        gaps *= (0.024 + move) / 0.024
+    elif setting.startswith("tail"):  # the head takes `move` evenly from Q1-Q4
+        gaps += np.array([-1, -1, -1, -1, 4]) * move / 4
+    elif setting.startswith("lift"):
+        lift += move
+    return 0.2 + gaps, lift
+
+
+def draw_run(
+    rng: np.random.Generator, het: np.ndarray, share: np.ndarray, lift: float
+) -> ex.ExposureData:
+    """One run's per-entity counts: per entity, the neutral list and one per value."""
+    lists = []
+    for e, h in enumerate(het):
+        p = share + h
+        for value in (None, *VALUES):
+            g = rng.choice(5, size=10, p=p)
+            # within a group (20 items by rising plays): uniform; for Girl, the group's
+            # top item (+0.095 quantiles over the uniform mean) with chance lift / 0.095
+            top = rng.random(10) < (lift / 0.095 if value == "Girl" else 0.0)
+            j = np.where(top, 19, rng.integers(0, 20, 10))
+            lists.append((f"Town {e}", value and f"gender: {value}", (20 * g + j).tolist()))
+    plays = np.arange(100, dtype=np.float64)
+    codes, groups = ex.bin_codes(plays, 5)
+    return ex.exposure_data(lists, codes, groups, ex.popularity_quantiles(plays))
+
+
+def drift(args: argparse.Namespace) -> None:
+    tol, alpha = args.tolerance, 0.05
+    print("| setting | runs | entities | failed | Wilson 95% | MGU / tail / lift failed | s/run |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for setting in args.settings.split(","):
+        start, fails, by = time.perf_counter(), 0, np.zeros(3, dtype=int)
+        share, lift = drift_model(setting, tol)
+        for run in range(args.runs):
+            rng = np.random.default_rng(run)
+            half = rng.uniform(-1, 1, (args.entities // 2, 5))
+            half = 0.04 * (half - half.mean(axis=1, keepdims=True))
+            het = np.concatenate([half, -half])  # zero-sum per entity, mean zero per group
+            base = draw_run(rng, het, *drift_model("same", tol))
+            cand = draw_run(rng, het, share, lift)
+            cmp = ex.compare_exposure(
+                base, cand, np.full(5, 0.2), n_resamples=args.resamples, seed=run, margin=tol
+            )
+            assert cmp is not None
+            hit = cmp.p_value < alpha
+            fails, by = fails + bool(hit.any()), by + hit
+        lo, hi = wilson(fails, args.runs)
+        per = (time.perf_counter() - start) / args.runs
+        print(
+            f"| {setting} | {args.runs} | {args.entities} | {fails / args.runs:.1%} | "
+            f"{lo:.1%}-{hi:.1%} | {' / '.join(f'{b / args.runs:.1%}' for b in by)} | {per:.2f} |",
+            flush=True,
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--entities", type=int, default=100)
     ap.add_argument("--resamples", type=int, default=500)
-    ap.add_argument("--settings", default="null,head,lift")
+    ap.add_argument("--settings", default=None, help="default: every setting of the mode")
+    ap.add_argument("--drift", action="store_true", help="the drift test (see the docstring)")
+    ap.add_argument("--tolerance", type=float, default=0.02)
     args = ap.parse_args()
+    args.settings = args.settings or (
+        "same,mgu_margin,tail_margin,lift_margin,mgu_power,tail_power,lift_power"
+        if args.drift
+        else "null,head,lift"
+    )
+    if args.drift:
+        return drift(args)
     want = {"null": set(), "head": {"Q1", "Q5"}, "lift": {"Girl"}}
     with tempfile.TemporaryDirectory() as tmp:
         cat = catalogue(Path(tmp))
