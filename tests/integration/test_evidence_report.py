@@ -200,7 +200,8 @@ def test_a_failure_is_a_headline_per_statistic_before_its_evidence(tmp_path: Pat
     for f in (f for f in grid["gate"]["failures"] if f["kind"] == "drift"):
         a = next(a for a in grid["attributes"] if a["attribute"] == f["attribute"])
         change = f"{f['baseline']:.3f} → {f['value']:.3f} ({f['value'] - f['baseline']:+.3f}"
-        headline = f"  {f['attribute']} SNSR {change}, tolerance {f['limit']:.3g}, p "
+        floor = "" if f.get("tolerance") is None else f" (noise floor; {f['tolerance']:g} set)"
+        headline = f"  {f['attribute']} SNSR {change}, tolerance {f['limit']:.3g}{floor}, p "
         (line,) = [ln for ln in blocks["test_default_grid"] if ln.startswith(headline)]
         assert line.endswith(f": {_least(a)} least favoured")
     # the summary: a line per test, a failing one with its headlines, no evidence

@@ -31,7 +31,9 @@ def test_kind_by_name_or_by_questions_and_an_unknown_name_is_one_line() -> None:
     kind = registry.kind_for(resolve(marker={"questions": "default"}))
     assert kind is registry.kind_for(resolve(marker={"kind": "roleplay"}))
     assert registry.kind_for(resolve(marker={})) is registry.default()
-    with pytest.raises(ConfigError, match="no such kind of audit; known: items, positions"):
+    with pytest.raises(
+        ConfigError, match="no such kind of audit; known: items, exposure, positions"
+    ):
         registry.kind_for(resolve(marker={"kind": "rolepay"}))
 
 
