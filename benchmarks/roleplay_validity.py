@@ -38,6 +38,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._machine import cpu_model
+from pytest_recfair.metrics.common import holm
 from pytest_recfair.metrics.roleplay import (
     QuestionResult,
     RoleplayResult,
@@ -47,7 +48,6 @@ from pytest_recfair.metrics.roleplay import (
 from pytest_recfair.metrics.roleplay_gate import (
     RoleDrift,
     drift_test,
-    holm,
     mcnemar_one_sided,
     signflip_one_sided,
 )

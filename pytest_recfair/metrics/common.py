@@ -50,6 +50,7 @@ __all__ = [
     "check_variant",
     "compact_counts",
     "draw_block_rows",
+    "holm",
     "make_rng",
     "maxt",
     "percentile_ci",
@@ -243,3 +244,14 @@ def maxt(observed: FloatArray, null: FloatArray) -> tuple[FloatArray, FloatArray
     z_null = np.nan_to_num((null - mu) / sd, nan=-np.inf).reshape(B, -1).max(axis=1)
     adj = (1.0 + np.sum(z_null[:, None] >= z_obs.ravel()[None, :] - 1e-12, axis=0)) / (B + 1.0)
     return raw, np.maximum(adj.reshape(observed.shape), raw)
+
+
+def holm(pvalues: Sequence[float]) -> list[float]:
+    """Holm step-down adjusted p-values (monotone, capped at 1), in input order."""
+    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
+    out = [1.0] * len(pvalues)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
+        out[i] = running
+    return out

@@ -32,7 +32,7 @@ from pytest_recfair.metrics.common import (
     percentile_ci,
     resample_weights,
 )
-from pytest_recfair.metrics.roleplay_gate import holm as _holm
+from pytest_recfair.metrics.common import holm as _holm
 
 __all__ = [
     "DRIFT_MEASURES",

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair.metrics.common import make_rng
+from pytest_recfair.metrics.common import holm, make_rng
 
 __all__ = [
     "Drop",
@@ -186,7 +186,7 @@ def drift(
         b = np.array([float(base[e]) for e in shared])  # type: ignore[arg-type]
         c = np.array([float(cand[e]) for e in shared])  # type: ignore[arg-type]
         raw.append((member, float(b.mean()), float(c.mean()), _drop_p(c - b, tolerance), b.size))
-    adjusted = _holm([r[3] for r in raw])
+    adjusted = holm([r[3] for r in raw])
     return [Drop(m, b, c, p, n) for (m, b, c, _, n), p in zip(raw, adjusted, strict=True)]
 
 
@@ -198,18 +198,6 @@ def _drop_p(d: FloatArray, tolerance: float) -> float:
     if sd == 0.0 or not math.isfinite(sd):  # every entity moved alike: the sign decides
         return 0.0 if shifted < 0 else 1.0
     return t_cdf(shifted / (sd / math.sqrt(n)), n - 1)
-
-
-def _holm(p: Sequence[float]) -> list[float]:
-    """Holm step-down adjusted p-values (family-wise error at alpha over the members)."""
-    m = len(p)
-    order = sorted(range(m), key=lambda i: p[i])
-    out = [0.0] * m
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (m - rank) * p[i]))
-        out[i] = running
-    return out
 
 
 def t_cdf(t: float, df: int) -> float:

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.metrics.common import holm
 from pytest_recfair.metrics.roleplay import QuestionResult, RoleplayResult
 
 __all__ = [
@@ -53,7 +54,6 @@ __all__ = [
     "binom_sf",
     "check_limits",
     "drift_test",
-    "holm",
     "mcnemar_one_sided",
     "mcnemar_two_sided",
     "role_effect",
@@ -126,17 +126,6 @@ def mcnemar_two_sided(b: int, c: int) -> float:
     """Exact two-sided McNemar p: twice the smaller tail, at most 1."""
     m = b + c
     return 1.0 if m == 0 else min(1.0, 2 * binom_sf(max(b, c), m, 0.5))
-
-
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm step-down adjusted p-values (monotone, capped at 1), in input order."""
-    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
-    out = [1.0] * len(pvalues)
-    running = 0.0
-    for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
-        out[i] = running
-    return out
 
 
 def _pairs(

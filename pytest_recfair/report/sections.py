@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from pytest_recfair.metrics.roleplay_gate import holm
+from pytest_recfair.metrics.common import holm
 from pytest_recfair.results import AuditResult, Stat
 from pytest_recfair.vocab import STATISTICS
 

@@ -11,6 +11,7 @@ from statistics import NormalDist
 import pytest
 
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.metrics.common import holm
 from pytest_recfair.metrics.roleplay import Outcome, QuestionResult, RoleplayResult
 from pytest_recfair.metrics.roleplay_gate import (
     RoleDrift,
@@ -18,7 +19,6 @@ from pytest_recfair.metrics.roleplay_gate import (
     binom_sf,
     check_limits,
     drift_test,
-    holm,
     mcnemar_one_sided,
     mcnemar_two_sided,
     role_effect,
