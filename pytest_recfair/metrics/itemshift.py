@@ -1,22 +1,16 @@
 """Item-side fairness: how a group's prompt shifts the properties of the recommended items.
 
-For each categorical field of a catalogue (price level, genre, cuisine ...) and each group
-(the neutral prompt and every attribute value): the share of each category among the
-group's recommended items that the catalogue knows (LMRec's f(c|D_l)); the total variation
-distance of each group's distribution from the neutral one (the gated "shift"); and the
-LMRec category association score B(c, l) = (f(c|D_l) - f(c|D_l')) / f(c|D), with D_l' the
-items of the attribute's other values and D those of all its values.
+Per categorical catalogue field and group (neutral and each attribute value): the share
+of each category among the group's matched items (LMRec's f(c|D_l)), the total variation
+distance from neutral (the gated "shift"), and LMRec's association B(c, l) = (f(c|D_l) -
+f(c|D_l')) / f(c|D), D_l' the items of the attribute's other values.
 
-Uncertainty treats ENTITIES as the unit, like the list-overlap statistics: an entity's
-lists for all groups stay together. The tests permute an entity's LISTS (one per prompt:
-the neutral one and each value's) within the entity, then pool them into their groups as
-observed: under "no group effect" the lists are exchangeable, so the test is exact
-whatever the group sizes (one neutral list against ~22 pooled first names per group, the
-implicit grid). Permuting the pooled groups instead swaps a 10-item row with a 220-item
-one and rejected 47% of null runs at 5% (docs/itemside.md). Two families, each with the
-studentized max-T over values x fields: the shift of each value from neutral, and each
-value against the attribute's other values (LMRec's comparison). Intervals are
-percentile bootstraps over entities. Pure numpy.
+Entities are the unit. The tests permute an entity's LISTS (one per prompt) within the
+entity and pool them into their groups as observed: exact under "no group effect"
+whatever the group sizes (permuting pooled groups instead rejected 47% of null runs at
+5%, docs/itemside.md). Two families, each studentized max-T over values x fields: the
+shift from neutral, and each value against the others. Intervals: percentile bootstraps
+over entities. Pure numpy.
 """
 
 from __future__ import annotations
@@ -77,10 +71,8 @@ class ItemCounts:
     fields: tuple[str, ...]
     categories: tuple[tuple[str, ...], ...]
     counts: IntArray
-    # The same counts per list (value): lists[e, v, c], v = 0 the neutral prompt, and the
-    # group of each list (list_group[v]). The test permutes LISTS within an entity: under
-    # "no group effect" an entity's lists are exchangeable whatever their group sizes.
-    # None (a stored baseline): each group is one list.
+    # per list (prompt) lists[e, v, c], v = 0 neutral, and each list's group: what the test
+    # permutes; None (a stored baseline): each group is one list
     lists: IntArray | None = None
     list_group: IntArray | None = None
 
@@ -138,41 +130,30 @@ def item_counts(
     e_arr, g_arr, l_arr, i_arr = (
         np.asarray(a, dtype=np.int64) for a in (rows_e, rows_g, rows_l, rows_i)
     )
-    n_cat = sum(len(c) for c in cats)
-    shape = (len(entities), len(groups), n_cat)
-    counts = np.zeros(int(np.prod(shape)), dtype=np.int64)
-    offset = 0
-    for f in fields:
-        code = f.codes[i_arr] if i_arr.size else i_arr
-        keep = code >= 0
-        flat = (e_arr[keep] * shape[1] + g_arr[keep]) * n_cat + offset + code[keep]
-        counts += np.bincount(flat, minlength=counts.size)
-        offset += len(f.categories)
-    names = tuple(f.name for f in fields)
-    per_list = counts.reshape(shape)
-    list_group = np.arange(len(groups), dtype=np.int64)
+    shape = (len(entities), len(groups), sum(len(c) for c in cats))
+    counts = _category_counts(e_arr, g_arr, i_arr, fields, shape)
+    per_list, list_group = counts, np.arange(len(groups), dtype=np.int64)
     if group_of:
-        per_list = _list_counts(e_arr, l_arr, i_arr, fields, (len(entities), len(sources), n_cat))
+        per_list = _category_counts(e_arr, l_arr, i_arr, fields, (shape[0], len(sources), shape[2]))
         list_group = np.asarray([g for g, _ in sources], dtype=np.int64)
-    return ItemCounts(
-        tuple(entities), groups, names, cats, counts.reshape(shape), per_list, list_group
-    )
+    names = tuple(f.name for f in fields)
+    return ItemCounts(tuple(entities), groups, names, cats, counts, per_list, list_group)
 
 
-def _list_counts(
+def _category_counts(
     e_arr: IntArray,
-    l_arr: IntArray,
+    col: IntArray,
     i_arr: IntArray,
     fields: Sequence[FieldCodes],
     shape: tuple[int, int, int],
 ) -> IntArray:
-    """counts[e, list, c] before the lists pool into groups."""
+    """counts[e, col, c]: entity e's matched items in column ``col`` (group or list) by category."""
     out = np.zeros(int(np.prod(shape)), dtype=np.int64)
     offset = 0
     for f in fields:
         code = f.codes[i_arr] if i_arr.size else i_arr
         keep = code >= 0
-        flat = (e_arr[keep] * shape[1] + l_arr[keep]) * shape[2] + offset + code[keep]
+        flat = (e_arr[keep] * shape[1] + col[keep]) * shape[2] + offset + code[keep]
         out += np.bincount(flat, minlength=out.size)
         offset += len(f.categories)
     return out.reshape(shape)
@@ -226,23 +207,16 @@ def association(tot: FloatArray, offsets: IntArray) -> FloatArray:
 # --------------------------------------------------------------------------- the test
 
 
-def _lists_of(counts: ItemCounts) -> tuple[IntArray, FloatArray]:
-    """Per-list counts (E, L, C) and the (G, L) matrix pooling lists into groups."""
-    if counts.lists is None or counts.list_group is None:
-        lists, group = counts.counts, np.arange(len(counts.groups))
-    else:
-        lists, group = counts.lists, counts.list_group
-    pool = (group[None, :] == np.arange(len(counts.groups))[:, None]).astype(np.float64)
-    return lists, pool
-
-
 def _null_stats(
     counts: ItemCounts, B: int, rng: np.random.Generator
 ) -> tuple[FloatArray, FloatArray]:
     """(B, G-1, F) TVDs from neutral and from the other values, with the entity's LISTS
     shuffled within each entity (then pooled into their groups as observed): exact under
     "no group effect" whatever the number of lists (items) per group."""
-    lists, pool = _lists_of(counts)
+    lists, group = counts.counts, np.arange(len(counts.groups))
+    if counts.lists is not None and counts.list_group is not None:  # None: a stored baseline
+        lists, group = counts.lists, counts.list_group
+    pool = (group[None, :] == np.arange(len(counts.groups))[:, None]).astype(np.float64)
     off = counts.offsets
     E, L, C = lists.shape
     # float32 rows and one flat ``take``: 4x faster than fancy indexing of an int cube, and
@@ -326,10 +300,18 @@ class ShiftResult:
     confidence: float
 
 
-def _bootstrap_totals(counts: IntArray, B: int, rng: np.random.Generator) -> FloatArray:
-    E, G, C = counts.shape
-    W = resample_weights(rng, B, E).astype(np.float64)
-    return (W @ counts.reshape(E, G * C).astype(np.float64)).reshape(B, G, C)
+def _boot(W: FloatArray, counts: IntArray) -> FloatArray:
+    """(B, G, C) category totals of the resampled entities (weight rows ``W``)."""
+    return (W @ counts.reshape(counts.shape[0], -1).astype(np.float64)).reshape(
+        -1, *counts.shape[1:]
+    )
+
+
+def _top(t: FloatArray) -> FloatArray:
+    """The largest shift over values (axis -2), NaN where none is defined."""
+    with np.errstate(all="ignore"):
+        m = np.nanmax(np.where(np.isnan(t), -np.inf, t), axis=-2)
+    return np.where(np.isinf(m), np.nan, m)
 
 
 def shift(
@@ -347,27 +329,22 @@ def shift(
     off = counts.offsets
     tot = counts.counts.sum(axis=0, dtype=np.float64)
     observed, raw, adj, between, p_between = group_tests(counts, n_permutations, rng)
-    boot = _bootstrap_totals(counts.counts, B, rng)
+    boot = _boot(resample_weights(rng, B, len(counts.entities)).astype(np.float64), counts.counts)
     b_shares = shares(boot, off)
     b_shift = tvd(b_shares, off)
-    with np.errstate(all="ignore"):
-        b_max = np.nanmax(np.where(np.isnan(b_shift), -np.inf, b_shift), axis=1)
-    b_max = np.where(np.isinf(b_max), np.nan, b_max)
-    with np.errstate(all="ignore"):
-        max_shift = np.nanmax(np.where(np.isnan(observed), -np.inf, observed), axis=0)
     return ShiftResult(
         counts=counts,
         shares=shares(tot, off),
         n_items=_field_totals(tot, off),
         shift=observed,
-        max_shift=np.where(np.isinf(max_shift), np.nan, max_shift),
+        max_shift=_top(observed),
         association=association(tot, off),
         p_value=raw,
         p_adjusted=adj,
         between=between,
         p_between=p_between,
         shift_ci=percentile_ci(b_shift, conf),
-        max_shift_ci=percentile_ci(b_max, conf),
+        max_shift_ci=percentile_ci(_top(b_shift), conf),
         share_ci=percentile_ci(b_shares, conf),
         association_ci=percentile_ci(association(boot, off), conf),
         n_permutations=check_positive_int(n_permutations, "n_permutations"),
@@ -415,13 +392,6 @@ def _aligned(base: ItemCounts, cand: ItemCounts) -> tuple[IntArray, IntArray, in
     return b, c, len(shared)
 
 
-def _max_shift(tot: FloatArray, off: IntArray) -> FloatArray:
-    t = tvd(shares(tot, off), off)
-    with np.errstate(all="ignore"):
-        m = np.nanmax(np.where(np.isnan(t), -np.inf, t), axis=-2)
-    return np.where(np.isinf(m), np.nan, m)
-
-
 def compare_shift(
     baseline: ItemCounts,
     candidate: ItemCounts,
@@ -438,12 +408,10 @@ def compare_shift(
     rng = make_rng(seed)
     b, c, n = _aligned(baseline, candidate)
     off = baseline.offsets
-    base_pt = _max_shift(b.sum(axis=0, dtype=np.float64), off)
-    cand_pt = _max_shift(c.sum(axis=0, dtype=np.float64), off)
-    E, G, C = b.shape
-    W = resample_weights(rng, B, E).astype(np.float64)
-    db = _max_shift((W @ b.reshape(E, -1).astype(np.float64)).reshape(B, G, C), off)
-    dc = _max_shift((W @ c.reshape(E, -1).astype(np.float64)).reshape(B, G, C), off)
+    base_pt = _top(tvd(shares(b.sum(axis=0, dtype=np.float64), off), off))
+    cand_pt = _top(tvd(shares(c.sum(axis=0, dtype=np.float64), off), off))
+    W = resample_weights(rng, B, b.shape[0]).astype(np.float64)
+    db, dc = (_top(tvd(shares(_boot(W, x), off), off)) for x in (b, c))
     delta = dc - db
     p = (1.0 + np.sum(~(delta > margin), axis=0)) / (B + 1.0)  # NaN counts against H1
     return ShiftComparison(

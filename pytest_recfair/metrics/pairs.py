@@ -1,28 +1,17 @@
 """Which of two models is fairer: a paired test on the entities both were audited on.
 
-Pure numpy. The two models answered the same prompts, so each shared seed entity gives a
-pair of similarity rows (one per model). Under the null hypothesis "the two models are
-equally fair" the two rows of an entity are exchangeable; the test swaps them or not at
-random (a paired sign-flip permutation test, the machinery of the gate's drift test in
-:mod:`pytest_recfair.metrics.inference`: the SAME swaps for every attribute) and compares
-the observed |SNSR(b) - SNSR(a)| with its swap distribution. Two-sided: either model may
-be the fairer one. The attributes of one pair are one family, adjusted with the
-Westfall–Young step-down max-T, so the chance of calling any attribute different when the
-models are equally fair is at most alpha (benchmarks/compare_models_validity.py).
-
-The interval of the difference is the paired entity bootstrap of ``stats.paired_comparison``; the
-decision is the permutation test's.
-
-The swaps permute both runs' whole rows and recompute the nonlinear statistic under every
-swap (two-sided comparisons of two models need no margin). The gate's drift test moved to
-linearised, exactly studentised members (:mod:`._drift_core`); the whole-row swaps are the
-earlier machinery, kept as they were for :func:`paired_models`.
+Under "equally fair" an entity's two rows (one per model) are exchangeable, so the test
+swaps them or not at random (the SAME swaps for every attribute), recomputes the
+statistic under every swap and compares |statistic(b) - statistic(a)| with that
+distribution: two-sided, adjusted over the pair's attributes by the Westfall–Young
+step-down max-T (benchmarks/compare_models_validity.py). The interval of the difference
+is ``stats.paired_comparison``'s bootstrap; the decision is the permutation test's. The
+gate's drift test linearises its members instead (:mod:`._drift_core`).
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -36,7 +25,7 @@ from pytest_recfair.metrics.aggregate import SimilarityMatrix
 from pytest_recfair.metrics.common import check_positive_int, check_statistic, make_rng
 from pytest_recfair.metrics.inference import DriftMember, _pair_rows
 from pytest_recfair.metrics.stats import paired_comparison
-from pytest_recfair.vocab import DriftQuantity, Statistic
+from pytest_recfair.vocab import Statistic
 
 __all__ = ["PairMember", "PairVerdict", "paired_models"]
 
@@ -83,14 +72,8 @@ def _aligned(m: PairMember) -> DriftMember:
         )
     cols = [m.b.values.index(v) for v in m.a.values]
     b_sims = np.asarray(m.b.sims, dtype=np.float64)[:, cols]
-    return DriftMember(
-        key=(m.key,),
-        statistic="snsr",
-        baseline_entities=m.a.entities,
-        baseline=np.asarray(m.a.sims, dtype=np.float64),
-        candidate_entities=m.b.entities,
-        candidate=b_sims,
-    )
+    a_sims = np.asarray(m.a.sims, dtype=np.float64)
+    return DriftMember((m.key,), "snsr", m.a.entities, a_sims, m.b.entities, b_sims)
 
 
 def paired_models(
@@ -114,16 +97,13 @@ def paired_models(
         return ()
     rng = make_rng(seed)
     index: dict[str, int] = {}
-    drift = [_aligned(m) for m in members]
-    paired = [_pair_rows(d, index) for d in drift]
+    paired = [_pair_rows(_aligned(m), index) for m in members]
     S, exact = _flips(rng, B, len(index))
     T = np.full(len(members), -np.inf)
     Tp = np.zeros((S.shape[0], len(members)))
     points: list[tuple[float, float, float, int]] = []
     for j, (base, cand, cols) in enumerate(paired):
-        pa, pb, diff, perm = _worsening(base, cand, S[:, cols], stat, False)
-        if stat == "pafs":  # _worsening signs a PAFS drop as positive: undo, we want b - a
-            diff, perm = -diff, -perm
+        pa, pb, diff, perm = _swapped(base, cand, S[:, cols], stat)
         absperm = np.abs(perm)
         # the scale of the SIGNED swap distribution (the observed data count as one more
         # swap, as in the gate): swap-invariant, and never rounding-sized when |difference|
@@ -139,10 +119,8 @@ def paired_models(
     for j, (m, (pa, pb, diff, n)) in enumerate(zip(members, points, strict=True)):
         ci = (math.nan, math.nan)
         if interval:
-            boot = paired_comparison(
-                m.a, m.b, stat, n_resamples=min(B, 2000), seed=rng, confidence=confidence
-            )
-            ci = boot.ci
+            n_boot = min(B, 2000)
+            ci = paired_comparison(m.a, m.b, stat, n_boot, seed=rng, confidence=confidence).ci
         out.append(
             PairVerdict(m.key, stat, pa, pb, diff, ci, float(raw[j]), float(adjusted[j]), int(n))
         )
@@ -162,73 +140,19 @@ def _flips(rng: np.random.Generator, B: int, E: int) -> tuple[common.CountArray,
     return S, False
 
 
-def _stat_rows(sums: FloatArray, counts: FloatArray, statistic: DriftQuantity) -> FloatArray:
-    """The statistic of the value means ``sums / counts`` (the core's ``stat_rows``)."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return stat_rows(sums / counts, statistic)
-
-
-def _sum_count(rows: FloatArray) -> tuple[FloatArray, FloatArray]:
-    valid = ~np.isnan(rows)
-    return np.where(valid, rows, 0.0).sum(axis=0), valid.sum(axis=0).astype(np.float64)
-
-
-@dataclass(frozen=True)
-class _Swaps:
-    """One member's input to the swaps: observed statistics, the column sums and counts
-    of both runs."""
-
-    pb: float
-    pc: float
-    sums: tuple[FloatArray, FloatArray, FloatArray, FloatArray]  # sb, sc, kb, kc
-    n: int
-
-
-def _swap_inputs(
-    base: FloatArray, cand: FloatArray, statistic: DriftQuantity, centre: bool
-) -> tuple[_Swaps, FloatArray]:
-    """The member's swaps and what swapping each entity moves into the baseline (E, 2V).
-
-    ``centre`` (the margin null, see drift_test): swap the baseline rows shifted by the
-    observed difference of the value means, so both runs have the candidate's value means
-    and the swaps measure noise only, not the difference being tested.
-    """
-    pb0, pc0 = _stat_rows(*_sum_count(base), statistic), _stat_rows(*_sum_count(cand), statistic)
-    if centre:
-        with np.errstate(invalid="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            shift = np.nanmean(cand, axis=0) - np.nanmean(base, axis=0)
-        base = base + np.nan_to_num(shift)
+def _swapped(
+    base: FloatArray, cand: FloatArray, S: common.CountArray, statistic: Statistic
+) -> tuple[float, float, float, FloatArray]:
+    """Both models' statistic, b - a, and b - a under each swap (``S``: the member's
+    entities' columns of the flips), from column sums and counts."""
     vb, vc = ~np.isnan(base), ~np.isnan(cand)
     b0, c0 = np.where(vb, base, 0.0), np.where(vc, cand, 0.0)
     nb, nc = vb.astype(np.float64), vc.astype(np.float64)
-    sums = (b0.sum(0), c0.sum(0), nb.sum(0), nc.sum(0))
-    moves = np.concatenate([c0 - b0, nc - nb], axis=1)
-    return _Swaps(float(pb0), float(pc0), sums, base.shape[0]), moves
-
-
-def _worsening(
-    base: FloatArray,
-    cand: FloatArray,
-    S: common.CountArray,
-    statistic: DriftQuantity,
-    centre: bool,
-) -> tuple[float, float, float, FloatArray]:
-    """Observed baseline/candidate statistic, worsening, and worsening under each swap of
-    one member on its own (``S``: its entities' columns of the flips)."""
-    sw, moves = _swap_inputs(base, cand, statistic, centre)
-    (shifts,) = common.products(S, moves)
-    return _swap_stats(sw, shifts, statistic, centre)
-
-
-def _swap_stats(
-    sw: _Swaps, shifts: FloatArray, statistic: DriftQuantity, centre: bool
-) -> tuple[float, float, float, FloatArray]:
-    """Observed baseline/candidate statistic, worsening, and worsening under each swap."""
+    sb, sc, kb, kc = b0.sum(0), c0.sum(0), nb.sum(0), nc.sum(0)
+    (shifts,) = common.products(S, np.concatenate([c0 - b0, nc - nb], axis=1))
     shift_s, shift_n = np.split(shifts, 2, axis=1)  # moved into the baseline
-    sb, sc, kb, kc = sw.sums
-    perm_b = _stat_rows(sb + shift_s, kb + shift_n, statistic)
-    perm_c = _stat_rows(sc - shift_s, kc - shift_n, statistic)
-    sign = -1.0 if statistic == "pafs" else 1.0  # a PAFS drop is the worsening
-    perm = sign * (perm_c - perm_b)
-    return sw.pb, sw.pc, sign * (sw.pc - sw.pb), perm
+    with np.errstate(invalid="ignore", divide="ignore"):
+        pb, pc = float(stat_rows(sb / kb, statistic)), float(stat_rows(sc / kc, statistic))
+        perm_b = stat_rows((sb + shift_s) / (kb + shift_n), statistic)
+        perm_c = stat_rows((sc - shift_s) / (kc - shift_n), statistic)
+    return pb, pc, pc - pb, perm_c - perm_b

@@ -1,23 +1,18 @@
 """Candidate-position bias: does where a candidate stands move the recommender's pick?
 
-Each prompt carries K candidates; their order is permuted P times per (entity, group).
-Inputs are two (E, G, P) integer arrays: ``positions`` (0-based position of the pick, or
-of the first item of a ranking, in the order shown; -1 when no valid candidate was
-picked) and ``chosen`` (which candidate that was, as an index into the entity's
-candidate list; -1 when missed). Group 0 is the neutral prompt. -2 in both marks a pick
-that has no reply at all (a failed request): it is left out, never counted as missed.
+Each prompt carries K candidates, their order permuted P times per (entity, group).
+Inputs are (E, G, P) integer arrays: ``positions`` (0-based position of the pick, or of a
+ranking's first item, in the order shown; -1 when no valid candidate was picked) and
+``chosen`` (the candidate's index in the entity's list; -1 when missed). Group 0 is
+neutral. -2 in both: no reply at all (a failed request), left out, never counted missed.
 
-Measured per group: the position curve P(pick at position k) over valid picks; the
-position bias, the total variation distance of that curve from uniform 1/K; the share of
-picks at the first position; the missed rate; and consistency, the share of pairs of
-orders that picked the same candidate (a missed pick agrees with nothing).
-
-Tests. "No position bias" means the pick does not depend on the order: then re-drawing
-every order at random, keeping the chosen candidates, is as likely as what was seen. The
-uniformity test does exactly that (a conditional randomization test of the pooled
-chi-square), which stays valid when groups share orders and picks. Group differences
-permute group labels within each entity (entities are the unit) with the studentized
-max-T over groups x (bias, missed rate, consistency). Intervals: bootstrap over entities.
+Per group: the position curve over valid picks; the position bias (its total variation
+distance from uniform 1/K); the first-position rate; the missed rate; consistency (the
+share of pairs of orders that picked the same candidate). The uniformity test re-draws
+every order at random keeping the chosen candidates (a conditional randomization test of
+the pooled chi-square, valid when groups share orders and picks). Group differences
+permute group labels within each entity, studentized max-T over groups x measures.
+Intervals: bootstrap over entities.
 """
 
 from __future__ import annotations
@@ -102,17 +97,18 @@ def group_tables(positions: IntArray, chosen: IntArray, k: int) -> tuple[FloatAr
     return hist.astype(np.float64), np.stack([agree, pairs], axis=-1)
 
 
-def _measures(hist: FloatArray, agree: FloatArray) -> FloatArray:
-    """(..., G, k+1), (..., G, 2) summed over entities -> (..., G, 3): bias, missed, consistency."""
+def _measures(hist: FloatArray, agree: FloatArray | None = None) -> FloatArray:
+    """(..., G, k+1) position counts (last column missed) and (..., G, 2) agreeing pairs
+    summed over entities -> (..., G, 3): bias, missed, consistency (without ``agree``: 2)."""
     k = hist.shape[-1] - 1
     valid = hist[..., :k].sum(axis=-1, keepdims=True)
     total = hist.sum(axis=-1)
     with np.errstate(invalid="ignore", divide="ignore"):
         curve = hist[..., :k] / valid
-        bias = 0.5 * np.abs(curve - 1.0 / k).sum(axis=-1)
-        missed = hist[..., k] / total
-        consistency = agree[..., 0] / agree[..., 1]
-    return np.stack([bias, missed, consistency], axis=-1)
+        out = [0.5 * np.abs(curve - 1.0 / k).sum(axis=-1), hist[..., k] / total]
+        if agree is not None:
+            out.append(agree[..., 0] / agree[..., 1])
+    return np.stack(out, axis=-1)
 
 
 def _uniform_test(
@@ -266,17 +262,6 @@ class PositionComparison:
     n_paired: int
 
 
-def _pooled(hist: FloatArray) -> FloatArray:
-    """(..., k+1) position counts (last column missed) -> (..., 2): bias, missed rate."""
-    k = hist.shape[-1] - 1
-    valid = hist[..., :k].sum(axis=-1)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        curve = hist[..., :k] / valid[..., None]
-        bias = 0.5 * np.abs(curve - 1.0 / k).sum(axis=-1)
-        missed = hist[..., k] / hist.sum(axis=-1)
-    return np.stack([bias, missed], axis=-1)
-
-
 def compare_positions(
     baseline: FloatArray,
     candidate: FloatArray,
@@ -300,7 +285,7 @@ def compare_positions(
         )
     B = check_positive_int(n_resamples, "n_resamples")
     W = resample_weights(make_rng(seed), B, b.shape[0]).astype(np.float64)
-    base_pt, cand_pt = _pooled(b.sum(axis=0)), _pooled(c.sum(axis=0))
-    delta = _pooled(W @ c) - _pooled(W @ b)
+    base_pt, cand_pt = _measures(b.sum(axis=0)), _measures(c.sum(axis=0))
+    delta = _measures(W @ c) - _measures(W @ b)
     p = (1.0 + np.sum(~(delta > margin), axis=0)) / (B + 1.0)
     return PositionComparison(base_pt, cand_pt, cand_pt - base_pt, p, int(b.shape[0]))
