@@ -27,7 +27,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pytest_recfair.errors import ConfigError, DataError
 
@@ -41,7 +41,6 @@ __all__ = [
     "QuestionResult",
     "RoleplayResult",
     "RoleplayVariant",
-    "RoundLike",
     "choice_outcome",
     "collect",
     "judge_says_unfair",
@@ -247,29 +246,8 @@ def score_question(
     return tuple(outcomes), question_verdict(outcomes)
 
 
-class RoundLike(Protocol):
-    """What ``collect`` needs of a case (``prompts.roles.RoleCase`` has it)."""
-
-    @property
-    def id(self) -> str: ...
-    @property
-    def question_id(self) -> str: ...
-    @property
-    def role(self) -> str: ...
-    @property
-    def attribute(self) -> str: ...
-    @property
-    def qtype(self) -> QTypeName: ...
-    @property
-    def options(self) -> tuple[str, ...]: ...
-    @property
-    def repeat(self) -> int: ...
-    @property
-    def with_role(self) -> bool: ...
-
-
 def collect(
-    cases: Iterable[RoundLike],
+    cases: Iterable[Any],  # prompts.roles.RoleCase
     answers: Mapping[str, str | None],
     judges: Mapping[str, Sequence[str | None]] | None = None,
     *,
@@ -278,7 +256,7 @@ def collect(
 ) -> RoleplayResult:
     """Score a run: ``answers`` by case id (a missing id is a failed call), ``judges`` by
     case id (the judge answers of that round; Why only). Questions keep case order."""
-    grouped: dict[tuple[str, bool], list[RoundLike]] = {}
+    grouped: dict[tuple[str, bool], list[Any]] = {}
     for case in cases:
         grouped.setdefault((case.question_id, case.with_role), []).append(case)
     out = []
@@ -367,10 +345,12 @@ class Cell:
     unusable: int
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            k: (None if isinstance(v, float) and math.isnan(v) else v)
-            for k, v in vars(self).items()
-        }
+        return nan_to_none(vars(self))
+
+
+def nan_to_none(d: dict[str, Any]) -> dict[str, Any]:
+    """NaN (a cell without determined questions) as None: strict JSON has no NaN."""
+    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in d.items()}
 
 
 def _cell(questions: Iterable[QuestionResult], confidence: float) -> Cell:
@@ -407,22 +387,17 @@ class RoleplayResult:
         return [q for q in self.questions if with_role is None or q.with_role == with_role]
 
     def cells(
-        self, *, with_role: bool = True, confidence: float = 0.95
+        self, *, with_role: bool = True, confidence: float = 0.95, by: str = "qtype"
     ) -> dict[tuple[str, str], Cell]:
         """(attribute, qtype) -> Cell: the paper's Table 2 (Table 3 without the role)."""
         groups: dict[tuple[str, str], list[QuestionResult]] = {}
         for q in self.select(with_role=with_role):
-            groups.setdefault((q.attribute, q.qtype), []).append(q)
+            groups.setdefault((q.attribute, getattr(q, by)), []).append(q)
         return {key: _cell(qs, confidence) for key, qs in sorted(groups.items())}
 
-    def by_role(
-        self, *, with_role: bool = True, confidence: float = 0.95
-    ) -> dict[tuple[str, str], Cell]:
+    def by_role(self, *, with_role: bool = True) -> dict[tuple[str, str], Cell]:
         """(attribute, role) -> Cell: the drill-down to the roles that bias the model."""
-        groups: dict[tuple[str, str], list[QuestionResult]] = {}
-        for q in self.select(with_role=with_role):
-            groups.setdefault((q.attribute, q.role), []).append(q)
-        return {key: _cell(qs, confidence) for key, qs in sorted(groups.items())}
+        return self.cells(with_role=with_role, by="role")
 
     def total(self, *, with_role: bool = True, confidence: float = 0.95) -> Cell:
         return _cell(self.select(with_role=with_role), confidence)

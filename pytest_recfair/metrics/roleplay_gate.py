@@ -1,33 +1,17 @@
 """Role-play statistics for the gate: drift against a baseline, role effect, limits.
 
-Every comparison pairs questions by id (each question is its own control).
-
-Drift test of a rate (one-sided, per attribute x question type): each question is asked
-R times (3) in both runs, so it carries more than its majority verdict: d_i = (biased
-rounds now) - (biased rounds in the baseline), an integer in [-R, R]. H0 "the model did
-not change" makes each pair exchangeable, so d_i is symmetric about 0 and the exact
-sign-flip (Fisher–Pitman) test of T = Σ d_i, conditional on the |d_i|, is exact:
-p = P(Σ ±|d_i| ≥ T), computed as a convolution of Binomial(n_v, 1/2) for each magnitude v.
-It gates the biased-answer rate, which moves with the published biased-question rate
-(majority of R rounds) but with some four times its information: the planted +10 points
-of benchmarks/roleplay_validity.py need about a fifth of the questions. The
-majority-based rates and their McNemar discordance (``worse``, ``better``, ``flag_p``)
-are still reported. With a margin δ > 0 (H0 "the biased-answer rate rose by at most δ")
-the test is the sign-flip statistic's normal approximation about the shifted centre,
-z = (Σ d_i - n·R·δ) / sqrt(Σ d_i²) (large-sample; the variance estimate includes the shift,
-which makes it conservative).
-
-Each attribute's share of undetermined questions is gated with the exact one-sided
-McNemar test: with n paired questions, ``b`` turned undetermined and ``c`` back,
-p = P(Binomial(b + c, θ) ≥ b), θ = 1/2 + δ·n / (2(b + c)) (δ = 0 there: the exact test).
-
-Family-wise: Holm's step-down over the family. Holm and not Westfall–Young: each
-question belongs to exactly one attribute x type cell, so the cells' tests use disjoint
-questions and are independent; Westfall–Young's gain comes from exploiting dependence,
-and for independent tests it gives essentially Holm–Šidák, within a few per cent of
-Holm. Holm needs no resampling, so verdicts are exact, deterministic and identical after
-a shard merge. The undetermined-share members use margin 0, as the list gate's unusable
-share does. Pure: stdlib only.
+Questions pair by id (each is its own control). A rate member (attribute x question type)
+is gated on the biased ROUNDS, d_i = biased rounds now - in the baseline (in [-R, R]):
+under "no change" d_i is symmetric about 0, so the sign-flip (Fisher–Pitman) test of
+T = Σ d_i given the |d_i| is exact (a convolution of Binomial(n_v, 1/2) per magnitude v).
+It carries some four times the information of the majority verdicts (the planted +10
+points of benchmarks/roleplay_validity.py need a fifth of the questions); those rates and
+their McNemar discordance are still reported. With a margin δ > 0 it is the normal
+approximation z = (Σ d_i - n·R·δ) / sqrt(Σ d_i²) (conservative). Each attribute's
+undetermined share: the exact one-sided McNemar test, p = P(Binomial(b + c, θ) ≥ b),
+θ = 1/2 + δ·n / (2(b + c)), margin 0. Family-wise: Holm, not Westfall–Young: the cells
+use disjoint questions, so their tests are independent and Holm is within a few per cent,
+needs no resampling, and is exact, deterministic and identical after a shard merge.
 """
 
 from __future__ import annotations
@@ -43,7 +27,7 @@ import numpy as np
 
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics.common import holm
-from pytest_recfair.metrics.roleplay import QuestionResult, RoleplayResult
+from pytest_recfair.metrics.roleplay import QuestionResult, RoleplayResult, nan_to_none
 
 __all__ = [
     "DriftCell",
@@ -202,10 +186,7 @@ class RoleDrift:
         return any(c.failed for c in self.cells)
 
     def to_dict(self) -> dict[str, Any]:
-        cells = [
-            _plain(vars(c) | {"change": c.change, "answer_change": c.answer_change})
-            for c in self.cells
-        ]
+        cells = [nan_to_none(vars(c) | {k: getattr(c, k) for k in _DERIVED}) for c in self.cells]
         return {
             "tolerance": self.tolerance,
             "alpha": self.alpha,
@@ -215,22 +196,15 @@ class RoleDrift:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RoleDrift:
+        nan: Any = math.nan
         cells = tuple(
-            DriftCell(**{k: _nan(v) for k, v in c.items() if k not in _DERIVED}) for c in d["cells"]
+            DriftCell(**{k: nan if v is None else v for k, v in c.items() if k not in _DERIVED})
+            for c in d["cells"]
         )
         return cls(cells, float(d["tolerance"]), float(d["alpha"]), int(d["unpaired"]))
 
 
 _DERIVED = ("change", "answer_change")
-
-
-def _plain(d: dict[str, Any]) -> dict[str, Any]:
-    """NaN (a cell without determined pairs) as None: strict JSON has no NaN."""
-    return {k: None if isinstance(v, float) and math.isnan(v) else v for k, v in d.items()}
-
-
-def _nan(value: Any) -> Any:
-    return math.nan if value is None else value
 
 
 def _check(tolerance: object, alpha: object) -> tuple[float, float]:
