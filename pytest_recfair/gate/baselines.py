@@ -1,36 +1,19 @@
 """Fairness baselines: one JSON file per test, validated, written atomically.
 
-A baseline is the ``AuditResult`` of an accepted run (``pytest --fairness
---fairness-update``) without its gate outcome, plus ``schema_version`` and, per attribute,
-its own ``standard_error`` of each gated quantity (``gate.thresholds.floors``: the per-baseline
-floor). It keeps the
-per-entity similarity matrix of every attribute so that the gate can run a paired
-comparison against it. Files are diff-friendly: sorted keys, two-space indent, one line per
-list of numbers (one matrix row per line). Floats are written with Python's shortest
-round-trip repr, NOT rounded, so a load gives back bit-identical numbers and a round trip
-can never change a gate decision.
+A baseline is an accepted run's ``AuditResult`` without its gate outcome, plus
+``schema_version`` and each attribute's ``standard_error`` (the per-baseline floor,
+``gate.thresholds.floors``). It keeps every per-entity similarity matrix, for the paired
+drift test. Diff-friendly (sorted keys, one matrix row per line); floats in Python's
+shortest round-trip repr, never rounded, so a round trip cannot change a gate decision.
 
-File names (``baseline_path``): the pytest node id with "/" and "::" turned into "__",
-"[" into "-" and "]" dropped; any other character outside ``[A-Za-z0-9._-]`` becomes "_".
-Unless the id is an ordinary one (a .py path, Python names, a parameter id of
-``[A-Za-z0-9._-]``, no "__"), 8 hex digits of its SHA-256 are appended so that two ids
-never share a file:
+File names: see ``named_path`` and ``baseline_path`` (an id that is not an ordinary one
+gets 8 hex digits of its SHA-256, so two ids never share a file), e.g.
+``tests/test_x.py::test_y[a b]`` -> ``tests__test_x.py__test_y-a_b-9f95caf7.json``.
 
-    tests/test_x.py::test_y[param]  ->  baselines/tests__test_x.py__test_y-param.json
-    tests/test_x.py::test_y[a b]    ->  baselines/tests__test_x.py__test_y-a_b-9f95caf7.json
-
-The large arrays of a baseline file, checked without jsonschema.
-
-jsonschema costs ~5 microseconds per array item: a paper-scale baseline (1,000 entities x
-31 prompts, 24 attributes) holds ~93,000 matrix cells and ~2,000 curve points, which took
-seconds through the schema. :func:`skeleton` cuts those arrays to their first item (so the
-schema still checks their type), and :func:`problem` checks all of them here: types first
-in one pass of C-level calls, the exact cell only when something is wrong (where the
-error message points). The rules are the schema's: a similarity is a number >= 0 (not
-inf, not NaN: NaN is stored as null) or null; a missing flag is true or false; a curve
-point is a number or null.
-
-Pure: numpy only.
+jsonschema costs ~5 microseconds per array item (seconds for a paper-scale baseline), so
+:func:`skeleton` cuts the matrices and curves to their first item for the schema and
+:func:`problem` checks all of them by the schema's rules: types in one pass of C-level
+calls, the exact cell only when something is wrong.
 """
 
 from __future__ import annotations
@@ -79,19 +62,9 @@ _MAX_STEM = 120  # keeps paths well under Windows' 260-character limit
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
-def _update_hint(test_id: str | None) -> str:
-    return accept_command(test_id)
-
-
-# --- file names --------------------------------------------------------------------------
-
-
-# An ordinary node id: a .py path, "::"-separated Python names, an optional parameter id.
-# For these the readable name is unambiguous (names after "::" hold no "." or "-", and
-# the path ends at the last ".py" segment); anything else also gets a hash of the id.
+# An ordinary node id (a .py path, "::"-separated Python names, an optional parameter id)
+# names its file unambiguously; anything else also gets a hash of the id.
 _PLAIN_ID = re.compile(r"[A-Za-z0-9._/-]+\.py(::[A-Za-z0-9_]+)+(\[[A-Za-z0-9._-]*\])?")
-
-
 _PLAIN_NAME = re.compile(r"[A-Za-z0-9_]+(\[[A-Za-z0-9._-]*\])?")
 
 
@@ -125,9 +98,7 @@ def baseline_path(root: Path, test_id: str) -> Path:
     stem = norm.replace("::", "__").replace("/", "__").replace("[", "-").replace("]", "")
     safe = _SAFE.sub("_", stem)
     plain = _PLAIN_ID.fullmatch(norm) is not None and "__" not in norm and "//" not in norm
-    if not safe or safe.startswith(
-        (".", "-")
-    ):  # no hidden files, no ".." parts, nothing option-like
+    if not safe or safe.startswith((".", "-")):  # no hidden files, ".." or option-like
         safe = "_" + safe.lstrip(".-")
         plain = False
     if len(safe) > _MAX_STEM:
@@ -233,17 +204,10 @@ def _validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(schema())
 
 
-def _json_path(parts: Any) -> str:
-    out = "$"
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else f".{p}"
-    return out
-
-
 def _broken(path: Path, where: str, problem: str, test_id: str | None) -> DataError:
     return DataError(
         f"baseline file {path} is invalid at {where}: {problem}. Re-create it from a run you "
-        f"trust with: {_update_hint(test_id)}"
+        f"trust with: {accept_command(test_id)}"
     )
 
 
@@ -254,7 +218,7 @@ def _validate(doc: Any, path: Path, test_id: str | None) -> None:
             raise DataError(
                 f"baseline file {path} has schema_version {version}, newer than this "
                 f"pytest-recfair understands ({SCHEMA_VERSION}). Upgrade pytest-recfair, or "
-                f"re-create the baseline with: {_update_hint(test_id)}"
+                f"re-create the baseline with: {accept_command(test_id)}"
             )
     # The matrices and curves are checked below (:func:`problem`): jsonschema takes seconds on
     # a 1,000 x 31 matrix, so it validates a skeleton holding their first items only.
@@ -268,7 +232,10 @@ def _validate(doc: Any, path: Path, test_id: str | None) -> None:
         err = max(errors, key=lambda e: len(e.absolute_path))
         err = jsonschema.exceptions.best_match([err])
         more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-        raise _broken(path, _json_path(err.absolute_path), err.message + more, test_id)
+        where = "$" + "".join(
+            f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path
+        )
+        raise _broken(path, where, err.message + more, test_id)
     for i, attr in enumerate(doc.get("attributes", ())):
         where = f"$.attributes[{i}]"
         found = problem(attr, where)
@@ -291,14 +258,14 @@ def loads(text: str, path: Path | str = "<baseline>") -> AuditResult:
     if not text.strip():
         raise DataError(
             f"baseline file {p} is empty (an interrupted write or a bad merge?). Re-create it "
-            f"with: {_update_hint(None)}"
+            f"with: {accept_command(None)}"
         )
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataError(
             f"baseline file {p} is not valid JSON (truncated or hand-edited?): {exc.msg} at "
-            f"line {exc.lineno} column {exc.colno}. Re-create it with: {_update_hint(None)}"
+            f"line {exc.lineno} column {exc.colno}. Re-create it with: {accept_command(None)}"
         ) from exc
     test_id = None
     if isinstance(doc, dict) and isinstance(doc.get("meta"), dict):
@@ -328,12 +295,12 @@ def load(path: Path) -> AuditResult:
     except FileNotFoundError:
         raise DataError(
             f"no fairness baseline at {p}. Create it by running the test once with "
-            f"{_update_hint(None)}, check the numbers, and commit the file."
+            f"{accept_command(None)}, check the numbers, and commit the file."
         ) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(
             f"cannot read baseline file {p}: {exc}. Check its permissions and encoding "
-            f"(UTF-8 JSON), or re-create it with {_update_hint(None)}"
+            f"(UTF-8 JSON), or re-create it with {accept_command(None)}"
         ) from exc
     return loads(text, p)
 
@@ -381,7 +348,7 @@ def incompatibility(
     return (
         f"the baseline was recorded with a different {'; '.join(diffs)}. Run with the "
         f"settings the baseline was made with, or, if the change is intended, record a new "
-        f"baseline with: {_update_hint(current.test_id)}"
+        f"baseline with: {accept_command(current.test_id)}"
     )
 
 

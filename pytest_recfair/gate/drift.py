@@ -1,15 +1,10 @@
 """Drift of one audited test against its baseline: one family, one test.
 
-Everything a test gates against its baseline — each (attribute, metric) pair times each
-gated statistic (SNSR by default), plus each attribute's share of unusable replies — is
-one family, tested at once by ``metrics.inference.drift_test``: paired sign-flip swaps of
-the shared entities' rows, the same swaps for every member, Westfall–Young step-down
-max-T (the spreads and the unusable shares in two parts at their shares of alpha). So a
-test whose model did not change fails with probability at most ``alpha`` however many
-comparisons it makes. The tolerance is the margin of the spread statistics
-(a failure means "worse by more than the tolerance, with confidence 1 - alpha"); the
-unusable share has margin 0 (any significant rise fails). Statistics that are not gated
-are still compared and reported in ``deltas``. Pure: no pytest, no httpx.
+Each gated statistic of each (attribute, metric) plus each attribute's unusable share is
+one family, tested at once by ``metrics.inference.drift_test``, so an unchanged model
+fails with probability at most ``alpha`` however many comparisons the test makes. The
+tolerance is the spreads' margin; the unusable share's is 0 (any significant rise
+fails). Statistics not gated are still compared and reported in ``deltas``.
 """
 
 from __future__ import annotations
@@ -82,10 +77,20 @@ def paired(
     return pairs, notes
 
 
-def _aligned(a: AttributeResult, b: AttributeResult, what: str) -> np.ndarray:
-    """``a``'s matrix (sims or missing) with its columns in ``b``'s value order."""
+def _member(
+    a: AttributeResult,
+    b: AttributeResult,
+    stat: DriftQuantity,
+    key: tuple[str, ...],
+    margin: float | None = None,
+) -> inference.DriftMember:
+    """``stat`` of run ``a`` against baseline ``b``: their sims (missing flags for the
+    unusable share), ``a``'s columns in ``b``'s value order."""
+    what = "missing" if stat == "unusable" else "sims"
     cols = [a.matrix.values.index(v) for v in b.matrix.values]
-    return np.asarray(getattr(a.matrix, what), dtype=np.float64)[:, cols]
+    now = np.asarray(getattr(a.matrix, what), dtype=np.float64)[:, cols]
+    then = np.asarray(getattr(b.matrix, what), dtype=np.float64)
+    return inference.DriftMember(key, stat, b.matrix.entities, then, a.matrix.entities, now, margin)
 
 
 def _value_mismatch(a: AttributeResult, b: AttributeResult, test_id: str) -> GateFailure | None:
@@ -115,33 +120,15 @@ def _members(
     out: list[inference.DriftMember] = []
     seen: set[str] = set()
     for a, b in pairs:
+        name = a.attribute.casefold()
         for stat in dict.fromkeys(gated):  # a statistic named twice is one member
-            floor = (floors or {}).get((a.attribute.casefold(), a.metric, stat), 0.0)
-            out.append(
-                inference.DriftMember(
-                    (a.attribute, a.metric, stat),
-                    stat,
-                    b.matrix.entities,
-                    np.asarray(b.matrix.sims, dtype=np.float64),
-                    a.matrix.entities,
-                    _aligned(a, b, "sims"),
-                    margin=max(tolerance, floor) if floor > tolerance else None,
-                )
-            )
-        if a.attribute.casefold() not in seen:
-            seen.add(a.attribute.casefold())
-            floor = (floors or {}).get((a.attribute.casefold(), a.metric, "unusable"), 0.0)
-            out.append(
-                inference.DriftMember(
-                    (a.attribute, a.metric, "unusable"),
-                    "unusable",
-                    b.matrix.entities,
-                    np.asarray(b.matrix.missing, dtype=np.float64),
-                    a.matrix.entities,
-                    _aligned(a, b, "missing"),
-                    margin=floor,
-                )
-            )
+            floor = (floors or {}).get((name, a.metric, stat), 0.0)
+            margin = floor if floor > tolerance else None
+            out.append(_member(a, b, stat, (a.attribute, a.metric, stat), margin))
+        if name not in seen:
+            seen.add(name)
+            floor = (floors or {}).get((name, a.metric, "unusable"), 0.0)
+            out.append(_member(a, b, "unusable", (a.attribute, a.metric, "unusable"), floor))
     return out
 
 
@@ -177,17 +164,9 @@ def _shared_deltas(a: AttributeResult, b: AttributeResult) -> dict[str, float] |
     if not _subset(a, b) or not set(a.matrix.entities) & set(b.matrix.entities):
         return None
     out: dict[str, float] = {}
-    quantities: list[tuple[DriftQuantity, str]] = [(s, "sims") for s in STATISTICS]
-    for stat, what in (*quantities, ("unusable", "missing")):
-        m = inference.DriftMember(
-            (a.attribute,),
-            stat,
-            b.matrix.entities,
-            np.asarray(getattr(b.matrix, what), dtype=np.float64),
-            a.matrix.entities,
-            _aligned(a, b, what),
-        )
-        pb, pc, _ = inference.shared_values(m)
+    quantities: tuple[DriftQuantity, ...] = (*STATISTICS, "unusable")
+    for stat in quantities:
+        pb, pc, _ = inference.shared_values(_member(a, b, stat, (a.attribute,)))
         out[stat] = pc - pb
     return out
 

@@ -1,38 +1,17 @@
-"""The fairness gate: decide whether one audit passes.
+"""The fairness gate: decide whether one audit passes (docs/baselines.md).
 
-Two kinds of failure (see docs/baselines.md):
+It fails when an absolute threshold is crossed (``Thresholds``), or when the drift family
+against a compatible baseline (``drift.evaluate_drift``; callers check
+``baselines.incompatibility`` first) says a member worsened beyond its margin,
+family-wise at ``alpha``. Failures are structured ``results.GateFailure``s; their words
+are ``report.failures``'s.
 
-- an absolute threshold is crossed (``Thresholds``: max_snsr, max_snsv, min_pafs,
-  max_entropy, max_refusal_gap, max_unusable; each optional);
-- against a stored baseline, the test's drift family (``drift.evaluate_drift``: the gated
-  statistics of every attribute x metric plus each attribute's share of unusable replies)
-  says a member got worse by more than its margin (``tolerance`` for the statistics, 0 for
-  the unusable share), family-wise at level ``alpha``.
-
-The gate only decides: each failure is a structured ``results.GateFailure``; the words
-people read are rendered from it in ``report.failures``. Pure: no pytest, no httpx.
-``evaluate`` never looks at whether the baseline is compatible;
-callers check ``baselines.incompatibility`` first and pass ``baseline=None`` when it is not.
-
-The per-baseline guarantee: a tolerance floor from the baseline's own standard error.
-
-A stored baseline is ONE noisy draw, frozen for months. The paired drift test is exact
-averaged over baselines, but conditional on the one a team stored it is not: a baseline
-that happened to draw a low SNSR makes every later re-recording of the unchanged model look
-worse, and fails it more often than ``alpha``, forever (measured in docs/baselines.md). So
-each gated member's margin is at least ``factor`` times the standard error of the
-baseline's own statistic: a worsening within the baseline's own noise cannot fail. The
-effective tolerance is ``max(tolerance, floor)`` member by member; it is the drift
-failure's ``limit`` and a note of every gated test, and a baseline whose floor exceeds
-``noise_limit`` gets a warning note (too noisy to gate on: record it with more entities or
-repeats).
-
-The standard error is the delta method over the baseline's entities (the independent
-units): deterministic (no resampling: one file, one floor, in every run mode) and cheap.
-It is written into the baseline file at recording (``standard_error`` per attribute, for
-people reading it) and recomputed from the stored matrix when gating, which gives the same
-number bit for bit (the matrix is stored exactly) and covers baselines written before.
-Pure numpy: no pytest, no httpx.
+The per-baseline floor: a stored baseline is ONE noisy draw, so conditional on it the
+paired test fails an unchanged model more often than ``alpha`` when it drew low, forever.
+Each member's margin is therefore at least ``factor`` standard errors of the baseline's
+own statistic (delta method over its entities: deterministic, the same in every run mode,
+written into the file at recording and recomputed bit for bit when gating); above
+``noise_limit`` the baseline gets a warning note.
 """
 
 from __future__ import annotations
@@ -61,16 +40,6 @@ __all__ = [
     "floors",
     "standard_errors",
 ]
-
-
-def _check_args(tolerance: object, alpha: object, thresholds: object) -> tuple[float, float]:
-    tol, a_level = check_tolerance(tolerance), check_alpha(alpha)
-    if not isinstance(thresholds, Thresholds):
-        raise TypeError(
-            f"thresholds must be a gate.Thresholds; got {type(thresholds).__name__}. "
-            f"Build one with gate.Thresholds(max_snsr=..., ...)."
-        )
-    return tol, a_level
 
 
 def _threshold_failures(a: AttributeResult, t: Thresholds) -> list[GateFailure]:
@@ -123,7 +92,12 @@ def evaluate(
     margin to that many of the baseline's own standard errors (:func:`floors`); a floor
     above ``noise_limit`` is warned about.
     """
-    tol, a_level = _check_args(tolerance, alpha, thresholds)
+    tol, a_level = check_tolerance(tolerance), check_alpha(alpha)
+    if not isinstance(thresholds, Thresholds):
+        raise TypeError(
+            f"thresholds must be a gate.Thresholds; got {type(thresholds).__name__}. "
+            f"Build one with gate.Thresholds(max_snsr=..., ...)."
+        )
     if not isinstance(result, AuditResult):
         raise TypeError(f"result must be an AuditResult; got {type(result).__name__}.")
     if baseline is not None and not isinstance(baseline, AuditResult):
