@@ -39,24 +39,6 @@ from pytest_recfair.gate import thresholds
 from pytest_recfair.results import AuditMeta, AuditResult
 from pytest_recfair.vocab import accept_command
 
-__all__ = [
-    "SCHEMA_VERSION",
-    "baseline_path",
-    "dumps",
-    "entity_ids",
-    "incompatibility",
-    "load",
-    "loads",
-    "named_path",
-    "problem",
-    "result_incompatibility",
-    "schema",
-    "skeleton",
-    "stable_name",
-    "to_dict",
-    "write",
-]
-
 SCHEMA_VERSION = 2
 _MAX_STEM = 120  # keeps paths well under Windows' 260-character limit
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")

@@ -25,8 +25,6 @@ from pytest_recfair.metrics import inference
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure
 from pytest_recfair.vocab import STATISTICS, DriftQuantity, Statistic, accept_command
 
-__all__ = ["Drift", "evaluate_drift", "family_size", "paired", "unusable_share"]
-
 
 @dataclass(frozen=True)
 class Drift:

@@ -12,8 +12,6 @@ from dataclasses import dataclass, fields
 
 from pytest_recfair.errors import ConfigError
 
-__all__ = ["THRESHOLD_NAMES", "Thresholds", "check_alpha", "check_tolerance"]
-
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:

@@ -20,14 +20,6 @@ from typing import Final, Protocol
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.secrets import scrub
 
-__all__ = [
-    "NEUTRAL",
-    "FailedPrompt",
-    "FailureSummary",
-    "check_max_failed",
-    "summarize",
-]
-
 NEUTRAL: Final = "neutral"
 _FIRST_ERRORS: Final = 3
 _ERROR_CHARS: Final = 300

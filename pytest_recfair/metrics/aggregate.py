@@ -30,25 +30,6 @@ from pytest_recfair.metrics.common import (
 from pytest_recfair.metrics.lists import NEUTRAL_PAD, SENSITIVE_PAD, curves_all_k, encode
 from pytest_recfair.vocab import METRICS, MetricName, MissingPolicy, Variant
 
-__all__ = [
-    "AttributeTable",
-    "SimilarityCube",
-    "SimilarityMatrix",
-    "ValueStat",
-    "attribute_curves",
-    "attribute_table",
-    "curves",
-    "entropy",
-    "pafs",
-    "rows_to_lists",
-    "similarity_cube",
-    "similarity_cubes",
-    "similarity_matrix",
-    "snsr",
-    "snsv",
-    "summarize",
-]
-
 FloatArray = npt.NDArray[np.float64]
 Sims = Sequence[float] | Mapping[str, float] | FloatArray
 

@@ -37,29 +37,6 @@ from pytest_recfair.vocab import (
     Variant,
 )
 
-__all__ = [
-    "BLOCK_CELLS",
-    "CountArray",
-    "check_confidence",
-    "check_k",
-    "check_list",
-    "check_metric",
-    "check_missing",
-    "check_positive_int",
-    "check_statistic",
-    "check_variant",
-    "compact_counts",
-    "draw_block_rows",
-    "holm",
-    "make_rng",
-    "maxt",
-    "percentile_ci",
-    "products",
-    "resample_weights",
-    "reusable",
-    "truncate",
-]
-
 
 def _choice(value: object, allowed: tuple[str, ...], name: str) -> str:
     if not isinstance(value, str) or value not in allowed:

@@ -34,20 +34,6 @@ from pytest_recfair.metrics.common import (
 )
 from pytest_recfair.metrics.common import holm as _holm
 
-__all__ = [
-    "DRIFT_MEASURES",
-    "ExposureData",
-    "ExposureDrift",
-    "ExposureResult",
-    "bin_codes",
-    "compare_exposure",
-    "exposure",
-    "exposure_data",
-    "gini",
-    "holm",
-    "popularity_quantiles",
-]
-
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 #: Items at or above this popularity quantile are the head; the rest is the long tail.

@@ -34,18 +34,6 @@ from pytest_recfair.metrics._drift_core import STABLE_DRAWS
 from pytest_recfair.metrics.common import check_confidence, check_positive_int, make_rng
 from pytest_recfair.vocab import DriftQuantity
 
-__all__ = [
-    "STABLE_DRAWS",
-    "DriftMember",
-    "DriftResult",
-    "MemberVerdict",
-    "drift_test",
-    "mean_intervals",
-    "required_resamples",
-    "shared_values",
-    "t_quantile",
-]
-
 FloatArray = npt.NDArray[np.float64]
 Interval = tuple[float, float]
 

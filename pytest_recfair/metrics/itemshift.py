@@ -31,23 +31,6 @@ from pytest_recfair.metrics.common import (
     resample_weights,
 )
 
-__all__ = [
-    "NEUTRAL",
-    "FieldCodes",
-    "ItemCounts",
-    "ShiftComparison",
-    "ShiftResult",
-    "association",
-    "compare_shift",
-    "group_tests",
-    "item_counts",
-    "shares",
-    "shift",
-    "shift_test",
-    "tvd",
-    "tvd_between",
-]
-
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 Interval = tuple[float, float]

@@ -27,9 +27,6 @@ from pytest_recfair.metrics.inference import DriftMember, _pair_rows
 from pytest_recfair.metrics.stats import paired_comparison
 from pytest_recfair.vocab import Statistic
 
-__all__ = ["PairMember", "PairVerdict", "paired_models"]
-
-
 FloatArray = npt.NDArray[np.float64]
 
 

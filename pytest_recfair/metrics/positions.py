@@ -32,17 +32,6 @@ from pytest_recfair.metrics.common import (
     resample_weights,
 )
 
-__all__ = [
-    "DRIFT_MEASURES",
-    "MEASURES",
-    "PositionComparison",
-    "PositionResult",
-    "compare_positions",
-    "group_tables",
-    "position_bias",
-    "random_orders",
-]
-
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 #: Per-group measures compared between groups, in the order of ``PositionResult`` arrays.

@@ -27,17 +27,6 @@ import numpy.typing as npt
 
 from pytest_recfair.metrics.common import holm, make_rng
 
-__all__ = [
-    "Drop",
-    "GroupQuality",
-    "QualitySummary",
-    "boot_means",
-    "drift",
-    "reply_quality",
-    "summarize",
-    "t_cdf",
-]
-
 FloatArray = npt.NDArray[np.float64]
 
 

@@ -31,27 +31,6 @@ from typing import Any, Literal
 
 from pytest_recfair.errors import ConfigError, DataError
 
-__all__ = [
-    "BIASLENS_UNBIASED",
-    "OUTCOMES",
-    "REFUSAL_PHRASES",
-    "VARIANTS",
-    "Cell",
-    "Outcome",
-    "QuestionResult",
-    "RoleplayResult",
-    "RoleplayVariant",
-    "choice_outcome",
-    "collect",
-    "judge_says_unfair",
-    "question_verdict",
-    "score_question",
-    "why_outcome",
-    "why_outcome_from_final",
-    "wilson",
-    "yesno_outcome",
-]
-
 RoleplayVariant = Literal["parsed", "biaslens"]
 VARIANTS: tuple[RoleplayVariant, ...] = ("parsed", "biaslens")
 Outcome = Literal["biased", "unbiased", "refusal", "unusable", "failed"]

@@ -29,21 +29,6 @@ from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics.common import holm
 from pytest_recfair.metrics.roleplay import QuestionResult, RoleplayResult, nan_to_none
 
-__all__ = [
-    "DriftCell",
-    "EffectCell",
-    "LimitBreach",
-    "RoleDrift",
-    "RoleEffect",
-    "binom_sf",
-    "check_limits",
-    "drift_test",
-    "mcnemar_one_sided",
-    "mcnemar_two_sided",
-    "role_effect",
-    "signflip_one_sided",
-]
-
 UNDETERMINED = "undetermined"
 
 
