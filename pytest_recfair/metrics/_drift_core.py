@@ -1,44 +1,22 @@
-"""The arithmetic of the drift test: linearised members, bias, reference, screening, power.
+"""The arithmetic of the drift test, assembled by ``inference.drift_test``. Why each part
+(simulations: benchmarks/drift_test_validity.py; figures: docs/baselines.md):
 
-Pure numpy; :func:`pytest_recfair.metrics.inference.drift_test` assembles it. Why each
-part (the simulations are in benchmarks/drift_test_validity.py, figures in
-docs/baselines.md):
-
-- **Linearised, exactly studentised members.** A member's statistic (SNSR, SNSV, PAFS of
-  the value means, or the unusable share) is approximated to first order by a sum of one
-  contribution per shared entity. A sign flip of those contributions has the variance
-  ``sum(a_i**2)`` in closed form, so every member is scaled by a number that does not
-  depend on the random flips: the same data give the same p-value whatever the seed (up to
-  the Monte Carlo error of the max-T reference, kept below 0.01 by ``STABLE_DRAWS``).
-- **Margin 0 stays exact.** With no margin the contributions are the entities' paired
-  differences weighted by a gradient taken at the pooled (baseline + candidate) means: a
-  swap of an entity's two rows flips its contribution's sign and changes nothing else,
-  so the sign-flip test is exact (and with every swap enumerated, exactly alpha).
-- **Margin > 0: a bias-corrected spread.** The range of estimated means is biased upward,
-  most when values tie, so a candidate whose values come to tie looks worse than it is.
-  Each run's bias is integrated numerically (a fixed Gaussian rule over the covariance of
-  its value means: deterministic, no seed), the candidate's at its means with near-ties
-  (gaps within ``TIE_GAP`` standard errors) closed, the baseline's at its means as
-  observed: the candidate's bias is over- and the baseline's under-estimated, so the
-  correction can only make the test more careful.
-- **Screening (moment selection, Andrews & Soares 2010).** A margin member whose
-  studentised excess is below -``SELECTION_Z`` leaves the max-T reference, so members
-  inside the null no longer set the critical value. (Romano–Shaikh–Wolf's two-step,
-  shifting by a 1 - alpha/10 confidence bound, was tried first: with realistic noise an
-  unchanged member at tolerance 0.02 is only ~1.8 standard errors inside, and it
-  screened none; Hansen's sqrt(2 ln ln n) screened too few. docs/baselines.md.)
-- **Two parts.** The unusable shares, which sit near their margin when nothing changed
-  (their margin is the baseline's noise floor, ~1.2 SE), are screened and adjusted in a
-  part of their own at a fifth of alpha, the spreads at the rest (Bonferroni over the
-  parts): :func:`pytest_recfair.metrics.inference.alpha_parts`.
-- **Power.** Each member's minimum detectable excess at 90% power is
-  (c + z_0.9) x SE plus what the statistic falls short of the rise on average, c its
-  family critical value: ``margin + mde`` is the smallest rise the test catches nine
-  times in ten. For SNSR with a margin the shortfall is evaluated at the alternative
-  (:func:`calibrated_mde`): a rise of the top value separates it from a near-tied
-  neighbour, so the observed worsening loses the baseline range's upward bias, and the
-  test takes its (conservative) correction off on top; without it the reported rise
-  was caught 83-85% of the time, not 90%.
+- **Linearised, exactly studentised members**: a member's statistic is, to first order, a
+  sum of one contribution per shared entity, whose sign-flip variance ``sum(a_i**2)`` is
+  closed-form: the same data give the same p-value whatever the seed (up to the max-T
+  reference's Monte Carlo error, below 0.01 with ``STABLE_DRAWS``).
+- **Margin 0 stays exact**: the contributions are paired differences weighted by the
+  gradient at the pooled means, so swapping an entity's rows only flips its sign.
+- **Margin > 0, bias-corrected**: the range of estimated means is biased upward, most at
+  ties. Each run's bias is integrated by a fixed Gaussian rule (no seed), the candidate's
+  with near-ties (``TIE_GAP`` SE) closed, so the correction only makes the test careful.
+- **Screening** (moment selection, Andrews & Soares 2010): a margin member more than
+  ``SELECTION_Z`` SE inside its null leaves the max-T reference (Romano–Shaikh–Wolf's
+  two-step screened none at realistic noise; Hansen's sqrt(2 ln ln n) too few).
+- **Power**: a member's minimum detectable excess at 90% power is (c + z_0.9) x SE plus
+  the statistic's shortfall; for SNSR with a margin the shortfall is evaluated at the
+  alternative (:func:`calibrated_mde`), without which the reported rise was caught
+  83-85% of the time, not 90%.
 """
 
 from __future__ import annotations
@@ -46,7 +24,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from statistics import NormalDist
 from typing import Any
@@ -64,11 +42,9 @@ RefArray = npt.NDArray[np.floating[Any]]
 #: Draws of the max-T reference at least (raised from n_resamples): its Monte Carlo error
 #: moves a p-value by less than 0.01 between two seeds 99 times in 100.
 STABLE_DRAWS = 50_000
-#: Gaps between ordered candidate means within this many standard errors count as ties
-#: when the candidate's bias is integrated. A true tie's observed gap is half-normal (mean
-#: 0.80, median 0.67 SE), so 1 SE closes most of them; the worst case (ties appearing at
-#: both ends of a true rise = tolerance) fails 3.0-3.6% at 1, 2.0-3.3% at 1.5, and 1.5
-#: cost 1.3-1.6 points of power (docs/baselines.md, benchmarks/drift_test_validity.py).
+#: Gaps between ordered candidate means within this many SE count as ties when its bias is
+#: integrated: a true tie's observed gap is half-normal (mean 0.80 SE); 1.5 cost 1.3-1.6
+#: points of power for little (docs/baselines.md).
 TIE_GAP = 1.0
 #: Studentised excess below minus this: a margin member leaves the max-T reference.
 SELECTION_Z = 1.0
@@ -310,18 +286,12 @@ def _flip_tables(U: FloatArray, width: int, G: int) -> npt.NDArray[np.float32]:
     return tables
 
 
-def step_down(T: FloatArray, Tp: RefArray, exact: bool) -> tuple[FloatArray, FloatArray]:
-    """Raw and Westfall–Young step-down max-T adjusted p-values (T: (m,), Tp: (B, m))."""
-    raw, adjusted, _ = _step_down_cols(T, Tp, exact, None)
-    return raw, adjusted
-
-
-def _step_down_cols(
-    T: FloatArray, Tp: RefArray, exact: bool, dropped: npt.NDArray[np.bool_] | None
+def step_down(
+    T: FloatArray, Tp: RefArray, exact: bool, dropped: npt.NDArray[np.bool_] | None = None
 ) -> tuple[FloatArray, FloatArray, RefArray]:
-    """:func:`step_down`, the ``dropped`` members left out of the max-T but not of their
-    raw p; also the max over the members kept. Works on one transposed copy of the
-    reference, members by ascending T (a member's draws contiguous: a vector pass each)."""
+    """Raw and Westfall–Young step-down max-T adjusted p-values (T: (m,), Tp: (B, m)), the
+    ``dropped`` members left out of the max-T but not of their raw p, and the max over the
+    members kept. One transposed copy of the reference, members by ascending T."""
     B = Tp.shape[0]
     extra = 0 if exact else 1  # random draws: count the observed data as one more draw
     order = np.argsort(-T, kind="stable")
@@ -333,9 +303,8 @@ def _step_down_cols(
         tail[dropped[up]] = -np.inf
     np.maximum.accumulate(tail, axis=0, out=tail)  # row i: max over up[: i + 1]
     p_sorted = (extra + np.count_nonzero(tail[::-1] >= T[order][:, None], axis=1)) / (B + extra)
-    p_sorted = np.maximum.accumulate(p_sorted)
     adjusted = np.empty_like(p_sorted)
-    adjusted[order] = p_sorted
+    adjusted[order] = np.maximum.accumulate(p_sorted)
     return raw, adjusted, tail[-1]
 
 
@@ -345,49 +314,26 @@ class Screened:
 
     raw: FloatArray
     adjusted: FloatArray
-    shift: FloatArray  # (m,) each member's shift in the reference (<= 0; 0: kept)
+    dropped: npt.NDArray[np.bool_]  # (m,) screened out of the max-T reference
     critical: FloatArray  # (m,) each member's critical value at the family's level
-    beta: float
-
-
-def selection_threshold(n: int) -> float:
-    """How far (in standard errors) inside its null a margin member must lie to leave the
-    max-T reference. One standard error, chosen by simulation (docs/baselines.md): Hansen's
-    sqrt(2 ln ln n) (1.75 at 100 entities) kept members ~2 SE inside the null, which cost
-    the realistic profile its power target; the family-wise rate with every member at its
-    boundary stayed at alpha with 1. ``n`` is kept for a threshold that grows with n."""
-    del n
-    return SELECTION_Z
 
 
 def screen_and_adjust(
-    T: FloatArray,
-    Tp: RefArray,
-    exact: bool,
-    alpha: float,
-    selectable: npt.NDArray[np.bool_],
-    n: Sequence[int],
+    T: FloatArray, Tp: RefArray, exact: bool, alpha: float, selectable: npt.NDArray[np.bool_]
 ) -> Screened:
-    """Moment selection, then step-down max-T.
-
-    A margin member (``selectable``) whose T lies below -``selection_threshold(n)`` leaves
-    the max-T reference (generalised moment selection, Andrews & Soares 2010): members
-    far inside the null no longer set the critical value. Margin-0
-    members always stay (their test is exact). The adjusted p is never below the raw p.
-    """
+    """Moment selection, then step-down max-T: a margin member (``selectable``) whose T
+    lies below -``SELECTION_Z`` leaves the max-T reference; margin-0 members always stay
+    (their test is exact). The adjusted p is never below the raw p."""
     m = T.size
-    kappa = np.array([selection_threshold(k) for k in n])
-    dropped = selectable & (-kappa > T) if m > 1 else np.zeros(m, dtype=bool)
-    shift = np.where(dropped, -np.inf, 0.0)
-    raw, adj_s, top = _step_down_cols(T, Tp, exact, dropped)
+    dropped = selectable & (-SELECTION_Z > T) if m > 1 else np.zeros(m, dtype=bool)
+    raw, adj_s, top = step_down(T, Tp, exact, dropped)
     adjusted = np.minimum(1.0, np.maximum(adj_s, raw))
     # each member's critical value, as if kept (its power is asked at a rise): the
-    # quantile of max(its draws, the kept others'). For a kept member that is the max of
-    # all kept members (``top``), the same for each; only a dropped member's differs.
+    # quantile of max(its draws, the kept others'); only a dropped member's differs
     crit = np.full(m, float(np.quantile(top, 1 - alpha)) if not dropped.all() else np.inf)
     for j in np.flatnonzero(dropped):
         crit[j] = float(np.quantile(np.maximum(top, Tp[:, j]), 1 - alpha))
-    return Screened(raw, np.where(np.isfinite(T), adjusted, 1.0), shift, crit, 0.0)
+    return Screened(raw, np.where(np.isfinite(T), adjusted, 1.0), dropped, crit)
 
 
 def mde(se: float, critical: float, correction: float = 0.0) -> float:

@@ -1,20 +1,14 @@
 """Inference the gate can trust: intervals with coverage, a family-wise drift test.
 
-Pure numpy. Two parts here (the reasoning and the measured figures are in docs/baselines.md):
-
-- ``mean_intervals``: a t-interval over entities for every value's mean similarity Sim(a)
-  (entities are the independent units; 93%+ coverage already at 25 entities);
-- SNSR, SNSV and PAFS intervals (a studentised bootstrap inverted) are in :mod:`.spread`;
-- ``drift_test``: every (attribute, metric, statistic) a test gates, tested at once against
-  the stored baseline with a paired sign-flip test (each shared entity's contribution
-  flipped or not, the SAME flips for every member of the family), members studentised by
-  their exact flip variance, screened (members far inside the null leave the max-T) and
-  adjusted by the Westfall–Young step-down max-T, the spread statistics at 4/5 of alpha
-  and the unusable shares in a part of their own at 1/5 (``alpha_parts``: a part with
-  nothing to test passes its share on). The tolerance is the margin: H0 "the
-  statistic worsened by at most ``tolerance``" against H1 "by more"; a margin test
-  compares a bias-corrected spread. Each member reports its minimum detectable worsening
-  at 90% power. The arithmetic and why: :mod:`._drift_core`.
+- ``mean_intervals``: a t-interval over entities (the independent units) for each value's
+  mean similarity (93%+ coverage already at 25 entities; SNSR/SNSV/PAFS: :mod:`.spread`);
+- ``drift_test``: every member a test gates, tested at once against the stored baseline
+  by a paired sign-flip test (the SAME flips for every member), members studentised by
+  their exact flip variance, screened and adjusted by the Westfall–Young step-down max-T;
+  the spreads at 4/5 of alpha, the unusable shares in a part of their own at 1/5
+  (``alpha_parts``). H0 "worsened by at most the margin (``tolerance``)". Each member
+  reports its minimum detectable worsening at 90% power. Why: :mod:`._drift_core` and
+  docs/baselines.md.
 """
 
 from __future__ import annotations
@@ -23,7 +17,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -40,11 +33,9 @@ Interval = tuple[float, float]
 #: The smallest attainable p-value 1/(B+1) must be at most alpha / _FLOOR_FACTOR, and the
 #: Monte Carlo error of a p-value near alpha at most ~1/6 of alpha: B >= 40 / alpha.
 _FLOOR_FACTOR = 40.0
-#: Share of alpha the unusable-share members are tested at, in their own max-T part;
-#: the spread statistics get the rest. The unusable shares sit near their margin when
-#: nothing changed (about half of them within the screening threshold), and in one
-#: family with the spreads they raised a spread's critical value from 2.05 to 2.36 at
-#: the realistic profile (docs/baselines.md).
+#: Share of alpha of the unusable-share members, in their own max-T part: they sit near
+#: their margin when nothing changed, and in one family with the spreads raised a
+#: spread's critical value from 2.05 to 2.36 (docs/baselines.md).
 UNUSABLE_ALPHA = 0.2
 _NAN: Interval = (math.nan, math.nan)
 
@@ -80,14 +71,11 @@ def mean_intervals(sims: FloatArray, confidence: float = 0.95) -> list[Interval]
         if col.size < 2:
             out.append(_NAN)
             continue
-        half = t_quantile(1 - (1 - conf) / 2, col.size - 1) * _se(col)
+        se = float(np.std(col, ddof=1) / math.sqrt(col.size))
+        half = t_quantile(1 - (1 - conf) / 2, col.size - 1) * se
         m = float(np.mean(col))
         out.append((max(0.0, m - half), min(1.0, m + half)))
     return out
-
-
-def _se(col: FloatArray) -> float:
-    return float(np.std(col, ddof=1) / math.sqrt(col.size))
 
 
 # --------------------------------------------------------------------------- drift test
@@ -147,7 +135,6 @@ class DriftResult:
     n_resamples: int
     exact: bool
     n_entities: int
-    screen_level: float = 0.0  # alpha spent on screening (0: moment selection spends none)
     split: bool = False  # spreads and unusable shares tested in two parts (alpha_parts)
 
     @property
@@ -156,18 +143,27 @@ class DriftResult:
 
 
 _Pairing = tuple[list[tuple[int, int]], list[int]]
+_Paired = tuple[FloatArray, FloatArray, list[int]]
 
 
 def _pair_rows(
     m: DriftMember, index: dict[str, int], known: dict[tuple[int, int], _Pairing] | None = None
-) -> tuple[FloatArray, FloatArray, list[int]]:
+) -> _Paired:
     """Both runs' rows of the entities they share, and their columns in ``index``;
     ``known``: pairings already made, by the identity of the two entity lists (the
     members of one attribute share them)."""
     ids = (id(m.baseline_entities), id(m.candidate_entities))
     pairing = None if known is None else known.get(ids)
     if pairing is None:
-        pairing = _pairing(m, index)
+        cand_row = {e: i for i, e in enumerate(m.candidate_entities)}
+        pairs = [(i, cand_row[e]) for i, e in enumerate(m.baseline_entities) if e in cand_row]
+        if not pairs:
+            raise DataError(
+                f"{' / '.join(m.key)}: the run shares no entity with its baseline, so nothing "
+                f"can be paired; gate runs drawn from the baseline's seed entities."
+            )
+        cols = [index.setdefault(m.baseline_entities[i], len(index)) for i, _ in pairs]
+        pairing = pairs, cols
         if known is not None:
             known[ids] = pairing
     pairs, cols = pairing
@@ -181,18 +177,6 @@ def _pair_rows(
     return base, cand, cols
 
 
-def _pairing(m: DriftMember, index: dict[str, int]) -> _Pairing:
-    cand_row = {e: i for i, e in enumerate(m.candidate_entities)}
-    pairs = [(i, cand_row[e]) for i, e in enumerate(m.baseline_entities) if e in cand_row]
-    if not pairs:
-        raise DataError(
-            f"{' / '.join(m.key)}: the run shares no entity with its baseline, so nothing can "
-            f"be paired; gate runs drawn from the baseline's seed entities."
-        )
-    cols = [index.setdefault(m.baseline_entities[i], len(index)) for i, _ in pairs]
-    return pairs, cols
-
-
 def _check_gate(tolerance: object, alpha: object) -> tuple[float, float]:
     if isinstance(tolerance, bool) or not isinstance(tolerance, int | float):
         raise ConfigError(f"tolerance must be a number >= 0; got {tolerance!r}.")
@@ -203,29 +187,6 @@ def _check_gate(tolerance: object, alpha: object) -> tuple[float, float]:
     return float(tolerance), float(alpha)
 
 
-def shared_values(m: DriftMember) -> tuple[float, float, int]:
-    """Baseline and candidate statistic on the entities both runs share, and how many:
-    what a subset run is tested on, so what it reports (DataError when none is shared)."""
-    base, cand, rows = _pair_rows(m, {})
-    pb, pc = _observed(base, cand, m.statistic)
-    return pb, pc, len(rows)
-
-
-def _small_sample_factor(n: int) -> float:
-    """Widen a margin member's reference as a t-test widens a z-test: its standard error
-    is estimated (the contributions are centred), so scale by t_{n-1} / z at the 95% point."""
-    if n < 3:
-        return 1.0
-    return t_quantile(0.95, n - 1) / NormalDist().inv_cdf(0.95)
-
-
-def _linear(m: DriftMember, base: FloatArray, cand: FloatArray, margin: float) -> _core.Linear:
-    sign = -1.0 if m.statistic == "pafs" else 1.0  # a PAFS drop is the worsening
-    if margin > 0:
-        return _core.linear_margin(base, cand, m.statistic, sign)
-    return _core.linear_exact(base, cand, m.statistic, sign)
-
-
 def _observed(base: FloatArray, cand: FloatArray, statistic: DriftQuantity) -> tuple[float, float]:
     return (
         float(_core.stat_rows(_core.col_means(base)[0], statistic)),
@@ -233,10 +194,19 @@ def _observed(base: FloatArray, cand: FloatArray, statistic: DriftQuantity) -> t
     )
 
 
+def shared_values(m: DriftMember) -> tuple[float, float, int]:
+    """Baseline and candidate statistic on the entities both runs share, and how many:
+    what a subset run is tested on, so what it reports (DataError when none is shared)."""
+    base, cand, rows = _pair_rows(m, {})
+    return (*_observed(base, cand, m.statistic), len(rows))
+
+
 def _standardise(
     lins: Sequence[_core.Linear], paired: Sequence[_Paired], margins: Sequence[float], E: int
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Observed T (m,), the (E, m) contributions scaled to unit flip variance, factors."""
+    """Observed T (m,), the (E, m) contributions scaled to unit flip variance, and each
+    member's factor: a margin member's SE is estimated (its contributions are centred),
+    so its reference widens as a t-test's does, by t_{n-1} / z at the 95% point."""
     m = len(lins)
     T, U, factor = np.full(m, -np.inf), np.zeros((E, m)), np.ones(m)
     for j, (lin, (_, _, rows), margin) in enumerate(zip(lins, paired, margins, strict=True)):
@@ -246,24 +216,12 @@ def _standardise(
             continue
         if flip_sd > 0:
             U[rows, j] = lin.contrib / flip_sd
-            factor[j] = _small_sample_factor(len(rows)) if margin > 0 else 1.0
+            if margin > 0 and len(rows) >= 3:
+                factor[j] = t_quantile(0.95, len(rows) - 1) / NormalDist().inv_cdf(0.95)
             T[j] = excess / lin.se
         elif excess > 1e-12:  # every entity moved the same way: no noise to hide behind
             T[j] = np.inf
     return T, U, factor
-
-
-_Paired = tuple[FloatArray, FloatArray, list[int]]
-
-
-def _member_mde(
-    m: DriftMember, lin: _core.Linear, critical: float, margin: float, pair: _Paired
-) -> float:
-    """An SNSR member with a margin: calibrated at the alternative (its bias shortfall
-    included); the others: (c + z_0.9) SE plus the correction taken off."""
-    if m.statistic == "snsr" and margin > 0:
-        return _core.calibrated_mde(lin.se, critical, pair[0], pair[1], margin)
-    return _core.mde(lin.se, critical, lin.bias)
 
 
 def alpha_parts(
@@ -271,9 +229,8 @@ def alpha_parts(
 ) -> list[tuple[npt.NDArray[np.bool_], float]]:
     """The family's two parts and the alpha each is tested at: the spread statistics
     (1 - ``UNUSABLE_ALPHA`` of alpha) and the unusable shares (``UNUSABLE_ALPHA``). A part
-    with nothing to test (no member whose contributions vary, e.g. no unusable reply in
-    either run) cannot reject whatever the flips, so the family is tested as one at the
-    whole alpha, exactly as before the split."""
+    with nothing to test (no member whose contributions vary) cannot reject, so then the
+    family is tested as one at the whole alpha."""
     unusable = np.array([m.statistic == "unusable" for m in members], dtype=bool)
     parts = [(~unusable, 1.0 - UNUSABLE_ALPHA), (unusable, UNUSABLE_ALPHA)]
     testable = ~np.isneginf(T)  # -inf: no variation and no worsening, never rejects
@@ -281,32 +238,6 @@ def alpha_parts(
     if len(live) < 2:  # one part (or none) can reject: one family at the whole alpha
         return [(np.ones(len(members), dtype=bool), alpha)]
     return [(mask, share * alpha) for mask, share in live]
-
-
-def _split_adjust(
-    members: Sequence[DriftMember],
-    T: FloatArray,
-    Tp: npt.NDArray[np.floating[Any]],
-    exact: bool,
-    alpha: float,
-    selectable: npt.NDArray[np.bool_],
-    sizes: Sequence[int],
-) -> _core.Screened:
-    """Screening and step-down max-T within each part at its share of alpha; a part's
-    adjusted p is scaled by alpha / its level (Bonferroni over the two parts), so a member
-    fails when its adjusted p is at most alpha, and the family-wise rate is at most alpha."""
-    m = T.size
-    raw, adjusted = np.ones(m), np.ones(m)
-    shift, crit = np.zeros(m), np.full(m, np.inf)
-    for mask, level in alpha_parts(members, T, alpha):
-        idx = np.flatnonzero(mask)
-        sub = Tp if idx.size == m else Tp[:, idx]  # one part: the reference itself, no copy
-        part = _core.screen_and_adjust(
-            T[idx], sub, exact, level, selectable[idx], [sizes[int(i)] for i in idx]
-        )
-        raw[idx], shift[idx], crit[idx] = part.raw, part.shift, part.critical
-        adjusted[idx] = np.minimum(1.0, part.adjusted * (alpha / level))
-    return _core.Screened(raw, adjusted, shift, crit, 0.0)
 
 
 def drift_test(
@@ -333,7 +264,15 @@ def drift_test(
     margins = [tol if m.margin is None else _check_gate(m.margin, a_level)[0] for m in members]
     E = len(index)
     exact = E <= 20 and 2**E <= B
-    lins = [_linear(m, b, c, g) for m, (b, c, _), g in zip(members, paired, margins, strict=True)]
+    lins = [
+        (_core.linear_margin if g > 0 else _core.linear_exact)(
+            b,
+            c,
+            m.statistic,
+            -1.0 if m.statistic == "pafs" else 1.0,  # a PAFS drop worsens
+        )
+        for m, (b, c, _), g in zip(members, paired, margins, strict=True)
+    ]
     T, U, factor = _standardise(lins, paired, margins, E)
     Tp = _core.reference(rng, U, B, exact)
     Tp *= factor  # in place: the (draws, members) reference is the test's largest array
@@ -352,14 +291,27 @@ def drift_test(
             f"p-value 1/{Tp.shape[0]} cannot reach alpha {a_level:g}, so a worsening cannot be "
             f"tested; gate at least {math.ceil(math.log2(2 / a_level))} entities."
         )
+    # screening and step-down max-T within each part at its share of alpha; a part's
+    # adjusted p is scaled by alpha / its level (Bonferroni over the parts)
     selectable = np.array([g > 0 for g in margins], dtype=bool)
-    sizes = [len(rows) for _, _, rows in paired]
-    sc = _split_adjust(members, T, Tp, exact, a_level, selectable, sizes)
-    split = any(level < a_level for _, level in alpha_parts(members, T, a_level))
+    raw, adjusted = np.ones(T.size), np.ones(T.size)
+    dropped, crit = np.zeros(T.size, dtype=bool), np.full(T.size, np.inf)
+    parts = alpha_parts(members, T, a_level)
+    for mask, level in parts:
+        idx = np.flatnonzero(mask)
+        sub = Tp if idx.size == T.size else Tp[:, idx]  # one part: the reference, no copy
+        part = _core.screen_and_adjust(T[idx], sub, exact, level, selectable[idx])
+        raw[idx], dropped[idx], crit[idx] = part.raw, part.dropped, part.critical
+        adjusted[idx] = np.minimum(1.0, part.adjusted * (a_level / level))
     verdicts = []
     for j, m in enumerate(members):
-        lin, (pb, pc), n = lins[j], observed[j], len(paired[j][2])
+        lin, (pb, pc), n, g = lins[j], observed[j], len(paired[j][2]), margins[j]
         q = float(np.quantile(Tp[:, j], 1 - a_level)) if lin.se > 0 else 0.0
+        # an SNSR member with a margin: calibrated at the alternative (its bias shortfall)
+        if m.statistic == "snsr" and g > 0:
+            mde = _core.calibrated_mde(lin.se, float(crit[j]), paired[j][0], paired[j][1], g)
+        else:
+            mde = _core.mde(lin.se, float(crit[j]), lin.bias)
         verdicts.append(
             MemberVerdict(
                 m.key,
@@ -368,17 +320,16 @@ def drift_test(
                 pc,
                 worse[j],
                 lin.stat - q * lin.se,
-                float(sc.raw[j]),
-                float(sc.adjusted[j]),
-                bool(sc.adjusted[j] <= a_level),
+                float(raw[j]),
+                float(adjusted[j]),
+                bool(adjusted[j] <= a_level),
                 n,
                 se=lin.se,
-                margin=margins[j],
-                mde=_member_mde(m, lin, float(sc.critical[j]), margins[j], paired[j]),
+                margin=g,
+                mde=mde,
                 bias=lin.bias,
-                screened=bool(sc.shift[j] < 0),
+                screened=bool(dropped[j]),
             )
         )
-    return DriftResult(
-        tuple(verdicts), tol, a_level, int(Tp.shape[0]), exact, E, sc.beta, split=split
-    )
+    split = any(level < a_level for _, level in parts)
+    return DriftResult(tuple(verdicts), tol, a_level, int(Tp.shape[0]), exact, E, split)

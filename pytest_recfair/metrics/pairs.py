@@ -111,7 +111,7 @@ def paired_models(
             T[j] = abs(diff) / sd
             Tp[:, j] = np.where(np.isnan(absperm), np.inf, absperm / sd)
         points.append((pa, pb, diff, base.shape[0]))
-    raw, adjusted = step_down(T, Tp, exact)
+    raw, adjusted, _ = step_down(T, Tp, exact)
     out = []
     for j, (m, (pa, pb, diff, n)) in enumerate(zip(members, points, strict=True)):
         ci = (math.nan, math.nan)
