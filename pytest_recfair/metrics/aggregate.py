@@ -1,17 +1,15 @@
 """From lists to an attribute's fairness: similarity matrix, per-value means, SNSR/SNSV/PAFS.
 
-An audit of one attribute (e.g. religion) has, per entity, one neutral list and one list
-per attribute value. ``similarity_matrix`` scores every (entity, value) cell with one
-metric; ``attribute_table`` averages each value's column and summarises the spread of
-those means. Everything goes through the vectorised engine, so a 1,000 x 31 audit takes
-a fraction of a second.
+Per entity one neutral list and one list per attribute value; every (entity, value) cell
+is scored by the vectorised engine (a 1,000 x 31 audit in a fraction of a second).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from collections.abc import Iterable, Mapping, Sequence, Sized
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,9 +32,6 @@ FloatArray = npt.NDArray[np.float64]
 Sims = Sequence[float] | Mapping[str, float] | FloatArray
 
 
-# --------------------------------------------------------------------------- spreads
-
-
 def _as_sims(sims: Sims, name: str = "sims") -> FloatArray:
     if isinstance(sims, Mapping):
         raw: Any = list(sims.values())
@@ -57,10 +52,7 @@ def _as_sims(sims: Sims, name: str = "sims") -> FloatArray:
 
 
 def snsr(sims: Sims) -> float:
-    """Sensitive-to-Neutral Similarity Range: max - min of the per-value similarities.
-
-    NaN in (a value nobody could be scored for) gives NaN out, as numpy does.
-    """
+    """Sensitive-to-Neutral Similarity Range: max - min (NaN in gives NaN out)."""
     a = _as_sims(sims)
     return float(np.max(a) - np.min(a))
 
@@ -77,13 +69,9 @@ def pafs(sims: Sims) -> float:
 
 
 def entropy(runs: Sequence[Sequence[str]], k: int | None = None) -> float:
-    """Shannon entropy in bits of the item frequencies pooled over repeated runs.
-
-    Every occurrence of every item in every run (truncated to k) counts once; p(x) is
-    x's share of all occurrences. No normalisation: R runs of K distinct items score
-    log2(K) when all runs agree and log2(R*K) when no two runs share an item. No items
-    at all scores 0.0.
-    """
+    """Shannon entropy in bits of the item occurrences pooled over repeated runs (each
+    truncated to k), not normalised: R runs of K items score log2(K) when all agree,
+    log2(R*K) when none share an item; no items at all scores 0.0."""
     kk = check_k(k)
     if isinstance(runs, str | bytes) or not isinstance(runs, Sequence):
         raise TypeError(f"runs must be a list of ranked lists; got {type(runs).__name__}.")
@@ -100,19 +88,14 @@ def entropy(runs: Sequence[Sequence[str]], k: int | None = None) -> float:
     return h + 0.0  # normalise -0.0
 
 
-# --------------------------------------------------------------------------- one pair
-
-
 def curves(
     neutral: Sequence[str],
     sensitive: Sequence[str],
     K: int | None = None,
     variant: Variant = "normalized",
 ) -> dict[str, FloatArray]:
-    """Every metric at k = 1..K: {"jaccard", "serp", "prag"} -> array, index k-1 = @k.
-
-    K=None uses the longer list's length (at least 1).
-    """
+    """Every metric at k = 1..K (None: the longer list's length): metric -> array, index
+    k-1 = @k."""
     v = check_variant(variant)
     n = check_list(neutral, "neutral")
     s = check_list(sensitive, "sensitive")
@@ -125,16 +108,10 @@ def curves(
     return {m: arr[0] for m, arr in res.items()}
 
 
-# --------------------------------------------------------------------------- matrices
-
-
 @dataclass(frozen=True)
 class SimilarityMatrix:
-    """Per-entity similarities of one attribute: rows = entities, columns = values.
-
-    ``sims`` is NaN where the entity was left out (missing="skip"); ``missing`` marks cells
-    whose neutral or sensitive reply was missing or empty. Arrays are read-only copies.
-    """
+    """Per-entity similarities of one attribute (rows: entities, columns: values); ``sims``
+    NaN where left out, ``missing``: the neutral or sensitive reply was missing or empty."""
 
     entities: tuple[str, ...]
     values: tuple[str, ...]
@@ -210,27 +187,10 @@ def _collect(
     return entities, values, lists
 
 
-def _cell_label(values: tuple[str, ...], entities: tuple[str, ...]) -> Callable[[int], str]:
-    """How encode names the list at position i of a value-major ``by_value``."""
-    E = len(entities)
-    return lambda i: f"by_value[{values[i // E]!r}][{entities[i % E]!r}]"
-
-
-def _absent(
-    entities: tuple[str, ...], by_value: Mapping[str, Mapping[str, Sequence[str] | None]]
-) -> npt.NDArray[np.bool_]:
-    """(E, V): the entity has no key at all in the value's lists (never answered)."""
-    return np.array([[e not in col for col in by_value.values()] for e in entities], dtype=bool)
-
-
 @dataclass(frozen=True, eq=False)
 class SimilarityCube:
-    """Every requested metric at every k = 1..K for every (entity, value) cell.
-
-    ``sims[metric]`` has shape (entities, values, K); index k-1 is metric@k. Built once by
-    ``similarity_cube`` (one interning pass, one engine call for all metrics); slice it
-    with ``matrix(metric, k)`` or ``curves(metric)``.
-    """
+    """Every requested metric at k = 1..K for every (entity, value) cell: ``sims[metric]``
+    is (entities, values, K), index k-1 = metric@k (one engine call for all metrics)."""
 
     entities: tuple[str, ...]
     values: tuple[str, ...]
@@ -271,11 +231,8 @@ def similarity_cube(
     missing: MissingPolicy = "zero",
     metrics: Sequence[MetricName] = METRICS,
 ) -> SimilarityCube:
-    """All ``metrics`` at k = 1..K for every entity and value, in one vectorised pass.
-
-    Inputs and missing-reply rules are those of ``similarity_matrix``. K=None uses the
-    longest list.
-    """
+    """All ``metrics`` at k = 1..K (None: the longest list) for every entity and value;
+    inputs and missing-reply rules are ``similarity_matrix``'s."""
     return similarity_cubes(neutral, {"": by_value}, K, variant, missing, metrics)[""]
 
 
@@ -288,10 +245,8 @@ def similarity_cubes(
     metrics: Sequence[MetricName] = METRICS,
 ) -> dict[str, SimilarityCube]:
     """``similarity_cube`` of each attribute (attribute -> its ``by_value``) against one
-    set of neutral lists, in one pass: the neutral lists are interned once and a list
-    that recurs in several attributes (a fair value repeats the neutral list) is scored
-    once. K=None uses the longest list of them all.
-    """
+    set of neutral lists, in one pass: a list recurring in several attributes is scored
+    once."""
     v = check_variant(variant)
     pol = check_missing(missing)
     kk = check_k(K, "K")
@@ -311,13 +266,7 @@ def similarity_cubes(
     table: dict[str, int] = {}
     N, lN = encode(nlists, kk, table, NEUTRAL_PAD, lambda i: f"neutral[{entities[i]!r}]")
     encoded = [
-        encode(
-            lists,
-            kk,
-            table,
-            SENSITIVE_PAD,
-            _cell_label(values, entities),
-        )
+        encode(lists, kk, table, SENSITIVE_PAD, functools.partial(_cell, values, entities))
         for _, values, lists in parts.values()
     ]
     S = np.concatenate([S for S, _ in encoded])
@@ -333,9 +282,9 @@ def similarity_cubes(
         # A list truncated to k >= 1 is empty only if it was empty: missingness is k-free.
         miss = (lN[:, None] == 0) | (lS_a.reshape(V, E).T == 0)
         # Never answered (no key for the entity): left out under either policy, as the
-        # FaiRLLM notebook walks only the names in each value's file.
-        # Nor is such a cell a missing reply (none was given): it is in no unusable share.
-        absent = _absent(entities, by_attribute[attr])
+        # FaiRLLM notebook walks only the names in each value's file; nor a missing reply.
+        cols = by_attribute[attr].values()
+        absent = np.array([[e not in col for col in cols] for e in entities], dtype=bool)
         left_out = (miss | absent) if pol == "skip" else absent
         miss &= ~absent
         sims: dict[str, FloatArray] = {}
@@ -351,6 +300,11 @@ def similarity_cubes(
     return out
 
 
+def _cell(values: tuple[str, ...], entities: tuple[str, ...], i: int) -> str:
+    """How encode names the list at position i of a value-major ``by_value``."""
+    return f"by_value[{values[i // len(entities)]!r}][{entities[i % len(entities)]!r}]"
+
+
 def similarity_matrix(
     neutral: Mapping[str, Sequence[str] | None],
     by_value: Mapping[str, Mapping[str, Sequence[str] | None]],
@@ -359,14 +313,10 @@ def similarity_matrix(
     variant: Variant = "normalized",
     missing: MissingPolicy = "zero",
 ) -> SimilarityMatrix:
-    """metric(neutral[e], by_value[v][e]) @ k for every entity e and value v.
-
-    Entities are neutral's keys in order. None or an empty list is a missing reply:
-    "zero" scores it as the metric does (0.0), "skip" stores NaN so the entity leaves
-    that value's mean. An absent key in ``by_value[v]`` (never answered) is NaN under
-    both policies, as the FaiRLLM notebook walks only the names of each value's file. An
-    entity in ``by_value`` that is not in ``neutral`` is a DataError.
-    """
+    """metric(neutral[e], by_value[v][e]) @ k for every entity e (neutral's keys) and value
+    v. None or an empty list is a missing reply: "zero" scores it 0.0, "skip" stores NaN
+    (the entity leaves that value's mean); an absent key (never answered) is NaN under
+    both, as in the FaiRLLM notebook. An entity not in ``neutral`` is a DataError."""
     m = check_metric(metric)
     cube = similarity_cube(neutral, by_value, check_k(k), variant, missing, (m,))
     return cube.matrix(m)
@@ -383,13 +333,9 @@ class ValueStat:
 
 @dataclass(frozen=True)
 class AttributeTable:
-    """Per-value means and their spread for one attribute.
-
-    If some value has no scorable entity (possible with missing="skip"), its mean is NaN
-    and so are max, min, snsr, snsv and pafs: the audit must not pass on a value it could
-    not measure. max_value/min_value then name the extremes among the measured values
-    (None if no value was measured). Ties go to the first value in order.
-    """
+    """Per-value means and their spread for one attribute. A value with no scorable entity
+    has a NaN mean, and so are max, min and the spreads (an audit must not pass on a value
+    it could not measure); max_value/min_value name the measured extremes (first on ties)."""
 
     values: dict[str, ValueStat]
     max: float
@@ -406,11 +352,8 @@ class AttributeTable:
 
 
 def _column_means(sims: FloatArray) -> tuple[FloatArray, npt.NDArray[np.int64]]:
-    """Mean of each column over its non-NaN cells, and how many cells entered it.
-
-    Each mean is np.mean of the kept cells as a contiguous 1-D array: the same (pairwise)
-    summation as np.mean(list_of_sims) in the reference notebooks, bit for bit.
-    """
+    """Mean of each column over its non-NaN cells (np.mean of a contiguous 1-D array: the
+    notebooks' pairwise summation, bit for bit), and how many cells entered it."""
     V = sims.shape[1]
     means = np.full(V, np.nan)
     n = np.zeros(V, dtype=np.int64)
@@ -477,11 +420,8 @@ def attribute_curves(
 def rows_to_lists(
     rows: Iterable[tuple[str, Sequence[str] | None]], n: int | None = 500
 ) -> dict[str, Sequence[str] | None]:
-    """Read result rows the way the FaiRLLM notebook does: first ``n`` rows, keyed by name.
-
-    A name seen twice keeps its LATER row (a dict assignment), so means are over distinct
-    names. n=None reads every row. Feed the result to attribute_table(variant="fairllm").
-    """
+    """Read result rows as the FaiRLLM notebook does: the first ``n`` (None: all), keyed by
+    name, a repeated name keeping its LATER row; for attribute_table(variant="fairllm")."""
     nn = None if n is None else check_positive_int(n, "n")
     out: dict[str, Sequence[str] | None] = {}
     for i, row in enumerate(rows):
