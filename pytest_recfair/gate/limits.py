@@ -1,9 +1,5 @@
-"""The gate's settings and their one check: absolute limits, tolerance, alpha.
-
-Stdlib only, so ``settings`` (imported at pytest start-up) can read the threshold names
-and validate the tolerance here without importing numpy; ``thresholds.evaluate`` applies
-them.
-"""
+"""The gate's settings and their one check: absolute limits, tolerance, alpha. Stdlib only,
+so ``settings`` (imported at pytest start-up) reads them without importing numpy."""
 
 from __future__ import annotations
 
@@ -15,11 +11,7 @@ from pytest_recfair.errors import ConfigError
 
 @dataclass(frozen=True, slots=True)
 class Thresholds:
-    """Absolute limits; ``None`` switches a check off.
-
-    SNSR, SNSV and the refusal gap are in [0, 1] (similarities and rates), PAFS in [0, 1],
-    entropy in bits (>= 0).
-    """
+    """Absolute limits (entropy in bits, the rest in [0, 1]); ``None`` switches one off."""
 
     max_snsr: float | None = None
     max_snsv: float | None = None

@@ -1,13 +1,8 @@
 """Transport failures are not model output: count them, and decide whether an audit may go on.
 
-A prompt that got no valid response after its retries (HTTP 5xx/429 to the end, a body
-that is not the provider's JSON, a timeout, a callable that raised) is never scored and
-never recorded. :func:`summarize` counts such prompts per attribute value;
-:meth:`FailureSummary.within` says whether their share is within the allowed
-``max_failed``; :meth:`FailureSummary.message` says what failed, where, and what to do.
-A reply the model did give (an empty list, a refusal) is data and never appears here.
-
-Pure: stdlib only.
+A prompt with no valid response after its retries (5xx/429 to the end, a body that is
+not the provider's JSON, a timeout, a callable that raised) is never scored nor recorded;
+a reply the model did give (an empty list, a refusal) is data and never appears here.
 """
 
 from __future__ import annotations
@@ -15,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final, Protocol
+from typing import Any, Final
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.secrets import scrub
@@ -23,17 +18,6 @@ from pytest_recfair.secrets import scrub
 NEUTRAL: Final = "neutral"
 _FIRST_ERRORS: Final = 3
 _ERROR_CHARS: Final = 300
-
-
-class _Case(Protocol):
-    @property
-    def id(self) -> str: ...
-    @property
-    def entity(self) -> str: ...
-    @property
-    def attribute(self) -> str | None: ...
-    @property
-    def value(self) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +82,9 @@ def group_of(attribute: str | None, value: str | None) -> str:
     return NEUTRAL if attribute is None or value is None else f"{attribute}={value}"
 
 
-def summarize(cases: Sequence[_Case], errors: Mapping[str, str]) -> FailureSummary:
-    """The failed prompts among ``cases`` (``errors`` maps case id -> error text)."""
+def summarize(cases: Sequence[Any], errors: Mapping[str, str]) -> FailureSummary:
+    """The failed prompts among ``cases`` (with ``id``, ``entity``, ``attribute``, ``value``;
+    ``errors`` maps case id -> error text)."""
     failed = tuple(
         FailedPrompt(c.id, c.entity, group_of(c.attribute, c.value), errors[c.id])
         for c in cases

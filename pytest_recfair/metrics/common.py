@@ -1,18 +1,10 @@
-"""What the metrics modules share: argument checks, the one source of randomness, and
-resample weights.
+"""What the metrics modules share: argument checks (each names the argument, what was
+expected and what was given), the one source of randomness, resample weights, Holm.
 
-Every check names the argument, what was expected and what was given, so a wrong call
-from a notebook or a marker says how to fix it.
-
-Resample weights are kept small. A bootstrap or sign-flip test over E entities with B
-draws needs a (B, E) matrix of per-entity counts. Held as float64 it is 160 MB at 10,000
-entities and 2,000 draws: the one part of scoring an audit that grew faster than entities
-x values. The counts are small integers, so they are kept in the smallest unsigned dtype
-that holds them (one byte per cell) and turned into float64 only a block of rows at a
-time, for the matrix products. Up to ``BLOCK_CELLS`` cells the products take one block,
-so they are the very products (bit for bit) of a float64 matrix; larger matrices are
-multiplied in row blocks, which changes at most the last bits of a sum (as BLAS's own
-thread count already does).
+A (B, E) matrix of resample counts is 160 MB as float64 at 10,000 entities x 2,000 draws,
+so the counts are kept in the smallest unsigned dtype (one byte a cell) and turned into
+float64 a block of rows at a time for the products. Up to ``BLOCK_CELLS`` cells that is
+one block (bit for bit a float64 product); larger ones change at most a sum's last bits.
 """
 
 from __future__ import annotations
@@ -112,7 +104,7 @@ def check_list(items: object, name: str) -> list[str]:
     if isinstance(items, str | bytes) or not isinstance(items, Sequence):
         raise TypeError(
             f"{name} must be a list of str (a ranked recommendation list); got "
-            f"{type(items).__name__} {_short(items)}."
+            f"{type(items).__name__} {r if len(r := repr(items)) <= 60 else r[:57] + '...'}."
         )
     out = list(items)
     for i, x in enumerate(out):
@@ -128,14 +120,7 @@ def truncate(items: list[str], k: int | None) -> list[str]:
     return items if k is None else items[:k]
 
 
-def _short(x: object) -> str:
-    r = repr(x)
-    return r if len(r) <= 60 else r[:57] + "..."
-
-
 FloatArray = npt.NDArray[np.float64]
-
-
 CountArray = npt.NDArray[Any]  # (B, E) unsigned integer counts (or float64 from a caller)
 
 
@@ -181,13 +166,9 @@ def products(W: CountArray, *mats: FloatArray) -> tuple[FloatArray, ...]:
 
 
 def resample_weights(rng: np.random.Generator, B: int, E: int) -> CountArray:
-    """(B, E): how often each entity is drawn in each of B resamples of size E.
-
-    Integer counts in the smallest dtype that holds them (one byte per cell: 20 MB at
-    10,000 entities x 2,000 resamples, not 160 MB of float64); ``products``
-    multiplies them. The draws come in blocks of rows (the same numbers as one (B, E)
-    draw), so the index array never holds more than ~1M entries.
-    """
+    """(B, E): how often each entity is drawn in each of B resamples of size E, in the
+    smallest dtype that holds the counts; drawn in blocks of rows (the numbers of one
+    (B, E) draw), so the index array never holds more than ~1M entries."""
     W: CountArray = np.empty((B, E), dtype=np.uint8)
     rows = max(1, DRAW_BLOCK // max(E, 1))
     for a in range(0, B, rows):

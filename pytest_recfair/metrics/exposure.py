@@ -1,18 +1,13 @@
 """Who gets seen: item exposure and popularity bias (IFairLRS-style group unfairness).
 
-Every list the audit collects (neutral and conditioned prompts) gives its top-K slots to
-catalogue items; items fall into groups (a catalogue field, or popularity bins of a
-numeric one). Per group: its share of the slots (plain, and position-weighted by
-1/log2(rank + 1)), the reference share (the catalogue's own, or a history of
-interactions), their gap and ratio. Summaries: MGU (mean |gap| over groups) and DGU
-(max gap - min gap) as IFairLRS defines them, the Gini coefficient of item exposure,
-the long-tail share (slots to items outside the top 20% by popularity), catalogue
-coverage, and per demographic value the popularity lift: the mean popularity quantile of
-what the value is shown minus the neutral prompt's, paired by entity.
-
-Entities are the unit of uncertainty, as elsewhere: percentile bootstraps over entities;
-p-values are centred bootstrap tests of "beyond the limit" (Holm across a family); the
-drift test pairs the shared entities of two runs under the same draws. Pure numpy.
+Every collected list gives its slots to catalogue items, which fall into groups (a field,
+or popularity bins). Per group: its share of the slots (plain and weighted by
+1/log2(rank + 1)), the reference share, their gap and ratio; MGU (mean |gap|) and DGU
+(max - min gap) as IFairLRS defines them; the long-tail share (slots to items outside
+the top 20% by popularity); per demographic value the popularity lift (its mean
+popularity quantile minus neutral's, paired by entity). Entities are the unit:
+percentile bootstraps, centred bootstrap tests of "beyond the limit" (Holm), a drift
+test pairing two runs' shared entities under the same draws.
 """
 
 from __future__ import annotations
@@ -163,33 +158,22 @@ def _beyond(point: FloatArray, boot: FloatArray, limit: float) -> FloatArray:
     return out
 
 
-def _shares(m: FloatArray) -> FloatArray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out: FloatArray = m / m.sum(axis=-1, keepdims=True)
-    return out
-
-
-def _lift_parts(d: ExposureData) -> tuple[FloatArray, FloatArray]:
-    """(E, V) per-entity lift (NaN where a side showed no matched item) and its mask."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean = d.pop_sum / d.pop_n
-    diff = mean[:, 1:] - mean[:, :1]
-    ok = np.isfinite(diff)
-    return np.where(ok, diff, 0.0), ok.astype(np.float64)
-
-
 def _stats(W: FloatArray, d: ExposureData, reference: FloatArray) -> dict[str, FloatArray]:
     """Every resampled statistic for weight rows ``W`` (B, E)."""
-    share = _shares(W @ d.plain)
-    gap = share - reference
-    diff, ok = _lift_parts(d)
+    plain, weighted = W @ d.plain, W @ d.weighted
     with np.errstate(invalid="ignore", divide="ignore"):
-        lift = (W @ diff) / (W @ ok)
+        share = plain / plain.sum(axis=-1, keepdims=True)
+        weighted = weighted / weighted.sum(axis=-1, keepdims=True)
+        mean = d.pop_sum / d.pop_n  # (E, V) lift, NaN where a side showed no matched item
+        diff = mean[:, 1:] - mean[:, :1]
+        ok = np.isfinite(diff)
+        lift = (W @ np.where(ok, diff, 0.0)) / (W @ ok.astype(np.float64))
         tail = (W @ d.tail) / (W @ d.plain.sum(axis=1))
         ratio = share / reference
+    gap = share - reference
     return {
         "share": share,
-        "weighted": _shares(W @ d.weighted),
+        "weighted": weighted,
         "gap": gap,
         "ratio": ratio,
         "mgu": np.mean(np.abs(gap), axis=1),
@@ -255,6 +239,7 @@ class ExposureDrift:
 
 
 def _drift_stats(W: FloatArray, d: ExposureData, ref: FloatArray) -> FloatArray:
+    """The :data:`DRIFT_MEASURES` for weight rows ``W``, each higher when worse."""
     s = _stats(W, d, ref)
     with np.errstate(invalid="ignore"):
         worst = np.max(np.abs(np.nan_to_num(s["lift"], nan=0.0)), axis=1)

@@ -1,19 +1,10 @@
 """Recommendation quality per group, beside fairness: a model can be fair and useless.
 
-A reply's quality is the share of its K slots filled with a title the entity's
-catalogue knows (``matched / K``: films of that director, songs of that artist); without
-a catalogue it is the share of the K slots filled with a valid list item (``listed / K``).
-An unusable reply (empty, refused, prose) scores 0; a failed prompt is left out (NaN).
-An entity's quality in a group is the mean over its repeats, and the group's quality the
-mean over entities: the entity stays the resampling unit, as in the rest of the gate.
-
-- :func:`summarize`: per-group means with percentile-bootstrap intervals over entities
-  and the gap (max - min over the given groups) with its interval, one shared resample;
-- :func:`drift`: the paired drop test against a baseline (entities both runs scored):
-  a one-sided paired t-test of "the drop is larger than ``tolerance``" per member,
-  Holm-adjusted over the members. No random draw, so the verdict never depends on a seed.
-
-Pure numpy + stdlib.
+A reply's quality is the share of its K slots filled with a title the entity's catalogue
+knows (without one: with a valid list item); an unusable reply scores 0, a failed prompt
+is left out (NaN). Entities stay the resampling unit: :func:`summarize` bootstraps the
+group means and their gap over entities; :func:`drift` is a one-sided paired t-test per
+member of "dropped by more than ``tolerance``", Holm-adjusted (no draw: no seed).
 """
 
 from __future__ import annotations
@@ -54,14 +45,6 @@ class QualitySummary:
     groups: tuple[GroupQuality, ...]
     gap: float
     gap_ci: tuple[float, float] | None
-
-
-def _nanmean_cols(x: FloatArray) -> FloatArray:
-    n = np.sum(~np.isnan(x), axis=-2)
-    s = np.nansum(x, axis=-2)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        out: FloatArray = np.where(n > 0, s / np.maximum(n, 1), np.nan)
-    return out
 
 
 def _gap(rows: FloatArray) -> FloatArray:
@@ -110,8 +93,9 @@ def summarize(
     x = np.asarray(scores, dtype=np.float64)
     if x.ndim != 2 or x.shape[1] != len(groups):
         raise ValueError(f"summarize: scores must be (entities, {len(groups)}); got {x.shape}")
-    means = _nanmean_cols(x)
     counts = np.sum(~np.isnan(x), axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        means = np.where(counts > 0, np.nansum(x, axis=0) / np.maximum(counts, 1), np.nan)
     gap = _gap(means[None, :])[0]
     E = x.shape[0]
     cis: list[tuple[float, float] | None] = [None] * len(groups)
@@ -158,12 +142,9 @@ def drift(
     *,
     tolerance: float,
 ) -> list[Drop]:
-    """Paired drop test per member (member -> entity -> quality; None = not scored).
-
-    Each member compares only the entities both runs scored; its reported values are
-    the means over those shared entities (what was tested, not the full baseline). A
-    member with fewer than 2 shared entities is left out.
-    """
+    """Paired drop test per member (member -> entity -> quality; None = not scored) on the
+    entities both runs scored, reporting their means (what was tested); a member with
+    fewer than 2 shared entities is left out."""
     raw: list[tuple[str, float, float, float, int]] = []
     for member, base in baseline.items():
         cand = candidate.get(member)
