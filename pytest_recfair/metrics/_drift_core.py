@@ -191,9 +191,8 @@ def linear_margin(
 
 def _rule_se(base: FloatArray, cand: FloatArray, statistic: DriftQuantity) -> float:
     """SD of statistic(candidate means) - statistic(baseline means) under Gaussian noise
-    with the paired runs' joint covariance (the fixed rule: no seed). The linearisation
-    averages a tie's max, whose variance is larger than the average's (0.68 against 0.5
-    of one value's for two tied values)."""
+    with the runs' joint covariance (the fixed rule): the linearisation averages a tie's
+    max, whose variance is larger than the average's."""
     V = base.shape[1]
     joint = np.hstack([base, cand])
     mj, kj = col_means(joint)
@@ -231,23 +230,17 @@ def reference(rng: np.random.Generator, U: FloatArray, draws: int, exact: bool) 
         S = ((codes[:, None] >> np.arange(E)) & 1).astype(np.uint8)
         (P,) = common.products(S, U)
         return np.asarray(2 * P - colsum, dtype=np.float64)
-    # random flips: one byte of random bits per 8 entities, each byte looked up in a
-    # table of the 256 sums of its entities' rows (8x fewer operations than the product).
-    # Tables and draws in float32: a Monte Carlo reference needs no more (its error is
-    # ~1/sqrt(draws)), and the (E/8, 256, m) tables and (draws, m) copies dominate the
-    # drift test's memory. Past _TABLE_BYTES of tables (E ~ 6,000 at 32 members) the
-    # codes cover 4 entities (16 sums each): 41 MB of tables at 10,000 x 32 become 5 MB,
-    # for 1.5x the time of the lookups.
+    # random flips: one random byte per 8 entities, looked up in a table of the 256 sums
+    # of their rows (8x fewer operations than the product); float32, as a Monte Carlo
+    # reference needs no more; past _TABLE_BYTES of tables, 4-entity codes (16 sums each)
     m = U.shape[1]
     width = 8 if ((E + 7) // 8) * 256 * m * 4 <= _TABLE_BYTES else 4
     G = (E + width - 1) // width
-    # codes drawn a block of rows at a time (rows x G bytes within ~8 MB; the blocks fix
-    # the random stream), summed _SUB rows at a time into buffers that stay in the L2
-    # cache: a fifth faster than whole blocks with a new array per lookup
+    # codes drawn in blocks of ~8 MB (the blocks fix the random stream), summed _SUB rows
+    # at a time into buffers that stay in the L2 cache
     rows = max(1, min(4096, (1 << 23) // max(G + 8 * m, 1)))
-    # a member whose contributions are all 0 (nothing moved: an unchanged replay) has a
-    # reference of exact zeros: only the others are looked up (the same numbers, bit for
-    # bit; the codes are drawn all the same, so a caller's generator moves as before)
+    # a member whose contributions are all 0 (an unchanged replay) has a reference of
+    # exact zeros: only the others are looked up (the codes are drawn all the same)
     live = np.flatnonzero(np.any(U != 0, axis=0))
     cols = slice(None) if live.size == m else live
     tables = _flip_tables(U[:, live], width, G)
@@ -344,30 +337,25 @@ def mde(se: float, critical: float, correction: float = 0.0) -> float:
     return (critical + _Z90) * se + max(0.0, correction)
 
 
-#: Gaps within this many standard errors are closed to estimate a run's TRUE means when
-#: the minimum detectable rise is calibrated (an estimate, not a guard: observed gaps are
-#: inflated by about one standard error near a tie).
+#: Gaps within this many SE are closed to estimate a run's TRUE means when the minimum
+#: detectable rise is calibrated (observed gaps are inflated by ~1 SE near a tie).
 MDE_TIE_GAP = 1.0
 
 
 def snsr_shortfall(base: FloatArray, cand: FloatArray, margin: float, excess: float) -> float:
-    """How far the test's statistic falls short of a true SNSR rise of ``margin + excess``
-    on average: the baseline's range is biased up by its near-ties (a rise loses that),
-    the candidate's by its own, and the test takes its conservative correction off.
-
-    The alternative is the baseline's estimated true means (near-ties closed by
-    ``MDE_TIE_GAP`` SE) with the top value raised by the rise, the candidate's noise."""
-    shortfall = _shortfall_at(base, cand)
-    return 0.0 if shortfall is None else shortfall(margin + excess)
+    """How far the test's statistic falls short, on average, of a true SNSR rise of
+    ``margin + excess`` over the baseline's estimated true means (near-ties closed by
+    ``MDE_TIE_GAP`` SE, the top value raised): the rise loses the baseline range's upward
+    bias, and the test takes its conservative correction off."""
+    return _shortfall_at(base, cand)(margin + excess)
 
 
-def _shortfall_at(base: FloatArray, cand: FloatArray) -> Callable[[float], float] | None:
-    """:func:`snsr_shortfall` as a function of the rise, with what does not depend on
-    the rise computed once (None: the shortfall is 0)."""
+def _shortfall_at(base: FloatArray, cand: FloatArray) -> Callable[[float], float]:
+    """:func:`snsr_shortfall` as a function of the rise (what does not depend on it once)."""
     mb, kb = col_means(base)
     mc, kc = col_means(cand)
     if not (np.all(np.isfinite(mb)) and np.all(np.isfinite(mc))) or mb.size < 2:
-        return None
+        return lambda rise: 0.0
     cb, cc = _mean_cov(base, kb, mb), _mean_cov(cand, kc, mc)
     true_b = close_ties(mb, cb, MDE_TIE_GAP)
     top = int(np.argmax(true_b))
@@ -378,8 +366,7 @@ def _shortfall_at(base: FloatArray, cand: FloatArray) -> Callable[[float], float
         alt = true_b.copy()
         alt[top] += rise
         loses = at_true - bias(alt, cc, "snsr", root_c)
-        # what the test would take off at the alternative (as linear_margin computes it,
-        # with the alternative's means standing in for the observed candidate's)
+        # what the test would take off at the alternative (as linear_margin computes it)
         corr = bias(close_ties(alt, cc), cc, "snsr", root_c) - at_base
         return float(loses + corr)
 
@@ -394,14 +381,12 @@ def calibrated_mde(
     margin: float,
     iterations: int = 3,
 ) -> float:
-    """Minimum detectable SNSR excess over a margin > 0 at 90% power, the statistic's
-    shortfall at the alternative included (a fixed point: the shortfall depends on the
-    rise). benchmarks/drift_test_validity.py measures the power there."""
+    """Minimum detectable SNSR excess over a margin > 0 at 90% power, the shortfall at the
+    alternative included (a fixed point: the shortfall depends on the rise)."""
     d = mde(se, critical)
     if not math.isfinite(d):
         return d
     shortfall = _shortfall_at(base, cand)
     for _ in range(iterations):
-        short = 0.0 if shortfall is None else shortfall(margin + d)
-        d = mde(se, critical) + max(0.0, short)
+        d = mde(se, critical) + max(0.0, shortfall(margin + d))
     return d
