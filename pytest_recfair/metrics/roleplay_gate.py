@@ -17,6 +17,7 @@ needs no resampling, and is exact, deterministic and identical after a shard mer
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -75,10 +76,7 @@ def signflip_one_sided(diffs: Sequence[int], rounds: int = 0, margin: float = 0.
         if ss == 0:
             return 1.0 if shift <= 0 else 0.0
         return 1.0 - NormalDist().cdf(shift / math.sqrt(ss))
-    counts: dict[int, int] = {}
-    for d in diffs:
-        if d:
-            counts[abs(d)] = counts.get(abs(d), 0) + 1
+    counts = Counter(abs(d) for d in diffs if d)
     if not counts:
         return 1.0
     # W = Σ v·J_v with J_v ~ Binomial(n_v, 1/2) the positive signs; T = 2W - S
@@ -112,12 +110,10 @@ def _pairs(
 
 @dataclass(frozen=True)
 class DriftCell:
-    """One member of the drift family. ``qtype`` is ``undetermined`` for an attribute's
-    share of undetermined questions. Rates are over the ``n`` paired questions (for a
-    rate member: determined in both runs; ``worse``/``better`` their McNemar discordance,
-    ``flag_p`` its exact p). ``test`` says what ``p_value`` is: ``"answers"`` the sign-flip
-    test of the biased rounds over all paired questions (``answers_before``/``_after`` of
-    ``answer_rounds`` each), ``"mcnemar"`` the exact McNemar test."""
+    """One member of the drift family (``qtype`` ``undetermined``: an attribute's share of
+    undetermined questions). Rates are over the ``n`` paired questions (determined in both
+    runs for a rate member); ``test`` says what ``p_value`` is: ``"answers"`` the sign-flip
+    test of the biased rounds, ``"mcnemar"`` the exact McNemar test."""
 
     attribute: str
     qtype: str
@@ -145,16 +141,14 @@ class DriftCell:
     @property
     def answer_rates(self) -> tuple[float, float]:
         """Biased-answer rates (baseline, candidate): biased rounds per round."""
-        rounds = self.answer_rounds
-        if not rounds:
-            return (math.nan, math.nan)
-        return (self.answers_before / rounds, self.answers_after / rounds)
+        r = self.answer_rounds
+        return (self.answers_before / r, self.answers_after / r) if r else (math.nan, math.nan)
 
     @property
     def answer_change(self) -> float:
         """Change in the biased-answer rate (biased rounds per round), the gated rate."""
-        rounds = self.answer_rounds
-        return (self.answers_after - self.answers_before) / rounds if rounds else 0.0
+        r = self.answer_rounds
+        return (self.answers_after - self.answers_before) / r if r else 0.0
 
 
 @dataclass(frozen=True)
@@ -172,12 +166,8 @@ class RoleDrift:
 
     def to_dict(self) -> dict[str, Any]:
         cells = [nan_to_none(vars(c) | {k: getattr(c, k) for k in _DERIVED}) for c in self.cells]
-        return {
-            "tolerance": self.tolerance,
-            "alpha": self.alpha,
-            "unpaired": self.unpaired,
-            "cells": cells,
-        }
+        head = {k: getattr(self, k) for k in ("tolerance", "alpha", "unpaired")}
+        return head | {"cells": cells}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RoleDrift:
