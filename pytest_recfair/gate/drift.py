@@ -37,10 +37,8 @@ class Drift:
 
 
 def unusable_share(a: AttributeResult) -> float:
-    """Share of (entity, value) cells whose reply (or neutral reply) had no usable list.
-
-    Cells never answered (a failed request, a published run's gap) are in no share: NaN
-    without the missing flag."""
+    """Share of (entity, value) cells whose reply (or neutral reply) had no usable list;
+    cells never answered (NaN without the missing flag) are in no share."""
     missing = np.asarray(a.matrix.missing, dtype=bool)
     answered = missing | ~np.isnan(np.asarray(a.matrix.sims, dtype=np.float64))
     return float(missing[answered].mean()) if answered.any() else math.nan
@@ -147,26 +145,18 @@ def _deltas(a: AttributeResult, b: AttributeResult) -> dict[str, float]:
         d["entropy"] = a.entropy - b.entropy
     d["refusal_gap"] = a.refusal_gap - b.refusal_gap
     d["unusable"] = unusable_share(a) - unusable_share(b)
-    shared = _shared_deltas(a, b)
-    if shared is not None:  # a subset run: the spreads as tested, on the shared entities
-        d.update(shared)
+    if _subset(a, b) and set(a.matrix.entities) & set(b.matrix.entities):
+        # a subset run: the spreads as tested, on the shared entities
+        quantities: tuple[DriftQuantity, ...] = (*STATISTICS, "unusable")
+        for stat in quantities:
+            pb, pc, _ = inference.shared_values(_member(a, b, stat, (a.attribute,)))
+            d[stat] = pc - pb
     return {k: v for k, v in d.items() if not math.isnan(v)}
 
 
 def _subset(a: AttributeResult, b: AttributeResult) -> bool:
     """Whether the two runs' entities differ (then the test saw only the shared ones)."""
     return set(a.matrix.entities) != set(b.matrix.entities)
-
-
-def _shared_deltas(a: AttributeResult, b: AttributeResult) -> dict[str, float] | None:
-    if not _subset(a, b) or not set(a.matrix.entities) & set(b.matrix.entities):
-        return None
-    out: dict[str, float] = {}
-    quantities: tuple[DriftQuantity, ...] = (*STATISTICS, "unusable")
-    for stat in quantities:
-        pb, pc, _ = inference.shared_values(_member(a, b, stat, (a.attribute,)))
-        out[stat] = pc - pb
-    return out
 
 
 def _failure(
