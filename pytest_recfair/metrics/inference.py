@@ -101,14 +101,13 @@ class DriftMember:
 
 @dataclass(frozen=True)
 class MemberVerdict:
-    """The drift test of one member: worsening (>0 = less fair), its bound, adjusted p."""
+    """The drift test of one member: worsening (>0 = less fair), its adjusted p."""
 
     key: tuple[str, ...]
     statistic: DriftQuantity
     baseline: float
     candidate: float
     worsening: float
-    lower_bound: float
     p_value: float
     p_adjusted: float
     failed: bool
@@ -306,7 +305,6 @@ def drift_test(
     verdicts = []
     for j, m in enumerate(members):
         lin, (pb, pc), n, g = lins[j], observed[j], len(paired[j][2]), margins[j]
-        q = float(np.quantile(Tp[:, j], 1 - a_level)) if lin.se > 0 else 0.0
         # an SNSR member with a margin: calibrated at the alternative (its bias shortfall)
         if m.statistic == "snsr" and g > 0:
             mde = _core.calibrated_mde(lin.se, float(crit[j]), paired[j][0], paired[j][1], g)
@@ -319,7 +317,6 @@ def drift_test(
                 pb,
                 pc,
                 worse[j],
-                lin.stat - q * lin.se,
                 float(raw[j]),
                 float(adjusted[j]),
                 bool(adjusted[j] <= a_level),
