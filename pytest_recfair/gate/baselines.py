@@ -24,7 +24,7 @@ import itertools
 import json
 import math
 import re
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -120,30 +120,21 @@ _SCALARS = frozenset({type(None), str, int, float, bool})
 
 def _lines(obj: Any, indent: int) -> Iterator[str]:
     """JSON text, one item per line, except lists of scalars which stay on one line."""
-    pad = "  " * (indent + 1)
-    if isinstance(obj, dict):
-        if not obj:
-            yield "{}"
-            return
-        items = sorted(obj.items())
-        yield "{"
-        for i, (key, value) in enumerate(items):
-            sub = list(_lines(value, indent + 1))
-            comma = "," if i < len(items) - 1 else ""
-            sub[-1] += comma
-            yield f"{pad}{json.dumps(str(key), ensure_ascii=False)}: {sub[0]}"
-            yield from sub[1:]
-        yield "  " * indent + "}"
+    if isinstance(obj, dict) and obj:
+        keyed = [(json.dumps(str(k), ensure_ascii=False) + ": ", v) for k, v in sorted(obj.items())]
+        items, ends = keyed, "{}"
     elif isinstance(obj, list | tuple) and not all(type(x) in _SCALARS for x in obj):
-        yield "["
-        for i, value in enumerate(obj):
-            sub = list(_lines(value, indent + 1))
-            sub[-1] += "," if i < len(obj) - 1 else ""
-            yield pad + sub[0]
-            yield from sub[1:]
-        yield "  " * indent + "]"
+        items, ends = [("", v) for v in obj], "[]"
     else:
         yield json.dumps(obj, ensure_ascii=False, allow_nan=False)
+        return
+    yield ends[0]
+    for i, (head, value) in enumerate(items):
+        sub = list(_lines(value, indent + 1))
+        sub[-1] += "," if i < len(items) - 1 else ""
+        yield "  " * (indent + 1) + head + sub[0]
+        yield from sub[1:]
+    yield "  " * indent + ends[1]
 
 
 def dumps(result: AuditResult) -> str:
@@ -372,7 +363,7 @@ def _cut(attr: Any) -> Any:
     return attr
 
 
-def is_similarity(x: object) -> bool:
+def _similarity(x: object) -> bool:
     if x is None:
         return True
     if isinstance(x, bool) or not isinstance(x, int | float):
@@ -384,12 +375,8 @@ def is_similarity(x: object) -> bool:
     return 0 <= f < math.inf  # NaN and inf are refused: NaN is stored as null
 
 
-def is_bool(x: object) -> bool:
+def _bool(x: object) -> bool:
     return type(x) is bool
-
-
-def is_number(x: object) -> bool:
-    return x is None or (isinstance(x, int | float) and not isinstance(x, bool))
 
 
 def problem(attr: dict[str, Any], where: str) -> tuple[str, str] | None:
@@ -400,9 +387,9 @@ def problem(attr: dict[str, Any], where: str) -> tuple[str, str] | None:
     bad = next((c for c, e in enumerate(m["entities"]) if not isinstance(e, str)), None)
     if bad is not None:
         return f"{where}.matrix.entities[{bad}]", f"{m['entities'][bad]!r} is not a string"
-    for key, fast, cell_ok, expected in (
-        ("sims", _similarities_ok, is_similarity, "a number >= 0 or null"),
-        ("missing", _bools_ok, is_bool, "true or false"),
+    for key, fast_ok, cell_ok, expected in (
+        ("sims", _similarities_ok, _similarity, "a number >= 0 or null"),
+        ("missing", lambda rows: _types(rows) <= {bool}, _bool, "true or false"),
     ):
         rows = m[key]
         if not isinstance(rows, list) or len(rows) != n_e:
@@ -412,15 +399,23 @@ def problem(attr: dict[str, Any], where: str) -> tuple[str, str] | None:
             if not isinstance(row, list) or len(row) != n_v:
                 got = f"{len(row)} cells" if isinstance(row, list) else type(row).__name__
                 return f"{where}.matrix.{key}[{r}]", f"{got} for {n_v} values"
-        bad_cell = None if fast(rows) else _first_bad(rows, cell_ok)
+        if fast_ok(rows):  # in C-level calls; the bad cell is looked for only when it fails
+            continue
+        cells = ((r, c) for r, row in enumerate(rows) for c, x in enumerate(row) if not cell_ok(x))
+        bad_cell = next(cells, None)  # None: the fast check was stricter than the rule
         if bad_cell is not None:
             r, c = bad_cell
             return f"{where}.matrix.{key}[{r}][{c}]", f"{rows[r][c]!r} is not {expected}"
     for value, curve in (attr.get("curves") or {}).items():
-        bad = next((i for i, x in enumerate(curve) if not is_number(x)), None)
+        number = (x is None or (isinstance(x, int | float) and not _bool(x)) for x in curve)
+        bad = next((i for i, ok in enumerate(number) if not ok), None)
         if bad is not None:
             return f"{where}.curves.{value}[{bad}]", f"{curve[bad]!r} is not a number or null"
     return None
+
+
+def _types(rows: Sequence[list[Any]]) -> set[type]:
+    return {type(x) for x in itertools.chain.from_iterable(rows)}
 
 
 def _similarities_ok(rows: Sequence[list[Any]]) -> bool:
@@ -428,7 +423,7 @@ def _similarities_ok(rows: Sequence[list[Any]]) -> bool:
     every one finite and >= 0 with exactly as many NaN as None (a NaN float is refused)."""
     if not rows or not rows[0]:
         return True
-    if not {type(x) for x in itertools.chain.from_iterable(rows)} <= {int, float, type(None)}:
+    if not _types(rows) <= {int, float, type(None)}:
         return False
     try:
         cells = np.array(rows, dtype=np.float64)  # None -> NaN
@@ -439,18 +434,3 @@ def _similarities_ok(rows: Sequence[list[Any]]) -> bool:
     with np.errstate(invalid="ignore"):
         in_range = bool(np.all((cells >= 0) & (cells < np.inf) | nan))
     return in_range and int(nan.sum()) == nones
-
-
-def _bools_ok(rows: Sequence[list[Any]]) -> bool:
-    return {type(x) for x in itertools.chain.from_iterable(rows)} <= {bool}
-
-
-def _first_bad(
-    rows: Sequence[list[Any]], cell_ok: Callable[[object], bool]
-) -> tuple[int, int] | None:
-    """The first bad cell (None: the fast check was stricter than the rule)."""
-    for r, row in enumerate(rows):
-        for c, x in enumerate(row):
-            if not cell_ok(x):
-                return r, c
-    return None
