@@ -17,6 +17,7 @@ from pytest_recfair.engine import registry, stream
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.gate import baselines
 from pytest_recfair.gate import thresholds as gate
+from pytest_recfair.gate.limits import Thresholds
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.vocab import accept_command
@@ -101,7 +102,7 @@ def gate_outcome(
     measured = gate.evaluate(
         result,
         baseline,
-        gate.Thresholds(**settings.thresholds()),
+        Thresholds(**settings.thresholds()),
         tolerance=settings.tolerance,
         alpha=settings.alpha,
         seed=settings.resample_seed,

@@ -23,23 +23,10 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.gate import drift as family
-from pytest_recfair.gate.limits import THRESHOLD_NAMES, Thresholds, check_alpha, check_tolerance
+from pytest_recfair.gate.limits import Thresholds, check_alpha, check_tolerance
 from pytest_recfair.metrics import inference
 from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome, Stat
 from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS, FailureKind, GatedQuantity, Statistic
-
-__all__ = [
-    "FLOORED",
-    "THRESHOLD_NAMES",
-    "MemberKey",
-    "Thresholds",
-    "check_alpha",
-    "check_tolerance",
-    "evaluate",
-    "floor_notes",
-    "floors",
-    "standard_errors",
-]
 
 
 def _threshold_failures(a: AttributeResult, t: Thresholds) -> list[GateFailure]:
