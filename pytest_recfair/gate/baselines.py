@@ -257,11 +257,8 @@ def loads(text: str, path: Path | str = "<baseline>") -> AuditResult:
 
 
 def load(path: Path) -> AuditResult:
-    """Read and validate the baseline at ``path``.
-
-    Raises ``DataError`` when there is no file, when it is unreadable,
-    truncated or schema-invalid (the message gives the JSON path of the problem).
-    """
+    """Read and validate the baseline at ``path`` (DataError when missing, unreadable,
+    truncated or schema-invalid, naming the JSON path of the problem)."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -294,15 +291,10 @@ _SAMPLE_FIELDS = frozenset({"seeds_hash", "n_entities"})
 def incompatibility(
     baseline: AuditMeta, current: AuditMeta, *, subsample: bool = False
 ) -> str | None:
-    """Why ``baseline`` cannot be compared with ``current``, or None when it can.
-
-    Numbers from another seed set, grid, template set, K, metric, variant, language,
-    perturbation or repeat count measure something else; comparing them would report a
-    drift that is only a change of yardstick. A changed model or provider is NOT an
-    incompatibility: catching what a new model does is the point of the gate. With
-    ``subsample`` (the run's entities are a subset of the baseline's) the seed set may
-    differ: the drift test pairs by entity, on the shared ones.
-    """
+    """Why ``baseline`` cannot be compared with ``current`` (numbers from other settings
+    measure something else), or None. A changed model or provider is NOT one: catching it
+    is the gate's point. With ``subsample`` (a subset of the baseline's entities) the seed
+    set may differ: the drift test pairs the shared entities."""
     for name, meta in (("baseline", baseline), ("current", current)):
         if not isinstance(meta, AuditMeta):
             raise TypeError(f"{name} must be an AuditMeta; got {type(meta).__name__}.")

@@ -70,15 +70,10 @@ def evaluate(
     floor_factor: float = 0.0,
     noise_limit: float = math.inf,
 ) -> GateOutcome:
-    """Gate ``result`` on ``thresholds`` and, when given, on drift against ``baseline``.
-
-    ``baseline`` must be compatible (``baselines.incompatibility`` returned None). Drift is
-    recorded for every attribute both runs share (``GateOutcome.drift[attribute][stat]`` =
-    now - baseline), gated or not. ``seed`` seeds the sign flips of the drift test. A
-    changed provider or model id is a note. ``floor_factor`` > 0 raises each member's
-    margin to that many of the baseline's own standard errors (:func:`floors`); a floor
-    above ``noise_limit`` is warned about.
-    """
+    """Gate ``result`` on ``thresholds`` and, when given, on drift against a compatible
+    ``baseline``: every shared attribute's drift is recorded (now - baseline), a changed
+    model or provider is a note, ``floor_factor`` > 0 raises each margin to that many of
+    the baseline's own standard errors (warned about above ``noise_limit``)."""
     tol, a_level = check_tolerance(tolerance), check_alpha(alpha)
     if not isinstance(thresholds, Thresholds):
         raise TypeError(

@@ -83,12 +83,8 @@ def mean_intervals(sims: FloatArray, confidence: float = 0.95) -> list[Interval]
 
 @dataclass(frozen=True)
 class DriftMember:
-    """One gated comparison: a statistic of one attribute (and metric), both runs' rows.
-
-    ``key`` names the member for the caller (e.g. (attribute, metric, statistic)). For
-    "unusable" the rows are 0/1 (reply unusable) and the statistic is their overall share.
-    ``margin`` overrides the family's tolerance for this member (None: the tolerance).
-    """
+    """One gated comparison: a statistic of both runs' rows (for "unusable" 0/1 rows and
+    their share); ``key`` names it for the caller, ``margin`` overrides the tolerance."""
 
     key: tuple[str, ...]
     statistic: DriftQuantity
@@ -247,12 +243,9 @@ def drift_test(
     n_resamples: int = 2000,
     seed: int | np.random.Generator = 0,
 ) -> DriftResult:
-    """Test every member for a worsening beyond ``tolerance``; family-wise error <= alpha.
-
-    ``n_resamples`` is raised to ``required_resamples(alpha)`` and to
-    ``STABLE_DRAWS`` when lower (all 2**E flips when fewer). A family whose paired
-    entities are too few for any p-value to reach alpha raises DataError.
-    """
+    """Test every member for a worsening beyond ``tolerance``, family-wise error <= alpha,
+    with at least ``required_resamples(alpha)`` and ``STABLE_DRAWS`` draws (all 2**E flips
+    when fewer); DataError when too few entities are paired for a p-value to reach alpha."""
     tol, a_level = _check_gate(tolerance, alpha)
     B = max(check_positive_int(n_resamples, "n_resamples"), required_resamples(a_level))
     B = max(B, STABLE_DRAWS)

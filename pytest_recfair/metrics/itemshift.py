@@ -43,11 +43,8 @@ _BLOCK_CELLS = 1 << 22
 
 @dataclass(frozen=True)
 class ItemCounts:
-    """counts[e, g, c]: how many of entity e's items for group g fall in category c.
-
-    The last axis concatenates the categories of every field; ``offsets[i]`` is where
-    field i starts (``offsets[-1]`` = number of categories in all).
-    """
+    """counts[e, g, c]: entity e's items for group g in category c (the categories of every
+    field one after another; ``offsets[i]``: where field i starts)."""
 
     entities: tuple[str, ...]
     groups: tuple[str, ...]
@@ -87,12 +84,9 @@ def item_counts(
     *,
     group_of: Mapping[str, str] | None = None,
 ) -> ItemCounts:
-    """Count categories per (entity, group) from matched item indices (None: unmatched).
-
-    Groups are the values, or with ``group_of`` (value -> group, e.g. first names -> the
-    group they signal) the groups, whose items pool over their values. Entities are
-    neutral's keys then any others in first-seen order; a missing list counts nothing.
-    """
+    """Count categories per (entity, group) from matched item indices (None: unmatched);
+    groups are the values, or ``group_of[value]`` (e.g. the group a first name signals)
+    pooling their values' items. Entities: neutral's keys, then others as first seen."""
     if not fields:
         raise DataError("item_counts: give at least one catalogue field (item_field)")
     cats = tuple(f.categories for f in fields)
@@ -254,15 +248,10 @@ def group_tests(
 
 @dataclass(frozen=True)
 class ShiftResult:
-    """Item-side statistics of one attribute; arrays follow ``counts`` axes.
-
-    ``shares`` (G, C), ``n_items`` (G, F) matched items, ``shift`` (G-1, F) TVD from
-    neutral, ``max_shift`` (F,) the largest over values, ``association`` (G-1, C),
-    ``p_value``/``p_adjusted`` (G-1, F) permutation p-values (adjusted: family-wise over
-    every value and field), ``between`` (G-1, F) each value's TVD from the attribute's
-    other values with ``p_between`` (family-wise over values and fields), and percentile
-    bootstrap intervals over entities.
-    """
+    """Item-side statistics of one attribute, arrays along ``counts``' axes: (G, C) shares,
+    (G, F) matched items, (G-1, F) shift from neutral with its raw and family-wise p, (F,)
+    its max over values, (G-1, C) association, (G-1, F) ``between`` (each value against
+    the others) with its family-wise p, and percentile bootstrap intervals."""
 
     counts: ItemCounts
     shares: FloatArray

@@ -82,12 +82,9 @@ def paired_models(
     confidence: float = 0.95,
     interval: bool = True,
 ) -> tuple[PairVerdict, ...]:
-    """Test each member (attribute) for a difference between model a and model b.
-
-    ``interval=False`` leaves out the bootstrap interval of the difference (NaN), e.g. in
-    simulation studies of the test alone. Raises DataError when a member's models share
-    no entity or differ in values.
-    """
+    """Test each member (attribute) for a difference between model a and model b
+    (``interval=False``: no bootstrap interval, NaN; DataError when a member's models share
+    no entity or differ in values)."""
     stat = check_statistic(statistic)
     B = check_positive_int(n_resamples, "n_resamples")
     if not members:

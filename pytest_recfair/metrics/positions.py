@@ -42,11 +42,8 @@ _BLOCK_CELLS = 1 << 22
 
 
 def random_orders(k: int, p: int, rng: np.random.Generator) -> IntArray:
-    """(p, k): p seeded orders of k candidates; row i lists candidate indices in shown order.
-
-    The first order is the catalogue order; the others are uniform random permutations,
-    so without position bias the position of any fixed candidate is uniform.
-    """
+    """(p, k): p orders of k candidates (row i: candidate indices as shown), the catalogue
+    order first and then uniform random permutations."""
     k = check_positive_int(k, "k")
     p = check_positive_int(p, "orders")
     rows = [np.arange(k, dtype=np.int64)]
@@ -70,11 +67,8 @@ def _check(positions: IntArray, chosen: IntArray, k: int) -> tuple[IntArray, Int
 
 
 def group_tables(positions: IntArray, chosen: IntArray, k: int) -> tuple[FloatArray, FloatArray]:
-    """Per-entity sufficient statistics, summed later over (resampled) entities.
-
-    Returns hist (E, G, k+1): counts per position, last column missed; agree (E, G, 2):
-    agreeing pairs of orders and all pairs.
-    """
+    """Per-entity sufficient statistics: hist (E, G, k+1) counts per position (last column
+    missed) and agree (E, G, 2) agreeing pairs of orders and all pairs."""
     E, G, P = positions.shape
     slot = np.where(positions == -1, k, np.where(positions == -2, k + 1, positions))
     flat = (np.arange(E * G, dtype=np.int64).repeat(P)) * (k + 2) + slot.reshape(-1)
@@ -259,12 +253,9 @@ def compare_positions(
     seed: int | np.random.Generator = 0,
     margin: float = 0.0,
 ) -> PositionComparison:
-    """Did the pooled position bias or missed rate grow by more than ``margin``?
-
-    Inputs are (E, k+1) per-entity position counts (groups and orders summed; last column
-    missed) of the SAME entities in the same row order. Paired entity bootstrap (the same
-    draws for both runs); p = (1 + #{delta* <= margin}) / (B + 1), NaN counts against H1.
-    """
+    """Did the pooled position bias or missed rate grow by more than ``margin``? Inputs: (E,
+    k+1) position counts of the SAME entities in the same order; paired entity bootstrap,
+    p = (1 + #{delta* <= margin}) / (B + 1), NaN counting against H1."""
     b = np.asarray(baseline, dtype=np.float64)
     c = np.asarray(candidate, dtype=np.float64)
     if b.ndim != 2 or b.shape != c.shape or b.shape[0] == 0:

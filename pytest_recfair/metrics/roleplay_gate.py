@@ -242,13 +242,9 @@ def drift_test(
     with_role: bool = True,
     gate_undetermined: bool = True,
 ) -> RoleDrift:
-    """Gate the candidate against the baseline, family-wise at ``alpha`` (Holm).
-
-    Members: the biased rate of every attribute x type (margin ``tolerance``; the
-    sign-flip test of biased rounds over all paired questions, with the majority-based
-    biased-question rates reported beside it), and, with ``gate_undetermined``, each
-    attribute's share of undetermined questions (margin 0) over all paired questions.
-    """
+    """Gate the candidate against the baseline, family-wise at ``alpha`` (Holm): the biased
+    rate of every attribute x type (margin ``tolerance``) and, with ``gate_undetermined``,
+    each attribute's share of undetermined questions (margin 0)."""
     tol, level = _check(tolerance, alpha)
     if (baseline.variant, baseline.repeats) != (candidate.variant, candidate.repeats):
         raise DataError(
