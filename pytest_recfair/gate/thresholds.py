@@ -206,11 +206,6 @@ def floors(
     return out
 
 
-def _span(xs: Sequence[float]) -> str:
-    lo, hi = min(xs), max(xs)
-    return f"{lo:.3f}" if math.isclose(lo, hi, abs_tol=5e-4) else f"{lo:.3f}-{hi:.3f}"
-
-
 def floor_notes(
     test: inference.DriftResult | None,
     fl: Mapping[MemberKey, float],
@@ -234,10 +229,12 @@ def floor_notes(
     if raised and tolerance > 0:
         at = math.ceil(n[worst] * (spread[worst] / tolerance) ** 2)
         needs = f" (the tolerance applies from ~{at:,} entities in baseline and run)"
+    lo, hi = min(spread.values()), max(spread.values())
+    span = f"{lo:.3f}" if math.isclose(lo, hi, abs_tol=5e-4) else f"{lo:.3f}-{hi:.3f}"
     out = [
         f"baseline noise floor: {len(spread)} gated comparison(s) need a worsening beyond "
         f"max(tolerance {tolerance:g}, {factor:g} x the baseline's own standard error = "
-        f"{_span(list(spread.values()))}); the floor is above the tolerance for "
+        f"{span}); the floor is above the tolerance for "
         f"{len(raised)} of them{needs}"
     ]
     noisy = sorted((k for k, f in spread.items() if f > noise_limit), key=lambda k: -spread[k])

@@ -99,7 +99,7 @@ def _uniform_test(
 ) -> tuple[float, float]:
     """Pooled chi-square against uniform and its conditional randomization p-value."""
     valid = chosen >= 0
-    E, G, P = chosen.shape
+    E, _, P = chosen.shape
     expected = valid.sum() / k
 
     def chi2(pos: IntArray) -> FloatArray:  # pos (..., E, G, P)
@@ -108,29 +108,25 @@ def _uniform_test(
         counts = np.stack([np.bincount(r[r >= 0], minlength=k) for r in flat])
         return np.asarray(((counts - expected) ** 2 / expected).sum(axis=-1), dtype=np.float64)
 
-    observed_pos = _positions_of(chosen, orders) if orders is not None else None
-    if observed_pos is None or expected == 0:
+    if orders is None or expected == 0:
         return float("nan"), float("nan")
-    stat = float(chi2(observed_pos)[0])
+    stat = float(chi2(_positions_of(chosen, orders.argsort(axis=-1)))[0])
     block = max(1, _BLOCK_CELLS // max(1, E * P * k))
     null = []
     for start in range(0, B, block):
         b = min(block, B - start)
         where = rng.random((b, E, P, k)).argsort(axis=-1).argsort(axis=-1)  # cand -> pos
-        idx = np.clip(chosen, 0, None).transpose(0, 2, 1)[None]  # (1, E, P, G)
-        pos = np.take_along_axis(where, np.broadcast_to(idx, (b, E, P, G)), axis=-1)
-        pos = np.where(valid.transpose(0, 2, 1)[None], pos, -1).transpose(0, 1, 3, 2)
-        null.append(chi2(pos))
+        null.append(chi2(_positions_of(chosen, where)))
     p = (1.0 + np.sum(np.concatenate(null) >= stat - 1e-9)) / (B + 1.0)
     return stat, float(p)
 
 
-def _positions_of(chosen: IntArray, orders: IntArray) -> IntArray:
-    """Position of each chosen candidate in the order shown: orders is (E, P, k)."""
-    where = orders.argsort(axis=-1)  # (E, P, k): candidate -> position
+def _positions_of(chosen: IntArray, where: IntArray) -> IntArray:
+    """(..., E, G, P) position of each chosen candidate; ``where`` (..., E, P, k) maps each
+    candidate to its position in the order shown."""
     idx = np.clip(chosen, 0, None).transpose(0, 2, 1)  # (E, P, G)
-    pos = np.take_along_axis(where, idx, axis=-1).transpose(0, 2, 1)
-    return np.where(chosen >= 0, pos, -1)
+    pos = np.take_along_axis(where, np.broadcast_to(idx, (*where.shape[:-1], idx.shape[-1])), -1)
+    return np.where(chosen >= 0, np.swapaxes(pos, -1, -2), -1)
 
 
 @dataclass(frozen=True)
@@ -197,7 +193,8 @@ def position_bias(
     if positions is None:
         if orders is None:
             raise DataError("position_bias: give positions, or orders to derive them from")
-        positions = _positions_of(np.asarray(chosen, dtype=np.int64), np.asarray(orders))
+        cho = np.asarray(chosen, dtype=np.int64)
+        positions = _positions_of(cho, np.asarray(orders).argsort(axis=-1))
     pos, cho = _check(positions, chosen, k)
     E, G, _ = pos.shape
     names = groups or tuple(f"group {g}" for g in range(G))
