@@ -235,6 +235,30 @@ def alpha_parts(
     return [(mask, share * alpha) for mask, share in live]
 
 
+def _adjust(
+    members: Sequence[DriftMember],
+    T: FloatArray,
+    Tp: _core.RefArray,
+    exact: bool,
+    alpha: float,
+    margins: Sequence[float],
+) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_], FloatArray, bool]:
+    """Raw and adjusted p, screened members, critical values, and whether the family was
+    split: screening and step-down max-T within each part at its share of alpha, a part's
+    adjusted p scaled by alpha / its level (Bonferroni over the parts)."""
+    selectable = np.array([g > 0 for g in margins], dtype=bool)
+    raw, adjusted = np.ones(T.size), np.ones(T.size)
+    dropped, crit = np.zeros(T.size, dtype=bool), np.full(T.size, np.inf)
+    parts = alpha_parts(members, T, alpha)
+    for mask, level in parts:
+        idx = np.flatnonzero(mask)
+        sub = Tp if idx.size == T.size else Tp[:, idx]  # one part: the reference, no copy
+        part = _core.screen_and_adjust(T[idx], sub, exact, level, selectable[idx])
+        raw[idx], dropped[idx], crit[idx] = part.raw, part.dropped, part.critical
+        adjusted[idx] = np.minimum(1.0, part.adjusted * (alpha / level))
+    return raw, adjusted, dropped, crit, any(level < alpha for _, level in parts)
+
+
 def drift_test(
     members: Sequence[DriftMember],
     *,
@@ -283,18 +307,7 @@ def drift_test(
             f"p-value 1/{Tp.shape[0]} cannot reach alpha {a_level:g}, so a worsening cannot be "
             f"tested; gate at least {math.ceil(math.log2(2 / a_level))} entities."
         )
-    # screening and step-down max-T within each part at its share of alpha; a part's
-    # adjusted p is scaled by alpha / its level (Bonferroni over the parts)
-    selectable = np.array([g > 0 for g in margins], dtype=bool)
-    raw, adjusted = np.ones(T.size), np.ones(T.size)
-    dropped, crit = np.zeros(T.size, dtype=bool), np.full(T.size, np.inf)
-    parts = alpha_parts(members, T, a_level)
-    for mask, level in parts:
-        idx = np.flatnonzero(mask)
-        sub = Tp if idx.size == T.size else Tp[:, idx]  # one part: the reference, no copy
-        part = _core.screen_and_adjust(T[idx], sub, exact, level, selectable[idx])
-        raw[idx], dropped[idx], crit[idx] = part.raw, part.dropped, part.critical
-        adjusted[idx] = np.minimum(1.0, part.adjusted * (a_level / level))
+    raw, adjusted, dropped, crit, split = _adjust(members, T, Tp, exact, a_level, margins)
     verdicts = []
     for j, m in enumerate(members):
         lin, (pb, pc), n, g = lins[j], observed[j], len(paired[j][2]), margins[j]
@@ -321,5 +334,4 @@ def drift_test(
                 screened=bool(dropped[j]),
             )
         )
-    split = any(level < a_level for _, level in parts)
     return DriftResult(tuple(verdicts), tol, a_level, int(Tp.shape[0]), exact, E, split)
