@@ -195,8 +195,6 @@ class SimilarityCube:
     entities: tuple[str, ...]
     values: tuple[str, ...]
     K: int
-    variant: Variant
-    missing_policy: MissingPolicy
     sims: dict[str, FloatArray]
     missing: npt.NDArray[np.bool_]
 
@@ -296,7 +294,7 @@ def similarity_cubes(
             cube.setflags(write=False)
             sims[m] = cube
         miss.setflags(write=False)
-        out[attr] = SimilarityCube(entities, values, kk, v, pol, sims, miss)
+        out[attr] = SimilarityCube(entities, values, kk, sims, miss)
     return out
 
 
