@@ -27,8 +27,6 @@ from typing import Any, NoReturn
 from pytest_recfair.errors import DataError, RecfairError
 from pytest_recfair.vocab import PLUGIN_VERSION, REPORT_FORMATS
 
-__all__ = ["main"]
-
 
 class _Parser(argparse.ArgumentParser):
     """argparse with a one-line usage error (its default prints the whole usage first)."""

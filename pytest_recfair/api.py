@@ -27,8 +27,6 @@ from pytest_recfair.prompts.grids import load_grid
 from pytest_recfair.prompts.seeds import Entity, load_seeds
 from pytest_recfair.results import AuditResult, GateOutcome
 
-__all__ = ["audit", "judge"]
-
 
 def _settings(kwargs: Mapping[str, Any], where: str) -> settings.AuditSettings:
     marker = {k: v for k, v in kwargs.items() if k in settings.MARKER_KEYS}

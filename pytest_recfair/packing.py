@@ -15,8 +15,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["pack", "unpack"]
-
 
 def pack(array: npt.ArrayLike, dtype: npt.DTypeLike) -> bytes:
     """The zlib of ``array``'s bytes as ``dtype`` (C order)."""

@@ -20,27 +20,6 @@ from pytest_recfair import packing
 from pytest_recfair.metrics.aggregate import SimilarityMatrix
 from pytest_recfair.vocab import FailureKind, GatedQuantity
 
-__all__ = [
-    "META_TYPES",
-    "AttributeResult",
-    "AuditMeta",
-    "AuditResult",
-    "GateFailure",
-    "GateOutcome",
-    "Interval",
-    "ItemMeta",
-    "KindResults",
-    "ListMeta",
-    "PositionMeta",
-    "RoleplayMeta",
-    "Stat",
-    "ValueResult",
-    "json_floats",
-    "matrix_from_dict",
-    "matrix_to_dict",
-]
-
-
 #: Shown instead of a most/least favoured value when every mean ties.
 TIE: Final = "— (all equal)"
 

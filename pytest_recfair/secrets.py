@@ -33,30 +33,6 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Final, TypeGuard, TypeVar, cast
 from urllib.parse import quote, quote_plus
 
-__all__ = [
-    "FILTERED",
-    "LOGGERS",
-    "MIN_CASSETTE_SECRET_CHARS",
-    "MIN_SECRET_CHARS",
-    "SECRET_HEADERS",
-    "SECRET_QUERY_PARAMS",
-    "LogScrubber",
-    "Scrubber",
-    "forms",
-    "is_secret_header",
-    "is_secret_value",
-    "register",
-    "register_env",
-    "registered",
-    "scrub",
-    "scrub_bytes",
-    "scrub_headers",
-    "scrub_json",
-    "scrub_values",
-    "scrub_values_bytes",
-    "scrubbed_logs",
-]
-
 FILTERED: Final = "<filtered>"
 
 # The length rule for secret values (one rule, see is_secret_value). No real API key is

@@ -10,45 +10,6 @@ from __future__ import annotations
 
 from typing import Final, Literal, get_args
 
-__all__ = [
-    "ACCEPT_OPTION",
-    "ARTICLE_MODES",
-    "CANDIDATE_STYLES",
-    "DRIFT_QUANTITIES",
-    "FAILURE_KINDS",
-    "GATED_QUANTITIES",
-    "GRAMMATICAL_GENDERS",
-    "HIGHER_IS_FAIRER",
-    "INTERCEPTS",
-    "METRICS",
-    "MISSING_POLICIES",
-    "PARSE_STYLES",
-    "PLUGIN_VERSION",
-    "PROVIDER_KINDS",
-    "RECORD_MODES",
-    "RECORD_OPTION",
-    "REPORT_FORMATS",
-    "STATISTICS",
-    "VALUE_FORMS",
-    "VARIANTS",
-    "ArticleMode",
-    "CandidateStyle",
-    "DriftQuantity",
-    "FailureKind",
-    "GatedQuantity",
-    "GrammaticalGender",
-    "MetricName",
-    "MissingPolicy",
-    "ParseStyle",
-    "ProviderKind",
-    "RecordMode",
-    "ReportFormat",
-    "Statistic",
-    "ValueForm",
-    "Variant",
-    "accept_command",
-]
-
 #: The plugin's version, recorded in every result (``pytest_recfair.__version__``; the
 #: same as pyproject.toml's, which tests/unit/test_layout.py checks).
 PLUGIN_VERSION: Final = "0.1.0"
@@ -159,4 +120,3 @@ def accept_command(test_id: str | None = None) -> str:
 #: entity subsample size.
 PLAN_OPTION: Final = "--fairness-plan"
 ENTITIES_OPTION: Final = "--fairness-entities"
-__all__ += ["ENTITIES_OPTION", "PLAN_OPTION"]

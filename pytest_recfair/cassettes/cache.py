@@ -31,19 +31,6 @@ import zlib
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = [
-    "CACHE_DIR",
-    "FILE_NAME",
-    "code_version",
-    "folder",
-    "get",
-    "off",
-    "open_for",
-    "put",
-    "use",
-    "warm",
-]
-
 #: The cache folder inside the cassette folder (hidden: not a test's legacy folder).
 CACHE_DIR: Final = ".recfair_cache"
 #: The store's file inside :data:`CACHE_DIR`.

@@ -44,17 +44,6 @@ from urllib.parse import urlsplit
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.vocab import RECORD_OPTION
 
-__all__ = [
-    "FILE_GLOB",
-    "Failure",
-    "FailureLog",
-    "failure_of",
-    "log_for",
-    "request_key",
-    "scoped",
-    "set_shard",
-]
-
 #: The sidecar files of one cassette directory.
 FILE_GLOB: Final = "_failed.*.jsonl"
 _VERSION: Final = 1

@@ -15,21 +15,9 @@ from pytest_recfair.errors import CassetteError
 from pytest_recfair.vocab import (
     ENTITIES_OPTION,
     PLAN_OPTION,
-    RECORD_MODES,
     RECORD_OPTION,
     RecordMode,
 )
-
-__all__ = [
-    "MODE_POLICIES",
-    "RECORD_MODES",
-    "RERECORD_HINT",
-    "CassetteMiss",
-    "CassetteNote",
-    "ModePolicy",
-    "RecordMode",
-    "prompt_of",
-]
 
 
 class CassetteNote(UserWarning):

@@ -25,20 +25,6 @@ import yaml
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.vocab import VALUE_FORMS
 
-__all__ = [
-    "BUNDLED_GRIDS",
-    "FORMS",
-    "Attribute",
-    "AttributeValue",
-    "Grid",
-    "GridError",
-    "attribute_order",
-    "grid_from_dict",
-    "indefinite_article",
-    "load_grid",
-    "strip_article",
-]
-
 BUNDLED_GRIDS = ("faireval", "fairllm", "implicit", "personality")
 # How a value reads in a sentence; each form has its own conditioned template.
 FORMS = VALUE_FORMS  # re-exported: grids validate against the one vocabulary

@@ -37,23 +37,6 @@ import yaml
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.prompts.grids import Attribute, AttributeValue, attribute_order
 
-__all__ = [
-    "KINDS",
-    "LANGUAGES",
-    "NEIGHBOURS",
-    "Language",
-    "Phrase",
-    "Typo",
-    "apply_typos",
-    "domain_nouns",
-    "load_language",
-    "parse_perturbation",
-    "pluralize",
-    "render_value",
-    "typo_rng",
-]
-
-
 LANGUAGES = ("en", "fr", "es", "de", "zh")
 
 

@@ -34,27 +34,6 @@ import yaml
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.prompts.seeds import slugify
 
-__all__ = [
-    "ATTRIBUTES",
-    "FORMAT_INSTRUCTIONS",
-    "JUDGE_QUESTION",
-    "JUDGE_REPEATS",
-    "JUDGE_SYSTEM",
-    "QTYPES",
-    "QType",
-    "RoleCase",
-    "RoleQuestion",
-    "RoleSet",
-    "Skipped",
-    "build_role_cases",
-    "judge_case_id",
-    "judge_messages",
-    "load_roles",
-    "normalise_qtype",
-    "parse_options",
-    "strip_role",
-]
-
 QType = Literal["yesno", "choice", "why"]
 QTYPES: tuple[QType, ...] = ("yesno", "choice", "why")
 #: The paper's spelling of each type, as its tables print them.

@@ -34,22 +34,6 @@ import yaml
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_bytes
 
-__all__ = [
-    "BUNDLED_SEEDS",
-    "EXAMPLE_FILES",
-    "PIPELINE_EXAMPLE",
-    "Entity",
-    "bundled_seed_names",
-    "example_bytes",
-    "load_seeds",
-    "pipeline_example_files",
-    "seeds_digest",
-    "slugify",
-    "subsample",
-    "write_examples",
-]
-
-
 # Bundled set name -> the domain its entities belong to.
 BUNDLED_SEEDS: dict[str, str] = {"directors": "movie", "artists": "music"}
 

@@ -35,19 +35,6 @@ from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.prompts.grids import FORMS
 from pytest_recfair.prompts.languages import LANGUAGES, domain_nouns
 
-__all__ = [
-    "BUNDLED_TEMPLATES",
-    "PLACEHOLDERS",
-    "LanguageTemplates",
-    "TemplateSet",
-    "fill",
-    "load_templates",
-    "persona_system",
-    "templates_digest",
-    "templates_from_dict",
-]
-
-
 BUNDLED_TEMPLATES = ("natural", "faireval", "fairllm", "lmrec")
 
 

@@ -26,18 +26,6 @@ from rapidfuzz import fuzz, process
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.replies.matching import DEFAULT_THRESHOLD, MIN_FUZZY_LENGTH, normalize
 
-__all__ = [
-    "CATALOGUE_SUFFIXES",
-    "Catalogue",
-    "Coverage",
-    "Item",
-    "as_catalogue",
-    "catalogue_from_records",
-    "load_catalogue",
-    "read_absent",
-    "read_candidates",
-]
-
 CATALOGUE_SUFFIXES = (".csv", ".json", ".yaml", ".yml")
 _RESERVED = ("title", "id")
 #: How many unmatched titles a coverage report quotes.
