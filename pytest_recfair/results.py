@@ -100,20 +100,15 @@ class ValueResult:
         return self.short / self.total if self.total else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "value": self.value,
-            "mean": self.mean.to_dict(),
-            "n": self.n,
-            "missing": self.missing,
-            "refusals": self.refusals,
-            "short": self.short,
-            "total": self.total,
-        }
+        return {"value": self.value, "mean": self.mean.to_dict(), **plain_fields(self, _COUNTS)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ValueResult:
-        counts = {k: int(d[k]) for k in ("n", "missing", "refusals", "short", "total")}
+        counts = {k: int(d[k]) for k in _COUNTS}
         return cls(value=str(d["value"]), mean=Stat.from_dict(d["mean"]), **counts)
+
+
+_COUNTS: Final = ("n", "missing", "refusals", "short", "total")
 
 
 def matrix_to_dict(m: SimilarityMatrix) -> dict[str, Any]:
@@ -403,27 +398,14 @@ class GateFailure:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GateFailure:
-        def num(key: str) -> float | None:
-            v = d.get(key)
-            return None if v is None else float(v)
+        def read(name: str, v: Any) -> Any:
+            if v is None or name in ("attribute", "statistic", "detail", "group", "bound"):
+                return v
+            if name.endswith("_ci"):
+                return Interval.from_obj(v)
+            return int(v) if name == "n_paired" else float(v)
 
-        return cls(
-            kind=d["kind"],
-            attribute=d.get("attribute"),
-            statistic=d.get("statistic"),
-            value=num("value"),
-            limit=num("limit"),
-            baseline=num("baseline"),
-            p_value=num("p_value"),
-            alpha=num("alpha"),
-            n_paired=None if d.get("n_paired") is None else int(d["n_paired"]),
-            value_ci=Interval.from_obj(d.get("value_ci")),
-            baseline_ci=Interval.from_obj(d.get("baseline_ci")),
-            detail=d.get("detail"),
-            group=d.get("group"),
-            bound=d.get("bound"),
-            tolerance=num("tolerance"),
-        )
+        return cls(d["kind"], **{name: read(name, d.get(name)) for name in _FAILURE_FIELDS[1:]})
 
 
 _FAILURE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(GateFailure))

@@ -35,23 +35,20 @@ from urllib.parse import quote, quote_plus
 
 FILTERED: Final = "<filtered>"
 
-# The length rule for secret values (one rule, see is_secret_value). No real API key is
-# shorter than 8 characters; shorter values are placeholders ("EMPTY", "ollama", "test").
-# Replacing such a value in text a person reads (messages, reports, logs) would mangle
-# file and test names ("test_fairness.py"), so text takes values of 8 characters or more.
-# A cassette store is handed the provider's own key and has always replaced values of 4 or
-# more in the files it writes (the replay key is scrubbed the same way, so matching holds),
-# so it keeps that reach: neither channel scrubs less than it did.
+# The length rule (see is_secret_value): no real API key is under 8 characters, and
+# replacing a placeholder ("EMPTY", "test") in text a person reads would mangle file and
+# test names; a cassette store has always replaced values of 4 or more in its files (its
+# replay key the same way, so matching holds): neither channel scrubs less than it did.
 #: Values registered for text (messages, reports, baselines, logs): 8 characters or more.
 MIN_SECRET_CHARS: Final = 8
 #: Values a cassette store replaces in the files it writes: 4 characters or more.
 MIN_CASSETTE_SECRET_CHARS: Final = 4
 
-#: Header names whose value is a credential, whatever it looks like. The one list: the
-#: cassettes drop these from stored requests and responses (it is the union of the lists
-#: the cassettes and this module kept apart before).
+#: Header names whose value is a credential, whatever it looks like: the one list, which
+#: the cassettes drop from stored requests and responses. x-request-id: an id the
+#: provider's support can tie to the account.
 SECRET_HEADERS: Final[frozenset[str]] = frozenset(
-    {
+    [
         "authorization",
         "proxy-authorization",
         "api-key",
@@ -62,14 +59,13 @@ SECRET_HEADERS: Final[frozenset[str]] = frozenset(
         "cookie",
         "set-cookie",
         "x-auth-token",
-        # an id the provider's support can tie to the account: kept out of logs and files
         "x-request-id",
-    }
+    ]
 )
 #: Query parameter (and JSON field) names whose value is a credential; the cassettes drop
 #: these parameters from stored URLs.
 SECRET_QUERY_PARAMS: Final[frozenset[str]] = frozenset(
-    {
+    [
         "key",
         "api_key",
         "api-key",
@@ -83,7 +79,7 @@ SECRET_QUERY_PARAMS: Final[frozenset[str]] = frozenset(
         "x-goog-api-key",
         "sig",
         "signature",
-    }
+    ]
 )
 # Header names matched by part too: "x-custom-api-key", "x-session-token".
 _HEADER_PARTS: Final = ("key", "token", "secret", "auth", "cookie", "password")
@@ -131,13 +127,7 @@ def _fewest(words: Iterable[str]) -> tuple[str, ...]:
 # reply, more than the rules themselves.
 _SHAPE_HINTS: Final = _fewest(
     [
-        "sk-",
-        "aiza",
-        "ya29.",
-        "bearer",
-        "basic",
-        "token",
-        "=",
+        *["sk-", "aiza", "ya29.", "bearer", "basic", "token", "="],
         *SECRET_HEADERS,
         *(q + p + q for p in SECRET_QUERY_PARAMS for q in "\"'"),
     ]
