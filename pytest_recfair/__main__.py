@@ -49,14 +49,32 @@ def _margin(text: str) -> float:
     return x
 
 
-def _compare_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
+def _parser() -> argparse.ArgumentParser:
     from pytest_recfair.compare.runs import COMPARE_FORMATS
 
+    parser = _Parser(prog="python -m pytest_recfair")
+    parser.add_argument("--version", action="version", version=f"pytest-recfair {PLUGIN_VERSION}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    rep = sub.add_parser("report", help="render a stored JSON run report as Markdown or HTML")
+    rep.set_defaults(run_command=_report)
+    rep.add_argument(
+        "run",
+        help="a JSON report (--fairness-report=run.json, or a history entry; with --history "
+        "also an entry's number, latest, -N or commit prefix)",
+    )
+    rep.add_argument(
+        "--to", required=True, choices=[f.lstrip(".") for f in REPORT_FORMATS], help="format"
+    )
+    rep.add_argument("-o", "--output", default=None, help="file to write (default: stdout)")
+    rep.add_argument(
+        "--history", default=None, help="a --fairness-history DIR: the HTML plots SNSR over it"
+    )
     cmp = sub.add_parser(
         "compare",
         help="the drift table between two stored runs (B against A), or a stored comparison "
         "(one --format json file) rendered again",
     )
+    cmp.set_defaults(run_command=_compare)
     cmp.add_argument(
         "a",
         help="the reference: a JSON run report, or with --history an entry (its number, "
@@ -75,30 +93,17 @@ def _compare_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--tolerance", type=_margin, default=0.0, help="worsening allowed before WORSE (0)"
     )
     cmp.add_argument("--seed", type=int, default=0, help="seed of the sign flips (0)")
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m pytest_recfair")
-    parser.add_argument("--version", action="version", version=f"pytest-recfair {PLUGIN_VERSION}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    rep = sub.add_parser("report", help="render a stored JSON run report as Markdown or HTML")
-    rep.add_argument(
-        "run",
-        help="a JSON report (--fairness-report=run.json, or a history entry; with --history "
-        "also an entry's number, latest, -N or commit prefix)",
+    ex = sub.add_parser(
+        "examples",
+        help="write the input files the docs' examples use (docs/itemside.md) and "
+        "pipeline_example/, a recorded pipeline audit (docs/pipeline.md)",
     )
-    rep.add_argument(
-        "--to", required=True, choices=[f.lstrip(".") for f in REPORT_FORMATS], help="format"
-    )
-    rep.add_argument("-o", "--output", default=None, help="file to write (default: stdout)")
-    rep.add_argument(
-        "--history", default=None, help="a --fairness-history DIR: the HTML plots SNSR over it"
-    )
-    _compare_parser(sub)
-    _examples_parser(sub)
+    ex.set_defaults(run_command=_examples)
+    ex.add_argument("--dir", default=".", help="the project's rootdir (default: here)")
     imp = sub.add_parser(
         "import", help="turn a published FaiRLLM/FairEval result folder into an offline audit"
     )
+    imp.set_defaults(run_command=_import)
     imp.add_argument(
         "flavour", choices=("faireval", "fairllm", "biaslens"), help="the study (template set)"
     )
@@ -116,16 +121,13 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument(
         "--without-role", action="store_true", help="biaslens: the answers without the role"
     )
-    _cassettes_parser(sub)
-    return parser
-
-
-def _cassettes_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     cas = sub.add_parser("cassettes", help="convert a cassette folder: compact or expand")
+    cas.set_defaults(run_command=_cassettes)
     cas.add_argument(
         "action", choices=("compact", "expand"), help="compact: to .json.gz; expand: to .json"
     )
     cas.add_argument("folder", help="the cassette folder (recfair_cassette_dir)")
+    return parser
 
 
 def _cassettes(args: argparse.Namespace) -> int:
@@ -256,15 +258,6 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _examples_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
-    ex = sub.add_parser(
-        "examples",
-        help="write the input files the docs' examples use (docs/itemside.md) and "
-        "pipeline_example/, a recorded pipeline audit (docs/pipeline.md)",
-    )
-    ex.add_argument("--dir", default=".", help="the project's rootdir (default: here)")
-
-
 def _examples(args: argparse.Namespace) -> int:
     from pytest_recfair.prompts.seeds import write_examples
 
@@ -273,19 +266,11 @@ def _examples(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "import": _import,
-    "report": _report,
-    "compare": _compare,
-    "examples": _examples,
-    "cassettes": _cassettes,
-}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return _COMMANDS[args.command](args)
+        command: Callable[[argparse.Namespace], int] = args.run_command
+        return command(args)
     except RecfairError as exc:
         from pytest_recfair import secrets
 
