@@ -1,25 +1,15 @@
-"""Scrub secrets from anything the plugin writes or prints.
+"""Scrub secrets from anything the plugin writes or prints (the one scrubber).
 
-Every output channel (terminal messages, JUnit properties, reports, baselines, cassettes,
-error messages quoting a service's reply or a URL) goes through :func:`scrub` or one of
-its typed siblings before it leaves the process. Two kinds of secret are removed:
-
-* **configured values** -- the API keys the providers read from environment variables,
-  registered with :func:`register` (plain, URL-encoded and JSON-escaped forms);
-* **secrets by shape** -- whatever follows an auth header or cookie name (``Authorization:
-  Bearer ...``, ``x-api-key: ...``, ``Cookie: ...``), key query parameters (``?key=``,
-  ``api_key=``, ``access_token=`` ...), JSON fields named like keys (``"api_key": "..."``)
-  and the published key formats of OpenAI (``sk-...``), Anthropic (``sk-ant-...``) and
-  Google (``AIza...``), so a key nobody registered is still caught.
-
-Each is replaced by :data:`FILTERED`. This module holds the one list of credential header
-and query parameter names (:data:`SECRET_HEADERS`, :data:`SECRET_QUERY_PARAMS`): the
-cassettes drop exactly these from what they store, the text scrubbing catches their
-values, and :func:`scrubbed_logs` applies it to log records (httpx and httpcore log
-response headers at DEBUG). Pure: stdlib only (no pytest, httpx or vcr), so the
-report and baseline writers can use it. A :class:`Scrubber` holds a set of values; the
-module functions use one process-wide scrubber, because a key read by a provider on a
-worker thread must also be removed from the summary the plugin prints at the end.
+Every output channel (terminal, JUnit, reports, baselines, cassettes, error messages
+quoting a reply or a URL) goes through :func:`scrub` or a typed sibling. Removed, each
+replaced by :data:`FILTERED`: **configured values** (the API keys the providers read,
+:func:`register`ed; plain, URL-encoded and JSON-escaped) and **secrets by shape**
+(whatever follows an auth header or cookie name, key query parameters, JSON fields named
+like keys, and OpenAI, Anthropic and Google key formats), so an unregistered key is still
+caught. :data:`SECRET_HEADERS` / :data:`SECRET_QUERY_PARAMS` are the one list the
+cassettes drop too; :func:`scrubbed_logs` scrubs log records (httpx and httpcore log
+headers at DEBUG). Stdlib only. The module functions share one process-wide
+:class:`Scrubber`: a key read on a worker thread must leave the final summary too.
 """
 
 from __future__ import annotations

@@ -43,7 +43,6 @@ DRIFT_QUANTITIES: Final[tuple[DriftQuantity, ...]] = get_args(DriftQuantity)
 #: Everything the gate checks: the spread statistics, the entropy over repeats, the gap
 #: in refusal rates between values and the share of unusable replies.
 GatedQuantity = Literal["snsr", "snsv", "pafs", "entropy", "refusal_gap", "unusable"]
-GATED_QUANTITIES: Final[tuple[GatedQuantity, ...]] = get_args(GatedQuantity)
 
 #: Quantities for which a LOWER value is worse (checked against a minimum); all others
 #: are checked against a maximum.
@@ -67,8 +66,6 @@ FailureKind = Literal[
     "test",
 ]
 FAILURE_KINDS: Final[tuple[FailureKind, ...]] = get_args(FailureKind)
-
-#: Absolute limits a test may set (marker arguments and ``recfair_<name>`` ini keys).
 
 #: Cassette record modes (see the policy table in ``cassettes``).
 RecordMode = Literal["none", "once", "new_episodes", "all", "rewrite"]

@@ -1,19 +1,13 @@
 """The one content store: results kept across runs by content, beside the cassettes.
 
-A replay of unchanged cassettes with unchanged settings and code gives the same result
-on every run; :mod:`pytest_recfair.engine.replaymemo` keeps a replayed audit here whole.
-An entry is found by its namespace and key (a digest of everything the result depends
-on, made with :func:`code_version`), and holds that namespace and key and the digest of
-its value: a read checks all three, so an entry that is damaged, or that sits under
-another key's row (values swapped inside the file), is computed again, never served.
-
-One SQLite file, ``<cassette dir>/.recfair_cache/store.sqlite3``, safe to delete (the
-folder holds a ``.gitignore`` of ``*``): concurrent xdist workers share it through
-SQLite's own locking, a locked or unwritable file only skips writing, and a corrupt one
-is replaced. Past ``RECFAIR_CACHE_MAX_MB`` (2,048) it is started afresh when opened.
-``RECFAIR_CACHE=off`` in the environment switches it off.
-
-Stdlib only (no pytest, no httpx).
+An unchanged replay gives the same result every run; :mod:`pytest_recfair.engine.replaymemo`
+keeps it here whole. An entry is found by namespace and key (a digest of everything the
+result depends on, with :func:`code_version`) and holds both and its value's digest: a
+read checks all three, so a damaged or misplaced entry is computed again, never served.
+One SQLite file, ``<cassette dir>/.recfair_cache/store.sqlite3``, safe to delete; xdist
+workers share it through SQLite's locking (locked or unwritable: nothing written; corrupt
+or past ``RECFAIR_CACHE_MAX_MB``, 2,048: started afresh). ``RECFAIR_CACHE=off`` turns it
+off. Stdlib only.
 """
 
 from __future__ import annotations

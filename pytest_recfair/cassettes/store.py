@@ -1,22 +1,14 @@
 """Record and replay recommender HTTP calls as vcrpy-format JSON cassettes.
 
-Layout: one cassette per seed entity, ``<root>/<entity>.json`` (or ``.json.gz``,
-:mod:`.compact`), shared by every test of the project: an interaction is found by what was
-asked (method, host, path, request body with provider and model, repeat), never by the
-test that asked it, so moving or renaming a test costs nothing and an identical prompt in
-two tests is recorded once. Per-entity files (not one per audit) because vcrpy scans a
-cassette linearly per request. Files are plain vcrpy cassettes (:mod:`.vcrfile`); older
-layouts and cassettes recorded by vcrpy itself are read through vcrpy's own loader
-(:mod:`pytest_recfair.cassettes.vcrfile`).
-
+One cassette per seed entity (``<root>/<entity>.json`` or ``.json.gz``), shared by every
+test: an interaction is found by what was asked (method, host, path, body with provider
+and model, repeat), never by the test, so renaming a test costs nothing and one prompt
+in two tests is recorded once; per entity because vcrpy scans a cassette linearly.
+Older layouts and vcrpy's own cassettes are read through vcrpy (:mod:`.vcrfile`).
 Replay does not go through vcrpy: each file is loaded once into an index (:mod:`.index`)
-that the transports in ``pytest_recfair.providers`` serve from. This package is pure (no
-httpx): they convert httpx objects to and from :class:`RecordedRequest` /
-:class:`RecordedResponse`.
-
-Only valid replies are replayed: an error reply stored by an older version (a 401 for a
-bad key, a 404) counts as not recorded, with a :class:`CassetteNote` warning, so
-``once``/``new_episodes`` ask it again instead of replaying the error forever.
+that the providers' transports serve from (this package has no httpx). Only valid
+replies replay: an error reply an older version stored counts as not recorded (with a
+:class:`~.miss.CassetteNote`), so ``once``/``new_episodes`` ask it again.
 """
 
 from __future__ import annotations

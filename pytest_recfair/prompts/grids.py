@@ -23,11 +23,9 @@ import jsonschema
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.vocab import VALUE_FORMS
 
 BUNDLED_GRIDS = ("faireval", "fairllm", "implicit", "personality")
-# How a value reads in a sentence; each form has its own conditioned template.
-FORMS = VALUE_FORMS  # re-exported: grids validate against the one vocabulary
+# The value forms that cross into one intersectional phrase.
 _COMPOSABLE = frozenset({"adjective", "noun"})
 # Separator of intersectional attribute names: "race x gender" or "race × gender".
 _CROSS = re.compile(r"\s+[xX×]\s+")

@@ -36,8 +36,6 @@ from pytest_recfair.prompts.seeds import slugify
 
 QType = Literal["yesno", "choice", "why"]
 QTYPES: tuple[QType, ...] = ("yesno", "choice", "why")
-#: The paper's spelling of each type, as its tables print them.
-QTYPE_LABELS: dict[QType, str] = {"yesno": "Yes/No", "choice": "Choice", "why": "Why"}
 ATTRIBUTES: tuple[str, ...] = (
     "ability",
     "age",

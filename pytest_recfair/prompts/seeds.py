@@ -1,18 +1,11 @@
 """Seed entities: the directors, artists (or the user's own items) the prompts are about.
 
-Bundled sets live in ``prompts/data/seeds/<name>.csv`` (shipped as package data); users'
-lists load from CSV, JSON, YAML or plain text. Subsampling ranks entities by a seeded hash
-of their id, so a smaller ``n`` is always a subset of a larger ``n`` under the same seed:
-a quick PR run audits entities that the nightly run audits too.
-
-The input files the docs' examples name (docs/itemside.md) are shipped in the package too.
-
-``python -m pytest_recfair examples [--dir DIR]`` writes them under DIR (default: the
-current directory) at the paths the examples use, so the examples run from an installed
-wheel as written. The copies in ``prompts/data/examples/`` are the repository's
-``fixtures/`` files byte for byte (``tests/unit/test_examples.py`` checks it). The
-same command writes ``pipeline_example/``, a runnable project auditing a Python pipeline
-with its recorded cassettes and baselines (docs/pipeline.md).
+Bundled sets are ``prompts/data/seeds/<name>.csv``; users' lists load from CSV, JSON, YAML
+or text. Subsampling ranks entities by a seeded hash of their id, so a smaller ``n`` is a
+subset of a larger one: a quick PR run audits entities the nightly run audits too.
+``python -m pytest_recfair examples`` writes the docs' example input files (byte for byte
+the repository's ``fixtures/``, checked by tests/unit/test_examples.py) and
+``pipeline_example/``, a recorded pipeline audit (docs/pipeline.md).
 """
 
 from __future__ import annotations
