@@ -209,15 +209,9 @@ class AttributeResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "attribute": self.attribute,
-            "metric": self.metric,
-            "k": self.k,
-            "variant": self.variant,
-            "missing_policy": self.missing_policy,
+            **{name: getattr(self, name) for name in _SETTINGS},
             "values": [v.to_dict() for v in self.values],
-            "snsr": self.snsr.to_dict(),
-            "snsv": self.snsv.to_dict(),
-            "pafs": self.pafs.to_dict(),
+            **{name: getattr(self, name).to_dict() for name in _SPREADS},
             "matrix": matrix_to_dict(self.matrix),
             "entropy": _num(self.entropy),
             "noise_floor": self.noise_floor.to_dict() if self.noise_floor else None,
@@ -226,23 +220,22 @@ class AttributeResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AttributeResult:
-        nf = d.get("noise_floor")
-        ent = d.get("entropy")
+        nf, ent = d.get("noise_floor"), d.get("entropy")
+        given: dict[str, Any] = {name: str(d[name]) for name in _SETTINGS if name != "k"}
+        given |= {name: Stat.from_dict(d[name]) for name in _SPREADS}
         return cls(
-            attribute=str(d["attribute"]),
-            metric=str(d["metric"]),
             k=int(d["k"]),
-            variant=str(d["variant"]),
-            missing_policy=str(d["missing_policy"]),
             values=tuple(ValueResult.from_dict(v) for v in d["values"]),
-            snsr=Stat.from_dict(d["snsr"]),
-            snsv=Stat.from_dict(d["snsv"]),
-            pafs=Stat.from_dict(d["pafs"]),
             matrix=matrix_from_dict(d["matrix"]),
             entropy=None if ent is None else float(ent),
             noise_floor=Stat.from_dict(nf) if nf else None,
             curves={k: [json_nan(x) for x in v] for k, v in (d.get("curves") or {}).items()},
+            **given,
         )
+
+
+_SETTINGS: Final = ("attribute", "metric", "k", "variant", "missing_policy")
+_SPREADS: Final = ("snsr", "snsv", "pafs")
 
 
 def _setting(label: str | None = None, default: Any = MISSING) -> Any:
