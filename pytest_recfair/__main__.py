@@ -1,19 +1,11 @@
 """The command line: ``python -m pytest_recfair COMMAND`` (thin: the work is in pure modules).
 
-- ``import faireval|fairllm DIR --out OUT``: a published result folder as an offline audit;
-- ``report RUN.json --to md|html [-o OUT] [--history DIR]``: render a stored JSON run
-  report again (the HTML plots SNSR over a ``--fairness-history`` DIR);
-- ``compare A B [--history DIR] [--format text|json|markdown|csv]``: the drift table between
-  two stored runs (JSON reports, or entries of a history DIR by number, ``latest``, ``-N``
-  or commit prefix); ``compare CMP.json`` renders a ``--format json`` comparison again;
-  exit status 1 when B is significantly less fair than A.
-- ``examples [--dir DIR]``: write the input files the docs' examples use (seeds,
-  catalogue, candidates) under DIR, at the paths the examples name, and
-  ``pipeline_example/``, a runnable pipeline audit with its recordings (docs/pipeline.md).
-- ``cassettes compact|expand DIR``: rewrite a cassette folder as gzip-compressed
-  ``.json.gz`` cassettes, or back to plain ``.json`` (docs/cassettes.md).
-
-Bad input is one line on stderr and exit status 2, never a traceback (docs/reports.md).
+``import faireval|fairllm|biaslens DIR --out OUT`` (a published run as an offline audit),
+``report RUN.json --to md|html`` (a stored JSON run rendered again), ``compare A B`` (the
+drift table of two stored runs or history entries; exit 1 when B is significantly less
+fair), ``examples [--dir DIR]`` (the docs' example files and ``pipeline_example/``),
+``cassettes compact|expand DIR``. Bad input is one line on stderr and exit status 2,
+never a traceback (docs/reports.md).
 """
 
 from __future__ import annotations

@@ -78,14 +78,8 @@ RecordedEntry = tuple[str, Key, Reply]
 
 
 class CassetteStore:
-    """Per-entity vcrpy cassettes shared by all tests, with an in-memory replay index.
-
-    Modes (names as in vcrpy / pytest-recording; one row each in ``MODE_POLICIES``):
-    ``none`` replays only (a miss raises :class:`CassetteMiss`, nothing is written);
-    ``once`` / ``new_episodes`` replay what is recorded and record only what is missing;
-    ``all`` records every request (saved files keep what was not re-recorded);
-    ``rewrite`` records every request and the saved file holds only this run's.
-    """
+    """Per-entity vcrpy cassettes shared by all tests, with an in-memory replay index;
+    what each record mode does is its row in ``miss.MODE_POLICIES``."""
 
     def __init__(
         self,
@@ -142,11 +136,8 @@ class CassetteStore:
     # -- configuration
 
     def add_secrets(self, values: Iterable[str | None]) -> None:
-        """Values (API keys) replaced by ``<filtered>`` anywhere in saved cassettes.
-
-        None, empty and values shorter than ``secrets.MIN_CASSETTE_SECRET_CHARS`` (4)
-        characters are ignored (the length rule of :mod:`pytest_recfair.secrets`).
-        """
+        """Values (API keys) replaced by ``<filtered>`` anywhere in saved cassettes; under
+        ``MIN_CASSETTE_SECRET_CHARS`` (4) characters, None or empty: ignored."""
         if isinstance(values, str):
             raise TypeError("add_secrets() takes a list of values, got one str; wrap it: [key]")
         with self._lock:
@@ -353,11 +344,8 @@ class CassetteStore:
         request: RecordedRequest,
         response: RecordedResponse,
     ) -> None:
-        """Keep one interaction (headers and query scrubbed now) for the next ``flush``.
-
-        Only a valid (2xx) reply is kept: an error reply is not model output, and stored
-        it would be replayed instead of asking again.
-        """
+        """Keep one interaction (headers and query scrubbed now) for the next ``flush``;
+        only a valid (2xx) reply: an error is not model output, and would replay forever."""
         if not self.policy.records:
             raise CassetteError(
                 f"cannot record test {test_id!r}, entity {entity_id!r}: record mode is "
@@ -392,11 +380,8 @@ class CassetteStore:
         return written
 
     def flush_entity(self, test_id: str, entity_id: str) -> Path | None:
-        """Write this one cassette if it changed; its path, or None when nothing was due.
-
-        For a caller that knows an entity is finished: its file is saved while the rest
-        of the run goes on, instead of all files at the end.
-        """
+        """Write this one (finished) entity's cassette if it changed, while the run goes on;
+        its path, or None when nothing was due."""
         with self._lock:
             tape = self._tapes.get(entity_id)
             if tape is None or not tape.dirty:
@@ -405,11 +390,8 @@ class CassetteStore:
             return tape.path
 
     def release(self, test_id: str, entity_ids: Iterable[str]) -> None:
-        """Save (if changed) and forget these entities' cassettes: their audit is done.
-
-        The audit streams entities through the store a chunk at a time, so its memory is
-        bounded by one chunk's cassettes, not the whole recording.
-        """
+        """Save (if changed) and forget these entities' cassettes: their audit is done, so
+        the store holds one chunk's cassettes, not the whole recording."""
         with self._lock:
             for entity_id in entity_ids:
                 tape = self._tapes.pop(entity_id, None)
@@ -417,11 +399,8 @@ class CassetteStore:
                     self._save(tape)
 
     def migrate_legacy(self) -> list[Path]:
-        """Move every cassette of the old per-test layout into the shared per-entity files.
-
-        Each interaction keeps the sanitised node id of its old folder as provenance
-        (``x-recfair-test``), so a test replays exactly what it replayed before.
-        """
+        """Move every cassette of the old per-test layout into the shared per-entity files,
+        each interaction with its old folder (the test's node id) as provenance."""
         dirs = legacy_dirs(self.root)
         names = sorted({p.name for d in dirs for p in d.glob("*.json")})
         with self._lock:

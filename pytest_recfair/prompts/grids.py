@@ -182,14 +182,8 @@ def _cross(singles: Sequence[Attribute]) -> Attribute:
         ordered = sorted(parts, key=lambda p: attribute_order(p[0]))
         text = " ".join(v.bare_text for _, v in ordered)
         form = "noun" if any(v.form == "noun" for v in combo) else "adjective"
-        values.append(
-            AttributeValue(
-                label=LABEL_SEP.join(v.label for v in combo),
-                text=text,
-                form=form,
-                parts=parts,
-            )
-        )
+        label = LABEL_SEP.join(v.label for v in combo)
+        values.append(AttributeValue(label, text, form, parts=parts))
     return Attribute(name=LABEL_SEP.join(a.name for a in singles), values=tuple(values))
 
 

@@ -229,20 +229,8 @@ def build_role_cases(
     for q in questions:
         text = q.question if with_role else strip_role(q.question)
         base = q.id if with_role else f"{q.id}/norole"
-        for r in range(repeats):
-            out.append(
-                RoleCase(
-                    f"{base}#r{r}",
-                    q.id,
-                    q.role,
-                    q.attribute,
-                    q.qtype,
-                    text,
-                    q.options,
-                    r,
-                    with_role,
-                )
-            )
+        asked = (q.id, q.role, q.attribute, q.qtype, text, q.options)
+        out += [RoleCase(f"{base}#r{r}", *asked, r, with_role) for r in range(repeats)]
     return out
 
 

@@ -1,16 +1,11 @@
 """One frozen settings object per fairness audit, merged CLI > marker > ini > defaults.
 
-Pure: no pytest import. The plugin hands over three plain mappings (command-line values,
-marker keyword arguments, ini values) and gets back a validated :class:`AuditSettings`,
-or a :class:`~pytest_recfair.errors.ConfigError` that names the key, what was expected,
-what was given and the allowed keys.
-
-Each setting is declared once, as a field of :class:`AuditSettings` whose metadata
-(:class:`Setting`) says how it is parsed, whether the marker takes it, its command-line
-option and its help text; ``MARKER_KEYS``, ``INI_KEYS``, ``CLI_KEYS`` and the parsers are
-derived from those fields. Values are stored parsed (tuples, :class:`~.values.Prices`,
-header pairs), so no caller parses them again. The session-wide options (shard, merge,
-prune, history, reports) resolve once into a :class:`~.values.RunSettings`.
+Pure: no pytest import. The plugin hands over the command-line values, marker keyword
+arguments and ini values and gets back a validated :class:`AuditSettings` or a
+:class:`~pytest_recfair.errors.ConfigError` naming the key, what was expected and given.
+Each setting is one field of :class:`AuditSettings` whose :class:`Setting` metadata gives
+its parser, marker, option and help; the keys and parsers are derived from the fields.
+Values are stored parsed; the run-level options are :class:`~.values.RunSettings`.
 """
 
 from __future__ import annotations
