@@ -131,16 +131,12 @@ def _same_numbers(a: str, b: str) -> bool:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return None
-    return None
+    try:
+        return float(value)  # a string's surrounding white space is allowed
+    except ValueError:
+        return None
 
 
 def _cell(value: Any, where: str) -> str | None:
