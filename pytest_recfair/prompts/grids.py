@@ -121,10 +121,6 @@ class Attribute:
             f"{', '.join(self.labels)}"
         )
 
-    def components(self, value: AttributeValue) -> tuple[tuple[str, AttributeValue], ...]:
-        """(attribute name, value) pairs a value is made of (one pair unless intersectional)."""
-        return value.parts or ((self.name, value),)
-
 
 @dataclass(frozen=True)
 class Grid:

@@ -125,7 +125,7 @@ def render_value(attribute: Attribute, value: AttributeValue, language: str) -> 
     if value.form == "name":  # a first name reads the same in every language
         return Phrase(value.text, value.text, _words(value.text))
     lang = load_language(language)
-    parts = attribute.components(value)
+    parts = value.parts or ((attribute.name, value),)  # one pair unless intersectional
     entries = [(name, v, _entry(lang, name, v)) for name, v in parts]
     free = [e for _, _, e in entries if "text" in e]
     if free:

@@ -53,15 +53,6 @@ def slugify(name: str) -> str:
     return "e-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
 
 
-def bundled_seed_names() -> list[str]:
-    return sorted(BUNDLED_SEEDS)
-
-
-def _data_text(*parts: str) -> str:
-    node = resources.files("pytest_recfair.prompts").joinpath("data", *parts)
-    return node.read_text(encoding="utf-8")
-
-
 def load_seeds(source: str | Path, *, domain: str | None = None) -> list[Entity]:
     """Load entities from a bundled set name (``"directors"``, ``"artists"``) or a file.
 
@@ -73,13 +64,14 @@ def load_seeds(source: str | Path, *, domain: str | None = None) -> list[Entity]
     """
     if isinstance(source, str) and source.lower() in BUNDLED_SEEDS:
         name = source.lower()
-        text = _data_text("seeds", f"{name}.csv")
+        node = resources.files("pytest_recfair.prompts").joinpath("data", "seeds", f"{name}.csv")
+        text = node.read_text(encoding="utf-8")
         return _parse(text, f"bundled seed set {name!r}", ".csv", domain or BUNDLED_SEEDS[name])
     path = Path(source)
     suffix = path.suffix.lower()
     if suffix not in _SUFFIXES:
         raise ConfigError(
-            f"seeds: {str(source)!r} is neither a bundled set ({', '.join(bundled_seed_names())})"
+            f"seeds: {str(source)!r} is neither a bundled set ({', '.join(sorted(BUNDLED_SEEDS))})"
             f" nor a file with a supported suffix ({', '.join(_SUFFIXES)}); "
             "pass a bundled name or a path ending in one of those suffixes"
         )
@@ -87,7 +79,7 @@ def load_seeds(source: str | Path, *, domain: str | None = None) -> list[Entity]
         raise DataError(
             f"seeds file {str(path)!r} does not exist; check the path (relative paths are "
             "resolved from the current directory) or use a bundled set "
-            f"({', '.join(bundled_seed_names())})"
+            f"({', '.join(sorted(BUNDLED_SEEDS))})"
         )
     try:
         text = path.read_text(encoding="utf-8-sig")
