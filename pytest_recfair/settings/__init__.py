@@ -163,8 +163,6 @@ class AuditSettings:
     # the model id a callable recommender is reported under (marker only: the ini key
     # recfair_model is the default HTTP provider's model)
     model: str | None = _s(None, v.optional(v.text), ini=False)
-    # a Python pipeline that builds its own HTTP client: its calls intercepted by vcrpy
-    # ("vcr"), one prompt at a time; "none": hand it recfair_http_client instead
     intercept: str = _s(
         "none",
         v.choice(INTERCEPTS),
@@ -205,7 +203,6 @@ class AuditSettings:
         marker=False,
         option=Option("fairness_concurrency", "at most N requests in flight (default 8)", "N"),
     )
-    # --fairness-update stores even a run of unusable replies
     update_force: bool = _s(
         False,
         v.to_bool,
@@ -260,7 +257,6 @@ class AuditSettings:
     )
     # the baseline's stable name (default: the test's name, not its file)
     baseline: str | None = _s(None, v.optional(v.text))
-    # cassettes recorded by vcrpy / pytest-recording, read through vcrpy (comma-separated)
     vcr_cassettes: tuple[str, ...] | None = _s(
         None,
         v.optional(v.paths(lambda text: text.split(","))),
@@ -297,8 +293,6 @@ class AuditSettings:
         60.0, v.number(0.001, None), help="seconds per request to the recommender (default 60)"
     )
     max_retries: int = _s(5, v.whole(0), help="retries of a failed request (default 5)")
-    # the longest a server's Retry-After or rate-limit headers can hold a request; the
-    # run's, like the rate limits
     max_retry_after: float = _s(
         120.0,
         v.number(0.0, 3600.0),
@@ -321,7 +315,6 @@ class AuditSettings:
     )
     # a persona: "You are a {role}." opens the system message (docs/roleplay.md)
     role: str | None = _s(None, v.optional(v.text))
-    # (header, environment variable) pairs: the values are read from the environment
     extra_headers: HeaderEnvs | None = _s(
         None,
         v.optional(v.headers),
