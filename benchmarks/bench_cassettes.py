@@ -49,11 +49,8 @@ import httpx
 from _machine import cpu_model
 
 from pytest_recfair.cassettes import cache, compact
-from pytest_recfair.cassettes.store import (
-    CassetteStore,
-    RecordedRequest,
-    RecordedResponse,
-)
+from pytest_recfair.cassettes.store import CassetteStore
+from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse
 from pytest_recfair.providers.transport import CassetteTransport
 
 TEST_ID = "tests/test_fairness.py::test_movie_recommender[gpt-4o]"

@@ -32,7 +32,8 @@ sys.path.insert(0, str(REPO))
 
 from _peak import run_measured  # noqa: E402
 
-from pytest_recfair.cassettes.store import CassetteStore, RecordedRequest, RecordedResponse  # noqa: E402
+from pytest_recfair.cassettes.store import CassetteStore  # noqa: E402
+from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse  # noqa: E402
 from pytest_recfair.prompts.cases import build_cases  # noqa: E402
 from pytest_recfair.prompts.grids import load_grid  # noqa: E402
 from pytest_recfair.prompts.seeds import load_seeds  # noqa: E402

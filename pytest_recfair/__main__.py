@@ -1,19 +1,11 @@
 """The command line: ``python -m pytest_recfair COMMAND`` (thin: the work is in pure modules).
 
-- ``import faireval|fairllm DIR --out OUT``: a published result folder as an offline audit;
-- ``report RUN.json --to md|html [-o OUT] [--history DIR]``: render a stored JSON run
-  report again (the HTML plots SNSR over a ``--fairness-history`` DIR);
-- ``compare A B [--history DIR] [--format text|json|markdown|csv]``: the drift table between
-  two stored runs (JSON reports, or entries of a history DIR by number, ``latest``, ``-N``
-  or commit prefix); ``compare CMP.json`` renders a ``--format json`` comparison again;
-  exit status 1 when B is significantly less fair than A.
-- ``examples [--dir DIR]``: write the input files the docs' examples use (seeds,
-  catalogue, candidates) under DIR, at the paths the examples name, and
-  ``pipeline_example/``, a runnable pipeline audit with its recordings (docs/pipeline.md).
-- ``cassettes compact|expand DIR``: rewrite a cassette folder as gzip-compressed
-  ``.json.gz`` cassettes, or back to plain ``.json`` (docs/cassettes.md).
-
-Bad input is one line on stderr and exit status 2, never a traceback (docs/reports.md).
+``import faireval|fairllm|biaslens DIR --out OUT`` (a published run as an offline audit),
+``report RUN.json --to md|html`` (a stored JSON run rendered again), ``compare A B`` (the
+drift table of two stored runs or history entries; exit 1 when B is significantly less
+fair), ``examples [--dir DIR]`` (the docs' example files and ``pipeline_example/``),
+``cassettes compact|expand DIR``. Bad input is one line on stderr and exit status 2,
+never a traceback (docs/reports.md).
 """
 
 from __future__ import annotations
@@ -26,8 +18,6 @@ from typing import Any, NoReturn
 
 from pytest_recfair.errors import DataError, RecfairError
 from pytest_recfair.vocab import PLUGIN_VERSION, REPORT_FORMATS
-
-__all__ = ["main"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -51,14 +41,32 @@ def _margin(text: str) -> float:
     return x
 
 
-def _compare_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
+def _parser() -> argparse.ArgumentParser:
     from pytest_recfair.compare.runs import COMPARE_FORMATS
 
+    parser = _Parser(prog="python -m pytest_recfair")
+    parser.add_argument("--version", action="version", version=f"pytest-recfair {PLUGIN_VERSION}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    rep = sub.add_parser("report", help="render a stored JSON run report as Markdown or HTML")
+    rep.set_defaults(run_command=_report)
+    rep.add_argument(
+        "run",
+        help="a JSON report (--fairness-report=run.json, or a history entry; with --history "
+        "also an entry's number, latest, -N or commit prefix)",
+    )
+    rep.add_argument(
+        "--to", required=True, choices=[f.lstrip(".") for f in REPORT_FORMATS], help="format"
+    )
+    rep.add_argument("-o", "--output", default=None, help="file to write (default: stdout)")
+    rep.add_argument(
+        "--history", default=None, help="a --fairness-history DIR: the HTML plots SNSR over it"
+    )
     cmp = sub.add_parser(
         "compare",
         help="the drift table between two stored runs (B against A), or a stored comparison "
         "(one --format json file) rendered again",
     )
+    cmp.set_defaults(run_command=_compare)
     cmp.add_argument(
         "a",
         help="the reference: a JSON run report, or with --history an entry (its number, "
@@ -77,30 +85,17 @@ def _compare_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         "--tolerance", type=_margin, default=0.0, help="worsening allowed before WORSE (0)"
     )
     cmp.add_argument("--seed", type=int, default=0, help="seed of the sign flips (0)")
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m pytest_recfair")
-    parser.add_argument("--version", action="version", version=f"pytest-recfair {PLUGIN_VERSION}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    rep = sub.add_parser("report", help="render a stored JSON run report as Markdown or HTML")
-    rep.add_argument(
-        "run",
-        help="a JSON report (--fairness-report=run.json, or a history entry; with --history "
-        "also an entry's number, latest, -N or commit prefix)",
+    ex = sub.add_parser(
+        "examples",
+        help="write the input files the docs' examples use (docs/itemside.md) and "
+        "pipeline_example/, a recorded pipeline audit (docs/pipeline.md)",
     )
-    rep.add_argument(
-        "--to", required=True, choices=[f.lstrip(".") for f in REPORT_FORMATS], help="format"
-    )
-    rep.add_argument("-o", "--output", default=None, help="file to write (default: stdout)")
-    rep.add_argument(
-        "--history", default=None, help="a --fairness-history DIR: the HTML plots SNSR over it"
-    )
-    _compare_parser(sub)
-    _examples_parser(sub)
+    ex.set_defaults(run_command=_examples)
+    ex.add_argument("--dir", default=".", help="the project's rootdir (default: here)")
     imp = sub.add_parser(
         "import", help="turn a published FaiRLLM/FairEval result folder into an offline audit"
     )
+    imp.set_defaults(run_command=_import)
     imp.add_argument(
         "flavour", choices=("faireval", "fairllm", "biaslens"), help="the study (template set)"
     )
@@ -118,16 +113,13 @@ def _parser() -> argparse.ArgumentParser:
     imp.add_argument(
         "--without-role", action="store_true", help="biaslens: the answers without the role"
     )
-    _cassettes_parser(sub)
-    return parser
-
-
-def _cassettes_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
     cas = sub.add_parser("cassettes", help="convert a cassette folder: compact or expand")
+    cas.set_defaults(run_command=_cassettes)
     cas.add_argument(
         "action", choices=("compact", "expand"), help="compact: to .json.gz; expand: to .json"
     )
     cas.add_argument("folder", help="the cassette folder (recfair_cassette_dir)")
+    return parser
 
 
 def _cassettes(args: argparse.Namespace) -> int:
@@ -258,15 +250,6 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _examples_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
-    ex = sub.add_parser(
-        "examples",
-        help="write the input files the docs' examples use (docs/itemside.md) and "
-        "pipeline_example/, a recorded pipeline audit (docs/pipeline.md)",
-    )
-    ex.add_argument("--dir", default=".", help="the project's rootdir (default: here)")
-
-
 def _examples(args: argparse.Namespace) -> int:
     from pytest_recfair.prompts.seeds import write_examples
 
@@ -275,19 +258,11 @@ def _examples(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "import": _import,
-    "report": _report,
-    "compare": _compare,
-    "examples": _examples,
-    "cassettes": _cassettes,
-}
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return _COMMANDS[args.command](args)
+        command: Callable[[argparse.Namespace], int] = args.run_command
+        return command(args)
     except RecfairError as exc:
         from pytest_recfair import secrets
 

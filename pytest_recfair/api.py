@@ -2,17 +2,11 @@
 
 For notebooks, scripts and the simulation study (benchmarks/gate_validity.py)::
 
-    import pytest_recfair
-    from pytest_recfair.sim.recommender import SimulatedRecommender
-
     result = pytest_recfair.audit(SimulatedRecommender("demo"), attr="religion", entities=40)
     outcome = pytest_recfair.judge(result, baseline, tolerance=0.02)
 
-``audit`` takes the ``@fairness`` marker's keyword arguments (attr, metric, k, entities,
-seeds, grid, ...) plus the run settings (seed, resample_seed, alpha, n_resamples,
-cassette_dir, record_mode, ...); ``judge`` takes the gate's (tolerance, alpha, gate,
-thresholds such as max_snsr, n_resamples, resample_seed). Names and checks are the
-plugin's, so a notebook and a test mean the same thing by each argument.
+``audit`` takes the marker's keyword arguments plus the run settings, ``judge`` the
+gate's; names and checks are the plugin's, so a notebook and a test mean the same thing.
 """
 
 from __future__ import annotations
@@ -26,8 +20,6 @@ from pytest_recfair.errors import ConfigError
 from pytest_recfair.prompts.grids import load_grid
 from pytest_recfair.prompts.seeds import Entity, load_seeds
 from pytest_recfair.results import AuditResult, GateOutcome
-
-__all__ = ["audit", "judge"]
 
 
 def _settings(kwargs: Mapping[str, Any], where: str) -> settings.AuditSettings:

@@ -1,10 +1,6 @@
-"""Arrays as compact bytes for the replay cache (:mod:`pytest_recfair.engine.replaymemo`).
-
-A paper-scale audit's similarity rows and counts are millions of numbers: as lists of
-Python floats they cost ~32 bytes each and, written at once, a transient of tens of MB
-at the run's peak. Packed, each array is the zlib of its raw bytes (level 1: similarity
-values take few distinct values and compress several-fold), and unpacking gives the
-same array bit for bit. Pure: numpy and the stdlib.
+"""Arrays as compact bytes for the replay cache (:mod:`pytest_recfair.engine.replaymemo`):
+the zlib (level 1) of an array's raw bytes, not ~32 bytes per Python float at the run's
+peak; unpacked bit for bit. Pure: numpy and the stdlib.
 """
 
 from __future__ import annotations
@@ -14,8 +10,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-
-__all__ = ["pack", "unpack"]
 
 
 def pack(array: npt.ArrayLike, dtype: npt.DTypeLike) -> bytes:

@@ -20,27 +20,6 @@ from pytest_recfair import packing
 from pytest_recfair.metrics.aggregate import SimilarityMatrix
 from pytest_recfair.vocab import FailureKind, GatedQuantity
 
-__all__ = [
-    "META_TYPES",
-    "AttributeResult",
-    "AuditMeta",
-    "AuditResult",
-    "GateFailure",
-    "GateOutcome",
-    "Interval",
-    "ItemMeta",
-    "KindResults",
-    "ListMeta",
-    "PositionMeta",
-    "RoleplayMeta",
-    "Stat",
-    "ValueResult",
-    "json_floats",
-    "matrix_from_dict",
-    "matrix_to_dict",
-]
-
-
 #: Shown instead of a most/least favoured value when every mean ties.
 TIE: Final = "— (all equal)"
 
@@ -121,20 +100,15 @@ class ValueResult:
         return self.short / self.total if self.total else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "value": self.value,
-            "mean": self.mean.to_dict(),
-            "n": self.n,
-            "missing": self.missing,
-            "refusals": self.refusals,
-            "short": self.short,
-            "total": self.total,
-        }
+        return {"value": self.value, "mean": self.mean.to_dict(), **plain_fields(self, _COUNTS)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ValueResult:
-        counts = {k: int(d[k]) for k in ("n", "missing", "refusals", "short", "total")}
+        counts = {k: int(d[k]) for k in _COUNTS}
         return cls(value=str(d["value"]), mean=Stat.from_dict(d["mean"]), **counts)
+
+
+_COUNTS: Final = ("n", "missing", "refusals", "short", "total")
 
 
 def matrix_to_dict(m: SimilarityMatrix) -> dict[str, Any]:
@@ -235,15 +209,9 @@ class AttributeResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "attribute": self.attribute,
-            "metric": self.metric,
-            "k": self.k,
-            "variant": self.variant,
-            "missing_policy": self.missing_policy,
+            **{name: getattr(self, name) for name in _SETTINGS},
             "values": [v.to_dict() for v in self.values],
-            "snsr": self.snsr.to_dict(),
-            "snsv": self.snsv.to_dict(),
-            "pafs": self.pafs.to_dict(),
+            **{name: getattr(self, name).to_dict() for name in _SPREADS},
             "matrix": matrix_to_dict(self.matrix),
             "entropy": _num(self.entropy),
             "noise_floor": self.noise_floor.to_dict() if self.noise_floor else None,
@@ -252,23 +220,22 @@ class AttributeResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AttributeResult:
-        nf = d.get("noise_floor")
-        ent = d.get("entropy")
+        nf, ent = d.get("noise_floor"), d.get("entropy")
+        given: dict[str, Any] = {name: str(d[name]) for name in _SETTINGS if name != "k"}
+        given |= {name: Stat.from_dict(d[name]) for name in _SPREADS}
         return cls(
-            attribute=str(d["attribute"]),
-            metric=str(d["metric"]),
             k=int(d["k"]),
-            variant=str(d["variant"]),
-            missing_policy=str(d["missing_policy"]),
             values=tuple(ValueResult.from_dict(v) for v in d["values"]),
-            snsr=Stat.from_dict(d["snsr"]),
-            snsv=Stat.from_dict(d["snsv"]),
-            pafs=Stat.from_dict(d["pafs"]),
             matrix=matrix_from_dict(d["matrix"]),
             entropy=None if ent is None else float(ent),
             noise_floor=Stat.from_dict(nf) if nf else None,
             curves={k: [json_nan(x) for x in v] for k, v in (d.get("curves") or {}).items()},
+            **given,
         )
+
+
+_SETTINGS: Final = ("attribute", "metric", "k", "variant", "missing_policy")
+_SPREADS: Final = ("snsr", "snsv", "pafs")
 
 
 def _setting(label: str | None = None, default: Any = MISSING) -> Any:
@@ -424,27 +391,14 @@ class GateFailure:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GateFailure:
-        def num(key: str) -> float | None:
-            v = d.get(key)
-            return None if v is None else float(v)
+        def read(name: str, v: Any) -> Any:
+            if v is None or name in ("attribute", "statistic", "detail", "group", "bound"):
+                return v
+            if name.endswith("_ci"):
+                return Interval.from_obj(v)
+            return int(v) if name == "n_paired" else float(v)
 
-        return cls(
-            kind=d["kind"],
-            attribute=d.get("attribute"),
-            statistic=d.get("statistic"),
-            value=num("value"),
-            limit=num("limit"),
-            baseline=num("baseline"),
-            p_value=num("p_value"),
-            alpha=num("alpha"),
-            n_paired=None if d.get("n_paired") is None else int(d["n_paired"]),
-            value_ci=Interval.from_obj(d.get("value_ci")),
-            baseline_ci=Interval.from_obj(d.get("baseline_ci")),
-            detail=d.get("detail"),
-            group=d.get("group"),
-            bound=d.get("bound"),
-            tolerance=num("tolerance"),
-        )
+        return cls(d["kind"], **{name: read(name, d.get(name)) for name in _FAILURE_FIELDS[1:]})
 
 
 _FAILURE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(GateFailure))

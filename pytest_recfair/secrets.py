@@ -1,25 +1,15 @@
-"""Scrub secrets from anything the plugin writes or prints.
+"""Scrub secrets from anything the plugin writes or prints (the one scrubber).
 
-Every output channel (terminal messages, JUnit properties, reports, baselines, cassettes,
-error messages quoting a service's reply or a URL) goes through :func:`scrub` or one of
-its typed siblings before it leaves the process. Two kinds of secret are removed:
-
-* **configured values** -- the API keys the providers read from environment variables,
-  registered with :func:`register` (plain, URL-encoded and JSON-escaped forms);
-* **secrets by shape** -- whatever follows an auth header or cookie name (``Authorization:
-  Bearer ...``, ``x-api-key: ...``, ``Cookie: ...``), key query parameters (``?key=``,
-  ``api_key=``, ``access_token=`` ...), JSON fields named like keys (``"api_key": "..."``)
-  and the published key formats of OpenAI (``sk-...``), Anthropic (``sk-ant-...``) and
-  Google (``AIza...``), so a key nobody registered is still caught.
-
-Each is replaced by :data:`FILTERED`. This module holds the one list of credential header
-and query parameter names (:data:`SECRET_HEADERS`, :data:`SECRET_QUERY_PARAMS`): the
-cassettes drop exactly these from what they store, the text scrubbing catches their
-values, and :func:`scrubbed_logs` applies it to log records (httpx and httpcore log
-response headers at DEBUG). Pure: stdlib only (no pytest, httpx or vcr), so the
-report and baseline writers can use it. A :class:`Scrubber` holds a set of values; the
-module functions use one process-wide scrubber, because a key read by a provider on a
-worker thread must also be removed from the summary the plugin prints at the end.
+Every output channel (terminal, JUnit, reports, baselines, cassettes, error messages
+quoting a reply or a URL) goes through :func:`scrub` or a typed sibling. Removed, each
+replaced by :data:`FILTERED`: **configured values** (the API keys the providers read,
+:func:`register`ed; plain, URL-encoded and JSON-escaped) and **secrets by shape**
+(whatever follows an auth header or cookie name, key query parameters, JSON fields named
+like keys, and OpenAI, Anthropic and Google key formats), so an unregistered key is still
+caught. :data:`SECRET_HEADERS` / :data:`SECRET_QUERY_PARAMS` are the one list the
+cassettes drop too; :func:`scrubbed_logs` scrubs log records (httpx and httpcore log
+headers at DEBUG). Stdlib only. The module functions share one process-wide
+:class:`Scrubber`: a key read on a worker thread must leave the final summary too.
 """
 
 from __future__ import annotations
@@ -33,49 +23,22 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Final, TypeGuard, TypeVar, cast
 from urllib.parse import quote, quote_plus
 
-__all__ = [
-    "FILTERED",
-    "LOGGERS",
-    "MIN_CASSETTE_SECRET_CHARS",
-    "MIN_SECRET_CHARS",
-    "SECRET_HEADERS",
-    "SECRET_QUERY_PARAMS",
-    "LogScrubber",
-    "Scrubber",
-    "forms",
-    "is_secret_header",
-    "is_secret_value",
-    "register",
-    "register_env",
-    "registered",
-    "scrub",
-    "scrub_bytes",
-    "scrub_headers",
-    "scrub_json",
-    "scrub_values",
-    "scrub_values_bytes",
-    "scrubbed_logs",
-]
-
 FILTERED: Final = "<filtered>"
 
-# The length rule for secret values (one rule, see is_secret_value). No real API key is
-# shorter than 8 characters; shorter values are placeholders ("EMPTY", "ollama", "test").
-# Replacing such a value in text a person reads (messages, reports, logs) would mangle
-# file and test names ("test_fairness.py"), so text takes values of 8 characters or more.
-# A cassette store is handed the provider's own key and has always replaced values of 4 or
-# more in the files it writes (the replay key is scrubbed the same way, so matching holds),
-# so it keeps that reach: neither channel scrubs less than it did.
+# The length rule (see is_secret_value): no real API key is under 8 characters, and
+# replacing a placeholder ("EMPTY", "test") in text a person reads would mangle file and
+# test names; a cassette store has always replaced values of 4 or more in its files (its
+# replay key the same way, so matching holds): neither channel scrubs less than it did.
 #: Values registered for text (messages, reports, baselines, logs): 8 characters or more.
 MIN_SECRET_CHARS: Final = 8
 #: Values a cassette store replaces in the files it writes: 4 characters or more.
 MIN_CASSETTE_SECRET_CHARS: Final = 4
 
-#: Header names whose value is a credential, whatever it looks like. The one list: the
-#: cassettes drop these from stored requests and responses (it is the union of the lists
-#: the cassettes and this module kept apart before).
+#: Header names whose value is a credential, whatever it looks like: the one list, which
+#: the cassettes drop from stored requests and responses. x-request-id: an id the
+#: provider's support can tie to the account.
 SECRET_HEADERS: Final[frozenset[str]] = frozenset(
-    {
+    [
         "authorization",
         "proxy-authorization",
         "api-key",
@@ -86,14 +49,13 @@ SECRET_HEADERS: Final[frozenset[str]] = frozenset(
         "cookie",
         "set-cookie",
         "x-auth-token",
-        # an id the provider's support can tie to the account: kept out of logs and files
         "x-request-id",
-    }
+    ]
 )
 #: Query parameter (and JSON field) names whose value is a credential; the cassettes drop
 #: these parameters from stored URLs.
 SECRET_QUERY_PARAMS: Final[frozenset[str]] = frozenset(
-    {
+    [
         "key",
         "api_key",
         "api-key",
@@ -107,7 +69,7 @@ SECRET_QUERY_PARAMS: Final[frozenset[str]] = frozenset(
         "x-goog-api-key",
         "sig",
         "signature",
-    }
+    ]
 )
 # Header names matched by part too: "x-custom-api-key", "x-session-token".
 _HEADER_PARTS: Final = ("key", "token", "secret", "auth", "cookie", "password")
@@ -155,13 +117,7 @@ def _fewest(words: Iterable[str]) -> tuple[str, ...]:
 # reply, more than the rules themselves.
 _SHAPE_HINTS: Final = _fewest(
     [
-        "sk-",
-        "aiza",
-        "ya29.",
-        "bearer",
-        "basic",
-        "token",
-        "=",
+        *["sk-", "aiza", "ya29.", "bearer", "basic", "token", "="],
         *SECRET_HEADERS,
         *(q + p + q for p in SECRET_QUERY_PARAMS for q in "\"'"),
     ]

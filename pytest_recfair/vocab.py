@@ -10,45 +10,6 @@ from __future__ import annotations
 
 from typing import Final, Literal, get_args
 
-__all__ = [
-    "ACCEPT_OPTION",
-    "ARTICLE_MODES",
-    "CANDIDATE_STYLES",
-    "DRIFT_QUANTITIES",
-    "FAILURE_KINDS",
-    "GATED_QUANTITIES",
-    "GRAMMATICAL_GENDERS",
-    "HIGHER_IS_FAIRER",
-    "INTERCEPTS",
-    "METRICS",
-    "MISSING_POLICIES",
-    "PARSE_STYLES",
-    "PLUGIN_VERSION",
-    "PROVIDER_KINDS",
-    "RECORD_MODES",
-    "RECORD_OPTION",
-    "REPORT_FORMATS",
-    "STATISTICS",
-    "VALUE_FORMS",
-    "VARIANTS",
-    "ArticleMode",
-    "CandidateStyle",
-    "DriftQuantity",
-    "FailureKind",
-    "GatedQuantity",
-    "GrammaticalGender",
-    "MetricName",
-    "MissingPolicy",
-    "ParseStyle",
-    "ProviderKind",
-    "RecordMode",
-    "ReportFormat",
-    "Statistic",
-    "ValueForm",
-    "Variant",
-    "accept_command",
-]
-
 #: The plugin's version, recorded in every result (``pytest_recfair.__version__``; the
 #: same as pyproject.toml's, which tests/unit/test_layout.py checks).
 PLUGIN_VERSION: Final = "0.1.0"
@@ -82,7 +43,6 @@ DRIFT_QUANTITIES: Final[tuple[DriftQuantity, ...]] = get_args(DriftQuantity)
 #: Everything the gate checks: the spread statistics, the entropy over repeats, the gap
 #: in refusal rates between values and the share of unusable replies.
 GatedQuantity = Literal["snsr", "snsv", "pafs", "entropy", "refusal_gap", "unusable"]
-GATED_QUANTITIES: Final[tuple[GatedQuantity, ...]] = get_args(GatedQuantity)
 
 #: Quantities for which a LOWER value is worse (checked against a minimum); all others
 #: are checked against a maximum.
@@ -106,8 +66,6 @@ FailureKind = Literal[
     "test",
 ]
 FAILURE_KINDS: Final[tuple[FailureKind, ...]] = get_args(FailureKind)
-
-#: Absolute limits a test may set (marker arguments and ``recfair_<name>`` ini keys).
 
 #: Cassette record modes (see the policy table in ``cassettes``).
 RecordMode = Literal["none", "once", "new_episodes", "all", "rewrite"]
@@ -159,4 +117,3 @@ def accept_command(test_id: str | None = None) -> str:
 #: entity subsample size.
 PLAN_OPTION: Final = "--fairness-plan"
 ENTITIES_OPTION: Final = "--fairness-entities"
-__all__ += ["ENTITIES_OPTION", "PLAN_OPTION"]

@@ -1,19 +1,13 @@
 """The one content store: results kept across runs by content, beside the cassettes.
 
-A replay of unchanged cassettes with unchanged settings and code gives the same result
-on every run; :mod:`pytest_recfair.engine.replaymemo` keeps a replayed audit here whole.
-An entry is found by its namespace and key (a digest of everything the result depends
-on, made with :func:`code_version`), and holds that namespace and key and the digest of
-its value: a read checks all three, so an entry that is damaged, or that sits under
-another key's row (values swapped inside the file), is computed again, never served.
-
-One SQLite file, ``<cassette dir>/.recfair_cache/store.sqlite3``, safe to delete (the
-folder holds a ``.gitignore`` of ``*``): concurrent xdist workers share it through
-SQLite's own locking, a locked or unwritable file only skips writing, and a corrupt one
-is replaced. Past ``RECFAIR_CACHE_MAX_MB`` (2,048) it is started afresh when opened.
-``RECFAIR_CACHE=off`` in the environment switches it off.
-
-Stdlib only (no pytest, no httpx).
+An unchanged replay gives the same result every run; :mod:`pytest_recfair.engine.replaymemo`
+keeps it here whole. An entry is found by namespace and key (a digest of everything the
+result depends on, with :func:`code_version`) and holds both and its value's digest: a
+read checks all three, so a damaged or misplaced entry is computed again, never served.
+One SQLite file, ``<cassette dir>/.recfair_cache/store.sqlite3``, safe to delete; xdist
+workers share it through SQLite's locking (locked or unwritable: nothing written; corrupt
+or past ``RECFAIR_CACHE_MAX_MB``, 2,048: started afresh). ``RECFAIR_CACHE=off`` turns it
+off. Stdlib only.
 """
 
 from __future__ import annotations
@@ -30,19 +24,6 @@ import threading
 import zlib
 from pathlib import Path
 from typing import Any, Final
-
-__all__ = [
-    "CACHE_DIR",
-    "FILE_NAME",
-    "code_version",
-    "folder",
-    "get",
-    "off",
-    "open_for",
-    "put",
-    "use",
-    "warm",
-]
 
 #: The cache folder inside the cassette folder (hidden: not a test's legacy folder).
 CACHE_DIR: Final = ".recfair_cache"
@@ -77,48 +58,6 @@ def code_version() -> bytes:
             h.update(b"\0" + path.relative_to(package).as_posix().encode() + b"\0")
             h.update(path.read_bytes())
     return h.digest()
-
-
-class _Store:
-    def __init__(self) -> None:
-        self.folder: Path | None = None
-        self.warm = False  # held entries when opened: a later run, worth looking up
-        self._db: sqlite3.Connection | None = None
-        self._lock = threading.Lock()
-
-    def use(self, folder: Path | None) -> None:
-        with self._lock:
-            if folder == self.folder:
-                return
-            if self._db is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    self._db.close()
-            self.folder, self._db, self.warm = folder, None, False
-            if folder is not None:
-                self._db = _open(folder / FILE_NAME)
-                self.warm = self._db is not None and _holds_entries(self._db)
-
-    def get(self, full: bytes) -> Any:
-        with self._lock:
-            if self._db is None:
-                return None
-            try:
-                row = self._db.execute("SELECT v FROM store WHERE k = ?", (_row(full),)).fetchone()
-            except sqlite3.Error:
-                return None
-        return None if row is None else _loads(full, bytes(row[0]))
-
-    def put(self, full: bytes, value: Any) -> None:
-        if self._db is None:
-            return
-        blob = _dumps(full, value)
-        with self._lock:
-            if self._db is None:
-                return
-            # One short transaction (xdist workers share the file); locked by another
-            # worker past the timeout: not kept.
-            with contextlib.suppress(sqlite3.Error):
-                self._db.execute("INSERT OR REPLACE INTO store VALUES (?, ?)", (_row(full), blob))
 
 
 def _row(full: bytes) -> bytes:
@@ -199,12 +138,28 @@ def _holds_entries(db: sqlite3.Connection) -> bool:
         return False
 
 
-_STORE = _Store()
+# the process's store: the folder it is kept in (None: closed), whether it held entries
+# when opened (a later run, worth looking up) and its connection
+_lock = threading.Lock()
+_folder: Path | None = None
+_warm = False
+_db: sqlite3.Connection | None = None
 
 
 def use(path: Path | None) -> None:
     """Keep entries in folder ``path`` from now on; None: the store is closed."""
-    _STORE.use(None if off() else path)
+    global _folder, _warm, _db
+    folder = None if off() else path
+    with _lock:
+        if folder == _folder:
+            return
+        if _db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                _db.close()
+        _folder, _db, _warm = folder, None, False
+        if folder is not None:
+            _db = _open(folder / FILE_NAME)
+            _warm = _db is not None and _holds_entries(_db)
 
 
 def open_for(cassettes: Path, replays_only: bool) -> None:
@@ -216,22 +171,40 @@ def open_for(cassettes: Path, replays_only: bool) -> None:
 
 def folder() -> Path | None:
     """The folder the store is kept in, or None when it is closed."""
-    return _STORE.folder
+    return _folder
 
 
 def warm() -> bool:
     """Whether the store held entries when this process opened it: a first run (a fresh
     clone in CI) has nothing to look up, only results to keep."""
-    return _STORE.warm
+    return _warm
 
 
 def get(namespace: bytes, key: bytes) -> Any:
     """The value kept under ``namespace`` and ``key``: None when none, the store is
     closed, or the entry does not check out against them."""
-    return _STORE.get(namespace + b"\0" + key)
+    full = namespace + b"\0" + key
+    with _lock:
+        if _db is None:
+            return None
+        try:
+            row = _db.execute("SELECT v FROM store WHERE k = ?", (_row(full),)).fetchone()
+        except sqlite3.Error:
+            return None
+    return None if row is None else _loads(full, bytes(row[0]))
 
 
 def put(namespace: bytes, key: bytes, value: Any) -> None:
     """Keep marshal-able ``value`` under ``namespace`` and ``key`` (replacing an older
     entry), written at once; nothing when the store is closed."""
-    _STORE.put(namespace + b"\0" + key, value)
+    if _db is None:
+        return
+    full = namespace + b"\0" + key
+    blob = _dumps(full, value)
+    with _lock:
+        if _db is None:  # closed meanwhile
+            return
+        # One short transaction (xdist workers share the file); locked by another worker
+        # past the timeout: not kept.
+        with contextlib.suppress(sqlite3.Error):
+            _db.execute("INSERT OR REPLACE INTO store VALUES (?, ?)", (_row(full), blob))

@@ -1,30 +1,17 @@
 """What failed while recording, kept beside the cassettes so a replay fails the same way.
 
-A cassette keeps only valid (2xx) replies: an error is not model output. A recording run
-whose ``max_failed`` allowed a few failed prompts (a content-filter 400, retries spent)
-would then replay to a :class:`~pytest_recfair.cassettes.miss.CassetteMiss` for exactly
-those prompts. So each recording run notes its failed prompts here, and a replay-only run
-(record mode ``none``) leaves them out as failures again: same prompts failed, same
-``max_failed`` check, same numbers. A recording mode asks them again.
+A cassette keeps only valid (2xx) replies, so a recording run whose ``max_failed``
+allowed a few failed prompts notes them here, and a replay-only run (record mode
+``none``) fails them again: same prompts, same ``max_failed`` check, same numbers; a
+recording mode asks them again. Per prompt: a hash of what was asked (never its text or
+a key), the entity, the HTTP status, a failure kind and the date.
 
-What is kept per failed prompt: a hash of what was asked (method, host, path, canonical
-body, repeat; never the text, so no prompt or key lands here), the seed entity, the HTTP
-status and a failure kind, the date. Never a reply body or an error's wording.
-
-Files: ``<cassette dir>/_failed.<writer>.jsonl``, one JSON object per line, written whole
-(temp-then-rename). ``<writer>`` is the xdist worker (``main`` without xdist) and the shard
-(the shard option), so concurrent workers and shard jobs never write one file, and
-shard directories copied together keep every shard's file; a read merges all of them (the
-latest note of a prompt wins). The name is neither ``*.json`` nor a folder, so nothing
-reads it as a cassette. Independent of the cassette file format: only the cassette
-directory is shared.
-
-A note belongs to the test that failed (:func:`scoped`: the request hash with the test
-id): under xdist two tests sharing a prompt may fail it in one worker and record it in
-the other, and each test's replay must give its own recording's numbers. So a replay-only
-run fails a test's noted prompts even when another test's recording answers them. A
-prompt a writer answered that another writer's file notes as failed gets an ``answered``
-note (the latest note wins), so a stale note of another worker never fails it again.
+Files: ``<cassette dir>/_failed.<writer>.jsonl`` (not ``*.json``: never read as a
+cassette), written whole (temp-then-rename); ``<writer>`` is the xdist worker (``main``)
+and the shard, so concurrent writers never share a file; a read merges them all (the
+latest note of a prompt wins). A note belongs to the test that failed (:func:`scoped`),
+so each test's replay gives its own recording's numbers; a prompt one writer answered
+that another's file notes as failed gets an ``answered`` note.
 """
 
 from __future__ import annotations
@@ -35,7 +22,7 @@ import os
 import re
 import threading
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final
@@ -43,17 +30,6 @@ from urllib.parse import urlsplit
 
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.vocab import RECORD_OPTION
-
-__all__ = [
-    "FILE_GLOB",
-    "Failure",
-    "FailureLog",
-    "failure_of",
-    "log_for",
-    "request_key",
-    "scoped",
-    "set_shard",
-]
 
 #: The sidecar files of one cassette directory.
 FILE_GLOB: Final = "_failed.*.jsonl"
@@ -201,17 +177,7 @@ class FailureLog:
             return
         self.root.mkdir(parents=True, exist_ok=True)
         lines = [
-            json.dumps(
-                {
-                    "v": _VERSION,
-                    "key": key,
-                    "entity": f.entity,
-                    "status": f.status,
-                    "kind": f.kind,
-                    "at": f.at,
-                },
-                sort_keys=True,
-            )
+            json.dumps({"v": _VERSION, "key": key, **asdict(f)}, sort_keys=True)
             for key, f in sorted(own.items(), key=lambda kv: (kv[1].entity, kv[0]))
         ]
         atomic_write_text(self.path, "".join(line + "\n" for line in lines))

@@ -5,6 +5,7 @@ pytest-recording): the store and the runner ask the policy, never the mode's nam
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -15,21 +16,9 @@ from pytest_recfair.errors import CassetteError
 from pytest_recfair.vocab import (
     ENTITIES_OPTION,
     PLAN_OPTION,
-    RECORD_MODES,
     RECORD_OPTION,
     RecordMode,
 )
-
-__all__ = [
-    "MODE_POLICIES",
-    "RECORD_MODES",
-    "RERECORD_HINT",
-    "CassetteMiss",
-    "CassetteNote",
-    "ModePolicy",
-    "RecordMode",
-    "prompt_of",
-]
 
 
 class CassetteNote(UserWarning):
@@ -54,17 +43,9 @@ class CassetteMiss(CassetteError):
         asked: int | None = None,
         differed: str = "",
     ) -> None:
-        self.test_id = test_id
-        self.entity_id = entity_id
-        self.prompt = prompt
-        self.path = path
-        self.mode = mode
-        self.request_line = request_line
-        self.repeat = repeat
-        self.recorded = recorded
-        self.missing = missing
-        self.asked = asked
-        self.differed = differed
+        self.test_id, self.entity_id, self.prompt, self.path = test_id, entity_id, prompt, path
+        self.mode, self.request_line, self.repeat = mode, request_line, repeat
+        self.recorded, self.missing, self.asked, self.differed = recorded, missing, asked, differed
         if recorded is None:
             state = "the cassette file does not exist"
         else:
@@ -98,74 +79,25 @@ class CassetteMiss(CassetteError):
 
     def with_difference(self, differed: str) -> CassetteMiss:
         """This miss, saying how the request differs from what was recorded for it."""
-        return self._again(self.missing, self.asked, differed)
+        return self._again(differed=differed)
 
     def counted(self, missing: int, asked: int) -> CassetteMiss:
         """This miss, saying how many of the ``asked`` prompts have no recording at all
         (neither a reply nor a failure noted while recording)."""
-        return self._again(missing, asked, self.differed)
+        return self._again(missing=missing, asked=asked)
 
-    def _again(self, missing: int | None, asked: int | None, differed: str) -> CassetteMiss:
-        return CassetteMiss(
-            self.test_id,
-            self.entity_id,
-            self.prompt,
-            self.path,
-            mode=self.mode,
-            request_line=self.request_line,
-            repeat=self.repeat,
-            recorded=self.recorded,
-            missing=missing,
-            asked=asked,
-            differed=differed,
-        )
+    def _options(self) -> dict[str, Any]:
+        names = ("mode", "request_line", "repeat", "recorded", "missing", "asked", "differed")
+        return {name: getattr(self, name) for name in names}
+
+    def _again(self, **changed: Any) -> CassetteMiss:
+        given = {**self._options(), **changed}
+        return CassetteMiss(self.test_id, self.entity_id, self.prompt, self.path, **given)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Keyword-only arguments: rebuild explicitly so xdist can pickle the error.
-        return (
-            _rebuild_miss,
-            (
-                self.test_id,
-                self.entity_id,
-                self.prompt,
-                self.path,
-                self.mode,
-                self.request_line,
-                self.repeat,
-                self.recorded,
-                self.missing,
-                self.asked,
-                self.differed,
-            ),
-        )
-
-
-def _rebuild_miss(
-    test_id: str,
-    entity_id: str,
-    prompt: str,
-    path: Path,
-    mode: str,
-    request_line: str,
-    repeat: int,
-    recorded: int | None,
-    missing: int | None = None,
-    asked: int | None = None,
-    differed: str = "",
-) -> CassetteMiss:
-    return CassetteMiss(
-        test_id,
-        entity_id,
-        prompt,
-        path,
-        mode=mode,
-        request_line=request_line,
-        repeat=repeat,
-        recorded=recorded,
-        missing=missing,
-        asked=asked,
-        differed=differed,
-    )
+        # Keyword-only arguments: rebuilt through a partial so xdist can pickle the error.
+        rebuild = functools.partial(CassetteMiss, **self._options())
+        return (rebuild, (self.test_id, self.entity_id, self.prompt, self.path))
 
 
 #: The run that shows what recording the missing replies would send and cost, sending none.

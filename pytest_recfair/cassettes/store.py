@@ -1,22 +1,14 @@
 """Record and replay recommender HTTP calls as vcrpy-format JSON cassettes.
 
-Layout: one cassette per seed entity, ``<root>/<entity>.json`` (or ``.json.gz``,
-:mod:`.compact`), shared by every test of the project: an interaction is found by what was
-asked (method, host, path, request body with provider and model, repeat), never by the
-test that asked it, so moving or renaming a test costs nothing and an identical prompt in
-two tests is recorded once. Per-entity files (not one per audit) because vcrpy scans a
-cassette linearly per request. Files are plain vcrpy cassettes (:mod:`.vcrfile`); older
-layouts and cassettes recorded by vcrpy itself are read through vcrpy's own loader
-(:mod:`pytest_recfair.cassettes.vcrfile`).
-
+One cassette per seed entity (``<root>/<entity>.json`` or ``.json.gz``), shared by every
+test: an interaction is found by what was asked (method, host, path, body with provider
+and model, repeat), never by the test, so renaming a test costs nothing and one prompt
+in two tests is recorded once; per entity because vcrpy scans a cassette linearly.
+Older layouts and vcrpy's own cassettes are read through vcrpy (:mod:`.vcrfile`).
 Replay does not go through vcrpy: each file is loaded once into an index (:mod:`.index`)
-that the transports in ``pytest_recfair.providers`` serve from. This package is pure (no
-httpx): they convert httpx objects to and from :class:`RecordedRequest` /
-:class:`RecordedResponse`.
-
-Only valid replies are replayed: an error reply stored by an older version (a 401 for a
-bad key, a 404) counts as not recorded, with a :class:`CassetteNote` warning, so
-``once``/``new_episodes`` ask it again instead of replaying the error forever.
+that the providers' transports serve from (this package has no httpx). Only valid
+replies replay: an error reply an older version stored counts as not recorded (with a
+:class:`~.miss.CassetteNote`), so ``once``/``new_episodes`` ask it again.
 """
 
 from __future__ import annotations
@@ -31,81 +23,63 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pytest_recfair import fileio
-from pytest_recfair import secrets as secret_rules
-from pytest_recfair.cassettes import compact as fmt
-from pytest_recfair.cassettes import vcrfile as cassette_import
+from pytest_recfair.cassettes.compact import (
+    COMPACT,
+    PLAIN,
+    cassette_files,
+    is_compact,
+    plain_name,
+    write,
+)
 from pytest_recfair.cassettes.index import (
     Key,
     Reply,
     Tape,
     canonical_body,
+    head,
     index_tape,
     provenance,
     valid,
 )
-from pytest_recfair.cassettes.index import head as _head
 from pytest_recfair.cassettes.miss import (
     MODE_POLICIES,
     CassetteMiss,
-    CassetteNote,
     ModePolicy,
     prompt_of,
 )
 from pytest_recfair.cassettes.vcrfile import (
-    REPEAT_HEADER,
     TEST_HEADER,
     RecordedRequest,
     RecordedResponse,
     body_bytes,
     interaction,
-    read_interactions,
+    legacy_dirs,
     read_native,
+    read_vcr,
     repeat_of,
     sanitize_name,
     scrubbed,
     serialize,
     stored_key,
     test_name,
+    vcr_files,
 )
 from pytest_recfair.errors import CassetteError, ConfigError
-from pytest_recfair.secrets import FILTERED
+from pytest_recfair.secrets import (
+    FILTERED,
+    MIN_CASSETTE_SECRET_CHARS,
+    forms,
+    is_secret_value,
+)
 from pytest_recfair.vocab import RECORD_MODES, RECORD_OPTION, RecordMode
 
 #: (case id, key, reply) of one recorded interaction.
 RecordedEntry = tuple[str, Key, Reply]
 
-__all__ = [
-    "FILTERED",
-    "MODE_POLICIES",
-    "RECORD_MODES",
-    "REPEAT_HEADER",
-    "CassetteMiss",
-    "CassetteNote",
-    "CassetteStore",
-    "Key",
-    "ModePolicy",
-    "RecordMode",
-    "RecordedRequest",
-    "RecordedResponse",
-    "canonical_body",
-    "prompt_of",
-    "read_interactions",
-    "sanitize_name",
-    "serialize",
-    "stored_key",
-    "test_name",
-]
-
 
 class CassetteStore:
-    """Per-entity vcrpy cassettes shared by all tests, with an in-memory replay index.
-
-    Modes (names as in vcrpy / pytest-recording; one row each in ``MODE_POLICIES``):
-    ``none`` replays only (a miss raises :class:`CassetteMiss`, nothing is written);
-    ``once`` / ``new_episodes`` replay what is recorded and record only what is missing;
-    ``all`` records every request (saved files keep what was not re-recorded);
-    ``rewrite`` records every request and the saved file holds only this run's.
-    """
+    """Per-entity vcrpy cassettes shared by all tests, with an in-memory replay index;
+    what each record mode does is its row in ``miss.MODE_POLICIES``."""
 
     def __init__(
         self,
@@ -162,11 +136,8 @@ class CassetteStore:
     # -- configuration
 
     def add_secrets(self, values: Iterable[str | None]) -> None:
-        """Values (API keys) replaced by ``<filtered>`` anywhere in saved cassettes.
-
-        None, empty and values shorter than ``secrets.MIN_CASSETTE_SECRET_CHARS`` (4)
-        characters are ignored (the length rule of :mod:`pytest_recfair.secrets`).
-        """
+        """Values (API keys) replaced by ``<filtered>`` anywhere in saved cassettes; under
+        ``MIN_CASSETTE_SECRET_CHARS`` (4) characters, None or empty: ignored."""
         if isinstance(values, str):
             raise TypeError("add_secrets() takes a list of values, got one str; wrap it: [key]")
         with self._lock:
@@ -177,9 +148,7 @@ class CassetteStore:
                         "the key strings themselves"
                     )
                 # None / "" (unset variables) or too short to replace everywhere safely
-                if not secret_rules.is_secret_value(
-                    value, minimum=secret_rules.MIN_CASSETTE_SECRET_CHARS
-                ):
+                if not is_secret_value(value, minimum=MIN_CASSETTE_SECRET_CHARS):
                     continue
                 if value not in self._secrets:
                     self._secrets.append(value)
@@ -195,11 +164,11 @@ class CassetteStore:
         if entity_id in self._paths:
             return self._paths[entity_id]
         name = sanitize_name(entity_id)
-        packed, plain = self.root / f"{name}{fmt.COMPACT}", self.root / f"{name}{fmt.PLAIN}"
+        packed, plain = self.root / f"{name}{COMPACT}", self.root / f"{name}{PLAIN}"
         path = packed if packed.is_file() else plain if plain.is_file() else None
         if path is None:
             if self.compact is None:
-                self.compact = any(fmt.is_compact(p) for p in fmt.cassette_files(self.root))
+                self.compact = any(is_compact(p) for p in cassette_files(self.root))
             path = packed if self.compact else plain
         if not self.policy.records:
             self._paths[entity_id] = path
@@ -235,7 +204,7 @@ class CassetteStore:
         text already decoded."""
         if not self.policy.replays:
             return None
-        head = _head(method, url)
+        asked = head(method, url)
         raw: str | bytes = body
         if isinstance(body, bytes):
             with contextlib.suppress(UnicodeDecodeError):
@@ -243,16 +212,16 @@ class CassetteStore:
         tests = provenance(test_id)
         with self._lock:
             tape = self._tape(entity_id)
-            reply = tape.take(tape.raw, (*head, raw, repeat), tests, case_id)
+            reply = tape.take(tape.raw, (*asked, raw, repeat), tests, case_id)
             if reply is None and tape.entries:
                 reply = tape.take(
-                    self._canon_index(tape), self._canon_key(*head, body, repeat), tests, case_id
+                    self._canon_index(tape), self._canon_key(*asked, body, repeat), tests, case_id
                 )
             if reply is not None and self.usage is not None:
                 self.usage.add((tape.path.name, tape.keys[tape.last]))
             if reply is None and self.imports:
                 foreign = self._foreign_tape()
-                key = self._canon_key(*head, body, repeat)
+                key = self._canon_key(*asked, body, repeat)
                 reply = foreign.take(self._canon_index(foreign), key, tests, case_id)
         if reply is None:
             return None
@@ -275,8 +244,8 @@ class CassetteStore:
         if self._foreign is None:
             tape = Tape(self.root / "<vcrpy cassettes>")
             items: list[dict[str, Any]] = []
-            for path in cassette_import.vcr_files(self.imports):
-                items.extend(cassette_import.read_vcr(path))
+            for path in vcr_files(self.imports):
+                items.extend(read_vcr(path))
             index_tape(tape, items, records=False, recording=self.policy.records)
             self._foreign = tape
         return self._foreign
@@ -344,10 +313,8 @@ class CassetteStore:
             return None
         path = self.path_for(entity_id)
         if self._legacy_dirs is None:
-            self._legacy_dirs = cassette_import.legacy_dirs(self.root)
-        if self._legacy_dirs and any(
-            (d / fmt.plain_name(path)).is_file() for d in self._legacy_dirs
-        ):
+            self._legacy_dirs = legacy_dirs(self.root)
+        if self._legacy_dirs and any((d / plain_name(path)).is_file() for d in self._legacy_dirs):
             return None
         return path
 
@@ -377,11 +344,8 @@ class CassetteStore:
         request: RecordedRequest,
         response: RecordedResponse,
     ) -> None:
-        """Keep one interaction (headers and query scrubbed now) for the next ``flush``.
-
-        Only a valid (2xx) reply is kept: an error reply is not model output, and stored
-        it would be replayed instead of asking again.
-        """
+        """Keep one interaction (headers and query scrubbed now) for the next ``flush``;
+        only a valid (2xx) reply: an error is not model output, and would replay forever."""
         if not self.policy.records:
             raise CassetteError(
                 f"cannot record test {test_id!r}, entity {entity_id!r}: record mode is "
@@ -416,11 +380,8 @@ class CassetteStore:
         return written
 
     def flush_entity(self, test_id: str, entity_id: str) -> Path | None:
-        """Write this one cassette if it changed; its path, or None when nothing was due.
-
-        For a caller that knows an entity is finished: its file is saved while the rest
-        of the run goes on, instead of all files at the end.
-        """
+        """Write this one (finished) entity's cassette if it changed, while the run goes on;
+        its path, or None when nothing was due."""
         with self._lock:
             tape = self._tapes.get(entity_id)
             if tape is None or not tape.dirty:
@@ -429,11 +390,8 @@ class CassetteStore:
             return tape.path
 
     def release(self, test_id: str, entity_ids: Iterable[str]) -> None:
-        """Save (if changed) and forget these entities' cassettes: their audit is done.
-
-        The audit streams entities through the store a chunk at a time, so its memory is
-        bounded by one chunk's cassettes, not the whole recording.
-        """
+        """Save (if changed) and forget these entities' cassettes: their audit is done, so
+        the store holds one chunk's cassettes, not the whole recording."""
         with self._lock:
             for entity_id in entity_ids:
                 tape = self._tapes.pop(entity_id, None)
@@ -441,12 +399,9 @@ class CassetteStore:
                     self._save(tape)
 
     def migrate_legacy(self) -> list[Path]:
-        """Move every cassette of the old per-test layout into the shared per-entity files.
-
-        Each interaction keeps the sanitised node id of its old folder as provenance
-        (``x-recfair-test``), so a test replays exactly what it replayed before.
-        """
-        dirs = cassette_import.legacy_dirs(self.root)
+        """Move every cassette of the old per-test layout into the shared per-entity files,
+        each interaction with its old folder (the test's node id) as provenance."""
+        dirs = legacy_dirs(self.root)
         names = sorted({p.name for d in dirs for p in d.glob("*.json")})
         with self._lock:
             for name in names:
@@ -492,7 +447,7 @@ class CassetteStore:
             if self.policy.keeps != "none" and _stamp(tape.path) != tape.stamp:
                 items += self._saved_by_others(tape, items)
             # Written with the one credential list, also what older versions stored.
-            fmt.write(tape.path, self._serialize([scrubbed(item) for item in items]))
+            write(tape.path, self._serialize([scrubbed(item) for item in items]))
             tape.stamp = _stamp(tape.path)
         tape.dirty = False
         if self.rewritten is not None and not self.policy.reads_old:
@@ -520,12 +475,12 @@ class CassetteStore:
         """The entity's native file plus its files in the old per-test layout (via vcrpy)."""
         tape.stamp = _stamp(tape.path)  # before reading: a change after it is seen at save
         if self._legacy_dirs is None:
-            self._legacy_dirs = cassette_import.legacy_dirs(self.root)
-        name = fmt.plain_name(tape.path)  # the old layout wrote .json only
+            self._legacy_dirs = legacy_dirs(self.root)
+        name = plain_name(tape.path)  # the old layout wrote .json only
         tape.legacy = [d / name for d in self._legacy_dirs if (d / name).is_file()]
         items = read_native(tape.path)
         for old in tape.legacy:
-            for item in cassette_import.read_vcr(old):
+            for item in read_vcr(old):
                 headers = item["request"]["headers"]
                 # provenance: the old folder is the sanitised node id of the test
                 headers.setdefault(TEST_HEADER, [old.parent.name])
@@ -559,7 +514,7 @@ class CassetteStore:
         text = serialize(interactions)
         for secret in self._secrets:
             # The value itself, its JSON-escaped and its URL-encoded forms.
-            for form in secret_rules.forms(secret):
+            for form in forms(secret):
                 text = text.replace(form, FILTERED)
         return text
 

@@ -2,7 +2,7 @@
 
 The options and ini keys of the audit settings come from their declarations in
 :mod:`pytest_recfair.settings`; the run-level options (report, history, shard, merge,
-prune) resolve into :class:`~pytest_recfair.settings.RunSettings` once, at configure
+prune) resolve into :class:`~pytest_recfair.settings.values.RunSettings` once, at configure
 time. Every usage error is raised here, before any prompt is sent (pytest exits 4).
 """
 
@@ -18,6 +18,7 @@ import pytest
 
 from pytest_recfair import settings
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.settings import values
 from pytest_recfair.settings.values import nearest
 from pytest_recfair.vocab import PROVIDER_KINDS, RECORD_MODES, REPORT_FORMATS
 
@@ -44,7 +45,7 @@ PROVIDER_INI = {
 }
 
 # every option that only acts on audits: given without --fairness it would do nothing
-AUDIT_OPTIONS = (*settings.CLI_KEYS, *settings.RUN_OPTIONS)
+AUDIT_OPTIONS = (*settings.CLI_KEYS, *values.RUN_OPTIONS)
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -213,11 +214,11 @@ def resolve(
         raise pytest.UsageError(f"{where}{exc}" if where else str(exc)) from None
 
 
-def resolve_run(config: pytest.Config, run: settings.AuditSettings) -> settings.RunSettings:
+def resolve_run(config: pytest.Config, run: settings.AuditSettings) -> values.RunSettings:
     """The run-level options: a bad shard or a shard with a merge is a usage error now."""
-    cli = {dest: config.getoption(dest, None) for dest in settings.RUN_OPTIONS}
+    cli = {dest: config.getoption(dest, None) for dest in values.RUN_OPTIONS}
     try:
-        resolved = settings.resolve_run(
+        resolved = values.resolve_run(
             cli, run, cwd=config.invocation_params.dir, rootdir=config.rootpath
         )
     except ConfigError as exc:

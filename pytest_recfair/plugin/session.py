@@ -26,7 +26,8 @@ import pytest
 from pytest_recfair import settings
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.plugin import options
-from pytest_recfair.settings import AuditSettings, RunSettings
+from pytest_recfair.settings import AuditSettings
+from pytest_recfair.settings.values import RunSettings
 
 if TYPE_CHECKING:
     # the engine loads numpy: never imported at pytest start-up

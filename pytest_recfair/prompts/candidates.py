@@ -27,15 +27,6 @@ from pytest_recfair.replies.matching import normalize
 from pytest_recfair.replies.parse import items as parse_items
 from pytest_recfair.vocab import CANDIDATE_STYLES
 
-__all__ = [
-    "CANDIDATE_STYLES",
-    "TEMPLATES",
-    "CandidateCase",
-    "build_candidate_cases",
-    "entity_orders",
-    "read_pick",
-]
-
 _ASK = {
     "pick": (
         "From these {n} {items}, which one would you recommend most?\n{candidates}\n"

@@ -23,25 +23,9 @@ import jsonschema
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.vocab import VALUE_FORMS
-
-__all__ = [
-    "BUNDLED_GRIDS",
-    "FORMS",
-    "Attribute",
-    "AttributeValue",
-    "Grid",
-    "GridError",
-    "attribute_order",
-    "grid_from_dict",
-    "indefinite_article",
-    "load_grid",
-    "strip_article",
-]
 
 BUNDLED_GRIDS = ("faireval", "fairllm", "implicit", "personality")
-# How a value reads in a sentence; each form has its own conditioned template.
-FORMS = VALUE_FORMS  # re-exported: grids validate against the one vocabulary
+# The value forms that cross into one intersectional phrase.
 _COMPOSABLE = frozenset({"adjective", "noun"})
 # Separator of intersectional attribute names: "race x gender" or "race × gender".
 _CROSS = re.compile(r"\s+[xX×]\s+")
@@ -137,10 +121,6 @@ class Attribute:
             f"{', '.join(self.labels)}"
         )
 
-    def components(self, value: AttributeValue) -> tuple[tuple[str, AttributeValue], ...]:
-        """(attribute name, value) pairs a value is made of (one pair unless intersectional)."""
-        return value.parts or ((self.name, value),)
-
 
 @dataclass(frozen=True)
 class Grid:
@@ -198,14 +178,8 @@ def _cross(singles: Sequence[Attribute]) -> Attribute:
         ordered = sorted(parts, key=lambda p: attribute_order(p[0]))
         text = " ".join(v.bare_text for _, v in ordered)
         form = "noun" if any(v.form == "noun" for v in combo) else "adjective"
-        values.append(
-            AttributeValue(
-                label=LABEL_SEP.join(v.label for v in combo),
-                text=text,
-                form=form,
-                parts=parts,
-            )
-        )
+        label = LABEL_SEP.join(v.label for v in combo)
+        values.append(AttributeValue(label, text, form, parts=parts))
     return Attribute(name=LABEL_SEP.join(a.name for a in singles), values=tuple(values))
 
 

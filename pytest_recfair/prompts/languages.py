@@ -1,24 +1,15 @@
 """How a value is written: translation tables, the grammar that turns values into phrases, typos.
 
-No runtime translation: ``prompts/data/languages/<code>.yaml`` holds domain nouns and,
-for fr/es/de/zh, every value of the bundled ``faireval`` grid (looked up by attribute name
-and value label, so user grids reusing those names are translated too). A grid value can
-override or add a language with an ``i18n`` mapping.
+No runtime translation: ``prompts/data/languages/<code>.yaml`` holds domain nouns and, for
+fr/es/de/zh, every value of the bundled ``faireval`` grid (by attribute name and value
+label, so user grids reusing them are translated too); a grid value's ``i18n`` overrides.
+fr/es/de phrases are "head noun + agreeing adjectives" (the occupation noun, else the
+gender noun, else a helper noun: "personne musulmane", "schwarzer Mann"); Chinese ones
+"modifiers + head noun" ("黑人女性").
 
-Grammar: fr/es/de phrases are "head noun + agreeing adjectives". The head is the
-occupation noun (in its feminine form when crossed with Female), else the gender noun
-(homme/femme, Mann/Frau ...), else a neutral helper noun (personne, persona, Person), so
-adjectives always agree: "personne musulmane", "femme noire", "schwarzer Mann".
-Chinese phrases are "modifiers + head noun": "黑人女性", "女医生".
-
-Typos: seeded, deterministic character edits on the attribute words only.
-
-A robustness run asks whether a misspelt attribute ("an Islmaic fan of ...") moves the
-recommendations as much as the correctly spelt one. Edits never touch the entity, the
-template, articles or helper nouns: only the words a value contributed.
-
-Spec strings (the ``perturbation=`` argument): ``"typo"`` (one edit of any kind),
-``"typo:2"`` (two edits), ``"typo:swap+drop"`` (kinds restricted), ``"typo:2:neighbour"``.
+Typos: seeded, deterministic edits of the words a value contributed only (never the
+entity, template, articles or helper nouns). Specs (``perturbation=``): ``"typo"``,
+``"typo:2"``, ``"typo:swap+drop"``, ``"typo:2:neighbour"``.
 """
 
 from __future__ import annotations
@@ -36,23 +27,6 @@ import yaml
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.prompts.grids import Attribute, AttributeValue, attribute_order
-
-__all__ = [
-    "KINDS",
-    "LANGUAGES",
-    "NEIGHBOURS",
-    "Language",
-    "Phrase",
-    "Typo",
-    "apply_typos",
-    "domain_nouns",
-    "load_language",
-    "parse_perturbation",
-    "pluralize",
-    "render_value",
-    "typo_rng",
-]
-
 
 LANGUAGES = ("en", "fr", "es", "de", "zh")
 
@@ -151,7 +125,7 @@ def render_value(attribute: Attribute, value: AttributeValue, language: str) -> 
     if value.form == "name":  # a first name reads the same in every language
         return Phrase(value.text, value.text, _words(value.text))
     lang = load_language(language)
-    parts = attribute.components(value)
+    parts = value.parts or ((attribute.name, value),)  # one pair unless intersectional
     entries = [(name, v, _entry(lang, name, v)) for name, v in parts]
     free = [e for _, _, e in entries if "text" in e]
     if free:

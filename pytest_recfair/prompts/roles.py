@@ -34,31 +34,8 @@ import yaml
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.prompts.seeds import slugify
 
-__all__ = [
-    "ATTRIBUTES",
-    "FORMAT_INSTRUCTIONS",
-    "JUDGE_QUESTION",
-    "JUDGE_REPEATS",
-    "JUDGE_SYSTEM",
-    "QTYPES",
-    "QType",
-    "RoleCase",
-    "RoleQuestion",
-    "RoleSet",
-    "Skipped",
-    "build_role_cases",
-    "judge_case_id",
-    "judge_messages",
-    "load_roles",
-    "normalise_qtype",
-    "parse_options",
-    "strip_role",
-]
-
 QType = Literal["yesno", "choice", "why"]
 QTYPES: tuple[QType, ...] = ("yesno", "choice", "why")
-#: The paper's spelling of each type, as its tables print them.
-QTYPE_LABELS: dict[QType, str] = {"yesno": "Yes/No", "choice": "Choice", "why": "Why"}
 ATTRIBUTES: tuple[str, ...] = (
     "ability",
     "age",
@@ -252,20 +229,8 @@ def build_role_cases(
     for q in questions:
         text = q.question if with_role else strip_role(q.question)
         base = q.id if with_role else f"{q.id}/norole"
-        for r in range(repeats):
-            out.append(
-                RoleCase(
-                    f"{base}#r{r}",
-                    q.id,
-                    q.role,
-                    q.attribute,
-                    q.qtype,
-                    text,
-                    q.options,
-                    r,
-                    with_role,
-                )
-            )
+        asked = (q.id, q.role, q.attribute, q.qtype, text, q.options)
+        out += [RoleCase(f"{base}#r{r}", *asked, r, with_role) for r in range(repeats)]
     return out
 
 

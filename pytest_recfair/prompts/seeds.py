@@ -1,18 +1,11 @@
 """Seed entities: the directors, artists (or the user's own items) the prompts are about.
 
-Bundled sets live in ``prompts/data/seeds/<name>.csv`` (shipped as package data); users'
-lists load from CSV, JSON, YAML or plain text. Subsampling ranks entities by a seeded hash
-of their id, so a smaller ``n`` is always a subset of a larger ``n`` under the same seed:
-a quick PR run audits entities that the nightly run audits too.
-
-The input files the docs' examples name (docs/itemside.md) are shipped in the package too.
-
-``python -m pytest_recfair examples [--dir DIR]`` writes them under DIR (default: the
-current directory) at the paths the examples use, so the examples run from an installed
-wheel as written. The copies in ``prompts/data/examples/`` are the repository's
-``fixtures/`` files byte for byte (``tests/unit/test_examples.py`` checks it). The
-same command writes ``pipeline_example/``, a runnable project auditing a Python pipeline
-with its recorded cassettes and baselines (docs/pipeline.md).
+Bundled sets are ``prompts/data/seeds/<name>.csv``; users' lists load from CSV, JSON, YAML
+or text. Subsampling ranks entities by a seeded hash of their id, so a smaller ``n`` is a
+subset of a larger one: a quick PR run audits entities the nightly run audits too.
+``python -m pytest_recfair examples`` writes the docs' example input files (byte for byte
+the repository's ``fixtures/``, checked by tests/unit/test_examples.py) and
+``pipeline_example/``, a recorded pipeline audit (docs/pipeline.md).
 """
 
 from __future__ import annotations
@@ -33,22 +26,6 @@ import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_bytes
-
-__all__ = [
-    "BUNDLED_SEEDS",
-    "EXAMPLE_FILES",
-    "PIPELINE_EXAMPLE",
-    "Entity",
-    "bundled_seed_names",
-    "example_bytes",
-    "load_seeds",
-    "pipeline_example_files",
-    "seeds_digest",
-    "slugify",
-    "subsample",
-    "write_examples",
-]
-
 
 # Bundled set name -> the domain its entities belong to.
 BUNDLED_SEEDS: dict[str, str] = {"directors": "movie", "artists": "music"}
@@ -76,15 +53,6 @@ def slugify(name: str) -> str:
     return "e-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
 
 
-def bundled_seed_names() -> list[str]:
-    return sorted(BUNDLED_SEEDS)
-
-
-def _data_text(*parts: str) -> str:
-    node = resources.files("pytest_recfair.prompts").joinpath("data", *parts)
-    return node.read_text(encoding="utf-8")
-
-
 def load_seeds(source: str | Path, *, domain: str | None = None) -> list[Entity]:
     """Load entities from a bundled set name (``"directors"``, ``"artists"``) or a file.
 
@@ -96,13 +64,14 @@ def load_seeds(source: str | Path, *, domain: str | None = None) -> list[Entity]
     """
     if isinstance(source, str) and source.lower() in BUNDLED_SEEDS:
         name = source.lower()
-        text = _data_text("seeds", f"{name}.csv")
+        node = resources.files("pytest_recfair.prompts").joinpath("data", "seeds", f"{name}.csv")
+        text = node.read_text(encoding="utf-8")
         return _parse(text, f"bundled seed set {name!r}", ".csv", domain or BUNDLED_SEEDS[name])
     path = Path(source)
     suffix = path.suffix.lower()
     if suffix not in _SUFFIXES:
         raise ConfigError(
-            f"seeds: {str(source)!r} is neither a bundled set ({', '.join(bundled_seed_names())})"
+            f"seeds: {str(source)!r} is neither a bundled set ({', '.join(sorted(BUNDLED_SEEDS))})"
             f" nor a file with a supported suffix ({', '.join(_SUFFIXES)}); "
             "pass a bundled name or a path ending in one of those suffixes"
         )
@@ -110,7 +79,7 @@ def load_seeds(source: str | Path, *, domain: str | None = None) -> list[Entity]
         raise DataError(
             f"seeds file {str(path)!r} does not exist; check the path (relative paths are "
             "resolved from the current directory) or use a bundled set "
-            f"({', '.join(bundled_seed_names())})"
+            f"({', '.join(sorted(BUNDLED_SEEDS))})"
         )
     try:
         text = path.read_text(encoding="utf-8-sig")

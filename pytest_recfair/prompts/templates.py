@@ -32,21 +32,8 @@ from typing import Any
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.prompts.grids import FORMS
 from pytest_recfair.prompts.languages import LANGUAGES, domain_nouns
-
-__all__ = [
-    "BUNDLED_TEMPLATES",
-    "PLACEHOLDERS",
-    "LanguageTemplates",
-    "TemplateSet",
-    "fill",
-    "load_templates",
-    "persona_system",
-    "templates_digest",
-    "templates_from_dict",
-]
-
+from pytest_recfair.vocab import VALUE_FORMS
 
 BUNDLED_TEMPLATES = ("natural", "faireval", "fairllm", "lmrec")
 
@@ -163,14 +150,14 @@ def _language_entry(code: str, raw: Any, where: str) -> LanguageTemplates:
     if not isinstance(cond_raw, dict) or not cond_raw:
         raise DataError(
             f"{where}: {base}.conditioned must be a template string or a mapping from form "
-            f"({', '.join(FORMS)}) to template; got {cond_raw!r}"
+            f"({', '.join(VALUE_FORMS)}) to template; got {cond_raw!r}"
         )
     conditioned: dict[str, str] = {}
     for form, text in cond_raw.items():
-        if form not in FORMS:
+        if form not in VALUE_FORMS:
             raise DataError(
                 f"{where}: {base}.conditioned.{form}: unknown form; expected one of "
-                f"{', '.join(FORMS)}"
+                f"{', '.join(VALUE_FORMS)}"
             )
         checked = _check_template(text, where, f"{base}.conditioned.{form}", ("entity",))
         if "{value}" not in checked and "{a_value}" not in checked:

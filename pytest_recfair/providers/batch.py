@@ -29,7 +29,8 @@ from typing import Any, Final
 import httpx
 
 from pytest_recfair import secrets
-from pytest_recfair.cassettes.store import CassetteStore, RecordedRequest, RecordedResponse
+from pytest_recfair.cassettes.store import CassetteStore
+from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers.base import Completion, Provider, Usage
 from pytest_recfair.providers.batch_api import (

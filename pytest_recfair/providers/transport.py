@@ -25,11 +25,8 @@ from typing import Any, Final, Protocol
 
 import httpx
 
-from pytest_recfair.cassettes.store import (
-    CassetteStore,
-    RecordedRequest,
-    RecordedResponse,
-)
+from pytest_recfair.cassettes.store import CassetteStore
+from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse
 from pytest_recfair.providers import base as replycap
 
 __all__ = [

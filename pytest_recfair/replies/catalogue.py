@@ -26,18 +26,6 @@ from rapidfuzz import fuzz, process
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.replies.matching import DEFAULT_THRESHOLD, MIN_FUZZY_LENGTH, normalize
 
-__all__ = [
-    "CATALOGUE_SUFFIXES",
-    "Catalogue",
-    "Coverage",
-    "Item",
-    "as_catalogue",
-    "catalogue_from_records",
-    "load_catalogue",
-    "read_absent",
-    "read_candidates",
-]
-
 CATALOGUE_SUFFIXES = (".csv", ".json", ".yaml", ".yml")
 _RESERVED = ("title", "id")
 #: How many unmatched titles a coverage report quotes.
@@ -143,16 +131,12 @@ def _same_numbers(a: str, b: str) -> bool:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
         return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value.strip())
-        except ValueError:
-            return None
-    return None
+    try:
+        return float(value)  # a string's surrounding white space is allowed
+    except ValueError:
+        return None
 
 
 def _cell(value: Any, where: str) -> str | None:

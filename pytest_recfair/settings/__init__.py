@@ -1,62 +1,422 @@
 """One frozen settings object per fairness audit, merged CLI > marker > ini > defaults.
 
-Pure: no pytest import. The plugin hands over three plain mappings (command-line values,
-marker keyword arguments, ini values) and gets back a validated :class:`AuditSettings`,
-or a :class:`~pytest_recfair.errors.ConfigError` that names the key, what was expected,
-what was given and the allowed keys.
-
-Each setting is declared once, as a field of :class:`AuditSettings` whose metadata says
-how it is parsed, whether the marker takes it, its command-line option and its help
-text; ``MARKER_KEYS``, ``INI_KEYS``, ``CLI_KEYS`` and the parsers are derived from those
-fields. Values are stored parsed (tuples, :class:`~pytest_recfair.settings.values.Prices`,
-header pairs), so no caller parses them again. The session-wide options (shard, merge,
-prune, history, reports) resolve once into a :class:`RunSettings` (:mod:`.run`).
+Pure: no pytest import. The plugin hands over the command-line values, marker keyword
+arguments and ini values and gets back a validated :class:`AuditSettings` or a
+:class:`~pytest_recfair.errors.ConfigError` naming the key, what was expected and given.
+Each setting is one field of :class:`AuditSettings` whose :class:`Setting` metadata gives
+its parser, marker, option and help; the keys and parsers are derived from the fields.
+Values are stored parsed; the run-level options are :class:`~.values.RunSettings`.
 """
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping
-from dataclasses import fields, replace
-from typing import Any, Final
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING, Any, Final
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.settings import values
-from pytest_recfair.settings.declared import AuditSettings, Option, Setting
-from pytest_recfair.settings.values import RUN_OPTIONS, Parser, RunSettings, resolve_run
-from pytest_recfair.vocab import METRICS, MISSING_POLICIES, RECORD_MODES, VARIANTS
+from pytest_recfair.gate.limits import THRESHOLD_NAMES
+from pytest_recfair.settings import values as v
+from pytest_recfair.settings.values import Parser
+from pytest_recfair.vocab import (
+    CANDIDATE_STYLES,
+    INTERCEPTS,
+    MISSING_POLICIES,
+    PARSE_STYLES,
+    RECORD_MODES,
+    REPORT_FORMATS,
+    VARIANTS,
+    CandidateStyle,
+    MetricName,
+    MissingPolicy,
+    ParseStyle,
+    RecordMode,
+    Statistic,
+    Variant,
+)
 
-__all__ = [
-    "CLI_KEYS",
-    "DEFAULTS",
-    "INI_KEYS",
-    "MARKER_KEYS",
-    "METRICS",
-    "MISSING_POLICIES",
-    "RECORD_MODES",
-    "RUN_OPTIONS",
-    "VARIANTS",
-    "AuditSettings",
-    "Option",
-    "RunSettings",
-    "Setting",
-    "ini_help",
-    "resolve",
-    "resolve_run",
-    "validate_marker",
-]
+if TYPE_CHECKING:
+    from pytest_recfair.settings.values import HeaderEnvs, Prices
 
 
-def _declarations() -> dict[str, tuple[str, Setting]]:
-    """Setting key -> (field name, declaration), in field order."""
-    out: dict[str, tuple[str, Setting]] = {}
-    for f in fields(AuditSettings):
-        spec: Setting = f.metadata["setting"]
-        key = spec.key or f.name
-        out[key] = (f.name, replace(spec, key=key))
-    return out
+@dataclass(frozen=True, slots=True)
+class Option:
+    """The command-line option of a setting: ``--fairness-<flag>`` with this dest."""
+
+    dest: str
+    help: str
+    metavar: str | None = None
 
 
-SETTINGS: Final[dict[str, tuple[str, Setting]]] = _declarations()
+@dataclass(frozen=True, slots=True)
+class Setting:
+    """How one setting is given: its key (marker argument, ``recfair_<key>`` ini key),
+    parser, and where it may be written."""
+
+    key: str
+    parse: Parser
+    help: str = ""  # the ini key's help; "" -> "default for @fairness(<key>=...)"
+    marker: bool = True  # a @fairness argument (else command line / ini only)
+    ini: bool = True
+    option: Option | None = None
+
+
+def _s(
+    default: Any,
+    parse: Parser,
+    *,
+    key: str = "",
+    help: str = "",
+    marker: bool = True,
+    ini: bool = True,
+    option: Option | None = None,
+) -> Any:
+    """A settings field with its declaration as metadata (the key defaults to its name)."""
+    setting = Setting(key, parse, help, marker, ini, option)
+    return field(default=default, metadata={"setting": setting})
+
+
+_MODES = ", ".join(RECORD_MODES)
+_PACE = "per minute to pace live requests to (default: the provider's rate-limit headers)"
+
+
+@dataclass(frozen=True, slots=True)
+class AuditSettings:
+    """Everything one audit needs to know, after merging and validation; each field
+    declares its setting (:func:`_s`): parser, marker or not, option, help."""
+
+    # what to audit (marker arguments; ini keys recfair_<name> give project defaults)
+    attr: str | None = _s(None, v.optional(v.text))  # None: every attribute of the grid
+    metrics: tuple[MetricName, ...] = _s(("jaccard",), v.metrics, key="metric")
+    k: int = _s(25, v.whole(1))
+    variant: Variant = _s("normalized", v.choice(VARIANTS))
+    max_snsr: float | None = _s(None, v.optional(v.unit))
+    max_snsv: float | None = _s(None, v.optional(v.unit))
+    min_pafs: float | None = _s(None, v.optional(v.unit))
+    max_entropy: float | None = _s(None, v.optional(v.nonneg))
+    max_refusal_gap: float | None = _s(None, v.optional(v.unit))
+    # share of replies without a usable list; 1 = off
+    max_unusable: float | None = _s(0.2, v.optional(v.unit))
+    max_failed: float = _s(0.0, v.max_failed)  # share of prompts allowed no valid response
+    tolerance: float = _s(0.0, v.tolerance)
+    # statistics gated against the baseline; the others are reported
+    gated: tuple[Statistic, ...] = _s(("snsr",), v.statistics, key="gate")
+    domain: str = _s("movie", v.text)
+    seeds: str | None = _s(None, v.optional(v.text))  # fixture, bundled set or file
+    entities: int | None = _s(  # subsample size; None: every seed entity
+        None,
+        v.optional(v.whole(1)),
+        option=Option(
+            "fairness_entities", "audit a deterministic subsample of N seed entities", "N"
+        ),
+    )
+    repeats: int = _s(
+        1,
+        v.whole(1),
+        option=Option(
+            "fairness_repeats", "ask each prompt N times (entropy and noise floor when N > 1)", "N"
+        ),
+    )
+    language: str = _s("en", v.text)
+    perturbation: str | None = _s(None, v.optional(v.perturbation))
+    grid: str = _s("faireval", v.text)
+    templates: str = _s("natural", v.text)
+    missing: MissingPolicy = _s("zero", v.choice(MISSING_POLICIES))
+    # None: "fairllm" with variant="fairllm", else "default"
+    parse: ParseStyle | None = _s(None, v.optional(v.choice(PARSE_STYLES)))
+    # item-side audits (docs/itemside.md): catalogue fields of the recommended items, one
+    # or several (commas); the catalogue file (None: the fixture); TV distance from neutral
+    item_field: str | None = _s(None, v.optional(v.text))
+    catalogue: str | None = _s(None, v.optional(v.text))
+    max_shift: float | None = _s(None, v.optional(v.unit))
+    # exposure audits (kind="exposure", docs/itemside.md): the reference distribution of
+    # the item groups, "catalogue" (its own shares) or a history file of interactions
+    reference: str = _s("catalogue", v.text)
+    # popularity groups of a numeric item_field: N quantile groups, or edges "10,100"
+    bins: int | tuple[float, ...] | None = _s(None, v.optional(v.bins))
+    max_exposure_gap: float | None = _s(None, v.optional(v.unit))
+    min_long_tail_share: float | None = _s(None, v.optional(v.unit))
+    max_popularity_lift: float | None = _s(None, v.optional(v.unit))
+    # candidate-position audits (docs/itemside.md): fixture name or file, candidate
+    # orders per (entity, group)
+    candidates: str | None = _s(None, v.optional(v.text))
+    orders: int = _s(5, v.whole(2))
+    pick: CandidateStyle = _s("pick", v.choice(CANDIDATE_STYLES))
+    max_position_bias: float | None = _s(None, v.optional(v.unit))
+    max_missed_rate: float | None = _s(None, v.optional(v.unit))
+    # role-play audits (BiasLens, docs/roleplay.md)
+    # the kind of audit by its registry name; None: the other settings choose it
+    kind: str | None = _s(None, v.optional(v.text))
+    # role-play question set: a bundled name ("default") or a CSV/YAML/JSON file
+    questions: str | None = _s(None, v.optional(v.text))
+    # how role-play answers are read: "parsed" or the paper's rules, "biaslens"
+    oracle: str = _s("parsed", v.choice(("parsed", "biaslens")))
+    # limit on an attribute x type cell's biased-question rate
+    max_biased: float | None = _s(None, v.optional(v.unit))
+    # ask with the role statement (system "You are a {role}"); false: without it
+    with_role: bool = _s(True, v.to_bool)
+    # also ask every question without its role and report the role effect
+    role_effect: bool = _s(False, v.to_bool)
+    # published runs: cases never answered (written by python -m pytest_recfair import)
+    absent: str | None = _s(None, v.optional(v.text))
+    # the model id a callable recommender is reported under (marker only: the ini key
+    # recfair_model is the default HTTP provider's model)
+    model: str | None = _s(None, v.optional(v.text), ini=False)
+    intercept: str = _s(
+        "none",
+        v.choice(INTERCEPTS),
+        help="record a Python pipeline's own HTTP calls through vcrpy: vcr (default: "
+        "none; hand it recfair_http_client instead)",
+    )
+    # how to run it (command line / ini only)
+    record_mode: RecordMode = _s(
+        "none",
+        v.choice(RECORD_MODES),
+        help=f"cassette record mode: {_MODES} (default none)",
+        marker=False,
+        option=Option(
+            "fairness_record",
+            f"cassette record mode: {_MODES} (default none: replay only; ini: recfair_record_mode)",
+            "MODE",
+        ),
+    )
+    update: bool = _s(
+        False,
+        v.to_bool,
+        help="write/refresh baselines instead of comparing (true/false)",
+        marker=False,
+        option=Option(
+            "fairness_update",
+            "write or refresh fairness baselines from this run (ini: recfair_update)",
+        ),
+    )
+    report: tuple[str, ...] | None = _s(
+        None,
+        v.optional(v.paths(shlex.split)),
+        help="write a fairness report to this path (" + ", ".join(REPORT_FORMATS) + ")",
+        marker=False,
+    )
+    concurrency: int = _s(
+        8,
+        v.whole(1),
+        marker=False,
+        option=Option("fairness_concurrency", "at most N requests in flight (default 8)", "N"),
+    )
+    update_force: bool = _s(
+        False,
+        v.to_bool,
+        marker=False,
+        option=Option(
+            "fairness_update_force",
+            "with --fairness-update: store the baseline even when too many replies were "
+            "unusable (ini: recfair_update_force)",
+        ),
+    )
+    seed: int = _s(  # the entity subsample
+        0,
+        v.whole(0),
+        marker=False,
+        option=Option(
+            "fairness_seed",
+            "seed of the entity subsample and perturbations (default 0; the gate's "
+            "resampling has its own: ini recfair_resample_seed)",
+            "N",
+        ),
+    )
+    # the gate's sign flips and the intervals' bootstrap draws
+    resample_seed: int = _s(0, v.whole(0), marker=False)
+    alpha: float = _s(
+        0.05,
+        v.number(1e-9, 0.5),
+        help="significance level of the baseline comparison (default 0.05)",
+        marker=False,
+        option=Option(
+            "fairness_alpha",
+            "significance level of the rise-over-baseline test (default 0.05; ini: recfair_alpha)",
+            "X",
+        ),
+    )
+    n_resamples: int = _s(
+        2000,
+        v.whole(10),
+        help="bootstrap resamples for confidence intervals (default 2000)",
+        marker=False,
+    )
+    cassette_dir: str = _s(
+        "fixtures/cassettes",
+        v.text,
+        help="cassette directory, relative to rootdir (default fixtures/cassettes)",
+        marker=False,
+    )
+    baseline_dir: str = _s(
+        "baselines",
+        v.text,
+        help="baseline directory, relative to rootdir (default baselines)",
+        marker=False,
+    )
+    # the baseline's stable name (default: the test's name, not its file)
+    baseline: str | None = _s(None, v.optional(v.text))
+    vcr_cassettes: tuple[str, ...] | None = _s(
+        None,
+        v.optional(v.paths(lambda text: text.split(","))),
+        help="cassettes recorded with vcrpy/pytest-recording to replay from "
+        "(comma-separated files or folders, relative to rootdir; YAML or JSON)",
+        marker=False,
+    )
+    batch: bool = _s(
+        False,
+        v.to_bool,
+        help="record missing prompts through the provider's batch API (true/false)",
+        marker=False,
+        option=Option(
+            "fairness_batch",
+            "record the prompts that have no recording through the provider's batch API "
+            "(OpenAI Batch API, Anthropic Message Batches) at half price, then replay them "
+            "(ini: recfair_batch)",
+        ),
+    )
+    batch_poll: float = _s(
+        10.0,
+        v.number(0.01, 3600.0),
+        help="seconds before the first batch status poll (default 10; then x1.5, max 60)",
+        marker=False,
+    )
+    shard_dir: str = _s(
+        "fairness-shards",
+        v.text,
+        help="where --fairness-shard writes shard results (default fairness-shards)",
+        marker=False,
+    )
+    # live runs: what the provider is sent, budget and plan (docs/providers.md)
+    timeout: float = _s(
+        60.0, v.number(0.001, None), help="seconds per request to the recommender (default 60)"
+    )
+    max_retries: int = _s(5, v.whole(0), help="retries of a failed request (default 5)")
+    max_retry_after: float = _s(
+        120.0,
+        v.number(0.0, 3600.0),
+        help="seconds a Retry-After or rate-limit header may hold a request, at most (default 120)",
+        marker=False,
+    )
+    temperature: float | None = _s(  # None: the provider's own (0 for the HTTP ones)
+        None,
+        v.optional(v.number(0.0, 2.0)),
+        help="sampling temperature sent to the provider (default: the provider's, 0)",
+    )
+    max_tokens: int | None = _s(
+        None, v.optional(v.whole(1)), help="reply length limit sent to the provider"
+    )
+    sampling_seed: int | None = _s(
+        None, v.optional(v.whole(0)), help="the model's seed parameter (OpenAI, Gemini)"
+    )
+    system: str | None = _s(
+        None, v.optional(v.text), help="system message replacing the templates' one"
+    )
+    # a persona: "You are a {role}." opens the system message (docs/roleplay.md)
+    role: str | None = _s(None, v.optional(v.text))
+    extra_headers: HeaderEnvs | None = _s(
+        None,
+        v.optional(v.headers),
+        help="extra request headers as 'Name: ENV_VAR' pairs (values from the environment)",
+    )
+    prices: Prices | None = _s(  # USD per million input and output tokens
+        None,
+        v.optional(v.prices),
+        help="USD per million input and output tokens, e.g. '0.15, 0.60'",
+    )
+    judge_prices: Prices | None = _s(  # the judge's (role-play Why answers): plan, budget
+        None, v.optional(v.prices), help="the judge's recfair_prices", marker=False
+    )
+    max_requests: int | None = _s(  # budget of one pytest run; None: no limit
+        None,
+        v.optional(v.whole(0)),
+        help="refuse to start live requests beyond this many in one run",
+        marker=False,
+    )
+    max_cost: float | None = _s(  # USD, estimated from prices
+        None,
+        v.optional(v.nonneg),
+        help="refuse to start live requests beyond this estimated cost (USD)",
+        marker=False,
+    )
+    max_reply_chars: int = _s(
+        100_000,
+        v.whole(1),
+        help="replies longer than this are cut, with a note (default 100000)",
+    )
+    # the per-baseline guarantee (gate/floor.py): each gated member's margin is at least
+    # this many of the baseline's own standard errors (0 turns the floor off)
+    baseline_floor: float = _s(1.645, v.number(0.0, 10.0))
+    # a floor above this is warned about: the baseline is too noisy to gate on
+    baseline_noise_limit: float = _s(0.05, v.unit)
+    # Rate limits to pace to (issue 24): requests / tokens per minute of the key's tier
+    # (not a test's); None: what the provider's headers say. Split across xdist workers.
+    rpm: int | None = _s(None, v.optional(v.whole(1)), help=f"requests {_PACE}", marker=False)
+    tpm: int | None = _s(None, v.optional(v.whole(1)), help=f"tokens {_PACE}", marker=False)
+    plan: bool = _s(
+        False,
+        v.to_bool,
+        help="print the plans and send nothing (true/false; --fairness-plan)",
+        marker=False,
+        option=Option(
+            "fairness_plan",
+            "print each audit's plan (prompts, already recorded, to ask, tokens, cost, "
+            "duration) and send nothing",
+        ),
+    )
+    explore: bool = _s(  # a first look at a model: measure and report, gate nothing
+        False,
+        v.to_bool,
+        help="measure and report without gating (true/false; --fairness-explore)",
+        marker=False,
+        option=Option(
+            "fairness_explore",
+            "explore: measure and report, fail no test on limits, drift or missing baselines; "
+            "writes baselines only with --fairness-update (ini: recfair_explore)",
+        ),
+    )
+    # quality beside fairness (list-overlap audits; docs/metrics.md "Recommendation quality")
+    # every group's quality (catalogue-matched or valid share of the K slots) at least this
+    min_quality: float | None = _s(None, v.optional(v.unit))
+    # per attribute, best minus worst value's quality at most this
+    max_quality_gap: float | None = _s(None, v.optional(v.unit))
+    # a drop of quality against the baseline larger than this fails (paired, at alpha)
+    quality_tolerance: float = _s(0.05, v.unit)
+    # the catalogue column naming each item's entity (director, artist, city)
+    quality_field: str = _s("entity", v.text)
+
+    @property
+    def metric(self) -> str:
+        """The metrics as one label ("jaccard,serp"): the run's metadata shows this."""
+        return ",".join(self.metrics)
+
+    @property
+    def parse_style(self) -> ParseStyle:
+        """How replies are parsed: the ``parse`` setting, or the one that goes with the
+        variant (the FaiRLLM notebook's cleaning for ``variant="fairllm"``)."""
+        if self.parse is not None:
+            return self.parse
+        return "fairllm" if self.variant == "fairllm" else "default"
+
+    @property
+    def personality(self) -> bool:
+        return self.attr is not None and self.attr.strip().casefold() == "personality"
+
+    def thresholds(self) -> dict[str, float]:
+        """The absolute thresholds that are set, by name (max_snsr, min_pafs, ...)."""
+        found = ((name, getattr(self, name)) for name in THRESHOLD_NAMES)
+        return {name: float(value) for name, value in found if value is not None}
+
+
+# setting key -> (field name, declaration), in field order
+SETTINGS: Final[dict[str, tuple[str, Setting]]] = {
+    (f.metadata["setting"].key or f.name): (
+        f.name,
+        replace(f.metadata["setting"], key=f.metadata["setting"].key or f.name),
+    )
+    for f in fields(AuditSettings)
+}
 
 _FIELD_DEFAULTS: Final[dict[str, Any]] = {f.name: f.default for f in fields(AuditSettings)}
 
@@ -66,7 +426,7 @@ DEFAULTS: dict[str, Any] = {key: _FIELD_DEFAULTS[name] for key, (name, _) in SET
 MARKER_KEYS: tuple[str, ...] = tuple(k for k, (_, d) in SETTINGS.items() if d.marker)
 
 # command-line option (dest) -> settings key; dests are namespaced "fairness_*"
-CLI_KEYS: dict[str, str] = values.CLI_KEYS
+CLI_KEYS: dict[str, str] = v.CLI_KEYS
 CLI_KEYS.update({d.option.dest: k for k, (_, d) in SETTINGS.items() if d.option is not None})
 
 # ini key -> settings key: every setting has a "recfair_<name>" ini key, but model
@@ -95,7 +455,7 @@ def validate_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any], where: str
         )
     unknown = sorted(set(kwargs) - set(MARKER_KEYS))
     if unknown:
-        guesses = [(key, values.nearest(key, MARKER_KEYS)) for key in unknown]
+        guesses = [(key, v.nearest(key, MARKER_KEYS)) for key in unknown]
         said = "; ".join(f"{k!r}: did you mean {g!r}?" if g else repr(k) for k, g in guesses)
         raise ConfigError(
             f"@fairness{place}: unknown argument(s) {said} (the {len(MARKER_KEYS)} marker "

@@ -13,12 +13,12 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Protocol, cast
+from typing import Any, Final, Protocol
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate.limits import check_tolerance
 from pytest_recfair.gate.unanswered import check_max_failed
-from pytest_recfair.vocab import METRICS, STATISTICS, MetricName, Statistic
+from pytest_recfair.vocab import METRICS, STATISTICS
 
 Parser = Callable[[Any, str, str], Any]
 
@@ -48,33 +48,42 @@ def plain(value: Any, key: str, source: str) -> str:
     return f"{key}={value!r} ({source})"
 
 
-def to_int(value: Any, key: str, source: str, *, minimum: int) -> int:
-    if isinstance(value, bool):
-        raise bad(key, value, source, f"an integer >= {minimum}")
-    if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise bad(key, value, source, f"an integer >= {minimum}") from None
-    if not isinstance(value, int) or value < minimum:
-        raise bad(key, value, source, f"an integer >= {minimum}")
-    return value
+def whole(minimum: int) -> Parser:
+    """An integer >= ``minimum`` (given as a number or its text)."""
+
+    def parse(value: Any, key: str, source: str) -> int:
+        if isinstance(value, str):
+            try:
+                value = int(value.strip())
+            except ValueError:
+                raise bad(key, value, source, f"an integer >= {minimum}") from None
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise bad(key, value, source, f"an integer >= {minimum}")
+        return value
+
+    return parse
 
 
-def to_float(value: Any, key: str, source: str, *, lo: float, hi: float | None) -> float:
+def number(lo: float, hi: float | None) -> Parser:
+    """A number in [lo, hi] (no upper bound when ``hi`` is None), NaN refused."""
     expected = f"a number in [{lo}, {hi}]" if hi is not None else f"a number >= {lo}"
-    if isinstance(value, bool):
-        raise bad(key, value, source, expected)
-    if isinstance(value, str):
-        try:
-            value = float(value.strip())
-        except ValueError:
-            raise bad(key, value, source, expected) from None
-    if not isinstance(value, int | float) or math.isnan(value):
-        raise bad(key, value, source, expected)
-    if value < lo or (hi is not None and value > hi):
-        raise bad(key, value, source, expected)
-    return float(value)
+
+    def parse(value: Any, key: str, source: str) -> float:
+        if isinstance(value, str):
+            try:
+                value = float(value.strip())
+            except ValueError:
+                raise bad(key, value, source, expected) from None
+        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+            raise bad(key, value, source, expected)
+        if value < lo or (hi is not None and value > hi):
+            raise bad(key, value, source, expected)
+        return float(value)
+
+    return parse
+
+
+unit, nonneg = number(0.0, 1.0), number(0.0, None)
 
 
 def to_bool(value: Any, key: str, source: str) -> bool:
@@ -96,37 +105,27 @@ def choice(choices: tuple[str, ...]) -> Callable[[Any, str, str], str]:
     return parse
 
 
-def names(value: Any, choices: tuple[str, ...]) -> list[str] | None:
-    """One name, "all", a comma-separated string or a list of names -> the names, or
-    None when that is not what was given."""
-    if isinstance(value, str):
-        parts = [p.strip().lower() for p in value.split(",")]
-    elif isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
-        parts = [v.strip().lower() for v in value]
-    else:
-        return None
-    if parts == ["all"]:
-        parts = list(choices)
-    if not parts or any(p not in choices for p in parts) or len(set(parts)) != len(parts):
-        return None
-    return parts
+def listed(choices: tuple[str, ...]) -> Parser:
+    """One name, "all", a comma-separated string or a list of names -> a tuple."""
+    expected = f"one of {', '.join(repr(c) for c in choices)}, 'all', or a list of them"
+
+    def parse(value: Any, key: str, source: str) -> tuple[str, ...]:
+        if isinstance(value, str):
+            parts = [p.strip().lower() for p in value.split(",")]
+        elif isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+            parts = [v.strip().lower() for v in value]
+        else:
+            raise bad(key, value, source, expected)
+        if parts == ["all"]:
+            parts = list(choices)
+        if not parts or any(p not in choices for p in parts) or len(set(parts)) != len(parts):
+            raise bad(key, value, source, expected)
+        return tuple(parts)
+
+    return parse
 
 
-def metrics(value: Any, key: str, source: str) -> tuple[MetricName, ...]:
-    """One metric, "all", a comma-separated string or a list of metrics -> a tuple."""
-    parts = names(value, METRICS)
-    if parts is None:
-        raise bad(key, value, source, "one of 'jaccard', 'serp', 'prag', 'all', or a list of them")
-    return cast("tuple[MetricName, ...]", tuple(parts))
-
-
-def statistics(value: Any, key: str, source: str) -> tuple[Statistic, ...]:
-    """One statistic, "all", a comma-separated string or a list of them -> a tuple."""
-    parts = names(value, STATISTICS)
-    if parts is None:
-        expected = f"one of {', '.join(repr(x) for x in STATISTICS)}, 'all', or a list of them"
-        raise bad(key, value, source, expected)
-    return cast("tuple[Statistic, ...]", tuple(parts))
+metrics, statistics = listed(METRICS), listed(STATISTICS)
 
 
 def perturbation(value: Any, key: str, source: str) -> str:
@@ -209,14 +208,6 @@ def bins(value: Any, key: str, source: str) -> int | tuple[float, ...]:
     raise bad(key, value, source, 'a count of quantile groups (>= 2) or ascending edges "10,100"')
 
 
-def unit(value: Any, key: str, source: str) -> float:
-    return to_float(value, key, source, lo=0.0, hi=1.0)
-
-
-def nonneg(value: Any, key: str, source: str) -> float:
-    return to_float(value, key, source, lo=0.0, hi=None)
-
-
 def tolerance(value: Any, key: str, source: str) -> float:
     """How much a statistic may worsen against its baseline: read as a number here, checked
     by the gate's one rule (``gate.limits.check_tolerance``) with this setting's words."""
@@ -246,24 +237,6 @@ def prices(value: Any, key: str, source: str) -> Prices:
     if prices is None:
         raise bad(key, value, source, expected)
     return prices
-
-
-def headers(value: Any, key: str, source: str) -> HeaderEnvs:
-    """ "X-Team: TEAM_ENV, X-Org: ORG_ENV" (or a dict) -> (header, env name) pairs: each
-    value is the NAME of an environment variable, so no header value is in a config."""
-    try:
-        pairs = parse_header_envs(value)
-    except ConfigError as exc:
-        raise bad(key, value, source, str(exc).removeprefix("expected ")) from None
-    return tuple(pairs.items())
-
-
-def whole(minimum: int) -> Parser:
-    return lambda v, k, s: to_int(v, k, s, minimum=minimum)
-
-
-def number(lo: float, hi: float | None) -> Parser:
-    return lambda v, k, s: to_float(v, k, s, lo=lo, hi=hi)
 
 
 @dataclass(frozen=True)
@@ -325,8 +298,9 @@ _EXPECTED: Final = (
 )
 
 
-def parse_header_envs(value: object) -> dict[str, str]:
-    """``"X-Org: ORG_ENV, X-Tag: TAG_ENV"`` or ``{"X-Org": "ORG_ENV"}`` -> header -> env name."""
+def headers(value: Any, key: str, source: str) -> HeaderEnvs:
+    """ "X-Team: TEAM_ENV, X-Org: ORG_ENV" (or a dict) -> (header, env name) pairs: each
+    value is the NAME of an environment variable, so no header value is in a config."""
     if isinstance(value, Mapping):
         pairs = [(str(k), str(v)) for k, v in value.items()]
     elif isinstance(value, str):
@@ -338,16 +312,16 @@ def parse_header_envs(value: object) -> dict[str, str]:
             if not sep:
                 name, sep, env = part.partition("=")
             if not sep:
-                raise ConfigError(f"expected {_EXPECTED}; {part.strip()!r} has no ':'")
+                raise bad(key, value, source, f"{_EXPECTED}; {part.strip()!r} has no ':'")
             pairs.append((name.strip(), env.strip()))
     else:
-        raise ConfigError(f"expected {_EXPECTED}")
+        raise bad(key, value, source, _EXPECTED)
     out: dict[str, str] = {}
     for name, env in pairs:
         if not _HEADER.match(name) or not _ENV.match(env):
-            raise ConfigError(f"expected {_EXPECTED}; got {name!r}: {env!r}")
+            raise bad(key, value, source, f"{_EXPECTED}; got {name!r}: {env!r}")
         out[name] = env
-    return out
+    return tuple(out.items())
 
 
 # --- the session-wide options of a pytest run (shard, merge, prune, history, reports,

@@ -13,7 +13,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pytest_recfair.cassettes.store import CassetteMiss, CassetteStore
+from pytest_recfair.cassettes.miss import CassetteMiss
+from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.providers import from_config, run_cases
 from pytest_recfair.providers.transport import CassetteTransport
 

@@ -14,21 +14,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_recfair.cassettes.store import (
-    RECORD_MODES,
+from pytest_recfair.cassettes.index import Key, canonical_body
+from pytest_recfair.cassettes.miss import CassetteMiss, CassetteNote, prompt_of
+from pytest_recfair.cassettes.store import CassetteStore
+from pytest_recfair.cassettes.vcrfile import (
     REPEAT_HEADER,
-    CassetteMiss,
-    CassetteNote,
-    CassetteStore,
-    Key,
     RecordedRequest,
     RecordedResponse,
-    canonical_body,
-    prompt_of,
     read_interactions,
     sanitize_name,
 )
 from pytest_recfair.errors import CassetteError, ConfigError, RecfairError
+from pytest_recfair.vocab import RECORD_MODES
 
 TEST = "tests/test_fair.py::test_movies[gpt-4o]"
 URL = "https://api.openai.com/v1/chat/completions"
@@ -685,7 +682,7 @@ def test_all_mode_still_replaces_re_recorded_interactions(tmp_path: Path) -> Non
 
 
 def test_policy_table_has_one_row_per_record_mode() -> None:
-    from pytest_recfair.cassettes.store import MODE_POLICIES
+    from pytest_recfair.cassettes.miss import MODE_POLICIES
     from pytest_recfair.vocab import RECORD_MODES
 
     assert tuple(MODE_POLICIES) == RECORD_MODES

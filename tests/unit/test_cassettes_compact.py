@@ -12,14 +12,14 @@ import vcr
 
 from pytest_recfair.__main__ import main
 from pytest_recfair.cassettes import cache, compact
-from pytest_recfair.cassettes.store import (
-    CassetteStore,
+from pytest_recfair.cassettes.store import CassetteStore
+from pytest_recfair.cassettes.vcrfile import (
+    CompactPersister,
     RecordedRequest,
     RecordedResponse,
     read_interactions,
     stored_key,
 )
-from pytest_recfair.cassettes.vcrfile import CompactPersister
 from pytest_recfair.engine.collector import prune as apply
 from pytest_recfair.engine.collector import prune_plan as plan
 from pytest_recfair.errors import CassetteError

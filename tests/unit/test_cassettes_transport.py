@@ -12,8 +12,10 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_recfair.cassettes.store import CassetteMiss, CassetteStore, RecordMode
+from pytest_recfair.cassettes.miss import CassetteMiss
+from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.providers.transport import UNSCOPED_ENTITY, CassetteTransport
+from pytest_recfair.vocab import RecordMode
 
 TEST = "tests/test_fair.py::test_movies"
 URL = "https://api.openai.com/v1/chat/completions"

@@ -12,12 +12,8 @@ import pytest
 import vcr
 from vcr.serializers import yamlserializer
 
-from pytest_recfair.cassettes.store import (
-    CassetteStore,
-    RecordedRequest,
-    RecordedResponse,
-    sanitize_name,
-)
+from pytest_recfair.cassettes.store import CassetteStore
+from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse, sanitize_name
 from pytest_recfair.errors import CassetteError
 from pytest_recfair.providers.transport import CassetteTransport
 from tests.support.real_cassettes import REAL

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_recfair.cassettes.store import RecordedRequest, RecordedResponse
+from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers import RunOutcome, from_config, retry_after_seconds, run_cases
 from pytest_recfair.providers.http import HTTPProvider
@@ -336,7 +336,8 @@ def test_duplicate_case_ids_are_rejected() -> None:
 
 
 def test_records_then_replays_through_cassettes(tmp_path: Path) -> None:
-    from pytest_recfair.cassettes.store import CassetteMiss, CassetteStore
+    from pytest_recfair.cassettes.miss import CassetteMiss
+    from pytest_recfair.cassettes.store import CassetteStore
 
     cases = _cases(4)
     recorded = _run(_ok, cases, cassettes=CassetteStore(tmp_path, "once"), test_id="t::a")
@@ -453,7 +454,8 @@ def test_replay_without_a_client_gives_what_the_client_path_gives(tmp_path: Path
 
 
 def test_replay_miss_is_the_cassette_transports_error(tmp_path: Path) -> None:
-    from pytest_recfair.cassettes.store import CassetteMiss, CassetteStore
+    from pytest_recfair.cassettes.miss import CassetteMiss
+    from pytest_recfair.cassettes.store import CassetteStore
     from pytest_recfair.providers.transport import CassetteTransport
 
     cases = _cases(3)
@@ -522,7 +524,8 @@ def test_an_error_reply_is_not_recorded_and_asked_again(tmp_path: Path) -> None:
 
 
 def test_a_stored_retryable_reply_of_an_older_version_is_skipped(tmp_path: Path) -> None:
-    from pytest_recfair.cassettes.store import CassetteNote, CassetteStore
+    from pytest_recfair.cassettes.miss import CassetteNote
+    from pytest_recfair.cassettes.store import CassetteStore
 
     case = Case("c0", "one prompt", entity_id="e0")
     request = _provider().build_request(case.system, case.prompt)

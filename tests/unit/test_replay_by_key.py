@@ -10,7 +10,8 @@ from typing import Any
 import httpx
 import pytest
 
-from pytest_recfair.cassettes.store import CassetteStore, RecordedRequest, RecordedResponse
+from pytest_recfair.cassettes.store import CassetteStore
+from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse
 from pytest_recfair.errors import ProviderError
 from pytest_recfair.providers import OpenAIProvider, from_config, run_cases
 from pytest_recfair.providers.base import Completion, RecordedReply

@@ -15,7 +15,8 @@ import pytest
 
 from pytest_recfair import secrets
 from pytest_recfair.cassettes import store as cassette_store
-from pytest_recfair.cassettes.store import CassetteStore, RecordedRequest, RecordedResponse
+from pytest_recfair.cassettes.store import CassetteStore
+from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse
 from pytest_recfair.secrets import FILTERED, SECRET_HEADERS, SECRET_QUERY_PARAMS, Scrubber
 
 # The lists as they were before the merge: cassettes/store.py (7 request headers, 3 response

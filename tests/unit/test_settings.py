@@ -143,10 +143,11 @@ def test_bool_parsing_from_ini() -> None:
         resolve(ini={"recfair_update": "maybe"})
 
 
-def test_choice_tuples_match_the_metrics_module() -> None:
-    # settings keeps copies so that pytest start-up does not import numpy
-    from pytest_recfair import settings, vocab
+def test_choice_settings_take_exactly_the_vocabularies() -> None:
+    from pytest_recfair import vocab
 
-    assert settings.METRICS == vocab.METRICS
-    assert settings.VARIANTS == vocab.VARIANTS
-    assert settings.MISSING_POLICIES == vocab.MISSING_POLICIES
+    assert resolve(marker={"metric": "all"}).metrics == vocab.METRICS
+    for key, choices in (("variant", vocab.VARIANTS), ("missing", vocab.MISSING_POLICIES)):
+        assert tuple(getattr(resolve(marker={key: c}), key) for c in choices) == choices
+        with pytest.raises(ConfigError, match=key):
+            resolve(marker={key: "other"})

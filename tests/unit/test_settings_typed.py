@@ -11,8 +11,8 @@ from pytest_recfair import settings
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.report.history import check_history_dir
 from pytest_recfair.report.registry import check_report_path
-from pytest_recfair.settings import AuditSettings, RunSettings, resolve, resolve_run
-from pytest_recfair.settings.values import Prices, Shard
+from pytest_recfair.settings import AuditSettings, resolve
+from pytest_recfair.settings.values import Prices, RunSettings, Shard, resolve_run
 
 # the marker arguments as they were written out by hand before the declarations
 MARKER_KEYS_BEFORE = [
