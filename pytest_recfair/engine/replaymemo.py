@@ -57,8 +57,6 @@ from pytest_recfair.results import AttributeResult
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.values import Shard
 
-__all__ = ["KeptScores", "Recorder", "StreamKey", "key", "prompts_digest", "served"]
-
 _AUDIT: Final = b"audit"
 _SCORED: Final = b"scored"
 #: The prompt whose request stands for the provider's request-building settings.
@@ -264,36 +262,24 @@ def served(key: bytes, request: AuditRequest, kind: AuditKind, rebuild: Rebuild)
     return merged
 
 
-class KeptScores:
-    """A scorer whose :meth:`scored` is kept under the stream's key as well: the
+def scored(scorer: Scorer, key: bytes | None) -> Scored:
+    """The scorer's results, kept under the stream's key (None: not kept) as well: the
     bootstrap intervals of unchanged scores are not drawn again (they depend on nothing
     but the scores and the settings, both in the key)."""
-
-    def __init__(self, scorer: Scorer, key: bytes | None) -> None:
-        self.scorer = scorer
-        self.key = key
-
-    def add(self, cases: Sequence[Any], outcome: Any) -> None:
-        self.scorer.add(cases, outcome)
-
-    def payload(self, sent: Sent) -> dict[str, Any]:
-        return self.scorer.payload(sent)
-
-    def scored(self) -> Scored:
-        kept = None if self.key is None else _scored_of(cache.get(_SCORED, self.key))
-        if kept is not None:
-            return kept
-        scored = self.scorer.scored()
-        if self.key is not None:
-            doc = {
-                "attributes": [_packed(a) for a in scored.attributes],
-                "merges": scored.merges,
-                "extras": dict(scored.extras),
-                "evidence": dict(scored.evidence),
-            }
-            with contextlib.suppress(TypeError, ValueError):  # not plain data: not kept
-                cache.put(_SCORED, self.key, doc)
-        return scored
+    kept = None if key is None else _scored_of(cache.get(_SCORED, key))
+    if kept is not None:
+        return kept
+    done = scorer.scored()
+    if key is not None:
+        doc = {
+            "attributes": [_packed(a) for a in done.attributes],
+            "merges": done.merges,
+            "extras": dict(done.extras),
+            "evidence": dict(done.evidence),
+        }
+        with contextlib.suppress(TypeError, ValueError):  # not plain data: not kept
+            cache.put(_SCORED, key, doc)
+    return done
 
 
 def _packed(attribute: AttributeResult) -> dict[str, Any]:

@@ -33,7 +33,7 @@ from typing import Any, NoReturn
 
 import jsonschema
 
-from pytest_recfair.engine import pipeline, registry, replaymemo, stream
+from pytest_recfair.engine import registry, replaymemo, stream
 from pytest_recfair.engine.base import (
     SHARD_FORMAT,
     SHARD_VERSION,
@@ -219,8 +219,8 @@ def run_shard(request: AuditRequest, root: Path) -> ShardWritten:
     shard = request.shard
     if shard is None:
         raise ValueError("run_shard: the request names no shard")
-    run = pipeline.run(request)
-    pipeline.check_failures(request.settings, request.test_id, run.sent)
+    run = stream.run(request)
+    stream.check_failures(request.settings, request.test_id, run.sent)
     path = shard_path(root, request.test_id, shard)
     doc = shard_doc(
         test_id=request.test_id,
@@ -280,7 +280,7 @@ class MergeSource:
                 "(it also seeds the bootstrap)."
             )
         self.used.add(test_id)
-        result = pipeline.finish(settings, meta, merged.scorer, merged.sent)
+        result = stream.finish(settings, meta, merged.scorer, merged.sent)
         names = [a.attribute for a in result.attributes]
         if settings.attr is not None and names and not any(settings.attr in n for n in names):
             raise ConfigError(

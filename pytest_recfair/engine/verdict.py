@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_recfair.engine import registry, stream
+from pytest_recfair.engine.base import AuditRequest
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.gate import baselines
 from pytest_recfair.gate import thresholds as gate
@@ -121,6 +122,13 @@ def gate_against(
     """:func:`gate_outcome` against ``baseline`` when it is compatible with ``result``."""
     problem = None if baseline is None else baselines.result_incompatibility(baseline, result)
     return gate_outcome(settings, result, None if problem else baseline, problem)
+
+
+def run_audit(request: AuditRequest, baseline: AuditResult | None = None) -> AuditResult:
+    """Audit the request's recommender and gate the result against ``baseline`` (the
+    standalone API); an incompatible baseline is a "baseline" failure saying why."""
+    result = stream.measure(request)
+    return replace(result, gate=gate_against(request.settings, result, baseline))
 
 
 def gate_result(

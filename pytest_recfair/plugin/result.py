@@ -113,9 +113,8 @@ def _measure(
     """Run this test's audit (after a batch recording with --fairness-batch); a shard run
     writes its share's result and skips instead."""
     from pytest_recfair.engine.base import AuditRequest
-    from pytest_recfair.engine.pipeline import measure
     from pytest_recfair.engine.sharding import run_shard
-    from pytest_recfair.engine.stream import record_batch
+    from pytest_recfair.engine.stream import measure, record_batch
 
     config, node = request.config, request.node
     user = fixtures.user_fixture(request, "recfair_recommender")
