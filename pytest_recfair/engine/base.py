@@ -38,33 +38,6 @@ if TYPE_CHECKING:
     from pytest_recfair.report.sections import KindSections
 from pytest_recfair import secrets
 
-__all__ = [
-    "SHARD_FORMAT",
-    "AuditInputs",
-    "AuditKind",
-    "AuditRequest",
-    "FollowUp",
-    "Merged",
-    "OwnEntities",
-    "PlannedFollowUp",
-    "PooledKind",
-    "PooledScorer",
-    "Score",
-    "Scored",
-    "Scorer",
-    "Sent",
-    "ShardResult",
-    "merge_replies",
-    "merged_cost",
-    "merged_meta",
-    "mixed_error",
-    "replay",
-    "shard_doc",
-    "shard_of_doc",
-    "shard_positions",
-    "shard_share",
-]
-
 T = TypeVar("T")
 
 

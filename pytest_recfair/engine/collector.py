@@ -30,16 +30,6 @@ from pytest_recfair.compare.models import ModelComparison, ModelSlot, compare_mo
 from pytest_recfair.results import AttributeResult, AuditResult
 from pytest_recfair.vocab import STATISTICS
 
-__all__ = [
-    "PrunePlan",
-    "RunCollector",
-    "TestRecord",
-    "baseline_changes",
-    "prune",
-    "prune_plan",
-    "unused_baselines",
-]
-
 
 @dataclass
 class TestRecord:

@@ -55,30 +55,6 @@ from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.values import Prices, Shard
 from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS, RecordMode
 
-__all__ = [
-    "DEFAULT_MAX_COST",
-    "DEFAULT_MAX_REQUESTS",
-    "SECONDS_PER_REQUEST",
-    "Budget",
-    "BudgetExceeded",
-    "Ledger",
-    "Plan",
-    "allowance",
-    "audit_plan",
-    "budget_of",
-    "check_budget",
-    "estimate",
-    "is_in_process",
-    "is_live",
-    "limits",
-    "parse_budget",
-    "pipeline_calls",
-    "recorded_ids",
-    "resolution",
-    "total_line",
-    "with_judge",
-]
-
 #: A hosted model writing 25 titles takes a few seconds; the loopback simulator far less.
 SECONDS_PER_REQUEST: Final = 4.0
 

@@ -18,8 +18,6 @@ from pytest_recfair.report.sections import KindSections
 from pytest_recfair.report.sections import use as use_sections
 from pytest_recfair.settings import AuditSettings
 
-__all__ = ["KINDS", "default", "kind_for", "named"]
-
 #: Tried in order; the first kind that wants the settings runs. The list-overlap audit
 #: (the FaiRLLM method) wants every settings object, so it comes last as the default.
 KINDS: tuple[AuditKind, ...] = (ITEMS, EXPOSURE, POSITIONS, ROLEPLAY, OVERLAP)

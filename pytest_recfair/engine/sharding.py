@@ -53,18 +53,6 @@ from pytest_recfair.results import AuditMeta, AuditResult
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.values import Shard
 
-__all__ = [
-    "KindInputs",
-    "MergeSource",
-    "ShardWritten",
-    "collect",
-    "inputs_digests",
-    "load_shard",
-    "run_shard",
-    "shard_path",
-    "write_shard",
-]
-
 
 def shard_path(root: Path, test_id: str, shard: Shard) -> Path:
     """``<root>/<test name>-<hash>.shard-I-of-N.json``: stable and safe on every OS."""

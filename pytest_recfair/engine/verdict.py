@@ -22,23 +22,6 @@ from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.vocab import accept_command
 
-__all__ = [
-    "EXPLORE_NOTE",
-    "FORCED_NOTE",
-    "BaselineCheck",
-    "BaselineState",
-    "Judged",
-    "Verdict",
-    "body_failed",
-    "check_baseline",
-    "gate_against",
-    "gate_outcome",
-    "gate_result",
-    "judge",
-    "load_baseline",
-    "write_baseline",
-]
-
 
 @dataclass(frozen=True, slots=True)
 class BaselineState:

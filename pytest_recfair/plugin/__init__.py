@@ -18,10 +18,7 @@ import pytest
 
 from pytest_recfair import settings
 from pytest_recfair.plugin import collection, fixtures, options, result, session
-from pytest_recfair.plugin.collection import SKIP_REASON
 from pytest_recfair.plugin.session import audit_state, run_state
-
-__all__ = ["SKIP_REASON", "marker"]
 
 
 def marker() -> pytest.MarkDecorator:

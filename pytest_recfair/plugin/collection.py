@@ -40,8 +40,6 @@ from pytest_recfair.settings.values import nearest
 if TYPE_CHECKING:
     from pytest_recfair.prompts.grids import Grid
 
-__all__ = ["RECOMMENDER", "SKIP_REASON", "check_run", "depend_on_recommender", "modify_items"]
-
 SKIP_REASON = "fairness audit: run with --fairness"
 RECOMMENDER = "recfair_recommender"
 

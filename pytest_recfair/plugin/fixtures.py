@@ -22,23 +22,6 @@ if TYPE_CHECKING:
 #: collection (both have the test file's ``path`` and the ``config``)
 Node = pytest.FixtureRequest | pytest.Item
 
-__all__ = [
-    "candidates",
-    "cassettes",
-    "catalogue",
-    "default_recommender",
-    "default_seeds",
-    "find_file",
-    "grid",
-    "http_clients",
-    "inputs",
-    "not_found",
-    "path_like",
-    "recommender_for",
-    "seeds",
-    "user_fixture",
-]
-
 
 def default_recommender(config: pytest.Config) -> Any:
     """The provider the ini keys name (recfair_provider, recfair_model, ...)."""

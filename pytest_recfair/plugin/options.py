@@ -21,16 +21,6 @@ from pytest_recfair.errors import ConfigError
 from pytest_recfair.settings.values import nearest
 from pytest_recfair.vocab import PROVIDER_KINDS, RECORD_MODES, REPORT_FORMATS
 
-__all__ = [
-    "PROVIDER_INI",
-    "add_options",
-    "check_ini_keys",
-    "check_strictness",
-    "ini_file_keys",
-    "resolve",
-    "resolve_run",
-]
-
 PROVIDER_INI = {
     "recfair_provider": "provider API shape: " + ", ".join(PROVIDER_KINDS) + " (default openai)",
     "recfair_model": "model id sent to the provider (required unless recfair_recommender "

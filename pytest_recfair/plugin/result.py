@@ -27,18 +27,6 @@ if TYPE_CHECKING:
     from pytest_recfair.results import AuditResult
     from pytest_recfair.settings.values import Shard
 
-__all__ = [
-    "baseline_of",
-    "body_error",
-    "conclude",
-    "fairness_result",
-    "gate_property",
-    "judge",
-    "judge_item",
-    "judged_call",
-    "shard_note",
-]
-
 
 def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditResult:
     """The gated AuditResult of this @fairness test, recorded for the controller."""

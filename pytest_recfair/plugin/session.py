@@ -38,25 +38,6 @@ if TYPE_CHECKING:
     from pytest_recfair.engine.sharding import MergeSource
     from pytest_recfair.engine.verdict import BaselineCheck
 
-__all__ = [
-    "AUDIT",
-    "LEDGER_KEY",
-    "RUN",
-    "AuditState",
-    "Controller",
-    "Pruner",
-    "RunState",
-    "audit_state",
-    "configure",
-    "live_line",
-    "plan_summary",
-    "report_header",
-    "run_state",
-    "ship",
-    "summary",
-    "terminal_line",
-]
-
 
 @dataclass
 class RunState:
