@@ -243,7 +243,7 @@ def _setup(request: AuditRequest, kind: AuditKind) -> tuple[list[Entity], Grid, 
     those a published run never answered left out (their entity then leaves that value's
     mean, as the FaiRLLM notebook does), the ``system`` and ``role`` settings applied.
     "personality" comes from its own bundled grid; a kind with its own entities
-    (:class:`~.base.OwnEntities`) selects by ``attr`` itself."""
+    (``AuditKind.entities``) selects by ``attr`` itself."""
     s, inputs = request.settings, request.inputs
     entities = entities_of(s, request.seeds, request.test_id, kind, inputs)
     grid, attributes = request.grid, None if s.attr is None else [s.attr]
@@ -304,7 +304,7 @@ def entities_of(
     kind: AuditKind | None = None,
     inputs: AuditInputs | None = None,
 ) -> list[Entity]:
-    """The audit's entities: the seeds, or a kind's own (:class:`~.base.OwnEntities`),
+    """The audit's entities: the seeds, or a kind's own (``AuditKind.entities``),
     subsampled to ``entities=N``."""
     own = getattr(kind, "entities", None)
     if own is not None:
@@ -342,7 +342,7 @@ def follow_up(
     request: AuditRequest, kind: AuditKind, cases: list[Any], outcome: RunOutcome
 ) -> tuple[list[Any], RunOutcome]:
     """The chunk's cases and replies, with those of the judge calls a kind asks of
-    ``inputs.judge`` (:class:`~.base.FollowUp`); unchanged without a judge."""
+    ``inputs.judge`` (``AuditKind.follow_up``); unchanged without a judge."""
     ask = getattr(kind, "follow_up", None)
     judge = request.inputs.judge
     more = [] if ask is None or judge is None else ask(request.settings, cases, outcome)
