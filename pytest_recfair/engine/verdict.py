@@ -1,11 +1,6 @@
 """The verdict of one audited test: its baseline, the gate, pass/fail, the baseline writer.
-
-Pure except :func:`load_baseline` (reads) and :func:`write_baseline` (writes): the plugin
-loads the state, :func:`check_baseline` checks compatibility once, :func:`gate_outcome` gates,
-:func:`judge` decides, and :func:`write_baseline` writes what the verdict says to write.
-Each outcome is built once from its parts (the gate's structured failures, the kind's own,
-the baseline's state, the test body's error); the words are ``report.failures``'s: this
-module never imports ``report``.
+Pure but :func:`load_baseline` and :func:`write_baseline`; each outcome is composed once
+from its parts, worded by ``report.failures`` (this module never imports ``report``).
 """
 
 from __future__ import annotations
@@ -175,12 +170,9 @@ def _verdict(result: AuditResult, parts: Judged, state: BaselineState | None = N
 def judge(
     settings: AuditSettings, result: AuditResult, check: BaselineCheck, test_id: str
 ) -> Verdict:
-    """Decide pass/fail for one gated test. Pure: writing is :func:`write_baseline`'s job.
-
-    With --fairness-update the result was gated without a baseline, so only absolute
-    thresholds can fail and the new numbers are to become the baseline. Otherwise a
-    missing, unusable or incompatible baseline fails and says how to (re)create it.
-    """
+    """Pass/fail of one gated test (pure). Under --fairness-update it was gated without a
+    baseline: only absolute limits fail, and it becomes the baseline; otherwise a missing,
+    unusable or incompatible baseline fails and says how to (re)create it."""
     state = check.state
     checked = result.gate or GateOutcome(passed=True)
     if settings.explore:
@@ -239,11 +231,8 @@ def _explored(
 
 
 def body_failed(verdict: Verdict, error: str) -> Verdict:
-    """The verdict when the test's own code failed (e.g. an assertion on fairness_result).
-
-    The test failed, so its audit did: the outcome carries a "test" failure, whatever the
-    gate said, and no baseline is written (a run whose test failed is not one to accept).
-    """
+    """The verdict when the test's own code failed: a "test" failure whatever the gate
+    said, and no baseline written (a run whose test failed is not one to accept)."""
     parts = verdict.parts or Judged(verdict.result.gate or GateOutcome(passed=True))
     return _verdict(verdict.result, replace(parts, body=error))
 

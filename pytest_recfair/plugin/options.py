@@ -1,9 +1,6 @@
-"""Command-line options, ini keys and their resolution into settings.
-
-The options and ini keys of the audit settings come from their declarations in
-:mod:`pytest_recfair.settings`; the run-level options (report, history, shard, merge,
-prune) resolve into :class:`~pytest_recfair.settings.RunSettings` once, at configure
-time. Every usage error is raised here, before any prompt is sent (pytest exits 4).
+"""Command-line options, ini keys (from the settings' declarations) and their resolution
+into settings; the run-level options into :class:`~pytest_recfair.settings.RunSettings`
+once, at configure time. Every usage error is raised here, before any prompt is sent.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """One audited test, from the ``fairness_result`` fixture to the call-phase verdict:
 baseline -> (plan, budget, batch) -> measure, merge or shard -> compare + gate -> record,
-then judge after the test body. Here pytest fixtures are fetched and tests are skipped
-or failed; the steps that need no pytest (:func:`baseline_of`, :func:`conclude`,
-:func:`judge`) are unit-tested on their own. The engine is imported on use: pytest
-start-up stays light.
+then judge. The steps that need no pytest (:func:`baseline_of`, :func:`conclude`,
+:func:`judge`) are unit-tested alone; the engine is imported on use (light start-up).
 """
 
 from __future__ import annotations
