@@ -290,18 +290,14 @@ def shard_of_doc(doc: dict[str, Any], path: Path) -> ShardResult:
 def merge_replies(results: Sequence[ShardResult]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The metadata and the united replies (completions, errors) of a kind's audit whose
     shards wrote replies; the shards' entities are disjoint, so no case id repeats."""
-    meta = merged_meta(results)
+    meta = merged_meta(results)  # one model: shards of several are refused there
     parts = [r.replies for r in results if r.replies is not None]
     if len(parts) != len(results):
         raise DataError(mixed_error(results))
-    completions: dict[str, Any] = {}
-    errors: dict[str, Any] = {}
-    for part in parts:
-        completions.update(part["completions"])
-        errors.update(part["errors"])
-    models = {str(r.meta.get("model")) for r in results}
-    meta["model"] = models.pop() if len(models) == 1 else ",".join(sorted(models))
-    return meta, {"completions": completions, "errors": errors}
+    united = {
+        n: {k: v for part in parts for k, v in part[n].items()} for n in ("completions", "errors")
+    }
+    return meta, united
 
 
 def mixed_error(results: Sequence[ShardResult]) -> str:

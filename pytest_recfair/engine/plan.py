@@ -407,12 +407,6 @@ class Ledger:
             os.close(fd)
 
 
-def is_live(settings: AuditSettings, recommender: Any) -> bool:
-    """Can this audit send requests? A callable always runs live; an HTTP provider only
-    in a record mode that records."""
-    return is_in_process(recommender) or settings.record_mode != "none"
-
-
 def budget_of(settings: AuditSettings, planned: Plan | None = None) -> Budget:
     """The run's limits; the default budget (:data:`DEFAULT_MAX_REQUESTS`) when
     ``planned`` sends over the network (its duration is estimated, an in-process one's not)."""

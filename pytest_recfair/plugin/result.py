@@ -148,7 +148,8 @@ def _plan(
     config = request.config
     state = run_state(config)
     # --fairness-batch sends (through the batch API) whatever the record mode says
-    if not (s.plan or s.batch or plan.is_live(s, recommender)):
+    # a callable always runs live, an HTTP provider in a record mode that records
+    if not (s.plan or s.batch or plan.is_in_process(recommender) or s.record_mode != "none"):
         return None, None
     seeds, grid, inputs = cases
     planned = plan.audit_plan(
