@@ -72,12 +72,8 @@ class StreamKey:
     def __init__(self, head: bytes, paths: Sequence[Path], now: bool) -> None:
         self.now = now  # computed up front: look it up
         self._head = head
-        self._files: Future[bytes | None] = Future()
-        if now:
-            self._files.set_result(_files_digest(paths, 2))
-            return
         pool = ThreadPoolExecutor(1, thread_name_prefix="recfair-key")
-        self._files = pool.submit(_files_digest, paths, 1)
+        self._files: Future[bytes | None] = pool.submit(_files_digest, paths, 2 if now else 1)
         pool.shutdown(wait=False)  # the thread ends with its one task
 
     def value(self) -> bytes | None:
