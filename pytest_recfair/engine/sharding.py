@@ -66,10 +66,10 @@ def collect(
     found: dict[str, list[ShardResult]] = {}
     for given in paths:
         if given.is_dir():
-            every = sorted(given.rglob("*.json"))
-            files = [p for p in every if _is_shard_file(p)]
+            why = {p: _not_shard(p) for p in sorted(given.rglob("*.json"))}
+            files = [p for p, no in why.items() if no is None]
             if skipped is not None:
-                skipped.extend(_why_not_shard(p) for p in every if p not in files)
+                skipped.extend(no for no in why.values() if no is not None)
         elif given.is_file():
             files = [given]
         else:
@@ -154,24 +154,17 @@ def _cut(x: Any) -> Any:
 _FORMAT_RE = re.compile(rb'"format"\s*:\s*"' + re.escape(SHARD_FORMAT.encode()) + rb'"')
 
 
-def _is_shard_file(path: Path) -> bool:
-    """A shard file, also re-indented (its "format" key within the first 4 KiB)."""
+def _not_shard(path: Path) -> str | None:
+    """Why a .json file in a merge directory is passed over, for the error that follows;
+    None for a shard file (its "format" key within the first 4 KiB, also re-indented)."""
     try:
         with path.open("rb") as fh:
             head = fh.read(4096)
-    except OSError:
-        return False
-    return _FORMAT_RE.search(head) is not None
-
-
-def _why_not_shard(path: Path) -> str:
-    """Why a .json file in a merge directory was passed over, for the error that follows."""
-    try:
-        size = path.stat().st_size
-        head = path.read_bytes()[:4096] if size else b""
     except OSError as exc:
         return f"{path.name} (unreadable: {exc.strerror or exc})"
-    if not size:
+    if _FORMAT_RE.search(head) is not None:
+        return None
+    if not head:
         return f"{path.name} (empty)"
     if head.lstrip()[:1] not in (b"{", b"["):
         return f"{path.name} (not JSON)"

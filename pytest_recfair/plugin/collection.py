@@ -154,16 +154,13 @@ def check_run(session: pytest.Session) -> None:
         write(note)
 
 
-class _Files:
+class _Files(dict[str, Any]):
     """What the check read, once per source (many tests share a grid or a seed set)."""
 
-    def __init__(self) -> None:
-        self.read: dict[str, Any] = {}
-
-    def once(self, key: str, load: Any) -> Any:
-        if key not in self.read:
-            self.read[key] = load()
-        return self.read[key]
+    def once(self, key: str, load: Callable[[], Any]) -> Any:
+        if key not in self:
+            self[key] = load()
+        return self[key]
 
 
 def _check(item: pytest.Item, s: AuditSettings, files: _Files) -> str | None:

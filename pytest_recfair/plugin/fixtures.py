@@ -255,20 +255,16 @@ def _entities_from(value: Any, domain: str, name: str) -> Any:
 
 def recommender_for(recommender: Any, s: settings.AuditSettings) -> Any:
     """The recommender with this test's provider settings, under a readable model id."""
-    return _named(_configured(recommender, s), s)
-
-
-def _configured(recommender: Any, s: settings.AuditSettings) -> Any:
-    """The recommender with this test's provider settings (ini and marker) applied."""
     from pytest_recfair.providers.http import configure
 
-    return configure(
+    configured = configure(  # the test's provider settings (ini and marker) applied
         recommender,
         temperature=s.temperature,
         max_tokens=s.max_tokens,
         seed=s.sampling_seed,
         header_envs=dict(s.extra_headers) if s.extra_headers else None,
     )
+    return _named(configured, s)
 
 
 def _named(recommender: Any, s: settings.AuditSettings) -> Any:
