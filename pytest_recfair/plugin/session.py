@@ -402,11 +402,6 @@ class Controller:
         summary(self.config, terminalreporter, self.collector)
 
 
-# options that change which prompts the tests ask: a run with one of them does not ask
-# everything the recordings hold, so it never prunes
-_NARROWING = ("fairness_entities", "fairness_repeats", "fairness_seed")
-
-
 class Pruner:
     """--fairness-prune: what the run used; at the end, what it did not (docs/cassettes.md)."""
 
@@ -442,7 +437,7 @@ class Pruner:
             # what the tests ask, narrowed (or moved: another seed draws other entities)
             *(
                 (config.getoption(dest, None) is not None, f"--{dest.replace('_', '-')} given")
-                for dest in _NARROWING
+                for dest in ("fairness_entities", "fairness_repeats", "fairness_seed")
             ),
             (session.testsfailed > 0, f"{session.testsfailed} test(s) failed"),
             (bool(stats.get("skipped")), "test(s) skipped"),
