@@ -133,7 +133,7 @@ def engine_replay(root: Path) -> tuple[float, int]:
     """In-process: the audit (replay through the runner + scoring), as the plugin runs it."""
     from pytest_recfair.cassettes.store import CassetteStore
     from pytest_recfair.engine.base import AuditInputs, AuditRequest
-    from pytest_recfair.engine.pipeline import measure
+    from pytest_recfair.engine.stream import measure
     from pytest_recfair.prompts.grids import load_grid
     from pytest_recfair.providers import from_config
     from pytest_recfair.settings import resolve

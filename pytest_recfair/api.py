@@ -66,7 +66,7 @@ def audit(
     ``seeds`` may also be a list of entity names. ``cassettes`` is an optional
     ``cassettes.CassetteStore`` for replay/recording; by default every prompt is sent.
     """
-    from pytest_recfair.engine import pipeline
+    from pytest_recfair.engine import stream
     from pytest_recfair.engine.base import AuditRequest
 
     s = _settings(marker_arguments, "audit")
@@ -80,7 +80,7 @@ def audit(
         inputs=_inputs(s),
         progress=progress,
     )
-    return pipeline.measure(request)
+    return stream.measure(request)
 
 
 def _inputs(s: settings.AuditSettings) -> Any:

@@ -1,17 +1,8 @@
-"""What a kind of audit is, and the one request every run mode hands the engine.
-
-The engine's run modes (:mod:`.pipeline` one run, :mod:`.sharding` shards and their
-merge, :mod:`.batch` a batch recording, :mod:`.plan` the plan) do the shared part —
-seeds, grid, chunks of entities, sending prompts, failures, cost, metadata — and ask the
-:class:`AuditKind` that :func:`pytest_recfair.engine.registry.kind_for` picks for every
-kind-specific step: its prompts, a :class:`Scorer` fed one chunk of entities at a time,
-its shard payload and merge, its gate failures and its report sections. None of them
-names a kind: a new kind is one module plus one line in :mod:`.registry`.
-
-The scorer of kinds whose statistics need every entity at once (item side, candidate
-position: permutation tests over entities): it keeps each chunk's prompts and replies
-and scores them all once the audit is complete. Its shards write their replies, and the
-merge replays the united replies through a fresh scorer (``base.replay``).
+"""What a kind of audit is, the one request every run mode hands the engine, and a
+shard's data. The run modes (stream, sharding, plan) do the shared part and ask the
+:class:`AuditKind` that the registry picks for each kind-specific step, so none of them
+names a kind. Kinds whose statistics need every entity at once keep the replies
+(:class:`PooledScorer`) and merge shards by replaying them (:func:`replay`).
 """
 
 from __future__ import annotations
@@ -38,57 +29,20 @@ if TYPE_CHECKING:
     from pytest_recfair.report.sections import KindSections
 from pytest_recfair import secrets
 
-__all__ = [
-    "SHARD_FORMAT",
-    "AuditInputs",
-    "AuditKind",
-    "AuditRequest",
-    "FollowUp",
-    "Merged",
-    "OwnEntities",
-    "PlannedFollowUp",
-    "PooledKind",
-    "PooledScorer",
-    "Score",
-    "Scored",
-    "Scorer",
-    "Sent",
-    "ShardResult",
-    "merge_replies",
-    "merged_cost",
-    "merged_meta",
-    "mixed_error",
-    "replay",
-    "shard_doc",
-    "shard_of_doc",
-    "shard_positions",
-    "shard_share",
-]
-
 T = TypeVar("T")
-
-
-def shard_positions(n: int, shard: Shard | None) -> range:
-    """Positions (0-based) of the entities that ``shard`` audits out of ``n``."""
-    return range(n) if shard is None else range(shard.index - 1, n, shard.count)
 
 
 def shard_share(items: Sequence[T], shard: Shard | None) -> list[T]:
     """The items (entities) shard I/N audits: every N-th, starting at position I-1."""
-    return [items[i] for i in shard_positions(len(items), shard)]
+    return list(items if shard is None else items[shard.index - 1 :: shard.count])
 
 
 @dataclass(frozen=True, slots=True)
 class AuditInputs:
-    """What some kinds need beyond seeds and grid, resolved by the caller (plugin).
-
-    ``catalogue``: item metadata (item-side audits); ``candidates``: entity id or name ->
-    candidate titles (candidate-position audits); ``absent``: (attribute, value label,
-    entity id) cases a published run never answered, which are not asked; ``where``: the
-    directories a kind resolves its own relative file settings from (the test file's, then
-    the rootdir), as the plugin resolves seeds and catalogue files; ``judge``: the second
-    model a kind asks about its replies (:class:`FollowUp`), None when none is configured.
-    """
+    """What some kinds need beyond seeds and grid, resolved by the caller: item metadata,
+    candidate titles per entity, the (attribute, value, entity) cases a published run
+    never answered (not asked), the folders a kind resolves its own files from (the test
+    file's, then rootdir) and the judge model (``follow_up``; None: none)."""
 
     catalogue: Catalogue | None = None
     candidates: Mapping[str, Sequence[str]] | None = None
@@ -100,13 +54,9 @@ class AuditInputs:
 @dataclass(frozen=True)
 class AuditRequest:
     """One audit to run, built once by the caller (plugin, ``pytest_recfair.audit``).
-
-    ``failed``: case id -> error of prompts already known to have failed (batch lines the
-    service did not answer): not sent, counted as failed prompts. ``shard``: only this
-    share of the entities is sent. ``live``: the pytest progress line advanced per prompt
-    (providers.runstate.LiveLine); ``progress``: the runner's own line otherwise.
-    ``allowance``: the budget left for a pipeline's live model calls (counted as sent).
-    """
+    ``failed``: case id -> error of prompts known to have failed (unanswered batch lines):
+    not sent, counted as failed. ``live``: the pytest progress line (runstate.LiveLine);
+    ``progress``: the runner's own line otherwise."""
 
     settings: AuditSettings
     recommender: Any
@@ -119,8 +69,7 @@ class AuditRequest:
     failed: Mapping[str, str] = field(default_factory=dict)
     progress: bool | None = None
     live: Any = None
-    # what a Python pipeline's live model calls may still spend (providers.pipeline)
-    allowance: Any = None
+    allowance: Any = None  # what a Python pipeline's live model calls may still spend
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,7 +143,15 @@ Rebuild = Callable[[], tuple[list[Any], AuditInputs]]
 
 
 class AuditKind(Protocol):
-    """One kind of audit (list overlap, item attributes, candidate position, ...)."""
+    """One kind of audit (list overlap, item attributes, candidate position, ...).
+
+    Optional methods, looked up by name: ``entities(settings, seeds, inputs)`` its own
+    entities (role-play questions) instead of the seeds, before ``entities=N``; the grid
+    is then not checked and ``attr`` selects among them; ``check(settings, where)`` its
+    input files, called at collection; ``follow_up(settings, cases, outcome)`` the judge
+    cases for the replies, sent to ``inputs.judge`` through the same runner and cassettes
+    (a failed one is a failed prompt); ``planned_follow_up(settings, cases)`` their
+    stand-ins for the plan and budget, before anything is sent."""
 
     #: short name, the key of its results in ``AuditResult.extras`` and of its sections
     name: str
@@ -243,45 +200,7 @@ class AuditKind(Protocol):
         list-overlap gate; ``baseline`` is None when there is none to compare with."""
 
 
-class OwnEntities(Protocol):
-    """Optional, for a kind whose entities are not the seed entities of a grid (role-play
-    questions): :func:`~pytest_recfair.engine.stream.entities_of` asks it for them, and
-    the grid's attributes are not checked (``attr`` then selects among its entities). Such
-    a kind may also have ``check(settings, where)``, which the plugin calls at collection
-    (``where``: the test file's directory and the rootdir) so a bad input file is a usage
-    error before anything is sent."""
-
-    def entities(
-        self, settings: AuditSettings, seeds: Sequence[Entity], inputs: AuditInputs
-    ) -> list[Entity]:
-        """The entities the audit asks about (before any ``entities=N`` subsample)."""
-
-
-class PlannedFollowUp(Protocol):
-    """Optional, with :class:`FollowUp`: the judge calls that asking ``cases`` will bring,
-    estimated before anything is sent (the replies are not known yet), so that
-    ``--fairness-plan`` and the budget count them at the judge's prices."""
-
-    def planned_follow_up(self, settings: AuditSettings, cases: Sequence[Any]) -> list[Any]:
-        """Stand-ins for the judge cases of ``cases`` (same ids, estimated prompts)."""
-
-
-class FollowUp(Protocol):
-    """Optional, for a kind whose replies a second model judges (role-play Why answers):
-    :func:`~pytest_recfair.engine.stream.follow_up` sends these cases to
-    ``inputs.judge`` through the same runner and cassettes, and the scorer gets the
-    chunk's cases and judge cases with both sets of replies. A judge call that fails is a
-    failed prompt, like any other."""
-
-    def follow_up(
-        self, settings: AuditSettings, cases: Sequence[Any], outcome: RunOutcome
-    ) -> list[Any]:
-        """The judge cases for the replies of ``cases`` (ids unique)."""
-
-
 SHARD_FORMAT: Final = "pytest-recfair-shard"
-
-
 SHARD_VERSION: Final = 1
 
 
@@ -350,8 +269,13 @@ def shard_of_doc(doc: dict[str, Any], path: Path) -> ShardResult:
         from pytest_recfair.engine.overlap.tally import Tally  # the list-overlap payload
 
         tally = Tally.from_dict(doc["tally"]) if "replies" not in doc else None
-        replies = None if tally is not None else _replies(doc["replies"])
-        failures = _failures(doc.get("failures"))
+        replies = None
+        if tally is None:  # the shapes are checked by the shard schema
+            part = doc["replies"]
+            replies = {"completions": dict(part["completions"]), "errors": dict(part["errors"])}
+        failures = doc.get("failures")
+        if failures is not None:  # list overlap: the prompts counted and the failed ones
+            failures = {"cases": int(failures["cases"]), "failed": list(failures["failed"])}
         cost = None if doc.get("cost") is None else float(doc["cost"])
         meta, inputs = dict(doc["meta"]), doc.get("inputs")
         return ShardResult(
@@ -363,33 +287,17 @@ def shard_of_doc(doc: dict[str, Any], path: Path) -> ShardResult:
         ) from None
 
 
-def _replies(value: Any) -> dict[str, dict[str, Any]]:
-    """The replies part of a shard document (its shape checked by the shard schema)."""
-    return {"completions": dict(value["completions"]), "errors": dict(value["errors"])}
-
-
-def _failures(value: Any) -> dict[str, Any] | None:
-    """The failures part of a list-overlap shard document (absent: none were counted)."""
-    return (
-        None if value is None else {"cases": int(value["cases"]), "failed": list(value["failed"])}
-    )
-
-
 def merge_replies(results: Sequence[ShardResult]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The metadata and the united replies (completions, errors) of a kind's audit whose
     shards wrote replies; the shards' entities are disjoint, so no case id repeats."""
-    meta = merged_meta(results)
+    meta = merged_meta(results)  # one model: shards of several are refused there
     parts = [r.replies for r in results if r.replies is not None]
     if len(parts) != len(results):
         raise DataError(mixed_error(results))
-    completions: dict[str, Any] = {}
-    errors: dict[str, Any] = {}
-    for part in parts:
-        completions.update(part["completions"])
-        errors.update(part["errors"])
-    models = {str(r.meta.get("model")) for r in results}
-    meta["model"] = models.pop() if len(models) == 1 else ",".join(sorted(models))
-    return meta, {"completions": completions, "errors": errors}
+    united = {
+        n: {k: v for part in parts for k, v in part[n].items()} for n in ("completions", "errors")
+    }
+    return meta, united
 
 
 def mixed_error(results: Sequence[ShardResult]) -> str:

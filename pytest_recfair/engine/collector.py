@@ -1,12 +1,7 @@
-"""Run bookkeeping: what one test ships to the controller, and the run's collector.
-
-No pytest and no report here: the plugin keeps one :class:`TestRecord` per audited test
-(its payload is built once, on the call-phase report) and one :class:`RunCollector` per
-pytest run; ``report.registry`` words and writes what the collector gathered. And
-``--fairness-prune`` (:func:`prune_plan`, :func:`prune`): what no test of the run used —
-cassette interactions (the store's ``usage``) and baselines — listed, and deleted only
-when the run covered every test (the plugin decides: nothing deselected, no failures, no
-shard), since after a partial run an unused entry may belong to a test that did not run.
+"""A run's bookkeeping (no pytest, no report): the :class:`TestRecord` each audited test
+ships to the controller, the run's :class:`RunCollector`, what --fairness-update changed,
+and ``--fairness-prune``: the cassette interactions and baselines no test used, deleted
+only after a run that covered every test (the plugin decides).
 """
 
 from __future__ import annotations
@@ -26,16 +21,6 @@ from pytest_recfair.compare.models import ModelComparison, ModelSlot, compare_mo
 from pytest_recfair.results import AttributeResult, AuditResult
 from pytest_recfair.vocab import STATISTICS
 
-__all__ = [
-    "PrunePlan",
-    "RunCollector",
-    "TestRecord",
-    "baseline_changes",
-    "prune",
-    "prune_plan",
-    "unused_baselines",
-]
-
 
 @dataclass
 class TestRecord:
@@ -51,11 +36,8 @@ class TestRecord:
     model_slot: ModelSlot | None = None  # the test's place in a comparison of models
 
     def payload(self) -> dict[str, Any]:
-        """What a worker ships to the controller with the call-phase report (JSON-able).
-
-        The baseline travels as its dict, so the controller's report shows baseline
-        figures without reading the baselines directory.
-        """
+        """What a worker ships to the controller with the call-phase report (JSON-able;
+        the baseline too, so the controller never reads the baselines directory)."""
         return {
             "result": self.result.to_dict(),
             "baseline": None if self.baseline is None else self.baseline.to_dict(),
@@ -64,10 +46,6 @@ class TestRecord:
             "baseline_changes": list(self.changes),
             **({"model_slot": self.model_slot.to_dict()} if self.model_slot else {}),
         }
-
-
-def _slot(d: Mapping[str, Any] | None) -> ModelSlot | None:
-    return None if not d else ModelSlot.from_dict(d)
 
 
 @dataclass
@@ -86,7 +64,7 @@ class RunCollector:
     def add(self, payload: Mapping[str, Any]) -> None:
         """Add a test's payload as a worker shipped it (``TestRecord.payload``)."""
         base = payload.get("baseline")
-        written = payload.get("baseline_written")
+        written, slot = payload.get("baseline_written"), payload.get("model_slot")
         self.add_record(
             TestRecord(
                 result=AuditResult.from_dict(dict(payload["result"])),
@@ -94,7 +72,7 @@ class RunCollector:
                 wrote=Path(str(written)) if written else None,
                 not_written=payload.get("baseline_not_written"),
                 changes=[str(c) for c in payload.get("baseline_changes") or []],
-                model_slot=_slot(payload.get("model_slot")),
+                model_slot=ModelSlot.from_dict(slot) if slot else None,
             )
         )
 

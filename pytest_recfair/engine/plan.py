@@ -1,21 +1,12 @@
-"""The plan of a live run: what will be asked, roughly what it costs and how long it takes,
-and the budget that refuses to start beyond a limit.
-
-Printed before any live request (and alone with ``--fairness-plan``, which sends nothing).
-Token counts are estimates: about 4 characters per prompt token plus a small per-message
-overhead, and for the reply ``max_tokens`` when set, else about 12 tokens per asked item
-(a numbered title with its year). Cost needs the user's prices (USD per million input and
-output tokens); without them it is left out, never guessed. Duration assumes
-:data:`SECONDS_PER_REQUEST` per request, ``concurrency`` at a time, and no less than the
-requests- and tokens-per-minute limits allow when one is set or was seen.
-
-Also here: the plan of one audit (:func:`audit_plan`: which prompts, how many already
-recorded), the default budget of a run that sends prompts to a service (:func:`limits`:
-a first recording never turns into a large bill by accident), and the budget
-:class:`Ledger` that pytest-xdist workers share (one locked file: xdist's channel runs one
-way while tests run, so workers cannot ask the controller). Which cases already have a
-valid recording (:func:`recorded_ids`) comes from the lookup replay uses, on a store of
-its own (a lookup marks a recording as played); only a 2xx reply counts. No pytest here.
+"""The plan of a live run, printed before any live request (alone with
+``--fairness-plan``, which sends nothing): what is asked, what is already recorded (by
+the lookup replay uses; a 2xx reply only), roughly the tokens, cost (only with the
+user's prices, never guessed) and duration (:data:`SECONDS_PER_REQUEST` per request,
+``concurrency`` at a time, no faster than a known rate limit). Tokens are estimated: ~4
+characters per prompt token, and ``max_tokens`` or ~12 tokens per asked item per reply.
+And the budget: a default for a run that sends to a service (a first recording never
+turns into a large bill by accident), and the :class:`Ledger` pytest-xdist workers share
+(one locked file: xdist's channel runs one way while tests run). No pytest here.
 """
 
 from __future__ import annotations
@@ -54,30 +45,6 @@ from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.values import Prices, Shard
 from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS, RecordMode
-
-__all__ = [
-    "DEFAULT_MAX_COST",
-    "DEFAULT_MAX_REQUESTS",
-    "SECONDS_PER_REQUEST",
-    "Budget",
-    "BudgetExceeded",
-    "Ledger",
-    "Plan",
-    "allowance",
-    "audit_plan",
-    "budget_of",
-    "check_budget",
-    "estimate",
-    "is_in_process",
-    "is_live",
-    "limits",
-    "parse_budget",
-    "pipeline_calls",
-    "recorded_ids",
-    "resolution",
-    "total_line",
-    "with_judge",
-]
 
 #: A hosted model writing 25 titles takes a few seconds; the loopback simulator far less.
 SECONDS_PER_REQUEST: Final = 4.0
@@ -168,16 +135,12 @@ def resolution(
     settings: AuditSettings, baseline: AuditResult | None, entities: Sequence[str]
 ) -> list[str]:
     """Per gated statistic (its least resolved attribute): the entities a baseline needs
-    for the tolerance asked to be the one applied, and roughly the smallest worsening a run
-    of ``entities`` (seed ids) can detect; docs/baselines.md checks both by simulation.
-
-    The gate's margin is max(tolerance, baseline_floor x the baseline's standard error on
-    the entities the run shares with it) (``gate.thresholds.floors``); that error falls as
-    1/sqrt(n), so the floor is at the tolerance from n = n0 (floor / tolerance)^2. The
-    paired drift test then catches 9 times in 10 about a worsening of margin + (t_{1-a} +
-    t_0.9) x its paired SE (t with n0 - 1 degrees of freedom, a the spreads' share of
-    alpha), that SE taken as sqrt(2) x the baseline's error: one comparison (a family's
-    critical value is larger) of runs whose noise is independent."""
+    for the tolerance to be the margin applied, and roughly the smallest worsening a run
+    of ``entities`` can detect (docs/baselines.md checks both by simulation). The margin
+    is max(tolerance, baseline_floor x the baseline's SE on the shared entities), the SE
+    falling as 1/sqrt(n); the paired drift test catches 9 times in 10 a worsening of
+    margin + (t_{1-a} + t_0.9) x sqrt(2) x SE (n0 - 1 degrees of freedom; a: the spreads'
+    share of alpha; one comparison)."""
     if baseline is None:
         return [
             f"tolerance {settings.tolerance:g}: the entities needed to resolve it are unknown "
@@ -374,32 +337,6 @@ def allowance(
     )
 
 
-def parse_budget(max_requests: object, max_cost: object) -> Budget:
-    """The ini keys recfair_max_requests / recfair_max_cost (blank = no limit)."""
-    requests = _limit(max_requests, "recfair_max_requests", whole=True)
-    return Budget(
-        max_requests=None if requests is None else int(requests),
-        max_cost=_limit(max_cost, "recfair_max_cost", whole=False),
-    )
-
-
-def _limit(value: object, name: str, *, whole: bool) -> float | None:
-    if value is None or (isinstance(value, str) and not value.strip()):
-        return None
-    number = -1.0
-    if isinstance(value, str):
-        with contextlib.suppress(ValueError):
-            number = float(int(value.strip()) if whole else float(value.strip()))
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        number = float(value) if not whole or float(value).is_integer() else -1.0
-    if number < 0 or not math.isfinite(number):
-        what = "a whole number of requests" if whole else "an amount in USD"
-        raise ConfigError(
-            f"{name}: expected {what} >= 0, got {value!r}; leave it empty for no limit"
-        )
-    return number
-
-
 #: Live prompts one run may send to an HTTP recommender unless recfair_max_requests is set
 #: (the quickstart's first recording, 20 entities, asks ~720).
 DEFAULT_MAX_REQUESTS: Final = 2_000
@@ -470,12 +407,6 @@ class Ledger:
             os.close(fd)
 
 
-def is_live(settings: AuditSettings, recommender: Any) -> bool:
-    """Can this audit send requests? A callable always runs live; an HTTP provider only
-    in a record mode that records."""
-    return is_in_process(recommender) or settings.record_mode != "none"
-
-
 def budget_of(settings: AuditSettings, planned: Plan | None = None) -> Budget:
     """The run's limits; the default budget (:data:`DEFAULT_MAX_REQUESTS`) when
     ``planned`` sends over the network (its duration is estimated, an in-process one's not)."""
@@ -536,8 +467,8 @@ def audit_plan(
 def _with_judge(
     main: Plan, settings: AuditSettings, request: AuditRequest, to_ask: Sequence[Any]
 ) -> Plan:
-    """The judge calls the cases to ask will bring (a kind with a :class:`~.base.
-    PlannedFollowUp`, e.g. role-play Why answers), at the judge's prices."""
+    """With the judge calls the cases to ask bring (a kind's ``planned_follow_up``, e.g.
+    role-play Why answers), at the judge's prices."""
     judge = request.inputs.judge
     more = getattr(registry.kind_for(settings), "planned_follow_up", None)
     if more is None or judge is None:

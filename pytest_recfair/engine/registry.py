@@ -1,8 +1,6 @@
-"""The kinds of audit, in one place: a new kind is a new module plus one line here.
-
-Every run mode and every report format reaches a kind through this registry only
-(:func:`kind_for` by settings, :func:`named` by the key of its results in
-``AuditResult.extras``), so none of them branches on a kind.
+"""The kinds of audit, in one place: a new kind is a new module plus one line here. Every
+run mode and report format reaches a kind through :func:`kind_for` (by settings) or
+:func:`named` (by the key of its results in ``AuditResult.extras``) only.
 """
 
 from __future__ import annotations
@@ -14,11 +12,8 @@ from pytest_recfair.engine.overlap.kind import OVERLAP
 from pytest_recfair.engine.positions import POSITIONS
 from pytest_recfair.engine.roleplay.kind import ROLEPLAY
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.report.sections import KindSections
 from pytest_recfair.report.sections import use as use_sections
 from pytest_recfair.settings import AuditSettings
-
-__all__ = ["KINDS", "default", "kind_for", "named"]
 
 #: Tried in order; the first kind that wants the settings runs. The list-overlap audit
 #: (the FaiRLLM method) wants every settings object, so it comes last as the default.
@@ -35,10 +30,7 @@ def kind_for(settings: AuditSettings) -> AuditKind:
             raise ConfigError(
                 f"@fairness(kind={settings.kind!r}): no such kind of audit; known: {known}"
             ) from None
-    for kind in KINDS:
-        if kind.wants(settings):
-            return kind
-    raise LookupError("no kind of audit accepts these settings")  # unreachable: the default
+    return next(kind for kind in KINDS if kind.wants(settings))  # the last wants all
 
 
 def default() -> AuditKind:
@@ -58,9 +50,5 @@ def named(name: str) -> AuditKind:
     )
 
 
-def _sections(name: str | None) -> KindSections:
-    return (default() if name is None else named(name)).sections
-
-
 # the reports find a kind's sections through this lookup (report never imports the engine)
-use_sections(_sections)
+use_sections(lambda name: (default() if name is None else named(name)).sections)

@@ -1,28 +1,17 @@
-"""A replayed audit served whole from the content store: no cassette read, nothing
-parsed or scored again.
+"""A replayed audit served whole from the content store (:mod:`~pytest_recfair.cassettes.
+cache`): no cassette read, nothing parsed or scored again.
 
-Replaying unchanged cassettes with unchanged settings and code gives the same scores on
-every run. After a replay-only stream of the whole audit in which every entity was
-replayed cleanly (no miss, no failed or retried prompt, no stale entry, no canonical
-lookup), one entry of the store (:mod:`pytest_recfair.cassettes.cache`, beside the
-cassettes) keeps what a one-of-one shard would write (the kind's tally or replies, the
-prompts counted, the runner's cost: :func:`~pytest_recfair.engine.base.shard_doc`)
-and what the cassette store played of each entity; a second keeps the scores computed
-from it (:class:`KeptScores`). A later run with the same key is the merge of that one
-shard: the path that ``--fairness-merge`` takes and that merges exactly, so the result
-is the same as the stream's.
-
-The key is a digest of everything the stream's result depends on, by content: the
-package's code and the libraries' versions (:func:`~pytest_recfair.cassettes.cache.code_version`),
-the kind, the test id, every setting (but those the plugin reads after the audit:
-update, report, explore, plan), the provider's class and the request it would send for a
-probe prompt (the model and every request-building parameter), the grid, the entities,
-the kind's inputs, the prompts known to have failed, every entity's cassette (its name
-and bytes, never where the folder is), and the prompts the kind builds (:func:`prompts_digest`):
-what the prompt builder read, wherever it found its files. Any change is another key;
-the folder is safe to delete; ``RECFAIR_CACHE=off`` switches it off. Not used for a
-shard, recording modes, pruning, imported vcrpy cassettes or a provider (or judge) that
-does not say what request it builds (``replay_key``).
+After a replay of the whole audit in which every entity was replayed cleanly (no miss,
+failed or retried prompt), one entry keeps what a one-of-one shard would write
+(:func:`~pytest_recfair.engine.base.shard_doc`: the kind's tally or replies, prompts
+counted, cost) and what the cassette store played of each entity; a second keeps the
+scores (:func:`scored`). A later run with the same key is the exact merge of that shard,
+the path ``--fairness-merge`` takes. The key digests, by content, all the result depends
+on: the code and library versions, kind, test id, settings (but those read after the
+audit), the provider's request for a probe prompt, grid, entities, inputs, known failures,
+every entity's cassette (name and bytes) and the prompts built (:func:`prompts_digest`).
+Not used for a shard, recording, pruning, imported vcrpy cassettes or a provider that
+cannot say what it sends (``replay_key``); ``RECFAIR_CACHE=off`` switches it off.
 """
 
 from __future__ import annotations
@@ -57,8 +46,6 @@ from pytest_recfair.results import AttributeResult
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.values import Shard
 
-__all__ = ["KeptScores", "Recorder", "StreamKey", "key", "prompts_digest", "served"]
-
 _AUDIT: Final = b"audit"
 _SCORED: Final = b"scored"
 #: The prompt whose request stands for the provider's request-building settings.
@@ -66,12 +53,10 @@ _PROBE: Final = "\0recfair-replay-probe"
 
 
 def prompts_digest(kind: AuditKind, built: Iterable[Sequence[Any]]) -> bytes:
-    """The digest of the cases the kind built, as the stream sends them: the templates
-    or questions as the builder read them (a file found in another folder than a key's
-    search would pick is no hazard). ``built``: the first entity's cases for a kind of
-    seed entities (every entity is asked the same prompts but for its name, and the
-    entities are in the key); every case for a kind with its own entities (a question
-    set: each entity is a question of its own)."""
+    """The digest of the cases the kind built, as the stream sends them (what the builder
+    read, wherever it found its files): the first entity's cases for a kind of seed
+    entities (the same prompts but for the name, and the entities are in the key), every
+    case for a kind with its own entities (each a question of its own)."""
     h = hashlib.blake2b(kind.name.encode(), digest_size=20)
     for cases in built:
         for case in cases:
@@ -80,21 +65,15 @@ def prompts_digest(kind: AuditKind, built: Iterable[Sequence[Any]]) -> bytes:
 
 
 class StreamKey:
-    """The stream's cache key. Most of it is the cassettes' content (53 MB at paper scale:
-    ~80 ms to read and hash). When a hit is possible (the store held entries when opened)
-    it is computed at once, the files hashed in two threads; on a first run (nothing to
-    look up) in a background thread while the audit streams, needed only to keep the
-    result. Reading and hashing release the GIL, so either way it overlaps other work."""
+    """The stream's cache key, mostly the cassettes' content (53 MB at paper scale: ~80 ms
+    to hash, which releases the GIL): at once in two threads when a hit is possible (the
+    store held entries when opened), else in the background while the audit streams."""
 
     def __init__(self, head: bytes, paths: Sequence[Path], now: bool) -> None:
         self.now = now  # computed up front: look it up
         self._head = head
-        self._files: Future[bytes | None] = Future()
-        if now:
-            self._files.set_result(_files_digest(paths, 2))
-            return
         pool = ThreadPoolExecutor(1, thread_name_prefix="recfair-key")
-        self._files = pool.submit(_files_digest, paths, 1)
+        self._files: Future[bytes | None] = pool.submit(_files_digest, paths, 2 if now else 1)
         pool.shutdown(wait=False)  # the thread ends with its one task
 
     def value(self) -> bytes | None:
@@ -264,36 +243,24 @@ def served(key: bytes, request: AuditRequest, kind: AuditKind, rebuild: Rebuild)
     return merged
 
 
-class KeptScores:
-    """A scorer whose :meth:`scored` is kept under the stream's key as well: the
+def scored(scorer: Scorer, key: bytes | None) -> Scored:
+    """The scorer's results, kept under the stream's key (None: not kept) as well: the
     bootstrap intervals of unchanged scores are not drawn again (they depend on nothing
     but the scores and the settings, both in the key)."""
-
-    def __init__(self, scorer: Scorer, key: bytes | None) -> None:
-        self.scorer = scorer
-        self.key = key
-
-    def add(self, cases: Sequence[Any], outcome: Any) -> None:
-        self.scorer.add(cases, outcome)
-
-    def payload(self, sent: Sent) -> dict[str, Any]:
-        return self.scorer.payload(sent)
-
-    def scored(self) -> Scored:
-        kept = None if self.key is None else _scored_of(cache.get(_SCORED, self.key))
-        if kept is not None:
-            return kept
-        scored = self.scorer.scored()
-        if self.key is not None:
-            doc = {
-                "attributes": [_packed(a) for a in scored.attributes],
-                "merges": scored.merges,
-                "extras": dict(scored.extras),
-                "evidence": dict(scored.evidence),
-            }
-            with contextlib.suppress(TypeError, ValueError):  # not plain data: not kept
-                cache.put(_SCORED, self.key, doc)
-        return scored
+    kept = None if key is None else _scored_of(cache.get(_SCORED, key))
+    if kept is not None:
+        return kept
+    done = scorer.scored()
+    if key is not None:
+        doc = {
+            "attributes": [_packed(a) for a in done.attributes],
+            "merges": done.merges,
+            "extras": dict(done.extras),
+            "evidence": dict(done.evidence),
+        }
+        with contextlib.suppress(TypeError, ValueError):  # not plain data: not kept
+            cache.put(_SCORED, key, doc)
+    return done
 
 
 def _packed(attribute: AttributeResult) -> dict[str, Any]:

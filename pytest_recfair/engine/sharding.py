@@ -1,21 +1,12 @@
 """``--fairness-shard=I/N`` and ``--fairness-merge``: one audit across several CI jobs.
 
-Shard I of N audits the entities at positions I-1, I-1+N, I-1+2N ... of the audit's
-entity list (after subsampling): the shards are disjoint, together they are the whole
-list, and each gets a near-equal share. A shard run (:func:`run_shard`) streams its share
-through the kind's scorer and writes what the scorer's ``payload`` holds with the whole
-audit's metadata, the runner's cost and the digests of the whole audit's inputs
-(:func:`inputs_digests`): a tally (matrix rows of its entities plus exact
-sums, see :mod:`pytest_recfair.engine.overlap.tally`) for the list-overlap kind, or the
-share's replies (``{"completions": {case id: reply}, "errors": {case id: error}}``) for
-kinds that score across entities. A merge run (:class:`MergeSource`) checks that shards
-1..N of one audit are all there with the same settings and inputs (by content, never by
-a file's name or path) and asks the kind to merge them
-(:func:`merge_results` unites tallies; :func:`replay` feeds the united replies through
-the kind's scorer), so the merged numbers are those of the unsharded run with the same
-bootstrap seed, without any recommender.
-
-No pytest here.
+Shard I of N audits the entities at positions I-1, I-1+N, ... of the audit's entities
+(disjoint, near-equal shares). A shard run (:func:`run_shard`) streams its share through
+the kind's scorer and writes the scorer's ``payload`` (a tally for list overlap, the
+replies for kinds that score across entities) with the whole audit's metadata, cost and
+inputs by content (:func:`inputs_digests`). A merge (:class:`MergeSource`) checks that
+shards 1..N are there with the same settings and inputs and asks the kind to merge them,
+so the merged numbers are the unsharded run's, without any recommender. No pytest here.
 """
 
 from __future__ import annotations
@@ -33,7 +24,7 @@ from typing import Any, NoReturn
 
 import jsonschema
 
-from pytest_recfair.engine import pipeline, registry, replaymemo, stream
+from pytest_recfair.engine import registry, replaymemo, stream
 from pytest_recfair.engine.base import (
     SHARD_FORMAT,
     SHARD_VERSION,
@@ -52,18 +43,6 @@ from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.results import AuditMeta, AuditResult
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.values import Shard
-
-__all__ = [
-    "KindInputs",
-    "MergeSource",
-    "ShardWritten",
-    "collect",
-    "inputs_digests",
-    "load_shard",
-    "run_shard",
-    "shard_path",
-    "write_shard",
-]
 
 
 def shard_path(root: Path, test_id: str, shard: Shard) -> Path:
@@ -87,10 +66,10 @@ def collect(
     found: dict[str, list[ShardResult]] = {}
     for given in paths:
         if given.is_dir():
-            every = sorted(given.rglob("*.json"))
-            files = [p for p in every if _is_shard_file(p)]
+            why = {p: _not_shard(p) for p in sorted(given.rglob("*.json"))}
+            files = [p for p, no in why.items() if no is None]
             if skipped is not None:
-                skipped.extend(_why_not_shard(p) for p in every if p not in files)
+                skipped.extend(no for no in why.values() if no is not None)
         elif given.is_file():
             files = [given]
         else:
@@ -154,10 +133,9 @@ _SHORT = 4  # arrays kept whole: pairs (usage), triples (evidence lists)
 
 
 def _cut(x: Any) -> Any:
-    """``x`` with each long array cut to the items the schema's checks of its items
-    depend on (type, minimum, 0/1 flags): per type its least and greatest number or its
-    first other value; one row of all its rows' cells; every object. jsonschema checks
-    some 25,000 items a second: a shard of 500 entities took 6 s whole, 0.07 s cut."""
+    """``x`` with each long array cut to what the schema's item checks depend on: per
+    type its least and greatest number or first other value, one row of all its rows'
+    cells, every object (a shard of 500 entities: 6 s to check whole, 0.07 s cut)."""
     if isinstance(x, dict):
         return {k: _cut(v) for k, v in x.items()}
     if not isinstance(x, list):
@@ -176,24 +154,17 @@ def _cut(x: Any) -> Any:
 _FORMAT_RE = re.compile(rb'"format"\s*:\s*"' + re.escape(SHARD_FORMAT.encode()) + rb'"')
 
 
-def _is_shard_file(path: Path) -> bool:
-    """A shard file, also re-indented (its "format" key within the first 4 KiB)."""
+def _not_shard(path: Path) -> str | None:
+    """Why a .json file in a merge directory is passed over, for the error that follows;
+    None for a shard file (its "format" key within the first 4 KiB, also re-indented)."""
     try:
         with path.open("rb") as fh:
             head = fh.read(4096)
-    except OSError:
-        return False
-    return _FORMAT_RE.search(head) is not None
-
-
-def _why_not_shard(path: Path) -> str:
-    """Why a .json file in a merge directory was passed over, for the error that follows."""
-    try:
-        size = path.stat().st_size
-        head = path.read_bytes()[:4096] if size else b""
     except OSError as exc:
         return f"{path.name} (unreadable: {exc.strerror or exc})"
-    if not size:
+    if _FORMAT_RE.search(head) is not None:
+        return None
+    if not head:
         return f"{path.name} (empty)"
     if head.lstrip()[:1] not in (b"{", b"["):
         return f"{path.name} (not JSON)"
@@ -219,8 +190,8 @@ def run_shard(request: AuditRequest, root: Path) -> ShardWritten:
     shard = request.shard
     if shard is None:
         raise ValueError("run_shard: the request names no shard")
-    run = pipeline.run(request)
-    pipeline.check_failures(request.settings, request.test_id, run.sent)
+    run = stream.run(request)
+    stream.check_failures(request.settings, request.test_id, run.sent)
     path = shard_path(root, request.test_id, shard)
     doc = shard_doc(
         test_id=request.test_id,
@@ -280,7 +251,7 @@ class MergeSource:
                 "(it also seeds the bootstrap)."
             )
         self.used.add(test_id)
-        result = pipeline.finish(settings, meta, merged.scorer, merged.sent)
+        result = stream.finish(settings, meta, merged.scorer, merged.sent)
         names = [a.attribute for a in result.attributes]
         if settings.attr is not None and names and not any(settings.attr in n for n in names):
             raise ConfigError(

@@ -1,17 +1,14 @@
-"""Send an audit's prompts a chunk of entities at a time: memory bounded by a chunk.
+"""Run one audit: grid -> prompts -> recommender (live or cassette) -> the kind's scorer,
+a chunk of entities at a time, so memory is bounded by a chunk.
 
 For every kind alike: each chunk's prompts are built by the kind, sent (or replayed),
-handed to the kind's :class:`~pytest_recfair.engine.base.Scorer` and counted in a
+handed to its :class:`~pytest_recfair.engine.base.Scorer` and counted in a
 :class:`~pytest_recfair.engine.base.Sent`; then the chunk's cases, replies and cassettes
 are dropped. A shard (``--fairness-shard=I/N``) streams only its share of the entities
-into the scorer of the whole audit.
-
-``--fairness-batch`` (:func:`record_batch`) records an audit's missing prompts through
-the provider's batch API, into the cassettes a synchronous recording writes; the audit
-then replays them. Which prompts are missing is decided the way replay decides it (a
-lookup in the cassette store), a chunk of entities at a time. Lines the service did not
-answer come back as case id -> error: the audit counts them as failed prompts instead of
-asking again.
+into the scorer of the whole audit; a replay of unchanged inputs is served whole by
+:mod:`.replaymemo`. :func:`measure` makes the ungated result; :func:`record_batch`
+(``--fairness-batch``) first records the missing prompts through a batch API, decided by
+the lookup replay makes; lines the service did not answer are counted as failed prompts.
 """
 
 from __future__ import annotations
@@ -20,7 +17,7 @@ import contextlib
 import dataclasses
 import gc
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,29 +31,17 @@ from pytest_recfair.engine.base import (
     Sent,
     shard_share,
 )
-from pytest_recfair.errors import ConfigError, DataError, RecfairError
+from pytest_recfair.errors import ConfigError, DataError, ProviderError, RecfairError
+from pytest_recfair.gate import unanswered
 from pytest_recfair.prompts.grids import Grid, load_grid
-from pytest_recfair.prompts.seeds import Entity, subsample
-from pytest_recfair.prompts.templates import persona_system
+from pytest_recfair.prompts.seeds import Entity, seeds_digest, subsample
+from pytest_recfair.prompts.templates import persona_system, templates_digest
+from pytest_recfair.results import META_TYPES, AuditMeta, AuditResult
 from pytest_recfair.settings import AuditSettings
+from pytest_recfair.vocab import PLUGIN_VERSION
 
 if TYPE_CHECKING:
     from pytest_recfair.providers.runstate import RunOptions, RunOutcome
-
-__all__ = [
-    "Streamed",
-    "all_cases",
-    "asked_cases",
-    "attributes_of",
-    "chunk_entities",
-    "entities_of",
-    "journal_dir",
-    "prices_of",
-    "record_batch",
-    "run_options",
-    "send",
-    "stream",
-]
 
 #: Non-empty while :func:`fewer_collections` holds (it is re-entrant).
 _FROZEN: list[bool] = []
@@ -65,15 +50,160 @@ _FROZEN: list[bool] = []
 # a chunk's replies and cassettes stay a few MB.
 CHUNK_PROMPTS = 2048
 
+#: A chunk's prompts as they are sent (``asked=False``: as the kind built them).
+Build = Callable[..., list[Any]]
 
-@dataclass
-class Streamed:
-    """What streaming an audit produced: the scorer holds the scores."""
+
+def measure(request: AuditRequest) -> AuditResult:
+    """Audit the request's recommender as its settings say; the result is not gated."""
+    with fewer_collections():
+        done = run(request)
+        return finish(request.settings, done.meta, done.scorer, done.sent, done.memo)
+
+
+@dataclass(frozen=True)
+class Run:
+    """One run's (or shard's) scorer, what was sent, and the whole audit's metadata."""
 
     entities: list[Entity]  # of the whole audit (a shard scores its share)
-    grid: Grid
+    meta: AuditMeta
     scorer: Scorer
     sent: Sent
+    memo: bytes | None = None  # the replay cache's key of its scores (replaymemo.scored)
+
+
+def run(request: AuditRequest) -> Run:
+    """Send and score the request's prompts (its shard's share, with a shard); a replay
+    of unchanged inputs is served whole from :mod:`.replaymemo`."""
+    s, inputs = request.settings, request.inputs
+    kind = registry.kind_for(s)
+    with fewer_collections():
+        entities, grid, build = _setup(request, kind)
+
+        def built() -> Iterator[list[Any]]:  # what replaymemo.prompts_digest digests
+            if getattr(kind, "entities", None) is None:
+                yield build(entities[:1])  # the entities' names are in the key
+            else:  # each entity a question of its own
+                yield from (cases for _, cases in _chunks(request, entities, build))
+
+        memo = replaymemo.key(request, kind, grid, entities, built)
+        looked = memo.value() if memo is not None and memo.now else None
+        hit = None
+        if looked is not None:
+            hit = replaymemo.served(looked, request, kind, lambda: (build(entities), inputs))
+        if hit is not None:
+            sent, scorer, saved = hit.sent, hit.scorer, looked
+            advance = getattr(request.live, "advance_many", None)  # the pytest progress line
+            if advance is not None:
+                tokens = sent.prompt_tokens + sent.completion_tokens
+                advance(len(sent.failed), sent.prompts - len(sent.failed), tokens, sent.cost)
+        else:
+            scorer = kind.scorer(s, [e.id for e in entities], build(entities[:1], False), inputs)
+            sent = Sent()
+            kept = None if memo is None else replaymemo.Recorder(memo)
+            for chunk, cases in _chunks(request, entities, build):
+                ids = [e.id for e in chunk]
+                cases, outcome = follow_up(request, kind, cases, send(request, cases))
+                scorer.add(cases, outcome)
+                sent.add(cases, outcome)
+                if kept is not None:
+                    kept.chunk(request, ids, outcome)
+                if request.cassettes is not None:
+                    request.cassettes.release(request.test_id, ids)
+            saved = None if kept is None else kept.save(request, scorer, sent)
+        meta = meta_of(request, kind, grid, entities, sent.models)
+        return Run(entities, meta, scorer, sent, saved)
+
+
+def finish(
+    settings: AuditSettings, meta: AuditMeta, scorer: Scorer, sent: Sent, memo: bytes | None = None
+) -> AuditResult:
+    """The ungated result from a complete scorer (one run's, or merged shards'); too
+    many failed prompts are a ProviderError listing them."""
+    summary = check_failures(settings, meta.test_id, sent)
+    scored = replaymemo.scored(scorer, memo)
+    return AuditResult(
+        meta=meta,
+        attributes=scored.attributes,
+        prompt_tokens=sent.prompt_tokens,
+        completion_tokens=sent.completion_tokens,
+        cost=sent.cost,
+        merges=scored.merges,
+        extras=dict(scored.extras),
+        evidence=dict(scored.evidence),
+        failed=summary.by_group(),
+        prompts=summary.total if summary.count else 0,
+    )
+
+
+def check_failures(settings: AuditSettings, test_id: str, sent: Sent) -> unanswered.FailureSummary:
+    """The prompts that got no valid response; a ProviderError listing them per value
+    (with the first errors) when their share is above ``max_failed``."""
+    summary = sent.summary()
+    if not summary.within(settings.max_failed):
+        raise ProviderError(summary.message(test_id, settings.max_failed))
+    return summary
+
+
+def meta_of(
+    request: AuditRequest, kind: AuditKind, grid: Grid, entities: Sequence[Entity], models: set[str]
+) -> AuditMeta:
+    """The audit's metadata: the common header and the fields of its kind's meta type
+    (settings of the same name, or worked out here); the model as the replies name it."""
+    settings, recommender = request.settings, request.recommender
+    name = getattr(recommender, "name", None)
+    own = getattr(recommender, "model", None)
+    if len(models) == 1:
+        model = next(iter(models))
+    elif isinstance(own, str) and own:
+        model = own
+    else:  # a plain callable: its name
+        qual = getattr(recommender, "__qualname__", None) or type(recommender).__qualname__
+        model = ",".join(sorted(models)) if models else str(qual)
+    worked_out: dict[str, Callable[[], Any]] = {
+        "test_id": lambda: request.test_id,
+        "provider": lambda: name if isinstance(name, str) and name else "callable",
+        "model": lambda: model,
+        "plugin_version": lambda: PLUGIN_VERSION,
+        "grid": lambda: grid.name,
+        "grid_hash": lambda: grid.digest,
+        "templates_hash": lambda: templates_digest(
+            settings.templates, settings.domain, settings.language
+        ),
+        "seeds_hash": lambda: seeds_digest(list(entities)),
+        "n_entities": lambda: len(entities),
+        "parse": lambda: settings.parse_style,
+    }
+    cls = META_TYPES.get(kind.name, AuditMeta)
+    return cls(
+        kind=kind.name,
+        **{
+            f.name: worked_out[f.name]() if f.name in worked_out else getattr(settings, f.name)
+            for f in fields(cls)
+            if f.name != "kind"
+        },
+    )
+
+
+@contextlib.contextmanager
+def fewer_collections() -> Iterator[None]:
+    """Python's cyclic collector runs every 700 net allocations and walks every tracked
+    object; an audit allocates millions of small acyclic objects, so it spent ~15% of a
+    replay walking the same long-lived objects. For the audit those are frozen and the
+    first threshold raised; both restored after (docs/performance.md). Re-entrant."""
+    if _FROZEN:  # inside another audit step's: already frozen
+        yield
+        return
+    old = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(max(old[0], 50_000), *old[1:])
+    _FROZEN.append(True)
+    try:
+        yield
+    finally:
+        _FROZEN.pop()
+        gc.set_threshold(*old)
+        gc.unfreeze()
 
 
 def prices_of(settings: AuditSettings) -> tuple[float, float] | None:
@@ -84,8 +214,7 @@ def prices_of(settings: AuditSettings) -> tuple[float, float] | None:
 
 
 def run_options(settings: AuditSettings, live: Any = None) -> RunOptions:
-    """How the runner sends this audit's prompts: the settings' provider keys, the
-    progress line of the pytest terminal (None: the runner's own on a terminal)."""
+    """How the runner sends this audit's prompts (``live``: the pytest progress line)."""
     from pytest_recfair.providers.runstate import RunOptions  # the engine's way to httpx
 
     return RunOptions(
@@ -109,84 +238,84 @@ def chunk_entities(settings: AuditSettings, prompts_per_entity: int) -> int:
     return max(1, count // max(1, prompts_per_entity))
 
 
-def stream(request: AuditRequest, kind: AuditKind) -> Streamed:
-    """Score the request's entities (all, or its shard's share) chunk by chunk; a replay
-    of unchanged inputs is served whole from :mod:`.replaymemo`."""
-    with fewer_collections():
-        return _stream(request, kind)
-
-
-@contextlib.contextmanager
-def fewer_collections() -> Iterator[None]:
-    """Python's cyclic collector runs every 700 net allocations and then walks every
-    tracked object; an audit allocates millions of small acyclic objects (decoded
-    cassettes, parsed replies, cases), so it spent ~15% of a replay walking the same
-    long-lived objects (pytest's, numpy's, the plugin's) again and again. For the audit
-    those are frozen (never walked) and the first threshold raised; both are restored
-    after. Nothing here makes reference cycles, so memory is unchanged
-    (docs/performance.md)."""
-    if _FROZEN:  # inside another audit step's: already frozen
-        yield
-        return
-    old = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(old[0], 50_000), *old[1:])
-    _FROZEN.append(True)
-    try:
-        yield
-    finally:
-        _FROZEN.pop()
-        gc.set_threshold(*old)
-        gc.unfreeze()
-
-
-def _stream(request: AuditRequest, kind: AuditKind) -> Streamed:
+def _setup(request: AuditRequest, kind: AuditKind) -> tuple[list[Entity], Grid, Build]:
+    """The audit's entities, its grid and the builder of a chunk's cases as they are sent:
+    those a published run never answered left out (their entity then leaves that value's
+    mean, as the FaiRLLM notebook does), the ``system`` and ``role`` settings applied.
+    "personality" comes from its own bundled grid; a kind with its own entities
+    (``AuditKind.entities``) selects by ``attr`` itself."""
     s, inputs = request.settings, request.inputs
     entities = entities_of(s, request.seeds, request.test_id, kind, inputs)
-    grid, attributes = attributes_of(s, request.grid, kind)
-    first = kind.build_cases(s, grid, entities[:1], attributes, inputs)
-    size = chunk_entities(s, len(first))
+    grid, attributes = request.grid, None if s.attr is None else [s.attr]
+    if s.attr is not None and getattr(kind, "entities", None) is None:
+        try:
+            grid.attribute(s.attr)
+        except (KeyError, RecfairError) as exc:
+            if not s.personality:
+                names = ", ".join(a.name for a in grid.attributes)
+                raise DataError(
+                    f"@fairness(attr={s.attr!r}): grid {grid.name!r} has no such attribute "
+                    f"({exc}). Allowed: {names}, an intersectional pair such as "
+                    "'race x gender', or 'personality'."
+                ) from None
+            grid = load_grid("personality")
 
-    def built() -> Iterator[list[Any]]:  # what replaymemo.prompts_digest digests
-        if getattr(kind, "entities", None) is None:
-            yield asked_cases(s, first, inputs)
-            return
-        for start in range(0, len(entities), size):
-            chunk = entities[start : start + size]
-            yield asked_cases(s, kind.build_cases(s, grid, chunk, attributes, inputs), inputs)
+    def build(chunk: Sequence[Entity], asked: bool = True) -> list[Any]:
+        cases = kind.build_cases(s, grid, chunk, attributes, inputs)
+        if not asked:
+            return list(cases)
+        if s.system is not None:
+            cases = [dataclasses.replace(c, system=s.system) for c in cases]
+        if s.role is not None:  # a persona (docs/roleplay.md): "You are a {role}." first
+            role = s.role
+            cases = [dataclasses.replace(c, system=persona_system(role, c.system)) for c in cases]
+        if not inputs.absent:
+            return list(cases)
+        return [
+            c
+            for c in cases
+            if c.attribute is None or (c.attribute, c.value, c.entity_id) not in inputs.absent
+        ]
 
-    memo_key = replaymemo.key(request, kind, grid, entities, built)
-    looked = memo_key.value() if memo_key is not None and memo_key.now else None
-    if looked is not None:
-        hit = replaymemo.served(looked, request, kind, lambda: (all_cases(kind, request), inputs))
-        if hit is not None:
-            _advance(request.live, hit.sent)
-            return Streamed(entities, grid, replaymemo.KeptScores(hit.scorer, looked), hit.sent)
-    out = Streamed(entities, grid, kind.scorer(s, [e.id for e in entities], first, inputs), Sent())
+    return entities, grid, build
+
+
+def _chunks(
+    request: AuditRequest, entities: list[Entity], build: Build
+) -> Iterator[tuple[list[Entity], list[Any]]]:
+    """This shard's entities a chunk at a time, with the cases the audit sends for them."""
+    size = chunk_entities(request.settings, len(build(entities[:1], False)))
     selected = shard_share(entities, request.shard)
-    kept = None if memo_key is None else replaymemo.Recorder(memo_key)
     for start in range(0, len(selected), size):
         chunk = selected[start : start + size]
-        cases = asked_cases(s, kind.build_cases(s, grid, chunk, attributes, inputs), inputs)
-        cases, outcome = follow_up(request, kind, cases, send(request, cases))
-        out.scorer.add(cases, outcome)
-        out.sent.add(cases, outcome)
-        if kept is not None:
-            kept.chunk(request, [e.id for e in chunk], outcome)
-        if request.cassettes is not None:
-            request.cassettes.release(request.test_id, [e.id for e in chunk])
-    saved = None if kept is None else kept.save(request, out.scorer, out.sent)
-    if saved is not None:
-        out.scorer = replaymemo.KeptScores(out.scorer, saved)
-    return out
+        yield chunk, build(chunk)
 
 
-def _advance(live: Any, sent: Sent) -> None:
-    """The pytest progress line, for prompts served from the replay cache at once."""
-    advance = getattr(live, "advance_many", None)
-    if advance is not None:
-        tokens = sent.prompt_tokens + sent.completion_tokens
-        advance(len(sent.failed), sent.prompts - len(sent.failed), tokens, sent.cost)
+def all_cases(kind: AuditKind, request: AuditRequest) -> list[Any]:
+    """Every prompt the whole audit asks (its shard's share, with a shard), at once."""
+    entities, _, build = _setup(request, kind)
+    return build(shard_share(entities, request.shard))
+
+
+def entities_of(
+    settings: AuditSettings,
+    seeds: Sequence[Entity],
+    test_id: str,
+    kind: AuditKind | None = None,
+    inputs: AuditInputs | None = None,
+) -> list[Entity]:
+    """The audit's entities: the seeds, or a kind's own (``AuditKind.entities``),
+    subsampled to ``entities=N``."""
+    own = getattr(kind, "entities", None)
+    if own is not None:
+        seeds = own(settings, seeds, inputs or AuditInputs())
+    entities = subsample(list(seeds), settings.entities, seed=settings.seed)
+    if not entities:
+        raise DataError(
+            f"{test_id}: the seed set is empty; give @fairness(seeds=...) a file or fixture "
+            "with at least one entity."
+        )
+    return entities
 
 
 def send(request: AuditRequest, cases: Sequence[Any]) -> RunOutcome:
@@ -213,7 +342,7 @@ def follow_up(
     request: AuditRequest, kind: AuditKind, cases: list[Any], outcome: RunOutcome
 ) -> tuple[list[Any], RunOutcome]:
     """The chunk's cases and replies, with those of the judge calls a kind asks of
-    ``inputs.judge`` (:class:`~.base.FollowUp`); unchanged without a judge."""
+    ``inputs.judge`` (``AuditKind.follow_up``); unchanged without a judge."""
     ask = getattr(kind, "follow_up", None)
     judge = request.inputs.judge
     more = [] if ask is None or judge is None else ask(request.settings, cases, outcome)
@@ -233,84 +362,6 @@ def follow_up(
     return [*cases, *more], joined
 
 
-def all_cases(kind: AuditKind, request: AuditRequest) -> list[Any]:
-    """Every prompt the whole audit asks (its shard's share, with a shard), at once."""
-    s = request.settings
-    entities = entities_of(s, request.seeds, request.test_id, kind, request.inputs)
-    entities = shard_share(entities, request.shard)
-    grid, attributes = attributes_of(s, request.grid, kind)
-    built = kind.build_cases(s, grid, entities, attributes, request.inputs)
-    return asked_cases(s, built, request.inputs)
-
-
-def entities_of(
-    settings: AuditSettings,
-    seeds: Sequence[Entity],
-    test_id: str,
-    kind: AuditKind | None = None,
-    inputs: AuditInputs | None = None,
-) -> list[Entity]:
-    """The audit's entities: the seeds, or a kind's own (:class:`~.base.OwnEntities`),
-    subsampled to ``entities=N``."""
-    own = getattr(kind, "entities", None)
-    if own is not None:
-        seeds = own(settings, seeds, inputs or AuditInputs())
-    entities = subsample(list(seeds), settings.entities, seed=settings.seed)
-    if not entities:
-        raise DataError(
-            f"{test_id}: the seed set is empty; give @fairness(seeds=...) a file or fixture "
-            "with at least one entity."
-        )
-    return entities
-
-
-def asked_cases(settings: AuditSettings, cases: Sequence[Any], inputs: AuditInputs) -> list[Any]:
-    """The cases to send: those a published run never answered are left out (their
-    entity then leaves that value's mean, as the FaiRLLM notebook does); the ``system``
-    setting replaces the templates' system message."""
-    if settings.system is not None:
-        cases = [dataclasses.replace(c, system=settings.system) for c in cases]
-    if settings.role is not None:  # a persona (docs/roleplay.md): "You are a {role}." first
-        role = settings.role
-        cases = [dataclasses.replace(c, system=persona_system(role, c.system)) for c in cases]
-    if not inputs.absent:
-        return list(cases)
-    return [
-        c
-        for c in cases
-        if c.attribute is None or (c.attribute, c.value, c.entity_id) not in inputs.absent
-    ]
-
-
-def attributes_of(
-    settings: AuditSettings, grid: Grid, kind: AuditKind | None = None
-) -> tuple[Grid, list[str] | None]:
-    """Which attributes to ask about; "personality" comes from its own bundled grid. A
-    kind with its own entities selects by ``attr`` itself: the grid is not asked."""
-    if settings.attr is None:
-        return grid, None
-    if getattr(kind, "entities", None) is not None:
-        return grid, [settings.attr]
-    try:
-        grid.attribute(settings.attr)
-    except (KeyError, RecfairError) as exc:
-        if not settings.personality:
-            names = ", ".join(a.name for a in grid.attributes)
-            raise DataError(
-                f"@fairness(attr={settings.attr!r}): grid {grid.name!r} has no such attribute "
-                f"({exc}). Allowed: {names}, an intersectional pair such as "
-                "'race x gender', or 'personality'."
-            ) from None
-        grid = load_grid("personality")
-    return grid, [settings.attr]
-
-
-def journal_dir(root: Path) -> Path:
-    """Where the batch journals of the cassettes under ``root`` are kept while they run
-    (one per batch, named by its request set: shared by every test and shard)."""
-    return root / ".batches"
-
-
 def record_batch(
     request: AuditRequest, root: Path, progress: Callable[[str], None] | None = None
 ) -> dict[str, str]:
@@ -323,17 +374,21 @@ def record_batch(
             "set recfair_provider = openai or anthropic (and recfair_model), or drop the option."
         )
     from pytest_recfair.providers.batch import cassette_recorder, run_batch
+    from pytest_recfair.providers.replay import remember_failures
 
     store = CassetteStore(root, "new_episodes")
     store.add_secrets(getattr(recommender, "secrets", ()))
+    # one journal per batch, named by its request set: shared by every test and shard
+    journals = root / ".batches"
     todo = _missing(request, store)
-    if not todo and not _interrupted(journal_dir(root)):
+    # an interrupted batch's answered lines are taken in by any run, even one with no own
+    if not todo and not (journals.is_dir() and any(journals.glob("rf*.json"))):
         return {}
     try:
         outcome = run_batch(
             recommender,
             todo,
-            journals=journal_dir(root),
+            journals=journals,
             record=cassette_recorder(store, test_id),
             test_id=test_id,
             poll_interval=request.settings.batch_poll,
@@ -341,8 +396,6 @@ def record_batch(
         )
     finally:
         store.flush()
-    from pytest_recfair.providers.replay import remember_failures
-
     remember_failures(recommender, todo, outcome.errors, root, test_id)  # a replay fails them again
     if outcome.errors and progress is not None:
         first_id, first = next(iter(outcome.errors.items()))
@@ -353,16 +406,11 @@ def record_batch(
     return outcome.errors
 
 
-def _interrupted(journals: Path) -> bool:
-    """Whether an interrupted batch may wait there (its answered lines are taken in by
-    any run, even one with nothing of its own to ask)."""
-    return journals.is_dir() and any(journals.glob("rf*.json"))
-
-
 def _missing(request: AuditRequest, store: CassetteStore) -> list[Any]:
     """The cases replay would not find, a chunk of entities at a time."""
     todo: list[Any] = []
-    for entity_ids, cases in _chunks(request):
+    entities, _, build = _setup(request, registry.kind_for(request.settings))
+    for chunk, cases in _chunks(request, entities, build):
         for case in cases:
             built = request.recommender.build_request(case.system, case.prompt)
             found = store.lookup(
@@ -376,21 +424,5 @@ def _missing(request: AuditRequest, store: CassetteStore) -> list[Any]:
             )
             if found is None:
                 todo.append(case)
-        store.release(request.test_id, entity_ids)
+        store.release(request.test_id, [e.id for e in chunk])
     return todo
-
-
-def _chunks(request: AuditRequest) -> Iterator[tuple[list[str], list[Any]]]:
-    """(entity ids, the cases the audit will send for them), chunk by chunk as the audit
-    builds them, this shard's entities only."""
-    s, inputs = request.settings, request.inputs
-    kind = registry.kind_for(s)
-    entities = entities_of(s, request.seeds, request.test_id, kind, inputs)
-    grid, attributes = attributes_of(s, request.grid, kind)
-    first = kind.build_cases(s, grid, entities[:1], attributes, inputs)
-    selected = shard_share(entities, request.shard)
-    size = chunk_entities(s, len(first))
-    for start in range(0, len(selected), size):
-        chunk = selected[start : start + size]
-        built = kind.build_cases(s, grid, chunk, attributes, inputs)
-        yield [e.id for e in chunk], asked_cases(s, built, inputs)

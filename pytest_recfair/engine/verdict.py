@@ -1,11 +1,6 @@
 """The verdict of one audited test: its baseline, the gate, pass/fail, the baseline writer.
-
-Pure except :func:`load_baseline` (reads) and :func:`write_baseline` (writes): the plugin
-loads the state, :func:`check_baseline` checks compatibility once, :func:`gate_outcome` gates,
-:func:`judge` decides, and :func:`write_baseline` writes what the verdict says to write.
-Each outcome is built once from its parts (the gate's structured failures, the kind's own,
-the baseline's state, the test body's error); the words are ``report.failures``'s: this
-module never imports ``report``.
+Pure but :func:`load_baseline` and :func:`write_baseline`; each outcome is composed once
+from its parts, worded by ``report.failures`` (this module never imports ``report``).
 """
 
 from __future__ import annotations
@@ -14,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_recfair.engine import registry, stream
+from pytest_recfair.engine.base import AuditRequest
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.gate import baselines
 from pytest_recfair.gate import thresholds as gate
@@ -21,23 +17,6 @@ from pytest_recfair.gate.limits import Thresholds
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.vocab import accept_command
-
-__all__ = [
-    "EXPLORE_NOTE",
-    "FORCED_NOTE",
-    "BaselineCheck",
-    "BaselineState",
-    "Judged",
-    "Verdict",
-    "body_failed",
-    "check_baseline",
-    "gate_against",
-    "gate_outcome",
-    "gate_result",
-    "judge",
-    "load_baseline",
-    "write_baseline",
-]
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +103,13 @@ def gate_against(
     return gate_outcome(settings, result, None if problem else baseline, problem)
 
 
+def run_audit(request: AuditRequest, baseline: AuditResult | None = None) -> AuditResult:
+    """Audit the request's recommender and gate the result against ``baseline`` (the
+    standalone API); an incompatible baseline is a "baseline" failure saying why."""
+    result = stream.measure(request)
+    return replace(result, gate=gate_against(request.settings, result, baseline))
+
+
 def gate_result(
     settings: AuditSettings,
     result: AuditResult,
@@ -185,12 +171,9 @@ def _verdict(result: AuditResult, parts: Judged, state: BaselineState | None = N
 def judge(
     settings: AuditSettings, result: AuditResult, check: BaselineCheck, test_id: str
 ) -> Verdict:
-    """Decide pass/fail for one gated test. Pure: writing is :func:`write_baseline`'s job.
-
-    With --fairness-update the result was gated without a baseline, so only absolute
-    thresholds can fail and the new numbers are to become the baseline. Otherwise a
-    missing, unusable or incompatible baseline fails and says how to (re)create it.
-    """
+    """Pass/fail of one gated test (pure). Under --fairness-update it was gated without a
+    baseline: only absolute limits fail, and it becomes the baseline; otherwise a missing,
+    unusable or incompatible baseline fails and says how to (re)create it."""
     state = check.state
     checked = result.gate or GateOutcome(passed=True)
     if settings.explore:
@@ -249,11 +232,8 @@ def _explored(
 
 
 def body_failed(verdict: Verdict, error: str) -> Verdict:
-    """The verdict when the test's own code failed (e.g. an assertion on fairness_result).
-
-    The test failed, so its audit did: the outcome carries a "test" failure, whatever the
-    gate said, and no baseline is written (a run whose test failed is not one to accept).
-    """
+    """The verdict when the test's own code failed: a "test" failure whatever the gate
+    said, and no baseline written (a run whose test failed is not one to accept)."""
     parts = verdict.parts or Judged(verdict.result.gate or GateOutcome(passed=True))
     return _verdict(verdict.result, replace(parts, body=error))
 

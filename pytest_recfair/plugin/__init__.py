@@ -1,12 +1,7 @@
-"""pytest glue: the hook and fixture declarations, each handing off in a few lines.
-
-The entry point (``pytest11``: ``pytest_recfair.plugin``). The work is in the modules
-beside this one: :mod:`.options` (options, ini keys, settings resolution), :mod:`.collection`
-(collection, and every audit's inputs before any test runs),
-:mod:`.fixtures` (the input fixtures), :mod:`.result` (one audit: measure, compare, gate,
-judge) and :mod:`.session` (the run: the two stash keys the hooks share,
-controller, terminal, reports, history, prune). Nothing here imports the engine: pytest
-start-up stays light.
+"""pytest glue (the ``pytest11`` entry point): the hook and fixture declarations, each
+handing off in a few lines to :mod:`.options`, :mod:`.collection`, :mod:`.fixtures`,
+:mod:`.result` (one audit) and :mod:`.session` (the run). Nothing here imports the engine:
+pytest start-up stays light.
 """
 
 from __future__ import annotations
@@ -18,18 +13,12 @@ import pytest
 
 from pytest_recfair import settings
 from pytest_recfair.plugin import collection, fixtures, options, result, session
-from pytest_recfair.plugin.collection import SKIP_REASON
 from pytest_recfair.plugin.session import audit_state, run_state
-
-__all__ = ["SKIP_REASON", "marker"]
 
 
 def marker() -> pytest.MarkDecorator:
-    """``pytest.mark.fairness``, what ``from pytest_recfair import fairness`` returns.
-
-    Looked up on use, not at import: under --strict-markers pytest checks a marker name
-    against the configuration that is current when it is first looked up.
-    """
+    """``pytest.mark.fairness`` (``from pytest_recfair import fairness``), looked up on
+    use: --strict-markers checks a name against the configuration current at lookup."""
     return pytest.mark.fairness
 
 
@@ -72,7 +61,7 @@ def pytest_pycollect_makeitem(
 @pytest.fixture(scope="session")
 def recfair_recommender(pytestconfig: pytest.Config) -> Any:
     """The recommender under audit; override in conftest.py (default: provider from ini)."""
-    return fixtures.default_recommender(pytestconfig)
+    return fixtures.default_provider(pytestconfig)
 
 
 @pytest.fixture(scope="session")
@@ -143,7 +132,7 @@ def recfair_candidates(
 def recfair_judge(pytestconfig: pytest.Config) -> Any:
     """The model that judges answers for kinds that need a judge (role-play Why
     questions); override in conftest.py (default: the recfair_judge_* ini keys, or None)."""
-    return fixtures.default_judge(pytestconfig)
+    return fixtures.default_provider(pytestconfig, judge=True)
 
 
 @pytest.fixture

@@ -1,26 +1,12 @@
-"""Collection: each @fairness test's settings, the skip without --fairness, the baseline
-names, and the models of a parametrized ``recfair_recommender``; then (:func:`check_run`)
-the inputs of every @fairness test of the run, checked once collection is done and
-before any test runs: a bad one in any test is a usage error (exit 4), so a run with one
-bad test sends nothing (issue 34).
-
-What is checked, for each audited test that is still selected (after ``-k``/``-m``):
-
-* the kind of audit (``kind=``) and the kind's own inputs (role-play: the question set
-  and ``attr`` against its attributes, through the kind's ``check``);
-* list, item and position audits: the grid (bundled name or file, resolved as the
-  ``recfair_grid`` fixture resolves it) loads, and ``attr`` names its attributes (or
-  crosses two of them, or is ``personality``), with the nearest name on a typo;
-* the seeds (bundled set or file) load; a seed set smaller than ``entities`` is said
-  once per run in the terminal (N asked, M available, M used);
-* item-side audits: a catalogue file exists, loads, and has every ``item_field``;
-* candidate-position audits: a candidates file exists and loads (or names a fixture);
-* ``absent=`` names a file that exists.
-
-What only a fixture knows is left to run time, where the fixtures check it as before: a
-``recfair_grid``, ``recfair_seeds``, ``recfair_catalogue`` or ``recfair_candidates``
-overridden in a conftest (or parametrized), a seeds or candidates fixture named by the
-marker, and the sizes of role-play question sets (whose Why questions depend on a judge)."""
+"""Collection: each @fairness test's settings, the skip without --fairness, baseline
+names, the models of a parametrized ``recfair_recommender``; then (:func:`check_run`,
+after -k/-m, before any test runs) every selected audit's inputs, so one bad test is a
+usage error (exit 4) and nothing is sent (issue 34): the kind and its own inputs, the
+grid and ``attr`` (with the nearest name on a typo), the seeds (a note when fewer than
+``entities``), the catalogue and its ``item_field``, the candidates, ``absent=``. What
+only a fixture knows (a conftest's override, a fixture named by the marker) is checked
+by the fixtures at run time.
+"""
 
 from __future__ import annotations
 
@@ -39,8 +25,6 @@ from pytest_recfair.settings.values import nearest
 
 if TYPE_CHECKING:
     from pytest_recfair.prompts.grids import Grid
-
-__all__ = ["RECOMMENDER", "SKIP_REASON", "check_run", "depend_on_recommender", "modify_items"]
 
 SKIP_REASON = "fairness audit: run with --fairness"
 RECOMMENDER = "recfair_recommender"
@@ -143,11 +127,9 @@ def _check_baseline_names(items: list[pytest.Item]) -> None:
 
 def check_run(session: pytest.Session) -> None:
     """Check the inputs of every selected @fairness test (with --fairness only): the first
-    bad one is a usage error naming the test; then the entity notes, once each.
-
-    An xdist worker cannot raise a usage error (the controller takes it for a crash and
-    prints an INTERNALERROR traceback): it runs nothing and asks the controller to stop
-    with the same line (``Interrupted: ...``, exit 2)."""
+    bad one is a usage error naming the test; then the entity notes, once each. An xdist
+    worker's usage error would be an INTERNALERROR: it runs nothing and stops the run with
+    the same line instead (``Interrupted: ...``, exit 2)."""
     config = session.config
     if not config.getoption("fairness"):
         return
@@ -172,16 +154,13 @@ def check_run(session: pytest.Session) -> None:
         write(note)
 
 
-class _Files:
+class _Files(dict[str, Any]):
     """What the check read, once per source (many tests share a grid or a seed set)."""
 
-    def __init__(self) -> None:
-        self.read: dict[str, Any] = {}
-
-    def once(self, key: str, load: Any) -> Any:
-        if key not in self.read:
-            self.read[key] = load()
-        return self.read[key]
+    def once(self, key: str, load: Callable[[], Any]) -> Any:
+        if key not in self:
+            self[key] = load()
+        return self[key]
 
 
 def _check(item: pytest.Item, s: AuditSettings, files: _Files) -> str | None:

@@ -22,57 +22,26 @@ if TYPE_CHECKING:
 #: collection (both have the test file's ``path`` and the ``config``)
 Node = pytest.FixtureRequest | pytest.Item
 
-__all__ = [
-    "candidates",
-    "cassettes",
-    "catalogue",
-    "default_recommender",
-    "default_seeds",
-    "find_file",
-    "grid",
-    "http_clients",
-    "inputs",
-    "not_found",
-    "path_like",
-    "recommender_for",
-    "seeds",
-    "user_fixture",
-]
 
-
-def default_recommender(config: pytest.Config) -> Any:
-    """The provider the ini keys name (recfair_provider, recfair_model, ...)."""
-
+def default_provider(config: pytest.Config, judge: bool = False) -> Any:
+    """The provider the ini keys name (recfair_provider, recfair_model, ...); with
+    ``judge`` the recfair_judge_* keys, each falling back to the recommender's (None
+    without recfair_judge_model)."""
     from pytest_recfair.providers.http import from_config
 
-    model = str(config.getini("recfair_model") or "").strip()
+    def ini(key: str) -> str | None:
+        value = (judge and config.getini(f"recfair_judge_{key}")) or config.getini(f"recfair_{key}")
+        return str(value or "").strip() or None
+
+    model = str(config.getini("recfair_judge_model" if judge else "recfair_model") or "").strip()
+    if not model and judge:
+        return None
     if not model:
         raise ConfigError(
             "no recommender configured: set the ini key recfair_model (and recfair_provider, "
             "recfair_base_url, recfair_api_key_env), or override the recfair_recommender "
             "fixture in conftest.py. See docs/quickstart.md."
         )
-    return from_config(
-        str(config.getini("recfair_provider") or "openai").strip(),
-        model=model,
-        base_url=str(config.getini("recfair_base_url") or "").strip() or None,
-        api_key_env=str(config.getini("recfair_api_key_env") or "").strip() or None,
-    )
-
-
-def default_judge(config: pytest.Config) -> Any:
-    """The judge model the ini keys name (recfair_judge_model, ...; the recommender's
-    provider, base URL and key variable by default), or None without recfair_judge_model."""
-
-    def ini(key: str) -> str | None:
-        value = config.getini(f"recfair_judge_{key}") or config.getini(f"recfair_{key}")
-        return str(value or "").strip() or None
-
-    from pytest_recfair.providers.http import from_config
-
-    model = str(config.getini("recfair_judge_model") or "").strip()
-    if not model:
-        return None
     return from_config(
         ini("provider") or "openai",
         model=model,
@@ -286,20 +255,16 @@ def _entities_from(value: Any, domain: str, name: str) -> Any:
 
 def recommender_for(recommender: Any, s: settings.AuditSettings) -> Any:
     """The recommender with this test's provider settings, under a readable model id."""
-    return _named(_configured(recommender, s), s)
-
-
-def _configured(recommender: Any, s: settings.AuditSettings) -> Any:
-    """The recommender with this test's provider settings (ini and marker) applied."""
     from pytest_recfair.providers.http import configure
 
-    return configure(
+    configured = configure(  # the test's provider settings (ini and marker) applied
         recommender,
         temperature=s.temperature,
         max_tokens=s.max_tokens,
         seed=s.sampling_seed,
         header_envs=dict(s.extra_headers) if s.extra_headers else None,
     )
+    return _named(configured, s)
 
 
 def _named(recommender: Any, s: settings.AuditSettings) -> Any:

@@ -1,16 +1,13 @@
-"""Command-line options, ini keys and their resolution into settings.
-
-The options and ini keys of the audit settings come from their declarations in
-:mod:`pytest_recfair.settings`; the run-level options (report, history, shard, merge,
-prune) resolve into :class:`~pytest_recfair.settings.values.RunSettings` once, at configure
-time. Every usage error is raised here, before any prompt is sent (pytest exits 4).
+"""Command-line options, ini keys (from the settings' declarations) and their resolution
+into settings; the run-level options into :class:`~pytest_recfair.settings.values.RunSettings`
+once, at configure time. Every usage error is raised here, before any prompt is sent.
 """
 
 from __future__ import annotations
 
 import configparser
 import tomllib
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,16 +18,6 @@ from pytest_recfair.errors import ConfigError
 from pytest_recfair.settings import values
 from pytest_recfair.settings.values import nearest
 from pytest_recfair.vocab import PROVIDER_KINDS, RECORD_MODES, REPORT_FORMATS
-
-__all__ = [
-    "PROVIDER_INI",
-    "add_options",
-    "check_ini_keys",
-    "check_strictness",
-    "ini_file_keys",
-    "resolve",
-    "resolve_run",
-]
 
 PROVIDER_INI = {
     "recfair_provider": "provider API shape: " + ", ".join(PROVIDER_KINDS) + " (default openai)",
@@ -57,8 +44,11 @@ def add_options(parser: pytest.Parser) -> None:
         help="run the tests marked @pytest.mark.fairness (fairness audits)",
     )
     for part in _HELP_LAYOUT:
-        if callable(part):
-            part(group)
+        if isinstance(part, dict):
+            for flag, kwargs in part.items():
+                default = False if kwargs.get("action") == "store_true" else None
+                dest = flag.removeprefix("--").replace("-", "_")
+                group.addoption(flag, dest=dest, default=default, **kwargs)
             continue
         for key in part:
             option = settings.SETTINGS[key][1].option
@@ -88,93 +78,66 @@ def _add_setting_option(group: pytest.OptionGroup, key: str, option: settings.Op
     group.addoption(flag, **kwargs)
 
 
-def _add_report_options(group: pytest.OptionGroup) -> None:
-    """Reports and history (docs/reports.md): options of the whole run."""
-    group.addoption(
-        "--fairness-report",
-        dest="fairness_report",
-        metavar="PATH",
-        action="append",
-        default=None,
-        help="write a fairness report; format from the extension "
+# the run's own options (docs/reports.md, cassettes.md, scale.md), by topic of --help
+_REPORTS: dict[str, dict[str, Any]] = {
+    "--fairness-report": {
+        "metavar": "PATH",
+        "action": "append",
+        "help": "write a fairness report; format from the extension "
         + "/".join(REPORT_FORMATS)
         + "; repeat for several (ini: recfair_report, paths separated by spaces)",
-    )
-    group.addoption(
-        "--fairness-history",
-        dest="fairness_history",
-        metavar="DIR",
-        default=None,
-        help="append this run's JSON report to DIR under a new numbered name",
-    )
-
-
-def _add_scale_options(group: pytest.OptionGroup) -> None:
-    """Pruning (docs/cassettes.md) and shards (docs/scale.md): options of the whole run."""
-    group.addoption(
-        "--fairness-prune",
-        dest="fairness_prune",
-        action="store_true",
-        default=False,
-        help="list cassette interactions and baselines no test used; delete them only "
+    },
+    "--fairness-history": {
+        "metavar": "DIR",
+        "help": "append this run's JSON report to DIR under a new numbered name",
+    },
+}
+_SCALE: dict[str, dict[str, Any]] = {
+    "--fairness-prune": {
+        "action": "store_true",
+        "help": "list cassette interactions and baselines no test used; delete them only "
         "after a full run (no test deselected, failed or skipped; see docs/cassettes.md)",
-    )
-    group.addoption(
-        "--fairness-prune-dry-run",
-        dest="fairness_prune_dry_run",
-        action="store_true",
-        default=False,
-        help="list what --fairness-prune would delete after this run; delete nothing",
-    )
-    group.addoption(
-        "--fairness-shard",
-        dest="fairness_shard",
-        metavar="I/N",
-        default=None,
-        help="audit shard I of N of each test's entities and write its result to "
+    },
+    "--fairness-prune-dry-run": {
+        "action": "store_true",
+        "help": "list what --fairness-prune would delete after this run; delete nothing",
+    },
+    "--fairness-shard": {
+        "metavar": "I/N",
+        "help": "audit shard I of N of each test's entities and write its result to "
         "recfair_shard_dir, for --fairness-merge (one CI job per shard)",
-    )
-    group.addoption(
-        "--fairness-merge",
-        dest="fairness_merge",
-        metavar="FILE_OR_DIR",
-        action="append",
-        default=None,
-        help="gate and report the audits merged from these shard results (repeatable); "
+    },
+    "--fairness-merge": {
+        "metavar": "FILE_OR_DIR",
+        "action": "append",
+        "help": "gate and report the audits merged from these shard results (repeatable); "
         "nothing is sent or replayed",
-    )
-
-
-def _add_compare_options(group: pytest.OptionGroup) -> None:
-    """Gating against a stored run (docs/reports.md): options of the whole run."""
-    group.addoption(
-        "--fairness-compare",
-        dest="fairness_compare",
-        metavar="REF",
-        default=None,
-        help="compare each audit with a stored run: a JSON report, or an entry of "
+    },
+}
+_COMPARE: dict[str, dict[str, Any]] = {
+    "--fairness-compare": {
+        "metavar": "REF",
+        "help": "compare each audit with a stored run: a JSON report, or an entry of "
         "--fairness-history DIR (number, latest, -N, commit prefix)",
-    )
-    group.addoption(
-        "--fairness-compare-fail",
-        dest="fairness_compare_fail",
-        metavar="EXPR",
-        default=None,
-        help="fail an audit worse than --fairness-compare's run: NAME:[+|-]LIMIT[%%] "
+    },
+    "--fairness-compare-fail": {
+        "metavar": "EXPR",
+        "help": "fail an audit worse than --fairness-compare's run: NAME:[+|-]LIMIT[%%] "
         "rules, comma-separated, e.g. snsr:0.02,pafs:0.05",
-    )
+    },
+}
 
 
 # the order of --help: the settings' options (by key) and the run's, grouped by topic
-_HELP_LAYOUT: tuple[tuple[str, ...] | Callable[[pytest.OptionGroup], None], ...] = (
+_HELP_LAYOUT: tuple[tuple[str, ...] | dict[str, dict[str, Any]], ...] = (
     ("record_mode", "update", "update_force"),
-    _add_report_options,
+    _REPORTS,
     ("entities", "repeats", "concurrency", "seed", "alpha", "plan", "batch"),
-    _add_scale_options,
+    _SCALE,
     ("explore",),
-    _add_compare_options,
+    _COMPARE,
 )
-assert sorted(k for p in _HELP_LAYOUT if not callable(p) for k in p) == sorted(
+assert sorted(k for p in _HELP_LAYOUT if isinstance(p, tuple) for k in p) == sorted(
     settings.CLI_KEYS.values()
 ), "every setting with an option is placed in --help once"
 

@@ -1,9 +1,7 @@
 """One audited test, from the ``fairness_result`` fixture to the call-phase verdict:
 baseline -> (plan, budget, batch) -> measure, merge or shard -> compare + gate -> record,
-then judge after the test body. Here pytest fixtures are fetched and tests are skipped
-or failed; the steps that need no pytest (:func:`baseline_of`, :func:`conclude`,
-:func:`judge`) are unit-tested on their own. The engine is imported on use: pytest
-start-up stays light.
+then judge. The steps that need no pytest (:func:`baseline_of`, :func:`conclude`,
+:func:`judge`) are unit-tested alone; the engine is imported on use (light start-up).
 """
 
 from __future__ import annotations
@@ -26,18 +24,6 @@ if TYPE_CHECKING:
     from pytest_recfair.engine.verdict import BaselineCheck, BaselineState, Verdict
     from pytest_recfair.results import AuditResult
     from pytest_recfair.settings.values import Shard
-
-__all__ = [
-    "baseline_of",
-    "body_error",
-    "conclude",
-    "fairness_result",
-    "gate_property",
-    "judge",
-    "judge_item",
-    "judged_call",
-    "shard_note",
-]
 
 
 def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditResult:
@@ -113,9 +99,8 @@ def _measure(
     """Run this test's audit (after a batch recording with --fairness-batch); a shard run
     writes its share's result and skips instead."""
     from pytest_recfair.engine.base import AuditRequest
-    from pytest_recfair.engine.pipeline import measure
     from pytest_recfair.engine.sharding import run_shard
-    from pytest_recfair.engine.stream import record_batch
+    from pytest_recfair.engine.stream import measure, record_batch
 
     config, node = request.config, request.node
     user = fixtures.user_fixture(request, "recfair_recommender")
@@ -163,7 +148,8 @@ def _plan(
     config = request.config
     state = run_state(config)
     # --fairness-batch sends (through the batch API) whatever the record mode says
-    if not (s.plan or s.batch or plan.is_live(s, recommender)):
+    # a callable always runs live, an HTTP provider in a record mode that records
+    if not (s.plan or s.batch or plan.is_in_process(recommender) or s.record_mode != "none"):
         return None, None
     seeds, grid, inputs = cases
     planned = plan.audit_plan(

@@ -1,21 +1,14 @@
-"""The plugin's run as a whole: what it keeps between hooks, configure time, what it writes
-to pytest's terminal, shipping each audit to the controller, the controller's end of run
-(history, report files, summary), and --fairness-prune.
-
-pytest's stash is the only channel between the hooks and fixtures of one run (and it is
-typed), so the plugin keeps exactly two keys: :data:`RUN` on the config holds the
-:class:`RunState` (made at configure time, where the run's references are loaded and its
-report paths checked; on an xdist worker too, where it serves the worker's tests),
-:data:`AUDIT` on an item holds its :class:`AuditState` (made at collection for every
-@fairness test). Nothing else is stashed.
-
-Workers of pytest-xdist ship each audit's result to the controller on the call-phase
-report (an extra report attribute survives xdist's serialisation), so the summary, the
-report file and the JUnit properties are produced once, on the controller.
+"""The plugin's run as a whole: the two stash keys (:data:`RUN` on the config holds the
+:class:`RunState`, made at configure time, where references load and report paths are
+checked; :data:`AUDIT` on an item its :class:`AuditState`), configure time, the terminal,
+shipping each audit to the controller (an xdist worker's on the call-phase report, an
+attribute that survives xdist's serialisation), the controller's end of run (history,
+report files, summary) and --fairness-prune.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,25 +31,6 @@ if TYPE_CHECKING:
     from pytest_recfair.engine.plan import Ledger
     from pytest_recfair.engine.sharding import MergeSource
     from pytest_recfair.engine.verdict import BaselineCheck
-
-__all__ = [
-    "AUDIT",
-    "LEDGER_KEY",
-    "RUN",
-    "AuditState",
-    "Controller",
-    "Pruner",
-    "RunState",
-    "audit_state",
-    "configure",
-    "live_line",
-    "plan_summary",
-    "report_header",
-    "run_state",
-    "ship",
-    "summary",
-    "terminal_line",
-]
 
 
 @dataclass
@@ -141,27 +115,24 @@ def terminal_line(config: pytest.Config) -> Callable[[str], None]:
     from pytest_recfair.secrets import scrub
 
     reporter = config.pluginmanager.get_plugin("terminalreporter")
-    capture = config.pluginmanager.get_plugin("capturemanager")
 
     def write(line: str) -> None:
         if reporter is None:
             return
-        line = scrub(line)
-        if capture is None:
-            _own_line(reporter, line)
-            return
-        with capture.global_and_fixture_disabled():
-            _own_line(reporter, line)
+        with _uncaptured(config):
+            # on a line of its own: under -q pytest's progress letters leave the cursor
+            # mid-line, and write_line only breaks lines after a file path
+            if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
+                reporter.write("\n")
+            reporter.write_line(scrub(line))
 
     return write
 
 
-def _own_line(reporter: Any, line: str) -> None:
-    """``line`` on a line of its own: under ``-q`` pytest's progress letters ("s", ".")
-    leave the cursor mid-line, and ``write_line`` only breaks lines after a file path."""
-    if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
-        reporter.write("\n")
-    reporter.write_line(line)
+def _uncaptured(config: pytest.Config) -> contextlib.AbstractContextManager[Any]:
+    """pytest's output capture suspended (shown without -s)."""
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    return contextlib.nullcontext() if capture is None else capture.global_and_fixture_disabled()
 
 
 def live_line(config: pytest.Config, planned: plan.Plan | None) -> Any:
@@ -172,30 +143,24 @@ def live_line(config: pytest.Config, planned: plan.Plan | None) -> Any:
         return None
     from pytest_recfair.providers.runstate import LiveLine
 
-    capture = config.pluginmanager.get_plugin("capturemanager")
     fresh = [True]
 
-    def shown(draw: Callable[[], None]) -> None:
-        if capture is None:
-            draw()
-            return
-        with capture.global_and_fixture_disabled():
-            draw()
-
     def rewrite(text: str) -> None:
-        def draw() -> None:
+        with _uncaptured(config):
             if fresh[0]:  # off the "test_file.py " line pytest is writing
                 reporter.ensure_newline()
                 fresh[0] = False
             reporter.rewrite(text, erase=True)
 
-        shown(draw)
+    def write_line(text: str) -> None:
+        with _uncaptured(config):
+            reporter.write_line(text)
 
     return LiveLine(
         planned.to_ask,
         tty=bool(reporter.isatty()),
         rewrite=rewrite,
-        write_line=lambda text: shown(lambda: reporter.write_line(text)),
+        write_line=write_line,
         cost_known=planned.cost is not None,
     )
 
@@ -438,11 +403,6 @@ class Controller:
         summary(self.config, terminalreporter, self.collector)
 
 
-# options that change which prompts the tests ask: a run with one of them does not ask
-# everything the recordings hold, so it never prunes
-_NARROWING = ("fairness_entities", "fairness_repeats", "fairness_seed")
-
-
 class Pruner:
     """--fairness-prune: what the run used; at the end, what it did not (docs/cassettes.md)."""
 
@@ -478,7 +438,7 @@ class Pruner:
             # what the tests ask, narrowed (or moved: another seed draws other entities)
             *(
                 (config.getoption(dest, None) is not None, f"--{dest.replace('_', '-')} given")
-                for dest in _NARROWING
+                for dest in ("fairness_entities", "fairness_repeats", "fairness_seed")
             ),
             (session.testsfailed > 0, f"{session.testsfailed} test(s) failed"),
             (bool(stats.get("skipped")), "test(s) skipped"),

@@ -14,13 +14,14 @@ from pytest_recfair.engine import registry
 from pytest_recfair.engine.base import AuditKind, AuditRequest
 from pytest_recfair.engine.collector import RunCollector, TestRecord
 from pytest_recfair.engine.overlap.kind import OVERLAP
-from pytest_recfair.engine.pipeline import measure, run_audit
+from pytest_recfair.engine.stream import measure
 from pytest_recfair.engine.verdict import (
     BaselineState,
     check_baseline,
     gate_result,
     judge,
     load_baseline,
+    run_audit,
     write_baseline,
 )
 from pytest_recfair.errors import DataError, ProviderError

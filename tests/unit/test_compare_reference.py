@@ -117,7 +117,7 @@ def test_a_reference_is_a_file_or_a_history_entry(tmp_path: Path) -> None:
 def test_another_kind_is_compared_through_its_own_figures() -> None:
     """A role-play audit (no list-overlap attributes): the rules pick its JUnit figures."""
     from pytest_recfair.engine.base import AuditRequest
-    from pytest_recfair.engine.pipeline import measure
+    from pytest_recfair.engine.stream import measure
     from pytest_recfair.prompts.grids import load_grid
     from pytest_recfair.settings import resolve
     from pytest_recfair.sim.recommender import SimulatedRecommender

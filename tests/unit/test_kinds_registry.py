@@ -23,8 +23,8 @@ from pytest_recfair.engine.base import (
     Scored,
 )
 from pytest_recfair.engine.items.scoring import ItemResults
-from pytest_recfair.engine.pipeline import measure
 from pytest_recfair.engine.sharding import MergeSource, run_shard
+from pytest_recfair.engine.stream import measure
 from pytest_recfair.prompts.cases import PromptCase
 from pytest_recfair.prompts.grids import Grid, load_grid
 from pytest_recfair.prompts.seeds import Entity, load_seeds
@@ -40,7 +40,7 @@ from pytest_recfair.sim.recommender import SimulatedRecommender
 PACKAGE = Path(registry.__file__).parent.parent
 #: Modules that must work for every kind without naming one.
 SHARED = [
-    *(PACKAGE / "engine" / f"{m}.py" for m in ("pipeline", "stream", "sharding")),
+    *(PACKAGE / "engine" / f"{m}.py" for m in ("stream", "sharding", "replaymemo")),
     *(PACKAGE / "engine" / f"{m}.py" for m in ("plan", "collector", "base")),
     *sorted((PACKAGE / "report").glob("*.py")),
 ]

@@ -12,7 +12,7 @@ from pytest_recfair.engine import plan
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.metrics.inference import t_quantile
 from pytest_recfair.providers.pacing import TOKENS_PER_ITEM
-from pytest_recfair.settings import values
+from pytest_recfair.settings import resolve, values
 
 
 @dataclass(frozen=True)
@@ -94,12 +94,16 @@ def test_bad_prices(bad: object) -> None:
 
 
 def test_budget_keys() -> None:
-    assert plan.parse_budget("", None) == plan.Budget()
-    assert plan.parse_budget("500", "2.5") == plan.Budget(500, 2.5)
-    with pytest.raises(ConfigError, match=r"^recfair_max_requests: expected a whole number"):
-        plan.parse_budget("lots", "")
-    with pytest.raises(ConfigError, match=r"^recfair_max_cost: expected an amount"):
-        plan.parse_budget("", "-3")
+    """The ini keys recfair_max_requests / recfair_max_cost (blank: no limit), as the
+    settings parse them for the budget."""
+    blank = resolve(ini={"recfair_max_requests": "", "recfair_max_cost": None})
+    assert plan.budget_of(blank) == plan.Budget()
+    given = resolve(ini={"recfair_max_requests": "500", "recfair_max_cost": "2.5"})
+    assert plan.budget_of(given) == plan.Budget(500, 2.5)
+    with pytest.raises(ConfigError, match=r"recfair_max_requests='lots' \(ini\): expected an int"):
+        resolve(ini={"recfair_max_requests": "lots"})
+    with pytest.raises(ConfigError, match=r"recfair_max_cost=-3.0 \(ini\): expected a number >= 0"):
+        resolve(ini={"recfair_max_cost": "-3"})
 
 
 def test_resolution_scales_the_floor_by_one_over_root_n() -> None:

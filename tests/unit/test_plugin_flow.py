@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 from pytest_recfair.compare.models import ModelSlot
 from pytest_recfair.engine.base import AuditRequest
-from pytest_recfair.engine.pipeline import measure
+from pytest_recfair.engine.stream import measure
 from pytest_recfair.plugin import fixtures
 from pytest_recfair.plugin import result as steps
 from pytest_recfair.plugin.session import AuditState

@@ -6,7 +6,8 @@ import pytest
 
 from pytest_recfair.engine import registry
 from pytest_recfair.engine.base import AuditInputs, AuditRequest
-from pytest_recfair.engine.pipeline import measure, run_audit
+from pytest_recfair.engine.stream import measure
+from pytest_recfair.engine.verdict import run_audit
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.prompts.grids import load_grid
 from pytest_recfair.providers import Completion, RunOutcome, Usage
