@@ -1,31 +1,13 @@
-"""A history directory of runs (``--fairness-history=DIR``), like pytest-benchmark's
-autosave: each run adds one JSON report under a new name, never overwriting an older run.
+"""A ``--fairness-history=DIR`` of runs, like pytest-benchmark's autosave, and stored JSON
+run reports read back (to render again, compare two runs, or plot a history).
 
-Names are ``NNNN_<UTC timestamp>.json``: the counter keeps them in run order for ``ls`` and
-for a later plot, the timestamp says when. The file is reserved with ``O_EXCL`` (two runs
-finishing at once get different names) and then filled by an atomic rename.
-
-Each entry is the run's JSON report plus an ``"entry"`` object: commit, branch, date,
-machine and settings (:func:`entry_info`, below). Entries written before it
-existed load with those fields None. An entry is named on the command line and by
-``--fairness-compare`` with :func:`find_entry`: its number, ``latest`` (or ``-1``,
-``-2``: counted from the newest) or a commit prefix.
-
-Where and from what a stored run came: commit, branch, date, machine and settings, as
-the ``"entry"`` object of a ``--fairness-history`` entry (like pytest-benchmark's
-``commit_info`` and ``machine_info``).
-
-The commit and branch come from the CI's environment variables first (a CI checkout is
-often a detached HEAD, whose branch git cannot name), then from ``git`` itself; anything
-not found is ``null``, never an error: a run outside git, or without git installed, still
-stores its entry.
-
-A stored JSON run report (what ``--fairness-report=run.json`` and ``--fairness-history``
-write), read back: to render it again, compare two runs, or plot a history.
-
-Every problem is one :class:`~pytest_recfair.errors.DataError` naming the file, what was
-expected and what to do; a report that loads gives the same ``AuditResult`` objects (and
-baselines) the plugin rendered, so a re-render is byte-identical to the plugin's own.
+Each run adds ``NNNN_<UTC timestamp>.json`` (the counter keeps run order, the name is
+reserved with ``O_EXCL`` and filled by an atomic rename): the run's JSON report plus an
+``"entry"`` object (commit and branch from the CI's variables, else git; date, machine,
+settings; ``null`` for what is not found, never an error). :func:`find_entry` names an
+entry by number, ``latest``, ``-N`` or commit prefix. Every problem reading a run is one
+:class:`~pytest_recfair.errors.DataError` naming the file, what was expected and what to
+do; a run that loads re-renders byte-identical to the plugin's own report.
 """
 
 from __future__ import annotations
@@ -55,25 +37,6 @@ from pytest_recfair.report.markdown import to_json
 from pytest_recfair.report.sections import series
 from pytest_recfair.report.status import Baselines
 from pytest_recfair.results import AuditResult, Stat
-
-__all__ = [
-    "CI_VARIABLES",
-    "FORMAT",
-    "VERSION",
-    "HistoryRun",
-    "StoredRun",
-    "append_run",
-    "check_history_dir",
-    "entry_info",
-    "entry_of",
-    "find_entry",
-    "git_info",
-    "history_runs",
-    "load_history",
-    "load_run",
-    "parse_run",
-    "plain_settings",
-]
 
 _NAME = re.compile(r"^(\d{4,})_([0-9TZ]+)\.json$")
 _STAMP = "%Y%m%dT%H%M%SZ"
@@ -121,10 +84,14 @@ def history_runs(directory: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+def _number(path: Path) -> int:
+    return int(path.name.partition("_")[0])
+
+
 def _reserve(directory: Path, now: datetime) -> Path:
     """A new, unused name in ``directory``, created empty so no other run can take it."""
     runs = history_runs(directory)
-    number = int(_NAME.match(runs[-1].name).group(1)) + 1 if runs else 1  # type: ignore[union-attr]
+    number = _number(runs[-1]) + 1 if runs else 1
     stamp = now.astimezone(UTC).strftime(_STAMP)
     while True:
         path = directory / f"{number:04d}_{stamp}.json"
@@ -213,15 +180,11 @@ def find_entry(directory: Path, ref: str) -> Path:
         if -len(runs) <= back < 0:
             return runs[back]
         raise DataError(f"{ref!r}: {where} holds {len(runs)} entries; give -1 to -{len(runs)}.")
-    if text.isdigit():
-        for p in runs:
-            m = _NAME.match(p.name)
-            if m is not None and int(m.group(1)) == int(text):
-                return p
-    if re.fullmatch(r"[0-9a-fA-F]{4,40}", text):
+    found = [p for p in runs if text.isdigit() and _number(p) == int(text)]
+    if not found and re.fullmatch(r"[0-9a-fA-F]{4,40}", text):
         found = [p for p in runs if (_text(entry_of(p), "commit") or "").startswith(text.lower())]
-        if found:
-            return found[-1]  # the latest run of that commit
+    if found:
+        return found[-1]  # the latest run of that commit
     numbers = ", ".join(p.name.split("_")[0].lstrip("0") for p in runs[-5:])
     raise DataError(
         f"{ref!r}: no such entry in {where}; give an entry number (the newest: {numbers}), "
@@ -242,18 +205,14 @@ def load_history(directory: Path) -> list[HistoryRun]:
         if path.stat().st_size == 0:
             continue
         run = load_run(path)
-        m = _NAME.match(path.name)
-        if m is None:  # history_runs lists matching names only
-            continue
-        values = {(r.meta.test_id, label): s for r in run.results for label, s in series(r)}
-        entry = run.entry
+        stamp = path.stem.partition("_")[2]
         out.append(
             HistoryRun(
-                int(m.group(1)),
-                _when(m.group(2)),
-                values,
-                _text(entry, "commit"),
-                _text(entry, "branch"),
+                _number(path),
+                _when(stamp),
+                {(r.meta.test_id, label): s for r in run.results for label, s in series(r)},
+                _text(run.entry, "commit"),
+                _text(run.entry, "branch"),
                 path,
             )
         )
@@ -277,14 +236,7 @@ def _git(args: list[str], cwd: Path) -> str | None:
     if exe is None:
         return None
     try:
-        done = subprocess.run(
-            [exe, *args],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
+        done = subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
     out = done.stdout.strip()
@@ -350,12 +302,7 @@ def entry_info(
     }
 
 
-FORMAT: Final = "pytest-recfair report"
-
-
-VERSION: Final = 1
-
-
+_FORMAT: Final = "pytest-recfair report"
 _HINT = "give a JSON report written by --fairness-report=run.json or --fairness-history=DIR"
 
 
@@ -378,17 +325,9 @@ def _validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(baselines.schema())
 
 
-def _skeleton(doc: dict[str, Any]) -> dict[str, Any]:
-    """``doc`` with each matrix cut to its first entity: jsonschema is slow on big ones,
-    and ``from_dict`` checks the rest (shapes, numbers)."""
-    out = {**doc, "schema_version": baselines.SCHEMA_VERSION}
-    attrs = doc.get("attributes")
-    if isinstance(attrs, list):
-        out["attributes"] = [_cut(a) for a in attrs]
-    return out
-
-
 def _cut(attr: Any) -> Any:
+    """An attribute with its matrix cut to the first entity: jsonschema is slow on big
+    ones, and ``from_dict`` checks the rest (shapes, numbers)."""
     m = attr.get("matrix") if isinstance(attr, dict) else None
     if not isinstance(m, dict):
         return attr
@@ -399,7 +338,10 @@ def _cut(attr: Any) -> Any:
 def _result(doc: Any, path: Path, where: str) -> AuditResult:
     if not isinstance(doc, dict):
         raise DataError(f"{path}: {where} is not an audit result (a JSON object); {_HINT}.")
-    errors = list(_validator().iter_errors(_skeleton(doc)))
+    skeleton = {**doc, "schema_version": baselines.SCHEMA_VERSION}
+    if isinstance(doc.get("attributes"), list):
+        skeleton["attributes"] = [_cut(a) for a in doc["attributes"]]
+    errors = list(_validator().iter_errors(skeleton))
     if errors:
         err = jsonschema.exceptions.best_match(errors)
         at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
@@ -412,25 +354,6 @@ def _result(doc: Any, path: Path, where: str) -> AuditResult:
         ) from None
 
 
-def _envelope(doc: Any, path: Path) -> dict[str, Any]:
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise DataError(
-            f'{path} is not a pytest-recfair run report (expected "format": "{FORMAT}"); {_HINT}.'
-        )
-    version = doc.get("version")
-    if version != VERSION:
-        raise DataError(
-            f"{path} is a version {version!r} report (written by pytest-recfair "
-            f"{doc.get('plugin_version', '?')}); this pytest-recfair reads version {VERSION}. "
-            f"Use the pytest-recfair that wrote it, or re-run the audit."
-        )
-    if not isinstance(doc.get("results"), list):
-        raise DataError(f'{path}: "results" must be a list of audit results; {_HINT}.')
-    if not isinstance(doc.get("baselines", {}), dict):
-        raise DataError(f'{path}: "baselines" must map test ids to results; {_HINT}.')
-    return doc
-
-
 def parse_run(text: str, path: Path) -> StoredRun:
     """A stored run from the text of ``path`` (the path only names it in errors)."""
     try:
@@ -441,35 +364,37 @@ def parse_run(text: str, path: Path) -> StoredRun:
         ) from None
     except RecursionError:  # thousands of nested brackets: no report is shaped so
         raise DataError(f"{path} is JSON nested too deeply to be a run report; {_HINT}.") from None
-    env = _envelope(doc, path)
-    results = tuple(_result(r, path, f"results[{i}]") for i, r in enumerate(env["results"]))
+    if not isinstance(doc, dict) or doc.get("format") != _FORMAT:
+        raise DataError(
+            f'{path} is not a pytest-recfair run report (expected "format": "{_FORMAT}"); {_HINT}.'
+        )
+    if doc.get("version") != 1:
+        raise DataError(
+            f"{path} is a version {doc.get('version')!r} report (written by pytest-recfair "
+            f"{doc.get('plugin_version', '?')}); this pytest-recfair reads version 1. "
+            f"Use the pytest-recfair that wrote it, or re-run the audit."
+        )
+    if not isinstance(doc.get("results"), list):
+        raise DataError(f'{path}: "results" must be a list of audit results; {_HINT}.')
+    if not isinstance(doc.get("baselines", {}), dict):
+        raise DataError(f'{path}: "baselines" must map test ids to results; {_HINT}.')
+    results = tuple(_result(r, path, f"results[{i}]") for i, r in enumerate(doc["results"]))
     base = {
         str(k): _result(v, path, f"baselines[{json.dumps(k)}]")
-        for k, v in (env.get("baselines") or {}).items()
+        for k, v in (doc.get("baselines") or {}).items()
     }
-    entry = env.get("entry")
-    return StoredRun(
-        path,
-        results,
-        base,
-        _models(env.get("models") or [], path),
-        entry if isinstance(entry, dict) else {},
-    )
-
-
-def _models(docs: Any, path: Path) -> tuple[ModelComparison, ...]:
-    """The run's "models" section (several models audited by one test), checked."""
-    if not isinstance(docs, list):
+    if not isinstance(doc.get("models") or [], list):
         raise DataError(f'{path}: "models" must be a list of model comparisons; {_HINT}.')
-    out = []
-    for i, doc in enumerate(docs):
+    models = []
+    for i, m in enumerate(doc.get("models") or []):  # several models audited by one test
         try:
-            out.append(ModelComparison.from_dict(doc))
+            models.append(ModelComparison.from_dict(m))
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise DataError(
                 f"{path}: models[{i}] is invalid ({type(exc).__name__}: {exc}); {_HINT}."
             ) from None
-    return tuple(out)
+    entry = doc.get("entry")
+    return StoredRun(path, results, base, tuple(models), entry if isinstance(entry, dict) else {})
 
 
 def load_run(path: Path | str) -> StoredRun:
