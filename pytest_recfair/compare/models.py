@@ -28,8 +28,6 @@ from pytest_recfair.results import (
     plain_fields,
 )
 
-__all__ = ["ModelComparison", "ModelSlot", "PairRow", "compare_models"]
-
 
 @dataclass(frozen=True, slots=True)
 class ModelSlot:

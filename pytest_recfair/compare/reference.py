@@ -35,16 +35,6 @@ from pytest_recfair.gate import baselines, drift
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from pytest_recfair.vocab import HIGHER_IS_FAIRER
 
-__all__ = [
-    "COMPARE_KIND",
-    "Reference",
-    "Rule",
-    "apply_reference",
-    "figures",
-    "load_reference",
-    "parse_rules",
-]
-
 COMPARE_KIND = "compare"  # the gate failure kind of a figure worse than the reference
 _RULE = re.compile(
     r"^\s*([A-Za-z0-9_.\-]+)\s*:\s*([+-]?)\s*([0-9]*\.?[0-9]+(?:e-?\d+)?)\s*(%?)\s*$"

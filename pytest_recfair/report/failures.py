@@ -28,32 +28,12 @@ from typing import Any
 
 from pytest_recfair.report.fmt import LABEL, clip, esc, fmt, fmt_interval, fmt_p
 from pytest_recfair.report.status import (
-    TIE,
-    favoured,
     favoured_phrase,
     favoured_text,
     lead_notes,
 )
-from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome
+from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateFailure, GateOutcome
 from pytest_recfair.vocab import FAILURE_KINDS, HIGHER_IS_FAIRER, STATISTICS, accept_command
-
-__all__ = [
-    "EVIDENCE_CSS",
-    "accept_offered",
-    "evidence_html",
-    "evidence_lines",
-    "evidence_markdown",
-    "failing",
-    "failure_label",
-    "failure_message",
-    "failure_tag",
-    "failure_text",
-    "format_outcome",
-    "headlines",
-    "limits_advice",
-    "outcome_table",
-    "verdict_message",
-]
 
 
 def _attribute(result: AuditResult | None, f: GateFailure) -> AttributeResult | None:
@@ -300,7 +280,7 @@ def _headline(fs: Sequence[GateFailure], result: AuditResult) -> str:
         change = f"{fmt(drift.baseline)} → {change}"
     change += f" ({', '.join(how)})" if how else ""
     a = _attribute(result, f0)
-    least = favoured(a)[1] if a is not None and a.values else None
+    least = a.favoured()[1] if a is not None and a.values else None
     who = f0.group or (f"{least} least favoured" if least not in (None, TIE, "n/a") else "")
     return " ".join(x for x in (f0.attribute, name, change) if x) + (f": {who}" if who else "")
 

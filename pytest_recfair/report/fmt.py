@@ -14,22 +14,6 @@ from typing import Final
 from pytest_recfair.results import Interval, Stat
 from pytest_recfair.vocab import GatedQuantity
 
-__all__ = [
-    "LABEL",
-    "clip",
-    "esc",
-    "fmt",
-    "fmt_ci",
-    "fmt_delta",
-    "fmt_interval",
-    "fmt_p",
-    "fmt_pair",
-    "num_cell",
-    "p_cell",
-    "p_text",
-    "table",
-]
-
 #: How each gated quantity is named in text.
 LABEL: Final[dict[GatedQuantity, str]] = {
     "snsr": "SNSR",

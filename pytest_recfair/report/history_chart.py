@@ -24,8 +24,6 @@ from pytest_recfair.report.sections import series
 from pytest_recfair.report.status import FLAG_SNSR
 from pytest_recfair.results import AuditResult, Stat
 
-__all__ = ["history_html"]
-
 _W, _H = 760, 210
 # the right margin holds half of the last run's label (a date is ~60 px wide at 11 px)
 _LEFT, _RIGHT, _TOP, _BOTTOM = 56, 40, 12, 60

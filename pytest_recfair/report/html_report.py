@@ -51,7 +51,6 @@ from pytest_recfair.report.status import (
     describe,
     failed_text,
     failures_first,
-    favoured,
     repeat_stats,
     result_status,
     same_attribute,
@@ -59,8 +58,6 @@ from pytest_recfair.report.status import (
 )
 from pytest_recfair.results import AttributeResult, AuditResult
 from pytest_recfair.vocab import PLUGIN_VERSION, STATISTICS, accept_command
-
-__all__ = ["render", "to_html"]
 
 _CSS = """
 :root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --bg:#ffffff; --panel:#f6f8fa;
@@ -189,7 +186,7 @@ def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) 
             f'<line x1="{mx:.1f}" y1="{top}" x2="{mx:.1f}" y2="{height - bottom}" '
             f'stroke="#8c959f" stroke-dasharray="4 3"><title>attribute mean</title></line>'
         )
-    most, least = favoured(a)
+    most, least = a.favoured()
     for i, v in enumerate(a.values):
         cy = top + _ROW_H * i + _ROW_H / 2
         colour = "#0969da" if v.value == most else "#cf222e" if v.value == least else "#1f2328"
@@ -366,7 +363,7 @@ def _stats_table(r: AuditResult) -> str:
     for a in r.attributes:
         drift = r.gate.drift.get(a.attribute, {}) if r.gate else {}
         d = " / ".join(fmt_delta(drift.get(s)) for s in STATISTICS)
-        most, least = favoured(a)
+        most, least = a.favoured()
         body.append(
             f"<tr><td>{_e(a.attribute)}</td><td>{_badge(attribute_label(r, a))}</td>"
             + "".join(f'<td class="num">{num_cell(fmt_ci(shown(a, s)))}</td>' for s in STATISTICS)

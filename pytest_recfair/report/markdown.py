@@ -34,7 +34,6 @@ from pytest_recfair.report.status import (
     drift_of,
     failed_text,
     failures_first,
-    favoured,
     repeat_stats,
     result_status,
     same_attribute,
@@ -43,8 +42,6 @@ from pytest_recfair.report.status import (
 )
 from pytest_recfair.results import AuditResult
 from pytest_recfair.vocab import PLUGIN_VERSION, STATISTICS, accept_command
-
-__all__ = ["to_json", "to_markdown"]
 
 _ICON = {"PASS": "✅", "FAIL": "❌", "FLAG": "⚠️ flagged", "n/a": "➖"}
 
@@ -77,7 +74,7 @@ def _stats_table(r: AuditResult) -> list[str]:
         "|---|:-:|---|---|---|---|---|---|",
     ]
     for a in r.attributes:
-        most, least = favoured(a)
+        most, least = a.favoured()
         drift = " / ".join(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS)
         cells = [
             _md(a.attribute),

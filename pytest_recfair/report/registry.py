@@ -27,18 +27,6 @@ from pytest_recfair.report.terminal import terminal_lines, terminal_summary
 from pytest_recfair.results import AuditResult
 from pytest_recfair.vocab import REPORT_FORMATS, ReportFormat
 
-__all__ = [
-    "RENDERERS",
-    "Renderer",
-    "RunView",
-    "add_to_history",
-    "check_report_path",
-    "render",
-    "summary_lines",
-    "write_report",
-    "write_run_report",
-]
-
 
 class Renderer(Protocol):
     """``to_<format>(results, baselines, *, models=())``: models are the side-by-side

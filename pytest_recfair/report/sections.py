@@ -33,23 +33,6 @@ from pytest_recfair.metrics.common import holm
 from pytest_recfair.results import AuditResult, Stat
 from pytest_recfair.vocab import STATISTICS
 
-__all__ = [
-    "KindComparison",
-    "KindRow",
-    "KindSections",
-    "compare_kind",
-    "extra_brief",
-    "extra_html",
-    "extra_lines",
-    "extra_properties",
-    "kind_sections",
-    "measure",
-    "properties",
-    "run_parts",
-    "series",
-    "use",
-]
-
 
 @dataclass(frozen=True)
 class KindRow:

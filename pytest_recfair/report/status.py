@@ -9,34 +9,7 @@ from typing import TypeAlias
 from pytest_recfair.report.fmt import fmt_ci
 from pytest_recfair.report.sections import measure, run_parts
 from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateOutcome, Stat
-from pytest_recfair.vocab import Statistic, accept_command
-
-__all__ = [
-    "FLAG_SNSR",
-    "FLAG_SNSV",
-    "TIE",
-    "Baselines",
-    "accept_command",
-    "attribute_label",
-    "attribute_status",
-    "baseline_map",
-    "baseline_value",
-    "check_results",
-    "counts",
-    "describe",
-    "drift_of",
-    "failed_text",
-    "failures_first",
-    "favoured",
-    "favoured_phrase",
-    "favoured_text",
-    "flags",
-    "lead_notes",
-    "repeat_stats",
-    "result_status",
-    "same_attribute",
-    "usage_text",
-]
+from pytest_recfair.vocab import Statistic
 
 # Baselines by test id, or a plain sequence of baseline AuditResults.
 Baselines: TypeAlias = Mapping[str, AuditResult] | Sequence[AuditResult] | None
@@ -128,20 +101,15 @@ def counts(results: Sequence[AuditResult]) -> dict[str, int]:
     }
 
 
-def favoured(a: AttributeResult) -> tuple[str, str]:
-    """(most, least) favoured values, or :data:`TIE` twice (``AttributeResult.favoured``)."""
-    return a.favoured()
-
-
 def favoured_text(a: AttributeResult) -> str:
     """ "most / least" for one column, or the tie marker once."""
-    most, least = favoured(a)
+    most, least = a.favoured()
     return TIE if most == TIE else f"{most} / {least}"
 
 
 def favoured_phrase(a: AttributeResult) -> str:
     """ "most X (0.912), least Y (0.803)" for a failure message, or the tie marker."""
-    most, least = favoured(a)
+    most, least = a.favoured()
     if most in (TIE, "n/a"):
         return f"most / least favoured: {most}"
     hi, lo = a.value(most).mean.value, a.value(least).mean.value

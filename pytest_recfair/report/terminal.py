@@ -33,7 +33,6 @@ from pytest_recfair.report.status import (
     describe,
     drift_of,
     failed_text,
-    favoured,
     favoured_text,
     lead_notes,
     repeat_stats,
@@ -43,17 +42,6 @@ from pytest_recfair.report.status import (
 )
 from pytest_recfair.results import AttributeResult, AuditResult, Stat
 from pytest_recfair.vocab import STATISTICS
-
-__all__ = [
-    "WIDTH",
-    "html_section",
-    "json_section",
-    "markdown_lines",
-    "pair_text",
-    "terminal_lines",
-    "terminal_summary",
-    "wrap_text",
-]
 
 WIDTH = 100  # the default width (pytest passes its terminal's)
 
@@ -121,7 +109,7 @@ def _brief(r: AuditResult) -> str:
         return attribute_label(r, a) == "FAIL", snsr if math.isfinite(snsr) else -1.0
 
     a = max(r.attributes, key=order)
-    least = favoured(a)[1]
+    least = a.favoured()[1]
     text = f"{a.attribute} SNSR {fmt(shown(a, 'snsr').value)} {attribute_label(r, a)}"
     text += f", {least} least favoured" if a.values and least != favoured_text(a) else ""
     return "; ".join(x for x in (text, own) if x)
