@@ -1,23 +1,15 @@
-"""The words of a failing gate, rendered from its structured ``GateFailure`` records.
+"""The words of a failing gate (``failure_text``, the one place a ``GateFailure`` becomes
+a sentence, for pytest's failure text and every report), and the evidence behind a failing
+attribute in every channel.
 
-``failure_text`` is the one place a failure becomes a sentence; the pytest failure text
-(``verdict_message``), the terminal summary and every report format use it.
-
-The evidence behind a failing attribute, in every channel: the entities (or items,
-cases, questions) that moved its statistic most, with their lists and replies.
-
-Every kind of audit hands its evidence over in one shape (``AuditResult.evidence``:
-attribute label, as the gate's failures name it -> an entry), so no channel names a kind:
-
-``{"what": headline, "rows": [row, ...]}``, a row
+Every kind hands its evidence over in one shape (``AuditResult.evidence``: attribute
+label, as the gate's failures name it -> ``{"what": headline, "rows": [row, ...]}``), a row
 ``{"entity": name, "score": float, "why": text, "lists": [list, ...]}``, a list
 ``{"label": "neutral" | a value | ..., "titles": [...], "kept": [...], "dropped": [...],
 "added": [...], "reply": text, "notes": [...]}`` (all keys but ``label`` optional; kept /
-dropped / added: compared with the first list of the row, the neutral one).
-
-The JSON report writes the entries as they are; the HTML report shows each failing
-attribute's rows as collapsible ``<details>`` with the lists side by side and the reply
-text one more click away; Markdown and the terminal (``-v``) show a short line per row.
+dropped / added: compared with the row's first list, the neutral one). JSON writes the
+entries as they are, HTML a collapsible row per entity with the lists side by side,
+Markdown and the terminal (``-v``) a line per row.
 """
 
 from __future__ import annotations
@@ -151,7 +143,9 @@ def limits_advice(outcome: GateOutcome) -> str | None:
     """The sentence for crossed absolute limits (None when none was crossed)."""
     names = sorted(
         {
-            _limit_name(f) if f.kind == "threshold" else f.kind
+            ("min_" if f.statistic in HIGHER_IS_FAIRER else "max_") + str(f.statistic)
+            if f.kind == "threshold"
+            else f.kind
             for f in outcome.failures
             if _is_limit(f)
         }
@@ -199,24 +193,15 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult, cut: bool) -
 
     attribute = short(f.attribute or "(all)", 24)
     if kind_owned(f):  # other kinds of audit say the rest in detail
-        return [attribute, f.kind, _other_change(f), _other_bound(f), short(f.group or "", 40)]
+        # a drift is held to the tolerance, a limit without baseline is a maximum, unless
+        # the kind says how it binds (``bound``: a tolerance on a difference between groups)
+        now = fmt_interval(f.value, f.value_ci) if f.value is not None else ""
+        if f.baseline is not None:
+            now = f"{fmt_interval(f.baseline, f.baseline_ci)} -> {now}"
+        bound = f.bound or ("tol" if f.baseline is not None else "max")
+        bound = "" if f.limit is None else f"{bound} {f.limit:g}"
+        return [attribute, f.kind, now, bound, short(f.group or "", 40)]
     return [attribute, failure_tag(f), change, _bound(f), short(fav, 40)]
-
-
-def _other_change(f: GateFailure) -> str:
-    """ "0.112 [..] -> 0.260 [..]" for a drift of another kind of audit, "0.260 [..]" for a
-    limit, each with its interval when the kind gave one."""
-    now = fmt_interval(f.value, f.value_ci) if f.value is not None else ""
-    was = fmt_interval(f.baseline, f.baseline_ci)
-    return f"{was} -> {now}" if f.baseline is not None else now
-
-
-def _other_bound(f: GateFailure) -> str:
-    """A drift is held to the tolerance, a limit without baseline is a maximum, unless
-    the kind says how it binds (``bound``: a tolerance on a difference between groups)."""
-    if f.limit is None:
-        return ""
-    return f"{f.bound or ('tol' if f.baseline is not None else 'max')} {f.limit:g}"
 
 
 def outcome_table(
@@ -342,15 +327,6 @@ def verdict_message(result: AuditResult, *, verbose: bool = False) -> str:
     return "\n".join(lines)
 
 
-def _limit_name(f: GateFailure) -> str:
-    """The threshold a "threshold" failure crossed: max_snsr, min_pafs, max_unusable, ..."""
-    return ("min_" if f.statistic in HIGHER_IS_FAIRER else "max_") + str(f.statistic)
-
-
-#: titles named per row in the brief (terminal, Markdown) before "..."
-_BRIEF_TITLES = 3
-
-
 EVIDENCE_CSS = """
 section.evidence { margin: 12px 0; }
 section.evidence details.row { border: 1px solid var(--line); border-radius: 6px;
@@ -388,11 +364,6 @@ def _changes(lst: Mapping[str, Any]) -> str:
     )
 
 
-def _some(titles: Sequence[str]) -> str:
-    shown = ", ".join(titles[:_BRIEF_TITLES])
-    return shown + (", ..." if len(titles) > _BRIEF_TITLES else "")
-
-
 def _row_brief(row: Mapping[str, Any]) -> str:
     """One row in a line: entity, score, what it says, and each compared list's change."""
     parts = [f"{row.get('entity', '?')} ({row.get('why') or fmt(row.get('score'))})"]
@@ -402,7 +373,8 @@ def _row_brief(row: Mapping[str, Any]) -> str:
         change = _changes(lst)
         if change:
             added = lst.get("added") or []
-            more = f"; added {_some(added)}" if added else ""
+            some = ", ".join(added[:3]) + (", ..." if len(added) > 3 else "")  # 3 named
+            more = f"; added {some}" if added else ""
             parts.append(f"{lst.get('label')}: {change}{more}")
         elif lst.get("notes"):
             parts.append(f"{lst.get('label')}: {'; '.join(lst['notes'])}")
@@ -434,7 +406,7 @@ def evidence_markdown(r: AuditResult, md: Any) -> list[str]:
     return out
 
 
-def _items(lst: Mapping[str, Any], neutral: set[str]) -> str:
+def _items(lst: Mapping[str, Any]) -> str:
     """A list's titles as list items: kept (also in the neutral list) or added."""
     kept = set(lst.get("kept") or [])
     compared = "kept" in lst
@@ -457,12 +429,11 @@ def _lists_table(row: Mapping[str, Any]) -> str:
     lists = row.get("lists") or []
     if not lists:
         return ""
-    neutral = set(lists[0].get("titles") or [])
     head = "".join(
         f"<th>{esc(lst.get('label', ''))}<br><small>{esc(_changes(lst))}</small></th>"
         for lst in lists
     )
-    cells = "".join(f"<td>{_items(lst, neutral)}</td>" for lst in lists)
+    cells = "".join(f"<td>{_items(lst)}</td>" for lst in lists)
     replies = "".join(
         f'<details class="reply"><summary>reply text: {esc(lst.get("label", ""))}</summary>'
         f'<pre class="reply">{esc(lst["reply"])}</pre></details>'

@@ -16,9 +16,8 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Sequence
-from html import escape
 
-from pytest_recfair.report.fmt import fmt_ci
+from pytest_recfair.report.fmt import esc, fmt_ci
 from pytest_recfair.report.history import HistoryRun
 from pytest_recfair.report.sections import series
 from pytest_recfair.report.status import FLAG_SNSR
@@ -28,10 +27,6 @@ _W, _H = 760, 210
 # the right margin holds half of the last run's label (a date is ~60 px wide at 11 px)
 _LEFT, _RIGHT, _TOP, _BOTTOM = 56, 40, 12, 60
 _MAX_X_LABELS = 8  # a date is ~60 px wide at 11 px
-
-
-def _e(text: object) -> str:
-    return escape(str(text), quote=True)
 
 
 def _series(
@@ -74,14 +69,16 @@ def _axes(n: int, step: float, history: Sequence[HistoryRun], what: str) -> list
         if (i % every == 0 and n - 1 - i >= every) or i == n - 1:
             lines = [run.commit[:7] if run.commit else None]
             lines.append(f"#{run.number}" if same[run.day, run.commit] > 1 else None)
-            more = "".join(f'<tspan x="{_x(i, n):.1f}" dy="12">{_e(t)}</tspan>' for t in lines if t)
+            more = "".join(
+                f'<tspan x="{_x(i, n):.1f}" dy="12">{esc(t)}</tspan>' for t in lines if t
+            )
             out.append(
                 f'<text class="xlabel" x="{_x(i, n):.1f}" y="{y0 + 14}" font-size="11" '
-                f'fill="#59636e" text-anchor="middle">{_e(run.day)}{more}</text>'
+                f'fill="#59636e" text-anchor="middle">{esc(run.day)}{more}</text>'
             )
     out.append(
         f'<text x="{(x0 + x1) / 2:.1f}" y="{_H - 4}" font-size="11" fill="#59636e" '
-        f'text-anchor="middle">stored run by date and commit (oldest first); {_e(what)}</text>'
+        f'text-anchor="middle">stored run by date and commit (oldest first); {esc(what)}</text>'
     )
     return out
 
@@ -107,9 +104,9 @@ def _chart(history: Sequence[HistoryRun], test_id: str, label: str, cid: str) ->
         return _H - _BOTTOM - (_H - _BOTTOM - _TOP) * min(max(v, 0.0), top) / top
 
     out = [
-        f'<svg id="{_e(cid)}" class="chart history" role="img" '
+        f'<svg id="{esc(cid)}" class="chart history" role="img" '
         f'xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
-        f'viewBox="0 0 {_W} {_H}"><title>{_e(label)} over {n} stored runs</title>',
+        f'viewBox="0 0 {_W} {_H}"><title>{esc(label)} over {n} stored runs</title>',
         *_axes(n, step, history, f"{what}, lower is fairer"),
     ]
     if snsr:
@@ -131,7 +128,7 @@ def _chart(history: Sequence[HistoryRun], test_id: str, label: str, cid: str) ->
     )
     out += [
         f'<circle class="run" cx="{_x(i, n):.1f}" cy="{y(s.value):.1f}" r="4" fill="#0969da">'
-        f"<title>#{run.number} ({_e(run.when)}{_e(_commit(run))}): {_e(what)} {_e(fmt_ci(s))}"
+        f"<title>#{run.number} ({esc(run.when)}{esc(_commit(run))}): {esc(what)} {esc(fmt_ci(s))}"
         "</title></circle>"
         for i, run, s in points
     ]
@@ -146,15 +143,15 @@ def history_html(results: Sequence[AuditResult], history: Sequence[HistoryRun]) 
     parts = [
         '<section class="test history" id="history"><header><h2>The history'
         f'</h2></header><p class="sub">{len(history)} stored runs (--fairness-history), '
-        f"#{history[0].number} ({_e(history[0].when)}) to #{history[-1].number} "
-        f"({_e(history[-1].when)}); whisker: 95% interval, dashed: the descriptive "
+        f"#{history[0].number} ({esc(history[0].when)}) to #{history[-1].number} "
+        f"({esc(history[-1].when)}); whisker: 95% interval, dashed: the descriptive "
         f"flag SNSR {FLAG_SNSR:g}.</p>"
     ]
     for n, r in enumerate(results):
         for i, (label, _) in enumerate(series(r)):
             shown = len(_series(history, r.meta.test_id, label))
             parts.append(
-                f'<h3>{_e(r.meta.test_id)} · {_e(label)} <small class="sub">'
+                f'<h3>{esc(r.meta.test_id)} · {esc(label)} <small class="sub">'
                 f"({shown} of {len(history)} runs)</small></h3>"
                 f"<figure>{_chart(history, r.meta.test_id, label, f'history-{n}-{i}')}</figure>"
             )

@@ -27,8 +27,7 @@ position) are shown by their kind's own HTML section (``report/sections.py``).
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from html import escape
+from collections.abc import Sequence
 
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.report.failures import (
@@ -40,7 +39,7 @@ from pytest_recfair.report.failures import (
     limits_advice,
     outcome_table,
 )
-from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta, num_cell, table
+from pytest_recfair.report.fmt import esc, fmt, fmt_ci, fmt_delta, num_cell, table
 from pytest_recfair.report.history import HistoryRun
 from pytest_recfair.report.history_chart import history_html
 from pytest_recfair.report.sections import extra_html, measure, series
@@ -48,6 +47,7 @@ from pytest_recfair.report.status import (
     Baselines,
     attribute_label,
     baseline_map,
+    counts,
     describe,
     failed_text,
     failures_first,
@@ -113,13 +113,9 @@ _LABEL_W = 170
 _ROW_H = 26
 
 
-def _e(text: object) -> str:
-    return escape(str(text), quote=True)
-
-
 def _badge(status: str) -> str:
     cls = "na" if status == "n/a" else status
-    return f'<span class="badge {cls}">{_e(status)}</span>'
+    return f'<span class="badge {cls}">{esc(status)}</span>'
 
 
 def _nice_range(lo: float, hi: float) -> tuple[float, float, float]:
@@ -160,9 +156,9 @@ def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) 
         return x0 + (val - lo) / (hi - lo) * (x1 - x0)
 
     out = [
-        f'<svg id="{_e(chart_id)}" class="chart dots" role="img" xmlns="http://www.w3.org/2000/svg"'
+        f'<svg id="{esc(chart_id)}" class="chart dots" role="img" xmlns="http://www.w3.org/2000/svg"'
         f' width="{width:.0f}" height="{height}" viewBox="0 0 {width:.0f} {height}">',
-        f"<title>{_e(a.attribute)}: mean similarity to the neutral lists per value</title>",
+        f"<title>{esc(a.attribute)}: mean similarity to the neutral lists per value</title>",
     ]
     n_ticks = round((hi - lo) / step)
     for i in range(n_ticks + 1):
@@ -176,7 +172,7 @@ def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) 
         )
     out.append(
         f'<text x="{(x0 + x1) / 2:.1f}" y="{height - 6}" font-size="11" fill="#59636e" '
-        f'text-anchor="middle">mean {_e(a.metric)}@{a.k} similarity to the neutral list '
+        f'text-anchor="middle">mean {esc(a.metric)}@{a.k} similarity to the neutral list '
         f"(higher = less changed by the attribute)</text>"
     )
     means = [v.mean.value for v in a.values if math.isfinite(v.mean.value)]
@@ -192,7 +188,7 @@ def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) 
         colour = "#0969da" if v.value == most else "#cf222e" if v.value == least else "#1f2328"
         out.append(
             f'<text x="{x0 - 10}" y="{cy + 4:.1f}" font-size="12" text-anchor="end" '
-            f'fill="{colour}">{_e(v.value)}</text>'
+            f'fill="{colour}">{esc(v.value)}</text>'
         )
         if v.mean.ci is not None and math.isfinite(v.mean.ci.low) and math.isfinite(v.mean.ci.high):
             xl, xh = x(v.mean.ci.low), x(v.mean.ci.high)
@@ -213,7 +209,7 @@ def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) 
         if math.isfinite(v.mean.value):
             out.append(
                 f'<circle class="mean" cx="{x(v.mean.value):.1f}" cy="{cy:.1f}" r="5.5" '
-                f'fill="{colour}"><title>{_e(v.value)}: {_e(fmt_ci(v.mean))}, n = {v.n}'
+                f'fill="{colour}"><title>{esc(v.value)}: {esc(fmt_ci(v.mean))}, n = {v.n}'
                 f"</title></circle>"
             )
     out.append("</svg>")
@@ -267,7 +263,7 @@ def _heatmap(r: AuditResult, chart_id: str) -> str:
     width = round(max(label_w + cell_w * n_cols + 20, label_w + 204 + _text_w(legend, 11)))
     height = cell_h * len(rows) + 44
     out = [
-        f'<svg id="{_e(chart_id)}" class="chart heatmap" role="img" '
+        f'<svg id="{esc(chart_id)}" class="chart heatmap" role="img" '
         f'xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}">',
         "<title>attribute x value: deviation of each value's mean similarity from its "
@@ -279,7 +275,7 @@ def _heatmap(r: AuditResult, chart_id: str) -> str:
         centre = sum(finite) / len(finite) if finite else math.nan
         out.append(
             f'<text x="{label_w - 10}" y="{y + cell_h / 2 + 4:.1f}" font-size="12" '
-            f'text-anchor="end" font-weight="600">{_e(a.attribute)}</text>'
+            f'text-anchor="end" font-weight="600">{esc(a.attribute)}</text>'
         )
         for j, v in enumerate(a.values):
             cx = label_w + j * cell_w
@@ -288,7 +284,7 @@ def _heatmap(r: AuditResult, chart_id: str) -> str:
             fill, ink = _diverging(dev, scale) if ok else ("#eaeef2", "#59636e")
             mid = cx + cell_w / 2
             label = "".join(
-                f'<tspan x="{mid:.1f}" dy="{0 if k == 0 else 13}">{_e(t)}</tspan>'
+                f'<tspan x="{mid:.1f}" dy="{0 if k == 0 else 13}">{esc(t)}</tspan>'
                 for k, t in enumerate(lines[v.value])
             )
             out.append(
@@ -298,7 +294,7 @@ def _heatmap(r: AuditResult, chart_id: str) -> str:
                 f'text-anchor="middle">{label}</text>'
                 f'<text x="{mid:.1f}" y="{y + cell_h - 9}" font-size="11" fill="{ink}" '
                 f'text-anchor="middle" font-weight="600">{fmt(v.mean.value)}</text>'
-                f"<title>{_e(a.attribute)} = {_e(v.value)}: mean {_e(fmt_ci(v.mean))}; "
+                f"<title>{esc(a.attribute)} = {esc(v.value)}: mean {esc(fmt_ci(v.mean))}; "
                 f"{fmt_delta(dev) if ok else 'n/a'} from the attribute mean</title></g>"
             )
     # legend
@@ -349,7 +345,7 @@ def _meta_table(r: AuditResult) -> str:
         ),
         ("plugin version", m.plugin_version),
     ]
-    body = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows if v)
+    body = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in rows if v)
     return f'<table class="meta">{body}</table>'
 
 
@@ -365,14 +361,15 @@ def _stats_table(r: AuditResult) -> str:
         d = " / ".join(fmt_delta(drift.get(s)) for s in STATISTICS)
         most, least = a.favoured()
         body.append(
-            f"<tr><td>{_e(a.attribute)}</td><td>{_badge(attribute_label(r, a))}</td>"
+            f"<tr><td>{esc(a.attribute)}</td><td>{_badge(attribute_label(r, a))}</td>"
             + "".join(f'<td class="num">{num_cell(fmt_ci(shown(a, s)))}</td>' for s in STATISTICS)
-            + f'<td class="num">{_e(d)}</td>'
+            + f'<td class="num">{esc(d)}</td>'
             f'<td class="num">{a.refusal_gap:.1%}</td>'
-            f"<td>{_e(most)}</td><td>{_e(least)}</td></tr>"
+            f"<td>{esc(most)}</td><td>{esc(least)}</td></tr>"
         )
+    n = getattr(r.meta, "repeats", 1)
     repeats = "".join(
-        f"<li><b>{_e(a.attribute)}</b> over {getattr(r.meta, 'repeats', 1)} repeats: {_e(st)}</li>"
+        f"<li><b>{esc(a.attribute)}</b> over {n} repeats: {esc(st)}</li>"
         for a in r.attributes
         if (st := repeat_stats(a))
     )
@@ -382,19 +379,13 @@ def _stats_table(r: AuditResult) -> str:
 
 def _values_table(a: AttributeResult, base: AttributeResult | None) -> str:
     base_mean = {v.value: v.mean.value for v in base.values} if base else {}
-    rows = "".join(
-        f'<tr><td>{_e(v.value)}</td><td class="num">{num_cell(fmt_ci(v.mean))}</td>'
-        f'<td class="num">{_e(fmt(base_mean[v.value]) if v.value in base_mean else "—")}</td>'
-        f'<td class="num">{v.n}</td><td class="num">{v.missing}</td>'
-        f'<td class="num">{v.refusal_rate:.1%}</td><td class="num">{v.short_rate:.1%}</td></tr>'
+    head = ["value", "mean similarity [95% CI]", "baseline", "entities", "missing", "refusals"]
+    rows = [
+        [v.value, fmt_ci(v.mean), fmt(base_mean[v.value]) if v.value in base_mean else "—",
+         str(v.n), str(v.missing), f"{v.refusal_rate:.1%}", f"{v.short_rate:.1%}"]
         for v in a.values
-    )
-    return (
-        '<div class="scroll"><table><tr><th>value</th><th>mean similarity [95% CI]</th>'
-        "<th>baseline</th>"
-        "<th>entities</th><th>missing</th><th>refusals</th><th>short lists</th></tr>"
-        f"{rows}</table></div>"
-    )
+    ]  # fmt: skip
+    return table([*head, "short lists"], rows)
 
 
 def _gate_html(r: AuditResult) -> str:
@@ -408,18 +399,18 @@ def _gate_html(r: AuditResult) -> str:
         head, rows = outcome_table(g, r, cut=False)
         parts.append(table(head, rows, label_columns=2, text_columns=(3, 4)))
         items = "".join(
-            f"<li><b>{_e(f.attribute or '(all)')}</b> <code>{_e(failure_tag(f))}</code>"
-            f": <span>{_e(failure_text(f, r))}</span></li>"
+            f"<li><b>{esc(f.attribute or '(all)')}</b> <code>{esc(failure_tag(f))}</code>"
+            f": <span>{esc(failure_text(f, r))}</span></li>"
             for f in g.failures
         )
         parts.append(f'<ul class="failures">{items}</ul>')
         advice = limits_advice(g)
         if advice is not None:
-            parts.append(f"<p>{_e(advice)}</p>")
+            parts.append(f"<p>{esc(advice)}</p>")
         if accept_offered(g):
             parts.append(
                 "<p>If the new numbers are intended, accept them with "
-                f"<code>{_e(accept_command(r.meta.test_id))}</code></p>"
+                f"<code>{esc(accept_command(r.meta.test_id))}</code></p>"
             )
     if g.notes and g.failures:
         parts.append(_notes(r))
@@ -427,7 +418,7 @@ def _gate_html(r: AuditResult) -> str:
 
 
 def _notes(r: AuditResult) -> str:
-    notes = "".join(f"<li>{_e(n)}</li>" for n in (r.gate.notes if r.gate is not None else ()))
+    notes = "".join(f"<li>{esc(n)}</li>" for n in (r.gate.notes if r.gate is not None else ()))
     return f'<ul class="notes">{notes}</ul>' if notes else ""
 
 
@@ -437,10 +428,10 @@ def _summary(results: Sequence[AuditResult], history: bool) -> str:
     for n, r in enumerate(results):
         top = max(series(r), key=lambda s: s[1].value if math.isfinite(s[1].value) else -1.0,
                   default=None)  # fmt: skip
-        headline = f"{_e(top[0])}: {num_cell(fmt_ci(top[1]))}" if top else ""
+        headline = f"{esc(top[0])}: {num_cell(fmt_ci(top[1]))}" if top else ""
         rows.append(
             f'<tr><td>{_badge(result_status(r))}</td><td><a href="#test-{n}">'
-            f"{_e(r.meta.test_id)}</a></td><td>{_e(measure(r))}</td><td>{headline}</td></tr>"
+            f"{esc(r.meta.test_id)}</a></td><td>{esc(measure(r))}</td><td>{headline}</td></tr>"
         )
     more = '<p><a href="#history">The history</a></p>' if history else ""
     return (
@@ -450,25 +441,29 @@ def _summary(results: Sequence[AuditResult], history: bool) -> str:
     )
 
 
-def render(
+def to_html(
     results: Sequence[AuditResult],
-    baselines: Mapping[str, AuditResult],
+    baselines: Baselines = None,
+    *,
     models: Sequence[ModelComparison] = (),
     history: Sequence[HistoryRun] = (),
 ) -> str:
-    """The whole page."""
+    """ONE self-contained HTML page (inline CSS and SVG, no external resources); with a
+    ``history`` (``report.history.load_history``), SNSR over the stored runs too."""
     from pytest_recfair.report.terminal import html_section
 
-    statuses = [result_status(r) for r in results]
+    results = failures_first(results)
+    base_of = baseline_map(baselines)
+    c = counts(results)
     totals = (
-        f'<div class="totals"><div class="total"><b>{len(results)}</b>audited tests</div>'
-        f'<div class="total" style="color:var(--pass)"><b>{statuses.count("PASS")}</b>passed</div>'
-        f'<div class="total" style="color:var(--fail)"><b>{statuses.count("FAIL")}</b>failed</div>'
+        f'<div class="totals"><div class="total"><b>{c["tests"]}</b>audited tests</div>'
+        f'<div class="total" style="color:var(--pass)"><b>{c["passed"]}</b>passed</div>'
+        f'<div class="total" style="color:var(--fail)"><b>{c["failed"]}</b>failed</div>'
         "</div>"
     )
     sections = []
     for n, r in enumerate(results):
-        base = baselines.get(r.meta.test_id)
+        base = base_of.get(r.meta.test_id)
         charts = []
         for i, a in enumerate(r.attributes):
             b = same_attribute(base, a)
@@ -477,10 +472,10 @@ def render(
                 + (", hollow diamond: baseline mean" if b is not None else "")
             )
             charts.append(
-                f'<h3>{_e(a.attribute)} <small class="sub">({_e(a.metric)}@{a.k}, '
-                f"{_e(a.variant)}, missing={_e(a.missing_policy)})</small></h3>"
+                f'<h3>{esc(a.attribute)} <small class="sub">({esc(a.metric)}@{a.k}, '
+                f"{esc(a.variant)}, missing={esc(a.missing_policy)})</small></h3>"
                 f"<figure>{_dot_chart(a, b, f'dots-{n}-{i}')}"
-                f"<figcaption>{_e(legend)}</figcaption></figure>{_values_table(a, b)}"
+                f"<figcaption>{esc(legend)}</figcaption></figure>{_values_table(a, b)}"
             )
         status = result_status(r)
         overlap = (
@@ -492,8 +487,8 @@ def render(
         # the detail of a test: open for a failure, one click away otherwise
         sections.append(
             f'<section class="test" id="test-{n}"><header>{_badge(status)}'
-            f"<h2>{_e(r.meta.test_id)}</h2></header>"
-            f'<p class="sub">{_e(describe(r))}</p>{_gate_html(r)}'
+            f"<h2>{esc(r.meta.test_id)}</h2></header>"
+            f'<p class="sub">{esc(describe(r))}</p>{_gate_html(r)}'
             f'<details class="detail"{" open" if status == "FAIL" else ""}><summary>Details'
             f"</summary>{'' if status == 'FAIL' else _notes(r)}{evidence_html(r)}{overlap}"
             f"{extra_html(r)}"
@@ -514,18 +509,6 @@ def render(
         "the neutral lists, lower is fairer; PAFS, higher is fairer.</p>"
         f"{totals}{_summary(results, bool(history))}{html_section(models)}{''.join(sections)}"
         f"{history_html(results, history)}"
-        f"<footer>pytest-recfair {_e(PLUGIN_VERSION)}</footer>"
+        f"<footer>pytest-recfair {esc(PLUGIN_VERSION)}</footer>"
         "</main></body></html>\n"
     )
-
-
-def to_html(
-    results: Sequence[AuditResult],
-    baselines: Baselines = None,
-    *,
-    models: Sequence[ModelComparison] = (),
-    history: Sequence[HistoryRun] = (),
-) -> str:
-    """ONE self-contained HTML page (inline CSS and SVG, no external resources); with a
-    ``history`` (``report.history.load_history``), SNSR over the stored runs too."""
-    return render(failures_first(results), baseline_map(baselines), models, history)

@@ -1,10 +1,7 @@
-"""The "fairness summary" section of the pytest terminal report.
-
-The "models side by side" section of every report (terminal, JSON, Markdown, HTML).
-
-Pure rendering of :class:`pytest_recfair.compare.models.ModelComparison`: models as columns,
-each attribute's SNSR with its interval, then one sentence per pair of models and
-attribute from the paired test on the shared entities.
+"""The "fairness summary" of the pytest terminal report, and the "models side by side"
+section of every report (terminal, JSON, Markdown, HTML): models as columns, each
+attribute's SNSR with its interval, then a sentence per pair of models and attribute from
+the paired test on the shared entities (``compare.models.ModelComparison``).
 """
 
 from __future__ import annotations
@@ -13,7 +10,6 @@ import math
 import textwrap
 from collections.abc import Sequence
 from dataclasses import replace
-from html import escape
 from typing import Any
 
 from pytest_recfair.compare.models import ModelComparison, PairRow
@@ -23,7 +19,7 @@ from pytest_recfair.report.failures import (
     failure_text,
     headlines,
 )
-from pytest_recfair.report.fmt import clip, fmt, fmt_ci, fmt_delta, fmt_p
+from pytest_recfair.report.fmt import clip, esc, fmt, fmt_ci, fmt_delta, fmt_p
 from pytest_recfair.report.sections import extra_brief, extra_lines
 from pytest_recfair.report.status import (
     FLAG_SNSR,
@@ -212,9 +208,6 @@ def terminal_summary(
     return lines
 
 
-TITLE = "models side by side"
-
-
 _CELL = 22  # "0.368 [0.301, 0.420]" and two spaces
 
 
@@ -273,7 +266,7 @@ def terminal_lines(comparisons: Sequence[ModelComparison], width: int = 100) -> 
     width, a line per attribute), then a sentence per pair and attribute."""
     lines: list[str] = []
     for c in comparisons:
-        lines += wrap_text(f"{TITLE} — {_lead(c)}", width, "", "  ")
+        lines += wrap_text(f"models side by side — {_lead(c)}", width, "", "  ")
         table = _table(c, width)
         if table is None:
             table = []
@@ -319,10 +312,6 @@ def markdown_lines(comparisons: Sequence[ModelComparison]) -> list[str]:
     return out
 
 
-def _e(text: object) -> str:
-    return escape(str(text), quote=True)
-
-
 def html_section(comparisons: Sequence[ModelComparison]) -> str:
     """The HTML section, before the per-test sections: a table and the pair verdicts."""
     if not comparisons:
@@ -331,20 +320,20 @@ def html_section(comparisons: Sequence[ModelComparison]) -> str:
         '<section class="test models" id="models"><header><h2>Models side by side</h2></header>'
     ]
     for c in comparisons:
-        head = "".join(f"<th>{_e(m)}</th>" for m in c.models)
-        ids = "".join(f"<td>{_e(t)}</td>" for t in c.model_ids)
+        head = "".join(f"<th>{esc(m)}</th>" for m in c.models)
+        ids = "".join(f"<td>{esc(t)}</td>" for t in c.model_ids)
         rows = "".join(
-            f"<tr><td>{_e(attr)}</td>"
-            + "".join(f'<td class="num">{_e(_cell(s))}</td>' for s in row)
+            f"<tr><td>{esc(attr)}</td>"
+            + "".join(f'<td class="num">{esc(_cell(s))}</td>' for s in row)
             + "</tr>"
             for attr, row in zip(c.attributes, c.snsr, strict=True)
         )
         verdicts = "".join(
-            f'<li class="{"fairer" if p.fairer else "same"}">{_e(pair_text(p))}</li>'
+            f'<li class="{"fairer" if p.fairer else "same"}">{esc(pair_text(p))}</li>'
             for p in c.pairs
         )
         parts.append(
-            f'<h3>{_e(c.group)}</h3><p class="sub">{_e(_lead(c).split(": ", 1)[1])}</p>'
+            f'<h3>{esc(c.group)}</h3><p class="sub">{esc(_lead(c).split(": ", 1)[1])}</p>'
             f'<div class="scroll"><table class="models"><tr><th>attribute</th>{head}</tr>'
             f'<tr class="sub"><td>model id</td>{ids}</tr>{rows}</table></div>'
             f'<ul class="pairs">{verdicts}</ul>'
