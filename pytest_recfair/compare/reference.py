@@ -1,25 +1,14 @@
-"""Gating against a reference run inside pytest (``--fairness-compare=REF`` with
-``--fairness-compare-fail=EXPR``, like pytest-benchmark's ``--benchmark-compare`` and
-``--benchmark-compare-fail``).
+"""``--fairness-compare=REF`` with ``--fairness-compare-fail=EXPR`` (like pytest-benchmark's
+``--benchmark-compare-fail``): one audit gated against a stored run. Pure.
 
-REF is a stored run: a JSON report path, or an entry of the ``--fairness-history`` DIR (its
-number, ``latest``, ``-N`` counted from the newest, or a commit prefix). EXPR is a comma
-list of rules ``NAME:[+|-]LIMIT[%]``:
-
-- ``NAME`` picks figures by their dotted key: ``<attribute>.<metric>.<statistic>`` for a
-  list-overlap attribute (``snsr``, ``snsv``, ``pafs``, ``refusal_gap``, ``entropy``,
-  ``unusable``), each kind's own figures under the names of its JUnit properties without
-  ``recfair.`` (``religion.position_bias``, ``gender.career.biased_rate``, ...). A rule
-  names the last part and optionally others: ``snsr`` is every SNSR, ``religion.snsr``
-  religion's;
-- ``LIMIT`` is the change allowed in the worse direction, absolute (``snsr:0.02``: SNSR may
-  rise by 0.02) or relative to the reference value (``snsr:10%``). The worse direction is a
-  rise, a fall for the figures where higher is fairer (PAFS); ``+``/``-`` sets it.
-
-Every figure a rule picks that is worse than the reference by more than its limit is one
-gate failure of kind ``compare`` naming the reference; a test the reference does not hold
-is a note; a test audited with other settings than the reference (grid, K, metric ...)
-fails, as a change of yardstick is not a comparison. Pure.
+REF is a JSON report path or a ``--fairness-history`` entry (number, ``latest``, ``-N``,
+commit prefix). EXPR is a comma list of rules ``NAME:[+|-]LIMIT[%]``: NAME picks figures
+by the last part of their dotted key (``<attribute>.<metric>.<statistic>``, or a kind's
+JUnit property name without ``recfair.``) and optionally others (``religion.snsr``);
+LIMIT is the change allowed in the worse direction (a rise; a fall where higher is
+fairer; ``+``/``-`` sets it), absolute or ``%`` of the reference value. Each figure worse
+by more is a gate failure of kind ``compare``; a test the reference lacks is a note, one
+audited with other settings fails (a change of yardstick is no comparison).
 """
 
 from __future__ import annotations

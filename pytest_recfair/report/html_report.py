@@ -40,8 +40,7 @@ from pytest_recfair.report.failures import (
     outcome_table,
 )
 from pytest_recfair.report.fmt import esc, fmt, fmt_ci, fmt_delta, num_cell, table
-from pytest_recfair.report.history import HistoryRun
-from pytest_recfair.report.history_chart import history_html
+from pytest_recfair.report.history import HistoryRun, history_html
 from pytest_recfair.report.sections import extra_html, measure, series
 from pytest_recfair.report.status import (
     Baselines,

@@ -240,7 +240,7 @@ def test_the_entry_is_read_from_its_line_or_from_the_whole_file(tmp_path: Path) 
 def test_x_labels_are_at_most_eight_and_never_crowd_the_last(tmp_path: Path, n: int) -> None:
     import itertools
 
-    from pytest_recfair.report import history_chart
+    from pytest_recfair.report import history as history_chart
     from pytest_recfair.report.history import HistoryRun
 
     runs = [HistoryRun(i + 1, "2026-01-02 03:04:05 UTC", {}) for i in range(n)]
