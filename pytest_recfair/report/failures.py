@@ -29,12 +29,9 @@ from pytest_recfair.vocab import FAILURE_KINDS, HIGHER_IS_FAIRER, STATISTICS, ac
 
 
 def _attribute(result: AuditResult | None, f: GateFailure) -> AttributeResult | None:
-    if result is None or f.attribute is None:
-        return None
-    for a in result.attributes:
-        if a.attribute.casefold() == f.attribute.casefold():
-            return a
-    return None
+    name = (f.attribute or "").casefold()
+    attributes = result.attributes if result is not None and f.attribute is not None else ()
+    return next((a for a in attributes if a.attribute.casefold() == name), None)
 
 
 def _bound(f: GateFailure) -> str:
@@ -159,15 +156,6 @@ def limits_advice(outcome: GateOutcome) -> str | None:
     )
 
 
-def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(r: Sequence[str]) -> str:
-        return "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-
-    return [line(header), *(line(r) for r in rows)]
-
-
 def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult, cut: bool) -> list[str]:
     a = _attribute(result, f)
     now_txt = before_txt = fav = ""
@@ -207,11 +195,8 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult, cut: bool) -
 def outcome_table(
     outcome: GateOutcome, result: AuditResult, *, cut: bool = True
 ) -> tuple[list[str], list[list[str]]]:
-    """The failing rows (header, rows) the terminal and the HTML failure card show; ``cut``:
-    long names clipped to the terminal's columns.
-
-    Columns: attribute, statistic, baseline -> now (with CIs), threshold, favoured values.
-    """
+    """The failing rows (header, rows) of the terminal and the HTML failure card: attribute,
+    statistic, baseline -> now, threshold, favoured values; ``cut``: clipped to columns."""
     rows = [_row(f, outcome, result, cut) for f in outcome.failures]
     # "[95% CI]" only over rows that show one (a kind's numbers may have none)
     ci = " [95% CI]" if any("[" in r[2] for r in rows) else ""
@@ -224,7 +209,11 @@ def format_outcome(outcome: GateOutcome, result: AuditResult, *, reasons: bool =
     if not outcome.failures:
         return []
     header, rows = outcome_table(outcome, result)
-    lines = _table(rows, header)
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in [header, *rows]
+    ]
     if reasons:
         lines.extend(f"  - {failure_label(f)}: {failure_text(f, result)}" for f in outcome.failures)
     return lines
@@ -313,33 +302,13 @@ def verdict_message(result: AuditResult, *, verbose: bool = False) -> str:
     outcome = result.gate
     if outcome is None or outcome.passed:
         return ""
-    said = ("baseline", "test")
-    gated = tuple(f for f in outcome.failures if f.kind not in said)
-    missing = [f.detail or "" for f in outcome.failures if f.kind == "baseline"]
-    lines = (
-        [failure_message(replace(outcome, failures=gated), result, verbose=verbose)]
-        if gated
-        else []
-    )
-    lines.extend(missing)
+    gated = tuple(f for f in outcome.failures if f.kind not in ("baseline", "test"))
+    lines = [f.detail or "" for f in outcome.failures if f.kind == "baseline"]
+    if gated:
+        lines.insert(0, failure_message(replace(outcome, failures=gated), result, verbose=verbose))
     if not lines:  # only the body failed: its error is the message
         lines = [f.detail or "" for f in outcome.failures if f.kind == "test"]
     return "\n".join(lines)
-
-
-EVIDENCE_CSS = """
-section.evidence { margin: 12px 0; }
-section.evidence details.row { border: 1px solid var(--line); border-radius: 6px;
-  padding: 4px 10px; margin: 4px 0; }
-section.evidence summary { cursor: pointer; }
-table.lists { table-layout: fixed; width: 100%; }
-table.lists td, table.lists th { overflow-wrap: anywhere; }
-table.lists li.kept { color: var(--muted); } table.lists li.added { color: var(--fail); }
-table.lists li.dropped { color: var(--accent); text-decoration: line-through; }
-table.lists ol, table.lists ul { margin: 0; padding-left: 20px; }
-pre.reply { white-space: pre-wrap; max-height: 320px; overflow: auto; background: var(--panel);
-  padding: 6px; font-size: 12px; }
-"""
 
 
 def failing(r: AuditResult) -> list[tuple[str, Mapping[str, Any]]]:

@@ -1,27 +1,14 @@
-"""The HTML fairness report: one self-contained page, inline CSS and inline SVG charts.
+"""The HTML fairness report: one self-contained page (inline CSS and SVG; no script, font,
+image or style sheet loaded from anywhere), every text from results escaped.
 
-No scripts, fonts, images or style sheets are loaded from anywhere, so the file can be
-attached to a CI run and opened offline. Every piece of text from results is escaped.
-Charts:
-
-- per attribute, a dot plot of each value's mean similarity to the neutral lists with its
-  95% CI as a whisker, the attribute mean as a dashed line and, when a baseline is given,
-  the baseline mean of each value as a hollow diamond;
-- per test, an attribute x value heatmap coloured by how far each value's mean lies from
-  its attribute's mean (blue: favoured, i.e. lists closer to the neutral ones; red:
-  disfavoured).
-
-The page opens with a summary that is its table of contents: one line per test (status,
-kind, its headline number — the highest of its ``report.sections.series``, all of which
-are lower-is-fairer — with a link to the test). Each test shows its verdict and, for a
-failure, the baseline -> now table of the terminal; the rest of a test (tables, charts,
-evidence, metadata) is in a ``<details>`` element, open for a failed test only. Labels are
-never cut: table cells wrap (a number's interval as a whole), chart labels wrap onto two
-lines and the charts widen to hold them (an SVG scales down to its box).
-
-Those tables and charts are of the list-overlap results (``AuditResult.attributes``) and
-appear only when a test has some; the results of other kinds (item side, candidate
-position) are shown by their kind's own HTML section (``report/sections.py``).
+The summary is the table of contents: a line per test with its headline number (the
+highest of its ``sections.series``, all lower-is-fairer). Each test shows its verdict and,
+for a failure, the terminal's baseline -> now table; the rest (tables, charts, evidence,
+metadata) is in a ``<details>``, open for a failed test only. The list-overlap results get
+a dot plot per attribute (each value's mean similarity to the neutral lists, 95% whisker,
+dashed attribute mean, hollow diamond: baseline) and an attribute × value heatmap (blue:
+favoured, red: disfavoured); other kinds show their own HTML section. Labels are never
+cut: cells wrap, chart labels take two lines and the charts widen to hold them.
 """
 
 from __future__ import annotations
@@ -31,7 +18,6 @@ from collections.abc import Sequence
 
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.report.failures import (
-    EVIDENCE_CSS,
     accept_offered,
     evidence_html,
     failure_tag,
@@ -105,6 +91,18 @@ table.summary td { overflow-wrap: anywhere; }
 details.detail > summary { cursor: pointer; color: var(--accent); margin: 8px 0; }
 @media (max-width: 900px) { main { padding: 12px 10px 32px; }
   section.test { padding: 10px 8px; } th, td { padding: 4px 6px; } }
+
+section.evidence { margin: 12px 0; }
+section.evidence details.row { border: 1px solid var(--line); border-radius: 6px;
+  padding: 4px 10px; margin: 4px 0; }
+section.evidence summary { cursor: pointer; }
+table.lists { table-layout: fixed; width: 100%; }
+table.lists td, table.lists th { overflow-wrap: anywhere; }
+table.lists li.kept { color: var(--muted); } table.lists li.added { color: var(--fail); }
+table.lists li.dropped { color: var(--accent); text-decoration: line-through; }
+table.lists ol, table.lists ul { margin: 0; padding-left: 20px; }
+pre.reply { white-space: pre-wrap; max-height: 320px; overflow: auto; background: var(--panel);
+  padding: 6px; font-size: 12px; }
 """
 
 _W = 760  # chart width in px
@@ -501,7 +499,7 @@ def to_html(
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         "<title>pytest-recfair fairness report</title>"
-        f"<style>{_CSS}{EVIDENCE_CSS}</style></head><body><main>"
+        f"<style>{_CSS}</style></head><body><main>"
         "<h1>Fairness report</h1>"
         '<p class="sub">How much the recommendations change when the prompt names a '
         "demographic attribute: SNSR (range) and SNSV (spread) of the per-value similarity to "
