@@ -21,6 +21,8 @@ from pathlib import Path
 
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.gate import baselines, drift
+from pytest_recfair.report.history import find_entry, load_run
+from pytest_recfair.report.sections import extra_properties
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from pytest_recfair.vocab import HIGHER_IS_FAIRER
 
@@ -89,16 +91,12 @@ class Reference:
 def load_reference(ref: str, *, history_dir: Path | None, cwd: Path) -> Reference:
     """The run ``--fairness-compare=REF`` names: a file (relative to ``cwd``), else an
     entry of ``history_dir``. A ConfigError says what was expected."""
-    from pytest_recfair.report.history import load_run
-
     path = cwd / ref
     try:
         if path.is_file():
             run = load_run(path)
             label = f"--fairness-compare {ref}"
         elif history_dir is not None:
-            from pytest_recfair.report.history import find_entry
-
             run = load_run(find_entry(history_dir, ref))
             label = f"history entry {run.path.name}"
         else:
@@ -122,8 +120,6 @@ def load_reference(ref: str, *, history_dir: Path | None, cwd: Path) -> Referenc
 
 def figures(result: AuditResult) -> dict[str, float]:
     """Every figure of ``result`` by dotted key (the names the rules pick from)."""
-    from pytest_recfair.report.sections import extra_properties
-
     out: dict[str, float] = {}
     for a in result.attributes:
         key = f"{a.attribute.casefold().replace(' ', '_')}.{a.metric}"

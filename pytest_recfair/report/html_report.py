@@ -41,6 +41,7 @@ from pytest_recfair.report.status import (
     same_attribute,
     shown,
 )
+from pytest_recfair.report.terminal import html_section
 from pytest_recfair.results import AttributeResult, AuditResult
 from pytest_recfair.vocab import PLUGIN_VERSION, STATISTICS, accept_command
 
@@ -447,8 +448,6 @@ def to_html(
 ) -> str:
     """ONE self-contained HTML page (inline CSS and SVG, no external resources); with a
     ``history`` (``report.history.load_history``), SNSR over the stored runs too."""
-    from pytest_recfair.report.terminal import html_section
-
     results = failures_first(results)
     base_of = baseline_map(baselines)
     c = counts(results)

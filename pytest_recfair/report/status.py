@@ -181,16 +181,6 @@ def same_attribute(baseline: AuditResult | None, a: AttributeResult) -> Attribut
     return None
 
 
-def baseline_value(b: AttributeResult | None, value: str) -> float | None:
-    """The baseline mean similarity of one value, when there is one."""
-    if b is None:
-        return None
-    for v in b.values:
-        if v.value == value:
-            return v.mean.value
-    return None
-
-
 def nothing_usable(a: AttributeResult) -> bool:
     """True when no reply of the attribute had a usable list (every prompt missing)."""
     return bool(a.values) and all(v.total and v.missing >= v.total for v in a.values)
