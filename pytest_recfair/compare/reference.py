@@ -69,14 +69,8 @@ def parse_rules(text: str) -> tuple[Rule, ...]:
         if m is None or not math.isfinite(float(m.group(3))):
             raise ConfigError(f"--fairness-compare-fail {part.strip()!r}: expected {_GRAMMAR}.")
         name, sign, limit, pct = m.groups()
-        rules.append(
-            Rule(
-                tuple(name.casefold().split(".")),
-                float(limit),
-                bool(pct),
-                {"+": 1, "-": -1, "": 0}[sign],
-            )
-        )
+        parts = tuple(name.casefold().split("."))
+        rules.append(Rule(parts, float(limit), bool(pct), {"+": 1, "-": -1, "": 0}[sign]))
     return tuple(rules)
 
 
@@ -108,11 +102,7 @@ def load_reference(ref: str, *, history_dir: Path | None, cwd: Path) -> Referenc
         raise
     except RecfairError as exc:
         raise ConfigError(f"--fairness-compare {ref!r}: {exc}") from None
-    extra = [
-        str(run.entry[k])[: 10 if k == "date" else 7]
-        for k in ("commit", "date")
-        if run.entry.get(k)
-    ]
+    extra = [str(run.entry[k])[:n] for k, n in (("commit", 7), ("date", 10)) if run.entry.get(k)]
     if extra:
         label += f" ({', '.join(extra)})"
     return Reference(label, {r.meta.test_id: r for r in run.results})
@@ -123,17 +113,11 @@ def figures(result: AuditResult) -> dict[str, float]:
     out: dict[str, float] = {}
     for a in result.attributes:
         key = f"{a.attribute.casefold().replace(' ', '_')}.{a.metric}"
-        for stat in _STATS:
-            if stat == "unusable":
-                value: float | None = drift.unusable_share(a)
-            elif stat == "entropy":
-                value = a.entropy
-            elif stat == "refusal_gap":
-                value = a.refusal_gap
-            else:
-                value = getattr(a, stat).value
-            if value is not None:
-                out[f"{key}.{stat}"] = float(value)
+        values = (a.snsr.value, a.snsv.value, a.pafs.value, a.refusal_gap, a.entropy,
+                  drift.unusable_share(a))  # fmt: skip
+        out |= {
+            f"{key}.{s}": float(v) for s, v in zip(_STATS, values, strict=True) if v is not None
+        }
     for name, prop in extra_properties(result):
         if isinstance(prop, int | float) and not isinstance(prop, bool):
             out[name.removeprefix("recfair.")] = float(prop)
@@ -147,10 +131,9 @@ def _failure(key: str, before: float, now: float, rule: Rule, label: str) -> Gat
     if not (math.isfinite(change) and change > allowed + 1e-12):
         return None
     verb = "rose" if now > before else "fell"
-    attribute = key.split(".", 1)[0]
     return GateFailure(
         COMPARE_KIND,
-        attribute=attribute,
+        attribute=key.split(".", 1)[0],
         value=now,
         limit=allowed,
         baseline=before,
