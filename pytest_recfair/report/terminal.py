@@ -136,13 +136,13 @@ def _short_summary(results: Sequence[AuditResult], width: int, flagged: bool) ->
             lines += [head.rstrip(), *wrap_text(_brief(r), width, "      ", "        ")]
         else:
             lines.append((head + clip(_brief(r), width - len(head))).rstrip())
-        if r.failed:
-            lines += wrap_text(failed_text(r), width, "      ", "        ")
+        below = [failed_text(r)] if r.failed else []
         if r.gate is not None:
-            for h in headlines(r.gate, r):
-                lines += wrap_text(f"✗ {h}", width, "      ", "        ")
-            for n in lead_notes(r.gate.notes) if r.gate.passed else []:  # else: failure text
-                lines += wrap_text(f"note: {n}", width, "      ", "        ")
+            below += [f"✗ {h}" for h in headlines(r.gate, r)]
+            notes = lead_notes(r.gate.notes) if r.gate.passed else []  # else: failure text
+            below += [f"note: {n}" for n in notes]
+        for text in below:
+            lines += wrap_text(text, width, "      ", "        ")
     priced = [r for r in results if r.cost is not None]
     if priced:  # what the run cost, when prices are known
         total = replace(
@@ -174,11 +174,8 @@ def terminal_summary(
         name_width = min(_NAME, max([9, *(len(a.attribute) for a in r.attributes)]))
         if r.attributes:
             head = _row("attribute", header, "most / least favoured", width, name_width)
-            lines += (
-                head
-                if len(head) == 1
-                else _row("attribute", header, "most / least", width, name_width)
-            )
+            short = _row("attribute", header, "most / least", width, name_width)
+            lines += head if len(head) == 1 else short
         for a in r.attributes:
             cells = [
                 attribute_label(r, a),
@@ -215,12 +212,6 @@ def _cell(s: Stat | None) -> str:
     return "—" if s is None else fmt_ci(s)
 
 
-def _interval(p: PairRow) -> str:
-    if p.ci is None:
-        return ""
-    return f" [{p.ci.low:+.3f}, {p.ci.high:+.3f}]"
-
-
 def pair_text(p: PairRow) -> str:
     """One sentence: which model is significantly fairer on this attribute, or none."""
     if p.p_value is None:
@@ -230,9 +221,10 @@ def pair_text(p: PairRow) -> str:
         verdict = f"{p.fairer} is significantly fairer than {other}"
     else:
         verdict = f"{p.a} vs {p.b}: no significant difference"
+    ci = "" if p.ci is None else f" [{p.ci.low:+.3f}, {p.ci.high:+.3f}]"
     return (
         f"{p.attribute}: {verdict} (SNSR {fmt(p.snsr_a)} vs {fmt(p.snsr_b)}, difference "
-        f"{p.delta:+.3f}{_interval(p)}, p {fmt_p(p.p_value)}, {p.n_paired} shared entities)"
+        f"{p.delta:+.3f}{ci}, p {fmt_p(p.p_value)}, {p.n_paired} shared entities)"
     )
 
 
@@ -249,16 +241,14 @@ def _table(c: ModelComparison, width: int) -> list[str] | None:
     widths = [max(_CELL, len(m) + 2) for m in c.models]
     if 2 + name_w + 1 + sum(widths) > width:
         return None
-    lines = [
-        "  "
-        + "attribute".ljust(name_w)
-        + " "
-        + "".join(m.ljust(w) for m, w in zip(c.models, widths, strict=True))
+    rows = [
+        ("attribute", c.models),
+        *((a, [_cell(s) for s in row]) for a, row in zip(c.attributes, c.snsr, strict=True)),
     ]
-    for attr, row in zip(c.attributes, c.snsr, strict=True):
-        cells = "".join(_cell(s).ljust(w) for s, w in zip(row, widths, strict=True))
-        lines.append(("  " + attr.ljust(name_w) + " " + cells).rstrip())
-    return [line.rstrip() for line in lines]
+    fill = [
+        (name, "".join(x.ljust(w) for x, w in zip(xs, widths, strict=True))) for name, xs in rows
+    ]
+    return [f"  {name.ljust(name_w)} {cells}".rstrip() for name, cells in fill]
 
 
 def terminal_lines(comparisons: Sequence[ModelComparison], width: int = 100) -> list[str]:
