@@ -124,11 +124,24 @@ def append_run(
 ) -> Path:
     """Store this run's JSON report, with its ``"entry"`` (commit, branch, date, machine,
     ``settings``: the run's ``AuditSettings``), as the next entry of ``directory``."""
-
     directory.mkdir(parents=True, exist_ok=True)
     when = now or datetime.now(UTC)
     path = _reserve(directory, when)
-    info = entry_info(when, cwd=cwd, settings=settings, env=env)
+    info = {
+        **git_info(cwd or Path.cwd(), env),
+        "date": when.astimezone(UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "hostname": socket.gethostname() or None,
+            "python": platform.python_version(),
+            "implementation": platform.python_implementation(),
+            "platform": platform.platform(),
+        },
+        "settings": {  # the run's settings that differ from the defaults
+            f.name: _plain(getattr(settings, f.name))
+            for f in (dataclasses.fields(settings) if dataclasses.is_dataclass(settings) else ())
+            if getattr(settings, f.name) != f.default
+        },
+    }
     text = to_json(results, baselines, models=models)
     # the report's own lines stay as they are: the entry goes first in its object
     text = '{\n"entry": ' + json.dumps(info, sort_keys=True, ensure_ascii=False) + ",\n" + text[2:]
@@ -276,38 +289,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, Mapping):
         return {str(k): _plain(v) for k, v in value.items()}
     return str(value)
-
-
-def plain_settings(settings: Any) -> dict[str, Any]:
-    """The run's settings (an ``AuditSettings``) that differ from the defaults, as JSON."""
-    if settings is None or not dataclasses.is_dataclass(settings):
-        return {}
-    return {
-        f.name: _plain(getattr(settings, f.name))
-        for f in dataclasses.fields(settings)
-        if getattr(settings, f.name) != f.default
-    }
-
-
-def entry_info(
-    now: datetime,
-    *,
-    cwd: Path | None = None,
-    settings: Any = None,
-    env: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """The ``"entry"`` object of a history entry."""
-    return {
-        **git_info(cwd or Path.cwd(), env),
-        "date": now.astimezone(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "hostname": socket.gethostname() or None,
-            "python": platform.python_version(),
-            "implementation": platform.python_implementation(),
-            "platform": platform.platform(),
-        },
-        "settings": plain_settings(settings),
-    }
 
 
 _FORMAT: Final = "pytest-recfair report"

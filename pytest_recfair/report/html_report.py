@@ -25,7 +25,7 @@ from pytest_recfair.report.failures import (
     limits_advice,
     outcome_table,
 )
-from pytest_recfair.report.fmt import esc, fmt, fmt_ci, fmt_delta, num_cell, table
+from pytest_recfair.report.fmt import LABEL, esc, fmt, fmt_ci, fmt_delta, num_cell, table
 from pytest_recfair.report.history import HistoryRun, history_html
 from pytest_recfair.report.sections import extra_html, measure, series
 from pytest_recfair.report.status import (
@@ -135,13 +135,8 @@ def _nice_range(lo: float, hi: float) -> tuple[float, float, float]:
 def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) -> str:
     """Per-value mean similarity with CI whiskers (and baseline markers)."""
     base_mean = {v.value: v.mean.value for v in base.values} if base else {}
-    pts: list[float] = []
-    for v in a.values:
-        pts.append(v.mean.value)
-        if v.mean.ci is not None:
-            pts += [v.mean.ci.low, v.mean.ci.high]
-        if v.value in base_mean:
-            pts.append(base_mean[v.value])
+    pts = [v.mean.value for v in a.values] + [base_mean.get(v.value, math.nan) for v in a.values]
+    pts += [x for v in a.values if v.mean.ci is not None for x in (v.mean.ci.low, v.mean.ci.high)]
     finite = [p for p in pts if math.isfinite(p)]
     lo, hi, step = _nice_range(min(finite, default=0.0), max(finite, default=1.0))
     top, bottom = 10, 40
@@ -348,11 +343,8 @@ def _meta_table(r: AuditResult) -> str:
 
 
 def _stats_table(r: AuditResult) -> str:
-    head = (
-        "<tr><th>attribute</th><th>gate</th><th>SNSR [95% CI]</th><th>SNSV [95% CI]</th>"
-        "<th>PAFS [95% CI]</th><th>drift SNSR / SNSV / PAFS</th><th>refusal gap</th>"
-        "<th>most favoured</th><th>least favoured</th></tr>"
-    )
+    head = ["attribute", "gate", *(f"{LABEL[s]} [95% CI]" for s in STATISTICS)]
+    head += ["drift SNSR / SNSV / PAFS", "refusal gap", "most favoured", "least favoured"]
     body = []
     for a in r.attributes:
         drift = r.gate.drift.get(a.attribute, {}) if r.gate else {}
@@ -372,7 +364,8 @@ def _stats_table(r: AuditResult) -> str:
         if (st := repeat_stats(a))
     )
     notes = f'<ul class="repeats">{repeats}</ul>' if repeats else ""
-    return f'<div class="scroll"><table>{head}{"".join(body)}</table></div>{notes}'
+    head_row = "".join(f"<th>{h}</th>" for h in head)
+    return f'<div class="scroll"><table><tr>{head_row}</tr>{"".join(body)}</table></div>{notes}'
 
 
 def _values_table(a: AttributeResult, base: AttributeResult | None) -> str:

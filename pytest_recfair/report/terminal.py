@@ -39,8 +39,6 @@ from pytest_recfair.report.status import (
 from pytest_recfair.results import AttributeResult, AuditResult, Stat
 from pytest_recfair.vocab import STATISTICS
 
-WIDTH = 100  # the default width (pytest passes its terminal's)
-
 _NAME = 18  # attribute column; a longer name gets a line of its own, never a cut
 _COLS = (("gate", 4), ("SNSR", 6), ("SNSV", 6), ("PAFS", 6))
 _DRIFT_COLS = (("ΔSNSR", 7), ("ΔSNSV", 7), ("ΔPAFS", 7))
@@ -156,7 +154,7 @@ def _short_summary(results: Sequence[AuditResult], width: int, flagged: bool) ->
 
 
 def terminal_summary(
-    results: Sequence[AuditResult], width: int = WIDTH, *, verbose: bool = False
+    results: Sequence[AuditResult], width: int = 100, *, verbose: bool = False
 ) -> list[str]:
     """The "fairness summary" lines: a line per test (``_short_summary``), or with
     ``verbose`` (``-v``) one small table per test, fitted to ``width`` columns by
