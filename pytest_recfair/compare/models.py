@@ -202,11 +202,8 @@ def _one_group(group: str, members: Sequence[tuple[ModelSlot, AuditResult]]) -> 
 def compare_models(
     results: Mapping[str, AuditResult], slots: Mapping[str, ModelSlot]
 ) -> list[ModelComparison]:
-    """One comparison per group that has results of two or more models, by group name.
-
-    ``results`` and ``slots`` are keyed by test id; a test without a slot is not compared.
-    The order of arrival does not matter: models are ordered by their parameter index.
-    """
+    """One comparison per group with results of two or more models (keyed by test id; a
+    test without a slot is not compared), models in their parameters' order."""
     groups: dict[str, list[tuple[ModelSlot, AuditResult]]] = {}
     for test_id, slot in slots.items():
         if test_id in results:

@@ -237,11 +237,8 @@ def to_json(
     *,
     models: Sequence[ModelComparison] = (),
 ) -> str:
-    """Every result in full (``AuditResult.to_dict``), plus totals and the baselines used.
-
-    One result (and one baseline) per line: json's C encoder only runs without ``indent``,
-    and with per-entity matrices an indented paper-scale report takes seconds to write.
-    """
+    """Every result in full, plus totals and the baselines used: one per line, as json's C
+    encoder only runs without ``indent`` (an indented paper-scale report takes seconds)."""
     rs = check_results(results)
     base = baseline_map(baselines)
 

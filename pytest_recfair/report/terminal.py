@@ -114,11 +114,9 @@ _FULL = "-v: the full tables, notes and evidence"
 
 
 def _short_summary(results: Sequence[AuditResult], width: int, flagged: bool) -> list[str]:
-    """A line per test under its file, its figure clipped to ``width``; below it, the
-    prompts that got no valid response, a failing test's headline per failing statistic,
-    a passing test's notes but the routine power and floor ones; the run's tokens and
-    cost when prices are known. ``flagged``: the header says what FLAG means (one line
-    fewer than the -v summary's legend)."""
+    """A line per test under its file, its figure clipped to ``width``; below it, failed
+    prompts, a failing test's headlines, a passing test's notes but the routine ones; the
+    run's tokens and cost when priced. ``flagged``: the header says what FLAG means."""
     hint = f"FLAG: SNSR > {FLAG_SNSR:g} or SNSV > {FLAG_SNSV:g}; -v: the tables"
     lines = [f"gate  test  what it found ({hint if flagged else _FULL})"]
     names = [len(r.meta.test_id.rpartition("::")[2]) for r in results]
@@ -156,10 +154,8 @@ def _short_summary(results: Sequence[AuditResult], width: int, flagged: bool) ->
 def terminal_summary(
     results: Sequence[AuditResult], width: int = 100, *, verbose: bool = False
 ) -> list[str]:
-    """The "fairness summary" lines: a line per test (``_short_summary``), or with
-    ``verbose`` (``-v``) one small table per test, fitted to ``width`` columns by
-    wrapping (never by cutting a name), with its notes and the evidence of each failing
-    attribute."""
+    """The "fairness summary": a line per test, or with ``verbose`` (``-v``) a table per
+    test fitted to ``width`` by wrapping (never cutting a name), its notes and evidence."""
     rs = check_results(results)
     flagged = any(attribute_label(r, a) == "FLAG" for r in rs for a in r.attributes)
     lines = [] if verbose or not rs else _short_summary(rs, width, flagged)
