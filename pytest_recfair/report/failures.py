@@ -313,13 +313,10 @@ def verdict_message(result: AuditResult, *, verbose: bool = False) -> str:
 
 def failing(r: AuditResult) -> list[tuple[str, Mapping[str, Any]]]:
     """The evidence entries of the attributes whose gate failed, in failure order."""
-    if r.gate is None or not r.evidence:
-        return []
     out: dict[str, Mapping[str, Any]] = {}
-    for f in r.gate.failures:
-        entry = r.evidence.get(f.attribute) if f.attribute is not None else None
-        if f.attribute is not None and entry and entry.get("rows") and f.attribute not in out:
-            out[f.attribute] = entry
+    for f in r.gate.failures if r.gate is not None and r.evidence else ():
+        if f.attribute is not None and (entry := r.evidence.get(f.attribute)) and entry.get("rows"):
+            out.setdefault(f.attribute, entry)
     return list(out.items())
 
 
@@ -381,8 +378,7 @@ def _items(lst: Mapping[str, Any]) -> str:
     compared = "kept" in lst
     out = []
     for t in lst.get("titles") or []:
-        cls = ("kept" if t in kept else "added") if compared else ""
-        mark = "" if not compared else (" ✓" if t in kept else " +")
+        cls, mark = (("kept", " ✓") if t in kept else ("added", " +")) if compared else ("", "")
         out.append(f'<li class="{cls}">{esc(t)}{mark}</li>')
     dropped = "".join(f'<li class="dropped">{esc(t)}</li>' for t in lst.get("dropped") or [])
     notes = "".join(f"<li>{esc(n)}</li>" for n in lst.get("notes") or [])

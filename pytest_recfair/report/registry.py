@@ -113,8 +113,7 @@ def summary_lines(run: RunView, width: int = 100, *, verbose: bool = False) -> l
     failing attribute), the models side by side, the written baselines with their
     changes, and the run's notes."""
     lines = list(terminal_summary(run.ordered(), width, verbose=verbose))
-    if run.models():
-        lines += terminal_lines(run.models(), width)
+    lines += terminal_lines(run.models(), width)
     # one line each, unwrapped: a file path stays whole and easy to copy
     for p in sorted(run.written):
         lines.append(f"fairness baseline written: {p}")
