@@ -201,11 +201,11 @@ def find_entry(directory: Path, ref: str) -> Path:
         if -len(runs) <= back < 0:
             return runs[back]
         raise DataError(f"{ref!r}: {where} holds {len(runs)} entries; give -1 to -{len(runs)}.")
-    found = [p for p in runs if text.isdigit() and _number(p) == int(text)]
+    found = [p for p in runs if text.isdigit() and _number(p) == int(text)][:1]
     if not found and re.fullmatch(r"[0-9a-fA-F]{4,40}", text):
         found = [p for p in runs if (_text(entry_of(p), "commit") or "").startswith(text.lower())]
     if found:
-        return found[-1]  # the latest run of that commit
+        return found[-1]  # the entry of that number, or the latest run of that commit
     numbers = ", ".join(p.name.split("_")[0].lstrip("0") for p in runs[-5:])
     raise DataError(
         f"{ref!r}: no such entry in {where}; give an entry number (the newest: {numbers}), "
