@@ -9,14 +9,15 @@ B less fair than A by more than ``tolerance``?), any other kind by its own compa
 Bonferroni over the tests actually tested keeps "B is worse" at ``alpha`` overall. Pure.
 
 One audit gated against a stored run: ``--fairness-compare=REF`` with
-``--fairness-compare-fail=EXPR`` (like pytest-benchmark's). REF is a JSON report path or a ``--fairness-history`` entry (number, ``latest``, ``-N``,
-commit prefix). EXPR is a comma list of rules ``NAME:[+|-]LIMIT[%]``: NAME picks figures
-by the last part of their dotted key (``<attribute>.<metric>.<statistic>``, or a kind's
-JUnit property name without ``recfair.``) and optionally others (``religion.snsr``);
-LIMIT is the change allowed in the worse direction (a rise; a fall where higher is
-fairer; ``+``/``-`` sets it), absolute or ``%`` of the reference value. Each figure worse
-by more is a gate failure of kind ``compare``; a test the reference lacks is a note, one
-audited with other settings fails (a change of yardstick is no comparison).
+``--fairness-compare-fail=EXPR`` (like pytest-benchmark's). REF is a JSON report path or a
+``--fairness-history`` entry (number, ``latest``, ``-N``, commit prefix). EXPR is a comma
+list of rules ``NAME:[+|-]LIMIT[%]``: NAME picks figures by the last part of their dotted
+key (``<attribute>.<metric>.<statistic>``, or a kind's JUnit property name without
+``recfair.``) and optionally others (``religion.snsr``); LIMIT is the change allowed in the
+worse direction (a rise; a fall where higher is fairer; ``+``/``-`` sets it), absolute or
+``%`` of the reference value. Each figure worse by more is a gate failure of kind
+``compare``; a test the reference lacks is a note, one audited with other settings fails
+(a change of yardstick is no comparison).
 """
 
 from __future__ import annotations
@@ -480,8 +481,7 @@ def _compared(
     for key in sorted(set(before) & set(now)):
         picked = [r for r in rules if r.picks(key)]
         for rule in picked:
-            f = _failure(key, before[key], now[key], rule, label)
-            if f is not None:
+            if (f := _failure(key, before[key], now[key], rule, label)) is not None:
                 failures.append(f)
                 break
         if not rules and key.endswith(".snsr"):

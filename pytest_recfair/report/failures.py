@@ -283,8 +283,7 @@ def failure_message(outcome: GateOutcome, result: AuditResult, *, verbose: bool 
         more = len(outcome.notes) - len(lead)
         rest = [f"{more} more on power and noise floor: -v, or the JSON/HTML report"]
         lines.append("  note: " + "; ".join(lead + (rest if more else [])))
-    advice = limits_advice(outcome)
-    if advice is not None:
+    if (advice := limits_advice(outcome)) is not None:
         lines.append(advice)
     # accepting is offered only when it would work: never past a crossed absolute limit
     if accept_offered(outcome):
@@ -336,8 +335,7 @@ def _row_brief(row: Mapping[str, Any]) -> str:
     lists = row.get("lists", [])
     compared = any("kept" in lst for lst in lists)
     for lst in lists[1:] if compared else lists:
-        change = _changes(lst)
-        if change:
+        if change := _changes(lst):
             added = lst.get("added") or []
             some = ", ".join(added[:3]) + (", ..." if len(added) > 3 else "")  # 3 named
             more = f"; added {some}" if added else ""

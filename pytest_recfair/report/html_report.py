@@ -395,8 +395,7 @@ def _gate_html(r: AuditResult) -> str:
             for f in g.failures
         )
         parts.append(f'<ul class="failures">{items}</ul>')
-        advice = limits_advice(g)
-        if advice is not None:
+        if (advice := limits_advice(g)) is not None:
             parts.append(f"<p>{esc(advice)}</p>")
         if accept_offered(g):
             parts.append(

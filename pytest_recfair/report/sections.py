@@ -125,8 +125,7 @@ def run_parts(result: AuditResult) -> list[str] | None:
     its own (an optional ``run_parts(result, data)`` of its sections: a role-play audit
     names its question set, not a grid and templates); None: the list-overlap default."""
     for sections, data in kind_sections(result):
-        own = getattr(sections, "run_parts", None)
-        if own is not None:
+        if (own := getattr(sections, "run_parts", None)) is not None:
             parts: list[str] = own(result, data)
             return parts
     return None
@@ -153,8 +152,7 @@ def series(result: AuditResult) -> list[tuple[str, Stat]]:
     attribute, and a kind's own (an optional ``series(data)`` of its sections)."""
     out = [(f"{a.attribute} · SNSR ({a.metric}@{a.k})", a.snsr) for a in result.attributes]
     for sections, data in kind_sections(result):
-        own = getattr(sections, "series", None)
-        if own is not None:
+        if (own := getattr(sections, "series", None)) is not None:
             out += own(data)
     return out
 

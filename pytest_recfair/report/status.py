@@ -125,8 +125,7 @@ def describe(result: AuditResult) -> str:
     m = result.meta
     own = m.to_dict()  # the header and the kind's own settings only
     parts = [f"model {m.model} ({m.provider})", measure(result)]
-    words = run_parts(result)  # a kind's own description (report/sections.py)
-    if words is not None:
+    if (words := run_parts(result)) is not None:  # a kind's own description (report/sections.py)
         parts += words
     else:
         if "n_entities" in own:

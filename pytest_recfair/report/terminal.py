@@ -80,17 +80,6 @@ def _heading(r: AuditResult, width: int) -> list[str]:
     return [first, *wrap_text(describe(r), width)]
 
 
-def _gate_lines(r: AuditResult, width: int) -> list[str]:
-    if r.gate is None:
-        return []
-    lines: list[str] = []
-    for f in r.gate.failures:
-        lines += wrap_text(f"{failure_label(f)}: {failure_text(f, r)}", width, "  ✗ ")
-    for n in r.gate.notes:
-        lines += wrap_text(f"note: {n}", width)
-    return lines
-
-
 def _brief(r: AuditResult) -> str:
     """A test's one figure: the largest SNSR of its attributes (a failing one first) and
     its least favoured value, or its kind's own (report/sections.py)."""
@@ -180,14 +169,15 @@ def terminal_summary(
         for line in extra_lines(r):  # after the rows: a kind's lines never split the table
             lines += wrap_text(line, width)
         for a in r.attributes:
-            stats = repeat_stats(a)
-            if stats:
+            if stats := repeat_stats(a):
                 lines += wrap_text(f"{a.attribute}: {stats}", width)
-        lines += _gate_lines(r, width)
+        for f in r.gate.failures if r.gate is not None else ():
+            lines += wrap_text(f"{failure_label(f)}: {failure_text(f, r)}", width, "  ✗ ")
+        for n in r.gate.notes if r.gate is not None else ():
+            lines += wrap_text(f"note: {n}", width)
         for line in evidence_lines(r):
             lines += wrap_text(line, width, "  ", "      ")
-        usage = usage_text(r)
-        if usage:
+        if usage := usage_text(r):
             lines += wrap_text(usage, width)
     if flagged and verbose:
         lines += wrap_text(
