@@ -168,9 +168,8 @@ def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) 
         f'text-anchor="middle">mean {esc(a.metric)}@{a.k} similarity to the neutral list '
         f"(higher = less changed by the attribute)</text>"
     )
-    means = [v.mean.value for v in a.values if math.isfinite(v.mean.value)]
-    if means:
-        mx = x(sum(means) / len(means))
+    if math.isfinite(centre := _centre(a)):
+        mx = x(centre)
         out.append(
             f'<line x1="{mx:.1f}" y1="{top}" x2="{mx:.1f}" y2="{height - bottom}" '
             f'stroke="#8c959f" stroke-dasharray="4 3"><title>attribute mean</title></line>'
@@ -209,6 +208,12 @@ def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) 
     return "".join(out)
 
 
+def _centre(a: AttributeResult) -> float:
+    """The attribute mean: the mean of its values' finite means (NaN when none is)."""
+    finite = [v.mean.value for v in a.values if math.isfinite(v.mean.value)]
+    return sum(finite) / len(finite) if finite else math.nan
+
+
 def _tick(t: float) -> str:
     return f"{t:.4f}".rstrip("0").rstrip(".") or "0"
 
@@ -238,19 +243,17 @@ def _diverging(d: float, scale: float) -> tuple[str, str]:
 
 def _heatmap(r: AuditResult, chart_id: str) -> str:
     """Attribute x value: each cell is one value, coloured by its deviation from the mean."""
-    rows = [a for a in r.attributes if a.values]
-    devs: list[float] = []
-    for a in rows:
-        finite = [v.mean.value for v in a.values if math.isfinite(v.mean.value)]
-        centre = sum(finite) / len(finite) if finite else math.nan
-        devs += [abs(v.mean.value - centre) for v in a.values if math.isfinite(v.mean.value)]
+    rows = [(a, _centre(a)) for a in r.attributes if a.values]
+    devs = [abs(v.mean.value - c) for a, c in rows for v in a.values if math.isfinite(v.mean.value)]
     scale = max([0.05, *devs])
-    n_cols = max((len(a.values) for a in rows), default=1)
-    lines = {v.value: _two_lines(v.value) for a in rows for v in a.values}
+    n_cols = max((len(a.values) for a, _ in rows), default=1)
+    lines = {v.value: _two_lines(v.value) for a, _ in rows for v in a.values}
     longest = max((t for ls in lines.values() for t in ls), key=len, default="")
     # every value's label whole, on at most two lines: the cells widen to hold the longest
     cell_w = max(70.0, min(130.0, (_W - _LABEL_W - 20) / n_cols), _text_w(longest, 11) + 10)
-    label_w = max(_LABEL_W, _text_w(max((a.attribute for a in rows), key=len, default=""), 12) + 20)
+    label_w = max(
+        _LABEL_W, _text_w(max((a.attribute for a, _ in rows), key=len, default=""), 12) + 20
+    )
     cell_h = 52 if any(len(ls) > 1 for ls in lines.values()) else 40
     legend = f"+{scale:.2f} from the attribute mean (blue: favoured, red: disfavoured)"
     width = round(max(label_w + cell_w * n_cols + 20, label_w + 204 + _text_w(legend, 11)))
@@ -262,10 +265,8 @@ def _heatmap(r: AuditResult, chart_id: str) -> str:
         "<title>attribute x value: deviation of each value's mean similarity from its "
         "attribute mean</title>",
     ]
-    for i, a in enumerate(rows):
+    for i, (a, centre) in enumerate(rows):
         y = i * cell_h
-        finite = [v.mean.value for v in a.values if math.isfinite(v.mean.value)]
-        centre = sum(finite) / len(finite) if finite else math.nan
         out.append(
             f'<text x="{label_w - 10}" y="{y + cell_h / 2 + 4:.1f}" font-size="12" '
             f'text-anchor="end" font-weight="600">{esc(a.attribute)}</text>'
