@@ -73,6 +73,13 @@ def fmt_pair(pair: Sequence[float | None] | None) -> str:
     return f" [{fmt(pair[0])}, {fmt(pair[1])}]"
 
 
+def nice_step(raw: float) -> float:
+    """The first round step (1, 2, 2.5 or 5 times a power of ten) at least ``raw``: a
+    chart axis's tick spacing."""
+    mag: float = 10 ** math.floor(math.log10(raw))
+    return next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+
+
 def clip(text: str, width: int) -> str:
     """``text`` cut to ``width`` characters, with an ellipsis when cut."""
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"

@@ -40,7 +40,7 @@ from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.gate import baselines
-from pytest_recfair.report.fmt import esc, fmt_ci
+from pytest_recfair.report.fmt import esc, fmt_ci, nice_step
 from pytest_recfair.report.markdown import to_json
 from pytest_recfair.report.sections import series
 from pytest_recfair.report.status import FLAG_SNSR, Baselines
@@ -426,9 +426,7 @@ def _top(points: Sequence[tuple[int, HistoryRun, Stat]], flag: float) -> tuple[f
     hi = max(flag, 1e-3)
     for _, _, s in points:
         hi = max(hi, s.value, s.ci.high if s.ci and math.isfinite(s.ci.high) else 0.0)
-    raw = hi * 1.1 / 4
-    mag = 10 ** math.floor(math.log10(raw))
-    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    step = nice_step(hi * 1.1 / 4)
     return step * 4, step
 
 

@@ -25,7 +25,7 @@ from pytest_recfair.report.failures import (
     limits_advice,
     outcome_table,
 )
-from pytest_recfair.report.fmt import LABEL, esc, fmt, fmt_ci, fmt_delta, num_cell, table
+from pytest_recfair.report.fmt import LABEL, esc, fmt, fmt_ci, fmt_delta, nice_step, num_cell, table
 from pytest_recfair.report.history import HistoryRun, history_html
 from pytest_recfair.report.sections import extra_html, measure, series
 from pytest_recfair.report.status import (
@@ -123,10 +123,7 @@ def _nice_range(lo: float, hi: float) -> tuple[float, float, float]:
     if hi - lo < 0.02:
         mid = (hi + lo) / 2
         lo, hi = mid - 0.01, mid + 0.01
-    span = hi - lo
-    raw = span / 5
-    mag = 10 ** math.floor(math.log10(raw))
-    step = min((m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw), default=mag * 10)
+    step = nice_step((hi - lo) / 5)
     a = math.floor(lo / step) * step
     b = math.ceil(hi / step) * step
     return (max(0.0, a) if lo >= 0 else a, b, step)
