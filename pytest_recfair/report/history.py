@@ -226,17 +226,10 @@ def load_history(directory: Path) -> list[HistoryRun]:
         if path.stat().st_size == 0:
             continue
         run = load_run(path)
-        stamp = path.stem.partition("_")[2]
-        out.append(
-            HistoryRun(
-                _number(path),
-                _when(stamp),
-                {(r.meta.test_id, label): s for r in run.results for label, s in series(r)},
-                _text(run.entry, "commit"),
-                _text(run.entry, "branch"),
-                path,
-            )
-        )
+        when = _when(path.stem.partition("_")[2])
+        values = {(r.meta.test_id, label): s for r in run.results for label, s in series(r)}
+        commit, branch = _text(run.entry, "commit"), _text(run.entry, "branch")
+        out.append(HistoryRun(_number(path), when, values, commit, branch, path))
     return out
 
 

@@ -45,10 +45,8 @@ _ICON = {"PASS": "✅", "FAIL": "❌", "FLAG": "⚠️ flagged", "n/a": "➖"}
 
 
 def _md(text: str) -> str:
-    """A table cell or list text: no pipes, no line breaks, no raw HTML or entities.
-
-    Backslash escapes, not HTML entities: GitHub renders ``\\<`` as ``<`` and leaves ``->``
-    alone, while ``&gt;`` shows up literally wherever Markdown is read as text."""
+    """A table cell or list text without pipes, line breaks, raw HTML or entities: backslash
+    escapes, as ``&gt;`` shows literally wherever Markdown is read as text."""
     out = (
         text.replace("\\", "\\\\")
         .replace("|", "\\|")
