@@ -196,12 +196,8 @@ def table_lines(c: RunDrift) -> list[str]:
             for r in rows
         ]  # fmt: skip
         widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
-        how = (
-            rows[0].test
-            if rows[0].test == "no test"
-            else f"{rows[0].test}; {rows[0].n_paired} paired"
-        )
-        lines.append(f"{tid}  ({how})")
+        how = "" if rows[0].test == "no test" else f"; {rows[0].n_paired} paired"
+        lines.append(f"{tid}  ({rows[0].test}{how})")
         for row in cells:
             text = "  ".join(
                 cell.ljust(w) if i < 3 else cell.rjust(w)
@@ -278,20 +274,11 @@ def parse_comparison(text: str, path: Path) -> Compared:
         for d in doc["rows"]:
             if not isinstance(d["worse"], bool) or not isinstance(d["n_paired"], int):
                 raise TypeError("worse must be true/false and n_paired a whole number")
-            rows.append(
-                DriftRow(
-                    str(d["test_id"]),
-                    str(d["attribute"]),
-                    str(d["metric"]),
-                    str(d["statistic"]),
-                    _float(d["a"]),
-                    _float(d["b"]),
-                    _float(d["p_adjusted"]),
-                    d["n_paired"],
-                    d["worse"],
-                    str(d.get("test", _OVERLAP_TEST)),  # written before kinds were compared
-                )
-            )
+            tid, attr, metric, stat = (str(d[k]) for k in _FIELDS[:4])
+            a, b, p = (_float(d[k]) for k in ("a", "b", "p_adjusted"))
+            # "test": absent from a comparison written before kinds were compared
+            test = str(d.get("test", _OVERLAP_TEST))
+            rows.append(DriftRow(tid, attr, metric, stat, a, b, p, d["n_paired"], d["worse"], test))
         drift = RunDrift(
             tuple(rows), tuple(str(n) for n in doc["notes"]), _float(doc["alpha"]), doc["tests"]
         )
