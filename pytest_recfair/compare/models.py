@@ -1,12 +1,10 @@
-"""Several models audited by one test, side by side (issue 11: comparing models).
+"""Several models audited by one test, side by side (issue 11). Pure.
 
-Pure: no pytest, no httpx. The plugin tells, for each test run with a parametrized
-``recfair_recommender``, which comparison group it belongs to (the test without the
-model's parameter) and the model's label (its parameter id) in a :class:`ModelSlot`.
-:func:`compare_models` turns a run's results into one :class:`ModelComparison` per group
-of two or more models: each attribute's SNSR with its interval per model, and for each
-pair of models a paired test on the shared entities (:mod:`pytest_recfair.metrics.pairs`)
-saying which one is significantly fairer. Everything round-trips through JSON.
+The plugin gives each test of a parametrized ``recfair_recommender`` a :class:`ModelSlot`:
+its comparison group (the test without the model's parameter) and the model's label.
+:func:`compare_models` makes one :class:`ModelComparison` per group of two or more models:
+each attribute's SNSR per model, and per pair a paired test on the shared entities
+(:mod:`pytest_recfair.metrics.pairs`) saying which is significantly fairer. JSON both ways.
 """
 
 from __future__ import annotations
@@ -27,8 +25,6 @@ from pytest_recfair.results import (
     json_nan,
     plain_fields,
 )
-
-__all__ = ["ModelComparison", "ModelSlot", "PairRow", "compare_models"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,16 +110,9 @@ class ModelComparison:
     alpha: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "group": self.group,
-            "models": list(self.models),
-            "test_ids": list(self.test_ids),
-            "model_ids": list(self.model_ids),
-            "attributes": list(self.attributes),
-            "snsr": [[None if s is None else s.to_dict() for s in row] for row in self.snsr],
-            "pairs": [p.to_dict() for p in self.pairs],
-            "alpha": self.alpha,
-        }
+        d = {k: list(v) if isinstance(v := getattr(self, k), tuple) else v for k in self.__slots__}
+        d["snsr"] = [[None if s is None else s.to_dict() for s in row] for row in self.snsr]
+        return d | {"pairs": [p.to_dict() for p in self.pairs]}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ModelComparison:
@@ -154,13 +143,6 @@ def _usable(a: AttributeResult) -> bool:
     return bool(a.matrix.sims.size) and not bool(a.matrix.missing.all())
 
 
-def _shown(a: AttributeResult | None) -> Stat | None:
-    """The SNSR as reports show it: n/a when no reply was usable (not a perfect 0)."""
-    if a is None:
-        return None
-    return a.snsr if _usable(a) else Stat(math.nan)
-
-
 def _pair_rows(
     la: str, ra: AuditResult, lb: str, rb: AuditResult, slot: ModelSlot, n_pairs: int
 ) -> list[PairRow]:
@@ -169,7 +151,6 @@ def _pair_rows(
     ka, kb = _keyed(ra), _keyed(rb)
     shared = [k for k in ka if k in kb and _usable(ka[k]) and _usable(kb[k])]
     members = [PairMember(k, ka[k].matrix, kb[k].matrix) for k in shared]
-    rows: list[PairRow] = []
     try:
         verdicts = paired_models(members, n_resamples=slot.n_resamples, seed=slot.seed)
     except DataError as exc:
@@ -180,13 +161,13 @@ def _pair_rows(
             )
             for k in shared
         ]
+    rows = []
     for v in verdicts:
         p = min(1.0, v.p_adjusted * n_pairs)
-        fairer = None
-        if p <= slot.alpha and v.delta != 0:
-            fairer = la if v.delta > 0 else lb  # lower SNSR is fairer
-        ci = Interval(*v.ci)
-        rows.append(PairRow(v.key, la, lb, v.a, v.b, v.delta, ci, p, v.n_paired, fairer))
+        fairer = (la if v.delta > 0 else lb) if p <= slot.alpha and v.delta != 0 else None
+        rows.append(  # lower SNSR is fairer
+            PairRow(v.key, la, lb, v.a, v.b, v.delta, Interval(*v.ci), p, v.n_paired, fairer)
+        )
     return rows
 
 
@@ -194,13 +175,18 @@ def _one_group(group: str, members: Sequence[tuple[ModelSlot, AuditResult]]) -> 
     members = sorted(members, key=lambda m: (m[0].index, m[0].label))
     keyed = [_keyed(r) for _, r in members]
     attributes = list(dict.fromkeys(k for kd in keyed for k in kd))
-    snsr = tuple(tuple(_shown(kd.get(k)) for kd in keyed) for k in attributes)
+    # the SNSR as reports show it: n/a when no reply was usable (not a perfect 0)
+    snsr = tuple(
+        tuple(None if a is None else a.snsr if _usable(a) else Stat(math.nan) for a in row)
+        for row in ([kd.get(k) for kd in keyed] for k in attributes)
+    )
     first = members[0][0]
-    combos = list(itertools.combinations(range(len(members)), 2))
-    pairs: list[PairRow] = []
-    for i, j in combos:
-        (sa, ra), (sb, rb) = members[i], members[j]
-        pairs += _pair_rows(sa.label, ra, sb.label, rb, first, len(combos))
+    combos = list(itertools.combinations(members, 2))
+    pairs = [
+        row
+        for (sa, ra), (sb, rb) in combos
+        for row in _pair_rows(sa.label, ra, sb.label, rb, first, len(combos))
+    ]
     return ModelComparison(
         group=group,
         models=tuple(s.label for s, _ in members),
@@ -216,11 +202,8 @@ def _one_group(group: str, members: Sequence[tuple[ModelSlot, AuditResult]]) -> 
 def compare_models(
     results: Mapping[str, AuditResult], slots: Mapping[str, ModelSlot]
 ) -> list[ModelComparison]:
-    """One comparison per group that has results of two or more models, by group name.
-
-    ``results`` and ``slots`` are keyed by test id; a test without a slot is not compared.
-    The order of arrival does not matter: models are ordered by their parameter index.
-    """
+    """One comparison per group with results of two or more models (keyed by test id; a
+    test without a slot is not compared), models in their parameters' order."""
     groups: dict[str, list[tuple[ModelSlot, AuditResult]]] = {}
     for test_id, slot in slots.items():
         if test_id in results:

@@ -1,24 +1,23 @@
-"""The drift table between two stored runs (``python -m pytest_recfair compare A.json B.json``).
+"""Two stored runs compared test by test (``python -m pytest_recfair compare A B``), as
+text, JSON (read back by :func:`parse_comparison`), Markdown or CSV.
 
-Each test audited in both runs is compared the way the gate compares a run with its
-baseline, with A in the baseline's place. A list-overlap test: ``drift.evaluate_drift``
-(paired sign-flip swaps of the shared entities, Westfall–Young step-down max-T over every
-attribute × metric × statistic of the test, plus each attribute's unusable share; SNSR,
-SNSV and PAFS all tested, one-sided: is B less fair than A by more than ``tolerance``?).
-Any other kind: the kind's own comparison (``report.sections.compare_kind``: its numbers
-and the paired test its gate runs against a baseline, family-wise within the test; when
-the stored results do not allow a test, the numbers and "no test"). The tests are
-combined by Bonferroni over the tests actually tested: each is tested at
-``alpha / number of tested tests``, so two runs of one model are called worse with
-probability at most ``alpha`` overall. Pure: no pytest, no httpx.
+Each test of both runs is compared the way the gate compares a run with its baseline, A in
+the baseline's place: a list-overlap test by ``drift.evaluate_drift`` (paired sign flips,
+step-down max-T over attribute × metric × statistic and the unusable share, one-sided: is
+B less fair than A by more than ``tolerance``?), any other kind by its own comparison
+(``report.sections.compare_kind``; "no test" when the stored results allow none).
+Bonferroni over the tests actually tested keeps "B is worse" at ``alpha`` overall. Pure.
 
-The drift table of two stored runs in every output format of ``python -m pytest_recfair
-compare A B --format text|json|markdown|csv``, and the JSON read back.
-
-The JSON holds every row with its numbers unrounded (NaN as null), the notes, the levels
-and what A and B were, so :func:`parse_comparison` gives back the same
-:class:`~pytest_recfair.compare.runs.RunDrift` (``compare CMP.json --format markdown``
-renders a stored comparison again). Pure.
+One audit gated against a stored run: ``--fairness-compare=REF`` with
+``--fairness-compare-fail=EXPR`` (like pytest-benchmark's). REF is a JSON report path or a
+``--fairness-history`` entry (number, ``latest``, ``-N``, commit prefix). EXPR is a comma
+list of rules ``NAME:[+|-]LIMIT[%]``: NAME picks figures by the last part of their dotted
+key (``<attribute>.<metric>.<statistic>``, or a kind's JUnit property name without
+``recfair.``) and optionally others (``religion.snsr``); LIMIT is the change allowed in the
+worse direction (a rise; a fall where higher is fairer; ``+``/``-`` sets it), absolute or
+``%`` of the reference value. Each figure worse by more is a gate failure of kind
+``compare``; a test the reference lacks is a note, one audited with other settings fails
+(a change of yardstick is no comparison).
 """
 
 from __future__ import annotations
@@ -27,32 +26,19 @@ import csv
 import io
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
-from pytest_recfair.errors import DataError
+from pytest_recfair.errors import ConfigError, DataError, RecfairError
 from pytest_recfair.gate import baselines, drift
-from pytest_recfair.metrics.inference import DriftResult
 from pytest_recfair.report.fmt import LABEL, fmt, fmt_delta
-from pytest_recfair.report.sections import compare_kind
-from pytest_recfair.results import AttributeResult, AuditResult
-from pytest_recfair.vocab import STATISTICS, DriftQuantity
-
-__all__ = [
-    "COMPARE_FORMATS",
-    "CompareFormat",
-    "Compared",
-    "DriftRow",
-    "RunDrift",
-    "compare_runs",
-    "comparison_dict",
-    "parse_comparison",
-    "render_comparison",
-    "table_lines",
-]
-
+from pytest_recfair.report.history import find_entry, load_run
+from pytest_recfair.report.sections import compare_kind, extra_properties
+from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome
+from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS
 
 _OVERLAP_TEST: Final = "paired sign flips, step-down max-T"
 
@@ -92,52 +78,14 @@ class RunDrift:
         return any(r.worse for r in self.rows)
 
 
-def _value(a: AttributeResult, statistic: DriftQuantity) -> float:
-    if statistic == "unusable":
-        return drift.unusable_share(a)
-    return float(getattr(a, statistic).value)
-
-
-def _key(a: AttributeResult) -> tuple[str, str]:
-    return (a.attribute.casefold(), a.metric)
-
-
-def _rows(b: AuditResult, a: AuditResult, res: DriftResult) -> list[DriftRow]:
-    before = {_key(x): x for x in a.attributes}
-    after = {_key(x): x for x in b.attributes}
-    rows = []
-    for v in res.members:
-        key = (v.key[0].casefold(), v.key[1])
-        rows.append(
-            DriftRow(
-                b.meta.test_id,
-                v.key[0],
-                f"{v.key[1]}@{after[key].k}",
-                v.statistic,
-                _value(before[key], v.statistic),
-                _value(after[key], v.statistic),
-                v.p_adjusted,
-                v.n_paired,
-                v.failed,
-            )
-        )
-    return rows
-
-
-def _attribute_notes(a: AuditResult, b: AuditResult) -> list[str]:
-    ka, kb = {_key(x): x for x in a.attributes}, {_key(x): x for x in b.attributes}
-    return [
-        f"{x.attribute} ({x.metric}) only in {side}"
-        for side, mine, other in (("A", ka, kb), ("B", kb, ka))
-        for k, x in mine.items()
-        if k not in other
-    ]
+def _keyed(r: AuditResult) -> dict[tuple[str, str], AttributeResult]:
+    return {(x.attribute.casefold(), x.metric): x for x in r.attributes}
 
 
 def _one(
     a: AuditResult, b: AuditResult, alpha: float, tolerance: float, n_resamples: int, seed: int
 ) -> tuple[list[DriftRow], list[str]]:
-    """The rows of one test, and notes (prefixed by its id) on what was not compared."""
+    """The rows of one test, and notes on what was not compared."""
     why = baselines.result_incompatibility(a, b)
     if why is not None:  # another grid, K, metric...: a change of yardstick, not a drift
         what = why.split(". ")[0].replace("the baseline was recorded with ", "")
@@ -148,40 +96,51 @@ def _one(
         for name in ("provider", "model")
         if getattr(a.meta, name) != getattr(b.meta, name)
     ]
+    tid = b.meta.test_id
     if not b.attributes:  # another kind of audit: its own numbers and test
         kind = compare_kind(a, b, tolerance=tolerance, n_resamples=n_resamples, seed=seed)
         if kind is None:
             return [], [*notes, f"not compared: A has no {b.meta.kind} results to compare"]
         rows = [
-            DriftRow(b.meta.test_id, r.attribute, r.metric, r.statistic, r.a, r.b,
+            DriftRow(tid, r.attribute, r.metric, r.statistic, r.a, r.b,
                      math.nan if r.p is None else r.p, r.n_paired,
                      r.p is not None and r.p < alpha, kind.test)
             for r in kind.rows
         ]  # fmt: skip
         return rows, [*notes, *kind.notes]
-    notes += _attribute_notes(a, b)
+    ka, kb = _keyed(a), _keyed(b)
+    notes += [
+        f"{x.attribute} ({x.metric}) only in {side}"
+        for side, mine, other in (("A", ka, kb), ("B", kb, ka))
+        for k, x in mine.items()
+        if k not in other
+    ]
     d = drift.evaluate_drift(
-        b,
-        a,
-        gated=STATISTICS,
-        tolerance=tolerance,
-        alpha=alpha,
-        seed=seed,
-        n_resamples=n_resamples,
+        b, a, gated=STATISTICS, tolerance=tolerance, alpha=alpha, seed=seed, n_resamples=n_resamples
     )
     # what evaluate_drift could not test (different values, too few shared entities)
     notes += [f"not compared: {f.detail}" for f in d.failures if f.kind != "drift" and f.detail]
-    rows = [] if d.test is None else _rows(b, a, d.test)
-    if d.test is not None:
-        n_a, n_b = len(baselines.entity_ids(a)), len(baselines.entity_ids(b))
-        if d.test.n_entities < max(n_a, n_b):
-            notes.append(f"paired on {d.test.n_entities} shared entities (A {n_a}, B {n_b})")
+    if d.test is None:
+        return [], notes
+    rows = []
+    for v in d.test.members:
+        key = (v.key[0].casefold(), v.key[1])
+        x, y = (
+            float(
+                drift.unusable_share(z)
+                if v.statistic == "unusable"
+                else getattr(z, v.statistic).value
+            )
+            for z in (ka[key], kb[key])
+        )
+        rows.append(
+            DriftRow(tid, v.key[0], f"{v.key[1]}@{kb[key].k}", v.statistic, x, y, v.p_adjusted,
+                     v.n_paired, v.failed)
+        )  # fmt: skip
+    n_a, n_b = len(baselines.entity_ids(a)), len(baselines.entity_ids(b))
+    if d.test.n_entities < max(n_a, n_b):
+        notes.append(f"paired on {d.test.n_entities} shared entities (A {n_a}, B {n_b})")
     return rows, notes
-
-
-def _tested(rows: Sequence[DriftRow]) -> set[str]:
-    """The tests with at least one tested row."""
-    return {r.test_id for r in rows if not math.isnan(r.p_adjusted)}
 
 
 def compare_runs(
@@ -201,9 +160,7 @@ def compare_runs(
     notes += [f"{t}: only in A" for t in by_id if t not in ids_b]
 
     # Bonferroni over the tests actually tested: a test whose stored results allow none
-    # (its numbers shown, "no test") spends no alpha, so when some are not tested the
-    # others are tested again at alpha over the tests that are (testing does not depend
-    # on the level)
+    # spends no alpha, so the others are tested again at alpha over those that are
     def at(level: float, which: Sequence[AuditResult]) -> dict[str, Any]:
         return {
             r.meta.test_id: _one(by_id[r.meta.test_id], r, level, tolerance, n_resamples, seed)
@@ -211,7 +168,9 @@ def compare_runs(
         }
 
     found = at(alpha / max(len(shared), 1), shared)
-    tested = _tested([row for rows, _ in found.values() for row in rows])
+    tested = {
+        row.test_id for rs, _ in found.values() for row in rs if not math.isnan(row.p_adjusted)
+    }
     if tested and len(tested) < len(shared):
         found |= at(alpha / len(tested), [r for r in shared if r.meta.test_id in tested])
     rows: list[DriftRow] = []
@@ -232,20 +191,13 @@ def table_lines(c: RunDrift) -> list[str]:
     for tid in dict.fromkeys(r.test_id for r in c.rows):
         rows = [r for r in c.rows if r.test_id == tid]
         cells = [head] + [
-            (
-                r.attribute,
-                r.metric,
-                _label(r.statistic),
-                fmt(r.a),
-                fmt(r.b),
-                fmt_delta(r.delta),
-                _p(r.p_adjusted),
-                "WORSE" if r.worse else "",
-            )
+            (r.attribute, r.metric, _label(r.statistic), fmt(r.a), fmt(r.b), fmt_delta(r.delta),
+             _p(r.p_adjusted), "WORSE" if r.worse else "")
             for r in rows
-        ]
+        ]  # fmt: skip
         widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
-        lines.append(f"{tid}  ({_how(rows[0])})")
+        how = "" if rows[0].test == "no test" else f"; {rows[0].n_paired} paired"
+        lines.append(f"{tid}  ({rows[0].test}{how})")
         for row in cells:
             text = "  ".join(
                 cell.ljust(w) if i < 3 else cell.rjust(w)
@@ -267,38 +219,11 @@ def _label(statistic: str) -> str:
     return next((w for k, w in LABEL.items() if k == statistic), statistic)
 
 
-def _how(r: DriftRow) -> str:
-    """ "paired sign flips, step-down max-T; 40 paired" or "no test"."""
-    return r.test if r.test == "no test" else f"{r.test}; {r.n_paired} paired"
-
-
 CompareFormat = Literal["text", "json", "markdown", "csv"]
-
-
 COMPARE_FORMATS: Final[tuple[CompareFormat, ...]] = get_args(CompareFormat)
-
-
-FORMAT: Final = "pytest-recfair comparison"
-
-
-VERSION: Final = 1
-
-
-_FIELDS: Final = (
-    "test_id",
-    "attribute",
-    "metric",
-    "statistic",
-    "a",
-    "b",
-    "delta",
-    "p_adjusted",
-    "n_paired",
-    "worse",
-    "test",
-)
-
-
+_FORMAT: Final = "pytest-recfair comparison"
+_FIELDS: Final = tuple(f.name for f in fields(DriftRow))
+_COLUMNS: Final = (*_FIELDS[:6], "delta", *_FIELDS[6:])  # the JSON and CSV columns
 _HINT = "give a JSON file written by python -m pytest_recfair compare A B --format json"
 
 
@@ -311,39 +236,16 @@ class Compared:
     b: str
 
 
-def _num(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
 def comparison_dict(c: Compared) -> dict[str, Any]:
-    """The comparison as JSON-ready data (``--format json``)."""
-    rows = [
-        {
-            "test_id": r.test_id,
-            "attribute": r.attribute,
-            "metric": r.metric,
-            "statistic": r.statistic,
-            "a": _num(r.a),
-            "b": _num(r.b),
-            "delta": _num(r.delta),
-            "p_adjusted": _num(r.p_adjusted),
-            "n_paired": r.n_paired,
-            "worse": r.worse,
-            "test": r.test,
-        }
-        for r in c.drift.rows
-    ]
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "a": c.a,
-        "b": c.b,
-        "alpha": c.drift.alpha,
-        "tests": c.drift.tests,
-        "worse": c.drift.worse,
-        "rows": rows,
-        "notes": list(c.drift.notes),
-    }
+    """The comparison as JSON-ready data (``--format json``): NaN as null."""
+    rows = [{k: _num(getattr(r, k)) for k in _COLUMNS} for r in c.drift.rows]
+    d = c.drift
+    return {"format": _FORMAT, "version": 1, "a": c.a, "b": c.b, "alpha": d.alpha,
+            "tests": d.tests, "worse": d.worse, "rows": rows, "notes": list(d.notes)}  # fmt: skip
+
+
+def _num(x: Any) -> Any:
+    return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
 def _float(x: Any) -> float:
@@ -354,58 +256,37 @@ def _float(x: Any) -> float:
     return float(x)
 
 
-def _row(d: Mapping[str, Any]) -> DriftRow:
-    if not isinstance(d["worse"], bool) or not isinstance(d["n_paired"], int):
-        raise TypeError("worse must be true/false and n_paired a whole number")
-    return DriftRow(
-        str(d["test_id"]),
-        str(d["attribute"]),
-        str(d["metric"]),
-        str(d["statistic"]),
-        _float(d["a"]),
-        _float(d["b"]),
-        _float(d["p_adjusted"]),
-        d["n_paired"],
-        d["worse"],
-        str(d.get("test", _OVERLAP_TEST)),  # a comparison written before kinds were compared
-    )
-
-
 def parse_comparison(text: str, path: Path) -> Compared:
     """A comparison from its ``--format json`` text (``path`` names it in errors)."""
     try:
         doc = json.loads(text)
     except (json.JSONDecodeError, RecursionError):
         raise DataError(f"{path} is not JSON; {_HINT}.") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise DataError(f'{path} is not a comparison (expected "format": "{FORMAT}"); {_HINT}.')
-    if doc.get("version") != VERSION:
+    if not isinstance(doc, dict) or doc.get("format") != _FORMAT:
+        raise DataError(f'{path} is not a comparison (expected "format": "{_FORMAT}"); {_HINT}.')
+    if doc.get("version") != 1:
         raise DataError(
             f"{path} is a version {doc.get('version')!r} comparison; this pytest-recfair reads "
-            f"version {VERSION}. Compare the two runs again."
+            f"version 1. Compare the two runs again."
         )
     try:
-        rows = tuple(_row(r) for r in doc["rows"])
+        rows = []
+        for d in doc["rows"]:
+            if not isinstance(d["worse"], bool) or not isinstance(d["n_paired"], int):
+                raise TypeError("worse must be true/false and n_paired a whole number")
+            tid, attr, metric, stat = (str(d[k]) for k in _FIELDS[:4])
+            a, b, p = (_float(d[k]) for k in ("a", "b", "p_adjusted"))
+            # "test": absent from a comparison written before kinds were compared
+            test = str(d.get("test", _OVERLAP_TEST))
+            rows.append(DriftRow(tid, attr, metric, stat, a, b, p, d["n_paired"], d["worse"], test))
         drift = RunDrift(
-            rows, tuple(str(n) for n in doc["notes"]), _float(doc["alpha"]), doc["tests"]
+            tuple(rows), tuple(str(n) for n in doc["notes"]), _float(doc["alpha"]), doc["tests"]
         )
         if not isinstance(drift.tests, int):
             raise TypeError("tests must be a whole number")
         return Compared(drift, str(doc["a"]), str(doc["b"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"{path} is invalid ({type(exc).__name__}: {exc}); {_HINT}.") from None
-
-
-def _text(c: Compared) -> str:
-    return "\n".join([f"A: {c.a}", f"B: {c.b}", *table_lines(c.drift)]) + "\n"
-
-
-def _json(c: Compared) -> str:
-    return json.dumps(comparison_dict(c), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
-
-
-def _cell(x: float) -> str:
-    return "n/a" if math.isnan(x) else f"{x:.3f}"
 
 
 def _md(text: str) -> str:
@@ -426,14 +307,12 @@ def _markdown(c: Compared) -> str:
         "| test | attribute | metric | statistic | A | B | Δ (B-A) | p | | by |",
         "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
     ]
-    for r in d.rows:
-        p = "n/a" if math.isnan(r.p_adjusted) else f"{r.p_adjusted:.3f}"
-        delta = "—" if math.isnan(r.delta) else f"{r.delta:+.3f}"
-        out.append(
-            f"| {_md(r.test_id)} | {_md(r.attribute)} | {r.metric} | {r.statistic} | "
-            f"{_cell(r.a)} | {_cell(r.b)} | {delta} | {p} | {'WORSE' if r.worse else ''} | "
-            f"{_md(r.test)} |"
-        )
+    out += [
+        f"| {_md(r.test_id)} | {_md(r.attribute)} | {r.metric} | {r.statistic} | {fmt(r.a)} | "
+        f"{fmt(r.b)} | {fmt_delta(r.delta)} | {fmt(r.p_adjusted)} | "
+        f"{'WORSE' if r.worse else ''} | {_md(r.test)} |"
+        for r in d.rows
+    ]
     out += ["", *(f"- note: {_md(n)}" for n in d.notes)]
     return "\n".join(out).rstrip() + "\n"
 
@@ -441,20 +320,176 @@ def _markdown(c: Compared) -> str:
 def _csv(c: Compared) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(_FIELDS)
+    w.writerow(_COLUMNS)
     for row in comparison_dict(c)["rows"]:
-        w.writerow(["" if row[f] is None else row[f] for f in _FIELDS])
+        w.writerow(["" if row[f] is None else row[f] for f in _COLUMNS])
     return buf.getvalue()
-
-
-_RENDERERS: Final[dict[CompareFormat, Callable[[Compared], str]]] = {
-    "text": _text,
-    "json": _json,
-    "markdown": _markdown,
-    "csv": _csv,
-}
 
 
 def render_comparison(c: Compared, fmt: CompareFormat = "text") -> str:
     """The comparison as ``fmt``."""
-    return _RENDERERS[fmt](c)
+    if fmt == "json":
+        return json.dumps(comparison_dict(c), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    if fmt == "markdown":
+        return _markdown(c)
+    if fmt == "csv":
+        return _csv(c)
+    return "\n".join([f"A: {c.a}", f"B: {c.b}", *table_lines(c.drift)]) + "\n"
+
+
+COMPARE_KIND = "compare"  # the gate failure kind of a figure worse than the reference
+_RULE = re.compile(
+    r"^\s*([A-Za-z0-9_.\-]+)\s*:\s*([+-]?)\s*([0-9]*\.?[0-9]+(?:e-?\d+)?)\s*(%?)\s*$"
+)
+_GRAMMAR = (
+    "rules NAME:[+|-]LIMIT[%] separated by commas, e.g. snsr:0.02,pafs:0.05 or "
+    "religion.snsr:10% (docs/reports.md)"
+)
+_STATS = ("snsr", "snsv", "pafs", "refusal_gap", "entropy", "unusable")
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One ``NAME:[+|-]LIMIT[%]`` rule."""
+
+    parts: tuple[str, ...]  # the name's dotted parts, casefolded; the last is the figure
+    limit: float
+    relative: bool  # LIMIT% of the reference value
+    sign: int  # +1: a rise is worse, -1: a fall is worse, 0: by the figure's name
+
+    def picks(self, key: str) -> bool:
+        have = key.casefold().split(".")
+        return have[-1] == self.parts[-1] and set(self.parts[:-1]) <= set(have[:-1])
+
+    def worse(self, key: str) -> int:
+        """+1 when a rise of ``key`` is worse, -1 when a fall is."""
+        if self.sign:
+            return self.sign
+        return -1 if key.rsplit(".", 1)[-1] in HIGHER_IS_FAIRER else 1
+
+    def text(self) -> str:
+        sign = {1: "+", -1: "-", 0: ""}[self.sign]
+        return f"{'.'.join(self.parts)}:{sign}{self.limit:g}{'%' if self.relative else ''}"
+
+
+def parse_rules(text: str) -> tuple[Rule, ...]:
+    """The rules of ``--fairness-compare-fail``; a ConfigError names a bad one."""
+    rules = []
+    for part in text.split(","):
+        m = _RULE.match(part)
+        if m is None or not math.isfinite(float(m.group(3))):
+            raise ConfigError(f"--fairness-compare-fail {part.strip()!r}: expected {_GRAMMAR}.")
+        name, sign, limit, pct = m.groups()
+        parts = tuple(name.casefold().split("."))
+        rules.append(Rule(parts, float(limit), bool(pct), {"+": 1, "-": -1, "": 0}[sign]))
+    return tuple(rules)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """The stored run a pytest run is gated against, and how the messages name it."""
+
+    label: str
+    results: Mapping[str, AuditResult]
+
+
+def load_reference(ref: str, *, history_dir: Path | None, cwd: Path) -> Reference:
+    """The run ``--fairness-compare=REF`` names: a file (relative to ``cwd``), else an
+    entry of ``history_dir``. A ConfigError says what was expected."""
+    path = cwd / ref
+    try:
+        if path.is_file():
+            run = load_run(path)
+            label = f"--fairness-compare {ref}"
+        elif history_dir is not None:
+            run = load_run(find_entry(history_dir, ref))
+            label = f"history entry {run.path.name}"
+        else:
+            raise ConfigError(
+                f"--fairness-compare {ref!r}: no such file; give a JSON run report, or "
+                f"name an entry (number, latest, -N, commit prefix) of --fairness-history=DIR."
+            )
+    except ConfigError:
+        raise
+    except RecfairError as exc:
+        raise ConfigError(f"--fairness-compare {ref!r}: {exc}") from None
+    extra = [str(run.entry[k])[:n] for k, n in (("commit", 7), ("date", 10)) if run.entry.get(k)]
+    if extra:
+        label += f" ({', '.join(extra)})"
+    return Reference(label, {r.meta.test_id: r for r in run.results})
+
+
+def figures(result: AuditResult) -> dict[str, float]:
+    """Every figure of ``result`` by dotted key (the names the rules pick from)."""
+    out: dict[str, float] = {}
+    for a in result.attributes:
+        key = f"{a.attribute.casefold().replace(' ', '_')}.{a.metric}"
+        values = (a.snsr.value, a.snsv.value, a.pafs.value, a.refusal_gap, a.entropy,
+                  drift.unusable_share(a))  # fmt: skip
+        out |= {
+            f"{key}.{s}": float(v) for s, v in zip(_STATS, values, strict=True) if v is not None
+        }
+    for name, prop in extra_properties(result):
+        if isinstance(prop, int | float) and not isinstance(prop, bool):
+            out[name.removeprefix("recfair.")] = float(prop)
+    return out
+
+
+def _failure(key: str, before: float, now: float, rule: Rule, label: str) -> GateFailure | None:
+    worse = rule.worse(key)
+    change = (now - before) * worse  # > 0: worse by this much
+    allowed = rule.limit * abs(before) / 100 if rule.relative else rule.limit
+    if not (math.isfinite(change) and change > allowed + 1e-12):
+        return None
+    verb = "rose" if now > before else "fell"
+    return GateFailure(
+        COMPARE_KIND,
+        attribute=key.split(".", 1)[0],
+        value=now,
+        limit=allowed,
+        baseline=before,
+        detail=(
+            f"{key} {verb} by {abs(now - before):.3f} ({before:.3f} -> {now:.3f}) against "
+            f"the reference {label}; --fairness-compare-fail {rule.text()} allows "
+            f"{allowed:.3g}: fix the model, or compare with another reference"
+        ),
+    )
+
+
+def _compared(
+    result: AuditResult, ref: AuditResult, rules: Sequence[Rule], label: str
+) -> tuple[list[GateFailure], list[str]]:
+    why = baselines.result_incompatibility(ref, result)
+    if why is not None:
+        detail = f"not compared with the reference {label}: {why.split('. ')[0]}"
+        return ([GateFailure(COMPARE_KIND, detail=detail)] if rules else []), [detail]
+    before, now = figures(ref), figures(result)
+    failures, changes = [], []
+    for key in sorted(set(before) & set(now)):
+        picked = [r for r in rules if r.picks(key)]
+        for rule in picked:
+            if (f := _failure(key, before[key], now[key], rule, label)) is not None:
+                failures.append(f)
+                break
+        if not rules and key.endswith(".snsr"):
+            changes.append(f"{key} {before[key]:.3f} -> {now[key]:.3f}")
+    notes = [f"against the reference {label}: " + "; ".join(changes)] if changes else []
+    return failures, notes
+
+
+def apply_reference(
+    result: AuditResult, reference: Reference, rules: Sequence[Rule]
+) -> AuditResult:
+    """``result`` with the failures (and notes) of its comparison with ``reference``
+    added to its gate outcome; without rules, the SNSR changes as a note only."""
+    ref = reference.results.get(result.meta.test_id)
+    gate = result.gate or GateOutcome(passed=True)
+    if ref is None:
+        notes = [f"not in the reference {reference.label}: not compared"]
+        failures: list[GateFailure] = []
+    else:
+        failures, notes = _compared(result, ref, rules, reference.label)
+        if failures:
+            notes = [n for n in notes if not n.startswith("not compared")]
+    outcome = GateOutcome.of((*gate.failures, *failures), (*gate.notes, *notes), gate.drift)
+    return replace(result, gate=outcome)

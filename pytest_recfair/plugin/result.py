@@ -52,7 +52,7 @@ def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditRe
     its.comparison, result, its.record = conclude(s, result, baseline, its.model_slot())
     reference = state.reference
     if reference is not None:  # --fairness-compare: gated against that run too
-        from pytest_recfair.compare.reference import apply_reference
+        from pytest_recfair.compare.runs import apply_reference
 
         result = its.record.result = apply_reference(result, reference, state.compare_fail)
     from pytest_recfair.report.sections import properties

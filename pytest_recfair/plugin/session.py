@@ -25,7 +25,7 @@ from pytest_recfair.settings.values import RunSettings
 if TYPE_CHECKING:
     # the engine loads numpy: never imported at pytest start-up
     from pytest_recfair.compare.models import ModelSlot
-    from pytest_recfair.compare.reference import Reference, Rule
+    from pytest_recfair.compare.runs import Reference, Rule
     from pytest_recfair.engine import plan
     from pytest_recfair.engine.collector import RunCollector, TestRecord
     from pytest_recfair.engine.plan import Ledger
@@ -510,7 +510,7 @@ def _reference(
                     "--fairness-compare=REF (a JSON report, or a --fairness-history entry)."
                 )
             return None, ()
-        from pytest_recfair.compare.reference import load_reference, parse_rules
+        from pytest_recfair.compare.runs import load_reference, parse_rules
 
         rules = parse_rules(run.compare_fail) if run.compare_fail else ()
         # a run stored in the history is compared with the entries before it

@@ -1,23 +1,15 @@
-"""The words of a failing gate, rendered from its structured ``GateFailure`` records.
+"""The words of a failing gate (``failure_text``, the one place a ``GateFailure`` becomes
+a sentence, for pytest's failure text and every report), and the evidence behind a failing
+attribute in every channel.
 
-``failure_text`` is the one place a failure becomes a sentence; the pytest failure text
-(``verdict_message``), the terminal summary and every report format use it.
-
-The evidence behind a failing attribute, in every channel: the entities (or items,
-cases, questions) that moved its statistic most, with their lists and replies.
-
-Every kind of audit hands its evidence over in one shape (``AuditResult.evidence``:
-attribute label, as the gate's failures name it -> an entry), so no channel names a kind:
-
-``{"what": headline, "rows": [row, ...]}``, a row
+Every kind hands its evidence over in one shape (``AuditResult.evidence``: attribute
+label, as the gate's failures name it -> ``{"what": headline, "rows": [row, ...]}``), a row
 ``{"entity": name, "score": float, "why": text, "lists": [list, ...]}``, a list
 ``{"label": "neutral" | a value | ..., "titles": [...], "kept": [...], "dropped": [...],
 "added": [...], "reply": text, "notes": [...]}`` (all keys but ``label`` optional; kept /
-dropped / added: compared with the first list of the row, the neutral one).
-
-The JSON report writes the entries as they are; the HTML report shows each failing
-attribute's rows as collapsible ``<details>`` with the lists side by side and the reply
-text one more click away; Markdown and the terminal (``-v``) show a short line per row.
+dropped / added: compared with the row's first list, the neutral one). JSON writes the
+entries as they are, HTML a collapsible row per entity with the lists side by side,
+Markdown and the terminal (``-v``) a line per row.
 """
 
 from __future__ import annotations
@@ -28,41 +20,18 @@ from typing import Any
 
 from pytest_recfair.report.fmt import LABEL, clip, esc, fmt, fmt_interval, fmt_p
 from pytest_recfair.report.status import (
-    TIE,
-    favoured,
     favoured_phrase,
     favoured_text,
     lead_notes,
 )
-from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome
+from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateFailure, GateOutcome
 from pytest_recfair.vocab import FAILURE_KINDS, HIGHER_IS_FAIRER, STATISTICS, accept_command
-
-__all__ = [
-    "EVIDENCE_CSS",
-    "accept_offered",
-    "evidence_html",
-    "evidence_lines",
-    "evidence_markdown",
-    "failing",
-    "failure_label",
-    "failure_message",
-    "failure_tag",
-    "failure_text",
-    "format_outcome",
-    "headlines",
-    "limits_advice",
-    "outcome_table",
-    "verdict_message",
-]
 
 
 def _attribute(result: AuditResult | None, f: GateFailure) -> AttributeResult | None:
-    if result is None or f.attribute is None:
-        return None
-    for a in result.attributes:
-        if a.attribute.casefold() == f.attribute.casefold():
-            return a
-    return None
+    name = (f.attribute or "").casefold()
+    attributes = result.attributes if result is not None and f.attribute is not None else ()
+    return next((a for a in attributes if a.attribute.casefold() == name), None)
 
 
 def _bound(f: GateFailure) -> str:
@@ -171,7 +140,9 @@ def limits_advice(outcome: GateOutcome) -> str | None:
     """The sentence for crossed absolute limits (None when none was crossed)."""
     names = sorted(
         {
-            _limit_name(f) if f.kind == "threshold" else f.kind
+            ("min_" if f.statistic in HIGHER_IS_FAIRER else "max_") + str(f.statistic)
+            if f.kind == "threshold"
+            else f.kind
             for f in outcome.failures
             if _is_limit(f)
         }
@@ -183,15 +154,6 @@ def limits_advice(outcome: GateOutcome) -> str | None:
         f"argument of that name or the recfair_<name> ini key; a run that crosses them "
         f"is never accepted as a baseline: fix the model or change the limit."
     )
-
-
-def _table(rows: Sequence[Sequence[str]], header: Sequence[str]) -> list[str]:
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-
-    def line(r: Sequence[str]) -> str:
-        return "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-
-    return [line(header), *(line(r) for r in rows)]
 
 
 def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult, cut: bool) -> list[str]:
@@ -219,34 +181,22 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult, cut: bool) -
 
     attribute = short(f.attribute or "(all)", 24)
     if kind_owned(f):  # other kinds of audit say the rest in detail
-        return [attribute, f.kind, _other_change(f), _other_bound(f), short(f.group or "", 40)]
+        # a drift is held to the tolerance, a limit without baseline is a maximum, unless
+        # the kind says how it binds (``bound``: a tolerance on a difference between groups)
+        now = fmt_interval(f.value, f.value_ci) if f.value is not None else ""
+        if f.baseline is not None:
+            now = f"{fmt_interval(f.baseline, f.baseline_ci)} -> {now}"
+        bound = f.bound or ("tol" if f.baseline is not None else "max")
+        bound = "" if f.limit is None else f"{bound} {f.limit:g}"
+        return [attribute, f.kind, now, bound, short(f.group or "", 40)]
     return [attribute, failure_tag(f), change, _bound(f), short(fav, 40)]
-
-
-def _other_change(f: GateFailure) -> str:
-    """ "0.112 [..] -> 0.260 [..]" for a drift of another kind of audit, "0.260 [..]" for a
-    limit, each with its interval when the kind gave one."""
-    now = fmt_interval(f.value, f.value_ci) if f.value is not None else ""
-    was = fmt_interval(f.baseline, f.baseline_ci)
-    return f"{was} -> {now}" if f.baseline is not None else now
-
-
-def _other_bound(f: GateFailure) -> str:
-    """A drift is held to the tolerance, a limit without baseline is a maximum, unless
-    the kind says how it binds (``bound``: a tolerance on a difference between groups)."""
-    if f.limit is None:
-        return ""
-    return f"{f.bound or ('tol' if f.baseline is not None else 'max')} {f.limit:g}"
 
 
 def outcome_table(
     outcome: GateOutcome, result: AuditResult, *, cut: bool = True
 ) -> tuple[list[str], list[list[str]]]:
-    """The failing rows (header, rows) the terminal and the HTML failure card show; ``cut``:
-    long names clipped to the terminal's columns.
-
-    Columns: attribute, statistic, baseline -> now (with CIs), threshold, favoured values.
-    """
+    """The failing rows (header, rows) of the terminal and the HTML failure card: attribute,
+    statistic, baseline -> now, threshold, favoured values; ``cut``: clipped to columns."""
     rows = [_row(f, outcome, result, cut) for f in outcome.failures]
     # "[95% CI]" only over rows that show one (a kind's numbers may have none)
     ci = " [95% CI]" if any("[" in r[2] for r in rows) else ""
@@ -259,7 +209,11 @@ def format_outcome(outcome: GateOutcome, result: AuditResult, *, reasons: bool =
     if not outcome.failures:
         return []
     header, rows = outcome_table(outcome, result)
-    lines = _table(rows, header)
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in [header, *rows]
+    ]
     if reasons:
         lines.extend(f"  - {failure_label(f)}: {failure_text(f, result)}" for f in outcome.failures)
     return lines
@@ -300,7 +254,7 @@ def _headline(fs: Sequence[GateFailure], result: AuditResult) -> str:
         change = f"{fmt(drift.baseline)} → {change}"
     change += f" ({', '.join(how)})" if how else ""
     a = _attribute(result, f0)
-    least = favoured(a)[1] if a is not None and a.values else None
+    least = a.favoured()[1] if a is not None and a.values else None
     who = f0.group or (f"{least} least favoured" if least not in (None, TIE, "n/a") else "")
     return " ".join(x for x in (f0.attribute, name, change) if x) + (f": {who}" if who else "")
 
@@ -329,8 +283,7 @@ def failure_message(outcome: GateOutcome, result: AuditResult, *, verbose: bool 
         more = len(outcome.notes) - len(lead)
         rest = [f"{more} more on power and noise floor: -v, or the JSON/HTML report"]
         lines.append("  note: " + "; ".join(lead + (rest if more else [])))
-    advice = limits_advice(outcome)
-    if advice is not None:
+    if (advice := limits_advice(outcome)) is not None:
         lines.append(advice)
     # accepting is offered only when it would work: never past a crossed absolute limit
     if accept_offered(outcome):
@@ -348,53 +301,21 @@ def verdict_message(result: AuditResult, *, verbose: bool = False) -> str:
     outcome = result.gate
     if outcome is None or outcome.passed:
         return ""
-    said = ("baseline", "test")
-    gated = tuple(f for f in outcome.failures if f.kind not in said)
-    missing = [f.detail or "" for f in outcome.failures if f.kind == "baseline"]
-    lines = (
-        [failure_message(replace(outcome, failures=gated), result, verbose=verbose)]
-        if gated
-        else []
-    )
-    lines.extend(missing)
+    gated = tuple(f for f in outcome.failures if f.kind not in ("baseline", "test"))
+    lines = [f.detail or "" for f in outcome.failures if f.kind == "baseline"]
+    if gated:
+        lines.insert(0, failure_message(replace(outcome, failures=gated), result, verbose=verbose))
     if not lines:  # only the body failed: its error is the message
         lines = [f.detail or "" for f in outcome.failures if f.kind == "test"]
     return "\n".join(lines)
 
 
-def _limit_name(f: GateFailure) -> str:
-    """The threshold a "threshold" failure crossed: max_snsr, min_pafs, max_unusable, ..."""
-    return ("min_" if f.statistic in HIGHER_IS_FAIRER else "max_") + str(f.statistic)
-
-
-#: titles named per row in the brief (terminal, Markdown) before "..."
-_BRIEF_TITLES = 3
-
-
-EVIDENCE_CSS = """
-section.evidence { margin: 12px 0; }
-section.evidence details.row { border: 1px solid var(--line); border-radius: 6px;
-  padding: 4px 10px; margin: 4px 0; }
-section.evidence summary { cursor: pointer; }
-table.lists { table-layout: fixed; width: 100%; }
-table.lists td, table.lists th { overflow-wrap: anywhere; }
-table.lists li.kept { color: var(--muted); } table.lists li.added { color: var(--fail); }
-table.lists li.dropped { color: var(--accent); text-decoration: line-through; }
-table.lists ol, table.lists ul { margin: 0; padding-left: 20px; }
-pre.reply { white-space: pre-wrap; max-height: 320px; overflow: auto; background: var(--panel);
-  padding: 6px; font-size: 12px; }
-"""
-
-
 def failing(r: AuditResult) -> list[tuple[str, Mapping[str, Any]]]:
     """The evidence entries of the attributes whose gate failed, in failure order."""
-    if r.gate is None or not r.evidence:
-        return []
     out: dict[str, Mapping[str, Any]] = {}
-    for f in r.gate.failures:
-        entry = r.evidence.get(f.attribute) if f.attribute is not None else None
-        if f.attribute is not None and entry and entry.get("rows") and f.attribute not in out:
-            out[f.attribute] = entry
+    for f in r.gate.failures if r.gate is not None and r.evidence else ():
+        if f.attribute is not None and (entry := r.evidence.get(f.attribute)) and entry.get("rows"):
+            out.setdefault(f.attribute, entry)
     return list(out.items())
 
 
@@ -408,21 +329,16 @@ def _changes(lst: Mapping[str, Any]) -> str:
     )
 
 
-def _some(titles: Sequence[str]) -> str:
-    shown = ", ".join(titles[:_BRIEF_TITLES])
-    return shown + (", ..." if len(titles) > _BRIEF_TITLES else "")
-
-
 def _row_brief(row: Mapping[str, Any]) -> str:
     """One row in a line: entity, score, what it says, and each compared list's change."""
     parts = [f"{row.get('entity', '?')} ({row.get('why') or fmt(row.get('score'))})"]
     lists = row.get("lists", [])
     compared = any("kept" in lst for lst in lists)
     for lst in lists[1:] if compared else lists:
-        change = _changes(lst)
-        if change:
+        if change := _changes(lst):
             added = lst.get("added") or []
-            more = f"; added {_some(added)}" if added else ""
+            some = ", ".join(added[:3]) + (", ..." if len(added) > 3 else "")  # 3 named
+            more = f"; added {some}" if added else ""
             parts.append(f"{lst.get('label')}: {change}{more}")
         elif lst.get("notes"):
             parts.append(f"{lst.get('label')}: {'; '.join(lst['notes'])}")
@@ -454,14 +370,13 @@ def evidence_markdown(r: AuditResult, md: Any) -> list[str]:
     return out
 
 
-def _items(lst: Mapping[str, Any], neutral: set[str]) -> str:
+def _items(lst: Mapping[str, Any]) -> str:
     """A list's titles as list items: kept (also in the neutral list) or added."""
     kept = set(lst.get("kept") or [])
     compared = "kept" in lst
     out = []
     for t in lst.get("titles") or []:
-        cls = ("kept" if t in kept else "added") if compared else ""
-        mark = "" if not compared else (" ✓" if t in kept else " +")
+        cls, mark = (("kept", " ✓") if t in kept else ("added", " +")) if compared else ("", "")
         out.append(f'<li class="{cls}">{esc(t)}{mark}</li>')
     dropped = "".join(f'<li class="dropped">{esc(t)}</li>' for t in lst.get("dropped") or [])
     notes = "".join(f"<li>{esc(n)}</li>" for n in lst.get("notes") or [])
@@ -477,12 +392,11 @@ def _lists_table(row: Mapping[str, Any]) -> str:
     lists = row.get("lists") or []
     if not lists:
         return ""
-    neutral = set(lists[0].get("titles") or [])
     head = "".join(
         f"<th>{esc(lst.get('label', ''))}<br><small>{esc(_changes(lst))}</small></th>"
         for lst in lists
     )
-    cells = "".join(f"<td>{_items(lst, neutral)}</td>" for lst in lists)
+    cells = "".join(f"<td>{_items(lst)}</td>" for lst in lists)
     replies = "".join(
         f'<details class="reply"><summary>reply text: {esc(lst.get("label", ""))}</summary>'
         f'<pre class="reply">{esc(lst["reply"])}</pre></details>'

@@ -14,22 +14,6 @@ from typing import Final
 from pytest_recfair.results import Interval, Stat
 from pytest_recfair.vocab import GatedQuantity
 
-__all__ = [
-    "LABEL",
-    "clip",
-    "esc",
-    "fmt",
-    "fmt_ci",
-    "fmt_delta",
-    "fmt_interval",
-    "fmt_p",
-    "fmt_pair",
-    "num_cell",
-    "p_cell",
-    "p_text",
-    "table",
-]
-
 #: How each gated quantity is named in text.
 LABEL: Final[dict[GatedQuantity, str]] = {
     "snsr": "SNSR",
@@ -87,6 +71,13 @@ def fmt_pair(pair: Sequence[float | None] | None) -> str:
     if not pair or pair[0] is None or pair[1] is None:
         return ""
     return f" [{fmt(pair[0])}, {fmt(pair[1])}]"
+
+
+def nice_step(raw: float) -> float:
+    """The first round step (1, 2, 2.5 or 5 times a power of ten) at least ``raw``: a
+    chart axis's tick spacing."""
+    mag: float = 10 ** math.floor(math.log10(raw))
+    return next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
 
 
 def clip(text: str, width: int) -> str:

@@ -1,31 +1,18 @@
-"""A history directory of runs (``--fairness-history=DIR``), like pytest-benchmark's
-autosave: each run adds one JSON report under a new name, never overwriting an older run.
+"""A ``--fairness-history=DIR`` of runs, like pytest-benchmark's autosave, and stored JSON
+run reports read back (to render again, compare two runs, or plot a history).
 
-Names are ``NNNN_<UTC timestamp>.json``: the counter keeps them in run order for ``ls`` and
-for a later plot, the timestamp says when. The file is reserved with ``O_EXCL`` (two runs
-finishing at once get different names) and then filled by an atomic rename.
+Each run adds ``NNNN_<UTC timestamp>.json`` (the counter keeps run order, the name is
+reserved with ``O_EXCL`` and filled by an atomic rename): the run's JSON report plus an
+``"entry"`` object (commit and branch from the CI's variables, else git; date, machine,
+settings; ``null`` for what is not found, never an error). :func:`find_entry` names an
+entry by number, ``latest``, ``-N`` or commit prefix. Every problem reading a run is one
+:class:`~pytest_recfair.errors.DataError` naming the file, what was expected and what to
+do; a run that loads re-renders byte-identical to the plugin's own report.
 
-Each entry is the run's JSON report plus an ``"entry"`` object: commit, branch, date,
-machine and settings (:func:`entry_info`, below). Entries written before it
-existed load with those fields None. An entry is named on the command line and by
-``--fairness-compare`` with :func:`find_entry`: its number, ``latest`` (or ``-1``,
-``-2``: counted from the newest) or a commit prefix.
-
-Where and from what a stored run came: commit, branch, date, machine and settings, as
-the ``"entry"`` object of a ``--fairness-history`` entry (like pytest-benchmark's
-``commit_info`` and ``machine_info``).
-
-The commit and branch come from the CI's environment variables first (a CI checkout is
-often a detached HEAD, whose branch git cannot name), then from ``git`` itself; anything
-not found is ``null``, never an error: a run outside git, or without git installed, still
-stores its entry.
-
-A stored JSON run report (what ``--fairness-report=run.json`` and ``--fairness-history``
-write), read back: to render it again, compare two runs, or plot a history.
-
-Every problem is one :class:`~pytest_recfair.errors.DataError` naming the file, what was
-expected and what to do; a report that loads gives the same ``AuditResult`` objects (and
-baselines) the plugin rendered, so a re-render is byte-identical to the plugin's own.
+The HTML report's history section: per test × headline number (``sections.series``), an
+inline SVG line chart over the runs (x: date, short commit, "#N" when date and commit
+repeat; y: the number with its 95% whisker, for SNSR a dashed line at the descriptive
+flag). A run without the number, or where it is undefined, has no point.
 """
 
 from __future__ import annotations
@@ -33,12 +20,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import os
 import platform
 import re
 import shutil
 import socket
 import subprocess
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -51,29 +40,11 @@ from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.gate import baselines
+from pytest_recfair.report.fmt import esc, fmt_ci, nice_step
 from pytest_recfair.report.markdown import to_json
 from pytest_recfair.report.sections import series
-from pytest_recfair.report.status import Baselines
+from pytest_recfair.report.status import FLAG_SNSR, Baselines
 from pytest_recfair.results import AuditResult, Stat
-
-__all__ = [
-    "CI_VARIABLES",
-    "FORMAT",
-    "VERSION",
-    "HistoryRun",
-    "StoredRun",
-    "append_run",
-    "check_history_dir",
-    "entry_info",
-    "entry_of",
-    "find_entry",
-    "git_info",
-    "history_runs",
-    "load_history",
-    "load_run",
-    "parse_run",
-    "plain_settings",
-]
 
 _NAME = re.compile(r"^(\d{4,})_([0-9TZ]+)\.json$")
 _STAMP = "%Y%m%dT%H%M%SZ"
@@ -121,10 +92,14 @@ def history_runs(directory: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+def _number(path: Path) -> int:
+    return int(path.name.partition("_")[0])
+
+
 def _reserve(directory: Path, now: datetime) -> Path:
     """A new, unused name in ``directory``, created empty so no other run can take it."""
     runs = history_runs(directory)
-    number = int(_NAME.match(runs[-1].name).group(1)) + 1 if runs else 1  # type: ignore[union-attr]
+    number = _number(runs[-1]) + 1 if runs else 1
     stamp = now.astimezone(UTC).strftime(_STAMP)
     while True:
         path = directory / f"{number:04d}_{stamp}.json"
@@ -149,11 +124,24 @@ def append_run(
 ) -> Path:
     """Store this run's JSON report, with its ``"entry"`` (commit, branch, date, machine,
     ``settings``: the run's ``AuditSettings``), as the next entry of ``directory``."""
-
     directory.mkdir(parents=True, exist_ok=True)
     when = now or datetime.now(UTC)
     path = _reserve(directory, when)
-    info = entry_info(when, cwd=cwd, settings=settings, env=env)
+    info = {
+        **git_info(cwd or Path.cwd(), env),
+        "date": when.astimezone(UTC).isoformat(timespec="seconds"),
+        "machine": {
+            "hostname": socket.gethostname() or None,
+            "python": platform.python_version(),
+            "implementation": platform.python_implementation(),
+            "platform": platform.platform(),
+        },
+        "settings": {  # the run's settings that differ from the defaults
+            f.name: _plain(getattr(settings, f.name))
+            for f in (dataclasses.fields(settings) if dataclasses.is_dataclass(settings) else ())
+            if getattr(settings, f.name) != f.default
+        },
+    }
     text = to_json(results, baselines, models=models)
     # the report's own lines stay as they are: the entry goes first in its object
     text = '{\n"entry": ' + json.dumps(info, sort_keys=True, ensure_ascii=False) + ",\n" + text[2:]
@@ -213,15 +201,11 @@ def find_entry(directory: Path, ref: str) -> Path:
         if -len(runs) <= back < 0:
             return runs[back]
         raise DataError(f"{ref!r}: {where} holds {len(runs)} entries; give -1 to -{len(runs)}.")
-    if text.isdigit():
-        for p in runs:
-            m = _NAME.match(p.name)
-            if m is not None and int(m.group(1)) == int(text):
-                return p
-    if re.fullmatch(r"[0-9a-fA-F]{4,40}", text):
+    found = [p for p in runs if text.isdigit() and _number(p) == int(text)][:1]
+    if not found and re.fullmatch(r"[0-9a-fA-F]{4,40}", text):
         found = [p for p in runs if (_text(entry_of(p), "commit") or "").startswith(text.lower())]
-        if found:
-            return found[-1]  # the latest run of that commit
+    if found:
+        return found[-1]  # the entry of that number, or the latest run of that commit
     numbers = ", ".join(p.name.split("_")[0].lstrip("0") for p in runs[-5:])
     raise DataError(
         f"{ref!r}: no such entry in {where}; give an entry number (the newest: {numbers}), "
@@ -242,21 +226,10 @@ def load_history(directory: Path) -> list[HistoryRun]:
         if path.stat().st_size == 0:
             continue
         run = load_run(path)
-        m = _NAME.match(path.name)
-        if m is None:  # history_runs lists matching names only
-            continue
+        when = _when(path.stem.partition("_")[2])
         values = {(r.meta.test_id, label): s for r in run.results for label, s in series(r)}
-        entry = run.entry
-        out.append(
-            HistoryRun(
-                int(m.group(1)),
-                _when(m.group(2)),
-                values,
-                _text(entry, "commit"),
-                _text(entry, "branch"),
-                path,
-            )
-        )
+        commit, branch = _text(run.entry, "commit"), _text(run.entry, "branch")
+        out.append(HistoryRun(_number(path), when, values, commit, branch, path))
     return out
 
 
@@ -277,14 +250,7 @@ def _git(args: list[str], cwd: Path) -> str | None:
     if exe is None:
         return None
     try:
-        done = subprocess.run(
-            [exe, *args],
-            cwd=cwd,
-            capture_output=True,
-            text=True,
-            timeout=5,
-            check=False,
-        )
+        done = subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
     out = done.stdout.strip()
@@ -318,44 +284,7 @@ def _plain(value: Any) -> Any:
     return str(value)
 
 
-def plain_settings(settings: Any) -> dict[str, Any]:
-    """The run's settings (an ``AuditSettings``) that differ from the defaults, as JSON."""
-    if settings is None or not dataclasses.is_dataclass(settings):
-        return {}
-    return {
-        f.name: _plain(getattr(settings, f.name))
-        for f in dataclasses.fields(settings)
-        if getattr(settings, f.name) != f.default
-    }
-
-
-def entry_info(
-    now: datetime,
-    *,
-    cwd: Path | None = None,
-    settings: Any = None,
-    env: Mapping[str, str] | None = None,
-) -> dict[str, Any]:
-    """The ``"entry"`` object of a history entry."""
-    return {
-        **git_info(cwd or Path.cwd(), env),
-        "date": now.astimezone(UTC).isoformat(timespec="seconds"),
-        "machine": {
-            "hostname": socket.gethostname() or None,
-            "python": platform.python_version(),
-            "implementation": platform.python_implementation(),
-            "platform": platform.platform(),
-        },
-        "settings": plain_settings(settings),
-    }
-
-
-FORMAT: Final = "pytest-recfair report"
-
-
-VERSION: Final = 1
-
-
+_FORMAT: Final = "pytest-recfair report"
 _HINT = "give a JSON report written by --fairness-report=run.json or --fairness-history=DIR"
 
 
@@ -378,17 +307,9 @@ def _validator() -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(baselines.schema())
 
 
-def _skeleton(doc: dict[str, Any]) -> dict[str, Any]:
-    """``doc`` with each matrix cut to its first entity: jsonschema is slow on big ones,
-    and ``from_dict`` checks the rest (shapes, numbers)."""
-    out = {**doc, "schema_version": baselines.SCHEMA_VERSION}
-    attrs = doc.get("attributes")
-    if isinstance(attrs, list):
-        out["attributes"] = [_cut(a) for a in attrs]
-    return out
-
-
 def _cut(attr: Any) -> Any:
+    """An attribute with its matrix cut to the first entity: jsonschema is slow on big
+    ones, and ``from_dict`` checks the rest (shapes, numbers)."""
     m = attr.get("matrix") if isinstance(attr, dict) else None
     if not isinstance(m, dict):
         return attr
@@ -399,7 +320,10 @@ def _cut(attr: Any) -> Any:
 def _result(doc: Any, path: Path, where: str) -> AuditResult:
     if not isinstance(doc, dict):
         raise DataError(f"{path}: {where} is not an audit result (a JSON object); {_HINT}.")
-    errors = list(_validator().iter_errors(_skeleton(doc)))
+    skeleton = {**doc, "schema_version": baselines.SCHEMA_VERSION}
+    if isinstance(doc.get("attributes"), list):
+        skeleton["attributes"] = [_cut(a) for a in doc["attributes"]]
+    errors = list(_validator().iter_errors(skeleton))
     if errors:
         err = jsonschema.exceptions.best_match(errors)
         at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
@@ -412,25 +336,6 @@ def _result(doc: Any, path: Path, where: str) -> AuditResult:
         ) from None
 
 
-def _envelope(doc: Any, path: Path) -> dict[str, Any]:
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise DataError(
-            f'{path} is not a pytest-recfair run report (expected "format": "{FORMAT}"); {_HINT}.'
-        )
-    version = doc.get("version")
-    if version != VERSION:
-        raise DataError(
-            f"{path} is a version {version!r} report (written by pytest-recfair "
-            f"{doc.get('plugin_version', '?')}); this pytest-recfair reads version {VERSION}. "
-            f"Use the pytest-recfair that wrote it, or re-run the audit."
-        )
-    if not isinstance(doc.get("results"), list):
-        raise DataError(f'{path}: "results" must be a list of audit results; {_HINT}.')
-    if not isinstance(doc.get("baselines", {}), dict):
-        raise DataError(f'{path}: "baselines" must map test ids to results; {_HINT}.')
-    return doc
-
-
 def parse_run(text: str, path: Path) -> StoredRun:
     """A stored run from the text of ``path`` (the path only names it in errors)."""
     try:
@@ -441,35 +346,37 @@ def parse_run(text: str, path: Path) -> StoredRun:
         ) from None
     except RecursionError:  # thousands of nested brackets: no report is shaped so
         raise DataError(f"{path} is JSON nested too deeply to be a run report; {_HINT}.") from None
-    env = _envelope(doc, path)
-    results = tuple(_result(r, path, f"results[{i}]") for i, r in enumerate(env["results"]))
+    if not isinstance(doc, dict) or doc.get("format") != _FORMAT:
+        raise DataError(
+            f'{path} is not a pytest-recfair run report (expected "format": "{_FORMAT}"); {_HINT}.'
+        )
+    if doc.get("version") != 1:
+        raise DataError(
+            f"{path} is a version {doc.get('version')!r} report (written by pytest-recfair "
+            f"{doc.get('plugin_version', '?')}); this pytest-recfair reads version 1. "
+            f"Use the pytest-recfair that wrote it, or re-run the audit."
+        )
+    if not isinstance(doc.get("results"), list):
+        raise DataError(f'{path}: "results" must be a list of audit results; {_HINT}.')
+    if not isinstance(doc.get("baselines", {}), dict):
+        raise DataError(f'{path}: "baselines" must map test ids to results; {_HINT}.')
+    results = tuple(_result(r, path, f"results[{i}]") for i, r in enumerate(doc["results"]))
     base = {
         str(k): _result(v, path, f"baselines[{json.dumps(k)}]")
-        for k, v in (env.get("baselines") or {}).items()
+        for k, v in (doc.get("baselines") or {}).items()
     }
-    entry = env.get("entry")
-    return StoredRun(
-        path,
-        results,
-        base,
-        _models(env.get("models") or [], path),
-        entry if isinstance(entry, dict) else {},
-    )
-
-
-def _models(docs: Any, path: Path) -> tuple[ModelComparison, ...]:
-    """The run's "models" section (several models audited by one test), checked."""
-    if not isinstance(docs, list):
+    if not isinstance(doc.get("models") or [], list):
         raise DataError(f'{path}: "models" must be a list of model comparisons; {_HINT}.')
-    out = []
-    for i, doc in enumerate(docs):
+    models = []
+    for i, m in enumerate(doc.get("models") or []):  # several models audited by one test
         try:
-            out.append(ModelComparison.from_dict(doc))
+            models.append(ModelComparison.from_dict(m))
         except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
             raise DataError(
                 f"{path}: models[{i}] is invalid ({type(exc).__name__}: {exc}); {_HINT}."
             ) from None
-    return tuple(out)
+    entry = doc.get("entry")
+    return StoredRun(path, results, base, tuple(models), entry if isinstance(entry, dict) else {})
 
 
 def load_run(path: Path | str) -> StoredRun:
@@ -487,3 +394,136 @@ def load_run(path: Path | str) -> StoredRun:
         why = exc.strerror or exc
         raise DataError(f"cannot read {p} ({why}); check its permissions.") from None
     return parse_run(text, p)
+
+
+_W, _H = 760, 210
+# the right margin holds half of the last run's label (a date is ~60 px wide at 11 px)
+_LEFT, _RIGHT, _TOP, _BOTTOM = 56, 40, 12, 60
+_MAX_X_LABELS = 8  # a date is ~60 px wide at 11 px
+
+
+def _series(
+    history: Sequence[HistoryRun], test_id: str, label: str
+) -> list[tuple[int, HistoryRun, Stat]]:
+    """(position in the history, run, value) of every run where it is defined."""
+    key = (test_id, label)
+    return [
+        (i, run, run.values[key])
+        for i, run in enumerate(history)
+        if key in run.values and math.isfinite(run.values[key].value)
+    ]
+
+
+def _top(points: Sequence[tuple[int, HistoryRun, Stat]], flag: float) -> tuple[float, float]:
+    """The y axis top (a round number above every point, whisker and the flag) and step."""
+    hi = max(flag, 1e-3)
+    for _, _, s in points:
+        hi = max(hi, s.value, s.ci.high if s.ci and math.isfinite(s.ci.high) else 0.0)
+    step = nice_step(hi * 1.1 / 4)
+    return step * 4, step
+
+
+def _axes(n: int, step: float, history: Sequence[HistoryRun], what: str) -> list[str]:
+    x0, x1, y0, y1 = _LEFT, _W - _RIGHT, _H - _BOTTOM, _TOP
+    same = Counter((run.day, run.commit) for run in history)
+    out = []
+    for i in range(5):
+        y = y0 - (y0 - y1) * i / 4
+        out.append(
+            f'<line x1="{x0}" y1="{y:.1f}" x2="{x1}" y2="{y:.1f}" stroke="#eaeef2"/>'
+            f'<text x="{x0 - 6}" y="{y + 4:.1f}" font-size="11" fill="#59636e" '
+            f'text-anchor="end">{step * i:.4g}</text>'
+        )
+    every = max(1, math.ceil(n / _MAX_X_LABELS))
+    for i, run in enumerate(history):
+        # every `every`-th run and the last, never one too close to the last to fit
+        if (i % every == 0 and n - 1 - i >= every) or i == n - 1:
+            lines = [run.commit[:7] if run.commit else None]
+            lines.append(f"#{run.number}" if same[run.day, run.commit] > 1 else None)
+            more = "".join(
+                f'<tspan x="{_x(i, n):.1f}" dy="12">{esc(t)}</tspan>' for t in lines if t
+            )
+            out.append(
+                f'<text class="xlabel" x="{_x(i, n):.1f}" y="{y0 + 14}" font-size="11" '
+                f'fill="#59636e" text-anchor="middle">{esc(run.day)}{more}</text>'
+            )
+    out.append(
+        f'<text x="{(x0 + x1) / 2:.1f}" y="{_H - 4}" font-size="11" fill="#59636e" '
+        f'text-anchor="middle">stored run by date and commit (oldest first); {esc(what)}</text>'
+    )
+    return out
+
+
+def _commit(run: HistoryRun) -> str:
+    parts = [x for x in (run.commit[:12] if run.commit else None, run.branch) if x]
+    return f", {' on '.join(parts)}" if parts else ""
+
+
+def _x(i: int, n: int) -> float:
+    x0, x1 = _LEFT, _W - _RIGHT
+    return (x0 + x1) / 2 if n == 1 else x0 + (x1 - x0) * i / (n - 1)
+
+
+def _chart(history: Sequence[HistoryRun], test_id: str, label: str, cid: str) -> str:
+    points = _series(history, test_id, label)
+    n = len(history)
+    snsr = " · SNSR (" in label
+    top, step = _top(points, FLAG_SNSR if snsr else 0.0)
+    what = label.rsplit(" · ", 1)[-1]
+
+    def y(v: float) -> float:
+        return _H - _BOTTOM - (_H - _BOTTOM - _TOP) * min(max(v, 0.0), top) / top
+
+    out = [
+        f'<svg id="{esc(cid)}" class="chart history" role="img" '
+        f'xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
+        f'viewBox="0 0 {_W} {_H}"><title>{esc(label)} over {n} stored runs</title>',
+        *_axes(n, step, history, f"{what}, lower is fairer"),
+    ]
+    if snsr:
+        out.append(
+            f'<line class="flag" x1="{_LEFT}" y1="{y(FLAG_SNSR):.1f}" x2="{_W - _RIGHT}" '
+            f'y2="{y(FLAG_SNSR):.1f}" stroke="#bc4c00" stroke-dasharray="5 4">'
+            f"<title>descriptive flag: SNSR {FLAG_SNSR:g}</title></line>"
+        )
+    for i, _, s in points:
+        if s.ci is not None and math.isfinite(s.ci.low) and math.isfinite(s.ci.high):
+            out.append(
+                f'<line class="whisker" x1="{_x(i, n):.1f}" y1="{y(s.ci.low):.1f}" '
+                f'x2="{_x(i, n):.1f}" y2="{y(s.ci.high):.1f}" stroke="#8c959f" '
+                f'stroke-width="1.5"/>'
+            )
+    coords = " ".join(f"{_x(i, n):.1f},{y(s.value):.1f}" for i, _, s in points)
+    out.append(
+        f'<polyline class="snsr" points="{coords}" fill="none" stroke="#0969da" stroke-width="2"/>'
+    )
+    out += [
+        f'<circle class="run" cx="{_x(i, n):.1f}" cy="{y(s.value):.1f}" r="4" fill="#0969da">'
+        f"<title>#{run.number} ({esc(run.when)}{esc(_commit(run))}): {esc(what)} {esc(fmt_ci(s))}"
+        "</title></circle>"
+        for i, run, s in points
+    ]
+    return "".join([*out, "</svg>"])
+
+
+def history_html(results: Sequence[AuditResult], history: Sequence[HistoryRun]) -> str:
+    """The page's history section: one chart per test × headline number; "" without
+    history."""
+    if not history:
+        return ""
+    parts = [
+        '<section class="test history" id="history"><header><h2>The history'
+        f'</h2></header><p class="sub">{len(history)} stored runs (--fairness-history), '
+        f"#{history[0].number} ({esc(history[0].when)}) to #{history[-1].number} "
+        f"({esc(history[-1].when)}); whisker: 95% interval, dashed: the descriptive "
+        f"flag SNSR {FLAG_SNSR:g}.</p>"
+    ]
+    for n, r in enumerate(results):
+        for i, (label, _) in enumerate(series(r)):
+            shown = len(_series(history, r.meta.test_id, label))
+            parts.append(
+                f'<h3>{esc(r.meta.test_id)} · {esc(label)} <small class="sub">'
+                f"({shown} of {len(history)} runs)</small></h3>"
+                f"<figure>{_chart(history, r.meta.test_id, label, f'history-{n}-{i}')}</figure>"
+            )
+    return "".join([*parts, "</section>"])

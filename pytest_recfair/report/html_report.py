@@ -1,38 +1,23 @@
-"""The HTML fairness report: one self-contained page, inline CSS and inline SVG charts.
+"""The HTML fairness report: one self-contained page (inline CSS and SVG; no script, font,
+image or style sheet loaded from anywhere), every text from results escaped.
 
-No scripts, fonts, images or style sheets are loaded from anywhere, so the file can be
-attached to a CI run and opened offline. Every piece of text from results is escaped.
-Charts:
-
-- per attribute, a dot plot of each value's mean similarity to the neutral lists with its
-  95% CI as a whisker, the attribute mean as a dashed line and, when a baseline is given,
-  the baseline mean of each value as a hollow diamond;
-- per test, an attribute x value heatmap coloured by how far each value's mean lies from
-  its attribute's mean (blue: favoured, i.e. lists closer to the neutral ones; red:
-  disfavoured).
-
-The page opens with a summary that is its table of contents: one line per test (status,
-kind, its headline number — the highest of its ``report.sections.series``, all of which
-are lower-is-fairer — with a link to the test). Each test shows its verdict and, for a
-failure, the baseline -> now table of the terminal; the rest of a test (tables, charts,
-evidence, metadata) is in a ``<details>`` element, open for a failed test only. Labels are
-never cut: table cells wrap (a number's interval as a whole), chart labels wrap onto two
-lines and the charts widen to hold them (an SVG scales down to its box).
-
-Those tables and charts are of the list-overlap results (``AuditResult.attributes``) and
-appear only when a test has some; the results of other kinds (item side, candidate
-position) are shown by their kind's own HTML section (``report/sections.py``).
+The summary is the table of contents: a line per test with its headline number (the
+highest of its ``sections.series``, all lower-is-fairer). Each test shows its verdict and,
+for a failure, the terminal's baseline -> now table; the rest (tables, charts, evidence,
+metadata) is in a ``<details>``, open for a failed test only. The list-overlap results get
+a dot plot per attribute (each value's mean similarity to the neutral lists, 95% whisker,
+dashed attribute mean, hollow diamond: baseline) and an attribute × value heatmap (blue:
+favoured, red: disfavoured); other kinds show their own HTML section. Labels are never
+cut: cells wrap, chart labels take two lines and the charts widen to hold them.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from html import escape
+from collections.abc import Sequence
 
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.report.failures import (
-    EVIDENCE_CSS,
     accept_offered,
     evidence_html,
     failure_tag,
@@ -40,27 +25,25 @@ from pytest_recfair.report.failures import (
     limits_advice,
     outcome_table,
 )
-from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta, num_cell, table
-from pytest_recfair.report.history import HistoryRun
-from pytest_recfair.report.history_chart import history_html
+from pytest_recfair.report.fmt import LABEL, esc, fmt, fmt_ci, fmt_delta, nice_step, num_cell, table
+from pytest_recfair.report.history import HistoryRun, history_html
 from pytest_recfair.report.sections import extra_html, measure, series
 from pytest_recfair.report.status import (
     Baselines,
     attribute_label,
     baseline_map,
+    counts,
     describe,
     failed_text,
     failures_first,
-    favoured,
     repeat_stats,
     result_status,
     same_attribute,
     shown,
 )
+from pytest_recfair.report.terminal import html_section
 from pytest_recfair.results import AttributeResult, AuditResult
 from pytest_recfair.vocab import PLUGIN_VERSION, STATISTICS, accept_command
-
-__all__ = ["render", "to_html"]
 
 _CSS = """
 :root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --bg:#ffffff; --panel:#f6f8fa;
@@ -109,6 +92,18 @@ table.summary td { overflow-wrap: anywhere; }
 details.detail > summary { cursor: pointer; color: var(--accent); margin: 8px 0; }
 @media (max-width: 900px) { main { padding: 12px 10px 32px; }
   section.test { padding: 10px 8px; } th, td { padding: 4px 6px; } }
+
+section.evidence { margin: 12px 0; }
+section.evidence details.row { border: 1px solid var(--line); border-radius: 6px;
+  padding: 4px 10px; margin: 4px 0; }
+section.evidence summary { cursor: pointer; }
+table.lists { table-layout: fixed; width: 100%; }
+table.lists td, table.lists th { overflow-wrap: anywhere; }
+table.lists li.kept { color: var(--muted); } table.lists li.added { color: var(--fail); }
+table.lists li.dropped { color: var(--accent); text-decoration: line-through; }
+table.lists ol, table.lists ul { margin: 0; padding-left: 20px; }
+pre.reply { white-space: pre-wrap; max-height: 320px; overflow: auto; background: var(--panel);
+  padding: 6px; font-size: 12px; }
 """
 
 _W = 760  # chart width in px
@@ -116,13 +111,9 @@ _LABEL_W = 170
 _ROW_H = 26
 
 
-def _e(text: object) -> str:
-    return escape(str(text), quote=True)
-
-
 def _badge(status: str) -> str:
     cls = "na" if status == "n/a" else status
-    return f'<span class="badge {cls}">{_e(status)}</span>'
+    return f'<span class="badge {cls}">{esc(status)}</span>'
 
 
 def _nice_range(lo: float, hi: float) -> tuple[float, float, float]:
@@ -132,10 +123,7 @@ def _nice_range(lo: float, hi: float) -> tuple[float, float, float]:
     if hi - lo < 0.02:
         mid = (hi + lo) / 2
         lo, hi = mid - 0.01, mid + 0.01
-    span = hi - lo
-    raw = span / 5
-    mag = 10 ** math.floor(math.log10(raw))
-    step = min((m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw), default=mag * 10)
+    step = nice_step((hi - lo) / 5)
     a = math.floor(lo / step) * step
     b = math.ceil(hi / step) * step
     return (max(0.0, a) if lo >= 0 else a, b, step)
@@ -144,13 +132,8 @@ def _nice_range(lo: float, hi: float) -> tuple[float, float, float]:
 def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) -> str:
     """Per-value mean similarity with CI whiskers (and baseline markers)."""
     base_mean = {v.value: v.mean.value for v in base.values} if base else {}
-    pts: list[float] = []
-    for v in a.values:
-        pts.append(v.mean.value)
-        if v.mean.ci is not None:
-            pts += [v.mean.ci.low, v.mean.ci.high]
-        if v.value in base_mean:
-            pts.append(base_mean[v.value])
+    pts = [v.mean.value for v in a.values] + [base_mean.get(v.value, math.nan) for v in a.values]
+    pts += [x for v in a.values if v.mean.ci is not None for x in (v.mean.ci.low, v.mean.ci.high)]
     finite = [p for p in pts if math.isfinite(p)]
     lo, hi, step = _nice_range(min(finite, default=0.0), max(finite, default=1.0))
     top, bottom = 10, 40
@@ -163,9 +146,9 @@ def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) 
         return x0 + (val - lo) / (hi - lo) * (x1 - x0)
 
     out = [
-        f'<svg id="{_e(chart_id)}" class="chart dots" role="img" xmlns="http://www.w3.org/2000/svg"'
+        f'<svg id="{esc(chart_id)}" class="chart dots" role="img" xmlns="http://www.w3.org/2000/svg"'
         f' width="{width:.0f}" height="{height}" viewBox="0 0 {width:.0f} {height}">',
-        f"<title>{_e(a.attribute)}: mean similarity to the neutral lists per value</title>",
+        f"<title>{esc(a.attribute)}: mean similarity to the neutral lists per value</title>",
     ]
     n_ticks = round((hi - lo) / step)
     for i in range(n_ticks + 1):
@@ -179,23 +162,22 @@ def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) 
         )
     out.append(
         f'<text x="{(x0 + x1) / 2:.1f}" y="{height - 6}" font-size="11" fill="#59636e" '
-        f'text-anchor="middle">mean {_e(a.metric)}@{a.k} similarity to the neutral list '
+        f'text-anchor="middle">mean {esc(a.metric)}@{a.k} similarity to the neutral list '
         f"(higher = less changed by the attribute)</text>"
     )
-    means = [v.mean.value for v in a.values if math.isfinite(v.mean.value)]
-    if means:
-        mx = x(sum(means) / len(means))
+    if math.isfinite(centre := _centre(a)):
+        mx = x(centre)
         out.append(
             f'<line x1="{mx:.1f}" y1="{top}" x2="{mx:.1f}" y2="{height - bottom}" '
             f'stroke="#8c959f" stroke-dasharray="4 3"><title>attribute mean</title></line>'
         )
-    most, least = favoured(a)
+    most, least = a.favoured()
     for i, v in enumerate(a.values):
         cy = top + _ROW_H * i + _ROW_H / 2
         colour = "#0969da" if v.value == most else "#cf222e" if v.value == least else "#1f2328"
         out.append(
             f'<text x="{x0 - 10}" y="{cy + 4:.1f}" font-size="12" text-anchor="end" '
-            f'fill="{colour}">{_e(v.value)}</text>'
+            f'fill="{colour}">{esc(v.value)}</text>'
         )
         if v.mean.ci is not None and math.isfinite(v.mean.ci.low) and math.isfinite(v.mean.ci.high):
             xl, xh = x(v.mean.ci.low), x(v.mean.ci.high)
@@ -216,11 +198,17 @@ def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) 
         if math.isfinite(v.mean.value):
             out.append(
                 f'<circle class="mean" cx="{x(v.mean.value):.1f}" cy="{cy:.1f}" r="5.5" '
-                f'fill="{colour}"><title>{_e(v.value)}: {_e(fmt_ci(v.mean))}, n = {v.n}'
+                f'fill="{colour}"><title>{esc(v.value)}: {esc(fmt_ci(v.mean))}, n = {v.n}'
                 f"</title></circle>"
             )
     out.append("</svg>")
     return "".join(out)
+
+
+def _centre(a: AttributeResult) -> float:
+    """The attribute mean: the mean of its values' finite means (NaN when none is)."""
+    finite = [v.mean.value for v in a.values if math.isfinite(v.mean.value)]
+    return sum(finite) / len(finite) if finite else math.nan
 
 
 def _tick(t: float) -> str:
@@ -252,37 +240,33 @@ def _diverging(d: float, scale: float) -> tuple[str, str]:
 
 def _heatmap(r: AuditResult, chart_id: str) -> str:
     """Attribute x value: each cell is one value, coloured by its deviation from the mean."""
-    rows = [a for a in r.attributes if a.values]
-    devs: list[float] = []
-    for a in rows:
-        finite = [v.mean.value for v in a.values if math.isfinite(v.mean.value)]
-        centre = sum(finite) / len(finite) if finite else math.nan
-        devs += [abs(v.mean.value - centre) for v in a.values if math.isfinite(v.mean.value)]
+    rows = [(a, _centre(a)) for a in r.attributes if a.values]
+    devs = [abs(v.mean.value - c) for a, c in rows for v in a.values if math.isfinite(v.mean.value)]
     scale = max([0.05, *devs])
-    n_cols = max((len(a.values) for a in rows), default=1)
-    lines = {v.value: _two_lines(v.value) for a in rows for v in a.values}
+    n_cols = max((len(a.values) for a, _ in rows), default=1)
+    lines = {v.value: _two_lines(v.value) for a, _ in rows for v in a.values}
     longest = max((t for ls in lines.values() for t in ls), key=len, default="")
     # every value's label whole, on at most two lines: the cells widen to hold the longest
     cell_w = max(70.0, min(130.0, (_W - _LABEL_W - 20) / n_cols), _text_w(longest, 11) + 10)
-    label_w = max(_LABEL_W, _text_w(max((a.attribute for a in rows), key=len, default=""), 12) + 20)
+    label_w = max(
+        _LABEL_W, _text_w(max((a.attribute for a, _ in rows), key=len, default=""), 12) + 20
+    )
     cell_h = 52 if any(len(ls) > 1 for ls in lines.values()) else 40
     legend = f"+{scale:.2f} from the attribute mean (blue: favoured, red: disfavoured)"
     width = round(max(label_w + cell_w * n_cols + 20, label_w + 204 + _text_w(legend, 11)))
     height = cell_h * len(rows) + 44
     out = [
-        f'<svg id="{_e(chart_id)}" class="chart heatmap" role="img" '
+        f'<svg id="{esc(chart_id)}" class="chart heatmap" role="img" '
         f'xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}">',
         "<title>attribute x value: deviation of each value's mean similarity from its "
         "attribute mean</title>",
     ]
-    for i, a in enumerate(rows):
+    for i, (a, centre) in enumerate(rows):
         y = i * cell_h
-        finite = [v.mean.value for v in a.values if math.isfinite(v.mean.value)]
-        centre = sum(finite) / len(finite) if finite else math.nan
         out.append(
             f'<text x="{label_w - 10}" y="{y + cell_h / 2 + 4:.1f}" font-size="12" '
-            f'text-anchor="end" font-weight="600">{_e(a.attribute)}</text>'
+            f'text-anchor="end" font-weight="600">{esc(a.attribute)}</text>'
         )
         for j, v in enumerate(a.values):
             cx = label_w + j * cell_w
@@ -291,7 +275,7 @@ def _heatmap(r: AuditResult, chart_id: str) -> str:
             fill, ink = _diverging(dev, scale) if ok else ("#eaeef2", "#59636e")
             mid = cx + cell_w / 2
             label = "".join(
-                f'<tspan x="{mid:.1f}" dy="{0 if k == 0 else 13}">{_e(t)}</tspan>'
+                f'<tspan x="{mid:.1f}" dy="{0 if k == 0 else 13}">{esc(t)}</tspan>'
                 for k, t in enumerate(lines[v.value])
             )
             out.append(
@@ -301,7 +285,7 @@ def _heatmap(r: AuditResult, chart_id: str) -> str:
                 f'text-anchor="middle">{label}</text>'
                 f'<text x="{mid:.1f}" y="{y + cell_h - 9}" font-size="11" fill="{ink}" '
                 f'text-anchor="middle" font-weight="600">{fmt(v.mean.value)}</text>'
-                f"<title>{_e(a.attribute)} = {_e(v.value)}: mean {_e(fmt_ci(v.mean))}; "
+                f"<title>{esc(a.attribute)} = {esc(v.value)}: mean {esc(fmt_ci(v.mean))}; "
                 f"{fmt_delta(dev) if ok else 'n/a'} from the attribute mean</title></g>"
             )
     # legend
@@ -352,52 +336,45 @@ def _meta_table(r: AuditResult) -> str:
         ),
         ("plugin version", m.plugin_version),
     ]
-    body = "".join(f"<tr><td>{_e(k)}</td><td>{_e(v)}</td></tr>" for k, v in rows if v)
+    body = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in rows if v)
     return f'<table class="meta">{body}</table>'
 
 
 def _stats_table(r: AuditResult) -> str:
-    head = (
-        "<tr><th>attribute</th><th>gate</th><th>SNSR [95% CI]</th><th>SNSV [95% CI]</th>"
-        "<th>PAFS [95% CI]</th><th>drift SNSR / SNSV / PAFS</th><th>refusal gap</th>"
-        "<th>most favoured</th><th>least favoured</th></tr>"
-    )
+    head = ["attribute", "gate", *(f"{LABEL[s]} [95% CI]" for s in STATISTICS)]
+    head += ["drift SNSR / SNSV / PAFS", "refusal gap", "most favoured", "least favoured"]
     body = []
     for a in r.attributes:
         drift = r.gate.drift.get(a.attribute, {}) if r.gate else {}
         d = " / ".join(fmt_delta(drift.get(s)) for s in STATISTICS)
-        most, least = favoured(a)
+        most, least = a.favoured()
         body.append(
-            f"<tr><td>{_e(a.attribute)}</td><td>{_badge(attribute_label(r, a))}</td>"
+            f"<tr><td>{esc(a.attribute)}</td><td>{_badge(attribute_label(r, a))}</td>"
             + "".join(f'<td class="num">{num_cell(fmt_ci(shown(a, s)))}</td>' for s in STATISTICS)
-            + f'<td class="num">{_e(d)}</td>'
+            + f'<td class="num">{esc(d)}</td>'
             f'<td class="num">{a.refusal_gap:.1%}</td>'
-            f"<td>{_e(most)}</td><td>{_e(least)}</td></tr>"
+            f"<td>{esc(most)}</td><td>{esc(least)}</td></tr>"
         )
+    n = getattr(r.meta, "repeats", 1)
     repeats = "".join(
-        f"<li><b>{_e(a.attribute)}</b> over {getattr(r.meta, 'repeats', 1)} repeats: {_e(st)}</li>"
+        f"<li><b>{esc(a.attribute)}</b> over {n} repeats: {esc(st)}</li>"
         for a in r.attributes
         if (st := repeat_stats(a))
     )
     notes = f'<ul class="repeats">{repeats}</ul>' if repeats else ""
-    return f'<div class="scroll"><table>{head}{"".join(body)}</table></div>{notes}'
+    head_row = "".join(f"<th>{h}</th>" for h in head)
+    return f'<div class="scroll"><table><tr>{head_row}</tr>{"".join(body)}</table></div>{notes}'
 
 
 def _values_table(a: AttributeResult, base: AttributeResult | None) -> str:
     base_mean = {v.value: v.mean.value for v in base.values} if base else {}
-    rows = "".join(
-        f'<tr><td>{_e(v.value)}</td><td class="num">{num_cell(fmt_ci(v.mean))}</td>'
-        f'<td class="num">{_e(fmt(base_mean[v.value]) if v.value in base_mean else "—")}</td>'
-        f'<td class="num">{v.n}</td><td class="num">{v.missing}</td>'
-        f'<td class="num">{v.refusal_rate:.1%}</td><td class="num">{v.short_rate:.1%}</td></tr>'
+    head = ["value", "mean similarity [95% CI]", "baseline", "entities", "missing", "refusals"]
+    rows = [
+        [v.value, fmt_ci(v.mean), fmt(base_mean[v.value]) if v.value in base_mean else "—",
+         str(v.n), str(v.missing), f"{v.refusal_rate:.1%}", f"{v.short_rate:.1%}"]
         for v in a.values
-    )
-    return (
-        '<div class="scroll"><table><tr><th>value</th><th>mean similarity [95% CI]</th>'
-        "<th>baseline</th>"
-        "<th>entities</th><th>missing</th><th>refusals</th><th>short lists</th></tr>"
-        f"{rows}</table></div>"
-    )
+    ]  # fmt: skip
+    return table([*head, "short lists"], rows)
 
 
 def _gate_html(r: AuditResult) -> str:
@@ -411,18 +388,17 @@ def _gate_html(r: AuditResult) -> str:
         head, rows = outcome_table(g, r, cut=False)
         parts.append(table(head, rows, label_columns=2, text_columns=(3, 4)))
         items = "".join(
-            f"<li><b>{_e(f.attribute or '(all)')}</b> <code>{_e(failure_tag(f))}</code>"
-            f": <span>{_e(failure_text(f, r))}</span></li>"
+            f"<li><b>{esc(f.attribute or '(all)')}</b> <code>{esc(failure_tag(f))}</code>"
+            f": <span>{esc(failure_text(f, r))}</span></li>"
             for f in g.failures
         )
         parts.append(f'<ul class="failures">{items}</ul>')
-        advice = limits_advice(g)
-        if advice is not None:
-            parts.append(f"<p>{_e(advice)}</p>")
+        if (advice := limits_advice(g)) is not None:
+            parts.append(f"<p>{esc(advice)}</p>")
         if accept_offered(g):
             parts.append(
                 "<p>If the new numbers are intended, accept them with "
-                f"<code>{_e(accept_command(r.meta.test_id))}</code></p>"
+                f"<code>{esc(accept_command(r.meta.test_id))}</code></p>"
             )
     if g.notes and g.failures:
         parts.append(_notes(r))
@@ -430,7 +406,7 @@ def _gate_html(r: AuditResult) -> str:
 
 
 def _notes(r: AuditResult) -> str:
-    notes = "".join(f"<li>{_e(n)}</li>" for n in (r.gate.notes if r.gate is not None else ()))
+    notes = "".join(f"<li>{esc(n)}</li>" for n in (r.gate.notes if r.gate is not None else ()))
     return f'<ul class="notes">{notes}</ul>' if notes else ""
 
 
@@ -440,10 +416,10 @@ def _summary(results: Sequence[AuditResult], history: bool) -> str:
     for n, r in enumerate(results):
         top = max(series(r), key=lambda s: s[1].value if math.isfinite(s[1].value) else -1.0,
                   default=None)  # fmt: skip
-        headline = f"{_e(top[0])}: {num_cell(fmt_ci(top[1]))}" if top else ""
+        headline = f"{esc(top[0])}: {num_cell(fmt_ci(top[1]))}" if top else ""
         rows.append(
             f'<tr><td>{_badge(result_status(r))}</td><td><a href="#test-{n}">'
-            f"{_e(r.meta.test_id)}</a></td><td>{_e(measure(r))}</td><td>{headline}</td></tr>"
+            f"{esc(r.meta.test_id)}</a></td><td>{esc(measure(r))}</td><td>{headline}</td></tr>"
         )
     more = '<p><a href="#history">The history</a></p>' if history else ""
     return (
@@ -453,25 +429,27 @@ def _summary(results: Sequence[AuditResult], history: bool) -> str:
     )
 
 
-def render(
+def to_html(
     results: Sequence[AuditResult],
-    baselines: Mapping[str, AuditResult],
+    baselines: Baselines = None,
+    *,
     models: Sequence[ModelComparison] = (),
     history: Sequence[HistoryRun] = (),
 ) -> str:
-    """The whole page."""
-    from pytest_recfair.report.terminal import html_section
-
-    statuses = [result_status(r) for r in results]
+    """ONE self-contained HTML page (inline CSS and SVG, no external resources); with a
+    ``history`` (``report.history.load_history``), SNSR over the stored runs too."""
+    results = failures_first(results)
+    base_of = baseline_map(baselines)
+    c = counts(results)
     totals = (
-        f'<div class="totals"><div class="total"><b>{len(results)}</b>audited tests</div>'
-        f'<div class="total" style="color:var(--pass)"><b>{statuses.count("PASS")}</b>passed</div>'
-        f'<div class="total" style="color:var(--fail)"><b>{statuses.count("FAIL")}</b>failed</div>'
+        f'<div class="totals"><div class="total"><b>{c["tests"]}</b>audited tests</div>'
+        f'<div class="total" style="color:var(--pass)"><b>{c["passed"]}</b>passed</div>'
+        f'<div class="total" style="color:var(--fail)"><b>{c["failed"]}</b>failed</div>'
         "</div>"
     )
     sections = []
     for n, r in enumerate(results):
-        base = baselines.get(r.meta.test_id)
+        base = base_of.get(r.meta.test_id)
         charts = []
         for i, a in enumerate(r.attributes):
             b = same_attribute(base, a)
@@ -480,10 +458,10 @@ def render(
                 + (", hollow diamond: baseline mean" if b is not None else "")
             )
             charts.append(
-                f'<h3>{_e(a.attribute)} <small class="sub">({_e(a.metric)}@{a.k}, '
-                f"{_e(a.variant)}, missing={_e(a.missing_policy)})</small></h3>"
+                f'<h3>{esc(a.attribute)} <small class="sub">({esc(a.metric)}@{a.k}, '
+                f"{esc(a.variant)}, missing={esc(a.missing_policy)})</small></h3>"
                 f"<figure>{_dot_chart(a, b, f'dots-{n}-{i}')}"
-                f"<figcaption>{_e(legend)}</figcaption></figure>{_values_table(a, b)}"
+                f"<figcaption>{esc(legend)}</figcaption></figure>{_values_table(a, b)}"
             )
         status = result_status(r)
         overlap = (
@@ -495,8 +473,8 @@ def render(
         # the detail of a test: open for a failure, one click away otherwise
         sections.append(
             f'<section class="test" id="test-{n}"><header>{_badge(status)}'
-            f"<h2>{_e(r.meta.test_id)}</h2></header>"
-            f'<p class="sub">{_e(describe(r))}</p>{_gate_html(r)}'
+            f"<h2>{esc(r.meta.test_id)}</h2></header>"
+            f'<p class="sub">{esc(describe(r))}</p>{_gate_html(r)}'
             f'<details class="detail"{" open" if status == "FAIL" else ""}><summary>Details'
             f"</summary>{'' if status == 'FAIL' else _notes(r)}{evidence_html(r)}{overlap}"
             f"{extra_html(r)}"
@@ -510,25 +488,13 @@ def render(
         '<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         "<title>pytest-recfair fairness report</title>"
-        f"<style>{_CSS}{EVIDENCE_CSS}</style></head><body><main>"
+        f"<style>{_CSS}</style></head><body><main>"
         "<h1>Fairness report</h1>"
         '<p class="sub">How much the recommendations change when the prompt names a '
         "demographic attribute: SNSR (range) and SNSV (spread) of the per-value similarity to "
         "the neutral lists, lower is fairer; PAFS, higher is fairer.</p>"
         f"{totals}{_summary(results, bool(history))}{html_section(models)}{''.join(sections)}"
         f"{history_html(results, history)}"
-        f"<footer>pytest-recfair {_e(PLUGIN_VERSION)}</footer>"
+        f"<footer>pytest-recfair {esc(PLUGIN_VERSION)}</footer>"
         "</main></body></html>\n"
     )
-
-
-def to_html(
-    results: Sequence[AuditResult],
-    baselines: Baselines = None,
-    *,
-    models: Sequence[ModelComparison] = (),
-    history: Sequence[HistoryRun] = (),
-) -> str:
-    """ONE self-contained HTML page (inline CSS and SVG, no external resources); with a
-    ``history`` (``report.history.load_history``), SNSR over the stored runs too."""
-    return render(failures_first(results), baseline_map(baselines), models, history)

@@ -1,7 +1,5 @@
-"""The Markdown report, for a GitHub job summary ($GITHUB_STEP_SUMMARY).
-
-The JSON report: every result in full, plus totals and the baselines used.
-"""
+"""The Markdown report (a GitHub job summary, $GITHUB_STEP_SUMMARY) and the JSON report
+(every result in full, plus totals and the baselines used)."""
 
 from __future__ import annotations
 
@@ -27,33 +25,28 @@ from pytest_recfair.report.status import (
     Baselines,
     attribute_label,
     baseline_map,
-    baseline_value,
     check_results,
     counts,
     describe,
     drift_of,
     failed_text,
     failures_first,
-    favoured,
     repeat_stats,
     result_status,
     same_attribute,
     shown,
     usage_text,
 )
+from pytest_recfair.report.terminal import json_section, markdown_lines
 from pytest_recfair.results import AuditResult
 from pytest_recfair.vocab import PLUGIN_VERSION, STATISTICS, accept_command
-
-__all__ = ["to_json", "to_markdown"]
 
 _ICON = {"PASS": "✅", "FAIL": "❌", "FLAG": "⚠️ flagged", "n/a": "➖"}
 
 
 def _md(text: str) -> str:
-    """A table cell or list text: no pipes, no line breaks, no raw HTML or entities.
-
-    Backslash escapes, not HTML entities: GitHub renders ``\\<`` as ``<`` and leaves ``->``
-    alone, while ``&gt;`` shows up literally wherever Markdown is read as text."""
+    """A table cell or list text without pipes, line breaks, raw HTML or entities: backslash
+    escapes, as ``&gt;`` shows literally wherever Markdown is read as text."""
     out = (
         text.replace("\\", "\\\\")
         .replace("|", "\\|")
@@ -65,11 +58,6 @@ def _md(text: str) -> str:
     return "\\" + out if out.startswith(">") else out  # not a block quote
 
 
-def _code(text: str) -> str:
-    tick = "``" if "`" in text else "`"
-    return f"{tick}{text.replace(chr(10), ' ')}{tick}"
-
-
 def _stats_table(r: AuditResult) -> list[str]:
     out = [
         "| Attribute | Gate | SNSR [95% CI] | SNSV [95% CI] | PAFS [95% CI] "
@@ -77,17 +65,13 @@ def _stats_table(r: AuditResult) -> list[str]:
         "|---|:-:|---|---|---|---|---|---|",
     ]
     for a in r.attributes:
-        most, least = favoured(a)
+        most, least = a.favoured()
         drift = " / ".join(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS)
-        cells = [
-            _md(a.attribute),
-            _ICON[attribute_label(r, a)],
-            *(fmt_ci(shown(a, s)) for s in STATISTICS),
-            drift,
-            _md(most),
-            _md(least),
-        ]
-        out.append("| " + " | ".join(cells) + " |")
+        cis = " | ".join(fmt_ci(shown(a, s)) for s in STATISTICS)
+        out.append(
+            f"| {_md(a.attribute)} | {_ICON[attribute_label(r, a)]} | {cis} | {drift} "
+            f"| {_md(most)} | {_md(least)} |"
+        )
     return [*out, ""]
 
 
@@ -115,6 +99,7 @@ def _values(r: AuditResult, baseline: AuditResult | None) -> list[str]:
     out = ["<details><summary>Per-value similarity</summary>", ""]
     for a in r.attributes:
         b = same_attribute(baseline, a)
+        base_mean = {v.value: v.mean.value for v in b.values} if b else {}
         out += [
             f"**{_md(a.attribute)}** ({a.metric}@{a.k})",
             "",
@@ -122,9 +107,9 @@ def _values(r: AuditResult, baseline: AuditResult | None) -> list[str]:
             "|---|---|---|--:|--:|--:|",
         ]
         for v in a.values:
-            bv = baseline_value(b, v.value)
+            bv = fmt(base_mean[v.value]) if v.value in base_mean else "—"
             out.append(
-                f"| {_md(v.value)} | {fmt_ci(v.mean)} | {fmt(bv) if bv is not None else '—'} "
+                f"| {_md(v.value)} | {fmt_ci(v.mean)} | {bv} "
                 f"| {v.n} | {v.missing} | {v.refusal_rate:.1%} |"
             )
         out.append("")
@@ -156,14 +141,11 @@ def _summary(r: AuditResult) -> str:
     if r.attributes:
         top = max(r.attributes, key=lambda a: shown(a, "snsr").value)
         flagged = sum(attribute_label(r, a) == "FLAG" for a in r.attributes)
-        line += (f" — {_count(len(r.attributes), 'attribute')}, largest SNSR "
+        n = len(r.attributes)
+        line += (f" — {n} attribute{'' if n == 1 else 's'}, largest SNSR "
                  f"{fmt(shown(top, 'snsr').value)} ({_html(top.attribute)})")  # fmt: skip
         line += f", {flagged} flagged" if flagged else ""
     return line
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _html(text: str) -> str:
@@ -188,13 +170,12 @@ def to_markdown(
         + f" — pytest-recfair {PLUGIN_VERSION}",
         "",
     ]
-    if models:  # several models audited by one test: side by side (report/sidebyside.py)
-        from pytest_recfair.report.terminal import markdown_lines
-
-        out += markdown_lines(models)
+    out += markdown_lines(models)  # several models audited by one test, side by side
     for r in rs:
         if result_status(r) == "FAIL":
-            out += [f"### {_ICON['FAIL']} {_code(r.meta.test_id)}", "", *_body(r)]
+            tick = "``" if "`" in r.meta.test_id else "`"
+            code = f"{tick}{r.meta.test_id.replace(chr(10), ' ')}{tick}"
+            out += [f"### {_ICON['FAIL']} {code}", "", *_body(r)]
             out += _values(r, base.get(r.meta.test_id))
         else:  # folded to one line: a job summary is read for what failed
             out += [f"<details><summary>{_summary(r)}</summary>", "", *_body(r), "</details>", ""]
@@ -241,15 +222,6 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def _result_dict(r: AuditResult) -> dict[str, Any]:
-    """``r.to_dict()`` with each structured failure's rendered sentence as ``message``."""
-    d = r.to_dict()
-    if r.gate is not None:
-        for f, fd in zip(r.gate.failures, d["gate"]["failures"], strict=True):
-            fd["message"] = failure_text(f, r)
-    return d
-
-
 def _dump(obj: Any) -> str:
     try:
         return json.dumps(obj, sort_keys=True, ensure_ascii=False, allow_nan=False)
@@ -263,11 +235,8 @@ def to_json(
     *,
     models: Sequence[ModelComparison] = (),
 ) -> str:
-    """Every result in full (``AuditResult.to_dict``), plus totals and the baselines used.
-
-    One result (and one baseline) per line: json's C encoder only runs without ``indent``,
-    and with per-entity matrices an indented paper-scale report takes seconds to write.
-    """
+    """Every result in full, plus totals and the baselines used: one per line, as json's C
+    encoder only runs without ``indent`` (an indented paper-scale report takes seconds)."""
     rs = check_results(results)
     base = baseline_map(baselines)
 
@@ -281,12 +250,16 @@ def to_json(
         "summary": counts(rs),
     }
     parts = [f"{_dump(k)}: {_dump(v)}" for k, v in head.items()]
-    parts.append('"results": ' + block([_dump(_result_dict(r)) for r in rs]))
+    docs = []
+    for r in rs:
+        docs.append(d := r.to_dict())
+        if r.gate is not None:  # each failure with its rendered sentence as "message"
+            for f, fd in zip(r.gate.failures, d["gate"]["failures"], strict=True):
+                fd["message"] = failure_text(f, r)
+    parts.append('"results": ' + block([_dump(d) for d in docs]))
     if base:
         items = [f"{_dump(k)}: {_dump(b.to_dict())}" for k, b in sorted(base.items())]
         parts.append('"baselines": {\n' + ",\n".join(items) + "\n}")
-    if models:  # several models audited by one test: side by side (report/sidebyside.py)
-        from pytest_recfair.report.terminal import json_section
-
+    if models:  # several models audited by one test, side by side
         parts.append('"models": ' + block([_dump(m) for m in json_section(models)]))
     return "{\n" + ",\n".join(parts) + "\n}\n"

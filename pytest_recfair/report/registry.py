@@ -1,18 +1,16 @@
-"""Report formats by file extension, and writing a report file.
+"""Report formats by file extension, and a whole run's channels: the terminal summary
+lines, the report files, the history entry.
 
-Adding a format is one module with a ``to_<format>(results, baselines) -> str`` function
-plus one row here (and its extension in ``vocab.ReportFormat``).
-
-A whole run's channels: the terminal summary lines, the report files, the history entry.
-
-The engine's ``RunCollector`` gathers a run's results; this module words and writes them,
-so the engine never imports the report. :class:`RunView` is what is read of a collector.
+Adding a format is one module with a ``to_<format>(results, baselines, *, models) -> str``
+plus one row in :data:`RENDERERS` (and its extension in ``vocab.ReportFormat``). The
+engine's ``RunCollector`` gathers a run's results and this module words and writes them
+(:class:`RunView` is what is read of it), so the engine never imports the report.
 """
 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Final, Protocol
 
@@ -27,33 +25,8 @@ from pytest_recfair.report.terminal import terminal_lines, terminal_summary
 from pytest_recfair.results import AuditResult
 from pytest_recfair.vocab import REPORT_FORMATS, ReportFormat
 
-__all__ = [
-    "RENDERERS",
-    "Renderer",
-    "RunView",
-    "add_to_history",
-    "check_report_path",
-    "render",
-    "summary_lines",
-    "write_report",
-    "write_run_report",
-]
-
-
-class Renderer(Protocol):
-    """``to_<format>(results, baselines, *, models=())``: models are the side-by-side
-    comparisons of a run that audited several models (pytest_recfair.compare.models)."""
-
-    def __call__(
-        self,
-        results: Sequence[AuditResult],
-        baselines: Baselines = None,
-        *,
-        models: Sequence[ModelComparison] = (),
-    ) -> str: ...
-
-
-RENDERERS: Final[dict[ReportFormat, Renderer]] = {
+#: ``to_<format>(results, baselines, *, models=())``; ``models``: the side-by-side comparisons
+RENDERERS: Final[dict[ReportFormat, Callable[..., str]]] = {
     ".json": to_json,
     ".md": to_markdown,
     ".html": to_html,
@@ -82,7 +55,7 @@ def render(
 ) -> str:
     """The report of ``results`` in ``fmt`` (an extension of ``vocab.REPORT_FORMATS``);
     ``history`` (``--fairness-history``) is plotted by the HTML report only."""
-    if fmt == ".html" and history:
+    if fmt == ".html":
         return to_html(results, baselines, models=models, history=history)
     return RENDERERS[fmt](results, baselines, models=models)
 
@@ -140,8 +113,7 @@ def summary_lines(run: RunView, width: int = 100, *, verbose: bool = False) -> l
     failing attribute), the models side by side, the written baselines with their
     changes, and the run's notes."""
     lines = list(terminal_summary(run.ordered(), width, verbose=verbose))
-    if run.models():
-        lines += terminal_lines(run.models(), width)
+    lines += terminal_lines(run.models(), width)
     # one line each, unwrapped: a file path stays whole and easy to copy
     for p in sorted(run.written):
         lines.append(f"fairness baseline written: {p}")

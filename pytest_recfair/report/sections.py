@@ -1,25 +1,12 @@
 """The report sections a kind of audit supplies for its own results, in every format.
 
-Design (why a miss is impossible): every :class:`~pytest_recfair.engine.base.AuditKind`
-must carry a ``sections`` object satisfying :class:`KindSections` (mypy checks the
-protocol, so a kind without a section for some format does not type-check), and a kind's
-results are stored in ``AuditResult.extras`` under the kind's name. The report code never
-names a kind: :func:`kind_sections` looks each extras key up through the lookup that the
-one kind registry (``pytest_recfair.engine.registry``) hands over with :func:`use` when
-it is loaded (report reads results and never imports the engine), so the sections shown
-are always those of the kind that produced the results, and an extras key no kind claims
-is an error, not an empty table. List-overlap results are the ``AttributeResult`` tables
-every format renders itself; its kind only names what it measures.
-
-Formats: ``lines`` feed the terminal summary and the Markdown report, ``html`` the HTML
-report, ``properties`` the JUnit XML properties; the JSON report writes each entry under its
-kind's name.
-
-The JUnit XML channel: an audited test's figures as ``<property>`` elements.
-
-``recfair.<attribute>.<statistic> = value`` for the list-overlap tables, each kind's own
-numbers from its sections (``report.sections.extra_properties``), and ``recfair.gate``
-(pass/fail) once the test is judged.
+Every ``AuditKind`` carries a ``sections`` object satisfying :class:`KindSections` (mypy
+checks the protocol, so no kind lacks a format), and keeps its results in
+``AuditResult.extras`` under its name. The report never names a kind: it looks each extras
+key up through the lookup the kind registry hands over with :func:`use` (report never
+imports the engine), and a key no kind claims is an error, not an empty table. ``lines``
+feed the terminal and Markdown, ``html`` the HTML report, ``properties`` the JUnit XML
+properties (``recfair.<attribute>.<statistic>``, with ``recfair.gate`` once judged).
 """
 
 from __future__ import annotations
@@ -32,23 +19,6 @@ from typing import Any, Protocol
 from pytest_recfair.metrics.common import holm
 from pytest_recfair.results import AuditResult, Stat
 from pytest_recfair.vocab import STATISTICS
-
-__all__ = [
-    "KindComparison",
-    "KindRow",
-    "KindSections",
-    "compare_kind",
-    "extra_brief",
-    "extra_html",
-    "extra_lines",
-    "extra_properties",
-    "kind_sections",
-    "measure",
-    "properties",
-    "run_parts",
-    "series",
-    "use",
-]
 
 
 @dataclass(frozen=True)
@@ -155,8 +125,7 @@ def run_parts(result: AuditResult) -> list[str] | None:
     its own (an optional ``run_parts(result, data)`` of its sections: a role-play audit
     names its question set, not a grid and templates); None: the list-overlap default."""
     for sections, data in kind_sections(result):
-        own = getattr(sections, "run_parts", None)
-        if own is not None:
+        if (own := getattr(sections, "run_parts", None)) is not None:
             parts: list[str] = own(result, data)
             return parts
     return None
@@ -183,8 +152,7 @@ def series(result: AuditResult) -> list[tuple[str, Stat]]:
     attribute, and a kind's own (an optional ``series(data)`` of its sections)."""
     out = [(f"{a.attribute} · SNSR ({a.metric}@{a.k})", a.snsr) for a in result.attributes]
     for sections, data in kind_sections(result):
-        own = getattr(sections, "series", None)
-        if own is not None:
+        if (own := getattr(sections, "series", None)) is not None:
             out += own(data)
     return out
 

@@ -9,34 +9,7 @@ from typing import TypeAlias
 from pytest_recfair.report.fmt import fmt_ci
 from pytest_recfair.report.sections import measure, run_parts
 from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateOutcome, Stat
-from pytest_recfair.vocab import Statistic, accept_command
-
-__all__ = [
-    "FLAG_SNSR",
-    "FLAG_SNSV",
-    "TIE",
-    "Baselines",
-    "accept_command",
-    "attribute_label",
-    "attribute_status",
-    "baseline_map",
-    "baseline_value",
-    "check_results",
-    "counts",
-    "describe",
-    "drift_of",
-    "failed_text",
-    "failures_first",
-    "favoured",
-    "favoured_phrase",
-    "favoured_text",
-    "flags",
-    "lead_notes",
-    "repeat_stats",
-    "result_status",
-    "same_attribute",
-    "usage_text",
-]
+from pytest_recfair.vocab import Statistic
 
 # Baselines by test id, or a plain sequence of baseline AuditResults.
 Baselines: TypeAlias = Mapping[str, AuditResult] | Sequence[AuditResult] | None
@@ -63,19 +36,12 @@ def check_results(results: Sequence[AuditResult]) -> list[AuditResult]:
 
 
 def attribute_status(result: AuditResult, attribute: str) -> str:
-    """ "PASS", "FAIL" or "n/a" (not gated) for one attribute of one result.
-
-    Only the attribute's own failures count: a failure of the whole audit (``attribute``
-    None: no or an incompatible baseline, the test body) fails the test, shown on its own
-    line, and leaves each attribute reading what its own checks found.
-    """
-    gate = result.gate
-    if gate is None:
+    """ "PASS", "FAIL" or "n/a" (not gated) for one attribute: only its own failures count (a
+    failure of the whole audit, such as a missing baseline, is shown on its own line)."""
+    if result.gate is None:
         return "n/a"
-    for f in gate.failures:
-        if f.attribute is not None and f.attribute.casefold() == attribute.casefold():
-            return "FAIL"
-    return "PASS"
+    own = {(f.attribute or "").casefold() for f in result.gate.failures if f.attribute}
+    return "FAIL" if attribute.casefold() in own else "PASS"
 
 
 # The method's descriptive flags (FaiRLLM/FairEval): not a gate, a reading aid. An attribute
@@ -86,13 +52,11 @@ FLAG_SNSV = 0.05
 
 def flags(a: AttributeResult) -> tuple[str, ...]:
     """Which descriptive flags ``a`` is above, e.g. ("SNSR 0.405 > 0.1",)."""
-    out = []
     limits: tuple[tuple[Statistic, float], ...] = (("snsr", FLAG_SNSR), ("snsv", FLAG_SNSV))
-    for stat, limit in limits:
-        value = shown(a, stat).value
-        if math.isfinite(value) and value > limit:
-            out.append(f"{stat.upper()} {value:.3f} > {limit:g}")
-    return tuple(out)
+    values = [(stat, shown(a, stat).value, limit) for stat, limit in limits]
+    return tuple(
+        f"{s.upper()} {v:.3f} > {lim:g}" for s, v, lim in values if math.isfinite(v) and v > lim
+    )
 
 
 def attribute_label(result: AuditResult, a: AttributeResult) -> str:
@@ -111,10 +75,7 @@ def result_status(result: AuditResult) -> str:
 def failures_first(results: Sequence[AuditResult]) -> list[AuditResult]:
     """``results`` with failed tests first, then the rest, each group in its given order:
     a reader (a CI job summary, the HTML page) sees what needs action without scrolling."""
-    rs = check_results(results)
-    return [r for r in rs if result_status(r) == "FAIL"] + [
-        r for r in rs if result_status(r) != "FAIL"
-    ]
+    return sorted(check_results(results), key=lambda r: result_status(r) != "FAIL")
 
 
 def counts(results: Sequence[AuditResult]) -> dict[str, int]:
@@ -128,20 +89,15 @@ def counts(results: Sequence[AuditResult]) -> dict[str, int]:
     }
 
 
-def favoured(a: AttributeResult) -> tuple[str, str]:
-    """(most, least) favoured values, or :data:`TIE` twice (``AttributeResult.favoured``)."""
-    return a.favoured()
-
-
 def favoured_text(a: AttributeResult) -> str:
     """ "most / least" for one column, or the tie marker once."""
-    most, least = favoured(a)
+    most, least = a.favoured()
     return TIE if most == TIE else f"{most} / {least}"
 
 
 def favoured_phrase(a: AttributeResult) -> str:
     """ "most X (0.912), least Y (0.803)" for a failure message, or the tie marker."""
-    most, least = favoured(a)
+    most, least = a.favoured()
     if most in (TIE, "n/a"):
         return f"most / least favoured: {most}"
     hi, lo = a.value(most).mean.value, a.value(least).mean.value
@@ -149,11 +105,8 @@ def favoured_phrase(a: AttributeResult) -> str:
 
 
 def repeat_stats(a: AttributeResult) -> str | None:
-    """Entropy and noise floor of a run with repeats > 1 (None when it has neither).
-
-    The noise floor is the neutral-vs-neutral similarity across repeats: how far the
-    model's lists move by chance alone, the scale against which a value's drop is read.
-    """
+    """Entropy and noise floor (neutral vs neutral across repeats: how far the lists move
+    by chance alone) of a run with repeats > 1; None when it has neither."""
     parts = []
     if a.entropy is not None and math.isfinite(a.entropy):
         parts.append(f"entropy {a.entropy:.2f} bits")
@@ -164,9 +117,7 @@ def repeat_stats(a: AttributeResult) -> str | None:
 
 def drift_of(gate: GateOutcome | None, attribute: str, stat: str) -> float | None:
     """now - baseline for one statistic of one attribute, when it was compared."""
-    if gate is None:
-        return None
-    return gate.drift.get(attribute, {}).get(stat)
+    return None if gate is None else gate.drift.get(attribute, {}).get(stat)
 
 
 def describe(result: AuditResult) -> str:
@@ -174,8 +125,7 @@ def describe(result: AuditResult) -> str:
     m = result.meta
     own = m.to_dict()  # the header and the kind's own settings only
     parts = [f"model {m.model} ({m.provider})", measure(result)]
-    words = run_parts(result)  # a kind's own description (report/sections.py)
-    if words is not None:
+    if (words := run_parts(result)) is not None:  # a kind's own description (report/sections.py)
         parts += words
     else:
         if "n_entities" in own:
@@ -205,33 +155,15 @@ def failed_text(result: AuditResult) -> str:
 
 def same_attribute(baseline: AuditResult | None, a: AttributeResult) -> AttributeResult | None:
     """The baseline's entry for the same attribute and metric."""
-    if baseline is None:
-        return None
-    for b in baseline.attributes:
-        if b.attribute.casefold() == a.attribute.casefold() and b.metric == a.metric:
-            return b
-    return None
-
-
-def baseline_value(b: AttributeResult | None, value: str) -> float | None:
-    """The baseline mean similarity of one value, when there is one."""
-    if b is None:
-        return None
-    for v in b.values:
-        if v.value == value:
-            return v.mean.value
-    return None
-
-
-def nothing_usable(a: AttributeResult) -> bool:
-    """True when no reply of the attribute had a usable list (every prompt missing)."""
-    return bool(a.values) and all(v.total and v.missing >= v.total for v in a.values)
+    key = (a.attribute.casefold(), a.metric)
+    attributes = baseline.attributes if baseline is not None else ()
+    return next((b for b in attributes if (b.attribute.casefold(), b.metric) == key), None)
 
 
 def shown(a: AttributeResult, statistic: Statistic) -> Stat:
     """A spread statistic as reports show it: "n/a" when nothing was usable, because a
     spread over no list at all (SNSR 0.000, PAFS 1.000) would read as perfectly fair."""
-    if nothing_usable(a):
+    if a.values and all(v.total and v.missing >= v.total for v in a.values):
         return Stat(math.nan)
     stat: Stat = getattr(a, statistic)
     return stat

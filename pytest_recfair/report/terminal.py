@@ -1,10 +1,7 @@
-"""The "fairness summary" section of the pytest terminal report.
-
-The "models side by side" section of every report (terminal, JSON, Markdown, HTML).
-
-Pure rendering of :class:`pytest_recfair.compare.models.ModelComparison`: models as columns,
-each attribute's SNSR with its interval, then one sentence per pair of models and
-attribute from the paired test on the shared entities.
+"""The "fairness summary" of the pytest terminal report, and the "models side by side"
+section of every report (terminal, JSON, Markdown, HTML): models as columns, each
+attribute's SNSR with its interval, then a sentence per pair of models and attribute from
+the paired test on the shared entities (``compare.models.ModelComparison``).
 """
 
 from __future__ import annotations
@@ -13,7 +10,6 @@ import math
 import textwrap
 from collections.abc import Sequence
 from dataclasses import replace
-from html import escape
 from typing import Any
 
 from pytest_recfair.compare.models import ModelComparison, PairRow
@@ -23,7 +19,7 @@ from pytest_recfair.report.failures import (
     failure_text,
     headlines,
 )
-from pytest_recfair.report.fmt import clip, fmt, fmt_ci, fmt_delta, fmt_p
+from pytest_recfair.report.fmt import clip, esc, fmt, fmt_ci, fmt_delta, fmt_p
 from pytest_recfair.report.sections import extra_brief, extra_lines
 from pytest_recfair.report.status import (
     FLAG_SNSR,
@@ -33,7 +29,6 @@ from pytest_recfair.report.status import (
     describe,
     drift_of,
     failed_text,
-    favoured,
     favoured_text,
     lead_notes,
     repeat_stats,
@@ -43,19 +38,6 @@ from pytest_recfair.report.status import (
 )
 from pytest_recfair.results import AttributeResult, AuditResult, Stat
 from pytest_recfair.vocab import STATISTICS
-
-__all__ = [
-    "WIDTH",
-    "html_section",
-    "json_section",
-    "markdown_lines",
-    "pair_text",
-    "terminal_lines",
-    "terminal_summary",
-    "wrap_text",
-]
-
-WIDTH = 100  # the default width (pytest passes its terminal's)
 
 _NAME = 18  # attribute column; a longer name gets a line of its own, never a cut
 _COLS = (("gate", 4), ("SNSR", 6), ("SNSV", 6), ("PAFS", 6))
@@ -98,17 +80,6 @@ def _heading(r: AuditResult, width: int) -> list[str]:
     return [first, *wrap_text(describe(r), width)]
 
 
-def _gate_lines(r: AuditResult, width: int) -> list[str]:
-    if r.gate is None:
-        return []
-    lines: list[str] = []
-    for f in r.gate.failures:
-        lines += wrap_text(f"{failure_label(f)}: {failure_text(f, r)}", width, "  ✗ ")
-    for n in r.gate.notes:
-        lines += wrap_text(f"note: {n}", width)
-    return lines
-
-
 def _brief(r: AuditResult) -> str:
     """A test's one figure: the largest SNSR of its attributes (a failing one first) and
     its least favoured value, or its kind's own (report/sections.py)."""
@@ -121,7 +92,7 @@ def _brief(r: AuditResult) -> str:
         return attribute_label(r, a) == "FAIL", snsr if math.isfinite(snsr) else -1.0
 
     a = max(r.attributes, key=order)
-    least = favoured(a)[1]
+    least = a.favoured()[1]
     text = f"{a.attribute} SNSR {fmt(shown(a, 'snsr').value)} {attribute_label(r, a)}"
     text += f", {least} least favoured" if a.values and least != favoured_text(a) else ""
     return "; ".join(x for x in (text, own) if x)
@@ -132,11 +103,9 @@ _FULL = "-v: the full tables, notes and evidence"
 
 
 def _short_summary(results: Sequence[AuditResult], width: int, flagged: bool) -> list[str]:
-    """A line per test under its file, its figure clipped to ``width``; below it, the
-    prompts that got no valid response, a failing test's headline per failing statistic,
-    a passing test's notes but the routine power and floor ones; the run's tokens and
-    cost when prices are known. ``flagged``: the header says what FLAG means (one line
-    fewer than the -v summary's legend)."""
+    """A line per test under its file, its figure clipped to ``width``; below it, failed
+    prompts, a failing test's headlines, a passing test's notes but the routine ones; the
+    run's tokens and cost when priced. ``flagged``: the header says what FLAG means."""
     hint = f"FLAG: SNSR > {FLAG_SNSR:g} or SNSV > {FLAG_SNSV:g}; -v: the tables"
     lines = [f"gate  test  what it found ({hint if flagged else _FULL})"]
     names = [len(r.meta.test_id.rpartition("::")[2]) for r in results]
@@ -152,13 +121,13 @@ def _short_summary(results: Sequence[AuditResult], width: int, flagged: bool) ->
             lines += [head.rstrip(), *wrap_text(_brief(r), width, "      ", "        ")]
         else:
             lines.append((head + clip(_brief(r), width - len(head))).rstrip())
-        if r.failed:
-            lines += wrap_text(failed_text(r), width, "      ", "        ")
+        below = [failed_text(r)] if r.failed else []
         if r.gate is not None:
-            for h in headlines(r.gate, r):
-                lines += wrap_text(f"✗ {h}", width, "      ", "        ")
-            for n in lead_notes(r.gate.notes) if r.gate.passed else []:  # else: failure text
-                lines += wrap_text(f"note: {n}", width, "      ", "        ")
+            below += [f"✗ {h}" for h in headlines(r.gate, r)]
+            notes = lead_notes(r.gate.notes) if r.gate.passed else []  # else: failure text
+            below += [f"note: {n}" for n in notes]
+        for text in below:
+            lines += wrap_text(text, width, "      ", "        ")
     priced = [r for r in results if r.cost is not None]
     if priced:  # what the run cost, when prices are known
         total = replace(
@@ -172,12 +141,10 @@ def _short_summary(results: Sequence[AuditResult], width: int, flagged: bool) ->
 
 
 def terminal_summary(
-    results: Sequence[AuditResult], width: int = WIDTH, *, verbose: bool = False
+    results: Sequence[AuditResult], width: int = 100, *, verbose: bool = False
 ) -> list[str]:
-    """The "fairness summary" lines: a line per test (``_short_summary``), or with
-    ``verbose`` (``-v``) one small table per test, fitted to ``width`` columns by
-    wrapping (never by cutting a name), with its notes and the evidence of each failing
-    attribute."""
+    """The "fairness summary": a line per test, or with ``verbose`` (``-v``) a table per
+    test fitted to ``width`` by wrapping (never cutting a name), its notes and evidence."""
     rs = check_results(results)
     flagged = any(attribute_label(r, a) == "FLAG" for r in rs for a in r.attributes)
     lines = [] if verbose or not rs else _short_summary(rs, width, flagged)
@@ -190,11 +157,8 @@ def terminal_summary(
         name_width = min(_NAME, max([9, *(len(a.attribute) for a in r.attributes)]))
         if r.attributes:
             head = _row("attribute", header, "most / least favoured", width, name_width)
-            lines += (
-                head
-                if len(head) == 1
-                else _row("attribute", header, "most / least", width, name_width)
-            )
+            short = _row("attribute", header, "most / least", width, name_width)
+            lines += head if len(head) == 1 else short
         for a in r.attributes:
             cells = [
                 attribute_label(r, a),
@@ -205,14 +169,15 @@ def terminal_summary(
         for line in extra_lines(r):  # after the rows: a kind's lines never split the table
             lines += wrap_text(line, width)
         for a in r.attributes:
-            stats = repeat_stats(a)
-            if stats:
+            if stats := repeat_stats(a):
                 lines += wrap_text(f"{a.attribute}: {stats}", width)
-        lines += _gate_lines(r, width)
+        for f in r.gate.failures if r.gate is not None else ():
+            lines += wrap_text(f"{failure_label(f)}: {failure_text(f, r)}", width, "  ✗ ")
+        for n in r.gate.notes if r.gate is not None else ():
+            lines += wrap_text(f"note: {n}", width)
         for line in evidence_lines(r):
             lines += wrap_text(line, width, "  ", "      ")
-        usage = usage_text(r)
-        if usage:
+        if usage := usage_text(r):
             lines += wrap_text(usage, width)
     if flagged and verbose:
         lines += wrap_text(
@@ -224,20 +189,11 @@ def terminal_summary(
     return lines
 
 
-TITLE = "models side by side"
-
-
 _CELL = 22  # "0.368 [0.301, 0.420]" and two spaces
 
 
 def _cell(s: Stat | None) -> str:
     return "—" if s is None else fmt_ci(s)
-
-
-def _interval(p: PairRow) -> str:
-    if p.ci is None:
-        return ""
-    return f" [{p.ci.low:+.3f}, {p.ci.high:+.3f}]"
 
 
 def pair_text(p: PairRow) -> str:
@@ -249,9 +205,10 @@ def pair_text(p: PairRow) -> str:
         verdict = f"{p.fairer} is significantly fairer than {other}"
     else:
         verdict = f"{p.a} vs {p.b}: no significant difference"
+    ci = "" if p.ci is None else f" [{p.ci.low:+.3f}, {p.ci.high:+.3f}]"
     return (
         f"{p.attribute}: {verdict} (SNSR {fmt(p.snsr_a)} vs {fmt(p.snsr_b)}, difference "
-        f"{p.delta:+.3f}{_interval(p)}, p {fmt_p(p.p_value)}, {p.n_paired} shared entities)"
+        f"{p.delta:+.3f}{ci}, p {fmt_p(p.p_value)}, {p.n_paired} shared entities)"
     )
 
 
@@ -268,16 +225,14 @@ def _table(c: ModelComparison, width: int) -> list[str] | None:
     widths = [max(_CELL, len(m) + 2) for m in c.models]
     if 2 + name_w + 1 + sum(widths) > width:
         return None
-    lines = [
-        "  "
-        + "attribute".ljust(name_w)
-        + " "
-        + "".join(m.ljust(w) for m, w in zip(c.models, widths, strict=True))
+    rows = [
+        ("attribute", c.models),
+        *((a, [_cell(s) for s in row]) for a, row in zip(c.attributes, c.snsr, strict=True)),
     ]
-    for attr, row in zip(c.attributes, c.snsr, strict=True):
-        cells = "".join(_cell(s).ljust(w) for s, w in zip(row, widths, strict=True))
-        lines.append(("  " + attr.ljust(name_w) + " " + cells).rstrip())
-    return [line.rstrip() for line in lines]
+    fill = [
+        (name, "".join(x.ljust(w) for x, w in zip(xs, widths, strict=True))) for name, xs in rows
+    ]
+    return [f"  {name.ljust(name_w)} {cells}".rstrip() for name, cells in fill]
 
 
 def terminal_lines(comparisons: Sequence[ModelComparison], width: int = 100) -> list[str]:
@@ -285,7 +240,7 @@ def terminal_lines(comparisons: Sequence[ModelComparison], width: int = 100) -> 
     width, a line per attribute), then a sentence per pair and attribute."""
     lines: list[str] = []
     for c in comparisons:
-        lines += wrap_text(f"{TITLE} — {_lead(c)}", width, "", "  ")
+        lines += wrap_text(f"models side by side — {_lead(c)}", width, "", "  ")
         table = _table(c, width)
         if table is None:
             table = []
@@ -331,10 +286,6 @@ def markdown_lines(comparisons: Sequence[ModelComparison]) -> list[str]:
     return out
 
 
-def _e(text: object) -> str:
-    return escape(str(text), quote=True)
-
-
 def html_section(comparisons: Sequence[ModelComparison]) -> str:
     """The HTML section, before the per-test sections: a table and the pair verdicts."""
     if not comparisons:
@@ -343,20 +294,20 @@ def html_section(comparisons: Sequence[ModelComparison]) -> str:
         '<section class="test models" id="models"><header><h2>Models side by side</h2></header>'
     ]
     for c in comparisons:
-        head = "".join(f"<th>{_e(m)}</th>" for m in c.models)
-        ids = "".join(f"<td>{_e(t)}</td>" for t in c.model_ids)
+        head = "".join(f"<th>{esc(m)}</th>" for m in c.models)
+        ids = "".join(f"<td>{esc(t)}</td>" for t in c.model_ids)
         rows = "".join(
-            f"<tr><td>{_e(attr)}</td>"
-            + "".join(f'<td class="num">{_e(_cell(s))}</td>' for s in row)
+            f"<tr><td>{esc(attr)}</td>"
+            + "".join(f'<td class="num">{esc(_cell(s))}</td>' for s in row)
             + "</tr>"
             for attr, row in zip(c.attributes, c.snsr, strict=True)
         )
         verdicts = "".join(
-            f'<li class="{"fairer" if p.fairer else "same"}">{_e(pair_text(p))}</li>'
+            f'<li class="{"fairer" if p.fairer else "same"}">{esc(pair_text(p))}</li>'
             for p in c.pairs
         )
         parts.append(
-            f'<h3>{_e(c.group)}</h3><p class="sub">{_e(_lead(c).split(": ", 1)[1])}</p>'
+            f'<h3>{esc(c.group)}</h3><p class="sub">{esc(_lead(c).split(": ", 1)[1])}</p>'
             f'<div class="scroll"><table class="models"><tr><th>attribute</th>{head}</tr>'
             f'<tr class="sub"><td>model id</td>{ids}</tr>{rows}</table></div>'
             f'<ul class="pairs">{verdicts}</ul>'

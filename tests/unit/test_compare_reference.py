@@ -1,4 +1,4 @@
-"""compare.reference: the --fairness-compare-fail grammar and the comparison of one audit
+"""compare.runs: the --fairness-compare-fail grammar and the comparison of one audit
 with a reference run (the pytest runs are in tests/integration/test_plugin_history_compare.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_recfair.compare.reference import (
+from pytest_recfair.compare.runs import (
     Reference,
     Rule,
     apply_reference,

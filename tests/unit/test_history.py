@@ -240,14 +240,14 @@ def test_the_entry_is_read_from_its_line_or_from_the_whole_file(tmp_path: Path) 
 def test_x_labels_are_at_most_eight_and_never_crowd_the_last(tmp_path: Path, n: int) -> None:
     import itertools
 
-    from pytest_recfair.report import history_chart
+    from pytest_recfair.report import history
     from pytest_recfair.report.history import HistoryRun
 
     runs = [HistoryRun(i + 1, "2026-01-02 03:04:05 UTC", {}) for i in range(n)]
-    svg = "".join(history_chart._axes(n, 0.05, runs, "SNSR"))
+    svg = "".join(history._axes(n, 0.05, runs, "SNSR"))
     xs = [float(x) for x in re.findall(r'<text class="xlabel" x="([0-9.]+)"', svg)]
     assert len(xs) == n if n <= 8 else 5 <= len(xs) <= 8
-    assert xs[-1] == history_chart._x(n - 1, n)  # the latest run is labelled
-    assert xs[-1] + 35 <= history_chart._W  # and whole: half a date (~60 px) fits right of it
+    assert xs[-1] == history._x(n - 1, n)  # the latest run is labelled
+    assert xs[-1] + 35 <= history._W  # and whole: half a date (~60 px) fits right of it
     gaps = [b - a for a, b in itertools.pairwise(xs)]
     assert all(g >= 70 for g in gaps)  # a date is ~60 px wide at 11 px

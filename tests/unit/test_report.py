@@ -20,9 +20,9 @@ from pytest_recfair.report.failures import failure_message, failure_text
 from pytest_recfair.report.html_report import to_html
 from pytest_recfair.report.markdown import to_json, to_markdown
 from pytest_recfair.report.registry import RENDERERS, write_report
-from pytest_recfair.report.status import TIE, attribute_label, favoured, flags, repeat_stats
+from pytest_recfair.report.status import attribute_label, flags, repeat_stats
 from pytest_recfair.report.terminal import terminal_summary
-from pytest_recfair.results import AuditResult
+from pytest_recfair.results import TIE, AuditResult
 from tests.support.synth_results import RELIGION, attribute, audit, meta
 
 
@@ -306,7 +306,7 @@ def test_a_tie_is_shown_as_a_tie_not_as_one_value_twice() -> None:
     # one value ahead by a hair is still favoured
     sims[:, 0] += 1e-6
     ahead = attribute("religion", sims, RELIGION)
-    assert favoured(ahead) == (RELIGION[0], ahead.least_favoured)
+    assert ahead.favoured() == (RELIGION[0], ahead.least_favoured)
 
 
 def test_entropy_and_noise_floor_are_reported() -> None:
