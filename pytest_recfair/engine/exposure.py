@@ -27,22 +27,18 @@ from typing import Any
 
 import numpy as np
 
-from pytest_recfair.engine.base import AuditInputs, PooledKind, PooledScorer, Scored
+from pytest_recfair.engine.base import AuditInputs, PooledScorer, Scored
 from pytest_recfair.engine.items.scoring import MAX_LEVELS, field_codes, match_replies
 from pytest_recfair.engine.overlap.evidence import SHOW
-from pytest_recfair.engine.overlap.kind import list_cases, parse_all
+from pytest_recfair.engine.overlap.kind import ListKind, parse_all
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics import exposure as ex
 from pytest_recfair.prompts.cases import PromptCase
-from pytest_recfair.prompts.grids import Grid
-from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_cell, p_text, table
 from pytest_recfair.report.sections import KindComparison, KindRow
 from pytest_recfair.results import AuditResult, GateFailure, Interval, Stat, json_nan
 from pytest_recfair.settings import AuditSettings
-
-__all__ = ["EXPOSURE", "ExposureAudit", "ExposureSections"]
 
 KEY = "exposure"
 #: The per-entity arrays a result keeps for the baseline's drift test.
@@ -516,12 +512,10 @@ class ExposureSections:
         return [(f"{key}.{n}", data[n]) for n in names if data[n] is not None]
 
 
-class ExposureAudit(PooledKind):
+class ExposureAudit(ListKind):
     """Item exposure and popularity bias, scored over all entities."""
 
     name = KEY
-    # the input files the plugin checks before any test runs (plugin/collection.py)
-    named_inputs = ("catalogue",)
     sections = ExposureSections()
 
     def wants(self, settings: AuditSettings) -> bool:
@@ -531,17 +525,6 @@ class ExposureAudit(PooledKind):
         self, settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[Path]
     ) -> None:
         setup(settings, catalogue, where)
-
-    def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
-    ) -> list[PromptCase]:
-        setup(settings, inputs.catalogue, inputs.where)  # a bad setting: no request sent
-        return list_cases(settings, grid, entities, attributes)
 
     def scorer(
         self,

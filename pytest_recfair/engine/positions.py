@@ -39,8 +39,6 @@ from pytest_recfair.report.sections import KindComparison, KindRow
 from pytest_recfair.results import AuditResult, GateFailure, Interval, Stat, json_nan
 from pytest_recfair.settings import AuditSettings
 
-__all__ = ["POSITIONS", "PositionAudit", "PositionSections", "evidence_entries"]
-
 KEY = "positions"
 _WORDS = {"bias": "position bias", "missed": "missed rate"}
 NEUTRAL = "(neutral)"
@@ -58,7 +56,7 @@ class PositionSections:
 
     def lines(self, data: Any) -> list[str]:
         out: list[str] = []
-        for res in _data_attributes(data):
+        for res in _attributes(data):
             m = res["measures"]
             out += [
                 f"{res['attribute']}: {_pooled(res)}; neutral: first-position rate "
@@ -72,12 +70,12 @@ class PositionSections:
     def brief(self, data: Any) -> str:
         return "; ".join(
             f"{res['attribute']}: position bias {fmt(res['pooled_bias'])}"
-            for res in _data_attributes(data)
+            for res in _attributes(data)
         )
 
     def html(self, data: Any) -> str:
         parts = []
-        for res in _data_attributes(data):
+        for res in _attributes(data):
             names = list(res["measures"])
             head = ["group", "first-position rate", *names, *(f"p {n}" for n in names), "picks"]
             rows = []
@@ -106,7 +104,7 @@ class PositionSections:
                 f"{res['attribute']} · position bias",
                 Stat(json_nan(res["pooled_bias"]), Interval.from_obj(res["pooled_bias_ci"])),
             )
-            for res in _data_attributes(data)
+            for res in _attributes(data)
         ]
 
     def compare(
@@ -140,7 +138,7 @@ class PositionSections:
 
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
         out: list[tuple[str, float | int | str]] = []
-        for res in _data_attributes(data):
+        for res in _attributes(data):
             key = "recfair." + str(res["attribute"]).casefold().replace(" ", "_")
             for name, value in (
                 ("position_bias", res["pooled_bias"]),
@@ -199,16 +197,11 @@ class PositionAudit(PooledKind):
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
     ) -> tuple[GateFailure, ...]:
-        data = result.extras.get(KEY) or {}
         before = {r["attribute"]: r for r in _attributes(baseline)}
-        return tuple(
-            f
-            for res in data.get("attributes", ())
-            for f in (
-                *_failures(settings, res),
-                *_drift(settings, res, before.get(res["attribute"])),
-            )
-        )
+        out: list[GateFailure] = []
+        for res in _attributes(result):
+            out += [*_failures(settings, res), *_drift(settings, res, before.get(res["attribute"]))]
+        return tuple(out)
 
 
 def _score(
@@ -290,69 +283,36 @@ def _to_dict(attribute: str, r: PositionResult) -> dict[str, Any]:
 
 
 def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailure]:
-    attr, alpha = res["attribute"], settings.alpha
+    attr, alpha, tol = res["attribute"], settings.alpha, settings.tolerance
     out: list[GateFailure] = []
 
-    def fail(value: float, limit: float | None, p: float | None, detail: str, **more: Any) -> None:
-        out.append(
-            GateFailure(
-                "position",
-                attribute=attr,
-                value=value,
-                limit=limit,
-                p_value=p,
-                alpha=alpha,
-                detail=detail,
-                **more,
-            )
-        )
+    def fail(value: float, limit: float | None, p: float | None, detail: str, ci: Any,
+             **more: Any) -> None:  # fmt: skip
+        out.append(GateFailure("position", attribute=attr, value=value, limit=limit, p_value=p,
+                               alpha=alpha, detail=detail, value_ci=Interval.from_obj(ci),
+                               **more))  # fmt: skip
 
-    bias, p_uni = res["pooled_bias"], res["p_uniform"]
-    limit = settings.max_position_bias
+    bias, p_uni, limit = res["pooled_bias"], res["p_uniform"], settings.max_position_bias
     if limit is not None and bias is not None and bias > limit and (p_uni or 1.0) < alpha:
-        fail(
-            bias,
-            limit,
-            p_uni,
-            f"candidate position bias {bias:.3f} (distance of the pick "
-            f"positions from uniform) > max_position_bias {limit:g} (p = {p_uni:.3g})",
-            value_ci=Interval.from_obj(res["pooled_bias_ci"]),
-        )
-    if settings.max_missed_rate is not None:
-        m_ci = res["measures"]["missed"], res["measures_ci"]["missed"]
-        for g, m, ci in zip(res["groups"], *m_ci, strict=True):
-            if m is not None and m > settings.max_missed_rate:
-                fail(
-                    m,
-                    settings.max_missed_rate,
-                    None,
-                    f"{g}: missed rate {m:.3f} (no valid "
-                    f"candidate picked) > max_missed_rate {settings.max_missed_rate:g}",
-                    value_ci=Interval.from_obj(ci),
-                    group=g,
-                )
+        fail(bias, limit, p_uni, f"candidate position bias {bias:.3f} (distance of the pick "
+             f"positions from uniform) > max_position_bias {limit:g} (p = {p_uni:.3g})",
+             res["pooled_bias_ci"])  # fmt: skip
+    most, m_ci = settings.max_missed_rate, (res["measures"]["missed"], res["measures_ci"]["missed"])
+    for g, m, ci in zip(res["groups"], *m_ci, strict=True):
+        if most is not None and m is not None and m > most:
+            fail(m, most, None, f"{g}: missed rate {m:.3f} (no valid candidate picked) > "
+                 f"max_missed_rate {most:g}", ci, group=g)  # fmt: skip
     for name in MEASURES:
         values, cis = res["measures"][name], res["measures_ci"][name]
         for i, (g, p) in enumerate(zip(res["groups"][1:], res["p_adjusted"][name], strict=True)):
             v = values[i + 1]
             diff = None if v is None or values[0] is None else v - values[0]
-            if diff is not None and p is not None and p < alpha and abs(diff) > settings.tolerance:
-                fail(
-                    v,
-                    settings.tolerance,
-                    p,
-                    f"{g}: {name} {v:.3f} differs from the neutral "
-                    f"prompt's {values[0]:.3f} (family-wise p = {p:.3g})",
-                    value_ci=Interval.from_obj(cis[i + 1]),
-                    group=g,
-                    bound="tol",  # the tolerance on the difference from neutral
-                )
+            if diff is not None and p is not None and p < alpha and abs(diff) > tol:
+                # bound "tol": the tolerance on the difference from neutral
+                fail(v, tol, p, f"{g}: {name} {v:.3f} differs from the neutral prompt's "
+                     f"{values[0]:.3f} (family-wise p = {p:.3g})", cis[i + 1], group=g,
+                     bound="tol")  # fmt: skip
     return out
-
-
-def _attributes(result: AuditResult | None) -> list[Mapping[str, Any]]:
-    data = (result.extras.get(KEY) if result is not None else None) or {}
-    return list(data.get("attributes", ()))
 
 
 def _drift(
@@ -368,24 +328,16 @@ def _drift(
     if cmp is None:
         return []
     out = []
+    tol, n = settings.tolerance, cmp.n_paired
     for m, name in enumerate(DRIFT_MEASURES):
         now, was, p = float(cmp.candidate[m]), float(cmp.baseline[m]), float(cmp.p_value[m])
-        if np.isfinite(now - was) and now - was > settings.tolerance and p < settings.alpha:
-            out.append(
-                GateFailure(
-                    "position",
-                    attribute=res["attribute"],
-                    value=now,
-                    limit=settings.tolerance,
-                    baseline=was,
-                    p_value=p,
-                    alpha=settings.alpha,
-                    n_paired=cmp.n_paired,
-                    detail=f"pooled position {name} {was:.3f} -> {now:.3f} rose by more "
-                    f"than the tolerance {settings.tolerance:g} (paired entity bootstrap "
-                    f"p = {p:.3g} over {cmp.n_paired} entities)",
-                )
-            )
+        if np.isfinite(now - was) and now - was > tol and p < settings.alpha:
+            out.append(GateFailure(
+                "position", attribute=res["attribute"], value=now, limit=tol, baseline=was,
+                p_value=p, alpha=settings.alpha, n_paired=n,
+                detail=f"pooled position {name} {was:.3f} -> {now:.3f} rose by more than the "
+                f"tolerance {tol:g} (paired entity bootstrap p = {p:.3g} over {n} entities)",
+            ))  # fmt: skip
     return out
 
 
@@ -405,7 +357,10 @@ def _paired(
     return compare_positions(b, c, **test)
 
 
-def _data_attributes(data: Any) -> list[Mapping[str, Any]]:
+def _attributes(data: Any) -> list[Mapping[str, Any]]:
+    """The per-attribute results of ``extras["positions"]`` (``data`` an AuditResult: its)."""
+    if isinstance(data, AuditResult):
+        data = data.extras.get(KEY)
     return list((data or {}).get("attributes", ()))
 
 

@@ -2,21 +2,13 @@
 
 Prompts are the list-overlap audit's (any grid and template set, e.g. the implicit grid
 with the ``lmrec`` conversational templates); each recommended title is matched to the
-catalogue, and :mod:`.scoring` measures, per catalogue field, the share of
-each category per group, the shift of each group from the neutral prompt (total variation
-distance) with a family-wise permutation test over entities, and the LMRec association
-score. Gated by ``max_shift`` (absolute) and against the baseline's per-entity counts.
+catalogue, and :mod:`.scoring` measures, per catalogue field, the share of each category
+per group, the shift of each group from the neutral prompt (total variation distance) with
+a family-wise permutation test over entities, and the LMRec association score. Gated by
+``max_shift`` (absolute) and against the baseline's per-entity counts.
 
-The entities (cities, ...) behind an item-side shift: where the most shifted group's
-lists gained the category that moved most, with the items of the neutral and the group's
-lists side by side (each title with its catalogue category) and the replies.
-
-Computed from the replies the pooled scorer holds anyway (no extra memory); at most
-:data:`~pytest_recfair.engine.overlap.evidence.SHOW` entities per attribute.
-
-How every report format shows item-side results (``extras["items"]``): coverage of the
-catalogue, each group's category shares, each value's shift from the neutral prompt with
-its interval and family-wise p-value (see ``report/sections.py`` for the design).
+Its evidence: the entities where the most shifted group's lists gained the category that
+moved most, neutral and group lists side by side (titles tagged with their category).
 """
 
 from __future__ import annotations
@@ -25,24 +17,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from pytest_recfair.engine.base import AuditInputs, PooledKind, PooledScorer, Scored
+from pytest_recfair.engine.base import AuditInputs, PooledScorer, Scored
 from pytest_recfair.engine.items import scoring as itemside
 from pytest_recfair.engine.items.scoring import ItemSideResult, field_codes
 from pytest_recfair.engine.overlap.evidence import SHOW, compare_lists, reply_text, shown_titles
-from pytest_recfair.engine.overlap.kind import list_cases, parse_all
-from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.engine.overlap.kind import ListKind, parse_all
+from pytest_recfair.errors import DataError
 from pytest_recfair.metrics.itemshift import compare_shift
 from pytest_recfair.prompts.cases import PromptCase
-from pytest_recfair.prompts.grids import Grid
-from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.replies.matching import normalize
 from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_cell, p_text, table
 from pytest_recfair.report.sections import KindComparison, KindRow
 from pytest_recfair.results import AuditResult, GateFailure, Interval, Stat, json_nan
 from pytest_recfair.settings import AuditSettings
-
-__all__ = ["ITEMS", "KEY", "ItemAudit", "ItemSections", "entries"]
 
 
 def _score(
@@ -360,12 +348,10 @@ class ItemSections:
         return out
 
 
-class ItemAudit(PooledKind):
+class ItemAudit(ListKind):
     """The LMRec item-side audit: item properties per group, scored over all entities."""
 
     name = KEY
-    # the input files the plugin checks before any test runs (plugin/collection.py)
-    named_inputs = ("catalogue",)
     sections = ItemSections()
 
     def wants(self, settings: AuditSettings) -> bool:
@@ -374,21 +360,8 @@ class ItemAudit(PooledKind):
     def check_catalogue(
         self, settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[Path]
     ) -> None:
-        """At collection: every ``item_field`` in the catalogue, with usable levels."""
+        """Every ``item_field`` in the catalogue, with usable levels."""
         itemside.check_fields(catalogue, _fields(settings), settings.item_field or "")
-
-    def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
-    ) -> list[PromptCase]:
-        # every run path builds the first entity's cases before sending anything: a wrong
-        # item_field, a missing catalogue or a continuous field stops the audit here
-        itemside.check_fields(inputs.catalogue, _fields(settings), settings.item_field or "")
-        return list_cases(settings, grid, entities, attributes)
 
     def scorer(
         self,
@@ -398,12 +371,7 @@ class ItemAudit(PooledKind):
         inputs: AuditInputs,
     ) -> PooledScorer:
         catalogue = inputs.catalogue
-        if catalogue is None:
-            raise ConfigError(
-                f"@fairness(item_field={settings.item_field!r}) needs a catalogue: give "
-                "catalogue= a CSV/JSON/YAML file (marker or ini recfair_catalogue), or "
-                "override the recfair_catalogue fixture"
-            )
+        assert catalogue is not None  # build_cases, always called first, checked it
         return PooledScorer(lambda cases, replies: _score(settings, catalogue, cases, replies))
 
     def failures(
