@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from pytest_recfair.engine.base import AuditInputs, PooledScorer, Scored
-from pytest_recfair.engine.items.scoring import MAX_LEVELS, field_codes, match_replies
+from pytest_recfair.engine.items import scoring as itemside
+from pytest_recfair.engine.items.scoring import MAX_LEVELS, field_codes, rounded
 from pytest_recfair.engine.overlap.evidence import SHOW
 from pytest_recfair.engine.overlap.kind import ListKind, parse_all
 from pytest_recfair.errors import ConfigError, DataError
@@ -59,7 +60,7 @@ class _Setup:
 
 
 def _field(settings: AuditSettings) -> str:
-    names = [f.strip() for f in (settings.item_field or "").split(",") if f.strip()]
+    names = itemside.field_names(settings.item_field)
     if len(names) != 1:
         raise ConfigError(
             f"@fairness(kind='exposure', item_field={settings.item_field!r}): an exposure "
@@ -177,13 +178,8 @@ def setup(settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[
     )  # fmt: skip
 
 
-def _num(x: Any) -> float | None:
-    x = float(x)
-    return round(x, 6) if math.isfinite(x) else None
-
-
 def _nums(a: Any) -> Any:
-    return [_nums(x) for x in a] if np.ndim(a) else _num(a)
+    return [_nums(x) for x in a] if np.ndim(a) else rounded(a)
 
 
 def _score(
@@ -194,7 +190,7 @@ def _score(
     completions: Mapping[str, Any],
 ) -> Scored:
     titles = [r.items for r in parse_all(cases, completions, settings.k, settings.parse_style)]
-    matched, coverage = match_replies(titles, catalogue)
+    matched, coverage = itemside.match_replies(titles, catalogue)
     # values that signal a group (implicit proxies: first names) pool into it, as LMRec's
     pair_of = {f"{c.attribute}: {c.group or c.value}": [c.attribute, c.group or c.value]
                for c in cases if c.attribute}  # fmt: skip
@@ -223,14 +219,14 @@ def _score(
         "reference_share": _nums(res.reference), "p_gap": _nums(res.p_gap),
         **{k: _nums(v) for k, v in res.point.items()},
         **{f"{k}_ci": _nums(v) for k, v in res.ci.items()},
-        "p_tail": _num(res.p_tail), "p_lift": _nums(res.p_lift),
+        "p_tail": rounded(res.p_tail), "p_lift": _nums(res.p_lift),
         "values": [pair_of[v] for v in data.values],  # the order of the lift's columns
-        "gini": _num(ex.gini(slots)), "coverage": _num(np.mean(slots > 0)),
+        "gini": rounded(ex.gini(slots)), "coverage": rounded(np.mean(slots > 0)),
         "matched": {"matched": coverage.matched, "total": coverage.total,
                     "unmatched_examples": list(coverage.unmatched_examples)},
         "history": su.history, "n_entities": res.n_entities,
         "items": [[catalogue.items[i].title, su.groups[su.group_of[i]] if su.group_of[i] >= 0
-                   else None, int(slots[i]), _num(took[i])] for i in top],
+                   else None, int(slots[i]), rounded(took[i])] for i in top],
         "per_entity": {"entities": list(data.entities),
                        **{k: _nums(getattr(data, k)) for k in _PER_ENTITY}},
     }  # fmt: skip
@@ -298,39 +294,18 @@ def _failures(s: AuditSettings, d: Mapping[str, Any]) -> list[GateFailure]:
         d["groups"], d["share"], d["reference_share"], d["gap"], d["p_gap"], strict=True
     ):
         if gap_limit is not None and gap is not None and abs(gap) > gap_limit and p < s.alpha:
-            fail(
-                field,
-                g,
-                share,
-                gap_limit,
-                p,
-                f"{field} group {g!r} took {share:.3f} of the "
-                f"top-K slots vs the reference's {ref:.3f} (gap {gap:+.3f}) beyond "
-                f"max_exposure_gap {gap_limit:g}",
-            )
+            fail(field, g, share, gap_limit, p, f"{field} group {g!r} took {share:.3f} of the "
+                 f"top-K slots vs the reference's {ref:.3f} (gap {gap:+.3f}) beyond "
+                 f"max_exposure_gap {gap_limit:g}")  # fmt: skip
     tail, lo = d["long_tail"], s.min_long_tail_share
     if lo is not None and tail is not None and tail < lo and d["p_tail"] < s.alpha:
-        fail(
-            field,
-            None,
-            tail,
-            lo,
-            d["p_tail"],
-            f"long-tail share {tail:.3f} (slots to items "
-            f"outside the top 20% by popularity) < min_long_tail_share {lo:g}",
-        )
+        fail(field, None, tail, lo, d["p_tail"], f"long-tail share {tail:.3f} (slots to items "
+             f"outside the top 20% by popularity) < min_long_tail_share {lo:g}")  # fmt: skip
     hi = s.max_popularity_lift
     for (attr, value), lift, p in zip(d["values"], d["lift"], d["p_lift"], strict=True):
         if hi is not None and lift is not None and abs(lift) > hi and p < s.alpha:
-            fail(
-                attr,
-                value,
-                lift,
-                hi,
-                p,
-                f"{value}: popularity lift {lift:+.3f} (mean "
-                f"popularity quantile shown vs neutral) beyond max_popularity_lift {hi:g}",
-            )
+            fail(attr, value, lift, hi, p, f"{value}: popularity lift {lift:+.3f} (mean popularity "
+                 f"quantile shown vs neutral) beyond max_popularity_lift {hi:g}")  # fmt: skip
     return out
 
 
@@ -398,10 +373,9 @@ class ExposureSections:
     def measure(self, result: AuditResult) -> str:
         return f"item exposure, top {getattr(result.meta, 'k', '?')}"
 
-    def lines(self, data: Any) -> list[str]:
-        if not data:
+    def lines(self, d: Any) -> list[str]:
+        if not d:
             return []
-        d = data
         cells = " · ".join(
             f"{g} {fmt(s)}/{fmt(r)} (p {p_text(p)})"
             for g, s, r, p in zip(
@@ -478,10 +452,9 @@ class ExposureSections:
         )
         return KindComparison(tuple(rows), "paired entity bootstrap, Holm", tuple(notes))
 
-    def html(self, data: Any) -> str:
-        if not data:
+    def html(self, d: Any) -> str:
+        if not d:
             return ""
-        d = data
         head = ["group", "share", "weighted", "reference", "ratio", "p (gap)"]
         rows = [
             [g, fmt(s) + fmt_pair(sc), fmt(w), fmt(r), fmt(q) + fmt_pair(qc), p_cell(p)]

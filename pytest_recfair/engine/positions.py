@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from pytest_recfair.engine.base import AuditInputs, PooledKind, PooledScorer, Scored
+from pytest_recfair.engine.items.scoring import rounded
 from pytest_recfair.engine.overlap.evidence import SHOW, reply_text
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.metrics.positions import (
@@ -256,27 +257,22 @@ def _score_attribute(
     }
 
 
-def _num(x: Any) -> float | None:
-    x = float(x)
-    return None if not np.isfinite(x) else round(x, 6)
-
-
 def _to_dict(attribute: str, r: PositionResult) -> dict[str, Any]:
     return {
         "attribute": attribute,
         "groups": list(r.groups),
         "k": r.k,
-        "curve": [[_num(x) for x in row] for row in r.curve],
-        "measures": {m: [_num(x) for x in r.measures[:, i]] for i, m in enumerate(MEASURES)},
+        "curve": [[rounded(x) for x in row] for row in r.curve],
+        "measures": {m: [rounded(x) for x in r.measures[:, i]] for i, m in enumerate(MEASURES)},
         "measures_ci": {
-            m: [[_num(lo), _num(hi)] for lo, hi in r.measures_ci[:, i]]
+            m: [[rounded(lo), rounded(hi)] for lo, hi in r.measures_ci[:, i]]
             for i, m in enumerate(MEASURES)
         },
-        "p_adjusted": {m: [_num(x) for x in r.p_adjusted[:, i]] for i, m in enumerate(MEASURES)},
-        "pooled_bias": _num(r.pooled_bias),
-        "pooled_bias_ci": [_num(x) for x in r.pooled_bias_ci],
-        "chi2": _num(r.chi2),
-        "p_uniform": _num(r.p_uniform),
+        "p_adjusted": {m: [rounded(x) for x in r.p_adjusted[:, i]] for i, m in enumerate(MEASURES)},
+        "pooled_bias": rounded(r.pooled_bias),
+        "pooled_bias_ci": [rounded(x) for x in r.pooled_bias_ci],
+        "chi2": rounded(r.chi2),
+        "p_uniform": rounded(r.p_uniform),
         "n_picks": [int(x) for x in r.n_picks],
         "n_entities": r.n_entities,
     }

@@ -40,7 +40,7 @@ def _score(
     completions: Mapping[str, Any],
 ) -> Scored:
     """Every attribute's item-side results from all the audit's replies."""
-    fields = _fields(settings)
+    fields = itemside.field_names(settings.item_field)
     replies = parse_all(cases, completions, settings.k, settings.parse_style)
     titles = [r.items for r in replies]
     attrs = list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
@@ -53,37 +53,20 @@ def _score(
         )
         for attr in attrs
     ]  # fmt: skip
-    shown = entries(cases, titles, matched[0], catalogue, completions, results)
+    shown = {
+        res.attribute: entry
+        for res in results
+        if (entry := _entry(cases, titles, matched[0], catalogue, completions, res)) is not None
+    }  # attribute -> evidence entry (report/evidence.py's shape)
     return Scored(
         (), 0, {KEY: itemside.ItemResults(catalogue.source, tuple(results))}, evidence=shown
     )
-
-
-def _fields(settings: AuditSettings) -> list[str]:
-    return [f.strip() for f in (settings.item_field or "").split(",") if f.strip()]
 
 
 def _results(result: AuditResult | None) -> tuple[itemside.ItemSideResult, ...]:
     """Typed as this run scored them; read from JSON data only for a stored baseline."""
     data = result.extras.get(KEY) if result is not None else None
     return itemside.ItemResults.of(data).attributes
-
-
-def entries(
-    cases: Sequence[Any],
-    titles: Sequence[list[str] | None],
-    matched: Mapping[int, list[int | None] | None],
-    catalogue: Catalogue,
-    completions: Mapping[str, Any],
-    results: Sequence[ItemSideResult],
-) -> dict[str, dict[str, Any]]:
-    """attribute -> evidence entry (report/failures.py's shape)."""
-    out = {}
-    for res in results:
-        entry = _entry(cases, titles, matched, catalogue, completions, res)
-        if entry is not None:
-            out[res.attribute] = entry
-    return out
 
 
 def _entry(
@@ -361,7 +344,8 @@ class ItemAudit(ListKind):
         self, settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[Path]
     ) -> None:
         """Every ``item_field`` in the catalogue, with usable levels."""
-        itemside.check_fields(catalogue, _fields(settings), settings.item_field or "")
+        fields = itemside.field_names(settings.item_field)
+        itemside.check_fields(catalogue, fields, settings.item_field or "")
 
     def scorer(
         self,
