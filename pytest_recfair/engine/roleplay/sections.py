@@ -15,7 +15,7 @@ Computed from the replies the pooled scorer holds anyway; at most
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Final
 
 from pytest_recfair.engine.overlap.evidence import SHOW, reply_text
@@ -217,15 +217,13 @@ def _example_rows(roles: list[Mapping[str, Any]]) -> list[list[str]]:
 
 def entries(
     result: RoleplayResult,
-    cases: Sequence[Any],
+    rounds: Mapping[tuple[str, bool], list[Any]],
     answers: Mapping[str, str],
     judges: Mapping[str, list[str | None]],
     with_role: bool,
 ) -> dict[str, dict[str, Any]]:
-    """cell label ("religion · Choice") -> evidence entry (report/evidence.py's shape)."""
-    rounds: dict[tuple[str, bool], list[Any]] = {}
-    for c in cases:
-        rounds.setdefault((c.question_id, c.with_role), []).append(c)
+    """cell label ("religion · Choice") -> evidence entry (report/evidence.py's shape);
+    ``rounds``: (question id, with role) -> its cases in round order."""
     cells: dict[tuple[str, str], list[QuestionResult]] = {}
     for q in result.questions:
         if q.with_role == with_role:
@@ -255,7 +253,7 @@ def _row(
     other = (q.question_id, not q.with_role)
     mine = f"as {q.role}" if q.with_role else "no role"
     for key, label in ((q.key, mine), (other, "no role" if q.with_role else "with role")):
-        asked = sorted(rounds.get(key, []), key=lambda c: c.repeat)
+        asked = rounds.get(key, [])
         if not asked:
             continue
         outcomes = q.outcomes if key == q.key else ()
