@@ -222,8 +222,7 @@ def _score(
         "p_tail": rounded(res.p_tail), "p_lift": _nums(res.p_lift),
         "values": [pair_of[v] for v in data.values],  # the order of the lift's columns
         "gini": rounded(ex.gini(slots)), "coverage": rounded(np.mean(slots > 0)),
-        "matched": {"matched": coverage.matched, "total": coverage.total,
-                    "unmatched_examples": list(coverage.unmatched_examples)},
+        "matched": itemside.coverage_dict(coverage),
         "history": su.history, "n_entities": res.n_entities,
         "items": [[catalogue.items[i].title, su.groups[su.group_of[i]] if su.group_of[i] >= 0
                    else None, int(slots[i]), rounded(took[i])] for i in top],

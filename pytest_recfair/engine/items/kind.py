@@ -163,9 +163,13 @@ def _attributes(data: Any) -> list[Mapping[str, Any]]:
     return list((data or {}).get("attributes", ()))
 
 
+def _share(cov: Mapping[str, Any]) -> float:
+    return cov["matched"] / cov["total"] if cov["total"] else 0.0
+
+
 def _coverage(res: Mapping[str, Any]) -> str:
     cov = res["coverage"]
-    share = cov["matched"] / cov["total"] if cov["total"] else 0.0
+    share = _share(cov)
     unmatched = ", ".join(cov["unmatched_examples"][:3])
     return f"catalogue matched {share:.0%} of {cov['total']} titles" + (
         f" (unmatched e.g. {unmatched})" if unmatched else ""
@@ -307,25 +311,15 @@ class ItemSections:
         out: list[tuple[str, float | int | str]] = []
         for res in _attributes(data):
             key = "recfair." + str(res["attribute"]).casefold().replace(" ", "_")
-            cov = res["coverage"]
-            out.append(
-                (
-                    f"{key}.coverage",
-                    round(cov["matched"] / cov["total"], 6) if cov["total"] else 0.0,
-                )
-            )
+            out.append((f"{key}.coverage", round(_share(res["coverage"]), 6)))
             for f in res["fields"]:
                 name = f"{key}.{str(f['field']).casefold().replace(' ', '_')}"
                 if f["max_shift"] is not None:
                     out.append((f"{name}.max_shift", f["max_shift"]))
                 if f["p_adjusted"]:
                     out.append((f"{name}.min_p", min(f["p_adjusted"])))
-                shifted = _shifted(f)
-                if shifted is not None:
-                    out += [
-                        (f"{name}.most_shifted", shifted[0]),
-                        (f"{name}.least_shifted", shifted[1]),
-                    ]
+                for word, group in zip(("most", "least"), _shifted(f) or (), strict=False):
+                    out.append((f"{name}.{word}_shifted", group))
                 if f.get("p_between"):
                     out.append((f"{name}.min_p_between", min(f["p_between"])))
         return out
@@ -372,20 +366,11 @@ class ItemAudit(ListKind):
                 n_resamples=settings.n_resamples,
             )  # fmt: skip
             out += [
-                GateFailure(
-                    "item_shift",
-                    attribute=res.attribute,
-                    value=f.value,
-                    limit=f.limit,
-                    baseline=f.baseline,
-                    p_value=f.p_value,
-                    alpha=settings.alpha,
-                    detail=f.message(),
-                    group=f.group,
-                    value_ci=_shift_ci(res, f),
-                )
+                GateFailure("item_shift", attribute=res.attribute, value=f.value, limit=f.limit,
+                            baseline=f.baseline, p_value=f.p_value, alpha=settings.alpha,
+                            detail=f.message(), group=f.group, value_ci=_shift_ci(res, f))
                 for f in fails
-            ]
+            ]  # fmt: skip
         return tuple(out)
 
 

@@ -31,6 +31,14 @@ def _ci(pair: Any) -> list[float | None]:
     return [rounded(pair[0]), rounded(pair[1])]
 
 
+def coverage_dict(c: Coverage) -> dict[str, Any]:
+    return {
+        "matched": c.matched,
+        "total": c.total,
+        "unmatched_examples": list(c.unmatched_examples),
+    }
+
+
 def _plain(x: Any) -> Any:
     """Tuples, all the way down, as JSON lists."""
     return [_plain(v) for v in x] if isinstance(x, tuple) else x
@@ -82,7 +90,6 @@ class ItemSideResult:
     attribute: str
     fields: tuple[FieldShift, ...]
     coverage: Coverage
-    entities: tuple[str, ...]
     counts: itemshift.ItemCounts
 
     def field(self, name: str) -> FieldShift:
@@ -95,11 +102,7 @@ class ItemSideResult:
         c = self.counts
         return {
             "attribute": self.attribute,
-            "coverage": {
-                "matched": self.coverage.matched,
-                "total": self.coverage.total,
-                "unmatched_examples": list(self.coverage.unmatched_examples),
-            },
+            "coverage": coverage_dict(self.coverage),
             "fields": [f.to_dict() for f in self.fields],
             "counts": {
                 "entities": list(c.entities),
@@ -113,8 +116,7 @@ class ItemSideResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ItemSideResult:
         cd = d["counts"]
-        entities = tuple(cd["entities"])
-        groups = tuple(cd["groups"])
+        entities, groups = tuple(cd["entities"]), tuple(cd["groups"])
         cats = tuple(tuple(x) for x in cd["categories"])
         cells = np.asarray(cd["cells"], dtype=np.int64).reshape(
             len(entities), len(groups), sum(len(x) for x in cats)
@@ -122,11 +124,10 @@ class ItemSideResult:
         counts = itemshift.ItemCounts(entities, groups, tuple(cd["fields"]), cats, cells)
         cov = d["coverage"]
         return cls(
-            attribute=str(d["attribute"]),
-            fields=tuple(FieldShift.from_dict(f) for f in d["fields"]),
-            coverage=Coverage(cov["matched"], cov["total"], tuple(cov["unmatched_examples"])),
-            entities=entities,
-            counts=counts,
+            str(d["attribute"]),
+            tuple(FieldShift.from_dict(f) for f in d["fields"]),
+            Coverage(cov["matched"], cov["total"], tuple(cov["unmatched_examples"])),
+            counts,
         )
 
 
@@ -288,38 +289,28 @@ def score_items(
     fields: Sequence[str],
     *,
     attribute: str,
-    by_group: bool = True,
     n_permutations: int = 1000,
     n_resamples: int = 1000,
     seed: int = 0,
-    confidence: float = 0.95,
     matched: MatchedReplies | None = None,
 ) -> ItemSideResult:
     """Match every reply's titles to the catalogue and score the item-side shift.
 
-    ``titles[i]`` is case i's parsed titles (None: no reply). With ``by_group`` values
-    that signal a group (implicit proxies) pool into it, as LMRec's groups do.
-    ``matched``: :func:`match_replies` of the same titles, computed once when several
-    attributes share the replies (matching is the costly part).
+    ``titles[i]`` is case i's parsed titles (None: no reply). Values that signal a group
+    (implicit proxies) pool into it, as LMRec's groups do. ``matched``:
+    :func:`match_replies` of the same titles, computed once for all attributes (matching
+    is the costly part).
     """
     for name in fields:
         field_levels(catalogue, name)
     items, coverage = matched if matched is not None else match_replies(titles, catalogue)
     neutral, by_value, group_of = _lists(cases, items, attribute)
     counts = itemshift.item_counts(
-        neutral, by_value, field_codes(catalogue, fields), group_of=group_of if by_group else None
+        neutral, by_value, field_codes(catalogue, fields), group_of=group_of
     )
-    res = itemshift.shift(
-        counts, n_permutations=n_permutations, n_resamples=n_resamples, seed=seed,
-        confidence=confidence,
-    )  # fmt: skip
-    return ItemSideResult(
-        attribute=attribute,
-        fields=tuple(_field_result(res, i) for i in range(len(fields))),
-        coverage=coverage,
-        entities=counts.entities,
-        counts=counts,
-    )
+    res = itemshift.shift(counts, n_permutations=n_permutations, n_resamples=n_resamples, seed=seed)
+    fields_ = tuple(_field_result(res, i) for i in range(len(fields)))
+    return ItemSideResult(attribute, fields_, coverage, counts)
 
 
 @dataclass(frozen=True)
