@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_recfair.engine.base import AuditInputs, PooledScorer, Scored
+from pytest_recfair.engine.base import AuditInputs, Scored
 from pytest_recfair.engine.items import scoring as itemside
 from pytest_recfair.engine.items.scoring import MAX_LEVELS, field_codes, rounded
 from pytest_recfair.engine.overlap.evidence import SHOW
@@ -184,11 +184,12 @@ def _nums(a: Any) -> Any:
 
 def _score(
     settings: AuditSettings,
-    catalogue: Catalogue,
-    su: _Setup,
+    inputs: AuditInputs,
     cases: Sequence[PromptCase],
     completions: Mapping[str, Any],
 ) -> Scored:
+    su, catalogue = setup(settings, inputs.catalogue, inputs.where), inputs.catalogue
+    assert catalogue is not None  # setup says so otherwise
     titles = [r.items for r in parse_all(cases, completions, settings.k, settings.parse_style)]
     matched, coverage = itemside.match_replies(titles, catalogue)
     # values that signal a group (implicit proxies: first names) pool into it, as LMRec's
@@ -498,17 +499,7 @@ class ExposureAudit(ListKind):
     ) -> None:
         setup(settings, catalogue, where)
 
-    def scorer(
-        self,
-        settings: AuditSettings,
-        entities: Sequence[str],
-        first: Sequence[PromptCase],
-        inputs: AuditInputs,
-    ) -> PooledScorer:
-        su = setup(settings, inputs.catalogue, inputs.where)
-        catalogue = inputs.catalogue
-        assert catalogue is not None  # setup says so otherwise
-        return PooledScorer(lambda cases, replies: _score(settings, catalogue, su, cases, replies))
+    score = staticmethod(_score)
 
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None

@@ -19,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from pytest_recfair.engine.base import AuditInputs, PooledKind, PooledScorer, Scored
+from pytest_recfair.engine.base import AuditInputs, Scored
 from pytest_recfair.engine.items.scoring import rounded
 from pytest_recfair.engine.overlap.evidence import SHOW, reply_text
+from pytest_recfair.engine.overlap.kind import Pooled
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.metrics.positions import (
     DRIFT_MEASURES,
@@ -152,61 +153,11 @@ class PositionSections:
         return out
 
 
-class PositionAudit(PooledKind):
-    """The LRWorld candidate-position audit, scored over all entities."""
-
-    name = KEY
-    # the input files the plugin checks before any test runs (plugin/collection.py)
-    named_inputs = ("candidates",)
-    sections = PositionSections()
-
-    def wants(self, settings: AuditSettings) -> bool:
-        return settings.candidates is not None
-
-    def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
-    ) -> list[CandidateCase]:
-        if inputs.candidates is None:
-            raise ConfigError(
-                f"@fairness(candidates={settings.candidates!r}) gave no candidate lists"
-            )
-        return build_candidate_cases(
-            grid,
-            list(entities),
-            inputs.candidates,
-            style=settings.pick,
-            orders=settings.orders,
-            domain=settings.domain,
-            attributes=attributes,
-            seed=settings.seed,
-        )
-
-    def scorer(
-        self,
-        settings: AuditSettings,
-        entities: Sequence[str],
-        first: Sequence[CandidateCase],
-        inputs: AuditInputs,
-    ) -> PooledScorer:
-        return PooledScorer(lambda cases, replies: _score(settings, cases, replies))
-
-    def failures(
-        self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
-    ) -> tuple[GateFailure, ...]:
-        before = {r["attribute"]: r for r in _attributes(baseline)}
-        out: list[GateFailure] = []
-        for res in _attributes(result):
-            out += [*_failures(settings, res), *_drift(settings, res, before.get(res["attribute"]))]
-        return tuple(out)
-
-
 def _score(
-    settings: AuditSettings, cases: Sequence[CandidateCase], completions: Mapping[str, Any]
+    settings: AuditSettings,
+    inputs: AuditInputs,
+    cases: Sequence[CandidateCase],
+    completions: Mapping[str, Any],
 ) -> Scored:
     attrs = list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
     out = [_score_attribute(settings, cases, completions, a) for a in attrs]
@@ -374,6 +325,52 @@ def _differing(res: Mapping[str, Any]) -> list[str]:
         for g, pv in zip(res["groups"][1:], res["p_adjusted"][name], strict=True)
         if pv is not None and pv < 0.05
     ]
+
+
+class PositionAudit(Pooled):
+    """The LRWorld candidate-position audit, scored over all entities."""
+
+    name = KEY
+    # the input files the plugin checks before any test runs (plugin/collection.py)
+    named_inputs = ("candidates",)
+    sections = PositionSections()
+
+    def wants(self, settings: AuditSettings) -> bool:
+        return settings.candidates is not None
+
+    def build_cases(
+        self,
+        settings: AuditSettings,
+        grid: Grid,
+        entities: Sequence[Entity],
+        attributes: list[str] | None,
+        inputs: AuditInputs,
+    ) -> list[CandidateCase]:
+        if inputs.candidates is None:
+            raise ConfigError(
+                f"@fairness(candidates={settings.candidates!r}) gave no candidate lists"
+            )
+        return build_candidate_cases(
+            grid,
+            list(entities),
+            inputs.candidates,
+            style=settings.pick,
+            orders=settings.orders,
+            domain=settings.domain,
+            attributes=attributes,
+            seed=settings.seed,
+        )
+
+    score = staticmethod(_score)
+
+    def failures(
+        self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
+    ) -> tuple[GateFailure, ...]:
+        before = {r["attribute"]: r for r in _attributes(baseline)}
+        out: list[GateFailure] = []
+        for res in _attributes(result):
+            out += [*_failures(settings, res), *_drift(settings, res, before.get(res["attribute"]))]
+        return tuple(out)
 
 
 POSITIONS = PositionAudit()

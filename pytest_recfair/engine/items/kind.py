@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from pytest_recfair.engine.base import AuditInputs, PooledScorer, Scored
+from pytest_recfair.engine.base import AuditInputs, Scored
 from pytest_recfair.engine.items import scoring as itemside
 from pytest_recfair.engine.items.scoring import ItemSideResult, field_codes
 from pytest_recfair.engine.overlap.evidence import SHOW, compare_lists, reply_text, shown_titles
@@ -35,11 +35,13 @@ from pytest_recfair.settings import AuditSettings
 
 def _score(
     settings: AuditSettings,
-    catalogue: Catalogue,
+    inputs: AuditInputs,
     cases: Sequence[PromptCase],
     completions: Mapping[str, Any],
 ) -> Scored:
     """Every attribute's item-side results from all the audit's replies."""
+    catalogue = inputs.catalogue
+    assert catalogue is not None  # build_cases, always called first, checked it
     fields = itemside.field_names(settings.item_field)
     replies = parse_all(cases, completions, settings.k, settings.parse_style)
     titles = [r.items for r in replies]
@@ -341,16 +343,7 @@ class ItemAudit(ListKind):
         fields = itemside.field_names(settings.item_field)
         itemside.check_fields(catalogue, fields, settings.item_field or "")
 
-    def scorer(
-        self,
-        settings: AuditSettings,
-        entities: Sequence[str],
-        first: Sequence[PromptCase],
-        inputs: AuditInputs,
-    ) -> PooledScorer:
-        catalogue = inputs.catalogue
-        assert catalogue is not None  # build_cases, always called first, checked it
-        return PooledScorer(lambda cases, replies: _score(settings, catalogue, cases, replies))
+    score = staticmethod(_score)
 
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None

@@ -10,7 +10,7 @@ entities at a time, into similarities per value and SNSR/SNSV/PAFS. Shards write
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +19,7 @@ from pytest_recfair.engine.base import (
     AuditInputs,
     Merged,
     PooledKind,
+    PooledScorer,
     Rebuild,
     Scored,
     Sent,
@@ -170,7 +171,23 @@ class OverlapAudit:
 OVERLAP = OverlapAudit()
 
 
-class ListKind(PooledKind):
+class Pooled(PooledKind):
+    """A kind scored over all its entities at once, by its ``score``: settings, inputs,
+    every prompt and the completions by case id -> Scored."""
+
+    score: Callable[[AuditSettings, AuditInputs, Sequence[Any], Mapping[str, Any]], Scored]
+
+    def scorer(
+        self,
+        settings: AuditSettings,
+        entities: Sequence[str],
+        first: Sequence[Any],
+        inputs: AuditInputs,
+    ) -> PooledScorer:
+        return PooledScorer(lambda cases, replies: self.score(settings, inputs, cases, replies))
+
+
+class ListKind(Pooled):
     """A pooled kind that asks the list-overlap prompts and reads catalogue items off the
     replies (item side, exposure)."""
 

@@ -89,21 +89,14 @@ class QualityTally:
             for it in catalogue.items:
                 if column in it.fields:
                     owners.setdefault(normalize(it.title), set()).add(_key(str(it.fields[column])))
+        hits, listed, replies = (np.zeros(shape, dtype=np.int64) for _ in range(3))
         return cls(
-            entities=tuple(entities),
-            groups=groups,
-            k=k,
-            basis="list" if catalogue is None else "catalogue",
-            source="" if catalogue is None else catalogue.source,
-            hits=np.zeros(shape, dtype=np.int64),
-            listed=np.zeros(shape, dtype=np.int64),
-            replies=np.zeros(shape, dtype=np.int64),
+            tuple(entities), groups, k, "list" if catalogue is None else "catalogue",
+            "" if catalogue is None else catalogue.source, hits, listed, replies,
             # with owners, an entity is known once its replies arrive
             known=np.full(len(entities), owners is None),
-            filled=np.zeros(len(entities), dtype=bool),
-            catalogue=catalogue,
-            owners=owners,
-        )
+            filled=np.zeros(len(entities), dtype=bool), catalogue=catalogue, owners=owners,
+        )  # fmt: skip
 
     def add(self, replies: Iterable[Any]) -> None:
         """Count one chunk's parsed replies (before titles are merged to keys)."""
@@ -158,17 +151,11 @@ class QualityTally:
         kinds = {"hits": np.int64, "listed": np.int64, "replies": np.int64, "known": np.bool_}
         arrays = {n: getattr(self, n)[rows].astype(t) for n, t in kinds.items()}
         return {
-            "entities": list(self.entities),
-            "groups": list(self.groups),
-            "k": self.k,
-            "basis": self.basis,
-            "source": self.source,
-            "rows": rows.tolist(),
-            **{
-                n: packing.pack(a, a.dtype) if packed else a.astype(np.int64).tolist()
-                for n, a in arrays.items()
-            },
-        }
+            "entities": list(self.entities), "groups": list(self.groups), "k": self.k,
+            "basis": self.basis, "source": self.source, "rows": rows.tolist(),
+            **{n: packing.pack(a, a.dtype) if packed else a.astype(np.int64).tolist()
+               for n, a in arrays.items()},
+        }  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> QualityTally:

@@ -27,13 +27,12 @@ from typing import TYPE_CHECKING, Any, cast
 from pytest_recfair.engine.base import (
     AuditInputs,
     Merged,
-    PooledKind,
-    PooledScorer,
     Rebuild,
     Scored,
     ShardResult,
     merge_replies,
 )
+from pytest_recfair.engine.overlap.kind import Pooled
 from pytest_recfair.engine.roleplay import sections as roleplay_evidence
 from pytest_recfair.engine.roleplay.sections import KEY, LABELS, RoleplaySections
 from pytest_recfair.errors import ConfigError, DataError
@@ -152,112 +151,6 @@ def _asked(settings: AuditSettings, questions: RoleSet, judged: bool) -> list[Ro
             f"{settings.attr or 'any attribute'}; add some, or pick another attr"
         )
     return asked
-
-
-class RoleplayAudit(PooledKind):
-    """The BiasLens role-play audit, scored over all its questions."""
-
-    name = KEY
-    sections = RoleplaySections()
-
-    def wants(self, settings: AuditSettings) -> bool:
-        return settings.questions is not None
-
-    def check(self, settings: AuditSettings, where: tuple[Path, ...]) -> None:
-        """At collection: the question file loads and holds questions about ``attr``."""
-        if settings.role is not None:
-            raise ConfigError(
-                f"role={settings.role!r} puts a persona in the system message of a list, "
-                "item or position audit; a role-play audit takes its roles from its "
-                "questions (questions=): remove role="
-            )
-        source = settings.questions or "default"
-        if not Path(source).suffix and source not in BUNDLED_SETS:
-            raise ConfigError(
-                f"@fairness(questions={source!r}): no such bundled role-play question set; "
-                f"expected one of {', '.join(BUNDLED_SETS)} or a CSV/YAML/JSON file"
-                + _guess(source, BUNDLED_SETS)
-            )
-        _asked(settings, question_set(settings, AuditInputs(where=where)), True)
-
-    def entities(
-        self, settings: AuditSettings, seeds: Sequence[Entity], inputs: AuditInputs
-    ) -> list[Entity]:
-        """The questions, as entities: chunks, shards and ``entities=N`` take questions."""
-        asked = _asked(settings, question_set(settings, inputs), inputs.judge is not None)
-        return [Entity(q.id, f"{q.role}: {q.question}", settings.domain) for q in asked]
-
-    def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
-    ) -> list[RoleplayCase]:
-        index = {q.id: q for q in question_set(settings, inputs)}
-        questions = [index[e.id] for e in entities]
-        conditions = [settings.with_role] + ([False] if settings.role_effect else [])
-        rounds = rounds_of(settings)
-        return [
-            RoleplayCase(c.id, c.system, c.user, c.role, c.question_id, c.attribute, c.role,
-                         c.repeat, c.question_id, c.role, c.qtype, c.options, c.with_role,
-                         c.question)
-            for with_role in dict.fromkeys(conditions)
-            for c in roles.build_role_cases(questions, repeats=rounds, with_role=with_role)
-        ]  # fmt: skip
-
-    def planned_follow_up(self, settings: AuditSettings, cases: Sequence[Any]) -> list[JudgeCase]:
-        """For the plan and the budget, before anything is sent: the judge calls that
-        asking ``cases`` will bring, 3 per Why round, each with a stand-in answer of the
-        longest the format allows (100 words) since the real one is not known yet."""
-        return _judge_cases(cases, {c.id: _STAND_IN for c in cases})
-
-    def merge(
-        self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
-    ) -> Merged:
-        """The shards' replies replayed as one run, judge calls included: the merge
-        rebuilds the questions' cases, and the judge cases of their answered Why rounds
-        are added so that their replies and failures count (``max_failed``) as in the
-        unsharded run."""
-
-        def with_judges() -> tuple[list[Any], AuditInputs]:
-            cases, inputs = rebuild()
-            if inputs.judge is None:
-                return cases, inputs
-            _, replies = merge_replies(parts)
-            answers = {k: str(v["text"]) for k, v in replies["completions"].items()}
-            return [*cases, *_judge_cases(cases, answers)], inputs
-
-        return super().merge(settings, parts, with_judges)
-
-    def follow_up(
-        self, settings: AuditSettings, cases: Sequence[Any], outcome: RunOutcome
-    ) -> list[JudgeCase]:
-        """Three judge calls for every answered Why round."""
-        return _judge_cases(cases, {k: c.text for k, c in outcome.completions.items()})
-
-    def scorer(
-        self,
-        settings: AuditSettings,
-        entities: Sequence[str],
-        first: Sequence[RoleplayCase],
-        inputs: AuditInputs,
-    ) -> PooledScorer:
-        return PooledScorer(lambda cases, replies: _score(settings, inputs, cases, replies))
-
-    def failures(
-        self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
-    ) -> tuple[GateFailure, ...]:
-        data = result.extras.get(KEY)
-        if not data:
-            return ()
-        now = RoleplayResult.from_dict(data["result"])
-        out = _limit_failures(settings, now)
-        before = baseline.extras.get(KEY) if baseline is not None else None
-        if before:
-            out += _drift_failures(settings, RoleplayResult.from_dict(before["result"]), now)
-        return tuple(out)
 
 
 def _judge_cases(cases: Sequence[Any], answers: Mapping[str, str]) -> list[JudgeCase]:
@@ -423,6 +316,105 @@ def _drift_failures(
             detail=detail,
         ))  # fmt: skip
     return out
+
+
+class RoleplayAudit(Pooled):
+    """The BiasLens role-play audit, scored over all its questions."""
+
+    name = KEY
+    sections = RoleplaySections()
+
+    def wants(self, settings: AuditSettings) -> bool:
+        return settings.questions is not None
+
+    def check(self, settings: AuditSettings, where: tuple[Path, ...]) -> None:
+        """At collection: the question file loads and holds questions about ``attr``."""
+        if settings.role is not None:
+            raise ConfigError(
+                f"role={settings.role!r} puts a persona in the system message of a list, "
+                "item or position audit; a role-play audit takes its roles from its "
+                "questions (questions=): remove role="
+            )
+        source = settings.questions or "default"
+        if not Path(source).suffix and source not in BUNDLED_SETS:
+            raise ConfigError(
+                f"@fairness(questions={source!r}): no such bundled role-play question set; "
+                f"expected one of {', '.join(BUNDLED_SETS)} or a CSV/YAML/JSON file"
+                + _guess(source, BUNDLED_SETS)
+            )
+        _asked(settings, question_set(settings, AuditInputs(where=where)), True)
+
+    def entities(
+        self, settings: AuditSettings, seeds: Sequence[Entity], inputs: AuditInputs
+    ) -> list[Entity]:
+        """The questions, as entities: chunks, shards and ``entities=N`` take questions."""
+        asked = _asked(settings, question_set(settings, inputs), inputs.judge is not None)
+        return [Entity(q.id, f"{q.role}: {q.question}", settings.domain) for q in asked]
+
+    def build_cases(
+        self,
+        settings: AuditSettings,
+        grid: Grid,
+        entities: Sequence[Entity],
+        attributes: list[str] | None,
+        inputs: AuditInputs,
+    ) -> list[RoleplayCase]:
+        index = {q.id: q for q in question_set(settings, inputs)}
+        questions = [index[e.id] for e in entities]
+        conditions = [settings.with_role] + ([False] if settings.role_effect else [])
+        rounds = rounds_of(settings)
+        return [
+            RoleplayCase(c.id, c.system, c.user, c.role, c.question_id, c.attribute, c.role,
+                         c.repeat, c.question_id, c.role, c.qtype, c.options, c.with_role,
+                         c.question)
+            for with_role in dict.fromkeys(conditions)
+            for c in roles.build_role_cases(questions, repeats=rounds, with_role=with_role)
+        ]  # fmt: skip
+
+    def planned_follow_up(self, settings: AuditSettings, cases: Sequence[Any]) -> list[JudgeCase]:
+        """For the plan and the budget, before anything is sent: the judge calls that
+        asking ``cases`` will bring, 3 per Why round, each with a stand-in answer of the
+        longest the format allows (100 words) since the real one is not known yet."""
+        return _judge_cases(cases, {c.id: _STAND_IN for c in cases})
+
+    def merge(
+        self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
+    ) -> Merged:
+        """The shards' replies replayed as one run, judge calls included: the merge
+        rebuilds the questions' cases, and the judge cases of their answered Why rounds
+        are added so that their replies and failures count (``max_failed``) as in the
+        unsharded run."""
+
+        def with_judges() -> tuple[list[Any], AuditInputs]:
+            cases, inputs = rebuild()
+            if inputs.judge is None:
+                return cases, inputs
+            _, replies = merge_replies(parts)
+            answers = {k: str(v["text"]) for k, v in replies["completions"].items()}
+            return [*cases, *_judge_cases(cases, answers)], inputs
+
+        return super().merge(settings, parts, with_judges)
+
+    def follow_up(
+        self, settings: AuditSettings, cases: Sequence[Any], outcome: RunOutcome
+    ) -> list[JudgeCase]:
+        """Three judge calls for every answered Why round."""
+        return _judge_cases(cases, {k: c.text for k, c in outcome.completions.items()})
+
+    score = staticmethod(_score)
+
+    def failures(
+        self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
+    ) -> tuple[GateFailure, ...]:
+        data = result.extras.get(KEY)
+        if not data:
+            return ()
+        now = RoleplayResult.from_dict(data["result"])
+        out = _limit_failures(settings, now)
+        before = baseline.extras.get(KEY) if baseline is not None else None
+        if before:
+            out += _drift_failures(settings, RoleplayResult.from_dict(before["result"]), now)
+        return tuple(out)
 
 
 ROLEPLAY = RoleplayAudit()
