@@ -376,9 +376,6 @@ class PositionAudit(Pooled):
 POSITIONS = PositionAudit()
 
 
-_EVIDENCE_NEUTRAL = "neutral"  # the evidence rows' label (the report's words)
-
-
 def evidence_entries(
     cases: Sequence[CandidateCase], completions: Mapping[str, Any], attributes: Sequence[str]
 ) -> dict[str, dict[str, Any]]:
@@ -411,7 +408,7 @@ def _row(
     first = picks = 0
     for c in sorted(cases, key=lambda c: (c.value is not None, c.value or "", c.order_index)):
         text = getattr(completions.get(c.id), "text", None)
-        label = c.value or _EVIDENCE_NEUTRAL
+        label = c.value or "neutral"  # the evidence rows' label (the report's words)
         entry = lists.setdefault(label, {"label": label, "titles": [], "reply": ""})
         if text is None:
             entry["titles"].append(f"order {c.order_index + 1}: no reply (failed)")

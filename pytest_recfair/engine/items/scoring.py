@@ -363,15 +363,7 @@ def item_failures(
     for i, name in enumerate(cmp.fields):
         delta, p = float(cmp.delta[i]), float(cmp.p_value[i])
         if math.isfinite(delta) and delta > tolerance and p < alpha:
-            out.append(
-                ItemFailure(
-                    name,
-                    "shift_drift",
-                    float(cmp.candidate[i]),
-                    tolerance,
-                    float(cmp.baseline[i]),
-                    p,
-                    result.field(name).most_shifted,
-                )
-            )
+            now, was = float(cmp.candidate[i]), float(cmp.baseline[i])
+            group = result.field(name).most_shifted
+            out.append(ItemFailure(name, "shift_drift", now, tolerance, was, p, group))
     return out
