@@ -178,10 +178,6 @@ def setup(settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[
     )  # fmt: skip
 
 
-def _nums(a: Any) -> Any:
-    return [_nums(x) for x in a] if np.ndim(a) else rounded(a)
-
-
 def _score(
     settings: AuditSettings,
     inputs: AuditInputs,
@@ -217,10 +213,10 @@ def _score(
     out = {
         "field": su.field, "reference": settings.reference, "groups": list(su.groups),
         "bins": None if settings.bins is None else str(settings.bins),
-        "reference_share": _nums(res.reference), "p_gap": _nums(res.p_gap),
-        **{k: _nums(v) for k, v in res.point.items()},
-        **{f"{k}_ci": _nums(v) for k, v in res.ci.items()},
-        "p_tail": rounded(res.p_tail), "p_lift": _nums(res.p_lift),
+        "reference_share": rounded(res.reference), "p_gap": rounded(res.p_gap),
+        **{k: rounded(v) for k, v in res.point.items()},
+        **{f"{k}_ci": rounded(v) for k, v in res.ci.items()},
+        "p_tail": rounded(res.p_tail), "p_lift": rounded(res.p_lift),
         "values": [pair_of[v] for v in data.values],  # the order of the lift's columns
         "gini": rounded(ex.gini(slots)), "coverage": rounded(np.mean(slots > 0)),
         "matched": itemside.coverage_dict(coverage),
@@ -228,7 +224,7 @@ def _score(
         "items": [[catalogue.items[i].title, su.groups[su.group_of[i]] if su.group_of[i] >= 0
                    else None, int(slots[i]), rounded(took[i])] for i in top],
         "per_entity": {"entities": list(data.entities),
-                       **{k: _nums(getattr(data, k)) for k in _PER_ENTITY}},
+                       **{k: rounded(getattr(data, k)) for k in _PER_ENTITY}},
     }  # fmt: skip
     return Scored((), 0, {KEY: out}, evidence=_evidence(out, data))
 

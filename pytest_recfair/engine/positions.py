@@ -213,15 +213,13 @@ def _to_dict(attribute: str, r: PositionResult) -> dict[str, Any]:
         "attribute": attribute,
         "groups": list(r.groups),
         "k": r.k,
-        "curve": [[rounded(x) for x in row] for row in r.curve],
-        "measures": {m: [rounded(x) for x in r.measures[:, i]] for i, m in enumerate(MEASURES)},
-        "measures_ci": {
-            m: [[rounded(lo), rounded(hi)] for lo, hi in r.measures_ci[:, i]]
-            for i, m in enumerate(MEASURES)
+        "curve": rounded(r.curve),
+        **{
+            name: {m: rounded(getattr(r, name)[:, i]) for i, m in enumerate(MEASURES)}
+            for name in ("measures", "measures_ci", "p_adjusted")
         },
-        "p_adjusted": {m: [rounded(x) for x in r.p_adjusted[:, i]] for i, m in enumerate(MEASURES)},
         "pooled_bias": rounded(r.pooled_bias),
-        "pooled_bias_ci": [rounded(x) for x in r.pooled_bias_ci],
+        "pooled_bias_ci": rounded(r.pooled_bias_ci),
         "chi2": rounded(r.chi2),
         "p_uniform": rounded(r.p_uniform),
         "n_picks": [int(x) for x in r.n_picks],

@@ -22,8 +22,11 @@ from pytest_recfair.replies.catalogue import Catalogue, Coverage
 from pytest_recfair.results import KindResults
 
 
-def rounded(x: Any) -> float | None:
-    """A statistic as results keep it: 6 decimals; None for NaN, infinity or None."""
+def rounded(x: Any) -> Any:
+    """Statistics as results keep them: 6 decimals, None for NaN, infinity or None; an
+    array as (nested) lists."""
+    if np.ndim(x):
+        return [rounded(v) for v in x]
     return None if x is None or not math.isfinite(float(x)) else round(float(x), 6)
 
 
