@@ -80,16 +80,15 @@ class PositionSections:
         for res in _attributes(data):
             names = list(res["measures"])
             head = ["group", "first-position rate", *names, *(f"p {n}" for n in names), "picks"]
-            rows = []
-            for i, g in enumerate(res["groups"]):
-                p = [("—" if i == 0 else p_cell(res["p_adjusted"][n][i - 1])) for n in names]
-                ms = [
-                    fmt(res["measures"][n][i]) + fmt_pair(res["measures_ci"][n][i]) for n in names
-                ]
-                rows.append([g, fmt(res["curve"][i][0]), *ms, *p, str(res["n_picks"][i])])
+            rows = [
+                [g, fmt(res["curve"][i][0]),
+                 *(fmt(res["measures"][n][i]) + fmt_pair(res["measures_ci"][n][i]) for n in names),
+                 *("—" if i == 0 else p_cell(res["p_adjusted"][n][i - 1]) for n in names),
+                 str(res["n_picks"][i])]
+                for i, g in enumerate(res["groups"])
+            ]  # fmt: skip
             curve = [
-                [g, *(fmt(x) for x in row)]
-                for g, row in zip(res["groups"], res["curve"], strict=True)
+                [g, *map(fmt, row)] for g, row in zip(res["groups"], res["curve"], strict=True)
             ]
             parts.append(
                 f"<h3>Candidate position: {esc(res['attribute'])}</h3>"
@@ -102,12 +101,10 @@ class PositionSections:
 
     def series(self, data: Any) -> list[tuple[str, Stat]]:
         return [
-            (
-                f"{res['attribute']} · position bias",
-                Stat(json_nan(res["pooled_bias"]), Interval.from_obj(res["pooled_bias_ci"])),
-            )
+            (f"{res['attribute']} · position bias",
+             Stat(json_nan(res["pooled_bias"]), Interval.from_obj(res["pooled_bias_ci"])))
             for res in _attributes(data)
-        ]
+        ]  # fmt: skip
 
     def compare(
         self, a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int
