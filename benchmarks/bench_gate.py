@@ -48,6 +48,7 @@ from pytest_recfair.results import (
     Stat,
     ValueResult,
 )
+from pytest_recfair.vocab import STATISTICS
 
 SIZES = {"religion": 4, "race": 8, "wide": 31}
 
@@ -146,7 +147,7 @@ def main() -> None:
 
     def bare_compare() -> None:
         for a, b in zip(regressed.attributes, baseline.attributes, strict=True):
-            for stat in gate.DRIFT_STATISTICS:
+            for stat in STATISTICS:
                 stats.paired_comparison(b.matrix, a.matrix, stat, seed=0)
 
     rows: list[tuple[str, str, tuple[float, float, float]]] = []

@@ -27,22 +27,19 @@ from typing import Any
 
 import numpy as np
 
-from pytest_recfair.engine.base import AuditInputs, PooledKind, PooledScorer, Scored
-from pytest_recfair.engine.items.scoring import MAX_LEVELS, field_codes, match_replies
+from pytest_recfair.engine.base import AuditInputs, Scored
+from pytest_recfair.engine.items import scoring as itemside
+from pytest_recfair.engine.items.scoring import MAX_LEVELS, field_codes, rounded
 from pytest_recfair.engine.overlap.evidence import SHOW
-from pytest_recfair.engine.overlap.kind import list_cases, parse_all
+from pytest_recfair.engine.overlap.kind import ListKind, parse_all
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics import exposure as ex
 from pytest_recfair.prompts.cases import PromptCase
-from pytest_recfair.prompts.grids import Grid
-from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_cell, p_text, table
 from pytest_recfair.report.sections import KindComparison, KindRow
 from pytest_recfair.results import AuditResult, GateFailure, Interval, Stat, json_nan
 from pytest_recfair.settings import AuditSettings
-
-__all__ = ["EXPOSURE", "ExposureAudit", "ExposureSections"]
 
 KEY = "exposure"
 #: The per-entity arrays a result keeps for the baseline's drift test.
@@ -63,7 +60,7 @@ class _Setup:
 
 
 def _field(settings: AuditSettings) -> str:
-    names = [f.strip() for f in (settings.item_field or "").split(",") if f.strip()]
+    names = itemside.field_names(settings.item_field)
     if len(names) != 1:
         raise ConfigError(
             f"@fairness(kind='exposure', item_field={settings.item_field!r}): an exposure "
@@ -181,24 +178,16 @@ def setup(settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[
     )  # fmt: skip
 
 
-def _num(x: Any) -> float | None:
-    x = float(x)
-    return round(x, 6) if math.isfinite(x) else None
-
-
-def _nums(a: Any) -> Any:
-    return [_nums(x) for x in a] if np.ndim(a) else _num(a)
-
-
 def _score(
     settings: AuditSettings,
-    catalogue: Catalogue,
-    su: _Setup,
+    inputs: AuditInputs,
     cases: Sequence[PromptCase],
     completions: Mapping[str, Any],
 ) -> Scored:
+    su, catalogue = setup(settings, inputs.catalogue, inputs.where), inputs.catalogue
+    assert catalogue is not None  # setup says so otherwise
     titles = [r.items for r in parse_all(cases, completions, settings.k, settings.parse_style)]
-    matched, coverage = match_replies(titles, catalogue)
+    matched, coverage = itemside.match_replies(titles, catalogue)
     # values that signal a group (implicit proxies: first names) pool into it, as LMRec's
     pair_of = {f"{c.attribute}: {c.group or c.value}": [c.attribute, c.group or c.value]
                for c in cases if c.attribute}  # fmt: skip
@@ -224,19 +213,18 @@ def _score(
     out = {
         "field": su.field, "reference": settings.reference, "groups": list(su.groups),
         "bins": None if settings.bins is None else str(settings.bins),
-        "reference_share": _nums(res.reference), "p_gap": _nums(res.p_gap),
-        **{k: _nums(v) for k, v in res.point.items()},
-        **{f"{k}_ci": _nums(v) for k, v in res.ci.items()},
-        "p_tail": _num(res.p_tail), "p_lift": _nums(res.p_lift),
+        "reference_share": rounded(res.reference), "p_gap": rounded(res.p_gap),
+        **{k: rounded(v) for k, v in res.point.items()},
+        **{f"{k}_ci": rounded(v) for k, v in res.ci.items()},
+        "p_tail": rounded(res.p_tail), "p_lift": rounded(res.p_lift),
         "values": [pair_of[v] for v in data.values],  # the order of the lift's columns
-        "gini": _num(ex.gini(slots)), "coverage": _num(np.mean(slots > 0)),
-        "matched": {"matched": coverage.matched, "total": coverage.total,
-                    "unmatched_examples": list(coverage.unmatched_examples)},
+        "gini": rounded(ex.gini(slots)), "coverage": rounded(np.mean(slots > 0)),
+        "matched": itemside.coverage_dict(coverage),
         "history": su.history, "n_entities": res.n_entities,
         "items": [[catalogue.items[i].title, su.groups[su.group_of[i]] if su.group_of[i] >= 0
-                   else None, int(slots[i]), _num(took[i])] for i in top],
+                   else None, int(slots[i]), rounded(took[i])] for i in top],
         "per_entity": {"entities": list(data.entities),
-                       **{k: _nums(getattr(data, k)) for k in _PER_ENTITY}},
+                       **{k: rounded(getattr(data, k)) for k in _PER_ENTITY}},
     }  # fmt: skip
     return Scored((), 0, {KEY: out}, evidence=_evidence(out, data))
 
@@ -302,39 +290,18 @@ def _failures(s: AuditSettings, d: Mapping[str, Any]) -> list[GateFailure]:
         d["groups"], d["share"], d["reference_share"], d["gap"], d["p_gap"], strict=True
     ):
         if gap_limit is not None and gap is not None and abs(gap) > gap_limit and p < s.alpha:
-            fail(
-                field,
-                g,
-                share,
-                gap_limit,
-                p,
-                f"{field} group {g!r} took {share:.3f} of the "
-                f"top-K slots vs the reference's {ref:.3f} (gap {gap:+.3f}) beyond "
-                f"max_exposure_gap {gap_limit:g}",
-            )
+            fail(field, g, share, gap_limit, p, f"{field} group {g!r} took {share:.3f} of the "
+                 f"top-K slots vs the reference's {ref:.3f} (gap {gap:+.3f}) beyond "
+                 f"max_exposure_gap {gap_limit:g}")  # fmt: skip
     tail, lo = d["long_tail"], s.min_long_tail_share
     if lo is not None and tail is not None and tail < lo and d["p_tail"] < s.alpha:
-        fail(
-            field,
-            None,
-            tail,
-            lo,
-            d["p_tail"],
-            f"long-tail share {tail:.3f} (slots to items "
-            f"outside the top 20% by popularity) < min_long_tail_share {lo:g}",
-        )
+        fail(field, None, tail, lo, d["p_tail"], f"long-tail share {tail:.3f} (slots to items "
+             f"outside the top 20% by popularity) < min_long_tail_share {lo:g}")  # fmt: skip
     hi = s.max_popularity_lift
     for (attr, value), lift, p in zip(d["values"], d["lift"], d["p_lift"], strict=True):
         if hi is not None and lift is not None and abs(lift) > hi and p < s.alpha:
-            fail(
-                attr,
-                value,
-                lift,
-                hi,
-                p,
-                f"{value}: popularity lift {lift:+.3f} (mean "
-                f"popularity quantile shown vs neutral) beyond max_popularity_lift {hi:g}",
-            )
+            fail(attr, value, lift, hi, p, f"{value}: popularity lift {lift:+.3f} (mean popularity "
+                 f"quantile shown vs neutral) beyond max_popularity_lift {hi:g}")  # fmt: skip
     return out
 
 
@@ -402,10 +369,9 @@ class ExposureSections:
     def measure(self, result: AuditResult) -> str:
         return f"item exposure, top {getattr(result.meta, 'k', '?')}"
 
-    def lines(self, data: Any) -> list[str]:
-        if not data:
+    def lines(self, d: Any) -> list[str]:
+        if not d:
             return []
-        d = data
         cells = " · ".join(
             f"{g} {fmt(s)}/{fmt(r)} (p {p_text(p)})"
             for g, s, r, p in zip(
@@ -482,10 +448,9 @@ class ExposureSections:
         )
         return KindComparison(tuple(rows), "paired entity bootstrap, Holm", tuple(notes))
 
-    def html(self, data: Any) -> str:
-        if not data:
+    def html(self, d: Any) -> str:
+        if not d:
             return ""
-        d = data
         head = ["group", "share", "weighted", "reference", "ratio", "p (gap)"]
         rows = [
             [g, fmt(s) + fmt_pair(sc), fmt(w), fmt(r), fmt(q) + fmt_pair(qc), p_cell(p)]
@@ -516,12 +481,10 @@ class ExposureSections:
         return [(f"{key}.{n}", data[n]) for n in names if data[n] is not None]
 
 
-class ExposureAudit(PooledKind):
+class ExposureAudit(ListKind):
     """Item exposure and popularity bias, scored over all entities."""
 
     name = KEY
-    # the input files the plugin checks before any test runs (plugin/collection.py)
-    named_inputs = ("catalogue",)
     sections = ExposureSections()
 
     def wants(self, settings: AuditSettings) -> bool:
@@ -532,28 +495,7 @@ class ExposureAudit(PooledKind):
     ) -> None:
         setup(settings, catalogue, where)
 
-    def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
-    ) -> list[PromptCase]:
-        setup(settings, inputs.catalogue, inputs.where)  # a bad setting: no request sent
-        return list_cases(settings, grid, entities, attributes)
-
-    def scorer(
-        self,
-        settings: AuditSettings,
-        entities: Sequence[str],
-        first: Sequence[PromptCase],
-        inputs: AuditInputs,
-    ) -> PooledScorer:
-        su = setup(settings, inputs.catalogue, inputs.where)
-        catalogue = inputs.catalogue
-        assert catalogue is not None  # setup says so otherwise
-        return PooledScorer(lambda cases, replies: _score(settings, catalogue, su, cases, replies))
+    score = staticmethod(_score)
 
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None

@@ -19,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from pytest_recfair.engine.base import AuditInputs, PooledKind, PooledScorer, Scored
+from pytest_recfair.engine.base import AuditInputs, Scored
+from pytest_recfair.engine.items.scoring import rounded
 from pytest_recfair.engine.overlap.evidence import SHOW, reply_text
+from pytest_recfair.engine.overlap.kind import Pooled
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.metrics.positions import (
     DRIFT_MEASURES,
@@ -39,8 +41,6 @@ from pytest_recfair.report.sections import KindComparison, KindRow
 from pytest_recfair.results import AuditResult, GateFailure, Interval, Stat, json_nan
 from pytest_recfair.settings import AuditSettings
 
-__all__ = ["POSITIONS", "PositionAudit", "PositionSections", "evidence_entries"]
-
 KEY = "positions"
 _WORDS = {"bias": "position bias", "missed": "missed rate"}
 NEUTRAL = "(neutral)"
@@ -58,7 +58,7 @@ class PositionSections:
 
     def lines(self, data: Any) -> list[str]:
         out: list[str] = []
-        for res in _data_attributes(data):
+        for res in _attributes(data):
             m = res["measures"]
             out += [
                 f"{res['attribute']}: {_pooled(res)}; neutral: first-position rate "
@@ -72,24 +72,23 @@ class PositionSections:
     def brief(self, data: Any) -> str:
         return "; ".join(
             f"{res['attribute']}: position bias {fmt(res['pooled_bias'])}"
-            for res in _data_attributes(data)
+            for res in _attributes(data)
         )
 
     def html(self, data: Any) -> str:
         parts = []
-        for res in _data_attributes(data):
+        for res in _attributes(data):
             names = list(res["measures"])
             head = ["group", "first-position rate", *names, *(f"p {n}" for n in names), "picks"]
-            rows = []
-            for i, g in enumerate(res["groups"]):
-                p = [("—" if i == 0 else p_cell(res["p_adjusted"][n][i - 1])) for n in names]
-                ms = [
-                    fmt(res["measures"][n][i]) + fmt_pair(res["measures_ci"][n][i]) for n in names
-                ]
-                rows.append([g, fmt(res["curve"][i][0]), *ms, *p, str(res["n_picks"][i])])
+            rows = [
+                [g, fmt(res["curve"][i][0]),
+                 *(fmt(res["measures"][n][i]) + fmt_pair(res["measures_ci"][n][i]) for n in names),
+                 *("—" if i == 0 else p_cell(res["p_adjusted"][n][i - 1]) for n in names),
+                 str(res["n_picks"][i])]
+                for i, g in enumerate(res["groups"])
+            ]  # fmt: skip
             curve = [
-                [g, *(fmt(x) for x in row)]
-                for g, row in zip(res["groups"], res["curve"], strict=True)
+                [g, *map(fmt, row)] for g, row in zip(res["groups"], res["curve"], strict=True)
             ]
             parts.append(
                 f"<h3>Candidate position: {esc(res['attribute'])}</h3>"
@@ -102,12 +101,10 @@ class PositionSections:
 
     def series(self, data: Any) -> list[tuple[str, Stat]]:
         return [
-            (
-                f"{res['attribute']} · position bias",
-                Stat(json_nan(res["pooled_bias"]), Interval.from_obj(res["pooled_bias_ci"])),
-            )
-            for res in _data_attributes(data)
-        ]
+            (f"{res['attribute']} · position bias",
+             Stat(json_nan(res["pooled_bias"]), Interval.from_obj(res["pooled_bias_ci"])))
+            for res in _attributes(data)
+        ]  # fmt: skip
 
     def compare(
         self, a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int
@@ -140,7 +137,7 @@ class PositionSections:
 
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
         out: list[tuple[str, float | int | str]] = []
-        for res in _data_attributes(data):
+        for res in _attributes(data):
             key = "recfair." + str(res["attribute"]).casefold().replace(" ", "_")
             for name, value in (
                 ("position_bias", res["pooled_bias"]),
@@ -153,66 +150,11 @@ class PositionSections:
         return out
 
 
-class PositionAudit(PooledKind):
-    """The LRWorld candidate-position audit, scored over all entities."""
-
-    name = KEY
-    # the input files the plugin checks before any test runs (plugin/collection.py)
-    named_inputs = ("candidates",)
-    sections = PositionSections()
-
-    def wants(self, settings: AuditSettings) -> bool:
-        return settings.candidates is not None
-
-    def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
-    ) -> list[CandidateCase]:
-        if inputs.candidates is None:
-            raise ConfigError(
-                f"@fairness(candidates={settings.candidates!r}) gave no candidate lists"
-            )
-        return build_candidate_cases(
-            grid,
-            list(entities),
-            inputs.candidates,
-            style=settings.pick,
-            orders=settings.orders,
-            domain=settings.domain,
-            attributes=attributes,
-            seed=settings.seed,
-        )
-
-    def scorer(
-        self,
-        settings: AuditSettings,
-        entities: Sequence[str],
-        first: Sequence[CandidateCase],
-        inputs: AuditInputs,
-    ) -> PooledScorer:
-        return PooledScorer(lambda cases, replies: _score(settings, cases, replies))
-
-    def failures(
-        self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
-    ) -> tuple[GateFailure, ...]:
-        data = result.extras.get(KEY) or {}
-        before = {r["attribute"]: r for r in _attributes(baseline)}
-        return tuple(
-            f
-            for res in data.get("attributes", ())
-            for f in (
-                *_failures(settings, res),
-                *_drift(settings, res, before.get(res["attribute"])),
-            )
-        )
-
-
 def _score(
-    settings: AuditSettings, cases: Sequence[CandidateCase], completions: Mapping[str, Any]
+    settings: AuditSettings,
+    inputs: AuditInputs,
+    cases: Sequence[CandidateCase],
+    completions: Mapping[str, Any],
 ) -> Scored:
     attrs = list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
     out = [_score_attribute(settings, cases, completions, a) for a in attrs]
@@ -263,96 +205,56 @@ def _score_attribute(
     }
 
 
-def _num(x: Any) -> float | None:
-    x = float(x)
-    return None if not np.isfinite(x) else round(x, 6)
-
-
 def _to_dict(attribute: str, r: PositionResult) -> dict[str, Any]:
     return {
         "attribute": attribute,
         "groups": list(r.groups),
         "k": r.k,
-        "curve": [[_num(x) for x in row] for row in r.curve],
-        "measures": {m: [_num(x) for x in r.measures[:, i]] for i, m in enumerate(MEASURES)},
-        "measures_ci": {
-            m: [[_num(lo), _num(hi)] for lo, hi in r.measures_ci[:, i]]
-            for i, m in enumerate(MEASURES)
+        "curve": rounded(r.curve),
+        **{
+            name: {m: rounded(getattr(r, name)[:, i]) for i, m in enumerate(MEASURES)}
+            for name in ("measures", "measures_ci", "p_adjusted")
         },
-        "p_adjusted": {m: [_num(x) for x in r.p_adjusted[:, i]] for i, m in enumerate(MEASURES)},
-        "pooled_bias": _num(r.pooled_bias),
-        "pooled_bias_ci": [_num(x) for x in r.pooled_bias_ci],
-        "chi2": _num(r.chi2),
-        "p_uniform": _num(r.p_uniform),
+        "pooled_bias": rounded(r.pooled_bias),
+        "pooled_bias_ci": rounded(r.pooled_bias_ci),
+        "chi2": rounded(r.chi2),
+        "p_uniform": rounded(r.p_uniform),
         "n_picks": [int(x) for x in r.n_picks],
         "n_entities": r.n_entities,
     }
 
 
 def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailure]:
-    attr, alpha = res["attribute"], settings.alpha
+    attr, alpha, tol = res["attribute"], settings.alpha, settings.tolerance
     out: list[GateFailure] = []
 
-    def fail(value: float, limit: float | None, p: float | None, detail: str, **more: Any) -> None:
-        out.append(
-            GateFailure(
-                "position",
-                attribute=attr,
-                value=value,
-                limit=limit,
-                p_value=p,
-                alpha=alpha,
-                detail=detail,
-                **more,
-            )
-        )
+    def fail(value: float, limit: float | None, p: float | None, detail: str, ci: Any,
+             **more: Any) -> None:  # fmt: skip
+        out.append(GateFailure("position", attribute=attr, value=value, limit=limit, p_value=p,
+                               alpha=alpha, detail=detail, value_ci=Interval.from_obj(ci),
+                               **more))  # fmt: skip
 
-    bias, p_uni = res["pooled_bias"], res["p_uniform"]
-    limit = settings.max_position_bias
+    bias, p_uni, limit = res["pooled_bias"], res["p_uniform"], settings.max_position_bias
     if limit is not None and bias is not None and bias > limit and (p_uni or 1.0) < alpha:
-        fail(
-            bias,
-            limit,
-            p_uni,
-            f"candidate position bias {bias:.3f} (distance of the pick "
-            f"positions from uniform) > max_position_bias {limit:g} (p = {p_uni:.3g})",
-            value_ci=Interval.from_obj(res["pooled_bias_ci"]),
-        )
-    if settings.max_missed_rate is not None:
-        m_ci = res["measures"]["missed"], res["measures_ci"]["missed"]
-        for g, m, ci in zip(res["groups"], *m_ci, strict=True):
-            if m is not None and m > settings.max_missed_rate:
-                fail(
-                    m,
-                    settings.max_missed_rate,
-                    None,
-                    f"{g}: missed rate {m:.3f} (no valid "
-                    f"candidate picked) > max_missed_rate {settings.max_missed_rate:g}",
-                    value_ci=Interval.from_obj(ci),
-                    group=g,
-                )
+        fail(bias, limit, p_uni, f"candidate position bias {bias:.3f} (distance of the pick "
+             f"positions from uniform) > max_position_bias {limit:g} (p = {p_uni:.3g})",
+             res["pooled_bias_ci"])  # fmt: skip
+    most, m_ci = settings.max_missed_rate, (res["measures"]["missed"], res["measures_ci"]["missed"])
+    for g, m, ci in zip(res["groups"], *m_ci, strict=True):
+        if most is not None and m is not None and m > most:
+            fail(m, most, None, f"{g}: missed rate {m:.3f} (no valid candidate picked) > "
+                 f"max_missed_rate {most:g}", ci, group=g)  # fmt: skip
     for name in MEASURES:
         values, cis = res["measures"][name], res["measures_ci"][name]
         for i, (g, p) in enumerate(zip(res["groups"][1:], res["p_adjusted"][name], strict=True)):
             v = values[i + 1]
             diff = None if v is None or values[0] is None else v - values[0]
-            if diff is not None and p is not None and p < alpha and abs(diff) > settings.tolerance:
-                fail(
-                    v,
-                    settings.tolerance,
-                    p,
-                    f"{g}: {name} {v:.3f} differs from the neutral "
-                    f"prompt's {values[0]:.3f} (family-wise p = {p:.3g})",
-                    value_ci=Interval.from_obj(cis[i + 1]),
-                    group=g,
-                    bound="tol",  # the tolerance on the difference from neutral
-                )
+            if diff is not None and p is not None and p < alpha and abs(diff) > tol:
+                # bound "tol": the tolerance on the difference from neutral
+                fail(v, tol, p, f"{g}: {name} {v:.3f} differs from the neutral prompt's "
+                     f"{values[0]:.3f} (family-wise p = {p:.3g})", cis[i + 1], group=g,
+                     bound="tol")  # fmt: skip
     return out
-
-
-def _attributes(result: AuditResult | None) -> list[Mapping[str, Any]]:
-    data = (result.extras.get(KEY) if result is not None else None) or {}
-    return list(data.get("attributes", ()))
 
 
 def _drift(
@@ -368,24 +270,16 @@ def _drift(
     if cmp is None:
         return []
     out = []
+    tol, n = settings.tolerance, cmp.n_paired
     for m, name in enumerate(DRIFT_MEASURES):
         now, was, p = float(cmp.candidate[m]), float(cmp.baseline[m]), float(cmp.p_value[m])
-        if np.isfinite(now - was) and now - was > settings.tolerance and p < settings.alpha:
-            out.append(
-                GateFailure(
-                    "position",
-                    attribute=res["attribute"],
-                    value=now,
-                    limit=settings.tolerance,
-                    baseline=was,
-                    p_value=p,
-                    alpha=settings.alpha,
-                    n_paired=cmp.n_paired,
-                    detail=f"pooled position {name} {was:.3f} -> {now:.3f} rose by more "
-                    f"than the tolerance {settings.tolerance:g} (paired entity bootstrap "
-                    f"p = {p:.3g} over {cmp.n_paired} entities)",
-                )
-            )
+        if np.isfinite(now - was) and now - was > tol and p < settings.alpha:
+            out.append(GateFailure(
+                "position", attribute=res["attribute"], value=now, limit=tol, baseline=was,
+                p_value=p, alpha=settings.alpha, n_paired=n,
+                detail=f"pooled position {name} {was:.3f} -> {now:.3f} rose by more than the "
+                f"tolerance {tol:g} (paired entity bootstrap p = {p:.3g} over {n} entities)",
+            ))  # fmt: skip
     return out
 
 
@@ -405,7 +299,10 @@ def _paired(
     return compare_positions(b, c, **test)
 
 
-def _data_attributes(data: Any) -> list[Mapping[str, Any]]:
+def _attributes(data: Any) -> list[Mapping[str, Any]]:
+    """The per-attribute results of ``extras["positions"]`` (``data`` an AuditResult: its)."""
+    if isinstance(data, AuditResult):
+        data = data.extras.get(KEY)
     return list((data or {}).get("attributes", ()))
 
 
@@ -425,10 +322,53 @@ def _differing(res: Mapping[str, Any]) -> list[str]:
     ]
 
 
+class PositionAudit(Pooled):
+    """The LRWorld candidate-position audit, scored over all entities."""
+
+    name = KEY
+    # the input files the plugin checks before any test runs (plugin/collection.py)
+    named_inputs = ("candidates",)
+    sections = PositionSections()
+
+    def wants(self, settings: AuditSettings) -> bool:
+        return settings.candidates is not None
+
+    def build_cases(
+        self,
+        settings: AuditSettings,
+        grid: Grid,
+        entities: Sequence[Entity],
+        attributes: list[str] | None,
+        inputs: AuditInputs,
+    ) -> list[CandidateCase]:
+        if inputs.candidates is None:
+            raise ConfigError(
+                f"@fairness(candidates={settings.candidates!r}) gave no candidate lists"
+            )
+        return build_candidate_cases(
+            grid,
+            list(entities),
+            inputs.candidates,
+            style=settings.pick,
+            orders=settings.orders,
+            domain=settings.domain,
+            attributes=attributes,
+            seed=settings.seed,
+        )
+
+    score = staticmethod(_score)
+
+    def failures(
+        self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
+    ) -> tuple[GateFailure, ...]:
+        before = {r["attribute"]: r for r in _attributes(baseline)}
+        out: list[GateFailure] = []
+        for res in _attributes(result):
+            out += [*_failures(settings, res), *_drift(settings, res, before.get(res["attribute"]))]
+        return tuple(out)
+
+
 POSITIONS = PositionAudit()
-
-
-_EVIDENCE_NEUTRAL = "neutral"  # the evidence rows' label (the report's words)
 
 
 def evidence_entries(
@@ -463,7 +403,7 @@ def _row(
     first = picks = 0
     for c in sorted(cases, key=lambda c: (c.value is not None, c.value or "", c.order_index)):
         text = getattr(completions.get(c.id), "text", None)
-        label = c.value or _EVIDENCE_NEUTRAL
+        label = c.value or "neutral"  # the evidence rows' label (the report's words)
         entry = lists.setdefault(label, {"label": label, "titles": [], "reply": ""})
         if text is None:
             entry["titles"].append(f"order {c.order_index + 1}: no reply (failed)")

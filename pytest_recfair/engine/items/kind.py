@@ -2,21 +2,13 @@
 
 Prompts are the list-overlap audit's (any grid and template set, e.g. the implicit grid
 with the ``lmrec`` conversational templates); each recommended title is matched to the
-catalogue, and :mod:`.scoring` measures, per catalogue field, the share of
-each category per group, the shift of each group from the neutral prompt (total variation
-distance) with a family-wise permutation test over entities, and the LMRec association
-score. Gated by ``max_shift`` (absolute) and against the baseline's per-entity counts.
+catalogue, and :mod:`.scoring` measures, per catalogue field, the share of each category
+per group, the shift of each group from the neutral prompt (total variation distance) with
+a family-wise permutation test over entities, and the LMRec association score. Gated by
+``max_shift`` (absolute) and against the baseline's per-entity counts.
 
-The entities (cities, ...) behind an item-side shift: where the most shifted group's
-lists gained the category that moved most, with the items of the neutral and the group's
-lists side by side (each title with its catalogue category) and the replies.
-
-Computed from the replies the pooled scorer holds anyway (no extra memory); at most
-:data:`~pytest_recfair.engine.overlap.evidence.SHOW` entities per attribute.
-
-How every report format shows item-side results (``extras["items"]``): coverage of the
-catalogue, each group's category shares, each value's shift from the neutral prompt with
-its interval and family-wise p-value (see ``report/sections.py`` for the design).
+Its evidence: the entities where the most shifted group's lists gained the category that
+moved most, neutral and group lists side by side (titles tagged with their category).
 """
 
 from __future__ import annotations
@@ -25,16 +17,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from pytest_recfair.engine.base import AuditInputs, PooledKind, PooledScorer, Scored
+from pytest_recfair.engine.base import AuditInputs, Scored
 from pytest_recfair.engine.items import scoring as itemside
 from pytest_recfair.engine.items.scoring import ItemSideResult, field_codes
 from pytest_recfair.engine.overlap.evidence import SHOW, compare_lists, reply_text, shown_titles
-from pytest_recfair.engine.overlap.kind import list_cases, parse_all
-from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.engine.overlap.kind import ListKind, parse_all
+from pytest_recfair.errors import DataError
 from pytest_recfair.metrics.itemshift import compare_shift
 from pytest_recfair.prompts.cases import PromptCase
-from pytest_recfair.prompts.grids import Grid
-from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.replies.matching import normalize
 from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_cell, p_text, table
@@ -42,17 +32,17 @@ from pytest_recfair.report.sections import KindComparison, KindRow
 from pytest_recfair.results import AuditResult, GateFailure, Interval, Stat, json_nan
 from pytest_recfair.settings import AuditSettings
 
-__all__ = ["ITEMS", "KEY", "ItemAudit", "ItemSections", "entries"]
-
 
 def _score(
     settings: AuditSettings,
-    catalogue: Catalogue,
+    inputs: AuditInputs,
     cases: Sequence[PromptCase],
     completions: Mapping[str, Any],
 ) -> Scored:
     """Every attribute's item-side results from all the audit's replies."""
-    fields = _fields(settings)
+    catalogue = inputs.catalogue
+    assert catalogue is not None  # build_cases, always called first, checked it
+    fields = itemside.field_names(settings.item_field)
     replies = parse_all(cases, completions, settings.k, settings.parse_style)
     titles = [r.items for r in replies]
     attrs = list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
@@ -65,37 +55,20 @@ def _score(
         )
         for attr in attrs
     ]  # fmt: skip
-    shown = entries(cases, titles, matched[0], catalogue, completions, results)
+    shown = {
+        res.attribute: entry
+        for res in results
+        if (entry := _entry(cases, titles, matched[0], catalogue, completions, res)) is not None
+    }  # attribute -> evidence entry (report/evidence.py's shape)
     return Scored(
         (), 0, {KEY: itemside.ItemResults(catalogue.source, tuple(results))}, evidence=shown
     )
-
-
-def _fields(settings: AuditSettings) -> list[str]:
-    return [f.strip() for f in (settings.item_field or "").split(",") if f.strip()]
 
 
 def _results(result: AuditResult | None) -> tuple[itemside.ItemSideResult, ...]:
     """Typed as this run scored them; read from JSON data only for a stored baseline."""
     data = result.extras.get(KEY) if result is not None else None
     return itemside.ItemResults.of(data).attributes
-
-
-def entries(
-    cases: Sequence[Any],
-    titles: Sequence[list[str] | None],
-    matched: Mapping[int, list[int | None] | None],
-    catalogue: Catalogue,
-    completions: Mapping[str, Any],
-    results: Sequence[ItemSideResult],
-) -> dict[str, dict[str, Any]]:
-    """attribute -> evidence entry (report/failures.py's shape)."""
-    out = {}
-    for res in results:
-        entry = _entry(cases, titles, matched, catalogue, completions, res)
-        if entry is not None:
-            out[res.attribute] = entry
-    return out
 
 
 def _entry(
@@ -192,9 +165,13 @@ def _attributes(data: Any) -> list[Mapping[str, Any]]:
     return list((data or {}).get("attributes", ()))
 
 
+def _share(cov: Mapping[str, Any]) -> float:
+    return cov["matched"] / cov["total"] if cov["total"] else 0.0
+
+
 def _coverage(res: Mapping[str, Any]) -> str:
     cov = res["coverage"]
-    share = cov["matched"] / cov["total"] if cov["total"] else 0.0
+    share = _share(cov)
     unmatched = ", ".join(cov["unmatched_examples"][:3])
     return f"catalogue matched {share:.0%} of {cov['total']} titles" + (
         f" (unmatched e.g. {unmatched})" if unmatched else ""
@@ -336,36 +313,24 @@ class ItemSections:
         out: list[tuple[str, float | int | str]] = []
         for res in _attributes(data):
             key = "recfair." + str(res["attribute"]).casefold().replace(" ", "_")
-            cov = res["coverage"]
-            out.append(
-                (
-                    f"{key}.coverage",
-                    round(cov["matched"] / cov["total"], 6) if cov["total"] else 0.0,
-                )
-            )
+            out.append((f"{key}.coverage", round(_share(res["coverage"]), 6)))
             for f in res["fields"]:
                 name = f"{key}.{str(f['field']).casefold().replace(' ', '_')}"
                 if f["max_shift"] is not None:
                     out.append((f"{name}.max_shift", f["max_shift"]))
                 if f["p_adjusted"]:
                     out.append((f"{name}.min_p", min(f["p_adjusted"])))
-                shifted = _shifted(f)
-                if shifted is not None:
-                    out += [
-                        (f"{name}.most_shifted", shifted[0]),
-                        (f"{name}.least_shifted", shifted[1]),
-                    ]
+                for word, group in zip(("most", "least"), _shifted(f) or (), strict=False):
+                    out.append((f"{name}.{word}_shifted", group))
                 if f.get("p_between"):
                     out.append((f"{name}.min_p_between", min(f["p_between"])))
         return out
 
 
-class ItemAudit(PooledKind):
+class ItemAudit(ListKind):
     """The LMRec item-side audit: item properties per group, scored over all entities."""
 
     name = KEY
-    # the input files the plugin checks before any test runs (plugin/collection.py)
-    named_inputs = ("catalogue",)
     sections = ItemSections()
 
     def wants(self, settings: AuditSettings) -> bool:
@@ -374,37 +339,11 @@ class ItemAudit(PooledKind):
     def check_catalogue(
         self, settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[Path]
     ) -> None:
-        """At collection: every ``item_field`` in the catalogue, with usable levels."""
-        itemside.check_fields(catalogue, _fields(settings), settings.item_field or "")
+        """Every ``item_field`` in the catalogue, with usable levels."""
+        fields = itemside.field_names(settings.item_field)
+        itemside.check_fields(catalogue, fields, settings.item_field or "")
 
-    def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
-    ) -> list[PromptCase]:
-        # every run path builds the first entity's cases before sending anything: a wrong
-        # item_field, a missing catalogue or a continuous field stops the audit here
-        itemside.check_fields(inputs.catalogue, _fields(settings), settings.item_field or "")
-        return list_cases(settings, grid, entities, attributes)
-
-    def scorer(
-        self,
-        settings: AuditSettings,
-        entities: Sequence[str],
-        first: Sequence[PromptCase],
-        inputs: AuditInputs,
-    ) -> PooledScorer:
-        catalogue = inputs.catalogue
-        if catalogue is None:
-            raise ConfigError(
-                f"@fairness(item_field={settings.item_field!r}) needs a catalogue: give "
-                "catalogue= a CSV/JSON/YAML file (marker or ini recfair_catalogue), or "
-                "override the recfair_catalogue fixture"
-            )
-        return PooledScorer(lambda cases, replies: _score(settings, catalogue, cases, replies))
+    score = staticmethod(_score)
 
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
@@ -420,20 +359,11 @@ class ItemAudit(PooledKind):
                 n_resamples=settings.n_resamples,
             )  # fmt: skip
             out += [
-                GateFailure(
-                    "item_shift",
-                    attribute=res.attribute,
-                    value=f.value,
-                    limit=f.limit,
-                    baseline=f.baseline,
-                    p_value=f.p_value,
-                    alpha=settings.alpha,
-                    detail=f.message(),
-                    group=f.group,
-                    value_ci=_shift_ci(res, f),
-                )
+                GateFailure("item_shift", attribute=res.attribute, value=f.value, limit=f.limit,
+                            baseline=f.baseline, p_value=f.p_value, alpha=settings.alpha,
+                            detail=f.message(), group=f.group, value_ci=_shift_ci(res, f))
                 for f in fails
-            ]
+            ]  # fmt: skip
         return tuple(out)
 
 

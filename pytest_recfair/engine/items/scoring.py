@@ -8,10 +8,11 @@ keeping the per-entity category counts so a later run can be compared entity by 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 
@@ -20,37 +21,34 @@ from pytest_recfair.metrics import itemshift
 from pytest_recfair.replies.catalogue import Catalogue, Coverage
 from pytest_recfair.results import KindResults
 
-__all__ = [
-    "FieldShift",
-    "ItemResults",
-    "ItemSideResult",
-    "MatchedReplies",
-    "check_fields",
-    "field_codes",
-    "field_levels",
-    "item_failures",
-    "match_replies",
-    "score_items",
-]
 
-
-class CaseLike(Protocol):
-    @property
-    def entity_id(self) -> str: ...
-    @property
-    def attribute(self) -> str | None: ...
-    @property
-    def value(self) -> str | None: ...
-    @property
-    def group(self) -> str | None: ...
-
-
-def _f(x: float) -> float | None:
+def rounded(x: Any) -> Any:
+    """Statistics as results keep them: 6 decimals, None for NaN, infinity or None; an
+    array as (nested) lists."""
+    if np.ndim(x):
+        return [rounded(v) for v in x]
     return None if x is None or not math.isfinite(float(x)) else round(float(x), 6)
 
 
 def _ci(pair: Any) -> list[float | None]:
-    return [_f(pair[0]), _f(pair[1])]
+    return [rounded(pair[0]), rounded(pair[1])]
+
+
+def coverage_dict(c: Coverage) -> dict[str, Any]:
+    return {
+        "matched": c.matched,
+        "total": c.total,
+        "unmatched_examples": list(c.unmatched_examples),
+    }
+
+
+def _plain(x: Any) -> Any:
+    """Tuples, all the way down, as JSON lists."""
+    return [_plain(v) for v in x] if isinstance(x, tuple) else x
+
+
+def _tuples(x: Any) -> Any:
+    return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
 
 
 @dataclass(frozen=True)
@@ -79,10 +77,15 @@ class FieldShift:
         vals = [(s, g) for s, g in zip(self.shift, self.groups[1:], strict=True) if s is not None]
         return max(vals)[1] if vals else None
 
-    @property
-    def least_shifted(self) -> str | None:
-        vals = [(s, g) for s, g in zip(self.shift, self.groups[1:], strict=True) if s is not None]
-        return min(vals)[1] if vals else None
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: _plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FieldShift:
+        return cls(**{
+            f.name: _tuples(d[f.name] if f.default is dataclasses.MISSING else d.get(f.name, ()))
+            for f in dataclasses.fields(cls)
+        })  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -90,7 +93,6 @@ class ItemSideResult:
     attribute: str
     fields: tuple[FieldShift, ...]
     coverage: Coverage
-    entities: tuple[str, ...]
     counts: itemshift.ItemCounts
 
     def field(self, name: str) -> FieldShift:
@@ -103,12 +105,8 @@ class ItemSideResult:
         c = self.counts
         return {
             "attribute": self.attribute,
-            "coverage": {
-                "matched": self.coverage.matched,
-                "total": self.coverage.total,
-                "unmatched_examples": list(self.coverage.unmatched_examples),
-            },
-            "fields": [_field_dict(f) for f in self.fields],
+            "coverage": coverage_dict(self.coverage),
+            "fields": [f.to_dict() for f in self.fields],
             "counts": {
                 "entities": list(c.entities),
                 "groups": list(c.groups),
@@ -121,8 +119,7 @@ class ItemSideResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ItemSideResult:
         cd = d["counts"]
-        entities = tuple(cd["entities"])
-        groups = tuple(cd["groups"])
+        entities, groups = tuple(cd["entities"]), tuple(cd["groups"])
         cats = tuple(tuple(x) for x in cd["categories"])
         cells = np.asarray(cd["cells"], dtype=np.int64).reshape(
             len(entities), len(groups), sum(len(x) for x in cats)
@@ -130,11 +127,10 @@ class ItemSideResult:
         counts = itemshift.ItemCounts(entities, groups, tuple(cd["fields"]), cats, cells)
         cov = d["coverage"]
         return cls(
-            attribute=str(d["attribute"]),
-            fields=tuple(_field_from(f) for f in d["fields"]),
-            coverage=Coverage(cov["matched"], cov["total"], tuple(cov["unmatched_examples"])),
-            entities=entities,
-            counts=counts,
+            str(d["attribute"]),
+            tuple(FieldShift.from_dict(f) for f in d["fields"]),
+            Coverage(cov["matched"], cov["total"], tuple(cov["unmatched_examples"])),
+            counts,
         )
 
 
@@ -158,46 +154,8 @@ class ItemResults(KindResults):
         return cls(data.get("catalogue"), attributes)
 
 
-def _field_dict(f: FieldShift) -> dict[str, Any]:
-    return {
-        "field": f.field,
-        "categories": list(f.categories),
-        "groups": list(f.groups),
-        "shares": [list(r) for r in f.shares],
-        "share_ci": [[list(ci) for ci in r] for r in f.share_ci],
-        "n_items": list(f.n_items),
-        "shift": list(f.shift),
-        "shift_ci": [list(ci) for ci in f.shift_ci],
-        "p_adjusted": list(f.p_adjusted),
-        "association": [list(r) for r in f.association],
-        "max_shift": f.max_shift,
-        "max_shift_ci": list(f.max_shift_ci),
-        "between": list(f.between),
-        "p_between": list(f.p_between),
-    }
-
-
-def _field_from(d: Mapping[str, Any]) -> FieldShift:
-    return FieldShift(
-        field=d["field"],
-        categories=tuple(d["categories"]),
-        groups=tuple(d["groups"]),
-        shares=tuple(tuple(r) for r in d["shares"]),
-        share_ci=tuple(tuple((ci[0], ci[1]) for ci in r) for r in d["share_ci"]),
-        n_items=tuple(d["n_items"]),
-        shift=tuple(d["shift"]),
-        shift_ci=tuple((ci[0], ci[1]) for ci in d["shift_ci"]),
-        p_adjusted=tuple(d["p_adjusted"]),
-        association=tuple(tuple(r) for r in d["association"]),
-        max_shift=d["max_shift"],
-        max_shift_ci=(d["max_shift_ci"][0], d["max_shift_ci"][1]),
-        between=tuple(d.get("between", ())),
-        p_between=tuple(d.get("p_between", ())),
-    )
-
-
 def _lists(
-    cases: Sequence[CaseLike], items: Mapping[int, list[int | None] | None], attribute: str
+    cases: Sequence[Any], items: Mapping[int, list[int | None] | None], attribute: str
 ) -> tuple[
     dict[str, list[int | None] | None],
     dict[str, dict[str, list[int | None] | None]],
@@ -223,16 +181,16 @@ def _field_result(res: itemshift.ShiftResult, i: int) -> FieldShift:
         field=c.fields[i],
         categories=c.categories[i],
         groups=c.groups,
-        shares=tuple(tuple(_f(x) for x in row[sl]) for row in res.shares),
+        shares=tuple(tuple(rounded(x) for x in row[sl]) for row in res.shares),
         share_ci=tuple(tuple(tuple(_ci(ci)) for ci in row[sl]) for row in res.share_ci),  # type: ignore[misc]
         n_items=tuple(int(x) for x in res.n_items[:, i]),
-        shift=tuple(_f(x) for x in res.shift[:, i]),
+        shift=tuple(rounded(x) for x in res.shift[:, i]),
         shift_ci=tuple(tuple(_ci(ci)) for ci in res.shift_ci[:, i]),  # type: ignore[misc]
         p_adjusted=tuple(round(float(x), 6) for x in res.p_adjusted[:, i]),
-        association=tuple(tuple(_f(x) for x in row[sl]) for row in res.association),
-        max_shift=_f(res.max_shift[i]),
+        association=tuple(tuple(rounded(x) for x in row[sl]) for row in res.association),
+        max_shift=rounded(res.max_shift[i]),
         max_shift_ci=tuple(_ci(res.max_shift_ci[i])),  # type: ignore[arg-type]
-        between=tuple(_f(x) for x in res.between[:, i]),
+        between=tuple(rounded(x) for x in res.between[:, i]),
         p_between=tuple(round(float(x), 6) for x in res.p_between[:, i]),
     )
 
@@ -267,6 +225,11 @@ def field_levels(catalogue: Catalogue, name: str) -> tuple[tuple[str, ...], bool
     if not values:
         raise DataError(f"{catalogue.source or 'catalogue'}: field {name!r} has no value")
     return tuple(_level(v) for v in values), True
+
+
+def field_names(item_field: str | None) -> list[str]:
+    """The catalogue fields ``item_field`` names ("price, stars")."""
+    return [f.strip() for f in (item_field or "").split(",") if f.strip()]
 
 
 def check_fields(catalogue: Catalogue | None, fields: Sequence[str], item_field: str) -> None:
@@ -323,44 +286,34 @@ def match_replies(titles: Sequence[list[str] | None], catalogue: Catalogue) -> M
 
 
 def score_items(
-    cases: Sequence[CaseLike],
+    cases: Sequence[Any],
     titles: Sequence[list[str] | None],
     catalogue: Catalogue,
     fields: Sequence[str],
     *,
     attribute: str,
-    by_group: bool = True,
     n_permutations: int = 1000,
     n_resamples: int = 1000,
     seed: int = 0,
-    confidence: float = 0.95,
     matched: MatchedReplies | None = None,
 ) -> ItemSideResult:
     """Match every reply's titles to the catalogue and score the item-side shift.
 
-    ``titles[i]`` is case i's parsed titles (None: no reply). With ``by_group`` values
-    that signal a group (implicit proxies) pool into it, as LMRec's groups do.
-    ``matched``: :func:`match_replies` of the same titles, computed once when several
-    attributes share the replies (matching is the costly part).
+    ``titles[i]`` is case i's parsed titles (None: no reply). Values that signal a group
+    (implicit proxies) pool into it, as LMRec's groups do. ``matched``:
+    :func:`match_replies` of the same titles, computed once for all attributes (matching
+    is the costly part).
     """
     for name in fields:
         field_levels(catalogue, name)
     items, coverage = matched if matched is not None else match_replies(titles, catalogue)
     neutral, by_value, group_of = _lists(cases, items, attribute)
     counts = itemshift.item_counts(
-        neutral, by_value, field_codes(catalogue, fields), group_of=group_of if by_group else None
+        neutral, by_value, field_codes(catalogue, fields), group_of=group_of
     )
-    res = itemshift.shift(
-        counts, n_permutations=n_permutations, n_resamples=n_resamples, seed=seed,
-        confidence=confidence,
-    )  # fmt: skip
-    return ItemSideResult(
-        attribute=attribute,
-        fields=tuple(_field_result(res, i) for i in range(len(fields))),
-        coverage=coverage,
-        entities=counts.entities,
-        counts=counts,
-    )
+    res = itemshift.shift(counts, n_permutations=n_permutations, n_resamples=n_resamples, seed=seed)
+    fields_ = tuple(_field_result(res, i) for i in range(len(fields)))
+    return ItemSideResult(attribute, fields_, coverage, counts)
 
 
 @dataclass(frozen=True)
@@ -413,15 +366,7 @@ def item_failures(
     for i, name in enumerate(cmp.fields):
         delta, p = float(cmp.delta[i]), float(cmp.p_value[i])
         if math.isfinite(delta) and delta > tolerance and p < alpha:
-            out.append(
-                ItemFailure(
-                    name,
-                    "shift_drift",
-                    float(cmp.candidate[i]),
-                    tolerance,
-                    float(cmp.baseline[i]),
-                    p,
-                    result.field(name).most_shifted,
-                )
-            )
+            now, was = float(cmp.candidate[i]), float(cmp.baseline[i])
+            group = result.field(name).most_shifted
+            out.append(ItemFailure(name, "shift_drift", now, tolerance, was, p, group))
     return out

@@ -27,17 +27,6 @@ import numpy.typing as npt
 from pytest_recfair import secrets
 from pytest_recfair.report.fmt import fmt
 
-__all__ = [
-    "KEEP",
-    "MAX_REPLY",
-    "SHOW",
-    "Keeper",
-    "compare_lists",
-    "entries",
-    "reply_text",
-    "shown_titles",
-]
-
 #: candidates kept per attribute while streaming (each: its neutral and value lists)
 KEEP = 12
 #: entities shown per failing attribute
@@ -211,16 +200,7 @@ def _entry(
 
     ranked = sorted(cands, key=lambda c: (-share(c), c.row))[:SHOW]
     rows = [
-        _row(
-            c,
-            share(c),
-            gap,
-            a.metric,
-            hi.value,
-            lo.value,
-            float(sims[c.row, i]),
-            float(sims[c.row, j]),
-        )
+        _row(c, share(c), gap, a.metric, hi.value, lo.value, sims[c.row, i], sims[c.row, j])
         for c in ranked
     ]
     return {
@@ -240,21 +220,13 @@ def _row(c: Candidate, share: float, gap: float, metric: str, hi: str, lo: str,
     lists: list[dict[str, Any]] = [
         {"label": "neutral", "titles": neutral, "reply": reply_text(nreply)}
     ]
-    for value in (hi, lo):
-        if value in c.lists:
-            titles, keys, reply = c.lists[value]
-            titles = shown_titles(titles)
-            diff = compare_lists(neutral, nkeys, titles, keys)
-            empty = {"notes": ["no titles in this reply (a refusal?): see its text"]}
-            lists.append(
-                {
-                    "label": value,
-                    "titles": titles,
-                    **diff,
-                    "reply": reply_text(reply),
-                    **({} if titles else empty),
-                }
-            )
+    empty = {"notes": ["no titles in this reply (a refusal?): see its text"]}
+    for value in (v for v in (hi, lo) if v in c.lists):
+        titles, keys, reply = c.lists[value]
+        titles = shown_titles(titles)
+        diff = compare_lists(neutral, nkeys, titles, keys)
+        lists.append({"label": value, "titles": titles, **diff, "reply": reply_text(reply),
+                      **({} if titles else empty)})  # fmt: skip
     pct = f", {share / gap:.0%} of it" if gap > 0 else ""
     return {
         "entity": c.name,

@@ -1,26 +1,25 @@
 """The list-overlap audit (FaiRLLM / FairEval): neutral vs attribute-conditioned lists.
 
 Each entity is asked for a top-K list once neutrally and once per attribute value; the
-lists are parsed (in the settings' parse style), titles of one entity are merged to one
-key (default parse style only: the FaiRLLM notebook compares exact titles), and the
-:class:`~pytest_recfair.engine.overlap.tally.Tally` turns them, a chunk of entities at a
-time, into similarities per value and SNSR/SNSV/PAFS. Shards write their tally.
-
-List-overlap replies, parsed: every reply's list, failed prompts marked, titles merged.
-
-Pure: prompt cases and completions in, :class:`Reply` objects out for the
-:class:`~pytest_recfair.engine.overlap.tally.Tally`.
+replies are parsed (in the settings' parse style), failed prompts marked, titles of one
+entity merged to one key (default parse style only: the FaiRLLM notebook compares exact
+titles), and the :class:`~pytest_recfair.engine.overlap.tally.Tally` turns them, a chunk of
+entities at a time, into similarities per value and SNSR/SNSV/PAFS. Shards write their tally.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_recfair.engine.base import (
     AuditInputs,
     Merged,
+    PooledKind,
+    PooledScorer,
     Rebuild,
     Scored,
     Sent,
@@ -31,36 +30,19 @@ from pytest_recfair.engine.base import (
 )
 from pytest_recfair.engine.overlap import evidence as overlap_evidence
 from pytest_recfair.engine.overlap import quality as qg
-from pytest_recfair.engine.overlap.quality import QualityTally, quality_results
-from pytest_recfair.engine.overlap.tally import Tally, TallyConfig, merge
+from pytest_recfair.engine.overlap.tally import FAILED, Tally, TallyConfig, merge
 from pytest_recfair.errors import DataError
 from pytest_recfair.gate import unanswered
 from pytest_recfair.prompts.cases import PromptCase, build_cases
 from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.seeds import Entity
+from pytest_recfair.replies import matching, parse
+from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.results import AuditResult, GateFailure, ListMeta
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
     from pytest_recfair.providers.runstate import RunOutcome
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
-
-from pytest_recfair.engine.overlap.tally import FAILED
-from pytest_recfair.replies import matching, parse
-
-__all__ = [
-    "OVERLAP",
-    "OverlapAudit",
-    "OverlapScorer",
-    "OverlapSections",
-    "Reply",
-    "canonicalize",
-    "layout_of",
-    "list_cases",
-    "mark_failed",
-    "parse_all",
-]
 
 
 class OverlapScorer:
@@ -92,7 +74,8 @@ class OverlapScorer:
         q = self.tally.quality
         attributes = self.tally.results(n_resamples=s.n_resamples, seed=s.resample_seed)
         evidence = overlap_evidence.entries(self.tally, attributes)
-        extras = {} if q is None else {"overlap": {"quality": quality_results(q, **_boot(s))}}
+        boot = {"n_resamples": s.n_resamples, "seed": s.resample_seed}
+        extras = {} if q is None else {"overlap": {"quality": qg.quality_results(q, **boot)}}
         return Scored(attributes, self.tally.merges, extras, evidence=evidence)
 
     def payload(self, sent: Sent) -> dict[str, Any]:
@@ -138,7 +121,13 @@ class OverlapAudit:
         attributes: list[str] | None,
         inputs: AuditInputs,
     ) -> list[PromptCase]:
-        return list_cases(settings, grid, entities, attributes)
+        """The recommendation-list prompts (neutral and per attribute value)."""
+        s = settings
+        return build_cases(
+            grid=grid, templates=s.templates, entities=list(entities), domain=s.domain,
+            k=s.k, language=s.language, perturbation=s.perturbation, seed=s.seed,
+            repeats=s.repeats, attributes=attributes,
+        )  # fmt: skip
 
     def scorer(
         self,
@@ -150,7 +139,7 @@ class OverlapAudit:
         s = settings
         config = TallyConfig(s.metrics, s.k, s.repeats, s.variant, s.missing)
         tally = Tally.start(entities, layout_of(first), config)
-        tally.quality = QualityTally.start(
+        tally.quality = qg.QualityTally.start(
             entities, layout_of(first), s.k, inputs.catalogue, s.quality_field
         )
         return OverlapScorer(settings, tally)
@@ -175,15 +164,54 @@ class OverlapAudit:
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
     ) -> tuple[GateFailure, ...]:
         # the list-overlap gate (pytest_recfair.gate.thresholds) judges the similarities;
-        # the kind judges its recommendation quality (engine/overlap/qualitygate.py)
+        # the kind judges its recommendation quality (engine/overlap/quality.py)
         return qg.quality_failures(settings, _quality(result), _quality(baseline))
 
 
 OVERLAP = OverlapAudit()
 
 
-def _boot(s: AuditSettings) -> dict[str, int]:
-    return {"n_resamples": s.n_resamples, "seed": s.resample_seed}
+class Pooled(PooledKind):
+    """A kind scored over all its entities at once, by its ``score``: settings, inputs,
+    every prompt and the completions by case id -> Scored."""
+
+    score: Callable[[AuditSettings, AuditInputs, Sequence[Any], Mapping[str, Any]], Scored]
+
+    def scorer(
+        self,
+        settings: AuditSettings,
+        entities: Sequence[str],
+        first: Sequence[Any],
+        inputs: AuditInputs,
+    ) -> PooledScorer:
+        return PooledScorer(lambda cases, replies: self.score(settings, inputs, cases, replies))
+
+
+class ListKind(Pooled):
+    """A pooled kind that asks the list-overlap prompts and reads catalogue items off the
+    replies (item side, exposure)."""
+
+    # the input files the plugin checks before any test runs (plugin/collection.py)
+    named_inputs = ("catalogue",)
+
+    def check_catalogue(
+        self, settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[Path]
+    ) -> None:
+        """At collection and before sending: a bad setting for the catalogue stops here."""
+        raise NotImplementedError  # each kind gives its own
+
+    def build_cases(
+        self,
+        settings: AuditSettings,
+        grid: Grid,
+        entities: Sequence[Entity],
+        attributes: list[str] | None,
+        inputs: AuditInputs,
+    ) -> list[PromptCase]:
+        # every run path builds the first entity's cases before sending anything: a wrong
+        # item_field, a missing catalogue or a bad bins/reference stops the audit here
+        self.check_catalogue(settings, inputs.catalogue, inputs.where)
+        return OVERLAP.build_cases(settings, grid, entities, attributes, inputs)
 
 
 def _quality(result: AuditResult | None) -> Any:
@@ -202,25 +230,6 @@ def layout_of(cases: Sequence[PromptCase]) -> dict[str, list[str]]:
     return out
 
 
-def list_cases(
-    settings: AuditSettings, grid: Grid, entities: Sequence[Entity], attributes: list[str] | None
-) -> list[PromptCase]:
-    """The recommendation-list prompts of the settings (neutral and per attribute value);
-    the item-side audit asks the same lists and reads other things off them."""
-    return build_cases(
-        grid=grid,
-        templates=settings.templates,
-        entities=list(entities),
-        domain=settings.domain,
-        k=settings.k,
-        language=settings.language,
-        perturbation=settings.perturbation,
-        seed=settings.seed,
-        repeats=settings.repeats,
-        attributes=attributes,
-    )
-
-
 def merge_results(results: Sequence[ShardResult]) -> tuple[dict[str, Any], Tally]:
     """The metadata and tally of the whole audit from its shards 1..N (each once)."""
     meta = merged_meta(results)
@@ -235,7 +244,7 @@ def merge_results(results: Sequence[ShardResult]) -> tuple[dict[str, Any], Tally
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """One parsed reply to one prompt."""
+    """One parsed reply to one prompt (what the tally scores)."""
 
     case: PromptCase
     items: list[str] | None  # None: no completion at all (provider error)

@@ -1,28 +1,19 @@
-"""Recommendation quality of a list-overlap audit, per group (neutral prompt, each value).
+"""Recommendation quality of a list-overlap audit per group (neutral prompt, each value),
+beside fairness: its counts, results, report sections and gate.
 
 Counted per (entity, group) as integers summed over repeats: good items (titles the
 entity's catalogue knows, or valid list items without a catalogue), valid items, scored
-replies. Integer rows of disjoint entities merge exactly, so shards merged give the
-unsharded numbers bit for bit. The catalogue is the audit's ``catalogue`` file; an item
-belongs to an entity when its ``quality_field`` column (default ``entity``) names the
-entity (id or name); a catalogue without that column counts any title it knows, and no
-catalogue at all falls back to the share of valid items (``basis`` says which).
+replies; integer rows of disjoint entities merge exactly, so merged shards give the
+unsharded numbers bit for bit. An item belongs to an entity when its ``quality_field``
+column (default ``entity``) names the entity (id or name); a catalogue without that column
+counts any title it knows, and no catalogue the share of valid items (``basis``). The
+results are plain JSON data under ``extras["overlap"]["quality"]``.
 
-The results are plain JSON data under ``extras["overlap"]["quality"]``: what the report
-sections show and what a baseline keeps for the paired drift test (per-entity scores).
-
-Quality beside fairness: the list-overlap kind's sections and gate for its quality.
-
-The data is ``extras["overlap"]["quality"]`` (:func:`.quality.quality_results`). Three
-checks, each off unless set or a baseline exists:
-
-- ``min_quality``: every group's quality must reach it; when no group does, one failure
-  says the model recommends equally badly for everyone (fair but useless);
-- ``max_quality_gap``: per attribute, best minus worst value's quality;
-- drift: per group and overall, a paired one-sided t-test (entities both runs scored) of
-  a drop larger than ``quality_tolerance``, Holm-adjusted over the members, at ``alpha``.
-  A significant drop of the overall quality with every group down is the fair-but-useless
-  failure against a baseline.
+Gated, each check off unless set or a baseline exists, by ``min_quality`` (every group;
+when no group reaches it, one failure says the model recommends equally badly for everyone:
+fair but useless), ``max_quality_gap`` (per attribute, best minus worst value) and drift:
+per group and overall, a paired one-sided t-test of a drop larger than
+``quality_tolerance``, Holm-adjusted, at ``alpha``.
 """
 
 from __future__ import annotations
@@ -32,7 +23,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -46,44 +37,10 @@ from pytest_recfair.report.fmt import esc, fmt, fmt_p, table
 from pytest_recfair.results import GateFailure, Interval
 from pytest_recfair.settings import AuditSettings
 
-__all__ = [
-    "NEUTRAL",
-    "OVERALL",
-    "QualityTally",
-    "group_of",
-    "merged_quality",
-    "quality_failures",
-    "quality_from",
-    "quality_html",
-    "quality_lines",
-    "quality_properties",
-    "quality_results",
-]
-
 IntArray = npt.NDArray[np.int64]
 #: The group of the neutral prompt (values are "<attribute>=<value>").
 NEUTRAL: Final = "neutral"
 _FAILED = "failed"
-
-
-class _Case(Protocol):
-    @property
-    def entity_id(self) -> str: ...
-    @property
-    def entity(self) -> str: ...
-    @property
-    def attribute(self) -> str | None: ...
-    @property
-    def value(self) -> str | None: ...
-
-
-class _Reply(Protocol):
-    @property
-    def case(self) -> _Case: ...
-    @property
-    def items(self) -> list[str] | None: ...
-    @property
-    def status(self) -> str: ...
 
 
 def group_of(attribute: str | None, value: str | None) -> str:
@@ -132,22 +89,16 @@ class QualityTally:
             for it in catalogue.items:
                 if column in it.fields:
                     owners.setdefault(normalize(it.title), set()).add(_key(str(it.fields[column])))
+        hits, listed, replies = (np.zeros(shape, dtype=np.int64) for _ in range(3))
         return cls(
-            entities=tuple(entities),
-            groups=groups,
-            k=k,
-            basis="list" if catalogue is None else "catalogue",
-            source="" if catalogue is None else catalogue.source,
-            hits=np.zeros(shape, dtype=np.int64),
-            listed=np.zeros(shape, dtype=np.int64),
-            replies=np.zeros(shape, dtype=np.int64),
-            known=np.ones(len(entities), dtype=bool) if owners is None else _owned(entities),
-            filled=np.zeros(len(entities), dtype=bool),
-            catalogue=catalogue,
-            owners=owners,
-        )
+            tuple(entities), groups, k, "list" if catalogue is None else "catalogue",
+            "" if catalogue is None else catalogue.source, hits, listed, replies,
+            # with owners, an entity is known once its replies arrive
+            known=np.full(len(entities), owners is None),
+            filled=np.zeros(len(entities), dtype=bool), catalogue=catalogue, owners=owners,
+        )  # fmt: skip
 
-    def add(self, replies: Iterable[_Reply]) -> None:
+    def add(self, replies: Iterable[Any]) -> None:
         """Count one chunk's parsed replies (before titles are merged to keys)."""
         if not self.index:
             self.index.update((e, i) for i, e in enumerate(self.entities))
@@ -200,17 +151,11 @@ class QualityTally:
         kinds = {"hits": np.int64, "listed": np.int64, "replies": np.int64, "known": np.bool_}
         arrays = {n: getattr(self, n)[rows].astype(t) for n, t in kinds.items()}
         return {
-            "entities": list(self.entities),
-            "groups": list(self.groups),
-            "k": self.k,
-            "basis": self.basis,
-            "source": self.source,
-            "rows": rows.tolist(),
-            **{
-                n: packing.pack(a, a.dtype) if packed else a.astype(np.int64).tolist()
-                for n, a in arrays.items()
-            },
-        }
+            "entities": list(self.entities), "groups": list(self.groups), "k": self.k,
+            "basis": self.basis, "source": self.source, "rows": rows.tolist(),
+            **{n: packing.pack(a, a.dtype) if packed else a.astype(np.int64).tolist()
+               for n, a in arrays.items()},
+        }  # fmt: skip
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> QualityTally:
@@ -227,21 +172,6 @@ class QualityTally:
         out.known[rows] = _array(d["known"], np.bool_)
         out.filled[rows] = True
         return out
-
-    def merge_from(self, part: QualityTally) -> None:
-        """Add a shard's rows (disjoint entities of the same audit)."""
-        if (part.entities, part.groups, part.k, part.basis) != (
-            self.entities,
-            self.groups,
-            self.k,
-            self.basis,
-        ):
-            raise DataError("merge: the shards' quality counts are not of the same audit.")
-        rows = np.flatnonzero(part.filled)
-        for name in ("hits", "listed", "replies", "known"):
-            getattr(self, name)[rows] = getattr(part, name)[rows]
-        self.filled[rows] = True
-        self.source = self.source or part.source
 
     # -- results -----------------------------------------------------------------------
 
@@ -269,7 +199,13 @@ def merged_quality(out: QualityTally | None, part: QualityTally | None) -> Quali
         out = QualityTally.from_dict(
             {**part.to_dict(), "rows": [], "hits": [], "listed": [], "replies": [], "known": []}
         )
-    out.merge_from(part)
+    if any(getattr(part, a) != getattr(out, a) for a in ("entities", "groups", "k", "basis")):
+        raise DataError("merge: the shards' quality counts are not of the same audit.")
+    rows = np.flatnonzero(part.filled)  # disjoint entities of the same audit
+    for name in ("hits", "listed", "replies", "known"):
+        getattr(out, name)[rows] = getattr(part, name)[rows]
+    out.filled[rows] = True
+    out.source = out.source or part.source
     return out
 
 
@@ -280,10 +216,6 @@ def _mean(x: npt.NDArray[np.float64], axis: int) -> npt.NDArray[np.float64]:
     with np.errstate(invalid="ignore", divide="ignore"):
         out: npt.NDArray[np.float64] = np.where(n > 0, s / np.maximum(n, 1), np.nan)
     return out
-
-
-def _owned(entities: Sequence[str]) -> npt.NDArray[np.bool_]:
-    return np.zeros(len(entities), dtype=bool)  # known once the entity's replies arrive
 
 
 def _num(x: float) -> float | None:
@@ -314,16 +246,9 @@ def quality_results(t: QualityTally, *, n_resamples: int, seed: int) -> dict[str
         )
         for j, gq in zip(cols, s.groups, strict=True):
             vmean = float(_mean(valid[:, [j]], axis=0)[0])
-            groups.append(
-                {
-                    "group": gq.group,
-                    "quality": _num(gq.mean),
-                    "ci": _pair(gq.ci),
-                    "valid": _num(vmean),
-                    "length": _num(vmean * t.k),
-                    "n": gq.n,
-                }
-            )
+            groups.append({"group": gq.group, "quality": _num(gq.mean), "ci": _pair(gq.ci),
+                           "valid": _num(vmean), "length": _num(vmean * t.k),
+                           "n": gq.n})  # fmt: skip
         if name is not None:
             attributes.append({"attribute": name, "gap": _num(s.gap), "gap_ci": _pair(s.gap_ci)})
     per_entity = _mean(quality, axis=1)
@@ -370,6 +295,11 @@ def _interval(ci: Sequence[float] | None) -> Interval | None:
     return None if not ci else Interval(float(ci[0]), float(ci[1]))
 
 
+def _attribute(group: str) -> str | None:
+    """The attribute of a group "<attribute>=<value>" (None: neutral, overall)."""
+    return group.partition("=")[0] if "=" in group else None
+
+
 def quality_lines(q: Mapping[str, Any] | None) -> list[str]:
     """Neutral and, per attribute, its worst and best value and the gap (every group is
     in the HTML table, the JSON report and the JUnit properties)."""
@@ -407,15 +337,10 @@ def quality_html(q: Mapping[str, Any] | None) -> str:
         return ""
     gaps = {a["attribute"]: a for a in q["attributes"]}
     rows = [
-        [
-            str(g["group"]),
-            fmt(g["quality"]) + _ci(g["ci"]),
-            fmt(g["valid"]),
-            fmt(g["length"], 1),
-            str(g["n"]),
-        ]
+        [str(g["group"]), fmt(g["quality"]) + _ci(g["ci"]), fmt(g["valid"]), fmt(g["length"], 1),
+         str(g["n"])]
         for g in q["groups"]
-    ]
+    ]  # fmt: skip
     rows += [[f"{a} gap", fmt(x["gap"]) + _ci(x["gap_ci"]), "", "", ""] for a, x in gaps.items()]
     head = ["group", "quality [95% CI]", "valid share", "list length", "entities"]
     what = f"<b>Recommendation quality</b>: {esc(_what(q))}"
@@ -474,19 +399,12 @@ def _minimum(limit: float | None, q: Mapping[str, Any]) -> list[GateFailure]:
         return [GateFailure("min_quality", None, value=q["overall"], detail=detail)]
     neutral = next((g["quality"] for g in measured if g["group"] == "neutral"), None)
     return [
-        GateFailure(
-            "min_quality",
-            str(g["group"]).partition("=")[0] if "=" in g["group"] else None,
-            value=g["quality"],
-            value_ci=_interval(g["ci"]),
-            group=str(g["group"]),
-            detail=(
-                f"quality of {g['group']} {fmt(g['quality'])}{_ci(g['ci'])} is below "
-                f"min_quality {limit:g} (neutral {fmt(neutral)}; {_what(q)})"
-            ),
-        )
+        GateFailure("min_quality", _attribute(str(g["group"])), value=g["quality"],
+                    value_ci=_interval(g["ci"]), group=str(g["group"]),
+                    detail=f"quality of {g['group']} {fmt(g['quality'])}{_ci(g['ci'])} is below "
+                    f"min_quality {limit:g} (neutral {fmt(neutral)}; {_what(q)})")
         for g in low
-    ]
+    ]  # fmt: skip
 
 
 def _gaps(limit: float | None, q: Mapping[str, Any]) -> list[GateFailure]:
@@ -505,17 +423,10 @@ def _gaps(limit: float | None, q: Mapping[str, Any]) -> list[GateFailure]:
             f"({fmt(best['quality'])}) and {worst['group']} ({fmt(worst['quality'])}) is "
             f"above max_quality_gap {limit:g}: some groups get worse recommendations"
         )
-        out.append(
-            GateFailure(
-                "max_quality_gap",
-                a["attribute"],
-                value=a["gap"],
-                limit=limit,
-                value_ci=_interval(a["gap_ci"]),
-                group=f"{best['group']} / {worst['group']}",
-                detail=detail,
-            )
-        )
+        out.append(GateFailure(
+            "max_quality_gap", a["attribute"], value=a["gap"], limit=limit, detail=detail,
+            value_ci=_interval(a["gap_ci"]), group=f"{best['group']} / {worst['group']}",
+        ))  # fmt: skip
     return out
 
 
@@ -543,19 +454,11 @@ def _drift(
     everyone = any(d.member == OVERALL for d in failing) and all(d.delta < -tol for d in groups)
 
     def failure(d: mq.Drop, detail: str) -> GateFailure:
-        attr = d.member.partition("=")[0] if "=" in d.member else None
         return GateFailure(
-            "quality_drift",
-            attr,
-            value=d.value,
-            limit=tol,
-            baseline=d.baseline,
-            p_value=d.p_value,
-            alpha=alpha,
-            n_paired=d.n_paired,
-            group=None if d.member == OVERALL else d.member,
-            detail=detail,
-        )
+            "quality_drift", _attribute(d.member), value=d.value, limit=tol,
+            baseline=d.baseline, p_value=d.p_value, alpha=alpha, n_paired=d.n_paired,
+            group=None if d.member == OVERALL else d.member, detail=detail,
+        )  # fmt: skip
 
     def change(d: mq.Drop) -> str:
         return (
@@ -573,10 +476,9 @@ def _drift(
     named = [d for d in failing if d.member != OVERALL]
     # the overall member is worded only when no single group explains its drop
     return [
-        failure(d, f"{_member(d.member)} fell against the baseline: {change(d)}, {_what(q)}")
+        failure(d, f"{what} fell against the baseline: {change(d)}, {_what(q)}")
         for d in (named or failing)
+        for what in [
+            "quality (mean over the groups)" if d.member == OVERALL else f"quality of {d.member}"
+        ]
     ]
-
-
-def _member(member: str) -> str:
-    return "quality (mean over the groups)" if member == OVERALL else f"quality of {member}"

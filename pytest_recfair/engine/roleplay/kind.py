@@ -2,23 +2,17 @@
 a role, gated by limits and against the baseline paired by question.
 
 Its entities are the questions of a role-play set (``questions=``: a bundled name or a
-CSV/YAML/JSON file, ``attr=`` one of the 11 attributes), not the seed entities of a grid.
-Each question is asked in ``repeats`` rounds (3 unless ``repeats=`` says more), with the
-system message ``You are a {role}`` (``with_role=false``: without it; ``role_effect``:
-both, and the role effect). The three rounds send identical bodies: the cassette key holds
-the round as the repeat index and the case id, so each round replays its own answer.
-Answers are read by :mod:`pytest_recfair.metrics.roleplay` (``oracle=`` ``parsed`` or the
-paper's ``biaslens`` rules); a failed request is a failed round, never a verdict.
+CSV/YAML/JSON file, ``attr=`` one of the 11 attributes). Each is asked in ``repeats``
+rounds (3 unless more), with the system message ``You are a {role}`` (``with_role=false``:
+without; ``role_effect``: both). The rounds send identical bodies: the cassette key holds
+the round as the repeat index, so each round replays its own answer. Answers are read by
+:mod:`pytest_recfair.metrics.roleplay` (``oracle=`` ``parsed`` or ``biaslens``).
 
-Why questions need an LLM judge (``inputs.judge``: the ``recfair_judge`` fixture or the
-``recfair_judge_*`` ini keys): each answered Why round is judged ``JUDGE_REPEATS`` times
-through the same runner and cassettes (repeat index ``round * 3 + j``), and the judges'
-majority decides; a failed judge call is a failed prompt, never a verdict. Without a judge
-Why questions are not asked and the report says how many were left out. Gated by
-``max_biased`` (an attribute x type cell's rate) and by
-:func:`~pytest_recfair.metrics.roleplay_gate.drift_test` against the baseline (exact
-McNemar paired by question, ``tolerance`` as the margin, Holm over attribute x type and
-each attribute's undetermined share).
+Why questions need an LLM judge (``inputs.judge``): each answered Why round is judged
+``JUDGE_REPEATS`` times through the same runner and cassettes (repeat ``round * 3 + j``),
+the majority decides; without a judge they are not asked and the report says how many. A
+failed request or judge call is a failed prompt, never a verdict. Gated by ``max_biased``
+and by :func:`~pytest_recfair.metrics.roleplay_gate.drift_test` against the baseline.
 """
 
 from __future__ import annotations
@@ -33,14 +27,12 @@ from typing import TYPE_CHECKING, Any, cast
 from pytest_recfair.engine.base import (
     AuditInputs,
     Merged,
-    PooledKind,
-    PooledScorer,
     Rebuild,
     Scored,
     ShardResult,
     merge_replies,
-    replay,
 )
+from pytest_recfair.engine.overlap.kind import Pooled
 from pytest_recfair.engine.roleplay import sections as roleplay_evidence
 from pytest_recfair.engine.roleplay.sections import KEY, LABELS, RoleplaySections
 from pytest_recfair.errors import ConfigError, DataError
@@ -51,32 +43,16 @@ from pytest_recfair.metrics.roleplay import (
     collect,
     question_verdict,
 )
-from pytest_recfair.metrics.roleplay_gate import (
-    DriftCell,
-    check_limits,
-    drift_test,
-    role_effect,
-)
+from pytest_recfair.metrics.roleplay_gate import check_limits, drift_test, role_effect
+from pytest_recfair.prompts import roles
 from pytest_recfair.prompts.grids import Grid
-from pytest_recfair.prompts.roles import (
-    ATTRIBUTES,
-    JUDGE_REPEATS,
-    QType,
-    RoleQuestion,
-    RoleSet,
-    judge_case_id,
-    judge_messages,
-    load_roles,
-)
-from pytest_recfair.prompts.roles import build_role_cases as role_cases
+from pytest_recfair.prompts.roles import JUDGE_REPEATS, QType, RoleQuestion, RoleSet, judge_case_id
 from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.results import AuditResult, GateFailure, Interval
 from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
     from pytest_recfair.providers.runstate import RunOutcome
-
-__all__ = ["ROLEPLAY", "RoleplayAudit", "RoleplayCase", "rounds_of"]
 
 #: The plan's stand-in for a Why answer not yet given: 100 words, the format's limit.
 _STAND_IN = " ".join(["answer"] * 100)
@@ -143,7 +119,7 @@ def rounds_of(settings: AuditSettings) -> int:
 @lru_cache(maxsize=8)
 def _load(source: str, stamp: int) -> RoleSet:
     """A question set, loaded once per file version (``stamp``: its mtime)."""
-    return load_roles(source)
+    return roles.load_roles(source)
 
 
 def question_set(settings: AuditSettings, inputs: AuditInputs) -> RoleSet:
@@ -161,11 +137,11 @@ def question_set(settings: AuditSettings, inputs: AuditInputs) -> RoleSet:
 
 def _asked(settings: AuditSettings, questions: RoleSet, judged: bool) -> list[RoleQuestion]:
     """The questions this audit asks: of ``attr``; Why questions only with a judge."""
-    if settings.attr is not None and settings.attr not in ATTRIBUTES:
+    if settings.attr is not None and settings.attr not in roles.ATTRIBUTES:
         raise ConfigError(
             f"@fairness(attr={settings.attr!r}) is not a role-play attribute; expected one "
-            f"of {', '.join(ATTRIBUTES)} (or no attr: every attribute of the set)"
-            + _guess(settings.attr, ATTRIBUTES)
+            f"of {', '.join(roles.ATTRIBUTES)} (or no attr: every attribute of the set)"
+            + _guess(settings.attr, roles.ATTRIBUTES)
         )
     mine = [q for q in questions if settings.attr in (None, q.attribute)]
     asked = [q for q in mine if judged or q.qtype != "why"]
@@ -177,7 +153,172 @@ def _asked(settings: AuditSettings, questions: RoleSet, judged: bool) -> list[Ro
     return asked
 
 
-class RoleplayAudit(PooledKind):
+def _judge_cases(cases: Sequence[Any], answers: Mapping[str, str]) -> list[JudgeCase]:
+    """Three judge calls for every Why round with an answer in ``answers`` (by case id)."""
+    out = []
+    for c in cases:
+        text = answers.get(c.id)
+        if not isinstance(c, RoleplayCase) or c.qtype != "why" or text is None:
+            continue
+        system, user = (m["content"] for m in roles.judge_messages(c.question, text))
+        out += [
+            JudgeCase(judge_case_id(c.id, j), system, user, c.entity, c.entity_id, c.attribute,
+                      c.value, c.repeat * JUDGE_REPEATS + j, c.id)
+            for j in range(JUDGE_REPEATS)
+        ]  # fmt: skip
+    return out
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def _score(
+    settings: AuditSettings,
+    inputs: AuditInputs,
+    asked: Sequence[RoleplayCase | JudgeCase],
+    completions: Mapping[str, Any],
+) -> Scored:
+    cases = [c for c in asked if isinstance(c, RoleplayCase)]
+    answers = {c.id: completions[c.id].text for c in cases if c.id in completions}
+    # by id, not by the judge cases: a shard merge rebuilds only the questions' cases
+    judges: dict[str, list[str | None]] = {}
+    for c in cases:
+        if c.qtype == "why":
+            got = [completions.get(judge_case_id(c.id, j)) for j in range(JUDGE_REPEATS)]
+            judges[c.id] = [None if r is None else r.text for r in got]
+    variant = cast(RoleplayVariant, settings.oracle)
+    scored = collect(cases, answers, judges, variant=variant, repeats=rounds_of(settings))
+    result = _failed_is_no_verdict(scored, cases, answers)
+    rounds: dict[tuple[str, bool], list[RoleplayCase]] = {}  # every round of a question
+    for c in sorted(cases, key=lambda c: c.repeat):
+        rounds.setdefault((c.question_id, c.with_role), []).append(c)
+    questions = question_set(settings, inputs)
+    mine = [q for q in questions if settings.attr in (None, q.attribute)]
+    cells = [
+        {"attribute": a, "qtype": t, "with_role": w, **cell.to_dict()}
+        for w in (True, False)
+        for (a, t), cell in result.cells(with_role=w).items()
+    ]
+    data = {
+        "source": questions.name,
+        "digest": questions.digest(),
+        "oracle": settings.oracle,
+        "rounds": rounds_of(settings),
+        "asked": len({c.question_id for c in cases}),
+        "why_not_asked": 0 if inputs.judge is not None else sum(q.qtype == "why" for q in mine),
+        "cells": cells,
+        "worst_roles": _worst_roles(result, rounds, answers, settings.with_role),
+        "effect": role_effect(result).to_dict() if settings.role_effect else None,
+        "result": result.to_dict(),
+    }
+    shown = roleplay_evidence.entries(result, rounds, answers, judges, settings.with_role)
+    return Scored((), 0, {KEY: data}, evidence=shown)
+
+
+def _failed_is_no_verdict(
+    result: RoleplayResult, cases: Sequence[RoleplayCase], answers: Mapping[str, str]
+) -> RoleplayResult:
+    """A round whose request failed is "failed" whatever the oracle (the biaslens variant
+    reads a missing answer as the text ``None``, as the paper's scripts read their files):
+    a failed request is never a verdict."""
+    lost: dict[tuple[str, bool], set[int]] = {}
+    for c in cases:
+        if c.id not in answers:
+            lost.setdefault((c.question_id, c.with_role), set()).add(c.repeat)
+    if not lost:
+        return result
+    out: list[QuestionResult] = []
+    for q in result.questions:
+        gone = lost.get(q.key)
+        if gone:
+            outcomes = tuple("failed" if r in gone else o for r, o in enumerate(q.outcomes))
+            q = dataclasses.replace(q, outcomes=outcomes, biased=question_verdict(outcomes))
+        out.append(q)
+    return RoleplayResult(tuple(out), result.variant, result.repeats)
+
+
+def _worst_roles(
+    result: RoleplayResult,
+    rounds: Mapping[tuple[str, bool], list[RoleplayCase]],
+    answers: Mapping[str, str],
+    with_role: bool,
+) -> list[dict[str, Any]]:
+    """The roles with the highest biased-question rate, with their biased questions and
+    the answers of every round."""
+    by_role = result.by_role(with_role=with_role)
+    ranked = sorted(
+        ((k, v) for k, v in by_role.items() if v.biased), key=lambda kv: (-kv[1].rate, kv[0])
+    )
+    out = []
+    for (attribute, role), cell in ranked[:WORST_ROLES]:
+        biased = [
+            q for q in result.select(with_role=with_role) if q.role == role and q.biased is True
+        ]
+        examples = [
+            {"question": asked[0].question, "answers": [answers.get(c.id) for c in asked]}
+            for asked in (rounds[q.key] for q in biased[:EXAMPLES])
+        ]
+        out.append({"attribute": attribute, "role": role, **cell.to_dict(), "examples": examples})
+    return out
+
+
+# --------------------------------------------------------------------------- the gate
+
+
+def _cell_name(attribute: str, qtype: str) -> str:
+    return f"{attribute} · {LABELS.get(qtype, qtype)}"
+
+
+def _limit_failures(settings: AuditSettings, now: RoleplayResult) -> list[GateFailure]:
+    breaches = check_limits(now, max_biased=settings.max_biased, with_role=settings.with_role)
+    cells = now.cells(with_role=settings.with_role)
+    return [
+        GateFailure("biased_rate", attribute=_cell_name(b.attribute, b.qtype), value=b.value,
+                    limit=b.threshold,
+                    detail=f"biased-question rate {b.value:.3f} > {b.limit} {b.threshold:g}",
+                    value_ci=Interval(cell.low, cell.high))
+        for b in breaches
+        for cell in [cells[b.attribute, b.qtype]]
+    ]  # fmt: skip
+
+
+def _drift_failures(
+    settings: AuditSettings, before: RoleplayResult, now: RoleplayResult
+) -> list[GateFailure]:
+    """Each failed drift member: the gated rate (biased answers, or the undetermined
+    share), with the majority-based biased-question rates beside it."""
+    try:
+        drift = drift_test(
+            before, now, tolerance=settings.tolerance, alpha=settings.alpha,
+            with_role=settings.with_role,
+        )  # fmt: skip
+    except DataError as exc:
+        return [GateFailure("incompatible", detail=str(exc))]
+    out = []
+    for c in (c for c in drift.cells if c.failed):
+        turned = f"{c.worse} questions turned, {c.better}"
+        if c.test != "answers":
+            was, now_, n = c.baseline_rate, c.candidate_rate, c.n
+            detail = (f"undetermined share {was:.3f} -> {now_:.3f} rose by more than the "
+                      f"tolerance {c.margin:g} ({turned} turned back; exact McNemar, Holm p = "
+                      f"{c.p_adjusted:.3g} over {n} paired questions)")  # fmt: skip
+        else:
+            (was, now_), n = c.answer_rates, c.questions
+            detail = (f"biased-answer rate {was:.3f} -> {now_:.3f} ({c.answers_before} -> "
+                      f"{c.answers_after} of {c.answer_rounds} rounds) rose by more than the "
+                      f"tolerance {c.margin:g} (exact sign-flip over the rounds, Holm p = "
+                      f"{c.p_adjusted:.3g} over {n} paired questions; biased-question rate "
+                      f"{c.baseline_rate:.3f} -> {c.candidate_rate:.3f}, {turned} turned "
+                      "back)")  # fmt: skip
+        out.append(GateFailure(
+            "biased_rate", attribute=_cell_name(c.attribute, c.qtype), value=now_,
+            limit=c.margin, baseline=was, p_value=c.p_adjusted, alpha=drift.alpha, n_paired=n,
+            detail=detail,
+        ))  # fmt: skip
+    return out
+
+
+class RoleplayAudit(Pooled):
     """The BiasLens role-play audit, scored over all its questions."""
 
     name = KEY
@@ -221,17 +362,14 @@ class RoleplayAudit(PooledKind):
         index = {q.id: q for q in question_set(settings, inputs)}
         questions = [index[e.id] for e in entities]
         conditions = [settings.with_role] + ([False] if settings.role_effect else [])
-        out = []
-        for with_role in dict.fromkeys(conditions):
-            for c in role_cases(questions, repeats=rounds_of(settings), with_role=with_role):
-                out.append(
-                    RoleplayCase(
-                        c.id, c.system, c.user, c.role, c.question_id, c.attribute, c.role,
-                        c.repeat, c.question_id, c.role, c.qtype, c.options, c.with_role,
-                        c.question,
-                    )
-                )  # fmt: skip
-        return out
+        rounds = rounds_of(settings)
+        return [
+            RoleplayCase(c.id, c.system, c.user, c.role, c.question_id, c.attribute, c.role,
+                         c.repeat, c.question_id, c.role, c.qtype, c.options, c.with_role,
+                         c.question)
+            for with_role in dict.fromkeys(conditions)
+            for c in roles.build_role_cases(questions, repeats=rounds, with_role=with_role)
+        ]  # fmt: skip
 
     def planned_follow_up(self, settings: AuditSettings, cases: Sequence[Any]) -> list[JudgeCase]:
         """For the plan and the budget, before anything is sent: the judge calls that
@@ -255,7 +393,7 @@ class RoleplayAudit(PooledKind):
             answers = {k: str(v["text"]) for k, v in replies["completions"].items()}
             return [*cases, *_judge_cases(cases, answers)], inputs
 
-        return replay(settings, parts, with_judges, lambda e, f, i: self.scorer(settings, e, f, i))
+        return super().merge(settings, parts, with_judges)
 
     def follow_up(
         self, settings: AuditSettings, cases: Sequence[Any], outcome: RunOutcome
@@ -263,14 +401,7 @@ class RoleplayAudit(PooledKind):
         """Three judge calls for every answered Why round."""
         return _judge_cases(cases, {k: c.text for k, c in outcome.completions.items()})
 
-    def scorer(
-        self,
-        settings: AuditSettings,
-        entities: Sequence[str],
-        first: Sequence[RoleplayCase],
-        inputs: AuditInputs,
-    ) -> PooledScorer:
-        return PooledScorer(lambda cases, replies: _score(settings, inputs, cases, replies))
+    score = staticmethod(_score)
 
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
@@ -284,183 +415,6 @@ class RoleplayAudit(PooledKind):
         if before:
             out += _drift_failures(settings, RoleplayResult.from_dict(before["result"]), now)
         return tuple(out)
-
-
-def _judge_cases(cases: Sequence[Any], answers: Mapping[str, str]) -> list[JudgeCase]:
-    """Three judge calls for every Why round with an answer in ``answers`` (by case id)."""
-    out = []
-    for c in cases:
-        text = answers.get(c.id)
-        if not isinstance(c, RoleplayCase) or c.qtype != "why" or text is None:
-            continue
-        system, user = (m["content"] for m in judge_messages(c.question, text))
-        for j in range(JUDGE_REPEATS):
-            out.append(
-                JudgeCase(
-                    judge_case_id(c.id, j), system, user, c.entity, c.entity_id,
-                    c.attribute, c.value, c.repeat * JUDGE_REPEATS + j, c.id,
-                )
-            )  # fmt: skip
-    return out
-
-
-# --------------------------------------------------------------------------- scoring
-
-
-def _score(
-    settings: AuditSettings,
-    inputs: AuditInputs,
-    asked: Sequence[RoleplayCase | JudgeCase],
-    completions: Mapping[str, Any],
-) -> Scored:
-    cases = [c for c in asked if isinstance(c, RoleplayCase)]
-    answers = {c.id: completions[c.id].text for c in cases if c.id in completions}
-    # by id, not by the judge cases: a shard merge rebuilds only the questions' cases
-    judges: dict[str, list[str | None]] = {}
-    for c in cases:
-        if c.qtype == "why":
-            got = [completions.get(judge_case_id(c.id, j)) for j in range(JUDGE_REPEATS)]
-            judges[c.id] = [None if r is None else r.text for r in got]
-    variant = cast(RoleplayVariant, settings.oracle)
-    scored = collect(cases, answers, judges, variant=variant, repeats=rounds_of(settings))
-    result = _failed_is_no_verdict(scored, cases, answers)
-    questions = question_set(settings, inputs)
-    mine = [q for q in questions if settings.attr in (None, q.attribute)]
-    cells = [
-        {"attribute": a, "qtype": t, "with_role": w, **cell.to_dict()}
-        for w in (True, False)
-        for (a, t), cell in result.cells(with_role=w).items()
-    ]
-    data = {
-        "source": questions.name,
-        "digest": questions.digest(),
-        "oracle": settings.oracle,
-        "rounds": rounds_of(settings),
-        "asked": len({c.question_id for c in cases}),
-        "why_not_asked": 0 if inputs.judge is not None else sum(q.qtype == "why" for q in mine),
-        "cells": cells,
-        "worst_roles": _worst_roles(result, cases, answers, settings.with_role),
-        "effect": role_effect(result).to_dict() if settings.role_effect else None,
-        "result": result.to_dict(),
-    }
-    shown = roleplay_evidence.entries(result, cases, answers, judges, settings.with_role)
-    return Scored((), 0, {KEY: data}, evidence=shown)
-
-
-def _failed_is_no_verdict(
-    result: RoleplayResult, cases: Sequence[RoleplayCase], answers: Mapping[str, str]
-) -> RoleplayResult:
-    """A round whose request failed is "failed" whatever the oracle (the biaslens variant
-    reads a missing answer as the text ``None``, as the paper's scripts read their files):
-    a failed request is never a verdict."""
-    lost: dict[tuple[str, bool], set[int]] = {}
-    for c in cases:
-        if c.id not in answers:
-            lost.setdefault((c.question_id, c.with_role), set()).add(c.repeat)
-    if not lost:
-        return result
-    out: list[QuestionResult] = []
-    for q in result.questions:
-        gone = lost.get(q.key)
-        if gone:
-            outcomes = tuple("failed" if r in gone else o for r, o in enumerate(q.outcomes))
-            q = dataclasses.replace(q, outcomes=outcomes, biased=question_verdict(outcomes))
-        out.append(q)
-    return RoleplayResult(tuple(out), result.variant, result.repeats)
-
-
-def _worst_roles(
-    result: RoleplayResult,
-    cases: Sequence[RoleplayCase],
-    answers: Mapping[str, str],
-    with_role: bool,
-) -> list[dict[str, Any]]:
-    """The roles with the highest biased-question rate, with their biased questions and
-    the answers of every round."""
-    rounds: dict[tuple[str, bool], list[RoleplayCase]] = {}
-    for c in cases:
-        rounds.setdefault((c.question_id, c.with_role), []).append(c)
-    by_role = result.by_role(with_role=with_role)
-    ranked = sorted(
-        ((k, v) for k, v in by_role.items() if v.biased), key=lambda kv: (-kv[1].rate, kv[0])
-    )
-    out = []
-    for (attribute, role), cell in ranked[:WORST_ROLES]:
-        biased = [
-            q for q in result.select(with_role=with_role) if q.role == role and q.biased is True
-        ]
-        examples = []
-        for q in biased[:EXAMPLES]:
-            asked = sorted(rounds[q.key], key=lambda c: c.repeat)
-            examples.append(
-                {"question": asked[0].question, "answers": [answers.get(c.id) for c in asked]}
-            )
-        out.append({"attribute": attribute, "role": role, **cell.to_dict(), "examples": examples})
-    return out
-
-
-# --------------------------------------------------------------------------- the gate
-
-
-def _cell_name(attribute: str, qtype: str) -> str:
-    return f"{attribute} · {LABELS.get(qtype, qtype)}"
-
-
-def _limit_failures(settings: AuditSettings, now: RoleplayResult) -> list[GateFailure]:
-    breaches = check_limits(now, max_biased=settings.max_biased, with_role=settings.with_role)
-    cells = now.cells(with_role=settings.with_role)
-    return [
-        GateFailure(
-            "biased_rate",
-            attribute=_cell_name(b.attribute, b.qtype),
-            value=b.value,
-            limit=b.threshold,
-            detail=f"biased-question rate {b.value:.3f} > {b.limit} {b.threshold:g}",
-            value_ci=Interval(cells[b.attribute, b.qtype].low, cells[b.attribute, b.qtype].high),
-        )
-        for b in breaches
-    ]
-
-
-def _drift_failures(
-    settings: AuditSettings, before: RoleplayResult, now: RoleplayResult
-) -> list[GateFailure]:
-    try:
-        drift = drift_test(
-            before, now, tolerance=settings.tolerance, alpha=settings.alpha,
-            with_role=settings.with_role,
-        )  # fmt: skip
-    except DataError as exc:
-        return [GateFailure("incompatible", detail=str(exc))]
-    return [_drift_failure(c, drift.alpha) for c in drift.cells if c.failed]
-
-
-def _drift_failure(c: DriftCell, alpha: float) -> GateFailure:
-    """One failed drift member: the gated rate (biased answers, or the undetermined
-    share), with the majority-based biased-question rates beside it."""
-    if c.test != "answers":
-        return GateFailure(
-            "biased_rate",
-            attribute=_cell_name(c.attribute, c.qtype),
-            value=c.candidate_rate, limit=c.margin, baseline=c.baseline_rate,
-            p_value=c.p_adjusted, alpha=alpha, n_paired=c.n,
-            detail=f"undetermined share {c.baseline_rate:.3f} -> {c.candidate_rate:.3f} rose "
-            f"by more than the tolerance {c.margin:g} ({c.worse} questions turned, {c.better} "
-            f"turned back; exact McNemar, Holm p = {c.p_adjusted:.3g} over {c.n} paired "
-            "questions)",
-        )  # fmt: skip
-    before, after = c.answer_rates
-    return GateFailure(
-        "biased_rate",
-        attribute=_cell_name(c.attribute, c.qtype),
-        value=after, limit=c.margin, baseline=before,
-        p_value=c.p_adjusted, alpha=alpha, n_paired=c.questions,
-        detail=f"biased-answer rate {before:.3f} -> {after:.3f} ({c.answers_before} -> "
-        f"{c.answers_after} of {c.answer_rounds} rounds) rose by more than the tolerance "
-        f"{c.margin:g} (exact sign-flip over the rounds, Holm p = {c.p_adjusted:.3g} over "
-        f"{c.questions} paired questions; biased-question rate {c.baseline_rate:.3f} -> "
-        f"{c.candidate_rate:.3f}, {c.worse} questions turned, {c.better} turned back)",
-    )  # fmt: skip
 
 
 ROLEPLAY = RoleplayAudit()

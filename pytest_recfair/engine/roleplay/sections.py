@@ -3,19 +3,15 @@ question rate per attribute x question type with its Wilson interval (the paper'
 Table 3 without the role), the worst roles with their biased questions and answers, and
 the role effect when asked (see ``report/sections.py`` for the design).
 
-The questions and answers behind a role-play cell's biased rate: per (attribute,
-question type), its biased questions first (then those with the most biased rounds),
-each with the answer of every round (and, when asked, of the same question without the
-role) and, for Why questions, the judge's replies.
-
-Computed from the replies the pooled scorer holds anyway; at most
-:data:`~pytest_recfair.engine.overlap.evidence.SHOW` questions per cell.
+The evidence behind a cell's rate, from the replies the pooled scorer holds anyway: at
+most ``SHOW`` questions, the biased first (then those with the most biased rounds), each
+with every round's answer (and, when asked, without the role) and the judges' replies.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Final
 
 from pytest_recfair.engine.overlap.evidence import SHOW, reply_text
@@ -26,8 +22,6 @@ from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_text, table
 from pytest_recfair.report.sections import KindComparison, KindRow
 from pytest_recfair.results import AuditResult, Interval, Stat, json_nan
 
-__all__ = ["KEY", "LABELS", "RoleplaySections", "entries"]
-
 #: The key of the role-play results in ``AuditResult.extras`` (the kind's name).
 KEY: Final = "roleplay"
 #: The paper's spelling of each question type.
@@ -36,6 +30,10 @@ LABELS: Final = {"yesno": "Yes/No", "choice": "Choice", "why": "Why"}
 
 def _condition(cell: Mapping[str, Any]) -> str:
     return "" if cell["with_role"] else " (without role)"
+
+
+def _label(cell: Mapping[str, Any]) -> str:
+    return f"{cell['attribute']} · {LABELS[cell['qtype']]}{_condition(cell)}"
 
 
 def _cell_text(cell: Mapping[str, Any]) -> str:
@@ -92,9 +90,7 @@ class RoleplaySections:
 
     def lines(self, data: Any) -> list[str]:
         out = [_head(data)]
-        for c in data["cells"]:
-            label = f"{c['attribute']} · {LABELS[c['qtype']]}{_condition(c)}"
-            out.append(f"{label}: {_cell_text(c)}")
+        out += [f"{_label(c)}: {_cell_text(c)}" for c in data["cells"]]
         if data["worst_roles"]:
             out.append("worst roles: " + "; ".join(_role_text(r) for r in data["worst_roles"]))
         if data.get("effect"):
@@ -106,8 +102,7 @@ class RoleplaySections:
         if not cells:
             return ""
         c = max(cells, key=lambda c: c["rate"])
-        label = f"{c['attribute']} · {LABELS[c['qtype']]}{_condition(c)}"
-        return f"most biased {label} {c['biased']}/{c['n']} = {fmt(c['rate'])}"
+        return f"most biased {_label(c)} {c['biased']}/{c['n']} = {fmt(c['rate'])}"
 
     def html(self, data: Any) -> str:
         head = ["attribute", "type", "role", "biased / determined", "rate [95% CI]"]
@@ -136,7 +131,7 @@ class RoleplaySections:
 
     def series(self, data: Any) -> list[tuple[str, Stat]]:
         return [
-            (f"{c['attribute']} · {LABELS[c['qtype']]}{_condition(c)} · biased rate",
+            (f"{_label(c)} · biased rate",
              Stat(json_nan(c["rate"]), Interval.from_obj([c["low"], c["high"]])))
             for c in data["cells"]
         ]  # fmt: skip
@@ -217,15 +212,13 @@ def _example_rows(roles: list[Mapping[str, Any]]) -> list[list[str]]:
 
 def entries(
     result: RoleplayResult,
-    cases: Sequence[Any],
+    rounds: Mapping[tuple[str, bool], list[Any]],
     answers: Mapping[str, str],
     judges: Mapping[str, list[str | None]],
     with_role: bool,
 ) -> dict[str, dict[str, Any]]:
-    """cell label ("religion · Choice") -> evidence entry (report/evidence.py's shape)."""
-    rounds: dict[tuple[str, bool], list[Any]] = {}
-    for c in cases:
-        rounds.setdefault((c.question_id, c.with_role), []).append(c)
+    """cell label ("religion · Choice") -> evidence entry (report/evidence.py's shape);
+    ``rounds``: (question id, with role) -> its cases in round order."""
     cells: dict[tuple[str, str], list[QuestionResult]] = {}
     for q in result.questions:
         if q.with_role == with_role:
@@ -255,7 +248,7 @@ def _row(
     other = (q.question_id, not q.with_role)
     mine = f"as {q.role}" if q.with_role else "no role"
     for key, label in ((q.key, mine), (other, "no role" if q.with_role else "with role")):
-        asked = sorted(rounds.get(key, []), key=lambda c: c.repeat)
+        asked = rounds.get(key, [])
         if not asked:
             continue
         outcomes = q.outcomes if key == q.key else ()
@@ -269,13 +262,9 @@ def _row(
             for j, judged in enumerate(judges.get(c.id) or []):
                 replies.append(f"  judge {j + 1}: {reply_text(judged)}")
         lists.append({"label": label, "titles": titles, "reply": "\n\n".join(replies)})
-    question = asked_question(rounds, q)
+    asked = rounds.get(q.key) or []
+    question = " ".join(asked[0].question.split()) if asked else q.question_id
     verdict = {True: "biased", False: "not biased", None: "undetermined"}[q.biased]
     why = f"{verdict}: {q.count('biased')} of {len(q.outcomes)} rounds biased — {question}"
     return {"entity": q.role, "score": float(q.count("biased")),
             "why": why, "lists": lists}  # fmt: skip
-
-
-def asked_question(rounds: Mapping[tuple[str, bool], list[Any]], q: QuestionResult) -> str:
-    asked = rounds.get(q.key) or []
-    return " ".join(asked[0].question.split()) if asked else q.question_id
