@@ -18,8 +18,6 @@ from typing import Any
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers.base import Completion
 
-__all__ = ["CallableProvider", "Recommender", "callable_label", "numbered"]
-
 Recommender = Callable[..., Any]
 
 

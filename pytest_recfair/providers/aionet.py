@@ -42,8 +42,6 @@ from typing import Any, cast
 import httpcore
 import httpx
 
-__all__ = ["ERRORS", "FLUSH_BYTES", "AsyncioBackend", "AsyncioStream", "AsyncioTransport"]
-
 #: Kept writes are sent at once beyond this size (a streamed body is not held in memory).
 FLUSH_BYTES = 64 * 1024
 # Reading pauses while this much has arrived unread (one reply is far smaller).
@@ -265,23 +263,13 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
                     transport, conn = await loop.create_connection(
                         lambda: _Connection(loop), host, port, local_addr=local_addr
                     )
+        except TimeoutError as exc:  # an OSError: caught first
+            raise httpcore.ConnectTimeout(str(exc) or "timed out connecting") from exc
         except Exception as exc:
-            raise _connect_error(exc) from exc
-        return _opened(transport, conn, socket_options)
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                transport, conn = await loop.create_unix_connection(lambda: _Connection(loop), path)
-        except Exception as exc:
-            raise _connect_error(exc) from exc
-        return _opened(transport, conn, socket_options)
+            raise _ConnectFailed(str(exc) or type(exc).__name__, exc) from exc
+        for option in socket_options or ():
+            transport.get_extra_info("socket").setsockopt(*option)
+        return AsyncioStream(transport, conn)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -295,23 +283,6 @@ class _ConnectFailed(httpcore.ConnectError):
     def __init__(self, message: str, origin: BaseException) -> None:
         super().__init__(message)
         self.origin = origin
-
-
-def _connect_error(exc: Exception) -> Exception:
-    # TimeoutError is an OSError: test it first.
-    if isinstance(exc, TimeoutError):
-        return httpcore.ConnectTimeout(str(exc) or "timed out connecting")
-    return _ConnectFailed(str(exc) or type(exc).__name__, exc)
-
-
-def _opened(
-    transport: asyncio.Transport, conn: _Connection, socket_options: Iterable[Any] | None
-) -> AsyncioStream:
-    if socket_options:
-        sock = transport.get_extra_info("socket")
-        for option in socket_options:
-            sock.setsockopt(*option)
-    return AsyncioStream(transport, conn)
 
 
 class AsyncioTransport(httpx.AsyncBaseTransport):

@@ -31,29 +31,6 @@ import httpx
 
 from pytest_recfair.errors import ConfigError, ProviderError
 
-__all__ = [
-    "DEFAULT_MAX_REPLY_CHARS",
-    "TRUNCATED_FINISH_REASONS",
-    "AnyReply",
-    "Completion",
-    "Provider",
-    "RecordedReply",
-    "TruncatedReply",
-    "Usage",
-    "as_int",
-    "check_limit",
-    "cut_json",
-    "cut_text",
-    "error_detail",
-    "is_event_stream",
-    "json_body",
-    "note",
-    "response_text",
-    "response_url",
-    "sse_payloads",
-    "was_cut",
-]
-
 # What each service says when the reply hit max_tokens (OpenAI / Anthropic / Gemini).
 TRUNCATED_FINISH_REASONS = frozenset({"length", "max_tokens", "MAX_TOKENS"})
 

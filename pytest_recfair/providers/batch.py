@@ -47,8 +47,6 @@ from pytest_recfair.providers.batch_api import (
 )
 from pytest_recfair.providers.runstate import CaseLike
 
-__all__ = ["BATCH_PROVIDERS", "BatchOutcome", "cassette_recorder", "custom_id", "run_batch"]
-
 #: Provider kinds with a batch API this plugin speaks.
 BATCH_PROVIDERS: Final = ("openai", "anthropic")
 MAX_LINES: Final = 50_000  # OpenAI's limit per batch; Anthropic allows 100,000

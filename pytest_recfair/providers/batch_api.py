@@ -37,21 +37,6 @@ import httpx
 from pytest_recfair.errors import ProviderError
 from pytest_recfair.fileio import atomic_write_text, remove_stale_temps
 
-__all__ = [
-    "JOURNAL_VERSION",
-    "AnthropicBatches",
-    "BatchService",
-    "BatchState",
-    "Journal",
-    "JournalDir",
-    "LineResult",
-    "MalformedResults",
-    "OpenAIBatches",
-    "Submission",
-    "content_key",
-    "custom_id",
-]
-
 OPENAI_ENDPOINT: Final = "/v1/chat/completions"
 METADATA_KEY: Final = "recfair_key"  # the journal's content key, in an OpenAI batch's metadata
 _RETRYABLE = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})

@@ -25,7 +25,7 @@ import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -42,21 +42,6 @@ from pytest_recfair.providers.base import (
     response_url,
     sse_payloads,
 )
-
-__all__ = [
-    "AnthropicProvider",
-    "GeminiProvider",
-    "HTTPProvider",
-    "OllamaProvider",
-    "OpenAIProvider",
-    "ProviderKind",
-    "configure",
-    "from_config",
-    "is_loopback",
-    "unauthorized_hint",
-]
-
-ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
 
 
 def is_loopback(base_url: str) -> bool:
@@ -486,20 +471,9 @@ _KINDS: dict[str, type[HTTPProvider]] = {
 _BUILT_IN = frozenset(_KINDS.values())
 
 
-def from_config(
-    provider: str = "openai",
-    *,
-    model: str,
-    base_url: str | None = None,
-    api_key_env: str | None = None,
-    temperature: float | None = 0.0,
-    seed: int | None = None,
-    max_tokens: int | None = None,
-    extra_headers: Mapping[str, str] | None = None,
-    extra_body: Mapping[str, Any] | None = None,
-    stream: bool = False,
-) -> HTTPProvider:
-    """Build an HTTP provider from plain settings (marker kwargs, ini keys, CLI options).
+def from_config(provider: str = "openai", *, model: str, **settings: Any) -> HTTPProvider:
+    """Build an HTTP provider from plain settings (marker kwargs, ini keys, CLI options):
+    ``settings`` are :class:`HTTPProvider`'s keyword arguments.
 
     ``api_key_env`` is the NAME of the environment variable holding the key; None means the
     provider's usual one (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY), or no key at
@@ -511,17 +485,7 @@ def from_config(
             f"provider: expected one of {sorted(_KINDS)}, got {provider!r}. Any OpenAI-"
             "compatible server (vLLM, Ollama, LM Studio, gateways) uses 'openai' with its base_url."
         )
-    return cls(
-        model,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        temperature=temperature,
-        seed=seed,
-        max_tokens=max_tokens,
-        extra_headers=extra_headers,
-        extra_body=extra_body,
-        stream=stream,
-    )
+    return cls(model, **settings)
 
 
 def configure(

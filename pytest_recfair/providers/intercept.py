@@ -26,8 +26,6 @@ from vcr.request import Request
 
 from pytest_recfair.providers.pipeline import Scope, current
 
-__all__ = ["intercepted"]
-
 _VCR = vcr.VCR(decode_compressed_response=True)
 _MATCH_ON = ("method", "host", "path", "body")
 

@@ -50,29 +50,6 @@ from typing import Any, Final, Protocol
 
 from pytest_recfair.providers.http import is_loopback
 
-__all__ = [
-    "BURST_S",
-    "CHARS_PER_TOKEN",
-    "MARGIN",
-    "MESSAGE_OVERHEAD_TOKENS",
-    "TOKENS_PER_ITEM",
-    "CaseText",
-    "Endpoint",
-    "Gauge",
-    "Pacer",
-    "Seen",
-    "Ticket",
-    "endpoint_for",
-    "gemini_quota",
-    "known_limits",
-    "parse_duration",
-    "parse_reset",
-    "prompt_tokens",
-    "read_headers",
-    "request_tokens",
-    "reset_endpoints",
-]
-
 MARGIN: Final = 0.97  # of a limit: arrival jitter must not tip a request over it
 BURST_S: Final = 0.5  # the client's own burst, in seconds of the limit
 DECREASE: Final = 0.7

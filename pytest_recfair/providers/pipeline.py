@@ -42,16 +42,6 @@ from pytest_recfair.errors import ConfigError, ProviderError, RecfairError
 from pytest_recfair.providers.base import Completion, Usage
 from pytest_recfair.providers.transport import capped_body, decoded_reply, response_of
 
-__all__ = [
-    "Allowance",
-    "Scope",
-    "async_http_client",
-    "current",
-    "http_client",
-    "output_request",
-    "scoped",
-]
-
 
 class BudgetStop(ConfigError):
     """The pipeline asked for a live request past the run's budget; nothing was sent."""

@@ -23,22 +23,6 @@ from pytest_recfair.providers.http import unauthorized_hint
 from pytest_recfair.providers.pacing import Seen, gemini_quota, read_headers
 from pytest_recfair.providers.transport import CaseRef
 
-__all__ = [
-    "FATAL_STATUS",
-    "RETRYABLE_STATUS",
-    "Abort",
-    "Backoff",
-    "Retryable",
-    "advice",
-    "blocked",
-    "blocker",
-    "judge",
-    "limits_of",
-    "retry_after_seconds",
-    "url_of",
-    "wait_header",
-]
-
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 FATAL_STATUS = frozenset({401, 403, 404, 407})
 

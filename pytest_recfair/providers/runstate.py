@@ -14,16 +14,18 @@ line per tenth of the work, so logs stay short.
 runs outside pytest (``run_cases(progress=...)``). It draws only when the stream is a
 terminal (unless forced), so captured output, CI logs and xdist workers stay clean.
 
-Pure: stdlib only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sys
+import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Final, Protocol, TextIO
 
 import httpx
 
@@ -38,25 +40,6 @@ from pytest_recfair.providers.transport import CaseRef, case_extensions
 
 if TYPE_CHECKING:
     from pytest_recfair.cassettes.store import CassetteStore
-import sys
-import threading
-import time
-from typing import Final
-
-__all__ = [
-    "CaseLike",
-    "LiveLike",
-    "LiveLine",
-    "Progress",
-    "Run",
-    "RunOptions",
-    "RunOutcome",
-    "as_provider",
-    "check_args",
-    "clock",
-    "outcome",
-    "unique_ids",
-]
 
 
 class CaseLike(CaseRef, Protocol):
@@ -401,10 +384,6 @@ class Progress(LiveLine):
         super().__init__(
             total, tty=self.enabled, rewrite=self._draw, write_line=self._end, label=label
         )
-
-    def line(self, now: float | None = None) -> str:
-        """The line as drawn at time ``now`` (``time.monotonic()``; default: now)."""
-        return self.render(now)
 
     def advance(self, *, failed: bool = False, tokens: int = 0, cost: float | None = None) -> None:
         if not self.enabled:  # the replay fast path: count, nothing else

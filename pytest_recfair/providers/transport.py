@@ -20,31 +20,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from types import TracebackType
 from typing import Any, Final, Protocol
 
 import httpx
 
-from pytest_recfair.cassettes.store import (
-    CassetteStore,
-    RecordedRequest,
-    RecordedResponse,
-)
+from pytest_recfair.cassettes.store import CassetteStore, RecordedRequest, RecordedResponse
 from pytest_recfair.providers import base as replycap
-
-__all__ = [
-    "EXT_CASE",
-    "EXT_ENTITY",
-    "EXT_RECORD",
-    "EXT_REPEAT",
-    "UNSCOPED_ENTITY",
-    "CaseRef",
-    "CassetteTransport",
-    "capped_body",
-    "case_extensions",
-    "decoded_reply",
-    "response_of",
-]
 
 # The request extensions the runner (and the plan's probe) set and this transport reads:
 # one name each, so the two sides cannot drift apart.
@@ -217,17 +198,6 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         if self._inner is not None:
             inner, self._inner = self._inner, None
             await inner.aclose()
-
-    async def __aenter__(self) -> CassetteTransport:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None = None,
-        exc_value: BaseException | None = None,
-        traceback: TracebackType | None = None,
-    ) -> None:
-        await self.aclose()
 
 
 def decoded_reply(

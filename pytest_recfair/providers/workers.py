@@ -15,15 +15,22 @@ One pool per SHARD_CONNECTIONS workers (httpcore on plain asyncio,
 from __future__ import annotations
 
 import asyncio
+import functools
+import math
+import ssl
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import urlsplit
 
 import httpx
 
 from pytest_recfair.errors import ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
+from pytest_recfair.providers.aionet import AsyncioTransport
 from pytest_recfair.providers.base import Completion, Provider
+from pytest_recfair.providers.http import is_loopback
 from pytest_recfair.providers.intercept import intercepted
 from pytest_recfair.providers.pipeline import Scope, scoped
 from pytest_recfair.providers.replay import Todo, noted_failure, replay_failures
@@ -39,34 +46,11 @@ from pytest_recfair.providers.retry import (
     wait_header,
 )
 from pytest_recfair.providers.runstate import CaseLike, LiveLike, Run, RunOptions
-from pytest_recfair.providers.transport import EXT_RECORD, UNSCOPED_ENTITY
+from pytest_recfair.providers.transport import EXT_RECORD, UNSCOPED_ENTITY, CassetteTransport
 
 if TYPE_CHECKING:
     from pytest_recfair.cassettes.failures import FailureLog
     from pytest_recfair.cassettes.store import CassetteStore
-import functools
-import math
-import ssl
-import urllib.request
-from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
-
-from pytest_recfair.providers.aionet import AsyncioTransport
-from pytest_recfair.providers.http import is_loopback
-from pytest_recfair.providers.transport import CassetteTransport
-
-if TYPE_CHECKING:
-    from pytest_recfair.cassettes.store import CassetteStore
-
-__all__ = [
-    "SHARD_CONNECTIONS",
-    "KeyGuard",
-    "Workers",
-    "close",
-    "env_proxy",
-    "ssl_context",
-    "transports",
-]
 
 
 class Workers:
