@@ -1,35 +1,20 @@
-"""The runner's HTTP transport: httpcore's connection pool on asyncio directly.
+"""The runner's HTTP transport: httpcore's connection pool on plain asyncio.
 
-:class:`AsyncioTransport` is an ``httpx.AsyncBaseTransport`` (httpx's interface for
-custom transports) over ``httpcore.AsyncConnectionPool`` with ``network_backend=``
-:class:`AsyncioBackend` (httpcore's interface for network backends): the HTTP/1.1 code,
-pooling and keep-alive stay httpcore's; only the sockets are reached differently.
+:class:`AsyncioTransport` is an ``httpx.AsyncBaseTransport`` over
+``httpcore.AsyncConnectionPool`` with ``network_backend=`` :class:`AsyncioBackend`: the
+HTTP/1.1 code, pooling and keep-alive stay httpcore's. Through anyio (httpcore's default)
+a request costs a timeout scope per read and write, an extra loop turn per write, two
+``epoll_ctl`` per read and a scan of every idle connection per pool event: a quarter of
+the client's CPU at 64 in flight. :class:`AsyncioStream` is a plain asyncio protocol that
+keeps reading (an idle connection is "readable" when data or EOF came, without a
+syscall), arms one timer per wait, and sends a request's head and body in one write
+(before the next read, past ``FLUSH_BYTES`` or a TLS upgrade): the same bytes on the wire.
 
-httpcore reaches asyncio through anyio by default. Per request that costs, besides the
-socket calls themselves: a timeout scope on every read and write, a checkpoint
-(an extra turn of the event loop) on every write, two ``epoll_ctl`` calls on every read
-(anyio stops reading a socket while nobody waits on it), and, for each idle connection
-at each request event of the pool, a dict of lambdas built to find the socket that is
-then polled. In a live run at 64 in flight that was a quarter of the client's CPU.
-
-:class:`AsyncioStream` is a plain asyncio protocol that keeps reading (what arrives waits
-in a buffer, so an idle connection is "readable" when data or EOF came, without a
-syscall), arms one timer per wait, and sends a request's head and body in one socket
-write: httpcore writes them separately, and they go out together when the connection is
-next read (httpcore reads the reply only after writing the whole request), past
-``FLUSH_BYTES``, or before a TLS upgrade. The bytes on the wire are the same.
-
-Errors are httpcore's own, as with its anyio backend: ``ConnectError``/``ConnectTimeout``
-(the original error as ``__cause__``, so the runner still recognises a socket blocked
-by another plugin), ``ReadError``/``ReadTimeout``, ``WriteError``/``WriteTimeout``. A
-write that fails surfaces on the next read, which httpcore's HTTP/1.1 code expects:
-it ignores write errors and reads the reply (a server may answer early and close).
-:class:`AsyncioTransport` raises each as httpx's error of that kind (:data:`ERRORS`),
-``from`` httpcore's, as ``httpx.AsyncHTTPTransport`` does.
-
-A proxied run does not come here: the runner keeps ``httpx.AsyncHTTPTransport`` for it
-(proxy URLs, credentials, CONNECT tunnels and SOCKS are httpx's, tested there; through a
-proxy its hop costs more than the client's CPU anyway).
+Errors are httpcore's, as with its anyio backend (a failed connect keeps the original
+error as ``__cause__``, so the runner still recognises a socket blocked by another
+plugin; a failed write surfaces on the next read, as httpcore's HTTP/1.1 code expects),
+raised by the transport as httpx's (:data:`ERRORS`). A proxied run keeps
+``httpx.AsyncHTTPTransport``.
 """
 
 from __future__ import annotations

@@ -1,20 +1,8 @@
-"""Shared types and body helpers of the providers: Usage, Completion, the Provider protocol.
-
-The helpers turn whatever a service (or a cassette of it) sent into plain Python: they
-undo a gzip layer that was stored without its Content-Encoding header, split server-sent
-event streams into JSON payloads, and pull the human-readable message out of an error body.
-
-The reply size cap: replies longer than a limit are cut, with a note, before anything
-stores or parses them.
-
-A recommender asked for 25 titles answers in a few kilobytes; a reply of megabytes is a
-runaway generation, and keeping it whole makes cassettes of hundreds of megabytes (20 such
-prompts: 96 MB). :func:`cut_text` keeps the first ``limit`` characters and appends
-:func:`note`; :func:`cut_json` does the same to every over-long string of a decoded JSON
-response body (the reply text of any provider's format), so the recorded body stays valid
-JSON that replays to the same cut reply.
-
-Pure: stdlib only.
+"""Shared types of the providers (Usage, Completion, the Provider protocol) and the body
+helpers: a gzip layer stored without its Content-Encoding undone, server-sent events split
+into JSON payloads, an error body's message, and the reply size cap: a runaway reply of
+megabytes is cut (:func:`cut_text`, :func:`cut_json` for a JSON body, which stays valid and
+replays to the same cut reply) with a note, before anything stores or parses it.
 """
 
 from __future__ import annotations

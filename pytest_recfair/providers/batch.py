@@ -1,19 +1,13 @@
 """Record prompt cases through a provider's batch API (OpenAI Batch API, Anthropic
 Message Batches) at half the price of synchronous requests.
 
-:func:`run_batch` builds every case's request exactly as the synchronous provider does,
-sends them as batch lines, and hands each answered line back to ``record`` as the
-(request, response) pair a synchronous call would have produced, so cassettes written
-from it replay like any other. Lines the service could not answer are returned as
-per-case errors: never recorded, never scored.
-
-Every batch has a journal named by the content of its request set
-(:mod:`pytest_recfair.providers.batch_api`), written atomically *before* the batch is
-created and after every step; the batch carries the same key (OpenAI ``metadata``) or is
-found among the recent batches (Anthropic), so a run killed in any window resumes the
-batch already paid for. Any later run with the same provider setup (a smaller one,
-another shard, another test) adopts an interrupted journal and records all its answered
-lines into the cassettes, not only those it asks. A journal goes once its batch is in.
+:func:`run_batch` builds every case's request as the synchronous provider does and hands
+each answered line to ``record`` as the (request, response) pair a synchronous call would
+give, so its cassettes replay like any other; unanswered lines are per-case errors, never
+recorded or scored. Every batch has a journal (:mod:`.batch_api`) saved before it is
+created and after every step, and the batch carries its key (OpenAI ``metadata``) or is
+found among the recent ones (Anthropic), so a run killed at any point resumes the batch
+already paid for, and any later run of the same setup records all its answered lines.
 """
 
 from __future__ import annotations

@@ -1,23 +1,17 @@
-"""The two batch wire protocols: OpenAI Batch API and Anthropic Message Batches.
+"""The two batch wire protocols (OpenAI Batch API, Anthropic Message Batches) and the
+batch journal.
 
-Each service client submits JSONL-shaped work built from the requests the synchronous
-provider builds (so what comes back answers exactly those requests), polls a batch's
-state, and streams its results back one line at a time as ``LineResult``: the custom id
-and either the body the synchronous endpoint would have sent or an error text.
+Each service client submits work built from the requests the synchronous provider builds,
+polls a batch's state, and streams its results back line by line as ``LineResult`` (the
+custom id and the body the synchronous endpoint would have sent, or an error text).
 
-The batch journal: one file per batch, named by what it asks, never by the test.
-
-A journal is ``<dir>/<key>.json`` where ``key`` hashes the provider setup and the sorted
-custom ids of its lines (the request set's content). It is written, atomically, *before*
-the batch is created, and holds every line's cassette address (test, entity, repeat,
-case id, request body), so whichever run finds it (a smaller run, another shard, another
-test) can take in every answered line, not only the lines it asks itself.
-
-Ownership is a POSIX lock on ``<key>.lock`` held while a process works on the journal:
-a journal whose lock is free belongs to an interrupted run and is adopted; one whose lock
-is held is another live process's, and its lines are left to it (never submitted
-twice). Scanning and planning happen under a lock on the directory, so two processes
-starting at once never plan the same lines.
+A journal is ``<dir>/<key>.json``, ``key`` hashing the provider setup and the sorted
+custom ids (never the test). It is written atomically *before* the batch is created and
+holds every line's cassette address, so whichever run finds it (a smaller run, another
+shard or test) takes in every answered line. A POSIX lock on ``<key>.lock`` marks its
+owner: a free lock means an interrupted run's journal (adopted), a held one another live
+process's (its lines left to it, never submitted twice). Scanning and planning happen
+under a lock on the directory.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
-"""HTTP providers: OpenAI-compatible chat completions, Anthropic messages, Gemini generateContent.
+"""HTTP providers: OpenAI-compatible chat completions, Anthropic messages, Gemini
+generateContent; each builds an ``httpx.Request`` and parses an ``httpx.Response``.
 
-Each one only builds an ``httpx.Request`` and parses an ``httpx.Response``; sending,
-retrying and recording belong to the runner and the cassette transport.
-
-API keys are read from the environment variable NAMED in the configuration (never from a
-config file), once, when the provider is built. A missing variable is not an error until a
-request would actually go to the network (see ``check_credentials``), so a CI job can
-replay cassettes without holding any key.
-
-Per-audit provider settings (ini and marker) applied to the recommender of a test.
-
-The session's provider is built once from the ini keys; a test's ``temperature``,
-``max_tokens``, ``sampling_seed`` and ``extra_headers`` give it a configured copy, so
-two tests with other settings never share one. Callables take none of these (they are
-the user's own code); timeout, retries and the system message reach them through the
-runner and the prompt cases.
+API keys come from the environment variable NAMED in the configuration (never a config
+file), read when the provider is built; a missing one is an error only when a request
+would go to the network (``check_credentials``), so CI can replay without keys.
+:func:`configure` gives a test's provider its own copy with the test's settings.
 """
 
 from __future__ import annotations

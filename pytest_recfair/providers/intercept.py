@@ -1,16 +1,12 @@
 """vcrpy interception of a pipeline's HTTP calls, for code that cannot be handed
-``recfair_http_client`` (it builds its own client deep inside, or uses ``requests`` /
-``aiohttp``): ``@fairness(intercept="vcr")`` / ``recfair_intercept = vcr``.
+``recfair_http_client`` (a client built deep inside, ``requests``, ``aiohttp``):
+``@fairness(intercept="vcr")`` / ``recfair_intercept = vcr``.
 
-vcrpy patches the HTTP libraries process-wide, so the audit runs one prompt at a time:
-each prompt gets a vcrpy cassette of its own whose persister (:class:`_Persister`) reads
-the interactions recorded for that prompt from its entity's cassette and hands what vcrpy
-recorded to the prompt's :class:`~.pipeline.Scope` (kept only when the answer is final,
-like every recording). A request vcrpy cannot play is a miss (replay-only modes: the
-scope's miss, naming what differed) or a live request (counted against the budget before
-vcrpy sends it). vcrpy matches on method, host, path and body; libraries it does not
-patch (httpx2, today's openai and anthropic SDKs: hand them recfair_http_client) are not
-seen.
+vcrpy patches process-wide, so the audit runs one prompt at a time, each with a vcrpy
+cassette whose persister reads that prompt's recordings from its entity's cassette and
+hands what vcrpy recorded to the prompt's :class:`~.pipeline.Scope`. A request vcrpy
+cannot play is the scope's miss or a live request counted against the budget. Libraries
+vcrpy does not patch (httpx2, today's openai and anthropic SDKs) are not seen.
 """
 
 from __future__ import annotations

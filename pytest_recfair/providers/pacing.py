@@ -1,37 +1,21 @@
 """Pacing to the provider's limits: requests and tokens per minute, shared by every
 worker of every run of one endpoint in this process.
 
-Where the limits come from: ``recfair_rpm`` / ``recfair_tpm`` (split evenly across xdist
-workers) and what the replies say (below: OpenAI's and Anthropic's headers,
-Gemini's 429 details); the tighter of the two wins. Each limit is a token bucket
-(:class:`Gauge`) refilled at :data:`MARGIN` of the limit, with a burst of
-:data:`BURST_S` seconds' worth: a request reserves its share at once (a request and its
-estimated tokens, :func:`request_tokens` scaled by what the
-replies' usage taught) and sleeps until the reservation is due, so concurrent workers
-queue in order without a lock held across a wait. A reply's usage corrects the tokens
-debited; a reply's ``remaining`` caps the bucket (other clients of the same key).
+The limits are ``recfair_rpm`` / ``recfair_tpm`` (split across xdist workers) or what the
+replies state, whichever is tighter: OpenAI's ``x-ratelimit-{limit,remaining,reset}-
+{requests,tokens}`` (resets as Go durations), Anthropic's ``anthropic-ratelimit-
+{requests,tokens,input-tokens}-{limit,remaining,reset}`` (RFC 3339 resets; the combined
+``tokens`` limit, else the input-tokens one), Gemini's 429 ``error.details`` (``RetryInfo``
+and the per-minute ``QuotaFailure``). A value that does not parse is ignored, never guessed.
 
-Adaptive concurrency (AIMD): until the first reply of a remote endpoint without a
-configured limit, one request is in flight (its headers tell the limit); then the window
-opens to ``concurrency`` (a loopback server, the simulator or a local model, opens at
-once: waiting there only costs). A 429 halves the window, cuts the paced rate by
-:data:`DECREASE` (once per Retry-After) and holds every request of the endpoint for the
-Retry-After; each success adds back :data:`INCREASE` of the rate and 1/window to the
-window.
-
-What a provider says about its rate limits, read from a reply (headers or a 429 body).
-
-- OpenAI (and compatible servers, the simulator): ``x-ratelimit-{limit,remaining,reset}-
-  {requests,tokens}``; resets are Go durations (``12ms``, ``1s``, ``6m0s``).
-- Anthropic: ``anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-
-  {limit,remaining,reset}``; resets are RFC 3339 times. The combined ``tokens`` limit is
-  used when sent, else the input-tokens one (the tighter of the two on a recommender's
-  short replies is the one that counts prompts).
-- Gemini: no headers; a 429's ``error.details`` carry a ``RetryInfo`` (``retryDelay``
-  ``"37s"``) and a ``QuotaFailure`` whose violations name the per-minute quota and its value.
-
-Limits are per minute (what the services' first tiers state); a value that does not parse
-is ignored, never guessed. Pure: stdlib only.
+Each limit is a token bucket (:class:`Gauge`) refilled at :data:`MARGIN` of it with a burst
+of :data:`BURST_S` seconds: a request reserves its share at once and sleeps until it is
+due, so workers queue in order without a lock held across a wait; a reply's usage corrects
+the tokens debited, its ``remaining`` caps the bucket (other clients of the same key).
+Adaptive concurrency (AIMD): a remote endpoint without a configured limit gets one request
+in flight until its first reply tells the limits (a loopback one opens at once); a 429
+halves the window, cuts the rate by :data:`DECREASE` (once per Retry-After) and holds the
+endpoint for the Retry-After; each success adds back :data:`INCREASE` and 1/window.
 """
 
 from __future__ import annotations
@@ -456,25 +440,13 @@ def read_headers(headers: Mapping[str, str], *, now: datetime | None = None) -> 
     """The limits in a reply's headers (OpenAI or Anthropic names), None if it states none.
     ``headers`` is looked up by lower-case name (``httpx.Headers`` or a lower-cased dict)."""
 
-    def reset(name: str) -> float | None:
-        value = headers.get(name)
-        return None if value is None else parse_reset(value, now=now)
-
     openai = headers.get("x-ratelimit-limit-requests") or headers.get("x-ratelimit-limit-tokens")
     if openai is not None:
-        seen = Seen(
-            _count(headers.get("x-ratelimit-limit-requests")),
-            _count(headers.get("x-ratelimit-remaining-requests")),
-            reset("x-ratelimit-reset-requests"),
-            _count(headers.get("x-ratelimit-limit-tokens")),
-            _count(headers.get("x-ratelimit-remaining-tokens")),
-            reset("x-ratelimit-reset-tokens"),
-            ("x-ratelimit-limit-requests", "x-ratelimit-limit-tokens"),
-        )
+        names = [f"x-ratelimit-{{}}-{what}" for what in ("requests", "tokens")]
     else:
         tokens = next(
             (
-                f"anthropic-ratelimit-{name}"
+                f"anthropic-ratelimit-{name}-{{}}"
                 for name in ("tokens", "input-tokens")
                 if f"anthropic-ratelimit-{name}-limit" in headers
             ),
@@ -482,15 +454,19 @@ def read_headers(headers: Mapping[str, str], *, now: datetime | None = None) -> 
         )
         if tokens is None and "anthropic-ratelimit-requests-limit" not in headers:
             return None
-        seen = Seen(
-            _count(headers.get("anthropic-ratelimit-requests-limit")),
-            _count(headers.get("anthropic-ratelimit-requests-remaining")),
-            reset("anthropic-ratelimit-requests-reset"),
-            _count(headers.get(f"{tokens}-limit")) if tokens else None,
-            _count(headers.get(f"{tokens}-remaining")) if tokens else None,
-            reset(f"{tokens}-reset") if tokens else None,
-            ("anthropic-ratelimit-requests-limit", f"{tokens}-limit"),
-        )
+        names = ["anthropic-ratelimit-requests-{}", tokens or ""]
+
+    def read(name: str, field: str) -> Any:
+        value = headers.get(name.format(field)) if name else None
+        if value is None or field != "reset":
+            return _count(value)
+        return parse_reset(value, now=now)
+
+    fields = ("limit", "remaining", "reset")
+    seen = Seen(
+        *(read(name, f) for name in names for f in fields),
+        names=(names[0].format("limit"), names[1].format("limit")),
+    )
     return seen if seen.requests_limit is not None or seen.tokens_limit is not None else None
 
 

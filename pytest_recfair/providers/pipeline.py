@@ -1,21 +1,16 @@
 """Record and replay the HTTP calls a Python pipeline makes while it answers the audit.
 
-A team's recommender is a function (retrieve, prompt, call the model through its SDK,
-parse, re-rank): the runner calls it for every prompt on every run, and records the model
-calls made *inside* it. The runner opens a :class:`Scope` (in a context variable, which
-follows the call into its worker thread or task) around each prompt; the clients built
-here (:func:`http_client`, the ``recfair_http_client`` fixtures) serve each request from
-that prompt's entity cassette, or send and record it when the record mode allows. So a
-change to the pipeline's code is measured on the recorded replies, and a change to what it
-sends (model, system prompt, parameters) misses, naming what differed.
-
-Matching is the store's (method, host, path, body, repeat; this prompt's recordings
-first, then in recorded order): a request repeated within one answer is told apart by its
-order. A prompt's interactions are kept only when its answer is final (the function
-returned and no request failed for good), so a failed call is never recorded and an
-answer built around one is not scored. Live requests count against the budget before
-they are sent (:class:`Allowance`). ``CallableProvider(record=True)`` records what the
-function returned (:func:`output_request`); vcrpy interception is :mod:`.intercept`.
+The runner opens a :class:`Scope` (in a context variable, which follows the call into its
+worker thread or task) around each prompt; the clients built here (:func:`http_client`,
+the ``recfair_http_client`` fixtures) serve each request from that prompt's entity
+cassette, or send and record it when the record mode allows: a change to the pipeline's
+code is measured on the recorded replies, a change to what it sends misses, naming what
+differed. Matching is the store's (method, host, path, body, repeat; this prompt's
+recordings first). A prompt's interactions are kept only when its answer is final, so a
+failed call is never recorded and an answer built around one is not scored. Live
+requests count against the budget before they are sent (:class:`Allowance`).
+``CallableProvider(record=True)`` records what the function returned
+(:func:`output_request`); vcrpy interception is :mod:`.intercept`.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """What a run of the provider runner is given (:class:`RunOptions`, the cases), what it
-gives back (:class:`RunOutcome`), and the state its parts share (:class:`Run`).
-
-The progress meter of a run: done/total, rate, ETA, failures, tokens, cost; one line.
-
-:class:`LiveLine` holds the counts and renders the line. It writes through two callables
-the caller gives it -- ``rewrite(text)`` (redraw the current terminal line) and
-``write_line(text)`` (print a whole line) -- so the pytest plugin can route it through its
-terminal reporter, which shows it without ``-s``. On a terminal the line is redrawn at
-most every :attr:`LiveLine.min_interval` seconds; elsewhere (CI logs, pipes) it prints one
-line per tenth of the work, so logs stay short.
-
-:class:`Progress` is the same meter drawn on a stream (stderr by default) with ``\r``, for
-runs outside pytest (``run_cases(progress=...)``). It draws only when the stream is a
-terminal (unless forced), so captured output, CI logs and xdist workers stay clean.
-
+gives back (:class:`RunOutcome`), the state its parts share (:class:`Run`), and its
+progress meter: :class:`LiveLine` writes through the caller's ``rewrite`` / ``write_line``
+(the plugin's terminal reporter, which shows it without ``-s``), redrawn on a terminal
+and a line per tenth of the work elsewhere; :class:`Progress` draws it on a stream.
 """
 
 from __future__ import annotations
@@ -77,11 +66,13 @@ class LiveLike(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class RunOptions:
-    """How :func:`~pytest_recfair.providers.runner.run_cases` sends the cases (one object
-    instead of a long signature).
+    """How :func:`~pytest_recfair.providers.runner.run_cases` sends the cases.
 
-    ``transport``, ``backoff``/``max_backoff``, ``max_retry_after``, ``sleep`` and
-    ``progress_stream`` are for tests and benchmarks (see ``run_cases``).
+    ``progress=None``: a progress line on stderr only when it is a terminal; ``prices``:
+    (USD per 1M prompt tokens, per 1M completion tokens) for ``RunOutcome.cost``. For
+    tests and benchmarks: ``transport`` replaces the network, ``backoff``/``max_backoff``
+    shape the waits between retries, ``max_retry_after`` caps a server's Retry-After,
+    ``sleep`` replaces ``asyncio.sleep`` for them, ``progress_stream`` replaces stderr.
     """
 
     concurrency: int = 8

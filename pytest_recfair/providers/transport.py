@@ -1,19 +1,11 @@
 """An httpx transport that replays from, and records into, a :class:`CassetteStore`.
 
-Each request carries its seed entity and repeat index in ``request.extensions``
-(:data:`EXT_ENTITY`, :data:`EXT_REPEAT`, :data:`EXT_CASE`: see :func:`case_extensions`),
-which pick the cassette file and tell identical entropy repeats apart. A replay hit
-never touches the network; a miss is recorded through ``inner`` when the record mode
-allows it, else it raises :class:`~pytest_recfair.cassettes.store.CassetteMiss`. In mode
-``none`` no real transport is ever created, so a replay-only run cannot reach the network
-by accident.
-
-:meth:`CassetteTransport.replay` is the same lookup without the async machinery: the
-provider runner calls it directly to replay without an ``httpx.AsyncClient``.
-
-A request whose ``extensions[EXT_RECORD]`` is a list gets its recording appended
-there as a callable instead of being recorded at once: the runner calls it only once the
-reply is final, so a reply it retries (cut off, 409, 529 ...) never reaches the cassette.
+Each request carries its seed entity, repeat index and case in ``request.extensions``
+(:func:`case_extensions`): they pick the cassette file and tell identical repeats apart.
+A hit never touches the network; a miss is recorded through ``inner`` when the record
+mode allows, else it raises ``CassetteMiss`` (in mode ``none`` no real transport is ever
+created). A request whose ``extensions[EXT_RECORD]`` is a list gets its recording
+appended there instead: the runner keeps it only once the reply is final (not retried).
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
 """The worker pool: ``concurrency`` workers send the cases the cassettes did not answer,
-each try bounded by the timeout and retried by the failure policy (:mod:`.retry`).
-
-Worker i always uses transport i mod n (:func:`.clients.transports`), so no pool has more
-requests in flight than connections. A recording is kept only when its reply is final,
-i.e. not retried, and each entity's cassette is saved once its cases are done.
-
-The runner's HTTP transports: connection pools sized to the workers, TLS, proxies, the
-API-key check, and the cassette transport around them when recording.
-
-One pool per SHARD_CONNECTIONS workers (httpcore on plain asyncio,
-``providers.aionet.AsyncioTransport``; httpx's own transport when a proxy is set).
+each try bounded by the timeout and retried by the failure policy (:mod:`.retry`); and
+their transports: connection pools sized to the workers (httpcore on plain asyncio,
+:mod:`.aionet`; httpx's own through a proxy), TLS, the API-key check, cassettes.
 """
 
 from __future__ import annotations
