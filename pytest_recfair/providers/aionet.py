@@ -271,12 +271,9 @@ class _ConnectFailed(httpcore.ConnectError):
 
 
 class AsyncioTransport(httpx.AsyncBaseTransport):
-    """httpx's custom-transport interface over an httpcore connection pool that opens its
-    connections with :class:`AsyncioBackend` (HTTP/1.1, no retries: retrying is the
-    runner's). What ``httpx.AsyncHTTPTransport`` does for a direct connection, through
-    public API only: the request handed to httpcore, the reply handed back, httpcore's
-    errors raised as httpx's (:data:`ERRORS`). No proxy: a proxied run keeps
-    ``httpx.AsyncHTTPTransport``."""
+    """What ``httpx.AsyncHTTPTransport`` does for a direct connection, over a pool of
+    :class:`AsyncioBackend` connections (HTTP/1.1, no retries: retrying is the runner's),
+    through public API only; httpcore's errors raised as httpx's (:data:`ERRORS`)."""
 
     def __init__(self, *, ssl_context: ssl.SSLContext, limits: httpx.Limits) -> None:
         self.pool = httpcore.AsyncConnectionPool(

@@ -295,19 +295,12 @@ def cut_json(value: object, limit: int) -> tuple[object, int]:
     if isinstance(value, str):
         out, cut = cut_text(value, limit)
         return out, int(cut)
-    if isinstance(value, dict):
-        total = 0
-        items: dict[object, object] = {}
-        for k, v in value.items():
-            items[k], n = cut_json(v, limit)
-            total += n
-        return (items if total else value), total
-    if isinstance(value, list):
-        total = 0
-        elems: list[object] = []
-        for v in value:
-            new, n = cut_json(v, limit)
-            elems.append(new)
-            total += n
-        return (elems if total else value), total
-    return value, 0
+    if not isinstance(value, dict | list):
+        return value, 0
+    pairs = value.items() if isinstance(value, dict) else enumerate(value)
+    done = {k: cut_json(v, limit) for k, v in pairs}
+    total = sum(n for _, n in done.values())
+    if not total:
+        return value, 0
+    items = {k: v for k, (v, _) in done.items()}
+    return (items if isinstance(value, dict) else list(items.values())), total

@@ -67,12 +67,14 @@ def _service(provider: Provider, client: httpx.Client) -> BatchService:
             f"--fairness-batch: provider {name!r} is set to stream replies; batch results "
             "are whole replies, so turn streaming off to record through a batch API."
         )
-    probe = provider.build_request(None, "batch")
-    base = str(getattr(provider, "base_url", ""))
-    if name == "openai":
-        return OpenAIBatches(base, probe, client)
-    if name == "anthropic":
-        return AnthropicBatches(base, probe, client)
+    services: dict[str, type[BatchService]] = {
+        "openai": OpenAIBatches,
+        "anthropic": AnthropicBatches,
+    }
+    service = services.get(name)
+    if service is not None:
+        base = str(getattr(provider, "base_url", ""))
+        return service(base, provider.build_request(None, "batch"), client)
     raise ConfigError(
         f"--fairness-batch: provider {name!r} has no batch API here; use one of "
         f"{', '.join(BATCH_PROVIDERS)}, or record with --fairness-record instead."
@@ -128,7 +130,7 @@ def run_batch(
         provider.check_credentials()
     asked = {}
     for case in cases:
-        request = _request(provider, case)
+        request = provider.build_request(case.system, case.prompt)
         asked[custom_id(case.id, request.content)] = (case, request)
     owner = _owner(provider)
     book = JournalDir(journals, owner, check=functools.partial(_inconsistent, owner))
@@ -196,7 +198,7 @@ def _plan(
     """Adopt the interrupted journals; journal (before any call) the lines none covers.
     Lines a live process is paying for are errors here, never submitted again."""
     book.scan()
-    covered = {cid for journal in book.mine for cid in journal.ids}
+    covered = {cid for journal in book.mine for cid in journal.entry["lines"]}
     for cid, (case, _) in asked.items():
         if cid in book.busy and cid not in covered:
             outcome.errors[case.id] = (
@@ -220,10 +222,6 @@ def _address(test_id: str, case: CaseLike, request: httpx.Request) -> dict[str, 
         "case": case.id,
         "body": request.content.decode("utf-8"),
     }
-
-
-def _request(provider: Provider, case: CaseLike) -> httpx.Request:
-    return provider.build_request(case.system, case.prompt)
 
 
 def _rebuilt(probe: httpx.Request, body: str) -> httpx.Request:

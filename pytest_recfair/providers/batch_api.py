@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Final, Protocol
+from typing import IO, Any, Final
 
 import httpx
 
@@ -70,22 +70,6 @@ class LineResult:
     custom_id: str
     body: bytes | None  # the reply body as the synchronous endpoint sends it
     error: str | None  # why this line has no reply
-
-
-class BatchService(Protocol):
-    kind: str
-
-    def line(self, work: Submission) -> dict[str, Any]: ...
-    def upload(self, jsonl: Path) -> str: ...
-    def create(self, file_id: str, work: Sequence[Submission], key: str) -> str: ...
-    def find(self, key: str, total: int, since: float, claimed: set[str]) -> str | None: ...
-    def state(self, batch_id: str) -> BatchState: ...
-    def results(self, batch_id: str) -> Iterator[LineResult]: ...
-
-
-def _caller_headers(request: httpx.Request) -> dict[str, str]:
-    """Auth, version and extra headers of a synchronous request, for the batch calls."""
-    return {k: v for k, v in request.headers.items() if k.lower() not in _BODY_HEADERS}
 
 
 def _detail(response: httpx.Response) -> str:
@@ -163,14 +147,22 @@ class _Http:
                     yield line
 
 
-class OpenAIBatches:
-    """``/v1/files`` + ``/v1/batches``: JSONL in, output and error files out."""
+class _Batches:
+    """A service's batch client; ``probe``: a synchronous request, whose auth, version and
+    extra headers the batch calls carry."""
 
-    kind = "openai"
+    kind = what = ""
 
     def __init__(self, base_url: str, probe: httpx.Request, client: httpx.Client) -> None:
         self.base = base_url.rstrip("/")
-        self.http = _Http(client, _caller_headers(probe), "OpenAI Batch API")
+        headers = {k: v for k, v in probe.headers.items() if k.lower() not in _BODY_HEADERS}
+        self.http = _Http(client, headers, self.what)
+
+
+class OpenAIBatches(_Batches):
+    """``/v1/files`` + ``/v1/batches``: JSONL in, output and error files out."""
+
+    kind, what = "openai", "OpenAI Batch API"
 
     @staticmethod
     def line(work: Submission) -> dict[str, Any]:
@@ -242,14 +234,10 @@ def _openai_result(item: dict[str, Any]) -> LineResult:
     return LineResult(custom_id, body, None)
 
 
-class AnthropicBatches:
+class AnthropicBatches(_Batches):
     """``/v1/messages/batches``: requests in the create call, JSONL at ``results_url``."""
 
-    kind = "anthropic"
-
-    def __init__(self, base_url: str, probe: httpx.Request, client: httpx.Client) -> None:
-        self.base = base_url.rstrip("/")
-        self.http = _Http(client, _caller_headers(probe), "Anthropic Message Batches")
+    kind, what = "anthropic", "Anthropic Message Batches"
 
     @staticmethod
     def line(work: Submission) -> dict[str, Any]:
@@ -336,6 +324,7 @@ def _anthropic_result(item: dict[str, Any]) -> LineResult:
     return LineResult(custom_id, None, f"{kind}" + (f": {message}" if message else ""))
 
 
+BatchService = OpenAIBatches | AnthropicBatches
 JOURNAL_VERSION: Final = 2
 
 
@@ -369,10 +358,6 @@ class Journal:
     @property
     def key(self) -> str:
         return str(self.entry["key"])
-
-    @property
-    def ids(self) -> list[str]:
-        return list(self.entry["lines"])
 
     def save(self) -> None:
         doc = {"version": JOURNAL_VERSION, "owner": self.owner, "batches": [self.entry]}

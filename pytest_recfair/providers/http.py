@@ -342,20 +342,15 @@ class AnthropicProvider(HTTPProvider):
 
     def _parse_stream(self, response: AnyReply) -> Completion:
         parts: list[str] = []
-        finish: str | None = None
-        prompt_tokens = completion_tokens = 0
-        seen_usage = False
-        model: str | None = None
+        finish = model = None
+        usage: Usage | None = None
         for event in sse_payloads(response, provider=self.name):
             kind = event.get("type")
             if kind == "message_start":
                 message = event.get("message") or {}
                 model = message.get("model")
                 if isinstance(message.get("usage"), dict):
-                    seen_usage = True
-                    start = _anthropic_usage(message["usage"])
-                    prompt_tokens = start.prompt_tokens
-                    completion_tokens = start.completion_tokens
+                    usage = _anthropic_usage(message["usage"])
             elif kind == "content_block_delta":
                 delta = event.get("delta") or {}
                 if delta.get("type") == "text_delta":
@@ -363,10 +358,9 @@ class AnthropicProvider(HTTPProvider):
             elif kind == "message_delta":
                 finish = (event.get("delta") or {}).get("stop_reason") or finish
                 if isinstance(event.get("usage"), dict):
-                    seen_usage = True
                     # output_tokens in message_delta is cumulative for the message.
-                    completion_tokens = as_int(event["usage"].get("output_tokens"))
-        usage = Usage(prompt_tokens, completion_tokens) if seen_usage else None
+                    done = as_int(event["usage"].get("output_tokens"))
+                    usage = Usage(usage.prompt_tokens if usage else 0, done)
         return Completion("".join(parts), finish, usage, model)
 
 
@@ -489,35 +483,17 @@ def configure(
     """``recommender`` with the settings that are given (None: keep its own)."""
     if not isinstance(recommender, HTTPProvider):
         return recommender
-    changes: dict[str, Any] = {
-        name: value
-        for name, value in (
-            ("temperature", temperature),
-            ("max_tokens", max_tokens),
-            ("seed", seed),
-        )
-        if value is not None
-    }
+    given = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
+    changes = {name: value for name, value in given.items() if value is not None}
     if not changes and not header_envs:
         return recommender
     out = copy.copy(recommender)
-    for name, value in changes.items():
-        setattr(out, name, value)
+    vars(out).update(changes)
     if header_envs:
-        values, missing = read_header_envs(header_envs)
+        values = {h: os.environ[v] for h, v in header_envs.items() if os.environ.get(v)}
         out.extra_headers = {**recommender.extra_headers, **values}
         # Every value is treated as a secret: scrubbed from cassettes and messages.
         out.secrets = tuple(dict.fromkeys([*recommender.secrets, *values.values()]))
         secrets.register(out.secrets)
-        out.missing_header_envs = tuple(missing)
+        out.missing_header_envs = tuple(v for v in header_envs.values() if not os.environ.get(v))
     return out
-
-
-def read_header_envs(
-    names: Mapping[str, str], environ: Mapping[str, str] | None = None
-) -> tuple[dict[str, str], list[str]]:
-    """(header -> value of each set variable, the names of the unset variables)."""
-    env = os.environ if environ is None else environ
-    values = {h: env[v] for h, v in names.items() if env.get(v)}
-    missing = [v for v in names.values() if not env.get(v)]
-    return values, missing

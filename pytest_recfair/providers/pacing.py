@@ -88,16 +88,11 @@ class Gauge:
             self.level = min(self.capacity, self.level + amount)
 
     def cap(self, remaining: float, now: float) -> None:
-        """The server says only ``remaining`` is left now."""
+        """The server says only ``remaining`` is left now (negative: nothing more for
+        ``-remaining / rate`` seconds, then the limit's pace)."""
         if self.per_minute is not None:
             self._refill(now)
             self.level = min(self.level, remaining)
-
-    def hold(self, seconds: float, now: float) -> None:
-        """Nothing more until ``seconds`` from now, then the limit's pace."""
-        if self.per_minute is not None:
-            self._refill(now)
-            self.level = min(self.level, -self.rate * seconds)
 
 
 @dataclass
@@ -329,8 +324,8 @@ class Pacer:
             ep.cut_until = now + max(pause, 1.0)
             ep.retune(now)
         ep.hold_until = max(ep.hold_until, now + pause)
-        ep.requests.hold(pause, now)
-        ep.tokens.hold(pause, now)
+        for gauge in (ep.requests, ep.tokens):
+            gauge.cap(-gauge.rate * pause, now)
 
     def used(self, ticket: Ticket, tokens: int | None) -> None:
         """The reply's usage: the tokens bucket gets back what was over-debited, and the
@@ -462,10 +457,11 @@ def read_headers(headers: Mapping[str, str], *, now: datetime | None = None) -> 
             return _count(value)
         return parse_reset(value, now=now)
 
-    fields = ("limit", "remaining", "reset")
+    r, t = names
     seen = Seen(
-        *(read(name, f) for name in names for f in fields),
-        names=(names[0].format("limit"), names[1].format("limit")),
+        *(read(r, "limit"), read(r, "remaining"), read(r, "reset")),
+        *(read(t, "limit"), read(t, "remaining"), read(t, "reset")),
+        (r.format("limit"), t.format("limit")),
     )
     return seen if seen.requests_limit is not None or seen.tokens_limit is not None else None
 

@@ -10,7 +10,7 @@ recordings first). A prompt's interactions are kept only when its answer is fina
 failed call is never recorded and an answer built around one is not scored. Live
 requests count against the budget before they are sent (:class:`Allowance`).
 ``CallableProvider(record=True)`` records what the function returned
-(:func:`output_request`); vcrpy interception is :mod:`.intercept`.
+(:func:`output_request`); vcrpy interception is in :mod:`.workers`.
 """
 
 from __future__ import annotations
@@ -403,94 +403,11 @@ def _ask(scope: Scope, request: Any, body: bytes) -> tuple[_Parts, RecordedRespo
     return parts, scope.lookup(*parts)
 
 
-def _got(lib: Any, scope: Scope, parts: _Parts, live: Any, content: bytes) -> Any:
-    """A live reply, kept by the scope, as the response the pipeline gets."""
+def _got(lib: Any, scope: Scope, parts: _Parts, live: Any, content: bytes, cap: int | None) -> Any:
+    """A live reply, kept by the scope (its body capped), as the response the pipeline gets."""
     headers = [(str(n), str(v)) for n, v in live.headers.multi_items()]
-    kept = scope.keep(*parts, live.status_code, headers, content, live.reason_phrase)
-    return response_of(kept, lib)
-
-
-class _Sync:
-    """The sync transport's work, for either httpx generation (``lib``)."""
-
-    def __init__(self, lib: Any, max_reply_chars: int | None) -> None:
-        self.lib, self.max_reply_chars = lib, max_reply_chars
-        self.inner: Any = None
-        self.lock = threading.Lock()
-
-    def network(self) -> Any:
-        with self.lock:
-            if self.inner is None:  # a replay never opens a socket
-                self.inner = self.lib.HTTPTransport()
-            return self.inner
-
-    def handle(self, request: Any) -> Any:
-        scope = current()
-        if scope is None:  # outside an audit prompt: an ordinary client
-            _unscoped()
-            return self.network().handle_request(request)
-        parts, hit = _ask(scope, request, request.read())
-        if hit is not None:
-            return response_of(hit, self.lib)
-        try:
-            live = self.network().handle_request(request)
-            try:
-                content = live.read()
-            finally:
-                live.close()
-        except Exception as exc:
-            scope.failed(parts[0], parts[1], parts[3], exc)
-            raise
-        return _got(self.lib, scope, parts, live, capped_body(content, self.max_reply_chars))
-
-    def close(self) -> None:
-        with self.lock:
-            inner, self.inner = self.inner, None
-        if inner is not None:
-            inner.close()
-
-
-class _Async:
-    """The async transport's work: one connection pool per event loop (each audit runs
-    on a loop of its own, and a pool cannot outlive its loop)."""
-
-    def __init__(self, lib: Any, max_reply_chars: int | None) -> None:
-        self.lib, self.max_reply_chars = lib, max_reply_chars
-        self.inner: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def network(self) -> Any:
-        loop = asyncio.get_running_loop()
-        inner = self.inner.get(loop)
-        if inner is None:
-            inner = self.inner[loop] = self.lib.AsyncHTTPTransport()
-        return inner
-
-    async def handle(self, request: Any) -> Any:
-        scope = current()
-        if scope is None:
-            _unscoped()
-            return await self.network().handle_async_request(request)
-        parts, hit = _ask(scope, request, await request.aread())
-        if hit is not None:
-            return response_of(hit, self.lib)
-        try:
-            live = await self.network().handle_async_request(request)
-            try:
-                content = await live.aread()
-            finally:
-                await live.aclose()
-        except Exception as exc:
-            scope.failed(parts[0], parts[1], parts[3], exc)
-            raise
-        return _got(self.lib, scope, parts, live, capped_body(content, self.max_reply_chars))
-
-    async def close(self) -> None:
-        with contextlib.suppress(RuntimeError):
-            inner = self.inner.pop(asyncio.get_running_loop(), None)
-            if inner is not None:
-                await inner.aclose()
+    reply = (live.status_code, headers, capped_body(content, cap), live.reason_phrase)
+    return response_of(scope.keep(*parts, *reply), lib)
 
 
 def _generation(name: str) -> Any:
@@ -511,29 +428,84 @@ def http_client(generation: str = "httpx2", max_reply_chars: int | None = None) 
     """A sync ``Client`` of ``generation`` ("httpx2": today's SDKs; "httpx": httpx 0.x)
     whose requests inside an audit prompt are recorded and replayed."""
     lib = _generation(generation)
-    work = _Sync(lib, max_reply_chars)
 
     class RecfairTransport(lib.BaseTransport):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            self.inner: Any = None
+            self.lock = threading.Lock()
+
+        def network(self) -> Any:
+            with self.lock:
+                if self.inner is None:  # a replay never opens a socket
+                    self.inner = lib.HTTPTransport()
+                return self.inner
+
         def handle_request(self, request: Any) -> Any:
-            return work.handle(request)
+            scope = current()
+            if scope is None:  # outside an audit prompt: an ordinary client
+                _unscoped()
+                return self.network().handle_request(request)
+            parts, hit = _ask(scope, request, request.read())
+            if hit is not None:
+                return response_of(hit, lib)
+            try:
+                live = self.network().handle_request(request)
+                try:
+                    content = live.read()
+                finally:
+                    live.close()
+            except Exception as exc:
+                scope.failed(parts[0], parts[1], parts[3], exc)
+                raise
+            return _got(lib, scope, parts, live, content, max_reply_chars)
 
         def close(self) -> None:
-            work.close()
+            with self.lock:
+                inner, self.inner = self.inner, None
+            if inner is not None:
+                inner.close()
 
     return lib.Client(transport=RecfairTransport(), timeout=lib.Timeout(600.0, connect=10.0))
 
 
 def async_http_client(generation: str = "httpx2", max_reply_chars: int | None = None) -> Any:
-    """The ``AsyncClient`` twin of :func:`http_client`."""
+    """The ``AsyncClient`` twin of :func:`http_client`: one connection pool per event loop
+    (each audit runs on a loop of its own, and a pool cannot outlive its loop)."""
     lib = _generation(generation)
-    work = _Async(lib, max_reply_chars)
+    pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+    def network() -> Any:
+        loop = asyncio.get_running_loop()
+        inner = pools.get(loop)
+        if inner is None:
+            inner = pools[loop] = lib.AsyncHTTPTransport()
+        return inner
 
     class AsyncRecfairTransport(lib.AsyncBaseTransport):  # type: ignore[misc,name-defined]
         async def handle_async_request(self, request: Any) -> Any:
-            return await work.handle(request)
+            scope = current()
+            if scope is None:
+                _unscoped()
+                return await network().handle_async_request(request)
+            parts, hit = _ask(scope, request, await request.aread())
+            if hit is not None:
+                return response_of(hit, lib)
+            try:
+                live = await network().handle_async_request(request)
+                try:
+                    content = await live.aread()
+                finally:
+                    await live.aclose()
+            except Exception as exc:
+                scope.failed(parts[0], parts[1], parts[3], exc)
+                raise
+            return _got(lib, scope, parts, live, content, max_reply_chars)
 
         async def aclose(self) -> None:
-            await work.close()
+            with contextlib.suppress(RuntimeError):
+                inner = pools.pop(asyncio.get_running_loop(), None)
+                if inner is not None:
+                    await inner.aclose()
 
     return lib.AsyncClient(
         transport=AsyncRecfairTransport(), timeout=lib.Timeout(600.0, connect=10.0)

@@ -40,7 +40,7 @@ from pytest_recfair.providers.runstate import (
     outcome,
     unique_ids,
 )
-from pytest_recfair.providers.workers import Workers, close
+from pytest_recfair.providers.workers import Workers
 
 __all__ = ["arun_cases", "run_cases", "run_sync"]
 
@@ -77,7 +77,7 @@ async def arun_cases(
                 raise error from None
     finally:
         bar.close()
-        await close(workers.transports, opts.cassettes)
+        await workers.close()
     return outcome(run, ids, opts.prices, time.monotonic() - start)
 
 

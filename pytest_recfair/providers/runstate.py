@@ -22,7 +22,7 @@ from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.providers import base as replycap
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Completion, Provider, Usage
-from pytest_recfair.providers.pacing import Pacer
+from pytest_recfair.providers.pacing import Pacer, request_tokens
 from pytest_recfair.providers.pipeline import Allowance
 from pytest_recfair.providers.retry import Backoff, Retryable
 from pytest_recfair.providers.transport import CaseRef, case_extensions
@@ -131,8 +131,6 @@ class Run:
 
     def tokens_of(self, case: CaseLike) -> float:
         """Tokens ``case`` may use, estimated before it is sent (the plan's estimate)."""
-        from pytest_recfair.providers.pacing import request_tokens
-
         return float(request_tokens(case, self.max_tokens))
 
     async def pause(self, retry: int, failure: Retryable) -> None:

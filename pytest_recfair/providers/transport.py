@@ -82,12 +82,8 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         return self._inner
 
     def replay(self, request: httpx.Request) -> httpx.Response | None:
-        """The recorded reply (unread stream), or None when a live call is to be recorded.
-
-        Raises :class:`~pytest_recfair.cassettes.store.CassetteMiss` when nothing is recorded
-        and the record mode keeps this entity off the network. Synchronous: the body must
-        be in memory (every non-streaming request), or it is read here.
-        """
+        """The recorded reply (unread stream), or None when a live call is to be recorded;
+        ``CassetteMiss`` when the record mode keeps this entity off the network."""
         try:
             body = request.content
         except httpx.RequestNotRead:
