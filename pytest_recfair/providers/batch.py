@@ -81,15 +81,6 @@ def _service(provider: Provider, client: httpx.Client) -> BatchService:
     )
 
 
-def _owner(provider: Provider) -> dict[str, str]:
-    """The setup a journal belongs to: another provider, model or URL never adopts it."""
-    return {
-        "provider": str(getattr(provider, "name", "")),
-        "model": str(getattr(provider, "model", "")),
-        "base_url": str(getattr(provider, "base_url", "")),
-    }
-
-
 @dataclass(frozen=True)
 class _Stored:
     """A line of an adopted journal that this run does not ask: recorded all the same."""
@@ -132,7 +123,9 @@ def run_batch(
     for case in cases:
         request = provider.build_request(case.system, case.prompt)
         asked[custom_id(case.id, request.content)] = (case, request)
-    owner = _owner(provider)
+    # The setup a journal belongs to: another provider, model or URL never adopts it.
+    setup = {"provider": "name", "model": "model", "base_url": "base_url"}
+    owner = {key: str(getattr(provider, name, "")) for key, name in setup.items()}
     book = JournalDir(journals, owner, check=functools.partial(_inconsistent, owner))
     outcome = BatchOutcome()
     # httpx logs every request URL (INFO), httpcore the reply headers (DEBUG): scrubbed.

@@ -77,6 +77,11 @@ def _check_url(base_url: str) -> str:
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
+def _given(**values: Any) -> dict[str, Any]:
+    """The settings that are set, in the order given (the body's bytes depend on it)."""
+    return {name: value for name, value in values.items() if value is not None}
+
+
 # What a provider's request is made of: URL, JSON payload, auth headers (sent only with a
 # key), fixed headers.
 _Call = tuple[str, dict[str, Any], dict[str, str], "Mapping[str, str] | None"]
@@ -169,7 +174,19 @@ class HTTPProvider(ABC):
 
     def build_request(self, system: str | None, prompt: str) -> httpx.Request:
         """The HTTP request asking for recommendations for ``prompt``."""
-        return self._request(*self._call(system, prompt))
+        url, payload, auth, fixed = self._call(system, prompt)
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        headers.update(fixed or {})
+        if self._api_key:
+            headers.update(auth)
+        headers.update(self.extra_headers)
+        content = self._body(payload).encode("utf-8")
+        # The URL parsed once: parsing is most of the cost of building a request, and a
+        # replayed paper-scale audit builds 31,000 of them.
+        parsed = self._urls.get(url)
+        if parsed is None:
+            parsed = self._urls[url] = httpx.URL(url)
+        return httpx.Request("POST", parsed, headers=headers, content=content)
 
     def replay_key(self, system: str | None, prompt: str) -> tuple[str, str, str] | None:
         """(method, URL, body text) of ``build_request``'s request, without building it:
@@ -194,34 +211,11 @@ class HTTPProvider(ABC):
         """``parse_response`` of a response or of a recorded reply (replay by key): one
         code path for both."""
 
-    def _request(
-        self,
-        url: str,
-        payload: dict[str, Any],
-        auth: dict[str, str],
-        fixed: Mapping[str, str] | None,
-    ) -> httpx.Request:
-        headers = {"content-type": "application/json", "accept": "application/json"}
-        headers.update(fixed or {})
-        if self._api_key:
-            headers.update(auth)
-        headers.update(self.extra_headers)
-        content = self._body(payload).encode("utf-8")
-        return httpx.Request("POST", self._url(url), headers=headers, content=content)
-
     def _body(self, payload: dict[str, Any]) -> str:
         """The request body's text: ``payload`` with ``extra_body`` merged in. One place
         for the request and its replay key, whose body must be the same text."""
         payload.update(self.extra_body)
         return _ENCODER.encode(payload)
-
-    def _url(self, url: str) -> httpx.URL:
-        # Parsed once per URL: parsing is most of the cost of building a request, and a
-        # replayed paper-scale audit builds 31,000 of them.
-        parsed = self._urls.get(url)
-        if parsed is None:
-            parsed = self._urls[url] = httpx.URL(url)
-        return parsed
 
 
 class OpenAIProvider(HTTPProvider):
@@ -236,12 +230,9 @@ class OpenAIProvider(HTTPProvider):
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": prompt})
         payload: dict[str, Any] = {"model": self.model, "messages": messages}
-        if self.temperature is not None:
-            payload["temperature"] = self.temperature
-        if self.seed is not None:
-            payload["seed"] = self.seed
-        if self.max_tokens is not None:
-            payload["max_tokens"] = self.max_tokens
+        payload.update(
+            _given(temperature=self.temperature, seed=self.seed, max_tokens=self.max_tokens)
+        )
         if self.stream:
             payload["stream"] = True
             payload["stream_options"] = {"include_usage": True}
@@ -385,13 +376,9 @@ class GeminiProvider(HTTPProvider):
         payload: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": prompt}]}]}
         if system:
             payload["systemInstruction"] = {"parts": [{"text": system}]}
-        config: dict[str, Any] = {}
-        if self.temperature is not None:
-            config["temperature"] = self.temperature
-        if self.seed is not None:
-            config["seed"] = self.seed
-        if self.max_tokens is not None:
-            config["maxOutputTokens"] = self.max_tokens
+        config = _given(
+            temperature=self.temperature, seed=self.seed, maxOutputTokens=self.max_tokens
+        )
         if config:
             payload["generationConfig"] = config
         model = self.model.removeprefix("models/")
@@ -483,8 +470,7 @@ def configure(
     """``recommender`` with the settings that are given (None: keep its own)."""
     if not isinstance(recommender, HTTPProvider):
         return recommender
-    given = {"temperature": temperature, "max_tokens": max_tokens, "seed": seed}
-    changes = {name: value for name, value in given.items() if value is not None}
+    changes = _given(temperature=temperature, max_tokens=max_tokens, seed=seed)
     if not changes and not header_envs:
         return recommender
     out = copy.copy(recommender)

@@ -60,7 +60,13 @@ async def arun_cases(
     bar = Progress(len(cases), enabled=opts.progress, stream=opts.progress_stream)
     run = Run(cases, opts, bar)
     say = getattr(opts.live, "note", None) or bar.note  # the run's output: pytest's line
-    run.pacer, run.max_tokens = _pacer(prov, opts, say), getattr(prov, "max_tokens", None)
+    run.max_tokens = getattr(prov, "max_tokens", None)
+    # Paced always for HTTP (the replies may state limits), a callable only with rpm / tpm.
+    if not isinstance(prov, CallableProvider) or opts.rpm is not None or opts.tpm is not None:
+        endpoint = endpoint_for(prov, opts.rpm, opts.tpm)
+        run.pacer = Pacer(
+            endpoint, concurrency=opts.concurrency, max_hold=opts.max_retry_after, say=say
+        )
     start = time.monotonic()
     workers = Workers(prov, run, opts)
     try:
@@ -79,21 +85,6 @@ async def arun_cases(
         bar.close()
         await workers.close()
     return outcome(run, ids, opts.prices, time.monotonic() - start)
-
-
-def _pacer(
-    prov: Provider | CallableProvider, opts: RunOptions, say: Callable[[str], None]
-) -> Pacer | None:
-    """The run's pacer: always for HTTP (the replies may state limits), for a callable
-    only when recfair_rpm / recfair_tpm are set."""
-    if isinstance(prov, CallableProvider) and opts.rpm is None and opts.tpm is None:
-        return None
-    return Pacer(
-        endpoint_for(prov, opts.rpm, opts.tpm),
-        concurrency=opts.concurrency,
-        max_hold=opts.max_retry_after,
-        say=say,
-    )
 
 
 def _first_abort(group: BaseExceptionGroup[BaseException]) -> RecfairError | None:

@@ -149,24 +149,17 @@ class Run:
         return request
 
     def finish(self, case: CaseLike, result: Completion | str) -> None:
+        limit = self.max_reply_chars
         if isinstance(result, Completion):
-            if self.max_reply_chars is not None:
-                result = _capped(result, self.max_reply_chars)
+            # Cut once: a replayed cut reply already ends with its note.
+            if limit is not None and len(result.text) > limit and not replycap.was_cut(result.text):
+                result = dataclasses.replace(result, text=replycap.cut_text(result.text, limit)[0])
             self.completions[case.id] = result
             usage = result.usage
             self.progress.advance(tokens=usage.total_tokens if usage is not None else 0)
         else:
             self.errors[case.id] = result
             self.progress.advance(failed=True)
-
-
-def _capped(completion: Completion, limit: int) -> Completion:
-    """The reply cut to ``limit`` characters, with a note (once: a replayed cut reply
-    already ends with its note)."""
-    if len(completion.text) <= limit or replycap.was_cut(completion.text):
-        return completion
-    text, _ = replycap.cut_text(completion.text, limit)
-    return dataclasses.replace(completion, text=text)
 
 
 def check_args(concurrency: int, timeout: float, max_retries: int, prices: Any) -> None:
