@@ -23,7 +23,7 @@ from typing import Any, Final
 import httpx
 
 from pytest_recfair import secrets
-from pytest_recfair.cassettes.store import CassetteStore, RecordedRequest, RecordedResponse
+from pytest_recfair.cassettes.store import CassetteStore, RecordedRequest
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers.base import Completion, Provider, Usage
 from pytest_recfair.providers.batch_api import (
@@ -40,6 +40,7 @@ from pytest_recfair.providers.batch_api import (
     custom_id,
 )
 from pytest_recfair.providers.runstate import CaseLike
+from pytest_recfair.providers.transport import decoded_reply
 
 #: Provider kinds with a batch API this plugin speaks.
 BATCH_PROVIDERS: Final = ("openai", "anthropic")
@@ -303,7 +304,11 @@ def _poll(
             batch_id = str(journal.entry["batch_id"])
             state = service.state(batch_id)
             if view.progress is not None:
-                view.progress(_progress_line(batch_id, state, time.monotonic() - started))
+                share = f"{state.finished}/{state.total}" if state.total else "?"
+                failed = f", {state.failed} failed" if state.failed else ""
+                elapsed = time.monotonic() - started
+                line = f"batch {batch_id}: {state.status} {share}{failed} ({elapsed:.0f} s)"
+                view.progress(line)
             if state.done:
                 _collect(service, journal, state, view)
         if not any(j.entry["state"] == "submitted" for j in book.mine):
@@ -317,12 +322,6 @@ def _poll(
             )
         sleep(interval)
         interval = min(max_interval, interval * 1.5)
-
-
-def _progress_line(batch_id: str, state: BatchState, elapsed: float) -> str:
-    share = f"{state.finished}/{state.total}" if state.total else "?"
-    failed = f", {state.failed} failed" if state.failed else ""
-    return f"batch {batch_id}: {state.status} {share}{failed} ({elapsed:.0f} s)"
 
 
 def _collect(service: BatchService, journal: Journal, state: BatchState, view: _View) -> None:
@@ -384,30 +383,13 @@ def cassette_recorder(store: CassetteStore, test_id: str) -> Record:
     recording of the same request writes (the reply body with its JSON content type)."""
 
     def record(case: CaseLike, request: httpx.Request, response: httpx.Response) -> None:
-        body = response.content
-        owner = str(getattr(case, "test_id", "") or test_id)
-        url, repeat = str(request.url), case.repeat
-        if store.lookup(
-            owner, case.entity_id, request.method, url, request.content, repeat, case_id=case.id
-        ):
+        owner, entity = str(getattr(case, "test_id", "") or test_id), case.entity_id
+        url, body = str(request.url), request.content
+        if store.lookup(owner, entity, request.method, url, body, case.repeat, case_id=case.id):
             return  # recorded already (by a run killed while it took the results in)
-        store.record(
-            owner,
-            case.entity_id,
-            RecordedRequest(
-                method=request.method,
-                url=str(request.url),
-                headers=tuple(request.headers.multi_items()),
-                body=request.content,
-                repeat=case.repeat,
-                case_id=case.id,
-            ),
-            RecordedResponse(
-                status=200,
-                headers=(("content-type", "application/json"), ("content-length", str(len(body)))),
-                body=body,
-                reason="OK",
-            ),
-        )
+        headers = tuple(request.headers.multi_items())
+        asked = RecordedRequest(request.method, url, headers, body, case.repeat, case.id)
+        json_type = [("content-type", "application/json")]
+        store.record(owner, entity, asked, decoded_reply(200, json_type, response.content, "OK"))
 
     return record

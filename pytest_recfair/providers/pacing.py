@@ -281,7 +281,6 @@ class Pacer:
         status: int,
         seen: Seen | None,
         retry_after: float | None,
-        ticket: Ticket,
         header: str = "Retry-After",
     ) -> None:
         """What one reply says: its limits, and whether it was a 429 (``header``: what
@@ -296,7 +295,16 @@ class Pacer:
                 if seen.tokens_remaining is not None:
                     ep.tokens.cap(seen.tokens_remaining, now)
             if status == 429:
-                self._throttled(ep, retry_after, now)
+                ep.throttled += 1
+                pause = min(retry_after if retry_after is not None else 1.0, self.max_hold)
+                if now >= ep.cut_until:
+                    ep.factor = max(FLOOR, ep.factor * DECREASE)
+                    ep.window = max(1.0, (ep.window or float(self.concurrency)) / 2)
+                    ep.cut_until = now + max(pause, 1.0)
+                    ep.retune(now)
+                ep.hold_until = max(ep.hold_until, now + pause)
+                for gauge in (ep.requests, ep.tokens):
+                    gauge.cap(-gauge.rate * pause, now)
             elif 200 <= status < 300:
                 ep.factor = min(1.0, ep.factor + INCREASE)
                 window = ep.window or float(self.concurrency)
@@ -314,18 +322,6 @@ class Pacer:
         if self.say is not None and what not in self._said:
             self._said.add(what)
             self.say(line)
-
-    def _throttled(self, ep: Endpoint, retry_after: float | None, now: float) -> None:
-        ep.throttled += 1
-        pause = min(retry_after if retry_after is not None else 1.0, self.max_hold)
-        if now >= ep.cut_until:
-            ep.factor = max(FLOOR, ep.factor * DECREASE)
-            ep.window = max(1.0, (ep.window or float(self.concurrency)) / 2)
-            ep.cut_until = now + max(pause, 1.0)
-            ep.retune(now)
-        ep.hold_until = max(ep.hold_until, now + pause)
-        for gauge in (ep.requests, ep.tokens):
-            gauge.cap(-gauge.rate * pause, now)
 
     def used(self, ticket: Ticket, tokens: int | None) -> None:
         """The reply's usage: the tokens bucket gets back what was over-debited, and the

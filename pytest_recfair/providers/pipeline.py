@@ -88,8 +88,6 @@ class Scope:
     allowance: Allowance | None = None
     # the prompt's 2xx interactions, recorded once its answer is final (settle)
     commits: list[tuple[RecordedRequest, RecordedResponse]] = field(default_factory=list)
-    replayed: int = 0
-    sent: int = 0
     usage: Usage | None = None
     stop: RecfairError | None = None  # a miss or the budget: stops the whole run
     # request -> why its last try failed; a later success of the same request clears it
@@ -126,7 +124,6 @@ class Scope:
         )
         if hit is not None:
             with self.lock:
-                self.replayed += 1
                 self._add_usage(usage_of(hit.body))
                 self.failing.pop((method, url, body), None)
             return hit
@@ -148,8 +145,6 @@ class Scope:
             except BudgetStop as exc:
                 self.stop = exc
                 raise
-        with self.lock:
-            self.sent += 1
 
     def unplayable(self, request: object, method: str, url: str, body: bytes) -> None:
         """vcrpy found no recording for ``request`` (asked once per request object)."""
@@ -263,14 +258,10 @@ class Scope:
         return result
 
 
-_SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
+#: The audit prompt being answered in this thread or task, if any.
+SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
     "recfair_pipeline_scope", default=None
 )
-
-
-def current() -> Scope | None:
-    """The audit prompt being answered in this thread or task, if any."""
-    return _SCOPE.get()
 
 
 _OPEN = [0]  # prompts being answered in this process, of every audit
@@ -281,7 +272,7 @@ _OPEN_LOCK = threading.Lock()
 def scoped(scope: Scope) -> Iterator[Scope]:
     """Requests sent through a recfair client inside this block belong to ``scope``
     (a sync pipeline's worker thread gets a copy of the context, so they still do)."""
-    token = _SCOPE.set(scope)
+    token = SCOPE.set(scope)
     with _OPEN_LOCK:
         _OPEN[0] += 1
     try:
@@ -289,7 +280,7 @@ def scoped(scope: Scope) -> Iterator[Scope]:
     finally:
         with _OPEN_LOCK:
             _OPEN[0] -= 1
-        _SCOPE.reset(token)
+        SCOPE.reset(token)
 
 
 def _unscoped() -> None:
@@ -441,7 +432,7 @@ def http_client(generation: str = "httpx2", max_reply_chars: int | None = None) 
                 return self.inner
 
         def handle_request(self, request: Any) -> Any:
-            scope = current()
+            scope = SCOPE.get()
             if scope is None:  # outside an audit prompt: an ordinary client
                 _unscoped()
                 return self.network().handle_request(request)
@@ -483,7 +474,7 @@ def async_http_client(generation: str = "httpx2", max_reply_chars: int | None = 
 
     class AsyncRecfairTransport(lib.AsyncBaseTransport):  # type: ignore[misc,name-defined]
         async def handle_async_request(self, request: Any) -> Any:
-            scope = current()
+            scope = SCOPE.get()
             if scope is None:
                 _unscoped()
                 return await network().handle_async_request(request)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import email.utils
 import math
-import random
 from datetime import UTC, datetime
 from typing import Any
 
@@ -75,26 +74,6 @@ def retry_after_seconds(headers: httpx.Headers, *, now: datetime | None = None) 
 def _seconds(value: float) -> float | None:
     """A wait the server stated; None for "inf" or "nan" (no usable wait)."""
     return max(0.0, value) if math.isfinite(value) else None
-
-
-class Backoff:
-    """The wait before retry n: the server's Retry-After when it gave one (capped), else
-    exponential with jitter, ``min(max_backoff, backoff * 2**(n-1)) + uniform(0, backoff)``."""
-
-    # Its own generator: jitter must not disturb (or depend on) the global random state.
-    _rng = random.Random()
-
-    def __init__(self, backoff: float, max_backoff: float, cap: float) -> None:
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-        self.cap = cap
-
-    def __call__(self, retry: int, failure: Retryable) -> float:
-        if failure.retry_after is not None:
-            return min(failure.retry_after, self.cap)
-        exponent = min(retry - 1, 60)  # no float overflow
-        base = min(self.max_backoff, self.backoff * 2.0**exponent)
-        return base + self._rng.uniform(0, self.backoff)
 
 
 def wait_header(headers: httpx.Headers) -> str:

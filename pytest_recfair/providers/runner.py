@@ -58,7 +58,7 @@ async def arun_cases(
     ids = unique_ids(cases)
     prov = as_provider(provider)
     bar = Progress(len(cases), enabled=opts.progress, stream=opts.progress_stream)
-    run = Run(cases, opts, bar)
+    run = Run(opts, bar)
     say = getattr(opts.live, "note", None) or bar.note  # the run's output: pytest's line
     run.max_tokens = getattr(prov, "max_tokens", None)
     # Paced always for HTTP (the replies may state limits), a callable only with rpm / tpm.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
 import sys
 import threading
 import time
@@ -24,7 +25,7 @@ from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Completion, Provider, Usage
 from pytest_recfair.providers.pacing import Pacer, request_tokens
 from pytest_recfair.providers.pipeline import Allowance
-from pytest_recfair.providers.retry import Backoff, Retryable
+from pytest_recfair.providers.retry import Retryable
 from pytest_recfair.providers.transport import CaseRef, case_extensions
 
 if TYPE_CHECKING:
@@ -107,15 +108,18 @@ class RunOptions:
         return dataclasses.replace(base, **overrides) if overrides else base
 
 
+# Its own generator: the retries' jitter must not disturb (or depend on) the global state.
+_JITTER = random.Random()
+
+
 class Run:
     """Shared state of one run: counters, results, the retry policy."""
 
-    def __init__(self, cases: Sequence[CaseLike], opts: RunOptions, progress: Progress) -> None:
-        self.cases = cases
+    def __init__(self, opts: RunOptions, progress: Progress) -> None:
         self.concurrency = opts.concurrency
         self.timeout = opts.timeout
         self.max_retries = opts.max_retries
-        self.wait = Backoff(opts.backoff, opts.max_backoff, opts.max_retry_after)
+        self.backoff = (opts.backoff, opts.max_backoff, opts.max_retry_after)
         # The transport reads each request's timeouts from its extensions.
         self.timeout_ext = httpx.Timeout(opts.timeout).as_dict()
         self.sleep = opts.sleep
@@ -134,8 +138,14 @@ class Run:
         return float(request_tokens(case, self.max_tokens))
 
     async def pause(self, retry: int, failure: Retryable) -> None:
-        """Wait before retry number ``retry`` (1 = the first retry)."""
-        await (self.sleep or asyncio.sleep)(self.wait(retry, failure))
+        """Wait before retry ``retry`` (1 = the first): the server's Retry-After when it gave
+        one (capped), else ``min(max_backoff, backoff * 2**(retry-1)) + uniform(0, backoff)``."""
+        backoff, most, cap = self.backoff
+        if failure.retry_after is not None:
+            wait = min(failure.retry_after, cap)
+        else:  # the exponent capped: no float overflow
+            wait = min(most, backoff * 2.0 ** min(retry - 1, 60)) + _JITTER.uniform(0, backoff)
+        await (self.sleep or asyncio.sleep)(wait)
 
     def request(self, provider: Provider, case: CaseLike) -> httpx.Request:
         """The request for ``case``, tagged for the cassette transport, with this run's

@@ -37,7 +37,7 @@ from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.aionet import AsyncioTransport
 from pytest_recfair.providers.base import Completion, Provider
 from pytest_recfair.providers.http import is_loopback
-from pytest_recfair.providers.pipeline import Scope, current, scoped
+from pytest_recfair.providers.pipeline import SCOPE, Scope, scoped
 from pytest_recfair.providers.replay import Todo, noted_failure, replay_failures
 from pytest_recfair.providers.retry import (
     Abort,
@@ -270,9 +270,7 @@ async def _attempt_http(
             record()
     finally:  # a paid reply is recorded before its headers are read for the pacer
         if pacer is not None and ticket is not None:
-            pacer.replied(
-                response.status_code, *limits_of(response), ticket, wait_header(response.headers)
-            )
+            pacer.replied(response.status_code, *limits_of(response), wait_header(response.headers))
     if pacer is not None and ticket is not None:
         pacer.used(ticket, completion.usage.total_tokens if completion.usage else None)
     return completion
@@ -285,7 +283,17 @@ async def _sent(
     try:
         # httpx's timeouts are per phase (connect, each read); this bounds the whole reply.
         async with asyncio.timeout(timeout):
-            return await _send(transport, request)
+            # What ``AsyncClient.send`` does, minus what the runner never uses (auth flows,
+            # redirects, cookies, event hooks: ~10% of a request's CPU); the request's
+            # timeouts travel in its extensions, as with a client.
+            response = await transport.handle_async_request(request)
+            response.request = request
+            try:
+                await response.aread()  # closes the stream once it is read
+            except BaseException:
+                await response.aclose()
+                raise
+            return response
     except (TimeoutError, httpx.TimeoutException) as exc:
         kind = "connect timeout" if isinstance(exc, httpx.ConnectTimeout) else "read timeout"
         raise Retryable(
@@ -313,20 +321,6 @@ async def _sent(
                 f"{type(exc).__name__}: {exc}. Check base_url."
             )
         ) from None
-
-
-async def _send(transport: httpx.AsyncBaseTransport, request: httpx.Request) -> httpx.Response:
-    """What ``AsyncClient.send`` does for a prebuilt request, minus what the runner never
-    uses (auth flows, redirects, cookies, event hooks): those cost ~10% of a request's CPU.
-    The request's timeouts travel in its extensions, as with a client."""
-    response = await transport.handle_async_request(request)
-    response.request = request
-    try:
-        await response.aread()  # closes the stream once it is read
-    except BaseException:
-        await response.aclose()
-        raise
-    return response
 
 
 # Requests in flight per connection pool. httpcore's pool walks every connection at each
@@ -401,7 +395,17 @@ def transports(
     proxy = env_proxy(str(getattr(provider, "base_url", "") or ""))
 
     def network() -> httpx.AsyncBaseTransport:
-        return KeyGuard(_network(transport, proxy, limits), provider)
+        if transport is not None:
+            return KeyGuard(transport, provider)
+        if proxy is None:
+            # httpcore's pool on plain asyncio, not anyio: ~30% less CPU per request
+            # (providers/aionet.py). No retries there either.
+            return KeyGuard(AsyncioTransport(ssl_context=ssl_context(), limits=limits), provider)
+        # Through a proxy, httpx's own transport (proxy URL, auth, CONNECT tunnels).
+        # retries=0: retrying is ours (with backoff and Retry-After), not httpcore's.
+        tls = ssl_context()
+        inner = httpx.AsyncHTTPTransport(verify=tls, retries=0, limits=limits, proxy=proxy)
+        return KeyGuard(inner, provider)
 
     if cassettes is None:
         return [network() for _ in range(shards)]
@@ -419,20 +423,6 @@ def transports(
     ]
 
 
-def _network(
-    transport: httpx.AsyncBaseTransport | None, proxy: str | None, limits: httpx.Limits
-) -> httpx.AsyncBaseTransport:
-    if transport is not None:
-        return transport
-    if proxy is None:
-        # httpcore's pool on plain asyncio, not anyio: ~30% less CPU per request
-        # (providers/aionet.py). No retries there either.
-        return AsyncioTransport(ssl_context=ssl_context(), limits=limits)
-    # Through a proxy, httpx's own transport (proxy URL, auth, CONNECT tunnels).
-    # retries=0: retrying is ours (with backoff and Retry-After), not httpcore's.
-    return httpx.AsyncHTTPTransport(verify=ssl_context(), retries=0, limits=limits, proxy=proxy)
-
-
 # --- intercept="vcr": a pipeline's calls through vcrpy, one prompt at a time
 
 _VCR = vcr.VCR(decode_compressed_response=True)
@@ -444,7 +434,7 @@ class _Persister:
 
     @staticmethod
     def load_cassette(cassette_path: str, serializer: Any) -> tuple[list[Any], list[Any]]:
-        scope = current()
+        scope = SCOPE.get()
         if scope is None or not scope.store.policy.replays:
             raise CassetteNotFoundError
         requests, responses = [], []
@@ -469,7 +459,7 @@ class _Persister:
 
     @staticmethod
     def save_cassette(cassette_path: str, cassette_dict: dict[str, Any], serializer: Any) -> None:
-        scope = current()
+        scope = SCOPE.get()
         if scope is None:
             return
         pairs = list(zip(cassette_dict["requests"], cassette_dict["responses"], strict=True))
@@ -509,7 +499,7 @@ class _Cassette(Cassette):  # type: ignore[misc]  # vcrpy ships no type hints
 
     def can_play_response_for(self, request: Any) -> bool:
         playable = bool(super().can_play_response_for(request))
-        scope = current()
+        scope = SCOPE.get()
         if not playable and scope is not None:
             scope.unplayable(request, request.method, request.uri, _body(request))
         return playable
@@ -517,7 +507,7 @@ class _Cassette(Cassette):  # type: ignore[misc]  # vcrpy ships no type hints
     def append(self, request: Any, response: dict[str, Any]) -> None:
         """A non-2xx reply goes to the scope (its request failed) and not into vcrpy's
         cassette, which would answer the pipeline's retry with it instead of sending it."""
-        scope = current()
+        scope = SCOPE.get()
         if scope is not None and not 200 <= int(response["status"]["code"]) < 300:
             _hand(scope, request, response)
             return
