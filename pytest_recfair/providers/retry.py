@@ -1,5 +1,5 @@
-"""The runner's failure policy: which reply or error is retried, which stops the run, and
-how long to wait before a retry (see :mod:`pytest_recfair.providers.runner` for the list)."""
+"""The runner's failure policy: which reply or error is retried and which stops the run
+(see :mod:`pytest_recfair.providers.runner` for the list; the wait is ``Run.pause``)."""
 
 from __future__ import annotations
 

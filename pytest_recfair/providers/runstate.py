@@ -23,7 +23,7 @@ from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.providers import base as replycap
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Completion, Provider, Usage
-from pytest_recfair.providers.pacing import Pacer, request_tokens
+from pytest_recfair.providers.pacing import CaseText, Pacer, request_tokens
 from pytest_recfair.providers.pipeline import Allowance
 from pytest_recfair.providers.retry import Retryable
 from pytest_recfair.providers.transport import CaseRef, case_extensions
@@ -32,14 +32,9 @@ if TYPE_CHECKING:
     from pytest_recfair.cassettes.store import CassetteStore
 
 
-class CaseLike(CaseRef, Protocol):
+class CaseLike(CaseRef, CaseText, Protocol):
     """What the runner reads from a ``prompts.PromptCase``: what replay reads (id,
     entity_id, repeat) and the prompt itself."""
-
-    @property
-    def system(self) -> str | None: ...
-    @property
-    def prompt(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -218,13 +213,8 @@ def unique_ids(cases: Sequence[CaseLike]) -> list[str]:
 def outcome(
     run: Run, ids: list[str], prices: tuple[float, float] | None, elapsed: float
 ) -> RunOutcome:
-    usage = Usage()
-    unknown = 0
-    for completion in run.completions.values():
-        if completion.usage is None:
-            unknown += 1
-        else:
-            usage = usage + completion.usage
+    usages = [completion.usage for completion in run.completions.values()]
+    usage = sum((u for u in usages if u is not None), Usage())
     # Keep the cases' order, not completion order, so outcomes compare and print stably.
     order = {case_id: i for i, case_id in enumerate(ids)}
     return RunOutcome(
@@ -235,7 +225,7 @@ def outcome(
         requests=run.requests,
         retries=run.retries,
         elapsed=elapsed,
-        unknown_usage=unknown,
+        unknown_usage=usages.count(None),
     )
 
 
