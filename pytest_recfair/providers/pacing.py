@@ -473,7 +473,7 @@ def gemini_quota(body: bytes | str) -> tuple[float | None, Seen | None]:
     if not isinstance(details, list):
         return None, None
     delay: float | None = None
-    requests = tokens = None
+    quota: dict[str, int] = {}  # "request" / "token": the tightest per-minute quota named
     for item in details:
         if not isinstance(item, dict):
             continue
@@ -481,22 +481,17 @@ def gemini_quota(body: bytes | str) -> tuple[float | None, Seen | None]:
         if kind.endswith("RetryInfo") and isinstance(item.get("retryDelay"), str):
             delay = parse_duration(item["retryDelay"])
         for violation in item.get("violations") or () if kind.endswith("QuotaFailure") else ():
-            requests, tokens = _violation(violation, requests, tokens)
+            if not isinstance(violation, dict):
+                continue
+            # quotaId names what the quota counts
+            name = f"{violation.get('quotaId', '')} {violation.get('quotaMetric', '')}".lower()
+            value = _count(str(violation.get("quotaValue", "")))
+            if value is None or "perminute" not in name.replace("_", "").replace("-", ""):
+                continue
+            what = "token" if "token" in name else "request" if "request" in name else ""
+            if what:
+                quota[what] = min(quota.get(what, value), value)
+    requests, tokens = quota.get("request"), quota.get("token")
     names = ("the 429's QuotaFailure", "the 429's QuotaFailure")
     seen = Seen(requests, None, None, tokens, None, None, names) if requests or tokens else None
     return delay, seen
-
-
-def _violation(item: Any, requests: int | None, tokens: int | None) -> tuple[int | None, ...]:
-    """A QuotaFailure violation's per-minute quota (``quotaId`` names what it counts)."""
-    if not isinstance(item, dict):
-        return requests, tokens
-    name = f"{item.get('quotaId', '')} {item.get('quotaMetric', '')}".lower()
-    value = _count(str(item.get("quotaValue", "")))
-    if value is None or "perminute" not in name.replace("_", "").replace("-", ""):
-        return requests, tokens
-    if "token" in name:
-        return requests, value if tokens is None else min(tokens, value)
-    if "request" in name:
-        return value if requests is None else min(requests, value), tokens
-    return requests, tokens
