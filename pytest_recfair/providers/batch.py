@@ -340,19 +340,16 @@ def _collect(service: BatchService, journal: Journal, state: BatchState, view: _
             _take(view, batch_id, line, address)
     except MalformedResults as exc:
         where = journal.quarantine(str(exc))
-        for cid in lines:
-            if cid in view.asked and cid not in seen:
-                case = view.asked[cid][0]
-                outcome.errors[case.id] = (
-                    f"batch {batch_id}: results unreadable ({exc}); quarantined as {where} "
-                    "(never polled again); re-run to ask these prompts again"
-                )
-        return
-    why = state.problem or f"no result for this line (batch status {state.status})"
+        why = (
+            f"results unreadable ({exc}); quarantined as {where} (never polled again); "
+            "re-run to ask these prompts again"
+        )
+    else:
+        why = state.problem or f"no result for this line (batch status {state.status})"
+        journal.finish()
     for cid in lines:
         if cid in view.asked and cid not in seen:
             outcome.errors[view.asked[cid][0].id] = f"batch {batch_id}: {why}"
-    journal.finish()
 
 
 def _take(view: _View, batch_id: str, line: LineResult, address: dict[str, Any]) -> None:
