@@ -355,24 +355,23 @@ def _collect(service: BatchService, journal: Journal, state: BatchState, view: _
 def _take(view: _View, batch_id: str, line: LineResult, address: dict[str, Any]) -> None:
     """Record one result line, or note why it has no reply (for a line this run asked)."""
     case, request, asked = view.target(line.custom_id, address)
-    outcome = view.outcome
-    if line.body is None:
-        if asked:
-            outcome.errors[case.id] = f"batch {batch_id}: {line.error}"
-        return
-    response = httpx.Response(
-        200, headers={"content-type": "application/json"}, content=line.body, request=request
-    )
-    try:
-        completion: Completion = view.provider.parse_response(response)
-    except ProviderError as exc:
-        if asked:
-            outcome.errors[case.id] = f"batch {batch_id}: {exc}"
-        return
-    view.record(case, request, response)
-    outcome.recorded += 1
-    if completion.usage is not None:
-        outcome.usage = outcome.usage + completion.usage
+    error = line.error
+    if line.body is not None:
+        response = httpx.Response(
+            200, headers={"content-type": "application/json"}, content=line.body, request=request
+        )
+        try:
+            completion: Completion = view.provider.parse_response(response)
+        except ProviderError as exc:
+            error = str(exc)
+        else:
+            view.record(case, request, response)
+            view.outcome.recorded += 1
+            if completion.usage is not None:
+                view.outcome.usage = view.outcome.usage + completion.usage
+            return
+    if asked:
+        view.outcome.errors[case.id] = f"batch {batch_id}: {error}"
 
 
 def cassette_recorder(store: CassetteStore, test_id: str) -> Record:
