@@ -18,8 +18,6 @@ from typing import Any
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers.base import Completion
 
-__all__ = ["CallableProvider", "Recommender", "callable_label", "numbered"]
-
 Recommender = Callable[..., Any]
 
 
@@ -46,26 +44,15 @@ def _positional_arity(fn: Callable[..., Any]) -> int:
     if len(positional) >= 2 and positional[1].name == "system":
         return 2
     if varargs:
-        return 2 if not positional or len(positional) == 1 else 1
+        return 2 if len(positional) <= 1 else 1
     return 1 if positional else 0
 
 
-def _is_async(fn: Callable[..., Any]) -> bool:
-    if inspect.iscoroutinefunction(fn):
-        return True
-    call = getattr(fn, "__call__", None)  # noqa: B004 - an object with an async __call__
-    return call is not None and inspect.iscoroutinefunction(call)
-
-
 class CallableProvider:
-    """A Python recommender under test (a pipeline, a local model).
-
-    Sync callables run in daemon threads (abandoned if they hang past the timeout), so
-    ``concurrency`` applies to them too; pass ``concurrency=1`` to ``run_cases`` if yours
-    is not thread-safe. The model calls it sends through a recfair HTTP client are
-    recorded and replayed (:mod:`.pipeline`); ``record=True`` records what it returned
-    instead, and a replay then does not call it at all.
-    """
+    """A Python recommender under test (a pipeline, a local model). Sync callables run in
+    daemon threads, so ``concurrency`` applies (``concurrency=1`` if yours is not
+    thread-safe). Its model calls through a recfair HTTP client are recorded and replayed
+    (:mod:`.pipeline`); ``record=True`` records what it returned instead."""
 
     secrets: tuple[str, ...] = ()
     recommend: Recommender
@@ -97,7 +84,8 @@ class CallableProvider:
             )
         self.recommend = recommend
         self.takes_system = arity == 2
-        self.is_async = _is_async(recommend)
+        call = getattr(recommend, "__call__", None)  # noqa: B004 - an async __call__
+        self.is_async = inspect.iscoroutinefunction(recommend) or inspect.iscoroutinefunction(call)
         self.name = name
         self.model = model or callable_label(recommend)
         self.record = record
@@ -139,12 +127,9 @@ class CallableProvider:
 
 
 async def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` in a daemon thread of its own.
-
-    Not ``asyncio.to_thread``: its pool threads are joined when the loop closes and when
-    the interpreter exits, so one call that never returns would keep pytest from ever
-    exiting after the runner's timeout gave up on it. A daemon thread is abandoned.
-    """
+    """``fn(*args)`` in a daemon thread of its own. Not ``asyncio.to_thread``: its pool
+    threads are joined at the loop's and the interpreter's exit, so a call that never
+    returns would keep pytest from exiting after the timeout gave up on it."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()

@@ -1,35 +1,20 @@
-"""The runner's HTTP transport: httpcore's connection pool on asyncio directly.
+"""The runner's HTTP transport: httpcore's connection pool on plain asyncio.
 
-:class:`AsyncioTransport` is an ``httpx.AsyncBaseTransport`` (httpx's interface for
-custom transports) over ``httpcore.AsyncConnectionPool`` with ``network_backend=``
-:class:`AsyncioBackend` (httpcore's interface for network backends): the HTTP/1.1 code,
-pooling and keep-alive stay httpcore's; only the sockets are reached differently.
+:class:`AsyncioTransport` is an ``httpx.AsyncBaseTransport`` over
+``httpcore.AsyncConnectionPool`` with ``network_backend=`` :class:`AsyncioBackend`: the
+HTTP/1.1 code, pooling and keep-alive stay httpcore's. Through anyio (httpcore's default)
+a request costs a timeout scope per read and write, an extra loop turn per write, two
+``epoll_ctl`` per read and a scan of every idle connection per pool event: a quarter of
+the client's CPU at 64 in flight. :class:`AsyncioStream` is a plain asyncio protocol that
+keeps reading (an idle connection is "readable" when data or EOF came, without a
+syscall), arms one timer per wait, and sends a request's head and body in one write
+(before the next read, past ``FLUSH_BYTES`` or a TLS upgrade): the same bytes on the wire.
 
-httpcore reaches asyncio through anyio by default. Per request that costs, besides the
-socket calls themselves: a timeout scope on every read and write, a checkpoint
-(an extra turn of the event loop) on every write, two ``epoll_ctl`` calls on every read
-(anyio stops reading a socket while nobody waits on it), and, for each idle connection
-at each request event of the pool, a dict of lambdas built to find the socket that is
-then polled. In a live run at 64 in flight that was a quarter of the client's CPU.
-
-:class:`AsyncioStream` is a plain asyncio protocol that keeps reading (what arrives waits
-in a buffer, so an idle connection is "readable" when data or EOF came, without a
-syscall), arms one timer per wait, and sends a request's head and body in one socket
-write: httpcore writes them separately, and they go out together when the connection is
-next read (httpcore reads the reply only after writing the whole request), past
-``FLUSH_BYTES``, or before a TLS upgrade. The bytes on the wire are the same.
-
-Errors are httpcore's own, as with its anyio backend: ``ConnectError``/``ConnectTimeout``
-(the original error as ``__cause__``, so the runner still recognises a socket blocked
-by another plugin), ``ReadError``/``ReadTimeout``, ``WriteError``/``WriteTimeout``. A
-write that fails surfaces on the next read, which httpcore's HTTP/1.1 code expects:
-it ignores write errors and reads the reply (a server may answer early and close).
-:class:`AsyncioTransport` raises each as httpx's error of that kind (:data:`ERRORS`),
-``from`` httpcore's, as ``httpx.AsyncHTTPTransport`` does.
-
-A proxied run does not come here: the runner keeps ``httpx.AsyncHTTPTransport`` for it
-(proxy URLs, credentials, CONNECT tunnels and SOCKS are httpx's, tested there; through a
-proxy its hop costs more than the client's CPU anyway).
+Errors are httpcore's, as with its anyio backend (a failed connect keeps the original
+error as ``__cause__``, so the runner still recognises a socket blocked by another
+plugin; a failed write surfaces on the next read, as httpcore's HTTP/1.1 code expects),
+raised by the transport as httpx's (:data:`ERRORS`). A proxied run keeps
+``httpx.AsyncHTTPTransport``.
 """
 
 from __future__ import annotations
@@ -41,8 +26,6 @@ from typing import Any, cast
 
 import httpcore
 import httpx
-
-__all__ = ["ERRORS", "FLUSH_BYTES", "AsyncioBackend", "AsyncioStream", "AsyncioTransport"]
 
 #: Kept writes are sent at once beyond this size (a streamed body is not held in memory).
 FLUSH_BYTES = 64 * 1024
@@ -265,23 +248,13 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
                     transport, conn = await loop.create_connection(
                         lambda: _Connection(loop), host, port, local_addr=local_addr
                     )
+        except TimeoutError as exc:  # an OSError: caught first
+            raise httpcore.ConnectTimeout(str(exc) or "timed out connecting") from exc
         except Exception as exc:
-            raise _connect_error(exc) from exc
-        return _opened(transport, conn, socket_options)
-
-    async def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[Any] | None = None,
-    ) -> httpcore.AsyncNetworkStream:
-        loop = asyncio.get_running_loop()
-        try:
-            async with asyncio.timeout(timeout):
-                transport, conn = await loop.create_unix_connection(lambda: _Connection(loop), path)
-        except Exception as exc:
-            raise _connect_error(exc) from exc
-        return _opened(transport, conn, socket_options)
+            raise _ConnectFailed(str(exc) or type(exc).__name__, exc) from exc
+        for option in socket_options or ():
+            transport.get_extra_info("socket").setsockopt(*option)
+        return AsyncioStream(transport, conn)
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -297,30 +270,10 @@ class _ConnectFailed(httpcore.ConnectError):
         self.origin = origin
 
 
-def _connect_error(exc: Exception) -> Exception:
-    # TimeoutError is an OSError: test it first.
-    if isinstance(exc, TimeoutError):
-        return httpcore.ConnectTimeout(str(exc) or "timed out connecting")
-    return _ConnectFailed(str(exc) or type(exc).__name__, exc)
-
-
-def _opened(
-    transport: asyncio.Transport, conn: _Connection, socket_options: Iterable[Any] | None
-) -> AsyncioStream:
-    if socket_options:
-        sock = transport.get_extra_info("socket")
-        for option in socket_options:
-            sock.setsockopt(*option)
-    return AsyncioStream(transport, conn)
-
-
 class AsyncioTransport(httpx.AsyncBaseTransport):
-    """httpx's custom-transport interface over an httpcore connection pool that opens its
-    connections with :class:`AsyncioBackend` (HTTP/1.1, no retries: retrying is the
-    runner's). What ``httpx.AsyncHTTPTransport`` does for a direct connection, through
-    public API only: the request handed to httpcore, the reply handed back, httpcore's
-    errors raised as httpx's (:data:`ERRORS`). No proxy: a proxied run keeps
-    ``httpx.AsyncHTTPTransport``."""
+    """What ``httpx.AsyncHTTPTransport`` does for a direct connection, over a pool of
+    :class:`AsyncioBackend` connections (HTTP/1.1, no retries: retrying is the runner's),
+    through public API only; httpcore's errors raised as httpx's (:data:`ERRORS`)."""
 
     def __init__(self, *, ssl_context: ssl.SSLContext, limits: httpx.Limits) -> None:
         self.pool = httpcore.AsyncConnectionPool(

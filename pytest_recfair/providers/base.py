@@ -1,20 +1,8 @@
-"""Shared types and body helpers of the providers: Usage, Completion, the Provider protocol.
-
-The helpers turn whatever a service (or a cassette of it) sent into plain Python: they
-undo a gzip layer that was stored without its Content-Encoding header, split server-sent
-event streams into JSON payloads, and pull the human-readable message out of an error body.
-
-The reply size cap: replies longer than a limit are cut, with a note, before anything
-stores or parses them.
-
-A recommender asked for 25 titles answers in a few kilobytes; a reply of megabytes is a
-runaway generation, and keeping it whole makes cassettes of hundreds of megabytes (20 such
-prompts: 96 MB). :func:`cut_text` keeps the first ``limit`` characters and appends
-:func:`note`; :func:`cut_json` does the same to every over-long string of a decoded JSON
-response body (the reply text of any provider's format), so the recorded body stays valid
-JSON that replays to the same cut reply.
-
-Pure: stdlib only.
+"""Shared types of the providers (Usage, Completion, the Provider protocol) and the body
+helpers: a gzip layer stored without its Content-Encoding undone, server-sent events split
+into JSON payloads, an error body's message, and the reply size cap: a runaway reply of
+megabytes is cut (:func:`cut_text`, :func:`cut_json` for a JSON body, which stays valid and
+replays to the same cut reply) with a note, before anything stores or parses it.
 """
 
 from __future__ import annotations
@@ -30,29 +18,6 @@ from typing import Any, Final, Protocol, runtime_checkable
 import httpx
 
 from pytest_recfair.errors import ConfigError, ProviderError
-
-__all__ = [
-    "DEFAULT_MAX_REPLY_CHARS",
-    "TRUNCATED_FINISH_REASONS",
-    "AnyReply",
-    "Completion",
-    "Provider",
-    "RecordedReply",
-    "TruncatedReply",
-    "Usage",
-    "as_int",
-    "check_limit",
-    "cut_json",
-    "cut_text",
-    "error_detail",
-    "is_event_stream",
-    "json_body",
-    "note",
-    "response_text",
-    "response_url",
-    "sse_payloads",
-    "was_cut",
-]
 
 # What each service says when the reply hit max_tokens (OpenAI / Anthropic / Gemini).
 TRUNCATED_FINISH_REASONS = frozenset({"length", "max_tokens", "MAX_TOKENS"})
@@ -330,19 +295,12 @@ def cut_json(value: object, limit: int) -> tuple[object, int]:
     if isinstance(value, str):
         out, cut = cut_text(value, limit)
         return out, int(cut)
-    if isinstance(value, dict):
-        total = 0
-        items: dict[object, object] = {}
-        for k, v in value.items():
-            items[k], n = cut_json(v, limit)
-            total += n
-        return (items if total else value), total
-    if isinstance(value, list):
-        total = 0
-        elems: list[object] = []
-        for v in value:
-            new, n = cut_json(v, limit)
-            elems.append(new)
-            total += n
-        return (elems if total else value), total
-    return value, 0
+    if not isinstance(value, dict | list):
+        return value, 0
+    pairs = value.items() if isinstance(value, dict) else enumerate(value)
+    done = {k: cut_json(v, limit) for k, v in pairs}
+    total = sum(n for _, n in done.values())
+    if not total:
+        return value, 0
+    items = {k: v for k, (v, _) in done.items()}
+    return (items if isinstance(value, dict) else list(items.values())), total

@@ -1,19 +1,13 @@
 """Record prompt cases through a provider's batch API (OpenAI Batch API, Anthropic
 Message Batches) at half the price of synchronous requests.
 
-:func:`run_batch` builds every case's request exactly as the synchronous provider does,
-sends them as batch lines, and hands each answered line back to ``record`` as the
-(request, response) pair a synchronous call would have produced, so cassettes written
-from it replay like any other. Lines the service could not answer are returned as
-per-case errors: never recorded, never scored.
-
-Every batch has a journal named by the content of its request set
-(:mod:`pytest_recfair.providers.batch_api`), written atomically *before* the batch is
-created and after every step; the batch carries the same key (OpenAI ``metadata``) or is
-found among the recent batches (Anthropic), so a run killed in any window resumes the
-batch already paid for. Any later run with the same provider setup (a smaller one,
-another shard, another test) adopts an interrupted journal and records all its answered
-lines into the cassettes, not only those it asks. A journal goes once its batch is in.
+:func:`run_batch` builds every case's request as the synchronous provider does and hands
+each answered line to ``record`` as the (request, response) pair a synchronous call would
+give, so its cassettes replay like any other; unanswered lines are per-case errors, never
+recorded or scored. Every batch has a journal (:mod:`.batch_api`) saved before it is
+created and after every step, and the batch carries its key (OpenAI ``metadata``) or is
+found among the recent ones (Anthropic), so a run killed at any point resumes the batch
+already paid for, and any later run of the same setup records all its answered lines.
 """
 
 from __future__ import annotations
@@ -30,7 +24,7 @@ import httpx
 
 from pytest_recfair import secrets
 from pytest_recfair.cassettes.store import CassetteStore
-from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse
+from pytest_recfair.cassettes.vcrfile import RecordedRequest
 from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers.base import Completion, Provider, Usage
 from pytest_recfair.providers.batch_api import (
@@ -47,8 +41,7 @@ from pytest_recfair.providers.batch_api import (
     custom_id,
 )
 from pytest_recfair.providers.runstate import CaseLike
-
-__all__ = ["BATCH_PROVIDERS", "BatchOutcome", "cassette_recorder", "custom_id", "run_batch"]
+from pytest_recfair.providers.transport import decoded_reply
 
 #: Provider kinds with a batch API this plugin speaks.
 BATCH_PROVIDERS: Final = ("openai", "anthropic")
@@ -76,25 +69,18 @@ def _service(provider: Provider, client: httpx.Client) -> BatchService:
             f"--fairness-batch: provider {name!r} is set to stream replies; batch results "
             "are whole replies, so turn streaming off to record through a batch API."
         )
-    probe = provider.build_request(None, "batch")
-    base = str(getattr(provider, "base_url", ""))
-    if name == "openai":
-        return OpenAIBatches(base, probe, client)
-    if name == "anthropic":
-        return AnthropicBatches(base, probe, client)
+    services: dict[str, type[BatchService]] = {
+        "openai": OpenAIBatches,
+        "anthropic": AnthropicBatches,
+    }
+    service = services.get(name)
+    if service is not None:
+        base = str(getattr(provider, "base_url", ""))
+        return service(base, provider.build_request(None, "batch"), client)
     raise ConfigError(
         f"--fairness-batch: provider {name!r} has no batch API here; use one of "
         f"{', '.join(BATCH_PROVIDERS)}, or record with --fairness-record instead."
     )
-
-
-def _owner(provider: Provider) -> dict[str, str]:
-    """The setup a journal belongs to: another provider, model or URL never adopts it."""
-    return {
-        "provider": str(getattr(provider, "name", "")),
-        "model": str(getattr(provider, "model", "")),
-        "base_url": str(getattr(provider, "base_url", "")),
-    }
 
 
 @dataclass(frozen=True)
@@ -137,9 +123,11 @@ def run_batch(
         provider.check_credentials()
     asked = {}
     for case in cases:
-        request = _request(provider, case)
+        request = provider.build_request(case.system, case.prompt)
         asked[custom_id(case.id, request.content)] = (case, request)
-    owner = _owner(provider)
+    # The setup a journal belongs to: another provider, model or URL never adopts it.
+    setup = {"provider": "name", "model": "model", "base_url": "base_url"}
+    owner = {key: str(getattr(provider, name, "")) for key, name in setup.items()}
     book = JournalDir(journals, owner, check=functools.partial(_inconsistent, owner))
     outcome = BatchOutcome()
     # httpx logs every request URL (INFO), httpcore the reply headers (DEBUG): scrubbed.
@@ -205,7 +193,7 @@ def _plan(
     """Adopt the interrupted journals; journal (before any call) the lines none covers.
     Lines a live process is paying for are errors here, never submitted again."""
     book.scan()
-    covered = {cid for journal in book.mine for cid in journal.ids}
+    covered = {cid for journal in book.mine for cid in journal.entry["lines"]}
     for cid, (case, _) in asked.items():
         if cid in book.busy and cid not in covered:
             outcome.errors[case.id] = (
@@ -229,10 +217,6 @@ def _address(test_id: str, case: CaseLike, request: httpx.Request) -> dict[str, 
         "case": case.id,
         "body": request.content.decode("utf-8"),
     }
-
-
-def _request(provider: Provider, case: CaseLike) -> httpx.Request:
-    return provider.build_request(case.system, case.prompt)
 
 
 def _rebuilt(probe: httpx.Request, body: str) -> httpx.Request:
@@ -321,7 +305,11 @@ def _poll(
             batch_id = str(journal.entry["batch_id"])
             state = service.state(batch_id)
             if view.progress is not None:
-                view.progress(_progress_line(batch_id, state, time.monotonic() - started))
+                share = f"{state.finished}/{state.total}" if state.total else "?"
+                failed = f", {state.failed} failed" if state.failed else ""
+                elapsed = time.monotonic() - started
+                line = f"batch {batch_id}: {state.status} {share}{failed} ({elapsed:.0f} s)"
+                view.progress(line)
             if state.done:
                 _collect(service, journal, state, view)
         if not any(j.entry["state"] == "submitted" for j in book.mine):
@@ -335,12 +323,6 @@ def _poll(
             )
         sleep(interval)
         interval = min(max_interval, interval * 1.5)
-
-
-def _progress_line(batch_id: str, state: BatchState, elapsed: float) -> str:
-    share = f"{state.finished}/{state.total}" if state.total else "?"
-    failed = f", {state.failed} failed" if state.failed else ""
-    return f"batch {batch_id}: {state.status} {share}{failed} ({elapsed:.0f} s)"
 
 
 def _collect(service: BatchService, journal: Journal, state: BatchState, view: _View) -> None:
@@ -359,42 +341,38 @@ def _collect(service: BatchService, journal: Journal, state: BatchState, view: _
             _take(view, batch_id, line, address)
     except MalformedResults as exc:
         where = journal.quarantine(str(exc))
-        for cid in lines:
-            if cid in view.asked and cid not in seen:
-                case = view.asked[cid][0]
-                outcome.errors[case.id] = (
-                    f"batch {batch_id}: results unreadable ({exc}); quarantined as {where} "
-                    "(never polled again); re-run to ask these prompts again"
-                )
-        return
-    why = state.problem or f"no result for this line (batch status {state.status})"
+        why = (
+            f"results unreadable ({exc}); quarantined as {where} (never polled again); "
+            "re-run to ask these prompts again"
+        )
+    else:
+        why = state.problem or f"no result for this line (batch status {state.status})"
+        journal.finish()
     for cid in lines:
         if cid in view.asked and cid not in seen:
             outcome.errors[view.asked[cid][0].id] = f"batch {batch_id}: {why}"
-    journal.finish()
 
 
 def _take(view: _View, batch_id: str, line: LineResult, address: dict[str, Any]) -> None:
     """Record one result line, or note why it has no reply (for a line this run asked)."""
     case, request, asked = view.target(line.custom_id, address)
-    outcome = view.outcome
-    if line.body is None:
-        if asked:
-            outcome.errors[case.id] = f"batch {batch_id}: {line.error}"
-        return
-    response = httpx.Response(
-        200, headers={"content-type": "application/json"}, content=line.body, request=request
-    )
-    try:
-        completion: Completion = view.provider.parse_response(response)
-    except ProviderError as exc:
-        if asked:
-            outcome.errors[case.id] = f"batch {batch_id}: {exc}"
-        return
-    view.record(case, request, response)
-    outcome.recorded += 1
-    if completion.usage is not None:
-        outcome.usage = outcome.usage + completion.usage
+    error = line.error
+    if line.body is not None:
+        response = httpx.Response(
+            200, headers={"content-type": "application/json"}, content=line.body, request=request
+        )
+        try:
+            completion: Completion = view.provider.parse_response(response)
+        except ProviderError as exc:
+            error = str(exc)
+        else:
+            view.record(case, request, response)
+            view.outcome.recorded += 1
+            if completion.usage is not None:
+                view.outcome.usage = view.outcome.usage + completion.usage
+            return
+    if asked:
+        view.outcome.errors[case.id] = f"batch {batch_id}: {error}"
 
 
 def cassette_recorder(store: CassetteStore, test_id: str) -> Record:
@@ -402,30 +380,13 @@ def cassette_recorder(store: CassetteStore, test_id: str) -> Record:
     recording of the same request writes (the reply body with its JSON content type)."""
 
     def record(case: CaseLike, request: httpx.Request, response: httpx.Response) -> None:
-        body = response.content
-        owner = str(getattr(case, "test_id", "") or test_id)
-        url, repeat = str(request.url), case.repeat
-        if store.lookup(
-            owner, case.entity_id, request.method, url, request.content, repeat, case_id=case.id
-        ):
+        owner, entity = str(getattr(case, "test_id", "") or test_id), case.entity_id
+        url, body = str(request.url), request.content
+        if store.lookup(owner, entity, request.method, url, body, case.repeat, case_id=case.id):
             return  # recorded already (by a run killed while it took the results in)
-        store.record(
-            owner,
-            case.entity_id,
-            RecordedRequest(
-                method=request.method,
-                url=str(request.url),
-                headers=tuple(request.headers.multi_items()),
-                body=request.content,
-                repeat=case.repeat,
-                case_id=case.id,
-            ),
-            RecordedResponse(
-                status=200,
-                headers=(("content-type", "application/json"), ("content-length", str(len(body)))),
-                body=body,
-                reason="OK",
-            ),
-        )
+        headers = tuple(request.headers.multi_items())
+        asked = RecordedRequest(request.method, url, headers, body, case.repeat, case.id)
+        json_type = [("content-type", "application/json")]
+        store.record(owner, entity, asked, decoded_reply(200, json_type, response.content, "OK"))
 
     return record

@@ -1,23 +1,17 @@
-"""The two batch wire protocols: OpenAI Batch API and Anthropic Message Batches.
+"""The two batch wire protocols (OpenAI Batch API, Anthropic Message Batches) and the
+batch journal.
 
-Each service client submits JSONL-shaped work built from the requests the synchronous
-provider builds (so what comes back answers exactly those requests), polls a batch's
-state, and streams its results back one line at a time as ``LineResult``: the custom id
-and either the body the synchronous endpoint would have sent or an error text.
+Each service client submits work built from the requests the synchronous provider builds,
+polls a batch's state, and streams its results back line by line as ``LineResult`` (the
+custom id and the body the synchronous endpoint would have sent, or an error text).
 
-The batch journal: one file per batch, named by what it asks, never by the test.
-
-A journal is ``<dir>/<key>.json`` where ``key`` hashes the provider setup and the sorted
-custom ids of its lines (the request set's content). It is written, atomically, *before*
-the batch is created, and holds every line's cassette address (test, entity, repeat,
-case id, request body), so whichever run finds it (a smaller run, another shard, another
-test) can take in every answered line, not only the lines it asks itself.
-
-Ownership is a POSIX lock on ``<key>.lock`` held while a process works on the journal:
-a journal whose lock is free belongs to an interrupted run and is adopted; one whose lock
-is held is another live process's, and its lines are left to it (never submitted
-twice). Scanning and planning happen under a lock on the directory, so two processes
-starting at once never plan the same lines.
+A journal is ``<dir>/<key>.json``, ``key`` hashing the provider setup and the sorted
+custom ids (never the test). It is written atomically *before* the batch is created and
+holds every line's cassette address, so whichever run finds it (a smaller run, another
+shard or test) takes in every answered line. A POSIX lock on ``<key>.lock`` marks its
+owner: a free lock means an interrupted run's journal (adopted), a held one another live
+process's (its lines left to it, never submitted twice). Scanning and planning happen
+under a lock on the directory.
 """
 
 from __future__ import annotations
@@ -30,27 +24,12 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Final, Protocol
+from typing import IO, Any, Final
 
 import httpx
 
 from pytest_recfair.errors import ProviderError
 from pytest_recfair.fileio import atomic_write_text, remove_stale_temps
-
-__all__ = [
-    "JOURNAL_VERSION",
-    "AnthropicBatches",
-    "BatchService",
-    "BatchState",
-    "Journal",
-    "JournalDir",
-    "LineResult",
-    "MalformedResults",
-    "OpenAIBatches",
-    "Submission",
-    "content_key",
-    "custom_id",
-]
 
 OPENAI_ENDPOINT: Final = "/v1/chat/completions"
 METADATA_KEY: Final = "recfair_key"  # the journal's content key, in an OpenAI batch's metadata
@@ -91,22 +70,6 @@ class LineResult:
     custom_id: str
     body: bytes | None  # the reply body as the synchronous endpoint sends it
     error: str | None  # why this line has no reply
-
-
-class BatchService(Protocol):
-    kind: str
-
-    def line(self, work: Submission) -> dict[str, Any]: ...
-    def upload(self, jsonl: Path) -> str: ...
-    def create(self, file_id: str, work: Sequence[Submission], key: str) -> str: ...
-    def find(self, key: str, total: int, since: float, claimed: set[str]) -> str | None: ...
-    def state(self, batch_id: str) -> BatchState: ...
-    def results(self, batch_id: str) -> Iterator[LineResult]: ...
-
-
-def _caller_headers(request: httpx.Request) -> dict[str, str]:
-    """Auth, version and extra headers of a synchronous request, for the batch calls."""
-    return {k: v for k, v in request.headers.items() if k.lower() not in _BODY_HEADERS}
 
 
 def _detail(response: httpx.Response) -> str:
@@ -184,14 +147,22 @@ class _Http:
                     yield line
 
 
-class OpenAIBatches:
-    """``/v1/files`` + ``/v1/batches``: JSONL in, output and error files out."""
+class _Batches:
+    """A service's batch client; ``probe``: a synchronous request, whose auth, version and
+    extra headers the batch calls carry."""
 
-    kind = "openai"
+    kind = what = ""
 
     def __init__(self, base_url: str, probe: httpx.Request, client: httpx.Client) -> None:
         self.base = base_url.rstrip("/")
-        self.http = _Http(client, _caller_headers(probe), "OpenAI Batch API")
+        headers = {k: v for k, v in probe.headers.items() if k.lower() not in _BODY_HEADERS}
+        self.http = _Http(client, headers, self.what)
+
+
+class OpenAIBatches(_Batches):
+    """``/v1/files`` + ``/v1/batches``: JSONL in, output and error files out."""
+
+    kind, what = "openai", "OpenAI Batch API"
 
     @staticmethod
     def line(work: Submission) -> dict[str, Any]:
@@ -263,14 +234,10 @@ def _openai_result(item: dict[str, Any]) -> LineResult:
     return LineResult(custom_id, body, None)
 
 
-class AnthropicBatches:
+class AnthropicBatches(_Batches):
     """``/v1/messages/batches``: requests in the create call, JSONL at ``results_url``."""
 
-    kind = "anthropic"
-
-    def __init__(self, base_url: str, probe: httpx.Request, client: httpx.Client) -> None:
-        self.base = base_url.rstrip("/")
-        self.http = _Http(client, _caller_headers(probe), "Anthropic Message Batches")
+    kind, what = "anthropic", "Anthropic Message Batches"
 
     @staticmethod
     def line(work: Submission) -> dict[str, Any]:
@@ -357,6 +324,7 @@ def _anthropic_result(item: dict[str, Any]) -> LineResult:
     return LineResult(custom_id, None, f"{kind}" + (f": {message}" if message else ""))
 
 
+BatchService = OpenAIBatches | AnthropicBatches
 JOURNAL_VERSION: Final = 2
 
 
@@ -390,10 +358,6 @@ class Journal:
     @property
     def key(self) -> str:
         return str(self.entry["key"])
-
-    @property
-    def ids(self) -> list[str]:
-        return list(self.entry["lines"])
 
     def save(self) -> None:
         doc = {"version": JOURNAL_VERSION, "owner": self.owner, "batches": [self.entry]}

@@ -1,20 +1,10 @@
-"""HTTP providers: OpenAI-compatible chat completions, Anthropic messages, Gemini generateContent.
+"""HTTP providers: OpenAI-compatible chat completions, Anthropic messages, Gemini
+generateContent; each builds an ``httpx.Request`` and parses an ``httpx.Response``.
 
-Each one only builds an ``httpx.Request`` and parses an ``httpx.Response``; sending,
-retrying and recording belong to the runner and the cassette transport.
-
-API keys are read from the environment variable NAMED in the configuration (never from a
-config file), once, when the provider is built. A missing variable is not an error until a
-request would actually go to the network (see ``check_credentials``), so a CI job can
-replay cassettes without holding any key.
-
-Per-audit provider settings (ini and marker) applied to the recommender of a test.
-
-The session's provider is built once from the ini keys; a test's ``temperature``,
-``max_tokens``, ``sampling_seed`` and ``extra_headers`` give it a configured copy, so
-two tests with other settings never share one. Callables take none of these (they are
-the user's own code); timeout, retries and the system message reach them through the
-runner and the prompt cases.
+API keys come from the environment variable NAMED in the configuration (never a config
+file), read when the provider is built; a missing one is an error only when a request
+would go to the network (``check_credentials``), so CI can replay without keys.
+:func:`configure` gives a test's provider its own copy with the test's settings.
 """
 
 from __future__ import annotations
@@ -25,7 +15,7 @@ import json
 import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -42,21 +32,6 @@ from pytest_recfair.providers.base import (
     response_url,
     sse_payloads,
 )
-
-__all__ = [
-    "AnthropicProvider",
-    "GeminiProvider",
-    "HTTPProvider",
-    "OllamaProvider",
-    "OpenAIProvider",
-    "ProviderKind",
-    "configure",
-    "from_config",
-    "is_loopback",
-    "unauthorized_hint",
-]
-
-ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
 
 
 def is_loopback(base_url: str) -> bool:
@@ -100,6 +75,11 @@ def _check_url(base_url: str) -> str:
 # Compact and in insertion order, so the same case always gives the same bytes (cassette
 # replay matches on the body). One encoder: json.dumps builds one per call with these options.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The settings that are set, in the order given (the body's bytes depend on it)."""
+    return {name: value for name, value in values.items() if value is not None}
 
 
 # What a provider's request is made of: URL, JSON payload, auth headers (sent only with a
@@ -194,7 +174,19 @@ class HTTPProvider(ABC):
 
     def build_request(self, system: str | None, prompt: str) -> httpx.Request:
         """The HTTP request asking for recommendations for ``prompt``."""
-        return self._request(*self._call(system, prompt))
+        url, payload, auth, fixed = self._call(system, prompt)
+        headers = {"content-type": "application/json", "accept": "application/json"}
+        headers.update(fixed or {})
+        if self._api_key:
+            headers.update(auth)
+        headers.update(self.extra_headers)
+        content = self._body(payload).encode("utf-8")
+        # The URL parsed once: parsing is most of the cost of building a request, and a
+        # replayed paper-scale audit builds 31,000 of them.
+        parsed = self._urls.get(url)
+        if parsed is None:
+            parsed = self._urls[url] = httpx.URL(url)
+        return httpx.Request("POST", parsed, headers=headers, content=content)
 
     def replay_key(self, system: str | None, prompt: str) -> tuple[str, str, str] | None:
         """(method, URL, body text) of ``build_request``'s request, without building it:
@@ -219,34 +211,11 @@ class HTTPProvider(ABC):
         """``parse_response`` of a response or of a recorded reply (replay by key): one
         code path for both."""
 
-    def _request(
-        self,
-        url: str,
-        payload: dict[str, Any],
-        auth: dict[str, str],
-        fixed: Mapping[str, str] | None,
-    ) -> httpx.Request:
-        headers = {"content-type": "application/json", "accept": "application/json"}
-        headers.update(fixed or {})
-        if self._api_key:
-            headers.update(auth)
-        headers.update(self.extra_headers)
-        content = self._body(payload).encode("utf-8")
-        return httpx.Request("POST", self._url(url), headers=headers, content=content)
-
     def _body(self, payload: dict[str, Any]) -> str:
         """The request body's text: ``payload`` with ``extra_body`` merged in. One place
         for the request and its replay key, whose body must be the same text."""
         payload.update(self.extra_body)
         return _ENCODER.encode(payload)
-
-    def _url(self, url: str) -> httpx.URL:
-        # Parsed once per URL: parsing is most of the cost of building a request, and a
-        # replayed paper-scale audit builds 31,000 of them.
-        parsed = self._urls.get(url)
-        if parsed is None:
-            parsed = self._urls[url] = httpx.URL(url)
-        return parsed
 
 
 class OpenAIProvider(HTTPProvider):
@@ -261,12 +230,9 @@ class OpenAIProvider(HTTPProvider):
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": prompt})
         payload: dict[str, Any] = {"model": self.model, "messages": messages}
-        if self.temperature is not None:
-            payload["temperature"] = self.temperature
-        if self.seed is not None:
-            payload["seed"] = self.seed
-        if self.max_tokens is not None:
-            payload["max_tokens"] = self.max_tokens
+        payload.update(
+            _given(temperature=self.temperature, seed=self.seed, max_tokens=self.max_tokens)
+        )
         if self.stream:
             payload["stream"] = True
             payload["stream_options"] = {"include_usage": True}
@@ -367,20 +333,15 @@ class AnthropicProvider(HTTPProvider):
 
     def _parse_stream(self, response: AnyReply) -> Completion:
         parts: list[str] = []
-        finish: str | None = None
-        prompt_tokens = completion_tokens = 0
-        seen_usage = False
-        model: str | None = None
+        finish = model = None
+        usage: Usage | None = None
         for event in sse_payloads(response, provider=self.name):
             kind = event.get("type")
             if kind == "message_start":
                 message = event.get("message") or {}
                 model = message.get("model")
                 if isinstance(message.get("usage"), dict):
-                    seen_usage = True
-                    start = _anthropic_usage(message["usage"])
-                    prompt_tokens = start.prompt_tokens
-                    completion_tokens = start.completion_tokens
+                    usage = _anthropic_usage(message["usage"])
             elif kind == "content_block_delta":
                 delta = event.get("delta") or {}
                 if delta.get("type") == "text_delta":
@@ -388,10 +349,9 @@ class AnthropicProvider(HTTPProvider):
             elif kind == "message_delta":
                 finish = (event.get("delta") or {}).get("stop_reason") or finish
                 if isinstance(event.get("usage"), dict):
-                    seen_usage = True
                     # output_tokens in message_delta is cumulative for the message.
-                    completion_tokens = as_int(event["usage"].get("output_tokens"))
-        usage = Usage(prompt_tokens, completion_tokens) if seen_usage else None
+                    done = as_int(event["usage"].get("output_tokens"))
+                    usage = Usage(usage.prompt_tokens if usage else 0, done)
         return Completion("".join(parts), finish, usage, model)
 
 
@@ -416,13 +376,9 @@ class GeminiProvider(HTTPProvider):
         payload: dict[str, Any] = {"contents": [{"role": "user", "parts": [{"text": prompt}]}]}
         if system:
             payload["systemInstruction"] = {"parts": [{"text": system}]}
-        config: dict[str, Any] = {}
-        if self.temperature is not None:
-            config["temperature"] = self.temperature
-        if self.seed is not None:
-            config["seed"] = self.seed
-        if self.max_tokens is not None:
-            config["maxOutputTokens"] = self.max_tokens
+        config = _given(
+            temperature=self.temperature, seed=self.seed, maxOutputTokens=self.max_tokens
+        )
         if config:
             payload["generationConfig"] = config
         model = self.model.removeprefix("models/")
@@ -486,20 +442,9 @@ _KINDS: dict[str, type[HTTPProvider]] = {
 _BUILT_IN = frozenset(_KINDS.values())
 
 
-def from_config(
-    provider: str = "openai",
-    *,
-    model: str,
-    base_url: str | None = None,
-    api_key_env: str | None = None,
-    temperature: float | None = 0.0,
-    seed: int | None = None,
-    max_tokens: int | None = None,
-    extra_headers: Mapping[str, str] | None = None,
-    extra_body: Mapping[str, Any] | None = None,
-    stream: bool = False,
-) -> HTTPProvider:
-    """Build an HTTP provider from plain settings (marker kwargs, ini keys, CLI options).
+def from_config(provider: str = "openai", *, model: str, **settings: Any) -> HTTPProvider:
+    """Build an HTTP provider from plain settings (marker kwargs, ini keys, CLI options):
+    ``settings`` are :class:`HTTPProvider`'s keyword arguments.
 
     ``api_key_env`` is the NAME of the environment variable holding the key; None means the
     provider's usual one (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY), or no key at
@@ -511,17 +456,7 @@ def from_config(
             f"provider: expected one of {sorted(_KINDS)}, got {provider!r}. Any OpenAI-"
             "compatible server (vLLM, Ollama, LM Studio, gateways) uses 'openai' with its base_url."
         )
-    return cls(
-        model,
-        base_url=base_url,
-        api_key_env=api_key_env,
-        temperature=temperature,
-        seed=seed,
-        max_tokens=max_tokens,
-        extra_headers=extra_headers,
-        extra_body=extra_body,
-        stream=stream,
-    )
+    return cls(model, **settings)
 
 
 def configure(
@@ -535,35 +470,16 @@ def configure(
     """``recommender`` with the settings that are given (None: keep its own)."""
     if not isinstance(recommender, HTTPProvider):
         return recommender
-    changes: dict[str, Any] = {
-        name: value
-        for name, value in (
-            ("temperature", temperature),
-            ("max_tokens", max_tokens),
-            ("seed", seed),
-        )
-        if value is not None
-    }
+    changes = _given(temperature=temperature, max_tokens=max_tokens, seed=seed)
     if not changes and not header_envs:
         return recommender
     out = copy.copy(recommender)
-    for name, value in changes.items():
-        setattr(out, name, value)
+    vars(out).update(changes)
     if header_envs:
-        values, missing = read_header_envs(header_envs)
+        values = {h: os.environ[v] for h, v in header_envs.items() if os.environ.get(v)}
         out.extra_headers = {**recommender.extra_headers, **values}
         # Every value is treated as a secret: scrubbed from cassettes and messages.
         out.secrets = tuple(dict.fromkeys([*recommender.secrets, *values.values()]))
         secrets.register(out.secrets)
-        out.missing_header_envs = tuple(missing)
+        out.missing_header_envs = tuple(v for v in header_envs.values() if not os.environ.get(v))
     return out
-
-
-def read_header_envs(
-    names: Mapping[str, str], environ: Mapping[str, str] | None = None
-) -> tuple[dict[str, str], list[str]]:
-    """(header -> value of each set variable, the names of the unset variables)."""
-    env = os.environ if environ is None else environ
-    values = {h: env[v] for h, v in names.items() if env.get(v)}
-    missing = [v for v in names.values() if not env.get(v)]
-    return values, missing

@@ -1,37 +1,21 @@
 """Pacing to the provider's limits: requests and tokens per minute, shared by every
 worker of every run of one endpoint in this process.
 
-Where the limits come from: ``recfair_rpm`` / ``recfair_tpm`` (split evenly across xdist
-workers) and what the replies say (below: OpenAI's and Anthropic's headers,
-Gemini's 429 details); the tighter of the two wins. Each limit is a token bucket
-(:class:`Gauge`) refilled at :data:`MARGIN` of the limit, with a burst of
-:data:`BURST_S` seconds' worth: a request reserves its share at once (a request and its
-estimated tokens, :func:`request_tokens` scaled by what the
-replies' usage taught) and sleeps until the reservation is due, so concurrent workers
-queue in order without a lock held across a wait. A reply's usage corrects the tokens
-debited; a reply's ``remaining`` caps the bucket (other clients of the same key).
+The limits are ``recfair_rpm`` / ``recfair_tpm`` (split across xdist workers) or what the
+replies state, whichever is tighter: OpenAI's ``x-ratelimit-{limit,remaining,reset}-
+{requests,tokens}`` (resets as Go durations), Anthropic's ``anthropic-ratelimit-
+{requests,tokens,input-tokens}-{limit,remaining,reset}`` (RFC 3339 resets; the combined
+``tokens`` limit, else the input-tokens one), Gemini's 429 ``error.details`` (``RetryInfo``
+and the per-minute ``QuotaFailure``). A value that does not parse is ignored, never guessed.
 
-Adaptive concurrency (AIMD): until the first reply of a remote endpoint without a
-configured limit, one request is in flight (its headers tell the limit); then the window
-opens to ``concurrency`` (a loopback server, the simulator or a local model, opens at
-once: waiting there only costs). A 429 halves the window, cuts the paced rate by
-:data:`DECREASE` (once per Retry-After) and holds every request of the endpoint for the
-Retry-After; each success adds back :data:`INCREASE` of the rate and 1/window to the
-window.
-
-What a provider says about its rate limits, read from a reply (headers or a 429 body).
-
-- OpenAI (and compatible servers, the simulator): ``x-ratelimit-{limit,remaining,reset}-
-  {requests,tokens}``; resets are Go durations (``12ms``, ``1s``, ``6m0s``).
-- Anthropic: ``anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-
-  {limit,remaining,reset}``; resets are RFC 3339 times. The combined ``tokens`` limit is
-  used when sent, else the input-tokens one (the tighter of the two on a recommender's
-  short replies is the one that counts prompts).
-- Gemini: no headers; a 429's ``error.details`` carry a ``RetryInfo`` (``retryDelay``
-  ``"37s"``) and a ``QuotaFailure`` whose violations name the per-minute quota and its value.
-
-Limits are per minute (what the services' first tiers state); a value that does not parse
-is ignored, never guessed. Pure: stdlib only.
+Each limit is a token bucket (:class:`Gauge`) refilled at :data:`MARGIN` of it with a burst
+of :data:`BURST_S` seconds: a request reserves its share at once and sleeps until it is
+due, so workers queue in order without a lock held across a wait; a reply's usage corrects
+the tokens debited, its ``remaining`` caps the bucket (other clients of the same key).
+Adaptive concurrency (AIMD): a remote endpoint without a configured limit gets one request
+in flight until its first reply tells the limits (a loopback one opens at once); a 429
+halves the window, cuts the rate by :data:`DECREASE` (once per Retry-After) and holds the
+endpoint for the Retry-After; each success adds back :data:`INCREASE` and 1/window.
 """
 
 from __future__ import annotations
@@ -49,29 +33,6 @@ from datetime import UTC, datetime
 from typing import Any, Final, Protocol
 
 from pytest_recfair.providers.http import is_loopback
-
-__all__ = [
-    "BURST_S",
-    "CHARS_PER_TOKEN",
-    "MARGIN",
-    "MESSAGE_OVERHEAD_TOKENS",
-    "TOKENS_PER_ITEM",
-    "CaseText",
-    "Endpoint",
-    "Gauge",
-    "Pacer",
-    "Seen",
-    "Ticket",
-    "endpoint_for",
-    "gemini_quota",
-    "known_limits",
-    "parse_duration",
-    "parse_reset",
-    "prompt_tokens",
-    "read_headers",
-    "request_tokens",
-    "reset_endpoints",
-]
 
 MARGIN: Final = 0.97  # of a limit: arrival jitter must not tip a request over it
 BURST_S: Final = 0.5  # the client's own burst, in seconds of the limit
@@ -127,16 +88,11 @@ class Gauge:
             self.level = min(self.capacity, self.level + amount)
 
     def cap(self, remaining: float, now: float) -> None:
-        """The server says only ``remaining`` is left now."""
+        """The server says only ``remaining`` is left now (negative: nothing more for
+        ``-remaining / rate`` seconds, then the limit's pace)."""
         if self.per_minute is not None:
             self._refill(now)
             self.level = min(self.level, remaining)
-
-    def hold(self, seconds: float, now: float) -> None:
-        """Nothing more until ``seconds`` from now, then the limit's pace."""
-        if self.per_minute is not None:
-            self._refill(now)
-            self.level = min(self.level, -self.rate * seconds)
 
 
 @dataclass
@@ -325,7 +281,6 @@ class Pacer:
         status: int,
         seen: Seen | None,
         retry_after: float | None,
-        ticket: Ticket,
         header: str = "Retry-After",
     ) -> None:
         """What one reply says: its limits, and whether it was a 429 (``header``: what
@@ -340,7 +295,16 @@ class Pacer:
                 if seen.tokens_remaining is not None:
                     ep.tokens.cap(seen.tokens_remaining, now)
             if status == 429:
-                self._throttled(ep, retry_after, now)
+                ep.throttled += 1
+                pause = min(retry_after if retry_after is not None else 1.0, self.max_hold)
+                if now >= ep.cut_until:
+                    ep.factor = max(FLOOR, ep.factor * DECREASE)
+                    ep.window = max(1.0, (ep.window or float(self.concurrency)) / 2)
+                    ep.cut_until = now + max(pause, 1.0)
+                    ep.retune(now)
+                ep.hold_until = max(ep.hold_until, now + pause)
+                for gauge in (ep.requests, ep.tokens):
+                    gauge.cap(-gauge.rate * pause, now)
             elif 200 <= status < 300:
                 ep.factor = min(1.0, ep.factor + INCREASE)
                 window = ep.window or float(self.concurrency)
@@ -358,18 +322,6 @@ class Pacer:
         if self.say is not None and what not in self._said:
             self._said.add(what)
             self.say(line)
-
-    def _throttled(self, ep: Endpoint, retry_after: float | None, now: float) -> None:
-        ep.throttled += 1
-        pause = min(retry_after if retry_after is not None else 1.0, self.max_hold)
-        if now >= ep.cut_until:
-            ep.factor = max(FLOOR, ep.factor * DECREASE)
-            ep.window = max(1.0, (ep.window or float(self.concurrency)) / 2)
-            ep.cut_until = now + max(pause, 1.0)
-            ep.retune(now)
-        ep.hold_until = max(ep.hold_until, now + pause)
-        ep.requests.hold(pause, now)
-        ep.tokens.hold(pause, now)
 
     def used(self, ticket: Ticket, tokens: int | None) -> None:
         """The reply's usage: the tokens bucket gets back what was over-debited, and the
@@ -479,25 +431,13 @@ def read_headers(headers: Mapping[str, str], *, now: datetime | None = None) -> 
     """The limits in a reply's headers (OpenAI or Anthropic names), None if it states none.
     ``headers`` is looked up by lower-case name (``httpx.Headers`` or a lower-cased dict)."""
 
-    def reset(name: str) -> float | None:
-        value = headers.get(name)
-        return None if value is None else parse_reset(value, now=now)
-
     openai = headers.get("x-ratelimit-limit-requests") or headers.get("x-ratelimit-limit-tokens")
     if openai is not None:
-        seen = Seen(
-            _count(headers.get("x-ratelimit-limit-requests")),
-            _count(headers.get("x-ratelimit-remaining-requests")),
-            reset("x-ratelimit-reset-requests"),
-            _count(headers.get("x-ratelimit-limit-tokens")),
-            _count(headers.get("x-ratelimit-remaining-tokens")),
-            reset("x-ratelimit-reset-tokens"),
-            ("x-ratelimit-limit-requests", "x-ratelimit-limit-tokens"),
-        )
+        names = [f"x-ratelimit-{{}}-{what}" for what in ("requests", "tokens")]
     else:
         tokens = next(
             (
-                f"anthropic-ratelimit-{name}"
+                f"anthropic-ratelimit-{name}-{{}}"
                 for name in ("tokens", "input-tokens")
                 if f"anthropic-ratelimit-{name}-limit" in headers
             ),
@@ -505,15 +445,20 @@ def read_headers(headers: Mapping[str, str], *, now: datetime | None = None) -> 
         )
         if tokens is None and "anthropic-ratelimit-requests-limit" not in headers:
             return None
-        seen = Seen(
-            _count(headers.get("anthropic-ratelimit-requests-limit")),
-            _count(headers.get("anthropic-ratelimit-requests-remaining")),
-            reset("anthropic-ratelimit-requests-reset"),
-            _count(headers.get(f"{tokens}-limit")) if tokens else None,
-            _count(headers.get(f"{tokens}-remaining")) if tokens else None,
-            reset(f"{tokens}-reset") if tokens else None,
-            ("anthropic-ratelimit-requests-limit", f"{tokens}-limit"),
-        )
+        names = ["anthropic-ratelimit-requests-{}", tokens or ""]
+
+    def read(name: str, field: str) -> Any:
+        value = headers.get(name.format(field)) if name else None
+        if value is None or field != "reset":
+            return _count(value)
+        return parse_reset(value, now=now)
+
+    r, t = names
+    seen = Seen(
+        *(read(r, "limit"), read(r, "remaining"), read(r, "reset")),
+        *(read(t, "limit"), read(t, "remaining"), read(t, "reset")),
+        (r.format("limit"), t.format("limit")),
+    )
     return seen if seen.requests_limit is not None or seen.tokens_limit is not None else None
 
 
@@ -528,7 +473,7 @@ def gemini_quota(body: bytes | str) -> tuple[float | None, Seen | None]:
     if not isinstance(details, list):
         return None, None
     delay: float | None = None
-    requests = tokens = None
+    quota: dict[str, int] = {}  # "request" / "token": the tightest per-minute quota named
     for item in details:
         if not isinstance(item, dict):
             continue
@@ -536,22 +481,17 @@ def gemini_quota(body: bytes | str) -> tuple[float | None, Seen | None]:
         if kind.endswith("RetryInfo") and isinstance(item.get("retryDelay"), str):
             delay = parse_duration(item["retryDelay"])
         for violation in item.get("violations") or () if kind.endswith("QuotaFailure") else ():
-            requests, tokens = _violation(violation, requests, tokens)
+            if not isinstance(violation, dict):
+                continue
+            # quotaId names what the quota counts
+            name = f"{violation.get('quotaId', '')} {violation.get('quotaMetric', '')}".lower()
+            value = _count(str(violation.get("quotaValue", "")))
+            if value is None or "perminute" not in name.replace("_", "").replace("-", ""):
+                continue
+            what = "token" if "token" in name else "request" if "request" in name else ""
+            if what:
+                quota[what] = min(quota.get(what, value), value)
+    requests, tokens = quota.get("request"), quota.get("token")
     names = ("the 429's QuotaFailure", "the 429's QuotaFailure")
     seen = Seen(requests, None, None, tokens, None, None, names) if requests or tokens else None
     return delay, seen
-
-
-def _violation(item: Any, requests: int | None, tokens: int | None) -> tuple[int | None, ...]:
-    """A QuotaFailure violation's per-minute quota (``quotaId`` names what it counts)."""
-    if not isinstance(item, dict):
-        return requests, tokens
-    name = f"{item.get('quotaId', '')} {item.get('quotaMetric', '')}".lower()
-    value = _count(str(item.get("quotaValue", "")))
-    if value is None or "perminute" not in name.replace("_", "").replace("-", ""):
-        return requests, tokens
-    if "token" in name:
-        return requests, value if tokens is None else min(tokens, value)
-    if "request" in name:
-        return value if requests is None else min(requests, value), tokens
-    return requests, tokens

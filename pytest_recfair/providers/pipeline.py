@@ -1,21 +1,16 @@
 """Record and replay the HTTP calls a Python pipeline makes while it answers the audit.
 
-A team's recommender is a function (retrieve, prompt, call the model through its SDK,
-parse, re-rank): the runner calls it for every prompt on every run, and records the model
-calls made *inside* it. The runner opens a :class:`Scope` (in a context variable, which
-follows the call into its worker thread or task) around each prompt; the clients built
-here (:func:`http_client`, the ``recfair_http_client`` fixtures) serve each request from
-that prompt's entity cassette, or send and record it when the record mode allows. So a
-change to the pipeline's code is measured on the recorded replies, and a change to what it
-sends (model, system prompt, parameters) misses, naming what differed.
-
-Matching is the store's (method, host, path, body, repeat; this prompt's recordings
-first, then in recorded order): a request repeated within one answer is told apart by its
-order. A prompt's interactions are kept only when its answer is final (the function
-returned and no request failed for good), so a failed call is never recorded and an
-answer built around one is not scored. Live requests count against the budget before
-they are sent (:class:`Allowance`). ``CallableProvider(record=True)`` records what the
-function returned (:func:`output_request`); vcrpy interception is :mod:`.intercept`.
+The runner opens a :class:`Scope` (in a context variable, which follows the call into its
+worker thread or task) around each prompt; the clients built here (:func:`http_client`,
+the ``recfair_http_client`` fixtures) serve each request from that prompt's entity
+cassette, or send and record it when the record mode allows: a change to the pipeline's
+code is measured on the recorded replies, a change to what it sends misses, naming what
+differed. Matching is the store's (method, host, path, body, repeat; this prompt's
+recordings first). A prompt's interactions are kept only when its answer is final, so a
+failed call is never recorded and an answer built around one is not scored. Live
+requests count against the budget before they are sent (:class:`Allowance`).
+``CallableProvider(record=True)`` records what the function returned
+(:func:`output_request`); vcrpy interception is in :mod:`.workers`.
 """
 
 from __future__ import annotations
@@ -42,16 +37,6 @@ from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse
 from pytest_recfair.errors import ConfigError, ProviderError, RecfairError
 from pytest_recfair.providers.base import Completion, Usage
 from pytest_recfair.providers.transport import capped_body, decoded_reply, response_of
-
-__all__ = [
-    "Allowance",
-    "Scope",
-    "async_http_client",
-    "current",
-    "http_client",
-    "output_request",
-    "scoped",
-]
 
 
 class BudgetStop(ConfigError):
@@ -104,8 +89,6 @@ class Scope:
     allowance: Allowance | None = None
     # the prompt's 2xx interactions, recorded once its answer is final (settle)
     commits: list[tuple[RecordedRequest, RecordedResponse]] = field(default_factory=list)
-    replayed: int = 0
-    sent: int = 0
     usage: Usage | None = None
     stop: RecfairError | None = None  # a miss or the budget: stops the whole run
     # request -> why its last try failed; a later success of the same request clears it
@@ -142,7 +125,6 @@ class Scope:
         )
         if hit is not None:
             with self.lock:
-                self.replayed += 1
                 self._add_usage(usage_of(hit.body))
                 self.failing.pop((method, url, body), None)
             return hit
@@ -164,8 +146,6 @@ class Scope:
             except BudgetStop as exc:
                 self.stop = exc
                 raise
-        with self.lock:
-            self.sent += 1
 
     def unplayable(self, request: object, method: str, url: str, body: bytes) -> None:
         """vcrpy found no recording for ``request`` (asked once per request object)."""
@@ -279,14 +259,10 @@ class Scope:
         return result
 
 
-_SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
+#: The audit prompt being answered in this thread or task, if any.
+SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
     "recfair_pipeline_scope", default=None
 )
-
-
-def current() -> Scope | None:
-    """The audit prompt being answered in this thread or task, if any."""
-    return _SCOPE.get()
 
 
 _OPEN = [0]  # prompts being answered in this process, of every audit
@@ -297,7 +273,7 @@ _OPEN_LOCK = threading.Lock()
 def scoped(scope: Scope) -> Iterator[Scope]:
     """Requests sent through a recfair client inside this block belong to ``scope``
     (a sync pipeline's worker thread gets a copy of the context, so they still do)."""
-    token = _SCOPE.set(scope)
+    token = SCOPE.set(scope)
     with _OPEN_LOCK:
         _OPEN[0] += 1
     try:
@@ -305,7 +281,7 @@ def scoped(scope: Scope) -> Iterator[Scope]:
     finally:
         with _OPEN_LOCK:
             _OPEN[0] -= 1
-        _SCOPE.reset(token)
+        SCOPE.reset(token)
 
 
 def _unscoped() -> None:
@@ -419,94 +395,11 @@ def _ask(scope: Scope, request: Any, body: bytes) -> tuple[_Parts, RecordedRespo
     return parts, scope.lookup(*parts)
 
 
-def _got(lib: Any, scope: Scope, parts: _Parts, live: Any, content: bytes) -> Any:
-    """A live reply, kept by the scope, as the response the pipeline gets."""
+def _got(lib: Any, scope: Scope, parts: _Parts, live: Any, content: bytes, cap: int | None) -> Any:
+    """A live reply, kept by the scope (its body capped), as the response the pipeline gets."""
     headers = [(str(n), str(v)) for n, v in live.headers.multi_items()]
-    kept = scope.keep(*parts, live.status_code, headers, content, live.reason_phrase)
-    return response_of(kept, lib)
-
-
-class _Sync:
-    """The sync transport's work, for either httpx generation (``lib``)."""
-
-    def __init__(self, lib: Any, max_reply_chars: int | None) -> None:
-        self.lib, self.max_reply_chars = lib, max_reply_chars
-        self.inner: Any = None
-        self.lock = threading.Lock()
-
-    def network(self) -> Any:
-        with self.lock:
-            if self.inner is None:  # a replay never opens a socket
-                self.inner = self.lib.HTTPTransport()
-            return self.inner
-
-    def handle(self, request: Any) -> Any:
-        scope = current()
-        if scope is None:  # outside an audit prompt: an ordinary client
-            _unscoped()
-            return self.network().handle_request(request)
-        parts, hit = _ask(scope, request, request.read())
-        if hit is not None:
-            return response_of(hit, self.lib)
-        try:
-            live = self.network().handle_request(request)
-            try:
-                content = live.read()
-            finally:
-                live.close()
-        except Exception as exc:
-            scope.failed(parts[0], parts[1], parts[3], exc)
-            raise
-        return _got(self.lib, scope, parts, live, capped_body(content, self.max_reply_chars))
-
-    def close(self) -> None:
-        with self.lock:
-            inner, self.inner = self.inner, None
-        if inner is not None:
-            inner.close()
-
-
-class _Async:
-    """The async transport's work: one connection pool per event loop (each audit runs
-    on a loop of its own, and a pool cannot outlive its loop)."""
-
-    def __init__(self, lib: Any, max_reply_chars: int | None) -> None:
-        self.lib, self.max_reply_chars = lib, max_reply_chars
-        self.inner: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = (
-            weakref.WeakKeyDictionary()
-        )
-
-    def network(self) -> Any:
-        loop = asyncio.get_running_loop()
-        inner = self.inner.get(loop)
-        if inner is None:
-            inner = self.inner[loop] = self.lib.AsyncHTTPTransport()
-        return inner
-
-    async def handle(self, request: Any) -> Any:
-        scope = current()
-        if scope is None:
-            _unscoped()
-            return await self.network().handle_async_request(request)
-        parts, hit = _ask(scope, request, await request.aread())
-        if hit is not None:
-            return response_of(hit, self.lib)
-        try:
-            live = await self.network().handle_async_request(request)
-            try:
-                content = await live.aread()
-            finally:
-                await live.aclose()
-        except Exception as exc:
-            scope.failed(parts[0], parts[1], parts[3], exc)
-            raise
-        return _got(self.lib, scope, parts, live, capped_body(content, self.max_reply_chars))
-
-    async def close(self) -> None:
-        with contextlib.suppress(RuntimeError):
-            inner = self.inner.pop(asyncio.get_running_loop(), None)
-            if inner is not None:
-                await inner.aclose()
+    reply = (live.status_code, headers, capped_body(content, cap), live.reason_phrase)
+    return response_of(scope.keep(*parts, *reply), lib)
 
 
 def _generation(name: str) -> Any:
@@ -527,29 +420,84 @@ def http_client(generation: str = "httpx2", max_reply_chars: int | None = None) 
     """A sync ``Client`` of ``generation`` ("httpx2": today's SDKs; "httpx": httpx 0.x)
     whose requests inside an audit prompt are recorded and replayed."""
     lib = _generation(generation)
-    work = _Sync(lib, max_reply_chars)
 
     class RecfairTransport(lib.BaseTransport):  # type: ignore[misc,name-defined]
+        def __init__(self) -> None:
+            self.inner: Any = None
+            self.lock = threading.Lock()
+
+        def network(self) -> Any:
+            with self.lock:
+                if self.inner is None:  # a replay never opens a socket
+                    self.inner = lib.HTTPTransport()
+                return self.inner
+
         def handle_request(self, request: Any) -> Any:
-            return work.handle(request)
+            scope = SCOPE.get()
+            if scope is None:  # outside an audit prompt: an ordinary client
+                _unscoped()
+                return self.network().handle_request(request)
+            parts, hit = _ask(scope, request, request.read())
+            if hit is not None:
+                return response_of(hit, lib)
+            try:
+                live = self.network().handle_request(request)
+                try:
+                    content = live.read()
+                finally:
+                    live.close()
+            except Exception as exc:
+                scope.failed(parts[0], parts[1], parts[3], exc)
+                raise
+            return _got(lib, scope, parts, live, content, max_reply_chars)
 
         def close(self) -> None:
-            work.close()
+            with self.lock:
+                inner, self.inner = self.inner, None
+            if inner is not None:
+                inner.close()
 
     return lib.Client(transport=RecfairTransport(), timeout=lib.Timeout(600.0, connect=10.0))
 
 
 def async_http_client(generation: str = "httpx2", max_reply_chars: int | None = None) -> Any:
-    """The ``AsyncClient`` twin of :func:`http_client`."""
+    """The ``AsyncClient`` twin of :func:`http_client`: one connection pool per event loop
+    (each audit runs on a loop of its own, and a pool cannot outlive its loop)."""
     lib = _generation(generation)
-    work = _Async(lib, max_reply_chars)
+    pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+
+    def network() -> Any:
+        loop = asyncio.get_running_loop()
+        inner = pools.get(loop)
+        if inner is None:
+            inner = pools[loop] = lib.AsyncHTTPTransport()
+        return inner
 
     class AsyncRecfairTransport(lib.AsyncBaseTransport):  # type: ignore[misc,name-defined]
         async def handle_async_request(self, request: Any) -> Any:
-            return await work.handle(request)
+            scope = SCOPE.get()
+            if scope is None:
+                _unscoped()
+                return await network().handle_async_request(request)
+            parts, hit = _ask(scope, request, await request.aread())
+            if hit is not None:
+                return response_of(hit, lib)
+            try:
+                live = await network().handle_async_request(request)
+                try:
+                    content = await live.aread()
+                finally:
+                    await live.aclose()
+            except Exception as exc:
+                scope.failed(parts[0], parts[1], parts[3], exc)
+                raise
+            return _got(lib, scope, parts, live, content, max_reply_chars)
 
         async def aclose(self) -> None:
-            await work.close()
+            with contextlib.suppress(RuntimeError):
+                inner = pools.pop(asyncio.get_running_loop(), None)
+                if inner is not None:
+                    await inner.aclose()
 
     return lib.AsyncClient(
         transport=AsyncRecfairTransport(), timeout=lib.Timeout(600.0, connect=10.0)

@@ -1,11 +1,10 @@
-"""The runner's failure policy: which reply or error is retried, which stops the run, and
-how long to wait before a retry (see :mod:`pytest_recfair.providers.runner` for the list)."""
+"""The runner's failure policy: which reply or error is retried and which stops the run
+(see :mod:`pytest_recfair.providers.runner` for the list; the wait is ``Run.pause``)."""
 
 from __future__ import annotations
 
 import email.utils
 import math
-import random
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,22 +21,6 @@ from pytest_recfair.providers.base import (
 from pytest_recfair.providers.http import unauthorized_hint
 from pytest_recfair.providers.pacing import Seen, gemini_quota, read_headers
 from pytest_recfair.providers.transport import CaseRef
-
-__all__ = [
-    "FATAL_STATUS",
-    "RETRYABLE_STATUS",
-    "Abort",
-    "Backoff",
-    "Retryable",
-    "advice",
-    "blocked",
-    "blocker",
-    "judge",
-    "limits_of",
-    "retry_after_seconds",
-    "url_of",
-    "wait_header",
-]
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
 FATAL_STATUS = frozenset({401, 403, 404, 407})
@@ -91,26 +74,6 @@ def retry_after_seconds(headers: httpx.Headers, *, now: datetime | None = None) 
 def _seconds(value: float) -> float | None:
     """A wait the server stated; None for "inf" or "nan" (no usable wait)."""
     return max(0.0, value) if math.isfinite(value) else None
-
-
-class Backoff:
-    """The wait before retry n: the server's Retry-After when it gave one (capped), else
-    exponential with jitter, ``min(max_backoff, backoff * 2**(n-1)) + uniform(0, backoff)``."""
-
-    # Its own generator: jitter must not disturb (or depend on) the global random state.
-    _rng = random.Random()
-
-    def __init__(self, backoff: float, max_backoff: float, cap: float) -> None:
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-        self.cap = cap
-
-    def __call__(self, retry: int, failure: Retryable) -> float:
-        if failure.retry_after is not None:
-            return min(failure.retry_after, self.cap)
-        exponent = min(retry - 1, 60)  # no float overflow
-        base = min(self.max_backoff, self.backoff * 2.0**exponent)
-        return base + self._rng.uniform(0, self.backoff)
 
 
 def wait_header(headers: httpx.Headers) -> str:

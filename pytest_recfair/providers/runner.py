@@ -1,30 +1,17 @@
 """Send every prompt case to the recommender: bounded concurrency, timeouts, retries, usage.
 
-Failure policy (what aborts the run and what is collected per case; :mod:`.retry`):
+Failure policy (:mod:`.retry`): HTTP 408/409/425/429 and 5xx, connect / read / write
+errors, timeouts and a cut-off 2xx body are retried (backoff with jitter, Retry-After
+honoured); spent retries give the case an error in ``RunOutcome.errors`` and the others
+go on. 401/403/404/407, a base URL that stays unreachable, a missing key, a cassette miss
+or an invalid URL abort the whole run with one ProviderError. Other 4xx, a 2xx that is not
+JSON or has an unexpected shape, and a callable that raised or returned no text are
+collected per case without retry.
 
-- Retried with exponential backoff and jitter, honouring Retry-After: HTTP 408/409/425/429
-  and 5xx, connect / read / write errors, timeouts, a 2xx whose JSON body is cut off.
-  Once ``max_retries`` retries are spent the case gets an error in ``RunOutcome.errors``
-  saying how many tries and the last problem; the other cases go on, and the session
-  decides what a partial run means.
-- Aborts the whole run at once with one ProviderError (other requests are cancelled):
-  401/403/404/407 (every request would fail the same way), a base URL that stays
-  unreachable after the retries, a missing API key, a cassette miss, an invalid URL.
-- Collected per case without retry: other 4xx (the request itself is wrong, e.g. too
-  long), a 2xx reply that is not JSON (an HTML page) or has an unexpected shape, a
-  callable that raised or returned something that is not text.
-
-How a run goes: with cassettes, a replay pass first answers every case the cassettes hold,
-without an HTTP client (:mod:`.replay`: same lookup and misses as ``CassetteTransport``).
-The remaining cases go to ``concurrency`` workers (:mod:`.workers`); worker i always uses
-transport i mod n, one connection pool per SHARD_CONNECTIONS workers (:mod:`.workers`:
-pools, TLS, proxies). A recording is kept only when its reply is final, i.e. not retried,
-and each entity's cassette is saved once its cases are done. Every request of an HTTP
-provider (and of a callable with ``rpm`` / ``tpm``) first waits for its share of the
-endpoint's requests- and tokens-per-minute limits (:mod:`.pacing`: configured, or read
-from the replies' rate-limit headers; adaptive on 429). :func:`run_cases` runs it all
-from synchronous code, also from inside a running event loop (:func:`run_sync`: the
-coroutine then gets its own loop in a helper thread).
+With cassettes, a replay pass (:mod:`.replay`) answers what they hold without an HTTP
+client; the rest goes to ``concurrency`` workers (:mod:`.workers`). A recording is kept
+only when its reply is final; each request first waits for its share of the endpoint's
+limits (:mod:`.pacing`).
 """
 
 from __future__ import annotations
@@ -53,7 +40,7 @@ from pytest_recfair.providers.runstate import (
     outcome,
     unique_ids,
 )
-from pytest_recfair.providers.workers import Workers, close
+from pytest_recfair.providers.workers import Workers
 
 __all__ = ["arun_cases", "run_cases", "run_sync"]
 
@@ -71,9 +58,15 @@ async def arun_cases(
     ids = unique_ids(cases)
     prov = as_provider(provider)
     bar = Progress(len(cases), enabled=opts.progress, stream=opts.progress_stream)
-    run = Run(cases, opts, bar)
+    run = Run(opts, bar)
     say = getattr(opts.live, "note", None) or bar.note  # the run's output: pytest's line
-    run.pacer, run.max_tokens = _pacer(prov, opts, say), getattr(prov, "max_tokens", None)
+    run.max_tokens = getattr(prov, "max_tokens", None)
+    # Paced always for HTTP (the replies may state limits), a callable only with rpm / tpm.
+    if not isinstance(prov, CallableProvider) or opts.rpm is not None or opts.tpm is not None:
+        endpoint = endpoint_for(prov, opts.rpm, opts.tpm)
+        run.pacer = Pacer(
+            endpoint, concurrency=opts.concurrency, max_hold=opts.max_retry_after, say=say
+        )
     start = time.monotonic()
     workers = Workers(prov, run, opts)
     try:
@@ -90,23 +83,8 @@ async def arun_cases(
                 raise error from None
     finally:
         bar.close()
-        await close(workers.transports, opts.cassettes)
+        await workers.close()
     return outcome(run, ids, opts.prices, time.monotonic() - start)
-
-
-def _pacer(
-    prov: Provider | CallableProvider, opts: RunOptions, say: Callable[[str], None]
-) -> Pacer | None:
-    """The run's pacer: always for HTTP (the replies may state limits), for a callable
-    only when recfair_rpm / recfair_tpm are set."""
-    if isinstance(prov, CallableProvider) and opts.rpm is None and opts.tpm is None:
-        return None
-    return Pacer(
-        endpoint_for(prov, opts.rpm, opts.tpm),
-        concurrency=opts.concurrency,
-        max_hold=opts.max_retry_after,
-        say=say,
-    )
 
 
 def _first_abort(group: BaseExceptionGroup[BaseException]) -> RecfairError | None:
@@ -127,25 +105,11 @@ def run_cases(
     /,
     **overrides: Any,
 ) -> RunOutcome:
-    """Send every case to ``provider`` and collect completions, errors and token usage.
-
-    Settings come from ``options`` (a :class:`RunOptions`) and/or keyword overrides
-    of its fields (``run_cases(p, cases, concurrency=4)`` keeps working).
-
-    ``provider`` is an HTTP :class:`Provider`, a :class:`CallableProvider` or a plain
-    ``recommend(prompt[, system]) -> str | list[str]`` (sync or async). At most
-    ``concurrency`` requests are in flight; each try gets ``timeout`` seconds and failed
-    tries are retried ``max_retries`` times. ``progress=None`` draws a progress line on
-    stderr only when it is a terminal. ``prices`` = (USD per 1M prompt tokens, per 1M
-    completion tokens) fills ``RunOutcome.cost``.
-
-    For tests and benchmarks: ``transport`` replaces the network (e.g. an
-    ``httpx.MockTransport``); ``backoff``/``max_backoff`` shape the waits between retries
-    (seconds), ``max_retry_after`` caps a server's Retry-After, ``sleep`` replaces
-    ``asyncio.sleep`` for those waits, ``progress_stream`` replaces stderr.
-
-    Works from synchronous code and also from inside a running event loop (the run then
-    gets its own loop in a helper thread).
+    """Send every case to ``provider`` (an HTTP :class:`Provider`, a
+    :class:`CallableProvider` or a plain ``recommend(prompt[, system])``, sync or async)
+    and collect completions, errors and token usage. Settings: ``options`` and/or keyword
+    overrides of its fields (:class:`RunOptions`). Also from inside a running event loop
+    (the run then gets its own loop in a helper thread).
     """
     opts = RunOptions.of(options, overrides)
     return run_sync(lambda: arun_cases(provider, cases, opts))

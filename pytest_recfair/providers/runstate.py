@@ -1,29 +1,21 @@
 """What a run of the provider runner is given (:class:`RunOptions`, the cases), what it
-gives back (:class:`RunOutcome`), and the state its parts share (:class:`Run`).
-
-The progress meter of a run: done/total, rate, ETA, failures, tokens, cost; one line.
-
-:class:`LiveLine` holds the counts and renders the line. It writes through two callables
-the caller gives it -- ``rewrite(text)`` (redraw the current terminal line) and
-``write_line(text)`` (print a whole line) -- so the pytest plugin can route it through its
-terminal reporter, which shows it without ``-s``. On a terminal the line is redrawn at
-most every :attr:`LiveLine.min_interval` seconds; elsewhere (CI logs, pipes) it prints one
-line per tenth of the work, so logs stay short.
-
-:class:`Progress` is the same meter drawn on a stream (stderr by default) with ``\r``, for
-runs outside pytest (``run_cases(progress=...)``). It draws only when the stream is a
-terminal (unless forced), so captured output, CI logs and xdist workers stay clean.
-
-Pure: stdlib only.
+gives back (:class:`RunOutcome`), the state its parts share (:class:`Run`), and its
+progress meter: :class:`LiveLine` writes through the caller's ``rewrite`` / ``write_line``
+(the plugin's terminal reporter, which shows it without ``-s``), redrawn on a terminal
+and a line per tenth of the work elsewhere; :class:`Progress` draws it on a stream.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
+import sys
+import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Final, Protocol, TextIO
 
 import httpx
 
@@ -31,42 +23,18 @@ from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.providers import base as replycap
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Completion, Provider, Usage
-from pytest_recfair.providers.pacing import Pacer
+from pytest_recfair.providers.pacing import CaseText, Pacer, request_tokens
 from pytest_recfair.providers.pipeline import Allowance
-from pytest_recfair.providers.retry import Backoff, Retryable
+from pytest_recfair.providers.retry import Retryable
 from pytest_recfair.providers.transport import CaseRef, case_extensions
 
 if TYPE_CHECKING:
     from pytest_recfair.cassettes.store import CassetteStore
-import sys
-import threading
-import time
-from typing import Final
-
-__all__ = [
-    "CaseLike",
-    "LiveLike",
-    "LiveLine",
-    "Progress",
-    "Run",
-    "RunOptions",
-    "RunOutcome",
-    "as_provider",
-    "check_args",
-    "clock",
-    "outcome",
-    "unique_ids",
-]
 
 
-class CaseLike(CaseRef, Protocol):
+class CaseLike(CaseRef, CaseText, Protocol):
     """What the runner reads from a ``prompts.PromptCase``: what replay reads (id,
     entity_id, repeat) and the prompt itself."""
-
-    @property
-    def system(self) -> str | None: ...
-    @property
-    def prompt(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -94,11 +62,13 @@ class LiveLike(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class RunOptions:
-    """How :func:`~pytest_recfair.providers.runner.run_cases` sends the cases (one object
-    instead of a long signature).
+    """How :func:`~pytest_recfair.providers.runner.run_cases` sends the cases.
 
-    ``transport``, ``backoff``/``max_backoff``, ``max_retry_after``, ``sleep`` and
-    ``progress_stream`` are for tests and benchmarks (see ``run_cases``).
+    ``progress=None``: a progress line on stderr only when it is a terminal; ``prices``:
+    (USD per 1M prompt tokens, per 1M completion tokens) for ``RunOutcome.cost``. For
+    tests and benchmarks: ``transport`` replaces the network, ``backoff``/``max_backoff``
+    shape the waits between retries, ``max_retry_after`` caps a server's Retry-After,
+    ``sleep`` replaces ``asyncio.sleep`` for them, ``progress_stream`` replaces stderr.
     """
 
     concurrency: int = 8
@@ -133,15 +103,18 @@ class RunOptions:
         return dataclasses.replace(base, **overrides) if overrides else base
 
 
+# Its own generator: the retries' jitter must not disturb (or depend on) the global state.
+_JITTER = random.Random()
+
+
 class Run:
     """Shared state of one run: counters, results, the retry policy."""
 
-    def __init__(self, cases: Sequence[CaseLike], opts: RunOptions, progress: Progress) -> None:
-        self.cases = cases
+    def __init__(self, opts: RunOptions, progress: Progress) -> None:
         self.concurrency = opts.concurrency
         self.timeout = opts.timeout
         self.max_retries = opts.max_retries
-        self.wait = Backoff(opts.backoff, opts.max_backoff, opts.max_retry_after)
+        self.backoff = (opts.backoff, opts.max_backoff, opts.max_retry_after)
         # The transport reads each request's timeouts from its extensions.
         self.timeout_ext = httpx.Timeout(opts.timeout).as_dict()
         self.sleep = opts.sleep
@@ -157,13 +130,17 @@ class Run:
 
     def tokens_of(self, case: CaseLike) -> float:
         """Tokens ``case`` may use, estimated before it is sent (the plan's estimate)."""
-        from pytest_recfair.providers.pacing import request_tokens
-
         return float(request_tokens(case, self.max_tokens))
 
     async def pause(self, retry: int, failure: Retryable) -> None:
-        """Wait before retry number ``retry`` (1 = the first retry)."""
-        await (self.sleep or asyncio.sleep)(self.wait(retry, failure))
+        """Wait before retry ``retry`` (1 = the first): the server's Retry-After when it gave
+        one (capped), else ``min(max_backoff, backoff * 2**(retry-1)) + uniform(0, backoff)``."""
+        backoff, most, cap = self.backoff
+        if failure.retry_after is not None:
+            wait = min(failure.retry_after, cap)
+        else:  # the exponent capped: no float overflow
+            wait = min(most, backoff * 2.0 ** min(retry - 1, 60)) + _JITTER.uniform(0, backoff)
+        await (self.sleep or asyncio.sleep)(wait)
 
     def request(self, provider: Provider, case: CaseLike) -> httpx.Request:
         """The request for ``case``, tagged for the cassette transport, with this run's
@@ -177,24 +154,17 @@ class Run:
         return request
 
     def finish(self, case: CaseLike, result: Completion | str) -> None:
+        limit = self.max_reply_chars
         if isinstance(result, Completion):
-            if self.max_reply_chars is not None:
-                result = _capped(result, self.max_reply_chars)
+            # Cut once: a replayed cut reply already ends with its note.
+            if limit is not None and len(result.text) > limit and not replycap.was_cut(result.text):
+                result = dataclasses.replace(result, text=replycap.cut_text(result.text, limit)[0])
             self.completions[case.id] = result
             usage = result.usage
             self.progress.advance(tokens=usage.total_tokens if usage is not None else 0)
         else:
             self.errors[case.id] = result
             self.progress.advance(failed=True)
-
-
-def _capped(completion: Completion, limit: int) -> Completion:
-    """The reply cut to ``limit`` characters, with a note (once: a replayed cut reply
-    already ends with its note)."""
-    if len(completion.text) <= limit or replycap.was_cut(completion.text):
-        return completion
-    text, _ = replycap.cut_text(completion.text, limit)
-    return dataclasses.replace(completion, text=text)
 
 
 def check_args(concurrency: int, timeout: float, max_retries: int, prices: Any) -> None:
@@ -243,13 +213,8 @@ def unique_ids(cases: Sequence[CaseLike]) -> list[str]:
 def outcome(
     run: Run, ids: list[str], prices: tuple[float, float] | None, elapsed: float
 ) -> RunOutcome:
-    usage = Usage()
-    unknown = 0
-    for completion in run.completions.values():
-        if completion.usage is None:
-            unknown += 1
-        else:
-            usage = usage + completion.usage
+    usages = [completion.usage for completion in run.completions.values()]
+    usage = sum((u for u in usages if u is not None), Usage())
     # Keep the cases' order, not completion order, so outcomes compare and print stably.
     order = {case_id: i for i, case_id in enumerate(ids)}
     return RunOutcome(
@@ -260,7 +225,7 @@ def outcome(
         requests=run.requests,
         retries=run.retries,
         elapsed=elapsed,
-        unknown_usage=unknown,
+        unknown_usage=usages.count(None),
     )
 
 
@@ -401,10 +366,6 @@ class Progress(LiveLine):
         super().__init__(
             total, tty=self.enabled, rewrite=self._draw, write_line=self._end, label=label
         )
-
-    def line(self, now: float | None = None) -> str:
-        """The line as drawn at time ``now`` (``time.monotonic()``; default: now)."""
-        return self.render(now)
 
     def advance(self, *, failed: bool = False, tokens: int = 0, cost: float | None = None) -> None:
         if not self.enabled:  # the replay fast path: count, nothing else

@@ -1,26 +1,17 @@
 """An httpx transport that replays from, and records into, a :class:`CassetteStore`.
 
-Each request carries its seed entity and repeat index in ``request.extensions``
-(:data:`EXT_ENTITY`, :data:`EXT_REPEAT`, :data:`EXT_CASE`: see :func:`case_extensions`),
-which pick the cassette file and tell identical entropy repeats apart. A replay hit
-never touches the network; a miss is recorded through ``inner`` when the record mode
-allows it, else it raises :class:`~pytest_recfair.cassettes.store.CassetteMiss`. In mode
-``none`` no real transport is ever created, so a replay-only run cannot reach the network
-by accident.
-
-:meth:`CassetteTransport.replay` is the same lookup without the async machinery: the
-provider runner calls it directly to replay without an ``httpx.AsyncClient``.
-
-A request whose ``extensions[EXT_RECORD]`` is a list gets its recording appended
-there as a callable instead of being recorded at once: the runner calls it only once the
-reply is final, so a reply it retries (cut off, 409, 529 ...) never reaches the cassette.
+Each request carries its seed entity, repeat index and case in ``request.extensions``
+(:func:`case_extensions`): they pick the cassette file and tell identical repeats apart.
+A hit never touches the network; a miss is recorded through ``inner`` when the record
+mode allows, else it raises ``CassetteMiss`` (in mode ``none`` no real transport is ever
+created). A request whose ``extensions[EXT_RECORD]`` is a list gets its recording
+appended there instead: the runner keeps it only once the reply is final (not retried).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
-from types import TracebackType
 from typing import Any, Final, Protocol
 
 import httpx
@@ -28,20 +19,6 @@ import httpx
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse
 from pytest_recfair.providers import base as replycap
-
-__all__ = [
-    "EXT_CASE",
-    "EXT_ENTITY",
-    "EXT_RECORD",
-    "EXT_REPEAT",
-    "UNSCOPED_ENTITY",
-    "CaseRef",
-    "CassetteTransport",
-    "capped_body",
-    "case_extensions",
-    "decoded_reply",
-    "response_of",
-]
 
 # The request extensions the runner (and the plan's probe) set and this transport reads:
 # one name each, so the two sides cannot drift apart.
@@ -106,12 +83,8 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         return self._inner
 
     def replay(self, request: httpx.Request) -> httpx.Response | None:
-        """The recorded reply (unread stream), or None when a live call is to be recorded.
-
-        Raises :class:`~pytest_recfair.cassettes.store.CassetteMiss` when nothing is recorded
-        and the record mode keeps this entity off the network. Synchronous: the body must
-        be in memory (every non-streaming request), or it is read here.
-        """
+        """The recorded reply (unread stream), or None when a live call is to be recorded;
+        ``CassetteMiss`` when the record mode keeps this entity off the network."""
         try:
             body = request.content
         except httpx.RequestNotRead:
@@ -214,17 +187,6 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         if self._inner is not None:
             inner, self._inner = self._inner, None
             await inner.aclose()
-
-    async def __aenter__(self) -> CassetteTransport:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None = None,
-        exc_value: BaseException | None = None,
-        traceback: TracebackType | None = None,
-    ) -> None:
-        await self.aclose()
 
 
 def decoded_reply(

@@ -1,31 +1,43 @@
 """The worker pool: ``concurrency`` workers send the cases the cassettes did not answer,
-each try bounded by the timeout and retried by the failure policy (:mod:`.retry`).
+each try bounded by the timeout and retried by the failure policy (:mod:`.retry`); and
+their transports: connection pools sized to the workers (httpcore on plain asyncio,
+:mod:`.aionet`; httpx's own through a proxy), TLS, the API-key check, cassettes.
 
-Worker i always uses transport i mod n (:func:`.clients.transports`), so no pool has more
-requests in flight than connections. A recording is kept only when its reply is final,
-i.e. not retried, and each entity's cassette is saved once its cases are done.
-
-The runner's HTTP transports: connection pools sized to the workers, TLS, proxies, the
-API-key check, and the cassette transport around them when recording.
-
-One pool per SHARD_CONNECTIONS workers (httpcore on plain asyncio,
-``providers.aionet.AsyncioTransport``; httpx's own transport when a proxy is set).
+``intercept="vcr"`` (``recfair_intercept = vcr``): vcrpy intercepts the HTTP calls of a
+pipeline that cannot be handed ``recfair_http_client`` (a client built deep inside,
+``requests``, ``aiohttp``). vcrpy patches process-wide, so the audit runs one prompt at a
+time, each with a vcrpy cassette whose persister reads that prompt's recordings from its
+entity's cassette and hands what vcrpy recorded to the prompt's :class:`~.pipeline.Scope`.
+A request vcrpy cannot play is the scope's miss or a live request counted against the
+budget. Libraries vcrpy does not patch (httpx2, today's openai and anthropic SDKs) are
+not seen.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
+import math
+import ssl
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, cast
+from urllib.parse import urlsplit
 
 import httpx
+import vcr
+from vcr.cassette import Cassette
+from vcr.persisters.filesystem import CassetteNotFoundError
+from vcr.request import Request
 
 from pytest_recfair.errors import ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
+from pytest_recfair.providers.aionet import AsyncioTransport
 from pytest_recfair.providers.base import Completion, Provider
-from pytest_recfair.providers.intercept import intercepted
-from pytest_recfair.providers.pipeline import Scope, scoped
+from pytest_recfair.providers.http import is_loopback
+from pytest_recfair.providers.pipeline import SCOPE, Scope, scoped
 from pytest_recfair.providers.replay import Todo, noted_failure, replay_failures
 from pytest_recfair.providers.retry import (
     Abort,
@@ -38,35 +50,12 @@ from pytest_recfair.providers.retry import (
     url_of,
     wait_header,
 )
-from pytest_recfair.providers.runstate import CaseLike, LiveLike, Run, RunOptions
-from pytest_recfair.providers.transport import EXT_RECORD, UNSCOPED_ENTITY
+from pytest_recfair.providers.runstate import CaseLike, Run, RunOptions
+from pytest_recfair.providers.transport import EXT_RECORD, UNSCOPED_ENTITY, CassetteTransport
 
 if TYPE_CHECKING:
     from pytest_recfair.cassettes.failures import FailureLog
     from pytest_recfair.cassettes.store import CassetteStore
-import functools
-import math
-import ssl
-import urllib.request
-from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
-
-from pytest_recfair.providers.aionet import AsyncioTransport
-from pytest_recfair.providers.http import is_loopback
-from pytest_recfair.providers.transport import CassetteTransport
-
-if TYPE_CHECKING:
-    from pytest_recfair.cassettes.store import CassetteStore
-
-__all__ = [
-    "SHARD_CONNECTIONS",
-    "KeyGuard",
-    "Workers",
-    "close",
-    "env_proxy",
-    "ssl_context",
-    "transports",
-]
 
 
 class Workers:
@@ -124,40 +113,30 @@ class Workers:
                 raise
             run.finish(case, result)
             if self.opts.live is not None:
-                _live_advance(self.opts.live, result, self.opts.prices)
+                usage = result.usage if isinstance(result, Completion) else None
+                prices = self.opts.prices
+                self.opts.live.advance(
+                    failed=not isinstance(result, Completion),
+                    tokens=usage.total_tokens if usage is not None else 0,
+                    cost=usage.cost((float(prices[0]), float(prices[1])))
+                    if usage is not None and prices is not None
+                    else None,
+                )
             if self.unfinished is not None and cassettes is not None:
-                _entity_done(self.unfinished, cassettes, self.opts.test_id, case)
+                entity = case.entity_id or UNSCOPED_ENTITY
+                self.unfinished[entity] -= 1
+                if not self.unfinished[entity]:
+                    # Saved now, while other requests are still out, not all at the end.
+                    cassettes.flush_entity(self.opts.test_id, entity)
 
-
-def _live_advance(live: LiveLike, result: Completion | str, prices: Any) -> None:
-    usage = result.usage if isinstance(result, Completion) else None
-    live.advance(
-        failed=not isinstance(result, Completion),
-        tokens=usage.total_tokens if usage is not None else 0,
-        cost=usage.cost((float(prices[0]), float(prices[1])))
-        if usage is not None and prices is not None
-        else None,
-    )
-
-
-def _entity_done(
-    unfinished: Counter[str], cassettes: CassetteStore, test_id: str, case: CaseLike
-) -> None:
-    entity = case.entity_id or UNSCOPED_ENTITY
-    unfinished[entity] -= 1
-    if not unfinished[entity]:
-        # Saved now, while other requests are still out, not all at the end.
-        cassettes.flush_entity(test_id, entity)
-
-
-async def close(used: list[httpx.AsyncBaseTransport], cassettes: CassetteStore | None) -> None:
-    """Close the transports, then save what the cassettes recorded."""
-    try:
-        for transport in used:
-            await transport.aclose()
-    finally:
-        if cassettes is not None:
-            cassettes.flush()
+    async def close(self) -> None:
+        """Close the transports, then save what the cassettes recorded."""
+        try:
+            for transport in self.transports:
+                await transport.aclose()
+        finally:
+            if self.opts.cassettes is not None:
+                self.opts.cassettes.flush()
 
 
 async def _one_callable(
@@ -234,12 +213,9 @@ async def _one_http(
     run: Run,
     first: Retryable | None = None,
 ) -> Completion | str:
-    """One case: a try, then up to ``max_retries`` retries of a retryable failure.
-
-    ``first`` is a retryable failure of try 1 that already happened (in the replay pass),
-    so the retries start at once. A plain loop: a retry library costs more per request
-    than the request itself, and its first try would have to replay ``first``.
-    """
+    """One case: a try, then up to ``max_retries`` retries of a retryable failure
+    (``first``: try 1's, in the replay pass). A plain loop: a retry library costs more
+    per request than the request itself, and its first try would have to replay ``first``."""
     failure, tries = first, 0 if first is None else 1
     try:
         while True:
@@ -294,9 +270,7 @@ async def _attempt_http(
             record()
     finally:  # a paid reply is recorded before its headers are read for the pacer
         if pacer is not None and ticket is not None:
-            pacer.replied(
-                response.status_code, *limits_of(response), ticket, wait_header(response.headers)
-            )
+            pacer.replied(response.status_code, *limits_of(response), wait_header(response.headers))
     if pacer is not None and ticket is not None:
         pacer.used(ticket, completion.usage.total_tokens if completion.usage else None)
     return completion
@@ -309,7 +283,17 @@ async def _sent(
     try:
         # httpx's timeouts are per phase (connect, each read); this bounds the whole reply.
         async with asyncio.timeout(timeout):
-            return await _send(transport, request)
+            # What ``AsyncClient.send`` does, minus what the runner never uses (auth flows,
+            # redirects, cookies, event hooks: ~10% of a request's CPU); the request's
+            # timeouts travel in its extensions, as with a client.
+            response = await transport.handle_async_request(request)
+            response.request = request
+            try:
+                await response.aread()  # closes the stream once it is read
+            except BaseException:
+                await response.aclose()
+                raise
+            return response
     except (TimeoutError, httpx.TimeoutException) as exc:
         kind = "connect timeout" if isinstance(exc, httpx.ConnectTimeout) else "read timeout"
         raise Retryable(
@@ -337,20 +321,6 @@ async def _sent(
                 f"{type(exc).__name__}: {exc}. Check base_url."
             )
         ) from None
-
-
-async def _send(transport: httpx.AsyncBaseTransport, request: httpx.Request) -> httpx.Response:
-    """What ``AsyncClient.send`` does for a prebuilt request, minus what the runner never
-    uses (auth flows, redirects, cookies, event hooks): those cost ~10% of a request's CPU.
-    The request's timeouts travel in its extensions, as with a client."""
-    response = await transport.handle_async_request(request)
-    response.request = request
-    try:
-        await response.aread()  # closes the stream once it is read
-    except BaseException:
-        await response.aclose()
-        raise
-    return response
 
 
 # Requests in flight per connection pool. httpcore's pool walks every connection at each
@@ -425,7 +395,17 @@ def transports(
     proxy = env_proxy(str(getattr(provider, "base_url", "") or ""))
 
     def network() -> httpx.AsyncBaseTransport:
-        return KeyGuard(_network(transport, proxy, limits), provider)
+        if transport is not None:
+            return KeyGuard(transport, provider)
+        if proxy is None:
+            # httpcore's pool on plain asyncio, not anyio: ~30% less CPU per request
+            # (providers/aionet.py). No retries there either.
+            return KeyGuard(AsyncioTransport(ssl_context=ssl_context(), limits=limits), provider)
+        # Through a proxy, httpx's own transport (proxy URL, auth, CONNECT tunnels).
+        # retries=0: retrying is ours (with backoff and Retry-After), not httpcore's.
+        tls = ssl_context()
+        inner = httpx.AsyncHTTPTransport(verify=tls, retries=0, limits=limits, proxy=proxy)
+        return KeyGuard(inner, provider)
 
     if cassettes is None:
         return [network() for _ in range(shards)]
@@ -443,15 +423,109 @@ def transports(
     ]
 
 
-def _network(
-    transport: httpx.AsyncBaseTransport | None, proxy: str | None, limits: httpx.Limits
-) -> httpx.AsyncBaseTransport:
-    if transport is not None:
-        return transport
-    if proxy is None:
-        # httpcore's pool on plain asyncio, not anyio: ~30% less CPU per request
-        # (providers/aionet.py). No retries there either.
-        return AsyncioTransport(ssl_context=ssl_context(), limits=limits)
-    # Through a proxy, httpx's own transport (proxy URL, auth, CONNECT tunnels).
-    # retries=0: retrying is ours (with backoff and Retry-After), not httpcore's.
-    return httpx.AsyncHTTPTransport(verify=ssl_context(), retries=0, limits=limits, proxy=proxy)
+# --- intercept="vcr": a pipeline's calls through vcrpy, one prompt at a time
+
+_VCR = vcr.VCR(decode_compressed_response=True)
+_MATCH_ON = ("method", "host", "path", "body")
+
+
+class _Persister:
+    """vcrpy's storage, for one prompt: its scope's entity cassette."""
+
+    @staticmethod
+    def load_cassette(cassette_path: str, serializer: Any) -> tuple[list[Any], list[Any]]:
+        scope = SCOPE.get()
+        if scope is None or not scope.store.policy.replays:
+            raise CassetteNotFoundError
+        requests, responses = [], []
+        for _, key, reply in scope.store.recorded(scope.entity, scope.case.id):
+            method, host, path, body, _ = key
+            code, reason, headers, text = reply
+            requests.append(Request(method, f"https://{host}{path}", body, {}))
+            grouped: dict[str, list[str]] = {}
+            for name, value in headers:
+                grouped.setdefault(name, []).append(value)
+            responses.append(
+                {
+                    "status": {"code": code, "message": reason},
+                    "headers": grouped,
+                    "body": {"string": text.encode("utf-8")},
+                }
+            )
+        if not requests:
+            raise CassetteNotFoundError
+        scope.vcr_loaded = len(requests)
+        return requests, responses
+
+    @staticmethod
+    def save_cassette(cassette_path: str, cassette_dict: dict[str, Any], serializer: Any) -> None:
+        scope = SCOPE.get()
+        if scope is None:
+            return
+        pairs = list(zip(cassette_dict["requests"], cassette_dict["responses"], strict=True))
+        for request, response in pairs[scope.vcr_loaded :]:
+            _hand(scope, request, response)
+
+
+def _hand(scope: Scope, request: Any, response: dict[str, Any]) -> None:
+    """A reply vcrpy got live, handed to the prompt's scope (kept if a 2xx)."""
+    body = _body(request)
+    content = response["body"]["string"]
+    scope.vcr_answered(request.method, request.uri, body)
+    scope.keep(
+        request.method,
+        request.uri,
+        [(str(n), str(v)) for n, v in request.headers.items()],
+        body,
+        int(response["status"]["code"]),
+        [(n, v) for n, vs in response["headers"].items() for v in _values(vs)],
+        content if isinstance(content, bytes) else str(content or "").encode("utf-8"),
+        str(response["status"].get("message") or ""),
+    )
+
+
+def _body(request: Any) -> bytes:
+    body = request.body or b""
+    return body if isinstance(body, bytes) else str(body).encode("utf-8")
+
+
+def _values(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list | tuple) else [str(value)]
+
+
+class _Cassette(Cassette):  # type: ignore[misc]  # vcrpy ships no type hints
+    """A vcrpy cassette that tells the scope about each request it cannot play (before
+    vcrpy raises its own miss or sends it live)."""
+
+    def can_play_response_for(self, request: Any) -> bool:
+        playable = bool(super().can_play_response_for(request))
+        scope = SCOPE.get()
+        if not playable and scope is not None:
+            scope.unplayable(request, request.method, request.uri, _body(request))
+        return playable
+
+    def append(self, request: Any, response: dict[str, Any]) -> None:
+        """A non-2xx reply goes to the scope (its request failed) and not into vcrpy's
+        cassette, which would answer the pipeline's retry with it instead of sending it."""
+        scope = SCOPE.get()
+        if scope is not None and not 200 <= int(response["status"]["code"]) < 300:
+            _hand(scope, request, response)
+            return
+        super().append(request, response)
+
+
+@contextlib.contextmanager
+def intercepted(scope: Scope) -> Iterator[None]:
+    """vcrpy's patches for the duration of one prompt, recording into ``scope``."""
+    policy = scope.store.policy
+    mode = ("new_episodes" if policy.replays else "all") if policy.records else "none"
+    config = _VCR.get_merged_config(
+        path=f"recfair-{scope.entity}",
+        persister=_Persister,
+        record_mode=mode,
+        match_on=_MATCH_ON,
+        allow_playback_repeats=False,
+    )
+    with _Cassette.use(**config):
+        yield
+    scope.vcr_done()  # after vcrpy saved what it recorded into the scope

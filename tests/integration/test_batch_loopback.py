@@ -21,8 +21,8 @@ from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.prompts.cases import PromptCase, build_cases
 from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.providers import from_config
-from pytest_recfair.providers.batch import custom_id, run_batch
-from pytest_recfair.providers.batch_api import JOURNAL_VERSION, content_key
+from pytest_recfair.providers.batch import run_batch
+from pytest_recfair.providers.batch_api import JOURNAL_VERSION, content_key, custom_id
 from pytest_recfair.sim.batch import BatchOptions
 from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import SimServer

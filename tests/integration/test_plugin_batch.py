@@ -257,8 +257,7 @@ def test_two_batch_shards_at_once_share_nothing_they_both_pay_for(
 
 def _other_model(doc: dict[str, Any]) -> None:
     """The journal's lines ask another model, with the ids and key that content has."""
-    from pytest_recfair.providers.batch import custom_id
-    from pytest_recfair.providers.batch_api import content_key
+    from pytest_recfair.providers.batch_api import content_key, custom_id
 
     entry, lines = doc["batches"][0], {}
     for line in entry["lines"].values():

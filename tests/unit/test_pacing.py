@@ -50,9 +50,9 @@ async def _send(pacer: Pacer, n: int, tokens: float = 0.0) -> list[float]:
     """Send ``n`` requests one after another; the times they go out."""
     times = []
     for _ in range(n):
-        ticket = await pacer.acquire(tokens)
+        await pacer.acquire(tokens)
         times.append(pacer.clock())
-        pacer.replied(200, None, None, ticket)
+        pacer.replied(200, None, None)
         await pacer.release()
     return times
 
@@ -124,8 +124,8 @@ def test_limits_learned_from_a_reply_pace_the_rest(fake: FakeTime) -> None:
     pacer = Pacer(endpoint, concurrency=8, clock=fake.clock, sleep=fake.sleep)
     assert pacer._window() == 1  # nothing known: one request until the first reply
     assert pacing.known_limits(Key()) == (None, None)
-    ticket = asyncio.run(pacer.acquire(10.0))
-    pacer.replied(200, Seen(600, 599, 0.1, 60_000, 59_000, 0.1), None, ticket)
+    asyncio.run(pacer.acquire(10.0))
+    pacer.replied(200, Seen(600, 599, 0.1, 60_000, 59_000, 0.1), None)
     assert pacer._window() == 8
     assert pacing.known_limits(Key()) == (600, 60_000)
     times = asyncio.run(_send(pacer, 300))
@@ -147,9 +147,9 @@ def test_a_loopback_server_is_not_probed_with_one_request() -> None:
 def test_configured_limits_and_the_replies_the_tighter_wins(fake: FakeTime) -> None:
     pacer = _pacer(fake, rpm=300)
     assert pacer._window() == 8  # a configured limit needs no first reply
-    pacer.replied(200, Seen(requests_limit=600), None, Ticket(0, 0))
+    pacer.replied(200, Seen(requests_limit=600), None)
     assert pacer.endpoint.limits() == (300, None)
-    pacer.replied(200, Seen(requests_limit=120), None, Ticket(0, 0))
+    pacer.replied(200, Seen(requests_limit=120), None)
     assert pacer.endpoint.limits() == (120, None)
 
 
@@ -163,8 +163,8 @@ def test_the_ini_limit_is_split_across_xdist_workers(monkeypatch: pytest.MonkeyP
 
 def test_remaining_zero_stops_sending_until_the_bucket_refills(fake: FakeTime) -> None:
     pacer = _pacer(fake, rpm=600)
-    ticket = asyncio.run(pacer.acquire(0))
-    pacer.replied(200, Seen(600, 0, 0.1), None, ticket)
+    asyncio.run(pacer.acquire(0))
+    pacer.replied(200, Seen(600, 0, 0.1), None)
     start = fake.now
     asyncio.run(pacer.acquire(0))
     assert fake.now - start == pytest.approx(1 / (10 * MARGIN * pacer.endpoint.factor))
@@ -176,11 +176,11 @@ def test_a_429_holds_everyone_cuts_the_rate_once_and_recovers_additively(
     pacer = _pacer(fake, rpm=600)
     asyncio.run(_send(pacer, 5))
     pacer.endpoint.window = 8.0
-    pacer.replied(429, None, 2.0, Ticket(0, 0))
+    pacer.replied(429, None, 2.0)
     cut = pacer.endpoint.factor
     assert cut == pytest.approx(pacing.DECREASE)
     assert pacer.endpoint.window == 4.0
-    pacer.replied(429, None, 2.0, Ticket(0, 0))  # the same burst: not cut again
+    pacer.replied(429, None, 2.0)  # the same burst: not cut again
     assert (pacer.endpoint.factor, pacer.endpoint.window) == (cut, 4.0)
     assert pacer.endpoint.throttled == 2
     start = fake.now
@@ -194,7 +194,7 @@ def test_a_429_holds_everyone_cuts_the_rate_once_and_recovers_additively(
 def test_without_any_limit_a_429_still_halves_the_window(fake: FakeTime) -> None:
     pacer = _pacer(fake)
     pacer.endpoint.window = 8.0
-    pacer.replied(429, None, None, Ticket(0, 0))
+    pacer.replied(429, None, None)
     assert pacer._window() == 4
     start = fake.now
     asyncio.run(pacer.acquire(0))
@@ -267,7 +267,7 @@ def test_a_limit_learned_from_headers_starts_empty_and_refunds_nothing_earlier(
     early = asyncio.run(four())
     assert pacer.in_flight == 4
     assert all(t.debited == 0.0 for t in early)
-    pacer.replied(200, Seen(600, 5, 0.5, 60_000, 50_000, 0.5), None, early[0])
+    pacer.replied(200, Seen(600, 5, 0.5, 60_000, 50_000, 0.5), None)
     assert (pacer.endpoint.requests.level, pacer.endpoint.tokens.level) == (0.0, 0.0)
     for ticket in early:
         pacer.used(ticket, 100)
@@ -288,12 +288,12 @@ def test_a_header_limit_too_low_to_pace_to_is_given_up_and_no_wait_passes_the_ca
     )
     names = ("x-ratelimit-limit-requests", "x-ratelimit-limit-tokens")
     seen = Seen(10_000, None, None, 1, None, None, names)
-    first = asyncio.run(pacer.acquire(60))
-    pacer.replied(200, seen, None, first)
+    asyncio.run(pacer.acquire(60))
+    pacer.replied(200, seen, None)
     asyncio.run(pacer.release())
     for _ in range(3):  # later replies state it again: ignored
-        ticket = asyncio.run(pacer.acquire(60))
-        pacer.replied(200, seen, None, ticket)
+        asyncio.run(pacer.acquire(60))
+        pacer.replied(200, seen, None)
         asyncio.run(pacer.release())
     assert fake.sleeps == []
     assert len(said) == 1

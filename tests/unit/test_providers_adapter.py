@@ -175,7 +175,7 @@ def test_progress_line_shows_rate_eta_and_failures() -> None:
     for _ in range(4):
         bar.advance(failed=False)
     bar.advance(failed=True)
-    line = bar.line(now=bar._start + 10.0)
+    line = bar.render(now=bar._start + 10.0)
     assert "5/10 prompts (50%)" in line
     assert "0.5/s" in line
     assert "1 failed" in line
