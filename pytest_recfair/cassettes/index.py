@@ -143,24 +143,21 @@ def index_tape(tape: Tape, interactions: list[Any], *, records: bool, recording:
     """Add ``interactions`` (as read from ``tape.path``) to the tape's index; keep them
     parsed too when ``records`` (the file may be saved again). ``recording``: the record
     mode asks stale (error) replies again, which the warning about them says."""
-    raw_index = tape.raw
-    entries = tape.entries
-    keys = tape.keys
+    raw_index, entries, keys = tape.raw, tape.entries, tape.keys
     for number, item in enumerate(interactions):
         try:
-            request = item["request"]
-            response = item["response"]
-            repeat = repeat_of(request)
-            method = request["method"]
-            uri = request["uri"]
+            request, response = item["request"], item["response"]
+            req_headers = request.get("headers") or {}
+            method, uri = request["method"], request["uri"]
             status = response["status"]
-            code = status["code"]
-            reason = status.get("message") or ""
+            code, reason = status["code"], status.get("message") or ""
             resp_body = response["body"]["string"]
             headers = tuple(
-                (name, value)
-                for name, values in (response.get("headers") or {}).items()
-                for value in ([values] if isinstance(values, str) else values)
+                [
+                    (name, value)
+                    for name, values in (response.get("headers") or {}).items()
+                    for value in ([values] if isinstance(values, str) else values)
+                ]
             )
             if (
                 not isinstance(method, str)
@@ -174,7 +171,7 @@ def index_tape(tape: Tape, interactions: list[Any], *, records: bool, recording:
             body = request.get("body")
             if not isinstance(body, str | None):
                 raise TypeError(f"request body must be a string or null, got {body!r:.40}")
-            key = (*head(method, uri), body or "", repeat)
+            key = (*head(method, uri), body or "", repeat_of(req_headers))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise bad_file(
                 tape.path,
@@ -184,10 +181,11 @@ def index_tape(tape: Tape, interactions: list[Any], *, records: bool, recording:
             ) from None
         keys.append(key)
         entries.append((code, reason, headers, resp_body or ""))
-        tape.tags.append(header_value(request, TEST_HEADER))
-        tape.cases.append(header_value(request, CASE_HEADER))
+        tape.tags.append(header_value(req_headers, TEST_HEADER))
+        tape.cases.append(header_value(req_headers, CASE_HEADER))
         if valid(code):
-            raw_index[key] = (*raw_index.get(key, ()), number)
+            found = raw_index.get(key)
+            raw_index[key] = (number,) if found is None else (*found, number)
         else:
             tape.stale += 1
     if records:
