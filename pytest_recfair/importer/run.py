@@ -1,11 +1,9 @@
 """Write everything an offline re-run of a published audit needs, into one folder.
 
-The published run becomes the project's inputs: seeds, grid, templates and a test file.
-
-Templates are recovered from the published prompts themselves (entity name -> ``{entity}``,
-value text -> ``{value}``) and checked against EVERY row, so the prompts the audit builds
-are the published ones character for character; the set is ``verbatim`` (no translation,
-no elision) and gets a ``neutral_system`` when the neutral prompt had its own system
+Seeds, grid, templates and a test file. Templates are recovered from the published
+prompts (entity name -> ``{entity}``, value text -> ``{value}``) and checked against EVERY
+row, so the audit asks the published prompts character for character; the set is
+``verbatim`` and gets a ``neutral_system`` when the neutral prompt had its own system
 message. Without prompt columns the bundled ``faireval``/``fairllm`` set is used.
 """
 
@@ -41,19 +39,6 @@ from pytest_recfair.prompts.seeds import Entity, slugify
 from pytest_recfair.secrets import FILTERED
 from pytest_recfair.vocab import MISSING_POLICIES
 
-__all__ = [
-    "FLAVOURS",
-    "ImportSummary",
-    "Layout",
-    "absent_cases",
-    "entity_ids",
-    "grid_yaml",
-    "import_run",
-    "plan",
-    "template_files",
-]
-
-
 _DOMAIN = re.compile(r"\ba (\w+) recommendation system\b", re.IGNORECASE)
 
 
@@ -87,8 +72,8 @@ def entity_ids(names: list[str], scope: str | None = None) -> dict[str, str]:
     return out
 
 
-def _template(rows: Mapping[str, Row], value: str | None, where: str) -> str:
-    """The one template every row of a file was asked with."""
+def _template(rows: Mapping[str, Row], value: str | None, where: str) -> tuple[str, str | None]:
+    """The one template and system message every row of a file was asked with."""
     sample = next(iter(rows.values()))
     template = template_of(sample.prompt or "", sample.name, value)
     if template is None:
@@ -104,16 +89,12 @@ def _template(rows: Mapping[str, Row], value: str | None, where: str) -> str:
                 f"import: {where}, entity {row.name!r}: its prompt differs from the others' "
                 f"({row.prompt!r}); a published run must use one template"
             )
-    return template
-
-
-def _system(rows: Mapping[str, Row], where: str) -> str | None:
     systems = {r.system for r in rows.values()}
     if len(systems) > 1:
         raise DataError(
             f"import: {where}: rows have different system messages {sorted(map(str, systems))[:2]}"
         )
-    return next(iter(systems))
+    return template, next(iter(systems))
 
 
 def _class_template(run: PublishedRun, cls: str) -> tuple[str, str | None]:
@@ -121,8 +102,7 @@ def _class_template(run: PublishedRun, cls: str) -> tuple[str, str | None]:
     found: set[tuple[str, str | None]] = set()
     for value, rows in run.classes[cls].items():
         if rows:
-            where = f"{cls}/{value}.csv"
-            found.add((_template(rows, value, where), _system(rows, where)))
+            found.add(_template(rows, value, f"{cls}/{value}.csv"))
     if not found:
         raise DataError(f"import: class {cls!r} has no row in any value file")
     if len(found) > 1:
@@ -143,8 +123,7 @@ def template_files(run: PublishedRun, language: str, name: str) -> Layout:
     """Verbatim template sets: ``templates.yaml`` for the first class's template, and a
     ``templates-<class>.yaml`` for each class asked with another one (another language);
     a class whose files do not share one template is skipped, with the reason."""
-    neutral = _template(run.neutral, None, "neutral.csv")
-    neutral_system = _system(run.neutral, "neutral.csv")
+    neutral, neutral_system = _template(run.neutral, None, "neutral.csv")
     templates: dict[str, str] = {}
     files: dict[str, str] = {}
     by_template: dict[tuple[str, str | None], str] = {}
@@ -208,16 +187,10 @@ def plan(run: PublishedRun, *, flavour: str, language: str) -> Layout:
     return Layout(dict.fromkeys(run.classes, flavour), {}, domain, _batch_model(run))
 
 
-def dumps_json(data: object) -> str:
-    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
-
-
 #: The published template sets the folder may come from (bundled sets of the same name).
 FLAVOURS = ("faireval", "fairllm")
 
-
 TEST_FILE = "test_published.py"
-
 
 #: Where the replies of record come from.
 REPLIES = ("csv", "batch")
@@ -240,6 +213,7 @@ class ImportSummary:
     # class (or neutral) -> batch replies that differ from the CSV
     differing: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    batch_replies: bool = False  # --replies batch: the batch replies were recorded
 
     def lines(self) -> list[str]:
         """The import's report: what was imported, skipped and why (secrets scrubbed)."""
@@ -254,11 +228,14 @@ class ImportSummary:
         out += [f"skipped class {c}: {why}" for c, why in self.skipped.items()]
         if any(self.differing.values()):
             counts = ", ".join(f"{c} {n}" for c, n in self.differing.items() if n)
-            out.append(f"batch_output.jsonl differs from the CSV 'Result' ({counts}): {self.which}")
+            which = (
+                "the batch replies were recorded (--replies batch)"
+                if self.batch_replies
+                else "the CSV replies were recorded (--replies batch records the batch ones)"
+            )
+            out.append(f"batch_output.jsonl differs from the CSV 'Result' ({counts}): {which}")
         out.append(f"re-run offline: cd {self.out} && pytest --fairness --fairness-update")
         return [secrets.scrub(line) for line in out]
-
-    which: str = "the CSV replies were recorded (--replies batch records the batch ones)"
 
     def _rows(self) -> str:
         if self.cut:
@@ -339,13 +316,6 @@ def _model(model: str | None, layout: Layout, source: Path) -> tuple[str, str | 
     )
 
 
-def _check_out(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"import: --out {str(out)!r} is a file; give a new or empty folder")
-    if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"import: {str(out)!r} is not empty; give a new or empty --out folder")
-
-
 def import_run(
     source: str | Path,
     out: str | Path,
@@ -371,7 +341,10 @@ def import_run(
             f"{', '.join(REPLIES)}; got {missing!r}, {replies!r}"
         )
     out = Path(out)
-    _check_out(out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"import: --out {str(out)!r} is a file; give a new or empty folder")
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"import: {str(out)!r} is not empty; give a new or empty --out folder")
     run, notes = recover_prompts(read_folder(source, n=n))
     run, empty = _without_empty_values(run)
     notes += (
@@ -386,10 +359,11 @@ def import_run(
     notes += [note] if note else []
     names = list(run.neutral)
     ids = {cls: entity_ids(names, cls) for cls in classes}
+    absent = absent_cases(run, ids)
     files = {
         "seeds.csv": _seeds_csv(names, entity_ids(names)),
         "grid.yaml": grid_yaml(run, f"published-{flavour}", classes),
-        "absent.json": dumps_json(absent_cases(run, ids)),
+        "absent.json": json.dumps(absent, ensure_ascii=False, indent=2) + "\n",
         TEST_FILE: _test_file(run, layout, language, classes),
         "pytest.ini": _ini(the_model, missing),
         **layout.files,
@@ -406,7 +380,7 @@ def import_run(
         entities=len(names),
         classes={c: len(run.classes[c]) for c in classes},
         interactions=written,
-        absent=len(absent_cases(run, ids)),
+        absent=len(absent),
         dropped=run.dropped,
         templates=", ".join(sorted(set(layout.templates.values()))),
         model=the_model,
@@ -415,11 +389,7 @@ def import_run(
         skipped=dict(layout.skipped),
         differing=differing,
         notes=tuple(notes),
-        which=(
-            "the batch replies were recorded (--replies batch)"
-            if replies == "batch"
-            else "the CSV replies were recorded (--replies batch records the batch ones)"
-        ),
+        batch_replies=replies == "batch",
     )
 
 

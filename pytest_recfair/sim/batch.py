@@ -22,7 +22,7 @@ from email.policy import HTTP
 from typing import Any, Final, Literal
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.sim.catalogue import stable_seed
+from pytest_recfair.sim.catalogue import stable_seed, unit
 from pytest_recfair.sim.wire import CREATED, prompt_parts, reply_body
 
 Answer = Callable[[str, str | None], str]  # (prompt, system) -> reply text
@@ -390,7 +390,7 @@ class BatchEngine:
         return file_id
 
     def _draw(self, what: str, custom_id: str, rate: float) -> bool:
-        return rate > 0 and stable_seed(self.options.seed, what, custom_id) / 2.0**64 < rate
+        return rate > 0 and unit(self.options.seed, what, custom_id) < rate
 
     def _result(self, batch: _Batch, line: _Line) -> dict[str, Any]:
         opts = self.options

@@ -14,8 +14,6 @@ import re
 import threading
 from collections import OrderedDict
 
-__all__ = ["Catalogue", "stable_seed"]
-
 
 def _split(text: str) -> tuple[str, ...]:
     return tuple(text.split("|"))
@@ -85,6 +83,11 @@ def stable_seed(*parts: object) -> int:
     """A 64-bit seed from any parts; identical in every process (unlike ``hash``)."""
     text = "\x1f".join(str(p) for p in parts)
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def unit(*parts: object) -> float:
+    """A uniform draw in [0, 1) from any parts (see :func:`stable_seed`)."""
+    return stable_seed(*parts) / 2.0**64
 
 
 def _words(title: str) -> list[str]:

@@ -22,8 +22,6 @@ from functools import cached_property
 from pytest_recfair.prompts.cases import match_prompt
 from pytest_recfair.sim.vocab import ValueForm, Vocabulary
 
-__all__ = ["Recognised", "Recogniser", "ValueMatch", "entity_key"]
-
 FUZZY_CUTOFF = 0.8
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")

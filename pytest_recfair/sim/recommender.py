@@ -19,13 +19,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.sim.catalogue import CatalogueCache, stable_seed
+from pytest_recfair.sim.catalogue import CatalogueCache, stable_seed, unit
 from pytest_recfair.sim.planted import RolePlaySim, candidate_reply
 from pytest_recfair.sim.profile import BiasProfile, Faults, Heterogeneity, load_profile
 from pytest_recfair.sim.recognise import Recognised, Recogniser
 from pytest_recfair.sim.vocab import Vocabulary
-
-__all__ = ["REFUSALS", "Reply", "SimulatedRecommender"]
 
 DEFAULT_K = 10
 MAX_K = 500
@@ -58,10 +56,6 @@ class Reply:
     resampled: int  # titles swapped by noise
     refused: bool
     short: bool
-
-
-def _unit(*parts: object) -> float:
-    return stable_seed(*parts) / 2.0**64
 
 
 class SimulatedRecommender:
@@ -183,7 +177,7 @@ class SimulatedRecommender:
         draw = call if self.noise > 0 else 0
 
         refusal = self.faults.refusals.rate(rec)
-        if refusal and _unit(self.seed, "refuse", entity, labels, draw) < refusal:
+        if refusal and unit(self.seed, "refuse", entity, labels, draw) < refusal:
             text = REFUSALS.get(rec.language, REFUSALS["en"])
             return Reply(text, (), rec, k, 0, 0, refused=True, short=False)
 
@@ -203,7 +197,7 @@ class SimulatedRecommender:
         pool = titles[k:]
 
         spread = self.heterogeneity
-        rate = self.profile.shift(rec) * spread.shift_factor(self.seed, rec.domain, entity)
+        rate = self.profile.shift(rec) * spread.factor("sensitivity", self.seed, rec.domain, entity)
         shifted = min(k, int(rate * k + 0.5))
         if shifted:
             # One permutation per (entity, value): a larger shift moves a superset of what
@@ -213,7 +207,7 @@ class SimulatedRecommender:
             for pos, title in zip(positions, rng.sample(pool, len(pool)), strict=False):
                 items[pos] = title
 
-        noise = self.noise * spread.noise_factor(self.seed, rec.domain, entity)
+        noise = self.noise * spread.factor("stability", self.seed, rec.domain, entity)
         resampled = min(k, int(noise * k + 0.5))
         if resampled:
             rng = random.Random(stable_seed(self.seed, "noise", system, prompt, call))
@@ -224,7 +218,7 @@ class SimulatedRecommender:
 
         short = False
         short_rate = self.faults.short_lists.rate(rec)
-        if k > 1 and short_rate and _unit(self.seed, "short", entity, labels, draw) < short_rate:
+        if k > 1 and short_rate and unit(self.seed, "short", entity, labels, draw) < short_rate:
             rng = random.Random(stable_seed(self.seed, "short-len", entity, labels, draw))
             items = items[: rng.randint(max(1, k // 4), k - 1)]
             short = True

@@ -29,7 +29,7 @@ from typing import Any
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.sim.batch import BatchEngine, BatchOptions
-from pytest_recfair.sim.catalogue import stable_seed
+from pytest_recfair.sim.catalogue import unit
 from pytest_recfair.sim.profile import Faults
 from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.wire import CREATED, Limiter, prompt_parts, reply_body
@@ -364,8 +364,7 @@ class SimServer:
         fault = self._draw_fault(body)
         delay = self.latency
         if self.jitter:  # deterministic per attempt at this body
-            unit = stable_seed(self.seed, "jitter", body, self._attempts[body]) / 2.0**64
-            delay += (2 * unit - 1) * self.jitter
+            delay += (2 * unit(self.seed, "jitter", body, self._attempts[body]) - 1) * self.jitter
         if fault in ("timeout", "429", "500"):
             return await self._fault(fault, delay)
         try:
@@ -443,7 +442,7 @@ class SimServer:
             return None
         if f.max_per_request is not None and self._faulted[body] >= f.max_per_request:
             return None
-        u = stable_seed(self.seed, "http-fault", body, attempt) / 2.0**64
+        u = unit(self.seed, "http-fault", body, attempt)
         for name, rate in (
             ("429", f.rate_429),
             ("500", f.rate_500),

@@ -15,8 +15,6 @@ from dataclasses import dataclass
 from pytest_recfair.prompts.grids import BUNDLED_GRIDS, load_grid, strip_article
 from pytest_recfair.prompts.languages import LANGUAGES, load_language
 
-__all__ = ["EXTRA_LABELS", "SYNONYMS", "ValueForm", "Vocabulary", "project_entries"]
-
 
 @dataclass(frozen=True)
 class ValueForm:
