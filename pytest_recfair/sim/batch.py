@@ -115,10 +115,6 @@ class BatchEngine:
         self.created = 0  # batches created (a resumed client must not add one)
         self._serial = 0
 
-    @staticmethod
-    def handles(path: str) -> bool:
-        return path.startswith(("/v1/files", "/v1/batches", "/v1/messages/batches"))
-
     def handle(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
         """Answer one request to a batch or file endpoint."""
         parts = path.strip("/").split("/")[1:]  # without "v1"
@@ -236,14 +232,9 @@ class BatchEngine:
     ) -> _Batch:
         prefix = "batch_" if kind == "openai" else "msgbatch_"
         self.created += 1
+        created_at = CREATED + self.created  # stable bodies: a fixed base
         batch = _Batch(
-            self._next(prefix),
-            kind,
-            lines,
-            self.clock(),
-            CREATED + self.created,
-            endpoint=endpoint,
-            input_file_id=input_file_id,
+            self._next(prefix), kind, lines, self.clock(), created_at, endpoint, input_file_id
         )
         self.batches[batch.id] = batch
         return batch

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
@@ -134,10 +134,6 @@ class ValueTable:
 
     def __bool__(self) -> bool:
         return bool(self.entries)
-
-    def labels(self) -> Iterator[tuple[str | None, str]]:
-        for attribute, value, _ in self.entries:
-            yield attribute, value
 
     def _one(self, v: ValueMatch) -> float:
         names = {v.label.casefold(), v.found.casefold(), *(a.casefold() for a in v.aliases)}

@@ -273,21 +273,15 @@ class SimServer:
         except ValueError:
             return None
         headers: dict[str, str] = {}
-        while True:
-            raw = await reader.readline()
-            if raw in (b"\r\n", b"\n", b""):
-                break
+        while (raw := await reader.readline()) not in (b"\r\n", b"\n", b""):
             name, _, value = raw.decode("latin-1").partition(":")
             headers[name.strip().lower()] = value.strip()
         if headers.get("transfer-encoding", "").lower() == "chunked":
             chunks = []
-            while True:
-                size = int((await reader.readline()).split(b";")[0].strip() or b"0", 16)
-                if size == 0:
-                    await reader.readline()
-                    break
+            while size := int((await reader.readline()).split(b";")[0].strip() or b"0", 16):
                 chunks.append(await reader.readexactly(size))
                 await reader.readline()
+            await reader.readline()  # the empty trailer after the last chunk
             body = b"".join(chunks)
         else:
             length = int(headers.get("content-length", "0") or 0)
@@ -324,7 +318,7 @@ class SimServer:
                     404, f"The model '{name}' does not exist.", _INVALID, "model_not_found"
                 )
             return _json(200, card)
-        if BatchEngine.handles(path):
+        if path.startswith(("/v1/files", "/v1/batches", "/v1/messages/batches")):
             self.stats.outcomes["batch"] += 1
             status, payload, content_type = self.batches.handle(method, path, headers, body)
             return _Response(status, payload, content_type=content_type)
