@@ -74,18 +74,13 @@ class BiasLensSummary:
     left: Mapping[str, Sequence[str]]  # why -> the input rows left out for it
     notes: tuple[str, ...] = ()  # how the files were read (bytes that are not UTF-8)
 
-    @property
-    def skipped(self) -> int:
-        """Input rows left out."""
-        return sum(len(v) for v in self.left.values())
-
     def lines(self) -> list[str]:
         """The import's report: what was imported, every row left out and why (scrubbed)."""
         counts = ", ".join(f"{a} ({n})" for a, n in self.attributes.items())
+        skipped = sum(len(v) for v in self.left.values())
         out = [
             f"imported BiasLens {self.model}: questions {counts}; {self.interactions} answers "
-            f"and judge calls recorded; {self.skipped} input rows left out"
-            + (":" if self.left else "")
+            f"and judge calls recorded; {skipped} input rows left out" + (":" if self.left else "")
         ]
         out += [f"  {len(rows)} {why}: {_places(rows)}" for why, rows in self.left.items()]
         out += list(self.notes)

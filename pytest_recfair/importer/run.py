@@ -110,19 +110,15 @@ def _class_template(run: PublishedRun, cls: str) -> tuple[str, str | None]:
     return found.pop()
 
 
-def _yaml(run: PublishedRun, name: str, language: str, entry: dict[str, object]) -> str:
-    data = {
-        "name": name,
-        "description": f"imported verbatim from {run.root.name} (python -m pytest_recfair import)",
-        "languages": {language: entry},
-    }
-    return yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=10**6)
-
-
-def template_files(run: PublishedRun, language: str, name: str) -> Layout:
-    """Verbatim template sets: ``templates.yaml`` for the first class's template, and a
-    ``templates-<class>.yaml`` for each class asked with another one (another language);
-    a class whose files do not share one template is skipped, with the reason."""
+def plan(run: PublishedRun, *, flavour: str, language: str) -> Layout:
+    """Templates per class, domain and model of a published run: the bundled set when the
+    neutral file has no prompts, else verbatim sets recovered from them (``templates.yaml``
+    for the first class's template, a ``templates-<class>.yaml`` for each class asked with
+    another one; a class whose files do not share one template is skipped, with why)."""
+    if not any(r.prompt for r in run.neutral.values()):  # an empty one is named by the check
+        match = _DOMAIN.search(next(iter(run.neutral.values())).system or "")
+        domain = match.group(1).lower() if match else "movie"
+        return Layout(dict.fromkeys(run.classes, flavour), {}, domain, _batch_model(run))
     neutral, neutral_system = _template(run.neutral, None, "neutral.csv")
     templates: dict[str, str] = {}
     files: dict[str, str] = {}
@@ -141,7 +137,13 @@ def template_files(run: PublishedRun, language: str, name: str) -> Layout:
             if neutral_system != system:
                 entry["neutral_system"] = escape(neutral_system or "")
             entry |= {"neutral": neutral, "conditioned": conditioned, "verbatim": True}
-            files[file] = _yaml(run, name, language, entry)
+            data = {
+                "name": f"published-{flavour}",
+                "description": f"imported verbatim from {run.root.name} "
+                "(python -m pytest_recfair import)",
+                "languages": {language: entry},
+            }
+            files[file] = yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=10**6)
             by_template[(conditioned, system)] = file
         templates[cls] = by_template[(conditioned, system)]
         match = _DOMAIN.search(system or "")
@@ -175,16 +177,6 @@ def _batch_model(run: PublishedRun) -> str | None:
     models = {str(b.body.get("model")) for b in run.batch.values() if b.body.get("model")}
     models = {m for m in models if FILTERED not in m}  # a key where the model id should be
     return sorted(models)[0] if len(models) == 1 else None
-
-
-def plan(run: PublishedRun, *, flavour: str, language: str) -> Layout:
-    """Templates (recovered or bundled) per class, domain and model of a published run."""
-    if any(r.prompt for r in run.neutral.values()):  # an empty one is named by the check
-        return template_files(run, language, f"published-{flavour}")
-    system = next(iter(run.neutral.values())).system or ""
-    match = _DOMAIN.search(system)
-    domain = match.group(1).lower() if match else "movie"
-    return Layout(dict.fromkeys(run.classes, flavour), {}, domain, _batch_model(run))
 
 
 #: The published template sets the folder may come from (bundled sets of the same name).
@@ -417,16 +409,14 @@ def _record(
     written, differing = 0, {}
     for cls in classes:
         tpl = layout.templates[cls]
-        templates = out / tpl if tpl in layout.files else tpl
         entities = [Entity(id=ids[cls][n], name=n, domain=layout.domain) for n in run.neutral]
         cases = build_cases(
-            grid, templates, entities, domain=layout.domain, k=run.k, language=language,
-            attributes=[cls],
+            grid, out / tpl if tpl in layout.files else tpl, entities, domain=layout.domain,
+            k=run.k, language=language, attributes=[cls],
         )  # fmt: skip
-        by_id = {v: k for k, v in ids[cls].items()}
-        test_id = f"{TEST_FILE}::{_function_name(cls)}"
         count, differ = record_class(
-            run, cases, by_id, root=out / "cassettes", test_id=test_id, model=model,
+            run, cases, {v: k for k, v in ids[cls].items()}, root=out / "cassettes",
+            test_id=f"{TEST_FILE}::{_function_name(cls)}", model=model,
             prefer_batch=replies == "batch",
         )  # fmt: skip
         written += count

@@ -146,10 +146,6 @@ class ValueMatch:
     score: float  # 1.0 for a known spelling, lower for a fuzzy (misspelt) match
     aliases: tuple[str, ...] = ()  # other labels of the same value ("Islamic" -> "Muslim")
 
-    @property
-    def typo(self) -> bool:
-        return self.score < 1.0
-
 
 @dataclass(frozen=True)
 class Recognised:
@@ -167,7 +163,7 @@ class Recognised:
 
     @property
     def typo(self) -> bool:
-        return any(v.typo for v in self.values)
+        return any(v.score < 1.0 for v in self.values)  # a fuzzy (misspelt) match
 
     @property
     def entity_key(self) -> str:
