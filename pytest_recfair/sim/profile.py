@@ -249,13 +249,10 @@ def load_profile(source: BiasProfile | Mapping[str, Any] | str | Path | None) ->
         return BiasProfile.from_mapping(source)
     path = Path(source)
     if not path.suffix and not path.exists():
-        bundled = resources.files("pytest_recfair.sim") / "profiles" / f"{source}.yaml"
+        folder = resources.files("pytest_recfair.sim") / "profiles"
+        bundled = folder / f"{source}.yaml"
         if not bundled.is_file():
-            names = sorted(
-                p.name.removesuffix(".yaml")
-                for p in (resources.files("pytest_recfair.sim") / "profiles").iterdir()
-                if p.name.endswith(".yaml")
-            )
+            names = sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
             raise ConfigError(
                 f"bias profile {str(source)!r} is neither a file nor a bundled profile "
                 f"(bundled: {names}); pass a YAML path or one of those names."

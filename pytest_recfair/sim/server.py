@@ -150,9 +150,7 @@ class SimServer:
         self.api_key = api_key
         self.stats = ServerStats()
         self.limiter = Limiter(rpm, tpm, burst_s=burst_s) if rpm or tpm else None
-        self.batches = BatchEngine(
-            lambda prompt, system: self._call(prompt, system), model=model, options=batch
-        )
+        self.batches = BatchEngine(self._call, model=model, options=batch)
         self._attempts: Counter[bytes] = Counter()
         self._faulted: Counter[bytes] = Counter()
         self._loop: asyncio.AbstractEventLoop | None = None
