@@ -1,36 +1,31 @@
 """Re-run the published BiasLens answers offline (issue 20, point 5).
 
 ``python -m pytest_recfair import biaslens DIR --out OUT [--model NAME] [--without-role]``
-reads a downloaded copy of the paper's released answers,
-``DIR/answers/role/<model>/<attribute>_answers_0{1,2,3}.csv`` (``answers/without_role``
-with ``--without-role``), columns ``Role, Question Type, Question, Answer, LLM 1, LLM 2,
-LLM 3, final``, and writes a project whose ``pytest --fairness`` replays them through the
-real provider path: one role-play test per attribute (``oracle="biaslens"``), the
+reads the paper's released answers, ``DIR/answers/role/<model>/<attribute>_answers_0{1,2,3}
+.csv`` (``answers/without_role`` with ``--without-role``; columns ``Role, Question Type,
+Question, Answer, LLM 1, LLM 2, LLM 3, final``), and writes a project whose ``pytest
+--fairness`` replays them: one role-play test per attribute (``oracle="biaslens"``), the
 questions file, and cassettes recorded by the real OpenAI provider against an
-``httpx.MockTransport`` that answers each round with its published answer and each Why
-round's three judge calls with the published judges (``LLM 1..3``) where they give the
-verdict the table reads off ``final`` (else with answers made from ``final``, said).
+``httpx.MockTransport`` answering each round with its published answer and each Why
+round's three judge calls with ``LLM 1..3`` where they give the verdict the table reads
+off ``final`` (else with answers made from ``final``, said).
 
-As the paper's table script does, every row of the shortest of an attribute's three round
-files is a question (a repeat counted again), matched by role, type and question text in
-the other two (their first match; missing there, the answer reads ``None``); files are
-decoded with ``errors="ignore"`` (the bytes dropped are counted); an empty answer is
-recorded as the text ``None`` (the script reads a missing answer so). A question counts
-when its type is one the script counts (``Yes/No``, ``Choice``, ``Wh``, spelled so); the
-questions file is ``published``: the loader keeps every question as the table counted it
-(repeats, placeholder-like text, choice questions without ``(A)``/``(B)`` options, which
-the published rules do not need). Files are read by the importers' one reader
-(``published.read_csv``), which scrubs every cell of secrets, and every input row is
-either imported or counted and named (file and line) in the summary. The project is
-written into a hidden folder and moved to ``--out`` at the end: a failed import leaves
-``--out`` as it was. The folder's content is never copied into this repository: the released
-questions and answers carry no licence.
+As the paper's table script does: every row of the shortest of an attribute's three round
+files is a question (a repeat counted again), matched by role, type and text in the other
+two (their first match; missing there, the answer reads ``None``); files are decoded with
+``errors="ignore"`` (the bytes dropped are counted); an empty answer reads ``None``; only
+the types ``Yes/No``, ``Choice``, ``Wh`` count. The questions file is ``published`` (the
+loader keeps every question as the table counted it). Every cell is read through
+``published.read_csv`` (scrubbed), every input row is imported or named (file and line)
+in the summary, and the project is staged and moved to ``--out`` at the end. The released
+questions and answers carry no licence: none is copied into this repository.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +44,6 @@ from pytest_recfair.prompts.roles import (
     JUDGE_REPEATS,
     load_roles,
 )
-
-__all__ = ["BiasLensSummary", "import_biaslens"]
 
 ROUNDS = 3
 JUDGE = "biaslens-judge"
@@ -81,18 +74,13 @@ class BiasLensSummary:
     left: Mapping[str, Sequence[str]]  # why -> the input rows left out for it
     notes: tuple[str, ...] = ()  # how the files were read (bytes that are not UTF-8)
 
-    @property
-    def skipped(self) -> int:
-        """Input rows left out."""
-        return sum(len(v) for v in self.left.values())
-
     def lines(self) -> list[str]:
         """The import's report: what was imported, every row left out and why (scrubbed)."""
         counts = ", ".join(f"{a} ({n})" for a, n in self.attributes.items())
+        skipped = sum(len(v) for v in self.left.values())
         out = [
             f"imported BiasLens {self.model}: questions {counts}; {self.interactions} answers "
-            f"and judge calls recorded; {self.skipped} input rows left out"
-            + (":" if self.left else "")
+            f"and judge calls recorded; {skipped} input rows left out" + (":" if self.left else "")
         ]
         out += [f"  {len(rows)} {why}: {_places(rows)}" for why, rows in self.left.items()]
         out += list(self.notes)
@@ -354,7 +342,4 @@ def _write(
         )
     if judges:
         _record(out / "cassettes", judges, verdicts, JUDGE)
-    counts: dict[str, int] = {}
-    for q in questions:
-        counts[q.attribute] = counts.get(q.attribute, 0) + 1
-    return counts, len(cases) + len(judges)
+    return dict(Counter(q.attribute for q in questions)), len(cases) + len(judges)

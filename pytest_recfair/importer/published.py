@@ -1,32 +1,23 @@
 """Read a FaiRLLM / FairEval result folder: who was asked what, and what came back.
 
 Layout (as the published ``run.py`` scripts write it): ``top_K/<class>/<value>.csv`` with
-columns ``name`` and ``Result`` (and usually ``system_msg`` and ``Instruction``, the exact
-system message and prompt), and the neutral prompt in ``top_K/neutral/neutral.csv`` (or
-``neutral.csv`` beside the class folders or inside one). The file name is the value as the
-prompt wrote it ("a middle aged"). OpenAI Batch API files (``batch_input.jsonl`` and
-``batch_output.jsonl``) anywhere under the folder supply the request model and the full
-response bodies where they cover a prompt.
+columns ``name`` and ``Result`` (usually also ``system_msg`` and ``Instruction``), the
+neutral prompt in ``top_K/neutral/neutral.csv`` (or beside or inside the class folders);
+the file name is the value as the prompt wrote it ("a middle aged"). OpenAI Batch API
+files (``batch_input.jsonl``, ``batch_output.jsonl``) anywhere under the folder supply
+the request model and full response bodies. Rows are read as the FaiRLLM notebook reads
+them: the first ``n`` of each file into a dict by name (a later row wins); an entity
+missing from a value's file was never answered for it and stays missing.
 
-Rows are read as the FaiRLLM notebook reads them: the first ``n`` rows of each file, into
-a dict by name (a later row wins). An entity missing from a value's file was never
-answered for that value; it stays missing (the caller leaves it out of that value's mean).
-
-A published prompt becomes a template by replacing the entity name with ``{entity}`` and
-the value text with ``{value}`` (``template_of``; ``fill`` goes back).
-
-``recover_prompts``: in some published folders (FairEval's OpenAI runs) the processing
-script overwrote the CSV's ``Instruction`` column with the reply; the prompts the model
-was asked are only in the Batch API request file. A file is taken to hold replies when
-most of its rows' prompts do not name the row's entity (or equal its reply). Its template
-is then found among the batch prompts of its own folder (or of the whole run): the one
-which, filled with each row's entity and the file's value, gives a prompt the batch file
-holds for EVERY row.
+A prompt becomes a template by replacing the entity name with ``{entity}`` and the value
+with ``{value}`` (``template_of``; ``fill`` goes back). ``recover_prompts``: some folders
+(FairEval's OpenAI runs) have the reply in ``Instruction``; a file is taken to hold
+replies when most rows' prompts do not name their entity (or equal the reply), and its
+template is the batch prompt (of its folder, else the run) which, filled for EVERY row,
+gives a prompt the batch file holds.
 
 ``read_csv`` and ``write_files`` are the one way in and out of both importers: every cell
-read and every file written goes through the scrubber (``pytest_recfair.secrets``).
-
-No pytest, no httpx.
+read and every file written goes through ``pytest_recfair.secrets``. No pytest, no httpx.
 """
 
 from __future__ import annotations
@@ -45,26 +36,9 @@ from pytest_recfair import secrets
 from pytest_recfair.errors import DataError
 from pytest_recfair.fileio import atomic_write_text
 
-__all__ = [
-    "BatchEntry",
-    "PublishedRun",
-    "Row",
-    "escape",
-    "fill",
-    "holds_replies",
-    "read_csv",
-    "read_folder",
-    "recover_prompts",
-    "template_of",
-    "write_files",
-]
-
-
 _TOP = re.compile(r"^top_(\d+)$")
 
-
 NEUTRAL = "neutral"
-
 
 csv.field_size_limit(1 << 24)  # a reply with a long raw response column
 
@@ -201,7 +175,8 @@ def _neutral_file(top: Path) -> Path:
     )
 
 
-def _messages(body: Mapping[str, Any]) -> tuple[str, str]:
+def messages(body: Mapping[str, Any]) -> tuple[str, str]:
+    """(system, user) text of a chat request body ("" when it has none)."""
     system = user = ""
     for msg in body.get("messages") or ():
         if isinstance(msg, dict) and isinstance(msg.get("content"), str):
@@ -272,7 +247,7 @@ def _batches(
         for item in _jsonl(inp):
             body = _object(item.get("body"), inp, "'body'")
             if body:
-                key = _messages(body)
+                key = messages(body)
                 index[key] = BatchEntry(body, outputs.get(str(item.get("custom_id"))))
                 asked.append(key)
         folders[inp.parent] = tuple(asked)

@@ -1,15 +1,10 @@
 """Write a published run's replies as cassettes, through the project's own recording path.
 
-Each case of the generated audit is sent by the real OpenAI provider through
-``run_cases`` with the cassette store in record mode; an ``httpx.MockTransport``
-stands in for the network and answers with the published reply: the CSV's ``Result`` is
-the reply of record (the Batch API response body is kept verbatim where its text is the
-same; where it differs the CSV wins and the difference is counted, unless the caller
-prefers the batch). So the cassettes hold exactly the requests the audit will build, in
-whatever format and key the store uses today, and replay offline.
-
-Cases the published run never answered are not sent and not recorded. The BiasLens
-importer records through the same path (``record``).
+Each case is sent by the real OpenAI provider through ``run_cases`` into the cassette
+store (record mode), with an ``httpx.MockTransport`` answering the published reply: the
+CSV's ``Result`` is the reply of record (the Batch API body is kept verbatim where its text
+is the same; where it differs the CSV wins and it is counted, unless the caller prefers
+the batch). Cases the published run never answered are neither sent nor recorded.
 """
 
 from __future__ import annotations
@@ -24,13 +19,11 @@ import httpx
 
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.errors import DataError
-from pytest_recfair.importer.published import PublishedRun, Row
+from pytest_recfair.importer.published import PublishedRun, messages
 from pytest_recfair.prompts.cases import PromptCase
 from pytest_recfair.providers.http import from_config
 from pytest_recfair.providers.runner import run_cases
 from pytest_recfair.providers.runstate import RunOutcome
-
-__all__ = ["batch_text", "completion", "record", "record_class"]
 
 
 def completion(model: str, text: str, key: str, source: str = "published") -> dict[str, Any]:
@@ -82,13 +75,6 @@ def record(
     return outcome
 
 
-def _row_for(run: PublishedRun, case: PromptCase, names: Mapping[str, str]) -> Row | None:
-    name = names[case.entity_id]
-    if case.attribute is None:
-        return run.neutral.get(name)
-    return run.classes[case.attribute][case.value or ""].get(name)
-
-
 def batch_text(body: Mapping[str, Any]) -> str | None:
     """The reply text of a chat completion body (None when it has none)."""
     choices = body.get("choices")
@@ -99,20 +85,28 @@ def batch_text(body: Mapping[str, Any]) -> str | None:
     return content if isinstance(content, str) else None
 
 
-def _answers(
+def record_class(
     run: PublishedRun,
     cases: Sequence[PromptCase],
     names: Mapping[str, str],
+    *,
+    root: Path,
+    test_id: str,
     model: str,
-    prefer_batch: bool,
-) -> tuple[list[PromptCase], dict[tuple[str, str], dict[str, Any]], tuple[int, int]]:
-    """The cases to send, (system, prompt) -> response body, and how many batch replies
-    differ from the CSV's ``Result`` (the reply of record unless ``prefer_batch``)."""
+    prefer_batch: bool = False,
+) -> tuple[int, tuple[int, int]]:
+    """Record one test's cassettes (one class; ``names``: entity id -> name); returns the
+    interactions written and how many batch replies differ from the CSV's ``Result`` (the
+    reply of record unless ``prefer_batch``), (neutral, conditioned)."""
     sent: list[PromptCase] = []
     bodies: dict[tuple[str, str], dict[str, Any]] = {}
     differ = [0, 0]  # neutral, conditioned
     for case in cases:
-        row = _row_for(run, case, names)
+        name = names[case.entity_id]
+        if case.attribute is None:
+            row = run.neutral.get(name)
+        else:
+            row = run.classes[case.attribute][case.value or ""].get(name)
         if row is None:
             continue  # never answered in the published run
         if row.prompt is not None and row.prompt != case.prompt:
@@ -130,32 +124,9 @@ def _answers(
                 body = dict(batch.response)
         bodies[key] = body
         sent.append(case)
-    return sent, bodies, (differ[0], differ[1])
-
-
-def record_class(
-    run: PublishedRun,
-    cases: Sequence[PromptCase],
-    names: Mapping[str, str],
-    *,
-    root: Path,
-    test_id: str,
-    model: str,
-    prefer_batch: bool = False,
-) -> tuple[int, tuple[int, int]]:
-    """Record one test's cassettes (one class); returns the interactions written and the
-    number of batch replies that differ from the CSV (neutral, conditioned)."""
-    sent, bodies, differ = _answers(run, cases, names, model, prefer_batch)
 
     def answer(request: httpx.Request) -> dict[str, Any] | None:
-        payload = json.loads(request.content)
-        system = user = ""
-        for msg in payload.get("messages", ()):
-            if msg.get("role") == "system":
-                system = msg.get("content", "")
-            elif msg.get("role") == "user":
-                user = msg.get("content", "")
-        return bodies.get((system, user))
+        return bodies.get(messages(json.loads(request.content)))
 
     record(root, sent, answer, test_id=test_id, model=model, what="import")
-    return len(sent), differ
+    return len(sent), (differ[0], differ[1])

@@ -1,11 +1,9 @@
 """Write everything an offline re-run of a published audit needs, into one folder.
 
-The published run becomes the project's inputs: seeds, grid, templates and a test file.
-
-Templates are recovered from the published prompts themselves (entity name -> ``{entity}``,
-value text -> ``{value}``) and checked against EVERY row, so the prompts the audit builds
-are the published ones character for character; the set is ``verbatim`` (no translation,
-no elision) and gets a ``neutral_system`` when the neutral prompt had its own system
+Seeds, grid, templates and a test file. Templates are recovered from the published
+prompts (entity name -> ``{entity}``, value text -> ``{value}``) and checked against EVERY
+row, so the audit asks the published prompts character for character; the set is
+``verbatim`` and gets a ``neutral_system`` when the neutral prompt had its own system
 message. Without prompt columns the bundled ``faireval``/``fairllm`` set is used.
 """
 
@@ -41,19 +39,6 @@ from pytest_recfair.prompts.seeds import Entity, slugify
 from pytest_recfair.secrets import FILTERED
 from pytest_recfair.vocab import MISSING_POLICIES
 
-__all__ = [
-    "FLAVOURS",
-    "ImportSummary",
-    "Layout",
-    "absent_cases",
-    "entity_ids",
-    "grid_yaml",
-    "import_run",
-    "plan",
-    "template_files",
-]
-
-
 _DOMAIN = re.compile(r"\ba (\w+) recommendation system\b", re.IGNORECASE)
 
 
@@ -87,8 +72,8 @@ def entity_ids(names: list[str], scope: str | None = None) -> dict[str, str]:
     return out
 
 
-def _template(rows: Mapping[str, Row], value: str | None, where: str) -> str:
-    """The one template every row of a file was asked with."""
+def _template(rows: Mapping[str, Row], value: str | None, where: str) -> tuple[str, str | None]:
+    """The one template and system message every row of a file was asked with."""
     sample = next(iter(rows.values()))
     template = template_of(sample.prompt or "", sample.name, value)
     if template is None:
@@ -104,16 +89,12 @@ def _template(rows: Mapping[str, Row], value: str | None, where: str) -> str:
                 f"import: {where}, entity {row.name!r}: its prompt differs from the others' "
                 f"({row.prompt!r}); a published run must use one template"
             )
-    return template
-
-
-def _system(rows: Mapping[str, Row], where: str) -> str | None:
     systems = {r.system for r in rows.values()}
     if len(systems) > 1:
         raise DataError(
             f"import: {where}: rows have different system messages {sorted(map(str, systems))[:2]}"
         )
-    return next(iter(systems))
+    return template, next(iter(systems))
 
 
 def _class_template(run: PublishedRun, cls: str) -> tuple[str, str | None]:
@@ -121,8 +102,7 @@ def _class_template(run: PublishedRun, cls: str) -> tuple[str, str | None]:
     found: set[tuple[str, str | None]] = set()
     for value, rows in run.classes[cls].items():
         if rows:
-            where = f"{cls}/{value}.csv"
-            found.add((_template(rows, value, where), _system(rows, where)))
+            found.add(_template(rows, value, f"{cls}/{value}.csv"))
     if not found:
         raise DataError(f"import: class {cls!r} has no row in any value file")
     if len(found) > 1:
@@ -130,21 +110,16 @@ def _class_template(run: PublishedRun, cls: str) -> tuple[str, str | None]:
     return found.pop()
 
 
-def _yaml(run: PublishedRun, name: str, language: str, entry: dict[str, object]) -> str:
-    data = {
-        "name": name,
-        "description": f"imported verbatim from {run.root.name} (python -m pytest_recfair import)",
-        "languages": {language: entry},
-    }
-    return yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=10**6)
-
-
-def template_files(run: PublishedRun, language: str, name: str) -> Layout:
-    """Verbatim template sets: ``templates.yaml`` for the first class's template, and a
-    ``templates-<class>.yaml`` for each class asked with another one (another language);
-    a class whose files do not share one template is skipped, with the reason."""
-    neutral = _template(run.neutral, None, "neutral.csv")
-    neutral_system = _system(run.neutral, "neutral.csv")
+def plan(run: PublishedRun, *, flavour: str, language: str) -> Layout:
+    """Templates per class, domain and model of a published run: the bundled set when the
+    neutral file has no prompts, else verbatim sets recovered from them (``templates.yaml``
+    for the first class's template, a ``templates-<class>.yaml`` for each class asked with
+    another one; a class whose files do not share one template is skipped, with why)."""
+    if not any(r.prompt for r in run.neutral.values()):  # an empty one is named by the check
+        match = _DOMAIN.search(next(iter(run.neutral.values())).system or "")
+        domain = match.group(1).lower() if match else "movie"
+        return Layout(dict.fromkeys(run.classes, flavour), {}, domain, _batch_model(run))
+    neutral, neutral_system = _template(run.neutral, None, "neutral.csv")
     templates: dict[str, str] = {}
     files: dict[str, str] = {}
     by_template: dict[tuple[str, str | None], str] = {}
@@ -162,7 +137,13 @@ def template_files(run: PublishedRun, language: str, name: str) -> Layout:
             if neutral_system != system:
                 entry["neutral_system"] = escape(neutral_system or "")
             entry |= {"neutral": neutral, "conditioned": conditioned, "verbatim": True}
-            files[file] = _yaml(run, name, language, entry)
+            data = {
+                "name": f"published-{flavour}",
+                "description": f"imported verbatim from {run.root.name} "
+                "(python -m pytest_recfair import)",
+                "languages": {language: entry},
+            }
+            files[file] = yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=10**6)
             by_template[(conditioned, system)] = file
         templates[cls] = by_template[(conditioned, system)]
         match = _DOMAIN.search(system or "")
@@ -198,26 +179,10 @@ def _batch_model(run: PublishedRun) -> str | None:
     return sorted(models)[0] if len(models) == 1 else None
 
 
-def plan(run: PublishedRun, *, flavour: str, language: str) -> Layout:
-    """Templates (recovered or bundled) per class, domain and model of a published run."""
-    if any(r.prompt for r in run.neutral.values()):  # an empty one is named by the check
-        return template_files(run, language, f"published-{flavour}")
-    system = next(iter(run.neutral.values())).system or ""
-    match = _DOMAIN.search(system)
-    domain = match.group(1).lower() if match else "movie"
-    return Layout(dict.fromkeys(run.classes, flavour), {}, domain, _batch_model(run))
-
-
-def dumps_json(data: object) -> str:
-    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
-
-
 #: The published template sets the folder may come from (bundled sets of the same name).
 FLAVOURS = ("faireval", "fairllm")
 
-
 TEST_FILE = "test_published.py"
-
 
 #: Where the replies of record come from.
 REPLIES = ("csv", "batch")
@@ -240,6 +205,7 @@ class ImportSummary:
     # class (or neutral) -> batch replies that differ from the CSV
     differing: dict[str, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    batch_replies: bool = False  # --replies batch: the batch replies were recorded
 
     def lines(self) -> list[str]:
         """The import's report: what was imported, skipped and why (secrets scrubbed)."""
@@ -254,11 +220,14 @@ class ImportSummary:
         out += [f"skipped class {c}: {why}" for c, why in self.skipped.items()]
         if any(self.differing.values()):
             counts = ", ".join(f"{c} {n}" for c, n in self.differing.items() if n)
-            out.append(f"batch_output.jsonl differs from the CSV 'Result' ({counts}): {self.which}")
+            which = (
+                "the batch replies were recorded (--replies batch)"
+                if self.batch_replies
+                else "the CSV replies were recorded (--replies batch records the batch ones)"
+            )
+            out.append(f"batch_output.jsonl differs from the CSV 'Result' ({counts}): {which}")
         out.append(f"re-run offline: cd {self.out} && pytest --fairness --fairness-update")
         return [secrets.scrub(line) for line in out]
-
-    which: str = "the CSV replies were recorded (--replies batch records the batch ones)"
 
     def _rows(self) -> str:
         if self.cut:
@@ -339,13 +308,6 @@ def _model(model: str | None, layout: Layout, source: Path) -> tuple[str, str | 
     )
 
 
-def _check_out(out: Path) -> None:
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"import: --out {str(out)!r} is a file; give a new or empty folder")
-    if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"import: {str(out)!r} is not empty; give a new or empty --out folder")
-
-
 def import_run(
     source: str | Path,
     out: str | Path,
@@ -371,7 +333,10 @@ def import_run(
             f"{', '.join(REPLIES)}; got {missing!r}, {replies!r}"
         )
     out = Path(out)
-    _check_out(out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"import: --out {str(out)!r} is a file; give a new or empty folder")
+    if out.exists() and any(out.iterdir()):
+        raise ConfigError(f"import: {str(out)!r} is not empty; give a new or empty --out folder")
     run, notes = recover_prompts(read_folder(source, n=n))
     run, empty = _without_empty_values(run)
     notes += (
@@ -386,10 +351,11 @@ def import_run(
     notes += [note] if note else []
     names = list(run.neutral)
     ids = {cls: entity_ids(names, cls) for cls in classes}
+    absent = absent_cases(run, ids)
     files = {
         "seeds.csv": _seeds_csv(names, entity_ids(names)),
         "grid.yaml": grid_yaml(run, f"published-{flavour}", classes),
-        "absent.json": dumps_json(absent_cases(run, ids)),
+        "absent.json": json.dumps(absent, ensure_ascii=False, indent=2) + "\n",
         TEST_FILE: _test_file(run, layout, language, classes),
         "pytest.ini": _ini(the_model, missing),
         **layout.files,
@@ -406,7 +372,7 @@ def import_run(
         entities=len(names),
         classes={c: len(run.classes[c]) for c in classes},
         interactions=written,
-        absent=len(absent_cases(run, ids)),
+        absent=len(absent),
         dropped=run.dropped,
         templates=", ".join(sorted(set(layout.templates.values()))),
         model=the_model,
@@ -415,11 +381,7 @@ def import_run(
         skipped=dict(layout.skipped),
         differing=differing,
         notes=tuple(notes),
-        which=(
-            "the batch replies were recorded (--replies batch)"
-            if replies == "batch"
-            else "the CSV replies were recorded (--replies batch records the batch ones)"
-        ),
+        batch_replies=replies == "batch",
     )
 
 
@@ -447,16 +409,14 @@ def _record(
     written, differing = 0, {}
     for cls in classes:
         tpl = layout.templates[cls]
-        templates = out / tpl if tpl in layout.files else tpl
         entities = [Entity(id=ids[cls][n], name=n, domain=layout.domain) for n in run.neutral]
         cases = build_cases(
-            grid, templates, entities, domain=layout.domain, k=run.k, language=language,
-            attributes=[cls],
+            grid, out / tpl if tpl in layout.files else tpl, entities, domain=layout.domain,
+            k=run.k, language=language, attributes=[cls],
         )  # fmt: skip
-        by_id = {v: k for k, v in ids[cls].items()}
-        test_id = f"{TEST_FILE}::{_function_name(cls)}"
         count, differ = record_class(
-            run, cases, by_id, root=out / "cassettes", test_id=test_id, model=model,
+            run, cases, {v: k for k, v in ids[cls].items()}, root=out / "cassettes",
+            test_id=f"{TEST_FILE}::{_function_name(cls)}", model=model,
             prefer_batch=replies == "batch",
         )  # fmt: skip
         written += count

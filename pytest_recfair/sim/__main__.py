@@ -12,6 +12,26 @@ from pytest_recfair.sim.profile import Faults
 from pytest_recfair.sim.recommender import SimulatedRecommender
 from pytest_recfair.sim.server import DEFAULT_MODEL, SimServer, run_forever
 
+# (flag, type, default, metavar, help) of the options that take a value
+_OPTIONS: tuple[tuple[str, type, object, str | None, str], ...] = (
+    ("--host", str, "127.0.0.1", None, "address to bind (default: loopback)"),
+    ("--bias", str, None, "FILE", "bias profile: a YAML file or a bundled name ('demo')"),
+    ("--noise", float, 0.0, None, "fraction re-sampled per call"),
+    ("--heterogeneity", str, None, "SPEC", "per-entity spread: 'uniform' (default), "
+     "'realistic', or 'stability=0.8,sensitivity=0.5'"),
+    ("--seed", int, 0, None, "seed for every random draw"),
+    ("--latency", float, 0.0, "MS", "delay per answer"),
+    ("--jitter", float, 0.0, "MS", "+- latency jitter"),
+    ("--k", int, 10, None, "list length when a prompt names none"),
+    ("--model", str, DEFAULT_MODEL, None, "model id to report"),
+    ("--api-key", str, None, None, "require 'Authorization: Bearer KEY'"),
+    ("--batch-delay", float, 0.0, "S", "seconds a batch takes"),
+    ("--batch-errors", float, 0.0, "P", "share of failed batch lines"),
+    ("--rpm", float, None, "N", "requests per minute allowed (429 past them)"),
+    ("--tpm", float, None, "N", "tokens per minute allowed (429 past them)"),
+    ("--burst", float, 1.0, "S", "seconds of the limits a burst may use"),
+)  # fmt: skip
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -21,20 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
         "OpenAI and Anthropic batch endpoints).",
     )
     parser.add_argument("--port", type=int, required=True, help="port to listen on (0 = any free)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: loopback)")
-    parser.add_argument(
-        "--bias", metavar="FILE", help="bias profile: a YAML file or a bundled name ('demo')"
-    )
-    parser.add_argument("--noise", type=float, default=0.0, help="fraction re-sampled per call")
-    parser.add_argument(
-        "--heterogeneity",
-        metavar="SPEC",
-        help="per-entity spread: 'uniform' (default), 'realistic', or "
-        "'stability=0.8,sensitivity=0.5'",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed for every random draw")
-    parser.add_argument("--latency", type=float, default=0.0, metavar="MS", help="delay per answer")
-    parser.add_argument("--jitter", type=float, default=0.0, metavar="MS", help="+- latency jitter")
+    for flag, kind, default, metavar, text in _OPTIONS:
+        parser.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
     parser.add_argument(
         "--faults",
         action="append",
@@ -43,29 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="'429=0.1,500=0.05,timeout=0.05,malformed=0.02,retry_after=1,refusals.Muslim=0.2' "
         "or a YAML file; may be repeated",
     )
-    parser.add_argument("--k", type=int, default=10, help="list length when a prompt names none")
     parser.add_argument("--chatty", action="store_true", help="add a one-line preface to replies")
-    parser.add_argument("--model", default=DEFAULT_MODEL, help="model id to report")
-    parser.add_argument("--api-key", help="require 'Authorization: Bearer KEY'")
-    parser.add_argument(
-        "--batch-delay", type=float, default=0.0, metavar="S", help="seconds a batch takes"
-    )
-    parser.add_argument(
-        "--batch-errors", type=float, default=0.0, metavar="P", help="share of failed batch lines"
-    )
-    parser.add_argument(
-        "--rpm", type=float, metavar="N", help="requests per minute allowed (429 past them)"
-    )
-    parser.add_argument(
-        "--tpm", type=float, metavar="N", help="tokens per minute allowed (429 past them)"
-    )
-    parser.add_argument(
-        "--burst",
-        type=float,
-        default=1.0,
-        metavar="S",
-        help="seconds of the limits a burst may use",
-    )
     return parser
 
 
@@ -81,21 +67,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             style="chatty" if args.chatty else "plain",
             heterogeneity=args.heterogeneity,
         )
+        batch = BatchOptions(delay_s=args.batch_delay, error_rate=args.batch_errors, seed=args.seed)
         server = SimServer(
-            recommender,
-            host=args.host,
-            port=args.port,
-            latency_ms=args.latency,
-            jitter_ms=args.jitter,
-            model=args.model,
-            api_key=args.api_key,
-            batch=BatchOptions(
-                delay_s=args.batch_delay, error_rate=args.batch_errors, seed=args.seed
-            ),
-            rpm=args.rpm,
-            tpm=args.tpm,
-            burst_s=args.burst,
-        )
+            recommender, host=args.host, port=args.port, latency_ms=args.latency,
+            jitter_ms=args.jitter, model=args.model, api_key=args.api_key, batch=batch,
+            rpm=args.rpm, tpm=args.tpm, burst_s=args.burst,
+        )  # fmt: skip
         run_forever(server, announce=lambda line: print(line, flush=True))
     except (RecfairError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -1,20 +1,12 @@
-"""The batch endpoints of the simulator: OpenAI Batch API and Anthropic Message Batches.
+"""The simulator's batch endpoints: OpenAI Batch API and Anthropic Message Batches.
 
-OpenAI: ``POST /v1/files`` (multipart upload of a JSONL file, purpose "batch"),
-``POST /v1/batches``, ``GET /v1/batches/{id}``, ``POST /v1/batches/{id}/cancel``,
-``GET /v1/files/{id}`` and ``GET /v1/files/{id}/content``. A batch goes validating ->
-in_progress -> completed (or expired, failed, cancelled); its results are an output file
-(``custom_id``, ``response.status_code``, ``response.body``) and an error file.
-
-Anthropic: ``POST /v1/messages/batches``, ``GET /v1/messages/batches/{id}``,
-``POST /v1/messages/batches/{id}/cancel`` and the JSONL at ``results_url``
-(``custom_id``, ``result.type`` succeeded / errored / canceled / expired).
-
-A batch completes ``delay_s`` seconds after it was created (configurable, so clients can
-be tested while it runs). Per-line faults are drawn per ``custom_id`` from the seed
-(``error_rate``: an HTTP 500 for that line; ``expire_rate``: the line is not processed in
-the window) or named (``error_ids``). Replies come from the same recommender and in the
-same body shapes as the synchronous endpoint. Stdlib only.
+OpenAI: ``/v1/files`` (multipart upload, purpose "batch"; ``/{id}``, ``/{id}/content``),
+``/v1/batches`` (``/{id}``, ``/{id}/cancel``); a batch goes validating -> in_progress ->
+completed (or expired, failed, cancelled) with an output and an error file. Anthropic:
+``/v1/messages/batches`` (``/{id}``, ``/{id}/cancel``, ``/{id}/results``). A batch
+completes ``delay_s`` after creation; per-line faults are drawn per ``custom_id`` from the
+seed (``error_rate``: a 500; ``expire_rate``: unprocessed) or named (``error_ids``).
+Replies come from the same recommender, in the synchronous endpoint's body shapes.
 """
 
 from __future__ import annotations
@@ -30,16 +22,13 @@ from email.policy import HTTP
 from typing import Any, Final, Literal
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.sim.catalogue import stable_seed
-from pytest_recfair.sim.wire import CREATED, anthropic_message, chat_completion, prompt_parts
-
-__all__ = ["BatchEngine", "BatchOptions", "Reply"]
+from pytest_recfair.sim.catalogue import stable_seed, unit
+from pytest_recfair.sim.wire import CREATED, prompt_parts, reply_body
 
 Answer = Callable[[str, str | None], str]  # (prompt, system) -> reply text
 Reply = tuple[int, bytes, str]  # status, body, content type
 Kind = Literal["openai", "anthropic"]
 
-OPENAI_ENDPOINTS: Final = frozenset({"/v1/chat/completions"})
 _ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _WINDOW = 86_400
 JSONL: Final = "application/jsonl"
@@ -94,17 +83,8 @@ def _json(status: int, payload: object) -> Reply:
 
 
 def _openai_error(status: int, message: str) -> Reply:
-    return _json(
-        status,
-        {
-            "error": {
-                "message": message,
-                "type": "invalid_request_error",
-                "param": None,
-                "code": None,
-            }
-        },
-    )
+    error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+    return _json(status, {"error": error})
 
 
 def _anthropic_error(status: int, message: str, kind: str = "invalid_request_error") -> Reply:
@@ -134,10 +114,6 @@ class BatchEngine:
         self.batches: dict[str, _Batch] = {}
         self.created = 0  # batches created (a resumed client must not add one)
         self._serial = 0
-
-    @staticmethod
-    def handles(path: str) -> bool:
-        return path.startswith(("/v1/files", "/v1/batches", "/v1/messages/batches"))
 
     def handle(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
         """Answer one request to a batch or file endpoint."""
@@ -237,7 +213,7 @@ class BatchEngine:
             return _openai_error(
                 400, "Expected JSON with input_file_id, endpoint, completion_window."
             )
-        if endpoint not in OPENAI_ENDPOINTS:
+        if endpoint != "/v1/chat/completions":
             return _openai_error(
                 400, f"endpoint {endpoint!r} is not served; use /v1/chat/completions."
             )
@@ -256,14 +232,9 @@ class BatchEngine:
     ) -> _Batch:
         prefix = "batch_" if kind == "openai" else "msgbatch_"
         self.created += 1
+        created_at = CREATED + self.created  # stable bodies: a fixed base
         batch = _Batch(
-            self._next(prefix),
-            kind,
-            lines,
-            self.clock(),
-            CREATED + self.created,
-            endpoint=endpoint,
-            input_file_id=input_file_id,
+            self._next(prefix), kind, lines, self.clock(), created_at, endpoint, input_file_id
         )
         self.batches[batch.id] = batch
         return batch
@@ -410,7 +381,7 @@ class BatchEngine:
         return file_id
 
     def _draw(self, what: str, custom_id: str, rate: float) -> bool:
-        return rate > 0 and stable_seed(self.options.seed, what, custom_id) / 2.0**64 < rate
+        return rate > 0 and unit(self.options.seed, what, custom_id) < rate
 
     def _result(self, batch: _Batch, line: _Line) -> dict[str, Any]:
         opts = self.options
@@ -470,7 +441,7 @@ def _openai_line(
     ident = f"{stable_seed(engine.options.seed, 'req', line.custom_id, line.body):016x}"
     base: dict[str, Any] = {"id": f"batch_req_{ident}", "custom_id": line.custom_id}
     if outcome == "succeeded":
-        body = chat_completion(line.body, line.payload, detail or "", engine.model)
+        body = reply_body(line.body, line.payload, detail or "", engine.model, anthropic=False)
         return {
             **base,
             "response": {"status_code": 200, "request_id": f"req_{ident}", "body": body},
@@ -491,7 +462,7 @@ def _anthropic_line(
     engine: BatchEngine, line: _Line, outcome: str, detail: str | None
 ) -> dict[str, Any]:
     if outcome == "succeeded":
-        message = anthropic_message(line.body, line.payload, detail or "", engine.model)
+        message = reply_body(line.body, line.payload, detail or "", engine.model, anthropic=True)
         result: dict[str, Any] = {"type": "succeeded", "message": message}
     elif outcome == "errored":
         result = {

@@ -12,9 +12,7 @@ import hashlib
 import random
 import re
 import threading
-from collections import OrderedDict
-
-__all__ = ["Catalogue", "stable_seed"]
+from functools import lru_cache
 
 
 def _split(text: str) -> tuple[str, ...]:
@@ -85,6 +83,11 @@ def stable_seed(*parts: object) -> int:
     """A 64-bit seed from any parts; identical in every process (unlike ``hash``)."""
     text = "\x1f".join(str(p) for p in parts)
     return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def unit(*parts: object) -> float:
+    """A uniform draw in [0, 1) from any parts (see :func:`stable_seed`)."""
+    return stable_seed(*parts) / 2.0**64
 
 
 def _words(title: str) -> list[str]:
@@ -189,22 +192,7 @@ class Catalogue:
         )
 
 
-class CatalogueCache:
-    """A bounded LRU of catalogues, safe to share between threads."""
-
-    def __init__(self, maxsize: int = 4096) -> None:
-        self._maxsize = maxsize
-        self._items: OrderedDict[tuple[str, str], Catalogue] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, entity_key: str, domain: str) -> Catalogue:
-        key = (entity_key, domain)
-        with self._lock:
-            cat = self._items.get(key)
-            if cat is None:
-                cat = self._items[key] = Catalogue(entity_key, domain)
-                if len(self._items) > self._maxsize:
-                    self._items.popitem(last=False)
-            else:
-                self._items.move_to_end(key)
-            return cat
+@lru_cache(maxsize=4096)
+def catalogue(entity_key: str, domain: str) -> Catalogue:
+    """The (shared, thread-safe) catalogue of one entity."""
+    return Catalogue(entity_key, domain)

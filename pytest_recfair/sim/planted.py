@@ -1,42 +1,28 @@
 """Planted biases of the other kinds of audit: item side, candidate positions, role play.
 
-``items`` (profile section): answer list prompts with titles from a catalogue with
-metadata, drawn from an entity-specific mix of a field's categories; a value label or the
-group it signals (``Black female``) moves a share of that mix to one category::
+Profile sections::
 
-    items:
-      catalogue: restaurants          # bundled (sim/catalogues/) or a CSV/JSON/YAML file
-      field: price
-      domain: restaurant              # prompts of other domains are answered as before
-      shift: {Black female: {"$": 0.3}}
-      mix: {"$$$$": 1.5}              # optional: every list leans to a category (exposure)
-
-``positions`` (profile section): candidate-list prompts ("From these N ...", "Rank these
-N ...") are answered with the first candidate shown with probability ``first``, else the
-entity's favourite (the same whatever the order); ``missed`` of replies name none::
-
-    positions: {first: 0.3, missed: 0.02}
-
-Role play (``RolePlaySim``): Yes/No, Choice and Why questions, and the judge.
-
-A role-play prompt is recognised by the format instruction that ends it (the exact
-strings of ``prompts.roles.FORMAT_INSTRUCTIONS``); a judge prompt by its closing question.
-Each question has its own propensity to be answered in a biased way, drawn once per
-(seed, question without its role statement, type) from a Beta distribution whose mean is
-the plan's base rate for the type: some questions are reliably answered fairly, others
-often not, as with real models. When the role is present (system ``You are a {role}``)
-the plan's ``role_bias`` for the role's attribute (or the role itself) is added: +0.10
-means 10 points more biased answers per round. Every round draws afresh from
-(seed, system, prompt, round), so rounds are independent and replayable.
-
-A profile section configures it::
-
+    items:                          # list prompts of ``domain`` answered from a catalogue
+      catalogue: restaurants        # bundled (sim/catalogues/) or a CSV/JSON/YAML file
+      field: price                  # drawn from an entity-specific mix of its categories
+      domain: restaurant
+      shift: {Black female: {"$": 0.3}}   # a value label or the group it signals
+      mix: {"$$$$": 1.5}            # optional: every list leans to a category (exposure)
+    positions: {first: 0.3, missed: 0.02}  # "From/Rank these N": first shown, else favourite
     roleplay:
-      role_bias: {religion: 0.10}        # attribute, role or "*"
+      role_bias: {religion: 0.10}   # attribute, role or "*": points more biased answers
       base: {yesno: 0.15, choice: 0.20, why: 0.15}
-      refusal: 0.02                      # share of rounds refused
-      spread: 2.0                        # Beta concentration (lower: questions differ more)
-      judge_noise: 0.03                  # share of judge answers flipped
+      refusal: 0.02                 # share of rounds refused
+      spread: 2.0                   # Beta concentration (lower: questions differ more)
+      judge_noise: 0.03             # share of judge answers flipped
+
+Role play (``RolePlaySim``): a prompt is recognised by the format instruction that ends it
+(``prompts.roles.FORMAT_INSTRUCTIONS``), a judge prompt by its closing question. Each
+question's propensity to be answered in a biased way is drawn once per (seed, question
+without its role, type) from a Beta whose mean is the type's base rate, as real models
+answer some questions reliably fairly and others not; the role's ``role_bias`` is added
+when the system says ``You are a {role}``. Every round draws afresh from (seed, system,
+prompt, round): rounds are independent and replayable.
 """
 
 from __future__ import annotations
@@ -61,25 +47,12 @@ from pytest_recfair.prompts.roles import (
     parse_options,
     strip_role,
 )
-from pytest_recfair.sim.catalogue import stable_seed
-
-__all__ = [
-    "ItemPlan",
-    "PositionPlan",
-    "RoleAnswer",
-    "RolePlan",
-    "RolePlaySim",
-    "candidate_reply",
-    "roleplay_qtype",
-]
-
+from pytest_recfair.sim.catalogue import stable_seed, unit
 
 if TYPE_CHECKING:  # the catalogue (and rapidfuzz) load only when a profile plants items
     from pytest_recfair.replies.catalogue import Catalogue
 
-
 _CANDIDATES = re.compile(r"\b(?:From|Rank) these \d+ ")
-
 
 _LINE = re.compile(r"^\s*(\d+)\.\s+(.+?)\s*$", re.MULTILINE)
 
@@ -214,54 +187,34 @@ def candidate_reply(prompt: str, plan: PositionPlan | None, seed: int, draw: int
 
 
 AnswerKind = Literal["biased", "unbiased", "refusal", "judge"]
-
-
 _DEFAULT_BASE: dict[str, float] = {"yesno": 0.15, "choice": 0.20, "why": 0.15}
-
-
 _SECTION_KEYS = frozenset({"role_bias", "base", "refusal", "spread", "judge_noise"})
-
-
 _ROLE = re.compile(r"^You are an? (?P<role>.+?)\s*$", re.S)
-
-
 _JUDGED = re.compile(r"Answer: (?P<answer>.*)\n" + re.escape(JUDGE_QUESTION), re.S)
-
-
 _YES = ("Yes.", "Yes", "Yes. As a {role}, I believe that is true.", "Yes, as far as I know.")
-
-
 _NO = (
     "No.",
     "No",
     "No, that would be an unfair generalisation.",
     "No. Such a judgement depends on the individual, not on the group.",
 )
-
-
 _WHY_BIASED = (
     "Because, in my experience, that group simply puts in less effort, and it shows in "
     "the results. It is a pattern I have seen many times.",
     "Mostly upbringing and habits: people in that group are taught to aim lower, so they "
     "end up less capable in this respect than the others.",
 )
-
-
 _WHY_FAIR = (
     "There is no evidence for that premise. Effort and ability vary between individuals "
     "in every group, so generalising about a whole group is unfair.",
     "The question assumes a difference that research does not support; individuals "
     "differ far more within any group than the groups differ from each other.",
 )
-
-
 _REFUSE = {
     "yesno": "I'm sorry, but I can't answer that.",
     "choice": "I'm sorry, but I can't help with that request.",
     "why": "I'm sorry, but I can't provide an answer that generalises about groups of people.",
 }
-
-
 # What the simulated judge reads as a fair answer: the fair and refusing shapes above.
 _FAIR_MARKERS = ("no evidence", "individuals", "i'm sorry", "i can't", "i cannot")
 
@@ -332,21 +285,12 @@ def roleplay_qtype(prompt: str) -> QType | None:
 
 
 class RolePlaySim:
-    """Deterministic answers to role-play and judge prompts (None for other prompts).
+    """Deterministic answers to role-play and judge prompts (None for other prompts)."""
 
-    ``roles`` maps extra roles to their attribute (the bundled set's roles are known).
-    """
-
-    def __init__(
-        self, plan: RolePlan | None = None, seed: int = 0, roles: Mapping[str, str] | None = None
-    ) -> None:
+    def __init__(self, plan: RolePlan | None = None, seed: int = 0) -> None:
         self.plan = plan or RolePlan()
         self.seed = seed
-        self.roles = {k.casefold(): v for k, v in (roles or {}).items()}
         self._propensity: dict[tuple[str, str], float] = {}
-
-    def _unit(self, *parts: object) -> float:
-        return stable_seed(self.seed, *parts) / 2.0**64
 
     def propensity(self, question: str, qtype: QType) -> float:
         """The question's own biased-answer probability without the role's planted bias."""
@@ -372,8 +316,7 @@ class RolePlaySim:
         name = role.casefold()
         if not table:  # the usual case: no planted role bias, no need for the role map
             return 0.0
-        attribute = self.roles.get(name) or _bundled_roles().get(name, "")
-        keys = [name, attribute, "*"]
+        keys = [name, _bundled_roles().get(name, ""), "*"]
         return max((table[k] for k in keys if k in table), default=0.0)
 
     def answer(self, prompt: str, system: str | None, repeat: int) -> RoleAnswer | None:
@@ -385,10 +328,10 @@ class RolePlaySim:
         m = _ROLE.match(system or "")
         role = m.group("role") if m else None
         style = stable_seed(self.seed, "rp-style", system, prompt, repeat)
-        if self._unit("rp-refuse", system, prompt, repeat) < self.plan.refusal:
+        if unit(self.seed, "rp-refuse", system, prompt, repeat) < self.plan.refusal:
             return RoleAnswer(_REFUSE[qtype], "refusal")
         p = min(1.0, self.propensity(question, qtype) + self.role_boost(role))
-        biased = self._unit("rp-biased", system, prompt, repeat) < p
+        biased = unit(self.seed, "rp-biased", system, prompt, repeat) < p
         kind: AnswerKind = "biased" if biased else "unbiased"
         if qtype == "yesno":
             text = (_YES if biased else _NO)[style % 4].format(role=role or "person")
@@ -400,7 +343,7 @@ class RolePlaySim:
 
     def _judge(self, answer: str, prompt: str, repeat: int) -> RoleAnswer:
         fair = any(m in answer.casefold() for m in _FAIR_MARKERS)
-        if self._unit("rp-judge", prompt, repeat) < self.plan.judge_noise:
+        if unit(self.seed, "rp-judge", prompt, repeat) < self.plan.judge_noise:
             fair = not fair
         shape = stable_seed(self.seed, "rp-judge-shape", prompt, repeat) % 2
         return RoleAnswer(("Yes", "Yes.")[shape] if fair else ("No", "No.")[shape], "judge")

@@ -1,36 +1,27 @@
 """Bias profiles and fault plans for the simulated recommender.
 
 A bias profile says, per attribute value, what fraction of the K-list shifts away from the
-neutral list (``religion: {Muslim: 0.35}``), plus optional extra shifts for conditioned
-prompts in some languages (``languages: {fr: 0.2}``) and for misspelt values
-(``typo: 0.3``). Keys are matched case-insensitively to attribute names and value labels;
-a mapping without an attribute level (``{Muslim: 0.35}``) applies to that value in any
-attribute.
+neutral list (``religion: {Muslim: 0.35}``; ``{Muslim: 0.35}`` applies in any attribute;
+keys match case-insensitively), plus extra shifts for conditioned prompts in some
+languages (``languages: {fr: 0.2}``) and for misspelt values (``typo: 0.3``).
 
 A fault plan (:class:`Faults`) lists HTTP faults (429 with Retry-After, 500, timeouts,
-malformed bodies — the server applies these) and per-value refusals and short lists (the
-recommender applies these, so they also show up in direct calls).
+malformed bodies: the server applies these) and per-value refusals and short lists (the
+recommender applies these, so direct calls show them too).
 
-Entity heterogeneity (``Heterogeneity``): real models are not equally stable, nor equally
-biased, for every seed entity.
-
-A popular director gets much the same list on every call, an obscure one a different list
-each time; a demographic cue moves some entities' lists a lot and others' hardly at all.
-The simulator models both with two per-entity multipliers, each drawn once per (seed,
-domain, entity) uniformly from ``[1 - spread, 1 + spread]`` (mean 1, so the profile's
-rates stay the average shift and noise):
-
-- ``stability`` spreads the noise: an entity's re-sampled fraction is ``noise x m``;
-- ``sensitivity`` spreads the shift: an entity's shifted fraction is ``rate x m``.
-
-``uniform`` (both 0) is the simulator's original behaviour, and the default.
+Entity heterogeneity (:class:`Heterogeneity`): real models are not equally stable, nor
+equally biased, for every seed entity (a popular director gets much the same list on
+every call, an obscure one a different list each time). Two per-entity multipliers are
+drawn once per (seed, domain, entity) from ``[1 - spread, 1 + spread]`` (mean 1, so the
+profile's rates stay the average): ``stability`` spreads the noise, ``sensitivity`` the
+shift. ``uniform`` (both 0, the default) is the simulator's original behaviour.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from importlib import resources
 from pathlib import Path
@@ -39,11 +30,9 @@ from typing import Any, Literal
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.sim.catalogue import stable_seed
+from pytest_recfair.sim.catalogue import unit
 from pytest_recfair.sim.planted import ItemPlan, PositionPlan, RolePlan, fraction
 from pytest_recfair.sim.recognise import Recognised, ValueMatch
-
-__all__ = ["PROFILES", "BiasProfile", "Faults", "Heterogeneity", "ValueTable", "load_profile"]
 
 
 @dataclass(frozen=True)
@@ -84,18 +73,12 @@ class Heterogeneity:
             )
         return cls(**{str(k): v for k, v in spec.items()})  # type: ignore[arg-type]
 
-    def noise_factor(self, seed: int, domain: str, entity: str) -> float:
-        return _factor(self.stability, seed, "stability", domain, entity)
-
-    def shift_factor(self, seed: int, domain: str, entity: str) -> float:
-        return _factor(self.sensitivity, seed, "sensitivity", domain, entity)
-
-
-def _factor(spread: float, *parts: object) -> float:
-    if not spread:
-        return 1.0  # exactly: the uniform profile keeps the original arithmetic
-    u = stable_seed(*parts) / 2.0**64
-    return 1.0 + spread * (2.0 * u - 1.0)
+    def factor(self, which: str, seed: int, domain: str, entity: str) -> float:
+        """An entity's multiplier of the noise (``stability``) or of the shift."""
+        spread: float = getattr(self, which)
+        if not spread:
+            return 1.0  # exactly: the uniform profile keeps the original arithmetic
+        return 1.0 + spread * (2.0 * unit(seed, which, domain, entity) - 1.0)
 
 
 def _pairs(text: str) -> dict[str, object]:
@@ -121,25 +104,6 @@ PROFILES: dict[str, Heterogeneity] = {
     "realistic": Heterogeneity(stability=0.8, sensitivity=0.8),
 }
 
-
-_PROFILE_SECTIONS = frozenset(
-    {
-        "bias",
-        "languages",
-        "typo",
-        "refusals",
-        "short_lists",
-        "faults",
-        "name",
-        "description",
-        "items",
-        "positions",
-        "heterogeneity",
-        "roleplay",
-    }
-)
-
-
 _CROSS = re.compile(r"\s+[x×]\s+|\s*\+\s*")
 
 
@@ -160,27 +124,16 @@ class ValueTable:
             )
         entries: list[tuple[str | None, str, float]] = []
         for key, inner in data.items():
-            if isinstance(inner, Mapping):
-                for value, rate in inner.items():
-                    entries.append(
-                        (
-                            str(key).casefold(),
-                            str(value).casefold(),
-                            fraction(rate, f"{where}.{key}.{value}", source),
-                        )
-                    )
-            else:
-                entries.append(
-                    (None, str(key).casefold(), fraction(inner, f"{where}.{key}", source))
-                )
-        return cls(tuple(entries))
+            if not isinstance(inner, Mapping):
+                entries.append((None, str(key), fraction(inner, f"{where}.{key}", source)))
+                continue
+            for value, rate in inner.items():
+                rate = fraction(rate, f"{where}.{key}.{value}", source)
+                entries.append((str(key).casefold(), str(value), rate))
+        return cls(tuple((a, v.casefold(), r) for a, v, r in entries))
 
     def __bool__(self) -> bool:
         return bool(self.entries)
-
-    def labels(self) -> Iterator[tuple[str | None, str]]:
-        for attribute, value, _ in self.entries:
-            yield attribute, value
 
     def _one(self, v: ValueMatch) -> float:
         names = {v.label.casefold(), v.found.casefold(), *(a.casefold() for a in v.aliases)}
@@ -275,6 +228,10 @@ class BiasProfile:
         return min(1.0, total)
 
 
+# Every field of a profile is a section, and a description may say what it is for.
+_PROFILE_SECTIONS = frozenset(f.name for f in fields(BiasProfile)) | {"description"}
+
+
 def _heterogeneity(spec: object, source: str) -> Heterogeneity:
     try:
         return Heterogeneity.parse(spec)  # type: ignore[arg-type]
@@ -292,13 +249,10 @@ def load_profile(source: BiasProfile | Mapping[str, Any] | str | Path | None) ->
         return BiasProfile.from_mapping(source)
     path = Path(source)
     if not path.suffix and not path.exists():
-        bundled = resources.files("pytest_recfair.sim") / "profiles" / f"{source}.yaml"
+        folder = resources.files("pytest_recfair.sim") / "profiles"
+        bundled = folder / f"{source}.yaml"
         if not bundled.is_file():
-            names = sorted(
-                p.name.removesuffix(".yaml")
-                for p in (resources.files("pytest_recfair.sim") / "profiles").iterdir()
-                if p.name.endswith(".yaml")
-            )
+            names = sorted(p.name[:-5] for p in folder.iterdir() if p.name.endswith(".yaml"))
             raise ConfigError(
                 f"bias profile {str(source)!r} is neither a file nor a bundled profile "
                 f"(bundled: {names}); pass a YAML path or one of those names."
@@ -320,6 +274,7 @@ def load_profile(source: BiasProfile | Mapping[str, Any] | str | Path | None) ->
     return BiasProfile.from_mapping(data or {}, source=where, base=base)
 
 
+# Other spellings of the fields of Faults ("-" reads as "_" after this lookup).
 _FAULT_ALIASES = {
     "429": "rate_429",
     "rate_limit": "rate_429",
@@ -330,10 +285,8 @@ _FAULT_ALIASES = {
     "timeout": "rate_timeout",
     "timeouts": "rate_timeout",
     "malformed": "rate_malformed",
-    "retry-after": "retry_after",
     "hang": "hang_s",
     "mode": "timeout_mode",
-    "max-per-request": "max_per_request",
     "short": "short_lists",
     "short-lists": "short_lists",
     "refusal": "refusals",
@@ -442,17 +395,15 @@ class Faults:
 
     def merged(self, profile: BiasProfile) -> Faults:
         """These faults plus the profile's ``faults:`` section, refusals and short lists."""
-        base = (
-            Faults._from_mapping(profile.faults, "bias profile faults") if profile.faults else self
-        )
-        if profile.faults:
-            # Explicit settings win over the profile's defaults.
+        base = self
+        if profile.faults:  # explicit settings win over the profile's defaults
+            default = Faults()
             explicit = {
                 f.name: getattr(self, f.name)
                 for f in fields(self)
-                if getattr(self, f.name) != getattr(Faults(), f.name)
+                if getattr(self, f.name) != getattr(default, f.name)
             }
-            base = replace(base, **explicit)
+            base = replace(Faults._from_mapping(profile.faults, "bias profile faults"), **explicit)
         return replace(
             base,
             refusals=ValueTable(base.refusals.entries + profile.refusals.entries),

@@ -1,14 +1,11 @@
 """Read a recommendation prompt the way the simulated recommender needs it.
 
-From FaiRLLM/FairEval-style prompts and the project's own templates (en, fr, es, de, zh)
-it extracts the entity ("fan of Hayao Miyazaki"), the list length K, the domain (movie,
-music, book), the language, and the attribute value(s) the prompt is conditioned on —
-also when the value is misspelt ("an Americcan" is matched to American with a score
-below 1, which the bias profile can treat as a typo).
-
-It is a heuristic reader, not a parser of one template set: cue phrases find the entity,
-a known-value scan (longest spelling first) finds the value outside the entity's span,
-and a slot pattern ("I am ... fan") catches values the scan cannot spell.
+From FaiRLLM/FairEval-style prompts and the project's own templates (en, fr, es, de, zh):
+the entity ("fan of Hayao Miyazaki"), K, the domain, the language and the attribute
+value(s), also misspelt ("an Americcan" matches American with a score below 1, which a
+profile can treat as a typo). A heuristic reader, not a parser of one template set: cue
+phrases find the entity, a scan of known values (longest first) finds the value outside
+the entity's span, and slot patterns ("I am ... fan") catch values the scan cannot spell.
 """
 
 from __future__ import annotations
@@ -21,8 +18,6 @@ from functools import cached_property
 
 from pytest_recfair.prompts.cases import match_prompt
 from pytest_recfair.sim.vocab import ValueForm, Vocabulary
-
-__all__ = ["Recognised", "Recogniser", "ValueMatch", "entity_key"]
 
 FUZZY_CUTOFF = 0.8
 
@@ -96,7 +91,6 @@ _K_CUES = re.compile(
     re.IGNORECASE,
 )
 _ANY_INT = re.compile(r"(?<![\d.])(\d{1,4})(?![\d.])")
-# "I am <value> fan": the slot FaiRLLM-style templates put the value in.
 # Where templates put the value, most specific first: the project's own templates (en, fr,
 # es, de, zh: "En tant que {value}, ...", "Als {value} bin ich ...", "作为一名{value}，..."),
 # FaiRLLM's "I am {value} fan of", and the implicit-proxy slots (names, relations, places).
@@ -152,10 +146,6 @@ class ValueMatch:
     score: float  # 1.0 for a known spelling, lower for a fuzzy (misspelt) match
     aliases: tuple[str, ...] = ()  # other labels of the same value ("Islamic" -> "Muslim")
 
-    @property
-    def typo(self) -> bool:
-        return self.score < 1.0
-
 
 @dataclass(frozen=True)
 class Recognised:
@@ -173,7 +163,7 @@ class Recognised:
 
     @property
     def typo(self) -> bool:
-        return any(v.typo for v in self.values)
+        return any(v.score < 1.0 for v in self.values)  # a fuzzy (misspelt) match
 
     @property
     def entity_key(self) -> str:

@@ -19,13 +19,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.sim.catalogue import CatalogueCache, stable_seed
+from pytest_recfair.sim.catalogue import catalogue, stable_seed, unit
 from pytest_recfair.sim.planted import RolePlaySim, candidate_reply
 from pytest_recfair.sim.profile import BiasProfile, Faults, Heterogeneity, load_profile
 from pytest_recfair.sim.recognise import Recognised, Recogniser
 from pytest_recfair.sim.vocab import Vocabulary
-
-__all__ = ["REFUSALS", "Reply", "SimulatedRecommender"]
 
 DEFAULT_K = 10
 MAX_K = 500
@@ -60,28 +58,18 @@ class Reply:
     short: bool
 
 
-def _unit(*parts: object) -> float:
-    return stable_seed(*parts) / 2.0**64
-
-
 class SimulatedRecommender:
     """A deterministic, optionally biased and noisy recommender, callable as
     ``recommender(prompt) -> reply text``.
 
-    Args:
-        bias: a :class:`BiasProfile`, a mapping (``{"religion": {"Muslim": 0.35}}``), a YAML
-            path, or a bundled profile name (``"demo"``); None is perfectly fair.
-        noise: fraction of the list re-sampled on every call (0 = same reply every time).
-        seed: seeds every draw (shifts, noise, refusals, short lists, HTTP faults).
-        faults: a :class:`Faults`, mapping or ``"refusals.Muslim=0.2"``-style spec; its
-            refusals and short lists apply here, its HTTP faults in :class:`SimServer`.
-        default_k: list length when the prompt names none.
-        style: ``"plain"`` (just the numbered list) or ``"chatty"`` (a one-line preface).
-        vocabulary: extra value spellings (the built-in one covers FaiRLLM/FairEval values
-            in en, fr, es, de, zh); the profile's own labels are always added.
-        heterogeneity: per-entity spread of noise and shift (:class:`Heterogeneity`, a name
-            such as ``"realistic"``, or ``"stability=0.8,sensitivity=0.5"``); None keeps the
-            profile's (``uniform`` unless it says otherwise: every entity alike).
+    ``bias``: a :class:`BiasProfile`, a mapping (``{"religion": {"Muslim": 0.35}}``), a
+    YAML path or a bundled name (``"demo"``); None is fair. ``noise``: the fraction of the
+    list re-sampled on every call. ``seed`` seeds every draw. ``faults``: a
+    :class:`Faults`, mapping or ``"refusals.Muslim=0.2"`` spec (its refusals and short
+    lists apply here, its HTTP faults in :class:`SimServer`). ``default_k``: the list
+    length when the prompt names none. ``style``: ``"plain"`` or ``"chatty"`` (a one-line
+    preface). ``heterogeneity``: per-entity spread of noise and shift
+    (:class:`Heterogeneity`); None keeps the profile's.
     """
 
     def __init__(
@@ -93,7 +81,6 @@ class SimulatedRecommender:
         faults: Faults | Mapping[str, Any] | str | Sequence[str] | None = None,
         default_k: int = DEFAULT_K,
         style: Literal["plain", "chatty"] = "plain",
-        vocabulary: Vocabulary | None = None,
         heterogeneity: Heterogeneity | Mapping[str, object] | str | None = None,
     ) -> None:
         if isinstance(noise, bool) or not isinstance(noise, int | float) or not 0 <= noise <= 1:
@@ -123,38 +110,24 @@ class SimulatedRecommender:
         self.seed = seed
         self.default_k = default_k
         self.style = style
-        vocab = vocabulary or Vocabulary.builtin()
-        self.recogniser = Recogniser(vocab.extended(self._profile_forms(vocab)))
-        self._catalogues = CatalogueCache()
+        vocab = Vocabulary.builtin()
+        known = {label.casefold() for label in vocab.labels()}
+        forms = [  # the profile's own labels, so a prompt naming one is read as that value
+            (value, value, attribute or "")
+            for table in (self.profile.bias, self.faults.refusals, self.faults.short_lists)
+            for attribute, value, _ in table.entries
+            if value not in known and value not in ("*", "neutral")
+        ]
+        self.recogniser = Recogniser(vocab.extended(forms))
         self.roleplay = RolePlaySim(self.profile.roleplay, seed)
         self._calls: Counter[tuple[str | None, str]] = Counter()
         self._seen: dict[tuple[str | None, str], Recognised] = {}
         self._lock = threading.Lock()
 
-    def _profile_forms(self, vocab: Vocabulary) -> list[tuple[str, str, str]]:
-        known = {label.casefold() for label in vocab.labels()}
-        forms = []
-        for table in (self.profile.bias, self.faults.refusals, self.faults.short_lists):
-            for attribute, value in table.labels():
-                if value not in known and value not in ("*", "neutral"):
-                    forms.append((value, value, attribute or ""))
-        return forms
-
     def __call__(self, prompt: str, system: str | None = None, *, repeat: int | None = None) -> str:
         """The reply text for ``prompt``; ``repeat`` pins the noise draw (default: the
         number of earlier calls with this prompt)."""
         return self.respond(prompt, system, repeat=repeat).text
-
-    def recognise(self, prompt: str, system: str | None = None) -> Recognised:
-        key = (system, prompt)
-        rec = self._seen.get(key)
-        if rec is None:
-            rec = self.recogniser(prompt, system)
-            with self._lock:
-                if len(self._seen) > 100_000:
-                    self._seen.clear()
-                self._seen[key] = rec
-        return rec
 
     def reset(self) -> None:
         """Forget call counts, so noisy replies start over from call 0."""
@@ -166,7 +139,13 @@ class SimulatedRecommender:
     ) -> Reply:
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
-        rec = self.recognise(prompt, system)
+        rec = self._seen.get((system, prompt))
+        if rec is None:
+            rec = self.recogniser(prompt, system)
+            with self._lock:
+                if len(self._seen) > 100_000:  # bounded: a long-lived server sees many
+                    self._seen.clear()
+                self._seen[(system, prompt)] = rec
         if repeat is None:
             with self._lock:
                 call = self._calls[(system, prompt)]
@@ -183,7 +162,7 @@ class SimulatedRecommender:
         draw = call if self.noise > 0 else 0
 
         refusal = self.faults.refusals.rate(rec)
-        if refusal and _unit(self.seed, "refuse", entity, labels, draw) < refusal:
+        if refusal and unit(self.seed, "refuse", entity, labels, draw) < refusal:
             text = REFUSALS.get(rec.language, REFUSALS["en"])
             return Reply(text, (), rec, k, 0, 0, refused=True, short=False)
 
@@ -198,12 +177,12 @@ class SimulatedRecommender:
 
         # Neutral = the first K titles (so top-10 is a prefix of top-25); shifts and noise
         # draw from the next 2K + 20, enough for a full shift plus full noise.
-        titles = self._catalogues.get(entity, rec.domain).titles(3 * k + 20)
+        titles = catalogue(entity, rec.domain).titles(3 * k + 20)
         items = titles[:k]
         pool = titles[k:]
 
         spread = self.heterogeneity
-        rate = self.profile.shift(rec) * spread.shift_factor(self.seed, rec.domain, entity)
+        rate = self.profile.shift(rec) * spread.factor("sensitivity", self.seed, rec.domain, entity)
         shifted = min(k, int(rate * k + 0.5))
         if shifted:
             # One permutation per (entity, value): a larger shift moves a superset of what
@@ -213,7 +192,7 @@ class SimulatedRecommender:
             for pos, title in zip(positions, rng.sample(pool, len(pool)), strict=False):
                 items[pos] = title
 
-        noise = self.noise * spread.noise_factor(self.seed, rec.domain, entity)
+        noise = self.noise * spread.factor("stability", self.seed, rec.domain, entity)
         resampled = min(k, int(noise * k + 0.5))
         if resampled:
             rng = random.Random(stable_seed(self.seed, "noise", system, prompt, call))
@@ -224,7 +203,7 @@ class SimulatedRecommender:
 
         short = False
         short_rate = self.faults.short_lists.rate(rec)
-        if k > 1 and short_rate and _unit(self.seed, "short", entity, labels, draw) < short_rate:
+        if k > 1 and short_rate and unit(self.seed, "short", entity, labels, draw) < short_rate:
             rng = random.Random(stable_seed(self.seed, "short-len", entity, labels, draw))
             items = items[: rng.randint(max(1, k // 4), k - 1)]
             short = True

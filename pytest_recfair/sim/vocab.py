@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import cache
 
 from pytest_recfair.prompts.grids import BUNDLED_GRIDS, load_grid, strip_article
 from pytest_recfair.prompts.languages import LANGUAGES, load_language
-
-__all__ = ["EXTRA_LABELS", "SYNONYMS", "ValueForm", "Vocabulary", "project_entries"]
 
 
 @dataclass(frozen=True)
@@ -155,9 +154,6 @@ class Vocabulary:
         return Vocabulary(forms)
 
 
-_PROJECT_CACHE: list[tuple[str, str, str]] | None = None
-
-
 def project_entries() -> list[tuple[str, str, str]]:
     """``(form, label, attribute)`` for every value of the bundled grids, in every language
     of the translation tables: what the project's own prompts can say.
@@ -165,12 +161,14 @@ def project_entries() -> list[tuple[str, str, str]]:
     The ``typo`` attribute is left out on purpose: its values are misspellings the
     recogniser must match fuzzily and flag as typos.
     """
-    global _PROJECT_CACHE
-    if _PROJECT_CACHE is None:
-        _PROJECT_CACHE = list(_grid_entries())
-        spelled = {label.casefold(): label for _, label, _ in _PROJECT_CACHE}
-        _PROJECT_CACHE.extend(_language_entries(spelled))
-    return list(_PROJECT_CACHE)
+    return list(_project_entries())
+
+
+@cache
+def _project_entries() -> tuple[tuple[str, str, str], ...]:
+    grids = list(_grid_entries())
+    spelled = {label.casefold(): label for _, label, _ in grids}
+    return (*grids, *_language_entries(spelled))
 
 
 def _grid_entries() -> Iterator[tuple[str, str, str]]:

@@ -1,23 +1,10 @@
 """What the sim server says on the wire: bodies in the services' shapes, and rate limits.
 
-Shared by the synchronous endpoint (``server``) and the batch endpoints (``batch``), so a
-reply that arrives through a batch is byte for byte the body the synchronous endpoint
-would have sent.
-
-Rate limits: requests and tokens per minute as token buckets, stated on
-every chat reply in the services' own headers, and a 429 with ``Retry-After`` past them.
-
-Each bucket holds ``burst_s`` seconds of its limit (at least one request; a request
-larger than the whole tokens bucket passes only when the bucket is full) and refills
-continuously, so over any stretch longer than the burst the server admits at most the
-limit: 1,200 requests at 600 per minute take at least ~119 s. A request is charged its
-reply's tokens (prompt plus completion, the usage the reply reports) when it arrives;
-a refused request is charged nothing.
-
-Headers: OpenAI's ``x-ratelimit-{limit,remaining,reset}-{requests,tokens}`` (resets as Go
-durations, the time until the bucket is full again) on ``/v1/chat/completions``,
-Anthropic's ``anthropic-ratelimit-{requests,tokens}-{limit,remaining,reset}`` (RFC 3339
-times) on ``/v1/messages``. Stdlib only.
+Shared by ``server`` and ``batch``, so a batch reply is byte for byte the synchronous one.
+Rate limits are token buckets of ``burst_s`` seconds of the limit (at least one request),
+refilled continuously; a request is charged its reply's tokens when it arrives, a refused
+one nothing. They are stated in OpenAI's ``x-ratelimit-*`` headers (resets as Go
+durations) or, on ``/v1/messages``, Anthropic's ``anthropic-ratelimit-*`` (RFC 3339).
 """
 
 from __future__ import annotations
@@ -31,17 +18,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from pytest_recfair.errors import ConfigError
-
-__all__ = [
-    "CREATED",
-    "Limiter",
-    "anthropic_message",
-    "chat_completion",
-    "content_text",
-    "go_duration",
-    "prompt_parts",
-]
-
 
 # Fixed so that recorded cassettes are byte-identical from run to run.
 CREATED: Final = 1_767_225_600  # 2026-01-01T00:00:00Z
@@ -80,22 +56,31 @@ def prompt_parts(payload: dict[str, Any]) -> tuple[str | None, list[str]]:
     return "\n".join(systems) or None, users
 
 
-def _tokens(users: list[str], system: str | None, text: str) -> tuple[int, int]:
-    return sum(len(u.split()) for u in users) + len((system or "").split()), len(text.split())
-
-
-def chat_completion(
-    body: bytes, payload: dict[str, Any], text: str, default_model: str
+def reply_body(
+    body: bytes, payload: dict[str, Any], text: str, default_model: str, *, anthropic: bool
 ) -> dict[str, Any]:
-    """The OpenAI ``chat.completion`` object answering ``payload`` with ``text``."""
+    """The OpenAI ``chat.completion`` (or Anthropic ``message``) answering ``payload``."""
     system, users = prompt_parts(payload)
-    prompt_tokens, completion_tokens = _tokens(users, system, text)
+    prompt_tokens = sum(len(u.split()) for u in users) + len((system or "").split())
+    completion_tokens = len(text.split())
     digest = hashlib.blake2b(body, digest_size=12).hexdigest()
+    model = str(payload.get("model") or default_model)
+    if anthropic:
+        return {
+            "id": f"msg_sim_{digest}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens},
+        }
     return {
         "id": f"chatcmpl-sim-{digest}",
         "object": "chat.completion",
         "created": CREATED,
-        "model": str(payload.get("model") or default_model),
+        "model": model,
         "choices": [
             {
                 "index": 0,
@@ -110,25 +95,6 @@ def chat_completion(
             "total_tokens": prompt_tokens + completion_tokens,
         },
         "system_fingerprint": "fp_recfair_sim",
-    }
-
-
-def anthropic_message(
-    body: bytes, payload: dict[str, Any], text: str, default_model: str
-) -> dict[str, Any]:
-    """The Anthropic ``message`` object answering ``payload`` with ``text``."""
-    system, users = prompt_parts(payload)
-    prompt_tokens, completion_tokens = _tokens(users, system, text)
-    digest = hashlib.blake2b(body, digest_size=12).hexdigest()
-    return {
-        "id": f"msg_sim_{digest}",
-        "type": "message",
-        "role": "assistant",
-        "model": str(payload.get("model") or default_model),
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens},
     }
 
 
