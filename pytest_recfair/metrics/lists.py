@@ -33,8 +33,6 @@ import numpy.typing as npt
 from pytest_recfair.metrics.common import check_k, check_list, check_variant, truncate
 from pytest_recfair.vocab import MetricName, Variant
 
-__all__ = ["dedup", "jaccard", "prag", "serp"]
-
 
 def dedup(items: Sequence[str]) -> list[str]:
     """Keep the first occurrence of every item, in order."""

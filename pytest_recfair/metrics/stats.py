@@ -1,10 +1,7 @@
 """Uncertainty: bootstrap CIs of an attribute table, paired run comparison, noise floor.
 
-All resampling is over ENTITIES (rows of a SimilarityMatrix): an entity's neutral list and
-all of its conditioned lists stay together, because they share the entity's popularity and
-the model's knowledge of it. Intervals are percentile intervals (numpy's default "linear"
-quantile of the resampled statistic). Randomness comes only from the ``seed`` argument
-(an int or a numpy Generator), so the same seed gives the same numbers.
+Resampling is over ENTITIES (rows of a SimilarityMatrix): an entity's lists share its
+popularity and the model's knowledge of it, so they stay together.
 """
 
 from __future__ import annotations
@@ -31,20 +28,6 @@ from pytest_recfair.metrics.common import (
 )
 from pytest_recfair.metrics.lists import NEUTRAL_PAD, SENSITIVE_PAD, curves_all_k, encode
 from pytest_recfair.vocab import MetricName, Statistic, Variant
-
-__all__ = [
-    "AttributeIntervals",
-    "BootstrapResult",
-    "Comparison",
-    "NoiseFloor",
-    "bootstrap",
-    "forget_weights",
-    "intervals",
-    "noise_floor",
-    "noise_floor_of",
-    "noise_per_entity",
-    "paired_comparison",
-]
 
 FloatArray = npt.NDArray[np.float64]
 Interval = tuple[float, float]
