@@ -1,23 +1,14 @@
 """Similarity of neutral and sensitive lists: Jaccard, SERP*, PRAG*, one pair or many.
 
-The scalar definitions (``jaccard``, ``serp``, ``prag``) read like the references in
-``/work/shared/reference/metrics.md``. The references call ``metric(sensitive, neutral)``;
-this API takes ``(neutral, sensitive)`` and maps them. Both lists are truncated to their
-first ``k`` items before anything else.
+The scalar functions follow /work/shared/reference/metrics.md, which calls
+``metric(sensitive, neutral)``; this API takes ``(neutral, sensitive)``.
 
-The vectorised engine (``encode``, ``curves_all_k``) scores many pairs at every k = 1..K
-and must return exactly the same floats (tests compare with ``==``): every final division
-is "int / int" or "int * 0.5 / int" in both, which numpy reproduces bit for bit.
-
-Items are interned to integer ids once; each list becomes a row of a (P, K) int32 array
-padded with a sentinel (-1 for neutral rows, -2 for sensitive rows, so pads never match).
-Everything then works on the (P, K, K) equality tensor ``EQ[p, i, j] = S[p, i] == N[p, j]``.
-Truncating both lists to k keeps position i of S and position j of N exactly when
-max(i, j) < k, so each quantity is a sum of terms that each "enter" at a known k; a
-histogram of entry times followed by a cumulative sum gives the quantity at every k at
-once. The one quantity whose terms can leave again is PRAG under ``fairllm`` when N
-repeats an item of S (the last occurrence moves as k grows); those rows alone take a
-per-k loop.
+The vectorised engine (``encode``, ``curves_all_k``) must return exactly the scalar floats
+(tests compare with ``==``): every final division is "int / int" or "int * 0.5 / int".
+Lists become int32 id rows padded with -1 (neutral) / -2 (sensitive) so pads never match.
+Position i of S and j of N enter the truncation at k = max(i, j) + 1, so a histogram of
+entry times and a cumulative sum give each quantity at every k at once; only PRAG under
+``fairllm`` with repeats in N (the last occurrence moves as k grows) needs a per-k loop.
 """
 
 from __future__ import annotations
@@ -160,14 +151,8 @@ def prag(
 
 
 IntArray = npt.NDArray[np.int64]
-
-
 FloatArray = npt.NDArray[np.float64]
-
-
 NEUTRAL_PAD = -1
-
-
 SENSITIVE_PAD = -2
 
 
@@ -178,12 +163,9 @@ def encode(
     pad: int,
     label: Callable[[int], str],
 ) -> tuple[npt.NDArray[np.int32], IntArray]:
-    """Intern ``lists`` into a (len(lists), K) id array and their truncated lengths.
-
-    ``None`` is an empty list. ``label(i)`` names list i in error messages. Items are
-    type-checked after interning (a non-str key in the table means bad input), which
-    costs one pass over the distinct new items instead of one over every item.
-    """
+    """Intern ``lists`` (None: empty) into a (len(lists), K) id array and their truncated
+    lengths; ``label(i)`` names list i in errors. Items are type-checked after interning:
+    one pass over the distinct new items, not over every item."""
     start = len(table)
     sizes = [0] * len(lists)
     flat: list[int] = []
