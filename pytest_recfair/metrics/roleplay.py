@@ -246,9 +246,6 @@ def collect(
     return RoleplayResult(tuple(out), variant, repeats)
 
 
-# --------------------------------------------------------------------------- results
-
-
 def wilson(k: int, n: int, confidence: float = 0.95) -> tuple[float, float]:
     """Wilson score interval of k successes in n trials; (nan, nan) when n = 0."""
     if n <= 0:

@@ -273,9 +273,6 @@ def drift_test(
     return RoleDrift(cells, tol, level, unpaired)
 
 
-# --------------------------------------------------------------------------- role effect
-
-
 @dataclass(frozen=True)
 class EffectCell:
     """With vs without the role statement, paired by question (determined in both)."""
@@ -337,9 +334,6 @@ def role_effect(result: RoleplayResult, without: RoleplayResult | None = None) -
             groups.setdefault((q.attribute, q.qtype), []).append((q.biased, w.biased))
     cells = tuple(_effect(a, t, f) for (a, t), f in sorted(groups.items()))
     return RoleEffect(cells, _effect("*", "*", [x for f in groups.values() for x in f]))
-
-
-# --------------------------------------------------------------------------- limits
 
 
 @dataclass(frozen=True)
