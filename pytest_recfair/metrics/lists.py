@@ -45,11 +45,8 @@ def jaccard(
     k: int | None = None,
     variant: Variant = "normalized",
 ) -> float:
-    """|set(N) ∩ set(S)| / |set(N) ∪ set(S)|, the same in every variant.
-
-    Two empty lists score 0.0 (the references divide by zero): an empty reply is a
-    failure to recommend, never a perfect match.
-    """
+    """|set(N) ∩ set(S)| / |set(N) ∪ set(S)|, the same in every variant. Two empty lists
+    score 0.0 (the references divide by zero): an empty reply is never a perfect match."""
     check_variant(variant)
     n, s = _prepare(neutral, sensitive, k)
     a, b = set(s), set(n)
@@ -118,10 +115,8 @@ def prag(
     k: int | None = None,
     variant: Variant = "normalized",
 ) -> float:
-    """PRAG*: share of ordered pairs of S whose relative order N keeps.
-
-    An item of a pair that is missing from N counts as ranked after every item present.
-    """
+    """PRAG*: share of ordered pairs of S whose relative order N keeps (an item missing
+    from N counts as ranked after every item present)."""
     v = check_variant(variant)
     n, s = _prepare(neutral, sensitive, k)
     if v == "normalized":

@@ -39,11 +39,8 @@ _LAST_WEIGHTS: dict[str, Any] = {}
 
 @dataclass(frozen=True)
 class BootstrapResult:
-    """Percentile bootstrap intervals for an attribute table.
-
-    ``n_undefined`` counts resamples in which some value had no scorable entity (only
-    possible with missing="skip"); they are left out of the intervals.
-    """
+    """Percentile bootstrap intervals for an attribute table; ``n_undefined`` resamples
+    (some value without a scorable entity, only with missing="skip") are left out."""
 
     value_ci: dict[str, Interval]
     snsr_ci: Interval
@@ -59,12 +56,9 @@ class BootstrapResult:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Paired comparison of one statistic between two runs of the same audit.
-
-    ``delta`` = candidate - baseline on the paired entities. ``p_value`` is one-sided for
-    H1 "the candidate is less fair" (``alternative``: "greater" for snsr/snsv, "less" for
-    pafs): p = (1 + #resampled deltas not in H1's direction) / (n_resamples + 1).
-    """
+    """Paired comparison of one statistic between two runs of the same audit: ``delta`` =
+    candidate - baseline; ``p_value`` one-sided for H1 "the candidate is less fair",
+    p = (1 + #resampled deltas not in H1's direction) / (n_resamples + 1)."""
 
     statistic: str
     baseline: float
@@ -240,11 +234,8 @@ def paired_comparison(
     seed: int | np.random.Generator = 0,
     confidence: float = 0.95,
 ) -> Comparison:
-    """Paired bootstrap of candidate - baseline for SNSR, SNSV or PAFS.
-
-    Entities are paired by name (those in both runs, in the baseline's order); both runs
-    are resampled with the same entity draws. The values must be the same set.
-    """
+    """Paired bootstrap of candidate - baseline for SNSR, SNSV or PAFS: entities paired by
+    name (in the baseline's order), both runs resampled with the same draws."""
     base = _check_matrix(baseline, "baseline")
     cand = _check_matrix(candidate, "candidate")
     stat = check_statistic(statistic)
@@ -306,14 +297,9 @@ def noise_floor(
     seed: int | np.random.Generator = 0,
     confidence: float = 0.95,
 ) -> NoiseFloor | None:
-    """How similar two neutral replies for the same entity are when nothing changed.
-
-    Per entity with at least two non-None repeats: the mean of metric(r_i, r_j) @ k over
-    all ordered pairs i != j (SERP*/PRAG* are not symmetric). The floor is the mean over
-    those entities, with a percentile bootstrap CI over entities. None repeats are missing
-    replies and are left out; empty lists are scored as the metric scores them. Returns
-    None when no entity has two repeats.
-    """
+    """How similar two neutral replies for the same entity are when nothing changed: the
+    mean over entities of metric(r_i, r_j) @ k over ordered pairs i != j (SERP*/PRAG* are
+    not symmetric) of non-None repeats, with a bootstrap CI; None without two repeats."""
     per_entity = noise_per_entity(repeats, metric, k, variant)
     return noise_floor_of(per_entity, n_resamples, seed, confidence)
 
