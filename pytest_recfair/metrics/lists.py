@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair.metrics.common import check_k, check_list, check_variant, truncate
+from pytest_recfair.metrics.common import check_k, check_list, check_variant
 from pytest_recfair.vocab import MetricName, Variant
 
 
@@ -34,9 +34,7 @@ def _prepare(
     neutral: Sequence[str], sensitive: Sequence[str], k: int | None
 ) -> tuple[list[str], list[str]]:
     kk = check_k(k)
-    n = truncate(check_list(neutral, "neutral"), kk)
-    s = truncate(check_list(sensitive, "sensitive"), kk)
-    return n, s
+    return check_list(neutral, "neutral")[:kk], check_list(sensitive, "sensitive")[:kk]
 
 
 def jaccard(
