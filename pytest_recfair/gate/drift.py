@@ -1,10 +1,8 @@
 """Drift of one audited test against its baseline: one family, one test.
 
-Each gated statistic of each (attribute, metric) plus each attribute's unusable share is
-one family, tested at once by ``metrics.inference.drift_test``, so an unchanged model
-fails with probability at most ``alpha`` however many comparisons the test makes. The
-tolerance is the spreads' margin; the unusable share's is 0 (any significant rise
-fails). Statistics not gated are still compared and reported in ``deltas``.
+Every gated statistic and each attribute's unusable share (margin 0) are tested at once,
+so an unchanged model fails with probability at most ``alpha`` however many comparisons
+the test makes. Statistics not gated are still reported in ``deltas``.
 """
 
 from __future__ import annotations
@@ -254,10 +252,8 @@ def evaluate_drift(
     n_resamples: int = 2000,
     floors: Mapping[tuple[str, str, str], float] | None = None,
 ) -> Drift:
-    """Test ``result`` against ``baseline`` (a compatible one) as one family.
-
-    ``floors`` (``gate.thresholds.floors``: (attribute casefolded, metric, statistic) -> the
-    baseline's noise floor) raises a member's margin to at least its floor."""
+    """Test ``result`` against a compatible ``baseline`` as one family; ``floors``
+    (``gate.thresholds.floors``) raise a member's margin to at least its floor."""
     pairs, notes = paired(result, baseline)
     tid = result.meta.test_id
     mismatched = [f for f in (_value_mismatch(a, b, tid) for a, b in pairs) if f is not None]
