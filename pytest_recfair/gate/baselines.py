@@ -1,19 +1,10 @@
 """Fairness baselines: one JSON file per test, validated, written atomically.
 
-A baseline is an accepted run's ``AuditResult`` without its gate outcome, plus
-``schema_version`` and each attribute's ``standard_error`` (the per-baseline floor,
-``gate.thresholds.floors``). It keeps every per-entity similarity matrix, for the paired
-drift test. Diff-friendly (sorted keys, one matrix row per line); floats in Python's
-shortest round-trip repr, never rounded, so a round trip cannot change a gate decision.
-
-File names: see ``named_path`` and ``baseline_path`` (an id that is not an ordinary one
-gets 8 hex digits of its SHA-256, so two ids never share a file), e.g.
-``tests/test_x.py::test_y[a b]`` -> ``tests__test_x.py__test_y-a_b-9f95caf7.json``.
-
-jsonschema costs ~5 microseconds per array item (seconds for a paper-scale baseline), so
-:func:`skeleton` cuts the matrices and curves to their first item for the schema and
-:func:`problem` checks all of them by the schema's rules: types in one pass of C-level
-calls, the exact cell only when something is wrong.
+An accepted run's ``AuditResult`` without its gate outcome, plus ``schema_version`` and each
+attribute's ``standard_error``; per-entity matrices kept for the paired drift test. Floats
+in shortest round-trip repr, never rounded: a round trip cannot change a gate decision.
+jsonschema costs ~5 us per array item, so it sees a :func:`skeleton` and :func:`problem`
+checks the matrices and curves in C-level passes.
 """
 
 from __future__ import annotations
@@ -59,7 +50,8 @@ def stable_name(test_id: str, override: str | None = None) -> str:
 
 
 def named_path(root: Path, name: str) -> Path:
-    """``<root>/<name>.json`` for a stable baseline name (made safe for every file system)."""
+    """``<root>/<name>.json``, made safe for every file system; a name that is not plain gets
+    8 hex digits of its SHA-256, so two names never share a file."""
     if not isinstance(name, str) or not name.strip():
         raise ConfigError(f"a baseline name must be a non-empty string; got {name!r}.")
     safe = _SAFE.sub("_", name.replace("[", "-").replace("]", "")).lstrip(".-")
@@ -90,9 +82,6 @@ def baseline_path(root: Path, test_id: str) -> Path:
         digest = hashlib.sha256(norm.encode("utf-8")).hexdigest()[:8]
         safe = f"{safe}-{digest}"
     return Path(root) / f"{safe}.json"
-
-
-# --- serialisation -----------------------------------------------------------------------
 
 
 def to_dict(result: AuditResult) -> dict[str, Any]:
@@ -157,9 +146,6 @@ def write(path: Path, result: AuditResult) -> None:
     atomic_write_text(path, text)
 
 
-# --- reading -----------------------------------------------------------------------------
-
-
 @functools.cache
 def schema() -> dict[str, Any]:
     """The JSON Schema of baseline files (``pytest_recfair/schemas/baseline.schema.json``)."""
@@ -193,8 +179,6 @@ def _validate(doc: Any, path: Path, test_id: str | None) -> None:
                 f"pytest-recfair understands ({SCHEMA_VERSION}). Upgrade pytest-recfair, or "
                 f"re-create the baseline with: {accept_command(test_id)}"
             )
-    # The matrices and curves are checked below (:func:`problem`): jsonschema takes seconds on
-    # a 1,000 x 31 matrix, so it validates a skeleton holding their first items only.
     shape = skeleton(doc)
     if isinstance(shape, dict) and shape.get("schema_version") in range(1, SCHEMA_VERSION):
         # an older file is read: its shape, not its number, picks the schema's branch
@@ -273,9 +257,6 @@ def load(path: Path) -> AuditResult:
             f"(UTF-8 JSON), or re-create it with {accept_command(None)}"
         ) from exc
     return loads(text, p)
-
-
-# --- compatibility -----------------------------------------------------------------------
 
 
 def _show(value: object) -> str:

@@ -1,10 +1,8 @@
 """Drift of one audited test against its baseline: one family, one test.
 
-Each gated statistic of each (attribute, metric) plus each attribute's unusable share is
-one family, tested at once by ``metrics.inference.drift_test``, so an unchanged model
-fails with probability at most ``alpha`` however many comparisons the test makes. The
-tolerance is the spreads' margin; the unusable share's is 0 (any significant rise
-fails). Statistics not gated are still compared and reported in ``deltas``.
+Every gated statistic and each attribute's unusable share (margin 0) are tested at once,
+so an unchanged model fails with probability at most ``alpha`` however many comparisons
+the test makes. Statistics not gated are still reported in ``deltas``.
 """
 
 from __future__ import annotations
@@ -145,18 +143,14 @@ def _deltas(a: AttributeResult, b: AttributeResult) -> dict[str, float]:
         d["entropy"] = a.entropy - b.entropy
     d["refusal_gap"] = a.refusal_gap - b.refusal_gap
     d["unusable"] = unusable_share(a) - unusable_share(b)
-    if _subset(a, b) and set(a.matrix.entities) & set(b.matrix.entities):
+    now, then = set(a.matrix.entities), set(b.matrix.entities)
+    if now != then and now & then:
         # a subset run: the spreads as tested, on the shared entities
         quantities: tuple[DriftQuantity, ...] = (*STATISTICS, "unusable")
         for stat in quantities:
             pb, pc, _ = inference.shared_values(_member(a, b, stat, (a.attribute,)))
             d[stat] = pc - pb
     return {k: v for k, v in d.items() if not math.isnan(v)}
-
-
-def _subset(a: AttributeResult, b: AttributeResult) -> bool:
-    """Whether the two runs' entities differ (then the test saw only the shared ones)."""
-    return set(a.matrix.entities) != set(b.matrix.entities)
 
 
 def _failure(
@@ -169,11 +163,13 @@ def _failure(
     spread = v.statistic != "unusable"
     # a subset run was tested on the shared entities: show what was tested, not the
     # full runs' statistics (their intervals belong to the full runs, so none is shown)
-    sub = _subset(a, b)
+    sub = set(a.matrix.entities) != set(b.matrix.entities)
     now = getattr(a, v.statistic) if spread and not sub else None
     before = getattr(b, v.statistic) if spread and not sub else None
     screened = sum(m.screened for m in res.members)
     limit, asked = _margin(v, res), res.tolerance if spread else 0.0
+    u = inference.UNUSABLE_ALPHA
+    parts = f"; spreads at {1 - u:g} x alpha, unusable shares at {u:g} x alpha"
     return GateFailure(
         "drift",
         v.key[0],
@@ -191,16 +187,9 @@ def _failure(
             f"family-wise: {family} comparisons"
             f"{f' ({screened} far inside the null screened out)' if screened else ''}, "
             f"step-down max-T over {res.n_resamples}{' (all)' if res.exact else ''} sign flips"
-            f"{_parts(res)}"
+            f"{parts if res.split else ''}"
         ),
     )
-
-
-def _parts(res: inference.DriftResult) -> str:
-    if not res.split:
-        return ""
-    u = inference.UNUSABLE_ALPHA
-    return f"; spreads at {1 - u:g} x alpha, unusable shares at {u:g} x alpha"
 
 
 def _power_notes(res: inference.DriftResult) -> list[str]:
@@ -263,10 +252,8 @@ def evaluate_drift(
     n_resamples: int = 2000,
     floors: Mapping[tuple[str, str, str], float] | None = None,
 ) -> Drift:
-    """Test ``result`` against ``baseline`` (a compatible one) as one family.
-
-    ``floors`` (``gate.thresholds.floors``: (attribute casefolded, metric, statistic) -> the
-    baseline's noise floor) raises a member's margin to at least its floor."""
+    """Test ``result`` against a compatible ``baseline`` as one family; ``floors``
+    (``gate.thresholds.floors``) raise a member's margin to at least its floor."""
     pairs, notes = paired(result, baseline)
     tid = result.meta.test_id
     mismatched = [f for f in (_value_mismatch(a, b, tid) for a, b in pairs) if f is not None]

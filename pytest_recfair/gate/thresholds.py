@@ -1,17 +1,11 @@
-"""The fairness gate: decide whether one audit passes (docs/baselines.md).
+"""The fairness gate: does one audit pass (docs/baselines.md)? It fails on an absolute
+threshold (``Thresholds``) or when the drift family against a compatible baseline says a
+member worsened beyond its margin, family-wise at ``alpha``.
 
-It fails when an absolute threshold is crossed (``Thresholds``), or when the drift family
-against a compatible baseline (``drift.evaluate_drift``; callers check
-``baselines.incompatibility`` first) says a member worsened beyond its margin,
-family-wise at ``alpha``. Failures are structured ``results.GateFailure``s; their words
-are ``report.failures``'s.
-
-The per-baseline floor: a stored baseline is ONE noisy draw, so conditional on it the
-paired test fails an unchanged model more often than ``alpha`` when it drew low, forever.
-Each member's margin is therefore at least ``factor`` standard errors of the baseline's
-own statistic (delta method over its entities: deterministic, the same in every run mode,
-written into the file at recording and recomputed bit for bit when gating); above
-``noise_limit`` the baseline gets a warning note.
+The per-baseline floor: a stored baseline is ONE noisy draw, so the paired test fails an
+unchanged model too often, forever, when it drew low. Each margin is therefore at least
+``factor`` standard errors of the baseline's own statistic (delta method: deterministic,
+recomputed bit for bit when gating); above ``noise_limit`` the baseline gets a warning.
 """
 
 from __future__ import annotations
@@ -124,12 +118,8 @@ def evaluate(
 
 
 FloatArray = npt.NDArray[np.float64]
-
-
 #: A drift member: (attribute casefolded, metric, statistic or "unusable").
 MemberKey = tuple[str, str, str]
-
-
 #: What gets a floor: the spread statistics and the unusable share.
 FLOORED: tuple[str, ...] = (*STATISTICS, "unusable")
 

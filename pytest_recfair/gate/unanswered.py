@@ -56,18 +56,15 @@ class FailureSummary:
         """Is the share of failed prompts at most ``max_failed`` (0 allows none)?"""
         return self.count == 0 or self.share <= max_failed
 
-    def counts_text(self) -> str:
-        """'neutral 2, gender=female 1' -- for summaries and reports."""
-        return ", ".join(f"{g} {n}" for g, n in self.by_group().items())
-
     def message(self, test_id: str, max_failed: float) -> str:
         """Why the audit stops: counts per value, the first errors, what to do next."""
         allowed = f"max_failed={max_failed:g}" if max_failed else "no failure is allowed"
         firsts = "; ".join(f"[{f.case_id}] {_short(f.error)}" for f in self.failed[:_FIRST_ERRORS])
+        counts = ", ".join(f"{g} {n}" for g, n in self.by_group().items())
         return scrub(
             f"{test_id}: {self.count} of {self.total} prompts ({self.share:.1%}) got no valid "
             f"response after their retries ({allowed}). Failed per value: "
-            f"{self.counts_text()}. First errors: {firsts}. Failed prompts are never scored "
+            f"{counts}. First errors: {firsts}. Failed prompts are never scored "
             "or recorded: re-run to ask them again (what was recorded is kept), or allow a "
             "share with @fairness(max_failed=0.05) or the ini key recfair_max_failed."
         )

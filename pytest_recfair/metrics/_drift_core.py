@@ -1,22 +1,16 @@
-"""The arithmetic of the drift test, assembled by ``inference.drift_test``. Why each part
-(simulations: benchmarks/drift_test_validity.py; figures: docs/baselines.md):
+"""The arithmetic of ``inference.drift_test``. Why each part (simulations:
+benchmarks/drift_test_validity.py; figures: docs/baselines.md):
 
-- **Linearised, exactly studentised members**: a member's statistic is, to first order, a
-  sum of one contribution per shared entity, whose sign-flip variance ``sum(a_i**2)`` is
-  closed-form: the same data give the same p-value whatever the seed (up to the max-T
-  reference's Monte Carlo error, below 0.01 with ``STABLE_DRAWS``).
-- **Margin 0 stays exact**: the contributions are paired differences weighted by the
-  gradient at the pooled means, so swapping an entity's rows only flips its sign.
-- **Margin > 0, bias-corrected**: the range of estimated means is biased upward, most at
-  ties. Each run's bias is integrated by a fixed Gaussian rule (no seed), the candidate's
-  with near-ties (``TIE_GAP`` SE) closed, so the correction only makes the test careful.
-- **Screening** (moment selection, Andrews & Soares 2010): a margin member more than
-  ``SELECTION_Z`` SE inside its null leaves the max-T reference (Romano–Shaikh–Wolf's
-  two-step screened none at realistic noise; Hansen's sqrt(2 ln ln n) too few).
-- **Power**: a member's minimum detectable excess at 90% power is (c + z_0.9) x SE plus
-  the statistic's shortfall; for SNSR with a margin the shortfall is evaluated at the
-  alternative (:func:`calibrated_mde`), without which the reported rise was caught
-  83-85% of the time, not 90%.
+- Linearised members: one contribution per shared entity, sign-flip variance
+  ``sum(a_i**2)`` in closed form, so the p-value does not depend on the seed (beyond the
+  max-T reference's Monte Carlo error, < 0.01 with ``STABLE_DRAWS``).
+- Margin 0 stays exact: paired differences at the pooled gradient only flip sign.
+- Margin > 0: each run's upward range bias is integrated by a fixed Gaussian rule, the
+  candidate's with near-ties closed, so the correction only makes the test careful.
+- Screening (Andrews & Soares 2010): Romano–Shaikh–Wolf's two-step screened none at
+  realistic noise, Hansen's sqrt(2 ln ln n) too few.
+- Power: for SNSR with a margin the shortfall is evaluated at the alternative
+  (:func:`calibrated_mde`); without it the reported rise was caught 83-85%, not 90%.
 """
 
 from __future__ import annotations
@@ -342,16 +336,10 @@ def mde(se: float, critical: float, correction: float = 0.0) -> float:
 MDE_TIE_GAP = 1.0
 
 
-def snsr_shortfall(base: FloatArray, cand: FloatArray, margin: float, excess: float) -> float:
-    """How far the test's statistic falls short, on average, of a true SNSR rise of
-    ``margin + excess`` over the baseline's estimated true means (near-ties closed by
-    ``MDE_TIE_GAP`` SE, the top value raised): the rise loses the baseline range's upward
-    bias, and the test takes its conservative correction off."""
-    return _shortfall_at(base, cand)(margin + excess)
-
-
-def _shortfall_at(base: FloatArray, cand: FloatArray) -> Callable[[float], float]:
-    """:func:`snsr_shortfall` as a function of the rise (what does not depend on it once)."""
+def snsr_shortfall(base: FloatArray, cand: FloatArray) -> Callable[[float], float]:
+    """How far the test's statistic falls short, on average, of a true SNSR rise over the
+    baseline's estimated true means (near-ties closed, the top value raised): the rise
+    loses the baseline range's upward bias, and the test takes its correction off."""
     mb, kb = col_means(base)
     mc, kc = col_means(cand)
     if not (np.all(np.isfinite(mb)) and np.all(np.isfinite(mc))) or mb.size < 2:
@@ -386,7 +374,7 @@ def calibrated_mde(
     d = mde(se, critical)
     if not math.isfinite(d):
         return d
-    shortfall = _shortfall_at(base, cand)
+    shortfall = snsr_shortfall(base, cand)
     for _ in range(iterations):
         d = mde(se, critical) + max(0.0, shortfall(margin + d))
     return d

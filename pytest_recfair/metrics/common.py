@@ -116,10 +116,6 @@ def check_list(items: object, name: str) -> list[str]:
     return out
 
 
-def truncate(items: list[str], k: int | None) -> list[str]:
-    return items if k is None else items[:k]
-
-
 FloatArray = npt.NDArray[np.float64]
 CountArray = npt.NDArray[Any]  # (B, E) unsigned integer counts (or float64 from a caller)
 

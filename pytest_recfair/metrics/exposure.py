@@ -1,13 +1,9 @@
 """Who gets seen: item exposure and popularity bias (IFairLRS-style group unfairness).
 
-Every collected list gives its slots to catalogue items, which fall into groups (a field,
-or popularity bins). Per group: its share of the slots (plain and weighted by
-1/log2(rank + 1)), the reference share, their gap and ratio; MGU (mean |gap|) and DGU
-(max - min gap) as IFairLRS defines them; the long-tail share (slots to items outside
-the top 20% by popularity); per demographic value the popularity lift (its mean
-popularity quantile minus neutral's, paired by entity). Entities are the unit:
-percentile bootstraps, centred bootstrap tests of "beyond the limit" (Holm), a drift
-test pairing two runs' shared entities under the same draws.
+Per item group (a field, or popularity bins): slot share (plain and 1/log2(rank + 1)
+weighted) against the reference share, MGU (mean |gap|) and DGU (max - min gap) as
+IFairLRS defines them, the long-tail share, and per demographic value the popularity lift
+over neutral (paired by entity). Entities are the resampling unit.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Inference the gate can trust: intervals with coverage, a family-wise drift test.
 
-- ``mean_intervals``: a t-interval over entities (the independent units) for each value's
-  mean similarity (93%+ coverage already at 25 entities; SNSR/SNSV/PAFS: :mod:`.spread`);
-- ``drift_test``: every member a test gates, tested at once against the stored baseline
-  by a paired sign-flip test (the SAME flips for every member), members studentised by
-  their exact flip variance, screened and adjusted by the Westfall–Young step-down max-T;
-  the spreads at 4/5 of alpha, the unusable shares in a part of their own at 1/5
-  (``alpha_parts``). H0 "worsened by at most the margin (``tolerance``)". Each member
-  reports its minimum detectable worsening at 90% power. Why: :mod:`._drift_core` and
-  docs/baselines.md.
+- ``mean_intervals``: t-interval over entities (93%+ coverage already at 25 entities);
+- ``drift_test``: every gated member against the baseline by one paired sign-flip test
+  (the SAME flips for every member), Westfall–Young step-down max-T, H0 "worsened by at
+  most the margin". Why: :mod:`._drift_core` and docs/baselines.md.
 """
 
 from __future__ import annotations
@@ -58,9 +53,6 @@ def required_resamples(alpha: float) -> int:
     return math.ceil(_FLOOR_FACTOR / alpha)
 
 
-# --------------------------------------------------------------------------- intervals
-
-
 def mean_intervals(sims: FloatArray, confidence: float = 0.95) -> list[Interval]:
     """t-interval over entities of each column mean (NaN cells left out, as the means)."""
     conf = check_confidence(confidence)
@@ -76,9 +68,6 @@ def mean_intervals(sims: FloatArray, confidence: float = 0.95) -> list[Interval]
         m = float(np.mean(col))
         out.append((max(0.0, m - half), min(1.0, m + half)))
     return out
-
-
-# --------------------------------------------------------------------------- drift test
 
 
 @dataclass(frozen=True)

@@ -1,16 +1,9 @@
 """Item-side fairness: how a group's prompt shifts the properties of the recommended items.
 
-Per categorical catalogue field and group (neutral and each attribute value): the share
-of each category among the group's matched items (LMRec's f(c|D_l)), the total variation
-distance from neutral (the gated "shift"), and LMRec's association B(c, l) = (f(c|D_l) -
-f(c|D_l')) / f(c|D), D_l' the items of the attribute's other values.
-
-Entities are the unit. The tests permute an entity's LISTS (one per prompt) within the
-entity and pool them into their groups as observed: exact under "no group effect"
-whatever the group sizes (permuting pooled groups instead rejected 47% of null runs at
-5%, docs/itemside.md). Two families, each studentized max-T over values x fields: the
-shift from neutral, and each value against the others. Intervals: percentile bootstraps
-over entities. Pure numpy.
+Per catalogue field and group: category shares (LMRec's f(c|D_l)), total variation
+distance from neutral (the gated "shift") and LMRec's association B(c, l). The tests
+permute an entity's LISTS within the entity: exact under "no group effect" whatever the
+group sizes (permuting pooled groups rejected 47% of null runs at 5%, docs/itemside.md).
 """
 
 from __future__ import annotations
@@ -136,9 +129,6 @@ def _category_counts(
     return out.reshape(shape)
 
 
-# --------------------------------------------------------------------------- point statistics
-
-
 def _field_totals(tot: FloatArray, offsets: IntArray) -> FloatArray:
     """(..., C) -> (..., F): items per field."""
     return np.add.reduceat(tot, offsets[:-1], axis=-1)
@@ -179,9 +169,6 @@ def association(tot: FloatArray, offsets: IntArray) -> FloatArray:
     out = np.full(f_l.shape, np.nan)
     np.divide(f_l - f_other, f_all, out=out, where=np.isfinite(f_all) & (f_all > 0))
     return out
-
-
-# --------------------------------------------------------------------------- the test
 
 
 def _null_stats(
@@ -241,9 +228,6 @@ def group_tests(
     raw, adj = _family(observed, null_neutral)
     _, adj_between = _family(between, null_between)
     return observed, raw, adj, between, adj_between
-
-
-# --------------------------------------------------------------------------- the result
 
 
 @dataclass(frozen=True)
@@ -323,9 +307,6 @@ def shift(
         n_resamples=B,
         confidence=conf,
     )
-
-
-# --------------------------------------------------------------------------- against a baseline
 
 
 @dataclass(frozen=True)

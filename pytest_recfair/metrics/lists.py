@@ -1,23 +1,14 @@
 """Similarity of neutral and sensitive lists: Jaccard, SERP*, PRAG*, one pair or many.
 
-The scalar definitions (``jaccard``, ``serp``, ``prag``) read like the references in
-``/work/shared/reference/metrics.md``. The references call ``metric(sensitive, neutral)``;
-this API takes ``(neutral, sensitive)`` and maps them. Both lists are truncated to their
-first ``k`` items before anything else.
+The scalar functions follow /work/shared/reference/metrics.md, which calls
+``metric(sensitive, neutral)``; this API takes ``(neutral, sensitive)``.
 
-The vectorised engine (``encode``, ``curves_all_k``) scores many pairs at every k = 1..K
-and must return exactly the same floats (tests compare with ``==``): every final division
-is "int / int" or "int * 0.5 / int" in both, which numpy reproduces bit for bit.
-
-Items are interned to integer ids once; each list becomes a row of a (P, K) int32 array
-padded with a sentinel (-1 for neutral rows, -2 for sensitive rows, so pads never match).
-Everything then works on the (P, K, K) equality tensor ``EQ[p, i, j] = S[p, i] == N[p, j]``.
-Truncating both lists to k keeps position i of S and position j of N exactly when
-max(i, j) < k, so each quantity is a sum of terms that each "enter" at a known k; a
-histogram of entry times followed by a cumulative sum gives the quantity at every k at
-once. The one quantity whose terms can leave again is PRAG under ``fairllm`` when N
-repeats an item of S (the last occurrence moves as k grows); those rows alone take a
-per-k loop.
+The vectorised engine (``encode``, ``curves_all_k``) must return exactly the scalar floats
+(tests compare with ``==``): every final division is "int / int" or "int * 0.5 / int".
+Lists become int32 id rows padded with -1 (neutral) / -2 (sensitive) so pads never match.
+Position i of S and j of N enter the truncation at k = max(i, j) + 1, so a histogram of
+entry times and a cumulative sum give each quantity at every k at once; only PRAG under
+``fairllm`` with repeats in N (the last occurrence moves as k grows) needs a per-k loop.
 """
 
 from __future__ import annotations
@@ -30,10 +21,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair.metrics.common import check_k, check_list, check_variant, truncate
+from pytest_recfair.metrics.common import check_k, check_list, check_variant
 from pytest_recfair.vocab import MetricName, Variant
-
-__all__ = ["dedup", "jaccard", "prag", "serp"]
 
 
 def dedup(items: Sequence[str]) -> list[str]:
@@ -45,9 +34,7 @@ def _prepare(
     neutral: Sequence[str], sensitive: Sequence[str], k: int | None
 ) -> tuple[list[str], list[str]]:
     kk = check_k(k)
-    n = truncate(check_list(neutral, "neutral"), kk)
-    s = truncate(check_list(sensitive, "sensitive"), kk)
-    return n, s
+    return check_list(neutral, "neutral")[:kk], check_list(sensitive, "sensitive")[:kk]
 
 
 def jaccard(
@@ -56,11 +43,8 @@ def jaccard(
     k: int | None = None,
     variant: Variant = "normalized",
 ) -> float:
-    """|set(N) ∩ set(S)| / |set(N) ∪ set(S)|, the same in every variant.
-
-    Two empty lists score 0.0 (the references divide by zero): an empty reply is a
-    failure to recommend, never a perfect match.
-    """
+    """|set(N) ∩ set(S)| / |set(N) ∪ set(S)|, the same in every variant. Two empty lists
+    score 0.0 (the references divide by zero): an empty reply is never a perfect match."""
     check_variant(variant)
     n, s = _prepare(neutral, sensitive, k)
     a, b = set(s), set(n)
@@ -129,10 +113,8 @@ def prag(
     k: int | None = None,
     variant: Variant = "normalized",
 ) -> float:
-    """PRAG*: share of ordered pairs of S whose relative order N keeps.
-
-    An item of a pair that is missing from N counts as ranked after every item present.
-    """
+    """PRAG*: share of ordered pairs of S whose relative order N keeps (an item missing
+    from N counts as ranked after every item present)."""
     v = check_variant(variant)
     n, s = _prepare(neutral, sensitive, k)
     if v == "normalized":
@@ -162,14 +144,8 @@ def prag(
 
 
 IntArray = npt.NDArray[np.int64]
-
-
 FloatArray = npt.NDArray[np.float64]
-
-
 NEUTRAL_PAD = -1
-
-
 SENSITIVE_PAD = -2
 
 
@@ -180,12 +156,9 @@ def encode(
     pad: int,
     label: Callable[[int], str],
 ) -> tuple[npt.NDArray[np.int32], IntArray]:
-    """Intern ``lists`` into a (len(lists), K) id array and their truncated lengths.
-
-    ``None`` is an empty list. ``label(i)`` names list i in error messages. Items are
-    type-checked after interning (a non-str key in the table means bad input), which
-    costs one pass over the distinct new items instead of one over every item.
-    """
+    """Intern ``lists`` (None: empty) into a (len(lists), K) id array and their truncated
+    lengths; ``label(i)`` names list i in errors. Items are type-checked after interning:
+    one pass over the distinct new items, not over every item."""
     start = len(table)
     sizes = [0] * len(lists)
     flat: list[int] = []

@@ -1,12 +1,9 @@
 """Which of two models is fairer: a paired test on the entities both were audited on.
 
-Under "equally fair" an entity's two rows (one per model) are exchangeable, so the test
-swaps them or not at random (the SAME swaps for every attribute), recomputes the
-statistic under every swap and compares |statistic(b) - statistic(a)| with that
-distribution: two-sided, adjusted over the pair's attributes by the Westfall–Young
-step-down max-T (benchmarks/compare_models_validity.py). The interval of the difference
-is ``stats.paired_comparison``'s bootstrap; the decision is the permutation test's. The
-gate's drift test linearises its members instead (:mod:`._drift_core`).
+Under "equally fair" an entity's two rows are exchangeable, so the test swaps them at
+random (the SAME swaps for every attribute): two-sided, Westfall–Young step-down max-T
+over the pair's attributes (benchmarks/compare_models_validity.py). The interval is
+``stats.paired_comparison``'s bootstrap; the decision is the permutation test's.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Candidate-position bias: does where a candidate stands move the recommender's pick?
 
-Each prompt carries K candidates, their order permuted P times per (entity, group).
-Inputs are (E, G, P) integer arrays: ``positions`` (0-based position of the pick, or of a
-ranking's first item, in the order shown; -1 when no valid candidate was picked) and
-``chosen`` (the candidate's index in the entity's list; -1 when missed). Group 0 is
-neutral. -2 in both: no reply at all (a failed request), left out, never counted missed.
-
-Per group: the position curve over valid picks; the position bias (its total variation
-distance from uniform 1/K); the first-position rate; the missed rate; consistency (the
-share of pairs of orders that picked the same candidate). The uniformity test re-draws
-every order at random keeping the chosen candidates (a conditional randomization test of
-the pooled chi-square, valid when groups share orders and picks). Group differences
-permute group labels within each entity, studentized max-T over groups x measures.
-Intervals: bootstrap over entities.
+Inputs are (E, G, P) int arrays over entity, group (0 neutral) and order: ``positions``
+(of the pick in the order shown) and ``chosen`` (its index in the entity's list); -1 no
+valid pick (missed), -2 no reply (a failed request: left out, never counted missed).
+The uniformity test re-draws every order keeping the picks (a conditional randomization
+test of the pooled chi-square, valid when groups share orders and picks); group
+differences permute group labels within each entity, studentized max-T.
 """
 
 from __future__ import annotations

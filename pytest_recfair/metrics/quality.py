@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair.metrics.common import holm, make_rng
+from pytest_recfair.metrics.common import holm, make_rng, resample_weights
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -69,9 +69,7 @@ def boot_means(scores: FloatArray, *, n_resamples: int = 1000, seed: int = 0) ->
     rows = max(1, min(256, (1 << 20) // max(E, 1)))  # ~1M cells a block: bounded memory
     for lo_b in range(0, n_resamples, rows):
         B = min(rows, n_resamples - lo_b)
-        idx = rng.integers(0, E, size=(B, E))
-        flat = (np.arange(B)[:, None] * E + idx).ravel()  # times each entity is drawn
-        W = np.bincount(flat, minlength=B * E).reshape(B, E).astype(np.float64)
+        W = resample_weights(rng, B, E).astype(np.float64)  # one draw block: same numbers
         n, total = W @ seen, W @ vals
         with np.errstate(invalid="ignore", divide="ignore"):
             boot[lo_b : lo_b + B] = np.where(n > 0, total / np.maximum(n, 1), np.nan)

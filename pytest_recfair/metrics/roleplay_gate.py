@@ -1,17 +1,12 @@
 """Role-play statistics for the gate: drift against a baseline, role effect, limits.
 
-Questions pair by id (each is its own control). A rate member (attribute x question type)
-is gated on the biased ROUNDS, d_i = biased rounds now - in the baseline (in [-R, R]):
-under "no change" d_i is symmetric about 0, so the sign-flip (Fisher–Pitman) test of
-T = Σ d_i given the |d_i| is exact (a convolution of Binomial(n_v, 1/2) per magnitude v).
-It carries some four times the information of the majority verdicts (the planted +10
-points of benchmarks/roleplay_validity.py need a fifth of the questions); those rates and
-their McNemar discordance are still reported. With a margin δ > 0 it is the normal
-approximation z = (Σ d_i - n·R·δ) / sqrt(Σ d_i²) (conservative). Each attribute's
-undetermined share: the exact one-sided McNemar test, p = P(Binomial(b + c, θ) ≥ b),
-θ = 1/2 + δ·n / (2(b + c)), margin 0. Family-wise: Holm, not Westfall–Young: the cells
-use disjoint questions, so their tests are independent and Holm is within a few per cent,
-needs no resampling, and is exact, deterministic and identical after a shard merge.
+Questions pair by id. A rate member (attribute x question type) is gated on biased
+ROUNDS, d_i = now - baseline: the sign-flip test of Σ d_i given |d_i| is exact under "no
+change" and carries ~4x the information of majority verdicts (benchmarks/
+roleplay_validity.py); with a margin δ > 0, z = (Σ d_i - n·R·δ) / sqrt(Σ d_i²)
+(conservative). Undetermined shares: exact one-sided McNemar. Family-wise: Holm, not
+Westfall–Young: the cells use disjoint questions (independent tests), so Holm is near it,
+deterministic and identical after a shard merge.
 """
 
 from __future__ import annotations
@@ -273,9 +268,6 @@ def drift_test(
     return RoleDrift(cells, tol, level, unpaired)
 
 
-# --------------------------------------------------------------------------- role effect
-
-
 @dataclass(frozen=True)
 class EffectCell:
     """With vs without the role statement, paired by question (determined in both)."""
@@ -337,9 +329,6 @@ def role_effect(result: RoleplayResult, without: RoleplayResult | None = None) -
             groups.setdefault((q.attribute, q.qtype), []).append((q.biased, w.biased))
     cells = tuple(_effect(a, t, f) for (a, t), f in sorted(groups.items()))
     return RoleEffect(cells, _effect("*", "*", [x for f in groups.values() for x in f]))
-
-
-# --------------------------------------------------------------------------- limits
 
 
 @dataclass(frozen=True)

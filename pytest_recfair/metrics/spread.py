@@ -1,14 +1,8 @@
 """SNSR / SNSV / PAFS intervals that also cover a fair attribute and ties at the top.
 
-Pure numpy. Each statistic is a spread g of the value means (range, sd, mean absolute
-deviation), so its interval inverts a studentised bootstrap test (bootstrap-t) of each
-candidate value theta: the estimated pattern of the means rescaled to spread theta plus
-the entities' bootstrap deviations of the means gives draws of the estimate under theta
-(at theta 0 exactly the fair attribute's noise); each draw's (spread - theta) is divided
-by its delta-method standard error, computed from that resample's own covariance of the
-value means, and theta is kept when the observed (spread - theta) / standard error is not
-in either tail of those ratios. The reasoning and measured coverage are in
-docs/baselines.md; the Sim(a) intervals and the drift test are in :mod:`.inference`.
+Each is a spread of the value means (range, sd, mean absolute deviation); its interval
+inverts a bootstrap-t test of each candidate spread (see _inverted). Reasoning and
+measured coverage: docs/baselines.md.
 """
 
 from __future__ import annotations
@@ -25,16 +19,12 @@ from pytest_recfair.metrics import common
 from pytest_recfair.metrics.common import check_confidence, check_positive_int, make_rng
 from pytest_recfair.metrics.inference import t_quantile
 
-__all__ = ["SpreadIntervals", "spread_intervals"]
-
 FloatArray = npt.NDArray[np.float64]
 Interval = tuple[float, float]
 
 
 @dataclass(frozen=True)
 class SpreadIntervals:
-    """Intervals for SNSR, SNSV and PAFS of one attribute (see the module docstring)."""
-
     snsr: Interval
     snsv: Interval
     pafs: Interval
@@ -45,11 +35,9 @@ class SpreadIntervals:
 
 @dataclass(frozen=True)
 class _Boot:
-    """An attribute's value means and their bootstrap: ``dev`` (B, V) the deviations of
-    each resample's means, ``cov`` (V, V, B) each resample's own covariance of its means
-    (resamples last: the per-draw arithmetic runs over contiguous rows of B) and
-    ``cov_hat`` (V, V, 1) the data's; both the usual unbiased estimate, pairwise over the
-    entities scored in both values."""
+    """Value means, their bootstrap deviations ``dev`` (B, V) and covariances ``cov``
+    (V, V, B; resamples last so per-draw arithmetic runs over contiguous rows), ``cov_hat``
+    the data's: unbiased, pairwise over the entities scored in both values."""
 
     est: FloatArray
     dev: FloatArray
@@ -61,10 +49,8 @@ class _Boot:
 def _moments(W: common.CountArray, X0: FloatArray, M: FloatArray) -> tuple[FloatArray, ...]:
     """Per resample (rows of W): value means (B, V) and their covariance (V, V, B).
 
-    With w the entity counts, v the validity and x the scores (0 where not valid):
-    cov_jk = sum w v_j v_k (x_j - m_j)(x_k - m_k) / (n_j n_k) * n_jk / (n_jk - 1), its
-    sums from one pass over the weights (x_j x_k, x_j v_k and v_j v_k per entity; with
-    every cell scored only x_j x_k, j <= k, as then n_j = n_k = n_jk = sum w).
+    cov_jk = sum w v_j v_k (x_j - m_j)(x_k - m_k) / (n_j n_k) * n_jk / (n_jk - 1) (w counts,
+    v validity, x scores), from one pass over W; fully scored, only x_j x_k is needed.
     """
     E, V = X0.shape
     B = W.shape[0]
@@ -100,17 +86,13 @@ def _moments(W: common.CountArray, X0: FloatArray, M: FloatArray) -> tuple[Float
 
 
 def _boot_devs(X: FloatArray, W: common.CountArray) -> _Boot:
-    """The bootstrap of the value means (see _Boot).
-
-    NaN cells are left out of their column; a resample in which a value has no scorable
-    entity gets deviation 0 there (it is rare, and only possible with missing="skip").
-    """
+    """NaN cells are left out of their column; a resample in which a value has no scorable
+    entity (only with missing="skip") gets deviation 0 there."""
     valid = ~np.isnan(X)
     X0 = np.where(valid, X, 0.0)
     M = valid.astype(np.float64)
     n = M.sum(axis=0)
     est = np.divide(X0.sum(axis=0), n, out=np.full(n.shape, np.nan), where=n > 0)
-    # one pass over the (B, E) weights for the means and the covariances
     means, cov = _moments(W, X0, M)
     dev = means - est
     dev[~np.isfinite(dev)] = 0.0
@@ -118,16 +100,9 @@ def _boot_devs(X: FloatArray, W: common.CountArray) -> _Boot:
     return _Boot(est, dev, cov, cov_hat, X.shape[0])
 
 
-def _draw_weights(rng: np.random.Generator, B: int, E: int) -> common.CountArray:
-    idx = rng.integers(0, E, size=(B, E), dtype=np.int64)
-    idx += (np.arange(B, dtype=np.int64) * E)[:, None]
-    counts = np.bincount(idx.ravel(), minlength=B * E).reshape(B, E)
-    return counts.astype(np.min_scalar_type(int(counts.max(initial=0))))
-
-
 def _spread(means: FloatArray, kind: str) -> FloatArray:
-    """Range, population sd or mean absolute deviation over the last axis: each is
-    translation invariant and positively homogeneous (g(c * x) = c * g(x), c >= 0)."""
+    """Range, population sd or mean absolute deviation over the last axis (each translation
+    invariant and positively homogeneous, which _patterns relies on)."""
     if kind == "range":
         return np.asarray(np.max(means, axis=-1) - np.min(means, axis=-1))
     if kind == "sd":
@@ -137,11 +112,9 @@ def _spread(means: FloatArray, kind: str) -> FloatArray:
 
 
 def _spread_var(x: FloatArray, cov: FloatArray, kind: str) -> tuple[FloatArray, FloatArray]:
-    """_spread of each column of ``x`` (V, B) and its delta-method variance grad' cov grad
-    under that column's covariance of the means (``cov`` (V, V, B)). The gradient: +1 / -1
-    at the (first) largest / smallest value for the range, the centred means / (V sd) for
-    the sd, (sign - mean sign) / V for the mean absolute deviation (the sign of each
-    value's distance from the centre)."""
+    """_spread of each column of ``x`` (V, B) and its delta-method variance grad' cov grad.
+    Gradients: +-1 at the first largest / smallest (range), centred / (V sd) (sd),
+    (sign - mean sign) / V (mean absolute deviation)."""
     V, B = x.shape
     if kind == "range":
         hi, lo = np.max(x, axis=0), np.min(x, axis=0)
@@ -166,10 +139,8 @@ def _spread_var(x: FloatArray, cov: FloatArray, kind: str) -> tuple[FloatArray, 
 
 
 class _SdDraws:
-    """The sd and its delta-method variance of theta * shapes + devs (both (V, B) and
-    centred) for any theta, from six (B,) sums computed once: with c = theta s + d,
-    V sd^2 = theta^2 s's + 2 theta s'd + d'd and (V sd)^2 var = c' cov c, expanded the
-    same way (see _spread_var)."""
+    """sd and its delta-method variance of theta * shapes + devs for any theta from six
+    (B,) sums computed once: both are quadratics in theta (see _spread_var)."""
 
     def __init__(self, shapes: FloatArray, devs: FloatArray, cov: FloatArray) -> None:
         V = shapes.shape[0]
@@ -197,9 +168,8 @@ _DEGENERATE = 0.01  # a resample's standard error under 1% of the spread's: a br
 def _patterns(est: FloatArray, dev: FloatArray, kind: str) -> FloatArray:
     """(V, B) pattern of the value means per resample, centred and scaled to spread 1.
 
-    The pattern is itself estimated, so each resample takes it from another resample's
-    means (est + the previous draw's deviations): the reference distribution then carries
-    the pattern's uncertainty too. A pattern with no spread becomes +-1 halves.
+    Each resample takes it from another resample's means, so the reference distribution
+    carries the pattern's own uncertainty. A pattern with no spread becomes +-1 halves.
     """
     P = est[None, :] + np.roll(dev, 1, axis=0)
     P = P - np.mean(P, axis=1, keepdims=True)
@@ -221,13 +191,10 @@ def _quantile(x: FloatArray, q: float) -> float:
 
 
 def _root(h: Callable[[float], float], lo: float, hi: float, h_lo: float, h_hi: float) -> float:
-    """The point in [lo, hi] where h crosses 0 (h_lo < 0 <= h_hi or h_lo <= 0 < h_hi; a
-    value of 0 counts as the ``hi`` side) to within (hi - lo) / 2**_STEPS, as _STEPS
-    bisection steps would find it. By the Illinois variant of regula falsi: a secant step
-    inside the bracket, the value at an end kept twice in a row halved, each step at least
-    half the tolerance from the ends (so it closes the bracket once the root is within
-    reach); bisection if 3 * _STEPS such steps did not get there. The bounds' h is close to
-    linear in theta (the studentised statistic is close to a pivot), so a few steps do.
+    """Where h crosses 0 in [lo, hi] (0 counts as the ``hi`` side), to within what _STEPS
+    bisection steps would reach. Illinois regula falsi (h is near linear in theta, the
+    statistic being near a pivot), each step at least tol / 2 from the ends; bisection
+    after 3 * _STEPS steps.
     """
     tol = (hi - lo) * 2.0**-_STEPS
     last = 0
@@ -252,17 +219,12 @@ def _root(h: Callable[[float], float], lo: float, hi: float, h_lo: float, h_hi: 
 
 
 def _normal_if_degenerate(boot: _Boot, kind: str, alpha: float, obs: float) -> Interval | None:
-    """The normal interval, obs +- t(n - 1) x the bootstrap standard error of the spread
-    (widened by sqrt(n / (n - 1)), as the bootstrap's is too small by that), where the
-    bootstrap-t is near-degenerate (else None).
+    """obs +- t(n - 1) x the bootstrap se of the spread (x sqrt(n / (n - 1))) where the
+    bootstrap-t is near-degenerate, else None.
 
-    Bootstrap-t divides by each resample's own standard error. When a few entities carry
-    all the variation (discrete scores, a noise-free model), the resamples that leave them
-    out have a standard error of ~0 and an unbounded t; once they are a quarter of a tail
-    (alpha / 4) the quantiles the test inverts are theirs and the interval runs to
-    _THETA_MAX whatever the data say. The normal interval is valid there: it needs no
-    per-resample standard error and shrinks with the data's real noise. Not the percentile
-    interval: a resampled range or sd is biased upward and may miss the estimate near a tie.
+    When a few entities carry all the variation, resamples without them have se ~0 and an
+    unbounded t; once they are alpha / 4 the inverted interval runs to _THETA_MAX whatever
+    the data say. Not the percentile interval: a resampled range or sd is biased upward.
     """
     g, var = _spread_var(np.ascontiguousarray((boot.est + boot.dev).T), boot.cov, kind)
     sd_g = float(np.std(g))
@@ -273,19 +235,13 @@ def _normal_if_degenerate(boot: _Boot, kind: str, alpha: float, obs: float) -> I
 
 
 def _inverted(boot: _Boot, kind: str, alpha: float) -> Interval:
-    """Interval for g(true means) by inverting a studentised bootstrap test of each
-    candidate value.
+    """Interval for the true spread by inverting Hall's bootstrap-t test of each theta.
 
-    Candidate theta: a pattern of the value means (see _patterns) rescaled so that its
-    spread is theta (theta 0: all values equal, the fair attribute exactly), plus the
-    bootstrap deviations of the means, gives draws x_b of the means under theta. The test
-    statistic is t = (g - theta) / se: se the delta-method standard error of g, for a draw
-    from its own resample's covariance of the means (so t carries the uncertainty of the
-    standard error, as a Student t does; Hall's bootstrap-t), for the data from theirs.
-    theta is kept when the observed t lies between the alpha_U and 1 - alpha_L quantiles
-    of the draws' t. alpha_L + alpha_U = alpha at every theta; alpha_U is 0 at theta 0 (a
-    fair attribute cannot look too fair: all of alpha goes to the lower bound) and grows
-    to alpha / 2 over _RAMP null spreads. Both bounds are found by a root search (_root).
+    Under theta the means are a pattern (_patterns) scaled to spread theta plus the
+    bootstrap deviations (theta 0: the fair attribute exactly); t = (g - theta) / se, se
+    from each draw's own covariance. theta is kept when the observed t is between the
+    alpha_U and 1 - alpha_L quantiles; alpha_U is 0 at theta 0 (a fair attribute cannot
+    look too fair) and grows to alpha / 2 over _RAMP null spreads.
     """
     est, dev = boot.est, boot.dev
     obs = float(_spread(est, kind))
@@ -303,8 +259,7 @@ def _inverted(boot: _Boot, kind: str, alpha: float) -> Interval:
     sd_draws = _SdDraws(shapes, devs, boot.cov) if kind == "sd" else None
 
     def gap(theta: float, upper_tail: bool) -> float:
-        """> 0: theta rejected as too small (upper_tail) or as too large (not upper_tail);
-        how far the observed t is beyond (or, < 0, within) the draws' quantile."""
+        """> 0: theta rejected as too small (upper_tail) or too large (not upper_tail)."""
         a_up = 0.5 * alpha * min(1.0, theta / (_RAMP * sd0))
         if sd_draws is not None:
             spread, var = sd_draws(theta)
@@ -316,10 +271,8 @@ def _inverted(boot: _Boot, kind: str, alpha: float) -> Interval:
             return t_obs - _quantile(t, 1.0 - (alpha - a_up))
         return _quantile(t, a_up) - t_obs
 
-    # Both searches stop at _THETA_MAX: no spread of similarities in [0, 1] is larger.
-    # With a handful of entities many resamples have next to no covariance, their t is
-    # huge, and the gap may never change sign: the bound is then _THETA_MAX (wide, not
-    # wrong). The bracket grows geometrically, so a search takes ~log2(1 / sd0) steps.
+    # With few entities the gap may never change sign: the bound is then _THETA_MAX (wide,
+    # not wrong). The bracket grows geometrically: ~log2(1 / sd0) steps.
     lower, g_lo = 0.0, gap(0.0, True)
     if g_lo > 0:  # theta 0 rejected: the spread is above noise
         hi = min(max(obs, sd0), _THETA_MAX)
@@ -352,11 +305,8 @@ def spread_intervals(
     seed: int | np.random.Generator = 0,
     weights: common.CountArray | None = None,
 ) -> SpreadIntervals:
-    """SNSR / SNSV / PAFS intervals of one (entities x values) similarity matrix.
-
-    ``weights`` (B, E): entity resample counts (integers, or floats) to use instead of
-    drawing them from ``seed`` (an audit's tables share one draw).
-    """
+    """SNSR / SNSV / PAFS intervals of one (entities x values) similarity matrix;
+    ``weights`` (B, E) replace the draw from ``seed`` (an audit's tables share one)."""
     conf = check_confidence(confidence)
     B = check_positive_int(n_resamples, "n_resamples")
     rng = make_rng(seed)
@@ -366,12 +316,12 @@ def spread_intervals(
         nan = (math.nan, math.nan)
         zero = (0.0, 0.0) if V == 1 else nan
         return SpreadIntervals(zero, zero, (1.0, 1.0) if V == 1 else nan, B, conf)
-    W = _draw_weights(rng, B, E) if weights is None else np.asarray(weights)
+    W = common.resample_weights(rng, B, E) if weights is None else np.asarray(weights)
     if W.shape != (B, E):
         raise DataError(f"spread_intervals: weights must be ({B}, {E}); got {W.shape}.")
     # an entity with no scorable cell (missing="skip") stays all-NaN, without a warning
     keep = ~np.isnan(X).all(axis=1)
-    # the common case keeps them all: no copy of the (B, E) weights for every table
+    # keep.all(), the common case: no copy of the (B, E) weights
     boot = _boot_devs(X, W) if keep.all() else _boot_devs(X[keep], W[:, keep])
     if np.isnan(boot.est).any():
         nan = (math.nan, math.nan)

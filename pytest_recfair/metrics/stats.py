@@ -1,10 +1,7 @@
 """Uncertainty: bootstrap CIs of an attribute table, paired run comparison, noise floor.
 
-All resampling is over ENTITIES (rows of a SimilarityMatrix): an entity's neutral list and
-all of its conditioned lists stay together, because they share the entity's popularity and
-the model's knowledge of it. Intervals are percentile intervals (numpy's default "linear"
-quantile of the resampled statistic). Randomness comes only from the ``seed`` argument
-(an int or a numpy Generator), so the same seed gives the same numbers.
+Resampling is over ENTITIES (rows of a SimilarityMatrix): an entity's lists share its
+popularity and the model's knowledge of it, so they stay together.
 """
 
 from __future__ import annotations
@@ -32,20 +29,6 @@ from pytest_recfair.metrics.common import (
 from pytest_recfair.metrics.lists import NEUTRAL_PAD, SENSITIVE_PAD, curves_all_k, encode
 from pytest_recfair.vocab import MetricName, Statistic, Variant
 
-__all__ = [
-    "AttributeIntervals",
-    "BootstrapResult",
-    "Comparison",
-    "NoiseFloor",
-    "bootstrap",
-    "forget_weights",
-    "intervals",
-    "noise_floor",
-    "noise_floor_of",
-    "noise_per_entity",
-    "paired_comparison",
-]
-
 FloatArray = npt.NDArray[np.float64]
 Interval = tuple[float, float]
 
@@ -56,11 +39,8 @@ _LAST_WEIGHTS: dict[str, Any] = {}
 
 @dataclass(frozen=True)
 class BootstrapResult:
-    """Percentile bootstrap intervals for an attribute table.
-
-    ``n_undefined`` counts resamples in which some value had no scorable entity (only
-    possible with missing="skip"); they are left out of the intervals.
-    """
+    """Percentile bootstrap intervals for an attribute table; ``n_undefined`` resamples
+    (some value without a scorable entity, only with missing="skip") are left out."""
 
     value_ci: dict[str, Interval]
     snsr_ci: Interval
@@ -76,12 +56,9 @@ class BootstrapResult:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Paired comparison of one statistic between two runs of the same audit.
-
-    ``delta`` = candidate - baseline on the paired entities. ``p_value`` is one-sided for
-    H1 "the candidate is less fair" (``alternative``: "greater" for snsr/snsv, "less" for
-    pafs): p = (1 + #resampled deltas not in H1's direction) / (n_resamples + 1).
-    """
+    """Paired comparison of one statistic between two runs of the same audit: ``delta`` =
+    candidate - baseline; ``p_value`` one-sided for H1 "the candidate is less fair",
+    p = (1 + #resampled deltas not in H1's direction) / (n_resamples + 1)."""
 
     statistic: str
     baseline: float
@@ -257,11 +234,8 @@ def paired_comparison(
     seed: int | np.random.Generator = 0,
     confidence: float = 0.95,
 ) -> Comparison:
-    """Paired bootstrap of candidate - baseline for SNSR, SNSV or PAFS.
-
-    Entities are paired by name (those in both runs, in the baseline's order); both runs
-    are resampled with the same entity draws. The values must be the same set.
-    """
+    """Paired bootstrap of candidate - baseline for SNSR, SNSV or PAFS: entities paired by
+    name (in the baseline's order), both runs resampled with the same draws."""
     base = _check_matrix(baseline, "baseline")
     cand = _check_matrix(candidate, "candidate")
     stat = check_statistic(statistic)
@@ -323,14 +297,9 @@ def noise_floor(
     seed: int | np.random.Generator = 0,
     confidence: float = 0.95,
 ) -> NoiseFloor | None:
-    """How similar two neutral replies for the same entity are when nothing changed.
-
-    Per entity with at least two non-None repeats: the mean of metric(r_i, r_j) @ k over
-    all ordered pairs i != j (SERP*/PRAG* are not symmetric). The floor is the mean over
-    those entities, with a percentile bootstrap CI over entities. None repeats are missing
-    replies and are left out; empty lists are scored as the metric scores them. Returns
-    None when no entity has two repeats.
-    """
+    """How similar two neutral replies for the same entity are when nothing changed: the
+    mean over entities of metric(r_i, r_j) @ k over ordered pairs i != j (SERP*/PRAG* are
+    not symmetric) of non-None repeats, with a bootstrap CI; None without two repeats."""
     per_entity = noise_per_entity(repeats, metric, k, variant)
     return noise_floor_of(per_entity, n_resamples, seed, confidence)
 

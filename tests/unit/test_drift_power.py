@@ -187,7 +187,7 @@ def test_the_detectable_rise_includes_the_range_bias_a_rise_loses() -> None:
         base, cand = _rows(1, effects, sd=0.08), _rows(2, effects, sd=0.08)
         plain = core.mde(0.01, 1.7)
         got = core.calibrated_mde(0.01, 1.7, base, cand, 0.02)
-        lost = core.snsr_shortfall(base, cand, 0.02, got)
+        lost = core.snsr_shortfall(base, cand)(0.02 + got)
         assert got == pytest.approx(plain + max(0.0, lost), rel=0.05)
         gaps.append(got - plain)
     assert gaps[0] > 0.003  # near-tie at the top: a real shortfall
@@ -212,6 +212,6 @@ def test_the_calibrated_rise_survives_missing_cells_and_empty_values() -> None:
     base[::7, 1] = np.nan  # unusable cells: left out of the means, as the test does
     assert math.isfinite(core.calibrated_mde(0.01, 1.7, base, cand, 0.02))
     cand[:, 2] = np.nan  # a value nobody scored: no alternative to evaluate, no shortfall
-    assert core.snsr_shortfall(base, cand, 0.02, 0.03) == 0.0
+    assert core.snsr_shortfall(base, cand)(0.02 + 0.03) == 0.0
     assert core.calibrated_mde(0.01, 1.7, base, cand, 0.02) == core.mde(0.01, 1.7)
     assert math.isnan(core.calibrated_mde(0.0, 1.7, base, cand, 0.02))  # no noise at all

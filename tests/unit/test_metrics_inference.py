@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.metrics import common
 from pytest_recfair.metrics import inference as inf
 from pytest_recfair.metrics import spread as sp
 
@@ -114,7 +115,7 @@ def test_a_fair_attribute_is_excluded_exactly_when_the_null_test_rejects() -> No
     its own resample's covariance of the means): the bootstrap-t test of theta = 0."""
     rng = np.random.default_rng(12)
     E, B = 40, 300
-    W = sp._draw_weights(np.random.default_rng(0), B, E)
+    W = common.resample_weights(np.random.default_rng(0), B, E)
 
     def se(x: np.ndarray, cov: np.ndarray) -> float:
         g = np.zeros(x.size)
@@ -141,7 +142,7 @@ def test_each_resample_has_its_own_covariance_of_the_means() -> None:
     means, pairwise over the entities scored in both values when some are missing."""
     rng = np.random.default_rng(21)
     X = rng.uniform(size=(12, 3))
-    W = sp._draw_weights(np.random.default_rng(1), 5, 12)
+    W = common.resample_weights(np.random.default_rng(1), 5, 12)
     boot = sp._boot_devs(X, W)
     for b in range(5):
         assert boot.cov[:, :, b] == pytest.approx(_resample_cov(X, W[b]))
@@ -162,7 +163,7 @@ def test_the_sd_of_every_candidate_comes_from_sums_computed_once() -> None:
     draw: the sd and its delta-method variance under each resample's covariance."""
     rng = np.random.default_rng(22)
     X = rng.uniform(0.3, 0.6, size=(30, 1)) + rng.normal(0, 0.05, size=(30, 5))
-    W = sp._draw_weights(np.random.default_rng(2), 50, 30)
+    W = common.resample_weights(np.random.default_rng(2), 50, 30)
     boot = sp._boot_devs(X, W)
     shapes = sp._patterns(boot.est, boot.dev, "sd")
     devs = np.ascontiguousarray((boot.dev - boot.dev.mean(axis=1, keepdims=True)).T)
