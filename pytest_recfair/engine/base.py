@@ -1,8 +1,6 @@
 """What a kind of audit is, the one request every run mode hands the engine, and a
-shard's data. The run modes (stream, sharding, plan) do the shared part and ask the
-:class:`AuditKind` that the registry picks for each kind-specific step, so none of them
-names a kind. Kinds whose statistics need every entity at once keep the replies
-(:class:`PooledScorer`) and merge shards by replaying them (:func:`replay`).
+shard's data. Run modes ask the :class:`AuditKind` for each kind-specific step, so none
+of them names a kind.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The exposure audit (``kind="exposure"``): who gets seen, and is popularity favoured?
 
-Prompts are the list-overlap audit's; every list (neutral and conditioned) gives its top-K
-slots to catalogue items, matched with the catalogue's matcher (unmatched titles are
-counted, never dropped silently). Items fall into groups: a categorical ``item_field``
-(genre, provider), the levels of a numeric one, or popularity groups made by ``bins``
-(N quantile groups or declared edges). :mod:`pytest_recfair.metrics.exposure` gives each
-group's share against the ``reference`` (the catalogue's own shares, or a history file
-of interactions), MGU/DGU, Gini, long-tail share, coverage and each demographic value's
-popularity lift. Gated by ``max_exposure_gap``, ``min_long_tail_share`` and
-``max_popularity_lift`` (each crossed AND significant, family-wise) and against the
-baseline's per-entity counts (paired entity bootstrap, Holm across its measures).
-Popularity is the numeric ``item_field`` itself, else the history's interaction counts.
+The list-overlap prompts; each list's top-K titles are matched to the catalogue (unmatched
+ones counted, never dropped) and grouped by ``item_field`` or popularity ``bins``. Gates
+need a limit crossed AND significant (family-wise); baseline drift is a paired entity
+bootstrap, Holm across measures.
 """
 
 from __future__ import annotations

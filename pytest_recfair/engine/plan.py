@@ -1,12 +1,6 @@
-"""The plan of a live run, printed before any live request (alone with
-``--fairness-plan``, which sends nothing): what is asked, what is already recorded (by
-the lookup replay uses; a 2xx reply only), roughly the tokens, cost (only with the
-user's prices, never guessed) and duration (:data:`SECONDS_PER_REQUEST` per request,
-``concurrency`` at a time, no faster than a known rate limit). Tokens are estimated: ~4
-characters per prompt token, and ``max_tokens`` or ~12 tokens per asked item per reply.
-And the budget: a default for a run that sends to a service (a first recording never
-turns into a large bill by accident), and the :class:`Ledger` pytest-xdist workers share
-(one locked file: xdist's channel runs one way while tests run). No pytest here.
+"""The plan of a live run, printed before any live request; its token/cost/duration guesses
+and the budget :class:`Ledger` xdist workers share (a locked file: xdist's channel runs
+one way while tests run). Cost only from the user's prices, never guessed. No pytest here.
 """
 
 from __future__ import annotations

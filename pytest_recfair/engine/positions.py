@@ -1,15 +1,7 @@
 """The candidate-position audit (LRWorld): does where a candidate stands move the pick?
 
-Each entity comes with K candidates (``inputs.candidates``); every group (neutral and each
-attribute value) is asked with the same ``orders`` seeded permutations of them, in the
-"pick one" or "rank these" template. The reply is read back to the position picked
-(or "missed"); :mod:`pytest_recfair.metrics.positions` gives the position curve, the bias
-(total variation distance from uniform) with a randomization test, the missed rate,
-consistency across orders, and whether groups differ (permutation over entities,
-family-wise). Gated by ``max_position_bias`` and ``max_missed_rate`` (each crossed AND
-significant), by significant group differences larger than ``tolerance``, and against the
-baseline: the pooled bias or missed rate rising by more than ``tolerance`` (paired entity
-bootstrap over the shared entities, from the per-entity position counts each result keeps).
+Every group is asked with the same seeded ``orders`` of the candidates; gates need a limit
+crossed AND significant; baseline drift is a paired entity bootstrap over per-entity counts.
 """
 
 from __future__ import annotations

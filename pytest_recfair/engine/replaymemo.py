@@ -1,17 +1,8 @@
-"""A replayed audit served whole from the content store (:mod:`~pytest_recfair.cassettes.
-cache`): no cassette read, nothing parsed or scored again.
+"""A replayed audit served whole from the content store: no cassette read or scoring again.
 
-After a replay of the whole audit in which every entity was replayed cleanly (no miss,
-failed or retried prompt), one entry keeps what a one-of-one shard would write
-(:func:`~pytest_recfair.engine.base.shard_doc`: the kind's tally or replies, prompts
-counted, cost) and what the cassette store played of each entity; a second keeps the
-scores (:func:`scored`). A later run with the same key is the exact merge of that shard,
-the path ``--fairness-merge`` takes. The key digests, by content, all the result depends
-on: the code and library versions, kind, test id, settings (but those read after the
-audit), the provider's request for a probe prompt, grid, entities, inputs, known failures,
-every entity's cassette (name and bytes) and the prompts built (:func:`prompts_digest`).
-Not used for a shard, recording, pruning, imported vcrpy cassettes or a provider that
-cannot say what it sends (``replay_key``); ``RECFAIR_CACHE=off`` switches it off.
+Only after a clean replay of the whole audit (no miss, failure or retry); the key digests
+by content everything the result depends on, so a hit is the exact merge of a 1/1 shard.
+Not for shards, recording, pruning or vcrpy imports; ``RECFAIR_CACHE=off`` switches it off.
 """
 
 from __future__ import annotations

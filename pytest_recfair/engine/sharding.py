@@ -1,12 +1,7 @@
 """``--fairness-shard=I/N`` and ``--fairness-merge``: one audit across several CI jobs.
 
-Shard I of N audits the entities at positions I-1, I-1+N, ... of the audit's entities
-(disjoint, near-equal shares). A shard run (:func:`run_shard`) streams its share through
-the kind's scorer and writes the scorer's ``payload`` (a tally for list overlap, the
-replies for kinds that score across entities) with the whole audit's metadata, cost and
-inputs by content (:func:`inputs_digests`). A merge (:class:`MergeSource`) checks that
-shards 1..N are there with the same settings and inputs and asks the kind to merge them,
-so the merged numbers are the unsharded run's, without any recommender. No pytest here.
+Shard I takes entities I-1, I-1+N, ...; a merge checks shards 1..N agree on settings and
+inputs (by content), so the merged numbers are the unsharded run's. No pytest here.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""Run one audit: grid -> prompts -> recommender (live or cassette) -> the kind's scorer,
-a chunk of entities at a time, so memory is bounded by a chunk.
-
-For every kind alike: each chunk's prompts are built by the kind, sent (or replayed),
-handed to its :class:`~pytest_recfair.engine.base.Scorer` and counted in a
-:class:`~pytest_recfair.engine.base.Sent`; then the chunk's cases, replies and cassettes
-are dropped. A shard (``--fairness-shard=I/N``) streams only its share of the entities
-into the scorer of the whole audit; a replay of unchanged inputs is served whole by
-:mod:`.replaymemo`. :func:`measure` makes the ungated result; :func:`record_batch`
-(``--fairness-batch``) first records the missing prompts through a batch API, decided by
-the lookup replay makes; lines the service did not answer are counted as failed prompts.
+"""Run one audit, a chunk of entities at a time, so memory is bounded by a chunk:
+grid -> prompts -> recommender (live or cassette) -> the kind's scorer. Failed prompts
+are counted, never scored.
 """
 
 from __future__ import annotations

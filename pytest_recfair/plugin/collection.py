@@ -1,11 +1,6 @@
-"""Collection: each @fairness test's settings, the skip without --fairness, baseline
-names, the models of a parametrized ``recfair_recommender``; then (:func:`check_run`,
-after -k/-m, before any test runs) every selected audit's inputs, so one bad test is a
-usage error (exit 4) and nothing is sent (issue 34): the kind and its own inputs, the
-grid and ``attr`` (with the nearest name on a typo), the seeds (a note when fewer than
-``entities``), the catalogue and its ``item_field``, the candidates, ``absent=``. What
-only a fixture knows (a conftest's override, a fixture named by the marker) is checked
-by the fixtures at run time.
+"""Collection: each @fairness test's settings, the skip without --fairness, baseline names;
+then (:func:`check_run`, after -k/-m) every selected audit's inputs, so one bad test is a
+usage error (exit 4) before anything is sent (issue 34).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The plugin's run as a whole: the two stash keys (:data:`RUN` on the config holds the
-:class:`RunState`, made at configure time, where references load and report paths are
-checked; :data:`AUDIT` on an item its :class:`AuditState`), configure time, the terminal,
-shipping each audit to the controller (an xdist worker's on the call-phase report, an
-attribute that survives xdist's serialisation), the controller's end of run (history,
-report files, summary) and --fairness-prune.
+"""The plugin's run as a whole: the :data:`RUN` and :data:`AUDIT` stash keys, configure
+time, shipping each audit to the controller (on the call-phase report: it survives xdist's
+serialisation), the end of run and --fairness-prune.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """The item-side audit (LMRec): does a group's prompt shift the properties of the items?
 
-Prompts are the list-overlap audit's (any grid and template set, e.g. the implicit grid
-with the ``lmrec`` conversational templates); each recommended title is matched to the
-catalogue, and :mod:`.scoring` measures, per catalogue field, the share of each category
-per group, the shift of each group from the neutral prompt (total variation distance) with
-a family-wise permutation test over entities, and the LMRec association score. Gated by
-``max_shift`` (absolute) and against the baseline's per-entity counts.
-
-Its evidence: the entities where the most shifted group's lists gained the category that
-moved most, neutral and group lists side by side (titles tagged with their category).
+Titles are matched to the catalogue; :mod:`.scoring` gives per-field category shares and
+shifts from neutral (total variation distance, family-wise permutation test over entities).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The item-side audit, scored: parsed replies + catalogue -> per-field shift results.
 
-Pure glue between the prompt cases, the catalogue matcher and ``metrics.itemshift`` (the
-engine matches titles to the catalogue; the metrics see plain index arrays);
-results serialise to plain dicts (``to_dict``/``from_dict``) for baselines and reports,
-keeping the per-entity category counts so a later run can be compared entity by entity.
+Results keep the per-entity category counts, so a later run compares entity by entity.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The list-overlap audit (FaiRLLM / FairEval): neutral vs attribute-conditioned lists.
 
-Each entity is asked for a top-K list once neutrally and once per attribute value; the
-replies are parsed (in the settings' parse style), failed prompts marked, titles of one
-entity merged to one key (default parse style only: the FaiRLLM notebook compares exact
-titles), and the :class:`~pytest_recfair.engine.overlap.tally.Tally` turns them, a chunk of
-entities at a time, into similarities per value and SNSR/SNSV/PAFS. Shards write their tally.
+Titles of one entity merge to one key in the default parse style only: the FaiRLLM
+notebook compares exact titles.
 """
 
 from __future__ import annotations

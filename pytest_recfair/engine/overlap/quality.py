@@ -1,19 +1,7 @@
-"""Recommendation quality of a list-overlap audit per group (neutral prompt, each value),
-beside fairness: its counts, results, report sections and gate.
+"""Recommendation quality of a list-overlap audit per group, beside fairness.
 
-Counted per (entity, group) as integers summed over repeats: good items (titles the
-entity's catalogue knows, or valid list items without a catalogue), valid items, scored
-replies; integer rows of disjoint entities merge exactly, so merged shards give the
-unsharded numbers bit for bit. An item belongs to an entity when its ``quality_field``
-column (default ``entity``) names the entity (id or name); a catalogue without that column
-counts any title it knows, and no catalogue the share of valid items (``basis``). The
-results are plain JSON data under ``extras["overlap"]["quality"]``.
-
-Gated, each check off unless set or a baseline exists, by ``min_quality`` (every group;
-when no group reaches it, one failure says the model recommends equally badly for everyone:
-fair but useless), ``max_quality_gap`` (per attribute, best minus worst value) and drift:
-per group and overall, a paired one-sided t-test of a drop larger than
-``quality_tolerance``, Holm-adjusted, at ``alpha``.
+Counts are integers per (entity, group), so merged shards give the unsharded numbers bit
+for bit. ``min_quality`` failing for every group is one failure: fair but useless.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """Score an audit a chunk of entities at a time: bounded memory, shards that merge exactly.
 
-An audit's replies are scored in chunks of entities. A chunk leaves behind only its rows
-of the similarity matrices (entities x values floats per attribute and metric: what the
-bootstrap resamples) and sums of everything else: Sim@k curves and entropy as
-fixed-point integers (exact, so neither the chunk size nor the order in which chunks or
-shards are added changes a single bit), reply status counts, per-entity noise-floor
-values, tokens and merges. Tallies of disjoint entity sets (shards of one audit) merge
-into the tally of the whole audit, and :meth:`Tally.results` turns a complete tally into
-the same AttributeResults whether it was built in one run or merged from shards.
-
-Pure: numpy and the metrics package only.
+A chunk leaves only its similarity-matrix rows (what the bootstrap resamples) and sums;
+curve and entropy sums are fixed-point integers, so neither chunk size nor the order of
+chunks or shards changes a bit. Pure: numpy and the metrics package only.
 """
 
 from __future__ import annotations
@@ -36,8 +29,6 @@ from pytest_recfair.metrics.aggregate import (
 from pytest_recfair.metrics.stats import forget_weights, intervals, noise_floor_of, noise_per_entity
 from pytest_recfair.results import AttributeResult, Interval, Stat, ValueResult, json_floats
 from pytest_recfair.vocab import MetricName, MissingPolicy, Variant
-
-__all__ = ["FAILED", "FIXED", "AttributeTally", "ReplyLike", "Tally", "TallyConfig", "merge"]
 
 FloatArray = npt.NDArray[np.float64]
 Lists = dict[str, list[str] | None]  # entity id -> parsed list (None: no completion)

@@ -1,18 +1,8 @@
-"""The role-play audit (BiasLens, issue 20): rates of biased answers while the model plays
-a role, gated by limits and against the baseline paired by question.
+"""The role-play audit (BiasLens): rates of biased answers while the model plays a role.
 
-Its entities are the questions of a role-play set (``questions=``: a bundled name or a
-CSV/YAML/JSON file, ``attr=`` one of the 11 attributes). Each is asked in ``repeats``
-rounds (3 unless more), with the system message ``You are a {role}`` (``with_role=false``:
-without; ``role_effect``: both). The rounds send identical bodies: the cassette key holds
-the round as the repeat index, so each round replays its own answer. Answers are read by
-:mod:`pytest_recfair.metrics.roleplay` (``oracle=`` ``parsed`` or ``biaslens``).
-
-Why questions need an LLM judge (``inputs.judge``): each answered Why round is judged
-``JUDGE_REPEATS`` times through the same runner and cassettes (repeat ``round * 3 + j``),
-the majority decides; without a judge they are not asked and the report says how many. A
-failed request or judge call is a failed prompt, never a verdict. Gated by ``max_biased``
-and by :func:`~pytest_recfair.metrics.roleplay_gate.drift_test` against the baseline.
+Rounds send identical bodies: the cassette key holds the round as the repeat index, so
+each replays its own answer. Why answers are judged ``JUDGE_REPEATS`` times (repeat
+``round * 3 + j``), majority decides; a failed request or judge call is never a verdict.
 """
 
 from __future__ import annotations

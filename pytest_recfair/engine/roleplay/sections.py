@@ -1,11 +1,5 @@
-"""How every report format shows role-play results (``extras["roleplay"]``): the biased
-question rate per attribute x question type with its Wilson interval (the paper's Table 2;
-Table 3 without the role), the worst roles with their biased questions and answers, and
-the role effect when asked (see ``report/sections.py`` for the design).
-
-The evidence behind a cell's rate, from the replies the pooled scorer holds anyway: at
-most ``SHOW`` questions, the biased first (then those with the most biased rounds), each
-with every round's answer (and, when asked, without the role) and the judges' replies.
+"""How every report format shows role-play results (``extras["roleplay"]``): the paper's
+Tables 2 and 3 with Wilson intervals, the worst roles, the role effect and the evidence.
 """
 
 from __future__ import annotations
