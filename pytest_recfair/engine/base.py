@@ -37,10 +37,7 @@ def shard_share(items: Sequence[T], shard: Shard | None) -> list[T]:
 
 @dataclass(frozen=True, slots=True)
 class AuditInputs:
-    """What some kinds need beyond seeds and grid, resolved by the caller: item metadata,
-    candidate titles per entity, the (attribute, value, entity) cases a published run
-    never answered (not asked), the folders a kind resolves its own files from (the test
-    file's, then rootdir) and the judge model (``follow_up``; None: none)."""
+    """What some kinds need beyond seeds and grid, resolved by the caller."""
 
     catalogue: Catalogue | None = None
     candidates: Mapping[str, Sequence[str]] | None = None
@@ -52,9 +49,7 @@ class AuditInputs:
 @dataclass(frozen=True)
 class AuditRequest:
     """One audit to run, built once by the caller (plugin, ``pytest_recfair.audit``).
-    ``failed``: case id -> error of prompts known to have failed (unanswered batch lines):
-    not sent, counted as failed. ``live``: the pytest progress line (runstate.LiveLine);
-    ``progress``: the runner's own line otherwise."""
+    ``failed``: case id -> error of prompts known to have failed: not sent, counted as failed."""
 
     settings: AuditSettings
     recommender: Any
@@ -141,15 +136,9 @@ Rebuild = Callable[[], tuple[list[Any], AuditInputs]]
 
 
 class AuditKind(Protocol):
-    """One kind of audit (list overlap, item attributes, candidate position, ...).
-
-    Optional methods, looked up by name: ``entities(settings, seeds, inputs)`` its own
-    entities (role-play questions) instead of the seeds, before ``entities=N``; the grid
-    is then not checked and ``attr`` selects among them; ``check(settings, where)`` its
-    input files, called at collection; ``follow_up(settings, cases, outcome)`` the judge
-    cases for the replies, sent to ``inputs.judge`` through the same runner and cassettes
-    (a failed one is a failed prompt); ``planned_follow_up(settings, cases)`` their
-    stand-ins for the plan and budget, before anything is sent."""
+    """One kind of audit. Optional methods, looked up by name: ``entities`` (its own
+    entities instead of the seeds), ``check`` (its input files, at collection), ``follow_up``
+    (judge cases for the replies; a failed one is a failed prompt), ``planned_follow_up``."""
 
     #: short name, the key of its results in ``AuditResult.extras`` and of its sections
     name: str
@@ -358,9 +347,8 @@ def replay(
     rebuild: Rebuild,
     start: Callable[[Sequence[str], Sequence[Any], AuditInputs], Scorer],
 ) -> Merged:
-    """Merge reply shards: the united replies go through a fresh scorer (``start``:
-    entity ids, first entity's prompts, inputs -> scorer) over the whole audit's prompts,
-    as the unsharded run scored them."""
+    """Merge reply shards: the united replies go through a fresh scorer over the whole
+    audit's prompts, as the unsharded run scored them."""
     from pytest_recfair.providers.base import Usage
     from pytest_recfair.providers.runstate import RunOutcome
 

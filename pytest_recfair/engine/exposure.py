@@ -413,10 +413,8 @@ class ExposureSections:
     def compare(
         self, a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int
     ) -> KindComparison:
-        """MGU, long-tail share and max |lift|, B against A by the gate's paired entity
-        bootstrap (one-sided, margin ``tolerance``, on B's reference), Holm over the
-        measures both measured; results without per-entity counts, or with another field,
-        other groups or values: their numbers, no test."""
+        """MGU, long-tail share and max |lift|, B against A (paired entity bootstrap, Holm);
+        results without per-entity counts or with other groups: their numbers, no test."""
         was, now = a.extras[KEY], b.extras[KEY]
         what = (str(now["field"]), f"exposure vs {now['reference']}")
         cmp = _paired(was, now, n_resamples=n_resamples, seed=seed, margin=tolerance)

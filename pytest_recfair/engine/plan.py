@@ -181,10 +181,7 @@ def resolution(
 
 
 def _kind_lines(settings: AuditSettings, baseline: AuditResult) -> list[str]:
-    """The other kinds' gated numbers, each its least resolved (docs/baselines.md): SE from
-    a series' 95% interval, or the kind's ``resolution(data, settings)`` (label, SE, its
-    entities, Holm family m); one-sided, margin ``tolerance``, SE falling as 1/sqrt(n). The
-    run's size: ``entities`` when set, else the baseline's (a kind's may not be seeds)."""
+    """The other kinds' gated numbers, each its least resolved (docs/baselines.md)."""
     tol, z, n_b = settings.tolerance, NormalDist().inv_cdf, getattr(baseline.meta, "n_entities", 1)
     n_run, worst = settings.entities or n_b, dict[str, tuple[float, str, int, int]]()
     for sections, data in kind_sections(baseline):
@@ -317,9 +314,8 @@ def check_budget(budget: Budget, spent: Iterable[Plan], plan: Plan) -> None:
 def allowance(
     settings: AuditSettings, spent: Iterable[Plan], planned: Plan | None
 ) -> Allowance | None:
-    """What a pipeline's live model calls may spend, counted as they are sent: the run's
-    budget (the network default when none is set: they are real HTTP requests) less what
-    the audits planned before this one. None for any other recommender."""
+    """What a pipeline's live model calls may spend: the run's budget (the network default
+    when none is set) less what earlier audits planned. None for any other recommender."""
     if planned is None or planned.calls_per_prompt is None:
         return None
     requests, cost = limits(settings, network=True)
@@ -356,9 +352,8 @@ class Ledger:
     path: Path
 
     def reserve(self, limits: Budget | None, planned: Plan) -> None:
-        """Check ``planned`` against ``limits`` on top of every plan of the run (every
-        worker's), then record it; BudgetExceeded (nothing recorded) past the budget.
-        ``limits`` None: record only (--fairness-plan)."""
+        """Record ``planned`` across every worker; BudgetExceeded (nothing recorded) past
+        ``limits`` (None: record only, --fairness-plan)."""
         with self._locked():
             if limits is not None:
                 check_budget(limits, self.plans(), planned)

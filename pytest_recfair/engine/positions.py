@@ -39,9 +39,7 @@ NEUTRAL = "(neutral)"
 
 
 class PositionSections:
-    """The candidate-position kind's report sections: the pooled position bias with its
-    interval and uniformity test, and per group the first-position rate, bias, missed
-    rate and consistency with family-wise p-values against the neutral prompt."""
+    """The candidate-position kind's report sections."""
 
     def measure(self, result: AuditResult) -> str:
         sizes = {a.get("k") for a in _attributes(result)}
@@ -101,9 +99,8 @@ class PositionSections:
     def compare(
         self, a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int
     ) -> KindComparison:
-        """Pooled bias and missed rate, B against A, by the gate's paired entity bootstrap
-        (one-sided, margin ``tolerance``), Holm over the test's attributes x measures; an
-        attribute without per-entity counts or with another K: its bias, no test."""
+        """Pooled bias and missed rate, B against A (paired entity bootstrap, Holm); without
+        per-entity counts or with another K: its bias, no test."""
         before = {r["attribute"]: r for r in _attributes(a)}
         rows: list[KindRow] = []
         names = {r["attribute"] for r in _attributes(b)}
@@ -252,9 +249,8 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
 def _drift(
     settings: AuditSettings, res: Mapping[str, Any], before: Mapping[str, Any] | None
 ) -> list[GateFailure]:
-    """Pooled bias / missed rate risen by more than ``tolerance`` over the baseline, on the
-    entities both runs share (a baseline without per-entity counts or with another K is
-    not comparable here; the baseline layer already reports incompatible baselines)."""
+    """Pooled bias / missed rate risen by more than ``tolerance``, on shared entities
+    (incompatible baselines are reported by the baseline layer)."""
     cmp = None if before is None else _paired(
         before, res, n_resamples=settings.n_resamples, seed=settings.seed,
         margin=settings.tolerance,

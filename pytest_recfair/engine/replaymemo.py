@@ -44,10 +44,8 @@ _PROBE: Final = "\0recfair-replay-probe"
 
 
 def prompts_digest(kind: AuditKind, built: Iterable[Sequence[Any]]) -> bytes:
-    """The digest of the cases the kind built, as the stream sends them (what the builder
-    read, wherever it found its files): the first entity's cases for a kind of seed
-    entities (the same prompts but for the name, and the entities are in the key), every
-    case for a kind with its own entities (each a question of its own)."""
+    """The digest of the cases the kind built: the first entity's for seed entities (the
+    entities are in the key), every case for a kind with its own entities."""
     h = hashlib.blake2b(kind.name.encode(), digest_size=20)
     for cases in built:
         for case in cases:
@@ -83,9 +81,7 @@ def key(
     entities: Sequence[Entity],
     built: Callable[[], Iterable[Sequence[Any]]],
 ) -> StreamKey | None:
-    """The cache key of streaming ``request`` (every entity, replay only; ``built``: the
-    cases :func:`prompts_digest` digests), or None when the audit is not served from this
-    cache."""
+    """The cache key of streaming ``request``, or None when not served from this cache."""
     store = request.cassettes
     if store is None or request.shard is not None or cache.off() or not store.root.is_dir():
         return None  # (no cassette folder: a replay misses, and no folder is created)
@@ -235,9 +231,8 @@ def served(key: bytes, request: AuditRequest, kind: AuditKind, rebuild: Rebuild)
 
 
 def scored(scorer: Scorer, key: bytes | None) -> Scored:
-    """The scorer's results, kept under the stream's key (None: not kept) as well: the
-    bootstrap intervals of unchanged scores are not drawn again (they depend on nothing
-    but the scores and the settings, both in the key)."""
+    """The scorer's results, kept under the stream's key: unchanged scores' bootstrap
+    intervals are not drawn again."""
     kept = None if key is None else _scored_of(cache.get(_SCORED, key))
     if kept is not None:
         return kept

@@ -267,9 +267,7 @@ class MergeSource:
 
 
 def inputs_digests(kind: AuditKind, request: AuditRequest) -> dict[str, str]:
-    """The whole audit's inputs by content, name -> digest: its entities, grid, every
-    prompt (templates, question set, candidates) and catalogue. A shard writes them and
-    the merge compares them with its own, so a file's name or path never matters."""
+    """The whole audit's inputs by content, so a file's name or path never matters."""
     whole = dataclasses.replace(request, shard=None)
     s, inputs = request.settings, request.inputs
     entities = stream.entities_of(s, request.seeds, request.test_id, kind, inputs)

@@ -75,9 +75,7 @@ def gate_outcome(
     baseline: AuditResult | None,
     problem: str | None = None,
 ) -> GateOutcome:
-    """What the gate says before the test body runs: absolute thresholds, drift against a
-    compatible ``baseline``, the kind's own failures, and ``problem`` (an incompatible
-    baseline, not compared) as a failure."""
+    """The gate before the test body runs; an incompatible baseline (``problem``) fails."""
     measured = gate.evaluate(
         result,
         baseline,
@@ -171,9 +169,8 @@ def _verdict(result: AuditResult, parts: Judged, state: BaselineState | None = N
 def judge(
     settings: AuditSettings, result: AuditResult, check: BaselineCheck, test_id: str
 ) -> Verdict:
-    """Pass/fail of one gated test (pure). Under --fairness-update it was gated without a
-    baseline: only absolute limits fail, and it becomes the baseline; otherwise a missing,
-    unusable or incompatible baseline fails and says how to (re)create it."""
+    """Pass/fail of one gated test (pure); under --fairness-update only absolute limits
+    fail and the run becomes the baseline."""
     state = check.state
     checked = result.gate or GateOutcome(passed=True)
     if settings.explore:

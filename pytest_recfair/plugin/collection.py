@@ -80,9 +80,8 @@ def _argnames(spec: Any) -> list[str]:
 
 
 def _model_slots(items: list[pytest.Item]) -> None:
-    """Group the audited runs of one test over a parametrized recfair_recommender: same
-    function, same other parameters. The model's label is the one parameter id that
-    differs within the group (its id in the test's name)."""
+    """Group one test's runs over a parametrized recfair_recommender; the model's label
+    is the one parameter id that differs within the group."""
     groups: dict[tuple[str, tuple[Any, ...]], list[pytest.Item]] = {}
     for item in items:
         spec = getattr(item, "callspec", None)
@@ -121,10 +120,8 @@ def _check_baseline_names(items: list[pytest.Item]) -> None:
 
 
 def check_run(session: pytest.Session) -> None:
-    """Check the inputs of every selected @fairness test (with --fairness only): the first
-    bad one is a usage error naming the test; then the entity notes, once each. An xdist
-    worker's usage error would be an INTERNALERROR: it runs nothing and stops the run with
-    the same line instead (``Interrupted: ...``, exit 2)."""
+    """Check every selected @fairness test's inputs: the first bad one is a usage error.
+    An xdist worker stops the run with the same line instead (INTERNALERROR otherwise)."""
     config = session.config
     if not config.getoption("fairness"):
         return

@@ -24,9 +24,8 @@ Node = pytest.FixtureRequest | pytest.Item
 
 
 def default_provider(config: pytest.Config, judge: bool = False) -> Any:
-    """The provider the ini keys name (recfair_provider, recfair_model, ...); with
-    ``judge`` the recfair_judge_* keys, each falling back to the recommender's (None
-    without recfair_judge_model)."""
+    """The provider the ini keys name; with ``judge`` the recfair_judge_* keys, each
+    falling back to the recommender's (None without recfair_judge_model)."""
     from pytest_recfair.providers.http import from_config
 
     def ini(key: str) -> str | None:
@@ -268,9 +267,8 @@ def recommender_for(recommender: Any, s: settings.AuditSettings) -> Any:
 
 
 def _named(recommender: Any, s: settings.AuditSettings) -> Any:
-    """A plain callable reported under a readable model id: the marker's ``model=``, else
-    its own ``model`` attribute, else its name, else (a lambda or a closure, whose name
-    says nothing) the fixture's name."""
+    """A plain callable's model id: marker ``model=``, its ``model`` attribute, its name,
+    else (a lambda or closure) the fixture's name."""
     from pytest_recfair.providers.adapter import CallableProvider, callable_label
 
     if isinstance(recommender, CallableProvider) or callable(

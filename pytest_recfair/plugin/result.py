@@ -138,11 +138,9 @@ def _plan(
     cases: Any,
     base: AuditResult | None,
 ) -> tuple[Any, Any]:
-    """This audit's plan, printed when it will send requests (or with --fairness-plan,
-    which then skips the test), with the entities its tolerance needs at the noise of its
-    baseline ``base``; a plan past the run's budget fails the test unsent.
-    None for an audit that only replays. With it, what a Python pipeline's live model
-    calls may still spend (counted as they are sent)."""
+    """This audit's plan when it will send requests (or --fairness-plan, which skips the
+    test); past the budget the test fails unsent. None for a replay. With it, what a
+    pipeline's live model calls may still spend."""
     from pytest_recfair.engine import plan
 
     config = request.config
@@ -251,9 +249,8 @@ def judge(
     test_id: str,
     failed: str | None,
 ) -> tuple[Verdict, str | None]:
-    """The verdict of an audited test (``failed``: its body's error, None if it passed),
-    with the baseline written under --fairness-update; and the reason the baseline could
-    not be written, or None."""
+    """The verdict (``failed``: the body's error) with the baseline written under
+    --fairness-update, and why the baseline could not be written, or None."""
     from pytest_recfair.engine import verdict as verdicts
     from pytest_recfair.engine.collector import baseline_changes
 

@@ -267,9 +267,8 @@ def ship(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestRepo
 
 
 def xdist_advice(workers: int, audits: int, ledger: Ledger) -> list[str]:
-    """Once per run, when xdist's workers cannot pay: more workers than audits (an audit
-    runs in one worker), or a replay (no prompt sent live), where each worker's start-up
-    and collection is not won back (docs/performance.md, "xdist")."""
+    """Once per run, when xdist cannot pay: more workers than audits, or a replay
+    (docs/performance.md, "xdist")."""
     if workers > audits:
         return [
             f"xdist: {workers} workers for {audits} audit(s): an audit runs in one worker, "
@@ -488,9 +487,8 @@ class Pruner:
 def _reference(
     config: pytest.Config, run: RunSettings
 ) -> tuple[Reference | None, tuple[Rule, ...]]:
-    """--fairness-compare=REF, loaded now (a bad one fails before any prompt is sent), and
-    --fairness-compare-fail=EXPR (which needs a reference); under --fairness the report
-    paths and the history directory are checked too, so a lost report never wastes a run."""
+    """--fairness-compare(-fail), loaded now, and the report and history paths checked:
+    a bad one fails before any prompt is sent."""
     try:
         if config.getoption("fairness"):  # without it no report is written: no cost
             from pytest_recfair.report.history import check_history_dir

@@ -270,9 +270,8 @@ class ItemSections:
     def compare(
         self, a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int
     ) -> KindComparison:
-        """Each field's largest shift from neutral, B against A, by the gate's paired
-        entity bootstrap (one-sided, margin ``tolerance``), Holm over the test's attributes
-        x fields; runs with other values, fields or categories: the numbers, no test."""
+        """Each field's largest shift, B against A (paired entity bootstrap, Holm); runs with
+        other values, fields or categories: the numbers, no test."""
         before = {r.attribute: r for r in _results(a)}
         now = _results(b)
         notes = [f"{n} only in A" for n in before if n not in {r.attribute for r in now}]

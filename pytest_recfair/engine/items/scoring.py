@@ -296,11 +296,8 @@ def score_items(
 ) -> ItemSideResult:
     """Match every reply's titles to the catalogue and score the item-side shift.
 
-    ``titles[i]`` is case i's parsed titles (None: no reply). Values that signal a group
-    (implicit proxies) pool into it, as LMRec's groups do. ``matched``:
-    :func:`match_replies` of the same titles, computed once for all attributes (matching
-    is the costly part).
-    """
+    Values that signal a group (implicit proxies) pool into it, as LMRec's groups do.
+    ``matched`` is computed once for all attributes: matching is the costly part."""
     for name in fields:
         field_levels(catalogue, name)
     items, coverage = matched if matched is not None else match_replies(titles, catalogue)
@@ -347,9 +344,7 @@ def item_failures(
     seed: int = 0,
     n_resamples: int = 1000,
 ) -> list[ItemFailure]:
-    """A value fails ``max_shift`` when its shift exceeds it AND the family-wise test says
-    the shift is real (p < alpha); drift fails when the largest shift rose by more than
-    ``tolerance`` and the paired entity bootstrap says so (p < alpha)."""
+    """A limit or drift fails only when crossed AND significant (p < alpha)."""
     out: list[ItemFailure] = []
     for f in result.fields:
         for g, s, p in zip(f.groups[1:], f.shift, f.p_adjusted, strict=True):

@@ -270,9 +270,8 @@ def parse_all(
 
 
 def mark_failed(replies: list[Reply], errors: Mapping[str, str]) -> list[Reply]:
-    """Replies of prompts that got no valid response (``errors``: case id -> error) get
-    the status "failed" and no list; so do the replies compared with a failed neutral
-    prompt. The tally leaves them out of their value's mean instead of scoring them."""
+    """Replies of failed prompts, or compared with a failed neutral prompt, get status
+    "failed" and no list: the tally leaves them out of the value's mean, never scores them."""
     dead = {
         (r.case.entity_id, r.case.repeat)
         for r in replies

@@ -267,9 +267,7 @@ class Tally:
     # -- persistence (shard files) -------------------------------------------------------
 
     def to_dict(self, packed: bool = False) -> dict[str, Any]:
-        """JSON-able; only the scored rows are stored (a shard holds its own share).
-        ``packed``: the similarity rows as packed bytes (:mod:`pytest_recfair.packing`,
-        for the replay cache: a fraction of the memory of a list of floats)."""
+        """JSON-able, scored rows only; ``packed`` (replay cache): rows as packed bytes."""
         rows = np.flatnonzero(self.filled)
         return {
             "entities": list(self.entities),

@@ -54,9 +54,8 @@ EXAMPLES = 3  # biased questions shown per role
 
 @dataclass(frozen=True, slots=True)
 class RoleplayCase:
-    """One round of one question, in the shape the provider runner sends (id, system,
-    prompt, entity_id = the question's cassette file, repeat = the round) and
-    ``metrics.roleplay.collect`` scores; ``value`` is the role (failures per role)."""
+    """One round of one question; ``entity_id`` names its cassette, ``repeat`` is the
+    round, ``value`` the role (failures per role)."""
 
     id: str
     system: str | None
@@ -208,9 +207,8 @@ def _score(
 def _failed_is_no_verdict(
     result: RoleplayResult, cases: Sequence[RoleplayCase], answers: Mapping[str, str]
 ) -> RoleplayResult:
-    """A round whose request failed is "failed" whatever the oracle (the biaslens variant
-    reads a missing answer as the text ``None``, as the paper's scripts read their files):
-    a failed request is never a verdict."""
+    """A failed round is "failed" whatever the oracle (biaslens reads a missing answer
+    as ``None``, as the paper's scripts do): a failed request is never a verdict."""
     lost: dict[tuple[str, bool], set[int]] = {}
     for c in cases:
         if c.id not in answers:
@@ -362,18 +360,15 @@ class RoleplayAudit(Pooled):
         ]  # fmt: skip
 
     def planned_follow_up(self, settings: AuditSettings, cases: Sequence[Any]) -> list[JudgeCase]:
-        """For the plan and the budget, before anything is sent: the judge calls that
-        asking ``cases`` will bring, 3 per Why round, each with a stand-in answer of the
-        longest the format allows (100 words) since the real one is not known yet."""
+        """The judge calls ``cases`` will bring, 3 per Why round, each with a stand-in
+        answer of the longest allowed (100 words): the real one is not known yet."""
         return _judge_cases(cases, {c.id: _STAND_IN for c in cases})
 
     def merge(
         self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
     ) -> Merged:
-        """The shards' replies replayed as one run, judge calls included: the merge
-        rebuilds the questions' cases, and the judge cases of their answered Why rounds
-        are added so that their replies and failures count (``max_failed``) as in the
-        unsharded run."""
+        """The shards' replies replayed as one run, with the judge cases of answered Why
+        rounds, so their replies and failures count (``max_failed``) as unsharded."""
 
         def with_judges() -> tuple[list[Any], AuditInputs]:
             cases, inputs = rebuild()

@@ -69,9 +69,8 @@ class RoleplaySections:
     """The role-play kind's report sections."""
 
     def run_parts(self, result: AuditResult, data: Any) -> list[str]:
-        """The run line's description (report/sections.run_parts): the question set and
-        how many questions in how many rounds (the oracle is in ``measure``); not the grid
-        or templates, which a role-play audit does not use."""
+        """The run line's description: question set, questions and rounds (no grid or
+        templates: role-play uses none)."""
         why = data.get("why_not_asked") or 0
         return [
             f"questions {data['source']}: {data['asked']} x {data['rounds']} rounds",
@@ -151,10 +150,8 @@ class RoleplaySections:
     def compare(
         self, a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int
     ) -> KindComparison:
-        """The gate's drift test, B against A paired by question: each attribute x type's
-        biased-answer rate (exact sign-flip over the rounds, margin ``tolerance``) and each
-        attribute's undetermined share (exact McNemar), Holm over the test; results scored
-        another way (oracle, rounds): each cell's biased-question rate, no test."""
+        """The drift test paired by question: each cell's biased rate (exact sign-flip) and
+        undetermined share (exact McNemar), Holm; results scored another way: no test."""
         was, now = a.extras[KEY], b.extras[KEY]
         with_role = getattr(b.meta, "with_role", None) is not False
         try:
