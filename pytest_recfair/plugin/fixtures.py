@@ -177,14 +177,13 @@ def user_fixture(request: pytest.FixtureRequest, name: str) -> Any:
     if id(error) in seen:  # a session fixture re-raises the same error for every test
         pytest.fail(f"{name} failed earlier in this run ({what}); see the first error.", False)
     seen.add(id(error))
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if not _internal(f.filename)]
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if not {"_pytest", "pluggy", "pytest_recfair"} & set(Path(f.filename).parts)
+    ]
     where = "".join(traceback.format_list(frames)).rstrip()
     pytest.fail(f"the {name} fixture raised {what}\n{where}", pytrace=False)
-
-
-def _internal(filename: str) -> bool:
-    parts = Path(filename).parts
-    return any(p in ("_pytest", "pluggy", "pytest_recfair") for p in parts)
 
 
 def default_seeds(domain: str) -> str:

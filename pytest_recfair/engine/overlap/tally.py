@@ -243,8 +243,6 @@ class Tally:
             at.entropy_sum += int(_fixed(np.asarray(scores, dtype=np.float64)).sum())
             at.entropy_n += len(scores)
 
-    # -- results -------------------------------------------------------------------------
-
     def results(self, *, n_resamples: int, seed: int) -> tuple[AttributeResult, ...]:
         """The AttributeResults of a complete tally (every entity scored)."""
         if not self.complete:
@@ -253,7 +251,10 @@ class Tally:
                 f"Tally: {left} of {len(self.entities)} entities have no scores yet; merge "
                 "every shard (1/N .. N/N) before reporting the audit."
             )
-        floors = {m: _floor(per, n_resamples, seed) for m, per in self.noise.items()}
+        floors: dict[str, Stat | None] = {}
+        for m, per in self.noise.items():
+            f = noise_floor_of(per, n_resamples=n_resamples, seed=seed)
+            floors[m] = None if f is None else Stat(float(f.mean), _interval(f.ci))
         several = len(self.config.metrics) > 1
         try:
             return tuple(
@@ -263,8 +264,6 @@ class Tally:
             )
         finally:
             forget_weights()  # the tables shared them; the audit is scored
-
-    # -- persistence (shard files) -------------------------------------------------------
 
     def to_dict(self, packed: bool = False) -> dict[str, Any]:
         """JSON-able, scored rows only; ``packed`` (replay cache): rows as packed bytes."""
@@ -364,9 +363,6 @@ def _merge_into(out: Tally, part: Tally) -> None:
     out.evidence.absorb(part.evidence)
 
 
-# --- helpers ------------------------------------------------------------------------------
-
-
 def _columns(at: AttributeTally, values: Sequence[str], attr: str) -> npt.NDArray[np.int64]:
     try:
         return np.array([at.values.index(v) for v in values], dtype=np.int64)
@@ -416,11 +412,6 @@ def _mean_matrix(matrices: Sequence[SimilarityMatrix]) -> SimilarityMatrix:
     )
 
 
-def _floor(per_entity: FloatArray, n_resamples: int, seed: int) -> Stat | None:
-    floor = noise_floor_of(per_entity, n_resamples=n_resamples, seed=seed)
-    return None if floor is None else Stat(float(floor.mean), _interval(floor.ci))
-
-
 def _interval(ci: tuple[float, float] | None) -> Interval | None:
     return None if ci is None else Interval(float(ci[0]), float(ci[1]))
 
@@ -462,7 +453,9 @@ def _attribute_result(
         snsv=Stat(table.snsv, _interval(boot.snsv_ci)),
         pafs=Stat(table.pafs, _interval(boot.pafs_ci)),
         matrix=matrix,
-        entropy=_entropy(at) if cfg.repeats > 1 else None,
+        entropy=float(at.entropy_sum) / FIXED / at.entropy_n
+        if cfg.repeats > 1 and at.entropy_n
+        else None,
         noise_floor=floor,
         curves=_curves(at, metric),
     )
@@ -476,10 +469,6 @@ def _curves(at: AttributeTally, metric: str) -> dict[str, list[float]]:
             float(s) / FIXED / n if n else float("nan") for s, n in zip(sums, ns, strict=True)
         ]
     return out
-
-
-def _entropy(at: AttributeTally) -> float | None:
-    return float(at.entropy_sum) / FIXED / at.entropy_n if at.entropy_n else None
 
 
 def _unfloats(x: Sequence[float | None]) -> FloatArray:
