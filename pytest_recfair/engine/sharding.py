@@ -166,8 +166,6 @@ def _not_shard(path: Path) -> str | None:
     return f'{path.name} (no "format": "{SHARD_FORMAT}")'
 
 
-# --- shard and merge runs -------------------------------------------------------------
-
 #: The merge run's seeds, grid and kind's inputs: compared with the shards', and rebuilt from.
 KindInputs = Callable[[], tuple[Sequence[Entity], Grid, AuditInputs]]
 

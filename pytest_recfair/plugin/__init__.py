@@ -22,9 +22,6 @@ def marker() -> pytest.MarkDecorator:
     return pytest.mark.fairness
 
 
-# --- hooks: options, configuration, collection --------------------------------------------
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     options.add_options(parser)
 
@@ -53,9 +50,6 @@ def pytest_pycollect_makeitem(
 ) -> Generator[None, Any, Any]:
     collection.depend_on_recommender(collector, name, obj)
     return (yield)
-
-
-# --- fixtures ----------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
@@ -158,9 +152,6 @@ def _recfair_autorun(request: pytest.FixtureRequest) -> None:
         "fairness"
     ):
         request.getfixturevalue("fairness_result")
-
-
-# --- the call phase: the gate; the report: shipped to the controller ---------------------
 
 
 @pytest.hookimpl(wrapper=True)

@@ -131,8 +131,6 @@ class QualityTally:
             for i in found
         )
 
-    # -- shards ------------------------------------------------------------------------
-
     def to_dict(self, packed: bool = False) -> dict[str, Any]:
         """JSON-able; ``packed``: the count arrays as bytes (the replay cache)."""
         rows = np.flatnonzero(self.filled)
@@ -160,8 +158,6 @@ class QualityTally:
         out.known[rows] = _array(d["known"], np.bool_)
         out.filled[rows] = True
         return out
-
-    # -- results -----------------------------------------------------------------------
 
     def scores(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
         """(quality, valid-item share) per (entity, group); NaN where nothing was scored

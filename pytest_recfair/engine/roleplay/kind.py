@@ -158,9 +158,6 @@ def _judge_cases(cases: Sequence[Any], answers: Mapping[str, str]) -> list[Judge
     return out
 
 
-# --------------------------------------------------------------------------- scoring
-
-
 def _score(
     settings: AuditSettings,
     inputs: AuditInputs,
@@ -248,9 +245,6 @@ def _worst_roles(
         ]
         out.append({"attribute": attribute, "role": role, **cell.to_dict(), "examples": examples})
     return out
-
-
-# --------------------------------------------------------------------------- the gate
 
 
 def _cell_name(attribute: str, qtype: str) -> str:
