@@ -80,8 +80,7 @@ class Scored:
 
 @dataclass
 class Sent:
-    """What sending an audit's prompts cost and lost, whatever the kind: prompts sent or
-    replayed, the failed ones, tokens, the runner's cost and the models that answered."""
+    """What sending an audit's prompts cost and lost, whatever the kind."""
 
     prompts: int = 0
     failed: list[unanswered.FailedPrompt] = field(default_factory=list)
@@ -177,8 +176,7 @@ class AuditKind(Protocol):
         parts: Sequence[ShardResult],
         rebuild: Rebuild,
     ) -> Merged:
-        """The shards 1..N of one audit as the unsharded run would have scored them;
-        a DataError naming the files when they do not fit together."""
+        """The shards 1..N as the unsharded run would have scored them; DataError if they misfit."""
 
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
@@ -198,8 +196,7 @@ _PER_SHARD_META: Final = frozenset({"model", "record_mode", "plugin_version", "g
 
 @dataclass(frozen=True)
 class ShardResult:
-    """One shard's output: which audit, which shard, its metadata and its tally (list
-    overlap) or its replies (other kinds of audit)."""
+    """One shard's output: its audit, metadata and tally (list overlap) or replies."""
 
     path: Path
     test_id: str
@@ -226,8 +223,7 @@ def shard_doc(
     inputs: Mapping[str, str] | None = None,
     packed: bool = False,
 ) -> dict[str, Any]:
-    """One shard's result as the JSON document a shard file holds (``packed``: the
-    tally's similarity rows as bytes, for the replay cache; not JSON)."""
+    """A shard file's JSON document (``packed``: tally rows as bytes, for the replay cache)."""
     doc: dict[str, Any] = {
         "format": SHARD_FORMAT,
         "version": SHARD_VERSION,
@@ -275,8 +271,7 @@ def shard_of_doc(doc: dict[str, Any], path: Path) -> ShardResult:
 
 
 def merge_replies(results: Sequence[ShardResult]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The metadata and the united replies (completions, errors) of a kind's audit whose
-    shards wrote replies; the shards' entities are disjoint, so no case id repeats."""
+    """The metadata and united replies of reply shards (disjoint entities: no id repeats)."""
     meta = merged_meta(results)  # one model: shards of several are refused there
     parts = [r.replies for r in results if r.replies is not None]
     if len(parts) != len(results):
@@ -426,8 +421,7 @@ def _reply_dict(c: Completion) -> dict[str, Any]:
 
 
 class PooledKind:
-    """The merge of a kind scored by a :class:`PooledScorer`: the shards' replies united
-    and replayed through a fresh scorer of the kind (one place for every such kind)."""
+    """The merge of every :class:`PooledScorer` kind: united replies through a fresh scorer."""
 
     def scorer(
         self,

@@ -77,8 +77,7 @@ class RunCollector:
         )
 
     def add_record(self, record: TestRecord) -> None:
-        """Add a test judged in this process: its objects as they are, no dict round trip
-        (the payload of a 10,000-entity audit is millions of Python floats)."""
+        """A test judged in this process, no dict round trip (a big audit is millions of floats)."""
         result = record.result
         test_id = result.meta.test_id
         self.results[test_id] = result

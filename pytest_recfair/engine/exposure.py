@@ -312,8 +312,7 @@ def _paired(
 
 
 def _drift(s: AuditSettings, d: Mapping[str, Any], before: Mapping[str, Any]) -> list[GateFailure]:
-    """MGU, long-tail share and max |lift| each worse than the baseline by more than the
-    tolerance (paired entity bootstrap over the shared entities, Holm)."""
+    """MGU, long-tail share and max |lift| worse than the baseline by over the tolerance."""
     cmp = _paired(before, d, n_resamples=s.n_resamples, seed=s.seed, margin=s.tolerance)
     if cmp is None:
         return []
@@ -356,8 +355,7 @@ def _summary(d: Mapping[str, Any]) -> str:
 
 
 class ExposureSections:
-    """The exposure kind's report sections: the summary, per group share / reference /
-    ratio with intervals and family-wise p, and per value the popularity lift."""
+    """The exposure kind's report sections."""
 
     def measure(self, result: AuditResult) -> str:
         return f"item exposure, top {getattr(result.meta, 'k', '?')}"

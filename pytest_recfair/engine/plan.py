@@ -78,8 +78,7 @@ class Plan:
 
     @property
     def requests(self) -> int:
-        """The live requests this plan sends (a pipeline's: its recorded calls per prompt
-        times the prompts to ask, at least one each)."""
+        """Live requests to send: a pipeline's recorded calls per prompt (at least 1) x to_ask."""
         return math.ceil(self.to_ask * max(1.0, self.calls_per_prompt or 1.0))
 
     def line(self) -> str:
@@ -456,8 +455,7 @@ def audit_plan(
 def _with_judge(
     main: Plan, settings: AuditSettings, request: AuditRequest, to_ask: Sequence[Any]
 ) -> Plan:
-    """With the judge calls the cases to ask bring (a kind's ``planned_follow_up``, e.g.
-    role-play Why answers), at the judge's prices."""
+    """With the judge calls the cases bring (``planned_follow_up``), at the judge's prices."""
     judge = request.inputs.judge
     more = getattr(registry.kind_for(settings), "planned_follow_up", None)
     if more is None or judge is None:

@@ -274,8 +274,7 @@ def _drift(
 def _paired(
     before: Mapping[str, Any], res: Mapping[str, Any], **test: Any
 ) -> PositionComparison | None:
-    """``compare_positions`` over the entities both share; None without per-entity counts,
-    with another K or fewer than 2 shared entities."""
+    """``compare_positions`` on shared entities; None without counts, other K or < 2 shared."""
     if "entity_counts" not in before or "entity_counts" not in res or before["k"] != res["k"]:
         return None
     row = {e: i for i, e in enumerate(before["entities"])}

@@ -66,8 +66,7 @@ class StreamKey:
         pool.shutdown(wait=False)  # the thread ends with its one task
 
     def value(self) -> bytes | None:
-        """The key (waits for the background thread); None: not served from this cache
-        (a cassette could not be read)."""
+        """The key (waits for the background thread); None: a cassette could not be read."""
         files = self._files.result()
         if files is None:
             return None
@@ -160,8 +159,7 @@ def _identity(provider: object) -> tuple[str, tuple[str, str, str]] | None:
 
 
 def _inputs(request: AuditRequest) -> tuple[Any, ...]:
-    """The kind's inputs by content (the folders files were looked up in are not: what
-    was read from them is in the key)."""
+    """The kind's inputs by content (what was read is in the key, not the folders)."""
     inputs = request.inputs
     candidates = sorted(inputs.candidates.items()) if inputs.candidates else None
     return (inputs.catalogue, candidates, sorted(inputs.absent))

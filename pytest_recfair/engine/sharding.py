@@ -48,8 +48,7 @@ def shard_path(root: Path, test_id: str, shard: Shard) -> Path:
 
 
 def write_shard(path: Path, doc: Mapping[str, Any]) -> None:
-    """Write one shard's result (:func:`shard_doc`) atomically: a reader never sees half
-    a file."""
+    """Write one shard's result (:func:`shard_doc`) atomically: never half a file."""
     atomic_write_text(path, json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n")
 
 
@@ -208,8 +207,7 @@ class MergeSource:
     skipped: list[str] = field(default_factory=list)  # .json files that are no shard
 
     def result(self, settings: AuditSettings, test_id: str, kind_inputs: KindInputs) -> AuditResult:
-        """The merged (ungated) AuditResult of ``test_id``, once its shards' inputs are
-        this run's (:func:`inputs_digests`)."""
+        """The merged, ungated result of ``test_id``, once its shards' inputs are this run's."""
         if self.found is None:
             self.found = collect(self.paths, self.skipped)
         parts = self.found.get(test_id)

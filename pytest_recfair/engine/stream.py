@@ -65,8 +65,7 @@ class Run:
 
 
 def run(request: AuditRequest) -> Run:
-    """Send and score the request's prompts (its shard's share, with a shard); a replay
-    of unchanged inputs is served whole from :mod:`.replaymemo`."""
+    """Send and score the prompts (a shard's share); replays may hit :mod:`.replaymemo`."""
     s, inputs = request.settings, request.inputs
     kind = registry.kind_for(s)
     with fewer_collections():
@@ -296,8 +295,7 @@ def entities_of(
     kind: AuditKind | None = None,
     inputs: AuditInputs | None = None,
 ) -> list[Entity]:
-    """The audit's entities: the seeds, or a kind's own (``AuditKind.entities``),
-    subsampled to ``entities=N``."""
+    """The seeds, or a kind's own (``AuditKind.entities``), subsampled to ``entities=N``."""
     own = getattr(kind, "entities", None)
     if own is not None:
         seeds = own(settings, seeds, inputs or AuditInputs())

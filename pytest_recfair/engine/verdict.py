@@ -48,8 +48,7 @@ def load_baseline(root: Path, test_id: str, name: str | None = None) -> Baseline
 
 @dataclass(frozen=True, slots=True)
 class BaselineCheck:
-    """The stored baseline of one test and whether this run is compared with it (decided
-    once, before the test body runs)."""
+    """One test's stored baseline and whether this run is compared with it (decided once)."""
 
     state: BaselineState
     baseline: AuditResult | None  # compared against: usable, compatible, not updating

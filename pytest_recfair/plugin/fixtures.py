@@ -226,8 +226,7 @@ def path_like(source: str) -> bool:
 
 
 def find_file(request: Node, source: str) -> Path | None:
-    """A seeds/grid file, relative to the test file first, then to rootdir (``request``:
-    the fixture's request, or the test item at collection)."""
+    """A seeds/grid file, relative to the test file first, then to rootdir."""
     found = [Path(source)]
     if not Path(source).is_absolute():
         found = [request.path.parent / source, request.config.rootpath / source]

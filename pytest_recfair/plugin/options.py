@@ -216,8 +216,7 @@ def ini_file_keys(path: Path) -> list[str]:
 
 
 def check_ini_keys(keys: Iterable[str], known: Collection[str], where: str) -> None:
-    """Raise for the first ``recfair_*`` key in ``keys`` that is not in ``known``, naming
-    the nearest known key."""
+    """Raise for the first unknown ``recfair_*`` key in ``keys``, naming the nearest known key."""
     for key in keys:
         if not key.startswith(PREFIX) or key in known:
             continue

@@ -64,8 +64,7 @@ def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditRe
 def baseline_of(
     s: AuditSettings, root: Path, test_id: str, used: set[Path] | None
 ) -> BaselineState:
-    """The stored baseline of ``test_id``; its files are marked used (``used``: the
-    --fairness-prune bookkeeping, None without it)."""
+    """The stored baseline of ``test_id``, its files marked used (``used``: --fairness-prune)."""
     from pytest_recfair.cassettes import cache
     from pytest_recfair.cassettes.miss import MODE_POLICIES
     from pytest_recfair.engine.verdict import load_baseline
@@ -224,8 +223,7 @@ def judged_call(item: pytest.Item) -> Generator[None, None, None]:
 
 
 def judge_item(item: pytest.Item, exc: BaseException | None) -> Verdict | None:
-    """Judge an audited test (None if it has no audit; ``exc``: its body's failure);
-    record the outcome for the reports."""
+    """Judge an audited test (None if it has no audit; ``exc``: its body's failure)."""
     its = audit_state(item)
     if its is None or its.comparison is None or its.record is None:
         return None

@@ -267,8 +267,7 @@ def ship(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestRepo
 
 
 def xdist_advice(workers: int, audits: int, ledger: Ledger) -> list[str]:
-    """Once per run, when xdist cannot pay: more workers than audits, or a replay
-    (docs/performance.md, "xdist")."""
+    """Once per run: xdist cannot pay (more workers than audits, or a replay)."""
     if workers > audits:
         return [
             f"xdist: {workers} workers for {audits} audit(s): an audit runs in one worker, "

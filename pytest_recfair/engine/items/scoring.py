@@ -20,8 +20,7 @@ from pytest_recfair.results import KindResults
 
 
 def rounded(x: Any) -> Any:
-    """Statistics as results keep them: 6 decimals, None for NaN, infinity or None; an
-    array as (nested) lists."""
+    """Statistics as results keep them: 6 decimals, None for NaN, inf or None; arrays as lists."""
     if np.ndim(x):
         return [rounded(v) for v in x]
     return None if x is None or not math.isfinite(float(x)) else round(float(x), 6)

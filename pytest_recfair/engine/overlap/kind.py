@@ -81,8 +81,7 @@ class OverlapScorer:
 
 
 class OverlapSections:
-    """List-overlap results are the AttributeResults every report format renders as its
-    core tables and charts; the kind adds no section of its own."""
+    """List-overlap results are the core tables every format renders: no section of its own."""
 
     def measure(self, result: AuditResult) -> str:
         m = result.meta
@@ -185,8 +184,7 @@ class Pooled(PooledKind):
 
 
 class ListKind(Pooled):
-    """A pooled kind that asks the list-overlap prompts and reads catalogue items off the
-    replies (item side, exposure)."""
+    """A pooled kind reading catalogue items off list-overlap replies (item side, exposure)."""
 
     # the input files the plugin checks before any test runs (plugin/collection.py)
     named_inputs = ("catalogue",)
@@ -251,8 +249,7 @@ class Reply:
 def parse_all(
     cases: Sequence[PromptCase], completions: Mapping[str, Any], k: int, style: parse.Style
 ) -> list[Reply]:
-    """Parse every reply; identical texts (common: fair values repeat the neutral list)
-    are parsed once."""
+    """Parse every reply; identical texts (fair values repeat the neutral list) parse once."""
     seen: dict[str, tuple[tuple[str, ...], str]] = {}
     out = []
     for case in cases:

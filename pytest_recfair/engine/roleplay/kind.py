@@ -112,8 +112,7 @@ def _load(source: str, stamp: int) -> RoleSet:
 
 
 def question_set(settings: AuditSettings, inputs: AuditInputs) -> RoleSet:
-    """The set ``questions=`` names: bundled, or a file relative to the test file, the
-    rootdir, or the current directory."""
+    """The ``questions=`` set: bundled, or a file by the test file, rootdir or the cwd."""
     source = settings.questions or "default"
     if not Path(source).suffix:
         return _load(source, 0)
@@ -228,8 +227,7 @@ def _worst_roles(
     answers: Mapping[str, str],
     with_role: bool,
 ) -> list[dict[str, Any]]:
-    """The roles with the highest biased-question rate, with their biased questions and
-    the answers of every round."""
+    """The roles with the highest biased-question rate, their biased questions and answers."""
     by_role = result.by_role(with_role=with_role)
     ranked = sorted(
         ((k, v) for k, v in by_role.items() if v.biased), key=lambda kv: (-kv[1].rate, kv[0])

@@ -69,8 +69,7 @@ class RoleplaySections:
     """The role-play kind's report sections."""
 
     def run_parts(self, result: AuditResult, data: Any) -> list[str]:
-        """The run line's description: question set, questions and rounds (no grid or
-        templates: role-play uses none)."""
+        """The run line's description: question set, questions and rounds (no grid or templates)."""
         why = data.get("why_not_asked") or 0
         return [
             f"questions {data['source']}: {data['asked']} x {data['rounds']} rounds",
