@@ -18,7 +18,7 @@ from pytest_recfair.cassettes.index import Key
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.cassettes.vcrfile import read_interactions, serialize, stored_key
 from pytest_recfair.compare.models import ModelComparison, ModelSlot, compare_models
-from pytest_recfair.results import AttributeResult, AuditResult
+from pytest_recfair.results import AuditResult
 from pytest_recfair.vocab import STATISTICS
 
 
@@ -106,32 +106,22 @@ class RunCollector:
         return self._models
 
 
-def _key(a: AttributeResult) -> tuple[str, str]:
-    return a.attribute, a.metric
-
-
-def _moved(old: AttributeResult, new: AttributeResult) -> str | None:
-    parts = []
-    for stat in STATISTICS:
-        before, after = getattr(old, stat).value, getattr(new, stat).value
-        if f"{before:.3f}" != f"{after:.3f}":
-            parts.append(f"{stat.upper()} {before:.3f} -> {after:.3f}")
-    return ", ".join(parts) or None
-
-
 def baseline_changes(old: AuditResult | None, new: AuditResult) -> list[str]:
     """One line per attribute whose stored numbers change (3 decimals, as reported)."""
     if old is None:
         return ["new baseline"]
-    before = {_key(a): a for a in old.attributes}
+    before = {(a.attribute, a.metric): a for a in old.attributes}
     lines = []
     for a in new.attributes:
         label = f"{a.attribute} ({a.metric})"
-        prior = before.pop(_key(a), None)
+        prior = before.pop((a.attribute, a.metric), None)
         if prior is None:
             lines.append(f"{label}: new")
-        elif (moved := _moved(prior, a)) is not None:
-            lines.append(f"{label}: {moved}")
+            continue
+        pairs = [(s, getattr(prior, s).value, getattr(a, s).value) for s in STATISTICS]
+        moved = [f"{s.upper()} {x:.3f} -> {y:.3f}" for s, x, y in pairs if f"{x:.3f}" != f"{y:.3f}"]
+        if moved:
+            lines.append(f"{label}: {', '.join(moved)}")
     lines += [f"{attr} ({metric}): dropped" for attr, metric in before]
     if old.meta.model != new.meta.model:
         lines.append(f"model: {old.meta.model} -> {new.meta.model}")
