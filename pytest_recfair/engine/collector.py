@@ -6,7 +6,6 @@ only after a run that covered every test (the plugin decides).
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -205,8 +204,7 @@ def prune(found: PrunePlan) -> None:
         kept = [item for item in items if (path.name, stored_key(item)) in found.used]
         compact.write(path, serialize(kept))  # in the file's own format
     for path in found.baselines:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        path.unlink(missing_ok=True)
 
 
 def _rel(path: Path, root: Path) -> str:
