@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditResult:
     """The gated AuditResult of this @fairness test, recorded for the controller."""
-
     node = request.node
     if node.get_closest_marker("fairness") is None:
         raise ConfigError(
@@ -40,7 +39,16 @@ def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditRe
     baseline = baseline_of(s, request.config.rootpath, node.nodeid, used)
     problem: RecfairError | None = None
     try:
-        result = _measure_or_merge(request, s, state, baseline.result)
+        merge = state.merged()
+        if merge is None:
+            result = _measure(request, s, state, baseline.result)
+        else:  # nothing is sent or replayed: the shard results hold the scores
+
+            def kind_inputs() -> Any:  # seeds, grid and inputs, compared with the shards'
+                seeds = request.getfixturevalue("recfair_seeds")
+                return seeds, request.getfixturevalue("recfair_grid"), fixtures.inputs(request, s)
+
+            result = merge.result(s, node.nodeid, kind_inputs)
     except RecfairError as exc:
         problem = exc
     if problem is not None:
@@ -75,21 +83,6 @@ def baseline_of(
     if used is not None:
         used.update(p for p in (state.path, state.legacy) if p is not None)
     return state
-
-
-def _measure_or_merge(
-    request: pytest.FixtureRequest, s: AuditSettings, state: RunState, base: AuditResult | None
-) -> AuditResult:
-    """Merged: nothing is sent or replayed, the shard results hold the scores."""
-    merge = state.merged()
-    if merge is None:
-        return _measure(request, s, state, base)
-
-    def kind_inputs() -> Any:  # seeds, grid and inputs, compared with the shards'
-        seeds = request.getfixturevalue("recfair_seeds")
-        return seeds, request.getfixturevalue("recfair_grid"), fixtures.inputs(request, s)
-
-    return merge.result(s, request.node.nodeid, kind_inputs)
 
 
 def _measure(
