@@ -1,7 +1,5 @@
-"""A run's bookkeeping (no pytest, no report): the :class:`TestRecord` each audited test
-ships to the controller, the run's :class:`RunCollector`, what --fairness-update changed,
-and ``--fairness-prune``: the cassette interactions and baselines no test used, deleted
-only after a run that covered every test (the plugin decides).
+"""A run's bookkeeping (no pytest, no report): each test's :class:`TestRecord`, the run's
+:class:`RunCollector`, and ``--fairness-prune`` (deletes only after a run of every test).
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""pytest glue (the ``pytest11`` entry point): the hook and fixture declarations, each
-handing off in a few lines to :mod:`.options`, :mod:`.collection`, :mod:`.fixtures`,
-:mod:`.result` (one audit) and :mod:`.session` (the run). Nothing here imports the engine:
-pytest start-up stays light.
+"""pytest glue (the ``pytest11`` entry point): hooks and fixtures, each handing off to the
+plugin's modules. Nothing here imports the engine: pytest start-up stays light.
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""Command-line options, ini keys (from the settings' declarations) and their resolution
-into settings; the run-level options into :class:`~pytest_recfair.settings.values.RunSettings`
-once, at configure time. Every usage error is raised here, before any prompt is sent.
+"""Command-line options and ini keys, resolved into settings once, at configure time:
+every usage error is raised here, before any prompt is sent.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""One audited test, from the ``fairness_result`` fixture to the call-phase verdict:
-baseline -> (plan, budget, batch) -> measure, merge or shard -> compare + gate -> record,
-then judge. The steps that need no pytest (:func:`baseline_of`, :func:`conclude`,
-:func:`judge`) are unit-tested alone; the engine is imported on use (light start-up).
+"""One audited test, from the ``fairness_result`` fixture to the call-phase verdict; the
+engine is imported on use (light start-up).
 """
 
 from __future__ import annotations
