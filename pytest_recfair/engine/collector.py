@@ -33,8 +33,7 @@ class TestRecord:
     model_slot: ModelSlot | None = None  # the test's place in a comparison of models
 
     def payload(self) -> dict[str, Any]:
-        """What a worker ships to the controller with the call-phase report (JSON-able;
-        the baseline too, so the controller never reads the baselines directory)."""
+        """What a worker ships with the call-phase report (with the baseline: JSON-able)."""
         return {
             "result": self.result.to_dict(),
             "baseline": None if self.baseline is None else self.baseline.to_dict(),

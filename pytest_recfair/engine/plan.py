@@ -226,8 +226,8 @@ def estimate(
     rpm: float | None = None,
     tpm: float | None = None,
 ) -> Plan:
-    """The plan for asking ``to_ask`` (the prompts without a valid recording); ``rpm`` /
-    ``tpm``: the requests / tokens per minute the provider allows, when known."""
+    """The plan for asking ``to_ask`` (prompts without a valid recording); ``rpm`` /
+    ``tpm``: the provider's known limits."""
     prompt_total = sum(map(prompt_tokens, to_ask))
     # a case without k (a candidate pick) asks for one item
     completion_tokens = sum(max_tokens or TOKENS_PER_ITEM * getattr(c, "k", 1) for c in to_ask)

@@ -210,8 +210,7 @@ class Recorder:
 
 
 def served(key: bytes, request: AuditRequest, kind: AuditKind, rebuild: Rebuild) -> Merged | None:
-    """The stream's scorer and counts kept under ``key`` (the store told what they
-    played), or None: not kept, or not readable (the audit is streamed as usual)."""
+    """The stream's scorer and counts kept under ``key``, or None (then streamed as usual)."""
     doc = cache.get(_AUDIT, key)
     if not isinstance(doc, dict):
         return None

@@ -55,8 +55,7 @@ def write_shard(path: Path, doc: Mapping[str, Any]) -> None:
 def collect(
     paths: Iterable[Path], skipped: list[str] | None = None
 ) -> dict[str, list[ShardResult]]:
-    """Shard results by test id, from files and directories (searched for *.json; the
-    files passed over are named in ``skipped``, with why)."""
+    """Shard results by test id, from files and directories (``skipped``: files passed over)."""
     found: dict[str, list[ShardResult]] = {}
     for given in paths:
         if given.is_dir():

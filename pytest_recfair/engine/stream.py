@@ -109,8 +109,7 @@ def run(request: AuditRequest) -> Run:
 def finish(
     settings: AuditSettings, meta: AuditMeta, scorer: Scorer, sent: Sent, memo: bytes | None = None
 ) -> AuditResult:
-    """The ungated result from a complete scorer (one run's, or merged shards'); too
-    many failed prompts are a ProviderError listing them."""
+    """The ungated result of a complete scorer; too many failed prompts: a ProviderError."""
     summary = check_failures(settings, meta.test_id, sent)
     scored = replaymemo.scored(scorer, memo)
     return AuditResult(
@@ -128,8 +127,7 @@ def finish(
 
 
 def check_failures(settings: AuditSettings, test_id: str, sent: Sent) -> unanswered.FailureSummary:
-    """The prompts that got no valid response; a ProviderError listing them per value
-    (with the first errors) when their share is above ``max_failed``."""
+    """The failed prompts; a ProviderError listing them when above ``max_failed``."""
     summary = sent.summary()
     if not summary.within(settings.max_failed):
         raise ProviderError(summary.message(test_id, settings.max_failed))
@@ -331,8 +329,7 @@ def send(request: AuditRequest, cases: Sequence[Any]) -> RunOutcome:
 def follow_up(
     request: AuditRequest, kind: AuditKind, cases: list[Any], outcome: RunOutcome
 ) -> tuple[list[Any], RunOutcome]:
-    """The chunk's cases and replies, with those of the judge calls a kind asks of
-    ``inputs.judge`` (``AuditKind.follow_up``); unchanged without a judge."""
+    """The chunk's cases and replies plus the judge calls a kind asks (``follow_up``)."""
     ask = getattr(kind, "follow_up", None)
     judge = request.inputs.judge
     more = [] if ask is None or judge is None else ask(request.settings, cases, outcome)
@@ -355,8 +352,8 @@ def follow_up(
 def record_batch(
     request: AuditRequest, root: Path, progress: Callable[[str], None] | None = None
 ) -> dict[str, str]:
-    """Record every prompt of the audit (its shard's share) that has no recording yet
-    under ``root``; returns the failed case ids with their errors."""
+    """Record every prompt (a shard's share) without a recording under ``root``; returns
+    the failed case ids with their errors."""
     recommender, test_id = request.recommender, request.test_id
     if not hasattr(recommender, "build_request"):
         raise ConfigError(

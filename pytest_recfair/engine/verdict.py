@@ -101,8 +101,7 @@ def gate_against(
 
 
 def run_audit(request: AuditRequest, baseline: AuditResult | None = None) -> AuditResult:
-    """Audit the request's recommender and gate the result against ``baseline`` (the
-    standalone API); an incompatible baseline is a "baseline" failure saying why."""
+    """Audit and gate against ``baseline`` (the standalone API)."""
     result = stream.measure(request)
     return replace(result, gate=gate_against(request.settings, result, baseline))
 

@@ -26,8 +26,8 @@ RECOMMENDER = "recfair_recommender"
 
 
 def modify_items(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Resolve each @fairness test's settings (marker errors are usage errors), skip the
-    audits without --fairness, and check baseline names and model slots."""
+    """Resolve each @fairness test's settings, skip audits without --fairness, check
+    baseline names and model slots."""
     enabled = bool(config.getoption("fairness"))
     skip = pytest.mark.skip(reason=SKIP_REASON)
     state = run_state(config)
@@ -176,8 +176,7 @@ def _check(item: pytest.Item, s: AuditSettings, files: _Files) -> str | None:
 
 
 def _overridden(item: pytest.Item, name: str) -> bool:
-    """Whether this test gets fixture ``name`` from somewhere else than the plugin (a
-    conftest, a module, a parametrization): then only run time knows its value."""
+    """Whether fixture ``name`` comes from elsewhere than the plugin: only run time knows it."""
     spec = getattr(item, "callspec", None)
     if spec is not None and name in spec.params:
         return True

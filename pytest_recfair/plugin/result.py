@@ -194,8 +194,7 @@ def conclude(
 
 
 def judged_call(item: pytest.Item) -> Generator[None, None, None]:
-    """The body of the ``pytest_runtest_call`` wrapper: run the test, then judge its
-    audit; a gate failure fails the test, a body failure is recorded as the audit's."""
+    """The ``pytest_runtest_call`` wrapper: run the test, then judge its audit."""
     try:
         outcome = yield
     except (pytest.skip.Exception, KeyboardInterrupt, pytest.exit.Exception):

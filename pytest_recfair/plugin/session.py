@@ -253,8 +253,8 @@ def configure(config: pytest.Config) -> None:
 
 
 def ship(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
-    """Hand the call phase's audit record to the controller: as it is in one process, as
-    a payload on the report from an xdist worker. Scrub the report either way."""
+    """Hand the call phase's audit record to the controller (a payload from an xdist
+    worker); scrub the report either way."""
     its = audit_state(item) if call.when == "call" else None
     record = None if its is None else its.record
     if record is not None:

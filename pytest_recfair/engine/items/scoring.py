@@ -259,8 +259,8 @@ def field_codes(catalogue: Catalogue, names: Sequence[str]) -> list[itemshift.Fi
 
 
 def match_replies(titles: Sequence[list[str] | None], catalogue: Catalogue) -> MatchedReplies:
-    """Case index -> catalogue index of each title (None: no reply), and the coverage.
-    A catalogue that matches none of the titles is a clear error (the wrong domain)."""
+    """Case index -> catalogue index of each title, and the coverage; matching no title
+    at all is a clear error (the wrong domain)."""
     flat = [t for lst in titles if lst for t in lst]
     matched_flat = catalogue.match(flat)
     coverage = catalogue.coverage(flat, matched_flat)

@@ -160,8 +160,7 @@ class QualityTally:
         return out
 
     def scores(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """(quality, valid-item share) per (entity, group); NaN where nothing was scored
-        or the catalogue has no item of the entity."""
+        """(quality, valid-item share) per (entity, group); NaN where nothing was scored."""
         with np.errstate(invalid="ignore", divide="ignore"):
             slots = (self.replies * self.k).astype(np.float64)
             usable = (self.replies > 0) & self.known[:, None]

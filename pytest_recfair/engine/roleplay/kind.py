@@ -265,8 +265,7 @@ def _limit_failures(settings: AuditSettings, now: RoleplayResult) -> list[GateFa
 def _drift_failures(
     settings: AuditSettings, before: RoleplayResult, now: RoleplayResult
 ) -> list[GateFailure]:
-    """Each failed drift member: the gated rate (biased answers, or the undetermined
-    share), with the majority-based biased-question rates beside it."""
+    """Each failed drift member, with the majority-based biased-question rates beside it."""
     try:
         drift = drift_test(
             before, now, tolerance=settings.tolerance, alpha=settings.alpha,
