@@ -1,8 +1,6 @@
 """What a kind of audit is, the one request every run mode hands the engine, and a
-shard's data. The run modes (stream, sharding, plan) do the shared part and ask the
-:class:`AuditKind` that the registry picks for each kind-specific step, so none of them
-names a kind. Kinds whose statistics need every entity at once keep the replies
-(:class:`PooledScorer`) and merge shards by replaying them (:func:`replay`).
+shard's data. Run modes ask the :class:`AuditKind` for each kind-specific step, so none
+of them names a kind.
 """
 
 from __future__ import annotations
@@ -39,10 +37,7 @@ def shard_share(items: Sequence[T], shard: Shard | None) -> list[T]:
 
 @dataclass(frozen=True, slots=True)
 class AuditInputs:
-    """What some kinds need beyond seeds and grid, resolved by the caller: item metadata,
-    candidate titles per entity, the (attribute, value, entity) cases a published run
-    never answered (not asked), the folders a kind resolves its own files from (the test
-    file's, then rootdir) and the judge model (``follow_up``; None: none)."""
+    """What some kinds need beyond seeds and grid, resolved by the caller."""
 
     catalogue: Catalogue | None = None
     candidates: Mapping[str, Sequence[str]] | None = None
@@ -54,9 +49,7 @@ class AuditInputs:
 @dataclass(frozen=True)
 class AuditRequest:
     """One audit to run, built once by the caller (plugin, ``pytest_recfair.audit``).
-    ``failed``: case id -> error of prompts known to have failed (unanswered batch lines):
-    not sent, counted as failed. ``live``: the pytest progress line (runstate.LiveLine);
-    ``progress``: the runner's own line otherwise."""
+    ``failed``: case id -> error of prompts known to have failed: not sent, counted as failed."""
 
     settings: AuditSettings
     recommender: Any
@@ -87,8 +80,7 @@ class Scored:
 
 @dataclass
 class Sent:
-    """What sending an audit's prompts cost and lost, whatever the kind: prompts sent or
-    replayed, the failed ones, tokens, the runner's cost and the models that answered."""
+    """What sending an audit's prompts cost and lost, whatever the kind."""
 
     prompts: int = 0
     failed: list[unanswered.FailedPrompt] = field(default_factory=list)
@@ -143,15 +135,9 @@ Rebuild = Callable[[], tuple[list[Any], AuditInputs]]
 
 
 class AuditKind(Protocol):
-    """One kind of audit (list overlap, item attributes, candidate position, ...).
-
-    Optional methods, looked up by name: ``entities(settings, seeds, inputs)`` its own
-    entities (role-play questions) instead of the seeds, before ``entities=N``; the grid
-    is then not checked and ``attr`` selects among them; ``check(settings, where)`` its
-    input files, called at collection; ``follow_up(settings, cases, outcome)`` the judge
-    cases for the replies, sent to ``inputs.judge`` through the same runner and cassettes
-    (a failed one is a failed prompt); ``planned_follow_up(settings, cases)`` their
-    stand-ins for the plan and budget, before anything is sent."""
+    """One kind of audit. Optional methods, looked up by name: ``entities`` (its own
+    entities instead of the seeds), ``check`` (its input files, at collection), ``follow_up``
+    (judge cases for the replies; a failed one is a failed prompt), ``planned_follow_up``."""
 
     #: short name, the key of its results in ``AuditResult.extras`` and of its sections
     name: str
@@ -190,8 +176,7 @@ class AuditKind(Protocol):
         parts: Sequence[ShardResult],
         rebuild: Rebuild,
     ) -> Merged:
-        """The shards 1..N of one audit as the unsharded run would have scored them;
-        a DataError naming the files when they do not fit together."""
+        """The shards 1..N as the unsharded run would have scored them; DataError if they misfit."""
 
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
@@ -211,8 +196,7 @@ _PER_SHARD_META: Final = frozenset({"model", "record_mode", "plugin_version", "g
 
 @dataclass(frozen=True)
 class ShardResult:
-    """One shard's output: which audit, which shard, its metadata and its tally (list
-    overlap) or its replies (other kinds of audit)."""
+    """One shard's output: its audit, metadata and tally (list overlap) or replies."""
 
     path: Path
     test_id: str
@@ -239,8 +223,7 @@ def shard_doc(
     inputs: Mapping[str, str] | None = None,
     packed: bool = False,
 ) -> dict[str, Any]:
-    """One shard's result as the JSON document a shard file holds (``packed``: the
-    tally's similarity rows as bytes, for the replay cache; not JSON)."""
+    """A shard file's JSON document (``packed``: tally rows as bytes, for the replay cache)."""
     doc: dict[str, Any] = {
         "format": SHARD_FORMAT,
         "version": SHARD_VERSION,
@@ -288,8 +271,7 @@ def shard_of_doc(doc: dict[str, Any], path: Path) -> ShardResult:
 
 
 def merge_replies(results: Sequence[ShardResult]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The metadata and the united replies (completions, errors) of a kind's audit whose
-    shards wrote replies; the shards' entities are disjoint, so no case id repeats."""
+    """The metadata and united replies of reply shards (disjoint entities: no id repeats)."""
     meta = merged_meta(results)  # one model: shards of several are refused there
     parts = [r.replies for r in results if r.replies is not None]
     if len(parts) != len(results):
@@ -360,9 +342,8 @@ def replay(
     rebuild: Rebuild,
     start: Callable[[Sequence[str], Sequence[Any], AuditInputs], Scorer],
 ) -> Merged:
-    """Merge reply shards: the united replies go through a fresh scorer (``start``:
-    entity ids, first entity's prompts, inputs -> scorer) over the whole audit's prompts,
-    as the unsharded run scored them."""
+    """Merge reply shards: the united replies go through a fresh scorer over the whole
+    audit's prompts, as the unsharded run scored them."""
     from pytest_recfair.providers.base import Usage
     from pytest_recfair.providers.runstate import RunOutcome
 
@@ -440,8 +421,7 @@ def _reply_dict(c: Completion) -> dict[str, Any]:
 
 
 class PooledKind:
-    """The merge of a kind scored by a :class:`PooledScorer`: the shards' replies united
-    and replayed through a fresh scorer of the kind (one place for every such kind)."""
+    """The merge of every :class:`PooledScorer` kind: united replies through a fresh scorer."""
 
     def scorer(
         self,

@@ -1,12 +1,9 @@
-"""A run's bookkeeping (no pytest, no report): the :class:`TestRecord` each audited test
-ships to the controller, the run's :class:`RunCollector`, what --fairness-update changed,
-and ``--fairness-prune``: the cassette interactions and baselines no test used, deleted
-only after a run that covered every test (the plugin decides).
+"""A run's bookkeeping (no pytest, no report): each test's :class:`TestRecord`, the run's
+:class:`RunCollector`, and ``--fairness-prune`` (deletes only after a run of every test).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -18,7 +15,7 @@ from pytest_recfair.cassettes.index import Key
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.cassettes.vcrfile import read_interactions, serialize, stored_key
 from pytest_recfair.compare.models import ModelComparison, ModelSlot, compare_models
-from pytest_recfair.results import AttributeResult, AuditResult
+from pytest_recfair.results import AuditResult
 from pytest_recfair.vocab import STATISTICS
 
 
@@ -36,8 +33,7 @@ class TestRecord:
     model_slot: ModelSlot | None = None  # the test's place in a comparison of models
 
     def payload(self) -> dict[str, Any]:
-        """What a worker ships to the controller with the call-phase report (JSON-able;
-        the baseline too, so the controller never reads the baselines directory)."""
+        """What a worker ships with the call-phase report (with the baseline: JSON-able)."""
         return {
             "result": self.result.to_dict(),
             "baseline": None if self.baseline is None else self.baseline.to_dict(),
@@ -77,8 +73,7 @@ class RunCollector:
         )
 
     def add_record(self, record: TestRecord) -> None:
-        """Add a test judged in this process: its objects as they are, no dict round trip
-        (the payload of a 10,000-entity audit is millions of Python floats)."""
+        """A test judged in this process, no dict round trip (a big audit is millions of floats)."""
         result = record.result
         test_id = result.meta.test_id
         self.results[test_id] = result
@@ -107,32 +102,22 @@ class RunCollector:
         return self._models
 
 
-def _key(a: AttributeResult) -> tuple[str, str]:
-    return a.attribute, a.metric
-
-
-def _moved(old: AttributeResult, new: AttributeResult) -> str | None:
-    parts = []
-    for stat in STATISTICS:
-        before, after = getattr(old, stat).value, getattr(new, stat).value
-        if f"{before:.3f}" != f"{after:.3f}":
-            parts.append(f"{stat.upper()} {before:.3f} -> {after:.3f}")
-    return ", ".join(parts) or None
-
-
 def baseline_changes(old: AuditResult | None, new: AuditResult) -> list[str]:
     """One line per attribute whose stored numbers change (3 decimals, as reported)."""
     if old is None:
         return ["new baseline"]
-    before = {_key(a): a for a in old.attributes}
+    before = {(a.attribute, a.metric): a for a in old.attributes}
     lines = []
     for a in new.attributes:
         label = f"{a.attribute} ({a.metric})"
-        prior = before.pop(_key(a), None)
+        prior = before.pop((a.attribute, a.metric), None)
         if prior is None:
             lines.append(f"{label}: new")
-        elif (moved := _moved(prior, a)) is not None:
-            lines.append(f"{label}: {moved}")
+            continue
+        pairs = [(s, getattr(prior, s).value, getattr(a, s).value) for s in STATISTICS]
+        moved = [f"{s.upper()} {x:.3f} -> {y:.3f}" for s, x, y in pairs if f"{x:.3f}" != f"{y:.3f}"]
+        if moved:
+            lines.append(f"{label}: {', '.join(moved)}")
     lines += [f"{attr} ({metric}): dropped" for attr, metric in before]
     if old.meta.model != new.meta.model:
         lines.append(f"model: {old.meta.model} -> {new.meta.model}")
@@ -216,8 +201,7 @@ def prune(found: PrunePlan) -> None:
         kept = [item for item in items if (path.name, stored_key(item)) in found.used]
         compact.write(path, serialize(kept))  # in the file's own format
     for path in found.baselines:
-        with contextlib.suppress(FileNotFoundError):
-            path.unlink()
+        path.unlink(missing_ok=True)
 
 
 def _rel(path: Path, root: Path) -> str:

@@ -1,16 +1,9 @@
 """The exposure audit (``kind="exposure"``): who gets seen, and is popularity favoured?
 
-Prompts are the list-overlap audit's; every list (neutral and conditioned) gives its top-K
-slots to catalogue items, matched with the catalogue's matcher (unmatched titles are
-counted, never dropped silently). Items fall into groups: a categorical ``item_field``
-(genre, provider), the levels of a numeric one, or popularity groups made by ``bins``
-(N quantile groups or declared edges). :mod:`pytest_recfair.metrics.exposure` gives each
-group's share against the ``reference`` (the catalogue's own shares, or a history file
-of interactions), MGU/DGU, Gini, long-tail share, coverage and each demographic value's
-popularity lift. Gated by ``max_exposure_gap``, ``min_long_tail_share`` and
-``max_popularity_lift`` (each crossed AND significant, family-wise) and against the
-baseline's per-entity counts (paired entity bootstrap, Holm across its measures).
-Popularity is the numeric ``item_field`` itself, else the history's interaction counts.
+The list-overlap prompts; each list's top-K titles are matched to the catalogue (unmatched
+ones counted, never dropped) and grouped by ``item_field`` or popularity ``bins``. Gates
+need a limit crossed AND significant (family-wise); baseline drift is a paired entity
+bootstrap, Holm across measures.
 """
 
 from __future__ import annotations
@@ -319,8 +312,7 @@ def _paired(
 
 
 def _drift(s: AuditSettings, d: Mapping[str, Any], before: Mapping[str, Any]) -> list[GateFailure]:
-    """MGU, long-tail share and max |lift| each worse than the baseline by more than the
-    tolerance (paired entity bootstrap over the shared entities, Holm)."""
+    """MGU, long-tail share and max |lift| worse than the baseline by over the tolerance."""
     cmp = _paired(before, d, n_resamples=s.n_resamples, seed=s.seed, margin=s.tolerance)
     if cmp is None:
         return []
@@ -363,8 +355,7 @@ def _summary(d: Mapping[str, Any]) -> str:
 
 
 class ExposureSections:
-    """The exposure kind's report sections: the summary, per group share / reference /
-    ratio with intervals and family-wise p, and per value the popularity lift."""
+    """The exposure kind's report sections."""
 
     def measure(self, result: AuditResult) -> str:
         return f"item exposure, top {getattr(result.meta, 'k', '?')}"
@@ -420,10 +411,8 @@ class ExposureSections:
     def compare(
         self, a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int
     ) -> KindComparison:
-        """MGU, long-tail share and max |lift|, B against A by the gate's paired entity
-        bootstrap (one-sided, margin ``tolerance``, on B's reference), Holm over the
-        measures both measured; results without per-entity counts, or with another field,
-        other groups or values: their numbers, no test."""
+        """MGU, long-tail share and max |lift|, B against A (paired entity bootstrap, Holm);
+        results without per-entity counts or with other groups: their numbers, no test."""
         was, now = a.extras[KEY], b.extras[KEY]
         what = (str(now["field"]), f"exposure vs {now['reference']}")
         cmp = _paired(was, now, n_resamples=n_resamples, seed=seed, margin=tolerance)

@@ -1,12 +1,6 @@
-"""The plan of a live run, printed before any live request (alone with
-``--fairness-plan``, which sends nothing): what is asked, what is already recorded (by
-the lookup replay uses; a 2xx reply only), roughly the tokens, cost (only with the
-user's prices, never guessed) and duration (:data:`SECONDS_PER_REQUEST` per request,
-``concurrency`` at a time, no faster than a known rate limit). Tokens are estimated: ~4
-characters per prompt token, and ``max_tokens`` or ~12 tokens per asked item per reply.
-And the budget: a default for a run that sends to a service (a first recording never
-turns into a large bill by accident), and the :class:`Ledger` pytest-xdist workers share
-(one locked file: xdist's channel runs one way while tests run). No pytest here.
+"""The plan of a live run, printed before any live request; its token/cost/duration guesses
+and the budget :class:`Ledger` xdist workers share (a locked file: xdist's channel runs
+one way while tests run). Cost only from the user's prices, never guessed. No pytest here.
 """
 
 from __future__ import annotations
@@ -84,8 +78,7 @@ class Plan:
 
     @property
     def requests(self) -> int:
-        """The live requests this plan sends (a pipeline's: its recorded calls per prompt
-        times the prompts to ask, at least one each)."""
+        """Live requests to send: a pipeline's recorded calls per prompt (at least 1) x to_ask."""
         return math.ceil(self.to_ask * max(1.0, self.calls_per_prompt or 1.0))
 
     def line(self) -> str:
@@ -187,10 +180,7 @@ def resolution(
 
 
 def _kind_lines(settings: AuditSettings, baseline: AuditResult) -> list[str]:
-    """The other kinds' gated numbers, each its least resolved (docs/baselines.md): SE from
-    a series' 95% interval, or the kind's ``resolution(data, settings)`` (label, SE, its
-    entities, Holm family m); one-sided, margin ``tolerance``, SE falling as 1/sqrt(n). The
-    run's size: ``entities`` when set, else the baseline's (a kind's may not be seeds)."""
+    """The other kinds' gated numbers, each its least resolved (docs/baselines.md)."""
     tol, z, n_b = settings.tolerance, NormalDist().inv_cdf, getattr(baseline.meta, "n_entities", 1)
     n_run, worst = settings.entities or n_b, dict[str, tuple[float, str, int, int]]()
     for sections, data in kind_sections(baseline):
@@ -236,8 +226,8 @@ def estimate(
     rpm: float | None = None,
     tpm: float | None = None,
 ) -> Plan:
-    """The plan for asking ``to_ask`` (the prompts without a valid recording); ``rpm`` /
-    ``tpm``: the requests / tokens per minute the provider allows, when known."""
+    """The plan for asking ``to_ask`` (prompts without a valid recording); ``rpm`` /
+    ``tpm``: the provider's known limits."""
     prompt_total = sum(map(prompt_tokens, to_ask))
     # a case without k (a candidate pick) asks for one item
     completion_tokens = sum(max_tokens or TOKENS_PER_ITEM * getattr(c, "k", 1) for c in to_ask)
@@ -323,9 +313,8 @@ def check_budget(budget: Budget, spent: Iterable[Plan], plan: Plan) -> None:
 def allowance(
     settings: AuditSettings, spent: Iterable[Plan], planned: Plan | None
 ) -> Allowance | None:
-    """What a pipeline's live model calls may spend, counted as they are sent: the run's
-    budget (the network default when none is set: they are real HTTP requests) less what
-    the audits planned before this one. None for any other recommender."""
+    """What a pipeline's live model calls may spend: the run's budget (the network default
+    when none is set) less what earlier audits planned. None for any other recommender."""
     if planned is None or planned.calls_per_prompt is None:
         return None
     requests, cost = limits(settings, network=True)
@@ -362,9 +351,8 @@ class Ledger:
     path: Path
 
     def reserve(self, limits: Budget | None, planned: Plan) -> None:
-        """Check ``planned`` against ``limits`` on top of every plan of the run (every
-        worker's), then record it; BudgetExceeded (nothing recorded) past the budget.
-        ``limits`` None: record only (--fairness-plan)."""
+        """Record ``planned`` across every worker; BudgetExceeded (nothing recorded) past
+        ``limits`` (None: record only, --fairness-plan)."""
         with self._locked():
             if limits is not None:
                 check_budget(limits, self.plans(), planned)
@@ -467,8 +455,7 @@ def audit_plan(
 def _with_judge(
     main: Plan, settings: AuditSettings, request: AuditRequest, to_ask: Sequence[Any]
 ) -> Plan:
-    """With the judge calls the cases to ask bring (a kind's ``planned_follow_up``, e.g.
-    role-play Why answers), at the judge's prices."""
+    """With the judge calls the cases bring (``planned_follow_up``), at the judge's prices."""
     judge = request.inputs.judge
     more = getattr(registry.kind_for(settings), "planned_follow_up", None)
     if more is None or judge is None:

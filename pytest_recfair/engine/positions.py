@@ -1,15 +1,7 @@
 """The candidate-position audit (LRWorld): does where a candidate stands move the pick?
 
-Each entity comes with K candidates (``inputs.candidates``); every group (neutral and each
-attribute value) is asked with the same ``orders`` seeded permutations of them, in the
-"pick one" or "rank these" template. The reply is read back to the position picked
-(or "missed"); :mod:`pytest_recfair.metrics.positions` gives the position curve, the bias
-(total variation distance from uniform) with a randomization test, the missed rate,
-consistency across orders, and whether groups differ (permutation over entities,
-family-wise). Gated by ``max_position_bias`` and ``max_missed_rate`` (each crossed AND
-significant), by significant group differences larger than ``tolerance``, and against the
-baseline: the pooled bias or missed rate rising by more than ``tolerance`` (paired entity
-bootstrap over the shared entities, from the per-entity position counts each result keeps).
+Every group is asked with the same seeded ``orders`` of the candidates; gates need a limit
+crossed AND significant; baseline drift is a paired entity bootstrap over per-entity counts.
 """
 
 from __future__ import annotations
@@ -47,9 +39,7 @@ NEUTRAL = "(neutral)"
 
 
 class PositionSections:
-    """The candidate-position kind's report sections: the pooled position bias with its
-    interval and uniformity test, and per group the first-position rate, bias, missed
-    rate and consistency with family-wise p-values against the neutral prompt."""
+    """The candidate-position kind's report sections."""
 
     def measure(self, result: AuditResult) -> str:
         sizes = {a.get("k") for a in _attributes(result)}
@@ -109,9 +99,8 @@ class PositionSections:
     def compare(
         self, a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int
     ) -> KindComparison:
-        """Pooled bias and missed rate, B against A, by the gate's paired entity bootstrap
-        (one-sided, margin ``tolerance``), Holm over the test's attributes x measures; an
-        attribute without per-entity counts or with another K: its bias, no test."""
+        """Pooled bias and missed rate, B against A (paired entity bootstrap, Holm); without
+        per-entity counts or with another K: its bias, no test."""
         before = {r["attribute"]: r for r in _attributes(a)}
         rows: list[KindRow] = []
         names = {r["attribute"] for r in _attributes(b)}
@@ -260,9 +249,8 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
 def _drift(
     settings: AuditSettings, res: Mapping[str, Any], before: Mapping[str, Any] | None
 ) -> list[GateFailure]:
-    """Pooled bias / missed rate risen by more than ``tolerance`` over the baseline, on the
-    entities both runs share (a baseline without per-entity counts or with another K is
-    not comparable here; the baseline layer already reports incompatible baselines)."""
+    """Pooled bias / missed rate risen by more than ``tolerance``, on shared entities
+    (incompatible baselines are reported by the baseline layer)."""
     cmp = None if before is None else _paired(
         before, res, n_resamples=settings.n_resamples, seed=settings.seed,
         margin=settings.tolerance,
@@ -286,8 +274,7 @@ def _drift(
 def _paired(
     before: Mapping[str, Any], res: Mapping[str, Any], **test: Any
 ) -> PositionComparison | None:
-    """``compare_positions`` over the entities both share; None without per-entity counts,
-    with another K or fewer than 2 shared entities."""
+    """``compare_positions`` on shared entities; None without counts, other K or < 2 shared."""
     if "entity_counts" not in before or "entity_counts" not in res or before["k"] != res["k"]:
         return None
     row = {e: i for i, e in enumerate(before["entities"])}

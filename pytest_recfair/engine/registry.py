@@ -1,6 +1,5 @@
-"""The kinds of audit, in one place: a new kind is a new module plus one line here. Every
-run mode and report format reaches a kind through :func:`kind_for` (by settings) or
-:func:`named` (by the key of its results in ``AuditResult.extras``) only.
+"""The kinds of audit, in one place: a new kind is a new module plus one line here;
+everything else reaches a kind through :func:`kind_for` or :func:`named` only.
 """
 
 from __future__ import annotations

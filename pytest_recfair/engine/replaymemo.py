@@ -1,17 +1,8 @@
-"""A replayed audit served whole from the content store (:mod:`~pytest_recfair.cassettes.
-cache`): no cassette read, nothing parsed or scored again.
+"""A replayed audit served whole from the content store: no cassette read or scoring again.
 
-After a replay of the whole audit in which every entity was replayed cleanly (no miss,
-failed or retried prompt), one entry keeps what a one-of-one shard would write
-(:func:`~pytest_recfair.engine.base.shard_doc`: the kind's tally or replies, prompts
-counted, cost) and what the cassette store played of each entity; a second keeps the
-scores (:func:`scored`). A later run with the same key is the exact merge of that shard,
-the path ``--fairness-merge`` takes. The key digests, by content, all the result depends
-on: the code and library versions, kind, test id, settings (but those read after the
-audit), the provider's request for a probe prompt, grid, entities, inputs, known failures,
-every entity's cassette (name and bytes) and the prompts built (:func:`prompts_digest`).
-Not used for a shard, recording, pruning, imported vcrpy cassettes or a provider that
-cannot say what it sends (``replay_key``); ``RECFAIR_CACHE=off`` switches it off.
+Only after a clean replay of the whole audit (no miss, failure or retry); the key digests
+by content everything the result depends on, so a hit is the exact merge of a 1/1 shard.
+Not for shards, recording, pruning or vcrpy imports; ``RECFAIR_CACHE=off`` switches it off.
 """
 
 from __future__ import annotations
@@ -53,10 +44,8 @@ _PROBE: Final = "\0recfair-replay-probe"
 
 
 def prompts_digest(kind: AuditKind, built: Iterable[Sequence[Any]]) -> bytes:
-    """The digest of the cases the kind built, as the stream sends them (what the builder
-    read, wherever it found its files): the first entity's cases for a kind of seed
-    entities (the same prompts but for the name, and the entities are in the key), every
-    case for a kind with its own entities (each a question of its own)."""
+    """The digest of the cases the kind built: the first entity's for seed entities (the
+    entities are in the key), every case for a kind with its own entities."""
     h = hashlib.blake2b(kind.name.encode(), digest_size=20)
     for cases in built:
         for case in cases:
@@ -77,8 +66,7 @@ class StreamKey:
         pool.shutdown(wait=False)  # the thread ends with its one task
 
     def value(self) -> bytes | None:
-        """The key (waits for the background thread); None: not served from this cache
-        (a cassette could not be read)."""
+        """The key (waits for the background thread); None: a cassette could not be read."""
         files = self._files.result()
         if files is None:
             return None
@@ -92,9 +80,7 @@ def key(
     entities: Sequence[Entity],
     built: Callable[[], Iterable[Sequence[Any]]],
 ) -> StreamKey | None:
-    """The cache key of streaming ``request`` (every entity, replay only; ``built``: the
-    cases :func:`prompts_digest` digests), or None when the audit is not served from this
-    cache."""
+    """The cache key of streaming ``request``, or None when not served from this cache."""
     store = request.cassettes
     if store is None or request.shard is not None or cache.off() or not store.root.is_dir():
         return None  # (no cassette folder: a replay misses, and no folder is created)
@@ -173,8 +159,7 @@ def _identity(provider: object) -> tuple[str, tuple[str, str, str]] | None:
 
 
 def _inputs(request: AuditRequest) -> tuple[Any, ...]:
-    """The kind's inputs by content (the folders files were looked up in are not: what
-    was read from them is in the key)."""
+    """The kind's inputs by content (what was read is in the key, not the folders)."""
     inputs = request.inputs
     candidates = sorted(inputs.candidates.items()) if inputs.candidates else None
     return (inputs.catalogue, candidates, sorted(inputs.absent))
@@ -225,8 +210,7 @@ class Recorder:
 
 
 def served(key: bytes, request: AuditRequest, kind: AuditKind, rebuild: Rebuild) -> Merged | None:
-    """The stream's scorer and counts kept under ``key`` (the store told what they
-    played), or None: not kept, or not readable (the audit is streamed as usual)."""
+    """The stream's scorer and counts kept under ``key``, or None (then streamed as usual)."""
     doc = cache.get(_AUDIT, key)
     if not isinstance(doc, dict):
         return None
@@ -244,9 +228,8 @@ def served(key: bytes, request: AuditRequest, kind: AuditKind, rebuild: Rebuild)
 
 
 def scored(scorer: Scorer, key: bytes | None) -> Scored:
-    """The scorer's results, kept under the stream's key (None: not kept) as well: the
-    bootstrap intervals of unchanged scores are not drawn again (they depend on nothing
-    but the scores and the settings, both in the key)."""
+    """The scorer's results, kept under the stream's key: unchanged scores' bootstrap
+    intervals are not drawn again."""
     kept = None if key is None else _scored_of(cache.get(_SCORED, key))
     if kept is not None:
         return kept

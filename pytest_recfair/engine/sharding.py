@@ -1,12 +1,7 @@
 """``--fairness-shard=I/N`` and ``--fairness-merge``: one audit across several CI jobs.
 
-Shard I of N audits the entities at positions I-1, I-1+N, ... of the audit's entities
-(disjoint, near-equal shares). A shard run (:func:`run_shard`) streams its share through
-the kind's scorer and writes the scorer's ``payload`` (a tally for list overlap, the
-replies for kinds that score across entities) with the whole audit's metadata, cost and
-inputs by content (:func:`inputs_digests`). A merge (:class:`MergeSource`) checks that
-shards 1..N are there with the same settings and inputs and asks the kind to merge them,
-so the merged numbers are the unsharded run's, without any recommender. No pytest here.
+Shard I takes entities I-1, I-1+N, ...; a merge checks shards 1..N agree on settings and
+inputs (by content), so the merged numbers are the unsharded run's. No pytest here.
 """
 
 from __future__ import annotations
@@ -53,16 +48,14 @@ def shard_path(root: Path, test_id: str, shard: Shard) -> Path:
 
 
 def write_shard(path: Path, doc: Mapping[str, Any]) -> None:
-    """Write one shard's result (:func:`shard_doc`) atomically: a reader never sees half
-    a file."""
+    """Write one shard's result (:func:`shard_doc`) atomically: never half a file."""
     atomic_write_text(path, json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n")
 
 
 def collect(
     paths: Iterable[Path], skipped: list[str] | None = None
 ) -> dict[str, list[ShardResult]]:
-    """Shard results by test id, from files and directories (searched for *.json; the
-    files passed over are named in ``skipped``, with why)."""
+    """Shard results by test id, from files and directories (``skipped``: files passed over)."""
     found: dict[str, list[ShardResult]] = {}
     for given in paths:
         if given.is_dir():
@@ -171,8 +164,6 @@ def _not_shard(path: Path) -> str | None:
     return f'{path.name} (no "format": "{SHARD_FORMAT}")'
 
 
-# --- shard and merge runs -------------------------------------------------------------
-
 #: The merge run's seeds, grid and kind's inputs: compared with the shards', and rebuilt from.
 KindInputs = Callable[[], tuple[Sequence[Entity], Grid, AuditInputs]]
 
@@ -215,8 +206,7 @@ class MergeSource:
     skipped: list[str] = field(default_factory=list)  # .json files that are no shard
 
     def result(self, settings: AuditSettings, test_id: str, kind_inputs: KindInputs) -> AuditResult:
-        """The merged (ungated) AuditResult of ``test_id``, once its shards' inputs are
-        this run's (:func:`inputs_digests`)."""
+        """The merged, ungated result of ``test_id``, once its shards' inputs are this run's."""
         if self.found is None:
             self.found = collect(self.paths, self.skipped)
         parts = self.found.get(test_id)
@@ -272,9 +262,7 @@ class MergeSource:
 
 
 def inputs_digests(kind: AuditKind, request: AuditRequest) -> dict[str, str]:
-    """The whole audit's inputs by content, name -> digest: its entities, grid, every
-    prompt (templates, question set, candidates) and catalogue. A shard writes them and
-    the merge compares them with its own, so a file's name or path never matters."""
+    """The whole audit's inputs by content, so a file's name or path never matters."""
     whole = dataclasses.replace(request, shard=None)
     s, inputs = request.settings, request.inputs
     entities = stream.entities_of(s, request.seeds, request.test_id, kind, inputs)

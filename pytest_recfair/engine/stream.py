@@ -1,14 +1,6 @@
-"""Run one audit: grid -> prompts -> recommender (live or cassette) -> the kind's scorer,
-a chunk of entities at a time, so memory is bounded by a chunk.
-
-For every kind alike: each chunk's prompts are built by the kind, sent (or replayed),
-handed to its :class:`~pytest_recfair.engine.base.Scorer` and counted in a
-:class:`~pytest_recfair.engine.base.Sent`; then the chunk's cases, replies and cassettes
-are dropped. A shard (``--fairness-shard=I/N``) streams only its share of the entities
-into the scorer of the whole audit; a replay of unchanged inputs is served whole by
-:mod:`.replaymemo`. :func:`measure` makes the ungated result; :func:`record_batch`
-(``--fairness-batch``) first records the missing prompts through a batch API, decided by
-the lookup replay makes; lines the service did not answer are counted as failed prompts.
+"""Run one audit, a chunk of entities at a time, so memory is bounded by a chunk:
+grid -> prompts -> recommender (live or cassette) -> the kind's scorer. Failed prompts
+are counted, never scored.
 """
 
 from __future__ import annotations
@@ -73,8 +65,7 @@ class Run:
 
 
 def run(request: AuditRequest) -> Run:
-    """Send and score the request's prompts (its shard's share, with a shard); a replay
-    of unchanged inputs is served whole from :mod:`.replaymemo`."""
+    """Send and score the prompts (a shard's share); replays may hit :mod:`.replaymemo`."""
     s, inputs = request.settings, request.inputs
     kind = registry.kind_for(s)
     with fewer_collections():
@@ -118,8 +109,7 @@ def run(request: AuditRequest) -> Run:
 def finish(
     settings: AuditSettings, meta: AuditMeta, scorer: Scorer, sent: Sent, memo: bytes | None = None
 ) -> AuditResult:
-    """The ungated result from a complete scorer (one run's, or merged shards'); too
-    many failed prompts are a ProviderError listing them."""
+    """The ungated result of a complete scorer; too many failed prompts: a ProviderError."""
     summary = check_failures(settings, meta.test_id, sent)
     scored = replaymemo.scored(scorer, memo)
     return AuditResult(
@@ -137,8 +127,7 @@ def finish(
 
 
 def check_failures(settings: AuditSettings, test_id: str, sent: Sent) -> unanswered.FailureSummary:
-    """The prompts that got no valid response; a ProviderError listing them per value
-    (with the first errors) when their share is above ``max_failed``."""
+    """The failed prompts; a ProviderError listing them when above ``max_failed``."""
     summary = sent.summary()
     if not summary.within(settings.max_failed):
         raise ProviderError(summary.message(test_id, settings.max_failed))
@@ -304,8 +293,7 @@ def entities_of(
     kind: AuditKind | None = None,
     inputs: AuditInputs | None = None,
 ) -> list[Entity]:
-    """The audit's entities: the seeds, or a kind's own (``AuditKind.entities``),
-    subsampled to ``entities=N``."""
+    """The seeds, or a kind's own (``AuditKind.entities``), subsampled to ``entities=N``."""
     own = getattr(kind, "entities", None)
     if own is not None:
         seeds = own(settings, seeds, inputs or AuditInputs())
@@ -341,8 +329,7 @@ def send(request: AuditRequest, cases: Sequence[Any]) -> RunOutcome:
 def follow_up(
     request: AuditRequest, kind: AuditKind, cases: list[Any], outcome: RunOutcome
 ) -> tuple[list[Any], RunOutcome]:
-    """The chunk's cases and replies, with those of the judge calls a kind asks of
-    ``inputs.judge`` (``AuditKind.follow_up``); unchanged without a judge."""
+    """The chunk's cases and replies plus the judge calls a kind asks (``follow_up``)."""
     ask = getattr(kind, "follow_up", None)
     judge = request.inputs.judge
     more = [] if ask is None or judge is None else ask(request.settings, cases, outcome)
@@ -365,8 +352,8 @@ def follow_up(
 def record_batch(
     request: AuditRequest, root: Path, progress: Callable[[str], None] | None = None
 ) -> dict[str, str]:
-    """Record every prompt of the audit (its shard's share) that has no recording yet
-    under ``root``; returns the failed case ids with their errors."""
+    """Record every prompt (a shard's share) without a recording under ``root``; returns
+    the failed case ids with their errors."""
     recommender, test_id = request.recommender, request.test_id
     if not hasattr(recommender, "build_request"):
         raise ConfigError(

@@ -48,8 +48,7 @@ def load_baseline(root: Path, test_id: str, name: str | None = None) -> Baseline
 
 @dataclass(frozen=True, slots=True)
 class BaselineCheck:
-    """The stored baseline of one test and whether this run is compared with it (decided
-    once, before the test body runs)."""
+    """One test's stored baseline and whether this run is compared with it (decided once)."""
 
     state: BaselineState
     baseline: AuditResult | None  # compared against: usable, compatible, not updating
@@ -75,9 +74,7 @@ def gate_outcome(
     baseline: AuditResult | None,
     problem: str | None = None,
 ) -> GateOutcome:
-    """What the gate says before the test body runs: absolute thresholds, drift against a
-    compatible ``baseline``, the kind's own failures, and ``problem`` (an incompatible
-    baseline, not compared) as a failure."""
+    """The gate before the test body runs; an incompatible baseline (``problem``) fails."""
     measured = gate.evaluate(
         result,
         baseline,
@@ -104,8 +101,7 @@ def gate_against(
 
 
 def run_audit(request: AuditRequest, baseline: AuditResult | None = None) -> AuditResult:
-    """Audit the request's recommender and gate the result against ``baseline`` (the
-    standalone API); an incompatible baseline is a "baseline" failure saying why."""
+    """Audit and gate against ``baseline`` (the standalone API)."""
     result = stream.measure(request)
     return replace(result, gate=gate_against(request.settings, result, baseline))
 
@@ -171,9 +167,8 @@ def _verdict(result: AuditResult, parts: Judged, state: BaselineState | None = N
 def judge(
     settings: AuditSettings, result: AuditResult, check: BaselineCheck, test_id: str
 ) -> Verdict:
-    """Pass/fail of one gated test (pure). Under --fairness-update it was gated without a
-    baseline: only absolute limits fail, and it becomes the baseline; otherwise a missing,
-    unusable or incompatible baseline fails and says how to (re)create it."""
+    """Pass/fail of one gated test (pure); under --fairness-update only absolute limits
+    fail and the run becomes the baseline."""
     state = check.state
     checked = result.gate or GateOutcome(passed=True)
     if settings.explore:

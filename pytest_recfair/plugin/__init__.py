@@ -1,7 +1,5 @@
-"""pytest glue (the ``pytest11`` entry point): the hook and fixture declarations, each
-handing off in a few lines to :mod:`.options`, :mod:`.collection`, :mod:`.fixtures`,
-:mod:`.result` (one audit) and :mod:`.session` (the run). Nothing here imports the engine:
-pytest start-up stays light.
+"""pytest glue (the ``pytest11`` entry point): hooks and fixtures, each handing off to the
+plugin's modules. Nothing here imports the engine: pytest start-up stays light.
 """
 
 from __future__ import annotations
@@ -20,9 +18,6 @@ def marker() -> pytest.MarkDecorator:
     """``pytest.mark.fairness`` (``from pytest_recfair import fairness``), looked up on
     use: --strict-markers checks a name against the configuration current at lookup."""
     return pytest.mark.fairness
-
-
-# --- hooks: options, configuration, collection --------------------------------------------
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -53,9 +48,6 @@ def pytest_pycollect_makeitem(
 ) -> Generator[None, Any, Any]:
     collection.depend_on_recommender(collector, name, obj)
     return (yield)
-
-
-# --- fixtures ----------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
@@ -158,9 +150,6 @@ def _recfair_autorun(request: pytest.FixtureRequest) -> None:
         "fairness"
     ):
         request.getfixturevalue("fairness_result")
-
-
-# --- the call phase: the gate; the report: shipped to the controller ---------------------
 
 
 @pytest.hookimpl(wrapper=True)

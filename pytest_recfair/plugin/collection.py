@@ -1,11 +1,6 @@
-"""Collection: each @fairness test's settings, the skip without --fairness, baseline
-names, the models of a parametrized ``recfair_recommender``; then (:func:`check_run`,
-after -k/-m, before any test runs) every selected audit's inputs, so one bad test is a
-usage error (exit 4) and nothing is sent (issue 34): the kind and its own inputs, the
-grid and ``attr`` (with the nearest name on a typo), the seeds (a note when fewer than
-``entities``), the catalogue and its ``item_field``, the candidates, ``absent=``. What
-only a fixture knows (a conftest's override, a fixture named by the marker) is checked
-by the fixtures at run time.
+"""Collection: each @fairness test's settings, the skip without --fairness, baseline names;
+then (:func:`check_run`, after -k/-m) every selected audit's inputs, so one bad test is a
+usage error (exit 4) before anything is sent (issue 34).
 """
 
 from __future__ import annotations
@@ -31,8 +26,8 @@ RECOMMENDER = "recfair_recommender"
 
 
 def modify_items(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Resolve each @fairness test's settings (marker errors are usage errors), skip the
-    audits without --fairness, and check baseline names and model slots."""
+    """Resolve each @fairness test's settings, skip audits without --fairness, check
+    baseline names and model slots."""
     enabled = bool(config.getoption("fairness"))
     skip = pytest.mark.skip(reason=SKIP_REASON)
     state = run_state(config)
@@ -85,9 +80,8 @@ def _argnames(spec: Any) -> list[str]:
 
 
 def _model_slots(items: list[pytest.Item]) -> None:
-    """Group the audited runs of one test over a parametrized recfair_recommender: same
-    function, same other parameters. The model's label is the one parameter id that
-    differs within the group (its id in the test's name)."""
+    """Group one test's runs over a parametrized recfair_recommender; the model's label
+    is the one parameter id that differs within the group."""
     groups: dict[tuple[str, tuple[Any, ...]], list[pytest.Item]] = {}
     for item in items:
         spec = getattr(item, "callspec", None)
@@ -126,10 +120,8 @@ def _check_baseline_names(items: list[pytest.Item]) -> None:
 
 
 def check_run(session: pytest.Session) -> None:
-    """Check the inputs of every selected @fairness test (with --fairness only): the first
-    bad one is a usage error naming the test; then the entity notes, once each. An xdist
-    worker's usage error would be an INTERNALERROR: it runs nothing and stops the run with
-    the same line instead (``Interrupted: ...``, exit 2)."""
+    """Check every selected @fairness test's inputs: the first bad one is a usage error.
+    An xdist worker stops the run with the same line instead (INTERNALERROR otherwise)."""
     config = session.config
     if not config.getoption("fairness"):
         return
@@ -184,8 +176,7 @@ def _check(item: pytest.Item, s: AuditSettings, files: _Files) -> str | None:
 
 
 def _overridden(item: pytest.Item, name: str) -> bool:
-    """Whether this test gets fixture ``name`` from somewhere else than the plugin (a
-    conftest, a module, a parametrization): then only run time knows its value."""
+    """Whether fixture ``name`` comes from elsewhere than the plugin: only run time knows it."""
     spec = getattr(item, "callspec", None)
     if spec is not None and name in spec.params:
         return True

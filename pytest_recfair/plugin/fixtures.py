@@ -24,9 +24,8 @@ Node = pytest.FixtureRequest | pytest.Item
 
 
 def default_provider(config: pytest.Config, judge: bool = False) -> Any:
-    """The provider the ini keys name (recfair_provider, recfair_model, ...); with
-    ``judge`` the recfair_judge_* keys, each falling back to the recommender's (None
-    without recfair_judge_model)."""
+    """The provider the ini keys name; with ``judge`` the recfair_judge_* keys, each
+    falling back to the recommender's (None without recfair_judge_model)."""
     from pytest_recfair.providers.http import from_config
 
     def ini(key: str) -> str | None:
@@ -178,14 +177,13 @@ def user_fixture(request: pytest.FixtureRequest, name: str) -> Any:
     if id(error) in seen:  # a session fixture re-raises the same error for every test
         pytest.fail(f"{name} failed earlier in this run ({what}); see the first error.", False)
     seen.add(id(error))
-    frames = [f for f in traceback.extract_tb(error.__traceback__) if not _internal(f.filename)]
+    frames = [
+        f
+        for f in traceback.extract_tb(error.__traceback__)
+        if not {"_pytest", "pluggy", "pytest_recfair"} & set(Path(f.filename).parts)
+    ]
     where = "".join(traceback.format_list(frames)).rstrip()
     pytest.fail(f"the {name} fixture raised {what}\n{where}", pytrace=False)
-
-
-def _internal(filename: str) -> bool:
-    parts = Path(filename).parts
-    return any(p in ("_pytest", "pluggy", "pytest_recfair") for p in parts)
 
 
 def default_seeds(domain: str) -> str:
@@ -228,8 +226,7 @@ def path_like(source: str) -> bool:
 
 
 def find_file(request: Node, source: str) -> Path | None:
-    """A seeds/grid file, relative to the test file first, then to rootdir (``request``:
-    the fixture's request, or the test item at collection)."""
+    """A seeds/grid file, relative to the test file first, then to rootdir."""
     found = [Path(source)]
     if not Path(source).is_absolute():
         found = [request.path.parent / source, request.config.rootpath / source]
@@ -268,9 +265,8 @@ def recommender_for(recommender: Any, s: settings.AuditSettings) -> Any:
 
 
 def _named(recommender: Any, s: settings.AuditSettings) -> Any:
-    """A plain callable reported under a readable model id: the marker's ``model=``, else
-    its own ``model`` attribute, else its name, else (a lambda or a closure, whose name
-    says nothing) the fixture's name."""
+    """A plain callable's model id: marker ``model=``, its ``model`` attribute, its name,
+    else (a lambda or closure) the fixture's name."""
     from pytest_recfair.providers.adapter import CallableProvider, callable_label
 
     if isinstance(recommender, CallableProvider) or callable(

@@ -1,6 +1,5 @@
-"""Command-line options, ini keys (from the settings' declarations) and their resolution
-into settings; the run-level options into :class:`~pytest_recfair.settings.values.RunSettings`
-once, at configure time. Every usage error is raised here, before any prompt is sent.
+"""Command-line options and ini keys, resolved into settings once, at configure time:
+every usage error is raised here, before any prompt is sent.
 """
 
 from __future__ import annotations
@@ -30,9 +29,6 @@ PROVIDER_INI = {
     "recfair_judge_base_url": "the judge's base URL (default: recfair_base_url)",
     "recfair_judge_api_key_env": "the judge's API key variable (default: recfair_api_key_env)",
 }
-
-# every option that only acts on audits: given without --fairness it would do nothing
-AUDIT_OPTIONS = (*settings.CLI_KEYS, *values.RUN_OPTIONS)
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -156,7 +152,9 @@ def check_strictness(config: pytest.Config) -> None:
         raise pytest.UsageError(str(exc)) from None
     if config.getoption("fairness"):
         return
-    given = [d for d in AUDIT_OPTIONS if config.getoption(d, None) not in (None, False)]
+    # every option that only acts on audits: given without --fairness it would do nothing
+    audit_options = (*settings.CLI_KEYS, *values.RUN_OPTIONS)
+    given = [d for d in audit_options if config.getoption(d, None) not in (None, False)]
     if given:
         flag = "--" + given[0].replace("_", "-")
         raise pytest.UsageError(
@@ -181,15 +179,11 @@ def resolve_run(config: pytest.Config, run: settings.AuditSettings) -> values.Ru
     """The run-level options: a bad shard or a shard with a merge is a usage error now."""
     cli = {dest: config.getoption(dest, None) for dest in values.RUN_OPTIONS}
     try:
-        resolved = values.resolve_run(
+        return values.resolve_run(
             cli, run, cwd=config.invocation_params.dir, rootdir=config.rootpath
         )
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
-    return resolved
-
-
-PREFIX = "recfair_"
 
 
 # Unknown ``recfair_*`` ini keys: pytest warns about unknown keys only under
@@ -216,10 +210,9 @@ def ini_file_keys(path: Path) -> list[str]:
 
 
 def check_ini_keys(keys: Iterable[str], known: Collection[str], where: str) -> None:
-    """Raise for the first ``recfair_*`` key in ``keys`` that is not in ``known``, naming
-    the nearest known key."""
+    """Raise for the first unknown ``recfair_*`` key in ``keys``, naming the nearest known key."""
     for key in keys:
-        if not key.startswith(PREFIX) or key in known:
+        if not key.startswith("recfair_") or key in known:
             continue
         near = nearest(key, list(known))
         hint = f"did you mean {near!r}?" if near else "see docs/configuration.md"

@@ -1,7 +1,5 @@
-"""One audited test, from the ``fairness_result`` fixture to the call-phase verdict:
-baseline -> (plan, budget, batch) -> measure, merge or shard -> compare + gate -> record,
-then judge. The steps that need no pytest (:func:`baseline_of`, :func:`conclude`,
-:func:`judge`) are unit-tested alone; the engine is imported on use (light start-up).
+"""One audited test, from the ``fairness_result`` fixture to the call-phase verdict; the
+engine is imported on use (light start-up).
 """
 
 from __future__ import annotations
@@ -28,7 +26,6 @@ if TYPE_CHECKING:
 
 def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditResult:
     """The gated AuditResult of this @fairness test, recorded for the controller."""
-
     node = request.node
     if node.get_closest_marker("fairness") is None:
         raise ConfigError(
@@ -40,7 +37,16 @@ def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditRe
     baseline = baseline_of(s, request.config.rootpath, node.nodeid, used)
     problem: RecfairError | None = None
     try:
-        result = _measure_or_merge(request, s, state, baseline.result)
+        merge = state.merged()
+        if merge is None:
+            result = _measure(request, s, state, baseline.result)
+        else:  # nothing is sent or replayed: the shard results hold the scores
+
+            def kind_inputs() -> Any:  # seeds, grid and inputs, compared with the shards'
+                seeds = request.getfixturevalue("recfair_seeds")
+                return seeds, request.getfixturevalue("recfair_grid"), fixtures.inputs(request, s)
+
+            result = merge.result(s, node.nodeid, kind_inputs)
     except RecfairError as exc:
         problem = exc
     if problem is not None:
@@ -64,8 +70,7 @@ def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditRe
 def baseline_of(
     s: AuditSettings, root: Path, test_id: str, used: set[Path] | None
 ) -> BaselineState:
-    """The stored baseline of ``test_id``; its files are marked used (``used``: the
-    --fairness-prune bookkeeping, None without it)."""
+    """The stored baseline of ``test_id``, its files marked used (``used``: --fairness-prune)."""
     from pytest_recfair.cassettes import cache
     from pytest_recfair.cassettes.miss import MODE_POLICIES
     from pytest_recfair.engine.verdict import load_baseline
@@ -76,21 +81,6 @@ def baseline_of(
     if used is not None:
         used.update(p for p in (state.path, state.legacy) if p is not None)
     return state
-
-
-def _measure_or_merge(
-    request: pytest.FixtureRequest, s: AuditSettings, state: RunState, base: AuditResult | None
-) -> AuditResult:
-    """Merged: nothing is sent or replayed, the shard results hold the scores."""
-    merge = state.merged()
-    if merge is None:
-        return _measure(request, s, state, base)
-
-    def kind_inputs() -> Any:  # seeds, grid and inputs, compared with the shards'
-        seeds = request.getfixturevalue("recfair_seeds")
-        return seeds, request.getfixturevalue("recfair_grid"), fixtures.inputs(request, s)
-
-    return merge.result(s, request.node.nodeid, kind_inputs)
 
 
 def _measure(
@@ -138,11 +128,9 @@ def _plan(
     cases: Any,
     base: AuditResult | None,
 ) -> tuple[Any, Any]:
-    """This audit's plan, printed when it will send requests (or with --fairness-plan,
-    which then skips the test), with the entities its tolerance needs at the noise of its
-    baseline ``base``; a plan past the run's budget fails the test unsent.
-    None for an audit that only replays. With it, what a Python pipeline's live model
-    calls may still spend (counted as they are sent)."""
+    """This audit's plan when it will send requests (or --fairness-plan, which skips the
+    test); past the budget the test fails unsent. None for a replay. With it, what a
+    pipeline's live model calls may still spend."""
     from pytest_recfair.engine import plan
 
     config = request.config
@@ -206,8 +194,7 @@ def conclude(
 
 
 def judged_call(item: pytest.Item) -> Generator[None, None, None]:
-    """The body of the ``pytest_runtest_call`` wrapper: run the test, then judge its
-    audit; a gate failure fails the test, a body failure is recorded as the audit's."""
+    """The ``pytest_runtest_call`` wrapper: run the test, then judge its audit."""
     try:
         outcome = yield
     except (pytest.skip.Exception, KeyboardInterrupt, pytest.exit.Exception):
@@ -226,8 +213,7 @@ def judged_call(item: pytest.Item) -> Generator[None, None, None]:
 
 
 def judge_item(item: pytest.Item, exc: BaseException | None) -> Verdict | None:
-    """Judge an audited test (None if it has no audit; ``exc``: its body's failure);
-    record the outcome for the reports."""
+    """Judge an audited test (None if it has no audit; ``exc``: its body's failure)."""
     its = audit_state(item)
     if its is None or its.comparison is None or its.record is None:
         return None
@@ -251,9 +237,8 @@ def judge(
     test_id: str,
     failed: str | None,
 ) -> tuple[Verdict, str | None]:
-    """The verdict of an audited test (``failed``: its body's error, None if it passed),
-    with the baseline written under --fairness-update; and the reason the baseline could
-    not be written, or None."""
+    """The verdict (``failed``: the body's error) with the baseline written under
+    --fairness-update, and why the baseline could not be written, or None."""
     from pytest_recfair.engine import verdict as verdicts
     from pytest_recfair.engine.collector import baseline_changes
 

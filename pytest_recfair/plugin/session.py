@@ -1,9 +1,6 @@
-"""The plugin's run as a whole: the two stash keys (:data:`RUN` on the config holds the
-:class:`RunState`, made at configure time, where references load and report paths are
-checked; :data:`AUDIT` on an item its :class:`AuditState`), configure time, the terminal,
-shipping each audit to the controller (an xdist worker's on the call-phase report, an
-attribute that survives xdist's serialisation), the controller's end of run (history,
-report files, summary) and --fairness-prune.
+"""The plugin's run as a whole: the :data:`RUN` and :data:`AUDIT` stash keys, configure
+time, shipping each audit to the controller (on the call-phase report: it survives xdist's
+serialisation), the end of run and --fairness-prune.
 """
 
 from __future__ import annotations
@@ -256,8 +253,8 @@ def configure(config: pytest.Config) -> None:
 
 
 def ship(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
-    """Hand the call phase's audit record to the controller: as it is in one process, as
-    a payload on the report from an xdist worker. Scrub the report either way."""
+    """Hand the call phase's audit record to the controller (a payload from an xdist
+    worker); scrub the report either way."""
     its = audit_state(item) if call.when == "call" else None
     record = None if its is None else its.record
     if record is not None:
@@ -270,9 +267,7 @@ def ship(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestRepo
 
 
 def xdist_advice(workers: int, audits: int, ledger: Ledger) -> list[str]:
-    """Once per run, when xdist's workers cannot pay: more workers than audits (an audit
-    runs in one worker), or a replay (no prompt sent live), where each worker's start-up
-    and collection is not won back (docs/performance.md, "xdist")."""
+    """Once per run: xdist cannot pay (more workers than audits, or a replay)."""
     if workers > audits:
         return [
             f"xdist: {workers} workers for {audits} audit(s): an audit runs in one worker, "
@@ -491,9 +486,8 @@ class Pruner:
 def _reference(
     config: pytest.Config, run: RunSettings
 ) -> tuple[Reference | None, tuple[Rule, ...]]:
-    """--fairness-compare=REF, loaded now (a bad one fails before any prompt is sent), and
-    --fairness-compare-fail=EXPR (which needs a reference); under --fairness the report
-    paths and the history directory are checked too, so a lost report never wastes a run."""
+    """--fairness-compare(-fail), loaded now, and the report and history paths checked:
+    a bad one fails before any prompt is sent."""
     try:
         if config.getoption("fairness"):  # without it no report is written: no cost
             from pytest_recfair.report.history import check_history_dir

@@ -1,14 +1,7 @@
 """The item-side audit (LMRec): does a group's prompt shift the properties of the items?
 
-Prompts are the list-overlap audit's (any grid and template set, e.g. the implicit grid
-with the ``lmrec`` conversational templates); each recommended title is matched to the
-catalogue, and :mod:`.scoring` measures, per catalogue field, the share of each category
-per group, the shift of each group from the neutral prompt (total variation distance) with
-a family-wise permutation test over entities, and the LMRec association score. Gated by
-``max_shift`` (absolute) and against the baseline's per-entity counts.
-
-Its evidence: the entities where the most shifted group's lists gained the category that
-moved most, neutral and group lists side by side (titles tagged with their category).
+Titles are matched to the catalogue; :mod:`.scoring` gives per-field category shares and
+shifts from neutral (total variation distance, family-wise permutation test over entities).
 """
 
 from __future__ import annotations
@@ -277,9 +270,8 @@ class ItemSections:
     def compare(
         self, a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int
     ) -> KindComparison:
-        """Each field's largest shift from neutral, B against A, by the gate's paired
-        entity bootstrap (one-sided, margin ``tolerance``), Holm over the test's attributes
-        x fields; runs with other values, fields or categories: the numbers, no test."""
+        """Each field's largest shift, B against A (paired entity bootstrap, Holm); runs with
+        other values, fields or categories: the numbers, no test."""
         before = {r.attribute: r for r in _results(a)}
         now = _results(b)
         notes = [f"{n} only in A" for n in before if n not in {r.attribute for r in now}]

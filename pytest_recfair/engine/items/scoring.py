@@ -1,9 +1,6 @@
 """The item-side audit, scored: parsed replies + catalogue -> per-field shift results.
 
-Pure glue between the prompt cases, the catalogue matcher and ``metrics.itemshift`` (the
-engine matches titles to the catalogue; the metrics see plain index arrays);
-results serialise to plain dicts (``to_dict``/``from_dict``) for baselines and reports,
-keeping the per-entity category counts so a later run can be compared entity by entity.
+Results keep the per-entity category counts, so a later run compares entity by entity.
 """
 
 from __future__ import annotations
@@ -23,8 +20,7 @@ from pytest_recfair.results import KindResults
 
 
 def rounded(x: Any) -> Any:
-    """Statistics as results keep them: 6 decimals, None for NaN, infinity or None; an
-    array as (nested) lists."""
+    """Statistics as results keep them: 6 decimals, None for NaN, inf or None; arrays as lists."""
     if np.ndim(x):
         return [rounded(v) for v in x]
     return None if x is None or not math.isfinite(float(x)) else round(float(x), 6)
@@ -263,8 +259,8 @@ def field_codes(catalogue: Catalogue, names: Sequence[str]) -> list[itemshift.Fi
 
 
 def match_replies(titles: Sequence[list[str] | None], catalogue: Catalogue) -> MatchedReplies:
-    """Case index -> catalogue index of each title (None: no reply), and the coverage.
-    A catalogue that matches none of the titles is a clear error (the wrong domain)."""
+    """Case index -> catalogue index of each title, and the coverage; matching no title
+    at all is a clear error (the wrong domain)."""
     flat = [t for lst in titles if lst for t in lst]
     matched_flat = catalogue.match(flat)
     coverage = catalogue.coverage(flat, matched_flat)
@@ -299,11 +295,8 @@ def score_items(
 ) -> ItemSideResult:
     """Match every reply's titles to the catalogue and score the item-side shift.
 
-    ``titles[i]`` is case i's parsed titles (None: no reply). Values that signal a group
-    (implicit proxies) pool into it, as LMRec's groups do. ``matched``:
-    :func:`match_replies` of the same titles, computed once for all attributes (matching
-    is the costly part).
-    """
+    Values that signal a group (implicit proxies) pool into it, as LMRec's groups do.
+    ``matched`` is computed once for all attributes: matching is the costly part."""
     for name in fields:
         field_levels(catalogue, name)
     items, coverage = matched if matched is not None else match_replies(titles, catalogue)
@@ -350,9 +343,7 @@ def item_failures(
     seed: int = 0,
     n_resamples: int = 1000,
 ) -> list[ItemFailure]:
-    """A value fails ``max_shift`` when its shift exceeds it AND the family-wise test says
-    the shift is real (p < alpha); drift fails when the largest shift rose by more than
-    ``tolerance`` and the paired entity bootstrap says so (p < alpha)."""
+    """A limit or drift fails only when crossed AND significant (p < alpha)."""
     out: list[ItemFailure] = []
     for f in result.fields:
         for g, s, p in zip(f.groups[1:], f.shift, f.p_adjusted, strict=True):

@@ -1,17 +1,8 @@
 """The entities behind a list-overlap attribute's SNSR, kept while the replies stream by.
 
-Memory is bounded: per attribute only the :data:`KEEP` entities whose similarity varies
-most across the attribute's values (max - min over values of their similarity, an upper
-bound on what one entity can add to the gap between any two values) keep their lists
-(neutral and every value's, first repeat) and reply texts (scrubbed, at most
-:data:`MAX_REPLY` characters). Once the audit is scored, the :data:`SHOW` of them with the
-largest share of the gap between the most and the least favoured value become the
-evidence (``report/evidence.py``'s shape). Kept candidates are ordered by (spread, the
-entity's position in the audit), so a shard keeps the same candidates of its entities as
-the whole run does, and the merge of shards (the union, cut to KEEP) equals the
-unsharded keeper exactly.
-
-Pure: the stdlib, numpy and the secrets scrub.
+Memory is bounded: only the :data:`KEEP` entities with the largest spread (max - min
+similarity over values: an upper bound on what one entity adds to any gap) keep lists and
+scrubbed replies. Ordered by (spread, position), so merged shards equal the unsharded keeper.
 """
 
 from __future__ import annotations

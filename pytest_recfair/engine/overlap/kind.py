@@ -1,10 +1,7 @@
 """The list-overlap audit (FaiRLLM / FairEval): neutral vs attribute-conditioned lists.
 
-Each entity is asked for a top-K list once neutrally and once per attribute value; the
-replies are parsed (in the settings' parse style), failed prompts marked, titles of one
-entity merged to one key (default parse style only: the FaiRLLM notebook compares exact
-titles), and the :class:`~pytest_recfair.engine.overlap.tally.Tally` turns them, a chunk of
-entities at a time, into similarities per value and SNSR/SNSV/PAFS. Shards write their tally.
+Titles of one entity merge to one key in the default parse style only: the FaiRLLM
+notebook compares exact titles.
 """
 
 from __future__ import annotations
@@ -84,8 +81,7 @@ class OverlapScorer:
 
 
 class OverlapSections:
-    """List-overlap results are the AttributeResults every report format renders as its
-    core tables and charts; the kind adds no section of its own."""
+    """List-overlap results are the core tables every format renders: no section of its own."""
 
     def measure(self, result: AuditResult) -> str:
         m = result.meta
@@ -188,8 +184,7 @@ class Pooled(PooledKind):
 
 
 class ListKind(Pooled):
-    """A pooled kind that asks the list-overlap prompts and reads catalogue items off the
-    replies (item side, exposure)."""
+    """A pooled kind reading catalogue items off list-overlap replies (item side, exposure)."""
 
     # the input files the plugin checks before any test runs (plugin/collection.py)
     named_inputs = ("catalogue",)
@@ -254,8 +249,7 @@ class Reply:
 def parse_all(
     cases: Sequence[PromptCase], completions: Mapping[str, Any], k: int, style: parse.Style
 ) -> list[Reply]:
-    """Parse every reply; identical texts (common: fair values repeat the neutral list)
-    are parsed once."""
+    """Parse every reply; identical texts (fair values repeat the neutral list) parse once."""
     seen: dict[str, tuple[tuple[str, ...], str]] = {}
     out = []
     for case in cases:
@@ -273,9 +267,8 @@ def parse_all(
 
 
 def mark_failed(replies: list[Reply], errors: Mapping[str, str]) -> list[Reply]:
-    """Replies of prompts that got no valid response (``errors``: case id -> error) get
-    the status "failed" and no list; so do the replies compared with a failed neutral
-    prompt. The tally leaves them out of their value's mean instead of scoring them."""
+    """Replies of failed prompts, or compared with a failed neutral prompt, get status
+    "failed" and no list: the tally leaves them out of the value's mean, never scores them."""
     dead = {
         (r.case.entity_id, r.case.repeat)
         for r in replies

@@ -1,19 +1,7 @@
-"""Recommendation quality of a list-overlap audit per group (neutral prompt, each value),
-beside fairness: its counts, results, report sections and gate.
+"""Recommendation quality of a list-overlap audit per group, beside fairness.
 
-Counted per (entity, group) as integers summed over repeats: good items (titles the
-entity's catalogue knows, or valid list items without a catalogue), valid items, scored
-replies; integer rows of disjoint entities merge exactly, so merged shards give the
-unsharded numbers bit for bit. An item belongs to an entity when its ``quality_field``
-column (default ``entity``) names the entity (id or name); a catalogue without that column
-counts any title it knows, and no catalogue the share of valid items (``basis``). The
-results are plain JSON data under ``extras["overlap"]["quality"]``.
-
-Gated, each check off unless set or a baseline exists, by ``min_quality`` (every group;
-when no group reaches it, one failure says the model recommends equally badly for everyone:
-fair but useless), ``max_quality_gap`` (per attribute, best minus worst value) and drift:
-per group and overall, a paired one-sided t-test of a drop larger than
-``quality_tolerance``, Holm-adjusted, at ``alpha``.
+Counts are integers per (entity, group), so merged shards give the unsharded numbers bit
+for bit. ``min_quality`` failing for every group is one failure: fair but useless.
 """
 
 from __future__ import annotations
@@ -143,8 +131,6 @@ class QualityTally:
             for i in found
         )
 
-    # -- shards ------------------------------------------------------------------------
-
     def to_dict(self, packed: bool = False) -> dict[str, Any]:
         """JSON-able; ``packed``: the count arrays as bytes (the replay cache)."""
         rows = np.flatnonzero(self.filled)
@@ -173,11 +159,8 @@ class QualityTally:
         out.filled[rows] = True
         return out
 
-    # -- results -----------------------------------------------------------------------
-
     def scores(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
-        """(quality, valid-item share) per (entity, group); NaN where nothing was scored
-        or the catalogue has no item of the entity."""
+        """(quality, valid-item share) per (entity, group); NaN where nothing was scored."""
         with np.errstate(invalid="ignore", divide="ignore"):
             slots = (self.replies * self.k).astype(np.float64)
             usable = (self.replies > 0) & self.known[:, None]

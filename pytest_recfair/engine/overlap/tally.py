@@ -1,15 +1,8 @@
 """Score an audit a chunk of entities at a time: bounded memory, shards that merge exactly.
 
-An audit's replies are scored in chunks of entities. A chunk leaves behind only its rows
-of the similarity matrices (entities x values floats per attribute and metric: what the
-bootstrap resamples) and sums of everything else: Sim@k curves and entropy as
-fixed-point integers (exact, so neither the chunk size nor the order in which chunks or
-shards are added changes a single bit), reply status counts, per-entity noise-floor
-values, tokens and merges. Tallies of disjoint entity sets (shards of one audit) merge
-into the tally of the whole audit, and :meth:`Tally.results` turns a complete tally into
-the same AttributeResults whether it was built in one run or merged from shards.
-
-Pure: numpy and the metrics package only.
+A chunk leaves only its similarity-matrix rows (what the bootstrap resamples) and sums;
+curve and entropy sums are fixed-point integers, so neither chunk size nor the order of
+chunks or shards changes a bit. Pure: numpy and the metrics package only.
 """
 
 from __future__ import annotations
@@ -36,8 +29,6 @@ from pytest_recfair.metrics.aggregate import (
 from pytest_recfair.metrics.stats import forget_weights, intervals, noise_floor_of, noise_per_entity
 from pytest_recfair.results import AttributeResult, Interval, Stat, ValueResult, json_floats
 from pytest_recfair.vocab import MetricName, MissingPolicy, Variant
-
-__all__ = ["FAILED", "FIXED", "AttributeTally", "ReplyLike", "Tally", "TallyConfig", "merge"]
 
 FloatArray = npt.NDArray[np.float64]
 Lists = dict[str, list[str] | None]  # entity id -> parsed list (None: no completion)
@@ -252,8 +243,6 @@ class Tally:
             at.entropy_sum += int(_fixed(np.asarray(scores, dtype=np.float64)).sum())
             at.entropy_n += len(scores)
 
-    # -- results -------------------------------------------------------------------------
-
     def results(self, *, n_resamples: int, seed: int) -> tuple[AttributeResult, ...]:
         """The AttributeResults of a complete tally (every entity scored)."""
         if not self.complete:
@@ -262,7 +251,10 @@ class Tally:
                 f"Tally: {left} of {len(self.entities)} entities have no scores yet; merge "
                 "every shard (1/N .. N/N) before reporting the audit."
             )
-        floors = {m: _floor(per, n_resamples, seed) for m, per in self.noise.items()}
+        floors: dict[str, Stat | None] = {}
+        for m, per in self.noise.items():
+            f = noise_floor_of(per, n_resamples=n_resamples, seed=seed)
+            floors[m] = None if f is None else Stat(float(f.mean), _interval(f.ci))
         several = len(self.config.metrics) > 1
         try:
             return tuple(
@@ -273,12 +265,8 @@ class Tally:
         finally:
             forget_weights()  # the tables shared them; the audit is scored
 
-    # -- persistence (shard files) -------------------------------------------------------
-
     def to_dict(self, packed: bool = False) -> dict[str, Any]:
-        """JSON-able; only the scored rows are stored (a shard holds its own share).
-        ``packed``: the similarity rows as packed bytes (:mod:`pytest_recfair.packing`,
-        for the replay cache: a fraction of the memory of a list of floats)."""
+        """JSON-able, scored rows only; ``packed`` (replay cache): rows as packed bytes."""
         rows = np.flatnonzero(self.filled)
         return {
             "entities": list(self.entities),
@@ -375,9 +363,6 @@ def _merge_into(out: Tally, part: Tally) -> None:
     out.evidence.absorb(part.evidence)
 
 
-# --- helpers ------------------------------------------------------------------------------
-
-
 def _columns(at: AttributeTally, values: Sequence[str], attr: str) -> npt.NDArray[np.int64]:
     try:
         return np.array([at.values.index(v) for v in values], dtype=np.int64)
@@ -427,11 +412,6 @@ def _mean_matrix(matrices: Sequence[SimilarityMatrix]) -> SimilarityMatrix:
     )
 
 
-def _floor(per_entity: FloatArray, n_resamples: int, seed: int) -> Stat | None:
-    floor = noise_floor_of(per_entity, n_resamples=n_resamples, seed=seed)
-    return None if floor is None else Stat(float(floor.mean), _interval(floor.ci))
-
-
 def _interval(ci: tuple[float, float] | None) -> Interval | None:
     return None if ci is None else Interval(float(ci[0]), float(ci[1]))
 
@@ -473,7 +453,9 @@ def _attribute_result(
         snsv=Stat(table.snsv, _interval(boot.snsv_ci)),
         pafs=Stat(table.pafs, _interval(boot.pafs_ci)),
         matrix=matrix,
-        entropy=_entropy(at) if cfg.repeats > 1 else None,
+        entropy=float(at.entropy_sum) / FIXED / at.entropy_n
+        if cfg.repeats > 1 and at.entropy_n
+        else None,
         noise_floor=floor,
         curves=_curves(at, metric),
     )
@@ -487,10 +469,6 @@ def _curves(at: AttributeTally, metric: str) -> dict[str, list[float]]:
             float(s) / FIXED / n if n else float("nan") for s, n in zip(sums, ns, strict=True)
         ]
     return out
-
-
-def _entropy(at: AttributeTally) -> float | None:
-    return float(at.entropy_sum) / FIXED / at.entropy_n if at.entropy_n else None
 
 
 def _unfloats(x: Sequence[float | None]) -> FloatArray:

@@ -1,18 +1,8 @@
-"""The role-play audit (BiasLens, issue 20): rates of biased answers while the model plays
-a role, gated by limits and against the baseline paired by question.
+"""The role-play audit (BiasLens): rates of biased answers while the model plays a role.
 
-Its entities are the questions of a role-play set (``questions=``: a bundled name or a
-CSV/YAML/JSON file, ``attr=`` one of the 11 attributes). Each is asked in ``repeats``
-rounds (3 unless more), with the system message ``You are a {role}`` (``with_role=false``:
-without; ``role_effect``: both). The rounds send identical bodies: the cassette key holds
-the round as the repeat index, so each round replays its own answer. Answers are read by
-:mod:`pytest_recfair.metrics.roleplay` (``oracle=`` ``parsed`` or ``biaslens``).
-
-Why questions need an LLM judge (``inputs.judge``): each answered Why round is judged
-``JUDGE_REPEATS`` times through the same runner and cassettes (repeat ``round * 3 + j``),
-the majority decides; without a judge they are not asked and the report says how many. A
-failed request or judge call is a failed prompt, never a verdict. Gated by ``max_biased``
-and by :func:`~pytest_recfair.metrics.roleplay_gate.drift_test` against the baseline.
+Rounds send identical bodies: the cassette key holds the round as the repeat index, so
+each replays its own answer. Why answers are judged ``JUDGE_REPEATS`` times (repeat
+``round * 3 + j``), majority decides; a failed request or judge call is never a verdict.
 """
 
 from __future__ import annotations
@@ -64,9 +54,8 @@ EXAMPLES = 3  # biased questions shown per role
 
 @dataclass(frozen=True, slots=True)
 class RoleplayCase:
-    """One round of one question, in the shape the provider runner sends (id, system,
-    prompt, entity_id = the question's cassette file, repeat = the round) and
-    ``metrics.roleplay.collect`` scores; ``value`` is the role (failures per role)."""
+    """One round of one question; ``entity_id`` names its cassette, ``repeat`` is the
+    round, ``value`` the role (failures per role)."""
 
     id: str
     system: str | None
@@ -123,8 +112,7 @@ def _load(source: str, stamp: int) -> RoleSet:
 
 
 def question_set(settings: AuditSettings, inputs: AuditInputs) -> RoleSet:
-    """The set ``questions=`` names: bundled, or a file relative to the test file, the
-    rootdir, or the current directory."""
+    """The ``questions=`` set: bundled, or a file by the test file, rootdir or the cwd."""
     source = settings.questions or "default"
     if not Path(source).suffix:
         return _load(source, 0)
@@ -167,9 +155,6 @@ def _judge_cases(cases: Sequence[Any], answers: Mapping[str, str]) -> list[Judge
             for j in range(JUDGE_REPEATS)
         ]  # fmt: skip
     return out
-
-
-# --------------------------------------------------------------------------- scoring
 
 
 def _score(
@@ -218,9 +203,8 @@ def _score(
 def _failed_is_no_verdict(
     result: RoleplayResult, cases: Sequence[RoleplayCase], answers: Mapping[str, str]
 ) -> RoleplayResult:
-    """A round whose request failed is "failed" whatever the oracle (the biaslens variant
-    reads a missing answer as the text ``None``, as the paper's scripts read their files):
-    a failed request is never a verdict."""
+    """A failed round is "failed" whatever the oracle (biaslens reads a missing answer
+    as ``None``, as the paper's scripts do): a failed request is never a verdict."""
     lost: dict[tuple[str, bool], set[int]] = {}
     for c in cases:
         if c.id not in answers:
@@ -243,8 +227,7 @@ def _worst_roles(
     answers: Mapping[str, str],
     with_role: bool,
 ) -> list[dict[str, Any]]:
-    """The roles with the highest biased-question rate, with their biased questions and
-    the answers of every round."""
+    """The roles with the highest biased-question rate, their biased questions and answers."""
     by_role = result.by_role(with_role=with_role)
     ranked = sorted(
         ((k, v) for k, v in by_role.items() if v.biased), key=lambda kv: (-kv[1].rate, kv[0])
@@ -260,9 +243,6 @@ def _worst_roles(
         ]
         out.append({"attribute": attribute, "role": role, **cell.to_dict(), "examples": examples})
     return out
-
-
-# --------------------------------------------------------------------------- the gate
 
 
 def _cell_name(attribute: str, qtype: str) -> str:
@@ -285,8 +265,7 @@ def _limit_failures(settings: AuditSettings, now: RoleplayResult) -> list[GateFa
 def _drift_failures(
     settings: AuditSettings, before: RoleplayResult, now: RoleplayResult
 ) -> list[GateFailure]:
-    """Each failed drift member: the gated rate (biased answers, or the undetermined
-    share), with the majority-based biased-question rates beside it."""
+    """Each failed drift member, with the majority-based biased-question rates beside it."""
     try:
         drift = drift_test(
             before, now, tolerance=settings.tolerance, alpha=settings.alpha,
@@ -372,18 +351,15 @@ class RoleplayAudit(Pooled):
         ]  # fmt: skip
 
     def planned_follow_up(self, settings: AuditSettings, cases: Sequence[Any]) -> list[JudgeCase]:
-        """For the plan and the budget, before anything is sent: the judge calls that
-        asking ``cases`` will bring, 3 per Why round, each with a stand-in answer of the
-        longest the format allows (100 words) since the real one is not known yet."""
+        """The judge calls ``cases`` will bring, 3 per Why round, each with a stand-in
+        answer of the longest allowed (100 words): the real one is not known yet."""
         return _judge_cases(cases, {c.id: _STAND_IN for c in cases})
 
     def merge(
         self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
     ) -> Merged:
-        """The shards' replies replayed as one run, judge calls included: the merge
-        rebuilds the questions' cases, and the judge cases of their answered Why rounds
-        are added so that their replies and failures count (``max_failed``) as in the
-        unsharded run."""
+        """The shards' replies replayed as one run, with the judge cases of answered Why
+        rounds, so their replies and failures count (``max_failed``) as unsharded."""
 
         def with_judges() -> tuple[list[Any], AuditInputs]:
             cases, inputs = rebuild()

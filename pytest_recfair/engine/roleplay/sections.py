@@ -1,11 +1,5 @@
-"""How every report format shows role-play results (``extras["roleplay"]``): the biased
-question rate per attribute x question type with its Wilson interval (the paper's Table 2;
-Table 3 without the role), the worst roles with their biased questions and answers, and
-the role effect when asked (see ``report/sections.py`` for the design).
-
-The evidence behind a cell's rate, from the replies the pooled scorer holds anyway: at
-most ``SHOW`` questions, the biased first (then those with the most biased rounds), each
-with every round's answer (and, when asked, without the role) and the judges' replies.
+"""How every report format shows role-play results (``extras["roleplay"]``): the paper's
+Tables 2 and 3 with Wilson intervals, the worst roles, the role effect and the evidence.
 """
 
 from __future__ import annotations
@@ -75,9 +69,7 @@ class RoleplaySections:
     """The role-play kind's report sections."""
 
     def run_parts(self, result: AuditResult, data: Any) -> list[str]:
-        """The run line's description (report/sections.run_parts): the question set and
-        how many questions in how many rounds (the oracle is in ``measure``); not the grid
-        or templates, which a role-play audit does not use."""
+        """The run line's description: question set, questions and rounds (no grid or templates)."""
         why = data.get("why_not_asked") or 0
         return [
             f"questions {data['source']}: {data['asked']} x {data['rounds']} rounds",
@@ -157,10 +149,8 @@ class RoleplaySections:
     def compare(
         self, a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int
     ) -> KindComparison:
-        """The gate's drift test, B against A paired by question: each attribute x type's
-        biased-answer rate (exact sign-flip over the rounds, margin ``tolerance``) and each
-        attribute's undetermined share (exact McNemar), Holm over the test; results scored
-        another way (oracle, rounds): each cell's biased-question rate, no test."""
+        """The drift test paired by question: each cell's biased rate (exact sign-flip) and
+        undetermined share (exact McNemar), Holm; results scored another way: no test."""
         was, now = a.extras[KEY], b.extras[KEY]
         with_role = getattr(b.meta, "with_role", None) is not False
         try:
