@@ -26,20 +26,6 @@ from pytest_recfair.errors import CassetteError
 from pytest_recfair.fileio import atomic_write_bytes, remove_stale_temps
 from pytest_recfair.secrets import scrub_values_bytes
 
-__all__ = [
-    "COMPACT",
-    "PLAIN",
-    "Conversion",
-    "cassette_files",
-    "convert",
-    "decompress",
-    "encode",
-    "is_compact",
-    "plain_name",
-    "read_text",
-    "write",
-]
-
 PLAIN: Final = ".json"
 COMPACT: Final = ".json.gz"
 # Level 9: cassettes are written rarely (recording, conversion) and read on every run.

@@ -29,17 +29,6 @@ from pytest_recfair.cassettes.vcrfile import (
 )
 from pytest_recfair.vocab import RECORD_OPTION
 
-__all__ = [
-    "Key",
-    "Reply",
-    "Tape",
-    "canonical_body",
-    "head",
-    "index_tape",
-    "provenance",
-    "valid",
-]
-
 #: A recorded reply: status, reason, headers, body text.
 Reply = tuple[int, str, tuple[tuple[str, str], ...], str]
 

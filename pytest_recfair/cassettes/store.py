@@ -32,7 +32,6 @@ from pytest_recfair.cassettes.compact import (
     write,
 )
 from pytest_recfair.cassettes.index import (
-    Key,
     Reply,
     Tape,
     canonical_body,
@@ -49,6 +48,7 @@ from pytest_recfair.cassettes.miss import (
 )
 from pytest_recfair.cassettes.vcrfile import (
     TEST_HEADER,
+    Key,
     RecordedRequest,
     RecordedResponse,
     body_bytes,

@@ -41,34 +41,6 @@ from pytest_recfair.errors import CassetteError
 from pytest_recfair.secrets import SECRET_HEADERS, SECRET_QUERY_PARAMS
 from pytest_recfair.vocab import RECORD_OPTION
 
-__all__ = [
-    "CASE_HEADER",
-    "CASSETTE_FORMAT_VERSION",
-    "REPEAT_HEADER",
-    "TEST_HEADER",
-    "VCR_SUFFIXES",
-    "CompactPersister",
-    "Key",
-    "RecordedRequest",
-    "RecordedResponse",
-    "bad_file",
-    "body_bytes",
-    "decode_native",
-    "header_value",
-    "interaction",
-    "legacy_dirs",
-    "read_interactions",
-    "read_native",
-    "read_vcr",
-    "repeat_of",
-    "sanitize_name",
-    "scrubbed",
-    "serialize",
-    "stored_key",
-    "test_name",
-    "vcr_files",
-]
-
 #: vcrpy's cassette format version (``vcr.serialize.CASSETTE_FORMAT_VERSION``).
 CASSETTE_FORMAT_VERSION: Final = 1
 REPEAT_HEADER: Final = "x-recfair-repeat"

@@ -48,15 +48,6 @@ from pytest_recfair.prompts.templates import (
     load_templates,
 )
 
-__all__ = [
-    "PromptCase",
-    "PromptMatch",
-    "build_cases",
-    "case_id",
-    "match_prompt",
-    "template_patterns",
-]
-
 
 @dataclass(frozen=True)
 class PromptCase:

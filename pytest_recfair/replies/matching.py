@@ -23,15 +23,6 @@ from rapidfuzz import fuzz, process
 
 from pytest_recfair.errors import ConfigError
 
-__all__ = [
-    "DEFAULT_THRESHOLD",
-    "MAX_FUZZY_LENGTH",
-    "MIN_FUZZY_LENGTH",
-    "Merge",
-    "canonicalize",
-    "normalize",
-]
-
 logger = logging.getLogger(__name__)
 
 #: rapidfuzz ``fuzz.ratio`` (0-100) on normalised keys needed to merge two titles. At 90 a

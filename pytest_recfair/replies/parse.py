@@ -31,8 +31,6 @@ from pytest_recfair.errors import ConfigError
 from pytest_recfair.replies import titles
 from pytest_recfair.vocab import PARSE_STYLES, ParseStyle
 
-__all__ = ["ParsedReply", "ReplyStatus", "Style", "items", "reply"]
-
 Style = ParseStyle
 _STYLES = PARSE_STYLES
 

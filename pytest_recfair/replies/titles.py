@@ -12,8 +12,6 @@ import re
 from functools import lru_cache
 from itertools import islice
 
-__all__ = ["CACHE_SIZE", "MAX_ENTRY_CHARS", "attribution_dash", "clean_all", "clean_title"]
-
 #: Entries of the title cleaning cache: a chunk of entities' lines hit; bounded, so a
 #: 10,000-entity audit's distinct titles do not pile up (see matching.CACHE_SIZE).
 CACHE_SIZE = 1 << 14
