@@ -58,32 +58,12 @@ _YEAR_PAREN = re.compile(r"\(\s*(?:1[89]|20)\d\d\s*\)")
 _TOKEN = re.compile(r"[^\W_]+")
 # One leading article is dropped, in the languages of the bundled templates. Not Italian
 # "i" or German "die": those are also English words ("I, Robot", "Die Hard").
-_ARTICLES = frozenset(
-    [
-        "the",
-        "a",
-        "an",
-        "le",
-        "la",
-        "les",
-        "el",
-        "los",
-        "las",
-        "un",
-        "una",
-        "uno",
-        "der",
-        "das",
-        "ein",
-        "eine",
-        "il",
-        "lo",
-        "gli",
-        "o",
-        "os",
-        "as",
-    ]
-)
+# fmt: off
+_ARTICLES = frozenset([
+    "the", "a", "an", "le", "la", "les", "el", "los", "las", "un", "una", "uno", "der", "das",
+    "ein", "eine", "il", "lo", "gli", "o", "os", "as",
+])
+# fmt: on
 _ROMAN = re.compile(r"^(?=[xvi]{2,})(x{0,3})(ix|iv|v?i{0,3})$")
 _ROMAN_VALUES = {"i": 1, "v": 5, "x": 10}
 

@@ -37,83 +37,19 @@ _BY = re.compile(
     r"[A-Z\d][\w.'&-]*(?:\s+(?:[A-Z\d][\w.'&-]*|&|and|the|of|de|van|von|der|da|la|le))*\s*$"
 )
 _WORD = re.compile(r"[^\W\d_][\w'.-]*")
-_SMALL_WORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "of",
-        "and",
-        "or",
-        "nor",
-        "but",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "with",
-        "from",
-        "by",
-        "vs",
-        "vs.",
-        "via",
-        "as",
-        "into",
-        "over",
-        "per",
-        "de",
-        "la",
-        "le",
-        "les",
-        "du",
-        "des",
-        "el",
-        "los",
-        "las",
-        "y",
-        "et",
-        "und",
-        "der",
-        "die",
-        "das",
-        "von",
-        "zu",
-        "del",
-        "di",
-        "da",
-        "e",
-        "o",
-    ]
-)
-_DESC_LEADS = frozenset(
-    [
-        "directed",
-        "starring",
-        "written",
-        "produced",
-        "featuring",
-        "feat",
-        "feat.",
-        "dir",
-        "dir.",
-        "by",
-        "about",
-        "set",
-        "based",
-        "this",
-        "it",
-        "it's",
-        "follows",
-        "tells",
-        "released",
-        "genre",
-        "year",
-        "from",
-        "a.k.a.",
-        "aka",
-    ]
-)
+# fmt: off
+_SMALL_WORDS = frozenset([
+    "a", "an", "the", "of", "and", "or", "nor", "but", "in", "on", "at", "to", "for", "with",
+    "from", "by", "vs", "vs.", "via", "as", "into", "over", "per", "de", "la", "le", "les", "du",
+    "des", "el", "los", "las", "y", "et", "und", "der", "die", "das", "von", "zu", "del", "di",
+    "da", "e", "o",
+])
+_DESC_LEADS = frozenset([
+    "directed", "starring", "written", "produced", "featuring", "feat", "feat.", "dir", "dir.",
+    "by", "about", "set", "based", "this", "it", "it's", "follows", "tells", "released", "genre",
+    "year", "from", "a.k.a.", "aka",
+])
+# fmt: on
 
 
 def _is_description(seg: str) -> bool:
