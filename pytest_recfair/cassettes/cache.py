@@ -1,13 +1,9 @@
 """The one content store: results kept across runs by content, beside the cassettes.
 
-An unchanged replay gives the same result every run; :mod:`pytest_recfair.engine.replaymemo`
-keeps it here whole. An entry is found by namespace and key (a digest of everything the
-result depends on, with :func:`code_version`) and holds both and its value's digest: a
-read checks all three, so a damaged or misplaced entry is computed again, never served.
-One SQLite file, ``<cassette dir>/.recfair_cache/store.sqlite3``, safe to delete; xdist
-workers share it through SQLite's locking (locked or unwritable: nothing written; corrupt
-or past ``RECFAIR_CACHE_MAX_MB``, 2,048: started afresh). ``RECFAIR_CACHE=off`` turns it
-off. Stdlib only.
+An entry holds its namespace, key and value digest and a read checks all three, so a
+damaged or misplaced entry is computed again, never served. SQLite, safe to delete; xdist
+workers share it (locked: nothing written; corrupt or past ``RECFAIR_CACHE_MAX_MB``:
+started afresh). ``RECFAIR_CACHE=off`` turns it off.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""The two cassette file formats and conversion between them.
+"""The two cassette file formats (``.json``, ``.json.gz``) and conversion between them.
 
-- ``<entity>.json``: vcrpy's JSON cassette, one interaction per line (readable diffs);
-- ``<entity>.json.gz``: the same text, gzip-compressed (``mtime`` 0, so the same
-  interactions always give the same bytes and git sees no change when nothing changed).
-  An entity's 31 interactions repeat the same system prompt, headers and JSON framing, so
-  gzip's window removes the boilerplate: about 1/13 of the plain size.
-
-Both are read wherever a cassette is read (store, prune, shards, import); an existing
-file keeps its format when it is saved again. vcrpy reads the compact one with the
-persister in :mod:`pytest_recfair.cassettes.vcrfile` (``CompactPersister``).
-
-Pure: no httpx, no vcrpy.
+The gzip is written with ``mtime`` 0, so the same interactions always give the same bytes
+(git sees no change); it is about 1/13 of the plain size. A saved file keeps its format.
 """
 
 from __future__ import annotations

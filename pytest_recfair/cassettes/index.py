@@ -1,11 +1,6 @@
-"""The replay index of one cassette file: its interactions as flat tuples, looked up by
-what was asked.
-
-Each file is loaded once into ``(method, host, path, body, repeat) -> positions`` (a
-:class:`Tape`); two different prompts never share a key and identical requests (entropy
-repeats) are told apart by the repeat index. Lookups try the body exactly as stored first
-and build a second index on the canonical JSON body only when that misses.
-"""
+"""The replay index of one cassette file: ``(method, host, path, body, repeat) ->
+positions``. Lookups try the body as stored first and build a canonical-JSON index only
+when that misses."""
 
 from __future__ import annotations
 

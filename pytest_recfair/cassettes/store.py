@@ -1,14 +1,9 @@
 """Record and replay recommender HTTP calls as vcrpy-format JSON cassettes.
 
-One cassette per seed entity (``<root>/<entity>.json`` or ``.json.gz``), shared by every
-test: an interaction is found by what was asked (method, host, path, body with provider
-and model, repeat), never by the test, so renaming a test costs nothing and one prompt
-in two tests is recorded once; per entity because vcrpy scans a cassette linearly.
-Older layouts and vcrpy's own cassettes are read through vcrpy (:mod:`.vcrfile`).
-Replay does not go through vcrpy: each file is loaded once into an index (:mod:`.index`)
-that the providers' transports serve from (this package has no httpx). Only valid
-replies replay: an error reply an older version stored counts as not recorded (with a
-:class:`~.miss.CassetteNote`), so ``once``/``new_episodes`` ask it again.
+One cassette per seed entity, shared by every test: an interaction is found by what was
+asked, never by the test, so renaming a test costs nothing. Replay serves from an index
+(:mod:`.index`), not vcrpy; only valid replies replay, so an error reply an older
+version stored counts as not recorded.
 """
 
 from __future__ import annotations

@@ -1,30 +1,8 @@
-"""The cassette file format: vcrpy's (JSON serializer, format version 1), so
-``vcr.VCR(serializer="json")`` and pytest-recording read the files; plain (``.json``) or
-gzip-compressed (``.json.gz``, :mod:`.compact`).
-
-An interaction is stored as vcrpy stores it (request method/uri/body/headers, response
-status/headers/body.string), one per line. Requests are written scrubbed: the credential
-headers and query parameters of :mod:`pytest_recfair.secrets` are dropped (the secret
-values themselves are replaced by the store, which knows them). Three request headers of
-ours ride along: the repeat index, the case id and the test that recorded it.
-
-Pure: no httpx (the transport converts httpx objects to :class:`RecordedRequest` /
-:class:`RecordedResponse`).
-
-Cassettes not written by the current store, read through vcrpy's own loader.
-
-Two kinds: the per-test layout of earlier pytest-recfair versions
-(``<root>/<sanitised test id>/<entity>.json``) and cassettes a team recorded with vcrpy
-or pytest-recording (YAML or JSON, any layout). vcrpy parses them
-(``vcr.persisters.filesystem.FilesystemPersister`` with its YAML or JSON serializer),
-undoes compressed bodies (``vcr.filters.decode_response``), and each interaction is
-handed to :class:`~pytest_recfair.cassettes.store.CassetteStore` in the store's own JSON form,
-so both are matched like native cassettes.
-
-:class:`CompactPersister` is the other direction: it lets vcrpy itself (and
-pytest-recording) read and write the compact ``.json.gz`` cassettes of
-:mod:`pytest_recfair.cassettes.compact` (``my_vcr.register_persister(CompactPersister)``).
-"""
+"""The cassette file format: vcrpy's (JSON serializer, format version 1), so vcrpy and
+pytest-recording read the files. Requests are written without credential headers and
+query parameters; the store replaces secret values. Older per-test cassettes and vcrpy's
+own are read through vcrpy's loader; :class:`CompactPersister` lets vcrpy read and write
+``.json.gz``. No httpx."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
 """Candidate-list prompts: "pick one" and "rank these", with the candidate order permuted.
 
-Each entity comes with K candidate titles. For every entity, group (neutral and each
-attribute value) and order index p < P, the candidates are shown in order ``orders[p]``
-(seeded per entity, so reruns send identical prompts; order 0 is the given order). The
-same P orders are used for every group of an entity, so groups are compared on equal
-footing. ``read_pick`` turns a reply back into the position that was picked (or None:
-"missed", no valid candidate).
+Every group of an entity sees the same P seeded orders (order 0 is the given one), so
+groups are compared on equal footing and reruns send identical prompts.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Prompt cases, and a prompt of ours matched back to its case.
 
-``build_cases``: the cross product of entities x (neutral + attribute values) x repeats.
-
 The simulated recommender receives only prompt text; ``match_prompt`` recovers the entity,
-K and the (attribute, value label) it conditions on, so planted biases can key on them
-(``sim.recognise`` builds its ``Recognised`` on it). Misspelt values (typo perturbation)
-are matched to the closest known phrase.
+K and the (attribute, value) so planted biases can key on them, misspelt values included.
 """
 
 from __future__ import annotations

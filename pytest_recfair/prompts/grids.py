@@ -1,10 +1,5 @@
 """Attribute grids: which demographic (or other) values go into conditioned prompts.
-
-A grid is YAML validated by ``pytest_recfair/schemas/grid.schema.json``. Bundled grids:
-``faireval`` (default, 8 attributes / 30 values), ``fairllm`` (published phrasing, articles
-included), ``implicit`` (LMRec proxies) and ``personality`` (Big Five poles).
-``Grid.attribute("race x gender")`` builds an intersectional attribute on the fly.
-"""
+YAML validated by ``schemas/grid.schema.json``; ``faireval`` is the default."""
 
 from __future__ import annotations
 

@@ -1,15 +1,8 @@
 """How a value is written: translation tables, the grammar that turns values into phrases, typos.
 
-No runtime translation: ``prompts/data/languages/<code>.yaml`` holds domain nouns and, for
-fr/es/de/zh, every value of the bundled ``faireval`` grid (by attribute name and value
-label, so user grids reusing them are translated too); a grid value's ``i18n`` overrides.
-fr/es/de phrases are "head noun + agreeing adjectives" (the occupation noun, else the
-gender noun, else a helper noun: "personne musulmane", "schwarzer Mann"); Chinese ones
-"modifiers + head noun" ("黑人女性").
-
-Typos: seeded, deterministic edits of the words a value contributed only (never the
-entity, template, articles or helper nouns). Specs (``perturbation=``): ``"typo"``,
-``"typo:2"``, ``"typo:swap+drop"``, ``"typo:2:neighbour"``.
+No runtime translation: ``data/languages/<code>.yaml`` holds the nouns and the bundled
+grid's values; fr/es/de phrases are "head noun + agreeing adjectives" ("schwarzer Mann"),
+Chinese ones "modifiers + head noun". Typos are seeded edits of the value's words only.
 """
 
 from __future__ import annotations

@@ -1,17 +1,8 @@
 """Role-play question sets and the exact messages of the BiasLens protocol (issue 20).
 
-A set lists roles and the questions asked while the model plays them: ``role``,
-``attribute`` (one of the 11 BiasLens attributes), ``type`` (``yesno`` | ``choice`` |
-``why``; the paper's ``Yes/No``, ``Choice``, ``Wh`` too), ``question`` and, for choice
-questions, ``options`` (parsed from ``(A) ... (B) ...`` in the question when absent). It
-loads from YAML (``{questions: [...]}`` or a bare list) or CSV (the paper's columns
-``Role, Question Type, Question`` work; its attribute then comes from the file name
-``<attribute>_questions.csv`` or the ``attribute=`` argument) and is validated by
-``schemas/roleplay.schema.json``.
-
-Messages are those of the paper's query scripts, byte for byte: system ``You are a
-{role}`` (none without the role), user = question + the format instruction of its type.
-Pure: stdlib, yaml and jsonschema only.
+Sets load from YAML or the paper's CSV columns, validated by ``schemas/roleplay.schema.json``.
+Messages are the paper's query scripts' byte for byte: system ``You are a {role}``, user =
+question + the format instruction of its type.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """Seed entities: the directors, artists (or the user's own items) the prompts are about.
 
-Bundled sets are ``prompts/data/seeds/<name>.csv``; users' lists load from CSV, JSON, YAML
-or text. Subsampling ranks entities by a seeded hash of their id, so a smaller ``n`` is a
-subset of a larger one: a quick PR run audits entities the nightly run audits too.
-``python -m pytest_recfair examples`` writes the docs' example input files (byte for byte
-the repository's ``fixtures/``, checked by tests/unit/test_examples.py) and
-``pipeline_example/``, a recorded pipeline audit (docs/pipeline.md).
+Subsampling ranks entities by a seeded hash of their id, so a smaller ``n`` is a subset of
+a larger one: a quick PR run audits entities the nightly run audits too.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """Prompt template sets: system message, neutral and conditioned prompts per language.
 
-Bundled sets: ``natural`` (default; en, fr, es, de, zh), ``faireval`` (FairEval's published
-K = 25 prompt, verbatim), ``fairllm`` (FaiRLLM's original, without "Just provide me a
-list, ...") and ``lmrec`` (LMRec-style conversational requests with the proxy in a slot,
-"Can you make a restaurant reservation for {value} in {entity}?"). Users write their own
-in the same YAML shape (see docs/prompts.md).
-
-Placeholders: ``{entity}``, ``{k}``, ``{value}`` (the value as the grid words it),
-``{a_value}`` (with "a"/"an" in English), ``{domain}``, ``{item}``, ``{items}``,
-``{titles}``, ``{counter}`` (Chinese measure word) and ``{request}`` (the set's shared
-request sentence). Literal braces are written ``{{`` and ``}}``.
-
-A persona in the recommender's own prompt (``role=``, issue 20 point 4): the list,
-item and position audits run "as a sommelier" by opening their system message with
-``You are a sommelier.``; the audit without ``role`` is the neutral one to compare with.
+Bundled: ``natural`` (default), ``faireval`` and ``fairllm`` (published prompts, verbatim)
+and ``lmrec``; placeholders and the YAML shape are in docs/prompts.md. A ``role=`` persona
+opens the system message (``You are a sommelier.``); the audit without it is the neutral one.
 """
 
 from __future__ import annotations

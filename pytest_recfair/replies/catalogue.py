@@ -1,12 +1,7 @@
 """Item catalogues: metadata of the items a recommender may name (price level, genre, ...).
 
-A catalogue file is CSV, JSON or YAML: one record per item with a ``title``, an optional
-``id`` and any other fields. Fields whose every non-empty value is a number are numeric,
-the rest categorical. Recommended titles are matched to the catalogue with the project's
-title key (``matching.normalize``), plus an optional fuzzy pass under the same guards the
-list-overlap audit uses, so "Amélie" and "Amelie" are one item.
-
-Pure: stdlib, yaml and rapidfuzz (through ``matching``).
+Fields whose every non-empty value is a number are numeric, the rest categorical. Titles
+match with ``matching.normalize`` plus the overlap audit's guarded fuzzy pass.
 """
 
 from __future__ import annotations

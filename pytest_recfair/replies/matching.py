@@ -1,11 +1,8 @@
 """Item matching: one canonical key per title, so "Amélie" and "Amelie" count as one item.
 
-``normalize`` is deterministic text folding (Unicode, case, punctuation, leading articles,
-"&"/"and", roman numerals II-XXXIX -> digits). ``canonicalize`` then merges near-duplicate
-keys across all lists of ONE entity with rapidfuzz, under guards that keep sequels and
-plurals apart; every fuzzy merge is returned (and logged) for review.
-
-Pure: stdlib + rapidfuzz.
+``normalize`` folds text deterministically; ``canonicalize`` merges near-duplicate keys
+within ONE entity with rapidfuzz, under guards that keep sequels and plurals apart, and
+returns (and logs) every fuzzy merge for review.
 """
 
 from __future__ import annotations

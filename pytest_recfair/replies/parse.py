@@ -1,20 +1,9 @@
 """Reply text -> ordered item titles.
 
-Two parsers:
-
-* ``style="default"``: reads replies as real models write them -- numbered lists, bullets,
-  JSON arrays (fenced or not, strings or objects), markdown tables, one title per line or a
-  comma-separated sentence -- and cleans each entry down to the title (no year, no
-  "by Artist", no trailing description).
-* ``style="fairllm"``: the FaiRLLM notebook's cleaning, reproduced literally (quirks
-  included) so published tables can be recomputed from raw replies. It lower-cases and
-  squashes titles ("spider", "thedarkknight"); see docs/parsing.md.
-
-``reply`` wraps ``items`` with a status (ok / short / long / refused / empty / unparseable)
-so refusals and broken replies can be counted per attribute value.
-
-Finding the entries is here; cleaning each down to its title is :mod:`.titles`.
-Pure: stdlib only.
+``style="default"`` reads lists as real models write them (numbered, bullets, JSON, tables,
+plain lines); ``style="fairllm"`` reproduces the FaiRLLM notebook's cleaning literally,
+quirks included, so published tables can be recomputed (docs/parsing.md). Cleaning each
+entry down to its title is :mod:`.titles`.
 """
 
 from __future__ import annotations

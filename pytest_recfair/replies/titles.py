@@ -1,10 +1,5 @@
 """One list entry of a reply -> its title (the default parse style's cleaning).
-
-Drops links, labels ("Title: ..."), wrapping quotes and emphasis, years, "by Artist",
-trailing parentheses and descriptions; :func:`clean_all` cleans one reply's entries.
-Cleaning one entry is memoised because the same titles recur in every list of an entity.
-Pure: stdlib only.
-"""
+Memoised: the same titles recur in every list of an entity."""
 
 from __future__ import annotations
 
