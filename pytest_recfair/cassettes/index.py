@@ -46,23 +46,9 @@ class Tape:
     """The interactions of one entity's cassette file (shared by every test)."""
 
     __slots__ = (
-        "canon",
-        "cases",
-        "dirty",
-        "entries",
-        "existed",
-        "keys",
-        "last",
-        "legacy",
-        "loaded",
-        "new",
-        "path",
-        "played",
-        "raw",
-        "stale",
-        "stamp",
-        "tags",
-    )
+        "canon", "cases", "dirty", "entries", "existed", "keys", "last", "legacy", "loaded",
+        "new", "path", "played", "raw", "stale", "stamp", "tags",
+    )  # fmt: skip
 
     def __init__(self, path: Path) -> None:
         self.path = path

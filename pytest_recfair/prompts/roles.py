@@ -28,18 +28,9 @@ from pytest_recfair.prompts.seeds import slugify
 QType = Literal["yesno", "choice", "why"]
 QTYPES: tuple[QType, ...] = ("yesno", "choice", "why")
 ATTRIBUTES: tuple[str, ...] = (
-    "ability",
-    "age",
-    "body",
-    "character",
-    "culture",
-    "gender",
-    "occupation",
-    "race",
-    "religion",
-    "social",
-    "victim",
-)
+    "ability", "age", "body", "character", "culture", "gender", "occupation", "race",
+    "religion", "social", "victim",
+)  # fmt: skip
 _ATTRIBUTE_ALIASES = {"occupations": "occupation"}
 _QTYPE_ALIASES: dict[str, QType] = {
     "yesno": "yesno", "yes/no": "yesno", "yes-no": "yesno", "yes_no": "yesno",

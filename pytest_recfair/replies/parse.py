@@ -137,18 +137,9 @@ _JSON_FIELD = re.compile(
 )
 _TITLE_KEYS = ("title", "name", "movie", "film", "song", "track", "album", "book", "show", "item")
 _TITLE_HEADERS = (
-    "title",
-    "name",
-    "movie",
-    "film",
-    "song",
-    "track",
-    "album",
-    "book",
-    "show",
-    "series",
+    "title", "name", "movie", "film", "song", "track", "album", "book", "show", "series",
     "recommendation",
-)
+)  # fmt: skip
 _RANK_HEADERS = frozenset({"", "#", "no", "no.", "nr", "rank", "number", "n", "position", "pos"})
 
 _PREAMBLE = re.compile(
