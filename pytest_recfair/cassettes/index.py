@@ -84,14 +84,8 @@ class Tape:
         case_id: str | None = None,
     ) -> Reply | None:
         """The first unplayed valid reply for ``key``, preferring those this test
-        recorded (``tests``: its name, and its sanitised node id for per-test legacy
-        folders) and among them the one recorded for this case (``case_id``).
-
-        Each reply plays once per store (one store per test). One request asked by two
-        cases of a test (a value phrase shared by two attributes) was asked twice while
-        recording, the replies recorded in the order they came back: the case id gives
-        each case its own reply, so replay scores what the recording pass scored.
-        """
+        (``tests``) recorded, and among them the one of ``case_id``: one request asked by
+        two cases got two replies in arrival order, so replay scores what recording did."""
         found = index.get(key, ())
         if len(found) == 1:  # the usual case: nothing to choose between
             position = found[0]

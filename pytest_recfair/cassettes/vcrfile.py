@@ -300,10 +300,8 @@ VCR_SUFFIXES = (".json", ".yaml", ".yml")
 
 
 class CompactPersister:
-    """A vcrpy persister (``VCR.register_persister``) for cassettes in either of our
-    formats: ``.json.gz`` files are gunzipped on load and gzipped on save (the same
-    bytes the store writes), anything else is read and written as vcrpy's own
-    ``FilesystemPersister`` does. Use it with ``serializer="json"``."""
+    """A vcrpy persister (``VCR.register_persister``, ``serializer="json"``) that reads and
+    writes ``.json.gz`` as the store does, anything else as vcrpy's own."""
 
     @classmethod
     def load_cassette(cls, cassette_path: str | Path, serializer: Any) -> Any:

@@ -233,11 +233,7 @@ def _validate(data: Any, where: str) -> None:
 
 def grid_from_dict(data: Any, where: str = "grid", base_dir: Path | None = None) -> Grid:
     """Validate a parsed grid mapping and build the Grid (``where`` names it in errors).
-
-    ``extends: <bundled name or file>`` starts from another grid's attributes: the file's
-    own attributes replace those of the same name (case-insensitive) and are added
-    otherwise. Relative file names resolve against ``base_dir``.
-    """
+    ``extends:`` starts from another grid; attributes of the same name replace its own."""
     _validate(data, where)
     if "extends" in data:
         data = _merge(data, where, base_dir or Path.cwd(), depth=0)

@@ -84,11 +84,8 @@ def pluralize(noun: str) -> str:
 def domain_nouns(
     language: str, domain: str, overrides: Mapping[str, Mapping[str, str]] | None = None
 ) -> dict[str, str]:
-    """Nouns for ``{domain}``, ``{item}``, ``{items}``, ``{titles}``, ``{counter}``.
-
-    Template-set overrides win, then the language table; English falls back to a generic
-    pattern on the domain word (podcast -> podcasts, podcast titles).
-    """
+    """Nouns for ``{domain}``, ``{item}``, ``{items}``, ``{titles}``, ``{counter}``:
+    template-set overrides, then the language table, then (English) the domain word."""
     if not isinstance(domain, str) or not domain.strip():
         raise ConfigError(f"domain must be a non-empty string such as 'movie'; got {domain!r}")
     lang = load_language(language)

@@ -121,11 +121,8 @@ class RoleSet:
 
 @dataclass(frozen=True)
 class RoleCase:
-    """One request: a question in one round, with or without the role statement.
-
-    ``id`` is ``<question id>#r<round>`` (``/norole`` inserted without the role): stable
-    across runs, so cassettes, baselines and shard files key on it.
-    """
+    """One request: a question in one round, with or without the role statement; ``id``
+    (``<question id>[/norole]#r<round>``) is stable, so cassettes and baselines key on it."""
 
     id: str
     question_id: str

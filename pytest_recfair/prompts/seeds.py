@@ -50,14 +50,8 @@ def slugify(name: str) -> str:
 
 
 def load_seeds(source: str | Path, *, domain: str | None = None) -> list[Entity]:
-    """Load entities from a bundled set name (``"directors"``, ``"artists"``) or a file.
-
-    Files: ``.csv`` (column ``name``; optional ``id``, ``domain``; other columns ignored),
-    ``.json`` / ``.yaml`` / ``.yml`` (a list of names or of mappings with ``name``, or a
-    mapping with an ``entities`` list) and ``.txt`` (one name per line, ``#`` comments).
-    ``domain`` fills in entities whose row gives none. Raises DataError on a malformed
-    file, with the file, the row and what was expected.
-    """
+    """Entities from a bundled set name or a .csv/.json/.yaml/.txt file (docs/prompts.md);
+    ``domain`` fills in rows that give none."""
     if isinstance(source, str) and source.lower() in BUNDLED_SEEDS:
         name = source.lower()
         node = resources.files("pytest_recfair.prompts").joinpath("data", "seeds", f"{name}.csv")
@@ -195,11 +189,8 @@ def _rank_key(entity_id: str, seed: int) -> bytes:
 
 
 def subsample(entities: Iterable[Entity | str], n: int | None, seed: int = 0) -> list[Entity]:
-    """Pick ``n`` entities deterministically (all of them when ``n`` is None or >= len).
-
-    Entities are ranked by SHA-256 of (seed, id) and the first ``n`` kept, so for the same
-    seed a smaller ``n`` is a subset of a larger ``n``. The result keeps the input order.
-    """
+    """The first ``n`` entities by SHA-256 of (seed, id), in input order (all when ``n``
+    is None or >= len): a smaller ``n`` is a subset of a larger one."""
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
         raise ConfigError(f"subsample: n must be a non-negative integer or None; got {n!r}")
     items = [as_entity(e) for e in entities]

@@ -258,11 +258,8 @@ def _parts(template: str) -> tuple[tuple[str, str | None], ...]:
 
 
 def fill(template: str, values: Mapping[str, str], language: str, *, elide: bool = True) -> str:
-    """Substitute placeholders (a single pass, so braces in entity names are safe).
-
-    French text gets elision ("de Adele" -> "d'Adele") unless ``elide`` is False (a
-    ``verbatim`` template set reproducing a published string).
-    """
+    """Substitute placeholders in one pass (braces in entity names are safe); French
+    gets elision ("de Adele" -> "d'Adele") unless ``elide`` is False (verbatim sets)."""
 
     text = "".join(raw if key is None else values.get(key, raw) for raw, key in _parts(template))
     if language == "fr" and elide:

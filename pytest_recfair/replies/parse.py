@@ -421,14 +421,8 @@ def _default_items(text: str) -> tuple[list[str], str]:
 
 
 def items(text: str, k: int | None = None, style: Style = "default") -> list[str]:
-    """The ordered titles in a model's reply, at most ``k`` of them.
-
-    ``style="default"`` understands numbered and bulleted lists, JSON, markdown tables and
-    plain lines, and drops preambles, sign-offs, years, "by Artist" and descriptions.
-    ``style="fairllm"`` reproduces the FaiRLLM notebook's cleaning exactly.
-    Never raises on any text; raises ``TypeError`` for a non-str ``text`` and
-    ``ConfigError`` for a bad ``k`` or ``style``.
-    """
+    """The ordered titles in a model's reply, at most ``k`` of them. Never raises on any
+    text; ``TypeError`` for a non-str ``text``, ``ConfigError`` for a bad ``k`` or ``style``."""
     _check_text(text)
     kk = _check_k(k, optional=True)
     st = _check_style(style)
