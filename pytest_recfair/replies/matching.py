@@ -45,7 +45,6 @@ class Merge:
     score: float
 
 
-# --------------------------------------------------------------------------------------
 # normalize
 
 _DASHES = dict.fromkeys(map(ord, "‐‑‒–—―−﹘﹣－"), "-")
@@ -133,7 +132,6 @@ def normalize(title: str) -> str:
     return key or " ".join(unicodedata.normalize("NFKC", title).casefold().split())
 
 
-# --------------------------------------------------------------------------------------
 # canonicalize
 
 _DIGITS = re.compile(r"\d+")

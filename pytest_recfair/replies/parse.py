@@ -44,7 +44,6 @@ class ParsedReply:
     found: int
 
 
-# --------------------------------------------------------------------------------------
 # argument checks
 
 
@@ -80,7 +79,6 @@ def _check_style(style: object) -> Style:
     )
 
 
-# --------------------------------------------------------------------------------------
 # fairllm style: the notebook's `clean` + `simplified_list`, step by step
 
 # (?<!\d): a match never starts inside a run of digits (the leftmost match starts at the
@@ -111,7 +109,6 @@ def _fairllm_items(text: str) -> list[str]:
     return out
 
 
-# --------------------------------------------------------------------------------------
 # default style: finding the list
 
 # One pass over the whole text (multiline) finds numbered and bulleted entries:
@@ -416,7 +413,6 @@ def _default_items(text: str) -> tuple[list[str], str]:
     return titles.clean_all(entries, how != "json" and titles.attribution_dash(entries)), how
 
 
-# --------------------------------------------------------------------------------------
 # public API
 
 
