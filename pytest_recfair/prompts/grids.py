@@ -28,18 +28,9 @@ LABEL_SEP = " x "
 # English adjective order (age, size/shape, colour/origin, religion, gender, then the head
 # noun), so "race x gender" and "gender x race" both read "Black female".
 _ORDER = {
-    "age": 0,
-    "physical": 1,
-    "physics": 1,
-    "personality": 1,
-    "race": 2,
-    "continent": 3,
-    "nationality": 3,
-    "country": 3,
-    "religion": 4,
-    "gender": 5,
-    "occupation": 6,
-}
+    "age": 0, "physical": 1, "physics": 1, "personality": 1, "race": 2, "continent": 3,
+    "nationality": 3, "country": 3, "religion": 4, "gender": 5, "occupation": 6,
+}  # fmt: skip
 _ARTICLE = re.compile(r"^(a|an)\s+", re.IGNORECASE)
 
 
