@@ -300,7 +300,6 @@ class _Context:
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
-
 _DOMAIN_KEYS = ("domain", "item", "items", "titles", "counter")
 
 

@@ -23,7 +23,6 @@ from pytest_recfair.prompts.grids import Attribute, AttributeValue, attribute_or
 
 LANGUAGES = ("en", "fr", "es", "de", "zh")
 
-
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -198,7 +197,6 @@ def _compose_gendered(
 
 
 KINDS = ("swap", "drop", "insert", "neighbour")
-
 
 _ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
 

@@ -26,7 +26,6 @@ from pytest_recfair.fileio import atomic_write_bytes
 # Bundled set name -> the domain its entities belong to.
 BUNDLED_SEEDS: dict[str, str] = {"directors": "movie", "artists": "music"}
 
-
 _SUFFIXES = (".csv", ".json", ".yaml", ".yml", ".txt")
 
 

@@ -26,12 +26,9 @@ from pytest_recfair.vocab import VALUE_FORMS
 
 BUNDLED_TEMPLATES = ("natural", "faireval", "fairllm", "lmrec")
 
-
 _DOMAIN_KEYS = frozenset({"domain", "item", "items", "titles", "counter"})
 
-
 PLACEHOLDERS = frozenset({"entity", "k", "value", "a_value", "request"} | _DOMAIN_KEYS)
-
 
 _FIELD = re.compile(r"\{\{|\}\}|\{(\w+)\}")
 
