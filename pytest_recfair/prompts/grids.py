@@ -58,12 +58,9 @@ def indefinite_article(text: str) -> str:
 
 @dataclass(frozen=True)
 class AttributeValue:
-    """One value: ``label`` names it in reports, ``text`` is what the prompt says.
-
-    ``has_article``: ``text`` carries its own article (FaiRLLM's "an Islamic").
-    ``parts``: for intersectional values, the (attribute name, value) components.
-    ``i18n``: per-language forms that override the bundled translation tables.
-    """
+    """One value: ``label`` names it in reports, ``text`` is what the prompt says (with
+    its own article when ``has_article``: FaiRLLM's "an Islamic"); ``parts``: the
+    components of an intersectional value; ``i18n`` overrides the translation tables."""
 
     label: str
     text: str
@@ -120,11 +117,8 @@ class Grid:
         return tuple(a.name for a in self.attributes)
 
     def attribute(self, name: str) -> Attribute:
-        """An attribute by name, case-insensitively; ``"race x gender"`` crosses attributes.
-
-        Intersectional values are labelled ``"Black x Female"`` (labels in the order asked
-        for) and read in natural English adjective order: ``"Black female"``.
-        """
+        """An attribute by name, case-insensitively; ``"race x gender"`` crosses attributes:
+        labels in the order asked (``"Black x Female"``), text in adjective order."""
         if not isinstance(name, str) or not name.strip():
             raise ConfigError(f"grid {self.name!r}: attribute name must be a non-empty string")
         names = _CROSS.split(name.strip())

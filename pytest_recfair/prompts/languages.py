@@ -37,12 +37,8 @@ class Language:
 
 @dataclass(frozen=True)
 class Phrase:
-    """A value rendered for one language.
-
-    ``value`` fills ``{value}``, ``a_value`` fills ``{a_value}``; ``words`` are the
-    attribute words inside them (what typo perturbation may edit: never articles or
-    helper nouns such as "personne").
-    """
+    """A value rendered for one language; ``words``: what typos may edit (never articles
+    or helper nouns such as "personne")."""
 
     value: str
     a_value: str
@@ -109,8 +105,7 @@ def _words(*texts: str) -> tuple[str, ...]:
 def render_value(attribute: Attribute, value: AttributeValue, language: str) -> Phrase:
     """The phrase a value contributes to a prompt in ``language``."""
     if language == "en":
-        words = tuple(w for w in _words(value.bare_text))
-        return Phrase(value.text, value.with_article, words)
+        return Phrase(value.text, value.with_article, _words(value.bare_text))
     if value.form == "name":  # a first name reads the same in every language
         return Phrase(value.text, value.text, _words(value.text))
     lang = load_language(language)

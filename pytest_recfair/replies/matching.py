@@ -94,13 +94,9 @@ def _strip_latin_marks(text: str) -> str:
 
 @lru_cache(maxsize=CACHE_SIZE)
 def normalize(title: str) -> str:
-    """The canonical key of a title: folded, punctuation-free, without a leading article.
-
-    "The Lord of the Rings: The Fellowship of the Ring" and "Lord of the Rings - The
-    Fellowship of the Ring" get the same key; so do "Amélie"/"Amelie", "&"/"and" and
-    "Rocky II"/"Rocky 2". Numbers stay ("Toy Story 2" != "Toy Story 3"). A title made of
-    punctuation only keeps its folded text, so it never collapses to "".
-    """
+    """The canonical key of a title: folded, punctuation-free, without a leading article
+    ("Amélie"/"Amelie", "&"/"and", "Rocky II"/"Rocky 2" share one). Numbers stay; a
+    title of punctuation only keeps its folded text, so it never collapses to ""."""
     if not isinstance(title, str):
         raise TypeError(f"title: expected str, got {type(title).__name__}; pass the item text")
     if title.isascii():  # the common case: NFKC, dashes and accents have nothing to do
@@ -195,15 +191,12 @@ def canonicalize(
     entity: str | None = None,
     aliases: Mapping[str, str] | None = None,
 ) -> tuple[list[list[str]], list[Merge]]:
-    """Map every title of one entity's lists (neutral + each conditioned list) to a key.
+    """One entity's lists with each title replaced by its key, and the fuzzy merges made.
 
-    Returns the lists with each title replaced by its canonical key (same lengths, same
-    order) and the fuzzy merges made. Keys are ``normalize``d titles; with ``fuzzy`` a key
-    whose ``fuzz.ratio`` to an already kept key is >= ``threshold`` (0-100) becomes that key,
-    provided both carry the same numbers, neither is shorter than ``MIN_FUZZY_LENGTH`` and
-    they are not a short singular/plural pair. Keys are visited most frequent first, so the
-    commonest spelling is kept. ``aliases`` maps titles (any spelling) to a title whose key
-    they should share, e.g. ``{"Se7en": "Seven"}``; alias merges are exact, not reported.
+    With ``fuzzy`` a key within ``threshold`` (``fuzz.ratio``, 0-100) of a kept key becomes
+    it, unless numbers differ, either is under ``MIN_FUZZY_LENGTH`` or they are a short
+    singular/plural pair; the most frequent spelling is kept. ``aliases`` (``{"Se7en":
+    "Seven"}``) merge exactly and are not reported.
     """
     checked = _check_lists(lists)
     _check_threshold(threshold)
