@@ -38,6 +38,7 @@ from pytest_recfair.prompts.languages import (
 from pytest_recfair.prompts.seeds import Entity, as_entity
 from pytest_recfair.prompts.templates import (
     BUNDLED_TEMPLATES,
+    DOMAIN_KEYS,
     LanguageTemplates,
     TemplateSet,
     fill,
@@ -300,8 +301,6 @@ class _Context:
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
-_DOMAIN_KEYS = ("domain", "item", "items", "titles", "counter")
-
 
 # Crossed attributes are recognised for the default grid only (it is the one with tables).
 _CROSS_GRID = "faireval"
@@ -459,7 +458,7 @@ def match_prompt(prompt: str) -> PromptMatch | None:
         m = pat.regex.match(text)
         if m is None:
             continue
-        groups = {k: v for k, v in m.groupdict().items() if k in _DOMAIN_KEYS and v is not None}
+        groups = {k: v for k, v in m.groupdict().items() if k in DOMAIN_KEYS and v is not None}
         domain = _domain_of(pat.language, groups)
         entity, k = m.group("entity"), int(m.group("k")) if "k" in m.groupdict() else 0
         if pat.form is None:

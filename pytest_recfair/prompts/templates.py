@@ -26,9 +26,9 @@ from pytest_recfair.vocab import VALUE_FORMS
 
 BUNDLED_TEMPLATES = ("natural", "faireval", "fairllm", "lmrec")
 
-_DOMAIN_KEYS = frozenset({"domain", "item", "items", "titles", "counter"})
+DOMAIN_KEYS = frozenset({"domain", "item", "items", "titles", "counter"})
 
-PLACEHOLDERS = frozenset({"entity", "k", "value", "a_value", "request"} | _DOMAIN_KEYS)
+PLACEHOLDERS = frozenset({"entity", "k", "value", "a_value", "request"} | DOMAIN_KEYS)
 
 _FIELD = re.compile(r"\{\{|\}\}|\{(\w+)\}")
 
@@ -158,7 +158,7 @@ def _language_entry(code: str, raw: Any, where: str) -> LanguageTemplates:
             "{book: {item: book, items: books, titles: book titles}}"
         )
     for dom, nouns in domains.items():
-        bad = sorted(set(nouns) - (_DOMAIN_KEYS - {"domain"}))
+        bad = sorted(set(nouns) - (DOMAIN_KEYS - {"domain"}))
         if bad:
             raise DataError(
                 f"{where}: {base}.domains.{dom} has unknown key(s) {bad}; allowed: "
