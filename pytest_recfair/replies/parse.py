@@ -20,9 +20,6 @@ from pytest_recfair.errors import ConfigError
 from pytest_recfair.replies import titles
 from pytest_recfair.vocab import PARSE_STYLES, ParseStyle
 
-Style = ParseStyle
-_STYLES = PARSE_STYLES
-
 
 class ReplyStatus(StrEnum):
     """What a reply turned out to be, counted per attribute value by the audit."""
@@ -68,13 +65,13 @@ def _check_k(k: object, *, optional: bool) -> int | None:
     return k
 
 
-def _check_style(style: object) -> Style:
+def _check_style(style: object) -> ParseStyle:
     if style == "default":
         return "default"
     if style == "fairllm":
         return "fairllm"
     raise ConfigError(
-        f"style: expected one of {', '.join(_STYLES)}, got {style!r}; use 'default' for "
+        f"style: expected one of {', '.join(PARSE_STYLES)}, got {style!r}; use 'default' for "
         "robust parsing or 'fairllm' to reproduce the FaiRLLM notebook"
     )
 
@@ -416,7 +413,7 @@ def _default_items(text: str) -> tuple[list[str], str]:
 # public API
 
 
-def items(text: str, k: int | None = None, style: Style = "default") -> list[str]:
+def items(text: str, k: int | None = None, style: ParseStyle = "default") -> list[str]:
     """The ordered titles in a model's reply, at most ``k`` of them. Never raises on any
     text; ``TypeError`` for a non-str ``text``, ``ConfigError`` for a bad ``k`` or ``style``."""
     _check_text(text)
@@ -426,7 +423,7 @@ def items(text: str, k: int | None = None, style: Style = "default") -> list[str
     return found if kk is None else found[:kk]
 
 
-def reply(text: str | None, k: int, style: Style = "default") -> ParsedReply:
+def reply(text: str | None, k: int, style: ParseStyle = "default") -> ParsedReply:
     """Parse one reply and classify it: ok, short, long (truncated to k), refused, empty
     or unparseable."""
     kk = _check_k(k, optional=False)

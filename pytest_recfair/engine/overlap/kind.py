@@ -43,6 +43,7 @@ from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
     from pytest_recfair.providers.runstate import RunOutcome
+    from pytest_recfair.vocab import ParseStyle
 
 
 class OverlapScorer:
@@ -252,7 +253,7 @@ class Reply:
 
 
 def parse_all(
-    cases: Sequence[PromptCase], completions: Mapping[str, Any], k: int, style: parse.Style
+    cases: Sequence[PromptCase], completions: Mapping[str, Any], k: int, style: ParseStyle
 ) -> list[Reply]:
     """Parse every reply; identical texts (common: fair values repeat the neutral list)
     are parsed once."""
