@@ -201,22 +201,6 @@ def canonicalize(
     checked = _check_lists(lists)
     _check_threshold(threshold)
     alias_keys = {normalize(k): normalize(v) for k, v in (aliases or {}).items()}
-    out, merges = _canonicalize(checked, fuzzy, threshold, entity, alias_keys)
-    for m in merges:
-        logger.info(
-            "recfair: merged %r into %r (ratio %.1f, entity %s)", m.merged, m.kept, m.score, entity
-        )
-    return out, merges
-
-
-def _canonicalize(
-    checked: list[list[str]],
-    fuzzy: bool,
-    threshold: float,
-    entity: str | None,
-    alias_keys: dict[str, str],
-) -> tuple[list[list[str]], list[Merge]]:
-
     # Identical lists (a fair value repeats the neutral list: 9,000 distinct of 31,000 at
     # paper scale) are keyed once; each reply still gets a list of its own.
     done: dict[tuple[str, ...], list[str]] = {}
@@ -242,6 +226,10 @@ def _canonicalize(
     merges = _as_written(merges, checked, keyed, target)
     remap = target.get
     out = [row if target.keys().isdisjoint(row) else [remap(k, k) for k in row] for row in keyed]
+    for m in merges:
+        logger.info(
+            "recfair: merged %r into %r (ratio %.1f, entity %s)", m.merged, m.kept, m.score, entity
+        )
     return out, merges
 
 
