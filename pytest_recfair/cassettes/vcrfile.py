@@ -62,14 +62,9 @@ _MAX_NAME = 80
 
 
 def sanitize_name(name: str) -> str:
-    """A safe, stable, collision-free file name for ``name``.
-
-    A name made only of lowercase ``[a-z0-9._-]`` (starting with a letter or digit) is
-    kept as is. Anything else is lowercased, unsafe runs become ``_`` and ``~`` plus 12
-    hex digits of the SHA-256 of the original is appended. ``~`` never occurs in a kept
-    name, so a kept name cannot collide with a rewritten one, and lowercasing keeps
-    case-insensitive file systems (macOS, Windows) from merging ``Nolan`` and ``nolan``.
-    """
+    """A safe, stable, collision-free file name for ``name``: kept when already safe,
+    else lowercased (case-insensitive file systems would merge ``Nolan`` and ``nolan``)
+    with ``~`` and a SHA-256 prefix appended (``~`` never occurs in a kept name)."""
     if not isinstance(name, str):
         raise TypeError(f"cassette name must be a str, got {type(name).__name__}: {name!r}")
     safe = _UNSAFE.sub("_", name.lower())

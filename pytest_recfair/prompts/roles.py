@@ -150,9 +150,6 @@ class RoleCase:
         return [*out, {"role": "user", "content": self.user}]
 
 
-# --------------------------------------------------------------------------- helpers
-
-
 def normalise_qtype(value: object) -> QType | None:
     """``yesno``/``choice``/``why`` from any accepted spelling; None when unknown."""
     if not isinstance(value, str):
@@ -213,20 +210,14 @@ def build_role_cases(
     return out
 
 
-# --------------------------------------------------------------------------- loading
-
-
 def load_roles(
     source: str | Path = "default", *, attribute: str | None = None, strict: bool = False
 ) -> RoleSet:
     """A question set from a bundled name (``"default"``) or a CSV / YAML / JSON file.
 
-    Empty rows are ignored; duplicate questions (same role, type and text) and placeholder
-    questions (``{role}``, ``[GROUP]``, ``TODO`` ...) are left out and listed in
-    ``RoleSet.skipped`` (``strict=True`` raises DataError instead), except in a
-    ``published: true`` set, which keeps them (repeats with ids ``<id>~N``) and choice
-    questions without options, as the study counted them. ``attribute`` fills
-    rows without one (the paper's CSVs: inferred from ``<attribute>_questions.csv``).
+    Duplicate and placeholder questions are left out and listed in ``RoleSet.skipped``
+    (``strict=True``: DataError), except in a ``published: true`` set, which keeps every
+    row as the study counted it (repeats get ids ``<id>~N``).
     """
     path = Path(source)
     if isinstance(source, str) and not path.suffix:
