@@ -301,7 +301,6 @@ class _Context:
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
 
-
 # Crossed attributes are recognised for the default grid only (it is the one with tables).
 _CROSS_GRID = "faireval"
 

@@ -225,10 +225,8 @@ EXAMPLE_FILES: Final = (
     "fixtures/candidates/directors.yaml",
 )
 
-
 #: The command that writes them (named by errors about a missing example file).
 EXAMPLES_COMMAND: Final = "python -m pytest_recfair examples"
-
 
 #: The runnable pipeline example (docs/pipeline.md): a project folder of its own (a
 #: conftest.py pipeline over the OpenAI SDK, its audits, pytest.ini, a catalogue) with

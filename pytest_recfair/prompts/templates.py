@@ -32,7 +32,6 @@ PLACEHOLDERS = frozenset({"entity", "k", "value", "a_value", "request"} | DOMAIN
 
 _FIELD = re.compile(r"\{\{|\}\}|\{(\w+)\}")
 
-
 # French elision after filling: "de Adele" -> "d'Adele", "que enseignant" -> "qu'enseignant".
 # Lowercase h only: names such as "Hitchcock" keep "de".
 _ELISION = re.compile(r"\b(de|que) (?=[aeiouàâäéèêëîïôöûüAEIOUÀÂÄÉÈÊËÎÏÔÖÛÜh])")

@@ -11,7 +11,6 @@ from itertools import islice
 #: 10,000-entity audit's distinct titles do not pile up (see matching.CACHE_SIZE).
 CACHE_SIZE = 1 << 14
 
-
 # link text stops at any bracket, so each "[" is scanned up to the next one (linear)
 _LINK = re.compile(r"\[([^\[\]]+)\]\([^)]*\)")
 _LABEL = re.compile(
@@ -142,7 +141,6 @@ def _strip_emphasis(s: str) -> str:
 # (?<![*_]): only whole runs of * or _ are tried (same matches; linear on long runs)
 _EMPHASIS = re.compile(r"(?:(?<=\s)|^)[*_]+|(?<![*_])[*_]+(?=\s|$|[:,.;)(])")
 
-
 # Entries that are plain words with at most a "(1999)" need none of the rules below.
 _SIMPLE = re.compile(
     r"\s*+([A-Za-z0-9][A-Za-z0-9']*+(?: [A-Za-z0-9']++)*+)(?:\s*+\((?:1[89]|20)\d\d\))?\s*+"
@@ -194,7 +192,6 @@ def attribution_dash(entries: list[str]) -> bool:
 
 
 _DASH_SPLIT = re.compile(r"\S\s+[-–]\s+\S")
-
 
 # No title is this long; cutting longer entries first keeps cleaning linear in the reply's
 # length whatever an entry holds (a 1 MB "list entry" is cleaned like its first 1,000 chars).
