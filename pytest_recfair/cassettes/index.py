@@ -59,18 +59,15 @@ class Tape:
         self.stale = 0  # error replies of older versions: never replayed
         self.last = -1  # the position ``take`` served last
         self.legacy: list[Path] = []  # files of the old per-test layout read into this tape
-        # Replay data as flat tuples of str/int: the garbage collector untracks those, so
-        # 32,000 loaded interactions do not slow down every later collection (the parsed
-        # JSON, ~25 lists and dicts per interaction, did: replay took 2x as long).
+        # Flat tuples of str/int: the GC untracks them (32,000 parsed interactions made
+        # every later collection slow: replay took 2x as long).
         self.entries: list[Reply] = []
         self.keys: list[Key] = []  # the raw key of each entry
         # Parsed interactions, kept only when the file may be saved again (mode records).
         self.loaded: list[dict[str, Any]] = []
         self.new: list[dict[str, Any]] = []  # recorded in this run
-        # Two indexes: key -> positions in ``entries``, in recorded order. ``raw`` keys on
-        # the body exactly as stored, so a request sent by the same code matches without
-        # parsing any JSON. ``canon`` keys on the canonical body and is built only when a
-        # raw lookup misses (another JSON encoder, a scrubbed secret in the body).
+        # key -> positions in recorded order. ``raw``: the body as stored (no JSON parsed);
+        # ``canon``: the canonical body, built on the first raw miss.
         self.raw: dict[Key, tuple[int, ...]] = {}
         self.canon: dict[Key, tuple[int, ...]] | None = None
         self.played = bytearray()
