@@ -127,13 +127,6 @@ def _open(path: Path) -> sqlite3.Connection | None:
     return None
 
 
-def _holds_entries(db: sqlite3.Connection) -> bool:
-    try:
-        return db.execute("SELECT 1 FROM store LIMIT 1").fetchone() is not None
-    except sqlite3.Error:
-        return False
-
-
 # the process's store: the folder it is kept in (None: closed), whether it held entries
 # when opened (a later run, worth looking up) and its connection
 _lock = threading.Lock()
@@ -155,7 +148,9 @@ def use(path: Path | None) -> None:
         _folder, _db, _warm = folder, None, False
         if folder is not None:
             _db = _open(folder / FILE_NAME)
-            _warm = _db is not None and _holds_entries(_db)
+            if _db is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    _warm = _db.execute("SELECT 1 FROM store LIMIT 1").fetchone() is not None
 
 
 def open_for(cassettes: Path, replays_only: bool) -> None:
