@@ -104,10 +104,8 @@ class Conversion:
 
 
 def convert(root: Path, *, compact: bool) -> Conversion:
-    """Every cassette in ``root`` written in the other format (``compact``: to
-    ``.json.gz``), the same JSON text byte for byte; the old file is removed only after
-    the new one is written and reads back identical. Files that are not cassettes (a
-    sidecar of another module) and entities that have both files are left alone."""
+    """Every cassette in ``root`` written in the other format, the same JSON text byte for
+    byte; the old file is removed only once the new one reads back identical."""
     if not root.is_dir():
         raise CassetteError(
             f"cassette folder {root} does not exist; give the folder holding the "

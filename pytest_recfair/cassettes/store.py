@@ -153,9 +153,8 @@ class CassetteStore:
     # -- layout
 
     def path_for(self, entity_id: str) -> Path:
-        """``<root>/<sanitised entity id>.json`` or ``.json.gz``, whichever test asks. An
-        existing file keeps its format (the compact one when both exist: a conversion
-        writes it before removing the plain one); a new file takes ``compact``."""
+        """``<root>/<sanitised entity id>.json`` or ``.json.gz``: an existing file keeps its
+        format (the compact one when both exist: a conversion was interrupted)."""
         if entity_id in self._paths:
             return self._paths[entity_id]
         name = sanitize_name(entity_id)
@@ -314,9 +313,8 @@ class CassetteStore:
         return path
 
     def played(self, entity_id: str) -> tuple[list[int], int] | None:
-        """(positions played, the last one) of an entity served whole (:meth:`serve`) or
-        replayed from a tape without stale entries or a canonical lookup; else None.
-        Asked before release."""
+        """(positions played, the last one) of an entity served whole or replayed from a
+        tape without stale entries or a canonical lookup; else None. Asked before release."""
         served = self._served.get(entity_id)
         if served is not None:
             return list(served[0]), served[1]
