@@ -1,13 +1,9 @@
 """The one content store: results kept across runs by content, beside the cassettes.
 
-An unchanged replay gives the same result every run; :mod:`pytest_recfair.engine.replaymemo`
-keeps it here whole. An entry is found by namespace and key (a digest of everything the
-result depends on, with :func:`code_version`) and holds both and its value's digest: a
-read checks all three, so a damaged or misplaced entry is computed again, never served.
-One SQLite file, ``<cassette dir>/.recfair_cache/store.sqlite3``, safe to delete; xdist
-workers share it through SQLite's locking (locked or unwritable: nothing written; corrupt
-or past ``RECFAIR_CACHE_MAX_MB``, 2,048: started afresh). ``RECFAIR_CACHE=off`` turns it
-off. Stdlib only.
+An entry holds its namespace, key and value digest and a read checks all three, so a
+damaged or misplaced entry is computed again, never served. SQLite, safe to delete; xdist
+workers share it (locked: nothing written; corrupt or past ``RECFAIR_CACHE_MAX_MB``:
+started afresh). ``RECFAIR_CACHE=off`` turns it off.
 """
 
 from __future__ import annotations
@@ -131,13 +127,6 @@ def _open(path: Path) -> sqlite3.Connection | None:
     return None
 
 
-def _holds_entries(db: sqlite3.Connection) -> bool:
-    try:
-        return db.execute("SELECT 1 FROM store LIMIT 1").fetchone() is not None
-    except sqlite3.Error:
-        return False
-
-
 # the process's store: the folder it is kept in (None: closed), whether it held entries
 # when opened (a later run, worth looking up) and its connection
 _lock = threading.Lock()
@@ -159,7 +148,9 @@ def use(path: Path | None) -> None:
         _folder, _db, _warm = folder, None, False
         if folder is not None:
             _db = _open(folder / FILE_NAME)
-            _warm = _db is not None and _holds_entries(_db)
+            if _db is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    _warm = _db.execute("SELECT 1 FROM store LIMIT 1").fetchone() is not None
 
 
 def open_for(cassettes: Path, replays_only: bool) -> None:

@@ -1,16 +1,7 @@
-"""The two cassette file formats and conversion between them.
+"""The two cassette file formats (``.json``, ``.json.gz``) and conversion between them.
 
-- ``<entity>.json``: vcrpy's JSON cassette, one interaction per line (readable diffs);
-- ``<entity>.json.gz``: the same text, gzip-compressed (``mtime`` 0, so the same
-  interactions always give the same bytes and git sees no change when nothing changed).
-  An entity's 31 interactions repeat the same system prompt, headers and JSON framing, so
-  gzip's window removes the boilerplate: about 1/13 of the plain size.
-
-Both are read wherever a cassette is read (store, prune, shards, import); an existing
-file keeps its format when it is saved again. vcrpy reads the compact one with the
-persister in :mod:`pytest_recfair.cassettes.vcrfile` (``CompactPersister``).
-
-Pure: no httpx, no vcrpy.
+The gzip is written with ``mtime`` 0, so the same interactions always give the same bytes
+(git sees no change); it is about 1/13 of the plain size. A saved file keeps its format.
 """
 
 from __future__ import annotations
@@ -25,20 +16,6 @@ from typing import Final
 from pytest_recfair.errors import CassetteError
 from pytest_recfair.fileio import atomic_write_bytes, remove_stale_temps
 from pytest_recfair.secrets import scrub_values_bytes
-
-__all__ = [
-    "COMPACT",
-    "PLAIN",
-    "Conversion",
-    "cassette_files",
-    "convert",
-    "decompress",
-    "encode",
-    "is_compact",
-    "plain_name",
-    "read_text",
-    "write",
-]
 
 PLAIN: Final = ".json"
 COMPACT: Final = ".json.gz"
@@ -127,10 +104,8 @@ class Conversion:
 
 
 def convert(root: Path, *, compact: bool) -> Conversion:
-    """Every cassette in ``root`` written in the other format (``compact``: to
-    ``.json.gz``), the same JSON text byte for byte; the old file is removed only after
-    the new one is written and reads back identical. Files that are not cassettes (a
-    sidecar of another module) and entities that have both files are left alone."""
+    """Every cassette in ``root`` written in the other format, the same JSON text byte for
+    byte; the old file is removed only once the new one reads back identical."""
     if not root.is_dir():
         raise CassetteError(
             f"cassette folder {root} does not exist; give the folder holding the "

@@ -1,17 +1,9 @@
 """What failed while recording, kept beside the cassettes so a replay fails the same way.
 
-A cassette keeps only valid (2xx) replies, so a recording run whose ``max_failed``
-allowed a few failed prompts notes them here, and a replay-only run (record mode
-``none``) fails them again: same prompts, same ``max_failed`` check, same numbers; a
-recording mode asks them again. Per prompt: a hash of what was asked (never its text or
-a key), the entity, the HTTP status, a failure kind and the date.
-
-Files: ``<cassette dir>/_failed.<writer>.jsonl`` (not ``*.json``: never read as a
-cassette), written whole (temp-then-rename); ``<writer>`` is the xdist worker (``main``)
-and the shard, so concurrent writers never share a file; a read merges them all (the
-latest note of a prompt wins). A note belongs to the test that failed (:func:`scoped`),
-so each test's replay gives its own recording's numbers; a prompt one writer answered
-that another's file notes as failed gets an ``answered`` note.
+A cassette keeps only 2xx replies, so failed prompts are noted here (a hash of what was
+asked, never its text or a key) and a replay-only run fails them again: same
+``max_failed`` check, same numbers. Files ``_failed.<writer>.jsonl`` (never read as a
+cassette), one per xdist worker and shard; a read merges them, the latest note wins.
 """
 
 from __future__ import annotations

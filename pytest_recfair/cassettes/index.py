@@ -1,11 +1,6 @@
-"""The replay index of one cassette file: its interactions as flat tuples, looked up by
-what was asked.
-
-Each file is loaded once into ``(method, host, path, body, repeat) -> positions`` (a
-:class:`Tape`); two different prompts never share a key and identical requests (entropy
-repeats) are told apart by the repeat index. Lookups try the body exactly as stored first
-and build a second index on the canonical JSON body only when that misses.
-"""
+"""The replay index of one cassette file: ``(method, host, path, body, repeat) ->
+positions``. Lookups try the body as stored first and build a canonical-JSON index only
+when that misses."""
 
 from __future__ import annotations
 
@@ -29,17 +24,6 @@ from pytest_recfair.cassettes.vcrfile import (
 )
 from pytest_recfair.vocab import RECORD_OPTION
 
-__all__ = [
-    "Key",
-    "Reply",
-    "Tape",
-    "canonical_body",
-    "head",
-    "index_tape",
-    "provenance",
-    "valid",
-]
-
 #: A recorded reply: status, reason, headers, body text.
 Reply = tuple[int, str, tuple[tuple[str, str], ...], str]
 
@@ -62,23 +46,9 @@ class Tape:
     """The interactions of one entity's cassette file (shared by every test)."""
 
     __slots__ = (
-        "canon",
-        "cases",
-        "dirty",
-        "entries",
-        "existed",
-        "keys",
-        "last",
-        "legacy",
-        "loaded",
-        "new",
-        "path",
-        "played",
-        "raw",
-        "stale",
-        "stamp",
-        "tags",
-    )
+        "canon", "cases", "dirty", "entries", "existed", "keys", "last", "legacy", "loaded",
+        "new", "path", "played", "raw", "stale", "stamp", "tags",
+    )  # fmt: skip
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -89,18 +59,15 @@ class Tape:
         self.stale = 0  # error replies of older versions: never replayed
         self.last = -1  # the position ``take`` served last
         self.legacy: list[Path] = []  # files of the old per-test layout read into this tape
-        # Replay data as flat tuples of str/int: the garbage collector untracks those, so
-        # 32,000 loaded interactions do not slow down every later collection (the parsed
-        # JSON, ~25 lists and dicts per interaction, did: replay took 2x as long).
+        # Flat tuples of str/int: the GC untracks them (32,000 parsed interactions made
+        # every later collection slow: replay took 2x as long).
         self.entries: list[Reply] = []
         self.keys: list[Key] = []  # the raw key of each entry
         # Parsed interactions, kept only when the file may be saved again (mode records).
         self.loaded: list[dict[str, Any]] = []
         self.new: list[dict[str, Any]] = []  # recorded in this run
-        # Two indexes: key -> positions in ``entries``, in recorded order. ``raw`` keys on
-        # the body exactly as stored, so a request sent by the same code matches without
-        # parsing any JSON. ``canon`` keys on the canonical body and is built only when a
-        # raw lookup misses (another JSON encoder, a scrubbed secret in the body).
+        # key -> positions in recorded order. ``raw``: the body as stored (no JSON parsed);
+        # ``canon``: the canonical body, built on the first raw miss.
         self.raw: dict[Key, tuple[int, ...]] = {}
         self.canon: dict[Key, tuple[int, ...]] | None = None
         self.played = bytearray()
@@ -114,14 +81,8 @@ class Tape:
         case_id: str | None = None,
     ) -> Reply | None:
         """The first unplayed valid reply for ``key``, preferring those this test
-        recorded (``tests``: its name, and its sanitised node id for per-test legacy
-        folders) and among them the one recorded for this case (``case_id``).
-
-        Each reply plays once per store (one store per test). One request asked by two
-        cases of a test (a value phrase shared by two attributes) was asked twice while
-        recording, the replies recorded in the order they came back: the case id gives
-        each case its own reply, so replay scores what the recording pass scored.
-        """
+        (``tests``) recorded, and among them the one of ``case_id``: one request asked by
+        two cases got two replies in arrival order, so replay scores what recording did."""
         found = index.get(key, ())
         if len(found) == 1:  # the usual case: nothing to choose between
             position = found[0]

@@ -105,10 +105,8 @@ _PLAN: Final = f"{RECORD_OPTION}=new_episodes {PLAN_OPTION}"
 
 
 def _hint(missing: int | None, asked: int | None) -> str:
-    """What to do: how many prompts a recording run would send, and never a blind one.
-
-    A prompt that failed while recording is not a miss (the replay fails it again, see
-    :mod:`.failures`): a miss is a prompt this audit never asked before."""
+    """What to do: how many prompts a recording run would send, and never a blind one
+    (a prompt failed while recording is replayed as failed, :mod:`.failures`)."""
     if missing is None or asked is None:
         return f"To fix, {RERECORD_HINT}."
     text = (

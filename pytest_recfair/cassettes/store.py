@@ -1,14 +1,9 @@
 """Record and replay recommender HTTP calls as vcrpy-format JSON cassettes.
 
-One cassette per seed entity (``<root>/<entity>.json`` or ``.json.gz``), shared by every
-test: an interaction is found by what was asked (method, host, path, body with provider
-and model, repeat), never by the test, so renaming a test costs nothing and one prompt
-in two tests is recorded once; per entity because vcrpy scans a cassette linearly.
-Older layouts and vcrpy's own cassettes are read through vcrpy (:mod:`.vcrfile`).
-Replay does not go through vcrpy: each file is loaded once into an index (:mod:`.index`)
-that the providers' transports serve from (this package has no httpx). Only valid
-replies replay: an error reply an older version stored counts as not recorded (with a
-:class:`~.miss.CassetteNote`), so ``once``/``new_episodes`` ask it again.
+One cassette per seed entity, shared by every test: an interaction is found by what was
+asked, never by the test, so renaming a test costs nothing. Replay serves from an index
+(:mod:`.index`), not vcrpy; only valid replies replay, so an error reply an older
+version stored counts as not recorded.
 """
 
 from __future__ import annotations
@@ -32,7 +27,6 @@ from pytest_recfair.cassettes.compact import (
     write,
 )
 from pytest_recfair.cassettes.index import (
-    Key,
     Reply,
     Tape,
     canonical_body,
@@ -49,6 +43,7 @@ from pytest_recfair.cassettes.miss import (
 )
 from pytest_recfair.cassettes.vcrfile import (
     TEST_HEADER,
+    Key,
     RecordedRequest,
     RecordedResponse,
     body_bytes,
@@ -158,9 +153,8 @@ class CassetteStore:
     # -- layout
 
     def path_for(self, entity_id: str) -> Path:
-        """``<root>/<sanitised entity id>.json`` or ``.json.gz``, whichever test asks. An
-        existing file keeps its format (the compact one when both exist: a conversion
-        writes it before removing the plain one); a new file takes ``compact``."""
+        """``<root>/<sanitised entity id>.json`` or ``.json.gz``: an existing file keeps its
+        format (the compact one when both exist: a conversion was interrupted)."""
         if entity_id in self._paths:
             return self._paths[entity_id]
         name = sanitize_name(entity_id)
@@ -319,9 +313,8 @@ class CassetteStore:
         return path
 
     def played(self, entity_id: str) -> tuple[list[int], int] | None:
-        """(positions played, the last one) of an entity served whole (:meth:`serve`) or
-        replayed from a tape without stale entries or a canonical lookup; else None.
-        Asked before release."""
+        """(positions played, the last one) of an entity served whole or replayed from a
+        tape without stale entries or a canonical lookup; else None. Asked before release."""
         served = self._served.get(entity_id)
         if served is not None:
             return list(served[0]), served[1]

@@ -1,30 +1,8 @@
-"""The cassette file format: vcrpy's (JSON serializer, format version 1), so
-``vcr.VCR(serializer="json")`` and pytest-recording read the files; plain (``.json``) or
-gzip-compressed (``.json.gz``, :mod:`.compact`).
-
-An interaction is stored as vcrpy stores it (request method/uri/body/headers, response
-status/headers/body.string), one per line. Requests are written scrubbed: the credential
-headers and query parameters of :mod:`pytest_recfair.secrets` are dropped (the secret
-values themselves are replaced by the store, which knows them). Three request headers of
-ours ride along: the repeat index, the case id and the test that recorded it.
-
-Pure: no httpx (the transport converts httpx objects to :class:`RecordedRequest` /
-:class:`RecordedResponse`).
-
-Cassettes not written by the current store, read through vcrpy's own loader.
-
-Two kinds: the per-test layout of earlier pytest-recfair versions
-(``<root>/<sanitised test id>/<entity>.json``) and cassettes a team recorded with vcrpy
-or pytest-recording (YAML or JSON, any layout). vcrpy parses them
-(``vcr.persisters.filesystem.FilesystemPersister`` with its YAML or JSON serializer),
-undoes compressed bodies (``vcr.filters.decode_response``), and each interaction is
-handed to :class:`~pytest_recfair.cassettes.store.CassetteStore` in the store's own JSON form,
-so both are matched like native cassettes.
-
-:class:`CompactPersister` is the other direction: it lets vcrpy itself (and
-pytest-recording) read and write the compact ``.json.gz`` cassettes of
-:mod:`pytest_recfair.cassettes.compact` (``my_vcr.register_persister(CompactPersister)``).
-"""
+"""The cassette file format: vcrpy's (JSON serializer, format version 1), so vcrpy and
+pytest-recording read the files. Requests are written without credential headers and
+query parameters; the store replaces secret values. Older per-test cassettes and vcrpy's
+own are read through vcrpy's loader; :class:`CompactPersister` lets vcrpy read and write
+``.json.gz``. No httpx."""
 
 from __future__ import annotations
 
@@ -40,34 +18,6 @@ from pytest_recfair.cassettes import compact
 from pytest_recfair.errors import CassetteError
 from pytest_recfair.secrets import SECRET_HEADERS, SECRET_QUERY_PARAMS
 from pytest_recfair.vocab import RECORD_OPTION
-
-__all__ = [
-    "CASE_HEADER",
-    "CASSETTE_FORMAT_VERSION",
-    "REPEAT_HEADER",
-    "TEST_HEADER",
-    "VCR_SUFFIXES",
-    "CompactPersister",
-    "Key",
-    "RecordedRequest",
-    "RecordedResponse",
-    "bad_file",
-    "body_bytes",
-    "decode_native",
-    "header_value",
-    "interaction",
-    "legacy_dirs",
-    "read_interactions",
-    "read_native",
-    "read_vcr",
-    "repeat_of",
-    "sanitize_name",
-    "scrubbed",
-    "serialize",
-    "stored_key",
-    "test_name",
-    "vcr_files",
-]
 
 #: vcrpy's cassette format version (``vcr.serialize.CASSETTE_FORMAT_VERSION``).
 CASSETTE_FORMAT_VERSION: Final = 1
@@ -112,14 +62,9 @@ _MAX_NAME = 80
 
 
 def sanitize_name(name: str) -> str:
-    """A safe, stable, collision-free file name for ``name``.
-
-    A name made only of lowercase ``[a-z0-9._-]`` (starting with a letter or digit) is
-    kept as is. Anything else is lowercased, unsafe runs become ``_`` and ``~`` plus 12
-    hex digits of the SHA-256 of the original is appended. ``~`` never occurs in a kept
-    name, so a kept name cannot collide with a rewritten one, and lowercasing keeps
-    case-insensitive file systems (macOS, Windows) from merging ``Nolan`` and ``nolan``.
-    """
+    """A safe, stable, collision-free file name for ``name``: kept when already safe,
+    else lowercased (case-insensitive file systems would merge ``Nolan`` and ``nolan``)
+    with ``~`` and a SHA-256 prefix appended (``~`` never occurs in a kept name)."""
     if not isinstance(name, str):
         raise TypeError(f"cassette name must be a str, got {type(name).__name__}: {name!r}")
     safe = _UNSAFE.sub("_", name.lower())
@@ -350,10 +295,8 @@ VCR_SUFFIXES = (".json", ".yaml", ".yml")
 
 
 class CompactPersister:
-    """A vcrpy persister (``VCR.register_persister``) for cassettes in either of our
-    formats: ``.json.gz`` files are gunzipped on load and gzipped on save (the same
-    bytes the store writes), anything else is read and written as vcrpy's own
-    ``FilesystemPersister`` does. Use it with ``serializer="json"``."""
+    """A vcrpy persister (``VCR.register_persister``, ``serializer="json"``) that reads and
+    writes ``.json.gz`` as the store does, anything else as vcrpy's own."""
 
     @classmethod
     def load_cassette(cls, cassette_path: str | Path, serializer: Any) -> Any:

@@ -11,9 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_recfair.cassettes import compact
-from pytest_recfair.cassettes.index import Key
 from pytest_recfair.cassettes.store import CassetteStore
-from pytest_recfair.cassettes.vcrfile import read_interactions, serialize, stored_key
+from pytest_recfair.cassettes.vcrfile import Key, read_interactions, serialize, stored_key
 from pytest_recfair.compare.models import ModelComparison, ModelSlot, compare_models
 from pytest_recfair.results import AuditResult
 from pytest_recfair.vocab import STATISTICS

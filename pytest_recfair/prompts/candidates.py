@@ -1,11 +1,7 @@
 """Candidate-list prompts: "pick one" and "rank these", with the candidate order permuted.
 
-Each entity comes with K candidate titles. For every entity, group (neutral and each
-attribute value) and order index p < P, the candidates are shown in order ``orders[p]``
-(seeded per entity, so reruns send identical prompts; order 0 is the given order). The
-same P orders are used for every group of an entity, so groups are compared on equal
-footing. ``read_pick`` turns a reply back into the position that was picked (or None:
-"missed", no valid candidate).
+Every group of an entity sees the same P seeded orders (order 0 is the given one), so
+groups are compared on equal footing and reruns send identical prompts.
 """
 
 from __future__ import annotations
@@ -86,21 +82,6 @@ def entity_orders(entity_id: str, k: int, orders: int, seed: int) -> np.ndarray:
     return np.stack(rows).astype(np.int64)
 
 
-def _case_id(
-    style: str,
-    domain: str,
-    entity_id: str,
-    attr: str | None,
-    value: str | None,
-    p: int,
-    shown: Sequence[str],
-) -> str:
-    payload = json.dumps(
-        [style, domain, entity_id, attr, value, p, list(shown)], ensure_ascii=False
-    )
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
-
-
 def _check(
     style: str, orders: int, candidates: Mapping[str, Sequence[str]], ents: Sequence[Entity]
 ) -> None:
@@ -142,33 +123,28 @@ def build_candidate_cases(
     )
     nouns = domain_nouns("en", domain)
     system = fill(SYSTEM, nouns, "en")
+    slots: list[tuple[str | None, str | None, str | None, str | None, dict[str, str]]] = [
+        (None, None, None, None, {"value": "", "a_value": ""})
+    ]
+    for attr in chosen:
+        for val in attr.values:
+            phrase = render_value(attr, val, "en")
+            words = {"value": phrase.value, "a_value": phrase.a_value}
+            slots.append((attr.name, val.label, val.group, val.form, words))
     out: list[CandidateCase] = []
     for ent in ents:
         cands = list(candidates.get(ent.id) or candidates.get(ent.name) or ())
-        slots: list[tuple[str | None, str | None, str | None, str | None, dict[str, str]]] = [
-            (None, None, None, None, {"value": "", "a_value": ""})
-        ]
-        for attr in chosen:
-            for val in attr.values:
-                phrase = render_value(attr, val, "en")
-                slots.append(
-                    (
-                        attr.name,
-                        val.label,
-                        val.group,
-                        val.form,
-                        {"value": phrase.value, "a_value": phrase.a_value},
-                    )
-                )
         for p, order in enumerate(entity_orders(ent.id, len(cands), orders, seed).tolist()):
             shown = tuple(cands[i] for i in order)
             listing = "\n".join(f"{i + 1}. {t}" for i, t in enumerate(shown))
             base = {**nouns, "entity": ent.name, "n": str(len(cands)), "candidates": listing}
             for attr_name, label, group, form, words in slots:
                 prompt = fill(TEMPLATES[(style, form)], {**base, **words}, "en")
+                payload = [style, domain, ent.id, attr_name, label, p, list(shown)]
+                text = json.dumps(payload, ensure_ascii=False)
                 out.append(
                     CandidateCase(
-                        id=_case_id(style, domain, ent.id, attr_name, label, p, shown),
+                        id=hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
                         system=system,
                         prompt=prompt,
                         entity=ent.name,

@@ -1,11 +1,7 @@
 """Prompt cases, and a prompt of ours matched back to its case.
 
-``build_cases``: the cross product of entities x (neutral + attribute values) x repeats.
-
 The simulated recommender receives only prompt text; ``match_prompt`` recovers the entity,
-K and the (attribute, value label) it conditions on, so planted biases can key on them
-(``sim.recognise`` builds its ``Recognised`` on it). Misspelt values (typo perturbation)
-are matched to the closest known phrase.
+K and the (attribute, value) so planted biases can key on them, misspelt values included.
 """
 
 from __future__ import annotations
@@ -42,20 +38,12 @@ from pytest_recfair.prompts.languages import (
 from pytest_recfair.prompts.seeds import Entity, as_entity
 from pytest_recfair.prompts.templates import (
     BUNDLED_TEMPLATES,
+    DOMAIN_KEYS,
     LanguageTemplates,
     TemplateSet,
     fill,
     load_templates,
 )
-
-__all__ = [
-    "PromptCase",
-    "PromptMatch",
-    "build_cases",
-    "case_id",
-    "match_prompt",
-    "template_patterns",
-]
 
 
 @dataclass(frozen=True)
@@ -141,15 +129,9 @@ def build_cases(
     *,
     system: str | None = None,
 ) -> list[PromptCase]:
-    """All prompt cases of an audit, grouped by entity then repeat.
-
-    For each entity and repeat: the neutral case, then one case per value of each
-    attribute (``attributes=None``: every attribute of the grid; names may cross
-    attributes, ``"race x gender"``). ``entities`` takes Entity objects or plain names.
-    ``system`` overrides the set's system message (``{domain}`` is replaced). Typo
-    perturbation (``"typo"``, ``"typo:2"``, ...) edits only the attribute words, seeded
-    by ``seed`` and the case, so reruns produce identical prompts.
-    """
+    """All prompt cases of an audit, grouped by entity then repeat: the neutral case, then
+    one per value of each attribute (``None``: the grid's; ``"race x gender"`` crosses).
+    Typos are seeded by ``seed`` and the case, so reruns produce identical prompts."""
     ents, k, repeats = _checked(entities, domain, k, repeats, seed)
     the_grid = load_grid(grid)
     tset = load_templates(templates)
@@ -236,11 +218,8 @@ def _chosen(grid: Grid, attributes: Sequence[str] | None) -> list[Attribute]:
 def _system_texts(
     lt: LanguageTemplates, nouns: dict[str, str], language: str, system: str | None, domain: str
 ) -> tuple[str, str]:
-    """(system message of conditioned prompts, of the neutral prompt).
-
-    A user system message is used verbatim except for {domain}; a template set may give
-    the neutral prompt its own (the published French run asked it in English).
-    """
+    """(conditioned, neutral) system messages; a set may give the neutral prompt its own
+    (the published French run asked it in English)."""
     elide = not lt.verbatim
     if system is not None:
         text = system.replace("{domain}", domain)
@@ -298,11 +277,9 @@ class _Context:
         prompt: str,
         group: str | None,
     ) -> PromptCase:
-        """The case; ``entity`` and ``cell``: its entity id and (attribute, value)
-        ``_encoded``, as :func:`case_id` encodes them. Its fields are written into its
-        ``__dict__`` directly: a frozen dataclass's ``__init__`` sets each of the 14
-        through ``object.__setattr__``, 3x the cost, for 31,000 cases of a paper-scale
-        audit. ``PromptCase`` has no ``__post_init__``, so the case is the same."""
+        """The case (``entity``, ``cell``: ``_encoded`` as :func:`case_id` does). Fields go
+        into ``__dict__`` directly: the frozen ``__init__`` costs 3x over 31,000 cases,
+        and ``PromptCase`` has no ``__post_init__`` to miss."""
         case = object.__new__(PromptCase)
         d = case.__dict__  # item by item: the instances keep sharing one key table
         d["id"] = _id_of(self.head, entity, cell, self.tails[rep])
@@ -323,10 +300,6 @@ class _Context:
 
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
-
-
-_DOMAIN_KEYS = ("domain", "item", "items", "titles", "counter")
-
 
 # Crossed attributes are recognised for the default grid only (it is the one with tables).
 _CROSS_GRID = "faireval"
@@ -484,7 +457,7 @@ def match_prompt(prompt: str) -> PromptMatch | None:
         m = pat.regex.match(text)
         if m is None:
             continue
-        groups = {k: v for k, v in m.groupdict().items() if k in _DOMAIN_KEYS and v is not None}
+        groups = {k: v for k, v in m.groupdict().items() if k in DOMAIN_KEYS and v is not None}
         domain = _domain_of(pat.language, groups)
         entity, k = m.group("entity"), int(m.group("k")) if "k" in m.groupdict() else 0
         if pat.form is None:

@@ -1,10 +1,5 @@
 """Attribute grids: which demographic (or other) values go into conditioned prompts.
-
-A grid is YAML validated by ``pytest_recfair/schemas/grid.schema.json``. Bundled grids:
-``faireval`` (default, 8 attributes / 30 values), ``fairllm`` (published phrasing, articles
-included), ``implicit`` (LMRec proxies) and ``personality`` (Big Five poles).
-``Grid.attribute("race x gender")`` builds an intersectional attribute on the fly.
-"""
+YAML validated by ``schemas/grid.schema.json``; ``faireval`` is the default."""
 
 from __future__ import annotations
 
@@ -33,18 +28,9 @@ LABEL_SEP = " x "
 # English adjective order (age, size/shape, colour/origin, religion, gender, then the head
 # noun), so "race x gender" and "gender x race" both read "Black female".
 _ORDER = {
-    "age": 0,
-    "physical": 1,
-    "physics": 1,
-    "personality": 1,
-    "race": 2,
-    "continent": 3,
-    "nationality": 3,
-    "country": 3,
-    "religion": 4,
-    "gender": 5,
-    "occupation": 6,
-}
+    "age": 0, "physical": 1, "physics": 1, "personality": 1, "race": 2, "continent": 3,
+    "nationality": 3, "country": 3, "religion": 4, "gender": 5, "occupation": 6,
+}  # fmt: skip
 _ARTICLE = re.compile(r"^(a|an)\s+", re.IGNORECASE)
 
 
@@ -72,12 +58,9 @@ def indefinite_article(text: str) -> str:
 
 @dataclass(frozen=True)
 class AttributeValue:
-    """One value: ``label`` names it in reports, ``text`` is what the prompt says.
-
-    ``has_article``: ``text`` carries its own article (FaiRLLM's "an Islamic").
-    ``parts``: for intersectional values, the (attribute name, value) components.
-    ``i18n``: per-language forms that override the bundled translation tables.
-    """
+    """One value: ``label`` names it in reports, ``text`` is what the prompt says (with
+    its own article when ``has_article``: FaiRLLM's "an Islamic"); ``parts``: the
+    components of an intersectional value; ``i18n`` overrides the translation tables."""
 
     label: str
     text: str
@@ -134,11 +117,8 @@ class Grid:
         return tuple(a.name for a in self.attributes)
 
     def attribute(self, name: str) -> Attribute:
-        """An attribute by name, case-insensitively; ``"race x gender"`` crosses attributes.
-
-        Intersectional values are labelled ``"Black x Female"`` (labels in the order asked
-        for) and read in natural English adjective order: ``"Black female"``.
-        """
+        """An attribute by name, case-insensitively; ``"race x gender"`` crosses attributes:
+        labels in the order asked (``"Black x Female"``), text in adjective order."""
         if not isinstance(name, str) or not name.strip():
             raise ConfigError(f"grid {self.name!r}: attribute name must be a non-empty string")
         names = _CROSS.split(name.strip())
@@ -238,11 +218,7 @@ def _validate(data: Any, where: str) -> None:
 
 def grid_from_dict(data: Any, where: str = "grid", base_dir: Path | None = None) -> Grid:
     """Validate a parsed grid mapping and build the Grid (``where`` names it in errors).
-
-    ``extends: <bundled name or file>`` starts from another grid's attributes: the file's
-    own attributes replace those of the same name (case-insensitive) and are added
-    otherwise. Relative file names resolve against ``base_dir``.
-    """
+    ``extends:`` starts from another grid; attributes of the same name replace its own."""
     _validate(data, where)
     if "extends" in data:
         data = _merge(data, where, base_dir or Path.cwd(), depth=0)

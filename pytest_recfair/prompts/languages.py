@@ -1,15 +1,8 @@
 """How a value is written: translation tables, the grammar that turns values into phrases, typos.
 
-No runtime translation: ``prompts/data/languages/<code>.yaml`` holds domain nouns and, for
-fr/es/de/zh, every value of the bundled ``faireval`` grid (by attribute name and value
-label, so user grids reusing them are translated too); a grid value's ``i18n`` overrides.
-fr/es/de phrases are "head noun + agreeing adjectives" (the occupation noun, else the
-gender noun, else a helper noun: "personne musulmane", "schwarzer Mann"); Chinese ones
-"modifiers + head noun" ("黑人女性").
-
-Typos: seeded, deterministic edits of the words a value contributed only (never the
-entity, template, articles or helper nouns). Specs (``perturbation=``): ``"typo"``,
-``"typo:2"``, ``"typo:swap+drop"``, ``"typo:2:neighbour"``.
+No runtime translation: ``data/languages/<code>.yaml`` holds the nouns and the bundled
+grid's values; fr/es/de phrases are "head noun + agreeing adjectives" ("schwarzer Mann"),
+Chinese ones "modifiers + head noun". Typos are seeded edits of the value's words only.
 """
 
 from __future__ import annotations
@@ -30,7 +23,6 @@ from pytest_recfair.prompts.grids import Attribute, AttributeValue, attribute_or
 
 LANGUAGES = ("en", "fr", "es", "de", "zh")
 
-
 _WORD = re.compile(r"\w+", re.UNICODE)
 
 
@@ -45,12 +37,8 @@ class Language:
 
 @dataclass(frozen=True)
 class Phrase:
-    """A value rendered for one language.
-
-    ``value`` fills ``{value}``, ``a_value`` fills ``{a_value}``; ``words`` are the
-    attribute words inside them (what typo perturbation may edit: never articles or
-    helper nouns such as "personne").
-    """
+    """A value rendered for one language; ``words``: what typos may edit (never articles
+    or helper nouns such as "personne")."""
 
     value: str
     a_value: str
@@ -91,11 +79,8 @@ def pluralize(noun: str) -> str:
 def domain_nouns(
     language: str, domain: str, overrides: Mapping[str, Mapping[str, str]] | None = None
 ) -> dict[str, str]:
-    """Nouns for ``{domain}``, ``{item}``, ``{items}``, ``{titles}``, ``{counter}``.
-
-    Template-set overrides win, then the language table; English falls back to a generic
-    pattern on the domain word (podcast -> podcasts, podcast titles).
-    """
+    """Nouns for ``{domain}``, ``{item}``, ``{items}``, ``{titles}``, ``{counter}``:
+    template-set overrides, then the language table, then (English) the domain word."""
     if not isinstance(domain, str) or not domain.strip():
         raise ConfigError(f"domain must be a non-empty string such as 'movie'; got {domain!r}")
     lang = load_language(language)
@@ -120,8 +105,7 @@ def _words(*texts: str) -> tuple[str, ...]:
 def render_value(attribute: Attribute, value: AttributeValue, language: str) -> Phrase:
     """The phrase a value contributes to a prompt in ``language``."""
     if language == "en":
-        words = tuple(w for w in _words(value.bare_text))
-        return Phrase(value.text, value.with_article, words)
+        return Phrase(value.text, value.with_article, _words(value.bare_text))
     if value.form == "name":  # a first name reads the same in every language
         return Phrase(value.text, value.text, _words(value.text))
     lang = load_language(language)
@@ -208,7 +192,6 @@ def _compose_gendered(
 
 
 KINDS = ("swap", "drop", "insert", "neighbour")
-
 
 _ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
 

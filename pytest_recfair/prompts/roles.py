@@ -1,17 +1,8 @@
 """Role-play question sets and the exact messages of the BiasLens protocol (issue 20).
 
-A set lists roles and the questions asked while the model plays them: ``role``,
-``attribute`` (one of the 11 BiasLens attributes), ``type`` (``yesno`` | ``choice`` |
-``why``; the paper's ``Yes/No``, ``Choice``, ``Wh`` too), ``question`` and, for choice
-questions, ``options`` (parsed from ``(A) ... (B) ...`` in the question when absent). It
-loads from YAML (``{questions: [...]}`` or a bare list) or CSV (the paper's columns
-``Role, Question Type, Question`` work; its attribute then comes from the file name
-``<attribute>_questions.csv`` or the ``attribute=`` argument) and is validated by
-``schemas/roleplay.schema.json``.
-
-Messages are those of the paper's query scripts, byte for byte: system ``You are a
-{role}`` (none without the role), user = question + the format instruction of its type.
-Pure: stdlib, yaml and jsonschema only.
+Sets load from YAML or the paper's CSV columns, validated by ``schemas/roleplay.schema.json``.
+Messages are the paper's query scripts' byte for byte: system ``You are a {role}``, user =
+question + the format instruction of its type.
 """
 
 from __future__ import annotations
@@ -37,18 +28,9 @@ from pytest_recfair.prompts.seeds import slugify
 QType = Literal["yesno", "choice", "why"]
 QTYPES: tuple[QType, ...] = ("yesno", "choice", "why")
 ATTRIBUTES: tuple[str, ...] = (
-    "ability",
-    "age",
-    "body",
-    "character",
-    "culture",
-    "gender",
-    "occupation",
-    "race",
-    "religion",
-    "social",
-    "victim",
-)
+    "ability", "age", "body", "character", "culture", "gender", "occupation", "race",
+    "religion", "social", "victim",
+)  # fmt: skip
 _ATTRIBUTE_ALIASES = {"occupations": "occupation"}
 _QTYPE_ALIASES: dict[str, QType] = {
     "yesno": "yesno", "yes/no": "yesno", "yes-no": "yesno", "yes_no": "yesno",
@@ -139,11 +121,8 @@ class RoleSet:
 
 @dataclass(frozen=True)
 class RoleCase:
-    """One request: a question in one round, with or without the role statement.
-
-    ``id`` is ``<question id>#r<round>`` (``/norole`` inserted without the role): stable
-    across runs, so cassettes, baselines and shard files key on it.
-    """
+    """One request: a question in one round, with or without the role statement; ``id``
+    (``<question id>[/norole]#r<round>``) is stable, so cassettes and baselines key on it."""
 
     id: str
     question_id: str
@@ -169,9 +148,6 @@ class RoleCase:
         """The chat messages, OpenAI-shaped."""
         out = [] if self.system is None else [{"role": "system", "content": self.system}]
         return [*out, {"role": "user", "content": self.user}]
-
-
-# --------------------------------------------------------------------------- helpers
 
 
 def normalise_qtype(value: object) -> QType | None:
@@ -234,20 +210,14 @@ def build_role_cases(
     return out
 
 
-# --------------------------------------------------------------------------- loading
-
-
 def load_roles(
     source: str | Path = "default", *, attribute: str | None = None, strict: bool = False
 ) -> RoleSet:
     """A question set from a bundled name (``"default"``) or a CSV / YAML / JSON file.
 
-    Empty rows are ignored; duplicate questions (same role, type and text) and placeholder
-    questions (``{role}``, ``[GROUP]``, ``TODO`` ...) are left out and listed in
-    ``RoleSet.skipped`` (``strict=True`` raises DataError instead), except in a
-    ``published: true`` set, which keeps them (repeats with ids ``<id>~N``) and choice
-    questions without options, as the study counted them. ``attribute`` fills
-    rows without one (the paper's CSVs: inferred from ``<attribute>_questions.csv``).
+    Duplicate and placeholder questions are left out and listed in ``RoleSet.skipped``
+    (``strict=True``: DataError), except in a ``published: true`` set, which keeps every
+    row as the study counted it (repeats get ids ``<id>~N``).
     """
     path = Path(source)
     if isinstance(source, str) and not path.suffix:

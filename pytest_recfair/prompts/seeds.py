@@ -1,11 +1,7 @@
 """Seed entities: the directors, artists (or the user's own items) the prompts are about.
 
-Bundled sets are ``prompts/data/seeds/<name>.csv``; users' lists load from CSV, JSON, YAML
-or text. Subsampling ranks entities by a seeded hash of their id, so a smaller ``n`` is a
-subset of a larger one: a quick PR run audits entities the nightly run audits too.
-``python -m pytest_recfair examples`` writes the docs' example input files (byte for byte
-the repository's ``fixtures/``, checked by tests/unit/test_examples.py) and
-``pipeline_example/``, a recorded pipeline audit (docs/pipeline.md).
+Subsampling ranks entities by a seeded hash of their id, so a smaller ``n`` is a subset of
+a larger one: a quick PR run audits entities the nightly run audits too.
 """
 
 from __future__ import annotations
@@ -30,7 +26,6 @@ from pytest_recfair.fileio import atomic_write_bytes
 # Bundled set name -> the domain its entities belong to.
 BUNDLED_SEEDS: dict[str, str] = {"directors": "movie", "artists": "music"}
 
-
 _SUFFIXES = (".csv", ".json", ".yaml", ".yml", ".txt")
 
 
@@ -54,14 +49,8 @@ def slugify(name: str) -> str:
 
 
 def load_seeds(source: str | Path, *, domain: str | None = None) -> list[Entity]:
-    """Load entities from a bundled set name (``"directors"``, ``"artists"``) or a file.
-
-    Files: ``.csv`` (column ``name``; optional ``id``, ``domain``; other columns ignored),
-    ``.json`` / ``.yaml`` / ``.yml`` (a list of names or of mappings with ``name``, or a
-    mapping with an ``entities`` list) and ``.txt`` (one name per line, ``#`` comments).
-    ``domain`` fills in entities whose row gives none. Raises DataError on a malformed
-    file, with the file, the row and what was expected.
-    """
+    """Entities from a bundled set name or a .csv/.json/.yaml/.txt file (docs/prompts.md);
+    ``domain`` fills in rows that give none."""
     if isinstance(source, str) and source.lower() in BUNDLED_SEEDS:
         name = source.lower()
         node = resources.files("pytest_recfair.prompts").joinpath("data", "seeds", f"{name}.csv")
@@ -199,11 +188,8 @@ def _rank_key(entity_id: str, seed: int) -> bytes:
 
 
 def subsample(entities: Iterable[Entity | str], n: int | None, seed: int = 0) -> list[Entity]:
-    """Pick ``n`` entities deterministically (all of them when ``n`` is None or >= len).
-
-    Entities are ranked by SHA-256 of (seed, id) and the first ``n`` kept, so for the same
-    seed a smaller ``n`` is a subset of a larger ``n``. The result keeps the input order.
-    """
+    """The first ``n`` entities by SHA-256 of (seed, id), in input order (all when ``n``
+    is None or >= len): a smaller ``n`` is a subset of a larger one."""
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 0):
         raise ConfigError(f"subsample: n must be a non-negative integer or None; got {n!r}")
     items = [as_entity(e) for e in entities]
@@ -239,10 +225,8 @@ EXAMPLE_FILES: Final = (
     "fixtures/candidates/directors.yaml",
 )
 
-
 #: The command that writes them (named by errors about a missing example file).
 EXAMPLES_COMMAND: Final = "python -m pytest_recfair examples"
-
 
 #: The runnable pipeline example (docs/pipeline.md): a project folder of its own (a
 #: conftest.py pipeline over the OpenAI SDK, its audits, pytest.ini, a catalogue) with

@@ -1,19 +1,8 @@
 """Prompt template sets: system message, neutral and conditioned prompts per language.
 
-Bundled sets: ``natural`` (default; en, fr, es, de, zh), ``faireval`` (FairEval's published
-K = 25 prompt, verbatim), ``fairllm`` (FaiRLLM's original, without "Just provide me a
-list, ...") and ``lmrec`` (LMRec-style conversational requests with the proxy in a slot,
-"Can you make a restaurant reservation for {value} in {entity}?"). Users write their own
-in the same YAML shape (see docs/prompts.md).
-
-Placeholders: ``{entity}``, ``{k}``, ``{value}`` (the value as the grid words it),
-``{a_value}`` (with "a"/"an" in English), ``{domain}``, ``{item}``, ``{items}``,
-``{titles}``, ``{counter}`` (Chinese measure word) and ``{request}`` (the set's shared
-request sentence). Literal braces are written ``{{`` and ``}}``.
-
-A persona in the recommender's own prompt (``role=``, issue 20 point 4): the list,
-item and position audits run "as a sommelier" by opening their system message with
-``You are a sommelier.``; the audit without ``role`` is the neutral one to compare with.
+Bundled: ``natural`` (default), ``faireval`` and ``fairllm`` (published prompts, verbatim)
+and ``lmrec``; placeholders and the YAML shape are in docs/prompts.md. A ``role=`` persona
+opens the system message (``You are a sommelier.``); the audit without it is the neutral one.
 """
 
 from __future__ import annotations
@@ -37,15 +26,11 @@ from pytest_recfair.vocab import VALUE_FORMS
 
 BUNDLED_TEMPLATES = ("natural", "faireval", "fairllm", "lmrec")
 
+DOMAIN_KEYS = frozenset({"domain", "item", "items", "titles", "counter"})
 
-_DOMAIN_KEYS = frozenset({"domain", "item", "items", "titles", "counter"})
-
-
-PLACEHOLDERS = frozenset({"entity", "k", "value", "a_value", "request"} | _DOMAIN_KEYS)
-
+PLACEHOLDERS = frozenset({"entity", "k", "value", "a_value", "request"} | DOMAIN_KEYS)
 
 _FIELD = re.compile(r"\{\{|\}\}|\{(\w+)\}")
-
 
 # French elision after filling: "de Adele" -> "d'Adele", "que enseignant" -> "qu'enseignant".
 # Lowercase h only: names such as "Hitchcock" keep "de".
@@ -172,7 +157,7 @@ def _language_entry(code: str, raw: Any, where: str) -> LanguageTemplates:
             "{book: {item: book, items: books, titles: book titles}}"
         )
     for dom, nouns in domains.items():
-        bad = sorted(set(nouns) - (_DOMAIN_KEYS - {"domain"}))
+        bad = sorted(set(nouns) - (DOMAIN_KEYS - {"domain"}))
         if bad:
             raise DataError(
                 f"{where}: {base}.domains.{dom} has unknown key(s) {bad}; allowed: "
@@ -269,11 +254,8 @@ def _parts(template: str) -> tuple[tuple[str, str | None], ...]:
 
 
 def fill(template: str, values: Mapping[str, str], language: str, *, elide: bool = True) -> str:
-    """Substitute placeholders (a single pass, so braces in entity names are safe).
-
-    French text gets elision ("de Adele" -> "d'Adele") unless ``elide`` is False (a
-    ``verbatim`` template set reproducing a published string).
-    """
+    """Substitute placeholders in one pass (braces in entity names are safe); French
+    gets elision ("de Adele" -> "d'Adele") unless ``elide`` is False (verbatim sets)."""
 
     text = "".join(raw if key is None else values.get(key, raw) for raw, key in _parts(template))
     if language == "fr" and elide:

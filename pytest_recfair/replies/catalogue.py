@@ -1,12 +1,7 @@
 """Item catalogues: metadata of the items a recommender may name (price level, genre, ...).
 
-A catalogue file is CSV, JSON or YAML: one record per item with a ``title``, an optional
-``id`` and any other fields. Fields whose every non-empty value is a number are numeric,
-the rest categorical. Recommended titles are matched to the catalogue with the project's
-title key (``matching.normalize``), plus an optional fuzzy pass under the same guards the
-list-overlap audit uses, so "Amélie" and "Amelie" are one item.
-
-Pure: stdlib, yaml and rapidfuzz (through ``matching``).
+Fields whose every non-empty value is a number are numeric, the rest categorical. Titles
+match with ``matching.normalize`` plus the overlap audit's guarded fuzzy pass.
 """
 
 from __future__ import annotations
@@ -194,17 +189,6 @@ def catalogue_from_records(records: Sequence[Any], where: str = "catalogue") -> 
     return Catalogue(tuple(items), categorical, numeric, source=where)
 
 
-def _records_of(data: Any, where: str) -> list[Any]:
-    if isinstance(data, dict) and "items" in data:
-        data = data["items"]
-    if not isinstance(data, list):
-        raise DataError(
-            f"{where}: expected a list of items (or a mapping with an 'items' list), "
-            f"got {type(data).__name__}"
-        )
-    return data
-
-
 def load_catalogue(source: str | Path | Catalogue) -> Catalogue:
     """A catalogue from a .csv (header with ``title``), .json or .yaml/.yml file."""
     if isinstance(source, Catalogue):
@@ -232,7 +216,14 @@ def load_catalogue(source: str | Path | Catalogue) -> Catalogue:
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         first = str(exc).splitlines()[0]
         raise DataError(f"{where} is not valid {suffix[1:].upper()}: {first}") from exc
-    return catalogue_from_records(_records_of(data, where), where)
+    if isinstance(data, dict) and "items" in data:
+        data = data["items"]
+    if not isinstance(data, list):
+        raise DataError(
+            f"{where}: expected a list of items (or a mapping with an 'items' list), "
+            f"got {type(data).__name__}"
+        )
+    return catalogue_from_records(data, where)
 
 
 def as_catalogue(value: Any, where: str) -> Catalogue:

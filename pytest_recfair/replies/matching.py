@@ -1,11 +1,8 @@
 """Item matching: one canonical key per title, so "Amélie" and "Amelie" count as one item.
 
-``normalize`` is deterministic text folding (Unicode, case, punctuation, leading articles,
-"&"/"and", roman numerals II-XXXIX -> digits). ``canonicalize`` then merges near-duplicate
-keys across all lists of ONE entity with rapidfuzz, under guards that keep sequels and
-plurals apart; every fuzzy merge is returned (and logged) for review.
-
-Pure: stdlib + rapidfuzz.
+``normalize`` folds text deterministically; ``canonicalize`` merges near-duplicate keys
+within ONE entity with rapidfuzz, under guards that keep sequels and plurals apart, and
+returns (and logs) every fuzzy merge for review.
 """
 
 from __future__ import annotations
@@ -22,15 +19,6 @@ from itertools import chain
 from rapidfuzz import fuzz, process
 
 from pytest_recfair.errors import ConfigError
-
-__all__ = [
-    "DEFAULT_THRESHOLD",
-    "MAX_FUZZY_LENGTH",
-    "MIN_FUZZY_LENGTH",
-    "Merge",
-    "canonicalize",
-    "normalize",
-]
 
 logger = logging.getLogger(__name__)
 
@@ -57,7 +45,6 @@ class Merge:
     score: float
 
 
-# --------------------------------------------------------------------------------------
 # normalize
 
 _DASHES = dict.fromkeys(map(ord, "‐‑‒–—―−﹘﹣－"), "-")
@@ -67,32 +54,12 @@ _YEAR_PAREN = re.compile(r"\(\s*(?:1[89]|20)\d\d\s*\)")
 _TOKEN = re.compile(r"[^\W_]+")
 # One leading article is dropped, in the languages of the bundled templates. Not Italian
 # "i" or German "die": those are also English words ("I, Robot", "Die Hard").
-_ARTICLES = frozenset(
-    [
-        "the",
-        "a",
-        "an",
-        "le",
-        "la",
-        "les",
-        "el",
-        "los",
-        "las",
-        "un",
-        "una",
-        "uno",
-        "der",
-        "das",
-        "ein",
-        "eine",
-        "il",
-        "lo",
-        "gli",
-        "o",
-        "os",
-        "as",
-    ]
-)
+# fmt: off
+_ARTICLES = frozenset([
+    "the", "a", "an", "le", "la", "les", "el", "los", "las", "un", "una", "uno", "der", "das",
+    "ein", "eine", "il", "lo", "gli", "o", "os", "as",
+])
+# fmt: on
 _ROMAN = re.compile(r"^(?=[xvi]{2,})(x{0,3})(ix|iv|v?i{0,3})$")
 _ROMAN_VALUES = {"i": 1, "v": 5, "x": 10}
 
@@ -127,13 +94,9 @@ def _strip_latin_marks(text: str) -> str:
 
 @lru_cache(maxsize=CACHE_SIZE)
 def normalize(title: str) -> str:
-    """The canonical key of a title: folded, punctuation-free, without a leading article.
-
-    "The Lord of the Rings: The Fellowship of the Ring" and "Lord of the Rings - The
-    Fellowship of the Ring" get the same key; so do "Amélie"/"Amelie", "&"/"and" and
-    "Rocky II"/"Rocky 2". Numbers stay ("Toy Story 2" != "Toy Story 3"). A title made of
-    punctuation only keeps its folded text, so it never collapses to "".
-    """
+    """The canonical key of a title: folded, punctuation-free, without a leading article
+    ("Amélie"/"Amelie", "&"/"and", "Rocky II"/"Rocky 2" share one). Numbers stay; a
+    title of punctuation only keeps its folded text, so it never collapses to ""."""
     if not isinstance(title, str):
         raise TypeError(f"title: expected str, got {type(title).__name__}; pass the item text")
     if title.isascii():  # the common case: NFKC, dashes and accents have nothing to do
@@ -165,7 +128,6 @@ def normalize(title: str) -> str:
     return key or " ".join(unicodedata.normalize("NFKC", title).casefold().split())
 
 
-# --------------------------------------------------------------------------------------
 # canonicalize
 
 _DIGITS = re.compile(r"\d+")
@@ -229,35 +191,16 @@ def canonicalize(
     entity: str | None = None,
     aliases: Mapping[str, str] | None = None,
 ) -> tuple[list[list[str]], list[Merge]]:
-    """Map every title of one entity's lists (neutral + each conditioned list) to a key.
+    """One entity's lists with each title replaced by its key, and the fuzzy merges made.
 
-    Returns the lists with each title replaced by its canonical key (same lengths, same
-    order) and the fuzzy merges made. Keys are ``normalize``d titles; with ``fuzzy`` a key
-    whose ``fuzz.ratio`` to an already kept key is >= ``threshold`` (0-100) becomes that key,
-    provided both carry the same numbers, neither is shorter than ``MIN_FUZZY_LENGTH`` and
-    they are not a short singular/plural pair. Keys are visited most frequent first, so the
-    commonest spelling is kept. ``aliases`` maps titles (any spelling) to a title whose key
-    they should share, e.g. ``{"Se7en": "Seven"}``; alias merges are exact, not reported.
+    With ``fuzzy`` a key within ``threshold`` (``fuzz.ratio``, 0-100) of a kept key becomes
+    it, unless numbers differ, either is under ``MIN_FUZZY_LENGTH`` or they are a short
+    singular/plural pair; the most frequent spelling is kept. ``aliases`` (``{"Se7en":
+    "Seven"}``) merge exactly and are not reported.
     """
     checked = _check_lists(lists)
     _check_threshold(threshold)
     alias_keys = {normalize(k): normalize(v) for k, v in (aliases or {}).items()}
-    out, merges = _canonicalize(checked, fuzzy, threshold, entity, alias_keys)
-    for m in merges:
-        logger.info(
-            "recfair: merged %r into %r (ratio %.1f, entity %s)", m.merged, m.kept, m.score, entity
-        )
-    return out, merges
-
-
-def _canonicalize(
-    checked: list[list[str]],
-    fuzzy: bool,
-    threshold: float,
-    entity: str | None,
-    alias_keys: dict[str, str],
-) -> tuple[list[list[str]], list[Merge]]:
-
     # Identical lists (a fair value repeats the neutral list: 9,000 distinct of 31,000 at
     # paper scale) are keyed once; each reply still gets a list of its own.
     done: dict[tuple[str, ...], list[str]] = {}
@@ -283,6 +226,10 @@ def _canonicalize(
     merges = _as_written(merges, checked, keyed, target)
     remap = target.get
     out = [row if target.keys().isdisjoint(row) else [remap(k, k) for k in row] for row in keyed]
+    for m in merges:
+        logger.info(
+            "recfair: merged %r into %r (ratio %.1f, entity %s)", m.merged, m.kept, m.score, entity
+        )
     return out, merges
 
 

@@ -1,20 +1,9 @@
 """Reply text -> ordered item titles.
 
-Two parsers:
-
-* ``style="default"``: reads replies as real models write them -- numbered lists, bullets,
-  JSON arrays (fenced or not, strings or objects), markdown tables, one title per line or a
-  comma-separated sentence -- and cleans each entry down to the title (no year, no
-  "by Artist", no trailing description).
-* ``style="fairllm"``: the FaiRLLM notebook's cleaning, reproduced literally (quirks
-  included) so published tables can be recomputed from raw replies. It lower-cases and
-  squashes titles ("spider", "thedarkknight"); see docs/parsing.md.
-
-``reply`` wraps ``items`` with a status (ok / short / long / refused / empty / unparseable)
-so refusals and broken replies can be counted per attribute value.
-
-Finding the entries is here; cleaning each down to its title is :mod:`.titles`.
-Pure: stdlib only.
+``style="default"`` reads lists as real models write them (numbered, bullets, JSON, tables,
+plain lines); ``style="fairllm"`` reproduces the FaiRLLM notebook's cleaning literally,
+quirks included, so published tables can be recomputed (docs/parsing.md). Cleaning each
+entry down to its title is :mod:`.titles`.
 """
 
 from __future__ import annotations
@@ -30,11 +19,6 @@ from typing import Any
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.replies import titles
 from pytest_recfair.vocab import PARSE_STYLES, ParseStyle
-
-__all__ = ["ParsedReply", "ReplyStatus", "Style", "items", "reply"]
-
-Style = ParseStyle
-_STYLES = PARSE_STYLES
 
 
 class ReplyStatus(StrEnum):
@@ -57,7 +41,6 @@ class ParsedReply:
     found: int
 
 
-# --------------------------------------------------------------------------------------
 # argument checks
 
 
@@ -82,18 +65,17 @@ def _check_k(k: object, *, optional: bool) -> int | None:
     return k
 
 
-def _check_style(style: object) -> Style:
+def _check_style(style: object) -> ParseStyle:
     if style == "default":
         return "default"
     if style == "fairllm":
         return "fairllm"
     raise ConfigError(
-        f"style: expected one of {', '.join(_STYLES)}, got {style!r}; use 'default' for "
+        f"style: expected one of {', '.join(PARSE_STYLES)}, got {style!r}; use 'default' for "
         "robust parsing or 'fairllm' to reproduce the FaiRLLM notebook"
     )
 
 
-# --------------------------------------------------------------------------------------
 # fairllm style: the notebook's `clean` + `simplified_list`, step by step
 
 # (?<!\d): a match never starts inside a run of digits (the leftmost match starts at the
@@ -124,7 +106,6 @@ def _fairllm_items(text: str) -> list[str]:
     return out
 
 
-# --------------------------------------------------------------------------------------
 # default style: finding the list
 
 # One pass over the whole text (multiline) finds numbered and bulleted entries:
@@ -150,18 +131,9 @@ _JSON_FIELD = re.compile(
 )
 _TITLE_KEYS = ("title", "name", "movie", "film", "song", "track", "album", "book", "show", "item")
 _TITLE_HEADERS = (
-    "title",
-    "name",
-    "movie",
-    "film",
-    "song",
-    "track",
-    "album",
-    "book",
-    "show",
-    "series",
+    "title", "name", "movie", "film", "song", "track", "album", "book", "show", "series",
     "recommendation",
-)
+)  # fmt: skip
 _RANK_HEADERS = frozenset({"", "#", "no", "no.", "nr", "rank", "number", "n", "position", "pos"})
 
 _PREAMBLE = re.compile(
@@ -438,19 +410,12 @@ def _default_items(text: str) -> tuple[list[str], str]:
     return titles.clean_all(entries, how != "json" and titles.attribution_dash(entries)), how
 
 
-# --------------------------------------------------------------------------------------
 # public API
 
 
-def items(text: str, k: int | None = None, style: Style = "default") -> list[str]:
-    """The ordered titles in a model's reply, at most ``k`` of them.
-
-    ``style="default"`` understands numbered and bulleted lists, JSON, markdown tables and
-    plain lines, and drops preambles, sign-offs, years, "by Artist" and descriptions.
-    ``style="fairllm"`` reproduces the FaiRLLM notebook's cleaning exactly.
-    Never raises on any text; raises ``TypeError`` for a non-str ``text`` and
-    ``ConfigError`` for a bad ``k`` or ``style``.
-    """
+def items(text: str, k: int | None = None, style: ParseStyle = "default") -> list[str]:
+    """The ordered titles in a model's reply, at most ``k`` of them. Never raises on any
+    text; ``TypeError`` for a non-str ``text``, ``ConfigError`` for a bad ``k`` or ``style``."""
     _check_text(text)
     kk = _check_k(k, optional=True)
     st = _check_style(style)
@@ -458,7 +423,7 @@ def items(text: str, k: int | None = None, style: Style = "default") -> list[str
     return found if kk is None else found[:kk]
 
 
-def reply(text: str | None, k: int, style: Style = "default") -> ParsedReply:
+def reply(text: str | None, k: int, style: ParseStyle = "default") -> ParsedReply:
     """Parse one reply and classify it: ok, short, long (truncated to k), refused, empty
     or unparseable."""
     kk = _check_k(k, optional=False)

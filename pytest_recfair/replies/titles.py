@@ -1,10 +1,5 @@
 """One list entry of a reply -> its title (the default parse style's cleaning).
-
-Drops links, labels ("Title: ..."), wrapping quotes and emphasis, years, "by Artist",
-trailing parentheses and descriptions; :func:`clean_all` cleans one reply's entries.
-Cleaning one entry is memoised because the same titles recur in every list of an entity.
-Pure: stdlib only.
-"""
+Memoised: the same titles recur in every list of an entity."""
 
 from __future__ import annotations
 
@@ -12,12 +7,9 @@ import re
 from functools import lru_cache
 from itertools import islice
 
-__all__ = ["CACHE_SIZE", "MAX_ENTRY_CHARS", "attribution_dash", "clean_all", "clean_title"]
-
 #: Entries of the title cleaning cache: a chunk of entities' lines hit; bounded, so a
 #: 10,000-entity audit's distinct titles do not pile up (see matching.CACHE_SIZE).
 CACHE_SIZE = 1 << 14
-
 
 # link text stops at any bracket, so each "[" is scanned up to the next one (linear)
 _LINK = re.compile(r"\[([^\[\]]+)\]\([^)]*\)")
@@ -39,83 +31,19 @@ _BY = re.compile(
     r"[A-Z\d][\w.'&-]*(?:\s+(?:[A-Z\d][\w.'&-]*|&|and|the|of|de|van|von|der|da|la|le))*\s*$"
 )
 _WORD = re.compile(r"[^\W\d_][\w'.-]*")
-_SMALL_WORDS = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "of",
-        "and",
-        "or",
-        "nor",
-        "but",
-        "in",
-        "on",
-        "at",
-        "to",
-        "for",
-        "with",
-        "from",
-        "by",
-        "vs",
-        "vs.",
-        "via",
-        "as",
-        "into",
-        "over",
-        "per",
-        "de",
-        "la",
-        "le",
-        "les",
-        "du",
-        "des",
-        "el",
-        "los",
-        "las",
-        "y",
-        "et",
-        "und",
-        "der",
-        "die",
-        "das",
-        "von",
-        "zu",
-        "del",
-        "di",
-        "da",
-        "e",
-        "o",
-    ]
-)
-_DESC_LEADS = frozenset(
-    [
-        "directed",
-        "starring",
-        "written",
-        "produced",
-        "featuring",
-        "feat",
-        "feat.",
-        "dir",
-        "dir.",
-        "by",
-        "about",
-        "set",
-        "based",
-        "this",
-        "it",
-        "it's",
-        "follows",
-        "tells",
-        "released",
-        "genre",
-        "year",
-        "from",
-        "a.k.a.",
-        "aka",
-    ]
-)
+# fmt: off
+_SMALL_WORDS = frozenset([
+    "a", "an", "the", "of", "and", "or", "nor", "but", "in", "on", "at", "to", "for", "with",
+    "from", "by", "vs", "vs.", "via", "as", "into", "over", "per", "de", "la", "le", "les", "du",
+    "des", "el", "los", "las", "y", "et", "und", "der", "die", "das", "von", "zu", "del", "di",
+    "da", "e", "o",
+])
+_DESC_LEADS = frozenset([
+    "directed", "starring", "written", "produced", "featuring", "feat", "feat.", "dir", "dir.",
+    "by", "about", "set", "based", "this", "it", "it's", "follows", "tells", "released", "genre",
+    "year", "from", "a.k.a.", "aka",
+])
+# fmt: on
 
 
 def _is_description(seg: str) -> bool:
@@ -213,7 +141,6 @@ def _strip_emphasis(s: str) -> str:
 # (?<![*_]): only whole runs of * or _ are tried (same matches; linear on long runs)
 _EMPHASIS = re.compile(r"(?:(?<=\s)|^)[*_]+|(?<![*_])[*_]+(?=\s|$|[:,.;)(])")
 
-
 # Entries that are plain words with at most a "(1999)" need none of the rules below.
 _SIMPLE = re.compile(
     r"\s*+([A-Za-z0-9][A-Za-z0-9']*+(?: [A-Za-z0-9']++)*+)(?:\s*+\((?:1[89]|20)\d\d\))?\s*+"
@@ -265,7 +192,6 @@ def attribution_dash(entries: list[str]) -> bool:
 
 
 _DASH_SPLIT = re.compile(r"\S\s+[-–]\s+\S")
-
 
 # No title is this long; cutting longer entries first keeps cleaning linear in the reply's
 # length whatever an entry holds (a 1 MB "list entry" is cleaned like its first 1,000 chars).

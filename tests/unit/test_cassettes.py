@@ -14,11 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_recfair.cassettes.index import Key, canonical_body
+from pytest_recfair.cassettes.index import canonical_body
 from pytest_recfair.cassettes.miss import CassetteMiss, CassetteNote, prompt_of
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.cassettes.vcrfile import (
     REPEAT_HEADER,
+    Key,
     RecordedRequest,
     RecordedResponse,
     read_interactions,

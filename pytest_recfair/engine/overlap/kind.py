@@ -40,6 +40,7 @@ from pytest_recfair.settings import AuditSettings
 
 if TYPE_CHECKING:
     from pytest_recfair.providers.runstate import RunOutcome
+    from pytest_recfair.vocab import ParseStyle
 
 
 class OverlapScorer:
@@ -247,7 +248,7 @@ class Reply:
 
 
 def parse_all(
-    cases: Sequence[PromptCase], completions: Mapping[str, Any], k: int, style: parse.Style
+    cases: Sequence[PromptCase], completions: Mapping[str, Any], k: int, style: ParseStyle
 ) -> list[Reply]:
     """Parse every reply; identical texts (fair values repeat the neutral list) parse once."""
     seen: dict[str, tuple[tuple[str, ...], str]] = {}
