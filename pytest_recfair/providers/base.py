@@ -1,8 +1,6 @@
-"""Shared types of the providers (Usage, Completion, the Provider protocol) and the body
-helpers: a gzip layer stored without its Content-Encoding undone, server-sent events split
-into JSON payloads, an error body's message, and the reply size cap: a runaway reply of
-megabytes is cut (:func:`cut_text`, :func:`cut_json` for a JSON body, which stays valid and
-replays to the same cut reply) with a note, before anything stores or parses it.
+"""Shared provider types (Usage, Completion, Provider) and body helpers: a stray gzip
+layer undone, SSE split into JSON payloads, error messages, and the reply size cap (a
+runaway reply is cut with a note before anything stores or parses it).
 """
 
 from __future__ import annotations

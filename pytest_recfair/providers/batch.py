@@ -1,13 +1,6 @@
-"""Record prompt cases through a provider's batch API (OpenAI Batch API, Anthropic
-Message Batches) at half the price of synchronous requests.
-
-:func:`run_batch` builds every case's request as the synchronous provider does and hands
-each answered line to ``record`` as the (request, response) pair a synchronous call would
-give, so its cassettes replay like any other; unanswered lines are per-case errors, never
-recorded or scored. Every batch has a journal (:mod:`.batch_api`) saved before it is
-created and after every step, and the batch carries its key (OpenAI ``metadata``) or is
-found among the recent ones (Anthropic), so a run killed at any point resumes the batch
-already paid for, and any later run of the same setup records all its answered lines.
+"""Record prompt cases through a provider's batch API at half the price: each answered
+line is recorded as the synchronous call would be. A journal (:mod:`.batch_api`) saved
+before the batch is created lets a killed run resume the batch already paid for.
 """
 
 from __future__ import annotations

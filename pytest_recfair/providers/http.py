@@ -1,10 +1,6 @@
-"""HTTP providers: OpenAI-compatible chat completions, Anthropic messages, Gemini
-generateContent; each builds an ``httpx.Request`` and parses an ``httpx.Response``.
-
-API keys come from the environment variable NAMED in the configuration (never a config
-file), read when the provider is built; a missing one is an error only when a request
-would go to the network (``check_credentials``), so CI can replay without keys.
-:func:`configure` gives a test's provider its own copy with the test's settings.
+"""HTTP providers: OpenAI-compatible chat, Anthropic messages, Gemini generateContent.
+API keys come from the environment variable named in the configuration, and a missing one
+is an error only when a request would go to the network, so CI can replay without keys.
 """
 
 from __future__ import annotations

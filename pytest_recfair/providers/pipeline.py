@@ -1,16 +1,9 @@
 """Record and replay the HTTP calls a Python pipeline makes while it answers the audit.
 
-The runner opens a :class:`Scope` (in a context variable, which follows the call into its
-worker thread or task) around each prompt; the clients built here (:func:`http_client`,
-the ``recfair_http_client`` fixtures) serve each request from that prompt's entity
-cassette, or send and record it when the record mode allows: a change to the pipeline's
-code is measured on the recorded replies, a change to what it sends misses, naming what
-differed. Matching is the store's (method, host, path, body, repeat; this prompt's
-recordings first). A prompt's interactions are kept only when its answer is final, so a
-failed call is never recorded and an answer built around one is not scored. Live
-requests count against the budget before they are sent (:class:`Allowance`).
-``CallableProvider(record=True)`` records what the function returned
-(:func:`output_request`); vcrpy interception is in :mod:`.workers`.
+The runner opens a :class:`Scope` (a context variable, so it follows the call into worker
+threads and tasks) around each prompt; the clients built here answer from that prompt's
+entity cassette or send and record. A prompt's interactions are kept only when its answer
+is final, so a failed call is never recorded and an answer built around one not scored.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
 """The replay fast path: every case the cassettes answer is served before any worker or
-HTTP client exists.
-
-Replay needs no connection pool, timeout or concurrency bound, and httpx's client
-machinery cost more than the lookup and the parsing together. The reply comes from the
-same lookup the cassette transport uses (same misses, same errors) and is judged like a
-live one.
+HTTP client exists (httpx's client machinery cost more than the lookup and parse together).
 """
 
 from __future__ import annotations

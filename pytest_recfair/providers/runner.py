@@ -1,17 +1,9 @@
 """Send every prompt case to the recommender: bounded concurrency, timeouts, retries, usage.
 
-Failure policy (:mod:`.retry`): HTTP 408/409/425/429 and 5xx, connect / read / write
-errors, timeouts and a cut-off 2xx body are retried (backoff with jitter, Retry-After
-honoured); spent retries give the case an error in ``RunOutcome.errors`` and the others
-go on. 401/403/404/407, a base URL that stays unreachable, a missing key, a cassette miss
-or an invalid URL abort the whole run with one ProviderError. Other 4xx, a 2xx that is not
-JSON or has an unexpected shape, and a callable that raised or returned no text are
-collected per case without retry.
-
-With cassettes, a replay pass (:mod:`.replay`) answers what they hold without an HTTP
-client; the rest goes to ``concurrency`` workers (:mod:`.workers`). A recording is kept
-only when its reply is final; each request first waits for its share of the endpoint's
-limits (:mod:`.pacing`).
+Failure policy (:mod:`.retry`): 408/409/425/429, 5xx, connection errors, timeouts and a
+cut-off 2xx are retried with backoff; spent retries are a per-case error. 401/403/404/407,
+an unreachable base URL, a missing key, a cassette miss or a bad URL abort the run. Other
+4xx and unusable replies are per-case errors without retry.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""What a run of the provider runner is given (:class:`RunOptions`, the cases), what it
-gives back (:class:`RunOutcome`), the state its parts share (:class:`Run`), and its
-progress meter: :class:`LiveLine` writes through the caller's ``rewrite`` / ``write_line``
-(the plugin's terminal reporter, which shows it without ``-s``), redrawn on a terminal
-and a line per tenth of the work elsewhere; :class:`Progress` draws it on a stream.
+"""A run's options (:class:`RunOptions`), outcome (:class:`RunOutcome`), shared state
+(:class:`Run`) and progress meter (:class:`LiveLine` through the plugin's terminal
+reporter, so it shows without ``-s``; :class:`Progress` on a stream).
 """
 
 from __future__ import annotations

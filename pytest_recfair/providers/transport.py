@@ -1,11 +1,7 @@
 """An httpx transport that replays from, and records into, a :class:`CassetteStore`.
-
-Each request carries its seed entity, repeat index and case in ``request.extensions``
-(:func:`case_extensions`): they pick the cassette file and tell identical repeats apart.
-A hit never touches the network; a miss is recorded through ``inner`` when the record
-mode allows, else it raises ``CassetteMiss`` (in mode ``none`` no real transport is ever
-created). A request whose ``extensions[EXT_RECORD]`` is a list gets its recording
-appended there instead: the runner keeps it only once the reply is final (not retried).
+A miss is sent through ``inner`` when the record mode allows, else raises CassetteMiss; a
+request whose ``extensions[EXT_RECORD]`` is a list gets its recording appended there, kept
+by the runner only once the reply is final.
 """
 
 from __future__ import annotations

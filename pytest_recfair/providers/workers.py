@@ -1,16 +1,8 @@
-"""The worker pool: ``concurrency`` workers send the cases the cassettes did not answer,
-each try bounded by the timeout and retried by the failure policy (:mod:`.retry`); and
-their transports: connection pools sized to the workers (httpcore on plain asyncio,
-:mod:`.aionet`; httpx's own through a proxy), TLS, the API-key check, cassettes.
+"""The worker pool: ``concurrency`` workers send what the cassettes did not answer, each
+try timed out and retried by :mod:`.retry`, over connection pools sized to the workers.
 
-``intercept="vcr"`` (``recfair_intercept = vcr``): vcrpy intercepts the HTTP calls of a
-pipeline that cannot be handed ``recfair_http_client`` (a client built deep inside,
-``requests``, ``aiohttp``). vcrpy patches process-wide, so the audit runs one prompt at a
-time, each with a vcrpy cassette whose persister reads that prompt's recordings from its
-entity's cassette and hands what vcrpy recorded to the prompt's :class:`~.pipeline.Scope`.
-A request vcrpy cannot play is the scope's miss or a live request counted against the
-budget. Libraries vcrpy does not patch (httpx2, today's openai and anthropic SDKs) are
-not seen.
+``intercept="vcr"``: vcrpy patches process-wide, so the audit runs one prompt at a time,
+each with a vcrpy cassette persisted through the prompt's :class:`~.pipeline.Scope`.
 """
 
 from __future__ import annotations
