@@ -19,7 +19,7 @@ from pytest_recfair.errors import ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Provider
 from pytest_recfair.providers.pacing import Pacer, endpoint_for
-from pytest_recfair.providers.replay import first_pass, note_failures
+from pytest_recfair.providers.replay import first_pass, remember_failures
 from pytest_recfair.providers.retry import Abort
 from pytest_recfair.providers.runstate import (
     CaseLike,
@@ -65,7 +65,9 @@ async def arun_cases(
         with secrets.scrubbed_logs():
             try:
                 await workers.drain(await first_pass(prov, cases, opts, run))
-                note_failures(prov, cases, opts, run)
+                store = opts.cassettes
+                if store is not None and store.policy.records:  # replays fail them again
+                    remember_failures(prov, cases, run.errors, store.root, opts.test_id)
             except Abort as exc:
                 raise exc.error from None
             except BaseExceptionGroup as eg:
