@@ -56,11 +56,7 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """One reply of the recommender under test.
-
-    ``finish_reason`` is the service's own word (``stop``, ``length``, ``max_tokens``,
-    ``MAX_TOKENS``, ``end_turn``, ...); ``truncated`` folds the max-token variants together.
-    """
+    """One reply; ``finish_reason`` is the service's own word (``stop``, ``end_turn``...)."""
 
     text: str
     finish_reason: str | None = None
@@ -74,11 +70,7 @@ class Completion:
 
 @runtime_checkable
 class Provider(Protocol):
-    """An HTTP recommender: turns a prompt into a request and a response into a Completion.
-
-    ``secrets`` holds the credential values the provider sends (API keys), so cassette
-    recording can scrub them from what it writes.
-    """
+    """An HTTP recommender; ``secrets``: the credentials it sends, scrubbed from cassettes."""
 
     name: str
     model: str
@@ -91,10 +83,8 @@ class Provider(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class RecordedReply:
-    """A recorded 2xx reply as the built-in providers read it (``parse_reply``): replay
-    by key gives them this instead of an httpx.Response, whose reading cost as much as
-    the parsing. ``headers``: lower-case name -> value, several joined by ", " (what
-    ``httpx.Headers.get`` gives)."""
+    """A recorded 2xx reply for ``parse_reply``: an httpx.Response cost as much to read as
+    to parse. ``headers``: lower-case name -> value, repeats joined by ", " (as httpx)."""
 
     content: bytes
     headers: Mapping[str, str]
@@ -276,7 +266,6 @@ def note(original_chars: int, limit: int) -> str:
 
 
 def was_cut(text: str) -> bool:
-    """Does ``text`` end with a cut note?"""
     return _NOTE_MARK in text[-200:]
 
 

@@ -103,15 +103,10 @@ def run_batch(
     transport: httpx.BaseTransport | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> BatchOutcome:
-    """Record ``cases`` (of ``test_id``) through ``provider``'s batch API, the journals
-    kept in the directory ``journals``; see the module docstring.
-
-    ``record(case, request, response)`` is called once per answered line with the
-    synchronous request and a 200 response holding the reply body (also for lines of an
-    adopted journal this call does not ask: their ``case`` carries its ``test_id``).
-    Raises ProviderError when the service refuses the batch calls, or after ``max_wait``
-    seconds of polling (the journals keep the ids: the next run resumes).
-    """
+    """Record ``cases`` through the batch API, journals in ``journals``: ``record(case,
+    request, response)`` once per answered line, also of an adopted journal (its ``case``
+    carries its ``test_id``). ProviderError when the service refuses, or after ``max_wait``
+    seconds of polling (the journals keep the ids: the next run resumes)."""
     if hasattr(provider, "check_credentials"):
         provider.check_credentials()
     asked = {}

@@ -179,7 +179,7 @@ def known_limits(provider: Any) -> tuple[float | None, float | None]:
 
 
 def reset_endpoints() -> None:
-    """Forget every endpoint (tests)."""
+    """For tests."""
     with _REGISTRY:
         _ENDPOINTS.clear()
 
@@ -193,11 +193,8 @@ class Ticket:
 
 
 class Pacer:
-    """One run's view of an endpoint: the in-flight window and the waits before sending.
-
-    ``clock`` and ``sleep`` are for tests (a fake clock); the window's condition belongs
-    to the run's event loop, the limits to the endpoint.
-    """
+    """One run's view of an endpoint: the in-flight window (on the run's event loop) and
+    the waits before sending. ``clock`` and ``sleep`` are for tests."""
 
     def __init__(
         self,
@@ -353,8 +350,6 @@ def request_tokens(case: CaseText, max_tokens: int | None) -> int:
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|us|µs|ns|h|m|s)")
-
-
 _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 

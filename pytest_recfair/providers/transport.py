@@ -53,9 +53,7 @@ _DECODED_DROP = frozenset({"content-encoding", "content-length", "transfer-encod
 
 class CassetteTransport(httpx.AsyncBaseTransport):
     """Serve requests from ``store``'s cassettes for ``test_id``; record misses if allowed.
-
-    Like other wrapping transports it owns ``inner``: closing this transport closes it.
-    """
+    It owns ``inner``: closing this transport closes it."""
 
     def __init__(
         self,
@@ -99,9 +97,8 @@ class CassetteTransport(httpx.AsyncBaseTransport):
     def replay_parts(
         self, method: str, url: str, body: str, case: CaseRef
     ) -> RecordedResponse | None:
-        """``replay`` of the request a built-in provider would build for ``case``, known by
-        its parts (``HTTPProvider.replay_key``): no httpx object is built; the recording
-        is returned as stored (:func:`response_of` makes it a response)."""
+        """``replay`` by the request's parts (``HTTPProvider.replay_key``): no httpx object
+        is built, and the recording comes back as stored."""
         return self._find(method, url, body, case.entity_id, case.repeat, case)
 
     def _lookup(self, request: httpx.Request, body: bytes) -> httpx.Response | None:

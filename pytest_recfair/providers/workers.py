@@ -349,11 +349,8 @@ def ssl_context() -> ssl.SSLContext:
 
 
 def env_proxy(base_url: str) -> str | None:
-    """The proxy that HTTP(S)_PROXY / ALL_PROXY / NO_PROXY give for ``base_url``, if any.
-
-    httpx only reads these variables for transports it builds itself; the runner builds
-    its own (to wrap it), so it applies them here. Loopback servers never go via a proxy.
-    """
+    """The proxy HTTP(S)_PROXY / ALL_PROXY / NO_PROXY give for ``base_url`` (none for
+    loopback): httpx reads them only for transports it builds, and the runner builds its own."""
     if not base_url or is_loopback(base_url):
         return None
     parts = urlsplit(base_url)
@@ -374,11 +371,8 @@ def transports(
     workers: int,
     max_reply_chars: int | None = None,
 ) -> list[httpx.AsyncBaseTransport]:
-    """One transport (connection pool) per SHARD_CONNECTIONS workers, sized to fit them.
-
-    A given ``transport`` is one object, so there is one. With cassettes, each has its own
-    CassetteTransport over the same store.
-    """
+    """One transport (connection pool) per SHARD_CONNECTIONS workers (one if ``transport``
+    is given), each in a CassetteTransport over the same store with cassettes."""
     shards = 1 if transport is not None else math.ceil(workers / SHARD_CONNECTIONS)
     per_shard = math.ceil(workers / shards)
     # Keep-alive for every connection: with fewer, connections past the limit are closed
