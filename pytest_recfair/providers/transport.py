@@ -83,7 +83,12 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             body = request.content
         except httpx.RequestNotRead:
             body = request.read()
-        return self._lookup(request, body)
+        ext = request.extensions
+        repeat = int(ext.get(EXT_REPEAT) or 0)
+        hit = self._find(
+            request.method, str(request.url), body, ext.get(EXT_ENTITY), repeat, ext.get(EXT_CASE)
+        )
+        return None if hit is None else response_of(hit)
 
     def live_only(self, entity_id: str | None) -> bool:
         """True when every request for this entity goes to the network: nothing recorded
@@ -100,18 +105,6 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         """``replay`` by the request's parts (``HTTPProvider.replay_key``): no httpx object
         is built, and the recording comes back as stored."""
         return self._find(method, url, body, case.entity_id, case.repeat, case)
-
-    def _lookup(self, request: httpx.Request, body: bytes) -> httpx.Response | None:
-        ext = request.extensions
-        hit = self._find(
-            request.method,
-            str(request.url),
-            body,
-            ext.get(EXT_ENTITY),
-            int(ext.get(EXT_REPEAT) or 0),
-            ext.get(EXT_CASE),
-        )
-        return None if hit is None else response_of(hit)
 
     def _find(
         self,
@@ -134,7 +127,7 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             body = request.content  # already in memory for every non-streaming request
         except httpx.RequestNotRead:
             body = await request.aread()
-        replayed = self._lookup(request, body)
+        replayed = self.replay(request)
         if replayed is not None:
             return replayed
         ext = request.extensions
