@@ -5,7 +5,6 @@ runaway reply is cut with a note before anything stores or parses it).
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import json
 import zlib
@@ -15,7 +14,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import httpx
 
-from pytest_recfair.errors import ConfigError, ProviderError
+from pytest_recfair.errors import ProviderError
 
 # What each service says when the reply hit max_tokens (OpenAI / Anthropic / Gemini).
 TRUNCATED_FINISH_REASONS = frozenset({"length", "max_tokens", "MAX_TOKENS"})
@@ -237,32 +236,7 @@ def as_int(value: Any) -> int:
     return value if type(value) is int and 0 <= value < 10**9 else 0
 
 
-#: 100,000 characters: about 40 times a 25-item list with a sentence per title.
-DEFAULT_MAX_REPLY_CHARS: Final = 100_000
-
-
 _NOTE_MARK: Final = "[recfair: reply cut at "
-
-
-def check_limit(value: object, name: str = "recfair_max_reply_chars") -> int:
-    """A positive character limit, or a one-line ConfigError naming ``name``."""
-    if isinstance(value, str):
-        with contextlib.suppress(ValueError):
-            value = int(value.strip().replace("_", ""))
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(
-            f"{name}: expected a positive number of characters, got {value!r}; "
-            f"use e.g. {name} = {DEFAULT_MAX_REPLY_CHARS}"
-        )
-    return value
-
-
-def note(original_chars: int, limit: int) -> str:
-    """The line appended to a cut reply (on its own line, so it never joins a title)."""
-    return (
-        f"\n{_NOTE_MARK}{limit:,} of {original_chars:,} characters; raise "
-        "recfair_max_reply_chars to keep more]"
-    )
 
 
 def was_cut(text: str) -> bool:
@@ -270,10 +244,12 @@ def was_cut(text: str) -> bool:
 
 
 def cut_text(text: str, limit: int) -> tuple[str, bool]:
-    """``(text, False)`` when it fits, else ``(first limit chars + note, True)``."""
+    """``(text, False)`` when it fits, else ``(first limit chars + note, True)``; the note
+    is on its own line, so it never joins a title."""
     if len(text) <= limit:
         return text, False
-    return text[:limit] + note(len(text), limit), True
+    note = f"{_NOTE_MARK}{limit:,} of {len(text):,} characters; raise recfair_max_reply_chars"
+    return f"{text[:limit]}\n{note} to keep more]", True
 
 
 def cut_json(value: object, limit: int) -> tuple[object, int]:
