@@ -106,9 +106,8 @@ class Scope:
         *,
         http: bool = True,
     ) -> RecordedResponse | None:
-        """The recorded reply to this request, or None when it is to be sent live (an HTTP
-        request is counted against the budget first). Raises the miss when the record mode
-        forbids the network."""
+        """The recorded reply, or None to send it live (an HTTP request counted against the
+        budget first); the miss when the record mode forbids the network."""
         _register_secrets(self.store, headers)
         if self.stop is not None:  # the run is stopping: send nothing more
             raise self.stop
@@ -125,9 +124,8 @@ class Scope:
         return None
 
     def _live(self, method: str, url: str, body: bytes, *, counted: bool = True) -> None:
-        """A request nothing recorded answers: the miss (naming what differed) when the
-        record mode forbids the network, else one more live request, counted against the
-        budget (``counted``) before it is sent."""
+        """A request nothing recorded answers: the miss (naming what differed), else one
+        more live request, counted against the budget (``counted``) before it is sent."""
         store, case = self.store, self.case
         if not store.needs_network(self.test_id, self.entity):
             miss = store.miss(self.test_id, self.entity, method, url, body, case.repeat, case=case)
@@ -155,8 +153,7 @@ class Scope:
             self.vcr_unanswered[(method, url, body)] -= 1
 
     def vcr_done(self) -> None:
-        """The prompt's vcrpy cassette is saved: a live request it holds no reply to got
-        none (a dropped connection, a timeout), so the request failed."""
+        """The prompt's vcrpy cassette is saved: a live request with no reply failed."""
         with self.lock:
             for (method, url, body), left in self.vcr_unanswered.items():
                 if left > 0:
@@ -278,9 +275,8 @@ def scoped(scope: Scope) -> Iterator[Scope]:
 
 
 def _unscoped() -> None:
-    """A request outside any audit prompt goes to the network, unrecorded; while an audit
-    runs that means the pipeline sent it from a thread of its own, which would make a
-    replay call the network: refused, saying how to keep the context."""
+    """A request outside any prompt while an audit runs came from a thread the pipeline
+    started itself: a replay would call the network, so it is refused."""
     if _OPEN[0]:
         raise ProviderError(
             "recfair_http_client: a request was sent outside the audit prompt it belongs "
