@@ -1,8 +1,5 @@
-"""Audit any Python recommender: wrap ``recommend(prompt)`` (sync or async) as a provider.
-
-Accepted call forms: ``recommend(prompt)`` or ``recommend(prompt, system)``. Accepted
-replies: ``str`` (used as is), ``list[str]`` / ``tuple[str, ...]`` (turned into a numbered
-list, one item per line, which the reply parser reads back exactly), or a ``Completion``.
+"""Audit any Python recommender: wrap ``recommend(prompt[, system])`` (sync or async),
+returning ``str``, a list of titles (numbered so the parser reads them back) or a Completion.
 """
 
 from __future__ import annotations

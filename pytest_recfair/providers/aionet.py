@@ -1,20 +1,7 @@
-"""The runner's HTTP transport: httpcore's connection pool on plain asyncio.
-
-:class:`AsyncioTransport` is an ``httpx.AsyncBaseTransport`` over
-``httpcore.AsyncConnectionPool`` with ``network_backend=`` :class:`AsyncioBackend`: the
-HTTP/1.1 code, pooling and keep-alive stay httpcore's. Through anyio (httpcore's default)
-a request costs a timeout scope per read and write, an extra loop turn per write, two
-``epoll_ctl`` per read and a scan of every idle connection per pool event: a quarter of
-the client's CPU at 64 in flight. :class:`AsyncioStream` is a plain asyncio protocol that
-keeps reading (an idle connection is "readable" when data or EOF came, without a
-syscall), arms one timer per wait, and sends a request's head and body in one write
-(before the next read, past ``FLUSH_BYTES`` or a TLS upgrade): the same bytes on the wire.
-
-Errors are httpcore's, as with its anyio backend (a failed connect keeps the original
-error as ``__cause__``, so the runner still recognises a socket blocked by another
-plugin; a failed write surfaces on the next read, as httpcore's HTTP/1.1 code expects),
-raised by the transport as httpx's (:data:`ERRORS`). A proxied run keeps
-``httpx.AsyncHTTPTransport``.
+"""The runner's HTTP transport: httpcore's connection pool on a plain asyncio network
+backend (same bytes on the wire). Through anyio a request cost a timeout scope per read and
+write, extra loop turns and epoll calls: a quarter of the client's CPU at 64 in flight.
+Errors are httpcore's, raised as httpx's (:data:`ERRORS`); a proxied run keeps httpx's.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
-"""Shared types of the providers (Usage, Completion, the Provider protocol) and the body
-helpers: a gzip layer stored without its Content-Encoding undone, server-sent events split
-into JSON payloads, an error body's message, and the reply size cap: a runaway reply of
-megabytes is cut (:func:`cut_text`, :func:`cut_json` for a JSON body, which stays valid and
-replays to the same cut reply) with a note, before anything stores or parses it.
+"""Shared provider types (Usage, Completion, Provider) and body helpers: a stray gzip
+layer undone, SSE split into JSON payloads, error messages, and the reply size cap (a
+runaway reply is cut with a note before anything stores or parses it).
 """
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import json
 import zlib
@@ -17,7 +14,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import httpx
 
-from pytest_recfair.errors import ConfigError, ProviderError
+from pytest_recfair.errors import ProviderError
 
 # What each service says when the reply hit max_tokens (OpenAI / Anthropic / Gemini).
 TRUNCATED_FINISH_REASONS = frozenset({"length", "max_tokens", "MAX_TOKENS"})
@@ -58,11 +55,7 @@ class Usage:
 
 @dataclass(frozen=True, slots=True)
 class Completion:
-    """One reply of the recommender under test.
-
-    ``finish_reason`` is the service's own word (``stop``, ``length``, ``max_tokens``,
-    ``MAX_TOKENS``, ``end_turn``, ...); ``truncated`` folds the max-token variants together.
-    """
+    """One reply; ``finish_reason`` is the service's own word (``stop``, ``end_turn``...)."""
 
     text: str
     finish_reason: str | None = None
@@ -76,11 +69,7 @@ class Completion:
 
 @runtime_checkable
 class Provider(Protocol):
-    """An HTTP recommender: turns a prompt into a request and a response into a Completion.
-
-    ``secrets`` holds the credential values the provider sends (API keys), so cassette
-    recording can scrub them from what it writes.
-    """
+    """An HTTP recommender; ``secrets``: the credentials it sends, scrubbed from cassettes."""
 
     name: str
     model: str
@@ -93,10 +82,8 @@ class Provider(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class RecordedReply:
-    """A recorded 2xx reply as the built-in providers read it (``parse_reply``): replay
-    by key gives them this instead of an httpx.Response, whose reading cost as much as
-    the parsing. ``headers``: lower-case name -> value, several joined by ", " (what
-    ``httpx.Headers.get`` gives)."""
+    """A recorded 2xx reply for ``parse_reply``: an httpx.Response cost as much to read as
+    to parse. ``headers``: lower-case name -> value, repeats joined by ", " (as httpx)."""
 
     content: bytes
     headers: Mapping[str, str]
@@ -249,44 +236,20 @@ def as_int(value: Any) -> int:
     return value if type(value) is int and 0 <= value < 10**9 else 0
 
 
-#: 100,000 characters: about 40 times a 25-item list with a sentence per title.
-DEFAULT_MAX_REPLY_CHARS: Final = 100_000
-
-
 _NOTE_MARK: Final = "[recfair: reply cut at "
 
 
-def check_limit(value: object, name: str = "recfair_max_reply_chars") -> int:
-    """A positive character limit, or a one-line ConfigError naming ``name``."""
-    if isinstance(value, str):
-        with contextlib.suppress(ValueError):
-            value = int(value.strip().replace("_", ""))
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(
-            f"{name}: expected a positive number of characters, got {value!r}; "
-            f"use e.g. {name} = {DEFAULT_MAX_REPLY_CHARS}"
-        )
-    return value
-
-
-def note(original_chars: int, limit: int) -> str:
-    """The line appended to a cut reply (on its own line, so it never joins a title)."""
-    return (
-        f"\n{_NOTE_MARK}{limit:,} of {original_chars:,} characters; raise "
-        "recfair_max_reply_chars to keep more]"
-    )
-
-
 def was_cut(text: str) -> bool:
-    """Does ``text`` end with a cut note?"""
     return _NOTE_MARK in text[-200:]
 
 
 def cut_text(text: str, limit: int) -> tuple[str, bool]:
-    """``(text, False)`` when it fits, else ``(first limit chars + note, True)``."""
+    """``(text, False)`` when it fits, else ``(first limit chars + note, True)``; the note
+    is on its own line, so it never joins a title."""
     if len(text) <= limit:
         return text, False
-    return text[:limit] + note(len(text), limit), True
+    note = f"{_NOTE_MARK}{limit:,} of {len(text):,} characters; raise recfair_max_reply_chars"
+    return f"{text[:limit]}\n{note} to keep more]", True
 
 
 def cut_json(value: object, limit: int) -> tuple[object, int]:

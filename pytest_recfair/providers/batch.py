@@ -1,13 +1,6 @@
-"""Record prompt cases through a provider's batch API (OpenAI Batch API, Anthropic
-Message Batches) at half the price of synchronous requests.
-
-:func:`run_batch` builds every case's request as the synchronous provider does and hands
-each answered line to ``record`` as the (request, response) pair a synchronous call would
-give, so its cassettes replay like any other; unanswered lines are per-case errors, never
-recorded or scored. Every batch has a journal (:mod:`.batch_api`) saved before it is
-created and after every step, and the batch carries its key (OpenAI ``metadata``) or is
-found among the recent ones (Anthropic), so a run killed at any point resumes the batch
-already paid for, and any later run of the same setup records all its answered lines.
+"""Record prompt cases through a provider's batch API at half the price: each answered
+line is recorded as the synchronous call would be. A journal (:mod:`.batch_api`) saved
+before the batch is created lets a killed run resume the batch already paid for.
 """
 
 from __future__ import annotations
@@ -110,15 +103,10 @@ def run_batch(
     transport: httpx.BaseTransport | None = None,
     sleep: Callable[[float], None] = time.sleep,
 ) -> BatchOutcome:
-    """Record ``cases`` (of ``test_id``) through ``provider``'s batch API, the journals
-    kept in the directory ``journals``; see the module docstring.
-
-    ``record(case, request, response)`` is called once per answered line with the
-    synchronous request and a 200 response holding the reply body (also for lines of an
-    adopted journal this call does not ask: their ``case`` carries its ``test_id``).
-    Raises ProviderError when the service refuses the batch calls, or after ``max_wait``
-    seconds of polling (the journals keep the ids: the next run resumes).
-    """
+    """Record ``cases`` through the batch API, journals in ``journals``: ``record(case,
+    request, response)`` once per answered line, also of an adopted journal (its ``case``
+    carries its ``test_id``). ProviderError when the service refuses, or after ``max_wait``
+    seconds of polling (the journals keep the ids: the next run resumes)."""
     if hasattr(provider, "check_credentials"):
         provider.check_credentials()
     asked = {}

@@ -1,17 +1,7 @@
 """The two batch wire protocols (OpenAI Batch API, Anthropic Message Batches) and the
-batch journal.
-
-Each service client submits work built from the requests the synchronous provider builds,
-polls a batch's state, and streams its results back line by line as ``LineResult`` (the
-custom id and the body the synchronous endpoint would have sent, or an error text).
-
-A journal is ``<dir>/<key>.json``, ``key`` hashing the provider setup and the sorted
-custom ids (never the test). It is written atomically *before* the batch is created and
-holds every line's cassette address, so whichever run finds it (a smaller run, another
-shard or test) takes in every answered line. A POSIX lock on ``<key>.lock`` marks its
-owner: a free lock means an interrupted run's journal (adopted), a held one another live
-process's (its lines left to it, never submitted twice). Scanning and planning happen
-under a lock on the directory.
+batch journal ``<dir>/<key>.json`` (key: provider setup and sorted custom ids, never the
+test), written before the batch is created so any run takes in every answered line. A
+POSIX lock on ``<key>.lock`` marks its live owner; a free one means an adoptable journal.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""HTTP providers: OpenAI-compatible chat completions, Anthropic messages, Gemini
-generateContent; each builds an ``httpx.Request`` and parses an ``httpx.Response``.
-
-API keys come from the environment variable NAMED in the configuration (never a config
-file), read when the provider is built; a missing one is an error only when a request
-would go to the network (``check_credentials``), so CI can replay without keys.
-:func:`configure` gives a test's provider its own copy with the test's settings.
+"""HTTP providers: OpenAI-compatible chat, Anthropic messages, Gemini generateContent.
+API keys come from the environment variable named in the configuration, and a missing one
+is an error only when a request would go to the network, so CI can replay without keys.
 """
 
 from __future__ import annotations
@@ -189,10 +185,8 @@ class HTTPProvider(ABC):
         return httpx.Request("POST", parsed, headers=headers, content=content)
 
     def replay_key(self, system: str | None, prompt: str) -> tuple[str, str, str] | None:
-        """(method, URL, body text) of ``build_request``'s request, without building it:
-        what replay looks a recording up by. None for a subclass that builds or parses
-        its own way (it gets its own ``build_request`` and ``parse_response`` in replay).
-        """
+        """(method, URL, body text) of ``build_request``'s request, unbuilt, for replay;
+        None for a subclass (replay then uses its own build and parse)."""
         if type(self) not in _BUILT_IN:
             return None
         url, payload, _, _ = self._call(system, prompt)
@@ -443,13 +437,9 @@ _BUILT_IN = frozenset(_KINDS.values())
 
 
 def from_config(provider: str = "openai", *, model: str, **settings: Any) -> HTTPProvider:
-    """Build an HTTP provider from plain settings (marker kwargs, ini keys, CLI options):
-    ``settings`` are :class:`HTTPProvider`'s keyword arguments.
-
-    ``api_key_env`` is the NAME of the environment variable holding the key; None means the
-    provider's usual one (OPENAI_API_KEY, ANTHROPIC_API_KEY, GEMINI_API_KEY), or no key at
-    all when base_url is a loopback address; "" means never send a key.
-    """
+    """An HTTP provider from plain settings (:class:`HTTPProvider`'s keyword arguments).
+    ``api_key_env`` NAMES the key's variable; None: the provider's usual one (none for a
+    loopback base_url); "": never send a key."""
     cls = _KINDS.get(provider.strip().lower() if isinstance(provider, str) else "")
     if cls is None:
         raise ConfigError(

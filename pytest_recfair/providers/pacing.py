@@ -1,21 +1,11 @@
-"""Pacing to the provider's limits: requests and tokens per minute, shared by every
-worker of every run of one endpoint in this process.
+"""Pacing to the provider's limits (requests and tokens per minute), shared by every run
+of one endpoint in this process: the tighter of ``recfair_rpm``/``recfair_tpm`` (split
+across xdist workers) and what the replies state (OpenAI, Anthropic headers; Gemini's 429
+details). A value that does not parse is ignored, never guessed.
 
-The limits are ``recfair_rpm`` / ``recfair_tpm`` (split across xdist workers) or what the
-replies state, whichever is tighter: OpenAI's ``x-ratelimit-{limit,remaining,reset}-
-{requests,tokens}`` (resets as Go durations), Anthropic's ``anthropic-ratelimit-
-{requests,tokens,input-tokens}-{limit,remaining,reset}`` (RFC 3339 resets; the combined
-``tokens`` limit, else the input-tokens one), Gemini's 429 ``error.details`` (``RetryInfo``
-and the per-minute ``QuotaFailure``). A value that does not parse is ignored, never guessed.
-
-Each limit is a token bucket (:class:`Gauge`) refilled at :data:`MARGIN` of it with a burst
-of :data:`BURST_S` seconds: a request reserves its share at once and sleeps until it is
-due, so workers queue in order without a lock held across a wait; a reply's usage corrects
-the tokens debited, its ``remaining`` caps the bucket (other clients of the same key).
-Adaptive concurrency (AIMD): a remote endpoint without a configured limit gets one request
-in flight until its first reply tells the limits (a loopback one opens at once); a 429
-halves the window, cuts the rate by :data:`DECREASE` (once per Retry-After) and holds the
-endpoint for the Retry-After; each success adds back :data:`INCREASE` and 1/window.
+Each limit is a token bucket: a request reserves its share at once and sleeps until due,
+so no lock is held across a wait. AIMD concurrency: a remote endpoint without limits gets
+one request in flight until its first reply; a 429 halves the window and cuts the rate.
 """
 
 from __future__ import annotations
@@ -189,7 +179,7 @@ def known_limits(provider: Any) -> tuple[float | None, float | None]:
 
 
 def reset_endpoints() -> None:
-    """Forget every endpoint (tests)."""
+    """For tests."""
     with _REGISTRY:
         _ENDPOINTS.clear()
 
@@ -203,11 +193,8 @@ class Ticket:
 
 
 class Pacer:
-    """One run's view of an endpoint: the in-flight window and the waits before sending.
-
-    ``clock`` and ``sleep`` are for tests (a fake clock); the window's condition belongs
-    to the run's event loop, the limits to the endpoint.
-    """
+    """One run's view of an endpoint: the in-flight window (on the run's event loop) and
+    the waits before sending. ``clock`` and ``sleep`` are for tests."""
 
     def __init__(
         self,
@@ -363,8 +350,6 @@ def request_tokens(case: CaseText, max_tokens: int | None) -> int:
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ms|us|µs|ns|h|m|s)")
-
-
 _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
 
 

@@ -1,16 +1,9 @@
 """Record and replay the HTTP calls a Python pipeline makes while it answers the audit.
 
-The runner opens a :class:`Scope` (in a context variable, which follows the call into its
-worker thread or task) around each prompt; the clients built here (:func:`http_client`,
-the ``recfair_http_client`` fixtures) serve each request from that prompt's entity
-cassette, or send and record it when the record mode allows: a change to the pipeline's
-code is measured on the recorded replies, a change to what it sends misses, naming what
-differed. Matching is the store's (method, host, path, body, repeat; this prompt's
-recordings first). A prompt's interactions are kept only when its answer is final, so a
-failed call is never recorded and an answer built around one is not scored. Live
-requests count against the budget before they are sent (:class:`Allowance`).
-``CallableProvider(record=True)`` records what the function returned
-(:func:`output_request`); vcrpy interception is in :mod:`.workers`.
+The runner opens a :class:`Scope` (a context variable, so it follows the call into worker
+threads and tasks) around each prompt; the clients built here answer from that prompt's
+entity cassette or send and record. A prompt's interactions are kept only when its answer
+is final, so a failed call is never recorded and an answer built around one not scored.
 """
 
 from __future__ import annotations
@@ -113,9 +106,8 @@ class Scope:
         *,
         http: bool = True,
     ) -> RecordedResponse | None:
-        """The recorded reply to this request, or None when it is to be sent live (an HTTP
-        request is counted against the budget first). Raises the miss when the record mode
-        forbids the network."""
+        """The recorded reply, or None to send it live (an HTTP request counted against the
+        budget first); the miss when the record mode forbids the network."""
         _register_secrets(self.store, headers)
         if self.stop is not None:  # the run is stopping: send nothing more
             raise self.stop
@@ -132,9 +124,8 @@ class Scope:
         return None
 
     def _live(self, method: str, url: str, body: bytes, *, counted: bool = True) -> None:
-        """A request nothing recorded answers: the miss (naming what differed) when the
-        record mode forbids the network, else one more live request, counted against the
-        budget (``counted``) before it is sent."""
+        """A request nothing recorded answers: the miss (naming what differed), else one
+        more live request, counted against the budget (``counted``) before it is sent."""
         store, case = self.store, self.case
         if not store.needs_network(self.test_id, self.entity):
             miss = store.miss(self.test_id, self.entity, method, url, body, case.repeat, case=case)
@@ -162,8 +153,7 @@ class Scope:
             self.vcr_unanswered[(method, url, body)] -= 1
 
     def vcr_done(self) -> None:
-        """The prompt's vcrpy cassette is saved: a live request it holds no reply to got
-        none (a dropped connection, a timeout), so the request failed."""
+        """The prompt's vcrpy cassette is saved: a live request with no reply failed."""
         with self.lock:
             for (method, url, body), left in self.vcr_unanswered.items():
                 if left > 0:
@@ -285,9 +275,8 @@ def scoped(scope: Scope) -> Iterator[Scope]:
 
 
 def _unscoped() -> None:
-    """A request outside any audit prompt goes to the network, unrecorded; while an audit
-    runs that means the pipeline sent it from a thread of its own, which would make a
-    replay call the network: refused, saying how to keep the context."""
+    """A request outside any prompt while an audit runs came from a thread the pipeline
+    started itself: a replay would call the network, so it is refused."""
     if _OPEN[0]:
         raise ProviderError(
             "recfair_http_client: a request was sent outside the audit prompt it belongs "

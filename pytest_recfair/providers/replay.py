@@ -1,10 +1,5 @@
 """The replay fast path: every case the cassettes answer is served before any worker or
-HTTP client exists.
-
-Replay needs no connection pool, timeout or concurrency bound, and httpx's client
-machinery cost more than the lookup and the parsing together. The reply comes from the
-same lookup the cassette transport uses (same misses, same errors) and is judged like a
-live one.
+HTTP client exists (httpx's client machinery cost more than the lookup and parse together).
 """
 
 from __future__ import annotations
@@ -27,15 +22,6 @@ from pytest_recfair.providers.retry import Abort, Retryable, judge
 from pytest_recfair.providers.runstate import CaseLike, Run, RunOptions
 from pytest_recfair.providers.transport import CassetteTransport, response_of
 
-__all__ = [
-    "Todo",
-    "first_pass",
-    "note_failures",
-    "noted_failure",
-    "remember_failures",
-    "replay_failures",
-]
-
 #: A case left for the workers, with the retryable failure its replayed reply gave.
 Todo = tuple[CaseLike, Retryable | None]
 
@@ -55,21 +41,8 @@ async def first_pass(
     return await _replay_pass(prov, cases, replayer, run)
 
 
-def note_failures(
-    prov: Provider | CallableProvider, cases: Sequence[CaseLike], opts: RunOptions, run: Run
-) -> None:
-    """After a recording run: note beside the cassettes which prompts failed (status and
-    kind only) and forget those now answered, so a replay fails the same prompts
-    (:mod:`pytest_recfair.cassettes.failures`)."""
-    cassettes = opts.cassettes
-    if cassettes is None or not cassettes.policy.records:
-        return
-    remember_failures(prov, cases, run.errors, cassettes.root, opts.test_id)
-
-
 def replay_failures(opts: RunOptions) -> failures.FailureLog | None:
-    """In a replay-only run, the failures its recordings noted (None: none to look up);
-    read once per run, not per prompt."""
+    """In a replay-only run, the failures its recordings noted (read once per run)."""
     store = opts.cassettes
     if store is None or store.policy.records:
         return None
@@ -80,8 +53,7 @@ def replay_failures(opts: RunOptions) -> failures.FailureLog | None:
 def noted_failure(
     prov: CallableProvider, case: CaseLike, test_id: str, log: failures.FailureLog | None
 ) -> str | None:
-    """The error ``log`` (:func:`replay_failures`) holds for ``case`` of a Python
-    recommender: the pipeline is not called, it failed while recording."""
+    """The error ``log`` holds for ``case`` of a Python recommender (not called again)."""
     noted = None if log is None else log.find(_failure_key(prov, case, test_id))
     return None if noted is None else noted.message()
 
@@ -93,9 +65,8 @@ def remember_failures(
     root: Path,
     test_id: str,
 ) -> None:
-    """Note ``errors`` (case id -> the runner's or the batch's error) of test ``test_id``'s
-    recording into cassette directory ``root``; the other ``cases`` were answered and are
-    forgotten."""
+    """Note ``errors`` (case id -> error) of ``test_id``'s recording beside the cassettes in
+    ``root`` (status and kind only), so a replay fails the same prompts; forget the rest."""
     failed = [
         (_failure_key(provider, c, test_id), failures.failure_of(errors[c.id], c.entity_id))
         for c in cases
@@ -108,8 +79,7 @@ def remember_failures(
 def _failure_key(
     provider: Provider | CallableProvider, case: CaseLike, test_id: str | None = None
 ) -> str:
-    """The note key of ``case`` failed by ``test_id`` (None: unscoped, as notes written
-    before notes were per test); a Python recommender's is its prompt under its label."""
+    """The note key of ``case`` failed by ``test_id`` (None: unscoped, as older notes)."""
     key_of = getattr(provider, "replay_key", None)
     key: tuple[str, str, str | bytes] | None = key_of(case.system, case.prompt) if key_of else None
     if isinstance(provider, CallableProvider):
@@ -126,10 +96,9 @@ def _failure_key(
 async def _replay_pass(
     provider: Provider, cases: Sequence[CaseLike], replayer: CassetteTransport, run: Run
 ) -> list[Todo]:
-    """Serve every case the cassettes answer; return the rest: cases that need the
-    network (to record), and cases whose replayed reply calls for a retry, with that
-    failure. In a replay-only mode a prompt that failed while recording fails again
-    (:mod:`~pytest_recfair.cassettes.failures`); any other miss stops the run, counted."""
+    """Serve every case the cassettes answer; return the rest (to record, or to retry
+    with its failure). A prompt that failed while recording fails again; any other miss
+    stops the run, counted."""
     pass_ = _Pass(provider, replayer, run)
     for done, case in enumerate(cases, 1):
         pass_.case(case)
@@ -140,7 +109,7 @@ async def _replay_pass(
 
 
 class _Pass:
-    """One replay pass's state; :meth:`case` replays one case."""
+    """One replay pass's state."""
 
     def __init__(self, provider: Provider, replayer: CassetteTransport, run: Run) -> None:
         self.provider = provider
@@ -151,7 +120,6 @@ class _Pass:
         self.misses = _Misses(replayer.store.root)
 
     def case(self, case: CaseLike) -> None:
-        """Replay ``case``."""
         provider, replayer, run = self.provider, self.replayer, self.run
         skip = self.live_only.get(case.entity_id)
         if skip is None:
@@ -200,8 +168,8 @@ class _Misses:
     def noted(
         self, provider: Provider, case: CaseLike, replayer: CassetteTransport
     ) -> failures.Failure | None:
-        """In a replay-only run, the note of ``case`` failed by this test's recording
-        (even if another test's recording answered the prompt)."""
+        """In a replay-only run, this test's recording's note of ``case`` (even if another
+        test's recording answered the prompt)."""
         if replayer.store.policy.records:
             return None
         if self.any_noted is None:
@@ -233,11 +201,8 @@ class _Misses:
 def _replayed(
     provider: Provider, case: CaseLike, replayer: CassetteTransport, run: Run
 ) -> httpx.Response | RecordedResponse | None:
-    """The recorded reply to ``case``, or None when it is to be recorded live.
-
-    A built-in provider gives the request's key without building it (``replay_key``)
-    and gets the recording as stored; any other provider builds its request and gets a
-    read response. Building and reading the httpx objects took half of a replayed case.
+    """The recorded reply to ``case``, or None when it is to be recorded live. A built-in
+    provider's is looked up by key, unbuilt: the httpx objects took half of a replayed case.
     """
     key_of = getattr(provider, "replay_key", None)
     key = key_of(case.system, case.prompt) if key_of is not None else None
@@ -263,9 +228,8 @@ def _judge_replayed(
     case: CaseLike,
     run: Run,
 ) -> Completion:
-    """``judge`` of a replayed reply. A recording replayed by key is parsed as stored
-    (``parse_reply``, the code ``parse_response`` runs); when that fails it is judged as
-    a response with its request, so the words are the ones a live reply gets."""
+    """``judge`` of a replayed reply: parsed as stored when replayed by key; if that fails,
+    judged as a response with its request, so the words are a live reply's."""
     if isinstance(replayed, RecordedResponse):
         reply = _recorded_reply(replayed)
         if reply is not None and isinstance(provider, HTTPProvider):
@@ -273,7 +237,9 @@ def _judge_replayed(
                 return provider.parse_reply(reply)
             except Exception:  # judged again below, URL and all
                 pass
-        replayed = _as_response(provider, replayed, case, run)
+        replayed = response_of(replayed)
+        replayed.request = run.request(provider, case)
+        replayed.read()
     return judge(provider, replayed, case)
 
 
@@ -289,12 +255,3 @@ def _recorded_reply(recorded: RecordedResponse) -> RecordedReply | None:
         key = name.lower()
         headers[key] = f"{headers[key]}, {value}" if key in headers else value
     return RecordedReply(recorded.body, headers)
-
-
-def _as_response(
-    provider: Provider, recorded: RecordedResponse, case: CaseLike, run: Run
-) -> httpx.Response:
-    response = response_of(recorded)
-    response.request = run.request(provider, case)
-    response.read()
-    return response

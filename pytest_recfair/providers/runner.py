@@ -1,17 +1,9 @@
 """Send every prompt case to the recommender: bounded concurrency, timeouts, retries, usage.
 
-Failure policy (:mod:`.retry`): HTTP 408/409/425/429 and 5xx, connect / read / write
-errors, timeouts and a cut-off 2xx body are retried (backoff with jitter, Retry-After
-honoured); spent retries give the case an error in ``RunOutcome.errors`` and the others
-go on. 401/403/404/407, a base URL that stays unreachable, a missing key, a cassette miss
-or an invalid URL abort the whole run with one ProviderError. Other 4xx, a 2xx that is not
-JSON or has an unexpected shape, and a callable that raised or returned no text are
-collected per case without retry.
-
-With cassettes, a replay pass (:mod:`.replay`) answers what they hold without an HTTP
-client; the rest goes to ``concurrency`` workers (:mod:`.workers`). A recording is kept
-only when its reply is final; each request first waits for its share of the endpoint's
-limits (:mod:`.pacing`).
+Failure policy (:mod:`.retry`): 408/409/425/429, 5xx, connection errors, timeouts and a
+cut-off 2xx are retried with backoff; spent retries are a per-case error. 401/403/404/407,
+an unreachable base URL, a missing key, a cassette miss or a bad URL abort the run. Other
+4xx and unusable replies are per-case errors without retry.
 """
 
 from __future__ import annotations
@@ -27,7 +19,7 @@ from pytest_recfair.errors import ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Provider
 from pytest_recfair.providers.pacing import Pacer, endpoint_for
-from pytest_recfair.providers.replay import first_pass, note_failures
+from pytest_recfair.providers.replay import first_pass, remember_failures
 from pytest_recfair.providers.retry import Abort
 from pytest_recfair.providers.runstate import (
     CaseLike,
@@ -73,7 +65,9 @@ async def arun_cases(
         with secrets.scrubbed_logs():
             try:
                 await workers.drain(await first_pass(prov, cases, opts, run))
-                note_failures(prov, cases, opts, run)
+                store = opts.cassettes
+                if store is not None and store.policy.records:  # replays fail them again
+                    remember_failures(prov, cases, run.errors, store.root, opts.test_id)
             except Abort as exc:
                 raise exc.error from None
             except BaseExceptionGroup as eg:

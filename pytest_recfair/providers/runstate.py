@@ -1,8 +1,6 @@
-"""What a run of the provider runner is given (:class:`RunOptions`, the cases), what it
-gives back (:class:`RunOutcome`), the state its parts share (:class:`Run`), and its
-progress meter: :class:`LiveLine` writes through the caller's ``rewrite`` / ``write_line``
-(the plugin's terminal reporter, which shows it without ``-s``), redrawn on a terminal
-and a line per tenth of the work elsewhere; :class:`Progress` draws it on a stream.
+"""A run's options (:class:`RunOptions`), outcome (:class:`RunOutcome`), shared state
+(:class:`Run`) and progress meter (:class:`LiveLine` through the plugin's terminal
+reporter, so it shows without ``-s``; :class:`Progress` on a stream).
 """
 
 from __future__ import annotations
@@ -62,14 +60,9 @@ class LiveLike(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class RunOptions:
-    """How :func:`~pytest_recfair.providers.runner.run_cases` sends the cases.
-
-    ``progress=None``: a progress line on stderr only when it is a terminal; ``prices``:
-    (USD per 1M prompt tokens, per 1M completion tokens) for ``RunOutcome.cost``. For
-    tests and benchmarks: ``transport`` replaces the network, ``backoff``/``max_backoff``
-    shape the waits between retries, ``max_retry_after`` caps a server's Retry-After,
-    ``sleep`` replaces ``asyncio.sleep`` for them, ``progress_stream`` replaces stderr.
-    """
+    """How ``run_cases`` sends the cases. ``progress=None``: a progress line only on a
+    terminal; ``prices``: USD per 1M prompt, completion tokens. ``transport``, ``sleep``
+    and ``progress_stream`` replace the network, ``asyncio.sleep`` and stderr (tests)."""
 
     concurrency: int = 8
     timeout: float = 60.0
@@ -339,11 +332,8 @@ class LiveLine:
 
 
 class Progress(LiveLine):
-    """The meter drawn on ``stream`` (stderr by default) with ``\\r``, or not at all.
-
-    ``enabled=None`` means: draw only if ``stream`` is a terminal. Disabled, it counts and
-    writes nothing (no line per tenth either: that is for the pytest terminal).
-    """
+    """The meter drawn on ``stream`` (stderr) with ``\\r``; ``enabled=None``: only on a
+    terminal. Disabled, it only counts (a line per tenth is for the pytest terminal)."""
 
     # Redrawing more often than this only costs time; the eye cannot follow it.
     min_interval = 0.1

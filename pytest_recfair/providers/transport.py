@@ -1,11 +1,7 @@
 """An httpx transport that replays from, and records into, a :class:`CassetteStore`.
-
-Each request carries its seed entity, repeat index and case in ``request.extensions``
-(:func:`case_extensions`): they pick the cassette file and tell identical repeats apart.
-A hit never touches the network; a miss is recorded through ``inner`` when the record
-mode allows, else it raises ``CassetteMiss`` (in mode ``none`` no real transport is ever
-created). A request whose ``extensions[EXT_RECORD]`` is a list gets its recording
-appended there instead: the runner keeps it only once the reply is final (not retried).
+A miss is sent through ``inner`` when the record mode allows, else raises CassetteMiss; a
+request whose ``extensions[EXT_RECORD]`` is a list gets its recording appended there, kept
+by the runner only once the reply is final.
 """
 
 from __future__ import annotations
@@ -57,9 +53,7 @@ _DECODED_DROP = frozenset({"content-encoding", "content-length", "transfer-encod
 
 class CassetteTransport(httpx.AsyncBaseTransport):
     """Serve requests from ``store``'s cassettes for ``test_id``; record misses if allowed.
-
-    Like other wrapping transports it owns ``inner``: closing this transport closes it.
-    """
+    It owns ``inner``: closing this transport closes it."""
 
     def __init__(
         self,
@@ -89,7 +83,12 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             body = request.content
         except httpx.RequestNotRead:
             body = request.read()
-        return self._lookup(request, body)
+        ext = request.extensions
+        repeat = int(ext.get(EXT_REPEAT) or 0)
+        hit = self._find(
+            request.method, str(request.url), body, ext.get(EXT_ENTITY), repeat, ext.get(EXT_CASE)
+        )
+        return None if hit is None else response_of(hit)
 
     def live_only(self, entity_id: str | None) -> bool:
         """True when every request for this entity goes to the network: nothing recorded
@@ -103,22 +102,9 @@ class CassetteTransport(httpx.AsyncBaseTransport):
     def replay_parts(
         self, method: str, url: str, body: str, case: CaseRef
     ) -> RecordedResponse | None:
-        """``replay`` of the request a built-in provider would build for ``case``, known by
-        its parts (``HTTPProvider.replay_key``): no httpx object is built; the recording
-        is returned as stored (:func:`response_of` makes it a response)."""
+        """``replay`` by the request's parts (``HTTPProvider.replay_key``): no httpx object
+        is built, and the recording comes back as stored."""
         return self._find(method, url, body, case.entity_id, case.repeat, case)
-
-    def _lookup(self, request: httpx.Request, body: bytes) -> httpx.Response | None:
-        ext = request.extensions
-        hit = self._find(
-            request.method,
-            str(request.url),
-            body,
-            ext.get(EXT_ENTITY),
-            int(ext.get(EXT_REPEAT) or 0),
-            ext.get(EXT_CASE),
-        )
-        return None if hit is None else response_of(hit)
 
     def _find(
         self,
@@ -141,7 +127,7 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             body = request.content  # already in memory for every non-streaming request
         except httpx.RequestNotRead:
             body = await request.aread()
-        replayed = self._lookup(request, body)
+        replayed = self.replay(request)
         if replayed is not None:
             return replayed
         ext = request.extensions

@@ -1,16 +1,8 @@
-"""The worker pool: ``concurrency`` workers send the cases the cassettes did not answer,
-each try bounded by the timeout and retried by the failure policy (:mod:`.retry`); and
-their transports: connection pools sized to the workers (httpcore on plain asyncio,
-:mod:`.aionet`; httpx's own through a proxy), TLS, the API-key check, cassettes.
+"""The worker pool: ``concurrency`` workers send what the cassettes did not answer, each
+try timed out and retried by :mod:`.retry`, over connection pools sized to the workers.
 
-``intercept="vcr"`` (``recfair_intercept = vcr``): vcrpy intercepts the HTTP calls of a
-pipeline that cannot be handed ``recfair_http_client`` (a client built deep inside,
-``requests``, ``aiohttp``). vcrpy patches process-wide, so the audit runs one prompt at a
-time, each with a vcrpy cassette whose persister reads that prompt's recordings from its
-entity's cassette and hands what vcrpy recorded to the prompt's :class:`~.pipeline.Scope`.
-A request vcrpy cannot play is the scope's miss or a live request counted against the
-budget. Libraries vcrpy does not patch (httpx2, today's openai and anthropic SDKs) are
-not seen.
+``intercept="vcr"``: vcrpy patches process-wide, so the audit runs one prompt at a time,
+each with a vcrpy cassette persisted through the prompt's :class:`~.pipeline.Scope`.
 """
 
 from __future__ import annotations
@@ -357,11 +349,8 @@ def ssl_context() -> ssl.SSLContext:
 
 
 def env_proxy(base_url: str) -> str | None:
-    """The proxy that HTTP(S)_PROXY / ALL_PROXY / NO_PROXY give for ``base_url``, if any.
-
-    httpx only reads these variables for transports it builds itself; the runner builds
-    its own (to wrap it), so it applies them here. Loopback servers never go via a proxy.
-    """
+    """The proxy HTTP(S)_PROXY / ALL_PROXY / NO_PROXY give for ``base_url`` (none for
+    loopback): httpx reads them only for transports it builds, and the runner builds its own."""
     if not base_url or is_loopback(base_url):
         return None
     parts = urlsplit(base_url)
@@ -382,11 +371,8 @@ def transports(
     workers: int,
     max_reply_chars: int | None = None,
 ) -> list[httpx.AsyncBaseTransport]:
-    """One transport (connection pool) per SHARD_CONNECTIONS workers, sized to fit them.
-
-    A given ``transport`` is one object, so there is one. With cassettes, each has its own
-    CassetteTransport over the same store.
-    """
+    """One transport (connection pool) per SHARD_CONNECTIONS workers (one if ``transport``
+    is given), each in a CassetteTransport over the same store with cassettes."""
     shards = 1 if transport is not None else math.ceil(workers / SHARD_CONNECTIONS)
     per_shard = math.ceil(workers / shards)
     # Keep-alive for every connection: with fewer, connections past the limit are closed

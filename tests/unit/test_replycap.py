@@ -9,6 +9,9 @@ import pytest
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.providers import base as replycap
 from pytest_recfair.replies import parse
+from pytest_recfair.settings import resolve
+
+KEY = "recfair_max_reply_chars"
 
 
 def test_short_text_is_kept_whole() -> None:
@@ -52,11 +55,14 @@ def test_json_without_long_strings_is_returned_as_is() -> None:
 
 @pytest.mark.parametrize("bad", [0, -5, "abc", "1.5", True, None, 2.0])
 def test_bad_limit_is_a_one_line_error_naming_the_key(bad: object) -> None:
-    with pytest.raises(ConfigError, match=r"^recfair_max_reply_chars: expected a positive") as e:
-        replycap.check_limit(bad)
+    # None is "not given" in the ini, so it is given as a marker argument
+    given = {"marker": {"max_reply_chars": bad}} if bad is None else {"ini": {KEY: bad}}
+    expected = r"^fairness setting (recfair_)?max_reply_chars=.*: expected an integer >= 1"
+    with pytest.raises(ConfigError, match=expected) as e:
+        resolve(**given)
     assert "\n" not in str(e.value)
 
 
 def test_limit_from_ini_text() -> None:
-    assert replycap.check_limit("200_000") == 200_000
-    assert replycap.check_limit(" 5000 ") == 5000
+    assert resolve(ini={KEY: "200_000"}).max_reply_chars == 200_000
+    assert resolve(ini={KEY: " 5000 "}).max_reply_chars == 5000
