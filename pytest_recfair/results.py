@@ -108,15 +108,6 @@ class ValueResult:
 _COUNTS: Final = ("n", "missing", "refusals", "short", "total")
 
 
-def matrix_to_dict(m: SimilarityMatrix) -> dict[str, Any]:
-    return {
-        "entities": list(m.entities),
-        "values": list(m.values),
-        "sims": json_floats(np.asarray(m.sims, dtype=np.float64)),
-        "missing": np.asarray(m.missing, dtype=bool).tolist(),
-    }
-
-
 def json_floats(x: npt.NDArray[np.float64]) -> list[Any]:
     """A 1-D or 2-D array as (nested) lists in one C loop, NaN as None."""
     values: list[Any] = x.tolist()
@@ -202,7 +193,12 @@ class AttributeResult:
             **{name: getattr(self, name) for name in _SETTINGS},
             "values": [v.to_dict() for v in self.values],
             **{name: getattr(self, name).to_dict() for name in _SPREADS},
-            "matrix": matrix_to_dict(self.matrix),
+            "matrix": {
+                "entities": list(self.matrix.entities),
+                "values": list(self.matrix.values),
+                "sims": json_floats(np.asarray(self.matrix.sims, dtype=np.float64)),
+                "missing": np.asarray(self.matrix.missing, dtype=bool).tolist(),
+            },
             "entropy": _num(self.entropy),
             "noise_floor": self.noise_floor.to_dict() if self.noise_floor else None,
             "curves": {k: [_num(x) for x in v] for k, v in self.curves.items()},
@@ -450,10 +446,6 @@ class KindResults(Mapping[str, Any]):
         return len(self._view())
 
 
-def _plain_extra(value: Any) -> Any:
-    return value.to_dict() if isinstance(value, KindResults) else value
-
-
 @dataclass(frozen=True, slots=True)
 class AuditResult:
     """Everything one fairness-marked test produced."""
@@ -491,7 +483,7 @@ class AuditResult:
                 if self.attributes
                 else {}
             ),
-            **{k: _plain_extra(v) for k, v in self.extras.items()},
+            **{k: v.to_dict() if isinstance(v, KindResults) else v for k, v in self.extras.items()},
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cost": self.cost,

@@ -58,6 +58,7 @@ SECRET_QUERY_PARAMS: Final[frozenset[str]] = frozenset(
         "signature",
     ]
 )
+_SECRET_FIELDS: Final = SECRET_QUERY_PARAMS | SECRET_HEADERS
 # Header names matched by part too: "x-custom-api-key", "x-session-token".
 _HEADER_PARTS: Final = ("key", "token", "secret", "auth", "cookie", "password")
 _HEADER_PART_EXCEPTIONS: Final = frozenset({"x-recfair-case", "keep-alive"})
@@ -234,20 +235,15 @@ class Scrubber:
         if isinstance(value, Mapping):
             return {
                 (self.scrub_text(k) if isinstance(k, str) else k): (
-                    FILTERED if _secret_field(k) and isinstance(v, str) else self._json(v)
+                    FILTERED
+                    if isinstance(k, str) and k.lower() in _SECRET_FIELDS and isinstance(v, str)
+                    else self._json(v)
                 )
                 for k, v in value.items()
             }
         if isinstance(value, list | tuple):
             return type(value)(self._json(v) for v in value)
         return value
-
-
-def _secret_field(name: object) -> bool:
-    if not isinstance(name, str):
-        return False
-    low = name.lower()
-    return low in SECRET_QUERY_PARAMS or low in SECRET_HEADERS
 
 
 # --------------------------------------------------------------------------- process-wide
