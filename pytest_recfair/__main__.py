@@ -167,12 +167,10 @@ def _report(args: argparse.Namespace) -> int:
 
 def _run_of(name: str, history: str | None) -> Any:
     """A stored run named on the command line: a file, else an entry of ``--history``."""
-    from pytest_recfair.report.history import load_run
+    from pytest_recfair.report.history import find_entry, load_run
 
     if history is None or Path(name).is_file():
         return load_run(name)
-    from pytest_recfair.report.history import find_entry
-
     return load_run(find_entry(Path(history), name))
 
 

@@ -9,12 +9,15 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate.limits import check_tolerance
 from pytest_recfair.gate.unanswered import check_max_failed
 from pytest_recfair.vocab import METRICS, STATISTICS
+
+if TYPE_CHECKING:
+    from pytest_recfair.settings import AuditSettings
 
 Parser = Callable[[Any, str, str], Any]
 
@@ -383,19 +386,11 @@ class RunSettings:
         return any(p.suffix.lower() == ".html" for p in self.reports)
 
 
-class _IniReports(Protocol):
-    """What :func:`resolve_run` reads of the settings (``AuditSettings``)."""
-
-    @property
-    def report(self) -> tuple[str, ...] | None: ...
-
-
 def resolve_run(
-    cli: Mapping[str, Any], run: _IniReports, *, cwd: Path, rootdir: Path
+    cli: Mapping[str, Any], run: AuditSettings, *, cwd: Path, rootdir: Path
 ) -> RunSettings:
     """The run-level options; command-line paths are relative to ``cwd``, ini paths to
     ``rootdir``."""
-
     shard_text = cli.get("fairness_shard")
     merge: Sequence[str] = cli.get("fairness_merge") or ()
     if shard_text and merge:
