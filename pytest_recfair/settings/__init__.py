@@ -119,21 +119,18 @@ class AuditSettings:
     missing: MissingPolicy = _s("zero", v.choice(MISSING_POLICIES))
     # None: "fairllm" with variant="fairllm", else "default"
     parse: ParseStyle | None = _s(None, v.optional(v.choice(PARSE_STYLES)))
-    # item-side audits (docs/itemside.md): catalogue fields of the recommended items, one
-    # or several (commas); the catalogue file (None: the fixture); TV distance from neutral
+    # item-side audits (docs/itemside.md): field(s), catalogue file (None: the fixture)
     item_field: str | None = _s(None, v.optional(v.text))
     catalogue: str | None = _s(None, v.optional(v.text))
     max_shift: float | None = _s(None, v.optional(v.unit))
-    # exposure audits (kind="exposure", docs/itemside.md): the reference distribution of
-    # the item groups, "catalogue" (its own shares) or a history file of interactions
+    # exposure audits: "catalogue" (its own shares) or a history file of interactions
     reference: str = _s("catalogue", v.text)
     # popularity groups of a numeric item_field: N quantile groups, or edges "10,100"
     bins: int | tuple[float, ...] | None = _s(None, v.optional(v.bins))
     max_exposure_gap: float | None = _s(None, v.optional(v.unit))
     min_long_tail_share: float | None = _s(None, v.optional(v.unit))
     max_popularity_lift: float | None = _s(None, v.optional(v.unit))
-    # candidate-position audits (docs/itemside.md): fixture name or file, candidate
-    # orders per (entity, group)
+    # candidate-position audits (docs/itemside.md)
     candidates: str | None = _s(None, v.optional(v.text))
     orders: int = _s(5, v.whole(2))
     pick: CandidateStyle = _s("pick", v.choice(CANDIDATE_STYLES))
@@ -154,8 +151,7 @@ class AuditSettings:
     role_effect: bool = _s(False, v.to_bool)
     # published runs: cases never answered (written by python -m pytest_recfair import)
     absent: str | None = _s(None, v.optional(v.text))
-    # the model id a callable recommender is reported under (marker only: the ini key
-    # recfair_model is the default HTTP provider's model)
+    # a callable recommender's model id (marker only: recfair_model is the HTTP provider's)
     model: str | None = _s(None, v.optional(v.text), ini=False)
     intercept: str = _s(
         "none",
@@ -368,8 +364,8 @@ class AuditSettings:
             "writes baselines only with --fairness-update (ini: recfair_explore)",
         ),
     )
-    # quality beside fairness (list-overlap audits; docs/metrics.md "Recommendation quality")
-    # every group's quality (catalogue-matched or valid share of the K slots) at least this
+    # quality beside fairness (docs/metrics.md "Recommendation quality"): every group's
+
     min_quality: float | None = _s(None, v.optional(v.unit))
     # per attribute, best minus worst value's quality at most this
     max_quality_gap: float | None = _s(None, v.optional(v.unit))
