@@ -1,8 +1,7 @@
 """pytest-recfair: fairness regression tests for LLM-based recommender systems.
 
 ``fairness`` (the marker), ``audit`` and ``judge`` load lazily: the pure modules can be
-used from a notebook without importing pytest, numpy or httpx.
-"""
+used from a notebook without importing pytest, numpy or httpx."""
 
 from __future__ import annotations
 

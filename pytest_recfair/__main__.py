@@ -1,6 +1,5 @@
 """The command line: ``python -m pytest_recfair COMMAND``. Bad input is one line on stderr
-and exit status 2, never a traceback.
-"""
+and exit status 2, never a traceback."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""The audit outside pytest, with the plugin's argument names and checks::
+"""The audit outside pytest::
 
-result = pytest_recfair.audit(SimulatedRecommender("demo"), attr="religion", entities=40)
-outcome = pytest_recfair.judge(result, baseline, tolerance=0.02)
-"""
+    result = pytest_recfair.audit(SimulatedRecommender("demo"), attr="religion", entities=40)
+    outcome = pytest_recfair.judge(result, baseline, tolerance=0.02)
+
+with the plugin's argument names and checks: a notebook and a test mean the same thing."""
 
 from __future__ import annotations
 

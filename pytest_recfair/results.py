@@ -1,6 +1,5 @@
 """The result objects of one fairness audit. Pure data; every object round-trips through
-JSON-able dicts, so xdist workers can ship them and baselines store them.
-"""
+JSON-able dicts, so xdist workers can ship them and baselines store them."""
 
 from __future__ import annotations
 

@@ -3,8 +3,7 @@
 Replaced by :data:`FILTERED`: registered values (plain, URL-encoded, JSON-escaped) and
 secrets by shape (after auth headers, key parameters, known key formats), so an
 unregistered key is caught too. One process-wide :class:`Scrubber`: a key read on a worker
-thread must leave the final summary too.
-"""
+thread must leave the final summary too."""
 
 from __future__ import annotations
 

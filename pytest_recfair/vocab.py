@@ -1,6 +1,5 @@
 """The closed vocabularies, in one place: adding a value is one edit. Stdlib only: the
-plugin imports this at every pytest start-up, before numpy is loaded.
-"""
+plugin imports this at every pytest start-up, before numpy is loaded."""
 
 from __future__ import annotations
 

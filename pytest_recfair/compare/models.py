@@ -1,6 +1,5 @@
 """Several models audited by one test, side by side (issue 11): each attribute's SNSR per
-model, and per pair a paired test on the shared entities. Pure.
-"""
+model, and per pair a paired test on the shared entities. Pure."""
 
 from __future__ import annotations
 

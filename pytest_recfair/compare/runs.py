@@ -3,8 +3,7 @@ one audit gated against a stored run (``--fairness-compare=REF``, ``-compare-fai
 
 Each test is compared as the gate compares a run with its baseline, A in the baseline's
 place (list overlap: ``drift.evaluate_drift``; other kinds: their own ``compare_kind``);
-Bonferroni over the tests actually tested keeps "B is worse" at ``alpha`` overall. Pure.
-"""
+Bonferroni over the tests actually tested keeps "B is worse" at ``alpha`` overall. Pure."""
 
 from __future__ import annotations
 

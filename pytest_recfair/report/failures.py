@@ -3,8 +3,7 @@ sentence) and the evidence behind a failing attribute, in every channel.
 
 Evidence, every kind alike: attribute label -> ``{"what", "rows"}``; a row ``{"entity",
 "score", "why", "lists"}``; a list ``{"label", "titles", "kept", "dropped", "added",
-"reply", "notes"}`` (only ``label`` required; kept/dropped/added: against the neutral list).
-"""
+"reply", "notes"}`` (only ``label`` required; kept/dropped/added: against the neutral list)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,7 @@
 reports read back, and the HTML report's history charts.
 
 Each run adds ``NNNN_<UTC stamp>.json``, reserved with ``O_EXCL`` and filled by an atomic
-rename: its JSON report plus an ``"entry"`` (commit, branch, date, machine, settings).
-"""
+rename: its JSON report plus an ``"entry"`` (commit, branch, date, machine, settings)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The HTML fairness report: one self-contained page (inline CSS and SVG, nothing loaded
 from anywhere), every text from results escaped. Labels are never cut: cells wrap, chart
-labels take two lines and the charts widen to hold them.
-"""
+labels take two lines and the charts widen to hold them."""
 
 from __future__ import annotations
 

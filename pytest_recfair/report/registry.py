@@ -1,6 +1,5 @@
 """Report formats by file extension, and a whole run's channels (terminal summary lines,
-report files, history entry): the engine gathers a run, this module words and writes it.
-"""
+report files, history entry): the engine gathers a run, this module words and writes it."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """The "fairness summary" of the pytest terminal report, and the "models side by side"
-section of every report (``compare.models.ModelComparison``).
-"""
+section of every report (``compare.models.ModelComparison``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """One frozen settings object per fairness audit, merged CLI > marker > ini > defaults.
 
 Pure. Each setting is one field of :class:`AuditSettings` whose :class:`Setting` metadata
-gives its parser, marker, option and help; the keys and parsers are derived from them.
-"""
+gives its parser, marker, option and help; the keys and parsers are derived from them."""
 
 from __future__ import annotations
 

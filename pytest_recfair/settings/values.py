@@ -1,6 +1,5 @@
 """The settings' value parsers, (value, key, source) -> value or a ConfigError naming all
-three; and the run's own options (``RunSettings``). Pure: stdlib only.
-"""
+three; and the run's own options (``RunSettings``). Pure: stdlib only."""
 
 from __future__ import annotations
 
