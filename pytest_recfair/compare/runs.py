@@ -449,8 +449,7 @@ def _compared(
     before, now = figures(ref), figures(result)
     failures, changes = [], []
     for key in sorted(set(before) & set(now)):
-        picked = [r for r in rules if r.picks(key)]
-        for rule in picked:
+        for rule in (r for r in rules if r.picks(key)):
             if (f := _failure(key, before[key], now[key], rule, label)) is not None:
                 failures.append(f)
                 break
@@ -464,7 +463,6 @@ def apply_reference(
     result: AuditResult, reference: Reference, rules: Sequence[Rule]
 ) -> AuditResult:
     """``result`` with its comparison's failures and notes added (no rules: notes only)."""
-
     ref = reference.results.get(result.meta.test_id)
     gate = result.gate or GateOutcome(passed=True)
     if ref is None:
