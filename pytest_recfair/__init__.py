@@ -1,11 +1,7 @@
 """pytest-recfair: fairness regression tests for LLM-based recommender systems.
 
-``from pytest_recfair import fairness`` gives the ``@pytest.mark.fairness`` marker;
-``pytest_recfair.audit(...)`` runs an audit outside pytest and ``pytest_recfair.judge(...)``
-gates its result (:mod:`pytest_recfair.api`). All three are loaded lazily, so that the
-pure modules (metrics, replies, prompts, report) can be used from a notebook without
-importing pytest, numpy or httpx.
-"""
+``fairness`` (the marker), ``audit`` and ``judge`` load lazily: the pure modules can be
+used from a notebook without importing pytest, numpy or httpx."""
 
 from __future__ import annotations
 

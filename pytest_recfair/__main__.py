@@ -1,12 +1,5 @@
-"""The command line: ``python -m pytest_recfair COMMAND`` (thin: the work is in pure modules).
-
-``import faireval|fairllm|biaslens DIR --out OUT`` (a published run as an offline audit),
-``report RUN.json --to md|html`` (a stored JSON run rendered again), ``compare A B`` (the
-drift table of two stored runs or history entries; exit 1 when B is significantly less
-fair), ``examples [--dir DIR]`` (the docs' example files and ``pipeline_example/``),
-``cassettes compact|expand DIR``. Bad input is one line on stderr and exit status 2,
-never a traceback (docs/reports.md).
-"""
+"""The command line: ``python -m pytest_recfair COMMAND``. Bad input is one line on stderr
+and exit status 2, never a traceback."""
 
 from __future__ import annotations
 
@@ -173,12 +166,10 @@ def _report(args: argparse.Namespace) -> int:
 
 def _run_of(name: str, history: str | None) -> Any:
     """A stored run named on the command line: a file, else an entry of ``--history``."""
-    from pytest_recfair.report.history import load_run
+    from pytest_recfair.report.history import find_entry, load_run
 
     if history is None or Path(name).is_file():
         return load_run(name)
-    from pytest_recfair.report.history import find_entry
-
     return load_run(find_entry(Path(history), name))
 
 

@@ -1,13 +1,9 @@
-"""The audit outside pytest: ``pytest_recfair.audit(...)`` and ``pytest_recfair.judge(...)``.
-
-For notebooks, scripts and the simulation study (benchmarks/gate_validity.py)::
+"""The audit outside pytest::
 
     result = pytest_recfair.audit(SimulatedRecommender("demo"), attr="religion", entities=40)
     outcome = pytest_recfair.judge(result, baseline, tolerance=0.02)
 
-``audit`` takes the marker's keyword arguments plus the run settings, ``judge`` the
-gate's; names and checks are the plugin's, so a notebook and a test mean the same thing.
-"""
+with the plugin's argument names and checks: a notebook and a test mean the same thing."""
 
 from __future__ import annotations
 
@@ -60,12 +56,8 @@ def audit(
     progress: bool = False,
     **marker_arguments: Any,
 ) -> AuditResult:
-    """Run one audit of ``recommender`` (a callable ``prompt -> reply``, a provider or a
-    ``SimulatedRecommender``) and return its ungated :class:`AuditResult`.
-
-    ``seeds`` may also be a list of entity names. ``cassettes`` is an optional
-    ``cassettes.CassetteStore`` for replay/recording; by default every prompt is sent.
-    """
+    """The ungated result of ``recommender`` (a callable ``prompt -> reply``, a provider
+    or a ``SimulatedRecommender``); ``cassettes``: a ``CassetteStore``, else all is sent."""
     from pytest_recfair.engine import stream
     from pytest_recfair.engine.base import AuditRequest
 
@@ -84,8 +76,7 @@ def audit(
 
 
 def _inputs(s: settings.AuditSettings) -> Any:
-    """The files other kinds of audit read (catalogue, candidates, absent), as the plugin
-    reads them; outside pytest they are file paths (there are no fixtures to name)."""
+    """The files other kinds read, as paths (outside pytest there are no fixtures)."""
     from pytest_recfair.engine.base import AuditInputs
     from pytest_recfair.replies import catalogue as read
 
@@ -99,11 +90,8 @@ def _inputs(s: settings.AuditSettings) -> Any:
 def judge(
     result: AuditResult, baseline: AuditResult | None = None, **gate_arguments: Any
 ) -> GateOutcome:
-    """Gate ``result``: its thresholds, and its drift against ``baseline`` when given.
+    """Gate ``result`` (against ``baseline`` when given; an incompatible one fails)."""
 
-    An incompatible baseline (other grid, templates, K, metric, ...) is not compared: the
-    outcome fails with an "incompatible" failure that says why.
-    """
     from pytest_recfair.engine import verdict
 
     if not isinstance(result, AuditResult):

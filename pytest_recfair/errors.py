@@ -1,13 +1,5 @@
-"""The exception tree of pytest-recfair.
-
-    RecfairError (ValueError)       every error a user can cause and fix
-    ├── ConfigError                 bad option, ini key or marker argument
-    ├── DataError                   a seed, grid, template or baseline file is malformed
-    ├── ProviderError               the recommender could not be reached or answered badly
-    └── CassetteError               a cassette is missing, unreadable or lacks an interaction
-
-Messages say what was expected, what was found, and what to do next.
-"""
+"""The errors a user can cause and fix: messages say what was expected, what was found,
+and what to do next."""
 
 from __future__ import annotations
 
@@ -15,8 +7,7 @@ from pytest_recfair.secrets import scrub
 
 
 class RecfairError(ValueError):
-    """Base of every user-facing error. Its message is scrubbed of secrets (registered API
-    keys, auth headers, key query parameters): services quote both in their errors."""
+    """Its message is scrubbed of secrets: services quote keys in their errors."""
 
     def __init__(self, *args: object) -> None:
         super().__init__(*(scrub(a) if isinstance(a, str) else a for a in args))

@@ -14,8 +14,7 @@ from pytest_recfair.secrets import scrub_values_bytes
 
 
 def _umask() -> int:
-    """The process umask. /proc tells it without changing it (os.umask can only set it,
-    which would race with other threads creating files)."""
+    """From /proc: os.umask can only set it, racing with other threads creating files."""
     try:
         for line in Path("/proc/self/status").read_text().splitlines():
             if line.startswith("Umask:"):
@@ -28,8 +27,7 @@ def _umask() -> int:
 
 
 def _mode_for(target: Path) -> int:
-    """An existing file keeps its mode; a new one gets what open() would give it (0666 less
-    the umask), not mkstemp's private 0600."""
+    """An existing file's mode, else what open() would give (not mkstemp's private 0600)."""
     try:
         return target.stat().st_mode & 0o7777
     except OSError:
@@ -62,8 +60,7 @@ _TEMP = re.compile(r"\..+\.(\d+)\.\w+\.tmp")
 
 
 def remove_stale_temps(folder: Path) -> int:
-    """Remove the temp files of :func:`atomic_write_bytes` in ``folder`` whose writer is
-    gone (killed before its rename); a live process's write in progress is kept."""
+    """Remove the temp files in ``folder`` whose writer was killed before its rename."""
     removed = 0
     for tmp in folder.glob(".*.tmp") if os.name == "posix" else ():
         match = _TEMP.fullmatch(tmp.name)
@@ -91,9 +88,9 @@ def atomic_write_text(path: Path | str, text: str) -> None:
 
 @contextlib.contextmanager
 def staged_folder(out: Path) -> Iterator[Path]:
-    """A new hidden folder next to ``out`` to write a whole project into: moved to ``out``
-    (new, or empty: the caller checks) when the block succeeds, removed when it fails, so
-    a failed write leaves ``out`` as it was."""
+    """A hidden folder next to ``out``, moved to ``out`` (new or empty) when the block
+    succeeds, removed when it fails: a failed write leaves ``out`` as it was."""
+
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:

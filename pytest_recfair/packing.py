@@ -1,7 +1,5 @@
-"""Arrays as compact bytes for the replay cache (:mod:`pytest_recfair.engine.replaymemo`):
-the zlib (level 1) of an array's raw bytes, not ~32 bytes per Python float at the run's
-peak; unpacked bit for bit. Pure: numpy and the stdlib.
-"""
+"""Arrays as compact bytes for the replay cache: not ~32 bytes per Python float at the
+run's peak; unpacked bit for bit."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""The result objects of one fairness audit, shared by the audit, gate, baselines and reports.
-
-Pure data: no pytest, no httpx. Everything round-trips through plain JSON-able dicts
-(``to_dict`` / ``from_dict``) so xdist workers can ship results to the controller and
-baselines can store them.
-"""
+"""The result objects of one fairness audit. Pure data; every object round-trips through
+JSON-able dicts, so xdist workers can ship them and baselines store them."""
 
 from __future__ import annotations
 
@@ -111,18 +107,8 @@ class ValueResult:
 _COUNTS: Final = ("n", "missing", "refusals", "short", "total")
 
 
-def matrix_to_dict(m: SimilarityMatrix) -> dict[str, Any]:
-    return {
-        "entities": list(m.entities),
-        "values": list(m.values),
-        "sims": json_floats(np.asarray(m.sims, dtype=np.float64)),
-        "missing": np.asarray(m.missing, dtype=bool).tolist(),
-    }
-
-
 def json_floats(x: npt.NDArray[np.float64]) -> list[Any]:
-    """A 1-D or 2-D array as (nested) lists of Python floats, made in one C loop, NaN as
-    None (JSON has no NaN)."""
+    """A 1-D or 2-D array as (nested) lists in one C loop, NaN as None."""
     values: list[Any] = x.tolist()
     if not np.isnan(x).any():
         return values
@@ -170,12 +156,8 @@ class AttributeResult:
     curves: dict[str, list[float]] = field(default_factory=dict)  # value -> Sim@k, k=1..K
 
     def favoured(self) -> tuple[str, str]:
-        """(most, least) favoured values, ignoring values whose mean is undefined.
-
-        The one place this is decided (reports and gate messages use it). Most favoured is
-        the value whose lists moved least from the neutral ones (highest similarity). When
-        every mean ties (SNSR = 0) no value is favoured: both are :data:`TIE`, never the
-        first value twice ("Asian / Asian"); with no defined mean both are "n/a"."""
+        """(most, least) favoured values: highest and lowest defined mean similarity; both
+        :data:`TIE` when every mean ties (never "Asian / Asian"), "n/a" with none."""
         finite = [v for v in self.values if not math.isnan(v.mean.value)]
         if not finite:
             return ("n/a", "n/a")
@@ -187,12 +169,10 @@ class AttributeResult:
 
     @property
     def most_favoured(self) -> str:
-        """The value with the highest mean similarity (see ``favoured``)."""
         return self.favoured()[0]
 
     @property
     def least_favoured(self) -> str:
-        """The value with the lowest mean similarity (see ``favoured``)."""
         return self.favoured()[1]
 
     @property
@@ -212,7 +192,12 @@ class AttributeResult:
             **{name: getattr(self, name) for name in _SETTINGS},
             "values": [v.to_dict() for v in self.values],
             **{name: getattr(self, name).to_dict() for name in _SPREADS},
-            "matrix": matrix_to_dict(self.matrix),
+            "matrix": {
+                "entities": list(self.matrix.entities),
+                "values": list(self.matrix.values),
+                "sims": json_floats(np.asarray(self.matrix.sims, dtype=np.float64)),
+                "missing": np.asarray(self.matrix.missing, dtype=bool).tolist(),
+            },
             "entropy": _num(self.entropy),
             "noise_floor": self.noise_floor.to_dict() if self.noise_floor else None,
             "curves": {k: [_num(x) for x in v] for k, v in self.curves.items()},
@@ -239,15 +224,14 @@ _SPREADS: Final = ("snsr", "snsv", "pafs")
 
 
 def _setting(label: str | None = None, default: Any = MISSING) -> Any:
-    """A kind's setting: ``label`` words it when a baseline differing in it is refused;
-    ``default``: also its value in a file written before it was recorded."""
+    """``label`` words it when a baseline differing in it is refused; ``default`` is also
+    its value in a file written before it was recorded."""
     return field(default=default, metadata={"compared": label} if label else {})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AuditMeta:
-    """The header every kind of audit shares; a kind's own settings are the fields of its
-    subclass (:data:`META_TYPES`, the header only for a kind without one)."""
+    """The header every kind shares; a kind's own settings are its subclass's fields."""
 
     KIND: ClassVar[str] = ""
     kind: str  # the kind of audit that made the result: its registry name
@@ -268,8 +252,7 @@ class AuditMeta:
 
     @staticmethod
     def from_dict(d: Mapping[str, Any], kind: str | None = None) -> AuditMeta:
-        """The meta of ``d["kind"]`` (``kind`` for a file written before the field; the
-        list-overlap audit when neither says), reading only the fields of that kind."""
+        """The meta of ``d["kind"]`` (else ``kind``, else list overlap): its fields only."""
         name = str(d.get("kind") or kind or ListMeta.KIND)
         cls = META_TYPES.get(name, AuditMeta)
         # before "parse" was recorded, the variant chose the parser
@@ -286,7 +269,7 @@ class _Sampled(AuditMeta):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class _Listed(_Sampled):
-    """The settings of the list prompts (the list-overlap and item-side audits ask them)."""
+    """The settings of the list prompts (list-overlap and item-side audits)."""
 
     grid: str = _setting("attribute grid")
     grid_hash: str = _setting("attribute grid contents")
@@ -344,8 +327,7 @@ class PositionMeta(_Sampled):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RoleplayMeta(_Sampled):
-    """The role-play audit's settings (BiasLens): its entities are questions; the question
-    set's name and digest, the oracle and the rounds are in its results."""
+    """The role-play audit's settings (BiasLens): its entities are questions."""
 
     KIND: ClassVar[str] = "roleplay"
     kind: str = KIND
@@ -363,12 +345,8 @@ META_TYPES: Final[Mapping[str, type[AuditMeta]]] = {
 
 @dataclass(frozen=True, slots=True)
 class GateFailure:
-    """One reason the gate failed, as data; ``report.failure_text`` renders it for people.
-
-    ``attribute`` is None for a failure of the whole audit (its baseline is missing,
-    unusable or incompatible; then ``detail`` says why). ``limit`` is the threshold for
-    threshold-type kinds and the tolerance applied for a drift (``tolerance`` the one set,
-    when the baseline's noise floor raised it); ``baseline`` the baseline value."""
+    """One reason the gate failed, as data (``report.failure_text`` words it). ``attribute``
+    None: the whole audit's; ``limit``: the threshold, or the tolerance a drift applied."""
 
     kind: FailureKind | str  # a str outside FAILURE_KINDS: a kind of audit's own failure
     attribute: str | None = None
@@ -406,8 +384,7 @@ _FAILURE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(GateFailure))
 
 @dataclass(frozen=True, slots=True)
 class GateOutcome:
-    """What the gate decided for one test: structured failures (worded by
-    ``report.failures``), notes, and every drift delta. Build it with :meth:`of`."""
+    """What the gate decided for one test. Build it with :meth:`of`."""
 
     passed: bool
     failures: tuple[GateFailure, ...] = ()
@@ -444,13 +421,8 @@ class GateOutcome:
 
 
 class KindResults(Mapping[str, Any]):
-    """A kind's own results in ``AuditResult.extras``, kept typed through the engine.
-
-    Read as a mapping they are their JSON form (``to_dict``, computed once), which is what
-    ``AuditResult.to_dict`` writes and a baseline or a worker's payload holds: code that
-    indexes ``result.extras["items"]["attributes"]`` reads the same whether the result
-    came from this run or from JSON (where the entry is that plain dict).
-    """
+    """A kind's own results in ``AuditResult.extras``, typed; read as a mapping they are
+    their JSON form (computed once), the same as a result read back from JSON."""
 
     _plain: dict[str, Any] | None = None
 
@@ -473,10 +445,6 @@ class KindResults(Mapping[str, Any]):
         return len(self._view())
 
 
-def _plain_extra(value: Any) -> Any:
-    return value.to_dict() if isinstance(value, KindResults) else value
-
-
 @dataclass(frozen=True, slots=True)
 class AuditResult:
     """Everything one fairness-marked test produced."""
@@ -488,15 +456,11 @@ class AuditResult:
     cost: float | None = None
     gate: GateOutcome | None = None
     merges: int = 0  # fuzzy title merges applied (logged separately for review)
-    #: the kind's own results under its name (``meta.kind``): typed (:class:`KindResults`)
-    #: from a run, plain JSON data when read back from JSON
-    extras: dict[str, Any] = field(default_factory=dict)
-    #: prompts that got no valid response (left out of their value's mean, never scored):
-    #: ``attribute=value`` or "neutral" -> count; ``prompts``: all prompts of the audit
+    extras: dict[str, Any] = field(default_factory=dict)  # kind name -> KindResults or JSON
+    #: prompts without a valid response (never scored): ``attribute=value`` -> count
     failed: dict[str, int] = field(default_factory=dict)
     prompts: int = 0
-    #: why an attribute's statistic moved: attribute label -> the entities that moved it
-    #: most, with their lists (plain JSON data; report/evidence.py); never in a baseline
+    #: attribute label -> the entities that moved it most (report.failures); no baseline's
     evidence: dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -511,7 +475,6 @@ class AuditResult:
         raise KeyError(f"no attribute {name!r} in this audit; have: {allowed}")
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON data: meta (naming the kind), attributes if any, the kind's own results."""
         return {
             "meta": self.meta.to_dict(),
             **(
@@ -519,7 +482,7 @@ class AuditResult:
                 if self.attributes
                 else {}
             ),
-            **{k: _plain_extra(v) for k, v in self.extras.items()},
+            **{k: v.to_dict() if isinstance(v, KindResults) else v for k, v in self.extras.items()},
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "cost": self.cost,
@@ -530,8 +493,8 @@ class AuditResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AuditResult:
-        """From JSON data, also as written before results were shaped per kind (a flat
-        list-overlap meta, the kind's results under ``extras``)."""
+        """Also as written before results were shaped per kind (their ``extras``)."""
+
         gate = d.get("gate")
         if "kind" in d["meta"]:
             meta = AuditMeta.from_dict(d["meta"])

@@ -1,16 +1,9 @@
-"""Scrub secrets from anything the plugin writes or prints (the one scrubber).
+"""The one scrubber: every output channel goes through :func:`scrub` or a typed sibling.
 
-Every output channel (terminal, JUnit, reports, baselines, cassettes, error messages
-quoting a reply or a URL) goes through :func:`scrub` or a typed sibling. Removed, each
-replaced by :data:`FILTERED`: **configured values** (the API keys the providers read,
-:func:`register`ed; plain, URL-encoded and JSON-escaped) and **secrets by shape**
-(whatever follows an auth header or cookie name, key query parameters, JSON fields named
-like keys, and OpenAI, Anthropic and Google key formats), so an unregistered key is still
-caught. :data:`SECRET_HEADERS` / :data:`SECRET_QUERY_PARAMS` are the one list the
-cassettes drop too; :func:`scrubbed_logs` scrubs log records (httpx and httpcore log
-headers at DEBUG). Stdlib only. The module functions share one process-wide
-:class:`Scrubber`: a key read on a worker thread must leave the final summary too.
-"""
+Replaced by :data:`FILTERED`: registered values (plain, URL-encoded, JSON-escaped) and
+secrets by shape (after auth headers, key parameters, known key formats), so an
+unregistered key is caught too. One process-wide :class:`Scrubber`: a key read on a worker
+thread must leave the final summary too."""
 
 from __future__ import annotations
 
@@ -25,18 +18,12 @@ from urllib.parse import quote, quote_plus
 
 FILTERED: Final = "<filtered>"
 
-# The length rule (see is_secret_value): no real API key is under 8 characters, and
-# replacing a placeholder ("EMPTY", "test") in text a person reads would mangle file and
-# test names; a cassette store has always replaced values of 4 or more in its files (its
-# replay key the same way, so matching holds): neither channel scrubs less than it did.
-#: Values registered for text (messages, reports, baselines, logs): 8 characters or more.
+# No real key is under 8 characters, and replacing a placeholder ("test") would mangle
+# names people read; cassettes have always replaced 4 or more (their replay keys too).
 MIN_SECRET_CHARS: Final = 8
-#: Values a cassette store replaces in the files it writes: 4 characters or more.
 MIN_CASSETTE_SECRET_CHARS: Final = 4
 
-#: Header names whose value is a credential, whatever it looks like: the one list, which
-#: the cassettes drop from stored requests and responses. x-request-id: an id the
-#: provider's support can tie to the account.
+#: Credential headers, also dropped by the cassettes; x-request-id ties to the account.
 SECRET_HEADERS: Final[frozenset[str]] = frozenset(
     [
         "authorization",
@@ -52,8 +39,7 @@ SECRET_HEADERS: Final[frozenset[str]] = frozenset(
         "x-request-id",
     ]
 )
-#: Query parameter (and JSON field) names whose value is a credential; the cassettes drop
-#: these parameters from stored URLs.
+#: Credential query parameters (and JSON fields), also dropped from stored URLs.
 SECRET_QUERY_PARAMS: Final[frozenset[str]] = frozenset(
     [
         "key",
@@ -71,6 +57,7 @@ SECRET_QUERY_PARAMS: Final[frozenset[str]] = frozenset(
         "signature",
     ]
 )
+_SECRET_FIELDS: Final = SECRET_QUERY_PARAMS | SECRET_HEADERS
 # Header names matched by part too: "x-custom-api-key", "x-session-token".
 _HEADER_PARTS: Final = ("key", "token", "secret", "auth", "cookie", "password")
 _HEADER_PART_EXCEPTIONS: Final = frozenset({"x-recfair-case", "keep-alive"})
@@ -111,10 +98,8 @@ def _fewest(words: Iterable[str]) -> tuple[str, ...]:
     return tuple(sorted(w for w in unique if not any(o != w and o in w for o in unique)))
 
 
-# Cheap pre-check: text without any of these (case-folded) cannot match a shape rule: each
-# rule needs one of its literal words. Substring tests on the case-folded text, not one
-# ignore-case regex of the alternatives: that took ~60 microseconds per 600-character
-# reply, more than the rules themselves.
+# Every shape rule needs one of these words: substring tests on the case-folded text skip
+# the rules (one ignore-case regex of them took ~60 us per reply, more than the rules).
 _SHAPE_HINTS: Final = _fewest(
     [
         *["sk-", "aiza", "ya29.", "bearer", "basic", "token", "="],
@@ -146,15 +131,12 @@ def is_secret_header(name: str) -> bool:
 
 
 def is_secret_value(value: str | None, *, minimum: int = MIN_SECRET_CHARS) -> TypeGuard[str]:
-    """The length rule: None, blanks and values under ``minimum`` characters (stripped) are
-    not secrets (unset variables give None or ""). ``minimum`` is MIN_SECRET_CHARS for
-    text, MIN_CASSETTE_SECRET_CHARS for a cassette store (see the note above them)."""
+    """None, blanks and values under ``minimum`` characters (stripped) are not secrets."""
     return value is not None and len(value.strip()) >= minimum
 
 
 def forms(value: str) -> set[str]:
-    """The ways a value shows up in text: as is, URL-encoded, JSON-escaped (ASCII-only and
-    not)."""
+    """The ways a value shows up in text: as is, URL-encoded, JSON-escaped."""
     return {
         value,
         quote(value, safe=""),
@@ -164,14 +146,13 @@ def forms(value: str) -> set[str]:
     }
 
 
-#: Texts up to this many characters are remembered scrubbed (at most _SHORT_KEPT of them).
+# Texts up to this many characters are remembered scrubbed (at most _SHORT_KEPT of them).
 _SHORT: Final = 200
 _SHORT_KEPT: Final = 50_000
 
 
 class Scrubber:
-    """Removes registered secret values and secrets by shape from text, bytes, headers and
-    JSON values. Thread-safe; registering is rare, scrubbing is frequent."""
+    """Thread-safe; registering is rare, scrubbing is frequent."""
 
     def __init__(self, values: Iterable[str | None] = ()) -> None:
         self._lock = threading.Lock()
@@ -183,8 +164,7 @@ class Scrubber:
         self.add(values)
 
     def add(self, values: Iterable[str | None]) -> None:
-        """Register secret values; None, blanks and values under MIN_SECRET_CHARS are
-        ignored (unset variables give None or "")."""
+        """Register secret values; see :func:`is_secret_value`."""
         if isinstance(values, str):
             raise TypeError("Scrubber.add() takes a list of values, got one str; wrap it: [key]")
         with self._lock:
@@ -206,7 +186,6 @@ class Scrubber:
         return frozenset(self._values)
 
     def scrub_text(self, text: str) -> str:
-        """``text`` with every secret replaced by FILTERED."""
         if len(text) > _SHORT:
             return self._scrub(text)
         short = self._short
@@ -229,27 +208,24 @@ class Scrubber:
         return text
 
     def scrub_values(self, text: str) -> str:
-        """``text`` with every registered value replaced, but no shape rule applied: for
-        data files, where a field named "key" or a title like "sk-8" is data."""
+        """No shape rule: for data files, where a field "key" or a title "sk-8" is data."""
         pattern = self._pattern
         return text if pattern is None else pattern.sub(FILTERED, text)
 
-    def scrub_bytes(self, data: bytes) -> bytes:
+    def scrub_bytes(self, data: bytes, values_only: bool = False) -> bytes:
         """Bytes scrubbed as text; bytes that are not UTF-8 survive unchanged around it."""
         text = data.decode("utf-8", "surrogateescape")
-        out = self.scrub_text(text)
+        out = self.scrub_values(text) if values_only else self.scrub_text(text)
         return data if out == text else out.encode("utf-8", "surrogateescape")
 
     def scrub_headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-        """Credential headers get FILTERED as value; other values are scrubbed as text."""
         return [
             (name, FILTERED if is_secret_header(name) else self.scrub_text(value))
             for name, value in headers
         ]
 
     def scrub_json(self, value: T) -> T:
-        """A JSON-like value (dicts, lists, strings, numbers) with every string scrubbed and
-        every field named like a credential replaced by FILTERED."""
+        """Every string scrubbed, every field named like a credential FILTERED."""
         return cast(T, self._json(value))
 
     def _json(self, value: object) -> object:
@@ -258,7 +234,9 @@ class Scrubber:
         if isinstance(value, Mapping):
             return {
                 (self.scrub_text(k) if isinstance(k, str) else k): (
-                    FILTERED if _secret_field(k) and isinstance(v, str) else self._json(v)
+                    FILTERED
+                    if isinstance(k, str) and k.lower() in _SECRET_FIELDS and isinstance(v, str)
+                    else self._json(v)
                 )
                 for k, v in value.items()
             }
@@ -267,21 +245,16 @@ class Scrubber:
         return value
 
 
-def _secret_field(name: object) -> bool:
-    if not isinstance(name, str):
-        return False
-    low = name.lower()
-    return low in SECRET_QUERY_PARAMS or low in SECRET_HEADERS
-
-
 # --------------------------------------------------------------------------- process-wide
 
 _GLOBAL = Scrubber()
 
 
-def register(values: Iterable[str | None]) -> None:
-    """Add secret values (API keys) to the process-wide scrubber."""
-    _GLOBAL.add(values)
+register = _GLOBAL.add
+scrub = _GLOBAL.scrub_text
+scrub_bytes = _GLOBAL.scrub_bytes
+scrub_headers = _GLOBAL.scrub_headers
+scrub_json = _GLOBAL.scrub_json
 
 
 def register_env(names: Iterable[str | None], environ: Mapping[str, str]) -> None:
@@ -289,38 +262,9 @@ def register_env(names: Iterable[str | None], environ: Mapping[str, str]) -> Non
     register(environ.get(n) for n in names if n)
 
 
-def scrub(text: str) -> str:
-    """``text`` without any registered secret or secret by shape."""
-    return _GLOBAL.scrub_text(text)
-
-
-def scrub_values(text: str) -> str:
-    """``text`` without any registered secret value (no shape rules: for data files)."""
-    return _GLOBAL.scrub_values(text)
-
-
 def scrub_values_bytes(data: bytes) -> bytes:
-    """``data`` without any registered secret value; other bytes unchanged."""
-    if not _GLOBAL.values:
-        return data
-    text = data.decode("utf-8", "surrogateescape")
-    out = _GLOBAL.scrub_values(text)
-    return data if out == text else out.encode("utf-8", "surrogateescape")
-
-
-def scrub_bytes(data: bytes) -> bytes:
-    """``data`` scrubbed like text."""
-    return _GLOBAL.scrub_bytes(data)
-
-
-def scrub_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Header pairs with credential values FILTERED and others scrubbed."""
-    return _GLOBAL.scrub_headers(headers)
-
-
-def scrub_json(value: T) -> T:
-    """A JSON-like value with every string scrubbed and credential fields FILTERED."""
-    return _GLOBAL.scrub_json(value)
+    """``data`` without any registered value (no shape rules: for data files)."""
+    return _GLOBAL.scrub_bytes(data, values_only=True) if _GLOBAL.values else data
 
 
 def registered() -> frozenset[str]:
@@ -330,10 +274,8 @@ def registered() -> frozenset[str]:
 
 # --------------------------------------------------------------------------- logs
 
-#: Loggers whose records are scrubbed while a run sends: ours, and the HTTP stack's (httpx
-#: logs each request's URL at INFO; httpcore, h11, h2 and hpack log response headers,
-#: cookies included, at DEBUG). Children are covered: a logger's filters see only the
-#: records logged on it, so each existing descendant gets the filter too.
+# httpx logs URLs at INFO, httpcore/h11/h2/hpack headers at DEBUG. A logger's filters see
+# only records logged on it, so each existing descendant gets the filter too.
 LOGGERS: Final = ("pytest_recfair", "httpx", "httpcore", "h11", "h2", "hpack")
 # httpcore's loggers, named here because a filter cannot wait for them to be created.
 _KNOWN: Final = tuple(
@@ -342,9 +284,8 @@ _KNOWN: Final = tuple(
 
 
 class LogScrubber(logging.Filter):
-    """Scrubs a record's message (arguments merged in) and traceback before any handler
-    (pytest's caplog, a file, the terminal) sees it. Records only reach a filter when
-    their level is enabled, so a run without DEBUG logging pays nothing."""
+    """Scrubs a record's message and traceback before any handler sees it (only records
+    of an enabled level reach a filter: a run without DEBUG logging pays nothing)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         try:
@@ -367,8 +308,7 @@ _log_installed: list[logging.Logger] = []
 
 @contextlib.contextmanager
 def scrubbed_logs() -> Iterator[None]:
-    """While inside, every record of :data:`LOGGERS` (and their children) is scrubbed.
-    Nests and works across threads: the filter stays until the last user leaves."""
+    """Scrub every record of :data:`LOGGERS` and children; nests, across threads."""
     global _log_users
     with _log_lock:
         _log_users += 1

@@ -1,26 +1,18 @@
-"""The closed vocabularies of pytest-recfair, in one place.
-
-Every module that accepts or names one of these (settings, metrics, cassettes, gate,
-reports, the plugin's help texts, the JSON schemas) takes the Literal type and its tuple
-from here, so adding a value is one edit. Pure stdlib: the plugin imports this at every
-pytest start-up, before numpy is loaded.
-"""
+"""The closed vocabularies, in one place: adding a value is one edit. Stdlib only: the
+plugin imports this at every pytest start-up, before numpy is loaded."""
 
 from __future__ import annotations
 
 from typing import Final, Literal, get_args
 
-#: The plugin's version, recorded in every result (``pytest_recfair.__version__``; the
-#: same as pyproject.toml's, which tests/unit/test_layout.py checks).
+#: Recorded in every result; tests/unit/test_layout.py checks it is pyproject.toml's.
 PLUGIN_VERSION: Final = "0.1.0"
 
 #: How list similarity is computed: ours, the FaiRLLM notebook's, LangFair 0.8.0's.
 Variant = Literal["normalized", "fairllm", "langfair"]
 VARIANTS: Final[tuple[Variant, ...]] = get_args(Variant)
 
-#: How a Python pipeline's own HTTP calls are recorded when it cannot be handed
-#: recfair_http_client: "none" (not intercepted) or "vcr" (vcrpy patches the HTTP
-#: libraries).
+#: How a pipeline that cannot be handed recfair_http_client is recorded (vcr: vcrpy).
 INTERCEPTS: Final[tuple[str, ...]] = ("none", "vcr")
 
 #: List-similarity metrics (each @K).
@@ -35,26 +27,17 @@ MISSING_POLICIES: Final[tuple[MissingPolicy, ...]] = get_args(MissingPolicy)
 Statistic = Literal["snsr", "snsv", "pafs"]
 STATISTICS: Final[tuple[Statistic, ...]] = get_args(Statistic)
 
-#: What the drift test compares with a baseline: a spread statistic, or the share of
-#: unusable replies (empty, refused, unparseable; higher is worse).
+#: What the drift test compares: a spread statistic, or the share of unusable replies.
 DriftQuantity = Literal["snsr", "snsv", "pafs", "unusable"]
 DRIFT_QUANTITIES: Final[tuple[DriftQuantity, ...]] = get_args(DriftQuantity)
 
-#: Everything the gate checks: the spread statistics, the entropy over repeats, the gap
-#: in refusal rates between values and the share of unusable replies.
 GatedQuantity = Literal["snsr", "snsv", "pafs", "entropy", "refusal_gap", "unusable"]
 
-#: Quantities for which a LOWER value is worse (checked against a minimum); all others
-#: are checked against a maximum.
+#: Quantities checked against a minimum; all others against a maximum.
 HIGHER_IS_FAIRER: Final[frozenset[GatedQuantity]] = frozenset({"pafs"})
 
-#: Why the gate failed: a crossed threshold; a threshold that could not be checked (not
-#: measured: entropy without repeats; undefined: NaN); a significant drift over baseline;
-#: a drift that could not be tested; a baseline that is incompatible, missing or unusable.
-#: "test": the test body itself failed (an assertion on fairness_result), so the audit did.
-#: A kind of audit's own limits and drifts carry a name of the kind's choosing instead
-#: (the item side's "item_shift", the candidate position's "position"): any failure kind
-#: not in FAILURE_KINDS is one, and the report words it from its fields and ``detail``.
+#: Why the gate failed ("test": the test body did). A kind's own failures carry a name of
+#: its choosing ("item_shift"): any kind not in FAILURE_KINDS is one.
 FailureKind = Literal[
     "threshold",
     "unmeasured",
@@ -83,8 +66,7 @@ PARSE_STYLES: Final[tuple[ParseStyle, ...]] = get_args(ParseStyle)
 ProviderKind = Literal["openai", "anthropic", "gemini", "ollama"]
 PROVIDER_KINDS: Final[tuple[ProviderKind, ...]] = get_args(ProviderKind)
 
-#: How an attribute value enters a prompt: as an adjective ("a Black fan"), a noun ("a
-#: nurse"), a name, a relationship ("my brother and his boyfriend") or a place.
+#: How an attribute value enters a prompt ("a Black fan", "a nurse", "my brother and ...").
 ValueForm = Literal["adjective", "noun", "name", "relationship", "place"]
 VALUE_FORMS: Final[tuple[ValueForm, ...]] = get_args(ValueForm)
 
@@ -92,18 +74,15 @@ VALUE_FORMS: Final[tuple[ValueForm, ...]] = get_args(ValueForm)
 ArticleMode = Literal["auto", "included"]
 ARTICLE_MODES: Final[tuple[ArticleMode, ...]] = get_args(ArticleMode)
 
-#: Grammatical gender of a translated noun (masculine, feminine).
 GrammaticalGender = Literal["m", "f"]
 GRAMMATICAL_GENDERS: Final[tuple[GrammaticalGender, ...]] = get_args(GrammaticalGender)
 
-#: The command-line flag that picks the cassette record mode.
 RECORD_OPTION: Final = "--fairness-record"
 
 #: Candidate-list prompts: pick one candidate, or rank them all (the first item counts).
 CandidateStyle = Literal["pick", "rank"]
 CANDIDATE_STYLES: Final[tuple[CandidateStyle, ...]] = get_args(CandidateStyle)
 
-#: The command-line flag that accepts a run's numbers as the new baseline.
 ACCEPT_OPTION: Final = "--fairness-update"
 
 
@@ -113,7 +92,7 @@ def accept_command(test_id: str | None = None) -> str:
     return f"pytest --fairness {ACCEPT_OPTION}{target}"
 
 
-#: The command-line flags a cassette miss names: print the plans and send nothing; the
-#: entity subsample size.
+#: The flags a cassette miss names.
+
 PLAN_OPTION: Final = "--fairness-plan"
 ENTITIES_OPTION: Final = "--fairness-entities"

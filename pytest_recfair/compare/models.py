@@ -1,11 +1,5 @@
-"""Several models audited by one test, side by side (issue 11). Pure.
-
-The plugin gives each test of a parametrized ``recfair_recommender`` a :class:`ModelSlot`:
-its comparison group (the test without the model's parameter) and the model's label.
-:func:`compare_models` makes one :class:`ModelComparison` per group of two or more models:
-each attribute's SNSR per model, and per pair a paired test on the shared entities
-(:mod:`pytest_recfair.metrics.pairs`) saying which is significantly fairer. JSON both ways.
-"""
+"""Several models audited by one test, side by side (issue 11): each attribute's SNSR per
+model, and per pair a paired test on the shared entities. Pure."""
 
 from __future__ import annotations
 
@@ -29,9 +23,8 @@ from pytest_recfair.results import (
 
 @dataclass(frozen=True, slots=True)
 class ModelSlot:
-    """A test's place in a comparison: ``group`` (the test without the model's parameter),
-    ``label`` (the model's parameter id), ``index`` (its position in the parameters) and
-    the test's significance level, resamples and resampling seed."""
+    """A test's place in a comparison: ``group`` is the test without the model's parameter,
+    ``label`` the parameter's id, ``index`` its position."""
 
     group: str
     label: str
@@ -57,10 +50,8 @@ class ModelSlot:
 
 @dataclass(frozen=True, slots=True)
 class PairRow:
-    """One attribute compared between models ``a`` and ``b`` (labels). ``delta`` is
-    SNSR(b) - SNSR(a) on the shared entities; ``p_value`` two-sided, adjusted over the
-    pair's attributes and the group's pairs; ``fairer`` the significantly fairer model's
-    label, or None; ``note`` why there is no test (e.g. no shared entity)."""
+    """One attribute compared between models ``a`` and ``b``: ``delta`` is SNSR(b) - SNSR(a)
+    on the shared entities; ``p_value`` two-sided, adjusted over attributes and pairs."""
 
     attribute: str
     a: str
@@ -97,8 +88,7 @@ class PairRow:
 
 @dataclass(frozen=True, slots=True)
 class ModelComparison:
-    """One test audited on several models. ``snsr[i][j]`` is attribute i's SNSR (with its
-    interval) on model j, None when that model's audit has no such attribute."""
+    """``snsr[i][j]``: attribute i's SNSR on model j (None: no such attribute)."""
 
     group: str
     models: tuple[str, ...]
@@ -146,8 +136,7 @@ def _usable(a: AttributeResult) -> bool:
 def _pair_rows(
     la: str, ra: AuditResult, lb: str, rb: AuditResult, slot: ModelSlot, n_pairs: int
 ) -> list[PairRow]:
-    """The attributes both models scored, tested as one family; p-values times the number
-    of pairs in the group (Bonferroni over pairs)."""
+    """The attributes both models scored as one family; Bonferroni over the group's pairs."""
     ka, kb = _keyed(ra), _keyed(rb)
     shared = [k for k in ka if k in kb and _usable(ka[k]) and _usable(kb[k])]
     members = [PairMember(k, ka[k].matrix, kb[k].matrix) for k in shared]
@@ -202,8 +191,8 @@ def _one_group(group: str, members: Sequence[tuple[ModelSlot, AuditResult]]) -> 
 def compare_models(
     results: Mapping[str, AuditResult], slots: Mapping[str, ModelSlot]
 ) -> list[ModelComparison]:
-    """One comparison per group with results of two or more models (keyed by test id; a
-    test without a slot is not compared), models in their parameters' order."""
+    """One comparison per group of two or more models, in their parameters' order."""
+
     groups: dict[str, list[tuple[ModelSlot, AuditResult]]] = {}
     for test_id, slot in slots.items():
         if test_id in results:

@@ -1,24 +1,9 @@
-"""Two stored runs compared test by test (``python -m pytest_recfair compare A B``), as
-text, JSON (read back by :func:`parse_comparison`), Markdown or CSV.
+"""Two stored runs compared test by test (``python -m pytest_recfair compare A B``), and
+one audit gated against a stored run (``--fairness-compare=REF``, ``-compare-fail=EXPR``).
 
-Each test of both runs is compared the way the gate compares a run with its baseline, A in
-the baseline's place: a list-overlap test by ``drift.evaluate_drift`` (paired sign flips,
-step-down max-T over attribute × metric × statistic and the unusable share, one-sided: is
-B less fair than A by more than ``tolerance``?), any other kind by its own comparison
-(``report.sections.compare_kind``; "no test" when the stored results allow none).
-Bonferroni over the tests actually tested keeps "B is worse" at ``alpha`` overall. Pure.
-
-One audit gated against a stored run: ``--fairness-compare=REF`` with
-``--fairness-compare-fail=EXPR`` (like pytest-benchmark's). REF is a JSON report path or a
-``--fairness-history`` entry (number, ``latest``, ``-N``, commit prefix). EXPR is a comma
-list of rules ``NAME:[+|-]LIMIT[%]``: NAME picks figures by the last part of their dotted
-key (``<attribute>.<metric>.<statistic>``, or a kind's JUnit property name without
-``recfair.``) and optionally others (``religion.snsr``); LIMIT is the change allowed in the
-worse direction (a rise; a fall where higher is fairer; ``+``/``-`` sets it), absolute or
-``%`` of the reference value. Each figure worse by more is a gate failure of kind
-``compare``; a test the reference lacks is a note, one audited with other settings fails
-(a change of yardstick is no comparison).
-"""
+Each test is compared as the gate compares a run with its baseline, A in the baseline's
+place (list overlap: ``drift.evaluate_drift``; other kinds: their own ``compare_kind``);
+Bonferroni over the tests actually tested keeps "B is worse" at ``alpha`` overall. Pure."""
 
 from __future__ import annotations
 
@@ -65,8 +50,7 @@ class DriftRow:
 
 @dataclass(frozen=True)
 class RunDrift:
-    """Drift between two stored runs: every row, notes on what was not compared, and the
-    levels used."""
+    """Drift between two stored runs: every row, notes on what was not compared, levels."""
 
     rows: tuple[DriftRow, ...]
     notes: tuple[str, ...]
@@ -394,8 +378,7 @@ class Reference:
 
 
 def load_reference(ref: str, *, history_dir: Path | None, cwd: Path) -> Reference:
-    """The run ``--fairness-compare=REF`` names: a file (relative to ``cwd``), else an
-    entry of ``history_dir``. A ConfigError says what was expected."""
+    """The run ``--fairness-compare=REF`` names: a file, else an entry of ``history_dir``."""
     path = cwd / ref
     try:
         if path.is_file():
@@ -466,8 +449,7 @@ def _compared(
     before, now = figures(ref), figures(result)
     failures, changes = [], []
     for key in sorted(set(before) & set(now)):
-        picked = [r for r in rules if r.picks(key)]
-        for rule in picked:
+        for rule in (r for r in rules if r.picks(key)):
             if (f := _failure(key, before[key], now[key], rule, label)) is not None:
                 failures.append(f)
                 break
@@ -480,8 +462,7 @@ def _compared(
 def apply_reference(
     result: AuditResult, reference: Reference, rules: Sequence[Rule]
 ) -> AuditResult:
-    """``result`` with the failures (and notes) of its comparison with ``reference``
-    added to its gate outcome; without rules, the SNSR changes as a note only."""
+    """``result`` with its comparison's failures and notes added (no rules: notes only)."""
     ref = reference.results.get(result.meta.test_id)
     gate = result.gate or GateOutcome(passed=True)
     if ref is None:

@@ -1,16 +1,9 @@
-"""The words of a failing gate (``failure_text``, the one place a ``GateFailure`` becomes
-a sentence, for pytest's failure text and every report), and the evidence behind a failing
-attribute in every channel.
+"""The words of a failing gate (``failure_text``: the one place a ``GateFailure`` becomes a
+sentence) and the evidence behind a failing attribute, in every channel.
 
-Every kind hands its evidence over in one shape (``AuditResult.evidence``: attribute
-label, as the gate's failures name it -> ``{"what": headline, "rows": [row, ...]}``), a row
-``{"entity": name, "score": float, "why": text, "lists": [list, ...]}``, a list
-``{"label": "neutral" | a value | ..., "titles": [...], "kept": [...], "dropped": [...],
-"added": [...], "reply": text, "notes": [...]}`` (all keys but ``label`` optional; kept /
-dropped / added: compared with the row's first list, the neutral one). JSON writes the
-entries as they are, HTML a collapsible row per entity with the lists side by side,
-Markdown and the terminal (``-v``) a line per row.
-"""
+Evidence, every kind alike: attribute label -> ``{"what", "rows"}``; a row ``{"entity",
+"score", "why", "lists"}``; a list ``{"label", "titles", "kept", "dropped", "added",
+"reply", "notes"}`` (only ``label`` required; kept/dropped/added: against the neutral list)."""
 
 from __future__ import annotations
 
@@ -98,14 +91,12 @@ def failure_text(f: GateFailure, result: AuditResult | None = None) -> str:
 
 
 def kind_owned(f: GateFailure) -> bool:
-    """A kind of audit's own failure (item shift, position, ...): a failure kind outside
-    the gate's vocabulary, named by the kind, worded from its fields and ``detail``."""
+    """A kind's own failure (item shift, ...): a failure kind outside the gate's words."""
     return f.kind not in FAILURE_KINDS
 
 
 def failure_tag(f: GateFailure) -> str:
-    """What failed, in one word or two: the statistic ("snsr", "unusable"), the kind's own
-    failure ("item_shift"), "test body", or "baseline" (missing, unusable, incompatible)."""
+    """What failed, in a word or two: "snsr", "item_shift", "test body", "baseline"."""
     if f.statistic:
         return f.statistic
     if kind_owned(f):
@@ -129,8 +120,7 @@ def _is_drift(f: GateFailure) -> bool:
 
 
 def accept_offered(outcome: GateOutcome) -> bool:
-    """Whether --fairness-update would accept this run as the new baseline: it gates
-    without a baseline, so only drifts go away; a crossed absolute limit fails again."""
+    """Whether --fairness-update would accept this run: only drifts go away with it."""
     return not any(_is_limit(f) for f in outcome.failures) and any(
         _is_drift(f) for f in outcome.failures
     )
@@ -195,8 +185,7 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult, cut: bool) -
 def outcome_table(
     outcome: GateOutcome, result: AuditResult, *, cut: bool = True
 ) -> tuple[list[str], list[list[str]]]:
-    """The failing rows (header, rows) of the terminal and the HTML failure card: attribute,
-    statistic, baseline -> now, threshold, favoured values; ``cut``: clipped to columns."""
+    """The failing rows (header, rows) of the terminal and the HTML failure card."""
     rows = [_row(f, outcome, result, cut) for f in outcome.failures]
     # "[95% CI]" only over rows that show one (a kind's numbers may have none)
     ci = " [95% CI]" if any("[" in r[2] for r in rows) else ""
@@ -220,9 +209,7 @@ def format_outcome(outcome: GateOutcome, result: AuditResult, *, reasons: bool =
 
 
 def _own_sentence(f: GateFailure) -> bool:
-    """A failure its sentence words best: no figures (a missing baseline, the test body),
-    the whole audit's (quality for every group alike), unusable replies past their limit,
-    a kind's own limit (a maximum or a group difference: its detail says which)."""
+    """A failure without figures, of the whole audit, of unusable replies or a kind's own."""
     if f.attribute is None or f.value is None or f.kind == "compare":
         return True
     if f.kind == "threshold":
@@ -231,9 +218,8 @@ def _own_sentence(f: GateFailure) -> bool:
 
 
 def _headline(fs: Sequence[GateFailure], result: AuditResult) -> str:
-    """One failing statistic (its drift and the gate's crossed limits) in a line:
-    "religion SNSR 0.405 → 0.534 (+0.129, tolerance 0.02, p < 0.001): Muslim least
-    favoured"; a failure its own sentence words best as that sentence."""
+    """One failing statistic in a line: "religion SNSR 0.405 → 0.534 (+0.129, tolerance
+    0.02, p < 0.001): Muslim least favoured"."""
     if _own_sentence(fs[0]):
         return f"{failure_label(fs[0])}: {failure_text(fs[0], result)}"
     drift = next((f for f in fs if _is_drift(f)), None)
@@ -269,9 +255,7 @@ def headlines(outcome: GateOutcome, result: AuditResult) -> list[str]:
 
 
 def failure_message(outcome: GateOutcome, result: AuditResult, *, verbose: bool = False) -> str:
-    """The whole text of a failing gate: heading, a headline per failing statistic, the
-    table, the top evidence (``verbose``: every reason, evidence row and note), the
-    notes and the accept command."""
+    """The whole text of a failing gate (``verbose``: every reason, evidence row, note)."""
     lines = [f"fairness gate failed for {result.meta.test_id} ({result.meta.model}):"]
     lines.extend(f"  {h}" for h in headlines(outcome, result))
     lines.extend(format_outcome(outcome, result, reasons=verbose))
@@ -295,9 +279,8 @@ def failure_message(outcome: GateOutcome, result: AuditResult, *, verbose: bool 
 
 
 def verdict_message(result: AuditResult, *, verbose: bool = False) -> str:
-    """What pytest says for a judged test (``engine.judge``): the gate's failure message,
-    then why its baseline is missing or unusable; else the test body's error. "" if it
-    passed."""
+    """What pytest says for a judged test (``engine.judge``); "" if it passed."""
+
     outcome = result.gate
     if outcome is None or outcome.passed:
         return ""

@@ -1,8 +1,5 @@
-"""Number, interval and p-value formatting shared by every report format and message.
-
-Small HTML building blocks shared by the HTML report and the kinds' HTML sections
-(escaped text, a table in the report's styles).
-"""
+"""Number, interval and p-value formatting for every report and message, and the HTML
+building blocks the kinds' sections share."""
 
 from __future__ import annotations
 
@@ -74,8 +71,7 @@ def fmt_pair(pair: Sequence[float | None] | None) -> str:
 
 
 def nice_step(raw: float) -> float:
-    """The first round step (1, 2, 2.5 or 5 times a power of ten) at least ``raw``: a
-    chart axis's tick spacing."""
+    """The first round step (1, 2, 2.5 or 5 times a power of ten) at least ``raw``."""
     mag: float = 10 ** math.floor(math.log10(raw))
     return next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
 
@@ -91,8 +87,7 @@ def esc(text: object) -> str:
 
 
 def num_cell(text: str) -> str:
-    """A number cell's text, escaped, with its interval " [lo, hi]" kept on one line: the
-    cell wraps between the value and its interval, never inside either."""
+    """A number cell, escaped: it wraps between the value and its interval, never inside."""
     value, sep, rest = text.partition(" [")
     return esc(value) + (f' <span class="ci">[{esc(rest)}</span>' if sep else "")
 
@@ -104,9 +99,8 @@ def table(
     label_columns: int = 1,
     text_columns: Collection[int] = (),
 ) -> str:
-    """A scrollable table of plain-text cells (escaped here); the columns after the first
-    ``label_columns`` are numbers, right-aligned, except ``text_columns`` (indices: prose
-    such as a question and its answers, left-aligned and wrapped)."""
+    """A scrollable table of plain-text cells (escaped here); columns after
+    ``label_columns`` are right-aligned numbers, but ``text_columns`` (prose)."""
 
     def cells(row: Sequence[str], tag: str) -> str:
         out = []

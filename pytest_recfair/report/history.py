@@ -1,19 +1,8 @@
-"""A ``--fairness-history=DIR`` of runs, like pytest-benchmark's autosave, and stored JSON
-run reports read back (to render again, compare two runs, or plot a history).
+"""A ``--fairness-history=DIR`` of runs (like pytest-benchmark's autosave), stored JSON run
+reports read back, and the HTML report's history charts.
 
-Each run adds ``NNNN_<UTC timestamp>.json`` (the counter keeps run order, the name is
-reserved with ``O_EXCL`` and filled by an atomic rename): the run's JSON report plus an
-``"entry"`` object (commit and branch from the CI's variables, else git; date, machine,
-settings; ``null`` for what is not found, never an error). :func:`find_entry` names an
-entry by number, ``latest``, ``-N`` or commit prefix. Every problem reading a run is one
-:class:`~pytest_recfair.errors.DataError` naming the file, what was expected and what to
-do; a run that loads re-renders byte-identical to the plugin's own report.
-
-The HTML report's history section: per test × headline number (``sections.series``), an
-inline SVG line chart over the runs (x: date, short commit, "#N" when date and commit
-repeat; y: the number with its 95% whisker, for SNSR a dashed line at the descriptive
-flag). A run without the number, or where it is undefined, has no point.
-"""
+Each run adds ``NNNN_<UTC stamp>.json``, reserved with ``O_EXCL`` and filled by an atomic
+rename: its JSON report plus an ``"entry"`` (commit, branch, date, machine, settings)."""
 
 from __future__ import annotations
 
@@ -97,7 +86,7 @@ def _number(path: Path) -> int:
 
 
 def _reserve(directory: Path, now: datetime) -> Path:
-    """A new, unused name in ``directory``, created empty so no other run can take it."""
+    """A new name in ``directory``, created empty so no other run can take it."""
     runs = history_runs(directory)
     number = _number(runs[-1]) + 1 if runs else 1
     stamp = now.astimezone(UTC).strftime(_STAMP)
@@ -161,9 +150,8 @@ def _when(stamp: str) -> str:
 
 
 def entry_of(path: Path) -> dict[str, object]:
-    """The ``"entry"`` object of a stored run ({} for an older entry, or a plain report).
-    :func:`append_run` writes it on the second line: only that line is read and parsed
-    (a paper-scale entry is megabytes), the whole file when it is not there."""
+    """The ``"entry"`` of a stored run ({} if none); only its second line is parsed when
+    :func:`append_run` wrote it there (a paper-scale entry is megabytes)."""
     try:
         with path.open(encoding="utf-8") as f:
             head = [f.readline(), f.readline()]
@@ -183,9 +171,7 @@ def _text(entry: Mapping[str, object], key: str) -> str | None:
 
 
 def find_entry(directory: Path, ref: str) -> Path:
-    """The entry of ``directory`` that ``ref`` names: its number (``3``), ``latest`` or a
-    negative count from the newest (``-1`` is the latest, ``-2`` the one before), or a
-    commit prefix (at least 4 hex digits). A DataError says what was found instead."""
+    """The entry ``ref`` names: its number, ``latest``, ``-N`` or a commit prefix."""
     runs = [p for p in history_runs(directory) if p.stat().st_size > 0]
     where = f"--fairness-history {directory}"
     if not runs:
@@ -214,9 +200,7 @@ def find_entry(directory: Path, ref: str) -> Path:
 
 
 def load_history(directory: Path) -> list[HistoryRun]:
-    """Every stored run of ``directory``, oldest first; a broken entry is a DataError
-    naming it. An empty entry is a run still being written (its name is reserved before
-    its content lands) and is left out."""
+    """Every stored run, oldest first; an empty entry (still being written) is left out."""
     if not directory.is_dir():
         raise DataError(
             f"{directory} is not a directory; give the DIR a run wrote with --fairness-history=DIR."
@@ -296,9 +280,7 @@ class StoredRun:
     results: tuple[AuditResult, ...]
     baselines: Mapping[str, AuditResult]
     models: tuple[ModelComparison, ...] = ()  # the side-by-side section, when there is one
-    #: a history entry's commit, branch, date, machine, settings ({}: a plain report, or an
-    #: entry written before they were recorded)
-    entry: Mapping[str, Any] = field(default_factory=dict)
+    entry: Mapping[str, Any] = field(default_factory=dict)  # {}: a plain report
 
 
 @functools.cache
@@ -308,8 +290,7 @@ def _validator() -> jsonschema.Draft202012Validator:
 
 
 def _cut(attr: Any) -> Any:
-    """An attribute with its matrix cut to the first entity: jsonschema is slow on big
-    ones, and ``from_dict`` checks the rest (shapes, numbers)."""
+    """The matrix cut to one entity: jsonschema is slow on big ones; from_dict checks it."""
     m = attr.get("matrix") if isinstance(attr, dict) else None
     if not isinstance(m, dict):
         return attr
@@ -397,15 +378,15 @@ def load_run(path: Path | str) -> StoredRun:
 
 
 _W, _H = 760, 210
-# the right margin holds half of the last run's label (a date is ~60 px wide at 11 px)
+# a date is ~60 px wide at 11 px: the right margin holds half of the last run's
 _LEFT, _RIGHT, _TOP, _BOTTOM = 56, 40, 12, 60
-_MAX_X_LABELS = 8  # a date is ~60 px wide at 11 px
+_MAX_X_LABELS = 8
 
 
 def _series(
     history: Sequence[HistoryRun], test_id: str, label: str
 ) -> list[tuple[int, HistoryRun, Stat]]:
-    """(position in the history, run, value) of every run where it is defined."""
+    """(position, run, value) of every run where it is defined."""
     key = (test_id, label)
     return [
         (i, run, run.values[key])
@@ -507,8 +488,7 @@ def _chart(history: Sequence[HistoryRun], test_id: str, label: str, cid: str) ->
 
 
 def history_html(results: Sequence[AuditResult], history: Sequence[HistoryRun]) -> str:
-    """The page's history section: one chart per test × headline number; "" without
-    history."""
+    """One chart per test × headline number; "" without history."""
     if not history:
         return ""
     parts = [

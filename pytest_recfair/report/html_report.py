@@ -1,15 +1,6 @@
-"""The HTML fairness report: one self-contained page (inline CSS and SVG; no script, font,
-image or style sheet loaded from anywhere), every text from results escaped.
-
-The summary is the table of contents: a line per test with its headline number (the
-highest of its ``sections.series``, all lower-is-fairer). Each test shows its verdict and,
-for a failure, the terminal's baseline -> now table; the rest (tables, charts, evidence,
-metadata) is in a ``<details>``, open for a failed test only. The list-overlap results get
-a dot plot per attribute (each value's mean similarity to the neutral lists, 95% whisker,
-dashed attribute mean, hollow diamond: baseline) and an attribute × value heatmap (blue:
-favoured, red: disfavoured); other kinds show their own HTML section. Labels are never
-cut: cells wrap, chart labels take two lines and the charts widen to hold them.
-"""
+"""The HTML fairness report: one self-contained page (inline CSS and SVG, nothing loaded
+from anywhere), every text from results escaped. Labels are never cut: cells wrap, chart
+labels take two lines and the charts widen to hold them."""
 
 from __future__ import annotations
 
@@ -305,8 +296,7 @@ def _heatmap(r: AuditResult, chart_id: str) -> str:
 
 
 def _shared(m: object, sep: str, *named: tuple[str, str]) -> tuple[str, str]:
-    """("domain / language", "movie / en") from the (words, field) the meta has: a kind's
-    meta holds only its own settings."""
+    """("domain / language", "movie / en") from the fields this kind's meta has."""
     have = [(words, getattr(m, name)) for words, name in named if hasattr(m, name)]
     return sep.join(w for w, _ in have), sep.join(str(v) for _, v in have)
 
@@ -378,8 +368,7 @@ def _values_table(a: AttributeResult, base: AttributeResult | None) -> str:
 
 
 def _gate_html(r: AuditResult) -> str:
-    """The failure card (the baseline -> now table, a sentence per failure, advice); the
-    gate's notes only for a failed test (a passing test's are in its details)."""
+    """The failure card; the gate's notes only for a failed test (else in its details)."""
     g = r.gate
     if g is None:
         return '<p class="sub">Not gated.</p>'
@@ -436,8 +425,8 @@ def to_html(
     models: Sequence[ModelComparison] = (),
     history: Sequence[HistoryRun] = (),
 ) -> str:
-    """ONE self-contained HTML page (inline CSS and SVG, no external resources); with a
-    ``history`` (``report.history.load_history``), SNSR over the stored runs too."""
+    """The page; with a ``history`` (``load_history``), its charts over the stored runs."""
+
     results = failures_first(results)
     base_of = baseline_map(baselines)
     c = counts(results)

@@ -45,8 +45,7 @@ _ICON = {"PASS": "✅", "FAIL": "❌", "FLAG": "⚠️ flagged", "n/a": "➖"}
 
 
 def _md(text: str) -> str:
-    """A table cell or list text without pipes, line breaks, raw HTML or entities: backslash
-    escapes, as ``&gt;`` shows literally wherever Markdown is read as text."""
+    """Backslash escapes for pipes, line breaks, HTML (``&gt;`` shows literally in text)."""
     out = (
         text.replace("\\", "\\\\")
         .replace("|", "\\|")
@@ -190,9 +189,8 @@ _ABS_PATH = re.compile(r"(?<![\w.:/~-])/[^\s`'\"()<>\[\]|*]+")
 
 
 def short_paths(text: str, base: Path | None = None) -> str:
-    """Absolute paths made readable where the report is read (a job summary, a PR): under
-    ``base`` (the current directory, pytest's rootdir when run from it) relative to it,
-    in the temporary directory its file name only; any other path stays as written."""
+    """Absolute paths under ``base`` made relative, in the temporary directory just the
+    file name; others stay as written."""
     root = (base or Path.cwd()).resolve()
     temp = Path(tempfile.gettempdir()).resolve()
 
@@ -235,8 +233,9 @@ def to_json(
     *,
     models: Sequence[ModelComparison] = (),
 ) -> str:
-    """Every result in full, plus totals and the baselines used: one per line, as json's C
-    encoder only runs without ``indent`` (an indented paper-scale report takes seconds)."""
+    """Every result in full, totals, baselines: one per line, as json's C encoder only runs
+    without ``indent`` (an indented paper-scale report takes seconds)."""
+
     rs = check_results(results)
     base = baseline_map(baselines)
 

@@ -1,11 +1,5 @@
-"""Report formats by file extension, and a whole run's channels: the terminal summary
-lines, the report files, the history entry.
-
-Adding a format is one module with a ``to_<format>(results, baselines, *, models) -> str``
-plus one row in :data:`RENDERERS` (and its extension in ``vocab.ReportFormat``). The
-engine's ``RunCollector`` gathers a run's results and this module words and writes them
-(:class:`RunView` is what is read of it), so the engine never imports the report.
-"""
+"""Report formats by file extension, and a whole run's channels (terminal summary lines,
+report files, history entry): the engine gathers a run, this module words and writes it."""
 
 from __future__ import annotations
 
@@ -53,16 +47,14 @@ def render(
     models: Sequence[ModelComparison] = (),
     history: Sequence[HistoryRun] = (),
 ) -> str:
-    """The report of ``results`` in ``fmt`` (an extension of ``vocab.REPORT_FORMATS``);
-    ``history`` (``--fairness-history``) is plotted by the HTML report only."""
+    """The report in ``fmt``; ``history`` is plotted by the HTML report only."""
     if fmt == ".html":
         return to_html(results, baselines, models=models, history=history)
     return RENDERERS[fmt](results, baselines, models=models)
 
 
 def check_report_path(path: Path) -> None:
-    """Fail before any prompt is sent when ``path`` cannot take a report: an unknown
-    extension, a directory, or a place no directory can be created in."""
+    """Fail before any prompt is sent when ``path`` cannot take a report."""
     _format(path)
     if path.is_dir():
         raise ConfigError(
@@ -109,9 +101,7 @@ class RunView(Protocol):
 
 
 def summary_lines(run: RunView, width: int = 100, *, verbose: bool = False) -> list[str]:
-    """The fairness summary: each audit's figures (with ``verbose``, the evidence of each
-    failing attribute), the models side by side, the written baselines with their
-    changes, and the run's notes."""
+    """The fairness summary: audits, models side by side, baselines written, notes."""
     lines = list(terminal_summary(run.ordered(), width, verbose=verbose))
     lines += terminal_lines(run.models(), width)
     # one line each, unwrapped: a file path stays whole and easy to copy
@@ -130,8 +120,8 @@ def write_run_report(run: RunView, path: Path, history: Sequence[HistoryRun] = (
 def add_to_history(
     run: RunView, directory: Path, *, settings: object = None, cwd: Path | None = None
 ) -> Path:
-    """Append the run to the ``--fairness-history`` directory; the entry's path
-    (``settings`` and the git commit read in ``cwd`` go into its ``"entry"``)."""
+    """Append the run to the ``--fairness-history`` directory; the entry's path."""
+
     return append_run(
         directory, run.ordered(), run.baselines, models=run.models(), settings=settings, cwd=cwd
     )

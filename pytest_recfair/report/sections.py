@@ -1,13 +1,7 @@
 """The report sections a kind of audit supplies for its own results, in every format.
 
-Every ``AuditKind`` carries a ``sections`` object satisfying :class:`KindSections` (mypy
-checks the protocol, so no kind lacks a format), and keeps its results in
-``AuditResult.extras`` under its name. The report never names a kind: it looks each extras
-key up through the lookup the kind registry hands over with :func:`use` (report never
-imports the engine), and a key no kind claims is an error, not an empty table. ``lines``
-feed the terminal and Markdown, ``html`` the HTML report, ``properties`` the JUnit XML
-properties (``recfair.<attribute>.<statistic>``, with ``recfair.gate`` once judged).
-"""
+The report never names a kind (it never imports the engine): each ``extras`` key is looked
+up through what the kind registry hands :func:`use`; a key no kind claims is an error."""
 
 from __future__ import annotations
 
@@ -44,8 +38,7 @@ class KindComparison:
 
     @classmethod
     def holm(cls, rows: list[KindRow], test: str, notes: list[str]) -> KindComparison:
-        """Rows whose raw p-values are made family-wise over the test (Holm); the test
-        is "no test" when no row was tested."""
+        """Rows with p-values made family-wise over the test (Holm)."""
         tested = [i for i, r in enumerate(rows) if r.p is not None]
         for i, p in zip(tested, holm([rows[i].p or 0.0 for i in tested]), strict=True):
             rows[i] = replace(rows[i], p=p)
@@ -62,8 +55,7 @@ class KindSections(Protocol):
         """Plain-text lines (terminal summary with ``-v``, Markdown bullets)."""
 
     def brief(self, data: Any) -> str:
-        """The one figure that matters, for a test's line in the short terminal summary
-        ("first name · price: largest shift 0.112 (Black female)"); "" for none."""
+        """The figure for a test's short summary line ("largest shift 0.112"); "" none."""
 
     def html(self, data: Any) -> str:
         """An HTML fragment (escaped; tables in the report's styles)."""
@@ -121,9 +113,7 @@ def extra_properties(result: AuditResult) -> list[tuple[str, float | int | str]]
 
 
 def run_parts(result: AuditResult) -> list[str] | None:
-    """The run line's description after the model and the measure, when the kind gives
-    its own (an optional ``run_parts(result, data)`` of its sections: a role-play audit
-    names its question set, not a grid and templates); None: the list-overlap default."""
+    """The kind's own run line description (optional ``run_parts``); None: the default."""
     for sections, data in kind_sections(result):
         if (own := getattr(sections, "run_parts", None)) is not None:
             parts: list[str] = own(result, data)
@@ -134,9 +124,8 @@ def run_parts(result: AuditResult) -> list[str] | None:
 def compare_kind(
     a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int
 ) -> KindComparison | None:
-    """How the kind of ``b`` compares two of its stored results (an optional
-    ``compare(a, b, tolerance=, n_resamples=, seed=)`` of its sections); None when the
-    results hold no kind's own results, A none of that kind, or the kind does not compare."""
+    """The comparison of two stored results by ``b``'s kind (optional ``compare``); None
+    when either lacks that kind's results or the kind does not compare."""
     for name in b.extras:
         own = getattr(_sections(name), "compare", None)
         if own is not None and name in a.extras:
@@ -148,8 +137,7 @@ def compare_kind(
 
 
 def series(result: AuditResult) -> list[tuple[str, Stat]]:
-    """The test's headline numbers, each with its interval: SNSR per list-overlap
-    attribute, and a kind's own (an optional ``series(data)`` of its sections)."""
+    """The test's headline numbers: SNSR per attribute, and a kind's own ``series``."""
     out = [(f"{a.attribute} · SNSR ({a.metric}@{a.k})", a.snsr) for a in result.attributes]
     for sections, data in kind_sections(result):
         if (own := getattr(sections, "series", None)) is not None:

@@ -36,8 +36,7 @@ def check_results(results: Sequence[AuditResult]) -> list[AuditResult]:
 
 
 def attribute_status(result: AuditResult, attribute: str) -> str:
-    """ "PASS", "FAIL" or "n/a" (not gated) for one attribute: only its own failures count (a
-    failure of the whole audit, such as a missing baseline, is shown on its own line)."""
+    """ "PASS", "FAIL" or "n/a" (not gated): only the attribute's own failures count."""
     if result.gate is None:
         return "n/a"
     own = {(f.attribute or "").casefold() for f in result.gate.failures if f.attribute}
@@ -60,8 +59,7 @@ def flags(a: AttributeResult) -> tuple[str, ...]:
 
 
 def attribute_label(result: AuditResult, a: AttributeResult) -> str:
-    """What a report shows for an attribute: FAIL (the gate failed it), FLAG (not failed,
-    but above the method's descriptive flags), else PASS or n/a."""
+    """FAIL, FLAG (not failed, but above the descriptive flags), else PASS or n/a."""
     status = attribute_status(result, a.attribute)
     return "FLAG" if status != "FAIL" and flags(a) else status
 
@@ -73,8 +71,7 @@ def result_status(result: AuditResult) -> str:
 
 
 def failures_first(results: Sequence[AuditResult]) -> list[AuditResult]:
-    """``results`` with failed tests first, then the rest, each group in its given order:
-    a reader (a CI job summary, the HTML page) sees what needs action without scrolling."""
+    """Failed tests first (each group in order): what needs action is seen first."""
     return sorted(check_results(results), key=lambda r: result_status(r) != "FAIL")
 
 
@@ -105,8 +102,7 @@ def favoured_phrase(a: AttributeResult) -> str:
 
 
 def repeat_stats(a: AttributeResult) -> str | None:
-    """Entropy and noise floor (neutral vs neutral across repeats: how far the lists move
-    by chance alone) of a run with repeats > 1; None when it has neither."""
+    """Entropy and noise floor (how far lists move by chance alone); None without them."""
     parts = []
     if a.entropy is not None and math.isfinite(a.entropy):
         parts.append(f"entropy {a.entropy:.2f} bits")
@@ -161,8 +157,7 @@ def same_attribute(baseline: AuditResult | None, a: AttributeResult) -> Attribut
 
 
 def shown(a: AttributeResult, statistic: Statistic) -> Stat:
-    """A spread statistic as reports show it: "n/a" when nothing was usable, because a
-    spread over no list at all (SNSR 0.000, PAFS 1.000) would read as perfectly fair."""
+    """ "n/a" when nothing was usable: SNSR 0.000 over no list would read as fair."""
     if a.values and all(v.total and v.missing >= v.total for v in a.values):
         return Stat(math.nan)
     stat: Stat = getattr(a, statistic)
@@ -179,9 +174,8 @@ _ROUTINE = (
 
 
 def lead_notes(notes: Sequence[str]) -> list[str]:
-    """The notes the short terminal output shows: all but the routine power and floor ones
-    (a model, provider or role change, a comparison, the explore mode's verdicts, an
-    attribute without a baseline entry)."""
+    """The notes the short terminal output shows: all but the routine power and floor ones."""
+
     return [n for n in notes if not any(r in n for r in _ROUTINE)]
 
 

@@ -1,8 +1,5 @@
 """The "fairness summary" of the pytest terminal report, and the "models side by side"
-section of every report (terminal, JSON, Markdown, HTML): models as columns, each
-attribute's SNSR with its interval, then a sentence per pair of models and attribute from
-the paired test on the shared entities (``compare.models.ModelComparison``).
-"""
+section of every report (``compare.models.ModelComparison``)."""
 
 from __future__ import annotations
 
@@ -69,8 +66,7 @@ def _row(name: str, cells: Sequence[str], rest: str, width: int, name_width: int
 
 
 def _heading(r: AuditResult, width: int) -> list[str]:
-    """``test id  STATUS  model ...`` on one line when it fits; else the test id, then the
-    status and description wrapped below it."""
+    """``test id  STATUS  model ...`` on one line when it fits; else wrapped below the id."""
     line = f"{r.meta.test_id}  {result_status(r)}  {describe(r)}"
     if len(line) <= width:
         return [line]
@@ -81,8 +77,7 @@ def _heading(r: AuditResult, width: int) -> list[str]:
 
 
 def _brief(r: AuditResult) -> str:
-    """A test's one figure: the largest SNSR of its attributes (a failing one first) and
-    its least favoured value, or its kind's own (report/sections.py)."""
+    """A test's one figure: the largest SNSR (a failing one first), or its kind's own."""
     own = extra_brief(r)
     if not r.attributes:
         return own
@@ -103,9 +98,8 @@ _FULL = "-v: the full tables, notes and evidence"
 
 
 def _short_summary(results: Sequence[AuditResult], width: int, flagged: bool) -> list[str]:
-    """A line per test under its file, its figure clipped to ``width``; below it, failed
-    prompts, a failing test's headlines, a passing test's notes but the routine ones; the
-    run's tokens and cost when priced. ``flagged``: the header says what FLAG means."""
+    """A line per test under its file, and below it what needs reading; the run's tokens
+    and cost when priced. ``flagged``: the header says what FLAG means."""
     hint = f"FLAG: SNSR > {FLAG_SNSR:g} or SNSV > {FLAG_SNSV:g}; -v: the tables"
     lines = [f"gate  test  what it found ({hint if flagged else _FULL})"]
     names = [len(r.meta.test_id.rpartition("::")[2]) for r in results]
@@ -143,8 +137,8 @@ def _short_summary(results: Sequence[AuditResult], width: int, flagged: bool) ->
 def terminal_summary(
     results: Sequence[AuditResult], width: int = 100, *, verbose: bool = False
 ) -> list[str]:
-    """The "fairness summary": a line per test, or with ``verbose`` (``-v``) a table per
-    test fitted to ``width`` by wrapping (never cutting a name), its notes and evidence."""
+    """A line per test, or with ``verbose`` (``-v``) a table per test wrapped to ``width``
+    (never cutting a name), its notes and evidence."""
     rs = check_results(results)
     flagged = any(attribute_label(r, a) == "FLAG" for r in rs for a in r.attributes)
     lines = [] if verbose or not rs else _short_summary(rs, width, flagged)
@@ -236,8 +230,8 @@ def _table(c: ModelComparison, width: int) -> list[str] | None:
 
 
 def terminal_lines(comparisons: Sequence[ModelComparison], width: int = 100) -> list[str]:
-    """The terminal section: a table per compared test (or, when the models do not fit the
-    width, a line per attribute), then a sentence per pair and attribute."""
+    """A table per compared test (a line per attribute when too wide), then a sentence
+    per pair and attribute."""
     lines: list[str] = []
     for c in comparisons:
         lines += wrap_text(f"models side by side — {_lead(c)}", width, "", "  ")
@@ -254,8 +248,8 @@ def terminal_lines(comparisons: Sequence[ModelComparison], width: int = 100) -> 
 
 
 def json_section(comparisons: Sequence[ModelComparison]) -> list[dict[str, Any]]:
-    """The JSON report's ``models`` list (``ModelComparison.to_dict``, plus each pair's
-    sentence as ``message``)."""
+    """The JSON report's ``models`` list, each pair's sentence as ``message``."""
+
     out = []
     for c in comparisons:
         d = c.to_dict()

@@ -1,12 +1,7 @@
 """One frozen settings object per fairness audit, merged CLI > marker > ini > defaults.
 
-Pure: no pytest import. The plugin hands over the command-line values, marker keyword
-arguments and ini values and gets back a validated :class:`AuditSettings` or a
-:class:`~pytest_recfair.errors.ConfigError` naming the key, what was expected and given.
-Each setting is one field of :class:`AuditSettings` whose :class:`Setting` metadata gives
-its parser, marker, option and help; the keys and parsers are derived from the fields.
-Values are stored parsed; the run-level options are :class:`~.values.RunSettings`.
-"""
+Pure. Each setting is one field of :class:`AuditSettings` whose :class:`Setting` metadata
+gives its parser, marker, option and help; the keys and parsers are derived from them."""
 
 from __future__ import annotations
 
@@ -51,8 +46,7 @@ class Option:
 
 @dataclass(frozen=True, slots=True)
 class Setting:
-    """How one setting is given: its key (marker argument, ``recfair_<key>`` ini key),
-    parser, and where it may be written."""
+    """How one setting is given: its key (marker argument, ``recfair_<key>``), parser."""
 
     key: str
     parse: Parser
@@ -83,8 +77,7 @@ _PACE = "per minute to pace live requests to (default: the provider's rate-limit
 
 @dataclass(frozen=True, slots=True)
 class AuditSettings:
-    """Everything one audit needs to know, after merging and validation; each field
-    declares its setting (:func:`_s`): parser, marker or not, option, help."""
+    """Everything one audit needs to know, merged and validated."""
 
     # what to audit (marker arguments; ini keys recfair_<name> give project defaults)
     attr: str | None = _s(None, v.optional(v.text))  # None: every attribute of the grid
@@ -125,21 +118,18 @@ class AuditSettings:
     missing: MissingPolicy = _s("zero", v.choice(MISSING_POLICIES))
     # None: "fairllm" with variant="fairllm", else "default"
     parse: ParseStyle | None = _s(None, v.optional(v.choice(PARSE_STYLES)))
-    # item-side audits (docs/itemside.md): catalogue fields of the recommended items, one
-    # or several (commas); the catalogue file (None: the fixture); TV distance from neutral
+    # item-side audits (docs/itemside.md): field(s), catalogue file (None: the fixture)
     item_field: str | None = _s(None, v.optional(v.text))
     catalogue: str | None = _s(None, v.optional(v.text))
     max_shift: float | None = _s(None, v.optional(v.unit))
-    # exposure audits (kind="exposure", docs/itemside.md): the reference distribution of
-    # the item groups, "catalogue" (its own shares) or a history file of interactions
+    # exposure audits: "catalogue" (its own shares) or a history file of interactions
     reference: str = _s("catalogue", v.text)
     # popularity groups of a numeric item_field: N quantile groups, or edges "10,100"
     bins: int | tuple[float, ...] | None = _s(None, v.optional(v.bins))
     max_exposure_gap: float | None = _s(None, v.optional(v.unit))
     min_long_tail_share: float | None = _s(None, v.optional(v.unit))
     max_popularity_lift: float | None = _s(None, v.optional(v.unit))
-    # candidate-position audits (docs/itemside.md): fixture name or file, candidate
-    # orders per (entity, group)
+    # candidate-position audits (docs/itemside.md)
     candidates: str | None = _s(None, v.optional(v.text))
     orders: int = _s(5, v.whole(2))
     pick: CandidateStyle = _s("pick", v.choice(CANDIDATE_STYLES))
@@ -160,8 +150,7 @@ class AuditSettings:
     role_effect: bool = _s(False, v.to_bool)
     # published runs: cases never answered (written by python -m pytest_recfair import)
     absent: str | None = _s(None, v.optional(v.text))
-    # the model id a callable recommender is reported under (marker only: the ini key
-    # recfair_model is the default HTTP provider's model)
+    # a callable recommender's model id (marker only: recfair_model is the HTTP provider's)
     model: str | None = _s(None, v.optional(v.text), ini=False)
     intercept: str = _s(
         "none",
@@ -345,13 +334,11 @@ class AuditSettings:
         v.whole(1),
         help="replies longer than this are cut, with a note (default 100000)",
     )
-    # the per-baseline guarantee (gate/floor.py): each gated member's margin is at least
-    # this many of the baseline's own standard errors (0 turns the floor off)
+    # gate/floor.py: each gated margin is at least this many baseline standard errors
     baseline_floor: float = _s(1.645, v.number(0.0, 10.0))
     # a floor above this is warned about: the baseline is too noisy to gate on
     baseline_noise_limit: float = _s(0.05, v.unit)
-    # Rate limits to pace to (issue 24): requests / tokens per minute of the key's tier
-    # (not a test's); None: what the provider's headers say. Split across xdist workers.
+    # the key's tier (not a test's), split across xdist workers (issue 24)
     rpm: int | None = _s(None, v.optional(v.whole(1)), help=f"requests {_PACE}", marker=False)
     tpm: int | None = _s(None, v.optional(v.whole(1)), help=f"tokens {_PACE}", marker=False)
     plan: bool = _s(
@@ -376,8 +363,8 @@ class AuditSettings:
             "writes baselines only with --fairness-update (ini: recfair_explore)",
         ),
     )
-    # quality beside fairness (list-overlap audits; docs/metrics.md "Recommendation quality")
-    # every group's quality (catalogue-matched or valid share of the K slots) at least this
+    # quality beside fairness (docs/metrics.md "Recommendation quality"): every group's
+
     min_quality: float | None = _s(None, v.optional(v.unit))
     # per attribute, best minus worst value's quality at most this
     max_quality_gap: float | None = _s(None, v.optional(v.unit))
@@ -393,8 +380,7 @@ class AuditSettings:
 
     @property
     def parse_style(self) -> ParseStyle:
-        """How replies are parsed: the ``parse`` setting, or the one that goes with the
-        variant (the FaiRLLM notebook's cleaning for ``variant="fairllm"``)."""
+        """The ``parse`` setting, or the FaiRLLM notebook's for ``variant="fairllm"``."""
         if self.parse is not None:
             return self.parse
         return "fairllm" if self.variant == "fairllm" else "default"
@@ -429,8 +415,7 @@ MARKER_KEYS: tuple[str, ...] = tuple(k for k, (_, d) in SETTINGS.items() if d.ma
 CLI_KEYS: dict[str, str] = v.CLI_KEYS
 CLI_KEYS.update({d.option.dest: k for k, (_, d) in SETTINGS.items() if d.option is not None})
 
-# ini key -> settings key: every setting has a "recfair_<name>" ini key, but model
-# (recfair_model names the default HTTP provider's model)
+# ini key -> settings key (recfair_model is the default HTTP provider's model)
 INI_KEYS: dict[str, str] = {f"recfair_{k}": k for k, (_, d) in SETTINGS.items() if d.ini}
 
 _PARSERS: dict[str, Parser] = {k: d.parse for k, (_, d) in SETTINGS.items()}
@@ -442,10 +427,7 @@ def ini_help(key: str) -> str:
 
 
 def validate_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any], where: str = "") -> None:
-    """Check ``@pytest.mark.fairness(...)`` arguments; raise ConfigError naming the bad one.
-
-    Runs at collection, so a typo in a marker is a usage error before any prompt is sent.
-    """
+    """Check ``@fairness(...)`` arguments at collection, before any prompt is sent."""
     place = f" on {where}" if where else ""
     allowed = ", ".join(MARKER_KEYS)
     if args:
@@ -474,12 +456,8 @@ def resolve(
     marker: Mapping[str, Any] | None = None,
     ini: Mapping[str, Any] | None = None,
 ) -> AuditSettings:
-    """Merge the three sources (CLI wins, then marker, then ini, then defaults) and validate.
-
-    ``cli`` is keyed by option dest (``fairness_entities``) or by settings key; ``None``
-    values mean "not given". ``ini`` is keyed by ini name (``recfair_k``) or settings key;
-    empty strings mean "not given". ``marker`` holds the marker's keyword arguments.
-    """
+    """Merge and validate: ``cli`` keyed by dest or key (None: not given), ``ini`` by ini
+    name or key ("": not given), ``marker`` by argument."""
     merged: dict[str, Any] = {}
     sources: dict[str, str] = {}
     layers: list[tuple[str, Mapping[str, Any] | None]] = [

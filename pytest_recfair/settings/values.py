@@ -1,10 +1,5 @@
-"""The value parsers of the settings: each takes (value, key, source) and returns the
-typed value or raises a ConfigError that names the key, the source and what was expected.
-
-Pure: stdlib only. Prices (recfair_prices) and header pairs (recfair_extra_headers) are
-parsed here too, so settings never import the engine or the providers. And the run's
-own options (``RunSettings``: shard, merge, prune, history, reports, compare).
-"""
+"""The settings' value parsers, (value, key, source) -> value or a ConfigError naming all
+three; and the run's own options (``RunSettings``). Pure: stdlib only."""
 
 from __future__ import annotations
 
@@ -13,12 +8,15 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate.limits import check_tolerance
 from pytest_recfair.gate.unanswered import check_max_failed
 from pytest_recfair.vocab import METRICS, STATISTICS
+
+if TYPE_CHECKING:
+    from pytest_recfair.settings import AuditSettings
 
 Parser = Callable[[Any, str, str], Any]
 
@@ -28,8 +26,7 @@ CLI_KEYS: dict[str, str] = {}
 
 
 def nearest(name: str, known: Sequence[str]) -> str | None:
-    """The known name a typo of ``name`` most likely meant, or None when none is close
-    (optimal string alignment: a swapped pair of letters, "snrs", is one edit)."""
+    """The known name a typo most likely meant (a swapped pair, "snrs", is one edit)."""
     from rapidfuzz import process  # only for a typo: keeps every run's start-up lean
     from rapidfuzz.distance import OSA
 
@@ -209,8 +206,7 @@ def bins(value: Any, key: str, source: str) -> int | tuple[float, ...]:
 
 
 def tolerance(value: Any, key: str, source: str) -> float:
-    """How much a statistic may worsen against its baseline: read as a number here, checked
-    by the gate's one rule (``gate.limits.check_tolerance``) with this setting's words."""
+    """A number here, checked by the gate's one rule (``gate.limits.check_tolerance``)."""
     out = nonneg(value, key, source)
     try:
         return check_tolerance(out)
@@ -259,8 +255,7 @@ _PRICES = re.compile(rf"^(?:input\s*=)?{_NUMBER}[,;/ ]\s*(?:output\s*=)?{_NUMBER
 
 
 def parse_prices(value: object, name: str = "recfair_prices") -> Prices | None:
-    """``"0.15, 0.60"`` / ``"input=0.15 output=0.60"`` / ``(0.15, 0.6)`` -> Prices; blank ->
-    None; anything else a one-line ConfigError naming ``name``."""
+    """``"0.15, 0.60"`` / ``"input=0.15 output=0.60"`` / ``(0.15, 0.6)``; blank -> None."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     nums: Sequence[object] = ()
@@ -299,8 +294,8 @@ _EXPECTED: Final = (
 
 
 def headers(value: Any, key: str, source: str) -> HeaderEnvs:
-    """ "X-Team: TEAM_ENV, X-Org: ORG_ENV" (or a dict) -> (header, env name) pairs: each
-    value is the NAME of an environment variable, so no header value is in a config."""
+    """ "X-Team: TEAM_ENV" (or a dict) -> pairs: values name environment variables, so no
+    header value is in a config."""
     if isinstance(value, Mapping):
         pairs = [(str(k), str(v)) for k, v in value.items()]
     elif isinstance(value, str):
@@ -390,19 +385,11 @@ class RunSettings:
         return any(p.suffix.lower() == ".html" for p in self.reports)
 
 
-class _IniReports(Protocol):
-    """What :func:`resolve_run` reads of the settings (``AuditSettings``)."""
-
-    @property
-    def report(self) -> tuple[str, ...] | None: ...
-
-
 def resolve_run(
-    cli: Mapping[str, Any], run: _IniReports, *, cwd: Path, rootdir: Path
+    cli: Mapping[str, Any], run: AuditSettings, *, cwd: Path, rootdir: Path
 ) -> RunSettings:
-    """The run-level options (``cli`` keyed by dest; ``run``: the settings without a
-    marker, for ``recfair_report``); paths on the command line are relative to ``cwd``,
-    ini paths to ``rootdir``. Raises ConfigError for a usage error."""
+    """The run-level options; command-line paths are relative to ``cwd``, ini paths to
+    ``rootdir``."""
     shard_text = cli.get("fairness_shard")
     merge: Sequence[str] = cli.get("fairness_merge") or ()
     if shard_text and merge:
