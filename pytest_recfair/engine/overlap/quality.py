@@ -11,13 +11,14 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair import packing
 from pytest_recfair.errors import DataError
+from pytest_recfair.gate.unanswered import NEUTRAL, group_of
 from pytest_recfair.metrics import quality as mq
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.replies.matching import normalize
@@ -27,12 +28,7 @@ from pytest_recfair.settings import AuditSettings
 
 IntArray = npt.NDArray[np.int64]
 #: The group of the neutral prompt (values are "<attribute>=<value>").
-NEUTRAL: Final = "neutral"
 _FAILED = "failed"
-
-
-def group_of(attribute: str | None, value: str | None) -> str:
-    return NEUTRAL if attribute is None or value is None else f"{attribute}={value}"
 
 
 def _key(text: str) -> str:
