@@ -1,16 +1,68 @@
-"""Atomic file writes: a reader never sees a half-written file."""
+"""Atomic file writes (a reader never sees a half-written file), and the one way input
+data files are read: each error one line naming the file."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import shutil
 import tempfile
 from collections.abc import Iterator
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
+from typing import Any
 
+from pytest_recfair.errors import DataError
 from pytest_recfair.secrets import scrub_values_bytes
+
+
+def read_text(
+    path: Path,
+    where: str,
+    error: type[DataError] = DataError,
+    *,
+    encoding: str = "utf-8-sig",  # -sig: Excel's BOM is common
+    utf8: str = "UTF-8 text",
+) -> str:
+    """``path`` decoded; not UTF-8: ``error`` naming the byte and where it is."""
+    try:
+        return path.read_text(encoding=encoding)
+    except UnicodeDecodeError as exc:
+        raise error(
+            f"{where} is not {utf8} (byte {exc.object[exc.start]:#04x} at offset "
+            f"{exc.start}); re-save it as UTF-8"
+        ) from exc
+
+
+def load_structured(
+    text: str,
+    where: str,
+    suffix: str = ".yaml",
+    error: type[DataError] = DataError,
+    *,
+    fast: bool = False,
+) -> Any:
+    """JSON (``suffix`` .json) or YAML text parsed, else ``error`` on one line; ``fast``:
+    libyaml's loader when built in (its errors are worded otherwise)."""
+    import yaml  # only where a data file is read
+
+    try:
+        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader) if fast else yaml.SafeLoader
+        return json.loads(text) if suffix == ".json" else yaml.load(text, Loader=loader)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        kind = "JSON" if suffix == ".json" else "YAML"
+        raise error(f"{where} is not valid {kind}: {' '.join(str(exc).split())}") from exc
+
+
+@lru_cache(maxsize=4)
+def schema(name: str) -> dict[str, Any]:
+    """The JSON Schema ``pytest_recfair/schemas/<name>.schema.json``."""
+    node = resources.files("pytest_recfair").joinpath("schemas", f"{name}.schema.json")
+    data: dict[str, Any] = json.loads(node.read_text(encoding="utf-8"))
+    return data
 
 
 def _umask() -> int:

@@ -18,6 +18,7 @@ import jsonschema
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.fileio import load_structured, read_text, schema
 
 BUNDLED_GRIDS = ("faireval", "fairllm", "implicit", "personality")
 # The value forms that cross into one intersectional phrase.
@@ -163,17 +164,6 @@ def _cross(singles: Sequence[Attribute]) -> Attribute:
     return Attribute(name=LABEL_SEP.join(a.name for a in singles), values=tuple(values))
 
 
-@lru_cache(maxsize=1)
-def _schema() -> dict[str, Any]:
-    text = (
-        resources.files("pytest_recfair")
-        .joinpath("schemas", "grid.schema.json")
-        .read_text(encoding="utf-8")
-    )
-    data: dict[str, Any] = json.loads(text)
-    return data
-
-
 def _key_path(parts: Sequence[str | int]) -> str:
     out = ""
     for p in parts:
@@ -182,7 +172,7 @@ def _key_path(parts: Sequence[str | int]) -> str:
 
 
 def _validate(data: Any, where: str) -> None:
-    validator = jsonschema.Draft202012Validator(_schema())
+    validator = jsonschema.Draft202012Validator(schema("grid"))
     errors = sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.path)), e.message))
     if errors:
         err = errors[0]
@@ -281,15 +271,8 @@ def _merge(data: dict[str, Any], where: str, base_dir: Path, depth: int) -> dict
 
 
 def _read_yaml(path: Path, where: str) -> Any:
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise GridError(
-            f"{where} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
-            f"{exc.start}); re-save it as UTF-8"
-        ) from exc
-    except yaml.YAMLError as exc:
-        raise GridError(f"{where} is not valid YAML: {' '.join(str(exc).split())}") from exc
+    text = read_text(path, where, GridError, encoding="utf-8")
+    return load_structured(text, where, error=GridError)
 
 
 @lru_cache(maxsize=16)

@@ -18,10 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
-import yaml
-
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import atomic_write_bytes
+from pytest_recfair.fileio import atomic_write_bytes, load_structured, read_text
 
 # Bundled set name -> the domain its entities belong to.
 BUNDLED_SEEDS: dict[str, str] = {"directors": "movie", "artists": "music"}
@@ -70,14 +68,8 @@ def load_seeds(source: str | Path, *, domain: str | None = None) -> list[Entity]
             "resolved from the current directory) or use a bundled set "
             f"({', '.join(sorted(BUNDLED_SEEDS))})"
         )
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise DataError(
-            f"seeds file {str(path)!r} is not UTF-8 text (byte {exc.object[exc.start]:#04x} "
-            f"at offset {exc.start}); re-save it as UTF-8"
-        ) from exc
-    return _parse(text, f"seeds file {str(path)!r}", suffix, domain)
+    where = f"seeds file {str(path)!r}"
+    return _parse(read_text(path, where), where, suffix, domain)
 
 
 def _parse(text: str, where: str, suffix: str, domain: str | None) -> list[Entity]:
@@ -122,11 +114,7 @@ def _csv_rows(text: str, where: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def _structured_rows(text: str, where: str, suffix: str) -> list[tuple[str, dict[str, Any]]]:
-    try:
-        data: Any = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        kind = "JSON" if suffix == ".json" else "YAML"
-        raise DataError(f"{where} is not valid {kind}: {' '.join(str(exc).split())}") from exc
+    data = load_structured(text, where, suffix)
     if isinstance(data, dict) and "entities" in data:
         data = data["entities"]
     if not isinstance(data, list):

@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.fileio import load_structured, read_text
 from pytest_recfair.prompts.languages import LANGUAGES, domain_nouns
 from pytest_recfair.vocab import VALUE_FORMS
 
@@ -224,18 +225,9 @@ def load_templates(source: str | Path | TemplateSet) -> TemplateSet:
         )
     if not path.is_file():
         raise DataError(f"templates file {str(path)!r} does not exist; check the path")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except UnicodeDecodeError as exc:
-        raise DataError(
-            f"templates file {str(path)!r} is not UTF-8 text (byte "
-            f"{exc.object[exc.start]:#04x} at offset {exc.start}); re-save it as UTF-8"
-        ) from exc
-    except yaml.YAMLError as exc:
-        raise DataError(
-            f"templates file {str(path)!r} is not valid YAML: {' '.join(str(exc).split())}"
-        ) from exc
-    return templates_from_dict(data, f"templates file {str(path)!r}")
+    where = f"templates file {str(path)!r}"
+    text = read_text(path, where, encoding="utf-8")
+    return templates_from_dict(load_structured(text, where), where)
 
 
 @lru_cache(maxsize=512)
