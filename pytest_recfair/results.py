@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import sys
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any, ClassVar, Final
@@ -12,7 +13,6 @@ from typing import Any, ClassVar, Final
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair import packing
 from pytest_recfair.metrics.aggregate import SimilarityMatrix
 from pytest_recfair.vocab import FailureKind, GatedQuantity
 
@@ -107,6 +107,17 @@ class ValueResult:
 _COUNTS: Final = ("n", "missing", "refusals", "short", "total")
 
 
+def pack_array(array: npt.ArrayLike, dtype: npt.DTypeLike) -> bytes:
+    """``array`` as ``dtype`` (C order), zlib'd: the replay cache keeps arrays so, not at
+    ~32 bytes per Python float at the run's peak."""
+    return zlib.compress(np.ascontiguousarray(array, dtype=dtype).tobytes(), 1)
+
+
+def unpack_array(data: bytes, dtype: npt.DTypeLike, shape: tuple[int, ...]) -> npt.NDArray[Any]:
+    """The array :func:`pack_array` packed, bit for bit (a writable copy)."""
+    return np.frombuffer(zlib.decompress(data), dtype=dtype).reshape(shape).copy()
+
+
 def json_floats(x: npt.NDArray[np.float64]) -> list[Any]:
     """A 1-D or 2-D array as (nested) lists in one C loop, NaN as None."""
     values: list[Any] = x.tolist()
@@ -125,8 +136,8 @@ def matrix_from_dict(d: dict[str, Any]) -> SimilarityMatrix:
     shape = (len(entities), len(values))
     raw, flags = d["sims"], d["missing"]
     if isinstance(raw, bytes) and isinstance(flags, bytes):  # the replay cache's packing
-        sims = packing.unpack(raw, np.float64, shape)
-        missing = packing.unpack(flags, np.bool_, shape)
+        sims = unpack_array(raw, np.float64, shape)
+        missing = unpack_array(flags, np.bool_, shape)
     else:
         try:  # in one C pass (null becomes NaN): no Python float per cell, ~230 MB of them
             sims = np.array(raw, dtype=np.float64).reshape(shape)  # at 10,000 entities

@@ -18,7 +18,6 @@ from typing import Any, Final
 
 import numpy as np
 
-from pytest_recfair import packing
 from pytest_recfair.cassettes import cache, compact
 from pytest_recfair.engine import base
 from pytest_recfair.engine.base import (
@@ -33,7 +32,7 @@ from pytest_recfair.engine.base import (
 from pytest_recfair.errors import RecfairError
 from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.seeds import Entity
-from pytest_recfair.results import AttributeResult
+from pytest_recfair.results import AttributeResult, pack_array
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.values import Shard
 
@@ -251,8 +250,8 @@ def _packed(attribute: AttributeResult) -> dict[str, Any]:
     fraction of the memory of lists of floats; ``matrix_from_dict`` reads both)."""
     d = attribute.to_dict()
     matrix = attribute.matrix
-    d["matrix"]["sims"] = packing.pack(matrix.sims, np.float64)
-    d["matrix"]["missing"] = packing.pack(matrix.missing, np.bool_)
+    d["matrix"]["sims"] = pack_array(matrix.sims, np.float64)
+    d["matrix"]["missing"] = pack_array(matrix.missing, np.bool_)
     return d
 
 

@@ -16,14 +16,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair import packing
 from pytest_recfair.errors import DataError
 from pytest_recfair.gate.unanswered import NEUTRAL, group_of
 from pytest_recfair.metrics import quality as mq
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.replies.matching import normalize
 from pytest_recfair.report.fmt import esc, fmt, fmt_p, table
-from pytest_recfair.results import GateFailure, Interval
+from pytest_recfair.results import GateFailure, Interval, pack_array, unpack_array
 from pytest_recfair.settings import AuditSettings
 
 IntArray = npt.NDArray[np.int64]
@@ -135,7 +134,7 @@ class QualityTally:
         return {
             "entities": list(self.entities), "groups": list(self.groups), "k": self.k,
             "basis": self.basis, "source": self.source, "rows": rows.tolist(),
-            **{n: packing.pack(a, a.dtype) if packed else a.astype(np.int64).tolist()
+            **{n: pack_array(a, a.dtype) if packed else a.astype(np.int64).tolist()
                for n, a in arrays.items()},
         }  # fmt: skip
 
@@ -248,7 +247,7 @@ def quality_results(t: QualityTally, *, n_resamples: int, seed: int) -> dict[str
 def _array(value: Any, dtype: type[np.generic]) -> npt.NDArray[Any]:
     """A to_dict array: a list (JSON) or the bytes of a packed one."""
     if isinstance(value, bytes):
-        return packing.unpack(value, dtype, (-1,))
+        return unpack_array(value, dtype, (-1,))
     return np.asarray(value, dtype=dtype)
 
 

@@ -15,7 +15,6 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair import packing
 from pytest_recfair.engine.overlap.evidence import Keeper
 from pytest_recfair.engine.overlap.quality import QualityTally, merged_quality, quality_from
 from pytest_recfair.errors import DataError
@@ -27,7 +26,15 @@ from pytest_recfair.metrics.aggregate import (
     summarize,
 )
 from pytest_recfair.metrics.stats import forget_weights, intervals, noise_floor_of, noise_per_entity
-from pytest_recfair.results import AttributeResult, Interval, Stat, ValueResult, json_floats
+from pytest_recfair.results import (
+    AttributeResult,
+    Interval,
+    Stat,
+    ValueResult,
+    json_floats,
+    pack_array,
+    unpack_array,
+)
 from pytest_recfair.vocab import MetricName, MissingPolicy, Variant
 
 FloatArray = npt.NDArray[np.float64]
@@ -478,12 +485,12 @@ def _unfloats(x: Sequence[float | None]) -> FloatArray:
 def _attribute_to_dict(
     at: AttributeTally, rows: npt.NDArray[np.int64], packed: bool = False
 ) -> dict[str, Any]:
-    pack = (lambda x: packing.pack(x, np.float64)) if packed else json_floats
+    pack = (lambda x: pack_array(x, np.float64)) if packed else json_floats
     return {
         "values": list(at.values),
         "sims": {m: pack(s[rows]) for m, s in at.sims.items()},
         "missing": (
-            packing.pack(at.missing[rows], np.bool_)
+            pack_array(at.missing[rows], np.bool_)
             if packed
             else at.missing[rows].astype(int).tolist()
         ),
@@ -501,12 +508,12 @@ def _attribute_from_dict(
     V = len(at.values)
     for m, table in d["sims"].items():
         if isinstance(table, bytes):  # packed (to_dict(packed=True))
-            at.sims[m][rows] = packing.unpack(table, np.float64, (len(rows), V))
+            at.sims[m][rows] = unpack_array(table, np.float64, (len(rows), V))
             continue
         at.sims[m][rows] = np.array([_unfloats(r) for r in table]).reshape(len(rows), V)
     flags = d["missing"]
     if isinstance(flags, bytes):  # packed
-        at.missing[rows] = packing.unpack(flags, np.bool_, (len(rows), V))
+        at.missing[rows] = unpack_array(flags, np.bool_, (len(rows), V))
     else:
         at.missing[rows] = np.array(flags, dtype=bool).reshape(len(rows), V)
     at.curve_sum = {m: [[int(x) for x in r] for r in t] for m, t in d["curve_sum"].items()}
