@@ -45,39 +45,37 @@ def plain(value: Any, key: str, source: str) -> str:
     return f"{key}={value!r} ({source})"
 
 
-def whole(minimum: int) -> Parser:
-    """An integer >= ``minimum`` (given as a number or its text)."""
+def _numeric(cast: Callable[[str], Any], ok: Callable[[Any], bool], expected: str) -> Parser:
+    """A number (given as a number or its text) that ``ok`` accepts, as ``cast`` makes it."""
 
-    def parse(value: Any, key: str, source: str) -> int:
+    def parse(value: Any, key: str, source: str) -> Any:
         if isinstance(value, str):
             try:
-                value = int(value.strip())
+                value = cast(value.strip())
             except ValueError:
-                raise bad(key, value, source, f"an integer >= {minimum}") from None
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            raise bad(key, value, source, f"an integer >= {minimum}")
-        return value
+                raise bad(key, value, source, expected) from None
+        if isinstance(value, bool) or not ok(value):
+            raise bad(key, value, source, expected)
+        return cast(value)
 
     return parse
+
+
+def whole(minimum: int) -> Parser:
+    """An integer >= ``minimum``."""
+    return _numeric(int, lambda x: isinstance(x, int) and x >= minimum, f"an integer >= {minimum}")
 
 
 def number(lo: float, hi: float | None) -> Parser:
     """A number in [lo, hi] (no upper bound when ``hi`` is None), NaN refused."""
     expected = f"a number in [{lo}, {hi}]" if hi is not None else f"a number >= {lo}"
 
-    def parse(value: Any, key: str, source: str) -> float:
-        if isinstance(value, str):
-            try:
-                value = float(value.strip())
-            except ValueError:
-                raise bad(key, value, source, expected) from None
-        if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-            raise bad(key, value, source, expected)
-        if value < lo or (hi is not None and value > hi):
-            raise bad(key, value, source, expected)
-        return float(value)
+    def ok(x: Any) -> bool:
+        if not isinstance(x, int | float) or math.isnan(x):
+            return False
+        return lo <= x and (hi is None or x <= hi)
 
-    return parse
+    return _numeric(float, ok, expected)
 
 
 unit, nonneg = number(0.0, 1.0), number(0.0, None)
@@ -205,6 +203,21 @@ def bins(value: Any, key: str, source: str) -> int | tuple[float, ...]:
     raise bad(key, value, source, 'a count of quantile groups (>= 2) or ascending edges "10,100"')
 
 
+def _reworded(check: Callable[[Any, str], Any], expected: str) -> Parser:
+    """``check(value, key)``, its ConfigError (or None) worded as every setting's is."""
+
+    def parse(value: Any, key: str, source: str) -> Any:
+        try:
+            out = check(value, key)
+        except ConfigError:
+            out = None
+        if out is None:
+            raise bad(key, value, source, expected)
+        return out
+
+    return parse
+
+
 def tolerance(value: Any, key: str, source: str) -> float:
     """A number here, checked by the gate's one rule (``gate.limits.check_tolerance``)."""
     out = nonneg(value, key, source)
@@ -214,25 +227,9 @@ def tolerance(value: Any, key: str, source: str) -> float:
         raise bad(key, value, source, "a finite number >= 0.0, e.g. 0.02") from None
 
 
-def max_failed(value: Any, key: str, source: str) -> float:
-    try:
-        return check_max_failed(value, key)
-    except ConfigError:
-        raise bad(
-            key, value, source, "a share of prompts in [0, 1) such as 0.01 or '1%' (0: none)"
-        ) from None
-
-
-def prices(value: Any, key: str, source: str) -> Prices:
-    """Two prices (input, output; USD per million tokens) -> Prices."""
-    expected = "two prices, input then output, e.g. '0.15, 0.60'"
-    try:
-        prices = parse_prices(value, key)
-    except ConfigError:
-        raise bad(key, value, source, expected) from None
-    if prices is None:
-        raise bad(key, value, source, expected)
-    return prices
+max_failed = _reworded(
+    check_max_failed, "a share of prompts in [0, 1) such as 0.01 or '1%' (0: none)"
+)
 
 
 @dataclass(frozen=True)
@@ -274,6 +271,10 @@ def parse_prices(value: object, name: str = "recfair_prices") -> Prices | None:
             f"e.g. '0.15, 0.60', got {value!r}; copy them from your provider's price list"
         )
     return Prices(inp, out)
+
+
+#: Two prices (input, output; USD per million tokens) -> Prices.
+prices = _reworded(parse_prices, "two prices, input then output, e.g. '0.15, 0.60'")
 
 
 #: (header, environment variable name) pairs, in the order given: how the settings
