@@ -47,31 +47,28 @@ def add_options(parser: pytest.Parser) -> None:
                 group.addoption(flag, dest=dest, default=default, **kwargs)
             continue
         for key in part:
-            option = settings.SETTINGS[key][1].option
-            assert option is not None, key  # every key of _HELP_LAYOUT has an option
-            _add_setting_option(group, key, option)
+            _add_setting_option(group, settings.SETTINGS[key][1])
     for ini_name, key in settings.INI_KEYS.items():
         parser.addini(ini_name, settings.ini_help(key))
     for ini_name, help_text in PROVIDER_INI.items():
         parser.addini(ini_name, help_text)
 
 
-def _add_setting_option(group: pytest.OptionGroup, key: str, option: settings.Option) -> None:
+# the options of settings that are not integers (a yes/no setting is a switch)
+_VALUES: dict[str, dict[str, Any]] = {
+    "record_mode": {"metavar": "MODE", "choices": RECORD_MODES, "type": None},
+    "alpha": {"metavar": "X", "type": float},
+}
+
+
+def _add_setting_option(group: pytest.OptionGroup, setting: settings.Setting) -> None:
     """``--fairness-<flag>`` of a setting: a switch for a yes/no setting, else a value."""
-    flag = "--" + option.dest.replace("_", "-")
-    default = settings.DEFAULTS[key]
-    kwargs: dict[str, Any] = {"dest": option.dest, "help": option.help}
-    if isinstance(default, bool):
+    kwargs: dict[str, Any] = {"dest": setting.dest, "help": setting.option}
+    if isinstance(settings.DEFAULTS[setting.key], bool):
         kwargs |= {"action": "store_true", "default": False}
     else:
-        kwargs |= {"metavar": option.metavar, "default": None}
-        if key == "record_mode":
-            kwargs["choices"] = RECORD_MODES
-        elif key == "alpha":
-            kwargs["type"] = float
-        else:
-            kwargs["type"] = int
-    group.addoption(flag, **kwargs)
+        kwargs |= {"metavar": "N", "default": None, "type": int, **_VALUES.get(setting.key, {})}
+    group.addoption("--" + setting.dest.replace("_", "-"), **kwargs)
 
 
 # the run's own options (docs/reports.md, cassettes.md, scale.md), by topic of --help

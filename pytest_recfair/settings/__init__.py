@@ -36,15 +36,6 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True, slots=True)
-class Option:
-    """The command-line option of a setting: ``--fairness-<flag>`` with this dest."""
-
-    dest: str
-    help: str
-    metavar: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
 class Setting:
     """How one setting is given: its key (marker argument, ``recfair_<key>``), parser."""
 
@@ -53,7 +44,8 @@ class Setting:
     help: str = ""  # the ini key's help; "" -> "default for @fairness(<key>=...)"
     marker: bool = True  # a @fairness argument (else command line / ini only)
     ini: bool = True
-    option: Option | None = None
+    option: str | None = None  # the help of its command-line option (None: it has none)
+    dest: str = ""  # that option's dest: ``fairness_<key>`` unless given
 
 
 def _s(
@@ -64,10 +56,11 @@ def _s(
     help: str = "",
     marker: bool = True,
     ini: bool = True,
-    option: Option | None = None,
+    option: str | None = None,
+    dest: str = "",
 ) -> Any:
     """A settings field with its declaration as metadata (the key defaults to its name)."""
-    setting = Setting(key, parse, help, marker, ini, option)
+    setting = Setting(key, parse, help, marker, ini, option, dest)
     return field(default=default, metadata={"setting": setting})
 
 
@@ -100,16 +93,12 @@ class AuditSettings:
     entities: int | None = _s(  # subsample size; None: every seed entity
         None,
         v.optional(v.whole(1)),
-        option=Option(
-            "fairness_entities", "audit a deterministic subsample of N seed entities", "N"
-        ),
+        option="audit a deterministic subsample of N seed entities",
     )
     repeats: int = _s(
         1,
         v.whole(1),
-        option=Option(
-            "fairness_repeats", "ask each prompt N times (entropy and noise floor when N > 1)", "N"
-        ),
+        option="ask each prompt N times (entropy and noise floor when N > 1)",
     )
     language: str = _s("en", v.text)
     perturbation: str | None = _s(None, v.optional(v.perturbation))
@@ -164,21 +153,16 @@ class AuditSettings:
         v.choice(RECORD_MODES),
         help=f"cassette record mode: {_MODES} (default none)",
         marker=False,
-        option=Option(
-            "fairness_record",
-            f"cassette record mode: {_MODES} (default none: replay only; ini: recfair_record_mode)",
-            "MODE",
-        ),
+        option=f"cassette record mode: {_MODES} (default none: replay only; ini: "
+        "recfair_record_mode)",
+        dest="fairness_record",
     )
     update: bool = _s(
         False,
         v.to_bool,
         help="write/refresh baselines instead of comparing (true/false)",
         marker=False,
-        option=Option(
-            "fairness_update",
-            "write or refresh fairness baselines from this run (ini: recfair_update)",
-        ),
+        option="write or refresh fairness baselines from this run (ini: recfair_update)",
     )
     report: tuple[str, ...] | None = _s(
         None,
@@ -190,28 +174,21 @@ class AuditSettings:
         8,
         v.whole(1),
         marker=False,
-        option=Option("fairness_concurrency", "at most N requests in flight (default 8)", "N"),
+        option="at most N requests in flight (default 8)",
     )
     update_force: bool = _s(
         False,
         v.to_bool,
         marker=False,
-        option=Option(
-            "fairness_update_force",
-            "with --fairness-update: store the baseline even when too many replies were "
-            "unusable (ini: recfair_update_force)",
-        ),
+        option="with --fairness-update: store the baseline even when too many replies were "
+        "unusable (ini: recfair_update_force)",
     )
     seed: int = _s(  # the entity subsample
         0,
         v.whole(0),
         marker=False,
-        option=Option(
-            "fairness_seed",
-            "seed of the entity subsample and perturbations (default 0; the gate's "
-            "resampling has its own: ini recfair_resample_seed)",
-            "N",
-        ),
+        option="seed of the entity subsample and perturbations (default 0; the gate's "
+        "resampling has its own: ini recfair_resample_seed)",
     )
     # the gate's sign flips and the intervals' bootstrap draws
     resample_seed: int = _s(0, v.whole(0), marker=False)
@@ -220,11 +197,8 @@ class AuditSettings:
         v.number(1e-9, 0.5),
         help="significance level of the baseline comparison (default 0.05)",
         marker=False,
-        option=Option(
-            "fairness_alpha",
-            "significance level of the rise-over-baseline test (default 0.05; ini: recfair_alpha)",
-            "X",
-        ),
+        option="significance level of the rise-over-baseline test (default 0.05; ini: "
+        "recfair_alpha)",
     )
     n_resamples: int = _s(
         2000,
@@ -258,12 +232,9 @@ class AuditSettings:
         v.to_bool,
         help="record missing prompts through the provider's batch API (true/false)",
         marker=False,
-        option=Option(
-            "fairness_batch",
-            "record the prompts that have no recording through the provider's batch API "
-            "(OpenAI Batch API, Anthropic Message Batches) at half price, then replay them "
-            "(ini: recfair_batch)",
-        ),
+        option="record the prompts that have no recording through the provider's batch API "
+        "(OpenAI Batch API, Anthropic Message Batches) at half price, then replay them "
+        "(ini: recfair_batch)",
     )
     batch_poll: float = _s(
         10.0,
@@ -346,22 +317,16 @@ class AuditSettings:
         v.to_bool,
         help="print the plans and send nothing (true/false; --fairness-plan)",
         marker=False,
-        option=Option(
-            "fairness_plan",
-            "print each audit's plan (prompts, already recorded, to ask, tokens, cost, "
-            "duration) and send nothing",
-        ),
+        option="print each audit's plan (prompts, already recorded, to ask, tokens, cost, "
+        "duration) and send nothing",
     )
     explore: bool = _s(  # a first look at a model: measure and report, gate nothing
         False,
         v.to_bool,
         help="measure and report without gating (true/false; --fairness-explore)",
         marker=False,
-        option=Option(
-            "fairness_explore",
-            "explore: measure and report, fail no test on limits, drift or missing baselines; "
-            "writes baselines only with --fairness-update (ini: recfair_explore)",
-        ),
+        option="explore: measure and report, fail no test on limits, drift or missing baselines; "
+        "writes baselines only with --fairness-update (ini: recfair_explore)",
     )
     # quality beside fairness (docs/metrics.md "Recommendation quality"): every group's
 
@@ -396,12 +361,15 @@ class AuditSettings:
 
 
 # setting key -> (field name, declaration), in field order
+def _declared(name: str, setting: Setting) -> Setting:
+    key = setting.key or name
+    return replace(setting, key=key, dest=setting.dest or f"fairness_{key}")
+
+
 SETTINGS: Final[dict[str, tuple[str, Setting]]] = {
-    (f.metadata["setting"].key or f.name): (
-        f.name,
-        replace(f.metadata["setting"], key=f.metadata["setting"].key or f.name),
-    )
+    d.key: (f.name, d)
     for f in fields(AuditSettings)
+    for d in [_declared(f.name, f.metadata["setting"])]
 }
 
 _FIELD_DEFAULTS: Final[dict[str, Any]] = {f.name: f.default for f in fields(AuditSettings)}
@@ -413,7 +381,7 @@ MARKER_KEYS: tuple[str, ...] = tuple(k for k, (_, d) in SETTINGS.items() if d.ma
 
 # command-line option (dest) -> settings key; dests are namespaced "fairness_*"
 CLI_KEYS: dict[str, str] = v.CLI_KEYS
-CLI_KEYS.update({d.option.dest: k for k, (_, d) in SETTINGS.items() if d.option is not None})
+CLI_KEYS.update({d.dest: k for k, (_, d) in SETTINGS.items() if d.option is not None})
 
 # ini key -> settings key (recfair_model is the default HTTP provider's model)
 INI_KEYS: dict[str, str] = {f"recfair_{k}": k for k, (_, d) in SETTINGS.items() if d.ini}
