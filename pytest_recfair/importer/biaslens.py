@@ -37,7 +37,7 @@ from pytest_recfair import secrets
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import staged_folder
 from pytest_recfair.importer.published import read_csv, write_files
-from pytest_recfair.importer.record import completion, record
+from pytest_recfair.importer.run import completion, record
 from pytest_recfair.metrics.roleplay import why_outcome
 from pytest_recfair.prompts.roles import (
     ATTRIBUTES,
