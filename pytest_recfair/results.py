@@ -32,17 +32,32 @@ def json_nan(x: Any) -> float:
     return math.nan if x is None else float(x)
 
 
-def plain_fields(obj: object, names: Iterable[str]) -> dict[str, Any]:
-    """``names`` of ``obj`` as JSON data: intervals as dicts, NaN as null."""
-    out: dict[str, Any] = {}
-    for name in names:
-        v = getattr(obj, name)
-        if isinstance(v, Interval):
-            v = v.to_dict()
-        elif isinstance(v, float):
-            v = _num(v)
-        out[name] = v
-    return out
+def plain(v: Any) -> Any:
+    """A result's value as JSON data: NaN as null, a result object as its ``to_dict``."""
+    if isinstance(v, float):
+        return _num(v)
+    if hasattr(v, "to_dict"):
+        return v.to_dict()
+    if isinstance(v, SimilarityMatrix):
+        sims = json_floats(np.asarray(v.sims, dtype=np.float64))
+        missing = np.asarray(v.missing, dtype=bool).tolist()
+        return {
+            "entities": list(v.entities),
+            "values": list(v.values),
+            "sims": sims,
+            "missing": missing,
+        }
+    if isinstance(v, tuple | list):
+        return [plain(x) for x in v]
+    if isinstance(v, dict):
+        return {k: plain(x) for k, x in v.items()}
+    return v
+
+
+def plain_fields(obj: Any, names: Iterable[str] | None = None) -> dict[str, Any]:
+    """``names`` of ``obj`` (None: its dataclass fields, in order) as JSON data."""
+    found = (f.name for f in fields(obj)) if names is None else names
+    return {name: plain(getattr(obj, name)) for name in found}
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +83,7 @@ class Stat:
     ci: Interval | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"value": _num(self.value), "ci": self.ci.to_dict() if self.ci else None}
+        return plain_fields(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Stat:
@@ -96,7 +111,7 @@ class ValueResult:
         return self.short / self.total if self.total else 0.0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"value": self.value, "mean": self.mean.to_dict(), **plain_fields(self, _COUNTS)}
+        return plain_fields(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ValueResult:
@@ -199,20 +214,7 @@ class AttributeResult:
         raise KeyError(f"no value {name!r} in attribute {self.attribute!r}; have: {allowed}")
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            **{name: getattr(self, name) for name in _SETTINGS},
-            "values": [v.to_dict() for v in self.values],
-            **{name: getattr(self, name).to_dict() for name in _SPREADS},
-            "matrix": {
-                "entities": list(self.matrix.entities),
-                "values": list(self.matrix.values),
-                "sims": json_floats(np.asarray(self.matrix.sims, dtype=np.float64)),
-                "missing": np.asarray(self.matrix.missing, dtype=bool).tolist(),
-            },
-            "entropy": _num(self.entropy),
-            "noise_floor": self.noise_floor.to_dict() if self.noise_floor else None,
-            "curves": {k: [_num(x) for x in v] for k, v in self.curves.items()},
-        }
+        return plain_fields(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AttributeResult:
@@ -376,7 +378,7 @@ class GateFailure:
     tolerance: float | None = None  # the tolerance set, where the noise floor raised ``limit``
 
     def to_dict(self) -> dict[str, Any]:
-        return plain_fields(self, _FAILURE_FIELDS)
+        return plain_fields(self)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GateFailure:
