@@ -9,7 +9,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
+from pytest_recfair import secrets
 from pytest_recfair.errors import DataError, RecfairError
+from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.vocab import PLUGIN_VERSION, REPORT_FORMATS
 
 
@@ -129,8 +131,6 @@ def _emit(text: str, output: str | None) -> None:
     if output is None:
         sys.stdout.write(text)
         return
-    from pytest_recfair.fileio import atomic_write_text
-
     try:
         atomic_write_text(Path(output), text)
     except OSError as exc:
@@ -255,8 +255,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         command: Callable[[argparse.Namespace], int] = args.run_command
         return command(args)
     except RecfairError as exc:
-        from pytest_recfair import secrets
-
         print(f"error: {secrets.scrub(str(exc))}", file=sys.stderr)  # it may quote an input
         return 2
 

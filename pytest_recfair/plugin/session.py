@@ -13,11 +13,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_recfair import settings
+from pytest_recfair import secrets, settings
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.plugin import options
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.values import RunSettings
+from pytest_recfair.vocab import PLUGIN_VERSION
 
 if TYPE_CHECKING:
     # the engine loads numpy: never imported at pytest start-up
@@ -98,8 +99,6 @@ def audit_state(node: Any) -> AuditState | None:
 def report_header(config: pytest.Config) -> list[str] | None:
     if not config.getoption("fairness"):
         return None
-    from pytest_recfair.vocab import PLUGIN_VERSION
-
     s = run_state(config).settings
     return [
         f"recfair {PLUGIN_VERSION}: seed={s.seed} (--fairness-seed), record mode={s.record_mode}, "
@@ -109,8 +108,6 @@ def report_header(config: pytest.Config) -> list[str] | None:
 
 def terminal_line(config: pytest.Config) -> Callable[[str], None]:
     """A writer of progress lines that shows through pytest's output capture."""
-    from pytest_recfair.secrets import scrub
-
     reporter = config.pluginmanager.get_plugin("terminalreporter")
 
     def write(line: str) -> None:
@@ -121,7 +118,7 @@ def terminal_line(config: pytest.Config) -> Callable[[str], None]:
             # mid-line, and write_line only breaks lines after a file path
             if getattr(getattr(reporter, "_tw", None), "width_of_current_line", 0):
                 reporter.write("\n")
-            reporter.write_line(scrub(line))
+            reporter.write_line(secrets.scrub(line))
 
     return write
 
@@ -165,8 +162,6 @@ def live_line(config: pytest.Config, planned: plan.Plan | None) -> Any:
 def plan_summary(config: pytest.Config, terminalreporter: Any) -> None:
     """The run's total plan, when any audit printed one; under xdist (the workers'
     lines never reach this terminal) every plan line from the run's ledger first."""
-    from pytest_recfair.secrets import scrub
-
     state = run_state(config)
     plans = state.plans
     shared = state.ledger.plans() if state.ledger is not None else []
@@ -176,8 +171,8 @@ def plan_summary(config: pytest.Config, terminalreporter: Any) -> None:
 
     terminalreporter.write_sep("=", "fairness plan")
     for each in shared:
-        terminalreporter.write_line(scrub(f"recfair plan: {each.line()}"))
-    terminalreporter.write_line(scrub(total_line(plans + shared)))
+        terminalreporter.write_line(secrets.scrub(f"recfair plan: {each.line()}"))
+    terminalreporter.write_line(secrets.scrub(total_line(plans + shared)))
 
 
 def summary(config: pytest.Config, terminalreporter: Any, collector: RunCollector | None) -> None:
@@ -189,7 +184,6 @@ def summary(config: pytest.Config, terminalreporter: Any, collector: RunCollecto
     terminalreporter.write_sep("=", title)
     # the terminal's width (COLUMNS, or 80 when not a terminal), as pytest's own lines
     width = config.get_terminal_writer().fullwidth
-    from pytest_recfair import secrets
     from pytest_recfair.report.registry import summary_lines
 
     for line in summary_lines(collector, width, verbose=config.get_verbosity() > 0):
@@ -199,8 +193,6 @@ def summary(config: pytest.Config, terminalreporter: Any, collector: RunCollecto
 def scrub_report(report: pytest.TestReport) -> None:
     """No API key in what pytest prints or writes to JUnit XML: a traceback or captured
     output quoting a URL or an error body, a property with the reply's model name."""
-    from pytest_recfair import secrets
-
     if not secrets.registered():
         return
     if report.longrepr is not None:
