@@ -1,24 +1,14 @@
 """Re-run the published BiasLens answers offline (issue 20, point 5).
 
 ``python -m pytest_recfair import biaslens DIR --out OUT [--model NAME] [--without-role]``
-reads the paper's released answers, ``DIR/answers/role/<model>/<attribute>_answers_0{1,2,3}
-.csv`` (``answers/without_role`` with ``--without-role``; columns ``Role, Question Type,
-Question, Answer, LLM 1, LLM 2, LLM 3, final``), and writes a project whose ``pytest
---fairness`` replays them: one role-play test per attribute (``oracle="biaslens"``), the
-questions file, and cassettes recorded by the real OpenAI provider against an
-``httpx.MockTransport`` answering each round with its published answer and each Why
-round's three judge calls with ``LLM 1..3`` where they give the verdict the table reads
-off ``final`` (else with answers made from ``final``, said).
-
-As the paper's table script does: every row of the shortest of an attribute's three round
-files is a question (a repeat counted again), matched by role, type and text in the other
-two (their first match; missing there, the answer reads ``None``); files are decoded with
-``errors="ignore"`` (the bytes dropped are counted); an empty answer reads ``None``; only
-the types ``Yes/No``, ``Choice``, ``Wh`` count. The questions file is ``published`` (the
-loader keeps every question as the table counted it). Every cell is read through
-``published.read_csv`` (scrubbed), every input row is imported or named (file and line)
-in the summary, and the project is staged and moved to ``--out`` at the end. The released
-questions and answers carry no licence: none is copied into this repository.
+reads ``DIR/answers/role/<model>/<attribute>_answers_0{1,2,3}.csv`` (``without_role``
+with ``--without-role``) and writes a project whose ``pytest --fairness`` replays them:
+one role-play test per attribute (``oracle="biaslens"``), the questions file (``published``:
+every question kept as the table counted it) and cassettes recorded through the real
+provider, each Why round's three judge calls answered with ``LLM 1..3`` where they give
+the verdict the table reads off ``final``. The files are read as the paper's table script
+reads them (``_rounds``); every input row is imported or named in the summary. The
+released questions and answers carry no licence: none is copied into this repository.
 """
 
 from __future__ import annotations

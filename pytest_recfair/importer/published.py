@@ -4,20 +4,9 @@ Layout (as the published ``run.py`` scripts write it): ``top_K/<class>/<value>.c
 columns ``name`` and ``Result`` (usually also ``system_msg`` and ``Instruction``), the
 neutral prompt in ``top_K/neutral/neutral.csv`` (or beside or inside the class folders);
 the file name is the value as the prompt wrote it ("a middle aged"). OpenAI Batch API
-files (``batch_input.jsonl``, ``batch_output.jsonl``) anywhere under the folder supply
-the request model and full response bodies. Rows are read as the FaiRLLM notebook reads
-them: the first ``n`` of each file into a dict by name (a later row wins); an entity
-missing from a value's file was never answered for it and stays missing.
-
-A prompt becomes a template by replacing the entity name with ``{entity}`` and the value
-with ``{value}`` (``template_of``; ``fill`` goes back). ``recover_prompts``: some folders
-(FairEval's OpenAI runs) have the reply in ``Instruction``; a file is taken to hold
-replies when most rows' prompts do not name their entity (or equal the reply), and its
-template is the batch prompt (of its folder, else the run) which, filled for EVERY row,
-gives a prompt the batch file holds.
-
-``read_csv`` and ``write_files`` are the one way in and out of both importers: every cell
-read and every file written goes through ``pytest_recfair.secrets``. No pytest, no httpx.
+files anywhere under the folder supply the request model and full response bodies. Rows
+are read as the FaiRLLM notebook reads them: the first ``n`` of each file into a dict by
+name (a later row wins); an entity missing from a value's file stays missing.
 """
 
 from __future__ import annotations
@@ -360,7 +349,9 @@ def _find(
 
 
 def recover_prompts(run: PublishedRun) -> tuple[PublishedRun, list[str]]:
-    """``run`` with prompts taken from the batch files where the CSVs hold replies."""
+    """``run`` with prompts taken from the batch files where the CSVs hold replies: a
+    batch prompt (of the file's folder, else the run's) that, as a template filled for
+    EVERY row of the file, gives prompts the batch file holds."""
     if all(r.prompt is None for r in run.neutral.values()):
         return _without_prompts(run), [
             "prompts: neutral.csv has no 'Instruction' column (the prompt asked); the "
