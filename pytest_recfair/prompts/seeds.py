@@ -268,12 +268,8 @@ def write_examples(root: Path) -> list[tuple[Path, str]]:
             f"{clash[0]} exists with other content; nothing was written. Move it away or "
             "pass --dir to write the example files elsewhere."
         )
-    done = []
-    for path, data in plan:
-        if path.exists():
-            done.append((path, "unchanged"))
-            continue
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, data)
-        done.append((path, "written"))
+    done = [(path, "unchanged" if path.exists() else "written") for path, _ in plan]
+    for (path, what), (_, data) in zip(done, plan, strict=True):
+        if what == "written":
+            atomic_write_bytes(path, data)  # its folders made as it writes
     return done
