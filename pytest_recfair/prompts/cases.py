@@ -339,11 +339,6 @@ def _anchor(template: str) -> str:
     return max(pieces, key=len)
 
 
-def _elided(m: re.Match[str]) -> str:
-    word = m.group(1)
-    return f"(?:{word}\\ |{word[:-1]}')"
-
-
 def _compile(template: str, language: str) -> tuple[re.Pattern[str], int]:
     out: list[str] = []
     seen: set[str] = set()
@@ -355,7 +350,7 @@ def _compile(template: str, language: str) -> tuple[re.Pattern[str], int]:
         piece = re.escape(text)
         if language == "fr":
             # French elision turns "de Adele" into "d'Adele" after filling.
-            piece = re.sub(r"\b(de|que)\\ $", _elided, piece)
+            piece = re.sub(r"\b(d|qu)e\\ $", r"(?:\1e\\ |\1')", piece)
         out.append(piece)
         key = m.group(1)
         if key == "entity":
@@ -393,11 +388,6 @@ def template_patterns() -> tuple[_Pattern, ...]:
     return (*neutral, *conditioned)
 
 
-def _grid_order(templates: str) -> tuple[str, ...]:
-    first = "fairllm" if templates in ("faireval", "fairllm") else "faireval"
-    return (first, *(g for g in BUNDLED_GRIDS if g != first))
-
-
 def _phrases(grid: Grid, language: str, crossed: bool) -> Iterator[tuple[str, str, str]]:
     attrs = list(grid.attributes)
     if crossed:
@@ -418,7 +408,8 @@ def _lookup(templates: str, language: str) -> tuple[dict[str, tuple[str, str]], 
     """Phrase -> (attribute, label); the int counts single-attribute entries, which come
     first (dicts keep insertion order) and are tried first when matching a typo."""
     table: dict[str, tuple[str, str]] = {}
-    for name in _grid_order(templates):
+    first = "fairllm" if templates in ("faireval", "fairllm") else "faireval"
+    for name in (first, *(g for g in BUNDLED_GRIDS if g != first)):
         for phrase, attr, label in _phrases(load_grid(name), language, crossed=False):
             table.setdefault(phrase.casefold(), (attr, label))
     singles = len(table)

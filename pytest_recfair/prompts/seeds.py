@@ -171,10 +171,6 @@ def _check_unique(entities: Sequence[Entity], locs: Sequence[str], where: str) -
         seen_name[key] = loc
 
 
-def _rank_key(entity_id: str, seed: int) -> bytes:
-    return hashlib.sha256(f"{seed}\x1f{entity_id}".encode()).digest()
-
-
 def subsample(entities: Iterable[Entity | str], n: int | None, seed: int = 0) -> list[Entity]:
     """The first ``n`` entities by SHA-256 of (seed, id), in input order (all when ``n``
     is None or >= len): a smaller ``n`` is a subset of a larger one."""
@@ -183,7 +179,8 @@ def subsample(entities: Iterable[Entity | str], n: int | None, seed: int = 0) ->
     items = [as_entity(e) for e in entities]
     if n is None or n >= len(items):
         return items
-    chosen = set(sorted(range(len(items)), key=lambda i: _rank_key(items[i].id, seed))[:n])
+    ranks = [hashlib.sha256(f"{seed}\x1f{e.id}".encode()).digest() for e in items]
+    chosen = set(sorted(range(len(items)), key=ranks.__getitem__)[:n])
     return [e for i, e in enumerate(items) if i in chosen]
 
 
