@@ -27,7 +27,7 @@ from pytest_recfair import secrets
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import staged_folder
 from pytest_recfair.importer.published import read_csv, write_files
-from pytest_recfair.importer.run import completion, record
+from pytest_recfair.importer.run import completion, pytest_ini, record
 from pytest_recfair.metrics.roleplay import why_outcome
 from pytest_recfair.prompts.roles import (
     ATTRIBUTES,
@@ -290,19 +290,13 @@ def _write(
     from pytest_recfair.settings import resolve
 
     table = {"name": f"biaslens-{name}", "published": True, "questions": rows}
-    ini = (
-        "[pytest]\nrecfair_provider = openai\n"
-        f"recfair_model = {name}\nrecfair_judge_model = {JUDGE}\n"
-        "recfair_cassette_dir = cassettes\nrecfair_baseline_dir = baselines\n"
-        "recfair_report = reports/biaslens.json\n"
-    )
     attributes = sorted({r["attribute"] for r in rows})  # a published set keeps every row
     write_files(
         out,
         {
             "questions.json": json.dumps(table, indent=1),
             TEST_FILE: _test_file(attributes, without_role),
-            "pytest.ini": ini,
+            "pytest.ini": pytest_ini(name, "reports/biaslens.json", judge_model=JUDGE),
         },
     )
     questions, by_question = _load(out / "questions.json", sources)

@@ -298,16 +298,11 @@ def _seeds_file(cls: str) -> str:
     return f"seeds/{slugify(cls)}.csv"
 
 
-def _ini(model: str, missing: str) -> str:
-    return (
-        "[pytest]\n"
-        "recfair_provider = openai\n"
-        f"recfair_model = {model}\n"
-        f"recfair_missing = {missing}\n"
-        "recfair_cassette_dir = cassettes\n"
-        "recfair_baseline_dir = baselines\n"
-        "recfair_report = reports/published.md\n"
-    )
+def pytest_ini(model: str, report: str, **keys: str) -> str:
+    """An imported project's pytest.ini (both importers'): model, cassettes, baselines."""
+    at = {"cassette_dir": "cassettes", "baseline_dir": "baselines", "report": report}
+    ini = {"provider": "openai", "model": model, **keys, **at}
+    return "[pytest]\n" + "".join(f"recfair_{k} = {v}\n" for k, v in ini.items())
 
 
 def _model(model: str | None, layout: Layout, source: Path) -> tuple[str, str | None]:
@@ -371,7 +366,7 @@ def import_run(
         "grid.yaml": grid_yaml(run, f"published-{flavour}", classes),
         "absent.json": json.dumps(absent, ensure_ascii=False, indent=2) + "\n",
         TEST_FILE: _test_file(run, layout, language, classes),
-        "pytest.ini": _ini(the_model, missing),
+        "pytest.ini": pytest_ini(the_model, "reports/published.md", missing=missing),
         **layout.files,
         **{_seeds_file(c): _seeds_csv(names, ids[c]) for c in classes},
     }
