@@ -117,9 +117,6 @@ def _language_entry(code: str, raw: Any, where: str) -> LanguageTemplates:
         if "{request}" in request or "{value}" in request or "{a_value}" in request:
             raise DataError(f"{where}: {base}.request may not contain {{request}} or a value")
 
-    def expand(text: str) -> str:
-        return text.replace("{request}", request)
-
     system = _check_template(raw.get("system"), where, f"{base}.system", ())
     neutral_system = raw.get("neutral_system")
     if neutral_system is not None:
@@ -150,7 +147,7 @@ def _language_entry(code: str, raw: Any, where: str) -> LanguageTemplates:
             raise DataError(
                 f"{where}: {base}.conditioned.{form} must contain {{value}} or {{a_value}}"
             )
-        conditioned[form] = expand(checked)
+        conditioned[form] = checked.replace("{request}", request)
     domains = raw.get("domains") or {}
     if not isinstance(domains, dict) or not all(isinstance(v, dict) for v in domains.values()):
         raise DataError(
@@ -167,7 +164,7 @@ def _language_entry(code: str, raw: Any, where: str) -> LanguageTemplates:
     return LanguageTemplates(
         language=code,
         system=system,
-        neutral=expand(neutral),
+        neutral=neutral.replace("{request}", request),
         conditioned=conditioned,
         domains={d: {k: str(v) for k, v in n.items()} for d, n in domains.items()},
         neutral_system=neutral_system,
