@@ -58,30 +58,29 @@ class Gauge:
             self.level = self.capacity if full else 0.0
         self.level = min(self.level, self.capacity)
 
-    def _refill(self, now: float) -> None:
+    def _refill(self, now: float) -> bool:
+        """The bucket filled up to ``now``; False while it is inactive."""
         if self.per_minute is not None and now > self.at:
             self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
         self.at = max(self.at, now)
+        return self.per_minute is not None
 
     def take(self, amount: float, now: float) -> float:
         """Reserve ``amount``; the seconds until the reservation is due."""
-        if self.per_minute is None:
+        if not self._refill(now):
             return 0.0
-        self._refill(now)
         self.level -= amount
         return 0.0 if self.level >= 0 else -self.level / self.rate
 
     def give(self, amount: float, now: float) -> None:
         """Give back (or, negative, take more of) what a reservation over-estimated."""
-        if self.per_minute is not None:
-            self._refill(now)
+        if self._refill(now):
             self.level = min(self.capacity, self.level + amount)
 
     def cap(self, remaining: float, now: float) -> None:
         """The server says only ``remaining`` is left now (negative: nothing more for
         ``-remaining / rate`` seconds, then the limit's pace)."""
-        if self.per_minute is not None:
-            self._refill(now)
+        if self._refill(now):
             self.level = min(self.level, remaining)
 
 
@@ -373,11 +372,9 @@ def parse_duration(text: str) -> float | None:
     if not text:
         return None
     try:
-        seconds = float(text)
+        return finite_seconds(float(text))
     except ValueError:
         pass
-    else:  # "inf", "1e999", "nan": no usable duration
-        return max(0.0, seconds) if math.isfinite(seconds) else None
     total, end = 0.0, 0
     for match in _DURATION.finditer(text):
         if match.start() != end:
@@ -396,6 +393,16 @@ def parse_reset(text: str, *, now: datetime | None = None) -> float | None:
         when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         return None
+    return seconds_until(when, now)
+
+
+def finite_seconds(value: float) -> float | None:
+    """A wait the server stated; None for "inf", "1e999" or "nan" (no usable wait)."""
+    return max(0.0, value) if math.isfinite(value) else None
+
+
+def seconds_until(when: datetime, now: datetime | None) -> float:
+    """Seconds from ``now`` (the clock's now) to ``when`` (UTC unless it says)."""
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())

@@ -4,8 +4,7 @@
 from __future__ import annotations
 
 import email.utils
-import math
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import httpx
@@ -19,7 +18,13 @@ from pytest_recfair.providers.base import (
     error_detail,
 )
 from pytest_recfair.providers.http import unauthorized_hint
-from pytest_recfair.providers.pacing import Seen, gemini_quota, read_headers
+from pytest_recfair.providers.pacing import (
+    Seen,
+    finite_seconds,
+    gemini_quota,
+    read_headers,
+    seconds_until,
+)
 from pytest_recfair.providers.transport import CaseRef
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
@@ -48,32 +53,18 @@ class Abort(Exception):
 
 def retry_after_seconds(headers: httpx.Headers, *, now: datetime | None = None) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return _seconds(float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    value = value.strip()
+    for name, scale in (("retry-after-ms", 1000), ("retry-after", 1)):
+        value = headers.get(name)
+        if value:
+            try:
+                return finite_seconds(float(value) / scale)
+            except ValueError:
+                pass
     try:
-        return _seconds(float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
+        when = email.utils.parsedate_to_datetime((headers.get("retry-after") or "").strip())
     except (TypeError, ValueError, IndexError):
         return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
-
-
-def _seconds(value: float) -> float | None:
-    """A wait the server stated; None for "inf" or "nan" (no usable wait)."""
-    return max(0.0, value) if math.isfinite(value) else None
+    return seconds_until(when, now)
 
 
 def wait_header(headers: httpx.Headers) -> str:
