@@ -217,7 +217,7 @@ def _start(
         return
     total = len(entry["lines"])
     if not fresh:
-        found = service.find(journal.key, total, float(entry["planned_at"]), book.claimed())
+        found = service.find(entry["key"], total, float(entry["planned_at"]), book.claimed())
         if found is not None:
             entry["batch_id"], entry["state"] = found, "submitted"
             journal.save()
@@ -236,7 +236,7 @@ def _start(
             jsonl.unlink(missing_ok=True)
         entry["state"] = "uploaded"
         journal.save()
-    entry["batch_id"] = service.create(str(entry.get("file_id", "")), work, journal.key)
+    entry["batch_id"] = service.create(str(entry.get("file_id", "")), work, entry["key"])
     entry["state"] = "submitted"
     journal.save()
     outcome.submitted += int(new)

@@ -345,10 +345,6 @@ class Journal:
     entry: dict[str, Any]
     fd: int | None = None  # the held lock, None when another process holds it
 
-    @property
-    def key(self) -> str:
-        return str(self.entry["key"])
-
     def save(self) -> None:
         doc = {"version": JOURNAL_VERSION, "owner": self.owner, "batches": [self.entry]}
         atomic_write_text(self.path, json.dumps(doc, indent=1) + "\n")

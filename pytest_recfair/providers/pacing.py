@@ -11,6 +11,7 @@ one request in flight until its first reply; a 429 halves the window and cuts th
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import math
 import os
@@ -372,7 +373,7 @@ def parse_duration(text: str) -> float | None:
     if not text:
         return None
     try:
-        return finite_seconds(float(text))
+        return _finite(float(text))
     except ValueError:
         pass
     total, end = 0.0, 0
@@ -393,19 +394,35 @@ def parse_reset(text: str, *, now: datetime | None = None) -> float | None:
         when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         return None
-    return seconds_until(when, now)
+    return _until(when, now)
 
 
-def finite_seconds(value: float) -> float | None:
+def _finite(value: float) -> float | None:
     """A wait the server stated; None for "inf", "1e999" or "nan" (no usable wait)."""
     return max(0.0, value) if math.isfinite(value) else None
 
 
-def seconds_until(when: datetime, now: datetime | None) -> float:
+def _until(when: datetime, now: datetime | None) -> float:
     """Seconds from ``now`` (the clock's now) to ``when`` (UTC unless it says)."""
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    for name, scale in (("retry-after-ms", 1000), ("retry-after", 1)):
+        value = headers.get(name)
+        if value:
+            try:
+                return _finite(float(value) / scale)
+            except ValueError:
+                pass
+    try:
+        when = email.utils.parsedate_to_datetime((headers.get("retry-after") or "").strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    return _until(when, now)
 
 
 def _count(value: str | None) -> int | None:

@@ -433,10 +433,8 @@ def http_client(generation: str = "httpx2", max_reply_chars: int | None = None) 
                 return response_of(hit, lib)
             try:
                 live = self.network().handle_request(request)
-                try:
+                with contextlib.closing(live):
                     content = live.read()
-                finally:
-                    live.close()
             except Exception as exc:
                 scope.failed(parts[0], parts[1], parts[3], exc)
                 raise
@@ -474,10 +472,8 @@ def async_http_client(generation: str = "httpx2", max_reply_chars: int | None = 
                 return response_of(hit, lib)
             try:
                 live = await network().handle_async_request(request)
-                try:
+                async with contextlib.aclosing(live):
                     content = await live.aread()
-                finally:
-                    await live.aclose()
             except Exception as exc:
                 scope.failed(parts[0], parts[1], parts[3], exc)
                 raise

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import email.utils
-from datetime import datetime
 from typing import Any
 
 import httpx
@@ -18,13 +16,7 @@ from pytest_recfair.providers.base import (
     error_detail,
 )
 from pytest_recfair.providers.http import unauthorized_hint
-from pytest_recfair.providers.pacing import (
-    Seen,
-    finite_seconds,
-    gemini_quota,
-    read_headers,
-    seconds_until,
-)
+from pytest_recfair.providers.pacing import Seen, gemini_quota, read_headers, retry_after_seconds
 from pytest_recfair.providers.transport import CaseRef
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
@@ -49,22 +41,6 @@ class Abort(Exception):
     def __init__(self, error: RecfairError) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-def retry_after_seconds(headers: httpx.Headers, *, now: datetime | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
-    for name, scale in (("retry-after-ms", 1000), ("retry-after", 1)):
-        value = headers.get(name)
-        if value:
-            try:
-                return finite_seconds(float(value) / scale)
-            except ValueError:
-                pass
-    try:
-        when = email.utils.parsedate_to_datetime((headers.get("retry-after") or "").strip())
-    except (TypeError, ValueError, IndexError):
-        return None
-    return seconds_until(when, now)
 
 
 def wait_header(headers: httpx.Headers) -> str:
@@ -104,9 +80,8 @@ def judge(provider: Provider, response: httpx.Response, case: CaseRef) -> Comple
         except GarbledReply as exc:  # a proxy's page, a broken gateway: worth a retry
             raise Retryable(str(exc)) from None
     if status in RETRYABLE_STATUS or status >= 500:
-        wait = retry_after_seconds(response.headers)
-        if wait is None and status == 429:  # Gemini: RetryInfo in the error details
-            wait = gemini_quota(response.content)[0]
+        # a 429's wait may be in Gemini's error details (RetryInfo)
+        wait = limits_of(response)[1] if status == 429 else retry_after_seconds(response.headers)
         raise Retryable(
             f"HTTP {status} {response.reason_phrase}: {error_detail(response)}", retry_after=wait
         )
