@@ -5,7 +5,6 @@ before the batch is created lets a killed run resume the batch already paid for.
 
 from __future__ import annotations
 
-import functools
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -29,7 +28,6 @@ from pytest_recfair.providers.batch_api import (
     LineResult,
     MalformedResults,
     OpenAIBatches,
-    content_key,
     custom_id,
 )
 from pytest_recfair.providers.runstate import CaseLike
@@ -113,7 +111,7 @@ def run_batch(
     # The setup a journal belongs to: another provider, model or URL never adopts it.
     setup = {"provider": "name", "model": "model", "base_url": "base_url"}
     owner = {key: str(getattr(provider, name, "")) for key, name in setup.items()}
-    book = JournalDir(journals, owner, check=functools.partial(_inconsistent, owner))
+    book = JournalDir(journals, owner)
     outcome, say = BatchOutcome(), progress or (lambda line: None)
     # httpx logs every request URL (INFO), httpcore the reply headers (DEBUG): scrubbed.
     with secrets.scrubbed_logs(), httpx.Client(transport=transport, timeout=60.0) as client:
@@ -135,33 +133,6 @@ def run_batch(
         finally:
             book.release()
     return outcome
-
-
-def _inconsistent(owner: dict[str, str], path: Path, entry: dict[str, Any]) -> str | None:
-    """Why a journal of this setup cannot be trusted, or None: its key, ids and lines must
-    be the ones this setup writes (another model's request is foreign)."""
-    lines: dict[str, dict[str, Any]] = entry["lines"]
-    if not lines or sorted(entry.get("custom_ids") or ()) != sorted(lines):
-        return "its 'custom_ids' do not list its lines"
-    if entry["key"] != path.stem or entry["key"] != content_key(owner, lines):
-        return "its key does not match its setup and lines"
-    need = {"uploaded": "file_id", "submitted": "batch_id"}.get(entry["state"])
-    empty_ok = need == "file_id" and owner.get("provider") == "anthropic"  # no file there
-    if need is not None and not (entry.get(need) or (empty_ok and need in entry)):
-        return f"state {entry['state']!r} without a {need}"
-    for cid, line in lines.items():
-        body, case = line.get("body"), line.get("case")
-        if not isinstance(body, str) or not isinstance(case, str):
-            return f"line {cid} has no request body or case id"
-        if custom_id(case, body.encode("utf-8")) != cid:
-            return f"line {cid} is not the request its id names"
-        try:
-            model = json.loads(body).get("model", owner["model"])
-        except (ValueError, AttributeError):
-            return f"line {cid}'s request is not a JSON object"
-        if model != owner["model"]:
-            return f"line {cid} asks model {model!r}, not {owner['model']!r}"
-    return None
 
 
 def _plan(

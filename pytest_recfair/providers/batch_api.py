@@ -168,12 +168,8 @@ class OpenAIBatches(_Batches):
 
     @staticmethod
     def line(cid: str, body: str) -> dict[str, Any]:
-        return {
-            "custom_id": cid,
-            "method": "POST",
-            "url": OPENAI_ENDPOINT,
-            "body": json.loads(body),
-        }
+        payload = json.loads(body)
+        return {"custom_id": cid, "method": "POST", "url": OPENAI_ENDPOINT, "body": payload}
 
     def upload(self, jsonl: Path) -> str:
         with jsonl.open("rb") as fh:
@@ -385,8 +381,6 @@ class JournalDir:
     busy: set[str] = field(default_factory=set)  # custom ids a live process is paying for
     others: int = 0  # journals of another setup (other model, provider, URL): left alone
     notes: list[str] = field(default_factory=list)  # journals set aside, and why
-    # why a journal of this setup cannot be trusted (its lines are the writer's to check)
-    check: Callable[[Path, dict[str, Any]], str | None] = lambda path, entry: None
 
     @contextlib.contextmanager
     def planning(self) -> Iterator[None]:
@@ -419,7 +413,7 @@ class JournalDir:
             if not path.exists():  # finished between the read and the lock
                 os.close(fd)
                 continue
-            why = doc if isinstance(doc, str) else self.check(path, entry)
+            why = doc if isinstance(doc, str) else _inconsistent(self.owner, path, entry)
             if why is None:
                 self.mine.append(Journal(path, self.owner, entry, fd))
             else:
@@ -470,6 +464,33 @@ class JournalDir:
     def release(self) -> None:
         for journal in self.mine:
             journal.release()
+
+
+def _inconsistent(owner: dict[str, str], path: Path, entry: dict[str, Any]) -> str | None:
+    """Why a journal of this setup cannot be trusted, or None: its key, ids and lines must
+    be the ones this setup writes (another model's request is foreign)."""
+    lines: dict[str, dict[str, Any]] = entry["lines"]
+    if not lines or sorted(entry.get("custom_ids") or ()) != sorted(lines):
+        return "its 'custom_ids' do not list its lines"
+    if entry["key"] != path.stem or entry["key"] != content_key(owner, lines):
+        return "its key does not match its setup and lines"
+    need = {"uploaded": "file_id", "submitted": "batch_id"}.get(entry["state"])
+    empty_ok = need == "file_id" and owner.get("provider") == "anthropic"  # no file there
+    if need is not None and not (entry.get(need) or (empty_ok and need in entry)):
+        return f"state {entry['state']!r} without a {need}"
+    for cid, line in lines.items():
+        body, case = line.get("body"), line.get("case")
+        if not isinstance(body, str) or not isinstance(case, str):
+            return f"line {cid} has no request body or case id"
+        if custom_id(case, body.encode("utf-8")) != cid:
+            return f"line {cid} is not the request its id names"
+        try:
+            model = json.loads(body).get("model", owner["model"])
+        except (ValueError, AttributeError):
+            return f"line {cid}'s request is not a JSON object"
+        if model != owner["model"]:
+            return f"line {cid} asks model {model!r}, not {owner['model']!r}"
+    return None
 
 
 def _read(path: Path) -> tuple[dict[str, str], dict[str, Any]] | str | None:
