@@ -156,20 +156,18 @@ def _plan(
     todo = [cid for cid in asked if cid not in covered and cid not in book.busy]
     fresh = []
     for start in range(0, len(todo), max_lines):
-        lines = {cid: _address(test_id, *asked[cid]) for cid in todo[start : start + max_lines]}
+        lines: dict[str, dict[str, Any]] = {}  # where each reply goes, the body it answers
+        for cid in todo[start : start + max_lines]:
+            case, request = asked[cid]
+            lines[cid] = {
+                "test": test_id,
+                "entity": case.entity_id,
+                "repeat": case.repeat,
+                "case": case.id,
+                "body": request.content.decode("utf-8"),
+            }
         fresh.append(book.plan(kind, lines))
     return fresh
-
-
-def _address(test_id: str, case: CaseLike, request: httpx.Request) -> dict[str, Any]:
-    """Where a line's reply goes in the cassettes, and the request body it answers."""
-    return {
-        "test": test_id,
-        "entity": case.entity_id,
-        "repeat": case.repeat,
-        "case": case.id,
-        "body": request.content.decode("utf-8"),
-    }
 
 
 def _start(
