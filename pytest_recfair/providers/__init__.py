@@ -23,8 +23,8 @@ from pytest_recfair.providers.http import (
     from_config,
     is_loopback,
 )
+from pytest_recfair.providers.pacing import retry_after_seconds
 from pytest_recfair.providers.pipeline import async_http_client, http_client
-from pytest_recfair.providers.retry import retry_after_seconds
 from pytest_recfair.providers.runner import arun_cases, run_cases
 from pytest_recfair.providers.runstate import RunOptions, RunOutcome
 

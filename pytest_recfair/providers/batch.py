@@ -5,7 +5,6 @@ before the batch is created lets a killed run resume the batch already paid for.
 
 from __future__ import annotations
 
-import functools
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -29,15 +28,16 @@ from pytest_recfair.providers.batch_api import (
     LineResult,
     MalformedResults,
     OpenAIBatches,
-    Submission,
-    content_key,
     custom_id,
 )
 from pytest_recfair.providers.runstate import CaseLike
 from pytest_recfair.providers.transport import decoded_reply
 
 #: Provider kinds with a batch API this plugin speaks.
-BATCH_PROVIDERS: Final = ("openai", "anthropic")
+SERVICES: Final[dict[str, type[BatchService]]] = {
+    "openai": OpenAIBatches,
+    "anthropic": AnthropicBatches,
+}
 MAX_LINES: Final = 50_000  # OpenAI's limit per batch; Anthropic allows 100,000
 
 Record = Callable[[CaseLike, httpx.Request, httpx.Response], None]
@@ -52,7 +52,6 @@ class BatchOutcome:
     usage: Usage = field(default_factory=Usage)
     batches: list[str] = field(default_factory=list)  # every batch id polled
     submitted: int = 0  # batches created by this call (0 when it only resumed)
-    notes: list[str] = field(default_factory=list)  # journals set aside, and why
 
 
 def _service(provider: Provider, client: httpx.Client) -> BatchService:
@@ -62,17 +61,13 @@ def _service(provider: Provider, client: httpx.Client) -> BatchService:
             f"--fairness-batch: provider {name!r} is set to stream replies; batch results "
             "are whole replies, so turn streaming off to record through a batch API."
         )
-    services: dict[str, type[BatchService]] = {
-        "openai": OpenAIBatches,
-        "anthropic": AnthropicBatches,
-    }
-    service = services.get(name)
+    service = SERVICES.get(name)
     if service is not None:
         base = str(getattr(provider, "base_url", ""))
         return service(base, provider.build_request(None, "batch"), client)
     raise ConfigError(
         f"--fairness-batch: provider {name!r} has no batch API here; use one of "
-        f"{', '.join(BATCH_PROVIDERS)}, or record with --fairness-record instead."
+        f"{', '.join(SERVICES)}, or record with --fairness-record instead."
     )
 
 
@@ -116,58 +111,28 @@ def run_batch(
     # The setup a journal belongs to: another provider, model or URL never adopts it.
     setup = {"provider": "name", "model": "model", "base_url": "base_url"}
     owner = {key: str(getattr(provider, name, "")) for key, name in setup.items()}
-    book = JournalDir(journals, owner, check=functools.partial(_inconsistent, owner))
-    outcome = BatchOutcome()
+    book = JournalDir(journals, owner)
+    outcome, say = BatchOutcome(), progress or (lambda line: None)
     # httpx logs every request URL (INFO), httpcore the reply headers (DEBUG): scrubbed.
     with secrets.scrubbed_logs(), httpx.Client(transport=transport, timeout=60.0) as client:
         service = _service(provider, client)
         try:
             with book.planning():
                 fresh = _plan(book, service.kind, asked, test_id, max_lines, outcome)
-            outcome.notes.extend(book.notes)
             for note in book.notes:
-                if progress is not None:
-                    progress(note)
-            if book.others and progress is not None:
-                progress(
+                say(note)
+            if book.others:
+                say(
                     f"batch: {book.others} journal(s) in {book.root} belong to another "
                     "provider, model or base URL; run with those settings to take them in"
                 )
-            probe = provider.build_request(None, "batch")
             for journal in book.mine:
-                _start(service, book, journal, probe, outcome, fresh=journal in fresh)
-            view = _View(provider, probe, asked, record, outcome, progress)
-            _poll(service, book, view, sleep, (poll_interval, max_poll_interval, max_wait))
+                _start(service, book, journal, outcome, fresh=journal in fresh)
+            poll = _Poll(service, book, provider, asked, record, outcome, say)
+            poll.run(sleep, (poll_interval, max_poll_interval, max_wait))
         finally:
             book.release()
     return outcome
-
-
-def _inconsistent(owner: dict[str, str], path: Path, entry: dict[str, Any]) -> str | None:
-    """Why a journal of this setup cannot be trusted, or None: its key, ids and lines must
-    be the ones this setup writes (another model's request is foreign)."""
-    lines: dict[str, dict[str, Any]] = entry["lines"]
-    if not lines or sorted(entry.get("custom_ids") or ()) != sorted(lines):
-        return "its 'custom_ids' do not list its lines"
-    if entry["key"] != path.stem or entry["key"] != content_key(owner, lines):
-        return "its key does not match its setup and lines"
-    need = {"uploaded": "file_id", "submitted": "batch_id"}.get(entry["state"])
-    empty_ok = need == "file_id" and owner.get("provider") == "anthropic"  # no file there
-    if need is not None and not (entry.get(need) or (empty_ok and need in entry)):
-        return f"state {entry['state']!r} without a {need}"
-    for cid, line in lines.items():
-        body, case = line.get("body"), line.get("case")
-        if not isinstance(body, str) or not isinstance(case, str):
-            return f"line {cid} has no request body or case id"
-        if custom_id(case, body.encode("utf-8")) != cid:
-            return f"line {cid} is not the request its id names"
-        try:
-            model = json.loads(body).get("model", owner["model"])
-        except (ValueError, AttributeError):
-            return f"line {cid}'s request is not a JSON object"
-        if model != owner["model"]:
-            return f"line {cid} asks model {model!r}, not {owner['model']!r}"
-    return None
 
 
 def _plan(
@@ -191,33 +156,24 @@ def _plan(
     todo = [cid for cid in asked if cid not in covered and cid not in book.busy]
     fresh = []
     for start in range(0, len(todo), max_lines):
-        lines = {cid: _address(test_id, *asked[cid]) for cid in todo[start : start + max_lines]}
+        lines: dict[str, dict[str, Any]] = {}  # where each reply goes, the body it answers
+        for cid in todo[start : start + max_lines]:
+            case, request = asked[cid]
+            lines[cid] = {
+                "test": test_id,
+                "entity": case.entity_id,
+                "repeat": case.repeat,
+                "case": case.id,
+                "body": request.content.decode("utf-8"),
+            }
         fresh.append(book.plan(kind, lines))
     return fresh
-
-
-def _address(test_id: str, case: CaseLike, request: httpx.Request) -> dict[str, Any]:
-    """Where a line's reply goes in the cassettes, and the request body it answers."""
-    return {
-        "test": test_id,
-        "entity": case.entity_id,
-        "repeat": case.repeat,
-        "case": case.id,
-        "body": request.content.decode("utf-8"),
-    }
-
-
-def _rebuilt(probe: httpx.Request, body: str) -> httpx.Request:
-    """The synchronous request of a journal line: the probe's method, URL and headers."""
-    headers = [(k, v) for k, v in probe.headers.multi_items() if k.lower() != "content-length"]
-    return httpx.Request(probe.method, probe.url, headers=headers, content=body.encode("utf-8"))
 
 
 def _start(
     service: BatchService,
     book: JournalDir,
     journal: Journal,
-    probe: httpx.Request,
     outcome: BatchOutcome,
     *,
     fresh: bool,
@@ -230,137 +186,136 @@ def _start(
         return
     total = len(entry["lines"])
     if not fresh:
-        found = service.find(journal.key, total, float(entry["planned_at"]), book.claimed())
+        found = service.find(entry["key"], total, float(entry["planned_at"]), book.claimed())
         if found is not None:
             entry["batch_id"], entry["state"] = found, "submitted"
             journal.save()
             return
-    work = [Submission(cid, _rebuilt(probe, a["body"])) for cid, a in entry["lines"].items()]
+    work = {cid: address["body"] for cid, address in entry["lines"].items()}
     new = entry["state"] == "planned"  # an uploaded file is a resumed submission
     if new:
         jsonl = journal.path.with_suffix(".jsonl")
         try:
             with jsonl.open("w", encoding="utf-8") as fh:  # one line in memory at a time
-                for w in work:
-                    line = service.line(w)
+                for cid, body in work.items():
+                    line = service.line(cid, body)
                     fh.write(json.dumps(line, ensure_ascii=False, separators=(",", ":")) + "\n")
             entry["file_id"] = service.upload(jsonl)
         finally:
             jsonl.unlink(missing_ok=True)
         entry["state"] = "uploaded"
         journal.save()
-    entry["batch_id"] = service.create(str(entry.get("file_id", "")), work, journal.key)
+    entry["batch_id"] = service.create(str(entry.get("file_id", "")), work, entry["key"])
     entry["state"] = "submitted"
     journal.save()
     outcome.submitted += int(new)
 
 
 @dataclass
-class _View:
-    """What polling needs of the run: the asked lines and where answered lines go."""
+class _Poll:
+    """Polling the run's journals: the asked lines and where answered lines go."""
 
+    service: BatchService
+    book: JournalDir
     provider: Provider
-    probe: httpx.Request
     asked: dict[str, tuple[CaseLike, httpx.Request]]
     record: Record
     outcome: BatchOutcome
-    progress: Callable[[str], None] | None
+    say: Callable[[str], None]
 
-    def target(self, cid: str, address: dict[str, Any]) -> tuple[CaseLike, httpx.Request, bool]:
-        """The case and request a line answers; whether this run asked it."""
-        if cid in self.asked:
-            case, request = self.asked[cid]
-            return case, request, True
-        stored = _Stored(
-            str(address["case"]), str(address["entity"]), int(address["repeat"]), address["test"]
-        )
-        return stored, _rebuilt(self.probe, str(address["body"])), False
-
-
-def _poll(
-    service: BatchService,
-    book: JournalDir,
-    view: _View,
-    sleep: Callable[[float], None],
-    timing: tuple[float, float, float | None],
-) -> None:
-    """Poll every journal's batch until it is done, then take its results in."""
-    interval, max_interval, max_wait = timing
-    started = time.monotonic()
-    view.outcome.batches.extend(str(j.entry["batch_id"]) for j in book.mine)
-    while pending := [j for j in book.mine if j.entry["state"] == "submitted"]:
-        for journal in pending:
-            batch_id = str(journal.entry["batch_id"])
-            state = service.state(batch_id)
-            if view.progress is not None:
+    def run(
+        self, sleep: Callable[[float], None], timing: tuple[float, float, float | None]
+    ) -> None:
+        """Poll every journal's batch until it is done, then take its results in."""
+        interval, max_interval, max_wait = timing
+        started, mine = time.monotonic(), self.book.mine
+        self.outcome.batches.extend(str(j.entry["batch_id"]) for j in mine)
+        while pending := [j for j in mine if j.entry["state"] == "submitted"]:
+            for journal in pending:
+                batch_id = str(journal.entry["batch_id"])
+                state = self.service.state(batch_id)
                 share = f"{state.finished}/{state.total}" if state.total else "?"
                 failed = f", {state.failed} failed" if state.failed else ""
                 elapsed = time.monotonic() - started
-                line = f"batch {batch_id}: {state.status} {share}{failed} ({elapsed:.0f} s)"
-                view.progress(line)
-            if state.done:
-                _collect(service, journal, state, view)
-        if not any(j.entry["state"] == "submitted" for j in book.mine):
-            break
-        waited = time.monotonic() - started
-        if max_wait is not None and waited >= max_wait:
-            ids = ", ".join(str(j.entry["batch_id"]) for j in pending)
-            raise ProviderError(
-                f"batch {ids} still running after {waited:.0f} s (limit {max_wait:g} s); "
-                f"re-run the same command later to resume polling (ids kept in {book.root})."
-            )
-        sleep(interval)
-        interval = min(max_interval, interval * 1.5)
+                self.say(f"batch {batch_id}: {state.status} {share}{failed} ({elapsed:.0f} s)")
+                if state.done:
+                    self.collect(journal, state)
+            if not any(j.entry["state"] == "submitted" for j in mine):
+                break
+            waited = time.monotonic() - started
+            if max_wait is not None and waited >= max_wait:
+                ids = ", ".join(str(j.entry["batch_id"]) for j in pending)
+                raise ProviderError(
+                    f"batch {ids} still running after {waited:.0f} s (limit {max_wait:g} s); "
+                    "re-run the same command later to resume polling (ids kept in "
+                    f"{self.book.root})."
+                )
+            sleep(interval)
+            interval = min(max_interval, interval * 1.5)
 
-
-def _collect(service: BatchService, journal: Journal, state: BatchState, view: _View) -> None:
-    """Record every answered line of a finished batch (asked by this run or not); the
-    asked lines without a reply are errors. Unreadable results quarantine the journal."""
-    batch_id = str(journal.entry["batch_id"])
-    lines: dict[str, dict[str, Any]] = journal.entry["lines"]
-    outcome = view.outcome
-    seen: set[str] = set()
-    try:
-        for line in service.results(batch_id):
-            address = lines.get(line.custom_id)
-            if address is None or line.custom_id in seen:
-                continue  # not a line of this journal, or said twice
-            seen.add(line.custom_id)
-            _take(view, batch_id, line, address)
-    except MalformedResults as exc:
-        where = journal.quarantine(str(exc))
-        why = (
-            f"results unreadable ({exc}); quarantined as {where} (never polled again); "
-            "re-run to ask these prompts again"
-        )
-    else:
-        why = state.problem or f"no result for this line (batch status {state.status})"
-        journal.finish()
-    for cid in lines:
-        if cid in view.asked and cid not in seen:
-            outcome.errors[view.asked[cid][0].id] = f"batch {batch_id}: {why}"
-
-
-def _take(view: _View, batch_id: str, line: LineResult, address: dict[str, Any]) -> None:
-    """Record one result line, or note why it has no reply (for a line this run asked)."""
-    case, request, asked = view.target(line.custom_id, address)
-    error = line.error
-    if line.body is not None:
-        response = httpx.Response(
-            200, headers={"content-type": "application/json"}, content=line.body, request=request
-        )
+    def collect(self, journal: Journal, state: BatchState) -> None:
+        """Record every answered line of a finished batch (asked by this run or not); the
+        asked lines without a reply are errors. Unreadable results quarantine the journal."""
+        batch_id = str(journal.entry["batch_id"])
+        lines: dict[str, dict[str, Any]] = journal.entry["lines"]
+        seen: set[str] = set()
         try:
-            completion: Completion = view.provider.parse_response(response)
-        except ProviderError as exc:
-            error = str(exc)
+            for line in self.service.results(batch_id):
+                address = lines.get(line.custom_id)
+                if address is None or line.custom_id in seen:
+                    continue  # not a line of this journal, or said twice
+                seen.add(line.custom_id)
+                self.take(batch_id, line, address)
+        except MalformedResults as exc:
+            where = journal.quarantine(str(exc))
+            why = (
+                f"results unreadable ({exc}); quarantined as {where} (never polled again); "
+                "re-run to ask these prompts again"
+            )
         else:
-            view.record(case, request, response)
-            view.outcome.recorded += 1
-            if completion.usage is not None:
-                view.outcome.usage = view.outcome.usage + completion.usage
-            return
-    if asked:
-        view.outcome.errors[case.id] = f"batch {batch_id}: {error}"
+            why = state.problem or f"no result for this line (batch status {state.status})"
+            journal.finish()
+        for cid in lines:
+            if cid in self.asked and cid not in seen:
+                self.outcome.errors[self.asked[cid][0].id] = f"batch {batch_id}: {why}"
+
+    def take(self, batch_id: str, line: LineResult, address: dict[str, Any]) -> None:
+        """Record one result line, or note why it has no reply (for a line this run asked)."""
+        case: CaseLike
+        if line.custom_id in self.asked:
+            case, request = self.asked[line.custom_id]
+        else:  # a line of an adopted journal: the probe's method, URL and headers
+            case = _Stored(
+                str(address["case"]),
+                str(address["entity"]),
+                int(address["repeat"]),
+                address["test"],
+            )
+            probe, body = self.service.probe, str(address["body"]).encode("utf-8")
+            headers = [
+                (k, v) for k, v in probe.headers.multi_items() if k.lower() != "content-length"
+            ]
+            request = httpx.Request(probe.method, probe.url, headers=headers, content=body)
+        error, outcome = line.error, self.outcome
+        if line.body is not None:
+            response = httpx.Response(
+                200,
+                headers={"content-type": "application/json"},
+                content=line.body,
+                request=request,
+            )
+            try:
+                completion: Completion = self.provider.parse_response(response)
+            except ProviderError as exc:
+                error = str(exc)
+            else:
+                self.record(case, request, response)
+                outcome.recorded += 1
+                if completion.usage is not None:
+                    outcome.usage = outcome.usage + completion.usage
+                return
+        if line.custom_id in self.asked:
+            outcome.errors[case.id] = f"batch {batch_id}: {error}"
 
 
 def cassette_recorder(store: CassetteStore, test_id: str) -> Record:

@@ -11,8 +11,9 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import IO, Any, Final
 
@@ -33,14 +34,6 @@ _BODY_HEADERS = frozenset({"content-type", "content-length", "accept"})
 class MalformedResults(ProviderError):
     """A batch's results file is not JSONL of result objects (HTML, truncated ...):
     re-polling cannot mend it, so the batch is set aside."""
-
-
-@dataclass(frozen=True)
-class Submission:
-    """One line of work: the custom id and the synchronous request it stands for."""
-
-    custom_id: str
-    request: httpx.Request
 
 
 @dataclass(frozen=True)
@@ -139,25 +132,44 @@ class _Http:
 
 class _Batches:
     """A service's batch client; ``probe``: a synchronous request, whose auth, version and
-    extra headers the batch calls carry."""
+    extra headers the batch calls carry. A batch is ``{url}/{id}``, the list is ``url``."""
 
-    kind = what = ""
+    kind = what = path = ""
+    # what differs: is a listed batch the journal's, where its results are, a line's reply
+    created: Callable[[dict[str, Any], str, int, float, set[str]], bool]
+    result_urls: Callable[[dict[str, Any]], list[str]]
+    result: Callable[[dict[str, Any]], LineResult]
 
     def __init__(self, base_url: str, probe: httpx.Request, client: httpx.Client) -> None:
-        self.base = base_url.rstrip("/")
+        self.base, self.probe = base_url.rstrip("/"), probe
+        self.url = self.base + self.path
         headers = {k: v for k, v in probe.headers.items() if k.lower() not in _BODY_HEADERS}
         self.http = _Http(client, headers, self.what)
+
+    def find(self, key: str, total: int, since: float, claimed: set[str]) -> str | None:
+        """The recent batch a journal of ``key`` created before a kill, if any."""
+        data = self.http.json("GET", self.url, params={"limit": 100})
+        for item in data.get("data") or []:
+            if isinstance(item, dict) and self.created(item, key, total, since, claimed):
+                return str(item.get("id"))
+        return None
+
+    def results(self, batch_id: str) -> Iterator[LineResult]:
+        data = self.http.json("GET", f"{self.url}/{batch_id}")
+        for url in self.result_urls(data):
+            for raw in self.http.lines(url):
+                yield self.result(_result_object(raw, batch_id))
 
 
 class OpenAIBatches(_Batches):
     """``/v1/files`` + ``/v1/batches``: JSONL in, output and error files out."""
 
-    kind, what = "openai", "OpenAI Batch API"
+    kind, what, path = "openai", "OpenAI Batch API", "/batches"
 
     @staticmethod
-    def line(work: Submission) -> dict[str, Any]:
-        body = json.loads(work.request.content)
-        return {"custom_id": work.custom_id, "method": "POST", "url": OPENAI_ENDPOINT, "body": body}
+    def line(cid: str, body: str) -> dict[str, Any]:
+        payload = json.loads(body)
+        return {"custom_id": cid, "method": "POST", "url": OPENAI_ENDPOINT, "body": payload}
 
     def upload(self, jsonl: Path) -> str:
         with jsonl.open("rb") as fh:
@@ -169,26 +181,23 @@ class OpenAIBatches(_Batches):
             )
         return str(data["id"])
 
-    def create(self, file_id: str, work: Sequence[Submission], key: str) -> str:
+    def create(self, file_id: str, work: dict[str, str], key: str) -> str:
         payload = {
             "input_file_id": file_id,
             "endpoint": OPENAI_ENDPOINT,
             "completion_window": "24h",
             "metadata": {METADATA_KEY: key},  # found again by find() after a kill
         }
-        return str(self.http.json("POST", f"{self.base}/batches", json=payload)["id"])
+        return str(self.http.json("POST", self.url, json=payload)["id"])
 
-    def find(self, key: str, total: int, since: float, claimed: set[str]) -> str | None:
-        """The recent batch created with ``key`` in its metadata, if any."""
-        data = self.http.json("GET", f"{self.base}/batches", params={"limit": 100})
-        for item in data.get("data") or []:
-            meta = item.get("metadata") if isinstance(item, dict) else None
-            if isinstance(meta, dict) and meta.get(METADATA_KEY) == key:
-                return str(item.get("id"))
-        return None
+    def created(
+        self, item: dict[str, Any], key: str, total: int, since: float, claimed: set[str]
+    ) -> bool:
+        meta = item.get("metadata")
+        return isinstance(meta, dict) and meta.get(METADATA_KEY) == key
 
     def state(self, batch_id: str) -> BatchState:
-        data = self.http.json("GET", f"{self.base}/batches/{batch_id}")
+        data = self.http.json("GET", f"{self.url}/{batch_id}")
         status = str(data.get("status"))
         counts = data.get("request_counts") or {}
         done = status in ("completed", "expired", "failed", "cancelled")
@@ -201,62 +210,56 @@ class OpenAIBatches(_Batches):
         total = int(counts.get("total") or 0)
         return BatchState(status, done, completed + failed, failed, total, problem)
 
-    def results(self, batch_id: str) -> Iterator[LineResult]:
-        data = self.http.json("GET", f"{self.base}/batches/{batch_id}")
-        for key in ("output_file_id", "error_file_id"):
-            if data.get(key):
-                for raw in self.http.lines(f"{self.base}/files/{data[key]}/content"):
-                    yield _openai_result(_result_object(raw, batch_id))
+    def result_urls(self, data: dict[str, Any]) -> list[str]:
+        keys = ("output_file_id", "error_file_id")
+        return [f"{self.base}/files/{data[key]}/content" for key in keys if data.get(key)]
 
-
-def _openai_result(item: dict[str, Any]) -> LineResult:
-    custom_id = str(item.get("custom_id"))
-    response = item.get("response")
-    response = response if isinstance(response, dict) else {}
-    status = response.get("status_code")
-    if item.get("error") or status != 200:
-        err = item.get("error") or (response.get("body") or {}).get("error") or {}
-        message = err.get("message") if isinstance(err, dict) else err
-        code = err.get("code") if isinstance(err, dict) else None
-        what = f"HTTP {status}" if status else str(code or "error")
-        return LineResult(custom_id, None, f"{what}: {message}")
-    body = json.dumps(response.get("body"), ensure_ascii=False).encode("utf-8")
-    return LineResult(custom_id, body, None)
+    @staticmethod
+    def result(item: dict[str, Any]) -> LineResult:
+        custom_id = str(item.get("custom_id"))
+        response = item.get("response")
+        response = response if isinstance(response, dict) else {}
+        status = response.get("status_code")
+        if item.get("error") or status != 200:
+            err = item.get("error") or (response.get("body") or {}).get("error") or {}
+            message = err.get("message") if isinstance(err, dict) else err
+            code = err.get("code") if isinstance(err, dict) else None
+            what = f"HTTP {status}" if status else str(code or "error")
+            return LineResult(custom_id, None, f"{what}: {message}")
+        body = json.dumps(response.get("body"), ensure_ascii=False).encode("utf-8")
+        return LineResult(custom_id, body, None)
 
 
 class AnthropicBatches(_Batches):
     """``/v1/messages/batches``: requests in the create call, JSONL at ``results_url``."""
 
-    kind, what = "anthropic", "Anthropic Message Batches"
+    kind, what, path = "anthropic", "Anthropic Message Batches", "/v1/messages/batches"
 
     @staticmethod
-    def line(work: Submission) -> dict[str, Any]:
-        return {"custom_id": work.custom_id, "params": json.loads(work.request.content)}
+    def line(cid: str, body: str) -> dict[str, Any]:
+        return {"custom_id": cid, "params": json.loads(body)}
 
     def upload(self, jsonl: Path) -> str:
         return ""  # the requests travel in the create call itself
 
-    def create(self, file_id: str, work: Sequence[Submission], key: str) -> str:
-        payload = {"requests": [self.line(w) for w in work]}
-        return str(self.http.json("POST", f"{self.base}/v1/messages/batches", json=payload)["id"])
+    def create(self, file_id: str, work: dict[str, str], key: str) -> str:
+        payload = {"requests": [self.line(cid, body) for cid, body in work.items()]}
+        return str(self.http.json("POST", self.url, json=payload)["id"])
 
-    def find(self, key: str, total: int, since: float, claimed: set[str]) -> str | None:
-        """A recent batch no journal names, created after the journal was planned, with
-        as many requests: Message Batches keep no metadata, so this is the best match
-        the list allows (its results are then matched by custom id)."""
-        url = f"{self.base}/v1/messages/batches"
-        data = self.http.json("GET", url, params={"limit": 100})
-        for item in data.get("data") or []:
-            if not isinstance(item, dict) or str(item.get("id")) in claimed:
-                continue
-            counts = item.get("request_counts") or {}
-            size = sum(int(v or 0) for v in counts.values()) if isinstance(counts, dict) else -1
-            if size == total and _epoch(item.get("created_at")) >= since - _CLOCK_SLACK:
-                return str(item.get("id"))
-        return None
+    def created(
+        self, item: dict[str, Any], key: str, total: int, since: float, claimed: set[str]
+    ) -> bool:
+        """No journal names it, created after the journal was planned, with as many
+        requests: Message Batches keep no metadata, so this is the best match the list
+        allows (its results are then matched by custom id)."""
+        if str(item.get("id")) in claimed:
+            return False
+        counts = item.get("request_counts") or {}
+        size = sum(int(v or 0) for v in counts.values()) if isinstance(counts, dict) else -1
+        return size == total and _epoch(item.get("created_at")) >= since - _CLOCK_SLACK
 
     def state(self, batch_id: str) -> BatchState:
-        data = self.http.json("GET", f"{self.base}/v1/messages/batches/{batch_id}")
+        data = self.http.json("GET", f"{self.url}/{batch_id}")
         status = str(data.get("processing_status"))
         counts = {k: int(v or 0) for k, v in (data.get("request_counts") or {}).items()}
         failed = counts.get("errored", 0) + counts.get("canceled", 0) + counts.get("expired", 0)
@@ -264,19 +267,25 @@ class AnthropicBatches(_Batches):
         total = finished + counts.get("processing", 0)
         return BatchState(status, status == "ended", finished, failed, total)
 
-    def results(self, batch_id: str) -> Iterator[LineResult]:
-        data = self.http.json("GET", f"{self.base}/v1/messages/batches/{batch_id}")
-        url = data.get("results_url")
-        if not url:
-            return
-        for raw in self.http.lines(str(url)):
-            yield _anthropic_result(_result_object(raw, batch_id))
+    def result_urls(self, data: dict[str, Any]) -> list[str]:
+        return [str(data["results_url"])] if data.get("results_url") else []
+
+    @staticmethod
+    def result(item: dict[str, Any]) -> LineResult:
+        custom_id = str(item.get("custom_id"))
+        result = item.get("result")
+        result = result if isinstance(result, dict) else {}
+        kind = result.get("type")
+        if kind == "succeeded":
+            body = json.dumps(result.get("message"), ensure_ascii=False).encode("utf-8")
+            return LineResult(custom_id, body, None)
+        err = (result.get("error") or {}).get("error") or result.get("error") or {}
+        message = err.get("message") if isinstance(err, dict) else None
+        return LineResult(custom_id, None, f"{kind}" + (f": {message}" if message else ""))
 
 
 def _epoch(stamp: object) -> float:
     """An RFC 3339 time as epoch seconds (0 when it is not one)."""
-    from datetime import datetime
-
     try:
         return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
     except ValueError:
@@ -299,19 +308,6 @@ def _result_object(raw: str, batch_id: str) -> dict[str, Any]:
             "expected an object with custom_id"
         )
     return item
-
-
-def _anthropic_result(item: dict[str, Any]) -> LineResult:
-    custom_id = str(item.get("custom_id"))
-    result = item.get("result")
-    result = result if isinstance(result, dict) else {}
-    kind = result.get("type")
-    if kind == "succeeded":
-        body = json.dumps(result.get("message"), ensure_ascii=False).encode("utf-8")
-        return LineResult(custom_id, body, None)
-    err = (result.get("error") or {}).get("error") or result.get("error") or {}
-    message = err.get("message") if isinstance(err, dict) else None
-    return LineResult(custom_id, None, f"{kind}" + (f": {message}" if message else ""))
 
 
 BatchService = OpenAIBatches | AnthropicBatches
@@ -344,10 +340,6 @@ class Journal:
     owner: dict[str, str]
     entry: dict[str, Any]
     fd: int | None = None  # the held lock, None when another process holds it
-
-    @property
-    def key(self) -> str:
-        return str(self.entry["key"])
 
     def save(self) -> None:
         doc = {"version": JOURNAL_VERSION, "owner": self.owner, "batches": [self.entry]}
@@ -389,8 +381,6 @@ class JournalDir:
     busy: set[str] = field(default_factory=set)  # custom ids a live process is paying for
     others: int = 0  # journals of another setup (other model, provider, URL): left alone
     notes: list[str] = field(default_factory=list)  # journals set aside, and why
-    # why a journal of this setup cannot be trusted (its lines are the writer's to check)
-    check: Callable[[Path, dict[str, Any]], str | None] = lambda path, entry: None
 
     @contextlib.contextmanager
     def planning(self) -> Iterator[None]:
@@ -423,7 +413,7 @@ class JournalDir:
             if not path.exists():  # finished between the read and the lock
                 os.close(fd)
                 continue
-            why = doc if isinstance(doc, str) else self.check(path, entry)
+            why = doc if isinstance(doc, str) else _inconsistent(self.owner, path, entry)
             if why is None:
                 self.mine.append(Journal(path, self.owner, entry, fd))
             else:
@@ -474,6 +464,33 @@ class JournalDir:
     def release(self) -> None:
         for journal in self.mine:
             journal.release()
+
+
+def _inconsistent(owner: dict[str, str], path: Path, entry: dict[str, Any]) -> str | None:
+    """Why a journal of this setup cannot be trusted, or None: its key, ids and lines must
+    be the ones this setup writes (another model's request is foreign)."""
+    lines: dict[str, dict[str, Any]] = entry["lines"]
+    if not lines or sorted(entry.get("custom_ids") or ()) != sorted(lines):
+        return "its 'custom_ids' do not list its lines"
+    if entry["key"] != path.stem or entry["key"] != content_key(owner, lines):
+        return "its key does not match its setup and lines"
+    need = {"uploaded": "file_id", "submitted": "batch_id"}.get(entry["state"])
+    empty_ok = need == "file_id" and owner.get("provider") == "anthropic"  # no file there
+    if need is not None and not (entry.get(need) or (empty_ok and need in entry)):
+        return f"state {entry['state']!r} without a {need}"
+    for cid, line in lines.items():
+        body, case = line.get("body"), line.get("case")
+        if not isinstance(body, str) or not isinstance(case, str):
+            return f"line {cid} has no request body or case id"
+        if custom_id(case, body.encode("utf-8")) != cid:
+            return f"line {cid} is not the request its id names"
+        try:
+            model = json.loads(body).get("model", owner["model"])
+        except (ValueError, AttributeError):
+            return f"line {cid}'s request is not a JSON object"
+        if model != owner["model"]:
+            return f"line {cid} asks model {model!r}, not {owner['model']!r}"
+    return None
 
 
 def _read(path: Path) -> tuple[dict[str, str], dict[str, Any]] | str | None:

@@ -58,16 +58,6 @@ def unauthorized_hint(env: str | None, base: str) -> str:
     )
 
 
-def _check_url(base_url: str) -> str:
-    parts = urlsplit(base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(
-            f"base_url: expected an http(s) URL such as 'http://127.0.0.1:8000/v1', got "
-            f"{base_url!r}. Give the full URL including the scheme."
-        )
-    return base_url.rstrip("/")
-
-
 # Compact and in insertion order, so the same case always gives the same bytes (cassette
 # replay matches on the body). One encoder: json.dumps builds one per call with these options.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
@@ -121,8 +111,14 @@ class HTTPProvider(ABC):
                 f"temperature: expected a number between 0 and 2 (or None to leave the "
                 f"service default), got {temperature!r}."
             )
-        self.model = model
-        self.base_url = _check_url(base_url or self.default_base_url)
+        base_url = base_url or self.default_base_url
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(
+                f"base_url: expected an http(s) URL such as 'http://127.0.0.1:8000/v1', got "
+                f"{base_url!r}. Give the full URL including the scheme."
+            )
+        self.model, self.base_url = model, base_url.rstrip("/")
         local = is_loopback(self.base_url)
         # None = the provider's usual variable, except for local servers which need none.
         # "" = send no key at all (a keyless gateway).
@@ -131,21 +127,16 @@ class HTTPProvider(ABC):
         self.api_key_env: str | None = api_key_env or None
         self._api_key = os.environ.get(self.api_key_env) if self.api_key_env else None
         self._key_required = self.api_key_env is not None and not local
-        self.temperature = temperature
-        self.seed = seed
-        self.max_tokens = max_tokens
+        self.temperature, self.seed, self.max_tokens = temperature, seed, max_tokens
         self.extra_headers = dict(extra_headers or {})
         self.extra_body = dict(extra_body or {})
         self.stream = stream
         self._urls: dict[str, httpx.URL] = {}
-        header_secrets = [
-            v
-            for k, v in self.extra_headers.items()
-            if secrets.is_secret_header(k) and v  # the one rule (secrets.py)
+        given = [
+            self._api_key,
+            *(v for k, v in self.extra_headers.items() if secrets.is_secret_header(k)),
         ]
-        self.secrets: tuple[str, ...] = tuple(
-            [self._api_key, *header_secrets] if self._api_key else header_secrets
-        )
+        self.secrets: tuple[str, ...] = tuple(v for v in given if v)  # the one rule (secrets.py)
         # every message, file and terminal line of the process is scrubbed of them
         secrets.register(self.secrets)
 

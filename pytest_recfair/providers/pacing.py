@@ -11,6 +11,7 @@ one request in flight until its first reply; a 429 halves the window and cuts th
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import math
 import os
@@ -58,30 +59,29 @@ class Gauge:
             self.level = self.capacity if full else 0.0
         self.level = min(self.level, self.capacity)
 
-    def _refill(self, now: float) -> None:
+    def _refill(self, now: float) -> bool:
+        """The bucket filled up to ``now``; False while it is inactive."""
         if self.per_minute is not None and now > self.at:
             self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
         self.at = max(self.at, now)
+        return self.per_minute is not None
 
     def take(self, amount: float, now: float) -> float:
         """Reserve ``amount``; the seconds until the reservation is due."""
-        if self.per_minute is None:
+        if not self._refill(now):
             return 0.0
-        self._refill(now)
         self.level -= amount
         return 0.0 if self.level >= 0 else -self.level / self.rate
 
     def give(self, amount: float, now: float) -> None:
         """Give back (or, negative, take more of) what a reservation over-estimated."""
-        if self.per_minute is not None:
-            self._refill(now)
+        if self._refill(now):
             self.level = min(self.capacity, self.level + amount)
 
     def cap(self, remaining: float, now: float) -> None:
         """The server says only ``remaining`` is left now (negative: nothing more for
         ``-remaining / rate`` seconds, then the limit's pace)."""
-        if self.per_minute is not None:
-            self._refill(now)
+        if self._refill(now):
             self.level = min(self.level, remaining)
 
 
@@ -373,11 +373,9 @@ def parse_duration(text: str) -> float | None:
     if not text:
         return None
     try:
-        seconds = float(text)
+        return _finite(float(text))
     except ValueError:
         pass
-    else:  # "inf", "1e999", "nan": no usable duration
-        return max(0.0, seconds) if math.isfinite(seconds) else None
     total, end = 0.0, 0
     for match in _DURATION.finditer(text):
         if match.start() != end:
@@ -396,9 +394,35 @@ def parse_reset(text: str, *, now: datetime | None = None) -> float | None:
         when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
     except ValueError:
         return None
+    return _until(when, now)
+
+
+def _finite(value: float) -> float | None:
+    """A wait the server stated; None for "inf", "1e999" or "nan" (no usable wait)."""
+    return max(0.0, value) if math.isfinite(value) else None
+
+
+def _until(when: datetime, now: datetime | None) -> float:
+    """Seconds from ``now`` (the clock's now) to ``when`` (UTC unless it says)."""
     if when.tzinfo is None:
         when = when.replace(tzinfo=UTC)
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
+    for name, scale in (("retry-after-ms", 1000), ("retry-after", 1)):
+        value = headers.get(name)
+        if value:
+            try:
+                return _finite(float(value) / scale)
+            except ValueError:
+                pass
+    try:
+        when = email.utils.parsedate_to_datetime((headers.get("retry-after") or "").strip())
+    except (TypeError, ValueError, IndexError):
+        return None
+    return _until(when, now)
 
 
 def _count(value: str | None) -> int | None:

@@ -274,16 +274,19 @@ def scoped(scope: Scope) -> Iterator[Scope]:
         SCOPE.reset(token)
 
 
-def _unscoped() -> None:
-    """A request outside any prompt while an audit runs came from a thread the pipeline
-    started itself: a replay would call the network, so it is refused."""
-    if _OPEN[0]:
+def _scope() -> Scope | None:
+    """The prompt a request belongs to (None: an ordinary client). A request outside any
+    prompt while an audit runs came from a thread the pipeline started itself: a replay
+    would call the network, so it is refused."""
+    scope = SCOPE.get()
+    if scope is None and _OPEN[0]:
         raise ProviderError(
             "recfair_http_client: a request was sent outside the audit prompt it belongs "
             "to, from a thread the pipeline started itself (a thread pool does not carry "
             "the context that ties it to the prompt). Submit such work with a copy of the "
             "context: pool.submit(contextvars.copy_context().run, fn, *args)."
         )
+    return scope
 
 
 def usage_of(body: bytes) -> Usage | None:
@@ -422,19 +425,16 @@ def http_client(generation: str = "httpx2", max_reply_chars: int | None = None) 
                 return self.inner
 
         def handle_request(self, request: Any) -> Any:
-            scope = SCOPE.get()
-            if scope is None:  # outside an audit prompt: an ordinary client
-                _unscoped()
+            scope = _scope()
+            if scope is None:
                 return self.network().handle_request(request)
             parts, hit = _ask(scope, request, request.read())
             if hit is not None:
                 return response_of(hit, lib)
             try:
                 live = self.network().handle_request(request)
-                try:
+                with contextlib.closing(live):
                     content = live.read()
-                finally:
-                    live.close()
             except Exception as exc:
                 scope.failed(parts[0], parts[1], parts[3], exc)
                 raise
@@ -464,19 +464,16 @@ def async_http_client(generation: str = "httpx2", max_reply_chars: int | None = 
 
     class AsyncRecfairTransport(lib.AsyncBaseTransport):  # type: ignore[misc,name-defined]
         async def handle_async_request(self, request: Any) -> Any:
-            scope = SCOPE.get()
+            scope = _scope()
             if scope is None:
-                _unscoped()
                 return await network().handle_async_request(request)
             parts, hit = _ask(scope, request, await request.aread())
             if hit is not None:
                 return response_of(hit, lib)
             try:
                 live = await network().handle_async_request(request)
-                try:
+                async with contextlib.aclosing(live):
                     content = await live.aread()
-                finally:
-                    await live.aclose()
             except Exception as exc:
                 scope.failed(parts[0], parts[1], parts[3], exc)
                 raise

@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import email.utils
-import math
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -19,7 +16,7 @@ from pytest_recfair.providers.base import (
     error_detail,
 )
 from pytest_recfair.providers.http import unauthorized_hint
-from pytest_recfair.providers.pacing import Seen, gemini_quota, read_headers
+from pytest_recfair.providers.pacing import Seen, gemini_quota, read_headers, retry_after_seconds
 from pytest_recfair.providers.transport import CaseRef
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429})
@@ -44,36 +41,6 @@ class Abort(Exception):
     def __init__(self, error: RecfairError) -> None:
         super().__init__(str(error))
         self.error = error
-
-
-def retry_after_seconds(headers: httpx.Headers, *, now: datetime | None = None) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return _seconds(float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    value = value.strip()
-    try:
-        return _seconds(float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
-
-
-def _seconds(value: float) -> float | None:
-    """A wait the server stated; None for "inf" or "nan" (no usable wait)."""
-    return max(0.0, value) if math.isfinite(value) else None
 
 
 def wait_header(headers: httpx.Headers) -> str:
@@ -113,9 +80,8 @@ def judge(provider: Provider, response: httpx.Response, case: CaseRef) -> Comple
         except GarbledReply as exc:  # a proxy's page, a broken gateway: worth a retry
             raise Retryable(str(exc)) from None
     if status in RETRYABLE_STATUS or status >= 500:
-        wait = retry_after_seconds(response.headers)
-        if wait is None and status == 429:  # Gemini: RetryInfo in the error details
-            wait = gemini_quota(response.content)[0]
+        # a 429's wait may be in Gemini's error details (RetryInfo)
+        wait = limits_of(response)[1] if status == 429 else retry_after_seconds(response.headers)
         raise Retryable(
             f"HTTP {status} {response.reason_phrase}: {error_detail(response)}", retry_after=wait
         )

@@ -424,9 +424,8 @@ class _Persister:
         if scope is None or not scope.store.policy.replays:
             raise CassetteNotFoundError
         requests, responses = [], []
-        for _, key, reply in scope.store.recorded(scope.entity, scope.case.id):
-            method, host, path, body, _ = key
-            code, reason, headers, text = reply
+        recorded = scope.store.recorded(scope.entity, scope.case.id)
+        for _, (method, host, path, body, _), (code, reason, headers, text) in recorded:
             requests.append(Request(method, f"https://{host}{path}", body, {}))
             grouped: dict[str, list[str]] = {}
             for name, value in headers:
@@ -464,7 +463,11 @@ def _hand(scope: Scope, request: Any, response: dict[str, Any]) -> None:
         [(str(n), str(v)) for n, v in request.headers.items()],
         body,
         int(response["status"]["code"]),
-        [(n, v) for n, vs in response["headers"].items() for v in _values(vs)],
+        [
+            (n, str(v))
+            for n, vs in response["headers"].items()
+            for v in (vs if isinstance(vs, list | tuple) else [vs])
+        ],
         content if isinstance(content, bytes) else str(content or "").encode("utf-8"),
         str(response["status"].get("message") or ""),
     )
@@ -473,10 +476,6 @@ def _hand(scope: Scope, request: Any, response: dict[str, Any]) -> None:
 def _body(request: Any) -> bytes:
     body = request.body or b""
     return body if isinstance(body, bytes) else str(body).encode("utf-8")
-
-
-def _values(value: Any) -> list[str]:
-    return [str(v) for v in value] if isinstance(value, list | tuple) else [str(value)]
 
 
 class _Cassette(Cassette):  # type: ignore[misc]  # vcrpy ships no type hints
