@@ -31,6 +31,7 @@ from pytest_recfair.report.status import (
     result_status,
     same_attribute,
     shown,
+    value_rows,
 )
 from pytest_recfair.report.terminal import html_section
 from pytest_recfair.results import AttributeResult, AuditResult
@@ -97,6 +98,8 @@ pre.reply { white-space: pre-wrap; max-height: 320px; overflow: auto; background
   padding: 6px; font-size: 12px; }
 """
 
+_VALUE_HEAD = ("value", "mean similarity [95% CI]", "baseline", "entities", "missing", "refusals",
+               "short lists")  # fmt: skip
 _W = 760  # chart width in px
 _LABEL_W = 170
 _ROW_H = 26
@@ -356,17 +359,6 @@ def _stats_table(r: AuditResult) -> str:
     return f'<div class="scroll"><table><tr>{head_row}</tr>{"".join(body)}</table></div>{notes}'
 
 
-def _values_table(a: AttributeResult, base: AttributeResult | None) -> str:
-    base_mean = {v.value: v.mean.value for v in base.values} if base else {}
-    head = ["value", "mean similarity [95% CI]", "baseline", "entities", "missing", "refusals"]
-    rows = [
-        [v.value, fmt_ci(v.mean), fmt(base_mean[v.value]) if v.value in base_mean else "—",
-         str(v.n), str(v.missing), f"{v.refusal_rate:.1%}", f"{v.short_rate:.1%}"]
-        for v in a.values
-    ]  # fmt: skip
-    return table([*head, "short lists"], rows)
-
-
 def _gate_html(r: AuditResult) -> str:
     """The failure card; the gate's notes only for a failed test (else in its details)."""
     g = r.gate
@@ -450,7 +442,8 @@ def to_html(
                 f'<h3>{esc(a.attribute)} <small class="sub">({esc(a.metric)}@{a.k}, '
                 f"{esc(a.variant)}, missing={esc(a.missing_policy)})</small></h3>"
                 f"<figure>{_dot_chart(a, b, f'dots-{n}-{i}')}"
-                f"<figcaption>{esc(legend)}</figcaption></figure>{_values_table(a, b)}"
+                f"<figcaption>{esc(legend)}</figcaption></figure>"
+                + table(_VALUE_HEAD, value_rows(a, b))
             )
         status = result_status(r)
         overlap = (

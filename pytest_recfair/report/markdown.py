@@ -36,6 +36,7 @@ from pytest_recfair.report.status import (
     same_attribute,
     shown,
     usage_text,
+    value_rows,
 )
 from pytest_recfair.report.terminal import json_section, markdown_lines
 from pytest_recfair.results import AuditResult
@@ -97,20 +98,14 @@ def _values(r: AuditResult, baseline: AuditResult | None) -> list[str]:
         return []
     out = ["<details><summary>Per-value similarity</summary>", ""]
     for a in r.attributes:
-        b = same_attribute(baseline, a)
-        base_mean = {v.value: v.mean.value for v in b.values} if b else {}
         out += [
             f"**{_md(a.attribute)}** ({a.metric}@{a.k})",
             "",
             "| Value | Mean similarity [95% CI] | Baseline | Entities | Missing | Refusal rate |",
             "|---|---|---|--:|--:|--:|",
         ]
-        for v in a.values:
-            bv = fmt(base_mean[v.value]) if v.value in base_mean else "—"
-            out.append(
-                f"| {_md(v.value)} | {fmt_ci(v.mean)} | {bv} "
-                f"| {v.n} | {v.missing} | {v.refusal_rate:.1%} |"
-            )
+        rows = value_rows(a, same_attribute(baseline, a))
+        out += [f"| {_md(row[0])} | {' | '.join(row[1:6])} |" for row in rows]
         out.append("")
     return [*out, "</details>", ""]
 
