@@ -9,10 +9,9 @@ from html import escape
 from typing import Final
 
 from pytest_recfair.results import Interval, Stat
-from pytest_recfair.vocab import GatedQuantity
 
 #: How each gated quantity is named in text.
-LABEL: Final[dict[GatedQuantity, str]] = {
+LABEL: Final[dict[str, str]] = {
     "snsr": "SNSR",
     "snsv": "SNSV",
     "pafs": "PAFS",

@@ -18,7 +18,7 @@ from pytest_recfair.report.failures import (
 )
 from pytest_recfair.report.fmt import LABEL, esc, fmt, fmt_ci, fmt_delta, nice_step, num_cell, table
 from pytest_recfair.report.history import HistoryRun, history_html
-from pytest_recfair.report.sections import extra_html, measure, series
+from pytest_recfair.report.sections import kind_sections, measure, series
 from pytest_recfair.report.status import (
     Baselines,
     attribute_label,
@@ -152,7 +152,7 @@ def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) 
             f'<line x1="{tx:.1f}" y1="{top}" x2="{tx:.1f}" y2="{height - bottom + 4}" '
             f'stroke="#eaeef2"/>'
             f'<text x="{tx:.1f}" y="{height - bottom + 18}" font-size="11" fill="#59636e" '
-            f'text-anchor="middle">{_tick(t)}</text>'
+            f'text-anchor="middle">{f"{t:.4f}".rstrip("0").rstrip(".") or "0"}</text>'
         )
     out.append(
         f'<text x="{(x0 + x1) / 2:.1f}" y="{height - 6}" font-size="11" fill="#59636e" '
@@ -203,10 +203,6 @@ def _centre(a: AttributeResult) -> float:
     """The attribute mean: the mean of its values' finite means (NaN when none is)."""
     finite = [v.mean.value for v in a.values if math.isfinite(v.mean.value)]
     return sum(finite) / len(finite) if finite else math.nan
-
-
-def _tick(t: float) -> str:
-    return f"{t:.4f}".rstrip("0").rstrip(".") or "0"
 
 
 def _text_w(text: str, size: int) -> float:
@@ -459,7 +455,7 @@ def to_html(
             f'<p class="sub">{esc(describe(r))}</p>{_gate_html(r)}'
             f'<details class="detail"{" open" if status == "FAIL" else ""}><summary>Details'
             f"</summary>{'' if status == 'FAIL' else _notes(r)}{evidence_html(r)}{overlap}"
-            f"{extra_html(r)}"
+            f"{''.join(s.html(d) for s, d in kind_sections(r))}"
             f'<div class="grid2">{"".join(charts)}</div>'
             f"<h3>Run metadata</h3>{_meta_table(r)}</details></section>"
         )

@@ -99,15 +99,6 @@ def extra_lines(result: AuditResult) -> list[str]:
     return [line for sections, data in kind_sections(result) for line in sections.lines(data)]
 
 
-def extra_brief(result: AuditResult) -> str:
-    """The kinds' one-line figures of ``result`` ("" for a list-overlap audit)."""
-    return "; ".join(b for sections, data in kind_sections(result) if (b := sections.brief(data)))
-
-
-def extra_html(result: AuditResult) -> str:
-    return "".join(sections.html(data) for sections, data in kind_sections(result))
-
-
 def extra_properties(result: AuditResult) -> list[tuple[str, float | int | str]]:
     return [p for sections, data in kind_sections(result) for p in sections.properties(data)]
 

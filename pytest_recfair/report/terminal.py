@@ -17,7 +17,7 @@ from pytest_recfair.report.failures import (
     headlines,
 )
 from pytest_recfair.report.fmt import clip, esc, fmt, fmt_ci, fmt_delta, fmt_p
-from pytest_recfair.report.sections import extra_brief, extra_lines
+from pytest_recfair.report.sections import extra_lines, kind_sections
 from pytest_recfair.report.status import (
     FLAG_SNSR,
     FLAG_SNSV,
@@ -78,7 +78,7 @@ def _heading(r: AuditResult, width: int) -> list[str]:
 
 def _brief(r: AuditResult) -> str:
     """A test's one figure: the largest SNSR (a failing one first), or its kind's own."""
-    own = extra_brief(r)
+    own = "; ".join(b for s, d in kind_sections(r) if (b := s.brief(d)))
     if not r.attributes:
         return own
 
