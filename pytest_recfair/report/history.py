@@ -126,14 +126,17 @@ def append_run(
             "platform": platform.platform(),
         },
         "settings": {  # the run's settings that differ from the defaults
-            f.name: _plain(getattr(settings, f.name))
+            f.name: getattr(settings, f.name)
             for f in (dataclasses.fields(settings) if dataclasses.is_dataclass(settings) else ())
             if getattr(settings, f.name) != f.default
         },
     }
     text = to_json(results, baselines, models=models)
     # the report's own lines stay as they are: the entry goes first in its object
-    text = '{\n"entry": ' + json.dumps(info, sort_keys=True, ensure_ascii=False) + ",\n" + text[2:]
+    entry = json.dumps(
+        info, sort_keys=True, ensure_ascii=False, default=str
+    )  # other objects as text
+    text = '{\n"entry": ' + entry + ",\n" + text[2:]
     try:
         atomic_write_text(path, text)
     except BaseException:
@@ -255,17 +258,6 @@ def git_info(cwd: Path, env: Mapping[str, str] | None = None) -> dict[str, str |
         named = _git(["rev-parse", "--abbrev-ref", "HEAD"], cwd)
         branch = None if named in (None, "HEAD") else named  # detached: no branch
     return {"commit": commit, "branch": branch}
-
-
-def _plain(value: Any) -> Any:
-    """A setting's value as JSON: tuples as lists, other objects as their text."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return str(value)
 
 
 _FORMAT: Final = "pytest-recfair report"

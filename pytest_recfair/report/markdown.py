@@ -45,16 +45,12 @@ from pytest_recfair.vocab import PLUGIN_VERSION, STATISTICS, accept_command
 _ICON = {"PASS": "✅", "FAIL": "❌", "FLAG": "⚠️ flagged", "n/a": "➖"}
 
 
+# backslash escapes for pipes, line breaks, HTML (``&gt;`` shows literally in text)
+_MD = str.maketrans({"\\": "\\\\", "|": "\\|", "<": "\\<", "&": "\\&", "\r": " ", "\n": " "})
+
+
 def _md(text: str) -> str:
-    """Backslash escapes for pipes, line breaks, HTML (``&gt;`` shows literally in text)."""
-    out = (
-        text.replace("\\", "\\\\")
-        .replace("|", "\\|")
-        .replace("<", "\\<")
-        .replace("&", "\\&")
-        .replace("\r", " ")
-        .replace("\n", " ")
-    )
+    out = text.translate(_MD)
     return "\\" + out if out.startswith(">") else out  # not a block quote
 
 
