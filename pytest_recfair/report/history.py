@@ -49,7 +49,6 @@ class HistoryRun:
     values: Mapping[tuple[str, str], Stat]
     commit: str | None = None  # None: an entry written before they were recorded
     branch: str | None = None
-    path: Path | None = field(default=None, compare=False)
 
     @property
     def day(self) -> str:
@@ -216,7 +215,7 @@ def load_history(directory: Path) -> list[HistoryRun]:
         when = _when(path.stem.partition("_")[2])
         values = {(r.meta.test_id, label): s for r in run.results for label, s in series(r)}
         commit, branch = _text(run.entry, "commit"), _text(run.entry, "branch")
-        out.append(HistoryRun(_number(path), when, values, commit, branch, path))
+        out.append(HistoryRun(_number(path), when, values, commit, branch))
     return out
 
 

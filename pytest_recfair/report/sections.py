@@ -89,9 +89,7 @@ def kind_sections(result: AuditResult) -> list[tuple[KindSections, Any]]:
 
 def measure(result: AuditResult) -> str:
     """What the audit measures: its kind's words, or the list-overlap metric@k variant."""
-    for sections, _ in kind_sections(result):
-        return sections.measure(result)
-    return _sections(None).measure(result)
+    return _sections(next(iter(result.extras), None)).measure(result)
 
 
 def extra_lines(result: AuditResult) -> list[str]:
