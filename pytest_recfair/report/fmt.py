@@ -80,9 +80,13 @@ def clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
+class Html(str):
+    """Markup already made (a badge): :func:`esc` and so :func:`table` keep it as it is."""
+
+
 def esc(text: object) -> str:
     """``text`` escaped for HTML text and attribute values."""
-    return escape(str(text), quote=True)
+    return text if isinstance(text, Html) else escape(str(text), quote=True)
 
 
 def num_cell(text: str) -> str:

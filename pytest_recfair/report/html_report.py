@@ -16,7 +16,17 @@ from pytest_recfair.report.failures import (
     limits_advice,
     outcome_table,
 )
-from pytest_recfair.report.fmt import LABEL, esc, fmt, fmt_ci, fmt_delta, nice_step, num_cell, table
+from pytest_recfair.report.fmt import (
+    LABEL,
+    Html,
+    esc,
+    fmt,
+    fmt_ci,
+    fmt_delta,
+    nice_step,
+    num_cell,
+    table,
+)
 from pytest_recfair.report.history import HistoryRun, history_html
 from pytest_recfair.report.sections import kind_sections, measure, series
 from pytest_recfair.report.status import (
@@ -25,6 +35,7 @@ from pytest_recfair.report.status import (
     baseline_map,
     counts,
     describe,
+    drift_of,
     failed_text,
     failures_first,
     repeat_stats,
@@ -105,9 +116,9 @@ _LABEL_W = 170
 _ROW_H = 26
 
 
-def _badge(status: str) -> str:
+def _badge(status: str) -> Html:
     cls = "na" if status == "n/a" else status
-    return f'<span class="badge {cls}">{esc(status)}</span>'
+    return Html(f'<span class="badge {cls}">{esc(status)}</span>')
 
 
 def _nice_range(lo: float, hi: float) -> tuple[float, float, float]:
@@ -332,18 +343,12 @@ def _meta_table(r: AuditResult) -> str:
 def _stats_table(r: AuditResult) -> str:
     head = ["attribute", "gate", *(f"{LABEL[s]} [95% CI]" for s in STATISTICS)]
     head += ["drift SNSR / SNSV / PAFS", "refusal gap", "most favoured", "least favoured"]
-    body = []
-    for a in r.attributes:
-        drift = r.gate.drift.get(a.attribute, {}) if r.gate else {}
-        d = " / ".join(fmt_delta(drift.get(s)) for s in STATISTICS)
-        most, least = a.favoured()
-        body.append(
-            f"<tr><td>{esc(a.attribute)}</td><td>{_badge(attribute_label(r, a))}</td>"
-            + "".join(f'<td class="num">{num_cell(fmt_ci(shown(a, s)))}</td>' for s in STATISTICS)
-            + f'<td class="num">{esc(d)}</td>'
-            f'<td class="num">{a.refusal_gap:.1%}</td>'
-            f"<td>{esc(most)}</td><td>{esc(least)}</td></tr>"
-        )
+    rows = [
+        [a.attribute, _badge(attribute_label(r, a)), *(fmt_ci(shown(a, s)) for s in STATISTICS),
+         " / ".join(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS),
+         f"{a.refusal_gap:.1%}", *a.favoured()]
+        for a in r.attributes
+    ]  # fmt: skip
     n = getattr(r.meta, "repeats", 1)
     repeats = "".join(
         f"<li><b>{esc(a.attribute)}</b> over {n} repeats: {esc(st)}</li>"
@@ -351,8 +356,7 @@ def _stats_table(r: AuditResult) -> str:
         if (st := repeat_stats(a))
     )
     notes = f'<ul class="repeats">{repeats}</ul>' if repeats else ""
-    head_row = "".join(f"<th>{h}</th>" for h in head)
-    return f'<div class="scroll"><table><tr>{head_row}</tr>{"".join(body)}</table></div>{notes}'
+    return table(head, rows, text_columns=(1, 7, 8)) + notes
 
 
 def _gate_html(r: AuditResult) -> str:
