@@ -17,11 +17,11 @@ import shutil
 import socket
 import subprocess
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import jsonschema
 
@@ -259,6 +259,7 @@ def git_info(cwd: Path, env: Mapping[str, str] | None = None) -> dict[str, str |
     return {"commit": commit, "branch": branch}
 
 
+T = TypeVar("T")
 _FORMAT: Final = "pytest-recfair report"
 _HINT = "give a JSON report written by --fairness-report=run.json or --fairness-history=DIR"
 
@@ -300,9 +301,13 @@ def _result(doc: Any, path: Path, where: str) -> AuditResult:
         err = jsonschema.exceptions.best_match(errors)
         at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
         raise DataError(f"{path}: {where}{at} is invalid: {err.message}; {_HINT}.")
+    return _made(AuditResult.from_dict, doc, path, where)
+
+
+def _made(make: Callable[[Any], T], doc: Any, path: Path, where: str) -> T:
     try:
-        return AuditResult.from_dict(doc)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        return make(doc)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise DataError(
             f"{path}: {where} is invalid ({type(exc).__name__}: {exc}); {_HINT}."
         ) from None
@@ -339,16 +344,12 @@ def parse_run(text: str, path: Path) -> StoredRun:
     }
     if not isinstance(doc.get("models") or [], list):
         raise DataError(f'{path}: "models" must be a list of model comparisons; {_HINT}.')
-    models = []
-    for i, m in enumerate(doc.get("models") or []):  # several models audited by one test
-        try:
-            models.append(ModelComparison.from_dict(m))
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
-            raise DataError(
-                f"{path}: models[{i}] is invalid ({type(exc).__name__}: {exc}); {_HINT}."
-            ) from None
+    models = tuple(  # several models audited by one test
+        _made(ModelComparison.from_dict, m, path, f"models[{i}]")
+        for i, m in enumerate(doc.get("models") or [])
+    )
     entry = doc.get("entry")
-    return StoredRun(path, results, base, tuple(models), entry if isinstance(entry, dict) else {})
+    return StoredRun(path, results, base, models, entry if isinstance(entry, dict) else {})
 
 
 def load_run(path: Path | str) -> StoredRun:
