@@ -337,6 +337,12 @@ class Rule:
         have = key.casefold().split(".")
         return have[-1] == self.parts[-1] and set(self.parts[:-1]) <= set(have[:-1])
 
+    def worse(self, key: str) -> int:
+        """+1 when a rise of ``key`` is worse, -1 when a fall is."""
+        if self.sign:
+            return self.sign
+        return -1 if key.rsplit(".", 1)[-1] in HIGHER_IS_FAIRER else 1
+
     def text(self) -> str:
         sign = {1: "+", -1: "-", 0: ""}[self.sign]
         return f"{'.'.join(self.parts)}:{sign}{self.limit:g}{'%' if self.relative else ''}"
@@ -405,8 +411,7 @@ def figures(result: AuditResult) -> dict[str, float]:
 
 
 def _failure(key: str, before: float, now: float, rule: Rule, label: str) -> GateFailure | None:
-    # +1: a rise is worse, -1: a fall is (by the rule's sign, else by the figure's name)
-    worse = rule.sign or (-1 if key.rsplit(".", 1)[-1] in HIGHER_IS_FAIRER else 1)
+    worse = rule.worse(key)
     change = (now - before) * worse  # > 0: worse by this much
     allowed = rule.limit * abs(before) / 100 if rule.relative else rule.limit
     if not (math.isfinite(change) and change > allowed + 1e-12):
