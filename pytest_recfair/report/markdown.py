@@ -38,7 +38,7 @@ from pytest_recfair.report.status import (
     usage_text,
     value_rows,
 )
-from pytest_recfair.report.terminal import json_section, markdown_lines
+from pytest_recfair.report.terminal import markdown_lines, pair_text
 from pytest_recfair.results import AuditResult
 from pytest_recfair.vocab import PLUGIN_VERSION, STATISTICS, accept_command
 
@@ -240,16 +240,20 @@ def to_json(
         "summary": counts(rs),
     }
     parts = [f"{_dump(k)}: {_dump(v)}" for k, v in head.items()]
-    docs = []
+    docs, compared = [], []  # each failure and pair with its rendered sentence as "message"
     for r in rs:
         docs.append(d := r.to_dict())
-        if r.gate is not None:  # each failure with its rendered sentence as "message"
+        if r.gate is not None:
             for f, fd in zip(r.gate.failures, d["gate"]["failures"], strict=True):
                 fd["message"] = failure_text(f, r)
+    for c in models:  # several models audited by one test, side by side
+        compared.append(d := c.to_dict())
+        for p, pd in zip(c.pairs, d["pairs"], strict=True):
+            pd["message"] = pair_text(p)
     parts.append('"results": ' + block([_dump(d) for d in docs]))
     if base:
         items = [f"{_dump(k)}: {_dump(b.to_dict())}" for k, b in sorted(base.items())]
         parts.append('"baselines": {\n' + ",\n".join(items) + "\n}")
-    if models:  # several models audited by one test, side by side
-        parts.append('"models": ' + block([_dump(m) for m in json_section(models)]))
+    if models:
+        parts.append('"models": ' + block([_dump(m) for m in compared]))
     return "{\n" + ",\n".join(parts) + "\n}\n"

@@ -7,7 +7,6 @@ import math
 import textwrap
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from pytest_recfair.compare.models import ModelComparison, PairRow
 from pytest_recfair.report.failures import (
@@ -234,18 +233,6 @@ def terminal_lines(comparisons: Sequence[ModelComparison], width: int = 100) -> 
         for p in c.pairs:
             lines += wrap_text(("✓ " if p.fairer else "= ") + pair_text(p), width)
     return lines
-
-
-def json_section(comparisons: Sequence[ModelComparison]) -> list[dict[str, Any]]:
-    """The JSON report's ``models`` list, each pair's sentence as ``message``."""
-
-    out = []
-    for c in comparisons:
-        d = c.to_dict()
-        for p, pd in zip(c.pairs, d["pairs"], strict=True):
-            pd["message"] = pair_text(p)
-        out.append(d)
-    return out
 
 
 def _md(text: str) -> str:
