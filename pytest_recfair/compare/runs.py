@@ -19,7 +19,7 @@ from typing import Any, Final, Literal, get_args
 
 from pytest_recfair.errors import ConfigError, DataError, RecfairError
 from pytest_recfair.gate import baselines, drift
-from pytest_recfair.report.fmt import LABEL, fmt, fmt_delta
+from pytest_recfair.report.fmt import LABEL, aligned, fmt, fmt_delta
 from pytest_recfair.report.history import find_entry, load_run
 from pytest_recfair.report.sections import compare_kind, extra_properties
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
@@ -175,15 +175,8 @@ def table_lines(c: RunDrift) -> list[str]:
              fmt_delta(r.delta), _p(r.p_adjusted), "WORSE" if r.worse else "")
             for r in rows
         ]  # fmt: skip
-        widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
         how = "" if rows[0].test == "no test" else f"; {rows[0].n_paired} paired"
-        lines.append(f"{tid}  ({rows[0].test}{how})")
-        for row in cells:
-            text = "  ".join(
-                cell.ljust(w) if i < 3 else cell.rjust(w)
-                for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-            )
-            lines.append("  " + text.rstrip())
+        lines += [f"{tid}  ({rows[0].test}{how})", *aligned(cells, right=3)]
     level = c.alpha / max(c.tests, 1)
     lines.append(
         f"p: family-wise within each test (its test in its heading; n/a: not tested); WORSE: "
