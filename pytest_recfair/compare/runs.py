@@ -21,6 +21,7 @@ from pytest_recfair.errors import ConfigError, DataError, RecfairError
 from pytest_recfair.gate import baselines, drift
 from pytest_recfair.report.fmt import LABEL, aligned, fmt, fmt_delta
 from pytest_recfair.report.history import find_entry, load_run
+from pytest_recfair.report.markdown import finite
 from pytest_recfair.report.sections import compare_kind, extra_properties
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS
@@ -207,14 +208,10 @@ class Compared:
 
 def comparison_dict(c: Compared) -> dict[str, Any]:
     """The comparison as JSON-ready data (``--format json``): NaN as null."""
-    rows = [{k: _num(getattr(r, k)) for k in _COLUMNS} for r in c.drift.rows]
+    rows = [{k: finite(getattr(r, k)) for k in _COLUMNS} for r in c.drift.rows]
     d = c.drift
     return {"format": _FORMAT, "version": 1, "a": c.a, "b": c.b, "alpha": d.alpha,
             "tests": d.tests, "worse": d.worse, "rows": rows, "notes": list(d.notes)}  # fmt: skip
-
-
-def _num(x: Any) -> Any:
-    return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
 def _float(x: Any) -> float:

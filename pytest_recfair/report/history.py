@@ -387,15 +387,6 @@ def _series(
     ]
 
 
-def _top(points: Sequence[tuple[int, HistoryRun, Stat]], flag: float) -> tuple[float, float]:
-    """The y axis top (a round number above every point, whisker and the flag) and step."""
-    hi = max(flag, 1e-3)
-    for _, _, s in points:
-        hi = max(hi, s.value, s.ci.high if s.ci and math.isfinite(s.ci.high) else 0.0)
-    step = nice_step(hi * 1.1 / 4)
-    return step * 4, step
-
-
 def _axes(n: int, step: float, history: Sequence[HistoryRun], what: str) -> list[str]:
     x0, x1, y0, y1 = _LEFT, _W - _RIGHT, _H - _BOTTOM, _TOP
     same = Counter((run.day, run.commit) for run in history)
@@ -441,7 +432,12 @@ def _chart(history: Sequence[HistoryRun], test_id: str, label: str, cid: str) ->
     points = _series(history, test_id, label)
     n = len(history)
     snsr = " · SNSR (" in label
-    top, step = _top(points, FLAG_SNSR if snsr else 0.0)
+    # the y axis top: a round number above every point, whisker and the flag
+    hi = max(FLAG_SNSR if snsr else 0.0, 1e-3)
+    for _, _, s in points:
+        hi = max(hi, s.value, s.ci.high if s.ci and math.isfinite(s.ci.high) else 0.0)
+    step = nice_step(hi * 1.1 / 4)
+    top = step * 4
     what = label.rsplit(" · ", 1)[-1]
 
     def y(v: float) -> float:

@@ -364,26 +364,23 @@ def _gate_html(r: AuditResult) -> str:
     g = r.gate
     if g is None:
         return '<p class="sub">Not gated.</p>'
-    parts = []
-    if g.failures:
-        head, rows = outcome_table(g, r, cut=False)
-        parts.append(table(head, rows, label_columns=2, text_columns=(3, 4)))
-        items = "".join(
-            f"<li><b>{esc(f.attribute or '(all)')}</b> <code>{esc(failure_tag(f))}</code>"
-            f": <span>{esc(failure_text(f, r))}</span></li>"
-            for f in g.failures
-        )
-        parts.append(f'<ul class="failures">{items}</ul>')
-        if (advice := limits_advice(g)) is not None:
-            parts.append(f"<p>{esc(advice)}</p>")
-        if accept_offered(g):
-            parts.append(
-                "<p>If the new numbers are intended, accept them with "
-                f"<code>{esc(accept_command(r.meta.test_id))}</code></p>"
-            )
-    if g.notes and g.failures:
-        parts.append(_notes(r))
-    return "".join(parts)
+    if not g.failures:
+        return ""
+    head, rows = outcome_table(g, r, cut=False)
+    items = "".join(
+        f"<li><b>{esc(f.attribute or '(all)')}</b> <code>{esc(failure_tag(f))}</code>"
+        f": <span>{esc(failure_text(f, r))}</span></li>"
+        for f in g.failures
+    )
+    advice = limits_advice(g)
+    return (
+        table(head, rows, label_columns=2, text_columns=(3, 4))
+        + f'<ul class="failures">{items}</ul>'
+        + ("" if advice is None else f"<p>{esc(advice)}</p>")
+        + ("<p>If the new numbers are intended, accept them with "
+           f"<code>{esc(accept_command(r.meta.test_id))}</code></p>" if accept_offered(g) else "")
+        + _notes(r)
+    )  # fmt: skip
 
 
 def _notes(r: AuditResult) -> str:

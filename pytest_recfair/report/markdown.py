@@ -200,14 +200,14 @@ def short_paths(text: str, base: Path | None = None) -> str:
     return _ABS_PATH.sub(short, text)
 
 
-def _finite(obj: Any) -> Any:
+def finite(obj: Any) -> Any:
     """``obj`` with NaN and infinities replaced by None (JSON has neither)."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
+        return {k: finite(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
+        return [finite(v) for v in obj]
     return obj
 
 
@@ -215,7 +215,7 @@ def _dump(obj: Any) -> str:
     try:
         return json.dumps(obj, sort_keys=True, ensure_ascii=False, allow_nan=False)
     except ValueError:  # a NaN/inf outside the fields to_dict already maps to null
-        return json.dumps(_finite(obj), sort_keys=True, ensure_ascii=False)
+        return json.dumps(finite(obj), sort_keys=True, ensure_ascii=False)
 
 
 def to_json(
