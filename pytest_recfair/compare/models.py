@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,14 +38,8 @@ class ModelSlot:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ModelSlot:
-        return cls(
-            group=str(d["group"]),
-            label=str(d["label"]),
-            index=int(d["index"]),
-            alpha=float(d.get("alpha", 0.05)),
-            n_resamples=int(d.get("n_resamples", 2000)),
-            seed=int(d.get("seed", 0)),
-        )
+        return cls(str(d["group"]), str(d["label"]), int(d["index"]), float(d.get("alpha", 0.05)),
+                   int(d.get("n_resamples", 2000)), int(d.get("seed", 0)))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,20 +64,14 @@ class PairRow:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PairRow:
-        p = d.get("p_value")
-        return cls(
-            attribute=str(d["attribute"]),
-            a=str(d["a"]),
-            b=str(d["b"]),
-            snsr_a=json_nan(d.get("snsr_a")),
-            snsr_b=json_nan(d.get("snsr_b")),
-            delta=json_nan(d.get("delta")),
-            ci=Interval.from_obj(d.get("ci")),
-            p_value=None if p is None else float(p),
-            n_paired=int(d.get("n_paired", 0)),
-            fairer=None if d.get("fairer") is None else str(d["fairer"]),
-            note=None if d.get("note") is None else str(d["note"]),
-        )
+        def opt(key: str, cast: Callable[[Any], Any]) -> Any:
+            return None if d.get(key) is None else cast(d[key])
+
+        nans: Any = {k: json_nan(d.get(k)) for k in ("snsr_a", "snsr_b", "delta")}
+        return cls(str(d["attribute"]), str(d["a"]), str(d["b"]), **nans,
+                   ci=Interval.from_obj(d.get("ci")), p_value=opt("p_value", float),
+                   n_paired=int(d.get("n_paired", 0)), fairer=opt("fairer", str),
+                   note=opt("note", str))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,18 +94,11 @@ class ModelComparison:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ModelComparison:
-        return cls(
-            group=str(d["group"]),
-            models=tuple(str(m) for m in d["models"]),
-            test_ids=tuple(str(t) for t in d["test_ids"]),
-            model_ids=tuple(str(m) for m in d["model_ids"]),
-            attributes=tuple(str(a) for a in d["attributes"]),
-            snsr=tuple(
-                tuple(None if s is None else Stat.from_dict(s) for s in row) for row in d["snsr"]
-            ),
-            pairs=tuple(PairRow.from_dict(p) for p in d["pairs"]),
-            alpha=float(d["alpha"]),
-        )
+        keys = ("models", "test_ids", "model_ids", "attributes")
+        names: Any = {"group": str(d["group"])} | {k: tuple(str(x) for x in d[k]) for k in keys}
+        snsr = tuple(tuple(None if s is None else Stat.from_dict(s) for s in r) for r in d["snsr"])
+        pairs = tuple(PairRow.from_dict(p) for p in d["pairs"])
+        return cls(**names, snsr=snsr, pairs=pairs, alpha=float(d["alpha"]))
 
 
 def _keyed(r: AuditResult) -> dict[str, AttributeResult]:

@@ -19,10 +19,11 @@ from typing import Any, Final, Literal, get_args
 
 from pytest_recfair.errors import ConfigError, DataError, RecfairError
 from pytest_recfair.gate import baselines, drift
-from pytest_recfair.report.fmt import LABEL, fmt, fmt_delta
+from pytest_recfair.report.fmt import LABEL, aligned, fmt, fmt_delta
 from pytest_recfair.report.history import find_entry, load_run
+from pytest_recfair.report.markdown import finite
 from pytest_recfair.report.sections import compare_kind, extra_properties
-from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, GateOutcome
+from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS
 
 _OVERLAP_TEST: Final = "paired sign flips, step-down max-T"
@@ -62,10 +63,6 @@ class RunDrift:
         return any(r.worse for r in self.rows)
 
 
-def _keyed(r: AuditResult) -> dict[tuple[str, str], AttributeResult]:
-    return {(x.attribute.casefold(), x.metric): x for x in r.attributes}
-
-
 def _one(
     a: AuditResult, b: AuditResult, alpha: float, tolerance: float, n_resamples: int, seed: int
 ) -> tuple[list[DriftRow], list[str]]:
@@ -92,7 +89,7 @@ def _one(
             for r in kind.rows
         ]  # fmt: skip
         return rows, [*notes, *kind.notes]
-    ka, kb = _keyed(a), _keyed(b)
+    ka, kb = ({(x.attribute.casefold(), x.metric): x for x in r.attributes} for r in (a, b))
     notes += [
         f"{x.attribute} ({x.metric}) only in {side}"
         for side, mine, other in (("A", ka, kb), ("B", kb, ka))
@@ -175,19 +172,12 @@ def table_lines(c: RunDrift) -> list[str]:
     for tid in dict.fromkeys(r.test_id for r in c.rows):
         rows = [r for r in c.rows if r.test_id == tid]
         cells = [head] + [
-            (r.attribute, r.metric, _label(r.statistic), fmt(r.a), fmt(r.b), fmt_delta(r.delta),
-             _p(r.p_adjusted), "WORSE" if r.worse else "")
+            (r.attribute, r.metric, LABEL.get(r.statistic, r.statistic), fmt(r.a), fmt(r.b),
+             fmt_delta(r.delta), _p(r.p_adjusted), "WORSE" if r.worse else "")
             for r in rows
         ]  # fmt: skip
-        widths = [max(len(row[i]) for row in cells) for i in range(len(head))]
         how = "" if rows[0].test == "no test" else f"; {rows[0].n_paired} paired"
-        lines.append(f"{tid}  ({rows[0].test}{how})")
-        for row in cells:
-            text = "  ".join(
-                cell.ljust(w) if i < 3 else cell.rjust(w)
-                for i, (cell, w) in enumerate(zip(row, widths, strict=True))
-            )
-            lines.append("  " + text.rstrip())
+        lines += [f"{tid}  ({rows[0].test}{how})", *aligned(cells, right=3)]
     level = c.alpha / max(c.tests, 1)
     lines.append(
         f"p: family-wise within each test (its test in its heading; n/a: not tested); WORSE: "
@@ -197,10 +187,6 @@ def table_lines(c: RunDrift) -> list[str]:
     lines += [f"note: {n}" for n in c.notes]
     verdict = "B is significantly worse than A" if c.worse else "B is not significantly worse"
     return [*lines, verdict]
-
-
-def _label(statistic: str) -> str:
-    return next((w for k, w in LABEL.items() if k == statistic), statistic)
 
 
 CompareFormat = Literal["text", "json", "markdown", "csv"]
@@ -222,14 +208,10 @@ class Compared:
 
 def comparison_dict(c: Compared) -> dict[str, Any]:
     """The comparison as JSON-ready data (``--format json``): NaN as null."""
-    rows = [{k: _num(getattr(r, k)) for k in _COLUMNS} for r in c.drift.rows]
+    rows = [{k: finite(getattr(r, k)) for k in _COLUMNS} for r in c.drift.rows]
     d = c.drift
     return {"format": _FORMAT, "version": 1, "a": c.a, "b": c.b, "alpha": d.alpha,
             "tests": d.tests, "worse": d.worse, "rows": rows, "notes": list(d.notes)}  # fmt: skip
-
-
-def _num(x: Any) -> Any:
-    return None if isinstance(x, float) and not math.isfinite(x) else x
 
 
 def _float(x: Any) -> float:

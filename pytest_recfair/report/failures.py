@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pytest_recfair.report.fmt import LABEL, clip, esc, fmt, fmt_interval, fmt_p
+from pytest_recfair.report.fmt import LABEL, aligned, clip, esc, fmt, fmt_interval, fmt_p
 from pytest_recfair.report.status import (
     favoured_phrase,
     favoured_text,
@@ -198,11 +198,7 @@ def format_outcome(outcome: GateOutcome, result: AuditResult, *, reasons: bool =
     if not outcome.failures:
         return []
     header, rows = outcome_table(outcome, result)
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = [
-        "  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
-        for r in [header, *rows]
-    ]
+    lines = aligned([header, *rows])
     if reasons:
         lines.extend(f"  - {failure_label(f)}: {failure_text(f, result)}" for f in outcome.failures)
     return lines

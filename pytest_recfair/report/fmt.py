@@ -9,10 +9,9 @@ from html import escape
 from typing import Final
 
 from pytest_recfair.results import Interval, Stat
-from pytest_recfair.vocab import GatedQuantity
 
 #: How each gated quantity is named in text.
-LABEL: Final[dict[GatedQuantity, str]] = {
+LABEL: Final[dict[str, str]] = {
     "snsr": "SNSR",
     "snsv": "SNSV",
     "pafs": "PAFS",
@@ -81,9 +80,26 @@ def clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
+class Html(str):
+    """Markup already made (a badge): :func:`esc` and so :func:`table` keep it as it is."""
+
+
+def aligned(rows: Sequence[Sequence[str]], right: int | None = None) -> list[str]:
+    """Text rows as columns indented two spaces; columns from ``right`` on right-aligned."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  "
+        + "  ".join(
+            c.rjust(w) if right is not None and i >= right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    ]
+
+
 def esc(text: object) -> str:
     """``text`` escaped for HTML text and attribute values."""
-    return escape(str(text), quote=True)
+    return text if isinstance(text, Html) else escape(str(text), quote=True)
 
 
 def num_cell(text: str) -> str:

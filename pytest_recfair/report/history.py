@@ -17,11 +17,11 @@ import shutil
 import socket
 import subprocess
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import jsonschema
 
@@ -49,7 +49,6 @@ class HistoryRun:
     values: Mapping[tuple[str, str], Stat]
     commit: str | None = None  # None: an entry written before they were recorded
     branch: str | None = None
-    path: Path | None = field(default=None, compare=False)
 
     @property
     def day(self) -> str:
@@ -126,14 +125,17 @@ def append_run(
             "platform": platform.platform(),
         },
         "settings": {  # the run's settings that differ from the defaults
-            f.name: _plain(getattr(settings, f.name))
+            f.name: getattr(settings, f.name)
             for f in (dataclasses.fields(settings) if dataclasses.is_dataclass(settings) else ())
             if getattr(settings, f.name) != f.default
         },
     }
     text = to_json(results, baselines, models=models)
     # the report's own lines stay as they are: the entry goes first in its object
-    text = '{\n"entry": ' + json.dumps(info, sort_keys=True, ensure_ascii=False) + ",\n" + text[2:]
+    entry = json.dumps(
+        info, sort_keys=True, ensure_ascii=False, default=str
+    )  # other objects as text
+    text = '{\n"entry": ' + entry + ",\n" + text[2:]
     try:
         atomic_write_text(path, text)
     except BaseException:
@@ -213,7 +215,7 @@ def load_history(directory: Path) -> list[HistoryRun]:
         when = _when(path.stem.partition("_")[2])
         values = {(r.meta.test_id, label): s for r in run.results for label, s in series(r)}
         commit, branch = _text(run.entry, "commit"), _text(run.entry, "branch")
-        out.append(HistoryRun(_number(path), when, values, commit, branch, path))
+        out.append(HistoryRun(_number(path), when, values, commit, branch))
     return out
 
 
@@ -257,17 +259,7 @@ def git_info(cwd: Path, env: Mapping[str, str] | None = None) -> dict[str, str |
     return {"commit": commit, "branch": branch}
 
 
-def _plain(value: Any) -> Any:
-    """A setting's value as JSON: tuples as lists, other objects as their text."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    return str(value)
-
-
+T = TypeVar("T")
 _FORMAT: Final = "pytest-recfair report"
 _HINT = "give a JSON report written by --fairness-report=run.json or --fairness-history=DIR"
 
@@ -309,9 +301,13 @@ def _result(doc: Any, path: Path, where: str) -> AuditResult:
         err = jsonschema.exceptions.best_match(errors)
         at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
         raise DataError(f"{path}: {where}{at} is invalid: {err.message}; {_HINT}.")
+    return _made(AuditResult.from_dict, doc, path, where)
+
+
+def _made(make: Callable[[Any], T], doc: Any, path: Path, where: str) -> T:
     try:
-        return AuditResult.from_dict(doc)
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        return make(doc)
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise DataError(
             f"{path}: {where} is invalid ({type(exc).__name__}: {exc}); {_HINT}."
         ) from None
@@ -348,16 +344,12 @@ def parse_run(text: str, path: Path) -> StoredRun:
     }
     if not isinstance(doc.get("models") or [], list):
         raise DataError(f'{path}: "models" must be a list of model comparisons; {_HINT}.')
-    models = []
-    for i, m in enumerate(doc.get("models") or []):  # several models audited by one test
-        try:
-            models.append(ModelComparison.from_dict(m))
-        except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
-            raise DataError(
-                f"{path}: models[{i}] is invalid ({type(exc).__name__}: {exc}); {_HINT}."
-            ) from None
+    models = tuple(  # several models audited by one test
+        _made(ModelComparison.from_dict, m, path, f"models[{i}]")
+        for i, m in enumerate(doc.get("models") or [])
+    )
     entry = doc.get("entry")
-    return StoredRun(path, results, base, tuple(models), entry if isinstance(entry, dict) else {})
+    return StoredRun(path, results, base, models, entry if isinstance(entry, dict) else {})
 
 
 def load_run(path: Path | str) -> StoredRun:
@@ -393,15 +385,6 @@ def _series(
         for i, run in enumerate(history)
         if key in run.values and math.isfinite(run.values[key].value)
     ]
-
-
-def _top(points: Sequence[tuple[int, HistoryRun, Stat]], flag: float) -> tuple[float, float]:
-    """The y axis top (a round number above every point, whisker and the flag) and step."""
-    hi = max(flag, 1e-3)
-    for _, _, s in points:
-        hi = max(hi, s.value, s.ci.high if s.ci and math.isfinite(s.ci.high) else 0.0)
-    step = nice_step(hi * 1.1 / 4)
-    return step * 4, step
 
 
 def _axes(n: int, step: float, history: Sequence[HistoryRun], what: str) -> list[str]:
@@ -449,7 +432,12 @@ def _chart(history: Sequence[HistoryRun], test_id: str, label: str, cid: str) ->
     points = _series(history, test_id, label)
     n = len(history)
     snsr = " · SNSR (" in label
-    top, step = _top(points, FLAG_SNSR if snsr else 0.0)
+    # the y axis top: a round number above every point, whisker and the flag
+    hi = max(FLAG_SNSR if snsr else 0.0, 1e-3)
+    for _, _, s in points:
+        hi = max(hi, s.value, s.ci.high if s.ci and math.isfinite(s.ci.high) else 0.0)
+    step = nice_step(hi * 1.1 / 4)
+    top = step * 4
     what = label.rsplit(" · ", 1)[-1]
 
     def y(v: float) -> float:

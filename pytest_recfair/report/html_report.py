@@ -16,21 +16,33 @@ from pytest_recfair.report.failures import (
     limits_advice,
     outcome_table,
 )
-from pytest_recfair.report.fmt import LABEL, esc, fmt, fmt_ci, fmt_delta, nice_step, num_cell, table
+from pytest_recfair.report.fmt import (
+    LABEL,
+    Html,
+    esc,
+    fmt,
+    fmt_ci,
+    fmt_delta,
+    nice_step,
+    num_cell,
+    table,
+)
 from pytest_recfair.report.history import HistoryRun, history_html
-from pytest_recfair.report.sections import extra_html, measure, series
+from pytest_recfair.report.sections import kind_sections, measure, series
 from pytest_recfair.report.status import (
     Baselines,
     attribute_label,
     baseline_map,
     counts,
     describe,
+    drift_of,
     failed_text,
     failures_first,
     repeat_stats,
     result_status,
     same_attribute,
     shown,
+    value_rows,
 )
 from pytest_recfair.report.terminal import html_section
 from pytest_recfair.results import AttributeResult, AuditResult
@@ -97,14 +109,16 @@ pre.reply { white-space: pre-wrap; max-height: 320px; overflow: auto; background
   padding: 6px; font-size: 12px; }
 """
 
+_VALUE_HEAD = ("value", "mean similarity [95% CI]", "baseline", "entities", "missing", "refusals",
+               "short lists")  # fmt: skip
 _W = 760  # chart width in px
 _LABEL_W = 170
 _ROW_H = 26
 
 
-def _badge(status: str) -> str:
+def _badge(status: str) -> Html:
     cls = "na" if status == "n/a" else status
-    return f'<span class="badge {cls}">{esc(status)}</span>'
+    return Html(f'<span class="badge {cls}">{esc(status)}</span>')
 
 
 def _nice_range(lo: float, hi: float) -> tuple[float, float, float]:
@@ -149,7 +163,7 @@ def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) 
             f'<line x1="{tx:.1f}" y1="{top}" x2="{tx:.1f}" y2="{height - bottom + 4}" '
             f'stroke="#eaeef2"/>'
             f'<text x="{tx:.1f}" y="{height - bottom + 18}" font-size="11" fill="#59636e" '
-            f'text-anchor="middle">{_tick(t)}</text>'
+            f'text-anchor="middle">{f"{t:.4f}".rstrip("0").rstrip(".") or "0"}</text>'
         )
     out.append(
         f'<text x="{(x0 + x1) / 2:.1f}" y="{height - 6}" font-size="11" fill="#59636e" '
@@ -200,10 +214,6 @@ def _centre(a: AttributeResult) -> float:
     """The attribute mean: the mean of its values' finite means (NaN when none is)."""
     finite = [v.mean.value for v in a.values if math.isfinite(v.mean.value)]
     return sum(finite) / len(finite) if finite else math.nan
-
-
-def _tick(t: float) -> str:
-    return f"{t:.4f}".rstrip("0").rstrip(".") or "0"
 
 
 def _text_w(text: str, size: int) -> float:
@@ -333,18 +343,12 @@ def _meta_table(r: AuditResult) -> str:
 def _stats_table(r: AuditResult) -> str:
     head = ["attribute", "gate", *(f"{LABEL[s]} [95% CI]" for s in STATISTICS)]
     head += ["drift SNSR / SNSV / PAFS", "refusal gap", "most favoured", "least favoured"]
-    body = []
-    for a in r.attributes:
-        drift = r.gate.drift.get(a.attribute, {}) if r.gate else {}
-        d = " / ".join(fmt_delta(drift.get(s)) for s in STATISTICS)
-        most, least = a.favoured()
-        body.append(
-            f"<tr><td>{esc(a.attribute)}</td><td>{_badge(attribute_label(r, a))}</td>"
-            + "".join(f'<td class="num">{num_cell(fmt_ci(shown(a, s)))}</td>' for s in STATISTICS)
-            + f'<td class="num">{esc(d)}</td>'
-            f'<td class="num">{a.refusal_gap:.1%}</td>'
-            f"<td>{esc(most)}</td><td>{esc(least)}</td></tr>"
-        )
+    rows = [
+        [a.attribute, _badge(attribute_label(r, a)), *(fmt_ci(shown(a, s)) for s in STATISTICS),
+         " / ".join(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS),
+         f"{a.refusal_gap:.1%}", *a.favoured()]
+        for a in r.attributes
+    ]  # fmt: skip
     n = getattr(r.meta, "repeats", 1)
     repeats = "".join(
         f"<li><b>{esc(a.attribute)}</b> over {n} repeats: {esc(st)}</li>"
@@ -352,19 +356,7 @@ def _stats_table(r: AuditResult) -> str:
         if (st := repeat_stats(a))
     )
     notes = f'<ul class="repeats">{repeats}</ul>' if repeats else ""
-    head_row = "".join(f"<th>{h}</th>" for h in head)
-    return f'<div class="scroll"><table><tr>{head_row}</tr>{"".join(body)}</table></div>{notes}'
-
-
-def _values_table(a: AttributeResult, base: AttributeResult | None) -> str:
-    base_mean = {v.value: v.mean.value for v in base.values} if base else {}
-    head = ["value", "mean similarity [95% CI]", "baseline", "entities", "missing", "refusals"]
-    rows = [
-        [v.value, fmt_ci(v.mean), fmt(base_mean[v.value]) if v.value in base_mean else "—",
-         str(v.n), str(v.missing), f"{v.refusal_rate:.1%}", f"{v.short_rate:.1%}"]
-        for v in a.values
-    ]  # fmt: skip
-    return table([*head, "short lists"], rows)
+    return table(head, rows, text_columns=(1, 7, 8)) + notes
 
 
 def _gate_html(r: AuditResult) -> str:
@@ -372,26 +364,23 @@ def _gate_html(r: AuditResult) -> str:
     g = r.gate
     if g is None:
         return '<p class="sub">Not gated.</p>'
-    parts = []
-    if g.failures:
-        head, rows = outcome_table(g, r, cut=False)
-        parts.append(table(head, rows, label_columns=2, text_columns=(3, 4)))
-        items = "".join(
-            f"<li><b>{esc(f.attribute or '(all)')}</b> <code>{esc(failure_tag(f))}</code>"
-            f": <span>{esc(failure_text(f, r))}</span></li>"
-            for f in g.failures
-        )
-        parts.append(f'<ul class="failures">{items}</ul>')
-        if (advice := limits_advice(g)) is not None:
-            parts.append(f"<p>{esc(advice)}</p>")
-        if accept_offered(g):
-            parts.append(
-                "<p>If the new numbers are intended, accept them with "
-                f"<code>{esc(accept_command(r.meta.test_id))}</code></p>"
-            )
-    if g.notes and g.failures:
-        parts.append(_notes(r))
-    return "".join(parts)
+    if not g.failures:
+        return ""
+    head, rows = outcome_table(g, r, cut=False)
+    items = "".join(
+        f"<li><b>{esc(f.attribute or '(all)')}</b> <code>{esc(failure_tag(f))}</code>"
+        f": <span>{esc(failure_text(f, r))}</span></li>"
+        for f in g.failures
+    )
+    advice = limits_advice(g)
+    return (
+        table(head, rows, label_columns=2, text_columns=(3, 4))
+        + f'<ul class="failures">{items}</ul>'
+        + ("" if advice is None else f"<p>{esc(advice)}</p>")
+        + ("<p>If the new numbers are intended, accept them with "
+           f"<code>{esc(accept_command(r.meta.test_id))}</code></p>" if accept_offered(g) else "")
+        + _notes(r)
+    )  # fmt: skip
 
 
 def _notes(r: AuditResult) -> str:
@@ -450,7 +439,8 @@ def to_html(
                 f'<h3>{esc(a.attribute)} <small class="sub">({esc(a.metric)}@{a.k}, '
                 f"{esc(a.variant)}, missing={esc(a.missing_policy)})</small></h3>"
                 f"<figure>{_dot_chart(a, b, f'dots-{n}-{i}')}"
-                f"<figcaption>{esc(legend)}</figcaption></figure>{_values_table(a, b)}"
+                f"<figcaption>{esc(legend)}</figcaption></figure>"
+                + table(_VALUE_HEAD, value_rows(a, b))
             )
         status = result_status(r)
         overlap = (
@@ -466,7 +456,7 @@ def to_html(
             f'<p class="sub">{esc(describe(r))}</p>{_gate_html(r)}'
             f'<details class="detail"{" open" if status == "FAIL" else ""}><summary>Details'
             f"</summary>{'' if status == 'FAIL' else _notes(r)}{evidence_html(r)}{overlap}"
-            f"{extra_html(r)}"
+            f"{''.join(s.html(d) for s, d in kind_sections(r))}"
             f'<div class="grid2">{"".join(charts)}</div>'
             f"<h3>Run metadata</h3>{_meta_table(r)}</details></section>"
         )

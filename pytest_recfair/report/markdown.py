@@ -36,24 +36,21 @@ from pytest_recfair.report.status import (
     same_attribute,
     shown,
     usage_text,
+    value_rows,
 )
-from pytest_recfair.report.terminal import json_section, markdown_lines
+from pytest_recfair.report.terminal import markdown_lines, pair_text
 from pytest_recfair.results import AuditResult
 from pytest_recfair.vocab import PLUGIN_VERSION, STATISTICS, accept_command
 
 _ICON = {"PASS": "✅", "FAIL": "❌", "FLAG": "⚠️ flagged", "n/a": "➖"}
 
 
+# backslash escapes for pipes, line breaks, HTML (``&gt;`` shows literally in text)
+_MD = str.maketrans({"\\": "\\\\", "|": "\\|", "<": "\\<", "&": "\\&", "\r": " ", "\n": " "})
+
+
 def _md(text: str) -> str:
-    """Backslash escapes for pipes, line breaks, HTML (``&gt;`` shows literally in text)."""
-    out = (
-        text.replace("\\", "\\\\")
-        .replace("|", "\\|")
-        .replace("<", "\\<")
-        .replace("&", "\\&")
-        .replace("\r", " ")
-        .replace("\n", " ")
-    )
+    out = text.translate(_MD)
     return "\\" + out if out.startswith(">") else out  # not a block quote
 
 
@@ -97,20 +94,14 @@ def _values(r: AuditResult, baseline: AuditResult | None) -> list[str]:
         return []
     out = ["<details><summary>Per-value similarity</summary>", ""]
     for a in r.attributes:
-        b = same_attribute(baseline, a)
-        base_mean = {v.value: v.mean.value for v in b.values} if b else {}
         out += [
             f"**{_md(a.attribute)}** ({a.metric}@{a.k})",
             "",
             "| Value | Mean similarity [95% CI] | Baseline | Entities | Missing | Refusal rate |",
             "|---|---|---|--:|--:|--:|",
         ]
-        for v in a.values:
-            bv = fmt(base_mean[v.value]) if v.value in base_mean else "—"
-            out.append(
-                f"| {_md(v.value)} | {fmt_ci(v.mean)} | {bv} "
-                f"| {v.n} | {v.missing} | {v.refusal_rate:.1%} |"
-            )
+        rows = value_rows(a, same_attribute(baseline, a))
+        out += [f"| {_md(row[0])} | {' | '.join(row[1:6])} |" for row in rows]
         out.append("")
     return [*out, "</details>", ""]
 
@@ -209,14 +200,14 @@ def short_paths(text: str, base: Path | None = None) -> str:
     return _ABS_PATH.sub(short, text)
 
 
-def _finite(obj: Any) -> Any:
+def finite(obj: Any) -> Any:
     """``obj`` with NaN and infinities replaced by None (JSON has neither)."""
     if isinstance(obj, float) and not math.isfinite(obj):
         return None
     if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
+        return {k: finite(v) for k, v in obj.items()}
     if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
+        return [finite(v) for v in obj]
     return obj
 
 
@@ -224,7 +215,7 @@ def _dump(obj: Any) -> str:
     try:
         return json.dumps(obj, sort_keys=True, ensure_ascii=False, allow_nan=False)
     except ValueError:  # a NaN/inf outside the fields to_dict already maps to null
-        return json.dumps(_finite(obj), sort_keys=True, ensure_ascii=False)
+        return json.dumps(finite(obj), sort_keys=True, ensure_ascii=False)
 
 
 def to_json(
@@ -249,16 +240,20 @@ def to_json(
         "summary": counts(rs),
     }
     parts = [f"{_dump(k)}: {_dump(v)}" for k, v in head.items()]
-    docs = []
+    docs, compared = [], []  # each failure and pair with its rendered sentence as "message"
     for r in rs:
         docs.append(d := r.to_dict())
-        if r.gate is not None:  # each failure with its rendered sentence as "message"
+        if r.gate is not None:
             for f, fd in zip(r.gate.failures, d["gate"]["failures"], strict=True):
                 fd["message"] = failure_text(f, r)
+    for c in models:  # several models audited by one test, side by side
+        compared.append(d := c.to_dict())
+        for p, pd in zip(c.pairs, d["pairs"], strict=True):
+            pd["message"] = pair_text(p)
     parts.append('"results": ' + block([_dump(d) for d in docs]))
     if base:
         items = [f"{_dump(k)}: {_dump(b.to_dict())}" for k, b in sorted(base.items())]
         parts.append('"baselines": {\n' + ",\n".join(items) + "\n}")
-    if models:  # several models audited by one test, side by side
-        parts.append('"models": ' + block([_dump(m) for m in json_section(models)]))
+    if models:
+        parts.append('"models": ' + block([_dump(m) for m in compared]))
     return "{\n" + ",\n".join(parts) + "\n}\n"

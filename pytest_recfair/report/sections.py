@@ -89,23 +89,12 @@ def kind_sections(result: AuditResult) -> list[tuple[KindSections, Any]]:
 
 def measure(result: AuditResult) -> str:
     """What the audit measures: its kind's words, or the list-overlap metric@k variant."""
-    for sections, _ in kind_sections(result):
-        return sections.measure(result)
-    return _sections(None).measure(result)
+    return _sections(next(iter(result.extras), None)).measure(result)
 
 
 def extra_lines(result: AuditResult) -> list[str]:
     """Lines of the kinds' own results (none for a list-overlap audit)."""
     return [line for sections, data in kind_sections(result) for line in sections.lines(data)]
-
-
-def extra_brief(result: AuditResult) -> str:
-    """The kinds' one-line figures of ``result`` ("" for a list-overlap audit)."""
-    return "; ".join(b for sections, data in kind_sections(result) if (b := sections.brief(data)))
-
-
-def extra_html(result: AuditResult) -> str:
-    return "".join(sections.html(data) for sections, data in kind_sections(result))
 
 
 def extra_properties(result: AuditResult) -> list[tuple[str, float | int | str]]:

@@ -6,7 +6,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
-from pytest_recfair.report.fmt import fmt_ci
+from pytest_recfair.report.fmt import fmt, fmt_ci
 from pytest_recfair.report.sections import measure, run_parts
 from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateOutcome, Stat
 from pytest_recfair.vocab import Statistic
@@ -154,6 +154,17 @@ def same_attribute(baseline: AuditResult | None, a: AttributeResult) -> Attribut
     key = (a.attribute.casefold(), a.metric)
     attributes = baseline.attributes if baseline is not None else ()
     return next((b for b in attributes if (b.attribute.casefold(), b.metric) == key), None)
+
+
+def value_rows(a: AttributeResult, base: AttributeResult | None) -> list[list[str]]:
+    """The per-value table: value, mean [CI], baseline mean, entities, missing, refusals,
+    short lists (Markdown leaves out the last)."""
+    base_mean = {v.value: v.mean.value for v in base.values} if base else {}
+    return [
+        [v.value, fmt_ci(v.mean), fmt(base_mean[v.value]) if v.value in base_mean else "—",
+         str(v.n), str(v.missing), f"{v.refusal_rate:.1%}", f"{v.short_rate:.1%}"]
+        for v in a.values
+    ]  # fmt: skip
 
 
 def shown(a: AttributeResult, statistic: Statistic) -> Stat:

@@ -7,7 +7,6 @@ import math
 import textwrap
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Any
 
 from pytest_recfair.compare.models import ModelComparison, PairRow
 from pytest_recfair.report.failures import (
@@ -17,7 +16,7 @@ from pytest_recfair.report.failures import (
     headlines,
 )
 from pytest_recfair.report.fmt import clip, esc, fmt, fmt_ci, fmt_delta, fmt_p
-from pytest_recfair.report.sections import extra_brief, extra_lines
+from pytest_recfair.report.sections import extra_lines, kind_sections
 from pytest_recfair.report.status import (
     FLAG_SNSR,
     FLAG_SNSV,
@@ -33,7 +32,7 @@ from pytest_recfair.report.status import (
     shown,
     usage_text,
 )
-from pytest_recfair.results import AttributeResult, AuditResult, Stat
+from pytest_recfair.results import AttributeResult, AuditResult
 from pytest_recfair.vocab import STATISTICS
 
 _NAME = 18  # attribute column; a longer name gets a line of its own, never a cut
@@ -78,7 +77,7 @@ def _heading(r: AuditResult, width: int) -> list[str]:
 
 def _brief(r: AuditResult) -> str:
     """A test's one figure: the largest SNSR (a failing one first), or its kind's own."""
-    own = extra_brief(r)
+    own = "; ".join(b for s, d in kind_sections(r) if (b := s.brief(d)))
     if not r.attributes:
         return own
 
@@ -186,8 +185,10 @@ def terminal_summary(
 _CELL = 22  # "0.368 [0.301, 0.420]" and two spaces
 
 
-def _cell(s: Stat | None) -> str:
-    return "—" if s is None else fmt_ci(s)
+def _rows(c: ModelComparison) -> list[tuple[str, list[str]]]:
+    """Each attribute's SNSR [95% CI] per model ("—": not audited with that model)."""
+    cells = (["—" if s is None else fmt_ci(s) for s in row] for row in c.snsr)
+    return list(zip(c.attributes, cells, strict=True))
 
 
 def pair_text(p: PairRow) -> str:
@@ -213,50 +214,25 @@ def _lead(c: ModelComparison) -> str:
     )
 
 
-def _table(c: ModelComparison, width: int) -> list[str] | None:
-    """Models as columns, or None when the columns do not fit ``width``."""
-    name_w = max(9, *(len(a) for a in c.attributes))
-    widths = [max(_CELL, len(m) + 2) for m in c.models]
-    if 2 + name_w + 1 + sum(widths) > width:
-        return None
-    rows = [
-        ("attribute", c.models),
-        *((a, [_cell(s) for s in row]) for a, row in zip(c.attributes, c.snsr, strict=True)),
-    ]
-    fill = [
-        (name, "".join(x.ljust(w) for x, w in zip(xs, widths, strict=True))) for name, xs in rows
-    ]
-    return [f"  {name.ljust(name_w)} {cells}".rstrip() for name, cells in fill]
-
-
 def terminal_lines(comparisons: Sequence[ModelComparison], width: int = 100) -> list[str]:
     """A table per compared test (a line per attribute when too wide), then a sentence
     per pair and attribute."""
     lines: list[str] = []
     for c in comparisons:
         lines += wrap_text(f"models side by side — {_lead(c)}", width, "", "  ")
-        table = _table(c, width)
-        if table is None:
-            table = []
-            for attr, row in zip(c.attributes, c.snsr, strict=True):
-                cells = "; ".join(f"{m} {_cell(s)}" for m, s in zip(c.models, row, strict=True))
-                table += wrap_text(f"{attr}: {cells}", width)
-        lines += table
+        name_w = max(9, *(len(a) for a in c.attributes))
+        widths = [max(_CELL, len(m) + 2) for m in c.models]
+        if 2 + name_w + 1 + sum(widths) <= width:  # models as columns
+            for name, xs in [("attribute", list(c.models)), *_rows(c)]:
+                cells = "".join(x.ljust(w) for x, w in zip(xs, widths, strict=True))
+                lines.append(f"  {name.ljust(name_w)} {cells}".rstrip())
+        else:
+            for attr, xs in _rows(c):
+                cells = "; ".join(f"{m} {x}" for m, x in zip(c.models, xs, strict=True))
+                lines += wrap_text(f"{attr}: {cells}", width)
         for p in c.pairs:
             lines += wrap_text(("✓ " if p.fairer else "= ") + pair_text(p), width)
     return lines
-
-
-def json_section(comparisons: Sequence[ModelComparison]) -> list[dict[str, Any]]:
-    """The JSON report's ``models`` list, each pair's sentence as ``message``."""
-
-    out = []
-    for c in comparisons:
-        d = c.to_dict()
-        for p, pd in zip(c.pairs, d["pairs"], strict=True):
-            pd["message"] = pair_text(p)
-        out.append(d)
-    return out
 
 
 def _md(text: str) -> str:
@@ -272,9 +248,7 @@ def markdown_lines(comparisons: Sequence[ModelComparison]) -> list[str]:
         out += [f"`{c.group}`: {_md(_lead(c).split(': ', 1)[1])}", ""]
         out.append("| Attribute | " + " | ".join(_md(m) for m in c.models) + " |")
         out.append("|---|" + "---|" * len(c.models))
-        for attr, row in zip(c.attributes, c.snsr, strict=True):
-            out.append(f"| {_md(attr)} | " + " | ".join(_cell(s) for s in row) + " |")
-        out.append("")
+        out += [f"| {_md(attr)} | " + " | ".join(xs) + " |" for attr, xs in _rows(c)] + [""]
         out += [f"- {'✅' if p.fairer else '➖'} {_md(pair_text(p))}" for p in c.pairs]
         out.append("")
     return out
@@ -292,9 +266,9 @@ def html_section(comparisons: Sequence[ModelComparison]) -> str:
         ids = "".join(f"<td>{esc(t)}</td>" for t in c.model_ids)
         rows = "".join(
             f"<tr><td>{esc(attr)}</td>"
-            + "".join(f'<td class="num">{esc(_cell(s))}</td>' for s in row)
+            + "".join(f'<td class="num">{esc(x)}</td>' for x in xs)
             + "</tr>"
-            for attr, row in zip(c.attributes, c.snsr, strict=True)
+            for attr, xs in _rows(c)
         )
         verdicts = "".join(
             f'<li class="{"fairer" if p.fairer else "same"}">{esc(pair_text(p))}</li>'
