@@ -228,15 +228,15 @@ class BiasProfile:
         return min(1.0, total)
 
 
-# Every field of a profile is a section, and a description may say what it is for.
-_PROFILE_SECTIONS = frozenset(f.name for f in fields(BiasProfile)) | {"description"}
-
-
 def _heterogeneity(spec: object, source: str) -> Heterogeneity:
     try:
         return Heterogeneity.parse(spec)  # type: ignore[arg-type]
     except ConfigError as exc:
         raise DataError(f"{source}: {exc}") from None
+
+
+# Every field of a profile is a section, and a description may say what it is for.
+_PROFILE_SECTIONS = frozenset(f.name for f in fields(BiasProfile)) | {"description"}
 
 
 def load_profile(source: BiasProfile | Mapping[str, Any] | str | Path | None) -> BiasProfile:
@@ -275,22 +275,11 @@ def load_profile(source: BiasProfile | Mapping[str, Any] | str | Path | None) ->
 
 
 # Other spellings of the fields of Faults ("-" reads as "_" after this lookup).
-_FAULT_ALIASES = {
-    "429": "rate_429",
-    "rate_limit": "rate_429",
-    "rate-limit": "rate_429",
-    "500": "rate_500",
-    "error": "rate_500",
-    "errors": "rate_500",
-    "timeout": "rate_timeout",
-    "timeouts": "rate_timeout",
-    "malformed": "rate_malformed",
-    "hang": "hang_s",
-    "mode": "timeout_mode",
-    "short": "short_lists",
-    "short-lists": "short_lists",
-    "refusal": "refusals",
-}
+_FAULT_ALIASES = dict.fromkeys(("429", "rate_limit", "rate-limit"), "rate_429")
+_FAULT_ALIASES |= dict.fromkeys(("500", "error", "errors"), "rate_500")
+_FAULT_ALIASES |= {"timeout": "rate_timeout", "timeouts": "rate_timeout", "hang": "hang_s"}
+_FAULT_ALIASES |= {"malformed": "rate_malformed", "mode": "timeout_mode", "refusal": "refusals"}
+_FAULT_ALIASES |= dict.fromkeys(("short", "short-lists"), "short_lists")
 
 
 @dataclass(frozen=True)
