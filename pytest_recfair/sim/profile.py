@@ -9,12 +9,9 @@ A fault plan (:class:`Faults`) lists HTTP faults (429 with Retry-After, 500, tim
 malformed bodies: the server applies these) and per-value refusals and short lists (the
 recommender applies these, so direct calls show them too).
 
-Entity heterogeneity (:class:`Heterogeneity`): real models are not equally stable, nor
-equally biased, for every seed entity (a popular director gets much the same list on
-every call, an obscure one a different list each time). Two per-entity multipliers are
-drawn once per (seed, domain, entity) from ``[1 - spread, 1 + spread]`` (mean 1, so the
-profile's rates stay the average): ``stability`` spreads the noise, ``sensitivity`` the
-shift. ``uniform`` (both 0, the default) is the simulator's original behaviour.
+Entity heterogeneity (:class:`Heterogeneity`, docs/simulator.md): per-entity multipliers
+of the noise (``stability``) and of the shift (``sensitivity``), as real models are not
+equally stable nor equally biased for every entity; ``uniform`` (the default) has none.
 """
 
 from __future__ import annotations
@@ -63,9 +60,7 @@ class Heterogeneity:
         if isinstance(spec, Heterogeneity):
             return spec
         if isinstance(spec, str):
-            if spec in PROFILES:
-                return PROFILES[spec]
-            return cls.parse(_pairs(spec))
+            return PROFILES[spec] if spec in PROFILES else cls.parse(_pairs(spec))
         if not isinstance(spec, Mapping) or not set(spec) <= {"stability", "sensitivity"}:
             raise ConfigError(
                 f"heterogeneity: expected one of {sorted(PROFILES)}, 'stability=S,sensitivity=H' "

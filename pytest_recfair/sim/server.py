@@ -151,12 +151,8 @@ class SimServer:
         own = getattr(self.recommender, "faults", None)
         self.faults = Faults.parse(faults) if faults is not None else own or Faults()
         self.seed = seed if seed is not None else getattr(self.recommender, "seed", 0)
-        self.host = host
-        self.port = port
-        self.latency = latency_ms / 1000.0
-        self.jitter = jitter_ms / 1000.0
-        self.model = model
-        self.api_key = api_key
+        self.host, self.port, self.model, self.api_key = host, port, model, api_key
+        self.latency, self.jitter = latency_ms / 1000.0, jitter_ms / 1000.0
         self.stats = ServerStats()
         self.limiter = Limiter(rpm, tpm, burst_s=burst_s) if rpm or tpm else None
         self.batches = BatchEngine(self._call, model=model, options=batch)
@@ -384,15 +380,12 @@ class SimServer:
         remaining = delay - (time.monotonic() - arrived)
         if remaining > 0:
             await asyncio.sleep(remaining)
-        response = (
-            _stream(out, payload) if payload.get("stream") and not anthropic else _json(200, out)
-        )
+        stream = payload.get("stream") and not anthropic
+        response = _stream(out, payload) if stream else _json(200, out)
         response.headers.update(limit_headers)
-        if fault == "malformed":
-            self.stats.outcomes["malformed"] += 1
+        self.stats.outcomes["malformed" if fault == "malformed" else "ok"] += 1
+        if fault == "malformed":  # a 200 cut short
             response.body = response.body[: max(1, len(response.body) // 2)]
-            return response
-        self.stats.outcomes["ok"] += 1
         return response
 
     async def _fault(self, fault: str, delay: float) -> _Response | None:
