@@ -75,24 +75,16 @@ def reply_body(
             "stop_sequence": None,
             "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens},
         }
+    message = {"role": "assistant", "content": text, "refusal": None}
+    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
     return {
         "id": f"chatcmpl-sim-{digest}",
         "object": "chat.completion",
         "created": CREATED,
         "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": None},
-                "logprobs": None,
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
+        "choices": [choice],
+        "usage": usage | {"total_tokens": prompt_tokens + completion_tokens},
         "system_fingerprint": "fp_recfair_sim",
     }
 
