@@ -82,17 +82,21 @@ def _json(status: int, payload: object) -> Reply:
     return status, json.dumps(payload, ensure_ascii=False).encode("utf-8"), "application/json"
 
 
-def _openai_error(status: int, message: str) -> Reply:
-    error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
-    return _json(status, {"error": error})
-
-
-def _anthropic_error(status: int, message: str, kind: str = "invalid_request_error") -> Reply:
-    return _json(status, {"type": "error", "error": {"type": kind, "message": message}})
+def _fail(kind: Kind, status: int, message: str) -> Reply:
+    """An error body in the service's shape (Anthropic: a 404 is a ``not_found_error``)."""
+    if kind == "openai":
+        error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
+        return _json(status, {"error": error})
+    kind_ = "not_found_error" if status == 404 else "invalid_request_error"
+    return _json(status, {"type": "error", "error": {"type": kind_, "message": message}})
 
 
 def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _compact(payload: Any) -> bytes:
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 
 class BatchEngine:
@@ -119,10 +123,10 @@ class BatchEngine:
         """Answer one request to a batch or file endpoint."""
         parts = path.strip("/").split("/")[1:]  # without "v1"
         if parts[:2] == ["messages", "batches"]:
-            return self._anthropic(method, parts[2:], headers, body)
+            return self._batches("anthropic", method, parts[2:], headers, body)
         if parts[0] == "files":
             return self._files(method, parts[1:], headers, body)
-        return self._openai(method, parts[1:], body)
+        return self._batches("openai", method, parts[1:], headers, body)
 
     def _next(self, prefix: str) -> str:
         self._serial += 1
@@ -133,21 +137,21 @@ class BatchEngine:
     def _files(self, method: str, rest: list[str], headers: dict[str, str], body: bytes) -> Reply:
         if not rest:
             if method != "POST":
-                return _openai_error(405, f"{method} /v1/files is not supported; use POST.")
+                return _fail("openai", 405, f"{method} /v1/files is not supported; use POST.")
             return self._upload(headers.get("content-type", ""), body)
         file = self.files.get(rest[0])
         if file is None:
-            return _openai_error(404, f"No such File object: {rest[0]}")
+            return _fail("openai", 404, f"No such File object: {rest[0]}")
         if rest[1:] == ["content"]:
             return 200, file[2], JSONL
         if rest[1:]:
-            return _openai_error(404, f"Unknown path /v1/files/{'/'.join(rest)}")
+            return _fail("openai", 404, f"Unknown path /v1/files/{'/'.join(rest)}")
         return _json(200, self._file_object(rest[0]))
 
     def _upload(self, content_type: str, body: bytes) -> Reply:
         if not content_type.startswith("multipart/form-data"):
-            return _openai_error(
-                400, "Upload a file as multipart/form-data (fields file, purpose)."
+            return _fail(
+                "openai", 400, "Upload a file as multipart/form-data (fields file, purpose)."
             )
         message = BytesParser(policy=HTTP).parsebytes(
             f"Content-Type: {content_type}\r\n\r\n".encode("latin-1") + body
@@ -159,13 +163,19 @@ class BatchEngine:
             if isinstance(name, str) and isinstance(data, bytes):
                 fields[name] = (part.get_filename(), data)
         if "file" not in fields or "purpose" not in fields:
-            return _openai_error(400, "Missing required multipart fields: file and purpose.")
+            return _fail("openai", 400, "Missing required multipart fields: file and purpose.")
         purpose = fields["purpose"][1].decode("utf-8", "replace").strip()
         if purpose != "batch":
-            return _openai_error(400, f"purpose must be 'batch' for batch input, got {purpose!r}.")
+            message_ = f"purpose must be 'batch' for batch input, got {purpose!r}."
+            return _fail("openai", 400, message_)
+        return _json(
+            200, self._store(fields["file"][0] or "input.jsonl", purpose, fields["file"][1])
+        )
+
+    def _store(self, name: str, purpose: str, data: bytes) -> dict[str, Any]:
         file_id = self._next("file-")
-        self.files[file_id] = (fields["file"][0] or "input.jsonl", purpose, fields["file"][1])
-        return _json(200, self._file_object(file_id))
+        self.files[file_id] = (name, purpose, data)
+        return self._file_object(file_id)
 
     def _file_object(self, file_id: str) -> dict[str, Any]:
         name, purpose, data = self.files[file_id]
@@ -178,27 +188,44 @@ class BatchEngine:
             "purpose": purpose,
         }
 
-    # -- OpenAI batches ----------------------------------------------------------------
+    # -- batches (both services: one route, the differences inline) --------------------
 
-    def _openai(self, method: str, rest: list[str], body: bytes) -> Reply:
+    def _batches(
+        self, kind: Kind, method: str, rest: list[str], headers: dict[str, str], body: bytes
+    ) -> Reply:
+        openai = kind == "openai"
+        origin = f"http://{headers.get('host', 'localhost')}"
         if not rest:
             if method == "GET":  # the list, newest first (the client looks its key up)
-                batches = [b for b in reversed(self.batches.values()) if b.kind == "openai"]
-                data = [self._openai_object(b) for b in batches[:100]]
-                return _json(200, {"object": "list", "data": data, "has_more": False})
+                found = [b for b in reversed(self.batches.values()) if b.kind == kind][:100]
+                data = [self._object(b, origin) for b in found]
+                return _json(200, {**({"object": "list"} if openai else {}), "data": data,
+                                   "has_more": False})  # fmt: skip
             if method != "POST":
-                return _openai_error(405, f"{method} /v1/batches is not supported here; use POST.")
-            return self._create_openai(body)
+                where = "/v1/batches " if openai else ""
+                return _fail(kind, 405, f"{method} {where}is not supported here; use POST.")
+            return self._create_openai(body) if openai else self._create_anthropic(body)
         batch = self.batches.get(rest[0])
-        if batch is None or batch.kind != "openai":
-            return _openai_error(404, f"No such Batch object: {rest[0]}")
+        if batch is None or batch.kind != kind:
+            what = (
+                f"No such Batch object: {rest[0]}" if openai else f"No message batch {rest[0]!r}."
+            )
+            return _fail(kind, 404, what)
         if rest[1:] == ["cancel"] and method == "POST":
             if self._phase(batch) in ("validating", "in_progress"):
                 batch.cancelled = True
-            return _json(200, self._openai_object(batch))
-        if rest[1:] or method != "GET":
-            return _openai_error(404, f"Unknown path /v1/batches/{'/'.join(rest)}")
-        return _json(200, self._openai_object(batch))
+                if not openai:  # Anthropic ends a cancelled batch at once
+                    self._finish(batch)
+        elif rest[1:] == ["results"] and method == "GET" and not openai:
+            if self._phase(batch) != "finished":
+                return _fail(kind, 400, f"Batch {batch.id} is still processing.")
+            lines = [json.dumps(r["line"], ensure_ascii=False) for r in batch.results or []]
+            return 200, ("\n".join(lines) + "\n").encode("utf-8"), JSONL
+        elif rest[1:] or method != "GET":
+            path = "/".join(rest)
+            return _fail(kind, 404, f"Unknown path /v1/batches/{path}" if openai
+                         else f"Unknown path {path!r}.")  # fmt: skip
+        return _json(200, self._object(batch, origin))
 
     def _create_openai(self, body: bytes) -> Reply:
         try:
@@ -210,29 +237,43 @@ class BatchEngine:
             if metadata is not None and not isinstance(metadata, dict):
                 raise TypeError("metadata")
         except (ValueError, KeyError, TypeError):
-            return _openai_error(
-                400, "Expected JSON with input_file_id, endpoint, completion_window."
+            return _fail(
+                "openai", 400, "Expected JSON with input_file_id, endpoint, completion_window."
             )
         if endpoint != "/v1/chat/completions":
-            return _openai_error(
-                400, f"endpoint {endpoint!r} is not served; use /v1/chat/completions."
-            )
+            what = f"endpoint {endpoint!r} is not served; use /v1/chat/completions."
+            return _fail("openai", 400, what)
         if window != "24h":
-            return _openai_error(400, f"completion_window must be '24h', got {window!r}.")
+            return _fail("openai", 400, f"completion_window must be '24h', got {window!r}.")
         if file_id not in self.files:
-            return _openai_error(404, f"No such File object: {file_id}")
+            return _fail("openai", 404, f"No such File object: {file_id}")
         lines, errors = _parse_openai_lines(self.files[file_id][2], endpoint)
         batch = self._new_batch("openai", lines, endpoint=endpoint, input_file_id=file_id)
         batch.errors = errors
         batch.metadata = {str(k): str(v) for k, v in (metadata or {}).items()} or None
-        return _json(200, self._openai_object(batch))
+        return _json(200, self._object(batch, ""))
+
+    def _create_anthropic(self, body: bytes) -> Reply:
+        try:
+            lines = [
+                _Line(str(r["custom_id"]), dict(r["params"]), _compact(r["params"]))
+                for r in json.loads(body)["requests"]
+            ]
+        except (ValueError, KeyError, TypeError):
+            return _fail("anthropic", 400, 'Expected {"requests": [{"custom_id", "params"}]}.')
+        ids = [line.custom_id for line in lines]
+        bad = [i for i in ids if not _ANTHROPIC_ID.fullmatch(i)]
+        if not lines or bad or len(set(ids)) != len(ids):
+            why = f"invalid custom_id {bad[0]!r}" if bad else "custom_ids must be unique"
+            return _fail("anthropic", 400, "requests: " + (why if lines else "empty"))
+        return _json(200, self._object(self._new_batch("anthropic", lines), ""))
 
     def _new_batch(
         self, kind: Kind, lines: list[_Line], endpoint: str = "", input_file_id: str = ""
     ) -> _Batch:
-        prefix = "batch_" if kind == "openai" else "msgbatch_"
         self.created += 1
         created_at = CREATED + self.created  # stable bodies: a fixed base
+        prefix = "batch_" if kind == "openai" else "msgbatch_"
         batch = _Batch(
             self._next(prefix), kind, lines, self.clock(), created_at, endpoint, input_file_id
         )
@@ -253,113 +294,63 @@ class BatchEngine:
             return "finished"
         return "validating" if elapsed < 0.1 * self.options.delay_s else "in_progress"
 
-    def _openai_object(self, batch: _Batch) -> dict[str, Any]:
+    def _object(self, batch: _Batch, origin: str) -> dict[str, Any]:
+        """The batch as its service describes it."""
         phase = self._phase(batch)
+        outcomes = [r["outcome"] for r in batch.results or []]
         total = len(batch.lines)
+        if batch.kind == "anthropic":
+            ended = phase == "finished"
+            counts = {"processing": 0 if ended else total, "succeeded": 0, "errored": 0}
+            counts |= {"canceled": 0, "expired": 0}
+            for outcome in outcomes if ended else ():
+                counts[outcome] += 1
+            t = batch.wall  # a client looks a lost batch up by its creation time
+            url = f"{origin}/v1/messages/batches/{batch.id}/results"
+            return {
+                "id": batch.id,
+                "type": "message_batch",
+                "processing_status": "ended" if ended else "in_progress",
+                "request_counts": counts,
+                "ended_at": _iso(t) if ended else None,
+                "created_at": _iso(t),
+                "expires_at": _iso(t + _WINDOW),
+                "archived_at": None,
+                "cancel_initiated_at": _iso(t) if batch.cancelled else None,
+                "results_url": url if ended else None,
+            }
         t0 = batch.created_at
-        obj: dict[str, Any] = {
+        expired = "expired" in outcomes
+        status = {"finished": "expired" if expired else "completed"}.get(phase, phase)
+        ok = completed = outcomes.count("succeeded")  # 0 before the batch finishes
+        if phase == "in_progress" and self.options.delay_s:
+            share = (self.clock() - batch.created) / self.options.delay_s
+            completed = min(total, int(total * share))
+        return {
             "id": batch.id,
             "object": "batch",
             "endpoint": batch.endpoint,
             "errors": {"object": "list", "data": batch.errors} if batch.errors else None,
             "input_file_id": batch.input_file_id,
             "completion_window": "24h",
-            "status": phase,
+            "status": status,
             "output_file_id": batch.output_file_id,
             "error_file_id": batch.error_file_id,
             "created_at": t0,
             "in_progress_at": None if phase in ("validating", "failed") else t0,
             "expires_at": t0 + _WINDOW,
-            "finalizing_at": None,
-            "completed_at": None,
+            "finalizing_at": t0 if phase == "finished" else None,
+            "completed_at": t0 if status == "completed" else None,
             "failed_at": t0 if phase == "failed" else None,
-            "expired_at": None,
+            "expired_at": t0 if status == "expired" else None,
             "cancelling_at": t0 if phase == "cancelled" else None,
             "cancelled_at": t0 if phase == "cancelled" else None,
-            "request_counts": {"total": total, "completed": 0, "failed": 0},
+            "request_counts": {
+                "total": total,
+                "completed": completed,
+                "failed": total - ok if phase == "finished" else 0,
+            },
             "metadata": batch.metadata,
-        }
-        if phase == "in_progress" and self.options.delay_s:
-            share = (self.clock() - batch.created) / self.options.delay_s
-            obj["request_counts"]["completed"] = min(total, int(total * share))
-        if phase == "finished":
-            results = batch.results or []
-            expired = sum(1 for r in results if r["outcome"] == "expired")
-            ok = sum(1 for r in results if r["outcome"] == "succeeded")
-            obj["status"] = "expired" if expired else "completed"
-            obj["finalizing_at"] = t0
-            obj["expired_at" if expired else "completed_at"] = t0
-            obj["request_counts"] = {"total": total, "completed": ok, "failed": total - ok}
-        return obj
-
-    # -- Anthropic message batches -----------------------------------------------------
-
-    def _anthropic(
-        self, method: str, rest: list[str], headers: dict[str, str], body: bytes
-    ) -> Reply:
-        origin = f"http://{headers.get('host', 'localhost')}"
-        if not rest:
-            if method == "GET":  # the list, newest first
-                found = [b for b in reversed(self.batches.values()) if b.kind == "anthropic"]
-                data = [self._anthropic_object(b, origin) for b in found[:100]]
-                return _json(200, {"data": data, "has_more": False})
-            if method != "POST":
-                return _anthropic_error(405, f"{method} is not supported here; use POST.")
-            return self._create_anthropic(body)
-        batch = self.batches.get(rest[0])
-        if batch is None or batch.kind != "anthropic":
-            return _anthropic_error(404, f"No message batch {rest[0]!r}.", "not_found_error")
-        if rest[1:] == ["cancel"] and method == "POST":
-            if self._phase(batch) in ("validating", "in_progress"):
-                batch.cancelled = True
-                self._finish(batch)
-            return _json(200, self._anthropic_object(batch, origin))
-        if rest[1:] == ["results"] and method == "GET":
-            if self._phase(batch) != "finished":
-                return _anthropic_error(400, f"Batch {batch.id} is still processing.")
-            lines = [json.dumps(r["line"], ensure_ascii=False) for r in batch.results or []]
-            return 200, ("\n".join(lines) + "\n").encode("utf-8"), JSONL
-        if rest[1:] or method != "GET":
-            return _anthropic_error(404, f"Unknown path {'/'.join(rest)!r}.", "not_found_error")
-        return _json(200, self._anthropic_object(batch, origin))
-
-    def _create_anthropic(self, body: bytes) -> Reply:
-        try:
-            requests = json.loads(body)["requests"]
-            lines = [
-                _Line(str(r["custom_id"]), dict(r["params"]), _compact(r["params"]))
-                for r in requests
-            ]
-        except (ValueError, KeyError, TypeError):
-            return _anthropic_error(400, 'Expected {"requests": [{"custom_id", "params"}]}.')
-        ids = [line.custom_id for line in lines]
-        bad = [i for i in ids if not _ANTHROPIC_ID.fullmatch(i)]
-        if not lines or bad or len(set(ids)) != len(ids):
-            why = f"invalid custom_id {bad[0]!r}" if bad else "custom_ids must be unique"
-            return _anthropic_error(400, "requests: " + (why if lines else "empty"))
-        return _json(200, self._anthropic_object(self._new_batch("anthropic", lines), ""))
-
-    def _anthropic_object(self, batch: _Batch, origin: str) -> dict[str, Any]:
-        phase = self._phase(batch)
-        counts = {"processing": len(batch.lines), "succeeded": 0, "errored": 0}
-        counts |= {"canceled": 0, "expired": 0}
-        ended = phase == "finished"
-        if ended:
-            counts["processing"] = 0
-            for r in batch.results or []:
-                counts[r["outcome"]] += 1
-        t0 = batch.wall  # a client looks a lost batch up by its creation time
-        return {
-            "id": batch.id,
-            "type": "message_batch",
-            "processing_status": "ended" if ended else "in_progress",
-            "request_counts": counts,
-            "ended_at": _iso(t0) if ended else None,
-            "created_at": _iso(t0),
-            "expires_at": _iso(t0 + _WINDOW),
-            "archived_at": None,
-            "cancel_initiated_at": _iso(t0) if batch.cancelled else None,
-            "results_url": f"{origin}/v1/messages/batches/{batch.id}/results" if ended else None,
         }
 
     # -- answering ---------------------------------------------------------------------
@@ -369,43 +360,60 @@ class BatchEngine:
         batch.results = [self._result(batch, line) for line in batch.lines]
         if batch.kind != "openai":
             return
-        good = [r["line"] for r in batch.results if r["outcome"] == "succeeded"]
-        bad = [r["line"] for r in batch.results if r["outcome"] != "succeeded"]
-        batch.output_file_id = self._store_jsonl(good) if good else None
-        batch.error_file_id = self._store_jsonl(bad) if bad else None
+        for ok, name in ((True, "output_file_id"), (False, "error_file_id")):
+            lines = [r["line"] for r in batch.results if (r["outcome"] == "succeeded") == ok]
+            setattr(batch, name, self._store_jsonl(lines) if lines else None)
 
     def _store_jsonl(self, lines: list[dict[str, Any]]) -> str:
-        file_id = self._next("file-")
-        data = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines).encode("utf-8")
-        self.files[file_id] = ("batch_output.jsonl", "batch_output", data)
-        return file_id
+        data = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines).encode()
+        return str(self._store("batch_output.jsonl", "batch_output", data)["id"])
 
     def _draw(self, what: str, custom_id: str, rate: float) -> bool:
         return rate > 0 and unit(self.options.seed, what, custom_id) < rate
 
     def _result(self, batch: _Batch, line: _Line) -> dict[str, Any]:
-        opts = self.options
+        """A line's outcome, and its line of results in the service's shape."""
+        opts, cid = self.options, line.custom_id
+        detail = "The server had an error processing this line (simulated)."
         if batch.cancelled:
-            outcome, detail = "canceled", None
-        elif self._draw("batch-expire", line.custom_id, opts.expire_rate):
-            outcome, detail = "expired", None
-        elif line.custom_id in opts.error_ids or self._draw(
-            "batch-error", line.custom_id, opts.error_rate
-        ):
-            outcome, detail = "errored", "The server had an error processing this line (simulated)."
+            outcome = "canceled"
+        elif self._draw("batch-expire", cid, opts.expire_rate):
+            outcome = "expired"
+        elif cid in opts.error_ids or self._draw("batch-error", cid, opts.error_rate):
+            outcome = "errored"
         else:
             system, users = prompt_parts(line.payload)
             try:
-                text = self.answer(users[-1] if users else "", system)
-                outcome, detail = "succeeded", text
+                detail, outcome = self.answer(users[-1] if users else "", system), "succeeded"
             except Exception as exc:  # a user callable failed: that line errors
                 outcome, detail = "errored", f"recommender raised {type(exc).__name__}: {exc}"
-        shape = _openai_line if batch.kind == "openai" else _anthropic_line
-        return {"outcome": outcome, "line": shape(self, line, outcome, detail)}
-
-
-def _compact(payload: Any) -> bytes:
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        anthropic = batch.kind == "anthropic"
+        if outcome == "succeeded":
+            reply = reply_body(line.body, line.payload, detail, self.model, anthropic=anthropic)
+        if anthropic:
+            result: dict[str, Any] = {"type": outcome}
+            if outcome == "succeeded":
+                result["message"] = reply
+            elif outcome == "errored":
+                api_error = {"type": "api_error", "message": detail}
+                result["error"] = {"type": "error", "error": api_error}
+            return {"outcome": outcome, "line": {"custom_id": cid, "result": result}}
+        ident = f"{stable_seed(opts.seed, 'req', cid, line.body):016x}"
+        out: dict[str, Any] = {"id": f"batch_req_{ident}", "custom_id": cid}
+        out |= {"response": None, "error": None}
+        if outcome == "succeeded":
+            out["response"] = {"status_code": 200, "request_id": f"req_{ident}", "body": reply}
+        elif outcome == "errored":
+            error = {"message": detail, "type": "server_error", "param": None, "code": None}
+            body = {"error": error}
+            out["response"] = {"status_code": 500, "request_id": f"req_{ident}", "body": body}
+        elif outcome == "expired":
+            message = "This request could not be executed before the completion window expired."
+            out["error"] = {"code": "batch_expired", "message": message}
+        else:
+            message = "This request was not executed because the batch was cancelled."
+            out["error"] = {"code": "batch_cancelled", "message": message}
+        return {"outcome": outcome, "line": out}
 
 
 def _parse_openai_lines(data: bytes, endpoint: str) -> tuple[list[_Line], list[dict[str, Any]]]:
@@ -433,42 +441,3 @@ def _parse_openai_lines(data: bytes, endpoint: str) -> tuple[list[_Line], list[d
     if not lines and not errors:
         errors.append({"code": "empty_file", "line": None, "message": "no requests", "param": None})
     return lines, errors
-
-
-def _openai_line(
-    engine: BatchEngine, line: _Line, outcome: str, detail: str | None
-) -> dict[str, Any]:
-    ident = f"{stable_seed(engine.options.seed, 'req', line.custom_id, line.body):016x}"
-    base: dict[str, Any] = {"id": f"batch_req_{ident}", "custom_id": line.custom_id}
-    if outcome == "succeeded":
-        body = reply_body(line.body, line.payload, detail or "", engine.model, anthropic=False)
-        return {
-            **base,
-            "response": {"status_code": 200, "request_id": f"req_{ident}", "body": body},
-            "error": None,
-        }
-    if outcome == "errored":
-        error = {"message": detail, "type": "server_error", "param": None, "code": None}
-        response = {"status_code": 500, "request_id": f"req_{ident}", "body": {"error": error}}
-        return {**base, "response": response, "error": None}
-    code = "batch_expired" if outcome == "expired" else "batch_cancelled"
-    message = "This request could not be executed before the completion window expired."
-    if outcome != "expired":
-        message = "This request was not executed because the batch was cancelled."
-    return {**base, "response": None, "error": {"code": code, "message": message}}
-
-
-def _anthropic_line(
-    engine: BatchEngine, line: _Line, outcome: str, detail: str | None
-) -> dict[str, Any]:
-    if outcome == "succeeded":
-        message = reply_body(line.body, line.payload, detail or "", engine.model, anthropic=True)
-        result: dict[str, Any] = {"type": "succeeded", "message": message}
-    elif outcome == "errored":
-        result = {
-            "type": "errored",
-            "error": {"type": "error", "error": {"type": "api_error", "message": detail}},
-        }
-    else:
-        result = {"type": outcome}
-    return {"custom_id": line.custom_id, "result": result}

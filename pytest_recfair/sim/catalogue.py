@@ -73,6 +73,9 @@ _BOOK_PATTERNS = _split(
     "{hyphen} {noun}|The {adj} {noun}: {sequel}|Letters from {place}|The {noun} Keeper|"
     "{verb} {name}"
 )
+# The one-word slots of the patterns, in the order they are drawn.
+_SLOTS = {"adj": _ADJ, "name": _NAME, "place": _PLACE, "verb": _VERB, "sequel": _SEQUEL}
+_SLOTS |= {"roman": _ROMAN, "hyphen": _HYPHEN, "suffix": _SONG_SUFFIX}
 _PATTERNS = {"movie": _MOVIE_PATTERNS, "music": _SONG_PATTERNS, "book": _BOOK_PATTERNS}
 
 _CORE_RE = re.compile(r"\s*(?:\(.*?\)|-\s*\d{4} Remaster|:.*)$")
@@ -160,11 +163,8 @@ class Catalogue:
                     continue
                 seen.add(other)
                 matcher.set_seq1(other)
-                if (
-                    matcher.real_quick_ratio() >= 0.8
-                    and matcher.quick_ratio() >= 0.8
-                    and (matcher.ratio() >= 0.8)
-                ):
+                # cheap upper bounds first: ratio() only for a likely neighbour
+                if min(matcher.real_quick_ratio(), matcher.quick_ratio()) >= 0.8 <= matcher.ratio():
                     return True
         for sig in sigs:
             self._near.setdefault(sig, []).append(key)
@@ -175,20 +175,10 @@ class Catalogue:
         pattern = rng.choice(_PATTERNS[self.domain])
         noun, noun2 = rng.sample(_NOUN, 2)
         plural, plural2 = rng.sample(_PLURAL, 2)
+        words = {slot: rng.choice(options) for slot, options in _SLOTS.items()}
+        year = rng.randint(1954, 2024)
         return pattern.format(
-            adj=rng.choice(_ADJ),
-            noun=noun,
-            noun2=noun2,
-            plural=plural,
-            plural2=plural2,
-            name=rng.choice(_NAME),
-            place=rng.choice(_PLACE),
-            verb=rng.choice(_VERB),
-            sequel=rng.choice(_SEQUEL),
-            roman=rng.choice(_ROMAN),
-            hyphen=rng.choice(_HYPHEN),
-            suffix=rng.choice(_SONG_SUFFIX),
-            year=rng.randint(1954, 2024),
+            noun=noun, noun2=noun2, plural=plural, plural2=plural2, year=year, **words
         )
 
 

@@ -278,10 +278,7 @@ def _bundled_roles() -> dict[str, str]:
 
 def roleplay_qtype(prompt: str) -> QType | None:
     """The question type whose format instruction ends ``prompt``; None otherwise."""
-    for qtype in QTYPES:
-        if prompt.endswith(FORMAT_INSTRUCTIONS[qtype]):
-            return qtype
-    return None
+    return next((q for q in QTYPES if prompt.endswith(FORMAT_INSTRUCTIONS[q])), None)
 
 
 class RolePlaySim:
@@ -310,13 +307,10 @@ class RolePlaySim:
         return value
 
     def role_boost(self, role: str | None) -> float:
-        if role is None:
-            return 0.0
         table = self.plan.role_bias
-        name = role.casefold()
-        if not table:  # the usual case: no planted role bias, no need for the role map
+        if role is None or not table:  # the usual case: no role map needed
             return 0.0
-        keys = [name, _bundled_roles().get(name, ""), "*"]
+        keys = [role.casefold(), _bundled_roles().get(role.casefold(), ""), "*"]
         return max((table[k] for k in keys if k in table), default=0.0)
 
     def answer(self, prompt: str, system: str | None, repeat: int) -> RoleAnswer | None:

@@ -9,12 +9,9 @@ A fault plan (:class:`Faults`) lists HTTP faults (429 with Retry-After, 500, tim
 malformed bodies: the server applies these) and per-value refusals and short lists (the
 recommender applies these, so direct calls show them too).
 
-Entity heterogeneity (:class:`Heterogeneity`): real models are not equally stable, nor
-equally biased, for every seed entity (a popular director gets much the same list on
-every call, an obscure one a different list each time). Two per-entity multipliers are
-drawn once per (seed, domain, entity) from ``[1 - spread, 1 + spread]`` (mean 1, so the
-profile's rates stay the average): ``stability`` spreads the noise, ``sensitivity`` the
-shift. ``uniform`` (both 0, the default) is the simulator's original behaviour.
+Entity heterogeneity (:class:`Heterogeneity`, docs/simulator.md): per-entity multipliers
+of the noise (``stability``) and of the shift (``sensitivity``), as real models are not
+equally stable nor equally biased for every entity; ``uniform`` (the default) has none.
 """
 
 from __future__ import annotations
@@ -63,9 +60,7 @@ class Heterogeneity:
         if isinstance(spec, Heterogeneity):
             return spec
         if isinstance(spec, str):
-            if spec in PROFILES:
-                return PROFILES[spec]
-            return cls.parse(_pairs(spec))
+            return PROFILES[spec] if spec in PROFILES else cls.parse(_pairs(spec))
         if not isinstance(spec, Mapping) or not set(spec) <= {"stability", "sensitivity"}:
             raise ConfigError(
                 f"heterogeneity: expected one of {sorted(PROFILES)}, 'stability=S,sensitivity=H' "
@@ -228,15 +223,15 @@ class BiasProfile:
         return min(1.0, total)
 
 
-# Every field of a profile is a section, and a description may say what it is for.
-_PROFILE_SECTIONS = frozenset(f.name for f in fields(BiasProfile)) | {"description"}
-
-
 def _heterogeneity(spec: object, source: str) -> Heterogeneity:
     try:
         return Heterogeneity.parse(spec)  # type: ignore[arg-type]
     except ConfigError as exc:
         raise DataError(f"{source}: {exc}") from None
+
+
+# Every field of a profile is a section, and a description may say what it is for.
+_PROFILE_SECTIONS = frozenset(f.name for f in fields(BiasProfile)) | {"description"}
 
 
 def load_profile(source: BiasProfile | Mapping[str, Any] | str | Path | None) -> BiasProfile:
@@ -275,22 +270,11 @@ def load_profile(source: BiasProfile | Mapping[str, Any] | str | Path | None) ->
 
 
 # Other spellings of the fields of Faults ("-" reads as "_" after this lookup).
-_FAULT_ALIASES = {
-    "429": "rate_429",
-    "rate_limit": "rate_429",
-    "rate-limit": "rate_429",
-    "500": "rate_500",
-    "error": "rate_500",
-    "errors": "rate_500",
-    "timeout": "rate_timeout",
-    "timeouts": "rate_timeout",
-    "malformed": "rate_malformed",
-    "hang": "hang_s",
-    "mode": "timeout_mode",
-    "short": "short_lists",
-    "short-lists": "short_lists",
-    "refusal": "refusals",
-}
+_FAULT_ALIASES = dict.fromkeys(("429", "rate_limit", "rate-limit"), "rate_429")
+_FAULT_ALIASES |= dict.fromkeys(("500", "error", "errors"), "rate_500")
+_FAULT_ALIASES |= {"timeout": "rate_timeout", "timeouts": "rate_timeout", "hang": "hang_s"}
+_FAULT_ALIASES |= {"malformed": "rate_malformed", "mode": "timeout_mode", "refusal": "refusals"}
+_FAULT_ALIASES |= dict.fromkeys(("short", "short-lists"), "short_lists")
 
 
 @dataclass(frozen=True)

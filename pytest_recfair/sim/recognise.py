@@ -13,7 +13,7 @@ from __future__ import annotations
 import difflib
 import re
 import unicodedata
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 from pytest_recfair.prompts.cases import match_prompt
@@ -219,7 +219,7 @@ class Recogniser:
             # read the phrase ourselves so it counts as a typo of American, and keep the
             # grid's label as an alias so a profile can still name it.
             values = tuple(
-                ValueMatch(v.label, (*v.attributes, "typo"), v.found, v.score, (match.value,))
+                replace(v, attributes=(*v.attributes, "typo"), aliases=(match.value,))
                 for v in self.heuristic(prompt, system).values
             )
         elif match.attribute:
@@ -228,12 +228,7 @@ class Recogniser:
                 score = difflib.SequenceMatcher(
                     None, _fold(match.phrase or ""), _fold(match.value or "")
                 ).ratio()
-                values = tuple(
-                    ValueMatch(
-                        v.label, v.attributes, v.found, round(min(score, 0.999), 3), v.aliases
-                    )
-                    for v in values
-                )
+                values = tuple(replace(v, score=round(min(score, 0.999), 3)) for v in values)
         elif match.value is not None:  # a phrase the grids do not know: our fuzzy guess
             values = self.heuristic(prompt, system).values
         return Recognised(
@@ -318,8 +313,7 @@ class Recogniser:
         for m in self._scan.finditer(text):
             f = self._by_form.get(_fold(m.group(0)))
             if f is not None and f.label not in {v.label for v in out}:
-                attrs = self.vocabulary.attributes_of(f.label) or f.attributes
-                out.append(ValueMatch(f.label, attrs, m.group(0), 1.0))
+                out.append(self._match(f, m.group(0), 1.0))
         return tuple(out)
 
     def _fuzzy(self, phrase: str) -> ValueMatch | None:
@@ -348,9 +342,11 @@ class Recogniser:
                     best = (score, form, target)
         if best[0] < FUZZY_CUTOFF:
             return None
-        f = self._by_form[best[1]]
+        return self._match(self._by_form[best[1]], phrase, round(min(best[0], 0.999), 3))
+
+    def _match(self, f: ValueForm, found: str, score: float) -> ValueMatch:
         attrs = self.vocabulary.attributes_of(f.label) or f.attributes
-        return ValueMatch(f.label, attrs, phrase, round(min(best[0], 0.999), 3))
+        return ValueMatch(f.label, attrs, found, score)
 
 
 LABEL_SEP = " x "  # how the project's grids join crossed labels ("Black x Female")
@@ -359,12 +355,8 @@ LABEL_SEP = " x "  # how the project's grids join crossed labels ("Black x Femal
 def _transposed(a: str, b: str) -> bool:
     """True when ``b`` is ``a`` with two adjacent characters swapped."""
     diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
-    return (
-        len(diff) == 2
-        and diff[1] == diff[0] + 1
-        and a[diff[0]] == b[diff[1]]
-        and a[diff[1]] == b[diff[0]]
-    )
+    i = diff[0] if len(diff) == 2 else -1
+    return i >= 0 and diff[1] == i + 1 and a[i : i + 2] == b[i : i + 2][::-1]
 
 
 def _fold(text: str) -> str:

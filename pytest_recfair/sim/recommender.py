@@ -100,11 +100,8 @@ class SimulatedRecommender:
                 f"SimulatedRecommender(style=...) must be 'plain' or 'chatty', got {style!r}."
             )
         self.profile = load_profile(bias)
-        self.heterogeneity = (
-            self.profile.heterogeneity
-            if heterogeneity is None
-            else Heterogeneity.parse(heterogeneity)
-        )
+        spread = self.profile.heterogeneity if heterogeneity is None else heterogeneity
+        self.heterogeneity = Heterogeneity.parse(spread)
         self.faults = Faults.parse(faults).merged(self.profile)
         self.noise = float(noise)
         self.seed = seed

@@ -24,7 +24,6 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from types import TracebackType
 from typing import Any
 
 from pytest_recfair.errors import ConfigError
@@ -64,6 +63,16 @@ def _json(status: int, payload: object) -> _Response:
 
 def _error(status: int, message: str, kind: str, code: str | None = None) -> _Response:
     return _json(status, {"error": {"message": message, "type": kind, "param": None, "code": code}})
+
+
+def _too_many(
+    message: str, kind: str, after_s: int, after_ms: int, headers: dict[str, str]
+) -> _Response:
+    """A 429 with ``headers`` (the limits), then when to retry."""
+    response = _error(429, message, kind, "rate_limit_exceeded")
+    retry = {"Retry-After": str(after_s), "retry-after-ms": str(after_ms)}
+    response.headers.update({**headers, **retry})
+    return response
 
 
 def _stream(out: dict[str, Any], payload: dict[str, Any]) -> _Response:
@@ -142,12 +151,8 @@ class SimServer:
         own = getattr(self.recommender, "faults", None)
         self.faults = Faults.parse(faults) if faults is not None else own or Faults()
         self.seed = seed if seed is not None else getattr(self.recommender, "seed", 0)
-        self.host = host
-        self.port = port
-        self.latency = latency_ms / 1000.0
-        self.jitter = jitter_ms / 1000.0
-        self.model = model
-        self.api_key = api_key
+        self.host, self.port, self.model, self.api_key = host, port, model, api_key
+        self.latency, self.jitter = latency_ms / 1000.0, jitter_ms / 1000.0
         self.stats = ServerStats()
         self.limiter = Limiter(rpm, tpm, burst_s=burst_s) if rpm or tpm else None
         self.batches = BatchEngine(self._call, model=model, options=batch)
@@ -215,12 +220,7 @@ class SimServer:
             ) from self._startup_error
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
     # -- HTTP --------------------------------------------------------------------------
@@ -341,15 +341,12 @@ class SimServer:
         except (ValueError, TypeError):
             self.stats.outcomes["400"] += 1
             return _error(400, "The request body is not a JSON object.", _INVALID)
-        messages = payload.get("messages")
         system, users = prompt_parts(payload)
-        if not isinstance(messages, list) or not messages:
-            why = "'messages' must be a non-empty list of {role, content} objects."
-        elif not users:
+        if not users:  # no user message, or no list of messages at all
+            messages = payload.get("messages")
             why = "No message with role 'user' found."
-        else:
-            why = ""
-        if why:
+            if not isinstance(messages, list) or not messages:
+                why = "'messages' must be a non-empty list of {role, content} objects."
             self.stats.outcomes["400"] += 1
             return _error(400, why, _INVALID)
         arrived = time.monotonic()
@@ -376,27 +373,19 @@ class SimServer:
                 short = self.limiter.tokens and self.limiter.tokens.short(tokens)
                 what = "tokens" if short else "requests"
                 message = f"Rate limit reached for {what} per minute (simulated)."
-                response = _error(429, message, what, "rate_limit_exceeded")
-                retry = {
-                    "Retry-After": str(math.ceil(wait)),
-                    "retry-after-ms": str(math.ceil(wait * 1000)),
-                }
-                response.headers.update({**limit_headers, **retry})
-                return response
+                retry = (math.ceil(wait), math.ceil(wait * 1000))
+                return _too_many(message, what, *retry, limit_headers)
         # The reply is computed first and the wait covers the rest of the latency, so the
         # server's own work does not add to it (a request answers `latency` after arrival).
         remaining = delay - (time.monotonic() - arrived)
         if remaining > 0:
             await asyncio.sleep(remaining)
-        response = (
-            _stream(out, payload) if payload.get("stream") and not anthropic else _json(200, out)
-        )
+        stream = payload.get("stream") and not anthropic
+        response = _stream(out, payload) if stream else _json(200, out)
         response.headers.update(limit_headers)
-        if fault == "malformed":
-            self.stats.outcomes["malformed"] += 1
+        self.stats.outcomes["malformed" if fault == "malformed" else "ok"] += 1
+        if fault == "malformed":  # a 200 cut short
             response.body = response.body[: max(1, len(response.body) // 2)]
-            return response
-        self.stats.outcomes["ok"] += 1
         return response
 
     async def _fault(self, fault: str, delay: float) -> _Response | None:
@@ -417,13 +406,8 @@ class SimServer:
             message = "The server had an error while processing your request (simulated)."
             return _error(500, message, "server_error")
         wait = self.faults.retry_after
-        response = _error(
-            429, "Rate limit reached for requests (simulated).", "requests", "rate_limit_exceeded"
-        )
-        response.headers.update(
-            {"Retry-After": str(max(0, math.ceil(wait))), "retry-after-ms": str(int(wait * 1000))}
-        )
-        return response
+        message = "Rate limit reached for requests (simulated)."
+        return _too_many(message, "requests", max(0, math.ceil(wait)), int(wait * 1000), {})
 
     def _draw_fault(self, body: bytes) -> str | None:
         """Which fault (if any) this attempt at ``body`` gets; deterministic per attempt."""

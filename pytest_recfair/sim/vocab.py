@@ -9,7 +9,7 @@ continent) lists every attribute it belongs to.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from functools import cache
 
@@ -166,25 +166,20 @@ def project_entries() -> list[tuple[str, str, str]]:
 
 @cache
 def _project_entries() -> tuple[tuple[str, str, str], ...]:
-    grids = list(_grid_entries())
+    grids = [
+        (strip_article(value.text.strip()), value.label, attribute.name)
+        for name in BUNDLED_GRIDS
+        for attribute in load_grid(name).attributes
+        if attribute.name != "typo"
+        for value in attribute.values
+    ]
+    # Translated forms: the tables key labels case-folded, the grids give their spelling.
     spelled = {label.casefold(): label for _, label, _ in grids}
-    return (*grids, *_language_entries(spelled))
-
-
-def _grid_entries() -> Iterator[tuple[str, str, str]]:
-    for name in BUNDLED_GRIDS:
-        for attribute in load_grid(name).attributes:
-            if attribute.name == "typo":
-                continue
-            for value in attribute.values:
-                yield strip_article(value.text.strip()), value.label, attribute.name
-
-
-def _language_entries(spelled: dict[str, str]) -> Iterator[tuple[str, str, str]]:
-    """Translated forms; the tables key labels case-folded, the grids give their spelling."""
-    for code in LANGUAGES:
-        for (attribute, label), spec in load_language(code).values.items():
-            leaves = spec.items() if isinstance(spec, Mapping) else [("text", spec)]
-            for key, leaf in leaves:
-                if key not in ("gender", "post") and isinstance(leaf, str) and leaf.strip():
-                    yield leaf.strip(), spelled.get(label, label), attribute
+    translated = [
+        (leaf.strip(), spelled.get(label, label), attribute)
+        for code in LANGUAGES
+        for (attribute, label), spec in load_language(code).values.items()
+        for key, leaf in (spec.items() if isinstance(spec, Mapping) else [("text", spec)])
+        if key not in ("gender", "post") and isinstance(leaf, str) and leaf.strip()
+    ]
+    return (*grids, *translated)

@@ -13,7 +13,6 @@ import hashlib
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
@@ -76,24 +75,16 @@ def reply_body(
             "stop_sequence": None,
             "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens},
         }
+    message = {"role": "assistant", "content": text, "refusal": None}
+    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
     return {
         "id": f"chatcmpl-sim-{digest}",
         "object": "chat.completion",
         "created": CREATED,
         "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text, "refusal": None},
-                "logprobs": None,
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {
-            "prompt_tokens": prompt_tokens,
-            "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens,
-        },
+        "choices": [choice],
+        "usage": usage | {"total_tokens": prompt_tokens + completion_tokens},
         "system_fingerprint": "fp_recfair_sim",
     }
 
@@ -107,23 +98,12 @@ def go_duration(seconds: float) -> str:
     return f"{int(minutes)}m{text}" if minutes else text
 
 
-@dataclass
 class _Bucket:
-    per_minute: float
-    burst_s: float
-    level: float = 0.0
-    at: float = 0.0
+    """``burst_s`` seconds of a per-minute limit (at least one unit), full at first."""
 
-    def __post_init__(self) -> None:
-        self.level = self.capacity
-
-    @property
-    def rate(self) -> float:
-        return self.per_minute / 60.0
-
-    @property
-    def capacity(self) -> float:
-        return max(1.0, self.rate * self.burst_s)
+    def __init__(self, per_minute: float, burst_s: float, at: float) -> None:
+        self.per_minute, self.rate, self.at = per_minute, per_minute / 60.0, at
+        self.capacity = self.level = max(1.0, self.rate * burst_s)
 
     def refill(self, now: float) -> None:
         self.level = min(self.capacity, self.level + max(0.0, now - self.at) * self.rate)
@@ -157,23 +137,21 @@ class Limiter:
                 )
         self.clock = clock
         now = clock()
-        self.requests = _Bucket(float(rpm), burst_s, at=now) if rpm else None
-        self.tokens = _Bucket(float(tpm), burst_s, at=now) if tpm else None
+        self.requests = _Bucket(float(rpm), burst_s, now) if rpm else None
+        self.tokens = _Bucket(float(tpm), burst_s, now) if tpm else None
 
     def admit(self, tokens: int) -> float | None:
         """Charge one request of ``tokens``; None if admitted, else the seconds to wait."""
         now = self.clock()
-        wait = 0.0
-        for bucket, amount in ((self.requests, 1.0), (self.tokens, float(tokens))):
-            if bucket is not None:
-                bucket.refill(now)
-                wait = max(wait, bucket.short(amount))
+        pairs = ((self.requests, 1.0), (self.tokens, float(tokens)))
+        charged = [(bucket, amount) for bucket, amount in pairs if bucket is not None]
+        for bucket, _ in charged:
+            bucket.refill(now)
+        wait = max((bucket.short(amount) for bucket, amount in charged), default=0.0)
         if wait > 0:
             return wait
-        if self.requests is not None:
-            self.requests.level -= 1.0
-        if self.tokens is not None:
-            self.tokens.level -= float(tokens)
+        for bucket, amount in charged:
+            bucket.level -= amount
         return None
 
     def headers(self, *, anthropic: bool = False) -> dict[str, str]:
