@@ -9,9 +9,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +34,8 @@ _FLOOR_FACTOR = 40.0
 #: spread's critical value from 2.05 to 2.36 (docs/baselines.md).
 UNUSABLE_ALPHA = 0.2
 _NAN: Interval = (math.nan, math.nan)
+#: Gathered permutation blocks are kept below this many cells (memory ~ 8 bytes each).
+PERMUTATION_CELLS = 1 << 22
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -46,6 +49,20 @@ def t_quantile(p: float, df: int) -> float:
     g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384.0
     g4 = (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160.0
     return z + g1 / v + g2 / v**2 + g3 / v**3 + g4 / v**4
+
+
+def permuted_totals(
+    rows: npt.NDArray[np.floating[Any]], E: int, B: int, rng: np.random.Generator
+) -> Iterator[FloatArray]:
+    """Float64 sums over entities of ``rows`` (E * L, C), each entity's L rows shuffled
+    within it: (b, L, C) for each block of the B permutations."""
+    L = rows.shape[0] // max(E, 1)
+    block = max(1, PERMUTATION_CELLS // max(1, rows.size))
+    for start in range(0, B, block):
+        perm = rng.random((min(block, B - start), E, L)).argsort(axis=2)
+        yield np.take(rows, perm + (np.arange(E) * L)[:, None], axis=0).sum(
+            axis=1, dtype=np.float64
+        )
 
 
 def required_resamples(alpha: float) -> int:

@@ -15,6 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
+from pytest_recfair.metrics import inference
 from pytest_recfair.metrics.common import (
     check_confidence,
     check_positive_int,
@@ -30,8 +31,6 @@ Interval = tuple[float, float]
 #: The label of the neutral prompt's group (always group 0).
 NEUTRAL = "(neutral)"
 Lists = Mapping[str, Sequence[int | None] | None]  # entity -> matched item indices
-# Gathered permutation blocks are kept below this many cells (memory ~ 8 bytes each).
-_BLOCK_CELLS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -185,15 +184,9 @@ def _null_stats(
     E, L, C = lists.shape
     # float32 rows and one flat ``take``: 4x faster than fancy indexing of an int cube, and
     # exact (counts are small integers).
-    flat = lists.reshape(E * L, C).astype(np.float32)
-    base = (np.arange(E, dtype=np.int64) * L)[None, :, None]
-    block = max(1, _BLOCK_CELLS // max(1, E * L * C))
     neutral, between = [], []
-    for start in range(0, B, block):
-        b = min(block, B - start)
-        perm = rng.random((b, E, L)).argsort(axis=2) + base
-        rows = np.take(flat, perm.reshape(-1), axis=0).reshape(b, E, L, C)
-        tot = np.einsum("gl,blc->bgc", pool, rows.sum(axis=1, dtype=np.float64))
+    for rows in inference.permuted_totals(lists.reshape(E * L, C).astype(np.float32), E, B, rng):
+        tot = np.einsum("gl,blc->bgc", pool, rows)
         neutral.append(tvd(shares(tot, off), off))
         between.append(tvd_between(tot, off))
     return np.concatenate(neutral, axis=0), np.concatenate(between, axis=0)

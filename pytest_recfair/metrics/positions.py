@@ -24,6 +24,7 @@ from pytest_recfair.metrics.common import (
     percentile_ci,
     resample_weights,
 )
+from pytest_recfair.metrics.inference import PERMUTATION_CELLS, permuted_totals
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -31,7 +32,6 @@ IntArray = npt.NDArray[np.int64]
 MEASURES = ("bias", "missed", "consistency")
 #: Pooled measures compared with a baseline (columns of ``PositionComparison`` arrays).
 DRIFT_MEASURES = ("bias", "missed")
-_BLOCK_CELLS = 1 << 22
 
 
 def random_orders(k: int, p: int, rng: np.random.Generator) -> IntArray:
@@ -104,7 +104,7 @@ def _uniform_test(
     if orders is None or expected == 0:
         return float("nan"), float("nan")
     stat = float(chi2(_positions_of(chosen, orders.argsort(axis=-1)))[0])
-    block = max(1, _BLOCK_CELLS // max(1, E * P * k))
+    block = max(1, PERMUTATION_CELLS // max(1, E * P * k))
     null = []
     for start in range(0, B, block):
         b = min(block, B - start)
@@ -150,16 +150,11 @@ def _null_groups(
     hist: FloatArray, agree: FloatArray, B: int, rng: np.random.Generator
 ) -> FloatArray:
     """(B, G-1, 3) |measure_g - measure_neutral| with group labels shuffled per entity."""
-    E, G, _ = hist.shape
+    E, G, K = hist.shape
     both = np.concatenate([hist, agree], axis=-1).reshape(E * G, -1)
-    base = (np.arange(E, dtype=np.int64) * G)[None, :, None]
-    block = max(1, _BLOCK_CELLS // max(1, both.size))
     out = []
-    for start in range(0, B, block):
-        b = min(block, B - start)
-        perm = rng.random((b, E, G)).argsort(axis=2) + base
-        tot = np.take(both, perm.reshape(-1), axis=0).reshape(b, E, G, -1).sum(axis=1)
-        m = _measures(tot[..., : hist.shape[-1]], tot[..., hist.shape[-1] :])
+    for tot in permuted_totals(both, E, B, rng):
+        m = _measures(tot[..., :K], tot[..., K:])
         out.append(np.abs(m[:, 1:] - m[:, :1]))
     return np.concatenate(out)
 
