@@ -259,9 +259,10 @@ def _adjust(
     for mask, level in parts:
         idx = np.flatnonzero(mask)
         sub = Tp if idx.size == T.size else Tp[:, idx]  # one part: the reference, no copy
-        part = _core.screen_and_adjust(T[idx], sub, exact, level, selectable[idx])
-        raw[idx], dropped[idx], crit[idx] = part.raw, part.dropped, part.critical
-        adjusted[idx] = np.minimum(1.0, part.adjusted * (alpha / level))
+        raw[idx], adj, dropped[idx], crit[idx] = _core.screen_and_adjust(
+            T[idx], sub, exact, level, selectable[idx]
+        )
+        adjusted[idx] = np.minimum(1.0, adj * (alpha / level))
     return raw, adjusted, dropped, crit, any(level < alpha for _, level in parts)
 
 
@@ -286,23 +287,16 @@ def drift_test(
     margins = [tol if m.margin is None else _check_gate(m.margin, a_level)[0] for m in members]
     E = len(index)
     exact = E <= 20 and 2**E <= B
+    signs = [-1.0 if m.statistic == "pafs" else 1.0 for m in members]  # a PAFS drop worsens
     lins = [
-        (_core.linear_margin if g > 0 else _core.linear_exact)(
-            b,
-            c,
-            m.statistic,
-            -1.0 if m.statistic == "pafs" else 1.0,  # a PAFS drop worsens
-        )
-        for m, (b, c, _), g in zip(members, paired, margins, strict=True)
+        (_core.linear_margin if g > 0 else _core.linear_exact)(b, c, m.statistic, sign)
+        for m, (b, c, _), g, sign in zip(members, paired, margins, signs, strict=True)
     ]
     T, U, factor = _standardise(lins, paired, margins, E)
     Tp = _core.reference(rng, U, B, exact)
     Tp *= factor  # in place: the (draws, members) reference is the test's largest array
     observed = [_observed(b, c, m.statistic) for m, (b, c, _) in zip(members, paired, strict=True)]
-    worse = [
-        (-1.0 if m.statistic == "pafs" else 1.0) * (pc - pb)
-        for m, (pb, pc) in zip(members, observed, strict=True)
-    ]
+    worse = [sign * (pc - pb) for sign, (pb, pc) in zip(signs, observed, strict=True)]
     if (
         exact
         and 1.0 / Tp.shape[0] > a_level / 2
@@ -316,28 +310,14 @@ def drift_test(
     raw, adjusted, dropped, crit, split = _adjust(members, T, Tp, exact, a_level, margins)
     verdicts = []
     for j, m in enumerate(members):
-        lin, (pb, pc), n, g = lins[j], observed[j], len(paired[j][2]), margins[j]
+        lin, (pb, pc), (b, c, rows), g = lins[j], observed[j], paired[j], margins[j]
         # an SNSR member with a margin: calibrated at the alternative (its bias shortfall)
         if m.statistic == "snsr" and g > 0:
-            mde = _core.calibrated_mde(lin.se, float(crit[j]), paired[j][0], paired[j][1], g)
+            mde = _core.calibrated_mde(lin.se, float(crit[j]), b, c, g)
         else:
             mde = _core.mde(lin.se, float(crit[j]), lin.bias)
-        verdicts.append(
-            MemberVerdict(
-                m.key,
-                m.statistic,
-                pb,
-                pc,
-                worse[j],
-                float(raw[j]),
-                float(adjusted[j]),
-                bool(adjusted[j] <= a_level),
-                n,
-                se=lin.se,
-                margin=g,
-                mde=mde,
-                bias=lin.bias,
-                screened=bool(dropped[j]),
-            )
-        )
+        verdicts.append(MemberVerdict(
+            m.key, m.statistic, pb, pc, worse[j], float(raw[j]), float(adjusted[j]),
+            bool(adjusted[j] <= a_level), len(rows), lin.se, g, mde, lin.bias, bool(dropped[j]),
+        ))  # fmt: skip
     return DriftResult(tuple(verdicts), tol, a_level, int(Tp.shape[0]), exact, E, split)
