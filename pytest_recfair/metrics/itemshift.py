@@ -199,14 +199,6 @@ def _family(observed: FloatArray, null: FloatArray) -> tuple[FloatArray, FloatAr
     return np.where(undefined, 1.0, raw), np.where(undefined, 1.0, adj)
 
 
-def shift_test(
-    counts: ItemCounts, n_permutations: int = 1000, seed: int | np.random.Generator = 0
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Observed TVDs from neutral (G-1, F), raw and family-wise permutation p-values."""
-    observed, raw, adj, *_ = group_tests(counts, n_permutations, seed)
-    return observed, raw, adj
-
-
 def group_tests(
     counts: ItemCounts, n_permutations: int = 1000, seed: int | np.random.Generator = 0
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
@@ -226,7 +218,7 @@ def group_tests(
 @dataclass(frozen=True)
 class ShiftResult:
     """Item-side statistics of one attribute, arrays along ``counts``' axes: (G, C) shares,
-    (G, F) matched items, (G-1, F) shift from neutral with its raw and family-wise p, (F,)
+    (G, F) matched items, (G-1, F) shift from neutral with its family-wise p, (F,)
     its max over values, (G-1, C) association, (G-1, F) ``between`` (each value against
     the others) with its family-wise p, and percentile bootstrap intervals."""
 
@@ -236,17 +228,12 @@ class ShiftResult:
     shift: FloatArray
     max_shift: FloatArray
     association: FloatArray
-    p_value: FloatArray
     p_adjusted: FloatArray
     between: FloatArray
     p_between: FloatArray
     shift_ci: npt.NDArray[np.float64]
     max_shift_ci: npt.NDArray[np.float64]
     share_ci: npt.NDArray[np.float64]
-    association_ci: npt.NDArray[np.float64]
-    n_permutations: int
-    n_resamples: int
-    confidence: float
 
 
 def _boot(W: FloatArray, counts: IntArray) -> FloatArray:
@@ -277,7 +264,7 @@ def shift(
     rng = make_rng(seed)
     off = counts.offsets
     tot = counts.counts.sum(axis=0, dtype=np.float64)
-    observed, raw, adj, between, p_between = group_tests(counts, n_permutations, rng)
+    observed, _, adj, between, p_between = group_tests(counts, n_permutations, rng)
     boot = _boot(resample_weights(rng, B, len(counts.entities)).astype(np.float64), counts.counts)
     b_shares = shares(boot, off)
     b_shift = tvd(b_shares, off)
@@ -288,17 +275,12 @@ def shift(
         shift=observed,
         max_shift=_top(observed),
         association=association(tot, off),
-        p_value=raw,
         p_adjusted=adj,
         between=between,
         p_between=p_between,
         shift_ci=percentile_ci(b_shift, conf),
         max_shift_ci=percentile_ci(_top(b_shift), conf),
         share_ci=percentile_ci(b_shares, conf),
-        association_ci=percentile_ci(association(boot, off), conf),
-        n_permutations=check_positive_int(n_permutations, "n_permutations"),
-        n_resamples=B,
-        confidence=conf,
     )
 
 

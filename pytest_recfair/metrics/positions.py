@@ -130,14 +130,12 @@ class PositionResult:
     groups: tuple[str, ...]
     k: int
     curve: FloatArray
-    first_rate: FloatArray
     measures: FloatArray
     measures_ci: FloatArray
     pooled_bias: float
     pooled_bias_ci: tuple[float, float]
     chi2: float
     p_uniform: float
-    p_value: FloatArray
     p_adjusted: FloatArray
     n_picks: IntArray
     n_entities: int
@@ -190,7 +188,7 @@ def position_bias(
     h_tot, a_tot = hist.sum(axis=0), agree.sum(axis=0)
     observed = _measures(h_tot, a_tot)
     diff = np.abs(observed[1:] - observed[:1])
-    raw, adj = maxt(diff, _null_groups(hist, agree, B, rng)) if G > 1 else (diff, diff)
+    _, adj = maxt(diff, _null_groups(hist, agree, B, rng)) if G > 1 else (diff, diff)
     chi2, p_uniform = _uniform_test(cho, None if orders is None else np.asarray(orders), k, B, rng)
     W = resample_weights(rng, R, E).astype(np.float64)
     bh = (W @ hist.reshape(E, -1)).reshape(R, G, -1)
@@ -204,14 +202,12 @@ def position_bias(
         groups=names,
         k=k,
         curve=curve,
-        first_rate=curve[:, 0],
         measures=observed,
         measures_ci=percentile_ci(_measures(bh, ba), conf),
         pooled_bias=float(pooled[0, 0]),
         pooled_bias_ci=(float(lo), float(hi)),
         chi2=chi2,
         p_uniform=p_uniform,
-        p_value=raw,
         p_adjusted=adj,
         n_picks=h_tot.sum(axis=-1).astype(np.int64),
         n_entities=E,
