@@ -102,14 +102,14 @@ def summarize(
         if boot is None:
             boot = boot_means(x, n_resamples=n_resamples, seed=seed)
         lo, hi = (1 - confidence) / 2 * 100, (1 + confidence) / 2 * 100
-        for j in range(len(groups)):
-            col = boot[:, j][~np.isnan(boot[:, j])]
-            if col.size and counts[j] >= 2:
-                cis[j] = (float(np.percentile(col, lo)), float(np.percentile(col, hi)))
-        gaps = _gap(boot)
-        gaps = gaps[~np.isnan(gaps)]
-        if gaps.size and len(groups) > 1:
-            gap_ci = (float(np.percentile(gaps, lo)), float(np.percentile(gaps, hi)))
+
+        def ci(col: FloatArray, ok: bool) -> tuple[float, float] | None:
+            col = col[~np.isnan(col)]
+            ok = ok and col.size > 0
+            return (float(np.percentile(col, lo)), float(np.percentile(col, hi))) if ok else None
+
+        cis = [ci(boot[:, j], counts[j] >= 2) for j in range(len(groups))]
+        gap_ci = ci(_gap(boot), len(groups) > 1)
     return QualitySummary(
         tuple(
             GroupQuality(g, float(means[j]), cis[j], int(counts[j])) for j, g in enumerate(groups)

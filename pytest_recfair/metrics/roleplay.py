@@ -275,11 +275,8 @@ class QuestionResult:
         return sum(o == outcome for o in self.outcomes)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.question_id, "role": self.role, "attribute": self.attribute,
-            "qtype": self.qtype, "with_role": self.with_role,
-            "outcomes": list(self.outcomes), "biased": self.biased,
-        }  # fmt: skip
+        d = vars(self) | {"outcomes": list(self.outcomes)}
+        return {"id": d.pop("question_id"), **d}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> QuestionResult:

@@ -286,18 +286,16 @@ class RoleEffect:
     total: EffectCell
 
     def to_dict(self) -> dict[str, Any]:
-        def one(c: EffectCell) -> dict[str, Any]:
-            r = c.reduction
-            return vars(c) | {"reduction": None if math.isnan(r) else r}
-
-        return {"cells": [one(c) for c in self.cells], "total": one(self.total)}
+        out = [nan_to_none(vars(c) | {"reduction": c.reduction}) for c in (*self.cells, self.total)]
+        return {"cells": out[:-1], "total": out[-1]}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RoleEffect:
-        def one(c: Mapping[str, Any]) -> EffectCell:
-            return EffectCell(**{k: v for k, v in c.items() if k != "reduction"})
-
-        return cls(tuple(one(c) for c in d["cells"]), one(d["total"]))
+        cells = [
+            EffectCell(**{k: v for k, v in c.items() if k != "reduction"})
+            for c in (*d["cells"], d["total"])
+        ]
+        return cls(tuple(cells[:-1]), cells[-1])
 
 
 def _effect(attribute: str, qtype: str, flags: list[tuple[bool, bool]]) -> EffectCell:
