@@ -128,14 +128,9 @@ def _category_counts(
     return out.reshape(shape)
 
 
-def _field_totals(tot: FloatArray, offsets: IntArray) -> FloatArray:
-    """(..., C) -> (..., F): items per field."""
-    return np.add.reduceat(tot, offsets[:-1], axis=-1)
-
-
 def shares(tot: FloatArray, offsets: IntArray) -> FloatArray:
     """(..., C) category counts -> shares within each field (NaN where a field has none)."""
-    per = np.repeat(_field_totals(tot, offsets), np.diff(offsets), axis=-1)
+    per = np.repeat(np.add.reduceat(tot, offsets[:-1], axis=-1), np.diff(offsets), axis=-1)
     out = np.full(tot.shape, np.nan)
     np.divide(tot, per, out=out, where=per > 0)
     return out
@@ -271,7 +266,7 @@ def shift(
     return ShiftResult(
         counts=counts,
         shares=shares(tot, off),
-        n_items=_field_totals(tot, off),
+        n_items=np.add.reduceat(tot, off[:-1], axis=-1),
         shift=observed,
         max_shift=_top(observed),
         association=association(tot, off),
@@ -310,14 +305,11 @@ def _aligned(base: ItemCounts, cand: ItemCounts) -> tuple[IntArray, IntArray, in
             "compare_shift: the catalogue's categories changed since the baseline; "
             "accept a new baseline for the new catalogue"
         )
-    shared = [e for e in base.entities if e in set(cand.entities)]
+    ci = {e: i for i, e in enumerate(cand.entities)}
+    shared = [(i, ci[e]) for i, e in enumerate(base.entities) if e in ci]
     if not shared:
         raise DataError("compare_shift: the runs share no entity; accept a new baseline")
-    bi = {e: i for i, e in enumerate(base.entities)}
-    ci = {e: i for i, e in enumerate(cand.entities)}
-    b = base.counts[[bi[e] for e in shared]]
-    c = cand.counts[[ci[e] for e in shared]]
-    return b, c, len(shared)
+    return base.counts[[i for i, _ in shared]], cand.counts[[j for _, j in shared]], len(shared)
 
 
 def compare_shift(

@@ -10,6 +10,7 @@ differences permute group labels within each entity, studentized max-T.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -96,8 +97,7 @@ def _uniform_test(
     expected = valid.sum() / k
 
     def chi2(pos: IntArray) -> FloatArray:  # pos (..., E, G, P)
-        lead = pos.shape[:-3]
-        flat = pos.reshape(*lead, -1) if lead else pos.reshape(1, -1)
+        flat = pos.reshape(-1, math.prod(pos.shape[-3:]))
         counts = np.stack([np.bincount(r[r >= 0], minlength=k) for r in flat])
         return np.asarray(((counts - expected) ** 2 / expected).sum(axis=-1), dtype=np.float64)
 
