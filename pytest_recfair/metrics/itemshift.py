@@ -264,19 +264,11 @@ def shift(
     b_shares = shares(boot, off)
     b_shift = tvd(b_shares, off)
     return ShiftResult(
-        counts=counts,
-        shares=shares(tot, off),
-        n_items=np.add.reduceat(tot, off[:-1], axis=-1),
-        shift=observed,
-        max_shift=_top(observed),
-        association=association(tot, off),
-        p_adjusted=adj,
-        between=between,
-        p_between=p_between,
-        shift_ci=percentile_ci(b_shift, conf),
-        max_shift_ci=percentile_ci(_top(b_shift), conf),
-        share_ci=percentile_ci(b_shares, conf),
-    )
+        counts, shares(tot, off), np.add.reduceat(tot, off[:-1], axis=-1), observed,
+        _top(observed), association(tot, off), adj, between, p_between,
+        percentile_ci(b_shift, conf), percentile_ci(_top(b_shift), conf),
+        percentile_ci(b_shares, conf),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -334,12 +326,5 @@ def compare_shift(
     db, dc = (_top(tvd(shares(_boot(W, x), off), off)) for x in (b, c))
     delta = dc - db
     p = (1.0 + np.sum(~(delta > margin), axis=0)) / (B + 1.0)  # NaN counts against H1
-    return ShiftComparison(
-        fields=baseline.fields,
-        baseline=base_pt,
-        candidate=cand_pt,
-        delta=cand_pt - base_pt,
-        ci=percentile_ci(delta, conf),
-        p_value=p,
-        n_paired=n,
-    )
+    ci = percentile_ci(delta, conf)
+    return ShiftComparison(baseline.fields, base_pt, cand_pt, cand_pt - base_pt, ci, p, n)

@@ -199,19 +199,9 @@ def position_bias(
         curve = h_tot[:, :k] / h_tot[:, :k].sum(axis=-1, keepdims=True)
     lo, hi = percentile_ci(b_pooled[:, 0, 0], conf)
     return PositionResult(
-        groups=names,
-        k=k,
-        curve=curve,
-        measures=observed,
-        measures_ci=percentile_ci(_measures(bh, ba), conf),
-        pooled_bias=float(pooled[0, 0]),
-        pooled_bias_ci=(float(lo), float(hi)),
-        chi2=chi2,
-        p_uniform=p_uniform,
-        p_adjusted=adj,
-        n_picks=h_tot.sum(axis=-1).astype(np.int64),
-        n_entities=E,
-    )
+        names, k, curve, observed, percentile_ci(_measures(bh, ba), conf), float(pooled[0, 0]),
+        (float(lo), float(hi)), chi2, p_uniform, adj, h_tot.sum(axis=-1).astype(np.int64), E,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
