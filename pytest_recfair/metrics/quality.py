@@ -110,13 +110,8 @@ def summarize(
 
         cis = [ci(boot[:, j], counts[j] >= 2) for j in range(len(groups))]
         gap_ci = ci(_gap(boot), len(groups) > 1)
-    return QualitySummary(
-        tuple(
-            GroupQuality(g, float(means[j]), cis[j], int(counts[j])) for j, g in enumerate(groups)
-        ),
-        gap,
-        gap_ci,
-    )
+    rows = (GroupQuality(g, float(means[j]), cis[j], int(counts[j])) for j, g in enumerate(groups))
+    return QualitySummary(tuple(rows), gap, gap_ci)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,9 +140,7 @@ def drift(
     fewer than 2 shared entities is left out."""
     raw: list[tuple[str, float, float, float, int]] = []
     for member, base in baseline.items():
-        cand = candidate.get(member)
-        if cand is None:
-            continue
+        cand = candidate.get(member) or {}
         shared = [e for e in base if base[e] is not None and cand.get(e) is not None]
         if len(shared) < 2:
             continue
