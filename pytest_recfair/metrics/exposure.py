@@ -68,8 +68,8 @@ def bin_codes(values: FloatArray, bins: int | Sequence[float]) -> tuple[IntArray
     else:
         edges = np.asarray(sorted(bins), dtype=np.float64)
         cut = [f"{e:g}" for e in edges]
-        labels = (f"<{cut[0]}", *(f"{a}-{b}" for a, b in itertools.pairwise(cut)))
-        labels = (*labels, f">={cut[-1]}")
+        mid = (f"{a}-{b}" for a, b in itertools.pairwise(cut))
+        labels = (f"<{cut[0]}", *mid, f">={cut[-1]}")
     codes = np.where(np.isfinite(v), np.searchsorted(edges, v, side="right"), -1)
     return codes.astype(np.int64), labels
 

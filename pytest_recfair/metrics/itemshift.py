@@ -87,18 +87,15 @@ def item_counts(
     g_pos = {g: i for i, g in enumerate(groups)}
     entities = list(dict.fromkeys([*neutral, *(e for lists in by_value.values() for e in lists)]))
     e_pos = {e: i for i, e in enumerate(entities)}
-    rows_e, rows_g, rows_l, rows_i = [], [], [], []
     sources = [(0, neutral), *((g_pos[label[v]], lists) for v, lists in by_value.items())]
-    for src, (g, lists) in enumerate(sources):
-        for ent, idx in lists.items():
-            hits = [i for i in (idx or ()) if i is not None]
-            rows_e += [e_pos[ent]] * len(hits)
-            rows_g += [g] * len(hits)
-            rows_l += [src] * len(hits)
-            rows_i += hits
-    e_arr, g_arr, l_arr, i_arr = (
-        np.asarray(a, dtype=np.int64) for a in (rows_e, rows_g, rows_l, rows_i)
-    )
+    rows = [
+        (e_pos[ent], g, src, i)
+        for src, (g, lists) in enumerate(sources)
+        for ent, idx in lists.items()
+        for i in idx or ()
+        if i is not None
+    ]
+    e_arr, g_arr, l_arr, i_arr = np.asarray(rows, dtype=np.int64).reshape(-1, 4).T
     shape = (len(entities), len(groups), sum(len(c) for c in cats))
     counts = _category_counts(e_arr, g_arr, i_arr, fields, shape)
     per_list, list_group = counts, np.arange(len(groups), dtype=np.int64)
