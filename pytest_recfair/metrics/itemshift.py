@@ -50,12 +50,10 @@ class ItemCounts:
 
     @property
     def offsets(self) -> IntArray:
-        sizes = [len(c) for c in self.categories]
-        return np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        return np.cumsum([0, *map(len, self.categories)], dtype=np.int64)
 
     def field_slice(self, name: str) -> slice:
-        i = self.fields.index(name)
-        off = self.offsets
+        i, off = self.fields.index(name), self.offsets
         return slice(int(off[i]), int(off[i + 1]))
 
 
