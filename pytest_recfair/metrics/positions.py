@@ -92,9 +92,8 @@ def _uniform_test(
     chosen: IntArray, orders: IntArray | None, k: int, B: int, rng: np.random.Generator
 ) -> tuple[float, float]:
     """Pooled chi-square against uniform and its conditional randomization p-value."""
-    valid = chosen >= 0
     E, _, P = chosen.shape
-    expected = valid.sum() / k
+    expected = (chosen >= 0).sum() / k
 
     def chi2(pos: IntArray) -> FloatArray:  # pos (..., E, G, P)
         flat = pos.reshape(-1, math.prod(pos.shape[-3:]))
