@@ -74,8 +74,7 @@ def mean_intervals(sims: FloatArray, confidence: float = 0.95) -> list[Interval]
     """t-interval over entities of each column mean (NaN cells left out, as the means)."""
     conf = check_confidence(confidence)
     out: list[Interval] = []
-    for j in range(sims.shape[1]):
-        col = sims[:, j]
+    for col in sims.T:
         col = col[~np.isnan(col)]
         if col.size < 2:
             out.append(_NAN)
