@@ -46,11 +46,8 @@ def gini(x: Sequence[float] | FloatArray) -> float:
 def popularity_quantiles(pop: Sequence[float] | FloatArray) -> FloatArray:
     """Each item's mid-rank quantile in (0, 1) among the items (ties share a rank)."""
     v = np.asarray(pop, dtype=np.float64)
-    order = np.argsort(v, kind="stable")
-    ranks = np.empty(v.size, dtype=np.float64)
-    ranks[order] = np.arange(v.size, dtype=np.float64)
-    _, inverse = np.unique(v, return_inverse=True)
-    mid = np.bincount(inverse, ranks) / np.bincount(inverse)  # ties: their mean rank
+    _, inverse, counts = np.unique(v, return_inverse=True, return_counts=True)
+    mid = np.cumsum(counts) - counts + (counts - 1) / 2  # ties: their mean rank
     out: FloatArray = (mid[inverse] + 0.5) / max(v.size, 1)
     return out
 
