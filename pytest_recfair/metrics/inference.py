@@ -52,17 +52,16 @@ def t_quantile(p: float, df: int) -> float:
 
 
 def permuted_totals(
-    rows: npt.NDArray[np.floating[Any]], E: int, B: int, rng: np.random.Generator
+    rows: npt.NDArray[np.floating[Any]], B: int, rng: np.random.Generator
 ) -> Iterator[FloatArray]:
-    """Float64 sums over entities of ``rows`` (E * L, C), each entity's L rows shuffled
+    """Float64 sums over entities of ``rows`` (E, L, C), each entity's L rows shuffled
     within it: (b, L, C) for each block of the B permutations."""
-    L = rows.shape[0] // max(E, 1)
+    E, L, C = rows.shape
+    flat, base = rows.reshape(E * L, C), (np.arange(E) * L)[:, None]
     block = max(1, PERMUTATION_CELLS // max(1, rows.size))
     for start in range(0, B, block):
         perm = rng.random((min(block, B - start), E, L)).argsort(axis=2)
-        yield np.take(rows, perm + (np.arange(E) * L)[:, None], axis=0).sum(
-            axis=1, dtype=np.float64
-        )
+        yield np.take(flat, perm + base, axis=0).sum(axis=1, dtype=np.float64)
 
 
 def required_resamples(alpha: float) -> int:

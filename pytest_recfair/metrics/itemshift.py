@@ -171,11 +171,10 @@ def _null_stats(
         lists, group = counts.lists, counts.list_group
     pool = (group[None, :] == np.arange(len(counts.groups))[:, None]).astype(np.float64)
     off = counts.offsets
-    E, L, C = lists.shape
     # float32 rows and one flat ``take``: 4x faster than fancy indexing of an int cube, and
     # exact (counts are small integers).
     neutral, between = [], []
-    for rows in inference.permuted_totals(lists.reshape(E * L, C).astype(np.float32), E, B, rng):
+    for rows in inference.permuted_totals(lists.astype(np.float32), B, rng):
         tot = np.einsum("gl,blc->bgc", pool, rows)
         neutral.append(tvd(shares(tot, off), off))
         between.append(tvd_between(tot, off))

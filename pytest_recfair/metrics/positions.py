@@ -147,10 +147,9 @@ def _null_groups(
     hist: FloatArray, agree: FloatArray, B: int, rng: np.random.Generator
 ) -> FloatArray:
     """(B, G-1, 3) |measure_g - measure_neutral| with group labels shuffled per entity."""
-    E, G, K = hist.shape
-    both = np.concatenate([hist, agree], axis=-1).reshape(E * G, -1)
+    K = hist.shape[-1]
     out = []
-    for tot in permuted_totals(both, E, B, rng):
+    for tot in permuted_totals(np.concatenate([hist, agree], axis=-1), B, rng):
         m = _measures(tot[..., :K], tot[..., K:])
         out.append(np.abs(m[:, 1:] - m[:, :1]))
     return np.concatenate(out)
