@@ -234,9 +234,8 @@ def _boot(W: FloatArray, counts: IntArray) -> FloatArray:
 
 def _top(t: FloatArray) -> FloatArray:
     """The largest shift over values (axis -2), NaN where none is defined."""
-    with np.errstate(all="ignore"):
-        m = np.nanmax(np.where(np.isnan(t), -np.inf, t), axis=-2)
-    return np.where(np.isinf(m), np.nan, m)
+    out: FloatArray = np.fmax.reduce(t, axis=-2)
+    return out
 
 
 def shift(

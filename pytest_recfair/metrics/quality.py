@@ -49,10 +49,7 @@ class QualitySummary:
 
 def _gap(rows: FloatArray) -> FloatArray:
     """max - min of each row ignoring NaN; NaN (no warning) for an all-NaN row."""
-    some = np.any(~np.isnan(rows), axis=1)
-    hi = np.where(np.isnan(rows), -np.inf, rows).max(axis=1)
-    lo = np.where(np.isnan(rows), np.inf, rows).min(axis=1)
-    out: FloatArray = np.where(some, hi - lo, np.nan)
+    out: FloatArray = np.fmax.reduce(rows, axis=1) - np.fmin.reduce(rows, axis=1)
     return out
 
 
