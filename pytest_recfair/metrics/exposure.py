@@ -234,9 +234,7 @@ class ExposureDrift:
 def _drift_stats(W: FloatArray, d: ExposureData, ref: FloatArray) -> FloatArray:
     """The :data:`DRIFT_MEASURES` for weight rows ``W``, each higher when worse."""
     s = _stats(W, d, ref)
-    with np.errstate(invalid="ignore"):
-        worst = np.max(np.abs(np.nan_to_num(s["lift"], nan=0.0)), axis=1)
-    worst[np.isnan(s["lift"]).all(axis=1)] = np.nan  # no popularity: not measured
+    worst = np.fmax.reduce(np.abs(s["lift"]), axis=1)  # NaN: no popularity, not measured
     return np.stack([s["mgu"], -s["long_tail"], worst], axis=1)  # higher: worse
 
 
