@@ -113,15 +113,16 @@ def _members(
     member per attribute (the replies, hence the share, are the same for every metric)."""
     out: list[inference.DriftMember] = []
     seen: set[str] = set()
+    floors = floors or {}
     for a, b in pairs:
         name = a.attribute.casefold()
         for stat in dict.fromkeys(gated):  # a statistic named twice is one member
-            floor = (floors or {}).get((name, a.metric, stat), 0.0)
+            floor = floors.get((name, a.metric, stat), 0.0)
             margin = floor if floor > tolerance else None
             out.append(_member(a, b, stat, (a.attribute, a.metric, stat), margin))
         if name not in seen:
             seen.add(name)
-            floor = (floors or {}).get((name, a.metric, "unusable"), 0.0)
+            floor = floors.get((name, a.metric, "unusable"), 0.0)
             out.append(_member(a, b, "unusable", (a.attribute, a.metric, "unusable"), floor))
     return out
 

@@ -206,9 +206,8 @@ def floor_notes(
 ) -> list[str]:
     """The per-test lines: the floor of the gated statistics (always, so a reader sees
     the effective tolerance) and a warning when the baseline is too noisy to gate on."""
-    if test is None:
-        return []
-    n = {(v.key[0].casefold(), v.key[1], v.statistic): v.n_paired for v in test.members}
+    members = test.members if test is not None else ()
+    n = {(v.key[0].casefold(), v.key[1], v.statistic): v.n_paired for v in members}
     spread = {k: fl[k] for k in n if k in fl and k[2] != "unusable"}
     if not spread:
         return []

@@ -295,22 +295,13 @@ def step_down(
     return raw, adjusted, tail[-1]
 
 
-@dataclass(frozen=True)
-class Screened:
-    """The family's p-values after screening, and what the power figures need."""
-
-    raw: FloatArray
-    adjusted: FloatArray
-    dropped: npt.NDArray[np.bool_]  # (m,) screened out of the max-T reference
-    critical: FloatArray  # (m,) each member's critical value at the family's level
-
-
 def screen_and_adjust(
     T: FloatArray, Tp: RefArray, exact: bool, alpha: float, selectable: npt.NDArray[np.bool_]
-) -> Screened:
-    """Moment selection, then step-down max-T: a margin member (``selectable``) whose T
-    lies below -``SELECTION_Z`` leaves the max-T reference; margin-0 members always stay
-    (their test is exact). The adjusted p is never below the raw p."""
+) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_], FloatArray]:
+    """Raw and adjusted p, the members screened out and each one's critical value at
+    ``alpha``. Moment selection, then step-down max-T: a margin member (``selectable``)
+    whose T lies below -``SELECTION_Z`` leaves the max-T reference; margin-0 members always
+    stay (their test is exact). The adjusted p is never below the raw p."""
     m = T.size
     dropped = selectable & (-SELECTION_Z > T) if m > 1 else np.zeros(m, dtype=bool)
     raw, adj_s, top = step_down(T, Tp, exact, dropped)
@@ -320,7 +311,7 @@ def screen_and_adjust(
     crit = np.full(m, float(np.quantile(top, 1 - alpha)) if not dropped.all() else np.inf)
     for j in np.flatnonzero(dropped):
         crit[j] = float(np.quantile(np.maximum(top, Tp[:, j]), 1 - alpha))
-    return Screened(raw, np.where(np.isfinite(T), adjusted, 1.0), dropped, crit)
+    return raw, np.where(np.isfinite(T), adjusted, 1.0), dropped, crit
 
 
 def mde(se: float, critical: float, correction: float = 0.0) -> float:

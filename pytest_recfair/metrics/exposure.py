@@ -46,11 +46,8 @@ def gini(x: Sequence[float] | FloatArray) -> float:
 def popularity_quantiles(pop: Sequence[float] | FloatArray) -> FloatArray:
     """Each item's mid-rank quantile in (0, 1) among the items (ties share a rank)."""
     v = np.asarray(pop, dtype=np.float64)
-    order = np.argsort(v, kind="stable")
-    ranks = np.empty(v.size, dtype=np.float64)
-    ranks[order] = np.arange(v.size, dtype=np.float64)
-    _, inverse = np.unique(v, return_inverse=True)
-    mid = np.bincount(inverse, ranks) / np.bincount(inverse)  # ties: their mean rank
+    _, inverse, counts = np.unique(v, return_inverse=True, return_counts=True)
+    mid = np.cumsum(counts) - counts + (counts - 1) / 2  # ties: their mean rank
     out: FloatArray = (mid[inverse] + 0.5) / max(v.size, 1)
     return out
 
@@ -68,8 +65,8 @@ def bin_codes(values: FloatArray, bins: int | Sequence[float]) -> tuple[IntArray
     else:
         edges = np.asarray(sorted(bins), dtype=np.float64)
         cut = [f"{e:g}" for e in edges]
-        labels = (f"<{cut[0]}", *(f"{a}-{b}" for a, b in itertools.pairwise(cut)))
-        labels = (*labels, f">={cut[-1]}")
+        mid = (f"{a}-{b}" for a, b in itertools.pairwise(cut))
+        labels = (f"<{cut[0]}", *mid, f">={cut[-1]}")
     codes = np.where(np.isfinite(v), np.searchsorted(edges, v, side="right"), -1)
     return codes.astype(np.int64), labels
 
@@ -237,9 +234,7 @@ class ExposureDrift:
 def _drift_stats(W: FloatArray, d: ExposureData, ref: FloatArray) -> FloatArray:
     """The :data:`DRIFT_MEASURES` for weight rows ``W``, each higher when worse."""
     s = _stats(W, d, ref)
-    with np.errstate(invalid="ignore"):
-        worst = np.max(np.abs(np.nan_to_num(s["lift"], nan=0.0)), axis=1)
-    worst[np.isnan(s["lift"]).all(axis=1)] = np.nan  # no popularity: not measured
+    worst = np.fmax.reduce(np.abs(s["lift"]), axis=1)  # NaN: no popularity, not measured
     return np.stack([s["mgu"], -s["long_tail"], worst], axis=1)  # higher: worse
 
 

@@ -9,9 +9,10 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -33,6 +34,8 @@ _FLOOR_FACTOR = 40.0
 #: spread's critical value from 2.05 to 2.36 (docs/baselines.md).
 UNUSABLE_ALPHA = 0.2
 _NAN: Interval = (math.nan, math.nan)
+#: Gathered permutation blocks are kept below this many cells (memory ~ 8 bytes each).
+PERMUTATION_CELLS = 1 << 22
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -48,6 +51,19 @@ def t_quantile(p: float, df: int) -> float:
     return z + g1 / v + g2 / v**2 + g3 / v**3 + g4 / v**4
 
 
+def permuted_totals(
+    rows: npt.NDArray[np.floating[Any]], B: int, rng: np.random.Generator
+) -> Iterator[FloatArray]:
+    """Float64 sums over entities of ``rows`` (E, L, C), each entity's L rows shuffled
+    within it: (b, L, C) for each block of the B permutations."""
+    E, L, C = rows.shape
+    flat, base = rows.reshape(E * L, C), (np.arange(E) * L)[:, None]
+    block = max(1, PERMUTATION_CELLS // max(1, rows.size))
+    for start in range(0, B, block):
+        perm = rng.random((min(block, B - start), E, L)).argsort(axis=2)
+        yield np.take(flat, perm + base, axis=0).sum(axis=1, dtype=np.float64)
+
+
 def required_resamples(alpha: float) -> int:
     """Resamples needed so the p-value floor 1/(B+1) never decides a verdict at ``alpha``."""
     return math.ceil(_FLOOR_FACTOR / alpha)
@@ -57,8 +73,7 @@ def mean_intervals(sims: FloatArray, confidence: float = 0.95) -> list[Interval]
     """t-interval over entities of each column mean (NaN cells left out, as the means)."""
     conf = check_confidence(confidence)
     out: list[Interval] = []
-    for j in range(sims.shape[1]):
-        col = sims[:, j]
+    for col in sims.T:
         col = col[~np.isnan(col)]
         if col.size < 2:
             out.append(_NAN)
@@ -242,9 +257,10 @@ def _adjust(
     for mask, level in parts:
         idx = np.flatnonzero(mask)
         sub = Tp if idx.size == T.size else Tp[:, idx]  # one part: the reference, no copy
-        part = _core.screen_and_adjust(T[idx], sub, exact, level, selectable[idx])
-        raw[idx], dropped[idx], crit[idx] = part.raw, part.dropped, part.critical
-        adjusted[idx] = np.minimum(1.0, part.adjusted * (alpha / level))
+        raw[idx], adj, dropped[idx], crit[idx] = _core.screen_and_adjust(
+            T[idx], sub, exact, level, selectable[idx]
+        )
+        adjusted[idx] = np.minimum(1.0, adj * (alpha / level))
     return raw, adjusted, dropped, crit, any(level < alpha for _, level in parts)
 
 
@@ -269,23 +285,16 @@ def drift_test(
     margins = [tol if m.margin is None else _check_gate(m.margin, a_level)[0] for m in members]
     E = len(index)
     exact = E <= 20 and 2**E <= B
+    signs = [-1.0 if m.statistic == "pafs" else 1.0 for m in members]  # a PAFS drop worsens
     lins = [
-        (_core.linear_margin if g > 0 else _core.linear_exact)(
-            b,
-            c,
-            m.statistic,
-            -1.0 if m.statistic == "pafs" else 1.0,  # a PAFS drop worsens
-        )
-        for m, (b, c, _), g in zip(members, paired, margins, strict=True)
+        (_core.linear_margin if g > 0 else _core.linear_exact)(b, c, m.statistic, sign)
+        for m, (b, c, _), g, sign in zip(members, paired, margins, signs, strict=True)
     ]
     T, U, factor = _standardise(lins, paired, margins, E)
     Tp = _core.reference(rng, U, B, exact)
     Tp *= factor  # in place: the (draws, members) reference is the test's largest array
     observed = [_observed(b, c, m.statistic) for m, (b, c, _) in zip(members, paired, strict=True)]
-    worse = [
-        (-1.0 if m.statistic == "pafs" else 1.0) * (pc - pb)
-        for m, (pb, pc) in zip(members, observed, strict=True)
-    ]
+    worse = [sign * (pc - pb) for sign, (pb, pc) in zip(signs, observed, strict=True)]
     if (
         exact
         and 1.0 / Tp.shape[0] > a_level / 2
@@ -299,28 +308,14 @@ def drift_test(
     raw, adjusted, dropped, crit, split = _adjust(members, T, Tp, exact, a_level, margins)
     verdicts = []
     for j, m in enumerate(members):
-        lin, (pb, pc), n, g = lins[j], observed[j], len(paired[j][2]), margins[j]
+        lin, (pb, pc), (b, c, rows), g = lins[j], observed[j], paired[j], margins[j]
         # an SNSR member with a margin: calibrated at the alternative (its bias shortfall)
         if m.statistic == "snsr" and g > 0:
-            mde = _core.calibrated_mde(lin.se, float(crit[j]), paired[j][0], paired[j][1], g)
+            mde = _core.calibrated_mde(lin.se, float(crit[j]), b, c, g)
         else:
             mde = _core.mde(lin.se, float(crit[j]), lin.bias)
-        verdicts.append(
-            MemberVerdict(
-                m.key,
-                m.statistic,
-                pb,
-                pc,
-                worse[j],
-                float(raw[j]),
-                float(adjusted[j]),
-                bool(adjusted[j] <= a_level),
-                n,
-                se=lin.se,
-                margin=g,
-                mde=mde,
-                bias=lin.bias,
-                screened=bool(dropped[j]),
-            )
-        )
+        verdicts.append(MemberVerdict(
+            m.key, m.statistic, pb, pc, worse[j], float(raw[j]), float(adjusted[j]),
+            bool(adjusted[j] <= a_level), len(rows), lin.se, g, mde, lin.bias, bool(dropped[j]),
+        ))  # fmt: skip
     return DriftResult(tuple(verdicts), tol, a_level, int(Tp.shape[0]), exact, E, split)

@@ -10,6 +10,7 @@ differences permute group labels within each entity, studentized max-T.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +25,7 @@ from pytest_recfair.metrics.common import (
     percentile_ci,
     resample_weights,
 )
+from pytest_recfair.metrics.inference import PERMUTATION_CELLS, permuted_totals
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -31,7 +33,6 @@ IntArray = npt.NDArray[np.int64]
 MEASURES = ("bias", "missed", "consistency")
 #: Pooled measures compared with a baseline (columns of ``PositionComparison`` arrays).
 DRIFT_MEASURES = ("bias", "missed")
-_BLOCK_CELLS = 1 << 22
 
 
 def random_orders(k: int, p: int, rng: np.random.Generator) -> IntArray:
@@ -91,20 +92,18 @@ def _uniform_test(
     chosen: IntArray, orders: IntArray | None, k: int, B: int, rng: np.random.Generator
 ) -> tuple[float, float]:
     """Pooled chi-square against uniform and its conditional randomization p-value."""
-    valid = chosen >= 0
     E, _, P = chosen.shape
-    expected = valid.sum() / k
+    expected = (chosen >= 0).sum() / k
 
     def chi2(pos: IntArray) -> FloatArray:  # pos (..., E, G, P)
-        lead = pos.shape[:-3]
-        flat = pos.reshape(*lead, -1) if lead else pos.reshape(1, -1)
+        flat = pos.reshape(-1, math.prod(pos.shape[-3:]))
         counts = np.stack([np.bincount(r[r >= 0], minlength=k) for r in flat])
         return np.asarray(((counts - expected) ** 2 / expected).sum(axis=-1), dtype=np.float64)
 
     if orders is None or expected == 0:
         return float("nan"), float("nan")
     stat = float(chi2(_positions_of(chosen, orders.argsort(axis=-1)))[0])
-    block = max(1, _BLOCK_CELLS // max(1, E * P * k))
+    block = max(1, PERMUTATION_CELLS // max(1, E * P * k))
     null = []
     for start in range(0, B, block):
         b = min(block, B - start)
@@ -130,14 +129,12 @@ class PositionResult:
     groups: tuple[str, ...]
     k: int
     curve: FloatArray
-    first_rate: FloatArray
     measures: FloatArray
     measures_ci: FloatArray
     pooled_bias: float
     pooled_bias_ci: tuple[float, float]
     chi2: float
     p_uniform: float
-    p_value: FloatArray
     p_adjusted: FloatArray
     n_picks: IntArray
     n_entities: int
@@ -150,16 +147,10 @@ def _null_groups(
     hist: FloatArray, agree: FloatArray, B: int, rng: np.random.Generator
 ) -> FloatArray:
     """(B, G-1, 3) |measure_g - measure_neutral| with group labels shuffled per entity."""
-    E, G, _ = hist.shape
-    both = np.concatenate([hist, agree], axis=-1).reshape(E * G, -1)
-    base = (np.arange(E, dtype=np.int64) * G)[None, :, None]
-    block = max(1, _BLOCK_CELLS // max(1, both.size))
+    K = hist.shape[-1]
     out = []
-    for start in range(0, B, block):
-        b = min(block, B - start)
-        perm = rng.random((b, E, G)).argsort(axis=2) + base
-        tot = np.take(both, perm.reshape(-1), axis=0).reshape(b, E, G, -1).sum(axis=1)
-        m = _measures(tot[..., : hist.shape[-1]], tot[..., hist.shape[-1] :])
+    for tot in permuted_totals(np.concatenate([hist, agree], axis=-1), B, rng):
+        m = _measures(tot[..., :K], tot[..., K:])
         out.append(np.abs(m[:, 1:] - m[:, :1]))
     return np.concatenate(out)
 
@@ -195,7 +186,7 @@ def position_bias(
     h_tot, a_tot = hist.sum(axis=0), agree.sum(axis=0)
     observed = _measures(h_tot, a_tot)
     diff = np.abs(observed[1:] - observed[:1])
-    raw, adj = maxt(diff, _null_groups(hist, agree, B, rng)) if G > 1 else (diff, diff)
+    _, adj = maxt(diff, _null_groups(hist, agree, B, rng)) if G > 1 else (diff, diff)
     chi2, p_uniform = _uniform_test(cho, None if orders is None else np.asarray(orders), k, B, rng)
     W = resample_weights(rng, R, E).astype(np.float64)
     bh = (W @ hist.reshape(E, -1)).reshape(R, G, -1)
@@ -206,21 +197,9 @@ def position_bias(
         curve = h_tot[:, :k] / h_tot[:, :k].sum(axis=-1, keepdims=True)
     lo, hi = percentile_ci(b_pooled[:, 0, 0], conf)
     return PositionResult(
-        groups=names,
-        k=k,
-        curve=curve,
-        first_rate=curve[:, 0],
-        measures=observed,
-        measures_ci=percentile_ci(_measures(bh, ba), conf),
-        pooled_bias=float(pooled[0, 0]),
-        pooled_bias_ci=(float(lo), float(hi)),
-        chi2=chi2,
-        p_uniform=p_uniform,
-        p_value=raw,
-        p_adjusted=adj,
-        n_picks=h_tot.sum(axis=-1).astype(np.int64),
-        n_entities=E,
-    )
+        names, k, curve, observed, percentile_ci(_measures(bh, ba), conf), float(pooled[0, 0]),
+        (float(lo), float(hi)), chi2, p_uniform, adj, h_tot.sum(axis=-1).astype(np.int64), E,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)

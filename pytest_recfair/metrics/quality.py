@@ -49,10 +49,7 @@ class QualitySummary:
 
 def _gap(rows: FloatArray) -> FloatArray:
     """max - min of each row ignoring NaN; NaN (no warning) for an all-NaN row."""
-    some = np.any(~np.isnan(rows), axis=1)
-    hi = np.where(np.isnan(rows), -np.inf, rows).max(axis=1)
-    lo = np.where(np.isnan(rows), np.inf, rows).min(axis=1)
-    out: FloatArray = np.where(some, hi - lo, np.nan)
+    out: FloatArray = np.fmax.reduce(rows, axis=1) - np.fmin.reduce(rows, axis=1)
     return out
 
 
@@ -102,21 +99,16 @@ def summarize(
         if boot is None:
             boot = boot_means(x, n_resamples=n_resamples, seed=seed)
         lo, hi = (1 - confidence) / 2 * 100, (1 + confidence) / 2 * 100
-        for j in range(len(groups)):
-            col = boot[:, j][~np.isnan(boot[:, j])]
-            if col.size and counts[j] >= 2:
-                cis[j] = (float(np.percentile(col, lo)), float(np.percentile(col, hi)))
-        gaps = _gap(boot)
-        gaps = gaps[~np.isnan(gaps)]
-        if gaps.size and len(groups) > 1:
-            gap_ci = (float(np.percentile(gaps, lo)), float(np.percentile(gaps, hi)))
-    return QualitySummary(
-        tuple(
-            GroupQuality(g, float(means[j]), cis[j], int(counts[j])) for j, g in enumerate(groups)
-        ),
-        gap,
-        gap_ci,
-    )
+
+        def ci(col: FloatArray, ok: bool) -> tuple[float, float] | None:
+            col = col[~np.isnan(col)]
+            ok = ok and col.size > 0
+            return (float(np.percentile(col, lo)), float(np.percentile(col, hi))) if ok else None
+
+        cis = [ci(boot[:, j], counts[j] >= 2) for j in range(len(groups))]
+        gap_ci = ci(_gap(boot), len(groups) > 1)
+    rows = (GroupQuality(g, float(means[j]), cis[j], int(counts[j])) for j, g in enumerate(groups))
+    return QualitySummary(tuple(rows), gap, gap_ci)
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,9 +137,7 @@ def drift(
     fewer than 2 shared entities is left out."""
     raw: list[tuple[str, float, float, float, int]] = []
     for member, base in baseline.items():
-        cand = candidate.get(member)
-        if cand is None:
-            continue
+        cand = candidate.get(member) or {}
         shared = [e for e in base if base[e] is not None and cand.get(e) is not None]
         if len(shared) < 2:
             continue

@@ -275,11 +275,8 @@ class QuestionResult:
         return sum(o == outcome for o in self.outcomes)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.question_id, "role": self.role, "attribute": self.attribute,
-            "qtype": self.qtype, "with_role": self.with_role,
-            "outcomes": list(self.outcomes), "biased": self.biased,
-        }  # fmt: skip
+        d = vars(self) | {"outcomes": list(self.outcomes)}
+        return {"id": d.pop("question_id"), **d}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> QuestionResult:
@@ -357,15 +354,12 @@ class RoleplayResult:
     def cells(
         self, *, with_role: bool = True, confidence: float = 0.95, by: str = "qtype"
     ) -> dict[tuple[str, str], Cell]:
-        """(attribute, qtype) -> Cell: the paper's Table 2 (Table 3 without the role)."""
+        """(attribute, qtype) -> Cell: the paper's Table 2 (Table 3 without the role); by
+        ``"role"``: (attribute, role), the drill-down to the roles that bias the model."""
         groups: dict[tuple[str, str], list[QuestionResult]] = {}
         for q in self.select(with_role=with_role):
             groups.setdefault((q.attribute, getattr(q, by)), []).append(q)
         return {key: _cell(qs, confidence) for key, qs in sorted(groups.items())}
-
-    def by_role(self, *, with_role: bool = True) -> dict[tuple[str, str], Cell]:
-        """(attribute, role) -> Cell: the drill-down to the roles that bias the model."""
-        return self.cells(with_role=with_role, by="role")
 
     def total(self, *, with_role: bool = True, confidence: float = 0.95) -> Cell:
         return _cell(self.select(with_role=with_role), confidence)

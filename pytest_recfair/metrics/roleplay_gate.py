@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from statistics import NormalDist
 from typing import Any
@@ -217,15 +217,11 @@ def _rate_member(
     before = [x.count("biased") for x, _ in qs]
     after = [y.count("biased") for _, y in qs]
     p = signflip_one_sided([a - b for a, b in zip(after, before, strict=True)], rounds, margin)
-    total = sum(max(len(x.outcomes), len(y.outcomes)) for x, y in qs)
-    extra = {"test": "answers", "flag_p": flag.p_value, "p_value": p, "p_adjusted": p}
-    counts = {
-        "answers_before": sum(before),
-        "answers_after": sum(after),
-        "answer_rounds": total,
-        "questions": len(qs),
-    }
-    return DriftCell(**(vars(flag) | extra | counts))
+    return replace(
+        flag, test="answers", flag_p=flag.p_value, p_value=p, p_adjusted=p,
+        answers_before=sum(before), answers_after=sum(after), questions=len(qs),
+        answer_rounds=sum(max(len(x.outcomes), len(y.outcomes)) for x, y in qs),
+    )  # fmt: skip
 
 
 def drift_test(
@@ -249,9 +245,7 @@ def drift_test(
         )
     base, cand = baseline.select(with_role=with_role), candidate.select(with_role=with_role)
     pairs = _pairs(base, cand)
-    members = []
-    for (attribute, qtype), qs in pairs.items():
-        members.append(_rate_member(attribute, qtype, qs, tol, candidate.repeats))
+    members = [_rate_member(a, t, qs, tol, candidate.repeats) for (a, t), qs in pairs.items()]
     if gate_undetermined:
         by_attr: dict[str, list[tuple[bool, bool]]] = {}
         for (attribute, _), qs in pairs.items():
@@ -261,8 +255,7 @@ def drift_test(
         members += [_member(a, UNDETERMINED, f, 0.0) for a, f in sorted(by_attr.items())]
     adjusted = holm([m.p_value for m in members])
     cells = tuple(
-        DriftCell(**(vars(m) | {"p_adjusted": p, "failed": p <= level}))
-        for m, p in zip(members, adjusted, strict=True)
+        replace(m, p_adjusted=p, failed=p <= level) for m, p in zip(members, adjusted, strict=True)
     )
     unpaired = len(cand) - sum(len(v) for v in pairs.values())
     return RoleDrift(cells, tol, level, unpaired)
@@ -293,18 +286,16 @@ class RoleEffect:
     total: EffectCell
 
     def to_dict(self) -> dict[str, Any]:
-        def one(c: EffectCell) -> dict[str, Any]:
-            r = c.reduction
-            return vars(c) | {"reduction": None if math.isnan(r) else r}
-
-        return {"cells": [one(c) for c in self.cells], "total": one(self.total)}
+        out = [nan_to_none(vars(c) | {"reduction": c.reduction}) for c in (*self.cells, self.total)]
+        return {"cells": out[:-1], "total": out[-1]}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RoleEffect:
-        def one(c: Mapping[str, Any]) -> EffectCell:
-            return EffectCell(**{k: v for k, v in c.items() if k != "reduction"})
-
-        return cls(tuple(one(c) for c in d["cells"]), one(d["total"]))
+        cells = [
+            EffectCell(**{k: v for k, v in c.items() if k != "reduction"})
+            for c in (*d["cells"], d["total"])
+        ]
+        return cls(tuple(cells[:-1]), cells[-1])
 
 
 def _effect(attribute: str, qtype: str, flags: list[tuple[bool, bool]]) -> EffectCell:

@@ -76,7 +76,7 @@ def test_planted_position_bias_is_detected_and_measured() -> None:
     orders, chosen = _simulate(rng, 100, 3, 5, 8, 0.3)
     res = position_bias(None, chosen, 8, orders=orders, n_permutations=199, n_resamples=200)
     assert res.p_uniform < 0.01
-    assert (res.first_rate > 0.3).all()  # 0.3 + 0.7/8 expected
+    assert (res.curve[:, 0] > 0.3).all()  # 0.3 + 0.7/8 expected
     lo, hi = res.pooled_bias_ci
     assert lo <= res.pooled_bias <= hi
 

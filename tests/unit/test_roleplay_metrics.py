@@ -163,7 +163,7 @@ def test_tables_per_cell_and_role_and_json_round_trip() -> None:
     assert yes.refusals == 7
     assert cells[("religion", "why")].undetermined == 1
     assert cells[("religion", "why")].failed == 3
-    assert set(result.by_role()) == {("religion", "r0"), ("religion", "r1")}
+    assert set(result.cells(by="role")) == {("religion", "r0"), ("religion", "r1")}
     back = RoleplayResult.from_dict(json.loads(json.dumps(result.to_dict())))
     assert back == result
     json.dumps({k[0] + k[1]: c.to_dict() for k, c in cells.items()}, allow_nan=False)

@@ -228,7 +228,7 @@ def _worst_roles(
     with_role: bool,
 ) -> list[dict[str, Any]]:
     """The roles with the highest biased-question rate, their biased questions and answers."""
-    by_role = result.by_role(with_role=with_role)
+    by_role = result.cells(with_role=with_role, by="role")
     ranked = sorted(
         ((k, v) for k, v in by_role.items() if v.biased), key=lambda kv: (-kv[1].rate, kv[0])
     )
