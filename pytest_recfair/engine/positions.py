@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_recfair.engine.base import AuditInputs, Scored
+from pytest_recfair.engine.base import AuditInputs, Scored, attributes_of, drifts, prop_key
 from pytest_recfair.engine.items.scoring import rounded
 from pytest_recfair.engine.overlap.evidence import SHOW, reply_text
 from pytest_recfair.engine.overlap.kind import Pooled
@@ -118,16 +118,15 @@ class PositionSections:
                 notes.append(f"{what[0]}: no test (per-entity counts missing, or another K)")
                 continue
             rows += [
-                KindRow(*what, _WORDS[name], float(cmp.baseline[m]), float(cmp.candidate[m]),
-                        float(cmp.p_value[m]), cmp.n_paired)
-                for m, name in enumerate(DRIFT_MEASURES)
-            ]  # fmt: skip
+                KindRow(*what, _WORDS[n], was, now, p, cmp.n_paired)
+                for n, was, now, p in drifts(cmp, DRIFT_MEASURES)
+            ]
         return KindComparison.holm(rows, "paired entity bootstrap", notes)
 
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
         out: list[tuple[str, float | int | str]] = []
         for res in _attributes(data):
-            key = "recfair." + str(res["attribute"]).casefold().replace(" ", "_")
+            key = prop_key(res["attribute"])
             for name, value in (
                 ("position_bias", res["pooled_bias"]),
                 ("p_uniform", res["p_uniform"]),
@@ -145,7 +144,7 @@ def _score(
     cases: Sequence[CandidateCase],
     completions: Mapping[str, Any],
 ) -> Scored:
-    attrs = list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
+    attrs = attributes_of(cases)
     out = [_score_attribute(settings, cases, completions, a) for a in attrs]
     shown = evidence_entries(cases, completions, attrs)
     return Scored((), 0, {KEY: {"attributes": out}}, evidence=shown)
@@ -259,8 +258,7 @@ def _drift(
         return []
     out = []
     tol, n = settings.tolerance, cmp.n_paired
-    for m, name in enumerate(DRIFT_MEASURES):
-        now, was, p = float(cmp.candidate[m]), float(cmp.baseline[m]), float(cmp.p_value[m])
+    for name, was, now, p in drifts(cmp, DRIFT_MEASURES):
         if np.isfinite(now - was) and now - was > tol and p < settings.alpha:
             out.append(GateFailure(
                 "position", attribute=res["attribute"], value=now, limit=tol, baseline=was,

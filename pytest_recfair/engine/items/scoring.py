@@ -228,14 +228,19 @@ def field_names(item_field: str | None) -> list[str]:
     return [f.strip() for f in (item_field or "").split(",") if f.strip()]
 
 
-def check_fields(catalogue: Catalogue | None, fields: Sequence[str], item_field: str) -> None:
-    """Every ``item_field`` in the catalogue with usable levels: checked before any request."""
+def needed(catalogue: Catalogue | None, marker: str) -> Catalogue:
+    """The catalogue ``@fairness(marker)`` needs, else a ConfigError saying how to give one."""
     if catalogue is None:
         raise ConfigError(
-            f"@fairness(item_field={item_field!r}) needs a catalogue: give catalogue= a "
-            "CSV/JSON/YAML file (marker or ini recfair_catalogue), or override the "
-            "recfair_catalogue fixture"
+            f"@fairness({marker}) needs a catalogue: give catalogue= a CSV/JSON/YAML file "
+            "(marker or ini recfair_catalogue), or override the recfair_catalogue fixture"
         )
+    return catalogue
+
+
+def check_fields(catalogue: Catalogue | None, fields: Sequence[str], item_field: str) -> None:
+    """Every ``item_field`` in the catalogue with usable levels: checked before any request."""
+    catalogue = needed(catalogue, f"item_field={item_field!r}")
     if not fields:
         raise ConfigError(f"item_field={item_field!r} names no field; give e.g. 'price'")
     for name in fields:
