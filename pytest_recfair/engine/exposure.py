@@ -254,10 +254,6 @@ def _evidence(out: Mapping[str, Any], data: ex.ExposureData) -> dict[str, Any]:
     return shown
 
 
-def _data(result: AuditResult | None) -> Mapping[str, Any] | None:
-    return None if result is None else result.extras.get(KEY)
-
-
 def _as_data(d: Mapping[str, Any]) -> ex.ExposureData:
     pe = d["per_entity"]
     arr = {k: np.asarray(pe[k], dtype=np.float64) for k in _PER_ENTITY}
@@ -330,10 +326,8 @@ def _drift(s: AuditSettings, d: Mapping[str, Any], before: Mapping[str, Any]) ->
 
 def _headline(d: Mapping[str, Any], measure: str) -> float:
     """A stored result's value of one of :data:`ex.DRIFT_MEASURES` (NaN: not measured)."""
-    if measure == "mgu":
-        return json_nan(d["mgu"])
-    if measure == "long_tail_drop":
-        return json_nan(d["long_tail"])
+    if measure != "max_lift":
+        return json_nan(d["mgu" if measure == "mgu" else "long_tail"])
     lifts = [abs(x) for x in d["lift"] if x is not None]
     return max(lifts) if lifts else math.nan
 
@@ -481,7 +475,7 @@ class ExposureAudit(ListKind):
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
     ) -> tuple[GateFailure, ...]:
-        d, before = _data(result), _data(baseline)
+        d, before = result.extras.get(KEY), baseline.extras.get(KEY) if baseline else None
         if not d:
             return ()
         return (*_failures(settings, d), *(_drift(settings, d, before) if before else ()))

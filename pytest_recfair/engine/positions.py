@@ -20,7 +20,6 @@ from pytest_recfair.metrics.positions import (
     DRIFT_MEASURES,
     MEASURES,
     PositionComparison,
-    PositionResult,
     compare_positions,
     group_tables,
     position_bias,
@@ -161,8 +160,7 @@ def _score_attribute(
     groups = [NEUTRAL, *dict.fromkeys(c.value for c in mine if c.value is not None)]
     k = len(mine[0].order)
     E, G, P = len(entities), len(groups), settings.orders
-    pos = np.full((E, G, P), -2, dtype=np.int64)
-    cho = np.full((E, G, P), -2, dtype=np.int64)
+    pos, cho = np.full((2, E, G, P), -2, dtype=np.int64)  # -2: not asked or failed
     orders = np.zeros((E, P, k), dtype=np.int64)
     e_at = {e: i for i, e in enumerate(entities)}
     g_at = {g: i for i, g in enumerate(groups)}
@@ -175,25 +173,10 @@ def _score_attribute(
         at = read_pick(completion.text, c.shown, c.style)
         pos[e, g, p] = -1 if at is None else at
         cho[e, g, p] = -1 if at is None else c.order[at]
-    res = position_bias(
-        pos,
-        cho,
-        k,
-        orders=orders,
-        groups=tuple(groups),
-        n_permutations=settings.n_resamples,
-        n_resamples=settings.n_resamples,
-        seed=settings.seed,
-    )
+    n = settings.n_resamples
+    r = position_bias(pos, cho, k, orders=orders, groups=tuple(groups), n_permutations=n,
+                      n_resamples=n, seed=settings.seed)  # fmt: skip
     hist, _ = group_tables(pos, cho, k)
-    return {
-        **_to_dict(attribute, res),
-        "entities": entities,
-        "entity_counts": hist.sum(axis=1).astype(np.int64).tolist(),  # for the baseline gate
-    }
-
-
-def _to_dict(attribute: str, r: PositionResult) -> dict[str, Any]:
     return {
         "attribute": attribute,
         "groups": list(r.groups),
@@ -209,6 +192,8 @@ def _to_dict(attribute: str, r: PositionResult) -> dict[str, Any]:
         "p_uniform": rounded(r.p_uniform),
         "n_picks": [int(x) for x in r.n_picks],
         "n_entities": r.n_entities,
+        "entities": entities,
+        "entity_counts": hist.sum(axis=1).astype(np.int64).tolist(),  # for the baseline gate
     }
 
 

@@ -293,8 +293,7 @@ def _check_inputs(test_id: str, parts: Sequence[ShardResult], now: Mapping[str, 
 def _check_settings(settings: AuditSettings, meta: AuditMeta, files: str) -> None:
     """The merge run's settings must be the shards': another k, model or number of
     repeats would gate the shards' numbers as if they were this test's."""
-    wanted: dict[str, Any] = {"k": settings.k, "model": settings.model}
-    wanted["repeats"] = settings.repeats
+    wanted = {"k": settings.k, "model": settings.model, "repeats": settings.repeats}
     differ = [
         f"{name} {value!r} here, {getattr(meta, name)!r} in the shards"
         for name, value in wanted.items()
