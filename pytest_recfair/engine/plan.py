@@ -10,6 +10,7 @@ import dataclasses
 import json
 import math
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -460,13 +461,9 @@ def is_in_process(recommender: Any) -> bool:
 
 def pipeline_calls(store: CassetteStore, cases: Sequence[Any]) -> dict[str, int]:
     """Case id -> the model calls recorded for it, of ``cases`` that have any."""
-    wanted = {c.id for c in cases}
-    found: dict[str, int] = {}
-    for entity in sorted({c.entity_id for c in cases}):
-        for case, _, _ in store.recorded(entity):
-            if case in wanted:
-                found[case] = found.get(case, 0) + 1
-    return found
+    wanted, entities = {c.id for c in cases}, sorted({c.entity_id for c in cases})
+    recorded = (case for e in entities for case, _, _ in store.recorded(e))
+    return dict(Counter(case for case in recorded if case in wanted))
 
 
 def recorded_ids(
