@@ -114,13 +114,12 @@ def _load(source: str, stamp: int) -> RoleSet:
 def question_set(settings: AuditSettings, inputs: AuditInputs) -> RoleSet:
     """The ``questions=`` set: bundled, or a file by the test file, rootdir or the cwd."""
     source = settings.questions or "default"
-    if not Path(source).suffix:
-        return _load(source, 0)
     path = Path(source)
+    if not path.suffix:
+        return _load(source, 0)
     if not path.is_absolute():
         path = next((d / source for d in inputs.where if (d / source).is_file()), path)
-    stamp = path.stat().st_mtime_ns if path.is_file() else 0
-    return _load(str(path), stamp)
+    return _load(str(path), path.stat().st_mtime_ns if path.is_file() else 0)
 
 
 def _asked(settings: AuditSettings, questions: RoleSet, judged: bool) -> list[RoleQuestion]:
@@ -166,11 +165,11 @@ def _score(
     cases = [c for c in asked if isinstance(c, RoleplayCase)]
     answers = {c.id: completions[c.id].text for c in cases if c.id in completions}
     # by id, not by the judge cases: a shard merge rebuilds only the questions' cases
-    judges: dict[str, list[str | None]] = {}
-    for c in cases:
-        if c.qtype == "why":
-            got = [completions.get(judge_case_id(c.id, j)) for j in range(JUDGE_REPEATS)]
-            judges[c.id] = [None if r is None else r.text for r in got]
+    judges: dict[str, list[str | None]] = {
+        c.id: [getattr(completions.get(judge_case_id(c.id, j)), "text", None)
+               for j in range(JUDGE_REPEATS)]
+        for c in cases if c.qtype == "why"
+    }  # fmt: skip
     variant = cast(RoleplayVariant, settings.oracle)
     scored = collect(cases, answers, judges, variant=variant, repeats=rounds_of(settings))
     result = _failed_is_no_verdict(scored, cases, answers)

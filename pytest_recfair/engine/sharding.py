@@ -184,15 +184,11 @@ def run_shard(request: AuditRequest, root: Path) -> ShardWritten:
     run = stream.run(request)
     stream.check_failures(request.settings, request.test_id, run.sent)
     path = shard_path(root, request.test_id, shard)
-    doc = shard_doc(
-        test_id=request.test_id,
-        shard=shard,
-        meta=run.meta.to_dict(),
-        cost=run.sent.cost,
-        inputs=inputs_digests(registry.kind_for(request.settings), request),
-        **run.scorer.payload(run.sent),
-    )
-    write_shard(path, doc)
+    digests = inputs_digests(registry.kind_for(request.settings), request)
+    payload = run.scorer.payload(run.sent)
+    meta, cost = run.meta.to_dict(), run.sent.cost
+    write_shard(path, shard_doc(test_id=request.test_id, shard=shard, meta=meta, cost=cost,
+                                inputs=digests, **payload))  # fmt: skip
     return ShardWritten(path, len(shard_share(run.entities, shard)), len(run.entities))
 
 
