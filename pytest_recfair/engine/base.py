@@ -171,10 +171,7 @@ class AuditKind(Protocol):
         the first entity, which show the attributes and values asked)."""
 
     def merge(
-        self,
-        settings: AuditSettings,
-        parts: Sequence[ShardResult],
-        rebuild: Rebuild,
+        self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
     ) -> Merged:
         """The shards 1..N as the unsharded run would have scored them; DataError if they misfit."""
 
@@ -251,19 +248,16 @@ def shard_of_doc(doc: dict[str, Any], path: Path) -> ShardResult:
         shard = parse_shard(f"{info['index']}/{info['count']}", source=str(path))
         from pytest_recfair.engine.overlap.tally import Tally  # the list-overlap payload
 
-        tally = Tally.from_dict(doc["tally"]) if "replies" not in doc else None
-        replies = None
-        if tally is None:  # the shapes are checked by the shard schema
-            part = doc["replies"]
-            replies = {"completions": dict(part["completions"]), "errors": dict(part["errors"])}
-        failures = doc.get("failures")
-        if failures is not None:  # list overlap: the prompts counted and the failed ones
-            failures = {"cases": int(failures["cases"]), "failed": list(failures["failed"])}
-        cost = None if doc.get("cost") is None else float(doc["cost"])
-        meta, inputs = dict(doc["meta"]), doc.get("inputs")
+        part, failed = doc.get("replies"), doc.get("failures")  # shapes: the shard schema's
         return ShardResult(
-            path, str(doc["test_id"]), shard, meta, tally, replies, failures, cost, inputs
-        )
+            path, str(doc["test_id"]), shard, dict(doc["meta"]),
+            Tally.from_dict(doc["tally"]) if part is None else None,
+            None if part is None else {n: dict(part[n]) for n in ("completions", "errors")},
+            None if failed is None else {"cases": int(failed["cases"]),
+                                         "failed": list(failed["failed"])},
+            None if doc.get("cost") is None else float(doc["cost"]),
+            doc.get("inputs"),
+        )  # fmt: skip
     except (KeyError, TypeError, ValueError, IndexError, AttributeError) as exc:
         raise DataError(
             f"shard result {path}: malformed ({type(exc).__name__}: {exc}); re-run that shard."
@@ -336,40 +330,6 @@ def merged_cost(parts: Sequence[ShardResult]) -> float | None:
     return sum(costs) if costs else None
 
 
-def replay(
-    settings: AuditSettings,
-    parts: Sequence[ShardResult],
-    rebuild: Rebuild,
-    start: Callable[[Sequence[str], Sequence[Any], AuditInputs], Scorer],
-) -> Merged:
-    """Merge reply shards: the united replies go through a fresh scorer over the whole
-    audit's prompts, as the unsharded run scored them."""
-    from pytest_recfair.providers.base import Usage
-    from pytest_recfair.providers.runstate import RunOutcome
-
-    meta, replies = merge_replies(parts)
-    cases, inputs = rebuild()
-    completions = {k: _completion(v) for k, v in replies["completions"].items()}
-    errors = {k: str(v) for k, v in replies["errors"].items()}
-    missing = [c.id for c in cases if c.id not in completions and c.id not in errors]
-    if missing:
-        where = ", ".join(str(p.path) for p in parts)
-        raise DataError(
-            f"--fairness-merge: the shards of {parts[0].test_id} ({where}) hold no reply for "
-            f"{len(missing)} of its {len(cases)} prompts; the merge run must use the "
-            "seeds, grid and inputs the shards used (re-run the shards after a change)."
-        )
-    usage = sum((c.usage for c in completions.values() if c.usage), Usage())
-    outcome = RunOutcome(completions, errors, usage, merged_cost(parts))
-    entities = list(dict.fromkeys(c.entity_id for c in cases))
-    first = [c for c in cases if c.entity_id == entities[0]] if entities else []
-    scorer = start(entities, first, inputs)
-    scorer.add(cases, outcome)
-    sent = Sent()
-    sent.add(cases, outcome)
-    return Merged(meta, scorer, sent)
-
-
 def _completion(d: Mapping[str, Any]) -> Completion:
     from pytest_recfair.providers.base import Completion, Usage
 
@@ -435,9 +395,47 @@ class PooledKind:
     def merge(
         self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
     ) -> Merged:
-        return replay(
-            settings,
-            parts,
-            rebuild,
-            lambda e, first, inputs: self.scorer(settings, e, first, inputs),
-        )
+        """Merge reply shards: the united replies go through a fresh scorer over the whole
+        audit's prompts, as the unsharded run scored them."""
+        from pytest_recfair.providers.base import Usage
+        from pytest_recfair.providers.runstate import RunOutcome
+
+        meta, replies = merge_replies(parts)
+        cases, inputs = rebuild()
+        completions = {k: _completion(v) for k, v in replies["completions"].items()}
+        errors = {k: str(v) for k, v in replies["errors"].items()}
+        missing = [c.id for c in cases if c.id not in completions and c.id not in errors]
+        if missing:
+            where = ", ".join(str(p.path) for p in parts)
+            raise DataError(
+                f"--fairness-merge: the shards of {parts[0].test_id} ({where}) hold no reply "
+                f"for {len(missing)} of its {len(cases)} prompts; the merge run must use the "
+                "seeds, grid and inputs the shards used (re-run the shards after a change)."
+            )
+        usage = sum((c.usage for c in completions.values() if c.usage), Usage())
+        outcome = RunOutcome(completions, errors, usage, merged_cost(parts))
+        entities = list(dict.fromkeys(c.entity_id for c in cases))
+        first = [c for c in cases if c.entity_id == entities[0]] if entities else []
+        scorer = self.scorer(settings, entities, first, inputs)
+        scorer.add(cases, outcome)
+        sent = Sent()
+        sent.add(cases, outcome)
+        return Merged(meta, scorer, sent)
+
+
+def attributes_of(cases: Sequence[Any]) -> list[str]:
+    """The attributes ``cases`` ask about, in prompt order."""
+    return list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
+
+
+def prop_key(*names: Any) -> str:
+    """A JUnit property name: ``recfair.`` and each name lower-cased, spaces as ``_``."""
+    return ".".join(["recfair", *(str(n).casefold().replace(" ", "_") for n in names)])
+
+
+def drifts(cmp: Any, names: Sequence[str]) -> list[tuple[str, float, float, float]]:
+    """(measure, baseline, candidate, p) of each measure of a paired drift test."""
+    return [
+        (n, float(cmp.baseline[i]), float(cmp.candidate[i]), float(cmp.p_value[i]))
+        for i, n in enumerate(names)
+    ]

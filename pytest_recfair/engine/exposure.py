@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_recfair.engine.base import AuditInputs, Scored
+from pytest_recfair.engine.base import AuditInputs, Scored, drifts, prop_key
 from pytest_recfair.engine.items import scoring as itemside
 from pytest_recfair.engine.items.scoring import MAX_LEVELS, field_codes, rounded
 from pytest_recfair.engine.overlap.evidence import SHOW
@@ -136,12 +136,7 @@ def read_history(path: Path) -> list[tuple[str, str, float]]:
 def setup(settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[Path]) -> _Setup:
     """Groups, reference and popularity; every bad setting stops here, before any request."""
     name = _field(settings)
-    if catalogue is None:
-        raise ConfigError(
-            f"@fairness(kind='exposure', item_field={name!r}) needs a catalogue: give "
-            "catalogue= a CSV/JSON/YAML file (marker or ini recfair_catalogue), or override "
-            "the recfair_catalogue fixture"
-        )
+    catalogue = itemside.needed(catalogue, f"kind='exposure', item_field={name!r}")
     groups, group_of, values = _groups(catalogue, name, settings.bins)
     G, known = len(groups), group_of >= 0
     path = _history_path(settings, where)
@@ -259,10 +254,6 @@ def _evidence(out: Mapping[str, Any], data: ex.ExposureData) -> dict[str, Any]:
     return shown
 
 
-def _data(result: AuditResult | None) -> Mapping[str, Any] | None:
-    return None if result is None else result.extras.get(KEY)
-
-
 def _as_data(d: Mapping[str, Any]) -> ex.ExposureData:
     pe = d["per_entity"]
     arr = {k: np.asarray(pe[k], dtype=np.float64) for k in _PER_ENTITY}
@@ -319,8 +310,7 @@ def _drift(s: AuditSettings, d: Mapping[str, Any], before: Mapping[str, Any]) ->
     moved = sorted(d["items"][:SHOW], key=lambda r: -(r[3] or 0.0))
     names = ", ".join(str(r[0]) for r in moved[:3])
     out = []
-    for m, name in enumerate(ex.DRIFT_MEASURES):
-        was, now, p = float(cmp.baseline[m]), float(cmp.candidate[m]), float(cmp.p_value[m])
+    for name, was, now, p in drifts(cmp, ex.DRIFT_MEASURES):
         if p < s.alpha:
             word = _WORDS[name]
             # its own failure kind per measure: a headline each, named ("exposure MGU")
@@ -336,10 +326,8 @@ def _drift(s: AuditSettings, d: Mapping[str, Any], before: Mapping[str, Any]) ->
 
 def _headline(d: Mapping[str, Any], measure: str) -> float:
     """A stored result's value of one of :data:`ex.DRIFT_MEASURES` (NaN: not measured)."""
-    if measure == "mgu":
-        return json_nan(d["mgu"])
-    if measure == "long_tail_drop":
-        return json_nan(d["long_tail"])
+    if measure != "max_lift":
+        return json_nan(d["mgu" if measure == "mgu" else "long_tail"])
     lifts = [abs(x) for x in d["lift"] if x is not None]
     return max(lifts) if lifts else math.nan
 
@@ -425,11 +413,10 @@ class ExposureSections:
             why = f"{now['field']}: no test (per-entity counts missing, or other groups or values)"
             return KindComparison(tuple(rows), "no test", (why,))
         rows = [
-            KindRow(*what, _WORDS[m], float(cmp.baseline[i]), float(cmp.candidate[i]),
-                    float(cmp.p_value[i]), cmp.n_paired)
-            for i, m in enumerate(ex.DRIFT_MEASURES)
-            if math.isfinite(cmp.p_value[i])
-        ]  # fmt: skip
+            KindRow(*what, _WORDS[m], was, now, p, cmp.n_paired)
+            for m, was, now, p in drifts(cmp, ex.DRIFT_MEASURES)
+            if math.isfinite(p)
+        ]
         notes = (
             []
             if was["reference"] == now["reference"]
@@ -465,9 +452,8 @@ class ExposureSections:
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
         if not data:
             return []
-        key = "recfair.exposure." + str(data["field"]).casefold().replace(" ", "_")
         names = ("mgu", "dgu", "gini", "coverage", "long_tail")
-        return [(f"{key}.{n}", data[n]) for n in names if data[n] is not None]
+        return [(prop_key(KEY, data["field"], n), data[n]) for n in names if data[n] is not None]
 
 
 class ExposureAudit(ListKind):
@@ -489,7 +475,7 @@ class ExposureAudit(ListKind):
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
     ) -> tuple[GateFailure, ...]:
-        d, before = _data(result), _data(baseline)
+        d, before = result.extras.get(KEY), baseline.extras.get(KEY) if baseline else None
         if not d:
             return ()
         return (*_failures(settings, d), *(_drift(settings, d, before) if before else ()))

@@ -10,6 +10,7 @@ import dataclasses
 import json
 import math
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,12 +27,7 @@ from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.http import HTTPProvider
-from pytest_recfair.providers.pacing import (
-    TOKENS_PER_ITEM,
-    CaseText,
-    known_limits,
-    prompt_tokens,
-)
+from pytest_recfair.providers.pacing import TOKENS_PER_ITEM, CaseText, known_limits, prompt_tokens
 from pytest_recfair.providers.pipeline import Allowance
 from pytest_recfair.providers.transport import CassetteTransport, case_extensions
 from pytest_recfair.report.sections import kind_sections
@@ -233,30 +229,20 @@ def estimate(
     completion_tokens = sum(max_tokens or TOKENS_PER_ITEM * getattr(c, "k", 1) for c in to_ask)
     waves = math.ceil(len(to_ask) / max(1, concurrency))
     seconds = None if seconds_per_request is None else waves * seconds_per_request
-    paced = [
-        (n / limit * 60.0, f"{limit:,.0f} {what}/min")
-        for n, limit, what in (
-            (len(to_ask), rpm, "requests"),
-            (prompt_total + completion_tokens, tpm, "tokens"),
-        )
-        if limit and n
-    ]
-    slowest = max(paced, default=None)
+    slowest = max(
+        ((n / limit * 60.0, f"{limit:,.0f} {what}/min")
+         for n, limit, what in ((len(to_ask), rpm, "requests"),
+                                (prompt_total + completion_tokens, tpm, "tokens"))
+         if limit and n),
+        default=None,
+    )  # fmt: skip
     pace = ""
     if slowest is not None and (seconds is None or slowest[0] > seconds):
         seconds, pace = slowest
-    return Plan(
-        test_id=test_id,
-        prompts=len(to_ask) + recorded,
-        recorded=recorded,
-        to_ask=len(to_ask),
-        prompt_tokens=prompt_total,
-        completion_tokens=completion_tokens,
-        cost=prices.cost(prompt_total, completion_tokens) if prices else None,
-        concurrency=concurrency,
-        seconds=seconds,
-        pace=pace,
-    )
+    cost = prices.cost(prompt_total, completion_tokens) if prices else None
+    n = len(to_ask)
+    return Plan(test_id, n + recorded, recorded, n, prompt_total, completion_tokens, cost,
+                concurrency, seconds, pace)  # fmt: skip
 
 
 # --- judge calls (role-play Why answers: a second model judges each answer 3 times)
@@ -419,8 +405,8 @@ def audit_plan(
     request = AuditRequest(
         settings, recommender, seeds, grid, test_id, inputs=inputs or AuditInputs(), shard=shard
     )
-    asked = stream.all_cases(registry.kind_for(settings), request)
-    cases = [c for c in asked if c.id not in (failed or {})]
+    kind = registry.kind_for(settings)
+    cases = [c for c in stream.all_cases(kind, request) if c.id not in (failed or {})]
     calls: dict[str, int] | None = None
     if isinstance(recommender, CallableProvider):
         store = CassetteStore(cassette_root, settings.record_mode, autosave=None)
@@ -449,21 +435,13 @@ def audit_plan(
         main = dataclasses.replace(
             main, calls_per_prompt=per_prompt, intercepted=settings.intercept == "vcr"
         )
-    return _with_judge(main, settings, request, to_ask)
-
-
-def _with_judge(
-    main: Plan, settings: AuditSettings, request: AuditRequest, to_ask: Sequence[Any]
-) -> Plan:
-    """With the judge calls the cases bring (``planned_follow_up``), at the judge's prices."""
-    judge = request.inputs.judge
-    more = getattr(registry.kind_for(settings), "planned_follow_up", None)
+    # with the judge calls the cases bring (``planned_follow_up``), at the judge's prices
+    judge, more = request.inputs.judge, getattr(kind, "planned_follow_up", None)
     if more is None or judge is None:
         return main
-    calls = more(settings, to_ask)
     judged = estimate(
-        request.test_id,
-        calls,
+        test_id,
+        more(settings, to_ask),
         recorded=0,
         concurrency=settings.concurrency,
         max_tokens=getattr(judge, "max_tokens", None),
@@ -483,13 +461,9 @@ def is_in_process(recommender: Any) -> bool:
 
 def pipeline_calls(store: CassetteStore, cases: Sequence[Any]) -> dict[str, int]:
     """Case id -> the model calls recorded for it, of ``cases`` that have any."""
-    wanted = {c.id for c in cases}
-    found: dict[str, int] = {}
-    for entity in sorted({c.entity_id for c in cases}):
-        for case, _, _ in store.recorded(entity):
-            if case in wanted:
-                found[case] = found.get(case, 0) + 1
-    return found
+    wanted, entities = {c.id for c in cases}, sorted({c.entity_id for c in cases})
+    recorded = (case for e in entities for case, _, _ in store.recorded(e))
+    return dict(Counter(case for case in recorded if case in wanted))
 
 
 def recorded_ids(

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from pytest_recfair.engine.base import AuditInputs, Scored
+from pytest_recfair.engine.base import AuditInputs, Scored, attributes_of, drifts, prop_key
 from pytest_recfair.engine.items.scoring import rounded
 from pytest_recfair.engine.overlap.evidence import SHOW, reply_text
 from pytest_recfair.engine.overlap.kind import Pooled
@@ -20,7 +20,6 @@ from pytest_recfair.metrics.positions import (
     DRIFT_MEASURES,
     MEASURES,
     PositionComparison,
-    PositionResult,
     compare_positions,
     group_tables,
     position_bias,
@@ -118,16 +117,15 @@ class PositionSections:
                 notes.append(f"{what[0]}: no test (per-entity counts missing, or another K)")
                 continue
             rows += [
-                KindRow(*what, _WORDS[name], float(cmp.baseline[m]), float(cmp.candidate[m]),
-                        float(cmp.p_value[m]), cmp.n_paired)
-                for m, name in enumerate(DRIFT_MEASURES)
-            ]  # fmt: skip
+                KindRow(*what, _WORDS[n], was, now, p, cmp.n_paired)
+                for n, was, now, p in drifts(cmp, DRIFT_MEASURES)
+            ]
         return KindComparison.holm(rows, "paired entity bootstrap", notes)
 
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
         out: list[tuple[str, float | int | str]] = []
         for res in _attributes(data):
-            key = "recfair." + str(res["attribute"]).casefold().replace(" ", "_")
+            key = prop_key(res["attribute"])
             for name, value in (
                 ("position_bias", res["pooled_bias"]),
                 ("p_uniform", res["p_uniform"]),
@@ -145,7 +143,7 @@ def _score(
     cases: Sequence[CandidateCase],
     completions: Mapping[str, Any],
 ) -> Scored:
-    attrs = list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
+    attrs = attributes_of(cases)
     out = [_score_attribute(settings, cases, completions, a) for a in attrs]
     shown = evidence_entries(cases, completions, attrs)
     return Scored((), 0, {KEY: {"attributes": out}}, evidence=shown)
@@ -162,8 +160,7 @@ def _score_attribute(
     groups = [NEUTRAL, *dict.fromkeys(c.value for c in mine if c.value is not None)]
     k = len(mine[0].order)
     E, G, P = len(entities), len(groups), settings.orders
-    pos = np.full((E, G, P), -2, dtype=np.int64)
-    cho = np.full((E, G, P), -2, dtype=np.int64)
+    pos, cho = np.full((2, E, G, P), -2, dtype=np.int64)  # -2: not asked or failed
     orders = np.zeros((E, P, k), dtype=np.int64)
     e_at = {e: i for i, e in enumerate(entities)}
     g_at = {g: i for i, g in enumerate(groups)}
@@ -176,25 +173,10 @@ def _score_attribute(
         at = read_pick(completion.text, c.shown, c.style)
         pos[e, g, p] = -1 if at is None else at
         cho[e, g, p] = -1 if at is None else c.order[at]
-    res = position_bias(
-        pos,
-        cho,
-        k,
-        orders=orders,
-        groups=tuple(groups),
-        n_permutations=settings.n_resamples,
-        n_resamples=settings.n_resamples,
-        seed=settings.seed,
-    )
+    n = settings.n_resamples
+    r = position_bias(pos, cho, k, orders=orders, groups=tuple(groups), n_permutations=n,
+                      n_resamples=n, seed=settings.seed)  # fmt: skip
     hist, _ = group_tables(pos, cho, k)
-    return {
-        **_to_dict(attribute, res),
-        "entities": entities,
-        "entity_counts": hist.sum(axis=1).astype(np.int64).tolist(),  # for the baseline gate
-    }
-
-
-def _to_dict(attribute: str, r: PositionResult) -> dict[str, Any]:
     return {
         "attribute": attribute,
         "groups": list(r.groups),
@@ -210,6 +192,8 @@ def _to_dict(attribute: str, r: PositionResult) -> dict[str, Any]:
         "p_uniform": rounded(r.p_uniform),
         "n_picks": [int(x) for x in r.n_picks],
         "n_entities": r.n_entities,
+        "entities": entities,
+        "entity_counts": hist.sum(axis=1).astype(np.int64).tolist(),  # for the baseline gate
     }
 
 
@@ -259,8 +243,7 @@ def _drift(
         return []
     out = []
     tol, n = settings.tolerance, cmp.n_paired
-    for m, name in enumerate(DRIFT_MEASURES):
-        now, was, p = float(cmp.candidate[m]), float(cmp.baseline[m]), float(cmp.p_value[m])
+    for name, was, now, p in drifts(cmp, DRIFT_MEASURES):
         if np.isfinite(now - was) and now - was > tol and p < settings.alpha:
             out.append(GateFailure(
                 "position", attribute=res["attribute"], value=now, limit=tol, baseline=was,

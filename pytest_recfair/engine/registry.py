@@ -9,7 +9,7 @@ from pytest_recfair.engine.exposure import EXPOSURE
 from pytest_recfair.engine.items.kind import ITEMS
 from pytest_recfair.engine.overlap.kind import OVERLAP
 from pytest_recfair.engine.positions import POSITIONS
-from pytest_recfair.engine.roleplay.kind import ROLEPLAY
+from pytest_recfair.engine.roleplay import ROLEPLAY
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.report.sections import use as use_sections
 from pytest_recfair.settings import AuditSettings

@@ -184,15 +184,11 @@ def run_shard(request: AuditRequest, root: Path) -> ShardWritten:
     run = stream.run(request)
     stream.check_failures(request.settings, request.test_id, run.sent)
     path = shard_path(root, request.test_id, shard)
-    doc = shard_doc(
-        test_id=request.test_id,
-        shard=shard,
-        meta=run.meta.to_dict(),
-        cost=run.sent.cost,
-        inputs=inputs_digests(registry.kind_for(request.settings), request),
-        **run.scorer.payload(run.sent),
-    )
-    write_shard(path, doc)
+    digests = inputs_digests(registry.kind_for(request.settings), request)
+    payload = run.scorer.payload(run.sent)
+    meta, cost = run.meta.to_dict(), run.sent.cost
+    write_shard(path, shard_doc(test_id=request.test_id, shard=shard, meta=meta, cost=cost,
+                                inputs=digests, **payload))  # fmt: skip
     return ShardWritten(path, len(shard_share(run.entities, shard)), len(run.entities))
 
 
@@ -293,8 +289,7 @@ def _check_inputs(test_id: str, parts: Sequence[ShardResult], now: Mapping[str, 
 def _check_settings(settings: AuditSettings, meta: AuditMeta, files: str) -> None:
     """The merge run's settings must be the shards': another k, model or number of
     repeats would gate the shards' numbers as if they were this test's."""
-    wanted: dict[str, Any] = {"k": settings.k, "model": settings.model}
-    wanted["repeats"] = settings.repeats
+    wanted = {"k": settings.k, "model": settings.model, "repeats": settings.repeats}
     differ = [
         f"{name} {value!r} here, {getattr(meta, name)!r} in the shards"
         for name, value in wanted.items()

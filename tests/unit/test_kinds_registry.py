@@ -17,9 +17,7 @@ from pytest_recfair.engine.base import (
     AuditInputs,
     AuditKind,
     AuditRequest,
-    Merged,
     PooledScorer,
-    Rebuild,
     Scored,
 )
 from pytest_recfair.engine.items.scoring import ItemResults
@@ -77,8 +75,9 @@ class LengthSections:
         return [("recfair.length.mean", data["mean"])]
 
 
-class LengthAudit:
-    """A toy kind: the mean length of the replies, over the whole audit."""
+class LengthAudit(base.PooledKind):
+    """A toy kind: the mean length of the replies, over the whole audit (its merge: the
+    pooled kinds' replay of the shards' replies)."""
 
     name = "length"
     sections = LengthSections()
@@ -104,13 +103,6 @@ class LengthAudit:
         inputs: AuditInputs,
     ) -> PooledScorer:
         return PooledScorer(_length)
-
-    def merge(
-        self, settings: AuditSettings, parts: Sequence[base.ShardResult], rebuild: Rebuild
-    ) -> Merged:
-        return base.replay(
-            settings, parts, rebuild, lambda *_: self.scorer(settings, [], [], AuditInputs())
-        )
 
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None

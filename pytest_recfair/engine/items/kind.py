@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from pytest_recfair.engine.base import AuditInputs, Scored
+from pytest_recfair.engine.base import AuditInputs, Scored, attributes_of, drifts, prop_key
 from pytest_recfair.engine.items import scoring as itemside
 from pytest_recfair.engine.items.scoring import ItemSideResult, field_codes
 from pytest_recfair.engine.overlap.evidence import SHOW, compare_lists, reply_text, shown_titles
@@ -38,7 +38,7 @@ def _score(
     fields = itemside.field_names(settings.item_field)
     replies = parse_all(cases, completions, settings.k, settings.parse_style)
     titles = [r.items for r in replies]
-    attrs = list(dict.fromkeys(c.attribute for c in cases if c.attribute is not None))
+    attrs = attributes_of(cases)
     matched = itemside.match_replies(titles, catalogue)  # once for all attributes
     results = [
         itemside.score_items(
@@ -295,19 +295,17 @@ class ItemSections:
                 ]  # fmt: skip
                 continue
             rows += [
-                KindRow(res.attribute, name, "largest shift", float(cmp.baseline[i]),
-                        float(cmp.candidate[i]), float(cmp.p_value[i]), cmp.n_paired)
-                for i, name in enumerate(cmp.fields)
-            ]  # fmt: skip
+                KindRow(res.attribute, *cell[:1], "largest shift", *cell[1:], cmp.n_paired)
+                for cell in drifts(cmp, cmp.fields)
+            ]
         return KindComparison.holm(rows, "paired entity bootstrap", notes)
 
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
         out: list[tuple[str, float | int | str]] = []
         for res in _attributes(data):
-            key = "recfair." + str(res["attribute"]).casefold().replace(" ", "_")
-            out.append((f"{key}.coverage", round(_share(res["coverage"]), 6)))
+            out.append((prop_key(res["attribute"], "coverage"), round(_share(res["coverage"]), 6)))
             for f in res["fields"]:
-                name = f"{key}.{str(f['field']).casefold().replace(' ', '_')}"
+                name = prop_key(res["attribute"], f["field"])
                 if f["max_shift"] is not None:
                     out.append((f"{name}.max_shift", f["max_shift"]))
                 if f["p_adjusted"]:

@@ -6,6 +6,7 @@ Results keep the per-entity category counts, so a later run compares entity by e
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,10 +25,6 @@ def rounded(x: Any) -> Any:
     if np.ndim(x):
         return [rounded(v) for v in x]
     return None if x is None or not math.isfinite(float(x)) else round(float(x), 6)
-
-
-def _ci(pair: Any) -> list[float | None]:
-    return [rounded(pair[0]), rounded(pair[1])]
 
 
 def coverage_dict(c: Coverage) -> dict[str, Any]:
@@ -173,22 +170,17 @@ def _lists(
 def _field_result(res: itemshift.ShiftResult, i: int) -> FieldShift:
     c = res.counts
     sl = c.field_slice(c.fields[i])
+
+    def r(a: Any) -> Any:  # rounded, as tuples all the way down
+        return _tuples(rounded(a))
+
     return FieldShift(
-        field=c.fields[i],
-        categories=c.categories[i],
-        groups=c.groups,
-        shares=tuple(tuple(rounded(x) for x in row[sl]) for row in res.shares),
-        share_ci=tuple(tuple(tuple(_ci(ci)) for ci in row[sl]) for row in res.share_ci),  # type: ignore[misc]
-        n_items=tuple(int(x) for x in res.n_items[:, i]),
-        shift=tuple(rounded(x) for x in res.shift[:, i]),
-        shift_ci=tuple(tuple(_ci(ci)) for ci in res.shift_ci[:, i]),  # type: ignore[misc]
-        p_adjusted=tuple(round(float(x), 6) for x in res.p_adjusted[:, i]),
-        association=tuple(tuple(rounded(x) for x in row[sl]) for row in res.association),
-        max_shift=rounded(res.max_shift[i]),
-        max_shift_ci=tuple(_ci(res.max_shift_ci[i])),  # type: ignore[arg-type]
-        between=tuple(rounded(x) for x in res.between[:, i]),
-        p_between=tuple(round(float(x), 6) for x in res.p_between[:, i]),
-    )
+        c.fields[i], c.categories[i], c.groups, r(res.shares[:, sl]), r(res.share_ci[:, sl]),
+        tuple(int(x) for x in res.n_items[:, i]), r(res.shift[:, i]), r(res.shift_ci[:, i]),
+        tuple(round(float(x), 6) for x in res.p_adjusted[:, i]), r(res.association[:, sl]),
+        rounded(res.max_shift[i]), r(res.max_shift_ci[i]), r(res.between[:, i]),
+        tuple(round(float(x), 6) for x in res.p_between[:, i]),
+    )  # fmt: skip
 
 
 MatchedReplies = tuple[dict[int, list[int | None] | None], Coverage]
@@ -228,14 +220,19 @@ def field_names(item_field: str | None) -> list[str]:
     return [f.strip() for f in (item_field or "").split(",") if f.strip()]
 
 
-def check_fields(catalogue: Catalogue | None, fields: Sequence[str], item_field: str) -> None:
-    """Every ``item_field`` in the catalogue with usable levels: checked before any request."""
+def needed(catalogue: Catalogue | None, marker: str) -> Catalogue:
+    """The catalogue ``@fairness(marker)`` needs, else a ConfigError saying how to give one."""
     if catalogue is None:
         raise ConfigError(
-            f"@fairness(item_field={item_field!r}) needs a catalogue: give catalogue= a "
-            "CSV/JSON/YAML file (marker or ini recfair_catalogue), or override the "
-            "recfair_catalogue fixture"
+            f"@fairness({marker}) needs a catalogue: give catalogue= a CSV/JSON/YAML file "
+            "(marker or ini recfair_catalogue), or override the recfair_catalogue fixture"
         )
+    return catalogue
+
+
+def check_fields(catalogue: Catalogue | None, fields: Sequence[str], item_field: str) -> None:
+    """Every ``item_field`` in the catalogue with usable levels: checked before any request."""
+    catalogue = needed(catalogue, f"item_field={item_field!r}")
     if not fields:
         raise ConfigError(f"item_field={item_field!r} names no field; give e.g. 'price'")
     for name in fields:
@@ -270,14 +267,11 @@ def match_replies(titles: Sequence[list[str] | None], catalogue: Catalogue) -> M
             f"matched (e.g. {', '.join(map(repr, coverage.unmatched_examples[:3]))}); is it "
             "the catalogue of this domain?"
         )
-    items: dict[int, list[int | None] | None] = {}
-    pos = 0
-    for i, lst in enumerate(titles):
-        if lst is None:
-            items[i] = None
-            continue
-        items[i] = matched_flat[pos : pos + len(lst)]
-        pos += len(lst)
+    ends = itertools.accumulate(len(t or ()) for t in titles)
+    items = {
+        i: None if t is None else matched_flat[end - len(t) : end]
+        for i, (t, end) in enumerate(zip(titles, ends, strict=True))
+    }
     return items, coverage
 
 

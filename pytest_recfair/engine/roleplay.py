@@ -1,4 +1,5 @@
-"""The role-play audit (BiasLens): rates of biased answers while the model plays a role.
+"""The role-play audit (BiasLens): rates of biased answers while the model plays a role
+(its report sections: :mod:`.roleplay_sections`).
 
 Rounds send identical bodies: the cassette key holds the round as the repeat index, so
 each replays its own answer. Why answers are judged ``JUDGE_REPEATS`` times (repeat
@@ -23,8 +24,7 @@ from pytest_recfair.engine.base import (
     merge_replies,
 )
 from pytest_recfair.engine.overlap.kind import Pooled
-from pytest_recfair.engine.roleplay import sections as roleplay_evidence
-from pytest_recfair.engine.roleplay.sections import KEY, LABELS, RoleplaySections
+from pytest_recfair.engine.roleplay_sections import KEY, RoleplaySections, cell_name, entries
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics.roleplay import (
     QuestionResult,
@@ -114,13 +114,12 @@ def _load(source: str, stamp: int) -> RoleSet:
 def question_set(settings: AuditSettings, inputs: AuditInputs) -> RoleSet:
     """The ``questions=`` set: bundled, or a file by the test file, rootdir or the cwd."""
     source = settings.questions or "default"
-    if not Path(source).suffix:
-        return _load(source, 0)
     path = Path(source)
+    if not path.suffix:
+        return _load(source, 0)
     if not path.is_absolute():
         path = next((d / source for d in inputs.where if (d / source).is_file()), path)
-    stamp = path.stat().st_mtime_ns if path.is_file() else 0
-    return _load(str(path), stamp)
+    return _load(str(path), path.stat().st_mtime_ns if path.is_file() else 0)
 
 
 def _asked(settings: AuditSettings, questions: RoleSet, judged: bool) -> list[RoleQuestion]:
@@ -166,11 +165,11 @@ def _score(
     cases = [c for c in asked if isinstance(c, RoleplayCase)]
     answers = {c.id: completions[c.id].text for c in cases if c.id in completions}
     # by id, not by the judge cases: a shard merge rebuilds only the questions' cases
-    judges: dict[str, list[str | None]] = {}
-    for c in cases:
-        if c.qtype == "why":
-            got = [completions.get(judge_case_id(c.id, j)) for j in range(JUDGE_REPEATS)]
-            judges[c.id] = [None if r is None else r.text for r in got]
+    judges: dict[str, list[str | None]] = {
+        c.id: [getattr(completions.get(judge_case_id(c.id, j)), "text", None)
+               for j in range(JUDGE_REPEATS)]
+        for c in cases if c.qtype == "why"
+    }  # fmt: skip
     variant = cast(RoleplayVariant, settings.oracle)
     scored = collect(cases, answers, judges, variant=variant, repeats=rounds_of(settings))
     result = _failed_is_no_verdict(scored, cases, answers)
@@ -184,7 +183,7 @@ def _score(
         for w in (True, False)
         for (a, t), cell in result.cells(with_role=w).items()
     ]
-    data = {
+    data = {  # the kind's results (extras["roleplay"])
         "source": questions.name,
         "digest": questions.digest(),
         "oracle": settings.oracle,
@@ -196,7 +195,7 @@ def _score(
         "effect": role_effect(result).to_dict() if settings.role_effect else None,
         "result": result.to_dict(),
     }
-    shown = roleplay_evidence.entries(result, rounds, answers, judges, settings.with_role)
+    shown = entries(result, rounds, answers, judges, settings.with_role)
     return Scored((), 0, {KEY: data}, evidence=shown)
 
 
@@ -209,16 +208,13 @@ def _failed_is_no_verdict(
     for c in cases:
         if c.id not in answers:
             lost.setdefault((c.question_id, c.with_role), set()).add(c.repeat)
-    if not lost:
-        return result
-    out: list[QuestionResult] = []
-    for q in result.questions:
-        gone = lost.get(q.key)
-        if gone:
-            outcomes = tuple("failed" if r in gone else o for r, o in enumerate(q.outcomes))
-            q = dataclasses.replace(q, outcomes=outcomes, biased=question_verdict(outcomes))
-        out.append(q)
-    return RoleplayResult(tuple(out), result.variant, result.repeats)
+
+    def marked(q: QuestionResult, gone: set[int]) -> QuestionResult:
+        outcomes = tuple("failed" if r in gone else o for r, o in enumerate(q.outcomes))
+        return dataclasses.replace(q, outcomes=outcomes, biased=question_verdict(outcomes))
+
+    out = tuple(marked(q, lost[q.key]) if q.key in lost else q for q in result.questions)
+    return RoleplayResult(out, result.variant, result.repeats) if lost else result
 
 
 def _worst_roles(
@@ -245,15 +241,11 @@ def _worst_roles(
     return out
 
 
-def _cell_name(attribute: str, qtype: str) -> str:
-    return f"{attribute} · {LABELS.get(qtype, qtype)}"
-
-
 def _limit_failures(settings: AuditSettings, now: RoleplayResult) -> list[GateFailure]:
     breaches = check_limits(now, max_biased=settings.max_biased, with_role=settings.with_role)
     cells = now.cells(with_role=settings.with_role)
     return [
-        GateFailure("biased_rate", attribute=_cell_name(b.attribute, b.qtype), value=b.value,
+        GateFailure("biased_rate", attribute=cell_name(b.attribute, b.qtype), value=b.value,
                     limit=b.threshold,
                     detail=f"biased-question rate {b.value:.3f} > {b.limit} {b.threshold:g}",
                     value_ci=Interval(cell.low, cell.high))
@@ -266,11 +258,9 @@ def _drift_failures(
     settings: AuditSettings, before: RoleplayResult, now: RoleplayResult
 ) -> list[GateFailure]:
     """Each failed drift member, with the majority-based biased-question rates beside it."""
+    s = settings
     try:
-        drift = drift_test(
-            before, now, tolerance=settings.tolerance, alpha=settings.alpha,
-            with_role=settings.with_role,
-        )  # fmt: skip
+        drift = drift_test(before, now, tolerance=s.tolerance, alpha=s.alpha, with_role=s.with_role)
     except DataError as exc:
         return [GateFailure("incompatible", detail=str(exc))]
     out = []
@@ -290,7 +280,7 @@ def _drift_failures(
                       f"{c.baseline_rate:.3f} -> {c.candidate_rate:.3f}, {turned} turned "
                       "back)")  # fmt: skip
         out.append(GateFailure(
-            "biased_rate", attribute=_cell_name(c.attribute, c.qtype), value=now_,
+            "biased_rate", attribute=cell_name(c.attribute, c.qtype), value=now_,
             limit=c.margin, baseline=was, p_value=c.p_adjusted, alpha=drift.alpha, n_paired=n,
             detail=detail,
         ))  # fmt: skip

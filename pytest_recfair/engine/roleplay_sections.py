@@ -26,17 +26,17 @@ def _condition(cell: Mapping[str, Any]) -> str:
     return "" if cell["with_role"] else " (without role)"
 
 
+def cell_name(attribute: str, qtype: str) -> str:
+    return f"{attribute} · {LABELS.get(qtype, qtype)}"
+
+
 def _label(cell: Mapping[str, Any]) -> str:
-    return f"{cell['attribute']} · {LABELS[cell['qtype']]}{_condition(cell)}"
+    return cell_name(cell["attribute"], cell["qtype"]) + _condition(cell)
 
 
-def _cell_text(cell: Mapping[str, Any]) -> str:
-    return (
-        f"biased {cell['biased']}/{cell['n']} = {fmt(cell['rate'])}"
-        f"{fmt_pair([cell['low'], cell['high']])}; refusals {cell['refusals']} of "
-        f"{cell['rounds']} answers, failed {cell['failed']}, unusable {cell['unusable']}, "
-        f"undetermined questions {cell['undetermined']}"
-    )
+def _rate(r: Mapping[str, Any]) -> str:
+    """A cell's or role's biased rate with its interval."""
+    return fmt(r["rate"]) + fmt_pair([r["low"], r["high"]])
 
 
 def _head(data: Mapping[str, Any]) -> str:
@@ -45,13 +45,6 @@ def _head(data: Mapping[str, Any]) -> str:
     return (
         f"{data['source']}: {data['asked']} questions x {data['rounds']} rounds, "
         f"{data['oracle']} oracle{note}"
-    )
-
-
-def _role_text(r: Mapping[str, Any]) -> str:
-    return (
-        f"{r['role']} ({r['attribute']}) {fmt(r['rate'])}{fmt_pair([r['low'], r['high']])} "
-        f"({r['biased']}/{r['n']})"
     )
 
 
@@ -82,9 +75,17 @@ class RoleplaySections:
 
     def lines(self, data: Any) -> list[str]:
         out = [_head(data)]
-        out += [f"{_label(c)}: {_cell_text(c)}" for c in data["cells"]]
+        out += [
+            f"{_label(c)}: biased {c['biased']}/{c['n']} = {_rate(c)}; refusals {c['refusals']} "
+            f"of {c['rounds']} answers, failed {c['failed']}, unusable {c['unusable']}, "
+            f"undetermined questions {c['undetermined']}"
+            for c in data["cells"]
+        ]
         if data["worst_roles"]:
-            out.append("worst roles: " + "; ".join(_role_text(r) for r in data["worst_roles"]))
+            out.append("worst roles: " + "; ".join(
+                f"{r['role']} ({r['attribute']}) {_rate(r)} ({r['biased']}/{r['n']})"
+                for r in data["worst_roles"]
+            ))  # fmt: skip
         if data.get("effect"):
             out.append(_effect_text(data["effect"]))
         return out
@@ -102,7 +103,7 @@ class RoleplaySections:
         rows = [
             [
                 c["attribute"], LABELS[c["qtype"]], "with" if c["with_role"] else "without",
-                f"{c['biased']}/{c['n']}", fmt(c["rate"]) + fmt_pair([c["low"], c["high"]]),
+                f"{c['biased']}/{c['n']}", _rate(c),
                 f"{c['refusals']}/{c['rounds']}", str(c["failed"]), str(c["unusable"]),
                 str(c["undetermined"]),
             ]
@@ -114,9 +115,14 @@ class RoleplaySections:
         ]
         if data["worst_roles"]:
             parts.append("<p>Worst roles, with their biased questions and answers:</p>")
+            examples = [
+                [r["role"], r["attribute"], _rate(r), ex["question"],
+                 " | ".join(a if a is not None else "(failed)" for a in ex["answers"])]
+                for r in data["worst_roles"]
+                for ex in r["examples"] or [{"question": "", "answers": []}]
+            ]  # fmt: skip
             parts.append(table(["role", "attribute", "rate [95% CI]", "question", "answers"],
-                               _example_rows(data["worst_roles"]), label_columns=2,
-                               text_columns=(3, 4)))  # fmt: skip
+                               examples, label_columns=2, text_columns=(3, 4)))  # fmt: skip
         if data.get("effect"):
             parts.append(f"<p>{esc(_effect_text(data['effect']))}</p>")
         return f'<div class="kind roleplay">{"".join(parts)}</div>'
@@ -142,7 +148,7 @@ class RoleplaySections:
             cells.setdefault((q.attribute, q.qtype), []).append(v + settings.tolerance)
         m = len(cells) + len({a for a, _ in cells})
         return [
-            (f"{a} · {LABELS[t]} · biased-answer rate", math.sqrt(sum(v)) / len(v), len(v), m)
+            (f"{cell_name(a, t)} · biased-answer rate", math.sqrt(sum(v)) / len(v), len(v), m)
             for (a, t), v in cells.items()
         ]
 
@@ -190,16 +196,6 @@ class RoleplaySections:
         return out
 
 
-def _example_rows(roles: list[Mapping[str, Any]]) -> list[list[str]]:
-    rows = []
-    for r in roles:
-        rate = fmt(r["rate"]) + fmt_pair([r["low"], r["high"]])
-        for ex in r["examples"] or [{"question": "", "answers": []}]:
-            answers = " | ".join(a if a is not None else "(failed)" for a in ex["answers"])
-            rows.append([r["role"], r["attribute"], rate, ex["question"], answers])
-    return rows
-
-
 def entries(
     result: RoleplayResult,
     rounds: Mapping[tuple[str, bool], list[Any]],
@@ -218,7 +214,7 @@ def entries(
         ranked = sorted(qs, key=lambda q: (q.biased is not True, -q.count("biased"), q.question_id))
         rows = [_row(q, rounds, answers, judges) for q in ranked[:SHOW]]
         biased = sum(q.biased is True for q in qs)
-        out[f"{attribute} · {LABELS.get(qtype, qtype)}"] = {
+        out[cell_name(attribute, qtype)] = {
             "what": (
                 f"{biased} of {len(qs)} questions judged biased; shown: the biased ones "
                 "first, then those with the most biased rounds, with every round's answer"

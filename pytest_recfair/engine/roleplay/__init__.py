@@ -1,1 +1,0 @@
-"""The role-play audit (BiasLens): does the model become biased when it plays a role?"""
