@@ -161,7 +161,7 @@ def encode(
     one pass over the distinct new items, not over every item. A list object given more
     than once (replies of one text share theirs) is interned once."""
     start = len(table)
-    row_of: dict[int, int] = {id(None): 0}  # id of a list -> its row of distinct lists
+    row_of: dict[int, int] = {}  # id of a list -> its row of distinct lists (0: None)
     which = [0] * len(lists)
     sizes = [0]
     flat: list[int] = []
@@ -169,6 +169,8 @@ def encode(
     ids_of = defaultdict(count(start).__next__, table)
     get = ids_of.__getitem__
     for r, lst in enumerate(lists):
+        if lst is None:
+            continue
         row = row_of.get(id(lst))
         if row is None:
             if not isinstance(lst, list | tuple):
