@@ -6,7 +6,6 @@ is scored by the vectorised engine (a 1,000 x 31 audit in a fraction of a second
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence, Sized
@@ -257,28 +256,31 @@ def similarity_cubes(
     entities = tuple(neutral)
     E = len(entities)
     nlists = [neutral[e] for e in entities]
+    every = [x for _, _, lists in parts.values() for x in lists]  # value-major per attribute
     if kk is None:
         # non-lists are reported by encode below, with the cell they are in
-        every = [x for _, _, lists in parts.values() for x in lists]
         kk = max([len(x) for x in (*nlists, *every) if isinstance(x, Sized)] + [1])
     table: dict[str, int] = {}
     N, lN = encode(nlists, kk, table, NEUTRAL_PAD, lambda i: f"neutral[{entities[i]!r}]")
-    encoded = [
-        encode(lists, kk, table, SENSITIVE_PAD, functools.partial(_cell, values, entities))
-        for _, values, lists in parts.values()
-    ]
-    S = np.concatenate([S for S, _ in encoded])
-    lS = np.concatenate([lS for _, lS in encoded])
+
+    def cell(i: int) -> str:  # how encode names position i of ``every``
+        for _, values, lists in parts.values():
+            if i < len(lists):
+                return f"by_value[{values[i // E]!r}][{entities[i % E]!r}]"
+            i -= len(lists)
+        raise IndexError(i)
+
+    S, lS = encode(every, kk, table, SENSITIVE_PAD, cell)  # a list shared by values once
     ent = np.tile(np.arange(E, dtype=np.int64), S.shape[0] // max(E, 1))
     res = curves_all_k(N, lN, S, lS, kk, v, ms, ent=ent)
     out: dict[str, SimilarityCube] = {}
     start = 0
-    for (attr, (_, values, _)), (_, lS_a) in zip(parts.items(), encoded, strict=True):
+    for attr, (_, values, _) in parts.items():
         V = len(values)
         cells = slice(start, start + V * E)
         start += V * E
         # A list truncated to k >= 1 is empty only if it was empty: missingness is k-free.
-        miss = (lN[:, None] == 0) | (lS_a.reshape(V, E).T == 0)
+        miss = (lN[:, None] == 0) | (lS[cells].reshape(V, E).T == 0)
         # Never answered (no key for the entity): left out under either policy, as the
         # FaiRLLM notebook walks only the names in each value's file; nor a missing reply.
         cols = by_attribute[attr].values()
@@ -296,11 +298,6 @@ def similarity_cubes(
         miss.setflags(write=False)
         out[attr] = SimilarityCube(entities, values, kk, sims, miss)
     return out
-
-
-def _cell(values: tuple[str, ...], entities: tuple[str, ...], i: int) -> str:
-    """How encode names the list at position i of a value-major ``by_value``."""
-    return f"by_value[{values[i // len(entities)]!r}][{entities[i % len(entities)]!r}]"
 
 
 def similarity_matrix(

@@ -158,9 +158,12 @@ def encode(
 ) -> tuple[npt.NDArray[np.int32], IntArray]:
     """Intern ``lists`` (None: empty) into a (len(lists), K) id array and their truncated
     lengths; ``label(i)`` names list i in errors. Items are type-checked after interning:
-    one pass over the distinct new items, not over every item."""
+    one pass over the distinct new items, not over every item. A list object given more
+    than once (replies of one text share theirs) is interned once."""
     start = len(table)
-    sizes = [0] * len(lists)
+    row_of: dict[int, int] = {}  # id of a list -> its row of distinct lists (0: None)
+    which = [0] * len(lists)
+    sizes = [0]
     flat: list[int] = []
     # __getitem__ of a defaultdict numbered by a counter interns at C speed.
     ids_of = defaultdict(count(start).__next__, table)
@@ -168,25 +171,30 @@ def encode(
     for r, lst in enumerate(lists):
         if lst is None:
             continue
-        if not isinstance(lst, list | tuple):
-            check_list(lst, label(r))  # raises for strings and non-sequences
-        try:
-            ids = list(map(get, lst))
-        except TypeError:  # unhashable item
-            check_list(lst, label(r))
-            raise
-        take = ids[:K]
-        sizes[r] = len(take)
-        flat.extend(take)
+        row = row_of.get(id(lst))
+        if row is None:
+            if not isinstance(lst, list | tuple):
+                check_list(lst, label(r))  # raises for strings and non-sequences
+            try:
+                ids = list(map(get, lst))
+            except TypeError:  # unhashable item
+                check_list(lst, label(r))
+                raise
+            take = ids[:K]
+            row = row_of[id(lst)] = len(sizes)
+            sizes.append(len(take))
+            flat.extend(take)
+        which[r] = row
     table.update(islice(ids_of.items(), start, None))
     if not set(map(type, islice(table, start, None))) <= {str}:  # a C-level pass
         for r, lst in enumerate(lists):
             if lst is not None:
                 check_list(lst, label(r))
     lengths = np.array(sizes, dtype=np.int64)
-    out = np.full((len(lists), K), pad, dtype=np.int32)
+    out = np.full((len(sizes), K), pad, dtype=np.int32)
     out[np.arange(K)[None, :] < lengths[:, None]] = np.asarray(flat, dtype=np.int32)
-    return out, lengths
+    rows = np.array(which, dtype=np.intp)
+    return out[rows], lengths[rows]
 
 
 def _cum_counts(

@@ -106,24 +106,22 @@ class Keeper:
             tally: Any) -> None:  # fmt: skip
         """One scored chunk: ``raw`` its replies as parsed, ``canon`` with title keys,
         ``tally`` the tally that has just scored it (its similarity rows)."""
-        by: dict[tuple[str, str, str], tuple[Any, Any]] = {}
-        names: dict[str, str] = {}
-        for r, c in zip(raw, canon, strict=True):
-            case = r.case
-            if case.repeat != 0 or r.items is None:
-                continue
-            by[(case.entity_id, case.attribute or "", case.value or "")] = (r, c)
-            names[case.entity_id] = case.entity
+        by = {  # (entity, attribute, value) -> position of its first run's reply
+            (c.entity_id, c.attribute or "", c.value or ""): i
+            for i, r in enumerate(raw)
+            if (c := r.case).repeat == 0 and r.items is not None
+        }
 
         def lists_of(key: tuple[str, str, str]) -> tuple[list[str], list[str], str]:
-            r, c = by[key]  # only a kept candidate's lists are copied
+            r, c = raw[by[key]], canon[by[key]]  # only a kept candidate's lists are copied
             text = getattr(completions.get(r.case.id), "text", None)
             # scrubbed when written or shown (most candidates never are); the cut keeps
             # any secret that starts within the MAX_REPLY characters shown whole
             return list(r.items), list(c.items or []), (text or "")[: 4 * MAX_REPLY]
 
         metric = tally.config.metrics[0]
-        entities = [e for e in names if (e, "", "") in by]
+        names = {e: raw[i].case.entity for (e, a, _), i in by.items() if not a}
+        entities = list(names)
         rows = [tally.index[e] for e in entities]
         for attr, at in tally.attributes.items():
             kept = self.kept.setdefault(attr, [])

@@ -180,8 +180,12 @@ class Tally:
             if c.attribute is None or c.value is None:
                 neutral[c.repeat][c.entity_id] = r.items
                 continue
-            runs = grouped.setdefault(c.attribute, [{} for _ in range(R)])
-            lists = runs[c.repeat].setdefault(c.value, {})
+            runs = grouped.get(c.attribute) or grouped.setdefault(
+                c.attribute, [{} for _ in range(R)]
+            )
+            lists = runs[c.repeat].get(c.value)
+            if lists is None:
+                lists = runs[c.repeat][c.value] = {}
             if r.status == FAILED:  # no key: left out of the value's mean
                 continue
             lists[c.entity_id] = r.items
