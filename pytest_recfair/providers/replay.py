@@ -140,7 +140,7 @@ class _Pass:
             run.finish(case, noted.message())
             return
         try:
-            response = _replayed(provider, case, replayer, run, self.key(case))
+            response = self.replayed(case)
         except CassetteMiss as miss:
             failed = self.misses.failed(miss, _failure_key(provider, case))
             if failed is not None:
@@ -182,6 +182,25 @@ class _Pass:
             return key_of(system, case.prompt) if key_of is not None else None
         method, url, head, tail = found
         return method, url, head + _STR(case.prompt) + tail
+
+    def replayed(self, case: CaseLike) -> httpx.Response | RecordedResponse | None:
+        """The recorded reply to ``case``, or None when it is to be recorded live. A
+        built-in provider's is looked up by key, unbuilt: the httpx objects took half of a
+        replayed case."""
+        key = self.key(case)
+        try:
+            if key is not None:
+                return self.replayer.replay_parts(*key, case)
+            request = self.run.request(self.provider, case)
+            response = self.replayer.replay(request)
+        except CassetteMiss:
+            raise  # the pass counts misses and replays recorded failures
+        except RecfairError as exc:
+            raise Abort(exc) from None
+        if response is not None:
+            response.request = request
+            response.read()
+        return response
 
 
 class _Misses:
@@ -225,32 +244,6 @@ class _Misses:
     def raise_first(self, asked: int) -> None:
         if self.first is not None:
             raise Abort(self.first.counted(self.count, asked))
-
-
-def _replayed(
-    provider: Provider,
-    case: CaseLike,
-    replayer: CassetteTransport,
-    run: Run,
-    key: tuple[str, str, str] | None,
-) -> httpx.Response | RecordedResponse | None:
-    """The recorded reply to ``case``, or None when it is to be recorded live. A built-in
-    provider's is looked up by ``key``, unbuilt: the httpx objects took half of a replayed
-    case."""
-    try:
-        if key is not None:
-            method, url, body = key
-            return replayer.replay_parts(method, url, body, case)
-        request = run.request(provider, case)
-        response = replayer.replay(request)
-    except CassetteMiss:
-        raise  # the pass counts misses and replays recorded failures
-    except RecfairError as exc:
-        raise Abort(exc) from None
-    if response is not None:
-        response.request = request
-        response.read()
-    return response
 
 
 def _judge_replayed(
