@@ -5,6 +5,7 @@ HTTP client exists (httpx's client machinery cost more than the lookup and parse
 from __future__ import annotations
 
 import asyncio
+import json.encoder
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -27,6 +28,12 @@ Todo = tuple[CaseLike, Retryable | None]
 
 # The replay pass hands the event loop back this often, so it does not starve other tasks.
 _REPLAY_YIELD_EVERY = 256
+
+# A built-in provider's key body has the prompt once, verbatim, as a JSON string, so a
+# case's body is its system's body with this slot swapped for the prompt, both encoded by
+# the one function the JSON encoder uses for strings: the same text, not re-encoded whole.
+_SLOT = "\x00recfair prompt\x00"
+_STR = json.encoder.encode_basestring
 
 
 async def first_pass(
@@ -118,6 +125,7 @@ class _Pass:
         self.rest: list[Todo] = []
         self.live_only: dict[str, bool] = {}
         self.misses = _Misses(replayer.store.root)
+        self.bodies: dict[str | None, tuple[str, str, str, str] | None] = {}
 
     def case(self, case: CaseLike) -> None:
         provider, replayer, run = self.provider, self.replayer, self.run
@@ -132,7 +140,7 @@ class _Pass:
             run.finish(case, noted.message())
             return
         try:
-            response = _replayed(provider, case, replayer, run)
+            response = self.replayed(case)
         except CassetteMiss as miss:
             failed = self.misses.failed(miss, _failure_key(provider, case))
             if failed is not None:
@@ -153,6 +161,46 @@ class _Pass:
         except RecfairError as exc:
             raise Abort(exc) from None
         run.finish(case, result)
+
+    def key(self, case: CaseLike) -> tuple[str, str, str] | None:
+        """``provider.replay_key`` of ``case``, from its system's body with a slot."""
+        system, provider = case.system, self.provider
+        if system not in self.bodies:
+            self.bodies[system] = None
+            # the base method: None for a subclass, which may build its body otherwise
+            if isinstance(provider, HTTPProvider) and (
+                key := HTTPProvider.replay_key(provider, system, _SLOT)
+            ):
+                parts = key[2].split(_STR(_SLOT))
+                # a second slot: the one found was the prompt's (not the system's)
+                other = HTTPProvider.replay_key(provider, system, _SLOT[::-1])
+                if len(parts) == 2 and other == (*key[:2], _STR(_SLOT[::-1]).join(parts)):
+                    self.bodies[system] = (key[0], key[1], parts[0], parts[1])
+        found = self.bodies[system]
+        if found is None:
+            key_of = getattr(provider, "replay_key", None)
+            return key_of(system, case.prompt) if key_of is not None else None
+        method, url, head, tail = found
+        return method, url, head + _STR(case.prompt) + tail
+
+    def replayed(self, case: CaseLike) -> httpx.Response | RecordedResponse | None:
+        """The recorded reply to ``case``, or None when it is to be recorded live. A
+        built-in provider's is looked up by key, unbuilt: the httpx objects took half of a
+        replayed case."""
+        key = self.key(case)
+        try:
+            if key is not None:
+                return self.replayer.replay_parts(*key, case)
+            request = self.run.request(self.provider, case)
+            response = self.replayer.replay(request)
+        except CassetteMiss:
+            raise  # the pass counts misses and replays recorded failures
+        except RecfairError as exc:
+            raise Abort(exc) from None
+        if response is not None:
+            response.request = request
+            response.read()
+        return response
 
 
 class _Misses:
@@ -196,30 +244,6 @@ class _Misses:
     def raise_first(self, asked: int) -> None:
         if self.first is not None:
             raise Abort(self.first.counted(self.count, asked))
-
-
-def _replayed(
-    provider: Provider, case: CaseLike, replayer: CassetteTransport, run: Run
-) -> httpx.Response | RecordedResponse | None:
-    """The recorded reply to ``case``, or None when it is to be recorded live. A built-in
-    provider's is looked up by key, unbuilt: the httpx objects took half of a replayed case.
-    """
-    key_of = getattr(provider, "replay_key", None)
-    key = key_of(case.system, case.prompt) if key_of is not None else None
-    try:
-        if key is not None:
-            method, url, body = key
-            return replayer.replay_parts(method, url, body, case)
-        request = run.request(provider, case)
-        response = replayer.replay(request)
-    except CassetteMiss:
-        raise  # the pass counts misses and replays recorded failures
-    except RecfairError as exc:
-        raise Abort(exc) from None
-    if response is not None:
-        response.request = request
-        response.read()
-    return response
 
 
 def _judge_replayed(

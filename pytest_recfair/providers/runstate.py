@@ -206,19 +206,19 @@ def unique_ids(cases: Sequence[CaseLike]) -> list[str]:
 def outcome(
     run: Run, ids: list[str], prices: tuple[float, float] | None, elapsed: float
 ) -> RunOutcome:
-    usages = [completion.usage for completion in run.completions.values()]
-    usage = sum((u for u in usages if u is not None), Usage())
+    known = [c.usage for c in run.completions.values() if c.usage is not None]
+    usage = Usage(sum(u.prompt_tokens for u in known), sum(u.completion_tokens for u in known))
     # Keep the cases' order, not completion order, so outcomes compare and print stably.
-    order = {case_id: i for i, case_id in enumerate(ids)}
+    done, errors = run.completions, run.errors
     return RunOutcome(
-        completions=dict(sorted(run.completions.items(), key=lambda kv: order[kv[0]])),
-        errors=dict(sorted(run.errors.items(), key=lambda kv: order[kv[0]])),
+        completions={i: done[i] for i in ids if i in done},
+        errors={i: errors[i] for i in ids if i in errors},
         usage=usage,
         cost=usage.cost((float(prices[0]), float(prices[1]))) if prices is not None else None,
         requests=run.requests,
         retries=run.retries,
         elapsed=elapsed,
-        unknown_usage=usages.count(None),
+        unknown_usage=len(done) - len(known),
     )
 
 

@@ -16,6 +16,8 @@ from pytest_recfair.errors import ProviderError
 from pytest_recfair.providers import OpenAIProvider, from_config, run_cases
 from pytest_recfair.providers.base import Completion, RecordedReply
 from pytest_recfair.providers.http import HTTPProvider
+from pytest_recfair.providers.replay import _Pass
+from pytest_recfair.providers.transport import CassetteTransport
 from tests.support.cases import Case
 
 BASE = "http://127.0.0.1:8000/v1"  # loopback: no API key needed
@@ -41,6 +43,23 @@ def test_replay_key_is_the_request_build_request_builds(
         str(request.url),
         request.content.decode("utf-8"),
     )
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic", "gemini"])
+@pytest.mark.parametrize(
+    "extra_body", [{}, {"note": "\x00recfair prompt\x00"}, {"messages": [], "contents": []}]
+)
+def test_the_replay_pass_keys_every_case_as_replay_key_does(
+    kind: str, extra_body: dict[str, Any], tmp_path: Path
+) -> None:
+    # the pass swaps each prompt into its system's body: the same text for any prompt,
+    # and replay_key itself where the prompt is not in the body once
+    provider = from_config(kind, model="m-1", base_url=BASE, extra_body=extra_body)
+    pass_ = _Pass(provider, CassetteTransport(CassetteStore(tmp_path), "t::a"), run=None)  # type: ignore[arg-type]
+    for system in (None, 'say "films"\n', "\x00recfair prompt\x00"):
+        for prompt in ("Heat? «25»", 'a "quoted" \\ line\n\t', "\x00recfair prompt\x00", ""):
+            case = Case(id="c", prompt=prompt, system=system)
+            assert pass_.key(case) == provider.replay_key(system, prompt)
 
 
 class Shouting(OpenAIProvider):
