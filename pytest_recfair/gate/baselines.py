@@ -159,7 +159,8 @@ def schema() -> dict[str, Any]:
 
 
 @functools.cache
-def _validator() -> jsonschema.Draft202012Validator:
+def validator() -> jsonschema.Draft202012Validator:
+    """The baseline schema's validator (results in stored reports use it too)."""
     # each lone "$ref" replaced by its definition: jsonschema resolving a reference cost
     # as much as the check it leads to (same errors, half the time)
     defs = schema()["$defs"]
@@ -196,7 +197,7 @@ def _validate(doc: Any, path: Path, test_id: str | None) -> None:
     if isinstance(shape, dict) and shape.get("schema_version") in range(1, SCHEMA_VERSION):
         # an older file is read: its shape, not its number, picks the schema's branch
         shape = {**shape, "schema_version": SCHEMA_VERSION}
-    errors = list(_validator().iter_errors(shape))
+    errors = list(validator().iter_errors(shape))
     if errors:
         # The deepest error first: it names the offending field rather than its parent.
         err = max(errors, key=lambda e: len(e.absolute_path))

@@ -7,7 +7,6 @@ rename: its JSON report plus an ``"entry"`` (commit, branch, date, machine, sett
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import math
 import os
@@ -275,12 +274,6 @@ class StoredRun:
     entry: Mapping[str, Any] = field(default_factory=dict)  # {}: a plain report
 
 
-@functools.cache
-def _validator() -> jsonschema.Draft202012Validator:
-    # a result is a baseline plus its gate outcome: the baseline schema checks its shape
-    return jsonschema.Draft202012Validator(baselines.schema())
-
-
 def _cut(attr: Any) -> Any:
     """The matrix cut to one entity: jsonschema is slow on big ones; from_dict checks it."""
     m = attr.get("matrix") if isinstance(attr, dict) else None
@@ -296,7 +289,8 @@ def _result(doc: Any, path: Path, where: str) -> AuditResult:
     skeleton = {**doc, "schema_version": baselines.SCHEMA_VERSION}
     if isinstance(doc.get("attributes"), list):
         skeleton["attributes"] = [_cut(a) for a in doc["attributes"]]
-    errors = list(_validator().iter_errors(skeleton))
+    # a result is a baseline plus its gate outcome: the baseline schema checks its shape
+    errors = list(baselines.validator().iter_errors(skeleton))
     if errors:
         err = jsonschema.exceptions.best_match(errors)
         at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
