@@ -2,8 +2,8 @@
 
 ``recommender.SimulatedRecommender(bias=..., noise=0.0, seed=0)`` is a ``prompt -> reply
 text`` callable; ``server.SimServer(recommender, latency_ms=..., faults=...)`` serves it as
-an OpenAI-compatible ``/v1/chat/completions`` on loopback (``wire``: bodies and rate
-limits, ``batch``: the batch endpoints); ``python -m pytest_recfair.sim`` does the same
+an OpenAI-compatible ``/v1/chat/completions`` on loopback (with rate limits; ``batch``:
+the batch endpoints and the reply bodies); ``python -m pytest_recfair.sim`` does the same
 from the command line. ``profile`` reads bias profiles and fault plans, ``planted`` the
 item-side, position and role-play biases, ``recognise`` + ``vocab`` read prompts with the
 vocabulary of ``pytest_recfair.prompts``, ``catalogue`` makes up titles.

@@ -6,11 +6,13 @@ completed (or expired, failed, cancelled) with an output and an error file. Anth
 ``/v1/messages/batches`` (``/{id}``, ``/{id}/cancel``, ``/{id}/results``). A batch
 completes ``delay_s`` after creation; per-line faults are drawn per ``custom_id`` from the
 seed (``error_rate``: a 500; ``expire_rate``: unprocessed) or named (``error_ids``).
-Replies come from the same recommender, in the synchronous endpoint's body shapes.
+Replies come from the same recommender, in the synchronous endpoint's body shapes
+(``reply_body``, shared with ``server``: a batch reply is byte for byte the synchronous one).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -23,7 +25,6 @@ from typing import Any, Final, Literal
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.sim.catalogue import stable_seed, unit
-from pytest_recfair.sim.wire import CREATED, prompt_parts, reply_body
 
 Answer = Callable[[str, str | None], str]  # (prompt, system) -> reply text
 Reply = tuple[int, bytes, str]  # status, body, content type
@@ -32,6 +33,8 @@ Kind = Literal["openai", "anthropic"]
 _ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _WINDOW = 86_400
 JSONL: Final = "application/jsonl"
+# Fixed so that recorded cassettes are byte-identical from run to run.
+CREATED: Final = 1_767_225_600  # 2026-01-01T00:00:00Z
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,73 @@ def _fail(kind: Kind, status: int, message: str) -> Reply:
         return _json(status, {"error": error})
     kind_ = "not_found_error" if status == 404 else "invalid_request_error"
     return _json(status, {"type": "error", "error": {"type": kind_, "message": message}})
+
+
+def content_text(content: object) -> str:
+    """Message content as text: a string, or a list of ``{"type": "text"}`` parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(
+            str(p.get("text", ""))
+            for p in content
+            if isinstance(p, dict) and p.get("type") == "text"
+        )
+    return ""
+
+
+def prompt_parts(payload: dict[str, Any]) -> tuple[str | None, list[str]]:
+    """(system text or None, user message texts) of an OpenAI or Anthropic request body."""
+    messages = payload.get("messages")
+    if not isinstance(messages, list):
+        return None, []
+    systems = [
+        content_text(m.get("content"))
+        for m in messages
+        if isinstance(m, dict) and m.get("role") in ("system", "developer")
+    ]
+    if payload.get("system") is not None:  # Anthropic: a top-level field
+        systems.insert(0, content_text(payload["system"]))
+    users = [
+        content_text(m.get("content"))
+        for m in messages
+        if isinstance(m, dict) and m.get("role") == "user"
+    ]
+    return "\n".join(systems) or None, users
+
+
+def reply_body(
+    body: bytes, payload: dict[str, Any], text: str, default_model: str, *, anthropic: bool
+) -> dict[str, Any]:
+    """The OpenAI ``chat.completion`` (or Anthropic ``message``) answering ``payload``."""
+    system, users = prompt_parts(payload)
+    prompt_tokens = sum(len(u.split()) for u in users) + len((system or "").split())
+    completion_tokens = len(text.split())
+    digest = hashlib.blake2b(body, digest_size=12).hexdigest()
+    model = str(payload.get("model") or default_model)
+    if anthropic:
+        return {
+            "id": f"msg_sim_{digest}",
+            "type": "message",
+            "role": "assistant",
+            "model": model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": prompt_tokens, "output_tokens": completion_tokens},
+        }
+    message = {"role": "assistant", "content": text, "refusal": None}
+    choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": "stop"}
+    usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+    return {
+        "id": f"chatcmpl-sim-{digest}",
+        "object": "chat.completion",
+        "created": CREATED,
+        "model": model,
+        "choices": [choice],
+        "usage": usage | {"total_tokens": prompt_tokens + completion_tokens},
+        "system_fingerprint": "fp_recfair_sim",
+    }
 
 
 def _iso(epoch: float) -> str:

@@ -6,9 +6,14 @@ asyncio HTTP/1.1 server (keep-alive, Content-Length or chunked bodies): latency 
 ``asyncio.sleep``, so hundreds of requests can wait at once on one core. Faults are drawn
 per request from the seed: 429 with ``Retry-After``, 500, timeouts (``hang`` until
 ``hang_s`` or the server stops, or ``close`` the connection unanswered) and malformed
-(a 200 cut short). With ``rpm`` / ``tpm`` it keeps rate limits (:mod:`.wire`; a request
-past them gets a 429 counted as ``"429-limit"``). After ``Faults.max_per_request`` faults
-for one request body it answers normally, so a client that retries always gets through.
+(a 200 cut short). After ``Faults.max_per_request`` faults for one request body it
+answers normally, so a client that retries always gets through.
+
+With ``rpm`` / ``tpm`` it keeps rate limits (a request past them gets a 429 counted as
+``"429-limit"``): token buckets of ``burst_s`` seconds of the limit (at least one request),
+refilled continuously; a request is charged its reply's tokens when it arrives, a refused
+one nothing. They are stated in OpenAI's ``x-ratelimit-*`` headers (resets as Go
+durations) or, on ``/v1/messages``, Anthropic's ``anthropic-ratelimit-*`` (RFC 3339).
 """
 
 from __future__ import annotations
@@ -23,19 +28,103 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from http import HTTPStatus
 from typing import Any
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.sim.batch import BatchEngine, BatchOptions
+from pytest_recfair.sim.batch import CREATED, BatchEngine, BatchOptions, prompt_parts, reply_body
 from pytest_recfair.sim.catalogue import unit
 from pytest_recfair.sim.profile import Faults
 from pytest_recfair.sim.recommender import SimulatedRecommender
-from pytest_recfair.sim.wire import CREATED, Limiter, prompt_parts, reply_body
 
 DEFAULT_MODEL = "recfair-sim-1"
 MAX_BODY = 210 * 1024 * 1024  # batch input files: OpenAI accepts up to 200 MB
 _INVALID = "invalid_request_error"
+
+
+def go_duration(seconds: float) -> str:
+    """Seconds as OpenAI writes a reset: ``20ms``, ``1.5s``, ``6m0s``."""
+    if seconds < 1:
+        return f"{max(0, round(seconds * 1000))}ms"
+    minutes, rest = divmod(seconds, 60)
+    text = f"{rest:.3f}".rstrip("0").rstrip(".") + "s"
+    return f"{int(minutes)}m{text}" if minutes else text
+
+
+class _Bucket:
+    """``burst_s`` seconds of a per-minute limit (at least one unit), full at first."""
+
+    def __init__(self, per_minute: float, burst_s: float, at: float) -> None:
+        self.per_minute, self.rate, self.at = per_minute, per_minute / 60.0, at
+        self.capacity = self.level = max(1.0, self.rate * burst_s)
+
+    def refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + max(0.0, now - self.at) * self.rate)
+        self.at = max(self.at, now)
+
+    def short(self, amount: float) -> float:
+        """Seconds until ``amount`` fits (0: now)."""
+        need = min(amount, self.capacity)  # larger than the bucket: wait until it is full
+        return 0.0 if self.level >= need else (need - self.level) / self.rate
+
+    def full_in(self) -> float:
+        return max(0.0, (self.capacity - self.level) / self.rate)
+
+
+class Limiter:
+    """Requests- and tokens-per-minute limits of one simulated key (None: no limit)."""
+
+    def __init__(
+        self,
+        rpm: float | None = None,
+        tpm: float | None = None,
+        *,
+        burst_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        for name, value in (("rpm", rpm), ("tpm", tpm), ("burst_s", burst_s)):
+            if value is not None and not (isinstance(value, int | float) and value > 0):
+                raise ConfigError(
+                    f"SimServer({name}=...): expected a number > 0 (per minute; burst in "
+                    f"seconds), got {value!r}; leave rpm/tpm None for no limit."
+                )
+        self.clock = clock
+        now = clock()
+        self.requests = _Bucket(float(rpm), burst_s, now) if rpm else None
+        self.tokens = _Bucket(float(tpm), burst_s, now) if tpm else None
+
+    def admit(self, tokens: int) -> float | None:
+        """Charge one request of ``tokens``; None if admitted, else the seconds to wait."""
+        now = self.clock()
+        charged = [(b, n) for b, n in ((self.requests, 1.0), (self.tokens, float(tokens))) if b]
+        for bucket, _ in charged:
+            bucket.refill(now)
+        if (wait := max((b.short(n) for b, n in charged), default=0.0)) > 0:
+            return wait
+        for bucket, amount in charged:
+            bucket.level -= amount
+        return None
+
+    def headers(self, *, anthropic: bool = False) -> dict[str, str]:
+        """The limits as the service states them on a reply."""
+        now = self.clock()
+        out: dict[str, str] = {}
+        for name, bucket in (("requests", self.requests), ("tokens", self.tokens)):
+            if bucket is None:
+                continue
+            bucket.refill(now)
+            limit, left = str(int(bucket.per_minute)), str(max(0, math.floor(bucket.level)))
+            if anthropic:
+                when = datetime.now(UTC) + timedelta(seconds=bucket.full_in())
+                out[f"anthropic-ratelimit-{name}-limit"] = limit
+                out[f"anthropic-ratelimit-{name}-remaining"] = left
+                out[f"anthropic-ratelimit-{name}-reset"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+            else:
+                out[f"x-ratelimit-limit-{name}"] = limit
+                out[f"x-ratelimit-remaining-{name}"] = left
+                out[f"x-ratelimit-reset-{name}"] = go_duration(bucket.full_in())
+        return out
 
 
 @dataclass
@@ -295,33 +384,28 @@ class SimServer:
     ) -> _Response | None:
         self.stats.requests += 1
         path = path.rstrip("/")
+        if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
+            self.stats.outcomes["401"] += 1
+            return _error(401, "Incorrect API key provided.", _INVALID, "invalid_api_key")
+        if path.startswith(("/v1/files", "/v1/batches", "/v1/messages/batches")):
+            self.stats.outcomes["batch"] += 1
+            status, payload, content_type = self.batches.handle(method, path, headers, body)
+            return _Response(status, payload, content_type=content_type)
         card = {
             "id": self.model,
             "object": "model",
             "created": CREATED,
             "owned_by": "pytest-recfair",
         }
-        if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
-            self.stats.outcomes["401"] += 1
-            return _error(401, "Incorrect API key provided.", _INVALID, "invalid_api_key")
-        if path in ("/v1/models", "/models"):
-            if method != "GET":
-                return _error(405, f"{method} is not allowed on {path}; use GET.", _INVALID)
-            self.stats.outcomes["models"] += 1
-            return _json(200, {"object": "list", "data": [card]})
         if path.startswith(("/v1/models/", "/models/")):
             name = path.rsplit("/", 1)[1]
             if name != self.model:
-                return _error(
-                    404, f"The model '{name}' does not exist.", _INVALID, "model_not_found"
-                )
+                message = f"The model '{name}' does not exist."
+                return _error(404, message, _INVALID, "model_not_found")
             return _json(200, card)
-        if path.startswith(("/v1/files", "/v1/batches", "/v1/messages/batches")):
-            self.stats.outcomes["batch"] += 1
-            status, payload, content_type = self.batches.handle(method, path, headers, body)
-            return _Response(status, payload, content_type=content_type)
+        listing = path in ("/v1/models", "/models")
         anthropic = path == "/v1/messages"  # Anthropic's Messages API (no streaming)
-        if path not in ("/v1/chat/completions", "/chat/completions") and not anthropic:
+        if not (listing or anthropic or path in ("/v1/chat/completions", "/chat/completions")):
             self.stats.outcomes["404"] += 1
             return _error(
                 404,
@@ -329,24 +413,26 @@ class SimServer:
                 "/v1/messages, the batch endpoints and /v1/models.",
                 _INVALID,
             )
-        if method != "POST":
-            return _error(405, f"{method} is not allowed on {path}; use POST.", _INVALID)
+        if method != (allowed := "GET" if listing else "POST"):
+            return _error(405, f"{method} is not allowed on {path}; use {allowed}.", _INVALID)
+        if listing:
+            self.stats.outcomes["models"] += 1
+            return _json(200, {"object": "list", "data": [card]})
         return await self._chat(body, anthropic=anthropic)
 
     async def _chat(self, body: bytes, *, anthropic: bool) -> _Response | None:
         try:
             payload = json.loads(body)
-            if not isinstance(payload, dict):
-                raise TypeError("not an object")
-        except (ValueError, TypeError):
-            self.stats.outcomes["400"] += 1
-            return _error(400, "The request body is not a JSON object.", _INVALID)
-        system, users = prompt_parts(payload)
-        if not users:  # no user message, or no list of messages at all
-            messages = payload.get("messages")
-            why = "No message with role 'user' found."
-            if not isinstance(messages, list) or not messages:
-                why = "'messages' must be a non-empty list of {role, content} objects."
+        except ValueError:
+            payload = None
+        system, users = prompt_parts(payload) if isinstance(payload, dict) else (None, [])
+        if not users:  # not an object, no list of messages, or no user message in it
+            why = "The request body is not a JSON object."
+            if isinstance(payload, dict):
+                messages = payload.get("messages")
+                why = "No message with role 'user' found."
+                if not isinstance(messages, list) or not messages:
+                    why = "'messages' must be a non-empty list of {role, content} objects."
             self.stats.outcomes["400"] += 1
             return _error(400, why, _INVALID)
         arrived = time.monotonic()
@@ -413,18 +499,12 @@ class SimServer:
         """Which fault (if any) this attempt at ``body`` gets; deterministic per attempt."""
         attempt = self._attempts[body]
         self._attempts[body] += 1
-        f = self.faults
-        if not f.http_rate:
-            return None
-        if f.max_per_request is not None and self._faulted[body] >= f.max_per_request:
+        f, done = self.faults, self._faulted[body]
+        if not f.http_rate or (f.max_per_request is not None and done >= f.max_per_request):
             return None
         u = unit(self.seed, "http-fault", body, attempt)
-        for name, rate in (
-            ("429", f.rate_429),
-            ("500", f.rate_500),
-            ("timeout", f.rate_timeout),
-            ("malformed", f.rate_malformed),
-        ):
+        rates = (f.rate_429, f.rate_500, f.rate_timeout, f.rate_malformed)
+        for name, rate in zip(("429", "500", "timeout", "malformed"), rates, strict=True):
             if u < rate:
                 self._faulted[body] += 1
                 return name

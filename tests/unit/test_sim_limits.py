@@ -10,7 +10,7 @@ import pytest
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.providers.pacing import read_headers
 from pytest_recfair.sim.__main__ import build_parser
-from pytest_recfair.sim.wire import Limiter, go_duration
+from pytest_recfair.sim.server import Limiter, go_duration
 
 
 class Clock:
