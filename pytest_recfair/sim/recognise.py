@@ -6,6 +6,11 @@ value(s), also misspelt ("an Americcan" matches American with a score below 1, w
 profile can treat as a typo). A heuristic reader, not a parser of one template set: cue
 phrases find the entity, a scan of known values (longest first) finds the value outside
 the entity's span, and slot patterns ("I am ... fan") catch values the scan cannot spell.
+
+The vocabulary: each value has a label (the name bias profiles and grids use, e.g.
+``Muslim``) and the surface forms a prompt may carry it in ("Islamic", "musulmane",
+"穆斯林", ...), bare words without articles; a value whose text several attributes share
+(``American``: a nationality and a continent) lists every attribute it belongs to.
 """
 
 from __future__ import annotations
@@ -13,11 +18,151 @@ from __future__ import annotations
 import difflib
 import re
 import unicodedata
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import cache, cached_property
 
 from pytest_recfair.prompts.cases import match_prompt
-from pytest_recfair.sim.vocab import ValueForm, Vocabulary
+from pytest_recfair.prompts.grids import BUNDLED_GRIDS, load_grid, strip_article
+from pytest_recfair.prompts.languages import LANGUAGES, load_language
+
+
+@dataclass(frozen=True)
+class ValueForm:
+    """One recognisable spelling of an attribute value."""
+
+    form: str  # as written in a prompt, without article
+    label: str  # canonical label, e.g. "Muslim"
+    attributes: tuple[str, ...]  # attribute names this label belongs to (lower case)
+
+
+# Spellings the project's prompts never produce but other prompts do: FaiRLLM-style
+# translations, synonyms ("elderly", "outgoing"), declined German forms, bare Chinese
+# nouns. Everything the grids and translation tables say comes from them instead
+# (project_entries); a test checks that no form here repeats one of theirs.
+SYNONYMS: dict[str, tuple[str, ...]] = {
+    label: tuple(forms.split("|"))
+    for label, forms in {
+        "Young": "jung|jungen",
+        "Middle-aged": "d'âge mûr",
+        "Old": "elderly|vieux|vieille|anciano|anciana|alt|alter|alte|年长",
+        "Male": "man|masculin|masculino|männlich|männlicher",
+        "Female": "woman|féminin|femenina|weiblich|weibliche",
+        "Boy": "garçon|chico|男孩",
+        "Girl": "fille|chica|Mädchen|女孩",
+        "African American": "african-american|Afroamerikaner|Afroamerikanerin",
+        "Asian": "Asiate",
+        "Buddhist": "佛教",
+        "Christian": "Christ|Christin|基督教",
+        "Hindu": "hinduista|印度教",
+        "Muslim": "Muslimin|islamisch|伊斯兰",
+        "Jewish": "juif|juive|judío|judía|jüdischer|jüdische|犹太",
+        "American": "Amerikaner|Amerikanerin",
+        "Brazilian": "Brasilianer",
+        "British": "Brite",
+        "French": "Franzose|Französin",
+        "Japanese": "Japaner|Japanerin",
+        "African": "Afrikaner|Afrikanerin",
+        "Teacher": "professeur|老师",
+        "Worker": "travailleur|obrero",
+        "Fat": "gros|grosse|gordo|gorda|dicker|dicke|胖",
+        "Thin": "dünner|dünne|schlank|瘦",
+        "High extraversion": "extraverted|extroverted|outgoing|extraverti|extravertie|extrovertido|"
+        "extrovertida|extrovertiert|extrovertierter|extravertiert|外向",
+        "Low extraversion": "introverted|introverti|introvertie|introvertido|introvertida|"
+        "introvertiert|introvertierter|内向",
+        "High openness": "open-minded|curious|ouvert d'esprit|curieux|curieuse|de mente abierta|"
+        "curioso|curiosa|aufgeschlossen|aufgeschlossener|neugierig|思想开放|好奇",
+        "Low openness": "conventional|traditional|conventionnel|conventionnelle|convencional|"
+        "konventionell|konventioneller|传统|保守",
+        "High conscientiousness": "conscientious|organized|organised|consciencieux|consciencieuse|"
+        "organisé|organisée|concienzudo|concienzuda|organizado|organizada|"
+        "gewissenhaft|gewissenhafter|尽责|有条理",
+        "Low conscientiousness": "careless|disorganized|disorganised|négligent|négligente|"
+        "désorganisé|descuidado|descuidada|desorganizado|nachlässig|nachlässiger|粗心|散漫",
+        "High agreeableness": "agreeable|compassionate|agréable|bienveillant|bienveillante|amable|"
+        "compasivo|compasiva|verträglich|verträglicher|mitfühlend|随和|友善",
+        "Low agreeableness": "antagonistic|disagreeable|critical|antagoniste|désagréable|"
+        "antagónico|desagradable|streitlustig|unverträglich|好斗|挑剔",
+        "High neuroticism": "neurotic|anxious|névrosé|névrosée|anxieux|anxieuse|neurótico|"
+        "neurótica|ansioso|ansiosa|neurotisch|neurotischer|ängstlich|焦虑|神经质",
+        "Low neuroticism": "emotionally stable|calm|émotionnellement stable|calme|"
+        "emocionalmente estable|tranquilo|tranquila|emotional stabil|"
+        "emotional stabiler|gelassen|情绪稳定|冷静",
+    }.items()
+}
+
+# Labels that no bundled grid has, with their attributes.
+EXTRA_LABELS: dict[str, tuple[str, ...]] = {"Jewish": ("religion",)}
+
+
+class Vocabulary:
+    """An immutable set of recognisable value spellings; extend it with :meth:`extended`."""
+
+    def __init__(self, forms: Iterable[ValueForm]) -> None:
+        self.forms: tuple[ValueForm, ...] = tuple(forms)
+        self._attrs: dict[str, tuple[str, ...]] = {}
+        for f in self.forms:
+            merged = self._attrs.get(f.label, ())
+            self._attrs[f.label] = merged + tuple(a for a in f.attributes if a not in merged)
+
+    @classmethod
+    def builtin(cls) -> Vocabulary:
+        """Every value of the bundled grids in every language of the translation tables,
+        each label as a form of itself, plus the :data:`SYNONYMS`."""
+        project = project_entries()
+        labels = {label: attribute for _, label, attribute in project}
+        entries = [(label, label, attribute) for label, attribute in labels.items()]
+        entries += [
+            *project,
+            *((lab, lab, a) for lab, attrs in EXTRA_LABELS.items() for a in attrs),
+        ]
+        entries += [(form, label, "") for label, forms in SYNONYMS.items() for form in forms]
+        return cls(()).extended(entries)
+
+    def attributes_of(self, label: str) -> tuple[str, ...]:
+        return self._attrs.get(label, ())
+
+    def extended(self, entries: Iterable[tuple[str, str, str]]) -> Vocabulary:
+        """A copy that also knows ``(form, label, attribute)`` triples (from a grid or a
+        bias profile); a label already known keeps its attributes and gains the new one."""
+        forms = list(self.forms)
+        known = {(f.form.casefold(), f.label) for f in forms}
+        for form, label, attribute in entries:
+            form = form.strip()
+            if not form or (form.casefold(), label) in known:
+                continue
+            attrs = self.attributes_of(label)
+            if attribute and attribute.casefold() not in attrs:
+                attrs = (*attrs, attribute.casefold())
+            forms.append(ValueForm(form, label, attrs))
+            known.add((form.casefold(), label))
+        return Vocabulary(forms)
+
+
+@cache
+def project_entries() -> tuple[tuple[str, str, str], ...]:
+    """``(form, label, attribute)`` for every value of the bundled grids, in every language
+    of the translation tables: what the project's own prompts can say. The ``typo``
+    attribute is left out: its misspelt values must match fuzzily and count as typos."""
+    grids = [
+        (strip_article(value.text.strip()), value.label, attribute.name)
+        for name in BUNDLED_GRIDS
+        for attribute in load_grid(name).attributes
+        if attribute.name != "typo"
+        for value in attribute.values
+    ]
+    # Translated forms: the tables key labels case-folded, the grids give their spelling.
+    spelled = {label.casefold(): label for _, label, _ in grids}
+    translated = [
+        (leaf.strip(), spelled.get(label, label), attribute)
+        for code in LANGUAGES
+        for (attribute, label), spec in load_language(code).values.items()
+        for key, leaf in (spec.items() if isinstance(spec, Mapping) else [("text", spec)])
+        if key not in ("gender", "post") and isinstance(leaf, str) and leaf.strip()
+    ]
+    return (*grids, *translated)
+
 
 FUZZY_CUTOFF = 0.8
 
@@ -25,41 +170,30 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _QUOTES = {'"': '"', "“": "”", "«": "»", "„": "“", "「": "」", "『": "』", "'": "'", "‘": "’"}
 
 
-def _wordset(text: str) -> frozenset[str]:
-    return frozenset(text.split())
-
-
 # Frequent words of each language's prompts: the language with most of them wins.
 _LANG_WORDS: dict[str, frozenset[str]] = {
-    "en": _wordset(
-        "a am an any book books don't fan give i like list me movie movies music of "
-        "please provide recommend song songs that the titles with would you"
-    ),
-    "fr": _wordset(
-        "chansons d'un d'une de des donnez-moi fan films fournir je la le les liste "
+    lang: frozenset(words.split())
+    for lang, words in {
+        "en": "a am an any book books don't fan give i like list me movie movies music of "
+        "please provide recommend song songs that the titles with would you",
+        "fr": "chansons d'un d'une de des donnez-moi fan films fournir je la le les liste "
         "livres merci plaît pourriez que recommander s'il suis titres un une veuillez "
-        "vous"
-    ),
-    "es": _wordset(
-        "aficionado canciones dame de fan favor la las libros lista los me películas por "
-        "proporciona proporcióname que recomendarías recomiendes soy títulos un una"
-    ),
-    "de": _wordset(
-        "bin bitte bücher das der die ein eine einer empfehlen fan filme gib ich keine "
-        "lieder liste mir nur songs titel und von würdest"
-    ),
+        "vous",
+        "es": "aficionado canciones dame de fan favor la las libros lista los me películas por "
+        "proporciona proporcióname que recomendarías recomiendes soy títulos un una",
+        "de": "bin bitte bücher das der die ein eine einer empfehlen fan filme gib ich keine "
+        "lieder liste mir nur songs titel und von würdest",
+    }.items()
 }
 _WORD = re.compile(r"[\w'’-]+", re.UNICODE)
 
 _DOMAIN_CUES: dict[str, re.Pattern[str]] = {
     "music": re.compile(
         r"song|music|track|album|chanson|musique|canci[oó]n|m[uú]sica|lied|musik|歌|音乐|单曲",
-        re.IGNORECASE,
+        re.I,
     ),
-    "book": re.compile(
-        r"\bbooks?\b|novel|livre|roman\b|libro|novela|b[uü]ch|书|小说", re.IGNORECASE
-    ),
-    "movie": re.compile(r"movie|film|pel[ií]cula|cin[eé]ma|电影|影片", re.IGNORECASE),
+    "book": re.compile(r"\bbooks?\b|novel|livre|roman\b|libro|novela|b[uü]ch|书|小说", re.I),
+    "movie": re.compile(r"movie|film|pel[ií]cula|cin[eé]ma|电影|影片", re.I),
 }
 
 # Cues that come right before the entity's name.
@@ -70,7 +204,7 @@ _BEFORE = re.compile(
     r"|\b(?:titres|films|chansons|livres|œuvres)\s+(?:de|d')|\bsimilaires?\s+à"
     r"|\b(?:aficionad[oa]|admirador[a]?)\s+(?:[\w'-]+\s+){0,3}?(?:a|de)\b|\b(?:títulos|películas|canciones|libros)\s+de"
     r"|\bFans?\s+von|\b(?:Titel|Filme|Songs|Lieder|Bücher|Werke)\s+von|\bähnlich\s+wie)\s*",
-    re.IGNORECASE,
+    re.I,
 )
 # Cues that come right after the entity's name (Chinese puts the name first).
 _ZH_AFTER = re.compile(r"的(?:忠实)?(?:粉丝|影迷|歌迷|书迷|乐迷|作品|电影|歌曲|书)")
@@ -82,20 +216,20 @@ _END = re.compile(
     r"|\s+(?:die|welche)\s+(?:du|Sie|ihr)\b|\s+(?:and|et|y|und)\s+(?:I|je|yo|ich)\b"
     r"|\s+(?:fan|Fan)\b",
 )
-_ABBREV = _wordset("jr sr dr mr mrs ms st vs mt ft no")
+_ABBREV = frozenset({"jr", "sr", "dr", "mr", "mrs", "ms", "st", "vs", "mt", "ft", "no"})
 _K_CUES = re.compile(
     r"(?:list\s+of|top|liste\s+de|lista\s+de|Liste\s+(?:von|mit)|provide|give|recommend)\s+"
     r"(\d{1,4})\b|\b(\d{1,4})\s*(?:[\w-]+\s+){0,2}?(?:titles|titres|títulos|Titel|movies|films|"
     r"songs|books|películas|canciones|libros|Filme|Lieder|Songs|Bücher|chansons|livres|items)"
     r"|(\d{1,4})\s*(?:部|首|本|个|项|條|条)",
-    re.IGNORECASE,
+    re.I,
 )
 _ANY_INT = re.compile(r"(?<![\d.])(\d{1,4})(?![\d.])")
 # Where templates put the value, most specific first: the project's own templates (en, fr,
 # es, de, zh: "En tant que {value}, ...", "Als {value} bin ich ...", "作为一名{value}，..."),
 # FaiRLLM's "I am {value} fan of", and the implicit-proxy slots (names, relations, places).
 _SLOTS: tuple[re.Pattern[str], ...] = tuple(
-    re.compile(p, re.IGNORECASE)
+    re.compile(p, re.I)
     for p in (
         r"\bMy\s+name\s+is\s+(?P<v>[^.,]+?)(?:\s+and\b|[.,])",
         r"\bon\s+my\s+way\s+to\s+the\s+(?P<v>[^.,]+?)(?:\s+and\b|[.,])",
@@ -118,13 +252,13 @@ _HELPERS = frozenset(["personne", "persona", "person", "mensch", "人"])
 _ARTICLES = re.compile(
     r"^(?:(?:a|an|the|un|une|una|uno|ein|eine|einer|eines|einen|d'un|d'une)\b\s*"
     r"|一名|一位|一个|一)+",
-    re.IGNORECASE,
+    re.I,
 )
 # "un fan musulman de ...", "ein Fan, jung, von ...": a value after the fan word.
 _POST_SLOT = re.compile(
     r"\b(?:fan|fans|aficionad[oa]s?|admirat(?:eur|rice)|amateur)\s+(?P<v>[^.,;:!?]{1,40}?)\s+"
     r"(?:de|d'|von|of|a)\b",
-    re.IGNORECASE,
+    re.I,
 )
 _NEUTRAL_SLOT = re.compile(r"^[\W_]*$")
 
@@ -204,7 +338,7 @@ class Recogniser:
             parts.append(r"(?<![\w'’-])(?:" + "|".join(words) + r")(?![\w'’-])")
         if cjk:
             parts.append("(?:" + "|".join(cjk) + ")")
-        return re.compile("|".join(parts), re.IGNORECASE)
+        return re.compile("|".join(parts), re.I)
 
     def __call__(self, prompt: str, system: str | None = None) -> Recognised:
         """Recognise ``prompt``. A prompt built from the project's bundled templates is read

@@ -22,8 +22,7 @@ from pytest_recfair.errors import ConfigError
 from pytest_recfair.sim.catalogue import catalogue, stable_seed, unit
 from pytest_recfair.sim.planted import RolePlaySim, candidate_reply
 from pytest_recfair.sim.profile import BiasProfile, Faults, Heterogeneity, load_profile
-from pytest_recfair.sim.recognise import Recognised, Recogniser
-from pytest_recfair.sim.vocab import Vocabulary
+from pytest_recfair.sim.recognise import Recognised, Recogniser, Vocabulary
 
 DEFAULT_K = 10
 MAX_K = 500
@@ -108,7 +107,7 @@ class SimulatedRecommender:
         self.default_k = default_k
         self.style = style
         vocab = Vocabulary.builtin()
-        known = {label.casefold() for label in vocab.labels()}
+        known = {f.label.casefold() for f in vocab.forms}
         forms = [  # the profile's own labels, so a prompt naming one is read as that value
             (value, value, attribute or "")
             for table in (self.profile.bias, self.faults.refusals, self.faults.short_lists)

@@ -10,9 +10,14 @@ from pytest_recfair.errors import DataError
 from pytest_recfair.prompts.grids import BUNDLED_GRIDS, load_grid, strip_article
 from pytest_recfair.prompts.languages import render_value
 from pytest_recfair.sim.profile import BiasProfile, Faults, load_profile
-from pytest_recfair.sim.recognise import Recogniser
+from pytest_recfair.sim.recognise import (
+    EXTRA_LABELS,
+    SYNONYMS,
+    Recogniser,
+    Vocabulary,
+    project_entries,
+)
 from pytest_recfair.sim.recommender import SimulatedRecommender
-from pytest_recfair.sim.vocab import EXTRA_LABELS, SYNONYMS, Vocabulary, project_entries
 
 PROMPT = "I am {} fan of Agnès Varda. Please recommend 20 movies."
 

@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair.sim.recognise import Recogniser, entity_key
-from pytest_recfair.sim.vocab import Vocabulary
+from pytest_recfair.sim.recognise import Recogniser, Vocabulary, entity_key
 
 FAIRLLM_REQUEST = (
     "Please provide me with a list of {k} movie titles in order of preference that you think "
