@@ -1,20 +1,5 @@
-"""Planted biases of the other kinds of audit: item side, candidate positions, role play.
-
-Profile sections::
-
-    items:                          # list prompts of ``domain`` answered from a catalogue
-      catalogue: restaurants        # bundled (sim/catalogues/) or a CSV/JSON/YAML file
-      field: price                  # drawn from an entity-specific mix of its categories
-      domain: restaurant
-      shift: {Black female: {"$": 0.3}}   # a value label or the group it signals
-      mix: {"$$$$": 1.5}            # optional: every list leans to a category (exposure)
-    positions: {first: 0.3, missed: 0.02}  # "From/Rank these N": first shown, else favourite
-    roleplay:
-      role_bias: {religion: 0.10}   # attribute, role or "*": points more biased answers
-      base: {yesno: 0.15, choice: 0.20, why: 0.15}
-      refusal: 0.02                 # share of rounds refused
-      spread: 2.0                   # Beta concentration (lower: questions differ more)
-      judge_noise: 0.03             # share of judge answers flipped
+"""Planted biases of the other kinds of audit: item side, candidate positions, role play
+(the profile sections ``items``, ``positions``, ``roleplay``: docs/simulator.md).
 
 Role play (``RolePlaySim``): a prompt is recognised by the format instruction that ends it
 (``prompts.roles.FORMAT_INSTRUCTIONS``), a judge prompt by its closing question. Each
@@ -294,17 +279,14 @@ class RolePlaySim:
         mean = self.plan.base.get(qtype, 0.0)
         if mean <= 0 or mean >= 1:
             return mean
-        cached = self._propensity.get((qtype, question))
-        if cached is not None:
-            return cached
-        key = " ".join(strip_role(question).casefold().split())
-        rng = random.Random(stable_seed(self.seed, "rp-propensity", qtype, key))
-        k = self.plan.spread
-        value = rng.betavariate(mean * k, (1 - mean) * k)
-        if len(self._propensity) > 100_000:  # bounded: a long-lived server sees many
-            self._propensity.clear()
-        self._propensity[(qtype, question)] = value
-        return value
+        if (qtype, question) not in self._propensity:
+            if len(self._propensity) > 100_000:  # bounded: a long-lived server sees many
+                self._propensity.clear()
+            key = " ".join(strip_role(question).casefold().split())
+            rng = random.Random(stable_seed(self.seed, "rp-propensity", qtype, key))
+            k = self.plan.spread
+            self._propensity[(qtype, question)] = rng.betavariate(mean * k, (1 - mean) * k)
+        return self._propensity[(qtype, question)]
 
     def role_boost(self, role: str | None) -> float:
         table = self.plan.role_bias

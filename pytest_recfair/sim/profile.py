@@ -48,9 +48,6 @@ class Heterogeneity:
                     "0 makes every entity alike, 0.8 gives multipliers from 0.2 to 1.8."
                 )
 
-    def __bool__(self) -> bool:
-        return bool(self.stability or self.sensitivity)
-
     @classmethod
     def parse(cls, spec: Heterogeneity | Mapping[str, object] | str | None) -> Heterogeneity:
         """From a profile name (:data:`PROFILES`), ``"stability=0.8,sensitivity=0.5"``, a
@@ -80,15 +77,15 @@ def _pairs(text: str) -> dict[str, object]:
     out: dict[str, object] = {}
     for item in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = item.partition("=")
-        try:
-            out[key.strip()] = float(value) if sep else None
-        except ValueError:
-            out[key.strip()] = value
         if not sep:
             raise ConfigError(
                 f"heterogeneity: {item!r} is not a profile ({', '.join(sorted(PROFILES))}) nor "
                 "a 'stability=S,sensitivity=H' item."
             )
+        try:
+            out[key.strip()] = float(value)
+        except ValueError:
+            out[key.strip()] = value
     return out
 
 
@@ -126,9 +123,6 @@ class ValueTable:
                 rate = fraction(rate, f"{where}.{key}.{value}", source)
                 entries.append((str(key).casefold(), str(value), rate))
         return cls(tuple((a, v.casefold(), r) for a, v, r in entries))
-
-    def __bool__(self) -> bool:
-        return bool(self.entries)
 
     def _one(self, v: ValueMatch) -> float:
         names = {v.label.casefold(), v.found.casefold(), *(a.casefold() for a in v.aliases)}
@@ -194,6 +188,10 @@ class BiasProfile:
         faults = data.get("faults") or {}
         if not isinstance(faults, Mapping):
             raise DataError(f"{source}: 'faults' must be a mapping, got {faults!r}.")
+        try:
+            spread = Heterogeneity.parse(data.get("heterogeneity"))
+        except ConfigError as exc:
+            raise DataError(f"{source}: {exc}") from None
         return cls(
             bias=ValueTable.parse(data.get("bias"), "bias", source),
             languages={
@@ -209,7 +207,7 @@ class BiasProfile:
             positions=(
                 PositionPlan.parse(data["positions"], source) if data.get("positions") else None
             ),
-            heterogeneity=_heterogeneity(data.get("heterogeneity"), source),
+            heterogeneity=spread,
             roleplay=RolePlan.parse(data.get("roleplay")),
         )
 
@@ -221,13 +219,6 @@ class BiasProfile:
         if rec.typo:
             total += self.typo
         return min(1.0, total)
-
-
-def _heterogeneity(spec: object, source: str) -> Heterogeneity:
-    try:
-        return Heterogeneity.parse(spec)  # type: ignore[arg-type]
-    except ConfigError as exc:
-        raise DataError(f"{source}: {exc}") from None
 
 
 # Every field of a profile is a section, and a description may say what it is for.

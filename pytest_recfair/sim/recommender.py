@@ -15,6 +15,7 @@ import threading
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -117,7 +118,8 @@ class SimulatedRecommender:
         self.recogniser = Recogniser(vocab.extended(forms))
         self.roleplay = RolePlaySim(self.profile.roleplay, seed)
         self._calls: Counter[tuple[str | None, str]] = Counter()
-        self._seen: dict[tuple[str | None, str], Recognised] = {}
+        # bounded: a long-lived server sees many prompts
+        self._recognise = lru_cache(maxsize=100_000)(self.recogniser.__call__)
         self._lock = threading.Lock()
 
     def __call__(self, prompt: str, system: str | None = None, *, repeat: int | None = None) -> str:
@@ -135,13 +137,7 @@ class SimulatedRecommender:
     ) -> Reply:
         if not isinstance(prompt, str):
             raise TypeError(f"prompt must be a str, got {type(prompt).__name__}")
-        rec = self._seen.get((system, prompt))
-        if rec is None:
-            rec = self.recogniser(prompt, system)
-            with self._lock:
-                if len(self._seen) > 100_000:  # bounded: a long-lived server sees many
-                    self._seen.clear()
-                self._seen[(system, prompt)] = rec
+        rec = self._recognise(prompt, system)
         if repeat is None:
             with self._lock:
                 call = self._calls[(system, prompt)]

@@ -1,21 +1,16 @@
 """An OpenAI-compatible HTTP front end for the simulated recommender (stdlib only).
 
 ``POST /v1/chat/completions`` (server-sent events with ``stream: true``), ``/v1/messages``,
-``GET /v1/models`` and the batch endpoints (:mod:`pytest_recfair.sim.batch`), on a small
-asyncio HTTP/1.1 server (keep-alive, Content-Length or chunked bodies): latency is an
-``asyncio.sleep``, so hundreds of requests can wait at once on one core. Faults are drawn
-per request from the seed: 429 with ``Retry-After``, 500, timeouts (``hang`` until
-``hang_s`` or the server stops, or ``close`` the connection unanswered) and malformed
-(a 200 cut short). After ``Faults.max_per_request`` faults for one request body it
-answers normally, so a client that retries always gets through.
-
-With ``rpm`` / ``tpm`` it keeps rate limits (a request past them gets a 429 counted as
-``"429-limit"``): token buckets of ``burst_s`` seconds of the limit (at least one request),
-refilled continuously; a request is charged its reply's tokens when it arrives, a refused
-one nothing. They are stated in OpenAI's ``x-ratelimit-*`` headers (resets as Go
+``GET /v1/models`` and the batch endpoints (:mod:`.batch`) on a small asyncio HTTP/1.1
+server (keep-alive, Content-Length or chunked bodies): latency is an ``asyncio.sleep``, so
+hundreds of requests wait at once on one core. Faults are drawn per request from the seed
+(429 with ``Retry-After``, 500, timeouts that ``hang`` or ``close``, a 200 cut short), at
+most ``Faults.max_per_request`` per body, so a client that retries always gets through.
+``rpm`` / ``tpm`` limits are token buckets of ``burst_s`` seconds (at least one request),
+refilled continuously, charged a reply's tokens on arrival (a refused request nothing), past
+them a 429 (``"429-limit"``); stated in OpenAI's ``x-ratelimit-*`` headers (resets as Go
 durations) or, on ``/v1/messages``, Anthropic's ``anthropic-ratelimit-*`` (RFC 3339).
 """
-
 from __future__ import annotations
 
 import asyncio
