@@ -33,6 +33,16 @@ Kind = Literal["openai", "anthropic"]
 _ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _WINDOW = 86_400
 JSONL: Final = "application/jsonl"
+_LINE_ERRORS = {  # an OpenAI result line's error for a line never answered
+    "expired": {
+        "code": "batch_expired",
+        "message": "This request could not be executed before the completion window expired.",
+    },
+    "canceled": {
+        "code": "batch_cancelled",
+        "message": "This request was not executed because the batch was cancelled.",
+    },
+}
 # Fixed so that recorded cassettes are byte-identical from run to run.
 CREATED: Final = 1_767_225_600  # 2026-01-01T00:00:00Z
 
@@ -112,19 +122,13 @@ def prompt_parts(payload: dict[str, Any]) -> tuple[str | None, list[str]]:
     messages = payload.get("messages")
     if not isinstance(messages, list):
         return None, []
-    systems = [
-        content_text(m.get("content"))
-        for m in messages
-        if isinstance(m, dict) and m.get("role") in ("system", "developer")
+    texts = [
+        (m.get("role"), content_text(m.get("content"))) for m in messages if isinstance(m, dict)
     ]
+    systems = [text for role, text in texts if role in ("system", "developer")]
     if payload.get("system") is not None:  # Anthropic: a top-level field
         systems.insert(0, content_text(payload["system"]))
-    users = [
-        content_text(m.get("content"))
-        for m in messages
-        if isinstance(m, dict) and m.get("role") == "user"
-    ]
-    return "\n".join(systems) or None, users
+    return "\n".join(systems) or None, [text for role, text in texts if role == "user"]
 
 
 def reply_body(
@@ -220,9 +224,8 @@ class BatchEngine:
 
     def _upload(self, content_type: str, body: bytes) -> Reply:
         if not content_type.startswith("multipart/form-data"):
-            return _fail(
-                "openai", 400, "Upload a file as multipart/form-data (fields file, purpose)."
-            )
+            why = "Upload a file as multipart/form-data (fields file, purpose)."
+            return _fail("openai", 400, why)
         message = BytesParser(policy=HTTP).parsebytes(
             f"Content-Type: {content_type}\r\n\r\n".encode("latin-1") + body
         )
@@ -236,11 +239,11 @@ class BatchEngine:
             return _fail("openai", 400, "Missing required multipart fields: file and purpose.")
         purpose = fields["purpose"][1].decode("utf-8", "replace").strip()
         if purpose != "batch":
-            message_ = f"purpose must be 'batch' for batch input, got {purpose!r}."
-            return _fail("openai", 400, message_)
-        return _json(
-            200, self._store(fields["file"][0] or "input.jsonl", purpose, fields["file"][1])
-        )
+            return _fail(
+                "openai", 400, f"purpose must be 'batch' for batch input, got {purpose!r}."
+            )
+        name, data = fields["file"]
+        return _json(200, self._store(name or "input.jsonl", purpose, data))
 
     def _store(self, name: str, purpose: str, data: bytes) -> dict[str, Any]:
         file_id = self._next("file-")
@@ -307,9 +310,8 @@ class BatchEngine:
             if metadata is not None and not isinstance(metadata, dict):
                 raise TypeError("metadata")
         except (ValueError, KeyError, TypeError):
-            return _fail(
-                "openai", 400, "Expected JSON with input_file_id, endpoint, completion_window."
-            )
+            why = "Expected JSON with input_file_id, endpoint, completion_window."
+            return _fail("openai", 400, why)
         if endpoint != "/v1/chat/completions":
             what = f"endpoint {endpoint!r} is not served; use /v1/chat/completions."
             return _fail("openai", 400, what)
@@ -470,19 +472,13 @@ class BatchEngine:
             return {"outcome": outcome, "line": {"custom_id": cid, "result": result}}
         ident = f"{stable_seed(opts.seed, 'req', cid, line.body):016x}"
         out: dict[str, Any] = {"id": f"batch_req_{ident}", "custom_id": cid}
-        out |= {"response": None, "error": None}
+        out |= {"response": None, "error": _LINE_ERRORS.get(outcome)}
         if outcome == "succeeded":
             out["response"] = {"status_code": 200, "request_id": f"req_{ident}", "body": reply}
         elif outcome == "errored":
             error = {"message": detail, "type": "server_error", "param": None, "code": None}
             body = {"error": error}
             out["response"] = {"status_code": 500, "request_id": f"req_{ident}", "body": body}
-        elif outcome == "expired":
-            message = "This request could not be executed before the completion window expired."
-            out["error"] = {"code": "batch_expired", "message": message}
-        else:
-            message = "This request was not executed because the batch was cancelled."
-            out["error"] = {"code": "batch_cancelled", "message": message}
         return {"outcome": outcome, "line": out}
 
 

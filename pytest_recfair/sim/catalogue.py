@@ -93,28 +93,6 @@ def unit(*parts: object) -> float:
     return stable_seed(*parts) / 2.0**64
 
 
-def _words(title: str) -> list[str]:
-    """Title words the way fuzzy matchers see them: folded, no punctuation, no year in
-    parentheses, no leading article."""
-    words = re.sub(r"\W+", " ", re.sub(r"\(\d{4}\)", " ", title.casefold())).split()
-    return words[1:] if len(words) > 1 and words[0] in ("the", "a", "an") else words
-
-
-def _signatures(words: list[str]) -> set[str]:
-    """Keys shared by titles one word apart (one word swapped, added or dropped)."""
-    sigs = {" ".join(words)}
-    for i in range(len(words)):
-        sigs.add(" ".join([*words[:i], "*", *words[i + 1 :]]))
-        sigs.add(" ".join(words[:i] + words[i + 1 :]))
-    return sigs
-
-
-def _core(title: str) -> str:
-    """The part of a title two entries must not share: no suffix, article, case or spaces."""
-    core = _CORE_RE.sub("", title).casefold()
-    return re.sub(r"\W+", "", _ARTICLE_RE.sub("", core))
-
-
 class Catalogue:
     """Titles for one (domain, entity), generated on demand and cached.
 
@@ -137,7 +115,8 @@ class Catalogue:
             attempts = 0
             while len(self._titles) < n:
                 title = self._make()
-                core = _core(title)
+                # the part two titles must not share: no suffix, article, case or spaces
+                core = re.sub(r"\W+", "", _ARTICLE_RE.sub("", _CORE_RE.sub("", title).casefold()))
                 attempts += 1
                 if core and core not in self._cores and not self._too_close(title):
                     self._cores.add(core)
@@ -151,9 +130,16 @@ class Catalogue:
         ("Song for Elena" / "Song for Lena"): a fuzzy matcher would merge them, and the
         audit would count two different titles as one. Only such neighbours are compared,
         so the check stays linear."""
-        words = _words(title)
+        # words as fuzzy matchers see them: folded, no punctuation, year or leading article
+        words = re.sub(r"\W+", " ", re.sub(r"\(\d{4}\)", " ", title.casefold())).split()
+        if len(words) > 1 and words[0] in ("the", "a", "an"):
+            words = words[1:]
         key = " ".join(words)
-        sigs = _signatures(words)
+        # keys shared by titles one word apart (one word swapped, added or dropped)
+        sigs = {key}
+        for i in range(len(words)):
+            sigs.add(" ".join([*words[:i], "*", *words[i + 1 :]]))
+            sigs.add(" ".join(words[:i] + words[i + 1 :]))
         matcher = difflib.SequenceMatcher(None, autojunk=False)
         matcher.set_seq2(key)
         seen: set[str] = set()

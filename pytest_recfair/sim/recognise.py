@@ -329,10 +329,9 @@ class Recogniser:
 
     @cached_property
     def _scan(self) -> re.Pattern[str]:
-        words: list[str] = []
-        cjk: list[str] = []
-        for form in sorted(self._by_form, key=len, reverse=True):
-            (cjk if _CJK.search(form) else words).append(re.escape(form).replace(r"\ ", r"[\s-]+"))
+        forms = sorted(self._by_form, key=len, reverse=True)
+        escaped = [(re.escape(f).replace(r"\ ", r"[\s-]+"), bool(_CJK.search(f))) for f in forms]
+        words, cjk = ([e for e, is_cjk in escaped if is_cjk == want] for want in (False, True))
         parts = []
         if words:
             parts.append(r"(?<![\w'’-])(?:" + "|".join(words) + r")(?![\w'’-])")
@@ -365,15 +364,10 @@ class Recogniser:
                 values = tuple(replace(v, score=round(min(score, 0.999), 3)) for v in values)
         elif match.value is not None:  # a phrase the grids do not know: our fuzzy guess
             values = self.heuristic(prompt, system).values
-        return Recognised(
-            entity=match.entity,
-            k=match.k or _find_k(prompt),
-            domain=match.domain
-            if match.domain in ("movie", "music", "book")
-            else _find_domain(f"{system or ''}\n{prompt}"),
-            language=match.language,
-            values=values,
-        )
+        domain = match.domain
+        if domain not in ("movie", "music", "book"):
+            domain = _find_domain(f"{system or ''}\n{prompt}")
+        return Recognised(match.entity, match.k or _find_k(prompt), domain, match.language, values)
 
     def _from_template(self, attribute: str, label: str, phrase: str) -> tuple[ValueMatch, ...]:
         # Crossed attributes ("race x gender", "Black x Female") become one match per part,
@@ -406,13 +400,9 @@ class Recogniser:
         if entity:
             masked = masked.replace(entity, " " * len(entity))
         values = self._values(masked)
-        return Recognised(
-            entity=entity or _fallback_entity(masked, self._scan),
-            k=_find_k(masked),
-            domain=_find_domain(f"{system or ''}\n{masked}"),
-            language=_find_language(text),
-            values=values,
-        )
+        entity = entity or _fallback_entity(masked, self._scan)
+        domain = _find_domain(f"{system or ''}\n{masked}")
+        return Recognised(entity, _find_k(masked), domain, _find_language(text), values)
 
     def _values(self, masked: str) -> tuple[ValueMatch, ...]:
         phrases = []

@@ -11,6 +11,7 @@ refilled continuously, charged a reply's tokens on arrival (a refused request no
 them a 429 (``"429-limit"``); stated in OpenAI's ``x-ratelimit-*`` headers (resets as Go
 durations) or, on ``/v1/messages``, Anthropic's ``anthropic-ratelimit-*`` (RFC 3339).
 """
+
 from __future__ import annotations
 
 import asyncio
