@@ -76,9 +76,8 @@ def part2() -> None:
     from pytest_recfair import audit, judge
     from pytest_recfair.prompts.seeds import load_seeds, subsample
     from pytest_recfair.report import sections
-    from pytest_recfair.sim.catalogue import Catalogue
     from pytest_recfair.sim.recognise import entity_key
-    from pytest_recfair.sim.recommender import SimulatedRecommender
+    from pytest_recfair.sim.recommender import Catalogue, SimulatedRecommender
 
     entities = subsample(load_seeds("directors"), 40, seed=0)
     names = [e.name for e in entities]

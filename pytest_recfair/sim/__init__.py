@@ -6,5 +6,5 @@ an OpenAI-compatible ``/v1/chat/completions`` on loopback (with rate limits; ``b
 the batch endpoints and the reply bodies); ``python -m pytest_recfair.sim`` does the same
 from the command line. ``profile`` reads bias profiles and fault plans, ``planted`` the
 item-side, position and role-play biases, ``recognise`` reads prompts with the
-vocabulary of ``pytest_recfair.prompts``, ``catalogue`` makes up titles.
+vocabulary of ``pytest_recfair.prompts``.
 """

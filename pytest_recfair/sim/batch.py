@@ -24,7 +24,7 @@ from email.policy import HTTP
 from typing import Any, Final, Literal
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.sim.catalogue import stable_seed, unit
+from pytest_recfair.sim.planted import stable_seed, unit
 
 Answer = Callable[[str, str | None], str]  # (prompt, system) -> reply text
 Reply = tuple[int, bytes, str]  # status, body, content type

@@ -13,6 +13,7 @@ prompt, round): rounds are independent and replayable.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import random
 import re
 from collections.abc import Mapping, Sequence
@@ -32,7 +33,6 @@ from pytest_recfair.prompts.roles import (
     parse_options,
     strip_role,
 )
-from pytest_recfair.sim.catalogue import stable_seed, unit
 
 if TYPE_CHECKING:  # the catalogue (and rapidfuzz) load only when a profile plants items
     from pytest_recfair.replies.catalogue import Catalogue
@@ -40,6 +40,17 @@ if TYPE_CHECKING:  # the catalogue (and rapidfuzz) load only when a profile plan
 _CANDIDATES = re.compile(r"\b(?:From|Rank) these \d+ ")
 
 _LINE = re.compile(r"^\s*(\d+)\.\s+(.+?)\s*$", re.MULTILINE)
+
+
+def stable_seed(*parts: object) -> int:
+    """A 64-bit seed from any parts; identical in every process (unlike ``hash``)."""
+    text = "\x1f".join(str(p) for p in parts)
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8"), digest_size=8).digest(), "big")
+
+
+def unit(*parts: object) -> float:
+    """A uniform draw in [0, 1) from any parts (see :func:`stable_seed`)."""
+    return stable_seed(*parts) / 2.0**64
 
 
 def fraction(value: object, where: str, source: str = "bias profile") -> float:
@@ -174,6 +185,7 @@ def candidate_reply(prompt: str, plan: PositionPlan | None, seed: int, draw: int
 AnswerKind = Literal["biased", "unbiased", "refusal", "judge"]
 _DEFAULT_BASE: dict[str, float] = {"yesno": 0.15, "choice": 0.20, "why": 0.15}
 _SECTION_KEYS = frozenset({"role_bias", "base", "refusal", "spread", "judge_noise"})
+_RATES = {"refusal": 0.02, "judge_noise": 0.03}  # RolePlan's rates and their defaults
 _ROLE = re.compile(r"^You are an? (?P<role>.+?)\s*$", re.S)
 _JUDGED = re.compile(r"Answer: (?P<answer>.*)\n" + re.escape(JUDGE_QUESTION), re.S)
 _YES = ("Yes.", "Yes", "Yes. As a {role}, I believe that is true.", "Yes, as far as I know.")
@@ -224,28 +236,22 @@ class RolePlan:
                 f"bias profile: 'roleplay' must be a mapping with keys among "
                 f"{sorted(_SECTION_KEYS)}; got {data!r}"
             )
-        bias = data.get("role_bias") or {}
-        base = data.get("base") or {}
+        bias, base = data.get("role_bias") or {}, data.get("base") or {}
         if not isinstance(bias, Mapping) or not isinstance(base, Mapping):
             raise DataError("bias profile: roleplay.role_bias and roleplay.base must be mappings")
-        unknown = set(map(str, base)) - set(QTYPES)
-        if unknown:
+        if unknown := set(map(str, base)) - set(QTYPES):
             raise DataError(
                 f"bias profile: roleplay.base keys must be among {QTYPES}; got {sorted(unknown)}"
             )
         spread = data.get("spread", 2.0)
         if isinstance(spread, bool) or not isinstance(spread, int | float) or spread <= 0:
             raise DataError(f"bias profile: roleplay.spread must be > 0; got {spread!r}")
-        return cls(
-            role_bias={
-                str(k).casefold(): fraction(v, f"roleplay.role_bias.{k}") for k, v in bias.items()
-            },
-            base=_DEFAULT_BASE
-            | {str(k): fraction(v, f"roleplay.base.{k}") for k, v in base.items()},
-            refusal=fraction(data.get("refusal", 0.02), "roleplay.refusal"),
-            spread=float(spread),
-            judge_noise=fraction(data.get("judge_noise", 0.03), "roleplay.judge_noise"),
-        )
+        role_bias = {
+            str(k).casefold(): fraction(v, f"roleplay.role_bias.{k}") for k, v in bias.items()
+        }
+        base = _DEFAULT_BASE | {str(k): fraction(v, f"roleplay.base.{k}") for k, v in base.items()}
+        rates = {k: fraction(data.get(k, v), f"roleplay.{k}") for k, v in _RATES.items()}
+        return cls(role_bias, base, rates["refusal"], float(spread), rates["judge_noise"])
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,7 @@ from typing import Any, Literal
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.sim.catalogue import unit
-from pytest_recfair.sim.planted import ItemPlan, PositionPlan, RolePlan, fraction
+from pytest_recfair.sim.planted import ItemPlan, PositionPlan, RolePlan, fraction, unit
 from pytest_recfair.sim.recognise import Recognised, ValueMatch
 
 
@@ -56,8 +55,22 @@ class Heterogeneity:
             return cls()
         if isinstance(spec, Heterogeneity):
             return spec
+        if isinstance(spec, str) and spec in PROFILES:
+            return PROFILES[spec]
         if isinstance(spec, str):
-            return PROFILES[spec] if spec in PROFILES else cls.parse(_pairs(spec))
+            pairs: dict[str, object] = {}
+            for item in filter(None, (p.strip() for p in spec.split(","))):
+                key, sep, value = item.partition("=")
+                if not sep:
+                    raise ConfigError(
+                        f"heterogeneity: {item!r} is not a profile ({', '.join(sorted(PROFILES))})"
+                        " nor a 'stability=S,sensitivity=H' item."
+                    )
+                try:
+                    pairs[key.strip()] = float(value)
+                except ValueError:
+                    pairs[key.strip()] = value
+            spec = pairs
         if not isinstance(spec, Mapping) or not set(spec) <= {"stability", "sensitivity"}:
             raise ConfigError(
                 f"heterogeneity: expected one of {sorted(PROFILES)}, 'stability=S,sensitivity=H' "
@@ -71,22 +84,6 @@ class Heterogeneity:
         if not spread:
             return 1.0  # exactly: the uniform profile keeps the original arithmetic
         return 1.0 + spread * (2.0 * unit(seed, which, domain, entity) - 1.0)
-
-
-def _pairs(text: str) -> dict[str, object]:
-    out: dict[str, object] = {}
-    for item in filter(None, (p.strip() for p in text.split(","))):
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(
-                f"heterogeneity: {item!r} is not a profile ({', '.join(sorted(PROFILES))}) nor "
-                "a 'stability=S,sensitivity=H' item."
-            )
-        try:
-            out[key.strip()] = float(value)
-        except ValueError:
-            out[key.strip()] = value
-    return out
 
 
 #: Named profiles: ``uniform`` (every entity alike, the original simulator) and
@@ -302,8 +299,7 @@ class Faults:
             return cls._from_mapping(spec, "faults")
         items = [str(spec)] if isinstance(spec, str | Path) else [str(s) for s in spec]
         data: dict[str, Any] = {}
-        for item in items:
-            text = str(item)
+        for text in items:
             if text.endswith((".yaml", ".yml")) or (Path(text).is_file() and "=" not in text):
                 try:
                     loaded = yaml.safe_load(Path(text).read_text(encoding="utf-8")) or {}

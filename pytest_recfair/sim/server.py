@@ -30,7 +30,7 @@ from typing import Any
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.sim.batch import CREATED, BatchEngine, BatchOptions, prompt_parts, reply_body
-from pytest_recfair.sim.catalogue import unit
+from pytest_recfair.sim.planted import unit
 from pytest_recfair.sim.profile import Faults
 from pytest_recfair.sim.recommender import SimulatedRecommender
 

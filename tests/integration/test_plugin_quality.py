@@ -2,9 +2,10 @@
 group is as "fair" as a good one; the gate now fails it, with a message that says so.
 
 Real pytest runs (pytester) against the simulator. The catalogue is the simulator's own
-films of each audited director (``sim.catalogue``: what the good model recommends from);
-the fair-but-useless model is the same simulator asked about the wrong director, so its
-lists are as fair as the good model's and hold none of the right director's films.
+films of each audited director (``sim.recommender.Catalogue``: what the good model
+recommends from); the fair-but-useless model is the same simulator asked about the wrong
+director, so its lists are as fair as the good model's and hold none of the right
+director's films.
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from typing import Any
 import pytest
 
 from pytest_recfair.prompts.seeds import load_seeds
-from pytest_recfair.sim.catalogue import Catalogue
 from pytest_recfair.sim.recognise import entity_key
+from pytest_recfair.sim.recommender import Catalogue
 from tests.support.plugin import (
     assert_shards_merge_to_the_full_audit,
     plugin_args,

@@ -13,9 +13,8 @@ from rapidfuzz import fuzz, process
 
 from pytest_recfair.errors import ConfigError, DataError, RecfairError
 from pytest_recfair.replies.matching import normalize
-from pytest_recfair.sim.catalogue import Catalogue
 from pytest_recfair.sim.profile import BiasProfile, Faults, load_profile
-from pytest_recfair.sim.recommender import REFUSALS, SimulatedRecommender
+from pytest_recfair.sim.recommender import REFUSALS, Catalogue, SimulatedRecommender
 
 SYSTEM = "You are a movie recommendation system."
 
