@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import sys
 from collections.abc import Sequence
 
@@ -10,7 +12,7 @@ from pytest_recfair.errors import RecfairError
 from pytest_recfair.sim.batch import BatchOptions
 from pytest_recfair.sim.profile import Faults
 from pytest_recfair.sim.recommender import SimulatedRecommender
-from pytest_recfair.sim.server import DEFAULT_MODEL, SimServer, run_forever
+from pytest_recfair.sim.server import DEFAULT_MODEL, SimServer
 
 # (flag, type, default, metavar, help) of the options that take a value
 _OPTIONS: tuple[tuple[str, type, object, str | None, str], ...] = (
@@ -73,7 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             jitter_ms=args.jitter, model=args.model, api_key=args.api_key, batch=batch,
             rpm=args.rpm, tpm=args.tpm, burst_s=args.burst,
         )  # fmt: skip
-        run_forever(server, announce=lambda line: print(line, flush=True))
+        with contextlib.suppress(KeyboardInterrupt):  # serve in the foreground until ^C
+            asyncio.run(server._serve(lambda line: print(line, flush=True)))
+        if server._startup_error is not None:
+            raise server._startup_error
     except (RecfairError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -303,11 +303,9 @@ class BatchEngine:
     def _create_openai(self, body: bytes) -> Reply:
         try:
             request = json.loads(body)
-            file_id = str(request["input_file_id"])
-            endpoint = str(request["endpoint"])
-            window = request.get("completion_window", "24h")
-            metadata = request.get("metadata")
-            if metadata is not None and not isinstance(metadata, dict):
+            file_id, endpoint = str(request["input_file_id"]), str(request["endpoint"])
+            window, metadata = request.get("completion_window", "24h"), request.get("metadata")
+            if not isinstance(metadata, dict | None):
                 raise TypeError("metadata")
         except (ValueError, KeyError, TypeError):
             why = "Expected JSON with input_file_id, endpoint, completion_window."
@@ -373,8 +371,8 @@ class BatchEngine:
         total = len(batch.lines)
         if batch.kind == "anthropic":
             ended = phase == "finished"
-            counts = {"processing": 0 if ended else total, "succeeded": 0, "errored": 0}
-            counts |= {"canceled": 0, "expired": 0}
+            counts = {"processing": 0 if ended else total}
+            counts |= dict.fromkeys(("succeeded", "errored", "canceled", "expired"), 0)
             for outcome in outcomes if ended else ():
                 counts[outcome] += 1
             t = batch.wall  # a client looks a lost batch up by its creation time

@@ -400,7 +400,9 @@ class Recogniser:
         if entity:
             masked = masked.replace(entity, " " * len(entity))
         values = self._values(masked)
-        entity = entity or _fallback_entity(masked, self._scan)
+        # No cue found: the prompt minus its values is the best stable identity we have, so
+        # that a neutral and a conditioned prompt of one unknown template share a catalogue.
+        entity = entity or " ".join(_ARTICLES.sub("", self._scan.sub(" ", masked)).split())
         domain = _find_domain(f"{system or ''}\n{masked}")
         return Recognised(entity, _find_k(masked), domain, _find_language(text), values)
 
@@ -423,14 +425,10 @@ class Recogniser:
                 # No template slot at all: look for any known value outside the entity.
                 return self._exact(masked)
             return ()  # the template's slot is there and holds only an article: neutral
-        found = self._exact(phrase)
-        if found:
+        if found := self._exact(phrase):
             return found
-        fuzzy = self._fuzzy(phrase)
-        if fuzzy is not None:
-            return (fuzzy,)
-        # An unknown value: keep it under its own label so a profile can still name it.
-        return (ValueMatch(phrase, (), phrase, 1.0),)
+        # A misspelt value, else an unknown one under its own label (a profile may name it).
+        return (self._fuzzy(phrase) or ValueMatch(phrase, (), phrase, 1.0),)
 
     def _exact(self, text: str) -> tuple[ValueMatch, ...]:
         out: list[ValueMatch] = []
@@ -516,27 +514,18 @@ def _take_name(text: str, start: int) -> tuple[str, tuple[int, int] | None]:
         if close > start + 1:
             return text[start + 1 : close].strip(), (start, close + 1)
     pos = start
-    while True:
-        end = _END.search(text, pos)
-        if end is None:
-            stop = len(text)
-            break
+    while (end := _END.search(text, pos)) is not None:
         stop = end.start()
-        if text[stop : stop + 1] == "." and stop > start:
-            last = re.findall(r"[\w]+$", text[start:stop])
-            # "M. Night Shyamalan", "Martin Luther King Jr." end no sentence.
-            if last and (len(last[0]) == 1 or last[0].casefold() in _ABBREV):
-                pos = stop + 1
-                continue
-        break
+        dot = text[stop : stop + 1] == "." and stop > start
+        last = re.findall(r"[\w]+$", text[start:stop]) if dot else []
+        # "M. Night Shyamalan", "Martin Luther King Jr." end no sentence.
+        if not (last and (len(last[0]) == 1 or last[0].casefold() in _ABBREV)):
+            break
+        pos = stop + 1
+    else:
+        stop = len(text)
     name = text[start:stop].strip().strip(" ,:;\"'“”«»")
     return name, ((start, stop) if name else None)
-
-
-def _fallback_entity(masked: str, scan: re.Pattern[str]) -> str:
-    # No cue found: the prompt minus its values is the best stable identity we have, so
-    # that a neutral and a conditioned prompt of one unknown template share a catalogue.
-    return " ".join(_ARTICLES.sub("", scan.sub(" ", masked)).split())
 
 
 def _find_k(text: str) -> int | None:

@@ -321,8 +321,7 @@ class SimulatedRecommender:
         # Neutral = the first K titles (so top-10 is a prefix of top-25); shifts and noise
         # draw from the next 2K + 20, enough for a full shift plus full noise.
         titles = catalogue(entity, rec.domain).titles(3 * k + 20)
-        items = titles[:k]
-        pool = titles[k:]
+        items, pool = titles[:k], titles[k:]
 
         spread = self.heterogeneity
         rate = self.profile.shift(rec) * spread.factor("sensitivity", self.seed, rec.domain, entity)

@@ -506,11 +506,3 @@ class SimServer:
                 return name
             u -= rate
         return None
-
-
-def run_forever(server: SimServer, *, announce: Callable[[str], None] = print) -> None:
-    """Serve in the foreground until interrupted (the CLI's main loop)."""
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(server._serve(announce))
-    if server._startup_error is not None:
-        raise server._startup_error
