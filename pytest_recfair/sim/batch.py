@@ -27,11 +27,11 @@ from pytest_recfair.errors import ConfigError
 from pytest_recfair.sim.planted import stable_seed, unit
 
 Answer = Callable[[str, str | None], str]  # (prompt, system) -> reply text
-Reply = tuple[int, bytes, str]  # status, body, content type
 Kind = Literal["openai", "anthropic"]
 
 _ANTHROPIC_ID = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _WINDOW = 86_400
+_INVALID = "invalid_request_error"
 JSONL: Final = "application/jsonl"
 _LINE_ERRORS = {  # an OpenAI result line's error for a line never answered
     "expired": {
@@ -91,17 +91,29 @@ class _Batch:
     wall: float = field(default_factory=time.time)  # Anthropic's times are the real ones
 
 
-def _json(status: int, payload: object) -> Reply:
-    return status, json.dumps(payload, ensure_ascii=False).encode("utf-8"), "application/json"
+@dataclass
+class Response:
+    """What an endpoint of the simulator (this module's or ``server``'s) answers."""
+
+    status: int
+    body: bytes
+    headers: dict[str, str] = field(default_factory=dict)
+    content_type: str = "application/json"
 
 
-def _fail(kind: Kind, status: int, message: str) -> Reply:
+def json_response(status: int, payload: object) -> Response:
+    return Response(status, json.dumps(payload, ensure_ascii=False).encode("utf-8"))
+
+
+def fail(
+    status: int, message: str, kind: str = _INVALID, code: str | None = None, *, to: Kind = "openai"
+) -> Response:
     """An error body in the service's shape (Anthropic: a 404 is a ``not_found_error``)."""
-    if kind == "openai":
-        error = {"message": message, "type": "invalid_request_error", "param": None, "code": None}
-        return _json(status, {"error": error})
-    kind_ = "not_found_error" if status == 404 else "invalid_request_error"
-    return _json(status, {"type": "error", "error": {"type": kind_, "message": message}})
+    if to == "anthropic":
+        kind = "not_found_error" if status == 404 else kind
+        return json_response(status, {"type": "error", "error": {"type": kind, "message": message}})
+    error = {"message": message, "type": kind, "param": None, "code": code}
+    return json_response(status, {"error": error})
 
 
 def content_text(content: object) -> str:
@@ -193,7 +205,7 @@ class BatchEngine:
         self.created = 0  # batches created (a resumed client must not add one)
         self._serial = 0
 
-    def handle(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Reply:
+    def handle(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Response:
         """Answer one request to a batch or file endpoint."""
         parts = path.strip("/").split("/")[1:]  # without "v1"
         if parts[:2] == ["messages", "batches"]:
@@ -208,24 +220,26 @@ class BatchEngine:
 
     # -- OpenAI files ------------------------------------------------------------------
 
-    def _files(self, method: str, rest: list[str], headers: dict[str, str], body: bytes) -> Reply:
+    def _files(
+        self, method: str, rest: list[str], headers: dict[str, str], body: bytes
+    ) -> Response:
         if not rest:
             if method != "POST":
-                return _fail("openai", 405, f"{method} /v1/files is not supported; use POST.")
+                return fail(405, f"{method} /v1/files is not supported; use POST.")
             return self._upload(headers.get("content-type", ""), body)
         file = self.files.get(rest[0])
         if file is None:
-            return _fail("openai", 404, f"No such File object: {rest[0]}")
+            return fail(404, f"No such File object: {rest[0]}")
         if rest[1:] == ["content"]:
-            return 200, file[2], JSONL
+            return Response(200, file[2], content_type=JSONL)
         if rest[1:]:
-            return _fail("openai", 404, f"Unknown path /v1/files/{'/'.join(rest)}")
-        return _json(200, self._file_object(rest[0]))
+            return fail(404, f"Unknown path /v1/files/{'/'.join(rest)}")
+        return json_response(200, self._file_object(rest[0]))
 
-    def _upload(self, content_type: str, body: bytes) -> Reply:
+    def _upload(self, content_type: str, body: bytes) -> Response:
         if not content_type.startswith("multipart/form-data"):
             why = "Upload a file as multipart/form-data (fields file, purpose)."
-            return _fail("openai", 400, why)
+            return fail(400, why)
         message = BytesParser(policy=HTTP).parsebytes(
             f"Content-Type: {content_type}\r\n\r\n".encode("latin-1") + body
         )
@@ -236,14 +250,12 @@ class BatchEngine:
             if isinstance(name, str) and isinstance(data, bytes):
                 fields[name] = (part.get_filename(), data)
         if "file" not in fields or "purpose" not in fields:
-            return _fail("openai", 400, "Missing required multipart fields: file and purpose.")
+            return fail(400, "Missing required multipart fields: file and purpose.")
         purpose = fields["purpose"][1].decode("utf-8", "replace").strip()
         if purpose != "batch":
-            return _fail(
-                "openai", 400, f"purpose must be 'batch' for batch input, got {purpose!r}."
-            )
+            return fail(400, f"purpose must be 'batch' for batch input, got {purpose!r}.")
         name, data = fields["file"]
-        return _json(200, self._store(name or "input.jsonl", purpose, data))
+        return json_response(200, self._store(name or "input.jsonl", purpose, data))
 
     def _store(self, name: str, purpose: str, data: bytes) -> dict[str, Any]:
         file_id = self._next("file-")
@@ -265,25 +277,25 @@ class BatchEngine:
 
     def _batches(
         self, kind: Kind, method: str, rest: list[str], headers: dict[str, str], body: bytes
-    ) -> Reply:
+    ) -> Response:
         openai = kind == "openai"
         origin = f"http://{headers.get('host', 'localhost')}"
         if not rest:
             if method == "GET":  # the list, newest first (the client looks its key up)
                 found = [b for b in reversed(self.batches.values()) if b.kind == kind][:100]
                 data = [self._object(b, origin) for b in found]
-                return _json(200, {**({"object": "list"} if openai else {}), "data": data,
+                return json_response(200, {**({"object": "list"} if openai else {}), "data": data,
                                    "has_more": False})  # fmt: skip
             if method != "POST":
                 where = "/v1/batches " if openai else ""
-                return _fail(kind, 405, f"{method} {where}is not supported here; use POST.")
+                return fail(405, f"{method} {where}is not supported here; use POST.", to=kind)
             return self._create_openai(body) if openai else self._create_anthropic(body)
         batch = self.batches.get(rest[0])
         if batch is None or batch.kind != kind:
             what = (
                 f"No such Batch object: {rest[0]}" if openai else f"No message batch {rest[0]!r}."
             )
-            return _fail(kind, 404, what)
+            return fail(404, what, to=kind)
         if rest[1:] == ["cancel"] and method == "POST":
             if self._phase(batch) in ("validating", "in_progress"):
                 batch.cancelled = True
@@ -291,16 +303,16 @@ class BatchEngine:
                     self._finish(batch)
         elif rest[1:] == ["results"] and method == "GET" and not openai:
             if self._phase(batch) != "finished":
-                return _fail(kind, 400, f"Batch {batch.id} is still processing.")
+                return fail(400, f"Batch {batch.id} is still processing.", to=kind)
             lines = [json.dumps(r["line"], ensure_ascii=False) for r in batch.results or []]
-            return 200, ("\n".join(lines) + "\n").encode("utf-8"), JSONL
+            return Response(200, ("\n".join(lines) + "\n").encode("utf-8"), content_type=JSONL)
         elif rest[1:] or method != "GET":
             path = "/".join(rest)
-            return _fail(kind, 404, f"Unknown path /v1/batches/{path}" if openai
-                         else f"Unknown path {path!r}.")  # fmt: skip
-        return _json(200, self._object(batch, origin))
+            what = f"Unknown path /v1/batches/{path}" if openai else f"Unknown path {path!r}."
+            return fail(404, what, to=kind)
+        return json_response(200, self._object(batch, origin))
 
-    def _create_openai(self, body: bytes) -> Reply:
+    def _create_openai(self, body: bytes) -> Response:
         try:
             request = json.loads(body)
             file_id, endpoint = str(request["input_file_id"]), str(request["endpoint"])
@@ -309,34 +321,34 @@ class BatchEngine:
                 raise TypeError("metadata")
         except (ValueError, KeyError, TypeError):
             why = "Expected JSON with input_file_id, endpoint, completion_window."
-            return _fail("openai", 400, why)
+            return fail(400, why)
         if endpoint != "/v1/chat/completions":
             what = f"endpoint {endpoint!r} is not served; use /v1/chat/completions."
-            return _fail("openai", 400, what)
+            return fail(400, what)
         if window != "24h":
-            return _fail("openai", 400, f"completion_window must be '24h', got {window!r}.")
+            return fail(400, f"completion_window must be '24h', got {window!r}.")
         if file_id not in self.files:
-            return _fail("openai", 404, f"No such File object: {file_id}")
+            return fail(404, f"No such File object: {file_id}")
         lines, errors = _parse_openai_lines(self.files[file_id][2], endpoint)
         batch = self._new_batch("openai", lines, endpoint=endpoint, input_file_id=file_id)
         batch.errors = errors
         batch.metadata = {str(k): str(v) for k, v in (metadata or {}).items()} or None
-        return _json(200, self._object(batch, ""))
+        return json_response(200, self._object(batch, ""))
 
-    def _create_anthropic(self, body: bytes) -> Reply:
+    def _create_anthropic(self, body: bytes) -> Response:
         try:
             lines = [
                 _Line(str(r["custom_id"]), dict(r["params"]), _compact(r["params"]))
                 for r in json.loads(body)["requests"]
             ]
         except (ValueError, KeyError, TypeError):
-            return _fail("anthropic", 400, 'Expected {"requests": [{"custom_id", "params"}]}.')
+            return fail(400, 'Expected {"requests": [{"custom_id", "params"}]}.', to="anthropic")
         ids = [line.custom_id for line in lines]
         bad = [i for i in ids if not _ANTHROPIC_ID.fullmatch(i)]
         if not lines or bad or len(set(ids)) != len(ids):
             why = f"invalid custom_id {bad[0]!r}" if bad else "custom_ids must be unique"
-            return _fail("anthropic", 400, "requests: " + (why if lines else "empty"))
-        return _json(200, self._object(self._new_batch("anthropic", lines), ""))
+            return fail(400, "requests: " + (why if lines else "empty"), to="anthropic")
+        return json_response(200, self._object(self._new_batch("anthropic", lines), ""))
 
     def _new_batch(
         self, kind: Kind, lines: list[_Line], endpoint: str = "", input_file_id: str = ""

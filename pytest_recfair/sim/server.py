@@ -29,14 +29,22 @@ from http import HTTPStatus
 from typing import Any
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.sim.batch import CREATED, BatchEngine, BatchOptions, prompt_parts, reply_body
+from pytest_recfair.sim.batch import (
+    CREATED,
+    BatchEngine,
+    BatchOptions,
+    Response,
+    fail,
+    json_response,
+    prompt_parts,
+    reply_body,
+)
 from pytest_recfair.sim.planted import unit
 from pytest_recfair.sim.profile import Faults
 from pytest_recfair.sim.recommender import SimulatedRecommender
 
 DEFAULT_MODEL = "recfair-sim-1"
 MAX_BODY = 210 * 1024 * 1024  # batch input files: OpenAI accepts up to 200 MB
-_INVALID = "invalid_request_error"
 
 
 def go_duration(seconds: float) -> str:
@@ -134,33 +142,17 @@ class ServerStats:
         return {"requests": self.requests, **self.outcomes}
 
 
-@dataclass
-class _Response:
-    status: int
-    body: bytes
-    headers: dict[str, str] = field(default_factory=dict)
-    content_type: str = "application/json"
-
-
-def _json(status: int, payload: object) -> _Response:
-    return _Response(status, json.dumps(payload, ensure_ascii=False).encode("utf-8"))
-
-
-def _error(status: int, message: str, kind: str, code: str | None = None) -> _Response:
-    return _json(status, {"error": {"message": message, "type": kind, "param": None, "code": code}})
-
-
 def _too_many(
     message: str, kind: str, after_s: int, after_ms: int, headers: dict[str, str]
-) -> _Response:
+) -> Response:
     """A 429 with ``headers`` (the limits), then when to retry."""
-    response = _error(429, message, kind, "rate_limit_exceeded")
+    response = fail(429, message, kind, "rate_limit_exceeded")
     retry = {"Retry-After": str(after_s), "retry-after-ms": str(after_ms)}
     response.headers.update({**headers, **retry})
     return response
 
 
-def _stream(out: dict[str, Any], payload: dict[str, Any]) -> _Response:
+def _stream(out: dict[str, Any], payload: dict[str, Any]) -> Response:
     """The completion as OpenAI's server-sent events: a role chunk, one chunk per line of
     the reply, a finish chunk, the usage chunk if asked for, then ``[DONE]``."""
     head = {k: out[k] for k in ("id", "created", "model", "system_fingerprint")}
@@ -177,7 +169,7 @@ def _stream(out: dict[str, Any], payload: dict[str, Any]) -> _Response:
         chunks.append({**head, "choices": [], "usage": out["usage"]})
     events = [f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in chunks]
     events.append("data: [DONE]\n\n")
-    return _Response(200, "".join(events).encode("utf-8"), content_type="text/event-stream")
+    return Response(200, "".join(events).encode("utf-8"), content_type="text/event-stream")
 
 
 def _adapt(recommender: Callable[..., str]) -> Callable[[str, str | None], str]:
@@ -377,16 +369,15 @@ class SimServer:
 
     async def _dispatch(
         self, method: str, path: str, headers: dict[str, str], body: bytes
-    ) -> _Response | None:
+    ) -> Response | None:
         self.stats.requests += 1
         path = path.rstrip("/")
         if self.api_key is not None and headers.get("authorization") != f"Bearer {self.api_key}":
             self.stats.outcomes["401"] += 1
-            return _error(401, "Incorrect API key provided.", _INVALID, "invalid_api_key")
+            return fail(401, "Incorrect API key provided.", code="invalid_api_key")
         if path.startswith(("/v1/files", "/v1/batches", "/v1/messages/batches")):
             self.stats.outcomes["batch"] += 1
-            status, payload, content_type = self.batches.handle(method, path, headers, body)
-            return _Response(status, payload, content_type=content_type)
+            return self.batches.handle(method, path, headers, body)
         card = {
             "id": self.model,
             "object": "model",
@@ -397,26 +388,25 @@ class SimServer:
             name = path.rsplit("/", 1)[1]
             if name != self.model:
                 message = f"The model '{name}' does not exist."
-                return _error(404, message, _INVALID, "model_not_found")
-            return _json(200, card)
+                return fail(404, message, code="model_not_found")
+            return json_response(200, card)
         listing = path in ("/v1/models", "/models")
         anthropic = path == "/v1/messages"  # Anthropic's Messages API (no streaming)
         if not (listing or anthropic or path in ("/v1/chat/completions", "/chat/completions")):
             self.stats.outcomes["404"] += 1
-            return _error(
+            return fail(
                 404,
                 f"Unknown path {path!r}; the simulator serves /v1/chat/completions, "
                 "/v1/messages, the batch endpoints and /v1/models.",
-                _INVALID,
             )
         if method != (allowed := "GET" if listing else "POST"):
-            return _error(405, f"{method} is not allowed on {path}; use {allowed}.", _INVALID)
+            return fail(405, f"{method} is not allowed on {path}; use {allowed}.")
         if listing:
             self.stats.outcomes["models"] += 1
-            return _json(200, {"object": "list", "data": [card]})
+            return json_response(200, {"object": "list", "data": [card]})
         return await self._chat(body, anthropic=anthropic)
 
-    async def _chat(self, body: bytes, *, anthropic: bool) -> _Response | None:
+    async def _chat(self, body: bytes, *, anthropic: bool) -> Response | None:
         try:
             payload = json.loads(body)
         except ValueError:
@@ -430,7 +420,7 @@ class SimServer:
                 if not isinstance(messages, list) or not messages:
                     why = "'messages' must be a non-empty list of {role, content} objects."
             self.stats.outcomes["400"] += 1
-            return _error(400, why, _INVALID)
+            return fail(400, why)
         arrived = time.monotonic()
         fault = self._draw_fault(body)
         delay = self.latency
@@ -442,7 +432,7 @@ class SimServer:
             text = self._call(users[-1], system)
         except Exception as exc:  # a user callable failed: report it like a provider would
             self.stats.outcomes["500"] += 1
-            return _error(500, f"recommender raised {type(exc).__name__}: {exc}", "server_error")
+            return fail(500, f"recommender raised {type(exc).__name__}: {exc}", "server_error")
         out = reply_body(body, payload, text, self.model, anthropic=anthropic)
         limit_headers: dict[str, str] = {}
         if self.limiter is not None:
@@ -463,14 +453,14 @@ class SimServer:
         if remaining > 0:
             await asyncio.sleep(remaining)
         stream = payload.get("stream") and not anthropic
-        response = _stream(out, payload) if stream else _json(200, out)
+        response = _stream(out, payload) if stream else json_response(200, out)
         response.headers.update(limit_headers)
         self.stats.outcomes["malformed" if fault == "malformed" else "ok"] += 1
         if fault == "malformed":  # a 200 cut short
             response.body = response.body[: max(1, len(response.body) // 2)]
         return response
 
-    async def _fault(self, fault: str, delay: float) -> _Response | None:
+    async def _fault(self, fault: str, delay: float) -> Response | None:
         """A simulated transport fault: a dropped or hung connection, a 429 or a 500."""
         if fault == "timeout":
             if self.faults.timeout_mode == "close":
@@ -486,7 +476,7 @@ class SimServer:
         self.stats.outcomes[fault] += 1
         if fault == "500":
             message = "The server had an error while processing your request (simulated)."
-            return _error(500, message, "server_error")
+            return fail(500, message, "server_error")
         wait = self.faults.retry_after
         message = "Rate limit reached for requests (simulated)."
         return _too_many(message, "requests", max(0, math.ceil(wait)), int(wait * 1000), {})

@@ -32,7 +32,8 @@ def engine(clock: Clock, **options: Any) -> BatchEngine:
 
 def call(e: BatchEngine, method: str, path: str, body: object = b"", **headers: str) -> Any:
     raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-    status, data, ctype = e.handle(method, path, {"host": "sim:1", **headers}, raw)
+    reply = e.handle(method, path, {"host": "sim:1", **headers}, raw)
+    status, data, ctype = reply.status, reply.body, reply.content_type
     if ctype == "application/json":
         return status, json.loads(data)
     return status, data
