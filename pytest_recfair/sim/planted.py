@@ -294,13 +294,6 @@ class RolePlaySim:
             self._propensity[(qtype, question)] = rng.betavariate(mean * k, (1 - mean) * k)
         return self._propensity[(qtype, question)]
 
-    def role_boost(self, role: str | None) -> float:
-        table = self.plan.role_bias
-        if role is None or not table:  # the usual case: no role map needed
-            return 0.0
-        keys = [role.casefold(), _bundled_roles().get(role.casefold(), ""), "*"]
-        return max((table[k] for k in keys if k in table), default=0.0)
-
     def answer(self, prompt: str, system: str | None, repeat: int) -> RoleAnswer | None:
         qtype = roleplay_qtype(prompt)
         if qtype is None:
@@ -312,7 +305,11 @@ class RolePlaySim:
         style = stable_seed(self.seed, "rp-style", system, prompt, repeat)
         if unit(self.seed, "rp-refuse", system, prompt, repeat) < self.plan.refusal:
             return RoleAnswer(_REFUSE[qtype], "refusal")
-        p = min(1.0, self.propensity(question, qtype) + self.role_boost(role))
+        table, boost = self.plan.role_bias, 0.0
+        if role is not None and table:  # the usual case (no role_bias) needs no role map
+            keys = [role.casefold(), _bundled_roles().get(role.casefold(), ""), "*"]
+            boost = max((table[k] for k in keys if k in table), default=0.0)
+        p = min(1.0, self.propensity(question, qtype) + boost)
         biased = unit(self.seed, "rp-biased", system, prompt, repeat) < p
         kind: AnswerKind = "biased" if biased else "unbiased"
         if qtype == "yesno":
