@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from statistics import NormalDist
@@ -177,20 +177,11 @@ class RoleDrift:
 _DERIVED = ("change", "answer_change")
 
 
-def _check(tolerance: object, alpha: object) -> tuple[float, float]:
-    if (
-        isinstance(tolerance, bool)
-        or not isinstance(tolerance, int | float)
-        or not 0 <= tolerance < 1
-    ):
-        raise ConfigError(
-            f"roleplay tolerance must be a rate change in [0, 1), e.g. 0.05; got {tolerance!r}"
-        )
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
-        raise ConfigError(
-            f"roleplay alpha must be strictly between 0 and 1, e.g. 0.05; got {alpha!r}"
-        )
-    return float(tolerance), float(alpha)
+def _number(value: object, name: str, what: str, ok: Callable[[float], bool], eg: str) -> float:
+    """``value`` as a float, or a one-line ConfigError saying what ``name`` must be."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not ok(value):
+        raise ConfigError(f"roleplay {name} must be {what}, e.g. {eg}; got {value!r}")
+    return float(value)
 
 
 def _member(attribute: str, qtype: str, flags: list[tuple[bool, bool]], margin: float) -> DriftCell:
@@ -236,7 +227,8 @@ def drift_test(
     """Gate the candidate against the baseline, family-wise at ``alpha`` (Holm): the biased
     rate of every attribute x type (margin ``tolerance``) and, with ``gate_undetermined``,
     each attribute's share of undetermined questions (margin 0)."""
-    tol, level = _check(tolerance, alpha)
+    tol = _number(tolerance, "tolerance", "a rate change in [0, 1)", lambda v: 0 <= v < 1, "0.05")
+    level = _number(alpha, "alpha", "strictly between 0 and 1", lambda v: 0 < v < 1, "0.05")
     if (baseline.variant, baseline.repeats) != (candidate.variant, candidate.repeats):
         raise DataError(
             f"roleplay drift: the baseline was scored with variant={baseline.variant!r}, "
@@ -354,12 +346,8 @@ def check_limits(
             ),
         }
         for name, (value, limit) in values.items():
-            if limit is None:
-                continue
-            if isinstance(limit, bool) or not isinstance(limit, int | float) or not 0 <= limit <= 1:
-                raise ConfigError(
-                    f"roleplay {name} must be a share in [0, 1], e.g. 0.10; got {limit!r}"
-                )
-            if not math.isnan(value) and value > limit:
-                out.append(LimitBreach(attribute, qtype, name, value, float(limit)))
+            if limit is not None:
+                at = _number(limit, name, "a share in [0, 1]", lambda v: 0 <= v <= 1, "0.10")
+                if not math.isnan(value) and value > at:
+                    out.append(LimitBreach(attribute, qtype, name, value, at))
     return out
