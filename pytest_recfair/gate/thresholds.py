@@ -99,15 +99,9 @@ def evaluate(
         shared = {e for x in result.attributes for e in x.matrix.entities}
         fl = floors(baseline, floor_factor, shared or None)
         d = family.evaluate_drift(
-            result,
-            baseline,
-            gated=gated,
-            tolerance=tol,
-            alpha=a_level,
-            seed=seed,
-            n_resamples=n_resamples,
-            floors=fl,
-        )
+            result, baseline, gated=gated, tolerance=tol, alpha=a_level, seed=seed,
+            n_resamples=n_resamples, floors=fl,
+        )  # fmt: skip
         failures.extend(d.failures)
         notes.extend(d.notes)
         notes.extend(
@@ -120,8 +114,6 @@ def evaluate(
 FloatArray = npt.NDArray[np.float64]
 #: A drift member: (attribute casefolded, metric, statistic or "unusable").
 MemberKey = tuple[str, str, str]
-#: What gets a floor: the spread statistics and the unusable share.
-FLOORED: tuple[str, ...] = (*STATISTICS, "unusable")
 
 
 def _gradient(means: FloatArray, statistic: str) -> FloatArray:
