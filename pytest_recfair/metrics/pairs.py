@@ -110,11 +110,8 @@ def paired_models(
     for j, (m, (pa, pb, diff, n)) in enumerate(zip(members, points, strict=True)):
         ci = (math.nan, math.nan)
         if interval:
-            n_boot = min(B, 2000)
-            ci = paired_comparison(m.a, m.b, stat, n_boot, seed=rng, confidence=confidence).ci
-        out.append(
-            PairVerdict(m.key, stat, pa, pb, diff, ci, float(raw[j]), float(adjusted[j]), int(n))
-        )
+            ci = paired_comparison(m.a, m.b, stat, min(B, 2000), seed=rng, confidence=confidence).ci
+        out.append(PairVerdict(m.key, stat, pa, pb, diff, ci, float(raw[j]), float(adjusted[j]), n))
     return tuple(out)
 
 
