@@ -27,7 +27,6 @@ from pytest_recfair.metrics.common import (
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-Interval = tuple[float, float]
 #: The label of the neutral prompt's group (always group 0).
 NEUTRAL = "(neutral)"
 Lists = Mapping[str, Sequence[int | None] | None]  # entity -> matched item indices
@@ -163,9 +162,8 @@ def association(tot: FloatArray, offsets: IntArray) -> FloatArray:
 def _null_stats(
     counts: ItemCounts, B: int, rng: np.random.Generator
 ) -> tuple[FloatArray, FloatArray]:
-    """(B, G-1, F) TVDs from neutral and from the other values, with the entity's LISTS
-    shuffled within each entity (then pooled into their groups as observed): exact under
-    "no group effect" whatever the number of lists (items) per group."""
+    """(B, G-1, F) TVDs from neutral and from the other values, each entity's lists
+    shuffled within it and pooled into their groups as observed (module docstring)."""
     lists, group = counts.counts, np.arange(len(counts.groups))
     if counts.lists is not None and counts.list_group is not None:  # None: a stored baseline
         lists, group = counts.lists, counts.list_group
@@ -278,25 +276,6 @@ class ShiftComparison:
     n_paired: int
 
 
-def _aligned(base: ItemCounts, cand: ItemCounts) -> tuple[IntArray, IntArray, int]:
-    if base.groups != cand.groups or base.fields != cand.fields:
-        raise DataError(
-            "compare_shift: the runs differ in values or fields "
-            f"({base.groups[1:]}/{base.fields} vs {cand.groups[1:]}/{cand.fields}); "
-            "accept a new baseline for the changed audit"
-        )
-    if base.categories != cand.categories:
-        raise DataError(
-            "compare_shift: the catalogue's categories changed since the baseline; "
-            "accept a new baseline for the new catalogue"
-        )
-    ci = {e: i for i, e in enumerate(cand.entities)}
-    shared = [(i, ci[e]) for i, e in enumerate(base.entities) if e in ci]
-    if not shared:
-        raise DataError("compare_shift: the runs share no entity; accept a new baseline")
-    return base.counts[[i for i, _ in shared]], cand.counts[[j for _, j in shared]], len(shared)
-
-
 def compare_shift(
     baseline: ItemCounts,
     candidate: ItemCounts,
@@ -311,7 +290,22 @@ def compare_shift(
     conf = check_confidence(confidence)
     B = check_positive_int(n_resamples, "n_resamples")
     rng = make_rng(seed)
-    b, c, n = _aligned(baseline, candidate)
+    if baseline.groups != candidate.groups or baseline.fields != candidate.fields:
+        raise DataError(
+            "compare_shift: the runs differ in values or fields "
+            f"({baseline.groups[1:]}/{baseline.fields} vs {candidate.groups[1:]}/"
+            f"{candidate.fields}); accept a new baseline for the changed audit"
+        )
+    if baseline.categories != candidate.categories:
+        raise DataError(
+            "compare_shift: the catalogue's categories changed since the baseline; "
+            "accept a new baseline for the new catalogue"
+        )
+    at = {e: i for i, e in enumerate(candidate.entities)}
+    shared = [(i, at[e]) for i, e in enumerate(baseline.entities) if e in at]
+    if not shared:
+        raise DataError("compare_shift: the runs share no entity; accept a new baseline")
+    b, c = baseline.counts[[i for i, _ in shared]], candidate.counts[[j for _, j in shared]]
     off = baseline.offsets
     base_pt = _top(tvd(shares(b.sum(axis=0, dtype=np.float64), off), off))
     cand_pt = _top(tvd(shares(c.sum(axis=0, dtype=np.float64), off), off))
@@ -320,4 +314,4 @@ def compare_shift(
     delta = dc - db
     p = (1.0 + np.sum(~(delta > margin), axis=0)) / (B + 1.0)  # NaN counts against H1
     ci = percentile_ci(delta, conf)
-    return ShiftComparison(baseline.fields, base_pt, cand_pt, cand_pt - base_pt, ci, p, n)
+    return ShiftComparison(baseline.fields, base_pt, cand_pt, cand_pt - base_pt, ci, p, len(shared))
