@@ -89,13 +89,11 @@ def evaluate(
         seen.add(a.attribute.casefold())
         failures.extend(found)
     if baseline is not None:
-        if baseline.meta.model != result.meta.model:
-            notes.append(f"model changed: {baseline.meta.model} -> {result.meta.model}")
-        if baseline.meta.provider != result.meta.provider:
-            notes.append(f"provider changed: {baseline.meta.provider} -> {result.meta.provider}")
-        if baseline.meta.role != result.meta.role:  # a persona against the neutral baseline
-            was, now = baseline.meta.role or "neutral", result.meta.role or "neutral"
-            notes.append(f"role changed: {was} -> {now}")
+        for name in ("model", "provider", "role"):
+            was, now = getattr(baseline.meta, name), getattr(result.meta, name)
+            if was != now:  # role None: the neutral recommender (no persona)
+                was, now = (x or "neutral" if name == "role" else x for x in (was, now))
+                notes.append(f"{name} changed: {was} -> {now}")
         shared = {e for x in result.attributes for e in x.matrix.entities}
         fl = floors(baseline, floor_factor, shared or None)
         d = family.evaluate_drift(

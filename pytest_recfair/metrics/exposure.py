@@ -165,15 +165,10 @@ def _stats(W: FloatArray, d: ExposureData, reference: FloatArray) -> dict[str, F
         ratio = share / reference
     gap = share - reference
     return {
-        "share": share,
-        "weighted": weighted,
-        "gap": gap,
-        "ratio": ratio,
-        "mgu": np.mean(np.abs(gap), axis=1),
-        "dgu": gap.max(axis=1) - gap.min(axis=1),
-        "long_tail": tail,
-        "lift": lift,
-    }
+        "share": share, "weighted": weighted, "gap": gap, "ratio": ratio,
+        "mgu": np.mean(np.abs(gap), axis=1), "dgu": gap.max(axis=1) - gap.min(axis=1),
+        "long_tail": tail, "lift": lift,
+    }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -207,8 +202,7 @@ def exposure(
     B = check_positive_int(n_resamples, "n_resamples")
     ref = np.asarray(reference, dtype=np.float64)
     E = len(d.entities)
-    one = np.ones((1, E))
-    point = {k: v[0] for k, v in _stats(one, d, ref).items()}
+    point = {k: v[0] for k, v in _stats(np.ones((1, E)), d, ref).items()}
     W = resample_weights(make_rng(seed), B, E).astype(np.float64)
     boot = _stats(W, d, ref)
     ci = {k: percentile_ci(v, conf) for k, v in boot.items()}
@@ -257,8 +251,7 @@ def compare_exposure(
         return None
     b, c = base.rows([i for i, _ in pairs]), cand.rows([j for _, j in pairs])
     ref = np.asarray(reference, dtype=np.float64)
-    one = np.ones((1, len(pairs)))
-    pb, pc = _drift_stats(one, b, ref)[0], _drift_stats(one, c, ref)[0]
+    pb, pc = (_drift_stats(np.ones((1, len(pairs))), x, ref)[0] for x in (b, c))
     W = resample_weights(make_rng(seed), B, len(pairs)).astype(np.float64)
     delta = _drift_stats(W, c, ref) - _drift_stats(W, b, ref)
     raw = (1.0 + np.sum(~(delta > margin), axis=0)) / (B + 1.0)

@@ -365,11 +365,8 @@ class RoleplayResult:
         return _cell(self.select(with_role=with_role), confidence)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "variant": self.variant,
-            "repeats": self.repeats,
-            "questions": [q.to_dict() for q in self.questions],
-        }
+        qs = [q.to_dict() for q in self.questions]
+        return {"variant": self.variant, "repeats": self.repeats, "questions": qs}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RoleplayResult:
