@@ -15,15 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.metrics import inference
-from pytest_recfair.metrics.common import (
-    check_confidence,
-    check_positive_int,
-    make_rng,
-    maxt,
-    percentile_ci,
-    resample_weights,
-)
+from pytest_recfair.metrics import common, inference
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -181,7 +173,7 @@ def _null_stats(
 
 def _family(observed: FloatArray, null: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Raw and family-wise p-values; 1 where the statistic is undefined (NaN)."""
-    raw, adj = maxt(observed, null)
+    raw, adj = common.maxt(observed, null)
     undefined = ~np.isfinite(observed)
     return np.where(undefined, 1.0, raw), np.where(undefined, 1.0, adj)
 
@@ -191,8 +183,8 @@ def group_tests(
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
     """Both families of one permutation run: shift from neutral (observed, raw p,
     family-wise p) and each value against the others (observed, family-wise p)."""
-    B = check_positive_int(n_permutations, "n_permutations")
-    rng = make_rng(seed)
+    B = common.check_positive_int(n_permutations, "n_permutations")
+    rng = common.make_rng(seed)
     off = counts.offsets
     tot = counts.counts.sum(axis=0, dtype=np.float64)
     observed, between = tvd(shares(tot, off), off), tvd_between(tot, off)
@@ -245,20 +237,22 @@ def shift(
     confidence: float = 0.95,
 ) -> ShiftResult:
     """Every item-side statistic of one attribute, with its test and intervals."""
-    conf = check_confidence(confidence)
-    B = check_positive_int(n_resamples, "n_resamples")
-    rng = make_rng(seed)
+    conf = common.check_confidence(confidence)
+    B = common.check_positive_int(n_resamples, "n_resamples")
+    rng = common.make_rng(seed)
     off = counts.offsets
     tot = counts.counts.sum(axis=0, dtype=np.float64)
     observed, _, adj, between, p_between = group_tests(counts, n_permutations, rng)
-    boot = _boot(resample_weights(rng, B, len(counts.entities)).astype(np.float64), counts.counts)
+    boot = _boot(
+        common.resample_weights(rng, B, len(counts.entities)).astype(np.float64), counts.counts
+    )
     b_shares = shares(boot, off)
     b_shift = tvd(b_shares, off)
     return ShiftResult(
         counts, shares(tot, off), np.add.reduceat(tot, off[:-1], axis=-1), observed,
         _top(observed), association(tot, off), adj, between, p_between,
-        percentile_ci(b_shift, conf), percentile_ci(_top(b_shift), conf),
-        percentile_ci(b_shares, conf),
+        common.percentile_ci(b_shift, conf), common.percentile_ci(_top(b_shift), conf),
+        common.percentile_ci(b_shares, conf),
     )  # fmt: skip
 
 
@@ -287,9 +281,9 @@ def compare_shift(
 ) -> ShiftComparison:
     """Did the largest item-side shift grow by more than ``margin``? Paired entity
     bootstrap (same draws for both); p = (1 + #{delta* <= margin}) / (B + 1)."""
-    conf = check_confidence(confidence)
-    B = check_positive_int(n_resamples, "n_resamples")
-    rng = make_rng(seed)
+    conf = common.check_confidence(confidence)
+    B = common.check_positive_int(n_resamples, "n_resamples")
+    rng = common.make_rng(seed)
     if baseline.groups != candidate.groups or baseline.fields != candidate.fields:
         raise DataError(
             "compare_shift: the runs differ in values or fields "
@@ -309,9 +303,9 @@ def compare_shift(
     off = baseline.offsets
     base_pt = _top(tvd(shares(b.sum(axis=0, dtype=np.float64), off), off))
     cand_pt = _top(tvd(shares(c.sum(axis=0, dtype=np.float64), off), off))
-    W = resample_weights(rng, B, b.shape[0]).astype(np.float64)
+    W = common.resample_weights(rng, B, b.shape[0]).astype(np.float64)
     db, dc = (_top(tvd(shares(_boot(W, x), off), off)) for x in (b, c))
     delta = dc - db
     p = (1.0 + np.sum(~(delta > margin), axis=0)) / (B + 1.0)  # NaN counts against H1
-    ci = percentile_ci(delta, conf)
+    ci = common.percentile_ci(delta, conf)
     return ShiftComparison(baseline.fields, base_pt, cand_pt, cand_pt - base_pt, ci, p, len(shared))

@@ -17,14 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.metrics.common import (
-    check_confidence,
-    check_positive_int,
-    make_rng,
-    maxt,
-    percentile_ci,
-    resample_weights,
-)
+from pytest_recfair.metrics import common
 from pytest_recfair.metrics.inference import PERMUTATION_CELLS, permuted_totals
 
 FloatArray = npt.NDArray[np.float64]
@@ -38,8 +31,8 @@ DRIFT_MEASURES = ("bias", "missed")
 def random_orders(k: int, p: int, rng: np.random.Generator) -> IntArray:
     """(p, k): p orders of k candidates (row i: candidate indices as shown), the catalogue
     order first and then uniform random permutations."""
-    k = check_positive_int(k, "k")
-    p = check_positive_int(p, "orders")
+    k = common.check_positive_int(k, "k")
+    p = common.check_positive_int(p, "orders")
     rows = [np.arange(k, dtype=np.int64)]
     rows += [rng.permutation(k).astype(np.int64) for _ in range(p - 1)]
     return np.stack(rows)
@@ -169,11 +162,11 @@ def position_bias(
 ) -> PositionResult:
     """Every candidate-position statistic. ``orders`` (E, P, k) is what was shown; with it
     ``positions`` may be None (derived) and the uniformity test runs."""
-    k = check_positive_int(k, "k")
-    conf = check_confidence(confidence)
-    B = check_positive_int(n_permutations, "n_permutations")
-    R = check_positive_int(n_resamples, "n_resamples")
-    rng = make_rng(seed)
+    k = common.check_positive_int(k, "k")
+    conf = common.check_confidence(confidence)
+    B = common.check_positive_int(n_permutations, "n_permutations")
+    R = common.check_positive_int(n_resamples, "n_resamples")
+    rng = common.make_rng(seed)
     if positions is None:
         if orders is None:
             raise DataError("position_bias: give positions, or orders to derive them from")
@@ -186,19 +179,20 @@ def position_bias(
     h_tot, a_tot = hist.sum(axis=0), agree.sum(axis=0)
     observed = _measures(h_tot, a_tot)
     diff = np.abs(observed[1:] - observed[:1])
-    _, adj = maxt(diff, _null_groups(hist, agree, B, rng)) if G > 1 else (diff, diff)
+    _, adj = common.maxt(diff, _null_groups(hist, agree, B, rng)) if G > 1 else (diff, diff)
     chi2, p_uniform = _uniform_test(cho, None if orders is None else np.asarray(orders), k, B, rng)
-    W = resample_weights(rng, R, E).astype(np.float64)
+    W = common.resample_weights(rng, R, E).astype(np.float64)
     bh = (W @ hist.reshape(E, -1)).reshape(R, G, -1)
     ba = (W @ agree.reshape(E, -1)).reshape(R, G, 2)
     pooled = _measures(h_tot.sum(axis=0, keepdims=True), a_tot.sum(axis=0, keepdims=True))
     b_pooled = _measures(bh.sum(axis=1, keepdims=True), ba.sum(axis=1, keepdims=True))
     with np.errstate(invalid="ignore", divide="ignore"):
         curve = h_tot[:, :k] / h_tot[:, :k].sum(axis=-1, keepdims=True)
-    lo, hi = percentile_ci(b_pooled[:, 0, 0], conf)
+    lo, hi = common.percentile_ci(b_pooled[:, 0, 0], conf)
+    ci = common.percentile_ci(_measures(bh, ba), conf)
     return PositionResult(
-        names, k, curve, observed, percentile_ci(_measures(bh, ba), conf), float(pooled[0, 0]),
-        (float(lo), float(hi)), chi2, p_uniform, adj, h_tot.sum(axis=-1).astype(np.int64), E,
+        names, k, curve, observed, ci, float(pooled[0, 0]), (float(lo), float(hi)), chi2,
+        p_uniform, adj, h_tot.sum(axis=-1).astype(np.int64), E,
     )  # fmt: skip
 
 
@@ -232,8 +226,8 @@ def compare_positions(
             f"compare_positions: baseline and candidate must be the same non-empty "
             f"(entities, k+1) count arrays; got {b.shape} and {c.shape}"
         )
-    B = check_positive_int(n_resamples, "n_resamples")
-    W = resample_weights(make_rng(seed), B, b.shape[0]).astype(np.float64)
+    B = common.check_positive_int(n_resamples, "n_resamples")
+    W = common.resample_weights(common.make_rng(seed), B, b.shape[0]).astype(np.float64)
     base_pt, cand_pt = _measures(b.sum(axis=0)), _measures(c.sum(axis=0))
     delta = _measures(W @ c) - _measures(W @ b)
     p = (1.0 + np.sum(~(delta > margin), axis=0)) / (B + 1.0)
