@@ -33,9 +33,7 @@ def random_orders(k: int, p: int, rng: np.random.Generator) -> IntArray:
     order first and then uniform random permutations."""
     k = common.check_positive_int(k, "k")
     p = common.check_positive_int(p, "orders")
-    rows = [np.arange(k, dtype=np.int64)]
-    rows += [rng.permutation(k).astype(np.int64) for _ in range(p - 1)]
-    return np.stack(rows)
+    return np.stack([np.arange(k), *(rng.permutation(k) for _ in range(p - 1))]).astype(np.int64)
 
 
 def _check(positions: IntArray, chosen: IntArray, k: int) -> tuple[IntArray, IntArray]:
@@ -136,18 +134,6 @@ class PositionResult:
         return self.measures[:, MEASURES.index(name)]
 
 
-def _null_groups(
-    hist: FloatArray, agree: FloatArray, B: int, rng: np.random.Generator
-) -> FloatArray:
-    """(B, G-1, 3) |measure_g - measure_neutral| with group labels shuffled per entity."""
-    K = hist.shape[-1]
-    out = []
-    for tot in permuted_totals(np.concatenate([hist, agree], axis=-1), B, rng):
-        m = _measures(tot[..., :K], tot[..., K:])
-        out.append(np.abs(m[:, 1:] - m[:, :1]))
-    return np.concatenate(out)
-
-
 def position_bias(
     positions: IntArray | None,
     chosen: IntArray,
@@ -170,16 +156,20 @@ def position_bias(
     if positions is None:
         if orders is None:
             raise DataError("position_bias: give positions, or orders to derive them from")
-        cho = np.asarray(chosen, dtype=np.int64)
-        positions = _positions_of(cho, np.asarray(orders).argsort(axis=-1))
+        positions = _positions_of(np.asarray(chosen, np.int64), np.asarray(orders).argsort(-1))
     pos, cho = _check(positions, chosen, k)
     E, G, _ = pos.shape
     names = groups or tuple(f"group {g}" for g in range(G))
     hist, agree = group_tables(pos, cho, k)
     h_tot, a_tot = hist.sum(axis=0), agree.sum(axis=0)
     observed = _measures(h_tot, a_tot)
-    diff = np.abs(observed[1:] - observed[:1])
-    _, adj = common.maxt(diff, _null_groups(hist, agree, B, rng)) if G > 1 else (diff, diff)
+    adj = diff = np.abs(observed[1:] - observed[:1])
+    if G > 1:  # the null: group labels shuffled within each entity
+        K, null = hist.shape[-1], []
+        for tot in permuted_totals(np.concatenate([hist, agree], axis=-1), B, rng):
+            m = _measures(tot[..., :K], tot[..., K:])
+            null.append(np.abs(m[:, 1:] - m[:, :1]))
+        _, adj = common.maxt(diff, np.concatenate(null))
     chi2, p_uniform = _uniform_test(cho, None if orders is None else np.asarray(orders), k, B, rng)
     W = common.resample_weights(rng, R, E).astype(np.float64)
     bh = (W @ hist.reshape(E, -1)).reshape(R, G, -1)
