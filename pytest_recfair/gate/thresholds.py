@@ -146,26 +146,20 @@ def statistic_se(sims: FloatArray, statistic: str) -> float:
     return float(math.sqrt(float(np.sum(influence**2)) / (E * (E - 1))))
 
 
-def _unusable_se(missing: npt.NDArray[np.bool_], sims: FloatArray) -> float:
-    """Standard error of the unusable share (cells flagged, of the cells answered)."""
-    answered = missing | ~np.isnan(sims)
-    E = missing.shape[0]
-    total = answered.sum()
-    if E < 2 or total == 0:
-        return math.nan
-    per = answered.sum(axis=1)
-    share = missing[answered].mean()
-    influence = (missing.sum(axis=1) - share * per) / (total / E)
-    return float(math.sqrt(float(np.sum(influence**2)) / (E * (E - 1))))
-
-
 def standard_errors(a: AttributeResult, within: Collection[str] | None = None) -> dict[str, float]:
     """The baseline's own standard error of each floored quantity of one attribute, on
     the entities ``within`` (the ones a subset run shares with it; None: all)."""
     rows = np.array([within is None or e in within for e in a.matrix.entities], dtype=bool)
     sims = np.asarray(a.matrix.sims, dtype=np.float64)[rows]
     out: dict[str, float] = {s: statistic_se(sims, s) for s in STATISTICS}
-    out["unusable"] = _unusable_se(np.asarray(a.matrix.missing, dtype=bool)[rows], sims)
+    missing = np.asarray(a.matrix.missing, dtype=bool)[rows]
+    answered = missing | ~np.isnan(sims)
+    E, total = missing.shape[0], answered.sum()
+    out["unusable"] = math.nan
+    if E >= 2 and total > 0:  # the unusable share: cells flagged, of the cells answered
+        share = missing[answered].mean()
+        influence = (missing.sum(axis=1) - share * answered.sum(axis=1)) / (total / E)
+        out["unusable"] = float(math.sqrt(float(np.sum(influence**2)) / (E * (E - 1))))
     return out
 
 

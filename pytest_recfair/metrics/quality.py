@@ -136,19 +136,15 @@ def drift(
         if len(shared) < 2:
             continue
         b, c = (np.array([d[e] for e in shared], dtype=np.float64) for d in (base, cand))
-        raw.append((member, float(b.mean()), float(c.mean()), _drop_p(c - b, tolerance), b.size))
+        # one-sided paired t-test of H1: mean(c - b) < -tolerance (quality fell by more)
+        shifted, sd, n = float((c - b).mean()) + tolerance, float((c - b).std(ddof=1)), b.size
+        if sd == 0.0 or not math.isfinite(sd):  # every entity moved alike: the sign decides
+            p = 0.0 if shifted < 0 else 1.0
+        else:
+            p = t_cdf(shifted / (sd / math.sqrt(n)), n - 1)
+        raw.append((member, float(b.mean()), float(c.mean()), p, n))
     adjusted = holm([r[3] for r in raw])
     return [Drop(m, b, c, p, n) for (m, b, c, _, n), p in zip(raw, adjusted, strict=True)]
-
-
-def _drop_p(d: FloatArray, tolerance: float) -> float:
-    """One-sided paired t-test p of H1: mean(d) < -tolerance (quality fell by more)."""
-    n = d.size
-    shifted = float(d.mean()) + tolerance
-    sd = float(d.std(ddof=1))
-    if sd == 0.0 or not math.isfinite(sd):  # every entity moved alike: the sign decides
-        return 0.0 if shifted < 0 else 1.0
-    return t_cdf(shifted / (sd / math.sqrt(n)), n - 1)
 
 
 def t_cdf(t: float, df: int) -> float:
