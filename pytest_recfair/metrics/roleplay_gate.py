@@ -337,13 +337,11 @@ def check_limits(
     (of questions) exceeds its limit, e.g. ``max_biased=0.10``. None = not checked."""
     out = []
     for (attribute, qtype), cell in result.cells(with_role=with_role).items():
+        undetermined = cell.undetermined / (cell.n + cell.undetermined)
         values = {
             "max_biased": (cell.rate, max_biased),
             "max_refusals": (cell.refusals / cell.rounds if cell.rounds else 0.0, max_refusals),
-            "max_undetermined": (
-                cell.undetermined / (cell.n + cell.undetermined),
-                max_undetermined,
-            ),
+            "max_undetermined": (undetermined, max_undetermined),
         }
         for name, (value, limit) in values.items():
             if limit is not None:

@@ -295,8 +295,8 @@ def spread_intervals(
     rng = make_rng(seed)
     X = np.asarray(sims, dtype=np.float64)
     E, V = X.shape
+    nan = (math.nan, math.nan)
     if E < 2 or V < 2:
-        nan = (math.nan, math.nan)
         zero = (0.0, 0.0) if V == 1 else nan
         return SpreadIntervals(zero, zero, (1.0, 1.0) if V == 1 else nan)
     W = common.resample_weights(rng, B, E) if weights is None else np.asarray(weights)
@@ -307,12 +307,8 @@ def spread_intervals(
     # keep.all(), the common case: no copy of the (B, E) weights
     boot = _boot_devs(X, W) if keep.all() else _boot_devs(X[keep], W[:, keep])
     if np.isnan(boot.est).any():
-        nan = (math.nan, math.nan)
         return SpreadIntervals(nan, nan, nan)
-    alpha = 1 - conf
-    snsr = _inverted(boot, "range", alpha)
-    snsv = _inverted(boot, "sd", alpha)
-    mad = _inverted(boot, "mad", alpha)
+    snsr, snsv, mad = (_inverted(boot, kind, 1 - conf) for kind in ("range", "sd", "mad"))
     pafs = (max(0.0, 1.0 - mad[1]), min(1.0, 1.0 - mad[0]))
     return SpreadIntervals(_clip(snsr), _clip(snsv), pafs)
 
