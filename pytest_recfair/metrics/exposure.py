@@ -41,8 +41,7 @@ def popularity_quantiles(pop: Sequence[float] | FloatArray) -> FloatArray:
     v = np.asarray(pop, dtype=np.float64)
     _, inverse, counts = np.unique(v, return_inverse=True, return_counts=True)
     mid = np.cumsum(counts) - counts + (counts - 1) / 2  # ties: their mean rank
-    out: FloatArray = (mid[inverse] + 0.5) / max(v.size, 1)
-    return out
+    return np.asarray((mid[inverse] + 0.5) / max(v.size, 1))
 
 
 def bin_codes(values: FloatArray, bins: int | Sequence[float]) -> tuple[IntArray, tuple[str, ...]]:
@@ -140,8 +139,7 @@ def _beyond(point: FloatArray, boot: FloatArray, limit: float) -> FloatArray:
     with np.errstate(invalid="ignore"):
         hits = np.sum(np.sign(point) * (boot - point) >= np.abs(point) - limit, axis=0)
     p = (1.0 + hits) / (B + 1.0) * (2.0 if limit == 0 else 1.0)
-    out: FloatArray = np.where(np.isfinite(point), np.minimum(p, 1.0), np.nan)
-    return out
+    return np.where(np.isfinite(point), np.minimum(p, 1.0), np.nan)
 
 
 def _stats(W: FloatArray, d: ExposureData, reference: FloatArray) -> dict[str, FloatArray]:

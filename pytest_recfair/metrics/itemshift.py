@@ -215,8 +215,7 @@ def _boot(W: FloatArray, counts: IntArray) -> FloatArray:
 
 def _top(t: FloatArray) -> FloatArray:
     """The largest shift over values (axis -2), NaN where none is defined."""
-    out: FloatArray = np.fmax.reduce(t, axis=-2)
-    return out
+    return np.asarray(np.fmax.reduce(t, axis=-2))
 
 
 def shift(

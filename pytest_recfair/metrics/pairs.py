@@ -95,7 +95,6 @@ def paired_models(
     points: list[tuple[float, float, float, int]] = []
     for j, (base, cand, cols) in enumerate(paired):
         pa, pb, diff, perm = _swapped(base, cand, S[:, cols], stat)
-        absperm = np.abs(perm)
         # the scale of the SIGNED swap distribution (the observed data count as one more
         # swap, as in the gate): swap-invariant, and never rounding-sized when |difference|
         # barely moves (two values whose gaps have opposite signs in the two models)
@@ -103,7 +102,7 @@ def paired_models(
         # no swap moves the statistic beyond rounding: no evidence either way, p = 1
         if sd > _DEGENERATE and math.isfinite(diff):
             T[j] = abs(diff) / sd
-            Tp[:, j] = np.where(np.isnan(absperm), np.inf, absperm / sd)
+            Tp[:, j] = np.where(np.isnan(perm), np.inf, np.abs(perm) / sd)
         points.append((pa, pb, diff, base.shape[0]))
     raw, adjusted, _ = step_down(T, Tp, exact)
     out = []
