@@ -19,7 +19,6 @@ from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common
 from pytest_recfair.metrics._drift_core import stat_rows, step_down
 from pytest_recfair.metrics.aggregate import SimilarityMatrix
-from pytest_recfair.metrics.common import check_positive_int, check_statistic, make_rng
 from pytest_recfair.metrics.inference import DriftMember, _pair_rows
 from pytest_recfair.metrics.stats import paired_comparison
 from pytest_recfair.vocab import Statistic
@@ -82,11 +81,11 @@ def paired_models(
     """Test each member (attribute) for a difference between model a and model b
     (``interval=False``: no bootstrap interval, NaN; DataError when a member's models share
     no entity or differ in values)."""
-    stat = check_statistic(statistic)
-    B = check_positive_int(n_resamples, "n_resamples")
+    stat = common.check_statistic(statistic)
+    B = common.check_positive_int(n_resamples, "n_resamples")
     if not members:
         return ()
-    rng = make_rng(seed)
+    rng = common.make_rng(seed)
     index: dict[str, int] = {}
     paired = [_pair_rows(_aligned(m), index) for m in members]
     S, exact = _flips(rng, B, len(index))

@@ -16,7 +16,6 @@ import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common
-from pytest_recfair.metrics.common import check_confidence, check_positive_int, make_rng
 from pytest_recfair.metrics.inference import t_quantile
 
 FloatArray = npt.NDArray[np.float64]
@@ -290,9 +289,9 @@ def spread_intervals(
 ) -> SpreadIntervals:
     """SNSR / SNSV / PAFS intervals of one (entities x values) similarity matrix;
     ``weights`` (B, E) replace the draw from ``seed`` (an audit's tables share one)."""
-    conf = check_confidence(confidence)
-    B = check_positive_int(n_resamples, "n_resamples")
-    rng = make_rng(seed)
+    conf = common.check_confidence(confidence)
+    B = common.check_positive_int(n_resamples, "n_resamples")
+    rng = common.make_rng(seed)
     X = np.asarray(sims, dtype=np.float64)
     E, V = X.shape
     nan = (math.nan, math.nan)
