@@ -36,21 +36,6 @@ def random_orders(k: int, p: int, rng: np.random.Generator) -> IntArray:
     return np.stack([np.arange(k), *(rng.permutation(k) for _ in range(p - 1))]).astype(np.int64)
 
 
-def _check(positions: IntArray, chosen: IntArray, k: int) -> tuple[IntArray, IntArray]:
-    pos = np.asarray(positions, dtype=np.int64)
-    cho = np.asarray(chosen, dtype=np.int64)
-    if pos.ndim != 3 or pos.shape != cho.shape:
-        raise DataError(
-            f"position_bias: positions and chosen must both be (entities, groups, orders) "
-            f"arrays; got {pos.shape} and {cho.shape}"
-        )
-    if pos.size and (pos.min() < -2 or pos.max() >= k or cho.min() < -2 or cho.max() >= k):
-        raise DataError(f"position_bias: positions/chosen must be in -2..{k - 1} (k={k})")
-    if np.any(np.minimum(pos, 0) != np.minimum(cho, 0)) or np.any((pos == -2) != (cho == -2)):
-        raise DataError("position_bias: a pick is missed in positions but not in chosen")
-    return pos, cho
-
-
 def group_tables(positions: IntArray, chosen: IntArray, k: int) -> tuple[FloatArray, FloatArray]:
     """Per-entity sufficient statistics: hist (E, G, k+1) counts per position (last column
     missed) and agree (E, G, 2) agreeing pairs of orders and all pairs."""
@@ -157,7 +142,16 @@ def position_bias(
         if orders is None:
             raise DataError("position_bias: give positions, or orders to derive them from")
         positions = _positions_of(np.asarray(chosen, np.int64), np.asarray(orders).argsort(-1))
-    pos, cho = _check(positions, chosen, k)
+    pos, cho = np.asarray(positions, dtype=np.int64), np.asarray(chosen, dtype=np.int64)
+    if pos.ndim != 3 or pos.shape != cho.shape:
+        raise DataError(
+            f"position_bias: positions and chosen must both be (entities, groups, orders) "
+            f"arrays; got {pos.shape} and {cho.shape}"
+        )
+    if pos.size and (pos.min() < -2 or pos.max() >= k or cho.min() < -2 or cho.max() >= k):
+        raise DataError(f"position_bias: positions/chosen must be in -2..{k - 1} (k={k})")
+    if np.any(np.minimum(pos, 0) != np.minimum(cho, 0)) or np.any((pos == -2) != (cho == -2)):
+        raise DataError("position_bias: a pick is missed in positions but not in chosen")
     E, G, _ = pos.shape
     names = groups or tuple(f"group {g}" for g in range(G))
     hist, agree = group_tables(pos, cho, k)

@@ -194,27 +194,6 @@ def _member(attribute: str, qtype: str, flags: list[tuple[bool, bool]], margin: 
     return DriftCell(attribute, qtype, n, rate_b, rate_c, b, c, margin, theta, p, p, False)
 
 
-def _rate_member(
-    attribute: str,
-    qtype: str,
-    qs: list[tuple[QuestionResult, QuestionResult]],
-    margin: float,
-    rounds: int,
-) -> DriftCell:
-    """A rate member: gated by the sign-flip test of the biased rounds per question,
-    reported with the majority-based rates and their McNemar p as well."""
-    flags = [(x.biased, y.biased) for x, y in qs if x.biased is not None and y.biased is not None]
-    flag = _member(attribute, qtype, flags, margin)
-    before = [x.count("biased") for x, _ in qs]
-    after = [y.count("biased") for _, y in qs]
-    p = signflip_one_sided([a - b for a, b in zip(after, before, strict=True)], rounds, margin)
-    return replace(
-        flag, test="answers", flag_p=flag.p_value, p_value=p, p_adjusted=p,
-        answers_before=sum(before), answers_after=sum(after), questions=len(qs),
-        answer_rounds=sum(max(len(x.outcomes), len(y.outcomes)) for x, y in qs),
-    )  # fmt: skip
-
-
 def drift_test(
     baseline: RoleplayResult,
     candidate: RoleplayResult,
@@ -237,13 +216,26 @@ def drift_test(
         )
     base, cand = baseline.select(with_role=with_role), candidate.select(with_role=with_role)
     pairs = _pairs(base, cand)
-    members = [_rate_member(a, t, qs, tol, candidate.repeats) for (a, t), qs in pairs.items()]
+    members: list[DriftCell] = []
+    by_attr: dict[str, list[tuple[bool, bool]]] = {}
+    for (attribute, qtype), qs in pairs.items():
+        # a rate member: gated by the sign-flip test of the biased rounds per question,
+        # reported with the majority-based rates and their McNemar p as well
+        flags = [
+            (x.biased, y.biased) for x, y in qs if x.biased is not None and y.biased is not None
+        ]
+        flag = _member(attribute, qtype, flags, tol)
+        before, after = [x.count("biased") for x, _ in qs], [y.count("biased") for _, y in qs]
+        diffs = [a - b for a, b in zip(after, before, strict=True)]
+        p = signflip_one_sided(diffs, candidate.repeats, tol)
+        members.append(replace(
+            flag, test="answers", flag_p=flag.p_value, p_value=p, p_adjusted=p,
+            answers_before=sum(before), answers_after=sum(after), questions=len(qs),
+            answer_rounds=sum(max(len(x.outcomes), len(y.outcomes)) for x, y in qs),
+        ))  # fmt: skip
+        undetermined = [(x.biased is None, y.biased is None) for x, y in qs]
+        by_attr.setdefault(attribute, []).extend(undetermined)
     if gate_undetermined:
-        by_attr: dict[str, list[tuple[bool, bool]]] = {}
-        for (attribute, _), qs in pairs.items():
-            by_attr.setdefault(attribute, []).extend(
-                (x.biased is None, y.biased is None) for x, y in qs
-            )
         members += [_member(a, UNDETERMINED, f, 0.0) for a, f in sorted(by_attr.items())]
     adjusted = holm([m.p_value for m in members])
     cells = tuple(
