@@ -23,7 +23,7 @@ from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, Ga
 from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS, FailureKind, GatedQuantity, Statistic
 
 
-def _threshold_failures(a: AttributeResult, t: Thresholds) -> list[GateFailure]:
+def _threshold_failures(a: AttributeResult, t: Thresholds, unusable: bool) -> list[GateFailure]:
     out: list[GateFailure] = []
     checks: list[tuple[GatedQuantity, float | None, float | None, Stat | None]] = [
         ("snsr", t.max_snsr, a.snsr.value, a.snsr),
@@ -31,7 +31,7 @@ def _threshold_failures(a: AttributeResult, t: Thresholds) -> list[GateFailure]:
         ("pafs", t.min_pafs, a.pafs.value, a.pafs),
         ("entropy", t.max_entropy, a.entropy, None),
         ("refusal_gap", t.max_refusal_gap, a.refusal_gap, None),
-        ("unusable", t.max_unusable, family.unusable_share(a), None),
+        ("unusable", t.max_unusable if unusable else None, family.unusable_share(a), None),
     ]
     for stat, limit, value, full in checks:
         kind: FailureKind
@@ -82,12 +82,9 @@ def evaluate(
     notes: list[str] = []
     drift: dict[str, dict[str, float]] = {}
     seen: set[str] = set()
-    for a in result.attributes:
-        found = _threshold_failures(a, thresholds)
-        if a.attribute.casefold() in seen:  # the unusable share is the same for every metric
-            found = [f for f in found if f.statistic != "unusable"]
+    for a in result.attributes:  # the unusable share is the same for every metric: once
+        failures += _threshold_failures(a, thresholds, a.attribute.casefold() not in seen)
         seen.add(a.attribute.casefold())
-        failures.extend(found)
     if baseline is not None:
         for name in ("model", "provider", "role"):
             was, now = getattr(baseline.meta, name), getattr(result.meta, name)
