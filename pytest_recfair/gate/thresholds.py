@@ -169,12 +169,12 @@ def floors(
     compares on fewer entities, so the baseline's share of the noise is larger too."""
     if factor <= 0:
         return {}
-    out: dict[MemberKey, float] = {}
-    for a in baseline.attributes:
-        for stat, se in standard_errors(a, within).items():
-            if math.isfinite(se):
-                out[(a.attribute.casefold(), a.metric, stat)] = factor * se
-    return out
+    return {
+        (a.attribute.casefold(), a.metric, stat): factor * se
+        for a in baseline.attributes
+        for stat, se in standard_errors(a, within).items()
+        if math.isfinite(se)
+    }
 
 
 def floor_notes(

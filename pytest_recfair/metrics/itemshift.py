@@ -143,9 +143,7 @@ def association(tot: FloatArray, offsets: IntArray) -> FloatArray:
     """(..., G, C) counts -> (..., G-1, C): LMRec B(c, l) for each value l (neutral aside)."""
     values = tot[..., 1:, :]
     pooled = values.sum(axis=-2, keepdims=True)
-    f_l = shares(values, offsets)
-    f_other = shares(pooled - values, offsets)
-    f_all = shares(pooled, offsets)
+    f_l, f_other, f_all = (shares(x, offsets) for x in (values, pooled - values, pooled))
     out = np.full(f_l.shape, np.nan)
     np.divide(f_l - f_other, f_all, out=out, where=np.isfinite(f_all) & (f_all > 0))
     return out
