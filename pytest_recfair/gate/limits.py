@@ -41,14 +41,6 @@ class Thresholds:
                     f"Similarities, SNSR/SNSV/PAFS and rates all lie in [0, 1]."
                 )
 
-    def active(self) -> dict[str, float]:
-        """The thresholds that are set, by name."""
-        return {
-            f.name: float(getattr(self, f.name))
-            for f in fields(self)
-            if getattr(self, f.name) is not None
-        }
-
 
 #: The absolute limits, by name: the marker arguments and ``recfair_<name>`` ini keys.
 THRESHOLD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Thresholds))

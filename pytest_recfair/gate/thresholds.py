@@ -23,7 +23,7 @@ from pytest_recfair.results import AttributeResult, AuditResult, GateFailure, Ga
 from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS, FailureKind, GatedQuantity, Statistic
 
 
-def _threshold_failures(a: AttributeResult, t: Thresholds) -> list[GateFailure]:
+def _threshold_failures(a: AttributeResult, t: Thresholds, unusable: bool) -> list[GateFailure]:
     out: list[GateFailure] = []
     checks: list[tuple[GatedQuantity, float | None, float | None, Stat | None]] = [
         ("snsr", t.max_snsr, a.snsr.value, a.snsr),
@@ -31,7 +31,7 @@ def _threshold_failures(a: AttributeResult, t: Thresholds) -> list[GateFailure]:
         ("pafs", t.min_pafs, a.pafs.value, a.pafs),
         ("entropy", t.max_entropy, a.entropy, None),
         ("refusal_gap", t.max_refusal_gap, a.refusal_gap, None),
-        ("unusable", t.max_unusable, family.unusable_share(a), None),
+        ("unusable", t.max_unusable if unusable else None, family.unusable_share(a), None),
     ]
     for stat, limit, value, full in checks:
         kind: FailureKind
@@ -82,32 +82,21 @@ def evaluate(
     notes: list[str] = []
     drift: dict[str, dict[str, float]] = {}
     seen: set[str] = set()
-    for a in result.attributes:
-        found = _threshold_failures(a, thresholds)
-        if a.attribute.casefold() in seen:  # the unusable share is the same for every metric
-            found = [f for f in found if f.statistic != "unusable"]
+    for a in result.attributes:  # the unusable share is the same for every metric: once
+        failures += _threshold_failures(a, thresholds, a.attribute.casefold() not in seen)
         seen.add(a.attribute.casefold())
-        failures.extend(found)
     if baseline is not None:
-        if baseline.meta.model != result.meta.model:
-            notes.append(f"model changed: {baseline.meta.model} -> {result.meta.model}")
-        if baseline.meta.provider != result.meta.provider:
-            notes.append(f"provider changed: {baseline.meta.provider} -> {result.meta.provider}")
-        if baseline.meta.role != result.meta.role:  # a persona against the neutral baseline
-            was, now = baseline.meta.role or "neutral", result.meta.role or "neutral"
-            notes.append(f"role changed: {was} -> {now}")
+        for name in ("model", "provider", "role"):
+            was, now = getattr(baseline.meta, name), getattr(result.meta, name)
+            if was != now:  # role None: the neutral recommender (no persona)
+                was, now = (x or "neutral" if name == "role" else x for x in (was, now))
+                notes.append(f"{name} changed: {was} -> {now}")
         shared = {e for x in result.attributes for e in x.matrix.entities}
         fl = floors(baseline, floor_factor, shared or None)
         d = family.evaluate_drift(
-            result,
-            baseline,
-            gated=gated,
-            tolerance=tol,
-            alpha=a_level,
-            seed=seed,
-            n_resamples=n_resamples,
-            floors=fl,
-        )
+            result, baseline, gated=gated, tolerance=tol, alpha=a_level, seed=seed,
+            n_resamples=n_resamples, floors=fl,
+        )  # fmt: skip
         failures.extend(d.failures)
         notes.extend(d.notes)
         notes.extend(
@@ -120,8 +109,6 @@ def evaluate(
 FloatArray = npt.NDArray[np.float64]
 #: A drift member: (attribute casefolded, metric, statistic or "unusable").
 MemberKey = tuple[str, str, str]
-#: What gets a floor: the spread statistics and the unusable share.
-FLOORED: tuple[str, ...] = (*STATISTICS, "unusable")
 
 
 def _gradient(means: FloatArray, statistic: str) -> FloatArray:
@@ -156,26 +143,20 @@ def statistic_se(sims: FloatArray, statistic: str) -> float:
     return float(math.sqrt(float(np.sum(influence**2)) / (E * (E - 1))))
 
 
-def _unusable_se(missing: npt.NDArray[np.bool_], sims: FloatArray) -> float:
-    """Standard error of the unusable share (cells flagged, of the cells answered)."""
-    answered = missing | ~np.isnan(sims)
-    E = missing.shape[0]
-    total = answered.sum()
-    if E < 2 or total == 0:
-        return math.nan
-    per = answered.sum(axis=1)
-    share = missing[answered].mean()
-    influence = (missing.sum(axis=1) - share * per) / (total / E)
-    return float(math.sqrt(float(np.sum(influence**2)) / (E * (E - 1))))
-
-
 def standard_errors(a: AttributeResult, within: Collection[str] | None = None) -> dict[str, float]:
     """The baseline's own standard error of each floored quantity of one attribute, on
     the entities ``within`` (the ones a subset run shares with it; None: all)."""
     rows = np.array([within is None or e in within for e in a.matrix.entities], dtype=bool)
     sims = np.asarray(a.matrix.sims, dtype=np.float64)[rows]
     out: dict[str, float] = {s: statistic_se(sims, s) for s in STATISTICS}
-    out["unusable"] = _unusable_se(np.asarray(a.matrix.missing, dtype=bool)[rows], sims)
+    missing = np.asarray(a.matrix.missing, dtype=bool)[rows]
+    answered = missing | ~np.isnan(sims)
+    E, total = missing.shape[0], answered.sum()
+    out["unusable"] = math.nan
+    if E >= 2 and total > 0:  # the unusable share: cells flagged, of the cells answered
+        share = missing[answered].mean()
+        influence = (missing.sum(axis=1) - share * answered.sum(axis=1)) / (total / E)
+        out["unusable"] = float(math.sqrt(float(np.sum(influence**2)) / (E * (E - 1))))
     return out
 
 
@@ -188,12 +169,12 @@ def floors(
     compares on fewer entities, so the baseline's share of the noise is larger too."""
     if factor <= 0:
         return {}
-    out: dict[MemberKey, float] = {}
-    for a in baseline.attributes:
-        for stat, se in standard_errors(a, within).items():
-            if math.isfinite(se):
-                out[(a.attribute.casefold(), a.metric, stat)] = factor * se
-    return out
+    return {
+        (a.attribute.casefold(), a.metric, stat): factor * se
+        for a in baseline.attributes
+        for stat, se in standard_errors(a, within).items()
+        if math.isfinite(se)
+    }
 
 
 def floor_notes(

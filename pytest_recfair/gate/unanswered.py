@@ -49,9 +49,6 @@ class FailureSummary:
         """Failed prompts per ``attribute=value`` (and ``neutral``), most first."""
         return dict(Counter(f.group for f in self.failed).most_common())
 
-    def failed_ids(self) -> frozenset[str]:
-        return frozenset(f.case_id for f in self.failed)
-
     def within(self, max_failed: float) -> bool:
         """Is the share of failed prompts at most ``max_failed`` (0 allows none)?"""
         return self.count == 0 or self.share <= max_failed
@@ -99,12 +96,7 @@ def check_max_failed(value: object, name: str = "max_failed") -> float:
             share = float(text[:-1]) / 100 if text.endswith("%") else float(text)
         except ValueError:
             share = None
-    if (
-        isinstance(share, bool)
-        or not isinstance(share, int | float)
-        or not 0 <= share < 1
-        or share != share
-    ):
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share < 1:
         raise ConfigError(
             f"{name}: expected the share of prompts allowed to fail, a number in [0, 1) "
             f"such as 0.01 or '1%', got {value!r}; use 0 to allow none"

@@ -16,14 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.metrics.common import (
-    check_confidence,
-    check_positive_int,
-    make_rng,
-    percentile_ci,
-    resample_weights,
-)
-from pytest_recfair.metrics.common import holm as _holm
+from pytest_recfair.metrics import common
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -48,8 +41,7 @@ def popularity_quantiles(pop: Sequence[float] | FloatArray) -> FloatArray:
     v = np.asarray(pop, dtype=np.float64)
     _, inverse, counts = np.unique(v, return_inverse=True, return_counts=True)
     mid = np.cumsum(counts) - counts + (counts - 1) / 2  # ties: their mean rank
-    out: FloatArray = (mid[inverse] + 0.5) / max(v.size, 1)
-    return out
+    return np.asarray((mid[inverse] + 0.5) / max(v.size, 1))
 
 
 def bin_codes(values: FloatArray, bins: int | Sequence[float]) -> tuple[IntArray, tuple[str, ...]]:
@@ -136,7 +128,7 @@ def holm(p: Sequence[float] | FloatArray) -> FloatArray:
     raw = np.asarray(p, dtype=np.float64)
     out = np.full(raw.shape, np.nan)
     ok = np.isfinite(raw)
-    out[ok] = _holm(raw[ok].tolist())
+    out[ok] = common.holm(raw[ok].tolist())
     return out
 
 
@@ -147,8 +139,7 @@ def _beyond(point: FloatArray, boot: FloatArray, limit: float) -> FloatArray:
     with np.errstate(invalid="ignore"):
         hits = np.sum(np.sign(point) * (boot - point) >= np.abs(point) - limit, axis=0)
     p = (1.0 + hits) / (B + 1.0) * (2.0 if limit == 0 else 1.0)
-    out: FloatArray = np.where(np.isfinite(point), np.minimum(p, 1.0), np.nan)
-    return out
+    return np.where(np.isfinite(point), np.minimum(p, 1.0), np.nan)
 
 
 def _stats(W: FloatArray, d: ExposureData, reference: FloatArray) -> dict[str, FloatArray]:
@@ -165,15 +156,10 @@ def _stats(W: FloatArray, d: ExposureData, reference: FloatArray) -> dict[str, F
         ratio = share / reference
     gap = share - reference
     return {
-        "share": share,
-        "weighted": weighted,
-        "gap": gap,
-        "ratio": ratio,
-        "mgu": np.mean(np.abs(gap), axis=1),
-        "dgu": gap.max(axis=1) - gap.min(axis=1),
-        "long_tail": tail,
-        "lift": lift,
-    }
+        "share": share, "weighted": weighted, "gap": gap, "ratio": ratio,
+        "mgu": np.mean(np.abs(gap), axis=1), "dgu": gap.max(axis=1) - gap.min(axis=1),
+        "long_tail": tail, "lift": lift,
+    }  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -203,15 +189,14 @@ def exposure(
     confidence: float = 0.95,
 ) -> ExposureResult:
     """The exposure statistics of one audit (see the module's docstring)."""
-    conf = check_confidence(confidence)
-    B = check_positive_int(n_resamples, "n_resamples")
+    conf = common.check_confidence(confidence)
+    B = common.check_positive_int(n_resamples, "n_resamples")
     ref = np.asarray(reference, dtype=np.float64)
     E = len(d.entities)
-    one = np.ones((1, E))
-    point = {k: v[0] for k, v in _stats(one, d, ref).items()}
-    W = resample_weights(make_rng(seed), B, E).astype(np.float64)
+    point = {k: v[0] for k, v in _stats(np.ones((1, E)), d, ref).items()}
+    W = common.resample_weights(common.make_rng(seed), B, E).astype(np.float64)
     boot = _stats(W, d, ref)
-    ci = {k: percentile_ci(v, conf) for k, v in boot.items()}
+    ci = {k: common.percentile_ci(v, conf) for k, v in boot.items()}
     p_gap = holm(_beyond(point["gap"], boot["gap"], max_gap or 0.0))
     p_lift = holm(_beyond(point["lift"], boot["lift"], max_lift or 0.0))
     t, tb = point["long_tail"], boot["long_tail"]
@@ -250,16 +235,15 @@ def compare_exposure(
     """Did exposure get worse than the baseline's by more than ``margin``? Paired entity
     bootstrap over the shared entities, Holm over the measures both runs measured (NaN p:
     not measured); None: fewer than two shared entities, or other groups or values."""
-    B = check_positive_int(n_resamples, "n_resamples")
+    B = common.check_positive_int(n_resamples, "n_resamples")
     at = {e: i for i, e in enumerate(base.entities)}
     pairs = [(at[e], i) for i, e in enumerate(cand.entities) if e in at]
     if len(pairs) < 2 or base.groups != cand.groups or base.values != cand.values:
         return None
     b, c = base.rows([i for i, _ in pairs]), cand.rows([j for _, j in pairs])
     ref = np.asarray(reference, dtype=np.float64)
-    one = np.ones((1, len(pairs)))
-    pb, pc = _drift_stats(one, b, ref)[0], _drift_stats(one, c, ref)[0]
-    W = resample_weights(make_rng(seed), B, len(pairs)).astype(np.float64)
+    pb, pc = (_drift_stats(np.ones((1, len(pairs))), x, ref)[0] for x in (b, c))
+    W = common.resample_weights(common.make_rng(seed), B, len(pairs)).astype(np.float64)
     delta = _drift_stats(W, c, ref) - _drift_stats(W, b, ref)
     raw = (1.0 + np.sum(~(delta > margin), axis=0)) / (B + 1.0)
     # a measure one side did not measure (no popularity) is not tested, nor in the family

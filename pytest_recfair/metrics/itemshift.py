@@ -15,19 +15,10 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.metrics import inference
-from pytest_recfair.metrics.common import (
-    check_confidence,
-    check_positive_int,
-    make_rng,
-    maxt,
-    percentile_ci,
-    resample_weights,
-)
+from pytest_recfair.metrics import common, inference
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-Interval = tuple[float, float]
 #: The label of the neutral prompt's group (always group 0).
 NEUTRAL = "(neutral)"
 Lists = Mapping[str, Sequence[int | None] | None]  # entity -> matched item indices
@@ -152,38 +143,15 @@ def association(tot: FloatArray, offsets: IntArray) -> FloatArray:
     """(..., G, C) counts -> (..., G-1, C): LMRec B(c, l) for each value l (neutral aside)."""
     values = tot[..., 1:, :]
     pooled = values.sum(axis=-2, keepdims=True)
-    f_l = shares(values, offsets)
-    f_other = shares(pooled - values, offsets)
-    f_all = shares(pooled, offsets)
+    f_l, f_other, f_all = (shares(x, offsets) for x in (values, pooled - values, pooled))
     out = np.full(f_l.shape, np.nan)
     np.divide(f_l - f_other, f_all, out=out, where=np.isfinite(f_all) & (f_all > 0))
     return out
 
 
-def _null_stats(
-    counts: ItemCounts, B: int, rng: np.random.Generator
-) -> tuple[FloatArray, FloatArray]:
-    """(B, G-1, F) TVDs from neutral and from the other values, with the entity's LISTS
-    shuffled within each entity (then pooled into their groups as observed): exact under
-    "no group effect" whatever the number of lists (items) per group."""
-    lists, group = counts.counts, np.arange(len(counts.groups))
-    if counts.lists is not None and counts.list_group is not None:  # None: a stored baseline
-        lists, group = counts.lists, counts.list_group
-    pool = (group[None, :] == np.arange(len(counts.groups))[:, None]).astype(np.float64)
-    off = counts.offsets
-    # float32 rows and one flat ``take``: 4x faster than fancy indexing of an int cube, and
-    # exact (counts are small integers).
-    neutral, between = [], []
-    for rows in inference.permuted_totals(lists.astype(np.float32), B, rng):
-        tot = np.einsum("gl,blc->bgc", pool, rows)
-        neutral.append(tvd(shares(tot, off), off))
-        between.append(tvd_between(tot, off))
-    return np.concatenate(neutral, axis=0), np.concatenate(between, axis=0)
-
-
 def _family(observed: FloatArray, null: FloatArray) -> tuple[FloatArray, FloatArray]:
     """Raw and family-wise p-values; 1 where the statistic is undefined (NaN)."""
-    raw, adj = maxt(observed, null)
+    raw, adj = common.maxt(observed, null)
     undefined = ~np.isfinite(observed)
     return np.where(undefined, 1.0, raw), np.where(undefined, 1.0, adj)
 
@@ -192,15 +160,26 @@ def group_tests(
     counts: ItemCounts, n_permutations: int = 1000, seed: int | np.random.Generator = 0
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
     """Both families of one permutation run: shift from neutral (observed, raw p,
-    family-wise p) and each value against the others (observed, family-wise p)."""
-    B = check_positive_int(n_permutations, "n_permutations")
-    rng = make_rng(seed)
+    family-wise p) and each value against the others (observed, family-wise p). The null
+    shuffles each entity's lists within it, pooled into their groups as observed."""
+    B = common.check_positive_int(n_permutations, "n_permutations")
+    rng = common.make_rng(seed)
     off = counts.offsets
     tot = counts.counts.sum(axis=0, dtype=np.float64)
     observed, between = tvd(shares(tot, off), off), tvd_between(tot, off)
-    null_neutral, null_between = _null_stats(counts, B, rng)
-    raw, adj = _family(observed, null_neutral)
-    _, adj_between = _family(between, null_between)
+    lists, group = counts.counts, np.arange(len(counts.groups))
+    if counts.lists is not None and counts.list_group is not None:  # None: a stored baseline
+        lists, group = counts.lists, counts.list_group
+    pool = (group[None, :] == np.arange(len(counts.groups))[:, None]).astype(np.float64)
+    # float32 rows and one flat ``take``: 4x faster than fancy indexing of an int cube, and
+    # exact (counts are small integers).
+    null, null_between = [], []
+    for rows in inference.permuted_totals(lists.astype(np.float32), B, rng):
+        t = np.einsum("gl,blc->bgc", pool, rows)
+        null.append(tvd(shares(t, off), off))
+        null_between.append(tvd_between(t, off))
+    raw, adj = _family(observed, np.concatenate(null))
+    _, adj_between = _family(between, np.concatenate(null_between))
     return observed, raw, adj, between, adj_between
 
 
@@ -234,8 +213,7 @@ def _boot(W: FloatArray, counts: IntArray) -> FloatArray:
 
 def _top(t: FloatArray) -> FloatArray:
     """The largest shift over values (axis -2), NaN where none is defined."""
-    out: FloatArray = np.fmax.reduce(t, axis=-2)
-    return out
+    return np.asarray(np.fmax.reduce(t, axis=-2))
 
 
 def shift(
@@ -247,20 +225,22 @@ def shift(
     confidence: float = 0.95,
 ) -> ShiftResult:
     """Every item-side statistic of one attribute, with its test and intervals."""
-    conf = check_confidence(confidence)
-    B = check_positive_int(n_resamples, "n_resamples")
-    rng = make_rng(seed)
+    conf = common.check_confidence(confidence)
+    B = common.check_positive_int(n_resamples, "n_resamples")
+    rng = common.make_rng(seed)
     off = counts.offsets
     tot = counts.counts.sum(axis=0, dtype=np.float64)
     observed, _, adj, between, p_between = group_tests(counts, n_permutations, rng)
-    boot = _boot(resample_weights(rng, B, len(counts.entities)).astype(np.float64), counts.counts)
+    boot = _boot(
+        common.resample_weights(rng, B, len(counts.entities)).astype(np.float64), counts.counts
+    )
     b_shares = shares(boot, off)
     b_shift = tvd(b_shares, off)
     return ShiftResult(
         counts, shares(tot, off), np.add.reduceat(tot, off[:-1], axis=-1), observed,
         _top(observed), association(tot, off), adj, between, p_between,
-        percentile_ci(b_shift, conf), percentile_ci(_top(b_shift), conf),
-        percentile_ci(b_shares, conf),
+        common.percentile_ci(b_shift, conf), common.percentile_ci(_top(b_shift), conf),
+        common.percentile_ci(b_shares, conf),
     )  # fmt: skip
 
 
@@ -278,25 +258,6 @@ class ShiftComparison:
     n_paired: int
 
 
-def _aligned(base: ItemCounts, cand: ItemCounts) -> tuple[IntArray, IntArray, int]:
-    if base.groups != cand.groups or base.fields != cand.fields:
-        raise DataError(
-            "compare_shift: the runs differ in values or fields "
-            f"({base.groups[1:]}/{base.fields} vs {cand.groups[1:]}/{cand.fields}); "
-            "accept a new baseline for the changed audit"
-        )
-    if base.categories != cand.categories:
-        raise DataError(
-            "compare_shift: the catalogue's categories changed since the baseline; "
-            "accept a new baseline for the new catalogue"
-        )
-    ci = {e: i for i, e in enumerate(cand.entities)}
-    shared = [(i, ci[e]) for i, e in enumerate(base.entities) if e in ci]
-    if not shared:
-        raise DataError("compare_shift: the runs share no entity; accept a new baseline")
-    return base.counts[[i for i, _ in shared]], cand.counts[[j for _, j in shared]], len(shared)
-
-
 def compare_shift(
     baseline: ItemCounts,
     candidate: ItemCounts,
@@ -308,16 +269,31 @@ def compare_shift(
 ) -> ShiftComparison:
     """Did the largest item-side shift grow by more than ``margin``? Paired entity
     bootstrap (same draws for both); p = (1 + #{delta* <= margin}) / (B + 1)."""
-    conf = check_confidence(confidence)
-    B = check_positive_int(n_resamples, "n_resamples")
-    rng = make_rng(seed)
-    b, c, n = _aligned(baseline, candidate)
+    conf = common.check_confidence(confidence)
+    B = common.check_positive_int(n_resamples, "n_resamples")
+    rng = common.make_rng(seed)
+    if baseline.groups != candidate.groups or baseline.fields != candidate.fields:
+        raise DataError(
+            "compare_shift: the runs differ in values or fields "
+            f"({baseline.groups[1:]}/{baseline.fields} vs {candidate.groups[1:]}/"
+            f"{candidate.fields}); accept a new baseline for the changed audit"
+        )
+    if baseline.categories != candidate.categories:
+        raise DataError(
+            "compare_shift: the catalogue's categories changed since the baseline; "
+            "accept a new baseline for the new catalogue"
+        )
+    at = {e: i for i, e in enumerate(candidate.entities)}
+    shared = [(i, at[e]) for i, e in enumerate(baseline.entities) if e in at]
+    if not shared:
+        raise DataError("compare_shift: the runs share no entity; accept a new baseline")
+    b, c = baseline.counts[[i for i, _ in shared]], candidate.counts[[j for _, j in shared]]
     off = baseline.offsets
     base_pt = _top(tvd(shares(b.sum(axis=0, dtype=np.float64), off), off))
     cand_pt = _top(tvd(shares(c.sum(axis=0, dtype=np.float64), off), off))
-    W = resample_weights(rng, B, b.shape[0]).astype(np.float64)
+    W = common.resample_weights(rng, B, b.shape[0]).astype(np.float64)
     db, dc = (_top(tvd(shares(_boot(W, x), off), off)) for x in (b, c))
     delta = dc - db
     p = (1.0 + np.sum(~(delta > margin), axis=0)) / (B + 1.0)  # NaN counts against H1
-    ci = percentile_ci(delta, conf)
-    return ShiftComparison(baseline.fields, base_pt, cand_pt, cand_pt - base_pt, ci, p, n)
+    ci = common.percentile_ci(delta, conf)
+    return ShiftComparison(baseline.fields, base_pt, cand_pt, cand_pt - base_pt, ci, p, len(shared))

@@ -19,7 +19,6 @@ from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common
 from pytest_recfair.metrics._drift_core import stat_rows, step_down
 from pytest_recfair.metrics.aggregate import SimilarityMatrix
-from pytest_recfair.metrics.common import check_positive_int, check_statistic, make_rng
 from pytest_recfair.metrics.inference import DriftMember, _pair_rows
 from pytest_recfair.metrics.stats import paired_comparison
 from pytest_recfair.vocab import Statistic
@@ -82,11 +81,11 @@ def paired_models(
     """Test each member (attribute) for a difference between model a and model b
     (``interval=False``: no bootstrap interval, NaN; DataError when a member's models share
     no entity or differ in values)."""
-    stat = check_statistic(statistic)
-    B = check_positive_int(n_resamples, "n_resamples")
+    stat = common.check_statistic(statistic)
+    B = common.check_positive_int(n_resamples, "n_resamples")
     if not members:
         return ()
-    rng = make_rng(seed)
+    rng = common.make_rng(seed)
     index: dict[str, int] = {}
     paired = [_pair_rows(_aligned(m), index) for m in members]
     S, exact = _flips(rng, B, len(index))
@@ -95,7 +94,6 @@ def paired_models(
     points: list[tuple[float, float, float, int]] = []
     for j, (base, cand, cols) in enumerate(paired):
         pa, pb, diff, perm = _swapped(base, cand, S[:, cols], stat)
-        absperm = np.abs(perm)
         # the scale of the SIGNED swap distribution (the observed data count as one more
         # swap, as in the gate): swap-invariant, and never rounding-sized when |difference|
         # barely moves (two values whose gaps have opposite signs in the two models)
@@ -103,18 +101,15 @@ def paired_models(
         # no swap moves the statistic beyond rounding: no evidence either way, p = 1
         if sd > _DEGENERATE and math.isfinite(diff):
             T[j] = abs(diff) / sd
-            Tp[:, j] = np.where(np.isnan(absperm), np.inf, absperm / sd)
+            Tp[:, j] = np.where(np.isnan(perm), np.inf, np.abs(perm) / sd)
         points.append((pa, pb, diff, base.shape[0]))
     raw, adjusted, _ = step_down(T, Tp, exact)
     out = []
     for j, (m, (pa, pb, diff, n)) in enumerate(zip(members, points, strict=True)):
         ci = (math.nan, math.nan)
         if interval:
-            n_boot = min(B, 2000)
-            ci = paired_comparison(m.a, m.b, stat, n_boot, seed=rng, confidence=confidence).ci
-        out.append(
-            PairVerdict(m.key, stat, pa, pb, diff, ci, float(raw[j]), float(adjusted[j]), int(n))
-        )
+            ci = paired_comparison(m.a, m.b, stat, min(B, 2000), seed=rng, confidence=confidence).ci
+        out.append(PairVerdict(m.key, stat, pa, pb, diff, ci, float(raw[j]), float(adjusted[j]), n))
     return tuple(out)
 
 

@@ -17,14 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.metrics.common import (
-    check_confidence,
-    check_positive_int,
-    make_rng,
-    maxt,
-    percentile_ci,
-    resample_weights,
-)
+from pytest_recfair.metrics import common
 from pytest_recfair.metrics.inference import PERMUTATION_CELLS, permuted_totals
 
 FloatArray = npt.NDArray[np.float64]
@@ -38,26 +31,9 @@ DRIFT_MEASURES = ("bias", "missed")
 def random_orders(k: int, p: int, rng: np.random.Generator) -> IntArray:
     """(p, k): p orders of k candidates (row i: candidate indices as shown), the catalogue
     order first and then uniform random permutations."""
-    k = check_positive_int(k, "k")
-    p = check_positive_int(p, "orders")
-    rows = [np.arange(k, dtype=np.int64)]
-    rows += [rng.permutation(k).astype(np.int64) for _ in range(p - 1)]
-    return np.stack(rows)
-
-
-def _check(positions: IntArray, chosen: IntArray, k: int) -> tuple[IntArray, IntArray]:
-    pos = np.asarray(positions, dtype=np.int64)
-    cho = np.asarray(chosen, dtype=np.int64)
-    if pos.ndim != 3 or pos.shape != cho.shape:
-        raise DataError(
-            f"position_bias: positions and chosen must both be (entities, groups, orders) "
-            f"arrays; got {pos.shape} and {cho.shape}"
-        )
-    if pos.size and (pos.min() < -2 or pos.max() >= k or cho.min() < -2 or cho.max() >= k):
-        raise DataError(f"position_bias: positions/chosen must be in -2..{k - 1} (k={k})")
-    if np.any(np.minimum(pos, 0) != np.minimum(cho, 0)) or np.any((pos == -2) != (cho == -2)):
-        raise DataError("position_bias: a pick is missed in positions but not in chosen")
-    return pos, cho
+    k = common.check_positive_int(k, "k")
+    p = common.check_positive_int(p, "orders")
+    return np.stack([np.arange(k), *(rng.permutation(k) for _ in range(p - 1))]).astype(np.int64)
 
 
 def group_tables(positions: IntArray, chosen: IntArray, k: int) -> tuple[FloatArray, FloatArray]:
@@ -143,18 +119,6 @@ class PositionResult:
         return self.measures[:, MEASURES.index(name)]
 
 
-def _null_groups(
-    hist: FloatArray, agree: FloatArray, B: int, rng: np.random.Generator
-) -> FloatArray:
-    """(B, G-1, 3) |measure_g - measure_neutral| with group labels shuffled per entity."""
-    K = hist.shape[-1]
-    out = []
-    for tot in permuted_totals(np.concatenate([hist, agree], axis=-1), B, rng):
-        m = _measures(tot[..., :K], tot[..., K:])
-        out.append(np.abs(m[:, 1:] - m[:, :1]))
-    return np.concatenate(out)
-
-
 def position_bias(
     positions: IntArray | None,
     chosen: IntArray,
@@ -169,36 +133,50 @@ def position_bias(
 ) -> PositionResult:
     """Every candidate-position statistic. ``orders`` (E, P, k) is what was shown; with it
     ``positions`` may be None (derived) and the uniformity test runs."""
-    k = check_positive_int(k, "k")
-    conf = check_confidence(confidence)
-    B = check_positive_int(n_permutations, "n_permutations")
-    R = check_positive_int(n_resamples, "n_resamples")
-    rng = make_rng(seed)
+    k = common.check_positive_int(k, "k")
+    conf = common.check_confidence(confidence)
+    B = common.check_positive_int(n_permutations, "n_permutations")
+    R = common.check_positive_int(n_resamples, "n_resamples")
+    rng = common.make_rng(seed)
     if positions is None:
         if orders is None:
             raise DataError("position_bias: give positions, or orders to derive them from")
-        cho = np.asarray(chosen, dtype=np.int64)
-        positions = _positions_of(cho, np.asarray(orders).argsort(axis=-1))
-    pos, cho = _check(positions, chosen, k)
+        positions = _positions_of(np.asarray(chosen, np.int64), np.asarray(orders).argsort(-1))
+    pos, cho = np.asarray(positions, dtype=np.int64), np.asarray(chosen, dtype=np.int64)
+    if pos.ndim != 3 or pos.shape != cho.shape:
+        raise DataError(
+            f"position_bias: positions and chosen must both be (entities, groups, orders) "
+            f"arrays; got {pos.shape} and {cho.shape}"
+        )
+    if pos.size and (pos.min() < -2 or pos.max() >= k or cho.min() < -2 or cho.max() >= k):
+        raise DataError(f"position_bias: positions/chosen must be in -2..{k - 1} (k={k})")
+    if np.any(np.minimum(pos, 0) != np.minimum(cho, 0)) or np.any((pos == -2) != (cho == -2)):
+        raise DataError("position_bias: a pick is missed in positions but not in chosen")
     E, G, _ = pos.shape
     names = groups or tuple(f"group {g}" for g in range(G))
     hist, agree = group_tables(pos, cho, k)
     h_tot, a_tot = hist.sum(axis=0), agree.sum(axis=0)
     observed = _measures(h_tot, a_tot)
-    diff = np.abs(observed[1:] - observed[:1])
-    _, adj = maxt(diff, _null_groups(hist, agree, B, rng)) if G > 1 else (diff, diff)
+    adj = diff = np.abs(observed[1:] - observed[:1])
+    if G > 1:  # the null: group labels shuffled within each entity
+        K, null = hist.shape[-1], []
+        for tot in permuted_totals(np.concatenate([hist, agree], axis=-1), B, rng):
+            m = _measures(tot[..., :K], tot[..., K:])
+            null.append(np.abs(m[:, 1:] - m[:, :1]))
+        _, adj = common.maxt(diff, np.concatenate(null))
     chi2, p_uniform = _uniform_test(cho, None if orders is None else np.asarray(orders), k, B, rng)
-    W = resample_weights(rng, R, E).astype(np.float64)
+    W = common.resample_weights(rng, R, E).astype(np.float64)
     bh = (W @ hist.reshape(E, -1)).reshape(R, G, -1)
     ba = (W @ agree.reshape(E, -1)).reshape(R, G, 2)
     pooled = _measures(h_tot.sum(axis=0, keepdims=True), a_tot.sum(axis=0, keepdims=True))
     b_pooled = _measures(bh.sum(axis=1, keepdims=True), ba.sum(axis=1, keepdims=True))
     with np.errstate(invalid="ignore", divide="ignore"):
         curve = h_tot[:, :k] / h_tot[:, :k].sum(axis=-1, keepdims=True)
-    lo, hi = percentile_ci(b_pooled[:, 0, 0], conf)
+    lo, hi = common.percentile_ci(b_pooled[:, 0, 0], conf)
+    ci = common.percentile_ci(_measures(bh, ba), conf)
     return PositionResult(
-        names, k, curve, observed, percentile_ci(_measures(bh, ba), conf), float(pooled[0, 0]),
-        (float(lo), float(hi)), chi2, p_uniform, adj, h_tot.sum(axis=-1).astype(np.int64), E,
+        names, k, curve, observed, ci, float(pooled[0, 0]), (float(lo), float(hi)), chi2,
+        p_uniform, adj, h_tot.sum(axis=-1).astype(np.int64), E,
     )  # fmt: skip
 
 
@@ -232,8 +210,8 @@ def compare_positions(
             f"compare_positions: baseline and candidate must be the same non-empty "
             f"(entities, k+1) count arrays; got {b.shape} and {c.shape}"
         )
-    B = check_positive_int(n_resamples, "n_resamples")
-    W = resample_weights(make_rng(seed), B, b.shape[0]).astype(np.float64)
+    B = common.check_positive_int(n_resamples, "n_resamples")
+    W = common.resample_weights(common.make_rng(seed), B, b.shape[0]).astype(np.float64)
     base_pt, cand_pt = _measures(b.sum(axis=0)), _measures(c.sum(axis=0))
     delta = _measures(W @ c) - _measures(W @ b)
     p = (1.0 + np.sum(~(delta > margin), axis=0)) / (B + 1.0)

@@ -47,12 +47,6 @@ class QualitySummary:
     gap_ci: tuple[float, float] | None
 
 
-def _gap(rows: FloatArray) -> FloatArray:
-    """max - min of each row ignoring NaN; NaN (no warning) for an all-NaN row."""
-    out: FloatArray = np.fmax.reduce(rows, axis=1) - np.fmin.reduce(rows, axis=1)
-    return out
-
-
 def boot_means(scores: FloatArray, *, n_resamples: int = 1000, seed: int = 0) -> FloatArray:
     """(n_resamples, groups) bootstrap means over entities (NaN = not scored; a resample
     with no scored entity in a group gives NaN there). One resample serves every group:
@@ -91,7 +85,7 @@ def summarize(
     counts = np.sum(~np.isnan(x), axis=0)
     with np.errstate(invalid="ignore", divide="ignore"):
         means = np.where(counts > 0, np.nansum(x, axis=0) / np.maximum(counts, 1), np.nan)
-    gap = _gap(means[None, :])[0]
+    gap = np.fmax.reduce(means) - np.fmin.reduce(means)  # NaN left out (all NaN: NaN)
     E = x.shape[0]
     cis: list[tuple[float, float] | None] = [None] * len(groups)
     gap_ci = None
@@ -106,7 +100,7 @@ def summarize(
             return (float(np.percentile(col, lo)), float(np.percentile(col, hi))) if ok else None
 
         cis = [ci(boot[:, j], counts[j] >= 2) for j in range(len(groups))]
-        gap_ci = ci(_gap(boot), len(groups) > 1)
+        gap_ci = ci(np.fmax.reduce(boot, axis=1) - np.fmin.reduce(boot, axis=1), len(groups) > 1)
     rows = (GroupQuality(g, float(means[j]), cis[j], int(counts[j])) for j, g in enumerate(groups))
     return QualitySummary(tuple(rows), gap, gap_ci)
 
@@ -141,21 +135,16 @@ def drift(
         shared = [e for e in base if base[e] is not None and cand.get(e) is not None]
         if len(shared) < 2:
             continue
-        b = np.array([float(base[e]) for e in shared])  # type: ignore[arg-type]
-        c = np.array([float(cand[e]) for e in shared])  # type: ignore[arg-type]
-        raw.append((member, float(b.mean()), float(c.mean()), _drop_p(c - b, tolerance), b.size))
+        b, c = (np.array([d[e] for e in shared], dtype=np.float64) for d in (base, cand))
+        # one-sided paired t-test of H1: mean(c - b) < -tolerance (quality fell by more)
+        shifted, sd, n = float((c - b).mean()) + tolerance, float((c - b).std(ddof=1)), b.size
+        if sd == 0.0 or not math.isfinite(sd):  # every entity moved alike: the sign decides
+            p = 0.0 if shifted < 0 else 1.0
+        else:
+            p = t_cdf(shifted / (sd / math.sqrt(n)), n - 1)
+        raw.append((member, float(b.mean()), float(c.mean()), p, n))
     adjusted = holm([r[3] for r in raw])
     return [Drop(m, b, c, p, n) for (m, b, c, _, n), p in zip(raw, adjusted, strict=True)]
-
-
-def _drop_p(d: FloatArray, tolerance: float) -> float:
-    """One-sided paired t-test p of H1: mean(d) < -tolerance (quality fell by more)."""
-    n = d.size
-    shifted = float(d.mean()) + tolerance
-    sd = float(d.std(ddof=1))
-    if sd == 0.0 or not math.isfinite(sd):  # every entity moved alike: the sign decides
-        return 0.0 if shifted < 0 else 1.0
-    return t_cdf(shifted / (sd / math.sqrt(n)), n - 1)
 
 
 def t_cdf(t: float, df: int) -> float:

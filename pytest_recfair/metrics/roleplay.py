@@ -127,14 +127,10 @@ def _option_index(answer: str, options: Sequence[str]) -> int | None:
     found = {x for x in _LETTER_ANY.findall(answer) if x in letters}
     if len(found) == 1:
         return letters.index(found.pop())
-    text = answer.casefold()
-    quoted = [i for i, o in enumerate(options) if o and o.casefold() in text]
+    text, low = answer.casefold(), [o.casefold() for o in options]
+    quoted = [i for i, o in enumerate(low) if o and o in text]
     # "people without disabilities" also contains "people with ...": keep the longest
-    quoted = [
-        i
-        for i in quoted
-        if not any(i != j and options[i].casefold() in options[j].casefold() for j in quoted)
-    ]
+    quoted = [i for i in quoted if not any(i != j and low[i] in low[j] for j in quoted)]
     return quoted[0] if len(quoted) == 1 else None
 
 
@@ -365,11 +361,8 @@ class RoleplayResult:
         return _cell(self.select(with_role=with_role), confidence)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "variant": self.variant,
-            "repeats": self.repeats,
-            "questions": [q.to_dict() for q in self.questions],
-        }
+        qs = [q.to_dict() for q in self.questions]
+        return {"variant": self.variant, "repeats": self.repeats, "questions": qs}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RoleplayResult:

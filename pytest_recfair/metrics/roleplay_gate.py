@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from statistics import NormalDist
@@ -177,20 +177,11 @@ class RoleDrift:
 _DERIVED = ("change", "answer_change")
 
 
-def _check(tolerance: object, alpha: object) -> tuple[float, float]:
-    if (
-        isinstance(tolerance, bool)
-        or not isinstance(tolerance, int | float)
-        or not 0 <= tolerance < 1
-    ):
-        raise ConfigError(
-            f"roleplay tolerance must be a rate change in [0, 1), e.g. 0.05; got {tolerance!r}"
-        )
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
-        raise ConfigError(
-            f"roleplay alpha must be strictly between 0 and 1, e.g. 0.05; got {alpha!r}"
-        )
-    return float(tolerance), float(alpha)
+def _number(value: object, name: str, what: str, ok: Callable[[float], bool], eg: str) -> float:
+    """``value`` as a float, or a one-line ConfigError saying what ``name`` must be."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not ok(value):
+        raise ConfigError(f"roleplay {name} must be {what}, e.g. {eg}; got {value!r}")
+    return float(value)
 
 
 def _member(attribute: str, qtype: str, flags: list[tuple[bool, bool]], margin: float) -> DriftCell:
@@ -201,27 +192,6 @@ def _member(attribute: str, qtype: str, flags: list[tuple[bool, bool]], margin: 
     rate_b = sum(x for x, _ in flags) / n if n else math.nan
     rate_c = sum(y for _, y in flags) / n if n else math.nan
     return DriftCell(attribute, qtype, n, rate_b, rate_c, b, c, margin, theta, p, p, False)
-
-
-def _rate_member(
-    attribute: str,
-    qtype: str,
-    qs: list[tuple[QuestionResult, QuestionResult]],
-    margin: float,
-    rounds: int,
-) -> DriftCell:
-    """A rate member: gated by the sign-flip test of the biased rounds per question,
-    reported with the majority-based rates and their McNemar p as well."""
-    flags = [(x.biased, y.biased) for x, y in qs if x.biased is not None and y.biased is not None]
-    flag = _member(attribute, qtype, flags, margin)
-    before = [x.count("biased") for x, _ in qs]
-    after = [y.count("biased") for _, y in qs]
-    p = signflip_one_sided([a - b for a, b in zip(after, before, strict=True)], rounds, margin)
-    return replace(
-        flag, test="answers", flag_p=flag.p_value, p_value=p, p_adjusted=p,
-        answers_before=sum(before), answers_after=sum(after), questions=len(qs),
-        answer_rounds=sum(max(len(x.outcomes), len(y.outcomes)) for x, y in qs),
-    )  # fmt: skip
 
 
 def drift_test(
@@ -236,7 +206,8 @@ def drift_test(
     """Gate the candidate against the baseline, family-wise at ``alpha`` (Holm): the biased
     rate of every attribute x type (margin ``tolerance``) and, with ``gate_undetermined``,
     each attribute's share of undetermined questions (margin 0)."""
-    tol, level = _check(tolerance, alpha)
+    tol = _number(tolerance, "tolerance", "a rate change in [0, 1)", lambda v: 0 <= v < 1, "0.05")
+    level = _number(alpha, "alpha", "strictly between 0 and 1", lambda v: 0 < v < 1, "0.05")
     if (baseline.variant, baseline.repeats) != (candidate.variant, candidate.repeats):
         raise DataError(
             f"roleplay drift: the baseline was scored with variant={baseline.variant!r}, "
@@ -245,13 +216,26 @@ def drift_test(
         )
     base, cand = baseline.select(with_role=with_role), candidate.select(with_role=with_role)
     pairs = _pairs(base, cand)
-    members = [_rate_member(a, t, qs, tol, candidate.repeats) for (a, t), qs in pairs.items()]
+    members: list[DriftCell] = []
+    by_attr: dict[str, list[tuple[bool, bool]]] = {}
+    for (attribute, qtype), qs in pairs.items():
+        # a rate member: gated by the sign-flip test of the biased rounds per question,
+        # reported with the majority-based rates and their McNemar p as well
+        flags = [
+            (x.biased, y.biased) for x, y in qs if x.biased is not None and y.biased is not None
+        ]
+        flag = _member(attribute, qtype, flags, tol)
+        before, after = [x.count("biased") for x, _ in qs], [y.count("biased") for _, y in qs]
+        diffs = [a - b for a, b in zip(after, before, strict=True)]
+        p = signflip_one_sided(diffs, candidate.repeats, tol)
+        members.append(replace(
+            flag, test="answers", flag_p=flag.p_value, p_value=p, p_adjusted=p,
+            answers_before=sum(before), answers_after=sum(after), questions=len(qs),
+            answer_rounds=sum(max(len(x.outcomes), len(y.outcomes)) for x, y in qs),
+        ))  # fmt: skip
+        undetermined = [(x.biased is None, y.biased is None) for x, y in qs]
+        by_attr.setdefault(attribute, []).extend(undetermined)
     if gate_undetermined:
-        by_attr: dict[str, list[tuple[bool, bool]]] = {}
-        for (attribute, _), qs in pairs.items():
-            by_attr.setdefault(attribute, []).extend(
-                (x.biased is None, y.biased is None) for x, y in qs
-            )
         members += [_member(a, UNDETERMINED, f, 0.0) for a, f in sorted(by_attr.items())]
     adjusted = holm([m.p_value for m in members])
     cells = tuple(
@@ -345,21 +329,15 @@ def check_limits(
     (of questions) exceeds its limit, e.g. ``max_biased=0.10``. None = not checked."""
     out = []
     for (attribute, qtype), cell in result.cells(with_role=with_role).items():
+        undetermined = cell.undetermined / (cell.n + cell.undetermined)
         values = {
             "max_biased": (cell.rate, max_biased),
             "max_refusals": (cell.refusals / cell.rounds if cell.rounds else 0.0, max_refusals),
-            "max_undetermined": (
-                cell.undetermined / (cell.n + cell.undetermined),
-                max_undetermined,
-            ),
+            "max_undetermined": (undetermined, max_undetermined),
         }
         for name, (value, limit) in values.items():
-            if limit is None:
-                continue
-            if isinstance(limit, bool) or not isinstance(limit, int | float) or not 0 <= limit <= 1:
-                raise ConfigError(
-                    f"roleplay {name} must be a share in [0, 1], e.g. 0.10; got {limit!r}"
-                )
-            if not math.isnan(value) and value > limit:
-                out.append(LimitBreach(attribute, qtype, name, value, float(limit)))
+            if limit is not None:
+                at = _number(limit, name, "a share in [0, 1]", lambda v: 0 <= v <= 1, "0.10")
+                if not math.isnan(value) and value > at:
+                    out.append(LimitBreach(attribute, qtype, name, value, at))
     return out

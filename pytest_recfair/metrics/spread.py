@@ -16,7 +16,6 @@ import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common
-from pytest_recfair.metrics.common import check_confidence, check_positive_int, make_rng
 from pytest_recfair.metrics.inference import t_quantile
 
 FloatArray = npt.NDArray[np.float64]
@@ -28,9 +27,6 @@ class SpreadIntervals:
     snsr: Interval
     snsv: Interval
     pafs: Interval
-    n_resamples: int
-    confidence: float
-    method: str = "inverted-bootstrap-t"
 
 
 @dataclass(frozen=True)
@@ -117,16 +113,9 @@ def _spread_var(x: FloatArray, cov: FloatArray, kind: str) -> tuple[FloatArray, 
     (sign - mean sign) / V (mean absolute deviation)."""
     V, B = x.shape
     if kind == "range":
-        hi, lo = np.max(x, axis=0), np.min(x, axis=0)
-        i_hi, i_lo = np.zeros(B, dtype=np.intp), np.zeros(B, dtype=np.intp)
-        for v in range(V - 1, 0, -1):  # the first largest / smallest, as np.argmax
-            np.copyto(i_hi, v, where=x[v] == hi)
-            np.copyto(i_lo, v, where=x[v] == lo)
-        np.copyto(i_hi, 0, where=x[0] == hi)
-        np.copyto(i_lo, 0, where=x[0] == lo)
-        cols = np.arange(B)
+        i_hi, i_lo, cols = np.argmax(x, axis=0), np.argmin(x, axis=0), np.arange(B)
         var = cov[i_hi, i_hi, cols] + cov[i_lo, i_lo, cols] - 2.0 * cov[i_hi, i_lo, cols]
-        return hi - lo, var
+        return x[i_hi, cols] - x[i_lo, cols], var
     c = x - np.mean(x, axis=0)
     if kind == "sd":
         spread = np.sqrt(np.mean(c * c, axis=0))
@@ -138,24 +127,27 @@ def _spread_var(x: FloatArray, cov: FloatArray, kind: str) -> tuple[FloatArray, 
     return spread, np.einsum("jb,jb->b", np.einsum("jkb,kb->jb", cov, g), g)
 
 
-class _SdDraws:
+Draws = Callable[[float], tuple[FloatArray, FloatArray]]
+
+
+def _sd_draws(shapes: FloatArray, devs: FloatArray, cov: FloatArray) -> Draws:
     """sd and its delta-method variance of theta * shapes + devs for any theta from six
     (B,) sums computed once: both are quadratics in theta (see _spread_var)."""
+    V = shapes.shape[0]
+    cs, cd = np.einsum("jkb,kb->jb", cov, shapes), np.einsum("jkb,kb->jb", cov, devs)
+    ss, sd, dd = (
+        np.sum(a * b, axis=0) / V for a, b in ((shapes, shapes), (shapes, devs), (devs, devs))
+    )
+    qss, qsd, qdd = (
+        np.sum(a * b, axis=0) / V**2 for a, b in ((cs, shapes), (cs, devs), (cd, devs))
+    )
 
-    def __init__(self, shapes: FloatArray, devs: FloatArray, cov: FloatArray) -> None:
-        V = shapes.shape[0]
-        cs, cd = np.einsum("jkb,kb->jb", cov, shapes), np.einsum("jkb,kb->jb", cov, devs)
-        self.m2 = [
-            np.sum(a * b, axis=0) / V for a, b in ((shapes, shapes), (shapes, devs), (devs, devs))
-        ]
-        self.q = [np.sum(a * b, axis=0) / V**2 for a, b in ((cs, shapes), (cs, devs), (cd, devs))]
-
-    def __call__(self, theta: float) -> tuple[FloatArray, FloatArray]:
-        ss, sd, dd = self.m2
+    def draws(theta: float) -> tuple[FloatArray, FloatArray]:
         m2 = np.maximum(theta * theta * ss + 2.0 * theta * sd + dd, 0.0)
-        qss, qsd, qdd = self.q
         quad = theta * theta * qss + 2.0 * theta * qsd + qdd
         return np.sqrt(m2), np.divide(quad, m2, out=np.zeros_like(m2), where=m2 > 0)
+
+    return draws
 
 
 _RAMP = 2.0  # null spreads over which the upper tail's share of alpha grows to alpha / 2
@@ -218,22 +210,6 @@ def _root(h: Callable[[float], float], lo: float, hi: float, h_lo: float, h_hi: 
     return 0.5 * (lo + hi)
 
 
-def _normal_if_degenerate(boot: _Boot, kind: str, alpha: float, obs: float) -> Interval | None:
-    """obs +- t(n - 1) x the bootstrap se of the spread (x sqrt(n / (n - 1))) where the
-    bootstrap-t is near-degenerate, else None.
-
-    When a few entities carry all the variation, resamples without them have se ~0 and an
-    unbounded t; once they are alpha / 4 the inverted interval runs to _THETA_MAX whatever
-    the data say. Not the percentile interval: a resampled range or sd is biased upward.
-    """
-    g, var = _spread_var(np.ascontiguousarray((boot.est + boot.dev).T), boot.cov, kind)
-    sd_g = float(np.std(g))
-    if not np.mean(var < (_DEGENERATE * sd_g) ** 2) > alpha / 4:
-        return None
-    half = t_quantile(1.0 - alpha / 2.0, boot.n - 1) * math.sqrt(boot.n / (boot.n - 1)) * sd_g
-    return (max(0.0, obs - half), obs + half)
-
-
 def _inverted(boot: _Boot, kind: str, alpha: float) -> Interval:
     """Interval for the true spread by inverting Hall's bootstrap-t test of each theta.
 
@@ -248,23 +224,29 @@ def _inverted(boot: _Boot, kind: str, alpha: float) -> Interval:
     sd0 = float(np.std(_spread(dev, kind)))
     if not sd0 > 1e-12:  # no noise in the gaps between values (rounding error aside)
         return (obs, obs)
-    normal = _normal_if_degenerate(boot, kind, alpha, obs)
-    if normal is not None:
-        return normal
+    # A few entities carrying all the variation: resamples without them have se ~0 and an
+    # unbounded t; once they are alpha / 4 the inverted interval would run to _THETA_MAX
+    # whatever the data say. Then obs +- t(n - 1) x the bootstrap se of the spread (x
+    # sqrt(n / (n - 1))); not the percentile interval: a resampled range or sd is biased up.
+    g, var = _spread_var(np.ascontiguousarray((est + dev).T), boot.cov, kind)
+    sd_g = float(np.std(g))
+    if np.mean(var < (_DEGENERATE * sd_g) ** 2) > alpha / 4:
+        half = t_quantile(1.0 - alpha / 2.0, boot.n - 1) * math.sqrt(boot.n / (boot.n - 1)) * sd_g
+        return (max(0.0, obs - half), obs + half)
     shapes = _patterns(est, dev, kind)
     devs = np.ascontiguousarray((dev - np.mean(dev, axis=1, keepdims=True)).T)
     _, var_obs = _spread_var(est[:, None], boot.cov_hat, kind)
     se_obs = math.sqrt(max(float(var_obs[0]), _TINY_VAR))
-
-    sd_draws = _SdDraws(shapes, devs, boot.cov) if kind == "sd" else None
+    draws: Draws = (
+        _sd_draws(shapes, devs, boot.cov)
+        if kind == "sd"
+        else (lambda theta: _spread_var(theta * shapes + devs, boot.cov, kind))
+    )
 
     def gap(theta: float, upper_tail: bool) -> float:
         """> 0: theta rejected as too small (upper_tail) or too large (not upper_tail)."""
         a_up = 0.5 * alpha * min(1.0, theta / (_RAMP * sd0))
-        if sd_draws is not None:
-            spread, var = sd_draws(theta)
-        else:
-            spread, var = _spread_var(theta * shapes + devs, boot.cov, kind)
+        spread, var = draws(theta)
         t = (spread - theta) / np.sqrt(np.maximum(var, _TINY_VAR))
         t_obs = (obs - theta) / se_obs
         if upper_tail:
@@ -307,15 +289,15 @@ def spread_intervals(
 ) -> SpreadIntervals:
     """SNSR / SNSV / PAFS intervals of one (entities x values) similarity matrix;
     ``weights`` (B, E) replace the draw from ``seed`` (an audit's tables share one)."""
-    conf = check_confidence(confidence)
-    B = check_positive_int(n_resamples, "n_resamples")
-    rng = make_rng(seed)
+    conf = common.check_confidence(confidence)
+    B = common.check_positive_int(n_resamples, "n_resamples")
+    rng = common.make_rng(seed)
     X = np.asarray(sims, dtype=np.float64)
     E, V = X.shape
+    nan = (math.nan, math.nan)
     if E < 2 or V < 2:
-        nan = (math.nan, math.nan)
         zero = (0.0, 0.0) if V == 1 else nan
-        return SpreadIntervals(zero, zero, (1.0, 1.0) if V == 1 else nan, B, conf)
+        return SpreadIntervals(zero, zero, (1.0, 1.0) if V == 1 else nan)
     W = common.resample_weights(rng, B, E) if weights is None else np.asarray(weights)
     if W.shape != (B, E):
         raise DataError(f"spread_intervals: weights must be ({B}, {E}); got {W.shape}.")
@@ -324,14 +306,10 @@ def spread_intervals(
     # keep.all(), the common case: no copy of the (B, E) weights
     boot = _boot_devs(X, W) if keep.all() else _boot_devs(X[keep], W[:, keep])
     if np.isnan(boot.est).any():
-        nan = (math.nan, math.nan)
-        return SpreadIntervals(nan, nan, nan, B, conf)
-    alpha = 1 - conf
-    snsr = _inverted(boot, "range", alpha)
-    snsv = _inverted(boot, "sd", alpha)
-    mad = _inverted(boot, "mad", alpha)
+        return SpreadIntervals(nan, nan, nan)
+    snsr, snsv, mad = (_inverted(boot, kind, 1 - conf) for kind in ("range", "sd", "mad"))
     pafs = (max(0.0, 1.0 - mad[1]), min(1.0, 1.0 - mad[0]))
-    return SpreadIntervals(_clip(snsr), _clip(snsv), pafs, B, conf)
+    return SpreadIntervals(_clip(snsr), _clip(snsv), pafs)
 
 
 def _clip(iv: Interval) -> Interval:

@@ -39,7 +39,7 @@ def test_counts_per_value_and_share() -> None:
     assert s.count == 3
     assert s.share == pytest.approx(3 / 40)
     assert s.by_group() == {"gender=female": 2, "neutral": 1}
-    assert s.failed_ids() == frozenset(errors)
+    assert {f.case_id for f in s.failed} == set(errors)
     assert not s.within(0.0)
     assert not s.within(0.05)
     assert s.within(0.075)

@@ -15,6 +15,7 @@ from pytest_recfair.gate.thresholds import Thresholds, evaluate
 from pytest_recfair.metrics import aggregate
 from pytest_recfair.report.failures import failure_text
 from pytest_recfair.results import AuditResult, GateFailure
+from pytest_recfair.vocab import STATISTICS
 from tests.support import synth_results as synth
 
 
@@ -60,7 +61,7 @@ def test_floors_are_keyed_like_drift_members_and_zero_turns_them_off() -> None:
     fl = floor.floors(base, 2.0)
     se = floor.standard_errors(base.attributes[0])
     assert fl[("religion", "jaccard", "snsr")] == pytest.approx(2.0 * se["snsr"])
-    assert set(fl) == {("religion", "jaccard", s) for s in floor.FLOORED}
+    assert set(fl) == {("religion", "jaccard", s) for s in (*STATISTICS, "unusable")}
     assert floor.floors(base, 0.0) == {}
 
 
@@ -81,7 +82,7 @@ def test_the_file_stores_the_error_the_gate_recomputes_bit_for_bit(tmp_path) -> 
     doc = json.loads(path.read_text(encoding="utf-8"))
     stored = doc["attributes"][0]["standard_error"]
     again = floor.standard_errors(baselines.load(path).attributes[0])
-    assert set(stored) == set(floor.FLOORED)
+    assert set(stored) == {*STATISTICS, "unusable"}
     assert stored == again
 
 

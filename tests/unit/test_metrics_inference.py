@@ -159,7 +159,7 @@ def test_each_resample_has_its_own_covariance_of_the_means() -> None:
 
 
 def test_the_sd_of_every_candidate_comes_from_sums_computed_once() -> None:
-    """_SdDraws (the sd's closed form in theta) gives what _spread_var computes draw by
+    """_sd_draws (the sd's closed form in theta) gives what _spread_var computes draw by
     draw: the sd and its delta-method variance under each resample's covariance."""
     rng = np.random.default_rng(22)
     X = rng.uniform(0.3, 0.6, size=(30, 1)) + rng.normal(0, 0.05, size=(30, 5))
@@ -167,7 +167,7 @@ def test_the_sd_of_every_candidate_comes_from_sums_computed_once() -> None:
     boot = sp._boot_devs(X, W)
     shapes = sp._patterns(boot.est, boot.dev, "sd")
     devs = np.ascontiguousarray((boot.dev - boot.dev.mean(axis=1, keepdims=True)).T)
-    draws = sp._SdDraws(shapes, devs, boot.cov)
+    draws = sp._sd_draws(shapes, devs, boot.cov)
     for theta in (0.0, 0.003, 0.04):
         spread, var = sp._spread_var(theta * shapes + devs, boot.cov, "sd")
         closed = draws(theta)
