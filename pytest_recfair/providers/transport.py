@@ -86,8 +86,15 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             body = request.read()
         ext = request.extensions
         repeat = int(ext.get(EXT_REPEAT) or 0)
+        case = ext.get(EXT_CASE)
         hit = self.find(
-            request.method, str(request.url), body, ext.get(EXT_ENTITY), repeat, ext.get(EXT_CASE)
+            request.method,
+            str(request.url),
+            body,
+            ext.get(EXT_ENTITY),
+            repeat,
+            _case_id(case),
+            case,
         )
         if hit is None:
             return None
@@ -110,13 +117,14 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         body: bytes | str,
         entity_id: str | None,
         repeat: int,
+        case_id: str | None,
         case: object,
     ) -> Reply | None:
         """The recorded reply to a request (as the index holds it), None to record it
         live; ``CassetteMiss`` when the record mode keeps this entity off the network."""
         entity = entity_id or UNSCOPED_ENTITY
         store = self.store
-        hit = store.reply(self.test_id, entity, method, url, body, repeat, _case_id(case))
+        hit = store.reply(self.test_id, entity, method, url, body, repeat, case_id)
         if hit is None and not store.needs_network(self.test_id, entity):
             raise store.miss(self.test_id, entity, method, url, body, repeat, case=case)
         return hit
