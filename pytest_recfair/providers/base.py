@@ -29,7 +29,7 @@ class GarbledReply(ProviderError):
 
 
 # Usage and Completion are not frozen (nothing assigns to them; unsafe_hash keeps them
-# hashable): a frozen dataclass's __init__ cost each replayed case 3 us of its 12.
+# hashable): a frozen dataclass's __init__ is 3-4x a plain one's, ~0.7 us a replayed case.
 @dataclass(slots=True, unsafe_hash=True)
 class Usage:
     """Tokens billed for one or more requests."""
