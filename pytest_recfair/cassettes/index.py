@@ -105,6 +105,7 @@ def index_tape(tape: Tape, interactions: list[Any], *, records: bool, recording:
     parsed too when ``records`` (the file may be saved again). ``recording``: the record
     mode asks stale (error) replies again, which the warning about them says."""
     raw_index, entries, keys = tape.raw, tape.entries, tape.keys
+    shared: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
     for number, item in enumerate(interactions):
         try:
             request, response = item["request"], item["response"]
@@ -141,7 +142,8 @@ def index_tape(tape: Tape, interactions: list[Any], *, records: bool, recording:
                 "response.status.code/headers/body.string",
             ) from None
         keys.append(key)
-        entries.append((code, reason, headers, resp_body or ""))
+        # equal headers kept once: most replies of a file have the same
+        entries.append((code, reason, shared.setdefault(headers, headers), resp_body or ""))
         tape.tags.append(header_value(req_headers, TEST_HEADER))
         tape.cases.append(header_value(req_headers, CASE_HEADER))
         if valid(code):

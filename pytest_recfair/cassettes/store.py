@@ -196,6 +196,23 @@ class CassetteStore:
         """The next unplayed recorded reply for this request (the one recorded for
         ``case_id`` first), or None (always in all/rewrite). ``body`` as sent, or its
         text already decoded."""
+        reply = self.reply(test_id, entity_id, method, url, body, repeat, case_id)
+        if reply is None:
+            return None
+        status, reason, headers, text = reply
+        return RecordedResponse(status, headers, text.encode("utf-8"), reason)
+
+    def reply(
+        self,
+        test_id: str,
+        entity_id: str,
+        method: str,
+        url: str,
+        body: bytes | str,
+        repeat: int,
+        case_id: str | None,
+    ) -> Reply | None:
+        """``lookup``'s reply as the index holds it (the replay pass parses its text)."""
         if not self.policy.replays:
             return None
         asked = head(method, url)
@@ -217,10 +234,7 @@ class CassetteStore:
                 foreign = self._foreign_tape()
                 key = self._canon_key(*asked, body, repeat)
                 reply = foreign.take(self._canon_index(foreign), key, tests, case_id)
-        if reply is None:
-            return None
-        status, reason, headers, text = reply
-        return RecordedResponse(status, headers, text.encode("utf-8"), reason)
+        return reply
 
     def _canon_index(self, tape: Tape) -> dict[Key, tuple[int, ...]]:
         # Built on the first raw miss only (another JSON encoder, a scrubbed secret).
@@ -478,7 +492,7 @@ class CassetteStore:
                 # provenance: the old folder is the sanitised node id of the test
                 headers.setdefault(TEST_HEADER, [old.parent.name])
                 items.append(item)
-        if tape.path.exists() or tape.legacy:
+        if tape.stamp is not None or tape.legacy:  # the file was there when read
             index_tape(
                 tape, items, records=keep or self.policy.records, recording=self.policy.records
             )

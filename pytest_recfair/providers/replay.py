@@ -12,6 +12,7 @@ from pathlib import Path
 import httpx
 
 from pytest_recfair.cassettes import failures
+from pytest_recfair.cassettes.index import Reply
 from pytest_recfair.cassettes.miss import CassetteMiss
 from pytest_recfair.cassettes.vcrfile import RecordedResponse
 from pytest_recfair.errors import ProviderError, RecfairError
@@ -126,6 +127,10 @@ class _Pass:
         self.live_only: dict[str, bool] = {}
         self.misses = _Misses(replayer.store.root)
         self.bodies: dict[str | None, tuple[str, str, str, str] | None] = {}
+        # a built-in's parse_reply reads a recording as stored
+        self.parse = provider.parse_reply if isinstance(provider, HTTPProvider) else None
+        # a recording's headers as parse_reply reads them, per distinct headers
+        self.headers: dict[tuple[tuple[str, str], ...], dict[str, str] | None] = {}
 
     def case(self, case: CaseLike) -> None:
         provider, replayer, run = self.provider, self.replayer, self.run
@@ -152,7 +157,7 @@ class _Pass:
         run.requests += 1
         result: Completion | str
         try:
-            result = _judge_replayed(provider, response, case, run)
+            result = self.judged(response, case)
         except Retryable as exc:
             self.rest.append((case, exc))
             return
@@ -183,14 +188,14 @@ class _Pass:
         method, url, head, tail = found
         return method, url, head + _STR(case.prompt) + tail
 
-    def replayed(self, case: CaseLike) -> httpx.Response | RecordedResponse | None:
+    def replayed(self, case: CaseLike) -> httpx.Response | Reply | None:
         """The recorded reply to ``case``, or None when it is to be recorded live. A
         built-in provider's is looked up by key, unbuilt: the httpx objects took half of a
         replayed case."""
         key = self.key(case)
         try:
             if key is not None:
-                return self.replayer.replay_parts(*key, case)
+                return self.replayer.find(*key, case.entity_id, case.repeat, case.id, case)
             request = self.run.request(self.provider, case)
             response = self.replayer.replay(request)
         except CassetteMiss:
@@ -201,6 +206,26 @@ class _Pass:
             response.request = request
             response.read()
         return response
+
+    def judged(self, replayed: httpx.Response | Reply, case: CaseLike) -> Completion:
+        """``judge`` of a replayed reply: parsed as stored when replayed by key; if that
+        fails, judged as a response with its request, so the words are a live reply's."""
+        provider = self.provider
+        if isinstance(replayed, tuple):
+            status, reason, headers, text = replayed
+            if 200 <= status < 300 and self.parse is not None:
+                if headers not in self.headers:
+                    self.headers[headers] = _reply_headers(headers)
+                found = self.headers[headers]
+                if found is not None:
+                    try:  # a try, not contextlib.suppress: no context manager built per case
+                        return self.parse(RecordedReply(text, found))
+                    except Exception:  # judged again below, URL and all
+                        pass
+            replayed = response_of(RecordedResponse(status, headers, text.encode("utf-8"), reason))
+            replayed.request = self.run.request(provider, case)
+            replayed.read()
+        return judge(provider, replayed, case)
 
 
 class _Misses:
@@ -246,36 +271,13 @@ class _Misses:
             raise Abort(self.first.counted(self.count, asked))
 
 
-def _judge_replayed(
-    provider: Provider,
-    replayed: httpx.Response | RecordedResponse,
-    case: CaseLike,
-    run: Run,
-) -> Completion:
-    """``judge`` of a replayed reply: parsed as stored when replayed by key; if that fails,
-    judged as a response with its request, so the words are a live reply's."""
-    if isinstance(replayed, RecordedResponse):
-        reply = _recorded_reply(replayed)
-        if reply is not None and isinstance(provider, HTTPProvider):
-            try:  # a try, not contextlib.suppress: no context manager built per case
-                return provider.parse_reply(reply)
-            except Exception:  # judged again below, URL and all
-                pass
-        replayed = response_of(replayed)
-        replayed.request = run.request(provider, case)
-        replayed.read()
-    return judge(provider, replayed, case)
-
-
-def _recorded_reply(recorded: RecordedResponse) -> RecordedReply | None:
-    """The recording as ``parse_reply`` reads it; None unless it reads exactly as the
-    response would (a 2xx, headers in ASCII as httpx keeps them)."""
-    if not 200 <= recorded.status < 300:
-        return None
+def _reply_headers(recorded: tuple[tuple[str, str], ...]) -> dict[str, str] | None:
+    """A recording's headers as ``parse_reply`` reads them; None unless they read exactly
+    as the response's would (in ASCII, as httpx keeps them)."""
     headers: dict[str, str] = {}
-    for name, value in recorded.headers:
+    for name, value in recorded:
         if not (name.isascii() and value.isascii()):
             return None
         key = name.lower()
         headers[key] = f"{headers[key]}, {value}" if key in headers else value
-    return RecordedReply(recorded.body, headers)
+    return headers

@@ -12,6 +12,7 @@ from typing import Any, Final, Protocol
 
 import httpx
 
+from pytest_recfair.cassettes.index import Reply
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse
 from pytest_recfair.providers import base as replycap
@@ -85,10 +86,20 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             body = request.read()
         ext = request.extensions
         repeat = int(ext.get(EXT_REPEAT) or 0)
-        hit = self._find(
-            request.method, str(request.url), body, ext.get(EXT_ENTITY), repeat, ext.get(EXT_CASE)
+        case = ext.get(EXT_CASE)
+        hit = self.find(
+            request.method,
+            str(request.url),
+            body,
+            ext.get(EXT_ENTITY),
+            repeat,
+            _case_id(case),
+            case,
         )
-        return None if hit is None else response_of(hit)
+        if hit is None:
+            return None
+        status, reason, headers, text = hit
+        return response_of(RecordedResponse(status, headers, text.encode("utf-8"), reason))
 
     def live_only(self, entity_id: str | None) -> bool:
         """True when every request for this entity goes to the network: nothing recorded
@@ -99,25 +110,21 @@ class CassetteTransport(httpx.AsyncBaseTransport):
             self.test_id, entity
         )
 
-    def replay_parts(
-        self, method: str, url: str, body: str, case: CaseRef
-    ) -> RecordedResponse | None:
-        """``replay`` by the request's parts (``HTTPProvider.replay_key``): no httpx object
-        is built, and the recording comes back as stored."""
-        return self._find(method, url, body, case.entity_id, case.repeat, case)
-
-    def _find(
+    def find(
         self,
         method: str,
         url: str,
         body: bytes | str,
         entity_id: str | None,
         repeat: int,
+        case_id: str | None,
         case: object,
-    ) -> RecordedResponse | None:
+    ) -> Reply | None:
+        """The recorded reply to a request (as the index holds it), None to record it
+        live; ``CassetteMiss`` when the record mode keeps this entity off the network."""
         entity = entity_id or UNSCOPED_ENTITY
         store = self.store
-        hit = store.lookup(self.test_id, entity, method, url, body, repeat, case_id=_case_id(case))
+        hit = store.reply(self.test_id, entity, method, url, body, repeat, case_id)
         if hit is None and not store.needs_network(self.test_id, entity):
             raise store.miss(self.test_id, entity, method, url, body, repeat, case=case)
         return hit
