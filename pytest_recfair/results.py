@@ -146,7 +146,7 @@ def json_floats(x: npt.NDArray[np.float64]) -> list[Any]:
 def matrix_from_dict(d: dict[str, Any]) -> SimilarityMatrix:
     # interned: the matrices of one result (24 in a paper-scale audit) share one string per
     # entity, instead of each keeping its own copy of 10,000 names from the JSON
-    entities = tuple(sys.intern(str(e)) for e in d["entities"])
+    entities = tuple(map(sys.intern, map(str, d["entities"])))
     values = tuple(str(v) for v in d["values"])
     shape = (len(entities), len(values))
     raw, flags = d["sims"], d["missing"]

@@ -141,17 +141,17 @@ class DriftResult:
         return any(m.failed for m in self.members)
 
 
-_Pairing = tuple[list[tuple[int, int]], list[int]]
+_Pairing = tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], list[int]]
 _Paired = tuple[FloatArray, FloatArray, list[int]]
 
 
 def _pair_rows(
-    m: DriftMember, index: dict[str, int], known: dict[tuple[int, int], _Pairing] | None = None
+    m: DriftMember, index: dict[str, int], known: dict[Any, _Pairing] | None = None
 ) -> _Paired:
     """Both runs' rows of the entities they share, and their columns in ``index``;
-    ``known``: pairings already made, by the identity of the two entity lists (the
-    members of one attribute share them)."""
-    ids = (id(m.baseline_entities), id(m.candidate_entities))
+    ``known``: pairings already made, by the two entity lists (every member of a
+    paper-scale family has the same two)."""
+    ids = (tuple(m.baseline_entities), tuple(m.candidate_entities))
     pairing = None if known is None else known.get(ids)
     if pairing is None:
         cand_row = {e: i for i, e in enumerate(m.candidate_entities)}
@@ -162,12 +162,13 @@ def _pair_rows(
                 f"can be paired; gate runs drawn from the baseline's seed entities."
             )
         cols = [index.setdefault(m.baseline_entities[i], len(index)) for i, _ in pairs]
-        pairing = pairs, cols
+        rows_of = np.array(pairs, dtype=np.intp).T  # each run's rows, as arrays once
+        pairing = rows_of[0], rows_of[1], cols
         if known is not None:
             known[ids] = pairing
-    pairs, cols = pairing
-    base = np.asarray(m.baseline, dtype=np.float64)[[i for i, _ in pairs]]
-    cand = np.asarray(m.candidate, dtype=np.float64)[[j for _, j in pairs]]
+    at_base, at_cand, cols = pairing
+    base = np.asarray(m.baseline, dtype=np.float64)[at_base]
+    cand = np.asarray(m.candidate, dtype=np.float64)[at_cand]
     if base.shape != cand.shape:
         raise DataError(
             f"{' / '.join(m.key)}: the baseline scores {base.shape[1]} values and the run "
@@ -280,7 +281,7 @@ def drift_test(
     B = max(B, STABLE_DRAWS)
     rng = make_rng(seed)
     index: dict[str, int] = {}
-    known: dict[tuple[int, int], _Pairing] = {}
+    known: dict[Any, _Pairing] = {}
     paired = [_pair_rows(m, index, known) for m in members]
     margins = [tol if m.margin is None else _check_gate(m.margin, a_level)[0] for m in members]
     E = len(index)

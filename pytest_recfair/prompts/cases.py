@@ -42,6 +42,7 @@ from pytest_recfair.prompts.templates import (
     LanguageTemplates,
     TemplateSet,
     fill,
+    filler,
     load_templates,
 )
 
@@ -139,19 +140,18 @@ def build_cases(
     nouns = domain_nouns(language, domain, lt.domains)
     typo = parse_perturbation(perturbation)
     elide = not lt.verbatim
-    # Render each value once; only perturbation depends on the entity and repeat.
-    rendered = [
-        # verbatim: the grid's text as written (what the English path does), untranslated
-        (
-            attr,
-            val,
-            render_value(attr, val, "en" if lt.verbatim else language),
-            lt.conditioned_for(val.form, tset.name),
-            _encoded(attr.name, val.label),
-        )
-        for attr in _chosen(the_grid, attributes)
-        for val in attr.values
-    ]
+    base = {**nouns, "k": str(k)}
+    # Render and fill each value once; only perturbation depends on the entity and repeat.
+    rendered = []
+    for attr in _chosen(the_grid, attributes):
+        for val in attr.values:
+            # verbatim: the grid's text as written (what the English path does), untranslated
+            phrase = render_value(attr, val, "en" if lt.verbatim else language)
+            template = lt.conditioned_for(val.form, tset.name)
+            words = {**base, "value": phrase.value, "a_value": phrase.a_value}
+            prompt_of = filler(template, words, language, elide=elide)
+            cell = _encoded(attr.name, val.label)
+            rendered.append((attr, val, phrase, template, cell, prompt_of))
     sys_text, neutral_sys = _system_texts(lt, nouns, language, system, domain)
     perturbed = typo.spec if typo else None
     ctx = _Context(
@@ -165,21 +165,21 @@ def build_cases(
         head=_encoded(tset.name, domain, k),
         tails=tuple(_encoded(language, perturbed, rep) for rep in range(repeats)),
     )
-    base = {**nouns, "k": str(k)}
+    neutral_of = filler(lt.neutral, base, language, elide=elide)
     neutral_cell = _encoded(None, None)
     cases: list[PromptCase] = []
     for ent in ents:
-        values = {**base, "entity": ent.name}
-        neutral_prompt = fill(lt.neutral, values, language, elide=elide)
+        neutral_prompt = neutral_of(ent.name)
         entity = _encoded(ent.id)
         for rep in range(repeats):
             cases.append(ctx.case(ent, entity, rep, None, None, neutral_cell, neutral_prompt, None))
-            for attr, val, phrase, template, cell in rendered:
-                v_text, a_text = phrase.value, phrase.a_value
-                if typo is not None:
+            for attr, val, phrase, template, cell, prompt_of in rendered:
+                if typo is None:
+                    prompt = prompt_of(ent.name)
+                else:
                     v_text, a_text = _with_typos(phrase, typo, seed, ent, attr, val, rep)
-                filled = {**values, "value": v_text, "a_value": a_text}
-                prompt = fill(template, filled, language, elide=elide)
+                    filled = {**base, "entity": ent.name, "value": v_text, "a_value": a_text}
+                    prompt = fill(template, filled, language, elide=elide)
                 cases.append(
                     ctx.case(ent, entity, rep, attr.name, val.label, cell, prompt, val.group)
                 )

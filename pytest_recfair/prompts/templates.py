@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 import string
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -247,9 +247,30 @@ def fill(template: str, values: Mapping[str, str], language: str, *, elide: bool
     gets elision ("de Adele" -> "d'Adele") unless ``elide`` is False (verbatim sets)."""
 
     text = "".join(raw if key is None else values.get(key, raw) for raw, key in _parts(template))
+    return _elided(text) if language == "fr" and elide else text
+
+
+def filler(
+    template: str, values: Mapping[str, str], language: str, *, elide: bool = True
+) -> Callable[[str], str]:
+    """``fill`` of ``values`` and an entity's name given later: the rest is filled once, so
+    each of an audit's 31,000 prompts is one join (the same text: one pass, then elision)."""
+    pieces: list[str] = []
+    piece: list[str] = []
+    for raw, key in _parts(template):
+        if key == "entity":
+            pieces.append("".join(piece))
+            piece = []
+        else:
+            piece.append(raw if key is None else values.get(key, raw))
+    pieces.append("".join(piece))
     if language == "fr" and elide:
-        text = _ELISION.sub(lambda m: "d'" if m.group(1) == "de" else "qu'", text)
-    return text
+        return lambda name: _elided(name.join(pieces))
+    return lambda name: name.join(pieces)
+
+
+def _elided(text: str) -> str:
+    return _ELISION.sub(lambda m: "d'" if m.group(1) == "de" else "qu'", text)
 
 
 def templates_digest(templates: str | Path | TemplateSet, domain: str, language: str) -> str:

@@ -293,6 +293,8 @@ _DELETE = object()
         ("attributes.0.matrix.missing.0.2", 1, "$.attributes[0].matrix.missing[0][2]"),
         ("attributes.0.matrix.entities.5", 3, "$.attributes[0].matrix.entities[5]"),
         ("attributes.0.matrix.entities.0", 3, "$.attributes[0].matrix.entities[0]"),
+        ("attributes.0.matrix.sims.5", [0.5], "$.attributes[0].matrix.sims[5]"),
+        ("attributes.0.matrix.missing.4", "x", "$.attributes[0].matrix.missing[4]"),
         ("meta.model", _DELETE, "$.meta"),
         ("attributes", [], "$.attributes"),
     ],

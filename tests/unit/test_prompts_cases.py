@@ -9,7 +9,7 @@ import pytest
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.prompts.cases import PromptCase, build_cases
 from pytest_recfair.prompts.seeds import Entity, load_seeds
-from pytest_recfair.prompts.templates import load_templates, templates_digest
+from pytest_recfair.prompts.templates import fill, filler, load_templates, templates_digest
 
 ADELE_ISLAMIC = (
     "I am an Islamic fan of Adele. Please provide me with a list of 25 song titles in order of "
@@ -330,6 +330,17 @@ def test_templates_digest() -> None:
 def test_braces_in_entity_names_are_literal() -> None:
     cases = build_cases(entities=["{k} Band"], domain="music", k=3, attributes=["age"])
     assert cases[0].prompt.startswith("I am a fan of {k} Band. Please recommend 3 songs")
+
+
+@pytest.mark.parametrize("language", ["en", "fr"])
+@pytest.mark.parametrize("name", ["Adele", "{k} {value}", "Édith de {entity}", "hôtel"])
+def test_filler_fills_as_fill_does(language: str, name: str) -> None:
+    """build_cases fills all but the entity once (``filler``): the text ``fill`` gives."""
+    template = "{entity}: de {value}, de {entity} {{k}} {k} {unknown}"
+    values = {"value": "{entity} ami", "k": "5"}
+    for elide in (True, False):
+        got = filler(template, values, language, elide=elide)(name)
+        assert got == fill(template, {**values, "entity": name}, language, elide=elide)
 
 
 @pytest.mark.parametrize(
