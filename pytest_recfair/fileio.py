@@ -9,7 +9,7 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -58,11 +58,45 @@ def load_structured(
 
 
 @lru_cache(maxsize=4)
-def schema(name: str) -> dict[str, Any]:
-    """The JSON Schema ``pytest_recfair/schemas/<name>.schema.json``."""
+def _validator(name: str) -> Any:
+    import jsonschema  # only where a data file is read
+
     node = resources.files("pytest_recfair").joinpath("schemas", f"{name}.schema.json")
-    data: dict[str, Any] = json.loads(node.read_text(encoding="utf-8"))
-    return data
+    return jsonschema.Draft202012Validator(json.loads(node.read_text(encoding="utf-8")))
+
+
+def key_path(parts: Sequence[str | int]) -> str:
+    """``attributes[1].values[0]`` from a JSON path; ``(top level)`` for the root."""
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def check_shape(
+    data: Any,
+    name: str,
+    where: str,
+    expected: str,
+    error: type[DataError] = DataError,
+    rows: Sequence[str] = (),
+) -> None:
+    """The one bad-shape message of the input files: ``data`` against
+    ``schemas/<name>.schema.json``, its first problem (the deepest cause of an anyOf) as
+    ``<where>: at <key path>: <problem>; <expected>`` (what it should be, what to do).
+    ``rows``: what to call the items of the top-level list (a CSV's ``line 3``)."""
+    found = _validator(name).iter_errors(data)
+    errors = sorted(found, key=lambda e: (list(map(str, e.path)), e.message))
+    if not errors:
+        return
+    err = errors[0]
+    while err.context:
+        err = sorted(err.context, key=lambda e: -len(e.path))[0]
+    path = list(err.absolute_path)
+    if rows and len(path) > 1 and isinstance(path[1], int):
+        path = [rows[path[1]], *path[2:]]
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    raise error(f"{where}: at {key_path(path)}: {err.message}{more}; {expected}")
 
 
 def _umask() -> int:

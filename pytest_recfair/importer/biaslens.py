@@ -246,9 +246,9 @@ def _load(path: Path, sources: Sequence[Sequence[_Row]]) -> tuple[Any, dict[str,
     try:
         questions = load_roles(path, strict=True)
     except DataError as exc:
-        where = re.search(r"questions\[(\d+)\]", str(exc))
+        where = re.search(r"questions\[(\d+)\][.:]? ?", str(exc))
         rows = sources[int(where.group(1))] if where else []
-        message = str(exc).split(": ", 1)[-1].removeprefix(where.group(0) + ": " if where else "")
+        message = str(exc).split(where.group(0) if where else ": ", 1)[-1]
         raise DataError(
             f"import biaslens: {_places([r.where for r in rows]) or 'the answer files'}: {message}"
         ) from None

@@ -14,11 +14,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import load_structured, read_text, schema
+from pytest_recfair.fileio import check_shape, load_structured, read_text
 
 BUNDLED_GRIDS = ("faireval", "fairllm", "implicit", "personality")
 # The value forms that cross into one intersectional phrase.
@@ -164,27 +163,15 @@ def _cross(singles: Sequence[Attribute]) -> Attribute:
     return Attribute(name=LABEL_SEP.join(a.name for a in singles), values=tuple(values))
 
 
-def _key_path(parts: Sequence[str | int]) -> str:
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "(top level)"
-
-
 def _validate(data: Any, where: str) -> None:
-    validator = jsonschema.Draft202012Validator(schema("grid"))
-    errors = sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.path)), e.message))
-    if errors:
-        err = errors[0]
-        # A failure inside anyOf/$ref reports the deepest, most specific cause.
-        while err.context:
-            err = sorted(err.context, key=lambda e: -len(e.path))[0]
-        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-        raise GridError(
-            f"{where}: at {_key_path(list(err.absolute_path))}: {err.message}{more}; "
-            "expected a mapping with 'name' and 'attributes' (a list of {name, values: "
-            "[{label, text}]}) - see docs/prompts.md, 'Grid files'"
-        )
+    check_shape(
+        data,
+        "grid",
+        where,
+        "expected a mapping with 'name' and 'attributes' (a list of {name, values: "
+        "[{label, text}]}) - see docs/prompts.md, 'Grid files'",
+        GridError,
+    )
     seen: dict[str, int] = {}
     for i, attr in enumerate(data["attributes"]):
         key = attr["name"].casefold()

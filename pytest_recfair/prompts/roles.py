@@ -18,10 +18,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import jsonschema
-
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import load_structured, read_text, schema
+from pytest_recfair.fileio import check_shape, load_structured, read_text
 from pytest_recfair.prompts.seeds import slugify
 
 QType = Literal["yesno", "choice", "why"]
@@ -250,10 +248,21 @@ def load_roles(
 def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bool) -> RoleSet:
     text = text.removeprefix("\ufeff")
     if suffix == ".csv":
-        rows, name, published = _csv_rows(text, where), "", False
+        doc: dict[str, Any] = {}
+        rows = _csv_rows(text, where)
     else:
-        rows, name, published = _structured_rows(text, where, suffix)
+        # the C loader when built in: the bundled set's 2,376 questions load 5x faster
+        data = load_structured(text, where, suffix, fast=True)
+        doc = dict(data) if isinstance(data, dict) else {"questions": data}
+        items = doc.get("questions")
+        rows = [
+            (f"questions[{i}]", _renamed(item))
+            for i, item in enumerate(items if isinstance(items, list) else ())
+            if item is not None and item != {}
+        ]
     for _, row in rows:
+        if not isinstance(row, dict):
+            continue  # the schema names it
         if attribute is not None:
             row.setdefault("attribute", attribute)
         # spellings the schema need not list: "Religion", "yes / no", "Occupations"
@@ -262,7 +271,12 @@ def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bo
             row["attribute"] = _ATTRIBUTE_ALIASES.get(folded, folded)
         if isinstance(row.get("type"), str):
             row["type"] = normalise_qtype(row["type"]) or row["type"]
-    _validate({"questions": [r for _, r in rows]}, [loc for loc, _ in rows], where)
+    if suffix == ".csv" or isinstance(doc.get("questions"), list):
+        doc["questions"] = [r for _, r in rows]
+    check_shape(doc, "roleplay", where, _EXPECTED, rows=[loc for loc, _ in rows])
+    # a published set (a study's questions as it asked and counted them, as ``import
+    # biaslens`` writes): nothing left out
+    published = doc.get("published") is True
     questions: list[RoleQuestion] = []
     skipped: list[Skipped] = []
     seen: dict[tuple[str, str, str], str] = {}
@@ -289,7 +303,7 @@ def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bo
     if not questions:
         raise DataError(f"{where} holds no usable question; expected at least one row")
     _check_ids(questions, where)
-    return RoleSet(name or where, tuple(questions), tuple(skipped))
+    return RoleSet(doc.get("name") or where, tuple(questions), tuple(skipped))
 
 
 def _csv_rows(text: str, where: str) -> list[tuple[str, dict[str, Any]]]:
@@ -324,77 +338,22 @@ def _csv_rows(text: str, where: str) -> list[tuple[str, dict[str, Any]]]:
     return rows
 
 
-def _structured_rows(
-    text: str, where: str, suffix: str
-) -> tuple[list[tuple[str, dict[str, Any]]], str, bool]:
-    """The rows, the set's name and whether it is ``published`` (a study's questions as
-    it asked and counted them, as ``import biaslens`` writes: nothing left out)."""
-    # the C loader when built in: the bundled set's 2,376 questions load 5x faster
-    data = load_structured(text, where, suffix, fast=True)
-    name, published = "", False
-    if isinstance(data, dict):
-        name, published = str(data.get("name") or ""), data.get("published") is True
-        extra = set(data) - {"name", "description", "questions", "published"}
-        if extra:
-            raise DataError(
-                f"{where}: unknown top-level key(s) {sorted(map(str, extra))}; expected "
-                "'questions' (and optional 'name', 'description', 'published')"
-            )
-        data = data.get("questions")
-    if not isinstance(data, list):
-        raise DataError(
-            f"{where}: expected a mapping with a 'questions' list (or a bare list of "
-            f"questions); got {type(data).__name__}"
-        )
-    rows: list[tuple[str, dict[str, Any]]] = []
-    for i, item in enumerate(data):
-        if item is None or item == {}:
-            continue
-        if not isinstance(item, dict):
-            raise DataError(
-                f"{where}: questions[{i}] must be a mapping with role, attribute, type and "
-                f"question; got {type(item).__name__} {item!r}"
-            )
-        row = {
-            _COLUMNS.get(str(k).strip().casefold().replace(" ", "_"), str(k)): v
-            for k, v in item.items()
-        }
-        rows.append((f"questions[{i}]", row))
-    return rows, name, published
+def _renamed(item: Any) -> Any:
+    """A YAML/JSON row with the CSV's column spellings ("Question Type") as its keys."""
+    if not isinstance(item, dict):
+        return item
+    return {
+        _COLUMNS.get(str(k).strip().casefold().replace(" ", "_"), str(k)): v
+        for k, v in item.items()
+    }
 
 
-_EXPECT = {
-    "role": "a non-empty role such as 'nurse'",
-    "attribute": f"one of {', '.join(ATTRIBUTES)}",
-    "type": "yesno, choice or why (or the paper's Yes/No, Choice, Wh)",
-    "question": "a non-empty question",
-    "options": "a list of at least 2 options, the last the unbiased one",
-}
-
-
-def _validate(data: Mapping[str, Any], locs: Sequence[str], where: str) -> None:
-    validator = jsonschema.Draft202012Validator(schema("roleplay"))
-    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.path])
-    if not errors:
-        return
-    err = errors[0]
-    path = list(err.absolute_path)
-    loc = locs[path[1]] if len(path) >= 2 and isinstance(path[1], int) else "(top level)"
-    field = str(path[2]) if len(path) >= 3 else None
-    if err.validator == "required":
-        field = str(err.message.split("'")[1])
-        found = "it is missing"
-    elif err.validator == "additionalProperties":
-        field = None
-        found = err.message
-    else:
-        found = f"found {err.instance!r}"
-    expected = _EXPECT.get(field or "", "role, attribute, type and question")
-    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    raise DataError(
-        f"{where}: {loc}: {field or 'row'}: expected {expected}; {found}{more}; fix the row "
-        "(see docs/roleplay.md, 'Question files')"
-    )
+_EXPECTED = (
+    "expected a 'questions' list (or a bare list) of rows with role (e.g. 'nurse'), "
+    f"attribute (one of {', '.join(ATTRIBUTES)}), type (yesno, choice or why; the paper's "
+    "Yes/No, Choice, Wh too), question, and for a choice question options (2 or more, the "
+    "last the unbiased one); fix the row (see docs/roleplay.md, 'Question files')"
+)
 
 
 def _question(row: Mapping[str, Any], loc: str, where: str, published: bool) -> RoleQuestion:
