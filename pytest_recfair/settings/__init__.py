@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 class Setting:
     """How one setting is given: its key (marker argument, ``recfair_<key>``), parser."""
 
-    key: str
     parse: Parser
+    key: str = ""  # "": the field's name
     help: str = ""  # the ini key's help; "" -> "default for @fairness(<key>=...)"
     marker: bool = True  # a @fairness argument (else command line / ini only)
     ini: bool = True
@@ -48,20 +48,9 @@ class Setting:
     dest: str = ""  # that option's dest: ``fairness_<key>`` unless given
 
 
-def _s(
-    default: Any,
-    parse: Parser,
-    *,
-    key: str = "",
-    help: str = "",
-    marker: bool = True,
-    ini: bool = True,
-    option: str | None = None,
-    dest: str = "",
-) -> Any:
-    """A settings field with its declaration as metadata (the key defaults to its name)."""
-    setting = Setting(key, parse, help, marker, ini, option, dest)
-    return field(default=default, metadata={"setting": setting})
+def _s(default: Any, parse: Parser, **how: Any) -> Any:
+    """A settings field with its declaration (:class:`Setting`'s fields) as metadata."""
+    return field(default=default, metadata={"setting": Setting(parse, **how)})
 
 
 _MODES = ", ".join(RECORD_MODES)
@@ -428,19 +417,9 @@ def resolve(
     name or key ("": not given), ``marker`` by argument."""
     merged: dict[str, Any] = {}
     sources: dict[str, str] = {}
-    layers: list[tuple[str, Mapping[str, Any] | None]] = [
-        ("ini", ini),
-        ("marker", marker),
-        ("command-line", cli),
-    ]
-    for source, layer in layers:
+    for source, layer in (("ini", ini), ("marker", marker), ("command-line", cli)):
         for raw_key, value in (layer or {}).items():
             key = _key(raw_key, source)
-            if source == "marker" and key not in MARKER_KEYS:
-                raise ConfigError(
-                    f"@fairness: unknown argument {raw_key!r}. "
-                    f"Allowed arguments: {', '.join(MARKER_KEYS)}."
-                )
             if value is None and source != "marker":
                 continue
             if source == "ini" and isinstance(value, str) and not value.strip():
@@ -459,7 +438,7 @@ def resolve(
 
 
 def _key(raw_key: str, source: str) -> str:
-    if raw_key in _PARSERS:
+    if raw_key in (MARKER_KEYS if source == "marker" else _PARSERS):
         return raw_key
     if source == "command-line" and raw_key in CLI_KEYS:
         return CLI_KEYS[raw_key]
