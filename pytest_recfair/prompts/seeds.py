@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import atomic_write_bytes, load_structured, read_text
+from pytest_recfair.fileio import atomic_write_bytes, check_shape, load_structured, read_text
 
 # Bundled set name -> the domain its entities belong to.
 BUNDLED_SEEDS: dict[str, str] = {"directors": "movie", "artists": "music"}
@@ -115,38 +115,22 @@ def _csv_rows(text: str, where: str) -> list[tuple[str, dict[str, Any]]]:
 
 def _structured_rows(text: str, where: str, suffix: str) -> list[tuple[str, dict[str, Any]]]:
     data = load_structured(text, where, suffix)
-    if isinstance(data, dict) and "entities" in data:
-        data = data["entities"]
-    if not isinstance(data, list):
-        raise DataError(
-            f"{where}: expected a list of names (or of mappings with a 'name' key), or a "
-            f"mapping with an 'entities' list; got {type(data).__name__}"
-        )
-    rows: list[tuple[str, dict[str, Any]]] = []
-    for i, item in enumerate(data):
-        loc = f"entities[{i}]"
-        if isinstance(item, str):
-            rows.append((loc, {"name": item}))
-        elif isinstance(item, dict):
-            rows.append((loc, item))
-        else:
-            raise DataError(
-                f"{where}: {loc} must be a name string or a mapping with 'name'; "
-                f"got {type(item).__name__} {item!r}"
-            )
-    return rows
+    doc = {"entities": data} if isinstance(data, list) else data
+    check_shape(
+        doc,
+        "seeds",
+        where,
+        "expected a list of names (or of mappings with 'name' and optional 'id', 'domain'), "
+        "or a mapping with an 'entities' list; fix that entry",
+    )
+    items = enumerate(doc["entities"])
+    return [(f"entities[{i}]", {"name": x} if isinstance(x, str) else x) for i, x in items]
 
 
 def _entity(row: dict[str, Any], loc: str, where: str, domain: str | None) -> Entity:
     name = row.get("name")
     if not isinstance(name, str) or not name.strip():
         raise DataError(f"{where}: {loc} has no 'name' (expected a non-empty string); got {row!r}")
-    for key in ("id", "domain"):
-        value = row.get(key)
-        if value is not None and not isinstance(value, str | int):
-            raise DataError(
-                f"{where}: {loc}.{key} must be a string; got {type(value).__name__} {value!r}"
-            )
     ident = str(row.get("id") or "").strip() or slugify(name)
     dom = str(row.get("domain") or "").strip() or (domain or "")
     return Entity(id=ident, name=name.strip(), domain=dom)
