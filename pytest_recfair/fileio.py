@@ -9,13 +9,13 @@ import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pytest_recfair.errors import DataError
+from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.secrets import scrub_values_bytes
 
 
@@ -25,16 +25,41 @@ def read_text(
     error: type[DataError] = DataError,
     *,
     encoding: str = "utf-8-sig",  # -sig: Excel's BOM is common
-    utf8: str = "UTF-8 text",
 ) -> str:
     """``path`` decoded; not UTF-8: ``error`` naming the byte and where it is."""
     try:
         return path.read_text(encoding=encoding)
     except UnicodeDecodeError as exc:
         raise error(
-            f"{where} is not {utf8} (byte {exc.object[exc.start]:#04x} at offset "
+            f"{where} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
             f"{exc.start}); re-save it as UTF-8"
         ) from exc
+
+
+def read_input(
+    source: str | Path,
+    what: str,
+    bundled: Iterable[str],
+    suffixes: Sequence[str],
+    error: type[DataError] = DataError,
+) -> tuple[str, str, str]:
+    """The one reader of a user's input file (seeds, grid, role-play questions) named by
+    a path, not a bundled name: its text, ``<what> file '<path>'`` (how errors name it)
+    and its suffix; a wrong suffix or a missing file is a one-line error."""
+    path = Path(source)
+    suffix, names = path.suffix.lower(), ", ".join(bundled)
+    if suffix not in suffixes:
+        raise ConfigError(
+            f"{what}: {str(source)!r} is neither a bundled set ({names}) nor a file ending in "
+            f"{', '.join(suffixes)}; pass one of those"
+        )
+    if not path.is_file():
+        raise error(
+            f"{what} file {str(path)!r} does not exist; check the path (relative paths are "
+            f"resolved from the current directory) or use a bundled set ({names})"
+        )
+    where = f"{what} file {str(path)!r}"
+    return read_text(path, where, error), where, suffix
 
 
 def load_structured(

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import check_shape, load_structured, read_text
+from pytest_recfair.fileio import check_shape, load_structured, read_input, read_text
 
 BUNDLED_GRIDS = ("faireval", "fairllm", "implicit", "personality")
 # The value forms that cross into one intersectional phrase.
@@ -258,8 +258,7 @@ def _merge(data: dict[str, Any], where: str, base_dir: Path, depth: int) -> dict
 
 
 def _read_yaml(path: Path, where: str) -> Any:
-    text = read_text(path, where, GridError, encoding="utf-8")
-    return load_structured(text, where, error=GridError)
+    return load_structured(read_text(path, where, GridError), where, error=GridError)
 
 
 @lru_cache(maxsize=16)
@@ -284,13 +283,8 @@ def load_grid(source: str | Path | Grid) -> Grid:
         return source
     if isinstance(source, str) and source.lower() in BUNDLED_GRIDS:
         return _bundled(source.lower())
-    path = Path(source)
-    if path.suffix.lower() not in (".yaml", ".yml", ".json"):
-        raise ConfigError(
-            f"grid: {str(source)!r} is neither a bundled grid ({', '.join(BUNDLED_GRIDS)}) "
-            "nor a .yaml/.yml/.json file; pass one of those"
-        )
-    if not path.is_file():
-        raise GridError(f"grid file {str(path)!r} does not exist; check the path")
-    where = f"grid file {str(path)!r}"
-    return grid_from_dict(_read_yaml(path, where), where, base_dir=path.parent)
+    text, where, _ = read_input(
+        source, "grid", BUNDLED_GRIDS, (".yaml", ".yml", ".json"), GridError
+    )
+    data = load_structured(text, where, error=GridError)
+    return grid_from_dict(data, where, base_dir=Path(source).parent)

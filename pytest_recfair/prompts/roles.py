@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import check_shape, load_structured, read_text
+from pytest_recfair.fileio import check_shape, load_structured, read_input
 from pytest_recfair.prompts.seeds import slugify
 
 QType = Literal["yesno", "choice", "why"]
@@ -217,36 +217,18 @@ def load_roles(
     row as the study counted it (repeats get ids ``<id>~N``).
     """
     path = Path(source)
-    if isinstance(source, str) and not path.suffix:
-        node = resources.files("pytest_recfair.prompts").joinpath("data", "roleplay")
-        bundled = node.joinpath(f"{source}.yaml")
-        if not bundled.is_file():
-            raise ConfigError(
-                f"roleplay questions: {source!r} is neither a bundled set ('default', 'smoke') "
-                f"nor a file ending in {', '.join(_SUFFIXES)}; pass one of those"
-            )
+    node = resources.files("pytest_recfair.prompts").joinpath("data", "roleplay", f"{source}.yaml")
+    if isinstance(source, str) and not path.suffix and node.is_file():
         where = f"bundled role-play set {source!r}"
-        return _parse(bundled.read_text(encoding="utf-8"), where, ".yaml", attribute, strict)
-    if path.suffix.lower() not in _SUFFIXES:
-        raise ConfigError(
-            f"roleplay questions: {str(path)!r} has an unsupported suffix; expected one of "
-            f"{', '.join(_SUFFIXES)}"
-        )
-    if not path.is_file():
-        raise DataError(
-            f"roleplay questions file {str(path)!r} does not exist; check the path (relative "
-            "paths are resolved from the current directory) or use the bundled 'default'"
-        )
-    where = f"roleplay questions file {str(path)!r}"
-    text = read_text(path, where, utf8="UTF-8")
-    if attribute is None and path.suffix.lower() == ".csv":
+        return _parse(node.read_text(encoding="utf-8"), where, ".yaml", attribute, strict)
+    text, where, suffix = read_input(path, "roleplay questions", ("default", "smoke"), _SUFFIXES)
+    if attribute is None and suffix == ".csv":
         m = re.match(r"(?P<a>[a-z]+)_questions$", path.stem, re.I)
         attribute = m.group("a").lower() if m else None
-    return _parse(text, where, path.suffix.lower(), attribute, strict)
+    return _parse(text, where, suffix, attribute, strict)
 
 
 def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bool) -> RoleSet:
-    text = text.removeprefix("\ufeff")
     if suffix == ".csv":
         doc: dict[str, Any] = {}
         rows = _csv_rows(text, where)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import atomic_write_bytes, check_shape, load_structured, read_text
+from pytest_recfair.fileio import atomic_write_bytes, check_shape, load_structured, read_input
 
 # Bundled set name -> the domain its entities belong to.
 BUNDLED_SEEDS: dict[str, str] = {"directors": "movie", "artists": "music"}
@@ -54,22 +54,8 @@ def load_seeds(source: str | Path, *, domain: str | None = None) -> list[Entity]
         node = resources.files("pytest_recfair.prompts").joinpath("data", "seeds", f"{name}.csv")
         text = node.read_text(encoding="utf-8")
         return _parse(text, f"bundled seed set {name!r}", ".csv", domain or BUNDLED_SEEDS[name])
-    path = Path(source)
-    suffix = path.suffix.lower()
-    if suffix not in _SUFFIXES:
-        raise ConfigError(
-            f"seeds: {str(source)!r} is neither a bundled set ({', '.join(sorted(BUNDLED_SEEDS))})"
-            f" nor a file with a supported suffix ({', '.join(_SUFFIXES)}); "
-            "pass a bundled name or a path ending in one of those suffixes"
-        )
-    if not path.is_file():
-        raise DataError(
-            f"seeds file {str(path)!r} does not exist; check the path (relative paths are "
-            "resolved from the current directory) or use a bundled set "
-            f"({', '.join(sorted(BUNDLED_SEEDS))})"
-        )
-    where = f"seeds file {str(path)!r}"
-    return _parse(read_text(path, where), where, suffix, domain)
+    text, where, suffix = read_input(source, "seeds", sorted(BUNDLED_SEEDS), _SUFFIXES)
+    return _parse(text, where, suffix, domain)
 
 
 def _parse(text: str, where: str, suffix: str, domain: str | None) -> list[Entity]:
