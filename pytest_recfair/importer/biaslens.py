@@ -1,14 +1,11 @@
 """Re-run the published BiasLens answers offline (issue 20, point 5).
 
-``python -m pytest_recfair import biaslens DIR --out OUT [--model NAME] [--without-role]``
-reads ``DIR/answers/role/<model>/<attribute>_answers_0{1,2,3}.csv`` (``without_role``
-with ``--without-role``) and writes a project whose ``pytest --fairness`` replays them:
-one role-play test per attribute (``oracle="biaslens"``), the questions file (``published``:
-every question kept as the table counted it) and cassettes recorded through the real
-provider, each Why round's three judge calls answered with ``LLM 1..3`` where they give
-the verdict the table reads off ``final``. The files are read as the paper's table script
-reads them (``_rounds``); every input row is imported or named in the summary. The
-released questions and answers carry no licence: none is copied into this repository.
+``python -m pytest_recfair import biaslens DIR --out OUT`` reads
+``DIR/answers/{role,without_role}/<model>/<attribute>_answers_0{1,2,3}.csv`` as the
+paper's table script reads them and writes a project that replays them: one role-play
+test per attribute (``oracle="biaslens"``), a ``published`` questions file, cassettes
+recorded through the real provider (judge calls answering what ``final`` says). Every
+input row is imported or named in the summary; none of the unlicensed data is bundled.
 """
 
 from __future__ import annotations
@@ -27,7 +24,7 @@ from pytest_recfair import secrets
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import staged_folder
 from pytest_recfair.importer.published import read_csv, write_files
-from pytest_recfair.importer.run import completion, pytest_ini, record
+from pytest_recfair.importer.run import completion, new_folder, pytest_ini, record
 from pytest_recfair.metrics.roleplay import why_outcome
 from pytest_recfair.prompts.roles import (
     ATTRIBUTES,
@@ -260,9 +257,7 @@ def import_biaslens(
 ) -> BiasLensSummary:
     """Write the re-run of one model's published answers into the new folder ``out``."""
     folder, name = _model_folder(Path(source), model, without_role)
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ConfigError(f"import: {str(out)!r} is not empty; give a new or empty --out folder")
+    out = new_folder(out)
     left: Left = {}
     notes: list[str] = []
     rows, sources = _questions(folder, left, notes)

@@ -1,12 +1,10 @@
 """Read a FaiRLLM / FairEval result folder: who was asked what, and what came back.
 
-Layout (as the published ``run.py`` scripts write it): ``top_K/<class>/<value>.csv`` with
-columns ``name`` and ``Result`` (usually also ``system_msg`` and ``Instruction``), the
-neutral prompt in ``top_K/neutral/neutral.csv`` (or beside or inside the class folders);
-the file name is the value as the prompt wrote it ("a middle aged"). OpenAI Batch API
-files anywhere under the folder supply the request model and full response bodies. Rows
-are read as the FaiRLLM notebook reads them: the first ``n`` of each file into a dict by
-name (a later row wins); an entity missing from a value's file stays missing.
+``top_K/<class>/<value>.csv`` (columns ``name``, ``Result``, often ``system_msg`` and
+``Instruction``; the file name is the value as the prompt wrote it) and a
+``neutral.csv``; Batch API files anywhere under it give the model and full response
+bodies. Rows are read as the FaiRLLM notebook reads them: the first ``n`` of each file
+into a dict by name (a later row wins).
 """
 
 from __future__ import annotations

@@ -208,7 +208,9 @@ def test_csv_errors_name_the_line(tmp_path: Path) -> None:
     path.write_text(
         "role,attribute,type,question\nnurse,age,yesno,Is this fair to ask?\nx,age,Maybe,Is it?\n"
     )
-    with pytest.raises(DataError, match=r"qs.csv'?: at line 3\.type: 'Maybe' is not one of .*; expected"):
+    with pytest.raises(
+        DataError, match=r"qs.csv'?: at line 3\.type: 'Maybe' is not one of .*; expected"
+    ):
         load_roles(path)
     path.write_text("who,what\nx,y\n")
     with pytest.raises(DataError, match=r"line 1: the header lacks column"):
