@@ -12,7 +12,7 @@ import hashlib
 import io
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
@@ -262,6 +262,7 @@ def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bo
     questions: list[RoleQuestion] = []
     skipped: list[Skipped] = []
     seen: dict[tuple[str, str, str], str] = {}
+    ids: set[str] = set()
     for loc, row in rows:
         q = _question(row, loc, where, published)
         key = (q.role.casefold(), q.qtype, " ".join(q.question.casefold().split()))
@@ -280,11 +281,16 @@ def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bo
             continue
         if key in seen:  # a repeat kept ("published"): its own id, its own cassette
             q = replace(q, id=f"{q.id}~{sum(x.id.startswith(q.id) for x in questions) + 1}")
+        if q.id in ids:
+            raise DataError(
+                f"{where}: id {q.id!r} repeats; ids key cassettes and baselines, so each must "
+                "be unique; give one row another 'id'"
+            )
+        ids.add(q.id)
         seen.setdefault(key, loc)
         questions.append(q)
     if not questions:
         raise DataError(f"{where} holds no usable question; expected at least one row")
-    _check_ids(questions, where)
     return RoleSet(doc.get("name") or where, tuple(questions), tuple(skipped))
 
 
@@ -356,14 +362,3 @@ def _question(row: Mapping[str, Any], loc: str, where: str, published: bool) -> 
     digest = hashlib.sha256(" ".join(question.casefold().split()).encode("utf-8")).hexdigest()
     ident = str(row.get("id") or f"{attribute}/{slugify(role)}/{qtype}/{digest[:10]}")
     return RoleQuestion(ident, role, attribute, qtype, question, options)
-
-
-def _check_ids(questions: Sequence[RoleQuestion], where: str) -> None:
-    seen: set[str] = set()
-    for q in questions:
-        if q.id in seen:
-            raise DataError(
-                f"{where}: id {q.id!r} repeats; ids key cassettes and baselines, so each must "
-                "be unique; give one row another 'id'"
-            )
-        seen.add(q.id)
