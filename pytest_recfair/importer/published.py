@@ -12,7 +12,6 @@ from __future__ import annotations
 import codecs
 import csv
 import io
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -21,7 +20,7 @@ from typing import Any
 
 from pytest_recfair import secrets
 from pytest_recfair.errors import DataError
-from pytest_recfair.fileio import atomic_write_text
+from pytest_recfair.fileio import atomic_write_text, check_shape, load_structured
 
 _TOP = re.compile(r"^top_(\d+)$")
 
@@ -175,6 +174,7 @@ def messages(body: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
+    """A Batch API file's objects, scrubbed, each line's shape checked."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
@@ -184,30 +184,13 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
         ) from None
     out = []
     for i, line in enumerate(text.splitlines()):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"import: {str(path)!r} line {i + 1} is not JSON ({exc.msg})") from None
-        if not isinstance(item, dict):
-            raise DataError(
-                f"import: {str(path)!r} line {i + 1} is a JSON {type(item).__name__}, not an "
-                "object; a Batch API file has one request or result object per line"
-            )
-        out.append(secrets.scrub_json(item))
+        if line.strip():
+            where = f"import: {str(path)!r} line {i + 1}"
+            item = load_structured(line, where, ".json")
+            expected = "expected a Batch API request or result object; is it a Batch API file?"
+            check_shape(item, "batch", where, expected)
+            out.append(secrets.scrub_json(item))
     return out
-
-
-def _object(value: object, path: Path, what: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise DataError(
-            f"import: {str(path)!r}: a line's {what} is a {type(value).__name__}, not an "
-            "object; is it a Batch API file?"
-        )
-    return value
 
 
 def _outputs(path: Path) -> dict[str, Mapping[str, Any]]:
@@ -215,8 +198,8 @@ def _outputs(path: Path) -> dict[str, Mapping[str, Any]]:
     if not path.is_file():
         return outputs
     for item in _jsonl(path):
-        resp = _object(item.get("response"), path, "'response'")
-        body = _object(resp.get("body"), path, "'response.body'")
+        resp = item.get("response") or {}
+        body = resp.get("body") or {}
         if item.get("error") is None and resp.get("status_code") == 200:
             outputs[str(item.get("custom_id"))] = body
     return outputs
@@ -232,7 +215,7 @@ def _batches(
         outputs = _outputs(inp.with_name("batch_output.jsonl"))
         asked = []
         for item in _jsonl(inp):
-            body = _object(item.get("body"), inp, "'body'")
+            body = item.get("body") or {}
             if body:
                 key = messages(body)
                 index[key] = BatchEntry(body, outputs.get(str(item.get("custom_id"))))

@@ -204,7 +204,6 @@ class ImportSummary:
     interactions: int
     absent: int
     dropped: int
-    templates: str
     model: str
     rows: int = 500  # rows read per file (the neutral file's row count when not cut)
     cut: bool = True  # --rows given: only the first ``rows`` rows of each file were read
@@ -379,7 +378,6 @@ def import_run(
         interactions=written,
         absent=len(absent),
         dropped=run.dropped,
-        templates=", ".join(sorted(set(layout.templates.values()))),
         model=the_model,
         rows=run.rows,
         cut=n is not None,
