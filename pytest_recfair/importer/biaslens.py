@@ -27,6 +27,7 @@ from pytest_recfair.importer.published import read_csv, write_files
 from pytest_recfair.importer.run import completion, new_folder, pytest_ini, record
 from pytest_recfair.metrics.roleplay import why_outcome
 from pytest_recfair.prompts.roles import (
+    ATTRIBUTE_ALIASES,
     ATTRIBUTES,
     JUDGE_REPEATS,
     load_roles,
@@ -35,7 +36,6 @@ from pytest_recfair.prompts.roles import (
 ROUNDS = 3
 JUDGE = "biaslens-judge"
 TEST_FILE = "test_biaslens.py"
-_ALIASES = {"occupations": "occupation"}
 #: The question types the paper's table script counts, spelled as it compares them.
 _TYPES = {"Yes/No": "yesno", "Choice": "choice", "Wh": "why"}
 
@@ -206,7 +206,7 @@ def _test_file(attributes: Sequence[str], without_role: bool) -> str:
 
 
 def _attribute(folder: Path, stem: str) -> str:
-    attribute = _ALIASES.get(stem.casefold(), stem.casefold())
+    attribute = ATTRIBUTE_ALIASES.get(stem.casefold(), stem.casefold())
     if attribute not in ATTRIBUTES:
         raise DataError(
             f"import biaslens: {str(folder / f'{stem}_answers_01.csv')!r} is named for "

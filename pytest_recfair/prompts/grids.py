@@ -261,14 +261,9 @@ def _read_yaml(path: Path, where: str) -> Any:
     return load_structured(read_text(path, where, GridError), where, error=GridError)
 
 
-@lru_cache(maxsize=16)
-def _raw_text(name: str) -> str:
-    node = resources.files("pytest_recfair.prompts").joinpath("data", "grids", f"{name}.yaml")
-    return node.read_text(encoding="utf-8")
-
-
 def _raw_bundled(name: str) -> Any:
-    return yaml.safe_load(_raw_text(name))  # a fresh copy: callers may not mutate the cache
+    node = resources.files("pytest_recfair.prompts").joinpath("data", "grids", f"{name}.yaml")
+    return yaml.safe_load(node.read_text(encoding="utf-8"))
 
 
 @lru_cache(maxsize=16)

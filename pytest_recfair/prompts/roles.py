@@ -28,7 +28,7 @@ ATTRIBUTES: tuple[str, ...] = (
     "ability", "age", "body", "character", "culture", "gender", "occupation", "race",
     "religion", "social", "victim",
 )  # fmt: skip
-_ATTRIBUTE_ALIASES = {"occupations": "occupation"}
+ATTRIBUTE_ALIASES = {"occupations": "occupation"}  # the paper's spelling
 _QTYPE_ALIASES: dict[str, QType] = {
     "yesno": "yesno", "yes/no": "yesno", "yes-no": "yesno", "yes_no": "yesno",
     "choice": "choice", "why": "why", "wh": "why",
@@ -250,7 +250,7 @@ def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bo
         # spellings the schema need not list: "Religion", "yes / no", "Occupations"
         if isinstance(row.get("attribute"), str):
             folded = row["attribute"].strip().casefold()
-            row["attribute"] = _ATTRIBUTE_ALIASES.get(folded, folded)
+            row["attribute"] = ATTRIBUTE_ALIASES.get(folded, folded)
         if isinstance(row.get("type"), str):
             row["type"] = normalise_qtype(row["type"]) or row["type"]
     if suffix == ".csv" or isinstance(doc.get("questions"), list):
