@@ -91,7 +91,7 @@ def to_bool(value: Any, key: str, source: str) -> bool:
     raise bad(key, value, source, "true or false")
 
 
-def choice(choices: tuple[str, ...]) -> Callable[[Any, str, str], str]:
+def choice(choices: tuple[str, ...]) -> Parser:
     def parse(value: Any, key: str, source: str) -> str:
         if isinstance(value, str) and value.strip().lower() in choices:
             return value.strip().lower()
@@ -167,9 +167,7 @@ def paths(split: Callable[[str], list[str]]) -> Parser:
     return parse
 
 
-def optional(
-    parse: Callable[[Any, str, str], Any],
-) -> Callable[[Any, str, str], Any]:
+def optional(parse: Parser) -> Parser:
     def inner(value: Any, key: str, source: str) -> Any:
         if value is None:
             return None
