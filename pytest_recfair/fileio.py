@@ -4,12 +4,14 @@ data files are read: each error one line naming the file."""
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
@@ -80,6 +82,35 @@ def load_structured(
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         kind = "JSON" if suffix == ".json" else "YAML"
         raise error(f"{where} is not valid {kind}: {' '.join(str(exc).split())}") from exc
+
+
+def csv_rows(
+    text: str, where: str, column: Callable[[str], str | None], need: set[str], expected: str
+) -> list[tuple[str, dict[str, str]]]:
+    """The non-empty rows of a user's CSV file (seeds, role-play questions) as
+    (``line N``, {``column(header)``: stripped cell}); ``column`` None drops a column. A
+    header without the ``need`` columns or a row longer than it is a one-line error."""
+    reader = csv.DictReader(io.StringIO(text))
+    header = [f or "" for f in reader.fieldnames or []]
+    names = {f: column(f) for f in header}
+    missing = sorted(need - set(names.values()))
+    if missing:
+        raise DataError(
+            f"{where}: line 1: the header lacks column(s) {missing}; expected {expected}; "
+            f"found {header or '(no header)'}"
+        )
+    rows = []
+    for raw in reader:
+        line = f"line {reader.line_num}"
+        if None in raw:
+            raise DataError(
+                f"{where}: {line} has more fields than the header ({len(header)} columns); "
+                "quote fields that contain commas"
+            )
+        row = {n: v.strip() for c, v in raw.items() if (n := names[c]) and v and v.strip()}
+        if row:
+            rows.append((line, row))
+    return rows
 
 
 @lru_cache(maxsize=4)

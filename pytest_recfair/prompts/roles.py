@@ -7,9 +7,7 @@ question + the format instruction of its type.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -19,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import check_shape, load_structured, read_input
+from pytest_recfair.fileio import check_shape, csv_rows, load_structured, read_input
 from pytest_recfair.prompts.seeds import slugify
 
 QType = Literal["yesno", "choice", "why"]
@@ -295,34 +293,19 @@ def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bo
 
 
 def _csv_rows(text: str, where: str) -> list[tuple[str, dict[str, Any]]]:
-    reader = csv.DictReader(io.StringIO(text))
-    header = [f or "" for f in reader.fieldnames or []]
-    keys = {f: _COLUMNS.get(re.sub(r"[\s/-]+", "_", f.strip().casefold())) for f in header}
-    missing = {"role", "type", "question"} - set(keys.values())
-    if missing:
-        raise DataError(
-            f"{where}: line 1: the header lacks column(s) {sorted(missing)}; expected "
-            f"'role,attribute,type,question[,options]' or the paper's 'Role,Question Type,"
-            f"Question'; found {header or '(no header)'}"
-        )
-    rows: list[tuple[str, dict[str, Any]]] = []
-    for raw in reader:
-        line = f"line {reader.line_num}"
-        if None in raw:
-            raise DataError(
-                f"{where}: {line} has more fields than the header ({len(header)} columns); "
-                "quote fields that contain commas"
-            )
-        row: dict[str, Any] = {}
-        for col, value in raw.items():
-            key = keys.get(col or "")
-            if key is not None and value is not None and value.strip():
-                row[key] = value.strip()
-        if not row:
-            continue
-        if isinstance(row.get("options"), str):
+    expected = (
+        "'role,attribute,type,question[,options]' or the paper's 'Role,Question Type,Question'"
+    )
+    rows: list[tuple[str, dict[str, Any]]] = csv_rows(
+        text,
+        where,
+        lambda f: _COLUMNS.get(re.sub(r"[\s/-]+", "_", f.strip().casefold())),
+        {"role", "type", "question"},
+        expected,
+    )
+    for _, row in rows:
+        if "options" in row:
             row["options"] = [o.strip() for o in row["options"].split("|") if o.strip()]
-        rows.append((line, row))
     return rows
 
 

@@ -6,9 +6,7 @@ a larger one: a quick PR run audits entities the nightly run audits too.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import re
 import unicodedata
@@ -19,7 +17,13 @@ from pathlib import Path
 from typing import Any, Final
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import atomic_write_bytes, check_shape, load_structured, read_input
+from pytest_recfair.fileio import (
+    atomic_write_bytes,
+    check_shape,
+    csv_rows,
+    load_structured,
+    read_input,
+)
 
 # Bundled set name -> the domain its entities belong to.
 BUNDLED_SEEDS: dict[str, str] = {"directors": "movie", "artists": "music"}
@@ -61,7 +65,8 @@ def load_seeds(source: str | Path, *, domain: str | None = None) -> list[Entity]
 def _parse(text: str, where: str, suffix: str, domain: str | None) -> list[Entity]:
     rows: list[tuple[str, dict[str, Any]]]
     if suffix == ".csv":
-        rows = _csv_rows(text, where)
+        expected = "a header such as 'id,name,domain' ('id' and 'domain' optional)"
+        rows = csv_rows(text, where, lambda f: f.strip().lower(), {"name"}, expected)
     elif suffix == ".txt":
         rows = [
             (f"line {i}", {"name": line.strip()})
@@ -75,28 +80,6 @@ def _parse(text: str, where: str, suffix: str, domain: str | None) -> list[Entit
         raise DataError(f"{where} contains no entities; expected at least one name")
     _check_unique(entities, [loc for loc, _ in rows], where)
     return entities
-
-
-def _csv_rows(text: str, where: str) -> list[tuple[str, dict[str, Any]]]:
-    reader = csv.DictReader(io.StringIO(text))
-    fields = [f.strip().lower() for f in reader.fieldnames or []]
-    if "name" not in fields:
-        raise DataError(
-            f"{where}: the CSV header must have a 'name' column (optional 'id', 'domain'); "
-            f"found columns {fields or '(none)'}; add a header line such as 'id,name,domain'"
-        )
-    rows: list[tuple[str, dict[str, Any]]] = []
-    for line_no, raw in enumerate(reader, start=2):
-        if None in raw:
-            raise DataError(
-                f"{where}: line {line_no} has more fields than the header "
-                f"({len(fields)} columns); quote names that contain commas"
-            )
-        row = {k.strip().lower(): (v or "").strip() for k, v in raw.items() if k is not None}
-        if not any(row.values()):
-            continue
-        rows.append((f"line {line_no}", row))
-    return rows
 
 
 def _structured_rows(text: str, where: str, suffix: str) -> list[tuple[str, dict[str, Any]]]:

@@ -94,14 +94,20 @@ def test_json_yaml_and_text(tmp_path: Path) -> None:
 def test_csv_without_name_column(tmp_path: Path) -> None:
     path = tmp_path / "bad.csv"
     path.write_text("title,id\nX,1\n")
-    with pytest.raises(DataError, match=r"bad\.csv.*'name' column.*\['title', 'id'\]"):
+    with pytest.raises(
+        DataError,
+        match=r"bad\.csv.*line 1: the header lacks column\(s\) \['name'\]; expected a header "
+        r"such as 'id,name,domain'.*found \['title', 'id'\]",
+    ):
         load_seeds(path)
 
 
 def test_csv_row_with_extra_fields(tmp_path: Path) -> None:
     path = tmp_path / "bad.csv"
     path.write_text("name\nLe Guin, Ursula\n")
-    with pytest.raises(DataError, match=r"line 2 has more fields.*quote names"):
+    with pytest.raises(
+        DataError, match=r"line 2 has more fields.*quote fields that contain commas"
+    ):
         load_seeds(path)
 
 
