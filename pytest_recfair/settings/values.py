@@ -216,15 +216,10 @@ def _reworded(check: Callable[[Any, str], Any], expected: str) -> Parser:
     return parse
 
 
-def tolerance(value: Any, key: str, source: str) -> float:
-    """A number here, checked by the gate's one rule (``gate.limits.check_tolerance``)."""
-    out = nonneg(value, key, source)
-    try:
-        return check_tolerance(out)
-    except ConfigError:
-        raise bad(key, value, source, "a finite number >= 0.0, e.g. 0.02") from None
-
-
+#: A number here, checked by the gate's one rule (``gate.limits.check_tolerance``).
+tolerance = _reworded(
+    lambda value, key: check_tolerance(nonneg(value, key, "")), "a finite number >= 0.0, e.g. 0.02"
+)
 max_failed = _reworded(
     check_max_failed, "a share of prompts in [0, 1) such as 0.01 or '1%' (0: none)"
 )
