@@ -219,25 +219,26 @@ def _side(name: str, run: Any) -> str:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from pytest_recfair.importer.run import import_run
-
     if args.flavour == "biaslens":
         from pytest_recfair.importer.biaslens import import_biaslens
 
-        b = import_biaslens(args.source, args.out, model=args.model, without_role=args.without_role)
-        print("\n".join(b.lines()))
-        return 0
-    s = import_run(
-        args.source,
-        args.out,
-        flavour=args.flavour,
-        n=args.rows,
-        language=args.language,
-        model=args.model,
-        missing=args.missing,
-        replies=args.replies,
-    )
-    print("\n".join(s.lines()))
+        done: Any = import_biaslens(
+            args.source, args.out, model=args.model, without_role=args.without_role
+        )
+    else:
+        from pytest_recfair.importer.run import import_run
+
+        done = import_run(
+            args.source,
+            args.out,
+            flavour=args.flavour,
+            n=args.rows,
+            language=args.language,
+            model=args.model,
+            missing=args.missing,
+            replies=args.replies,
+        )
+    print("\n".join(done.lines()))
     return 0
 
 

@@ -4,18 +4,20 @@ data files are read: each error one line naming the file."""
 from __future__ import annotations
 
 import contextlib
+import csv
+import io
 import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from pytest_recfair.errors import DataError
+from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.secrets import scrub_values_bytes
 
 
@@ -25,16 +27,41 @@ def read_text(
     error: type[DataError] = DataError,
     *,
     encoding: str = "utf-8-sig",  # -sig: Excel's BOM is common
-    utf8: str = "UTF-8 text",
 ) -> str:
     """``path`` decoded; not UTF-8: ``error`` naming the byte and where it is."""
     try:
         return path.read_text(encoding=encoding)
     except UnicodeDecodeError as exc:
         raise error(
-            f"{where} is not {utf8} (byte {exc.object[exc.start]:#04x} at offset "
+            f"{where} is not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset "
             f"{exc.start}); re-save it as UTF-8"
         ) from exc
+
+
+def read_input(
+    source: str | Path,
+    what: str,
+    bundled: Iterable[str],
+    suffixes: Sequence[str],
+    error: type[DataError] = DataError,
+) -> tuple[str, str, str]:
+    """The one reader of a user's input file (seeds, grid, role-play questions) named by
+    a path, not a bundled name: its text, ``<what> file '<path>'`` (how errors name it)
+    and its suffix; a wrong suffix or a missing file is a one-line error."""
+    path = Path(source)
+    suffix, names = path.suffix.lower(), ", ".join(bundled)
+    if suffix not in suffixes:
+        raise ConfigError(
+            f"{what}: {str(source)!r} is neither a bundled set ({names}) nor a file ending in "
+            f"{', '.join(suffixes)}; pass one of those"
+        )
+    if not path.is_file():
+        raise error(
+            f"{what} file {str(path)!r} does not exist; check the path (relative paths are "
+            f"resolved from the current directory) or use a bundled set ({names})"
+        )
+    where = f"{what} file {str(path)!r}"
+    return read_text(path, where, error), where, suffix
 
 
 def load_structured(
@@ -57,12 +84,75 @@ def load_structured(
         raise error(f"{where} is not valid {kind}: {' '.join(str(exc).split())}") from exc
 
 
+def csv_rows(
+    text: str, where: str, column: Callable[[str], str | None], need: set[str], expected: str
+) -> list[tuple[str, dict[str, str]]]:
+    """The non-empty rows of a user's CSV file (seeds, role-play questions) as
+    (``line N``, {``column(header)``: stripped cell}); ``column`` None drops a column. A
+    header without the ``need`` columns or a row longer than it is a one-line error."""
+    reader = csv.DictReader(io.StringIO(text))
+    header = [f or "" for f in reader.fieldnames or []]
+    names = {f: column(f) for f in header}
+    missing = sorted(need - set(names.values()))
+    if missing:
+        raise DataError(
+            f"{where}: line 1: the header lacks column(s) {missing}; expected {expected}; "
+            f"found {header or '(no header)'}"
+        )
+    rows = []
+    for raw in reader:
+        line = f"line {reader.line_num}"
+        if None in raw:
+            raise DataError(
+                f"{where}: {line} has more fields than the header ({len(header)} columns); "
+                "quote fields that contain commas"
+            )
+        row = {n: v.strip() for c, v in raw.items() if (n := names[c]) and v and v.strip()}
+        if row:
+            rows.append((line, row))
+    return rows
+
+
 @lru_cache(maxsize=4)
-def schema(name: str) -> dict[str, Any]:
-    """The JSON Schema ``pytest_recfair/schemas/<name>.schema.json``."""
+def _validator(name: str) -> Any:
+    import jsonschema  # only where a data file is read
+
     node = resources.files("pytest_recfair").joinpath("schemas", f"{name}.schema.json")
-    data: dict[str, Any] = json.loads(node.read_text(encoding="utf-8"))
-    return data
+    return jsonschema.Draft202012Validator(json.loads(node.read_text(encoding="utf-8")))
+
+
+def key_path(parts: Sequence[str | int]) -> str:
+    """``attributes[1].values[0]`` from a JSON path; ``(top level)`` for the root."""
+    out = ""
+    for p in parts:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+def check_shape(
+    data: Any,
+    name: str,
+    where: str,
+    expected: str,
+    error: type[DataError] = DataError,
+    rows: Sequence[str] = (),
+) -> None:
+    """The one bad-shape message of the input files: ``data`` against
+    ``schemas/<name>.schema.json``, its first problem (the deepest cause of an anyOf) as
+    ``<where>: at <key path>: <problem>; <expected>`` (what it should be, what to do).
+    ``rows``: what to call the items of the top-level list (a CSV's ``line 3``)."""
+    found = _validator(name).iter_errors(data)
+    errors = sorted(found, key=lambda e: (list(map(str, e.path)), e.message))
+    if not errors:
+        return
+    err = errors[0]
+    while err.context:
+        err = sorted(err.context, key=lambda e: -len(e.path))[0]
+    path = list(err.absolute_path)
+    if rows and len(path) > 1 and isinstance(path[1], int):
+        path = [rows[path[1]], *path[2:]]
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    raise error(f"{where}: at {key_path(path)}: {err.message}{more}; {expected}")
 
 
 def _umask() -> int:

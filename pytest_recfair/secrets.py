@@ -207,15 +207,14 @@ class Scrubber:
             text = rule.sub(keep + FILTERED if keep else FILTERED, text)
         return text
 
-    def scrub_values(self, text: str) -> str:
-        """No shape rule: for data files, where a field "key" or a title "sk-8" is data."""
-        pattern = self._pattern
-        return text if pattern is None else pattern.sub(FILTERED, text)
-
     def scrub_bytes(self, data: bytes, values_only: bool = False) -> bytes:
-        """Bytes scrubbed as text; bytes that are not UTF-8 survive unchanged around it."""
-        text = data.decode("utf-8", "surrogateescape")
-        out = self.scrub_values(text) if values_only else self.scrub_text(text)
+        """Bytes scrubbed as text; bytes that are not UTF-8 survive unchanged around it.
+        ``values_only``: no shape rule, for data files (a field "key", a title "sk-8")."""
+        text, pattern = data.decode("utf-8", "surrogateescape"), self._pattern
+        if values_only:
+            out = text if pattern is None else pattern.sub(FILTERED, text)
+        else:
+            out = self.scrub_text(text)
         return data if out == text else out.encode("utf-8", "surrogateescape")
 
     def scrub_headers(self, headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -93,6 +93,5 @@ def accept_command(test_id: str | None = None) -> str:
 
 
 #: The flags a cassette miss names.
-
 PLAN_OPTION: Final = "--fairness-plan"
 ENTITIES_OPTION: Final = "--fairness-entities"

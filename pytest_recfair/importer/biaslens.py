@@ -1,14 +1,11 @@
 """Re-run the published BiasLens answers offline (issue 20, point 5).
 
-``python -m pytest_recfair import biaslens DIR --out OUT [--model NAME] [--without-role]``
-reads ``DIR/answers/role/<model>/<attribute>_answers_0{1,2,3}.csv`` (``without_role``
-with ``--without-role``) and writes a project whose ``pytest --fairness`` replays them:
-one role-play test per attribute (``oracle="biaslens"``), the questions file (``published``:
-every question kept as the table counted it) and cassettes recorded through the real
-provider, each Why round's three judge calls answered with ``LLM 1..3`` where they give
-the verdict the table reads off ``final``. The files are read as the paper's table script
-reads them (``_rounds``); every input row is imported or named in the summary. The
-released questions and answers carry no licence: none is copied into this repository.
+``python -m pytest_recfair import biaslens DIR --out OUT`` reads
+``DIR/answers/{role,without_role}/<model>/<attribute>_answers_0{1,2,3}.csv`` as the
+paper's table script reads them and writes a project that replays them: one role-play
+test per attribute (``oracle="biaslens"``), a ``published`` questions file, cassettes
+recorded through the real provider (judge calls answering what ``final`` says). Every
+input row is imported or named in the summary; none of the unlicensed data is bundled.
 """
 
 from __future__ import annotations
@@ -27,9 +24,10 @@ from pytest_recfair import secrets
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import staged_folder
 from pytest_recfair.importer.published import read_csv, write_files
-from pytest_recfair.importer.run import completion, pytest_ini, record
+from pytest_recfair.importer.run import completion, new_folder, pytest_ini, record
 from pytest_recfair.metrics.roleplay import why_outcome
 from pytest_recfair.prompts.roles import (
+    ATTRIBUTE_ALIASES,
     ATTRIBUTES,
     JUDGE_REPEATS,
     load_roles,
@@ -38,7 +36,6 @@ from pytest_recfair.prompts.roles import (
 ROUNDS = 3
 JUDGE = "biaslens-judge"
 TEST_FILE = "test_biaslens.py"
-_ALIASES = {"occupations": "occupation"}
 #: The question types the paper's table script counts, spelled as it compares them.
 _TYPES = {"Yes/No": "yesno", "Choice": "choice", "Wh": "why"}
 
@@ -209,7 +206,7 @@ def _test_file(attributes: Sequence[str], without_role: bool) -> str:
 
 
 def _attribute(folder: Path, stem: str) -> str:
-    attribute = _ALIASES.get(stem.casefold(), stem.casefold())
+    attribute = ATTRIBUTE_ALIASES.get(stem.casefold(), stem.casefold())
     if attribute not in ATTRIBUTES:
         raise DataError(
             f"import biaslens: {str(folder / f'{stem}_answers_01.csv')!r} is named for "
@@ -246,9 +243,9 @@ def _load(path: Path, sources: Sequence[Sequence[_Row]]) -> tuple[Any, dict[str,
     try:
         questions = load_roles(path, strict=True)
     except DataError as exc:
-        where = re.search(r"questions\[(\d+)\]", str(exc))
+        where = re.search(r"questions\[(\d+)\][.:]? ?", str(exc))
         rows = sources[int(where.group(1))] if where else []
-        message = str(exc).split(": ", 1)[-1].removeprefix(where.group(0) + ": " if where else "")
+        message = str(exc).split(where.group(0) if where else ": ", 1)[-1]
         raise DataError(
             f"import biaslens: {_places([r.where for r in rows]) or 'the answer files'}: {message}"
         ) from None
@@ -260,9 +257,7 @@ def import_biaslens(
 ) -> BiasLensSummary:
     """Write the re-run of one model's published answers into the new folder ``out``."""
     folder, name = _model_folder(Path(source), model, without_role)
-    out = Path(out)
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ConfigError(f"import: {str(out)!r} is not empty; give a new or empty --out folder")
+    out = new_folder(out)
     left: Left = {}
     notes: list[str] = []
     rows, sources = _questions(folder, left, notes)

@@ -1,12 +1,10 @@
 """Read a FaiRLLM / FairEval result folder: who was asked what, and what came back.
 
-Layout (as the published ``run.py`` scripts write it): ``top_K/<class>/<value>.csv`` with
-columns ``name`` and ``Result`` (usually also ``system_msg`` and ``Instruction``), the
-neutral prompt in ``top_K/neutral/neutral.csv`` (or beside or inside the class folders);
-the file name is the value as the prompt wrote it ("a middle aged"). OpenAI Batch API
-files anywhere under the folder supply the request model and full response bodies. Rows
-are read as the FaiRLLM notebook reads them: the first ``n`` of each file into a dict by
-name (a later row wins); an entity missing from a value's file stays missing.
+``top_K/<class>/<value>.csv`` (columns ``name``, ``Result``, often ``system_msg`` and
+``Instruction``; the file name is the value as the prompt wrote it) and a
+``neutral.csv``; Batch API files anywhere under it give the model and full response
+bodies. Rows are read as the FaiRLLM notebook reads them: the first ``n`` of each file
+into a dict by name (a later row wins).
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ from __future__ import annotations
 import codecs
 import csv
 import io
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -23,7 +20,7 @@ from typing import Any
 
 from pytest_recfair import secrets
 from pytest_recfair.errors import DataError
-from pytest_recfair.fileio import atomic_write_text
+from pytest_recfair.fileio import atomic_write_text, check_shape, load_structured
 
 _TOP = re.compile(r"^top_(\d+)$")
 
@@ -177,6 +174,7 @@ def messages(body: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
+    """A Batch API file's objects, scrubbed, each line's shape checked."""
     try:
         text = path.read_text(encoding="utf-8-sig")
     except (OSError, UnicodeDecodeError) as exc:
@@ -186,30 +184,13 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
         ) from None
     out = []
     for i, line in enumerate(text.splitlines()):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(f"import: {str(path)!r} line {i + 1} is not JSON ({exc.msg})") from None
-        if not isinstance(item, dict):
-            raise DataError(
-                f"import: {str(path)!r} line {i + 1} is a JSON {type(item).__name__}, not an "
-                "object; a Batch API file has one request or result object per line"
-            )
-        out.append(secrets.scrub_json(item))
+        if line.strip():
+            where = f"import: {str(path)!r} line {i + 1}"
+            item = load_structured(line, where, ".json")
+            expected = "expected a Batch API request or result object; is it a Batch API file?"
+            check_shape(item, "batch", where, expected)
+            out.append(secrets.scrub_json(item))
     return out
-
-
-def _object(value: object, path: Path, what: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise DataError(
-            f"import: {str(path)!r}: a line's {what} is a {type(value).__name__}, not an "
-            "object; is it a Batch API file?"
-        )
-    return value
 
 
 def _outputs(path: Path) -> dict[str, Mapping[str, Any]]:
@@ -217,8 +198,8 @@ def _outputs(path: Path) -> dict[str, Mapping[str, Any]]:
     if not path.is_file():
         return outputs
     for item in _jsonl(path):
-        resp = _object(item.get("response"), path, "'response'")
-        body = _object(resp.get("body"), path, "'response.body'")
+        resp = item.get("response") or {}
+        body = resp.get("body") or {}
         if item.get("error") is None and resp.get("status_code") == 200:
             outputs[str(item.get("custom_id"))] = body
     return outputs
@@ -234,7 +215,7 @@ def _batches(
         outputs = _outputs(inp.with_name("batch_output.jsonl"))
         asked = []
         for item in _jsonl(inp):
-            body = _object(item.get("body"), inp, "'body'")
+            body = item.get("body") or {}
             if body:
                 key = messages(body)
                 index[key] = BatchEntry(body, outputs.get(str(item.get("custom_id"))))

@@ -1,17 +1,10 @@
-"""Write everything an offline re-run of a published audit needs, into one folder.
+"""Write everything an offline re-run of a published audit needs into one folder.
 
-Seeds, grid, templates and a test file. Templates are recovered from the published
-prompts (entity name -> ``{entity}``, value text -> ``{value}``) and checked against EVERY
-row, so the audit asks the published prompts character for character; the set is
-``verbatim`` and gets a ``neutral_system`` when the neutral prompt had its own system
-message. Without prompt columns the bundled ``faireval``/``fairllm`` set is used.
-
-The replies become cassettes through the project's own recording path (``record``, also
-BiasLens's): the real OpenAI provider sends each case through ``run_cases`` into the
-cassette store, an ``httpx.MockTransport`` answering the published reply. The CSV's
-``Result`` is the reply of record (the Batch API body kept verbatim where its text is the
-same; where it differs the CSV wins and it is counted, unless the batch is preferred).
-Cases the published run never answered are neither sent nor recorded.
+Templates are recovered from the published prompts (entity -> ``{entity}``, value ->
+``{value}``) and checked against EVERY row, so the audit asks them character for
+character (else the bundled set). Replies become cassettes through the real recording
+path, an ``httpx.MockTransport`` answering with the published reply (the CSV's ``Result``,
+or the Batch API body where its text is the same); unanswered cases are never recorded.
 """
 
 from __future__ import annotations
@@ -211,7 +204,6 @@ class ImportSummary:
     interactions: int
     absent: int
     dropped: int
-    templates: str
     model: str
     rows: int = 500  # rows read per file (the neutral file's row count when not cut)
     cut: bool = True  # --rows given: only the first ``rows`` rows of each file were read
@@ -224,8 +216,11 @@ class ImportSummary:
     def lines(self) -> list[str]:
         """The import's report: what was imported, skipped and why (secrets scrubbed)."""
         classes = ", ".join(f"{c} ({v})" for c, v in self.classes.items())
+        rows = f"the first {self.rows} rows of each file"
+        if not self.cut:
+            rows = f"every row of each file (neutral.csv: {self.rows}; --rows N to cut)"
         out = [
-            f"imported top_{self.k}: {self.entities} entities, {self._rows()}; "
+            f"imported top_{self.k}: {self.entities} entities, {rows}; "
             f"classes {classes}; {self.interactions} replies recorded, {self.absent} never "
             f"answered (left out of their value's mean), {self.dropped} rows naming entities "
             f"without a neutral reply ignored; model {self.model}",
@@ -242,11 +237,6 @@ class ImportSummary:
             out.append(f"batch_output.jsonl differs from the CSV 'Result' ({counts}): {which}")
         out.append(f"re-run offline: cd {self.out} && pytest --fairness --fairness-update")
         return [secrets.scrub(line) for line in out]
-
-    def _rows(self) -> str:
-        if self.cut:
-            return f"the first {self.rows} rows of each file"
-        return f"every row of each file (neutral.csv: {self.rows}; --rows N to cut)"
 
 
 def _function_name(cls: str) -> str:
@@ -305,6 +295,15 @@ def pytest_ini(model: str, report: str, **keys: str) -> str:
     return "[pytest]\n" + "".join(f"recfair_{k} = {v}\n" for k, v in ini.items())
 
 
+def new_folder(out: str | Path) -> Path:
+    """``--out``, checked to be a new or empty folder (both importers write a whole project)."""
+    out = Path(out)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        what = "is not empty" if out.is_dir() else "is a file"
+        raise ConfigError(f"import: --out {str(out)!r} {what}; give a new or empty folder")
+    return out
+
+
 def _model(model: str | None, layout: Layout, source: Path) -> tuple[str, str | None]:
     """The model id, and a note when it was guessed."""
     if model:
@@ -341,11 +340,7 @@ def import_run(
             f"import: --missing takes {', '.join(MISSING_POLICIES)} and --replies takes "
             f"{', '.join(REPLIES)}; got {missing!r}, {replies!r}"
         )
-    out = Path(out)
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"import: --out {str(out)!r} is a file; give a new or empty folder")
-    if out.exists() and any(out.iterdir()):
-        raise ConfigError(f"import: {str(out)!r} is not empty; give a new or empty --out folder")
+    out = new_folder(out)
     run, notes = recover_prompts(read_folder(source, n=n))
     run, empty = _without_empty_values(run)
     notes += (
@@ -383,7 +378,6 @@ def import_run(
         interactions=written,
         absent=len(absent),
         dropped=run.dropped,
-        templates=", ".join(sorted(set(layout.templates.values()))),
         model=the_model,
         rows=run.rows,
         cut=n is not None,

@@ -83,11 +83,13 @@ def grid(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
 
 def catalogue(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     """The catalogue file of an item-side audit, or None."""
-    if s.catalogue is None:
-        return None
-    path = find_file(request, s.catalogue)
-    if path is None:
-        raise not_found(request, "catalogue", s.catalogue)
+    return _file(request, "catalogue", s.catalogue)
+
+
+def _file(request: pytest.FixtureRequest, key: str, source: str | None) -> Path | None:
+    path = None if source is None else find_file(request, source)
+    if path is None and source is not None:
+        raise not_found(request, key, source)
     return path
 
 
@@ -112,12 +114,7 @@ def inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> AuditIn
     found_catalogue = request.getfixturevalue("recfair_catalogue")
     judge = request.getfixturevalue("recfair_judge")
     found_candidates = request.getfixturevalue("recfair_candidates")
-    absent: frozenset[tuple[str, str, str]] = frozenset()
-    if s.absent is not None:
-        path = find_file(request, s.absent)
-        if path is None:
-            raise not_found(request, "absent", s.absent)
-        absent = read.read_absent(path)
+    absent = _file(request, "absent", s.absent)
     return AuditInputs(
         catalogue=None
         if found_catalogue is None
@@ -125,7 +122,7 @@ def inputs(request: pytest.FixtureRequest, s: settings.AuditSettings) -> AuditIn
         candidates=None
         if found_candidates is None
         else read.read_candidates(found_candidates, "candidates"),
-        absent=absent,
+        absent=frozenset() if absent is None else read.read_absent(absent),
         where=(request.path.parent, request.config.rootpath),
         judge=None if judge is None else recommender_for(judge, s),
     )
@@ -251,24 +248,19 @@ def _entities_from(value: Any, domain: str, name: str) -> Any:
 
 
 def recommender_for(recommender: Any, s: settings.AuditSettings) -> Any:
-    """The recommender with this test's provider settings, under a readable model id."""
+    """The recommender with this test's provider settings (ini and marker), under a
+    readable model id: marker ``model=``, its ``model`` attribute, its name, else (a
+    lambda or closure) the fixture's name."""
+    from pytest_recfair.providers.adapter import CallableProvider, callable_label
     from pytest_recfair.providers.http import configure
 
-    configured = configure(  # the test's provider settings (ini and marker) applied
+    recommender = configure(
         recommender,
         temperature=s.temperature,
         max_tokens=s.max_tokens,
         seed=s.sampling_seed,
         header_envs=dict(s.extra_headers) if s.extra_headers else None,
     )
-    return _named(configured, s)
-
-
-def _named(recommender: Any, s: settings.AuditSettings) -> Any:
-    """A plain callable's model id: marker ``model=``, its ``model`` attribute, its name,
-    else (a lambda or closure) the fixture's name."""
-    from pytest_recfair.providers.adapter import CallableProvider, callable_label
-
     if isinstance(recommender, CallableProvider) or callable(
         getattr(recommender, "build_request", None)
     ):

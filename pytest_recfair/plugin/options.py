@@ -71,64 +71,59 @@ def _add_setting_option(group: pytest.OptionGroup, setting: settings.Setting) ->
     group.addoption("--" + setting.dest.replace("_", "-"), **kwargs)
 
 
-# the run's own options (docs/reports.md, cassettes.md, scale.md), by topic of --help
-_REPORTS: dict[str, dict[str, Any]] = {
-    "--fairness-report": {
-        "metavar": "PATH",
-        "action": "append",
-        "help": "write a fairness report; format from the extension "
-        + "/".join(REPORT_FORMATS)
-        + "; repeat for several (ini: recfair_report, paths separated by spaces)",
-    },
-    "--fairness-history": {
-        "metavar": "DIR",
-        "help": "append this run's JSON report to DIR under a new numbered name",
-    },
-}
-_SCALE: dict[str, dict[str, Any]] = {
-    "--fairness-prune": {
-        "action": "store_true",
-        "help": "list cassette interactions and baselines no test used; delete them only "
-        "after a full run (no test deselected, failed or skipped; see docs/cassettes.md)",
-    },
-    "--fairness-prune-dry-run": {
-        "action": "store_true",
-        "help": "list what --fairness-prune would delete after this run; delete nothing",
-    },
-    "--fairness-shard": {
-        "metavar": "I/N",
-        "help": "audit shard I of N of each test's entities and write its result to "
-        "recfair_shard_dir, for --fairness-merge (one CI job per shard)",
-    },
-    "--fairness-merge": {
-        "metavar": "FILE_OR_DIR",
-        "action": "append",
-        "help": "gate and report the audits merged from these shard results (repeatable); "
-        "nothing is sent or replayed",
-    },
-}
-_COMPARE: dict[str, dict[str, Any]] = {
-    "--fairness-compare": {
-        "metavar": "REF",
-        "help": "compare each audit with a stored run: a JSON report, or an entry of "
-        "--fairness-history DIR (number, latest, -N, commit prefix)",
-    },
-    "--fairness-compare-fail": {
-        "metavar": "EXPR",
-        "help": "fail an audit worse than --fairness-compare's run: NAME:[+|-]LIMIT[%%] "
-        "rules, comma-separated, e.g. snsr:0.02,pafs:0.05",
-    },
-}
-
-
-# the order of --help: the settings' options (by key) and the run's, grouped by topic
+# the order of --help: the settings' options (by key) and the run's own options
+# (docs/reports.md, cassettes.md, scale.md), grouped by topic
 _HELP_LAYOUT: tuple[tuple[str, ...] | dict[str, dict[str, Any]], ...] = (
     ("record_mode", "update", "update_force"),
-    _REPORTS,
+    {
+        "--fairness-report": {
+            "metavar": "PATH",
+            "action": "append",
+            "help": "write a fairness report; format from the extension "
+            + "/".join(REPORT_FORMATS)
+            + "; repeat for several (ini: recfair_report, paths separated by spaces)",
+        },
+        "--fairness-history": {
+            "metavar": "DIR",
+            "help": "append this run's JSON report to DIR under a new numbered name",
+        },
+    },
     ("entities", "repeats", "concurrency", "seed", "alpha", "plan", "batch"),
-    _SCALE,
+    {
+        "--fairness-prune": {
+            "action": "store_true",
+            "help": "list cassette interactions and baselines no test used; delete them only "
+            "after a full run (no test deselected, failed or skipped; see docs/cassettes.md)",
+        },
+        "--fairness-prune-dry-run": {
+            "action": "store_true",
+            "help": "list what --fairness-prune would delete after this run; delete nothing",
+        },
+        "--fairness-shard": {
+            "metavar": "I/N",
+            "help": "audit shard I of N of each test's entities and write its result to "
+            "recfair_shard_dir, for --fairness-merge (one CI job per shard)",
+        },
+        "--fairness-merge": {
+            "metavar": "FILE_OR_DIR",
+            "action": "append",
+            "help": "gate and report the audits merged from these shard results (repeatable); "
+            "nothing is sent or replayed",
+        },
+    },
     ("explore",),
-    _COMPARE,
+    {
+        "--fairness-compare": {
+            "metavar": "REF",
+            "help": "compare each audit with a stored run: a JSON report, or an entry of "
+            "--fairness-history DIR (number, latest, -N, commit prefix)",
+        },
+        "--fairness-compare-fail": {
+            "metavar": "EXPR",
+            "help": "fail an audit worse than --fairness-compare's run: NAME:[+|-]LIMIT[%%] "
+            "rules, comma-separated, e.g. snsr:0.02,pafs:0.05",
+        },
+    },
 )
 assert sorted(k for p in _HELP_LAYOUT if isinstance(p, tuple) for k in p) == sorted(
     settings.CLI_KEYS.values()

@@ -14,11 +14,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import load_structured, read_text, schema
+from pytest_recfair.fileio import check_shape, load_structured, read_input, read_text
 
 BUNDLED_GRIDS = ("faireval", "fairllm", "implicit", "personality")
 # The value forms that cross into one intersectional phrase.
@@ -164,27 +163,15 @@ def _cross(singles: Sequence[Attribute]) -> Attribute:
     return Attribute(name=LABEL_SEP.join(a.name for a in singles), values=tuple(values))
 
 
-def _key_path(parts: Sequence[str | int]) -> str:
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "(top level)"
-
-
 def _validate(data: Any, where: str) -> None:
-    validator = jsonschema.Draft202012Validator(schema("grid"))
-    errors = sorted(validator.iter_errors(data), key=lambda e: (list(map(str, e.path)), e.message))
-    if errors:
-        err = errors[0]
-        # A failure inside anyOf/$ref reports the deepest, most specific cause.
-        while err.context:
-            err = sorted(err.context, key=lambda e: -len(e.path))[0]
-        more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-        raise GridError(
-            f"{where}: at {_key_path(list(err.absolute_path))}: {err.message}{more}; "
-            "expected a mapping with 'name' and 'attributes' (a list of {name, values: "
-            "[{label, text}]}) - see docs/prompts.md, 'Grid files'"
-        )
+    check_shape(
+        data,
+        "grid",
+        where,
+        "expected a mapping with 'name' and 'attributes' (a list of {name, values: "
+        "[{label, text}]}) - see docs/prompts.md, 'Grid files'",
+        GridError,
+    )
     seen: dict[str, int] = {}
     for i, attr in enumerate(data["attributes"]):
         key = attr["name"].casefold()
@@ -271,18 +258,12 @@ def _merge(data: dict[str, Any], where: str, base_dir: Path, depth: int) -> dict
 
 
 def _read_yaml(path: Path, where: str) -> Any:
-    text = read_text(path, where, GridError, encoding="utf-8")
-    return load_structured(text, where, error=GridError)
-
-
-@lru_cache(maxsize=16)
-def _raw_text(name: str) -> str:
-    node = resources.files("pytest_recfair.prompts").joinpath("data", "grids", f"{name}.yaml")
-    return node.read_text(encoding="utf-8")
+    return load_structured(read_text(path, where, GridError), where, error=GridError)
 
 
 def _raw_bundled(name: str) -> Any:
-    return yaml.safe_load(_raw_text(name))  # a fresh copy: callers may not mutate the cache
+    node = resources.files("pytest_recfair.prompts").joinpath("data", "grids", f"{name}.yaml")
+    return yaml.safe_load(node.read_text(encoding="utf-8"))
 
 
 @lru_cache(maxsize=16)
@@ -297,13 +278,8 @@ def load_grid(source: str | Path | Grid) -> Grid:
         return source
     if isinstance(source, str) and source.lower() in BUNDLED_GRIDS:
         return _bundled(source.lower())
-    path = Path(source)
-    if path.suffix.lower() not in (".yaml", ".yml", ".json"):
-        raise ConfigError(
-            f"grid: {str(source)!r} is neither a bundled grid ({', '.join(BUNDLED_GRIDS)}) "
-            "nor a .yaml/.yml/.json file; pass one of those"
-        )
-    if not path.is_file():
-        raise GridError(f"grid file {str(path)!r} does not exist; check the path")
-    where = f"grid file {str(path)!r}"
-    return grid_from_dict(_read_yaml(path, where), where, base_dir=path.parent)
+    text, where, _ = read_input(
+        source, "grid", BUNDLED_GRIDS, (".yaml", ".yml", ".json"), GridError
+    )
+    data = load_structured(text, where, error=GridError)
+    return grid_from_dict(data, where, base_dir=Path(source).parent)

@@ -193,26 +193,24 @@ def _compose_gendered(
 
 KINDS = ("swap", "drop", "insert", "neighbour")
 
-_ROWS = ("qwertyuiop", "asdfghjkl", "zxcvbnm")
-
-
-def _neighbours() -> dict[str, str]:
-    """Adjacent keys on a QWERTY keyboard: each row sits half a key right of the one above,
-    so "g" touches f, h (same row), t, y (above) and v, b (below)."""
-    pos = {ch: (r, c) for r, row in enumerate(_ROWS) for c, ch in enumerate(row)}
-    offsets = {-1: (0, 1), 0: (-1, 1), 1: (-1, 0)}  # row delta -> allowed column deltas
-    out: dict[str, str] = {}
-    for ch, (r, c) in pos.items():
-        near = [
-            other
-            for other, (r2, c2) in pos.items()
-            if other != ch and abs(r2 - r) <= 1 and c2 - c in offsets[r2 - r]
-        ]
-        out[ch] = "".join(sorted(near))
-    return out
-
-
-NEIGHBOURS = _neighbours()
+# Adjacent keys on a QWERTY keyboard: each row sits half a key right of the one above, so
+# "g" touches f, h (same row), t, y (above) and v, b (below).
+_KEYS = {
+    ch: (r, c)
+    for r, row in enumerate(("qwertyuiop", "asdfghjkl", "zxcvbnm"))
+    for c, ch in enumerate(row)
+}
+_NEAR = {-1: (0, 1), 0: (-1, 1), 1: (-1, 0)}  # row delta -> allowed column deltas
+NEIGHBOURS = {
+    ch: "".join(
+        sorted(
+            o
+            for o, (r2, c2) in _KEYS.items()
+            if o != ch and abs(r2 - r) <= 1 and c2 - c in _NEAR[r2 - r]
+        )
+    )
+    for ch, (r, c) in _KEYS.items()
+}
 
 
 @dataclass(frozen=True)

@@ -7,21 +7,17 @@ question + the format instruction of its type.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import re
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-import jsonschema
-
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import load_structured, read_text, schema
+from pytest_recfair.fileio import check_shape, csv_rows, load_structured, read_input
 from pytest_recfair.prompts.seeds import slugify
 
 QType = Literal["yesno", "choice", "why"]
@@ -30,7 +26,7 @@ ATTRIBUTES: tuple[str, ...] = (
     "ability", "age", "body", "character", "culture", "gender", "occupation", "race",
     "religion", "social", "victim",
 )  # fmt: skip
-_ATTRIBUTE_ALIASES = {"occupations": "occupation"}
+ATTRIBUTE_ALIASES = {"occupations": "occupation"}  # the paper's spelling
 _QTYPE_ALIASES: dict[str, QType] = {
     "yesno": "yesno", "yes/no": "yesno", "yes-no": "yesno", "yes_no": "yesno",
     "choice": "choice", "why": "why", "wh": "why",
@@ -219,53 +215,52 @@ def load_roles(
     row as the study counted it (repeats get ids ``<id>~N``).
     """
     path = Path(source)
-    if isinstance(source, str) and not path.suffix:
-        node = resources.files("pytest_recfair.prompts").joinpath("data", "roleplay")
-        bundled = node.joinpath(f"{source}.yaml")
-        if not bundled.is_file():
-            raise ConfigError(
-                f"roleplay questions: {source!r} is neither a bundled set ('default', 'smoke') "
-                f"nor a file ending in {', '.join(_SUFFIXES)}; pass one of those"
-            )
+    node = resources.files("pytest_recfair.prompts").joinpath("data", "roleplay", f"{source}.yaml")
+    if isinstance(source, str) and not path.suffix and node.is_file():
         where = f"bundled role-play set {source!r}"
-        return _parse(bundled.read_text(encoding="utf-8"), where, ".yaml", attribute, strict)
-    if path.suffix.lower() not in _SUFFIXES:
-        raise ConfigError(
-            f"roleplay questions: {str(path)!r} has an unsupported suffix; expected one of "
-            f"{', '.join(_SUFFIXES)}"
-        )
-    if not path.is_file():
-        raise DataError(
-            f"roleplay questions file {str(path)!r} does not exist; check the path (relative "
-            "paths are resolved from the current directory) or use the bundled 'default'"
-        )
-    where = f"roleplay questions file {str(path)!r}"
-    text = read_text(path, where, utf8="UTF-8")
-    if attribute is None and path.suffix.lower() == ".csv":
+        return _parse(node.read_text(encoding="utf-8"), where, ".yaml", attribute, strict)
+    text, where, suffix = read_input(path, "roleplay questions", ("default", "smoke"), _SUFFIXES)
+    if attribute is None and suffix == ".csv":
         m = re.match(r"(?P<a>[a-z]+)_questions$", path.stem, re.I)
         attribute = m.group("a").lower() if m else None
-    return _parse(text, where, path.suffix.lower(), attribute, strict)
+    return _parse(text, where, suffix, attribute, strict)
 
 
 def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bool) -> RoleSet:
-    text = text.removeprefix("\ufeff")
     if suffix == ".csv":
-        rows, name, published = _csv_rows(text, where), "", False
+        doc: dict[str, Any] = {}
+        rows = _csv_rows(text, where)
     else:
-        rows, name, published = _structured_rows(text, where, suffix)
+        # the C loader when built in: the bundled set's 2,376 questions load 5x faster
+        data = load_structured(text, where, suffix, fast=True)
+        doc = dict(data) if isinstance(data, dict) else {"questions": data}
+        items = doc.get("questions")
+        rows = [
+            (f"questions[{i}]", _renamed(item))
+            for i, item in enumerate(items if isinstance(items, list) else ())
+            if item is not None and item != {}
+        ]
     for _, row in rows:
+        if not isinstance(row, dict):
+            continue  # the schema names it
         if attribute is not None:
             row.setdefault("attribute", attribute)
         # spellings the schema need not list: "Religion", "yes / no", "Occupations"
         if isinstance(row.get("attribute"), str):
             folded = row["attribute"].strip().casefold()
-            row["attribute"] = _ATTRIBUTE_ALIASES.get(folded, folded)
+            row["attribute"] = ATTRIBUTE_ALIASES.get(folded, folded)
         if isinstance(row.get("type"), str):
             row["type"] = normalise_qtype(row["type"]) or row["type"]
-    _validate({"questions": [r for _, r in rows]}, [loc for loc, _ in rows], where)
+    if suffix == ".csv" or isinstance(doc.get("questions"), list):
+        doc["questions"] = [r for _, r in rows]
+    check_shape(doc, "roleplay", where, _EXPECTED, rows=[loc for loc, _ in rows])
+    # a published set (a study's questions as it asked and counted them, as ``import
+    # biaslens`` writes): nothing left out
+    published = doc.get("published") is True
     questions: list[RoleQuestion] = []
     skipped: list[Skipped] = []
     seen: dict[tuple[str, str, str], str] = {}
+    ids: set[str] = set()
     for loc, row in rows:
         q = _question(row, loc, where, published)
         key = (q.role.casefold(), q.qtype, " ".join(q.question.casefold().split()))
@@ -284,117 +279,52 @@ def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bo
             continue
         if key in seen:  # a repeat kept ("published"): its own id, its own cassette
             q = replace(q, id=f"{q.id}~{sum(x.id.startswith(q.id) for x in questions) + 1}")
+        if q.id in ids:
+            raise DataError(
+                f"{where}: id {q.id!r} repeats; ids key cassettes and baselines, so each must "
+                "be unique; give one row another 'id'"
+            )
+        ids.add(q.id)
         seen.setdefault(key, loc)
         questions.append(q)
     if not questions:
         raise DataError(f"{where} holds no usable question; expected at least one row")
-    _check_ids(questions, where)
-    return RoleSet(name or where, tuple(questions), tuple(skipped))
+    return RoleSet(doc.get("name") or where, tuple(questions), tuple(skipped))
 
 
 def _csv_rows(text: str, where: str) -> list[tuple[str, dict[str, Any]]]:
-    reader = csv.DictReader(io.StringIO(text))
-    header = [f or "" for f in reader.fieldnames or []]
-    keys = {f: _COLUMNS.get(re.sub(r"[\s/-]+", "_", f.strip().casefold())) for f in header}
-    missing = {"role", "type", "question"} - set(keys.values())
-    if missing:
-        raise DataError(
-            f"{where}: line 1: the header lacks column(s) {sorted(missing)}; expected "
-            f"'role,attribute,type,question[,options]' or the paper's 'Role,Question Type,"
-            f"Question'; found {header or '(no header)'}"
-        )
-    rows: list[tuple[str, dict[str, Any]]] = []
-    for raw in reader:
-        line = f"line {reader.line_num}"
-        if None in raw:
-            raise DataError(
-                f"{where}: {line} has more fields than the header ({len(header)} columns); "
-                "quote fields that contain commas"
-            )
-        row: dict[str, Any] = {}
-        for col, value in raw.items():
-            key = keys.get(col or "")
-            if key is not None and value is not None and value.strip():
-                row[key] = value.strip()
-        if not row:
-            continue
-        if isinstance(row.get("options"), str):
+    expected = (
+        "'role,attribute,type,question[,options]' or the paper's 'Role,Question Type,Question'"
+    )
+    rows: list[tuple[str, dict[str, Any]]] = csv_rows(
+        text,
+        where,
+        lambda f: _COLUMNS.get(re.sub(r"[\s/-]+", "_", f.strip().casefold())),
+        {"role", "type", "question"},
+        expected,
+    )
+    for _, row in rows:
+        if "options" in row:
             row["options"] = [o.strip() for o in row["options"].split("|") if o.strip()]
-        rows.append((line, row))
     return rows
 
 
-def _structured_rows(
-    text: str, where: str, suffix: str
-) -> tuple[list[tuple[str, dict[str, Any]]], str, bool]:
-    """The rows, the set's name and whether it is ``published`` (a study's questions as
-    it asked and counted them, as ``import biaslens`` writes: nothing left out)."""
-    # the C loader when built in: the bundled set's 2,376 questions load 5x faster
-    data = load_structured(text, where, suffix, fast=True)
-    name, published = "", False
-    if isinstance(data, dict):
-        name, published = str(data.get("name") or ""), data.get("published") is True
-        extra = set(data) - {"name", "description", "questions", "published"}
-        if extra:
-            raise DataError(
-                f"{where}: unknown top-level key(s) {sorted(map(str, extra))}; expected "
-                "'questions' (and optional 'name', 'description', 'published')"
-            )
-        data = data.get("questions")
-    if not isinstance(data, list):
-        raise DataError(
-            f"{where}: expected a mapping with a 'questions' list (or a bare list of "
-            f"questions); got {type(data).__name__}"
-        )
-    rows: list[tuple[str, dict[str, Any]]] = []
-    for i, item in enumerate(data):
-        if item is None or item == {}:
-            continue
-        if not isinstance(item, dict):
-            raise DataError(
-                f"{where}: questions[{i}] must be a mapping with role, attribute, type and "
-                f"question; got {type(item).__name__} {item!r}"
-            )
-        row = {
-            _COLUMNS.get(str(k).strip().casefold().replace(" ", "_"), str(k)): v
-            for k, v in item.items()
-        }
-        rows.append((f"questions[{i}]", row))
-    return rows, name, published
+def _renamed(item: Any) -> Any:
+    """A YAML/JSON row with the CSV's column spellings ("Question Type") as its keys."""
+    if not isinstance(item, dict):
+        return item
+    return {
+        _COLUMNS.get(str(k).strip().casefold().replace(" ", "_"), str(k)): v
+        for k, v in item.items()
+    }
 
 
-_EXPECT = {
-    "role": "a non-empty role such as 'nurse'",
-    "attribute": f"one of {', '.join(ATTRIBUTES)}",
-    "type": "yesno, choice or why (or the paper's Yes/No, Choice, Wh)",
-    "question": "a non-empty question",
-    "options": "a list of at least 2 options, the last the unbiased one",
-}
-
-
-def _validate(data: Mapping[str, Any], locs: Sequence[str], where: str) -> None:
-    validator = jsonschema.Draft202012Validator(schema("roleplay"))
-    errors = sorted(validator.iter_errors(data), key=lambda e: [str(p) for p in e.path])
-    if not errors:
-        return
-    err = errors[0]
-    path = list(err.absolute_path)
-    loc = locs[path[1]] if len(path) >= 2 and isinstance(path[1], int) else "(top level)"
-    field = str(path[2]) if len(path) >= 3 else None
-    if err.validator == "required":
-        field = str(err.message.split("'")[1])
-        found = "it is missing"
-    elif err.validator == "additionalProperties":
-        field = None
-        found = err.message
-    else:
-        found = f"found {err.instance!r}"
-    expected = _EXPECT.get(field or "", "role, attribute, type and question")
-    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    raise DataError(
-        f"{where}: {loc}: {field or 'row'}: expected {expected}; {found}{more}; fix the row "
-        "(see docs/roleplay.md, 'Question files')"
-    )
+_EXPECTED = (
+    "expected a 'questions' list (or a bare list) of rows with role (e.g. 'nurse'), "
+    f"attribute (one of {', '.join(ATTRIBUTES)}), type (yesno, choice or why; the paper's "
+    "Yes/No, Choice, Wh too), question, and for a choice question options (2 or more, the "
+    "last the unbiased one); fix the row (see docs/roleplay.md, 'Question files')"
+)
 
 
 def _question(row: Mapping[str, Any], loc: str, where: str, published: bool) -> RoleQuestion:
@@ -415,14 +345,3 @@ def _question(row: Mapping[str, Any], loc: str, where: str, published: bool) -> 
     digest = hashlib.sha256(" ".join(question.casefold().split()).encode("utf-8")).hexdigest()
     ident = str(row.get("id") or f"{attribute}/{slugify(role)}/{qtype}/{digest[:10]}")
     return RoleQuestion(ident, role, attribute, qtype, question, options)
-
-
-def _check_ids(questions: Sequence[RoleQuestion], where: str) -> None:
-    seen: set[str] = set()
-    for q in questions:
-        if q.id in seen:
-            raise DataError(
-                f"{where}: id {q.id!r} repeats; ids key cassettes and baselines, so each must "
-                "be unique; give one row another 'id'"
-            )
-        seen.add(q.id)

@@ -6,20 +6,24 @@ a larger one: a quick PR run audits entities the nightly run audits too.
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import atomic_write_bytes, load_structured, read_text
+from pytest_recfair.fileio import (
+    atomic_write_bytes,
+    check_shape,
+    csv_rows,
+    load_structured,
+    read_input,
+)
 
 # Bundled set name -> the domain its entities belong to.
 BUNDLED_SEEDS: dict[str, str] = {"directors": "movie", "artists": "music"}
@@ -54,28 +58,15 @@ def load_seeds(source: str | Path, *, domain: str | None = None) -> list[Entity]
         node = resources.files("pytest_recfair.prompts").joinpath("data", "seeds", f"{name}.csv")
         text = node.read_text(encoding="utf-8")
         return _parse(text, f"bundled seed set {name!r}", ".csv", domain or BUNDLED_SEEDS[name])
-    path = Path(source)
-    suffix = path.suffix.lower()
-    if suffix not in _SUFFIXES:
-        raise ConfigError(
-            f"seeds: {str(source)!r} is neither a bundled set ({', '.join(sorted(BUNDLED_SEEDS))})"
-            f" nor a file with a supported suffix ({', '.join(_SUFFIXES)}); "
-            "pass a bundled name or a path ending in one of those suffixes"
-        )
-    if not path.is_file():
-        raise DataError(
-            f"seeds file {str(path)!r} does not exist; check the path (relative paths are "
-            "resolved from the current directory) or use a bundled set "
-            f"({', '.join(sorted(BUNDLED_SEEDS))})"
-        )
-    where = f"seeds file {str(path)!r}"
-    return _parse(read_text(path, where), where, suffix, domain)
+    text, where, suffix = read_input(source, "seeds", sorted(BUNDLED_SEEDS), _SUFFIXES)
+    return _parse(text, where, suffix, domain)
 
 
 def _parse(text: str, where: str, suffix: str, domain: str | None) -> list[Entity]:
     rows: list[tuple[str, dict[str, Any]]]
     if suffix == ".csv":
-        rows = _csv_rows(text, where)
+        expected = "a header such as 'id,name,domain' ('id' and 'domain' optional)"
+        rows = csv_rows(text, where, lambda f: f.strip().lower(), {"name"}, expected)
     elif suffix == ".txt":
         rows = [
             (f"line {i}", {"name": line.strip()})
@@ -91,62 +82,24 @@ def _parse(text: str, where: str, suffix: str, domain: str | None) -> list[Entit
     return entities
 
 
-def _csv_rows(text: str, where: str) -> list[tuple[str, dict[str, Any]]]:
-    reader = csv.DictReader(io.StringIO(text))
-    fields = [f.strip().lower() for f in reader.fieldnames or []]
-    if "name" not in fields:
-        raise DataError(
-            f"{where}: the CSV header must have a 'name' column (optional 'id', 'domain'); "
-            f"found columns {fields or '(none)'}; add a header line such as 'id,name,domain'"
-        )
-    rows: list[tuple[str, dict[str, Any]]] = []
-    for line_no, raw in enumerate(reader, start=2):
-        if None in raw:
-            raise DataError(
-                f"{where}: line {line_no} has more fields than the header "
-                f"({len(fields)} columns); quote names that contain commas"
-            )
-        row = {k.strip().lower(): (v or "").strip() for k, v in raw.items() if k is not None}
-        if not any(row.values()):
-            continue
-        rows.append((f"line {line_no}", row))
-    return rows
-
-
 def _structured_rows(text: str, where: str, suffix: str) -> list[tuple[str, dict[str, Any]]]:
     data = load_structured(text, where, suffix)
-    if isinstance(data, dict) and "entities" in data:
-        data = data["entities"]
-    if not isinstance(data, list):
-        raise DataError(
-            f"{where}: expected a list of names (or of mappings with a 'name' key), or a "
-            f"mapping with an 'entities' list; got {type(data).__name__}"
-        )
-    rows: list[tuple[str, dict[str, Any]]] = []
-    for i, item in enumerate(data):
-        loc = f"entities[{i}]"
-        if isinstance(item, str):
-            rows.append((loc, {"name": item}))
-        elif isinstance(item, dict):
-            rows.append((loc, item))
-        else:
-            raise DataError(
-                f"{where}: {loc} must be a name string or a mapping with 'name'; "
-                f"got {type(item).__name__} {item!r}"
-            )
-    return rows
+    doc = {"entities": data} if isinstance(data, list) else data
+    check_shape(
+        doc,
+        "seeds",
+        where,
+        "expected a list of names (or of mappings with 'name' and optional 'id', 'domain'), "
+        "or a mapping with an 'entities' list; fix that entry",
+    )
+    items = enumerate(doc["entities"])
+    return [(f"entities[{i}]", {"name": x} if isinstance(x, str) else x) for i, x in items]
 
 
 def _entity(row: dict[str, Any], loc: str, where: str, domain: str | None) -> Entity:
     name = row.get("name")
     if not isinstance(name, str) or not name.strip():
         raise DataError(f"{where}: {loc} has no 'name' (expected a non-empty string); got {row!r}")
-    for key in ("id", "domain"):
-        value = row.get(key)
-        if value is not None and not isinstance(value, str | int):
-            raise DataError(
-                f"{where}: {loc}.{key} must be a string; got {type(value).__name__} {value!r}"
-            )
     ident = str(row.get("id") or "").strip() or slugify(name)
     dom = str(row.get("domain") or "").strip() or (domain or "")
     return Entity(id=ident, name=name.strip(), domain=dom)
@@ -226,30 +179,20 @@ def _examples_root() -> Any:
 def pipeline_example_files() -> tuple[str, ...]:
     """Paths, relative to where the examples are written, of the pipeline example's files
     (every file shipped under ``data/examples/pipeline_example``, sorted)."""
-    found: list[str] = []
 
-    def walk(node: Any, prefix: str) -> None:
+    def walk(node: Any, name: str) -> Iterator[str]:
         for child in node.iterdir():
-            if child.name == "__pycache__" or child.name.endswith(".pyc"):
-                continue
-            name = f"{prefix}/{child.name}"
-            if child.is_dir():
-                walk(child, name)
-            else:
-                found.append(name)
+            if child.is_dir() and child.name != "__pycache__":
+                yield from walk(child, f"{name}/{child.name}")
+            elif not child.is_dir() and not child.name.endswith(".pyc"):
+                yield f"{name}/{child.name}"
 
-    walk(_examples_root().joinpath(PIPELINE_EXAMPLE), PIPELINE_EXAMPLE)
-    return tuple(sorted(found))
+    root = _examples_root().joinpath(PIPELINE_EXAMPLE)
+    return tuple(sorted(walk(root, PIPELINE_EXAMPLE)))
 
 
 def example_bytes(relative: str) -> bytes:
     """The shipped content of one of :data:`EXAMPLE_FILES` or of the pipeline example."""
-    known = (*EXAMPLE_FILES, *pipeline_example_files())
-    if relative not in known:
-        raise DataError(
-            f"{relative!r} is not an example file; they are: {', '.join(EXAMPLE_FILES)} "
-            f"and the files of {PIPELINE_EXAMPLE}/"
-        )
     return _examples_root().joinpath(relative).read_bytes()  # type: ignore[no-any-return]
 
 

@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 class Setting:
     """How one setting is given: its key (marker argument, ``recfair_<key>``), parser."""
 
-    key: str
     parse: Parser
+    key: str = ""  # "": the field's name
     help: str = ""  # the ini key's help; "" -> "default for @fairness(<key>=...)"
     marker: bool = True  # a @fairness argument (else command line / ini only)
     ini: bool = True
@@ -48,20 +48,9 @@ class Setting:
     dest: str = ""  # that option's dest: ``fairness_<key>`` unless given
 
 
-def _s(
-    default: Any,
-    parse: Parser,
-    *,
-    key: str = "",
-    help: str = "",
-    marker: bool = True,
-    ini: bool = True,
-    option: str | None = None,
-    dest: str = "",
-) -> Any:
-    """A settings field with its declaration as metadata (the key defaults to its name)."""
-    setting = Setting(key, parse, help, marker, ini, option, dest)
-    return field(default=default, metadata={"setting": setting})
+def _s(default: Any, parse: Parser, **how: Any) -> Any:
+    """A settings field with its declaration (:class:`Setting`'s fields) as metadata."""
+    return field(default=default, metadata={"setting": Setting(parse, **how)})
 
 
 _MODES = ", ".join(RECORD_MODES)
@@ -386,8 +375,6 @@ CLI_KEYS.update({d.dest: k for k, (_, d) in SETTINGS.items() if d.option is not 
 # ini key -> settings key (recfair_model is the default HTTP provider's model)
 INI_KEYS: dict[str, str] = {f"recfair_{k}": k for k, (_, d) in SETTINGS.items() if d.ini}
 
-_PARSERS: dict[str, Parser] = {k: d.parse for k, (_, d) in SETTINGS.items()}
-
 
 def ini_help(key: str) -> str:
     """The help text of the ini key ``recfair_<key>``."""
@@ -413,7 +400,7 @@ def validate_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any], where: str
         )
     for key, value in kwargs.items():
         try:
-            _PARSERS[key](value, key, "marker")
+            SETTINGS[key][1].parse(value, key, "marker")
         except ConfigError as exc:
             raise ConfigError(f"@fairness{place}: {exc}") from None
 
@@ -426,21 +413,10 @@ def resolve(
 ) -> AuditSettings:
     """Merge and validate: ``cli`` keyed by dest or key (None: not given), ``ini`` by ini
     name or key ("": not given), ``marker`` by argument."""
-    merged: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    layers: list[tuple[str, Mapping[str, Any] | None]] = [
-        ("ini", ini),
-        ("marker", marker),
-        ("command-line", cli),
-    ]
-    for source, layer in layers:
+    parsed: dict[str, Any] = dict(_FIELD_DEFAULTS)
+    for source, layer in (("ini", ini), ("marker", marker), ("command-line", cli)):
         for raw_key, value in (layer or {}).items():
             key = _key(raw_key, source)
-            if source == "marker" and key not in MARKER_KEYS:
-                raise ConfigError(
-                    f"@fairness: unknown argument {raw_key!r}. "
-                    f"Allowed arguments: {', '.join(MARKER_KEYS)}."
-                )
             if value is None and source != "marker":
                 continue
             if source == "ini" and isinstance(value, str) and not value.strip():
@@ -448,18 +424,14 @@ def resolve(
             # store_true options arrive as False when absent: do not let them mask ini
             if source == "command-line" and value is False:
                 continue
-            if key in merged:  # overridden, but a bad value is still an error
-                _PARSERS[key](merged[key], key, sources[key])
-            merged[key] = value
-            sources[key] = source
-    parsed: dict[str, Any] = dict(_FIELD_DEFAULTS)
-    for key, value in merged.items():
-        parsed[SETTINGS[key][0]] = _PARSERS[key](value, key, sources[key])
+            # parsed as given: a value a later layer overrides is still checked
+            name, setting = SETTINGS[key]
+            parsed[name] = setting.parse(value, key, source)
     return AuditSettings(**parsed)
 
 
 def _key(raw_key: str, source: str) -> str:
-    if raw_key in _PARSERS:
+    if raw_key in (MARKER_KEYS if source == "marker" else SETTINGS):
         return raw_key
     if source == "command-line" and raw_key in CLI_KEYS:
         return CLI_KEYS[raw_key]

@@ -91,7 +91,7 @@ def to_bool(value: Any, key: str, source: str) -> bool:
     raise bad(key, value, source, "true or false")
 
 
-def choice(choices: tuple[str, ...]) -> Callable[[Any, str, str], str]:
+def choice(choices: tuple[str, ...]) -> Parser:
     def parse(value: Any, key: str, source: str) -> str:
         if isinstance(value, str) and value.strip().lower() in choices:
             return value.strip().lower()
@@ -167,9 +167,7 @@ def paths(split: Callable[[str], list[str]]) -> Parser:
     return parse
 
 
-def optional(
-    parse: Callable[[Any, str, str], Any],
-) -> Callable[[Any, str, str], Any]:
+def optional(parse: Parser) -> Parser:
     def inner(value: Any, key: str, source: str) -> Any:
         if value is None:
             return None
@@ -218,15 +216,10 @@ def _reworded(check: Callable[[Any, str], Any], expected: str) -> Parser:
     return parse
 
 
-def tolerance(value: Any, key: str, source: str) -> float:
-    """A number here, checked by the gate's one rule (``gate.limits.check_tolerance``)."""
-    out = nonneg(value, key, source)
-    try:
-        return check_tolerance(out)
-    except ConfigError:
-        raise bad(key, value, source, "a finite number >= 0.0, e.g. 0.02") from None
-
-
+#: A number here, checked by the gate's one rule (``gate.limits.check_tolerance``).
+tolerance = _reworded(
+    lambda value, key: check_tolerance(nonneg(value, key, "")), "a finite number >= 0.0, e.g. 0.02"
+)
 max_failed = _reworded(
     check_max_failed, "a share of prompts in [0, 1) such as 0.01 or '1%' (0: none)"
 )

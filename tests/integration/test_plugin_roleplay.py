@@ -258,7 +258,10 @@ def test_a_bad_questions_file_is_one_line_and_sends_nothing(pytester: pytest.Pyt
     pytester.makepyfile(test_audit=AUDIT.replace('attr="religion"', 'questions="bad.yaml"'))
     result = pytester.runpytest(*plugin_args(), "--fairness", "--fairness-update")
     assert result.ret == pytest.ExitCode.USAGE_ERROR  # at collection: nothing was sent
-    line = "ERROR: test_audit.py::test_roles: *bad.yaml*questions[[]0[]]: attribute: expected*"
+    line = (
+        "ERROR: test_audit.py::test_roles: *bad.yaml*at questions[[]0[]].attribute: 'planets' is "
+        "not one of*; expected a 'questions' list*attribute (one of ability,*fix the row*"
+    )
     result.stderr.fnmatch_lines([line])
     assert "asked" not in result.stdout.str() + result.stderr.str()
 

@@ -182,7 +182,11 @@ def test_invalid_yaml_missing_file_and_bad_source(tmp_path: Path) -> None:
         load_grid(_write(tmp_path, "name: [unclosed\n"))
     with pytest.raises(GridError, match="does not exist"):
         load_grid(tmp_path / "none.yaml")
-    with pytest.raises(ConfigError, match=r"neither a bundled grid \(faireval, fairllm"):
+    with pytest.raises(
+        ConfigError,
+        match=r"grid: .nonsense. is neither a bundled set \(faireval, fairllm.*nor a file "
+        r"ending in \.yaml",
+    ):
         load_grid("nonsense")
 
 

@@ -98,7 +98,7 @@ def test_resample_seed_is_separate_from_the_subsample_seed() -> None:
         ({"metric": "ndcg"}, "metric='ndcg' (marker): expected one of 'jaccard'"),
         ({"metric": ["serp", "serp"]}, "expected one of 'jaccard'"),
         ({"max_snsv": -0.1}, "max_snsv=-0.1 (marker): expected a number in [0.0, 1.0]"),
-        ({"tolerance": "lots"}, "tolerance='lots' (marker): expected a number >= 0.0"),
+        ({"tolerance": "lots"}, "tolerance='lots' (marker): expected a finite number >= 0.0"),
         ({"missing": "drop"}, "expected one of 'zero', 'skip'"),
         ({"attr": ""}, "attr='' (marker): expected a non-empty string"),
     ],
