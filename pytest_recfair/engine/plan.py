@@ -26,6 +26,7 @@ from pytest_recfair.metrics import inference
 from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.providers.adapter import CallableProvider
+from pytest_recfair.providers.batch_api import flock
 from pytest_recfair.providers.http import HTTPProvider
 from pytest_recfair.providers.pacing import TOKENS_PER_ITEM, CaseText, known_limits, prompt_tokens
 from pytest_recfair.providers.pipeline import Allowance
@@ -370,12 +371,7 @@ class Ledger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            try:
-                import fcntl
-            except ImportError:  # pragma: no cover - Windows: workers not serialised
-                yield
-                return
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            flock(fd, block=True)  # Windows: workers not serialised
             yield
         finally:
             os.close(fd)

@@ -109,9 +109,9 @@ class Workers:
                 prices = self.opts.prices
                 self.opts.live.advance(
                     failed=not isinstance(result, Completion),
-                    tokens=usage.total_tokens if usage is not None else 0,
+                    tokens=usage.total_tokens if usage else 0,
                     cost=usage.cost((float(prices[0]), float(prices[1])))
-                    if usage is not None and prices is not None
+                    if usage and prices
                     else None,
                 )
             if self.unfinished is not None and cassettes is not None:
@@ -292,20 +292,17 @@ async def _sent(
             f"timeout: no complete reply within {timeout:g} s ({kind})",
             unreachable=isinstance(exc, httpx.ConnectTimeout),
         ) from None
-    except httpx.ConnectError as exc:
+    except (httpx.ConnectError, BaseExceptionGroup) as exc:  # a group: anyio's connect
         where = f"{request.url.host}:{request.url.port or ''}"
         cause = blocker(exc)
         if cause is not None:  # e.g. pytest-socket: no retry helps, say it in one line
             raise blocked(where, cause) from None
+        if isinstance(exc, BaseExceptionGroup):
+            raise
         raise Retryable(f"cannot connect to {where} ({exc})", unreachable=True) from None
     except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
         # Includes a body cut off mid-transfer (fewer bytes than Content-Length).
         raise Retryable(f"{type(exc).__name__}: {exc or 'connection dropped'}") from None
-    except BaseExceptionGroup as eg:  # a socket refused inside anyio's connect
-        cause = blocker(eg)
-        if cause is None:
-            raise
-        raise blocked(f"{request.url.host}:{request.url.port or ''}", cause) from None
     except httpx.HTTPError as exc:  # bad URL, unsupported protocol: no retry helps
         raise Abort(
             ProviderError(
