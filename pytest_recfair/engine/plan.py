@@ -304,7 +304,7 @@ def allowance(
     when none is set) less what earlier audits planned. None for any other recommender."""
     if planned is None or planned.calls_per_prompt is None:
         return None
-    requests, cost = limits(settings, network=True)
+    requests, cost = dataclasses.astuple(budget_of(settings, network=True))
     before = list(spent)
     return Allowance(
         requests=None if requests is None else max(0, requests - sum(p.requests for p in before)),
@@ -316,19 +316,22 @@ def allowance(
 #: Live prompts one run may send to an HTTP recommender unless recfair_max_requests is set
 #: (the quickstart's first recording, 20 entities, asks ~720).
 DEFAULT_MAX_REQUESTS: Final = 2_000
-
-
 #: Estimated USD one run may spend unless recfair_max_cost is set (needs recfair_prices).
 DEFAULT_MAX_COST: Final = 5.0
 
 
-def limits(settings: AuditSettings, *, network: bool) -> tuple[int | None, float | None]:
-    """(max requests, max cost) of this run: the settings' own when either is set, else
-    the defaults for a recommender reached over the network (None: no limit)."""
+def budget_of(
+    settings: AuditSettings, planned: Plan | None = None, *, network: bool | None = None
+) -> Budget:
+    """The run's limits: the settings' own when either is set, else the defaults for a
+    recommender reached over the network (``planned``'s duration is estimated: an
+    in-process one's is not)."""
+    if network is None:
+        network = planned is not None and planned.seconds is not None
     requests, cost = settings.max_requests, settings.max_cost
     if not network or requests is not None or cost is not None:
-        return requests, cost  # a budget the user set is the budget
-    return DEFAULT_MAX_REQUESTS, DEFAULT_MAX_COST if settings.prices is not None else None
+        return Budget(requests, cost)  # a budget the user set is the budget
+    return Budget(DEFAULT_MAX_REQUESTS, DEFAULT_MAX_COST if settings.prices is not None else None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -375,14 +378,6 @@ class Ledger:
             yield
         finally:
             os.close(fd)
-
-
-def budget_of(settings: AuditSettings, planned: Plan | None = None) -> Budget:
-    """The run's limits; the default budget (:data:`DEFAULT_MAX_REQUESTS`) when
-    ``planned`` sends over the network (its duration is estimated, an in-process one's not)."""
-    network = planned is not None and planned.seconds is not None
-    requests, cost = limits(settings, network=network)
-    return Budget(max_requests=requests, max_cost=cost)
 
 
 def audit_plan(

@@ -184,15 +184,9 @@ class Scope:
             if 200 <= status < 300:
                 self.failing.pop((method, url, body), None)
                 self._add_usage(usage)
-                request = RecordedRequest(
-                    method=method,
-                    url=url,
-                    headers=tuple(headers),
-                    body=body,
-                    repeat=int(self.case.repeat),
-                    case_id=self.case.id,
-                )
-                self.commits.append((request, recorded))
+                repeat, case_id = int(self.case.repeat), self.case.id
+                asked = RecordedRequest(method, url, tuple(headers), body, repeat, case_id)
+                self.commits.append((asked, recorded))
             else:
                 self.failing[(method, url, body)] = f"{_line(method, url)} answered HTTP {status}"
         return recorded
@@ -348,14 +342,9 @@ def output_request(model: str, system: str | None, prompt: str) -> tuple[str, st
 
 
 def output_reply(completion: Completion) -> bytes:
-    usage = completion.usage
-    data = {
-        "text": completion.text,
-        "finish_reason": completion.finish_reason,
-        "usage": None
-        if usage is None
-        else {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
-    }
+    u = completion.usage
+    usage = u and {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
+    data = {"text": completion.text, "finish_reason": completion.finish_reason, "usage": usage}
     return json.dumps(data, ensure_ascii=False).encode("utf-8")
 
 
