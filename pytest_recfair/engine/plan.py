@@ -28,7 +28,7 @@ from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.batch_api import flock
 from pytest_recfair.providers.http import HTTPProvider
-from pytest_recfair.providers.pacing import TOKENS_PER_ITEM, CaseText, known_limits, prompt_tokens
+from pytest_recfair.providers.pacing import CaseText, known_limits, prompt_tokens, request_tokens
 from pytest_recfair.providers.pipeline import Allowance
 from pytest_recfair.providers.transport import CassetteTransport, case_extensions
 from pytest_recfair.report.sections import kind_sections
@@ -226,8 +226,7 @@ def estimate(
     """The plan for asking ``to_ask`` (prompts without a valid recording); ``rpm`` /
     ``tpm``: the provider's known limits."""
     prompt_total = sum(map(prompt_tokens, to_ask))
-    # a case without k (a candidate pick) asks for one item
-    completion_tokens = sum(max_tokens or TOKENS_PER_ITEM * getattr(c, "k", 1) for c in to_ask)
+    completion_tokens = sum(request_tokens(c, max_tokens) for c in to_ask) - prompt_total
     waves = math.ceil(len(to_ask) / max(1, concurrency))
     seconds = None if seconds_per_request is None else waves * seconds_per_request
     slowest = max(
