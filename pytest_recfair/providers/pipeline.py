@@ -404,24 +404,17 @@ def http_client(generation: str = "httpx2", max_reply_chars: int | None = None) 
 
     class RecfairTransport(lib.BaseTransport):  # type: ignore[misc,name-defined]
         def __init__(self) -> None:
-            self.inner: Any = None
-            self.lock = threading.Lock()
-
-        def network(self) -> Any:
-            with self.lock:
-                if self.inner is None:  # a replay never opens a socket
-                    self.inner = lib.HTTPTransport()
-                return self.inner
+            self.inner = lib.HTTPTransport()  # its pool connects on the first live request
 
         def handle_request(self, request: Any) -> Any:
             scope = _scope()
             if scope is None:
-                return self.network().handle_request(request)
+                return self.inner.handle_request(request)
             parts, hit = _ask(scope, request, request.read())
             if hit is not None:
                 return response_of(hit, lib)
             try:
-                live = self.network().handle_request(request)
+                live = self.inner.handle_request(request)
                 with contextlib.closing(live):
                     content = live.read()
             except Exception as exc:
@@ -430,10 +423,7 @@ def http_client(generation: str = "httpx2", max_reply_chars: int | None = None) 
             return _got(lib, scope, parts, live, content, max_reply_chars)
 
         def close(self) -> None:
-            with self.lock:
-                inner, self.inner = self.inner, None
-            if inner is not None:
-                inner.close()
+            self.inner.close()
 
     return lib.Client(transport=RecfairTransport(), timeout=lib.Timeout(600.0, connect=10.0))
 

@@ -43,26 +43,20 @@ class Abort(Exception):
         self.error = error
 
 
-def wait_header(headers: httpx.Headers) -> str:
-    """The name of what states a 429's wait (for the line saying it was capped)."""
-    for name in ("retry-after-ms", "Retry-After"):
-        if headers.get(name):
-            return name
-    return "error details (RetryInfo)"
-
-
-def limits_of(response: httpx.Response) -> tuple[Seen | None, float | None]:
-    """The limits a reply states and, for a 429, how long to wait (headers, or Gemini's
-    error details, which also name the per-minute quota that was hit)."""
-    seen = read_headers(response.headers)
+def limits_of(response: httpx.Response) -> tuple[Seen | None, float | None, str]:
+    """The limits a reply states and, for a 429, how long to wait and what said so (for
+    the line saying it was capped): headers, or Gemini's error details, which also name
+    the per-minute quota that was hit."""
+    headers, seen = response.headers, read_headers(response.headers)
     if response.status_code != 429:
-        return seen, None
-    wait = retry_after_seconds(response.headers)
+        return seen, None, ""
+    wait = retry_after_seconds(headers)
+    said = next((n for n in ("retry-after-ms", "Retry-After") if headers.get(n)), None)
     if wait is None or seen is None:
         delay, quota = gemini_quota(response.content)
         wait = wait if wait is not None else delay
         seen = seen or quota
-    return seen, wait
+    return seen, wait, said or "error details (RetryInfo)"
 
 
 def url_of(provider: Any) -> str:

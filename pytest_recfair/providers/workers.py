@@ -40,7 +40,6 @@ from pytest_recfair.providers.retry import (
     judge,
     limits_of,
     url_of,
-    wait_header,
 )
 from pytest_recfair.providers.runstate import CaseLike, Run, RunOptions
 from pytest_recfair.providers.transport import EXT_RECORD, UNSCOPED_ENTITY, CassetteTransport
@@ -262,7 +261,7 @@ async def _attempt_http(
             record()
     finally:  # a paid reply is recorded before its headers are read for the pacer
         if pacer is not None and ticket is not None:
-            pacer.replied(response.status_code, *limits_of(response), wait_header(response.headers))
+            pacer.replied(response.status_code, *limits_of(response))
     if pacer is not None and ticket is not None:
         pacer.used(ticket, completion.usage.total_tokens if completion.usage else None)
     return completion
