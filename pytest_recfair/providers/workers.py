@@ -147,26 +147,21 @@ async def _one_callable(
     if noted is not None:  # this test's recording failed the prompt: so does its replay
         return noted
     scope = Scope(store, opts.test_id, case, opts.allowance)
+    output = (provider.model, case.system, case.prompt)  # its key with record=True
     with scoped(scope):
         try:
-            replayed = (
-                scope.replay_output(provider.model, case.system, case.prompt)
-                if provider.record
-                else None
-            )
+            replayed = scope.replay_output(*output) if provider.record else None
             if replayed is not None:
                 result: Completion | str = replayed
-            elif opts.intercept == "vcr":
-                with intercepted(scope):  # vcrpy saves (into the scope) when this ends
+            else:  # intercept="vcr": vcrpy saves (into the scope) when the block ends
+                with intercepted(scope) if opts.intercept == "vcr" else contextlib.nullcontext():
                     result = await _called(provider, case, run)
-            else:
-                result = await _called(provider, case, run)
         except RecfairError as exc:
             scope.stop = scope.stop or exc
         if scope.stop is not None:
             raise Abort(scope.stop)
         if provider.record and replayed is None and isinstance(result, Completion):
-            scope.keep_output(provider.model, case.system, case.prompt, result)
+            scope.keep_output(*output, result)
     return scope.settle(result)
 
 
