@@ -73,9 +73,8 @@ class RunCollector:
 
     def add_record(self, record: TestRecord) -> None:
         """A test judged in this process, no dict round trip (a big audit is millions of floats)."""
-        result = record.result
-        test_id = result.meta.test_id
-        self.results[test_id] = result
+        test_id = record.result.meta.test_id
+        self.results[test_id] = record.result
         if record.baseline is not None:
             self.baselines[test_id] = record.baseline
         else:  # a re-run of the same test id without a comparison drops the stale one
@@ -204,7 +203,4 @@ def prune(found: PrunePlan) -> None:
 
 
 def _rel(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
+    return str(path.relative_to(root) if path.is_relative_to(root) else path)

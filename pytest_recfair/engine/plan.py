@@ -26,8 +26,9 @@ from pytest_recfair.metrics import inference
 from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.providers.adapter import CallableProvider
+from pytest_recfair.providers.batch_api import flock
 from pytest_recfair.providers.http import HTTPProvider
-from pytest_recfair.providers.pacing import TOKENS_PER_ITEM, CaseText, known_limits, prompt_tokens
+from pytest_recfair.providers.pacing import CaseText, known_limits, prompt_tokens, request_tokens
 from pytest_recfair.providers.pipeline import Allowance
 from pytest_recfair.providers.transport import CassetteTransport, case_extensions
 from pytest_recfair.report.sections import kind_sections
@@ -225,8 +226,7 @@ def estimate(
     """The plan for asking ``to_ask`` (prompts without a valid recording); ``rpm`` /
     ``tpm``: the provider's known limits."""
     prompt_total = sum(map(prompt_tokens, to_ask))
-    # a case without k (a candidate pick) asks for one item
-    completion_tokens = sum(max_tokens or TOKENS_PER_ITEM * getattr(c, "k", 1) for c in to_ask)
+    completion_tokens = sum(request_tokens(c, max_tokens) for c in to_ask) - prompt_total
     waves = math.ceil(len(to_ask) / max(1, concurrency))
     seconds = None if seconds_per_request is None else waves * seconds_per_request
     slowest = max(
@@ -303,7 +303,7 @@ def allowance(
     when none is set) less what earlier audits planned. None for any other recommender."""
     if planned is None or planned.calls_per_prompt is None:
         return None
-    requests, cost = limits(settings, network=True)
+    requests, cost = dataclasses.astuple(budget_of(settings, network=True))
     before = list(spent)
     return Allowance(
         requests=None if requests is None else max(0, requests - sum(p.requests for p in before)),
@@ -315,19 +315,22 @@ def allowance(
 #: Live prompts one run may send to an HTTP recommender unless recfair_max_requests is set
 #: (the quickstart's first recording, 20 entities, asks ~720).
 DEFAULT_MAX_REQUESTS: Final = 2_000
-
-
 #: Estimated USD one run may spend unless recfair_max_cost is set (needs recfair_prices).
 DEFAULT_MAX_COST: Final = 5.0
 
 
-def limits(settings: AuditSettings, *, network: bool) -> tuple[int | None, float | None]:
-    """(max requests, max cost) of this run: the settings' own when either is set, else
-    the defaults for a recommender reached over the network (None: no limit)."""
+def budget_of(
+    settings: AuditSettings, planned: Plan | None = None, *, network: bool | None = None
+) -> Budget:
+    """The run's limits: the settings' own when either is set, else the defaults for a
+    recommender reached over the network (``planned``'s duration is estimated: an
+    in-process one's is not)."""
+    if network is None:
+        network = planned is not None and planned.seconds is not None
     requests, cost = settings.max_requests, settings.max_cost
     if not network or requests is not None or cost is not None:
-        return requests, cost  # a budget the user set is the budget
-    return DEFAULT_MAX_REQUESTS, DEFAULT_MAX_COST if settings.prices is not None else None
+        return Budget(requests, cost)  # a budget the user set is the budget
+    return Budget(DEFAULT_MAX_REQUESTS, DEFAULT_MAX_COST if settings.prices is not None else None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -370,23 +373,10 @@ class Ledger:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            try:
-                import fcntl
-            except ImportError:  # pragma: no cover - Windows: workers not serialised
-                yield
-                return
-            fcntl.flock(fd, fcntl.LOCK_EX)
+            flock(fd, block=True)  # Windows: workers not serialised
             yield
         finally:
             os.close(fd)
-
-
-def budget_of(settings: AuditSettings, planned: Plan | None = None) -> Budget:
-    """The run's limits; the default budget (:data:`DEFAULT_MAX_REQUESTS`) when
-    ``planned`` sends over the network (its duration is estimated, an in-process one's not)."""
-    network = planned is not None and planned.seconds is not None
-    requests, cost = limits(settings, network=network)
-    return Budget(max_requests=requests, max_cost=cost)
 
 
 def audit_plan(

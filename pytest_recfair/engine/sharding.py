@@ -230,12 +230,6 @@ class MergeSource:
                 "re-run those shards."
             ) from None
         _check_settings(settings, meta, files)
-        if meta.seed != settings.seed:
-            raise ConfigError(
-                f"--fairness-merge: the shards of {test_id} ran with --fairness-seed="
-                f"{meta.seed}, this run has {settings.seed}; merge with the shards' seed "
-                "(it also seeds the bootstrap)."
-            )
         self.used.add(test_id)
         result = stream.finish(settings, meta, merged.scorer, merged.sent)
         names = [a.attribute for a in result.attributes]
@@ -287,9 +281,10 @@ def _check_inputs(test_id: str, parts: Sequence[ShardResult], now: Mapping[str, 
 
 
 def _check_settings(settings: AuditSettings, meta: AuditMeta, files: str) -> None:
-    """The merge run's settings must be the shards': another k, model or number of
-    repeats would gate the shards' numbers as if they were this test's."""
-    wanted = {"k": settings.k, "model": settings.model, "repeats": settings.repeats}
+    """The merge run's settings must be the shards': another k, model, number of repeats
+    or seed (it also seeds the bootstrap) would gate the shards' numbers as this test's."""
+    s = settings
+    wanted = {"k": s.k, "model": s.model, "repeats": s.repeats, "seed": s.seed}
     differ = [
         f"{name} {value!r} here, {getattr(meta, name)!r} in the shards"
         for name, value in wanted.items()
@@ -298,5 +293,6 @@ def _check_settings(settings: AuditSettings, meta: AuditMeta, files: str) -> Non
     if differ:
         raise ConfigError(
             f"--fairness-merge: {meta.test_id} now differs from its shards ({files}): "
-            f"{'; '.join(differ)}; re-run the shards with the current settings."
+            f"{'; '.join(differ)}; re-run the shards with the current settings, or merge "
+            "with theirs."
         )

@@ -7,8 +7,9 @@ Errors are httpcore's, raised as httpx's (:data:`ERRORS`); a proxied run keeps h
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ssl
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Iterator
 from typing import Any, cast
 
 import httpcore
@@ -42,38 +43,30 @@ class _Connection(asyncio.Protocol):
         if len(self.buffer) > _READ_LIMIT and self.transport is not None:
             self.transport.pause_reading()
             self.reading_paused = True
-        self._wake()
+        _settle(self.waiter)
 
     def eof_received(self) -> bool:
         self.eof = True
-        self._wake()
+        _settle(self.waiter)
         return False  # the transport closes itself
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.eof = True
-        self.error = exc
-        self._wake()
-        self.writing_paused = False
-        if self.drained is not None and not self.drained.done():
-            self.drained.set_result(None)
+        self.eof, self.error = True, exc
+        _settle(self.waiter)
+        self.resume_writing()
 
     def pause_writing(self) -> None:
         self.writing_paused = True
 
     def resume_writing(self) -> None:
         self.writing_paused = False
-        if self.drained is not None and not self.drained.done():
-            self.drained.set_result(None)
-
-    def _wake(self) -> None:
-        if self.waiter is not None and not self.waiter.done():
-            self.waiter.set_result(None)
+        _settle(self.drained)
 
     async def wait(self, timeout: float | None, expired: Exception) -> None:
         """Until data, EOF or the connection's end; ``expired`` is raised after
         ``timeout`` seconds. One timer, no task cancellation."""
         waiter = self.waiter = self.loop.create_future()
-        timer = None if timeout is None else self.loop.call_later(timeout, _expire, waiter, expired)
+        timer = None if timeout is None else self.loop.call_later(timeout, _settle, waiter, expired)
         try:
             await waiter
         finally:
@@ -94,9 +87,13 @@ class _Connection(asyncio.Protocol):
                 self.drained = None
 
 
-def _expire(waiter: asyncio.Future[None], expired: Exception) -> None:
-    if not waiter.done():
-        waiter.set_exception(expired)
+def _settle(future: asyncio.Future[None] | None, error: Exception | None = None) -> None:
+    """Wake whoever awaits ``future`` (with ``error``, a timeout), once."""
+    if future is not None and not future.done():
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)
 
 
 class AsyncioStream(httpcore.AsyncNetworkStream):
@@ -276,7 +273,7 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
-        try:
+        with _mapped(request):
             reply = await self.pool.handle_async_request(
                 httpcore.Request(
                     method=request.method,
@@ -288,15 +285,10 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
                     extensions=request.extensions,  # the timeouts travel here
                 )
             )
-        except Exception as exc:
-            mapped = _httpx_error(exc, request)
-            if mapped is exc:
-                raise
-            raise mapped from exc
         return httpx.Response(
             status_code=reply.status,
             headers=reply.headers,
-            stream=_Body(cast(AsyncIterable[bytes], reply.stream), request),
+            stream=_Body(cast(httpx.AsyncByteStream, reply.stream), request),
             extensions=reply.extensions,
         )
 
@@ -307,24 +299,17 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
 class _Body(httpx.AsyncByteStream):
     """A reply's body as httpx reads it; httpcore's errors while reading become httpx's."""
 
-    def __init__(self, stream: AsyncIterable[bytes], request: httpx.Request) -> None:
+    def __init__(self, stream: httpx.AsyncByteStream, request: httpx.Request) -> None:
         self._stream = stream
         self._request = request
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
-        try:
+        with _mapped(self._request):
             async for part in self._stream:
                 yield part
-        except Exception as exc:
-            mapped = _httpx_error(exc, self._request)
-            if mapped is exc:
-                raise
-            raise mapped from exc
 
     async def aclose(self) -> None:
-        close = getattr(self._stream, "aclose", None)
-        if close is not None:
-            await close()
+        await self._stream.aclose()
 
 
 #: httpcore's errors and the httpx errors raised for them, first match wins (the runner
@@ -341,6 +326,17 @@ ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
     (httpcore.LocalProtocolError, httpx.LocalProtocolError),
     (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
 )
+
+
+@contextlib.contextmanager
+def _mapped(request: httpx.Request) -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        mapped = _httpx_error(exc, request)
+        if mapped is exc:
+            raise
+        raise mapped from exc
 
 
 def _httpx_error(exc: Exception, request: httpx.Request) -> Exception:

@@ -61,14 +61,13 @@ def _service(provider: Provider, client: httpx.Client) -> BatchService:
             f"--fairness-batch: provider {name!r} is set to stream replies; batch results "
             "are whole replies, so turn streaming off to record through a batch API."
         )
-    service = SERVICES.get(name)
-    if service is not None:
-        base = str(getattr(provider, "base_url", ""))
-        return service(base, provider.build_request(None, "batch"), client)
-    raise ConfigError(
-        f"--fairness-batch: provider {name!r} has no batch API here; use one of "
-        f"{', '.join(SERVICES)}, or record with --fairness-record instead."
-    )
+    if name not in SERVICES:
+        raise ConfigError(
+            f"--fairness-batch: provider {name!r} has no batch API here; use one of "
+            f"{', '.join(SERVICES)}, or record with --fairness-record instead."
+        )
+    base = str(getattr(provider, "base_url", ""))
+    return SERVICES[name](base, provider.build_request(None, "batch"), client)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ import httpx
 
 from pytest_recfair.errors import ProviderError
 from pytest_recfair.fileio import atomic_write_text, remove_stale_temps
+from pytest_recfair.providers.base import error_detail
 
 OPENAI_ENDPOINT: Final = "/v1/chat/completions"
 METADATA_KEY: Final = "recfair_key"  # the journal's content key, in an OpenAI batch's metadata
@@ -55,33 +56,27 @@ class LineResult:
     error: str | None  # why this line has no reply
 
 
-def _detail(response: httpx.Response) -> str:
-    try:
-        data = response.json()
-        err = data.get("error") if isinstance(data, dict) else None
-        if isinstance(err, dict):
-            inner = err.get("error")
-            return str((inner if isinstance(inner, dict) else err).get("message") or err)
-    except ValueError:
-        pass
-    text = " ".join(response.text.split())
-    return text[:200] or response.reason_phrase
+class _Batches:
+    """A service's batch client, with a few retries for transient failures (plain loop);
+    ``probe``: a synchronous request, whose auth, version and extra headers the batch calls
+    carry. A batch is ``{url}/{id}``, the list is ``url``."""
 
+    kind = what = path = ""
+    # what differs: is a listed batch the journal's, where its results are, a line's reply
+    created: Callable[[dict[str, Any], str, int, float, set[str]], bool]
+    result_urls: Callable[[dict[str, Any]], list[str]]
+    result: Callable[[dict[str, Any]], LineResult]
 
-class _Http:
-    """A synchronous client with a few retries for transient failures (plain loop)."""
-
-    def __init__(self, client: httpx.Client, headers: dict[str, str], what: str) -> None:
-        self.client = client
-        self.headers = headers
-        self.what = what
-        self.sleep: Callable[[float], None] = time.sleep
+    def __init__(self, base_url: str, probe: httpx.Request, client: httpx.Client) -> None:
+        self.base, self.probe, self.client = base_url.rstrip("/"), probe, client
+        self.url = self.base + self.path
+        self.headers = {k: v for k, v in probe.headers.items() if k.lower() not in _BODY_HEADERS}
 
     def call(self, method: str, url: str, **kw: Any) -> httpx.Response:
         last = ""
         for attempt in range(_TRIES):
             if attempt:
-                self.sleep(min(30.0, 0.5 * 2**attempt))
+                time.sleep(min(30.0, 0.5 * 2**attempt))
             for fh in kw.get("files", {}).values():
                 fh[1].seek(0)  # a retried upload starts the file again
             try:
@@ -90,12 +85,12 @@ class _Http:
                 last = f"{type(exc).__name__}: {exc}"
                 continue
             if response.status_code in _RETRYABLE:
-                last = f"HTTP {response.status_code}: {_detail(response)}"
+                last = f"HTTP {response.status_code}: {error_detail(response)}"
                 continue
             if response.status_code >= 400:
                 raise ProviderError(
                     f"{self.what}: {method} {url} answered HTTP {response.status_code}: "
-                    f"{_detail(response)}. Check the key, the model and the base URL."
+                    f"{error_detail(response)}. Check the key, the model and the base URL."
                 )
             return response
         raise ProviderError(
@@ -116,49 +111,28 @@ class _Http:
             )
         return data
 
-    def lines(self, url: str) -> Iterator[str]:
-        """A JSONL download, line by line (never the whole file in memory)."""
-        with self.client.stream("GET", url, headers=self.headers) as response:
-            if response.status_code >= 400:
-                response.read()
-                raise ProviderError(
-                    f"{self.what}: GET {url} answered HTTP {response.status_code}: "
-                    f"{_detail(response)}; re-run to resume."
-                )
-            for line in response.iter_lines():
-                if line.strip():
-                    yield line
-
-
-class _Batches:
-    """A service's batch client; ``probe``: a synchronous request, whose auth, version and
-    extra headers the batch calls carry. A batch is ``{url}/{id}``, the list is ``url``."""
-
-    kind = what = path = ""
-    # what differs: is a listed batch the journal's, where its results are, a line's reply
-    created: Callable[[dict[str, Any], str, int, float, set[str]], bool]
-    result_urls: Callable[[dict[str, Any]], list[str]]
-    result: Callable[[dict[str, Any]], LineResult]
-
-    def __init__(self, base_url: str, probe: httpx.Request, client: httpx.Client) -> None:
-        self.base, self.probe = base_url.rstrip("/"), probe
-        self.url = self.base + self.path
-        headers = {k: v for k, v in probe.headers.items() if k.lower() not in _BODY_HEADERS}
-        self.http = _Http(client, headers, self.what)
-
     def find(self, key: str, total: int, since: float, claimed: set[str]) -> str | None:
         """The recent batch a journal of ``key`` created before a kill, if any."""
-        data = self.http.json("GET", self.url, params={"limit": 100})
+        data = self.json("GET", self.url, params={"limit": 100})
         for item in data.get("data") or []:
             if isinstance(item, dict) and self.created(item, key, total, since, claimed):
                 return str(item.get("id"))
         return None
 
     def results(self, batch_id: str) -> Iterator[LineResult]:
-        data = self.http.json("GET", f"{self.url}/{batch_id}")
+        data = self.json("GET", f"{self.url}/{batch_id}")
         for url in self.result_urls(data):
-            for raw in self.http.lines(url):
-                yield self.result(_result_object(raw, batch_id))
+            # a JSONL download, line by line (never the whole file in memory)
+            with self.client.stream("GET", url, headers=self.headers) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise ProviderError(
+                        f"{self.what}: GET {url} answered HTTP {response.status_code}: "
+                        f"{error_detail(response)}; re-run to resume."
+                    )
+                for raw in response.iter_lines():
+                    if raw.strip():
+                        yield self.result(_result_object(raw, batch_id))
 
 
 class OpenAIBatches(_Batches):
@@ -176,9 +150,7 @@ class OpenAIBatches(_Batches):
             files: dict[str, tuple[str, IO[bytes], str]] = {
                 "file": (jsonl.name, fh, "application/jsonl")
             }
-            data = self.http.json(
-                "POST", f"{self.base}/files", data={"purpose": "batch"}, files=files
-            )
+            data = self.json("POST", f"{self.base}/files", data={"purpose": "batch"}, files=files)
         return str(data["id"])
 
     def create(self, file_id: str, work: dict[str, str], key: str) -> str:
@@ -188,7 +160,7 @@ class OpenAIBatches(_Batches):
             "completion_window": "24h",
             "metadata": {METADATA_KEY: key},  # found again by find() after a kill
         }
-        return str(self.http.json("POST", self.url, json=payload)["id"])
+        return str(self.json("POST", self.url, json=payload)["id"])
 
     def created(
         self, item: dict[str, Any], key: str, total: int, since: float, claimed: set[str]
@@ -197,7 +169,7 @@ class OpenAIBatches(_Batches):
         return isinstance(meta, dict) and meta.get(METADATA_KEY) == key
 
     def state(self, batch_id: str) -> BatchState:
-        data = self.http.json("GET", f"{self.url}/{batch_id}")
+        data = self.json("GET", f"{self.url}/{batch_id}")
         status = str(data.get("status"))
         counts = data.get("request_counts") or {}
         done = status in ("completed", "expired", "failed", "cancelled")
@@ -244,7 +216,7 @@ class AnthropicBatches(_Batches):
 
     def create(self, file_id: str, work: dict[str, str], key: str) -> str:
         payload = {"requests": [self.line(cid, body) for cid, body in work.items()]}
-        return str(self.http.json("POST", self.url, json=payload)["id"])
+        return str(self.json("POST", self.url, json=payload)["id"])
 
     def created(
         self, item: dict[str, Any], key: str, total: int, since: float, claimed: set[str]
@@ -259,7 +231,7 @@ class AnthropicBatches(_Batches):
         return size == total and _epoch(item.get("created_at")) >= since - _CLOCK_SLACK
 
     def state(self, batch_id: str) -> BatchState:
-        data = self.http.json("GET", f"{self.url}/{batch_id}")
+        data = self.json("GET", f"{self.url}/{batch_id}")
         status = str(data.get("processing_status"))
         counts = {k: int(v or 0) for k, v in (data.get("request_counts") or {}).items()}
         failed = counts.get("errored", 0) + counts.get("canceled", 0) + counts.get("expired", 0)
@@ -310,10 +282,10 @@ def _result_object(raw: str, batch_id: str) -> dict[str, Any]:
     return item
 
 
-BatchService = OpenAIBatches | AnthropicBatches
 JOURNAL_VERSION: Final = 2
 
 
+BatchService = OpenAIBatches | AnthropicBatches
 _STATES: Final = frozenset({"planned", "uploaded", "submitted", "done"})
 
 
@@ -388,7 +360,7 @@ class JournalDir:
         self.root.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.root, os.O_RDONLY)
         try:
-            _flock(fd, block=True)
+            flock(fd, block=True)
             yield
         finally:
             os.close(fd)
@@ -501,19 +473,19 @@ def _read(path: Path) -> tuple[dict[str, str], dict[str, Any]] | str | None:
         return None
     except (OSError, UnicodeDecodeError) as exc:
         return f"unreadable: {exc}"
-    why = _malformed(text)
-    if why is None:
+    try:
         doc = json.loads(text)
+    except ValueError as exc:
+        why: str | None = f"not JSON: {exc}"
+    else:
+        why = _malformed(doc)
+    if why is None:
         return doc["owner"], doc["batches"][0]
     return f"malformed: {why}; expected a version-{JOURNAL_VERSION} journal"
 
 
-def _malformed(text: str) -> str | None:
-    """Why a journal's text is not a journal, or None."""
-    try:
-        doc = json.loads(text)
-    except ValueError as exc:
-        return f"not JSON: {exc}"
+def _malformed(doc: Any) -> str | None:
+    """Why a journal's JSON is not a journal, or None."""
     if not isinstance(doc, dict):
         return f"top level is {type(doc).__name__}, not an object"
     if doc.get("version") != JOURNAL_VERSION:
@@ -535,7 +507,8 @@ def _malformed(text: str) -> str | None:
     return None
 
 
-def _flock(fd: int, *, block: bool) -> bool:
+def flock(fd: int, *, block: bool) -> bool:
+    """An exclusive POSIX lock on ``fd``; False when another process holds it (non-blocking)."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows: no cross-process exclusion
@@ -550,7 +523,7 @@ def _flock(fd: int, *, block: bool) -> bool:
 def _try_lock(path: Path) -> int | None:
     """The held lock on ``path`` (created if missing), or None when a process holds it."""
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-    if _flock(fd, block=False):
+    if flock(fd, block=False):
         return fd
     os.close(fd)
     return None

@@ -144,12 +144,8 @@ _REGISTRY = threading.Lock()
 
 
 def _key(provider: Any) -> tuple[str, ...]:
-    return (
-        type(provider).__name__,
-        str(getattr(provider, "base_url", "")),
-        str(getattr(provider, "model", "")),
-        str(getattr(provider, "api_key_env", "")),
-    )
+    names = ("base_url", "model", "api_key_env")
+    return (type(provider).__name__, *(str(getattr(provider, n, "")) for n in names))
 
 
 def _share(limit: float | None) -> float | None:
@@ -178,8 +174,7 @@ def known_limits(provider: Any) -> tuple[float | None, float | None]:
     return endpoint.limits() if endpoint is not None else (None, None)
 
 
-def reset_endpoints() -> None:
-    """For tests."""
+def reset_endpoints() -> None:  # for tests
     with _REGISTRY:
         _ENDPOINTS.clear()
 
@@ -206,13 +201,12 @@ class Pacer:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         say: Callable[[str], None] | None = None,
     ) -> None:
-        self.endpoint = endpoint
-        self.say = say  # one line for the run's output when a header is capped (once)
-        self.concurrency = concurrency
-        # a 429's Retry-After holds the endpoint no longer than a retry would wait for it
-        # (``max_retry_after``): a hostile "a day" must not stall the run unseen
-        self.max_hold = max_hold
+        self.endpoint, self.concurrency = endpoint, concurrency
         self.clock, self.sleep = clock, sleep
+        self.say = say  # one line for the run's output when a header is capped (once)
+        # no wait longer than a retry would (``max_retry_after``): a hostile "a day" must
+        # not stall the run unseen
+        self.max_hold = max_hold
         self.in_flight = 0
         self._said: set[str] = set()
         self._freed: asyncio.Condition | None = None
@@ -404,8 +398,7 @@ def _finite(value: float) -> float | None:
 
 def _until(when: datetime, now: datetime | None) -> float:
     """Seconds from ``now`` (the clock's now) to ``when`` (UTC unless it says)."""
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)
     return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
@@ -426,11 +419,9 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = No
 
 
 def _count(value: str | None) -> int | None:
-    if value is None:
-        return None
     try:
-        number = float(value.strip())
-    except ValueError:
+        number = float((value or "").strip())
+    except ValueError:  # none stated, or not a number
         return None
     # "inf" or "1e999" (int() of it raises OverflowError) states no usable count
     return int(number) if math.isfinite(number) and number >= 0 else None

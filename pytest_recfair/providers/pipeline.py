@@ -184,15 +184,9 @@ class Scope:
             if 200 <= status < 300:
                 self.failing.pop((method, url, body), None)
                 self._add_usage(usage)
-                request = RecordedRequest(
-                    method=method,
-                    url=url,
-                    headers=tuple(headers),
-                    body=body,
-                    repeat=int(self.case.repeat),
-                    case_id=self.case.id,
-                )
-                self.commits.append((request, recorded))
+                repeat, case_id = int(self.case.repeat), self.case.id
+                asked = RecordedRequest(method, url, tuple(headers), body, repeat, case_id)
+                self.commits.append((asked, recorded))
             else:
                 self.failing[(method, url, body)] = f"{_line(method, url)} answered HTTP {status}"
         return recorded
@@ -348,14 +342,9 @@ def output_request(model: str, system: str | None, prompt: str) -> tuple[str, st
 
 
 def output_reply(completion: Completion) -> bytes:
-    usage = completion.usage
-    data = {
-        "text": completion.text,
-        "finish_reason": completion.finish_reason,
-        "usage": None
-        if usage is None
-        else {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens},
-    }
+    u = completion.usage
+    usage = u and {"prompt_tokens": u.prompt_tokens, "completion_tokens": u.completion_tokens}
+    data = {"text": completion.text, "finish_reason": completion.finish_reason, "usage": usage}
     return json.dumps(data, ensure_ascii=False).encode("utf-8")
 
 
@@ -415,24 +404,17 @@ def http_client(generation: str = "httpx2", max_reply_chars: int | None = None) 
 
     class RecfairTransport(lib.BaseTransport):  # type: ignore[misc,name-defined]
         def __init__(self) -> None:
-            self.inner: Any = None
-            self.lock = threading.Lock()
-
-        def network(self) -> Any:
-            with self.lock:
-                if self.inner is None:  # a replay never opens a socket
-                    self.inner = lib.HTTPTransport()
-                return self.inner
+            self.inner = lib.HTTPTransport()  # its pool connects on the first live request
 
         def handle_request(self, request: Any) -> Any:
             scope = _scope()
             if scope is None:
-                return self.network().handle_request(request)
+                return self.inner.handle_request(request)
             parts, hit = _ask(scope, request, request.read())
             if hit is not None:
                 return response_of(hit, lib)
             try:
-                live = self.network().handle_request(request)
+                live = self.inner.handle_request(request)
                 with contextlib.closing(live):
                     content = live.read()
             except Exception as exc:
@@ -441,10 +423,7 @@ def http_client(generation: str = "httpx2", max_reply_chars: int | None = None) 
             return _got(lib, scope, parts, live, content, max_reply_chars)
 
         def close(self) -> None:
-            with self.lock:
-                inner, self.inner = self.inner, None
-            if inner is not None:
-                inner.close()
+            self.inner.close()
 
     return lib.Client(transport=RecfairTransport(), timeout=lib.Timeout(600.0, connect=10.0))
 

@@ -43,26 +43,20 @@ class Abort(Exception):
         self.error = error
 
 
-def wait_header(headers: httpx.Headers) -> str:
-    """The name of what states a 429's wait (for the line saying it was capped)."""
-    for name in ("retry-after-ms", "Retry-After"):
-        if headers.get(name):
-            return name
-    return "error details (RetryInfo)"
-
-
-def limits_of(response: httpx.Response) -> tuple[Seen | None, float | None]:
-    """The limits a reply states and, for a 429, how long to wait (headers, or Gemini's
-    error details, which also name the per-minute quota that was hit)."""
-    seen = read_headers(response.headers)
+def limits_of(response: httpx.Response) -> tuple[Seen | None, float | None, str]:
+    """The limits a reply states and, for a 429, how long to wait and what said so (for
+    the line saying it was capped): headers, or Gemini's error details, which also name
+    the per-minute quota that was hit."""
+    headers, seen = response.headers, read_headers(response.headers)
     if response.status_code != 429:
-        return seen, None
-    wait = retry_after_seconds(response.headers)
+        return seen, None, ""
+    wait = retry_after_seconds(headers)
+    said = next((n for n in ("retry-after-ms", "Retry-After") if headers.get(n)), None)
     if wait is None or seen is None:
         delay, quota = gemini_quota(response.content)
         wait = wait if wait is not None else delay
         seen = seen or quota
-    return seen, wait
+    return seen, wait, said or "error details (RetryInfo)"
 
 
 def url_of(provider: Any) -> str:
@@ -85,42 +79,27 @@ def judge(provider: Provider, response: httpx.Response, case: CaseRef) -> Comple
         raise Retryable(
             f"HTTP {status} {response.reason_phrase}: {error_detail(response)}", retry_after=wait
         )
-    if status in FATAL_STATUS:
-        raise Abort(_fatal_status(provider, response, case))
-    raise ProviderError(
-        f"HTTP {status} {response.reason_phrase} from {response.request.url}: "
-        f"{error_detail(response)}. "
-        "The service rejected this request (not retried); check the options it names."
-    )
+    error = _refused(provider, response, case)
+    raise Abort(error) if status in FATAL_STATUS else error
 
 
-def _fatal_status(provider: Any, response: httpx.Response, case: CaseRef) -> ProviderError:
-    name = getattr(provider, "name", "provider")
-    model = getattr(provider, "model", "?")
-    base = url_of(provider)
-    env = getattr(provider, "api_key_env", None)
-    detail = error_detail(response)
-    url = response.request.url
-    status = response.status_code
-    if status == 401:
-        hint = unauthorized_hint(env, base)
-        return ProviderError(f"{name}: HTTP 401 Unauthorized from {url}: {detail}. {hint}")
-    if status == 404:
-        return ProviderError(
-            f"{name}: HTTP 404 Not Found from {url}: {detail}. Either the model {model!r} "
-            f"is unknown to this service or base_url {base!r} is wrong (OpenAI-compatible "
-            "servers usually end in /v1). Check both; nothing was retried."
-        )
-    if status == 407:
-        return ProviderError(
-            f"{name}: HTTP 407 from {url}: the proxy wants credentials: {detail}. Fix the "
-            "proxy settings (HTTPS_PROXY) or bypass it for this host."
-        )
-    key_hint = f"the key in {env}" if env else "your credentials"
+def _refused(provider: Any, response: httpx.Response, case: CaseRef) -> ProviderError:
+    """What a 4xx that no retry mends says, and what to do (401-407 stop the whole run)."""
+    env, model = getattr(provider, "api_key_env", None), getattr(provider, "model", "?")
+    base, status = url_of(provider), response.status_code
+    key = f"the key in {env}" if env else "your credentials"
+    todo = {
+        401: unauthorized_hint(env, base),
+        403: f"{key} lacks access to model {model!r} (case {case.id!r}) or to this project; "
+        "request access or use another model.",
+        404: f"Either the model {model!r} is unknown to this service or base_url {base!r} is "
+        "wrong (OpenAI-compatible servers usually end in /v1). Check both; nothing was retried.",
+        407: "The proxy wants credentials: fix the proxy settings (HTTPS_PROXY) or bypass it "
+        "for this host.",
+    }.get(status, "The service rejected this request (not retried); check the options it names.")
     return ProviderError(
-        f"{name}: HTTP 403 Forbidden from {url} for model {model!r} (case {case.id!r}): "
-        f"{detail}. {key_hint} lacks access to this model or project; request access or use "
-        "another model."
+        f"{getattr(provider, 'name', 'provider')}: HTTP {status} {response.reason_phrase} from "
+        f"{response.request.url}: {error_detail(response)}. {todo}"
     )
 
 

@@ -40,7 +40,6 @@ from pytest_recfair.providers.retry import (
     judge,
     limits_of,
     url_of,
-    wait_header,
 )
 from pytest_recfair.providers.runstate import CaseLike, Run, RunOptions
 from pytest_recfair.providers.transport import EXT_RECORD, UNSCOPED_ENTITY, CassetteTransport
@@ -109,9 +108,9 @@ class Workers:
                 prices = self.opts.prices
                 self.opts.live.advance(
                     failed=not isinstance(result, Completion),
-                    tokens=usage.total_tokens if usage is not None else 0,
+                    tokens=usage.total_tokens if usage else 0,
                     cost=usage.cost((float(prices[0]), float(prices[1])))
-                    if usage is not None and prices is not None
+                    if usage and prices
                     else None,
                 )
             if self.unfinished is not None and cassettes is not None:
@@ -148,26 +147,21 @@ async def _one_callable(
     if noted is not None:  # this test's recording failed the prompt: so does its replay
         return noted
     scope = Scope(store, opts.test_id, case, opts.allowance)
+    output = (provider.model, case.system, case.prompt)  # its key with record=True
     with scoped(scope):
         try:
-            replayed = (
-                scope.replay_output(provider.model, case.system, case.prompt)
-                if provider.record
-                else None
-            )
+            replayed = scope.replay_output(*output) if provider.record else None
             if replayed is not None:
                 result: Completion | str = replayed
-            elif opts.intercept == "vcr":
-                with intercepted(scope):  # vcrpy saves (into the scope) when this ends
+            else:  # intercept="vcr": vcrpy saves (into the scope) when the block ends
+                with intercepted(scope) if opts.intercept == "vcr" else contextlib.nullcontext():
                     result = await _called(provider, case, run)
-            else:
-                result = await _called(provider, case, run)
         except RecfairError as exc:
             scope.stop = scope.stop or exc
         if scope.stop is not None:
             raise Abort(scope.stop)
         if provider.record and replayed is None and isinstance(result, Completion):
-            scope.keep_output(provider.model, case.system, case.prompt, result)
+            scope.keep_output(*output, result)
     return scope.settle(result)
 
 
@@ -262,7 +256,7 @@ async def _attempt_http(
             record()
     finally:  # a paid reply is recorded before its headers are read for the pacer
         if pacer is not None and ticket is not None:
-            pacer.replied(response.status_code, *limits_of(response), wait_header(response.headers))
+            pacer.replied(response.status_code, *limits_of(response))
     if pacer is not None and ticket is not None:
         pacer.used(ticket, completion.usage.total_tokens if completion.usage else None)
     return completion
@@ -292,20 +286,17 @@ async def _sent(
             f"timeout: no complete reply within {timeout:g} s ({kind})",
             unreachable=isinstance(exc, httpx.ConnectTimeout),
         ) from None
-    except httpx.ConnectError as exc:
+    except (httpx.ConnectError, BaseExceptionGroup) as exc:  # a group: anyio's connect
         where = f"{request.url.host}:{request.url.port or ''}"
         cause = blocker(exc)
         if cause is not None:  # e.g. pytest-socket: no retry helps, say it in one line
             raise blocked(where, cause) from None
+        if isinstance(exc, BaseExceptionGroup):
+            raise
         raise Retryable(f"cannot connect to {where} ({exc})", unreachable=True) from None
     except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:
         # Includes a body cut off mid-transfer (fewer bytes than Content-Length).
         raise Retryable(f"{type(exc).__name__}: {exc or 'connection dropped'}") from None
-    except BaseExceptionGroup as eg:  # a socket refused inside anyio's connect
-        cause = blocker(eg)
-        if cause is None:
-            raise
-        raise blocked(f"{request.url.host}:{request.url.port or ''}", cause) from None
     except httpx.HTTPError as exc:  # bad URL, unsupported protocol: no retry helps
         raise Abort(
             ProviderError(
@@ -381,16 +372,15 @@ def transports(
     proxy = env_proxy(str(getattr(provider, "base_url", "") or ""))
 
     def network() -> httpx.AsyncBaseTransport:
-        if transport is not None:
-            return KeyGuard(transport, provider)
-        if proxy is None:
-            # httpcore's pool on plain asyncio, not anyio: ~30% less CPU per request
-            # (providers/aionet.py). No retries there either.
-            return KeyGuard(AsyncioTransport(ssl_context=ssl_context(), limits=limits), provider)
-        # Through a proxy, httpx's own transport (proxy URL, auth, CONNECT tunnels).
-        # retries=0: retrying is ours (with backoff and Retry-After), not httpcore's.
-        tls = ssl_context()
-        inner = httpx.AsyncHTTPTransport(verify=tls, retries=0, limits=limits, proxy=proxy)
+        # httpcore's pool on plain asyncio, not anyio: ~30% less CPU per request (aionet);
+        # through a proxy, httpx's own transport (proxy URL, auth, CONNECT tunnels).
+        # No retries in either: retrying is ours (with backoff and Retry-After).
+        inner = transport
+        if inner is None and proxy is None:
+            inner = AsyncioTransport(ssl_context=ssl_context(), limits=limits)
+        elif inner is None:
+            tls = ssl_context()
+            inner = httpx.AsyncHTTPTransport(verify=tls, retries=0, limits=limits, proxy=proxy)
         return KeyGuard(inner, provider)
 
     if cassettes is None:

@@ -102,10 +102,10 @@ def _settings(**values: object) -> AuditSettings:
 
 def test_the_default_budget_applies_to_a_network_recommender_only() -> None:
     plain = _settings()
-    assert spend.limits(plain, network=True) == (spend.DEFAULT_MAX_REQUESTS, None)
-    assert spend.limits(plain, network=False) == (None, None)
+    assert spend.budget_of(plain, network=True) == spend.Budget(spend.DEFAULT_MAX_REQUESTS, None)
+    assert spend.budget_of(plain, network=False) == spend.Budget(None, None)
     priced = _settings(recfair_prices="2.5, 10")
-    assert spend.limits(priced, network=True) == (
+    assert spend.budget_of(priced, network=True) == spend.Budget(
         spend.DEFAULT_MAX_REQUESTS,
         spend.DEFAULT_MAX_COST,
     )
@@ -113,9 +113,9 @@ def test_the_default_budget_applies_to_a_network_recommender_only() -> None:
 
 def test_a_budget_the_user_sets_replaces_the_default() -> None:
     raised = _settings(recfair_max_requests=20_000)
-    assert spend.limits(raised, network=True) == (20_000, None)
+    assert spend.budget_of(raised, network=True) == spend.Budget(20_000, None)
     cost = _settings(recfair_max_cost=60, recfair_prices="2.5, 10")
-    assert spend.limits(cost, network=True) == (None, 60.0)
+    assert spend.budget_of(cost, network=True) == spend.Budget(None, 60.0)
 
 
 def test_a_prompt_another_writer_answered_is_not_failed_by_a_stale_note(tmp_path: Path) -> None:

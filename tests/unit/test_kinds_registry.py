@@ -222,14 +222,13 @@ def test_cost_is_the_runners_figure_summed_over_chunks_and_shards(
     figure no price list would give) is added up, and shards add theirs at the merge."""
     from pytest_recfair import providers
     from pytest_recfair.providers import runner
+    from pytest_recfair.providers.base import Usage
 
     real = runner.run_cases
 
     def priced(*args: Any, **kwargs: Any) -> providers.RunOutcome:
         outcome = real(*args, **kwargs)
-        return providers.RunOutcome(
-            outcome.completions, outcome.errors, providers.Usage(3, 5), cost=0.25
-        )
+        return providers.RunOutcome(outcome.completions, outcome.errors, Usage(3, 5), cost=0.25)
 
     monkeypatch.setattr(runner, "run_cases", priced)  # the engine calls the runner's
     monkeypatch.setattr(stream, "chunk_entities", lambda settings, per_entity: 2)

@@ -13,7 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pytest_recfair.errors import ConfigError, ProviderError
-from pytest_recfair.providers import CallableProvider, Completion, numbered, run_cases
+from pytest_recfair.providers import CallableProvider, run_cases
+from pytest_recfair.providers.adapter import numbered
+from pytest_recfair.providers.base import Completion
 from pytest_recfair.providers.runstate import Progress
 from pytest_recfair.replies import parse
 from tests.support.cases import Case

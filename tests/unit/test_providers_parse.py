@@ -11,12 +11,11 @@ import pytest
 import yaml
 
 from pytest_recfair.errors import ConfigError, ProviderError
-from pytest_recfair.providers import (
+from pytest_recfair.providers.base import Completion, Provider
+from pytest_recfair.providers.http import (
     AnthropicProvider,
-    Completion,
     GeminiProvider,
     OpenAIProvider,
-    Provider,
     from_config,
     is_loopback,
 )
@@ -359,7 +358,7 @@ def test_ollama_kind_builds_the_recorded_local_request(monkeypatch: pytest.Monke
 
 
 def test_stream_cut_in_its_last_event_is_a_truncated_reply() -> None:
-    from pytest_recfair.providers import TruncatedReply
+    from pytest_recfair.providers.base import TruncatedReply
 
     body = _raw_body("openai_chat_completions_gpt-4o_stream").decode()
     cut = body[: body.index('"finish_reason":"length"')]

@@ -15,8 +15,10 @@ import pytest
 
 from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse
 from pytest_recfair.errors import ConfigError, ProviderError
-from pytest_recfair.providers import RunOutcome, from_config, retry_after_seconds, run_cases
+from pytest_recfair.providers import from_config, run_cases
 from pytest_recfair.providers.http import HTTPProvider
+from pytest_recfair.providers.pacing import retry_after_seconds
+from pytest_recfair.providers.runstate import RunOutcome
 from tests.support.cases import Case
 
 BASE = "http://127.0.0.1:8000/v1"  # loopback: no API key needed
@@ -586,7 +588,7 @@ def test_each_cassette_is_saved_once_its_entity_is_done(tmp_path: Path) -> None:
 
 
 def test_options_object_and_keyword_overrides_give_the_same_run() -> None:
-    from pytest_recfair.providers import RunOptions
+    from pytest_recfair.providers.runstate import RunOptions
 
     cases = _cases(6)
     options = RunOptions(concurrency=2, transport=httpx.MockTransport(_ok), sleep=Sleeps())

@@ -160,7 +160,8 @@ def test_a_gemini_429_is_retried_after_its_retry_delay() -> None:
     with pytest.raises(Retryable) as caught:
         judge(provider, response, Case())
     assert caught.value.retry_after == 37.0
-    assert limits_of(response) == (Seen(requests_limit=10, tokens_limit=250000), 37.0)
+    quota = Seen(requests_limit=10, tokens_limit=250000)
+    assert limits_of(response) == (quota, 37.0, "error details (RetryInfo)")
 
 
 def test_a_429_with_headers_prefers_retry_after_over_the_body() -> None:
@@ -168,9 +169,9 @@ def test_a_429_with_headers_prefers_retry_after_over_the_body() -> None:
     response = httpx.Response(
         429, headers={**OPENAI, "retry-after-ms": "250"}, json=GEMINI_429, request=request
     )
-    seen, wait = limits_of(response)
-    assert wait == 0.25
+    seen, wait, said = limits_of(response)
+    assert (wait, said) == (0.25, "retry-after-ms")
     assert seen is not None
     assert seen.requests_limit == 5000
     ok = httpx.Response(200, headers=OPENAI, request=request)
-    assert limits_of(ok) == (Seen(5000, 4999, 0.012, 800000, 799992, 0.0), None)
+    assert limits_of(ok) == (Seen(5000, 4999, 0.012, 800000, 799992, 0.0), None, "")

@@ -13,9 +13,9 @@ import pytest
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse
 from pytest_recfair.errors import ProviderError
-from pytest_recfair.providers import OpenAIProvider, from_config, run_cases
+from pytest_recfair.providers import from_config, run_cases
 from pytest_recfair.providers.base import Completion, RecordedReply
-from pytest_recfair.providers.http import HTTPProvider
+from pytest_recfair.providers.http import HTTPProvider, OpenAIProvider
 from pytest_recfair.providers.replay import _Pass
 from pytest_recfair.providers.transport import CassetteTransport
 from tests.support.cases import Case

@@ -10,7 +10,8 @@ from pytest_recfair.engine.stream import measure
 from pytest_recfair.engine.verdict import run_audit
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.prompts.grids import load_grid
-from pytest_recfair.providers import Completion, RunOutcome, Usage
+from pytest_recfair.providers.base import Completion, Usage
+from pytest_recfair.providers.runstate import RunOutcome
 from pytest_recfair.report import sections as junit
 from pytest_recfair.report.registry import render
 from pytest_recfair.report.terminal import terminal_summary
