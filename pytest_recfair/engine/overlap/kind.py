@@ -69,10 +69,11 @@ class OverlapScorer:
     def scored(self) -> Scored:
         s = self.settings
         q = self.tally.quality
+        boot = {"n_resamples": s.n_resamples, "seed": s.resample_seed}
+        # quality first: it draws the resample weights the tables reuse (results forgets them)
+        extras = {} if q is None else {"overlap": {"quality": qg.quality_results(q, **boot)}}
         attributes = self.tally.results(n_resamples=s.n_resamples, seed=s.resample_seed)
         evidence = overlap_evidence.entries(self.tally, attributes)
-        boot = {"n_resamples": s.n_resamples, "seed": s.resample_seed}
-        extras = {} if q is None else {"overlap": {"quality": qg.quality_results(q, **boot)}}
         return Scored(attributes, self.tally.merges, extras, evidence=evidence)
 
     def payload(self, sent: Sent) -> dict[str, Any]:

@@ -19,6 +19,7 @@ import numpy.typing as npt
 from pytest_recfair.errors import DataError
 from pytest_recfair.gate.unanswered import NEUTRAL, group_of
 from pytest_recfair.metrics import quality as mq
+from pytest_recfair.metrics.stats import seeded_weights
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.replies.matching import normalize
 from pytest_recfair.report.fmt import esc, fmt, fmt_p, table
@@ -212,8 +213,12 @@ def quality_results(t: QualityTally, *, n_resamples: int, seed: int) -> dict[str
         by_attr.setdefault(g.split("=", 1)[0], []).append(j)
     groups: list[dict[str, Any]] = []
     attributes: list[dict[str, Any]] = []
-    # one resample for every group (each attribute's used to draw the same one again)
-    boot = mq.boot_means(quality, n_resamples=n_resamples, seed=seed) if len(quality) >= 2 else None
+    # one resample for every group (each attribute's used to draw the same one again),
+    # with the weights the attribute tables use (same seed, resamples and entities)
+    boot = None
+    if len(quality) >= 2:
+        W = seeded_weights(seed, n_resamples, len(quality))
+        boot = mq.boot_means(quality, n_resamples=n_resamples, seed=seed, weights=W)
     for name, cols in [(None, [0]), *by_attr.items()]:
         s = mq.summarize(
             quality[:, cols],
