@@ -89,6 +89,7 @@ class QualityTally:
         col = {g: j for j, g in enumerate(self.groups)}
         names: dict[int, set[str]] = {}
         cells: list[tuple[int, int, int, int]] = []  # (row, group, listed, hits)
+        k, plain = self.k, self.catalogue is None  # plain: every valid item is a hit
         for r in replies:
             case = r.case
             row = self.index.get(case.entity_id)
@@ -96,12 +97,18 @@ class QualityTally:
             if row is None or j is None:
                 raise DataError(f"quality: reply for {case.entity_id!r} outside the layout")
             keys = names.get(row)
-            if keys is None:
-                keys = names[row] = {_key(case.entity_id), _key(case.entity)}
+            if keys is None:  # the entity's names matter only to the catalogue's owners
+                keys = names[row] = (
+                    set() if self.owners is None else {_key(case.entity_id), _key(case.entity)}
+                )
             if r.status == _FAILED:  # no valid response: left out, as in the similarity
                 continue
-            items = (r.items or [])[: self.k]
-            cells.append((row, j, len(items), self._hits(items, keys)))
+            if plain:
+                n = min(len(r.items or ()), k)
+                cells.append((row, j, n, n))
+            else:
+                items = (r.items or [])[:k]
+                cells.append((row, j, len(items), self._hits(items, keys)))
         if cells:  # added in one numpy call per count, not three per reply
             at = np.array(cells, dtype=np.int64).T
             np.add.at(self.replies, (at[0], at[1]), 1)
@@ -115,8 +122,7 @@ class QualityTally:
             self.filled[row] = True
 
     def _hits(self, items: Sequence[str], entity: set[str]) -> int:
-        if self.catalogue is None:
-            return len(items)
+        assert self.catalogue is not None
         found = self.catalogue.match(items)
         if self.owners is None:
             return sum(i is not None for i in found)
