@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -47,10 +48,13 @@ class QualitySummary:
     gap_ci: tuple[float, float] | None
 
 
-def boot_means(scores: FloatArray, *, n_resamples: int = 1000, seed: int = 0) -> FloatArray:
+def boot_means(
+    scores: FloatArray, *, n_resamples: int = 1000, seed: int = 0, weights: Any = None
+) -> FloatArray:
     """(n_resamples, groups) bootstrap means over entities (NaN = not scored; a resample
     with no scored entity in a group gives NaN there). One resample serves every group:
-    the groups of all attributes are resampled once, not once per attribute."""
+    the groups of all attributes are resampled once, not once per attribute. ``weights``:
+    the (n_resamples, entities) resample counts of ``seed``, when drawn already."""
     x = np.asarray(scores, dtype=np.float64)
     E, G = x.shape
     boot = np.empty((n_resamples, G))
@@ -60,7 +64,11 @@ def boot_means(scores: FloatArray, *, n_resamples: int = 1000, seed: int = 0) ->
     rows = max(1, min(256, (1 << 20) // max(E, 1)))  # ~1M cells a block: bounded memory
     for lo_b in range(0, n_resamples, rows):
         B = min(rows, n_resamples - lo_b)
-        W = resample_weights(rng, B, E).astype(np.float64)  # one draw block: same numbers
+        # one draw block: the same numbers as rows of one (n_resamples, E) draw
+        W = np.asarray(
+            resample_weights(rng, B, E) if weights is None else weights[lo_b : lo_b + B],
+            dtype=np.float64,
+        )
         n, total = W @ seen, W @ vals
         with np.errstate(invalid="ignore", divide="ignore"):
             boot[lo_b : lo_b + B] = np.where(n > 0, total / np.maximum(n, 1), np.nan)

@@ -81,7 +81,7 @@ class NoiseFloor:
     n: int
 
 
-def _seeded_weights(seed: int | np.random.Generator, B: int, E: int) -> common.CountArray:
+def seeded_weights(seed: int | np.random.Generator, B: int, E: int) -> common.CountArray:
     """Resample weights for a fresh generator from ``seed``: the same for every table of
     an audit (same seed, resamples and entities), so they are drawn once and reused."""
     if isinstance(seed, np.random.Generator):
@@ -162,7 +162,7 @@ def bootstrap(
     conf = check_confidence(confidence)
     make_rng(seed)  # validates the seed
     sims = np.asarray(m.sims)
-    W = _seeded_weights(seed, B, sims.shape[0])
+    W = seeded_weights(seed, B, sims.shape[0])
     means = _weighted_means(W, sims)
     spreads = _spreads(means)
     return BootstrapResult(
@@ -207,7 +207,7 @@ def intervals(
     make_rng(seed)  # validates the seed
     sims = np.asarray(m.sims, dtype=np.float64)
     spread_ci = spread.spread_intervals(
-        sims, conf, B, weights=_seeded_weights(seed, B, sims.shape[0])
+        sims, conf, B, weights=seeded_weights(seed, B, sims.shape[0])
     )
     means = inference.mean_intervals(sims, conf)
     return AttributeIntervals(

@@ -164,9 +164,13 @@ def _check_lists(lists: object) -> list[list[str]]:
             f"{type(lists).__name__}; wrap a single list as [titles]"
         )
     out: list[list[str]] = []
+    seen: set[int] = set()  # a list given again (replies of one text share it): checked
     for i, lst in enumerate(lists):
         # a list (the common case) skips the slow Sequence check, and is only read: no copy
         plain = type(lst) is list
+        if plain and id(lst) in seen:
+            out.append(lst)
+            continue
         if not plain and (isinstance(lst, str | bytes) or not isinstance(lst, Sequence)):
             raise TypeError(
                 f"lists[{i}]: expected a list of titles, got {type(lst).__name__}; "
@@ -179,6 +183,8 @@ def _check_lists(lists: object) -> list[list[str]]:
                     f"lists[{i}][{bad[0]}]: expected a title str, got "
                     f"{type(bad[1]).__name__} ({bad[1]!r})"
                 )
+        if plain:
+            seen.add(id(lst))
         out.append(lst if plain else list(lst))
     return out
 
@@ -191,7 +197,8 @@ def canonicalize(
     entity: str | None = None,
     aliases: Mapping[str, str] | None = None,
 ) -> tuple[list[list[str]], list[Merge]]:
-    """One entity's lists with each title replaced by its key, and the fuzzy merges made.
+    """One entity's lists with each title replaced by its key (equal lists share one list
+    of keys: read it, do not change it), and the fuzzy merges made.
 
     With ``fuzzy`` a key within ``threshold`` (``fuzz.ratio``, 0-100) of a kept key becomes
     it, unless numbers differ, either is under ``MIN_FUZZY_LENGTH`` or they are a short
@@ -201,19 +208,28 @@ def canonicalize(
     checked = _check_lists(lists)
     _check_threshold(threshold)
     alias_keys = {normalize(k): normalize(v) for k, v in (aliases or {}).items()}
-    # Identical lists (a fair value repeats the neutral list: 9,000 distinct of 31,000 at
-    # paper scale) are keyed once; each reply still gets a list of its own.
+    # Equal lists (a fair value repeats the neutral list: 9,000 distinct of 31,000 at paper
+    # scale) are keyed once and share that row; a list object given again is not re-read.
+    by_id: dict[int, list[str]] = {}
     done: dict[tuple[str, ...], list[str]] = {}
     keyed: list[list[str]] = []
     for lst in checked:
-        row = done.get(tuple(lst))
+        row = by_id.get(id(lst))
         if row is None:
-            row = list(map(normalize, lst))
-            if alias_keys:
-                row = [alias_keys.get(key, key) for key in row]
-            done[tuple(lst)] = row
-        keyed.append(row.copy())
-    count = Counter(chain.from_iterable(keyed))  # insertion order = first seen
+            t = tuple(lst)
+            row = done.get(t)
+            if row is None:
+                row = done[t] = list(map(normalize, lst))
+                if alias_keys:
+                    row = done[t] = [alias_keys.get(key, key) for key in row]
+            by_id[id(lst)] = row
+        keyed.append(row)
+    rows = {id(row): row for row in keyed}  # distinct rows, first seen first
+    count = Counter(chain.from_iterable(rows.values()))  # insertion order = first seen
+    for n_id, n in Counter(map(id, keyed)).items():  # a shared row counts once per reply
+        if n > 1:
+            for key in rows[n_id]:
+                count[key] += n - 1
     if not fuzzy or len(count) < 2:
         return keyed, []
 
@@ -225,7 +241,11 @@ def canonicalize(
         return keyed, []
     merges = _as_written(merges, checked, keyed, target)
     remap = target.get
-    out = [row if target.keys().isdisjoint(row) else [remap(k, k) for k in row] for row in keyed]
+    new = {
+        i: row if target.keys().isdisjoint(row) else [remap(k, k) for k in row]
+        for i, row in rows.items()
+    }
+    out = [new[id(row)] for row in keyed]
     for m in merges:
         logger.info(
             "recfair: merged %r into %r (ratio %.1f, entity %s)", m.merged, m.kept, m.score, entity

@@ -115,7 +115,7 @@ _MARKED = re.compile(
     r"(?P<num>(?:[*_]{1,2})?(?:\#[ \t]?\d{1,3}[.):]?|\(?\d{1,3}(?:[.):]|[ \t]*[-–—](?=[ \t])))"
     r"(?:[*_]{1,2})?)"
     r"|[-*•·▪‣◦●○■□➤►✓✔+])"
-    r"[ \t]+(?P<body>\S(?:.*\S)?)",  # greedy, then back to the last non-space: fast
+    r"[ \t]+(?P<body>\S(?:.*\S)?+)",  # greedy, back to the last non-space, kept: fast
     re.M,
 )
 _FIRST = itemgetter(0)
@@ -185,6 +185,21 @@ def _split_inline_numbered(line: str) -> list[str] | None:
 
 def _marked_lines(text: str) -> list[str] | None:
     """Bodies of the list entries in ``text`` (numbered or bulleted), or None."""
+    # The common shape, "N. title" on every line but blank ones, is read without the
+    # regex (half its cost): the bodies it would find, as it would find them.
+    bodies = []
+    for line in text.split("\n"):
+        num, dot, body = line.partition(". ")
+        if dot and len(num) <= 3 and num.isdigit() and num.isascii() and body[:1].strip():
+            body = body.rstrip()
+            if body[-1] == ":":  # a section header: the regex's rules below
+                break
+            bodies.append(body)
+        elif line and not line.isspace():
+            break
+    else:
+        if bodies:
+            return bodies
     rows = _MARKED.findall(text)  # (indent, number marker or "", body) tuples: fast
     if not rows:
         return None

@@ -13,9 +13,8 @@ CACHE_SIZE = 1 << 14
 
 # link text stops at any bracket, so each "[" is scanned up to the next one (linear)
 _LINK = re.compile(r"\[([^\[\]]+)\]\([^)]*\)")
-_LABEL = re.compile(
-    r"^(?:\*\*)?(?:title|movie|film|song|track|album|book|name)(?:\*\*)?\s*:\s*", re.I
-)
+_LABELS = ("title", "movie", "film", "song", "track", "album", "book", "name")
+_LABEL = re.compile(rf"^(?:\*\*)?(?:{'|'.join(_LABELS)})(?:\*\*)?\s*:\s*", re.I)
 _OPEN_CLOSE = {'"': '"', "“": "”", "«": "»", "„": "“", "'": "'", "*": "*", "_": "_", "`": "`"}
 _LEAD_WRAPPED = re.compile(
     r"^(?P<w>\*\*|__|\*|_|\"|“|«|„|`)(?P<t>[^\"“”«»„*`]+?)(?:\*\*|__|\*|_|\"|”|»|“|`)"
@@ -147,11 +146,28 @@ _SIMPLE = re.compile(
 )
 
 
+# Capitalised words (inner hyphens allowed), at most one ": " subtitle: none of the rules
+# below changes such an entry unless it opens with a label or the subtitle reads as a
+# description (then they run).
+_WORD_CAP = r"[A-Z][A-Za-z']*(?:-[A-Za-z']+)*"
+_CAPITALISED = re.compile(rf"({_WORD_CAP}(?: {_WORD_CAP})*)(?:: ({_WORD_CAP}(?: {_WORD_CAP})*))?")
+
+
 @lru_cache(maxsize=CACHE_SIZE)
 def clean_title(raw: str) -> str:
     simple = _SIMPLE.fullmatch(raw)
     if simple and " by " not in raw:
         return " ".join(simple.group(1).split())
+    caps = _CAPITALISED.fullmatch(raw)
+    if caps and (
+        caps[2] is None
+        or (
+            caps[1].lower() not in _LABELS
+            and caps[2].split(" ", 1)[0].lower() not in _DESC_LEADS
+            and caps[2].count(" ") < 14
+        )
+    ):
+        return raw
     s = raw.strip()
     if "](" in s:
         s = _link_text(s)

@@ -45,7 +45,7 @@ def fresh_weights() -> Iterator[None]:
 
 def test_interval_weights_are_one_byte_per_cell(fresh_weights: None) -> None:
     # a (2000, 10000) float64 matrix was 160 MB, drawn through int64 arrays as large
-    W = stats._seeded_weights(0, B, E)
+    W = stats.seeded_weights(0, B, E)
     assert W.nbytes <= B * E
     assert int(W.sum()) == B * E  # every resample draws E entities
 

@@ -69,10 +69,11 @@ class OverlapScorer:
     def scored(self) -> Scored:
         s = self.settings
         q = self.tally.quality
+        boot = {"n_resamples": s.n_resamples, "seed": s.resample_seed}
+        # quality first: it draws the resample weights the tables reuse (results forgets them)
+        extras = {} if q is None else {"overlap": {"quality": qg.quality_results(q, **boot)}}
         attributes = self.tally.results(n_resamples=s.n_resamples, seed=s.resample_seed)
         evidence = overlap_evidence.entries(self.tally, attributes)
-        boot = {"n_resamples": s.n_resamples, "seed": s.resample_seed}
-        extras = {} if q is None else {"overlap": {"quality": qg.quality_results(q, **boot)}}
         return Scored(attributes, self.tally.merges, extras, evidence=evidence)
 
     def payload(self, sent: Sent) -> dict[str, Any]:
@@ -283,8 +284,8 @@ def mark_failed(replies: list[Reply], errors: Mapping[str, str]) -> list[Reply]:
 
 
 def canonicalize(replies: list[Reply]) -> tuple[list[Reply], int]:
-    """Map every title of one entity (all its lists) to one canonical key; replies that
-    shared a parsed list share its keys (``lists.encode`` interns such a list once)."""
+    """Map every title of one entity (all its lists) to one canonical key; replies with
+    equal lists share one list of keys (``lists.encode`` interns such a list once)."""
     by_entity: dict[str, list[int]] = {}
     for i, r in enumerate(replies):
         if r.items is not None:
@@ -295,8 +296,7 @@ def canonicalize(replies: list[Reply]) -> tuple[list[Reply], int]:
         lists = [replies[i].items or [] for i in idx]
         canon, merged = matching.canonicalize(lists, entity=entity_id)
         merges += len(merged)
-        same: dict[int, list[str]] = {}
-        for i, lst, keys in zip(idx, lists, canon, strict=True):
+        for i, keys in zip(idx, canon, strict=True):
             r = replies[i]
-            out[i] = Reply(r.case, same.setdefault(id(lst), keys), r.status)
+            out[i] = Reply(r.case, keys, r.status)
     return out, merges

@@ -19,6 +19,7 @@ import numpy.typing as npt
 from pytest_recfair.errors import DataError
 from pytest_recfair.gate.unanswered import NEUTRAL, group_of
 from pytest_recfair.metrics import quality as mq
+from pytest_recfair.metrics.stats import seeded_weights
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.replies.matching import normalize
 from pytest_recfair.report.fmt import esc, fmt, fmt_p, table
@@ -88,6 +89,7 @@ class QualityTally:
         col = {g: j for j, g in enumerate(self.groups)}
         names: dict[int, set[str]] = {}
         cells: list[tuple[int, int, int, int]] = []  # (row, group, listed, hits)
+        k, plain = self.k, self.catalogue is None  # plain: every valid item is a hit
         for r in replies:
             case = r.case
             row = self.index.get(case.entity_id)
@@ -95,12 +97,18 @@ class QualityTally:
             if row is None or j is None:
                 raise DataError(f"quality: reply for {case.entity_id!r} outside the layout")
             keys = names.get(row)
-            if keys is None:
-                keys = names[row] = {_key(case.entity_id), _key(case.entity)}
+            if keys is None:  # the entity's names matter only to the catalogue's owners
+                keys = names[row] = (
+                    set() if self.owners is None else {_key(case.entity_id), _key(case.entity)}
+                )
             if r.status == _FAILED:  # no valid response: left out, as in the similarity
                 continue
-            items = (r.items or [])[: self.k]
-            cells.append((row, j, len(items), self._hits(items, keys)))
+            if plain:
+                n = min(len(r.items or ()), k)
+                cells.append((row, j, n, n))
+            else:
+                items = (r.items or [])[:k]
+                cells.append((row, j, len(items), self._hits(items, keys)))
         if cells:  # added in one numpy call per count, not three per reply
             at = np.array(cells, dtype=np.int64).T
             np.add.at(self.replies, (at[0], at[1]), 1)
@@ -114,8 +122,7 @@ class QualityTally:
             self.filled[row] = True
 
     def _hits(self, items: Sequence[str], entity: set[str]) -> int:
-        if self.catalogue is None:
-            return len(items)
+        assert self.catalogue is not None
         found = self.catalogue.match(items)
         if self.owners is None:
             return sum(i is not None for i in found)
@@ -212,8 +219,12 @@ def quality_results(t: QualityTally, *, n_resamples: int, seed: int) -> dict[str
         by_attr.setdefault(g.split("=", 1)[0], []).append(j)
     groups: list[dict[str, Any]] = []
     attributes: list[dict[str, Any]] = []
-    # one resample for every group (each attribute's used to draw the same one again)
-    boot = mq.boot_means(quality, n_resamples=n_resamples, seed=seed) if len(quality) >= 2 else None
+    # one resample for every group (each attribute's used to draw the same one again),
+    # with the weights the attribute tables use (same seed, resamples and entities)
+    boot = None
+    if len(quality) >= 2:
+        W = seeded_weights(seed, n_resamples, len(quality))
+        boot = mq.boot_means(quality, n_resamples=n_resamples, seed=seed, weights=W)
     for name, cols in [(None, [0]), *by_attr.items()]:
         s = mq.summarize(
             quality[:, cols],
