@@ -18,7 +18,8 @@ from pytest_recfair.report.failures import (
 )
 from pytest_recfair.report.fmt import (
     LABEL,
-    Html,
+    Status,
+    Table,
     esc,
     fmt,
     fmt_ci,
@@ -28,7 +29,7 @@ from pytest_recfair.report.fmt import (
     table,
 )
 from pytest_recfair.report.history import HistoryRun, history_html
-from pytest_recfair.report.sections import kind_sections, measure, series
+from pytest_recfair.report.sections import kind_tables, measure, series
 from pytest_recfair.report.status import (
     Baselines,
     attribute_label,
@@ -44,7 +45,7 @@ from pytest_recfair.report.status import (
     shown,
     value_rows,
 )
-from pytest_recfair.report.terminal import html_section
+from pytest_recfair.report.terminal import models_table
 from pytest_recfair.results import AttributeResult, AuditResult
 from pytest_recfair.vocab import PLUGIN_VERSION, STATISTICS, accept_command
 
@@ -88,7 +89,6 @@ figcaption { color: var(--muted); font-size: 12px; }
 svg text { font-family: inherit; }
 svg.chart { max-width: 100%; height: auto; }
 .scroll { overflow-x: auto; max-width: 100%; }
-ul.pairs li.fairer { color: var(--pass); } ul.pairs li.same { color: var(--muted); }
 footer { color: var(--muted); font-size: 12px; margin-top: 32px; }
 nav.toc { margin: 0 0 24px; } nav.toc h2 { margin: 0 0 4px; }
 table.summary td { overflow-wrap: anywhere; }
@@ -116,9 +116,13 @@ _LABEL_W = 170
 _ROW_H = 26
 
 
-def _badge(status: str) -> Html:
-    cls = "na" if status == "n/a" else status
-    return Html(f'<span class="badge {cls}">{esc(status)}</span>')
+def table_html(t: Table) -> str:
+    """A table in HTML: its title as a heading, its lead below, the table, its notes."""
+    lead = f'<p class="sub">{esc(t.lead)}</p>' if t.lead else ""
+    grid = table(t.head, t.rows, label_columns=t.labels, text_columns=t.text) if t.rows else ""
+    notes = "".join(f"<li>{esc(n)}</li>" for n in t.notes)
+    notes = f'<ul class="notes">{notes}</ul>' if notes else ""
+    return f"<h3>{esc(t.title)}</h3>{lead}{grid}{notes}"
 
 
 def _nice_range(lo: float, hi: float) -> tuple[float, float, float]:
@@ -344,7 +348,7 @@ def _stats_table(r: AuditResult) -> str:
     head = ["attribute", "gate", *(f"{LABEL[s]} [95% CI]" for s in STATISTICS)]
     head += ["drift SNSR / SNSV / PAFS", "refusal gap", "most favoured", "least favoured"]
     rows = [
-        [a.attribute, _badge(attribute_label(r, a)), *(fmt_ci(shown(a, s)) for s in STATISTICS),
+        [a.attribute, Status(attribute_label(r, a)), *(fmt_ci(shown(a, s)) for s in STATISTICS),
          " / ".join(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS),
          f"{a.refusal_gap:.1%}", *a.favoured()]
         for a in r.attributes
@@ -388,6 +392,15 @@ def _notes(r: AuditResult) -> str:
     return f'<ul class="notes">{notes}</ul>' if notes else ""
 
 
+def _models(comparisons: Sequence[ModelComparison]) -> str:
+    """Several models audited by one test, side by side, before the per-test sections."""
+    if not comparisons:
+        return ""
+    tables = "".join(table_html(models_table(c)) for c in comparisons)
+    head = '<section class="test models" id="models"><header><h2>Models side by side</h2>'
+    return f"{head}</header>{tables}</section>"
+
+
 def _summary(results: Sequence[AuditResult], history: bool) -> str:
     """The summary, which is also the page's table of contents: one row per test."""
     rows = []
@@ -396,7 +409,7 @@ def _summary(results: Sequence[AuditResult], history: bool) -> str:
                   default=None)  # fmt: skip
         headline = f"{esc(top[0])}: {num_cell(fmt_ci(top[1]))}" if top else ""
         rows.append(
-            f'<tr><td>{_badge(result_status(r))}</td><td><a href="#test-{n}">'
+            f'<tr><td>{esc(Status(result_status(r)))}</td><td><a href="#test-{n}">'
             f"{esc(r.meta.test_id)}</a></td><td>{esc(measure(r))}</td><td>{headline}</td></tr>"
         )
     more = '<p><a href="#history">The history</a></p>' if history else ""
@@ -451,12 +464,12 @@ def to_html(
         )
         # the detail of a test: open for a failure, one click away otherwise
         sections.append(
-            f'<section class="test" id="test-{n}"><header>{_badge(status)}'
+            f'<section class="test" id="test-{n}"><header>{esc(Status(status))}'
             f"<h2>{esc(r.meta.test_id)}</h2></header>"
             f'<p class="sub">{esc(describe(r))}</p>{_gate_html(r)}'
             f'<details class="detail"{" open" if status == "FAIL" else ""}><summary>Details'
             f"</summary>{'' if status == 'FAIL' else _notes(r)}{evidence_html(r)}{overlap}"
-            f"{''.join(s.html(d) for s, d in kind_sections(r))}"
+            f"{''.join(map(table_html, kind_tables(r)))}"
             f'<div class="grid2">{"".join(charts)}</div>'
             f"<h3>Run metadata</h3>{_meta_table(r)}</details></section>"
         )
@@ -472,7 +485,7 @@ def to_html(
         '<p class="sub">How much the recommendations change when the prompt names a '
         "demographic attribute: SNSR (range) and SNSV (spread) of the per-value similarity to "
         "the neutral lists, lower is fairer; PAFS, higher is fairer.</p>"
-        f"{totals}{_summary(results, bool(history))}{html_section(models)}{''.join(sections)}"
+        f"{totals}{_summary(results, bool(history))}{_models(models)}{''.join(sections)}"
         f"{history_html(results, history)}"
         f"<footer>pytest-recfair {esc(PLUGIN_VERSION)}</footer>"
         "</main></body></html>\n"

@@ -19,8 +19,8 @@ from pytest_recfair.report.failures import (
     failure_text,
     limits_advice,
 )
-from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
-from pytest_recfair.report.sections import extra_lines
+from pytest_recfair.report.fmt import Status, Table, fmt, fmt_ci, fmt_delta
+from pytest_recfair.report.sections import kind_tables
 from pytest_recfair.report.status import (
     Baselines,
     attribute_label,
@@ -38,7 +38,7 @@ from pytest_recfair.report.status import (
     usage_text,
     value_rows,
 )
-from pytest_recfair.report.terminal import markdown_lines, pair_text
+from pytest_recfair.report.terminal import models_table, pair_text
 from pytest_recfair.results import AuditResult
 from pytest_recfair.vocab import PLUGIN_VERSION, STATISTICS, accept_command
 
@@ -52,6 +52,19 @@ _MD = str.maketrans({"\\": "\\\\", "|": "\\|", "<": "\\<", "&": "\\&", "\r": " "
 def _md(text: str) -> str:
     out = text.translate(_MD)
     return "\\" + out if out.startswith(">") else out  # not a block quote
+
+
+def _cells(row: Sequence[str]) -> str:
+    return "| " + " | ".join(_ICON[c] if isinstance(c, Status) else _md(c) for c in row) + " |"
+
+
+def table_markdown(t: Table) -> list[str]:
+    """A table in Markdown: its title in bold with its lead, the table, its notes as bullets."""
+    out = [f"**{_md(t.title)}**" + (f": {_md(t.lead)}" if t.lead else ""), ""]
+    if t.rows:
+        align = ["---" if i < t.labels or i in t.text else "--:" for i in range(len(t.head))]
+        out += [_cells(t.head), "|" + "|".join(align) + "|", *map(_cells, t.rows), ""]
+    return out + [f"- {_md(n)}" for n in t.notes] + ([""] if t.notes else [])
 
 
 def _stats_table(r: AuditResult) -> list[str]:
@@ -111,8 +124,7 @@ def _body(r: AuditResult) -> list[str]:
     out = [_md(describe(r)), ""]
     out += [f"**Failed prompts:** {_md(failed_text(r))}", ""] if r.failed else []
     out += _stats_table(r) if r.attributes else []
-    extra = extra_lines(r)
-    out += [f"- {_md(line.strip())}" for line in extra] + ([""] if extra else [])
+    out += [line for t in kind_tables(r) for line in table_markdown(t)]
     repeats = [(a.attribute, repeat_stats(a)) for a in r.attributes]
     out += [f"- **{_md(name)}** over repeats: {_md(st)}" for name, st in repeats if st]
     if any(st for _, st in repeats):
@@ -160,7 +172,8 @@ def to_markdown(
         + f" — pytest-recfair {PLUGIN_VERSION}",
         "",
     ]
-    out += markdown_lines(models)  # several models audited by one test, side by side
+    out += ["### Models side by side", ""] if models else []  # audited by one test
+    out += [line for c in models for line in table_markdown(models_table(c))]
     for r in rs:
         if result_status(r) == "FAIL":
             tick = "``" if "`" in r.meta.test_id else "`"
