@@ -17,7 +17,6 @@ from pytest_recfair.report.failures import (
     outcome_table,
 )
 from pytest_recfair.report.fmt import (
-    LABEL,
     Status,
     Table,
     esc,
@@ -32,22 +31,19 @@ from pytest_recfair.report.history import HistoryRun, history_html
 from pytest_recfair.report.sections import kind_tables, measure, series
 from pytest_recfair.report.status import (
     Baselines,
-    attribute_label,
     baseline_map,
     counts,
     describe,
-    drift_of,
     failed_text,
     failures_first,
-    repeat_stats,
     result_status,
     same_attribute,
-    shown,
-    value_rows,
+    stats_table,
+    value_table,
 )
 from pytest_recfair.report.terminal import models_table
 from pytest_recfair.results import AttributeResult, AuditResult
-from pytest_recfair.vocab import PLUGIN_VERSION, STATISTICS, accept_command
+from pytest_recfair.vocab import PLUGIN_VERSION, accept_command
 
 _CSS = """
 :root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --bg:#ffffff; --panel:#f6f8fa;
@@ -109,8 +105,6 @@ pre.reply { white-space: pre-wrap; max-height: 320px; overflow: auto; background
   padding: 6px; font-size: 12px; }
 """
 
-_VALUE_HEAD = ("value", "mean similarity [95% CI]", "baseline", "entities", "missing", "refusals",
-               "short lists")  # fmt: skip
 _W = 760  # chart width in px
 _LABEL_W = 170
 _ROW_H = 26
@@ -122,7 +116,7 @@ def table_html(t: Table) -> str:
     grid = table(t.head, t.rows, label_columns=t.labels, text_columns=t.text) if t.rows else ""
     notes = "".join(f"<li>{esc(n)}</li>" for n in t.notes)
     notes = f'<ul class="notes">{notes}</ul>' if notes else ""
-    return f"<h3>{esc(t.title)}</h3>{lead}{grid}{notes}"
+    return f"<h3>{esc(t.title)}</h3>" * bool(t.title) + f"{lead}{grid}{notes}"
 
 
 def _nice_range(lo: float, hi: float) -> tuple[float, float, float]:
@@ -344,25 +338,6 @@ def _meta_table(r: AuditResult) -> str:
     return f'<table class="meta">{body}</table>'
 
 
-def _stats_table(r: AuditResult) -> str:
-    head = ["attribute", "gate", *(f"{LABEL[s]} [95% CI]" for s in STATISTICS)]
-    head += ["drift SNSR / SNSV / PAFS", "refusal gap", "most favoured", "least favoured"]
-    rows = [
-        [a.attribute, Status(attribute_label(r, a)), *(fmt_ci(shown(a, s)) for s in STATISTICS),
-         " / ".join(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS),
-         f"{a.refusal_gap:.1%}", *a.favoured()]
-        for a in r.attributes
-    ]  # fmt: skip
-    n = getattr(r.meta, "repeats", 1)
-    repeats = "".join(
-        f"<li><b>{esc(a.attribute)}</b> over {n} repeats: {esc(st)}</li>"
-        for a in r.attributes
-        if (st := repeat_stats(a))
-    )
-    notes = f'<ul class="repeats">{repeats}</ul>' if repeats else ""
-    return table(head, rows, text_columns=(1, 7, 8)) + notes
-
-
 def _gate_html(r: AuditResult) -> str:
     """The failure card; the gate's notes only for a failed test (else in its details)."""
     g = r.gate
@@ -452,12 +427,11 @@ def to_html(
                 f'<h3>{esc(a.attribute)} <small class="sub">({esc(a.metric)}@{a.k}, '
                 f"{esc(a.variant)}, missing={esc(a.missing_policy)})</small></h3>"
                 f"<figure>{_dot_chart(a, b, f'dots-{n}-{i}')}"
-                f"<figcaption>{esc(legend)}</figcaption></figure>"
-                + table(_VALUE_HEAD, value_rows(a, b))
+                f"<figcaption>{esc(legend)}</figcaption></figure>" + table_html(value_table(a, b))
             )
         status = result_status(r)
         overlap = (
-            f"{_stats_table(r)}<h3>Attribute × value</h3>"
+            f"{table_html(stats_table(r))}<h3>Attribute × value</h3>"
             f"<figure>{_heatmap(r, f'heatmap-{n}')}</figure>"
             if r.attributes
             else ""

@@ -330,7 +330,7 @@ def test_entropy_and_noise_floor_are_reported() -> None:
     assert "entropy 2.50 bits" in shown
     assert f"noise floor {floor.mean:.3f} [{floor.ci[0]:.3f}, {floor.ci[1]:.3f}]" in shown
     assert f"  religion: {shown}" in terminal_summary([r], verbose=True)
-    assert f"- **religion** over repeats: {shown}" in to_markdown([r])
+    assert f"- religion over 3 repeats: {shown}" in to_markdown([r])
     assert "over 3 repeats: " + shown in to_html([r])
     # a run without repeats shows neither
     assert repeat_stats(audit().attributes[0]) is None
