@@ -8,14 +8,7 @@ import math
 from collections.abc import Sequence
 
 from pytest_recfair.compare.models import ModelComparison
-from pytest_recfair.report.failures import (
-    accept_offered,
-    evidence_html,
-    failure_tag,
-    failure_text,
-    limits_advice,
-    outcome_table,
-)
+from pytest_recfair.report.failures import evidence_html, gate_table
 from pytest_recfair.report.fmt import (
     Status,
     Table,
@@ -43,7 +36,7 @@ from pytest_recfair.report.status import (
 )
 from pytest_recfair.report.terminal import models_table
 from pytest_recfair.results import AttributeResult, AuditResult
-from pytest_recfair.vocab import PLUGIN_VERSION, accept_command
+from pytest_recfair.vocab import PLUGIN_VERSION
 
 _CSS = """
 :root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --bg:#ffffff; --panel:#f6f8fa;
@@ -340,26 +333,9 @@ def _meta_table(r: AuditResult) -> str:
 
 def _gate_html(r: AuditResult) -> str:
     """The failure card; the gate's notes only for a failed test (else in its details)."""
-    g = r.gate
-    if g is None:
+    if r.gate is None:
         return '<p class="sub">Not gated.</p>'
-    if not g.failures:
-        return ""
-    head, rows = outcome_table(g, r, cut=False)
-    items = "".join(
-        f"<li><b>{esc(f.attribute or '(all)')}</b> <code>{esc(failure_tag(f))}</code>"
-        f": <span>{esc(failure_text(f, r))}</span></li>"
-        for f in g.failures
-    )
-    advice = limits_advice(g)
-    return (
-        table(head, rows, label_columns=2, text_columns=(3, 4))
-        + f'<ul class="failures">{items}</ul>'
-        + ("" if advice is None else f"<p>{esc(advice)}</p>")
-        + ("<p>If the new numbers are intended, accept them with "
-           f"<code>{esc(accept_command(r.meta.test_id))}</code></p>" if accept_offered(g) else "")
-        + _notes(r)
-    )  # fmt: skip
+    return "" if (t := gate_table(r)) is None else table_html(t) + _notes(r)
 
 
 def _notes(r: AuditResult) -> str:

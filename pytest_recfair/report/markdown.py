@@ -12,13 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_recfair.compare.models import ModelComparison
-from pytest_recfair.report.failures import (
-    accept_offered,
-    evidence_markdown,
-    failure_tag,
-    failure_text,
-    limits_advice,
-)
+from pytest_recfair.report.failures import evidence_markdown, failure_text, gate_table
 from pytest_recfair.report.fmt import Status, Table, fmt
 from pytest_recfair.report.sections import kind_tables
 from pytest_recfair.report.status import (
@@ -39,7 +33,7 @@ from pytest_recfair.report.status import (
 )
 from pytest_recfair.report.terminal import models_table, pair_text
 from pytest_recfair.results import AuditResult
-from pytest_recfair.vocab import PLUGIN_VERSION, accept_command
+from pytest_recfair.vocab import PLUGIN_VERSION
 
 _ICON = {"PASS": "✅", "FAIL": "❌", "FLAG": "⚠️ flagged", "n/a": "➖"}
 
@@ -67,18 +61,7 @@ def table_markdown(t: Table) -> list[str]:
 
 
 def _gate(r: AuditResult) -> list[str]:
-    out: list[str] = []
-    if r.gate is not None and r.gate.failures:
-        out += ["**Failures**", ""]
-        out += [
-            f"- **{_md(f.attribute or '(all)')}** `{failure_tag(f)}`: {_md(failure_text(f, r))}"
-            for f in r.gate.failures
-        ]
-        advice = limits_advice(r.gate)
-        out += ["", advice] if advice is not None else []
-        if accept_offered(r.gate):
-            out += ["", f"Accept the new numbers with `{accept_command(r.meta.test_id)}`"]
-        out += [""]
+    out = table_markdown(t) if (t := gate_table(r)) is not None else []
     if r.gate is not None and r.gate.notes:
         out += ["**Notes**", ""] + [f"- {_md(n)}" for n in r.gate.notes] + [""]
     return out
