@@ -353,14 +353,13 @@ def evidence_lines(r: AuditResult, top: int | None = None) -> list[str]:
     return out
 
 
-def evidence_markdown(r: AuditResult, md: Any) -> list[str]:
-    """Markdown bullets (``md``: the Markdown escaper of the report)."""
-    out: list[str] = []
-    for attr, entry in failing(r):
-        out += [f"**Evidence, {md(attr)}**: {md(str(entry.get('what', '')))}", ""]
-        out += [f"- {md(_row_brief(row))}" for row in entry.get("rows", [])]
-        out.append("")
-    return out
+def evidence_tables(r: AuditResult) -> list[Table]:
+    """Each failing attribute's evidence for Markdown: a note per row, in a line."""
+    return [
+        Table(f"Evidence, {attr}", lead=str(entry.get("what", "")),
+              notes=[_row_brief(row) for row in entry.get("rows", [])])
+        for attr, entry in failing(r)
+    ]  # fmt: skip
 
 
 def _items(lst: Mapping[str, Any]) -> str:

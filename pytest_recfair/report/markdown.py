@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_recfair.compare.models import ModelComparison
-from pytest_recfair.report.failures import evidence_markdown, failure_text, gate_table
+from pytest_recfair.report.failures import evidence_tables, failure_text, gate_table
 from pytest_recfair.report.fmt import Status, Table, fmt
 from pytest_recfair.report.sections import kind_tables
 from pytest_recfair.report.status import (
@@ -84,7 +84,7 @@ def _body(r: AuditResult) -> list[str]:
     tables = [stats_table(r)] if r.attributes else []
     out += [line for t in [*tables, *kind_tables(r)] for line in table_markdown(t)]
     out += _gate(r)
-    out += evidence_markdown(r, _md)
+    out += [line for t in evidence_tables(r) for line in table_markdown(t)]
     usage = usage_text(r)
     return out + ([f"- {_md(usage)}", ""] if usage else [])
 

@@ -1,5 +1,6 @@
-"""The "fairness summary" of the pytest terminal report, and the "models side by side"
-section of every report (``compare.models.ModelComparison``)."""
+"""The "fairness summary" of the pytest terminal report, the terminal's one formatter of a
+:class:`~pytest_recfair.report.fmt.Table`, and the "models side by side" table of every
+report (``compare.models.ModelComparison``)."""
 
 from __future__ import annotations
 
