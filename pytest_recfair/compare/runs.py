@@ -20,7 +20,7 @@ from typing import Any, Final, Literal, get_args
 
 from pytest_recfair.errors import ConfigError, DataError, RecfairError
 from pytest_recfair.gate import baselines, drift
-from pytest_recfair.report.fmt import LABEL, Table, fmt, fmt_delta
+from pytest_recfair.report.fmt import LABEL, Table, fmt, fmt_delta, p_cell
 from pytest_recfair.report.history import find_entry, load_run
 from pytest_recfair.report.markdown import finite, table_markdown
 from pytest_recfair.report.sections import compare_kind, extra_properties
@@ -163,10 +163,6 @@ def compare_runs(
     return RunDrift(tuple(rows), tuple(notes), alpha, len(tested))
 
 
-def _p(p: float) -> str:
-    return "n/a" if math.isnan(p) else ("<0.001" if p < 0.001 else f"{p:.3f}")
-
-
 def drift_tables(c: RunDrift) -> list[Table]:
     """A table per test, a row per statistic; its test and pairs in the lead."""
     head = ("attribute", "metric", "statistic", "A", "B", "Δ (B-A)", "p", "")
@@ -175,7 +171,8 @@ def drift_tables(c: RunDrift) -> list[Table]:
         rows = [r for r in c.rows if r.test_id == tid]
         cells = [
             (r.attribute, r.metric, LABEL.get(r.statistic, r.statistic), fmt(r.a), fmt(r.b),
-             fmt_delta(r.delta), _p(r.p_adjusted), "WORSE" if r.worse else "")
+             fmt_delta(r.delta), p_cell(None if math.isnan(r.p_adjusted) else r.p_adjusted),
+             "WORSE" if r.worse else "")
             for r in rows
         ]  # fmt: skip
         how = "" if rows[0].test == "no test" else f"; {rows[0].n_paired} paired"

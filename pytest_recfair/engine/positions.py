@@ -72,8 +72,20 @@ class PositionSections:
             curve = [
                 [g, *map(fmt, row)] for g, row in zip(res["groups"], res["curve"], strict=True)
             ]
-            lead = f"{_pooled(res)}, chi2 {fmt(res['chi2'])}; {res['n_entities']} entities"
-            differing = ", ".join(_differing(res)) or "none"
+            lead = (
+                f"candidate position bias {fmt(res['pooled_bias'])}"
+                f"{fmt_pair(res['pooled_bias_ci'])} (uniformity p {p_text(res['p_uniform'])}), "
+                f"chi2 {fmt(res['chi2'])}; {res['n_entities']} entities"
+            )
+            differing = (
+                ", ".join(
+                    f"{g} ({name})"
+                    for name in names
+                    for g, pv in zip(res["groups"][1:], res["p_adjusted"][name], strict=True)
+                    if pv is not None and pv < 0.05
+                )
+                or "none"
+            )
             note = f"groups differing from neutral (family-wise p < 0.05): {differing}"
             out += [
                 Table(f"Candidate position: {res['attribute']}", head, rows, lead, [note]),
@@ -268,22 +280,6 @@ def _attributes(data: Any) -> list[Mapping[str, Any]]:
     if isinstance(data, AuditResult):
         data = data.extras.get(KEY)
     return list((data or {}).get("attributes", ()))
-
-
-def _pooled(res: Mapping[str, Any]) -> str:
-    return (
-        f"candidate position bias {fmt(res['pooled_bias'])}{fmt_pair(res['pooled_bias_ci'])} "
-        f"(uniformity p {p_text(res['p_uniform'])})"
-    )
-
-
-def _differing(res: Mapping[str, Any]) -> list[str]:
-    return [
-        f"{g} ({name})"
-        for name in res["measures"]
-        for g, pv in zip(res["groups"][1:], res["p_adjusted"][name], strict=True)
-        if pv is not None and pv < 0.05
-    ]
 
 
 class PositionAudit(PooledKind):

@@ -127,7 +127,7 @@ def test_two_models_side_by_side(pytester: pytest.Pytester, project: Servers) ->
     # the summary (80 columns here): the models as columns, then the paired verdicts
     result.stdout.re_match_lines(
         [
-            r"models side by side — test_audit.py::test_religion — SNSR \[95% CI\] per model,",
+            r"\s+models side by side — test_audit.py::test_religion — SNSR \[95% CI\] per model,",
             r"\s+attribute\s+sim-fair\s+sim-biased$",
             r"\s+model id\s+sim-fair\s+sim-biased$",
             rf"\s+religion\s+{CELL}\s+{CELL}$",
