@@ -36,9 +36,9 @@ from pytest_recfair.report.status import (
 from pytest_recfair.results import AttributeResult, AuditResult
 from pytest_recfair.vocab import STATISTICS
 
-_NAME = 18  # attribute column; a longer name gets a line of its own, never a cut
-_COLS = (("gate", 4), ("SNSR", 6), ("SNSV", 6), ("PAFS", 6))
-_DRIFT_COLS = (("ΔSNSR", 7), ("ΔSNSV", 7), ("ΔPAFS", 7))
+#: the verbose summary's attribute table: the values (their intervals are in the reports)
+_HEAD = ["attribute", "gate", "SNSR", "SNSV", "PAFS", "ΔSNSR", "ΔSNSV", "ΔPAFS"]
+_HEAD += ["most / least favoured"]
 
 
 def wrap_text(text: str, width: int, first: str = "  ", rest: str = "    ") -> list[str]:
@@ -54,12 +54,27 @@ def wrap_text(text: str, width: int, first: str = "  ", rest: str = "    ") -> l
 
 
 def table_text(t: Table, width: int) -> list[str]:
-    """A table in the terminal: title and lead, its columns aligned when they fit ``width``,
-    else a line per row naming each cell's column; then its notes."""
-    lines = wrap_text(" — ".join(x for x in (t.title, t.lead) if x), width)
-    grid = [f"  {line}" for line in aligned([t.head, *t.rows], t.labels, t.text)] if t.rows else []
-    if max(map(len, grid), default=0) <= width:
-        lines += grid
+    """A table in the terminal: title and lead, its columns aligned when they fit ``width``
+    (a last prose column, else, below its row), or a line per row naming each cell's
+    column; then its notes."""
+    lead = " — ".join(x for x in (t.title, t.lead) if x)
+    lines = wrap_text(lead, width) if lead else []
+    table = [t.head, *t.rows] if t.rows else []
+    last = len(t.head) - 1 in t.text  # a prose column: it may wrap below its row
+
+    pad = "  " if lead else ""  # under a title; the attribute table has none
+
+    def grid(rows: Sequence[Sequence[str]]) -> list[str]:
+        return [pad + line for line in aligned(rows, t.labels, t.text)] if rows else []
+
+    if max(map(len, full := grid(table)), default=0) <= width:
+        lines += full
+    elif last and max(map(len, part := grid([r[:-1] for r in table]))) + 10 <= width:
+        for line, row in zip(part, table, strict=True):
+            joined = f"{line.ljust(len(max(part, key=len)))}  {row[-1]}".rstrip()
+            fits = len(joined) <= width
+            more = pad + "    "
+            lines += [joined] if fits else [line, *wrap_text(row[-1], width, more, more)]
     else:  # prose cells cut to a few lines: whole in the HTML and Markdown reports
         for row in t.rows:
             cells = [
@@ -68,22 +83,10 @@ def table_text(t: Table, width: int) -> list[str]:
                 if i >= t.labels and c not in ("", "—")
             ]
             text = " · ".join(row[: t.labels]) + ": " + ", ".join(cells)
-            lines += wrap_text(text, width, "    ", "      ")
+            lines += wrap_text(text, width, pad + "  ", pad + "    ")
     for note in t.notes:
-        lines += wrap_text(note, width, "    ", "      ")
+        lines += wrap_text(note, width, pad + "  ", pad + "    ")
     return lines
-
-
-def _row(name: str, cells: Sequence[str], rest: str, width: int, name_width: int) -> list[str]:
-    widths = [w for _, w in _COLS + _DRIFT_COLS]
-    lines = [f"  {name}"] if len(name) > name_width else []
-    head = "  " + " ".join(
-        c.ljust(w)
-        for c, w in zip(["" if lines else name, *cells], [name_width, *widths], strict=True)
-    )
-    if len(head) + 1 + len(rest) <= width:
-        return [*lines, (head + " " + rest).rstrip()]
-    return [*lines, head.rstrip(), *wrap_text(rest, width, "      ", "      ")]
 
 
 def _heading(r: AuditResult, width: int) -> list[str]:
@@ -163,24 +166,16 @@ def terminal_summary(
     rs = check_results(results)
     flagged = any(attribute_label(r, a) == "FLAG" for r in rs for a in r.attributes)
     lines = [] if verbose or not rs else _short_summary(rs, width, flagged)
-    header = [name for name, _ in _COLS + _DRIFT_COLS]
     for r in rs if verbose else []:
         lines += _heading(r, width)
         if r.failed:
             lines += wrap_text(failed_text(r), width)
-        # as wide as the longest attribute name (9 to 18): a longer one gets its own line
-        name_width = min(_NAME, max([9, *(len(a.attribute) for a in r.attributes)]))
-        if r.attributes:
-            head = _row("attribute", header, "most / least favoured", width, name_width)
-            short = _row("attribute", header, "most / least", width, name_width)
-            lines += head if len(head) == 1 else short
-        for a in r.attributes:
-            cells = [
-                attribute_label(r, a),
-                *(fmt(shown(a, s).value) for s in STATISTICS),
-                *(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS),
-            ]
-            lines += _row(a.attribute, cells, favoured_text(a), width, name_width)
+        rows = [
+            [a.attribute, attribute_label(r, a), *(fmt(shown(a, s).value) for s in STATISTICS),
+             *(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS), favoured_text(a)]
+            for a in r.attributes
+        ]  # fmt: skip
+        lines += table_text(Table("", _HEAD, rows, text=(1, 8)), width) if rows else []
         for t in kind_tables(r):  # after the rows: a kind's tables never split the table
             lines += table_text(t, width)
         for a in r.attributes:

@@ -94,7 +94,7 @@ class OverlapSections:
         if not q:
             return []
         lead, *notes = qg.quality_lines(q)
-        head = ["group", "quality [95% CI]", "valid share", "list length", "entities"]
+        head = ["group", "quality [95% CI]", "valid", "length", "entities"]
         rows = [
             [str(g["group"]), fmt(g["quality"]) + fmt_pair(g["ci"]), fmt(g["valid"]),
              fmt(g["length"], 1), str(g["n"])]
