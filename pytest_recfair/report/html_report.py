@@ -339,8 +339,7 @@ def _gate_html(r: AuditResult) -> str:
 
 
 def _notes(r: AuditResult) -> str:
-    notes = "".join(f"<li>{esc(n)}</li>" for n in (r.gate.notes if r.gate is not None else ()))
-    return f'<ul class="notes">{notes}</ul>' if notes else ""
+    return table_html(Table("", notes=r.gate.notes if r.gate is not None else ()))
 
 
 def _models(comparisons: Sequence[ModelComparison]) -> str:

@@ -62,9 +62,8 @@ def table_markdown(t: Table) -> list[str]:
 
 def _gate(r: AuditResult) -> list[str]:
     out = table_markdown(t) if (t := gate_table(r)) is not None else []
-    if r.gate is not None and r.gate.notes:
-        out += ["**Notes**", ""] + [f"- {_md(n)}" for n in r.gate.notes] + [""]
-    return out
+    notes = r.gate.notes if r.gate is not None else ()
+    return out + (table_markdown(Table("Notes", notes=notes)) if notes else [])
 
 
 def _values(r: AuditResult, baseline: AuditResult | None) -> list[str]:
