@@ -76,6 +76,7 @@ def part2() -> None:
     from pytest_recfair import audit, judge
     from pytest_recfair.prompts.seeds import load_seeds, subsample
     from pytest_recfair.report import sections
+    from pytest_recfair.report.terminal import table_text
     from pytest_recfair.sim.recognise import entity_key
     from pytest_recfair.sim.recommender import Catalogue, SimulatedRecommender
 
@@ -107,7 +108,7 @@ def part2() -> None:
     print("\n## demo model, 40 directors, religion")
     for label, r in (("catalogue", good), ("no catalogue", listed), ("wrong director", useless)):
         print(f"### {label}")
-        print("\n".join(sections.extra_lines(r)))
+        print("\n".join(ln for t in sections.kind_tables(r) for ln in table_text(t, 100)))
         print(f"SNSR {r.attributes[0].snsr.value:.3f}")
     print(f"audit with catalogue: {took:.2f} s")
     for f in judge(useless, good).failures:

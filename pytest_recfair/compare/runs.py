@@ -12,6 +12,7 @@ import io
 import json
 import math
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -19,10 +20,11 @@ from typing import Any, Final, Literal, get_args
 
 from pytest_recfair.errors import ConfigError, DataError, RecfairError
 from pytest_recfair.gate import baselines, drift
-from pytest_recfair.report.fmt import LABEL, aligned, fmt, fmt_delta
+from pytest_recfair.report.fmt import LABEL, Table, fmt, fmt_delta, p_cell
 from pytest_recfair.report.history import find_entry, load_run
-from pytest_recfair.report.markdown import finite
+from pytest_recfair.report.markdown import finite, table_markdown
 from pytest_recfair.report.sections import compare_kind, extra_properties
+from pytest_recfair.report.terminal import table_text
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS
 
@@ -161,32 +163,37 @@ def compare_runs(
     return RunDrift(tuple(rows), tuple(notes), alpha, len(tested))
 
 
-def _p(p: float) -> str:
-    return "n/a" if math.isnan(p) else ("<0.001" if p < 0.001 else f"{p:.3f}")
-
-
-def table_lines(c: RunDrift) -> list[str]:
-    """The drift table as text lines: one block per test, one row per statistic."""
+def drift_tables(c: RunDrift) -> list[Table]:
+    """A table per test, a row per statistic; its test and pairs in the lead."""
     head = ("attribute", "metric", "statistic", "A", "B", "Δ (B-A)", "p", "")
-    lines: list[str] = []
+    out = []
     for tid in dict.fromkeys(r.test_id for r in c.rows):
         rows = [r for r in c.rows if r.test_id == tid]
-        cells = [head] + [
+        cells = [
             (r.attribute, r.metric, LABEL.get(r.statistic, r.statistic), fmt(r.a), fmt(r.b),
-             fmt_delta(r.delta), _p(r.p_adjusted), "WORSE" if r.worse else "")
+             fmt_delta(r.delta), p_cell(None if math.isnan(r.p_adjusted) else r.p_adjusted),
+             "WORSE" if r.worse else "")
             for r in rows
         ]  # fmt: skip
         how = "" if rows[0].test == "no test" else f"; {rows[0].n_paired} paired"
-        lines += [f"{tid}  ({rows[0].test}{how})", *aligned(cells, right=3)]
+        out.append(Table(tid, head, cells, f"{rows[0].test}{how}", labels=3))
+    return out
+
+
+def _verdict(c: RunDrift) -> str:
+    return "B is significantly worse than A" if c.worse else "B is not significantly worse"
+
+
+def table_lines(c: RunDrift) -> list[str]:
+    """The drift tables as text lines (never wrapped), the levels, the notes, the verdict."""
+    lines = [line for t in drift_tables(c) for line in table_text(t, sys.maxsize)]
     level = c.alpha / max(c.tests, 1)
     lines.append(
         f"p: family-wise within each test (its test in its heading; n/a: not tested); WORSE: "
         f"B less fair than A at alpha {c.alpha:g} overall ({level:.3g} per test over the "
         f"{c.tests} tested)"
     )
-    lines += [f"note: {n}" for n in c.notes]
-    verdict = "B is significantly worse than A" if c.worse else "B is not significantly worse"
-    return [*lines, verdict]
+    return [*lines, *(f"note: {n}" for n in c.notes), _verdict(c)]
 
 
 CompareFormat = Literal["text", "json", "markdown", "csv"]
@@ -255,31 +262,20 @@ def parse_comparison(text: str, path: Path) -> Compared:
         raise DataError(f"{path} is invalid ({type(exc).__name__}: {exc}); {_HINT}.") from None
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
 def _markdown(c: Compared) -> str:
     d = c.drift
-    verdict = "**B is significantly worse than A**" if d.worse else "B is not significantly worse"
+    verdict = f"**{_verdict(d)}**" if d.worse else _verdict(d)
     out = [
         "# Fairness comparison",
         "",
-        f"- A: `{_md(c.a)}`",
-        f"- B: `{_md(c.b)}`",
+        f"- A: `{c.a}`",
+        f"- B: `{c.b}`",
         f"- {verdict} (alpha {d.alpha:g} overall, Bonferroni over the {d.tests} tests "
-        "tested; p family-wise within each test, by the test named in its row)",
+        "tested; p family-wise within each test, by the test named in its heading)",
         "",
-        "| test | attribute | metric | statistic | A | B | Δ (B-A) | p | | by |",
-        "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | --- | --- |",
     ]
-    out += [
-        f"| {_md(r.test_id)} | {_md(r.attribute)} | {r.metric} | {r.statistic} | {fmt(r.a)} | "
-        f"{fmt(r.b)} | {fmt_delta(r.delta)} | {fmt(r.p_adjusted)} | "
-        f"{'WORSE' if r.worse else ''} | {_md(r.test)} |"
-        for r in d.rows
-    ]
-    out += ["", *(f"- note: {_md(n)}" for n in d.notes)]
+    out += [line for t in drift_tables(d) for line in table_markdown(t)]
+    out += [f"- note: {n}" for n in d.notes]
     return "\n".join(out).rstrip() + "\n"
 
 

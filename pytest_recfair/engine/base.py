@@ -381,7 +381,11 @@ def _reply_dict(c: Completion) -> dict[str, Any]:
 
 
 class PooledKind:
-    """The merge of every :class:`PooledScorer` kind: united replies through a fresh scorer."""
+    """A kind scored over all its entities at once, by its ``score`` (settings, inputs,
+    every prompt, the completions by case id -> Scored); its merge: united replies through
+    a fresh scorer."""
+
+    score: Callable[[AuditSettings, AuditInputs, Sequence[Any], Mapping[str, Any]], Scored]
 
     def scorer(
         self,
@@ -390,7 +394,7 @@ class PooledKind:
         first: Sequence[Any],
         inputs: AuditInputs,
     ) -> PooledScorer:
-        raise NotImplementedError  # each kind gives its own
+        return PooledScorer(lambda cases, replies: self.score(settings, inputs, cases, replies))
 
     def merge(
         self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild

@@ -29,7 +29,7 @@ from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics import exposure as ex
 from pytest_recfair.prompts.cases import PromptCase
 from pytest_recfair.replies.catalogue import Catalogue
-from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_cell, p_text, table
+from pytest_recfair.report.fmt import Table, fmt, fmt_pair, p_cell
 from pytest_recfair.report.sections import KindComparison, KindRow
 from pytest_recfair.results import AuditResult, GateFailure, Interval, Stat, json_nan
 from pytest_recfair.settings import AuditSettings
@@ -348,21 +348,27 @@ class ExposureSections:
     def measure(self, result: AuditResult) -> str:
         return f"item exposure, top {getattr(result.meta, 'k', '?')}"
 
-    def lines(self, d: Any) -> list[str]:
+    def tables(self, d: Any) -> list[Table]:
         if not d:
             return []
-        cells = " · ".join(
-            f"{g} {fmt(s)}/{fmt(r)} (p {p_text(p)})"
-            for g, s, r, p in zip(
-                d["groups"], d["share"], d["reference_share"], d["p_gap"], strict=True
+        head = ["group", "share", "weighted", "reference", "ratio", "p (gap)"]
+        rows = [
+            [g, fmt(s) + fmt_pair(sc), fmt(w), fmt(r), fmt(q) + fmt_pair(qc), p_cell(p)]
+            for g, s, sc, w, r, q, qc, p in zip(
+                d["groups"], d["share"], d["share_ci"], d["weighted"], d["reference_share"],
+                d["ratio"], d["ratio_ci"], d["p_gap"], strict=True,
             )
-        )
-        out = [_summary(d), f"  share / reference: {cells}"]
-        if any(x is not None for x in d["lift"]):
-            out.append("  popularity lift: " + " · ".join(
-                f"{v} {fmt(x)} (p {p_text(p)})"
-                for (_, v), x, p in zip(d["values"], d["lift"], d["p_lift"], strict=True)
-            ))  # fmt: skip
+        ]  # fmt: skip
+        lift = [
+            [f"{a}: {v}", fmt(x) + fmt_pair(c), p_cell(p)]
+            for (a, v), x, c, p in zip(
+                d["values"], d["lift"], d["lift_ci"], d["p_lift"], strict=True
+            )
+            if x is not None
+        ]
+        out = [Table(f"Item exposure: {d['field']}", head, rows, _summary(d))]
+        if lift:
+            out.append(Table(f"Popularity lift: {d['field']}", ["value", "lift", "p"], lift))
         return out
 
     def brief(self, data: Any) -> str:
@@ -423,31 +429,6 @@ class ExposureSections:
             else [f"A's reference was {was['reference']}; both runs measured against B's"]
         )
         return KindComparison(tuple(rows), "paired entity bootstrap, Holm", tuple(notes))
-
-    def html(self, d: Any) -> str:
-        if not d:
-            return ""
-        head = ["group", "share", "weighted", "reference", "ratio", "p (gap)"]
-        rows = [
-            [g, fmt(s) + fmt_pair(sc), fmt(w), fmt(r), fmt(q) + fmt_pair(qc), p_cell(p)]
-            for g, s, sc, w, r, q, qc, p in zip(
-                d["groups"], d["share"], d["share_ci"], d["weighted"], d["reference_share"],
-                d["ratio"], d["ratio_ci"], d["p_gap"], strict=True,
-            )
-        ]  # fmt: skip
-        lift = [
-            [f"{a}: {v}", fmt(x) + fmt_pair(c), p_cell(p)]
-            for (a, v), x, c, p in zip(
-                d["values"], d["lift"], d["lift_ci"], d["p_lift"], strict=True
-            )
-            if x is not None
-        ]
-        return (
-            f'<div class="kind exposure"><h3>Item exposure: {esc(d["field"])}</h3>'
-            f'<p class="sub">{esc(_summary(d))}</p>{table(head, rows)}'
-            + (table(["value", "popularity lift", "p"], lift) if lift else "")
-            + "</div>"
-        )
 
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
         if not data:

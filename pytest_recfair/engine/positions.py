@@ -11,10 +11,16 @@ from typing import Any
 
 import numpy as np
 
-from pytest_recfair.engine.base import AuditInputs, Scored, attributes_of, drifts, prop_key
+from pytest_recfair.engine.base import (
+    AuditInputs,
+    PooledKind,
+    Scored,
+    attributes_of,
+    drifts,
+    prop_key,
+)
 from pytest_recfair.engine.items.scoring import rounded
 from pytest_recfair.engine.overlap.evidence import SHOW, reply_text
-from pytest_recfair.engine.overlap.kind import Pooled
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.metrics.positions import (
     DRIFT_MEASURES,
@@ -27,7 +33,7 @@ from pytest_recfair.metrics.positions import (
 from pytest_recfair.prompts.candidates import CandidateCase, build_candidate_cases, read_pick
 from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.seeds import Entity
-from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_cell, p_text, table
+from pytest_recfair.report.fmt import Table, fmt, fmt_pair, p_cell, p_text
 from pytest_recfair.report.sections import KindComparison, KindRow
 from pytest_recfair.results import AuditResult, GateFailure, Interval, Stat, json_nan
 from pytest_recfair.settings import AuditSettings
@@ -45,27 +51,14 @@ class PositionSections:
         shown = f" of {sizes.pop()}" if len(sizes) == 1 else ""
         return f"candidate position (one pick{shown})"
 
-    def lines(self, data: Any) -> list[str]:
-        out: list[str] = []
-        for res in _attributes(data):
-            m = res["measures"]
-            out += [
-                f"{res['attribute']}: {_pooled(res)}; neutral: first-position rate "
-                f"{fmt(res['curve'][0][0])}, missed {fmt(m['missed'][0])}, consistency "
-                f"{fmt(m['consistency'][0])}",
-                f"  groups differing from neutral (family-wise p < 0.05): "
-                f"{', '.join(_differing(res)) or 'none'}",
-            ]
-        return out
-
     def brief(self, data: Any) -> str:
         return "; ".join(
             f"{res['attribute']}: position bias {fmt(res['pooled_bias'])}"
             for res in _attributes(data)
         )
 
-    def html(self, data: Any) -> str:
-        parts = []
+    def tables(self, data: Any) -> list[Table]:
+        out = []
         for res in _attributes(data):
             names = list(res["measures"])
             head = ["group", "first-position rate", *names, *(f"p {n}" for n in names), "picks"]
@@ -79,14 +72,27 @@ class PositionSections:
             curve = [
                 [g, *map(fmt, row)] for g, row in zip(res["groups"], res["curve"], strict=True)
             ]
-            parts.append(
-                f"<h3>Candidate position: {esc(res['attribute'])}</h3>"
-                f'<p class="sub">{esc(_pooled(res))}, chi2 {esc(fmt(res["chi2"]))}; '
-                f"{esc(res['n_entities'])} entities</p>{table(head, rows)}"
-                "<p>Share of picks at each shown position:</p>"
-                + table(["group", *(f"#{j + 1}" for j in range(res["k"]))], curve)
+            lead = (
+                f"candidate position bias {fmt(res['pooled_bias'])}"
+                f"{fmt_pair(res['pooled_bias_ci'])} (uniformity p {p_text(res['p_uniform'])}), "
+                f"chi2 {fmt(res['chi2'])}; {res['n_entities']} entities"
             )
-        return f'<div class="kind positions">{"".join(parts)}</div>'
+            differing = (
+                ", ".join(
+                    f"{g} ({name})"
+                    for name in names
+                    for g, pv in zip(res["groups"][1:], res["p_adjusted"][name], strict=True)
+                    if pv is not None and pv < 0.05
+                )
+                or "none"
+            )
+            note = f"groups differing from neutral (family-wise p < 0.05): {differing}"
+            out += [
+                Table(f"Candidate position: {res['attribute']}", head, rows, lead, [note]),
+                Table(f"Share of picks at each shown position: {res['attribute']}",
+                      ["group", *(f"#{j + 1}" for j in range(res["k"]))], curve),
+            ]  # fmt: skip
+        return out
 
     def series(self, data: Any) -> list[tuple[str, Stat]]:
         return [
@@ -276,23 +282,7 @@ def _attributes(data: Any) -> list[Mapping[str, Any]]:
     return list((data or {}).get("attributes", ()))
 
 
-def _pooled(res: Mapping[str, Any]) -> str:
-    return (
-        f"candidate position bias {fmt(res['pooled_bias'])}{fmt_pair(res['pooled_bias_ci'])} "
-        f"(uniformity p {p_text(res['p_uniform'])})"
-    )
-
-
-def _differing(res: Mapping[str, Any]) -> list[str]:
-    return [
-        f"{g} ({name})"
-        for name in res["measures"]
-        for g, pv in zip(res["groups"][1:], res["p_adjusted"][name], strict=True)
-        if pv is not None and pv < 0.05
-    ]
-
-
-class PositionAudit(Pooled):
+class PositionAudit(PooledKind):
     """The LRWorld candidate-position audit, scored over all entities."""
 
     name = KEY

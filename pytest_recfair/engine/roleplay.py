@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any, cast
 from pytest_recfair.engine.base import (
     AuditInputs,
     Merged,
+    PooledKind,
     Rebuild,
     Scored,
     ShardResult,
     merge_replies,
 )
-from pytest_recfair.engine.overlap.kind import Pooled
 from pytest_recfair.engine.roleplay_sections import KEY, RoleplaySections, cell_name, entries
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics.roleplay import (
@@ -287,7 +287,7 @@ def _drift_failures(
     return out
 
 
-class RoleplayAudit(Pooled):
+class RoleplayAudit(PooledKind):
     """The BiasLens role-play audit, scored over all its questions."""
 
     name = KEY

@@ -12,7 +12,7 @@ from pytest_recfair.engine.overlap.evidence import SHOW, reply_text
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics.roleplay import QuestionResult, RoleplayResult
 from pytest_recfair.metrics.roleplay_gate import drift_test
-from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_text, table
+from pytest_recfair.report.fmt import Table, fmt, fmt_pair, p_text
 from pytest_recfair.report.sections import KindComparison, KindRow
 from pytest_recfair.results import AuditResult, Interval, Stat, json_nan
 
@@ -73,23 +73,6 @@ class RoleplaySections:
         data = result.extras.get(KEY) or {}
         return f"role-play bias ({data.get('oracle', 'parsed')} oracle)"
 
-    def lines(self, data: Any) -> list[str]:
-        out = [_head(data)]
-        out += [
-            f"{_label(c)}: biased {c['biased']}/{c['n']} = {_rate(c)}; refusals {c['refusals']} "
-            f"of {c['rounds']} answers, failed {c['failed']}, unusable {c['unusable']}, "
-            f"undetermined questions {c['undetermined']}"
-            for c in data["cells"]
-        ]
-        if data["worst_roles"]:
-            out.append("worst roles: " + "; ".join(
-                f"{r['role']} ({r['attribute']}) {_rate(r)} ({r['biased']}/{r['n']})"
-                for r in data["worst_roles"]
-            ))  # fmt: skip
-        if data.get("effect"):
-            out.append(_effect_text(data["effect"]))
-        return out
-
     def brief(self, data: Any) -> str:
         cells = [c for c in data["cells"] if c["rate"] is not None]
         if not cells:
@@ -97,7 +80,7 @@ class RoleplaySections:
         c = max(cells, key=lambda c: c["rate"])
         return f"most biased {_label(c)} {c['biased']}/{c['n']} = {fmt(c['rate'])}"
 
-    def html(self, data: Any) -> str:
+    def tables(self, data: Any) -> list[Table]:
         head = ["attribute", "type", "role", "biased / determined", "rate [95% CI]"]
         head += ["refusals", "failed", "unusable", "undetermined"]
         rows = [
@@ -109,23 +92,19 @@ class RoleplaySections:
             ]
             for c in data["cells"]
         ]  # fmt: skip
-        parts = [
-            f'<h3>Role-play bias</h3><p class="sub">{esc(_head(data))}</p>',
-            table(head, rows, label_columns=3),
-        ]
-        if data["worst_roles"]:
-            parts.append("<p>Worst roles, with their biased questions and answers:</p>")
-            examples = [
-                [r["role"], r["attribute"], _rate(r), ex["question"],
-                 " | ".join(a if a is not None else "(failed)" for a in ex["answers"])]
-                for r in data["worst_roles"]
-                for ex in r["examples"] or [{"question": "", "answers": []}]
-            ]  # fmt: skip
-            parts.append(table(["role", "attribute", "rate [95% CI]", "question", "answers"],
-                               examples, label_columns=2, text_columns=(3, 4)))  # fmt: skip
-        if data.get("effect"):
-            parts.append(f"<p>{esc(_effect_text(data['effect']))}</p>")
-        return f'<div class="kind roleplay">{"".join(parts)}</div>'
+        effect = [_effect_text(data["effect"])] if data.get("effect") else []
+        out = [Table("Role-play bias", head, rows, _head(data), effect, labels=3)]
+        examples = [
+            [r["role"], r["attribute"], _rate(r), f"{r['biased']}/{r['n']}", ex["question"],
+             " | ".join(a if a is not None else "(failed)" for a in ex["answers"])]
+            for r in data["worst_roles"]
+            for ex in r["examples"] or [{"question": "", "answers": []}]
+        ]  # fmt: skip
+        if examples:
+            head = ["role", "attribute", "rate [95% CI]", "biased", "question", "answers"]
+            title = "Worst roles, with their biased questions and answers"
+            out.append(Table(title, head, examples, labels=2, text=(4, 5)))
+        return out
 
     def series(self, data: Any) -> list[tuple[str, Stat]]:
         return [

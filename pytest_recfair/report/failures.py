@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pytest_recfair.report.fmt import LABEL, aligned, clip, esc, fmt, fmt_interval, fmt_p
+from pytest_recfair.report.fmt import LABEL, Table, aligned, clip, esc, fmt, fmt_interval, fmt_p
 from pytest_recfair.report.status import (
     favoured_phrase,
     favoured_text,
@@ -265,13 +265,27 @@ def failure_message(outcome: GateOutcome, result: AuditResult, *, verbose: bool 
         lines.append("  note: " + "; ".join(lead + (rest if more else [])))
     if (advice := limits_advice(outcome)) is not None:
         lines.append(advice)
-    # accepting is offered only when it would work: never past a crossed absolute limit
-    if accept_offered(outcome):
-        lines.append(
-            "If the new numbers are intended, accept them with: "
-            f"{accept_command(result.meta.test_id)}"
-        )
-    return "\n".join(lines)
+    return "\n".join(lines + _accept(outcome, result))
+
+
+def _accept(outcome: GateOutcome, result: AuditResult) -> list[str]:
+    """How to accept the run, offered only when it would work: never past a crossed limit."""
+    if not accept_offered(outcome):
+        return []
+    command = accept_command(result.meta.test_id)
+    return [f"If the new numbers are intended, accept them with: {command}"]
+
+
+def gate_table(r: AuditResult) -> Table | None:
+    """A failed gate in the reports: its rows, a sentence per failure, the limits advice
+    and how to accept the run; None when nothing failed."""
+    g = r.gate
+    if g is None or not g.failures:
+        return None
+    head, rows = outcome_table(g, r, cut=False)
+    notes = [f"{failure_label(f)}: {failure_text(f, r)}" for f in g.failures]
+    notes += [] if (advice := limits_advice(g)) is None else [advice]
+    return Table("Failures", head, rows, notes=notes + _accept(g, r), labels=2, text=(3, 4))
 
 
 def verdict_message(result: AuditResult, *, verbose: bool = False) -> str:
@@ -339,14 +353,13 @@ def evidence_lines(r: AuditResult, top: int | None = None) -> list[str]:
     return out
 
 
-def evidence_markdown(r: AuditResult, md: Any) -> list[str]:
-    """Markdown bullets (``md``: the Markdown escaper of the report)."""
-    out: list[str] = []
-    for attr, entry in failing(r):
-        out += [f"**Evidence, {md(attr)}**: {md(str(entry.get('what', '')))}", ""]
-        out += [f"- {md(_row_brief(row))}" for row in entry.get("rows", [])]
-        out.append("")
-    return out
+def evidence_tables(r: AuditResult) -> list[Table]:
+    """Each failing attribute's evidence for Markdown: a note per row, in a line."""
+    return [
+        Table(f"Evidence, {attr}", lead=str(entry.get("what", "")),
+              notes=[_row_brief(row) for row in entry.get("rows", [])])
+        for attr, entry in failing(r)
+    ]  # fmt: skip
 
 
 def _items(lst: Mapping[str, Any]) -> str:

@@ -1,10 +1,12 @@
-"""Number, interval and p-value formatting for every report and message, and the HTML
-building blocks the kinds' sections share."""
+"""Number, interval and p-value formatting for every report and message, and the
+:class:`Table` a kind's results come as (each channel renders it: terminal.py, markdown.py,
+html_report.py)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from html import escape
 from typing import Final
 
@@ -80,17 +82,34 @@ def clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
-class Html(str):
-    """Markup already made (a badge): :func:`esc` and so :func:`table` keep it as it is."""
+class Status(str):
+    """A status cell (PASS, FAIL, FLAG, n/a): a badge in HTML, an icon in Markdown."""
 
 
-def aligned(rows: Sequence[Sequence[str]], right: int | None = None) -> list[str]:
-    """Text rows as columns indented two spaces; columns from ``right`` on right-aligned."""
+@dataclass(frozen=True)
+class Table:
+    """Results as one table: a title, a lead line, columns, rows of cells, notes. Columns
+    after ``labels`` are right-aligned numbers, but ``text`` ones (prose)."""
+
+    title: str
+    head: Sequence[str] = ()
+    rows: Sequence[Sequence[str]] = ()
+    lead: str = ""
+    notes: Sequence[str] = ()
+    labels: int = 1
+    text: Collection[int] = ()
+
+
+def aligned(
+    rows: Sequence[Sequence[str]], right: int | None = None, text: Collection[int] = ()
+) -> list[str]:
+    """Text rows as columns indented two spaces; columns from ``right`` on right-aligned,
+    but ``text`` ones."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return [
         "  "
         + "  ".join(
-            c.rjust(w) if right is not None and i >= right else c.ljust(w)
+            c.rjust(w) if right is not None and i >= right and i not in text else c.ljust(w)
             for i, (c, w) in enumerate(zip(r, widths, strict=True))
         ).rstrip()
         for r in rows
@@ -98,8 +117,10 @@ def aligned(rows: Sequence[Sequence[str]], right: int | None = None) -> list[str
 
 
 def esc(text: object) -> str:
-    """``text`` escaped for HTML text and attribute values."""
-    return text if isinstance(text, Html) else escape(str(text), quote=True)
+    """``text`` escaped for HTML text and attribute values; a :class:`Status` as a badge."""
+    if isinstance(text, Status):
+        return f'<span class="badge {"na" if text == "n/a" else text}">{escape(text)}</span>'
+    return escape(str(text), quote=True)
 
 
 def num_cell(text: str) -> str:

@@ -8,17 +8,10 @@ import math
 from collections.abc import Sequence
 
 from pytest_recfair.compare.models import ModelComparison
-from pytest_recfair.report.failures import (
-    accept_offered,
-    evidence_html,
-    failure_tag,
-    failure_text,
-    limits_advice,
-    outcome_table,
-)
+from pytest_recfair.report.failures import evidence_html, gate_table
 from pytest_recfair.report.fmt import (
-    LABEL,
-    Html,
+    Status,
+    Table,
     esc,
     fmt,
     fmt_ci,
@@ -28,25 +21,22 @@ from pytest_recfair.report.fmt import (
     table,
 )
 from pytest_recfair.report.history import HistoryRun, history_html
-from pytest_recfair.report.sections import kind_sections, measure, series
+from pytest_recfair.report.sections import kind_tables, measure, series
 from pytest_recfair.report.status import (
     Baselines,
-    attribute_label,
     baseline_map,
     counts,
     describe,
-    drift_of,
     failed_text,
     failures_first,
-    repeat_stats,
     result_status,
     same_attribute,
-    shown,
-    value_rows,
+    stats_table,
+    value_table,
 )
-from pytest_recfair.report.terminal import html_section
+from pytest_recfair.report.terminal import models_table
 from pytest_recfair.results import AttributeResult, AuditResult
-from pytest_recfair.vocab import PLUGIN_VERSION, STATISTICS, accept_command
+from pytest_recfair.vocab import PLUGIN_VERSION
 
 _CSS = """
 :root { --fg:#1f2328; --muted:#59636e; --line:#d1d9e0; --bg:#ffffff; --panel:#f6f8fa;
@@ -88,7 +78,6 @@ figcaption { color: var(--muted); font-size: 12px; }
 svg text { font-family: inherit; }
 svg.chart { max-width: 100%; height: auto; }
 .scroll { overflow-x: auto; max-width: 100%; }
-ul.pairs li.fairer { color: var(--pass); } ul.pairs li.same { color: var(--muted); }
 footer { color: var(--muted); font-size: 12px; margin-top: 32px; }
 nav.toc { margin: 0 0 24px; } nav.toc h2 { margin: 0 0 4px; }
 table.summary td { overflow-wrap: anywhere; }
@@ -109,16 +98,18 @@ pre.reply { white-space: pre-wrap; max-height: 320px; overflow: auto; background
   padding: 6px; font-size: 12px; }
 """
 
-_VALUE_HEAD = ("value", "mean similarity [95% CI]", "baseline", "entities", "missing", "refusals",
-               "short lists")  # fmt: skip
 _W = 760  # chart width in px
 _LABEL_W = 170
 _ROW_H = 26
 
 
-def _badge(status: str) -> Html:
-    cls = "na" if status == "n/a" else status
-    return Html(f'<span class="badge {cls}">{esc(status)}</span>')
+def table_html(t: Table) -> str:
+    """A table in HTML: its title as a heading, its lead below, the table, its notes."""
+    lead = f'<p class="sub">{esc(t.lead)}</p>' if t.lead else ""
+    grid = table(t.head, t.rows, label_columns=t.labels, text_columns=t.text) if t.rows else ""
+    notes = "".join(f"<li>{esc(n)}</li>" for n in t.notes)
+    notes = f'<ul class="notes">{notes}</ul>' if notes else ""
+    return f"<h3>{esc(t.title)}</h3>" * bool(t.title) + f"{lead}{grid}{notes}"
 
 
 def _nice_range(lo: float, hi: float) -> tuple[float, float, float]:
@@ -340,52 +331,24 @@ def _meta_table(r: AuditResult) -> str:
     return f'<table class="meta">{body}</table>'
 
 
-def _stats_table(r: AuditResult) -> str:
-    head = ["attribute", "gate", *(f"{LABEL[s]} [95% CI]" for s in STATISTICS)]
-    head += ["drift SNSR / SNSV / PAFS", "refusal gap", "most favoured", "least favoured"]
-    rows = [
-        [a.attribute, _badge(attribute_label(r, a)), *(fmt_ci(shown(a, s)) for s in STATISTICS),
-         " / ".join(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS),
-         f"{a.refusal_gap:.1%}", *a.favoured()]
-        for a in r.attributes
-    ]  # fmt: skip
-    n = getattr(r.meta, "repeats", 1)
-    repeats = "".join(
-        f"<li><b>{esc(a.attribute)}</b> over {n} repeats: {esc(st)}</li>"
-        for a in r.attributes
-        if (st := repeat_stats(a))
-    )
-    notes = f'<ul class="repeats">{repeats}</ul>' if repeats else ""
-    return table(head, rows, text_columns=(1, 7, 8)) + notes
-
-
 def _gate_html(r: AuditResult) -> str:
     """The failure card; the gate's notes only for a failed test (else in its details)."""
-    g = r.gate
-    if g is None:
+    if r.gate is None:
         return '<p class="sub">Not gated.</p>'
-    if not g.failures:
-        return ""
-    head, rows = outcome_table(g, r, cut=False)
-    items = "".join(
-        f"<li><b>{esc(f.attribute or '(all)')}</b> <code>{esc(failure_tag(f))}</code>"
-        f": <span>{esc(failure_text(f, r))}</span></li>"
-        for f in g.failures
-    )
-    advice = limits_advice(g)
-    return (
-        table(head, rows, label_columns=2, text_columns=(3, 4))
-        + f'<ul class="failures">{items}</ul>'
-        + ("" if advice is None else f"<p>{esc(advice)}</p>")
-        + ("<p>If the new numbers are intended, accept them with "
-           f"<code>{esc(accept_command(r.meta.test_id))}</code></p>" if accept_offered(g) else "")
-        + _notes(r)
-    )  # fmt: skip
+    return "" if (t := gate_table(r)) is None else table_html(t) + _notes(r)
 
 
 def _notes(r: AuditResult) -> str:
-    notes = "".join(f"<li>{esc(n)}</li>" for n in (r.gate.notes if r.gate is not None else ()))
-    return f'<ul class="notes">{notes}</ul>' if notes else ""
+    return table_html(Table("", notes=r.gate.notes if r.gate is not None else ()))
+
+
+def _models(comparisons: Sequence[ModelComparison]) -> str:
+    """Several models audited by one test, side by side, before the per-test sections."""
+    if not comparisons:
+        return ""
+    tables = "".join(table_html(models_table(c)) for c in comparisons)
+    head = '<section class="test models" id="models"><header><h2>Models side by side</h2>'
+    return f"{head}</header>{tables}</section>"
 
 
 def _summary(results: Sequence[AuditResult], history: bool) -> str:
@@ -396,7 +359,7 @@ def _summary(results: Sequence[AuditResult], history: bool) -> str:
                   default=None)  # fmt: skip
         headline = f"{esc(top[0])}: {num_cell(fmt_ci(top[1]))}" if top else ""
         rows.append(
-            f'<tr><td>{_badge(result_status(r))}</td><td><a href="#test-{n}">'
+            f'<tr><td>{esc(Status(result_status(r)))}</td><td><a href="#test-{n}">'
             f"{esc(r.meta.test_id)}</a></td><td>{esc(measure(r))}</td><td>{headline}</td></tr>"
         )
     more = '<p><a href="#history">The history</a></p>' if history else ""
@@ -439,24 +402,23 @@ def to_html(
                 f'<h3>{esc(a.attribute)} <small class="sub">({esc(a.metric)}@{a.k}, '
                 f"{esc(a.variant)}, missing={esc(a.missing_policy)})</small></h3>"
                 f"<figure>{_dot_chart(a, b, f'dots-{n}-{i}')}"
-                f"<figcaption>{esc(legend)}</figcaption></figure>"
-                + table(_VALUE_HEAD, value_rows(a, b))
+                f"<figcaption>{esc(legend)}</figcaption></figure>" + table_html(value_table(a, b))
             )
         status = result_status(r)
         overlap = (
-            f"{_stats_table(r)}<h3>Attribute × value</h3>"
+            f"{table_html(stats_table(r))}<h3>Attribute × value</h3>"
             f"<figure>{_heatmap(r, f'heatmap-{n}')}</figure>"
             if r.attributes
             else ""
         )
         # the detail of a test: open for a failure, one click away otherwise
         sections.append(
-            f'<section class="test" id="test-{n}"><header>{_badge(status)}'
+            f'<section class="test" id="test-{n}"><header>{esc(Status(status))}'
             f"<h2>{esc(r.meta.test_id)}</h2></header>"
             f'<p class="sub">{esc(describe(r))}</p>{_gate_html(r)}'
             f'<details class="detail"{" open" if status == "FAIL" else ""}><summary>Details'
             f"</summary>{'' if status == 'FAIL' else _notes(r)}{evidence_html(r)}{overlap}"
-            f"{''.join(s.html(d) for s, d in kind_sections(r))}"
+            f"{''.join(map(table_html, kind_tables(r)))}"
             f'<div class="grid2">{"".join(charts)}</div>'
             f"<h3>Run metadata</h3>{_meta_table(r)}</details></section>"
         )
@@ -472,7 +434,7 @@ def to_html(
         '<p class="sub">How much the recommendations change when the prompt names a '
         "demographic attribute: SNSR (range) and SNSV (spread) of the per-value similarity to "
         "the neutral lists, lower is fairer; PAFS, higher is fairer.</p>"
-        f"{totals}{_summary(results, bool(history))}{html_section(models)}{''.join(sections)}"
+        f"{totals}{_summary(results, bool(history))}{_models(models)}{''.join(sections)}"
         f"{history_html(results, history)}"
         f"<footer>pytest-recfair {esc(PLUGIN_VERSION)}</footer>"
         "</main></body></html>\n"

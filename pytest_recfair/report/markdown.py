@@ -12,15 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_recfair.compare.models import ModelComparison
-from pytest_recfair.report.failures import (
-    accept_offered,
-    evidence_markdown,
-    failure_tag,
-    failure_text,
-    limits_advice,
-)
-from pytest_recfair.report.fmt import fmt, fmt_ci, fmt_delta
-from pytest_recfair.report.sections import extra_lines
+from pytest_recfair.report.failures import evidence_tables, failure_text, gate_table
+from pytest_recfair.report.fmt import Status, Table, fmt
+from pytest_recfair.report.sections import kind_tables
 from pytest_recfair.report.status import (
     Baselines,
     attribute_label,
@@ -28,19 +22,18 @@ from pytest_recfair.report.status import (
     check_results,
     counts,
     describe,
-    drift_of,
     failed_text,
     failures_first,
-    repeat_stats,
     result_status,
     same_attribute,
     shown,
+    stats_table,
     usage_text,
-    value_rows,
+    value_table,
 )
-from pytest_recfair.report.terminal import markdown_lines, pair_text
+from pytest_recfair.report.terminal import models_table, pair_text
 from pytest_recfair.results import AuditResult
-from pytest_recfair.vocab import PLUGIN_VERSION, STATISTICS, accept_command
+from pytest_recfair.vocab import PLUGIN_VERSION
 
 _ICON = {"PASS": "✅", "FAIL": "❌", "FLAG": "⚠️ flagged", "n/a": "➖"}
 
@@ -54,39 +47,23 @@ def _md(text: str) -> str:
     return "\\" + out if out.startswith(">") else out  # not a block quote
 
 
-def _stats_table(r: AuditResult) -> list[str]:
-    out = [
-        "| Attribute | Gate | SNSR [95% CI] | SNSV [95% CI] | PAFS [95% CI] "
-        "| Drift SNSR / SNSV / PAFS | Most favoured | Least favoured |",
-        "|---|:-:|---|---|---|---|---|---|",
-    ]
-    for a in r.attributes:
-        most, least = a.favoured()
-        drift = " / ".join(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS)
-        cis = " | ".join(fmt_ci(shown(a, s)) for s in STATISTICS)
-        out.append(
-            f"| {_md(a.attribute)} | {_ICON[attribute_label(r, a)]} | {cis} | {drift} "
-            f"| {_md(most)} | {_md(least)} |"
-        )
-    return [*out, ""]
+def _cells(row: Sequence[str]) -> str:
+    return "| " + " | ".join(_ICON[c] if isinstance(c, Status) else _md(c) for c in row) + " |"
+
+
+def table_markdown(t: Table) -> list[str]:
+    """A table in Markdown: its title in bold with its lead, the table, its notes as bullets."""
+    out = [f"**{_md(t.title)}**" + (f": {_md(t.lead)}" if t.lead else ""), ""] * bool(t.title)
+    if t.rows:
+        align = ["---" if i < t.labels or i in t.text else "--:" for i in range(len(t.head))]
+        out += [_cells(t.head), "|" + "|".join(align) + "|", *map(_cells, t.rows), ""]
+    return out + [f"- {_md(n)}" for n in t.notes] + ([""] if t.notes else [])
 
 
 def _gate(r: AuditResult) -> list[str]:
-    out: list[str] = []
-    if r.gate is not None and r.gate.failures:
-        out += ["**Failures**", ""]
-        out += [
-            f"- **{_md(f.attribute or '(all)')}** `{failure_tag(f)}`: {_md(failure_text(f, r))}"
-            for f in r.gate.failures
-        ]
-        advice = limits_advice(r.gate)
-        out += ["", advice] if advice is not None else []
-        if accept_offered(r.gate):
-            out += ["", f"Accept the new numbers with `{accept_command(r.meta.test_id)}`"]
-        out += [""]
-    if r.gate is not None and r.gate.notes:
-        out += ["**Notes**", ""] + [f"- {_md(n)}" for n in r.gate.notes] + [""]
-    return out
+    out = table_markdown(t) if (t := gate_table(r)) is not None else []
+    notes = r.gate.notes if r.gate is not None else ()
+    return out + (table_markdown(Table("Notes", notes=notes)) if notes else [])
 
 
 def _values(r: AuditResult, baseline: AuditResult | None) -> list[str]:
@@ -94,15 +71,8 @@ def _values(r: AuditResult, baseline: AuditResult | None) -> list[str]:
         return []
     out = ["<details><summary>Per-value similarity</summary>", ""]
     for a in r.attributes:
-        out += [
-            f"**{_md(a.attribute)}** ({a.metric}@{a.k})",
-            "",
-            "| Value | Mean similarity [95% CI] | Baseline | Entities | Missing | Refusal rate |",
-            "|---|---|---|--:|--:|--:|",
-        ]
-        rows = value_rows(a, same_attribute(baseline, a))
-        out += [f"| {_md(row[0])} | {' | '.join(row[1:6])} |" for row in rows]
-        out.append("")
+        out += [f"**{_md(a.attribute)}** ({a.metric}@{a.k})", ""]
+        out += table_markdown(value_table(a, same_attribute(baseline, a)))
     return [*out, "</details>", ""]
 
 
@@ -110,15 +80,10 @@ def _body(r: AuditResult) -> list[str]:
     """One test's section below its heading: run line, tables, failures, notes."""
     out = [_md(describe(r)), ""]
     out += [f"**Failed prompts:** {_md(failed_text(r))}", ""] if r.failed else []
-    out += _stats_table(r) if r.attributes else []
-    extra = extra_lines(r)
-    out += [f"- {_md(line.strip())}" for line in extra] + ([""] if extra else [])
-    repeats = [(a.attribute, repeat_stats(a)) for a in r.attributes]
-    out += [f"- **{_md(name)}** over repeats: {_md(st)}" for name, st in repeats if st]
-    if any(st for _, st in repeats):
-        out.append("")
+    tables = [stats_table(r)] if r.attributes else []
+    out += [line for t in [*tables, *kind_tables(r)] for line in table_markdown(t)]
     out += _gate(r)
-    out += evidence_markdown(r, _md)
+    out += [line for t in evidence_tables(r) for line in table_markdown(t)]
     usage = usage_text(r)
     return out + ([f"- {_md(usage)}", ""] if usage else [])
 
@@ -160,7 +125,8 @@ def to_markdown(
         + f" — pytest-recfair {PLUGIN_VERSION}",
         "",
     ]
-    out += markdown_lines(models)  # several models audited by one test, side by side
+    out += ["### Models side by side", ""] if models else []  # audited by one test
+    out += [line for c in models for line in table_markdown(models_table(c))]
     for r in rs:
         if result_status(r) == "FAIL":
             tick = "``" if "`" in r.meta.test_id else "`"

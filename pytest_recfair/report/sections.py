@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from pytest_recfair.metrics.common import holm
+from pytest_recfair.report.fmt import Table
 from pytest_recfair.results import AuditResult, Stat
 from pytest_recfair.vocab import STATISTICS
 
@@ -51,14 +52,11 @@ class KindSections(Protocol):
     def measure(self, result: AuditResult) -> str:
         """What the audit measures, for the run line ("item side, top 10")."""
 
-    def lines(self, data: Any) -> list[str]:
-        """Plain-text lines (terminal summary with ``-v``, Markdown bullets)."""
+    def tables(self, data: Any) -> list[Table]:
+        """Its results as tables, which every channel renders (terminal ``-v``, Markdown, HTML)."""
 
     def brief(self, data: Any) -> str:
         """The figure for a test's short summary line ("largest shift 0.112"); "" none."""
-
-    def html(self, data: Any) -> str:
-        """An HTML fragment (escaped; tables in the report's styles)."""
 
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
         """JUnit XML properties ``recfair.<attribute>.<statistic>``."""
@@ -92,9 +90,9 @@ def measure(result: AuditResult) -> str:
     return _sections(next(iter(result.extras), None)).measure(result)
 
 
-def extra_lines(result: AuditResult) -> list[str]:
-    """Lines of the kinds' own results (none for a list-overlap audit)."""
-    return [line for sections, data in kind_sections(result) for line in sections.lines(data)]
+def kind_tables(result: AuditResult) -> list[Table]:
+    """The tables of the kinds' own results."""
+    return [t for sections, data in kind_sections(result) for t in sections.tables(data)]
 
 
 def extra_properties(result: AuditResult) -> list[tuple[str, float | int | str]]:

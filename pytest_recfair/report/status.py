@@ -6,10 +6,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
-from pytest_recfair.report.fmt import fmt, fmt_ci
+from pytest_recfair.report.fmt import LABEL, Status, Table, fmt, fmt_ci, fmt_delta
 from pytest_recfair.report.sections import measure, run_parts
 from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateOutcome, Stat
-from pytest_recfair.vocab import Statistic
+from pytest_recfair.vocab import STATISTICS, Statistic
 
 # Baselines by test id, or a plain sequence of baseline AuditResults.
 Baselines: TypeAlias = Mapping[str, AuditResult] | Sequence[AuditResult] | None
@@ -156,15 +156,31 @@ def same_attribute(baseline: AuditResult | None, a: AttributeResult) -> Attribut
     return next((b for b in attributes if (b.attribute.casefold(), b.metric) == key), None)
 
 
-def value_rows(a: AttributeResult, base: AttributeResult | None) -> list[list[str]]:
-    """The per-value table: value, mean [CI], baseline mean, entities, missing, refusals,
-    short lists (Markdown leaves out the last)."""
+def value_table(a: AttributeResult, base: AttributeResult | None) -> Table:
+    """The per-value table: mean similarity [CI], baseline mean, entities, missing, refusals."""
     base_mean = {v.value: v.mean.value for v in base.values} if base else {}
-    return [
+    rows = [
         [v.value, fmt_ci(v.mean), fmt(base_mean[v.value]) if v.value in base_mean else "—",
          str(v.n), str(v.missing), f"{v.refusal_rate:.1%}", f"{v.short_rate:.1%}"]
         for v in a.values
     ]  # fmt: skip
+    head = ["value", "mean similarity [95% CI]", "baseline", "entities", "missing"]
+    return Table("", [*head, "refusals", "short lists"], rows)
+
+
+def stats_table(r: AuditResult) -> Table:
+    """Each attribute's gate, statistics [CI], drift, refusal gap, favoured values, repeats."""
+    head = ["attribute", "gate", *(f"{LABEL[s]} [95% CI]" for s in STATISTICS)]
+    head += ["drift SNSR / SNSV / PAFS", "refusal gap", "most favoured", "least favoured"]
+    rows = [
+        [a.attribute, Status(attribute_label(r, a)), *(fmt_ci(shown(a, s)) for s in STATISTICS),
+         " / ".join(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS),
+         f"{a.refusal_gap:.1%}", *a.favoured()]
+        for a in r.attributes
+    ]  # fmt: skip
+    n = getattr(r.meta, "repeats", 1)
+    notes = [f"{a.attribute} over {n} repeats: {x}" for a in r.attributes if (x := repeat_stats(a))]
+    return Table("", head, rows, notes=notes, text=(1, 7, 8))
 
 
 def shown(a: AttributeResult, statistic: Statistic) -> Stat:

@@ -1,5 +1,6 @@
-"""The "fairness summary" of the pytest terminal report, and the "models side by side"
-section of every report (``compare.models.ModelComparison``)."""
+"""The "fairness summary" of the pytest terminal report, the terminal's one formatter of a
+:class:`~pytest_recfair.report.fmt.Table`, and the "models side by side" table of every
+report (``compare.models.ModelComparison``)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from pytest_recfair.report.failures import (
     failure_text,
     headlines,
 )
-from pytest_recfair.report.fmt import clip, esc, fmt, fmt_ci, fmt_delta, fmt_p
-from pytest_recfair.report.sections import extra_lines, kind_sections
+from pytest_recfair.report.fmt import Table, aligned, clip, fmt, fmt_ci, fmt_delta, fmt_p
+from pytest_recfair.report.sections import kind_sections, kind_tables
 from pytest_recfair.report.status import (
     FLAG_SNSR,
     FLAG_SNSV,
@@ -35,9 +36,9 @@ from pytest_recfair.report.status import (
 from pytest_recfair.results import AttributeResult, AuditResult
 from pytest_recfair.vocab import STATISTICS
 
-_NAME = 18  # attribute column; a longer name gets a line of its own, never a cut
-_COLS = (("gate", 4), ("SNSR", 6), ("SNSV", 6), ("PAFS", 6))
-_DRIFT_COLS = (("ΔSNSR", 7), ("ΔSNSV", 7), ("ΔPAFS", 7))
+#: the verbose summary's attribute table: the values (their intervals are in the reports)
+_HEAD = ["attribute", "gate", "SNSR", "SNSV", "PAFS", "ΔSNSR", "ΔSNSV", "ΔPAFS"]
+_HEAD += ["most / least favoured"]
 
 
 def wrap_text(text: str, width: int, first: str = "  ", rest: str = "    ") -> list[str]:
@@ -52,16 +53,40 @@ def wrap_text(text: str, width: int, first: str = "  ", rest: str = "    ") -> l
     ) or [first.rstrip()]
 
 
-def _row(name: str, cells: Sequence[str], rest: str, width: int, name_width: int) -> list[str]:
-    widths = [w for _, w in _COLS + _DRIFT_COLS]
-    lines = [f"  {name}"] if len(name) > name_width else []
-    head = "  " + " ".join(
-        c.ljust(w)
-        for c, w in zip(["" if lines else name, *cells], [name_width, *widths], strict=True)
-    )
-    if len(head) + 1 + len(rest) <= width:
-        return [*lines, (head + " " + rest).rstrip()]
-    return [*lines, head.rstrip(), *wrap_text(rest, width, "      ", "      ")]
+def table_text(t: Table, width: int) -> list[str]:
+    """A table in the terminal: title and lead, its columns aligned when they fit ``width``
+    (a last prose column, else, below its row), or a line per row naming each cell's
+    column; then its notes."""
+    lead = " — ".join(x for x in (t.title, t.lead) if x)
+    lines = wrap_text(lead, width) if lead else []
+    table = [t.head, *t.rows] if t.rows else []
+    last = len(t.head) - 1 in t.text  # a prose column: it may wrap below its row
+
+    pad = "  " if lead else ""  # under a title; the attribute table has none
+
+    def grid(rows: Sequence[Sequence[str]]) -> list[str]:
+        return [pad + line for line in aligned(rows, t.labels, t.text)] if rows else []
+
+    if max(map(len, full := grid(table)), default=0) <= width:
+        lines += full
+    elif last and max(map(len, part := grid([r[:-1] for r in table]))) + 10 <= width:
+        for line, row in zip(part, table, strict=True):
+            joined = f"{line.ljust(len(max(part, key=len)))}  {row[-1]}".rstrip()
+            fits = len(joined) <= width
+            more = pad + "    "
+            lines += [joined] if fits else [line, *wrap_text(row[-1], width, more, more)]
+    else:  # prose cells cut to a few lines: whole in the HTML and Markdown reports
+        for row in t.rows:
+            cells = [
+                f"{t.head[i]} {clip(c, 160) if i in t.text else c}"
+                for i, c in enumerate(row)
+                if i >= t.labels and c not in ("", "—")
+            ]
+            text = " · ".join(row[: t.labels]) + ": " + ", ".join(cells)
+            lines += wrap_text(text, width, pad + "  ", pad + "    ")
+    for note in t.notes:
+        lines += wrap_text(note, width, pad + "  ", pad + "    ")
+    return lines
 
 
 def _heading(r: AuditResult, width: int) -> list[str]:
@@ -141,26 +166,18 @@ def terminal_summary(
     rs = check_results(results)
     flagged = any(attribute_label(r, a) == "FLAG" for r in rs for a in r.attributes)
     lines = [] if verbose or not rs else _short_summary(rs, width, flagged)
-    header = [name for name, _ in _COLS + _DRIFT_COLS]
     for r in rs if verbose else []:
         lines += _heading(r, width)
         if r.failed:
             lines += wrap_text(failed_text(r), width)
-        # as wide as the longest attribute name (9 to 18): a longer one gets its own line
-        name_width = min(_NAME, max([9, *(len(a.attribute) for a in r.attributes)]))
-        if r.attributes:
-            head = _row("attribute", header, "most / least favoured", width, name_width)
-            short = _row("attribute", header, "most / least", width, name_width)
-            lines += head if len(head) == 1 else short
-        for a in r.attributes:
-            cells = [
-                attribute_label(r, a),
-                *(fmt(shown(a, s).value) for s in STATISTICS),
-                *(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS),
-            ]
-            lines += _row(a.attribute, cells, favoured_text(a), width, name_width)
-        for line in extra_lines(r):  # after the rows: a kind's lines never split the table
-            lines += wrap_text(line, width)
+        rows = [
+            [a.attribute, attribute_label(r, a), *(fmt(shown(a, s).value) for s in STATISTICS),
+             *(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS), favoured_text(a)]
+            for a in r.attributes
+        ]  # fmt: skip
+        lines += table_text(Table("", _HEAD, rows, text=(1, 8)), width) if rows else []
+        for t in kind_tables(r):  # after the rows: a kind's tables never split the table
+            lines += table_text(t, width)
         for a in r.attributes:
             if stats := repeat_stats(a):
                 lines += wrap_text(f"{a.attribute}: {stats}", width)
@@ -182,15 +199,6 @@ def terminal_summary(
     return lines
 
 
-_CELL = 22  # "0.368 [0.301, 0.420]" and two spaces
-
-
-def _rows(c: ModelComparison) -> list[tuple[str, list[str]]]:
-    """Each attribute's SNSR [95% CI] per model ("—": not audited with that model)."""
-    cells = (["—" if s is None else fmt_ci(s) for s in row] for row in c.snsr)
-    return list(zip(c.attributes, cells, strict=True))
-
-
 def pair_text(p: PairRow) -> str:
     """One sentence: which model is significantly fairer on this attribute, or none."""
     if p.p_value is None:
@@ -207,77 +215,20 @@ def pair_text(p: PairRow) -> str:
     )
 
 
-def _lead(c: ModelComparison) -> str:
-    return (
-        f"{c.group}: SNSR [95% CI] per model, lower is fairer; pairs tested on the shared "
-        f"entities (paired permutation test, two-sided, alpha {c.alpha:g})"
+def models_table(c: ModelComparison) -> Table:
+    """A compared test: each attribute's SNSR [95% CI] per model ("—": not audited with
+    that model), then a verdict per pair and attribute (✓: one is significantly fairer)."""
+    rows = [["model id", *c.model_ids]]
+    rows += [[a, *("—" if s is None else fmt_ci(s) for s in row)]
+             for a, row in zip(c.attributes, c.snsr, strict=True)]  # fmt: skip
+    lead = (
+        "SNSR [95% CI] per model, lower is fairer; pairs tested on the shared entities "
+        f"(paired permutation test, two-sided, alpha {c.alpha:g})"
     )
+    notes = [("✓ " if p.fairer else "= ") + pair_text(p) for p in c.pairs]
+    return Table(f"models side by side — {c.group}", ["attribute", *c.models], rows, lead, notes)
 
 
 def terminal_lines(comparisons: Sequence[ModelComparison], width: int = 100) -> list[str]:
-    """A table per compared test (a line per attribute when too wide), then a sentence
-    per pair and attribute."""
-    lines: list[str] = []
-    for c in comparisons:
-        lines += wrap_text(f"models side by side — {_lead(c)}", width, "", "  ")
-        name_w = max(9, *(len(a) for a in c.attributes))
-        widths = [max(_CELL, len(m) + 2) for m in c.models]
-        if 2 + name_w + 1 + sum(widths) <= width:  # models as columns
-            for name, xs in [("attribute", list(c.models)), *_rows(c)]:
-                cells = "".join(x.ljust(w) for x, w in zip(xs, widths, strict=True))
-                lines.append(f"  {name.ljust(name_w)} {cells}".rstrip())
-        else:
-            for attr, xs in _rows(c):
-                cells = "; ".join(f"{m} {x}" for m, x in zip(c.models, xs, strict=True))
-                lines += wrap_text(f"{attr}: {cells}", width)
-        for p in c.pairs:
-            lines += wrap_text(("✓ " if p.fairer else "= ") + pair_text(p), width)
-    return lines
-
-
-def _md(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
-
-
-def markdown_lines(comparisons: Sequence[ModelComparison]) -> list[str]:
-    """The Markdown section (a GitHub job summary): one table per compared test."""
-    if not comparisons:
-        return []
-    out = ["### Models side by side", ""]
-    for c in comparisons:
-        out += [f"`{c.group}`: {_md(_lead(c).split(': ', 1)[1])}", ""]
-        out.append("| Attribute | " + " | ".join(_md(m) for m in c.models) + " |")
-        out.append("|---|" + "---|" * len(c.models))
-        out += [f"| {_md(attr)} | " + " | ".join(xs) + " |" for attr, xs in _rows(c)] + [""]
-        out += [f"- {'✅' if p.fairer else '➖'} {_md(pair_text(p))}" for p in c.pairs]
-        out.append("")
-    return out
-
-
-def html_section(comparisons: Sequence[ModelComparison]) -> str:
-    """The HTML section, before the per-test sections: a table and the pair verdicts."""
-    if not comparisons:
-        return ""
-    parts = [
-        '<section class="test models" id="models"><header><h2>Models side by side</h2></header>'
-    ]
-    for c in comparisons:
-        head = "".join(f"<th>{esc(m)}</th>" for m in c.models)
-        ids = "".join(f"<td>{esc(t)}</td>" for t in c.model_ids)
-        rows = "".join(
-            f"<tr><td>{esc(attr)}</td>"
-            + "".join(f'<td class="num">{esc(x)}</td>' for x in xs)
-            + "</tr>"
-            for attr, xs in _rows(c)
-        )
-        verdicts = "".join(
-            f'<li class="{"fairer" if p.fairer else "same"}">{esc(pair_text(p))}</li>'
-            for p in c.pairs
-        )
-        parts.append(
-            f'<h3>{esc(c.group)}</h3><p class="sub">{esc(_lead(c).split(": ", 1)[1])}</p>'
-            f'<div class="scroll"><table class="models"><tr><th>attribute</th>{head}</tr>'
-            f'<tr class="sub"><td>model id</td>{ids}</tr>{rows}</table></div>'
-            f'<ul class="pairs">{verdicts}</ul>'
-        )
-    return "".join(parts) + "</section>"
+    """A table per compared test (a line per attribute when too wide), then its verdicts."""
+    return [line for c in comparisons for line in table_text(models_table(c), width)]

@@ -275,12 +275,12 @@ def test_roleplay_markdown_terminal_and_junit(roleplay_run: dict[str, Any]) -> N
         for p in ElementTree.parse(roleplay_run["dir"] / "junit.xml").iter("property")
     }
     for c in roleplay_run["data"]["cells"]:
-        shown = (
-            f"religion · {labels[c['qtype']]}: biased {c['biased']}/{c['n']} = "
-            f"{fmt(c['rate'])} [{fmt(c['low'])}, {fmt(c['high'])}]"
+        label, biased = labels[c["qtype"]], f"{c['biased']}/{c['n']}"
+        rate = f"{fmt(c['rate'])} [{fmt(c['low'])}, {fmt(c['high'])}]"
+        assert f"| religion | {label} | with | {biased} | {rate} |" in md  # the role-play table
+        assert f"religion · {label} · with: biased / determined {biased}, rate [95% CI] {rate}" in (
+            terminal
         )
-        assert shown in md
-        assert shown in terminal
         assert float(props[f"recfair.religion.{c['qtype']}.biased_rate"]) == c["rate"]
 
 

@@ -194,7 +194,7 @@ def test_markdown_and_csv_hold_every_row(
     assert float(rows[0]["delta"]) == pytest.approx(first.delta, abs=0, rel=1e-12)
     assert main(["compare", a, b, "--format", "markdown"]) == 1
     md = capsys.readouterr().out.splitlines()
-    table = [ln for ln in md if ln.startswith("| ") and not ln.startswith(("| test ", "| ---"))]
+    table = [ln for ln in md if ln.startswith("| ") and not ln.startswith(("| attribute ", "|-"))]
     assert len(table) == len(direct.rows)
     assert sum("| WORSE |" in ln for ln in table) == sum(r.worse for r in direct.rows)
 

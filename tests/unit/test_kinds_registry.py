@@ -27,6 +27,7 @@ from pytest_recfair.prompts.cases import PromptCase
 from pytest_recfair.prompts.grids import Grid, load_grid
 from pytest_recfair.prompts.seeds import Entity, load_seeds
 from pytest_recfair.report import sections as junit
+from pytest_recfair.report.fmt import Table
 from pytest_recfair.report.registry import render
 from pytest_recfair.report.status import describe
 from pytest_recfair.report.terminal import terminal_summary
@@ -62,14 +63,11 @@ class LengthSections:
     def measure(self, result: AuditResult) -> str:
         return "reply length"
 
-    def lines(self, data: Any) -> list[str]:
-        return [f"mean reply length {data['mean']:.2f}"]
+    def tables(self, data: Any) -> list[Table]:
+        return [Table("Reply length", lead=f"mean reply length {data['mean']:.2f}")]
 
     def brief(self, data: Any) -> str:
         return f"mean reply length {data['mean']:.2f}"
-
-    def html(self, data: Any) -> str:
-        return f"<p>mean reply length {data['mean']:.2f}</p>"
 
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
         return [("recfair.length.mean", data["mean"])]

@@ -147,13 +147,15 @@ def test_markdown_report(failing: AuditResult, passing: AuditResult, baseline: A
     assert folded in md
     top = max(passing.attributes, key=lambda x: x.snsr.value)
     assert f"largest SNSR {top.snsr.value:.3f} ({top.attribute})" in md
-    rows = [ln for ln in md.splitlines() if ln.startswith("| religion |")]
+    lines = md.splitlines()
+    cells = next(ln for ln in lines if ln.startswith("| attribute | gate |")).count("|")
+    rows = [ln for ln in lines if ln.startswith("| religion |") and ln.count("|") == cells]
     assert rows[0].startswith("| religion | ❌ |")
     assert rows[1].startswith("| religion | ✅ |")
     a = failing.attribute("religion")
     assert f"{a.snsr.value:.3f} [{a.snsr.ci.low:.3f}, {a.snsr.ci.high:.3f}]" in rows[0]  # type: ignore[union-attr]
     assert rows[0].endswith(f"| {a.most_favoured} | {a.least_favoured} |")
-    assert "Accept the new numbers with `pytest --fairness --fairness-update" in md
+    assert "accept them with: pytest --fairness --fairness-update" in md
     # the failing test's per-value table shows the baseline mean; the passing one has none
     b = baseline.attribute("religion").value("Islamic").mean.value
     (islamic,) = [ln for ln in md.splitlines() if ln.startswith("| Islamic |")]
@@ -161,7 +163,8 @@ def test_markdown_report(failing: AuditResult, passing: AuditResult, baseline: A
     assert md.index("| Islamic |") < md.index(folded)
     # every table row has the same number of cells as its header
     blocks = re.findall(r"(\|.*\|\n\|[-:|]+\|\n(?:\|.*\|\n)+)", md)
-    assert len(blocks) == 4  # two summary tables + the failing test's two per-value tables
+    # two summary tables + the failing test's failure table and two per-value tables
+    assert len(blocks) == 5
     for block in blocks:
         counts = {ln.count(" | ") for ln in block.strip().splitlines() if not ln.startswith("|-")}
         assert len(counts) == 1
@@ -330,7 +333,7 @@ def test_entropy_and_noise_floor_are_reported() -> None:
     assert "entropy 2.50 bits" in shown
     assert f"noise floor {floor.mean:.3f} [{floor.ci[0]:.3f}, {floor.ci[1]:.3f}]" in shown
     assert f"  religion: {shown}" in terminal_summary([r], verbose=True)
-    assert f"- **religion** over repeats: {shown}" in to_markdown([r])
+    assert f"- religion over 3 repeats: {shown}" in to_markdown([r])
     assert "over 3 repeats: " + shown in to_html([r])
     # a run without repeats shows neither
     assert repeat_stats(audit().attributes[0]) is None
@@ -454,7 +457,7 @@ def test_every_channel_offers_the_update_for_a_drift_alone(failing: AuditResult)
     assert {f.kind for f in failing.gate.failures} == {"drift"}
     html = to_html([failing])
     text = failure_message(failing.gate, failing)
-    assert "accept them with <code>pytest --fairness --fairness-update" in html
+    assert "accept them with: pytest --fairness --fairness-update" in html
     assert "accept them with: pytest --fairness --fairness-update" in text
     assert "Absolute limits" not in html + text
 

@@ -20,7 +20,7 @@ from pytest_recfair.metrics.itemshift import compare_shift
 from pytest_recfair.prompts.cases import PromptCase
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.replies.matching import normalize
-from pytest_recfair.report.fmt import esc, fmt, fmt_pair, p_cell, p_text, table
+from pytest_recfair.report.fmt import Table, fmt, fmt_pair, p_cell, p_text
 from pytest_recfair.report.sections import KindComparison, KindRow
 from pytest_recfair.results import AuditResult, GateFailure, Interval, Stat, json_nan
 from pytest_recfair.settings import AuditSettings
@@ -184,31 +184,30 @@ def _shifted(f: Mapping[str, Any]) -> tuple[str, str] | None:
     return (max(pairs)[1], min(pairs)[1]) if pairs else None
 
 
-def _between(f: Mapping[str, Any]) -> str | None:
-    """ "A 0.041 (p 0.002) · B 0.041 (p 0.002)": each group against the others."""
-    between, ps = f.get("between") or [], f.get("p_between") or []
-    if not between or all(b is None for b in between):
-        return None
-    cells = [
-        f"{g} {fmt(b)} (p {p_text(p)})"
-        for g, b, p in zip(f["groups"][1:], between, ps, strict=True)
-    ]
-    return "each group vs the others (family-wise): " + " · ".join(cells)
-
-
-def _field_table(f: Mapping[str, Any]) -> str:
+def _field_table(res: Mapping[str, Any], f: Mapping[str, Any]) -> Table:
+    """A field's shares per group, its shift from neutral and (when tested) from the others."""
     head = ["group", *(f"{c} share" for c in f["categories"]), "items", "shift [95% CI]", "p"]
     between, ps = f.get("between") or [], f.get("p_between") or []
-    head += ["vs others", "p (vs others)"] if between else []
+    tested = any(b is not None for b in between)
+    head += ["vs others", "p (vs others)"] if tested else []
     rows = []
     for i, (g, shares) in enumerate(zip(f["groups"], f["shares"], strict=True)):
         shift = "—" if i == 0 else fmt(f["shift"][i - 1]) + fmt_pair(f["shift_ci"][i - 1])
         p = "—" if i == 0 else p_cell(f["p_adjusted"][i - 1])
         row = [g, *(fmt(x) for x in shares), str(f["n_items"][i]), shift, p]
-        if between:
+        if tested:
             row += ["—", "—"] if i == 0 else [fmt(between[i - 1]), p_cell(ps[i - 1])]
         rows.append(row)
-    return table(head, rows)
+    shifted = _shifted(f)
+    most = "" if shifted is None else f"; most / least shifted from neutral: {' / '.join(shifted)}"
+    others = "; vs others: the group's shares against the attribute's other groups'"
+    notes = [
+        _coverage(res),
+        "shift: total variation distance of the group's category shares from the neutral "
+        "prompt's; p: family-wise permutation test" + (others if tested else ""),
+    ]
+    title = f"Item side: {res['attribute']} · {f['field']}"
+    return Table(title, head, rows, _largest(f) + most, notes)
 
 
 class ItemSections:
@@ -217,23 +216,8 @@ class ItemSections:
     def measure(self, result: AuditResult) -> str:
         return f"item side, top {getattr(result.meta, 'k', '?')}"
 
-    def lines(self, data: Any) -> list[str]:
-        out: list[str] = []
-        for res in _attributes(data):
-            out.append(f"{res['attribute']}: {_coverage(res)}")
-            for f in res["fields"]:
-                out.append(f"{res['attribute']} · {f['field']}: {_largest(f)}")
-                shifted, between = _shifted(f), _between(f)
-                if shifted is not None:
-                    out.append(f"  most / least shifted from neutral: {shifted[0]} / {shifted[1]}")
-                if between is not None:
-                    out.append(f"  {between}")
-                shares = " · ".join(
-                    f"{g} " + "/".join(fmt(x) for x in row)
-                    for g, row in zip(f["groups"], f["shares"], strict=True)
-                )
-                out.append(f"  {'/'.join(f['categories'])} shares: {shares}")
-        return out
+    def tables(self, data: Any) -> list[Table]:
+        return [_field_table(res, f) for res in _attributes(data) for f in res["fields"]]
 
     def brief(self, data: Any) -> str:
         return "; ".join(
@@ -242,22 +226,6 @@ class ItemSections:
             for res in _attributes(data)
             for f in res["fields"]
         )
-
-    def html(self, data: Any) -> str:
-        parts = []
-        for res in _attributes(data):
-            parts.append(
-                f'<h3>Item side: {esc(res["attribute"])}</h3><p class="sub">'
-                f"{esc(_coverage(res))}</p>"
-            )
-            for f in res["fields"]:
-                parts.append(
-                    f"<p><b>{esc(f['field'])}</b>: {esc(_largest(f))} (shift: total "
-                    "variation distance of the group's category shares from the neutral "
-                    "prompt's; p: family-wise permutation test; vs others: the group's shares "
-                    "against the attribute's other groups')</p>" + _field_table(f)
-                )
-        return f'<div class="kind items">{"".join(parts)}</div>'
 
     def series(self, data: Any) -> list[tuple[str, Stat]]:
         return [

@@ -7,7 +7,7 @@ notebook compares exact titles.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -15,7 +15,6 @@ from pytest_recfair.engine.base import (
     AuditInputs,
     Merged,
     PooledKind,
-    PooledScorer,
     Rebuild,
     Scored,
     Sent,
@@ -34,6 +33,7 @@ from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.replies import matching, parse
 from pytest_recfair.replies.catalogue import Catalogue
+from pytest_recfair.report.fmt import Table, fmt, fmt_pair
 from pytest_recfair.results import AuditResult, GateFailure, ListMeta
 from pytest_recfair.settings import AuditSettings
 
@@ -88,14 +88,27 @@ class OverlapSections:
         m = result.meta
         return f"{m.metric}@{m.k} {m.variant}" if isinstance(m, ListMeta) else "list overlap"
 
-    def lines(self, data: Any) -> list[str]:
-        return qg.quality_lines((data or {}).get("quality"))
+    def tables(self, data: Any) -> list[Table]:
+        """Recommendation quality: every group's in the table, the gaps and the worst and
+        best value of each attribute in its notes."""
+        q = (data or {}).get("quality")
+        if not q:
+            return []
+        lead, *notes = qg.quality_lines(q)
+        head = ["group", "quality [95% CI]", "valid", "length", "entities"]
+        rows = [
+            [str(g["group"]), fmt(g["quality"]) + fmt_pair(g["ci"]), fmt(g["valid"]),
+             fmt(g["length"], 1), str(g["n"])]
+            for g in q["groups"]
+        ]  # fmt: skip
+        rows += [[f"{a['attribute']} gap", fmt(a["gap"]) + fmt_pair(a["gap_ci"]), "", "", ""]
+                 for a in q["attributes"]]  # fmt: skip
+        if all(g["quality"] == 1.0 for g in q["groups"]):  # nothing to read in rows of 1.000
+            rows, notes = [], [*notes, f"1.000 for every group ({len(q['groups'])} groups)"]
+        return [Table("Recommendation quality", head, rows, lead, [n.strip() for n in notes])]
 
     def brief(self, data: Any) -> str:
         return ""  # the attribute tables carry it (report/terminal.py)
-
-    def html(self, data: Any) -> str:
-        return qg.quality_html((data or {}).get("quality"))
 
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
         return qg.quality_properties((data or {}).get("quality"))
@@ -168,23 +181,7 @@ class OverlapAudit:
 OVERLAP = OverlapAudit()
 
 
-class Pooled(PooledKind):
-    """A kind scored over all its entities at once, by its ``score``: settings, inputs,
-    every prompt and the completions by case id -> Scored."""
-
-    score: Callable[[AuditSettings, AuditInputs, Sequence[Any], Mapping[str, Any]], Scored]
-
-    def scorer(
-        self,
-        settings: AuditSettings,
-        entities: Sequence[str],
-        first: Sequence[Any],
-        inputs: AuditInputs,
-    ) -> PooledScorer:
-        return PooledScorer(lambda cases, replies: self.score(settings, inputs, cases, replies))
-
-
-class ListKind(Pooled):
+class ListKind(PooledKind):
     """A pooled kind reading catalogue items off list-overlap replies (item side, exposure)."""
 
     # the input files the plugin checks before any test runs (plugin/collection.py)
