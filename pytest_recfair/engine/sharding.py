@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, Final, NoReturn
 
 import jsonschema
 
@@ -280,19 +280,28 @@ def _check_inputs(test_id: str, parts: Sequence[ShardResult], now: Mapping[str, 
             )
 
 
+#: Where each setting the merge compares is set, for the message.
+_HOW: Final = {
+    "k": "marker k=",
+    "model": "recfair_model",
+    "repeats": "marker repeats=",
+    "seed": "--fairness-seed=N, which also seeds the bootstrap",
+}
+
+
 def _check_settings(settings: AuditSettings, meta: AuditMeta, files: str) -> None:
     """The merge run's settings must be the shards': another k, model, number of repeats
-    or seed (it also seeds the bootstrap) would gate the shards' numbers as this test's."""
+    or seed would gate the shards' numbers as this test's."""
     s = settings
     wanted = {"k": s.k, "model": s.model, "repeats": s.repeats, "seed": s.seed}
-    differ = [
-        f"{name} {value!r} here, {getattr(meta, name)!r} in the shards"
+    differ = {
+        name: f"{name} {value!r} here, {getattr(meta, name)!r} in the shards"
         for name, value in wanted.items()
         if value is not None and value != getattr(meta, name, value)  # the kind's settings
-    ]
+    }
     if differ:
         raise ConfigError(
             f"--fairness-merge: {meta.test_id} now differs from its shards ({files}): "
-            f"{'; '.join(differ)}; re-run the shards with the current settings, or merge "
-            "with theirs."
+            f"{'; '.join(differ.values())}; re-run the shards with the current settings, or "
+            f"merge with theirs ({'; '.join(_HOW[n] for n in differ)})."
         )

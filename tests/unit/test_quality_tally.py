@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_recfair.engine.overlap import quality as qg
+from pytest_recfair.engine.overlap.kind import OverlapSections
 from pytest_recfair.engine.overlap.quality import (
     QualityTally,
     merged_quality,
@@ -16,6 +17,7 @@ from pytest_recfair.engine.overlap.quality import (
     quality_results,
 )
 from pytest_recfair.replies.catalogue import catalogue_from_records
+from pytest_recfair.report.html_report import table_html
 from pytest_recfair.settings import AuditSettings
 
 LAYOUT = {"religion": ["Muslim", "Jewish"]}
@@ -210,7 +212,7 @@ def test_sections_show_quality_in_every_channel() -> None:
     lines = qg.quality_lines(GOOD)
     assert lines[0].startswith("quality (share of the 10 slots holding a valid list item")
     assert any("Muslim" in ln and "gap" in ln for ln in lines)
-    html = qg.quality_html(GOOD)
+    html = table_html(OverlapSections().tables({"quality": GOOD})[0])
     assert "Recommendation quality" in html
     assert "religion=Muslim" in html
     props = dict(qg.quality_properties(GOOD))
@@ -218,4 +220,4 @@ def test_sections_show_quality_in_every_channel() -> None:
     assert props["recfair.quality.neutral"] == pytest.approx(GOOD["groups"][0]["quality"])
     assert "recfair.religion.quality_gap" in props
     assert qg.quality_lines(None) == []
-    assert qg.quality_html(None) == ""
+    assert OverlapSections().tables({"quality": None}) == []

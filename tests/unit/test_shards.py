@@ -187,3 +187,16 @@ def test_a_damaged_shard_is_one_line_naming_file_problem_and_fix(
     assert message.startswith(f"shard result {path}: ")
     assert message.endswith("re-run that shard.")
     assert "\n" not in message
+
+
+def test_a_merge_with_other_settings_names_where_to_set_them() -> None:
+    from types import SimpleNamespace
+
+    here = SimpleNamespace(k=5, model="m", repeats=1, seed=2)
+    there = SimpleNamespace(test_id="t.py::t", k=6, model="m", repeats=1, seed=1)
+    with pytest.raises(ConfigError) as err:
+        shards._check_settings(here, there, "a.json")  # type: ignore[arg-type]
+    text = str(err.value)
+    assert "k 5 here, 6 in the shards; seed 2 here, 1 in the shards" in text
+    assert "(marker k=; --fairness-seed=N, which also seeds the bootstrap)" in text
+    assert "\n" not in text

@@ -22,7 +22,7 @@ from pytest_recfair.metrics import quality as mq
 from pytest_recfair.metrics.stats import seeded_weights
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.replies.matching import normalize
-from pytest_recfair.report.fmt import esc, fmt, fmt_p, table
+from pytest_recfair.report.fmt import fmt, fmt_p
 from pytest_recfair.results import GateFailure, Interval, pack_array, unpack_array
 from pytest_recfair.settings import AuditSettings
 
@@ -319,29 +319,6 @@ def quality_lines(q: Mapping[str, Any] | None) -> list[str]:
     if q.get("without_items"):
         out.append(f"  {q['without_items']} entities have no item in the catalogue (left out)")
     return out
-
-
-def quality_html(q: Mapping[str, Any] | None) -> str:
-    if not q:
-        return ""
-    gaps = {a["attribute"]: a for a in q["attributes"]}
-    rows = [
-        [str(g["group"]), fmt(g["quality"]) + _ci(g["ci"]), fmt(g["valid"]), fmt(g["length"], 1),
-         str(g["n"])]
-        for g in q["groups"]
-    ]  # fmt: skip
-    rows += [[f"{a} gap", fmt(x["gap"]) + _ci(x["gap_ci"]), "", "", ""] for a, x in gaps.items()]
-    head = ["group", "quality [95% CI]", "valid share", "list length", "entities"]
-    what = f"<b>Recommendation quality</b>: {esc(_what(q))}"
-    if all(g["quality"] == 1.0 for g in q["groups"]):  # nothing to read in a table of 1.000
-        return f"<p>{what}: 1.000 for every group ({len(q['groups'])} groups)</p>"
-    scored = [g for g in q["groups"] if g["quality"] is not None]
-    low = min(scored, key=lambda g: g["quality"]) if scored else None
-    lowest = f", lowest {low['group']} {fmt(low['quality'])}" if low else ""
-    return (
-        f"<details><summary>{what}; overall {esc(fmt(q['overall']))}{esc(lowest)}</summary>"
-        f"{table(head, rows)}</details>"
-    )
 
 
 def quality_properties(q: Mapping[str, Any] | None) -> list[tuple[str, float | int | str]]:
