@@ -22,13 +22,6 @@ from pytest_recfair.metrics.common import holm, make_rng, resample_weights
 FloatArray = npt.NDArray[np.float64]
 
 
-def reply_quality(hits: int, k: int) -> float:
-    """One reply's quality: ``hits`` good items (catalogue matches or valid items) of K."""
-    if k < 1:
-        raise ValueError(f"reply_quality: k must be >= 1; got {k}")
-    return min(max(hits, 0), k) / k
-
-
 @dataclass(frozen=True, slots=True)
 class GroupQuality:
     """One group's mean quality over entities, its interval and the entities scored."""

@@ -109,6 +109,19 @@ def test_a_failed_request_is_left_out_not_counted_as_missed() -> None:
     np.testing.assert_allclose(res.measure("consistency"), [1 / 3])
 
 
+def test_a_failed_request_in_chosen_alone_is_left_out_when_positions_are_derived() -> None:
+    orders = np.array([[[0, 1, 2], [2, 1, 0], [1, 2, 0], [0, 2, 1]]])
+    chosen = np.array([[[2, -2, -1, 2]]])  # -2: a failed request (engine's sentinel)
+    derived = position_bias(None, chosen, 3, orders=orders, n_permutations=9, n_resamples=9)
+    given = position_bias(
+        np.array([[[2, -2, -1, 1]]]), chosen, 3, orders=orders, n_permutations=9, n_resamples=9
+    )
+    assert derived.n_picks.tolist() == [3]
+    np.testing.assert_allclose(derived.measure("missed"), [1 / 3])
+    np.testing.assert_array_equal(derived.measures, given.measures)
+    assert derived.p_uniform == given.p_uniform
+
+
 def _entity_counts(rng: np.random.Generator, first: float, E: int = 60, k: int = 6) -> np.ndarray:
     """(E, k+1) counts of 20 picks per entity: position 0 with prob ``first``, else uniform."""
     p = np.full(k + 1, (1.0 - first) / k)

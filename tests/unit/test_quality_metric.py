@@ -10,14 +10,6 @@ import pytest
 from pytest_recfair.metrics import quality as mq
 
 
-def test_reply_quality_is_the_share_of_the_k_slots() -> None:
-    assert mq.reply_quality(20, 25) == pytest.approx(0.8)
-    assert mq.reply_quality(0, 25) == 0.0
-    assert mq.reply_quality(30, 25) == 1.0  # a long list fills at most K slots
-    with pytest.raises(ValueError, match="k must be >= 1"):
-        mq.reply_quality(1, 0)
-
-
 @pytest.mark.parametrize(
     ("t", "df", "expected"),
     # reference values of Student's t distribution function (tables / R's pt)

@@ -16,9 +16,10 @@ from pytest_recfair.engine.overlap.quality import (
     quality_from,
     quality_results,
 )
+from pytest_recfair.errors import ConfigError
 from pytest_recfair.replies.catalogue import catalogue_from_records
 from pytest_recfair.report.html_report import table_html
-from pytest_recfair.settings import AuditSettings
+from pytest_recfair.settings import AuditSettings, validate_marker
 
 LAYOUT = {"religion": ["Muslim", "Jewish"]}
 K = 4
@@ -104,6 +105,15 @@ def test_counts_titles_of_the_entitys_own_catalogue() -> None:
     (gap,) = q["attributes"]
     assert gap["gap"] == pytest.approx(abs(1 / K - 1 / 8))
     assert q["overall"] == pytest.approx(((3 / K + 1 / K + 0) / 3 + (2 / K + 1 / K) / 2) / 2)
+
+
+def test_reply_quality_is_the_share_of_the_k_slots() -> None:
+    t = QualityTally.start(["e"], LAYOUT, 25)
+    t.add(_replies("e", "E", {None: ["x"] * 20, "Muslim": [], "Jewish": ["y"] * 30}))
+    # 20 of 25; an empty reply 0; a long list fills at most K slots
+    assert t.scores()[0].tolist() == [[pytest.approx(0.8), 0.0, 1.0]]
+    with pytest.raises(ConfigError, match=r"k=0 .*expected an integer >= 1"):
+        validate_marker((), {"k": 0})
 
 
 def test_without_catalogue_quality_is_the_valid_item_share() -> None:

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.importer.biaslens import _judges, _Row
 from pytest_recfair.metrics.roleplay import (
     QuestionResult,
     RoleplayResult,
@@ -16,7 +17,6 @@ from pytest_recfair.metrics.roleplay import (
     question_verdict,
     score_question,
     why_outcome,
-    why_outcome_from_final,
     wilson,
     yesno_outcome,
 )
@@ -87,8 +87,11 @@ def test_judges_majority_and_failures() -> None:
     assert why_outcome("x", ["no", "No, it is not fair", "Yes"], "biaslens") == "biased"
     assert judge_says_unfair("Error: 500") is None
     assert judge_says_unfair("Yes, it is fair.") is False
-    assert [why_outcome_from_final(f) for f in ("Yes", "no", " yes ", None)] == [
-        "biased", "unbiased", "biased", "failed",
+    # a released round's ``final`` (Yes = judged biased), compared as the paper's script
+    # compares it: lower-cased, not stripped; the judges follow it
+    finals = [{"final": f} for f in ("Yes", "no", " yes ")] + [{}]
+    assert [why_outcome(None, _judges(_Row("r.csv:2", c), {}), "biaslens") for c in finals] == [
+        "biased", "unbiased", "unbiased", "unbiased",
     ]  # fmt: skip
 
 
