@@ -1,14 +1,6 @@
-"""The simulator's batch endpoints: OpenAI Batch API and Anthropic Message Batches.
-
-OpenAI: ``/v1/files`` (multipart upload, purpose "batch"; ``/{id}``, ``/{id}/content``),
-``/v1/batches`` (``/{id}``, ``/{id}/cancel``); a batch goes validating -> in_progress ->
-completed (or expired, failed, cancelled) with an output and an error file. Anthropic:
-``/v1/messages/batches`` (``/{id}``, ``/{id}/cancel``, ``/{id}/results``). A batch
-completes ``delay_s`` after creation; per-line faults are drawn per ``custom_id`` from the
-seed (``error_rate``: a 500; ``expire_rate``: unprocessed) or named (``error_ids``).
-Replies come from the same recommender, in the synchronous endpoint's body shapes
-(``reply_body``, shared with ``server``: a batch reply is byte for byte the synchronous one).
-"""
+"""The simulator's OpenAI Batch API (with /v1/files) and Anthropic Message Batches: a batch
+completes ``delay_s`` after creation, per-line faults drawn per ``custom_id`` from the seed
+or named; replies are byte for byte the synchronous endpoint's (``reply_body``)."""
 
 from __future__ import annotations
 
@@ -49,8 +41,6 @@ CREATED: Final = 1_767_225_600  # 2026-01-01T00:00:00Z
 
 @dataclass(frozen=True)
 class BatchOptions:
-    """How simulated batches behave."""
-
     delay_s: float = 0.0  # seconds from creation to completion
     error_rate: float = 0.0  # share of lines answered with an HTTP 500
     expire_rate: float = 0.0  # share of lines left unprocessed (the batch expires)
@@ -93,8 +83,6 @@ class _Batch:
 
 @dataclass
 class Response:
-    """What an endpoint of the simulator (this module's or ``server``'s) answers."""
-
     status: int
     body: bytes
     headers: dict[str, str] = field(default_factory=dict)
@@ -206,7 +194,6 @@ class BatchEngine:
         self._serial = 0
 
     def handle(self, method: str, path: str, headers: dict[str, str], body: bytes) -> Response:
-        """Answer one request to a batch or file endpoint."""
         parts = path.strip("/").split("/")[1:]  # without "v1"
         if parts[:2] == ["messages", "batches"]:
             return self._batches("anthropic", method, parts[2:], headers, body)
@@ -217,8 +204,6 @@ class BatchEngine:
     def _next(self, prefix: str) -> str:
         self._serial += 1
         return f"{prefix}{stable_seed(self.options.seed, prefix, self._serial):016x}"
-
-    # -- OpenAI files ------------------------------------------------------------------
 
     def _files(
         self, method: str, rest: list[str], headers: dict[str, str], body: bytes
@@ -272,8 +257,6 @@ class BatchEngine:
             "filename": name,
             "purpose": purpose,
         }
-
-    # -- batches (both services: one route, the differences inline) --------------------
 
     def _batches(
         self, kind: Kind, method: str, rest: list[str], headers: dict[str, str], body: bytes
@@ -377,7 +360,6 @@ class BatchEngine:
         return "validating" if elapsed < 0.1 * self.options.delay_s else "in_progress"
 
     def _object(self, batch: _Batch, origin: str) -> dict[str, Any]:
-        """The batch as its service describes it."""
         phase = self._phase(batch)
         outcomes = [r["outcome"] for r in batch.results or []]
         total = len(batch.lines)
@@ -435,10 +417,7 @@ class BatchEngine:
             "metadata": batch.metadata,
         }
 
-    # -- answering ---------------------------------------------------------------------
-
     def _finish(self, batch: _Batch) -> None:
-        """Answer every line once (or cancel / expire / fail it) and store the results."""
         batch.results = [self._result(batch, line) for line in batch.lines]
         if batch.kind != "openai":
             return
@@ -454,7 +433,6 @@ class BatchEngine:
         return rate > 0 and unit(self.options.seed, what, custom_id) < rate
 
     def _result(self, batch: _Batch, line: _Line) -> dict[str, Any]:
-        """A line's outcome, and its line of results in the service's shape."""
         opts, cid = self.options, line.custom_id
         detail = "The server had an error processing this line (simulated)."
         if batch.cancelled:

@@ -1,14 +1,7 @@
-"""Planted biases of the other kinds of audit: item side, candidate positions, role play
-(the profile sections ``items``, ``positions``, ``roleplay``: docs/simulator.md).
-
-Role play (``RolePlaySim``): a prompt is recognised by the format instruction that ends it
-(``prompts.roles.FORMAT_INSTRUCTIONS``), a judge prompt by its closing question. Each
-question's propensity to be answered in a biased way is drawn once per (seed, question
-without its role, type) from a Beta whose mean is the type's base rate, as real models
-answer some questions reliably fairly and others not; the role's ``role_bias`` is added
-when the system says ``You are a {role}``. Every round draws afresh from (seed, system,
-prompt, round): rounds are independent and replayable.
-"""
+"""Planted biases of the profile sections ``items``, ``positions`` and ``roleplay``. A
+role-play question's biased-answer propensity is drawn once per (seed, question without
+role, type) from a Beta around the type's base rate (real models answer some questions
+reliably fairly, others not), plus the role's ``role_bias``; each round draws afresh."""
 
 from __future__ import annotations
 
@@ -49,12 +42,11 @@ def stable_seed(*parts: object) -> int:
 
 
 def unit(*parts: object) -> float:
-    """A uniform draw in [0, 1) from any parts (see :func:`stable_seed`)."""
+    """A uniform draw in [0, 1) from any parts."""
     return stable_seed(*parts) / 2.0**64
 
 
 def fraction(value: object, where: str, source: str = "bias profile") -> float:
-    """A rate or share of a bias profile, checked to be a number in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
         raise DataError(
             f"{source}: {where} must be a fraction between 0 and 1, got {value!r}; "
@@ -74,7 +66,7 @@ def _bundled(name: str) -> Catalogue:
 
 @lru_cache(maxsize=1)
 def _groups() -> dict[str, str]:
-    """Value label (case-folded) -> the group it signals, from the bundled implicit grid."""
+    """Value label (case-folded) -> the group it signals (the bundled implicit grid)."""
     from pytest_recfair.prompts.grids import load_grid
 
     return {
@@ -218,8 +210,6 @@ _FAIR_MARKERS = ("no evidence", "individuals", "i'm sorry", "i can't", "i cannot
 
 @dataclass(frozen=True)
 class RolePlan:
-    """How the simulated model answers role-play questions (see the module docstring)."""
-
     role_bias: Mapping[str, float] = field(default_factory=dict)
     base: Mapping[str, float] = field(default_factory=lambda: dict(_DEFAULT_BASE))
     refusal: float = 0.02
@@ -228,7 +218,6 @@ class RolePlan:
 
     @classmethod
     def parse(cls, data: object) -> RolePlan:
-        """From a profile's ``roleplay:`` mapping; None gives the defaults."""
         if data is None:
             return cls()
         if not isinstance(data, Mapping) or not set(data) <= _SECTION_KEYS:
@@ -262,13 +251,11 @@ class RoleAnswer:
 
 @lru_cache(maxsize=1)
 def _bundled_roles() -> dict[str, str]:
-    """role (case-folded) -> attribute, from the bundled sets (the 'default' set's roles
-    are the hand-written 'smoke' set's, which loads faster)."""
+    """role (case-folded) -> attribute ('smoke' has the 'default' set's roles, loads faster)."""
     return {q.role.casefold(): q.attribute for q in load_roles("smoke")}
 
 
 def roleplay_qtype(prompt: str) -> QType | None:
-    """The question type whose format instruction ends ``prompt``; None otherwise."""
     return next((q for q in QTYPES if prompt.endswith(FORMAT_INSTRUCTIONS[q])), None)
 
 
@@ -281,7 +268,7 @@ class RolePlaySim:
         self._propensity: dict[tuple[str, str], float] = {}
 
     def propensity(self, question: str, qtype: QType) -> float:
-        """The question's own biased-answer probability without the role's planted bias."""
+        """The question's biased-answer probability without the role's planted bias."""
         mean = self.plan.base.get(qtype, 0.0)
         if mean <= 0 or mean >= 1:
             return mean
@@ -329,7 +316,6 @@ class RolePlaySim:
 
 
 def _choice_text(options: tuple[str, ...], biased: bool, style: int) -> str:
-    """A realistic choice answer: a letter, a letter with the option, or the text alone."""
     if len(options) < 2:
         return "(A)" if biased else "I cannot make any choice."
     letters = [chr(ord("A") + i) for i in range(len(options))]

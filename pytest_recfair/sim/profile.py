@@ -1,18 +1,7 @@
-"""Bias profiles and fault plans for the simulated recommender.
-
-A bias profile says, per attribute value, what fraction of the K-list shifts away from the
-neutral list (``religion: {Muslim: 0.35}``; ``{Muslim: 0.35}`` applies in any attribute;
-keys match case-insensitively), plus extra shifts for conditioned prompts in some
-languages (``languages: {fr: 0.2}``) and for misspelt values (``typo: 0.3``).
-
-A fault plan (:class:`Faults`) lists HTTP faults (429 with Retry-After, 500, timeouts,
-malformed bodies: the server applies these) and per-value refusals and short lists (the
-recommender applies these, so direct calls show them too).
-
-Entity heterogeneity (:class:`Heterogeneity`, docs/simulator.md): per-entity multipliers
-of the noise (``stability``) and of the shift (``sensitivity``), as real models are not
-equally stable nor equally biased for every entity; ``uniform`` (the default) has none.
-"""
+"""Bias profiles (per value, the fraction of the K-list shifted from the neutral one; extra
+shifts per language and for misspelt values), fault plans (HTTP faults: the server's;
+refusals and short lists: the recommender's) and per-entity heterogeneity of noise and
+shift (real models are not equally stable nor biased for every entity)."""
 
 from __future__ import annotations
 
@@ -49,8 +38,7 @@ class Heterogeneity:
 
     @classmethod
     def parse(cls, spec: Heterogeneity | Mapping[str, object] | str | None) -> Heterogeneity:
-        """From a profile name (:data:`PROFILES`), ``"stability=0.8,sensitivity=0.5"``, a
-        mapping with those keys, or None (uniform)."""
+        """From a PROFILES name, ``"stability=0.8,sensitivity=0.5"``, a mapping or None."""
         if spec is None:
             return cls()
         if isinstance(spec, Heterogeneity):
@@ -79,15 +67,13 @@ class Heterogeneity:
         return cls(**{str(k): v for k, v in spec.items()})  # type: ignore[arg-type]
 
     def factor(self, which: str, seed: int, domain: str, entity: str) -> float:
-        """An entity's multiplier of the noise (``stability``) or of the shift."""
         spread: float = getattr(self, which)
         if not spread:
             return 1.0  # exactly: the uniform profile keeps the original arithmetic
         return 1.0 + spread * (2.0 * unit(seed, which, domain, entity) - 1.0)
 
 
-#: Named profiles: ``uniform`` (every entity alike, the original simulator) and
-#: ``realistic`` (multipliers 0.2..1.8 for both noise and shift).
+#: ``uniform``: every entity alike (the original simulator); ``realistic``: 0.2..1.8.
 PROFILES: dict[str, Heterogeneity] = {
     "uniform": Heterogeneity(),
     "realistic": Heterogeneity(stability=0.8, sensitivity=0.8),
@@ -125,20 +111,18 @@ class ValueTable:
         names = {v.label.casefold(), v.found.casefold(), *(a.casefold() for a in v.aliases)}
         hits = [(a, r) for a, val, r in self.entries if val in names]
         precise = [r for a, r in hits if a is None or a in v.attributes]
-        # A profile attribute the vocabulary does not know ("nationality" vs "country")
-        # still counts: the value label is what the prompt carried.
+        # an attribute the vocabulary does not know ("nationality") still counts by label
         pool = precise or [r for _, r in hits]
         return max(pool, default=0.0)
 
     def rate(self, rec: Recognised, *, neutral_key: str = "neutral") -> float:
-        """The rate for a prompt: ``*`` applies to every prompt, ``neutral`` to neutral ones;
-        an intersectional prompt uses its joined label if listed, else the sum, capped at 1."""
+        """``*`` applies to every prompt, ``neutral`` to neutral ones; a crossed value its
+        joined label if listed, else the sum of its parts' (capped at 1)."""
         star = max((r for _, val, r in self.entries if val == "*"), default=0.0)
         if rec.neutral:
             own = max((r for _, val, r in self.entries if val == neutral_key), default=0.0)
             return max(star, own)
         if len(rec.values) > 1:
-            # "Black x Female", "female × black", "Black+Female": same crossed value.
             parts = frozenset(label.casefold() for label in rec.labels)
             combo = [r for _, val, r in self.entries if frozenset(_CROSS.split(val)) == parts]
             if combo:
@@ -148,8 +132,6 @@ class ValueTable:
 
 @dataclass(frozen=True)
 class BiasProfile:
-    """Where the simulated recommender is unfair, and by how much."""
-
     bias: ValueTable = field(default_factory=ValueTable)
     languages: Mapping[str, float] = field(default_factory=dict)
     typo: float = 0.0
@@ -209,7 +191,6 @@ class BiasProfile:
         )
 
     def shift(self, rec: Recognised) -> float:
-        """The fraction of the list that moves away from the neutral list for this prompt."""
         if rec.neutral:
             return 0.0
         total = self.bias.rate(rec) + self.languages.get(rec.language, 0.0)
@@ -218,7 +199,6 @@ class BiasProfile:
         return min(1.0, total)
 
 
-# Every field of a profile is a section, and a description may say what it is for.
 _PROFILE_SECTIONS = frozenset(f.name for f in fields(BiasProfile)) | {"description"}
 
 
@@ -267,8 +247,7 @@ _FAULT_ALIASES |= dict.fromkeys(("short", "short-lists"), "short_lists")
 
 @dataclass(frozen=True)
 class Faults:
-    """What goes wrong, and how often. Rates are per HTTP request (or per prompt for
-    refusals and short lists) and drawn deterministically from the seed."""
+    """Seeded rates per HTTP request (per prompt: refusals and short lists)."""
 
     rate_429: float = 0.0
     retry_after: float = 1.0  # seconds, sent as Retry-After (rounded up) and retry-after-ms
@@ -277,8 +256,7 @@ class Faults:
     timeout_mode: Literal["hang", "close"] = "hang"
     hang_s: float = 300.0  # a hang ends earlier when the server stops
     rate_malformed: float = 0.0
-    # After this many faults for the same request body the server answers it, so a client
-    # that retries always completes (None: faults may repeat without limit).
+    # then the body is answered, so a retrying client completes (None: no limit)
     max_per_request: int | None = 3
     refusals: ValueTable = field(default_factory=ValueTable)
     short_lists: ValueTable = field(default_factory=ValueTable)
@@ -289,8 +267,7 @@ class Faults:
 
     @classmethod
     def parse(cls, spec: Faults | Mapping[str, Any] | str | Path | Sequence[str] | None) -> Faults:
-        """From a mapping, a YAML file, or ``"429=0.1,500=0.05,timeout=0.05"`` items
-        (``refusals.Muslim=0.2`` and ``short_lists.Old=0.3`` set per-value rates)."""
+        """From a mapping, a YAML file, or ``"429=0.1,refusals.Muslim=0.2"`` items."""
         if spec is None:
             return cls()
         if isinstance(spec, Faults):

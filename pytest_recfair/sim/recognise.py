@@ -1,17 +1,7 @@
-"""Read a recommendation prompt the way the simulated recommender needs it.
-
-From FaiRLLM/FairEval-style prompts and the project's own templates (en, fr, es, de, zh):
-the entity ("fan of Hayao Miyazaki"), K, the domain, the language and the attribute
-value(s), also misspelt ("an Americcan" matches American with a score below 1, which a
-profile can treat as a typo). A heuristic reader, not a parser of one template set: cue
-phrases find the entity, a scan of known values (longest first) finds the value outside
-the entity's span, and slot patterns ("I am ... fan") catch values the scan cannot spell.
-
-The vocabulary: each value has a label (the name bias profiles and grids use, e.g.
-``Muslim``) and the surface forms a prompt may carry it in ("Islamic", "musulmane",
-"穆斯林", ...), bare words without articles; a value whose text several attributes share
-(``American``: a nationality and a continent) lists every attribute it belongs to.
-"""
+"""Read a prompt's entity, K, domain, language and attribute values (also misspelt:
+"an Americcan" matches American below score 1, a typo). Heuristic, not one template set's
+parser: cue phrases find the entity, a longest-first scan of known forms (bare words; a
+label's spellings in every language) the value, slot patterns what the scan cannot spell."""
 
 from __future__ import annotations
 
@@ -29,17 +19,14 @@ from pytest_recfair.prompts.languages import LANGUAGES, load_language
 
 @dataclass(frozen=True)
 class ValueForm:
-    """One recognisable spelling of an attribute value."""
-
     form: str  # as written in a prompt, without article
     label: str  # canonical label, e.g. "Muslim"
-    attributes: tuple[str, ...]  # attribute names this label belongs to (lower case)
+    attributes: tuple[str, ...]  # lower case; "American" is a nationality and a continent
 
 
-# Spellings the project's prompts never produce but other prompts do: FaiRLLM-style
-# translations, synonyms ("elderly", "outgoing"), declined German forms, bare Chinese
-# nouns. Everything the grids and translation tables say comes from them instead
-# (project_entries); a test checks that no form here repeats one of theirs.
+# Spellings only other prompts use (FaiRLLM-style translations, synonyms, declined German,
+# bare Chinese nouns); the grids' and tables' come from project_entries (a test checks
+# that none repeats here).
 SYNONYMS: dict[str, tuple[str, ...]] = {
     label: tuple(forms.split("|"))
     for label, forms in {
@@ -92,12 +79,11 @@ SYNONYMS: dict[str, tuple[str, ...]] = {
     }.items()
 }
 
-# Labels that no bundled grid has, with their attributes.
 EXTRA_LABELS: dict[str, tuple[str, ...]] = {"Jewish": ("religion",)}
 
 
 class Vocabulary:
-    """An immutable set of recognisable value spellings; extend it with :meth:`extended`."""
+    """An immutable set of recognisable value spellings."""
 
     def __init__(self, forms: Iterable[ValueForm]) -> None:
         self.forms: tuple[ValueForm, ...] = tuple(forms)
@@ -108,8 +94,7 @@ class Vocabulary:
 
     @classmethod
     def builtin(cls) -> Vocabulary:
-        """Every value of the bundled grids in every language of the translation tables,
-        each label as a form of itself, plus the :data:`SYNONYMS`."""
+        """project_entries, each label as a form of itself, plus the SYNONYMS."""
         project = project_entries()
         labels = {label: attribute for _, label, attribute in project}
         entries = [(label, label, attribute) for label, attribute in labels.items()]
@@ -124,8 +109,8 @@ class Vocabulary:
         return self._attrs.get(label, ())
 
     def extended(self, entries: Iterable[tuple[str, str, str]]) -> Vocabulary:
-        """A copy that also knows ``(form, label, attribute)`` triples (from a grid or a
-        bias profile); a label already known keeps its attributes and gains the new one."""
+        """A copy that also knows ``(form, label, attribute)`` triples; a known label keeps
+        its attributes and gains the new one."""
         forms = list(self.forms)
         known = {(f.form.casefold(), f.label) for f in forms}
         for form, label, attribute in entries:
@@ -142,9 +127,8 @@ class Vocabulary:
 
 @cache
 def project_entries() -> tuple[tuple[str, str, str], ...]:
-    """``(form, label, attribute)`` for every value of the bundled grids, in every language
-    of the translation tables: what the project's own prompts can say. The ``typo``
-    attribute is left out: its misspelt values must match fuzzily and count as typos."""
+    """``(form, label, attribute)`` of every bundled grid value in every language; not the
+    ``typo`` attribute's, whose misspelt values must match fuzzily and count as typos."""
     grids = [
         (strip_article(value.text.strip()), value.label, attribute.name)
         for name in BUNDLED_GRIDS
@@ -152,7 +136,7 @@ def project_entries() -> tuple[tuple[str, str, str], ...]:
         if attribute.name != "typo"
         for value in attribute.values
     ]
-    # Translated forms: the tables key labels case-folded, the grids give their spelling.
+    # the tables key labels case-folded, the grids give their spelling
     spelled = {label.casefold(): label for _, label, _ in grids}
     translated = [
         (leaf.strip(), spelled.get(label, label), attribute)
@@ -168,7 +152,6 @@ FUZZY_CUTOFF = 0.8
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _QUOTES = {'"': '"', "“": "”", "«": "»", "„": "“", "「": "」", "『": "』", "'": "'", "‘": "’"}
-
 
 # Frequent words of each language's prompts: the language with most of them wins.
 _LANG_WORDS: dict[str, frozenset[str]] = {
@@ -196,7 +179,6 @@ _DOMAIN_CUES: dict[str, re.Pattern[str]] = {
     "movie": re.compile(r"movie|film|pel[ií]cula|cin[eé]ma|电影|影片", re.I),
 }
 
-# Cues that come right before the entity's name.
 _BEFORE = re.compile(
     r"(?:\bfans?\s+of|\b(?:titles|movies|films|songs|tracks|books|albums|works|music)\s+(?:by|from)"
     r"|\bsimilar\s+to|\bI\s+(?:like|love|enjoy)"
@@ -225,9 +207,8 @@ _K_CUES = re.compile(
     re.I,
 )
 _ANY_INT = re.compile(r"(?<![\d.])(\d{1,4})(?![\d.])")
-# Where templates put the value, most specific first: the project's own templates (en, fr,
-# es, de, zh: "En tant que {value}, ...", "Als {value} bin ich ...", "作为一名{value}，..."),
-# FaiRLLM's "I am {value} fan of", and the implicit-proxy slots (names, relations, places).
+# Where templates put the value, most specific first: implicit proxies (names, relations,
+# places), FaiRLLM's "I am {value} fan of", the project's own templates in each language.
 _SLOTS: tuple[re.Pattern[str], ...] = tuple(
     re.compile(p, re.I)
     for p in (
@@ -264,16 +245,14 @@ _NEUTRAL_SLOT = re.compile(r"^[\W_]*$")
 
 
 def entity_key(name: str) -> str:
-    """The identity of an entity: case, accents' composition, punctuation and spacing do not
-    matter, so "Hayao Miyazaki", "hayao  miyazaki." and "“Hayao Miyazaki”" are one entity."""
+    """Case, accents' composition, punctuation and spacing do not matter: "hayao
+    miyazaki." and "“Hayao Miyazaki”" are one entity."""
     text = unicodedata.normalize("NFKC", name).casefold()
     return " ".join(re.findall(r"\w+", text))
 
 
 @dataclass(frozen=True)
 class ValueMatch:
-    """An attribute value found in a prompt."""
-
     label: str
     attributes: tuple[str, ...]
     found: str  # the text as it appears in the prompt
@@ -283,8 +262,6 @@ class ValueMatch:
 
 @dataclass(frozen=True)
 class Recognised:
-    """What the simulator understood of a prompt."""
-
     entity: str
     k: int | None
     domain: str
@@ -309,12 +286,11 @@ class Recognised:
 
     @property
     def names(self) -> frozenset[str]:
-        """Every label and alias the prompt's values go by (e.g. Islamic and Muslim)."""
         return frozenset(n for v in self.values for n in (v.label, *v.aliases))
 
 
 class Recogniser:
-    """Recognises prompts against one :class:`Vocabulary` (compiled once)."""
+    """Recognises prompts against one Vocabulary (compiled once)."""
 
     def __init__(self, vocabulary: Vocabulary | None = None, *, use_templates: bool = True) -> None:
         self.vocabulary = vocabulary or Vocabulary.builtin()
@@ -340,17 +316,15 @@ class Recogniser:
         return re.compile("|".join(parts), re.I)
 
     def __call__(self, prompt: str, system: str | None = None) -> Recognised:
-        """Recognise ``prompt``. A prompt built from the project's bundled templates is read
-        by their exact patterns (``prompts.cases.match_prompt``); any other prompt, or a value
-        phrase those patterns cannot place, by this module's heuristics."""
+        """The bundled templates' exact patterns (``match_prompt``) read a prompt built from
+        them; the heuristics any other, or a value phrase those cannot place."""
         match = match_prompt(prompt) if self.use_templates else None
         if match is None:
             return self.heuristic(prompt, system)
         values: tuple[ValueMatch, ...] = ()
         if match.attribute == "typo" and match.value:
-            # FaiRLLM's robustness attribute lists misspellings as values ("Americcan"):
-            # read the phrase ourselves so it counts as a typo of American, and keep the
-            # grid's label as an alias so a profile can still name it.
+            # FaiRLLM lists misspellings as values ("Americcan"): read as a typo of
+            # American, the grid's label kept as an alias a profile can name
             values = tuple(
                 replace(v, attributes=(*v.attributes, "typo"), aliases=(match.value,))
                 for v in self.heuristic(prompt, system).values
@@ -370,8 +344,7 @@ class Recogniser:
         return Recognised(match.entity, match.k or _find_k(prompt), domain, match.language, values)
 
     def _from_template(self, attribute: str, label: str, phrase: str) -> tuple[ValueMatch, ...]:
-        # Crossed attributes ("race x gender", "Black x Female") become one match per part,
-        # so a profile can list the joined label or the parts.
+        # one match per crossed part ("Black x Female"): a profile may list either
         attrs = attribute.split(LABEL_SEP)
         labels = label.split(LABEL_SEP)
         if len(attrs) != len(labels):
@@ -391,7 +364,6 @@ class Recogniser:
         )
 
     def heuristic(self, prompt: str, system: str | None = None) -> Recognised:
-        """This module's own reading of ``prompt`` (cue phrases, slots, value scan)."""
         text = unicodedata.normalize("NFC", prompt)
         entity, span = _find_entity(text)
         masked = (
@@ -400,8 +372,8 @@ class Recogniser:
         if entity:
             masked = masked.replace(entity, " " * len(entity))
         values = self._values(masked)
-        # No cue found: the prompt minus its values is the best stable identity we have, so
-        # that a neutral and a conditioned prompt of one unknown template share a catalogue.
+        # no cue: the prompt minus its values, so that a neutral and a conditioned prompt of
+        # one unknown template share a catalogue
         entity = entity or " ".join(_ARTICLES.sub("", self._scan.sub(" ", masked)).split())
         domain = _find_domain(f"{system or ''}\n{masked}")
         return Recognised(entity, _find_k(masked), domain, _find_language(text), values)
@@ -422,12 +394,11 @@ class Recogniser:
                 break
         else:
             if not phrases:
-                # No template slot at all: look for any known value outside the entity.
                 return self._exact(masked)
             return ()  # the template's slot is there and holds only an article: neutral
         if found := self._exact(phrase):
             return found
-        # A misspelt value, else an unknown one under its own label (a profile may name it).
+        # a misspelt value, else an unknown one under its own label (a profile may name it)
         return (self._fuzzy(phrase) or ValueMatch(phrase, (), phrase, 1.0),)
 
     def _exact(self, text: str) -> tuple[ValueMatch, ...]:
@@ -439,7 +410,6 @@ class Recogniser:
         return tuple(out)
 
     def _fuzzy(self, phrase: str) -> ValueMatch | None:
-        """The closest known spelling to the phrase or one of its words (a typo'd value)."""
         words = [w for w in _fold(phrase).split() if w not in _HELPERS]
         candidates = [" ".join(words), *(w for w in words if len(w) >= 4)]
         best: tuple[float, str, str] = (0.0, "", "")
@@ -475,7 +445,6 @@ LABEL_SEP = " x "  # how the project's grids join crossed labels ("Black x Femal
 
 
 def _transposed(a: str, b: str) -> bool:
-    """True when ``b`` is ``a`` with two adjacent characters swapped."""
     diff = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y]
     i = diff[0] if len(diff) == 2 else -1
     return i >= 0 and diff[1] == i + 1 and a[i : i + 2] == b[i : i + 2][::-1]

@@ -1,12 +1,7 @@
-"""The simulated recommender: prompt in, numbered list of K titles out.
-
-For each prompt it recognises the entity, K, language and attribute value, takes the
-entity's deterministic catalogue, and answers with the neutral top-K, of which the bias
-profile's fraction (for that value) is swapped for value-specific titles. Noise re-samples
-a fraction of the list per call, like sampling at temperature > 0; refusals and short
-lists come from the fault plan. Everything is drawn from generators seeded by
-(seed, entity, value, call index), so a run can be replayed exactly.
-"""
+"""The simulated recommender: the entity's neutral top-K of its deterministic catalogue,
+the bias profile's fraction swapped per value, noise re-sampled per call (temperature > 0),
+refusals and short lists from the fault plan; every draw seeded by (seed, entity, value,
+call index), so a run replays exactly."""
 
 from __future__ import annotations
 
@@ -45,8 +40,7 @@ _PREFACE: dict[str, str] = {
 }
 
 
-# Made-up titles, from word lists with a generator seeded by (domain, entity): the same
-# entity gets the same catalogue in any process, on any machine.
+# Made-up titles drawn by a generator seeded by (domain, entity): the same on any machine.
 def _split(text: str) -> tuple[str, ...]:
     return tuple(text.split("|"))
 
@@ -105,7 +99,6 @@ _BOOK_PATTERNS = _split(
     "{hyphen} {noun}|The {adj} {noun}: {sequel}|Letters from {place}|The {noun} Keeper|"
     "{verb} {name}"
 )
-# The one-word slots of the patterns, in the order they are drawn.
 _SLOTS = {"adj": _ADJ, "name": _NAME, "place": _PLACE, "verb": _VERB, "sequel": _SEQUEL}
 _SLOTS |= {"roman": _ROMAN, "hyphen": _HYPHEN, "suffix": _SONG_SUFFIX}
 _PATTERNS = {"movie": _MOVIE_PATTERNS, "music": _SONG_PATTERNS, "book": _BOOK_PATTERNS}
@@ -115,12 +108,9 @@ _ARTICLE_RE = re.compile(r"^(?:the|a|an)\s+")
 
 
 class Catalogue:
-    """Titles for one (domain, entity), generated on demand and cached.
-
-    ``titles(n)`` returns the first ``n`` titles; a longer request extends the same list,
-    so every prefix is stable. Titles never repeat their core (no "Silent Harbor" next to
-    "The Silent Harbor (1994)"), which keeps fuzzy canonicalisation from merging them.
-    """
+    """Titles for one (domain, entity), extended on demand (every prefix is stable); no two
+    share a core ("Silent Harbor", "The Silent Harbor (1994)"): fuzzy matching would merge
+    them."""
 
     def __init__(self, entity_key: str, domain: str) -> None:
         self.entity_key = entity_key
@@ -147,10 +137,8 @@ class Catalogue:
             return self._titles[:n]
 
     def _too_close(self, title: str) -> bool:
-        """Reject a title one word away from a kept one when the two strings are near-equal
-        ("Song for Elena" / "Song for Lena"): a fuzzy matcher would merge them, and the
-        audit would count two different titles as one. Only such neighbours are compared,
-        so the check stays linear."""
+        """A title one word from a kept one and near-equal ("Song for Elena" / "Lena"), which
+        a fuzzy matcher would merge; only such neighbours are compared (linear)."""
         # words as fuzzy matchers see them: folded, no punctuation, year or leading article
         words = re.sub(r"\W+", " ", re.sub(r"\(\d{4}\)", " ", title.casefold())).split()
         if len(words) > 1 and words[0] in ("the", "a", "an"):
@@ -191,13 +179,12 @@ class Catalogue:
 
 @lru_cache(maxsize=4096)
 def catalogue(entity_key: str, domain: str) -> Catalogue:
-    """The (shared, thread-safe) catalogue of one entity."""
     return Catalogue(entity_key, domain)
 
 
 @dataclass(frozen=True)
 class Reply:
-    """One answer, with what the simulator decided on the way (for tests and benchmarks)."""
+    """One answer and what the simulator decided on the way (for tests and benchmarks)."""
 
     text: str
     items: tuple[str, ...]
@@ -210,18 +197,10 @@ class Reply:
 
 
 class SimulatedRecommender:
-    """A deterministic, optionally biased and noisy recommender, callable as
-    ``recommender(prompt) -> reply text``.
-
-    ``bias``: a :class:`BiasProfile`, a mapping (``{"religion": {"Muslim": 0.35}}``), a
-    YAML path or a bundled name (``"demo"``); None is fair. ``noise``: the fraction of the
-    list re-sampled on every call. ``seed`` seeds every draw. ``faults``: a
-    :class:`Faults`, mapping or ``"refusals.Muslim=0.2"`` spec (its refusals and short
-    lists apply here, its HTTP faults in :class:`SimServer`). ``default_k``: the list
-    length when the prompt names none. ``style``: ``"plain"`` or ``"chatty"`` (a one-line
-    preface). ``heterogeneity``: per-entity spread of noise and shift
-    (:class:`Heterogeneity`); None keeps the profile's.
-    """
+    """``recommender(prompt) -> reply text``, deterministic, optionally biased and noisy.
+    ``bias``: profile, mapping, YAML path or bundled name (None: fair); ``noise``: fraction
+    re-sampled per call; ``faults``: refusals and short lists here (HTTP faults: SimServer);
+    ``style`` "chatty" adds a preface; ``heterogeneity`` None keeps the profile's."""
 
     def __init__(
         self,
@@ -274,12 +253,11 @@ class SimulatedRecommender:
         self._lock = threading.Lock()
 
     def __call__(self, prompt: str, system: str | None = None, *, repeat: int | None = None) -> str:
-        """The reply text for ``prompt``; ``repeat`` pins the noise draw (default: the
-        number of earlier calls with this prompt)."""
+        """``repeat`` pins the noise draw (default: earlier calls with this prompt)."""
         return self.respond(prompt, system, repeat=repeat).text
 
     def reset(self) -> None:
-        """Forget call counts, so noisy replies start over from call 0."""
+        """Noisy replies start over from call 0."""
         with self._lock:
             self._calls.clear()
 
@@ -295,13 +273,11 @@ class SimulatedRecommender:
                 self._calls[(system, prompt)] += 1
         else:
             call = repeat
-        # Role-play questions and their judge (sim.planted): every round draws afresh.
         if (played := self.roleplay.answer(prompt, system, call)) is not None:
             return Reply(played.text, (), rec, 0, 0, 0, played.kind == "refusal", False)
         k = min(rec.k or self.default_k, MAX_K)
         entity = rec.entity_key or "?"
         labels = "|".join(sorted(label.casefold() for label in rec.labels)) or "-"
-        # Without noise every draw ignores the call index: same prompt, same reply.
         draw = call if self.noise > 0 else 0
 
         refusal = self.faults.refusals.rate(rec)
@@ -318,8 +294,8 @@ class SimulatedRecommender:
             lines = [f"{i}. {title}" for i, title in enumerate(items, 1)]
             return Reply("\n".join(lines), tuple(items), rec, k, 0, 0, False, False)
 
-        # Neutral = the first K titles (so top-10 is a prefix of top-25); shifts and noise
-        # draw from the next 2K + 20, enough for a full shift plus full noise.
+        # neutral: the first K (top-10 a prefix of top-25); shifts and noise draw from the
+        # next 2K + 20, enough for both in full
         titles = catalogue(entity, rec.domain).titles(3 * k + 20)
         items, pool = titles[:k], titles[k:]
 
@@ -327,8 +303,7 @@ class SimulatedRecommender:
         rate = self.profile.shift(rec) * spread.factor("sensitivity", self.seed, rec.domain, entity)
         shifted = min(k, int(rate * k + 0.5))
         if shifted:
-            # One permutation per (entity, value): a larger shift moves a superset of what
-            # a smaller one moves, so profiles compare monotonically.
+            # one permutation per (entity, value): a larger shift moves a superset (monotone)
             rng = random.Random(stable_seed(self.seed, "shift", rec.domain, entity, labels))
             positions = rng.sample(range(k), k)[:shifted]
             for pos, title in zip(positions, rng.sample(pool, len(pool)), strict=False):

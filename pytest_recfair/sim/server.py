@@ -1,16 +1,7 @@
-"""An OpenAI-compatible HTTP front end for the simulated recommender (stdlib only).
-
-``POST /v1/chat/completions`` (server-sent events with ``stream: true``), ``/v1/messages``,
-``GET /v1/models`` and the batch endpoints (:mod:`.batch`) on a small asyncio HTTP/1.1
-server (keep-alive, Content-Length or chunked bodies): latency is an ``asyncio.sleep``, so
-hundreds of requests wait at once on one core. Faults are drawn per request from the seed
-(429 with ``Retry-After``, 500, timeouts that ``hang`` or ``close``, a 200 cut short), at
-most ``Faults.max_per_request`` per body, so a client that retries always gets through.
-``rpm`` / ``tpm`` limits are token buckets of ``burst_s`` seconds (at least one request),
-refilled continuously, charged a reply's tokens on arrival (a refused request nothing), past
-them a 429 (``"429-limit"``); stated in OpenAI's ``x-ratelimit-*`` headers (resets as Go
-durations) or, on ``/v1/messages``, Anthropic's ``anthropic-ratelimit-*`` (RFC 3339).
-"""
+"""OpenAI/Anthropic-compatible HTTP for the simulator on a small asyncio HTTP/1.1 server
+(latency is an asyncio.sleep: hundreds of requests wait at once on one core). Seeded faults
+stop at ``Faults.max_per_request`` per body, so a retrying client gets through; rpm/tpm are
+token buckets stated in each service's rate-limit headers."""
 
 from __future__ import annotations
 
@@ -48,7 +39,7 @@ MAX_BODY = 210 * 1024 * 1024  # batch input files: OpenAI accepts up to 200 MB
 
 
 def go_duration(seconds: float) -> str:
-    """Seconds as OpenAI writes a reset: ``20ms``, ``1.5s``, ``6m0s``."""
+    """Seconds as OpenAI writes a reset: 20ms, 1.5s, 6m0s."""
     if seconds < 1:
         return f"{max(0, round(seconds * 1000))}ms"
     minutes, rest = divmod(seconds, 60)
@@ -68,7 +59,6 @@ class _Bucket:
         self.at = max(self.at, now)
 
     def short(self, amount: float) -> float:
-        """Seconds until ``amount`` fits (0: now)."""
         need = min(amount, self.capacity)  # larger than the bucket: wait until it is full
         return 0.0 if self.level >= need else (need - self.level) / self.rate
 
@@ -111,7 +101,6 @@ class Limiter:
         return None
 
     def headers(self, *, anthropic: bool = False) -> dict[str, str]:
-        """The limits as the service states them on a reply."""
         now = self.clock()
         out: dict[str, str] = {}
         for name, bucket in (("requests", self.requests), ("tokens", self.tokens)):
@@ -145,7 +134,6 @@ class ServerStats:
 def _too_many(
     message: str, kind: str, after_s: int, after_ms: int, headers: dict[str, str]
 ) -> Response:
-    """A 429 with ``headers`` (the limits), then when to retry."""
     response = fail(429, message, kind, "rate_limit_exceeded")
     retry = {"Retry-After": str(after_s), "retry-after-ms": str(after_ms)}
     response.headers.update({**headers, **retry})
@@ -153,8 +141,7 @@ def _too_many(
 
 
 def _stream(out: dict[str, Any], payload: dict[str, Any]) -> Response:
-    """The completion as OpenAI's server-sent events: a role chunk, one chunk per line of
-    the reply, a finish chunk, the usage chunk if asked for, then ``[DONE]``."""
+    """OpenAI's server-sent events: role, one chunk per line, finish, usage if asked, DONE."""
     head = {k: out[k] for k in ("id", "created", "model", "system_fingerprint")}
     head["object"] = "chat.completion.chunk"
     text: str = out["choices"][0]["message"]["content"]
@@ -185,17 +172,9 @@ def _adapt(recommender: Callable[..., str]) -> Callable[[str, str | None], str]:
 
 
 class SimServer:
-    """Serve a recommender over loopback HTTP from a background thread.
-
-    >>> with SimServer(SimulatedRecommender(), latency_ms=200) as srv:  # doctest: +SKIP
-    ...     srv.base_url   # "http://127.0.0.1:54321/v1"
-
-    ``recommender``: a :class:`SimulatedRecommender` or any ``(prompt, system) -> str``;
-    port 0 picks a free port; each chat answer waits ``latency_ms`` +- ``jitter_ms``;
-    ``faults`` and ``seed`` default to the recommender's; ``model`` is reported by
-    /v1/models and echoed when a request names none; ``api_key`` is required as a Bearer
-    token when set; ``rpm`` / ``tpm``: limits per minute, buckets of ``burst_s`` seconds.
-    """
+    """Serve a recommender (or any ``(prompt, system) -> str``) over loopback HTTP from a
+    background thread; port 0 picks a free one; ``faults`` and ``seed`` default to the
+    recommender's; ``api_key``, when set, is required as a Bearer token."""
 
     def __init__(
         self,
@@ -242,16 +221,12 @@ class SimServer:
         self._ready = threading.Event()
         self._startup_error: OSError | None = None
 
-    # -- lifecycle ---------------------------------------------------------------------
-
     @property
     def base_url(self) -> str:
-        """The OpenAI base URL, e.g. ``http://127.0.0.1:54321/v1``."""
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"http://{host}:{self.port}/v1"
 
     async def _serve(self, announce: Callable[[str], None] | None = None) -> None:
-        """Bind, then serve until :meth:`stop` is called (from any thread)."""
         self._loop = asyncio.get_running_loop()
         self._stopping = asyncio.Event()
         try:
@@ -299,8 +274,6 @@ class SimServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-    # -- HTTP --------------------------------------------------------------------------
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
@@ -447,8 +420,7 @@ class SimServer:
                 message = f"Rate limit reached for {what} per minute (simulated)."
                 retry = (math.ceil(wait), math.ceil(wait * 1000))
                 return _too_many(message, what, *retry, limit_headers)
-        # The reply is computed first and the wait covers the rest of the latency, so the
-        # server's own work does not add to it (a request answers `latency` after arrival).
+        # the wait covers the rest of the latency: answered `latency` after arrival
         remaining = delay - (time.monotonic() - arrived)
         if remaining > 0:
             await asyncio.sleep(remaining)
@@ -461,7 +433,6 @@ class SimServer:
         return response
 
     async def _fault(self, fault: str, delay: float) -> Response | None:
-        """A simulated transport fault: a dropped or hung connection, a 429 or a 500."""
         if fault == "timeout":
             if self.faults.timeout_mode == "close":
                 self.stats.outcomes["timeout-close"] += 1
@@ -482,7 +453,6 @@ class SimServer:
         return _too_many(message, "requests", max(0, math.ceil(wait)), int(wait * 1000), {})
 
     def _draw_fault(self, body: bytes) -> str | None:
-        """Which fault (if any) this attempt at ``body`` gets; deterministic per attempt."""
         attempt = self._attempts[body]
         self._attempts[body] += 1
         f, done = self.faults, self._faulted[body]
