@@ -1,17 +1,7 @@
-"""The arithmetic of ``inference.drift_test``. Why each part (simulations:
-benchmarks/drift_test_validity.py; figures: docs/baselines.md):
-
-- Linearised members: one contribution per shared entity, sign-flip variance
-  ``sum(a_i**2)`` in closed form, so the p-value does not depend on the seed (beyond the
-  max-T reference's Monte Carlo error, < 0.01 with ``STABLE_DRAWS``).
-- Margin 0 stays exact: paired differences at the pooled gradient only flip sign.
-- Margin > 0: each run's upward range bias is integrated by a fixed Gaussian rule, the
-  candidate's with near-ties closed, so the correction only makes the test careful.
-- Screening (Andrews & Soares 2010): Romano–Shaikh–Wolf's two-step screened none at
-  realistic noise, Hansen's sqrt(2 ln ln n) too few.
-- Power: for SNSR with a margin the shortfall is evaluated at the alternative
-  (:func:`calibrated_mde`); without it the reported rise was caught 83-85%, not 90%.
-"""
+"""inference.drift_test's arithmetic (why: docs/baselines.md): linearised members (closed-
+form flip variance: seed-free p); margin 0 exact; margin > 0 corrects the range's upward
+bias by a fixed rule (near-ties closed: careful); Andrews–Soares screening (RSW screened
+none, Hansen too few); SNSR power at the alternative (else caught 83-85%, not 90%)."""
 
 from __future__ import annotations
 
@@ -143,9 +133,7 @@ def bias(
 
 
 def close_ties(m: FloatArray, cov: FloatArray, gap_se: float | None = None) -> FloatArray:
-    """``m`` with every gap between neighbouring ordered means shortened by ``gap_se``
-    (default ``TIE_GAP``) standard errors of that gap (at least to 0): near-ties become
-    ties."""
+    """``m`` with each gap between ordered means shortened by ``gap_se`` (TIE_GAP) SEs."""
     gap_se = TIE_GAP if gap_se is None else gap_se
     order = np.argsort(-m, kind="stable")
     out = m.copy()
@@ -184,9 +172,7 @@ def linear_margin(
 
 
 def _rule_se(base: FloatArray, cand: FloatArray, statistic: DriftQuantity) -> float:
-    """SD of statistic(candidate means) - statistic(baseline means) under Gaussian noise
-    with the runs' joint covariance (the fixed rule): the linearisation averages a tie's
-    max, whose variance is larger than the average's."""
+    """SD of the change under the runs' joint noise: linearising averages a tie's max."""
     V = base.shape[1]
     joint = np.hstack([base, cand])
     mj, kj = col_means(joint)
@@ -257,8 +243,7 @@ def reference(rng: np.random.Generator, U: FloatArray, draws: int, exact: bool) 
 
 
 def _flip_tables(U: FloatArray, width: int, G: int) -> npt.NDArray[np.float32]:
-    """(G, 2**width, m): for each group of ``width`` entities, the sum of its rows of
-    ``U`` included by each code's bits (float32: the tables' precision)."""
+    """(G, 2**width, m): per group of ``width`` entities, the sum of each code's rows."""
     E, m = U.shape
     codes_n = 1 << width
     padded = np.zeros((width * G, m))
@@ -276,9 +261,8 @@ def _flip_tables(U: FloatArray, width: int, G: int) -> npt.NDArray[np.float32]:
 def step_down(
     T: FloatArray, Tp: RefArray, exact: bool, dropped: npt.NDArray[np.bool_] | None = None
 ) -> tuple[FloatArray, FloatArray, RefArray]:
-    """Raw and Westfall–Young step-down max-T adjusted p-values (T: (m,), Tp: (B, m)), the
-    ``dropped`` members left out of the max-T but not of their raw p, and the max over the
-    members kept. One transposed copy of the reference, members by ascending T."""
+    """Raw and step-down max-T p (``dropped``: out of the max-T, not of their raw p), and
+    the max over the kept members; one transposed copy of the reference."""
     B = Tp.shape[0]
     extra = 0 if exact else 1  # random draws: count the observed data as one more draw
     order = np.argsort(-T, kind="stable")
@@ -298,10 +282,8 @@ def step_down(
 def screen_and_adjust(
     T: FloatArray, Tp: RefArray, exact: bool, alpha: float, selectable: npt.NDArray[np.bool_]
 ) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_], FloatArray]:
-    """Raw and adjusted p, the members screened out and each one's critical value at
-    ``alpha``. Moment selection, then step-down max-T: a margin member (``selectable``)
-    whose T lies below -``SELECTION_Z`` leaves the max-T reference; margin-0 members always
-    stay (their test is exact). The adjusted p is never below the raw p."""
+    """Raw and adjusted p (never below raw), the screened, critical values at ``alpha``: a
+    margin member with T < -SELECTION_Z leaves the max-T (margin-0 ones are exact: stay)."""
     m = T.size
     dropped = selectable & (-SELECTION_Z > T) if m > 1 else np.zeros(m, dtype=bool)
     raw, adj_s, top = step_down(T, Tp, exact, dropped)
@@ -328,9 +310,8 @@ MDE_TIE_GAP = 1.0
 
 
 def snsr_shortfall(base: FloatArray, cand: FloatArray) -> Callable[[float], float]:
-    """How far the test's statistic falls short, on average, of a true SNSR rise over the
-    baseline's estimated true means (near-ties closed, the top value raised): the rise
-    loses the baseline range's upward bias, and the test takes its correction off."""
+    """Mean shortfall of the test's statistic from a true SNSR rise (the top of the
+    baseline's tie-closed means raised): the rise loses the range's bias, minus correction."""
     mb, kb = col_means(base)
     mc, kc = col_means(cand)
     if not (np.all(np.isfinite(mb)) and np.all(np.isfinite(mc))) or mb.size < 2:

@@ -347,8 +347,7 @@ class AttributeTable:
 
 
 def _column_means(sims: FloatArray) -> tuple[FloatArray, npt.NDArray[np.int64]]:
-    """Mean of each column over its non-NaN cells (np.mean of a contiguous 1-D array: the
-    notebooks' pairwise summation, bit for bit), and how many cells entered it."""
+    """Non-NaN column means (np.mean of contiguous 1-D: the notebooks' sums) and counts."""
     V = sims.shape[1]
     means = np.full(V, np.nan)
     n = np.zeros(V, dtype=np.int64)

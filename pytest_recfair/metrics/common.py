@@ -1,11 +1,7 @@
-"""What the metrics modules share: argument checks (each names the argument, what was
-expected and what was given), the one source of randomness, resample weights, Holm.
-
-A (B, E) matrix of resample counts is 160 MB as float64 at 10,000 entities x 2,000 draws,
-so the counts are kept in the smallest unsigned dtype (one byte a cell) and turned into
-float64 a block of rows at a time for the products. Up to ``BLOCK_CELLS`` cells that is
-one block (bit for bit a float64 product); larger ones change at most a sum's last bits.
-"""
+"""What the metrics modules share: argument checks, the one source of randomness, resample
+weights, Holm. Resample counts are kept one byte a cell (float64: 160 MB at 10,000 entities
+x 2,000 draws) and widened a block of rows at a time: up to ``BLOCK_CELLS`` one block (bit
+for bit a float64 product); larger ones change at most a sum's last bits."""
 
 from __future__ import annotations
 
@@ -56,7 +52,7 @@ def check_statistic(statistic: object) -> Statistic:
 
 
 def check_positive_int(value: object, name: str) -> int:
-    """A strictly positive integer; bool and float are refused even when integral."""
+    """bool and float are refused even when integral."""
     if isinstance(value, bool | float):
         raise TypeError(f"{name} must be a positive int; got {type(value).__name__} {value!r}.")
     try:
@@ -71,7 +67,7 @@ def check_positive_int(value: object, name: str) -> int:
 
 
 def check_k(k: object, name: str = "k") -> int | None:
-    """``None`` (use the full lists) or a positive int."""
+    """``None`` (the full lists) or a positive int."""
     if k is None:
         return None
     return check_positive_int(k, name)
@@ -100,7 +96,6 @@ def make_rng(seed: object) -> np.random.Generator:
 
 
 def check_list(items: object, name: str) -> list[str]:
-    """A ranked list: a sequence (not a string) of str items."""
     if isinstance(items, str | bytes) or not isinstance(items, Sequence):
         raise TypeError(
             f"{name} must be a list of str (a ranked recommendation list); got "
@@ -120,15 +115,13 @@ FloatArray = npt.NDArray[np.float64]
 CountArray = npt.NDArray[Any]  # (B, E) unsigned integer counts (or float64 from a caller)
 
 
-#: Cells of a weight matrix converted to float64 at once (16 MB); 2,000 draws over up to
-#: 1,048 entities are one block.
+#: Cells of a weight matrix converted to float64 at once (16 MB: 2,000 draws x 1,048).
 BLOCK_CELLS = 1 << 21
-#: Resample indices drawn per block (8 MB): see :func:`resample_weights`.
+#: Resample indices drawn per block (8 MB).
 DRAW_BLOCK = 1 << 20
 
 
 def draw_block_rows(E: int, cells: int = BLOCK_CELLS) -> int:
-    """Rows of a (B, E) draw to make (or convert) at once: ``cells`` cells, at least one."""
     return max(1, cells // max(E, 1))
 
 
@@ -140,14 +133,12 @@ def compact_counts(W: CountArray, counts: npt.NDArray[np.int64]) -> CountArray:
 
 
 def reusable(W: CountArray) -> CountArray:
-    """``W`` to keep for many products: float64 if it is one block (no conversion per
-    product, at most 16 MB), else the compact counts."""
+    """``W`` kept for many products: float64 if one block (at most 16 MB), else compact."""
     return np.asarray(W, dtype=np.float64) if W.size <= BLOCK_CELLS else W
 
 
 def products(W: CountArray, *mats: FloatArray) -> tuple[FloatArray, ...]:
-    """``W @ m`` (float64) for every ``m`` (a matrix or a vector of E rows); W is
-    converted to float64 one block of rows at a time."""
+    """``W @ m`` (float64) for every ``m``, W widened one block of rows at a time."""
     B, E = W.shape
     rows = draw_block_rows(E)
     if rows >= B:
@@ -162,9 +153,8 @@ def products(W: CountArray, *mats: FloatArray) -> tuple[FloatArray, ...]:
 
 
 def resample_weights(rng: np.random.Generator, B: int, E: int) -> CountArray:
-    """(B, E): how often each entity is drawn in each of B resamples of size E, in the
-    smallest dtype that holds the counts; drawn in blocks of rows (the numbers of one
-    (B, E) draw), so the index array never holds more than ~1M entries."""
+    """(B, E) draw counts of each entity per resample, in the smallest dtype that holds
+    them; drawn in blocks of rows (the numbers of one draw: ~1M indices at a time)."""
     W: CountArray = np.empty((B, E), dtype=np.uint8)
     rows = max(1, DRAW_BLOCK // max(E, 1))
     for a in range(0, B, rows):

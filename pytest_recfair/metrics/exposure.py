@@ -1,10 +1,6 @@
-"""Who gets seen: item exposure and popularity bias (IFairLRS-style group unfairness).
-
-Per item group (a field, or popularity bins): slot share (plain and 1/log2(rank + 1)
-weighted) against the reference share, MGU (mean |gap|) and DGU (max - min gap) as
-IFairLRS defines them, the long-tail share, and per demographic value the popularity lift
-over neutral (paired by entity). Entities are the resampling unit.
-"""
+"""Item exposure and popularity bias (IFairLRS): per item group slot shares (plain and
+rank-discounted) against the reference, MGU and DGU, the long-tail share, and per value
+the popularity lift over neutral; entities are the resampling unit."""
 
 from __future__ import annotations
 
@@ -133,8 +129,7 @@ def holm(p: Sequence[float] | FloatArray) -> FloatArray:
 
 
 def _beyond(point: FloatArray, boot: FloatArray, limit: float) -> FloatArray:
-    """Centred bootstrap p of H0 |theta| <= limit, per column: one-sided towards the
-    nearer boundary (the observed sign); two-sided (doubled) for limit 0."""
+    """Centred bootstrap p of |theta| <= limit (one-sided by the observed sign; 0: doubled)."""
     B = boot.shape[0]
     with np.errstate(invalid="ignore"):
         hits = np.sum(np.sign(point) * (boot - point) >= np.abs(point) - limit, axis=0)

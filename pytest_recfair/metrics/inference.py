@@ -1,10 +1,6 @@
-"""Inference the gate can trust: intervals with coverage, a family-wise drift test.
-
-- ``mean_intervals``: t-interval over entities (93%+ coverage already at 25 entities);
-- ``drift_test``: every gated member against the baseline by one paired sign-flip test
-  (the SAME flips for every member), Westfall–Young step-down max-T, H0 "worsened by at
-  most the margin". Why: :mod:`._drift_core` and docs/baselines.md.
-"""
+"""Inference the gate can trust: t-intervals over entities (93%+ coverage at 25) and the
+drift test, every member by one paired sign-flip test (the same flips), Westfall–Young
+step-down max-T, H0 "worsened by at most the margin" (why: _drift_core, docs/baselines.md)."""
 
 from __future__ import annotations
 
@@ -29,9 +25,8 @@ Interval = tuple[float, float]
 #: The smallest attainable p-value 1/(B+1) must be at most alpha / _FLOOR_FACTOR, and the
 #: Monte Carlo error of a p-value near alpha at most ~1/6 of alpha: B >= 40 / alpha.
 _FLOOR_FACTOR = 40.0
-#: Share of alpha of the unusable-share members, in their own max-T part: they sit near
-#: their margin when nothing changed, and in one family with the spreads raised a
-#: spread's critical value from 2.05 to 2.36 (docs/baselines.md).
+#: Alpha share of the unusable-share members' own max-T part: near their margin when
+#: nothing changed, in the spreads' family they raised its critical value 2.05 -> 2.36.
 UNUSABLE_ALPHA = 0.2
 _NAN: Interval = (math.nan, math.nan)
 #: Gathered permutation blocks are kept below this many cells (memory ~ 8 bytes each).
@@ -65,7 +60,7 @@ def permuted_totals(
 
 
 def required_resamples(alpha: float) -> int:
-    """Resamples needed so the p-value floor 1/(B+1) never decides a verdict at ``alpha``."""
+    """So that the p-value floor 1/(B+1) never decides a verdict at ``alpha``."""
     return math.ceil(_FLOOR_FACTOR / alpha)
 
 
@@ -87,8 +82,8 @@ def mean_intervals(sims: FloatArray, confidence: float = 0.95) -> list[Interval]
 
 @dataclass(frozen=True)
 class DriftMember:
-    """One gated comparison: a statistic of both runs' rows (for "unusable" 0/1 rows and
-    their share); ``key`` names it for the caller, ``margin`` overrides the tolerance."""
+    """One gated comparison of a statistic of both runs' rows ("unusable": 0/1 rows);
+    ``margin`` overrides the tolerance."""
 
     key: tuple[str, ...]
     statistic: DriftQuantity
@@ -101,8 +96,6 @@ class DriftMember:
 
 @dataclass(frozen=True)
 class MemberVerdict:
-    """The drift test of one member: worsening (>0 = less fair), its adjusted p."""
-
     key: tuple[str, ...]
     statistic: DriftQuantity
     baseline: float
@@ -126,7 +119,7 @@ class MemberVerdict:
 
 @dataclass(frozen=True)
 class DriftResult:
-    """The family's verdicts; ``n_resamples`` is the number of sign-flip draws used."""
+    """The family's verdicts; ``n_resamples``: the sign-flip draws used."""
 
     members: tuple[MemberVerdict, ...]
     tolerance: float
@@ -148,9 +141,7 @@ _Paired = tuple[FloatArray, FloatArray, list[int]]
 def _pair_rows(
     m: DriftMember, index: dict[str, int], known: dict[Any, _Pairing] | None = None
 ) -> _Paired:
-    """Both runs' rows of the entities they share, and their columns in ``index``;
-    ``known``: pairings already made, by the two entity lists (every member of a
-    paper-scale family has the same two)."""
+    """Both runs' shared rows and columns; ``known``: pairings by the two entity lists."""
     ids = (tuple(m.baseline_entities), tuple(m.candidate_entities))
     pairing = None if known is None else known.get(ids)
     if pairing is None:
@@ -195,8 +186,7 @@ def _observed(base: FloatArray, cand: FloatArray, statistic: DriftQuantity) -> t
 
 
 def shared_values(m: DriftMember) -> tuple[float, float, int]:
-    """Baseline and candidate statistic on the entities both runs share, and how many:
-    what a subset run is tested on, so what it reports (DataError when none is shared)."""
+    """Both statistics on the shared entities (what a subset run is tested on), and how many."""
     base, cand, rows = _pair_rows(m, {})
     return (*_observed(base, cand, m.statistic), len(rows))
 
@@ -204,9 +194,8 @@ def shared_values(m: DriftMember) -> tuple[float, float, int]:
 def _standardise(
     lins: Sequence[_core.Linear], paired: Sequence[_Paired], margins: Sequence[float], E: int
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Observed T (m,), the (E, m) contributions scaled to unit flip variance, and each
-    member's factor: a margin member's SE is estimated (its contributions are centred),
-    so its reference widens as a t-test's does, by t_{n-1} / z at the 95% point."""
+    """Observed T, the (E, m) contributions at unit flip variance, and each member's factor:
+    a margin member's SE is estimated, so its reference widens by t_{n-1} / z at 95%."""
     m = len(lins)
     T, U, factor = np.full(m, -np.inf), np.zeros((E, m)), np.ones(m)
     for j, (lin, (_, _, rows), margin) in enumerate(zip(lins, paired, margins, strict=True)):
@@ -227,10 +216,8 @@ def _standardise(
 def alpha_parts(
     members: Sequence[DriftMember], T: FloatArray, alpha: float
 ) -> list[tuple[npt.NDArray[np.bool_], float]]:
-    """The family's two parts and the alpha each is tested at: the spread statistics
-    (1 - ``UNUSABLE_ALPHA`` of alpha) and the unusable shares (``UNUSABLE_ALPHA``). A part
-    with nothing to test (no member whose contributions vary) cannot reject, so then the
-    family is tested as one at the whole alpha."""
+    """The spreads (1 - UNUSABLE_ALPHA of alpha) and the unusable shares (UNUSABLE_ALPHA);
+    one family at the whole alpha when a part has nothing to test (cannot reject)."""
     unusable = np.array([m.statistic == "unusable" for m in members], dtype=bool)
     parts = [(~unusable, 1.0 - UNUSABLE_ALPHA), (unusable, UNUSABLE_ALPHA)]
     testable = ~np.isneginf(T)  # -inf: no variation and no worsening, never rejects
@@ -248,9 +235,7 @@ def _adjust(
     alpha: float,
     margins: Sequence[float],
 ) -> tuple[FloatArray, FloatArray, npt.NDArray[np.bool_], FloatArray, bool]:
-    """Raw and adjusted p, screened members, critical values, and whether the family was
-    split: screening and step-down max-T within each part at its share of alpha, a part's
-    adjusted p scaled by alpha / its level (Bonferroni over the parts)."""
+    """Per part at its alpha share, adjusted p scaled by alpha / level (Bonferroni)."""
     selectable = np.array([g > 0 for g in margins], dtype=bool)
     raw, adjusted = np.ones(T.size), np.ones(T.size)
     dropped, crit = np.zeros(T.size, dtype=bool), np.full(T.size, np.inf)
@@ -273,9 +258,8 @@ def drift_test(
     n_resamples: int = 2000,
     seed: int | np.random.Generator = 0,
 ) -> DriftResult:
-    """Test every member for a worsening beyond ``tolerance``, family-wise error <= alpha,
-    with at least ``required_resamples(alpha)`` and ``STABLE_DRAWS`` draws (all 2**E flips
-    when fewer); DataError when too few entities are paired for a p-value to reach alpha."""
+    """Every member tested for a worsening beyond ``tolerance``, family-wise error <= alpha;
+    at least required_resamples(alpha) and STABLE_DRAWS draws (all 2**E flips when fewer)."""
     tol, a_level = _check_gate(tolerance, alpha)
     B = max(check_positive_int(n_resamples, "n_resamples"), required_resamples(a_level))
     B = max(B, STABLE_DRAWS)

@@ -1,10 +1,6 @@
-"""Item-side fairness: how a group's prompt shifts the properties of the recommended items.
-
-Per catalogue field and group: category shares (LMRec's f(c|D_l)), total variation
-distance from neutral (the gated "shift") and LMRec's association B(c, l). The tests
-permute an entity's LISTS within the entity: exact under "no group effect" whatever the
-group sizes (permuting pooled groups rejected 47% of null runs at 5%, docs/itemside.md).
-"""
+"""Item-side fairness: category shares per field and group (LMRec's f(c|D_l)), TVD from
+neutral (the gated shift), association B(c, l). Tests permute an entity's lists within it:
+exact whatever the group sizes (pooled permutation rejected 47% of null runs at 5%)."""
 
 from __future__ import annotations
 
@@ -50,8 +46,7 @@ class ItemCounts:
 
 @dataclass(frozen=True)
 class FieldCodes:
-    """One categorical field of the items: its categories (in table order) and each
-    item's category index (item index -> category index, -1 when the item lacks it)."""
+    """A field's categories (table order) and each item's category index (-1: none)."""
 
     name: str
     categories: tuple[str, ...]
@@ -123,8 +118,7 @@ def shares(tot: FloatArray, offsets: IntArray) -> FloatArray:
 
 
 def tvd(share: FloatArray, offsets: IntArray) -> FloatArray:
-    """(..., G, C) shares -> (..., G-1, F): total variation distance of each value from
-    group 0 (neutral) in each field, 0.5 * sum |p_g - p_0|."""
+    """(..., G, C) shares -> (..., G-1, F): each value's TVD from neutral per field."""
     diff = np.abs(share[..., 1:, :] - share[..., :1, :])
     return 0.5 * np.add.reduceat(diff, offsets[:-1], axis=-1)
 
@@ -159,9 +153,8 @@ def _family(observed: FloatArray, null: FloatArray) -> tuple[FloatArray, FloatAr
 def group_tests(
     counts: ItemCounts, n_permutations: int = 1000, seed: int | np.random.Generator = 0
 ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
-    """Both families of one permutation run: shift from neutral (observed, raw p,
-    family-wise p) and each value against the others (observed, family-wise p). The null
-    shuffles each entity's lists within it, pooled into their groups as observed."""
+    """Both families of one permutation run: shift from neutral (observed, raw and
+    family-wise p) and each value against the others (observed, family-wise p)."""
     B = common.check_positive_int(n_permutations, "n_permutations")
     rng = common.make_rng(seed)
     off = counts.offsets

@@ -1,15 +1,7 @@
-"""Similarity of neutral and sensitive lists: Jaccard, SERP*, PRAG*, one pair or many.
-
-The scalar functions follow /work/shared/reference/metrics.md, which calls
-``metric(sensitive, neutral)``; this API takes ``(neutral, sensitive)``.
-
-The vectorised engine (``encode``, ``curves_all_k``) must return exactly the scalar floats
-(tests compare with ``==``): every final division is "int / int" or "int * 0.5 / int".
-Lists become int32 id rows padded with -1 (neutral) / -2 (sensitive) so pads never match.
-Position i of S and j of N enter the truncation at k = max(i, j) + 1, so a histogram of
-entry times and a cumulative sum give each quantity at every k at once; only PRAG under
-``fairllm`` with repeats in N (the last occurrence moves as k grows) needs a per-k loop.
-"""
+"""Jaccard, SERP*, PRAG* of (neutral, sensitive) lists (the reference's order is reversed).
+The vectorised engine returns exactly the scalar floats (every final division int / int):
+position i of S and j of N enter at k = max(i, j) + 1, so a histogram of entry times and a
+cumsum give every k at once; only fairllm PRAG with repeats in N needs a per-k loop."""
 
 from __future__ import annotations
 
@@ -26,7 +18,6 @@ from pytest_recfair.vocab import MetricName, Variant
 
 
 def dedup(items: Sequence[str]) -> list[str]:
-    """Keep the first occurrence of every item, in order."""
     return list(dict.fromkeys(items))
 
 
@@ -156,10 +147,9 @@ def encode(
     pad: int,
     label: Callable[[int], str],
 ) -> tuple[npt.NDArray[np.int32], IntArray]:
-    """Intern ``lists`` (None: empty) into a (len(lists), K) id array and their truncated
-    lengths; ``label(i)`` names list i in errors. Items are type-checked after interning:
-    one pass over the distinct new items, not over every item. A list object given more
-    than once (replies of one text share theirs) is interned once."""
+    """``lists`` (None: empty) as a (len(lists), K) id array padded with ``pad`` and their
+    truncated lengths; ``label(i)`` names list i in errors. Types are checked once per new
+    distinct item, and a list object given twice is interned once."""
     start = len(table)
     row_of: dict[int, int] = {}  # id of a list -> its row of distinct lists (0: None)
     which = [0] * len(lists)
@@ -217,8 +207,7 @@ def _divide(num: FloatArray, den: IntArray, ok: npt.NDArray[np.bool_]) -> FloatA
     return out
 
 
-# Pairs per block are chosen so a block's (pairs, K, K) tensors stay near this many
-# elements: bounded memory for long lists, and blocks that fit in cache.
+# A block's (pairs, K, K) tensors stay near this many elements (bounded, cache-sized).
 BLOCK_ELEMENTS = 2_000_000
 
 
@@ -232,26 +221,20 @@ def curves_all_k(
     metrics: Sequence[MetricName] = ("jaccard", "serp", "prag"),
     ent: IntArray | None = None,
 ) -> dict[MetricName, FloatArray]:
-    """Each metric at k = 1..K for P pairs: {metric: (P, K) float64}.
-
-    N (E, K) holds neutral rows; ``ent`` (P,) says which N row each S row pairs with
-    (default: row p of N). Per-entity work is done once per entity and block.
-    """
+    """Each metric at k = 1..K for P pairs: {metric: (P, K)}; ``ent`` (P,): the N row each
+    S row pairs with (default: row p)."""
     P = S.shape[0]
     if P == 0:
         return {m: np.zeros((0, K)) for m in metrics}
-    # Beyond the longest list, truncation changes nothing: compute up to that length and
-    # repeat the last column (a k of 1000 must not build 1000 x 1000 tensors).
+    # past the longest list truncation changes nothing: repeat the last column
     longest = int(max(lN.max(initial=0), lS.max(initial=0), 1))
     Ke = min(K, longest)
-    # A pair's scores depend on its two lists only (row by row, integer counts): identical
-    # pairs, common (a fair value repeats the neutral list), are scored once.
+    # identical pairs (common: a fair value repeats the neutral list) are scored once
     ent = np.arange(P, dtype=np.int64) if ent is None else np.asarray(ent, dtype=np.int64)
     first, back = _distinct_rows(np.concatenate([ent[:, None], lS[:, None], S[:, :Ke]], axis=1))
     ent, S, lS, P = ent[first], S[first], lS[first], first.size
     N, S = np.ascontiguousarray(N[:, :Ke]), np.ascontiguousarray(S[:, :Ke])
     step = max(1, BLOCK_ELEMENTS // (Ke * Ke))
-    # distinct items in N[:k], once per neutral row
     dN_all: IntArray = np.concatenate(
         [
             np.cumsum(_first_occurrence(N[a : a + step], lN[a : a + step]), axis=1, dtype=np.int64)
@@ -277,8 +260,7 @@ def curves_all_k(
 
 
 def _distinct_rows(a: IntArray) -> tuple[IntArray, IntArray]:
-    """(the first row of each distinct row of ``a``, which of them each row is). By the
-    rows' bytes: np.unique(axis=0) sorts, and cost more than the scoring it saved."""
+    """First of each distinct row, which each row is; by bytes (np.unique's sort cost more)."""
     raw, width = a.tobytes(), a.dtype.itemsize * a.shape[1]
     seen: dict[bytes, int] = {}
     first: list[int] = []
@@ -312,7 +294,6 @@ def _curves_block(
     variant: Variant,
     metrics: Sequence[MetricName],
 ) -> dict[MetricName, FloatArray]:
-    """All metrics for one block of pairs; row p of Np is the neutral list of S row p."""
     out: dict[MetricName, FloatArray] = {}
     ar = np.arange(K)
     ks = ar + 1
@@ -337,11 +318,9 @@ def _curves_block(
 
     if "serp" in metrics:
         if variant == "fairllm":
-            # total_k = sum over (i, j) with S[i] == N[j], i < k, j < k of (len_k(S) - i + 1)
-            #         = (len_k(S) + 1) * C_k - D_k.
-            # hits[p, i, k-1] = #{j < k : S[i] == N[j]}; C_k sums it over i < k, D_k weighs
-            # by i. einsum, not a BLAS product: threaded BLAS thrashes on a busy machine.
-            # int32 holds D_k < K**3 / 2 up to K = 1000.
+            # total_k = (len_k(S) + 1) * C_k - D_k, C_k the matches in S[:k] x N[:k], D_k
+            # weighed by i; einsum, not BLAS (threads thrash on a busy machine); int32 holds
+            # D_k < K**3 / 2 up to K = 1000
             acc: type[np.signedinteger[Any]] = np.int32 if K <= 1000 else np.int64
             hits: npt.NDArray[np.signedinteger[Any]] = np.cumsum(EQ, axis=2, dtype=acc)
             below: npt.NDArray[np.signedinteger[Any]] = (ar[:, None] <= ar[None, :]).astype(acc)
@@ -389,9 +368,8 @@ def _prag(
     upper = np.triu(np.ones((K, K), dtype=bool), k=1)  # [i, j] = i < j
     validS = ar[None, :] < lS[:, None]
     f8: npt.NDArray[np.signedinteger[Any]] = fN.astype(np.int16 if K < 32_000 else np.int32)
-    # Pair (i, j), i < j, scores once both are in S[:k] and S[i] is in N[:k]
-    # (k > max(j, fN[i])), if S[j] is absent from N or comes after S[i] in N. With first
-    # occurrences that comparison never changes as k grows (fN[j] >= k means "absent").
+    # pair i < j scores once k > max(j, fN[i]) if S[j] is absent from N or after S[i]
+    # there; with first occurrences that never changes as k grows
     keep = upper[None] & present[:, :, None] & validS[:, None, :]
     if variant == "normalized":
         keep &= firstS[:, :, None] & firstS[:, None, :]
@@ -402,8 +380,7 @@ def _prag(
     score = np.einsum("pik,pik->pk", kept_before, in_n).astype(np.int64)
 
     if variant == "fairllm":
-        # The notebook uses the LAST occurrence in N[:k]; it differs from the first only
-        # in rows where N repeats an item of S. Recompute those rows per k.
+        # the notebook uses the LAST occurrence in N[:k]: rows where N repeats an S item
         rows = np.flatnonzero((EQ.sum(2) >= 2).any(1))
         if rows.size:
             score[rows] = _prag_last_occurrence(EQ[rows], lS[rows], K)
@@ -418,14 +395,13 @@ def _prag(
     m = lSk
     pairs = m * (m - 1) // 2 if variant == "fairllm" else m * (m + 1)
     res = _divide(score.astype(np.float64), pairs, (m >= 2) & (lNk > 0))
-    # len(S) == 1: 1 only when S == N as lists, i.e. N has one item and it is S[0].
+    # len(S) == 1: 1 only when S == N as lists
     same_head = S[:, 0] == Np[:, 0]
     res[(m == 1) & (lNk == 1) & same_head[:, None]] = 1.0
     return res
 
 
 def _prag_last_occurrence(EQ: npt.NDArray[np.bool_], lS: IntArray, K: int) -> IntArray:
-    """Pair scores at every k using the last occurrence of each S item in N[:k]."""
     ar = np.arange(K)
     Q = EQ.shape[0]
     last = np.maximum.accumulate(np.where(EQ, ar[None, None, :], -1), axis=2)

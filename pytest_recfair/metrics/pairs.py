@@ -1,10 +1,6 @@
-"""Which of two models is fairer: a paired test on the entities both were audited on.
-
-Under "equally fair" an entity's two rows are exchangeable, so the test swaps them at
-random (the SAME swaps for every attribute): two-sided, Westfall–Young step-down max-T
-over the pair's attributes (benchmarks/compare_models_validity.py). The interval is
-``stats.paired_comparison``'s bootstrap; the decision is the permutation test's.
-"""
+"""Which of two models is fairer: under "equally fair" an entity's two rows exchange, so
+the test swaps them (the same swaps for every attribute), two-sided step-down max-T; the
+interval is paired_comparison's bootstrap, the decision the permutation test's."""
 
 from __future__ import annotations
 
@@ -114,8 +110,7 @@ def paired_models(
 
 
 def _flips(rng: np.random.Generator, B: int, E: int) -> tuple[common.CountArray, bool]:
-    """(B, E) 0/1 swap indicators (one byte each): all 2**E when that is at most B, else
-    B random draws (made a block of rows at a time: the numbers of one (B, E) draw)."""
+    """(B, E) 0/1 swaps: all 2**E when at most B, else B draws (a block of rows at a time)."""
     if E <= 20 and 2**E <= B:
         codes = np.arange(2**E, dtype=np.int64)
         return ((codes[:, None] >> np.arange(E)) & 1).astype(np.uint8), True
@@ -129,8 +124,7 @@ def _flips(rng: np.random.Generator, B: int, E: int) -> tuple[common.CountArray,
 def _swapped(
     base: FloatArray, cand: FloatArray, S: common.CountArray, statistic: Statistic
 ) -> tuple[float, float, float, FloatArray]:
-    """Both models' statistic, b - a, and b - a under each swap (``S``: the member's
-    entities' columns of the flips), from column sums and counts."""
+    """Both models' statistic, b - a, and b - a under each swap of ``S``."""
     vb, vc = ~np.isnan(base), ~np.isnan(cand)
     b0, c0 = np.where(vb, base, 0.0), np.where(vc, cand, 0.0)
     nb, nc = vb.astype(np.float64), vc.astype(np.float64)

@@ -90,8 +90,7 @@ def _uniform_test(
 
 
 def _positions_of(chosen: IntArray, where: IntArray) -> IntArray:
-    """(..., E, G, P) position of each chosen candidate (-1/-2 kept); ``where`` (..., E, P,
-    k) maps each candidate to its position in the order shown."""
+    """Position of each chosen candidate (-1/-2 kept); ``where``: candidate -> position."""
     idx = np.clip(chosen, 0, None).transpose(0, 2, 1)  # (E, P, G)
     pos = np.take_along_axis(where, np.broadcast_to(idx, (*where.shape[:-1], idx.shape[-1])), -1)
     return np.where(chosen >= 0, np.swapaxes(pos, -1, -2), chosen)

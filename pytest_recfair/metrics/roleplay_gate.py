@@ -1,13 +1,7 @@
-"""Role-play statistics for the gate: drift against a baseline, role effect, limits.
-
-Questions pair by id. A rate member (attribute x question type) is gated on biased
-ROUNDS, d_i = now - baseline: the sign-flip test of Σ d_i given |d_i| is exact under "no
-change" and carries ~4x the information of majority verdicts (benchmarks/
-roleplay_validity.py); with a margin δ > 0, z = (Σ d_i - n·R·δ) / sqrt(Σ d_i²)
-(conservative). Undetermined shares: exact one-sided McNemar. Family-wise: Holm, not
-Westfall–Young: the cells use disjoint questions (independent tests), so Holm is near it,
-deterministic and identical after a shard merge.
-"""
+"""Role-play gate: drift on biased ROUNDS d_i = now - baseline per question (the sign-flip
+test, exact at margin 0, carries ~4x the verdicts' information; margin δ: z = (Σ d_i -
+n·R·δ) / sqrt(Σ d_i²)), McNemar for undetermined shares; Holm (disjoint questions:
+deterministic, shard-merge stable), role effect, limits."""
 
 from __future__ import annotations
 
@@ -61,9 +55,7 @@ def mcnemar_one_sided(b: int, c: int, n: int = 0, margin: float = 0.0) -> tuple[
 
 
 def signflip_one_sided(diffs: Sequence[int], rounds: int = 0, margin: float = 0.0) -> float:
-    """One-sided p of H0 "no rise" from paired integer changes ``diffs`` (see the module
-    docstring): exact sign-flip at ``margin`` 0, else its normal approximation about the
-    shifted centre ``len(diffs) * rounds * margin``."""
+    """One-sided p of H0 "no rise" from paired integer changes (exact at margin 0)."""
     total = sum(diffs)
     if margin > 0:
         ss = sum(d * d for d in diffs)

@@ -1,9 +1,6 @@
-"""SNSR / SNSV / PAFS intervals that also cover a fair attribute and ties at the top.
-
-Each is a spread of the value means (range, sd, mean absolute deviation); its interval
-inverts a bootstrap-t test of each candidate spread (see _inverted). Reasoning and
-measured coverage: docs/baselines.md.
-"""
+"""SNSR / SNSV / PAFS intervals (spreads of the value means) that also cover a fair
+attribute and ties at the top: each inverts a bootstrap-t test of every candidate spread
+(reasoning and measured coverage: docs/baselines.md)."""
 
 from __future__ import annotations
 
@@ -43,11 +40,8 @@ class _Boot:
 
 
 def _moments(W: common.CountArray, X0: FloatArray, M: FloatArray) -> tuple[FloatArray, ...]:
-    """Per resample (rows of W): value means (B, V) and their covariance (V, V, B).
-
-    cov_jk = sum w v_j v_k (x_j - m_j)(x_k - m_k) / (n_j n_k) * n_jk / (n_jk - 1) (w counts,
-    v validity, x scores), from one pass over W; fully scored, only x_j x_k is needed.
-    """
+    """Per resample: value means (B, V) and their covariance (V, V, B), cov_jk = sum w v_j
+    v_k (x_j - m_j)(x_k - m_k) / (n_j n_k) * n_jk / (n_jk - 1), one pass over W."""
     E, V = X0.shape
     B = W.shape[0]
     j, k = np.triu_indices(V)
@@ -82,8 +76,7 @@ def _moments(W: common.CountArray, X0: FloatArray, M: FloatArray) -> tuple[Float
 
 
 def _boot_devs(X: FloatArray, W: common.CountArray) -> _Boot:
-    """NaN cells are left out of their column; a resample in which a value has no scorable
-    entity (only with missing="skip") gets deviation 0 there."""
+    """NaN cells left out; a value with no scorable entity in a resample: deviation 0."""
     valid = ~np.isnan(X)
     X0 = np.where(valid, X, 0.0)
     M = valid.astype(np.float64)
@@ -97,8 +90,7 @@ def _boot_devs(X: FloatArray, W: common.CountArray) -> _Boot:
 
 
 def _spread(means: FloatArray, kind: str) -> FloatArray:
-    """Range, population sd or mean absolute deviation over the last axis (each translation
-    invariant and positively homogeneous, which _patterns relies on)."""
+    """Range, sd or mean absolute deviation (translation invariant, homogeneous: _patterns)."""
     if kind == "range":
         return np.asarray(np.max(means, axis=-1) - np.min(means, axis=-1))
     if kind == "sd":
@@ -108,9 +100,7 @@ def _spread(means: FloatArray, kind: str) -> FloatArray:
 
 
 def _spread_var(x: FloatArray, cov: FloatArray, kind: str) -> tuple[FloatArray, FloatArray]:
-    """_spread of each column of ``x`` (V, B) and its delta-method variance grad' cov grad.
-    Gradients: +-1 at the first largest / smallest (range), centred / (V sd) (sd),
-    (sign - mean sign) / V (mean absolute deviation)."""
+    """_spread of each column of ``x`` (V, B) and its delta-method variance grad' cov grad."""
     V, B = x.shape
     if kind == "range":
         i_hi, i_lo, cols = np.argmax(x, axis=0), np.argmin(x, axis=0), np.arange(B)
@@ -131,8 +121,7 @@ Draws = Callable[[float], tuple[FloatArray, FloatArray]]
 
 
 def _sd_draws(shapes: FloatArray, devs: FloatArray, cov: FloatArray) -> Draws:
-    """sd and its delta-method variance of theta * shapes + devs for any theta from six
-    (B,) sums computed once: both are quadratics in theta (see _spread_var)."""
+    """sd and its variance of theta * shapes + devs from six sums (quadratics in theta)."""
     V = shapes.shape[0]
     cs, cd = np.einsum("jkb,kb->jb", cov, shapes), np.einsum("jkb,kb->jb", cov, devs)
     ss, sd, dd = (
@@ -158,11 +147,8 @@ _DEGENERATE = 0.01  # a resample's standard error under 1% of the spread's: a br
 
 
 def _patterns(est: FloatArray, dev: FloatArray, kind: str) -> FloatArray:
-    """(V, B) pattern of the value means per resample, centred and scaled to spread 1.
-
-    Each resample takes it from another resample's means, so the reference distribution
-    carries the pattern's own uncertainty. A pattern with no spread becomes +-1 halves.
-    """
+    """(V, B) value means centred and scaled to spread 1, each from another resample's
+    means (the reference carries the pattern's uncertainty); no spread: +-1 halves."""
     P = est[None, :] + np.roll(dev, 1, axis=0)
     P = P - np.mean(P, axis=1, keepdims=True)
     g = _spread(P, kind)
@@ -183,11 +169,8 @@ def _quantile(x: FloatArray, q: float) -> float:
 
 
 def _root(h: Callable[[float], float], lo: float, hi: float, h_lo: float, h_hi: float) -> float:
-    """Where h crosses 0 in [lo, hi] (0 counts as the ``hi`` side), to within what _STEPS
-    bisection steps would reach. Illinois regula falsi (h is near linear in theta, the
-    statistic being near a pivot), each step at least tol / 2 from the ends; bisection
-    after 3 * _STEPS steps.
-    """
+    """Where h crosses 0 in [lo, hi] (0: the ``hi`` side) to _STEPS bisections' precision:
+    Illinois regula falsi (h is near linear: a near pivot), bisection after 3 * _STEPS."""
     tol = (hi - lo) * 2.0**-_STEPS
     last = 0
     for step in range(4 * _STEPS):
@@ -211,14 +194,10 @@ def _root(h: Callable[[float], float], lo: float, hi: float, h_lo: float, h_hi: 
 
 
 def _inverted(boot: _Boot, kind: str, alpha: float) -> Interval:
-    """Interval for the true spread by inverting Hall's bootstrap-t test of each theta.
-
-    Under theta the means are a pattern (_patterns) scaled to spread theta plus the
-    bootstrap deviations (theta 0: the fair attribute exactly); t = (g - theta) / se, se
-    from each draw's own covariance. theta is kept when the observed t is between the
-    alpha_U and 1 - alpha_L quantiles; alpha_U is 0 at theta 0 (a fair attribute cannot
-    look too fair) and grows to alpha / 2 over _RAMP null spreads.
-    """
+    """Hall's bootstrap-t test inverted: under theta the means are a pattern scaled to
+    theta plus the deviations; theta kept when t = (g - theta) / se lies between the alpha_U
+    and 1 - alpha_L quantiles, alpha_U 0 at theta 0 (a fair attribute cannot look too
+    fair), growing to alpha / 2 over _RAMP null spreads."""
     est, dev = boot.est, boot.dev
     obs = float(_spread(est, kind))
     sd0 = float(np.std(_spread(dev, kind)))

@@ -1,8 +1,5 @@
-"""Uncertainty: bootstrap CIs of an attribute table, paired run comparison, noise floor.
-
-Resampling is over ENTITIES (rows of a SimilarityMatrix): an entity's lists share its
-popularity and the model's knowledge of it, so they stay together.
-"""
+"""Bootstrap CIs, paired run comparison, noise floor; resampled over ENTITIES (an entity's
+lists share its popularity and the model's knowledge of it)."""
 
 from __future__ import annotations
 
@@ -197,10 +194,8 @@ def intervals(
     seed: int | np.random.Generator = 0,
     confidence: float = 0.95,
 ) -> AttributeIntervals:
-    """The reported intervals: a t-interval over entities for each value's mean Sim(a),
-    and ``spread.spread_intervals`` for SNSR / SNSV / PAFS (they cover a fair
-    attribute and ties at the top, which a percentile bootstrap of max - min never does).
-    """
+    """t-intervals of the value means; spread_intervals for SNSR / SNSV / PAFS (they cover
+    a fair attribute and top ties, which a percentile bootstrap of max - min never does)."""
     m = _check_matrix(matrix, "matrix")
     B = check_positive_int(n_resamples, "n_resamples")
     conf = check_confidence(confidence)
@@ -310,9 +305,8 @@ def noise_per_entity(
     k: int | None = 25,
     variant: Variant = "normalized",
 ) -> FloatArray:
-    """One value per entity of ``repeats`` (in order): its mean repeat-vs-repeat similarity,
-    NaN when it has fewer than two non-None repeats. Each entity's value depends on its own
-    replies only, so computing entities in parts gives the same numbers bit for bit."""
+    """Each entity's mean repeat-vs-repeat similarity (NaN: < 2 repeats); its own replies
+    only, so computing entities in parts gives the same numbers bit for bit."""
     m = check_metric(metric)
     v = check_variant(variant)
     kk = check_k(k)

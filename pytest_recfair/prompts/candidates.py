@@ -1,8 +1,5 @@
-"""Candidate-list prompts: "pick one" and "rank these", with the candidate order permuted.
-
-Every group of an entity sees the same P seeded orders (order 0 is the given one), so
-groups are compared on equal footing and reruns send identical prompts.
-"""
+"""Candidate-list prompts ("pick one", "rank these"): every group of an entity sees the
+same P seeded orders (order 0 as given): equal footing, identical reruns."""
 
 from __future__ import annotations
 
@@ -74,8 +71,7 @@ class CandidateCase:
 
 
 def entity_orders(entity_id: str, k: int, orders: int, seed: int) -> np.ndarray:
-    """(orders, k) candidate orders for one entity: order 0 as given, then permutations
-    seeded by (seed, entity) through SHA-256, so they do not depend on the process."""
+    """(orders, k): order 0 as given, then permutations seeded by SHA-256 of (seed, entity)."""
     digest = hashlib.sha256(json.dumps([seed, entity_id]).encode("utf-8")).digest()
     rng = np.random.default_rng(int.from_bytes(digest[:8], "big"))
     rows = [np.arange(k)] + [rng.permutation(k) for _ in range(orders - 1)]

@@ -1,8 +1,5 @@
-"""Prompt cases, and a prompt of ours matched back to its case.
-
-The simulated recommender receives only prompt text; ``match_prompt`` recovers the entity,
-K and the (attribute, value) so planted biases can key on them, misspelt values included.
-"""
+"""Prompt cases, and a prompt of ours matched back to its entity, K and (attribute, value)
+(``match_prompt``: the simulator sees only text, and planted biases key on them)."""
 
 from __future__ import annotations
 
@@ -88,8 +85,8 @@ def case_id(
     perturbation: str | None,
     repeat: int,
 ) -> str:
-    """Stable id: SHA-256 of what identifies a case, 16 hex chars. It keys cassettes and
-    baselines, so it must not depend on dict order, Python version or process."""
+    """16 hex chars of SHA-256: keys cassettes and baselines, so independent of dict order,
+    Python version or process."""
     return _id_of(
         _encoded(templates, domain, k),
         _encoded(entity_id),
@@ -104,8 +101,7 @@ def _encoded(*values: object) -> str:
 
 
 def _id_of(head: str, entity: str, cell: str, tail: str) -> str:
-    """The id of the JSON array ``[head, entity, cell, tail]`` (each part ``_encoded``):
-    a build encodes each part once, not each case's whole array."""
+    """The id of ``[head, entity, cell, tail]``, each part encoded once per build."""
     payload = f"[{head},{entity},{cell},{tail}]"
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
@@ -218,8 +214,7 @@ def _chosen(grid: Grid, attributes: Sequence[str] | None) -> list[Attribute]:
 def _system_texts(
     lt: LanguageTemplates, nouns: dict[str, str], language: str, system: str | None, domain: str
 ) -> tuple[str, str]:
-    """(conditioned, neutral) system messages; a set may give the neutral prompt its own
-    (the published French run asked it in English)."""
+    """(conditioned, neutral) system messages (the French run asked neutral in English)."""
     elide = not lt.verbatim
     if system is not None:
         text = system.replace("{domain}", domain)
@@ -405,8 +400,7 @@ def _phrases(grid: Grid, language: str, crossed: bool) -> Iterator[tuple[str, st
 
 @lru_cache(maxsize=32)
 def _lookup(templates: str, language: str) -> tuple[dict[str, tuple[str, str]], int]:
-    """Phrase -> (attribute, label); the int counts single-attribute entries, which come
-    first (dicts keep insertion order) and are tried first when matching a typo."""
+    """Phrase -> (attribute, label); the int counts single-attribute entries (tried first)."""
     table: dict[str, tuple[str, str]] = {}
     first = "fairllm" if templates in ("faireval", "fairllm") else "faireval"
     for name in (first, *(g for g in BUNDLED_GRIDS if g != first)):

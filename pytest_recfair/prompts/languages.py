@@ -1,9 +1,5 @@
-"""How a value is written: translation tables, the grammar that turns values into phrases, typos.
-
-No runtime translation: ``data/languages/<code>.yaml`` holds the nouns and the bundled
-grid's values; fr/es/de phrases are "head noun + agreeing adjectives" ("schwarzer Mann"),
-Chinese ones "modifiers + head noun". Typos are seeded edits of the value's words only.
-"""
+"""How a value is written: translation tables (no runtime translation), the grammar of
+phrases (fr/es/de head noun + agreeing adjectives, zh modifiers + noun), seeded typos."""
 
 from __future__ import annotations
 

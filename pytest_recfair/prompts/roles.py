@@ -1,9 +1,5 @@
-"""Role-play question sets and the exact messages of the BiasLens protocol (issue 20).
-
-Sets load from YAML or the paper's CSV columns, validated by ``schemas/roleplay.schema.json``.
-Messages are the paper's query scripts' byte for byte: system ``You are a {role}``, user =
-question + the format instruction of its type.
-"""
+"""Role-play question sets (YAML or the paper's CSV columns) and the BiasLens messages,
+byte for byte the paper's scripts': system ``You are a {role}``, question + instruction."""
 
 from __future__ import annotations
 
@@ -208,12 +204,8 @@ def build_role_cases(
 def load_roles(
     source: str | Path = "default", *, attribute: str | None = None, strict: bool = False
 ) -> RoleSet:
-    """A question set from a bundled name (``"default"``) or a CSV / YAML / JSON file.
-
-    Duplicate and placeholder questions are left out and listed in ``RoleSet.skipped``
-    (``strict=True``: DataError), except in a ``published: true`` set, which keeps every
-    row as the study counted it (repeats get ids ``<id>~N``).
-    """
+    """A bundled set or CSV / YAML / JSON file; duplicates and placeholders go to
+    ``skipped`` (strict: DataError) except in a ``published: true`` set (repeats: ``~N``)."""
     path = Path(source)
     node = resources.files("pytest_recfair.prompts").joinpath("data", "roleplay", f"{source}.yaml")
     if isinstance(source, str) and not path.suffix and node.is_file():

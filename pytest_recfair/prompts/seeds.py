@@ -1,8 +1,5 @@
-"""Seed entities: the directors, artists (or the user's own items) the prompts are about.
-
-Subsampling ranks entities by a seeded hash of their id, so a smaller ``n`` is a subset of
-a larger one: a quick PR run audits entities the nightly run audits too.
-"""
+"""Seed entities the prompts are about; subsampled by a seeded hash of the id, so a quick
+PR run audits a subset of the nightly run's entities."""
 
 from __future__ import annotations
 
@@ -177,8 +174,7 @@ def _examples_root() -> Any:
 
 
 def pipeline_example_files() -> tuple[str, ...]:
-    """Paths, relative to where the examples are written, of the pipeline example's files
-    (every file shipped under ``data/examples/pipeline_example``, sorted)."""
+    """The pipeline example's shipped files, relative to where the examples are written."""
 
     def walk(node: Any, name: str) -> Iterator[str]:
         for child in node.iterdir():

@@ -1,9 +1,6 @@
-"""Prompt template sets: system message, neutral and conditioned prompts per language.
-
-Bundled: ``natural`` (default), ``faireval`` and ``fairllm`` (published prompts, verbatim)
-and ``lmrec``; placeholders and the YAML shape are in docs/prompts.md. A ``role=`` persona
-opens the system message (``You are a sommelier.``); the audit without it is the neutral one.
-"""
+"""Prompt template sets (system, neutral and conditioned prompts per language): ``natural``,
+the published ``faireval`` / ``fairllm`` verbatim, ``lmrec``; a ``role=`` persona opens
+the system message."""
 
 from __future__ import annotations
 
@@ -229,8 +226,7 @@ def load_templates(source: str | Path | TemplateSet) -> TemplateSet:
 
 @lru_cache(maxsize=512)
 def _parts(template: str) -> tuple[tuple[str, str | None], ...]:
-    """The template as (text, placeholder key or None) pieces, parsed once: a paper-scale
-    audit fills the same few templates 31,000 times. "{{" and "}}" are literal braces."""
+    """(text, placeholder or None) pieces, parsed once (a few templates fill 31,000 prompts)."""
     parts: list[tuple[str, str | None]] = []
     pos = 0
     for m in _FIELD.finditer(template):
