@@ -68,9 +68,8 @@ def pafs(sims: Sims) -> float:
 
 
 def entropy(runs: Sequence[Sequence[str]], k: int | None = None) -> float:
-    """Shannon entropy in bits of the item occurrences pooled over repeated runs (each
-    truncated to k), not normalised: R runs of K items score log2(K) when all agree,
-    log2(R*K) when none share an item; no items at all scores 0.0."""
+    """Entropy (bits, not normalised) of the items pooled over repeated runs cut to k: R runs
+    of K items score log2(K) when all agree, log2(R*K) when none share one; no items 0."""
     kk = check_k(k)
     if isinstance(runs, str | bytes) or not isinstance(runs, Sequence):
         raise TypeError(f"runs must be a list of ranked lists; got {type(runs).__name__}.")
@@ -93,8 +92,7 @@ def curves(
     K: int | None = None,
     variant: Variant = "normalized",
 ) -> dict[str, FloatArray]:
-    """Every metric at k = 1..K (None: the longer list's length): metric -> array, index
-    k-1 = @k."""
+    """metric -> its value at k = 1..K (index k-1; K None: the longer list's length)."""
     v = check_variant(variant)
     n = check_list(neutral, "neutral")
     s = check_list(sensitive, "sensitive")
@@ -241,9 +239,8 @@ def similarity_cubes(
     missing: MissingPolicy = "zero",
     metrics: Sequence[MetricName] = METRICS,
 ) -> dict[str, SimilarityCube]:
-    """``similarity_cube`` of each attribute (attribute -> its ``by_value``) against one
-    set of neutral lists, in one pass: a list recurring in several attributes is scored
-    once."""
+    """``similarity_cube`` of each attribute against one set of neutral lists, in one pass
+    (a list recurring in several attributes is scored once)."""
     v = check_variant(variant)
     pol = check_missing(missing)
     kk = check_k(K, "K")
@@ -308,10 +305,9 @@ def similarity_matrix(
     variant: Variant = "normalized",
     missing: MissingPolicy = "zero",
 ) -> SimilarityMatrix:
-    """metric(neutral[e], by_value[v][e]) @ k for every entity e (neutral's keys) and value
-    v. None or an empty list is a missing reply: "zero" scores it 0.0, "skip" stores NaN
-    (the entity leaves that value's mean); an absent key (never answered) is NaN under
-    both, as in the FaiRLLM notebook. An entity not in ``neutral`` is a DataError."""
+    """metric(neutral[e], by_value[v][e]) @ k per entity and value. A missing (None or
+    empty) reply scores 0.0 under "zero", NaN under "skip"; an absent key (never answered)
+    is NaN under both, as in the FaiRLLM notebook."""
     m = check_metric(metric)
     cube = similarity_cube(neutral, by_value, check_k(k), variant, missing, (m,))
     return cube.matrix(m)
@@ -328,9 +324,8 @@ class ValueStat:
 
 @dataclass(frozen=True)
 class AttributeTable:
-    """Per-value means and their spread for one attribute. A value with no scorable entity
-    has a NaN mean, and so are max, min and the spreads (an audit must not pass on a value
-    it could not measure); max_value/min_value name the measured extremes (first on ties)."""
+    """Per-value means and their spread; a value with no scorable entity makes max, min and
+    the spreads NaN (an audit must not pass on a value it could not measure)."""
 
     values: dict[str, ValueStat]
     max: float

@@ -86,9 +86,8 @@ def exposure_data(
     groups: Sequence[str],
     quantile: FloatArray | None,
 ) -> ExposureData:
-    """``lists``: (entity, value or None for neutral, catalogue index per slot, None where
-    unmatched); ``group_of[item]``: its group (-1: none); ``quantile``: each item's
-    popularity quantile (None: no popularity)."""
+    """``lists``: (entity, value or None, catalogue index per slot or None); ``group_of``:
+    each item's group (-1: none); ``quantile``: its popularity quantile (None: none)."""
     entities = list(dict.fromkeys(e for e, _, _ in lists))
     values = list(dict.fromkeys(v for _, v, _ in lists if v is not None))
     e_at = {e: i for i, e in enumerate(entities)}
@@ -159,9 +158,8 @@ def _stats(W: FloatArray, d: ExposureData, reference: FloatArray) -> dict[str, F
 
 @dataclass(frozen=True)
 class ExposureResult:
-    """Point values with percentile intervals (key + ``_ci``) and family-wise p-values:
-    ``p_gap`` per group (|gap| beyond ``max_gap``, 0 when none), ``p_tail`` (long-tail
-    share below ``min_tail``), ``p_lift`` per value (|lift| beyond ``max_lift``)."""
+    """Point values, percentile intervals (``_ci``) and family-wise p of |gap| > max_gap,
+    long-tail share < min_tail, |lift| > max_lift."""
 
     point: dict[str, FloatArray]
     ci: dict[str, FloatArray]
@@ -227,9 +225,8 @@ def compare_exposure(
     seed: int | np.random.Generator = 0,
     margin: float = 0.0,
 ) -> ExposureDrift | None:
-    """Did exposure get worse than the baseline's by more than ``margin``? Paired entity
-    bootstrap over the shared entities, Holm over the measures both runs measured (NaN p:
-    not measured); None: fewer than two shared entities, or other groups or values."""
+    """Worse than the baseline by more than ``margin``? Paired entity bootstrap, Holm over
+    the measures both runs measured; None: < 2 shared entities, or other groups/values."""
     B = common.check_positive_int(n_resamples, "n_resamples")
     at = {e: i for i, e in enumerate(base.entities)}
     pairs = [(at[e], i) for i, e in enumerate(cand.entities) if e in at]

@@ -60,9 +60,8 @@ def item_counts(
     *,
     group_of: Mapping[str, str] | None = None,
 ) -> ItemCounts:
-    """Count categories per (entity, group) from matched item indices (None: unmatched);
-    groups are the values, or ``group_of[value]`` (e.g. the group a first name signals)
-    pooling their values' items. Entities: neutral's keys, then others as first seen."""
+    """Categories per (entity, group) of matched items; groups: the values, or
+    ``group_of[value]`` (the group a first name signals) pooling their values' items."""
     if not fields:
         raise DataError("item_counts: give at least one catalogue field (item_field)")
     cats = tuple(f.categories for f in fields)
@@ -124,9 +123,8 @@ def tvd(share: FloatArray, offsets: IntArray) -> FloatArray:
 
 
 def tvd_between(tot: FloatArray, offsets: IntArray) -> FloatArray:
-    """(..., G, C) counts -> (..., G-1, F): total variation distance of each value's shares
-    from the pooled shares of the attribute's OTHER values (LMRec's f(c|D_l) vs
-    f(c|D_l')), neutral aside; NaN with a single value."""
+    """(..., G, C) counts -> (..., G-1, F): each value's TVD from its OTHER values pooled
+    (LMRec's f(c|D_l) vs f(c|D_l')); NaN with a single value."""
     values = tot[..., 1:, :]
     others = values.sum(axis=-2, keepdims=True) - values
     diff = np.abs(shares(values, offsets) - shares(others, offsets))
@@ -178,10 +176,8 @@ def group_tests(
 
 @dataclass(frozen=True)
 class ShiftResult:
-    """Item-side statistics of one attribute, arrays along ``counts``' axes: (G, C) shares,
-    (G, F) matched items, (G-1, F) shift from neutral with its family-wise p, (F,)
-    its max over values, (G-1, C) association, (G-1, F) ``between`` (each value against
-    the others) with its family-wise p, and percentile bootstrap intervals."""
+    """Item-side statistics of one attribute along ``counts``' axes (G groups, C categories,
+    F fields), family-wise p and percentile bootstrap intervals."""
 
     counts: ItemCounts
     shares: FloatArray
@@ -239,8 +235,7 @@ def shift(
 
 @dataclass(frozen=True)
 class ShiftComparison:
-    """Per field: the largest shift in the baseline and candidate runs (paired entities),
-    the change, its bootstrap interval and the one-sided p-value for "candidate shifts more"."""
+    """Per field: the largest shift of both runs, the change, its interval, its one-sided p."""
 
     fields: tuple[str, ...]
     baseline: FloatArray

@@ -37,9 +37,8 @@ class PairMember:
 
 @dataclass(frozen=True)
 class PairVerdict:
-    """The comparison of one attribute. ``delta`` = statistic(b) - statistic(a) on the
-    shared entities; ``ci`` its paired bootstrap interval; ``p_adjusted`` the two-sided
-    p-value adjusted over the pair's attributes (the one to compare with alpha)."""
+    """``delta`` = statistic(b) - statistic(a) on the shared entities, its paired bootstrap
+    ``ci``, and ``p_adjusted`` (two-sided, over the pair's attributes: compared with alpha)."""
 
     key: str
     statistic: Statistic
@@ -75,8 +74,7 @@ def paired_models(
     interval: bool = True,
 ) -> tuple[PairVerdict, ...]:
     """Test each member (attribute) for a difference between model a and model b
-    (``interval=False``: no bootstrap interval, NaN; DataError when a member's models share
-    no entity or differ in values)."""
+    (``interval=False``: NaN intervals)."""
     stat = common.check_statistic(statistic)
     B = common.check_positive_int(n_resamples, "n_resamples")
     if not members:

@@ -199,9 +199,8 @@ def compare_positions(
     seed: int | np.random.Generator = 0,
     margin: float = 0.0,
 ) -> PositionComparison:
-    """Did the pooled position bias or missed rate grow by more than ``margin``? Inputs: (E,
-    k+1) position counts of the SAME entities in the same order; paired entity bootstrap,
-    p = (1 + #{delta* <= margin}) / (B + 1), NaN counting against H1."""
+    """Did the pooled bias or missed rate grow by more than ``margin``? (E, k+1) counts of
+    the SAME entities; paired entity bootstrap, NaN counting against H1."""
     b = np.asarray(baseline, dtype=np.float64)
     c = np.asarray(candidate, dtype=np.float64)
     if b.ndim != 2 or b.shape != c.shape or b.shape[0] == 0:

@@ -44,10 +44,8 @@ class QualitySummary:
 def boot_means(
     scores: FloatArray, *, n_resamples: int = 1000, seed: int = 0, weights: Any = None
 ) -> FloatArray:
-    """(n_resamples, groups) bootstrap means over entities (NaN = not scored; a resample
-    with no scored entity in a group gives NaN there). One resample serves every group:
-    the groups of all attributes are resampled once, not once per attribute. ``weights``:
-    the (n_resamples, entities) resample counts of ``seed``, when drawn already."""
+    """(n_resamples, groups) bootstrap means over entities (NaN: not scored), one resample
+    for every group of every attribute; ``weights``: ``seed``'s counts, when drawn already."""
     x = np.asarray(scores, dtype=np.float64)
     E, G = x.shape
     boot = np.empty((n_resamples, G))
@@ -77,9 +75,8 @@ def summarize(
     confidence: float = 0.95,
     boot: FloatArray | None = None,
 ) -> QualitySummary:
-    """Per-group means of ``scores`` (entities x groups, NaN = not scored) with
-    percentile-bootstrap intervals over entities, and the gap between the groups.
-    ``boot``: these groups' columns of :func:`boot_means`, when drawn already."""
+    """Per-group means (NaN: not scored), bootstrap intervals over entities and the gap;
+    ``boot``: these groups' columns of boot_means, when drawn already."""
     x = np.asarray(scores, dtype=np.float64)
     if x.ndim != 2 or x.shape[1] != len(groups):
         raise ValueError(f"summarize: scores must be (entities, {len(groups)}); got {x.shape}")
@@ -127,9 +124,8 @@ def drift(
     *,
     tolerance: float,
 ) -> list[Drop]:
-    """Paired drop test per member (member -> entity -> quality; None = not scored) on the
-    entities both runs scored, reporting their means (what was tested); a member with
-    fewer than 2 shared entities is left out."""
+    """Paired drop test per member on the entities both runs scored (their means reported);
+    fewer than 2 shared: left out."""
     raw: list[tuple[str, float, float, float, int]] = []
     for member, base in baseline.items():
         cand = candidate.get(member) or {}

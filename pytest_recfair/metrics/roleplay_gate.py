@@ -97,10 +97,8 @@ def _pairs(
 
 @dataclass(frozen=True)
 class DriftCell:
-    """One member of the drift family (``qtype`` ``undetermined``: an attribute's share of
-    undetermined questions). Rates are over the ``n`` paired questions (determined in both
-    runs for a rate member); ``test`` says what ``p_value`` is: ``"answers"`` the sign-flip
-    test of the biased rounds, ``"mcnemar"`` the exact McNemar test."""
+    """One drift member (``undetermined``: an attribute's undetermined share); rates over the
+    ``n`` paired questions; ``test``: "answers" (sign-flip of rounds) or "mcnemar"."""
 
     attribute: str
     qtype: str
@@ -195,9 +193,8 @@ def drift_test(
     with_role: bool = True,
     gate_undetermined: bool = True,
 ) -> RoleDrift:
-    """Gate the candidate against the baseline, family-wise at ``alpha`` (Holm): the biased
-    rate of every attribute x type (margin ``tolerance``) and, with ``gate_undetermined``,
-    each attribute's share of undetermined questions (margin 0)."""
+    """Biased rates per attribute x type (margin ``tolerance``) and, with
+    ``gate_undetermined``, undetermined shares (margin 0), family-wise at ``alpha`` (Holm)."""
     tol = _number(tolerance, "tolerance", "a rate change in [0, 1)", lambda v: 0 <= v < 1, "0.05")
     level = _number(alpha, "alpha", "strictly between 0 and 1", lambda v: 0 < v < 1, "0.05")
     if (baseline.variant, baseline.repeats) != (candidate.variant, candidate.repeats):
@@ -284,9 +281,8 @@ def _effect(attribute: str, qtype: str, flags: list[tuple[bool, bool]]) -> Effec
 
 
 def role_effect(result: RoleplayResult, without: RoleplayResult | None = None) -> RoleEffect:
-    """The role effect per attribute x type and overall. The with-role verdicts come from
-    ``result``, the without-role ones from ``without`` (default: ``result`` itself, when
-    one run asked both variants)."""
+    """The role effect per attribute x type and overall; without-role verdicts from
+    ``without`` (default: ``result``, when one run asked both)."""
     other = (without or result).select(with_role=False)
     index = {q.question_id: q for q in other}
     groups: dict[tuple[str, str], list[tuple[bool, bool]]] = {}

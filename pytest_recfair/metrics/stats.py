@@ -53,9 +53,8 @@ class BootstrapResult:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Paired comparison of one statistic between two runs of the same audit: ``delta`` =
-    candidate - baseline; ``p_value`` one-sided for H1 "the candidate is less fair",
-    p = (1 + #resampled deltas not in H1's direction) / (n_resamples + 1)."""
+    """``delta`` = candidate - baseline of one statistic; ``p_value`` one-sided for H1 "the
+    candidate is less fair"."""
 
     statistic: str
     baseline: float
@@ -79,8 +78,7 @@ class NoiseFloor:
 
 
 def seeded_weights(seed: int | np.random.Generator, B: int, E: int) -> common.CountArray:
-    """Resample weights for a fresh generator from ``seed``: the same for every table of
-    an audit (same seed, resamples and entities), so they are drawn once and reused."""
+    """Resample weights of ``seed``, drawn once for every table of an audit (all alike)."""
     if isinstance(seed, np.random.Generator):
         return common.resample_weights(seed, B, E)
     key = (int(seed), B, E)
@@ -292,9 +290,8 @@ def noise_floor(
     seed: int | np.random.Generator = 0,
     confidence: float = 0.95,
 ) -> NoiseFloor | None:
-    """How similar two neutral replies for the same entity are when nothing changed: the
-    mean over entities of metric(r_i, r_j) @ k over ordered pairs i != j (SERP*/PRAG* are
-    not symmetric) of non-None repeats, with a bootstrap CI; None without two repeats."""
+    """Mean over entities of metric(r_i, r_j) @ k over ordered pairs of repeats (SERP*/PRAG*
+    are not symmetric), with a bootstrap CI; None without two repeats."""
     per_entity = noise_per_entity(repeats, metric, k, variant)
     return noise_floor_of(per_entity, n_resamples, seed, confidence)
 

@@ -126,9 +126,8 @@ def build_cases(
     *,
     system: str | None = None,
 ) -> list[PromptCase]:
-    """All prompt cases of an audit, grouped by entity then repeat: the neutral case, then
-    one per value of each attribute (``None``: the grid's; ``"race x gender"`` crosses).
-    Typos are seeded by ``seed`` and the case, so reruns produce identical prompts."""
+    """An audit's cases by entity then repeat: neutral, then one per value of each attribute
+    (``"race x gender"`` crosses); typos seeded by ``seed`` and the case."""
     ents, k, repeats = _checked(entities, domain, k, repeats, seed)
     the_grid = load_grid(grid)
     tset = load_templates(templates)
@@ -272,9 +271,8 @@ class _Context:
         prompt: str,
         group: str | None,
     ) -> PromptCase:
-        """The case (``entity``, ``cell``: ``_encoded`` as :func:`case_id` does). Fields go
-        into ``__dict__`` directly: the frozen ``__init__`` costs 3x over 31,000 cases,
-        and ``PromptCase`` has no ``__post_init__`` to miss."""
+        """Fields go into ``__dict__`` directly: the frozen ``__init__`` costs 3x over 31,000
+        cases (and PromptCase has no ``__post_init__``)."""
         case = object.__new__(PromptCase)
         d = case.__dict__  # item by item: the instances keep sharing one key table
         d["id"] = _id_of(self.head, entity, cell, self.tails[rep])
@@ -301,9 +299,7 @@ _CROSS_GRID = "faireval"
 
 
 class PromptMatch(NamedTuple):
-    """``attribute``/``value`` are None for a neutral prompt. For a conditioned prompt whose
-    value phrase matches no bundled grid, ``attribute`` is ``""`` and ``value`` is the raw
-    phrase."""
+    """``attribute``/``value`` None: neutral; ``attribute`` "": a phrase no grid knows."""
 
     entity: str
     k: int

@@ -58,9 +58,8 @@ def indefinite_article(text: str) -> str:
 
 @dataclass(frozen=True)
 class AttributeValue:
-    """One value: ``label`` names it in reports, ``text`` is what the prompt says (with
-    its own article when ``has_article``: FaiRLLM's "an Islamic"); ``parts``: the
-    components of an intersectional value; ``i18n`` overrides the translation tables."""
+    """``label`` names it in reports, ``text`` is what the prompt says (FaiRLLM's "an
+    Islamic" has its own article); ``i18n`` overrides the translation tables."""
 
     label: str
     text: str
@@ -272,8 +271,7 @@ def _bundled(name: str) -> Grid:
 
 
 def load_grid(source: str | Path | Grid) -> Grid:
-    """A bundled grid by name (``faireval``, ``fairllm``, ``implicit``, ``personality``)
-    or a YAML file. Raises GridError (a DataError) naming the file and key path."""
+    """A bundled grid (BUNDLED_GRIDS) or a YAML file."""
     if isinstance(source, Grid):
         return source
     if isinstance(source, str) and source.lower() in BUNDLED_GRIDS:

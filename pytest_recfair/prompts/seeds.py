@@ -193,9 +193,8 @@ def example_bytes(relative: str) -> bytes:
 
 
 def write_examples(root: Path) -> list[tuple[Path, str]]:
-    """Write every example file under ``root``: (path, "written" or "unchanged"). A file
-    that exists with other content is left alone: one-line DataError before anything is
-    written."""
+    """(path, "written" or "unchanged") of every example file; nothing is written when one
+    exists with other content."""
     every = (*EXAMPLE_FILES, *pipeline_example_files())
     plan = [(root / rel, example_bytes(rel)) for rel in every]
     clash = [p for p, data in plan if p.exists() and p.read_bytes() != data]

@@ -108,9 +108,8 @@ _ARTICLE_RE = re.compile(r"^(?:the|a|an)\s+")
 
 
 class Catalogue:
-    """Titles for one (domain, entity), extended on demand (every prefix is stable); no two
-    share a core ("Silent Harbor", "The Silent Harbor (1994)"): fuzzy matching would merge
-    them."""
+    """Titles of one (domain, entity), extended on demand (stable prefixes); no two share a
+    core ("The Silent Harbor (1994)"): fuzzy matching would merge them."""
 
     def __init__(self, entity_key: str, domain: str) -> None:
         self.entity_key = entity_key
