@@ -159,18 +159,12 @@ def bootstrap(
     sims = np.asarray(m.sims)
     W = seeded_weights(seed, B, sims.shape[0])
     means = _weighted_means(W, sims)
-    spreads = _spreads(means)
+    s = {name: _interval(x, conf) for name, x in _spreads(means).items()}
     return BootstrapResult(
-        value_ci={v: _interval(means[:, j], conf) for j, v in enumerate(m.values)},
-        snsr_ci=_interval(spreads["snsr"], conf),
-        snsv_ci=_interval(spreads["snsv"], conf),
-        pafs_ci=_interval(spreads["pafs"], conf),
-        max_ci=_interval(spreads["max"], conf),
-        min_ci=_interval(spreads["min"], conf),
-        n_resamples=B,
-        confidence=conf,
-        n_undefined=int(np.isnan(means).any(axis=1).sum()),
-    )
+        {v: _interval(means[:, j], conf) for j, v in enumerate(m.values)},
+        s["snsr"], s["snsv"], s["pafs"], s["max"], s["min"], B, conf,
+        int(np.isnan(means).any(axis=1).sum()),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -204,12 +198,12 @@ def intervals(
     )
     means = inference.mean_intervals(sims, conf)
     return AttributeIntervals(
-        value_ci=dict(zip(m.values, means, strict=True)),
-        snsr_ci=spread_ci.snsr,
-        snsv_ci=spread_ci.snsv,
-        pafs_ci=spread_ci.pafs,
-        n_resamples=B,
-        confidence=conf,
+        dict(zip(m.values, means, strict=True)),
+        spread_ci.snsr,
+        spread_ci.snsv,
+        spread_ci.pafs,
+        B,
+        conf,
     )
 
 
@@ -261,24 +255,13 @@ def paired_comparison(
     dc = _spreads(_weighted_means(W, sc))[stat]
     deltas = dc - db
     pb, pc = _point(sb, stat), _point(sc, stat)
-    if stat == "pafs":
-        alternative = "less"
-        against = ~(deltas < 0)  # NaN counts against H1: conservative
-    else:
-        alternative = "greater"
-        against = ~(deltas > 0)
+    less = stat == "pafs"
+    against = ~(deltas < 0) if less else ~(deltas > 0)  # NaN counts against H1: conservative
+    p = float((1 + int(against.sum())) / (B + 1))
     return Comparison(
-        statistic=stat,
-        baseline=pb,
-        candidate=pc,
-        delta=pc - pb,
-        ci=_interval(deltas, conf),
-        p_value=float((1 + int(against.sum())) / (B + 1)),
-        n_paired=len(pairs),
-        n_resamples=B,
-        confidence=conf,
-        alternative=alternative,
-    )
+        stat, pb, pc, pc - pb, _interval(deltas, conf), p, len(pairs), B, conf,
+        "less" if less else "greater",
+    )  # fmt: skip
 
 
 def noise_floor(
