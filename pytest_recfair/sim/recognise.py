@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from functools import cache, cached_property
 
 from pytest_recfair.prompts.cases import match_prompt
-from pytest_recfair.prompts.grids import BUNDLED_GRIDS, load_grid, strip_article
+from pytest_recfair.prompts.grids import BUNDLED_GRIDS, LABEL_SEP, load_grid, strip_article
 from pytest_recfair.prompts.languages import LANGUAGES, load_language
 
 
@@ -439,9 +439,6 @@ class Recogniser:
     def _match(self, f: ValueForm, found: str, score: float) -> ValueMatch:
         attrs = self.vocabulary.attributes_of(f.label) or f.attributes
         return ValueMatch(f.label, attrs, found, score)
-
-
-LABEL_SEP = " x "  # how the project's grids join crossed labels ("Black x Female")
 
 
 def _transposed(a: str, b: str) -> bool:
