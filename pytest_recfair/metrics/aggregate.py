@@ -126,10 +126,9 @@ class SimilarityMatrix:
             )
         sims.setflags(write=False)
         missing.setflags(write=False)
-        object.__setattr__(self, "entities", tuple(self.entities))
-        object.__setattr__(self, "values", tuple(self.values))
-        object.__setattr__(self, "sims", sims)
-        object.__setattr__(self, "missing", missing)
+        fixed = {"entities": tuple(self.entities), "values": tuple(self.values)}
+        for name, value in (fixed | {"sims": sims, "missing": missing}).items():
+            object.__setattr__(self, name, value)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SimilarityMatrix):

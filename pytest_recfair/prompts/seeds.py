@@ -103,22 +103,18 @@ def _entity(row: dict[str, Any], loc: str, where: str, domain: str | None) -> En
 
 
 def _check_unique(entities: Sequence[Entity], locs: Sequence[str], where: str) -> None:
-    seen_id: dict[str, str] = {}
-    seen_name: dict[str, str] = {}
+    seen: dict[tuple[str, str], str] = {}
     for ent, loc in zip(entities, locs, strict=True):
-        if ent.id in seen_id:
-            raise DataError(
-                f"{where}: {loc} repeats id {ent.id!r} (first at {seen_id[ent.id]}); ids key "
-                "cassettes and baselines, so each must be unique; give one an explicit 'id'"
-            )
-        key = ent.name.casefold()
-        if key in seen_name:
-            raise DataError(
-                f"{where}: {loc} repeats name {ent.name!r} (first at {seen_name[key]}); "
-                "remove the duplicate"
-            )
-        seen_id[ent.id] = loc
-        seen_name[key] = loc
+        for what, key, shown, fix in (
+            ("id", ent.id, ent.id, "ids key cassettes and baselines, so each must be unique; "
+             "give one an explicit 'id'"),
+            ("name", ent.name.casefold(), ent.name, "remove the duplicate"),
+        ):  # fmt: skip
+            if (what, key) in seen:
+                raise DataError(
+                    f"{where}: {loc} repeats {what} {shown!r} (first at {seen[what, key]}); {fix}"
+                )
+            seen[what, key] = loc
 
 
 def subsample(entities: Iterable[Entity | str], n: int | None, seed: int = 0) -> list[Entity]:
