@@ -23,12 +23,10 @@ FloatArray = npt.NDArray[np.float64]
 #: a sign-flip reference: float64 when enumerated exactly, float32 when drawn
 RefArray = npt.NDArray[np.floating[Any]]
 
-#: Draws of the max-T reference at least (raised from n_resamples): its Monte Carlo error
-#: moves a p-value by less than 0.01 between two seeds 99 times in 100.
+#: Max-T reference draws at least: two seeds' p-values within 0.01 99 times in 100.
 STABLE_DRAWS = 50_000
-#: Gaps between ordered candidate means within this many SE count as ties when its bias is
-#: integrated: a true tie's observed gap is half-normal (mean 0.80 SE); 1.5 cost 1.3-1.6
-#: points of power for little (docs/baselines.md).
+#: Candidate gaps within this many SE are ties when its bias is integrated (a true tie's gap
+#: is half-normal, mean 0.80 SE; 1.5 cost 1.3-1.6 points of power for little).
 TIE_GAP = 1.0
 #: Studentised excess below minus this: a margin member leaves the max-T reference.
 SELECTION_Z = 1.0
@@ -304,8 +302,7 @@ def mde(se: float, critical: float, correction: float = 0.0) -> float:
     return (critical + _Z90) * se + max(0.0, correction)
 
 
-#: Gaps within this many SE are closed to estimate a run's TRUE means when the minimum
-#: detectable rise is calibrated (observed gaps are inflated by ~1 SE near a tie).
+#: Gaps closed to estimate a run's TRUE means for the MDE (~1 SE inflated near a tie).
 MDE_TIE_GAP = 1.0
 
 

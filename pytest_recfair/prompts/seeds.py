@@ -149,7 +149,7 @@ def seeds_digest(entities: Iterable[Entity | str]) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
-#: Paths, relative to the project's rootdir, of the files the docs' examples use.
+#: The files the docs' examples use, relative to the rootdir.
 EXAMPLE_FILES: Final = (
     "fixtures/seeds/cities.csv",
     "fixtures/catalogues/restaurants.csv",
@@ -159,9 +159,8 @@ EXAMPLE_FILES: Final = (
 #: The command that writes them (named by errors about a missing example file).
 EXAMPLES_COMMAND: Final = "python -m pytest_recfair examples"
 
-#: The runnable pipeline example (docs/pipeline.md): a project folder of its own (a
-#: conftest.py pipeline over the OpenAI SDK, its audits, pytest.ini, a catalogue) with
-#: its recorded cassettes and baselines, so it replays offline as written.
+#: The runnable pipeline example (docs/pipeline.md): a project folder with its recorded
+#: cassettes and baselines, so it replays offline as written.
 PIPELINE_EXAMPLE: Final = "pipeline_example"
 
 

@@ -42,11 +42,9 @@ class LanguageTemplates:
     neutral: str
     conditioned: Mapping[str, str]
     domains: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    #: The neutral prompt's own system message (None: ``system``). FairEval's French run
-    #: asked the neutral prompt in English.
+    #: The neutral prompt's own system message (FairEval's French run asked it in English).
     neutral_system: str | None = None
-    #: Keep filled text exactly as written: values as the grid writes them (untranslated)
-    #: and no French elision ("de Adele" stays).
+    #: Values as the grid writes them (untranslated), no French elision ("de Adele" stays).
     verbatim: bool = False
 
     def conditioned_for(self, form: str, set_name: str) -> str:
