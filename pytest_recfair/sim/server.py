@@ -107,16 +107,14 @@ class Limiter:
             if bucket is None:
                 continue
             bucket.refill(now)
-            limit, left = str(int(bucket.per_minute)), str(max(0, math.floor(bucket.level)))
-            if anthropic:
+            if anthropic:  # resets as RFC 3339 times, OpenAI's as Go durations
                 when = datetime.now(UTC) + timedelta(seconds=bucket.full_in())
-                out[f"anthropic-ratelimit-{name}-limit"] = limit
-                out[f"anthropic-ratelimit-{name}-remaining"] = left
-                out[f"anthropic-ratelimit-{name}-reset"] = when.strftime("%Y-%m-%dT%H:%M:%SZ")
+                key, reset = "anthropic-ratelimit-{n}-{w}", when.strftime("%Y-%m-%dT%H:%M:%SZ")
             else:
-                out[f"x-ratelimit-limit-{name}"] = limit
-                out[f"x-ratelimit-remaining-{name}"] = left
-                out[f"x-ratelimit-reset-{name}"] = go_duration(bucket.full_in())
+                key, reset = "x-ratelimit-{w}-{n}", go_duration(bucket.full_in())
+            limit, left = str(int(bucket.per_minute)), str(max(0, math.floor(bucket.level)))
+            for w, v in (("limit", limit), ("remaining", left), ("reset", reset)):
+                out[key.format(n=name, w=w)] = v
         return out
 
 
