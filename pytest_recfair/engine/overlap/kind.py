@@ -67,8 +67,8 @@ class OverlapScorer:
         self.tally.models.update(c.model for c in outcome.completions.values() if c.model)
 
     def scored(self) -> Scored:
-        s = self.settings
-        q = self.tally.quality
+        s, q = self.settings, self.tally.quality
+        self.tally.check_complete()
         boot = {"n_resamples": s.n_resamples, "seed": s.resample_seed}
         # quality first: it draws the resample weights the tables reuse (results forgets them)
         extras = {} if q is None else {"overlap": {"quality": qg.quality_results(q, **boot)}}

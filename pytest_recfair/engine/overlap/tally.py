@@ -165,10 +165,6 @@ class Tally:
             noise={m: np.full(n, np.nan) for m in config.metrics} if config.repeats > 1 else {},
         )
 
-    @property
-    def complete(self) -> bool:
-        return bool(self.filled.all())
-
     def add(self, replies: Iterable[ReplyLike]) -> None:
         """Score one chunk of entities (every reply of each of them) into the tally."""
         R = self.config.repeats
@@ -254,14 +250,17 @@ class Tally:
             at.entropy_sum += int(_fixed(np.asarray(scores, dtype=np.float64)).sum())
             at.entropy_n += len(scores)
 
-    def results(self, *, n_resamples: int, seed: int) -> tuple[AttributeResult, ...]:
-        """The AttributeResults of a complete tally (every entity scored)."""
-        if not self.complete:
-            left = int((~self.filled).sum())
+    def check_complete(self) -> None:
+        """Every entity scored: checked before any bootstrap draws its weights (~8 MB)."""
+        if left := int((~self.filled).sum()):
             raise DataError(
                 f"Tally: {left} of {len(self.entities)} entities have no scores yet; merge "
                 "every shard (1/N .. N/N) before reporting the audit."
             )
+
+    def results(self, *, n_resamples: int, seed: int) -> tuple[AttributeResult, ...]:
+        """The AttributeResults of a complete tally (every entity scored)."""
+        self.check_complete()
         floors: dict[str, Stat | None] = {}
         for m, per in self.noise.items():
             f = noise_floor_of(per, n_resamples=n_resamples, seed=seed)
