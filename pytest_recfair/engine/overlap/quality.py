@@ -22,12 +22,11 @@ from pytest_recfair.metrics import quality as mq
 from pytest_recfair.metrics.stats import seeded_weights
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.replies.matching import normalize
-from pytest_recfair.report.fmt import fmt, fmt_p
+from pytest_recfair.report.fmt import fmt, fmt_p, fmt_pair
 from pytest_recfair.results import GateFailure, Interval, pack_array, unpack_array
 from pytest_recfair.settings import AuditSettings
 
 IntArray = npt.NDArray[np.int64]
-#: The group of the neutral prompt (values are "<attribute>=<value>").
 _FAILED = "failed"
 
 
@@ -156,8 +155,8 @@ class QualityTally:
         if rows.size and (rows.min() < 0 or rows.max() >= len(entities)):
             raise ValueError("quality rows outside the entities' positions")
         for name in ("hits", "listed", "replies"):
-            getattr(out, name)[rows] = _array(d[name], np.int64).reshape(-1, len(groups))
-        out.known[rows] = _array(d["known"], np.bool_)
+            getattr(out, name)[rows] = stored_array(d[name], np.int64, (-1, len(groups)))
+        out.known[rows] = stored_array(d["known"], np.bool_, (-1,))
         out.filled[rows] = True
         return out
 
@@ -169,11 +168,6 @@ class QualityTally:
             quality = np.where(usable, self.hits / np.maximum(slots, 1), np.nan)
             valid = np.where(self.replies > 0, self.listed / np.maximum(slots, 1), np.nan)
         return quality, valid
-
-
-def quality_from(d: Mapping[str, Any] | None) -> QualityTally | None:
-    """A shard file's quality counts (None: a shard written before quality was counted)."""
-    return None if d is None else QualityTally.from_dict(d)
 
 
 def merged_quality(out: QualityTally | None, part: QualityTally | None) -> QualityTally | None:
@@ -255,11 +249,11 @@ def quality_results(t: QualityTally, *, n_resamples: int, seed: int) -> dict[str
     }
 
 
-def _array(value: Any, dtype: type[np.generic]) -> npt.NDArray[Any]:
-    """A to_dict array: a list (JSON) or the bytes of a packed one."""
+def stored_array(value: Any, dtype: type[np.generic], shape: tuple[int, ...]) -> npt.NDArray[Any]:
+    """A to_dict array: JSON lists (None: NaN) or the bytes of a packed one."""
     if isinstance(value, bytes):
-        return unpack_array(value, dtype, (-1,))
-    return np.asarray(value, dtype=dtype)
+        return unpack_array(value, dtype, shape)
+    return np.asarray(value, dtype=dtype).reshape(shape)
 
 
 OVERALL = "overall"
@@ -276,12 +270,16 @@ def _what(q: Mapping[str, Any]) -> str:
     return f"share of the {k} slots holding a valid list item (no catalogue)"
 
 
-def _ci(ci: Sequence[float] | None) -> str:
-    return f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+def _extremes(q: Mapping[str, Any], attribute: str) -> tuple[Any, Any] | None:
+    """(lowest, highest) quality group of ``attribute``; None when none was measured."""
+    mine = [
+        g for g in q["groups"] if _attribute(g["group"]) == attribute and g["quality"] is not None
+    ]
+    return (min(mine, key=_quality), max(mine, key=_quality)) if mine else None
 
 
-def _interval(ci: Sequence[float] | None) -> Interval | None:
-    return None if not ci else Interval(float(ci[0]), float(ci[1]))
+def _quality(g: Mapping[str, Any]) -> float:
+    return float(g["quality"])
 
 
 def _attribute(group: str) -> str | None:
@@ -296,25 +294,21 @@ def quality_lines(q: Mapping[str, Any] | None) -> list[str]:
         return []
 
     def cell(g: Mapping[str, Any]) -> str:
-        return f"{fmt(g['quality'])}{_ci(g['ci'])}"
+        return f"{fmt(g['quality'])}{fmt_pair(g['ci'])}"
 
-    by = {str(g["group"]): g for g in q["groups"]}
-    neutral = by.get("neutral")
+    neutral = next((g for g in q["groups"] if g["group"] == "neutral"), None)
     head = f"quality ({_what(q)}): overall {fmt(q['overall'])}"
     if neutral is not None:
         head += f"; neutral {cell(neutral)}, {fmt(neutral['length'], 1)} items"
     out = [head]
     for a in q["attributes"]:
-        name = a["attribute"]
-        mine = [g for k, g in by.items() if k.startswith(f"{name}=") and g["quality"] is not None]
-        if not mine:
+        if (pair := _extremes(q, a["attribute"])) is None:
             continue
-        worst = min(mine, key=lambda g: g["quality"])
-        best = max(mine, key=lambda g: g["quality"])
+        worst, best = pair
         out.append(
-            f"  {name}: lowest {worst['group'].partition('=')[2]} {cell(worst)}, "
+            f"  {a['attribute']}: lowest {worst['group'].partition('=')[2]} {cell(worst)}, "
             f"{fmt(worst['length'], 1)} items; highest {best['group'].partition('=')[2]} "
-            f"{cell(best)}; gap {fmt(a['gap'])}{_ci(a['gap_ci'])}"
+            f"{cell(best)}; gap {fmt(a['gap'])}{fmt_pair(a['gap_ci'])}"
         )
     if q.get("without_items"):
         out.append(f"  {q['without_items']} entities have no item in the catalogue (left out)")
@@ -366,9 +360,9 @@ def _minimum(limit: float | None, q: Mapping[str, Any]) -> list[GateFailure]:
     neutral = next((g["quality"] for g in measured if g["group"] == "neutral"), None)
     return [
         GateFailure("min_quality", _attribute(str(g["group"])), value=g["quality"],
-                    value_ci=_interval(g["ci"]), group=str(g["group"]),
-                    detail=f"quality of {g['group']} {fmt(g['quality'])}{_ci(g['ci'])} is below "
-                    f"min_quality {limit:g} (neutral {fmt(neutral)}; {_what(q)})")
+                    value_ci=Interval.from_obj(g["ci"]), group=str(g["group"]),
+                    detail=f"quality of {g['group']} {fmt(g['quality'])}{fmt_pair(g['ci'])} is "
+                    f"below min_quality {limit:g} (neutral {fmt(neutral)}; {_what(q)})")
         for g in low
     ]  # fmt: skip
 
@@ -378,20 +372,17 @@ def _gaps(limit: float | None, q: Mapping[str, Any]) -> list[GateFailure]:
         return []
     out = []
     for a in q["attributes"]:
-        if a["gap"] is None or a["gap"] <= limit:
+        if a["gap"] is None or a["gap"] <= limit or (pair := _extremes(q, a["attribute"])) is None:
             continue
-        mine = [g for g in q["groups"] if str(g["group"]).startswith(a["attribute"] + "=")]
-        mine = [g for g in mine if g["quality"] is not None]
-        best = max(mine, key=lambda g: g["quality"])
-        worst = min(mine, key=lambda g: g["quality"])
+        worst, best = pair
         detail = (
-            f"quality gap {fmt(a['gap'])}{_ci(a['gap_ci'])} between {best['group']} "
+            f"quality gap {fmt(a['gap'])}{fmt_pair(a['gap_ci'])} between {best['group']} "
             f"({fmt(best['quality'])}) and {worst['group']} ({fmt(worst['quality'])}) is "
             f"above max_quality_gap {limit:g}: some groups get worse recommendations"
         )
         out.append(GateFailure(
             "max_quality_gap", a["attribute"], value=a["gap"], limit=limit, detail=detail,
-            value_ci=_interval(a["gap_ci"]), group=f"{best['group']} / {worst['group']}",
+            value_ci=Interval.from_obj(a["gap_ci"]), group=f"{best['group']} / {worst['group']}",
         ))  # fmt: skip
     return out
 

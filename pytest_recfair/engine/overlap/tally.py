@@ -1,22 +1,25 @@
 """Score an audit a chunk of entities at a time: bounded memory, shards that merge exactly.
 
-A chunk leaves only its similarity-matrix rows (what the bootstrap resamples) and sums;
-curve and entropy sums are fixed-point integers, so neither chunk size nor the order of
-chunks or shards changes a bit. Pure: numpy and the metrics package only.
+A chunk leaves only its similarity-matrix rows (what the bootstrap resamples) and sums in
+fixed-point integers, so neither chunk size nor chunk or shard order changes a bit.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.engine.overlap.evidence import Keeper
-from pytest_recfair.engine.overlap.quality import QualityTally, merged_quality, quality_from
+from pytest_recfair.engine.overlap.quality import (
+    QualityTally,
+    merged_quality,
+    stored_array,
+)
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics.aggregate import (
     SimilarityCube,
@@ -33,7 +36,6 @@ from pytest_recfair.results import (
     ValueResult,
     json_floats,
     pack_array,
-    unpack_array,
 )
 from pytest_recfair.vocab import MetricName, MissingPolicy, Variant
 
@@ -52,30 +54,6 @@ FAILED = "failed"
 _SHORT = "short"
 
 
-class CaseKey(Protocol):
-    """What the tally reads from a prompt case."""
-
-    @property
-    def entity_id(self) -> str: ...
-    @property
-    def attribute(self) -> str | None: ...
-    @property
-    def value(self) -> str | None: ...
-    @property
-    def repeat(self) -> int: ...
-
-
-class ReplyLike(Protocol):
-    """One parsed (and canonicalised) reply to one prompt case."""
-
-    @property
-    def case(self) -> CaseKey: ...
-    @property
-    def items(self) -> list[str] | None: ...
-    @property
-    def status(self) -> str: ...
-
-
 @dataclass(frozen=True, slots=True)
 class TallyConfig:
     """The scoring settings a tally was built with; shards must agree on all of them."""
@@ -87,23 +65,11 @@ class TallyConfig:
     missing: MissingPolicy
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "metrics": list(self.metrics),
-            "k": self.k,
-            "repeats": self.repeats,
-            "variant": self.variant,
-            "missing": self.missing,
-        }
+        return {**asdict(self), "metrics": list(self.metrics)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TallyConfig:
-        return cls(
-            metrics=tuple(d["metrics"]),
-            k=int(d["k"]),
-            repeats=int(d["repeats"]),
-            variant=d["variant"],
-            missing=d["missing"],
-        )
+        return cls(tuple(d["metrics"]), int(d["k"]), int(d["repeats"]), d["variant"], d["missing"])
 
 
 @dataclass
@@ -165,8 +131,8 @@ class Tally:
             noise={m: np.full(n, np.nan) for m in config.metrics} if config.repeats > 1 else {},
         )
 
-    def add(self, replies: Iterable[ReplyLike]) -> None:
-        """Score one chunk of entities (every reply of each of them) into the tally."""
+    def add(self, replies: Iterable[Any]) -> None:
+        """Score one chunk of entities: every (canonicalised) kind.Reply of each of them."""
         R = self.config.repeats
         neutral: list[Lists] = [{} for _ in range(R)]
         grouped: dict[str, list[dict[str, Lists]]] = {}
@@ -309,13 +275,13 @@ class Tally:
         for name, a in d["attributes"].items():
             _attribute_from_dict(tally.attributes[name], a, rows)
         for m, values in d.get("noise", {}).items():
-            tally.noise[m][rows] = _unfloats(values)
+            tally.noise[m][rows] = np.asarray(values, dtype=np.float64)
         tally.filled[rows] = True
         tally.merges = int(d["merges"])
         tally.prompt_tokens = int(d["prompt_tokens"])
         tally.completion_tokens = int(d["completion_tokens"])
         tally.models = set(d.get("models", []))
-        tally.quality = quality_from(d.get("quality"))
+        tally.quality = None if (q := d.get("quality")) is None else QualityTally.from_dict(q)
         tally.evidence = Keeper.from_dict(d.get("evidence") or {})
         return tally
 
@@ -473,16 +439,10 @@ def _attribute_result(
 
 def _curves(at: AttributeTally, metric: str) -> dict[str, list[float]]:
     """value -> mean Sim@k, k = 1..K (NaN where no entity could be scored)."""
-    out: dict[str, list[float]] = {}
-    for v, sums, ns in zip(at.values, at.curve_sum[metric], at.curve_n[metric], strict=True):
-        out[v] = [
-            float(s) / FIXED / n if n else float("nan") for s, n in zip(sums, ns, strict=True)
-        ]
-    return out
-
-
-def _unfloats(x: Sequence[float | None]) -> FloatArray:
-    return np.array([np.nan if v is None else float(v) for v in x], dtype=np.float64)
+    return {
+        v: [float(s) / FIXED / n if n else float("nan") for s, n in zip(sums, ns, strict=True)]
+        for v, sums, ns in zip(at.values, at.curve_sum[metric], at.curve_n[metric], strict=True)
+    }
 
 
 def _attribute_to_dict(
@@ -508,17 +468,10 @@ def _attribute_to_dict(
 def _attribute_from_dict(
     at: AttributeTally, d: Mapping[str, Any], rows: npt.NDArray[np.int64]
 ) -> None:
-    V = len(at.values)
+    shape = (len(rows), len(at.values))
     for m, table in d["sims"].items():
-        if isinstance(table, bytes):  # packed (to_dict(packed=True))
-            at.sims[m][rows] = unpack_array(table, np.float64, (len(rows), V))
-            continue
-        at.sims[m][rows] = np.array([_unfloats(r) for r in table]).reshape(len(rows), V)
-    flags = d["missing"]
-    if isinstance(flags, bytes):  # packed
-        at.missing[rows] = unpack_array(flags, np.bool_, (len(rows), V))
-    else:
-        at.missing[rows] = np.array(flags, dtype=bool).reshape(len(rows), V)
+        at.sims[m][rows] = stored_array(table, np.float64, shape)
+    at.missing[rows] = stored_array(d["missing"], np.bool_, shape)
     at.curve_sum = {m: [[int(x) for x in r] for r in t] for m, t in d["curve_sum"].items()}
     at.curve_n = {m: [[int(x) for x in r] for r in t] for m, t in d["curve_n"].items()}
     at.statuses = {v: Counter({s: int(n) for s, n in c.items()}) for v, c in d["statuses"].items()}
