@@ -28,11 +28,7 @@ def rounded(x: Any) -> Any:
 
 
 def coverage_dict(c: Coverage) -> dict[str, Any]:
-    return {
-        "matched": c.matched,
-        "total": c.total,
-        "unmatched_examples": list(c.unmatched_examples),
-    }
+    return {**dataclasses.asdict(c), "unmatched_examples": list(c.unmatched_examples)}
 
 
 def _plain(x: Any) -> Any:
@@ -42,6 +38,9 @@ def _plain(x: Any) -> Any:
 
 def _tuples(x: Any) -> Any:
     return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
+
+
+_COUNTS = ("entities", "groups", "fields", "categories")  # ItemCounts' labels, stored as lists
 
 
 @dataclass(frozen=True)
@@ -101,10 +100,7 @@ class ItemSideResult:
             "coverage": coverage_dict(self.coverage),
             "fields": [f.to_dict() for f in self.fields],
             "counts": {
-                "entities": list(c.entities),
-                "groups": list(c.groups),
-                "fields": list(c.fields),
-                "categories": [list(x) for x in c.categories],
+                **{n: _plain(getattr(c, n)) for n in _COUNTS},
                 "cells": c.counts.reshape(len(c.entities), -1).tolist(),
             },
         }
@@ -112,18 +108,14 @@ class ItemSideResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ItemSideResult:
         cd = d["counts"]
-        entities, groups = tuple(cd["entities"]), tuple(cd["groups"])
-        cats = tuple(tuple(x) for x in cd["categories"])
-        cells = np.asarray(cd["cells"], dtype=np.int64).reshape(
-            len(entities), len(groups), sum(len(x) for x in cats)
-        )
-        counts = itemshift.ItemCounts(entities, groups, tuple(cd["fields"]), cats, cells)
-        cov = d["coverage"]
+        entities, groups, names, cats = (_tuples(cd[n]) for n in _COUNTS)
+        shape = (len(entities), len(groups), sum(len(x) for x in cats))
+        cells = np.asarray(cd["cells"], dtype=np.int64).reshape(shape)
         return cls(
             str(d["attribute"]),
             tuple(FieldShift.from_dict(f) for f in d["fields"]),
-            Coverage(cov["matched"], cov["total"], tuple(cov["unmatched_examples"])),
-            counts,
+            Coverage(**{k: _tuples(v) for k, v in d["coverage"].items()}),
+            itemshift.ItemCounts(entities, groups, names, cats, cells),
         )
 
 
@@ -145,26 +137,6 @@ class ItemResults(KindResults):
         data = data or {}
         attributes = tuple(ItemSideResult.from_dict(d) for d in data.get("attributes", ()))
         return cls(data.get("catalogue"), attributes)
-
-
-def _lists(
-    cases: Sequence[Any], items: Mapping[int, list[int | None] | None], attribute: str
-) -> tuple[
-    dict[str, list[int | None] | None],
-    dict[str, dict[str, list[int | None] | None]],
-    dict[str, str],
-]:
-    neutral: dict[str, list[int | None] | None] = {}
-    by_value: dict[str, dict[str, list[int | None] | None]] = {}
-    group_of: dict[str, str] = {}
-    for i, case in enumerate(cases):
-        if case.attribute is None:
-            neutral[case.entity_id] = items.get(i)
-        elif case.attribute == attribute and case.value is not None:
-            by_value.setdefault(case.value, {})[case.entity_id] = items.get(i)
-            if case.group:
-                group_of[case.value] = case.group
-    return neutral, by_value, group_of
 
 
 def _field_result(res: itemshift.ShiftResult, i: int) -> FieldShift:
@@ -230,12 +202,12 @@ def needed(catalogue: Catalogue | None, marker: str) -> Catalogue:
     return catalogue
 
 
-def check_fields(catalogue: Catalogue | None, fields: Sequence[str], item_field: str) -> None:
+def check_fields(catalogue: Catalogue | None, item_field: str) -> None:
     """Every ``item_field`` in the catalogue with usable levels: checked before any request."""
     catalogue = needed(catalogue, f"item_field={item_field!r}")
-    if not fields:
+    if not field_names(item_field):
         raise ConfigError(f"item_field={item_field!r} names no field; give e.g. 'price'")
-    for name in fields:
+    for name in field_names(item_field):
         field_levels(catalogue, name)
 
 
@@ -291,10 +263,17 @@ def score_items(
 
     Values that signal a group (implicit proxies) pool into it, as LMRec's groups do.
     ``matched`` is computed once for all attributes: matching is the costly part."""
-    for name in fields:
-        field_levels(catalogue, name)
     items, coverage = matched if matched is not None else match_replies(titles, catalogue)
-    neutral, by_value, group_of = _lists(cases, items, attribute)
+    neutral: dict[str, list[int | None] | None] = {}
+    by_value: dict[str, dict[str, list[int | None] | None]] = {}
+    group_of: dict[str, str] = {}
+    for i, case in enumerate(cases):
+        if case.attribute is None:
+            neutral[case.entity_id] = items.get(i)
+        elif case.attribute == attribute and case.value is not None:
+            by_value.setdefault(case.value, {})[case.entity_id] = items.get(i)
+            if case.group:
+                group_of[case.value] = case.group
     counts = itemshift.item_counts(
         neutral, by_value, field_codes(catalogue, fields), group_of=group_of
     )

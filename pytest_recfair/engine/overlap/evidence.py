@@ -1,15 +1,14 @@
 """The entities behind a list-overlap attribute's SNSR, kept while the replies stream by.
 
-Memory is bounded: only the :data:`KEEP` entities with the largest spread (max - min
-similarity over values: an upper bound on what one entity adds to any gap) keep lists and
-scrubbed replies. Ordered by (spread, position), so merged shards equal the unsharded keeper.
-"""
+Only the :data:`KEEP` entities of widest spread (max - min similarity over values: a bound
+on what one entity adds to any gap) keep their lists; (spread, position) order makes merged
+shards equal the unsharded keeper."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -75,21 +74,12 @@ class Candidate:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able, reply texts as shown (scrubbed, cut): what a shard file holds."""
-        return {
-            "entity": self.entity,
-            "name": self.name,
-            "row": self.row,
-            "spread": self.spread,
-            "lists": {k: [t, keys, reply_text(r)] for k, (t, keys, r) in self.lists.items()},
-        }
+        lists = {k: [t, keys, reply_text(r)] for k, (t, keys, r) in self.lists.items()}
+        return {**asdict(self), "lists": lists}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Candidate:
-        lists = {
-            str(k): ([str(t) for t in v[0]], [str(t) for t in v[1]], str(v[2]))
-            for k, v in d["lists"].items()
-        }
-        return cls(str(d["entity"]), str(d["name"]), int(d["row"]), float(d["spread"]), lists)
+        return cls(**{**d, "lists": {k: tuple(v) for k, v in d["lists"].items()}})
 
 
 def _order(c: Candidate) -> tuple[float, int]:

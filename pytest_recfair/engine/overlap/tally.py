@@ -15,11 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.engine.overlap.evidence import Keeper
-from pytest_recfair.engine.overlap.quality import (
-    QualityTally,
-    merged_quality,
-    stored_array,
-)
+from pytest_recfair.engine.overlap.quality import QualityTally, merged_quality, stored_array
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics.aggregate import (
     SimilarityCube,
@@ -47,11 +43,10 @@ Lists = dict[str, list[str] | None]  # entity id -> parsed list (None: no comple
 FIXED = 2**40
 # |value| * FIXED * chunk entities must fit in int64 before it joins the Python-int sums.
 _MAX_ABS = 2.0**14
-_REFUSED = "refused"
 #: Status of a reply that is not scored: its prompt got no valid response, or the neutral
 #: prompt it is compared with did not. The entity leaves that value's mean (never 0).
 FAILED = "failed"
-_SHORT = "short"
+_SUMS = ("merges", "prompt_tokens", "completion_tokens")  # Tally's counters shards add up
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,9 +247,7 @@ class Tally:
                 name: _attribute_to_dict(at, rows, packed) for name, at in self.attributes.items()
             },
             "noise": {m: json_floats(per[rows]) for m, per in self.noise.items()},
-            "merges": self.merges,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
+            **{n: getattr(self, n) for n in _SUMS},
             "models": sorted(self.models),
             **({"quality": self.quality.to_dict(packed)} if self.quality is not None else {}),
             "evidence": self.evidence.to_dict(),
@@ -277,9 +270,8 @@ class Tally:
         for m, values in d.get("noise", {}).items():
             tally.noise[m][rows] = np.asarray(values, dtype=np.float64)
         tally.filled[rows] = True
-        tally.merges = int(d["merges"])
-        tally.prompt_tokens = int(d["prompt_tokens"])
-        tally.completion_tokens = int(d["completion_tokens"])
+        for n in _SUMS:
+            setattr(tally, n, int(d[n]))
         tally.models = set(d.get("models", []))
         tally.quality = None if (q := d.get("quality")) is None else QualityTally.from_dict(q)
         tally.evidence = Keeper.from_dict(d.get("evidence") or {})
@@ -331,9 +323,8 @@ def _merge_into(out: Tally, part: Tally) -> None:
     for m, per in part.noise.items():
         out.noise[m][rows] = per[rows]
     out.filled[rows] = True
-    out.merges += part.merges
-    out.prompt_tokens += part.prompt_tokens
-    out.completion_tokens += part.completion_tokens
+    for n in _SUMS:
+        setattr(out, n, getattr(out, n) + getattr(part, n))
     out.models |= part.models
     out.quality = merged_quality(out.quality, part.quality)
     out.evidence.absorb(part.evidence)
@@ -412,8 +403,8 @@ def _attribute_result(
             mean=Stat(stat.mean, _interval(boot.value_ci.get(v))),
             n=stat.n,
             missing=stat.missing,
-            refusals=at.statuses[v][_REFUSED],
-            short=at.statuses[v][_SHORT],
+            refusals=at.statuses[v]["refused"],
+            short=at.statuses[v]["short"],
             total=sum(at.statuses[v].values()),
         )
         for v, stat in table.values.items()
