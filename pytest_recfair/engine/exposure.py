@@ -372,13 +372,8 @@ class ExposureSections:
         return out
 
     def brief(self, data: Any) -> str:
-        if not data:
-            return ""
-        gaps = [
-            (abs(x), x, g)
-            for g, x in zip(data["groups"], data["gap"], strict=True)
-            if x is not None
-        ]
+        gaps = [(abs(x), x, g) for g, x in zip(data["groups"], data["gap"], strict=True)
+                if x is not None] if data else []  # fmt: skip
         if not gaps:
             return ""
         _, gap, group = max(gaps)
@@ -423,12 +418,10 @@ class ExposureSections:
             for m, was, now, p in drifts(cmp, ex.DRIFT_MEASURES)
             if math.isfinite(p)
         ]
-        notes = (
-            []
-            if was["reference"] == now["reference"]
-            else [f"A's reference was {was['reference']}; both runs measured against B's"]
-        )
-        return KindComparison(tuple(rows), "paired entity bootstrap, Holm", tuple(notes))
+        notes = () if was["reference"] == now["reference"] else (
+            f"A's reference was {was['reference']}; both runs measured against B's",
+        )  # fmt: skip
+        return KindComparison(tuple(rows), "paired entity bootstrap, Holm", notes)
 
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
         if not data:

@@ -77,16 +77,12 @@ class PositionSections:
                 f"{fmt_pair(res['pooled_bias_ci'])} (uniformity p {p_text(res['p_uniform'])}), "
                 f"chi2 {fmt(res['chi2'])}; {res['n_entities']} entities"
             )
-            differing = (
-                ", ".join(
-                    f"{g} ({name})"
-                    for name in names
-                    for g, pv in zip(res["groups"][1:], res["p_adjusted"][name], strict=True)
-                    if pv is not None and pv < 0.05
-                )
-                or "none"
-            )
-            note = f"groups differing from neutral (family-wise p < 0.05): {differing}"
+            differing = ", ".join(
+                f"{g} ({name})" for name in names
+                for g, pv in zip(res["groups"][1:], res["p_adjusted"][name], strict=True)
+                if pv is not None and pv < 0.05
+            )  # fmt: skip
+            note = f"groups differing from neutral (family-wise p < 0.05): {differing or 'none'}"
             out += [
                 Table(f"Candidate position: {res['attribute']}", head, rows, lead, [note]),
                 Table(f"Share of picks at each shown position: {res['attribute']}",
@@ -149,19 +145,32 @@ def _score(
     cases: Sequence[CandidateCase],
     completions: Mapping[str, Any],
 ) -> Scored:
-    attrs = attributes_of(cases)
-    out = [_score_attribute(settings, cases, completions, a) for a in attrs]
-    shown = evidence_entries(cases, completions, attrs)
+    out, shown = [], {}
+    for attr in attributes_of(cases):
+        mine = [c for c in cases if c.attribute in (None, attr)]
+        out.append(_score_attribute(settings, mine, completions, attr))
+        by_entity: dict[str, list[CandidateCase]] = {}
+        for c in mine:
+            by_entity.setdefault(c.entity_id, []).append(c)
+        rows = sorted((_row(group, completions) for group in by_entity.values()),
+                      key=lambda r: (-r[0], r[1]))  # fmt: skip
+        if rows:
+            shown[attr] = {
+                "what": f"the {min(SHOW, len(rows))} of {len(rows)} entities whose pick followed "
+                "the position most: share of picks that took the candidate shown first (uniform: "
+                f"1/{len(mine[0].shown)}), every group and order",
+                "rows": [r[2] for r in rows[:SHOW]],
+            }
     return Scored((), 0, {KEY: {"attributes": out}}, evidence=shown)
 
 
 def _score_attribute(
     settings: AuditSettings,
-    cases: Sequence[CandidateCase],
+    mine: Sequence[CandidateCase],
     completions: Mapping[str, Any],
     attribute: str,
 ) -> dict[str, Any]:
-    mine = [c for c in cases if c.attribute in (None, attribute)]
+    """One attribute's results from its and the neutral prompts' cases (``mine``)."""
     entities = list(dict.fromkeys(c.entity_id for c in mine))
     groups = [NEUTRAL, *dict.fromkeys(c.value for c in mine if c.value is not None)]
     k = len(mine[0].order)
@@ -306,15 +315,9 @@ class PositionAudit(PooledKind):
                 f"@fairness(candidates={settings.candidates!r}) gave no candidate lists"
             )
         return build_candidate_cases(
-            grid,
-            list(entities),
-            inputs.candidates,
-            style=settings.pick,
-            orders=settings.orders,
-            domain=settings.domain,
-            attributes=attributes,
-            seed=settings.seed,
-        )
+            grid, list(entities), inputs.candidates, style=settings.pick, orders=settings.orders,
+            domain=settings.domain, attributes=attributes, seed=settings.seed,
+        )  # fmt: skip
 
     score = staticmethod(_score)
 
@@ -329,31 +332,6 @@ class PositionAudit(PooledKind):
 
 
 POSITIONS = PositionAudit()
-
-
-def evidence_entries(
-    cases: Sequence[CandidateCase], completions: Mapping[str, Any], attributes: Sequence[str]
-) -> dict[str, dict[str, Any]]:
-    """attribute -> evidence entry (report/evidence.py's shape)."""
-    out = {}
-    for attr in attributes:
-        mine = [c for c in cases if c.attribute in (None, attr)]
-        by_entity: dict[str, list[CandidateCase]] = {}
-        for c in mine:
-            by_entity.setdefault(c.entity_id, []).append(c)
-        rows = [_row(group, completions) for group in by_entity.values()]
-        rows.sort(key=lambda r: (-r[0], r[1]))
-        if rows:
-            k = len(mine[0].shown)
-            out[attr] = {
-                "what": (
-                    f"the {min(SHOW, len(rows))} of {len(rows)} entities whose pick followed "
-                    f"the position most: share of picks that took the candidate shown first "
-                    f"(uniform: 1/{k}), every group and order"
-                ),
-                "rows": [r[2] for r in rows[:SHOW]],
-            }
-    return out
 
 
 def _row(

@@ -137,15 +137,6 @@ def _entry(
     }
 
 
-def _shift_ci(res: ItemSideResult, f: itemside.ItemFailure) -> Interval | None:
-    """The interval of a group's shift crossing ``max_shift`` (a drift: none)."""
-    if f.baseline is not None or f.group is None:
-        return None
-    field = res.field(f.field)
-    low, high = field.shift_ci[field.groups.index(f.group) - 1]
-    return None if low is None or high is None else Interval(low, high)
-
-
 def _reply(completions: Mapping[str, Any], case: Any) -> str:
     return reply_text(getattr(completions.get(case.id), "text", None))
 
@@ -305,22 +296,16 @@ class ItemAudit(ListKind):
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
     ) -> tuple[GateFailure, ...]:
         """``max_shift`` crossed (and significant), or the largest shift rose vs baseline."""
-        now = _results(result)
         before = {r.attribute: r for r in _results(baseline)} if baseline else {}
-        out = []
-        for res in now:
-            fails = itemside.item_failures(
+        return tuple(
+            f
+            for res in _results(result)
+            for f in itemside.item_failures(
                 res, before.get(res.attribute), max_shift=settings.max_shift,
                 tolerance=settings.tolerance, alpha=settings.alpha, seed=settings.seed,
                 n_resamples=settings.n_resamples,
-            )  # fmt: skip
-            out += [
-                GateFailure("item_shift", attribute=res.attribute, value=f.value, limit=f.limit,
-                            baseline=f.baseline, p_value=f.p_value, alpha=settings.alpha,
-                            detail=f.message(), group=f.group, value_ci=_shift_ci(res, f))
-                for f in fails
-            ]  # fmt: skip
-        return tuple(out)
+            )
+        )  # fmt: skip
 
 
 ITEMS = ItemAudit()

@@ -17,7 +17,7 @@ import numpy as np
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics import itemshift
 from pytest_recfair.replies.catalogue import Catalogue, Coverage
-from pytest_recfair.results import KindResults
+from pytest_recfair.results import GateFailure, Interval, KindResults
 
 
 def rounded(x: Any) -> Any:
@@ -282,30 +282,6 @@ def score_items(
     return ItemSideResult(attribute, fields_, coverage, counts)
 
 
-@dataclass(frozen=True)
-class ItemFailure:
-    field: str
-    statistic: str  # "max_shift" (absolute) or "shift_drift" (against the baseline)
-    value: float
-    limit: float
-    baseline: float | None
-    p_value: float | None
-    group: str | None
-
-    def message(self) -> str:
-        if self.statistic == "max_shift":
-            return (
-                f"item field {self.field!r}: {self.group} shifts {self.value:.3f} from neutral "
-                f"(total variation) > max_shift {self.limit:g} (family-wise p = "
-                f"{self.p_value:.3g})"
-            )
-        return (
-            f"item field {self.field!r}: largest shift {self.value:.3f} ({self.group}) vs "
-            f"baseline {self.baseline:.3f} rose by more than the tolerance {self.limit:g} "
-            f"(paired entity bootstrap p = {self.p_value:.3g})"
-        )
-
-
 def item_failures(
     result: ItemSideResult,
     baseline: ItemSideResult | None,
@@ -315,13 +291,18 @@ def item_failures(
     alpha: float,
     seed: int = 0,
     n_resamples: int = 1000,
-) -> list[ItemFailure]:
+) -> list[GateFailure]:
     """A limit or drift fails only when crossed AND significant (p < alpha)."""
-    out: list[ItemFailure] = []
+    out: list[GateFailure] = []
     for f in result.fields:
-        for g, s, p in zip(f.groups[1:], f.shift, f.p_adjusted, strict=True):
+        for g, s, ci, p in zip(f.groups[1:], f.shift, f.shift_ci, f.p_adjusted, strict=True):
             if max_shift is not None and s is not None and s > max_shift and p < alpha:
-                out.append(ItemFailure(f.field, "max_shift", s, max_shift, None, p, g))
+                out.append(GateFailure(
+                    "item_shift", result.attribute, value=s, limit=max_shift, p_value=p,
+                    alpha=alpha, group=g, value_ci=None if None in ci else Interval.from_obj(ci),
+                    detail=f"item field {f.field!r}: {g} shifts {s:.3f} from neutral (total "
+                    f"variation) > max_shift {max_shift:g} (family-wise p = {p:.3g})",
+                ))  # fmt: skip
     if baseline is None:
         return out
     cmp = itemshift.compare_shift(
@@ -332,5 +313,11 @@ def item_failures(
         if math.isfinite(delta) and delta > tolerance and p < alpha:
             now, was = float(cmp.candidate[i]), float(cmp.baseline[i])
             group = result.field(name).most_shifted
-            out.append(ItemFailure(name, "shift_drift", now, tolerance, was, p, group))
+            out.append(GateFailure(
+                "item_shift", result.attribute, value=now, limit=tolerance, baseline=was,
+                p_value=p, alpha=alpha, group=group,
+                detail=f"item field {name!r}: largest shift {now:.3f} ({group}) vs baseline "
+                f"{was:.3f} rose by more than the tolerance {tolerance:g} (paired entity "
+                f"bootstrap p = {p:.3g})",
+            ))  # fmt: skip
     return out
