@@ -68,18 +68,17 @@ def _groups(
 ) -> tuple[tuple[str, ...], ex.IntArray, ex.FloatArray | None]:
     """Group labels, each item's group and (numeric field) each item's value."""
     catalogue.check_field(name)
-    where = catalogue.source or "catalogue"
-    if name in catalogue.categorical:
-        if bins is not None:
-            raise ConfigError(
-                f"@fairness(bins={bins!r}): field {name!r} of {where} is text, not numbers; "
-                "bins group a numeric field (plays, ratings): remove bins= or name one"
-            )
-        fc = field_codes(catalogue, [name])[0]
-        return fc.categories, fc.codes, None
-    values = np.array([float(it.fields.get(name, math.nan)) for it in catalogue.items])
-    if bins is None:
-        if len(np.unique(values[np.isfinite(values)])) > MAX_LEVELS:
+    where, text = catalogue.source or "catalogue", name in catalogue.categorical
+    if text and bins is not None:
+        raise ConfigError(
+            f"@fairness(bins={bins!r}): field {name!r} of {where} is text, not numbers; "
+            "bins group a numeric field (plays, ratings): remove bins= or name one"
+        )
+    values = (
+        None if text else np.array([float(it.fields.get(name, math.nan)) for it in catalogue.items])
+    )
+    if values is None or bins is None:
+        if values is not None and len(np.unique(values[np.isfinite(values)])) > MAX_LEVELS:
             raise ConfigError(
                 f"@fairness(item_field={name!r}): field {name!r} of {where} is numeric with "
                 f"more than {MAX_LEVELS} values; give bins=5 (quantile groups) or bin edges "
@@ -111,11 +110,8 @@ def read_history(path: Path) -> list[tuple[str, str, float]]:
     where = f"history file {str(path)!r}"
     try:
         text = path.read_text(encoding="utf-8-sig")
-        rows = (
-            json.loads(text)
-            if path.suffix.lower() == ".json"
-            else list(csv.DictReader(io.StringIO(text)))
-        )
+        json_file = path.suffix.lower() == ".json"
+        rows = json.loads(text) if json_file else list(csv.DictReader(io.StringIO(text)))
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise ValueError("expected a list of records")
         out = [

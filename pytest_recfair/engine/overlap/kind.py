@@ -1,8 +1,6 @@
 """The list-overlap audit (FaiRLLM / FairEval): neutral vs attribute-conditioned lists.
-
-Titles of one entity merge to one key in the default parse style only: the FaiRLLM
-notebook compares exact titles.
-"""
+Titles of one entity merge to one key in the default parse style only: the FaiRLLM notebook
+compares exact titles."""
 
 from __future__ import annotations
 
@@ -89,8 +87,7 @@ class OverlapSections:
         return f"{m.metric}@{m.k} {m.variant}" if isinstance(m, ListMeta) else "list overlap"
 
     def tables(self, data: Any) -> list[Table]:
-        """Recommendation quality: every group's in the table, the gaps and the worst and
-        best value of each attribute in its notes."""
+        """Recommendation quality: every group's in rows, each attribute's extremes in notes."""
         q = (data or {}).get("quality")
         if not q:
             return []
@@ -294,6 +291,5 @@ def canonicalize(replies: list[Reply]) -> tuple[list[Reply], int]:
         canon, merged = matching.canonicalize(lists, entity=entity_id)
         merges += len(merged)
         for i, keys in zip(idx, canon, strict=True):
-            r = replies[i]
-            out[i] = Reply(r.case, keys, r.status)
+            out[i] = Reply(replies[i].case, keys, replies[i].status)
     return out, merges

@@ -28,6 +28,8 @@ from pytest_recfair.settings import AuditSettings
 
 IntArray = npt.NDArray[np.int64]
 _FAILED = "failed"
+OVERALL = "overall"
+_USELESS = "the model recommends equally badly for every group: fair but useless"
 
 
 def _key(text: str) -> str:
@@ -151,9 +153,7 @@ class QualityTally:
         out.groups, out.basis, out.source = groups, str(d["basis"]), str(d["source"])
         shape = (len(entities), len(groups))
         out.hits, out.listed, out.replies = (np.zeros(shape, dtype=np.int64) for _ in range(3))
-        rows = np.asarray(d["rows"], dtype=np.int64)
-        if rows.size and (rows.min() < 0 or rows.max() >= len(entities)):
-            raise ValueError("quality rows outside the entities' positions")
+        rows = stored_rows(d["rows"], len(entities))
         for name in ("hits", "listed", "replies"):
             getattr(out, name)[rows] = stored_array(d[name], np.int64, (-1, len(groups)))
         out.known[rows] = stored_array(d["known"], np.bool_, (-1,))
@@ -188,7 +188,7 @@ def merged_quality(out: QualityTally | None, part: QualityTally | None) -> Quali
     return out
 
 
-def _mean(x: npt.NDArray[np.float64], axis: int) -> npt.NDArray[np.float64]:
+def nan_mean(x: npt.NDArray[np.float64], axis: int) -> npt.NDArray[np.float64]:
     """Mean over ``axis`` ignoring NaN; NaN (no warning) where nothing is left."""
     n = np.sum(~np.isnan(x), axis=axis)
     s = np.nansum(x, axis=axis)
@@ -220,22 +220,17 @@ def quality_results(t: QualityTally, *, n_resamples: int, seed: int) -> dict[str
         W = seeded_weights(seed, n_resamples, len(quality))
         boot = mq.boot_means(quality, n_resamples=n_resamples, seed=seed, weights=W)
     for name, cols in [(None, [0]), *by_attr.items()]:
-        s = mq.summarize(
-            quality[:, cols],
-            [t.groups[j] for j in cols],
-            n_resamples=n_resamples,
-            seed=seed,
-            boot=None if boot is None else boot[:, cols],
-        )
+        s = mq.summarize(quality[:, cols], [t.groups[j] for j in cols], n_resamples=n_resamples,
+                         seed=seed, boot=None if boot is None else boot[:, cols])  # fmt: skip
         for j, gq in zip(cols, s.groups, strict=True):
-            vmean = float(_mean(valid[:, [j]], axis=0)[0])
+            vmean = float(nan_mean(valid[:, [j]], axis=0)[0])
             groups.append({"group": gq.group, "quality": _num(gq.mean), "ci": _pair(gq.ci),
                            "valid": _num(vmean), "length": _num(vmean * t.k),
                            "n": gq.n})  # fmt: skip
         if name is not None:
             attributes.append({"attribute": name, "gap": _num(s.gap), "gap_ci": _pair(s.gap_ci)})
-    per_entity = _mean(quality, axis=1)
-    overall = float(_mean(per_entity[:, None], axis=0)[0])
+    per_entity = nan_mean(quality, axis=1)
+    overall = float(nan_mean(per_entity[:, None], axis=0)[0])
     return {
         "basis": t.basis,
         "catalogue": t.source or None,
@@ -249,17 +244,19 @@ def quality_results(t: QualityTally, *, n_resamples: int, seed: int) -> dict[str
     }
 
 
+def stored_rows(rows: Any, n: int) -> IntArray:
+    """A to_dict's row indices, each one of the ``n`` entities' positions."""
+    out = np.asarray(rows, dtype=np.int64)
+    if (bad := out[(out < 0) | (out >= n)]).size:  # -1 would pass for another entity
+        raise ValueError(f"row index {int(bad[0])} is outside 0..{n - 1} (the entities' positions)")
+    return out
+
+
 def stored_array(value: Any, dtype: type[np.generic], shape: tuple[int, ...]) -> npt.NDArray[Any]:
     """A to_dict array: JSON lists (None: NaN) or the bytes of a packed one."""
     if isinstance(value, bytes):
         return unpack_array(value, dtype, shape)
     return np.asarray(value, dtype=dtype).reshape(shape)
-
-
-OVERALL = "overall"
-
-
-_USELESS = "the model recommends equally badly for every group: fair but useless"
 
 
 def _what(q: Mapping[str, Any]) -> str:

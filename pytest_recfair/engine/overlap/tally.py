@@ -15,7 +15,13 @@ import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.engine.overlap.evidence import Keeper
-from pytest_recfair.engine.overlap.quality import QualityTally, merged_quality, stored_array
+from pytest_recfair.engine.overlap.quality import (
+    QualityTally,
+    merged_quality,
+    nan_mean,
+    stored_array,
+    stored_rows,
+)
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics.aggregate import (
     SimilarityCube,
@@ -258,13 +264,7 @@ class Tally:
         config = TallyConfig.from_dict(d["config"])
         layout = {name: a["values"] for name, a in d["attributes"].items()}
         tally = cls.start([str(e) for e in d["entities"]], layout, config)
-        rows = np.asarray(d["rows"], dtype=np.int64)
-        bad = rows[(rows < 0) | (rows >= len(tally.entities))]
-        if bad.size:  # -1 would index from the end and pass for another entity
-            raise ValueError(
-                f"row index {int(bad[0])} is outside 0..{len(tally.entities) - 1} (the "
-                "entities' positions)"
-            )
+        rows = stored_rows(d["rows"], len(tally.entities))
         for name, a in d["attributes"].items():
             _attribute_from_dict(tally.attributes[name], a, rows)
         for m, values in d.get("noise", {}).items():
@@ -367,16 +367,9 @@ def _mean_matrix(matrices: Sequence[SimilarityMatrix]) -> SimilarityMatrix:
     """Average repeated runs per (entity, value): the entity stays the resampling unit."""
     if len(matrices) == 1:
         return matrices[0]
-    first = matrices[0]
-    stack = np.stack([m.sims for m in matrices])
-    with np.errstate(invalid="ignore"):
-        counts = np.sum(~np.isnan(stack), axis=0)
-        sums = np.nansum(stack, axis=0)
-        sims = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    sims = nan_mean(np.stack([m.sims for m in matrices]), axis=0)
     missing = np.any(np.stack([m.missing for m in matrices]), axis=0)
-    return SimilarityMatrix(
-        entities=first.entities, values=first.values, sims=sims, missing=missing
-    )
+    return SimilarityMatrix(matrices[0].entities, matrices[0].values, sims, missing)
 
 
 def _interval(ci: tuple[float, float] | None) -> Interval | None:
