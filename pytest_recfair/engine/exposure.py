@@ -1,10 +1,7 @@
 """The exposure audit (``kind="exposure"``): who gets seen, and is popularity favoured?
-
-The list-overlap prompts; each list's top-K titles are matched to the catalogue (unmatched
-ones counted, never dropped) and grouped by ``item_field`` or popularity ``bins``. Gates
-need a limit crossed AND significant (family-wise); baseline drift is a paired entity
-bootstrap, Holm across measures.
-"""
+The list-overlap prompts' top-K titles are matched to the catalogue (unmatched ones counted,
+never dropped), grouped by ``item_field`` or popularity ``bins``; gates need a limit crossed
+AND significant (family-wise); drift: paired entity bootstrap, Holm across measures."""
 
 from __future__ import annotations
 

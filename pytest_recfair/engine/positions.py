@@ -1,8 +1,6 @@
 """The candidate-position audit (LRWorld): does where a candidate stands move the pick?
-
 Every group is asked with the same seeded ``orders`` of the candidates; gates need a limit
-crossed AND significant; baseline drift is a paired entity bootstrap over per-entity counts.
-"""
+crossed AND significant; baseline drift is a paired entity bootstrap over per-entity counts."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """The item-side audit (LMRec): does a group's prompt shift the properties of the items?
-
 Titles are matched to the catalogue; :mod:`.scoring` gives per-field category shares and
-shifts from neutral (total variation distance, family-wise permutation test over entities).
-"""
+shifts from neutral (total variation distance, family-wise permutation test over entities)."""
 
 from __future__ import annotations
 
@@ -153,22 +151,6 @@ def _share(cov: Mapping[str, Any]) -> float:
     return cov["matched"] / cov["total"] if cov["total"] else 0.0
 
 
-def _coverage(res: Mapping[str, Any]) -> str:
-    cov = res["coverage"]
-    share = _share(cov)
-    unmatched = ", ".join(cov["unmatched_examples"][:3])
-    return f"catalogue matched {share:.0%} of {cov['total']} titles" + (
-        f" (unmatched e.g. {unmatched})" if unmatched else ""
-    )
-
-
-def _largest(f: Mapping[str, Any]) -> str:
-    groups, shifts, ps = f["groups"][1:], f["shift"], f["p_adjusted"]
-    top = max(range(len(groups)), key=lambda i: shifts[i] or 0.0) if groups else None
-    where = f" ({groups[top]}, family-wise p {p_text(ps[top])})" if top is not None else ""
-    return f"largest shift from neutral {fmt(f['max_shift'])}{fmt_pair(f['max_shift_ci'])}{where}"
-
-
 def _shifted(f: Mapping[str, Any]) -> tuple[str, str] | None:
     """(most, least) shifted group from neutral, or None without a measured shift."""
     pairs = [(s, g) for s, g in zip(f["shift"], f["groups"][1:], strict=True) if s is not None]
@@ -191,14 +173,21 @@ def _field_table(res: Mapping[str, Any], f: Mapping[str, Any]) -> Table:
         rows.append(row)
     shifted = _shifted(f)
     most = "" if shifted is None else f"; most / least shifted from neutral: {' / '.join(shifted)}"
+    groups, shifts = f["groups"][1:], f["shift"]
+    top = max(range(len(groups)), key=lambda i: shifts[i] or 0.0) if groups else None
+    where = "" if top is None else f" ({groups[top]}, family-wise p {p_text(f['p_adjusted'][top])})"
+    lead = f"largest shift from neutral {fmt(f['max_shift'])}{fmt_pair(f['max_shift_ci'])}{where}"
     others = "; vs others: the group's shares against the attribute's other groups'"
+    cov = res["coverage"]
+    unmatched = ", ".join(cov["unmatched_examples"][:3])
     notes = [
-        _coverage(res),
+        f"catalogue matched {_share(cov):.0%} of {cov['total']} titles"
+        + (f" (unmatched e.g. {unmatched})" if unmatched else ""),
         "shift: total variation distance of the group's category shares from the neutral "
         "prompt's; p: family-wise permutation test" + (others if tested else ""),
     ]
     title = f"Item side: {res['attribute']} · {f['field']}"
-    return Table(title, head, rows, _largest(f) + most, notes)
+    return Table(title, head, rows, lead + most, notes)
 
 
 class ItemSections:

@@ -1,7 +1,5 @@
 """The item-side audit, scored: parsed replies + catalogue -> per-field shift results.
-
-Results keep the per-entity category counts, so a later run compares entity by entity.
-"""
+Results keep the per-entity category counts, so a later run compares entity by entity."""
 
 from __future__ import annotations
 

@@ -23,6 +23,7 @@ KEEP = 12
 SHOW = 5
 #: characters of a reply kept (the lists are always whole)
 MAX_REPLY = 4000
+_EMPTY = {"notes": ["no titles in this reply (a refusal?): see its text"]}
 
 
 def reply_text(text: str | None) -> str:
@@ -177,11 +178,23 @@ def _entry(
             0.0 if math.isnan(s_lo) else s_lo / lo.n
         )
 
-    ranked = sorted(cands, key=lambda c: (-share(c), c.row))[:SHOW]
-    rows = [
-        _row(c, share(c), gap, a.metric, hi.value, lo.value, sims[c.row, i], sims[c.row, j])
-        for c in ranked
-    ]
+    rows = []
+    for c in sorted(cands, key=lambda c: (-share(c), c.row))[:SHOW]:
+        neutral, nkeys, nreply = c.lists[""]
+        neutral = shown_titles(neutral)
+        lists = [{"label": "neutral", "titles": neutral, "reply": reply_text(nreply)}]
+        for value in (v for v in (hi.value, lo.value) if v in c.lists):
+            titles, keys, reply = c.lists[value]
+            diff = compare_lists(neutral, nkeys, titles := shown_titles(titles), keys)
+            lists.append({"label": value, "titles": titles, **diff, "reply": reply_text(reply),
+                          **({} if titles else _EMPTY)})  # fmt: skip
+        pct = f", {share(c) / gap:.0%} of it" if gap > 0 else ""
+        rows.append({
+            "entity": c.name, "id": c.entity, "score": share(c),
+            "why": f"{share(c):+.4f} of the gap{pct}; {a.metric} {hi.value} "
+            f"{fmt(sims[c.row, i])}, {lo.value} {fmt(sims[c.row, j])}",
+            "lists": lists,
+        })  # fmt: skip
     return {
         "what": (
             f"the {len(rows)} entities with the largest share of the gap {hi.value} − "
@@ -189,28 +202,4 @@ def _entry(
             f"varies most across the values; lists of the first repeat"
         ),
         "rows": rows,
-    }
-
-
-def _row(c: Candidate, share: float, gap: float, metric: str, hi: str, lo: str,
-         s_hi: float, s_lo: float) -> dict[str, Any]:  # fmt: skip
-    neutral, nkeys, nreply = c.lists[""]
-    neutral = shown_titles(neutral)
-    lists: list[dict[str, Any]] = [
-        {"label": "neutral", "titles": neutral, "reply": reply_text(nreply)}
-    ]
-    empty = {"notes": ["no titles in this reply (a refusal?): see its text"]}
-    for value in (v for v in (hi, lo) if v in c.lists):
-        titles, keys, reply = c.lists[value]
-        titles = shown_titles(titles)
-        diff = compare_lists(neutral, nkeys, titles, keys)
-        lists.append({"label": value, "titles": titles, **diff, "reply": reply_text(reply),
-                      **({} if titles else empty)})  # fmt: skip
-    pct = f", {share / gap:.0%} of it" if gap > 0 else ""
-    return {
-        "entity": c.name,
-        "id": c.entity,
-        "score": share,
-        "why": f"{share:+.4f} of the gap{pct}; {metric} {hi} {fmt(s_hi)}, {lo} {fmt(s_lo)}",
-        "lists": lists,
     }

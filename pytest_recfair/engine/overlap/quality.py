@@ -1,8 +1,6 @@
 """Recommendation quality of a list-overlap audit per group, beside fairness.
-
 Counts are integers per (entity, group), so merged shards give the unsharded numbers bit
-for bit. ``min_quality`` failing for every group is one failure: fair but useless.
-"""
+for bit. ``min_quality`` failing for every group is one failure: fair but useless."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
 """Score an audit a chunk of entities at a time: bounded memory, shards that merge exactly.
-
 A chunk leaves only its similarity-matrix rows (what the bootstrap resamples) and sums in
-fixed-point integers, so neither chunk size nor chunk or shard order changes a bit.
-"""
+fixed-point integers, so neither chunk size nor chunk or shard order changes a bit."""
 
 from __future__ import annotations
 
@@ -232,15 +230,34 @@ class Tally:
         for m, per in self.noise.items():
             f = noise_floor_of(per, n_resamples=n_resamples, seed=seed)
             floors[m] = None if f is None else Stat(float(f.mean), _interval(f.ci))
-        several = len(self.config.metrics) > 1
+        cfg, out = self.config, []
         try:
-            return tuple(
-                _attribute_result(self, name, at, m, floors.get(m), several, n_resamples, seed)
-                for name, at in self.attributes.items()
-                for m in self.config.metrics
-            )
+            for name, at in self.attributes.items():
+                for m in cfg.metrics:
+                    matrix = SimilarityMatrix(self.entities, at.values, at.sims[m], at.missing)
+                    table = summarize(matrix)
+                    boot = intervals(matrix, n_resamples=n_resamples, seed=seed)
+                    values = tuple(
+                        ValueResult(
+                            value=v, mean=Stat(stat.mean, _interval(boot.value_ci.get(v))),
+                            n=stat.n, missing=stat.missing, refusals=at.statuses[v]["refused"],
+                            short=at.statuses[v]["short"], total=sum(at.statuses[v].values()),
+                        )
+                        for v, stat in table.values.items()
+                    )  # fmt: skip
+                    out.append(AttributeResult(
+                        attribute=f"{name}.{m}" if len(cfg.metrics) > 1 else name, metric=m,
+                        k=cfg.k, variant=cfg.variant, missing_policy=cfg.missing, values=values,
+                        snsr=Stat(table.snsr, _interval(boot.snsr_ci)),
+                        snsv=Stat(table.snsv, _interval(boot.snsv_ci)),
+                        pafs=Stat(table.pafs, _interval(boot.pafs_ci)), matrix=matrix,
+                        entropy=float(at.entropy_sum) / FIXED / at.entropy_n
+                        if cfg.repeats > 1 and at.entropy_n else None,
+                        noise_floor=floors.get(m), curves=_curves(at, m),
+                    ))  # fmt: skip
         finally:
             forget_weights()  # the tables shared them; the audit is scored
+        return tuple(out)
 
     def to_dict(self, packed: bool = False) -> dict[str, Any]:
         """JSON-able, scored rows only; ``packed`` (replay cache): rows as packed bytes."""
@@ -374,51 +391,6 @@ def _mean_matrix(matrices: Sequence[SimilarityMatrix]) -> SimilarityMatrix:
 
 def _interval(ci: tuple[float, float] | None) -> Interval | None:
     return None if ci is None else Interval(float(ci[0]), float(ci[1]))
-
-
-def _attribute_result(
-    tally: Tally,
-    name: str,
-    at: AttributeTally,
-    metric: MetricName,
-    floor: Stat | None,
-    suffix: bool,
-    n_resamples: int,
-    seed: int,
-) -> AttributeResult:
-    cfg = tally.config
-    matrix = SimilarityMatrix(tally.entities, at.values, at.sims[metric], at.missing)
-    table = summarize(matrix)
-    boot = intervals(matrix, n_resamples=n_resamples, seed=seed)
-    values = tuple(
-        ValueResult(
-            value=v,
-            mean=Stat(stat.mean, _interval(boot.value_ci.get(v))),
-            n=stat.n,
-            missing=stat.missing,
-            refusals=at.statuses[v]["refused"],
-            short=at.statuses[v]["short"],
-            total=sum(at.statuses[v].values()),
-        )
-        for v, stat in table.values.items()
-    )
-    return AttributeResult(
-        attribute=f"{name}.{metric}" if suffix else name,
-        metric=metric,
-        k=cfg.k,
-        variant=cfg.variant,
-        missing_policy=cfg.missing,
-        values=values,
-        snsr=Stat(table.snsr, _interval(boot.snsr_ci)),
-        snsv=Stat(table.snsv, _interval(boot.snsv_ci)),
-        pafs=Stat(table.pafs, _interval(boot.pafs_ci)),
-        matrix=matrix,
-        entropy=float(at.entropy_sum) / FIXED / at.entropy_n
-        if cfg.repeats > 1 and at.entropy_n
-        else None,
-        noise_floor=floor,
-        curves=_curves(at, metric),
-    )
 
 
 def _curves(at: AttributeTally, metric: str) -> dict[str, list[float]]:
