@@ -302,19 +302,17 @@ def _drift(s: AuditSettings, d: Mapping[str, Any], before: Mapping[str, Any]) ->
         return []
     moved = sorted(d["items"][:SHOW], key=lambda r: -(r[3] or 0.0))
     names = ", ".join(str(r[0]) for r in moved[:3])
-    out = []
-    for name, was, now, p in drifts(cmp, ex.DRIFT_MEASURES):
-        if p < s.alpha:
-            word = _WORDS[name]
-            # its own failure kind per measure: a headline each, named ("exposure MGU")
-            out.append(GateFailure(
-                f"{KEY} {word}", attribute=d["field"], value=now, limit=s.tolerance, baseline=was,
-                p_value=p, alpha=s.alpha, n_paired=cmp.n_paired,
-                detail=f"exposure {word} {was:.3f} -> {now:.3f}, worse by more than the "
-                f"tolerance {s.tolerance:g} (paired entity bootstrap p = {p:.3g} over "
-                f"{cmp.n_paired} entities; most over-exposed now: {names})",
-            ))  # fmt: skip
-    return out
+    return [  # its own failure kind per measure: a headline each, named ("exposure MGU")
+        GateFailure(
+            f"{KEY} {_WORDS[name]}", attribute=d["field"], value=now, limit=s.tolerance,
+            baseline=was, p_value=p, alpha=s.alpha, n_paired=cmp.n_paired,
+            detail=f"exposure {_WORDS[name]} {was:.3f} -> {now:.3f}, worse by more than the "
+            f"tolerance {s.tolerance:g} (paired entity bootstrap p = {p:.3g} over "
+            f"{cmp.n_paired} entities; most over-exposed now: {names})",
+        )
+        for name, was, now, p in drifts(cmp, ex.DRIFT_MEASURES)
+        if p < s.alpha
+    ]  # fmt: skip
 
 
 def _headline(d: Mapping[str, Any], measure: str) -> float:

@@ -248,23 +248,23 @@ def _drift(
 ) -> list[GateFailure]:
     """Pooled bias / missed rate risen by more than ``tolerance``, on shared entities
     (incompatible baselines are reported by the baseline layer)."""
-    cmp = None if before is None else _paired(
-        before, res, n_resamples=settings.n_resamples, seed=settings.seed,
-        margin=settings.tolerance,
-    )  # fmt: skip
+    tol = settings.tolerance
+    cmp = _paired(
+        before or {}, res, n_resamples=settings.n_resamples, seed=settings.seed, margin=tol
+    )
     if cmp is None:
         return []
-    out = []
-    tol, n = settings.tolerance, cmp.n_paired
-    for name, was, now, p in drifts(cmp, DRIFT_MEASURES):
-        if np.isfinite(now - was) and now - was > tol and p < settings.alpha:
-            out.append(GateFailure(
-                "position", attribute=res["attribute"], value=now, limit=tol, baseline=was,
-                p_value=p, alpha=settings.alpha, n_paired=n,
-                detail=f"pooled position {name} {was:.3f} -> {now:.3f} rose by more than the "
-                f"tolerance {tol:g} (paired entity bootstrap p = {p:.3g} over {n} entities)",
-            ))  # fmt: skip
-    return out
+    n = cmp.n_paired
+    return [
+        GateFailure(
+            "position", attribute=res["attribute"], value=now, limit=tol, baseline=was,
+            p_value=p, alpha=settings.alpha, n_paired=n,
+            detail=f"pooled position {name} {was:.3f} -> {now:.3f} rose by more than the "
+            f"tolerance {tol:g} (paired entity bootstrap p = {p:.3g} over {n} entities)",
+        )
+        for name, was, now, p in drifts(cmp, DRIFT_MEASURES)
+        if np.isfinite(now - was) and now - was > tol and p < settings.alpha
+    ]  # fmt: skip
 
 
 def _paired(

@@ -34,26 +34,22 @@ def _score(
     catalogue = inputs.catalogue
     assert catalogue is not None  # build_cases, always called first, checked it
     fields = itemside.field_names(settings.item_field)
-    replies = parse_all(cases, completions, settings.k, settings.parse_style)
-    titles = [r.items for r in replies]
-    attrs = attributes_of(cases)
+    titles = [r.items for r in parse_all(cases, completions, settings.k, settings.parse_style)]
     matched = itemside.match_replies(titles, catalogue)  # once for all attributes
-    results = [
+    results = tuple(
         itemside.score_items(
             cases, titles, catalogue, fields, attribute=attr,
             n_permutations=settings.n_resamples, n_resamples=settings.n_resamples,
             seed=settings.seed, matched=matched,
         )
-        for attr in attrs
-    ]  # fmt: skip
-    shown = {
+        for attr in attributes_of(cases)
+    )  # fmt: skip
+    shown = {  # attribute -> evidence entry (report/evidence.py's shape)
         res.attribute: entry
         for res in results
         if (entry := _entry(cases, titles, matched[0], catalogue, completions, res)) is not None
-    }  # attribute -> evidence entry (report/evidence.py's shape)
-    return Scored(
-        (), 0, {KEY: itemside.ItemResults(catalogue.source, tuple(results))}, evidence=shown
-    )
+    }
+    return Scored((), 0, {KEY: itemside.ItemResults(catalogue.source, results)}, evidence=shown)
 
 
 def _results(result: AuditResult | None) -> tuple[itemside.ItemSideResult, ...]:

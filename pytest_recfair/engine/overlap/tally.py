@@ -300,51 +300,45 @@ def merge(parts: Sequence[Tally]) -> Tally:
     if not parts:
         raise DataError("merge: no tally to merge; give at least one shard result.")
     first = parts[0]
-    for p in parts[1:]:
-        if p.entities != first.entities or p.config != first.config:
+    out = Tally.start(
+        first.entities, {a: t.values for a, t in first.attributes.items()}, first.config
+    )
+    for part in parts:
+        if part.entities != first.entities or part.config != first.config:
             raise DataError(
                 "merge: the shard results are not of the same audit (different entities or "
                 "scoring settings); merge results of one run of --fairness-shard=I/N only."
             )
-        if set(p.attributes) != set(first.attributes):
+        if set(part.attributes) != set(first.attributes):
             raise DataError("merge: the shard results score different attributes.")
-    out = Tally.start(
-        first.entities, {a: t.values for a, t in first.attributes.items()}, first.config
-    )
-    for p in parts:
-        overlap = out.filled & p.filled
-        if overlap.any():
-            twice = first.entities[int(np.flatnonzero(overlap)[0])]
+        rows = np.flatnonzero(part.filled)
+        if (twice := rows[out.filled[rows]]).size:
             raise DataError(
-                f"merge: entity {twice!r} is in two shard results; give each shard once."
+                f"merge: entity {first.entities[int(twice[0])]!r} is in two shard results; give "
+                "each shard once."
             )
-        _merge_into(out, p)
+        for name, src in part.attributes.items():
+            dst = out.attributes[name]
+            if dst.values != src.values:
+                raise DataError(f"merge: attribute {name!r} has other values in another shard.")
+            for m in out.config.metrics:
+                dst.sims[m][rows] = src.sims[m][rows]
+                dst.curve_sum[m] = _add_lists(dst.curve_sum[m], src.curve_sum[m])
+                dst.curve_n[m] = _add_lists(dst.curve_n[m], src.curve_n[m])
+            dst.missing[rows] = src.missing[rows]
+            for v, counter in src.statuses.items():
+                dst.statuses[v].update(counter)
+            dst.entropy_sum += src.entropy_sum
+            dst.entropy_n += src.entropy_n
+        for m, per in part.noise.items():
+            out.noise[m][rows] = per[rows]
+        out.filled[rows] = True
+        for n in _SUMS:
+            setattr(out, n, getattr(out, n) + getattr(part, n))
+        out.models |= part.models
+        out.quality = merged_quality(out.quality, part.quality)
+        out.evidence.absorb(part.evidence)
     return out
-
-
-def _merge_into(out: Tally, part: Tally) -> None:
-    rows = np.flatnonzero(part.filled)
-    for name, src in part.attributes.items():
-        dst = out.attributes[name]
-        if dst.values != src.values:
-            raise DataError(f"merge: attribute {name!r} has other values in another shard.")
-        for m in out.config.metrics:
-            dst.sims[m][rows] = src.sims[m][rows]
-            dst.curve_sum[m] = _add_lists(dst.curve_sum[m], src.curve_sum[m])
-            dst.curve_n[m] = _add_lists(dst.curve_n[m], src.curve_n[m])
-        dst.missing[rows] = src.missing[rows]
-        for v, counter in src.statuses.items():
-            dst.statuses[v].update(counter)
-        dst.entropy_sum += src.entropy_sum
-        dst.entropy_n += src.entropy_n
-    for m, per in part.noise.items():
-        out.noise[m][rows] = per[rows]
-    out.filled[rows] = True
-    for n in _SUMS:
-        setattr(out, n, getattr(out, n) + getattr(part, n))
-    out.models |= part.models
-    out.quality = merged_quality(out.quality, part.quality)
-    out.evidence.absorb(part.evidence)
 
 
 def _columns(at: AttributeTally, values: Sequence[str], attr: str) -> npt.NDArray[np.int64]:
