@@ -87,24 +87,17 @@ def _groups(
     return labels, codes, values
 
 
-def _history_path(settings: AuditSettings, where: Sequence[Path]) -> Path | None:
-    ref = settings.reference
-    if ref == "catalogue":
-        return None
+def _history(ref: str, where: Sequence[Path]) -> tuple[Path, list[tuple[str, str, float]]]:
+    """The history file ``reference`` names, and its (title, id, count) per interaction row."""
     tried = [Path(ref)] if Path(ref).is_absolute() or not where else [Path(b) / ref for b in where]
-    found = next((p for p in tried if p.is_file()), None)
-    if found is None:
+    path = next((p for p in tried if p.is_file()), None)
+    if path is None:
         raise DataError(
             f"@fairness(reference={ref!r}): no such history file (looked in "
             f"{', '.join(map(str, tried)) or ref}); give reference='catalogue' or a CSV/JSON "
             "file of interactions (one row per interaction: title or id, optional count)"
         )
-    return found
-
-
-def read_history(path: Path) -> list[tuple[str, str, float]]:
-    """(title, id, count) per interaction row of a CSV or JSON history file."""
-    where = f"history file {str(path)!r}"
+    name = f"history file {str(path)!r}"
     try:
         text = path.read_text(encoding="utf-8-sig")
         json_file = path.suffix.lower() == ".json"
@@ -116,14 +109,14 @@ def read_history(path: Path) -> list[tuple[str, str, float]]:
             for r in rows
         ]
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise DataError(f"{where} cannot be read ({exc}); give a CSV or JSON file") from None
+        raise DataError(f"{name} cannot be read ({exc}); give a CSV or JSON file") from None
     out = [r for r in out if (r[0] or r[1]) and r[2] > 0]
     if not out:
         raise DataError(
-            f"{where} holds no interactions; give one row per interaction with a title (or "
+            f"{name} holds no interactions; give one row per interaction with a title (or "
             "an id of the catalogue) and an optional positive count, or reference='catalogue'"
         )
-    return out
+    return path, out
 
 
 def setup(settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[Path]) -> _Setup:
@@ -132,11 +125,10 @@ def setup(settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[
     catalogue = itemside.needed(catalogue, f"kind='exposure', item_field={name!r}")
     groups, group_of, values = _groups(catalogue, name, settings.bins)
     G, known = len(groups), group_of >= 0
-    path = _history_path(settings, where)
     history, popularity = None, values
     reference = np.bincount(group_of[known], minlength=G).astype(np.float64)
-    if path is not None:
-        rows = read_history(path)
+    if settings.reference != "catalogue":
+        path, rows = _history(settings.reference, where)
         ids = {it.id: i for i, it in enumerate(catalogue.items)}
         by_title = catalogue.match([t for t, i, _ in rows if i not in ids])
         found, hit = iter(by_title), np.zeros(len(catalogue.items))

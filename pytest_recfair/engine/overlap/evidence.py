@@ -150,14 +150,12 @@ def entries(tally: Any, results: Iterable[Any]) -> dict[str, dict[str, Any]]:
     several = len(tally.config.metrics) > 1
     out: dict[str, dict[str, Any]] = {}
     for name, at in tally.attributes.items():
-        for m in tally.config.metrics:
+        cands = tally.evidence.kept.get(name, [])
+        for m in tally.config.metrics if cands else ():
             label = f"{name}.{m}" if several else name
             a = by_label.get(label)
-            cands = tally.evidence.kept.get(name, [])
-            if a is not None and cands:
-                entry = _entry(a, at.values, at.sims[m], cands)
-                if entry is not None:
-                    out[label] = entry
+            if a is not None and (entry := _entry(a, at.values, at.sims[m], cands)) is not None:
+                out[label] = entry
     return out
 
 

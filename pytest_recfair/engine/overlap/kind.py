@@ -5,7 +5,7 @@ compares exact titles."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -184,11 +184,8 @@ class ListKind(PooledKind):
     # the input files the plugin checks before any test runs (plugin/collection.py)
     named_inputs = ("catalogue",)
 
-    def check_catalogue(
-        self, settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[Path]
-    ) -> None:
-        """At collection and before sending: a bad setting for the catalogue stops here."""
-        raise NotImplementedError  # each kind gives its own
+    # each kind's own, at collection and before sending: a bad setting stops here
+    check_catalogue: Callable[[AuditSettings, Catalogue | None, Sequence[Path]], None]
 
     def build_cases(
         self,

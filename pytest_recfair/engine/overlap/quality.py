@@ -172,10 +172,8 @@ def merged_quality(out: QualityTally | None, part: QualityTally | None) -> Quali
     """``out`` with ``part``'s rows added; a shard without counts leaves the audit without."""
     if part is None:
         return None
-    if out is None:
-        out = QualityTally.from_dict(
-            {**part.to_dict(), "rows": [], "hits": [], "listed": [], "replies": [], "known": []}
-        )
+    if out is None:  # the first shard's counts, read as a shard file's
+        return QualityTally.from_dict(part.to_dict())
     if any(getattr(part, a) != getattr(out, a) for a in ("entities", "groups", "k", "basis")):
         raise DataError("merge: the shards' quality counts are not of the same audit.")
     rows = np.flatnonzero(part.filled)  # disjoint entities of the same audit
@@ -313,16 +311,13 @@ def quality_lines(q: Mapping[str, Any] | None) -> list[str]:
 def quality_properties(q: Mapping[str, Any] | None) -> list[tuple[str, float | int | str]]:
     if not q:
         return []
-    out: list[tuple[str, float | int | str]] = [("recfair.quality.basis", str(q["basis"]))]
-    if q["overall"] is not None:
-        out.append(("recfair.quality.overall", float(q["overall"])))
-    for g in q["groups"]:
-        if g["quality"] is not None:
-            out.append((f"recfair.quality.{g['group']}", float(g["quality"])))
-    for a in q["attributes"]:
-        if a["gap"] is not None:
-            out.append((f"recfair.{a['attribute']}.quality_gap", float(a["gap"])))
-    return out
+    measured = [
+        ("recfair.quality.overall", q["overall"]),
+        *((f"recfair.quality.{g['group']}", g["quality"]) for g in q["groups"]),
+        *((f"recfair.{a['attribute']}.quality_gap", a["gap"]) for a in q["attributes"]),
+    ]
+    return [("recfair.quality.basis", str(q["basis"])),
+            *((k, float(v)) for k, v in measured if v is not None)]  # fmt: skip
 
 
 def quality_failures(
@@ -420,11 +415,10 @@ def _drift(
 
     if everyone:
         d = next(d for d in failing if d.member == OVERALL)
-        detail = (
-            f"recommendation quality fell for every group alike: {change(d)}, {_what(q)}; "
-            f"the lists may be as fair as the baseline's, but {_USELESS}"
-        )
-        return [failure(d, detail)]
+        why = f"{_what(q)}; the lists may be as fair as the baseline's, but {_USELESS}"
+        return [
+            failure(d, f"recommendation quality fell for every group alike: {change(d)}, {why}")
+        ]
     named = [d for d in failing if d.member != OVERALL]
     # the overall member is worded only when no single group explains its drop
     return [
