@@ -154,8 +154,14 @@ class OverlapAudit:
     def merge(
         self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
     ) -> Merged:
-        """The shards' tallies united (the prompts are never rebuilt)."""
-        meta, tally = merge_results(parts)
+        """The shards' tallies united (the prompts are never rebuilt), each shard once."""
+        meta = merged_meta(parts)
+        tallies = [r.tally for r in parts if r.tally is not None]
+        if len(tallies) != len(parts):
+            raise DataError(mixed_error(parts))
+        tally = merge(tallies)
+        models = {str(r.meta.get("model")) for r in parts}
+        meta["model"] = models.pop() if len(models) == 1 else ",".join(sorted(tally.models))
         counted = [p.failures for p in parts if p.failures is not None]
         sent = Sent(
             prompts=sum(int(c["cases"]) for c in counted),
@@ -215,18 +221,6 @@ def layout_of(cases: Sequence[PromptCase]) -> dict[str, list[str]]:
             if c.value not in values:
                 values.append(c.value)
     return out
-
-
-def merge_results(results: Sequence[ShardResult]) -> tuple[dict[str, Any], Tally]:
-    """The metadata and tally of the whole audit from its shards 1..N (each once)."""
-    meta = merged_meta(results)
-    tallies = [r.tally for r in results if r.tally is not None]
-    if len(tallies) != len(results):
-        raise DataError(mixed_error(results))
-    tally = merge(tallies)
-    models = {str(r.meta.get("model")) for r in results}
-    meta["model"] = models.pop() if len(models) == 1 else ",".join(sorted(tally.models))
-    return meta, tally
 
 
 class Reply(NamedTuple):
