@@ -118,10 +118,8 @@ class Keeper:
             kept = self.kept.setdefault(attr, [])
             spreads = _spreads(at.sims[metric], rows)
             for entity, row, spread in zip(entities, rows, spreads, strict=True):
-                if spread is None:  # no value scored
-                    continue
-                if len(kept) >= KEEP and _order(kept[-1]) <= (-spread, row):
-                    continue
+                if spread is None or (len(kept) >= KEEP and _order(kept[-1]) <= (-spread, row)):
+                    continue  # no value scored, or narrower than every kept one
                 lists = {"": lists_of((entity, "", ""))}
                 lists.update(
                     (v, lists_of((entity, attr, v))) for v in at.values if (entity, attr, v) in by

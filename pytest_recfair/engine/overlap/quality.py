@@ -79,6 +79,7 @@ class QualityTally:
             # with owners, an entity is known once its replies arrive
             known=np.full(len(entities), owners is None),
             filled=np.zeros(len(entities), dtype=bool), catalogue=catalogue, owners=owners,
+            named=None if owners is None else set().union(*owners.values()),
         )  # fmt: skip
 
     def add(self, replies: Iterable[Any]) -> None:
@@ -88,7 +89,7 @@ class QualityTally:
         col = {g: j for j, g in enumerate(self.groups)}
         names: dict[int, set[str]] = {}
         cells: list[tuple[int, int, int, int]] = []  # (row, group, listed, hits)
-        k, plain = self.k, self.catalogue is None  # plain: every valid item is a hit
+        k, cat, owners = self.k, self.catalogue, self.owners  # no catalogue: a valid item hits
         for r in replies:
             case = r.case
             row = self.index.get(case.entity_id)
@@ -98,39 +99,29 @@ class QualityTally:
             keys = names.get(row)
             if keys is None:  # the entity's names matter only to the catalogue's owners
                 keys = names[row] = (
-                    set() if self.owners is None else {_key(case.entity_id), _key(case.entity)}
+                    set() if owners is None else {_key(case.entity_id), _key(case.entity)}
                 )
             if r.status == _FAILED:  # no valid response: left out, as in the similarity
                 continue
-            if plain:
+            if cat is None:
                 n = min(len(r.items or ()), k)
                 cells.append((row, j, n, n))
-            else:
-                items = (r.items or [])[:k]
-                cells.append((row, j, len(items), self._hits(items, keys)))
+                continue
+            items = (r.items or [])[:k]
+            found = [cat.items[i].title for i in cat.match(items) if i is not None]
+            hits = len(found) if owners is None else sum(
+                not keys.isdisjoint(owners.get(normalize(t), ())) for t in found
+            )  # fmt: skip
+            cells.append((row, j, len(items), hits))
         if cells:  # added in one numpy call per count, not three per reply
             at = np.array(cells, dtype=np.int64).T
             np.add.at(self.replies, (at[0], at[1]), 1)
             np.add.at(self.listed, (at[0], at[1]), at[2])
             np.add.at(self.hits, (at[0], at[1]), at[3])
         for row, keys in names.items():
-            if self.owners is not None:
-                if self.named is None:
-                    self.named = set().union(*self.owners.values())
+            if self.named is not None:
                 self.known[row] = not keys.isdisjoint(self.named)
             self.filled[row] = True
-
-    def _hits(self, items: Sequence[str], entity: set[str]) -> int:
-        assert self.catalogue is not None
-        found = self.catalogue.match(items)
-        if self.owners is None:
-            return sum(i is not None for i in found)
-        items_of = self.catalogue.items
-        return sum(
-            i is not None
-            and not entity.isdisjoint(self.owners.get(normalize(items_of[i].title), ()))
-            for i in found
-        )
 
     def to_dict(self, packed: bool = False) -> dict[str, Any]:
         """JSON-able; ``packed``: the count arrays as bytes (the replay cache)."""
