@@ -49,17 +49,6 @@ class _Setup:
     history: dict[str, Any] | None  # {"source", "matched", "total"} interactions
 
 
-def _field(settings: AuditSettings) -> str:
-    names = itemside.field_names(settings.item_field)
-    if len(names) != 1:
-        raise ConfigError(
-            f"@fairness(kind='exposure', item_field={settings.item_field!r}): an exposure "
-            "audit groups items by one catalogue field; give e.g. item_field='genre' or "
-            "item_field='plays', bins=5"
-        )
-    return names[0]
-
-
 def _groups(
     catalogue: Catalogue, name: str, bins: int | tuple[float, ...] | None
 ) -> tuple[tuple[str, ...], ex.IntArray, ex.FloatArray | None]:
@@ -121,7 +110,14 @@ def _history(ref: str, where: Sequence[Path]) -> tuple[Path, list[tuple[str, str
 
 def setup(settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[Path]) -> _Setup:
     """Groups, reference and popularity; every bad setting stops here, before any request."""
-    name = _field(settings)
+    names = itemside.field_names(settings.item_field)
+    if len(names) != 1:
+        raise ConfigError(
+            f"@fairness(kind='exposure', item_field={settings.item_field!r}): an exposure "
+            "audit groups items by one catalogue field; give e.g. item_field='genre' or "
+            "item_field='plays', bins=5"
+        )
+    name = names[0]
     catalogue = itemside.needed(catalogue, f"kind='exposure', item_field={name!r}")
     groups, group_of, values = _groups(catalogue, name, settings.bins)
     G, known = len(groups), group_of >= 0

@@ -8,10 +8,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from pytest_recfair import secrets
 from pytest_recfair.engine.base import AuditInputs, Scored, attributes_of, drifts, prop_key
 from pytest_recfair.engine.items import scoring as itemside
 from pytest_recfair.engine.items.scoring import ItemSideResult, field_codes
-from pytest_recfair.engine.overlap.evidence import SHOW, compare_lists, reply_text, shown_titles
+from pytest_recfair.engine.overlap.evidence import SHOW, compare_lists, reply_text
 from pytest_recfair.engine.overlap.kind import ListKind, parse_all
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics.itemshift import compare_shift
@@ -80,7 +81,8 @@ def _entry(
     def tagged(i: int) -> tuple[list[str], list[str], int, int]:
         """Case i's titles with their category, their keys, items in ``cat``, matched."""
         shown, keys, hits, n = [], [], 0, 0
-        for t, m in zip(shown_titles(titles[i] or []), matched.get(i) or [], strict=False):
+        # titles as shown: parsed from a reply, so scrubbed of secrets like its text
+        for t, m in zip(map(secrets.scrub, titles[i] or []), matched.get(i) or [], strict=False):
             code = -1 if m is None else int(codes.codes[m])
             shown.append(f"{t} [{labels[code]}]" if code >= 0 else f"{t} [not in catalogue]")
             keys.append(normalize(t))

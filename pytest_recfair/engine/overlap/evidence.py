@@ -45,11 +45,6 @@ def _spreads(sims: npt.NDArray[np.float64], rows: Sequence[int]) -> list[float |
     return [None if e else s for e, s in zip(empty.tolist(), spread.tolist(), strict=True)]
 
 
-def shown_titles(titles: Sequence[str]) -> list[str]:
-    """Titles as shown: parsed from a reply, so scrubbed of secrets like its text."""
-    return [secrets.scrub(t) for t in titles]
-
-
 def compare_lists(
     neutral: Sequence[str], neutral_keys: Sequence[str], titles: Sequence[str], keys: Sequence[str]
 ) -> dict[str, list[str]]:
@@ -177,11 +172,11 @@ def _entry(
     rows = []
     for c in sorted(cands, key=lambda c: (-share(c), c.row))[:SHOW]:
         neutral, nkeys, nreply = c.lists[""]
-        neutral = shown_titles(neutral)
+        neutral = list(map(secrets.scrub, neutral))  # parsed from a reply: scrubbed like it
         lists = [{"label": "neutral", "titles": neutral, "reply": reply_text(nreply)}]
         for value in (v for v in (hi.value, lo.value) if v in c.lists):
             titles, keys, reply = c.lists[value]
-            diff = compare_lists(neutral, nkeys, titles := shown_titles(titles), keys)
+            diff = compare_lists(neutral, nkeys, titles := list(map(secrets.scrub, titles)), keys)
             lists.append({"label": value, "titles": titles, **diff, "reply": reply_text(reply),
                           **({} if titles else _EMPTY)})  # fmt: skip
         pct = f", {share(c) / gap:.0%} of it" if gap > 0 else ""
