@@ -311,16 +311,6 @@ def _headline(d: Mapping[str, Any], measure: str) -> float:
     return max(lifts) if lifts else math.nan
 
 
-def _summary(d: Mapping[str, Any]) -> str:
-    m = d["matched"]
-    tail = "" if d["long_tail"] is None else f", long-tail share {fmt(d['long_tail'])}"
-    return (
-        f"{d['field']} exposure vs {d['reference']}: MGU {fmt(d['mgu'])}{fmt_pair(d['mgu_ci'])}, "
-        f"DGU {fmt(d['dgu'])}, Gini {fmt(d['gini'])}, coverage {fmt(d['coverage'])}{tail}; "
-        f"{m['matched']} of {m['total']} titles matched the catalogue"
-    )
-
-
 class ExposureSections:
     """The exposure kind's report sections."""
 
@@ -345,7 +335,15 @@ class ExposureSections:
             )
             if x is not None
         ]
-        out = [Table(f"Item exposure: {d['field']}", head, rows, _summary(d))]
+        m = d["matched"]
+        tail = "" if d["long_tail"] is None else f", long-tail share {fmt(d['long_tail'])}"
+        lead = (
+            f"{d['field']} exposure vs {d['reference']}: MGU {fmt(d['mgu'])}"
+            f"{fmt_pair(d['mgu_ci'])}, DGU {fmt(d['dgu'])}, Gini {fmt(d['gini'])}, coverage "
+            f"{fmt(d['coverage'])}{tail}; {m['matched']} of {m['total']} titles matched the "
+            "catalogue"
+        )
+        out = [Table(f"Item exposure: {d['field']}", head, rows, lead)]
         if lift:
             out.append(Table(f"Popularity lift: {d['field']}", ["value", "lift", "p"], lift))
         return out

@@ -372,11 +372,10 @@ def _members(q: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:
     """group -> entity -> quality, plus the overall member (each entity's group mean)."""
     entities = list(q["entities"])
     out = {g: dict(zip(entities, xs, strict=True)) for g, xs in q["scores"].items()}
-    overall: dict[str, float | None] = {}
-    for i, e in enumerate(entities):
-        xs = [v[i] for v in q["scores"].values() if v[i] is not None]
-        overall[e] = sum(xs) / len(xs) if xs else None
-    out[OVERALL] = overall
+    kept = [[x for x in xs if x is not None] for xs in zip(*q["scores"].values(), strict=True)]
+    out[OVERALL] = {
+        e: sum(xs) / len(xs) if xs else None for e, xs in zip(entities, kept, strict=True)
+    }
     return out
 
 
