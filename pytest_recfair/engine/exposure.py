@@ -307,8 +307,7 @@ def _headline(d: Mapping[str, Any], measure: str) -> float:
     """A stored result's value of one of :data:`ex.DRIFT_MEASURES` (NaN: not measured)."""
     if measure != "max_lift":
         return json_nan(d["mgu" if measure == "mgu" else "long_tail"])
-    lifts = [abs(x) for x in d["lift"] if x is not None]
-    return max(lifts) if lifts else math.nan
+    return max((abs(x) for x in d["lift"] if x is not None), default=math.nan)
 
 
 class ExposureSections:

@@ -123,18 +123,16 @@ class PositionSections:
         return KindComparison.holm(rows, "paired entity bootstrap", notes)
 
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
-        out: list[tuple[str, float | int | str]] = []
-        for res in _attributes(data):
-            key = prop_key(res["attribute"])
+        return [
+            (f"{prop_key(res['attribute'])}.{name}", value)
+            for res in _attributes(data)
             for name, value in (
-                ("position_bias", res["pooled_bias"]),
-                ("p_uniform", res["p_uniform"]),
+                ("position_bias", res["pooled_bias"]), ("p_uniform", res["p_uniform"]),
                 ("missed", res["measures"]["missed"][0]),
                 ("consistency", res["measures"]["consistency"][0]),
-            ):
-                if value is not None:
-                    out.append((f"{key}.{name}", value))
-        return out
+            )
+            if value is not None
+        ]  # fmt: skip
 
 
 def _score(
@@ -347,11 +345,8 @@ def _row(
         at = read_pick(text, c.shown, c.style)
         picks += 1
         first += at == 0
-        picked = (
-            "missed (no candidate named)"
-            if at is None
-            else f"{c.shown[at]} (shown {at + 1} of {len(c.shown)})"
-        )
+        missed = "missed (no candidate named)"
+        picked = missed if at is None else f"{c.shown[at]} (shown {at + 1} of {len(c.shown)})"
         entry["titles"].append(f"order {c.order_index + 1}: {picked}")
         entry["reply"] += (
             f"order {c.order_index + 1} [{' / '.join(c.shown)}]:\n{reply_text(text)}\n\n"

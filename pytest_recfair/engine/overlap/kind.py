@@ -23,7 +23,7 @@ from pytest_recfair.engine.base import (
 )
 from pytest_recfair.engine.overlap import evidence as overlap_evidence
 from pytest_recfair.engine.overlap import quality as qg
-from pytest_recfair.engine.overlap.tally import FAILED, Tally, TallyConfig, merge
+from pytest_recfair.engine.overlap.tally import Tally, TallyConfig, merge
 from pytest_recfair.errors import DataError
 from pytest_recfair.gate import unanswered
 from pytest_recfair.prompts.cases import PromptCase, build_cases
@@ -214,13 +214,11 @@ def _quality(result: AuditResult | None) -> Any:
 
 def layout_of(cases: Sequence[PromptCase]) -> dict[str, list[str]]:
     """attribute -> its values, in prompt order (from one entity's cases)."""
-    out: dict[str, list[str]] = {}
+    out: dict[str, dict[str, None]] = {}
     for c in cases:
         if c.attribute is not None and c.value is not None:
-            values = out.setdefault(c.attribute, [])
-            if c.value not in values:
-                values.append(c.value)
-    return out
+            out.setdefault(c.attribute, {})[c.value] = None
+    return {a: list(values) for a, values in out.items()}
 
 
 class Reply(NamedTuple):
@@ -261,7 +259,7 @@ def mark_failed(replies: list[Reply], errors: Mapping[str, str]) -> list[Reply]:
         if r.case.attribute is None and r.case.id in errors
     }
     return [
-        r._replace(items=None, status=FAILED)
+        r._replace(items=None, status=qg.FAILED)
         if r.case.id in errors or (r.case.entity_id, r.case.repeat) in dead
         else r
         for r in replies

@@ -25,7 +25,9 @@ from pytest_recfair.results import GateFailure, Interval, pack_array, unpack_arr
 from pytest_recfair.settings import AuditSettings
 
 IntArray = npt.NDArray[np.int64]
-_FAILED = "failed"
+#: Status of a reply that is not scored: its prompt got no valid response, or the neutral
+#: prompt it is compared with did not. The entity leaves that value's mean (never 0).
+FAILED = "failed"
 OVERALL = "overall"
 _USELESS = "the model recommends equally badly for every group: fair but useless"
 
@@ -80,12 +82,11 @@ class QualityTally:
             known=np.full(len(entities), owners is None),
             filled=np.zeros(len(entities), dtype=bool), catalogue=catalogue, owners=owners,
             named=None if owners is None else set().union(*owners.values()),
+            index={e: i for i, e in enumerate(entities)},
         )  # fmt: skip
 
     def add(self, replies: Iterable[Any]) -> None:
         """Count one chunk's parsed replies (before titles are merged to keys)."""
-        if not self.index:
-            self.index.update((e, i) for i, e in enumerate(self.entities))
         col = {g: j for j, g in enumerate(self.groups)}
         names: dict[int, set[str]] = {}
         cells: list[tuple[int, int, int, int]] = []  # (row, group, listed, hits)
@@ -101,7 +102,7 @@ class QualityTally:
                 keys = names[row] = (
                     set() if owners is None else {_key(case.entity_id), _key(case.entity)}
                 )
-            if r.status == _FAILED:  # no valid response: left out, as in the similarity
+            if r.status == FAILED:  # no valid response: left out, as in the similarity
                 continue
             if cat is None:
                 n = min(len(r.items or ()), k)

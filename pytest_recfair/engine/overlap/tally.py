@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from pytest_recfair.engine.overlap.evidence import Keeper
 from pytest_recfair.engine.overlap.quality import (
+    FAILED,
     QualityTally,
     merged_quality,
     nan_mean,
@@ -47,9 +48,6 @@ Lists = dict[str, list[str] | None]  # entity id -> parsed list (None: no comple
 FIXED = 2**40
 # |value| * FIXED * chunk entities must fit in int64 before it joins the Python-int sums.
 _MAX_ABS = 2.0**14
-#: Status of a reply that is not scored: its prompt got no valid response, or the neutral
-#: prompt it is compared with did not. The entity leaves that value's mean (never 0).
-FAILED = "failed"
 _SUMS = ("merges", "prompt_tokens", "completion_tokens")  # Tally's counters shards add up
 
 
@@ -119,8 +117,8 @@ class Tally:
         cls, entities: Sequence[str], layout: Mapping[str, Sequence[str]], config: TallyConfig
     ) -> Tally:
         """An empty tally: ``layout`` maps each attribute to its values, in order."""
-        n = len(entities)
-        if len(set(entities)) != n:
+        n, index = len(entities), {e: i for i, e in enumerate(entities)}
+        if len(index) != n:
             raise DataError("Tally: entity ids must be unique; the seed set repeats one.")
         return cls(
             entities=tuple(entities),
@@ -128,6 +126,7 @@ class Tally:
             attributes={a: AttributeTally.empty(v, n, config) for a, v in layout.items()},
             filled=np.zeros(n, dtype=bool),
             noise={m: np.full(n, np.nan) for m in config.metrics} if config.repeats > 1 else {},
+            index=index,
         )
 
     def add(self, replies: Iterable[Any]) -> None:
@@ -156,9 +155,8 @@ class Tally:
             return
         rows = np.array([self._row(e) for e in order], dtype=np.int64)
         neutral = [{e: run.get(e) for e in order} for run in neutral]
-        for attr in grouped:
-            if attr not in self.attributes:
-                raise DataError(f"Tally: attribute {attr!r} is not in this audit's layout.")
+        if unknown := [a for a in grouped if a not in self.attributes]:
+            raise DataError(f"Tally: attribute {unknown[0]!r} is not in this audit's layout.")
         cfg = self.config
         cubes = [  # every attribute of a repeat in one pass: a recurring list is scored once
             similarity_cubes(
@@ -181,8 +179,6 @@ class Tally:
         self.filled[rows] = True
 
     def _row(self, entity: str) -> int:
-        if not self.index:
-            self.index.update((e, i) for i, e in enumerate(self.entities))
         row = self.index.get(entity)
         if row is None:
             raise DataError(f"Tally: entity {entity!r} is not one of this audit's entities.")
@@ -199,7 +195,11 @@ class Tally:
     ) -> None:
         cfg = self.config
         at = self.attributes[attr]
-        cols = _columns(at, cubes[0].values, attr)
+        if unknown := sorted(set(cubes[0].values) - set(at.values)):
+            raise DataError(
+                f"Tally: attribute {attr!r} got replies for values {unknown} outside its layout."
+            )
+        cols = np.array([at.values.index(v) for v in cubes[0].values], dtype=np.int64)
         cells = np.ix_(rows, cols)
         for m in cfg.metrics:
             mean = _mean_matrix([c.matrix(m) for c in cubes])
@@ -341,16 +341,6 @@ def merge(parts: Sequence[Tally]) -> Tally:
     return out
 
 
-def _columns(at: AttributeTally, values: Sequence[str], attr: str) -> npt.NDArray[np.int64]:
-    try:
-        return np.array([at.values.index(v) for v in values], dtype=np.int64)
-    except ValueError:
-        unknown = sorted(set(values) - set(at.values))
-        raise DataError(
-            f"Tally: attribute {attr!r} got replies for values {unknown} outside its layout."
-        ) from None
-
-
 def _fixed(x: FloatArray) -> npt.NDArray[np.int64]:
     """``x`` in units of 2**-40, rounded to the nearest (NaN counts as 0)."""
     clean = np.where(np.isnan(x), 0.0, x)
@@ -365,9 +355,9 @@ def _add_curves(at: AttributeTally, m: str, cols: npt.NDArray[np.int64], cube: F
     sums = _fixed(cube).sum(axis=0).tolist()  # (values, K); int64 is safe for one chunk
     kept = (~np.isnan(cube)).sum(axis=0).tolist()
     for j, col in enumerate(cols.tolist()):
-        row_s, row_n = at.curve_sum[m][col], at.curve_n[m][col]
-        at.curve_sum[m][col] = [a + b for a, b in zip(row_s, sums[j], strict=True)]
-        at.curve_n[m][col] = [a + b for a, b in zip(row_n, kept[j], strict=True)]
+        at.curve_sum[m][col], at.curve_n[m][col] = _add_lists(
+            [at.curve_sum[m][col], at.curve_n[m][col]], [sums[j], kept[j]]
+        )
 
 
 def _add_lists(a: list[list[int]], b: list[list[int]]) -> list[list[int]]:
