@@ -86,10 +86,7 @@ class ItemSideResult:
     counts: itemshift.ItemCounts
 
     def field(self, name: str) -> FieldShift:
-        for f in self.fields:
-            if f.field == name:
-                return f
-        raise KeyError(name)
+        return {f.field: f for f in self.fields}[name]
 
     def to_dict(self) -> dict[str, Any]:
         c = self.counts
