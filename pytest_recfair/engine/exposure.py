@@ -1,10 +1,7 @@
 """The exposure audit (``kind="exposure"``): who gets seen, and is popularity favoured?
-
-The list-overlap prompts; each list's top-K titles are matched to the catalogue (unmatched
-ones counted, never dropped) and grouped by ``item_field`` or popularity ``bins``. Gates
-need a limit crossed AND significant (family-wise); baseline drift is a paired entity
-bootstrap, Holm across measures.
-"""
+The list-overlap prompts' top-K titles are matched to the catalogue (unmatched ones counted,
+never dropped), grouped by ``item_field`` or popularity ``bins``; gates need a limit crossed
+AND significant (family-wise); drift: paired entity bootstrap, Holm across measures."""
 
 from __future__ import annotations
 
@@ -52,34 +49,22 @@ class _Setup:
     history: dict[str, Any] | None  # {"source", "matched", "total"} interactions
 
 
-def _field(settings: AuditSettings) -> str:
-    names = itemside.field_names(settings.item_field)
-    if len(names) != 1:
-        raise ConfigError(
-            f"@fairness(kind='exposure', item_field={settings.item_field!r}): an exposure "
-            "audit groups items by one catalogue field; give e.g. item_field='genre' or "
-            "item_field='plays', bins=5"
-        )
-    return names[0]
-
-
 def _groups(
     catalogue: Catalogue, name: str, bins: int | tuple[float, ...] | None
 ) -> tuple[tuple[str, ...], ex.IntArray, ex.FloatArray | None]:
     """Group labels, each item's group and (numeric field) each item's value."""
     catalogue.check_field(name)
-    where = catalogue.source or "catalogue"
-    if name in catalogue.categorical:
-        if bins is not None:
-            raise ConfigError(
-                f"@fairness(bins={bins!r}): field {name!r} of {where} is text, not numbers; "
-                "bins group a numeric field (plays, ratings): remove bins= or name one"
-            )
-        fc = field_codes(catalogue, [name])[0]
-        return fc.categories, fc.codes, None
-    values = np.array([float(it.fields.get(name, math.nan)) for it in catalogue.items])
-    if bins is None:
-        if len(np.unique(values[np.isfinite(values)])) > MAX_LEVELS:
+    where, text = catalogue.source or "catalogue", name in catalogue.categorical
+    if text and bins is not None:
+        raise ConfigError(
+            f"@fairness(bins={bins!r}): field {name!r} of {where} is text, not numbers; "
+            "bins group a numeric field (plays, ratings): remove bins= or name one"
+        )
+    values = (
+        None if text else np.array([float(it.fields.get(name, math.nan)) for it in catalogue.items])
+    )
+    if values is None or bins is None:
+        if values is not None and len(np.unique(values[np.isfinite(values)])) > MAX_LEVELS:
             raise ConfigError(
                 f"@fairness(item_field={name!r}): field {name!r} of {where} is numeric with "
                 f"more than {MAX_LEVELS} values; give bins=5 (quantile groups) or bin edges "
@@ -91,31 +76,21 @@ def _groups(
     return labels, codes, values
 
 
-def _history_path(settings: AuditSettings, where: Sequence[Path]) -> Path | None:
-    ref = settings.reference
-    if ref == "catalogue":
-        return None
+def _history(ref: str, where: Sequence[Path]) -> tuple[Path, list[tuple[str, str, float]]]:
+    """The history file ``reference`` names, and its (title, id, count) per interaction row."""
     tried = [Path(ref)] if Path(ref).is_absolute() or not where else [Path(b) / ref for b in where]
-    found = next((p for p in tried if p.is_file()), None)
-    if found is None:
+    path = next((p for p in tried if p.is_file()), None)
+    if path is None:
         raise DataError(
             f"@fairness(reference={ref!r}): no such history file (looked in "
             f"{', '.join(map(str, tried)) or ref}); give reference='catalogue' or a CSV/JSON "
             "file of interactions (one row per interaction: title or id, optional count)"
         )
-    return found
-
-
-def read_history(path: Path) -> list[tuple[str, str, float]]:
-    """(title, id, count) per interaction row of a CSV or JSON history file."""
-    where = f"history file {str(path)!r}"
+    name = f"history file {str(path)!r}"
     try:
         text = path.read_text(encoding="utf-8-sig")
-        rows = (
-            json.loads(text)
-            if path.suffix.lower() == ".json"
-            else list(csv.DictReader(io.StringIO(text)))
-        )
+        json_file = path.suffix.lower() == ".json"
+        rows = json.loads(text) if json_file else list(csv.DictReader(io.StringIO(text)))
         if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
             raise ValueError("expected a list of records")
         out = [
@@ -123,27 +98,33 @@ def read_history(path: Path) -> list[tuple[str, str, float]]:
             for r in rows
         ]
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise DataError(f"{where} cannot be read ({exc}); give a CSV or JSON file") from None
+        raise DataError(f"{name} cannot be read ({exc}); give a CSV or JSON file") from None
     out = [r for r in out if (r[0] or r[1]) and r[2] > 0]
     if not out:
         raise DataError(
-            f"{where} holds no interactions; give one row per interaction with a title (or "
+            f"{name} holds no interactions; give one row per interaction with a title (or "
             "an id of the catalogue) and an optional positive count, or reference='catalogue'"
         )
-    return out
+    return path, out
 
 
 def setup(settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[Path]) -> _Setup:
     """Groups, reference and popularity; every bad setting stops here, before any request."""
-    name = _field(settings)
+    names = itemside.field_names(settings.item_field)
+    if len(names) != 1:
+        raise ConfigError(
+            f"@fairness(kind='exposure', item_field={settings.item_field!r}): an exposure "
+            "audit groups items by one catalogue field; give e.g. item_field='genre' or "
+            "item_field='plays', bins=5"
+        )
+    name = names[0]
     catalogue = itemside.needed(catalogue, f"kind='exposure', item_field={name!r}")
     groups, group_of, values = _groups(catalogue, name, settings.bins)
     G, known = len(groups), group_of >= 0
-    path = _history_path(settings, where)
     history, popularity = None, values
     reference = np.bincount(group_of[known], minlength=G).astype(np.float64)
-    if path is not None:
-        rows = read_history(path)
+    if settings.reference != "catalogue":
+        path, rows = _history(settings.reference, where)
         ids = {it.id: i for i, it in enumerate(catalogue.items)}
         by_title = catalogue.match([t for t, i, _ in rows if i not in ids])
         found, hit = iter(by_title), np.zeros(len(catalogue.items))
@@ -309,37 +290,24 @@ def _drift(s: AuditSettings, d: Mapping[str, Any], before: Mapping[str, Any]) ->
         return []
     moved = sorted(d["items"][:SHOW], key=lambda r: -(r[3] or 0.0))
     names = ", ".join(str(r[0]) for r in moved[:3])
-    out = []
-    for name, was, now, p in drifts(cmp, ex.DRIFT_MEASURES):
-        if p < s.alpha:
-            word = _WORDS[name]
-            # its own failure kind per measure: a headline each, named ("exposure MGU")
-            out.append(GateFailure(
-                f"{KEY} {word}", attribute=d["field"], value=now, limit=s.tolerance, baseline=was,
-                p_value=p, alpha=s.alpha, n_paired=cmp.n_paired,
-                detail=f"exposure {word} {was:.3f} -> {now:.3f}, worse by more than the "
-                f"tolerance {s.tolerance:g} (paired entity bootstrap p = {p:.3g} over "
-                f"{cmp.n_paired} entities; most over-exposed now: {names})",
-            ))  # fmt: skip
-    return out
+    return [  # its own failure kind per measure: a headline each, named ("exposure MGU")
+        GateFailure(
+            f"{KEY} {_WORDS[name]}", attribute=d["field"], value=now, limit=s.tolerance,
+            baseline=was, p_value=p, alpha=s.alpha, n_paired=cmp.n_paired,
+            detail=f"exposure {_WORDS[name]} {was:.3f} -> {now:.3f}, worse by more than the "
+            f"tolerance {s.tolerance:g} (paired entity bootstrap p = {p:.3g} over "
+            f"{cmp.n_paired} entities; most over-exposed now: {names})",
+        )
+        for name, was, now, p in drifts(cmp, ex.DRIFT_MEASURES)
+        if p < s.alpha
+    ]  # fmt: skip
 
 
 def _headline(d: Mapping[str, Any], measure: str) -> float:
     """A stored result's value of one of :data:`ex.DRIFT_MEASURES` (NaN: not measured)."""
     if measure != "max_lift":
         return json_nan(d["mgu" if measure == "mgu" else "long_tail"])
-    lifts = [abs(x) for x in d["lift"] if x is not None]
-    return max(lifts) if lifts else math.nan
-
-
-def _summary(d: Mapping[str, Any]) -> str:
-    m = d["matched"]
-    tail = "" if d["long_tail"] is None else f", long-tail share {fmt(d['long_tail'])}"
-    return (
-        f"{d['field']} exposure vs {d['reference']}: MGU {fmt(d['mgu'])}{fmt_pair(d['mgu_ci'])}, "
-        f"DGU {fmt(d['dgu'])}, Gini {fmt(d['gini'])}, coverage {fmt(d['coverage'])}{tail}; "
-        f"{m['matched']} of {m['total']} titles matched the catalogue"
-    )
+    return max((abs(x) for x in d["lift"] if x is not None), default=math.nan)
 
 
 class ExposureSections:
@@ -366,19 +334,22 @@ class ExposureSections:
             )
             if x is not None
         ]
-        out = [Table(f"Item exposure: {d['field']}", head, rows, _summary(d))]
+        m = d["matched"]
+        tail = "" if d["long_tail"] is None else f", long-tail share {fmt(d['long_tail'])}"
+        lead = (
+            f"{d['field']} exposure vs {d['reference']}: MGU {fmt(d['mgu'])}"
+            f"{fmt_pair(d['mgu_ci'])}, DGU {fmt(d['dgu'])}, Gini {fmt(d['gini'])}, coverage "
+            f"{fmt(d['coverage'])}{tail}; {m['matched']} of {m['total']} titles matched the "
+            "catalogue"
+        )
+        out = [Table(f"Item exposure: {d['field']}", head, rows, lead)]
         if lift:
             out.append(Table(f"Popularity lift: {d['field']}", ["value", "lift", "p"], lift))
         return out
 
     def brief(self, data: Any) -> str:
-        if not data:
-            return ""
-        gaps = [
-            (abs(x), x, g)
-            for g, x in zip(data["groups"], data["gap"], strict=True)
-            if x is not None
-        ]
+        gaps = [(abs(x), x, g) for g, x in zip(data["groups"], data["gap"], strict=True)
+                if x is not None] if data else []  # fmt: skip
         if not gaps:
             return ""
         _, gap, group = max(gaps)
@@ -423,12 +394,10 @@ class ExposureSections:
             for m, was, now, p in drifts(cmp, ex.DRIFT_MEASURES)
             if math.isfinite(p)
         ]
-        notes = (
-            []
-            if was["reference"] == now["reference"]
-            else [f"A's reference was {was['reference']}; both runs measured against B's"]
-        )
-        return KindComparison(tuple(rows), "paired entity bootstrap, Holm", tuple(notes))
+        notes = () if was["reference"] == now["reference"] else (
+            f"A's reference was {was['reference']}; both runs measured against B's",
+        )  # fmt: skip
+        return KindComparison(tuple(rows), "paired entity bootstrap, Holm", notes)
 
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
         if not data:

@@ -1,8 +1,6 @@
 """The candidate-position audit (LRWorld): does where a candidate stands move the pick?
-
 Every group is asked with the same seeded ``orders`` of the candidates; gates need a limit
-crossed AND significant; baseline drift is a paired entity bootstrap over per-entity counts.
-"""
+crossed AND significant; baseline drift is a paired entity bootstrap over per-entity counts."""
 
 from __future__ import annotations
 
@@ -77,16 +75,12 @@ class PositionSections:
                 f"{fmt_pair(res['pooled_bias_ci'])} (uniformity p {p_text(res['p_uniform'])}), "
                 f"chi2 {fmt(res['chi2'])}; {res['n_entities']} entities"
             )
-            differing = (
-                ", ".join(
-                    f"{g} ({name})"
-                    for name in names
-                    for g, pv in zip(res["groups"][1:], res["p_adjusted"][name], strict=True)
-                    if pv is not None and pv < 0.05
-                )
-                or "none"
-            )
-            note = f"groups differing from neutral (family-wise p < 0.05): {differing}"
+            differing = ", ".join(
+                f"{g} ({name})" for name in names
+                for g, pv in zip(res["groups"][1:], res["p_adjusted"][name], strict=True)
+                if pv is not None and pv < 0.05
+            )  # fmt: skip
+            note = f"groups differing from neutral (family-wise p < 0.05): {differing or 'none'}"
             out += [
                 Table(f"Candidate position: {res['attribute']}", head, rows, lead, [note]),
                 Table(f"Share of picks at each shown position: {res['attribute']}",
@@ -129,18 +123,16 @@ class PositionSections:
         return KindComparison.holm(rows, "paired entity bootstrap", notes)
 
     def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
-        out: list[tuple[str, float | int | str]] = []
-        for res in _attributes(data):
-            key = prop_key(res["attribute"])
+        return [
+            (f"{prop_key(res['attribute'])}.{name}", value)
+            for res in _attributes(data)
             for name, value in (
-                ("position_bias", res["pooled_bias"]),
-                ("p_uniform", res["p_uniform"]),
+                ("position_bias", res["pooled_bias"]), ("p_uniform", res["p_uniform"]),
                 ("missed", res["measures"]["missed"][0]),
                 ("consistency", res["measures"]["consistency"][0]),
-            ):
-                if value is not None:
-                    out.append((f"{key}.{name}", value))
-        return out
+            )
+            if value is not None
+        ]  # fmt: skip
 
 
 def _score(
@@ -149,19 +141,32 @@ def _score(
     cases: Sequence[CandidateCase],
     completions: Mapping[str, Any],
 ) -> Scored:
-    attrs = attributes_of(cases)
-    out = [_score_attribute(settings, cases, completions, a) for a in attrs]
-    shown = evidence_entries(cases, completions, attrs)
+    out, shown = [], {}
+    for attr in attributes_of(cases):
+        mine = [c for c in cases if c.attribute in (None, attr)]
+        out.append(_score_attribute(settings, mine, completions, attr))
+        by_entity: dict[str, list[CandidateCase]] = {}
+        for c in mine:
+            by_entity.setdefault(c.entity_id, []).append(c)
+        rows = sorted((_row(group, completions) for group in by_entity.values()),
+                      key=lambda r: (-r[0], r[1]))  # fmt: skip
+        if rows:
+            shown[attr] = {
+                "what": f"the {min(SHOW, len(rows))} of {len(rows)} entities whose pick followed "
+                "the position most: share of picks that took the candidate shown first (uniform: "
+                f"1/{len(mine[0].shown)}), every group and order",
+                "rows": [r[2] for r in rows[:SHOW]],
+            }
     return Scored((), 0, {KEY: {"attributes": out}}, evidence=shown)
 
 
 def _score_attribute(
     settings: AuditSettings,
-    cases: Sequence[CandidateCase],
+    mine: Sequence[CandidateCase],
     completions: Mapping[str, Any],
     attribute: str,
 ) -> dict[str, Any]:
-    mine = [c for c in cases if c.attribute in (None, attribute)]
+    """One attribute's results from its and the neutral prompts' cases (``mine``)."""
     entities = list(dict.fromkeys(c.entity_id for c in mine))
     groups = [NEUTRAL, *dict.fromkeys(c.value for c in mine if c.value is not None)]
     k = len(mine[0].order)
@@ -241,23 +246,23 @@ def _drift(
 ) -> list[GateFailure]:
     """Pooled bias / missed rate risen by more than ``tolerance``, on shared entities
     (incompatible baselines are reported by the baseline layer)."""
-    cmp = None if before is None else _paired(
-        before, res, n_resamples=settings.n_resamples, seed=settings.seed,
-        margin=settings.tolerance,
-    )  # fmt: skip
+    tol = settings.tolerance
+    cmp = _paired(
+        before or {}, res, n_resamples=settings.n_resamples, seed=settings.seed, margin=tol
+    )
     if cmp is None:
         return []
-    out = []
-    tol, n = settings.tolerance, cmp.n_paired
-    for name, was, now, p in drifts(cmp, DRIFT_MEASURES):
-        if np.isfinite(now - was) and now - was > tol and p < settings.alpha:
-            out.append(GateFailure(
-                "position", attribute=res["attribute"], value=now, limit=tol, baseline=was,
-                p_value=p, alpha=settings.alpha, n_paired=n,
-                detail=f"pooled position {name} {was:.3f} -> {now:.3f} rose by more than the "
-                f"tolerance {tol:g} (paired entity bootstrap p = {p:.3g} over {n} entities)",
-            ))  # fmt: skip
-    return out
+    n = cmp.n_paired
+    return [
+        GateFailure(
+            "position", attribute=res["attribute"], value=now, limit=tol, baseline=was,
+            p_value=p, alpha=settings.alpha, n_paired=n,
+            detail=f"pooled position {name} {was:.3f} -> {now:.3f} rose by more than the "
+            f"tolerance {tol:g} (paired entity bootstrap p = {p:.3g} over {n} entities)",
+        )
+        for name, was, now, p in drifts(cmp, DRIFT_MEASURES)
+        if np.isfinite(now - was) and now - was > tol and p < settings.alpha
+    ]  # fmt: skip
 
 
 def _paired(
@@ -306,15 +311,9 @@ class PositionAudit(PooledKind):
                 f"@fairness(candidates={settings.candidates!r}) gave no candidate lists"
             )
         return build_candidate_cases(
-            grid,
-            list(entities),
-            inputs.candidates,
-            style=settings.pick,
-            orders=settings.orders,
-            domain=settings.domain,
-            attributes=attributes,
-            seed=settings.seed,
-        )
+            grid, list(entities), inputs.candidates, style=settings.pick, orders=settings.orders,
+            domain=settings.domain, attributes=attributes, seed=settings.seed,
+        )  # fmt: skip
 
     score = staticmethod(_score)
 
@@ -329,31 +328,6 @@ class PositionAudit(PooledKind):
 
 
 POSITIONS = PositionAudit()
-
-
-def evidence_entries(
-    cases: Sequence[CandidateCase], completions: Mapping[str, Any], attributes: Sequence[str]
-) -> dict[str, dict[str, Any]]:
-    """attribute -> evidence entry (report/evidence.py's shape)."""
-    out = {}
-    for attr in attributes:
-        mine = [c for c in cases if c.attribute in (None, attr)]
-        by_entity: dict[str, list[CandidateCase]] = {}
-        for c in mine:
-            by_entity.setdefault(c.entity_id, []).append(c)
-        rows = [_row(group, completions) for group in by_entity.values()]
-        rows.sort(key=lambda r: (-r[0], r[1]))
-        if rows:
-            k = len(mine[0].shown)
-            out[attr] = {
-                "what": (
-                    f"the {min(SHOW, len(rows))} of {len(rows)} entities whose pick followed "
-                    f"the position most: share of picks that took the candidate shown first "
-                    f"(uniform: 1/{k}), every group and order"
-                ),
-                "rows": [r[2] for r in rows[:SHOW]],
-            }
-    return out
 
 
 def _row(
@@ -371,11 +345,8 @@ def _row(
         at = read_pick(text, c.shown, c.style)
         picks += 1
         first += at == 0
-        picked = (
-            "missed (no candidate named)"
-            if at is None
-            else f"{c.shown[at]} (shown {at + 1} of {len(c.shown)})"
-        )
+        missed = "missed (no candidate named)"
+        picked = missed if at is None else f"{c.shown[at]} (shown {at + 1} of {len(c.shown)})"
         entry["titles"].append(f"order {c.order_index + 1}: {picked}")
         entry["reply"] += (
             f"order {c.order_index + 1} [{' / '.join(c.shown)}]:\n{reply_text(text)}\n\n"

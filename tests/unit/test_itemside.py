@@ -50,8 +50,10 @@ def test_values_pool_into_groups_and_a_planted_shift_fails_the_limit() -> None:
     assert result.coverage.share == pytest.approx(7 / 8)
     assert result.coverage.unmatched_examples == ("Somewhere Unknown",)
     fails = item_failures(result, None, max_shift=0.1, tolerance=0.02, alpha=0.05)
-    assert [(f.group, f.statistic) for f in fails] == [("Black female", "max_shift")]
-    assert "Black female shifts" in fails[0].message()
+    assert [(f.group, f.limit, f.baseline) for f in fails] == [("Black female", 0.1, None)]
+    assert fails[0].detail is not None
+    assert "Black female shifts" in fails[0].detail
+    assert "> max_shift 0.1" in fails[0].detail
 
 
 def test_no_planted_shift_passes_and_baseline_round_trips() -> None:
@@ -68,7 +70,8 @@ def test_no_planted_shift_passes_and_baseline_round_trips() -> None:
         n_permutations=99, n_resamples=100,
     )  # fmt: skip
     drift = item_failures(shifted, again, max_shift=None, tolerance=0.02, alpha=0.05)
-    assert [f.statistic for f in drift] == ["shift_drift"]
+    assert [(f.limit, f.baseline is not None) for f in drift] == [(0.02, True)]
+    assert "rose by more than the tolerance" in str(drift[0].detail)
     assert item_failures(again, again, max_shift=None, tolerance=0.02, alpha=0.05) == []
 
 

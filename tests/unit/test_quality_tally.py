@@ -13,7 +13,6 @@ from pytest_recfair.engine.overlap.kind import OverlapSections
 from pytest_recfair.engine.overlap.quality import (
     QualityTally,
     merged_quality,
-    quality_from,
     quality_results,
 )
 from pytest_recfair.errors import ConfigError
@@ -150,7 +149,7 @@ def test_shards_merge_to_the_whole_exactly() -> None:
     for chunk in (_chunk_b(), _chunk_a()):  # order of shards does not matter
         p = _tally()
         p.add(chunk)
-        parts.append(quality_from(p.to_dict()))  # through the shard file's JSON form
+        parts.append(QualityTally.from_dict(p.to_dict()))  # through the shard file's JSON form
     merged = None
     for p in parts:
         merged = merged_quality(merged, p)

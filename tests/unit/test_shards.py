@@ -13,8 +13,16 @@ from pytest_recfair.engine import base
 from pytest_recfair.engine import sharding as shards
 from pytest_recfair.engine.overlap import kind as overlap_kind
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.values import Shard, parse_shard
 from tests.support.tally_replies import LAYOUT, config, entities, replies, tally_of
+
+
+def merge_results(parts: list[base.ShardResult]) -> tuple[dict[str, Any], Any]:
+    """The list-overlap kind's merge of shards: the whole audit's metadata and tally."""
+    merged = overlap_kind.OVERLAP.merge(AuditSettings(), parts, lambda: ([], base.AuditInputs()))
+    assert isinstance(merged.scorer, overlap_kind.OverlapScorer)
+    return merged.meta, merged.scorer.tally
 
 
 @pytest.mark.parametrize(("n", "count"), [(0, 3), (1, 4), (10, 3), (1000, 7), (31, 31)])
@@ -63,7 +71,7 @@ def test_files_round_trip_and_merge(tmp_path: Path) -> None:
     (tmp_path / "out" / "other.json").write_text('{"not": "a shard"}')
     found = shards.collect([tmp_path / "out"])
     assert list(found) == ["tests/test_x.py::test_audit"]
-    merged_meta, tally = overlap_kind.merge_results(found["tests/test_x.py::test_audit"])
+    merged_meta, tally = merge_results(found["tests/test_x.py::test_audit"])
     assert merged_meta == meta
     whole = tally_of(replies(9, 1), 9, config(), 9)
     assert tally.to_dict() == whole.to_dict()
@@ -75,14 +83,14 @@ def test_missing_duplicate_and_mismatched_shards(tmp_path: Path) -> None:
     paths = _write_all(tmp_path, 3, meta)
     results = [shards.load_shard(p) for p in paths]
     with pytest.raises(DataError, match=r"needs shards 1\.\.3 once each; missing 2/3"):
-        overlap_kind.merge_results([results[0], results[2]])
+        merge_results([results[0], results[2]])
     with pytest.raises(DataError, match="given twice 1/3"):
-        overlap_kind.merge_results([results[0], results[0], results[1]])
+        merge_results([results[0], results[0], results[1]])
     doc = json.loads(paths[1].read_text())
     doc["meta"]["seeds_hash"] = "zzz"
     paths[1].write_text(json.dumps(doc))
     with pytest.raises(DataError, match="seeds_hash differ"):
-        overlap_kind.merge_results([shards.load_shard(p) for p in paths])
+        merge_results([shards.load_shard(p) for p in paths])
 
 
 def test_unreadable_shard_files_name_the_file(tmp_path: Path) -> None:
@@ -117,7 +125,7 @@ def test_reply_shards_round_trip_and_unite(tmp_path: Path) -> None:
     assert set(united["completions"]) == {"a", "b"}
     assert united["errors"] == {"c": "HTTP 500"}
     with pytest.raises(DataError, match="different kinds of result"):
-        overlap_kind.merge_results(found)
+        merge_results(found)
 
 
 def test_malformed_replies_name_the_file(tmp_path: Path) -> None:

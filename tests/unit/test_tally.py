@@ -8,9 +8,12 @@ import json
 import numpy as np
 import pytest
 
+from pytest_recfair.engine.overlap import quality
+from pytest_recfair.engine.overlap.kind import OverlapScorer
 from pytest_recfair.engine.overlap.tally import Tally, merge
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import aggregate, stats
+from pytest_recfair.settings import AuditSettings
 from tests.support.tally_replies import LAYOUT, config, entities, replies, tally_of
 
 
@@ -110,3 +113,18 @@ def test_incomplete_or_overlapping_shards_are_refused() -> None:
     other = Tally.start(entities(6), LAYOUT, config(repeats=2))
     with pytest.raises(DataError, match="not of the same audit"):
         merge([half, other])
+
+
+def test_an_incomplete_tally_is_refused_before_the_bootstrap_draws_weights(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Peak memory: the quality bootstrap's ~8 MB of weights are never drawn for a tally
+    that cannot be reported."""
+    rs = replies(6, 1)
+    half = tally_of([r for r in rs if r.case.entity_id < "ent-003"], 6, config(), 3)
+    half.quality = quality.QualityTally.start(entities(6), LAYOUT, 8)
+    drawn: list[int] = []
+    monkeypatch.setattr(quality, "seeded_weights", lambda *a: drawn.append(1))
+    with pytest.raises(DataError, match="3 of 6 entities have no scores"):
+        OverlapScorer(AuditSettings(), half).scored()
+    assert drawn == []

@@ -1,8 +1,6 @@
 """The item-side audit (LMRec): does a group's prompt shift the properties of the items?
-
 Titles are matched to the catalogue; :mod:`.scoring` gives per-field category shares and
-shifts from neutral (total variation distance, family-wise permutation test over entities).
-"""
+shifts from neutral (total variation distance, family-wise permutation test over entities)."""
 
 from __future__ import annotations
 
@@ -10,10 +8,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from pytest_recfair import secrets
 from pytest_recfair.engine.base import AuditInputs, Scored, attributes_of, drifts, prop_key
 from pytest_recfair.engine.items import scoring as itemside
 from pytest_recfair.engine.items.scoring import ItemSideResult, field_codes
-from pytest_recfair.engine.overlap.evidence import SHOW, compare_lists, reply_text, shown_titles
+from pytest_recfair.engine.overlap.evidence import SHOW, compare_lists, reply_text
 from pytest_recfair.engine.overlap.kind import ListKind, parse_all
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics.itemshift import compare_shift
@@ -36,26 +35,22 @@ def _score(
     catalogue = inputs.catalogue
     assert catalogue is not None  # build_cases, always called first, checked it
     fields = itemside.field_names(settings.item_field)
-    replies = parse_all(cases, completions, settings.k, settings.parse_style)
-    titles = [r.items for r in replies]
-    attrs = attributes_of(cases)
+    titles = [r.items for r in parse_all(cases, completions, settings.k, settings.parse_style)]
     matched = itemside.match_replies(titles, catalogue)  # once for all attributes
-    results = [
+    results = tuple(
         itemside.score_items(
             cases, titles, catalogue, fields, attribute=attr,
             n_permutations=settings.n_resamples, n_resamples=settings.n_resamples,
             seed=settings.seed, matched=matched,
         )
-        for attr in attrs
-    ]  # fmt: skip
-    shown = {
+        for attr in attributes_of(cases)
+    )  # fmt: skip
+    shown = {  # attribute -> evidence entry (report/evidence.py's shape)
         res.attribute: entry
         for res in results
         if (entry := _entry(cases, titles, matched[0], catalogue, completions, res)) is not None
-    }  # attribute -> evidence entry (report/evidence.py's shape)
-    return Scored(
-        (), 0, {KEY: itemside.ItemResults(catalogue.source, tuple(results))}, evidence=shown
-    )
+    }
+    return Scored((), 0, {KEY: itemside.ItemResults(catalogue.source, results)}, evidence=shown)
 
 
 def _results(result: AuditResult | None) -> tuple[itemside.ItemSideResult, ...]:
@@ -86,7 +81,8 @@ def _entry(
     def tagged(i: int) -> tuple[list[str], list[str], int, int]:
         """Case i's titles with their category, their keys, items in ``cat``, matched."""
         shown, keys, hits, n = [], [], 0, 0
-        for t, m in zip(shown_titles(titles[i] or []), matched.get(i) or [], strict=False):
+        # titles as shown: parsed from a reply, so scrubbed of secrets like its text
+        for t, m in zip(map(secrets.scrub, titles[i] or []), matched.get(i) or [], strict=False):
             code = -1 if m is None else int(codes.codes[m])
             shown.append(f"{t} [{labels[code]}]" if code >= 0 else f"{t} [not in catalogue]")
             keys.append(normalize(t))
@@ -137,15 +133,6 @@ def _entry(
     }
 
 
-def _shift_ci(res: ItemSideResult, f: itemside.ItemFailure) -> Interval | None:
-    """The interval of a group's shift crossing ``max_shift`` (a drift: none)."""
-    if f.baseline is not None or f.group is None:
-        return None
-    field = res.field(f.field)
-    low, high = field.shift_ci[field.groups.index(f.group) - 1]
-    return None if low is None or high is None else Interval(low, high)
-
-
 def _reply(completions: Mapping[str, Any], case: Any) -> str:
     return reply_text(getattr(completions.get(case.id), "text", None))
 
@@ -160,22 +147,6 @@ def _attributes(data: Any) -> list[Mapping[str, Any]]:
 
 def _share(cov: Mapping[str, Any]) -> float:
     return cov["matched"] / cov["total"] if cov["total"] else 0.0
-
-
-def _coverage(res: Mapping[str, Any]) -> str:
-    cov = res["coverage"]
-    share = _share(cov)
-    unmatched = ", ".join(cov["unmatched_examples"][:3])
-    return f"catalogue matched {share:.0%} of {cov['total']} titles" + (
-        f" (unmatched e.g. {unmatched})" if unmatched else ""
-    )
-
-
-def _largest(f: Mapping[str, Any]) -> str:
-    groups, shifts, ps = f["groups"][1:], f["shift"], f["p_adjusted"]
-    top = max(range(len(groups)), key=lambda i: shifts[i] or 0.0) if groups else None
-    where = f" ({groups[top]}, family-wise p {p_text(ps[top])})" if top is not None else ""
-    return f"largest shift from neutral {fmt(f['max_shift'])}{fmt_pair(f['max_shift_ci'])}{where}"
 
 
 def _shifted(f: Mapping[str, Any]) -> tuple[str, str] | None:
@@ -200,14 +171,21 @@ def _field_table(res: Mapping[str, Any], f: Mapping[str, Any]) -> Table:
         rows.append(row)
     shifted = _shifted(f)
     most = "" if shifted is None else f"; most / least shifted from neutral: {' / '.join(shifted)}"
+    groups, shifts = f["groups"][1:], f["shift"]
+    top = max(range(len(groups)), key=lambda i: shifts[i] or 0.0) if groups else None
+    where = "" if top is None else f" ({groups[top]}, family-wise p {p_text(f['p_adjusted'][top])})"
+    lead = f"largest shift from neutral {fmt(f['max_shift'])}{fmt_pair(f['max_shift_ci'])}{where}"
     others = "; vs others: the group's shares against the attribute's other groups'"
+    cov = res["coverage"]
+    unmatched = ", ".join(cov["unmatched_examples"][:3])
     notes = [
-        _coverage(res),
+        f"catalogue matched {_share(cov):.0%} of {cov['total']} titles"
+        + (f" (unmatched e.g. {unmatched})" if unmatched else ""),
         "shift: total variation distance of the group's category shares from the neutral "
         "prompt's; p: family-wise permutation test" + (others if tested else ""),
     ]
     title = f"Item side: {res['attribute']} · {f['field']}"
-    return Table(title, head, rows, _largest(f) + most, notes)
+    return Table(title, head, rows, lead + most, notes)
 
 
 class ItemSections:
@@ -297,9 +275,7 @@ class ItemAudit(ListKind):
     def check_catalogue(
         self, settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[Path]
     ) -> None:
-        """Every ``item_field`` in the catalogue, with usable levels."""
-        fields = itemside.field_names(settings.item_field)
-        itemside.check_fields(catalogue, fields, settings.item_field or "")
+        itemside.check_fields(catalogue, settings.item_field or "")
 
     score = staticmethod(_score)
 
@@ -307,22 +283,16 @@ class ItemAudit(ListKind):
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
     ) -> tuple[GateFailure, ...]:
         """``max_shift`` crossed (and significant), or the largest shift rose vs baseline."""
-        now = _results(result)
         before = {r.attribute: r for r in _results(baseline)} if baseline else {}
-        out = []
-        for res in now:
-            fails = itemside.item_failures(
+        return tuple(
+            f
+            for res in _results(result)
+            for f in itemside.item_failures(
                 res, before.get(res.attribute), max_shift=settings.max_shift,
                 tolerance=settings.tolerance, alpha=settings.alpha, seed=settings.seed,
                 n_resamples=settings.n_resamples,
-            )  # fmt: skip
-            out += [
-                GateFailure("item_shift", attribute=res.attribute, value=f.value, limit=f.limit,
-                            baseline=f.baseline, p_value=f.p_value, alpha=settings.alpha,
-                            detail=f.message(), group=f.group, value_ci=_shift_ci(res, f))
-                for f in fails
-            ]  # fmt: skip
-        return tuple(out)
+            )
+        )  # fmt: skip
 
 
 ITEMS = ItemAudit()

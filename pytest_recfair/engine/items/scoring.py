@@ -1,7 +1,5 @@
 """The item-side audit, scored: parsed replies + catalogue -> per-field shift results.
-
-Results keep the per-entity category counts, so a later run compares entity by entity.
-"""
+Results keep the per-entity category counts, so a later run compares entity by entity."""
 
 from __future__ import annotations
 
@@ -17,7 +15,7 @@ import numpy as np
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics import itemshift
 from pytest_recfair.replies.catalogue import Catalogue, Coverage
-from pytest_recfair.results import KindResults
+from pytest_recfair.results import GateFailure, Interval, KindResults
 
 
 def rounded(x: Any) -> Any:
@@ -28,11 +26,7 @@ def rounded(x: Any) -> Any:
 
 
 def coverage_dict(c: Coverage) -> dict[str, Any]:
-    return {
-        "matched": c.matched,
-        "total": c.total,
-        "unmatched_examples": list(c.unmatched_examples),
-    }
+    return {**dataclasses.asdict(c), "unmatched_examples": list(c.unmatched_examples)}
 
 
 def _plain(x: Any) -> Any:
@@ -42,6 +36,9 @@ def _plain(x: Any) -> Any:
 
 def _tuples(x: Any) -> Any:
     return tuple(_tuples(v) for v in x) if isinstance(x, list) else x
+
+
+_COUNTS = ("entities", "groups", "fields", "categories")  # ItemCounts' labels, stored as lists
 
 
 @dataclass(frozen=True)
@@ -89,10 +86,7 @@ class ItemSideResult:
     counts: itemshift.ItemCounts
 
     def field(self, name: str) -> FieldShift:
-        for f in self.fields:
-            if f.field == name:
-                return f
-        raise KeyError(name)
+        return {f.field: f for f in self.fields}[name]
 
     def to_dict(self) -> dict[str, Any]:
         c = self.counts
@@ -101,10 +95,7 @@ class ItemSideResult:
             "coverage": coverage_dict(self.coverage),
             "fields": [f.to_dict() for f in self.fields],
             "counts": {
-                "entities": list(c.entities),
-                "groups": list(c.groups),
-                "fields": list(c.fields),
-                "categories": [list(x) for x in c.categories],
+                **{n: _plain(getattr(c, n)) for n in _COUNTS},
                 "cells": c.counts.reshape(len(c.entities), -1).tolist(),
             },
         }
@@ -112,18 +103,14 @@ class ItemSideResult:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ItemSideResult:
         cd = d["counts"]
-        entities, groups = tuple(cd["entities"]), tuple(cd["groups"])
-        cats = tuple(tuple(x) for x in cd["categories"])
-        cells = np.asarray(cd["cells"], dtype=np.int64).reshape(
-            len(entities), len(groups), sum(len(x) for x in cats)
-        )
-        counts = itemshift.ItemCounts(entities, groups, tuple(cd["fields"]), cats, cells)
-        cov = d["coverage"]
+        entities, groups, names, cats = (_tuples(cd[n]) for n in _COUNTS)
+        shape = (len(entities), len(groups), sum(len(x) for x in cats))
+        cells = np.asarray(cd["cells"], dtype=np.int64).reshape(shape)
         return cls(
             str(d["attribute"]),
             tuple(FieldShift.from_dict(f) for f in d["fields"]),
-            Coverage(cov["matched"], cov["total"], tuple(cov["unmatched_examples"])),
-            counts,
+            Coverage(**{k: _tuples(v) for k, v in d["coverage"].items()}),
+            itemshift.ItemCounts(entities, groups, names, cats, cells),
         )
 
 
@@ -145,26 +132,6 @@ class ItemResults(KindResults):
         data = data or {}
         attributes = tuple(ItemSideResult.from_dict(d) for d in data.get("attributes", ()))
         return cls(data.get("catalogue"), attributes)
-
-
-def _lists(
-    cases: Sequence[Any], items: Mapping[int, list[int | None] | None], attribute: str
-) -> tuple[
-    dict[str, list[int | None] | None],
-    dict[str, dict[str, list[int | None] | None]],
-    dict[str, str],
-]:
-    neutral: dict[str, list[int | None] | None] = {}
-    by_value: dict[str, dict[str, list[int | None] | None]] = {}
-    group_of: dict[str, str] = {}
-    for i, case in enumerate(cases):
-        if case.attribute is None:
-            neutral[case.entity_id] = items.get(i)
-        elif case.attribute == attribute and case.value is not None:
-            by_value.setdefault(case.value, {})[case.entity_id] = items.get(i)
-            if case.group:
-                group_of[case.value] = case.group
-    return neutral, by_value, group_of
 
 
 def _field_result(res: itemshift.ShiftResult, i: int) -> FieldShift:
@@ -230,12 +197,12 @@ def needed(catalogue: Catalogue | None, marker: str) -> Catalogue:
     return catalogue
 
 
-def check_fields(catalogue: Catalogue | None, fields: Sequence[str], item_field: str) -> None:
+def check_fields(catalogue: Catalogue | None, item_field: str) -> None:
     """Every ``item_field`` in the catalogue with usable levels: checked before any request."""
     catalogue = needed(catalogue, f"item_field={item_field!r}")
-    if not fields:
+    if not field_names(item_field):
         raise ConfigError(f"item_field={item_field!r} names no field; give e.g. 'price'")
-    for name in fields:
+    for name in field_names(item_field):
         field_levels(catalogue, name)
 
 
@@ -291,40 +258,23 @@ def score_items(
 
     Values that signal a group (implicit proxies) pool into it, as LMRec's groups do.
     ``matched`` is computed once for all attributes: matching is the costly part."""
-    for name in fields:
-        field_levels(catalogue, name)
     items, coverage = matched if matched is not None else match_replies(titles, catalogue)
-    neutral, by_value, group_of = _lists(cases, items, attribute)
+    neutral: dict[str, list[int | None] | None] = {}
+    by_value: dict[str, dict[str, list[int | None] | None]] = {}
+    group_of: dict[str, str] = {}
+    for i, case in enumerate(cases):
+        if case.attribute is None:
+            neutral[case.entity_id] = items.get(i)
+        elif case.attribute == attribute and case.value is not None:
+            by_value.setdefault(case.value, {})[case.entity_id] = items.get(i)
+            if case.group:
+                group_of[case.value] = case.group
     counts = itemshift.item_counts(
         neutral, by_value, field_codes(catalogue, fields), group_of=group_of
     )
     res = itemshift.shift(counts, n_permutations=n_permutations, n_resamples=n_resamples, seed=seed)
     fields_ = tuple(_field_result(res, i) for i in range(len(fields)))
     return ItemSideResult(attribute, fields_, coverage, counts)
-
-
-@dataclass(frozen=True)
-class ItemFailure:
-    field: str
-    statistic: str  # "max_shift" (absolute) or "shift_drift" (against the baseline)
-    value: float
-    limit: float
-    baseline: float | None
-    p_value: float | None
-    group: str | None
-
-    def message(self) -> str:
-        if self.statistic == "max_shift":
-            return (
-                f"item field {self.field!r}: {self.group} shifts {self.value:.3f} from neutral "
-                f"(total variation) > max_shift {self.limit:g} (family-wise p = "
-                f"{self.p_value:.3g})"
-            )
-        return (
-            f"item field {self.field!r}: largest shift {self.value:.3f} ({self.group}) vs "
-            f"baseline {self.baseline:.3f} rose by more than the tolerance {self.limit:g} "
-            f"(paired entity bootstrap p = {self.p_value:.3g})"
-        )
 
 
 def item_failures(
@@ -336,13 +286,18 @@ def item_failures(
     alpha: float,
     seed: int = 0,
     n_resamples: int = 1000,
-) -> list[ItemFailure]:
+) -> list[GateFailure]:
     """A limit or drift fails only when crossed AND significant (p < alpha)."""
-    out: list[ItemFailure] = []
+    out: list[GateFailure] = []
     for f in result.fields:
-        for g, s, p in zip(f.groups[1:], f.shift, f.p_adjusted, strict=True):
+        for g, s, ci, p in zip(f.groups[1:], f.shift, f.shift_ci, f.p_adjusted, strict=True):
             if max_shift is not None and s is not None and s > max_shift and p < alpha:
-                out.append(ItemFailure(f.field, "max_shift", s, max_shift, None, p, g))
+                out.append(GateFailure(
+                    "item_shift", result.attribute, value=s, limit=max_shift, p_value=p,
+                    alpha=alpha, group=g, value_ci=None if None in ci else Interval.from_obj(ci),
+                    detail=f"item field {f.field!r}: {g} shifts {s:.3f} from neutral (total "
+                    f"variation) > max_shift {max_shift:g} (family-wise p = {p:.3g})",
+                ))  # fmt: skip
     if baseline is None:
         return out
     cmp = itemshift.compare_shift(
@@ -353,5 +308,11 @@ def item_failures(
         if math.isfinite(delta) and delta > tolerance and p < alpha:
             now, was = float(cmp.candidate[i]), float(cmp.baseline[i])
             group = result.field(name).most_shifted
-            out.append(ItemFailure(name, "shift_drift", now, tolerance, was, p, group))
+            out.append(GateFailure(
+                "item_shift", result.attribute, value=now, limit=tolerance, baseline=was,
+                p_value=p, alpha=alpha, group=group,
+                detail=f"item field {name!r}: largest shift {now:.3f} ({group}) vs baseline "
+                f"{was:.3f} rose by more than the tolerance {tolerance:g} (paired entity "
+                f"bootstrap p = {p:.3g})",
+            ))  # fmt: skip
     return out

@@ -1,15 +1,14 @@
 """The entities behind a list-overlap attribute's SNSR, kept while the replies stream by.
 
-Memory is bounded: only the :data:`KEEP` entities with the largest spread (max - min
-similarity over values: an upper bound on what one entity adds to any gap) keep lists and
-scrubbed replies. Ordered by (spread, position), so merged shards equal the unsharded keeper.
-"""
+Only the :data:`KEEP` entities of widest spread (max - min similarity over values: a bound
+on what one entity adds to any gap) keep their lists; (spread, position) order makes merged
+shards equal the unsharded keeper."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,6 +23,7 @@ KEEP = 12
 SHOW = 5
 #: characters of a reply kept (the lists are always whole)
 MAX_REPLY = 4000
+_EMPTY = {"notes": ["no titles in this reply (a refusal?): see its text"]}
 
 
 def reply_text(text: str | None) -> str:
@@ -43,11 +43,6 @@ def _spreads(sims: npt.NDArray[np.float64], rows: Sequence[int]) -> list[float |
     filled = np.where(empty[:, None], 0.0, block)  # all-NaN rows: no warning, ignored
     spread = np.nanmax(filled, axis=1) - np.nanmin(filled, axis=1)
     return [None if e else s for e, s in zip(empty.tolist(), spread.tolist(), strict=True)]
-
-
-def shown_titles(titles: Sequence[str]) -> list[str]:
-    """Titles as shown: parsed from a reply, so scrubbed of secrets like its text."""
-    return [secrets.scrub(t) for t in titles]
 
 
 def compare_lists(
@@ -75,21 +70,12 @@ class Candidate:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able, reply texts as shown (scrubbed, cut): what a shard file holds."""
-        return {
-            "entity": self.entity,
-            "name": self.name,
-            "row": self.row,
-            "spread": self.spread,
-            "lists": {k: [t, keys, reply_text(r)] for k, (t, keys, r) in self.lists.items()},
-        }
+        lists = {k: [t, keys, reply_text(r)] for k, (t, keys, r) in self.lists.items()}
+        return {**asdict(self), "lists": lists}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Candidate:
-        lists = {
-            str(k): ([str(t) for t in v[0]], [str(t) for t in v[1]], str(v[2]))
-            for k, v in d["lists"].items()
-        }
-        return cls(str(d["entity"]), str(d["name"]), int(d["row"]), float(d["spread"]), lists)
+        return cls(**{**d, "lists": {k: tuple(v) for k, v in d["lists"].items()}})
 
 
 def _order(c: Candidate) -> tuple[float, int]:
@@ -127,10 +113,8 @@ class Keeper:
             kept = self.kept.setdefault(attr, [])
             spreads = _spreads(at.sims[metric], rows)
             for entity, row, spread in zip(entities, rows, spreads, strict=True):
-                if spread is None:  # no value scored
-                    continue
-                if len(kept) >= KEEP and _order(kept[-1]) <= (-spread, row):
-                    continue
+                if spread is None or (len(kept) >= KEEP and _order(kept[-1]) <= (-spread, row)):
+                    continue  # no value scored, or narrower than every kept one
                 lists = {"": lists_of((entity, "", ""))}
                 lists.update(
                     (v, lists_of((entity, attr, v))) for v in at.values if (entity, attr, v) in by
@@ -159,14 +143,12 @@ def entries(tally: Any, results: Iterable[Any]) -> dict[str, dict[str, Any]]:
     several = len(tally.config.metrics) > 1
     out: dict[str, dict[str, Any]] = {}
     for name, at in tally.attributes.items():
-        for m in tally.config.metrics:
+        cands = tally.evidence.kept.get(name, [])
+        for m in tally.config.metrics if cands else ():
             label = f"{name}.{m}" if several else name
             a = by_label.get(label)
-            cands = tally.evidence.kept.get(name, [])
-            if a is not None and cands:
-                entry = _entry(a, at.values, at.sims[m], cands)
-                if entry is not None:
-                    out[label] = entry
+            if a is not None and (entry := _entry(a, at.values, at.sims[m], cands)) is not None:
+                out[label] = entry
     return out
 
 
@@ -187,11 +169,23 @@ def _entry(
             0.0 if math.isnan(s_lo) else s_lo / lo.n
         )
 
-    ranked = sorted(cands, key=lambda c: (-share(c), c.row))[:SHOW]
-    rows = [
-        _row(c, share(c), gap, a.metric, hi.value, lo.value, sims[c.row, i], sims[c.row, j])
-        for c in ranked
-    ]
+    rows = []
+    for c in sorted(cands, key=lambda c: (-share(c), c.row))[:SHOW]:
+        neutral, nkeys, nreply = c.lists[""]
+        neutral = list(map(secrets.scrub, neutral))  # parsed from a reply: scrubbed like it
+        lists = [{"label": "neutral", "titles": neutral, "reply": reply_text(nreply)}]
+        for value in (v for v in (hi.value, lo.value) if v in c.lists):
+            titles, keys, reply = c.lists[value]
+            diff = compare_lists(neutral, nkeys, titles := list(map(secrets.scrub, titles)), keys)
+            lists.append({"label": value, "titles": titles, **diff, "reply": reply_text(reply),
+                          **({} if titles else _EMPTY)})  # fmt: skip
+        pct = f", {share(c) / gap:.0%} of it" if gap > 0 else ""
+        rows.append({
+            "entity": c.name, "id": c.entity, "score": share(c),
+            "why": f"{share(c):+.4f} of the gap{pct}; {a.metric} {hi.value} "
+            f"{fmt(sims[c.row, i])}, {lo.value} {fmt(sims[c.row, j])}",
+            "lists": lists,
+        })  # fmt: skip
     return {
         "what": (
             f"the {len(rows)} entities with the largest share of the gap {hi.value} − "
@@ -199,28 +193,4 @@ def _entry(
             f"varies most across the values; lists of the first repeat"
         ),
         "rows": rows,
-    }
-
-
-def _row(c: Candidate, share: float, gap: float, metric: str, hi: str, lo: str,
-         s_hi: float, s_lo: float) -> dict[str, Any]:  # fmt: skip
-    neutral, nkeys, nreply = c.lists[""]
-    neutral = shown_titles(neutral)
-    lists: list[dict[str, Any]] = [
-        {"label": "neutral", "titles": neutral, "reply": reply_text(nreply)}
-    ]
-    empty = {"notes": ["no titles in this reply (a refusal?): see its text"]}
-    for value in (v for v in (hi, lo) if v in c.lists):
-        titles, keys, reply = c.lists[value]
-        titles = shown_titles(titles)
-        diff = compare_lists(neutral, nkeys, titles, keys)
-        lists.append({"label": value, "titles": titles, **diff, "reply": reply_text(reply),
-                      **({} if titles else empty)})  # fmt: skip
-    pct = f", {share / gap:.0%} of it" if gap > 0 else ""
-    return {
-        "entity": c.name,
-        "id": c.entity,
-        "score": share,
-        "why": f"{share:+.4f} of the gap{pct}; {metric} {hi} {fmt(s_hi)}, {lo} {fmt(s_lo)}",
-        "lists": lists,
     }

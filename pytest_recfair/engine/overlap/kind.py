@@ -1,13 +1,11 @@
 """The list-overlap audit (FaiRLLM / FairEval): neutral vs attribute-conditioned lists.
-
-Titles of one entity merge to one key in the default parse style only: the FaiRLLM
-notebook compares exact titles.
-"""
+Titles of one entity merge to one key in the default parse style only: the FaiRLLM notebook
+compares exact titles."""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -25,7 +23,7 @@ from pytest_recfair.engine.base import (
 )
 from pytest_recfair.engine.overlap import evidence as overlap_evidence
 from pytest_recfair.engine.overlap import quality as qg
-from pytest_recfair.engine.overlap.tally import FAILED, Tally, TallyConfig, merge
+from pytest_recfair.engine.overlap.tally import Tally, TallyConfig, merge
 from pytest_recfair.errors import DataError
 from pytest_recfair.gate import unanswered
 from pytest_recfair.prompts.cases import PromptCase, build_cases
@@ -67,8 +65,8 @@ class OverlapScorer:
         self.tally.models.update(c.model for c in outcome.completions.values() if c.model)
 
     def scored(self) -> Scored:
-        s = self.settings
-        q = self.tally.quality
+        s, q = self.settings, self.tally.quality
+        self.tally.check_complete()
         boot = {"n_resamples": s.n_resamples, "seed": s.resample_seed}
         # quality first: it draws the resample weights the tables reuse (results forgets them)
         extras = {} if q is None else {"overlap": {"quality": qg.quality_results(q, **boot)}}
@@ -89,8 +87,7 @@ class OverlapSections:
         return f"{m.metric}@{m.k} {m.variant}" if isinstance(m, ListMeta) else "list overlap"
 
     def tables(self, data: Any) -> list[Table]:
-        """Recommendation quality: every group's in the table, the gaps and the worst and
-        best value of each attribute in its notes."""
+        """Recommendation quality: every group's in rows, each attribute's extremes in notes."""
         q = (data or {}).get("quality")
         if not q:
             return []
@@ -157,8 +154,14 @@ class OverlapAudit:
     def merge(
         self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
     ) -> Merged:
-        """The shards' tallies united (the prompts are never rebuilt)."""
-        meta, tally = merge_results(parts)
+        """The shards' tallies united (the prompts are never rebuilt), each shard once."""
+        meta = merged_meta(parts)
+        tallies = [r.tally for r in parts if r.tally is not None]
+        if len(tallies) != len(parts):
+            raise DataError(mixed_error(parts))
+        tally = merge(tallies)
+        models = {str(r.meta.get("model")) for r in parts}
+        meta["model"] = models.pop() if len(models) == 1 else ",".join(sorted(tally.models))
         counted = [p.failures for p in parts if p.failures is not None]
         sent = Sent(
             prompts=sum(int(c["cases"]) for c in counted),
@@ -187,11 +190,8 @@ class ListKind(PooledKind):
     # the input files the plugin checks before any test runs (plugin/collection.py)
     named_inputs = ("catalogue",)
 
-    def check_catalogue(
-        self, settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[Path]
-    ) -> None:
-        """At collection and before sending: a bad setting for the catalogue stops here."""
-        raise NotImplementedError  # each kind gives its own
+    # each kind's own, at collection and before sending: a bad setting stops here
+    check_catalogue: Callable[[AuditSettings, Catalogue | None, Sequence[Path]], None]
 
     def build_cases(
         self,
@@ -214,25 +214,11 @@ def _quality(result: AuditResult | None) -> Any:
 
 def layout_of(cases: Sequence[PromptCase]) -> dict[str, list[str]]:
     """attribute -> its values, in prompt order (from one entity's cases)."""
-    out: dict[str, list[str]] = {}
+    out: dict[str, dict[str, None]] = {}
     for c in cases:
         if c.attribute is not None and c.value is not None:
-            values = out.setdefault(c.attribute, [])
-            if c.value not in values:
-                values.append(c.value)
-    return out
-
-
-def merge_results(results: Sequence[ShardResult]) -> tuple[dict[str, Any], Tally]:
-    """The metadata and tally of the whole audit from its shards 1..N (each once)."""
-    meta = merged_meta(results)
-    tallies = [r.tally for r in results if r.tally is not None]
-    if len(tallies) != len(results):
-        raise DataError(mixed_error(results))
-    tally = merge(tallies)
-    models = {str(r.meta.get("model")) for r in results}
-    meta["model"] = models.pop() if len(models) == 1 else ",".join(sorted(tally.models))
-    return meta, tally
+            out.setdefault(c.attribute, {})[c.value] = None
+    return {a: list(values) for a, values in out.items()}
 
 
 class Reply(NamedTuple):
@@ -273,7 +259,7 @@ def mark_failed(replies: list[Reply], errors: Mapping[str, str]) -> list[Reply]:
         if r.case.attribute is None and r.case.id in errors
     }
     return [
-        r._replace(items=None, status=FAILED)
+        r._replace(items=None, status=qg.FAILED)
         if r.case.id in errors or (r.case.entity_id, r.case.repeat) in dead
         else r
         for r in replies
@@ -294,6 +280,5 @@ def canonicalize(replies: list[Reply]) -> tuple[list[Reply], int]:
         canon, merged = matching.canonicalize(lists, entity=entity_id)
         merges += len(merged)
         for i, keys in zip(idx, canon, strict=True):
-            r = replies[i]
-            out[i] = Reply(r.case, keys, r.status)
+            out[i] = Reply(replies[i].case, keys, replies[i].status)
     return out, merges

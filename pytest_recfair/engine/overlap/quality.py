@@ -1,8 +1,6 @@
 """Recommendation quality of a list-overlap audit per group, beside fairness.
-
 Counts are integers per (entity, group), so merged shards give the unsharded numbers bit
-for bit. ``min_quality`` failing for every group is one failure: fair but useless.
-"""
+for bit. ``min_quality`` failing for every group is one failure: fair but useless."""
 
 from __future__ import annotations
 
@@ -22,13 +20,16 @@ from pytest_recfair.metrics import quality as mq
 from pytest_recfair.metrics.stats import seeded_weights
 from pytest_recfair.replies.catalogue import Catalogue
 from pytest_recfair.replies.matching import normalize
-from pytest_recfair.report.fmt import fmt, fmt_p
+from pytest_recfair.report.fmt import fmt, fmt_p, fmt_pair
 from pytest_recfair.results import GateFailure, Interval, pack_array, unpack_array
 from pytest_recfair.settings import AuditSettings
 
 IntArray = npt.NDArray[np.int64]
-#: The group of the neutral prompt (values are "<attribute>=<value>").
-_FAILED = "failed"
+#: Status of a reply that is not scored: its prompt got no valid response, or the neutral
+#: prompt it is compared with did not. The entity leaves that value's mean (never 0).
+FAILED = "failed"
+OVERALL = "overall"
+_USELESS = "the model recommends equally badly for every group: fair but useless"
 
 
 def _key(text: str) -> str:
@@ -80,16 +81,16 @@ class QualityTally:
             # with owners, an entity is known once its replies arrive
             known=np.full(len(entities), owners is None),
             filled=np.zeros(len(entities), dtype=bool), catalogue=catalogue, owners=owners,
+            named=None if owners is None else set().union(*owners.values()),
+            index={e: i for i, e in enumerate(entities)},
         )  # fmt: skip
 
     def add(self, replies: Iterable[Any]) -> None:
         """Count one chunk's parsed replies (before titles are merged to keys)."""
-        if not self.index:
-            self.index.update((e, i) for i, e in enumerate(self.entities))
         col = {g: j for j, g in enumerate(self.groups)}
         names: dict[int, set[str]] = {}
         cells: list[tuple[int, int, int, int]] = []  # (row, group, listed, hits)
-        k, plain = self.k, self.catalogue is None  # plain: every valid item is a hit
+        k, cat, owners = self.k, self.catalogue, self.owners  # no catalogue: a valid item hits
         for r in replies:
             case = r.case
             row = self.index.get(case.entity_id)
@@ -99,39 +100,29 @@ class QualityTally:
             keys = names.get(row)
             if keys is None:  # the entity's names matter only to the catalogue's owners
                 keys = names[row] = (
-                    set() if self.owners is None else {_key(case.entity_id), _key(case.entity)}
+                    set() if owners is None else {_key(case.entity_id), _key(case.entity)}
                 )
-            if r.status == _FAILED:  # no valid response: left out, as in the similarity
+            if r.status == FAILED:  # no valid response: left out, as in the similarity
                 continue
-            if plain:
+            if cat is None:
                 n = min(len(r.items or ()), k)
                 cells.append((row, j, n, n))
-            else:
-                items = (r.items or [])[:k]
-                cells.append((row, j, len(items), self._hits(items, keys)))
+                continue
+            items = (r.items or [])[:k]
+            found = [cat.items[i].title for i in cat.match(items) if i is not None]
+            hits = len(found) if owners is None else sum(
+                not keys.isdisjoint(owners.get(normalize(t), ())) for t in found
+            )  # fmt: skip
+            cells.append((row, j, len(items), hits))
         if cells:  # added in one numpy call per count, not three per reply
             at = np.array(cells, dtype=np.int64).T
             np.add.at(self.replies, (at[0], at[1]), 1)
             np.add.at(self.listed, (at[0], at[1]), at[2])
             np.add.at(self.hits, (at[0], at[1]), at[3])
         for row, keys in names.items():
-            if self.owners is not None:
-                if self.named is None:
-                    self.named = set().union(*self.owners.values())
+            if self.named is not None:
                 self.known[row] = not keys.isdisjoint(self.named)
             self.filled[row] = True
-
-    def _hits(self, items: Sequence[str], entity: set[str]) -> int:
-        assert self.catalogue is not None
-        found = self.catalogue.match(items)
-        if self.owners is None:
-            return sum(i is not None for i in found)
-        items_of = self.catalogue.items
-        return sum(
-            i is not None
-            and not entity.isdisjoint(self.owners.get(normalize(items_of[i].title), ()))
-            for i in found
-        )
 
     def to_dict(self, packed: bool = False) -> dict[str, Any]:
         """JSON-able; ``packed``: the count arrays as bytes (the replay cache)."""
@@ -152,12 +143,10 @@ class QualityTally:
         out.groups, out.basis, out.source = groups, str(d["basis"]), str(d["source"])
         shape = (len(entities), len(groups))
         out.hits, out.listed, out.replies = (np.zeros(shape, dtype=np.int64) for _ in range(3))
-        rows = np.asarray(d["rows"], dtype=np.int64)
-        if rows.size and (rows.min() < 0 or rows.max() >= len(entities)):
-            raise ValueError("quality rows outside the entities' positions")
+        rows = stored_rows(d["rows"], len(entities))
         for name in ("hits", "listed", "replies"):
-            getattr(out, name)[rows] = _array(d[name], np.int64).reshape(-1, len(groups))
-        out.known[rows] = _array(d["known"], np.bool_)
+            getattr(out, name)[rows] = stored_array(d[name], np.int64, (-1, len(groups)))
+        out.known[rows] = stored_array(d["known"], np.bool_, (-1,))
         out.filled[rows] = True
         return out
 
@@ -171,19 +160,12 @@ class QualityTally:
         return quality, valid
 
 
-def quality_from(d: Mapping[str, Any] | None) -> QualityTally | None:
-    """A shard file's quality counts (None: a shard written before quality was counted)."""
-    return None if d is None else QualityTally.from_dict(d)
-
-
 def merged_quality(out: QualityTally | None, part: QualityTally | None) -> QualityTally | None:
     """``out`` with ``part``'s rows added; a shard without counts leaves the audit without."""
     if part is None:
         return None
-    if out is None:
-        out = QualityTally.from_dict(
-            {**part.to_dict(), "rows": [], "hits": [], "listed": [], "replies": [], "known": []}
-        )
+    if out is None:  # the first shard's counts, read as a shard file's
+        return QualityTally.from_dict(part.to_dict())
     if any(getattr(part, a) != getattr(out, a) for a in ("entities", "groups", "k", "basis")):
         raise DataError("merge: the shards' quality counts are not of the same audit.")
     rows = np.flatnonzero(part.filled)  # disjoint entities of the same audit
@@ -194,7 +176,7 @@ def merged_quality(out: QualityTally | None, part: QualityTally | None) -> Quali
     return out
 
 
-def _mean(x: npt.NDArray[np.float64], axis: int) -> npt.NDArray[np.float64]:
+def nan_mean(x: npt.NDArray[np.float64], axis: int) -> npt.NDArray[np.float64]:
     """Mean over ``axis`` ignoring NaN; NaN (no warning) where nothing is left."""
     n = np.sum(~np.isnan(x), axis=axis)
     s = np.nansum(x, axis=axis)
@@ -226,22 +208,17 @@ def quality_results(t: QualityTally, *, n_resamples: int, seed: int) -> dict[str
         W = seeded_weights(seed, n_resamples, len(quality))
         boot = mq.boot_means(quality, n_resamples=n_resamples, seed=seed, weights=W)
     for name, cols in [(None, [0]), *by_attr.items()]:
-        s = mq.summarize(
-            quality[:, cols],
-            [t.groups[j] for j in cols],
-            n_resamples=n_resamples,
-            seed=seed,
-            boot=None if boot is None else boot[:, cols],
-        )
+        s = mq.summarize(quality[:, cols], [t.groups[j] for j in cols], n_resamples=n_resamples,
+                         seed=seed, boot=None if boot is None else boot[:, cols])  # fmt: skip
         for j, gq in zip(cols, s.groups, strict=True):
-            vmean = float(_mean(valid[:, [j]], axis=0)[0])
+            vmean = float(nan_mean(valid[:, [j]], axis=0)[0])
             groups.append({"group": gq.group, "quality": _num(gq.mean), "ci": _pair(gq.ci),
                            "valid": _num(vmean), "length": _num(vmean * t.k),
                            "n": gq.n})  # fmt: skip
         if name is not None:
             attributes.append({"attribute": name, "gap": _num(s.gap), "gap_ci": _pair(s.gap_ci)})
-    per_entity = _mean(quality, axis=1)
-    overall = float(_mean(per_entity[:, None], axis=0)[0])
+    per_entity = nan_mean(quality, axis=1)
+    overall = float(nan_mean(per_entity[:, None], axis=0)[0])
     return {
         "basis": t.basis,
         "catalogue": t.source or None,
@@ -255,17 +232,19 @@ def quality_results(t: QualityTally, *, n_resamples: int, seed: int) -> dict[str
     }
 
 
-def _array(value: Any, dtype: type[np.generic]) -> npt.NDArray[Any]:
-    """A to_dict array: a list (JSON) or the bytes of a packed one."""
+def stored_rows(rows: Any, n: int) -> IntArray:
+    """A to_dict's row indices, each one of the ``n`` entities' positions."""
+    out = np.asarray(rows, dtype=np.int64)
+    if (bad := out[(out < 0) | (out >= n)]).size:  # -1 would pass for another entity
+        raise ValueError(f"row index {int(bad[0])} is outside 0..{n - 1} (the entities' positions)")
+    return out
+
+
+def stored_array(value: Any, dtype: type[np.generic], shape: tuple[int, ...]) -> npt.NDArray[Any]:
+    """A to_dict array: JSON lists (None: NaN) or the bytes of a packed one."""
     if isinstance(value, bytes):
-        return unpack_array(value, dtype, (-1,))
-    return np.asarray(value, dtype=dtype)
-
-
-OVERALL = "overall"
-
-
-_USELESS = "the model recommends equally badly for every group: fair but useless"
+        return unpack_array(value, dtype, shape)
+    return np.asarray(value, dtype=dtype).reshape(shape)
 
 
 def _what(q: Mapping[str, Any]) -> str:
@@ -276,12 +255,16 @@ def _what(q: Mapping[str, Any]) -> str:
     return f"share of the {k} slots holding a valid list item (no catalogue)"
 
 
-def _ci(ci: Sequence[float] | None) -> str:
-    return f" [{ci[0]:.3f}, {ci[1]:.3f}]" if ci else ""
+def _extremes(q: Mapping[str, Any], attribute: str) -> tuple[Any, Any] | None:
+    """(lowest, highest) quality group of ``attribute``; None when none was measured."""
+    mine = [
+        g for g in q["groups"] if _attribute(g["group"]) == attribute and g["quality"] is not None
+    ]
+    return (min(mine, key=_quality), max(mine, key=_quality)) if mine else None
 
 
-def _interval(ci: Sequence[float] | None) -> Interval | None:
-    return None if not ci else Interval(float(ci[0]), float(ci[1]))
+def _quality(g: Mapping[str, Any]) -> float:
+    return float(g["quality"])
 
 
 def _attribute(group: str) -> str | None:
@@ -296,25 +279,21 @@ def quality_lines(q: Mapping[str, Any] | None) -> list[str]:
         return []
 
     def cell(g: Mapping[str, Any]) -> str:
-        return f"{fmt(g['quality'])}{_ci(g['ci'])}"
+        return f"{fmt(g['quality'])}{fmt_pair(g['ci'])}"
 
-    by = {str(g["group"]): g for g in q["groups"]}
-    neutral = by.get("neutral")
+    neutral = next((g for g in q["groups"] if g["group"] == "neutral"), None)
     head = f"quality ({_what(q)}): overall {fmt(q['overall'])}"
     if neutral is not None:
         head += f"; neutral {cell(neutral)}, {fmt(neutral['length'], 1)} items"
     out = [head]
     for a in q["attributes"]:
-        name = a["attribute"]
-        mine = [g for k, g in by.items() if k.startswith(f"{name}=") and g["quality"] is not None]
-        if not mine:
+        if (pair := _extremes(q, a["attribute"])) is None:
             continue
-        worst = min(mine, key=lambda g: g["quality"])
-        best = max(mine, key=lambda g: g["quality"])
+        worst, best = pair
         out.append(
-            f"  {name}: lowest {worst['group'].partition('=')[2]} {cell(worst)}, "
+            f"  {a['attribute']}: lowest {worst['group'].partition('=')[2]} {cell(worst)}, "
             f"{fmt(worst['length'], 1)} items; highest {best['group'].partition('=')[2]} "
-            f"{cell(best)}; gap {fmt(a['gap'])}{_ci(a['gap_ci'])}"
+            f"{cell(best)}; gap {fmt(a['gap'])}{fmt_pair(a['gap_ci'])}"
         )
     if q.get("without_items"):
         out.append(f"  {q['without_items']} entities have no item in the catalogue (left out)")
@@ -324,16 +303,13 @@ def quality_lines(q: Mapping[str, Any] | None) -> list[str]:
 def quality_properties(q: Mapping[str, Any] | None) -> list[tuple[str, float | int | str]]:
     if not q:
         return []
-    out: list[tuple[str, float | int | str]] = [("recfair.quality.basis", str(q["basis"]))]
-    if q["overall"] is not None:
-        out.append(("recfair.quality.overall", float(q["overall"])))
-    for g in q["groups"]:
-        if g["quality"] is not None:
-            out.append((f"recfair.quality.{g['group']}", float(g["quality"])))
-    for a in q["attributes"]:
-        if a["gap"] is not None:
-            out.append((f"recfair.{a['attribute']}.quality_gap", float(a["gap"])))
-    return out
+    measured = [
+        ("recfair.quality.overall", q["overall"]),
+        *((f"recfair.quality.{g['group']}", g["quality"]) for g in q["groups"]),
+        *((f"recfair.{a['attribute']}.quality_gap", a["gap"]) for a in q["attributes"]),
+    ]
+    return [("recfair.quality.basis", str(q["basis"])),
+            *((k, float(v)) for k, v in measured if v is not None)]  # fmt: skip
 
 
 def quality_failures(
@@ -366,9 +342,9 @@ def _minimum(limit: float | None, q: Mapping[str, Any]) -> list[GateFailure]:
     neutral = next((g["quality"] for g in measured if g["group"] == "neutral"), None)
     return [
         GateFailure("min_quality", _attribute(str(g["group"])), value=g["quality"],
-                    value_ci=_interval(g["ci"]), group=str(g["group"]),
-                    detail=f"quality of {g['group']} {fmt(g['quality'])}{_ci(g['ci'])} is below "
-                    f"min_quality {limit:g} (neutral {fmt(neutral)}; {_what(q)})")
+                    value_ci=Interval.from_obj(g["ci"]), group=str(g["group"]),
+                    detail=f"quality of {g['group']} {fmt(g['quality'])}{fmt_pair(g['ci'])} is "
+                    f"below min_quality {limit:g} (neutral {fmt(neutral)}; {_what(q)})")
         for g in low
     ]  # fmt: skip
 
@@ -378,20 +354,17 @@ def _gaps(limit: float | None, q: Mapping[str, Any]) -> list[GateFailure]:
         return []
     out = []
     for a in q["attributes"]:
-        if a["gap"] is None or a["gap"] <= limit:
+        if a["gap"] is None or a["gap"] <= limit or (pair := _extremes(q, a["attribute"])) is None:
             continue
-        mine = [g for g in q["groups"] if str(g["group"]).startswith(a["attribute"] + "=")]
-        mine = [g for g in mine if g["quality"] is not None]
-        best = max(mine, key=lambda g: g["quality"])
-        worst = min(mine, key=lambda g: g["quality"])
+        worst, best = pair
         detail = (
-            f"quality gap {fmt(a['gap'])}{_ci(a['gap_ci'])} between {best['group']} "
+            f"quality gap {fmt(a['gap'])}{fmt_pair(a['gap_ci'])} between {best['group']} "
             f"({fmt(best['quality'])}) and {worst['group']} ({fmt(worst['quality'])}) is "
             f"above max_quality_gap {limit:g}: some groups get worse recommendations"
         )
         out.append(GateFailure(
             "max_quality_gap", a["attribute"], value=a["gap"], limit=limit, detail=detail,
-            value_ci=_interval(a["gap_ci"]), group=f"{best['group']} / {worst['group']}",
+            value_ci=Interval.from_obj(a["gap_ci"]), group=f"{best['group']} / {worst['group']}",
         ))  # fmt: skip
     return out
 
@@ -400,11 +373,10 @@ def _members(q: Mapping[str, Any]) -> dict[str, dict[str, float | None]]:
     """group -> entity -> quality, plus the overall member (each entity's group mean)."""
     entities = list(q["entities"])
     out = {g: dict(zip(entities, xs, strict=True)) for g, xs in q["scores"].items()}
-    overall: dict[str, float | None] = {}
-    for i, e in enumerate(entities):
-        xs = [v[i] for v in q["scores"].values() if v[i] is not None]
-        overall[e] = sum(xs) / len(xs) if xs else None
-    out[OVERALL] = overall
+    kept = [[x for x in xs if x is not None] for xs in zip(*q["scores"].values(), strict=True)]
+    out[OVERALL] = {
+        e: sum(xs) / len(xs) if xs else None for e, xs in zip(entities, kept, strict=True)
+    }
     return out
 
 
@@ -434,11 +406,10 @@ def _drift(
 
     if everyone:
         d = next(d for d in failing if d.member == OVERALL)
-        detail = (
-            f"recommendation quality fell for every group alike: {change(d)}, {_what(q)}; "
-            f"the lists may be as fair as the baseline's, but {_USELESS}"
-        )
-        return [failure(d, detail)]
+        why = f"{_what(q)}; the lists may be as fair as the baseline's, but {_USELESS}"
+        return [
+            failure(d, f"recommendation quality fell for every group alike: {change(d)}, {why}")
+        ]
     named = [d for d in failing if d.member != OVERALL]
     # the overall member is worded only when no single group explains its drop
     return [

@@ -1,22 +1,26 @@
 """Score an audit a chunk of entities at a time: bounded memory, shards that merge exactly.
-
-A chunk leaves only its similarity-matrix rows (what the bootstrap resamples) and sums;
-curve and entropy sums are fixed-point integers, so neither chunk size nor the order of
-chunks or shards changes a bit. Pure: numpy and the metrics package only.
-"""
+A chunk leaves only its similarity-matrix rows (what the bootstrap resamples) and sums in
+fixed-point integers, so neither chunk size nor chunk or shard order changes a bit."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.engine.overlap.evidence import Keeper
-from pytest_recfair.engine.overlap.quality import QualityTally, merged_quality, quality_from
+from pytest_recfair.engine.overlap.quality import (
+    FAILED,
+    QualityTally,
+    merged_quality,
+    nan_mean,
+    stored_array,
+    stored_rows,
+)
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics.aggregate import (
     SimilarityCube,
@@ -33,7 +37,6 @@ from pytest_recfair.results import (
     ValueResult,
     json_floats,
     pack_array,
-    unpack_array,
 )
 from pytest_recfair.vocab import MetricName, MissingPolicy, Variant
 
@@ -45,35 +48,7 @@ Lists = dict[str, list[str] | None]  # entity id -> parsed list (None: no comple
 FIXED = 2**40
 # |value| * FIXED * chunk entities must fit in int64 before it joins the Python-int sums.
 _MAX_ABS = 2.0**14
-_REFUSED = "refused"
-#: Status of a reply that is not scored: its prompt got no valid response, or the neutral
-#: prompt it is compared with did not. The entity leaves that value's mean (never 0).
-FAILED = "failed"
-_SHORT = "short"
-
-
-class CaseKey(Protocol):
-    """What the tally reads from a prompt case."""
-
-    @property
-    def entity_id(self) -> str: ...
-    @property
-    def attribute(self) -> str | None: ...
-    @property
-    def value(self) -> str | None: ...
-    @property
-    def repeat(self) -> int: ...
-
-
-class ReplyLike(Protocol):
-    """One parsed (and canonicalised) reply to one prompt case."""
-
-    @property
-    def case(self) -> CaseKey: ...
-    @property
-    def items(self) -> list[str] | None: ...
-    @property
-    def status(self) -> str: ...
+_SUMS = ("merges", "prompt_tokens", "completion_tokens")  # Tally's counters shards add up
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,23 +62,11 @@ class TallyConfig:
     missing: MissingPolicy
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "metrics": list(self.metrics),
-            "k": self.k,
-            "repeats": self.repeats,
-            "variant": self.variant,
-            "missing": self.missing,
-        }
+        return {**asdict(self), "metrics": list(self.metrics)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> TallyConfig:
-        return cls(
-            metrics=tuple(d["metrics"]),
-            k=int(d["k"]),
-            repeats=int(d["repeats"]),
-            variant=d["variant"],
-            missing=d["missing"],
-        )
+        return cls(tuple(d["metrics"]), int(d["k"]), int(d["repeats"]), d["variant"], d["missing"])
 
 
 @dataclass
@@ -154,8 +117,8 @@ class Tally:
         cls, entities: Sequence[str], layout: Mapping[str, Sequence[str]], config: TallyConfig
     ) -> Tally:
         """An empty tally: ``layout`` maps each attribute to its values, in order."""
-        n = len(entities)
-        if len(set(entities)) != n:
+        n, index = len(entities), {e: i for i, e in enumerate(entities)}
+        if len(index) != n:
             raise DataError("Tally: entity ids must be unique; the seed set repeats one.")
         return cls(
             entities=tuple(entities),
@@ -163,14 +126,11 @@ class Tally:
             attributes={a: AttributeTally.empty(v, n, config) for a, v in layout.items()},
             filled=np.zeros(n, dtype=bool),
             noise={m: np.full(n, np.nan) for m in config.metrics} if config.repeats > 1 else {},
+            index=index,
         )
 
-    @property
-    def complete(self) -> bool:
-        return bool(self.filled.all())
-
-    def add(self, replies: Iterable[ReplyLike]) -> None:
-        """Score one chunk of entities (every reply of each of them) into the tally."""
+    def add(self, replies: Iterable[Any]) -> None:
+        """Score one chunk of entities: every (canonicalised) kind.Reply of each of them."""
         R = self.config.repeats
         neutral: list[Lists] = [{} for _ in range(R)]
         grouped: dict[str, list[dict[str, Lists]]] = {}
@@ -195,9 +155,8 @@ class Tally:
             return
         rows = np.array([self._row(e) for e in order], dtype=np.int64)
         neutral = [{e: run.get(e) for e in order} for run in neutral]
-        for attr in grouped:
-            if attr not in self.attributes:
-                raise DataError(f"Tally: attribute {attr!r} is not in this audit's layout.")
+        if unknown := [a for a in grouped if a not in self.attributes]:
+            raise DataError(f"Tally: attribute {unknown[0]!r} is not in this audit's layout.")
         cfg = self.config
         cubes = [  # every attribute of a repeat in one pass: a recurring list is scored once
             similarity_cubes(
@@ -220,8 +179,6 @@ class Tally:
         self.filled[rows] = True
 
     def _row(self, entity: str) -> int:
-        if not self.index:
-            self.index.update((e, i) for i, e in enumerate(self.entities))
         row = self.index.get(entity)
         if row is None:
             raise DataError(f"Tally: entity {entity!r} is not one of this audit's entities.")
@@ -238,7 +195,11 @@ class Tally:
     ) -> None:
         cfg = self.config
         at = self.attributes[attr]
-        cols = _columns(at, cubes[0].values, attr)
+        if unknown := sorted(set(cubes[0].values) - set(at.values)):
+            raise DataError(
+                f"Tally: attribute {attr!r} got replies for values {unknown} outside its layout."
+            )
+        cols = np.array([at.values.index(v) for v in cubes[0].values], dtype=np.int64)
         cells = np.ix_(rows, cols)
         for m in cfg.metrics:
             mean = _mean_matrix([c.matrix(m) for c in cubes])
@@ -254,27 +215,49 @@ class Tally:
             at.entropy_sum += int(_fixed(np.asarray(scores, dtype=np.float64)).sum())
             at.entropy_n += len(scores)
 
-    def results(self, *, n_resamples: int, seed: int) -> tuple[AttributeResult, ...]:
-        """The AttributeResults of a complete tally (every entity scored)."""
-        if not self.complete:
-            left = int((~self.filled).sum())
+    def check_complete(self) -> None:
+        """Every entity scored: checked before any bootstrap draws its weights (~8 MB)."""
+        if left := int((~self.filled).sum()):
             raise DataError(
                 f"Tally: {left} of {len(self.entities)} entities have no scores yet; merge "
                 "every shard (1/N .. N/N) before reporting the audit."
             )
+
+    def results(self, *, n_resamples: int, seed: int) -> tuple[AttributeResult, ...]:
+        """The AttributeResults of a complete tally (every entity scored)."""
+        self.check_complete()
         floors: dict[str, Stat | None] = {}
         for m, per in self.noise.items():
             f = noise_floor_of(per, n_resamples=n_resamples, seed=seed)
             floors[m] = None if f is None else Stat(float(f.mean), _interval(f.ci))
-        several = len(self.config.metrics) > 1
+        cfg, out = self.config, []
         try:
-            return tuple(
-                _attribute_result(self, name, at, m, floors.get(m), several, n_resamples, seed)
-                for name, at in self.attributes.items()
-                for m in self.config.metrics
-            )
+            for name, at in self.attributes.items():
+                for m in cfg.metrics:
+                    matrix = SimilarityMatrix(self.entities, at.values, at.sims[m], at.missing)
+                    table = summarize(matrix)
+                    boot = intervals(matrix, n_resamples=n_resamples, seed=seed)
+                    values = tuple(
+                        ValueResult(
+                            value=v, mean=Stat(stat.mean, _interval(boot.value_ci.get(v))),
+                            n=stat.n, missing=stat.missing, refusals=at.statuses[v]["refused"],
+                            short=at.statuses[v]["short"], total=sum(at.statuses[v].values()),
+                        )
+                        for v, stat in table.values.items()
+                    )  # fmt: skip
+                    out.append(AttributeResult(
+                        attribute=f"{name}.{m}" if len(cfg.metrics) > 1 else name, metric=m,
+                        k=cfg.k, variant=cfg.variant, missing_policy=cfg.missing, values=values,
+                        snsr=Stat(table.snsr, _interval(boot.snsr_ci)),
+                        snsv=Stat(table.snsv, _interval(boot.snsv_ci)),
+                        pafs=Stat(table.pafs, _interval(boot.pafs_ci)), matrix=matrix,
+                        entropy=float(at.entropy_sum) / FIXED / at.entropy_n
+                        if cfg.repeats > 1 and at.entropy_n else None,
+                        noise_floor=floors.get(m), curves=_curves(at, m),
+                    ))  # fmt: skip
         finally:
             forget_weights()  # the tables shared them; the audit is scored
+        return tuple(out)
 
     def to_dict(self, packed: bool = False) -> dict[str, Any]:
         """JSON-able, scored rows only; ``packed`` (replay cache): rows as packed bytes."""
@@ -287,9 +270,7 @@ class Tally:
                 name: _attribute_to_dict(at, rows, packed) for name, at in self.attributes.items()
             },
             "noise": {m: json_floats(per[rows]) for m, per in self.noise.items()},
-            "merges": self.merges,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
+            **{n: getattr(self, n) for n in _SUMS},
             "models": sorted(self.models),
             **({"quality": self.quality.to_dict(packed)} if self.quality is not None else {}),
             "evidence": self.evidence.to_dict(),
@@ -300,23 +281,16 @@ class Tally:
         config = TallyConfig.from_dict(d["config"])
         layout = {name: a["values"] for name, a in d["attributes"].items()}
         tally = cls.start([str(e) for e in d["entities"]], layout, config)
-        rows = np.asarray(d["rows"], dtype=np.int64)
-        bad = rows[(rows < 0) | (rows >= len(tally.entities))]
-        if bad.size:  # -1 would index from the end and pass for another entity
-            raise ValueError(
-                f"row index {int(bad[0])} is outside 0..{len(tally.entities) - 1} (the "
-                "entities' positions)"
-            )
+        rows = stored_rows(d["rows"], len(tally.entities))
         for name, a in d["attributes"].items():
             _attribute_from_dict(tally.attributes[name], a, rows)
         for m, values in d.get("noise", {}).items():
-            tally.noise[m][rows] = _unfloats(values)
+            tally.noise[m][rows] = np.asarray(values, dtype=np.float64)
         tally.filled[rows] = True
-        tally.merges = int(d["merges"])
-        tally.prompt_tokens = int(d["prompt_tokens"])
-        tally.completion_tokens = int(d["completion_tokens"])
+        for n in _SUMS:
+            setattr(tally, n, int(d[n]))
         tally.models = set(d.get("models", []))
-        tally.quality = quality_from(d.get("quality"))
+        tally.quality = None if (q := d.get("quality")) is None else QualityTally.from_dict(q)
         tally.evidence = Keeper.from_dict(d.get("evidence") or {})
         return tally
 
@@ -326,62 +300,45 @@ def merge(parts: Sequence[Tally]) -> Tally:
     if not parts:
         raise DataError("merge: no tally to merge; give at least one shard result.")
     first = parts[0]
-    for p in parts[1:]:
-        if p.entities != first.entities or p.config != first.config:
+    out = Tally.start(
+        first.entities, {a: t.values for a, t in first.attributes.items()}, first.config
+    )
+    for part in parts:
+        if part.entities != first.entities or part.config != first.config:
             raise DataError(
                 "merge: the shard results are not of the same audit (different entities or "
                 "scoring settings); merge results of one run of --fairness-shard=I/N only."
             )
-        if set(p.attributes) != set(first.attributes):
+        if set(part.attributes) != set(first.attributes):
             raise DataError("merge: the shard results score different attributes.")
-    out = Tally.start(
-        first.entities, {a: t.values for a, t in first.attributes.items()}, first.config
-    )
-    for p in parts:
-        overlap = out.filled & p.filled
-        if overlap.any():
-            twice = first.entities[int(np.flatnonzero(overlap)[0])]
+        rows = np.flatnonzero(part.filled)
+        if (twice := rows[out.filled[rows]]).size:
             raise DataError(
-                f"merge: entity {twice!r} is in two shard results; give each shard once."
+                f"merge: entity {first.entities[int(twice[0])]!r} is in two shard results; give "
+                "each shard once."
             )
-        _merge_into(out, p)
+        for name, src in part.attributes.items():
+            dst = out.attributes[name]
+            if dst.values != src.values:
+                raise DataError(f"merge: attribute {name!r} has other values in another shard.")
+            for m in out.config.metrics:
+                dst.sims[m][rows] = src.sims[m][rows]
+                dst.curve_sum[m] = _add_lists(dst.curve_sum[m], src.curve_sum[m])
+                dst.curve_n[m] = _add_lists(dst.curve_n[m], src.curve_n[m])
+            dst.missing[rows] = src.missing[rows]
+            for v, counter in src.statuses.items():
+                dst.statuses[v].update(counter)
+            dst.entropy_sum += src.entropy_sum
+            dst.entropy_n += src.entropy_n
+        for m, per in part.noise.items():
+            out.noise[m][rows] = per[rows]
+        out.filled[rows] = True
+        for n in _SUMS:
+            setattr(out, n, getattr(out, n) + getattr(part, n))
+        out.models |= part.models
+        out.quality = merged_quality(out.quality, part.quality)
+        out.evidence.absorb(part.evidence)
     return out
-
-
-def _merge_into(out: Tally, part: Tally) -> None:
-    rows = np.flatnonzero(part.filled)
-    for name, src in part.attributes.items():
-        dst = out.attributes[name]
-        if dst.values != src.values:
-            raise DataError(f"merge: attribute {name!r} has other values in another shard.")
-        for m in out.config.metrics:
-            dst.sims[m][rows] = src.sims[m][rows]
-            dst.curve_sum[m] = _add_lists(dst.curve_sum[m], src.curve_sum[m])
-            dst.curve_n[m] = _add_lists(dst.curve_n[m], src.curve_n[m])
-        dst.missing[rows] = src.missing[rows]
-        for v, counter in src.statuses.items():
-            dst.statuses[v].update(counter)
-        dst.entropy_sum += src.entropy_sum
-        dst.entropy_n += src.entropy_n
-    for m, per in part.noise.items():
-        out.noise[m][rows] = per[rows]
-    out.filled[rows] = True
-    out.merges += part.merges
-    out.prompt_tokens += part.prompt_tokens
-    out.completion_tokens += part.completion_tokens
-    out.models |= part.models
-    out.quality = merged_quality(out.quality, part.quality)
-    out.evidence.absorb(part.evidence)
-
-
-def _columns(at: AttributeTally, values: Sequence[str], attr: str) -> npt.NDArray[np.int64]:
-    try:
-        return np.array([at.values.index(v) for v in values], dtype=np.int64)
-    except ValueError:
-        unknown = sorted(set(values) - set(at.values))
-        raise DataError(
-            f"Tally: attribute {attr!r} got replies for values {unknown} outside its layout."
-        ) from None
 
 
 def _fixed(x: FloatArray) -> npt.NDArray[np.int64]:
@@ -398,9 +355,9 @@ def _add_curves(at: AttributeTally, m: str, cols: npt.NDArray[np.int64], cube: F
     sums = _fixed(cube).sum(axis=0).tolist()  # (values, K); int64 is safe for one chunk
     kept = (~np.isnan(cube)).sum(axis=0).tolist()
     for j, col in enumerate(cols.tolist()):
-        row_s, row_n = at.curve_sum[m][col], at.curve_n[m][col]
-        at.curve_sum[m][col] = [a + b for a, b in zip(row_s, sums[j], strict=True)]
-        at.curve_n[m][col] = [a + b for a, b in zip(row_n, kept[j], strict=True)]
+        at.curve_sum[m][col], at.curve_n[m][col] = _add_lists(
+            [at.curve_sum[m][col], at.curve_n[m][col]], [sums[j], kept[j]]
+        )
 
 
 def _add_lists(a: list[list[int]], b: list[list[int]]) -> list[list[int]]:
@@ -411,79 +368,21 @@ def _mean_matrix(matrices: Sequence[SimilarityMatrix]) -> SimilarityMatrix:
     """Average repeated runs per (entity, value): the entity stays the resampling unit."""
     if len(matrices) == 1:
         return matrices[0]
-    first = matrices[0]
-    stack = np.stack([m.sims for m in matrices])
-    with np.errstate(invalid="ignore"):
-        counts = np.sum(~np.isnan(stack), axis=0)
-        sums = np.nansum(stack, axis=0)
-        sims = np.where(counts > 0, sums / np.maximum(counts, 1), np.nan)
+    sims = nan_mean(np.stack([m.sims for m in matrices]), axis=0)
     missing = np.any(np.stack([m.missing for m in matrices]), axis=0)
-    return SimilarityMatrix(
-        entities=first.entities, values=first.values, sims=sims, missing=missing
-    )
+    return SimilarityMatrix(matrices[0].entities, matrices[0].values, sims, missing)
 
 
 def _interval(ci: tuple[float, float] | None) -> Interval | None:
     return None if ci is None else Interval(float(ci[0]), float(ci[1]))
 
 
-def _attribute_result(
-    tally: Tally,
-    name: str,
-    at: AttributeTally,
-    metric: MetricName,
-    floor: Stat | None,
-    suffix: bool,
-    n_resamples: int,
-    seed: int,
-) -> AttributeResult:
-    cfg = tally.config
-    matrix = SimilarityMatrix(tally.entities, at.values, at.sims[metric], at.missing)
-    table = summarize(matrix)
-    boot = intervals(matrix, n_resamples=n_resamples, seed=seed)
-    values = tuple(
-        ValueResult(
-            value=v,
-            mean=Stat(stat.mean, _interval(boot.value_ci.get(v))),
-            n=stat.n,
-            missing=stat.missing,
-            refusals=at.statuses[v][_REFUSED],
-            short=at.statuses[v][_SHORT],
-            total=sum(at.statuses[v].values()),
-        )
-        for v, stat in table.values.items()
-    )
-    return AttributeResult(
-        attribute=f"{name}.{metric}" if suffix else name,
-        metric=metric,
-        k=cfg.k,
-        variant=cfg.variant,
-        missing_policy=cfg.missing,
-        values=values,
-        snsr=Stat(table.snsr, _interval(boot.snsr_ci)),
-        snsv=Stat(table.snsv, _interval(boot.snsv_ci)),
-        pafs=Stat(table.pafs, _interval(boot.pafs_ci)),
-        matrix=matrix,
-        entropy=float(at.entropy_sum) / FIXED / at.entropy_n
-        if cfg.repeats > 1 and at.entropy_n
-        else None,
-        noise_floor=floor,
-        curves=_curves(at, metric),
-    )
-
-
 def _curves(at: AttributeTally, metric: str) -> dict[str, list[float]]:
     """value -> mean Sim@k, k = 1..K (NaN where no entity could be scored)."""
-    out: dict[str, list[float]] = {}
-    for v, sums, ns in zip(at.values, at.curve_sum[metric], at.curve_n[metric], strict=True):
-        out[v] = [
-            float(s) / FIXED / n if n else float("nan") for s, n in zip(sums, ns, strict=True)
-        ]
-    return out
-
-
-def _unfloats(x: Sequence[float | None]) -> FloatArray:
-    return np.array([np.nan if v is None else float(v) for v in x], dtype=np.float64)
+    return {
+        v: [float(s) / FIXED / n if n else float("nan") for s, n in zip(sums, ns, strict=True)]
+        for v, sums, ns in zip(at.values, at.curve_sum[metric], at.curve_n[metric], strict=True)
+    }
 
 
 def _attribute_to_dict(
@@ -509,17 +408,10 @@ def _attribute_to_dict(
 def _attribute_from_dict(
     at: AttributeTally, d: Mapping[str, Any], rows: npt.NDArray[np.int64]
 ) -> None:
-    V = len(at.values)
+    shape = (len(rows), len(at.values))
     for m, table in d["sims"].items():
-        if isinstance(table, bytes):  # packed (to_dict(packed=True))
-            at.sims[m][rows] = unpack_array(table, np.float64, (len(rows), V))
-            continue
-        at.sims[m][rows] = np.array([_unfloats(r) for r in table]).reshape(len(rows), V)
-    flags = d["missing"]
-    if isinstance(flags, bytes):  # packed
-        at.missing[rows] = unpack_array(flags, np.bool_, (len(rows), V))
-    else:
-        at.missing[rows] = np.array(flags, dtype=bool).reshape(len(rows), V)
+        at.sims[m][rows] = stored_array(table, np.float64, shape)
+    at.missing[rows] = stored_array(d["missing"], np.bool_, shape)
     at.curve_sum = {m: [[int(x) for x in r] for r in t] for m, t in d["curve_sum"].items()}
     at.curve_n = {m: [[int(x) for x in r] for r in t] for m, t in d["curve_n"].items()}
     at.statuses = {v: Counter({s: int(n) for s, n in c.items()}) for v, c in d["statuses"].items()}
