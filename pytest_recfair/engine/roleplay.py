@@ -53,18 +53,21 @@ EXAMPLES = 3  # biased questions shown per role
 
 
 @dataclass(frozen=True, slots=True)
-class RoleplayCase:
-    """One round of one question; ``entity_id`` names its cassette, ``repeat`` is the
-    round, ``value`` the role (failures per role)."""
-
+class _Case:
     id: str
     system: str | None
     prompt: str
     entity: str
-    entity_id: str
+    entity_id: str  # names its cassette: the question's
     attribute: str
-    value: str
+    value: str  # the role (failures are counted per role)
     repeat: int
+
+
+@dataclass(frozen=True, slots=True)
+class RoleplayCase(_Case):
+    """One round (``repeat``) of one question."""
+
     question_id: str
     role: str
     qtype: QType
@@ -74,18 +77,10 @@ class RoleplayCase:
 
 
 @dataclass(frozen=True, slots=True)
-class JudgeCase:
-    """Judge call ``j`` about the answer of round ``judged`` (a Why question): sent to the
-    judge model, kept in the question's cassette under repeat ``round * 3 + j``."""
+class JudgeCase(_Case):
+    """Judge call ``j`` about the answer of case ``judged`` (a Why round), kept in the
+    question's cassette under repeat ``round * 3 + j``."""
 
-    id: str
-    system: str
-    prompt: str
-    entity: str
-    entity_id: str
-    attribute: str
-    value: str
-    repeat: int
     judged: str
 
 

@@ -35,11 +35,8 @@ from pytest_recfair.vocab import PLUGIN_VERSION
 if TYPE_CHECKING:
     from pytest_recfair.providers.runstate import RunOptions, RunOutcome
 
-#: Non-empty while :func:`fewer_collections` holds (it is re-entrant).
-_FROZEN: list[bool] = []
-
-# Prompts per chunk: enough that a live chunk keeps every connection busy, few enough that
-# a chunk's replies and cassettes stay a few MB.
+_FROZEN: list[bool] = []  # non-empty while fewer_collections holds
+# Prompts per chunk: enough to keep every connection busy, few enough for a few MB a chunk.
 CHUNK_PROMPTS = 2048
 
 #: A chunk's prompts as they are sent (``asked=False``: as the kind built them).
@@ -137,8 +134,7 @@ def check_failures(settings: AuditSettings, test_id: str, sent: Sent) -> unanswe
 def meta_of(
     request: AuditRequest, kind: AuditKind, grid: Grid, entities: Sequence[Entity], models: set[str]
 ) -> AuditMeta:
-    """The audit's metadata: the common header and the fields of its kind's meta type
-    (settings of the same name, or worked out here); the model as the replies name it."""
+    """The fields of the kind's meta type: settings of the same name, or worked out here."""
     settings, recommender = request.settings, request.recommender
     name = getattr(recommender, "name", None)
     own = getattr(recommender, "model", None)
@@ -176,11 +172,10 @@ def meta_of(
 
 @contextlib.contextmanager
 def fewer_collections() -> Iterator[None]:
-    """Python's cyclic collector runs every 700 net allocations and walks every tracked
-    object; an audit allocates millions of small acyclic objects, so it spent ~15% of a
-    replay walking the same long-lived objects. For the audit those are frozen and the
-    first threshold raised; both restored after (docs/performance.md). Re-entrant."""
-    if _FROZEN:  # inside another audit step's: already frozen
+    """The cyclic collector walked the same long-lived objects ~15% of a replay (an audit
+    allocates millions of small acyclic ones): frozen and the threshold raised for the
+    audit, restored after (docs/performance.md). Re-entrant."""
+    if _FROZEN:
         yield
         return
     old = gc.get_threshold()
@@ -228,11 +223,8 @@ def chunk_entities(settings: AuditSettings, prompts_per_entity: int) -> int:
 
 
 def _setup(request: AuditRequest, kind: AuditKind) -> tuple[list[Entity], Grid, Build]:
-    """The audit's entities, its grid and the builder of a chunk's cases as they are sent:
-    those a published run never answered left out (their entity then leaves that value's
-    mean, as the FaiRLLM notebook does), the ``system`` and ``role`` settings applied.
-    "personality" comes from its own bundled grid; a kind with its own entities
-    (``AuditKind.entities``) selects by ``attr`` itself."""
+    """The entities, grid and builder of a chunk's cases as sent: ``system`` and ``role``
+    applied, prompts a published run never answered left out (as the FaiRLLM notebook)."""
     s, inputs = request.settings, request.inputs
     entities = entities_of(s, request.seeds, request.test_id, kind, inputs)
     grid, attributes = request.grid, None if s.attr is None else [s.attr]
@@ -258,13 +250,8 @@ def _setup(request: AuditRequest, kind: AuditKind) -> tuple[list[Entity], Grid, 
         if s.role is not None:  # a persona (docs/roleplay.md): "You are a {role}." first
             role = s.role
             cases = [dataclasses.replace(c, system=persona_system(role, c.system)) for c in cases]
-        if not inputs.absent:
-            return list(cases)
-        return [
-            c
-            for c in cases
-            if c.attribute is None or (c.attribute, c.value, c.entity_id) not in inputs.absent
-        ]
+        gone = inputs.absent
+        return [c for c in cases if not gone or (c.attribute, c.value, c.entity_id) not in gone]
 
     return entities, grid, build
 
@@ -400,16 +387,8 @@ def _missing(request: AuditRequest, store: CassetteStore) -> list[Any]:
     for chunk, cases in _chunks(request, entities, build):
         for case in cases:
             built = request.recommender.build_request(case.system, case.prompt)
-            found = store.lookup(
-                request.test_id,
-                case.entity_id,
-                built.method,
-                str(built.url),
-                built.content,
-                case.repeat,
-                case_id=case.id,
-            )
-            if found is None:
+            key = (built.method, str(built.url), built.content, case.repeat)
+            if store.lookup(request.test_id, case.entity_id, *key, case_id=case.id) is None:
                 todo.append(case)
         store.release(request.test_id, [e.id for e in chunk])
     return todo

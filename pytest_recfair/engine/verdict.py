@@ -168,21 +168,32 @@ def judge(
     settings: AuditSettings, result: AuditResult, check: BaselineCheck, test_id: str
 ) -> Verdict:
     """Pass/fail of one gated test (pure); under --fairness-update only absolute limits
-    fail and the run becomes the baseline."""
-    state = check.state
-    checked = result.gate or GateOutcome(passed=True)
-    if settings.explore:
-        return _explored(settings, result, checked, state, test_id)
+    fail and the run becomes the baseline; under --fairness-explore every failure the run
+    would have had is a note, and an update writes only when it alone would."""
+    state, checked = check.state, result.gate or GateOutcome(passed=True)
     if settings.update:
-        return _verdict(result, Judged(checked, force=settings.update_force), state)
-    problem = _missing_baseline(state, test_id)
-    if problem is not None and not checked.passed:
-        # limits crossed too: both are said, and --fairness-update would refuse this run
-        problem = (
-            f"{problem.split(chr(10))[0]} It cannot be created from this run: "
-            f"--fairness-update stores only a run that passes its absolute limits."
-        )
-    return _verdict(result, Judged(checked, missing=problem))
+        parts = Judged(checked, force=settings.update_force)
+    else:
+        problem = _missing_baseline(state, test_id)
+        if problem is not None and not checked.passed:
+            # limits crossed too: both are said, and --fairness-update would refuse this run
+            problem = (
+                f"{problem.split(chr(10))[0]} It cannot be created from this run: "
+                f"--fairness-update stores only a run that passes its absolute limits."
+            )
+        parts = Judged(checked, missing=problem)
+    writes = settings.update
+    if settings.explore:
+        would = _outcome(parts)
+        notes = [EXPLORE_NOTE]
+        if would.failures:
+            notes.append("would fail on: " + "; ".join(_would_fail(f) for f in would.failures))
+        if settings.update and not would.passed:
+            notes.append("baseline not written: the run crosses its absolute limits")
+        # a failing test body still fails (body_failed adds it)
+        parts = Judged(GateOutcome.of((), (*would.notes, *notes), would.drift))
+        writes = writes and would.passed
+    return _verdict(result, parts, state if writes else None)
 
 
 #: The note every result of an explore run carries (every channel shows the gate's notes).
@@ -190,40 +201,9 @@ EXPLORE_NOTE = "explore mode (--fairness-explore): nothing gated"
 
 
 def _would_fail(f: GateFailure) -> str:
-    """A gate failure the explore mode did not apply, in a few words (the report's words
-    are report.failures'; this module never imports report)."""
+    """A gate failure explore mode did not apply, in a few words (never imports report)."""
     what = f.statistic or ("no usable baseline" if f.kind == "baseline" else None)
     return " ".join(x for x in (f.attribute, what, f"({f.kind})") if x)
-
-
-def _explored(
-    settings: AuditSettings,
-    result: AuditResult,
-    checked: GateOutcome,
-    state: BaselineState,
-    test_id: str,
-) -> Verdict:
-    """--fairness-explore: the run passes whatever the limits, drift or baseline say; each
-    failure it would have had is a note. With --fairness-update too, the baseline is
-    written only when the update alone would write it (the run passes its limits)."""
-    updating = settings.update
-    parts = Judged(
-        checked,
-        force=updating and settings.update_force,
-        missing=None if updating else _missing_baseline(state, test_id),
-    )
-    would = _outcome(parts)
-    notes = [EXPLORE_NOTE]
-    if would.failures:
-        notes.append("would fail on: " + "; ".join(_would_fail(f) for f in would.failures))
-    if updating and not would.passed:
-        notes.append("baseline not written: the run crosses its absolute limits")
-    explored = GateOutcome.of((), (*would.notes, *notes), would.drift)
-    judged = replace(result, gate=explored)
-    ungated = Judged(explored)  # a failing test body still fails (body_failed adds it)
-    if updating and would.passed:
-        return Verdict(True, judged, write=state.path, moved_from=state.legacy, parts=ungated)
-    return Verdict(True, judged, parts=ungated)
 
 
 def body_failed(verdict: Verdict, error: str) -> Verdict:
