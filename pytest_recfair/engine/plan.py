@@ -11,7 +11,7 @@ import json
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
@@ -378,25 +378,22 @@ def audit_plan(
     cassette_root: Path,
     inputs: AuditInputs | None = None,
     shard: Shard | None = None,
-    failed: Mapping[str, str] | None = None,
 ) -> Plan:
     """The plan of this audit's run (of shard ``shard``'s share, when given)."""
     request = AuditRequest(
         settings, recommender, seeds, grid, test_id, inputs=inputs or AuditInputs(), shard=shard
     )
     kind = registry.kind_for(settings)
-    cases = [c for c in stream.all_cases(kind, request) if c.id not in (failed or {})]
+    cases = stream.all_cases(kind, request)
     calls: dict[str, int] | None = None
     if isinstance(recommender, CallableProvider):
         store = CassetteStore(cassette_root, settings.record_mode, autosave=None)
         calls = pipeline_calls(store, cases) if store.policy.replays else {}
-    found = (
-        set(calls)
-        if calls is not None
-        else recorded_ids(recommender, cases, cassette_root, settings.record_mode, test_id)
-    )
+        found = set(calls)
+    else:
+        found = recorded_ids(recommender, cases, cassette_root, settings.record_mode, test_id)
     to_ask = [c for c in cases if c.id not in found]
-    # The limit paces the run: the configured one, else what this process's replies said.
+    # paced by the configured limit, else by what this process's replies said
     seen_rpm, seen_tpm = known_limits(recommender)
     main = estimate(
         test_id,

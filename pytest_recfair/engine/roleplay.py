@@ -1,10 +1,7 @@
-"""The role-play audit (BiasLens): rates of biased answers while the model plays a role
-(its report sections: :mod:`.roleplay_sections`).
-
-Rounds send identical bodies: the cassette key holds the round as the repeat index, so
-each replays its own answer. Why answers are judged ``JUDGE_REPEATS`` times (repeat
-``round * 3 + j``), majority decides; a failed request or judge call is never a verdict.
-"""
+"""The role-play audit (BiasLens): rates of biased answers while the model plays a role.
+Rounds send identical bodies, so the cassette key holds the round as the repeat index; Why
+answers are judged ``JUDGE_REPEATS`` times (repeat ``round * 3 + j``), majority decides; a
+failed request or judge call is never a verdict."""
 
 from __future__ import annotations
 
@@ -40,6 +37,7 @@ from pytest_recfair.prompts.roles import JUDGE_REPEATS, QType, RoleQuestion, Rol
 from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.results import AuditResult, GateFailure, Interval
 from pytest_recfair.settings import AuditSettings
+from pytest_recfair.settings.values import nearest
 
 if TYPE_CHECKING:
     from pytest_recfair.providers.runstate import RunOutcome
@@ -89,9 +87,6 @@ BUNDLED_SETS = ("default", "smoke")
 
 
 def _guess(name: str, known: Sequence[str]) -> str:
-    """The hint "; did you mean 'x'?" for a typo of one of ``known``, else nothing."""
-    from pytest_recfair.settings.values import nearest
-
     near = nearest(name, known)
     return f"; did you mean {near!r}?" if near is not None else ""
 
@@ -102,7 +97,7 @@ def rounds_of(settings: AuditSettings) -> int:
 
 @lru_cache(maxsize=8)
 def _load(source: str, stamp: int) -> RoleSet:
-    """A question set, loaded once per file version (``stamp``: its mtime)."""
+    """Loaded once per file version (``stamp``: its mtime)."""
     return roles.load_roles(source)
 
 
@@ -292,7 +287,7 @@ class RoleplayAudit(PooledKind):
         return settings.questions is not None
 
     def check(self, settings: AuditSettings, where: tuple[Path, ...]) -> None:
-        """At collection: the question file loads and holds questions about ``attr``."""
+        """At collection: the questions load and some are about ``attr``."""
         if settings.role is not None:
             raise ConfigError(
                 f"role={settings.role!r} puts a persona in the system message of a list, "
@@ -311,7 +306,7 @@ class RoleplayAudit(PooledKind):
     def entities(
         self, settings: AuditSettings, seeds: Sequence[Entity], inputs: AuditInputs
     ) -> list[Entity]:
-        """The questions, as entities: chunks, shards and ``entities=N`` take questions."""
+        """The questions, as entities (chunks, shards and ``entities=N`` take questions)."""
         asked = _asked(settings, question_set(settings, inputs), inputs.judge is not None)
         return [Entity(q.id, f"{q.role}: {q.question}", settings.domain) for q in asked]
 
@@ -336,15 +331,13 @@ class RoleplayAudit(PooledKind):
         ]  # fmt: skip
 
     def planned_follow_up(self, settings: AuditSettings, cases: Sequence[Any]) -> list[JudgeCase]:
-        """The judge calls ``cases`` will bring, 3 per Why round, each with a stand-in
-        answer of the longest allowed (100 words): the real one is not known yet."""
+        """The judge calls ``cases`` will bring, with the longest allowed answer."""
         return _judge_cases(cases, {c.id: _STAND_IN for c in cases})
 
     def merge(
         self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
     ) -> Merged:
-        """The shards' replies replayed as one run, with the judge cases of answered Why
-        rounds, so their replies and failures count (``max_failed``) as unsharded."""
+        """With the judge cases of answered Why rounds, so they count as unsharded."""
 
         def with_judges() -> tuple[list[Any], AuditInputs]:
             cases, inputs = rebuild()
@@ -359,7 +352,6 @@ class RoleplayAudit(PooledKind):
     def follow_up(
         self, settings: AuditSettings, cases: Sequence[Any], outcome: RunOutcome
     ) -> list[JudgeCase]:
-        """Three judge calls for every answered Why round."""
         return _judge_cases(cases, {k: c.text for k, c in outcome.completions.items()})
 
     score = staticmethod(_score)

@@ -170,8 +170,7 @@ class RoleplaySections:
             key = f"recfair.{c['attribute']}.{c['qtype']}" + ("" if c["with_role"] else ".norole")
             if c["rate"] is not None:
                 out.append((f"{key}.biased_rate", c["rate"]))
-            out += [(f"{key}.biased", c["biased"]), (f"{key}.n", c["n"])]
-            out.append((f"{key}.refusals", c["refusals"]))
+            out += [(f"{key}.{n}", c[n]) for n in ("biased", "n", "refusals")]
         return out
 
 
@@ -188,10 +187,36 @@ def entries(
     for q in result.questions:
         if q.with_role == with_role:
             cells.setdefault((q.attribute, q.qtype), []).append(q)
+
+    def row(q: QuestionResult) -> dict[str, Any]:
+        lists = []
+        other = (q.question_id, not q.with_role)
+        mine = f"as {q.role}" if q.with_role else "no role"
+        for key, label in ((q.key, mine), (other, "no role" if q.with_role else "with role")):
+            asked = rounds.get(key, [])
+            if not asked:
+                continue
+            outcomes = q.outcomes if key == q.key else ()
+            titles, replies = [], []
+            for i, c in enumerate(asked):
+                text = answers.get(c.id)
+                verdict = f" [{outcomes[i]}]" if i < len(outcomes) else ""
+                short = " ".join((reply_text(text) or "(no answer: failed)").split())[:160]
+                titles.append(f"round {c.repeat + 1}{verdict}: {short}")
+                replies.append(f"round {c.repeat + 1}:\n{reply_text(text)}")
+                for j, judged in enumerate(judges.get(c.id) or []):
+                    replies.append(f"  judge {j + 1}: {reply_text(judged)}")
+            lists.append({"label": label, "titles": titles, "reply": "\n\n".join(replies)})
+        asked = rounds.get(q.key) or []
+        question = " ".join(asked[0].question.split()) if asked else q.question_id
+        verdict = {True: "biased", False: "not biased", None: "undetermined"}[q.biased]
+        why = f"{verdict}: {q.count('biased')} of {len(q.outcomes)} rounds biased — {question}"
+        return {"entity": q.role, "score": float(q.count("biased")), "why": why, "lists": lists}
+
     out = {}
     for (attribute, qtype), qs in cells.items():
         ranked = sorted(qs, key=lambda q: (q.biased is not True, -q.count("biased"), q.question_id))
-        rows = [_row(q, rounds, answers, judges) for q in ranked[:SHOW]]
+        rows = [row(q) for q in ranked[:SHOW]]
         biased = sum(q.biased is True for q in qs)
         out[cell_name(attribute, qtype)] = {
             "what": (
@@ -201,35 +226,3 @@ def entries(
             "rows": rows,
         }
     return out
-
-
-def _row(
-    q: QuestionResult,
-    rounds: Mapping[tuple[str, bool], list[Any]],
-    answers: Mapping[str, str],
-    judges: Mapping[str, list[str | None]],
-) -> dict[str, Any]:
-    lists = []
-    other = (q.question_id, not q.with_role)
-    mine = f"as {q.role}" if q.with_role else "no role"
-    for key, label in ((q.key, mine), (other, "no role" if q.with_role else "with role")):
-        asked = rounds.get(key, [])
-        if not asked:
-            continue
-        outcomes = q.outcomes if key == q.key else ()
-        titles, replies = [], []
-        for i, c in enumerate(asked):
-            text = answers.get(c.id)
-            verdict = f" [{outcomes[i]}]" if i < len(outcomes) else ""
-            short = " ".join((reply_text(text) or "(no answer: failed)").split())[:160]
-            titles.append(f"round {c.repeat + 1}{verdict}: {short}")
-            replies.append(f"round {c.repeat + 1}:\n{reply_text(text)}")
-            for j, judged in enumerate(judges.get(c.id) or []):
-                replies.append(f"  judge {j + 1}: {reply_text(judged)}")
-        lists.append({"label": label, "titles": titles, "reply": "\n\n".join(replies)})
-    asked = rounds.get(q.key) or []
-    question = " ".join(asked[0].question.split()) if asked else q.question_id
-    verdict = {True: "biased", False: "not biased", None: "undetermined"}[q.biased]
-    why = f"{verdict}: {q.count('biased')} of {len(q.outcomes)} rounds biased — {question}"
-    return {"entity": q.role, "score": float(q.count("biased")),
-            "why": why, "lists": lists}  # fmt: skip

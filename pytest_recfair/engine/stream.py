@@ -39,7 +39,7 @@ _FROZEN: list[bool] = []  # non-empty while fewer_collections holds
 # Prompts per chunk: enough to keep every connection busy, few enough for a few MB a chunk.
 CHUNK_PROMPTS = 2048
 
-#: A chunk's prompts as they are sent (``asked=False``: as the kind built them).
+#: A chunk's prompts as sent (``asked=False``: as the kind built them).
 Build = Callable[..., list[Any]]
 
 
@@ -52,13 +52,13 @@ def measure(request: AuditRequest) -> AuditResult:
 
 @dataclass(frozen=True)
 class Run:
-    """One run's (or shard's) scorer, what was sent, and the whole audit's metadata."""
+    """One run's (or shard's) scorer, what was sent, and the audit's metadata."""
 
     entities: list[Entity]  # of the whole audit (a shard scores its share)
     meta: AuditMeta
     scorer: Scorer
     sent: Sent
-    memo: bytes | None = None  # the replay cache's key of its scores (replaymemo.scored)
+    memo: bytes | None = None  # the replay cache's key of its scores
 
 
 def run(request: AuditRequest) -> Run:
@@ -201,18 +201,13 @@ def run_options(settings: AuditSettings, live: Any = None) -> RunOptions:
     """How the runner sends this audit's prompts (``live``: the pytest progress line)."""
     from pytest_recfair.providers.runstate import RunOptions  # the engine's way to httpx
 
+    same = ("intercept", "timeout", "max_retries", "max_retry_after", "max_reply_chars")
     return RunOptions(
         # vcrpy patches process-wide: a prompt's calls are told apart only one at a time
         concurrency=1 if settings.intercept == "vcr" else settings.concurrency,
-        intercept=settings.intercept,
-        timeout=settings.timeout,
-        max_retries=settings.max_retries,
-        max_retry_after=settings.max_retry_after,
         prices=prices_of(settings),
         live=live,
-        max_reply_chars=settings.max_reply_chars,
-        rpm=settings.rpm,
-        tpm=settings.tpm,
+        **{name: getattr(settings, name) for name in (*same, "rpm", "tpm")},
     )
 
 
