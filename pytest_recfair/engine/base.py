@@ -1,7 +1,5 @@
-"""What a kind of audit is, the one request every run mode hands the engine, and a
-shard's data. Run modes ask the :class:`AuditKind` for each kind-specific step, so none
-of them names a kind.
-"""
+"""What a kind of audit is, the request every run mode hands the engine, and a shard's
+data; run modes ask the :class:`AuditKind` for each kind-specific step, never naming one."""
 
 from __future__ import annotations
 
@@ -48,8 +46,7 @@ class AuditInputs:
 
 @dataclass(frozen=True)
 class AuditRequest:
-    """One audit to run, built once by the caller (plugin, ``pytest_recfair.audit``).
-    ``failed``: case id -> error of prompts known to have failed: not sent, counted as failed."""
+    """One audit to run, built once by the caller (plugin, ``pytest_recfair.audit``)."""
 
     settings: AuditSettings
     recommender: Any
@@ -59,7 +56,7 @@ class AuditRequest:
     cassettes: CassetteStore | None = None
     inputs: AuditInputs = AuditInputs()
     shard: Shard | None = None
-    failed: Mapping[str, str] = field(default_factory=dict)
+    failed: Mapping[str, str] = field(default_factory=dict)  # case id -> error: not sent
     progress: bool | None = None
     live: Any = None
     allowance: Any = None  # what a Python pipeline's live model calls may still spend

@@ -5,7 +5,7 @@ from its parts, worded by ``report.failures`` (this module never imports ``repor
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_recfair.engine import registry, stream
@@ -121,79 +121,49 @@ FORCED_NOTE = "stored although too many replies were unusable (--fairness-update
 
 
 @dataclass(frozen=True, slots=True)
-class Judged:
-    """The parts of a judged outcome; :func:`_outcome` composes them, once per verdict."""
-
-    checked: GateOutcome  # the gate before the test body ran (:func:`gate_outcome`)
-    force: bool = False  # --fairness-update-force: a crossed max_unusable is only a note
-    missing: str | None = None  # why there is no usable baseline (it fails the test)
-    body: str | None = None  # the test body's own error
-
-
-def _outcome(parts: Judged) -> GateOutcome:
-    failures, notes = parts.checked.failures, parts.checked.notes
-    if parts.force:
-        kept = tuple(f for f in failures if f.statistic != "unusable")
-        if len(kept) != len(failures):
-            failures, notes = kept, (*notes, FORCED_NOTE)
-    if parts.missing is not None:
-        failures = (*failures, GateFailure("baseline", detail=parts.missing))
-    if parts.body is not None:
-        failures = (*failures, GateFailure("test", detail=parts.body))
-    return GateOutcome.of(failures, notes, parts.checked.drift)
-
-
-@dataclass(frozen=True, slots=True)
 class Verdict:
-    """Pass/fail of one audited test; ``result`` carries the gate outcome as judged (its
-    words, for pytest and every report, are ``report.verdict_message``'s)."""
+    """Pass/fail of one audited test; ``result`` carries the gate outcome as judged (worded
+    for pytest and every report by ``report.verdict_message``)."""
 
     passed: bool
     result: AuditResult
     write: Path | None = None  # where to write the baseline (--fairness-update, passed)
     moved_from: Path | None = None  # the old node-id file it replaces
-    parts: Judged | None = field(default=None, repr=False)  # what the outcome was built from
-
-
-def _verdict(result: AuditResult, parts: Judged, state: BaselineState | None = None) -> Verdict:
-    """The verdict of ``parts``; ``state`` is where a passing update writes its baseline."""
-    outcome = _outcome(parts)
-    judged = replace(result, gate=outcome)
-    if state is None or not outcome.passed:
-        return Verdict(outcome.passed, judged, parts=parts)
-    return Verdict(True, judged, write=state.path, moved_from=state.legacy, parts=parts)
 
 
 def judge(
     settings: AuditSettings, result: AuditResult, check: BaselineCheck, test_id: str
 ) -> Verdict:
-    """Pass/fail of one gated test (pure); under --fairness-update only absolute limits
-    fail and the run becomes the baseline; under --fairness-explore every failure the run
-    would have had is a note, and an update writes only when it alone would."""
+    """Pass/fail of one gated test (pure), its outcome composed once: under
+    --fairness-update only absolute limits fail and the run becomes the baseline; under
+    --fairness-explore each failure is a note, and an update writes only when it alone would."""
     state, checked = check.state, result.gate or GateOutcome(passed=True)
-    if settings.update:
-        parts = Judged(checked, force=settings.update_force)
-    else:
-        problem = _missing_baseline(state, test_id)
-        if problem is not None and not checked.passed:
-            # limits crossed too: both are said, and --fairness-update would refuse this run
+    failures, notes = checked.failures, checked.notes
+    if settings.update and settings.update_force:  # a crossed max_unusable is only a note
+        kept = tuple(f for f in failures if f.statistic != "unusable")
+        if len(kept) != len(failures):
+            failures, notes = kept, (*notes, FORCED_NOTE)
+    problem = None if settings.update else _missing_baseline(state, test_id)
+    if problem is not None:
+        if not checked.passed:  # limits crossed too: both are said
             problem = (
                 f"{problem.split(chr(10))[0]} It cannot be created from this run: "
                 f"--fairness-update stores only a run that passes its absolute limits."
             )
-        parts = Judged(checked, missing=problem)
-    writes = settings.update
-    if settings.explore:
-        would = _outcome(parts)
-        notes = [EXPLORE_NOTE]
-        if would.failures:
-            notes.append("would fail on: " + "; ".join(_would_fail(f) for f in would.failures))
-        if settings.update and not would.passed:
-            notes.append("baseline not written: the run crosses its absolute limits")
-        # a failing test body still fails (body_failed adds it)
-        parts = Judged(GateOutcome.of((), (*would.notes, *notes), would.drift))
-        writes = writes and would.passed
-    return _verdict(result, parts, state if writes else None)
+        failures = (*failures, GateFailure("baseline", detail=problem))
+    outcome = GateOutcome.of(failures, notes, checked.drift)
+    writes = settings.update and outcome.passed
+    if settings.explore:  # a failing test body still fails (body_failed adds it)
+        said = [EXPLORE_NOTE]
+        if outcome.failures:
+            said.append("would fail on: " + "; ".join(_would_fail(f) for f in outcome.failures))
+        if settings.update and not outcome.passed:
+            said.append("baseline not written: the run crosses its absolute limits")
+        outcome = GateOutcome.of((), (*outcome.notes, *said), outcome.drift)
+    judged = replace(result, gate=outcome)
+    if writes:
+        return Verdict(True, judged, write=state.path, moved_from=state.legacy)
+    return Verdict(outcome.passed, judged)
 
 
 #: The note every result of an explore run carries (every channel shows the gate's notes).
@@ -209,8 +179,10 @@ def _would_fail(f: GateFailure) -> str:
 def body_failed(verdict: Verdict, error: str) -> Verdict:
     """The verdict when the test's own code failed: a "test" failure whatever the gate
     said, and no baseline written (a run whose test failed is not one to accept)."""
-    parts = verdict.parts or Judged(verdict.result.gate or GateOutcome(passed=True))
-    return _verdict(verdict.result, replace(parts, body=error))
+    gate = verdict.result.gate or GateOutcome(passed=True)
+    failures = (*gate.failures, GateFailure("test", detail=error))
+    outcome = GateOutcome.of(failures, gate.notes, gate.drift)
+    return Verdict(False, replace(verdict.result, gate=outcome))
 
 
 def write_baseline(verdict: Verdict) -> Path | None:
