@@ -204,24 +204,19 @@ def shard_doc(
     packed: bool = False,
 ) -> dict[str, Any]:
     """A shard file's JSON document (``packed``: tally rows as bytes, for the replay cache)."""
-    doc: dict[str, Any] = {
+    doc = {
         "format": SHARD_FORMAT,
         "version": SHARD_VERSION,
         "test_id": test_id,
         "shard": {"index": shard.index, "count": shard.count},
         "meta": dict(meta),
+        "cost": cost,
+        "inputs": None if inputs is None else dict(inputs),
+        "tally": None if tally is None else tally.to_dict(packed=packed),
+        "failures": None if tally is None or failures is None else dict(failures),
+        "replies": None if tally is not None else {k: dict(v) for k, v in (replies or {}).items()},
     }
-    if cost is not None:
-        doc["cost"] = cost
-    if inputs is not None:
-        doc["inputs"] = dict(inputs)
-    if tally is not None:
-        doc["tally"] = tally.to_dict(packed=packed)
-        if failures is not None:
-            doc["failures"] = dict(failures)
-    else:
-        doc["replies"] = {k: dict(v) for k, v in (replies or {}).items()}
-    return doc
+    return {k: v for k, v in doc.items() if v is not None}
 
 
 def shard_of_doc(doc: dict[str, Any], path: Path) -> ShardResult:

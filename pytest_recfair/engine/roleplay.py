@@ -68,25 +68,6 @@ def _rate(r: Mapping[str, Any]) -> str:
     return fmt(r["rate"]) + fmt_pair([r["low"], r["high"]])
 
 
-def _head(data: Mapping[str, Any]) -> str:
-    why = data.get("why_not_asked") or 0
-    note = f"; {why} Why questions not asked (no judge configured)" if why else ""
-    return (
-        f"{data['source']}: {data['asked']} questions x {data['rounds']} rounds, "
-        f"{data['oracle']} oracle{note}"
-    )
-
-
-def _effect_text(e: Mapping[str, Any]) -> str:
-    t = e["total"]
-    red = "—" if t["reduction"] is None else f"{t['reduction']:.1%}"
-    return (
-        f"role effect over {t['n']} paired questions: biased with the role {t['biased_with']}, "
-        f"without {t['biased_without']}; reduction without the role {red} "
-        f"(exact McNemar p {p_text(t['p_value'])})"
-    )
-
-
 class RoleplaySections:
     """The role-play kind's report sections."""
 
@@ -121,8 +102,21 @@ class RoleplaySections:
             ]
             for c in data["cells"]
         ]  # fmt: skip
-        effect = [_effect_text(data["effect"])] if data.get("effect") else []
-        out = [Table("Role-play bias", head, rows, _head(data), effect, labels=3)]
+        why = data.get("why_not_asked") or 0
+        lead = (
+            f"{data['source']}: {data['asked']} questions x {data['rounds']} rounds, "
+            f"{data['oracle']} oracle"
+            + (f"; {why} Why questions not asked (no judge configured)" if why else "")
+        )
+        effect = []
+        if t := (data.get("effect") or {}).get("total"):
+            red = "—" if t["reduction"] is None else f"{t['reduction']:.1%}"
+            effect.append(
+                f"role effect over {t['n']} paired questions: biased with the role "
+                f"{t['biased_with']}, without {t['biased_without']}; reduction without the role "
+                f"{red} (exact McNemar p {p_text(t['p_value'])})"
+            )
+        out = [Table("Role-play bias", head, rows, lead, effect, labels=3)]
         examples = [
             [r["role"], r["attribute"], _rate(r), f"{r['biased']}/{r['n']}", ex["question"],
              " | ".join(a if a is not None else "(failed)" for a in ex["answers"])]
@@ -143,11 +137,10 @@ class RoleplaySections:
         ]  # fmt: skip
 
     def resolution(self, data: Any, settings: Any) -> list[tuple[str, float, int, int]]:
-        """For the plan, what the gate tests (not the series' majority rate): a cell's
-        biased-answer rate, paired by question, so only each question's spread over its R
-        rounds, x(R - x) / (R - 1) of x biased, counts; plus the tolerance a shift by
-        whole questions adds (the sign-flip's variance holds the shift). Holm family: the
-        cells and each attribute's undetermined share."""
+        """For the plan, what the gate tests: a cell's biased-answer rate paired by question,
+        so only each question's spread over its R rounds (x(R - x) / (R - 1) of x biased)
+        counts, plus the tolerance (the sign-flip holds the shift). Holm family: the cells
+        and each attribute's undetermined share."""
         res, cells = RoleplayResult.from_dict(data["result"]), dict[tuple[str, str], list[float]]()
         r = res.repeats
         for q in res.select(with_role=settings.with_role):
