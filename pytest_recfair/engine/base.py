@@ -162,8 +162,7 @@ class AuditKind(Protocol):
 
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
-    ) -> tuple[GateFailure, ...]:
-        """Gate failures of the kind's own results (``result.extras``)."""
+    ) -> tuple[GateFailure, ...]: ...  # of the kind's own results (``result.extras``)
 
 
 SHARD_FORMAT: Final = "pytest-recfair-shard"

@@ -82,13 +82,9 @@ class Plan:
             f"{self.test_id}: {self.prompts:,} prompts, {self.recorded:,} already recorded, "
             f"{self.to_ask:,} to ask"
         )
-        calls = ""
-        if self.calls_per_prompt is not None:
-            calls = "; pipeline model calls per prompt: " + (
-                f"{self.calls_per_prompt:.1f} recorded"
-                if self.calls_per_prompt
-                else "unknown before the first recording"
-            )
+        per = self.calls_per_prompt
+        known = f"{per:.1f} recorded" if per else "unknown before the first recording"
+        calls = "" if per is None else f"; pipeline model calls per prompt: {known}"
         if not self.to_ask:
             return f"{counts}; nothing will be sent{calls}"
         cost = f"~${self.cost:,.2f}" if self.cost is not None else "cost unknown (no prices)"
@@ -109,11 +105,7 @@ def total_line(plans: Sequence[Plan]) -> str:
     """One line for every plan of the run."""
     asked = sum(p.to_ask for p in plans)
     costs = [p.cost for p in plans if p.to_ask]
-    cost = (
-        f"~${sum(c or 0.0 for c in costs):,.2f}"
-        if all(c is not None for c in costs)
-        else "cost unknown (no prices)"
-    )
+    cost = "cost unknown (no prices)" if None in costs else f"~${sum(c or 0.0 for c in costs):,.2f}"
     return (
         f"fairness plan: {len(plans)} audit(s), {sum(p.prompts for p in plans):,} prompts, "
         f"{sum(p.recorded for p in plans):,} already recorded, {asked:,} to ask, {cost}"

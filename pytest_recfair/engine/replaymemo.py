@@ -16,7 +16,6 @@ from typing import Any, Final, cast
 import numpy as np
 
 from pytest_recfair.cassettes import cache, compact
-from pytest_recfair.engine import base
 from pytest_recfair.engine.base import (
     AuditKind,
     AuditRequest,
@@ -25,6 +24,8 @@ from pytest_recfair.engine.base import (
     Scored,
     Scorer,
     Sent,
+    shard_doc,
+    shard_of_doc,
 )
 from pytest_recfair.errors import RecfairError
 from pytest_recfair.prompts.grids import Grid
@@ -181,7 +182,7 @@ class Recorder:
         if key is None:
             return None
         try:
-            doc = base.shard_doc(
+            doc = shard_doc(
                 test_id=request.test_id,
                 shard=Shard(1, 1),
                 meta={},
@@ -205,7 +206,7 @@ def served(key: bytes, request: AuditRequest, kind: AuditKind, rebuild: Rebuild)
         return None
     try:
         played = {str(k): (list(map(int, v[0])), int(v[1])) for k, v in doc.pop("played").items()}
-        part = base.shard_of_doc(doc, Path(str(cache.folder())))
+        part = shard_of_doc(doc, Path(str(cache.folder())))
         merged = kind.merge(request.settings, [part], rebuild)
     except (RecfairError, ValueError, TypeError, KeyError, IndexError, AttributeError):
         return None  # another version's or a damaged entry: streamed, and kept anew

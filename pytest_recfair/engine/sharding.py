@@ -176,16 +176,14 @@ def run_shard(request: AuditRequest, root: Path) -> ShardWritten:
     """Score ``request.shard``'s share and write it under ``root`` (too many failed prompts
     stop the shard job, as the whole run)."""
     shard = request.shard
-    if shard is None:
-        raise ValueError("run_shard: the request names no shard")
+    assert shard is not None, "run_shard: the request names no shard"
     run = stream.run(request)
     stream.check_failures(request.settings, request.test_id, run.sent)
     path = shard_path(root, request.test_id, shard)
     digests = inputs_digests(registry.kind_for(request.settings), request)
-    payload = run.scorer.payload(run.sent)
-    meta, cost = run.meta.to_dict(), run.sent.cost
-    write_shard(path, shard_doc(test_id=request.test_id, shard=shard, meta=meta, cost=cost,
-                                inputs=digests, **payload))  # fmt: skip
+    write_shard(path, shard_doc(test_id=request.test_id, shard=shard, meta=run.meta.to_dict(),
+                                cost=run.sent.cost, inputs=digests,
+                                **run.scorer.payload(run.sent)))  # fmt: skip
     return ShardWritten(path, len(shard_share(run.entities, shard)), len(run.entities))
 
 
