@@ -79,9 +79,8 @@ def key(
     store = request.cassettes
     if store is None or request.shard is not None or cache.off() or not store.root.is_dir():
         return None  # (no cassette folder: a replay misses, and no folder is created)
-    models = [_identity(request.recommender)]
-    if request.inputs.judge is not None:
-        models.append(_identity(request.inputs.judge))
+    judge = request.inputs.judge
+    models = [_identity(request.recommender)] + ([] if judge is None else [_identity(judge)])
     if None in models:
         return None
     h = hashlib.blake2b(cache.code_version(), digest_size=20)

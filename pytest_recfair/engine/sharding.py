@@ -285,8 +285,7 @@ _HOW: Final = {
 
 
 def _check_settings(settings: AuditSettings, meta: AuditMeta, files: str) -> None:
-    """Another k, model, number of repeats or seed would gate the shards' numbers as this
-    test's."""
+    """Another k, model, repeats or seed would gate the shards' numbers as this test's."""
     differ = {
         name: f"{name} {value!r} here, {getattr(meta, name)!r} in the shards"
         for name in _HOW

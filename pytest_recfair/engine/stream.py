@@ -345,8 +345,7 @@ def record_batch(
     from pytest_recfair.providers.batch import cassette_recorder, run_batch
     from pytest_recfair.providers.replay import remember_failures
 
-    store = CassetteStore(root, "new_episodes")
-    store.add_secrets(getattr(recommender, "secrets", ()))
+    store = CassetteStore(root, "new_episodes", secrets=getattr(recommender, "secrets", ()))
     # one journal per batch, named by its request set: shared by every test and shard
     journals = root / ".batches"
     todo = _missing(request, store)
