@@ -95,20 +95,16 @@ class Sent:
             self.cost = (self.cost or 0.0) + outcome.cost
         self.models.update(c.model for c in outcome.completions.values() if c.model)
 
-    def summary(self) -> unanswered.FailureSummary:
-        return unanswered.FailureSummary(self.prompts, tuple(self.failed))
-
 
 class Scorer(Protocol):
     """A kind's running scores over one audit's entities, fed a chunk at a time."""
 
-    def add(self, cases: Sequence[Any], outcome: RunOutcome) -> None:
-        """Score a chunk of entities; a failed request (``outcome.errors``) is never scored."""
+    # a chunk of entities; a failed request (``outcome.errors``) is never scored
+    def add(self, cases: Sequence[Any], outcome: RunOutcome) -> None: ...
 
     def scored(self) -> Scored: ...
 
-    def payload(self, sent: Sent) -> dict[str, Any]:
-        """A shard's ``shard_doc`` keywords (a tally or replies)."""
+    def payload(self, sent: Sent) -> dict[str, Any]: ...  # ``shard_doc`` keywords
 
 
 @dataclass(frozen=True)
@@ -143,8 +139,7 @@ class AuditKind(Protocol):
         entities: Sequence[Entity],
         attributes: list[str] | None,
         inputs: AuditInputs,
-    ) -> Sequence[Any]:
-        """The prompts of ``entities`` (ids unique: cassettes are keyed by them)."""
+    ) -> Sequence[Any]: ...  # the prompts of ``entities``; ids unique (they key cassettes)
 
     def scorer(
         self,
@@ -152,13 +147,11 @@ class AuditKind(Protocol):
         entities: Sequence[str],
         first: Sequence[Any],
         inputs: AuditInputs,
-    ) -> Scorer:
-        """An empty scorer (``first``: the first entity's prompts, showing what is asked)."""
+    ) -> Scorer: ...  # an empty one; ``first``: the first entity's prompts (what is asked)
 
     def merge(
         self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
-    ) -> Merged:
-        """The shards 1..N as the unsharded run would have scored them; DataError if they misfit."""
+    ) -> Merged: ...  # the shards as the unsharded run scored them; DataError if they misfit
 
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None

@@ -178,10 +178,7 @@ def prune_plan(
         if unused:
             found.cassettes[path] = (unused, len(items))
     keep = {p.resolve() for p in used_baselines}
-    if baseline_root.is_dir():
-        found.baselines = [
-            p for p in sorted(baseline_root.glob("*.json")) if p.resolve() not in keep
-        ]
+    found.baselines = [p for p in sorted(baseline_root.glob("*.json")) if p.resolve() not in keep]
     return found
 
 

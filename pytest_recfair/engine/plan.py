@@ -128,19 +128,17 @@ def resolution(
     tol, factor = settings.tolerance, settings.baseline_floor
     out = []
     for stat in (g for g in settings.gated if g in STATISTICS):
-        worst: tuple[float, str, int, float] | None = None
+        rows = []
         for a in baseline.attributes:
             shared = ids & set(a.matrix.entities) or None  # none shared: the gate uses all
             se = floors.standard_errors(a, shared)[stat]
             n0 = len(shared or a.matrix.entities)
-            if not math.isfinite(se):
-                continue
-            needed = n0 * (factor * se / tol) ** 2 if tol > 0 else math.inf if se > 0 else 0.0
-            if worst is None or needed > worst[0]:
-                worst = (needed, f"{a.attribute} ({a.metric})", n0, se)
-        if worst is None:
+            if math.isfinite(se):
+                needed = n0 * (factor * se / tol) ** 2 if tol > 0 else math.inf if se > 0 else 0.0
+                rows.append((needed, f"{a.attribute} ({a.metric})", n0, se))
+        if not rows:
             continue
-        needed, where, n0, se = worst
+        needed, where, n0, se = max(rows, key=lambda row: row[0])  # the least resolved
         floor = factor * se
         word = "drop" if stat in HIGHER_IS_FAIRER else "rise"
         head = f"{where} {stat.upper()}: tolerance {tol:g}"

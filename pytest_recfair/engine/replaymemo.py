@@ -84,6 +84,8 @@ def key(
     if None in models:
         return None
     h = hashlib.blake2b(cache.code_version(), digest_size=20)
+    inputs = request.inputs  # by content: what was read is in the key, not the folders
+    candidates = sorted(inputs.candidates.items()) if inputs.candidates else None
     for part in (
         kind.name,
         request.test_id,
@@ -91,7 +93,7 @@ def key(
         _stream_settings(request.settings),
         grid.digest,
         entities,
-        _inputs(request),
+        (inputs.catalogue, candidates, sorted(inputs.absent)),
         sorted(request.failed.items()),
     ):
         h.update(repr(part).encode("utf-8", "surrogatepass") + b"\0")
@@ -145,13 +147,6 @@ def _identity(provider: object) -> tuple[str, tuple[str, str, str]] | None:
         return None
     cls = type(provider)
     return f"{cls.__module__}.{cls.__qualname__}", probe
-
-
-def _inputs(request: AuditRequest) -> tuple[Any, ...]:
-    """The kind's inputs by content (what was read is in the key, not the folders)."""
-    inputs = request.inputs
-    candidates = sorted(inputs.candidates.items()) if inputs.candidates else None
-    return (inputs.catalogue, candidates, sorted(inputs.absent))
 
 
 @dataclass

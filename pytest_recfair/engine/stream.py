@@ -125,7 +125,7 @@ def finish(
 
 def check_failures(settings: AuditSettings, test_id: str, sent: Sent) -> unanswered.FailureSummary:
     """The failed prompts; a ProviderError listing them when above ``max_failed``."""
-    summary = sent.summary()
+    summary = unanswered.FailureSummary(sent.prompts, tuple(sent.failed))
     if not summary.within(settings.max_failed):
         raise ProviderError(summary.message(test_id, settings.max_failed))
     return summary
@@ -272,13 +272,13 @@ def entities_of(
     settings: AuditSettings,
     seeds: Sequence[Entity],
     test_id: str,
-    kind: AuditKind | None = None,
-    inputs: AuditInputs | None = None,
+    kind: AuditKind,
+    inputs: AuditInputs,
 ) -> list[Entity]:
     """The seeds, or a kind's own (``AuditKind.entities``), subsampled to ``entities=N``."""
     own = getattr(kind, "entities", None)
     if own is not None:
-        seeds = own(settings, seeds, inputs or AuditInputs())
+        seeds = own(settings, seeds, inputs)
     entities = subsample(list(seeds), settings.entities, seed=settings.seed)
     if not entities:
         raise DataError(
