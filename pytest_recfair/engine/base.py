@@ -1,7 +1,5 @@
-"""What a kind of audit is, the one request every run mode hands the engine, and a
-shard's data. Run modes ask the :class:`AuditKind` for each kind-specific step, so none
-of them names a kind.
-"""
+"""What a kind of audit is, the request every run mode hands the engine, and a shard's
+data; run modes ask the :class:`AuditKind` for each kind-specific step, never naming one."""
 
 from __future__ import annotations
 
@@ -48,8 +46,7 @@ class AuditInputs:
 
 @dataclass(frozen=True)
 class AuditRequest:
-    """One audit to run, built once by the caller (plugin, ``pytest_recfair.audit``).
-    ``failed``: case id -> error of prompts known to have failed: not sent, counted as failed."""
+    """One audit to run, built once by the caller (plugin, ``pytest_recfair.audit``)."""
 
     settings: AuditSettings
     recommender: Any
@@ -59,7 +56,7 @@ class AuditRequest:
     cassettes: CassetteStore | None = None
     inputs: AuditInputs = AuditInputs()
     shard: Shard | None = None
-    failed: Mapping[str, str] = field(default_factory=dict)
+    failed: Mapping[str, str] = field(default_factory=dict)  # case id -> error: not sent
     progress: bool | None = None
     live: Any = None
     allowance: Any = None  # what a Python pipeline's live model calls may still spend
@@ -70,11 +67,9 @@ class Scored:
     """What a kind of audit makes of the replies."""
 
     attributes: tuple[AttributeResult, ...]
-    merges: int = 0  # fuzzy title merges applied (0 when the kind does not merge)
-    #: kind name -> its own results as plain JSON data (item-side, candidate position)
-    extras: Mapping[str, Any] = field(default_factory=dict)
-    #: attribute label -> the entities behind its statistic, with their lists and replies
-    #: (plain JSON data in the one shape of report/evidence.py; bounded by the kind)
+    merges: int = 0  # fuzzy title merges applied
+    extras: Mapping[str, Any] = field(default_factory=dict)  # kind name -> its JSON results
+    #: attribute label -> its entities, lists and replies (report/evidence.py's shape)
     evidence: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -90,34 +85,26 @@ class Sent:
     models: set[str] = field(default_factory=set)
 
     def add(self, cases: Sequence[Any], outcome: RunOutcome) -> None:
-        """Count one chunk; its cost is the runner's figure (None without prices)."""
         self.prompts += len(cases)
         if outcome.errors:
             lost = [c for c in cases if c.id in outcome.errors]
             self.failed += unanswered.summarize(lost, outcome.errors).failed
         self.prompt_tokens += outcome.usage.prompt_tokens
         self.completion_tokens += outcome.usage.completion_tokens
-        if outcome.cost is not None:  # priced: the runner's figure, summed over chunks
+        if outcome.cost is not None:  # the runner's figure (None without prices)
             self.cost = (self.cost or 0.0) + outcome.cost
         self.models.update(c.model for c in outcome.completions.values() if c.model)
-
-    def summary(self) -> unanswered.FailureSummary:
-        return unanswered.FailureSummary(self.prompts, tuple(self.failed))
 
 
 class Scorer(Protocol):
     """A kind's running scores over one audit's entities, fed a chunk at a time."""
 
-    def add(self, cases: Sequence[Any], outcome: RunOutcome) -> None:
-        """Score one chunk of entities (every prompt of each) from its replies; a failed
-        request (``outcome.errors``) is never scored as a reply."""
+    # a chunk of entities; a failed request (``outcome.errors``) is never scored
+    def add(self, cases: Sequence[Any], outcome: RunOutcome) -> None: ...
 
-    def scored(self) -> Scored:
-        """The results, once every entity of the audit has been added."""
+    def scored(self) -> Scored: ...
 
-    def payload(self, sent: Sent) -> dict[str, Any]:
-        """What a shard writes (``sharding.write_shard`` keywords: a tally or replies);
-        ``sent``: what sending the shard's prompts counted."""
+    def payload(self, sent: Sent) -> dict[str, Any]: ...  # ``shard_doc`` keywords
 
 
 @dataclass(frozen=True)
@@ -129,8 +116,7 @@ class Merged:
     sent: Sent
 
 
-#: The whole audit's prompts and the kind's inputs, rebuilt for a merge (called only by
-#: kinds whose merge replays replies).
+#: The whole audit's prompts and the kind's inputs, rebuilt for a merge that replays replies.
 Rebuild = Callable[[], tuple[list[Any], AuditInputs]]
 
 
@@ -139,15 +125,12 @@ class AuditKind(Protocol):
     entities instead of the seeds), ``check`` (its input files, at collection), ``follow_up``
     (judge cases for the replies; a failed one is a failed prompt), ``planned_follow_up``."""
 
-    #: short name, the key of its results in ``AuditResult.extras`` and of its sections
-    name: str
+    name: str  # the key of its results in ``AuditResult.extras`` and of its sections
 
     @property
-    def sections(self) -> KindSections:
-        """How every report format shows this kind's results (report/sections.py)."""
+    def sections(self) -> KindSections: ...
 
-    def wants(self, settings: AuditSettings) -> bool:
-        """Whether ``settings`` ask for this kind of audit."""
+    def wants(self, settings: AuditSettings) -> bool: ...
 
     def build_cases(
         self,
@@ -156,9 +139,7 @@ class AuditKind(Protocol):
         entities: Sequence[Entity],
         attributes: list[str] | None,
         inputs: AuditInputs,
-    ) -> Sequence[Any]:
-        """The prompts of ``entities`` (ids unique; cassettes are keyed by them); the
-        prompts of a chunk are those the whole audit asks its entities."""
+    ) -> Sequence[Any]: ...  # the prompts of ``entities``; ids unique (they key cassettes)
 
     def scorer(
         self,
@@ -166,28 +147,23 @@ class AuditKind(Protocol):
         entities: Sequence[str],
         first: Sequence[Any],
         inputs: AuditInputs,
-    ) -> Scorer:
-        """An empty scorer for an audit of ``entities`` (ids; ``first``: the prompts of
-        the first entity, which show the attributes and values asked)."""
+    ) -> Scorer: ...  # an empty one; ``first``: the first entity's prompts (what is asked)
 
     def merge(
         self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
-    ) -> Merged:
-        """The shards 1..N as the unsharded run would have scored them; DataError if they misfit."""
+    ) -> Merged: ...  # the shards as the unsharded run scored them; DataError if they misfit
 
     def failures(
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
-    ) -> tuple[GateFailure, ...]:
-        """Gate failures of this kind's own results (``result.extras``), beyond the
-        list-overlap gate; ``baseline`` is None when there is none to compare with."""
+    ) -> tuple[GateFailure, ...]: ...  # of the kind's own results (``result.extras``)
 
 
 SHARD_FORMAT: Final = "pytest-recfair-shard"
 SHARD_VERSION: Final = 1
 
 
-# metadata that may differ between the shards of one audit: merged separately (model),
-# of the run, or the names of inputs compared by content (grid_hash, templates_hash)
+# metadata shards may differ in: the model (checked apart), the run's, or names of inputs
+# compared by content
 _PER_SHARD_META: Final = frozenset({"model", "record_mode", "plugin_version", "grid", "templates"})
 
 
@@ -201,10 +177,9 @@ class ShardResult:
     meta: dict[str, Any]
     tally: Tally | None
     replies: dict[str, dict[str, Any]] | None = None
-    #: list overlap: {"cases": prompts of the shard, "failed": [FailedPrompt fields]}
-    failures: dict[str, Any] | None = None
-    cost: float | None = None  # the runner's cost of the shard's prompts (None: unpriced)
-    #: the whole audit's inputs by content (name -> digest; None: a file written before)
+    failures: dict[str, Any] | None = None  # list overlap: {"cases": n, "failed": [...]}
+    cost: float | None = None  # None: unpriced
+    #: the whole audit's inputs, name -> digest (None: a file of an older version)
     inputs: dict[str, str] | None = None
 
 
@@ -221,24 +196,19 @@ def shard_doc(
     packed: bool = False,
 ) -> dict[str, Any]:
     """A shard file's JSON document (``packed``: tally rows as bytes, for the replay cache)."""
-    doc: dict[str, Any] = {
+    doc = {
         "format": SHARD_FORMAT,
         "version": SHARD_VERSION,
         "test_id": test_id,
         "shard": {"index": shard.index, "count": shard.count},
         "meta": dict(meta),
+        "cost": cost,
+        "inputs": None if inputs is None else dict(inputs),
+        "tally": None if tally is None else tally.to_dict(packed=packed),
+        "failures": None if tally is None or failures is None else dict(failures),
+        "replies": None if tally is not None else {k: dict(v) for k, v in (replies or {}).items()},
     }
-    if cost is not None:
-        doc["cost"] = cost
-    if inputs is not None:
-        doc["inputs"] = dict(inputs)
-    if tally is not None:
-        doc["tally"] = tally.to_dict(packed=packed)
-        if failures is not None:
-            doc["failures"] = dict(failures)
-    else:
-        doc["replies"] = {k: dict(v) for k, v in (replies or {}).items()}
-    return doc
+    return {k: v for k, v in doc.items() if v is not None}
 
 
 def shard_of_doc(doc: dict[str, Any], path: Path) -> ShardResult:
@@ -342,14 +312,10 @@ def _completion(d: Mapping[str, Any]) -> Completion:
     )
 
 
-#: The kind's scoring of a whole audit: prompts and completions by case id -> Scored.
-Score = Callable[[Sequence[Any], Mapping[str, Any]], Scored]
-
-
 class PooledScorer:
     """Replies kept chunk after chunk, scored by ``score`` when asked."""
 
-    def __init__(self, score: Score) -> None:
+    def __init__(self, score: Callable[[Sequence[Any], Mapping[str, Any]], Scored]) -> None:
         self._score = score
         self.cases: list[Any] = []
         self.completions: dict[str, Completion] = {}
@@ -364,8 +330,7 @@ class PooledScorer:
         return self._score(self.cases, self.completions)
 
     def payload(self, sent: Sent) -> dict[str, Any]:
-        """The replies, scrubbed like a cassette (a reply or an error may quote what was
-        sent); the merge rebuilds the prompts and counts the failures again."""
+        """The replies, scrubbed like a cassette (a reply or error may quote the prompt)."""
         replies: dict[str, dict[str, Any]] = secrets.scrub_json(
             {
                 "completions": {k: _reply_dict(c) for k, c in self.completions.items()},
@@ -381,9 +346,8 @@ def _reply_dict(c: Completion) -> dict[str, Any]:
 
 
 class PooledKind:
-    """A kind scored over all its entities at once, by its ``score`` (settings, inputs,
-    every prompt, the completions by case id -> Scored); its merge: united replies through
-    a fresh scorer."""
+    """A kind scored over all its entities at once by its ``score``; merged by replaying
+    the shards' united replies."""
 
     score: Callable[[AuditSettings, AuditInputs, Sequence[Any], Mapping[str, Any]], Scored]
 
@@ -399,8 +363,6 @@ class PooledKind:
     def merge(
         self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
     ) -> Merged:
-        """Merge reply shards: the united replies go through a fresh scorer over the whole
-        audit's prompts, as the unsharded run scored them."""
         from pytest_recfair.providers.base import Usage
         from pytest_recfair.providers.runstate import RunOutcome
 

@@ -1,6 +1,5 @@
 """A run's bookkeeping (no pytest, no report): each test's :class:`TestRecord`, the run's
-:class:`RunCollector`, and ``--fairness-prune`` (deletes only after a run of every test).
-"""
+:class:`RunCollector`, and ``--fairness-prune`` (deletes only after a run of every test)."""
 
 from __future__ import annotations
 
@@ -22,7 +21,7 @@ from pytest_recfair.vocab import STATISTICS
 class TestRecord:
     """One audited test as the controller will see it; updated when the gate is judged."""
 
-    __test__ = False  # not a pytest test class
+    __test__ = False
 
     result: AuditResult
     baseline: AuditResult | None  # the one the result was compared against
@@ -32,7 +31,7 @@ class TestRecord:
     model_slot: ModelSlot | None = None  # the test's place in a comparison of models
 
     def payload(self) -> dict[str, Any]:
-        """What a worker ships with the call-phase report (with the baseline: JSON-able)."""
+        """What a worker ships with the call-phase report (JSON-able)."""
         return {
             "result": self.result.to_dict(),
             "baseline": None if self.baseline is None else self.baseline.to_dict(),
@@ -72,7 +71,7 @@ class RunCollector:
         )
 
     def add_record(self, record: TestRecord) -> None:
-        """A test judged in this process, no dict round trip (a big audit is millions of floats)."""
+        """A test judged in this process: no dict round trip (millions of floats)."""
         test_id = record.result.meta.test_id
         self.results[test_id] = record.result
         if record.baseline is not None:
@@ -123,8 +122,8 @@ def baseline_changes(old: AuditResult | None, new: AuditResult) -> list[str]:
 
 
 def unused_baselines(root: Path, rootdir: Path, audited: Iterable[str]) -> list[tuple[Path, str]]:
-    """Baseline files under ``root`` whose test is not among ``audited`` (node ids of this
-    run) although its module was collected, or whose module file is gone."""
+    """Baseline files under ``root`` whose test was not ``audited`` although its module was
+    collected, or whose module file is gone."""
     audited = set(audited)
     modules = {test_id.split("::")[0] for test_id in audited}
     unused = []
@@ -137,9 +136,6 @@ def unused_baselines(root: Path, rootdir: Path, audited: Iterable[str]) -> list[
         if test_id not in audited and (module in modules or not (rootdir / module).exists()):
             unused.append((path, test_id))
     return unused
-
-
-# --- --fairness-prune: the cassette interactions and baselines no test of the run used
 
 
 @dataclass
@@ -171,8 +167,8 @@ def prune_plan(
     *,
     migrate: bool = False,
 ) -> PrunePlan:
-    """The unused entries; with ``migrate``, cassettes of the old per-test layout are moved
-    into the shared files first (otherwise they are not looked at)."""
+    """The unused entries; ``migrate``: cassettes of the old per-test layout are moved into
+    the shared files first (else not looked at)."""
     if migrate and cassette_root.is_dir():
         CassetteStore(cassette_root).migrate_legacy()
     found = PrunePlan(used=used)
@@ -182,10 +178,7 @@ def prune_plan(
         if unused:
             found.cassettes[path] = (unused, len(items))
     keep = {p.resolve() for p in used_baselines}
-    if baseline_root.is_dir():
-        found.baselines = [
-            p for p in sorted(baseline_root.glob("*.json")) if p.resolve() not in keep
-        ]
+    found.baselines = [p for p in sorted(baseline_root.glob("*.json")) if p.resolve() not in keep]
     return found
 
 

@@ -11,7 +11,7 @@ import json
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
@@ -68,14 +68,13 @@ class Plan:
     seconds: float | None  # None: not estimated (an in-process recommender)
     pace: str = ""  # the limit that sets the duration ("600 requests/min"), if one does
     judge_calls: int = 0  # of to_ask: calls to a judge model (with_judge)
-    # a Python pipeline: its model calls per recorded prompt (0.0: none recorded yet);
-    # None for any other recommender
+    # a Python pipeline's model calls per recorded prompt (0.0: none yet; None: no pipeline)
     calls_per_prompt: float | None = None
     intercepted: bool = False  # intercept="vcr": one prompt at a time
 
     @property
     def requests(self) -> int:
-        """Live requests to send: a pipeline's recorded calls per prompt (at least 1) x to_ask."""
+        """Live requests: to_ask x a pipeline's recorded calls per prompt (at least 1)."""
         return math.ceil(self.to_ask * max(1.0, self.calls_per_prompt or 1.0))
 
     def line(self) -> str:
@@ -83,13 +82,9 @@ class Plan:
             f"{self.test_id}: {self.prompts:,} prompts, {self.recorded:,} already recorded, "
             f"{self.to_ask:,} to ask"
         )
-        calls = ""
-        if self.calls_per_prompt is not None:
-            calls = "; pipeline model calls per prompt: " + (
-                f"{self.calls_per_prompt:.1f} recorded"
-                if self.calls_per_prompt
-                else "unknown before the first recording"
-            )
+        per = self.calls_per_prompt
+        known = f"{per:.1f} recorded" if per else "unknown before the first recording"
+        calls = "" if per is None else f"; pipeline model calls per prompt: {known}"
         if not self.to_ask:
             return f"{counts}; nothing will be sent{calls}"
         cost = f"~${self.cost:,.2f}" if self.cost is not None else "cost unknown (no prices)"
@@ -110,11 +105,7 @@ def total_line(plans: Sequence[Plan]) -> str:
     """One line for every plan of the run."""
     asked = sum(p.to_ask for p in plans)
     costs = [p.cost for p in plans if p.to_ask]
-    cost = (
-        f"~${sum(c or 0.0 for c in costs):,.2f}"
-        if all(c is not None for c in costs)
-        else "cost unknown (no prices)"
-    )
+    cost = "cost unknown (no prices)" if None in costs else f"~${sum(c or 0.0 for c in costs):,.2f}"
     return (
         f"fairness plan: {len(plans)} audit(s), {sum(p.prompts for p in plans):,} prompts, "
         f"{sum(p.recorded for p in plans):,} already recorded, {asked:,} to ask, {cost}"
@@ -124,13 +115,10 @@ def total_line(plans: Sequence[Plan]) -> str:
 def resolution(
     settings: AuditSettings, baseline: AuditResult | None, entities: Sequence[str]
 ) -> list[str]:
-    """Per gated statistic (its least resolved attribute): the entities a baseline needs
-    for the tolerance to be the margin applied, and roughly the smallest worsening a run
-    of ``entities`` can detect (docs/baselines.md checks both by simulation). The margin
-    is max(tolerance, baseline_floor x the baseline's SE on the shared entities), the SE
-    falling as 1/sqrt(n); the paired drift test catches 9 times in 10 a worsening of
-    margin + (t_{1-a} + t_0.9) x sqrt(2) x SE (n0 - 1 degrees of freedom; a: the spreads'
-    share of alpha; one comparison)."""
+    """Per gated statistic (its least resolved attribute): the entities a baseline needs for
+    the tolerance to be the margin (max(tolerance, baseline_floor x SE), SE ~ 1/sqrt(n)),
+    and the smallest worsening a run of ``entities`` catches 9 times in 10: margin +
+    (t_{1-a} + t_0.9) x sqrt(2) x SE, n0 - 1 df (docs/baselines.md checks by simulation)."""
     if baseline is None:
         return [
             f"tolerance {settings.tolerance:g}: the entities needed to resolve it are unknown "
@@ -140,19 +128,17 @@ def resolution(
     tol, factor = settings.tolerance, settings.baseline_floor
     out = []
     for stat in (g for g in settings.gated if g in STATISTICS):
-        worst: tuple[float, str, int, float] | None = None
+        rows = []
         for a in baseline.attributes:
             shared = ids & set(a.matrix.entities) or None  # none shared: the gate uses all
             se = floors.standard_errors(a, shared)[stat]
             n0 = len(shared or a.matrix.entities)
-            if not math.isfinite(se):
-                continue
-            needed = n0 * (factor * se / tol) ** 2 if tol > 0 else math.inf if se > 0 else 0.0
-            if worst is None or needed > worst[0]:
-                worst = (needed, f"{a.attribute} ({a.metric})", n0, se)
-        if worst is None:
+            if math.isfinite(se):
+                needed = n0 * (factor * se / tol) ** 2 if tol > 0 else math.inf if se > 0 else 0.0
+                rows.append((needed, f"{a.attribute} ({a.metric})", n0, se))
+        if not rows:
             continue
-        needed, where, n0, se = worst
+        needed, where, n0, se = max(rows, key=lambda row: row[0])  # the least resolved
         floor = factor * se
         word = "drop" if stat in HIGHER_IS_FAIRER else "rise"
         head = f"{where} {stat.upper()}: tolerance {tol:g}"
@@ -223,8 +209,7 @@ def estimate(
     rpm: float | None = None,
     tpm: float | None = None,
 ) -> Plan:
-    """The plan for asking ``to_ask`` (prompts without a valid recording); ``rpm`` /
-    ``tpm``: the provider's known limits."""
+    """The plan for asking ``to_ask``; ``rpm`` / ``tpm``: the provider's known limits."""
     prompt_total = sum(map(prompt_tokens, to_ask))
     completion_tokens = sum(request_tokens(c, max_tokens) for c in to_ask) - prompt_total
     waves = math.ceil(len(to_ask) / max(1, concurrency))
@@ -245,12 +230,9 @@ def estimate(
                 concurrency, seconds, pace)  # fmt: skip
 
 
-# --- judge calls (role-play Why answers: a second model judges each answer 3 times)
-
-
 def with_judge(main: Plan, judge: Plan) -> Plan:
-    """``main`` with the judge calls of ``judge`` (estimated at the judge's prices) added:
-    the budget counts them like any request; cost unknown when either is unpriced."""
+    """``main`` with the judge calls of ``judge`` (at the judge's prices) added; cost
+    unknown when either is unpriced."""
     if not judge.to_ask:
         return main
     costs = (main.cost if main.to_ask else 0.0, judge.cost)
@@ -299,8 +281,8 @@ def check_budget(budget: Budget, spent: Iterable[Plan], plan: Plan) -> None:
 def allowance(
     settings: AuditSettings, spent: Iterable[Plan], planned: Plan | None
 ) -> Allowance | None:
-    """What a pipeline's live model calls may spend: the run's budget (the network default
-    when none is set) less what earlier audits planned. None for any other recommender."""
+    """What a pipeline's live model calls may spend: the run's budget (network default)
+    less what earlier audits planned; None for any other recommender."""
     if planned is None or planned.calls_per_prompt is None:
         return None
     requests, cost = dataclasses.astuple(budget_of(settings, network=True))
@@ -322,9 +304,8 @@ DEFAULT_MAX_COST: Final = 5.0
 def budget_of(
     settings: AuditSettings, planned: Plan | None = None, *, network: bool | None = None
 ) -> Budget:
-    """The run's limits: the settings' own when either is set, else the defaults for a
-    recommender reached over the network (``planned``'s duration is estimated: an
-    in-process one's is not)."""
+    """The settings' limits when either is set, else the defaults for a recommender reached
+    over the network (``planned`` has an estimated duration)."""
     if network is None:
         network = planned is not None and planned.seconds is not None
     requests, cost = settings.max_requests, settings.max_cost
@@ -340,8 +321,7 @@ class Ledger:
     path: Path
 
     def reserve(self, limits: Budget | None, planned: Plan) -> None:
-        """Record ``planned`` across every worker; BudgetExceeded (nothing recorded) past
-        ``limits`` (None: record only, --fairness-plan)."""
+        """Record ``planned`` for all workers; BudgetExceeded past ``limits`` (None: no limit)."""
         with self._locked():
             if limits is not None:
                 check_budget(limits, self.plans(), planned)
@@ -352,7 +332,6 @@ class Ledger:
                 os.fsync(fh.fileno())
 
     def plans(self) -> list[Plan]:
-        """Every plan recorded so far, in order."""
         try:
             text = self.path.read_text(encoding="utf-8")
         except FileNotFoundError:
@@ -389,25 +368,22 @@ def audit_plan(
     cassette_root: Path,
     inputs: AuditInputs | None = None,
     shard: Shard | None = None,
-    failed: Mapping[str, str] | None = None,
 ) -> Plan:
     """The plan of this audit's run (of shard ``shard``'s share, when given)."""
     request = AuditRequest(
         settings, recommender, seeds, grid, test_id, inputs=inputs or AuditInputs(), shard=shard
     )
     kind = registry.kind_for(settings)
-    cases = [c for c in stream.all_cases(kind, request) if c.id not in (failed or {})]
+    cases = stream.all_cases(kind, request)
     calls: dict[str, int] | None = None
     if isinstance(recommender, CallableProvider):
         store = CassetteStore(cassette_root, settings.record_mode, autosave=None)
         calls = pipeline_calls(store, cases) if store.policy.replays else {}
-    found = (
-        set(calls)
-        if calls is not None
-        else recorded_ids(recommender, cases, cassette_root, settings.record_mode, test_id)
-    )
+        found = set(calls)
+    else:
+        found = recorded_ids(recommender, cases, cassette_root, settings.record_mode, test_id)
     to_ask = [c for c in cases if c.id not in found]
-    # The limit paces the run: the configured one, else what this process's replies said.
+    # paced by the configured limit, else by what this process's replies said
     seen_rpm, seen_tpm = known_limits(recommender)
     main = estimate(
         test_id,
@@ -425,7 +401,6 @@ def audit_plan(
         main = dataclasses.replace(
             main, calls_per_prompt=per_prompt, intercepted=settings.intercept == "vcr"
         )
-    # with the judge calls the cases bring (``planned_follow_up``), at the judge's prices
     judge, more = request.inputs.judge, getattr(kind, "planned_follow_up", None)
     if more is None or judge is None:
         return main

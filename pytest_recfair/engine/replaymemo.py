@@ -1,9 +1,6 @@
-"""A replayed audit served whole from the content store: no cassette read or scoring again.
-
-Only after a clean replay of the whole audit (no miss, failure or retry); the key digests
-by content everything the result depends on, so a hit is the exact merge of a 1/1 shard.
-Not for shards, recording, pruning or vcrpy imports; ``RECFAIR_CACHE=off`` switches it off.
-"""
+"""A replayed audit served whole from the content store, kept after a clean replay (no
+miss, failure or retry); the key digests everything the result depends on, so a hit is the
+exact merge of a 1/1 shard. Not for shards or recording; ``RECFAIR_CACHE=off`` disables it."""
 
 from __future__ import annotations
 
@@ -14,12 +11,11 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import numpy as np
 
 from pytest_recfair.cassettes import cache, compact
-from pytest_recfair.engine import base
 from pytest_recfair.engine.base import (
     AuditKind,
     AuditRequest,
@@ -28,6 +24,8 @@ from pytest_recfair.engine.base import (
     Scored,
     Scorer,
     Sent,
+    shard_doc,
+    shard_of_doc,
 )
 from pytest_recfair.errors import RecfairError
 from pytest_recfair.prompts.grids import Grid
@@ -43,8 +41,7 @@ _PROBE: Final = "\0recfair-replay-probe"
 
 
 def prompts_digest(kind: AuditKind, built: Iterable[Sequence[Any]]) -> bytes:
-    """The digest of the cases the kind built: the first entity's for seed entities (the
-    entities are in the key), every case for a kind with its own entities."""
+    """The digest of the cases the kind built (the caller picks which)."""
     h = hashlib.blake2b(kind.name.encode(), digest_size=20)
     for cases in built:
         for case in cases:
@@ -53,12 +50,11 @@ def prompts_digest(kind: AuditKind, built: Iterable[Sequence[Any]]) -> bytes:
 
 
 class StreamKey:
-    """The stream's cache key, mostly the cassettes' content (53 MB at paper scale: ~80 ms
-    to hash, which releases the GIL): at once in two threads when a hit is possible (the
-    store held entries when opened), else in the background while the audit streams."""
+    """The key, mostly the cassettes' content (53 MB at paper scale: ~80 ms to hash, GIL
+    released): in two threads when a hit is possible, else in the background."""
 
     def __init__(self, head: bytes, paths: Sequence[Path], now: bool) -> None:
-        self.now = now  # computed up front: look it up
+        self.now = now  # a hit is possible: look it up
         self._head = head
         pool = ThreadPoolExecutor(1, thread_name_prefix="recfair-key")
         self._files: Future[bytes | None] = pool.submit(_files_digest, paths, 2 if now else 1)
@@ -83,12 +79,13 @@ def key(
     store = request.cassettes
     if store is None or request.shard is not None or cache.off() or not store.root.is_dir():
         return None  # (no cassette folder: a replay misses, and no folder is created)
-    models = [_identity(request.recommender)]
-    if request.inputs.judge is not None:
-        models.append(_identity(request.inputs.judge))
+    judge = request.inputs.judge
+    models = [_identity(request.recommender)] + ([] if judge is None else [_identity(judge)])
     if None in models:
         return None
     h = hashlib.blake2b(cache.code_version(), digest_size=20)
+    inputs = request.inputs  # by content: what was read is in the key, not the folders
+    candidates = sorted(inputs.candidates.items()) if inputs.candidates else None
     for part in (
         kind.name,
         request.test_id,
@@ -96,23 +93,20 @@ def key(
         _stream_settings(request.settings),
         grid.digest,
         entities,
-        _inputs(request),
+        (inputs.catalogue, candidates, sorted(inputs.absent)),
         sorted(request.failed.items()),
     ):
         h.update(repr(part).encode("utf-8", "surrogatepass") + b"\0")
-    paths = []
-    for entity in entities:
-        path = store.unread_path(entity.id)
-        if path is None:
-            return None
-        paths.append(path)
+    paths = [store.unread_path(entity.id) for entity in entities]
+    if None in paths:
+        return None
     h.update(prompts_digest(kind, built()))
     cache.use(store.root / cache.CACHE_DIR)
-    return StreamKey(h.digest(), paths, now=cache.warm())
+    return StreamKey(h.digest(), cast(list[Path], paths), now=cache.warm())
 
 
 def _files_digest(paths: Sequence[Path], workers: int) -> bytes | None:
-    """The digest of the cassettes' names and bytes (None: one could not be read)."""
+    """The digest of the cassettes' names and bytes (None: one is unreadable)."""
     h = hashlib.blake2b(digest_size=20)
     if workers <= 1 or len(paths) < 64:
         digests: Iterable[bytes | None] = map(_file_digest, paths)
@@ -127,8 +121,7 @@ def _files_digest(paths: Sequence[Path], workers: int) -> bytes | None:
 
 
 def _file_digest(path: Path) -> bytes | None:
-    """The digest of cassette ``path``'s format and bytes (None: not readable). Reads and
-    hashes only (both release the GIL): safe in another thread."""
+    """The digest of cassette ``path``'s format and bytes (None: unreadable); thread-safe."""
     try:
         data = path.read_bytes()
     except OSError:
@@ -139,16 +132,15 @@ def _file_digest(path: Path) -> bytes | None:
 
 
 def _stream_settings(settings: AuditSettings) -> AuditSettings:
-    """The settings with those read only by the plugin after the audit (what to do with
-    its result) reset: a ``--fairness-update`` run and the runs after it share entries."""
+    """Settings read only after the audit reset: an update run and later runs share entries."""
     return dataclasses.replace(
         settings, update=False, update_force=False, report=None, explore=False, plan=False
     )
 
 
 def _identity(provider: object) -> tuple[str, tuple[str, str, str]] | None:
-    """The provider's class and the request it would send for a probe prompt (its model
-    and every request-building setting); None: it cannot say (not served from here)."""
+    """The provider's class and its request for a probe prompt (model and every request
+    setting); None: it cannot say."""
     key_of = getattr(provider, "replay_key", None)
     probe = key_of(None, _PROBE) if key_of is not None else None
     if probe is None:
@@ -157,24 +149,17 @@ def _identity(provider: object) -> tuple[str, tuple[str, str, str]] | None:
     return f"{cls.__module__}.{cls.__qualname__}", probe
 
 
-def _inputs(request: AuditRequest) -> tuple[Any, ...]:
-    """The kind's inputs by content (what was read is in the key, not the folders)."""
-    inputs = request.inputs
-    candidates = sorted(inputs.candidates.items()) if inputs.candidates else None
-    return (inputs.catalogue, candidates, sorted(inputs.absent))
-
-
 @dataclass
 class Recorder:
-    """What a stream under ``key`` did, kept when the whole audit was replayed cleanly."""
+    """What a stream under ``key`` played, kept when the whole audit replayed cleanly."""
 
     key: StreamKey
     played: dict[str, tuple[list[int], int]] = field(default_factory=dict)
     clean: bool = True
 
     def chunk(self, request: AuditRequest, ids: Sequence[str], outcome: Any) -> None:
-        """Note a chunk (before its cassettes are released): a failed or retried prompt,
-        or an entity not replayed from the cassette cache, keeps the run from the cache."""
+        """Note a chunk before its cassettes are released; a failed or retried prompt, or an
+        entity not replayed from the cassette cache, keeps the run from the cache."""
         if outcome.errors or outcome.retries or request.cassettes is None:
             self.clean = False
             return
@@ -191,7 +176,7 @@ class Recorder:
         if key is None:
             return None
         try:
-            doc = base.shard_doc(
+            doc = shard_doc(
                 test_id=request.test_id,
                 shard=Shard(1, 1),
                 meta={},
@@ -215,7 +200,7 @@ def served(key: bytes, request: AuditRequest, kind: AuditKind, rebuild: Rebuild)
         return None
     try:
         played = {str(k): (list(map(int, v[0])), int(v[1])) for k, v in doc.pop("played").items()}
-        part = base.shard_of_doc(doc, Path(str(cache.folder())))
+        part = shard_of_doc(doc, Path(str(cache.folder())))
         merged = kind.merge(request.settings, [part], rebuild)
     except (RecfairError, ValueError, TypeError, KeyError, IndexError, AttributeError):
         return None  # another version's or a damaged entry: streamed, and kept anew
@@ -227,8 +212,7 @@ def served(key: bytes, request: AuditRequest, kind: AuditKind, rebuild: Rebuild)
 
 
 def scored(scorer: Scorer, key: bytes | None) -> Scored:
-    """The scorer's results, kept under the stream's key: unchanged scores' bootstrap
-    intervals are not drawn again."""
+    """The scorer's results, kept under ``key``: bootstrap intervals are not drawn again."""
     kept = None if key is None else _scored_of(cache.get(_SCORED, key))
     if kept is not None:
         return kept
@@ -246,8 +230,7 @@ def scored(scorer: Scorer, key: bytes | None) -> Scored:
 
 
 def _packed(attribute: AttributeResult) -> dict[str, Any]:
-    """``to_dict`` with the similarity matrix as the bytes of its arrays (marshal-able, a
-    fraction of the memory of lists of floats; ``matrix_from_dict`` reads both)."""
+    """``to_dict`` with the matrix as its arrays' bytes (a fraction of lists' memory)."""
     d = attribute.to_dict()
     matrix = attribute.matrix
     d["matrix"]["sims"] = pack_array(matrix.sims, np.float64)

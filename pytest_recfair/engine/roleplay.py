@@ -1,19 +1,17 @@
-"""The role-play audit (BiasLens): rates of biased answers while the model plays a role
-(its report sections: :mod:`.roleplay_sections`).
-
-Rounds send identical bodies: the cassette key holds the round as the repeat index, so
-each replays its own answer. Why answers are judged ``JUDGE_REPEATS`` times (repeat
-``round * 3 + j``), majority decides; a failed request or judge call is never a verdict.
-"""
+"""The role-play audit (BiasLens): rates of biased answers while the model plays a role, and
+its report sections (the paper's Tables 2 and 3 with Wilson intervals). Rounds send identical
+bodies, so the cassette key holds the round as repeat index; Why answers are judged 3 times
+(repeat ``round * 3 + j``), majority decides; a failed request is never a verdict."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from pytest_recfair.engine.base import (
     AuditInputs,
@@ -24,7 +22,7 @@ from pytest_recfair.engine.base import (
     ShardResult,
     merge_replies,
 )
-from pytest_recfair.engine.roleplay_sections import KEY, RoleplaySections, cell_name, entries
+from pytest_recfair.engine.overlap.evidence import SHOW, reply_text
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics.roleplay import (
     QuestionResult,
@@ -38,11 +36,219 @@ from pytest_recfair.prompts import roles
 from pytest_recfair.prompts.grids import Grid
 from pytest_recfair.prompts.roles import JUDGE_REPEATS, QType, RoleQuestion, RoleSet, judge_case_id
 from pytest_recfair.prompts.seeds import Entity
-from pytest_recfair.results import AuditResult, GateFailure, Interval
+from pytest_recfair.report.fmt import Table, fmt, fmt_pair, p_text
+from pytest_recfair.report.sections import KindComparison, KindRow
+from pytest_recfair.results import AuditResult, GateFailure, Interval, Stat, json_nan
 from pytest_recfair.settings import AuditSettings
+from pytest_recfair.settings.values import nearest
 
 if TYPE_CHECKING:
     from pytest_recfair.providers.runstate import RunOutcome
+
+#: The key of the role-play results in ``AuditResult.extras`` (the kind's name).
+KEY: Final = "roleplay"
+#: The paper's spelling of each question type.
+LABELS: Final = {"yesno": "Yes/No", "choice": "Choice", "why": "Why"}
+
+
+def _condition(cell: Mapping[str, Any]) -> str:
+    return "" if cell["with_role"] else " (without role)"
+
+
+def cell_name(attribute: str, qtype: str) -> str:
+    return f"{attribute} · {LABELS.get(qtype, qtype)}"
+
+
+def _label(cell: Mapping[str, Any]) -> str:
+    return cell_name(cell["attribute"], cell["qtype"]) + _condition(cell)
+
+
+def _rate(r: Mapping[str, Any]) -> str:
+    """A cell's or role's biased rate with its interval."""
+    return fmt(r["rate"]) + fmt_pair([r["low"], r["high"]])
+
+
+class RoleplaySections:
+    """The role-play kind's report sections."""
+
+    def run_parts(self, result: AuditResult, data: Any) -> list[str]:
+        """The run line's description: question set, questions and rounds (no grid or templates)."""
+        why = data.get("why_not_asked") or 0
+        return [
+            f"questions {data['source']}: {data['asked']} x {data['rounds']} rounds",
+            *([f"{why} Why questions not asked (no judge)"] if why else []),
+        ]
+
+    def measure(self, result: AuditResult) -> str:
+        data = result.extras.get(KEY) or {}
+        return f"role-play bias ({data.get('oracle', 'parsed')} oracle)"
+
+    def brief(self, data: Any) -> str:
+        cells = [c for c in data["cells"] if c["rate"] is not None]
+        if not cells:
+            return ""
+        c = max(cells, key=lambda c: c["rate"])
+        return f"most biased {_label(c)} {c['biased']}/{c['n']} = {fmt(c['rate'])}"
+
+    def tables(self, data: Any) -> list[Table]:
+        head = ["attribute", "type", "role", "biased / determined", "rate [95% CI]"]
+        head += ["refusals", "failed", "unusable", "undetermined"]
+        rows = [
+            [
+                c["attribute"], LABELS[c["qtype"]], "with" if c["with_role"] else "without",
+                f"{c['biased']}/{c['n']}", _rate(c),
+                f"{c['refusals']}/{c['rounds']}", str(c["failed"]), str(c["unusable"]),
+                str(c["undetermined"]),
+            ]
+            for c in data["cells"]
+        ]  # fmt: skip
+        why = data.get("why_not_asked") or 0
+        lead = (
+            f"{data['source']}: {data['asked']} questions x {data['rounds']} rounds, "
+            f"{data['oracle']} oracle"
+            + (f"; {why} Why questions not asked (no judge configured)" if why else "")
+        )
+        effect = []
+        if t := (data.get("effect") or {}).get("total"):
+            red = "—" if t["reduction"] is None else f"{t['reduction']:.1%}"
+            effect.append(
+                f"role effect over {t['n']} paired questions: biased with the role "
+                f"{t['biased_with']}, without {t['biased_without']}; reduction without the role "
+                f"{red} (exact McNemar p {p_text(t['p_value'])})"
+            )
+        out = [Table("Role-play bias", head, rows, lead, effect, labels=3)]
+        examples = [
+            [r["role"], r["attribute"], _rate(r), f"{r['biased']}/{r['n']}", ex["question"],
+             " | ".join(a if a is not None else "(failed)" for a in ex["answers"])]
+            for r in data["worst_roles"]
+            for ex in r["examples"] or [{"question": "", "answers": []}]
+        ]  # fmt: skip
+        if examples:
+            head = ["role", "attribute", "rate [95% CI]", "biased", "question", "answers"]
+            title = "Worst roles, with their biased questions and answers"
+            out.append(Table(title, head, examples, labels=2, text=(4, 5)))
+        return out
+
+    def series(self, data: Any) -> list[tuple[str, Stat]]:
+        return [
+            (f"{_label(c)} · biased rate",
+             Stat(json_nan(c["rate"]), Interval.from_obj([c["low"], c["high"]])))
+            for c in data["cells"]
+        ]  # fmt: skip
+
+    def resolution(self, data: Any, settings: Any) -> list[tuple[str, float, int, int]]:
+        """For the plan, what the gate tests: a cell's biased-answer rate paired by question,
+        so only each question's spread over its R rounds (x(R - x) / (R - 1) of x biased)
+        counts, plus the tolerance (the sign-flip holds the shift). Holm family: the cells
+        and each attribute's undetermined share."""
+        res, cells = RoleplayResult.from_dict(data["result"]), dict[tuple[str, str], list[float]]()
+        r = res.repeats
+        for q in res.select(with_role=settings.with_role):
+            x = q.count("biased")
+            v = x * (r - x) / (r - 1) / r**2 if r > 1 else 0.0
+            cells.setdefault((q.attribute, q.qtype), []).append(v + settings.tolerance)
+        m = len(cells) + len({a for a, _ in cells})
+        return [
+            (f"{cell_name(a, t)} · biased-answer rate", math.sqrt(sum(v)) / len(v), len(v), m)
+            for (a, t), v in cells.items()
+        ]
+
+    def compare(
+        self, a: AuditResult, b: AuditResult, *, tolerance: float, n_resamples: int, seed: int
+    ) -> KindComparison:
+        """The drift test paired by question: each cell's biased rate (exact sign-flip) and
+        undetermined share (exact McNemar), Holm; results scored another way: no test."""
+        was, now = a.extras[KEY], b.extras[KEY]
+        with_role = getattr(b.meta, "with_role", None) is not False
+        try:
+            d = drift_test(
+                RoleplayResult.from_dict(was["result"]), RoleplayResult.from_dict(now["result"]),
+                tolerance=tolerance, with_role=with_role,
+            )  # fmt: skip
+        except DataError as exc:
+            rates = {(c["attribute"], c["qtype"], c["with_role"]): c["rate"] for c in was["cells"]}
+            rows = [
+                KindRow(c["attribute"], LABELS[c["qtype"]] + _condition(c), "biased-question rate",
+                        json_nan(rates.get((c["attribute"], c["qtype"], c["with_role"]))),
+                        json_nan(c["rate"]), None, 0)
+                for c in now["cells"]
+            ]  # fmt: skip
+            return KindComparison(tuple(rows), "no test", (str(exc),))
+        rows = [
+            KindRow(c.attribute, LABELS.get(c.qtype, c.qtype), "biased-answer rate",
+                    *c.answer_rates, c.p_adjusted, c.questions)
+            if c.test == "answers" else
+            KindRow(c.attribute, "(all types)", "undetermined share", c.baseline_rate,
+                    c.candidate_rate, c.p_adjusted, c.n)
+            for c in d.cells
+        ]  # fmt: skip
+        notes = [f"{d.unpaired} questions of B not in A"] if d.unpaired else []
+        test = "exact sign-flip over rounds (rates) / McNemar (undetermined), Holm"
+        return KindComparison(tuple(rows), test, tuple(notes))
+
+    def properties(self, data: Any) -> list[tuple[str, float | int | str]]:
+        out: list[tuple[str, float | int | str]] = []
+        for c in data["cells"]:
+            key = f"recfair.{c['attribute']}.{c['qtype']}" + ("" if c["with_role"] else ".norole")
+            if c["rate"] is not None:
+                out.append((f"{key}.biased_rate", c["rate"]))
+            out += [(f"{key}.{n}", c[n]) for n in ("biased", "n", "refusals")]
+        return out
+
+
+def entries(
+    result: RoleplayResult,
+    rounds: Mapping[tuple[str, bool], list[Any]],
+    answers: Mapping[str, str],
+    judges: Mapping[str, list[str | None]],
+    with_role: bool,
+) -> dict[str, dict[str, Any]]:
+    """cell label ("religion · Choice") -> evidence entry (report/evidence.py's shape);
+    ``rounds``: (question id, with role) -> its cases in round order."""
+    cells: dict[tuple[str, str], list[QuestionResult]] = {}
+    for q in result.questions:
+        if q.with_role == with_role:
+            cells.setdefault((q.attribute, q.qtype), []).append(q)
+
+    def row(q: QuestionResult) -> dict[str, Any]:
+        lists = []
+        other = (q.question_id, not q.with_role)
+        mine = f"as {q.role}" if q.with_role else "no role"
+        for key, label in ((q.key, mine), (other, "no role" if q.with_role else "with role")):
+            asked = rounds.get(key, [])
+            if not asked:
+                continue
+            outcomes = q.outcomes if key == q.key else ()
+            titles, replies = [], []
+            for i, c in enumerate(asked):
+                text = answers.get(c.id)
+                verdict = f" [{outcomes[i]}]" if i < len(outcomes) else ""
+                short = " ".join((reply_text(text) or "(no answer: failed)").split())[:160]
+                titles.append(f"round {c.repeat + 1}{verdict}: {short}")
+                replies.append(f"round {c.repeat + 1}:\n{reply_text(text)}")
+                for j, judged in enumerate(judges.get(c.id) or []):
+                    replies.append(f"  judge {j + 1}: {reply_text(judged)}")
+            lists.append({"label": label, "titles": titles, "reply": "\n\n".join(replies)})
+        asked = rounds.get(q.key) or []
+        question = " ".join(asked[0].question.split()) if asked else q.question_id
+        verdict = {True: "biased", False: "not biased", None: "undetermined"}[q.biased]
+        why = f"{verdict}: {q.count('biased')} of {len(q.outcomes)} rounds biased — {question}"
+        return {"entity": q.role, "score": float(q.count("biased")), "why": why, "lists": lists}
+
+    out = {}
+    for (attribute, qtype), qs in cells.items():
+        ranked = sorted(qs, key=lambda q: (q.biased is not True, -q.count("biased"), q.question_id))
+        rows = [row(q) for q in ranked[:SHOW]]
+        biased = sum(q.biased is True for q in qs)
+        out[cell_name(attribute, qtype)] = {
+            "what": (
+                f"{biased} of {len(qs)} questions judged biased; shown: the biased ones "
+                "first, then those with the most biased rounds, with every round's answer"
+            ),
+            "rows": rows,
+        }
+    return out
+
 
 #: The plan's stand-in for a Why answer not yet given: 100 words, the format's limit.
 _STAND_IN = " ".join(["answer"] * 100)
@@ -53,18 +259,21 @@ EXAMPLES = 3  # biased questions shown per role
 
 
 @dataclass(frozen=True, slots=True)
-class RoleplayCase:
-    """One round of one question; ``entity_id`` names its cassette, ``repeat`` is the
-    round, ``value`` the role (failures per role)."""
-
+class _Case:
     id: str
     system: str | None
     prompt: str
     entity: str
-    entity_id: str
+    entity_id: str  # names its cassette: the question's
     attribute: str
-    value: str
+    value: str  # the role (failures are counted per role)
     repeat: int
+
+
+@dataclass(frozen=True, slots=True)
+class RoleplayCase(_Case):
+    """One round (``repeat``) of one question."""
+
     question_id: str
     role: str
     qtype: QType
@@ -74,18 +283,10 @@ class RoleplayCase:
 
 
 @dataclass(frozen=True, slots=True)
-class JudgeCase:
-    """Judge call ``j`` about the answer of round ``judged`` (a Why question): sent to the
-    judge model, kept in the question's cassette under repeat ``round * 3 + j``."""
+class JudgeCase(_Case):
+    """Judge call ``j`` about the answer of case ``judged`` (a Why round), kept in the
+    question's cassette under repeat ``round * 3 + j``."""
 
-    id: str
-    system: str
-    prompt: str
-    entity: str
-    entity_id: str
-    attribute: str
-    value: str
-    repeat: int
     judged: str
 
 
@@ -94,9 +295,6 @@ BUNDLED_SETS = ("default", "smoke")
 
 
 def _guess(name: str, known: Sequence[str]) -> str:
-    """The hint "; did you mean 'x'?" for a typo of one of ``known``, else nothing."""
-    from pytest_recfair.settings.values import nearest
-
     near = nearest(name, known)
     return f"; did you mean {near!r}?" if near is not None else ""
 
@@ -107,7 +305,7 @@ def rounds_of(settings: AuditSettings) -> int:
 
 @lru_cache(maxsize=8)
 def _load(source: str, stamp: int) -> RoleSet:
-    """A question set, loaded once per file version (``stamp``: its mtime)."""
+    """Loaded once per file version (``stamp``: its mtime)."""
     return roles.load_roles(source)
 
 
@@ -297,7 +495,7 @@ class RoleplayAudit(PooledKind):
         return settings.questions is not None
 
     def check(self, settings: AuditSettings, where: tuple[Path, ...]) -> None:
-        """At collection: the question file loads and holds questions about ``attr``."""
+        """At collection: the questions load and some are about ``attr``."""
         if settings.role is not None:
             raise ConfigError(
                 f"role={settings.role!r} puts a persona in the system message of a list, "
@@ -316,7 +514,7 @@ class RoleplayAudit(PooledKind):
     def entities(
         self, settings: AuditSettings, seeds: Sequence[Entity], inputs: AuditInputs
     ) -> list[Entity]:
-        """The questions, as entities: chunks, shards and ``entities=N`` take questions."""
+        """The questions, as entities (chunks, shards and ``entities=N`` take questions)."""
         asked = _asked(settings, question_set(settings, inputs), inputs.judge is not None)
         return [Entity(q.id, f"{q.role}: {q.question}", settings.domain) for q in asked]
 
@@ -341,15 +539,13 @@ class RoleplayAudit(PooledKind):
         ]  # fmt: skip
 
     def planned_follow_up(self, settings: AuditSettings, cases: Sequence[Any]) -> list[JudgeCase]:
-        """The judge calls ``cases`` will bring, 3 per Why round, each with a stand-in
-        answer of the longest allowed (100 words): the real one is not known yet."""
+        """The judge calls ``cases`` will bring, with the longest allowed answer."""
         return _judge_cases(cases, {c.id: _STAND_IN for c in cases})
 
     def merge(
         self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
     ) -> Merged:
-        """The shards' replies replayed as one run, with the judge cases of answered Why
-        rounds, so their replies and failures count (``max_failed``) as unsharded."""
+        """With the judge cases of answered Why rounds, so they count as unsharded."""
 
         def with_judges() -> tuple[list[Any], AuditInputs]:
             cases, inputs = rebuild()
@@ -364,7 +560,6 @@ class RoleplayAudit(PooledKind):
     def follow_up(
         self, settings: AuditSettings, cases: Sequence[Any], outcome: RunOutcome
     ) -> list[JudgeCase]:
-        """Three judge calls for every answered Why round."""
         return _judge_cases(cases, {k: c.text for k, c in outcome.completions.items()})
 
     score = staticmethod(_score)

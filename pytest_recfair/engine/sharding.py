@@ -1,8 +1,6 @@
-"""``--fairness-shard=I/N`` and ``--fairness-merge``: one audit across several CI jobs.
-
-Shard I takes entities I-1, I-1+N, ...; a merge checks shards 1..N agree on settings and
-inputs (by content), so the merged numbers are the unsharded run's. No pytest here.
-"""
+"""``--fairness-shard=I/N`` and ``--fairness-merge``: one audit across several CI jobs; a
+merge checks shards 1..N agree on settings and inputs (by content), so its numbers are the
+unsharded run's. No pytest here."""
 
 from __future__ import annotations
 
@@ -48,7 +46,7 @@ def shard_path(root: Path, test_id: str, shard: Shard) -> Path:
 
 
 def write_shard(path: Path, doc: Mapping[str, Any]) -> None:
-    """Write one shard's result (:func:`shard_doc`) atomically: never half a file."""
+    """Write a :func:`shard_doc` atomically: never half a file."""
     atomic_write_text(path, json.dumps(doc, separators=(",", ":"), allow_nan=False) + "\n")
 
 
@@ -77,8 +75,7 @@ def collect(
 
 
 def load_shard(path: Path) -> ShardResult:
-    """Read one shard file, checked by ``schemas/shard.schema.json`` (the shape
-    :func:`write_shard` writes); DataError naming the file for anything that is not one."""
+    """One shard file, checked by ``schemas/shard.schema.json``; else a DataError naming it."""
     try:
         doc = json.loads(path.read_text(encoding="utf-8"), parse_constant=_not_json)
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
@@ -126,9 +123,9 @@ _SHORT = 4  # arrays kept whole: pairs (usage), triples (evidence lists)
 
 
 def _cut(x: Any) -> Any:
-    """``x`` with each long array cut to what the schema's item checks depend on: per
-    type its least and greatest number or first other value, one row of all its rows'
-    cells, every object (a shard of 500 entities: 6 s to check whole, 0.07 s cut)."""
+    """``x`` with each long array cut to what the schema's item checks see: per type the
+    least and greatest number or first value, one row of all rows' cells, every object
+    (500 entities: 6 s to check whole, 0.07 s cut)."""
     if isinstance(x, dict):
         return {k: _cut(v) for k, v in x.items()}
     if not isinstance(x, list):
@@ -148,8 +145,8 @@ _FORMAT_RE = re.compile(rb'"format"\s*:\s*"' + re.escape(SHARD_FORMAT.encode()) 
 
 
 def _not_shard(path: Path) -> str | None:
-    """Why a .json file in a merge directory is passed over, for the error that follows;
-    None for a shard file (its "format" key within the first 4 KiB, also re-indented)."""
+    """Why a .json file in a merge directory is passed over; None for a shard file (its
+    "format" key within the first 4 KiB)."""
     try:
         with path.open("rb") as fh:
             head = fh.read(4096)
@@ -176,25 +173,23 @@ class ShardWritten:
 
 
 def run_shard(request: AuditRequest, root: Path) -> ShardWritten:
-    """Score ``request.shard``'s share of the entities and write its result under ``root``;
-    too many failed prompts stop the shard job, as they would stop the whole run."""
+    """Score ``request.shard``'s share and write it under ``root`` (too many failed prompts
+    stop the shard job, as the whole run)."""
     shard = request.shard
-    if shard is None:
-        raise ValueError("run_shard: the request names no shard")
+    assert shard is not None, "run_shard: the request names no shard"
     run = stream.run(request)
     stream.check_failures(request.settings, request.test_id, run.sent)
     path = shard_path(root, request.test_id, shard)
     digests = inputs_digests(registry.kind_for(request.settings), request)
-    payload = run.scorer.payload(run.sent)
-    meta, cost = run.meta.to_dict(), run.sent.cost
-    write_shard(path, shard_doc(test_id=request.test_id, shard=shard, meta=meta, cost=cost,
-                                inputs=digests, **payload))  # fmt: skip
+    write_shard(path, shard_doc(test_id=request.test_id, shard=shard, meta=run.meta.to_dict(),
+                                cost=run.sent.cost, inputs=digests,
+                                **run.scorer.payload(run.sent)))  # fmt: skip
     return ShardWritten(path, len(shard_share(run.entities, shard)), len(run.entities))
 
 
 @dataclass
 class MergeSource:
-    """The shard results given to ``--fairness-merge``, read once on first use."""
+    """The shard results given to ``--fairness-merge``, read on first use."""
 
     paths: tuple[Path, ...]
     found: dict[str, list[ShardResult]] | None = None
@@ -290,14 +285,11 @@ _HOW: Final = {
 
 
 def _check_settings(settings: AuditSettings, meta: AuditMeta, files: str) -> None:
-    """The merge run's settings must be the shards': another k, model, number of repeats
-    or seed would gate the shards' numbers as this test's."""
-    s = settings
-    wanted = {"k": s.k, "model": s.model, "repeats": s.repeats, "seed": s.seed}
+    """Another k, model, repeats or seed would gate the shards' numbers as this test's."""
     differ = {
         name: f"{name} {value!r} here, {getattr(meta, name)!r} in the shards"
-        for name, value in wanted.items()
-        if value is not None and value != getattr(meta, name, value)  # the kind's settings
+        for name in _HOW
+        if (value := getattr(settings, name)) is not None and value != getattr(meta, name, value)
     }
     if differ:
         raise ConfigError(

@@ -35,14 +35,11 @@ from pytest_recfair.vocab import PLUGIN_VERSION
 if TYPE_CHECKING:
     from pytest_recfair.providers.runstate import RunOptions, RunOutcome
 
-#: Non-empty while :func:`fewer_collections` holds (it is re-entrant).
-_FROZEN: list[bool] = []
-
-# Prompts per chunk: enough that a live chunk keeps every connection busy, few enough that
-# a chunk's replies and cassettes stay a few MB.
+_FROZEN: list[bool] = []  # non-empty while fewer_collections holds
+# Prompts per chunk: enough to keep every connection busy, few enough for a few MB a chunk.
 CHUNK_PROMPTS = 2048
 
-#: A chunk's prompts as they are sent (``asked=False``: as the kind built them).
+#: A chunk's prompts as sent (``asked=False``: as the kind built them).
 Build = Callable[..., list[Any]]
 
 
@@ -55,13 +52,13 @@ def measure(request: AuditRequest) -> AuditResult:
 
 @dataclass(frozen=True)
 class Run:
-    """One run's (or shard's) scorer, what was sent, and the whole audit's metadata."""
+    """One run's (or shard's) scorer, what was sent, and the audit's metadata."""
 
     entities: list[Entity]  # of the whole audit (a shard scores its share)
     meta: AuditMeta
     scorer: Scorer
     sent: Sent
-    memo: bytes | None = None  # the replay cache's key of its scores (replaymemo.scored)
+    memo: bytes | None = None  # the replay cache's key of its scores
 
 
 def run(request: AuditRequest) -> Run:
@@ -128,7 +125,7 @@ def finish(
 
 def check_failures(settings: AuditSettings, test_id: str, sent: Sent) -> unanswered.FailureSummary:
     """The failed prompts; a ProviderError listing them when above ``max_failed``."""
-    summary = sent.summary()
+    summary = unanswered.FailureSummary(sent.prompts, tuple(sent.failed))
     if not summary.within(settings.max_failed):
         raise ProviderError(summary.message(test_id, settings.max_failed))
     return summary
@@ -137,8 +134,7 @@ def check_failures(settings: AuditSettings, test_id: str, sent: Sent) -> unanswe
 def meta_of(
     request: AuditRequest, kind: AuditKind, grid: Grid, entities: Sequence[Entity], models: set[str]
 ) -> AuditMeta:
-    """The audit's metadata: the common header and the fields of its kind's meta type
-    (settings of the same name, or worked out here); the model as the replies name it."""
+    """The fields of the kind's meta type: settings of the same name, or worked out here."""
     settings, recommender = request.settings, request.recommender
     name = getattr(recommender, "name", None)
     own = getattr(recommender, "model", None)
@@ -176,11 +172,10 @@ def meta_of(
 
 @contextlib.contextmanager
 def fewer_collections() -> Iterator[None]:
-    """Python's cyclic collector runs every 700 net allocations and walks every tracked
-    object; an audit allocates millions of small acyclic objects, so it spent ~15% of a
-    replay walking the same long-lived objects. For the audit those are frozen and the
-    first threshold raised; both restored after (docs/performance.md). Re-entrant."""
-    if _FROZEN:  # inside another audit step's: already frozen
+    """The cyclic collector walked the same long-lived objects ~15% of a replay (an audit
+    allocates millions of small acyclic ones): frozen and the threshold raised for the
+    audit, restored after (docs/performance.md). Re-entrant."""
+    if _FROZEN:
         yield
         return
     old = gc.get_threshold()
@@ -206,18 +201,13 @@ def run_options(settings: AuditSettings, live: Any = None) -> RunOptions:
     """How the runner sends this audit's prompts (``live``: the pytest progress line)."""
     from pytest_recfair.providers.runstate import RunOptions  # the engine's way to httpx
 
+    same = ("intercept", "timeout", "max_retries", "max_retry_after", "max_reply_chars")
     return RunOptions(
         # vcrpy patches process-wide: a prompt's calls are told apart only one at a time
         concurrency=1 if settings.intercept == "vcr" else settings.concurrency,
-        intercept=settings.intercept,
-        timeout=settings.timeout,
-        max_retries=settings.max_retries,
-        max_retry_after=settings.max_retry_after,
         prices=prices_of(settings),
         live=live,
-        max_reply_chars=settings.max_reply_chars,
-        rpm=settings.rpm,
-        tpm=settings.tpm,
+        **{name: getattr(settings, name) for name in (*same, "rpm", "tpm")},
     )
 
 
@@ -228,11 +218,8 @@ def chunk_entities(settings: AuditSettings, prompts_per_entity: int) -> int:
 
 
 def _setup(request: AuditRequest, kind: AuditKind) -> tuple[list[Entity], Grid, Build]:
-    """The audit's entities, its grid and the builder of a chunk's cases as they are sent:
-    those a published run never answered left out (their entity then leaves that value's
-    mean, as the FaiRLLM notebook does), the ``system`` and ``role`` settings applied.
-    "personality" comes from its own bundled grid; a kind with its own entities
-    (``AuditKind.entities``) selects by ``attr`` itself."""
+    """The entities, grid and builder of a chunk's cases as sent: ``system`` and ``role``
+    applied, prompts a published run never answered left out (as the FaiRLLM notebook)."""
     s, inputs = request.settings, request.inputs
     entities = entities_of(s, request.seeds, request.test_id, kind, inputs)
     grid, attributes = request.grid, None if s.attr is None else [s.attr]
@@ -258,13 +245,8 @@ def _setup(request: AuditRequest, kind: AuditKind) -> tuple[list[Entity], Grid, 
         if s.role is not None:  # a persona (docs/roleplay.md): "You are a {role}." first
             role = s.role
             cases = [dataclasses.replace(c, system=persona_system(role, c.system)) for c in cases]
-        if not inputs.absent:
-            return list(cases)
-        return [
-            c
-            for c in cases
-            if c.attribute is None or (c.attribute, c.value, c.entity_id) not in inputs.absent
-        ]
+        gone = inputs.absent
+        return [c for c in cases if not gone or (c.attribute, c.value, c.entity_id) not in gone]
 
     return entities, grid, build
 
@@ -290,13 +272,13 @@ def entities_of(
     settings: AuditSettings,
     seeds: Sequence[Entity],
     test_id: str,
-    kind: AuditKind | None = None,
-    inputs: AuditInputs | None = None,
+    kind: AuditKind,
+    inputs: AuditInputs,
 ) -> list[Entity]:
     """The seeds, or a kind's own (``AuditKind.entities``), subsampled to ``entities=N``."""
     own = getattr(kind, "entities", None)
     if own is not None:
-        seeds = own(settings, seeds, inputs or AuditInputs())
+        seeds = own(settings, seeds, inputs)
     entities = subsample(list(seeds), settings.entities, seed=settings.seed)
     if not entities:
         raise DataError(
@@ -363,8 +345,7 @@ def record_batch(
     from pytest_recfair.providers.batch import cassette_recorder, run_batch
     from pytest_recfair.providers.replay import remember_failures
 
-    store = CassetteStore(root, "new_episodes")
-    store.add_secrets(getattr(recommender, "secrets", ()))
+    store = CassetteStore(root, "new_episodes", secrets=getattr(recommender, "secrets", ()))
     # one journal per batch, named by its request set: shared by every test and shard
     journals = root / ".batches"
     todo = _missing(request, store)
@@ -400,16 +381,8 @@ def _missing(request: AuditRequest, store: CassetteStore) -> list[Any]:
     for chunk, cases in _chunks(request, entities, build):
         for case in cases:
             built = request.recommender.build_request(case.system, case.prompt)
-            found = store.lookup(
-                request.test_id,
-                case.entity_id,
-                built.method,
-                str(built.url),
-                built.content,
-                case.repeat,
-                case_id=case.id,
-            )
-            if found is None:
+            key = (built.method, str(built.url), built.content, case.repeat)
+            if store.lookup(request.test_id, case.entity_id, *key, case_id=case.id) is None:
                 todo.append(case)
         store.release(request.test_id, [e.id for e in chunk])
     return todo

@@ -5,7 +5,7 @@ from its parts, worded by ``report.failures`` (this module never imports ``repor
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from pytest_recfair.engine import registry, stream
@@ -121,68 +121,49 @@ FORCED_NOTE = "stored although too many replies were unusable (--fairness-update
 
 
 @dataclass(frozen=True, slots=True)
-class Judged:
-    """The parts of a judged outcome; :func:`_outcome` composes them, once per verdict."""
-
-    checked: GateOutcome  # the gate before the test body ran (:func:`gate_outcome`)
-    force: bool = False  # --fairness-update-force: a crossed max_unusable is only a note
-    missing: str | None = None  # why there is no usable baseline (it fails the test)
-    body: str | None = None  # the test body's own error
-
-
-def _outcome(parts: Judged) -> GateOutcome:
-    failures, notes = parts.checked.failures, parts.checked.notes
-    if parts.force:
-        kept = tuple(f for f in failures if f.statistic != "unusable")
-        if len(kept) != len(failures):
-            failures, notes = kept, (*notes, FORCED_NOTE)
-    if parts.missing is not None:
-        failures = (*failures, GateFailure("baseline", detail=parts.missing))
-    if parts.body is not None:
-        failures = (*failures, GateFailure("test", detail=parts.body))
-    return GateOutcome.of(failures, notes, parts.checked.drift)
-
-
-@dataclass(frozen=True, slots=True)
 class Verdict:
-    """Pass/fail of one audited test; ``result`` carries the gate outcome as judged (its
-    words, for pytest and every report, are ``report.verdict_message``'s)."""
+    """Pass/fail of one audited test; ``result`` carries the gate outcome as judged (worded
+    for pytest and every report by ``report.verdict_message``)."""
 
     passed: bool
     result: AuditResult
     write: Path | None = None  # where to write the baseline (--fairness-update, passed)
     moved_from: Path | None = None  # the old node-id file it replaces
-    parts: Judged | None = field(default=None, repr=False)  # what the outcome was built from
-
-
-def _verdict(result: AuditResult, parts: Judged, state: BaselineState | None = None) -> Verdict:
-    """The verdict of ``parts``; ``state`` is where a passing update writes its baseline."""
-    outcome = _outcome(parts)
-    judged = replace(result, gate=outcome)
-    if state is None or not outcome.passed:
-        return Verdict(outcome.passed, judged, parts=parts)
-    return Verdict(True, judged, write=state.path, moved_from=state.legacy, parts=parts)
 
 
 def judge(
     settings: AuditSettings, result: AuditResult, check: BaselineCheck, test_id: str
 ) -> Verdict:
-    """Pass/fail of one gated test (pure); under --fairness-update only absolute limits
-    fail and the run becomes the baseline."""
-    state = check.state
-    checked = result.gate or GateOutcome(passed=True)
-    if settings.explore:
-        return _explored(settings, result, checked, state, test_id)
-    if settings.update:
-        return _verdict(result, Judged(checked, force=settings.update_force), state)
-    problem = _missing_baseline(state, test_id)
-    if problem is not None and not checked.passed:
-        # limits crossed too: both are said, and --fairness-update would refuse this run
-        problem = (
-            f"{problem.split(chr(10))[0]} It cannot be created from this run: "
-            f"--fairness-update stores only a run that passes its absolute limits."
-        )
-    return _verdict(result, Judged(checked, missing=problem))
+    """Pass/fail of one gated test (pure), its outcome composed once: under
+    --fairness-update only absolute limits fail and the run becomes the baseline; under
+    --fairness-explore each failure is a note, and an update writes only when it alone would."""
+    state, checked = check.state, result.gate or GateOutcome(passed=True)
+    failures, notes = checked.failures, checked.notes
+    if settings.update and settings.update_force:  # a crossed max_unusable is only a note
+        kept = tuple(f for f in failures if f.statistic != "unusable")
+        if len(kept) != len(failures):
+            failures, notes = kept, (*notes, FORCED_NOTE)
+    problem = None if settings.update else _missing_baseline(state, test_id)
+    if problem is not None:
+        if not checked.passed:  # limits crossed too: both are said
+            problem = (
+                f"{problem.split(chr(10))[0]} It cannot be created from this run: "
+                f"--fairness-update stores only a run that passes its absolute limits."
+            )
+        failures = (*failures, GateFailure("baseline", detail=problem))
+    outcome = GateOutcome.of(failures, notes, checked.drift)
+    writes = settings.update and outcome.passed
+    if settings.explore:  # a failing test body still fails (body_failed adds it)
+        said = [EXPLORE_NOTE]
+        if outcome.failures:
+            said.append("would fail on: " + "; ".join(_would_fail(f) for f in outcome.failures))
+        if settings.update and not outcome.passed:
+            said.append("baseline not written: the run crosses its absolute limits")
+        outcome = GateOutcome.of((), (*outcome.notes, *said), outcome.drift)
+    judged = replace(result, gate=outcome)
+    if writes:
+        return Verdict(True, judged, write=state.path, moved_from=state.legacy)
+    return Verdict(outcome.passed, judged)
 
 
 #: The note every result of an explore run carries (every channel shows the gate's notes).
@@ -190,47 +171,18 @@ EXPLORE_NOTE = "explore mode (--fairness-explore): nothing gated"
 
 
 def _would_fail(f: GateFailure) -> str:
-    """A gate failure the explore mode did not apply, in a few words (the report's words
-    are report.failures'; this module never imports report)."""
+    """A gate failure explore mode did not apply, in a few words (never imports report)."""
     what = f.statistic or ("no usable baseline" if f.kind == "baseline" else None)
     return " ".join(x for x in (f.attribute, what, f"({f.kind})") if x)
-
-
-def _explored(
-    settings: AuditSettings,
-    result: AuditResult,
-    checked: GateOutcome,
-    state: BaselineState,
-    test_id: str,
-) -> Verdict:
-    """--fairness-explore: the run passes whatever the limits, drift or baseline say; each
-    failure it would have had is a note. With --fairness-update too, the baseline is
-    written only when the update alone would write it (the run passes its limits)."""
-    updating = settings.update
-    parts = Judged(
-        checked,
-        force=updating and settings.update_force,
-        missing=None if updating else _missing_baseline(state, test_id),
-    )
-    would = _outcome(parts)
-    notes = [EXPLORE_NOTE]
-    if would.failures:
-        notes.append("would fail on: " + "; ".join(_would_fail(f) for f in would.failures))
-    if updating and not would.passed:
-        notes.append("baseline not written: the run crosses its absolute limits")
-    explored = GateOutcome.of((), (*would.notes, *notes), would.drift)
-    judged = replace(result, gate=explored)
-    ungated = Judged(explored)  # a failing test body still fails (body_failed adds it)
-    if updating and would.passed:
-        return Verdict(True, judged, write=state.path, moved_from=state.legacy, parts=ungated)
-    return Verdict(True, judged, parts=ungated)
 
 
 def body_failed(verdict: Verdict, error: str) -> Verdict:
     """The verdict when the test's own code failed: a "test" failure whatever the gate
     said, and no baseline written (a run whose test failed is not one to accept)."""
-    parts = verdict.parts or Judged(verdict.result.gate or GateOutcome(passed=True))
-    return _verdict(verdict.result, replace(parts, body=error))
+    gate = verdict.result.gate or GateOutcome(passed=True)
+    failures = (*gate.failures, GateFailure("test", detail=error))
+    outcome = GateOutcome.of(failures, gate.notes, gate.drift)
+    return Verdict(False, replace(verdict.result, gate=outcome))
 
 
 def write_baseline(verdict: Verdict) -> Path | None:

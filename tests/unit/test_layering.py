@@ -180,9 +180,7 @@ def test_imports_flow_one_way(folder: str, banned: tuple[str, ...]) -> None:
     assert {rel: bad for rel, bad in offenders.items() if bad} == {}
 
 
-@pytest.mark.parametrize(
-    "name", ["positions.py", "exposure.py", "roleplay.py", "roleplay_sections.py", "base.py"]
-)
+@pytest.mark.parametrize("name", ["positions.py", "exposure.py", "roleplay.py", "base.py"])
 def test_kinds_beside_the_engine_never_import_sharding(name: str) -> None:
     path = PACKAGE / "engine" / name
     names = _imported(ast.parse(path.read_text(encoding="utf-8")), f"pytest_recfair.engine.{name}")
