@@ -127,9 +127,9 @@ class _Pass:
         self.live_only: dict[str, bool] = {}
         self.misses = _Misses(replayer.store.root)
         self.bodies: dict[str | None, tuple[str, str, str, str] | None] = {}
-        # a built-in's parse_reply reads a recording as stored
-        self.parse = provider.parse_reply if isinstance(provider, HTTPProvider) else None
-        # a recording's headers as parse_reply reads them, per distinct headers
+        # a built-in's parse_response reads a recording as stored
+        self.parse = provider.parse_response if isinstance(provider, HTTPProvider) else None
+        # a recording's headers as parse_response reads them, per distinct headers
         self.headers: dict[tuple[tuple[str, str], ...], dict[str, str] | None] = {}
 
     def case(self, case: CaseLike) -> None:
@@ -272,7 +272,7 @@ class _Misses:
 
 
 def _reply_headers(recorded: tuple[tuple[str, str], ...]) -> dict[str, str] | None:
-    """A recording's headers as ``parse_reply`` reads them; None unless they read exactly
+    """A recording's headers as ``parse_response`` reads them; None unless they read exactly
     as the response's would (in ASCII, as httpx keeps them)."""
     headers: dict[str, str] = {}
     for name, value in recorded:

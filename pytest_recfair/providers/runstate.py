@@ -12,7 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Protocol, TextIO
 
 import httpx
@@ -31,8 +31,7 @@ if TYPE_CHECKING:
 
 
 class CaseLike(CaseRef, CaseText, Protocol):
-    """What the runner reads from a ``prompts.PromptCase``: what replay reads (id,
-    entity_id, repeat) and the prompt itself."""
+    """What the runner reads from a ``prompts.PromptCase``."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +46,7 @@ class RunOutcome:
     requests: int = 0  # HTTP requests sent (or callable calls), retries included
     retries: int = 0
     elapsed: float = 0.0  # seconds, wall clock
-    unknown_usage: int = field(default=0)  # completions whose reply reported no usage
+    unknown_usage: int = 0  # completions whose reply reported no usage
 
 
 class LiveLike(Protocol):
@@ -104,20 +103,14 @@ class Run:
     """Shared state of one run: counters, results, the retry policy."""
 
     def __init__(self, opts: RunOptions, progress: Progress) -> None:
-        self.concurrency = opts.concurrency
+        self.opts, self.progress = opts, progress
         self.timeout = opts.timeout
-        self.max_retries = opts.max_retries
-        self.backoff = (opts.backoff, opts.max_backoff, opts.max_retry_after)
         # The transport reads each request's timeouts from its extensions.
         self.timeout_ext = httpx.Timeout(opts.timeout).as_dict()
-        self.sleep = opts.sleep
-        self.progress = progress
         self.completions: dict[str, Completion] = {}
         self.errors: dict[str, str] = {}
-        self.requests = 0
-        self.retries = 0
+        self.requests = self.retries = 0
         self.abort: RecfairError | None = None  # set by the first case that stops the run
-        self.max_reply_chars = opts.max_reply_chars
         self.pacer: Pacer | None = None  # set by the runner (pacing.Pacer)
         self.max_tokens: int | None = None  # the provider's, for the tokens estimate
 
@@ -128,16 +121,16 @@ class Run:
     async def pause(self, retry: int, failure: Retryable) -> None:
         """Wait before retry ``retry`` (1 = the first): the server's Retry-After when it gave
         one (capped), else ``min(max_backoff, backoff * 2**(retry-1)) + uniform(0, backoff)``."""
-        backoff, most, cap = self.backoff
+        opts, backoff = self.opts, self.opts.backoff
         if failure.retry_after is not None:
-            wait = min(failure.retry_after, cap)
+            wait = min(failure.retry_after, opts.max_retry_after)
         else:  # the exponent capped: no float overflow
-            wait = min(most, backoff * 2.0 ** min(retry - 1, 60)) + _JITTER.uniform(0, backoff)
-        await (self.sleep or asyncio.sleep)(wait)
+            wait = min(opts.max_backoff, backoff * 2.0 ** min(retry - 1, 60))
+            wait += _JITTER.uniform(0, backoff)
+        await (opts.sleep or asyncio.sleep)(wait)
 
     def request(self, provider: Provider, case: CaseLike) -> httpx.Request:
-        """The request for ``case``, tagged for the cassette transport, with this run's
-        timeouts."""
+        """The request for ``case``, tagged for the cassette transport, with its timeouts."""
         request = provider.build_request(case.system, case.prompt)
         request.extensions = {
             **request.extensions,
@@ -147,7 +140,7 @@ class Run:
         return request
 
     def finish(self, case: CaseLike, result: Completion | str) -> None:
-        limit = self.max_reply_chars
+        limit = self.opts.max_reply_chars
         if isinstance(result, Completion):
             # Cut once: a replayed cut reply already ends with its note.
             if limit is not None and len(result.text) > limit and not replycap.was_cut(result.text):

@@ -206,7 +206,7 @@ async def _one_http(
     try:
         while True:
             if failure is not None:
-                if tries > run.max_retries:
+                if tries > run.opts.max_retries:
                     raise failure
                 if run.abort is not None:
                     raise Abort(run.abort)
@@ -219,9 +219,9 @@ async def _one_http(
                 failure = exc
     except Retryable as exc:
         message = (
-            f"gave up on case {case.id!r} after {tries} tries ({run.max_retries} retries) to "
+            f"gave up on case {case.id!r} after {tries} tries ({run.opts.max_retries} retries) to "
             f"{url_of(provider)}: last error: {exc.what}. "
-            f"{advice(exc, concurrency=run.concurrency, timeout=run.timeout)}"
+            f"{advice(exc, concurrency=run.opts.concurrency, timeout=run.timeout)}"
         )
         if exc.unreachable:
             raise Abort(ProviderError(message)) from None
