@@ -1,6 +1,5 @@
 """The replay fast path: every case the cassettes answer is served before any worker or
-HTTP client exists (httpx's client machinery cost more than the lookup and parse together).
-"""
+HTTP client exists (httpx's client machinery cost more than the lookup and parse together)."""
 
 from __future__ import annotations
 
@@ -8,6 +7,7 @@ import asyncio
 import json.encoder
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -23,6 +23,9 @@ from pytest_recfair.providers.pipeline import output_request
 from pytest_recfair.providers.retry import Abort, Retryable, judge
 from pytest_recfair.providers.runstate import CaseLike, Run, RunOptions
 from pytest_recfair.providers.transport import CassetteTransport, response_of
+
+if TYPE_CHECKING:
+    from pytest_recfair.cassettes.store import CassetteStore
 
 #: A case left for the workers, with the retryable failure its replayed reply gave.
 Todo = tuple[CaseLike, Retryable | None]
@@ -40,18 +43,25 @@ _STR = json.encoder.encode_basestring
 async def first_pass(
     prov: Provider | CallableProvider, cases: Sequence[CaseLike], opts: RunOptions, run: Run
 ) -> list[Todo]:
-    """Serve what the cassettes hold (no network); the rest is left for the workers."""
+    """Serve what the cassettes hold (no network); the rest is left for the workers, to
+    record or to retry with its failure. A prompt that failed while recording fails again;
+    any other miss stops the run, counted."""
     cassettes = opts.cassettes
     if isinstance(prov, CallableProvider) or cassettes is None or not cassettes.policy.replays:
         return [(case, None) for case in cases]
     cassettes.add_secrets(getattr(prov, "secrets", ()))
-    replayer = CassetteTransport(cassettes, test_id=opts.test_id)
-    return await _replay_pass(prov, cases, replayer, run)
+    pass_ = _Pass(prov, CassetteTransport(cassettes, test_id=opts.test_id), run)
+    for done, case in enumerate(cases, 1):
+        pass_.case(case)
+        if done % _REPLAY_YIELD_EVERY == 0:
+            await asyncio.sleep(0)
+    if pass_.first_miss is not None:
+        raise Abort(pass_.first_miss.counted(pass_.misses, len(cases)))
+    return pass_.rest
 
 
-def replay_failures(opts: RunOptions) -> failures.FailureLog | None:
+def replay_failures(store: CassetteStore | None) -> failures.FailureLog | None:
     """In a replay-only run, the failures its recordings noted (read once per run)."""
-    store = opts.cassettes
     if store is None or store.policy.records:
         return None
     log = failures.log_for(store.root)
@@ -59,9 +69,12 @@ def replay_failures(opts: RunOptions) -> failures.FailureLog | None:
 
 
 def noted_failure(
-    prov: CallableProvider, case: CaseLike, test_id: str, log: failures.FailureLog | None
+    prov: Provider | CallableProvider,
+    case: CaseLike,
+    test_id: str | None,
+    log: failures.FailureLog | None,
 ) -> str | None:
-    """The error ``log`` holds for ``case`` of a Python recommender (not called again)."""
+    """The error ``log`` holds for ``case`` failed by ``test_id``: not asked again."""
     noted = None if log is None else log.find(_failure_key(prov, case, test_id))
     return None if noted is None else noted.message()
 
@@ -88,32 +101,16 @@ def _failure_key(
     provider: Provider | CallableProvider, case: CaseLike, test_id: str | None = None
 ) -> str:
     """The note key of ``case`` failed by ``test_id`` (None: unscoped, as older notes)."""
-    key_of = getattr(provider, "replay_key", None)
-    key: tuple[str, str, str | bytes] | None = key_of(case.system, case.prompt) if key_of else None
+    key: tuple[str, str, str | bytes] | None = None
     if isinstance(provider, CallableProvider):
         key = output_request(provider.model, case.system, case.prompt)
-    if key is not None:
-        found = failures.request_key(*key, case.repeat)
-    else:
-        assert not isinstance(provider, CallableProvider)
-        request = provider.build_request(case.system, case.prompt)
-        found = failures.request_key(request.method, str(request.url), request.content, case.repeat)
+    elif (key_of := getattr(provider, "replay_key", None)) is not None:
+        key = key_of(case.system, case.prompt)
+    if key is None:
+        request = provider.build_request(case.system, case.prompt)  # type: ignore[union-attr]
+        key = (request.method, str(request.url), request.content)
+    found = failures.request_key(*key, case.repeat)
     return found if test_id is None else failures.scoped(found, test_id)
-
-
-async def _replay_pass(
-    provider: Provider, cases: Sequence[CaseLike], replayer: CassetteTransport, run: Run
-) -> list[Todo]:
-    """Serve every case the cassettes answer; return the rest (to record, or to retry
-    with its failure). A prompt that failed while recording fails again; any other miss
-    stops the run, counted."""
-    pass_ = _Pass(provider, replayer, run)
-    for done, case in enumerate(cases, 1):
-        pass_.case(case)
-        if done % _REPLAY_YIELD_EVERY == 0:
-            await asyncio.sleep(0)
-    pass_.misses.raise_first(len(cases))
-    return pass_.rest
 
 
 class _Pass:
@@ -125,7 +122,10 @@ class _Pass:
         self.run = run
         self.rest: list[Todo] = []
         self.live_only: dict[str, bool] = {}
-        self.misses = _Misses(replayer.store.root)
+        self.first_miss: CassetteMiss | None = None
+        self.misses = 0
+        self.log = failures.log_for(replayer.store.root)  # read when a miss asks
+        self.noted = replay_failures(replayer.store)
         self.bodies: dict[str | None, tuple[str, str, str, str] | None] = {}
         # a built-in's parse_response reads a recording as stored
         self.parse = provider.parse_response if isinstance(provider, HTTPProvider) else None
@@ -140,16 +140,22 @@ class _Pass:
         if skip:  # recording a new cassette: no request to build twice
             self.rest.append((case, None))
             return
-        noted = self.misses.noted(provider, case, replayer)
-        if noted is not None:  # this test's recording failed it: so does its replay
-            run.finish(case, noted.message())
+        # this test's recording failed it (even if another test's recording answered the
+        # prompt): its replay fails it too
+        noted = noted_failure(provider, case, replayer.test_id, self.noted)
+        if noted is not None:
+            run.finish(case, noted)
             return
         try:
             response = self.replayed(case)
         except CassetteMiss as miss:
-            failed = self.misses.failed(miss, _failure_key(provider, case))
-            if failed is not None:
-                run.finish(case, failed)
+            # a prompt that failed while recording (noted before notes were per test)
+            noted = noted_failure(provider, case, None, self.log)
+            if noted is not None:
+                run.finish(case, noted)
+            else:
+                self.first_miss = self.first_miss or miss
+                self.misses += 1
             return
         if response is None:
             self.rest.append((case, None))
@@ -226,49 +232,6 @@ class _Pass:
             replayed.request = self.run.request(provider, case)
             replayed.read()
         return judge(provider, replayed, case)
-
-
-class _Misses:
-    """The misses of one replay pass: recorded failures replayed, the rest counted."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.log: failures.FailureLog | None = None
-        self.first: CassetteMiss | None = None
-        self.count = 0
-        self.any_noted: bool | None = None  # the log is read once per pass: counted once
-
-    def noted(
-        self, provider: Provider, case: CaseLike, replayer: CassetteTransport
-    ) -> failures.Failure | None:
-        """In a replay-only run, this test's recording's note of ``case`` (even if another
-        test's recording answered the prompt)."""
-        if replayer.store.policy.records:
-            return None
-        if self.any_noted is None:
-            self.any_noted = self._log().count() > 0
-        if not self.any_noted:
-            return None
-        return self._log().find(_failure_key(provider, case, replayer.test_id))
-
-    def _log(self) -> failures.FailureLog:
-        if self.log is None:
-            self.log = failures.log_for(self.root)
-        return self.log
-
-    def failed(self, miss: CassetteMiss, key: str) -> str | None:
-        """The error of a prompt that failed while recording (a note written before notes
-        were per test), or None (a true miss)."""
-        noted = self._log().find(key)
-        if noted is not None:
-            return noted.message()
-        self.first = self.first or miss
-        self.count += 1
-        return None
-
-    def raise_first(self, asked: int) -> None:
-        if self.first is not None:
-            raise Abort(self.first.counted(self.count, asked))
 
 
 def _reply_headers(recorded: tuple[tuple[str, str], ...]) -> dict[str, str] | None:

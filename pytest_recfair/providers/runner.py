@@ -60,7 +60,7 @@ async def arun_cases(
             endpoint, concurrency=opts.concurrency, max_hold=opts.max_retry_after, say=say
         )
     start = time.monotonic()
-    workers = Workers(prov, run, opts)
+    workers = Workers(prov, run)
     try:
         with secrets.scrubbed_logs():
             try:

@@ -207,7 +207,7 @@ def outcome(
         completions={i: done[i] for i in ids if i in done},
         errors={i: errors[i] for i in ids if i in errors},
         usage=usage,
-        cost=usage.cost((float(prices[0]), float(prices[1]))) if prices is not None else None,
+        cost=usage.cost(prices) if prices is not None else None,
         requests=run.requests,
         retries=run.retries,
         elapsed=elapsed,

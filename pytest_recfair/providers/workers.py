@@ -15,7 +15,7 @@ import ssl
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -41,7 +41,7 @@ from pytest_recfair.providers.retry import (
     limits_of,
     url_of,
 )
-from pytest_recfair.providers.runstate import CaseLike, Run, RunOptions
+from pytest_recfair.providers.runstate import CaseLike, Run
 from pytest_recfair.providers.transport import EXT_RECORD, UNSCOPED_ENTITY, CassetteTransport
 
 if TYPE_CHECKING:
@@ -52,30 +52,23 @@ if TYPE_CHECKING:
 class Workers:
     """The cases the cassettes did not answer, sent by ``concurrency`` workers."""
 
-    def __init__(self, prov: Provider | CallableProvider, run: Run, opts: RunOptions) -> None:
-        self.prov, self.run, self.opts = prov, run, opts
-        self.http = not isinstance(prov, CallableProvider)
+    def __init__(self, prov: Provider | CallableProvider, run: Run) -> None:
+        self.prov, self.run, self.opts = prov, run, run.opts
         self.transports: list[httpx.AsyncBaseTransport] = []
         # cases still out per entity, when recording: its cassette is saved when it hits 0
         self.unfinished: Counter[str] | None = None
         # a Python recommender's replay: the failures its recording noted, read once
-        self.noted = None if self.http else replay_failures(opts)
+        py = isinstance(prov, CallableProvider)
+        self.noted = replay_failures(self.opts.cassettes) if py else None
 
     async def drain(self, todo: list[Todo]) -> None:
-        opts = self.opts
+        opts, prov = self.opts, self.prov
         if opts.cassettes is not None and opts.cassettes.policy.records:
             self.unfinished = Counter(case.entity_id or UNSCOPED_ENTITY for case, _ in todo)
         workers = min(opts.concurrency, len(todo))
-        if self.http and workers:
-            self.transports.extend(
-                transports(
-                    cast(Provider, self.prov),
-                    opts.transport,
-                    opts.cassettes,
-                    opts.test_id,
-                    workers,
-                    opts.max_reply_chars,
-                )
+        if not isinstance(prov, CallableProvider) and workers:
+            self.transports = transports(
+                prov, opts.transport, opts.cassettes, opts.test_id, workers, opts.max_reply_chars
             )
         pending = iter(todo)
         async with asyncio.TaskGroup() as group:
@@ -86,8 +79,7 @@ class Workers:
         # A fixed set of workers pulling from one iterator bounds the concurrency, and
         # worker ``slot`` always uses the same transport, so no pool ever has more requests
         # in flight than connections.
-        run, prov, cassettes = self.run, self.prov, self.opts.cassettes
-        transport = self.transports[slot % len(self.transports)] if self.transports else None
+        run, prov, opts = self.run, self.prov, self.opts
         for case, first in todo:
             if run.abort is not None:
                 # Cancellation only lands at a suspension point; a transport that answers
@@ -95,30 +87,27 @@ class Workers:
                 return
             try:
                 if isinstance(prov, CallableProvider):
-                    result = await _one_callable(prov, case, run, self.opts, self.noted)
+                    result = await _one_callable(prov, case, run, self.noted)
                 else:
-                    assert transport is not None
+                    transport = self.transports[slot % len(self.transports)]
                     result = await _one_http(transport, prov, case, run, first)
             except Abort as exc:
                 run.abort = run.abort or exc.error
                 raise
             run.finish(case, result)
-            if self.opts.live is not None:
+            if opts.live is not None:
                 usage = result.usage if isinstance(result, Completion) else None
-                prices = self.opts.prices
-                self.opts.live.advance(
+                opts.live.advance(
                     failed=not isinstance(result, Completion),
                     tokens=usage.total_tokens if usage else 0,
-                    cost=usage.cost((float(prices[0]), float(prices[1])))
-                    if usage and prices
-                    else None,
+                    cost=usage.cost(opts.prices) if usage and opts.prices else None,
                 )
-            if self.unfinished is not None and cassettes is not None:
+            if self.unfinished is not None and opts.cassettes is not None:
                 entity = case.entity_id or UNSCOPED_ENTITY
                 self.unfinished[entity] -= 1
                 if not self.unfinished[entity]:
                     # Saved now, while other requests are still out, not all at the end.
-                    cassettes.flush_entity(self.opts.test_id, entity)
+                    opts.cassettes.flush_entity(opts.test_id, entity)
 
     async def close(self) -> None:
         """Close the transports, then save what the cassettes recorded."""
@@ -131,15 +120,12 @@ class Workers:
 
 
 async def _one_callable(
-    provider: CallableProvider,
-    case: CaseLike,
-    run: Run,
-    opts: RunOptions,
-    noted_log: FailureLog | None = None,
+    provider: CallableProvider, case: CaseLike, run: Run, noted_log: FailureLog | None
 ) -> Completion | str:
     """One case of a Python recommender. With cassettes, the model calls it sends through
     a recfair client are this case's to record and replay (:mod:`.pipeline`); a miss or
     the budget stops the whole run, however the pipeline handled the error it got."""
+    opts = run.opts
     store = opts.cassettes
     if store is None:
         return await _called(provider, case, run)
