@@ -1,7 +1,6 @@
-"""Record prompt cases through a provider's batch API at half the price: each answered
-line is recorded as the synchronous call would be. A journal (:mod:`.batch_api`) saved
-before the batch is created lets a killed run resume the batch already paid for.
-"""
+"""Record prompt cases through a provider's batch API at half the price, each answered line
+as the synchronous call would be; a journal (:mod:`.batch_api`) saved before the batch is
+created lets a killed run resume the batch already paid for."""
 
 from __future__ import annotations
 
@@ -45,8 +44,6 @@ Record = Callable[[CaseLike, httpx.Request, httpx.Response], None]
 
 @dataclass
 class BatchOutcome:
-    """What a batch recording produced."""
-
     recorded: int = 0
     errors: dict[str, str] = field(default_factory=dict)  # case id -> why it has no reply
     usage: Usage = field(default_factory=Usage)
@@ -71,9 +68,7 @@ def _service(provider: Provider, client: httpx.Client) -> BatchService:
 
 
 @dataclass(frozen=True)
-class _Stored:
-    """A line of an adopted journal that this run does not ask: recorded all the same."""
-
+class _Stored:  # a line of an adopted journal this run does not ask: recorded all the same
     id: str
     entity_id: str
     repeat: int
@@ -142,8 +137,8 @@ def _plan(
     max_lines: int,
     outcome: BatchOutcome,
 ) -> list[Journal]:
-    """Adopt the interrupted journals; journal (before any call) the lines none covers.
-    Lines a live process is paying for are errors here, never submitted again."""
+    """Adopt interrupted journals; journal (before any call) the lines none covers. Lines a
+    live process is paying for are errors here, never submitted again."""
     book.scan()
     covered = {cid for journal in book.mine for cid in journal.entry["lines"]}
     for cid, (case, _) in asked.items():
@@ -177,9 +172,8 @@ def _start(
     *,
     fresh: bool,
 ) -> None:
-    """Bring a journal to "submitted": a planned or uploaded journal of an interrupted run
-    first looks its batch up at the service (created before the kill?), then uploads
-    (OpenAI) and creates it; the journal is saved after each step."""
+    """Bring a journal to "submitted", saved after each step: an interrupted run's first
+    looks its batch up (created before the kill?), then uploads (OpenAI) and creates it."""
     entry = journal.entry
     if entry["state"] == "submitted":
         return
@@ -211,9 +205,7 @@ def _start(
 
 
 @dataclass
-class _Poll:
-    """Polling the run's journals: the asked lines and where answered lines go."""
-
+class _Poll:  # the run's journals polled: the asked lines and where answered lines go
     service: BatchService
     book: JournalDir
     provider: Provider
@@ -253,8 +245,8 @@ class _Poll:
             interval = min(max_interval, interval * 1.5)
 
     def collect(self, journal: Journal, state: BatchState) -> None:
-        """Record every answered line of a finished batch (asked by this run or not); the
-        asked lines without a reply are errors. Unreadable results quarantine the journal."""
+        """Record every answered line of a finished batch (asked by this run or not); asked
+        lines without a reply are errors. Unreadable results quarantine the journal."""
         batch_id = str(journal.entry["batch_id"])
         lines: dict[str, dict[str, Any]] = journal.entry["lines"]
         seen: set[str] = set()
@@ -279,7 +271,7 @@ class _Poll:
                 self.outcome.errors[self.asked[cid][0].id] = f"batch {batch_id}: {why}"
 
     def take(self, batch_id: str, line: LineResult, address: dict[str, Any]) -> None:
-        """Record one result line, or note why it has no reply (for a line this run asked)."""
+        """Record one result line, or (if this run asked it) say why it has no reply."""
         case: CaseLike
         if line.custom_id in self.asked:
             case, request = self.asked[line.custom_id]
@@ -318,8 +310,7 @@ class _Poll:
 
 
 def cassette_recorder(store: CassetteStore, test_id: str) -> Record:
-    """``record`` for :func:`run_batch` that writes into ``store`` what a synchronous
-    recording of the same request writes (the reply body with its JSON content type)."""
+    """``record`` for :func:`run_batch`: into ``store``, as a synchronous recording."""
 
     def record(case: CaseLike, request: httpx.Request, response: httpx.Response) -> None:
         owner, entity = str(getattr(case, "test_id", "") or test_id), case.entity_id

@@ -99,12 +99,10 @@ def run_cases(
     /,
     **overrides: Any,
 ) -> RunOutcome:
-    """Send every case to ``provider`` (an HTTP :class:`Provider`, a
-    :class:`CallableProvider` or a plain ``recommend(prompt[, system])``, sync or async)
-    and collect completions, errors and token usage. Settings: ``options`` and/or keyword
-    overrides of its fields (:class:`RunOptions`). Also from inside a running event loop
-    (the run then gets its own loop in a helper thread).
-    """
+    """Send every case to ``provider`` (an HTTP :class:`Provider`, a :class:`CallableProvider`
+    or a plain ``recommend(prompt[, system])``, sync or async); collect completions, errors
+    and usage. Settings: ``options`` and/or keyword overrides of its fields (:class:`RunOptions`).
+    Inside a running event loop the run gets its own loop in a helper thread."""
     opts = RunOptions.of(options, overrides)
     return run_sync(lambda: arun_cases(provider, cases, opts))
 
