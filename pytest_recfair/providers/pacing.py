@@ -16,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from pytest_recfair.providers.http import is_loopback
 
@@ -173,10 +173,7 @@ def reset_endpoints() -> None:  # for tests
         _ENDPOINTS.clear()
 
 
-@dataclass(slots=True)
-class Ticket:
-    """One request's reservation: its tokens as estimated and as debited."""
-
+class Ticket(NamedTuple):  # one request's reservation: its tokens estimated and debited
     estimate: float
     debited: float
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, TypeVar
 
 from pytest_recfair import secrets
-from pytest_recfair.errors import ProviderError, RecfairError
+from pytest_recfair.errors import ProviderError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Provider
 from pytest_recfair.providers.pacing import Pacer, endpoint_for
@@ -71,7 +71,10 @@ async def arun_cases(
             except Abort as exc:
                 raise exc.error from None
             except BaseExceptionGroup as eg:
-                error = run.abort or _first_abort(eg)
+                first: BaseException | None = eg.subgroup(Abort)
+                while isinstance(first, BaseExceptionGroup):
+                    first = first.exceptions[0]
+                error = run.abort or (first.error if isinstance(first, Abort) else None)
                 if error is None:
                     raise
                 raise error from None
@@ -79,17 +82,6 @@ async def arun_cases(
         bar.close()
         await workers.close()
     return outcome(run, ids, opts.prices, time.monotonic() - start)
-
-
-def _first_abort(group: BaseExceptionGroup[BaseException]) -> RecfairError | None:
-    for exc in group.exceptions:
-        if isinstance(exc, Abort):
-            return exc.error
-        if isinstance(exc, BaseExceptionGroup):
-            inner = _first_abort(exc)
-            if inner is not None:
-                return inner
-    return None
 
 
 def run_cases(

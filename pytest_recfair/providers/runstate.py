@@ -326,19 +326,13 @@ class LiveLine:
 
 class Progress(LiveLine):
     """The meter drawn on ``stream`` (stderr) with ``\\r``; ``enabled=None``: only on a
-    terminal. Disabled, it only counts (a line per tenth is for the pytest terminal)."""
+    terminal. Disabled, it only counts and notes (a line per tenth is for pytest's terminal)."""
 
-    # Redrawing more often than this only costs time; the eye cannot follow it.
-    min_interval = 0.1
+    min_interval = 0.1  # redrawing more often only costs time: the eye cannot follow it
     unit = "prompts"
 
     def __init__(
-        self,
-        total: int,
-        *,
-        enabled: bool | None = None,
-        stream: TextIO | None = None,
-        label: str = "recfair",
+        self, total: int, *, enabled: bool | None = None, stream: TextIO | None = None
     ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         if enabled is None:
@@ -346,9 +340,7 @@ class Progress(LiveLine):
             enabled = bool(isatty and isatty())
         self.enabled = enabled and total > 0
         self._width = 0
-        super().__init__(
-            total, tty=self.enabled, rewrite=self._draw, write_line=self._end, label=label
-        )
+        super().__init__(total, tty=self.enabled, rewrite=self._draw, write_line=self._end)
 
     def advance(self, *, failed: bool = False, tokens: int = 0, cost: float | None = None) -> None:
         if not self.enabled:  # the replay fast path: count, nothing else
@@ -357,23 +349,13 @@ class Progress(LiveLine):
             return
         super().advance(failed=failed, tokens=tokens, cost=cost)
 
-    def note(self, text: str) -> None:
-        """Written on ``stream`` even when the meter is not drawn: it is not progress."""
-        with self._lock:
-            if self._width:
-                self.stream.write("\n")
-                self._width = 0
-            self.stream.write(text + "\n")
-            self.stream.flush()
-
     def _draw(self, text: str) -> None:
         pad = max(0, self._width - len(text))
         self._width = len(text)
         self.stream.write("\r" + text + " " * pad)
         self.stream.flush()
 
-    def _end(self, text: str) -> None:
-        if self.enabled:
-            self.stream.write(text + "\n")
-            self.stream.flush()
+    def _end(self, text: str) -> None:  # a note is written even when no meter is drawn
+        self.stream.write(text + "\n")
+        self.stream.flush()
         self._width = 0
