@@ -13,7 +13,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import httpx
 
-from pytest_recfair.errors import ProviderError
+from pytest_recfair.errors import ConfigError, ProviderError
 
 # What each service says when the reply hit max_tokens (OpenAI / Anthropic / Gemini).
 TRUNCATED_FINISH_REASONS = frozenset({"length", "max_tokens", "MAX_TOKENS"})
@@ -230,6 +230,10 @@ def sse_payloads(response: AnyReply, *, provider: str) -> Iterator[dict[str, Any
         if isinstance(payload, dict):
             _raise_embedded_error(payload, provider, response)
             yield payload
+
+
+def bad_value(name: str, expected: str, value: object, then: str = "") -> ConfigError:
+    return ConfigError(f"{name}: expected {expected}, got {value!r}.{then}")
 
 
 def as_int(value: Any) -> int:

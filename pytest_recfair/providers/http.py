@@ -23,6 +23,7 @@ from pytest_recfair.providers.base import (
     Completion,
     Usage,
     as_int,
+    bad_value,
     is_event_stream,
     json_body,
     response_url,
@@ -96,28 +97,19 @@ class HTTPProvider(ABC):
         stream: bool = False,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
-            raise ConfigError(
-                f"model: expected the model name the service knows (e.g. 'gpt-4o-mini'), "
-                f"got {model!r}."
-            )
+            raise bad_value("model", "the model name the service knows (e.g. 'gpt-4o-mini')", model)
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-            raise ConfigError(
-                f"max_tokens: expected a positive integer or None, got {max_tokens!r}."
-            )
+            raise bad_value("max_tokens", "a positive integer or None", max_tokens)
         if temperature is not None and (
             not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2
         ):
-            raise ConfigError(
-                f"temperature: expected a number between 0 and 2 (or None to leave the "
-                f"service default), got {temperature!r}."
-            )
+            default = "(or None to leave the service default)"
+            raise bad_value("temperature", f"a number between 0 and 2 {default}", temperature)
         base_url = base_url or self.default_base_url
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(
-                f"base_url: expected an http(s) URL such as 'http://127.0.0.1:8000/v1', got "
-                f"{base_url!r}. Give the full URL including the scheme."
-            )
+            url = "an http(s) URL such as 'http://127.0.0.1:8000/v1'"
+            raise bad_value("base_url", url, base_url, " Give the full URL including the scheme.")
         self.model, self.base_url = model, base_url.rstrip("/")
         local = is_loopback(self.base_url)
         # None = the provider's usual variable, except for local servers which need none.

@@ -1,18 +1,16 @@
 """Send every prompt case to the recommender: bounded concurrency, timeouts, retries, usage.
-
-Failure policy (:mod:`.retry`): 408/409/425/429, 5xx, connection errors, timeouts and a
-cut-off 2xx are retried with backoff; spent retries are a per-case error. 401/403/404/407,
-an unreachable base URL, a missing key, a cassette miss or a bad URL abort the run. Other
-4xx and unusable replies are per-case errors without retry.
-"""
+Retried with backoff (:mod:`.retry`): 408/409/425/429, 5xx, connection errors, timeouts, a
+cut-off 2xx (retries spent: a per-case error). The run aborts on 401/403/404/407, an
+unreachable base URL, a missing key, a cassette miss, a bad URL. Other 4xx and unusable
+replies: per-case errors, not retried."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from pytest_recfair import secrets
 from pytest_recfair.errors import ProviderError
@@ -33,8 +31,6 @@ from pytest_recfair.providers.runstate import (
     unique_ids,
 )
 from pytest_recfair.providers.workers import Workers
-
-__all__ = ["arun_cases", "run_cases", "run_sync"]
 
 
 async def arun_cases(
@@ -96,29 +92,21 @@ def run_cases(
     and usage. Settings: ``options`` and/or keyword overrides of its fields (:class:`RunOptions`).
     Inside a running event loop the run gets its own loop in a helper thread."""
     opts = RunOptions.of(options, overrides)
-    return run_sync(lambda: arun_cases(provider, cases, opts))
-
-
-T = TypeVar("T")
-
-
-def run_sync(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """``main()`` run on an event loop of its own; its result."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return _run(main)
+        return _run(provider, cases, opts)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="recfair-run") as pool:
-        return pool.submit(_run, main).result()
+        return pool.submit(_run, provider, cases, opts).result()
 
 
-def _run(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    box: list[T] = []
+def _run(provider: Any, cases: Sequence[CaseLike], opts: RunOptions) -> RunOutcome:
+    box: list[RunOutcome] = []
 
     async def boxed() -> None:
         # Not the task's result: on Python 3.11 asyncio.run's SIGINT clean-up formats
         # the main task's repr, result included: 0.3 s for 32,000 completions.
-        box.append(await main())
+        box.append(await arun_cases(provider, cases, opts))
 
     try:
         runner = asyncio.Runner()

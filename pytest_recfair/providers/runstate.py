@@ -20,7 +20,7 @@ import httpx
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.providers import base as replycap
 from pytest_recfair.providers.adapter import CallableProvider
-from pytest_recfair.providers.base import Completion, Provider, Usage
+from pytest_recfair.providers.base import Completion, Provider, Usage, bad_value
 from pytest_recfair.providers.pacing import CaseText, Pacer, request_tokens
 from pytest_recfair.providers.pipeline import Allowance
 from pytest_recfair.providers.retry import Retryable
@@ -155,24 +155,18 @@ class Run:
 
 def check_args(concurrency: int, timeout: float, max_retries: int, prices: Any) -> None:
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
-        raise ConfigError(
-            f"concurrency: expected an integer >= 1 (requests in flight), got {concurrency!r}."
-        )
+        raise bad_value("concurrency", "an integer >= 1 (requests in flight)", concurrency)
     if not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ConfigError(f"timeout: expected seconds > 0 per request, got {timeout!r}.")
+        raise bad_value("timeout", "seconds > 0 per request", timeout)
     if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
-        raise ConfigError(
-            f"max_retries: expected an integer >= 0 (0 = no retries), got {max_retries!r}."
-        )
+        raise bad_value("max_retries", "an integer >= 0 (0 = no retries)", max_retries)
     if prices is not None and (
         not isinstance(prices, (tuple, list))
         or len(prices) != 2
         or not all(isinstance(p, (int, float)) and p >= 0 for p in prices)
     ):
-        raise ConfigError(
-            "prices: expected (USD per 1M prompt tokens, USD per 1M completion tokens), "
-            f"e.g. (0.15, 0.60); got {prices!r}."
-        )
+        per_1m = "(USD per 1M prompt tokens, USD per 1M completion tokens), e.g. (0.15, 0.60)"
+        raise bad_value("prices", per_1m, prices)
 
 
 def as_provider(provider: Any) -> Provider | CallableProvider:

@@ -1,9 +1,7 @@
-"""The worker pool: ``concurrency`` workers send what the cassettes did not answer, each
-try timed out and retried by :mod:`.retry`, over connection pools sized to the workers.
-
+"""The worker pool: ``concurrency`` workers send what the cassettes did not answer, each try
+timed out and retried by :mod:`.retry`, over connection pools sized to the workers.
 ``intercept="vcr"``: vcrpy patches process-wide, so the audit runs one prompt at a time,
-each with a vcrpy cassette persisted through the prompt's :class:`~.pipeline.Scope`.
-"""
+each with a vcrpy cassette persisted through the prompt's :class:`~.pipeline.Scope`."""
 
 from __future__ import annotations
 
