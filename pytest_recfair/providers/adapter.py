@@ -83,9 +83,8 @@ class CallableProvider:
         self.takes_system = arity == 2
         call = getattr(recommend, "__call__", None)  # noqa: B004 - an async __call__
         self.is_async = inspect.iscoroutinefunction(recommend) or inspect.iscoroutinefunction(call)
-        self.name = name
+        self.name, self.record = name, record
         self.model = model or callable_label(recommend)
-        self.record = record
 
     def __repr__(self) -> str:
         return f"CallableProvider({self.model}{', record=True' if self.record else ''})"

@@ -47,7 +47,7 @@ async def arun_cases(
     prov = as_provider(provider)
     bar = Progress(len(cases), enabled=opts.progress, stream=opts.progress_stream)
     run = Run(opts, bar)
-    say = getattr(opts.live, "note", None) or bar.note  # the run's output: pytest's line
+    say = bar.note if opts.live is None else opts.live.note  # the run's output
     run.max_tokens = getattr(prov, "max_tokens", None)
     # Paced always for HTTP (the replies may state limits), a callable only with rpm / tpm.
     if not isinstance(prov, CallableProvider) or opts.rpm is not None or opts.tpm is not None:

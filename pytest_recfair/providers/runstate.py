@@ -49,14 +49,6 @@ class RunOutcome:
     unknown_usage: int = 0  # completions whose reply reported no usage
 
 
-class LiveLike(Protocol):
-    """What the runner calls on the progress line of a live run."""
-
-    def advance(
-        self, *, failed: bool = False, tokens: int = 0, cost: float | None = None
-    ) -> None: ...
-
-
 @dataclass(frozen=True, slots=True)
 class RunOptions:
     """How ``run_cases`` sends the cases. ``progress=None``: a progress line only on a
@@ -76,17 +68,13 @@ class RunOptions:
     max_retry_after: float = 120.0
     sleep: Callable[[float], Awaitable[None]] | None = None
     progress_stream: TextIO | None = None
-    # the pytest progress line (progress.LiveLine): advanced once per case sent live
-    live: LiveLike | None = None
+    live: LiveLine | None = None  # pytest's progress line: advanced per case sent live
     max_reply_chars: int | None = None  # longer replies are cut, with a note (replycap)
-    # requests / tokens per minute to pace to (recfair_rpm / recfair_tpm); None: what the
-    # replies' rate-limit headers say, if anything (pacing)
+    # per minute (recfair_rpm / recfair_tpm); None: what the replies' headers say, if anything
     rpm: float | None = None
     tpm: float | None = None
-    # what a Python pipeline's live model calls may still spend (pipeline.Allowance)
-    allowance: Allowance | None = None
-    # "vcr": a Python pipeline's calls are intercepted by vcrpy (one prompt at a time)
-    intercept: str = "none"
+    allowance: Allowance | None = None  # what a pipeline's live calls may still spend
+    intercept: str = "none"  # "vcr": a pipeline's calls through vcrpy, a prompt at a time
 
     @classmethod
     def of(cls, options: RunOptions | None, overrides: Mapping[str, Any]) -> RunOptions:
@@ -261,13 +249,11 @@ class LiveLine:
         pct = 100 * self.done // self.total if self.total else 100
         unit = f" {self.unit}" if self.unit else ""
         parts = [f"{self.label}: {self.done:,}/{self.total:,}{unit} ({pct}%)", f"{rate:.1f}/s"]
-        if self.done < self.total:
-            eta = (self.total - self.done) / rate if rate > 0 else None
-            parts.append(f"ETA {clock(eta)}" if eta is not None else "ETA --:--")
-        else:
+        if self.done >= self.total:
             parts.append(f"in {clock(elapsed)}")
-        parts.append(f"{self.failed:,} failed")
-        parts.append(f"{self.tokens:,} tokens")
+        else:
+            parts.append(f"ETA {clock((self.total - self.done) / rate)}" if rate else "ETA --:--")
+        parts += [f"{self.failed:,} failed", f"{self.tokens:,} tokens"]
         if self._cost_known:
             parts.append(f"${self.cost:,.4f}")
         return "  ".join(parts)

@@ -359,12 +359,12 @@ def transports(
         # httpcore's pool on plain asyncio, not anyio: ~30% less CPU per request (aionet);
         # through a proxy, httpx's own transport (proxy URL, auth, CONNECT tunnels).
         # No retries in either: retrying is ours (with backoff and Retry-After).
-        inner = transport
-        if inner is None and proxy is None:
-            inner = AsyncioTransport(ssl_context=ssl_context(), limits=limits)
-        elif inner is None:
-            tls = ssl_context()
-            inner = httpx.AsyncHTTPTransport(verify=tls, retries=0, limits=limits, proxy=proxy)
+        if transport is not None:
+            return KeyGuard(transport, provider)
+        if proxy is None:
+            return KeyGuard(AsyncioTransport(ssl_context=ssl_context(), limits=limits), provider)
+        tls = ssl_context()
+        inner = httpx.AsyncHTTPTransport(verify=tls, retries=0, limits=limits, proxy=proxy)
         return KeyGuard(inner, provider)
 
     if cassettes is None:
@@ -372,13 +372,9 @@ def transports(
     cassettes.add_secrets(getattr(provider, "secrets", ()))
     # In replay-only mode no real transport is built, so nothing can reach the network.
     live = transport is not None or cassettes.policy.records
+    cap = max_reply_chars
     return [
-        CassetteTransport(
-            cassettes,
-            test_id=test_id,
-            inner=network() if live else None,
-            max_reply_chars=max_reply_chars,
-        )
+        CassetteTransport(cassettes, test_id, network() if live else None, max_reply_chars=cap)
         for _ in range(shards)
     ]
 
