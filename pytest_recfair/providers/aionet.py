@@ -63,8 +63,7 @@ class _Connection(asyncio.Protocol):
         _settle(self.drained)
 
     async def wait(self, timeout: float | None, expired: Exception) -> None:
-        """Until data, EOF or the end; ``expired`` after ``timeout`` s (one timer, no
-        task cancellation)."""
+        """Until data, EOF or the end; ``expired`` after ``timeout`` s (one timer, no cancel)."""
         waiter = self.waiter = self.loop.create_future()
         timer = None if timeout is None else self.loop.call_later(timeout, _settle, waiter, expired)
         try:
@@ -190,13 +189,9 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         if info == "is_readable":
             # Data or EOF on an idle connection: the server closed it (or broke protocol).
             return bool(self._conn.buffer) or self._conn.eof
-        name = {
-            "ssl_object": "ssl_object",
-            "client_addr": "sockname",
-            "server_addr": "peername",
-            "socket": "socket",
-        }.get(info)
-        return None if name is None else self._transport.get_extra_info(name)
+        # ssl_object and socket under their own names; asyncio gives None for unknown ones
+        name = {"client_addr": "sockname", "server_addr": "peername"}.get(info, info)
+        return self._transport.get_extra_info(name)
 
 
 class AsyncioBackend(httpcore.AsyncNetworkBackend):
@@ -253,8 +248,7 @@ class _ConnectFailed(httpcore.ConnectError):
 
 
 class AsyncioTransport(httpx.AsyncBaseTransport):
-    """``httpx.AsyncHTTPTransport`` for a direct connection over :class:`AsyncioBackend`
-    (HTTP/1.1, no retries: they are the runner's), public API only."""
+    """``httpx.AsyncHTTPTransport``, direct, over :class:`AsyncioBackend` (HTTP/1.1, no retries)."""
 
     def __init__(self, *, ssl_context: ssl.SSLContext, limits: httpx.Limits) -> None:
         self.pool = httpcore.AsyncConnectionPool(
@@ -336,8 +330,7 @@ def _mapped(request: httpx.Request) -> Iterator[None]:
 
 
 def _httpx_error(exc: Exception, request: httpx.Request) -> Exception:
-    """httpx's error for httpcore's ``exc`` (raised ``from exc``: a blocked socket stays
-    reachable through ``__cause__``); ``exc`` itself if unlisted."""
+    """httpx's error for httpcore's ``exc`` (``exc`` itself if unlisted), raised ``from exc``."""
     if isinstance(exc, _ConnectFailed):
         exc.__cause__ = exc.origin
     for core, mapped in ERRORS:

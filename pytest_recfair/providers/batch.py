@@ -85,12 +85,8 @@ def run_batch(
     record: Record,
     test_id: str = "",
     poll_interval: float = 10.0,
-    max_poll_interval: float = 60.0,
     max_wait: float | None = None,
-    max_lines: int = MAX_LINES,
     progress: Callable[[str], None] | None = None,
-    transport: httpx.BaseTransport | None = None,
-    sleep: Callable[[float], None] = time.sleep,
 ) -> BatchOutcome:
     """Record ``cases`` through the batch API, journals in ``journals``: ``record(case,
     request, response)`` once per answered line, also of an adopted journal (its ``case``
@@ -108,11 +104,11 @@ def run_batch(
     book = JournalDir(journals, owner)
     outcome, say = BatchOutcome(), progress or (lambda line: None)
     # httpx logs every request URL (INFO), httpcore the reply headers (DEBUG): scrubbed.
-    with secrets.scrubbed_logs(), httpx.Client(transport=transport, timeout=60.0) as client:
+    with secrets.scrubbed_logs(), httpx.Client(timeout=60.0) as client:
         service = _service(provider, client)
         try:
             with book.planning():
-                fresh = _plan(book, service.kind, asked, test_id, max_lines, outcome)
+                fresh = _plan(book, service.kind, asked, test_id, outcome)
             for note in book.notes:
                 say(note)
             if book.others:
@@ -123,7 +119,7 @@ def run_batch(
             for journal in book.mine:
                 _start(service, book, journal, outcome, fresh=journal in fresh)
             poll = _Poll(service, book, provider, asked, record, outcome, say)
-            poll.run(sleep, (poll_interval, max_poll_interval, max_wait))
+            poll.run(poll_interval, max_wait)
         finally:
             book.release()
     return outcome
@@ -134,7 +130,6 @@ def _plan(
     kind: str,
     asked: dict[str, tuple[CaseLike, httpx.Request]],
     test_id: str,
-    max_lines: int,
     outcome: BatchOutcome,
 ) -> list[Journal]:
     """Adopt interrupted journals; journal (before any call) the lines none covers. Lines a
@@ -149,9 +144,9 @@ def _plan(
             )
     todo = [cid for cid in asked if cid not in covered and cid not in book.busy]
     fresh = []
-    for start in range(0, len(todo), max_lines):
+    for start in range(0, len(todo), MAX_LINES):
         lines: dict[str, dict[str, Any]] = {}  # where each reply goes, the body it answers
-        for cid in todo[start : start + max_lines]:
+        for cid in todo[start : start + MAX_LINES]:
             case, request = asked[cid]
             lines[cid] = {
                 "test": test_id,
@@ -214,11 +209,8 @@ class _Poll:  # the run's journals polled: the asked lines and where answered li
     outcome: BatchOutcome
     say: Callable[[str], None]
 
-    def run(
-        self, sleep: Callable[[float], None], timing: tuple[float, float, float | None]
-    ) -> None:
+    def run(self, interval: float, max_wait: float | None) -> None:
         """Poll every journal's batch until it is done, then take its results in."""
-        interval, max_interval, max_wait = timing
         started, mine = time.monotonic(), self.book.mine
         self.outcome.batches.extend(str(j.entry["batch_id"]) for j in mine)
         while pending := [j for j in mine if j.entry["state"] == "submitted"]:
@@ -241,8 +233,8 @@ class _Poll:  # the run's journals polled: the asked lines and where answered li
                     "re-run the same command later to resume polling (ids kept in "
                     f"{self.book.root})."
                 )
-            sleep(interval)
-            interval = min(max_interval, interval * 1.5)
+            time.sleep(interval)
+            interval = min(60.0, interval * 1.5)
 
     def collect(self, journal: Journal, state: BatchState) -> None:
         """Record every answered line of a finished batch (asked by this run or not); asked

@@ -286,8 +286,7 @@ _STATES: Final = frozenset({"planned", "uploaded", "submitted", "done"})
 
 
 def custom_id(case_id: str, body: bytes) -> str:
-    """A line id both services accept (``[a-zA-Z0-9_-]{1,64}``), stable across runs,
-    different whenever the request differs."""
+    """A line id both services accept (``[a-zA-Z0-9_-]{1,64}``), one per request, stable."""
     digest = hashlib.blake2b(case_id.encode("utf-8") + b"\0" + body, digest_size=16)
     return "r" + digest.hexdigest()
 
@@ -397,8 +396,7 @@ class JournalDir:
         )
 
     def plan(self, kind: str, lines: dict[str, dict[str, Any]]) -> Journal:
-        """A new journal for ``lines`` (custom id -> cassette address), saved before any
-        call to the service, its lock held."""
+        """A journal for ``lines`` (id -> cassette address), saved and locked before any call."""
         key = content_key(self.owner, lines)
         path = self.root / f"{key}.json"
         fd = _try_lock(path.with_suffix(".lock"))
@@ -432,8 +430,7 @@ class JournalDir:
 
 
 def _inconsistent(owner: dict[str, str], path: Path, entry: dict[str, Any]) -> str | None:
-    """Why a journal of this setup cannot be trusted (its key, ids and lines are not what
-    this setup writes), or None."""
+    """Why a journal of this setup is not what this setup writes, or None."""
     lines: dict[str, dict[str, Any]] = entry["lines"]
     if not lines or sorted(entry.get("custom_ids") or ()) != sorted(lines):
         return "its 'custom_ids' do not list its lines"

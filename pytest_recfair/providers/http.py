@@ -166,8 +166,7 @@ class HTTPProvider(ABC):
         return httpx.Request("POST", parsed, headers=headers, content=content)
 
     def replay_key(self, system: str | None, prompt: str) -> tuple[str, str, str] | None:
-        """(method, URL, body text) of ``build_request``'s request, unbuilt, for replay;
-        None for a subclass (replay then uses its own build and parse)."""
+        """(method, URL, body text) of ``build_request``'s request, unbuilt; None: a subclass."""
         if type(self) not in _BUILT_IN:
             return None
         url, payload, _ = self._call(system, prompt)

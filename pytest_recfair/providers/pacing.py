@@ -168,19 +168,13 @@ def known_limits(provider: Any) -> tuple[float | None, float | None]:
     return endpoint.limits() if endpoint is not None else (None, None)
 
 
-def reset_endpoints() -> None:  # for tests
-    with _REGISTRY:
-        _ENDPOINTS.clear()
-
-
 class Ticket(NamedTuple):  # one request's reservation: its tokens estimated and debited
     estimate: float
     debited: float
 
 
 class Pacer:
-    """One run's view of an endpoint: the in-flight window (on the run's loop) and the
-    waits before sending. ``clock`` and ``sleep`` are for tests."""
+    """One run's view of an endpoint: its in-flight window and waits (clock, sleep: tests)."""
 
     def __init__(
         self,

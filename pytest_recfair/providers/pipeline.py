@@ -35,8 +35,7 @@ class BudgetStop(ConfigError):
 
 @dataclass
 class Allowance:
-    """What one audit's live requests may still spend (None: no limit), shared by its
-    chunks and its pipeline's threads."""
+    """What one audit's live requests may still spend (None: no limit), in all its threads."""
 
     requests: int | None = None
     cost: float | None = None
@@ -185,8 +184,7 @@ class Scope:
         return recorded
 
     def _recorded(self, method: str, url: str) -> list[str]:
-        """What a miss is compared with: the bodies recorded to this endpoint for this
-        prompt (for any prompt of the entity when none was)."""
+        """For a miss: the bodies recorded to this endpoint for this prompt (else the entity)."""
         here = head(method, url)
         same = [(c, str(k[3])) for c, k, _ in self.store.recorded(self.entity) if k[:3] == here]
         return [b for c, b in same if c == self.case.id] or [b for _, b in same]
@@ -215,8 +213,7 @@ class Scope:
             self.usage = usage if self.usage is None else self.usage + usage
 
     def settle(self, result: Completion | str) -> Completion | str:
-        """The prompt's result, its recordings kept; not an answer built around a request
-        that failed for good."""
+        """The result, recordings kept; not an answer built around a request that failed."""
         if self.stop is not None:
             return result
         if isinstance(result, Completion) and self.failing:

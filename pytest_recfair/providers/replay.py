@@ -4,6 +4,7 @@ HTTP client exists (httpx's client machinery cost more than the lookup and parse
 from __future__ import annotations
 
 import asyncio
+import functools
 import json.encoder
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -117,11 +118,9 @@ class _Pass:
     """One replay pass's state."""
 
     def __init__(self, provider: Provider, replayer: CassetteTransport, run: Run) -> None:
-        self.provider = provider
-        self.replayer = replayer
-        self.run = run
+        self.provider, self.replayer, self.run = provider, replayer, run
         self.rest: list[Todo] = []
-        self.live_only: dict[str, bool] = {}
+        self.live_only = functools.cache(replayer.live_only)  # per entity
         self.first_miss: CassetteMiss | None = None
         self.misses = 0
         self.log = failures.log_for(replayer.store.root)  # read when a miss asks
@@ -129,15 +128,11 @@ class _Pass:
         self.bodies: dict[str | None, tuple[str, str, str, str] | None] = {}
         # a built-in's parse_response reads a recording as stored
         self.parse = provider.parse_response if isinstance(provider, HTTPProvider) else None
-        # a recording's headers as parse_response reads them, per distinct headers
-        self.headers: dict[tuple[tuple[str, str], ...], dict[str, str] | None] = {}
+        self.headers = functools.cache(_reply_headers)  # per distinct headers
 
     def case(self, case: CaseLike) -> None:
         provider, replayer, run = self.provider, self.replayer, self.run
-        skip = self.live_only.get(case.entity_id)
-        if skip is None:
-            skip = self.live_only[case.entity_id] = replayer.live_only(case.entity_id)
-        if skip:  # recording a new cassette: no request to build twice
+        if self.live_only(case.entity_id):  # recording a new cassette: no request built twice
             self.rest.append((case, None))
             return
         # this test's recording failed it (even if another test's recording answered the
@@ -195,9 +190,8 @@ class _Pass:
         return method, url, head + _STR(case.prompt) + tail
 
     def replayed(self, case: CaseLike) -> httpx.Response | Reply | None:
-        """The recorded reply to ``case``, or None when it is to be recorded live. A
-        built-in provider's is looked up by key, unbuilt: the httpx objects took half of a
-        replayed case."""
+        """The recorded reply to ``case`` (None: record it live); a built-in provider's by key,
+        unbuilt: the httpx objects took half of a replayed case."""
         key = self.key(case)
         try:
             if key is not None:
@@ -220,9 +214,7 @@ class _Pass:
         if isinstance(replayed, tuple):
             status, reason, headers, text = replayed
             if 200 <= status < 300 and self.parse is not None:
-                if headers not in self.headers:
-                    self.headers[headers] = _reply_headers(headers)
-                found = self.headers[headers]
+                found = self.headers(headers)
                 if found is not None:
                     try:  # a try, not contextlib.suppress: no context manager built per case
                         return self.parse(RecordedReply(text, found))
@@ -235,8 +227,7 @@ class _Pass:
 
 
 def _reply_headers(recorded: tuple[tuple[str, str], ...]) -> dict[str, str] | None:
-    """A recording's headers as ``parse_response`` reads them; None unless they read exactly
-    as the response's would (in ASCII, as httpx keeps them)."""
+    """A recording's headers as a response's read (None unless ASCII, as httpx keeps them)."""
     headers: dict[str, str] = {}
     for name, value in recorded:
         if not (name.isascii() and value.isascii()):

@@ -32,6 +32,8 @@ from pytest_recfair.providers.runstate import (
 )
 from pytest_recfair.providers.workers import Workers
 
+__all__ = ["arun_cases", "run_cases"]
+
 
 async def arun_cases(
     provider: Provider | CallableProvider | Callable[..., Any],

@@ -70,8 +70,7 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         return self._inner
 
     def replay(self, request: httpx.Request) -> httpx.Response | None:
-        """The recorded reply (unread stream), or None when a live call is to be recorded;
-        ``CassetteMiss`` when the record mode keeps this entity off the network."""
+        """The recorded reply, None to record it live, or ``CassetteMiss`` (off the network)."""
         ext, case = request.extensions, request.extensions.get(EXT_CASE)
         hit = self.find(
             request.method,
@@ -148,8 +147,7 @@ class CassetteTransport(httpx.AsyncBaseTransport):
 def decoded_reply(
     status: int, headers: Iterable[tuple[str, str]], content: bytes, reason: str
 ) -> RecordedResponse:
-    """A live reply read whole and decoded (as cassettes keep it): its length for the
-    headers that described the encoded body."""
+    """A live reply read whole and decoded (as cassettes keep it), its length in the headers."""
     kept = [(n, v) for n, v in headers if n.lower() not in _DECODED_DROP]
     return RecordedResponse(status, (*kept, ("content-length", str(len(content)))), content, reason)
 
@@ -173,8 +171,7 @@ def _case_id(case: object) -> str | None:
 
 
 def response_of(recorded: RecordedResponse, lib: Any = httpx) -> httpx.Response:
-    """The recording as the response a live call gives (unread stream), of httpx or of
-    another generation with its API (``lib``: httpx2 for a pipeline's client)."""
+    """The recording as a live call's response (unread stream) of ``lib`` (httpx, httpx2)."""
     reason = recorded.reason.encode("ascii", "replace")
     return lib.Response(  # type: ignore[no-any-return]
         recorded.status,

@@ -346,8 +346,7 @@ def transports(
     workers: int,
     max_reply_chars: int | None = None,
 ) -> list[httpx.AsyncBaseTransport]:
-    """One transport (connection pool) per SHARD_CONNECTIONS workers (one if ``transport``
-    is given), each in a CassetteTransport over the same store with cassettes."""
+    """A pool per SHARD_CONNECTIONS workers (one if ``transport`` given), in CassetteTransports."""
     shards = 1 if transport is not None else math.ceil(workers / SHARD_CONNECTIONS)
     per_shard = math.ceil(workers / shards)
     # Keep-alive for every connection: with fewer, connections past the limit are closed
@@ -449,8 +448,7 @@ def _body(request: Any) -> bytes:
 
 
 class _Cassette(Cassette):  # type: ignore[misc]  # vcrpy ships no type hints
-    """A vcrpy cassette that tells the scope about each request it cannot play (before
-    vcrpy raises its own miss or sends it live)."""
+    """A vcrpy cassette telling the scope of each request it cannot play (before vcrpy does)."""
 
     def can_play_response_for(self, request: Any) -> bool:
         playable = bool(super().can_play_response_for(request))
