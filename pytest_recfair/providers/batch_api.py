@@ -127,9 +127,21 @@ class _Batches:
                         f"{self.what}: GET {url} answered HTTP {response.status_code}: "
                         f"{error_detail(response)}; re-run to resume."
                     )
-                for raw in response.iter_lines():
-                    if raw.strip():
-                        yield self.result(_result_object(raw, batch_id))
+                for raw in (line for line in response.iter_lines() if line.strip()):
+                    try:
+                        item = json.loads(raw)
+                    except ValueError as exc:
+                        head = " ".join(raw.split())[:60]
+                        raise MalformedResults(
+                            f"batch {batch_id}: a results line is not JSON ({type(exc).__name__}"
+                            f": {str(exc)[:80]}; starts {head!r})"
+                        ) from None
+                    if not isinstance(item, dict):
+                        raise MalformedResults(
+                            f"batch {batch_id}: a results line is a JSON {type(item).__name__}, "
+                            "expected an object with custom_id"
+                        )
+                    yield self.result(item)
 
 
 class OpenAIBatches(_Batches):
@@ -260,24 +272,6 @@ def _epoch(stamp: object) -> float:
         return 0.0
 
 
-def _result_object(raw: str, batch_id: str) -> dict[str, Any]:
-    """One results line as an object, or MalformedResults saying what it is instead."""
-    try:
-        item = json.loads(raw)
-    except ValueError as exc:
-        head = " ".join(raw.split())[:60]
-        raise MalformedResults(
-            f"batch {batch_id}: a results line is not JSON ({exc.__class__.__name__}: "
-            f"{str(exc)[:80]}; starts {head!r})"
-        ) from None
-    if not isinstance(item, dict):
-        raise MalformedResults(
-            f"batch {batch_id}: a results line is a JSON {type(item).__name__}, "
-            "expected an object with custom_id"
-        )
-    return item
-
-
 JOURNAL_VERSION: Final = 2
 
 
@@ -381,19 +375,16 @@ class JournalDir:
                 os.close(fd)
                 continue
             why = doc if isinstance(doc, str) else _inconsistent(self.owner, path, entry)
+            journal = Journal(path, self.owner, entry, fd)
             if why is None:
-                self.mine.append(Journal(path, self.owner, entry, fd))
-            else:
-                self._set_aside(path, why, fd)
-
-    def _set_aside(self, path: Path, why: str, fd: int) -> None:
-        """A damaged, foreign or inconsistent journal: moved out of the way, never used."""
-        target = Journal(path, self.owner, {}, fd).quarantine(None)
-        self.notes.append(
-            f"batch: journal {path} set aside as {target.name} ({why}); the prompts this run "
-            "asks are submitted in a new batch (if the batch it names already ran, look it "
-            "up at the service: its lines would be paid twice)"
-        )
+                self.mine.append(journal)
+                continue
+            target = journal.quarantine(None)  # damaged, foreign or inconsistent: never used
+            self.notes.append(
+                f"batch: journal {path} set aside as {target.name} ({why}); the prompts this run "
+                "asks are submitted in a new batch (if the batch it names already ran, look it "
+                "up at the service: its lines would be paid twice)"
+            )
 
     def plan(self, kind: str, lines: dict[str, dict[str, Any]]) -> Journal:
         """A journal for ``lines`` (id -> cassette address), saved and locked before any call."""

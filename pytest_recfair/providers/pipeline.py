@@ -14,7 +14,7 @@ import weakref
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -140,10 +140,6 @@ class Scope:
         self._live(method, url, body)
         with self.lock:
             self.vcr_unanswered[(method, url, body)] += 1
-
-    def vcr_answered(self, method: str, url: str, body: bytes) -> None:  # any status
-        with self.lock:
-            self.vcr_unanswered[(method, url, body)] -= 1
 
     def vcr_done(self) -> None:
         """The prompt's vcrpy cassette is saved: a live request with no reply failed."""
@@ -317,13 +313,11 @@ def _register_secrets(store: CassetteStore, headers: list[tuple[str, str]]) -> N
 
 # --- output-level recording: what a function returned, for a model not behind HTTP
 
-OUTPUT_HOST: Final = "recfair.callable"
-
 
 def output_request(model: str, system: str | None, prompt: str) -> tuple[str, str, bytes]:
     """The request an output recording is filed under: function label and prompt."""
     body = json.dumps({"system": system, "prompt": prompt}, ensure_ascii=False, sort_keys=True)
-    return "POST", f"https://{OUTPUT_HOST}/{quote(model, safe='')}", body.encode("utf-8")
+    return "POST", f"https://recfair.callable/{quote(model, safe='')}", body.encode("utf-8")
 
 
 def output_reply(completion: Completion) -> bytes:

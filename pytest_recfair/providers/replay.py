@@ -31,9 +31,6 @@ if TYPE_CHECKING:
 #: A case left for the workers, with the retryable failure its replayed reply gave.
 Todo = tuple[CaseLike, Retryable | None]
 
-# The replay pass hands the event loop back this often, so it does not starve other tasks.
-_REPLAY_YIELD_EVERY = 256
-
 # A built-in provider's key body has the prompt once, verbatim, as a JSON string, so a
 # case's body is its system's body with this slot swapped for the prompt, both encoded by
 # the one function the JSON encoder uses for strings: the same text, not re-encoded whole.
@@ -54,7 +51,7 @@ async def first_pass(
     pass_ = _Pass(prov, CassetteTransport(cassettes, test_id=opts.test_id), run)
     for done, case in enumerate(cases, 1):
         pass_.case(case)
-        if done % _REPLAY_YIELD_EVERY == 0:
+        if done % 256 == 0:  # the loop handed back now and then: no task starves
             await asyncio.sleep(0)
     if pass_.first_miss is not None:
         raise Abort(pass_.first_miss.counted(pass_.misses, len(cases)))

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 import httpx
 
@@ -197,9 +197,6 @@ def outcome(
     )
 
 
-_TENTHS: Final = 10
-
-
 def clock(seconds: float) -> str:
     seconds = max(0, round(seconds))
     hours, rest = divmod(seconds, 3600)
@@ -282,7 +279,7 @@ class LiveLine:
             self._rewrite(self.render(now))
             self._drawn = True
             return
-        tenth = _TENTHS * self.done // self.total if self.total else _TENTHS
+        tenth = 10 * self.done // self.total if self.total else 10
         if tenth > self._tenth and self._now() - self._start >= self.log_after:
             self._tenth = tenth
             self._write_line(self.render())

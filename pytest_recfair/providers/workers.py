@@ -381,7 +381,6 @@ def transports(
 # --- intercept="vcr": a pipeline's calls through vcrpy, one prompt at a time
 
 _VCR = vcr.VCR(decode_compressed_response=True)
-_MATCH_ON = ("method", "host", "path", "body")
 
 
 class _Persister:
@@ -425,7 +424,8 @@ def _hand(scope: Scope, request: Any, response: dict[str, Any]) -> None:
     """A reply vcrpy got live, handed to the prompt's scope (kept if a 2xx)."""
     body = _body(request)
     content = response["body"]["string"]
-    scope.vcr_answered(request.method, request.uri, body)
+    with scope.lock:  # vcrpy recorded a reply (any status) to a request it sent live
+        scope.vcr_unanswered[(request.method, request.uri, body)] -= 1
     scope.keep(
         request.method,
         request.uri,
@@ -476,7 +476,7 @@ def intercepted(scope: Scope) -> Iterator[None]:
         path=f"recfair-{scope.entity}",
         persister=_Persister,
         record_mode=mode,
-        match_on=_MATCH_ON,
+        match_on=("method", "host", "path", "body"),
         allow_playback_repeats=False,
     )
     with _Cassette.use(**config):
