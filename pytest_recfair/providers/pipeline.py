@@ -274,9 +274,7 @@ def usage_of(body: bytes) -> Usage | None:
         data = json.loads(body)
     except ValueError:
         return None
-    if not isinstance(data, dict):
-        return None
-    found = data.get("usage") or data.get("usageMetadata")
+    found = (data.get("usage") or data.get("usageMetadata")) if isinstance(data, dict) else None
     if not isinstance(found, dict):
         return None
     prompt = _count(found, "prompt_tokens", "input_tokens", "promptTokenCount")

@@ -29,9 +29,7 @@ class Retryable(Exception):
         self, what: str, *, retry_after: float | None = None, unreachable: bool = False
     ) -> None:
         super().__init__(what)
-        self.what = what
-        self.retry_after = retry_after
-        self.unreachable = unreachable
+        self.what, self.retry_after, self.unreachable = what, retry_after, unreachable
 
 
 class Abort(Exception):

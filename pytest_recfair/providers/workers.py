@@ -398,13 +398,8 @@ class _Persister:
             grouped: dict[str, list[str]] = {}
             for name, value in headers:
                 grouped.setdefault(name, []).append(value)
-            responses.append(
-                {
-                    "status": {"code": code, "message": reason},
-                    "headers": grouped,
-                    "body": {"string": text.encode("utf-8")},
-                }
-            )
+            status, content = {"code": code, "message": reason}, {"string": text.encode()}
+            responses.append({"status": status, "headers": grouped, "body": content})
         if not requests:
             raise CassetteNotFoundError
         scope.vcr_loaded = len(requests)
@@ -422,24 +417,16 @@ class _Persister:
 
 def _hand(scope: Scope, request: Any, response: dict[str, Any]) -> None:
     """A reply vcrpy got live, handed to the prompt's scope (kept if a 2xx)."""
-    body = _body(request)
-    content = response["body"]["string"]
+    method, url, body = request.method, request.uri, _body(request)
     with scope.lock:  # vcrpy recorded a reply (any status) to a request it sent live
-        scope.vcr_unanswered[(request.method, request.uri, body)] -= 1
-    scope.keep(
-        request.method,
-        request.uri,
-        [(str(n), str(v)) for n, v in request.headers.items()],
-        body,
-        int(response["status"]["code"]),
-        [
-            (n, str(v))
-            for n, vs in response["headers"].items()
-            for v in (vs if isinstance(vs, list | tuple) else [vs])
-        ],
-        content if isinstance(content, bytes) else str(content or "").encode("utf-8"),
-        str(response["status"].get("message") or ""),
-    )
+        scope.vcr_unanswered[(method, url, body)] -= 1
+    asked = [(str(n), str(v)) for n, v in request.headers.items()]
+    status, content = response["status"], response["body"]["string"]
+    content = content if isinstance(content, bytes) else str(content or "").encode("utf-8")
+    listed = {n: v if isinstance(v, list | tuple) else [v] for n, v in response["headers"].items()}
+    headers = [(n, str(v)) for n, values in listed.items() for v in values]
+    reason = str(status.get("message") or "")
+    scope.keep(method, url, asked, body, int(status["code"]), headers, content, reason)
 
 
 def _body(request: Any) -> bytes:
