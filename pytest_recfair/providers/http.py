@@ -64,8 +64,7 @@ def unauthorized_hint(env: str | None, base: str) -> str:
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
-def _given(**values: Any) -> dict[str, Any]:
-    """The settings that are set, in the order given (the body's bytes depend on it)."""
+def _given(**values: Any) -> dict[str, Any]:  # those set, in order (the body's bytes)
     return {name: value for name, value in values.items() if value is not None}
 
 
@@ -114,16 +113,13 @@ class HTTPProvider(ABC):
         local = is_loopback(self.base_url)
         # None = the provider's usual variable, except for local servers which need none.
         # "" = send no key at all (a keyless gateway).
-        if api_key_env is None:
-            api_key_env = None if local else self.default_key_env
-        self.api_key_env: str | None = api_key_env or None
+        usual = None if local else self.default_key_env
+        self.api_key_env: str | None = (usual if api_key_env is None else api_key_env) or None
         self._api_key = os.environ.get(self.api_key_env) if self.api_key_env else None
         self._key_required = self.api_key_env is not None and not local
         self.temperature, self.seed, self.max_tokens = temperature, seed, max_tokens
-        self.extra_headers = dict(extra_headers or {})
-        self.extra_body = dict(extra_body or {})
-        self.stream = stream
-        self._urls: dict[str, httpx.URL] = {}
+        self.extra_headers, self.extra_body = dict(extra_headers or {}), dict(extra_body or {})
+        self.stream, self._urls = stream, dict[str, httpx.URL]()
         given = [
             self._api_key,
             *(v for k, v in self.extra_headers.items() if secrets.is_secret_header(k)),
@@ -377,12 +373,11 @@ class GeminiProvider(HTTPProvider):
             finish = (data.get("promptFeedback") or {}).get("blockReason")
         meta = data.get("usageMetadata")
         usage = None
-        if isinstance(meta, dict):
-            # Thinking tokens are billed as output tokens.
-            usage = Usage(
-                as_int(meta.get("promptTokenCount")),
-                as_int(meta.get("candidatesTokenCount")) + as_int(meta.get("thoughtsTokenCount")),
-            )
+        if isinstance(meta, dict):  # thinking tokens are billed as output tokens
+            count = [
+                as_int(meta.get(f"{n}TokenCount")) for n in ("prompt", "candidates", "thoughts")
+            ]
+            usage = Usage(count[0], count[1] + count[2])
         return Completion(text, finish, usage, data.get("modelVersion"))
 
 
