@@ -268,25 +268,15 @@ class _Poll:  # the run's journals polled: the asked lines and where answered li
         if line.custom_id in self.asked:
             case, request = self.asked[line.custom_id]
         else:  # a line of an adopted journal: the probe's method, URL and headers
-            case = _Stored(
-                str(address["case"]),
-                str(address["entity"]),
-                int(address["repeat"]),
-                address["test"],
-            )
+            at = address
+            case = _Stored(str(at["case"]), str(at["entity"]), int(at["repeat"]), at["test"])
             probe, body = self.service.probe, str(address["body"]).encode("utf-8")
-            headers = [
-                (k, v) for k, v in probe.headers.multi_items() if k.lower() != "content-length"
-            ]
+            headers = [(k, v) for k, v in probe.headers.multi_items() if k != "content-length"]
             request = httpx.Request(probe.method, probe.url, headers=headers, content=body)
         error, outcome = line.error, self.outcome
         if line.body is not None:
-            response = httpx.Response(
-                200,
-                headers={"content-type": "application/json"},
-                content=line.body,
-                request=request,
-            )
+            json_type = {"content-type": "application/json"}
+            response = httpx.Response(200, headers=json_type, content=line.body, request=request)
             try:
                 completion: Completion = self.provider.parse_response(response)
             except ProviderError as exc:
