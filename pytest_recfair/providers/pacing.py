@@ -296,10 +296,9 @@ class Pacer:
             ep.ratio += LEARN * (tokens / ticket.estimate - ep.ratio)
 
 
-# A request's tokens before it is sent (the plan's estimate, the pacer's debit until the
-# reply's usage corrects it): about 4 characters per prompt token plus a small
-# per-message overhead; for the reply max_tokens when set, else about 12 tokens per
-# asked item (a numbered title with its year).
+# A request's tokens before it is sent (the plan's estimate, the pacer's debit): ~4 chars
+# per prompt token plus a per-message overhead; for the reply max_tokens when set, else
+# ~12 tokens per asked item (a numbered title with its year).
 CHARS_PER_TOKEN: Final = 4.0
 MESSAGE_OVERHEAD_TOKENS: Final = 8
 TOKENS_PER_ITEM: Final = 12

@@ -31,9 +31,9 @@ if TYPE_CHECKING:
 #: A case left for the workers, with the retryable failure its replayed reply gave.
 Todo = tuple[CaseLike, Retryable | None]
 
-# A built-in provider's key body has the prompt once, verbatim, as a JSON string, so a
-# case's body is its system's body with this slot swapped for the prompt, both encoded by
-# the one function the JSON encoder uses for strings: the same text, not re-encoded whole.
+# A built-in's key body has the prompt once, as a JSON string: a case's body is its system's
+# body with this slot swapped for the prompt, both encoded by the JSON encoder's own string
+# function: the same text, not re-encoded whole.
 _SLOT = "\x00recfair prompt\x00"
 _STR = json.encoder.encode_basestring
 

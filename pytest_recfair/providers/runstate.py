@@ -208,8 +208,8 @@ class LiveLine:
     """Progress of one live run (thread-safe: workers may report from other threads)."""
 
     min_interval = 0.2
-    #: Off a terminal, a run shorter than this writes nothing (a log line per tenth of an
-    #: in-process audit that takes 0.1 s is noise); a longer one a line per tenth after it.
+    #: Off a terminal, a shorter run writes nothing (a line per tenth of 0.1 s is noise);
+    #: a longer one a line per tenth after it.
     log_after = 2.0
     #: The word after the counts ("20/40 prompts"); none by default.
     unit = ""

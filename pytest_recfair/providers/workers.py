@@ -74,9 +74,8 @@ class Workers:
                 group.create_task(self.work(pending, slot))
 
     async def work(self, todo: Iterator[Todo], slot: int) -> None:
-        # A fixed set of workers pulling from one iterator bounds the concurrency, and
-        # worker ``slot`` always uses the same transport, so no pool ever has more requests
-        # in flight than connections.
+        # Fixed workers pulling from one iterator bound the concurrency; ``slot`` keeps its
+        # transport, so no pool ever has more requests in flight than connections.
         run, prov, opts = self.run, self.prov, self.opts
         for case, first in todo:
             if run.abort is not None:
@@ -253,9 +252,8 @@ async def _sent(
     try:
         # httpx's timeouts are per phase (connect, each read); this bounds the whole reply.
         async with asyncio.timeout(timeout):
-            # What ``AsyncClient.send`` does, minus what the runner never uses (auth flows,
-            # redirects, cookies, event hooks: ~10% of a request's CPU); the request's
-            # timeouts travel in its extensions, as with a client.
+            # ``AsyncClient.send`` minus what the runner never uses (auth flows, redirects,
+            # cookies, hooks: ~10% of a request's CPU); timeouts travel in the extensions.
             response = await transport.handle_async_request(request)
             response.request = request
             try:
@@ -290,10 +288,9 @@ async def _sent(
         ) from None
 
 
-# Requests in flight per connection pool. httpcore's pool walks every connection at each
-# request event (a readability check per idle connection), so the client's CPU per request
-# grows with the pool: 64 in flight cost 1.24 ms/request of CPU in pools of 16 and 0.95 ms
-# in pools of 8 (benchmarks/bench_live.py, docs/performance.md).
+# Requests in flight per pool: httpcore's pool checks every idle connection at each request
+# event, so CPU per request grows with the pool: 64 in flight cost 1.24 ms/request in pools
+# of 16, 0.95 ms in pools of 8 (benchmarks/bench_live.py, docs/performance.md).
 SHARD_CONNECTIONS = 8
 
 
@@ -349,8 +346,7 @@ def transports(
     """A pool per SHARD_CONNECTIONS workers (one if ``transport`` given), in CassetteTransports."""
     shards = 1 if transport is not None else math.ceil(workers / SHARD_CONNECTIONS)
     per_shard = math.ceil(workers / shards)
-    # Keep-alive for every connection: with fewer, connections past the limit are closed
-    # and opened again while the load is steady.
+    # Keep-alive for all: with fewer, connections past the limit close and reopen under load.
     limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
     proxy = env_proxy(str(getattr(provider, "base_url", "") or ""))
 
