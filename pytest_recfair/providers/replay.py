@@ -192,7 +192,7 @@ class _Pass:
         key = self.key(case)
         try:
             if key is not None:
-                return self.replayer.find(*key, case.entity_id, case.repeat, case.id, case)
+                return self.replayer.find(*key, case.entity_id, case.repeat, case)
             request = self.run.request(self.provider, case)
             response = self.replayer.replay(request)
         except CassetteMiss:

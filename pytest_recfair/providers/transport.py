@@ -71,16 +71,10 @@ class CassetteTransport(httpx.AsyncBaseTransport):
 
     def replay(self, request: httpx.Request) -> httpx.Response | None:
         """The recorded reply, None to record it live, or ``CassetteMiss`` (off the network)."""
-        ext, case = request.extensions, request.extensions.get(EXT_CASE)
-        hit = self.find(
-            request.method,
-            str(request.url),
-            request.read(),  # in memory already, but for a sync stream
-            ext.get(EXT_ENTITY),
-            int(ext.get(EXT_REPEAT) or 0),
-            _case_id(case),
-            case,
-        )
+        ext = request.extensions
+        repeat = int(ext.get(EXT_REPEAT) or 0)
+        args = (ext.get(EXT_ENTITY), repeat, ext.get(EXT_CASE))
+        hit = self.find(request.method, str(request.url), request.read(), *args)
         if hit is None:
             return None
         status, reason, headers, text = hit
@@ -100,12 +94,11 @@ class CassetteTransport(httpx.AsyncBaseTransport):
         body: bytes | str,
         entity_id: str | None,
         repeat: int,
-        case_id: str | None,
         case: object,
     ) -> Reply | None:
         """``replay`` of a request's parts, the reply as the index holds it."""
         entity, store = entity_id or UNSCOPED_ENTITY, self.store
-        hit = store.reply(self.test_id, entity, method, url, body, repeat, case_id)
+        hit = store.reply(self.test_id, entity, method, url, body, repeat, _case_id(case))
         if hit is None and not store.needs_network(self.test_id, entity):
             raise store.miss(self.test_id, entity, method, url, body, repeat, case=case)
         return hit
