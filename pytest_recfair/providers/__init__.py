@@ -1,9 +1,5 @@
-"""Recommenders under test: HTTP providers, the callable adapter, and the concurrent runner.
-
-This package is the only place in pytest-recfair that imports httpx. The names below are
-the documented entry points of users' conftest files (``run_cases`` with its options and
-outcome); everything else is imported from the module that defines it.
-"""
+"""Recommenders under test: HTTP providers, the callable adapter, the concurrent runner (the
+only package that imports httpx). Below: the entry points of users' conftest files."""
 
 from __future__ import annotations
 

@@ -24,9 +24,9 @@ def numbered(items: Sequence[str]) -> str:
 
 
 def _positional_arity(fn: Callable[..., Any]) -> int:
-    """1 for recommend(prompt), 2 for recommend(prompt, system), else the count of required
-    positional arguments (an error). An optional second argument only receives the system
-    prompt when it is named ``system`` or is ``*args``, so ``recommend(prompt, k=25)`` keeps k."""
+    """1 for recommend(prompt), 2 for recommend(prompt, system), else the required count (an
+    error). An optional 2nd argument gets the system prompt only if named ``system`` or
+    ``*args``, so ``recommend(prompt, k=25)`` keeps k."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):  # some builtins / C callables have no signature
@@ -83,9 +83,8 @@ class CallableProvider:
         self.takes_system = arity == 2
         call = getattr(recommend, "__call__", None)  # noqa: B004 - an async __call__
         self.is_async = inspect.iscoroutinefunction(recommend) or inspect.iscoroutinefunction(call)
-        self.name = name
+        self.name, self.record = name, record
         self.model = model or callable_label(recommend)
-        self.record = record
 
     def __repr__(self) -> str:
         return f"CallableProvider({self.model}{', record=True' if self.record else ''})"
@@ -93,8 +92,7 @@ class CallableProvider:
     def _args(self, system: str | None, prompt: str) -> tuple[Any, ...]:
         return (prompt, system) if self.takes_system else (prompt,)
 
-    def to_completion(self, reply: Any) -> Completion:
-        """Turn what the callable returned into a Completion, or a ProviderError saying why not."""
+    def to_completion(self, reply: Any) -> Completion:  # or a ProviderError saying why not
         if isinstance(reply, Completion):
             return reply
         if isinstance(reply, str):
@@ -124,9 +122,8 @@ class CallableProvider:
 
 
 async def _in_daemon_thread(fn: Callable[..., Any], *args: Any) -> Any:
-    """``fn(*args)`` in a daemon thread of its own. Not ``asyncio.to_thread``: its pool
-    threads are joined at the loop's and the interpreter's exit, so a call that never
-    returns would keep pytest from exiting after the timeout gave up on it."""
+    """``fn(*args)`` in a daemon thread. Not ``asyncio.to_thread``: its threads are joined at
+    exit, so a call that never returns would keep pytest from exiting after the timeout."""
     loop = asyncio.get_running_loop()
     future: asyncio.Future[Any] = loop.create_future()
     context = contextvars.copy_context()

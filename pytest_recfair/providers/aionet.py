@@ -63,8 +63,7 @@ class _Connection(asyncio.Protocol):
         _settle(self.drained)
 
     async def wait(self, timeout: float | None, expired: Exception) -> None:
-        """Until data, EOF or the connection's end; ``expired`` is raised after
-        ``timeout`` seconds. One timer, no task cancellation."""
+        """Until data, EOF or the end; ``expired`` after ``timeout`` s (one timer, no cancel)."""
         waiter = self.waiter = self.loop.create_future()
         timer = None if timeout is None else self.loop.call_later(timeout, _settle, waiter, expired)
         try:
@@ -74,8 +73,7 @@ class _Connection(asyncio.Protocol):
             if timer is not None:
                 timer.cancel()
 
-    async def drain(self, timeout: float | None) -> None:
-        """Until the transport's write buffer is below its high-water mark again."""
+    async def drain(self, timeout: float | None) -> None:  # below the high-water mark
         while self.writing_paused:
             drained = self.drained = self.loop.create_future()
             try:
@@ -88,7 +86,7 @@ class _Connection(asyncio.Protocol):
 
 
 def _settle(future: asyncio.Future[None] | None, error: Exception | None = None) -> None:
-    """Wake whoever awaits ``future`` (with ``error``, a timeout), once."""
+    """Wake whoever awaits ``future`` (with ``error``: a timeout), once."""
     if future is not None and not future.done():
         if error is None:
             future.set_result(None)
@@ -191,13 +189,9 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
         if info == "is_readable":
             # Data or EOF on an idle connection: the server closed it (or broke protocol).
             return bool(self._conn.buffer) or self._conn.eof
-        name = {
-            "ssl_object": "ssl_object",
-            "client_addr": "sockname",
-            "server_addr": "peername",
-            "socket": "socket",
-        }.get(info)
-        return None if name is None else self._transport.get_extra_info(name)
+        # ssl_object and socket under their own names; asyncio gives None for unknown ones
+        name = {"client_addr": "sockname", "server_addr": "peername"}.get(info, info)
+        return self._transport.get_extra_info(name)
 
 
 class AsyncioBackend(httpcore.AsyncNetworkBackend):
@@ -245,9 +239,8 @@ class AsyncioBackend(httpcore.AsyncNetworkBackend):
 
 
 class _ConnectFailed(httpcore.ConnectError):
-    """httpcore's ConnectError that keeps the error under it (``origin``): httpcore's pool
-    re-raises errors ``from None``, which drops ``__cause__``; the transport sets it again
-    so that the runner can tell a socket blocked by another plugin."""
+    """A ConnectError keeping its ``origin``: httpcore's pool re-raises ``from None``; the
+    transport restores ``__cause__`` so the runner can tell a socket another plugin blocked."""
 
     def __init__(self, message: str, origin: BaseException) -> None:
         super().__init__(message)
@@ -255,9 +248,7 @@ class _ConnectFailed(httpcore.ConnectError):
 
 
 class AsyncioTransport(httpx.AsyncBaseTransport):
-    """What ``httpx.AsyncHTTPTransport`` does for a direct connection, over a pool of
-    :class:`AsyncioBackend` connections (HTTP/1.1, no retries: retrying is the runner's),
-    through public API only; httpcore's errors raised as httpx's (:data:`ERRORS`)."""
+    """``httpx.AsyncHTTPTransport``, direct, over :class:`AsyncioBackend` (HTTP/1.1, no retries)."""
 
     def __init__(self, *, ssl_context: ssl.SSLContext, limits: httpx.Limits) -> None:
         self.pool = httpcore.AsyncConnectionPool(
@@ -297,7 +288,7 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
 
 
 class _Body(httpx.AsyncByteStream):
-    """A reply's body as httpx reads it; httpcore's errors while reading become httpx's."""
+    """A reply's body as httpx reads it, httpcore's errors as httpx's."""
 
     def __init__(self, stream: httpx.AsyncByteStream, request: httpx.Request) -> None:
         self._stream = stream
@@ -312,8 +303,7 @@ class _Body(httpx.AsyncByteStream):
         await self._stream.aclose()
 
 
-#: httpcore's errors and the httpx errors raised for them, first match wins (the runner
-#: tells timeouts, connect errors, other network errors and protocol errors apart).
+#: httpcore's errors and httpx's raised for them, first match wins (the runner tells them apart).
 ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
     (httpcore.ConnectTimeout, httpx.ConnectTimeout),
     (httpcore.ReadTimeout, httpx.ReadTimeout),
@@ -340,8 +330,7 @@ def _mapped(request: httpx.Request) -> Iterator[None]:
 
 
 def _httpx_error(exc: Exception, request: httpx.Request) -> Exception:
-    """httpx's error for httpcore's ``exc`` (raised ``from exc``: a socket blocked by
-    another plugin stays reachable through ``__cause__``); ``exc`` itself if unlisted."""
+    """httpx's error for httpcore's ``exc`` (``exc`` itself if unlisted), raised ``from exc``."""
     if isinstance(exc, _ConnectFailed):
         exc.__cause__ = exc.origin
     for core, mapped in ERRORS:

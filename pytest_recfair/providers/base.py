@@ -1,7 +1,6 @@
-"""Shared provider types (Usage, Completion, Provider) and body helpers: a stray gzip
-layer undone, SSE split into JSON payloads, error messages, and the reply size cap (a
-runaway reply is cut with a note before anything stores or parses it).
-"""
+"""Shared provider types (Usage, Completion, Provider) and body helpers: gzip undone, SSE
+split into JSON payloads, error messages, and the reply size cap (a runaway reply is cut
+with a note before anything stores or parses it)."""
 
 from __future__ import annotations
 
@@ -14,7 +13,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import httpx
 
-from pytest_recfair.errors import ProviderError
+from pytest_recfair.errors import ConfigError, ProviderError
 
 # What each service says when the reply hit max_tokens (OpenAI / Anthropic / Gemini).
 TRUNCATED_FINISH_REASONS = frozenset({"length", "max_tokens", "MAX_TOKENS"})
@@ -49,10 +48,7 @@ class Usage:
 
     def cost(self, prices: tuple[float, float]) -> float:
         """USD for these tokens at ``prices`` = (USD per 1M prompt, per 1M completion tokens)."""
-        prompt_price, completion_price = prices
-        return (
-            self.prompt_tokens * prompt_price + self.completion_tokens * completion_price
-        ) / 1_000_000
+        return (self.prompt_tokens * prices[0] + self.completion_tokens * prices[1]) / 1_000_000
 
 
 @dataclass(slots=True, unsafe_hash=True)
@@ -84,7 +80,7 @@ class Provider(Protocol):
 
 @dataclass(slots=True)
 class RecordedReply:
-    """A recorded 2xx reply for ``parse_reply``: an httpx.Response cost as much to read as
+    """A recorded 2xx reply for ``parse_response``: an httpx.Response cost as much to read as
     to parse. ``text``: the body as the cassette holds it (never gzip: those bytes are not
     UTF-8); ``headers``: lower-case name -> value, repeats joined by ", " (as httpx)."""
 
@@ -234,6 +230,10 @@ def sse_payloads(response: AnyReply, *, provider: str) -> Iterator[dict[str, Any
         if isinstance(payload, dict):
             _raise_embedded_error(payload, provider, response)
             yield payload
+
+
+def bad_value(name: str, expected: str, value: object, then: str = "") -> ConfigError:
+    return ConfigError(f"{name}: expected {expected}, got {value!r}.{then}")
 
 
 def as_int(value: Any) -> int:

@@ -1,7 +1,6 @@
-"""Record prompt cases through a provider's batch API at half the price: each answered
-line is recorded as the synchronous call would be. A journal (:mod:`.batch_api`) saved
-before the batch is created lets a killed run resume the batch already paid for.
-"""
+"""Record prompt cases through a provider's batch API at half the price, each answered line
+as the synchronous call would be; a journal (:mod:`.batch_api`) saved before the batch is
+created lets a killed run resume the batch already paid for."""
 
 from __future__ import annotations
 
@@ -45,8 +44,6 @@ Record = Callable[[CaseLike, httpx.Request, httpx.Response], None]
 
 @dataclass
 class BatchOutcome:
-    """What a batch recording produced."""
-
     recorded: int = 0
     errors: dict[str, str] = field(default_factory=dict)  # case id -> why it has no reply
     usage: Usage = field(default_factory=Usage)
@@ -71,9 +68,7 @@ def _service(provider: Provider, client: httpx.Client) -> BatchService:
 
 
 @dataclass(frozen=True)
-class _Stored:
-    """A line of an adopted journal that this run does not ask: recorded all the same."""
-
+class _Stored:  # a line of an adopted journal this run does not ask: recorded all the same
     id: str
     entity_id: str
     repeat: int
@@ -90,12 +85,8 @@ def run_batch(
     record: Record,
     test_id: str = "",
     poll_interval: float = 10.0,
-    max_poll_interval: float = 60.0,
     max_wait: float | None = None,
-    max_lines: int = MAX_LINES,
     progress: Callable[[str], None] | None = None,
-    transport: httpx.BaseTransport | None = None,
-    sleep: Callable[[float], None] = time.sleep,
 ) -> BatchOutcome:
     """Record ``cases`` through the batch API, journals in ``journals``: ``record(case,
     request, response)`` once per answered line, also of an adopted journal (its ``case``
@@ -113,11 +104,11 @@ def run_batch(
     book = JournalDir(journals, owner)
     outcome, say = BatchOutcome(), progress or (lambda line: None)
     # httpx logs every request URL (INFO), httpcore the reply headers (DEBUG): scrubbed.
-    with secrets.scrubbed_logs(), httpx.Client(transport=transport, timeout=60.0) as client:
+    with secrets.scrubbed_logs(), httpx.Client(timeout=60.0) as client:
         service = _service(provider, client)
         try:
             with book.planning():
-                fresh = _plan(book, service.kind, asked, test_id, max_lines, outcome)
+                fresh = _plan(book, service.kind, asked, test_id, outcome)
             for note in book.notes:
                 say(note)
             if book.others:
@@ -128,7 +119,7 @@ def run_batch(
             for journal in book.mine:
                 _start(service, book, journal, outcome, fresh=journal in fresh)
             poll = _Poll(service, book, provider, asked, record, outcome, say)
-            poll.run(sleep, (poll_interval, max_poll_interval, max_wait))
+            poll.run(poll_interval, max_wait)
         finally:
             book.release()
     return outcome
@@ -139,11 +130,10 @@ def _plan(
     kind: str,
     asked: dict[str, tuple[CaseLike, httpx.Request]],
     test_id: str,
-    max_lines: int,
     outcome: BatchOutcome,
 ) -> list[Journal]:
-    """Adopt the interrupted journals; journal (before any call) the lines none covers.
-    Lines a live process is paying for are errors here, never submitted again."""
+    """Adopt interrupted journals; journal (before any call) the lines none covers. Lines a
+    live process is paying for are errors here, never submitted again."""
     book.scan()
     covered = {cid for journal in book.mine for cid in journal.entry["lines"]}
     for cid, (case, _) in asked.items():
@@ -154,9 +144,9 @@ def _plan(
             )
     todo = [cid for cid in asked if cid not in covered and cid not in book.busy]
     fresh = []
-    for start in range(0, len(todo), max_lines):
+    for start in range(0, len(todo), MAX_LINES):
         lines: dict[str, dict[str, Any]] = {}  # where each reply goes, the body it answers
-        for cid in todo[start : start + max_lines]:
+        for cid in todo[start : start + MAX_LINES]:
             case, request = asked[cid]
             lines[cid] = {
                 "test": test_id,
@@ -177,9 +167,8 @@ def _start(
     *,
     fresh: bool,
 ) -> None:
-    """Bring a journal to "submitted": a planned or uploaded journal of an interrupted run
-    first looks its batch up at the service (created before the kill?), then uploads
-    (OpenAI) and creates it; the journal is saved after each step."""
+    """Bring a journal to "submitted", saved after each step: an interrupted run's first
+    looks its batch up (created before the kill?), then uploads (OpenAI) and creates it."""
     entry = journal.entry
     if entry["state"] == "submitted":
         return
@@ -211,9 +200,7 @@ def _start(
 
 
 @dataclass
-class _Poll:
-    """Polling the run's journals: the asked lines and where answered lines go."""
-
+class _Poll:  # the run's journals polled: the asked lines and where answered lines go
     service: BatchService
     book: JournalDir
     provider: Provider
@@ -222,11 +209,8 @@ class _Poll:
     outcome: BatchOutcome
     say: Callable[[str], None]
 
-    def run(
-        self, sleep: Callable[[float], None], timing: tuple[float, float, float | None]
-    ) -> None:
+    def run(self, interval: float, max_wait: float | None) -> None:
         """Poll every journal's batch until it is done, then take its results in."""
-        interval, max_interval, max_wait = timing
         started, mine = time.monotonic(), self.book.mine
         self.outcome.batches.extend(str(j.entry["batch_id"]) for j in mine)
         while pending := [j for j in mine if j.entry["state"] == "submitted"]:
@@ -249,12 +233,12 @@ class _Poll:
                     "re-run the same command later to resume polling (ids kept in "
                     f"{self.book.root})."
                 )
-            sleep(interval)
-            interval = min(max_interval, interval * 1.5)
+            time.sleep(interval)
+            interval = min(60.0, interval * 1.5)
 
     def collect(self, journal: Journal, state: BatchState) -> None:
-        """Record every answered line of a finished batch (asked by this run or not); the
-        asked lines without a reply are errors. Unreadable results quarantine the journal."""
+        """Record every answered line of a finished batch (asked by this run or not); asked
+        lines without a reply are errors. Unreadable results quarantine the journal."""
         batch_id = str(journal.entry["batch_id"])
         lines: dict[str, dict[str, Any]] = journal.entry["lines"]
         seen: set[str] = set()
@@ -279,30 +263,20 @@ class _Poll:
                 self.outcome.errors[self.asked[cid][0].id] = f"batch {batch_id}: {why}"
 
     def take(self, batch_id: str, line: LineResult, address: dict[str, Any]) -> None:
-        """Record one result line, or note why it has no reply (for a line this run asked)."""
+        """Record one result line, or (if this run asked it) say why it has no reply."""
         case: CaseLike
         if line.custom_id in self.asked:
             case, request = self.asked[line.custom_id]
         else:  # a line of an adopted journal: the probe's method, URL and headers
-            case = _Stored(
-                str(address["case"]),
-                str(address["entity"]),
-                int(address["repeat"]),
-                address["test"],
-            )
+            at = address
+            case = _Stored(str(at["case"]), str(at["entity"]), int(at["repeat"]), at["test"])
             probe, body = self.service.probe, str(address["body"]).encode("utf-8")
-            headers = [
-                (k, v) for k, v in probe.headers.multi_items() if k.lower() != "content-length"
-            ]
+            headers = [(k, v) for k, v in probe.headers.multi_items() if k != "content-length"]
             request = httpx.Request(probe.method, probe.url, headers=headers, content=body)
         error, outcome = line.error, self.outcome
         if line.body is not None:
-            response = httpx.Response(
-                200,
-                headers={"content-type": "application/json"},
-                content=line.body,
-                request=request,
-            )
+            json_type = {"content-type": "application/json"}
+            response = httpx.Response(200, headers=json_type, content=line.body, request=request)
             try:
                 completion: Completion = self.provider.parse_response(response)
             except ProviderError as exc:
@@ -318,8 +292,7 @@ class _Poll:
 
 
 def cassette_recorder(store: CassetteStore, test_id: str) -> Record:
-    """``record`` for :func:`run_batch` that writes into ``store`` what a synchronous
-    recording of the same request writes (the reply body with its JSON content type)."""
+    """``record`` for :func:`run_batch`: into ``store``, as a synchronous recording."""
 
     def record(case: CaseLike, request: httpx.Request, response: httpx.Response) -> None:
         owner, entity = str(getattr(case, "test_id", "") or test_id), case.entity_id

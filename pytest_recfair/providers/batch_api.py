@@ -1,8 +1,7 @@
-"""The two batch wire protocols (OpenAI Batch API, Anthropic Message Batches) and the
-batch journal ``<dir>/<key>.json`` (key: provider setup and sorted custom ids, never the
-test), written before the batch is created so any run takes in every answered line. A
-POSIX lock on ``<key>.lock`` marks its live owner; a free one means an adoptable journal.
-"""
+"""The batch wire protocols (OpenAI Batch API, Anthropic Message Batches) and the journal
+``<dir>/<key>.json`` (key: provider setup and sorted custom ids, never the test), written
+before the batch is created so any run takes in every answered line. A POSIX lock on
+``<key>.lock`` marks its live owner; a free one means an adoptable journal."""
 
 from __future__ import annotations
 
@@ -33,8 +32,7 @@ _BODY_HEADERS = frozenset({"content-type", "content-length", "accept"})
 
 
 class MalformedResults(ProviderError):
-    """A batch's results file is not JSONL of result objects (HTML, truncated ...):
-    re-polling cannot mend it, so the batch is set aside."""
+    """Results that are not JSONL of result objects: no re-poll mends them (set aside)."""
 
 
 @dataclass(frozen=True)
@@ -57,9 +55,8 @@ class LineResult:
 
 
 class _Batches:
-    """A service's batch client, with a few retries for transient failures (plain loop);
-    ``probe``: a synchronous request, whose auth, version and extra headers the batch calls
-    carry. A batch is ``{url}/{id}``, the list is ``url``."""
+    """A service's batch client, retrying transient failures; ``probe``: a synchronous
+    request, whose auth, version and extra headers the batch calls carry."""
 
     kind = what = path = ""
     # what differs: is a listed batch the journal's, where its results are, a line's reply
@@ -130,9 +127,21 @@ class _Batches:
                         f"{self.what}: GET {url} answered HTTP {response.status_code}: "
                         f"{error_detail(response)}; re-run to resume."
                     )
-                for raw in response.iter_lines():
-                    if raw.strip():
-                        yield self.result(_result_object(raw, batch_id))
+                for raw in (line for line in response.iter_lines() if line.strip()):
+                    try:
+                        item = json.loads(raw)
+                    except ValueError as exc:
+                        head = " ".join(raw.split())[:60]
+                        raise MalformedResults(
+                            f"batch {batch_id}: a results line is not JSON ({type(exc).__name__}"
+                            f": {str(exc)[:80]}; starts {head!r})"
+                        ) from None
+                    if not isinstance(item, dict):
+                        raise MalformedResults(
+                            f"batch {batch_id}: a results line is a JSON {type(item).__name__}, "
+                            "expected an object with custom_id"
+                        )
+                    yield self.result(item)
 
 
 class OpenAIBatches(_Batches):
@@ -221,9 +230,8 @@ class AnthropicBatches(_Batches):
     def created(
         self, item: dict[str, Any], key: str, total: int, since: float, claimed: set[str]
     ) -> bool:
-        """No journal names it, created after the journal was planned, with as many
-        requests: Message Batches keep no metadata, so this is the best match the list
-        allows (its results are then matched by custom id)."""
+        """No journal names it, created after the journal was planned, as many requests: no
+        metadata in Message Batches, so the best match (results match by custom id)."""
         if str(item.get("id")) in claimed:
             return False
         counts = item.get("request_counts") or {}
@@ -264,24 +272,6 @@ def _epoch(stamp: object) -> float:
         return 0.0
 
 
-def _result_object(raw: str, batch_id: str) -> dict[str, Any]:
-    """One results line as an object, or MalformedResults saying what it is instead."""
-    try:
-        item = json.loads(raw)
-    except ValueError as exc:
-        head = " ".join(raw.split())[:60]
-        raise MalformedResults(
-            f"batch {batch_id}: a results line is not JSON ({exc.__class__.__name__}: "
-            f"{str(exc)[:80]}; starts {head!r})"
-        ) from None
-    if not isinstance(item, dict):
-        raise MalformedResults(
-            f"batch {batch_id}: a results line is a JSON {type(item).__name__}, "
-            "expected an object with custom_id"
-        )
-    return item
-
-
 JOURNAL_VERSION: Final = 2
 
 
@@ -290,14 +280,13 @@ _STATES: Final = frozenset({"planned", "uploaded", "submitted", "done"})
 
 
 def custom_id(case_id: str, body: bytes) -> str:
-    """A batch line id both services accept (``[a-zA-Z0-9_-]{1,64}``), stable across runs
-    and different whenever the request differs (another model, temperature ...)."""
+    """A line id both services accept (``[a-zA-Z0-9_-]{1,64}``), one per request, stable."""
     digest = hashlib.blake2b(case_id.encode("utf-8") + b"\0" + body, digest_size=16)
     return "r" + digest.hexdigest()
 
 
 def content_key(owner: dict[str, str], custom_ids: Iterable[str]) -> str:
-    """The key of a request set: same setup and same lines, same key (any order)."""
+    """Same setup and lines (any order), same key."""
     digest = hashlib.blake2b(json.dumps(owner, sort_keys=True).encode("utf-8"), digest_size=12)
     for cid in sorted(custom_ids):
         digest.update(b"\0" + cid.encode("utf-8"))
@@ -324,12 +313,12 @@ class Journal:
         self.path.with_suffix(".jsonl").unlink(missing_ok=True)
         self.release(unlink=True)
 
-    def quarantine(self, why: str) -> Path:
-        """A batch whose results cannot be read: set aside (never polled again)."""
-        self.entry["state"] = "quarantined"
-        self.entry["why"] = why
+    def quarantine(self, why: str | None) -> Path:
+        """Set aside, never polled again; ``why`` saved in it (None: a damaged file, as is)."""
+        if why is not None:
+            self.entry.update(state="quarantined", why=why)
+            self.save()
         target = self.path.with_name(self.path.stem + ".quarantined.json")
-        self.save()
         os.replace(self.path, target)
         self.release(unlink=True)
         return target
@@ -386,26 +375,19 @@ class JournalDir:
                 os.close(fd)
                 continue
             why = doc if isinstance(doc, str) else _inconsistent(self.owner, path, entry)
+            journal = Journal(path, self.owner, entry, fd)
             if why is None:
-                self.mine.append(Journal(path, self.owner, entry, fd))
-            else:
-                self._set_aside(path, why, fd)
-
-    def _set_aside(self, path: Path, why: str, fd: int) -> None:
-        """A damaged, foreign or inconsistent journal: moved out of the way, never used."""
-        target = path.with_name(path.stem + ".quarantined.json")
-        os.replace(path, target)
-        path.with_suffix(".lock").unlink(missing_ok=True)
-        os.close(fd)
-        self.notes.append(
-            f"batch: journal {path} set aside as {target.name} ({why}); the prompts this run "
-            "asks are submitted in a new batch (if the batch it names already ran, look it "
-            "up at the service: its lines would be paid twice)"
-        )
+                self.mine.append(journal)
+                continue
+            target = journal.quarantine(None)  # damaged, foreign or inconsistent: never used
+            self.notes.append(
+                f"batch: journal {path} set aside as {target.name} ({why}); the prompts this run "
+                "asks are submitted in a new batch (if the batch it names already ran, look it "
+                "up at the service: its lines would be paid twice)"
+            )
 
     def plan(self, kind: str, lines: dict[str, dict[str, Any]]) -> Journal:
-        """A new journal for ``lines`` (custom id -> cassette address), saved before any
-        call to the service, its lock held."""
+        """A journal for ``lines`` (id -> cassette address), saved and locked before any call."""
         key = content_key(self.owner, lines)
         path = self.root / f"{key}.json"
         fd = _try_lock(path.with_suffix(".lock"))
@@ -439,8 +421,7 @@ class JournalDir:
 
 
 def _inconsistent(owner: dict[str, str], path: Path, entry: dict[str, Any]) -> str | None:
-    """Why a journal of this setup cannot be trusted, or None: its key, ids and lines must
-    be the ones this setup writes (another model's request is foreign)."""
+    """Why a journal of this setup is not what this setup writes, or None."""
     lines: dict[str, dict[str, Any]] = entry["lines"]
     if not lines or sorted(entry.get("custom_ids") or ()) != sorted(lines):
         return "its 'custom_ids' do not list its lines"
@@ -508,7 +489,7 @@ def _malformed(doc: Any) -> str | None:
 
 
 def flock(fd: int, *, block: bool) -> bool:
-    """An exclusive POSIX lock on ``fd``; False when another process holds it (non-blocking)."""
+    """An exclusive POSIX lock on ``fd``; False when another process holds it."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows: no cross-process exclusion

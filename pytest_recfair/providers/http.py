@@ -10,8 +10,8 @@ import ipaddress
 import json
 import os
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterator, Mapping
+from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
 import httpx
@@ -23,6 +23,7 @@ from pytest_recfair.providers.base import (
     Completion,
     Usage,
     as_int,
+    bad_value,
     is_event_stream,
     json_body,
     response_url,
@@ -63,14 +64,12 @@ def unauthorized_hint(env: str | None, base: str) -> str:
 _ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
-def _given(**values: Any) -> dict[str, Any]:
-    """The settings that are set, in the order given (the body's bytes depend on it)."""
+def _given(**values: Any) -> dict[str, Any]:  # those set, in order (the body's bytes)
     return {name: value for name, value in values.items() if value is not None}
 
 
-# What a provider's request is made of: URL, JSON payload, auth headers (sent only with a
-# key), fixed headers.
-_Call = tuple[str, dict[str, Any], dict[str, str], "Mapping[str, str] | None"]
+# A request: URL, JSON payload, auth headers (sent only with a key).
+_Call = tuple[str, dict[str, Any], dict[str, str]]
 
 
 class HTTPProvider(ABC):
@@ -79,6 +78,7 @@ class HTTPProvider(ABC):
     name: str = "http"
     default_base_url: str = ""
     default_key_env: str | None = None
+    fixed_headers: ClassVar[Mapping[str, str]] = {}
     # variables named by recfair_extra_headers that are unset (see :func:`configure`)
     missing_header_envs: tuple[str, ...] = ()
 
@@ -96,49 +96,36 @@ class HTTPProvider(ABC):
         stream: bool = False,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
-            raise ConfigError(
-                f"model: expected the model name the service knows (e.g. 'gpt-4o-mini'), "
-                f"got {model!r}."
-            )
+            raise bad_value("model", "the model name the service knows (e.g. 'gpt-4o-mini')", model)
         if max_tokens is not None and (not isinstance(max_tokens, int) or max_tokens < 1):
-            raise ConfigError(
-                f"max_tokens: expected a positive integer or None, got {max_tokens!r}."
-            )
+            raise bad_value("max_tokens", "a positive integer or None", max_tokens)
         if temperature is not None and (
             not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2
         ):
-            raise ConfigError(
-                f"temperature: expected a number between 0 and 2 (or None to leave the "
-                f"service default), got {temperature!r}."
-            )
+            default = "(or None to leave the service default)"
+            raise bad_value("temperature", f"a number between 0 and 2 {default}", temperature)
         base_url = base_url or self.default_base_url
         parts = urlsplit(base_url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(
-                f"base_url: expected an http(s) URL such as 'http://127.0.0.1:8000/v1', got "
-                f"{base_url!r}. Give the full URL including the scheme."
-            )
+            url = "an http(s) URL such as 'http://127.0.0.1:8000/v1'"
+            raise bad_value("base_url", url, base_url, " Give the full URL including the scheme.")
         self.model, self.base_url = model, base_url.rstrip("/")
         local = is_loopback(self.base_url)
         # None = the provider's usual variable, except for local servers which need none.
         # "" = send no key at all (a keyless gateway).
-        if api_key_env is None:
-            api_key_env = None if local else self.default_key_env
-        self.api_key_env: str | None = api_key_env or None
+        usual = None if local else self.default_key_env
+        self.api_key_env: str | None = (usual if api_key_env is None else api_key_env) or None
         self._api_key = os.environ.get(self.api_key_env) if self.api_key_env else None
         self._key_required = self.api_key_env is not None and not local
         self.temperature, self.seed, self.max_tokens = temperature, seed, max_tokens
-        self.extra_headers = dict(extra_headers or {})
-        self.extra_body = dict(extra_body or {})
-        self.stream = stream
-        self._urls: dict[str, httpx.URL] = {}
+        self.extra_headers, self.extra_body = dict(extra_headers or {}), dict(extra_body or {})
+        self.stream, self._urls = stream, dict[str, httpx.URL]()
         given = [
             self._api_key,
             *(v for k, v in self.extra_headers.items() if secrets.is_secret_header(k)),
         ]
         self.secrets: tuple[str, ...] = tuple(v for v in given if v)  # the one rule (secrets.py)
-        # every message, file and terminal line of the process is scrubbed of them
-        secrets.register(self.secrets)
+        secrets.register(self.secrets)  # scrubbed from every message, file and line
 
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(model={self.model!r}, base_url={self.base_url!r})"
@@ -161,44 +148,44 @@ class HTTPProvider(ABC):
 
     def build_request(self, system: str | None, prompt: str) -> httpx.Request:
         """The HTTP request asking for recommendations for ``prompt``."""
-        url, payload, auth, fixed = self._call(system, prompt)
+        url, payload, auth = self._call(system, prompt)
         headers = {"content-type": "application/json", "accept": "application/json"}
-        headers.update(fixed or {})
+        headers.update(self.fixed_headers)
         if self._api_key:
             headers.update(auth)
         headers.update(self.extra_headers)
         content = self._body(payload).encode("utf-8")
-        # The URL parsed once: parsing is most of the cost of building a request, and a
-        # replayed paper-scale audit builds 31,000 of them.
+        # Parsed once: most of a request's building cost (a paper-scale replay builds 31,000).
         parsed = self._urls.get(url)
         if parsed is None:
             parsed = self._urls[url] = httpx.URL(url)
         return httpx.Request("POST", parsed, headers=headers, content=content)
 
     def replay_key(self, system: str | None, prompt: str) -> tuple[str, str, str] | None:
-        """(method, URL, body text) of ``build_request``'s request, unbuilt, for replay;
-        None for a subclass (replay then uses its own build and parse)."""
+        """(method, URL, body text) of ``build_request``'s request, unbuilt; None: a subclass."""
         if type(self) not in _BUILT_IN:
             return None
-        url, payload, _, _ = self._call(system, prompt)
+        url, payload, _ = self._call(system, prompt)
         return "POST", url, self._body(payload)
 
     @abstractmethod
-    def _call(self, system: str | None, prompt: str) -> _Call:
-        """URL, payload and headers of the request for ``prompt``."""
+    def _call(self, system: str | None, prompt: str) -> _Call: ...
 
-    def parse_response(self, response: httpx.Response) -> Completion:
-        """The reply text, finish reason, usage and model of a 2xx response."""
-        return self.parse_reply(response)
+    def parse_response(self, response: AnyReply) -> Completion:
+        """Text, finish reason, usage and model of a 2xx response, or of a recorded reply
+        (replay by key): one code path for both."""
+        if is_event_stream(response):
+            return self._stream(sse_payloads(response, provider=self.name))
+        return self._reply(json_body(response, provider=self.name), response)
 
     @abstractmethod
-    def parse_reply(self, response: AnyReply) -> Completion:
-        """``parse_response`` of a response or of a recorded reply (replay by key): one
-        code path for both."""
+    def _reply(self, data: dict[str, Any], response: AnyReply) -> Completion: ...
+
+    @abstractmethod
+    def _stream(self, events: Iterator[dict[str, Any]]) -> Completion: ...
 
     def _body(self, payload: dict[str, Any]) -> str:
-        """The request body's text: ``payload`` with ``extra_body`` merged in. One place
-        for the request and its replay key, whose body must be the same text."""
+        """``payload`` with ``extra_body``: one place for the request and its replay key."""
         payload.update(self.extra_body)
         return _ENCODER.encode(payload)
 
@@ -222,12 +209,9 @@ class OpenAIProvider(HTTPProvider):
             payload["stream"] = True
             payload["stream_options"] = {"include_usage": True}
         auth = {"authorization": f"Bearer {self._api_key}"}
-        return f"{self.base_url}/chat/completions", payload, auth, None
+        return f"{self.base_url}/chat/completions", payload, auth
 
-    def parse_reply(self, response: AnyReply) -> Completion:
-        if is_event_stream(response):
-            return self._parse_stream(response)
-        data = json_body(response, provider=self.name)
+    def _reply(self, data: dict[str, Any], response: AnyReply) -> Completion:
         choices = data.get("choices")
         if not isinstance(choices, list):
             raise ProviderError(
@@ -244,12 +228,12 @@ class OpenAIProvider(HTTPProvider):
             finish = choice.get("finish_reason")
         return Completion(text, finish, _openai_usage(data.get("usage")), data.get("model"))
 
-    def _parse_stream(self, response: AnyReply) -> Completion:
+    def _stream(self, events: Iterator[dict[str, Any]]) -> Completion:
         parts: list[str] = []
         finish: str | None = None
         usage: Usage | None = None
         model: str | None = None
-        for chunk in sse_payloads(response, provider=self.name):
+        for chunk in events:
             model = chunk.get("model") or model
             for choice in chunk.get("choices") or []:
                 delta = choice.get("delta") or {}
@@ -273,7 +257,7 @@ class AnthropicProvider(HTTPProvider):
     name = "anthropic"
     default_base_url = "https://api.anthropic.com"
     default_key_env = "ANTHROPIC_API_KEY"
-    api_version = "2023-06-01"
+    fixed_headers: ClassVar[Mapping[str, str]] = {"anthropic-version": "2023-06-01"}
     # The Messages API requires max_tokens; 25 titles fit easily in this.
     default_max_tokens = 1024
 
@@ -283,21 +267,13 @@ class AnthropicProvider(HTTPProvider):
             "max_tokens": self.max_tokens or self.default_max_tokens,
             "messages": [{"role": "user", "content": prompt}],
         }
-        if system:
-            payload["system"] = system
-        if self.temperature is not None:
-            payload["temperature"] = self.temperature
-        if self.stream:
-            payload["stream"] = True
         # Anthropic has no seed parameter: self.seed is deliberately not sent.
-        auth = {"x-api-key": self._api_key or ""}
-        fixed = {"anthropic-version": self.api_version}
-        return f"{self.base_url}/v1/messages", payload, auth, fixed
+        payload.update(
+            _given(system=system or None, temperature=self.temperature, stream=self.stream or None)
+        )
+        return f"{self.base_url}/v1/messages", payload, {"x-api-key": self._api_key or ""}
 
-    def parse_reply(self, response: AnyReply) -> Completion:
-        if is_event_stream(response):
-            return self._parse_stream(response)
-        data = json_body(response, provider=self.name)
+    def _reply(self, data: dict[str, Any], response: AnyReply) -> Completion:
         content = data.get("content")
         if not isinstance(content, list):
             raise ProviderError(
@@ -316,11 +292,11 @@ class AnthropicProvider(HTTPProvider):
             data.get("model"),
         )
 
-    def _parse_stream(self, response: AnyReply) -> Completion:
+    def _stream(self, events: Iterator[dict[str, Any]]) -> Completion:
         parts: list[str] = []
         finish = model = None
         usage: Usage | None = None
-        for event in sse_payloads(response, provider=self.name):
+        for event in events:
             kind = event.get("type")
             if kind == "message_start":
                 message = event.get("message") or {}
@@ -369,22 +345,19 @@ class GeminiProvider(HTTPProvider):
         model = self.model.removeprefix("models/")
         method = "streamGenerateContent?alt=sse" if self.stream else "generateContent"
         auth = {"x-goog-api-key": self._api_key or ""}
-        return f"{self.base_url}/models/{model}:{method}", payload, auth, None
+        return f"{self.base_url}/models/{model}:{method}", payload, auth
 
-    def parse_reply(self, response: AnyReply) -> Completion:
-        if is_event_stream(response):
-            chunks = [self._parse_chunk(c) for c in sse_payloads(response, provider=self.name)]
-            usages = [c.usage for c in chunks if c.usage is not None]
-            return Completion(
-                "".join(c.text for c in chunks),
-                next((c.finish_reason for c in reversed(chunks) if c.finish_reason), None),
-                # usageMetadata in a stream is cumulative: the last one is the total.
-                usages[-1] if usages else None,
-                next((c.model for c in reversed(chunks) if c.model), None),
-            )
-        return self._parse_chunk(json_body(response, provider=self.name))
+    def _stream(self, events: Iterator[dict[str, Any]]) -> Completion:
+        chunks = [self._reply(c, None) for c in events]
+        usages = [c.usage for c in chunks if c.usage is not None]
+        return Completion(
+            "".join(c.text for c in chunks),
+            next((c.finish_reason for c in reversed(chunks) if c.finish_reason), None),
+            usages[-1] if usages else None,  # usageMetadata in a stream is cumulative
+            next((c.model for c in reversed(chunks) if c.model), None),
+        )
 
-    def _parse_chunk(self, data: dict[str, Any]) -> Completion:
+    def _reply(self, data: dict[str, Any], response: AnyReply | None) -> Completion:
         candidates = data.get("candidates") or []
         text, finish = "", None
         if candidates:
@@ -400,12 +373,11 @@ class GeminiProvider(HTTPProvider):
             finish = (data.get("promptFeedback") or {}).get("blockReason")
         meta = data.get("usageMetadata")
         usage = None
-        if isinstance(meta, dict):
-            # Thinking tokens are billed as output tokens.
-            usage = Usage(
-                as_int(meta.get("promptTokenCount")),
-                as_int(meta.get("candidatesTokenCount")) + as_int(meta.get("thoughtsTokenCount")),
-            )
+        if isinstance(meta, dict):  # thinking tokens are billed as output tokens
+            count = [
+                as_int(meta.get(f"{n}TokenCount")) for n in ("prompt", "candidates", "thoughts")
+            ]
+            usage = Usage(count[0], count[1] + count[2])
         return Completion(text, finish, usage, data.get("modelVersion"))
 
 

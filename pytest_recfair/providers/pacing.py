@@ -1,12 +1,7 @@
-"""Pacing to the provider's limits (requests and tokens per minute), shared by every run
-of one endpoint in this process: the tighter of ``recfair_rpm``/``recfair_tpm`` (split
-across xdist workers) and what the replies state (OpenAI, Anthropic headers; Gemini's 429
-details). A value that does not parse is ignored, never guessed.
-
-Each limit is a token bucket: a request reserves its share at once and sleeps until due,
-so no lock is held across a wait. AIMD concurrency: a remote endpoint without limits gets
-one request in flight until its first reply; a 429 halves the window and cuts the rate.
-"""
+"""Pacing to an endpoint's requests/tokens per minute, shared by its runs in this process:
+the tighter of ``recfair_rpm``/``recfair_tpm`` (split across xdist workers) and what replies
+state (headers; Gemini's 429 details; a value that does not parse is ignored). Token buckets
+(reserve at once, sleep until due: no lock held across a wait) and an AIMD window."""
 
 from __future__ import annotations
 
@@ -21,7 +16,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from pytest_recfair.providers.http import is_loopback
 
@@ -45,8 +40,8 @@ class Gauge:
     def configure(
         self, per_minute: float | None, factor: float, now: float, *, full: bool = True
     ) -> None:
-        """Pace to ``per_minute`` (None: stop pacing). A bucket made from a reply's
-        headers starts empty (``full=False``): requests already out are not in it."""
+        """Pace to ``per_minute`` (None: stop). One from a reply's headers starts empty
+        (``full=False``): requests already out are not in it."""
         if per_minute is None or per_minute <= 0:
             self.per_minute = None
             return
@@ -59,8 +54,7 @@ class Gauge:
             self.level = self.capacity if full else 0.0
         self.level = min(self.level, self.capacity)
 
-    def _refill(self, now: float) -> bool:
-        """The bucket filled up to ``now``; False while it is inactive."""
+    def _refill(self, now: float) -> bool:  # False while inactive
         if self.per_minute is not None and now > self.at:
             self.level = min(self.capacity, self.level + (now - self.at) * self.rate)
         self.at = max(self.at, now)
@@ -74,7 +68,7 @@ class Gauge:
         return 0.0 if self.level >= 0 else -self.level / self.rate
 
     def give(self, amount: float, now: float) -> None:
-        """Give back (or, negative, take more of) what a reservation over-estimated."""
+        """Give back (negative: take more of) what a reservation over-estimated."""
         if self._refill(now):
             self.level = min(self.capacity, self.level + amount)
 
@@ -112,8 +106,8 @@ class Endpoint:
         )
 
     def too_slow(self, debit: float, max_hold: float) -> tuple[str, float] | None:
-        """(the header, the seconds) when a limit the replies state, alone, holds one
-        request longer than ``max_hold``: a hostile or broken header, not a pace."""
+        """(header, seconds) when a limit the replies state, alone, holds one request
+        longer than ``max_hold``: a hostile or broken header, not a pace."""
         seen = self.seen
         if seen is None:
             return None
@@ -174,22 +168,13 @@ def known_limits(provider: Any) -> tuple[float | None, float | None]:
     return endpoint.limits() if endpoint is not None else (None, None)
 
 
-def reset_endpoints() -> None:  # for tests
-    with _REGISTRY:
-        _ENDPOINTS.clear()
-
-
-@dataclass(slots=True)
-class Ticket:
-    """One request's reservation: its tokens as estimated and as debited."""
-
+class Ticket(NamedTuple):  # one request's reservation: its tokens estimated and debited
     estimate: float
     debited: float
 
 
 class Pacer:
-    """One run's view of an endpoint: the in-flight window (on the run's event loop) and
-    the waits before sending. ``clock`` and ``sleep`` are for tests."""
+    """One run's view of an endpoint: its in-flight window and waits (clock, sleep: tests)."""
 
     def __init__(
         self,
@@ -203,10 +188,8 @@ class Pacer:
     ) -> None:
         self.endpoint, self.concurrency = endpoint, concurrency
         self.clock, self.sleep = clock, sleep
-        self.say = say  # one line for the run's output when a header is capped (once)
-        # no wait longer than a retry would (``max_retry_after``): a hostile "a day" must
-        # not stall the run unseen
-        self.max_hold = max_hold
+        self.say = say  # the run's output, for a capped header (once)
+        self.max_hold = max_hold  # as a retry's (max_retry_after): "a day" must not stall
         self.in_flight = 0
         self._said: set[str] = set()
         self._freed: asyncio.Condition | None = None
@@ -264,8 +247,7 @@ class Pacer:
         retry_after: float | None,
         header: str = "Retry-After",
     ) -> None:
-        """What one reply says: its limits, and whether it was a 429 (``header``: what
-        stated its wait)."""
+        """What one reply says: its limits, a 429 (``header``: what stated its wait)."""
         ep, now = self.endpoint, self.clock()
         with ep.lock:
             if seen is not None and ep.heeds:
@@ -298,15 +280,13 @@ class Pacer:
                 f"waits {self.max_hold:g} s at most (max_retry_after) and retries",
             )
 
-    def _tell(self, what: str, line: str) -> None:
-        """One line on the run's output, each ``what`` said once per run."""
+    def _tell(self, what: str, line: str) -> None:  # each ``what`` once per run
         if self.say is not None and what not in self._said:
             self._said.add(what)
             self.say(line)
 
     def used(self, ticket: Ticket, tokens: int | None) -> None:
-        """The reply's usage: the tokens bucket gets back what was over-debited, and the
-        estimate learns (its ratio to what replies use)."""
+        """The reply's usage: what was over-debited goes back, and the estimate learns."""
         if tokens is None or ticket.estimate <= 0:
             return
         ep, now = self.endpoint, self.clock()
@@ -316,10 +296,9 @@ class Pacer:
             ep.ratio += LEARN * (tokens / ticket.estimate - ep.ratio)
 
 
-# A request's tokens before it is sent (the plan's estimate, the pacer's debit until the
-# reply's usage corrects it): about 4 characters per prompt token plus a small
-# per-message overhead; for the reply max_tokens when set, else about 12 tokens per
-# asked item (a numbered title with its year).
+# A request's tokens before it is sent (the plan's estimate, the pacer's debit): ~4 chars
+# per prompt token plus a per-message overhead; for the reply max_tokens when set, else
+# ~12 tokens per asked item (a numbered title with its year).
 CHARS_PER_TOKEN: Final = 4.0
 MESSAGE_OVERHEAD_TOKENS: Final = 8
 TOKENS_PER_ITEM: Final = 12
@@ -338,8 +317,7 @@ def prompt_tokens(case: CaseText) -> int:
 
 
 def request_tokens(case: CaseText, max_tokens: int | None) -> int:
-    """Tokens one request may use, prompt plus reply, before it is sent (what the plan
-    counts, and what the runner's pacer debits until the reply's usage corrects it)."""
+    """Tokens one request may use, prompt plus reply (the plan's count, the pacer's debit)."""
     return prompt_tokens(case) + (max_tokens or TOKENS_PER_ITEM * getattr(case, "k", 1))
 
 

@@ -1,10 +1,7 @@
-"""Record and replay the HTTP calls a Python pipeline makes while it answers the audit.
-
-The runner opens a :class:`Scope` (a context variable, so it follows the call into worker
-threads and tasks) around each prompt; the clients built here answer from that prompt's
-entity cassette or send and record. A prompt's interactions are kept only when its answer
-is final, so a failed call is never recorded and an answer built around one not scored.
-"""
+"""Record and replay the HTTP calls a Python pipeline makes while it answers the audit: a
+:class:`Scope` per prompt (a context variable: it follows the call into threads and tasks),
+its calls kept only once its answer is final (a failed call is never recorded, an answer
+built around one not scored)."""
 
 from __future__ import annotations
 
@@ -17,7 +14,7 @@ import weakref
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
@@ -38,8 +35,7 @@ class BudgetStop(ConfigError):
 
 @dataclass
 class Allowance:
-    """What the live requests of one audit may still spend (None: no limit), shared by
-    every chunk of the audit and every thread of its pipeline."""
+    """What one audit's live requests may still spend (None: no limit), in all its threads."""
 
     requests: int | None = None
     cost: float | None = None
@@ -48,8 +44,7 @@ class Allowance:
     spent: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def take(self, what: str, test_id: str) -> None:
-        """Count one live request, or raise :class:`BudgetStop` before it is sent."""
+    def take(self, what: str, test_id: str) -> None:  # or BudgetStop before it is sent
         with self.lock:
             if self.requests is not None and self.sent >= self.requests:
                 raise BudgetStop(
@@ -106,8 +101,7 @@ class Scope:
         *,
         http: bool = True,
     ) -> RecordedResponse | None:
-        """The recorded reply, or None to send it live (an HTTP request counted against the
-        budget first); the miss when the record mode forbids the network."""
+        """The recorded reply, or None to send it live (``_live``)."""
         _register_secrets(self.store, headers)
         if self.stop is not None:  # the run is stopping: send nothing more
             raise self.stop
@@ -124,8 +118,8 @@ class Scope:
         return None
 
     def _live(self, method: str, url: str, body: bytes, *, counted: bool = True) -> None:
-        """A request nothing recorded answers: the miss (naming what differed), else one
-        more live request, counted against the budget (``counted``) before it is sent."""
+        """The miss (naming what differed) when the record mode forbids the network, else
+        one more live request, counted against the budget (``counted``) before it is sent."""
         store, case = self.store, self.case
         if not store.needs_network(self.test_id, self.entity):
             miss = store.miss(self.test_id, self.entity, method, url, body, case.repeat, case=case)
@@ -146,11 +140,6 @@ class Scope:
         self._live(method, url, body)
         with self.lock:
             self.vcr_unanswered[(method, url, body)] += 1
-
-    def vcr_answered(self, method: str, url: str, body: bytes) -> None:
-        """vcrpy recorded a reply (any status) to a request it sent live."""
-        with self.lock:
-            self.vcr_unanswered[(method, url, body)] -= 1
 
     def vcr_done(self) -> None:
         """The prompt's vcrpy cassette is saved: a live request with no reply failed."""
@@ -173,8 +162,7 @@ class Scope:
         content: bytes,
         reason: str,
     ) -> RecordedResponse:
-        """A live reply as the pipeline gets it (decoded body) and, when it is a 2xx, kept
-        for the prompt's cassette once the answer is final."""
+        """A live reply as the pipeline gets it (decoded); a 2xx is kept for the cassette."""
         recorded = decoded_reply(status, reply_headers, content, reason)
         _register_secrets(self.store, headers)
         usage = usage_of(content) if 200 <= status < 300 else None
@@ -192,15 +180,13 @@ class Scope:
         return recorded
 
     def _recorded(self, method: str, url: str) -> list[str]:
-        """The bodies recorded to this endpoint for this prompt (for any prompt of the
-        entity when none was): what a miss is compared with."""
+        """For a miss: the bodies recorded to this endpoint for this prompt (else the entity)."""
         here = head(method, url)
         same = [(c, str(k[3])) for c, k, _ in self.store.recorded(self.entity) if k[:3] == here]
         return [b for c, b in same if c == self.case.id] or [b for _, b in same]
 
     def replay_output(self, model: str, system: str | None, prompt: str) -> Completion | None:
-        """What the function returned for this prompt when it was recorded
-        (``CallableProvider(record=True)``), or None when it is to be called."""
+        """What the function returned when recorded (``record=True``); None: call it."""
         method, url, body = output_request(model, system, prompt)
         hit = self.lookup(method, url, [], body, http=False)
         return None if hit is None else output_completion(hit.body, model)
@@ -223,8 +209,7 @@ class Scope:
             self.usage = usage if self.usage is None else self.usage + usage
 
     def settle(self, result: Completion | str) -> Completion | str:
-        """The prompt's result once the pipeline is done: its recordings kept when the
-        answer is final; an answer built around a request that failed for good is not."""
+        """The result, recordings kept; not an answer built around a request that failed."""
         if self.stop is not None:
             return result
         if isinstance(result, Completion) and self.failing:
@@ -255,8 +240,7 @@ _OPEN_LOCK = threading.Lock()
 
 @contextlib.contextmanager
 def scoped(scope: Scope) -> Iterator[Scope]:
-    """Requests sent through a recfair client inside this block belong to ``scope``
-    (a sync pipeline's worker thread gets a copy of the context, so they still do)."""
+    """Requests through a recfair client in this block (and its threads) are ``scope``'s."""
     token = SCOPE.set(scope)
     with _OPEN_LOCK:
         _OPEN[0] += 1
@@ -269,9 +253,8 @@ def scoped(scope: Scope) -> Iterator[Scope]:
 
 
 def _scope() -> Scope | None:
-    """The prompt a request belongs to (None: an ordinary client). A request outside any
-    prompt while an audit runs came from a thread the pipeline started itself: a replay
-    would call the network, so it is refused."""
+    """The prompt a request belongs to (None: an ordinary client). Outside any prompt while
+    an audit runs, it came from a thread the pipeline started: refused (replay would not)."""
     scope = SCOPE.get()
     if scope is None and _OPEN[0]:
         raise ProviderError(
@@ -291,9 +274,7 @@ def usage_of(body: bytes) -> Usage | None:
         data = json.loads(body)
     except ValueError:
         return None
-    if not isinstance(data, dict):
-        return None
-    found = data.get("usage") or data.get("usageMetadata")
+    found = (data.get("usage") or data.get("usageMetadata")) if isinstance(data, dict) else None
     if not isinstance(found, dict):
         return None
     prompt = _count(found, "prompt_tokens", "input_tokens", "promptTokenCount")
@@ -315,8 +296,7 @@ def _line(method: str, url: str) -> str:
 
 
 def _register_secrets(store: CassetteStore, headers: list[tuple[str, str]]) -> None:
-    """The pipeline's credentials (its SDK's auth headers) are scrubbed from everything
-    written, cassette bodies and messages alike."""
+    """The pipeline's credentials (its SDK's auth headers): scrubbed from all it writes."""
     found: list[str] = []
     for name, value in headers:
         if secrets.is_secret_header(name):
@@ -331,14 +311,11 @@ def _register_secrets(store: CassetteStore, headers: list[tuple[str, str]]) -> N
 
 # --- output-level recording: what a function returned, for a model not behind HTTP
 
-OUTPUT_HOST: Final = "recfair.callable"
-
 
 def output_request(model: str, system: str | None, prompt: str) -> tuple[str, str, bytes]:
-    """The request an output-level recording is filed under: the function's label and
-    the prompt it was given (method, URL, body)."""
+    """The request an output recording is filed under: function label and prompt."""
     body = json.dumps({"system": system, "prompt": prompt}, ensure_ascii=False, sort_keys=True)
-    return "POST", f"https://{OUTPUT_HOST}/{quote(model, safe='')}", body.encode("utf-8")
+    return "POST", f"https://recfair.callable/{quote(model, safe='')}", body.encode("utf-8")
 
 
 def output_reply(completion: Completion) -> bytes:
@@ -349,7 +326,7 @@ def output_reply(completion: Completion) -> bytes:
 
 
 def output_completion(body: bytes, model: str) -> Completion:
-    """The recorded output as the function's Completion; a damaged one is an error."""
+    """The recorded output as a Completion; a damaged one is an error."""
     try:
         data = json.loads(body)
         text, finish = data["text"], data.get("finish_reason")
@@ -377,7 +354,7 @@ def _ask(scope: Scope, request: Any, body: bytes) -> tuple[_Parts, RecordedRespo
 
 
 def _got(lib: Any, scope: Scope, parts: _Parts, live: Any, content: bytes, cap: int | None) -> Any:
-    """A live reply, kept by the scope (its body capped), as the response the pipeline gets."""
+    """A live reply, kept by the scope (body capped), as the response the pipeline gets."""
     headers = [(str(n), str(v)) for n, v in live.headers.multi_items()]
     reply = (live.status_code, headers, capped_body(content, cap), live.reason_phrase)
     return response_of(scope.keep(*parts, *reply), lib)
@@ -386,20 +363,14 @@ def _got(lib: Any, scope: Scope, parts: _Parts, live: Any, content: bytes, cap: 
 def _generation(name: str) -> Any:
     if name == "httpx":
         return httpx
-    try:
-        import httpx2
-    except ImportError:  # pragma: no cover - a core dependency
-        raise ConfigError(
-            "recfair_http_client needs httpx2 (the HTTP library of today's openai and "
-            "anthropic SDKs): pip install httpx2. Code still on httpx 0.x takes "
-            "recfair_httpx_client instead."
-        ) from None
+    import httpx2  # a core dependency: today's openai and anthropic SDKs take only it
+
     return httpx2
 
 
 def http_client(generation: str = "httpx2", max_reply_chars: int | None = None) -> Any:
-    """A sync ``Client`` of ``generation`` ("httpx2": today's SDKs; "httpx": httpx 0.x)
-    whose requests inside an audit prompt are recorded and replayed."""
+    """A ``Client`` of ``generation`` ("httpx2": today's SDKs; "httpx": httpx 0.x) whose
+    requests inside an audit prompt are recorded and replayed."""
     lib = _generation(generation)
 
     class RecfairTransport(lib.BaseTransport):  # type: ignore[misc,name-defined]
@@ -429,8 +400,7 @@ def http_client(generation: str = "httpx2", max_reply_chars: int | None = None) 
 
 
 def async_http_client(generation: str = "httpx2", max_reply_chars: int | None = None) -> Any:
-    """The ``AsyncClient`` twin of :func:`http_client`: one connection pool per event loop
-    (each audit runs on a loop of its own, and a pool cannot outlive its loop)."""
+    """:func:`http_client`'s ``AsyncClient``: a pool per event loop (one per audit)."""
     lib = _generation(generation)
     pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 

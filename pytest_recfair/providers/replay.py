@@ -1,13 +1,14 @@
 """The replay fast path: every case the cassettes answer is served before any worker or
-HTTP client exists (httpx's client machinery cost more than the lookup and parse together).
-"""
+HTTP client exists (httpx's client machinery cost more than the lookup and parse together)."""
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json.encoder
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -24,15 +25,15 @@ from pytest_recfair.providers.retry import Abort, Retryable, judge
 from pytest_recfair.providers.runstate import CaseLike, Run, RunOptions
 from pytest_recfair.providers.transport import CassetteTransport, response_of
 
+if TYPE_CHECKING:
+    from pytest_recfair.cassettes.store import CassetteStore
+
 #: A case left for the workers, with the retryable failure its replayed reply gave.
 Todo = tuple[CaseLike, Retryable | None]
 
-# The replay pass hands the event loop back this often, so it does not starve other tasks.
-_REPLAY_YIELD_EVERY = 256
-
-# A built-in provider's key body has the prompt once, verbatim, as a JSON string, so a
-# case's body is its system's body with this slot swapped for the prompt, both encoded by
-# the one function the JSON encoder uses for strings: the same text, not re-encoded whole.
+# A built-in's key body has the prompt once, as a JSON string: a case's body is its system's
+# body with this slot swapped for the prompt, both encoded by the JSON encoder's own string
+# function: the same text, not re-encoded whole.
 _SLOT = "\x00recfair prompt\x00"
 _STR = json.encoder.encode_basestring
 
@@ -40,18 +41,25 @@ _STR = json.encoder.encode_basestring
 async def first_pass(
     prov: Provider | CallableProvider, cases: Sequence[CaseLike], opts: RunOptions, run: Run
 ) -> list[Todo]:
-    """Serve what the cassettes hold (no network); the rest is left for the workers."""
+    """Serve what the cassettes hold (no network); the rest is left for the workers, to
+    record or to retry with its failure. A prompt that failed while recording fails again;
+    any other miss stops the run, counted."""
     cassettes = opts.cassettes
     if isinstance(prov, CallableProvider) or cassettes is None or not cassettes.policy.replays:
         return [(case, None) for case in cases]
     cassettes.add_secrets(getattr(prov, "secrets", ()))
-    replayer = CassetteTransport(cassettes, test_id=opts.test_id)
-    return await _replay_pass(prov, cases, replayer, run)
+    pass_ = _Pass(prov, CassetteTransport(cassettes, test_id=opts.test_id), run)
+    for done, case in enumerate(cases, 1):
+        pass_.case(case)
+        if done % 256 == 0:  # the loop handed back now and then: no task starves
+            await asyncio.sleep(0)
+    if pass_.first_miss is not None:
+        raise Abort(pass_.first_miss.counted(pass_.misses, len(cases)))
+    return pass_.rest
 
 
-def replay_failures(opts: RunOptions) -> failures.FailureLog | None:
+def replay_failures(store: CassetteStore | None) -> failures.FailureLog | None:
     """In a replay-only run, the failures its recordings noted (read once per run)."""
-    store = opts.cassettes
     if store is None or store.policy.records:
         return None
     log = failures.log_for(store.root)
@@ -59,9 +67,12 @@ def replay_failures(opts: RunOptions) -> failures.FailureLog | None:
 
 
 def noted_failure(
-    prov: CallableProvider, case: CaseLike, test_id: str, log: failures.FailureLog | None
+    prov: Provider | CallableProvider,
+    case: CaseLike,
+    test_id: str | None,
+    log: failures.FailureLog | None,
 ) -> str | None:
-    """The error ``log`` holds for ``case`` of a Python recommender (not called again)."""
+    """The error ``log`` holds for ``case`` failed by ``test_id``: not asked again."""
     noted = None if log is None else log.find(_failure_key(prov, case, test_id))
     return None if noted is None else noted.message()
 
@@ -88,68 +99,55 @@ def _failure_key(
     provider: Provider | CallableProvider, case: CaseLike, test_id: str | None = None
 ) -> str:
     """The note key of ``case`` failed by ``test_id`` (None: unscoped, as older notes)."""
-    key_of = getattr(provider, "replay_key", None)
-    key: tuple[str, str, str | bytes] | None = key_of(case.system, case.prompt) if key_of else None
+    key: tuple[str, str, str | bytes] | None = None
     if isinstance(provider, CallableProvider):
         key = output_request(provider.model, case.system, case.prompt)
-    if key is not None:
-        found = failures.request_key(*key, case.repeat)
-    else:
-        assert not isinstance(provider, CallableProvider)
-        request = provider.build_request(case.system, case.prompt)
-        found = failures.request_key(request.method, str(request.url), request.content, case.repeat)
+    elif (key_of := getattr(provider, "replay_key", None)) is not None:
+        key = key_of(case.system, case.prompt)
+    if key is None:
+        request = provider.build_request(case.system, case.prompt)  # type: ignore[union-attr]
+        key = (request.method, str(request.url), request.content)
+    found = failures.request_key(*key, case.repeat)
     return found if test_id is None else failures.scoped(found, test_id)
-
-
-async def _replay_pass(
-    provider: Provider, cases: Sequence[CaseLike], replayer: CassetteTransport, run: Run
-) -> list[Todo]:
-    """Serve every case the cassettes answer; return the rest (to record, or to retry
-    with its failure). A prompt that failed while recording fails again; any other miss
-    stops the run, counted."""
-    pass_ = _Pass(provider, replayer, run)
-    for done, case in enumerate(cases, 1):
-        pass_.case(case)
-        if done % _REPLAY_YIELD_EVERY == 0:
-            await asyncio.sleep(0)
-    pass_.misses.raise_first(len(cases))
-    return pass_.rest
 
 
 class _Pass:
     """One replay pass's state."""
 
     def __init__(self, provider: Provider, replayer: CassetteTransport, run: Run) -> None:
-        self.provider = provider
-        self.replayer = replayer
-        self.run = run
+        self.provider, self.replayer, self.run = provider, replayer, run
         self.rest: list[Todo] = []
-        self.live_only: dict[str, bool] = {}
-        self.misses = _Misses(replayer.store.root)
+        self.live_only = functools.cache(replayer.live_only)  # per entity
+        self.first_miss: CassetteMiss | None = None
+        self.misses = 0
+        self.log = failures.log_for(replayer.store.root)  # read when a miss asks
+        self.noted = replay_failures(replayer.store)
         self.bodies: dict[str | None, tuple[str, str, str, str] | None] = {}
-        # a built-in's parse_reply reads a recording as stored
-        self.parse = provider.parse_reply if isinstance(provider, HTTPProvider) else None
-        # a recording's headers as parse_reply reads them, per distinct headers
-        self.headers: dict[tuple[tuple[str, str], ...], dict[str, str] | None] = {}
+        # a built-in's parse_response reads a recording as stored
+        self.parse = provider.parse_response if isinstance(provider, HTTPProvider) else None
+        self.headers = functools.cache(_reply_headers)  # per distinct headers
 
     def case(self, case: CaseLike) -> None:
         provider, replayer, run = self.provider, self.replayer, self.run
-        skip = self.live_only.get(case.entity_id)
-        if skip is None:
-            skip = self.live_only[case.entity_id] = replayer.live_only(case.entity_id)
-        if skip:  # recording a new cassette: no request to build twice
+        if self.live_only(case.entity_id):  # recording a new cassette: no request built twice
             self.rest.append((case, None))
             return
-        noted = self.misses.noted(provider, case, replayer)
-        if noted is not None:  # this test's recording failed it: so does its replay
-            run.finish(case, noted.message())
+        # this test's recording failed it (even if another test's recording answered the
+        # prompt): its replay fails it too
+        noted = noted_failure(provider, case, replayer.test_id, self.noted)
+        if noted is not None:
+            run.finish(case, noted)
             return
         try:
             response = self.replayed(case)
         except CassetteMiss as miss:
-            failed = self.misses.failed(miss, _failure_key(provider, case))
-            if failed is not None:
-                run.finish(case, failed)
+            # a prompt that failed while recording (noted before notes were per test)
+            noted = noted_failure(provider, case, None, self.log)
+            if noted is not None:
+                run.finish(case, noted)
+            else:
+                self.first_miss = self.first_miss or miss
+                self.misses += 1
             return
         if response is None:
             self.rest.append((case, None))
@@ -189,13 +187,12 @@ class _Pass:
         return method, url, head + _STR(case.prompt) + tail
 
     def replayed(self, case: CaseLike) -> httpx.Response | Reply | None:
-        """The recorded reply to ``case``, or None when it is to be recorded live. A
-        built-in provider's is looked up by key, unbuilt: the httpx objects took half of a
-        replayed case."""
+        """The recorded reply to ``case`` (None: record it live); a built-in provider's by key,
+        unbuilt: the httpx objects took half of a replayed case."""
         key = self.key(case)
         try:
             if key is not None:
-                return self.replayer.find(*key, case.entity_id, case.repeat, case.id, case)
+                return self.replayer.find(*key, case.entity_id, case.repeat, case)
             request = self.run.request(self.provider, case)
             response = self.replayer.replay(request)
         except CassetteMiss:
@@ -214,9 +211,7 @@ class _Pass:
         if isinstance(replayed, tuple):
             status, reason, headers, text = replayed
             if 200 <= status < 300 and self.parse is not None:
-                if headers not in self.headers:
-                    self.headers[headers] = _reply_headers(headers)
-                found = self.headers[headers]
+                found = self.headers(headers)
                 if found is not None:
                     try:  # a try, not contextlib.suppress: no context manager built per case
                         return self.parse(RecordedReply(text, found))
@@ -228,52 +223,8 @@ class _Pass:
         return judge(provider, replayed, case)
 
 
-class _Misses:
-    """The misses of one replay pass: recorded failures replayed, the rest counted."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.log: failures.FailureLog | None = None
-        self.first: CassetteMiss | None = None
-        self.count = 0
-        self.any_noted: bool | None = None  # the log is read once per pass: counted once
-
-    def noted(
-        self, provider: Provider, case: CaseLike, replayer: CassetteTransport
-    ) -> failures.Failure | None:
-        """In a replay-only run, this test's recording's note of ``case`` (even if another
-        test's recording answered the prompt)."""
-        if replayer.store.policy.records:
-            return None
-        if self.any_noted is None:
-            self.any_noted = self._log().count() > 0
-        if not self.any_noted:
-            return None
-        return self._log().find(_failure_key(provider, case, replayer.test_id))
-
-    def _log(self) -> failures.FailureLog:
-        if self.log is None:
-            self.log = failures.log_for(self.root)
-        return self.log
-
-    def failed(self, miss: CassetteMiss, key: str) -> str | None:
-        """The error of a prompt that failed while recording (a note written before notes
-        were per test), or None (a true miss)."""
-        noted = self._log().find(key)
-        if noted is not None:
-            return noted.message()
-        self.first = self.first or miss
-        self.count += 1
-        return None
-
-    def raise_first(self, asked: int) -> None:
-        if self.first is not None:
-            raise Abort(self.first.counted(self.count, asked))
-
-
 def _reply_headers(recorded: tuple[tuple[str, str], ...]) -> dict[str, str] | None:
-    """A recording's headers as ``parse_reply`` reads them; None unless they read exactly
-    as the response's would (in ASCII, as httpx keeps them)."""
+    """A recording's headers as a response's read (None unless ASCII, as httpx keeps them)."""
     headers: dict[str, str] = {}
     for name, value in recorded:
         if not (name.isascii() and value.isascii()):

@@ -1,5 +1,4 @@
-"""The runner's failure policy: which reply or error is retried and which stops the run
-(see :mod:`pytest_recfair.providers.runner` for the list; the wait is ``Run.pause``)."""
+"""The runner's failure policy (listed in :mod:`.runner`): what is retried, what stops the run."""
 
 from __future__ import annotations
 
@@ -30,9 +29,7 @@ class Retryable(Exception):
         self, what: str, *, retry_after: float | None = None, unreachable: bool = False
     ) -> None:
         super().__init__(what)
-        self.what = what
-        self.retry_after = retry_after
-        self.unreachable = unreachable
+        self.what, self.retry_after, self.unreachable = what, retry_after, unreachable
 
 
 class Abort(Exception):
@@ -44,9 +41,8 @@ class Abort(Exception):
 
 
 def limits_of(response: httpx.Response) -> tuple[Seen | None, float | None, str]:
-    """The limits a reply states and, for a 429, how long to wait and what said so (for
-    the line saying it was capped): headers, or Gemini's error details, which also name
-    the per-minute quota that was hit."""
+    """The limits a reply states and, for a 429, how long to wait and what said so: headers,
+    or Gemini's error details (which also name the per-minute quota that was hit)."""
     headers, seen = response.headers, read_headers(response.headers)
     if response.status_code != 429:
         return seen, None, ""
@@ -121,9 +117,8 @@ def advice(exc: Retryable, *, concurrency: int, timeout: float) -> str:
 
 
 def blocker(exc: BaseException) -> BaseException | None:
-    """The error under a failed connect that is not a network error: another plugin
-    (pytest-socket and the like) refusing to open sockets. Follows explicit causes and
-    the leaves of exception groups (anyio connects in a task group)."""
+    """The error under a failed connect that is not a network error (pytest-socket and the
+    like refusing sockets), through causes and exception groups (anyio's connect)."""
     todo, seen = [exc], set()
     while todo:
         cause = todo.pop()

@@ -1,21 +1,19 @@
 """Send every prompt case to the recommender: bounded concurrency, timeouts, retries, usage.
-
-Failure policy (:mod:`.retry`): 408/409/425/429, 5xx, connection errors, timeouts and a
-cut-off 2xx are retried with backoff; spent retries are a per-case error. 401/403/404/407,
-an unreachable base URL, a missing key, a cassette miss or a bad URL abort the run. Other
-4xx and unusable replies are per-case errors without retry.
-"""
+Retried with backoff (:mod:`.retry`): 408/409/425/429, 5xx, connection errors, timeouts, a
+cut-off 2xx (retries spent: a per-case error). The run aborts on 401/403/404/407, an
+unreachable base URL, a missing key, a cassette miss, a bad URL. Other 4xx and unusable
+replies: per-case errors, not retried."""
 
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from pytest_recfair import secrets
-from pytest_recfair.errors import ProviderError, RecfairError
+from pytest_recfair.errors import ProviderError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Provider
 from pytest_recfair.providers.pacing import Pacer, endpoint_for
@@ -34,7 +32,7 @@ from pytest_recfair.providers.runstate import (
 )
 from pytest_recfair.providers.workers import Workers
 
-__all__ = ["arun_cases", "run_cases", "run_sync"]
+__all__ = ["arun_cases", "run_cases"]
 
 
 async def arun_cases(
@@ -51,7 +49,7 @@ async def arun_cases(
     prov = as_provider(provider)
     bar = Progress(len(cases), enabled=opts.progress, stream=opts.progress_stream)
     run = Run(opts, bar)
-    say = getattr(opts.live, "note", None) or bar.note  # the run's output: pytest's line
+    say = bar.note if opts.live is None else opts.live.note  # the run's output
     run.max_tokens = getattr(prov, "max_tokens", None)
     # Paced always for HTTP (the replies may state limits), a callable only with rpm / tpm.
     if not isinstance(prov, CallableProvider) or opts.rpm is not None or opts.tpm is not None:
@@ -60,7 +58,7 @@ async def arun_cases(
             endpoint, concurrency=opts.concurrency, max_hold=opts.max_retry_after, say=say
         )
     start = time.monotonic()
-    workers = Workers(prov, run, opts)
+    workers = Workers(prov, run)
     try:
         with secrets.scrubbed_logs():
             try:
@@ -71,7 +69,10 @@ async def arun_cases(
             except Abort as exc:
                 raise exc.error from None
             except BaseExceptionGroup as eg:
-                error = run.abort or _first_abort(eg)
+                first: BaseException | None = eg.subgroup(Abort)
+                while isinstance(first, BaseExceptionGroup):
+                    first = first.exceptions[0]
+                error = run.abort or (first.error if isinstance(first, Abort) else None)
                 if error is None:
                     raise
                 raise error from None
@@ -81,17 +82,6 @@ async def arun_cases(
     return outcome(run, ids, opts.prices, time.monotonic() - start)
 
 
-def _first_abort(group: BaseExceptionGroup[BaseException]) -> RecfairError | None:
-    for exc in group.exceptions:
-        if isinstance(exc, Abort):
-            return exc.error
-        if isinstance(exc, BaseExceptionGroup):
-            inner = _first_abort(exc)
-            if inner is not None:
-                return inner
-    return None
-
-
 def run_cases(
     provider: Provider | CallableProvider | Callable[..., Any],
     cases: Sequence[CaseLike],
@@ -99,36 +89,26 @@ def run_cases(
     /,
     **overrides: Any,
 ) -> RunOutcome:
-    """Send every case to ``provider`` (an HTTP :class:`Provider`, a
-    :class:`CallableProvider` or a plain ``recommend(prompt[, system])``, sync or async)
-    and collect completions, errors and token usage. Settings: ``options`` and/or keyword
-    overrides of its fields (:class:`RunOptions`). Also from inside a running event loop
-    (the run then gets its own loop in a helper thread).
-    """
+    """Send every case to ``provider`` (an HTTP :class:`Provider`, a :class:`CallableProvider`
+    or a plain ``recommend(prompt[, system])``, sync or async); collect completions, errors
+    and usage. Settings: ``options`` and/or keyword overrides of its fields (:class:`RunOptions`).
+    Inside a running event loop the run gets its own loop in a helper thread."""
     opts = RunOptions.of(options, overrides)
-    return run_sync(lambda: arun_cases(provider, cases, opts))
-
-
-T = TypeVar("T")
-
-
-def run_sync(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """``main()`` run on an event loop of its own; its result."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return _run(main)
+        return _run(provider, cases, opts)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="recfair-run") as pool:
-        return pool.submit(_run, main).result()
+        return pool.submit(_run, provider, cases, opts).result()
 
 
-def _run(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    box: list[T] = []
+def _run(provider: Any, cases: Sequence[CaseLike], opts: RunOptions) -> RunOutcome:
+    box: list[RunOutcome] = []
 
     async def boxed() -> None:
         # Not the task's result: on Python 3.11 asyncio.run's SIGINT clean-up formats
         # the main task's repr, result included: 0.3 s for 32,000 completions.
-        box.append(await main())
+        box.append(await arun_cases(provider, cases, opts))
 
     try:
         runner = asyncio.Runner()

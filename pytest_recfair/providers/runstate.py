@@ -12,15 +12,15 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Protocol, TextIO
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
 import httpx
 
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.providers import base as replycap
 from pytest_recfair.providers.adapter import CallableProvider
-from pytest_recfair.providers.base import Completion, Provider, Usage
+from pytest_recfair.providers.base import Completion, Provider, Usage, bad_value
 from pytest_recfair.providers.pacing import CaseText, Pacer, request_tokens
 from pytest_recfair.providers.pipeline import Allowance
 from pytest_recfair.providers.retry import Retryable
@@ -31,8 +31,7 @@ if TYPE_CHECKING:
 
 
 class CaseLike(CaseRef, CaseText, Protocol):
-    """What the runner reads from a ``prompts.PromptCase``: what replay reads (id,
-    entity_id, repeat) and the prompt itself."""
+    """What the runner reads from a ``prompts.PromptCase``."""
 
 
 @dataclass(frozen=True)
@@ -47,15 +46,7 @@ class RunOutcome:
     requests: int = 0  # HTTP requests sent (or callable calls), retries included
     retries: int = 0
     elapsed: float = 0.0  # seconds, wall clock
-    unknown_usage: int = field(default=0)  # completions whose reply reported no usage
-
-
-class LiveLike(Protocol):
-    """What the runner calls on the progress line of a live run."""
-
-    def advance(
-        self, *, failed: bool = False, tokens: int = 0, cost: float | None = None
-    ) -> None: ...
+    unknown_usage: int = 0  # completions whose reply reported no usage
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,17 +68,13 @@ class RunOptions:
     max_retry_after: float = 120.0
     sleep: Callable[[float], Awaitable[None]] | None = None
     progress_stream: TextIO | None = None
-    # the pytest progress line (progress.LiveLine): advanced once per case sent live
-    live: LiveLike | None = None
+    live: LiveLine | None = None  # pytest's progress line: advanced per case sent live
     max_reply_chars: int | None = None  # longer replies are cut, with a note (replycap)
-    # requests / tokens per minute to pace to (recfair_rpm / recfair_tpm); None: what the
-    # replies' rate-limit headers say, if anything (pacing)
+    # per minute (recfair_rpm / recfair_tpm); None: what the replies' headers say, if anything
     rpm: float | None = None
     tpm: float | None = None
-    # what a Python pipeline's live model calls may still spend (pipeline.Allowance)
-    allowance: Allowance | None = None
-    # "vcr": a Python pipeline's calls are intercepted by vcrpy (one prompt at a time)
-    intercept: str = "none"
+    allowance: Allowance | None = None  # what a pipeline's live calls may still spend
+    intercept: str = "none"  # "vcr": a pipeline's calls through vcrpy, a prompt at a time
 
     @classmethod
     def of(cls, options: RunOptions | None, overrides: Mapping[str, Any]) -> RunOptions:
@@ -104,20 +91,14 @@ class Run:
     """Shared state of one run: counters, results, the retry policy."""
 
     def __init__(self, opts: RunOptions, progress: Progress) -> None:
-        self.concurrency = opts.concurrency
+        self.opts, self.progress = opts, progress
         self.timeout = opts.timeout
-        self.max_retries = opts.max_retries
-        self.backoff = (opts.backoff, opts.max_backoff, opts.max_retry_after)
         # The transport reads each request's timeouts from its extensions.
         self.timeout_ext = httpx.Timeout(opts.timeout).as_dict()
-        self.sleep = opts.sleep
-        self.progress = progress
         self.completions: dict[str, Completion] = {}
         self.errors: dict[str, str] = {}
-        self.requests = 0
-        self.retries = 0
+        self.requests = self.retries = 0
         self.abort: RecfairError | None = None  # set by the first case that stops the run
-        self.max_reply_chars = opts.max_reply_chars
         self.pacer: Pacer | None = None  # set by the runner (pacing.Pacer)
         self.max_tokens: int | None = None  # the provider's, for the tokens estimate
 
@@ -128,16 +109,16 @@ class Run:
     async def pause(self, retry: int, failure: Retryable) -> None:
         """Wait before retry ``retry`` (1 = the first): the server's Retry-After when it gave
         one (capped), else ``min(max_backoff, backoff * 2**(retry-1)) + uniform(0, backoff)``."""
-        backoff, most, cap = self.backoff
+        opts, backoff = self.opts, self.opts.backoff
         if failure.retry_after is not None:
-            wait = min(failure.retry_after, cap)
+            wait = min(failure.retry_after, opts.max_retry_after)
         else:  # the exponent capped: no float overflow
-            wait = min(most, backoff * 2.0 ** min(retry - 1, 60)) + _JITTER.uniform(0, backoff)
-        await (self.sleep or asyncio.sleep)(wait)
+            wait = min(opts.max_backoff, backoff * 2.0 ** min(retry - 1, 60))
+            wait += _JITTER.uniform(0, backoff)
+        await (opts.sleep or asyncio.sleep)(wait)
 
     def request(self, provider: Provider, case: CaseLike) -> httpx.Request:
-        """The request for ``case``, tagged for the cassette transport, with this run's
-        timeouts."""
+        """The request for ``case``, tagged for the cassette transport, with its timeouts."""
         request = provider.build_request(case.system, case.prompt)
         request.extensions = {
             **request.extensions,
@@ -147,7 +128,7 @@ class Run:
         return request
 
     def finish(self, case: CaseLike, result: Completion | str) -> None:
-        limit = self.max_reply_chars
+        limit = self.opts.max_reply_chars
         if isinstance(result, Completion):
             # Cut once: a replayed cut reply already ends with its note.
             if limit is not None and len(result.text) > limit and not replycap.was_cut(result.text):
@@ -162,24 +143,18 @@ class Run:
 
 def check_args(concurrency: int, timeout: float, max_retries: int, prices: Any) -> None:
     if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
-        raise ConfigError(
-            f"concurrency: expected an integer >= 1 (requests in flight), got {concurrency!r}."
-        )
+        raise bad_value("concurrency", "an integer >= 1 (requests in flight)", concurrency)
     if not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise ConfigError(f"timeout: expected seconds > 0 per request, got {timeout!r}.")
+        raise bad_value("timeout", "seconds > 0 per request", timeout)
     if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
-        raise ConfigError(
-            f"max_retries: expected an integer >= 0 (0 = no retries), got {max_retries!r}."
-        )
+        raise bad_value("max_retries", "an integer >= 0 (0 = no retries)", max_retries)
     if prices is not None and (
         not isinstance(prices, (tuple, list))
         or len(prices) != 2
         or not all(isinstance(p, (int, float)) and p >= 0 for p in prices)
     ):
-        raise ConfigError(
-            "prices: expected (USD per 1M prompt tokens, USD per 1M completion tokens), "
-            f"e.g. (0.15, 0.60); got {prices!r}."
-        )
+        per_1m = "(USD per 1M prompt tokens, USD per 1M completion tokens), e.g. (0.15, 0.60)"
+        raise bad_value("prices", per_1m, prices)
 
 
 def as_provider(provider: Any) -> Provider | CallableProvider:
@@ -214,15 +189,12 @@ def outcome(
         completions={i: done[i] for i in ids if i in done},
         errors={i: errors[i] for i in ids if i in errors},
         usage=usage,
-        cost=usage.cost((float(prices[0]), float(prices[1]))) if prices is not None else None,
+        cost=usage.cost(prices) if prices is not None else None,
         requests=run.requests,
         retries=run.retries,
         elapsed=elapsed,
         unknown_usage=len(done) - len(known),
     )
-
-
-_TENTHS: Final = 10
 
 
 def clock(seconds: float) -> str:
@@ -236,8 +208,8 @@ class LiveLine:
     """Progress of one live run (thread-safe: workers may report from other threads)."""
 
     min_interval = 0.2
-    #: Off a terminal, a run shorter than this writes nothing (a log line per tenth of an
-    #: in-process audit that takes 0.1 s is noise); a longer one a line per tenth after it.
+    #: Off a terminal, a shorter run writes nothing (a line per tenth of 0.1 s is noise);
+    #: a longer one a line per tenth after it.
     log_after = 2.0
     #: The word after the counts ("20/40 prompts"); none by default.
     unit = ""
@@ -274,13 +246,11 @@ class LiveLine:
         pct = 100 * self.done // self.total if self.total else 100
         unit = f" {self.unit}" if self.unit else ""
         parts = [f"{self.label}: {self.done:,}/{self.total:,}{unit} ({pct}%)", f"{rate:.1f}/s"]
-        if self.done < self.total:
-            eta = (self.total - self.done) / rate if rate > 0 else None
-            parts.append(f"ETA {clock(eta)}" if eta is not None else "ETA --:--")
-        else:
+        if self.done >= self.total:
             parts.append(f"in {clock(elapsed)}")
-        parts.append(f"{self.failed:,} failed")
-        parts.append(f"{self.tokens:,} tokens")
+        else:
+            parts.append(f"ETA {clock((self.total - self.done) / rate)}" if rate else "ETA --:--")
+        parts += [f"{self.failed:,} failed", f"{self.tokens:,} tokens"]
         if self._cost_known:
             parts.append(f"${self.cost:,.4f}")
         return "  ".join(parts)
@@ -309,7 +279,7 @@ class LiveLine:
             self._rewrite(self.render(now))
             self._drawn = True
             return
-        tenth = _TENTHS * self.done // self.total if self.total else _TENTHS
+        tenth = 10 * self.done // self.total if self.total else 10
         if tenth > self._tenth and self._now() - self._start >= self.log_after:
             self._tenth = tenth
             self._write_line(self.render())
@@ -333,19 +303,13 @@ class LiveLine:
 
 class Progress(LiveLine):
     """The meter drawn on ``stream`` (stderr) with ``\\r``; ``enabled=None``: only on a
-    terminal. Disabled, it only counts (a line per tenth is for the pytest terminal)."""
+    terminal. Disabled, it only counts and notes (a line per tenth is for pytest's terminal)."""
 
-    # Redrawing more often than this only costs time; the eye cannot follow it.
-    min_interval = 0.1
+    min_interval = 0.1  # redrawing more often only costs time: the eye cannot follow it
     unit = "prompts"
 
     def __init__(
-        self,
-        total: int,
-        *,
-        enabled: bool | None = None,
-        stream: TextIO | None = None,
-        label: str = "recfair",
+        self, total: int, *, enabled: bool | None = None, stream: TextIO | None = None
     ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         if enabled is None:
@@ -353,9 +317,7 @@ class Progress(LiveLine):
             enabled = bool(isatty and isatty())
         self.enabled = enabled and total > 0
         self._width = 0
-        super().__init__(
-            total, tty=self.enabled, rewrite=self._draw, write_line=self._end, label=label
-        )
+        super().__init__(total, tty=self.enabled, rewrite=self._draw, write_line=self._end)
 
     def advance(self, *, failed: bool = False, tokens: int = 0, cost: float | None = None) -> None:
         if not self.enabled:  # the replay fast path: count, nothing else
@@ -364,23 +326,13 @@ class Progress(LiveLine):
             return
         super().advance(failed=failed, tokens=tokens, cost=cost)
 
-    def note(self, text: str) -> None:
-        """Written on ``stream`` even when the meter is not drawn: it is not progress."""
-        with self._lock:
-            if self._width:
-                self.stream.write("\n")
-                self._width = 0
-            self.stream.write(text + "\n")
-            self.stream.flush()
-
     def _draw(self, text: str) -> None:
         pad = max(0, self._width - len(text))
         self._width = len(text)
         self.stream.write("\r" + text + " " * pad)
         self.stream.flush()
 
-    def _end(self, text: str) -> None:
-        if self.enabled:
-            self.stream.write(text + "\n")
-            self.stream.flush()
+    def _end(self, text: str) -> None:  # a note is written even when no meter is drawn
+        self.stream.write(text + "\n")
+        self.stream.flush()
         self._width = 0

@@ -1,9 +1,7 @@
-"""The worker pool: ``concurrency`` workers send what the cassettes did not answer, each
-try timed out and retried by :mod:`.retry`, over connection pools sized to the workers.
-
+"""The worker pool: ``concurrency`` workers send what the cassettes did not answer, each try
+timed out and retried by :mod:`.retry`, over connection pools sized to the workers.
 ``intercept="vcr"``: vcrpy patches process-wide, so the audit runs one prompt at a time,
-each with a vcrpy cassette persisted through the prompt's :class:`~.pipeline.Scope`.
-"""
+each with a vcrpy cassette persisted through the prompt's :class:`~.pipeline.Scope`."""
 
 from __future__ import annotations
 
@@ -15,7 +13,7 @@ import ssl
 import urllib.request
 from collections import Counter
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -41,7 +39,7 @@ from pytest_recfair.providers.retry import (
     limits_of,
     url_of,
 )
-from pytest_recfair.providers.runstate import CaseLike, Run, RunOptions
+from pytest_recfair.providers.runstate import CaseLike, Run
 from pytest_recfair.providers.transport import EXT_RECORD, UNSCOPED_ENTITY, CassetteTransport
 
 if TYPE_CHECKING:
@@ -52,30 +50,23 @@ if TYPE_CHECKING:
 class Workers:
     """The cases the cassettes did not answer, sent by ``concurrency`` workers."""
 
-    def __init__(self, prov: Provider | CallableProvider, run: Run, opts: RunOptions) -> None:
-        self.prov, self.run, self.opts = prov, run, opts
-        self.http = not isinstance(prov, CallableProvider)
+    def __init__(self, prov: Provider | CallableProvider, run: Run) -> None:
+        self.prov, self.run, self.opts = prov, run, run.opts
         self.transports: list[httpx.AsyncBaseTransport] = []
         # cases still out per entity, when recording: its cassette is saved when it hits 0
         self.unfinished: Counter[str] | None = None
         # a Python recommender's replay: the failures its recording noted, read once
-        self.noted = None if self.http else replay_failures(opts)
+        py = isinstance(prov, CallableProvider)
+        self.noted = replay_failures(self.opts.cassettes) if py else None
 
     async def drain(self, todo: list[Todo]) -> None:
-        opts = self.opts
+        opts, prov = self.opts, self.prov
         if opts.cassettes is not None and opts.cassettes.policy.records:
             self.unfinished = Counter(case.entity_id or UNSCOPED_ENTITY for case, _ in todo)
         workers = min(opts.concurrency, len(todo))
-        if self.http and workers:
-            self.transports.extend(
-                transports(
-                    cast(Provider, self.prov),
-                    opts.transport,
-                    opts.cassettes,
-                    opts.test_id,
-                    workers,
-                    opts.max_reply_chars,
-                )
+        if not isinstance(prov, CallableProvider) and workers:
+            self.transports = transports(
+                prov, opts.transport, opts.cassettes, opts.test_id, workers, opts.max_reply_chars
             )
         pending = iter(todo)
         async with asyncio.TaskGroup() as group:
@@ -83,11 +74,9 @@ class Workers:
                 group.create_task(self.work(pending, slot))
 
     async def work(self, todo: Iterator[Todo], slot: int) -> None:
-        # A fixed set of workers pulling from one iterator bounds the concurrency, and
-        # worker ``slot`` always uses the same transport, so no pool ever has more requests
-        # in flight than connections.
-        run, prov, cassettes = self.run, self.prov, self.opts.cassettes
-        transport = self.transports[slot % len(self.transports)] if self.transports else None
+        # Fixed workers pulling from one iterator bound the concurrency; ``slot`` keeps its
+        # transport, so no pool ever has more requests in flight than connections.
+        run, prov, opts = self.run, self.prov, self.opts
         for case, first in todo:
             if run.abort is not None:
                 # Cancellation only lands at a suspension point; a transport that answers
@@ -95,30 +84,27 @@ class Workers:
                 return
             try:
                 if isinstance(prov, CallableProvider):
-                    result = await _one_callable(prov, case, run, self.opts, self.noted)
+                    result = await _one_callable(prov, case, run, self.noted)
                 else:
-                    assert transport is not None
+                    transport = self.transports[slot % len(self.transports)]
                     result = await _one_http(transport, prov, case, run, first)
             except Abort as exc:
                 run.abort = run.abort or exc.error
                 raise
             run.finish(case, result)
-            if self.opts.live is not None:
+            if opts.live is not None:
                 usage = result.usage if isinstance(result, Completion) else None
-                prices = self.opts.prices
-                self.opts.live.advance(
+                opts.live.advance(
                     failed=not isinstance(result, Completion),
                     tokens=usage.total_tokens if usage else 0,
-                    cost=usage.cost((float(prices[0]), float(prices[1])))
-                    if usage and prices
-                    else None,
+                    cost=usage.cost(opts.prices) if usage and opts.prices else None,
                 )
-            if self.unfinished is not None and cassettes is not None:
+            if self.unfinished is not None and opts.cassettes is not None:
                 entity = case.entity_id or UNSCOPED_ENTITY
                 self.unfinished[entity] -= 1
                 if not self.unfinished[entity]:
                     # Saved now, while other requests are still out, not all at the end.
-                    cassettes.flush_entity(self.opts.test_id, entity)
+                    opts.cassettes.flush_entity(opts.test_id, entity)
 
     async def close(self) -> None:
         """Close the transports, then save what the cassettes recorded."""
@@ -131,15 +117,12 @@ class Workers:
 
 
 async def _one_callable(
-    provider: CallableProvider,
-    case: CaseLike,
-    run: Run,
-    opts: RunOptions,
-    noted_log: FailureLog | None = None,
+    provider: CallableProvider, case: CaseLike, run: Run, noted_log: FailureLog | None
 ) -> Completion | str:
     """One case of a Python recommender. With cassettes, the model calls it sends through
     a recfair client are this case's to record and replay (:mod:`.pipeline`); a miss or
     the budget stops the whole run, however the pipeline handled the error it got."""
+    opts = run.opts
     store = opts.cassettes
     if store is None:
         return await _called(provider, case, run)
@@ -206,7 +189,7 @@ async def _one_http(
     try:
         while True:
             if failure is not None:
-                if tries > run.max_retries:
+                if tries > run.opts.max_retries:
                     raise failure
                 if run.abort is not None:
                     raise Abort(run.abort)
@@ -219,9 +202,9 @@ async def _one_http(
                 failure = exc
     except Retryable as exc:
         message = (
-            f"gave up on case {case.id!r} after {tries} tries ({run.max_retries} retries) to "
+            f"gave up on case {case.id!r} after {tries} tries ({run.opts.max_retries} retries) to "
             f"{url_of(provider)}: last error: {exc.what}. "
-            f"{advice(exc, concurrency=run.concurrency, timeout=run.timeout)}"
+            f"{advice(exc, concurrency=run.opts.concurrency, timeout=run.timeout)}"
         )
         if exc.unreachable:
             raise Abort(ProviderError(message)) from None
@@ -269,9 +252,8 @@ async def _sent(
     try:
         # httpx's timeouts are per phase (connect, each read); this bounds the whole reply.
         async with asyncio.timeout(timeout):
-            # What ``AsyncClient.send`` does, minus what the runner never uses (auth flows,
-            # redirects, cookies, event hooks: ~10% of a request's CPU); the request's
-            # timeouts travel in its extensions, as with a client.
+            # ``AsyncClient.send`` minus what the runner never uses (auth flows, redirects,
+            # cookies, hooks: ~10% of a request's CPU); timeouts travel in the extensions.
             response = await transport.handle_async_request(request)
             response.request = request
             try:
@@ -306,10 +288,9 @@ async def _sent(
         ) from None
 
 
-# Requests in flight per connection pool. httpcore's pool walks every connection at each
-# request event (a readability check per idle connection), so the client's CPU per request
-# grows with the pool: 64 in flight cost 1.24 ms/request of CPU in pools of 16 and 0.95 ms
-# in pools of 8 (benchmarks/bench_live.py, docs/performance.md).
+# Requests in flight per pool: httpcore's pool checks every idle connection at each request
+# event, so CPU per request grows with the pool: 64 in flight cost 1.24 ms/request in pools
+# of 16, 0.95 ms in pools of 8 (benchmarks/bench_live.py, docs/performance.md).
 SHARD_CONNECTIONS = 8
 
 
@@ -362,12 +343,10 @@ def transports(
     workers: int,
     max_reply_chars: int | None = None,
 ) -> list[httpx.AsyncBaseTransport]:
-    """One transport (connection pool) per SHARD_CONNECTIONS workers (one if ``transport``
-    is given), each in a CassetteTransport over the same store with cassettes."""
+    """A pool per SHARD_CONNECTIONS workers (one if ``transport`` given), in CassetteTransports."""
     shards = 1 if transport is not None else math.ceil(workers / SHARD_CONNECTIONS)
     per_shard = math.ceil(workers / shards)
-    # Keep-alive for every connection: with fewer, connections past the limit are closed
-    # and opened again while the load is steady.
+    # Keep-alive for all: with fewer, connections past the limit close and reopen under load.
     limits = httpx.Limits(max_connections=per_shard, max_keepalive_connections=per_shard)
     proxy = env_proxy(str(getattr(provider, "base_url", "") or ""))
 
@@ -375,12 +354,12 @@ def transports(
         # httpcore's pool on plain asyncio, not anyio: ~30% less CPU per request (aionet);
         # through a proxy, httpx's own transport (proxy URL, auth, CONNECT tunnels).
         # No retries in either: retrying is ours (with backoff and Retry-After).
-        inner = transport
-        if inner is None and proxy is None:
-            inner = AsyncioTransport(ssl_context=ssl_context(), limits=limits)
-        elif inner is None:
-            tls = ssl_context()
-            inner = httpx.AsyncHTTPTransport(verify=tls, retries=0, limits=limits, proxy=proxy)
+        if transport is not None:
+            return KeyGuard(transport, provider)
+        if proxy is None:
+            return KeyGuard(AsyncioTransport(ssl_context=ssl_context(), limits=limits), provider)
+        tls = ssl_context()
+        inner = httpx.AsyncHTTPTransport(verify=tls, retries=0, limits=limits, proxy=proxy)
         return KeyGuard(inner, provider)
 
     if cassettes is None:
@@ -388,13 +367,9 @@ def transports(
     cassettes.add_secrets(getattr(provider, "secrets", ()))
     # In replay-only mode no real transport is built, so nothing can reach the network.
     live = transport is not None or cassettes.policy.records
+    cap = max_reply_chars
     return [
-        CassetteTransport(
-            cassettes,
-            test_id=test_id,
-            inner=network() if live else None,
-            max_reply_chars=max_reply_chars,
-        )
+        CassetteTransport(cassettes, test_id, network() if live else None, max_reply_chars=cap)
         for _ in range(shards)
     ]
 
@@ -402,7 +377,6 @@ def transports(
 # --- intercept="vcr": a pipeline's calls through vcrpy, one prompt at a time
 
 _VCR = vcr.VCR(decode_compressed_response=True)
-_MATCH_ON = ("method", "host", "path", "body")
 
 
 class _Persister:
@@ -420,13 +394,8 @@ class _Persister:
             grouped: dict[str, list[str]] = {}
             for name, value in headers:
                 grouped.setdefault(name, []).append(value)
-            responses.append(
-                {
-                    "status": {"code": code, "message": reason},
-                    "headers": grouped,
-                    "body": {"string": text.encode("utf-8")},
-                }
-            )
+            status, content = {"code": code, "message": reason}, {"string": text.encode()}
+            responses.append({"status": status, "headers": grouped, "body": content})
         if not requests:
             raise CassetteNotFoundError
         scope.vcr_loaded = len(requests)
@@ -444,23 +413,16 @@ class _Persister:
 
 def _hand(scope: Scope, request: Any, response: dict[str, Any]) -> None:
     """A reply vcrpy got live, handed to the prompt's scope (kept if a 2xx)."""
-    body = _body(request)
-    content = response["body"]["string"]
-    scope.vcr_answered(request.method, request.uri, body)
-    scope.keep(
-        request.method,
-        request.uri,
-        [(str(n), str(v)) for n, v in request.headers.items()],
-        body,
-        int(response["status"]["code"]),
-        [
-            (n, str(v))
-            for n, vs in response["headers"].items()
-            for v in (vs if isinstance(vs, list | tuple) else [vs])
-        ],
-        content if isinstance(content, bytes) else str(content or "").encode("utf-8"),
-        str(response["status"].get("message") or ""),
-    )
+    method, url, body = request.method, request.uri, _body(request)
+    with scope.lock:  # vcrpy recorded a reply (any status) to a request it sent live
+        scope.vcr_unanswered[(method, url, body)] -= 1
+    asked = [(str(n), str(v)) for n, v in request.headers.items()]
+    status, content = response["status"], response["body"]["string"]
+    content = content if isinstance(content, bytes) else str(content or "").encode("utf-8")
+    listed = {n: v if isinstance(v, list | tuple) else [v] for n, v in response["headers"].items()}
+    headers = [(n, str(v)) for n, values in listed.items() for v in values]
+    reason = str(status.get("message") or "")
+    scope.keep(method, url, asked, body, int(status["code"]), headers, content, reason)
 
 
 def _body(request: Any) -> bytes:
@@ -469,8 +431,7 @@ def _body(request: Any) -> bytes:
 
 
 class _Cassette(Cassette):  # type: ignore[misc]  # vcrpy ships no type hints
-    """A vcrpy cassette that tells the scope about each request it cannot play (before
-    vcrpy raises its own miss or sends it live)."""
+    """A vcrpy cassette telling the scope of each request it cannot play (before vcrpy does)."""
 
     def can_play_response_for(self, request: Any) -> bool:
         playable = bool(super().can_play_response_for(request))
@@ -498,7 +459,7 @@ def intercepted(scope: Scope) -> Iterator[None]:
         path=f"recfair-{scope.entity}",
         persister=_Persister,
         record_mode=mode,
-        match_on=_MATCH_ON,
+        match_on=("method", "host", "path", "body"),
         allow_playback_repeats=False,
     )
     with _Cassette.use(**config):

@@ -155,8 +155,14 @@ def test_an_interrupted_recording_resumes_without_asking_again(
         pytester.makepyfile(test_fair=TESTS.split('@fairness(attr="gender")')[0])
         env = {**os.environ, "PYTHONPATH": str(REPO), "SIM_KEY": KEY}
         cassettes = pytester.path / "fixtures" / "cassettes"
+        # A shell's background job (a CI step's "pytest -n 2 &") ignores SIGINT and so would
+        # this child, which then records everything: it handles ctrl-c as a terminal's does.
+        ctrl_c = (
+            "import signal, sys, pytest; signal.signal(signal.SIGINT, "
+            "signal.default_int_handler); sys.exit(pytest.console_main())"
+        )
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pytest", *plugin_args(), "--fairness",
+            [sys.executable, "-c", ctrl_c, *plugin_args(), "--fairness",
              "--fairness-record=once", "-p", "no:cacheprovider", "-q"],
             cwd=pytester.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         )  # fmt: skip

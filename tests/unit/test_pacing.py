@@ -35,9 +35,9 @@ def fake() -> FakeTime:
 
 @pytest.fixture(autouse=True)
 def _fresh_registry() -> Iterator[None]:
-    pacing.reset_endpoints()
+    pacing._ENDPOINTS.clear()
     yield
-    pacing.reset_endpoints()
+    pacing._ENDPOINTS.clear()
 
 
 def _pacer(fake: FakeTime, rpm: float | None = None, tpm: float | None = None) -> Pacer:

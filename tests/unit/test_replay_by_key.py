@@ -133,11 +133,11 @@ _GEMINI = (
         ("gemini", "application/json; charset=UTF-8", _GEMINI),
     ],
 )
-def test_parse_reply_reads_a_recording_as_parse_response_reads_the_response(
+def test_parse_response_reads_a_recording_as_it_reads_the_response(
     kind: str, ctype: str, body: bytes
 ) -> None:
     provider = from_config(kind, model="m-1", base_url=BASE)
     response = httpx.Response(200, headers={"content-type": ctype}, content=body)
-    parsed = provider.parse_reply(RecordedReply(body.decode("utf-8"), {"content-type": ctype}))
+    parsed = provider.parse_response(RecordedReply(body.decode("utf-8"), {"content-type": ctype}))
     assert parsed == provider.parse_response(response)
     assert parsed.text.startswith("1. Heat")
