@@ -1,10 +1,7 @@
-"""What failed while recording, kept beside the cassettes so a replay fails the same way.
-
-A cassette keeps only 2xx replies, so failed prompts are noted here (a hash of what was
-asked, never its text or a key) and a replay-only run fails them again: same
-``max_failed`` check, same numbers. Files ``_failed.<writer>.jsonl`` (never read as a
-cassette), one per xdist worker and shard; a read merges them, the latest note wins.
-"""
+"""What failed while recording (a hash of what was asked, never its text or a key), kept
+beside the cassettes (which hold 2xx replies only) so a replay fails the same prompts: same
+``max_failed`` check, same numbers. One ``_failed.<writer>.jsonl`` per xdist worker and
+shard; a read merges them, the latest note wins."""
 
 from __future__ import annotations
 
@@ -13,6 +10,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -104,11 +102,27 @@ def _writer(root: Path) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
+# (cassette directory, writer) -> (the directory's stamp, its log)
+_LOGS: dict[tuple[Path, str], tuple[tuple[int, int] | None, FailureLog]] = {}
+
+
 def log_for(root: Path) -> FailureLog:
-    """The failure log of cassette directory ``root`` as this process writes it. Read
-    afresh by each runner call (a few small files), so no state outlives a run."""
+    """The failure log of cassette directory ``root`` as this process writes it, kept
+    while the directory is unchanged: its files are listed and read once a run, not once
+    per replay pass (15 x 1,000 names at paper scale)."""
     with _LOCK:
-        return FailureLog(root, _writer(root))
+        key = (root, _writer(root))
+        try:  # every sidecar (and cassette) is written by a rename: a new directory mtime
+            st = root.stat()
+            # trusted once older than a clock tick (a change within one keeps the mtime)
+            settled = time.time_ns() - st.st_mtime_ns > 100_000_000
+            stamp = (st.st_ino, st.st_mtime_ns) if settled else None
+        except OSError:
+            stamp = None
+        found = _LOGS.get(key)
+        if found is None or stamp is None or found[0] != stamp:
+            found = _LOGS[key] = (stamp, FailureLog(root, key[1]))
+        return found[1]
 
 
 class FailureLog:

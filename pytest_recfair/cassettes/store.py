@@ -1,10 +1,6 @@
-"""Record and replay recommender HTTP calls as vcrpy-format JSON cassettes.
-
-One cassette per seed entity, shared by every test: an interaction is found by what was
-asked, never by the test, so renaming a test costs nothing. Replay serves from an index
-(:mod:`.index`), not vcrpy; only valid replies replay, so an error reply an older
-version stored counts as not recorded.
-"""
+"""Record and replay recommender HTTP calls as vcrpy-format JSON cassettes: one per seed
+entity, shared by every test (an interaction is found by what was asked, never by the
+test). Replay serves from :mod:`.index`, not vcrpy; only valid (2xx) replies replay."""
 
 from __future__ import annotations
 
@@ -46,10 +42,9 @@ from pytest_recfair.cassettes.vcrfile import (
     Key,
     RecordedRequest,
     RecordedResponse,
-    body_bytes,
     interaction,
     legacy_dirs,
-    read_native,
+    read_interactions,
     read_vcr,
     repeat_of,
     sanitize_name,
@@ -103,8 +98,8 @@ class CassetteStore:
             )
         self.root, self.mode = root, mode
         self.policy: ModePolicy = MODE_POLICIES[mode]
-        # While recording, changed cassettes are saved at most this often, so an interrupted
-        # (paid) recording run keeps nearly everything it already got.
+        # Changed cassettes saved at most this often: an interrupted (paid) recording run
+        # keeps nearly everything it already got.
         self.autosave = autosave
         self._last_save = time.monotonic()
         self._secrets: list[str] = []
@@ -116,19 +111,16 @@ class CassetteStore:
         self._paths: dict[str, Path] = {}  # kept when nothing records (no file appears)
         # Entities served from the replay pass's cache: positions played, for a later load
         self._served: dict[str, tuple[list[int], int]] = {}
-        # (file name, stored key) of every interaction replayed or recorded, for
-        # pruning; None: not tracked (costs nothing).
+        # (file name, stored key) of every interaction replayed or recorded, for pruning
         self.usage = usage
-        # Files written by rewrite in this run, shared by the run's stores (one per test):
-        # a later test that shares an entity keeps what earlier tests recorded into it.
+        # Files written by rewrite in this run, shared by its stores (one per test): a later
+        # test sharing an entity keeps what earlier tests recorded into it.
         self.rewritten = rewritten
         self._lock = threading.RLock()
         # New files: compact (.json.gz), plain, or None: compact when the folder holds one
         self.compact = compact
         self.add_secrets(secrets)
         fileio.remove_stale_temps(root)  # a killed run's cassettes, never renamed into place
-
-    # -- configuration
 
     def add_secrets(self, values: Iterable[str | None]) -> None:
         """Values (API keys) replaced by ``<filtered>`` anywhere in saved cassettes; under
@@ -150,8 +142,6 @@ class CassetteStore:
             # Longest first, so a secret containing another is replaced whole.
             self._secrets.sort(key=len, reverse=True)
 
-    # -- layout
-
     def path_for(self, entity_id: str) -> Path:
         """``<root>/<sanitised entity id>.json`` or ``.json.gz``: an existing file keeps its
         format (the compact one when both exist: a conversion was interrupted)."""
@@ -167,14 +157,6 @@ class CassetteStore:
         if not self.policy.records:
             self._paths[entity_id] = path
         return path
-
-    # -- replay
-
-    def key(self, method: str, url: str, body: bytes, repeat: int) -> Key:
-        """The match key: method, host (no port), path, canonical JSON body, repeat."""
-        parts = urlsplit(url)
-        host = (parts.hostname or "").lower()
-        return self._canon_key(method.upper(), host, parts.path or "/", body, repeat)
 
     def _canon_key(self, method: str, host: str, path: str, body: bytes | str, repeat: int) -> Key:
         canon = canonical_body(body)
@@ -224,16 +206,15 @@ class CassetteStore:
         with self._lock:
             tape = self._tape(entity_id)
             reply = tape.take(tape.raw, (*asked, raw, repeat), tests, case_id)
-            if reply is None and tape.entries:
-                reply = tape.take(
-                    self._canon_index(tape), self._canon_key(*asked, body, repeat), tests, case_id
-                )
+            if reply is None and (tape.entries or self.imports):
+                key = self._canon_key(*asked, body, repeat)  # built once, for both indexes
+                if tape.entries:
+                    reply = tape.take(self._canon_index(tape), key, tests, case_id)
+                if reply is None and self.imports:
+                    foreign = self._foreign_tape()
+                    return foreign.take(self._canon_index(foreign), key, tests, case_id)
             if reply is not None and self.usage is not None:
                 self.usage.add((tape.path.name, tape.keys[tape.last]))
-            if reply is None and self.imports:
-                foreign = self._foreign_tape()
-                key = self._canon_key(*asked, body, repeat)
-                reply = foreign.take(self._canon_index(foreign), key, tests, case_id)
         return reply
 
     def _canon_index(self, tape: Tape) -> dict[Key, tuple[int, ...]]:
@@ -251,9 +232,7 @@ class CassetteStore:
         """Cassettes recorded by vcrpy / pytest-recording (``imports``), read by vcrpy once."""
         if self._foreign is None:
             tape = Tape(self.root / "<vcrpy cassettes>")
-            items: list[dict[str, Any]] = []
-            for path in vcr_files(self.imports):
-                items.extend(read_vcr(path))
+            items = [item for path in vcr_files(self.imports) for item in read_vcr(path)]
             index_tape(tape, items, records=False, recording=self.policy.records)
             self._foreign = tape
         return self._foreign
@@ -310,7 +289,6 @@ class CassetteStore:
             return bool(self._tape(entity_id).entries)
 
     # -- a replay served whole from the cache (engine/replaymemo.py)
-
     def unread_path(self, entity_id: str) -> Path | None:
         """The entity's cassette when nothing of it was read yet and a replay from a cache
         would be exact (replay only, no pruning, imports, old layout), else None."""
@@ -341,8 +319,6 @@ class CassetteStore:
         """The entity's replies at ``positions`` were served from a cache: a later lookup
         (read then) finds them played, as if looked up."""
         self._served[entity_id] = (positions, last)
-
-    # -- recording
 
     def record(
         self,
@@ -424,8 +400,6 @@ class CassetteStore:
     def __exit__(self, *exc: object) -> None:
         self.flush()
 
-    # -- internals
-
     def _tape(self, entity_id: str) -> Tape:
         # Lazy: an entity's file is read on its first use, so a one-entity run reads one file.
         tape = self._tapes.get(entity_id)
@@ -437,7 +411,7 @@ class CassetteStore:
                 self._load(tape)
             elif self.rewritten is not None and tape.path in self.rewritten:
                 index_tape(
-                    tape, read_native(tape.path), records=True, recording=self.policy.records
+                    tape, read_interactions(tape.path), records=True, recording=self.policy.records
                 )
                 tape.new, tape.loaded = tape.loaded, []
             served = self._served.pop(entity_id, None)
@@ -472,7 +446,7 @@ class CassetteStore:
         ours = {self._key_of_saved(item) for item in items}
         others = [
             item
-            for item in read_native(tape.path)
+            for item in read_interactions(tape.path)
             if valid(item["response"]["status"]["code"]) and self._key_of_saved(item) not in ours
         ]
         tape.loaded.extend(others)
@@ -485,7 +459,7 @@ class CassetteStore:
             self._legacy_dirs = legacy_dirs(self.root)
         name = plain_name(tape.path)  # the old layout wrote .json only
         tape.legacy = [d / name for d in self._legacy_dirs if (d / name).is_file()]
-        items = read_native(tape.path)
+        items = read_interactions(tape.path)
         for old in tape.legacy:
             for item in read_vcr(old):
                 headers = item["request"]["headers"]
@@ -513,9 +487,8 @@ class CassetteStore:
 
     def _key_of_saved(self, item: Mapping[str, Any]) -> Key:
         request = item["request"]
-        return self.key(
-            request["method"], request["uri"], body_bytes(request.get("body")), repeat_of(request)
-        )
+        asked = head(request["method"], request["uri"])
+        return self._canon_key(*asked, request.get("body"), repeat_of(request))
 
     def _serialize(self, interactions: list[dict[str, Any]]) -> str:
         text = serialize(interactions)

@@ -1,8 +1,6 @@
 """The cassette file format: vcrpy's (JSON serializer, format version 1), so vcrpy and
-pytest-recording read the files. Requests are written without credential headers and
-query parameters; the store replaces secret values. Older per-test cassettes and vcrpy's
-own are read through vcrpy's loader; :class:`CompactPersister` lets vcrpy read and write
-``.json.gz``. No httpx."""
+pytest-recording read the files; credential headers and query parameters are never
+written. Older per-test cassettes and vcrpy's own are read through vcrpy's loader. No httpx."""
 
 from __future__ import annotations
 
@@ -91,7 +89,7 @@ def test_name(test_id: str) -> str:
 def interaction(request: RecordedRequest, response: RecordedResponse, test: str) -> dict[str, Any]:
     """One interaction as the file holds it, credential headers and query parameters
     dropped (the union list of :mod:`pytest_recfair.secrets`, on both sides)."""
-    req_headers = _header_map(request.headers, SECRET_HEADERS)
+    req_headers = _header_map(request.headers)
     # vcrpy keeps one value per request header.
     req_headers_v = {name: values[:1] for name, values in req_headers.items()}
     req_headers_v[REPEAT_HEADER] = [str(request.repeat)]
@@ -99,7 +97,7 @@ def interaction(request: RecordedRequest, response: RecordedResponse, test: str)
         req_headers_v[TEST_HEADER] = [test]
     if request.case_id is not None:
         req_headers_v[CASE_HEADER] = [request.case_id]
-    resp_headers = _header_map(response.headers, SECRET_HEADERS)
+    resp_headers = _header_map(response.headers)
     # The body is stored decoded, so the encoding header must go and the length fit.
     for name in list(resp_headers):
         low = name.lower()
@@ -124,59 +122,39 @@ def interaction(request: RecordedRequest, response: RecordedResponse, test: str)
 
 def scrubbed(item: dict[str, Any]) -> dict[str, Any]:
     """``item`` without the credential headers and query parameters of the one list, for
-    interactions written before it grew (older versions dropped fewer names); the same
-    object when there is nothing to drop."""
-    request = item.get("request")
-    response = item.get("response")
-    if not isinstance(request, dict) or not isinstance(response, dict):
-        return item
-    uri = request.get("uri")
-    clean_uri = _scrub_url(uri) if isinstance(uri, str) else uri
-    req_headers, resp_headers = request.get("headers"), response.get("headers")
-    if clean_uri == uri and not _has_secret(req_headers) and not _has_secret(resp_headers):
-        return item
-    return {
-        **item,
-        "request": {**request, "uri": clean_uri, "headers": _without_secrets(req_headers)},
-        "response": {**response, "headers": _without_secrets(resp_headers)},
-    }
+    interactions written before it grew (older versions dropped fewer names)."""
+    out = dict(item)
+    for side in ("request", "response"):
+        part = item.get(side)
+        if not isinstance(part, dict):
+            return item
+        part = out[side] = dict(part)
+        headers = part.get("headers")
+        if isinstance(headers, dict):
+            part["headers"] = {
+                k: v
+                for k, v in headers.items()
+                if not (isinstance(k, str) and k.lower() in SECRET_HEADERS)
+            }
+    uri = out["request"].get("uri")
+    if isinstance(uri, str):
+        out["request"]["uri"] = _scrub_url(uri)
+    return out
 
 
-def _secret_name(name: object) -> bool:
-    return isinstance(name, str) and name.lower() in SECRET_HEADERS
-
-
-def _has_secret(headers: object) -> bool:
-    return isinstance(headers, dict) and any(_secret_name(name) for name in headers)
-
-
-def _without_secrets(headers: Any) -> Any:
-    if not _has_secret(headers):
-        return headers
-    return {name: value for name, value in headers.items() if not _secret_name(name)}
-
-
-def read_native(path: Path) -> list[dict[str, Any]]:
+def read_interactions(path: Path) -> list[dict[str, Any]]:
     """The interactions of a native cassette file ([] when there is none); a file that is
     not one raises CassetteError saying how to fix it."""
     try:
-        text = compact.read_text(path)
+        data = json.loads(compact.read_text(path))
     except FileNotFoundError:
         return []
     except UnicodeDecodeError as exc:
         raise bad_file(path, f"cannot be read as UTF-8 text ({exc})") from None
-    except OSError as exc:  # unreadable, or a .json.gz that is not gzip
-        raise bad_file(path, f"cannot be read ({exc})") from None
-    return decode_native(path, text)
-
-
-def decode_native(path: Path, text: str) -> list[dict[str, Any]]:
-    """The interactions of the text of cassette ``path``; CassetteError when it is not
-    one, saying how to fix it."""
-    try:
-        data = json.loads(text)
     except ValueError as exc:
         raise bad_file(path, f"is not valid JSON ({exc})") from None
+    except OSError as exc:  # unreadable, or a .json.gz that is not gzip
+        raise bad_file(path, f"cannot be read ({exc})") from None
     interactions = data.get("interactions") if isinstance(data, dict) else None
     if not isinstance(interactions, list):
         raise bad_file(
@@ -210,21 +188,11 @@ def stored_key(item: Mapping[str, Any]) -> Key:
     )
 
 
-def read_interactions(path: Path) -> list[dict[str, Any]]:
-    """The interactions of a native cassette file (for pruning)."""
-    data = json.loads(compact.read_text(path))
-    interactions = data.get("interactions") if isinstance(data, dict) else None
-    if not isinstance(interactions, list):
-        raise CassetteError(f"cassette {path} is not a vcrpy cassette; delete it or fix it.")
-    return interactions
-
-
 def serialize(interactions: list[dict[str, Any]]) -> str:
     """A cassette file's text: one interaction per line (compact, diff-friendly)."""
     lines = ",\n".join(json.dumps(item, ensure_ascii=False) for item in interactions)
-    if not interactions:
-        return f'{{"interactions": [], "version": {CASSETTE_FORMAT_VERSION}}}\n'
-    return f'{{"interactions": [\n{lines}\n], "version": {CASSETTE_FORMAT_VERSION}}}\n'
+    lines = f"\n{lines}\n" if interactions else ""
+    return f'{{"interactions": [{lines}], "version": {CASSETTE_FORMAT_VERSION}}}\n'
 
 
 def _scrub_url(url: str) -> str:
@@ -238,12 +206,11 @@ def _scrub_url(url: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(kept)))
 
 
-def _header_map(headers: Iterable[tuple[str, str]], drop: frozenset[str]) -> dict[str, list[str]]:
+def _header_map(headers: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for name, value in headers:
-        if name.lower() in drop:
-            continue
-        out.setdefault(name, []).append(value)
+        if name.lower() not in SECRET_HEADERS:
+            out.setdefault(name, []).append(value)
     return out
 
 
@@ -257,38 +224,19 @@ def _decode_body(data: bytes, what: str) -> str:
         ) from None
 
 
-def _first(headers: Mapping[str, Any], name: str) -> Any:
-    for key, value in headers.items():
-        if key.lower() == name:
-            return value[0] if isinstance(value, list) and value else value
-    return None
-
-
 def header_value(headers: Mapping[str, Any], name: str) -> str:
     """Request header ``name`` of an interaction's ``headers`` ("" when absent)."""
     # We write the header in lower case; other recorders may not.
     value = headers.get(name)
     if value is None:
-        value = _first(headers, name)
+        value = next((v for k, v in headers.items() if k.lower() == name), None)
     if isinstance(value, list):
         value = value[0] if value else ""
     return value if isinstance(value, str) else ""
 
 
 def repeat_of(headers: Mapping[str, Any]) -> int:
-    """The repeat index of a request with these ``headers``."""
-    value = headers.get(REPEAT_HEADER) or _first(headers, REPEAT_HEADER)
-    if isinstance(value, list):
-        value = value[0] if value else 0
-    return int(value or 0)
-
-
-def body_bytes(body: Any) -> bytes:
-    if body is None:
-        return b""
-    if isinstance(body, str):
-        return body.encode("utf-8")
-    raise TypeError(f"request body must be a string or null, got {type(body).__name__}")
+    return int(header_value(headers, REPEAT_HEADER) or 0)
 
 
 #: File suffixes read as vcrpy cassettes (the serializer follows the suffix).
