@@ -89,7 +89,6 @@ def test_the_writer_is_named_after_the_worker_and_the_shard(
     assert failures.log_for(tmp_path).path.name == "_failed.main.jsonl"
 
 
-
 def test_the_log_is_read_once_while_its_folder_is_unchanged(tmp_path: Path) -> None:
     note = Failure("e1", 400, "rejected", "2026-01-01T00:00:00+00:00")
     FailureLog(tmp_path, "gw0").update([("k1", note)], [])
@@ -100,6 +99,7 @@ def test_the_log_is_read_once_while_its_folder_is_unchanged(tmp_path: Path) -> N
     FailureLog(tmp_path, "gw1").update([("k2", note)], [])  # another writer's save
     assert failures.log_for(tmp_path) is not log
     assert failures.log_for(tmp_path).find("k2") == note
+
 
 def test_the_message_of_a_replayed_failure_names_status_kind_and_the_way_back() -> None:
     text = Failure("e1", 400, "rejected", "2026-01-02T03:04:05+00:00").message()
