@@ -60,21 +60,9 @@ _ARTICLES = frozenset([
     "ein", "eine", "il", "lo", "gli", "o", "os", "as",
 ])
 # fmt: on
-_ROMAN = re.compile(r"^(?=[xvi]{2,})(x{0,3})(ix|iv|v?i{0,3})$")
-_ROMAN_VALUES = {"i": 1, "v": 5, "x": 10}
-
-
-def _roman_to_int(token: str) -> int | None:
-    """'ii'..'xxxix' -> 2..39 (sequel numbers); anything else -> None."""
-    if not _ROMAN.match(token):
-        return None
-    total = 0
-    prev = 0
-    for ch in reversed(token):
-        v = _ROMAN_VALUES[ch]
-        total = total - v if v < prev else total + v
-        prev = max(prev, v)
-    return total if 2 <= total <= 39 else None
+_UNITS = ("", "i", "ii", "iii", "iv", "v", "vi", "vii", "viii", "ix")
+#: Sequel numerals 'ii'..'xxxix' -> '2'..'39'; not a lone 'v' or 'x' (a letter, a name).
+_ROMAN = {r: str(n) for n in range(2, 40) if len(r := "x" * (n // 10) + _UNITS[n % 10]) > 1}
 
 
 def _strip_latin_marks(text: str) -> str:
@@ -119,9 +107,9 @@ def normalize(title: str) -> str:
     for i, tok in enumerate(tokens):
         if tok.strip("ivx"):  # cheap test first: most tokens are not numerals
             continue
-        n = _roman_to_int(tok)
+        n = _ROMAN.get(tok)
         if n is not None:
-            tokens[i] = str(n)
+            tokens[i] = n
         elif tok == "i" and i == len(tokens) - 1 and i > 0:  # "Part I", "Episode I"
             tokens[i] = "1"
     key = " ".join(tokens)
