@@ -1,6 +1,5 @@
 """The replay index of one cassette file: ``(method, host, path, body, repeat) ->
-positions``. Lookups try the body as stored first and build a canonical-JSON index only
-when that misses."""
+positions``, the body as stored; a canonical-JSON index is built only when that misses."""
 
 from __future__ import annotations
 
@@ -179,7 +178,6 @@ def valid(code: object) -> bool:
 
 
 def _note_stale(path: Path, count: int, records: bool) -> None:
-    """Warn that ``path`` holds ``count`` error replies (never replayed)."""
     then = (
         "they are asked again and dropped from the file on save"
         if records

@@ -144,7 +144,7 @@ class CassetteStore:
 
     def path_for(self, entity_id: str) -> Path:
         """``<root>/<sanitised entity id>.json`` or ``.json.gz``: an existing file keeps its
-        format (the compact one when both exist: a conversion was interrupted)."""
+        format (compact when both exist: a conversion was interrupted)."""
         if entity_id in self._paths:
             return self._paths[entity_id]
         name = sanitize_name(entity_id)
@@ -175,9 +175,8 @@ class CassetteStore:
         *,
         case_id: str | None = None,
     ) -> RecordedResponse | None:
-        """The next unplayed recorded reply for this request (the one recorded for
-        ``case_id`` first), or None (always in all/rewrite). ``body`` as sent, or its
-        text already decoded."""
+        """The next unplayed recorded reply for this request (``case_id``'s first), or None
+        (always in all/rewrite). ``body`` as sent, or its text already decoded."""
         reply = self.reply(test_id, entity_id, method, url, body, repeat, case_id)
         if reply is None:
             return None
@@ -218,7 +217,7 @@ class CassetteStore:
         return reply
 
     def _canon_index(self, tape: Tape) -> dict[Key, tuple[int, ...]]:
-        # Built on the first raw miss only (another JSON encoder, a scrubbed secret).
+        # Built on the first raw miss only (another JSON encoder, a scrubbed secret)
         if tape.canon is None:
             canon: dict[Key, tuple[int, ...]] = {}
             for position, (m, host, path, stored, rep) in enumerate(tape.keys):
@@ -270,8 +269,8 @@ class CassetteStore:
 
     def recorded(self, entity_id: str, case_id: str | None = None) -> list[RecordedEntry]:
         """(case id, key, reply) of each valid interaction in the entity's cassette, in
-        recorded order (a pipeline's plan and misses); with ``case_id`` only that
-        prompt's, which vcrpy interception may now play (kept by a prune)."""
+        recorded order; with ``case_id`` only that prompt's (vcrpy interception may now play
+        them: kept by a prune)."""
         with self._lock:
             tape = self._tape(entity_id)
             entries = zip(tape.cases, tape.keys, tape.entries, strict=True)
@@ -316,8 +315,7 @@ class CassetteStore:
         return [p for p, done in enumerate(tape.played) if done], tape.last
 
     def serve(self, entity_id: str, positions: list[int], last: int) -> None:
-        """The entity's replies at ``positions`` were served from a cache: a later lookup
-        (read then) finds them played, as if looked up."""
+        """The entity's replies at ``positions`` were served from a cache: played."""
         self._served[entity_id] = (positions, last)
 
     def record(
@@ -352,19 +350,15 @@ class CassetteStore:
 
     def flush(self) -> list[Path]:
         """Write every cassette changed since the last flush (atomically, scrubbed)."""
-        written: list[Path] = []
         with self._lock:
-            for tape in self._tapes.values():
-                if not tape.dirty:
-                    continue
+            dirty = [tape for tape in self._tapes.values() if tape.dirty]
+            for tape in dirty:
                 self._save(tape)
-                written.append(tape.path)
             self._last_save = time.monotonic()
-        return written
+        return [tape.path for tape in dirty]
 
     def flush_entity(self, test_id: str, entity_id: str) -> Path | None:
-        """Write this one (finished) entity's cassette if it changed, while the run goes on;
-        its path, or None when nothing was due."""
+        """Write this (finished) entity's cassette if it changed: its path, else None."""
         with self._lock:
             tape = self._tapes.get(entity_id)
             if tape is None or not tape.dirty:
@@ -427,8 +421,12 @@ class CassetteStore:
             items = self._to_save(tape)
             if self.policy.keeps != "none" and _stamp(tape.path) != tape.stamp:
                 items += self._saved_by_others(tape, items)
-            # Written with the one credential list, also what older versions stored.
-            write(tape.path, self._serialize([scrubbed(item) for item in items]))
+            # Written with the one credential list, also what older versions stored; then each
+            # secret value itself, its JSON-escaped and its URL-encoded forms replaced.
+            text = serialize([scrubbed(item) for item in items])
+            for form in (form for secret in self._secrets for form in forms(secret)):
+                text = text.replace(form, FILTERED)
+            write(tape.path, text)
             tape.stamp = _stamp(tape.path)
         tape.dirty = False
         if self.rewritten is not None and not self.policy.reads_old:
@@ -441,8 +439,8 @@ class CassetteStore:
         tape.legacy = []
 
     def _saved_by_others(self, tape: Tape, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Interactions another process (an xdist worker recording into the same store)
-        saved to this file since this store read it: kept, instead of last writer wins."""
+        """What another process (an xdist worker) saved to this file since it was read:
+        kept, instead of last writer wins."""
         ours = {self._key_of_saved(item) for item in items}
         others = [
             item
@@ -490,14 +488,6 @@ class CassetteStore:
         asked = head(request["method"], request["uri"])
         return self._canon_key(*asked, request.get("body"), repeat_of(request))
 
-    def _serialize(self, interactions: list[dict[str, Any]]) -> str:
-        text = serialize(interactions)
-        for secret in self._secrets:
-            # The value itself, its JSON-escaped and its URL-encoded forms.
-            for form in forms(secret):
-                text = text.replace(form, FILTERED)
-        return text
-
     def _scrub_value(self, value: str | bytes) -> str | bytes:
         for secret in self._secrets:
             if isinstance(value, str):
@@ -518,9 +508,8 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
 
 @contextlib.contextmanager
 def _directory_lock(directory: Path) -> Iterator[None]:
-    """Exclusive across processes (xdist workers saving into one store). POSIX flock on
-    the directory itself, so no lock file is left among the cassettes; where there is no
-    fcntl (Windows) saves are not serialised across processes."""
+    """Exclusive across processes (xdist workers saving into one store): flock on the
+    directory itself, so no lock file is left; without fcntl (Windows) not serialised."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows

@@ -81,8 +81,7 @@ def sanitize_name(name: str) -> str:
 
 
 def test_name(test_id: str) -> str:
-    """The stable part of a pytest node id: the test's name (with its parameter id),
-    not its file, so provenance survives moving the file."""
+    """A node id's test name (with its parameter id): provenance survives moving the file."""
     return test_id.rsplit("::", 1)[-1]
 
 
@@ -175,8 +174,7 @@ def bad_file(path: Path, problem: str) -> CassetteError:
 
 
 def stored_key(item: Mapping[str, Any]) -> Key:
-    """The key of a saved interaction as stored (body text unparsed), as
-    ``index.index_tape`` keys it."""
+    """A saved interaction's key as ``index.index_tape`` keys it (body text unparsed)."""
     request = item["request"]
     parts = urlsplit(request["uri"])
     return (
@@ -274,8 +272,8 @@ def legacy_dirs(root: Path) -> tuple[Path, ...]:
     """The folders of the old per-test layout under ``root`` (``<root>/<test>/``)."""
     if not root.is_dir():
         return ()
-    # Hidden folders are not tests' (the parse cache, .recfair_cache, lives there). The
-    # listing's own file types: a stat per cassette took longer than the folders' reading.
+    # Hidden folders are not tests' (.recfair_cache). The listing's own file types: a stat
+    # per cassette took longer than the folders' reading.
     with os.scandir(root) as entries:
         names = [e.name for e in entries if not e.name.startswith(".") and e.is_dir()]
     return tuple(sorted(root / name for name in names))
@@ -301,7 +299,7 @@ def vcr_files(paths: tuple[Path, ...]) -> Iterator[Path]:
 
 def read_vcr(path: Path) -> list[dict[str, Any]]:
     """The interactions of a vcrpy cassette, in the store's JSON form (text bodies)."""
-    # Imported here: a run with only native cassettes never pays for importing vcrpy.
+    # Imported here: a run with only native cassettes never imports vcrpy.
     from vcr.persisters.filesystem import CassetteNotFoundError
     from vcr.serializers import jsonserializer, yamlserializer
 
