@@ -22,15 +22,6 @@ from pytest_recfair.cassettes.compact import (
     plain_name,
     write,
 )
-from pytest_recfair.cassettes.index import (
-    Reply,
-    Tape,
-    canonical_body,
-    head,
-    index_tape,
-    provenance,
-    valid,
-)
 from pytest_recfair.cassettes.miss import (
     MODE_POLICIES,
     CassetteMiss,
@@ -42,8 +33,14 @@ from pytest_recfair.cassettes.vcrfile import (
     Key,
     RecordedRequest,
     RecordedResponse,
+    Reply,
+    Tape,
+    canonical_body,
+    head,
+    index_tape,
     interaction,
     legacy_dirs,
+    provenance,
     read_interactions,
     read_vcr,
     repeat_of,
@@ -52,6 +49,7 @@ from pytest_recfair.cassettes.vcrfile import (
     serialize,
     stored_key,
     test_name,
+    valid,
     vcr_files,
 )
 from pytest_recfair.errors import CassetteError, ConfigError

@@ -38,10 +38,10 @@ class ParsedReply:
     found: int
 
 
-def _check_text(text: object, name: str = "text") -> str:
+def _check_text(text: object) -> str:
     if not isinstance(text, str):
         raise TypeError(
-            f"{name}: expected the reply text as str, got {type(text).__name__}; "
+            f"text: expected the reply text as str, got {type(text).__name__}; "
             "pass Completion.text (decode bytes first)"
         )
     return text
