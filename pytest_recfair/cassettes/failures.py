@@ -149,8 +149,9 @@ class FailureLog:
         """Note ``failed`` (key, failure) and forget ``answered`` keys; saved at once when
         this writer's file changes (temp-then-rename)."""
         with self._lock:
-            own = self._own_file()
-            before = dict(own)
+            if self._own is None:
+                self._own = _read(self.path)
+            own, before = self._own, dict(self._own)
             others = _merge(p for p in self._paths() if p != self.path)
             now = datetime.now(UTC).isoformat(timespec="seconds")
             for key in answered:
@@ -160,9 +161,14 @@ class FailureLog:
                     own[key] = Failure(other.entity, None, ANSWERED, now)
             for key, failure in failed:
                 own[key] = failure
-            if own == before:
+            if own == before or not (own or self.path.exists()):
                 return
-            self._save(own)
+            self.root.mkdir(parents=True, exist_ok=True)
+            lines = [
+                json.dumps({"v": _VERSION, "key": key, **asdict(f)}, sort_keys=True) + "\n"
+                for key, f in sorted(own.items(), key=lambda kv: (kv[1].entity, kv[0]))
+            ]
+            atomic_write_text(self.path, "".join(lines))
             self._merged = None  # read again: other writers may have saved meanwhile
 
     def _all(self) -> dict[str, Failure]:
@@ -172,21 +178,6 @@ class FailureLog:
 
     def _paths(self) -> list[Path]:
         return sorted(self.root.glob(FILE_GLOB)) if self.root.is_dir() else []
-
-    def _own_file(self) -> dict[str, Failure]:
-        if self._own is None:
-            self._own = _read(self.path)
-        return self._own
-
-    def _save(self, own: dict[str, Failure]) -> None:
-        if not own and not self.path.exists():
-            return
-        self.root.mkdir(parents=True, exist_ok=True)
-        lines = [
-            json.dumps({"v": _VERSION, "key": key, **asdict(f)}, sort_keys=True)
-            for key, f in sorted(own.items(), key=lambda kv: (kv[1].entity, kv[0]))
-        ]
-        atomic_write_text(self.path, "".join(line + "\n" for line in lines))
 
 
 def _merge(paths: Iterable[Path]) -> dict[str, Failure]:

@@ -1,6 +1,7 @@
 """Record and replay recommender HTTP calls as vcrpy-format JSON cassettes: one per seed
 entity, shared by every test (an interaction is found by what was asked, never by the
-test). Replay serves from :mod:`.index`, not vcrpy; only valid (2xx) replies replay."""
+test). Replay serves from an index (:class:`.vcrfile.Tape`), not vcrpy; only valid (2xx)
+replies replay."""
 
 from __future__ import annotations
 

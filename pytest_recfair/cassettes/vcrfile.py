@@ -178,16 +178,10 @@ def bad_file(path: Path, problem: str) -> CassetteError:
 
 
 def stored_key(item: Mapping[str, Any]) -> Key:
-    """A saved interaction's key as ``index.index_tape`` keys it (body text unparsed)."""
+    """A saved interaction's key as :func:`index_tape` keys it (body text unparsed)."""
     request = item["request"]
-    parts = urlsplit(request["uri"])
-    return (
-        request["method"].upper(),
-        (parts.hostname or "").lower(),
-        parts.path or "/",
-        request.get("body") or "",
-        repeat_of(request.get("headers") or {}),
-    )
+    asked = head(request["method"], request["uri"])
+    return (*asked, request.get("body") or "", repeat_of(request.get("headers") or {}))
 
 
 def serialize(interactions: list[dict[str, Any]]) -> str:
@@ -367,8 +361,6 @@ Reply = tuple[int, str, tuple[tuple[str, str], ...], str]
 
 def canonical_body(body: bytes | str | None) -> str | bytes:
     """JSON bodies as sorted-key, whitespace-free text; any other body unchanged (bytes)."""
-    if body is None:
-        return b""
     raw = body.encode("utf-8") if isinstance(body, str) else body
     if not raw:
         return b""

@@ -1,9 +1,7 @@
 """Item matching: one canonical key per title, so "Amélie" and "Amelie" count as one item.
-
 ``normalize`` folds text deterministically; ``canonicalize`` merges near-duplicate keys
 within ONE entity with rapidfuzz, under guards that keep sequels and plurals apart, and
-returns (and logs) every fuzzy merge for review.
-"""
+returns (and logs) every fuzzy merge for review."""
 
 from __future__ import annotations
 
@@ -186,13 +184,11 @@ def canonicalize(
     aliases: Mapping[str, str] | None = None,
 ) -> tuple[list[list[str]], list[Merge]]:
     """One entity's lists with each title replaced by its key (equal lists share one list
-    of keys: read it, do not change it), and the fuzzy merges made.
-
-    With ``fuzzy`` a key within ``threshold`` (``fuzz.ratio``, 0-100) of a kept key becomes
-    it, unless numbers differ, either is under ``MIN_FUZZY_LENGTH`` or they are a short
-    singular/plural pair; the most frequent spelling is kept. ``aliases`` (``{"Se7en":
-    "Seven"}``) merge exactly and are not reported.
-    """
+    of keys: read it, do not change it), and the fuzzy merges made. With ``fuzzy`` a key
+    within ``threshold`` (``fuzz.ratio``, 0-100) of a kept key becomes it, unless numbers
+    differ, either is under ``MIN_FUZZY_LENGTH`` or they are a short singular/plural pair;
+    the most frequent spelling is kept. ``aliases`` (``{"Se7en": "Seven"}``) merge exactly
+    and are not reported."""
     checked = _check_lists(lists)
     _check_threshold(threshold)
     alias_keys = {normalize(k): normalize(v) for k, v in (aliases or {}).items()}

@@ -9,7 +9,7 @@ import json
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from itertools import islice
+from itertools import chain, islice
 from operator import itemgetter
 from typing import Any
 
@@ -376,18 +376,10 @@ def _raw_entries(text: str) -> tuple[list[str], str]:
         if found:
             return found, "table"
     marked = _marked_lines(text)
-    if marked is None or len(marked) == 1:
-        expanded: list[str] = []
-        split_any = False
-        for line in text.split("\n"):
-            parts = _split_inline_numbered(line)
-            if parts:
-                split_any = True
-                expanded.extend(parts)
-            else:
-                expanded.append(line)
-        if split_any:
-            marked = _marked_lines("\n".join(expanded))
+    if marked is None or len(marked) == 1:  # "1. A 2. B 3. C" on a line: one entry each
+        split = [_split_inline_numbered(line) or [line] for line in text.split("\n")]
+        if any(len(parts) > 1 for parts in split):
+            marked = _marked_lines("\n".join(chain.from_iterable(split)))
     if marked:
         return marked, "list"
     found = _plain_items(text.split("\n"))
