@@ -95,13 +95,6 @@ def set_shard(root: Path, shard: str | None) -> None:
             _SHARDS.pop(root, None)
 
 
-def _writer(root: Path) -> str:
-    worker = os.environ.get("PYTEST_XDIST_WORKER") or "main"
-    shard = _SHARDS.get(root)
-    name = f"{worker}-{shard}" if shard else worker
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
-
-
 # (cassette directory, writer) -> (the directory's stamp, its log)
 _LOGS: dict[tuple[Path, str], tuple[tuple[int, int] | None, FailureLog]] = {}
 
@@ -111,7 +104,9 @@ def log_for(root: Path) -> FailureLog:
     while the directory is unchanged: its files are listed and read once a run, not once
     per replay pass (15 x 1,000 names at paper scale)."""
     with _LOCK:
-        key = (root, _writer(root))
+        worker = os.environ.get("PYTEST_XDIST_WORKER") or "main"
+        shard = _SHARDS.get(root)
+        key = (root, re.sub(r"[^A-Za-z0-9_.-]", "_", f"{worker}-{shard}" if shard else worker))
         try:  # every sidecar (and cassette) is written by a rename: a new directory mtime
             st = root.stat()
             # trusted once older than a clock tick (a change within one keeps the mtime)
