@@ -286,10 +286,9 @@ class CassetteStore:
         with self._lock:
             return bool(self._tape(entity_id).entries)
 
-    # -- a replay served whole from the cache (engine/replaymemo.py)
     def unread_path(self, entity_id: str) -> Path | None:
         """The entity's cassette when nothing of it was read yet and a replay from a cache
-        would be exact (replay only, no pruning, imports, old layout), else None."""
+        (engine/replaymemo.py) would be exact (no recording, pruning, imports, old layout)."""
         policy = self.policy
         if policy.records or not policy.replays or self.usage is not None or self.imports:
             return None
@@ -469,18 +468,13 @@ class CassetteStore:
             )
 
     def _to_save(self, tape: Tape) -> list[dict[str, Any]]:
-        new = tape.new
-        keeps = self.policy.keeps
-        if keeps == "none":
-            return new
-        if keeps == "not_rerecorded":
-            # Re-recorded requests replace their old interactions (vcrpy's "all" save).
-            # Keys only here: canonicalising every body while recording would cost each
-            # live request a JSON round trip that only this mode needs.
-            fresh = {self._key_of_saved(item) for item in new}
-            kept = [item for item in tape.loaded if self._key_of_saved(item) not in fresh]
-            return kept + new
-        return [*tape.loaded, *new]
+        if self.policy.keeps != "not_rerecorded":
+            return tape.new if self.policy.keeps == "none" else [*tape.loaded, *tape.new]
+        # Re-recorded requests replace their old interactions (vcrpy's "all" save). Keys
+        # only here: canonicalising every body while recording would cost each live request
+        # a JSON round trip that only this mode needs.
+        fresh = {self._key_of_saved(item) for item in tape.new}
+        return [item for item in tape.loaded if self._key_of_saved(item) not in fresh] + tape.new
 
     def _key_of_saved(self, item: Mapping[str, Any]) -> Key:
         request = item["request"]
