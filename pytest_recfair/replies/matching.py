@@ -220,10 +220,20 @@ def canonicalize(
     # Stable sort: ties keep first-seen order. Very long keys (pasted paragraphs, not
     # titles) are matched exactly only: fuzzy scoring cost grows with length squared.
     order = [k for k in sorted(count, key=lambda key: -count[key]) if len(k) <= MAX_FUZZY_LENGTH]
-    target, merges = _fuzzy_targets(order, threshold, entity)
+    target, scores = _fuzzy_targets(order, threshold)
     if not target:
         return keyed, []
-    merges = _as_written(merges, checked, keyed, target)
+    # the merges with titles as first written, looked up only for the few merged keys
+    surface: dict[str, str] = {}
+    wanted = set(target) | set(target.values())
+    for lst, row in zip(checked, keyed, strict=True):
+        for title, key in zip(lst, row, strict=True):
+            if key in wanted and key not in surface:
+                surface[key] = title
+    merges = [
+        Merge(entity, surface.get(target[key], target[key]), surface.get(key, key), score)
+        for key, score in scores
+    ]
     remap = target.get
     new = {
         i: row if target.keys().isdisjoint(row) else [remap(k, k) for k in row]
@@ -248,9 +258,9 @@ def _check_threshold(threshold: float) -> None:
 
 
 def _fuzzy_targets(
-    order: list[str], threshold: float, entity: str | None
-) -> tuple[dict[str, str], list[Merge]]:
-    """Which keys merge into which earlier (more frequent) kept key, and the merges made."""
+    order: list[str], threshold: float
+) -> tuple[dict[str, str], list[tuple[str, float]]]:
+    """Which keys merge into which earlier (more frequent) kept key, and each one's score."""
     # A copy as the choices: given one list twice, rapidfuzz scores pair by pair; given
     # two, several choices at once (SIMD). Same scores, half the time here.
     scores = process.cdist(order, order[:], scorer=fuzz.ratio, score_cutoff=threshold, workers=1)
@@ -262,7 +272,7 @@ def _fuzzy_targets(
             candidates.setdefault(i, []).append(j)
     target: dict[str, str] = {}
     is_kept = [True] * len(order)
-    merges: list[Merge] = []
+    merged: list[tuple[str, float]] = []
     for i in sorted(candidates):
         key = order[i]
         best, best_score = -1, -1.0
@@ -273,26 +283,6 @@ def _fuzzy_targets(
         if best < 0:
             continue
         is_kept[i] = False
-        kept = order[best]
-        target[key] = kept
-        merges.append(Merge(entity, kept, key, round(best_score, 2)))
-    return target, merges
-
-
-def _as_written(
-    merges: list[Merge],
-    checked: Sequence[Sequence[str]],
-    keyed: list[list[str]],
-    target: dict[str, str],
-) -> list[Merge]:
-    """The merges with titles as first written, looked up only for the few merged keys."""
-    surface: dict[str, str] = {}
-    wanted = set(target) | set(target.values())
-    for lst, row in zip(checked, keyed, strict=True):
-        for title, key in zip(lst, row, strict=True):
-            if key in wanted and key not in surface:
-                surface[key] = title
-    return [
-        Merge(m.entity, surface.get(m.kept, m.kept), surface.get(m.merged, m.merged), m.score)
-        for m in merges
-    ]
+        target[key] = order[best]
+        merged.append((key, round(best_score, 2)))
+    return target, merged
