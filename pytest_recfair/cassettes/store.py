@@ -209,8 +209,12 @@ class CassetteStore:
                 if tape.entries:
                     reply = tape.take(self._canon_index(tape), key, tests, case_id)
                 if reply is None and self.imports:
-                    foreign = self._foreign_tape()
-                    return foreign.take(self._canon_index(foreign), key, tests, case_id)
+                    if self._foreign is None:  # read by vcrpy once
+                        foreign = Tape(self.root / "<vcrpy cassettes>")
+                        items = [i for path in vcr_files(self.imports) for i in read_vcr(path)]
+                        index_tape(foreign, items, records=False, recording=self.policy.records)
+                        self._foreign = foreign
+                    return self._foreign.take(self._canon_index(self._foreign), key, tests, case_id)
             if reply is not None and self.usage is not None:
                 self.usage.add((tape.path.name, tape.keys[tape.last]))
         return reply
@@ -225,15 +229,6 @@ class CassetteStore:
                     canon[key] = (*canon.get(key, ()), position)
             tape.canon = canon
         return tape.canon
-
-    def _foreign_tape(self) -> Tape:
-        """Cassettes recorded by vcrpy / pytest-recording (``imports``), read by vcrpy once."""
-        if self._foreign is None:
-            tape = Tape(self.root / "<vcrpy cassettes>")
-            items = [item for path in vcr_files(self.imports) for item in read_vcr(path)]
-            index_tape(tape, items, records=False, recording=self.policy.records)
-            self._foreign = tape
-        return self._foreign
 
     def needs_network(self, test_id: str, entity_id: str) -> bool:
         """True when a miss (for any test and entity) is to be recorded from the network."""
@@ -418,7 +413,17 @@ class CassetteStore:
         with _directory_lock(tape.path.parent):
             items = self._to_save(tape)
             if self.policy.keeps != "none" and _stamp(tape.path) != tape.stamp:
-                items += self._saved_by_others(tape, items)
+                # another process (an xdist worker) saved to this file since it was read:
+                # its interactions kept, instead of last writer wins
+                ours = {self._key_of_saved(item) for item in items}
+                others = [
+                    item
+                    for item in read_interactions(tape.path)
+                    if valid(item["response"]["status"]["code"])
+                    and self._key_of_saved(item) not in ours
+                ]
+                tape.loaded.extend(others)
+                items += others
             # Written with the one credential list, also what older versions stored; then each
             # secret value itself, its JSON-escaped and its URL-encoded forms replaced.
             text = serialize([scrubbed(item) for item in items])
@@ -435,18 +440,6 @@ class CassetteStore:
             with contextlib.suppress(OSError):
                 old.parent.rmdir()  # only when empty
         tape.legacy = []
-
-    def _saved_by_others(self, tape: Tape, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """What another process (an xdist worker) saved to this file since it was read:
-        kept, instead of last writer wins."""
-        ours = {self._key_of_saved(item) for item in items}
-        others = [
-            item
-            for item in read_interactions(tape.path)
-            if valid(item["response"]["status"]["code"]) and self._key_of_saved(item) not in ours
-        ]
-        tape.loaded.extend(others)
-        return others
 
     def _load(self, tape: Tape, *, keep: bool = False) -> None:
         """The entity's native file plus its files in the old per-test layout (via vcrpy)."""
