@@ -92,14 +92,13 @@ def test_name(test_id: str) -> str:
 def interaction(request: RecordedRequest, response: RecordedResponse, test: str) -> dict[str, Any]:
     """One interaction as the file holds it, credential headers and query parameters
     dropped (the union list of :mod:`pytest_recfair.secrets`, on both sides)."""
-    req_headers = _header_map(request.headers)
     # vcrpy keeps one value per request header.
-    req_headers_v = {name: values[:1] for name, values in req_headers.items()}
-    req_headers_v[REPEAT_HEADER] = [str(request.repeat)]
+    req_headers = {name: values[:1] for name, values in _header_map(request.headers).items()}
+    req_headers[REPEAT_HEADER] = [str(request.repeat)]
     if test:
-        req_headers_v[TEST_HEADER] = [test]
+        req_headers[TEST_HEADER] = [test]
     if request.case_id is not None:
-        req_headers_v[CASE_HEADER] = [request.case_id]
+        req_headers[CASE_HEADER] = [request.case_id]
     resp_headers = _header_map(response.headers)
     # The body is stored decoded, so the encoding header must go and the length fit.
     for name in list(resp_headers):
@@ -111,7 +110,7 @@ def interaction(request: RecordedRequest, response: RecordedResponse, test: str)
     return {
         "request": {
             "body": _decode_body(request.body, "the request") if request.body else None,
-            "headers": req_headers_v,
+            "headers": req_headers,
             "method": request.method.upper(),
             "uri": _scrub_url(request.url),
         },
