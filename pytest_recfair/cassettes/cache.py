@@ -1,10 +1,7 @@
-"""The one content store: results kept across runs by content, beside the cassettes.
-
-An entry holds its namespace, key and value digest and a read checks all three, so a
-damaged or misplaced entry is computed again, never served. SQLite, safe to delete; xdist
-workers share it (locked: nothing written; corrupt or past ``RECFAIR_CACHE_MAX_MB``:
-started afresh). ``RECFAIR_CACHE=off`` turns it off.
-"""
+"""The one content store: results kept across runs by content, beside the cassettes. An
+entry holds its namespace, key and value digest, all checked on read: a damaged or misplaced
+entry is computed again, never served. SQLite, safe to delete, shared by xdist workers
+(locked: nothing written; corrupt or past ``RECFAIR_CACHE_MAX_MB``: started afresh)."""
 
 from __future__ import annotations
 
@@ -161,7 +158,6 @@ def open_for(cassettes: Path, replays_only: bool) -> None:
 
 
 def folder() -> Path | None:
-    """The folder the store is kept in, or None when it is closed."""
     return _folder
 
 

@@ -1,8 +1,6 @@
-"""The two cassette file formats (``.json``, ``.json.gz``) and conversion between them.
-
-The gzip is written with ``mtime`` 0, so the same interactions always give the same bytes
-(git sees no change); it is about 1/13 of the plain size. A saved file keeps its format.
-"""
+"""The two cassette file formats (``.json``, ``.json.gz``) and conversion between them. The
+gzip is written with ``mtime`` 0, so the same interactions always give the same bytes (git
+sees no change); it is about 1/13 of the plain size. A saved file keeps its format."""
 
 from __future__ import annotations
 
@@ -37,31 +35,23 @@ def plain_name(path: Path) -> str:
 def read_text(path: Path) -> str:
     """The cassette's JSON text, whichever format. FileNotFoundError passes through; a
     broken gzip file raises OSError, text that is not UTF-8 UnicodeDecodeError."""
-    return decompress(path, path.read_bytes()).decode("utf-8")
-
-
-def decompress(path: Path, data: bytes) -> bytes:
-    """The JSON bytes of ``data`` read from ``path`` (gunzipped for ``.json.gz``)."""
-    if not is_compact(path):
-        return data
-    try:
-        return gzip.decompress(data)
-    except (OSError, EOFError, zlib.error) as exc:
-        what = "complete gzip" if data.startswith(b"\x1f\x8b") else "gzip"
-        raise OSError(f"not a {what} file: {exc}") from None
-
-
-def encode(path: Path, text: str) -> bytes:
-    """The bytes of ``path`` holding ``text``: secret values scrubbed from the text
-    itself (compressed bytes could not be scrubbed afterwards), then gzip for
-    ``.json.gz``."""
-    data = scrub_values_bytes(text.encode("utf-8"))
-    return gzip.compress(data, compresslevel=_LEVEL, mtime=0) if is_compact(path) else data
+    data = path.read_bytes()
+    if is_compact(path):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            what = "complete gzip" if data.startswith(b"\x1f\x8b") else "gzip"
+            raise OSError(f"not a {what} file: {exc}") from None
+    return data.decode("utf-8")
 
 
 def write(path: Path, text: str) -> None:
-    """``text`` into ``path`` in that path's format, temp-then-rename."""
-    atomic_write_bytes(path, encode(path, text))
+    """``text`` into ``path`` in that path's format, temp-then-rename; secret values are
+    scrubbed from the text itself (compressed bytes could not be scrubbed afterwards)."""
+    data = scrub_values_bytes(text.encode("utf-8"))
+    if is_compact(path):
+        data = gzip.compress(data, compresslevel=_LEVEL, mtime=0)
+    atomic_write_bytes(path, data)
 
 
 def cassette_files(root: Path) -> list[Path]:

@@ -1,10 +1,7 @@
-"""What failed while recording, kept beside the cassettes so a replay fails the same way.
-
-A cassette keeps only 2xx replies, so failed prompts are noted here (a hash of what was
-asked, never its text or a key) and a replay-only run fails them again: same
-``max_failed`` check, same numbers. Files ``_failed.<writer>.jsonl`` (never read as a
-cassette), one per xdist worker and shard; a read merges them, the latest note wins.
-"""
+"""What failed while recording (a hash of what was asked, never its text or a key), kept
+beside the cassettes (which hold 2xx replies only) so a replay fails the same prompts: same
+``max_failed`` check, same numbers. One ``_failed.<writer>.jsonl`` per xdist worker and
+shard; a read merges them, the latest note wins."""
 
 from __future__ import annotations
 
@@ -13,6 +10,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -97,18 +95,29 @@ def set_shard(root: Path, shard: str | None) -> None:
             _SHARDS.pop(root, None)
 
 
-def _writer(root: Path) -> str:
-    worker = os.environ.get("PYTEST_XDIST_WORKER") or "main"
-    shard = _SHARDS.get(root)
-    name = f"{worker}-{shard}" if shard else worker
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+# (cassette directory, writer) -> (the directory's stamp, its log)
+_LOGS: dict[tuple[Path, str], tuple[tuple[int, int] | None, FailureLog]] = {}
 
 
 def log_for(root: Path) -> FailureLog:
-    """The failure log of cassette directory ``root`` as this process writes it. Read
-    afresh by each runner call (a few small files), so no state outlives a run."""
+    """The failure log of cassette directory ``root`` as this process writes it, kept
+    while the directory is unchanged: its files are listed and read once a run, not once
+    per replay pass (15 x 1,000 names at paper scale)."""
     with _LOCK:
-        return FailureLog(root, _writer(root))
+        worker = os.environ.get("PYTEST_XDIST_WORKER") or "main"
+        shard = _SHARDS.get(root)
+        key = (root, re.sub(r"[^A-Za-z0-9_.-]", "_", f"{worker}-{shard}" if shard else worker))
+        try:  # every sidecar (and cassette) is written by a rename: a new directory mtime
+            st = root.stat()
+            # trusted once older than a clock tick (a change within one keeps the mtime)
+            settled = time.time_ns() - st.st_mtime_ns > 100_000_000
+            stamp = (st.st_ino, st.st_mtime_ns) if settled else None
+        except OSError:
+            stamp = None
+        found = _LOGS.get(key)
+        if found is None or stamp is None or found[0] != stamp:
+            found = _LOGS[key] = (stamp, FailureLog(root, key[1]))
+        return found[1]
 
 
 class FailureLog:
@@ -135,8 +144,9 @@ class FailureLog:
         """Note ``failed`` (key, failure) and forget ``answered`` keys; saved at once when
         this writer's file changes (temp-then-rename)."""
         with self._lock:
-            own = self._own_file()
-            before = dict(own)
+            if self._own is None:
+                self._own = _read(self.path)
+            own, before = self._own, dict(self._own)
             others = _merge(p for p in self._paths() if p != self.path)
             now = datetime.now(UTC).isoformat(timespec="seconds")
             for key in answered:
@@ -146,9 +156,14 @@ class FailureLog:
                     own[key] = Failure(other.entity, None, ANSWERED, now)
             for key, failure in failed:
                 own[key] = failure
-            if own == before:
+            if own == before or not (own or self.path.exists()):
                 return
-            self._save(own)
+            self.root.mkdir(parents=True, exist_ok=True)
+            lines = [
+                json.dumps({"v": _VERSION, "key": key, **asdict(f)}, sort_keys=True) + "\n"
+                for key, f in sorted(own.items(), key=lambda kv: (kv[1].entity, kv[0]))
+            ]
+            atomic_write_text(self.path, "".join(lines))
             self._merged = None  # read again: other writers may have saved meanwhile
 
     def _all(self) -> dict[str, Failure]:
@@ -158,21 +173,6 @@ class FailureLog:
 
     def _paths(self) -> list[Path]:
         return sorted(self.root.glob(FILE_GLOB)) if self.root.is_dir() else []
-
-    def _own_file(self) -> dict[str, Failure]:
-        if self._own is None:
-            self._own = _read(self.path)
-        return self._own
-
-    def _save(self, own: dict[str, Failure]) -> None:
-        if not own and not self.path.exists():
-            return
-        self.root.mkdir(parents=True, exist_ok=True)
-        lines = [
-            json.dumps({"v": _VERSION, "key": key, **asdict(f)}, sort_keys=True)
-            for key, f in sorted(own.items(), key=lambda kv: (kv[1].entity, kv[0]))
-        ]
-        atomic_write_text(self.path, "".join(line + "\n" for line in lines))
 
 
 def _merge(paths: Iterable[Path]) -> dict[str, Failure]:

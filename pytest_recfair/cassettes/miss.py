@@ -1,7 +1,6 @@
-"""What replay says when it finds nothing: :class:`CassetteMiss` (an error: the mode
-forbids the network) and :class:`CassetteNote` (a warning that stops nothing); and the
-record modes as data (:data:`MODE_POLICIES`, one row per mode, names as in vcrpy /
-pytest-recording): the store and the runner ask the policy, never the mode's name."""
+"""What replay says when it finds nothing (:class:`CassetteMiss`; :class:`CassetteNote`, a
+warning that stops nothing) and the record modes as data (:data:`MODE_POLICIES`): the store
+and the runner ask the policy, never the mode's name."""
 
 from __future__ import annotations
 
@@ -46,21 +45,13 @@ class CassetteMiss(CassetteError):
         self.test_id, self.entity_id, self.prompt, self.path = test_id, entity_id, prompt, path
         self.mode, self.request_line, self.repeat = mode, request_line, repeat
         self.recorded, self.missing, self.asked, self.differed = recorded, missing, asked, differed
-        if recorded is None:
-            state = "the cassette file does not exist"
-        else:
-            state = (
-                f"the cassette holds {recorded} interaction(s), none valid and unplayed for "
-                "this request"
-            )
         if recorded is None and not path.parent.is_dir():  # a misspelt folder, say so first
-            if missing is None:
-                record = RERECORD_HINT
-            else:
-                record = (
-                    f"{RECORD_OPTION}=new_episodes would send {missing:,} prompts live (the "
-                    f"count and cost first, sending nothing: {_PLAN})"
-                )
+            record = (
+                RERECORD_HINT
+                if missing is None
+                else f"{RECORD_OPTION}=new_episodes would send {missing:,} prompts live (the "
+                f"count and cost first, sending nothing: {_PLAN})"
+            )
             super().__init__(
                 f"no recorded reply for test {test_id!r}: the cassette folder {path.parent} "
                 "does not exist; check recfair_cassette_dir (the folder the recording run "
@@ -69,6 +60,12 @@ class CassetteMiss(CassetteError):
             return
         shown = prompt if len(prompt) <= 300 else prompt[:297] + "..."
         where = f" ({request_line}, repeat {repeat})" if request_line else f" (repeat {repeat})"
+        state = (
+            "the cassette file does not exist"
+            if recorded is None
+            else f"the cassette holds {recorded} interaction(s), none valid and unplayed for "
+            "this request"
+        )
         super().__init__(
             f"no recorded reply for test {test_id!r}, entity {entity_id!r}{where}: "
             f"prompt {shown!r}; cassette {path}: {state}"

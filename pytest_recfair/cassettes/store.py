@@ -1,10 +1,7 @@
-"""Record and replay recommender HTTP calls as vcrpy-format JSON cassettes.
-
-One cassette per seed entity, shared by every test: an interaction is found by what was
-asked, never by the test, so renaming a test costs nothing. Replay serves from an index
-(:mod:`.index`), not vcrpy; only valid replies replay, so an error reply an older
-version stored counts as not recorded.
-"""
+"""Record and replay recommender HTTP calls as vcrpy-format JSON cassettes: one per seed
+entity, shared by every test (an interaction is found by what was asked, never by the
+test). Replay serves from an index (:class:`.vcrfile.Tape`), not vcrpy; only valid (2xx)
+replies replay."""
 
 from __future__ import annotations
 
@@ -26,15 +23,6 @@ from pytest_recfair.cassettes.compact import (
     plain_name,
     write,
 )
-from pytest_recfair.cassettes.index import (
-    Reply,
-    Tape,
-    canonical_body,
-    head,
-    index_tape,
-    provenance,
-    valid,
-)
 from pytest_recfair.cassettes.miss import (
     MODE_POLICIES,
     CassetteMiss,
@@ -46,10 +34,15 @@ from pytest_recfair.cassettes.vcrfile import (
     Key,
     RecordedRequest,
     RecordedResponse,
-    body_bytes,
+    Reply,
+    Tape,
+    canonical_body,
+    head,
+    index_tape,
     interaction,
     legacy_dirs,
-    read_native,
+    provenance,
+    read_interactions,
     read_vcr,
     repeat_of,
     sanitize_name,
@@ -57,6 +50,7 @@ from pytest_recfair.cassettes.vcrfile import (
     serialize,
     stored_key,
     test_name,
+    valid,
     vcr_files,
 )
 from pytest_recfair.errors import CassetteError, ConfigError
@@ -103,8 +97,8 @@ class CassetteStore:
             )
         self.root, self.mode = root, mode
         self.policy: ModePolicy = MODE_POLICIES[mode]
-        # While recording, changed cassettes are saved at most this often, so an interrupted
-        # (paid) recording run keeps nearly everything it already got.
+        # Changed cassettes saved at most this often: an interrupted (paid) recording run
+        # keeps nearly everything it already got.
         self.autosave = autosave
         self._last_save = time.monotonic()
         self._secrets: list[str] = []
@@ -116,19 +110,16 @@ class CassetteStore:
         self._paths: dict[str, Path] = {}  # kept when nothing records (no file appears)
         # Entities served from the replay pass's cache: positions played, for a later load
         self._served: dict[str, tuple[list[int], int]] = {}
-        # (file name, stored key) of every interaction replayed or recorded, for
-        # pruning; None: not tracked (costs nothing).
+        # (file name, stored key) of every interaction replayed or recorded, for pruning
         self.usage = usage
-        # Files written by rewrite in this run, shared by the run's stores (one per test):
-        # a later test that shares an entity keeps what earlier tests recorded into it.
+        # Files written by rewrite in this run, shared by its stores (one per test): a later
+        # test sharing an entity keeps what earlier tests recorded into it.
         self.rewritten = rewritten
         self._lock = threading.RLock()
         # New files: compact (.json.gz), plain, or None: compact when the folder holds one
         self.compact = compact
         self.add_secrets(secrets)
         fileio.remove_stale_temps(root)  # a killed run's cassettes, never renamed into place
-
-    # -- configuration
 
     def add_secrets(self, values: Iterable[str | None]) -> None:
         """Values (API keys) replaced by ``<filtered>`` anywhere in saved cassettes; under
@@ -150,11 +141,9 @@ class CassetteStore:
             # Longest first, so a secret containing another is replaced whole.
             self._secrets.sort(key=len, reverse=True)
 
-    # -- layout
-
     def path_for(self, entity_id: str) -> Path:
         """``<root>/<sanitised entity id>.json`` or ``.json.gz``: an existing file keeps its
-        format (the compact one when both exist: a conversion was interrupted)."""
+        format (compact when both exist: a conversion was interrupted)."""
         if entity_id in self._paths:
             return self._paths[entity_id]
         name = sanitize_name(entity_id)
@@ -167,14 +156,6 @@ class CassetteStore:
         if not self.policy.records:
             self._paths[entity_id] = path
         return path
-
-    # -- replay
-
-    def key(self, method: str, url: str, body: bytes, repeat: int) -> Key:
-        """The match key: method, host (no port), path, canonical JSON body, repeat."""
-        parts = urlsplit(url)
-        host = (parts.hostname or "").lower()
-        return self._canon_key(method.upper(), host, parts.path or "/", body, repeat)
 
     def _canon_key(self, method: str, host: str, path: str, body: bytes | str, repeat: int) -> Key:
         canon = canonical_body(body)
@@ -193,9 +174,8 @@ class CassetteStore:
         *,
         case_id: str | None = None,
     ) -> RecordedResponse | None:
-        """The next unplayed recorded reply for this request (the one recorded for
-        ``case_id`` first), or None (always in all/rewrite). ``body`` as sent, or its
-        text already decoded."""
+        """The next unplayed recorded reply for this request (``case_id``'s first), or None
+        (always in all/rewrite). ``body`` as sent, or its text already decoded."""
         reply = self.reply(test_id, entity_id, method, url, body, repeat, case_id)
         if reply is None:
             return None
@@ -224,20 +204,23 @@ class CassetteStore:
         with self._lock:
             tape = self._tape(entity_id)
             reply = tape.take(tape.raw, (*asked, raw, repeat), tests, case_id)
-            if reply is None and tape.entries:
-                reply = tape.take(
-                    self._canon_index(tape), self._canon_key(*asked, body, repeat), tests, case_id
-                )
+            if reply is None and (tape.entries or self.imports):
+                key = self._canon_key(*asked, body, repeat)  # built once, for both indexes
+                if tape.entries:
+                    reply = tape.take(self._canon_index(tape), key, tests, case_id)
+                if reply is None and self.imports:
+                    if self._foreign is None:  # read by vcrpy once
+                        foreign = Tape(self.root / "<vcrpy cassettes>")
+                        items = [i for path in vcr_files(self.imports) for i in read_vcr(path)]
+                        index_tape(foreign, items, records=False, recording=self.policy.records)
+                        self._foreign = foreign
+                    return self._foreign.take(self._canon_index(self._foreign), key, tests, case_id)
             if reply is not None and self.usage is not None:
                 self.usage.add((tape.path.name, tape.keys[tape.last]))
-            if reply is None and self.imports:
-                foreign = self._foreign_tape()
-                key = self._canon_key(*asked, body, repeat)
-                reply = foreign.take(self._canon_index(foreign), key, tests, case_id)
         return reply
 
     def _canon_index(self, tape: Tape) -> dict[Key, tuple[int, ...]]:
-        # Built on the first raw miss only (another JSON encoder, a scrubbed secret).
+        # Built on the first raw miss only (another JSON encoder, a scrubbed secret)
         if tape.canon is None:
             canon: dict[Key, tuple[int, ...]] = {}
             for position, (m, host, path, stored, rep) in enumerate(tape.keys):
@@ -246,17 +229,6 @@ class CassetteStore:
                     canon[key] = (*canon.get(key, ()), position)
             tape.canon = canon
         return tape.canon
-
-    def _foreign_tape(self) -> Tape:
-        """Cassettes recorded by vcrpy / pytest-recording (``imports``), read by vcrpy once."""
-        if self._foreign is None:
-            tape = Tape(self.root / "<vcrpy cassettes>")
-            items: list[dict[str, Any]] = []
-            for path in vcr_files(self.imports):
-                items.extend(read_vcr(path))
-            index_tape(tape, items, records=False, recording=self.policy.records)
-            self._foreign = tape
-        return self._foreign
 
     def needs_network(self, test_id: str, entity_id: str) -> bool:
         """True when a miss (for any test and entity) is to be recorded from the network."""
@@ -291,8 +263,8 @@ class CassetteStore:
 
     def recorded(self, entity_id: str, case_id: str | None = None) -> list[RecordedEntry]:
         """(case id, key, reply) of each valid interaction in the entity's cassette, in
-        recorded order (a pipeline's plan and misses); with ``case_id`` only that
-        prompt's, which vcrpy interception may now play (kept by a prune)."""
+        recorded order; with ``case_id`` only that prompt's (vcrpy interception may now play
+        them: kept by a prune)."""
         with self._lock:
             tape = self._tape(entity_id)
             entries = zip(tape.cases, tape.keys, tape.entries, strict=True)
@@ -309,11 +281,9 @@ class CassetteStore:
         with self._lock:
             return bool(self._tape(entity_id).entries)
 
-    # -- a replay served whole from the cache (engine/replaymemo.py)
-
     def unread_path(self, entity_id: str) -> Path | None:
         """The entity's cassette when nothing of it was read yet and a replay from a cache
-        would be exact (replay only, no pruning, imports, old layout), else None."""
+        (engine/replaymemo.py) would be exact (no recording, pruning, imports, old layout)."""
         policy = self.policy
         if policy.records or not policy.replays or self.usage is not None or self.imports:
             return None
@@ -338,11 +308,8 @@ class CassetteStore:
         return [p for p, done in enumerate(tape.played) if done], tape.last
 
     def serve(self, entity_id: str, positions: list[int], last: int) -> None:
-        """The entity's replies at ``positions`` were served from a cache: a later lookup
-        (read then) finds them played, as if looked up."""
+        """The entity's replies at ``positions`` were served from a cache: played."""
         self._served[entity_id] = (positions, last)
-
-    # -- recording
 
     def record(
         self,
@@ -376,19 +343,15 @@ class CassetteStore:
 
     def flush(self) -> list[Path]:
         """Write every cassette changed since the last flush (atomically, scrubbed)."""
-        written: list[Path] = []
         with self._lock:
-            for tape in self._tapes.values():
-                if not tape.dirty:
-                    continue
+            dirty = [tape for tape in self._tapes.values() if tape.dirty]
+            for tape in dirty:
                 self._save(tape)
-                written.append(tape.path)
             self._last_save = time.monotonic()
-        return written
+        return [tape.path for tape in dirty]
 
     def flush_entity(self, test_id: str, entity_id: str) -> Path | None:
-        """Write this one (finished) entity's cassette if it changed, while the run goes on;
-        its path, or None when nothing was due."""
+        """Write this (finished) entity's cassette if it changed: its path, else None."""
         with self._lock:
             tape = self._tapes.get(entity_id)
             if tape is None or not tape.dirty:
@@ -424,8 +387,6 @@ class CassetteStore:
     def __exit__(self, *exc: object) -> None:
         self.flush()
 
-    # -- internals
-
     def _tape(self, entity_id: str) -> Tape:
         # Lazy: an entity's file is read on its first use, so a one-entity run reads one file.
         tape = self._tapes.get(entity_id)
@@ -437,7 +398,7 @@ class CassetteStore:
                 self._load(tape)
             elif self.rewritten is not None and tape.path in self.rewritten:
                 index_tape(
-                    tape, read_native(tape.path), records=True, recording=self.policy.records
+                    tape, read_interactions(tape.path), records=True, recording=self.policy.records
                 )
                 tape.new, tape.loaded = tape.loaded, []
             served = self._served.pop(entity_id, None)
@@ -452,9 +413,23 @@ class CassetteStore:
         with _directory_lock(tape.path.parent):
             items = self._to_save(tape)
             if self.policy.keeps != "none" and _stamp(tape.path) != tape.stamp:
-                items += self._saved_by_others(tape, items)
-            # Written with the one credential list, also what older versions stored.
-            write(tape.path, self._serialize([scrubbed(item) for item in items]))
+                # another process (an xdist worker) saved to this file since it was read:
+                # its interactions kept, instead of last writer wins
+                ours = {self._key_of_saved(item) for item in items}
+                others = [
+                    item
+                    for item in read_interactions(tape.path)
+                    if valid(item["response"]["status"]["code"])
+                    and self._key_of_saved(item) not in ours
+                ]
+                tape.loaded.extend(others)
+                items += others
+            # Written with the one credential list, also what older versions stored; then each
+            # secret value itself, its JSON-escaped and its URL-encoded forms replaced.
+            text = serialize([scrubbed(item) for item in items])
+            for form in (form for secret in self._secrets for form in forms(secret)):
+                text = text.replace(form, FILTERED)
+            write(tape.path, text)
             tape.stamp = _stamp(tape.path)
         tape.dirty = False
         if self.rewritten is not None and not self.policy.reads_old:
@@ -466,18 +441,6 @@ class CassetteStore:
                 old.parent.rmdir()  # only when empty
         tape.legacy = []
 
-    def _saved_by_others(self, tape: Tape, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Interactions another process (an xdist worker recording into the same store)
-        saved to this file since this store read it: kept, instead of last writer wins."""
-        ours = {self._key_of_saved(item) for item in items}
-        others = [
-            item
-            for item in read_native(tape.path)
-            if valid(item["response"]["status"]["code"]) and self._key_of_saved(item) not in ours
-        ]
-        tape.loaded.extend(others)
-        return others
-
     def _load(self, tape: Tape, *, keep: bool = False) -> None:
         """The entity's native file plus its files in the old per-test layout (via vcrpy)."""
         tape.stamp = _stamp(tape.path)  # before reading: a change after it is seen at save
@@ -485,7 +448,7 @@ class CassetteStore:
             self._legacy_dirs = legacy_dirs(self.root)
         name = plain_name(tape.path)  # the old layout wrote .json only
         tape.legacy = [d / name for d in self._legacy_dirs if (d / name).is_file()]
-        items = read_native(tape.path)
+        items = read_interactions(tape.path)
         for old in tape.legacy:
             for item in read_vcr(old):
                 headers = item["request"]["headers"]
@@ -498,32 +461,18 @@ class CassetteStore:
             )
 
     def _to_save(self, tape: Tape) -> list[dict[str, Any]]:
-        new = tape.new
-        keeps = self.policy.keeps
-        if keeps == "none":
-            return new
-        if keeps == "not_rerecorded":
-            # Re-recorded requests replace their old interactions (vcrpy's "all" save).
-            # Keys only here: canonicalising every body while recording would cost each
-            # live request a JSON round trip that only this mode needs.
-            fresh = {self._key_of_saved(item) for item in new}
-            kept = [item for item in tape.loaded if self._key_of_saved(item) not in fresh]
-            return kept + new
-        return [*tape.loaded, *new]
+        if self.policy.keeps != "not_rerecorded":
+            return tape.new if self.policy.keeps == "none" else [*tape.loaded, *tape.new]
+        # Re-recorded requests replace their old interactions (vcrpy's "all" save). Keys
+        # only here: canonicalising every body while recording would cost each live request
+        # a JSON round trip that only this mode needs.
+        fresh = {self._key_of_saved(item) for item in tape.new}
+        return [item for item in tape.loaded if self._key_of_saved(item) not in fresh] + tape.new
 
     def _key_of_saved(self, item: Mapping[str, Any]) -> Key:
         request = item["request"]
-        return self.key(
-            request["method"], request["uri"], body_bytes(request.get("body")), repeat_of(request)
-        )
-
-    def _serialize(self, interactions: list[dict[str, Any]]) -> str:
-        text = serialize(interactions)
-        for secret in self._secrets:
-            # The value itself, its JSON-escaped and its URL-encoded forms.
-            for form in forms(secret):
-                text = text.replace(form, FILTERED)
-        return text
+        asked = head(request["method"], request["uri"])
+        return self._canon_key(*asked, request.get("body"), repeat_of(request))
 
     def _scrub_value(self, value: str | bytes) -> str | bytes:
         for secret in self._secrets:
@@ -545,9 +494,8 @@ def _stamp(path: Path) -> tuple[int, int, int] | None:
 
 @contextlib.contextmanager
 def _directory_lock(directory: Path) -> Iterator[None]:
-    """Exclusive across processes (xdist workers saving into one store). POSIX flock on
-    the directory itself, so no lock file is left among the cassettes; where there is no
-    fcntl (Windows) saves are not serialised across processes."""
+    """Exclusive across processes (xdist workers saving into one store): flock on the
+    directory itself, so no lock file is left; without fcntl (Windows) not serialised."""
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows

@@ -1,21 +1,23 @@
 """The cassette file format: vcrpy's (JSON serializer, format version 1), so vcrpy and
-pytest-recording read the files. Requests are written without credential headers and
-query parameters; the store replaces secret values. Older per-test cassettes and vcrpy's
-own are read through vcrpy's loader; :class:`CompactPersister` lets vcrpy read and write
-``.json.gz``. No httpx."""
+pytest-recording read the files; credential headers and query parameters are never
+written. Older per-test cassettes and vcrpy's own are read through vcrpy's loader. And the
+replay index of one file (:class:`Tape`). No httpx."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 import re
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final, NamedTuple
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pytest_recfair.cassettes import compact
+from pytest_recfair.cassettes.miss import CassetteNote
 from pytest_recfair.errors import CassetteError
 from pytest_recfair.secrets import SECRET_HEADERS, SECRET_QUERY_PARAMS
 from pytest_recfair.vocab import RECORD_OPTION
@@ -83,23 +85,21 @@ def sanitize_name(name: str) -> str:
 
 
 def test_name(test_id: str) -> str:
-    """The stable part of a pytest node id: the test's name (with its parameter id),
-    not its file, so provenance survives moving the file."""
+    """A node id's test name (with its parameter id): provenance survives moving the file."""
     return test_id.rsplit("::", 1)[-1]
 
 
 def interaction(request: RecordedRequest, response: RecordedResponse, test: str) -> dict[str, Any]:
     """One interaction as the file holds it, credential headers and query parameters
     dropped (the union list of :mod:`pytest_recfair.secrets`, on both sides)."""
-    req_headers = _header_map(request.headers, SECRET_HEADERS)
     # vcrpy keeps one value per request header.
-    req_headers_v = {name: values[:1] for name, values in req_headers.items()}
-    req_headers_v[REPEAT_HEADER] = [str(request.repeat)]
+    req_headers = {name: values[:1] for name, values in _header_map(request.headers).items()}
+    req_headers[REPEAT_HEADER] = [str(request.repeat)]
     if test:
-        req_headers_v[TEST_HEADER] = [test]
+        req_headers[TEST_HEADER] = [test]
     if request.case_id is not None:
-        req_headers_v[CASE_HEADER] = [request.case_id]
-    resp_headers = _header_map(response.headers, SECRET_HEADERS)
+        req_headers[CASE_HEADER] = [request.case_id]
+    resp_headers = _header_map(response.headers)
     # The body is stored decoded, so the encoding header must go and the length fit.
     for name in list(resp_headers):
         low = name.lower()
@@ -110,7 +110,7 @@ def interaction(request: RecordedRequest, response: RecordedResponse, test: str)
     return {
         "request": {
             "body": _decode_body(request.body, "the request") if request.body else None,
-            "headers": req_headers_v,
+            "headers": req_headers,
             "method": request.method.upper(),
             "uri": _scrub_url(request.url),
         },
@@ -124,59 +124,39 @@ def interaction(request: RecordedRequest, response: RecordedResponse, test: str)
 
 def scrubbed(item: dict[str, Any]) -> dict[str, Any]:
     """``item`` without the credential headers and query parameters of the one list, for
-    interactions written before it grew (older versions dropped fewer names); the same
-    object when there is nothing to drop."""
-    request = item.get("request")
-    response = item.get("response")
-    if not isinstance(request, dict) or not isinstance(response, dict):
-        return item
-    uri = request.get("uri")
-    clean_uri = _scrub_url(uri) if isinstance(uri, str) else uri
-    req_headers, resp_headers = request.get("headers"), response.get("headers")
-    if clean_uri == uri and not _has_secret(req_headers) and not _has_secret(resp_headers):
-        return item
-    return {
-        **item,
-        "request": {**request, "uri": clean_uri, "headers": _without_secrets(req_headers)},
-        "response": {**response, "headers": _without_secrets(resp_headers)},
-    }
+    interactions written before it grew (older versions dropped fewer names)."""
+    out = dict(item)
+    for side in ("request", "response"):
+        part = item.get(side)
+        if not isinstance(part, dict):
+            return item
+        part = out[side] = dict(part)
+        headers = part.get("headers")
+        if isinstance(headers, dict):
+            part["headers"] = {
+                k: v
+                for k, v in headers.items()
+                if not (isinstance(k, str) and k.lower() in SECRET_HEADERS)
+            }
+    uri = out["request"].get("uri")
+    if isinstance(uri, str):
+        out["request"]["uri"] = _scrub_url(uri)
+    return out
 
 
-def _secret_name(name: object) -> bool:
-    return isinstance(name, str) and name.lower() in SECRET_HEADERS
-
-
-def _has_secret(headers: object) -> bool:
-    return isinstance(headers, dict) and any(_secret_name(name) for name in headers)
-
-
-def _without_secrets(headers: Any) -> Any:
-    if not _has_secret(headers):
-        return headers
-    return {name: value for name, value in headers.items() if not _secret_name(name)}
-
-
-def read_native(path: Path) -> list[dict[str, Any]]:
+def read_interactions(path: Path) -> list[dict[str, Any]]:
     """The interactions of a native cassette file ([] when there is none); a file that is
     not one raises CassetteError saying how to fix it."""
     try:
-        text = compact.read_text(path)
+        data = json.loads(compact.read_text(path))
     except FileNotFoundError:
         return []
     except UnicodeDecodeError as exc:
         raise bad_file(path, f"cannot be read as UTF-8 text ({exc})") from None
-    except OSError as exc:  # unreadable, or a .json.gz that is not gzip
-        raise bad_file(path, f"cannot be read ({exc})") from None
-    return decode_native(path, text)
-
-
-def decode_native(path: Path, text: str) -> list[dict[str, Any]]:
-    """The interactions of the text of cassette ``path``; CassetteError when it is not
-    one, saying how to fix it."""
-    try:
-        data = json.loads(text)
     except ValueError as exc:
         raise bad_file(path, f"is not valid JSON ({exc})") from None
+    except OSError as exc:  # unreadable, or a .json.gz that is not gzip
+        raise bad_file(path, f"cannot be read ({exc})") from None
     interactions = data.get("interactions") if isinstance(data, dict) else None
     if not isinstance(interactions, list):
         raise bad_file(
@@ -197,34 +177,17 @@ def bad_file(path: Path, problem: str) -> CassetteError:
 
 
 def stored_key(item: Mapping[str, Any]) -> Key:
-    """The key of a saved interaction as stored (body text unparsed), as
-    ``index.index_tape`` keys it."""
+    """A saved interaction's key as :func:`index_tape` keys it (body text unparsed)."""
     request = item["request"]
-    parts = urlsplit(request["uri"])
-    return (
-        request["method"].upper(),
-        (parts.hostname or "").lower(),
-        parts.path or "/",
-        request.get("body") or "",
-        repeat_of(request.get("headers") or {}),
-    )
-
-
-def read_interactions(path: Path) -> list[dict[str, Any]]:
-    """The interactions of a native cassette file (for pruning)."""
-    data = json.loads(compact.read_text(path))
-    interactions = data.get("interactions") if isinstance(data, dict) else None
-    if not isinstance(interactions, list):
-        raise CassetteError(f"cassette {path} is not a vcrpy cassette; delete it or fix it.")
-    return interactions
+    asked = head(request["method"], request["uri"])
+    return (*asked, request.get("body") or "", repeat_of(request.get("headers") or {}))
 
 
 def serialize(interactions: list[dict[str, Any]]) -> str:
     """A cassette file's text: one interaction per line (compact, diff-friendly)."""
     lines = ",\n".join(json.dumps(item, ensure_ascii=False) for item in interactions)
-    if not interactions:
-        return f'{{"interactions": [], "version": {CASSETTE_FORMAT_VERSION}}}\n'
-    return f'{{"interactions": [\n{lines}\n], "version": {CASSETTE_FORMAT_VERSION}}}\n'
+    lines = f"\n{lines}\n" if interactions else ""
+    return f'{{"interactions": [{lines}], "version": {CASSETTE_FORMAT_VERSION}}}\n'
 
 
 def _scrub_url(url: str) -> str:
@@ -238,12 +201,11 @@ def _scrub_url(url: str) -> str:
     return urlunsplit(parts._replace(query=urlencode(kept)))
 
 
-def _header_map(headers: Iterable[tuple[str, str]], drop: frozenset[str]) -> dict[str, list[str]]:
+def _header_map(headers: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for name, value in headers:
-        if name.lower() in drop:
-            continue
-        out.setdefault(name, []).append(value)
+        if name.lower() not in SECRET_HEADERS:
+            out.setdefault(name, []).append(value)
     return out
 
 
@@ -257,38 +219,19 @@ def _decode_body(data: bytes, what: str) -> str:
         ) from None
 
 
-def _first(headers: Mapping[str, Any], name: str) -> Any:
-    for key, value in headers.items():
-        if key.lower() == name:
-            return value[0] if isinstance(value, list) and value else value
-    return None
-
-
 def header_value(headers: Mapping[str, Any], name: str) -> str:
     """Request header ``name`` of an interaction's ``headers`` ("" when absent)."""
     # We write the header in lower case; other recorders may not.
     value = headers.get(name)
     if value is None:
-        value = _first(headers, name)
+        value = next((v for k, v in headers.items() if k.lower() == name), None)
     if isinstance(value, list):
         value = value[0] if value else ""
     return value if isinstance(value, str) else ""
 
 
 def repeat_of(headers: Mapping[str, Any]) -> int:
-    """The repeat index of a request with these ``headers``."""
-    value = headers.get(REPEAT_HEADER) or _first(headers, REPEAT_HEADER)
-    if isinstance(value, list):
-        value = value[0] if value else 0
-    return int(value or 0)
-
-
-def body_bytes(body: Any) -> bytes:
-    if body is None:
-        return b""
-    if isinstance(body, str):
-        return body.encode("utf-8")
-    raise TypeError(f"request body must be a string or null, got {type(body).__name__}")
+    return int(header_value(headers, REPEAT_HEADER) or 0)
 
 
 #: File suffixes read as vcrpy cassettes (the serializer follows the suffix).
@@ -326,8 +269,8 @@ def legacy_dirs(root: Path) -> tuple[Path, ...]:
     """The folders of the old per-test layout under ``root`` (``<root>/<test>/``)."""
     if not root.is_dir():
         return ()
-    # Hidden folders are not tests' (the parse cache, .recfair_cache, lives there). The
-    # listing's own file types: a stat per cassette took longer than the folders' reading.
+    # Hidden folders are not tests' (.recfair_cache). The listing's own file types: a stat
+    # per cassette took longer than the folders' reading.
     with os.scandir(root) as entries:
         names = [e.name for e in entries if not e.name.startswith(".") and e.is_dir()]
     return tuple(sorted(root / name for name in names))
@@ -353,7 +296,7 @@ def vcr_files(paths: tuple[Path, ...]) -> Iterator[Path]:
 
 def read_vcr(path: Path) -> list[dict[str, Any]]:
     """The interactions of a vcrpy cassette, in the store's JSON form (text bodies)."""
-    # Imported here: a run with only native cassettes never pays for importing vcrpy.
+    # Imported here: a run with only native cassettes never imports vcrpy.
     from vcr.persisters.filesystem import CassetteNotFoundError
     from vcr.serializers import jsonserializer, yamlserializer
 
@@ -406,3 +349,173 @@ def _text(path: Path, data: Any) -> str:
             f"cassette {path} holds a body that is not UTF-8 text; pytest-recfair replays "
             "JSON APIs only. Remove that interaction or the file."
         ) from None
+
+
+# -- the replay index of one file: (method, host, path, body, repeat) -> positions, the
+# body as stored; a canonical-JSON index is built only when that misses
+
+#: A recorded reply: status, reason, headers, body text.
+Reply = tuple[int, str, tuple[tuple[str, str], ...], str]
+
+
+def canonical_body(body: bytes | str | None) -> str | bytes:
+    """JSON bodies as sorted-key, whitespace-free text; any other body unchanged (bytes)."""
+    raw = body.encode("utf-8") if isinstance(body, str) else body
+    if not raw:
+        return b""
+    try:
+        obj = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return raw
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class Tape:
+    """The interactions of one entity's cassette file (shared by every test)."""
+
+    __slots__ = (
+        "canon", "cases", "dirty", "entries", "existed", "keys", "last", "legacy", "loaded",
+        "new", "path", "played", "raw", "stale", "stamp", "tags",
+    )  # fmt: skip
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.stamp: tuple[int, int, int] | None = None  # the file as last read or written
+        self.existed = False
+        self.tags: list[str] = []  # the test name that recorded each entry ("" unknown)
+        self.cases: list[str] = []  # the case id each entry was recorded for ("" unknown)
+        self.stale = 0  # error replies of older versions: never replayed
+        self.last = -1  # the position ``take`` served last
+        self.legacy: list[Path] = []  # files of the old per-test layout read into this tape
+        # Flat tuples of str/int: the GC untracks them (32,000 parsed interactions made
+        # every later collection slow: replay took 2x as long).
+        self.entries: list[Reply] = []
+        self.keys: list[Key] = []  # the raw key of each entry
+        # Parsed interactions, kept only when the file may be saved again (mode records).
+        self.loaded: list[dict[str, Any]] = []
+        self.new: list[dict[str, Any]] = []  # recorded in this run
+        # key -> positions in recorded order. ``raw``: the body as stored (no JSON parsed);
+        # ``canon``: the canonical body, built on the first raw miss.
+        self.raw: dict[Key, tuple[int, ...]] = {}
+        self.canon: dict[Key, tuple[int, ...]] | None = None
+        self.played = bytearray()
+        self.dirty = False
+
+    def take(
+        self,
+        index: dict[Key, tuple[int, ...]],
+        key: Key,
+        tests: tuple[str, ...],
+        case_id: str | None = None,
+    ) -> Reply | None:
+        """The first unplayed valid reply for ``key``, preferring those this test
+        (``tests``) recorded, and among them the one of ``case_id``: one request asked by
+        two cases got two replies in arrival order, so replay scores what recording did."""
+        found = index.get(key, ())
+        if len(found) == 1:  # the usual case: nothing to choose between
+            position = found[0]
+            if self.played[position]:
+                return None
+        else:
+            positions = [p for p in found if not self.played[p]]
+            if not positions:
+                return None
+            mine = [p for p in positions if self.tags[p] in tests] or positions
+            ours = [p for p in mine if case_id and self.cases[p] == case_id]
+            position = (ours or mine)[0]
+        self.played[position] = 1
+        self.last = position
+        return self.entries[position]
+
+
+def index_tape(tape: Tape, interactions: list[Any], *, records: bool, recording: bool) -> None:
+    """Add ``interactions`` (as read from ``tape.path``) to the tape's index; keep them
+    parsed too when ``records`` (the file may be saved again). ``recording``: the record
+    mode asks stale (error) replies again, which the warning about them says."""
+    raw_index, entries, keys = tape.raw, tape.entries, tape.keys
+    shared: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
+    for number, item in enumerate(interactions):
+        try:
+            request, response = item["request"], item["response"]
+            req_headers = request.get("headers") or {}
+            method, uri = request["method"], request["uri"]
+            status = response["status"]
+            code, reason = status["code"], status.get("message") or ""
+            resp_body = response["body"]["string"]
+            headers = tuple(
+                [
+                    (name, value)
+                    for name, values in (response.get("headers") or {}).items()
+                    for value in ([values] if isinstance(values, str) else values)
+                ]
+            )
+            if (
+                not isinstance(method, str)
+                or not isinstance(uri, str)
+                or not isinstance(code, int)
+                or not isinstance(reason, str)
+                or not isinstance(resp_body, str | None)
+                or not all(isinstance(value, str) for _, value in headers)
+            ):
+                raise TypeError("wrong field type")
+            body = request.get("body")
+            if not isinstance(body, str | None):
+                raise TypeError(f"request body must be a string or null, got {body!r:.40}")
+            key = (*head(method, uri), body or "", repeat_of(req_headers))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise bad_file(
+                tape.path,
+                f"has a malformed interaction #{number} ({type(exc).__name__}: {exc}); "
+                "each needs request.method/uri/body/headers and "
+                "response.status.code/headers/body.string",
+            ) from None
+        keys.append(key)
+        # equal headers kept once: most replies of a file have the same
+        entries.append((code, reason, shared.setdefault(headers, headers), resp_body or ""))
+        tape.tags.append(header_value(req_headers, TEST_HEADER))
+        tape.cases.append(header_value(req_headers, CASE_HEADER))
+        if valid(code):
+            found = raw_index.get(key)
+            raw_index[key] = (number,) if found is None else (*found, number)
+        else:
+            tape.stale += 1
+    if records:
+        codes = [code for code, _, _, _ in entries]
+        tape.loaded = [item for item, code in zip(interactions, codes, strict=True) if valid(code)]
+    tape.played = bytearray(len(interactions))
+    tape.existed = True
+    if tape.stale:
+        _note_stale(tape.path, tape.stale, recording)
+
+
+@functools.lru_cache(maxsize=64)
+def head(method: str, url: str) -> tuple[str, str, str]:
+    # Per lookup otherwise: a replayed audit asks one URL tens of thousands of times.
+    parts = urlsplit(url)
+    return method.upper(), (parts.hostname or "").lower(), parts.path or "/"
+
+
+@functools.lru_cache(maxsize=256)
+def provenance(test_id: str) -> tuple[str, str]:
+    # Per lookup otherwise: sanitize_name hashes the id.
+    return (test_name(test_id), sanitize_name(test_id))
+
+
+def valid(code: object) -> bool:
+    # Only a 2xx reply is model output; older versions also stored 4xx replies.
+    return isinstance(code, int) and 200 <= code < 300
+
+
+def _note_stale(path: Path, count: int, records: bool) -> None:
+    then = (
+        "they are asked again and dropped from the file on save"
+        if records
+        else f"record them with {RECORD_OPTION}=new_episodes"
+    )
+    warnings.warn(
+        CassetteNote(
+            f"cassette {path}: {count} stored error repl{'y' if count == 1 else 'ies'} "
+            f"(HTTP 4xx from an older version) treated as not recorded; {then}."
+        ),
+        stacklevel=3,
+    )

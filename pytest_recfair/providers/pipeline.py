@@ -20,10 +20,9 @@ from urllib.parse import quote, urlsplit
 import httpx
 
 from pytest_recfair import secrets
-from pytest_recfair.cassettes.index import head
 from pytest_recfair.cassettes.miss import request_difference
 from pytest_recfair.cassettes.store import CassetteStore
-from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse
+from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse, head
 from pytest_recfair.errors import ConfigError, ProviderError, RecfairError
 from pytest_recfair.providers.base import Completion, Usage
 from pytest_recfair.providers.transport import capped_body, decoded_reply, response_of

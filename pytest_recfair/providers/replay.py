@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING
 import httpx
 
 from pytest_recfair.cassettes import failures
-from pytest_recfair.cassettes.index import Reply
 from pytest_recfair.cassettes.miss import CassetteMiss
-from pytest_recfair.cassettes.vcrfile import RecordedResponse
+from pytest_recfair.cassettes.vcrfile import RecordedResponse, Reply
 from pytest_recfair.errors import ProviderError, RecfairError
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.base import Completion, Provider, RecordedReply

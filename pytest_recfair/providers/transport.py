@@ -13,9 +13,8 @@ from typing import Any, Final, Protocol
 
 import httpx
 
-from pytest_recfair.cassettes.index import Reply
 from pytest_recfair.cassettes.store import CassetteStore
-from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse
+from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse, Reply
 from pytest_recfair.providers import base as replycap
 
 # The request extensions the runner (and the plan's probe) set and this transport reads.

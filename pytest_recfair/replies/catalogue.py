@@ -1,8 +1,6 @@
 """Item catalogues: metadata of the items a recommender may name (price level, genre, ...).
-
 Fields whose every non-empty value is a number are numeric, the rest categorical. Titles
-match with ``matching.normalize`` plus the overlap audit's guarded fuzzy pass.
-"""
+match with ``matching.normalize`` plus the overlap audit's guarded fuzzy pass."""
 
 from __future__ import annotations
 

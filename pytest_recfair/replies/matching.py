@@ -1,9 +1,7 @@
 """Item matching: one canonical key per title, so "Amélie" and "Amelie" count as one item.
-
 ``normalize`` folds text deterministically; ``canonicalize`` merges near-duplicate keys
 within ONE entity with rapidfuzz, under guards that keep sequels and plurals apart, and
-returns (and logs) every fuzzy merge for review.
-"""
+returns (and logs) every fuzzy merge for review."""
 
 from __future__ import annotations
 
@@ -60,21 +58,9 @@ _ARTICLES = frozenset([
     "ein", "eine", "il", "lo", "gli", "o", "os", "as",
 ])
 # fmt: on
-_ROMAN = re.compile(r"^(?=[xvi]{2,})(x{0,3})(ix|iv|v?i{0,3})$")
-_ROMAN_VALUES = {"i": 1, "v": 5, "x": 10}
-
-
-def _roman_to_int(token: str) -> int | None:
-    """'ii'..'xxxix' -> 2..39 (sequel numbers); anything else -> None."""
-    if not _ROMAN.match(token):
-        return None
-    total = 0
-    prev = 0
-    for ch in reversed(token):
-        v = _ROMAN_VALUES[ch]
-        total = total - v if v < prev else total + v
-        prev = max(prev, v)
-    return total if 2 <= total <= 39 else None
+_UNITS = ("", "i", "ii", "iii", "iv", "v", "vi", "vii", "viii", "ix")
+#: Sequel numerals 'ii'..'xxxix' -> '2'..'39'; not a lone 'v' or 'x' (a letter, a name).
+_ROMAN = {r: str(n) for n in range(2, 40) if len(r := "x" * (n // 10) + _UNITS[n % 10]) > 1}
 
 
 def _strip_latin_marks(text: str) -> str:
@@ -119,9 +105,9 @@ def normalize(title: str) -> str:
     for i, tok in enumerate(tokens):
         if tok.strip("ivx"):  # cheap test first: most tokens are not numerals
             continue
-        n = _roman_to_int(tok)
+        n = _ROMAN.get(tok)
         if n is not None:
-            tokens[i] = str(n)
+            tokens[i] = n
         elif tok == "i" and i == len(tokens) - 1 and i > 0:  # "Part I", "Episode I"
             tokens[i] = "1"
     key = " ".join(tokens)
@@ -198,13 +184,11 @@ def canonicalize(
     aliases: Mapping[str, str] | None = None,
 ) -> tuple[list[list[str]], list[Merge]]:
     """One entity's lists with each title replaced by its key (equal lists share one list
-    of keys: read it, do not change it), and the fuzzy merges made.
-
-    With ``fuzzy`` a key within ``threshold`` (``fuzz.ratio``, 0-100) of a kept key becomes
-    it, unless numbers differ, either is under ``MIN_FUZZY_LENGTH`` or they are a short
-    singular/plural pair; the most frequent spelling is kept. ``aliases`` (``{"Se7en":
-    "Seven"}``) merge exactly and are not reported.
-    """
+    of keys: read it, do not change it), and the fuzzy merges made. With ``fuzzy`` a key
+    within ``threshold`` (``fuzz.ratio``, 0-100) of a kept key becomes it, unless numbers
+    differ, either is under ``MIN_FUZZY_LENGTH`` or they are a short singular/plural pair;
+    the most frequent spelling is kept. ``aliases`` (``{"Se7en": "Seven"}``) merge exactly
+    and are not reported."""
     checked = _check_lists(lists)
     _check_threshold(threshold)
     alias_keys = {normalize(k): normalize(v) for k, v in (aliases or {}).items()}
@@ -236,10 +220,20 @@ def canonicalize(
     # Stable sort: ties keep first-seen order. Very long keys (pasted paragraphs, not
     # titles) are matched exactly only: fuzzy scoring cost grows with length squared.
     order = [k for k in sorted(count, key=lambda key: -count[key]) if len(k) <= MAX_FUZZY_LENGTH]
-    target, merges = _fuzzy_targets(order, threshold, entity)
+    target, scores = _fuzzy_targets(order, threshold)
     if not target:
         return keyed, []
-    merges = _as_written(merges, checked, keyed, target)
+    # the merges with titles as first written, looked up only for the few merged keys
+    surface: dict[str, str] = {}
+    wanted = set(target) | set(target.values())
+    for lst, row in zip(checked, keyed, strict=True):
+        for title, key in zip(lst, row, strict=True):
+            if key in wanted and key not in surface:
+                surface[key] = title
+    merges = [
+        Merge(entity, surface.get(target[key], target[key]), surface.get(key, key), score)
+        for key, score in scores
+    ]
     remap = target.get
     new = {
         i: row if target.keys().isdisjoint(row) else [remap(k, k) for k in row]
@@ -264,9 +258,9 @@ def _check_threshold(threshold: float) -> None:
 
 
 def _fuzzy_targets(
-    order: list[str], threshold: float, entity: str | None
-) -> tuple[dict[str, str], list[Merge]]:
-    """Which keys merge into which earlier (more frequent) kept key, and the merges made."""
+    order: list[str], threshold: float
+) -> tuple[dict[str, str], list[tuple[str, float]]]:
+    """Which keys merge into which earlier (more frequent) kept key, and each one's score."""
     # A copy as the choices: given one list twice, rapidfuzz scores pair by pair; given
     # two, several choices at once (SIMD). Same scores, half the time here.
     scores = process.cdist(order, order[:], scorer=fuzz.ratio, score_cutoff=threshold, workers=1)
@@ -278,7 +272,7 @@ def _fuzzy_targets(
             candidates.setdefault(i, []).append(j)
     target: dict[str, str] = {}
     is_kept = [True] * len(order)
-    merges: list[Merge] = []
+    merged: list[tuple[str, float]] = []
     for i in sorted(candidates):
         key = order[i]
         best, best_score = -1, -1.0
@@ -289,26 +283,6 @@ def _fuzzy_targets(
         if best < 0:
             continue
         is_kept[i] = False
-        kept = order[best]
-        target[key] = kept
-        merges.append(Merge(entity, kept, key, round(best_score, 2)))
-    return target, merges
-
-
-def _as_written(
-    merges: list[Merge],
-    checked: Sequence[Sequence[str]],
-    keyed: list[list[str]],
-    target: dict[str, str],
-) -> list[Merge]:
-    """The merges with titles as first written, looked up only for the few merged keys."""
-    surface: dict[str, str] = {}
-    wanted = set(target) | set(target.values())
-    for lst, row in zip(checked, keyed, strict=True):
-        for title, key in zip(lst, row, strict=True):
-            if key in wanted and key not in surface:
-                surface[key] = title
-    return [
-        Merge(m.entity, surface.get(m.kept, m.kept), surface.get(m.merged, m.merged), m.score)
-        for m in merges
-    ]
+        target[key] = order[best]
+        merged.append((key, round(best_score, 2)))
+    return target, merged

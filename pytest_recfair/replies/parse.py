@@ -1,10 +1,7 @@
-"""Reply text -> ordered item titles.
-
-``style="default"`` reads lists as real models write them (numbered, bullets, JSON, tables,
-plain lines); ``style="fairllm"`` reproduces the FaiRLLM notebook's cleaning literally,
-quirks included, so published tables can be recomputed (docs/parsing.md). Cleaning each
-entry down to its title is :mod:`.titles`.
-"""
+"""Reply text -> ordered item titles. ``style="default"`` reads lists as real models write
+them (numbered, bullets, JSON, tables, plain lines); ``style="fairllm"`` reproduces the
+FaiRLLM notebook's cleaning literally, quirks included, so published tables can be
+recomputed (docs/parsing.md). Each entry's cleaning down to its title is :mod:`.titles`."""
 
 from __future__ import annotations
 
@@ -12,7 +9,7 @@ import json
 import re
 from dataclasses import dataclass
 from enum import StrEnum
-from itertools import islice
+from itertools import chain, islice
 from operator import itemgetter
 from typing import Any
 
@@ -41,13 +38,10 @@ class ParsedReply:
     found: int
 
 
-# argument checks
-
-
-def _check_text(text: object, name: str = "text") -> str:
+def _check_text(text: object) -> str:
     if not isinstance(text, str):
         raise TypeError(
-            f"{name}: expected the reply text as str, got {type(text).__name__}; "
+            f"text: expected the reply text as str, got {type(text).__name__}; "
             "pass Completion.text (decode bytes first)"
         )
     return text
@@ -66,14 +60,12 @@ def _check_k(k: object, *, optional: bool) -> int | None:
 
 
 def _check_style(style: object) -> ParseStyle:
-    if style == "default":
-        return "default"
-    if style == "fairllm":
-        return "fairllm"
-    raise ConfigError(
-        f"style: expected one of {', '.join(PARSE_STYLES)}, got {style!r}; use 'default' for "
-        "robust parsing or 'fairllm' to reproduce the FaiRLLM notebook"
-    )
+    if style not in PARSE_STYLES:
+        raise ConfigError(
+            f"style: expected one of {', '.join(PARSE_STYLES)}, got {style!r}; use 'default' "
+            "for robust parsing or 'fairllm' to reproduce the FaiRLLM notebook"
+        )
+    return style
 
 
 # fairllm style: the notebook's `clean` + `simplified_list`, step by step
@@ -125,15 +117,9 @@ _TABLE_CHARS = frozenset("|-: \t")
 _TABLE_SEP = re.compile(r"^\s*\|?\s*:?-{2,}:?\s*(?:\|\s*:?-{2,}:?\s*)*\|?\s*$")
 _JSONISH = re.compile(r'[\[{]\s*["{]')
 _JSON_STRING = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
-_JSON_FIELD = re.compile(
-    r'"(?:title|name|movie|film|song|track|album|book|show|item)"\s*:\s*"((?:[^"\\\n]|\\.)*)"',
-    re.I,
-)
 _TITLE_KEYS = ("title", "name", "movie", "film", "song", "track", "album", "book", "show", "item")
-_TITLE_HEADERS = (
-    "title", "name", "movie", "film", "song", "track", "album", "book", "show", "series",
-    "recommendation",
-)  # fmt: skip
+_JSON_FIELD = re.compile(rf'"(?:{"|".join(_TITLE_KEYS)})"\s*:\s*"((?:[^"\\\n]|\\.)*)"', re.I)
+_TITLE_HEADERS = (*_TITLE_KEYS[:-1], "series", "recommendation")
 _RANK_HEADERS = frozenset({"", "#", "no", "no.", "nr", "rank", "number", "n", "position", "pos"})
 
 _PREAMBLE = re.compile(
@@ -208,7 +194,8 @@ def _marked_lines(text: str) -> list[str] | None:
     bullets = [
         (ind, body)
         for ind, num, body in rows
-        if not num and body[-1] != ":" and not (body[0] in "-*_" and _is_emphasis_only_rule(body))
+        # not a rule of emphasis marks only ("***", "- - -")
+        if not num and body[-1] != ":" and not (body[0] in "-*_" and set(body) <= set("-*_ "))
     ]
     if not numbered and not bullets:
         return None
@@ -233,10 +220,6 @@ def _marked_lines(text: str) -> list[str] | None:
         or (n_indent > b_indent and len(top_numbered) > len(top_bullets))
     )
     return top_numbered if use_numbered else top_bullets
-
-
-def _is_emphasis_only_rule(body: str) -> bool:
-    return set(body) <= {"-", "*", "_", " "}
 
 
 def _json_value_items(value: Any) -> list[str] | None:
@@ -328,12 +311,7 @@ def _table_items(lines: list[str]) -> list[str] | None:
 
 
 def _cells(row: str) -> list[str]:
-    row = row.strip()
-    if row.startswith("|"):
-        row = row[1:]
-    if row.endswith("|"):
-        row = row[:-1]
-    return [c.strip() for c in row.split("|")]
+    return [c.strip() for c in row.strip().removeprefix("|").removesuffix("|").split("|")]
 
 
 _WORDY = re.compile(r"[^\W\d_]")
@@ -398,18 +376,10 @@ def _raw_entries(text: str) -> tuple[list[str], str]:
         if found:
             return found, "table"
     marked = _marked_lines(text)
-    if marked is None or len(marked) == 1:
-        expanded: list[str] = []
-        split_any = False
-        for line in text.split("\n"):
-            parts = _split_inline_numbered(line)
-            if parts:
-                split_any = True
-                expanded.extend(parts)
-            else:
-                expanded.append(line)
-        if split_any:
-            marked = _marked_lines("\n".join(expanded))
+    if marked is None or len(marked) == 1:  # "1. A 2. B 3. C" on a line: one entry each
+        split = [_split_inline_numbered(line) or [line] for line in text.split("\n")]
+        if any(len(parts) > 1 for parts in split):
+            marked = _marked_lines("\n".join(chain.from_iterable(split)))
     if marked:
         return marked, "list"
     found = _plain_items(text.split("\n"))
@@ -423,9 +393,6 @@ def _default_items(text: str) -> tuple[list[str], str]:
     if not entries:
         return [], how
     return titles.clean_all(entries, how != "json" and titles.attribution_dash(entries)), how
-
-
-# public API
 
 
 def items(text: str, k: int | None = None, style: ParseStyle = "default") -> list[str]:

@@ -125,18 +125,6 @@ def _link_text(s: str) -> str:
     return _LINK.sub(r"\1", s[:close]) + s[close:]
 
 
-def _drop_years(s: str) -> str:
-    close = max(s.rfind(")"), s.rfind("]")) + 1  # as in _link_text
-    return _drop_trailing_parens(_YEAR_PAREN.sub("", s[:close]) + s[close:])
-
-
-def _strip_emphasis(s: str) -> str:
-    if "*" not in s and "_" not in s and "`" not in s:
-        return s
-    s = s.replace("**", "").replace("__", "").replace("`", "")
-    return _EMPHASIS.sub("", s)
-
-
 # (?<![*_]): only whole runs of * or _ are tried (same matches; linear on long runs)
 _EMPHASIS = re.compile(r"(?:(?<=\s)|^)[*_]+|(?<![*_])[*_]+(?=\s|$|[:,.;)(])")
 
@@ -178,10 +166,12 @@ def clean_title(raw: str) -> str:
     if m and wrapped:
         s = m.group("t")  # **Title** (2010) - ... / "Title" by Artist
     else:
-        s = _strip_emphasis(s)
+        if "*" in s or "_" in s or "`" in s:
+            s = _EMPHASIS.sub("", s.replace("**", "").replace("__", "").replace("`", ""))
         s = _split_description(s)
     if "(" in s or "[" in s:
-        s = _drop_years(s)
+        close = max(s.rfind(")"), s.rfind("]")) + 1  # as in _link_text
+        s = _drop_trailing_parens(_YEAR_PAREN.sub("", s[:close]) + s[close:])
     s = s.strip()
     if s[-1:].isdigit():
         s = _TRAILING_YEAR.sub("", s)

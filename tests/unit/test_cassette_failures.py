@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,18 @@ def test_the_writer_is_named_after_the_worker_and_the_shard(
         failures.set_shard(tmp_path, None)
     monkeypatch.delenv("PYTEST_XDIST_WORKER")
     assert failures.log_for(tmp_path).path.name == "_failed.main.jsonl"
+
+
+def test_the_log_is_read_once_while_its_folder_is_unchanged(tmp_path: Path) -> None:
+    note = Failure("e1", 400, "rejected", "2026-01-01T00:00:00+00:00")
+    FailureLog(tmp_path, "gw0").update([("k1", note)], [])
+    os.utime(tmp_path, ns=(10**18, 10**18))  # the folder settled long ago
+    log = failures.log_for(tmp_path)
+    assert log.find("k1") == note
+    assert failures.log_for(tmp_path) is log  # one listing and read for every replay pass
+    FailureLog(tmp_path, "gw1").update([("k2", note)], [])  # another writer's save
+    assert failures.log_for(tmp_path) is not log
+    assert failures.log_for(tmp_path).find("k2") == note
 
 
 def test_the_message_of_a_replayed_failure_names_status_kind_and_the_way_back() -> None:

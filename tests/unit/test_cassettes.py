@@ -14,7 +14,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_recfair.cassettes.index import canonical_body
 from pytest_recfair.cassettes.miss import CassetteMiss, CassetteNote, prompt_of
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.cassettes.vcrfile import (
@@ -22,6 +21,7 @@ from pytest_recfair.cassettes.vcrfile import (
     Key,
     RecordedRequest,
     RecordedResponse,
+    canonical_body,
     read_interactions,
     sanitize_name,
 )

@@ -10,7 +10,7 @@ import inspect
 import pytest
 
 # prune.py is the --fairness-prune feature, named after its flag in its docstring.
-MODULES = ["store", "vcrfile", "index", "miss"]
+MODULES = ["store", "vcrfile", "miss"]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -21,7 +21,7 @@ def test_no_cassette_module_names_cli_flags(name: str) -> None:
 
 def test_callers_import_from_the_store_only_what_it_defines() -> None:
     # issue 31: the store keeps no alias names; a recorded request, a key or a miss is
-    # imported from the module that defines it (vcrfile, index, miss)
+    # imported from the module that defines it (vcrfile, miss)
     import ast
     from pathlib import Path
 
