@@ -77,10 +77,7 @@ _RULES: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
         r"\1",
     ),
     # (b'set-cookie', b'...') in the header lists httpcore and h11 log at DEBUG
-    (
-        re.compile(rf"(?i)(\(b[\"'](?:{_HEADER_ALT})[\"'],\s*b[\"'])[^\"'\r\n]*"),
-        r"\1",
-    ),
+    (re.compile(rf"(?i)(\(b[\"'](?:{_HEADER_ALT})[\"'],\s*b[\"'])[^\"'\r\n]*"), r"\1"),
     # ?key=..., &api_key=..., ;access_token=... in URLs and form bodies
     (re.compile(rf"(?i)([?&;](?:{_PARAM_ALT})=)[^&#\s\"'<>;]*"), r"\1"),
     # "Bearer <token>": only a token-like word (a digit in it, 12+ chars), not "Basic Instinct"

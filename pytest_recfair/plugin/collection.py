@@ -236,13 +236,14 @@ def _check_attr(grid: Grid, attr: str, s: AuditSettings) -> None:
 def _seeds_note(item: pytest.Item, s: AuditSettings, files: _Files) -> str | None:
     """Load the seeds as the recfair_seeds fixture does (a bundled set or a file; a seeds
     fixture is left to run time); the note when ``entities`` asks for more of them."""
+    from pytest_recfair.api import bundled_seeds
     from pytest_recfair.prompts.seeds import load_seeds
 
     if _overridden(item, "recfair_seeds"):
         return None
     source = s.seeds
     if source is None:
-        name = fixtures.default_seeds(s.domain)  # a domain without a set: a ConfigError
+        name = bundled_seeds(s.domain, "@fairness")  # a domain without one: a ConfigError
         label, load = f"bundled seed set {name!r}", (lambda: len(load_seeds(name)))
     else:
         path = fixtures.find_file(item, source)

@@ -51,11 +51,12 @@ def default_provider(config: pytest.Config, judge: bool = False) -> Any:
 
 def seeds(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
     """The seed entities (marker seeds=: fixture name, bundled set or file)."""
+    from pytest_recfair.api import bundled_seeds, seed_entities
     from pytest_recfair.prompts.seeds import load_seeds
 
     source = s.seeds
     if source is None:
-        return load_seeds(default_seeds(s.domain))
+        return load_seeds(bundled_seeds(s.domain, "@fairness"))
     path = find_file(request, source)
     if path is not None:
         return load_seeds(path, domain=s.domain)
@@ -65,7 +66,7 @@ def seeds(request: pytest.FixtureRequest, s: settings.AuditSettings) -> Any:
         except pytest.FixtureLookupError:
             pass
         else:
-            return _entities_from(value, s.domain, source)
+            return seed_entities(value, s.domain, f"seeds fixture {source!r}")
     if path_like(source):
         raise not_found(request, "seeds", source)
     return load_seeds(source, domain=s.domain)
@@ -183,20 +184,6 @@ def user_fixture(request: pytest.FixtureRequest, name: str) -> Any:
     pytest.fail(f"the {name} fixture raised {what}\n{where}", pytrace=False)
 
 
-def default_seeds(domain: str) -> str:
-    """The bundled seed set of ``domain`` (directors for movie, artists for music)."""
-    from pytest_recfair.prompts.seeds import BUNDLED_SEEDS
-
-    for name, its_domain in BUNDLED_SEEDS.items():
-        if its_domain == domain.casefold():
-            return name
-    raise ConfigError(
-        f"@fairness(domain={domain!r}) has no bundled seed set (bundled: "
-        f"{', '.join(f'{n} ({d})' for n, d in BUNDLED_SEEDS.items())}); pass "
-        "seeds= a file or a fixture name."
-    )
-
-
 def not_found(request: Node, key: str, source: str, other: str = "") -> ConfigError:
     """The one-line error for an input file that is not where relative paths resolve:
     the test file's folder, then rootdir (never the current directory)."""
@@ -231,20 +218,6 @@ def find_file(request: Node, source: str) -> Path | None:
         if c.is_file():
             return c
     return None
-
-
-def _entities_from(value: Any, domain: str, name: str) -> Any:
-    from pytest_recfair.prompts.seeds import Entity, as_entity, load_seeds
-
-    if isinstance(value, str | Path):
-        return load_seeds(value, domain=domain)
-    items = list(value) if isinstance(value, list | tuple) else None
-    if items is not None and all(isinstance(x, Entity | str) for x in items):
-        return [as_entity(x, domain) for x in items]
-    raise ConfigError(
-        f"seeds fixture {name!r} returned {type(value).__name__}; expected a list of "
-        "prompts.seeds.Entity, a list of names, or a seeds file path."
-    )
 
 
 def recommender_for(recommender: Any, s: settings.AuditSettings) -> Any:

@@ -43,8 +43,7 @@ def add_options(parser: pytest.Parser) -> None:
         if isinstance(part, dict):
             for flag, kwargs in part.items():
                 default = False if kwargs.get("action") == "store_true" else None
-                dest = flag.removeprefix("--").replace("-", "_")
-                group.addoption(flag, dest=dest, default=default, **kwargs)
+                group.addoption(flag, dest=flag[2:].replace("-", "_"), default=default, **kwargs)
             continue
         for key in part:
             _add_setting_option(group, settings.SETTINGS[key][1])
@@ -128,6 +127,8 @@ _HELP_LAYOUT: tuple[tuple[str, ...] | dict[str, dict[str, Any]], ...] = (
 assert sorted(k for p in _HELP_LAYOUT if isinstance(p, tuple) for k in p) == sorted(
     settings.CLI_KEYS.values()
 ), "every setting with an option is placed in --help once"
+#: dests of the run's own options (above): each acts on audits only
+RUN_OPTIONS = tuple(f[2:].replace("-", "_") for p in _HELP_LAYOUT if isinstance(p, dict) for f in p)
 
 
 def check_strictness(config: pytest.Config) -> None:
@@ -145,7 +146,7 @@ def check_strictness(config: pytest.Config) -> None:
     if config.getoption("fairness"):
         return
     # every option that only acts on audits: given without --fairness it would do nothing
-    audit_options = (*settings.CLI_KEYS, *values.RUN_OPTIONS)
+    audit_options = (*settings.CLI_KEYS, *RUN_OPTIONS)
     given = [d for d in audit_options if config.getoption(d, None) not in (None, False)]
     if given:
         flag = "--" + given[0].replace("_", "-")
@@ -169,7 +170,7 @@ def resolve(
 
 def resolve_run(config: pytest.Config, run: settings.AuditSettings) -> values.RunSettings:
     """The run-level options: a bad shard or a shard with a merge is a usage error now."""
-    cli = {dest: config.getoption(dest, None) for dest in values.RUN_OPTIONS}
+    cli = {dest: config.getoption(dest, None) for dest in RUN_OPTIONS}
     try:
         return values.resolve_run(
             cli, run, cwd=config.invocation_params.dir, rootdir=config.rootpath

@@ -177,10 +177,7 @@ def shard_note(shard: Shard, out: Any) -> str:
 
 
 def conclude(
-    s: AuditSettings,
-    result: AuditResult,
-    state: BaselineState,
-    slot: ModelSlot | None,
+    s: AuditSettings, result: AuditResult, state: BaselineState, slot: ModelSlot | None
 ) -> tuple[BaselineCheck, AuditResult, TestRecord]:
     """Compare with the baseline and gate: the comparison, the gated result, and the
     record shipped to the controller (even if the test body fails before judging)."""

@@ -102,7 +102,7 @@ def report_header(config: pytest.Config) -> list[str] | None:
     s = run_state(config).settings
     return [
         f"recfair {PLUGIN_VERSION}: seed={s.seed} (--fairness-seed), record mode={s.record_mode}, "
-        f"baselines={config.rootpath / s.baseline_dir}" + (" (updating)" if s.update else ""),
+        f"baselines={config.rootpath / s.baseline_dir}" + (" (updating)" if s.update else "")
     ]
 
 
@@ -230,9 +230,8 @@ def configure(config: pytest.Config) -> None:
         from pytest_recfair.engine.plan import Ledger
 
         ledger = Ledger(Path(shared))
-    dry_run = bool(config.getoption("fairness_prune_dry_run", False))
-    if run.prune or dry_run:
-        pruner = Pruner(config, dry_run=dry_run)
+    if run.prune or run.prune_dry_run:
+        pruner = Pruner(config, dry_run=run.prune_dry_run)
         config.pluginmanager.register(pruner, "recfair-prune")
     config.stash[RUN] = RunState(
         run=run,

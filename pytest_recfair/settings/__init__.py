@@ -80,14 +80,10 @@ class AuditSettings:
     domain: str = _s("movie", v.text)
     seeds: str | None = _s(None, v.optional(v.text))  # fixture, bundled set or file
     entities: int | None = _s(  # subsample size; None: every seed entity
-        None,
-        v.optional(v.whole(1)),
-        option="audit a deterministic subsample of N seed entities",
+        None, v.optional(v.whole(1)), option="audit a deterministic subsample of N seed entities"
     )
     repeats: int = _s(
-        1,
-        v.whole(1),
-        option="ask each prompt N times (entropy and noise floor when N > 1)",
+        1, v.whole(1), option="ask each prompt N times (entropy and noise floor when N > 1)"
     )
     language: str = _s("en", v.text)
     perturbation: str | None = _s(None, v.optional(v.perturbation))
@@ -160,10 +156,7 @@ class AuditSettings:
         marker=False,
     )
     concurrency: int = _s(
-        8,
-        v.whole(1),
-        marker=False,
-        option="at most N requests in flight (default 8)",
+        8, v.whole(1), marker=False, option="at most N requests in flight (default 8)"
     )
     update_force: bool = _s(
         False,
@@ -290,9 +283,7 @@ class AuditSettings:
         marker=False,
     )
     max_reply_chars: int = _s(
-        100_000,
-        v.whole(1),
-        help="replies longer than this are cut, with a note (default 100000)",
+        100_000, v.whole(1), help="replies longer than this are cut, with a note (default 100000)"
     )
     # gate/floor.py: each gated margin is at least this many baseline standard errors
     baseline_floor: float = _s(1.645, v.number(0.0, 10.0))

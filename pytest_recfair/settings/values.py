@@ -348,18 +348,6 @@ def parse_shard(text: str, *, source: str = "--fairness-shard") -> Shard:
     return Shard(index, count)
 
 
-#: command-line dests of the run-level options (each acts on audits only)
-RUN_OPTIONS: Final[tuple[str, ...]] = (
-    "fairness_history",
-    "fairness_report",
-    "fairness_shard",
-    "fairness_merge",
-    "fairness_prune",
-    "fairness_compare",
-    "fairness_compare_fail",
-)
-
-
 @dataclass(frozen=True, slots=True)
 class RunSettings:
     """What a whole pytest run does beside its audits, resolved once at configure time."""
@@ -367,6 +355,7 @@ class RunSettings:
     shard: Shard | None = None  # --fairness-shard=I/N
     merge: tuple[Path, ...] = ()  # --fairness-merge: shard results to gate
     prune: bool = False  # --fairness-prune
+    prune_dry_run: bool = False  # --fairness-prune-dry-run: list only
     history: str | None = None  # --fairness-history as given (the notes name it)
     history_dir: Path | None = None  # ... resolved against the invocation directory
     reports: tuple[Path, ...] = ()  # --fairness-report, else ini recfair_report
@@ -384,28 +373,23 @@ def resolve_run(
 ) -> RunSettings:
     """The run-level options; command-line paths are relative to ``cwd``, ini paths to
     ``rootdir``."""
-    shard_text = cli.get("fairness_shard")
-    merge: Sequence[str] = cli.get("fairness_merge") or ()
-    if shard_text and merge:
+    shard, merge = cli.get("fairness_shard"), cli.get("fairness_merge") or ()
+    if shard and merge:
         raise ConfigError(
             "--fairness-shard and --fairness-merge: give one; the shard jobs audit with "
             "--fairness-shard=I/N, then one job gates their results with --fairness-merge."
         )
-    shard = parse_shard(shard_text) if shard_text else None
-    reports_cli: Sequence[str] = cli.get("fairness_report") or ()
-    if reports_cli:  # the command line replaces the ini list
-        reports = [cwd / p for p in reports_cli]
-    else:
-        reports = [rootdir / p for p in run.report or ()]
+    # the command line replaces the ini list
+    reports = [cwd / p for p in cli.get("fairness_report") or ()]
     history = cli.get("fairness_history") or None
-    history_dir = None if history is None else cwd / history
     return RunSettings(
-        shard=shard,
+        shard=parse_shard(shard) if shard else None,
         merge=tuple(cwd / p for p in merge),
         prune=bool(cli.get("fairness_prune")),
+        prune_dry_run=bool(cli.get("fairness_prune_dry_run")),
         history=history,
-        history_dir=history_dir,
-        reports=tuple(dict.fromkeys(reports)),
+        history_dir=None if history is None else cwd / history,
+        reports=tuple(dict.fromkeys(reports or [rootdir / p for p in run.report or ()])),
         compare=cli.get("fairness_compare") or None,
         compare_fail=cli.get("fairness_compare_fail") or None,
     )
