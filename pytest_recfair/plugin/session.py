@@ -159,37 +159,6 @@ def live_line(config: pytest.Config, planned: plan.Plan | None) -> Any:
     )
 
 
-def plan_summary(config: pytest.Config, terminalreporter: Any) -> None:
-    """The run's total plan, when any audit printed one; under xdist (the workers'
-    lines never reach this terminal) every plan line from the run's ledger first."""
-    state = run_state(config)
-    plans = state.plans
-    shared = state.ledger.plans() if state.ledger is not None else []
-    if not (plans or shared):
-        return
-    from pytest_recfair.engine.plan import total_line
-
-    terminalreporter.write_sep("=", "fairness plan")
-    for each in shared:
-        terminalreporter.write_line(secrets.scrub(f"recfair plan: {each.line()}"))
-    terminalreporter.write_line(secrets.scrub(total_line(plans + shared)))
-
-
-def summary(config: pytest.Config, terminalreporter: Any, collector: RunCollector | None) -> None:
-    """The fairness summary: each audit's figures and the run's notes."""
-    if collector is None or not (collector.results or collector.notes):
-        return
-    explore = run_state(config).settings.explore  # --fairness-explore: said up front
-    title = "fairness summary" + (" (explore mode: nothing gated)" if explore else "")
-    terminalreporter.write_sep("=", title)
-    # the terminal's width (COLUMNS, or 80 when not a terminal), as pytest's own lines
-    width = config.get_terminal_writer().fullwidth
-    from pytest_recfair.report.registry import summary_lines
-
-    for line in summary_lines(collector, width, verbose=config.get_verbosity() > 0):
-        terminalreporter.write_line(secrets.scrub(line))
-
-
 def scrub_report(report: pytest.TestReport) -> None:
     """No API key in what pytest prints or writes to JUnit XML: a traceback or captured
     output quoting a URL or an error body, a property with the reply's model name."""
@@ -223,24 +192,15 @@ def configure(config: pytest.Config) -> None:
     run_settings = options.resolve(config, {})
     run = options.resolve_run(config, run_settings)
     reference, rules = _reference(config, run)
-    pruner = None
-    ledger = None
+    state = config.stash[RUN] = RunState(run, run_settings, reference=reference, compare_fail=rules)
     shared = getattr(config, "workerinput", {}).get(LEDGER_KEY)
     if shared:  # an xdist worker: the controller's ledger counts the budget for all
         from pytest_recfair.engine.plan import Ledger
 
-        ledger = Ledger(Path(shared))
+        state.ledger = Ledger(Path(shared))
     if run.prune or run.prune_dry_run:
-        pruner = Pruner(config, dry_run=run.prune_dry_run)
-        config.pluginmanager.register(pruner, "recfair-prune")
-    config.stash[RUN] = RunState(
-        run=run,
-        settings=run_settings,
-        pruner=pruner,
-        ledger=ledger,
-        reference=reference,
-        compare_fail=rules,
-    )
+        state.pruner = Pruner(config, dry_run=run.prune_dry_run)
+        config.pluginmanager.register(state.pruner, "recfair-prune")
 
 
 def ship(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
@@ -385,8 +345,30 @@ class Controller:
                 collector.notes.append(f"fairness report written: {path}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        plan_summary(self.config, terminalreporter)
-        summary(self.config, terminalreporter, self.collector)
+        """The run's total plan, under xdist after every plan line of the run's ledger (the
+        workers' lines never reach this terminal); then each audit's figures and notes."""
+        config, state, write = self.config, run_state(self.config), terminalreporter.write_line
+        shared = state.ledger.plans() if state.ledger is not None else []
+        if state.plans or shared:
+            from pytest_recfair.engine.plan import total_line
+
+            terminalreporter.write_sep("=", "fairness plan")
+            for line in [
+                *(f"recfair plan: {p.line()}" for p in shared),
+                total_line(state.plans + shared),
+            ]:
+                write(secrets.scrub(line))
+        collector = self.collector
+        if collector is None or not (collector.results or collector.notes):
+            return
+        explore = " (explore mode: nothing gated)" if state.settings.explore else ""
+        terminalreporter.write_sep("=", "fairness summary" + explore)
+        from pytest_recfair.report.registry import summary_lines
+
+        # the terminal's width (COLUMNS, or 80 when not a terminal), as pytest's own lines
+        width = config.get_terminal_writer().fullwidth
+        for line in summary_lines(collector, width, verbose=config.get_verbosity() > 0):
+            write(secrets.scrub(line))
 
 
 class Pruner:
