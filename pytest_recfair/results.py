@@ -115,11 +115,8 @@ class ValueResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ValueResult:
-        counts = {k: int(d[k]) for k in _COUNTS}
+        counts = {k: int(d[k]) for k in ("n", "missing", "refusals", "short", "total")}
         return cls(value=str(d["value"]), mean=Stat.from_dict(d["mean"]), **counts)
-
-
-_COUNTS: Final = ("n", "missing", "refusals", "short", "total")
 
 
 def pack_array(array: npt.ArrayLike, dtype: npt.DTypeLike) -> bytes:
@@ -219,8 +216,9 @@ class AttributeResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AttributeResult:
         nf, ent = d.get("noise_floor"), d.get("entropy")
-        given: dict[str, Any] = {name: str(d[name]) for name in _SETTINGS if name != "k"}
-        given |= {name: Stat.from_dict(d[name]) for name in _SPREADS}
+        names = ("attribute", "metric", "variant", "missing_policy")
+        given: dict[str, Any] = {n: str(d[n]) for n in names}
+        given |= {n: Stat.from_dict(d[n]) for n in ("snsr", "snsv", "pafs")}
         return cls(
             k=int(d["k"]),
             values=tuple(ValueResult.from_dict(v) for v in d["values"]),
@@ -230,10 +228,6 @@ class AttributeResult:
             curves={k: [json_nan(x) for x in v] for k, v in (d.get("curves") or {}).items()},
             **given,
         )
-
-
-_SETTINGS: Final = ("attribute", "metric", "k", "variant", "missing_policy")
-_SPREADS: Final = ("snsr", "snsv", "pafs")
 
 
 def _setting(label: str | None = None, default: Any = MISSING) -> Any:
@@ -389,10 +383,7 @@ class GateFailure:
                 return Interval.from_obj(v)
             return int(v) if name == "n_paired" else float(v)
 
-        return cls(d["kind"], **{name: read(name, d.get(name)) for name in _FAILURE_FIELDS[1:]})
-
-
-_FAILURE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(GateFailure))
+        return cls(d["kind"], **{f.name: read(f.name, d.get(f.name)) for f in fields(cls)[1:]})
 
 
 @dataclass(frozen=True, slots=True)
