@@ -32,8 +32,7 @@ def _settings(kwargs: Mapping[str, Any], where: str) -> settings.AuditSettings:
 
 
 def bundled_seeds(domain: str, where: str) -> str:
-    """The bundled seed set of ``domain`` (directors for movie, artists for music); also
-    the recfair_seeds fixture's default."""
+    """The bundled seed set of ``domain`` (directors for movie, artists for music)."""
     from pytest_recfair.prompts.seeds import BUNDLED_SEEDS
 
     for name, its_domain in BUNDLED_SEEDS.items():

@@ -177,9 +177,8 @@ def _mode_for(target: Path) -> int:
 
 
 def atomic_write_bytes(path: Path | str, data: bytes) -> None:
-    """Write ``data`` to a temp file in the same directory, fsync it, then rename over ``path``.
-
-    Registered secret values (API keys) never reach a file, whatever wrote them."""
+    """``data`` to a temp file beside ``path``, fsynced, renamed over it; registered secret
+    values (API keys) never reach a file, whatever wrote them."""
     data = scrub_values_bytes(data)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)

@@ -1,9 +1,7 @@
 """The one scrubber: every output channel goes through :func:`scrub` or a typed sibling.
-
-Replaced by :data:`FILTERED`: registered values (plain, URL-encoded, JSON-escaped) and
-secrets by shape (after auth headers, key parameters, known key formats), so an
-unregistered key is caught too. One process-wide :class:`Scrubber`: a key read on a worker
-thread must leave the final summary too."""
+Registered values (plain, URL-encoded, JSON-escaped) and secrets by shape (an unregistered
+key too) become :data:`FILTERED`. One process-wide :class:`Scrubber`: a key read on a
+worker thread must leave the final summary too."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""pytest glue (the ``pytest11`` entry point): hooks and fixtures, each handing off to the
-plugin's modules. Nothing here imports the engine: pytest start-up stays light.
-"""
+"""The ``pytest11`` entry point: hooks and fixtures, each handing off to the plugin's
+modules. Nothing here imports the engine: pytest start-up stays light."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Collection: each @fairness test's settings, the skip without --fairness, baseline names;
-then (:func:`check_run`, after -k/-m) every selected audit's inputs, so one bad test is a
-usage error (exit 4) before anything is sent (issue 34).
-"""
+"""Collection: each @fairness test's settings, skip, baseline name and model slot; then
+(:func:`check_run`, after -k/-m) every selected audit's inputs: one bad test is a usage
+error (exit 4) before anything is sent (issue 34)."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ RECOMMENDER = "recfair_recommender"
 
 
 def modify_items(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Resolve each @fairness test's settings, skip audits without --fairness, check
-    baseline names and model slots."""
+    """Each @fairness test's settings; audits skipped without --fairness."""
     enabled = bool(config.getoption("fairness"))
     skip = pytest.mark.skip(reason=SKIP_REASON)
     state = run_state(config)
@@ -53,9 +51,8 @@ def modify_items(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 
 def depend_on_recommender(collector: pytest.Module | pytest.Class, name: str, obj: Any) -> None:
-    """A @fairness test depends statically on a PARAMETRIZED recfair_recommender, so pytest
-    runs it once per model without the test naming the fixture. Only then: a plain
-    fixture stays fetched on demand, where its errors are said once (user_fixture)."""
+    """A @fairness test depends on a PARAMETRIZED recfair_recommender (run once per model);
+    a plain one stays fetched on demand, where its errors are said once (user_fixture)."""
     if not callable(obj) or not collector.istestfunction(obj, name):
         return
     marks = list(getattr(obj, "pytestmark", []))
@@ -120,8 +117,8 @@ def _check_baseline_names(items: list[pytest.Item]) -> None:
 
 
 def check_run(session: pytest.Session) -> None:
-    """Check every selected @fairness test's inputs: the first bad one is a usage error.
-    An xdist worker stops the run with the same line instead (INTERNALERROR otherwise)."""
+    """The first bad input of a selected audit is a usage error (an xdist worker stops the
+    run with the same line: a UsageError there would be an INTERNALERROR)."""
     config = session.config
     if not config.getoption("fairness"):
         return
@@ -234,8 +231,8 @@ def _check_attr(grid: Grid, attr: str, s: AuditSettings) -> None:
 
 
 def _seeds_note(item: pytest.Item, s: AuditSettings, files: _Files) -> str | None:
-    """Load the seeds as the recfair_seeds fixture does (a bundled set or a file; a seeds
-    fixture is left to run time); the note when ``entities`` asks for more of them."""
+    """The seeds loaded as recfair_seeds does (a seeds fixture: at run time only); the note
+    when ``entities`` asks for more of them."""
     from pytest_recfair.api import bundled_seeds
     from pytest_recfair.prompts.seeds import load_seeds
 
@@ -283,8 +280,8 @@ def _is_fixture_name(item: pytest.Item, source: str) -> bool:
 
 
 def _check_catalogue(item: pytest.Item, s: AuditSettings, files: _Files) -> None:
-    """A catalogue kind's file loads and has every ``item_field``; the rest the kind's
-    ``check_catalogue`` checks (usable levels, bins, reference), as before sending."""
+    """The catalogue loads and has every ``item_field``; the kind's ``check_catalogue`` the
+    rest."""
     from pytest_recfair.engine import registry
     from pytest_recfair.replies.catalogue import load_catalogue
 
@@ -313,8 +310,7 @@ def _check_catalogue(item: pytest.Item, s: AuditSettings, files: _Files) -> None
 
 
 def _check_candidates(item: pytest.Item, s: AuditSettings, files: _Files) -> None:
-    """A candidate-position audit's candidates file exists and loads (a fixture named by
-    the marker, or a recfair_candidates override, is left to run time)."""
+    """The candidates file loads (a fixture's candidates: at run time only)."""
     from pytest_recfair.replies.catalogue import read_candidates
 
     source = s.candidates

@@ -1,5 +1,4 @@
-"""The work of the input fixtures (recommender, seeds, grid, catalogue, candidates,
-cassettes): where each looks for its file or fixture, and how it reads it."""
+"""The input fixtures' work: where each looks for its file or fixture, how it reads it."""
 
 from __future__ import annotations
 
@@ -161,8 +160,8 @@ def http_clients(config: pytest.Config, generation: str, sync: bool) -> Iterator
 
 
 def user_fixture(request: pytest.FixtureRequest, name: str) -> Any:
-    """The value of a fixture the user may override, or a failure that shows its error
-    once: the fixture's own frames, not the plugin's; later tests get one line."""
+    """A user's fixture's value, or its error said once with its own frames (later tests:
+    one line)."""
     try:
         return request.getfixturevalue(name)
     except (pytest.FixtureLookupError, pytest.fail.Exception, pytest.skip.Exception):
@@ -185,8 +184,7 @@ def user_fixture(request: pytest.FixtureRequest, name: str) -> Any:
 
 
 def not_found(request: Node, key: str, source: str, other: str = "") -> ConfigError:
-    """The one-line error for an input file that is not where relative paths resolve:
-    the test file's folder, then rootdir (never the current directory)."""
+    """The error for an input file that is not next to the test file nor in rootdir."""
     from pytest_recfair.prompts.seeds import EXAMPLE_FILES, EXAMPLES_COMMAND
 
     if Path(source).is_absolute():

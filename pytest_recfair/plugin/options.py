@@ -1,6 +1,4 @@
-"""Command-line options and ini keys, resolved into settings once, at configure time:
-every usage error is raised here, before any prompt is sent.
-"""
+"""Command-line options and ini keys, resolved into settings once at configure time."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""One audited test, from the ``fairness_result`` fixture to the call-phase verdict; the
-engine is imported on use (light start-up).
-"""
+"""One audited test, from ``fairness_result`` to the call-phase verdict (the engine is
+imported on use: a light start-up)."""
 
 from __future__ import annotations
 
@@ -86,8 +85,7 @@ def baseline_of(
 def _measure(
     request: pytest.FixtureRequest, s: AuditSettings, state: RunState, base: AuditResult | None
 ) -> AuditResult:
-    """Run this test's audit (after a batch recording with --fairness-batch); a shard run
-    writes its share's result and skips instead."""
+    """Run the audit (a shard run writes its share and skips instead)."""
     from pytest_recfair.engine.base import AuditRequest
     from pytest_recfair.engine.sharding import run_shard
     from pytest_recfair.engine.stream import measure, record_batch

@@ -1,7 +1,5 @@
-"""The plugin's run as a whole: the :data:`RUN` and :data:`AUDIT` stash keys, configure
-time, shipping each audit to the controller (on the call-phase report: it survives xdist's
-serialisation), the end of run and --fairness-prune.
-"""
+"""The run as a whole: the :data:`RUN` and :data:`AUDIT` stash keys, configure time, each
+audit shipped to the controller, the end of run and --fairness-prune."""
 
 from __future__ import annotations
 
@@ -179,8 +177,7 @@ LEDGER_KEY = "recfair_ledger"  # workerinput: the path of the run's budget ledge
 
 
 def configure(config: pytest.Config) -> None:
-    """Register the controller (and pruner) and resolve the run's settings once: every
-    usage error is raised here, before any prompt is sent."""
+    """The run's settings resolved once: every usage error before any prompt is sent."""
     config.addinivalue_line(
         "markers",
         "fairness(**kwargs): a fairness audit of the recommender (run with --fairness); "
@@ -204,8 +201,8 @@ def configure(config: pytest.Config) -> None:
 
 
 def ship(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
-    """Hand the call phase's audit record to the controller (a payload from an xdist
-    worker); scrub the report either way."""
+    """The call phase's audit record to the controller (from an xdist worker: a payload
+    on the report, which survives serialisation); the report scrubbed."""
     its = audit_state(item) if call.when == "call" else None
     record = None if its is None else its.record
     if record is not None:

@@ -1,7 +1,5 @@
-"""One frozen settings object per fairness audit, merged CLI > marker > ini > defaults.
-
-Pure. Each setting is one field of :class:`AuditSettings` whose :class:`Setting` metadata
-gives its parser, marker, option and help; the keys and parsers are derived from them."""
+"""One frozen settings object per audit, merged CLI > marker > ini > defaults. Pure. Each
+setting is one field of :class:`AuditSettings`, its :class:`Setting` metadata the rest."""
 
 from __future__ import annotations
 

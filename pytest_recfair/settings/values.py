@@ -340,8 +340,7 @@ class RunSettings:
 def resolve_run(
     cli: Mapping[str, Any], run: AuditSettings, *, cwd: Path, rootdir: Path
 ) -> RunSettings:
-    """The run-level options; command-line paths are relative to ``cwd``, ini paths to
-    ``rootdir``."""
+    """The run's options; command-line paths relative to ``cwd``, ini ones to ``rootdir``."""
     shard, merge = cli.get("fairness_shard"), cli.get("fairness_merge") or ()
     if shard and merge:
         raise ConfigError(
