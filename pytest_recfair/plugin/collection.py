@@ -59,10 +59,7 @@ def depend_on_recommender(collector: pytest.Module | pytest.Class, name: str, ob
     marked = any(m.name == "fairness" for m in marks)
     if not marked and collector.get_closest_marker("fairness") is None:
         return
-    try:  # pytest has no public lookup of the fixture visible here (>= 8.1 signature)
-        defs = collector.session._fixturemanager.getfixturedefs(RECOMMENDER, collector)
-    except (AttributeError, TypeError):  # a pytest without it: name the fixture instead
-        defs = None
+    defs = _fixture_defs(collector, RECOMMENDER)
     by_mark = any(
         m.name == "parametrize" and m.args and RECOMMENDER in _argnames(m.args[0]) for m in marks
     )
@@ -167,8 +164,9 @@ def _check(item: pytest.Item, s: AuditSettings, files: _Files) -> str | None:
     grid = _grid(item, s, files)
     if grid is not None and s.attr is not None:
         _check_attr(grid, s.attr, s)
+    checks = {"catalogue": _check_catalogue, "candidates": _check_candidates}
     for name in getattr(kind, "named_inputs", ()):  # the kind's own input files
-        _INPUT_CHECKS[name](item, s, files)
+        checks[name](item, s, files)
     return _seeds_note(item, s, files)
 
 
@@ -180,15 +178,21 @@ def _overridden(item: pytest.Item, name: str) -> bool:
     return _fixture_of(item, name) not in (None, "pytest_recfair.plugin")
 
 
+def _fixture_defs(node: pytest.Item | pytest.Collector, name: str) -> Any:
+    """The definitions of fixture ``name`` visible at ``node``; False for a pytest without
+    the (private, >= 8.1 signature) lookup: pytest has no public one."""
+    try:
+        return node.session._fixturemanager.getfixturedefs(name, node)
+    except (AttributeError, TypeError):
+        return False
+
+
 def _fixture_of(item: pytest.Item, name: str) -> str | None:
     """The module of the fixture ``name`` this test sees, None when there is none."""
-    try:  # pytest has no public lookup of the fixture visible to a node (>= 8.1 signature)
-        defs = item.session._fixturemanager.getfixturedefs(name, item)
-    except (AttributeError, TypeError):  # another pytest: assume a user's fixture
+    defs = _fixture_defs(item, name)
+    if defs is False:  # another pytest: assume a user's fixture
         return "?"
-    if not defs:
-        return None
-    return str(getattr(defs[-1].func, "__module__", "?"))
+    return str(getattr(defs[-1].func, "__module__", "?")) if defs else None
 
 
 def _grid(item: pytest.Item, s: AuditSettings, files: _Files) -> Grid | None:
@@ -322,9 +326,3 @@ def _check_candidates(item: pytest.Item, s: AuditSettings, files: _Files) -> Non
             return  # a fixture's candidates: known at run time only
         raise fixtures.not_found(item, "candidates", source, "or fixture")
     files.once(f"candidates:{path}", lambda: read_candidates(path, "candidates"))
-
-
-_INPUT_CHECKS: dict[str, Callable[[pytest.Item, AuditSettings, _Files], None]] = {
-    "catalogue": _check_catalogue,
-    "candidates": _check_candidates,
-}
