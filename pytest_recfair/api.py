@@ -72,9 +72,16 @@ def audit(
     """The ungated result of ``recommender`` (a callable ``prompt -> reply``, a provider
     or a ``SimulatedRecommender``); ``cassettes``: a ``CassetteStore``, else all is sent."""
     from pytest_recfair.engine import stream
-    from pytest_recfair.engine.base import AuditRequest
+    from pytest_recfair.engine.base import AuditInputs, AuditRequest
+    from pytest_recfair.replies import catalogue as read
 
     s = _settings(marker_arguments, "audit")
+    # the files other kinds read, as paths (outside pytest there are no fixtures)
+    inputs = AuditInputs(
+        catalogue=None if s.catalogue is None else read.as_catalogue(s.catalogue, "audit"),
+        candidates=None if s.candidates is None else read.read_candidates(s.candidates, "audit"),
+        absent=frozenset() if s.absent is None else read.read_absent(Path(s.absent)),
+    )
     request = AuditRequest(
         settings=s,
         recommender=recommender,
@@ -86,29 +93,16 @@ def audit(
         grid=load_grid(s.grid),
         test_id=test_id,
         cassettes=cassettes,
-        inputs=_inputs(s),
+        inputs=inputs,
         progress=progress,
     )
     return stream.measure(request)
-
-
-def _inputs(s: settings.AuditSettings) -> Any:
-    """The files other kinds read, as paths (outside pytest there are no fixtures)."""
-    from pytest_recfair.engine.base import AuditInputs
-    from pytest_recfair.replies import catalogue as read
-
-    return AuditInputs(
-        catalogue=None if s.catalogue is None else read.as_catalogue(s.catalogue, "audit"),
-        candidates=None if s.candidates is None else read.read_candidates(s.candidates, "audit"),
-        absent=frozenset() if s.absent is None else read.read_absent(Path(s.absent)),
-    )
 
 
 def judge(
     result: AuditResult, baseline: AuditResult | None = None, **gate_arguments: Any
 ) -> GateOutcome:
     """Gate ``result`` (against ``baseline`` when given; an incompatible one fails)."""
-
     from pytest_recfair.engine import verdict
 
     if not isinstance(result, AuditResult):

@@ -121,14 +121,6 @@ def _validator(name: str) -> Any:
     return jsonschema.Draft202012Validator(json.loads(node.read_text(encoding="utf-8")))
 
 
-def key_path(parts: Sequence[str | int]) -> str:
-    """``attributes[1].values[0]`` from a JSON path; ``(top level)`` for the root."""
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "(top level)"
-
-
 def check_shape(
     data: Any,
     name: str,
@@ -151,8 +143,10 @@ def check_shape(
     path = list(err.absolute_path)
     if rows and len(path) > 1 and isinstance(path[1], int):
         path = [rows[path[1]], *path[2:]]
+    # the key path: attributes[1].values[0]
+    at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).removeprefix(".")
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    raise error(f"{where}: at {key_path(path)}: {err.message}{more}; {expected}")
+    raise error(f"{where}: at {at or '(top level)'}: {err.message}{more}; {expected}")
 
 
 def _umask() -> int:
