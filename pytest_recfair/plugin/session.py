@@ -196,7 +196,7 @@ def configure(config: pytest.Config) -> None:
 
         state.ledger = Ledger(Path(shared))
     if run.prune or run.prune_dry_run:
-        state.pruner = Pruner(config, dry_run=run.prune_dry_run)
+        state.pruner = Pruner(config)
         config.pluginmanager.register(state.pruner, "recfair-prune")
 
 
@@ -371,9 +371,8 @@ class Controller:
 class Pruner:
     """--fairness-prune: what the run used; at the end, what it did not (docs/cassettes.md)."""
 
-    def __init__(self, config: pytest.Config, *, dry_run: bool = False) -> None:
+    def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.dry_run = dry_run  # --fairness-prune-dry-run: list only
         self.usage: set[Any] = set()
         self.baselines: set[Path] = set()
         self.roots: set[tuple[str, str]] = set()
@@ -394,6 +393,7 @@ class Pruner:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         stats = getattr(reporter, "stats", {}) if reporter is not None else {}
         reasons = [
+            (run.prune_dry_run, "--fairness-prune-dry-run"),
             (config.getoption("numprocesses", None) not in (None, 0), "run with xdist (-n)"),
             (run.shard is not None, "a shard"),
             (bool(run.merge), "a merge"),
@@ -418,23 +418,17 @@ class Pruner:
         if not self.roots:  # no audit asked for its cassettes
             self.roots.add((settings.DEFAULTS["cassette_dir"], settings.DEFAULTS["baseline_dir"]))
         partial = self._partial(session)
-        if self.dry_run:
-            partial = "--fairness-prune-dry-run" + (f"; {partial}" if partial else "")
         root = self.config.rootpath
-        for cassette_dir, baseline_dir in sorted(self.roots):
+        for cassettes, baselines in sorted(self.roots):
             found = prune_plan(
-                root / cassette_dir,
-                self.usage,
-                root / baseline_dir,
-                self.baselines,
-                migrate=partial is None,
+                root / cassettes, self.usage, root / baselines, self.baselines, migrate=not partial
             )
             self.lines.extend(found.lines(root))
             if partial is None and not found.empty:
                 prune(found)
         if not self.lines:
             self.lines.append("nothing unused: every cassette interaction and baseline was used")
-        elif self.dry_run:
+        elif run_state(self.config).run.prune_dry_run:
             self.lines.append(
                 f"listed only, nothing deleted ({partial}); a full run with --fairness "
                 "--fairness-prune deletes them"
