@@ -76,12 +76,10 @@ class AuditSettings:
     min_pafs: float | None = _s(None, v.unit)
     max_entropy: float | None = _s(None, v.nonneg)
     max_refusal_gap: float | None = _s(None, v.unit)
-    # share of replies without a usable list; 1 = off
-    max_unusable: float | None = _s(0.2, v.optional(v.unit))
+    max_unusable: float | None = _s(0.2, v.optional(v.unit))  # replies without a list; 1: off
     max_failed: float = _s(0.0, v.max_failed)  # share of prompts allowed no valid response
     tolerance: float = _s(0.0, v.tolerance)
-    # statistics gated against the baseline; the others are reported
-    gated: tuple[Statistic, ...] = _s(("snsr",), v.statistics, key="gate")
+    gated: tuple[Statistic, ...] = _s(("snsr",), v.statistics, key="gate")  # others: reported
     domain: str = _s("movie", v.text)
     seeds: str | None = _s(None, v.text)  # fixture, bundled set or file
     entities: int | None = _s(  # subsample size; None: every seed entity
@@ -95,14 +93,12 @@ class AuditSettings:
     grid: str = _s("faireval", v.text)
     templates: str = _s("natural", v.text)
     missing: MissingPolicy = _s("zero", v.choice(MISSING_POLICIES))
-    # None: "fairllm" with variant="fairllm", else "default"
-    parse: ParseStyle | None = _s(None, v.choice(PARSE_STYLES))
+    parse: ParseStyle | None = _s(None, v.choice(PARSE_STYLES))  # None: by variant (parse_style)
     # item-side audits (docs/itemside.md): field(s), catalogue file (None: the fixture)
     item_field: str | None = _s(None, v.text)
     catalogue: str | None = _s(None, v.text)
     max_shift: float | None = _s(None, v.unit)
-    # exposure audits: "catalogue" (its own shares) or a history file of interactions
-    reference: str = _s("catalogue", v.text)
+    reference: str = _s("catalogue", v.text)  # exposure: "catalogue" or an interactions file
     # popularity groups of a numeric item_field: N quantile groups, or edges "10,100"
     bins: int | tuple[float, ...] | None = _s(None, v.bins)
     max_exposure_gap: float | None = _s(None, v.unit)
@@ -115,20 +111,14 @@ class AuditSettings:
     max_position_bias: float | None = _s(None, v.unit)
     max_missed_rate: float | None = _s(None, v.unit)
     # role-play audits (BiasLens, docs/roleplay.md)
-    # the kind of audit by its registry name; None: the other settings choose it
-    kind: str | None = _s(None, v.text)
-    # role-play question set: a bundled name ("default") or a CSV/YAML/JSON file
-    questions: str | None = _s(None, v.text)
+    kind: str | None = _s(None, v.text)  # a registry name; None: the other settings choose
+    questions: str | None = _s(None, v.text)  # a bundled set ("default") or a CSV/YAML/JSON file
     # how role-play answers are read: "parsed" or the paper's rules, "biaslens"
     oracle: str = _s("parsed", v.choice(("parsed", "biaslens")))
-    # limit on an attribute x type cell's biased-question rate
-    max_biased: float | None = _s(None, v.unit)
-    # ask with the role statement (system "You are a {role}"); false: without it
-    with_role: bool = _s(True, v.to_bool)
-    # also ask every question without its role and report the role effect
-    role_effect: bool = _s(False, v.to_bool)
-    # published runs: cases never answered (written by python -m pytest_recfair import)
-    absent: str | None = _s(None, v.text)
+    max_biased: float | None = _s(None, v.unit)  # of an attribute x type cell's biased rate
+    with_role: bool = _s(True, v.to_bool)  # ask with the role statement ("You are a {role}")
+    role_effect: bool = _s(False, v.to_bool)  # also ask without the role: the role's effect
+    absent: str | None = _s(None, v.text)  # published runs' cases never answered (by import)
     # a callable recommender's model id (marker only: recfair_model is the HTTP provider's)
     model: str | None = _s(None, v.text, ini=False)
     intercept: str = _s(
@@ -137,7 +127,6 @@ class AuditSettings:
         help="record a Python pipeline's own HTTP calls through vcrpy: vcr (default: "
         "none; hand it recfair_http_client instead)",
     )
-    # how to run it (command line / ini only)
     record_mode: RecordMode = _run(
         "none",
         v.choice(RECORD_MODES),
@@ -170,8 +159,7 @@ class AuditSettings:
         option="seed of the entity subsample and perturbations (default 0; the gate's "
         "resampling has its own: ini recfair_resample_seed)",
     )
-    # the gate's sign flips and the intervals' bootstrap draws
-    resample_seed: int = _run(0, v.whole(0))
+    resample_seed: int = _run(0, v.whole(0))  # the gate's sign flips, the bootstrap's draws
     alpha: float = _run(
         0.05,
         v.number(1e-9, 0.5),
@@ -190,8 +178,7 @@ class AuditSettings:
     baseline_dir: str = _run(
         "baselines", v.text, help="baseline directory, relative to rootdir (default baselines)"
     )
-    # the baseline's stable name (default: the test's name, not its file)
-    baseline: str | None = _s(None, v.text)
+    baseline: str | None = _s(None, v.text)  # its stable name (default: the test's, not its file)
     vcr_cassettes: tuple[str, ...] | None = _run(
         None,
         v.paths(lambda text: text.split(",")),
@@ -236,8 +223,7 @@ class AuditSettings:
         None, v.whole(0), help="the model's seed parameter (OpenAI, Gemini)"
     )
     system: str | None = _s(None, v.text, help="system message replacing the templates' one")
-    # a persona: "You are a {role}." opens the system message (docs/roleplay.md)
-    role: str | None = _s(None, v.text)
+    role: str | None = _s(None, v.text)  # a persona: "You are a {role}." opens the system message
     extra_headers: HeaderEnvs | None = _s(
         None,
         v.headers,
@@ -260,8 +246,7 @@ class AuditSettings:
     )
     # gate/floor.py: each gated margin is at least this many baseline standard errors
     baseline_floor: float = _s(1.645, v.number(0.0, 10.0))
-    # a floor above this is warned about: the baseline is too noisy to gate on
-    baseline_noise_limit: float = _s(0.05, v.unit)
+    baseline_noise_limit: float = _s(0.05, v.unit)  # a floor above: too noisy to gate on
     # the key's tier (not a test's), split across xdist workers (issue 24)
     rpm: int | None = _run(None, v.whole(1), help=f"requests {_PACE}")
     tpm: int | None = _run(None, v.whole(1), help=f"tokens {_PACE}")
@@ -281,12 +266,9 @@ class AuditSettings:
     )
     # quality beside fairness (docs/metrics.md "Recommendation quality"): every group's at least
     min_quality: float | None = _s(None, v.unit)
-    # per attribute, best minus worst value's quality at most this
-    max_quality_gap: float | None = _s(None, v.unit)
-    # a drop of quality against the baseline larger than this fails (paired, at alpha)
-    quality_tolerance: float = _s(0.05, v.unit)
-    # the catalogue column naming each item's entity (director, artist, city)
-    quality_field: str = _s("entity", v.text)
+    max_quality_gap: float | None = _s(None, v.unit)  # per attribute: best minus worst value
+    quality_tolerance: float = _s(0.05, v.unit)  # a larger paired drop (at alpha) fails
+    quality_field: str = _s("entity", v.text)  # the catalogue column naming an item's entity
 
     @property
     def metric(self) -> str:
