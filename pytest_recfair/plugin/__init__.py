@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_recfair import settings
-from pytest_recfair.plugin import collection, fixtures, options, result, session
+from pytest_recfair.plugin import collection, fixtures, options, session
 from pytest_recfair.plugin.session import audit_state, run_state
 
 
@@ -139,7 +139,7 @@ def fairness_result(
     request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
 ) -> Any:
     """The AuditResult of this @fairness test: similarities, SNSR/SNSV/PAFS with CIs."""
-    return result.fairness_result(request, recfair_settings)
+    return fixtures.fairness_result(request, recfair_settings)
 
 
 @pytest.fixture(autouse=True)
@@ -153,7 +153,7 @@ def _recfair_autorun(request: pytest.FixtureRequest) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    return (yield from result.judged_call(item))
+    return (yield from fixtures.judged_call(item))
 
 
 @pytest.hookimpl(wrapper=True)
