@@ -225,7 +225,6 @@ def atomic_write_text(path: Path | str, text: str) -> None:
 def staged_folder(out: Path) -> Iterator[Path]:
     """A hidden folder next to ``out``, moved to ``out`` (new or empty) when the block
     succeeds, removed when it fails: a failed write leaves ``out`` as it was."""
-
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:

@@ -498,7 +498,6 @@ class AuditResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AuditResult:
         """Also as written before results were shaped per kind (their ``extras``)."""
-
         gate = d.get("gate")
         if "kind" in d["meta"]:
             meta = AuditMeta.from_dict(d["meta"])

@@ -242,8 +242,6 @@ class Scrubber:
 # --------------------------------------------------------------------------- process-wide
 
 _GLOBAL = Scrubber()
-
-
 register = _GLOBAL.add
 scrub = _GLOBAL.scrub_text
 scrub_bytes = _GLOBAL.scrub_bytes

@@ -107,7 +107,7 @@ def recfair_catalogue(
 ) -> Any:
     """Item metadata for item-side audits (marker/ini catalogue=: a CSV, JSON or YAML file);
     override in conftest.py to return a Catalogue, a path or a list of item records."""
-    return fixtures.catalogue(request, recfair_settings)
+    return fixtures.input_file(request, "catalogue", recfair_settings.catalogue)
 
 
 @pytest.fixture

@@ -157,8 +157,7 @@ def _check(item: pytest.Item, s: AuditSettings, files: _Files) -> str | None:
     check = getattr(kind, "check", None)
     if check is not None:
         check(s, (item.path.parent, item.config.rootpath))
-    if s.absent is not None and fixtures.find_file(item, s.absent) is None:
-        raise fixtures.not_found(item, "absent", s.absent)
+    fixtures.input_file(item, "absent", s.absent)
     if getattr(kind, "entities", None) is not None:  # its own entities, not the grid's
         return None
     grid = _grid(item, s, files)
@@ -293,13 +292,11 @@ def _check_catalogue(item: pytest.Item, s: AuditSettings, files: _Files) -> None
         return  # a conftest's catalogue: its columns are known at run time only
     check = registry.kind_for(s).check_catalogue  # type: ignore[attr-defined]
     where = (item.path.parent, item.config.rootpath)
-    fields = [f.strip() for f in (s.item_field or "").split(",") if f.strip()]
-    if s.catalogue is None:
+    path = fixtures.input_file(item, "catalogue", s.catalogue)
+    if path is None:
         check(s, None, where)  # says "needs a catalogue"
         return
-    path = fixtures.find_file(item, s.catalogue)
-    if path is None:
-        raise fixtures.not_found(item, "catalogue", s.catalogue)
+    fields = [f.strip() for f in (s.item_field or "").split(",") if f.strip()]
     catalogue = files.once(f"catalogue:{path}", lambda: load_catalogue(path))
     for name in fields:
         if name not in catalogue.fields:

@@ -90,12 +90,8 @@ def grid(request: pytest.FixtureRequest, s: AuditSettings) -> Any:
     return load_grid(path if path is not None else s.grid)
 
 
-def catalogue(request: pytest.FixtureRequest, s: AuditSettings) -> Any:
-    """The catalogue file of an item-side audit, or None."""
-    return _file(request, "catalogue", s.catalogue)
-
-
-def _file(request: pytest.FixtureRequest, key: str, source: str | None) -> Path | None:
+def input_file(request: Node, key: str, source: str | None) -> Path | None:
+    """The file of the ``key`` setting (catalogue, absent), or None when it is not set."""
     path = None if source is None else find_file(request, source)
     if path is None and source is not None:
         raise not_found(request, key, source)
@@ -123,7 +119,7 @@ def inputs(request: pytest.FixtureRequest, s: AuditSettings) -> AuditInputs:
     found_catalogue = request.getfixturevalue("recfair_catalogue")
     judge = request.getfixturevalue("recfair_judge")
     found_candidates = request.getfixturevalue("recfair_candidates")
-    absent = _file(request, "absent", s.absent)
+    absent = input_file(request, "absent", s.absent)
     return AuditInputs(
         catalogue=None
         if found_catalogue is None

@@ -35,17 +35,13 @@ class RunState:
 
     run: RunSettings  # the session-wide options (shard, merge, prune, history, reports)
     settings: AuditSettings  # the settings without a marker (header, notes, fallback)
-    # node ids of the @fairness tests collected; None: this process collected none (an
-    # xdist controller: its workers collect)
-    audited: set[str] | None = None
+    audited: set[str] | None = None  # @fairness tests collected; None: none here (xdist)
     plans: list[plan.Plan] = field(default_factory=list)  # the run's plans, in order
     pruner: Pruner | None = None  # --fairness-prune's bookkeeping
     rewritten: set[Path] = field(default_factory=set)  # cassette files rewritten
     fixture_errors: set[int] = field(default_factory=set)  # ids of errors said already
     merge_source: MergeSource | None = None  # --fairness-merge, made on first use
-    # under xdist: the budget ledger every worker checks and appends to (one count for
-    # the run); None in one process, where ``plans`` is the count
-    ledger: Ledger | None = None
+    ledger: Ledger | None = None  # under xdist the run's one budget count (else: plans)
     reference: Reference | None = None  # --fairness-compare=REF, loaded at configure time
     compare_fail: tuple[Rule, ...] = ()  # --fairness-compare-fail=EXPR
 
@@ -63,9 +59,7 @@ class AuditState:
     """One @fairness test: its settings from collection on, then its audit."""
 
     settings: AuditSettings
-    # a test run once per model of a parametrized recfair_recommender: its place in the
-    # comparison (docs/reports.md, "Comparing models"); set at collection
-    slot: tuple[str, str, int] | None = None
+    slot: tuple[str, str, int] | None = None  # its place in a comparison of models, if any
     comparison: BaselineCheck | None = None  # set by fairness_result
     record: TestRecord | None = None  # shipped to the controller
 
