@@ -194,10 +194,7 @@ def ini_file_keys(path: Path) -> list[str]:
         parser.read(path, encoding="utf-8")
     except (OSError, ValueError, configparser.Error, tomllib.TOMLDecodeError):
         return []
-    for name in ("pytest", "tool:pytest"):
-        if parser.has_section(name):
-            return list(parser.options(name))
-    return []
+    return next((parser.options(n) for n in ("pytest", "tool:pytest") if parser.has_section(n)), [])
 
 
 def check_ini_keys(keys: Iterable[str], known: Collection[str], where: str) -> None:

@@ -111,12 +111,11 @@ def to_bool(value: Any) -> bool | None:
 
 
 def choice(choices: tuple[str, ...]) -> Parser:
-    def parse(value: Any, key: str, source: str) -> str:
-        if isinstance(value, str) and value.strip().lower() in choices:
-            return value.strip().lower()
-        raise bad(key, value, source, "one of " + ", ".join(repr(c) for c in choices))
+    @_parser("one of " + ", ".join(repr(c) for c in choices))
+    def read(value: Any) -> str | None:
+        return word if (word := value.strip().lower()) in choices else None
 
-    return parse
+    return read
 
 
 def listed(choices: tuple[str, ...]) -> Parser:
