@@ -231,8 +231,8 @@ class AttributeResult:
 
 
 def _setting(label: str | None = None, default: Any = MISSING) -> Any:
-    """``label`` words it when a baseline differing in it is refused; ``default`` is also
-    its value in a file written before it was recorded."""
+    """``label``: its words when a baseline differing in it is refused; ``default``: its
+    value in older files."""
     return field(default=default, metadata={"compared": label} if label else {})
 
 

@@ -129,13 +129,9 @@ def live_line(config: pytest.Config, planned: plan.Plan | None) -> Any:
         return None
     from pytest_recfair.providers.runstate import LiveLine
 
-    fresh = [True]
-
     def rewrite(text: str) -> None:
         with _uncaptured(config):
-            if fresh[0]:  # off the "test_file.py " line pytest is writing
-                reporter.ensure_newline()
-                fresh[0] = False
+            reporter.ensure_newline()  # off the "test_file.py " line pytest is writing, once
             reporter.rewrite(text, erase=True)
 
     def write_line(text: str) -> None:
