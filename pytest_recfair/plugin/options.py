@@ -135,8 +135,7 @@ def check_strictness(config: pytest.Config) -> None:
     known = {*settings.INI_KEYS, *PROVIDER_INI}
     try:
         if config.inipath is not None:
-            keys = ini_file_keys(config.inipath)
-            check_ini_keys(keys, known, str(config.inipath))
+            check_ini_keys(ini_file_keys(config.inipath), known, str(config.inipath))
         overrides = config.getoption("override_ini", None) or []
         check_ini_keys([o.split("=", 1)[0] for o in overrides], known, "-o")
     except ConfigError as exc:
@@ -163,7 +162,7 @@ def resolve(
     try:
         return settings.resolve(cli=cli, marker=marker, ini=ini)
     except ConfigError as exc:
-        raise pytest.UsageError(f"{where}{exc}" if where else str(exc)) from None
+        raise pytest.UsageError(f"{where}{exc}") from None
 
 
 def resolve_run(config: pytest.Config, run: settings.AuditSettings) -> values.RunSettings:
