@@ -120,9 +120,8 @@ T = TypeVar("T")
 def is_secret_header(name: str) -> bool:
     """Is a header named ``name`` a credential (auth, key, token, cookie ...)?"""
     low = name.strip().lower()
-    if low in SECRET_HEADERS:
-        return True
-    return low not in _HEADER_PART_EXCEPTIONS and any(p in low for p in _HEADER_PARTS)
+    parts = low not in _HEADER_PART_EXCEPTIONS and any(p in low for p in _HEADER_PARTS)
+    return low in SECRET_HEADERS or parts
 
 
 def is_secret_value(value: str | None, *, minimum: int = MIN_SECRET_CHARS) -> TypeGuard[str]:
@@ -164,9 +163,7 @@ class Scrubber:
             raise TypeError("Scrubber.add() takes a list of values, got one str; wrap it: [key]")
         with self._lock:
             for value in values:
-                if value is None:
-                    continue
-                if not isinstance(value, str):
+                if value is not None and not isinstance(value, str):
                     raise TypeError(f"secret values must be str, got {type(value).__name__}")
                 if is_secret_value(value):
                     self._values |= forms(value.strip())

@@ -71,9 +71,7 @@ def number(lo: float, hi: float | None) -> Parser:
     expected = f"a number in [{lo}, {hi}]" if hi is not None else f"a number >= {lo}"
 
     def ok(x: Any) -> bool:
-        if not isinstance(x, int | float) or math.isnan(x):
-            return False
-        return lo <= x and (hi is None or x <= hi)
+        return isinstance(x, int | float) and lo <= x and (hi is None or x <= hi)  # NaN: False
 
     return _numeric(float, ok, expected)
 
@@ -171,12 +169,10 @@ def paths(split: Callable[[str], list[str]]) -> Parser:
 
 def optional(parse: Parser) -> Parser:
     def inner(value: Any, key: str, source: str) -> Any:
-        if value is None:
-            return None
         # ini and CLI can only spell "not set" as text; a marker passes None
-        if source != "marker" and isinstance(value, str) and value.strip().lower() in {"", "none"}:
-            return None
-        return parse(value, key, source)
+        text = source != "marker" and isinstance(value, str)
+        unset = value is None or (text and value.strip().lower() in {"", "none"})
+        return None if unset else parse(value, key, source)
 
     return inner
 
