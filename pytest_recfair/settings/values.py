@@ -261,9 +261,7 @@ def headers(value: Any, key: str, source: str) -> HeaderEnvs:
         pairs = [(str(k), str(v)) for k, v in value.items()]
     elif isinstance(value, str):
         pairs = []
-        for part in re.split(r"[,\n]", value):
-            if not part.strip():
-                continue
+        for part in filter(str.strip, re.split(r"[,\n]", value)):
             name, sep, env = part.partition(":" if ":" in part else "=")
             if not sep:
                 raise bad(key, value, source, f"{_EXPECTED}; {part.strip()!r} has no ':'")
