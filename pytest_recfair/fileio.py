@@ -129,10 +129,9 @@ def check_shape(
     error: type[DataError] = DataError,
     rows: Sequence[str] = (),
 ) -> None:
-    """The one bad-shape message of the input files: ``data`` against
-    ``schemas/<name>.schema.json``, its first problem (the deepest cause of an anyOf) as
-    ``<where>: at <key path>: <problem>; <expected>`` (what it should be, what to do).
-    ``rows``: what to call the items of the top-level list (a CSV's ``line 3``)."""
+    """The input files' one bad-shape message: ``data``'s first problem against
+    ``schemas/<name>.schema.json`` (an anyOf's deepest cause) as ``<where>: at <key path>:
+    <problem>; <expected>``; ``rows`` name the top-level list's items (a CSV's ``line 3``)."""
     found = _validator(name).iter_errors(data)
     errors = sorted(found, key=lambda e: (list(map(str, e.path)), e.message))
     if not errors:

@@ -224,9 +224,8 @@ def find_file(request: Node, source: str) -> Path | None:
 
 
 def recommender_for(recommender: Any, s: AuditSettings) -> Any:
-    """The recommender with this test's provider settings (ini and marker), under a
-    readable model id: marker ``model=``, its ``model`` attribute, its name, else (a
-    lambda or closure) the fixture's name."""
+    """The recommender with this test's provider settings, under a readable model id:
+    marker ``model=``, its ``model``, its name, else (a lambda) the fixture's name."""
     from pytest_recfair.providers.adapter import CallableProvider, callable_label
     from pytest_recfair.providers.http import configure
 
@@ -353,9 +352,8 @@ def _plan(
     cases: Any,
     base: AuditResult | None,
 ) -> tuple[Any, Any]:
-    """This audit's plan when it will send requests (or --fairness-plan, which skips the
-    test); past the budget the test fails unsent. None for a replay. With it, what a
-    pipeline's live model calls may still spend."""
+    """The plan and what a pipeline's live calls may still spend, or (a replay) None;
+    --fairness-plan skips the test, past the budget it fails unsent."""
     from pytest_recfair.engine import plan
 
     config = request.config
