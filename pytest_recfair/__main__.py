@@ -22,18 +22,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}; see {self.prog} --help\n")
 
 
-def _level(text: str) -> float:
-    x = float(text)
-    if not 0.0 < x < 1.0:
-        raise argparse.ArgumentTypeError(f"must be strictly between 0 and 1, e.g. 0.05; got {text}")
-    return x
+def _number(ok: Callable[[float], bool], expected: str) -> Callable[[str], float]:
+    def number(text: str) -> float:
+        if not ok(x := float(text)):
+            raise argparse.ArgumentTypeError(f"must be {expected}; got {text}")
+        return x
 
-
-def _margin(text: str) -> float:
-    x = float(text)
-    if not 0.0 <= x < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0; got {text}")
-    return x
+    return number
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -52,10 +47,7 @@ def _parser() -> argparse.ArgumentParser:
     rep.add_argument(
         "--to", required=True, choices=[f.lstrip(".") for f in REPORT_FORMATS], help="format"
     )
-    rep.add_argument("-o", "--output", default=None, help="file to write (default: stdout)")
-    rep.add_argument(
-        "--history", default=None, help="a --fairness-history DIR: the HTML plots SNSR over it"
-    )
+    rep.add_argument("--history", help="a --fairness-history DIR: the HTML plots SNSR over it")
     cmp = sub.add_parser(
         "compare",
         help="the drift table between two stored runs (B against A), or a stored comparison "
@@ -68,16 +60,17 @@ def _parser() -> argparse.ArgumentParser:
         "latest, -N, a commit prefix); alone, a comparison written by --format json",
     )
     cmp.add_argument("b", nargs="?", default=None, help="the later run (the same kinds of name)")
+    cmp.add_argument("--history", help="the --fairness-history DIR the entry names refer to")
     cmp.add_argument(
-        "--history", default=None, help="the --fairness-history DIR the entry names refer to"
+        "--format", default="text", choices=COMPARE_FORMATS, help="output format (%(default)s)"
     )
+    for each in (rep, cmp):
+        each.add_argument("-o", "--output", help="file to write (default: stdout)")
+    level = _number(lambda x: 0.0 < x < 1.0, "strictly between 0 and 1, e.g. 0.05")
+    cmp.add_argument("--alpha", type=level, default=0.05, help="overall level (0.05)")
+    margin = _number(lambda x: 0.0 <= x < float("inf"), "a finite number >= 0")
     cmp.add_argument(
-        "--format", default="text", choices=COMPARE_FORMATS, help="output format (text)"
-    )
-    cmp.add_argument("-o", "--output", default=None, help="file to write (default: stdout)")
-    cmp.add_argument("--alpha", type=_level, default=0.05, help="overall level (0.05)")
-    cmp.add_argument(
-        "--tolerance", type=_margin, default=0.0, help="worsening allowed before WORSE (0)"
+        "--tolerance", type=margin, default=0.0, help="worsening allowed before WORSE (%(default)s)"
     )
     cmp.add_argument("--seed", type=int, default=0, help="seed of the sign flips (0)")
     ex = sub.add_parser(

@@ -31,20 +31,33 @@ def _settings(kwargs: Mapping[str, Any], where: str) -> settings.AuditSettings:
     return settings.resolve(cli=run, marker=marker)
 
 
-def _seeds(s: settings.AuditSettings, seeds: Any) -> list[Entity]:
-    from pytest_recfair.prompts.seeds import BUNDLED_SEEDS, as_entity
+def bundled_seeds(domain: str, where: str) -> str:
+    """The bundled seed set of ``domain`` (directors for movie, artists for music)."""
+    from pytest_recfair.prompts.seeds import BUNDLED_SEEDS
 
-    if seeds is not None and not isinstance(seeds, str | Path):
-        return [as_entity(x, s.domain) for x in seeds]
-    source = seeds if seeds is not None else s.seeds
-    if source is None:
-        source = next((n for n, d in BUNDLED_SEEDS.items() if d == s.domain.casefold()), None)
-        if source is None:
-            raise ConfigError(
-                f"audit(domain={s.domain!r}) has no bundled seed set; pass seeds= a file, "
-                f"a bundled set name ({', '.join(BUNDLED_SEEDS)}) or a list of names."
-            )
-    return load_seeds(source, domain=s.domain)
+    for name, its_domain in BUNDLED_SEEDS.items():
+        if its_domain == domain.casefold():
+            return name
+    raise ConfigError(
+        f"{where}(domain={domain!r}) has no bundled seed set (bundled: "
+        f"{', '.join(f'{n} ({d})' for n, d in BUNDLED_SEEDS.items())}); pass seeds= a file, "
+        "a list of names or (in a test) a fixture name."
+    )
+
+
+def seed_entities(value: Any, domain: str, where: str) -> list[Entity]:
+    """A seeds file or set name, or a list of entities or names (audit's seeds=, a seeds
+    fixture's value), as entities."""
+    from pytest_recfair.prompts.seeds import as_entity
+
+    if isinstance(value, str | Path):
+        return load_seeds(value, domain=domain)
+    if isinstance(value, list | tuple) and all(isinstance(x, Entity | str) for x in value):
+        return [as_entity(x, domain) for x in value]
+    raise ConfigError(
+        f"{where} gave {type(value).__name__}; expected a list of prompts.seeds.Entity, a "
+        "list of names, or a seeds file path."
+    )
 
 
 def audit(
@@ -59,39 +72,37 @@ def audit(
     """The ungated result of ``recommender`` (a callable ``prompt -> reply``, a provider
     or a ``SimulatedRecommender``); ``cassettes``: a ``CassetteStore``, else all is sent."""
     from pytest_recfair.engine import stream
-    from pytest_recfair.engine.base import AuditRequest
-
-    s = _settings(marker_arguments, "audit")
-    request = AuditRequest(
-        settings=s,
-        recommender=recommender,
-        seeds=_seeds(s, seeds),
-        grid=load_grid(s.grid),
-        test_id=test_id,
-        cassettes=cassettes,
-        inputs=_inputs(s),
-        progress=progress,
-    )
-    return stream.measure(request)
-
-
-def _inputs(s: settings.AuditSettings) -> Any:
-    """The files other kinds read, as paths (outside pytest there are no fixtures)."""
-    from pytest_recfair.engine.base import AuditInputs
+    from pytest_recfair.engine.base import AuditInputs, AuditRequest
     from pytest_recfair.replies import catalogue as read
 
-    return AuditInputs(
+    s = _settings(marker_arguments, "audit")
+    # the files other kinds read, as paths (outside pytest there are no fixtures)
+    inputs = AuditInputs(
         catalogue=None if s.catalogue is None else read.as_catalogue(s.catalogue, "audit"),
         candidates=None if s.candidates is None else read.read_candidates(s.candidates, "audit"),
         absent=frozenset() if s.absent is None else read.read_absent(Path(s.absent)),
     )
+    request = AuditRequest(
+        settings=s,
+        recommender=recommender,
+        seeds=seed_entities(
+            s.seeds or bundled_seeds(s.domain, "audit") if seeds is None else seeds,
+            s.domain,
+            "audit(seeds=...)",
+        ),
+        grid=load_grid(s.grid),
+        test_id=test_id,
+        cassettes=cassettes,
+        inputs=inputs,
+        progress=progress,
+    )
+    return stream.measure(request)
 
 
 def judge(
     result: AuditResult, baseline: AuditResult | None = None, **gate_arguments: Any
 ) -> GateOutcome:
     """Gate ``result`` (against ``baseline`` when given; an incompatible one fails)."""
-
     from pytest_recfair.engine import verdict
 
     if not isinstance(result, AuditResult):

@@ -121,14 +121,6 @@ def _validator(name: str) -> Any:
     return jsonschema.Draft202012Validator(json.loads(node.read_text(encoding="utf-8")))
 
 
-def key_path(parts: Sequence[str | int]) -> str:
-    """``attributes[1].values[0]`` from a JSON path; ``(top level)`` for the root."""
-    out = ""
-    for p in parts:
-        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
-    return out or "(top level)"
-
-
 def check_shape(
     data: Any,
     name: str,
@@ -137,10 +129,9 @@ def check_shape(
     error: type[DataError] = DataError,
     rows: Sequence[str] = (),
 ) -> None:
-    """The one bad-shape message of the input files: ``data`` against
-    ``schemas/<name>.schema.json``, its first problem (the deepest cause of an anyOf) as
-    ``<where>: at <key path>: <problem>; <expected>`` (what it should be, what to do).
-    ``rows``: what to call the items of the top-level list (a CSV's ``line 3``)."""
+    """The input files' one bad-shape message: ``data``'s first problem against
+    ``schemas/<name>.schema.json`` (an anyOf's deepest cause) as ``<where>: at <key path>:
+    <problem>; <expected>``; ``rows`` name the top-level list's items (a CSV's ``line 3``)."""
     found = _validator(name).iter_errors(data)
     errors = sorted(found, key=lambda e: (list(map(str, e.path)), e.message))
     if not errors:
@@ -151,8 +142,10 @@ def check_shape(
     path = list(err.absolute_path)
     if rows and len(path) > 1 and isinstance(path[1], int):
         path = [rows[path[1]], *path[2:]]
+    # the key path: attributes[1].values[0]
+    at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).removeprefix(".")
     more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    raise error(f"{where}: at {key_path(path)}: {err.message}{more}; {expected}")
+    raise error(f"{where}: at {at or '(top level)'}: {err.message}{more}; {expected}")
 
 
 def _umask() -> int:
@@ -177,9 +170,8 @@ def _mode_for(target: Path) -> int:
 
 
 def atomic_write_bytes(path: Path | str, data: bytes) -> None:
-    """Write ``data`` to a temp file in the same directory, fsync it, then rename over ``path``.
-
-    Registered secret values (API keys) never reach a file, whatever wrote them."""
+    """``data`` to a temp file beside ``path``, fsynced, renamed over it; registered secret
+    values (API keys) never reach a file, whatever wrote them."""
     data = scrub_values_bytes(data)
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -232,7 +224,6 @@ def atomic_write_text(path: Path | str, text: str) -> None:
 def staged_folder(out: Path) -> Iterator[Path]:
     """A hidden folder next to ``out``, moved to ``out`` (new or empty) when the block
     succeeds, removed when it fails: a failed write leaves ``out`` as it was."""
-
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
     try:

@@ -115,11 +115,8 @@ class ValueResult:
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ValueResult:
-        counts = {k: int(d[k]) for k in _COUNTS}
+        counts = {k: int(d[k]) for k in ("n", "missing", "refusals", "short", "total")}
         return cls(value=str(d["value"]), mean=Stat.from_dict(d["mean"]), **counts)
-
-
-_COUNTS: Final = ("n", "missing", "refusals", "short", "total")
 
 
 def pack_array(array: npt.ArrayLike, dtype: npt.DTypeLike) -> bytes:
@@ -219,8 +216,9 @@ class AttributeResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AttributeResult:
         nf, ent = d.get("noise_floor"), d.get("entropy")
-        given: dict[str, Any] = {name: str(d[name]) for name in _SETTINGS if name != "k"}
-        given |= {name: Stat.from_dict(d[name]) for name in _SPREADS}
+        names = ("attribute", "metric", "variant", "missing_policy")
+        given: dict[str, Any] = {n: str(d[n]) for n in names}
+        given |= {n: Stat.from_dict(d[n]) for n in ("snsr", "snsv", "pafs")}
         return cls(
             k=int(d["k"]),
             values=tuple(ValueResult.from_dict(v) for v in d["values"]),
@@ -232,13 +230,9 @@ class AttributeResult:
         )
 
 
-_SETTINGS: Final = ("attribute", "metric", "k", "variant", "missing_policy")
-_SPREADS: Final = ("snsr", "snsv", "pafs")
-
-
 def _setting(label: str | None = None, default: Any = MISSING) -> Any:
-    """``label`` words it when a baseline differing in it is refused; ``default`` is also
-    its value in a file written before it was recorded."""
+    """``label``: its words when a baseline differing in it is refused; ``default``: its
+    value in older files."""
     return field(default=default, metadata={"compared": label} if label else {})
 
 
@@ -389,10 +383,7 @@ class GateFailure:
                 return Interval.from_obj(v)
             return int(v) if name == "n_paired" else float(v)
 
-        return cls(d["kind"], **{name: read(name, d.get(name)) for name in _FAILURE_FIELDS[1:]})
-
-
-_FAILURE_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(GateFailure))
+        return cls(d["kind"], **{f.name: read(f.name, d.get(f.name)) for f in fields(cls)[1:]})
 
 
 @dataclass(frozen=True, slots=True)
@@ -507,7 +498,6 @@ class AuditResult:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AuditResult:
         """Also as written before results were shaped per kind (their ``extras``)."""
-
         gate = d.get("gate")
         if "kind" in d["meta"]:
             meta = AuditMeta.from_dict(d["meta"])

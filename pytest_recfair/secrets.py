@@ -1,9 +1,7 @@
 """The one scrubber: every output channel goes through :func:`scrub` or a typed sibling.
-
-Replaced by :data:`FILTERED`: registered values (plain, URL-encoded, JSON-escaped) and
-secrets by shape (after auth headers, key parameters, known key formats), so an
-unregistered key is caught too. One process-wide :class:`Scrubber`: a key read on a worker
-thread must leave the final summary too."""
+Registered values (plain, URL-encoded, JSON-escaped) and secrets by shape (an unregistered
+key too) become :data:`FILTERED`. One process-wide :class:`Scrubber`: a key read on a
+worker thread must leave the final summary too."""
 
 from __future__ import annotations
 
@@ -77,10 +75,7 @@ _RULES: Final[tuple[tuple[re.Pattern[str], str], ...]] = (
         r"\1",
     ),
     # (b'set-cookie', b'...') in the header lists httpcore and h11 log at DEBUG
-    (
-        re.compile(rf"(?i)(\(b[\"'](?:{_HEADER_ALT})[\"'],\s*b[\"'])[^\"'\r\n]*"),
-        r"\1",
-    ),
+    (re.compile(rf"(?i)(\(b[\"'](?:{_HEADER_ALT})[\"'],\s*b[\"'])[^\"'\r\n]*"), r"\1"),
     # ?key=..., &api_key=..., ;access_token=... in URLs and form bodies
     (re.compile(rf"(?i)([?&;](?:{_PARAM_ALT})=)[^&#\s\"'<>;]*"), r"\1"),
     # "Bearer <token>": only a token-like word (a digit in it, 12+ chars), not "Basic Instinct"
@@ -125,9 +120,8 @@ T = TypeVar("T")
 def is_secret_header(name: str) -> bool:
     """Is a header named ``name`` a credential (auth, key, token, cookie ...)?"""
     low = name.strip().lower()
-    if low in SECRET_HEADERS:
-        return True
-    return low not in _HEADER_PART_EXCEPTIONS and any(p in low for p in _HEADER_PARTS)
+    parts = low not in _HEADER_PART_EXCEPTIONS and any(p in low for p in _HEADER_PARTS)
+    return low in SECRET_HEADERS or parts
 
 
 def is_secret_value(value: str | None, *, minimum: int = MIN_SECRET_CHARS) -> TypeGuard[str]:
@@ -169,9 +163,7 @@ class Scrubber:
             raise TypeError("Scrubber.add() takes a list of values, got one str; wrap it: [key]")
         with self._lock:
             for value in values:
-                if value is None:
-                    continue
-                if not isinstance(value, str):
+                if value is not None and not isinstance(value, str):
                     raise TypeError(f"secret values must be str, got {type(value).__name__}")
                 if is_secret_value(value):
                     self._values |= forms(value.strip())
@@ -247,8 +239,6 @@ class Scrubber:
 # --------------------------------------------------------------------------- process-wide
 
 _GLOBAL = Scrubber()
-
-
 register = _GLOBAL.add
 scrub = _GLOBAL.scrub_text
 scrub_bytes = _GLOBAL.scrub_bytes

@@ -83,13 +83,11 @@ RECORD_OPTION: Final = "--fairness-record"
 CandidateStyle = Literal["pick", "rank"]
 CANDIDATE_STYLES: Final[tuple[CandidateStyle, ...]] = get_args(CandidateStyle)
 
-ACCEPT_OPTION: Final = "--fairness-update"
-
 
 def accept_command(test_id: str | None = None) -> str:
     """The command that turns a run's numbers into the new baseline (one test, or all)."""
     target = f" '{test_id}'" if test_id else ""
-    return f"pytest --fairness {ACCEPT_OPTION}{target}"
+    return f"pytest --fairness --fairness-update{target}"
 
 
 #: The flags a cassette miss names.

@@ -1,6 +1,5 @@
-"""pytest glue (the ``pytest11`` entry point): hooks and fixtures, each handing off to the
-plugin's modules. Nothing here imports the engine: pytest start-up stays light.
-"""
+"""The ``pytest11`` entry point: hooks and fixtures, each handing off to the plugin's
+modules. Nothing here imports the engine: pytest start-up stays light."""
 
 from __future__ import annotations
 
@@ -9,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair import settings
-from pytest_recfair.plugin import collection, fixtures, options, result, session
+from pytest_recfair.plugin import collection, fixtures, options, session
 from pytest_recfair.plugin.session import audit_state, run_state
+from pytest_recfair.settings import AuditSettings
 
 
 def marker() -> pytest.MarkDecorator:
@@ -84,37 +83,33 @@ def recfair_async_httpx_client(pytestconfig: pytest.Config) -> Iterator[Any]:
 
 
 @pytest.fixture
-def recfair_settings(request: pytest.FixtureRequest) -> settings.AuditSettings:
+def recfair_settings(request: pytest.FixtureRequest) -> AuditSettings:
     """The merged, validated settings (CLI > marker > ini > defaults) of this audit."""
     found = audit_state(request.node)
     return found.settings if found is not None else run_state(request.config).settings
 
 
 @pytest.fixture
-def recfair_seeds(request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings) -> Any:
+def recfair_seeds(request: pytest.FixtureRequest, recfair_settings: AuditSettings) -> Any:
     """The seed entities of this audit (marker seeds=: fixture name, bundled set or file)."""
     return fixtures.seeds(request, recfair_settings)
 
 
 @pytest.fixture
-def recfair_grid(request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings) -> Any:
+def recfair_grid(request: pytest.FixtureRequest, recfair_settings: AuditSettings) -> Any:
     """The attribute grid of this audit (marker grid=: bundled name or YAML file)."""
     return fixtures.grid(request, recfair_settings)
 
 
 @pytest.fixture
-def recfair_catalogue(
-    request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
-) -> Any:
+def recfair_catalogue(request: pytest.FixtureRequest, recfair_settings: AuditSettings) -> Any:
     """Item metadata for item-side audits (marker/ini catalogue=: a CSV, JSON or YAML file);
     override in conftest.py to return a Catalogue, a path or a list of item records."""
-    return fixtures.catalogue(request, recfair_settings)
+    return fixtures.input_file(request, "catalogue", recfair_settings.catalogue)
 
 
 @pytest.fixture
-def recfair_candidates(
-    request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
-) -> Any:
+def recfair_candidates(request: pytest.FixtureRequest, recfair_settings: AuditSettings) -> Any:
     """Candidate titles per entity for candidate-position audits (marker candidates=: a
     fixture name or a JSON/YAML file mapping entity -> titles)."""
     return fixtures.candidates(request, recfair_settings)
@@ -128,19 +123,15 @@ def recfair_judge(pytestconfig: pytest.Config) -> Any:
 
 
 @pytest.fixture
-def recfair_cassettes(
-    request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
-) -> Any:
+def recfair_cassettes(request: pytest.FixtureRequest, recfair_settings: AuditSettings) -> Any:
     """The cassette store of this run (ini recfair_cassette_dir, mode --fairness-record)."""
     return fixtures.cassettes(request.config, recfair_settings)
 
 
 @pytest.fixture
-def fairness_result(
-    request: pytest.FixtureRequest, recfair_settings: settings.AuditSettings
-) -> Any:
+def fairness_result(request: pytest.FixtureRequest, recfair_settings: AuditSettings) -> Any:
     """The AuditResult of this @fairness test: similarities, SNSR/SNSV/PAFS with CIs."""
-    return result.fairness_result(request, recfair_settings)
+    return fixtures.fairness_result(request, recfair_settings)
 
 
 @pytest.fixture(autouse=True)
@@ -154,7 +145,7 @@ def _recfair_autorun(request: pytest.FixtureRequest) -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    return (yield from result.judged_call(item))
+    return (yield from fixtures.judged_call(item))
 
 
 @pytest.hookimpl(wrapper=True)

@@ -1,7 +1,6 @@
-"""Collection: each @fairness test's settings, the skip without --fairness, baseline names;
-then (:func:`check_run`, after -k/-m) every selected audit's inputs, so one bad test is a
-usage error (exit 4) before anything is sent (issue 34).
-"""
+"""Collection: each @fairness test's settings, skip, baseline name and model slot; then
+(:func:`check_run`, after -k/-m) every selected audit's inputs: one bad test is a usage
+error (exit 4) before anything is sent (issue 34)."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ RECOMMENDER = "recfair_recommender"
 
 
 def modify_items(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Resolve each @fairness test's settings, skip audits without --fairness, check
-    baseline names and model slots."""
+    """Each @fairness test's settings; audits skipped without --fairness."""
     enabled = bool(config.getoption("fairness"))
     skip = pytest.mark.skip(reason=SKIP_REASON)
     state = run_state(config)
@@ -53,19 +51,15 @@ def modify_items(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 
 def depend_on_recommender(collector: pytest.Module | pytest.Class, name: str, obj: Any) -> None:
-    """A @fairness test depends statically on a PARAMETRIZED recfair_recommender, so pytest
-    runs it once per model without the test naming the fixture. Only then: a plain
-    fixture stays fetched on demand, where its errors are said once (user_fixture)."""
+    """A @fairness test depends on a PARAMETRIZED recfair_recommender (run once per model);
+    a plain one stays fetched on demand, where its errors are said once (user_fixture)."""
     if not callable(obj) or not collector.istestfunction(obj, name):
         return
     marks = list(getattr(obj, "pytestmark", []))
     marked = any(m.name == "fairness" for m in marks)
     if not marked and collector.get_closest_marker("fairness") is None:
         return
-    try:  # pytest has no public lookup of the fixture visible here (>= 8.1 signature)
-        defs = collector.session._fixturemanager.getfixturedefs(RECOMMENDER, collector)
-    except (AttributeError, TypeError):  # a pytest without it: name the fixture instead
-        defs = None
+    defs = _fixture_defs(collector, RECOMMENDER)
     by_mark = any(
         m.name == "parametrize" and m.args and RECOMMENDER in _argnames(m.args[0]) for m in marks
     )
@@ -120,8 +114,8 @@ def _check_baseline_names(items: list[pytest.Item]) -> None:
 
 
 def check_run(session: pytest.Session) -> None:
-    """Check every selected @fairness test's inputs: the first bad one is a usage error.
-    An xdist worker stops the run with the same line instead (INTERNALERROR otherwise)."""
+    """The first bad input of a selected audit is a usage error (an xdist worker stops the
+    run with the same line: a UsageError there would be an INTERNALERROR)."""
     config = session.config
     if not config.getoption("fairness"):
         return
@@ -163,15 +157,15 @@ def _check(item: pytest.Item, s: AuditSettings, files: _Files) -> str | None:
     check = getattr(kind, "check", None)
     if check is not None:
         check(s, (item.path.parent, item.config.rootpath))
-    if s.absent is not None and fixtures.find_file(item, s.absent) is None:
-        raise fixtures.not_found(item, "absent", s.absent)
+    fixtures.input_file(item, "absent", s.absent)
     if getattr(kind, "entities", None) is not None:  # its own entities, not the grid's
         return None
     grid = _grid(item, s, files)
     if grid is not None and s.attr is not None:
         _check_attr(grid, s.attr, s)
+    checks = {"catalogue": _check_catalogue, "candidates": _check_candidates}
     for name in getattr(kind, "named_inputs", ()):  # the kind's own input files
-        _INPUT_CHECKS[name](item, s, files)
+        checks[name](item, s, files)
     return _seeds_note(item, s, files)
 
 
@@ -183,15 +177,21 @@ def _overridden(item: pytest.Item, name: str) -> bool:
     return _fixture_of(item, name) not in (None, "pytest_recfair.plugin")
 
 
+def _fixture_defs(node: pytest.Item | pytest.Collector, name: str) -> Any:
+    """The definitions of fixture ``name`` visible at ``node``; False for a pytest without
+    the (private, >= 8.1 signature) lookup: pytest has no public one."""
+    try:
+        return node.session._fixturemanager.getfixturedefs(name, node)
+    except (AttributeError, TypeError):
+        return False
+
+
 def _fixture_of(item: pytest.Item, name: str) -> str | None:
     """The module of the fixture ``name`` this test sees, None when there is none."""
-    try:  # pytest has no public lookup of the fixture visible to a node (>= 8.1 signature)
-        defs = item.session._fixturemanager.getfixturedefs(name, item)
-    except (AttributeError, TypeError):  # another pytest: assume a user's fixture
+    defs = _fixture_defs(item, name)
+    if defs is False:  # another pytest: assume a user's fixture
         return "?"
-    if not defs:
-        return None
-    return str(getattr(defs[-1].func, "__module__", "?"))
+    return str(getattr(defs[-1].func, "__module__", "?")) if defs else None
 
 
 def _grid(item: pytest.Item, s: AuditSettings, files: _Files) -> Grid | None:
@@ -234,15 +234,16 @@ def _check_attr(grid: Grid, attr: str, s: AuditSettings) -> None:
 
 
 def _seeds_note(item: pytest.Item, s: AuditSettings, files: _Files) -> str | None:
-    """Load the seeds as the recfair_seeds fixture does (a bundled set or a file; a seeds
-    fixture is left to run time); the note when ``entities`` asks for more of them."""
+    """The seeds loaded as recfair_seeds does (a seeds fixture: at run time only); the note
+    when ``entities`` asks for more of them."""
+    from pytest_recfair.api import bundled_seeds
     from pytest_recfair.prompts.seeds import load_seeds
 
     if _overridden(item, "recfair_seeds"):
         return None
     source = s.seeds
     if source is None:
-        name = fixtures.default_seeds(s.domain)  # a domain without a set: a ConfigError
+        name = bundled_seeds(s.domain, "@fairness")  # a domain without one: a ConfigError
         label, load = f"bundled seed set {name!r}", (lambda: len(load_seeds(name)))
     else:
         path = fixtures.find_file(item, source)
@@ -282,8 +283,8 @@ def _is_fixture_name(item: pytest.Item, source: str) -> bool:
 
 
 def _check_catalogue(item: pytest.Item, s: AuditSettings, files: _Files) -> None:
-    """A catalogue kind's file loads and has every ``item_field``; the rest the kind's
-    ``check_catalogue`` checks (usable levels, bins, reference), as before sending."""
+    """The catalogue loads and has every ``item_field``; the kind's ``check_catalogue`` the
+    rest."""
     from pytest_recfair.engine import registry
     from pytest_recfair.replies.catalogue import load_catalogue
 
@@ -291,13 +292,11 @@ def _check_catalogue(item: pytest.Item, s: AuditSettings, files: _Files) -> None
         return  # a conftest's catalogue: its columns are known at run time only
     check = registry.kind_for(s).check_catalogue  # type: ignore[attr-defined]
     where = (item.path.parent, item.config.rootpath)
-    fields = [f.strip() for f in (s.item_field or "").split(",") if f.strip()]
-    if s.catalogue is None:
+    path = fixtures.input_file(item, "catalogue", s.catalogue)
+    if path is None:
         check(s, None, where)  # says "needs a catalogue"
         return
-    path = fixtures.find_file(item, s.catalogue)
-    if path is None:
-        raise fixtures.not_found(item, "catalogue", s.catalogue)
+    fields = [f.strip() for f in (s.item_field or "").split(",") if f.strip()]
     catalogue = files.once(f"catalogue:{path}", lambda: load_catalogue(path))
     for name in fields:
         if name not in catalogue.fields:
@@ -312,8 +311,7 @@ def _check_catalogue(item: pytest.Item, s: AuditSettings, files: _Files) -> None
 
 
 def _check_candidates(item: pytest.Item, s: AuditSettings, files: _Files) -> None:
-    """A candidate-position audit's candidates file exists and loads (a fixture named by
-    the marker, or a recfair_candidates override, is left to run time)."""
+    """The candidates file loads (a fixture's candidates: at run time only)."""
     from pytest_recfair.replies.catalogue import read_candidates
 
     source = s.candidates
@@ -325,9 +323,3 @@ def _check_candidates(item: pytest.Item, s: AuditSettings, files: _Files) -> Non
             return  # a fixture's candidates: known at run time only
         raise fixtures.not_found(item, "candidates", source, "or fixture")
     files.once(f"candidates:{path}", lambda: read_candidates(path, "candidates"))
-
-
-_INPUT_CHECKS: dict[str, Callable[[pytest.Item, AuditSettings, _Files], None]] = {
-    "catalogue": _check_catalogue,
-    "candidates": _check_candidates,
-}

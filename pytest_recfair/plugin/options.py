@@ -1,6 +1,4 @@
-"""Command-line options and ini keys, resolved into settings once, at configure time:
-every usage error is raised here, before any prompt is sent.
-"""
+"""Command-line options and ini keys, resolved into settings once at configure time."""
 
 from __future__ import annotations
 
@@ -43,8 +41,7 @@ def add_options(parser: pytest.Parser) -> None:
         if isinstance(part, dict):
             for flag, kwargs in part.items():
                 default = False if kwargs.get("action") == "store_true" else None
-                dest = flag.removeprefix("--").replace("-", "_")
-                group.addoption(flag, dest=dest, default=default, **kwargs)
+                group.addoption(flag, dest=flag[2:].replace("-", "_"), default=default, **kwargs)
             continue
         for key in part:
             _add_setting_option(group, settings.SETTINGS[key][1])
@@ -128,6 +125,8 @@ _HELP_LAYOUT: tuple[tuple[str, ...] | dict[str, dict[str, Any]], ...] = (
 assert sorted(k for p in _HELP_LAYOUT if isinstance(p, tuple) for k in p) == sorted(
     settings.CLI_KEYS.values()
 ), "every setting with an option is placed in --help once"
+#: dests of the run's own options (above): each acts on audits only
+RUN_OPTIONS = tuple(f[2:].replace("-", "_") for p in _HELP_LAYOUT if isinstance(p, dict) for f in p)
 
 
 def check_strictness(config: pytest.Config) -> None:
@@ -136,8 +135,7 @@ def check_strictness(config: pytest.Config) -> None:
     known = {*settings.INI_KEYS, *PROVIDER_INI}
     try:
         if config.inipath is not None:
-            keys = ini_file_keys(config.inipath)
-            check_ini_keys(keys, known, str(config.inipath))
+            check_ini_keys(ini_file_keys(config.inipath), known, str(config.inipath))
         overrides = config.getoption("override_ini", None) or []
         check_ini_keys([o.split("=", 1)[0] for o in overrides], known, "-o")
     except ConfigError as exc:
@@ -145,7 +143,7 @@ def check_strictness(config: pytest.Config) -> None:
     if config.getoption("fairness"):
         return
     # every option that only acts on audits: given without --fairness it would do nothing
-    audit_options = (*settings.CLI_KEYS, *values.RUN_OPTIONS)
+    audit_options = (*settings.CLI_KEYS, *RUN_OPTIONS)
     given = [d for d in audit_options if config.getoption(d, None) not in (None, False)]
     if given:
         flag = "--" + given[0].replace("_", "-")
@@ -164,12 +162,12 @@ def resolve(
     try:
         return settings.resolve(cli=cli, marker=marker, ini=ini)
     except ConfigError as exc:
-        raise pytest.UsageError(f"{where}{exc}" if where else str(exc)) from None
+        raise pytest.UsageError(f"{where}{exc}") from None
 
 
 def resolve_run(config: pytest.Config, run: settings.AuditSettings) -> values.RunSettings:
     """The run-level options: a bad shard or a shard with a merge is a usage error now."""
-    cli = {dest: config.getoption(dest, None) for dest in values.RUN_OPTIONS}
+    cli = {dest: config.getoption(dest, None) for dest in RUN_OPTIONS}
     try:
         return values.resolve_run(
             cli, run, cwd=config.invocation_params.dir, rootdir=config.rootpath
@@ -195,10 +193,7 @@ def ini_file_keys(path: Path) -> list[str]:
         parser.read(path, encoding="utf-8")
     except (OSError, ValueError, configparser.Error, tomllib.TOMLDecodeError):
         return []
-    for name in ("pytest", "tool:pytest"):
-        if parser.has_section(name):
-            return list(parser.options(name))
-    return []
+    return next((parser.options(n) for n in ("pytest", "tool:pytest") if parser.has_section(n)), [])
 
 
 def check_ini_keys(keys: Iterable[str], known: Collection[str], where: str) -> None:

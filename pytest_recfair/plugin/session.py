@@ -1,7 +1,5 @@
-"""The plugin's run as a whole: the :data:`RUN` and :data:`AUDIT` stash keys, configure
-time, shipping each audit to the controller (on the call-phase report: it survives xdist's
-serialisation), the end of run and --fairness-prune.
-"""
+"""The run as a whole: the :data:`RUN` and :data:`AUDIT` stash keys, configure time, each
+audit shipped to the controller, the end of run and --fairness-prune."""
 
 from __future__ import annotations
 
@@ -37,17 +35,13 @@ class RunState:
 
     run: RunSettings  # the session-wide options (shard, merge, prune, history, reports)
     settings: AuditSettings  # the settings without a marker (header, notes, fallback)
-    # node ids of the @fairness tests collected; None: this process collected none (an
-    # xdist controller: its workers collect)
-    audited: set[str] | None = None
+    audited: set[str] | None = None  # @fairness tests collected; None: none here (xdist)
     plans: list[plan.Plan] = field(default_factory=list)  # the run's plans, in order
     pruner: Pruner | None = None  # --fairness-prune's bookkeeping
     rewritten: set[Path] = field(default_factory=set)  # cassette files rewritten
     fixture_errors: set[int] = field(default_factory=set)  # ids of errors said already
     merge_source: MergeSource | None = None  # --fairness-merge, made on first use
-    # under xdist: the budget ledger every worker checks and appends to (one count for
-    # the run); None in one process, where ``plans`` is the count
-    ledger: Ledger | None = None
+    ledger: Ledger | None = None  # under xdist the run's one budget count (else: plans)
     reference: Reference | None = None  # --fairness-compare=REF, loaded at configure time
     compare_fail: tuple[Rule, ...] = ()  # --fairness-compare-fail=EXPR
 
@@ -65,9 +59,7 @@ class AuditState:
     """One @fairness test: its settings from collection on, then its audit."""
 
     settings: AuditSettings
-    # a test run once per model of a parametrized recfair_recommender: its place in the
-    # comparison (docs/reports.md, "Comparing models"); set at collection
-    slot: tuple[str, str, int] | None = None
+    slot: tuple[str, str, int] | None = None  # its place in a comparison of models, if any
     comparison: BaselineCheck | None = None  # set by fairness_result
     record: TestRecord | None = None  # shipped to the controller
 
@@ -102,7 +94,7 @@ def report_header(config: pytest.Config) -> list[str] | None:
     s = run_state(config).settings
     return [
         f"recfair {PLUGIN_VERSION}: seed={s.seed} (--fairness-seed), record mode={s.record_mode}, "
-        f"baselines={config.rootpath / s.baseline_dir}" + (" (updating)" if s.update else ""),
+        f"baselines={config.rootpath / s.baseline_dir}" + (" (updating)" if s.update else "")
     ]
 
 
@@ -137,13 +129,9 @@ def live_line(config: pytest.Config, planned: plan.Plan | None) -> Any:
         return None
     from pytest_recfair.providers.runstate import LiveLine
 
-    fresh = [True]
-
     def rewrite(text: str) -> None:
         with _uncaptured(config):
-            if fresh[0]:  # off the "test_file.py " line pytest is writing
-                reporter.ensure_newline()
-                fresh[0] = False
+            reporter.ensure_newline()  # off the "test_file.py " line pytest is writing, once
             reporter.rewrite(text, erase=True)
 
     def write_line(text: str) -> None:
@@ -157,37 +145,6 @@ def live_line(config: pytest.Config, planned: plan.Plan | None) -> Any:
         write_line=write_line,
         cost_known=planned.cost is not None,
     )
-
-
-def plan_summary(config: pytest.Config, terminalreporter: Any) -> None:
-    """The run's total plan, when any audit printed one; under xdist (the workers'
-    lines never reach this terminal) every plan line from the run's ledger first."""
-    state = run_state(config)
-    plans = state.plans
-    shared = state.ledger.plans() if state.ledger is not None else []
-    if not (plans or shared):
-        return
-    from pytest_recfair.engine.plan import total_line
-
-    terminalreporter.write_sep("=", "fairness plan")
-    for each in shared:
-        terminalreporter.write_line(secrets.scrub(f"recfair plan: {each.line()}"))
-    terminalreporter.write_line(secrets.scrub(total_line(plans + shared)))
-
-
-def summary(config: pytest.Config, terminalreporter: Any, collector: RunCollector | None) -> None:
-    """The fairness summary: each audit's figures and the run's notes."""
-    if collector is None or not (collector.results or collector.notes):
-        return
-    explore = run_state(config).settings.explore  # --fairness-explore: said up front
-    title = "fairness summary" + (" (explore mode: nothing gated)" if explore else "")
-    terminalreporter.write_sep("=", title)
-    # the terminal's width (COLUMNS, or 80 when not a terminal), as pytest's own lines
-    width = config.get_terminal_writer().fullwidth
-    from pytest_recfair.report.registry import summary_lines
-
-    for line in summary_lines(collector, width, verbose=config.get_verbosity() > 0):
-        terminalreporter.write_line(secrets.scrub(line))
 
 
 def scrub_report(report: pytest.TestReport) -> None:
@@ -210,8 +167,7 @@ LEDGER_KEY = "recfair_ledger"  # workerinput: the path of the run's budget ledge
 
 
 def configure(config: pytest.Config) -> None:
-    """Register the controller (and pruner) and resolve the run's settings once: every
-    usage error is raised here, before any prompt is sent."""
+    """The run's settings resolved once: every usage error before any prompt is sent."""
     config.addinivalue_line(
         "markers",
         "fairness(**kwargs): a fairness audit of the recommender (run with --fairness); "
@@ -223,30 +179,20 @@ def configure(config: pytest.Config) -> None:
     run_settings = options.resolve(config, {})
     run = options.resolve_run(config, run_settings)
     reference, rules = _reference(config, run)
-    pruner = None
-    ledger = None
+    state = config.stash[RUN] = RunState(run, run_settings, reference=reference, compare_fail=rules)
     shared = getattr(config, "workerinput", {}).get(LEDGER_KEY)
     if shared:  # an xdist worker: the controller's ledger counts the budget for all
         from pytest_recfair.engine.plan import Ledger
 
-        ledger = Ledger(Path(shared))
-    dry_run = bool(config.getoption("fairness_prune_dry_run", False))
-    if run.prune or dry_run:
-        pruner = Pruner(config, dry_run=dry_run)
-        config.pluginmanager.register(pruner, "recfair-prune")
-    config.stash[RUN] = RunState(
-        run=run,
-        settings=run_settings,
-        pruner=pruner,
-        ledger=ledger,
-        reference=reference,
-        compare_fail=rules,
-    )
+        state.ledger = Ledger(Path(shared))
+    if run.prune or run.prune_dry_run:
+        state.pruner = Pruner(config)
+        config.pluginmanager.register(state.pruner, "recfair-prune")
 
 
 def ship(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport) -> None:
-    """Hand the call phase's audit record to the controller (a payload from an xdist
-    worker); scrub the report either way."""
+    """The call phase's audit record to the controller (from an xdist worker: a payload
+    on the report, which survives serialisation); the report scrubbed."""
     its = audit_state(item) if call.when == "call" else None
     record = None if its is None else its.record
     if record is not None:
@@ -386,16 +332,37 @@ class Controller:
                 collector.notes.append(f"fairness report written: {path}")
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        plan_summary(self.config, terminalreporter)
-        summary(self.config, terminalreporter, self.collector)
+        """The run's total plan, under xdist after every plan line of the run's ledger (the
+        workers' lines never reach this terminal); then each audit's figures and notes."""
+        config, state, write = self.config, run_state(self.config), terminalreporter.write_line
+        shared = state.ledger.plans() if state.ledger is not None else []
+        if state.plans or shared:
+            from pytest_recfair.engine.plan import total_line
+
+            terminalreporter.write_sep("=", "fairness plan")
+            for line in [
+                *(f"recfair plan: {p.line()}" for p in shared),
+                total_line(state.plans + shared),
+            ]:
+                write(secrets.scrub(line))
+        collector = self.collector
+        if collector is None or not (collector.results or collector.notes):
+            return
+        explore = " (explore mode: nothing gated)" if state.settings.explore else ""
+        terminalreporter.write_sep("=", "fairness summary" + explore)
+        from pytest_recfair.report.registry import summary_lines
+
+        # the terminal's width (COLUMNS, or 80 when not a terminal), as pytest's own lines
+        width = config.get_terminal_writer().fullwidth
+        for line in summary_lines(collector, width, verbose=config.get_verbosity() > 0):
+            write(secrets.scrub(line))
 
 
 class Pruner:
     """--fairness-prune: what the run used; at the end, what it did not (docs/cassettes.md)."""
 
-    def __init__(self, config: pytest.Config, *, dry_run: bool = False) -> None:
+    def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.dry_run = dry_run  # --fairness-prune-dry-run: list only
         self.usage: set[Any] = set()
         self.baselines: set[Path] = set()
         self.roots: set[tuple[str, str]] = set()
@@ -416,6 +383,7 @@ class Pruner:
         reporter = config.pluginmanager.get_plugin("terminalreporter")
         stats = getattr(reporter, "stats", {}) if reporter is not None else {}
         reasons = [
+            (run.prune_dry_run, "--fairness-prune-dry-run"),
             (config.getoption("numprocesses", None) not in (None, 0), "run with xdist (-n)"),
             (run.shard is not None, "a shard"),
             (bool(run.merge), "a merge"),
@@ -440,23 +408,17 @@ class Pruner:
         if not self.roots:  # no audit asked for its cassettes
             self.roots.add((settings.DEFAULTS["cassette_dir"], settings.DEFAULTS["baseline_dir"]))
         partial = self._partial(session)
-        if self.dry_run:
-            partial = "--fairness-prune-dry-run" + (f"; {partial}" if partial else "")
         root = self.config.rootpath
-        for cassette_dir, baseline_dir in sorted(self.roots):
+        for cassettes, baselines in sorted(self.roots):
             found = prune_plan(
-                root / cassette_dir,
-                self.usage,
-                root / baseline_dir,
-                self.baselines,
-                migrate=partial is None,
+                root / cassettes, self.usage, root / baselines, self.baselines, migrate=not partial
             )
             self.lines.extend(found.lines(root))
             if partial is None and not found.empty:
                 prune(found)
         if not self.lines:
             self.lines.append("nothing unused: every cassette interaction and baseline was used")
-        elif self.dry_run:
+        elif run_state(self.config).run.prune_dry_run:
             self.lines.append(
                 f"listed only, nothing deleted ({partial}); a full run with --fairness "
                 "--fairness-prune deletes them"

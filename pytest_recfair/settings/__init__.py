@@ -1,7 +1,5 @@
-"""One frozen settings object per fairness audit, merged CLI > marker > ini > defaults.
-
-Pure. Each setting is one field of :class:`AuditSettings` whose :class:`Setting` metadata
-gives its parser, marker, option and help; the keys and parsers are derived from them."""
+"""One frozen settings object per audit, merged CLI > marker > ini > defaults. Pure. Each
+setting is one field of :class:`AuditSettings`, its :class:`Setting` metadata the rest."""
 
 from __future__ import annotations
 
@@ -49,8 +47,15 @@ class Setting:
 
 
 def _s(default: Any, parse: Parser, **how: Any) -> Any:
-    """A settings field with its declaration (:class:`Setting`'s fields) as metadata."""
+    """A settings field with its declaration (:class:`Setting`'s fields) as metadata; a
+    setting without a default may be unset ("none" in the ini file or on the command line)."""
+    parse = v.optional(parse) if default is None else parse
     return field(default=default, metadata={"setting": Setting(parse, **how)})
+
+
+def _run(default: Any, parse: Parser, **how: Any) -> Any:
+    """A setting of the run (command line and ini), not a @fairness argument."""
+    return _s(default, parse, marker=False, **how)
 
 
 _MODES = ", ".join(RECORD_MODES)
@@ -62,270 +67,208 @@ class AuditSettings:
     """Everything one audit needs to know, merged and validated."""
 
     # what to audit (marker arguments; ini keys recfair_<name> give project defaults)
-    attr: str | None = _s(None, v.optional(v.text))  # None: every attribute of the grid
+    attr: str | None = _s(None, v.text)  # None: every attribute of the grid
     metrics: tuple[MetricName, ...] = _s(("jaccard",), v.metrics, key="metric")
     k: int = _s(25, v.whole(1))
     variant: Variant = _s("normalized", v.choice(VARIANTS))
-    max_snsr: float | None = _s(None, v.optional(v.unit))
-    max_snsv: float | None = _s(None, v.optional(v.unit))
-    min_pafs: float | None = _s(None, v.optional(v.unit))
-    max_entropy: float | None = _s(None, v.optional(v.nonneg))
-    max_refusal_gap: float | None = _s(None, v.optional(v.unit))
-    # share of replies without a usable list; 1 = off
-    max_unusable: float | None = _s(0.2, v.optional(v.unit))
+    max_snsr: float | None = _s(None, v.unit)
+    max_snsv: float | None = _s(None, v.unit)
+    min_pafs: float | None = _s(None, v.unit)
+    max_entropy: float | None = _s(None, v.nonneg)
+    max_refusal_gap: float | None = _s(None, v.unit)
+    max_unusable: float | None = _s(0.2, v.optional(v.unit))  # replies without a list; 1: off
     max_failed: float = _s(0.0, v.max_failed)  # share of prompts allowed no valid response
     tolerance: float = _s(0.0, v.tolerance)
-    # statistics gated against the baseline; the others are reported
-    gated: tuple[Statistic, ...] = _s(("snsr",), v.statistics, key="gate")
+    gated: tuple[Statistic, ...] = _s(("snsr",), v.statistics, key="gate")  # others: reported
     domain: str = _s("movie", v.text)
-    seeds: str | None = _s(None, v.optional(v.text))  # fixture, bundled set or file
+    seeds: str | None = _s(None, v.text)  # fixture, bundled set or file
     entities: int | None = _s(  # subsample size; None: every seed entity
-        None,
-        v.optional(v.whole(1)),
-        option="audit a deterministic subsample of N seed entities",
+        None, v.whole(1), option="audit a deterministic subsample of N seed entities"
     )
     repeats: int = _s(
-        1,
-        v.whole(1),
-        option="ask each prompt N times (entropy and noise floor when N > 1)",
+        1, v.whole(1), option="ask each prompt N times (entropy and noise floor when N > 1)"
     )
     language: str = _s("en", v.text)
-    perturbation: str | None = _s(None, v.optional(v.perturbation))
+    perturbation: str | None = _s(None, v.perturbation)
     grid: str = _s("faireval", v.text)
     templates: str = _s("natural", v.text)
     missing: MissingPolicy = _s("zero", v.choice(MISSING_POLICIES))
-    # None: "fairllm" with variant="fairllm", else "default"
-    parse: ParseStyle | None = _s(None, v.optional(v.choice(PARSE_STYLES)))
+    parse: ParseStyle | None = _s(None, v.choice(PARSE_STYLES))  # None: by variant (parse_style)
     # item-side audits (docs/itemside.md): field(s), catalogue file (None: the fixture)
-    item_field: str | None = _s(None, v.optional(v.text))
-    catalogue: str | None = _s(None, v.optional(v.text))
-    max_shift: float | None = _s(None, v.optional(v.unit))
-    # exposure audits: "catalogue" (its own shares) or a history file of interactions
-    reference: str = _s("catalogue", v.text)
+    item_field: str | None = _s(None, v.text)
+    catalogue: str | None = _s(None, v.text)
+    max_shift: float | None = _s(None, v.unit)
+    reference: str = _s("catalogue", v.text)  # exposure: "catalogue" or an interactions file
     # popularity groups of a numeric item_field: N quantile groups, or edges "10,100"
-    bins: int | tuple[float, ...] | None = _s(None, v.optional(v.bins))
-    max_exposure_gap: float | None = _s(None, v.optional(v.unit))
-    min_long_tail_share: float | None = _s(None, v.optional(v.unit))
-    max_popularity_lift: float | None = _s(None, v.optional(v.unit))
+    bins: int | tuple[float, ...] | None = _s(None, v.bins)
+    max_exposure_gap: float | None = _s(None, v.unit)
+    min_long_tail_share: float | None = _s(None, v.unit)
+    max_popularity_lift: float | None = _s(None, v.unit)
     # candidate-position audits (docs/itemside.md)
-    candidates: str | None = _s(None, v.optional(v.text))
+    candidates: str | None = _s(None, v.text)
     orders: int = _s(5, v.whole(2))
     pick: CandidateStyle = _s("pick", v.choice(CANDIDATE_STYLES))
-    max_position_bias: float | None = _s(None, v.optional(v.unit))
-    max_missed_rate: float | None = _s(None, v.optional(v.unit))
+    max_position_bias: float | None = _s(None, v.unit)
+    max_missed_rate: float | None = _s(None, v.unit)
     # role-play audits (BiasLens, docs/roleplay.md)
-    # the kind of audit by its registry name; None: the other settings choose it
-    kind: str | None = _s(None, v.optional(v.text))
-    # role-play question set: a bundled name ("default") or a CSV/YAML/JSON file
-    questions: str | None = _s(None, v.optional(v.text))
+    kind: str | None = _s(None, v.text)  # a registry name; None: the other settings choose
+    questions: str | None = _s(None, v.text)  # a bundled set ("default") or a CSV/YAML/JSON file
     # how role-play answers are read: "parsed" or the paper's rules, "biaslens"
     oracle: str = _s("parsed", v.choice(("parsed", "biaslens")))
-    # limit on an attribute x type cell's biased-question rate
-    max_biased: float | None = _s(None, v.optional(v.unit))
-    # ask with the role statement (system "You are a {role}"); false: without it
-    with_role: bool = _s(True, v.to_bool)
-    # also ask every question without its role and report the role effect
-    role_effect: bool = _s(False, v.to_bool)
-    # published runs: cases never answered (written by python -m pytest_recfair import)
-    absent: str | None = _s(None, v.optional(v.text))
+    max_biased: float | None = _s(None, v.unit)  # of an attribute x type cell's biased rate
+    with_role: bool = _s(True, v.to_bool)  # ask with the role statement ("You are a {role}")
+    role_effect: bool = _s(False, v.to_bool)  # also ask without the role: the role's effect
+    absent: str | None = _s(None, v.text)  # published runs' cases never answered (by import)
     # a callable recommender's model id (marker only: recfair_model is the HTTP provider's)
-    model: str | None = _s(None, v.optional(v.text), ini=False)
+    model: str | None = _s(None, v.text, ini=False)
     intercept: str = _s(
         "none",
         v.choice(INTERCEPTS),
         help="record a Python pipeline's own HTTP calls through vcrpy: vcr (default: "
         "none; hand it recfair_http_client instead)",
     )
-    # how to run it (command line / ini only)
-    record_mode: RecordMode = _s(
+    record_mode: RecordMode = _run(
         "none",
         v.choice(RECORD_MODES),
         help=f"cassette record mode: {_MODES} (default none)",
-        marker=False,
         option=f"cassette record mode: {_MODES} (default none: replay only; ini: "
         "recfair_record_mode)",
         dest="fairness_record",
     )
-    update: bool = _s(
+    update: bool = _run(
         False,
         v.to_bool,
         help="write/refresh baselines instead of comparing (true/false)",
-        marker=False,
         option="write or refresh fairness baselines from this run (ini: recfair_update)",
     )
-    report: tuple[str, ...] | None = _s(
+    report: tuple[str, ...] | None = _run(
         None,
-        v.optional(v.paths(shlex.split)),
+        v.paths(shlex.split),
         help="write a fairness report to this path (" + ", ".join(REPORT_FORMATS) + ")",
-        marker=False,
     )
-    concurrency: int = _s(
-        8,
-        v.whole(1),
-        marker=False,
-        option="at most N requests in flight (default 8)",
-    )
-    update_force: bool = _s(
+    concurrency: int = _run(8, v.whole(1), option="at most N requests in flight (default 8)")
+    update_force: bool = _run(
         False,
         v.to_bool,
-        marker=False,
         option="with --fairness-update: store the baseline even when too many replies were "
         "unusable (ini: recfair_update_force)",
     )
-    seed: int = _s(  # the entity subsample
+    seed: int = _run(  # the entity subsample
         0,
         v.whole(0),
-        marker=False,
         option="seed of the entity subsample and perturbations (default 0; the gate's "
         "resampling has its own: ini recfair_resample_seed)",
     )
-    # the gate's sign flips and the intervals' bootstrap draws
-    resample_seed: int = _s(0, v.whole(0), marker=False)
-    alpha: float = _s(
+    resample_seed: int = _run(0, v.whole(0))  # the gate's sign flips, the bootstrap's draws
+    alpha: float = _run(
         0.05,
         v.number(1e-9, 0.5),
         help="significance level of the baseline comparison (default 0.05)",
-        marker=False,
         option="significance level of the rise-over-baseline test (default 0.05; ini: "
         "recfair_alpha)",
     )
-    n_resamples: int = _s(
-        2000,
-        v.whole(10),
-        help="bootstrap resamples for confidence intervals (default 2000)",
-        marker=False,
+    n_resamples: int = _run(
+        2000, v.whole(10), help="bootstrap resamples for confidence intervals (default 2000)"
     )
-    cassette_dir: str = _s(
+    cassette_dir: str = _run(
         "fixtures/cassettes",
         v.text,
         help="cassette directory, relative to rootdir (default fixtures/cassettes)",
-        marker=False,
     )
-    baseline_dir: str = _s(
-        "baselines",
-        v.text,
-        help="baseline directory, relative to rootdir (default baselines)",
-        marker=False,
+    baseline_dir: str = _run(
+        "baselines", v.text, help="baseline directory, relative to rootdir (default baselines)"
     )
-    # the baseline's stable name (default: the test's name, not its file)
-    baseline: str | None = _s(None, v.optional(v.text))
-    vcr_cassettes: tuple[str, ...] | None = _s(
+    baseline: str | None = _s(None, v.text)  # its stable name (default: the test's, not its file)
+    vcr_cassettes: tuple[str, ...] | None = _run(
         None,
-        v.optional(v.paths(lambda text: text.split(","))),
+        v.paths(lambda text: text.split(",")),
         help="cassettes recorded with vcrpy/pytest-recording to replay from "
         "(comma-separated files or folders, relative to rootdir; YAML or JSON)",
-        marker=False,
     )
-    batch: bool = _s(
+    batch: bool = _run(
         False,
         v.to_bool,
         help="record missing prompts through the provider's batch API (true/false)",
-        marker=False,
         option="record the prompts that have no recording through the provider's batch API "
         "(OpenAI Batch API, Anthropic Message Batches) at half price, then replay them "
         "(ini: recfair_batch)",
     )
-    batch_poll: float = _s(
+    batch_poll: float = _run(
         10.0,
         v.number(0.01, 3600.0),
         help="seconds before the first batch status poll (default 10; then x1.5, max 60)",
-        marker=False,
     )
-    shard_dir: str = _s(
+    shard_dir: str = _run(
         "fairness-shards",
         v.text,
         help="where --fairness-shard writes shard results (default fairness-shards)",
-        marker=False,
     )
     # live runs: what the provider is sent, budget and plan (docs/providers.md)
     timeout: float = _s(
         60.0, v.number(0.001, None), help="seconds per request to the recommender (default 60)"
     )
     max_retries: int = _s(5, v.whole(0), help="retries of a failed request (default 5)")
-    max_retry_after: float = _s(
+    max_retry_after: float = _run(
         120.0,
         v.number(0.0, 3600.0),
         help="seconds a Retry-After or rate-limit header may hold a request, at most (default 120)",
-        marker=False,
     )
     temperature: float | None = _s(  # None: the provider's own (0 for the HTTP ones)
         None,
-        v.optional(v.number(0.0, 2.0)),
+        v.number(0.0, 2.0),
         help="sampling temperature sent to the provider (default: the provider's, 0)",
     )
-    max_tokens: int | None = _s(
-        None, v.optional(v.whole(1)), help="reply length limit sent to the provider"
-    )
+    max_tokens: int | None = _s(None, v.whole(1), help="reply length limit sent to the provider")
     sampling_seed: int | None = _s(
-        None, v.optional(v.whole(0)), help="the model's seed parameter (OpenAI, Gemini)"
+        None, v.whole(0), help="the model's seed parameter (OpenAI, Gemini)"
     )
-    system: str | None = _s(
-        None, v.optional(v.text), help="system message replacing the templates' one"
-    )
-    # a persona: "You are a {role}." opens the system message (docs/roleplay.md)
-    role: str | None = _s(None, v.optional(v.text))
+    system: str | None = _s(None, v.text, help="system message replacing the templates' one")
+    role: str | None = _s(None, v.text)  # a persona: "You are a {role}." opens the system message
     extra_headers: HeaderEnvs | None = _s(
         None,
-        v.optional(v.headers),
+        v.headers,
         help="extra request headers as 'Name: ENV_VAR' pairs (values from the environment)",
     )
     prices: Prices | None = _s(  # USD per million input and output tokens
-        None,
-        v.optional(v.prices),
-        help="USD per million input and output tokens, e.g. '0.15, 0.60'",
+        None, v.prices, help="USD per million input and output tokens, e.g. '0.15, 0.60'"
     )
-    judge_prices: Prices | None = _s(  # the judge's (role-play Why answers): plan, budget
-        None, v.optional(v.prices), help="the judge's recfair_prices", marker=False
+    judge_prices: Prices | None = _run(  # the judge's (role-play Why answers): plan, budget
+        None, v.prices, help="the judge's recfair_prices"
     )
-    max_requests: int | None = _s(  # budget of one pytest run; None: no limit
-        None,
-        v.optional(v.whole(0)),
-        help="refuse to start live requests beyond this many in one run",
-        marker=False,
+    max_requests: int | None = _run(  # budget of one pytest run; None: no limit
+        None, v.whole(0), help="refuse to start live requests beyond this many in one run"
     )
-    max_cost: float | None = _s(  # USD, estimated from prices
-        None,
-        v.optional(v.nonneg),
-        help="refuse to start live requests beyond this estimated cost (USD)",
-        marker=False,
+    max_cost: float | None = _run(  # USD, estimated from prices
+        None, v.nonneg, help="refuse to start live requests beyond this estimated cost (USD)"
     )
     max_reply_chars: int = _s(
-        100_000,
-        v.whole(1),
-        help="replies longer than this are cut, with a note (default 100000)",
+        100_000, v.whole(1), help="replies longer than this are cut, with a note (default 100000)"
     )
     # gate/floor.py: each gated margin is at least this many baseline standard errors
     baseline_floor: float = _s(1.645, v.number(0.0, 10.0))
-    # a floor above this is warned about: the baseline is too noisy to gate on
-    baseline_noise_limit: float = _s(0.05, v.unit)
+    baseline_noise_limit: float = _s(0.05, v.unit)  # a floor above: too noisy to gate on
     # the key's tier (not a test's), split across xdist workers (issue 24)
-    rpm: int | None = _s(None, v.optional(v.whole(1)), help=f"requests {_PACE}", marker=False)
-    tpm: int | None = _s(None, v.optional(v.whole(1)), help=f"tokens {_PACE}", marker=False)
-    plan: bool = _s(
+    rpm: int | None = _run(None, v.whole(1), help=f"requests {_PACE}")
+    tpm: int | None = _run(None, v.whole(1), help=f"tokens {_PACE}")
+    plan: bool = _run(
         False,
         v.to_bool,
         help="print the plans and send nothing (true/false; --fairness-plan)",
-        marker=False,
         option="print each audit's plan (prompts, already recorded, to ask, tokens, cost, "
         "duration) and send nothing",
     )
-    explore: bool = _s(  # a first look at a model: measure and report, gate nothing
+    explore: bool = _run(  # a first look at a model: measure and report, gate nothing
         False,
         v.to_bool,
         help="measure and report without gating (true/false; --fairness-explore)",
-        marker=False,
         option="explore: measure and report, fail no test on limits, drift or missing baselines; "
         "writes baselines only with --fairness-update (ini: recfair_explore)",
     )
-    # quality beside fairness (docs/metrics.md "Recommendation quality"): every group's
-
-    min_quality: float | None = _s(None, v.optional(v.unit))
-    # per attribute, best minus worst value's quality at most this
-    max_quality_gap: float | None = _s(None, v.optional(v.unit))
-    # a drop of quality against the baseline larger than this fails (paired, at alpha)
-    quality_tolerance: float = _s(0.05, v.unit)
-    # the catalogue column naming each item's entity (director, artist, city)
-    quality_field: str = _s("entity", v.text)
+    # quality beside fairness (docs/metrics.md "Recommendation quality"): every group's at least
+    min_quality: float | None = _s(None, v.unit)
+    max_quality_gap: float | None = _s(None, v.unit)  # per attribute: best minus worst value
+    quality_tolerance: float = _s(0.05, v.unit)  # a larger paired drop (at alpha) fails
+    quality_field: str = _s("entity", v.text)  # the catalogue column naming an item's entity
 
     @property
     def metric(self) -> str:

@@ -71,9 +71,7 @@ def number(lo: float, hi: float | None) -> Parser:
     expected = f"a number in [{lo}, {hi}]" if hi is not None else f"a number >= {lo}"
 
     def ok(x: Any) -> bool:
-        if not isinstance(x, int | float) or math.isnan(x):
-            return False
-        return lo <= x and (hi is None or x <= hi)
+        return isinstance(x, int | float) and lo <= x and (hi is None or x <= hi)  # NaN: False
 
     return _numeric(float, ok, expected)
 
@@ -81,100 +79,100 @@ def number(lo: float, hi: float | None) -> Parser:
 unit, nonneg = number(0.0, 1.0), number(0.0, None)
 
 
-def to_bool(value: Any, key: str, source: str) -> bool:
+def _parser(expected: str) -> Callable[[Callable[[Any], Any]], Parser]:
+    """A parser from ``read(value)``: its None or error (a value of the wrong type too)
+    becomes :func:`bad`'s one line, worded as every setting's is."""
+
+    def wrap(read: Callable[[Any], Any]) -> Parser:
+        def parse(value: Any, key: str, source: str) -> Any:
+            try:
+                out = read(value)
+            except (AttributeError, ConfigError, TypeError, ValueError):
+                out = None
+            if out is None:
+                raise bad(key, value, source, expected)
+            return out
+
+        return parse
+
+    return wrap
+
+
+@_parser("true or false")
+def to_bool(value: Any) -> bool | None:
     if isinstance(value, bool):
         return value
-    if isinstance(value, str) and value.strip().lower() in {"1", "true", "yes", "on"}:
+    word = value.strip().lower()
+    if word in ("1", "true", "yes", "on"):
         return True
-    if isinstance(value, str) and value.strip().lower() in {"0", "false", "no", "off", ""}:
-        return False
-    raise bad(key, value, source, "true or false")
+    return False if word in ("0", "false", "no", "off", "") else None
 
 
 def choice(choices: tuple[str, ...]) -> Parser:
-    def parse(value: Any, key: str, source: str) -> str:
-        if isinstance(value, str) and value.strip().lower() in choices:
-            return value.strip().lower()
-        raise bad(key, value, source, "one of " + ", ".join(repr(c) for c in choices))
+    @_parser("one of " + ", ".join(repr(c) for c in choices))
+    def read(value: Any) -> str | None:
+        return word if (word := value.strip().lower()) in choices else None
 
-    return parse
+    return read
 
 
 def listed(choices: tuple[str, ...]) -> Parser:
     """One name, "all", a comma-separated string or a list of names -> a tuple."""
-    expected = f"one of {', '.join(repr(c) for c in choices)}, 'all', or a list of them"
 
-    def parse(value: Any, key: str, source: str) -> tuple[str, ...]:
-        if isinstance(value, str):
-            parts = [p.strip().lower() for p in value.split(",")]
-        elif isinstance(value, list | tuple) and value and all(isinstance(v, str) for v in value):
+    @_parser(f"one of {', '.join(repr(c) for c in choices)}, 'all', or a list of them")
+    def read(value: Any) -> tuple[str, ...] | None:
+        if isinstance(value, list | tuple) and value:
             parts = [v.strip().lower() for v in value]
         else:
-            raise bad(key, value, source, expected)
-        if parts == ["all"]:
-            parts = list(choices)
-        if not parts or any(p not in choices for p in parts) or len(set(parts)) != len(parts):
-            raise bad(key, value, source, expected)
-        return tuple(parts)
+            parts = [p.strip().lower() for p in value.split(",")]
+        parts = list(choices) if parts == ["all"] else parts
+        ok = all(p in choices for p in parts) and len(set(parts)) == len(parts)
+        return tuple(parts) if ok else None
 
-    return parse
+    return read
 
 
 metrics, statistics = listed(METRICS), listed(STATISTICS)
 
 
-def perturbation(value: Any, key: str, source: str) -> str:
+@_parser("'typo' (or 'typo:N', 'typo:kind+kind', 'typo:N:kind+kind')")
+def perturbation(value: Any) -> str:
     """ "typo", or the longer spec "typo:N:kind+kind" that prompts.languages understands."""
     from pytest_recfair.prompts.languages import parse_perturbation
 
-    expected = "'typo' (or 'typo:N', 'typo:kind+kind', 'typo:N:kind+kind')"
-    if not isinstance(value, str):
-        raise bad(key, value, source, expected)
-    try:
-        parse_perturbation(value)
-    except ConfigError:
-        raise bad(key, value, source, expected) from None
-    return value.strip().lower()
+    parse_perturbation(value.strip())  # not a str: an AttributeError
+    return str(value.strip().lower())
 
 
-def text(value: Any, key: str, source: str) -> str:
-    if isinstance(value, Path):
-        return str(value)
-    if not isinstance(value, str) or not value.strip():
-        raise bad(key, value, source, "a non-empty string")
-    return value.strip()
+@_parser("a non-empty string")
+def text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value.strip() or None
+    return str(value) if isinstance(value, Path) else None
 
 
 def paths(split: Callable[[str], list[str]]) -> Parser:
     """Several paths: a string cut by ``split`` (commas, or shell words), or a list."""
 
-    def parse(value: Any, key: str, source: str) -> tuple[str, ...]:
+    @_parser("one or more paths")
+    def read(value: Any) -> tuple[str, ...] | None:
         if isinstance(value, str | Path):
-            try:
-                parts = split(str(value))
-            except ValueError:  # shlex: an unclosed quote
-                parts = []
-        elif isinstance(value, list | tuple):
-            parts = [str(p) for p in value if isinstance(p, str | Path)]
-            parts = parts if len(parts) == len(value) else []
+            parts = split(str(value))  # shlex: an unclosed quote is a ValueError
+        elif isinstance(value, list | tuple) and all(isinstance(p, str | Path) for p in value):
+            parts = [str(p) for p in value]
         else:
-            parts = []
-        found = tuple(p.strip() for p in parts if p.strip())
-        if not found:
-            raise bad(key, value, source, "one or more paths")
-        return found
+            return None
+        return tuple(p.strip() for p in parts if p.strip()) or None
 
-    return parse
+    return read
 
 
 def optional(parse: Parser) -> Parser:
     def inner(value: Any, key: str, source: str) -> Any:
-        if value is None:
-            return None
         # ini and CLI can only spell "not set" as text; a marker passes None
-        if source != "marker" and isinstance(value, str) and value.strip().lower() in {"", "none"}:
-            return None
-        return parse(value, key, source)
+        text = source != "marker" and isinstance(value, str)
+        unset = value is None or (text and value.strip().lower() in {"", "none"})
+        return None if unset else parse(value, key, source)
 
     return inner
 
@@ -186,42 +184,23 @@ def bad(key: str, value: Any, source: str, expected: str) -> ConfigError:
     )
 
 
-def bins(value: Any, key: str, source: str) -> int | tuple[float, ...]:
+@_parser('a count of quantile groups (>= 2) or ascending edges "10,100"')
+def bins(value: Any) -> int | tuple[float, ...] | None:
     """N quantile groups (an integer >= 2), or ascending bin edges ("10,100" or a list)."""
     edges = isinstance(value, list | tuple)
-    try:
-        nums = [float(x) for x in (value if edges else str(value).split(","))]
-    except (TypeError, ValueError):
-        nums = []
+    nums = [float(x) for x in (value if edges else str(value).split(","))]
     if not edges and len(nums) == 1:  # one number: a count of quantile groups
-        if nums[0].is_integer() and nums[0] >= 2 and not isinstance(value, bool):
-            return int(nums[0])
-    elif nums and nums == sorted(set(nums)):
-        return tuple(nums)
-    raise bad(key, value, source, 'a count of quantile groups (>= 2) or ascending edges "10,100"')
-
-
-def _reworded(check: Callable[[Any, str], Any], expected: str) -> Parser:
-    """``check(value, key)``, its ConfigError (or None) worded as every setting's is."""
-
-    def parse(value: Any, key: str, source: str) -> Any:
-        try:
-            out = check(value, key)
-        except ConfigError:
-            out = None
-        if out is None:
-            raise bad(key, value, source, expected)
-        return out
-
-    return parse
+        ok = nums[0].is_integer() and nums[0] >= 2 and not isinstance(value, bool)
+        return int(nums[0]) if ok else None
+    return tuple(nums) if nums and nums == sorted(set(nums)) else None
 
 
 #: A number here, checked by the gate's one rule (``gate.limits.check_tolerance``).
-tolerance = _reworded(
-    lambda value, key: check_tolerance(nonneg(value, key, "")), "a finite number >= 0.0, e.g. 0.02"
+tolerance = _parser("a finite number >= 0.0, e.g. 0.02")(
+    lambda value: check_tolerance(nonneg(value, "tolerance", ""))
 )
-max_failed = _reworded(
-    check_max_failed, "a share of prompts in [0, 1) such as 0.01 or '1%' (0: none)"
+max_failed = _parser("a share of prompts in [0, 1) such as 0.01 or '1%' (0: none)")(
+    check_max_failed
 )
 
 
@@ -239,8 +218,6 @@ class Prices:
 
 
 _NUMBER = r"\s*(\d+(?:\.\d*)?|\.\d+)\s*"
-
-
 _PRICES = re.compile(rf"^(?:input\s*=)?{_NUMBER}[,;/ ]\s*(?:output\s*=)?{_NUMBER}$", re.I)
 
 
@@ -248,14 +225,10 @@ def parse_prices(value: object, name: str = "recfair_prices") -> Prices | None:
     """``"0.15, 0.60"`` / ``"input=0.15 output=0.60"`` / ``(0.15, 0.6)``; blank -> None."""
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
-    nums: Sequence[object] = ()
-    if isinstance(value, list | tuple) and len(value) == 2:
-        nums = value
-    else:
-        m = _PRICES.match(value) if isinstance(value, str) else None
-        nums = (m.group(1), m.group(2)) if m else ()
+    m = _PRICES.match(value) if isinstance(value, str) else None
+    nums: Any = m.groups() if m else value if isinstance(value, list | tuple) else ()
     try:
-        inp, out = (float(n) for n in nums)  # type: ignore[arg-type]
+        inp, out = map(float, nums)
     except (TypeError, ValueError):
         inp = out = -1.0
     if not (inp >= 0 and out >= 0 and math.isfinite(inp + out)):
@@ -267,20 +240,14 @@ def parse_prices(value: object, name: str = "recfair_prices") -> Prices | None:
 
 
 #: Two prices (input, output; USD per million tokens) -> Prices.
-prices = _reworded(parse_prices, "two prices, input then output, e.g. '0.15, 0.60'")
+prices = _parser("two prices, input then output, e.g. '0.15, 0.60'")(parse_prices)
 
 
 #: (header, environment variable name) pairs, in the order given: how the settings
 #: hold ``recfair_extra_headers`` (a tuple, so the frozen settings stay hashable).
 HeaderEnvs = tuple[tuple[str, str], ...]
-
-
 _HEADER: Final = re.compile(r"^[A-Za-z0-9!#$%&'*+.^_`|~-]+$")
-
-
 _ENV: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
 _EXPECTED: Final = (
     "'Header-Name: ENV_VAR_NAME' pairs separated by commas or new lines, the value being "
     "the NAME of an environment variable that holds the header's value"
@@ -294,12 +261,8 @@ def headers(value: Any, key: str, source: str) -> HeaderEnvs:
         pairs = [(str(k), str(v)) for k, v in value.items()]
     elif isinstance(value, str):
         pairs = []
-        for part in re.split(r"[,\n]", value):
-            if not part.strip():
-                continue
-            name, sep, env = part.partition(":")
-            if not sep:
-                name, sep, env = part.partition("=")
+        for part in filter(str.strip, re.split(r"[,\n]", value)):
+            name, sep, env = part.partition(":" if ":" in part else "=")
             if not sep:
                 raise bad(key, value, source, f"{_EXPECTED}; {part.strip()!r} has no ':'")
             pairs.append((name.strip(), env.strip()))
@@ -313,9 +276,8 @@ def headers(value: Any, key: str, source: str) -> HeaderEnvs:
     return tuple(out.items())
 
 
-# --- the session-wide options of a pytest run (shard, merge, prune, history, reports,
-# compare), resolved once at configure time into a RunSettings: pure data, nothing here
-# reads a file (the plugin's session set-up loads the reference and checks the paths)
+# --- the run's own options, resolved once at configure time: pure data, nothing here reads a
+# file (the plugin's session set-up loads the compare reference and checks the paths)
 
 _SHARD_RE = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 
@@ -348,18 +310,6 @@ def parse_shard(text: str, *, source: str = "--fairness-shard") -> Shard:
     return Shard(index, count)
 
 
-#: command-line dests of the run-level options (each acts on audits only)
-RUN_OPTIONS: Final[tuple[str, ...]] = (
-    "fairness_history",
-    "fairness_report",
-    "fairness_shard",
-    "fairness_merge",
-    "fairness_prune",
-    "fairness_compare",
-    "fairness_compare_fail",
-)
-
-
 @dataclass(frozen=True, slots=True)
 class RunSettings:
     """What a whole pytest run does beside its audits, resolved once at configure time."""
@@ -367,6 +317,7 @@ class RunSettings:
     shard: Shard | None = None  # --fairness-shard=I/N
     merge: tuple[Path, ...] = ()  # --fairness-merge: shard results to gate
     prune: bool = False  # --fairness-prune
+    prune_dry_run: bool = False  # --fairness-prune-dry-run: list only
     history: str | None = None  # --fairness-history as given (the notes name it)
     history_dir: Path | None = None  # ... resolved against the invocation directory
     reports: tuple[Path, ...] = ()  # --fairness-report, else ini recfair_report
@@ -382,30 +333,24 @@ class RunSettings:
 def resolve_run(
     cli: Mapping[str, Any], run: AuditSettings, *, cwd: Path, rootdir: Path
 ) -> RunSettings:
-    """The run-level options; command-line paths are relative to ``cwd``, ini paths to
-    ``rootdir``."""
-    shard_text = cli.get("fairness_shard")
-    merge: Sequence[str] = cli.get("fairness_merge") or ()
-    if shard_text and merge:
+    """The run's options; command-line paths relative to ``cwd``, ini ones to ``rootdir``."""
+    shard, merge = cli.get("fairness_shard"), cli.get("fairness_merge") or ()
+    if shard and merge:
         raise ConfigError(
             "--fairness-shard and --fairness-merge: give one; the shard jobs audit with "
             "--fairness-shard=I/N, then one job gates their results with --fairness-merge."
         )
-    shard = parse_shard(shard_text) if shard_text else None
-    reports_cli: Sequence[str] = cli.get("fairness_report") or ()
-    if reports_cli:  # the command line replaces the ini list
-        reports = [cwd / p for p in reports_cli]
-    else:
-        reports = [rootdir / p for p in run.report or ()]
+    # the command line replaces the ini list
+    reports = [cwd / p for p in cli.get("fairness_report") or ()]
     history = cli.get("fairness_history") or None
-    history_dir = None if history is None else cwd / history
     return RunSettings(
-        shard=shard,
+        shard=parse_shard(shard) if shard else None,
         merge=tuple(cwd / p for p in merge),
         prune=bool(cli.get("fairness_prune")),
+        prune_dry_run=bool(cli.get("fairness_prune_dry_run")),
         history=history,
-        history_dir=history_dir,
-        reports=tuple(dict.fromkeys(reports)),
+        history_dir=None if history is None else cwd / history,
+        reports=tuple(dict.fromkeys(reports or [rootdir / p for p in run.report or ()])),
         compare=cli.get("fairness_compare") or None,
         compare_fail=cli.get("fairness_compare_fail") or None,
     )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.support.plugin import INI, RELIGION_TEST, make_project, plugin_args
@@ -73,3 +75,18 @@ def test_fairness_options_need_fairness(pytester: pytest.Pytester, option: str) 
     flag = option.split("=")[0]
     _usage_error(result, f"{flag} acts on fairness audits, which run only with --fairness*")
     assert not (pytester.path / "baselines").exists()
+
+
+def test_every_fairness_option_of_help_needs_fairness(pytester: pytest.Pytester) -> None:
+    """Each --fairness-* option --help lists, given alone, is refused (none slips through,
+    as --fairness-prune-dry-run once did)."""
+    make_project(pytester, TESTS)
+    text = pytester.runpytest(*plugin_args(), "--help").stdout.str()
+    flags = dict(re.findall(r"^\s+(--fairness-[a-z-]+)(=\S+)?", text, re.MULTILINE))
+    values = {"=N": "=3", "=X": "=0.01", "=MODE": "=once", "=I/N": "=1/2"}
+    assert "--fairness-prune-dry-run" in flags
+    assert len(flags) > 15
+    for flag, metavar in flags.items():
+        option = flag + (values.get(metavar, "=x") if metavar else "")
+        result = pytester.runpytest(*plugin_args(), option)
+        _usage_error(result, f"{flag} acts on fairness audits, which run only with --fairness*")

@@ -52,6 +52,15 @@ def test_audit_accepts_a_list_of_entity_names() -> None:
     )
 
 
+def test_bad_seeds_are_config_errors() -> None:
+    """audit() and the recfair_seeds fixture share one reader (api.seed_entities)."""
+    rec = SimulatedRecommender()
+    with pytest.raises(ConfigError, match=r"audit\(domain='book'\) has no bundled seed set"):
+        api.audit(rec, domain="book")
+    with pytest.raises(ConfigError, match=r"audit\(seeds=...\) gave int; expected a list"):
+        api.audit(rec, seeds=42)
+
+
 def test_unknown_arguments_are_config_errors() -> None:
     with pytest.raises(ConfigError, match="unknown argument"):
         api.audit(SimulatedRecommender(), atr="religion")

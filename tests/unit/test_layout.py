@@ -93,7 +93,7 @@ def test_the_graph_sees_the_package_imports() -> None:
     graph = _graph()
     assert "pytest_recfair.engine.registry" in graph["pytest_recfair.engine.stream"]
     # lazy (function-level) imports count: the plugin imports the engine on use
-    assert "pytest_recfair.engine.stream" in graph["pytest_recfair.plugin.result"]
+    assert "pytest_recfair.engine.stream" in graph["pytest_recfair.plugin.fixtures"]
     # ... and so do imports for type checking only, and the packages they run
     assert "pytest_recfair.engine.verdict" in graph["pytest_recfair.plugin.session"]
     assert "pytest_recfair.engine" in graph["pytest_recfair.plugin.session"]

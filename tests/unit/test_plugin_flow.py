@@ -1,5 +1,4 @@
-"""The plugin's audit steps without pytest (pytest_recfair.plugin.result, fixtures and
-session)."""
+"""The plugin's audit steps without pytest (pytest_recfair.plugin.fixtures and session)."""
 
 from __future__ import annotations
 
@@ -10,7 +9,6 @@ from pytest_recfair.compare.models import ModelSlot
 from pytest_recfair.engine.base import AuditRequest
 from pytest_recfair.engine.stream import measure
 from pytest_recfair.plugin import fixtures
-from pytest_recfair.plugin import result as steps
 from pytest_recfair.plugin.session import AuditState
 from pytest_recfair.prompts.grids import load_grid
 from pytest_recfair.prompts.seeds import load_seeds
@@ -45,16 +43,16 @@ def test_the_model_slot_carries_the_resampling_settings() -> None:
 
 def test_shard_note_and_body_error() -> None:
     out = SimpleNamespace(scored=3, total=10, path=Path("shards/x.json"))
-    note = steps.shard_note(Shard(1, 4), out)
+    note = fixtures.shard_note(Shard(1, 4), out)
     assert "3 of 10 entities scored" in note
     assert "--fairness-merge" in note
-    assert steps.body_error(AssertionError("first\nsecond")) == "AssertionError: first"
-    assert len(steps.body_error(ValueError("x" * 500))) == 300
+    assert fixtures.body_error(AssertionError("first\nsecond")) == "AssertionError: first"
+    assert len(fixtures.body_error(ValueError("x" * 500))) == 300
 
 
 def test_gate_property_is_set_once() -> None:
     props: list[tuple[str, object]] = [("recfair.gate", "pass"), ("recfair.model", "m")]
-    assert steps.gate_property(props, passed=False) == [
+    assert fixtures.gate_property(props, passed=False) == [
         ("recfair.model", "m"),
         ("recfair.gate", "fail"),
     ]
@@ -66,7 +64,7 @@ def test_measure_conclude_and_judge_without_pytest(tmp_path: Path) -> None:
         ini={"recfair_n_resamples": "50", "recfair_baseline_dir": str(tmp_path)},
     )
     used: set[Path] = set()
-    state = steps.baseline_of(s, tmp_path, "t.py::test_x", used)
+    state = fixtures.baseline_of(s, tmp_path, "t.py::test_x", used)
     assert state.path in used  # marked used for --fairness-prune
     result = measure(
         AuditRequest(
@@ -78,11 +76,11 @@ def test_measure_conclude_and_judge_without_pytest(tmp_path: Path) -> None:
         )
     )
     slot = ModelSlot("t.py::test", "m1", 0)
-    comparison, gated, record = steps.conclude(s, result, state, slot)
+    comparison, gated, record = fixtures.conclude(s, result, state, slot)
     assert gated.gate is not None
     assert record.model_slot is slot
     assert record.payload()["model_slot"]["label"] == "m1"
-    verdict, unwritable = steps.judge(s, record, comparison, "t.py::test_x", "AssertionError: x")
+    verdict, unwritable = fixtures.judge(s, record, comparison, "t.py::test_x", "AssertionError: x")
     assert unwritable is None
     assert not verdict.passed  # the body failed, so the audit did
     assert record.result is verdict.result

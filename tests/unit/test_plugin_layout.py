@@ -56,7 +56,7 @@ STEPS = ("baseline_of", "conclude", "judge", "shard_note", "body_error", "gate_p
 def test_the_audit_steps_use_no_pytest() -> None:
     steps = [
         node
-        for node in _tree(PLUGIN / "result.py").body
+        for node in _tree(PLUGIN / "fixtures.py").body
         if isinstance(node, ast.FunctionDef) and node.name in STEPS
     ]
     assert sorted(n.name for n in steps) == sorted(STEPS)
