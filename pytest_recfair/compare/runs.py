@@ -20,11 +20,10 @@ from typing import Any, Final, Literal, get_args
 
 from pytest_recfair.errors import ConfigError, DataError, RecfairError
 from pytest_recfair.gate import baselines, drift
-from pytest_recfair.report.fmt import LABEL, Table, fmt, fmt_delta, p_cell
+from pytest_recfair.report.fmt import LABEL, Table, fmt, fmt_delta, p_cell, table_text
 from pytest_recfair.report.history import find_entry, load_run
 from pytest_recfair.report.markdown import finite, table_markdown
 from pytest_recfair.report.sections import compare_kind, extra_properties
-from pytest_recfair.report.terminal import table_text
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS
 

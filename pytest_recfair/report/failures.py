@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pytest_recfair.report.fmt import LABEL, Table, aligned, clip, esc, fmt, fmt_interval, fmt_p
+from pytest_recfair.report.fmt import LABEL, Table, clip, esc, fmt, fmt_interval, fmt_p, table_text
 from pytest_recfair.report.status import (
     favoured_phrase,
     favoured_text,
@@ -197,11 +197,9 @@ def format_outcome(outcome: GateOutcome, result: AuditResult, *, reasons: bool =
     """The failing rows as a small table plus (``reasons``) one reason line per failure."""
     if not outcome.failures:
         return []
-    header, rows = outcome_table(outcome, result)
-    lines = aligned([header, *rows])
-    if reasons:
-        lines.extend(f"  - {failure_label(f)}: {failure_text(f, result)}" for f in outcome.failures)
-    return lines
+    head, rows = outcome_table(outcome, result)
+    why = [f"- {failure_label(f)}: {failure_text(f, result)}" for f in outcome.failures]
+    return table_text(Table("", head, rows, notes=why * reasons, labels=2, text=(3, 4)), 10**9)
 
 
 def _own_sentence(f: GateFailure) -> bool:
