@@ -1,11 +1,7 @@
-"""Fairness baselines: one JSON file per test, validated, written atomically.
-
-An accepted run's ``AuditResult`` without its gate outcome, plus ``schema_version`` and each
-attribute's ``standard_error``; per-entity matrices kept for the paired drift test. Floats
-in shortest round-trip repr, never rounded: a round trip cannot change a gate decision.
-jsonschema costs ~5 us per array item, so it sees a :func:`skeleton` and :func:`problem`
-checks the matrices and curves in C-level passes.
-"""
+"""Fairness baselines, one JSON file per test: an accepted run's ``AuditResult`` without its
+gate outcome, plus ``schema_version`` and each attribute's ``standard_error``. Floats in
+shortest round-trip repr: a round trip cannot change a gate decision. jsonschema costs ~5 us
+per array item, so it sees a :func:`skeleton`; :func:`problem` checks matrices in C passes."""
 
 from __future__ import annotations
 

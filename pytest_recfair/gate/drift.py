@@ -1,9 +1,6 @@
-"""Drift of one audited test against its baseline: one family, one test.
-
-Every gated statistic and each attribute's unusable share (margin 0) are tested at once,
-so an unchanged model fails with probability at most ``alpha`` however many comparisons
-the test makes. Statistics not gated are still reported in ``deltas``.
-"""
+"""Drift of one audited test against its baseline: every gated statistic and each
+attribute's unusable share (margin 0) as one family, so an unchanged model fails with
+probability at most ``alpha`` however many comparisons. Ungated ones are in ``deltas``."""
 
 from __future__ import annotations
 

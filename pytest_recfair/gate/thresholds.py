@@ -1,12 +1,7 @@
-"""The fairness gate: does one audit pass (docs/baselines.md)? It fails on an absolute
-threshold (``Thresholds``) or when the drift family against a compatible baseline says a
-member worsened beyond its margin, family-wise at ``alpha``.
-
-The per-baseline floor: a stored baseline is ONE noisy draw, so the paired test fails an
-unchanged model too often, forever, when it drew low. Each margin is therefore at least
-``factor`` standard errors of the baseline's own statistic (delta method: deterministic,
-recomputed bit for bit when gating); above ``noise_limit`` the baseline gets a warning.
-"""
+"""The fairness gate (docs/baselines.md): absolute thresholds, and drift family-wise at
+``alpha``. A stored baseline is ONE noisy draw (one that drew low fails an unchanged model
+forever), so each margin is at least ``factor`` standard errors of the baseline's own
+statistic (delta method: deterministic); above ``noise_limit`` the baseline is warned of."""
 
 from __future__ import annotations
 

@@ -1,12 +1,7 @@
-"""Re-run the published BiasLens answers offline (issue 20, point 5).
-
-``python -m pytest_recfair import biaslens DIR --out OUT`` reads
-``DIR/answers/{role,without_role}/<model>/<attribute>_answers_0{1,2,3}.csv`` as the
-paper's table script reads them and writes a project that replays them: one role-play
-test per attribute (``oracle="biaslens"``), a ``published`` questions file, cassettes
-recorded through the real provider (judge calls answering what ``final`` says). Every
-input row is imported or named in the summary; none of the unlicensed data is bundled.
-"""
+"""``import biaslens DIR``: ``DIR/answers/{role,without_role}/<model>/<attribute>_answers_0N
+.csv`` read as the paper's table script reads them, into a project that replays them: a
+role-play test per attribute, a ``published`` questions file, cassettes (judge calls answer
+what ``final`` says). Every input row is imported or named in the summary."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""Read a FaiRLLM / FairEval result folder: who was asked what, and what came back.
-
-``top_K/<class>/<value>.csv`` (columns ``name``, ``Result``, often ``system_msg`` and
-``Instruction``; the file name is the value as the prompt wrote it) and a
-``neutral.csv``; Batch API files anywhere under it give the model and full response
-bodies. Rows are read as the FaiRLLM notebook reads them: the first ``n`` of each file
-into a dict by name (a later row wins).
-"""
+"""Read a FaiRLLM / FairEval result folder: ``top_K/<class>/<value>.csv`` (``name``,
+``Result``, often ``system_msg``, ``Instruction``) and a ``neutral.csv``, read as the
+FaiRLLM notebook reads them (the first ``n`` rows into a dict by name: a later row wins);
+Batch API files anywhere under it give the model and full response bodies."""
 
 from __future__ import annotations
 
@@ -225,12 +221,8 @@ def _batches(
 
 
 def read_folder(path: str | Path, *, n: int | None = None) -> PublishedRun:
-    """Read a result folder (the ``top_K`` folder or its parent).
-
-    ``n`` rows per file; None reads every row (the published tables were computed over
-    the whole files: 500 rows in the OpenAI folders, 1,000 in Gemini/movie), and
-    ``rows`` is then the neutral file's row count.
-    """
+    """Read a result folder (``top_K`` or its parent), ``n`` rows per file; None: every row
+    (the published tables used whole files: 500 rows for OpenAI, 1,000 Gemini/movie)."""
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise DataError(f"import: n must be a positive integer (rows read per file); got {n!r}")
     top, k = _top_dir(Path(path))

@@ -1,11 +1,7 @@
-"""Write everything an offline re-run of a published audit needs into one folder.
-
-Templates are recovered from the published prompts (entity -> ``{entity}``, value ->
-``{value}``) and checked against EVERY row, so the audit asks them character for
-character (else the bundled set). Replies become cassettes through the real recording
-path, an ``httpx.MockTransport`` answering with the published reply (the CSV's ``Result``,
-or the Batch API body where its text is the same); unanswered cases are never recorded.
-"""
+"""Write an offline re-run of a published audit into one folder: templates recovered from
+the published prompts, checked against EVERY row (else the bundled set); cassettes recorded
+through the real path, an ``httpx.MockTransport`` answering with the published reply (CSV
+``Result``, or the Batch API body with the same text); unanswered cases never recorded."""
 
 from __future__ import annotations
 
@@ -51,11 +47,8 @@ _DOMAIN = re.compile(r"\ba (\w+) recommendation system\b", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class Layout:
-    """What the import writes.
-
-    ``templates``: class -> the marker's ``templates`` (a file written here, or a bundled
-    set name); ``files``: template file name -> YAML text; ``skipped``: class -> why.
-    """
+    """``templates``: class -> the marker's ``templates`` (a file written here, or a bundled
+    set name); ``files``: template file name -> YAML text; ``skipped``: class -> why."""
 
     templates: Mapping[str, str]
     files: Mapping[str, str]
@@ -327,12 +320,9 @@ def import_run(
     missing: str = "zero",
     replies: str = "csv",
 ) -> ImportSummary:
-    """Read ``source`` (a FaiRLLM/FairEval result folder) and write the re-run into ``out``.
-
-    ``n``: rows read per file (None: all the rows the neutral file has, the table's size);
-    ``replies``: ``csv`` (the ``Result`` column, the reply of record) or ``batch`` (the
-    folder's ``batch_output.jsonl`` where it has a reply).
-    """
+    """Read ``source`` (a FaiRLLM/FairEval result folder), write the re-run into ``out``;
+    ``n`` rows per file (None: all); ``replies``: ``csv`` (the ``Result`` column, of record)
+    or ``batch`` (``batch_output.jsonl`` where it has a reply)."""
     if flavour not in FLAVOURS:
         raise ConfigError(f"import: expected one of {', '.join(FLAVOURS)}; got {flavour!r}")
     if missing not in MISSING_POLICIES or replies not in REPLIES:

@@ -1,7 +1,6 @@
-"""The report sections a kind of audit supplies for its own results, in every format.
-
-The report never names a kind (it never imports the engine): each ``extras`` key is looked
-up through what the kind registry hands :func:`use`; a key no kind claims is an error."""
+"""The report sections a kind of audit supplies for its own results, in every format. The
+report never names a kind: each ``extras`` key is looked up through what the kind registry
+hands :func:`use`; a key no kind claims is an error."""
 
 from __future__ import annotations
 
