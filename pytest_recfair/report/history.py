@@ -275,7 +275,7 @@ def _result(doc: Any, path: Path, where: str) -> AuditResult:
         raise DataError(f"{path}: {where}{at} is invalid: {err.message}; {_HINT}.")
     for i, attr in enumerate(doc.get("attributes") or ()):  # what the skeleton left out
         if (found := baselines.problem(attr, f"{where}.attributes[{i}]")) is not None:
-            raise DataError(f"{path}: {found[0]} is invalid: {found[1]}; {_HINT}.")
+            raise DataError(f"{path}: {where} is invalid ({found[0]}: {found[1]}); {_HINT}.")
     return _made(AuditResult.from_dict, doc, path, where)
 
 
