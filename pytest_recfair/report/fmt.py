@@ -170,25 +170,10 @@ def num_cell(text: str) -> str:
     return esc(value) + (f' <span class="ci">[{esc(rest)}</span>' if sep else "")
 
 
-def table(
-    head: Sequence[str],
-    rows: Sequence[Sequence[str]],
-    *,
-    label_columns: int = 1,
-    text_columns: Collection[int] = (),
-) -> str:
-    """A scrollable table of plain-text cells (escaped here); columns after
-    ``label_columns`` are right-aligned numbers, but ``text_columns`` (prose)."""
-
-    def cells(row: Sequence[str], tag: str) -> str:
-        out = []
-        for i, c in enumerate(row):
-            numeric = i >= label_columns and i not in text_columns
-            if numeric and tag == "td":
-                out.append(f'<td class="num">{num_cell(c)}</td>')
-            else:
-                out.append(f"<{tag}>{esc(c)}</{tag}>")
-        return "".join(out)
-
-    body = "".join(f"<tr>{cells(r, 'td')}</tr>" for r in rows)
-    return f'<div class="scroll"><table><tr>{cells(head, "th")}</tr>{body}</table></div>'
+def svg_open(cid: str, kind: str, width: float, height: float, title: str) -> str:
+    """A chart's ``<svg>`` tag (scaled by its viewBox) and its title, escaped here."""
+    size = f'width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}"'
+    return (
+        f'<svg id="{esc(cid)}" class="chart {kind}" role="img" xmlns="http://www.w3.org/2000/svg" '
+        f"{size}><title>{esc(title)}</title>"
+    )

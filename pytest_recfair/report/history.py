@@ -27,7 +27,7 @@ from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.gate import baselines
-from pytest_recfair.report.fmt import esc, fmt_ci, nice_step
+from pytest_recfair.report.fmt import esc, fmt_ci, nice_step, svg_open
 from pytest_recfair.report.markdown import to_json
 from pytest_recfair.report.sections import series
 from pytest_recfair.report.status import FLAG_SNSR, Baselines
@@ -419,9 +419,7 @@ def _chart(history: Sequence[HistoryRun], test_id: str, label: str, cid: str) ->
         return _H - _BOTTOM - (_H - _BOTTOM - _TOP) * min(max(v, 0.0), top) / top
 
     out = [
-        f'<svg id="{esc(cid)}" class="chart history" role="img" '
-        f'xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
-        f'viewBox="0 0 {_W} {_H}"><title>{esc(label)} over {n} stored runs</title>',
+        svg_open(cid, "history", _W, _H, f"{label} over {n} stored runs"),
         *_axes(n, step, history, f"{what}, lower is fairer"),
     ]
     if snsr:

@@ -18,7 +18,7 @@ from pytest_recfair.report.fmt import (
     fmt_delta,
     nice_step,
     num_cell,
-    table,
+    svg_open,
 )
 from pytest_recfair.report.history import HistoryRun, history_html
 from pytest_recfair.report.sections import kind_tables, measure, series
@@ -104,9 +104,21 @@ _ROW_H = 26
 
 
 def table_html(t: Table) -> str:
-    """A table in HTML: its title as a heading, its lead below, the table, its notes."""
+    """A table in HTML: its title as a heading, its lead below, a scrollable table (columns
+    after ``labels`` right-aligned numbers, but ``text`` ones), its notes."""
+
+    def cells(row: Sequence[str], tag: str) -> str:
+        return "".join(
+            f'<td class="num">{num_cell(c)}</td>'
+            if tag == "td" and i >= t.labels and i not in t.text
+            else f"<{tag}>{esc(c)}</{tag}>"
+            for i, c in enumerate(row)
+        )
+
     lead = f'<p class="sub">{esc(t.lead)}</p>' if t.lead else ""
-    grid = table(t.head, t.rows, label_columns=t.labels, text_columns=t.text) if t.rows else ""
+    body = "".join(f"<tr>{cells(r, 'td')}</tr>" for r in t.rows)
+    grid = f'<div class="scroll"><table><tr>{cells(t.head, "th")}</tr>{body}</table></div>'
+    grid = grid if t.rows else ""
     notes = "".join(f"<li>{esc(n)}</li>" for n in t.notes)
     notes = f'<ul class="notes">{notes}</ul>' if notes else ""
     return f"<h3>{esc(t.title)}</h3>" * bool(t.title) + f"{lead}{grid}{notes}"
@@ -141,11 +153,8 @@ def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) 
     def x(val: float) -> float:
         return x0 + (val - lo) / (hi - lo) * (x1 - x0)
 
-    out = [
-        f'<svg id="{esc(chart_id)}" class="chart dots" role="img" xmlns="http://www.w3.org/2000/svg"'
-        f' width="{width:.0f}" height="{height}" viewBox="0 0 {width:.0f} {height}">',
-        f"<title>{esc(a.attribute)}: mean similarity to the neutral lists per value</title>",
-    ]
+    title = f"{a.attribute}: mean similarity to the neutral lists per value"
+    out = [svg_open(chart_id, "dots", width, height, title)]
     n_ticks = round((hi - lo) / step)
     for i in range(n_ticks + 1):
         t = lo + i * step
@@ -247,13 +256,8 @@ def _heatmap(r: AuditResult, chart_id: str) -> str:
     legend = f"+{scale:.2f} from the attribute mean (blue: favoured, red: disfavoured)"
     width = round(max(label_w + cell_w * n_cols + 20, label_w + 204 + _text_w(legend, 11)))
     height = cell_h * len(rows) + 44
-    out = [
-        f'<svg id="{esc(chart_id)}" class="chart heatmap" role="img" '
-        f'xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}">',
-        "<title>attribute x value: deviation of each value's mean similarity from its "
-        "attribute mean</title>",
-    ]
+    title = "attribute x value: deviation of each value's mean similarity from its attribute mean"
+    out = [svg_open(chart_id, "heatmap", width, height, title)]
     for i, (a, centre) in enumerate(rows):
         y = i * cell_h
         out.append(
