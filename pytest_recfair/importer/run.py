@@ -355,27 +355,31 @@ def import_run(
         **layout.files,
         **{_seeds_file(c): _seeds_csv(names, ids[c]) for c in classes},
     }
+    written, differing = 0, {}  # class -> batch replies differing from the CSV
     with staged_folder(out) as tmp:  # a failed import leaves --out as it was
         write_files(tmp, files)
-        written, differing = _record(run, layout, tmp, classes, ids, the_model, language, replies)
+        grid = load_grid(tmp / "grid.yaml")
+        for cls in classes:
+            tpl = layout.templates[cls]
+            entities = [Entity(ids[cls][n], n, layout.domain) for n in run.neutral]
+            cases = build_cases(
+                grid, tmp / tpl if tpl in layout.files else tpl, entities, domain=layout.domain,
+                k=run.k, language=language, attributes=[cls],
+            )  # fmt: skip
+            # the same neutral replies in every class
+            count, (differing["neutral"], differing[cls]) = record_class(
+                run, cases, {v: k for k, v in ids[cls].items()}, root=tmp / "cassettes",
+                test_id=f"{TEST_FILE}::{_function_name(cls)}", model=the_model,
+                prefer_batch=replies == "batch",
+            )  # fmt: skip
+            written += count
         if written == 0:
             raise DataError(f"import: {str(source)!r} gave no reply to record")
+    values = {c: len(run.classes[c]) for c in classes}
     return ImportSummary(
-        out=out,
-        k=run.k,
-        entities=len(names),
-        classes={c: len(run.classes[c]) for c in classes},
-        interactions=written,
-        absent=len(absent),
-        dropped=run.dropped,
-        model=the_model,
-        rows=run.rows,
-        cut=n is not None,
-        skipped=dict(layout.skipped),
-        differing=differing,
-        notes=tuple(notes),
-        batch_replies=replies == "batch",
-    )
+        out, run.k, len(names), values, written, len(absent), run.dropped, the_model, run.rows,
+        n is not None, dict(layout.skipped), differing, tuple(notes), replies == "batch",
+    )  # fmt: skip
 
 
 def _without_empty_values(run: PublishedRun) -> tuple[PublishedRun, str]:
@@ -387,52 +391,16 @@ def _without_empty_values(run: PublishedRun) -> tuple[PublishedRun, str]:
     return replace(run, classes=classes), ", ".join(empty)
 
 
-def _record(
-    run: PublishedRun,
-    layout: Layout,
-    out: Path,
-    classes: list[str],
-    ids: Mapping[str, Mapping[str, str]],
-    model: str,
-    language: str,
-    replies: str,
-) -> tuple[int, dict[str, int]]:
-    """Record every class's cassettes; (interactions, class -> batch replies differing)."""
-    grid = load_grid(out / "grid.yaml")
-    written, differing = 0, {}
-    for cls in classes:
-        tpl = layout.templates[cls]
-        entities = [Entity(id=ids[cls][n], name=n, domain=layout.domain) for n in run.neutral]
-        cases = build_cases(
-            grid, out / tpl if tpl in layout.files else tpl, entities, domain=layout.domain,
-            k=run.k, language=language, attributes=[cls],
-        )  # fmt: skip
-        count, differ = record_class(
-            run, cases, {v: k for k, v in ids[cls].items()}, root=out / "cassettes",
-            test_id=f"{TEST_FILE}::{_function_name(cls)}", model=model,
-            prefer_batch=replies == "batch",
-        )  # fmt: skip
-        written += count
-        differing["neutral"] = differ[0]  # the same neutral replies in every class
-        differing[cls] = differ[1]
-    return written, differing
-
-
 def completion(model: str, text: str, key: str, source: str = "published") -> dict[str, Any]:
     """An OpenAI chat completion for a reply the folder has only as text."""
-    return {
-        "id": f"chatcmpl-{source}-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:20],
-        "object": "chat.completion",
-        "created": 0,
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": "stop",
-            }
-        ],
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:20]
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": text},
+        "finish_reason": "stop",
     }
+    return {"id": f"chatcmpl-{source}-{digest}", "object": "chat.completion", "created": 0,
+            "model": model, "choices": [choice]}  # fmt: skip
 
 
 def record(
@@ -495,10 +463,8 @@ def record_class(
     differ = [0, 0]  # neutral, conditioned
     for case in cases:
         name = names[case.entity_id]
-        if case.attribute is None:
-            row = run.neutral.get(name)
-        else:
-            row = run.classes[case.attribute][case.value or ""].get(name)
+        cls = case.attribute
+        row = (run.neutral if cls is None else run.classes[cls][case.value or ""]).get(name)
         if row is None:
             continue  # never answered in the published run
         if row.prompt is not None and row.prompt != case.prompt:
