@@ -303,12 +303,9 @@ def _write(
     outcome = _record(out / "cassettes", cases, texts, name)
     judges = kind.follow_up(settings, cases, outcome)  # type: ignore[attr-defined]
     disagree: dict[str, None] = {}
-    verdicts = {
-        j.id: _judges(by_question[j.entity_id][j.repeat // JUDGE_REPEATS], disagree)[
-            j.repeat % JUDGE_REPEATS
-        ]
-        for j in judges
-    }
+    r = JUDGE_REPEATS  # a judge call's repeat: its round times the judges, plus its judge
+    rounds = {j.id: by_question[j.entity_id][j.repeat // r] for j in judges}
+    verdicts = {j.id: _judges(rounds[j.id], disagree)[j.repeat % r] for j in judges}
     if disagree:
         notes.append(
             f"{len(disagree)} Why round(s) whose judges (LLM 1..3) disagree with 'final': "
