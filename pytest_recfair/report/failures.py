@@ -162,24 +162,21 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult, cut: bool) -
     return [attribute, failure_tag(f), change, _bound(f), short(fav, 40)]
 
 
-def outcome_table(
-    outcome: GateOutcome, result: AuditResult, *, cut: bool = True
-) -> tuple[list[str], list[list[str]]]:
-    """The failing rows (header, rows) of the terminal and the HTML failure card."""
-    rows = [_row(f, outcome, result, cut) for f in outcome.failures]
+def outcome_table(g: GateOutcome, r: AuditResult, title: str, notes: list[str], cut: bool) -> Table:
+    """The failing rows of the terminal (``cut`` to its columns) and the HTML failure card."""
+    rows = [_row(f, g, r, cut) for f in g.failures]
     # "[95% CI]" only over rows that show one (a kind's numbers may have none)
-    ci = " [95% CI]" if any("[" in r[2] for r in rows) else ""
-    header = ["attribute", "statistic", f"baseline -> now{ci}", "threshold"]
-    return [*header, "most / least favoured"], rows
+    ci = " [95% CI]" if any("[" in row[2] for row in rows) else ""
+    head = ["attribute", "statistic", f"baseline -> now{ci}", "threshold", "most / least favoured"]
+    return Table(title, head, rows, notes=notes, labels=2, text=(3, 4))
 
 
 def format_outcome(outcome: GateOutcome, result: AuditResult, *, reasons: bool = True) -> list[str]:
     """The failing rows as a small table plus (``reasons``) one reason line per failure."""
     if not outcome.failures:
         return []
-    head, rows = outcome_table(outcome, result)
     why = [f"- {failure_label(f)}: {failure_text(f, result)}" for f in outcome.failures]
-    return table_text(Table("", head, rows, notes=why * reasons, labels=2, text=(3, 4)), 10**9)
+    return table_text(outcome_table(outcome, result, "", why * reasons, True), 10**9)
 
 
 def _own_sentence(f: GateFailure) -> bool:
@@ -260,10 +257,9 @@ def gate_table(r: AuditResult) -> Table | None:
     g = r.gate
     if g is None or not g.failures:
         return None
-    head, rows = outcome_table(g, r, cut=False)
     notes = [f"{failure_label(f)}: {failure_text(f, r)}" for f in g.failures]
     notes += [] if (advice := limits_advice(g)) is None else [advice]
-    return Table("Failures", head, rows, notes=notes + _accept(g, r), labels=2, text=(3, 4))
+    return outcome_table(g, r, "Failures", notes + _accept(g, r), False)
 
 
 def verdict_message(result: AuditResult, *, verbose: bool = False) -> str:

@@ -143,14 +143,10 @@ def terminal_summary(
             lines += wrap_text(line, width, "  ", "      ")
         if usage := usage_text(r):
             lines += wrap_text(usage, width)
-    if flagged and verbose:
-        lines += wrap_text(
-            f"FLAG: not a gate failure, but a large gap (SNSR > {FLAG_SNSR:g} or SNSV > "
-            f"{FLAG_SNSV:g})",
-            width,
-            "",
-        )
-    return lines
+    flag = (
+        f"FLAG: not a gate failure, but a large gap (SNSR > {FLAG_SNSR:g} or SNSV > {FLAG_SNSV:g})"
+    )
+    return lines + (wrap_text(flag, width, "") if flagged and verbose else [])
 
 
 def pair_text(p: PairRow) -> str:
