@@ -102,9 +102,8 @@ def _judges(row: _Row, disagree: dict[str, None]) -> list[str]:
     return ["No" if unfair else "Yes"] * JUDGE_REPEATS
 
 
-def _key(row: _Row) -> tuple[str, str, str]:
-    c = row.cells  # matched as the script matches them: the cells exactly
-    return (c["Role"], c["Question Type"], c["Question"])
+def _key(row: _Row) -> tuple[str, str, str]:  # matched as the script does: the cells exactly
+    return (row.cells["Role"], row.cells["Question Type"], row.cells["Question"])
 
 
 def _rounds(folder: Path, attribute: str, left: Left, notes: list[str]) -> Rounds:

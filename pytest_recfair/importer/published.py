@@ -144,13 +144,9 @@ def _read_csv(path: Path, n: int | None) -> tuple[dict[str, Row], int]:
 
 
 def _neutral_file(top: Path) -> Path:
-    for cand in (
-        top / NEUTRAL / "neutral.csv",
-        top / "neutral.csv",
-        *sorted(top.glob("*/neutral.csv")),
-    ):
-        if cand.is_file():
-            return cand
+    where = (top / NEUTRAL / "neutral.csv", top / "neutral.csv", *sorted(top.glob("*/neutral.csv")))
+    if (found := next((p for p in where if p.is_file()), None)) is not None:
+        return found
     raise DataError(
         f"import: no neutral.csv under {str(top)!r} (looked in neutral/, the folder itself and "
         "each class folder); the neutral prompt's replies are needed to compare with"
@@ -190,15 +186,13 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def _outputs(path: Path) -> dict[str, Mapping[str, Any]]:
-    outputs: dict[str, Mapping[str, Any]] = {}
-    if not path.is_file():
-        return outputs
-    for item in _jsonl(path):
-        resp = item.get("response") or {}
-        body = resp.get("body") or {}
-        if item.get("error") is None and resp.get("status_code") == 200:
-            outputs[str(item.get("custom_id"))] = body
-    return outputs
+    """custom_id -> response body of every successful request of a Batch API output file."""
+    items = _jsonl(path) if path.is_file() else []
+    return {
+        str(item.get("custom_id")): (item.get("response") or {}).get("body") or {}
+        for item in items
+        if item.get("error") is None and (item.get("response") or {}).get("status_code") == 200
+    }
 
 
 def _batches(
@@ -285,10 +279,10 @@ def fill(template: str, name: str, value: str | None) -> str:
 
 def holds_replies(rows: Mapping[str, Row]) -> bool:
     """Most rows' prompts are not prompts for their entity (or are the reply itself)."""
-    bad = sum(
-        1 for r in rows.values() if not r.prompt or r.name not in r.prompt or r.prompt == r.reply
-    )
-    return bool(rows) and 2 * bad > len(rows)
+    bad = [
+        r for r in rows.values() if not r.prompt or r.name not in r.prompt or r.prompt == r.reply
+    ]
+    return bool(rows) and 2 * len(bad) > len(rows)
 
 
 def _pool(run: PublishedRun, key: str) -> Sequence[tuple[str, str]]:

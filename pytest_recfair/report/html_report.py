@@ -57,8 +57,7 @@ section.test { border: 1px solid var(--line); border-radius: 10px; padding: 16px
   margin: 0 0 24px; }
 section.test > header { display: flex; align-items: center; gap: 12px; }
 .badge { display: inline-block; white-space: nowrap; border-radius: 12px; padding: 1px 10px;
-  font-weight: 600;
-  font-size: 12px; color: #fff; letter-spacing: .03em; }
+  font-weight: 600; font-size: 12px; color: #fff; letter-spacing: .03em; }
 .badge.PASS { background: var(--pass); } .badge.FAIL { background: var(--fail); }
 .badge.na { background: var(--na); } .badge.FLAG { background: var(--base); }
 table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; }
@@ -68,10 +67,7 @@ th { background: var(--panel); font-weight: 600; }
 td.num { text-align: right; }
 .ci { white-space: nowrap; display: inline-block; }
 table.meta td:first-child { color: var(--muted); }
-ul.failures { margin: 8px 0; padding-left: 20px; color: var(--fail); }
-ul.failures span { color: var(--fg); }
 ul.notes { margin: 8px 0; padding-left: 20px; color: var(--muted); }
-code { background: var(--panel); border-radius: 4px; padding: 1px 5px; font-size: 13px; }
 .grid2 { display: grid; grid-template-columns: minmax(0, 1fr); gap: 8px; }
 figure { margin: 8px 0 16px; }
 figcaption { color: var(--muted); font-size: 12px; }
@@ -84,7 +80,6 @@ table.summary td { overflow-wrap: anywhere; }
 details.detail > summary { cursor: pointer; color: var(--accent); margin: 8px 0; }
 @media (max-width: 900px) { main { padding: 12px 10px 32px; }
   section.test { padding: 10px 8px; } th, td { padding: 4px 6px; } }
-
 section.evidence { margin: 12px 0; }
 section.evidence details.row { border: 1px solid var(--line); border-radius: 6px;
   padding: 4px 10px; margin: 4px 0; }
