@@ -110,17 +110,16 @@ def _members(
     member per attribute (the replies, hence the share, are the same for every metric)."""
     out: list[inference.DriftMember] = []
     seen: set[str] = set()
-    floors = floors or {}
     for a, b in pairs:
         name = a.attribute.casefold()
-        for stat in dict.fromkeys(gated):  # a statistic named twice is one member
-            floor = floors.get((name, a.metric, stat), 0.0)
-            margin = floor if floor > tolerance else None
+        # a statistic named twice is one member; the unusable share's margin is its floor
+        once: list[DriftQuantity] = [] if name in seen else ["unusable"]
+        stats: list[DriftQuantity] = [*dict.fromkeys(gated), *once]
+        seen.add(name)
+        for stat in stats:
+            floor = (floors or {}).get((name, a.metric, stat), 0.0)
+            margin = floor if floor > tolerance or stat == "unusable" else None
             out.append(_member(a, b, stat, (a.attribute, a.metric, stat), margin))
-        if name not in seen:
-            seen.add(name)
-            floor = floors.get((name, a.metric, "unusable"), 0.0)
-            out.append(_member(a, b, "unusable", (a.attribute, a.metric, "unusable"), floor))
     return out
 
 
@@ -229,16 +228,6 @@ def _margin(v: inference.MemberVerdict, res: inference.DriftResult) -> float:
     return 0.0 if v.statistic == "unusable" else res.tolerance
 
 
-def _quiet(v: inference.MemberVerdict, res: inference.DriftResult) -> str:
-    """The note for a worsening beyond the margin that is not significant family-wise."""
-    what = "unusable share" if v.statistic == "unusable" else v.statistic.upper()
-    return (
-        f"{v.key[0]} ({v.key[1]}): {what} {v.baseline:.3f} -> {v.candidate:.3f} is worse by "
-        f"more than {_margin(v, res):g} but not significantly (family-wise p = "
-        f"{v.p_adjusted:.3f} >= alpha {res.alpha:g} over {v.n_paired} entities); not failed"
-    )
-
-
 def evaluate_drift(
     result: AuditResult,
     baseline: AuditResult,
@@ -271,8 +260,14 @@ def evaluate_drift(
     family = family_size(members)
     failures = tuple(_failure(v, by_name, res, family) for v in res.members if v.failed)
     failures = (*mismatched, *failures)
-    notes.extend(
-        _quiet(v, res) for v in res.members if not v.failed and v.worsening > _margin(v, res)
+    notes.extend(  # a worsening beyond the margin, not significant family-wise
+        f"{v.key[0]} ({v.key[1]}): "
+        f"{'unusable share' if v.statistic == 'unusable' else v.statistic.upper()} "
+        f"{v.baseline:.3f} -> {v.candidate:.3f} is worse by more than {_margin(v, res):g} but "
+        f"not significantly (family-wise p = {v.p_adjusted:.3f} >= alpha {res.alpha:g} over "
+        f"{v.n_paired} entities); not failed"
+        for v in res.members
+        if not v.failed and v.worsening > _margin(v, res)
     )
     notes.extend(_power_notes(res))
     n_base = max(len(b.matrix.entities) for _, b in pairs)
