@@ -82,21 +82,6 @@ def _number(path: Path) -> int:
     return int(path.name.partition("_")[0])
 
 
-def _reserve(directory: Path, now: datetime) -> Path:
-    """A new name in ``directory``, created empty so no other run can take it."""
-    runs = history_runs(directory)
-    number = _number(runs[-1]) + 1 if runs else 1
-    stamp = now.astimezone(UTC).strftime(_STAMP)
-    while True:
-        path = directory / f"{number:04d}_{stamp}.json"
-        try:
-            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
-        except FileExistsError:
-            number += 1
-            continue
-        return path
-
-
 def append_run(
     directory: Path,
     results: Sequence[AuditResult],
@@ -112,7 +97,15 @@ def append_run(
     ``settings``: the run's ``AuditSettings``), as the next entry of ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     when = now or datetime.now(UTC)
-    path = _reserve(directory, when)
+    runs = history_runs(directory)
+    number = _number(runs[-1]) + 1 if runs else 1
+    while True:  # the next free name, created empty so no other run can take it
+        path = directory / f"{number:04d}_{when.astimezone(UTC).strftime(_STAMP)}.json"
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            break
+        except FileExistsError:
+            number += 1
     info = {
         **git_info(cwd or Path.cwd(), env),
         "date": when.astimezone(UTC).isoformat(timespec="seconds"),
