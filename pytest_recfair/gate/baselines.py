@@ -248,8 +248,7 @@ def loads(text: str, path: Path | str = "<baseline>") -> AuditResult:
 
 
 def load(path: Path) -> AuditResult:
-    """Read and validate the baseline at ``path`` (DataError when missing, unreadable,
-    truncated or schema-invalid, naming the JSON path of the problem)."""
+    """Read and validate the baseline at ``path`` (a DataError names the problem's JSON path)."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -306,8 +305,7 @@ def incompatibility(
 
 
 def result_incompatibility(baseline: AuditResult, current: AuditResult) -> str | None:
-    """:func:`incompatibility` of two results, where a run on a subset of the baseline's
-    entities (a pull-request run on 30 of a nightly baseline's 100, same seed) compares."""
+    """:func:`incompatibility` of two results; a subset of the baseline's entities compares."""
     now, base = entity_ids(current), entity_ids(baseline)
     within = bool(now) and now <= base
     return incompatibility(baseline.meta, current.meta, subsample=within)
@@ -356,8 +354,7 @@ def _similarity(x: object) -> bool:
 
 
 def problem(attr: dict[str, Any], where: str) -> tuple[str, str] | None:
-    """(JSON path, what is wrong) of the first bad matrix cell or curve point of an
-    attribute that passed the schema's :func:`skeleton`; None when all are good."""
+    """(JSON path, what is wrong) of the first bad matrix cell or curve point, or None."""
     m = attr["matrix"]
     n_e, n_v = len(m["entities"]), len(m["values"])
     # each check in C-level calls first; the bad item is looked for only when one fails

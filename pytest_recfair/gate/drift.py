@@ -32,8 +32,7 @@ class Drift:
 
 
 def unusable_share(a: AttributeResult) -> float:
-    """Share of (entity, value) cells whose reply (or neutral reply) had no usable list;
-    cells never answered (NaN without the missing flag) are in no share."""
+    """Share of answered (entity, value) cells with no usable list (never answered: in none)."""
     missing = np.asarray(a.matrix.missing, dtype=bool)
     answered = missing | ~np.isnan(np.asarray(a.matrix.sims, dtype=np.float64))
     return float(missing[answered].mean()) if answered.any() else math.nan
@@ -75,8 +74,7 @@ def _member(
     key: tuple[str, ...],
     margin: float | None = None,
 ) -> inference.DriftMember:
-    """``stat`` of run ``a`` against baseline ``b``: their sims (missing flags for the
-    unusable share), ``a``'s columns in ``b``'s value order."""
+    """``stat`` of run ``a`` against baseline ``b``, ``a``'s columns in ``b``'s value order."""
     what = "missing" if stat == "unusable" else "sims"
     cols = [a.matrix.values.index(v) for v in b.matrix.values]
     now = np.asarray(getattr(a.matrix, what), dtype=np.float64)[:, cols]
@@ -124,8 +122,7 @@ def _members(
 
 
 def family_size(members: Sequence[inference.DriftMember]) -> int:
-    """Distinct comparisons of a family (attribute case-folded, then metric, statistic;
-    the unusable share once per attribute)."""
+    """Distinct comparisons of a family (the unusable share once per attribute)."""
 
     def key(m: inference.DriftMember) -> tuple[str, ...]:
         metric = "*" if m.statistic == "unusable" else m.key[1] if len(m.key) > 1 else ""
@@ -239,8 +236,7 @@ def evaluate_drift(
     n_resamples: int = 2000,
     floors: Mapping[tuple[str, str, str], float] | None = None,
 ) -> Drift:
-    """Test ``result`` against a compatible ``baseline`` as one family; ``floors``
-    (``gate.thresholds.floors``) raise a member's margin to at least its floor."""
+    """Test ``result`` against a compatible ``baseline`` as one family, margins >= ``floors``."""
     pairs, notes = paired(result, baseline)
     tid = result.meta.test_id
     mismatched = [f for f in (_value_mismatch(a, b, tid) for a, b in pairs) if f is not None]

@@ -47,8 +47,7 @@ THRESHOLD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Thresholds))
 
 
 def check_tolerance(tolerance: object) -> float:
-    """``tolerance`` as a float, or a ConfigError that says what is allowed (the one check
-    of it: the gate's, whoever reads the setting)."""
+    """``tolerance`` as a float, or a ConfigError saying what is allowed (its one check)."""
     t = tolerance
     if isinstance(t, bool) or not isinstance(t, int | float) or not 0.0 <= t < math.inf:
         raise ConfigError(

@@ -74,8 +74,7 @@ def group_of(attribute: str | None, value: str | None) -> str:
 
 
 def summarize(cases: Sequence[Any], errors: Mapping[str, str]) -> FailureSummary:
-    """The failed prompts among ``cases`` (with ``id``, ``entity``, ``attribute``, ``value``;
-    ``errors`` maps case id -> error text)."""
+    """The failed prompts among ``cases``; ``errors`` maps case id -> error text."""
     failed = tuple(
         FailedPrompt(c.id, c.entity, group_of(c.attribute, c.value), errors[c.id])
         for c in cases

@@ -82,8 +82,7 @@ def _places(rows: Sequence[str]) -> str:
 
 
 def _read(path: Path, notes: list[str]) -> list[_Row]:
-    """The rows of one round file, read as the paper's table script reads it (UTF-8 with
-    ``errors="ignore"``: ``notes`` says how many bytes were dropped)."""
+    """The rows of one round file, read as the paper's table script reads it."""
     need = ("Role", "Question Type", "Question", "Answer")
     hint = "expected the released answers' 'Role, Question Type, Question, Answer, LLM 1, ...'"
     return [_Row(f"{path.name}:{line}", c) for line, c in read_csv(path, need, hint, notes)]
@@ -199,17 +198,6 @@ def _test_file(attributes: Sequence[str], without_role: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _attribute(folder: Path, stem: str) -> str:
-    attribute = ATTRIBUTE_ALIASES.get(stem.casefold(), stem.casefold())
-    if attribute not in ATTRIBUTES:
-        raise DataError(
-            f"import biaslens: {str(folder / f'{stem}_answers_01.csv')!r} is named for "
-            f"{stem!r}, not one of the attributes {', '.join(ATTRIBUTES)}; rename its three "
-            "round files <attribute>_answers_0N.csv or move them out of the folder"
-        )
-    return attribute
-
-
 def _questions(
     folder: Path, left: Left, notes: list[str]
 ) -> tuple[list[dict[str, str]], list[list[_Row]]]:
@@ -218,7 +206,13 @@ def _questions(
     sources: list[list[_Row]] = []
     found = sorted(p.name.split("_answers_")[0] for p in folder.glob("*_answers_01.csv"))
     for stem in found:
-        attribute = _attribute(folder, stem)
+        attribute = ATTRIBUTE_ALIASES.get(stem.casefold(), stem.casefold())
+        if attribute not in ATTRIBUTES:
+            raise DataError(
+                f"import biaslens: {str(folder / f'{stem}_answers_01.csv')!r} is named for "
+                f"{stem!r}, not one of the attributes {', '.join(ATTRIBUTES)}; rename its three "
+                "round files <attribute>_answers_0N.csv or move them out of the folder"
+            )
         for key, got in _rounds(folder, stem, left, notes):
             qtype = _TYPES.get(key[1])
             if qtype is None:
@@ -231,9 +225,8 @@ def _questions(
 
 
 def _load(path: Path, sources: Sequence[Sequence[_Row]]) -> tuple[Any, dict[str, Sequence[_Row]]]:
-    """The written questions through the project's loader (a ``published`` set: it leaves
-    none out), and each one's input rows; its errors name the input rows (not the
-    generated file)."""
+    """The written questions through the project's loader, and each one's input rows; its
+    errors name the input rows (not the generated file)."""
     try:
         questions = load_roles(path, strict=True)
     except DataError as exc:

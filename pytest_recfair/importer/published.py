@@ -125,8 +125,7 @@ def read_csv(
 
 
 def write_files(folder: Path, files: Mapping[str, str]) -> None:
-    """Write an importer's project files, each scrubbed of secrets: with ``read_csv`` the
-    one way in and out of both importers (the cassettes are scrubbed by their store)."""
+    """Write an importer's project files, scrubbed: with ``read_csv`` the one way in and out."""
     for name, text in files.items():
         atomic_write_text(folder / name, secrets.scrub(text))
 

@@ -162,8 +162,7 @@ def grid_yaml(run: PublishedRun, name: str, classes: Iterable[str]) -> str:
 
 
 def absent_cases(run: PublishedRun, ids: Mapping[str, Mapping[str, str]]) -> list[dict[str, str]]:
-    """Every (class, value, entity) the published run never answered; ``ids``: class ->
-    name -> that class's entity id."""
+    """Every (class, value, entity id) the published run never answered."""
     return [
         {"attribute": cls, "value": value, "entity_id": ids[cls][name]}
         for cls in ids
@@ -412,8 +411,7 @@ def record(
     model: str,
     what: str,
 ) -> RunOutcome:
-    """Send ``cases`` through the real OpenAI provider into the cassettes under ``root``;
-    the mock network answers each request with ``answer``'s body (404 when None)."""
+    """Record ``cases`` through the real OpenAI provider; the network answers ``answer``'s body."""
 
     def respond(request: httpx.Request) -> httpx.Response:
         body = answer(request)

@@ -114,8 +114,7 @@ def wrap_text(text: str, width: int, first: str = "  ", rest: str = "    ") -> l
 
 def table_text(t: Table, width: int) -> list[str]:
     """A table in the terminal: title and lead, its columns aligned when they fit ``width``
-    (a last prose column, else, below its row), or a line per row naming each cell's
-    column; then its notes."""
+    (else a last prose column below its row, or a line per row), then its notes."""
     lead = " — ".join(x for x in (t.title, t.lead) if x)
     lines = wrap_text(lead, width) if lead else []
     table = [t.head, *t.rows] if t.rows else []

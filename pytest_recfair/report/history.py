@@ -93,8 +93,7 @@ def append_run(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Path:
-    """Store this run's JSON report, with its ``"entry"`` (commit, branch, date, machine,
-    ``settings``: the run's ``AuditSettings``), as the next entry of ``directory``."""
+    """Store the run's JSON report and ``"entry"`` as the next entry of ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     when = now or datetime.now(UTC)
     runs = history_runs(directory)
