@@ -77,11 +77,8 @@ def _template(rows: Mapping[str, Row], value: str | None, where: str) -> tuple[s
     sample = next(iter(rows.values()))
     template = template_of(sample.prompt or "", sample.name, value)
     if template is None:
-        what = (
-            f"the value {value!r}"
-            if value is not None and sample.name in (sample.prompt or "")
-            else f"the entity {sample.name!r}"
-        )
+        named = value is not None and sample.name in (sample.prompt or "")
+        what = f"the value {value!r}" if named else f"the entity {sample.name!r}"
         raise DataError(f"import: {where}: the prompt does not contain {what}")
     for row in rows.values():
         if fill(template, row.name, value) != row.prompt:
@@ -99,10 +96,7 @@ def _template(rows: Mapping[str, Row], value: str | None, where: str) -> tuple[s
 
 def _class_template(run: PublishedRun, cls: str) -> tuple[str, str | None]:
     """(conditioned template, system message) shared by every file of ``cls``."""
-    found: set[tuple[str, str | None]] = set()
-    for value, rows in run.classes[cls].items():
-        if rows:
-            found.add(_template(rows, value, f"{cls}/{value}.csv"))
+    found = {_template(rows, v, f"{cls}/{v}.csv") for v, rows in run.classes[cls].items() if rows}
     if not found:
         raise DataError(f"import: class {cls!r} has no row in any value file")
     if len(found) > 1:

@@ -295,17 +295,18 @@ def _heatmap(r: AuditResult, chart_id: str) -> str:
     return "".join(out)
 
 
-def _shared(m: object, sep: str, *named: tuple[str, str]) -> tuple[str, str]:
+def _shared(
+    m: object, sep: str, *named: tuple[str, str], cut: int | None = None
+) -> tuple[str, str]:
     """("domain / language", "movie / en") from the fields this kind's meta has."""
-    have = [(words, getattr(m, name)) for words, name in named if hasattr(m, name)]
-    return sep.join(w for w, _ in have), sep.join(str(v) for _, v in have)
+    have = [(words, str(getattr(m, name))[:cut]) for words, name in named if hasattr(m, name)]
+    return sep.join(w for w, _ in have), sep.join(v for _, v in have)
 
 
 def _meta_table(r: AuditResult) -> str:
     m = r.meta
-    hashes = _shared(
-        m, " / ", ("seeds", "seeds_hash"), ("grid", "grid_hash"), ("templates", "templates_hash")
-    )
+    named = ("seeds", "seeds_hash"), ("grid", "grid_hash"), ("templates", "templates_hash")
+    hashes, digests = _shared(m, " / ", *named, cut=12)
     rows: list[tuple[str, str]] = [
         ("provider / model", f"{m.provider} / {m.model}"),
         ("measure", measure(r)),
@@ -320,10 +321,7 @@ def _meta_table(r: AuditResult) -> str:
         ("cost", "n/a" if r.cost is None else f"${r.cost:.4f}"),
         ("fuzzy title merges", str(r.merges) if r.attributes else ""),
         ("failed prompts (left out)", failed_text(r) or "none"),
-        (
-            f"hashes ({hashes[0]})",
-            " / ".join(h[:12] for h in hashes[1].split(" / ")) if hashes[0] else "",
-        ),
+        (f"hashes ({hashes})", digests),
         ("plugin version", m.plugin_version),
     ]
     body = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in rows if v)
