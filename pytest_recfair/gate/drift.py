@@ -47,23 +47,19 @@ def paired(
 ) -> tuple[list[tuple[AttributeResult, AttributeResult]], list[str]]:
     """(now, baseline) attribute pairs both runs share, and notes on the ones they do not."""
     by_key = {_key(b): b for b in baseline.attributes}
-    pairs: list[tuple[AttributeResult, AttributeResult]] = []
-    notes: list[str] = []
-    for a in result.attributes:
-        base = by_key.get(_key(a))
-        if base is None:
-            notes.append(
-                f"{a.attribute} ({a.metric}) has no baseline entry, so it was not compared; "
-                f"add it with {accept_command(result.meta.test_id)}"
-            )
-        else:
-            pairs.append((a, base))
     current = {_key(a) for a in result.attributes}
-    notes.extend(
+    pairs = [(a, by_key[_key(a)]) for a in result.attributes if _key(a) in by_key]
+    notes = [
+        f"{a.attribute} ({a.metric}) has no baseline entry, so it was not compared; "
+        f"add it with {accept_command(result.meta.test_id)}"
+        for a in result.attributes
+        if _key(a) not in by_key
+    ]
+    notes += [
         f"{b.attribute} ({b.metric}) is in the baseline but was not audited"
         for b in baseline.attributes
         if _key(b) not in current
-    )
+    ]
     return pairs, notes
 
 
