@@ -76,7 +76,7 @@ def part2() -> None:
     from pytest_recfair import audit, judge
     from pytest_recfair.prompts.seeds import load_seeds, subsample
     from pytest_recfair.report import sections
-    from pytest_recfair.report.terminal import table_text
+    from pytest_recfair.report.fmt import table_text
     from pytest_recfair.sim.recognise import entity_key
     from pytest_recfair.sim.recommender import Catalogue, SimulatedRecommender
 

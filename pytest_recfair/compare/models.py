@@ -124,13 +124,8 @@ def _pair_rows(
     try:
         verdicts = paired_models(members, n_resamples=slot.n_resamples, seed=slot.seed)
     except DataError as exc:
-        note = str(exc)
-        return [
-            PairRow(
-                k, la, lb, ka[k].snsr.value, kb[k].snsr.value, math.nan, None, None, 0, None, note
-            )
-            for k in shared
-        ]
+        return [PairRow(k, la, lb, ka[k].snsr.value, kb[k].snsr.value, math.nan, None, None, 0,
+                        None, str(exc)) for k in shared]  # fmt: skip
     rows = []
     for v in verdicts:
         p = min(1.0, v.p_adjusted * n_pairs)
@@ -150,22 +145,17 @@ def _one_group(group: str, members: Sequence[tuple[ModelSlot, AuditResult]]) -> 
         tuple(None if a is None else a.snsr if _usable(a) else Stat(math.nan) for a in row)
         for row in ([kd.get(k) for kd in keyed] for k in attributes)
     )
-    first = members[0][0]
-    combos = list(itertools.combinations(members, 2))
-    pairs = [
+    first, combos = members[0][0], list(itertools.combinations(members, 2))
+    pairs = tuple(
         row
         for (sa, ra), (sb, rb) in combos
         for row in _pair_rows(sa.label, ra, sb.label, rb, first, len(combos))
-    ]
+    )
+    models, test_ids, model_ids = zip(
+        *((s.label, r.meta.test_id, r.meta.model) for s, r in members), strict=True
+    )
     return ModelComparison(
-        group=group,
-        models=tuple(s.label for s, _ in members),
-        test_ids=tuple(r.meta.test_id for _, r in members),
-        model_ids=tuple(r.meta.model for _, r in members),
-        attributes=tuple(attributes),
-        snsr=snsr,
-        pairs=tuple(pairs),
-        alpha=first.alpha,
+        group, models, test_ids, model_ids, tuple(attributes), snsr, pairs, first.alpha
     )
 
 
@@ -173,7 +163,6 @@ def compare_models(
     results: Mapping[str, AuditResult], slots: Mapping[str, ModelSlot]
 ) -> list[ModelComparison]:
     """One comparison per group of two or more models, in their parameters' order."""
-
     groups: dict[str, list[tuple[ModelSlot, AuditResult]]] = {}
     for test_id, slot in slots.items():
         if test_id in results:

@@ -1,9 +1,7 @@
-"""Two stored runs compared test by test (``python -m pytest_recfair compare A B``), and
-one audit gated against a stored run (``--fairness-compare=REF``, ``-compare-fail=EXPR``).
-
-Each test is compared as the gate compares a run with its baseline, A in the baseline's
-place (list overlap: ``drift.evaluate_drift``; other kinds: their own ``compare_kind``);
-Bonferroni over the tests actually tested keeps "B is worse" at ``alpha`` overall. Pure."""
+"""Two stored runs compared test by test (``compare A B``), as the gate compares a run with
+A as its baseline (``drift.evaluate_drift``, or the kind's ``compare_kind``); Bonferroni
+over the tests tested keeps "B is worse" at ``alpha``. And one audit gated against a stored
+run (``--fairness-compare=REF``, ``--fairness-compare-fail=EXPR``). Pure."""
 
 from __future__ import annotations
 
@@ -20,11 +18,10 @@ from typing import Any, Final, Literal, get_args
 
 from pytest_recfair.errors import ConfigError, DataError, RecfairError
 from pytest_recfair.gate import baselines, drift
-from pytest_recfair.report.fmt import LABEL, Table, fmt, fmt_delta, p_cell
+from pytest_recfair.report.fmt import LABEL, Table, fmt, fmt_delta, p_cell, table_text
 from pytest_recfair.report.history import find_entry, load_run
 from pytest_recfair.report.markdown import finite, table_markdown
 from pytest_recfair.report.sections import compare_kind, extra_properties
-from pytest_recfair.report.terminal import table_text
 from pytest_recfair.results import AuditResult, GateFailure, GateOutcome
 from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS
 
@@ -248,15 +245,14 @@ def parse_comparison(text: str, path: Path) -> Compared:
             if not isinstance(d["worse"], bool) or not isinstance(d["n_paired"], int):
                 raise TypeError("worse must be true/false and n_paired a whole number")
             tid, attr, metric, stat = (str(d[k]) for k in _FIELDS[:4])
-            a, b, p = (_float(d[k]) for k in ("a", "b", "p_adjusted"))
+            a, b, p = (_float(d[k]) for k in _FIELDS[4:7])
             # "test": absent from a comparison written before kinds were compared
             test = str(d.get("test", _OVERLAP_TEST))
             rows.append(DriftRow(tid, attr, metric, stat, a, b, p, d["n_paired"], d["worse"], test))
-        drift = RunDrift(
-            tuple(rows), tuple(str(n) for n in doc["notes"]), _float(doc["alpha"]), doc["tests"]
-        )
-        if not isinstance(drift.tests, int):
+        if not isinstance(doc["tests"], int):
             raise TypeError("tests must be a whole number")
+        notes = tuple(str(n) for n in doc["notes"])
+        drift = RunDrift(tuple(rows), notes, _float(doc["alpha"]), doc["tests"])
         return Compared(drift, str(doc["a"]), str(doc["b"]))
     except (KeyError, TypeError, ValueError) as exc:
         raise DataError(f"{path} is invalid ({type(exc).__name__}: {exc}); {_HINT}.") from None
@@ -358,22 +354,16 @@ class Reference:
 def load_reference(ref: str, *, history_dir: Path | None, cwd: Path) -> Reference:
     """The run ``--fairness-compare=REF`` names: a file, else an entry of ``history_dir``."""
     path = cwd / ref
+    if not path.is_file() and history_dir is None:
+        raise ConfigError(
+            f"--fairness-compare {ref!r}: no such file; give a JSON run report, or "
+            f"name an entry (number, latest, -N, commit prefix) of --fairness-history=DIR."
+        )
     try:
-        if path.is_file():
-            run = load_run(path)
-            label = f"--fairness-compare {ref}"
-        elif history_dir is not None:
-            run = load_run(find_entry(history_dir, ref))
-            label = f"history entry {run.path.name}"
-        else:
-            raise ConfigError(
-                f"--fairness-compare {ref!r}: no such file; give a JSON run report, or "
-                f"name an entry (number, latest, -N, commit prefix) of --fairness-history=DIR."
-            )
-    except ConfigError:
-        raise
+        run = load_run(path if path.is_file() else find_entry(history_dir or path, ref))
     except RecfairError as exc:
         raise ConfigError(f"--fairness-compare {ref!r}: {exc}") from None
+    label = f"--fairness-compare {ref}" if run.path == path else f"history entry {run.path.name}"
     extra = [str(run.entry[k])[:n] for k, n in (("commit", 7), ("date", 10)) if run.entry.get(k)]
     if extra:
         label += f" ({', '.join(extra)})"

@@ -1,11 +1,7 @@
-"""Fairness baselines: one JSON file per test, validated, written atomically.
-
-An accepted run's ``AuditResult`` without its gate outcome, plus ``schema_version`` and each
-attribute's ``standard_error``; per-entity matrices kept for the paired drift test. Floats
-in shortest round-trip repr, never rounded: a round trip cannot change a gate decision.
-jsonschema costs ~5 us per array item, so it sees a :func:`skeleton` and :func:`problem`
-checks the matrices and curves in C-level passes.
-"""
+"""Fairness baselines, one JSON file per test: an accepted run's ``AuditResult`` without its
+gate outcome, plus ``schema_version`` and each attribute's ``standard_error``. Floats in
+shortest round-trip repr: a round trip cannot change a gate decision. jsonschema costs ~5 us
+per array item, so it sees a :func:`skeleton`; :func:`problem` checks matrices in C passes."""
 
 from __future__ import annotations
 
@@ -212,15 +208,10 @@ def _validate(doc: Any, path: Path, test_id: str | None) -> None:
         found = problem(attr, where)
         if found is not None:
             raise _broken(path, found[0], found[1], test_id)
-        m = attr["matrix"]
-        names = [v["value"] for v in attr["values"]]
-        if sorted(names) != sorted(m["values"]):
-            raise _broken(
-                path,
-                f"{where}.matrix.values",
-                f"matrix values {m['values']} do not match the attribute values {names}",
-                test_id,
-            )
+        names, matrix = [v["value"] for v in attr["values"]], attr["matrix"]["values"]
+        if sorted(names) != sorted(matrix):
+            what = f"matrix values {matrix} do not match the attribute values {names}"
+            raise _broken(path, f"{where}.matrix.values", what, test_id)
 
 
 def loads(text: str, path: Path | str = "<baseline>") -> AuditResult:
@@ -238,10 +229,9 @@ def loads(text: str, path: Path | str = "<baseline>") -> AuditResult:
             f"baseline file {p} is not valid JSON (truncated or hand-edited?): {exc.msg} at "
             f"line {exc.lineno} column {exc.colno}. Re-create it with: {accept_command(None)}"
         ) from exc
-    test_id = None
-    if isinstance(doc, dict) and isinstance(doc.get("meta"), dict):
-        tid = doc["meta"].get("test_id")
-        test_id = tid if isinstance(tid, str) else None
+    meta = doc.get("meta") if isinstance(doc, dict) else None
+    tid = meta.get("test_id") if isinstance(meta, dict) else None
+    test_id = tid if isinstance(tid, str) else None
     # A baseline that passed before with this code (kept in the content store, open on
     # a replay) is not checked again: the checks cost more than the reading.
     if cache.folder() is None:
@@ -258,8 +248,7 @@ def loads(text: str, path: Path | str = "<baseline>") -> AuditResult:
 
 
 def load(path: Path) -> AuditResult:
-    """Read and validate the baseline at ``path`` (DataError when missing, unreadable,
-    truncated or schema-invalid, naming the JSON path of the problem)."""
+    """Read and validate the baseline at ``path`` (a DataError names the problem's JSON path)."""
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -316,8 +305,7 @@ def incompatibility(
 
 
 def result_incompatibility(baseline: AuditResult, current: AuditResult) -> str | None:
-    """:func:`incompatibility` of two results, where a run on a subset of the baseline's
-    entities (a pull-request run on 30 of a nightly baseline's 100, same seed) compares."""
+    """:func:`incompatibility` of two results; a subset of the baseline's entities compares."""
     now, base = entity_ids(current), entity_ids(baseline)
     within = bool(now) and now <= base
     return incompatibility(baseline.meta, current.meta, subsample=within)
@@ -365,13 +353,8 @@ def _similarity(x: object) -> bool:
     return 0 <= f < math.inf  # NaN and inf are refused: NaN is stored as null
 
 
-def _bool(x: object) -> bool:
-    return type(x) is bool
-
-
 def problem(attr: dict[str, Any], where: str) -> tuple[str, str] | None:
-    """(JSON path, what is wrong) of the first bad matrix cell or curve point of an
-    attribute that passed the schema's :func:`skeleton`; None when all are good."""
+    """(JSON path, what is wrong) of the first bad matrix cell or curve point, or None."""
     m = attr["matrix"]
     n_e, n_v = len(m["entities"]), len(m["values"])
     # each check in C-level calls first; the bad item is looked for only when one fails
@@ -380,7 +363,12 @@ def problem(attr: dict[str, Any], where: str) -> tuple[str, str] | None:
         return f"{where}.matrix.entities[{at}]", f"{m['entities'][at]!r} is not a string"
     for key, fast_ok, cell_ok, expected in (
         ("sims", _similarities_ok, _similarity, "a number >= 0 or null"),
-        ("missing", lambda rows: _types(rows) <= {bool}, _bool, "true or false"),
+        (
+            "missing",
+            lambda rows: _types(rows) <= {bool},
+            lambda x: type(x) is bool,
+            "true or false",
+        ),
     ):
         rows = m[key]
         if not isinstance(rows, list) or len(rows) != n_e:
@@ -399,7 +387,7 @@ def problem(attr: dict[str, Any], where: str) -> tuple[str, str] | None:
             r, c = bad_cell
             return f"{where}.matrix.{key}[{r}][{c}]", f"{rows[r][c]!r} is not {expected}"
     for value, curve in (attr.get("curves") or {}).items():
-        number = (x is None or (isinstance(x, int | float) and not _bool(x)) for x in curve)
+        number = (x is None or type(x) in (int, float) for x in curve)
         bad = next((i for i, ok in enumerate(number) if not ok), None)
         if bad is not None:
             return f"{where}.curves.{value}[{bad}]", f"{curve[bad]!r} is not a number or null"

@@ -1,9 +1,6 @@
-"""Drift of one audited test against its baseline: one family, one test.
-
-Every gated statistic and each attribute's unusable share (margin 0) are tested at once,
-so an unchanged model fails with probability at most ``alpha`` however many comparisons
-the test makes. Statistics not gated are still reported in ``deltas``.
-"""
+"""Drift of one audited test against its baseline: every gated statistic and each
+attribute's unusable share (margin 0) as one family, so an unchanged model fails with
+probability at most ``alpha`` however many comparisons. Ungated ones are in ``deltas``."""
 
 from __future__ import annotations
 
@@ -35,8 +32,7 @@ class Drift:
 
 
 def unusable_share(a: AttributeResult) -> float:
-    """Share of (entity, value) cells whose reply (or neutral reply) had no usable list;
-    cells never answered (NaN without the missing flag) are in no share."""
+    """Share of answered (entity, value) cells with no usable list (never answered: in none)."""
     missing = np.asarray(a.matrix.missing, dtype=bool)
     answered = missing | ~np.isnan(np.asarray(a.matrix.sims, dtype=np.float64))
     return float(missing[answered].mean()) if answered.any() else math.nan
@@ -51,23 +47,19 @@ def paired(
 ) -> tuple[list[tuple[AttributeResult, AttributeResult]], list[str]]:
     """(now, baseline) attribute pairs both runs share, and notes on the ones they do not."""
     by_key = {_key(b): b for b in baseline.attributes}
-    pairs: list[tuple[AttributeResult, AttributeResult]] = []
-    notes: list[str] = []
-    for a in result.attributes:
-        base = by_key.get(_key(a))
-        if base is None:
-            notes.append(
-                f"{a.attribute} ({a.metric}) has no baseline entry, so it was not compared; "
-                f"add it with {accept_command(result.meta.test_id)}"
-            )
-        else:
-            pairs.append((a, base))
     current = {_key(a) for a in result.attributes}
-    notes.extend(
+    pairs = [(a, by_key[_key(a)]) for a in result.attributes if _key(a) in by_key]
+    notes = [
+        f"{a.attribute} ({a.metric}) has no baseline entry, so it was not compared; "
+        f"add it with {accept_command(result.meta.test_id)}"
+        for a in result.attributes
+        if _key(a) not in by_key
+    ]
+    notes += [
         f"{b.attribute} ({b.metric}) is in the baseline but was not audited"
         for b in baseline.attributes
         if _key(b) not in current
-    )
+    ]
     return pairs, notes
 
 
@@ -78,8 +70,7 @@ def _member(
     key: tuple[str, ...],
     margin: float | None = None,
 ) -> inference.DriftMember:
-    """``stat`` of run ``a`` against baseline ``b``: their sims (missing flags for the
-    unusable share), ``a``'s columns in ``b``'s value order."""
+    """``stat`` of run ``a`` against baseline ``b``, ``a``'s columns in ``b``'s value order."""
     what = "missing" if stat == "unusable" else "sims"
     cols = [a.matrix.values.index(v) for v in b.matrix.values]
     now = np.asarray(getattr(a.matrix, what), dtype=np.float64)[:, cols]
@@ -113,23 +104,21 @@ def _members(
     member per attribute (the replies, hence the share, are the same for every metric)."""
     out: list[inference.DriftMember] = []
     seen: set[str] = set()
-    floors = floors or {}
     for a, b in pairs:
         name = a.attribute.casefold()
-        for stat in dict.fromkeys(gated):  # a statistic named twice is one member
-            floor = floors.get((name, a.metric, stat), 0.0)
-            margin = floor if floor > tolerance else None
+        # a statistic named twice is one member; the unusable share's margin is its floor
+        once: list[DriftQuantity] = [] if name in seen else ["unusable"]
+        stats: list[DriftQuantity] = [*dict.fromkeys(gated), *once]
+        seen.add(name)
+        for stat in stats:
+            floor = (floors or {}).get((name, a.metric, stat), 0.0)
+            margin = floor if floor > tolerance or stat == "unusable" else None
             out.append(_member(a, b, stat, (a.attribute, a.metric, stat), margin))
-        if name not in seen:
-            seen.add(name)
-            floor = floors.get((name, a.metric, "unusable"), 0.0)
-            out.append(_member(a, b, "unusable", (a.attribute, a.metric, "unusable"), floor))
     return out
 
 
 def family_size(members: Sequence[inference.DriftMember]) -> int:
-    """Distinct comparisons of a family (attribute case-folded, then metric, statistic;
-    the unusable share once per attribute)."""
+    """Distinct comparisons of a family (the unusable share once per attribute)."""
 
     def key(m: inference.DriftMember) -> tuple[str, ...]:
         metric = "*" if m.statistic == "unusable" else m.key[1] if len(m.key) > 1 else ""
@@ -232,16 +221,6 @@ def _margin(v: inference.MemberVerdict, res: inference.DriftResult) -> float:
     return 0.0 if v.statistic == "unusable" else res.tolerance
 
 
-def _quiet(v: inference.MemberVerdict, res: inference.DriftResult) -> str:
-    """The note for a worsening beyond the margin that is not significant family-wise."""
-    what = "unusable share" if v.statistic == "unusable" else v.statistic.upper()
-    return (
-        f"{v.key[0]} ({v.key[1]}): {what} {v.baseline:.3f} -> {v.candidate:.3f} is worse by "
-        f"more than {_margin(v, res):g} but not significantly (family-wise p = "
-        f"{v.p_adjusted:.3f} >= alpha {res.alpha:g} over {v.n_paired} entities); not failed"
-    )
-
-
 def evaluate_drift(
     result: AuditResult,
     baseline: AuditResult,
@@ -253,8 +232,7 @@ def evaluate_drift(
     n_resamples: int = 2000,
     floors: Mapping[tuple[str, str, str], float] | None = None,
 ) -> Drift:
-    """Test ``result`` against a compatible ``baseline`` as one family; ``floors``
-    (``gate.thresholds.floors``) raise a member's margin to at least its floor."""
+    """Test ``result`` against a compatible ``baseline`` as one family, margins >= ``floors``."""
     pairs, notes = paired(result, baseline)
     tid = result.meta.test_id
     mismatched = [f for f in (_value_mismatch(a, b, tid) for a, b in pairs) if f is not None]
@@ -274,8 +252,14 @@ def evaluate_drift(
     family = family_size(members)
     failures = tuple(_failure(v, by_name, res, family) for v in res.members if v.failed)
     failures = (*mismatched, *failures)
-    notes.extend(
-        _quiet(v, res) for v in res.members if not v.failed and v.worsening > _margin(v, res)
+    notes.extend(  # a worsening beyond the margin, not significant family-wise
+        f"{v.key[0]} ({v.key[1]}): "
+        f"{'unusable share' if v.statistic == 'unusable' else v.statistic.upper()} "
+        f"{v.baseline:.3f} -> {v.candidate:.3f} is worse by more than {_margin(v, res):g} but "
+        f"not significantly (family-wise p = {v.p_adjusted:.3f} >= alpha {res.alpha:g} over "
+        f"{v.n_paired} entities); not failed"
+        for v in res.members
+        if not v.failed and v.worsening > _margin(v, res)
     )
     notes.extend(_power_notes(res))
     n_base = max(len(b.matrix.entities) for _, b in pairs)

@@ -47,19 +47,15 @@ THRESHOLD_NAMES: tuple[str, ...] = tuple(f.name for f in fields(Thresholds))
 
 
 def check_tolerance(tolerance: object) -> float:
-    """``tolerance`` as a float, or a ConfigError that says what is allowed (the one check
-    of it: the gate's, whoever reads the setting)."""
-    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float):
+    """``tolerance`` as a float, or a ConfigError saying what is allowed (its one check)."""
+    t = tolerance
+    if isinstance(t, bool) or not isinstance(t, int | float) or not 0.0 <= t < math.inf:
         raise ConfigError(
-            f"tolerance must be a number >= 0 (how much a statistic may worsen against its "
-            f"baseline); got {type(tolerance).__name__} {tolerance!r}."
+            f"tolerance must be a finite number >= 0 (how much a statistic may worsen against "
+            f"its baseline); got {type(t).__name__} {t!r}. Use e.g. @fairness(tolerance=0.02) "
+            f"or the ini key recfair_tolerance = 0.02."
         )
-    if not (0.0 <= float(tolerance) < math.inf):
-        raise ConfigError(
-            f"tolerance must be a finite number >= 0; got {tolerance!r}. Use e.g. "
-            f"@fairness(tolerance=0.02) or the ini key recfair_tolerance = 0.02."
-        )
-    return float(tolerance)
+    return float(t)
 
 
 def check_alpha(alpha: object) -> float:

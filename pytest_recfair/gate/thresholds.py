@@ -1,12 +1,7 @@
-"""The fairness gate: does one audit pass (docs/baselines.md)? It fails on an absolute
-threshold (``Thresholds``) or when the drift family against a compatible baseline says a
-member worsened beyond its margin, family-wise at ``alpha``.
-
-The per-baseline floor: a stored baseline is ONE noisy draw, so the paired test fails an
-unchanged model too often, forever, when it drew low. Each margin is therefore at least
-``factor`` standard errors of the baseline's own statistic (delta method: deterministic,
-recomputed bit for bit when gating); above ``noise_limit`` the baseline gets a warning.
-"""
+"""The fairness gate (docs/baselines.md): absolute thresholds, and drift family-wise at
+``alpha``. A stored baseline is ONE noisy draw (one that drew low fails an unchanged model
+forever), so each margin is at least ``factor`` standard errors of the baseline's own
+statistic (delta method: deterministic); above ``noise_limit`` the baseline is warned of."""
 
 from __future__ import annotations
 
@@ -144,8 +139,7 @@ def statistic_se(sims: FloatArray, statistic: str) -> float:
 
 
 def standard_errors(a: AttributeResult, within: Collection[str] | None = None) -> dict[str, float]:
-    """The baseline's own standard error of each floored quantity of one attribute, on
-    the entities ``within`` (the ones a subset run shares with it; None: all)."""
+    """The baseline's own standard error of each floored quantity, on the entities ``within``."""
     rows = np.array([within is None or e in within for e in a.matrix.entities], dtype=bool)
     sims = np.asarray(a.matrix.sims, dtype=np.float64)[rows]
     out: dict[str, float] = {s: statistic_se(sims, s) for s in STATISTICS}
@@ -185,8 +179,8 @@ def floor_notes(
     factor: float,
     noise_limit: float,
 ) -> list[str]:
-    """The per-test lines: the floor of the gated statistics (always, so a reader sees
-    the effective tolerance) and a warning when the baseline is too noisy to gate on."""
+    """The floor of the gated statistics (always: the tolerance in effect), and a warning
+    when the baseline is too noisy to gate on."""
     members = test.members if test is not None else ()
     n = {(v.key[0].casefold(), v.key[1], v.statistic): v.n_paired for v in members}
     spread = {k: fl[k] for k in n if k in fl and k[2] != "unusable"}

@@ -1,9 +1,6 @@
-"""Transport failures are not model output: count them, and decide whether an audit may go on.
-
-A prompt with no valid response after its retries (5xx/429 to the end, a body that is
-not the provider's JSON, a timeout, a callable that raised) is never scored nor recorded;
-a reply the model did give (an empty list, a refusal) is data and never appears here.
-"""
+"""Transport failures are not model output: count them, and decide whether an audit goes on.
+A prompt with no valid response after its retries (5xx/429, a body not the provider's JSON,
+a timeout, a callable that raised) is never scored nor recorded; a reply is data, not here."""
 
 from __future__ import annotations
 
@@ -77,8 +74,7 @@ def group_of(attribute: str | None, value: str | None) -> str:
 
 
 def summarize(cases: Sequence[Any], errors: Mapping[str, str]) -> FailureSummary:
-    """The failed prompts among ``cases`` (with ``id``, ``entity``, ``attribute``, ``value``;
-    ``errors`` maps case id -> error text)."""
+    """The failed prompts among ``cases``; ``errors`` maps case id -> error text."""
     failed = tuple(
         FailedPrompt(c.id, c.entity, group_of(c.attribute, c.value), errors[c.id])
         for c in cases

@@ -1,12 +1,7 @@
-"""Re-run the published BiasLens answers offline (issue 20, point 5).
-
-``python -m pytest_recfair import biaslens DIR --out OUT`` reads
-``DIR/answers/{role,without_role}/<model>/<attribute>_answers_0{1,2,3}.csv`` as the
-paper's table script reads them and writes a project that replays them: one role-play
-test per attribute (``oracle="biaslens"``), a ``published`` questions file, cassettes
-recorded through the real provider (judge calls answering what ``final`` says). Every
-input row is imported or named in the summary; none of the unlicensed data is bundled.
-"""
+"""``import biaslens DIR``: ``DIR/answers/{role,without_role}/<model>/<attribute>_answers_0N
+.csv`` read as the paper's table script reads them, into a project that replays them: a
+role-play test per attribute, a ``published`` questions file, cassettes (judge calls answer
+what ``final`` says). Every input row is imported or named in the summary."""
 
 from __future__ import annotations
 
@@ -87,8 +82,7 @@ def _places(rows: Sequence[str]) -> str:
 
 
 def _read(path: Path, notes: list[str]) -> list[_Row]:
-    """The rows of one round file, read as the paper's table script reads it (UTF-8 with
-    ``errors="ignore"``: ``notes`` says how many bytes were dropped)."""
+    """The rows of one round file, read as the paper's table script reads it."""
     need = ("Role", "Question Type", "Question", "Answer")
     hint = "expected the released answers' 'Role, Question Type, Question, Answer, LLM 1, ...'"
     return [_Row(f"{path.name}:{line}", c) for line, c in read_csv(path, need, hint, notes)]
@@ -107,9 +101,8 @@ def _judges(row: _Row, disagree: dict[str, None]) -> list[str]:
     return ["No" if unfair else "Yes"] * JUDGE_REPEATS
 
 
-def _key(row: _Row) -> tuple[str, str, str]:
-    c = row.cells  # matched as the script matches them: the cells exactly
-    return (c["Role"], c["Question Type"], c["Question"])
+def _key(row: _Row) -> tuple[str, str, str]:  # matched as the script does: the cells exactly
+    return (row.cells["Role"], row.cells["Question Type"], row.cells["Question"])
 
 
 def _rounds(folder: Path, attribute: str, left: Left, notes: list[str]) -> Rounds:
@@ -205,17 +198,6 @@ def _test_file(attributes: Sequence[str], without_role: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _attribute(folder: Path, stem: str) -> str:
-    attribute = ATTRIBUTE_ALIASES.get(stem.casefold(), stem.casefold())
-    if attribute not in ATTRIBUTES:
-        raise DataError(
-            f"import biaslens: {str(folder / f'{stem}_answers_01.csv')!r} is named for "
-            f"{stem!r}, not one of the attributes {', '.join(ATTRIBUTES)}; rename its three "
-            "round files <attribute>_answers_0N.csv or move them out of the folder"
-        )
-    return attribute
-
-
 def _questions(
     folder: Path, left: Left, notes: list[str]
 ) -> tuple[list[dict[str, str]], list[list[_Row]]]:
@@ -224,7 +206,13 @@ def _questions(
     sources: list[list[_Row]] = []
     found = sorted(p.name.split("_answers_")[0] for p in folder.glob("*_answers_01.csv"))
     for stem in found:
-        attribute = _attribute(folder, stem)
+        attribute = ATTRIBUTE_ALIASES.get(stem.casefold(), stem.casefold())
+        if attribute not in ATTRIBUTES:
+            raise DataError(
+                f"import biaslens: {str(folder / f'{stem}_answers_01.csv')!r} is named for "
+                f"{stem!r}, not one of the attributes {', '.join(ATTRIBUTES)}; rename its three "
+                "round files <attribute>_answers_0N.csv or move them out of the folder"
+            )
         for key, got in _rounds(folder, stem, left, notes):
             qtype = _TYPES.get(key[1])
             if qtype is None:
@@ -237,9 +225,8 @@ def _questions(
 
 
 def _load(path: Path, sources: Sequence[Sequence[_Row]]) -> tuple[Any, dict[str, Sequence[_Row]]]:
-    """The written questions through the project's loader (a ``published`` set: it leaves
-    none out), and each one's input rows; its errors name the input rows (not the
-    generated file)."""
+    """The written questions through the project's loader, and each one's input rows; its
+    errors name the input rows (not the generated file)."""
     try:
         questions = load_roles(path, strict=True)
     except DataError as exc:
@@ -308,12 +295,9 @@ def _write(
     outcome = _record(out / "cassettes", cases, texts, name)
     judges = kind.follow_up(settings, cases, outcome)  # type: ignore[attr-defined]
     disagree: dict[str, None] = {}
-    verdicts = {
-        j.id: _judges(by_question[j.entity_id][j.repeat // JUDGE_REPEATS], disagree)[
-            j.repeat % JUDGE_REPEATS
-        ]
-        for j in judges
-    }
+    r = JUDGE_REPEATS  # a judge call's repeat: its round times the judges, plus its judge
+    rounds = {j.id: by_question[j.entity_id][j.repeat // r] for j in judges}
+    verdicts = {j.id: _judges(rounds[j.id], disagree)[j.repeat % r] for j in judges}
     if disagree:
         notes.append(
             f"{len(disagree)} Why round(s) whose judges (LLM 1..3) disagree with 'final': "

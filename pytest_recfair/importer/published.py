@@ -1,11 +1,7 @@
-"""Read a FaiRLLM / FairEval result folder: who was asked what, and what came back.
-
-``top_K/<class>/<value>.csv`` (columns ``name``, ``Result``, often ``system_msg`` and
-``Instruction``; the file name is the value as the prompt wrote it) and a
-``neutral.csv``; Batch API files anywhere under it give the model and full response
-bodies. Rows are read as the FaiRLLM notebook reads them: the first ``n`` of each file
-into a dict by name (a later row wins).
-"""
+"""Read a FaiRLLM / FairEval result folder: ``top_K/<class>/<value>.csv`` (``name``,
+``Result``, often ``system_msg``, ``Instruction``) and a ``neutral.csv``, read as the
+FaiRLLM notebook reads them (the first ``n`` rows into a dict by name: a later row wins);
+Batch API files anywhere under it give the model and full response bodies."""
 
 from __future__ import annotations
 
@@ -129,8 +125,7 @@ def read_csv(
 
 
 def write_files(folder: Path, files: Mapping[str, str]) -> None:
-    """Write an importer's project files, each scrubbed of secrets: with ``read_csv`` the
-    one way in and out of both importers (the cassettes are scrubbed by their store)."""
+    """Write an importer's project files, scrubbed: with ``read_csv`` the one way in and out."""
     for name, text in files.items():
         atomic_write_text(folder / name, secrets.scrub(text))
 
@@ -148,13 +143,9 @@ def _read_csv(path: Path, n: int | None) -> tuple[dict[str, Row], int]:
 
 
 def _neutral_file(top: Path) -> Path:
-    for cand in (
-        top / NEUTRAL / "neutral.csv",
-        top / "neutral.csv",
-        *sorted(top.glob("*/neutral.csv")),
-    ):
-        if cand.is_file():
-            return cand
+    where = (top / NEUTRAL / "neutral.csv", top / "neutral.csv", *sorted(top.glob("*/neutral.csv")))
+    if (found := next((p for p in where if p.is_file()), None)) is not None:
+        return found
     raise DataError(
         f"import: no neutral.csv under {str(top)!r} (looked in neutral/, the folder itself and "
         "each class folder); the neutral prompt's replies are needed to compare with"
@@ -194,15 +185,13 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def _outputs(path: Path) -> dict[str, Mapping[str, Any]]:
-    outputs: dict[str, Mapping[str, Any]] = {}
-    if not path.is_file():
-        return outputs
-    for item in _jsonl(path):
-        resp = item.get("response") or {}
-        body = resp.get("body") or {}
-        if item.get("error") is None and resp.get("status_code") == 200:
-            outputs[str(item.get("custom_id"))] = body
-    return outputs
+    """custom_id -> response body of every successful request of a Batch API output file."""
+    items = _jsonl(path) if path.is_file() else []
+    return {
+        str(item.get("custom_id")): (item.get("response") or {}).get("body") or {}
+        for item in items
+        if item.get("error") is None and (item.get("response") or {}).get("status_code") == 200
+    }
 
 
 def _batches(
@@ -225,12 +214,8 @@ def _batches(
 
 
 def read_folder(path: str | Path, *, n: int | None = None) -> PublishedRun:
-    """Read a result folder (the ``top_K`` folder or its parent).
-
-    ``n`` rows per file; None reads every row (the published tables were computed over
-    the whole files: 500 rows in the OpenAI folders, 1,000 in Gemini/movie), and
-    ``rows`` is then the neutral file's row count.
-    """
+    """Read a result folder (``top_K`` or its parent), ``n`` rows per file; None: every row
+    (the published tables used whole files: 500 rows for OpenAI, 1,000 Gemini/movie)."""
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise DataError(f"import: n must be a positive integer (rows read per file); got {n!r}")
     top, k = _top_dir(Path(path))
@@ -293,10 +278,10 @@ def fill(template: str, name: str, value: str | None) -> str:
 
 def holds_replies(rows: Mapping[str, Row]) -> bool:
     """Most rows' prompts are not prompts for their entity (or are the reply itself)."""
-    bad = sum(
-        1 for r in rows.values() if not r.prompt or r.name not in r.prompt or r.prompt == r.reply
-    )
-    return bool(rows) and 2 * bad > len(rows)
+    bad = [
+        r for r in rows.values() if not r.prompt or r.name not in r.prompt or r.prompt == r.reply
+    ]
+    return bool(rows) and 2 * len(bad) > len(rows)
 
 
 def _pool(run: PublishedRun, key: str) -> Sequence[tuple[str, str]]:

@@ -1,11 +1,7 @@
-"""Write everything an offline re-run of a published audit needs into one folder.
-
-Templates are recovered from the published prompts (entity -> ``{entity}``, value ->
-``{value}``) and checked against EVERY row, so the audit asks them character for
-character (else the bundled set). Replies become cassettes through the real recording
-path, an ``httpx.MockTransport`` answering with the published reply (the CSV's ``Result``,
-or the Batch API body where its text is the same); unanswered cases are never recorded.
-"""
+"""Write an offline re-run of a published audit into one folder: templates recovered from
+the published prompts, checked against EVERY row (else the bundled set); cassettes recorded
+through the real path, an ``httpx.MockTransport`` answering with the published reply (CSV
+``Result``, or the Batch API body with the same text); unanswered cases never recorded."""
 
 from __future__ import annotations
 
@@ -51,11 +47,8 @@ _DOMAIN = re.compile(r"\ba (\w+) recommendation system\b", re.IGNORECASE)
 
 @dataclass(frozen=True)
 class Layout:
-    """What the import writes.
-
-    ``templates``: class -> the marker's ``templates`` (a file written here, or a bundled
-    set name); ``files``: template file name -> YAML text; ``skipped``: class -> why.
-    """
+    """``templates``: class -> the marker's ``templates`` (a file written here, or a bundled
+    set name); ``files``: template file name -> YAML text; ``skipped``: class -> why."""
 
     templates: Mapping[str, str]
     files: Mapping[str, str]
@@ -84,11 +77,8 @@ def _template(rows: Mapping[str, Row], value: str | None, where: str) -> tuple[s
     sample = next(iter(rows.values()))
     template = template_of(sample.prompt or "", sample.name, value)
     if template is None:
-        what = (
-            f"the value {value!r}"
-            if value is not None and sample.name in (sample.prompt or "")
-            else f"the entity {sample.name!r}"
-        )
+        named = value is not None and sample.name in (sample.prompt or "")
+        what = f"the value {value!r}" if named else f"the entity {sample.name!r}"
         raise DataError(f"import: {where}: the prompt does not contain {what}")
     for row in rows.values():
         if fill(template, row.name, value) != row.prompt:
@@ -106,10 +96,7 @@ def _template(rows: Mapping[str, Row], value: str | None, where: str) -> tuple[s
 
 def _class_template(run: PublishedRun, cls: str) -> tuple[str, str | None]:
     """(conditioned template, system message) shared by every file of ``cls``."""
-    found: set[tuple[str, str | None]] = set()
-    for value, rows in run.classes[cls].items():
-        if rows:
-            found.add(_template(rows, value, f"{cls}/{value}.csv"))
+    found = {_template(rows, v, f"{cls}/{v}.csv") for v, rows in run.classes[cls].items() if rows}
     if not found:
         raise DataError(f"import: class {cls!r} has no row in any value file")
     if len(found) > 1:
@@ -169,8 +156,7 @@ def grid_yaml(run: PublishedRun, name: str, classes: Iterable[str]) -> str:
 
 
 def absent_cases(run: PublishedRun, ids: Mapping[str, Mapping[str, str]]) -> list[dict[str, str]]:
-    """Every (class, value, entity) the published run never answered; ``ids``: class ->
-    name -> that class's entity id."""
+    """Every (class, value, entity id) the published run never answered."""
     return [
         {"attribute": cls, "value": value, "entity_id": ids[cls][name]}
         for cls in ids
@@ -327,12 +313,9 @@ def import_run(
     missing: str = "zero",
     replies: str = "csv",
 ) -> ImportSummary:
-    """Read ``source`` (a FaiRLLM/FairEval result folder) and write the re-run into ``out``.
-
-    ``n``: rows read per file (None: all the rows the neutral file has, the table's size);
-    ``replies``: ``csv`` (the ``Result`` column, the reply of record) or ``batch`` (the
-    folder's ``batch_output.jsonl`` where it has a reply).
-    """
+    """Read ``source`` (a FaiRLLM/FairEval result folder), write the re-run into ``out``;
+    ``n`` rows per file (None: all); ``replies``: ``csv`` (the ``Result`` column, of record)
+    or ``batch`` (``batch_output.jsonl`` where it has a reply)."""
     if flavour not in FLAVOURS:
         raise ConfigError(f"import: expected one of {', '.join(FLAVOURS)}; got {flavour!r}")
     if missing not in MISSING_POLICIES or replies not in REPLIES:
@@ -365,27 +348,31 @@ def import_run(
         **layout.files,
         **{_seeds_file(c): _seeds_csv(names, ids[c]) for c in classes},
     }
+    written, differing = 0, {}  # class -> batch replies differing from the CSV
     with staged_folder(out) as tmp:  # a failed import leaves --out as it was
         write_files(tmp, files)
-        written, differing = _record(run, layout, tmp, classes, ids, the_model, language, replies)
+        grid = load_grid(tmp / "grid.yaml")
+        for cls in classes:
+            tpl = layout.templates[cls]
+            entities = [Entity(ids[cls][n], n, layout.domain) for n in run.neutral]
+            cases = build_cases(
+                grid, tmp / tpl if tpl in layout.files else tpl, entities, domain=layout.domain,
+                k=run.k, language=language, attributes=[cls],
+            )  # fmt: skip
+            # the same neutral replies in every class
+            count, (differing["neutral"], differing[cls]) = record_class(
+                run, cases, {v: k for k, v in ids[cls].items()}, root=tmp / "cassettes",
+                test_id=f"{TEST_FILE}::{_function_name(cls)}", model=the_model,
+                prefer_batch=replies == "batch",
+            )  # fmt: skip
+            written += count
         if written == 0:
             raise DataError(f"import: {str(source)!r} gave no reply to record")
+    values = {c: len(run.classes[c]) for c in classes}
     return ImportSummary(
-        out=out,
-        k=run.k,
-        entities=len(names),
-        classes={c: len(run.classes[c]) for c in classes},
-        interactions=written,
-        absent=len(absent),
-        dropped=run.dropped,
-        model=the_model,
-        rows=run.rows,
-        cut=n is not None,
-        skipped=dict(layout.skipped),
-        differing=differing,
-        notes=tuple(notes),
-        batch_replies=replies == "batch",
-    )
+        out, run.k, len(names), values, written, len(absent), run.dropped, the_model, run.rows,
+        n is not None, dict(layout.skipped), differing, tuple(notes), replies == "batch",
+    )  # fmt: skip
 
 
 def _without_empty_values(run: PublishedRun) -> tuple[PublishedRun, str]:
@@ -397,52 +384,16 @@ def _without_empty_values(run: PublishedRun) -> tuple[PublishedRun, str]:
     return replace(run, classes=classes), ", ".join(empty)
 
 
-def _record(
-    run: PublishedRun,
-    layout: Layout,
-    out: Path,
-    classes: list[str],
-    ids: Mapping[str, Mapping[str, str]],
-    model: str,
-    language: str,
-    replies: str,
-) -> tuple[int, dict[str, int]]:
-    """Record every class's cassettes; (interactions, class -> batch replies differing)."""
-    grid = load_grid(out / "grid.yaml")
-    written, differing = 0, {}
-    for cls in classes:
-        tpl = layout.templates[cls]
-        entities = [Entity(id=ids[cls][n], name=n, domain=layout.domain) for n in run.neutral]
-        cases = build_cases(
-            grid, out / tpl if tpl in layout.files else tpl, entities, domain=layout.domain,
-            k=run.k, language=language, attributes=[cls],
-        )  # fmt: skip
-        count, differ = record_class(
-            run, cases, {v: k for k, v in ids[cls].items()}, root=out / "cassettes",
-            test_id=f"{TEST_FILE}::{_function_name(cls)}", model=model,
-            prefer_batch=replies == "batch",
-        )  # fmt: skip
-        written += count
-        differing["neutral"] = differ[0]  # the same neutral replies in every class
-        differing[cls] = differ[1]
-    return written, differing
-
-
 def completion(model: str, text: str, key: str, source: str = "published") -> dict[str, Any]:
     """An OpenAI chat completion for a reply the folder has only as text."""
-    return {
-        "id": f"chatcmpl-{source}-" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:20],
-        "object": "chat.completion",
-        "created": 0,
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": "stop",
-            }
-        ],
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:20]
+    choice = {
+        "index": 0,
+        "message": {"role": "assistant", "content": text},
+        "finish_reason": "stop",
     }
+    return {"id": f"chatcmpl-{source}-{digest}", "object": "chat.completion", "created": 0,
+            "model": model, "choices": [choice]}  # fmt: skip
 
 
 def record(
@@ -454,8 +405,7 @@ def record(
     model: str,
     what: str,
 ) -> RunOutcome:
-    """Send ``cases`` through the real OpenAI provider into the cassettes under ``root``;
-    the mock network answers each request with ``answer``'s body (404 when None)."""
+    """Record ``cases`` through the real OpenAI provider; the network answers ``answer``'s body."""
 
     def respond(request: httpx.Request) -> httpx.Response:
         body = answer(request)
@@ -505,10 +455,8 @@ def record_class(
     differ = [0, 0]  # neutral, conditioned
     for case in cases:
         name = names[case.entity_id]
-        if case.attribute is None:
-            row = run.neutral.get(name)
-        else:
-            row = run.classes[case.attribute][case.value or ""].get(name)
+        cls = case.attribute
+        row = (run.neutral if cls is None else run.classes[cls][case.value or ""]).get(name)
         if row is None:
             continue  # never answered in the published run
         if row.prompt is not None and row.prompt != case.prompt:

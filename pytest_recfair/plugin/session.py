@@ -247,11 +247,12 @@ def _add_to_history(config: pytest.Config, collector: RunCollector) -> list[Any]
     if run.history_dir is None:
         return []
     try:
-        from pytest_recfair.report.registry import add_to_history
+        from pytest_recfair.report.history import append_run
 
-        entry = add_to_history(
-            collector, run.history_dir, settings=run_state(config).settings, cwd=config.rootpath
-        )
+        entry = append_run(
+            run.history_dir, collector.ordered(), collector.baselines, models=collector.models(),
+            settings=run_state(config).settings, cwd=config.rootpath,
+        )  # fmt: skip
     except (OSError, RecfairError) as exc:
         collector.notes.append(f"could not add the run to {run.history}: {exc}")
         return []
@@ -321,11 +322,14 @@ class Controller:
         if ledger is not None and self.workers:
             collector.notes.extend(xdist_advice(self.workers, len(collector.results), ledger))
         plotted = _add_to_history(self.config, collector)  # first: the plot shows this run
-        from pytest_recfair.report.registry import write_run_report
+        from pytest_recfair.report.registry import write_report
 
         for path in run_state(self.config).run.reports:
             try:
-                write_run_report(collector, path, plotted)
+                write_report(
+                    path, collector.ordered(), collector.baselines, models=collector.models(),
+                    history=plotted,
+                )  # fmt: skip
             except (OSError, RecfairError) as exc:
                 collector.notes.append(f"could not write fairness report {path}: {exc}")
             else:

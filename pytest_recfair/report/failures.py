@@ -1,9 +1,7 @@
-"""The words of a failing gate (``failure_text``: the one place a ``GateFailure`` becomes a
-sentence) and the evidence behind a failing attribute, in every channel.
-
-Evidence, every kind alike: attribute label -> ``{"what", "rows"}``; a row ``{"entity",
-"score", "why", "lists"}``; a list ``{"label", "titles", "kept", "dropped", "added",
-"reply", "notes"}`` (only ``label`` required; kept/dropped/added: against the neutral list)."""
+"""The words of a failing gate (``failure_text``: where a ``GateFailure`` becomes a sentence)
+and, in every channel, the evidence: attribute -> ``{"what", "rows"}``; a row ``{"entity",
+"score", "why", "lists"}``; a list ``{"label", "titles", "kept", "dropped", "added", "reply",
+"notes"}`` (only ``label`` required; kept/dropped/added: against the neutral list)."""
 
 from __future__ import annotations
 
@@ -11,12 +9,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from pytest_recfair.report.fmt import LABEL, Table, aligned, clip, esc, fmt, fmt_interval, fmt_p
-from pytest_recfair.report.status import (
-    favoured_phrase,
-    favoured_text,
-    lead_notes,
-)
+from pytest_recfair.report.fmt import LABEL, Table, clip, esc, fmt, fmt_interval, fmt_p, table_text
+from pytest_recfair.report.status import favoured_phrase, favoured_text, lead_notes
 from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateFailure, GateOutcome
 from pytest_recfair.vocab import FAILURE_KINDS, HIGHER_IS_FAIRER, STATISTICS, accept_command
 
@@ -35,20 +29,6 @@ def _bound(f: GateFailure) -> str:
         floor = "" if f.tolerance is None else f" (floor; {f.tolerance:g} set)"
         return f"tol {f.limit:.3g}{floor}"
     return f"{'min' if f.statistic in HIGHER_IS_FAIRER else 'max'} {f.limit:g}"
-
-
-def _change(f: GateFailure) -> str:
-    """ "SNSR 0.1 [..] -> 0.2 [..] (+0.100, tolerance 0.02; paired p = 0.01 over 40 entities)";
-    the tolerance applied, and why when the baseline's noise floor raised it."""
-    label = LABEL[f.statistic] if f.statistic else "?"
-    delta = (f.value or 0.0) - (f.baseline or 0.0)
-    p = fmt_p(f.p_value) if f.p_value is not None else "n/a"
-    why = "" if f.tolerance is None else f" (noise floor of the baseline; {f.tolerance:g} set)"
-    return (
-        f"{label} {fmt_interval(f.baseline, f.baseline_ci)} -> {fmt_interval(f.value, f.value_ci)} "
-        f"({delta:+.3f}, tolerance {f.limit or 0.0:.3g}{why}; family-wise p {p} over {f.n_paired} "
-        f"entities{'; ' + f.detail if f.detail else ''})"
-    )
 
 
 def failure_text(f: GateFailure, result: AuditResult | None = None) -> str:
@@ -77,9 +57,17 @@ def failure_text(f: GateFailure, result: AuditResult | None = None) -> str:
             f"{label} could not be computed (no scorable entity for some value), so the "
             f"threshold {limit} cannot be checked; look at the missing-reply counts and refusals."
         )
-    if f.kind == "drift":
+    if f.kind == "drift":  # the tolerance applied, and why when the noise floor raised it
         alpha = f"{f.alpha:g}" if f.alpha is not None else "n/a"
-        return f"{_change(f)} got worse than the baseline (p < alpha {alpha}){fav}"
+        p = fmt_p(f.p_value) if f.p_value is not None else "n/a"
+        why = "" if f.tolerance is None else f" (noise floor of the baseline; {f.tolerance:g} set)"
+        return (
+            f"{label} {fmt_interval(f.baseline, f.baseline_ci)} -> "
+            f"{fmt_interval(f.value, f.value_ci)} ({(f.value or 0.0) - (f.baseline or 0.0):+.3f}, "
+            f"tolerance {f.limit or 0.0:.3g}{why}; family-wise p {p} over {f.n_paired} entities"
+            f"{'; ' + f.detail if f.detail else ''}) got worse than the baseline (p < alpha "
+            f"{alpha}){fav}"
+        )
     if f.kind == "test":
         return f"the test body failed: {f.detail}"
     if f.kind == "incomparable":
@@ -105,7 +93,6 @@ def failure_tag(f: GateFailure) -> str:
 
 
 def failure_label(f: GateFailure) -> str:
-    """ "religion snsr", "item_shift", "test body" or "baseline"."""
     return " ".join(x for x in (f.attribute, failure_tag(f)) if x)
 
 
@@ -117,13 +104,6 @@ def _is_limit(f: GateFailure) -> bool:
 def _is_drift(f: GateFailure) -> bool:
     # "compare" (--fairness-compare-fail): a stored reference, which no update changes
     return f.kind == "drift" or (kind_owned(f) and f.baseline is not None and f.kind != "compare")
-
-
-def accept_offered(outcome: GateOutcome) -> bool:
-    """Whether --fairness-update would accept this run: only drifts go away with it."""
-    return not any(_is_limit(f) for f in outcome.failures) and any(
-        _is_drift(f) for f in outcome.failures
-    )
 
 
 def limits_advice(outcome: GateOutcome) -> str | None:
@@ -182,26 +162,21 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult, cut: bool) -
     return [attribute, failure_tag(f), change, _bound(f), short(fav, 40)]
 
 
-def outcome_table(
-    outcome: GateOutcome, result: AuditResult, *, cut: bool = True
-) -> tuple[list[str], list[list[str]]]:
-    """The failing rows (header, rows) of the terminal and the HTML failure card."""
-    rows = [_row(f, outcome, result, cut) for f in outcome.failures]
+def outcome_table(g: GateOutcome, r: AuditResult, title: str, notes: list[str], cut: bool) -> Table:
+    """The failing rows of the terminal (``cut`` to its columns) and the HTML failure card."""
+    rows = [_row(f, g, r, cut) for f in g.failures]
     # "[95% CI]" only over rows that show one (a kind's numbers may have none)
-    ci = " [95% CI]" if any("[" in r[2] for r in rows) else ""
-    header = ["attribute", "statistic", f"baseline -> now{ci}", "threshold"]
-    return [*header, "most / least favoured"], rows
+    ci = " [95% CI]" if any("[" in row[2] for row in rows) else ""
+    head = ["attribute", "statistic", f"baseline -> now{ci}", "threshold", "most / least favoured"]
+    return Table(title, head, rows, notes=notes, labels=2, text=(3, 4))
 
 
 def format_outcome(outcome: GateOutcome, result: AuditResult, *, reasons: bool = True) -> list[str]:
     """The failing rows as a small table plus (``reasons``) one reason line per failure."""
     if not outcome.failures:
         return []
-    header, rows = outcome_table(outcome, result)
-    lines = aligned([header, *rows])
-    if reasons:
-        lines.extend(f"  - {failure_label(f)}: {failure_text(f, result)}" for f in outcome.failures)
-    return lines
+    why = [f"- {failure_label(f)}: {failure_text(f, result)}" for f in outcome.failures]
+    return table_text(outcome_table(outcome, result, "", why * reasons, True), 10**9)
 
 
 def _own_sentence(f: GateFailure) -> bool:
@@ -214,8 +189,7 @@ def _own_sentence(f: GateFailure) -> bool:
 
 
 def _headline(fs: Sequence[GateFailure], result: AuditResult) -> str:
-    """One failing statistic in a line: "religion SNSR 0.405 → 0.534 (+0.129, tolerance
-    0.02, p < 0.001): Muslim least favoured"."""
+    """ "religion SNSR 0.405 → 0.534 (+0.129, tolerance 0.02, p < 0.001): Muslim least favoured"."""
     if _own_sentence(fs[0]):
         return f"{failure_label(fs[0])}: {failure_text(fs[0], result)}"
     drift = next((f for f in fs if _is_drift(f)), None)
@@ -269,28 +243,27 @@ def failure_message(outcome: GateOutcome, result: AuditResult, *, verbose: bool 
 
 
 def _accept(outcome: GateOutcome, result: AuditResult) -> list[str]:
-    """How to accept the run, offered only when it would work: never past a crossed limit."""
-    if not accept_offered(outcome):
+    """How to accept the run, offered only when it would work: a drift, no crossed limit."""
+    fs = outcome.failures
+    if any(map(_is_limit, fs)) or not any(map(_is_drift, fs)):
         return []
-    command = accept_command(result.meta.test_id)
-    return [f"If the new numbers are intended, accept them with: {command}"]
+    return [
+        f"If the new numbers are intended, accept them with: {accept_command(result.meta.test_id)}"
+    ]
 
 
 def gate_table(r: AuditResult) -> Table | None:
-    """A failed gate in the reports: its rows, a sentence per failure, the limits advice
-    and how to accept the run; None when nothing failed."""
+    """A failed gate in the reports: rows, sentences, limits advice, how to accept; or None."""
     g = r.gate
     if g is None or not g.failures:
         return None
-    head, rows = outcome_table(g, r, cut=False)
     notes = [f"{failure_label(f)}: {failure_text(f, r)}" for f in g.failures]
     notes += [] if (advice := limits_advice(g)) is None else [advice]
-    return Table("Failures", head, rows, notes=notes + _accept(g, r), labels=2, text=(3, 4))
+    return outcome_table(g, r, "Failures", notes + _accept(g, r), False)
 
 
 def verdict_message(result: AuditResult, *, verbose: bool = False) -> str:
     """What pytest says for a judged test (``engine.judge``); "" if it passed."""
-
     outcome = result.gate
     if outcome is None or outcome.passed:
         return ""
@@ -314,12 +287,8 @@ def failing(r: AuditResult) -> list[tuple[str, Mapping[str, Any]]]:
 
 def _changes(lst: Mapping[str, Any]) -> str:
     """``kept 3, dropped 22, added 22`` of a list compared with the neutral one."""
-    if "kept" not in lst:
-        return ""
-    return (
-        f"kept {len(lst.get('kept') or [])}, dropped {len(lst.get('dropped') or [])}, "
-        f"added {len(lst.get('added') or [])}"
-    )
+    words = ("kept", "dropped", "added")
+    return ", ".join(f"{w} {len(lst.get(w) or [])}" for w in words) if "kept" in lst else ""
 
 
 def _row_brief(row: Mapping[str, Any]) -> str:
@@ -345,9 +314,8 @@ def evidence_lines(r: AuditResult, top: int | None = None) -> list[str]:
     out: list[str] = []
     for attr, entry in failing(r):
         rows = entry.get("rows", [])
-        more = (
-            f" (the first of {len(rows)}; -v: all)" if top is not None and len(rows) > top else ""
-        )
+        cut = top is not None and len(rows) > top
+        more = f" (the first of {len(rows)}; -v: all)" if cut else ""
         out.append(f"evidence {attr}: {entry.get('what', '')}{more}")
         out += [f"  {_row_brief(row)}" for row in rows[:top]]
     return out

@@ -1,10 +1,10 @@
 """Number, interval and p-value formatting for every report and message, and the
-:class:`Table` a kind's results come as (each channel renders it: terminal.py, markdown.py,
-html_report.py)."""
+:class:`Table` every channel renders (``table_text`` here; markdown.py, html_report.py)."""
 
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from html import escape
@@ -100,20 +100,60 @@ class Table:
     text: Collection[int] = ()
 
 
-def aligned(
-    rows: Sequence[Sequence[str]], right: int | None = None, text: Collection[int] = ()
-) -> list[str]:
-    """Text rows as columns indented two spaces; columns from ``right`` on right-aligned,
-    but ``text`` ones."""
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [
-        "  "
-        + "  ".join(
-            c.rjust(w) if right is not None and i >= right and i not in text else c.ljust(w)
-            for i, (c, w) in enumerate(zip(r, widths, strict=True))
-        ).rstrip()
-        for r in rows
-    ]
+def wrap_text(text: str, width: int, first: str = "  ", rest: str = "    ") -> list[str]:
+    """``text`` wrapped at spaces: a long name or path stays whole on its own line."""
+    return textwrap.wrap(
+        text,
+        width=max(width, 40),
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [first.rstrip()]
+
+
+def table_text(t: Table, width: int) -> list[str]:
+    """A table in the terminal: title and lead, its columns aligned when they fit ``width``
+    (else a last prose column below its row, or a line per row), then its notes."""
+    lead = " — ".join(x for x in (t.title, t.lead) if x)
+    lines = wrap_text(lead, width) if lead else []
+    table = [t.head, *t.rows] if t.rows else []
+    last = len(t.head) - 1 in t.text  # a prose column: it may wrap below its row
+    pad = "  " if lead else ""  # under a title; the attribute table has none
+
+    def grid(rows: Sequence[Sequence[str]]) -> list[str]:
+        """Columns two spaces apart; after ``labels`` right-aligned, but ``text`` ones."""
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))] if rows else []
+        return [
+            pad
+            + "  "
+            + "  ".join(
+                c.ljust(w) if i < t.labels or i in t.text else c.rjust(w)
+                for i, (c, w) in enumerate(zip(r, widths, strict=True))
+            ).rstrip()
+            for r in rows
+        ]
+
+    if max(map(len, full := grid(table)), default=0) <= width:
+        lines += full
+    elif last and max(map(len, part := grid([r[:-1] for r in table]))) + 10 <= width:
+        for line, row in zip(part, table, strict=True):
+            joined = f"{line.ljust(len(max(part, key=len)))}  {row[-1]}".rstrip()
+            more = pad + "    "
+            fits = len(joined) <= width
+            lines += [joined] if fits else [line, *wrap_text(row[-1], width, more, more)]
+    else:  # prose cells cut to a few lines: whole in the HTML and Markdown reports
+        for row in t.rows:
+            cells = [
+                f"{t.head[i]} {clip(c, 160) if i in t.text else c}"
+                for i, c in enumerate(row)
+                if i >= t.labels and c not in ("", "—")
+            ]
+            text = " · ".join(row[: t.labels]) + ": " + ", ".join(cells)
+            lines += wrap_text(text, width, pad + "  ", pad + "    ")
+    for note in t.notes:
+        lines += wrap_text(note, width, pad + "  ", pad + "    ")
+    return lines
 
 
 def esc(text: object) -> str:
@@ -129,25 +169,10 @@ def num_cell(text: str) -> str:
     return esc(value) + (f' <span class="ci">[{esc(rest)}</span>' if sep else "")
 
 
-def table(
-    head: Sequence[str],
-    rows: Sequence[Sequence[str]],
-    *,
-    label_columns: int = 1,
-    text_columns: Collection[int] = (),
-) -> str:
-    """A scrollable table of plain-text cells (escaped here); columns after
-    ``label_columns`` are right-aligned numbers, but ``text_columns`` (prose)."""
-
-    def cells(row: Sequence[str], tag: str) -> str:
-        out = []
-        for i, c in enumerate(row):
-            numeric = i >= label_columns and i not in text_columns
-            if numeric and tag == "td":
-                out.append(f'<td class="num">{num_cell(c)}</td>')
-            else:
-                out.append(f"<{tag}>{esc(c)}</{tag}>")
-        return "".join(out)
-
-    body = "".join(f"<tr>{cells(r, 'td')}</tr>" for r in rows)
-    return f'<div class="scroll"><table><tr>{cells(head, "th")}</tr>{body}</table></div>'
+def svg_open(cid: str, kind: str, width: float, height: float, title: str) -> str:
+    """A chart's ``<svg>`` tag (scaled by its viewBox) and its title, escaped here."""
+    size = f'width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}"'
+    return (
+        f'<svg id="{esc(cid)}" class="chart {kind}" role="img" xmlns="http://www.w3.org/2000/svg" '
+        f"{size}><title>{esc(title)}</title>"
+    )

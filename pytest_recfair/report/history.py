@@ -1,18 +1,17 @@
 """A ``--fairness-history=DIR`` of runs (like pytest-benchmark's autosave), stored JSON run
-reports read back, and the HTML report's history charts.
-
-Each run adds ``NNNN_<UTC stamp>.json``, reserved with ``O_EXCL`` and filled by an atomic
-rename: its JSON report plus an ``"entry"`` (commit, branch, date, machine, settings)."""
+reports read back, and the HTML report's history charts. Each run adds ``NNNN_<UTC
+stamp>.json`` (reserved with ``O_EXCL``, filled by an atomic rename): its JSON report plus
+an ``"entry"`` (commit, branch, date, machine, settings)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import os
 import platform
 import re
-import shutil
 import socket
 import subprocess
 from collections import Counter
@@ -28,7 +27,7 @@ from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
 from pytest_recfair.gate import baselines
-from pytest_recfair.report.fmt import esc, fmt_ci, nice_step
+from pytest_recfair.report.fmt import esc, fmt_ci, nice_step, svg_open
 from pytest_recfair.report.markdown import to_json
 from pytest_recfair.report.sections import series
 from pytest_recfair.report.status import FLAG_SNSR, Baselines
@@ -83,21 +82,6 @@ def _number(path: Path) -> int:
     return int(path.name.partition("_")[0])
 
 
-def _reserve(directory: Path, now: datetime) -> Path:
-    """A new name in ``directory``, created empty so no other run can take it."""
-    runs = history_runs(directory)
-    number = _number(runs[-1]) + 1 if runs else 1
-    stamp = now.astimezone(UTC).strftime(_STAMP)
-    while True:
-        path = directory / f"{number:04d}_{stamp}.json"
-        try:
-            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
-        except FileExistsError:
-            number += 1
-            continue
-        return path
-
-
 def append_run(
     directory: Path,
     results: Sequence[AuditResult],
@@ -109,11 +93,18 @@ def append_run(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> Path:
-    """Store this run's JSON report, with its ``"entry"`` (commit, branch, date, machine,
-    ``settings``: the run's ``AuditSettings``), as the next entry of ``directory``."""
+    """Store the run's JSON report and ``"entry"`` as the next entry of ``directory``."""
     directory.mkdir(parents=True, exist_ok=True)
     when = now or datetime.now(UTC)
-    path = _reserve(directory, when)
+    runs = history_runs(directory)
+    number = _number(runs[-1]) + 1 if runs else 1
+    while True:  # the next free name, created empty so no other run can take it
+        path = directory / f"{number:04d}_{when.astimezone(UTC).strftime(_STAMP)}.json"
+        try:
+            os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666))
+            break
+        except FileExistsError:
+            number += 1
     info = {
         **git_info(cwd or Path.cwd(), env),
         "date": when.astimezone(UTC).isoformat(timespec="seconds"),
@@ -129,25 +120,15 @@ def append_run(
             if getattr(settings, f.name) != f.default
         },
     }
-    text = to_json(results, baselines, models=models)
     # the report's own lines stay as they are: the entry goes first in its object
-    entry = json.dumps(
-        info, sort_keys=True, ensure_ascii=False, default=str
-    )  # other objects as text
-    text = '{\n"entry": ' + entry + ",\n" + text[2:]
+    entry = json.dumps(info, sort_keys=True, ensure_ascii=False, default=str)
+    text = '{\n"entry": ' + entry + ",\n" + to_json(results, baselines, models=models)[2:]
     try:
         atomic_write_text(path, text)
     except BaseException:
         path.unlink(missing_ok=True)  # never leave an empty entry behind
         raise
     return path
-
-
-def _when(stamp: str) -> str:
-    try:
-        return datetime.strptime(stamp, _STAMP).strftime("%Y-%m-%d %H:%M:%S UTC")
-    except ValueError:
-        return stamp
 
 
 def entry_of(path: Path) -> dict[str, object]:
@@ -211,7 +192,9 @@ def load_history(directory: Path) -> list[HistoryRun]:
         if path.stat().st_size == 0:
             continue
         run = load_run(path)
-        when = _when(path.stem.partition("_")[2])
+        when = stamp = path.stem.partition("_")[2]
+        with contextlib.suppress(ValueError):
+            when = datetime.strptime(stamp, _STAMP).strftime("%Y-%m-%d %H:%M:%S UTC")
         values = {(r.meta.test_id, label): s for r in run.results for label, s in series(r)}
         commit, branch = _text(run.entry, "commit"), _text(run.entry, "branch")
         out.append(HistoryRun(_number(path), when, values, commit, branch))
@@ -231,11 +214,8 @@ CI_VARIABLES: tuple[tuple[str, str], ...] = (
 
 def _git(args: list[str], cwd: Path) -> str | None:
     """One line of ``git ARGS`` in ``cwd``, or None (no git, not a repository, slow)."""
-    exe = shutil.which("git")
-    if exe is None:
-        return None
     try:
-        done = subprocess.run([exe, *args], cwd=cwd, capture_output=True, text=True, timeout=5)
+        done = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
     out = done.stdout.strip()
@@ -274,27 +254,20 @@ class StoredRun:
     entry: Mapping[str, Any] = field(default_factory=dict)  # {}: a plain report
 
 
-def _cut(attr: Any) -> Any:
-    """The matrix cut to one entity: jsonschema is slow on big ones; from_dict checks it."""
-    m = attr.get("matrix") if isinstance(attr, dict) else None
-    if not isinstance(m, dict):
-        return attr
-    cut = {k: v[:1] if isinstance(v, list) and k != "values" else v for k, v in m.items()}
-    return {**attr, "matrix": cut}
-
-
 def _result(doc: Any, path: Path, where: str) -> AuditResult:
     if not isinstance(doc, dict):
         raise DataError(f"{path}: {where} is not an audit result (a JSON object); {_HINT}.")
-    skeleton = {**doc, "schema_version": baselines.SCHEMA_VERSION}
-    if isinstance(doc.get("attributes"), list):
-        skeleton["attributes"] = [_cut(a) for a in doc["attributes"]]
-    # a result is a baseline plus its gate outcome: the baseline schema checks its shape
+    # a result is a baseline plus its gate outcome: the baseline schema checks its shape,
+    # its matrices cut to one entity (jsonschema is slow on big ones; from_dict checks them)
+    skeleton = baselines.skeleton({**doc, "schema_version": baselines.SCHEMA_VERSION})
     errors = list(baselines.validator().iter_errors(skeleton))
     if errors:
         err = jsonschema.exceptions.best_match(errors)
         at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
         raise DataError(f"{path}: {where}{at} is invalid: {err.message}; {_HINT}.")
+    for i, attr in enumerate(doc.get("attributes") or ()):  # what the skeleton left out
+        if (found := baselines.problem(attr, f"{where}.attributes[{i}]")) is not None:
+            raise DataError(f"{path}: {where} is invalid ({found[0]}: {found[1]}); {_HINT}.")
     return _made(AuditResult.from_dict, doc, path, where)
 
 
@@ -438,9 +411,7 @@ def _chart(history: Sequence[HistoryRun], test_id: str, label: str, cid: str) ->
         return _H - _BOTTOM - (_H - _BOTTOM - _TOP) * min(max(v, 0.0), top) / top
 
     out = [
-        f'<svg id="{esc(cid)}" class="chart history" role="img" '
-        f'xmlns="http://www.w3.org/2000/svg" width="{_W}" height="{_H}" '
-        f'viewBox="0 0 {_W} {_H}"><title>{esc(label)} over {n} stored runs</title>',
+        svg_open(cid, "history", _W, _H, f"{label} over {n} stored runs"),
         *_axes(n, step, history, f"{what}, lower is fairer"),
     ]
     if snsr:

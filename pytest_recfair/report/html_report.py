@@ -18,7 +18,7 @@ from pytest_recfair.report.fmt import (
     fmt_delta,
     nice_step,
     num_cell,
-    table,
+    svg_open,
 )
 from pytest_recfair.report.history import HistoryRun, history_html
 from pytest_recfair.report.sections import kind_tables, measure, series
@@ -57,8 +57,7 @@ section.test { border: 1px solid var(--line); border-radius: 10px; padding: 16px
   margin: 0 0 24px; }
 section.test > header { display: flex; align-items: center; gap: 12px; }
 .badge { display: inline-block; white-space: nowrap; border-radius: 12px; padding: 1px 10px;
-  font-weight: 600;
-  font-size: 12px; color: #fff; letter-spacing: .03em; }
+  font-weight: 600; font-size: 12px; color: #fff; letter-spacing: .03em; }
 .badge.PASS { background: var(--pass); } .badge.FAIL { background: var(--fail); }
 .badge.na { background: var(--na); } .badge.FLAG { background: var(--base); }
 table { border-collapse: collapse; margin: 8px 0; font-variant-numeric: tabular-nums; }
@@ -68,10 +67,7 @@ th { background: var(--panel); font-weight: 600; }
 td.num { text-align: right; }
 .ci { white-space: nowrap; display: inline-block; }
 table.meta td:first-child { color: var(--muted); }
-ul.failures { margin: 8px 0; padding-left: 20px; color: var(--fail); }
-ul.failures span { color: var(--fg); }
 ul.notes { margin: 8px 0; padding-left: 20px; color: var(--muted); }
-code { background: var(--panel); border-radius: 4px; padding: 1px 5px; font-size: 13px; }
 .grid2 { display: grid; grid-template-columns: minmax(0, 1fr); gap: 8px; }
 figure { margin: 8px 0 16px; }
 figcaption { color: var(--muted); font-size: 12px; }
@@ -84,7 +80,6 @@ table.summary td { overflow-wrap: anywhere; }
 details.detail > summary { cursor: pointer; color: var(--accent); margin: 8px 0; }
 @media (max-width: 900px) { main { padding: 12px 10px 32px; }
   section.test { padding: 10px 8px; } th, td { padding: 4px 6px; } }
-
 section.evidence { margin: 12px 0; }
 section.evidence details.row { border: 1px solid var(--line); border-radius: 6px;
   padding: 4px 10px; margin: 4px 0; }
@@ -104,9 +99,21 @@ _ROW_H = 26
 
 
 def table_html(t: Table) -> str:
-    """A table in HTML: its title as a heading, its lead below, the table, its notes."""
+    """A table in HTML: its title as a heading, its lead below, a scrollable table (columns
+    after ``labels`` right-aligned numbers, but ``text`` ones), its notes."""
+
+    def cells(row: Sequence[str], tag: str) -> str:
+        return "".join(
+            f'<td class="num">{num_cell(c)}</td>'
+            if tag == "td" and i >= t.labels and i not in t.text
+            else f"<{tag}>{esc(c)}</{tag}>"
+            for i, c in enumerate(row)
+        )
+
     lead = f'<p class="sub">{esc(t.lead)}</p>' if t.lead else ""
-    grid = table(t.head, t.rows, label_columns=t.labels, text_columns=t.text) if t.rows else ""
+    body = "".join(f"<tr>{cells(r, 'td')}</tr>" for r in t.rows)
+    grid = f'<div class="scroll"><table><tr>{cells(t.head, "th")}</tr>{body}</table></div>'
+    grid = grid if t.rows else ""
     notes = "".join(f"<li>{esc(n)}</li>" for n in t.notes)
     notes = f'<ul class="notes">{notes}</ul>' if notes else ""
     return f"<h3>{esc(t.title)}</h3>" * bool(t.title) + f"{lead}{grid}{notes}"
@@ -141,11 +148,8 @@ def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) 
     def x(val: float) -> float:
         return x0 + (val - lo) / (hi - lo) * (x1 - x0)
 
-    out = [
-        f'<svg id="{esc(chart_id)}" class="chart dots" role="img" xmlns="http://www.w3.org/2000/svg"'
-        f' width="{width:.0f}" height="{height}" viewBox="0 0 {width:.0f} {height}">',
-        f"<title>{esc(a.attribute)}: mean similarity to the neutral lists per value</title>",
-    ]
+    title = f"{a.attribute}: mean similarity to the neutral lists per value"
+    out = [svg_open(chart_id, "dots", width, height, title)]
     n_ticks = round((hi - lo) / step)
     for i in range(n_ticks + 1):
         t = lo + i * step
@@ -247,13 +251,8 @@ def _heatmap(r: AuditResult, chart_id: str) -> str:
     legend = f"+{scale:.2f} from the attribute mean (blue: favoured, red: disfavoured)"
     width = round(max(label_w + cell_w * n_cols + 20, label_w + 204 + _text_w(legend, 11)))
     height = cell_h * len(rows) + 44
-    out = [
-        f'<svg id="{esc(chart_id)}" class="chart heatmap" role="img" '
-        f'xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}">',
-        "<title>attribute x value: deviation of each value's mean similarity from its "
-        "attribute mean</title>",
-    ]
+    title = "attribute x value: deviation of each value's mean similarity from its attribute mean"
+    out = [svg_open(chart_id, "heatmap", width, height, title)]
     for i, (a, centre) in enumerate(rows):
         y = i * cell_h
         out.append(
@@ -296,17 +295,18 @@ def _heatmap(r: AuditResult, chart_id: str) -> str:
     return "".join(out)
 
 
-def _shared(m: object, sep: str, *named: tuple[str, str]) -> tuple[str, str]:
+def _shared(
+    m: object, sep: str, *named: tuple[str, str], cut: int | None = None
+) -> tuple[str, str]:
     """("domain / language", "movie / en") from the fields this kind's meta has."""
-    have = [(words, getattr(m, name)) for words, name in named if hasattr(m, name)]
-    return sep.join(w for w, _ in have), sep.join(str(v) for _, v in have)
+    have = [(words, str(getattr(m, name))[:cut]) for words, name in named if hasattr(m, name)]
+    return sep.join(w for w, _ in have), sep.join(v for _, v in have)
 
 
 def _meta_table(r: AuditResult) -> str:
     m = r.meta
-    hashes = _shared(
-        m, " / ", ("seeds", "seeds_hash"), ("grid", "grid_hash"), ("templates", "templates_hash")
-    )
+    named = ("seeds", "seeds_hash"), ("grid", "grid_hash"), ("templates", "templates_hash")
+    hashes, digests = _shared(m, " / ", *named, cut=12)
     rows: list[tuple[str, str]] = [
         ("provider / model", f"{m.provider} / {m.model}"),
         ("measure", measure(r)),
@@ -321,10 +321,7 @@ def _meta_table(r: AuditResult) -> str:
         ("cost", "n/a" if r.cost is None else f"${r.cost:.4f}"),
         ("fuzzy title merges", str(r.merges) if r.attributes else ""),
         ("failed prompts (left out)", failed_text(r) or "none"),
-        (
-            f"hashes ({hashes[0]})",
-            " / ".join(h[:12] for h in hashes[1].split(" / ")) if hashes[0] else "",
-        ),
+        (f"hashes ({hashes})", digests),
         ("plugin version", m.plugin_version),
     ]
     body = "".join(f"<tr><td>{esc(k)}</td><td>{esc(v)}</td></tr>" for k, v in rows if v)

@@ -89,9 +89,8 @@ def _body(r: AuditResult) -> list[str]:
 
 
 def _summary(r: AuditResult) -> str:
-    """The one line a folded test shows: status, test id, largest SNSR, flags.
-
-    Inside HTML, so the id is escaped the HTML way (``<`` and ``&`` only: ``->`` stays)."""
+    """A folded test's line: status, test id (in HTML: ``<`` and ``&`` escaped), largest
+    SNSR, flags."""
     line = f"{_ICON[result_status(r)]} <code>{_html(r.meta.test_id)}</code>"
     if r.attributes:
         top = max(r.attributes, key=lambda a: shown(a, "snsr").value)

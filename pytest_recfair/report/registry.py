@@ -11,7 +11,7 @@ from typing import Final, Protocol
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.fileio import atomic_write_text
-from pytest_recfair.report.history import HistoryRun, append_run
+from pytest_recfair.report.history import HistoryRun
 from pytest_recfair.report.html_report import to_html
 from pytest_recfair.report.markdown import to_json, to_markdown
 from pytest_recfair.report.status import Baselines
@@ -86,10 +86,8 @@ def write_report(
 
 
 class RunView(Protocol):
-    """The parts of a run's collector the channels read."""
+    """The parts of a run's collector the summary reads."""
 
-    @property
-    def baselines(self) -> Mapping[str, AuditResult]: ...
     @property
     def written(self) -> Sequence[Path]: ...
     @property
@@ -110,18 +108,3 @@ def summary_lines(run: RunView, width: int = 100, *, verbose: bool = False) -> l
         lines.extend(f"  {change}" for change in run.changes.get(p, []))
     lines.extend(run.notes)
     return lines
-
-
-def write_run_report(run: RunView, path: Path, history: Sequence[HistoryRun] = ()) -> None:
-    """Write the run's report to ``path`` (format by extension)."""
-    write_report(path, run.ordered(), run.baselines, models=run.models(), history=history)
-
-
-def add_to_history(
-    run: RunView, directory: Path, *, settings: object = None, cwd: Path | None = None
-) -> Path:
-    """Append the run to the ``--fairness-history`` directory; the entry's path."""
-
-    return append_run(
-        directory, run.ordered(), run.baselines, models=run.models(), settings=settings, cwd=cwd
-    )

@@ -1,7 +1,6 @@
-"""The report sections a kind of audit supplies for its own results, in every format.
-
-The report never names a kind (it never imports the engine): each ``extras`` key is looked
-up through what the kind registry hands :func:`use`; a key no kind claims is an error."""
+"""The report sections a kind of audit supplies for its own results, in every format. The
+report never names a kind: each ``extras`` key is looked up through what the kind registry
+hands :func:`use`; a key no kind claims is an error."""
 
 from __future__ import annotations
 
@@ -137,16 +136,12 @@ def properties(result: AuditResult) -> list[tuple[str, float | int | str]]:
     props: list[tuple[str, float | int | str]] = [("recfair.model", result.meta.model)]
     for a in result.attributes:
         key = "recfair." + a.attribute.casefold().replace(" ", "_")
-        for stat in STATISTICS:
-            props.append((f"{key}.{stat}", _round(getattr(a, stat).value)))
-        props.append((f"{key}.refusal_gap", _round(a.refusal_gap)))
-        if a.entropy is not None:
-            props.append((f"{key}.entropy", _round(a.entropy)))
+        figures = {s: getattr(a, s).value for s in STATISTICS} | {"refusal_gap": a.refusal_gap}
+        figures |= {} if a.entropy is None else {"entropy": a.entropy}
+        props += [
+            (f"{key}.{s}", x if math.isnan(x) else round(float(x), 6)) for s, x in figures.items()
+        ]
     props += extra_properties(result)
     if result.gate is not None:
         props.append(("recfair.gate", "pass" if result.gate.passed else "fail"))
     return props
-
-
-def _round(x: float) -> float:
-    return x if math.isnan(x) else round(float(x), 6)

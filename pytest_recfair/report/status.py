@@ -17,11 +17,9 @@ Baselines: TypeAlias = Mapping[str, AuditResult] | Sequence[AuditResult] | None
 
 def baseline_map(baselines: Baselines) -> dict[str, AuditResult]:
     """Baselines keyed by test id, whatever form they came in."""
-    if baselines is None:
-        return {}
     if isinstance(baselines, Mapping):
         return dict(baselines)
-    return {b.meta.test_id: b for b in baselines}
+    return {b.meta.test_id: b for b in baselines or ()}
 
 
 def check_results(results: Sequence[AuditResult]) -> list[AuditResult]:
@@ -65,9 +63,7 @@ def attribute_label(result: AuditResult, a: AttributeResult) -> str:
 
 
 def result_status(result: AuditResult) -> str:
-    if result.gate is None:
-        return "n/a"
-    return "PASS" if result.gate.passed else "FAIL"
+    return "n/a" if result.gate is None else "PASS" if result.gate.passed else "FAIL"
 
 
 def failures_first(results: Sequence[AuditResult]) -> list[AuditResult]:
@@ -139,14 +135,12 @@ def describe(result: AuditResult) -> str:
     return ", ".join(parts)
 
 
-def failed_text(result: AuditResult) -> str:
-    """'3 of 600 prompts failed, left out (neutral 2, gender=female 1)', or ''."""
-    if not result.failed:
+def failed_text(r: AuditResult) -> str:
+    """'3 of 600 prompts got no valid response, left out (neutral 2, gender=female 1)', or ''."""
+    if not r.failed:
         return ""
-    groups = ", ".join(f"{g} {n}" for g, n in result.failed.items())
-    return (
-        f"{result.n_failed} of {result.prompts} prompts got no valid response, left out ({groups})"
-    )
+    groups = ", ".join(f"{g} {n}" for g, n in r.failed.items())
+    return f"{r.n_failed} of {r.prompts} prompts got no valid response, left out ({groups})"
 
 
 def same_attribute(baseline: AuditResult | None, a: AttributeResult) -> AttributeResult | None:
@@ -202,7 +196,6 @@ _ROUTINE = (
 
 def lead_notes(notes: Sequence[str]) -> list[str]:
     """The notes the short terminal output shows: all but the routine power and floor ones."""
-
     return [n for n in notes if not any(r in n for r in _ROUTINE)]
 
 

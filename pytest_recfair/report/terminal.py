@@ -1,22 +1,24 @@
-"""The "fairness summary" of the pytest terminal report, the terminal's one formatter of a
-:class:`~pytest_recfair.report.fmt.Table`, and the "models side by side" table of every
-report (``compare.models.ModelComparison``)."""
+"""The "fairness summary" of the pytest terminal report, and the "models side by side"
+table of every report (``compare.models.ModelComparison``)."""
 
 from __future__ import annotations
 
 import math
-import textwrap
 from collections.abc import Sequence
 from dataclasses import replace
 
 from pytest_recfair.compare.models import ModelComparison, PairRow
-from pytest_recfair.report.failures import (
-    evidence_lines,
-    failure_label,
-    failure_text,
-    headlines,
+from pytest_recfair.report.failures import evidence_lines, failure_label, failure_text, headlines
+from pytest_recfair.report.fmt import (
+    Table,
+    clip,
+    fmt,
+    fmt_ci,
+    fmt_delta,
+    fmt_p,
+    table_text,
+    wrap_text,
 )
-from pytest_recfair.report.fmt import Table, aligned, clip, fmt, fmt_ci, fmt_delta, fmt_p
 from pytest_recfair.report.sections import kind_sections, kind_tables
 from pytest_recfair.report.status import (
     FLAG_SNSR,
@@ -39,54 +41,6 @@ from pytest_recfair.vocab import STATISTICS
 #: the verbose summary's attribute table: the values (their intervals are in the reports)
 _HEAD = ["attribute", "gate", "SNSR", "SNSV", "PAFS", "ΔSNSR", "ΔSNSV", "ΔPAFS"]
 _HEAD += ["most / least favoured"]
-
-
-def wrap_text(text: str, width: int, first: str = "  ", rest: str = "    ") -> list[str]:
-    """``text`` wrapped at spaces: a long name or path stays whole on its own line."""
-    return textwrap.wrap(
-        text,
-        width=max(width, 40),
-        initial_indent=first,
-        subsequent_indent=rest,
-        break_long_words=False,
-        break_on_hyphens=False,
-    ) or [first.rstrip()]
-
-
-def table_text(t: Table, width: int) -> list[str]:
-    """A table in the terminal: title and lead, its columns aligned when they fit ``width``
-    (a last prose column, else, below its row), or a line per row naming each cell's
-    column; then its notes."""
-    lead = " — ".join(x for x in (t.title, t.lead) if x)
-    lines = wrap_text(lead, width) if lead else []
-    table = [t.head, *t.rows] if t.rows else []
-    last = len(t.head) - 1 in t.text  # a prose column: it may wrap below its row
-
-    pad = "  " if lead else ""  # under a title; the attribute table has none
-
-    def grid(rows: Sequence[Sequence[str]]) -> list[str]:
-        return [pad + line for line in aligned(rows, t.labels, t.text)] if rows else []
-
-    if max(map(len, full := grid(table)), default=0) <= width:
-        lines += full
-    elif last and max(map(len, part := grid([r[:-1] for r in table]))) + 10 <= width:
-        for line, row in zip(part, table, strict=True):
-            joined = f"{line.ljust(len(max(part, key=len)))}  {row[-1]}".rstrip()
-            fits = len(joined) <= width
-            more = pad + "    "
-            lines += [joined] if fits else [line, *wrap_text(row[-1], width, more, more)]
-    else:  # prose cells cut to a few lines: whole in the HTML and Markdown reports
-        for row in t.rows:
-            cells = [
-                f"{t.head[i]} {clip(c, 160) if i in t.text else c}"
-                for i, c in enumerate(row)
-                if i >= t.labels and c not in ("", "—")
-            ]
-            text = " · ".join(row[: t.labels]) + ": " + ", ".join(cells)
-            lines += wrap_text(text, width, pad + "  ", pad + "    ")
-    for note in t.notes:
-        lines += wrap_text(note, width, pad + "  ", pad + "    ")
-    return lines
 
 
 def _heading(r: AuditResult, width: int) -> list[str]:
@@ -189,14 +143,10 @@ def terminal_summary(
             lines += wrap_text(line, width, "  ", "      ")
         if usage := usage_text(r):
             lines += wrap_text(usage, width)
-    if flagged and verbose:
-        lines += wrap_text(
-            f"FLAG: not a gate failure, but a large gap (SNSR > {FLAG_SNSR:g} or SNSV > "
-            f"{FLAG_SNSV:g})",
-            width,
-            "",
-        )
-    return lines
+    flag = (
+        f"FLAG: not a gate failure, but a large gap (SNSR > {FLAG_SNSR:g} or SNSV > {FLAG_SNSV:g})"
+    )
+    return lines + (wrap_text(flag, width, "") if flagged and verbose else [])
 
 
 def pair_text(p: PairRow) -> str:

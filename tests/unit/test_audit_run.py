@@ -29,7 +29,7 @@ from pytest_recfair.prompts.grids import load_grid
 from pytest_recfair.prompts.seeds import load_seeds
 from pytest_recfair.report import sections as junit
 from pytest_recfair.report.failures import failure_text, verdict_message
-from pytest_recfair.report.registry import summary_lines, write_run_report
+from pytest_recfair.report.registry import summary_lines, write_report
 from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings, resolve
 from pytest_recfair.sim.recommender import SimulatedRecommender
@@ -195,7 +195,7 @@ def test_collector_keeps_the_baseline_it_compared_against(tmp_path: Path) -> Non
     collector.add(json.loads(json.dumps(payload)))  # through JSON, as xdist ships it
     assert collector.baselines["t::x"].to_dict() == baseline.to_dict()
     out = tmp_path / "report.html"  # per-value tables of every test, with baseline means
-    write_run_report(collector, out)
+    write_report(out, collector.ordered(), collector.baselines, models=collector.models())
     muslim = baseline.attribute("religion").value("Muslim").mean.value
     row = re.search(r"<tr><td>Muslim</td><td[^>]*>.*?</td><td[^>]*>([^<]*)</td>", out.read_text())
     assert row is not None

@@ -55,7 +55,7 @@ def test_thresholds_keep_only_the_limits_set() -> None:
     [
         (-0.01, 0.05, "tolerance must be a finite number >= 0"),
         (math.inf, 0.05, "tolerance must be a finite number >= 0"),
-        ("0.1", 0.05, "tolerance must be a number"),
+        ("0.1", 0.05, "tolerance must be a finite number >= 0"),
         (0.0, 0.0, "alpha"),
         (0.0, 1.0, "alpha"),
     ],
