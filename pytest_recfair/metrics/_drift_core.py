@@ -278,21 +278,28 @@ def step_down(
 ) -> tuple[FloatArray, FloatArray, RefArray]:
     """Raw and Westfall–Young step-down max-T adjusted p-values (T: (m,), Tp: (B, m)), the
     ``dropped`` members left out of the max-T but not of their raw p, and the max over the
-    members kept. One transposed copy of the reference, members by ascending T."""
+    members kept. Members by ascending T, a transposed copy of a block of draws at a time
+    (the draws are independent; a copy of the whole reference was a run's peak memory)."""
     B = Tp.shape[0]
     extra = 0 if exact else 1  # random draws: count the observed data as one more draw
     order = np.argsort(-T, kind="stable")
     up = order[::-1]
-    tail = np.ascontiguousarray(Tp.T[up])  # (m, B): the one copy
+    hits, kept_hits = np.zeros(T.size, dtype=np.int64), np.zeros(T.size, dtype=np.int64)
+    top = np.empty(B, dtype=Tp.dtype)
+    for a in range(0, B, 4 * _SUB):
+        tail = np.ascontiguousarray(Tp[a : a + 4 * _SUB].T[up])  # (m, block)
+        hits += np.count_nonzero(tail >= T[up][:, None], axis=1)
+        if dropped is not None:
+            tail[dropped[up]] = -np.inf
+        np.maximum.accumulate(tail, axis=0, out=tail)  # row i: max over up[: i + 1]
+        kept_hits += np.count_nonzero(tail[::-1] >= T[order][:, None], axis=1)
+        top[a : a + 4 * _SUB] = tail[-1]
     raw = np.empty(T.size)
-    raw[up] = (extra + np.count_nonzero(tail >= T[up][:, None], axis=1)) / (B + extra)
-    if dropped is not None:
-        tail[dropped[up]] = -np.inf
-    np.maximum.accumulate(tail, axis=0, out=tail)  # row i: max over up[: i + 1]
-    p_sorted = (extra + np.count_nonzero(tail[::-1] >= T[order][:, None], axis=1)) / (B + extra)
+    raw[up] = (extra + hits) / (B + extra)
+    p_sorted = (extra + kept_hits) / (B + extra)
     adjusted = np.empty_like(p_sorted)
     adjusted[order] = np.maximum.accumulate(p_sorted)
-    return raw, adjusted, tail[-1]
+    return raw, adjusted, top
 
 
 def screen_and_adjust(

@@ -123,8 +123,9 @@ CountArray = npt.NDArray[Any]  # (B, E) unsigned integer counts (or float64 from
 #: Cells of a weight matrix converted to float64 at once (16 MB); 2,000 draws over up to
 #: 1,048 entities are one block.
 BLOCK_CELLS = 1 << 21
-#: Resample indices drawn per block (8 MB): see :func:`resample_weights`.
-DRAW_BLOCK = 1 << 20
+#: Resample indices drawn per block (2 MB, and as much for their counts): see
+#: :func:`resample_weights`; 8 MB blocks were a paper-scale run's peak memory.
+DRAW_BLOCK = 1 << 18
 
 
 def draw_block_rows(E: int, cells: int = BLOCK_CELLS) -> int:
@@ -164,7 +165,7 @@ def products(W: CountArray, *mats: FloatArray) -> tuple[FloatArray, ...]:
 def resample_weights(rng: np.random.Generator, B: int, E: int) -> CountArray:
     """(B, E): how often each entity is drawn in each of B resamples of size E, in the
     smallest dtype that holds the counts; drawn in blocks of rows (the numbers of one
-    (B, E) draw), so the index array never holds more than ~1M entries."""
+    (B, E) draw), so the index array never holds more than ~256k entries."""
     W: CountArray = np.empty((B, E), dtype=np.uint8)
     rows = max(1, DRAW_BLOCK // max(E, 1))
     for a in range(0, B, rows):
