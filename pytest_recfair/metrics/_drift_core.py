@@ -291,7 +291,8 @@ def step_down(
         hits += np.count_nonzero(tail >= T[up][:, None], axis=1)
         if dropped is not None:
             tail[dropped[up]] = -np.inf
-        np.maximum.accumulate(tail, axis=0, out=tail)  # row i: max over up[: i + 1]
+        for i in range(1, len(tail)):  # row i: max over up[: i + 1] (10x maximum.accumulate)
+            np.maximum(tail[i - 1], tail[i], out=tail[i])
         kept_hits += np.count_nonzero(tail[::-1] >= T[order][:, None], axis=1)
         top[a : a + 4 * _SUB] = tail[-1]
     raw = np.empty(T.size)
