@@ -65,6 +65,10 @@ def stat_rows(means: FloatArray, statistic: DriftQuantity) -> FloatArray:
     """The statistic of value means over the last axis."""
     if statistic == "unusable":
         return np.asarray(np.mean(means, axis=-1))
+    if statistic == "snsr" and means.ndim == 2 and means.size:
+        # column by column: a reduction along a short last axis costs ~5x as much
+        cols = list(means.T)
+        return np.asarray(functools.reduce(np.maximum, cols) - functools.reduce(np.minimum, cols))
     if statistic == "snsr":
         return np.asarray(np.max(means, axis=-1) - np.min(means, axis=-1))
     if statistic == "snsv":
