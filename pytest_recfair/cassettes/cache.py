@@ -45,8 +45,11 @@ def code_version() -> bytes:
         with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             h.update(f"\0{name}={importlib.metadata.version(name)}".encode())
     package = Path(__file__).resolve().parents[1]
-    files = sorted(p for p in package.rglob("*") if p.is_file() and "__pycache__" not in p.parts)
-    for path in files:
+    files = []
+    for folder, dirs, names in os.walk(package):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]  # not listed (rglob: 7 ms a run)
+        files += [Path(folder, name) for name in names]
+    for path in sorted(files):
         with contextlib.suppress(OSError):
             h.update(b"\0" + path.relative_to(package).as_posix().encode() + b"\0")
             h.update(path.read_bytes())

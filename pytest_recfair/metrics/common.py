@@ -117,8 +117,8 @@ CountArray = npt.NDArray[Any]  # (B, E) unsigned integer counts (or float64 from
 
 #: Cells of a weight matrix converted to float64 at once (16 MB: 2,000 draws x 1,048).
 BLOCK_CELLS = 1 << 21
-#: Resample indices drawn per block (8 MB).
-DRAW_BLOCK = 1 << 20
+#: Resample indices drawn per block (2 MB; 8 MB blocks were the paper-scale peak).
+DRAW_BLOCK = 1 << 18
 
 
 def draw_block_rows(E: int, cells: int = BLOCK_CELLS) -> int:
@@ -154,7 +154,7 @@ def products(W: CountArray, *mats: FloatArray) -> tuple[FloatArray, ...]:
 
 def resample_weights(rng: np.random.Generator, B: int, E: int) -> CountArray:
     """(B, E) draw counts of each entity per resample, in the smallest dtype that holds
-    them; drawn in blocks of rows (the numbers of one draw: ~1M indices at a time)."""
+    them; drawn in blocks of rows (the numbers of one draw: ~256k indices at a time)."""
     W: CountArray = np.empty((B, E), dtype=np.uint8)
     rows = max(1, DRAW_BLOCK // max(E, 1))
     for a in range(0, B, rows):

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pytest_recfair.metrics import common, inference, stats
+from pytest_recfair.metrics import _drift_core, common, inference, stats
 from pytest_recfair.metrics.aggregate import SimilarityMatrix
 from pytest_recfair.metrics.stats import intervals
 from pytest_recfair.replies import matching, titles
@@ -65,6 +65,21 @@ def test_drift_test_of_large_runs_peaks_far_below_a_float_matrix() -> None:
     member = inference.DriftMember(("a", "snsr"), "snsr", names, base, names, cand)
     peak = _peak(lambda: inference.drift_test([member], n_resamples=B, seed=0))
     assert peak < 80 * MB, f"peak {peak / MB:.0f} MB; a float64 (B, E) matrix is 160 MB"
+
+
+def test_paper_scale_weights_are_drawn_in_small_blocks() -> None:
+    # 1,000 entities x 2,000 resamples: 2 MB of counts, drawn through 2 MB index blocks
+    peak = _peak(lambda: common.resample_weights(np.random.default_rng(0), B, 1_000))
+    assert peak < 8 * MB, f"peak {peak / MB:.1f} MB for 2 MB of weights"
+
+
+def test_step_down_copies_a_block_of_draws_not_the_reference() -> None:
+    # a paper-scale drift test's reference: 50,000 draws x 48 members, float32 (9.6 MB)
+    rng = np.random.default_rng(4)
+    Tp = rng.standard_normal((50_000, 48), dtype=np.float32)
+    T = rng.standard_normal(48)
+    peak = _peak(lambda: _drift_core.step_down(T, Tp, False, T < -1))
+    assert peak < Tp.nbytes / 4, f"peak {peak / MB:.1f} MB; the reference: {Tp.nbytes / MB:.1f}"
 
 
 def test_one_block_products_are_the_float_products() -> None:
