@@ -92,7 +92,6 @@ class Endpoint:
     hold_until: float = 0.0
     cut_until: float = 0.0  # one decrease per Retry-After, not one per 429 of a burst
     ratio: float = 1.0  # reply tokens / estimated tokens
-    throttled: int = 0  # 429s answered
     probe: bool = True  # await the first reply alone (a remote endpoint)
     heeds: bool = True  # False: its headers stated a limit too low to pace to (ignored)
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -258,7 +257,6 @@ class Pacer:
                 if seen.tokens_remaining is not None:
                     ep.tokens.cap(seen.tokens_remaining, now)
             if status == 429:
-                ep.throttled += 1
                 pause = min(retry_after if retry_after is not None else 1.0, self.max_hold)
                 if now >= ep.cut_until:
                     ep.factor = max(FLOOR, ep.factor * DECREASE)
@@ -327,14 +325,12 @@ _UNIT = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, 
 
 @dataclass(frozen=True, slots=True)
 class Seen:
-    """The limits one reply states (None: not stated). Resets are seconds from now."""
+    """The limits one reply states (None: not stated); reset times are not kept (unused)."""
 
     requests_limit: int | None = None
     requests_remaining: int | None = None
-    requests_reset: float | None = None
     tokens_limit: int | None = None
     tokens_remaining: int | None = None
-    tokens_reset: float | None = None
     # what stated the requests and the tokens limit (for the line giving it up)
     names: tuple[str, str] = field(default=("", ""), compare=False)
 
@@ -355,18 +351,6 @@ def parse_duration(text: str) -> float | None:
         total += float(match.group(1)) * _UNIT[match.group(2)]
         end = match.end()
     return total if end == len(text) and end and math.isfinite(total) else None
-
-
-def parse_reset(text: str, *, now: datetime | None = None) -> float | None:
-    """Seconds until a reset given as a duration or an RFC 3339 time (Anthropic)."""
-    seconds = parse_duration(text)
-    if seconds is not None:
-        return seconds
-    try:
-        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return _until(when, now)
 
 
 def _finite(value: float) -> float | None:
@@ -405,7 +389,7 @@ def _count(value: str | None) -> int | None:
     return int(number) if math.isfinite(number) and number >= 0 else None
 
 
-def read_headers(headers: Mapping[str, str], *, now: datetime | None = None) -> Seen | None:
+def read_headers(headers: Mapping[str, str]) -> Seen | None:
     """The limits in a reply's headers (OpenAI or Anthropic names), None if it states none.
     ``headers`` is looked up by lower-case name (``httpx.Headers`` or a lower-cased dict)."""
 
@@ -425,16 +409,12 @@ def read_headers(headers: Mapping[str, str], *, now: datetime | None = None) -> 
             return None
         names = ["anthropic-ratelimit-requests-{}", tokens or ""]
 
-    def read(name: str, field: str) -> Any:
-        value = headers.get(name.format(field)) if name else None
-        if value is None or field != "reset":
-            return _count(value)
-        return parse_reset(value, now=now)
+    def read(name: str, field: str) -> int | None:
+        return _count(headers.get(name.format(field)) if name else None)
 
     r, t = names
     seen = Seen(
-        *(read(r, "limit"), read(r, "remaining"), read(r, "reset")),
-        *(read(t, "limit"), read(t, "remaining"), read(t, "reset")),
+        *(read(r, "limit"), read(r, "remaining"), read(t, "limit"), read(t, "remaining")),
         (r.format("limit"), t.format("limit")),
     )
     return seen if seen.requests_limit is not None or seen.tokens_limit is not None else None
@@ -471,5 +451,5 @@ def gemini_quota(body: bytes | str) -> tuple[float | None, Seen | None]:
                 quota[what] = min(quota.get(what, value), value)
     requests, tokens = quota.get("request"), quota.get("token")
     names = ("the 429's QuotaFailure", "the 429's QuotaFailure")
-    seen = Seen(requests, None, None, tokens, None, None, names) if requests or tokens else None
+    seen = Seen(requests, None, tokens, None, names) if requests or tokens else None
     return delay, seen
