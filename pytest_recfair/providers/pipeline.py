@@ -184,19 +184,6 @@ class Scope:
         same = [(c, str(k[3])) for c, k, _ in self.store.recorded(self.entity) if k[:3] == here]
         return [b for c, b in same if c == self.case.id] or [b for _, b in same]
 
-    def replay_output(self, model: str, system: str | None, prompt: str) -> Completion | None:
-        """What the function returned when recorded (``record=True``); None: call it."""
-        method, url, body = output_request(model, system, prompt)
-        hit = self.lookup(method, url, [], body, http=False)
-        return None if hit is None else output_completion(hit.body, model)
-
-    def keep_output(
-        self, model: str, system: str | None, prompt: str, completion: Completion
-    ) -> None:
-        method, url, body = output_request(model, system, prompt)
-        reply = output_reply(completion)
-        self.keep(method, url, [], body, 200, [("content-type", "application/json")], reply, "OK")
-
     def failed(self, method: str, url: str, body: bytes, error: BaseException) -> None:
         with self.lock:
             self.failing[(method, url, body)] = (

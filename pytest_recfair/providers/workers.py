@@ -27,7 +27,14 @@ from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.aionet import AsyncioTransport
 from pytest_recfair.providers.base import Completion, Provider
 from pytest_recfair.providers.http import is_loopback
-from pytest_recfair.providers.pipeline import SCOPE, Scope, scoped
+from pytest_recfair.providers.pipeline import (
+    SCOPE,
+    Scope,
+    output_completion,
+    output_reply,
+    output_request,
+    scoped,
+)
 from pytest_recfair.providers.replay import Todo, noted_failure, replay_failures
 from pytest_recfair.providers.retry import (
     Abort,
@@ -130,10 +137,12 @@ async def _one_callable(
     if noted is not None:  # this test's recording failed the prompt: so does its replay
         return noted
     scope = Scope(store, opts.test_id, case, opts.allowance)
-    output = (provider.model, case.system, case.prompt)  # its key with record=True
+    # record=True: what the function returned is kept and replayed under this key
+    method, url, body = output_request(provider.model, case.system, case.prompt)
     with scoped(scope):
         try:
-            replayed = scope.replay_output(*output) if provider.record else None
+            hit = scope.lookup(method, url, [], body, http=False) if provider.record else None
+            replayed = None if hit is None else output_completion(hit.body, provider.model)
             if replayed is not None:
                 result: Completion | str = replayed
             else:  # intercept="vcr": vcrpy saves (into the scope) when the block ends
@@ -144,7 +153,8 @@ async def _one_callable(
         if scope.stop is not None:
             raise Abort(scope.stop)
         if provider.record and replayed is None and isinstance(result, Completion):
-            scope.keep_output(*output, result)
+            ok = (200, [("content-type", "application/json")], output_reply(result), "OK")
+            scope.keep(method, url, [], body, *ok)
     return scope.settle(result)
 
 
