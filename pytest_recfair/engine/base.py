@@ -380,9 +380,7 @@ class PooledKind:
             )
         usage = sum((c.usage for c in completions.values() if c.usage), Usage())
         outcome = RunOutcome(completions, errors, usage, merged_cost(parts))
-        entities = list(dict.fromkeys(c.entity_id for c in cases))
-        first = [c for c in cases if c.entity_id == entities[0]] if entities else []
-        scorer = self.scorer(settings, entities, first, inputs)
+        scorer = self.scorer(settings, (), (), inputs)  # a pooled one reads neither
         scorer.add(cases, outcome)
         sent = Sent()
         sent.add(cases, outcome)

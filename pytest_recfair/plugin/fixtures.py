@@ -21,8 +21,7 @@ from pytest_recfair.settings import AuditSettings
 if TYPE_CHECKING:
     from pytest_recfair.compare.models import ModelSlot
     from pytest_recfair.engine.base import AuditInputs
-    from pytest_recfair.engine.collector import TestRecord
-    from pytest_recfair.engine.verdict import BaselineCheck, BaselineState, Verdict
+    from pytest_recfair.engine.verdict import BaselineCheck, BaselineState, TestRecord, Verdict
     from pytest_recfair.results import AuditResult
     from pytest_recfair.settings.values import Shard
 
@@ -404,8 +403,7 @@ def conclude(
 ) -> tuple[BaselineCheck, AuditResult, TestRecord]:
     """Compare with the baseline and gate: the comparison, the gated result, and the
     record shipped to the controller (even if the test body fails before judging)."""
-    from pytest_recfair.engine.collector import TestRecord
-    from pytest_recfair.engine.verdict import check_baseline, gate_result
+    from pytest_recfair.engine.verdict import TestRecord, check_baseline, gate_result
 
     comparison = check_baseline(s, result, state)
     result = gate_result(s, result, comparison.baseline, comparison.problem)
@@ -460,7 +458,7 @@ def judge(
     """The verdict (``failed``: the body's error) with the baseline written under
     --fairness-update, and why the baseline could not be written, or None."""
     from pytest_recfair.engine import verdict as verdicts
-    from pytest_recfair.engine.collector import baseline_changes
+    from pytest_recfair.engine.verdict import baseline_changes
 
     verdict = verdicts.judge(s, record.result, comparison, test_id)
     if failed is not None:

@@ -23,10 +23,9 @@ if TYPE_CHECKING:
     from pytest_recfair.compare.models import ModelSlot
     from pytest_recfair.compare.runs import Reference, Rule
     from pytest_recfair.engine import plan
-    from pytest_recfair.engine.collector import RunCollector, TestRecord
     from pytest_recfair.engine.plan import Ledger
     from pytest_recfair.engine.sharding import MergeSource
-    from pytest_recfair.engine.verdict import BaselineCheck
+    from pytest_recfair.engine.verdict import BaselineCheck, RunCollector, TestRecord
 
 
 @dataclass
@@ -229,7 +228,7 @@ def _unused_notes(config: pytest.Config) -> list[str]:
     s = state.settings
     if not s.update or state.audited is None or narrowed:
         return []
-    from pytest_recfair.engine.collector import unused_baselines
+    from pytest_recfair.engine.verdict import unused_baselines
 
     root = config.rootpath / s.baseline_dir
     unused = unused_baselines(root, config.rootpath, state.audited)
@@ -299,7 +298,7 @@ class Controller:
 
     def _collector(self) -> RunCollector:
         if self.collector is None:
-            from pytest_recfair.engine.collector import RunCollector
+            from pytest_recfair.engine.verdict import RunCollector
 
             self.collector = RunCollector()
         return self.collector
@@ -407,7 +406,7 @@ class Pruner:
         return ", ".join(found) if found else None
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        from pytest_recfair.engine.collector import prune, prune_plan
+        from pytest_recfair.engine.verdict import prune, prune_plan
 
         if not self.roots:  # no audit asked for its cassettes
             self.roots.add((settings.DEFAULTS["cassette_dir"], settings.DEFAULTS["baseline_dir"]))

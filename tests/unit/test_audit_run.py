@@ -12,11 +12,12 @@ import pytest
 
 from pytest_recfair.engine import registry
 from pytest_recfair.engine.base import AuditKind, AuditRequest
-from pytest_recfair.engine.collector import RunCollector, TestRecord
 from pytest_recfair.engine.overlap.kind import OVERLAP
 from pytest_recfair.engine.stream import measure
 from pytest_recfair.engine.verdict import (
     BaselineState,
+    RunCollector,
+    TestRecord,
     check_baseline,
     gate_result,
     judge,

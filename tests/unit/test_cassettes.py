@@ -732,7 +732,7 @@ def test_error_replies_of_older_versions_count_as_not_recorded(tmp_path: Path) -
 def test_a_recorded_body_with_a_secret_counts_as_used_for_pruning(tmp_path: Path) -> None:
     """--fairness-prune compares what a run used with the saved (scrubbed) files: a
     request recorded in this run is used even when its body held a secret."""
-    from pytest_recfair.engine.collector import prune_plan
+    from pytest_recfair.engine.verdict import prune_plan
 
     used: set[tuple[str, Key]] = set()
     store = CassetteStore(tmp_path, "new_episodes", secrets=[KEY], usage=used)

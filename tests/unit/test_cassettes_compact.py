@@ -20,8 +20,8 @@ from pytest_recfair.cassettes.vcrfile import (
     read_interactions,
     stored_key,
 )
-from pytest_recfair.engine.collector import prune as apply
-from pytest_recfair.engine.collector import prune_plan as plan
+from pytest_recfair.engine.verdict import prune as apply
+from pytest_recfair.engine.verdict import prune_plan as plan
 from pytest_recfair.errors import CassetteError
 
 TEST = "tests/test_fair.py::test_movies"

@@ -40,7 +40,7 @@ PACKAGE = Path(registry.__file__).parent.parent
 #: Modules that must work for every kind without naming one.
 SHARED = [
     *(PACKAGE / "engine" / f"{m}.py" for m in ("stream", "sharding", "replaymemo")),
-    *(PACKAGE / "engine" / f"{m}.py" for m in ("plan", "collector", "base")),
+    *(PACKAGE / "engine" / f"{m}.py" for m in ("plan", "verdict", "base")),
     *sorted((PACKAGE / "report").glob("*.py")),
 ]
 
