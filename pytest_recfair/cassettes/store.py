@@ -472,7 +472,7 @@ class CassetteStore:
     def _key_of_saved(self, item: Mapping[str, Any]) -> Key:
         request = item["request"]
         asked = head(request["method"], request["uri"])
-        return self._canon_key(*asked, request.get("body"), repeat_of(request))
+        return self._canon_key(*asked, request.get("body"), repeat_of(request.get("headers") or {}))
 
     def _scrub_value(self, value: str | bytes) -> str | bytes:
         for secret in self._secrets:

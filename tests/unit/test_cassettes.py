@@ -316,6 +316,33 @@ def test_mode_all_rerecords_and_keeps_the_rest(tmp_path: Path) -> None:
     assert reply_text(replay.lookup(TEST, "nolan", "POST", URL, chat("b"), 0)) == "old b"
 
 
+def test_mode_all_keeps_the_repeats_it_did_not_rerecord(tmp_path: Path) -> None:
+    # A re-recording with fewer repeats replaces only the repeats it asked again.
+    for repeat in range(3):
+        recorded(tmp_path, "nolan", [("a", f"old a{repeat}")], repeat=repeat)
+    store = CassetteStore(tmp_path, "all")
+    store.record(TEST, "nolan", req("a"), resp("new a0"))
+    store.flush()
+    replay = CassetteStore(tmp_path)
+    got = [reply_text(replay.lookup(TEST, "nolan", "POST", URL, chat("a"), r)) for r in range(3)]
+    assert got == ["new a0", "old a1", "old a2"]
+
+
+def test_a_worker_saving_after_another_keeps_its_other_repeats(tmp_path: Path) -> None:
+    # Two xdist workers record one entity's file: repeats of the same prompt both kept.
+    mine, theirs = CassetteStore(tmp_path, "new_episodes"), CassetteStore(tmp_path, "new_episodes")
+    assert mine.lookup(TEST, "nolan", "POST", URL, chat("a"), 0) is None
+    assert theirs.lookup(TEST, "nolan", "POST", URL, chat("a"), 1) is None
+    theirs.record(TEST, "nolan", req("a", 1), resp("a1"))
+    theirs.flush()
+    os.utime(theirs.path_for("nolan"), ns=(1, 1))  # a changed stamp whatever the clock
+    mine.record(TEST, "nolan", req("a", 0), resp("a0"))
+    mine.flush()
+    replay = CassetteStore(tmp_path)
+    got = [reply_text(replay.lookup(TEST, "nolan", "POST", URL, chat("a"), r)) for r in (0, 1)]
+    assert got == ["a0", "a1"]
+
+
 def test_mode_rewrite_replaces_the_file_without_reading_it(tmp_path: Path) -> None:
     path = CassetteStore(tmp_path).path_for("nolan")
     path.parent.mkdir(parents=True, exist_ok=True)
