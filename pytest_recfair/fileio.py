@@ -17,8 +17,30 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.secrets import scrub_values_bytes
+
+
+def loads(text: str | bytes, *, exact: bool = False) -> Any:
+    """``json.loads`` by orjson (a paper-scale replay parses ~85 MB of JSON: 0.47 -> 0.26 s),
+    by the stdlib what orjson refuses (NaN, lone surrogates, deep nesting: read as before, or
+    the stdlib's error). orjson reads integers beyond 64 bits as floats: ``exact`` sends text
+    with a run of 19 digits to the stdlib (off for cassettes and replies, whose only numbers
+    are status codes and token counts; a guard costs a third of the parse)."""
+    if exact:
+        raw = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
+        if _LONG_DIGITS in raw.translate(_TO_NINE):
+            return json.loads(text)
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+
+
+_TO_NINE = bytes.maketrans(b"012345678", b"999999999")
+_LONG_DIGITS = b"9" * 19  # after _TO_NINE: any run of 19 digits
 
 
 def read_text(

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final, NamedTuple
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from pytest_recfair import fileio
 from pytest_recfair.cassettes import compact
 from pytest_recfair.cassettes.miss import CassetteNote
 from pytest_recfair.errors import CassetteError
@@ -148,7 +149,7 @@ def read_interactions(path: Path) -> list[dict[str, Any]]:
     """The interactions of a native cassette file ([] when there is none); a file that is
     not one raises CassetteError saying how to fix it."""
     try:
-        data = json.loads(compact.read_text(path))
+        data = fileio.loads(compact.read_text(path))
     except FileNotFoundError:
         return []
     except UnicodeDecodeError as exc:

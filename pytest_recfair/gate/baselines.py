@@ -19,6 +19,7 @@ from typing import Any
 import jsonschema
 import numpy as np
 
+from pytest_recfair import fileio
 from pytest_recfair.cassettes import cache
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
@@ -223,7 +224,7 @@ def loads(text: str, path: Path | str = "<baseline>") -> AuditResult:
             f"with: {accept_command(None)}"
         )
     try:
-        doc = json.loads(text)
+        doc = fileio.loads(text, exact=True)  # a seed may be any integer
     except json.JSONDecodeError as exc:
         raise DataError(
             f"baseline file {p} is not valid JSON (truncated or hand-edited?): {exc.msg} at "

@@ -13,6 +13,7 @@ from typing import Any, Final, Protocol, runtime_checkable
 
 import httpx
 
+from pytest_recfair import fileio
 from pytest_recfair.errors import ConfigError, ProviderError
 
 # What each service says when the reply hit max_tokens (OpenAI / Anthropic / Gemini).
@@ -134,7 +135,7 @@ def json_body(response: AnyReply, *, provider: str) -> dict[str, Any]:
     """Decode a JSON object body, with one clear ProviderError for non-JSON or cut-off bodies."""
     text = response_text(response)
     try:
-        data = json.loads(text)
+        data = fileio.loads(text)
     except json.JSONDecodeError:
         if text.lstrip().startswith("{") and not text.rstrip().endswith("}"):
             raise TruncatedReply(
