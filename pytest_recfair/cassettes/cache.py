@@ -24,8 +24,9 @@ CACHE_DIR: Final = ".recfair_cache"
 FILE_NAME: Final = "store.sqlite3"
 _IGNORE: Final = "# pytest-recfair's cache: safe to delete\n*\n"
 #: Libraries whose version can change a result: array arithmetic, fuzzy title matching,
-#: YAML templates and grids, baseline validation, the reading of a recorded response.
-_LIBRARIES: Final = ("numpy", "rapidfuzz", "PyYAML", "jsonschema", "httpx")
+#: YAML templates and grids, baseline validation, the reading of a recorded response
+#: (httpx, and orjson, which parses cassettes and replies).
+_LIBRARIES: Final = ("numpy", "rapidfuzz", "PyYAML", "jsonschema", "httpx", "orjson")
 _DIGEST: Final = 20
 _MAX_MB_DEFAULT: Final = 2048
 
