@@ -258,8 +258,20 @@ def parse_comparison(text: str, path: Path) -> Compared:
         raise DataError(f"{path} is invalid ({type(exc).__name__}: {exc}); {_HINT}.") from None
 
 
-def _markdown(c: Compared) -> str:
+def render_comparison(c: Compared, fmt: CompareFormat = "text") -> str:
+    """The comparison as ``fmt``."""
     d = c.drift
+    if fmt == "json":
+        return json.dumps(comparison_dict(c), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(_COLUMNS)
+        rows = comparison_dict(c)["rows"]
+        w.writerows(["" if v is None else v for v in row.values()] for row in rows)
+        return buf.getvalue()
+    if fmt == "text":
+        return "\n".join([f"A: {c.a}", f"B: {c.b}", *table_lines(d)]) + "\n"
     verdict = f"**{_verdict(d)}**" if d.worse else _verdict(d)
     out = [
         "# Fairness comparison",
@@ -273,26 +285,6 @@ def _markdown(c: Compared) -> str:
     out += [line for t in drift_tables(d) for line in table_markdown(t)]
     out += [f"- note: {n}" for n in d.notes]
     return "\n".join(out).rstrip() + "\n"
-
-
-def _csv(c: Compared) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(_COLUMNS)
-    for row in comparison_dict(c)["rows"]:
-        w.writerow(["" if row[f] is None else row[f] for f in _COLUMNS])
-    return buf.getvalue()
-
-
-def render_comparison(c: Compared, fmt: CompareFormat = "text") -> str:
-    """The comparison as ``fmt``."""
-    if fmt == "json":
-        return json.dumps(comparison_dict(c), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
-    if fmt == "markdown":
-        return _markdown(c)
-    if fmt == "csv":
-        return _csv(c)
-    return "\n".join([f"A: {c.a}", f"B: {c.b}", *table_lines(c.drift)]) + "\n"
 
 
 COMPARE_KIND = "compare"  # the gate failure kind of a figure worse than the reference

@@ -81,7 +81,11 @@ def gate_outcome(
     baseline: AuditResult | None,
     problem: str | None = None,
 ) -> GateOutcome:
-    """The gate before the test body runs; an incompatible baseline (``problem``) fails."""
+    """The gate before the test body runs; a baseline incompatible with ``result`` (or the
+    ``problem`` :func:`check_baseline` found) fails."""
+    if baseline is not None and problem is None:
+        problem = baselines.result_incompatibility(baseline, result)
+    baseline = None if problem else baseline
     measured = gate.evaluate(
         result,
         baseline,
@@ -99,20 +103,6 @@ def gate_outcome(
     return GateOutcome.of((*measured.failures, *own, *incompatible), measured.notes, measured.drift)
 
 
-def gate_against(
-    settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
-) -> GateOutcome:
-    """:func:`gate_outcome` against ``baseline`` when it is compatible with ``result``."""
-    problem = None if baseline is None else baselines.result_incompatibility(baseline, result)
-    return gate_outcome(settings, result, None if problem else baseline, problem)
-
-
-def run_audit(request: AuditRequest, baseline: AuditResult | None = None) -> AuditResult:
-    """Audit and gate against ``baseline`` (the standalone API)."""
-    result = stream.measure(request)
-    return replace(result, gate=gate_against(request.settings, result, baseline))
-
-
 def gate_result(
     settings: AuditSettings,
     result: AuditResult,
@@ -121,6 +111,11 @@ def gate_result(
 ) -> AuditResult:
     """``result`` with its :func:`gate_outcome`."""
     return replace(result, gate=gate_outcome(settings, result, baseline, problem))
+
+
+def run_audit(request: AuditRequest, baseline: AuditResult | None = None) -> AuditResult:
+    """Audit and gate against ``baseline`` (the standalone API)."""
+    return gate_result(request.settings, stream.measure(request), baseline)
 
 
 #: The note of a run stored past its max_unusable by --fairness-update-force.
