@@ -5,13 +5,12 @@ one way while tests run). Cost only from the user's prices, never guessed. No py
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
@@ -35,7 +34,7 @@ from pytest_recfair.report.sections import kind_sections
 from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.values import Prices, Shard
-from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS, RecordMode
+from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS
 
 #: A hosted model writing 25 titles takes a few seconds; the loopback simulator far less.
 SECONDS_PER_REQUEST: Final = 4.0
@@ -322,7 +321,10 @@ class Ledger:
 
     def reserve(self, limits: Budget | None, planned: Plan) -> None:
         """Record ``planned`` for all workers; BudgetExceeded past ``limits`` (None: no limit)."""
-        with self._locked():
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            flock(fd, block=True)  # Windows: workers not serialised
             if limits is not None:
                 check_budget(limits, self.plans(), planned)
             line = json.dumps(dataclasses.asdict(planned), sort_keys=True)
@@ -330,6 +332,8 @@ class Ledger:
                 fh.write(line + "\n")
                 fh.flush()
                 os.fsync(fh.fileno())
+        finally:
+            os.close(fd)
 
     def plans(self) -> list[Plan]:
         try:
@@ -346,16 +350,6 @@ class Ledger:
                     "this run's own file: re-run."
                 ) from None
         return out
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            flock(fd, block=True)  # Windows: workers not serialised
-            yield
-        finally:
-            os.close(fd)
 
 
 def audit_plan(
@@ -375,13 +369,29 @@ def audit_plan(
     )
     kind = registry.kind_for(settings)
     cases = stream.all_cases(kind, request)
+    store = CassetteStore(cassette_root, settings.record_mode, autosave=None)
     calls: dict[str, int] | None = None
+    found: set[str] = set()  # the ids of cases with a valid (2xx) recording
     if isinstance(recommender, CallableProvider):
-        store = CassetteStore(cassette_root, settings.record_mode, autosave=None)
-        calls = pipeline_calls(store, cases) if store.policy.replays else {}
+        calls = {}
+        if store.policy.replays:  # case id -> the model calls recorded for it
+            wanted, entities = {c.id for c in cases}, sorted({c.entity_id for c in cases})
+            recorded = (case for e in entities for case, _, _ in store.recorded(e))
+            calls = dict(Counter(case for case in recorded if case in wanted))
         found = set(calls)
-    else:
-        found = recorded_ids(recommender, cases, cassette_root, settings.record_mode, test_id)
+    elif store.policy.replays and not is_in_process(recommender):
+        if isinstance(recommender, HTTPProvider):
+            store.add_secrets(recommender.secrets)
+        replayer = CassetteTransport(store, test_id=test_id)
+        for case in cases:
+            built = recommender.build_request(case.system, case.prompt)
+            built.extensions = {**built.extensions, **case_extensions(case)}
+            try:
+                response = replayer.replay(built)
+            except RecfairError:  # a miss the record mode would not record: not recorded
+                continue
+            if response is not None and 200 <= response.status_code < 300:
+                found.add(case.id)
     to_ask = [c for c in cases if c.id not in found]
     # paced by the configured limit, else by what this process's replies said
     seen_rpm, seen_tpm = known_limits(recommender)
@@ -422,35 +432,3 @@ def is_in_process(recommender: Any) -> bool:
         callable(getattr(recommender, "build_request", None))
         and callable(getattr(recommender, "parse_response", None))
     )
-
-
-def pipeline_calls(store: CassetteStore, cases: Sequence[Any]) -> dict[str, int]:
-    """Case id -> the model calls recorded for it, of ``cases`` that have any."""
-    wanted, entities = {c.id for c in cases}, sorted({c.entity_id for c in cases})
-    recorded = (case for e in entities for case, _, _ in store.recorded(e))
-    return dict(Counter(case for case in recorded if case in wanted))
-
-
-def recorded_ids(
-    recommender: Any, cases: Sequence[Any], root: Path, mode: RecordMode, test_id: str
-) -> set[str]:
-    """The ids of ``cases`` whose request has a valid (2xx) recording under ``root``."""
-    if is_in_process(recommender):
-        return set()
-    store = CassetteStore(root, mode, autosave=None)
-    if not store.policy.replays:
-        return set()
-    if isinstance(recommender, HTTPProvider):
-        store.add_secrets(recommender.secrets)
-    replayer = CassetteTransport(store, test_id=test_id)
-    found: set[str] = set()
-    for case in cases:
-        request = recommender.build_request(case.system, case.prompt)
-        request.extensions = {**request.extensions, **case_extensions(case)}
-        try:
-            response = replayer.replay(request)
-        except RecfairError:  # a miss the record mode would not record: not recorded
-            continue
-        if response is not None and 200 <= response.status_code < 300:
-            found.add(case.id)
-    return found
