@@ -399,38 +399,30 @@ def _failure(key: str, before: float, now: float, rule: Rule, label: str) -> Gat
     )
 
 
-def _compared(
-    result: AuditResult, ref: AuditResult, rules: Sequence[Rule], label: str
-) -> tuple[list[GateFailure], list[str]]:
-    why = baselines.result_incompatibility(ref, result)
-    if why is not None:
-        detail = f"not compared with the reference {label}: {why.split('. ')[0]}"
-        return ([GateFailure(COMPARE_KIND, detail=detail)] if rules else []), [detail]
-    before, now = figures(ref), figures(result)
-    failures, changes = [], []
-    for key in sorted(set(before) & set(now)):
-        for rule in (r for r in rules if r.picks(key)):
-            if (f := _failure(key, before[key], now[key], rule, label)) is not None:
-                failures.append(f)
-                break
-        if not rules and key.endswith(".snsr"):
-            changes.append(f"{key} {before[key]:.3f} -> {now[key]:.3f}")
-    notes = [f"against the reference {label}: " + "; ".join(changes)] if changes else []
-    return failures, notes
-
-
 def apply_reference(
     result: AuditResult, reference: Reference, rules: Sequence[Rule]
 ) -> AuditResult:
     """``result`` with its comparison's failures and notes added (no rules: notes only)."""
-    ref = reference.results.get(result.meta.test_id)
-    gate = result.gate or GateOutcome(passed=True)
+    ref, label = reference.results.get(result.meta.test_id), reference.label
+    why = None if ref is None else baselines.result_incompatibility(ref, result)
+    failures: list[GateFailure] = []
     if ref is None:
-        notes = [f"not in the reference {reference.label}: not compared"]
-        failures: list[GateFailure] = []
+        notes = [f"not in the reference {label}: not compared"]
+    elif why is not None:
+        notes = [f"not compared with the reference {label}: {why.split('. ')[0]}"]
+        if rules:  # the failure says it
+            failures, notes = [GateFailure(COMPARE_KIND, detail=notes[0])], []
     else:
-        failures, notes = _compared(result, ref, rules, reference.label)
-        if failures:
-            notes = [n for n in notes if not n.startswith("not compared")]
+        before, now = figures(ref), figures(result)
+        changes = []
+        for key in sorted(set(before) & set(now)):
+            for rule in (r for r in rules if r.picks(key)):
+                if (f := _failure(key, before[key], now[key], rule, label)) is not None:
+                    failures.append(f)
+                    break
+            if not rules and key.endswith(".snsr"):
+                changes.append(f"{key} {before[key]:.3f} -> {now[key]:.3f}")
+        notes = [f"against the reference {label}: " + "; ".join(changes)] if changes else []
+    gate = result.gate or GateOutcome(passed=True)
     outcome = GateOutcome.of((*gate.failures, *failures), (*gate.notes, *notes), gate.drift)
     return replace(result, gate=outcome)

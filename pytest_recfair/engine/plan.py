@@ -234,17 +234,13 @@ def with_judge(main: Plan, judge: Plan) -> Plan:
     unknown when either is unpriced."""
     if not judge.to_ask:
         return main
-    costs = (main.cost if main.to_ask else 0.0, judge.cost)
-    seconds = (main.seconds or 0.0) + (judge.seconds or 0.0)
+    costs, took = (main.cost if main.to_ask else 0.0, judge.cost), (main.seconds, judge.seconds)
     return dataclasses.replace(
         main,
-        prompts=main.prompts + judge.to_ask,
-        to_ask=main.to_ask + judge.to_ask,
-        prompt_tokens=main.prompt_tokens + judge.prompt_tokens,
-        completion_tokens=main.completion_tokens + judge.completion_tokens,
+        **{k: getattr(main, k) + getattr(judge, k) for k in ("prompt_tokens", "completion_tokens")},
+        **{k: getattr(main, k) + judge.to_ask for k in ("prompts", "to_ask", "judge_calls")},
         cost=None if None in costs else sum(c or 0.0 for c in costs),
-        seconds=None if main.seconds is None and judge.seconds is None else seconds,
-        judge_calls=main.judge_calls + judge.to_ask,
+        seconds=None if took == (None, None) else sum(t or 0.0 for t in took),
     )
 
 
