@@ -161,14 +161,6 @@ def _not_shard(path: Path) -> str | None:
     return f'{path.name} (no "format": "{SHARD_FORMAT}")'
 
 
-#: Where each setting a merge compares with its shards' is set, for the message.
-_HOW: Final = {
-    "k": "marker k=",
-    "model": "recfair_model",
-    "repeats": "marker repeats=",
-    "seed": "--fairness-seed=N, which also seeds the bootstrap",
-}
-
 #: The merge run's seeds, grid and kind's inputs: compared with the shards', and rebuilt from.
 KindInputs = Callable[[], tuple[Sequence[Entity], Grid, AuditInputs]]
 
@@ -232,19 +224,7 @@ class MergeSource:
                 f"({type(exc).__name__}: {exc}); expected the files --fairness-shard writes: "
                 "re-run those shards."
             ) from None
-        # another k, model, repeats or seed would gate the shards' numbers as this test's
-        differ = {
-            name: f"{name} {value!r} here, {getattr(meta, name)!r} in the shards"
-            for name in _HOW
-            if (value := getattr(settings, name)) is not None
-            and value != getattr(meta, name, value)
-        }
-        if differ:
-            raise ConfigError(
-                f"--fairness-merge: {test_id} now differs from its shards ({files}): "
-                f"{'; '.join(differ.values())}; re-run the shards with the current settings, "
-                f"or merge with theirs ({'; '.join(_HOW[n] for n in differ)})."
-            )
+        _check_settings(settings, meta, files)
         self.used.add(test_id)
         result = stream.finish(settings, meta, merged.scorer, merged.sent)
         names = [a.attribute for a in result.attributes]
@@ -293,3 +273,27 @@ def _check_inputs(test_id: str, parts: Sequence[ShardResult], now: Mapping[str, 
                 f"content) than its shard {part.shard} ({part.path}); re-run the shards with "
                 "the current files, or merge with the files they used."
             )
+
+
+#: Where each setting the merge compares is set, for the message.
+_HOW: Final = {
+    "k": "marker k=",
+    "model": "recfair_model",
+    "repeats": "marker repeats=",
+    "seed": "--fairness-seed=N, which also seeds the bootstrap",
+}
+
+
+def _check_settings(settings: AuditSettings, meta: AuditMeta, files: str) -> None:
+    """Another k, model, repeats or seed would gate the shards' numbers as this test's."""
+    differ = {
+        name: f"{name} {value!r} here, {getattr(meta, name)!r} in the shards"
+        for name in _HOW
+        if (value := getattr(settings, name)) is not None and value != getattr(meta, name, value)
+    }
+    if differ:
+        raise ConfigError(
+            f"--fairness-merge: {meta.test_id} now differs from its shards ({files}): "
+            f"{'; '.join(differ.values())}; re-run the shards with the current settings, or "
+            f"merge with theirs ({'; '.join(_HOW[n] for n in differ)})."
+        )
