@@ -391,11 +391,12 @@ def audit_plan(
     to_ask = [c for c in cases if c.id not in found]
     # paced by the configured limit, else by what this process's replies said
     seen_rpm, seen_tpm = known_limits(recommender)
+    vcr = settings.intercept == "vcr"  # vcrpy interception: one prompt at a time
     main = estimate(
         test_id,
         to_ask,
         recorded=len(found),
-        concurrency=1 if settings.intercept == "vcr" else settings.concurrency,
+        concurrency=1 if vcr else settings.concurrency,
         max_tokens=settings.max_tokens or getattr(recommender, "max_tokens", None),
         prices=settings.prices,
         seconds_per_request=None if is_in_process(recommender) else SECONDS_PER_REQUEST,
@@ -404,9 +405,7 @@ def audit_plan(
     )
     if calls is not None:
         per_prompt = sum(calls.values()) / len(calls) if calls else 0.0
-        main = dataclasses.replace(
-            main, calls_per_prompt=per_prompt, intercepted=settings.intercept == "vcr"
-        )
+        main = dataclasses.replace(main, calls_per_prompt=per_prompt, intercepted=vcr)
     judge, more = request.inputs.judge, getattr(kind, "planned_follow_up", None)
     if more is None or judge is None:
         return main

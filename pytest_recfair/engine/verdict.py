@@ -145,7 +145,17 @@ def judge(
         kept = tuple(f for f in failures if f.statistic != "unusable")
         if len(kept) != len(failures):
             failures, notes = kept, (*notes, FORCED_NOTE)
-    problem = None if settings.update else _missing_baseline(state, test_id)
+    accept, problem = accept_command(test_id), None  # no baseline to compare with
+    if not settings.update and state.problem is not None:
+        problem = (
+            f"fairness baseline {state.path} is unusable: {state.problem}\n"
+            f"Re-create it from this run with: {accept}"
+        )
+    elif not settings.update and state.result is None:
+        problem = (
+            f"no fairness baseline for {test_id} (expected {state.path}).\n"
+            f"Create it from this run with: {accept}\nthen commit the baseline file."
+        )
     if problem is not None:
         if not checked.passed:  # limits crossed too: both are said
             problem = (
@@ -201,21 +211,6 @@ def write_baseline(verdict: Verdict) -> Path | None:
     if verdict.moved_from is not None and verdict.moved_from != verdict.write:
         verdict.moved_from.unlink(missing_ok=True)
     return verdict.write
-
-
-def _missing_baseline(state: BaselineState, test_id: str) -> str | None:
-    accept = accept_command(test_id)
-    if state.problem is not None:
-        return (
-            f"fairness baseline {state.path} is unusable: {state.problem}\n"
-            f"Re-create it from this run with: {accept}"
-        )
-    if state.result is None:
-        return (
-            f"no fairness baseline for {test_id} (expected {state.path}).\n"
-            f"Create it from this run with: {accept}\nthen commit the baseline file."
-        )
-    return None
 
 
 @dataclass
