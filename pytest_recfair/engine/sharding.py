@@ -193,7 +193,6 @@ class MergeSource:
 
     paths: tuple[Path, ...]
     found: dict[str, list[ShardResult]] | None = None
-    used: set[str] = field(default_factory=set)
     skipped: list[str] = field(default_factory=list)  # .json files that are no shard
 
     def result(self, settings: AuditSettings, test_id: str, kind_inputs: KindInputs) -> AuditResult:
@@ -225,7 +224,6 @@ class MergeSource:
                 "re-run those shards."
             ) from None
         _check_settings(settings, meta, files)
-        self.used.add(test_id)
         result = stream.finish(settings, meta, merged.scorer, merged.sent)
         names = [a.attribute for a in result.attributes]
         if settings.attr is not None and names and not any(settings.attr in n for n in names):
@@ -240,10 +238,6 @@ class MergeSource:
         if not self.skipped:
             return ""
         return f" Passed over, not shard files: {', '.join(self.skipped[:5])}."
-
-    def unused(self) -> list[str]:
-        """Tests with shard results that this run did not merge (not collected, skipped)."""
-        return sorted(set(self.found or {}) - self.used)
 
 
 def inputs_digests(kind: AuditKind, request: AuditRequest) -> dict[str, str]:

@@ -348,7 +348,15 @@ def record_batch(
     store = CassetteStore(root, "new_episodes", secrets=getattr(recommender, "secrets", ()))
     # one journal per batch, named by its request set: shared by every test and shard
     journals = root / ".batches"
-    todo = _missing(request, store)
+    todo: list[Any] = []  # what replay would not find, a chunk of entities at a time
+    entities, _, build = _setup(request, registry.kind_for(request.settings))
+    for chunk, cases in _chunks(request, entities, build):
+        for case in cases:
+            built = recommender.build_request(case.system, case.prompt)
+            key = (built.method, str(built.url), built.content, case.repeat)
+            if store.lookup(test_id, case.entity_id, *key, case_id=case.id) is None:
+                todo.append(case)
+        store.release(test_id, [e.id for e in chunk])
     # an interrupted batch's answered lines are taken in by any run, even one with no own
     if not todo and not (journals.is_dir() and any(journals.glob("rf*.json"))):
         return {}
@@ -372,17 +380,3 @@ def record_batch(
             f"they count as failed prompts); first [{first_id}] {first}"
         )
     return outcome.errors
-
-
-def _missing(request: AuditRequest, store: CassetteStore) -> list[Any]:
-    """The cases replay would not find, a chunk of entities at a time."""
-    todo: list[Any] = []
-    entities, _, build = _setup(request, registry.kind_for(request.settings))
-    for chunk, cases in _chunks(request, entities, build):
-        for case in cases:
-            built = request.recommender.build_request(case.system, case.prompt)
-            key = (built.method, str(built.url), built.content, case.repeat)
-            if store.lookup(request.test_id, case.entity_id, *key, case_id=case.id) is None:
-                todo.append(case)
-        store.release(request.test_id, [e.id for e in chunk])
-    return todo
