@@ -285,7 +285,7 @@ def allowance(
     return Allowance(
         requests=None if requests is None else max(0, requests - sum(p.requests for p in before)),
         cost=None if cost is None else max(0.0, cost - sum(p.cost or 0.0 for p in before)),
-        prices=stream.prices_of(settings),
+        prices=None if (p := settings.prices) is None else (p.input_per_mtok, p.output_per_mtok),
     )
 
 

@@ -190,13 +190,6 @@ def fewer_collections() -> Iterator[None]:
         gc.unfreeze()
 
 
-def prices_of(settings: AuditSettings) -> tuple[float, float] | None:
-    """(input, output) USD per million tokens, when recfair_prices is set."""
-    if settings.prices is None:
-        return None
-    return settings.prices.input_per_mtok, settings.prices.output_per_mtok
-
-
 def run_options(settings: AuditSettings, live: Any = None) -> RunOptions:
     """How the runner sends this audit's prompts (``live``: the pytest progress line)."""
     from pytest_recfair.providers.runstate import RunOptions  # the engine's way to httpx
@@ -205,7 +198,7 @@ def run_options(settings: AuditSettings, live: Any = None) -> RunOptions:
     return RunOptions(
         # vcrpy patches process-wide: a prompt's calls are told apart only one at a time
         concurrency=1 if settings.intercept == "vcr" else settings.concurrency,
-        prices=prices_of(settings),
+        prices=None if (p := settings.prices) is None else (p.input_per_mtok, p.output_per_mtok),
         live=live,
         **{name: getattr(settings, name) for name in (*same, "rpm", "tpm")},
     )
