@@ -153,11 +153,9 @@ def compare_runs(
     }
     if tested and len(tested) < len(shared):
         found |= at(alpha / len(tested), [r for r in shared if r.meta.test_id in tested])
-    rows: list[DriftRow] = []
-    for tid, (got, more) in found.items():
-        rows += got
-        notes += [f"{tid}: {n}" for n in more]
-    return RunDrift(tuple(rows), tuple(notes), alpha, len(tested))
+    notes += [f"{tid}: {n}" for tid, (_, more) in found.items() for n in more]
+    rows = tuple(row for got, _ in found.values() for row in got)
+    return RunDrift(rows, tuple(notes), alpha, len(tested))
 
 
 def drift_tables(c: RunDrift) -> list[Table]:

@@ -1,7 +1,6 @@
 """The plan of a live run, printed before any live request; its token/cost/duration guesses
 and the budget :class:`Ledger` xdist workers share (a locked file: xdist's channel runs
-one way while tests run). Cost only from the user's prices, never guessed. No pytest here.
-"""
+one way while tests run). Cost only from the user's prices, never guessed. No pytest here."""
 
 from __future__ import annotations
 

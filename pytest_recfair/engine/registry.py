@@ -1,6 +1,5 @@
 """The kinds of audit, in one place: a new kind is a new module plus one line here;
-everything else reaches a kind through :func:`kind_for` or :func:`named` only.
-"""
+everything else reaches a kind through :func:`kind_for` or :func:`named` only."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """Run one audit, a chunk of entities at a time, so memory is bounded by a chunk:
 grid -> prompts -> recommender (live or cassette) -> the kind's scorer. Failed prompts
-are counted, never scored.
-"""
+are counted, never scored."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The verdict of one audited test (baseline, gate, pass/fail, baseline writer) and the run's
 bookkeeping (:class:`RunCollector`, ``--fairness-prune``). Each outcome is composed once from
-its parts, worded by ``report.failures`` (this module never imports ``report``).
-"""
+its parts, worded by ``report.failures`` (this module never imports ``report``)."""
 
 from __future__ import annotations
 
