@@ -176,14 +176,8 @@ class Recorder:
         if key is None:
             return None
         try:
-            doc = shard_doc(
-                test_id=request.test_id,
-                shard=Shard(1, 1),
-                meta={},
-                cost=sent.cost,
-                packed=True,
-                **scorer.payload(sent),
-            )
+            doc = shard_doc(test_id=request.test_id, shard=Shard(1, 1), meta={}, cost=sent.cost,
+                            packed=True, **scorer.payload(sent))  # fmt: skip
             doc["played"] = {k: [v[0], v[1]] for k, v in self.played.items()}
             # marshal, not JSON text: json.dumps of a paper-scale tally built ~14 MB of
             # string pieces at the run's peak; marshal writes the bytes at once

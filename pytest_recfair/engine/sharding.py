@@ -242,12 +242,10 @@ class MergeSource:
 
 def inputs_digests(kind: AuditKind, request: AuditRequest) -> dict[str, str]:
     """The whole audit's inputs by content, so a file's name or path never matters."""
-    whole = dataclasses.replace(request, shard=None)
+    whole, catalogue = dataclasses.replace(request, shard=None), request.inputs.catalogue
     s, inputs = request.settings, request.inputs
-    entities = stream.entities_of(s, request.seeds, request.test_id, kind, inputs)
-    catalogue = inputs.catalogue
     parts: dict[str, Any] = {
-        "seeds": entities,
+        "seeds": stream.entities_of(s, request.seeds, request.test_id, kind, inputs),
         "grid": request.grid.digest,
         "prompts": replaymemo.prompts_digest(kind, [stream.all_cases(kind, whole)]),
         "catalogue": catalogue and (catalogue.items, catalogue.categorical, catalogue.numeric),
