@@ -112,4 +112,4 @@ def judge(
             f"judge: baseline must be an AuditResult (e.g. baselines.load(path)) or None; "
             f"got {type(baseline).__name__}."
         )
-    return verdict.gate_against(_settings(gate_arguments, "judge"), result, baseline)
+    return verdict.gate_outcome(_settings(gate_arguments, "judge"), result, baseline)

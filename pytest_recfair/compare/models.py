@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,14 +64,12 @@ class PairRow:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PairRow:
-        def opt(key: str, cast: Callable[[Any], Any]) -> Any:
-            return None if d.get(key) is None else cast(d[key])
-
-        nans: Any = {k: json_nan(d.get(k)) for k in ("snsr_a", "snsr_b", "delta")}
-        return cls(str(d["attribute"]), str(d["a"]), str(d["b"]), **nans,
-                   ci=Interval.from_obj(d.get("ci")), p_value=opt("p_value", float),
-                   n_paired=int(d.get("n_paired", 0)), fairer=opt("fairer", str),
-                   note=opt("note", str))  # fmt: skip
+        p, fairer, note = (d.get(k) for k in ("p_value", "fairer", "note"))
+        a, b, delta = (json_nan(d.get(k)) for k in ("snsr_a", "snsr_b", "delta"))
+        return cls(str(d["attribute"]), str(d["a"]), str(d["b"]), a, b, delta,
+                   Interval.from_obj(d.get("ci")), None if p is None else float(p),
+                   int(d.get("n_paired", 0)), None if fairer is None else str(fairer),
+                   None if note is None else str(note))  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,9 +86,7 @@ class ModelComparison:
     alpha: float
 
     def to_dict(self) -> dict[str, Any]:
-        d = {k: list(v) if isinstance(v := getattr(self, k), tuple) else v for k in self.__slots__}
-        d["snsr"] = [[None if s is None else s.to_dict() for s in row] for row in self.snsr]
-        return d | {"pairs": [p.to_dict() for p in self.pairs]}
+        return plain_fields(self, self.__slots__)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ModelComparison:

@@ -153,11 +153,9 @@ def compare_runs(
     }
     if tested and len(tested) < len(shared):
         found |= at(alpha / len(tested), [r for r in shared if r.meta.test_id in tested])
-    rows: list[DriftRow] = []
-    for tid, (got, more) in found.items():
-        rows += got
-        notes += [f"{tid}: {n}" for n in more]
-    return RunDrift(tuple(rows), tuple(notes), alpha, len(tested))
+    notes += [f"{tid}: {n}" for tid, (_, more) in found.items() for n in more]
+    rows = tuple(row for got, _ in found.values() for row in got)
+    return RunDrift(rows, tuple(notes), alpha, len(tested))
 
 
 def drift_tables(c: RunDrift) -> list[Table]:
@@ -258,8 +256,20 @@ def parse_comparison(text: str, path: Path) -> Compared:
         raise DataError(f"{path} is invalid ({type(exc).__name__}: {exc}); {_HINT}.") from None
 
 
-def _markdown(c: Compared) -> str:
+def render_comparison(c: Compared, fmt: CompareFormat = "text") -> str:
+    """The comparison as ``fmt``."""
     d = c.drift
+    if fmt == "json":
+        return json.dumps(comparison_dict(c), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(_COLUMNS)
+        rows = comparison_dict(c)["rows"]
+        w.writerows(["" if v is None else v for v in row.values()] for row in rows)
+        return buf.getvalue()
+    if fmt == "text":
+        return "\n".join([f"A: {c.a}", f"B: {c.b}", *table_lines(d)]) + "\n"
     verdict = f"**{_verdict(d)}**" if d.worse else _verdict(d)
     out = [
         "# Fairness comparison",
@@ -273,26 +283,6 @@ def _markdown(c: Compared) -> str:
     out += [line for t in drift_tables(d) for line in table_markdown(t)]
     out += [f"- note: {n}" for n in d.notes]
     return "\n".join(out).rstrip() + "\n"
-
-
-def _csv(c: Compared) -> str:
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(_COLUMNS)
-    for row in comparison_dict(c)["rows"]:
-        w.writerow(["" if row[f] is None else row[f] for f in _COLUMNS])
-    return buf.getvalue()
-
-
-def render_comparison(c: Compared, fmt: CompareFormat = "text") -> str:
-    """The comparison as ``fmt``."""
-    if fmt == "json":
-        return json.dumps(comparison_dict(c), indent=1, ensure_ascii=False, allow_nan=False) + "\n"
-    if fmt == "markdown":
-        return _markdown(c)
-    if fmt == "csv":
-        return _csv(c)
-    return "\n".join([f"A: {c.a}", f"B: {c.b}", *table_lines(c.drift)]) + "\n"
 
 
 COMPARE_KIND = "compare"  # the gate failure kind of a figure worse than the reference
@@ -407,38 +397,30 @@ def _failure(key: str, before: float, now: float, rule: Rule, label: str) -> Gat
     )
 
 
-def _compared(
-    result: AuditResult, ref: AuditResult, rules: Sequence[Rule], label: str
-) -> tuple[list[GateFailure], list[str]]:
-    why = baselines.result_incompatibility(ref, result)
-    if why is not None:
-        detail = f"not compared with the reference {label}: {why.split('. ')[0]}"
-        return ([GateFailure(COMPARE_KIND, detail=detail)] if rules else []), [detail]
-    before, now = figures(ref), figures(result)
-    failures, changes = [], []
-    for key in sorted(set(before) & set(now)):
-        for rule in (r for r in rules if r.picks(key)):
-            if (f := _failure(key, before[key], now[key], rule, label)) is not None:
-                failures.append(f)
-                break
-        if not rules and key.endswith(".snsr"):
-            changes.append(f"{key} {before[key]:.3f} -> {now[key]:.3f}")
-    notes = [f"against the reference {label}: " + "; ".join(changes)] if changes else []
-    return failures, notes
-
-
 def apply_reference(
     result: AuditResult, reference: Reference, rules: Sequence[Rule]
 ) -> AuditResult:
     """``result`` with its comparison's failures and notes added (no rules: notes only)."""
-    ref = reference.results.get(result.meta.test_id)
-    gate = result.gate or GateOutcome(passed=True)
+    ref, label = reference.results.get(result.meta.test_id), reference.label
+    why = None if ref is None else baselines.result_incompatibility(ref, result)
+    failures: list[GateFailure] = []
     if ref is None:
-        notes = [f"not in the reference {reference.label}: not compared"]
-        failures: list[GateFailure] = []
+        notes = [f"not in the reference {label}: not compared"]
+    elif why is not None:
+        notes = [f"not compared with the reference {label}: {why.split('. ')[0]}"]
+        if rules:  # the failure says it
+            failures, notes = [GateFailure(COMPARE_KIND, detail=notes[0])], []
     else:
-        failures, notes = _compared(result, ref, rules, reference.label)
-        if failures:
-            notes = [n for n in notes if not n.startswith("not compared")]
+        before, now = figures(ref), figures(result)
+        changes = []
+        for key in sorted(set(before) & set(now)):
+            for rule in (r for r in rules if r.picks(key)):
+                if (f := _failure(key, before[key], now[key], rule, label)) is not None:
+                    failures.append(f)
+                    break
+            if not rules and key.endswith(".snsr"):
+                changes.append(f"{key} {before[key]:.3f} -> {now[key]:.3f}")
+        notes = [f"against the reference {label}: " + "; ".join(changes)] if changes else []
+    gate = result.gate or GateOutcome(passed=True)
     outcome = GateOutcome.of((*gate.failures, *failures), (*gate.notes, *notes), gate.drift)
     return replace(result, gate=outcome)

@@ -331,13 +331,8 @@ class PooledScorer:
 
     def payload(self, sent: Sent) -> dict[str, Any]:
         """The replies, scrubbed like a cassette (a reply or error may quote the prompt)."""
-        replies: dict[str, dict[str, Any]] = secrets.scrub_json(
-            {
-                "completions": {k: _reply_dict(c) for k, c in self.completions.items()},
-                "errors": dict(self.errors),
-            }
-        )
-        return {"replies": replies}
+        completions = {k: _reply_dict(c) for k, c in self.completions.items()}
+        return {"replies": secrets.scrub_json({"completions": completions, "errors": self.errors})}
 
 
 def _reply_dict(c: Completion) -> dict[str, Any]:

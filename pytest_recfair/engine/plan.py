@@ -1,17 +1,15 @@
 """The plan of a live run, printed before any live request; its token/cost/duration guesses
 and the budget :class:`Ledger` xdist workers share (a locked file: xdist's channel runs
-one way while tests run). Cost only from the user's prices, never guessed. No pytest here.
-"""
+one way while tests run). Cost only from the user's prices, never guessed. No pytest here."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
@@ -35,7 +33,7 @@ from pytest_recfair.report.sections import kind_sections
 from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings
 from pytest_recfair.settings.values import Prices, Shard
-from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS, RecordMode
+from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS
 
 #: A hosted model writing 25 titles takes a few seconds; the loopback simulator far less.
 SECONDS_PER_REQUEST: Final = 4.0
@@ -235,17 +233,13 @@ def with_judge(main: Plan, judge: Plan) -> Plan:
     unknown when either is unpriced."""
     if not judge.to_ask:
         return main
-    costs = (main.cost if main.to_ask else 0.0, judge.cost)
-    seconds = (main.seconds or 0.0) + (judge.seconds or 0.0)
+    costs, took = (main.cost if main.to_ask else 0.0, judge.cost), (main.seconds, judge.seconds)
     return dataclasses.replace(
         main,
-        prompts=main.prompts + judge.to_ask,
-        to_ask=main.to_ask + judge.to_ask,
-        prompt_tokens=main.prompt_tokens + judge.prompt_tokens,
-        completion_tokens=main.completion_tokens + judge.completion_tokens,
+        **{k: getattr(main, k) + getattr(judge, k) for k in ("prompt_tokens", "completion_tokens")},
+        **{k: getattr(main, k) + judge.to_ask for k in ("prompts", "to_ask", "judge_calls")},
         cost=None if None in costs else sum(c or 0.0 for c in costs),
-        seconds=None if main.seconds is None and judge.seconds is None else seconds,
-        judge_calls=main.judge_calls + judge.to_ask,
+        seconds=None if took == (None, None) else sum(t or 0.0 for t in took),
     )
 
 
@@ -290,7 +284,7 @@ def allowance(
     return Allowance(
         requests=None if requests is None else max(0, requests - sum(p.requests for p in before)),
         cost=None if cost is None else max(0.0, cost - sum(p.cost or 0.0 for p in before)),
-        prices=stream.prices_of(settings),
+        prices=None if (p := settings.prices) is None else (p.input_per_mtok, p.output_per_mtok),
     )
 
 
@@ -322,7 +316,10 @@ class Ledger:
 
     def reserve(self, limits: Budget | None, planned: Plan) -> None:
         """Record ``planned`` for all workers; BudgetExceeded past ``limits`` (None: no limit)."""
-        with self._locked():
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            flock(fd, block=True)  # Windows: workers not serialised
             if limits is not None:
                 check_budget(limits, self.plans(), planned)
             line = json.dumps(dataclasses.asdict(planned), sort_keys=True)
@@ -330,6 +327,8 @@ class Ledger:
                 fh.write(line + "\n")
                 fh.flush()
                 os.fsync(fh.fileno())
+        finally:
+            os.close(fd)
 
     def plans(self) -> list[Plan]:
         try:
@@ -346,16 +345,6 @@ class Ledger:
                     "this run's own file: re-run."
                 ) from None
         return out
-
-    @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path.with_suffix(".lock"), os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            flock(fd, block=True)  # Windows: workers not serialised
-            yield
-        finally:
-            os.close(fd)
 
 
 def audit_plan(
@@ -375,21 +364,38 @@ def audit_plan(
     )
     kind = registry.kind_for(settings)
     cases = stream.all_cases(kind, request)
+    store = CassetteStore(cassette_root, settings.record_mode, autosave=None)
     calls: dict[str, int] | None = None
+    found: set[str] = set()  # the ids of cases with a valid (2xx) recording
     if isinstance(recommender, CallableProvider):
-        store = CassetteStore(cassette_root, settings.record_mode, autosave=None)
-        calls = pipeline_calls(store, cases) if store.policy.replays else {}
+        calls = {}
+        if store.policy.replays:  # case id -> the model calls recorded for it
+            wanted, entities = {c.id for c in cases}, sorted({c.entity_id for c in cases})
+            recorded = (case for e in entities for case, _, _ in store.recorded(e))
+            calls = dict(Counter(case for case in recorded if case in wanted))
         found = set(calls)
-    else:
-        found = recorded_ids(recommender, cases, cassette_root, settings.record_mode, test_id)
+    elif store.policy.replays and not is_in_process(recommender):
+        if isinstance(recommender, HTTPProvider):
+            store.add_secrets(recommender.secrets)
+        replayer = CassetteTransport(store, test_id=test_id)
+        for case in cases:
+            built = recommender.build_request(case.system, case.prompt)
+            built.extensions = {**built.extensions, **case_extensions(case)}
+            try:
+                response = replayer.replay(built)
+            except RecfairError:  # a miss the record mode would not record: not recorded
+                continue
+            if response is not None and 200 <= response.status_code < 300:
+                found.add(case.id)
     to_ask = [c for c in cases if c.id not in found]
     # paced by the configured limit, else by what this process's replies said
     seen_rpm, seen_tpm = known_limits(recommender)
+    vcr = settings.intercept == "vcr"  # vcrpy interception: one prompt at a time
     main = estimate(
         test_id,
         to_ask,
         recorded=len(found),
-        concurrency=1 if settings.intercept == "vcr" else settings.concurrency,
+        concurrency=1 if vcr else settings.concurrency,
         max_tokens=settings.max_tokens or getattr(recommender, "max_tokens", None),
         prices=settings.prices,
         seconds_per_request=None if is_in_process(recommender) else SECONDS_PER_REQUEST,
@@ -398,9 +404,7 @@ def audit_plan(
     )
     if calls is not None:
         per_prompt = sum(calls.values()) / len(calls) if calls else 0.0
-        main = dataclasses.replace(
-            main, calls_per_prompt=per_prompt, intercepted=settings.intercept == "vcr"
-        )
+        main = dataclasses.replace(main, calls_per_prompt=per_prompt, intercepted=vcr)
     judge, more = request.inputs.judge, getattr(kind, "planned_follow_up", None)
     if more is None or judge is None:
         return main
@@ -422,35 +426,3 @@ def is_in_process(recommender: Any) -> bool:
         callable(getattr(recommender, "build_request", None))
         and callable(getattr(recommender, "parse_response", None))
     )
-
-
-def pipeline_calls(store: CassetteStore, cases: Sequence[Any]) -> dict[str, int]:
-    """Case id -> the model calls recorded for it, of ``cases`` that have any."""
-    wanted, entities = {c.id for c in cases}, sorted({c.entity_id for c in cases})
-    recorded = (case for e in entities for case, _, _ in store.recorded(e))
-    return dict(Counter(case for case in recorded if case in wanted))
-
-
-def recorded_ids(
-    recommender: Any, cases: Sequence[Any], root: Path, mode: RecordMode, test_id: str
-) -> set[str]:
-    """The ids of ``cases`` whose request has a valid (2xx) recording under ``root``."""
-    if is_in_process(recommender):
-        return set()
-    store = CassetteStore(root, mode, autosave=None)
-    if not store.policy.replays:
-        return set()
-    if isinstance(recommender, HTTPProvider):
-        store.add_secrets(recommender.secrets)
-    replayer = CassetteTransport(store, test_id=test_id)
-    found: set[str] = set()
-    for case in cases:
-        request = recommender.build_request(case.system, case.prompt)
-        request.extensions = {**request.extensions, **case_extensions(case)}
-        try:
-            response = replayer.replay(request)
-        except RecfairError:  # a miss the record mode would not record: not recorded
-            continue
-        if response is not None and 200 <= response.status_code < 300:
-            found.add(case.id)
-    return found

@@ -1,6 +1,5 @@
 """The kinds of audit, in one place: a new kind is a new module plus one line here;
-everything else reaches a kind through :func:`kind_for` or :func:`named` only.
-"""
+everything else reaches a kind through :func:`kind_for` or :func:`named` only."""
 
 from __future__ import annotations
 
@@ -32,11 +31,6 @@ def kind_for(settings: AuditSettings) -> AuditKind:
     return next(kind for kind in KINDS if kind.wants(settings))  # the last wants all
 
 
-def default() -> AuditKind:
-    """The kind that wants every settings object (the last one)."""
-    return KINDS[-1]
-
-
 def named(name: str) -> AuditKind:
     """The kind whose results ``AuditResult.extras[name]`` holds."""
     for kind in KINDS:
@@ -50,4 +44,4 @@ def named(name: str) -> AuditKind:
 
 
 # the reports find a kind's sections through this lookup (report never imports the engine)
-use_sections(lambda name: (default() if name is None else named(name)).sections)
+use_sections(lambda name: (KINDS[-1] if name is None else named(name)).sections)

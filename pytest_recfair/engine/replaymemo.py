@@ -176,14 +176,8 @@ class Recorder:
         if key is None:
             return None
         try:
-            doc = shard_doc(
-                test_id=request.test_id,
-                shard=Shard(1, 1),
-                meta={},
-                cost=sent.cost,
-                packed=True,
-                **scorer.payload(sent),
-            )
+            doc = shard_doc(test_id=request.test_id, shard=Shard(1, 1), meta={}, cost=sent.cost,
+                            packed=True, **scorer.payload(sent))  # fmt: skip
             doc["played"] = {k: [v[0], v[1]] for k, v in self.played.items()}
             # marshal, not JSON text: json.dumps of a paper-scale tally built ~14 MB of
             # string pieces at the run's peak; marshal writes the bytes at once
@@ -213,9 +207,11 @@ def served(key: bytes, request: AuditRequest, kind: AuditKind, rebuild: Rebuild)
 
 def scored(scorer: Scorer, key: bytes | None) -> Scored:
     """The scorer's results, kept under ``key``: bootstrap intervals are not drawn again."""
-    kept = None if key is None else _scored_of(cache.get(_SCORED, key))
-    if kept is not None:
-        return kept
+    kept = None if key is None else cache.get(_SCORED, key)
+    if isinstance(kept, dict):  # else not kept, or another version's or a damaged entry
+        with contextlib.suppress(ValueError, TypeError, KeyError, IndexError, AttributeError):
+            attributes = tuple(AttributeResult.from_dict(a) for a in kept["attributes"])
+            return Scored(attributes, int(kept["merges"]), kept["extras"], kept["evidence"])
     done = scorer.scored()
     if key is not None:
         doc = {
@@ -236,13 +232,3 @@ def _packed(attribute: AttributeResult) -> dict[str, Any]:
     d["matrix"]["sims"] = pack_array(matrix.sims, np.float64)
     d["matrix"]["missing"] = pack_array(matrix.missing, np.bool_)
     return d
-
-
-def _scored_of(doc: Any) -> Scored | None:
-    if not isinstance(doc, dict):
-        return None
-    try:
-        attributes = tuple(AttributeResult.from_dict(a) for a in doc["attributes"])
-        return Scored(attributes, int(doc["merges"]), doc["extras"], doc["evidence"])
-    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
-        return None

@@ -193,7 +193,6 @@ class MergeSource:
 
     paths: tuple[Path, ...]
     found: dict[str, list[ShardResult]] | None = None
-    used: set[str] = field(default_factory=set)
     skipped: list[str] = field(default_factory=list)  # .json files that are no shard
 
     def result(self, settings: AuditSettings, test_id: str, kind_inputs: KindInputs) -> AuditResult:
@@ -225,7 +224,6 @@ class MergeSource:
                 "re-run those shards."
             ) from None
         _check_settings(settings, meta, files)
-        self.used.add(test_id)
         result = stream.finish(settings, meta, merged.scorer, merged.sent)
         names = [a.attribute for a in result.attributes]
         if settings.attr is not None and names and not any(settings.attr in n for n in names):
@@ -241,19 +239,13 @@ class MergeSource:
             return ""
         return f" Passed over, not shard files: {', '.join(self.skipped[:5])}."
 
-    def unused(self) -> list[str]:
-        """Tests with shard results that this run did not merge (not collected, skipped)."""
-        return sorted(set(self.found or {}) - self.used)
-
 
 def inputs_digests(kind: AuditKind, request: AuditRequest) -> dict[str, str]:
     """The whole audit's inputs by content, so a file's name or path never matters."""
-    whole = dataclasses.replace(request, shard=None)
+    whole, catalogue = dataclasses.replace(request, shard=None), request.inputs.catalogue
     s, inputs = request.settings, request.inputs
-    entities = stream.entities_of(s, request.seeds, request.test_id, kind, inputs)
-    catalogue = inputs.catalogue
     parts: dict[str, Any] = {
-        "seeds": entities,
+        "seeds": stream.entities_of(s, request.seeds, request.test_id, kind, inputs),
         "grid": request.grid.digest,
         "prompts": replaymemo.prompts_digest(kind, [stream.all_cases(kind, whole)]),
         "catalogue": catalogue and (catalogue.items, catalogue.categorical, catalogue.numeric),

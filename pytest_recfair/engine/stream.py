@@ -1,7 +1,6 @@
 """Run one audit, a chunk of entities at a time, so memory is bounded by a chunk:
 grid -> prompts -> recommender (live or cassette) -> the kind's scorer. Failed prompts
-are counted, never scored.
-"""
+are counted, never scored."""
 
 from __future__ import annotations
 
@@ -190,13 +189,6 @@ def fewer_collections() -> Iterator[None]:
         gc.unfreeze()
 
 
-def prices_of(settings: AuditSettings) -> tuple[float, float] | None:
-    """(input, output) USD per million tokens, when recfair_prices is set."""
-    if settings.prices is None:
-        return None
-    return settings.prices.input_per_mtok, settings.prices.output_per_mtok
-
-
 def run_options(settings: AuditSettings, live: Any = None) -> RunOptions:
     """How the runner sends this audit's prompts (``live``: the pytest progress line)."""
     from pytest_recfair.providers.runstate import RunOptions  # the engine's way to httpx
@@ -205,7 +197,7 @@ def run_options(settings: AuditSettings, live: Any = None) -> RunOptions:
     return RunOptions(
         # vcrpy patches process-wide: a prompt's calls are told apart only one at a time
         concurrency=1 if settings.intercept == "vcr" else settings.concurrency,
-        prices=prices_of(settings),
+        prices=None if (p := settings.prices) is None else (p.input_per_mtok, p.output_per_mtok),
         live=live,
         **{name: getattr(settings, name) for name in (*same, "rpm", "tpm")},
     )
@@ -348,7 +340,15 @@ def record_batch(
     store = CassetteStore(root, "new_episodes", secrets=getattr(recommender, "secrets", ()))
     # one journal per batch, named by its request set: shared by every test and shard
     journals = root / ".batches"
-    todo = _missing(request, store)
+    todo: list[Any] = []  # what replay would not find, a chunk of entities at a time
+    entities, _, build = _setup(request, registry.kind_for(request.settings))
+    for chunk, cases in _chunks(request, entities, build):
+        for case in cases:
+            built = recommender.build_request(case.system, case.prompt)
+            key = (built.method, str(built.url), built.content, case.repeat)
+            if store.lookup(test_id, case.entity_id, *key, case_id=case.id) is None:
+                todo.append(case)
+        store.release(test_id, [e.id for e in chunk])
     # an interrupted batch's answered lines are taken in by any run, even one with no own
     if not todo and not (journals.is_dir() and any(journals.glob("rf*.json"))):
         return {}
@@ -372,17 +372,3 @@ def record_batch(
             f"they count as failed prompts); first [{first_id}] {first}"
         )
     return outcome.errors
-
-
-def _missing(request: AuditRequest, store: CassetteStore) -> list[Any]:
-    """The cases replay would not find, a chunk of entities at a time."""
-    todo: list[Any] = []
-    entities, _, build = _setup(request, registry.kind_for(request.settings))
-    for chunk, cases in _chunks(request, entities, build):
-        for case in cases:
-            built = request.recommender.build_request(case.system, case.prompt)
-            key = (built.method, str(built.url), built.content, case.repeat)
-            if store.lookup(request.test_id, case.entity_id, *key, case_id=case.id) is None:
-                todo.append(case)
-        store.release(request.test_id, [e.id for e in chunk])
-    return todo

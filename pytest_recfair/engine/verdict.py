@@ -1,7 +1,6 @@
 """The verdict of one audited test (baseline, gate, pass/fail, baseline writer) and the run's
 bookkeeping (:class:`RunCollector`, ``--fairness-prune``). Each outcome is composed once from
-its parts, worded by ``report.failures`` (this module never imports ``report``).
-"""
+its parts, worded by ``report.failures`` (this module never imports ``report``)."""
 
 from __future__ import annotations
 
@@ -81,7 +80,11 @@ def gate_outcome(
     baseline: AuditResult | None,
     problem: str | None = None,
 ) -> GateOutcome:
-    """The gate before the test body runs; an incompatible baseline (``problem``) fails."""
+    """The gate before the test body runs; a baseline incompatible with ``result`` (or the
+    ``problem`` :func:`check_baseline` found) fails."""
+    if baseline is not None and problem is None:
+        problem = baselines.result_incompatibility(baseline, result)
+    baseline = None if problem else baseline
     measured = gate.evaluate(
         result,
         baseline,
@@ -99,20 +102,6 @@ def gate_outcome(
     return GateOutcome.of((*measured.failures, *own, *incompatible), measured.notes, measured.drift)
 
 
-def gate_against(
-    settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
-) -> GateOutcome:
-    """:func:`gate_outcome` against ``baseline`` when it is compatible with ``result``."""
-    problem = None if baseline is None else baselines.result_incompatibility(baseline, result)
-    return gate_outcome(settings, result, None if problem else baseline, problem)
-
-
-def run_audit(request: AuditRequest, baseline: AuditResult | None = None) -> AuditResult:
-    """Audit and gate against ``baseline`` (the standalone API)."""
-    result = stream.measure(request)
-    return replace(result, gate=gate_against(request.settings, result, baseline))
-
-
 def gate_result(
     settings: AuditSettings,
     result: AuditResult,
@@ -121,6 +110,11 @@ def gate_result(
 ) -> AuditResult:
     """``result`` with its :func:`gate_outcome`."""
     return replace(result, gate=gate_outcome(settings, result, baseline, problem))
+
+
+def run_audit(request: AuditRequest, baseline: AuditResult | None = None) -> AuditResult:
+    """Audit and gate against ``baseline`` (the standalone API)."""
+    return gate_result(request.settings, stream.measure(request), baseline)
 
 
 #: The note of a run stored past its max_unusable by --fairness-update-force.
@@ -150,7 +144,17 @@ def judge(
         kept = tuple(f for f in failures if f.statistic != "unusable")
         if len(kept) != len(failures):
             failures, notes = kept, (*notes, FORCED_NOTE)
-    problem = None if settings.update else _missing_baseline(state, test_id)
+    accept, problem = accept_command(test_id), None  # no baseline to compare with
+    if not settings.update and state.problem is not None:
+        problem = (
+            f"fairness baseline {state.path} is unusable: {state.problem}\n"
+            f"Re-create it from this run with: {accept}"
+        )
+    elif not settings.update and state.result is None:
+        problem = (
+            f"no fairness baseline for {test_id} (expected {state.path}).\n"
+            f"Create it from this run with: {accept}\nthen commit the baseline file."
+        )
     if problem is not None:
         if not checked.passed:  # limits crossed too: both are said
             problem = (
@@ -206,21 +210,6 @@ def write_baseline(verdict: Verdict) -> Path | None:
     if verdict.moved_from is not None and verdict.moved_from != verdict.write:
         verdict.moved_from.unlink(missing_ok=True)
     return verdict.write
-
-
-def _missing_baseline(state: BaselineState, test_id: str) -> str | None:
-    accept = accept_command(test_id)
-    if state.problem is not None:
-        return (
-            f"fairness baseline {state.path} is unusable: {state.problem}\n"
-            f"Re-create it from this run with: {accept}"
-        )
-    if state.result is None:
-        return (
-            f"no fairness baseline for {test_id} (expected {state.path}).\n"
-            f"Create it from this run with: {accept}\nthen commit the baseline file."
-        )
-    return None
 
 
 @dataclass

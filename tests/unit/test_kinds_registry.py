@@ -91,7 +91,7 @@ class LengthAudit(base.PooledKind):
         attributes: list[str] | None,
         inputs: AuditInputs,
     ) -> list[PromptCase]:
-        return registry.default().build_cases(settings, grid, entities, attributes, inputs)  # type: ignore[return-value]
+        return registry.KINDS[-1].build_cases(settings, grid, entities, attributes, inputs)  # type: ignore[return-value]
 
     def scorer(
         self,

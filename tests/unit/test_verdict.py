@@ -50,13 +50,13 @@ def test_gate_outcome_joins_thresholds_and_incompatibility() -> None:
     assert verdict.gate_result(s, result, None, "other grid").gate == outcome
 
 
-def test_gate_against_checks_compatibility_itself() -> None:
+def test_gate_outcome_checks_compatibility_itself() -> None:
     s = _settings()
     result = audit()
     other = audit(k=10)
-    (failure,) = verdict.gate_against(s, result, other).failures
+    (failure,) = verdict.gate_outcome(s, result, other).failures
     assert failure.kind == "incompatible"
-    assert verdict.gate_against(s, result, None) == GateOutcome(passed=True)
+    assert verdict.gate_outcome(s, result, None) == GateOutcome(passed=True)
 
 
 def test_missing_baseline_with_crossed_limits_says_both(tmp_path: Path) -> None:
