@@ -82,8 +82,7 @@ class Stat:
     value: float
     ci: Interval | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return plain_fields(self)
+    to_dict = plain_fields
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Stat:
@@ -110,8 +109,7 @@ class ValueResult:
     def short_rate(self) -> float:
         return self.short / self.total if self.total else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return plain_fields(self)
+    to_dict = plain_fields
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ValueResult:
@@ -210,8 +208,7 @@ class AttributeResult:
         allowed = ", ".join(v.value for v in self.values)
         raise KeyError(f"no value {name!r} in attribute {self.attribute!r}; have: {allowed}")
 
-    def to_dict(self) -> dict[str, Any]:
-        return plain_fields(self)
+    to_dict = plain_fields
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AttributeResult:
@@ -371,8 +368,7 @@ class GateFailure:
     bound: str | None = None  # "tol": a kind's limit on a group difference (else max / drift)
     tolerance: float | None = None  # the tolerance set, where the noise floor raised ``limit``
 
-    def to_dict(self) -> dict[str, Any]:
-        return plain_fields(self)
+    to_dict = plain_fields
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GateFailure:

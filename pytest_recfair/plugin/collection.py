@@ -34,13 +34,14 @@ def modify_items(config: pytest.Config, items: list[pytest.Item]) -> None:
         if not marks:
             continue
         kwargs: dict[str, Any] = {}
-        for mark in reversed(marks):  # module, then class, then function: closest wins
-            try:
+        try:
+            for mark in reversed(marks):  # module, then class, then function: closest wins
                 settings.validate_marker(mark.args, mark.kwargs, where=item.nodeid)
-            except ConfigError as exc:
-                raise pytest.UsageError(str(exc)) from None
-            kwargs.update(mark.kwargs)
-        item.stash[AUDIT] = AuditState(options.resolve(config, kwargs, f"{item.nodeid}: "))
+                kwargs.update(mark.kwargs)
+            # the command line and ini were checked at configure time
+            item.stash[AUDIT] = AuditState(options.resolve(config, kwargs))
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
         state.audited = state.audited if state.audited is not None else set()
         state.audited.add(item.nodeid)
         if not enabled:

@@ -12,7 +12,6 @@ import pytest
 
 from pytest_recfair import settings
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.settings import values
 from pytest_recfair.settings.values import nearest
 from pytest_recfair.vocab import PROVIDER_KINDS, RECORD_MODES, REPORT_FORMATS
 
@@ -130,16 +129,13 @@ RUN_OPTIONS = tuple(f[2:].replace("-", "_") for p in _HELP_LAYOUT if isinstance(
 
 
 def check_strictness(config: pytest.Config) -> None:
-    """Usage errors for what would otherwise be silently ignored: a misspelt recfair_* ini
-    key, and a --fairness-* option without --fairness (the audits would be skipped)."""
+    """Errors for what would otherwise be silently ignored: a misspelt recfair_* ini key,
+    and a --fairness-* option without --fairness (the audits would be skipped)."""
     known = {*settings.INI_KEYS, *PROVIDER_INI}
-    try:
-        if config.inipath is not None:
-            check_ini_keys(ini_file_keys(config.inipath), known, str(config.inipath))
-        overrides = config.getoption("override_ini", None) or []
-        check_ini_keys([o.split("=", 1)[0] for o in overrides], known, "-o")
-    except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    if config.inipath is not None:
+        check_ini_keys(ini_file_keys(config.inipath), known, str(config.inipath))
+    overrides = config.getoption("override_ini", None) or []
+    check_ini_keys([o.split("=", 1)[0] for o in overrides], known, "-o")
     if config.getoption("fairness"):
         return
     # every option that only acts on audits: given without --fairness it would do nothing
@@ -147,33 +143,17 @@ def check_strictness(config: pytest.Config) -> None:
     given = [d for d in audit_options if config.getoption(d, None) not in (None, False)]
     if given:
         flag = "--" + given[0].replace("_", "-")
-        raise pytest.UsageError(
+        raise ConfigError(
             f"{flag} acts on fairness audits, which run only with --fairness; add it "
             f"(pytest --fairness {flag} ...) or drop {flag}."
         )
 
 
-def resolve(
-    config: pytest.Config, marker: dict[str, Any], where: str = ""
-) -> settings.AuditSettings:
+def resolve(config: pytest.Config, marker: dict[str, Any]) -> settings.AuditSettings:
     """The settings of one audit (``marker``: its merged marker arguments)."""
     cli = {dest: config.getoption(dest) for dest in settings.CLI_KEYS}
     ini = {name: config.getini(name) for name in settings.INI_KEYS}
-    try:
-        return settings.resolve(cli=cli, marker=marker, ini=ini)
-    except ConfigError as exc:
-        raise pytest.UsageError(f"{where}{exc}") from None
-
-
-def resolve_run(config: pytest.Config, run: settings.AuditSettings) -> values.RunSettings:
-    """The run-level options: a bad shard or a shard with a merge is a usage error now."""
-    cli = {dest: config.getoption(dest, None) for dest in RUN_OPTIONS}
-    try:
-        return values.resolve_run(
-            cli, run, cwd=config.invocation_params.dir, rootdir=config.rootpath
-        )
-    except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    return settings.resolve(cli=cli, marker=marker, ini=ini)
 
 
 # Unknown ``recfair_*`` ini keys: pytest warns about unknown keys only under
