@@ -64,29 +64,22 @@ def seeds(request: pytest.FixtureRequest, s: AuditSettings) -> Any:
     source = s.seeds
     if source is None:
         return load_seeds(bundled_seeds(s.domain, "@fairness"))
-    path = find_file(request, source)
-    if path is not None:
-        return load_seeds(path, domain=s.domain)
-    if source.isidentifier() and not keyword.iskeyword(source):
+    found = locate(request, "seeds", source)
+    if isinstance(found, str) and source.isidentifier() and not keyword.iskeyword(source):
         try:
             value = request.getfixturevalue(source)
         except pytest.FixtureLookupError:
             pass
         else:
             return seed_entities(value, s.domain, f"seeds fixture {source!r}")
-    if path_like(source):
-        raise not_found(request, "seeds", source)
-    return load_seeds(source, domain=s.domain)
+    return load_seeds(found, domain=s.domain)
 
 
 def grid(request: pytest.FixtureRequest, s: AuditSettings) -> Any:
     """The attribute grid (marker grid=: bundled name or YAML file)."""
     from pytest_recfair.prompts.grids import load_grid
 
-    path = find_file(request, s.grid)
-    if path is None and path_like(s.grid):
-        raise not_found(request, "grid", s.grid)
-    return load_grid(path if path is not None else s.grid)
+    return load_grid(locate(request, "grid", s.grid))
 
 
 def input_file(request: Node, key: str, source: str | None) -> Path | None:
@@ -206,9 +199,13 @@ def not_found(request: Node, key: str, source: str, other: str = "") -> ConfigEr
     return ConfigError(f"@fairness({key}={source!r}): {what}; {where}; {hint}.")
 
 
-def path_like(source: str) -> bool:
-    """A value that names a file (a folder or a suffix), not a bundled set or fixture."""
-    return "/" in source or "\\" in source or bool(Path(source).suffix)
+def locate(node: Node, key: str, source: str) -> Path | str:
+    """The file ``source`` names, else ``source`` itself (a bundled set or a fixture's name);
+    a value that names a file (a folder or a suffix) but is not found is an error."""
+    path = find_file(node, source)
+    if path is None and ("/" in source or "\\" in source or Path(source).suffix):
+        raise not_found(node, key, source)
+    return source if path is None else path
 
 
 def find_file(request: Node, source: str) -> Path | None:
