@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import configparser
 import tomllib
-from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +44,7 @@ def add_options(parser: pytest.Parser) -> None:
         for key in part:
             _add_setting_option(group, settings.SETTINGS[key][1])
     for ini_name, key in settings.INI_KEYS.items():
-        parser.addini(ini_name, settings.ini_help(key))
+        parser.addini(ini_name, settings.SETTINGS[key][1].help)
     for ini_name, help_text in PROVIDER_INI.items():
         parser.addini(ini_name, help_text)
 
@@ -131,11 +130,18 @@ RUN_OPTIONS = tuple(f[2:].replace("-", "_") for p in _HELP_LAYOUT if isinstance(
 def check_strictness(config: pytest.Config) -> None:
     """Errors for what would otherwise be silently ignored: a misspelt recfair_* ini key,
     and a --fairness-* option without --fairness (the audits would be skipped)."""
-    known = {*settings.INI_KEYS, *PROVIDER_INI}
-    if config.inipath is not None:
-        check_ini_keys(ini_file_keys(config.inipath), known, str(config.inipath))
-    overrides = config.getoption("override_ini", None) or []
-    check_ini_keys([o.split("=", 1)[0] for o in overrides], known, "-o")
+    known = [*settings.INI_KEYS, *PROVIDER_INI]
+    path = config.inipath
+    keys = [(k, str(path)) for k in ini_file_keys(path)] if path is not None else []
+    keys += [(o.split("=", 1)[0], "-o") for o in config.getoption("override_ini", None) or []]
+    for key, where in keys:
+        if key.startswith("recfair_") and key not in known:
+            near = nearest(key, known)
+            hint = f"did you mean {near!r}?" if near else "see docs/configuration.md"
+            raise ConfigError(
+                f"{where}: unknown ini key {key!r}; {hint} (pytest-recfair reads only the "
+                f"recfair_* keys listed in docs/configuration.md)."
+            )
     if config.getoption("fairness"):
         return
     # every option that only acts on audits: given without --fairness it would do nothing
@@ -174,16 +180,3 @@ def ini_file_keys(path: Path) -> list[str]:
     except (OSError, ValueError, configparser.Error, tomllib.TOMLDecodeError):
         return []
     return next((parser.options(n) for n in ("pytest", "tool:pytest") if parser.has_section(n)), [])
-
-
-def check_ini_keys(keys: Iterable[str], known: Collection[str], where: str) -> None:
-    """Raise for the first unknown ``recfair_*`` key in ``keys``, naming the nearest known key."""
-    for key in keys:
-        if not key.startswith("recfair_") or key in known:
-            continue
-        near = nearest(key, list(known))
-        hint = f"did you mean {near!r}?" if near else "see docs/configuration.md"
-        raise ConfigError(
-            f"{where}: unknown ini key {key!r}; {hint} (pytest-recfair reads only the "
-            f"recfair_* keys listed in docs/configuration.md)."
-        )

@@ -295,7 +295,8 @@ class AuditSettings:
 # setting key -> (field name, declaration), in field order
 def _declared(name: str, setting: Setting) -> Setting:
     key = setting.key or name
-    return replace(setting, key=key, dest=setting.dest or f"fairness_{key}")
+    said = setting.help or f"default for @fairness({key}=...)"
+    return replace(setting, key=key, dest=setting.dest or f"fairness_{key}", help=said)
 
 
 SETTINGS: Final[dict[str, tuple[str, Setting]]] = {
@@ -317,11 +318,6 @@ CLI_KEYS.update({d.dest: k for k, (_, d) in SETTINGS.items() if d.option is not 
 
 # ini key -> settings key (recfair_model is the default HTTP provider's model)
 INI_KEYS: dict[str, str] = {f"recfair_{k}": k for k, (_, d) in SETTINGS.items() if d.ini}
-
-
-def ini_help(key: str) -> str:
-    """The help text of the ini key ``recfair_<key>``."""
-    return SETTINGS[key][1].help or f"default for @fairness({key}=...)"
 
 
 def validate_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any], where: str = "") -> None:
