@@ -247,8 +247,7 @@ class AuditMeta:
     plugin_version: str
     role: str | None = None  # the persona of the recommender's system message; None: neutral
 
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    to_dict = plain_fields
 
     def compared(self) -> dict[str, str]:
         """The settings a baseline must share to be compared: field name -> its words."""

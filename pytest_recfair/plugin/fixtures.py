@@ -258,7 +258,11 @@ def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditRe
     baseline = baseline_of(s, request.config.rootpath, node.nodeid, used)
     problem: RecfairError | None = None
     try:
-        merge = state.merged()
+        if state.run.merge and state.merge_source is None:  # read on first use
+            from pytest_recfair.engine.sharding import MergeSource
+
+            state.merge_source = MergeSource(state.run.merge)
+        merge = state.merge_source
         if merge is None:
             result = _measure(request, s, state, baseline.result)
         else:  # nothing is sent or replayed: the shard results hold the scores

@@ -44,14 +44,6 @@ class RunState:
     reference: Reference | None = None  # --fairness-compare=REF, loaded at configure time
     compare_fail: tuple[Rule, ...] = ()  # --fairness-compare-fail=EXPR
 
-    def merged(self) -> MergeSource | None:
-        """The shard results of --fairness-merge (read on first use), or None."""
-        if self.run.merge and self.merge_source is None:
-            from pytest_recfair.engine.sharding import MergeSource
-
-            self.merge_source = MergeSource(self.run.merge)
-        return self.merge_source
-
 
 @dataclass
 class AuditState:
