@@ -20,22 +20,15 @@ from pytest_recfair.vocab import FailureKind, GatedQuantity
 TIE: Final = "— (all equal)"
 
 
-def _num(x: float | None) -> float | None:
-    """JSON has no NaN: store it as null."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return None
-    return float(x)
-
-
 def json_nan(x: Any) -> float:
     """A JSON number or null (NaN) as a float."""
     return math.nan if x is None else float(x)
 
 
 def plain(v: Any) -> Any:
-    """A result's value as JSON data: NaN as null, a result object as its ``to_dict``."""
+    """A result's value as JSON data: NaN as null (JSON has none), a result as its to_dict."""
     if isinstance(v, float):
-        return _num(v)
+        return None if math.isnan(v) else float(v)
     if hasattr(v, "to_dict"):
         return v.to_dict()
     if isinstance(v, SimilarityMatrix):
@@ -68,7 +61,7 @@ class Interval:
     high: float
 
     def to_dict(self) -> list[float | None]:
-        return [_num(self.low), _num(self.high)]
+        return [plain(float(self.low)), plain(float(self.high))]
 
     @classmethod
     def from_obj(cls, obj: Any) -> Interval | None:

@@ -75,13 +75,6 @@ def seeds(request: pytest.FixtureRequest, s: AuditSettings) -> Any:
     return load_seeds(found, domain=s.domain)
 
 
-def grid(request: pytest.FixtureRequest, s: AuditSettings) -> Any:
-    """The attribute grid (marker grid=: bundled name or YAML file)."""
-    from pytest_recfair.prompts.grids import load_grid
-
-    return load_grid(locate(request, "grid", s.grid))
-
-
 def input_file(request: Node, key: str, source: str | None) -> Path | None:
     """The file of the ``key`` setting (catalogue, absent), or None when it is not set."""
     path = None if source is None else find_file(request, source)
@@ -108,17 +101,13 @@ def inputs(request: pytest.FixtureRequest, s: AuditSettings) -> AuditInputs:
     from pytest_recfair.engine.base import AuditInputs
     from pytest_recfair.replies import catalogue as read
 
-    found_catalogue = request.getfixturevalue("recfair_catalogue")
+    items = request.getfixturevalue("recfair_catalogue")
     judge = request.getfixturevalue("recfair_judge")
-    found_candidates = request.getfixturevalue("recfair_candidates")
+    titles = request.getfixturevalue("recfair_candidates")
     absent = input_file(request, "absent", s.absent)
     return AuditInputs(
-        catalogue=None
-        if found_catalogue is None
-        else read.as_catalogue(found_catalogue, "recfair_catalogue"),
-        candidates=None
-        if found_candidates is None
-        else read.read_candidates(found_candidates, "candidates"),
+        catalogue=None if items is None else read.as_catalogue(items, "recfair_catalogue"),
+        candidates=None if titles is None else read.read_candidates(titles, "candidates"),
         absent=frozenset() if absent is None else read.read_absent(absent),
         where=(request.path.parent, request.config.rootpath),
         judge=None if judge is None else recommender_for(judge, s),

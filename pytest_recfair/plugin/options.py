@@ -36,13 +36,10 @@ def add_options(parser: pytest.Parser) -> None:
         help="run the tests marked @pytest.mark.fairness (fairness audits)",
     )
     for part in _HELP_LAYOUT:
-        if isinstance(part, dict):
-            for flag, kwargs in part.items():
-                default = False if kwargs.get("action") == "store_true" else None
-                group.addoption(flag, dest=flag[2:].replace("-", "_"), default=default, **kwargs)
-            continue
-        for key in part:
-            _add_setting_option(group, settings.SETTINGS[key][1])
+        declared = part.items() if isinstance(part, dict) else map(_setting_option, part)
+        for flag, kwargs in declared:
+            default = False if kwargs.get("action") == "store_true" else None
+            group.addoption(flag, dest=flag[2:].replace("-", "_"), default=default, **kwargs)
     for ini_name, key in settings.INI_KEYS.items():
         parser.addini(ini_name, settings.SETTINGS[key][1].help)
     for ini_name, help_text in PROVIDER_INI.items():
@@ -56,14 +53,12 @@ _VALUES: dict[str, dict[str, Any]] = {
 }
 
 
-def _add_setting_option(group: pytest.OptionGroup, setting: settings.Setting) -> None:
+def _setting_option(key: str) -> tuple[str, dict[str, Any]]:
     """``--fairness-<flag>`` of a setting: a switch for a yes/no setting, else a value."""
-    kwargs: dict[str, Any] = {"dest": setting.dest, "help": setting.option}
-    if isinstance(settings.DEFAULTS[setting.key], bool):
-        kwargs |= {"action": "store_true", "default": False}
-    else:
-        kwargs |= {"metavar": "N", "default": None, "type": int, **_VALUES.get(setting.key, {})}
-    group.addoption("--" + setting.dest.replace("_", "-"), **kwargs)
+    setting = settings.SETTINGS[key][1]
+    value = {"metavar": "N", "type": int, **_VALUES.get(key, {})}
+    how = {"action": "store_true"} if isinstance(settings.DEFAULTS[key], bool) else value
+    return "--" + setting.dest.replace("_", "-"), {"help": setting.option, **how}
 
 
 # the order of --help: the settings' options (by key) and the run's own options

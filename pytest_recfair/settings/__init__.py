@@ -305,10 +305,8 @@ SETTINGS: Final[dict[str, tuple[str, Setting]]] = {
     for d in [_declared(f.name, f.metadata["setting"])]
 }
 
-_FIELD_DEFAULTS: Final[dict[str, Any]] = {f.name: f.default for f in fields(AuditSettings)}
-
 # setting key -> default value (the parsed form: ("jaccard",) for metric)
-DEFAULTS: dict[str, Any] = {key: _FIELD_DEFAULTS[name] for key, (name, _) in SETTINGS.items()}
+DEFAULTS: dict[str, Any] = {key: getattr(AuditSettings(), n) for key, (n, _) in SETTINGS.items()}
 
 MARKER_KEYS: tuple[str, ...] = tuple(k for k, (_, d) in SETTINGS.items() if d.marker)
 
@@ -352,7 +350,7 @@ def resolve(
 ) -> AuditSettings:
     """Merge and validate: ``cli`` keyed by dest or key (None: not given), ``ini`` by ini
     name or key ("": not given), ``marker`` by argument."""
-    parsed: dict[str, Any] = dict(_FIELD_DEFAULTS)
+    parsed: dict[str, Any] = {}  # the rest: AuditSettings' defaults
     for source, layer in (("ini", ini), ("marker", marker), ("command-line", cli)):
         for raw_key, value in (layer or {}).items():
             key = _key(raw_key, source)
