@@ -89,7 +89,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     imp.add_argument("source", help="the result folder (top_K, or the folder holding it)")
     imp.add_argument("--out", required=True, help="new folder to write the audit into")
-    imp.add_argument("--rows", type=int, default=None, help="rows per file (default: all)")
+    imp.add_argument(
+        "--rows", dest="n", metavar="ROWS", type=int, help="rows per file (default: all)"
+    )
     imp.add_argument("--language", default="en", help="language code of the prompts")
     imp.add_argument("--model", default=None, help="model id (default: from batch files)")
     imp.add_argument(
@@ -221,16 +223,8 @@ def _import(args: argparse.Namespace) -> int:
     else:
         from pytest_recfair.importer.run import import_run
 
-        done = import_run(
-            args.source,
-            args.out,
-            flavour=args.flavour,
-            n=args.rows,
-            language=args.language,
-            model=args.model,
-            missing=args.missing,
-            replies=args.replies,
-        )
+        keys = ("flavour", "n", "language", "model", "missing", "replies")
+        done = import_run(args.source, args.out, **{k: getattr(args, k) for k in keys})
     print("\n".join(done.lines()))
     return 0
 

@@ -20,22 +20,15 @@ from pytest_recfair.vocab import FailureKind, GatedQuantity
 TIE: Final = "— (all equal)"
 
 
-def _num(x: float | None) -> float | None:
-    """JSON has no NaN: store it as null."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return None
-    return float(x)
-
-
 def json_nan(x: Any) -> float:
     """A JSON number or null (NaN) as a float."""
     return math.nan if x is None else float(x)
 
 
 def plain(v: Any) -> Any:
-    """A result's value as JSON data: NaN as null, a result object as its ``to_dict``."""
+    """A result's value as JSON data: NaN as null (JSON has none), a result as its to_dict."""
     if isinstance(v, float):
-        return _num(v)
+        return None if math.isnan(v) else float(v)
     if hasattr(v, "to_dict"):
         return v.to_dict()
     if isinstance(v, SimilarityMatrix):
@@ -68,7 +61,7 @@ class Interval:
     high: float
 
     def to_dict(self) -> list[float | None]:
-        return [_num(self.low), _num(self.high)]
+        return [plain(float(self.low)), plain(float(self.high))]
 
     @classmethod
     def from_obj(cls, obj: Any) -> Interval | None:
@@ -82,8 +75,7 @@ class Stat:
     value: float
     ci: Interval | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return plain_fields(self)
+    to_dict = plain_fields
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Stat:
@@ -110,8 +102,7 @@ class ValueResult:
     def short_rate(self) -> float:
         return self.short / self.total if self.total else 0.0
 
-    def to_dict(self) -> dict[str, Any]:
-        return plain_fields(self)
+    to_dict = plain_fields
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ValueResult:
@@ -210,8 +201,7 @@ class AttributeResult:
         allowed = ", ".join(v.value for v in self.values)
         raise KeyError(f"no value {name!r} in attribute {self.attribute!r}; have: {allowed}")
 
-    def to_dict(self) -> dict[str, Any]:
-        return plain_fields(self)
+    to_dict = plain_fields
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> AttributeResult:
@@ -250,8 +240,7 @@ class AuditMeta:
     plugin_version: str
     role: str | None = None  # the persona of the recommender's system message; None: neutral
 
-    def to_dict(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+    to_dict = plain_fields
 
     def compared(self) -> dict[str, str]:
         """The settings a baseline must share to be compared: field name -> its words."""
@@ -371,8 +360,7 @@ class GateFailure:
     bound: str | None = None  # "tol": a kind's limit on a group difference (else max / drift)
     tolerance: float | None = None  # the tolerance set, where the noise floor raised ``limit``
 
-    def to_dict(self) -> dict[str, Any]:
-        return plain_fields(self)
+    to_dict = plain_fields
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> GateFailure:

@@ -246,11 +246,6 @@ scrub_headers = _GLOBAL.scrub_headers
 scrub_json = _GLOBAL.scrub_json
 
 
-def register_env(names: Iterable[str | None], environ: Mapping[str, str]) -> None:
-    """Add the values of the named environment variables (``environ`` is ``os.environ``)."""
-    register(environ.get(n) for n in names if n)
-
-
 def scrub_values_bytes(data: bytes) -> bytes:
     """``data`` without any registered value (no shape rules: for data files)."""
     return _GLOBAL.scrub_bytes(data, values_only=True) if _GLOBAL.values else data

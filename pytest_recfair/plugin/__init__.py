@@ -98,7 +98,9 @@ def recfair_seeds(request: pytest.FixtureRequest, recfair_settings: AuditSetting
 @pytest.fixture
 def recfair_grid(request: pytest.FixtureRequest, recfair_settings: AuditSettings) -> Any:
     """The attribute grid of this audit (marker grid=: bundled name or YAML file)."""
-    return fixtures.grid(request, recfair_settings)
+    from pytest_recfair.prompts.grids import load_grid
+
+    return load_grid(fixtures.locate(request, "grid", recfair_settings.grid))
 
 
 @pytest.fixture
@@ -137,9 +139,8 @@ def fairness_result(request: pytest.FixtureRequest, recfair_settings: AuditSetti
 @pytest.fixture(autouse=True)
 def _recfair_autorun(request: pytest.FixtureRequest) -> None:
     """Runs the audit of a @fairness test that did not ask for fairness_result itself."""
-    if request.node.get_closest_marker("fairness") is not None and request.config.getoption(
-        "fairness"
-    ):
+    marked = request.node.get_closest_marker("fairness") is not None
+    if marked and request.config.getoption("fairness"):
         request.getfixturevalue("fairness_result")
 
 

@@ -34,13 +34,14 @@ def modify_items(config: pytest.Config, items: list[pytest.Item]) -> None:
         if not marks:
             continue
         kwargs: dict[str, Any] = {}
-        for mark in reversed(marks):  # module, then class, then function: closest wins
-            try:
+        try:
+            for mark in reversed(marks):  # module, then class, then function: closest wins
                 settings.validate_marker(mark.args, mark.kwargs, where=item.nodeid)
-            except ConfigError as exc:
-                raise pytest.UsageError(str(exc)) from None
-            kwargs.update(mark.kwargs)
-        item.stash[AUDIT] = AuditState(options.resolve(config, kwargs, f"{item.nodeid}: "))
+                kwargs.update(mark.kwargs)
+            # the command line and ini were checked at configure time
+            item.stash[AUDIT] = AuditState(options.resolve(config, kwargs))
+        except ConfigError as exc:
+            raise pytest.UsageError(str(exc)) from None
         state.audited = state.audited if state.audited is not None else set()
         state.audited.add(item.nodeid)
         if not enabled:
@@ -200,10 +201,7 @@ def _grid(item: pytest.Item, s: AuditSettings, files: _Files) -> Grid | None:
 
     if _overridden(item, "recfair_grid"):
         return None  # a conftest's grid: its attributes are known at run time only
-    path = fixtures.find_file(item, s.grid)
-    if path is None and fixtures.path_like(s.grid):
-        raise fixtures.not_found(item, "grid", s.grid)
-    source = path if path is not None else s.grid
+    source = fixtures.locate(item, "grid", s.grid)
     grid: Grid = files.once(f"grid:{source}", lambda: load_grid(source))
     return grid
 
@@ -246,13 +244,10 @@ def _seeds_note(item: pytest.Item, s: AuditSettings, files: _Files) -> str | Non
         name = bundled_seeds(s.domain, "@fairness")  # a domain without one: a ConfigError
         label, load = f"bundled seed set {name!r}", (lambda: len(load_seeds(name)))
     else:
-        path = fixtures.find_file(item, source)
-        if path is None and _is_fixture_name(item, source):
+        where = fixtures.locate(item, "seeds", source)
+        if isinstance(where, str) and _is_fixture_name(item, source):
             return None  # a seeds fixture: its entities are known at run time only
-        if path is None and fixtures.path_like(source):
-            raise fixtures.not_found(item, "seeds", source)
-        where = path if path is not None else source
-        label = f"seeds file {str(where)!r}" if path is not None else f"seed set {source!r}"
+        label = f"seed set {source!r}" if isinstance(where, str) else f"seeds file {str(where)!r}"
 
         def load() -> int:
             return len(load_seeds(where, domain=s.domain))

@@ -64,29 +64,15 @@ def seeds(request: pytest.FixtureRequest, s: AuditSettings) -> Any:
     source = s.seeds
     if source is None:
         return load_seeds(bundled_seeds(s.domain, "@fairness"))
-    path = find_file(request, source)
-    if path is not None:
-        return load_seeds(path, domain=s.domain)
-    if source.isidentifier() and not keyword.iskeyword(source):
+    found = locate(request, "seeds", source)
+    if isinstance(found, str) and source.isidentifier() and not keyword.iskeyword(source):
         try:
             value = request.getfixturevalue(source)
         except pytest.FixtureLookupError:
             pass
         else:
             return seed_entities(value, s.domain, f"seeds fixture {source!r}")
-    if path_like(source):
-        raise not_found(request, "seeds", source)
-    return load_seeds(source, domain=s.domain)
-
-
-def grid(request: pytest.FixtureRequest, s: AuditSettings) -> Any:
-    """The attribute grid (marker grid=: bundled name or YAML file)."""
-    from pytest_recfair.prompts.grids import load_grid
-
-    path = find_file(request, s.grid)
-    if path is None and path_like(s.grid):
-        raise not_found(request, "grid", s.grid)
-    return load_grid(path if path is not None else s.grid)
+    return load_seeds(found, domain=s.domain)
 
 
 def input_file(request: Node, key: str, source: str | None) -> Path | None:
@@ -115,17 +101,13 @@ def inputs(request: pytest.FixtureRequest, s: AuditSettings) -> AuditInputs:
     from pytest_recfair.engine.base import AuditInputs
     from pytest_recfair.replies import catalogue as read
 
-    found_catalogue = request.getfixturevalue("recfair_catalogue")
+    items = request.getfixturevalue("recfair_catalogue")
     judge = request.getfixturevalue("recfair_judge")
-    found_candidates = request.getfixturevalue("recfair_candidates")
+    titles = request.getfixturevalue("recfair_candidates")
     absent = input_file(request, "absent", s.absent)
     return AuditInputs(
-        catalogue=None
-        if found_catalogue is None
-        else read.as_catalogue(found_catalogue, "recfair_catalogue"),
-        candidates=None
-        if found_candidates is None
-        else read.read_candidates(found_candidates, "candidates"),
+        catalogue=None if items is None else read.as_catalogue(items, "recfair_catalogue"),
+        candidates=None if titles is None else read.read_candidates(titles, "candidates"),
         absent=frozenset() if absent is None else read.read_absent(absent),
         where=(request.path.parent, request.config.rootpath),
         judge=None if judge is None else recommender_for(judge, s),
@@ -206,9 +188,13 @@ def not_found(request: Node, key: str, source: str, other: str = "") -> ConfigEr
     return ConfigError(f"@fairness({key}={source!r}): {what}; {where}; {hint}.")
 
 
-def path_like(source: str) -> bool:
-    """A value that names a file (a folder or a suffix), not a bundled set or fixture."""
-    return "/" in source or "\\" in source or bool(Path(source).suffix)
+def locate(node: Node, key: str, source: str) -> Path | str:
+    """The file ``source`` names, else ``source`` itself (a bundled set or a fixture's name);
+    a value that names a file (a folder or a suffix) but is not found is an error."""
+    path = find_file(node, source)
+    if path is None and ("/" in source or "\\" in source or Path(source).suffix):
+        raise not_found(node, key, source)
+    return source if path is None else path
 
 
 def find_file(request: Node, source: str) -> Path | None:
@@ -261,7 +247,11 @@ def fairness_result(request: pytest.FixtureRequest, s: AuditSettings) -> AuditRe
     baseline = baseline_of(s, request.config.rootpath, node.nodeid, used)
     problem: RecfairError | None = None
     try:
-        merge = state.merged()
+        if state.run.merge and state.merge_source is None:  # read on first use
+            from pytest_recfair.engine.sharding import MergeSource
+
+            state.merge_source = MergeSource(state.run.merge)
+        merge = state.merge_source
         if merge is None:
             result = _measure(request, s, state, baseline.result)
         else:  # nothing is sent or replayed: the shard results hold the scores

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import configparser
 import tomllib
-from collections.abc import Collection, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,6 @@ import pytest
 
 from pytest_recfair import settings
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.settings import values
 from pytest_recfair.settings.values import nearest
 from pytest_recfair.vocab import PROVIDER_KINDS, RECORD_MODES, REPORT_FORMATS
 
@@ -38,15 +36,12 @@ def add_options(parser: pytest.Parser) -> None:
         help="run the tests marked @pytest.mark.fairness (fairness audits)",
     )
     for part in _HELP_LAYOUT:
-        if isinstance(part, dict):
-            for flag, kwargs in part.items():
-                default = False if kwargs.get("action") == "store_true" else None
-                group.addoption(flag, dest=flag[2:].replace("-", "_"), default=default, **kwargs)
-            continue
-        for key in part:
-            _add_setting_option(group, settings.SETTINGS[key][1])
+        declared = part.items() if isinstance(part, dict) else map(_setting_option, part)
+        for flag, kwargs in declared:
+            default = False if kwargs.get("action") == "store_true" else None
+            group.addoption(flag, dest=flag[2:].replace("-", "_"), default=default, **kwargs)
     for ini_name, key in settings.INI_KEYS.items():
-        parser.addini(ini_name, settings.ini_help(key))
+        parser.addini(ini_name, settings.SETTINGS[key][1].help)
     for ini_name, help_text in PROVIDER_INI.items():
         parser.addini(ini_name, help_text)
 
@@ -58,14 +53,12 @@ _VALUES: dict[str, dict[str, Any]] = {
 }
 
 
-def _add_setting_option(group: pytest.OptionGroup, setting: settings.Setting) -> None:
+def _setting_option(key: str) -> tuple[str, dict[str, Any]]:
     """``--fairness-<flag>`` of a setting: a switch for a yes/no setting, else a value."""
-    kwargs: dict[str, Any] = {"dest": setting.dest, "help": setting.option}
-    if isinstance(settings.DEFAULTS[setting.key], bool):
-        kwargs |= {"action": "store_true", "default": False}
-    else:
-        kwargs |= {"metavar": "N", "default": None, "type": int, **_VALUES.get(setting.key, {})}
-    group.addoption("--" + setting.dest.replace("_", "-"), **kwargs)
+    setting = settings.SETTINGS[key][1]
+    value = {"metavar": "N", "type": int, **_VALUES.get(key, {})}
+    how = {"action": "store_true"} if isinstance(settings.DEFAULTS[key], bool) else value
+    return "--" + setting.dest.replace("_", "-"), {"help": setting.option, **how}
 
 
 # the order of --help: the settings' options (by key) and the run's own options
@@ -130,16 +123,20 @@ RUN_OPTIONS = tuple(f[2:].replace("-", "_") for p in _HELP_LAYOUT if isinstance(
 
 
 def check_strictness(config: pytest.Config) -> None:
-    """Usage errors for what would otherwise be silently ignored: a misspelt recfair_* ini
-    key, and a --fairness-* option without --fairness (the audits would be skipped)."""
-    known = {*settings.INI_KEYS, *PROVIDER_INI}
-    try:
-        if config.inipath is not None:
-            check_ini_keys(ini_file_keys(config.inipath), known, str(config.inipath))
-        overrides = config.getoption("override_ini", None) or []
-        check_ini_keys([o.split("=", 1)[0] for o in overrides], known, "-o")
-    except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    """Errors for what would otherwise be silently ignored: a misspelt recfair_* ini key,
+    and a --fairness-* option without --fairness (the audits would be skipped)."""
+    known = [*settings.INI_KEYS, *PROVIDER_INI]
+    path = config.inipath
+    keys = [(k, str(path)) for k in ini_file_keys(path)] if path is not None else []
+    keys += [(o.split("=", 1)[0], "-o") for o in config.getoption("override_ini", None) or []]
+    for key, where in keys:
+        if key.startswith("recfair_") and key not in known:
+            near = nearest(key, known)
+            hint = f"did you mean {near!r}?" if near else "see docs/configuration.md"
+            raise ConfigError(
+                f"{where}: unknown ini key {key!r}; {hint} (pytest-recfair reads only the "
+                f"recfair_* keys listed in docs/configuration.md)."
+            )
     if config.getoption("fairness"):
         return
     # every option that only acts on audits: given without --fairness it would do nothing
@@ -147,33 +144,17 @@ def check_strictness(config: pytest.Config) -> None:
     given = [d for d in audit_options if config.getoption(d, None) not in (None, False)]
     if given:
         flag = "--" + given[0].replace("_", "-")
-        raise pytest.UsageError(
+        raise ConfigError(
             f"{flag} acts on fairness audits, which run only with --fairness; add it "
             f"(pytest --fairness {flag} ...) or drop {flag}."
         )
 
 
-def resolve(
-    config: pytest.Config, marker: dict[str, Any], where: str = ""
-) -> settings.AuditSettings:
+def resolve(config: pytest.Config, marker: dict[str, Any]) -> settings.AuditSettings:
     """The settings of one audit (``marker``: its merged marker arguments)."""
     cli = {dest: config.getoption(dest) for dest in settings.CLI_KEYS}
     ini = {name: config.getini(name) for name in settings.INI_KEYS}
-    try:
-        return settings.resolve(cli=cli, marker=marker, ini=ini)
-    except ConfigError as exc:
-        raise pytest.UsageError(f"{where}{exc}") from None
-
-
-def resolve_run(config: pytest.Config, run: settings.AuditSettings) -> values.RunSettings:
-    """The run-level options: a bad shard or a shard with a merge is a usage error now."""
-    cli = {dest: config.getoption(dest, None) for dest in RUN_OPTIONS}
-    try:
-        return values.resolve_run(
-            cli, run, cwd=config.invocation_params.dir, rootdir=config.rootpath
-        )
-    except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    return settings.resolve(cli=cli, marker=marker, ini=ini)
 
 
 # Unknown ``recfair_*`` ini keys: pytest warns about unknown keys only under
@@ -194,16 +175,3 @@ def ini_file_keys(path: Path) -> list[str]:
     except (OSError, ValueError, configparser.Error, tomllib.TOMLDecodeError):
         return []
     return next((parser.options(n) for n in ("pytest", "tool:pytest") if parser.has_section(n)), [])
-
-
-def check_ini_keys(keys: Iterable[str], known: Collection[str], where: str) -> None:
-    """Raise for the first unknown ``recfair_*`` key in ``keys``, naming the nearest known key."""
-    for key in keys:
-        if not key.startswith("recfair_") or key in known:
-            continue
-        near = nearest(key, list(known))
-        hint = f"did you mean {near!r}?" if near else "see docs/configuration.md"
-        raise ConfigError(
-            f"{where}: unknown ini key {key!r}; {hint} (pytest-recfair reads only the "
-            f"recfair_* keys listed in docs/configuration.md)."
-        )

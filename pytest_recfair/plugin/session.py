@@ -15,7 +15,7 @@ from pytest_recfair import secrets, settings
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.plugin import options
 from pytest_recfair.settings import AuditSettings
-from pytest_recfair.settings.values import RunSettings
+from pytest_recfair.settings.values import RunSettings, resolve_run
 from pytest_recfair.vocab import PLUGIN_VERSION
 
 if TYPE_CHECKING:
@@ -43,14 +43,6 @@ class RunState:
     ledger: Ledger | None = None  # under xdist the run's one budget count (else: plans)
     reference: Reference | None = None  # --fairness-compare=REF, loaded at configure time
     compare_fail: tuple[Rule, ...] = ()  # --fairness-compare-fail=EXPR
-
-    def merged(self) -> MergeSource | None:
-        """The shard results of --fairness-merge (read on first use), or None."""
-        if self.run.merge and self.merge_source is None:
-            from pytest_recfair.engine.sharding import MergeSource
-
-            self.merge_source = MergeSource(self.run.merge)
-        return self.merge_source
 
 
 @dataclass
@@ -174,10 +166,15 @@ def configure(config: pytest.Config) -> None:
     )
     if not hasattr(config, "workerinput"):  # xdist workers only ship results
         config.pluginmanager.register(Controller(config), "recfair-controller")
-    options.check_strictness(config)
-    run_settings = options.resolve(config, {})
-    run = options.resolve_run(config, run_settings)
-    reference, rules = _reference(config, run)
+    try:  # every bad option or ini value: a usage error, one line
+        options.check_strictness(config)
+        run_settings = options.resolve(config, {})
+        cli = {dest: config.getoption(dest, None) for dest in options.RUN_OPTIONS}
+        where = {"cwd": config.invocation_params.dir, "rootdir": config.rootpath}
+        run = resolve_run(cli, run_settings, **where)
+        reference, rules = _reference(config, run)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
     state = config.stash[RUN] = RunState(run, run_settings, reference=reference, compare_fail=rules)
     shared = getattr(config, "workerinput", {}).get(LEDGER_KEY)
     if shared:  # an xdist worker: the controller's ledger counts the budget for all
@@ -445,27 +442,24 @@ def _reference(
 ) -> tuple[Reference | None, tuple[Rule, ...]]:
     """--fairness-compare(-fail), loaded now, and the report and history paths checked:
     a bad one fails before any prompt is sent."""
-    try:
-        if config.getoption("fairness"):  # without it no report is written: no cost
-            from pytest_recfair.report.history import check_history_dir
-            from pytest_recfair.report.registry import check_report_path
+    if config.getoption("fairness"):  # without it no report is written: no cost
+        from pytest_recfair.report.history import check_history_dir
+        from pytest_recfair.report.registry import check_report_path
 
-            for path in run.reports:
-                check_report_path(path)
-            if run.history_dir is not None:
-                check_history_dir(run.history_dir)
-        if not run.compare:
-            if run.compare_fail:
-                raise ConfigError(
-                    "--fairness-compare-fail needs the run to compare with: add "
-                    "--fairness-compare=REF (a JSON report, or a --fairness-history entry)."
-                )
-            return None, ()
-        from pytest_recfair.compare.runs import load_reference, parse_rules
+        for path in run.reports:
+            check_report_path(path)
+        if run.history_dir is not None:
+            check_history_dir(run.history_dir)
+    if not run.compare:
+        if run.compare_fail:
+            raise ConfigError(
+                "--fairness-compare-fail needs the run to compare with: add "
+                "--fairness-compare=REF (a JSON report, or a --fairness-history entry)."
+            )
+        return None, ()
+    from pytest_recfair.compare.runs import load_reference, parse_rules
 
-        rules = parse_rules(run.compare_fail) if run.compare_fail else ()
-        # a run stored in the history is compared with the entries before it
-        cwd = config.invocation_params.dir
-        return load_reference(run.compare, history_dir=run.history_dir, cwd=cwd), rules
-    except ConfigError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    rules = parse_rules(run.compare_fail) if run.compare_fail else ()
+    # a run stored in the history is compared with the entries before it
+    cwd = config.invocation_params.dir
+    return load_reference(run.compare, history_dir=run.history_dir, cwd=cwd), rules

@@ -295,7 +295,8 @@ class AuditSettings:
 # setting key -> (field name, declaration), in field order
 def _declared(name: str, setting: Setting) -> Setting:
     key = setting.key or name
-    return replace(setting, key=key, dest=setting.dest or f"fairness_{key}")
+    said = setting.help or f"default for @fairness({key}=...)"
+    return replace(setting, key=key, dest=setting.dest or f"fairness_{key}", help=said)
 
 
 SETTINGS: Final[dict[str, tuple[str, Setting]]] = {
@@ -304,10 +305,8 @@ SETTINGS: Final[dict[str, tuple[str, Setting]]] = {
     for d in [_declared(f.name, f.metadata["setting"])]
 }
 
-_FIELD_DEFAULTS: Final[dict[str, Any]] = {f.name: f.default for f in fields(AuditSettings)}
-
 # setting key -> default value (the parsed form: ("jaccard",) for metric)
-DEFAULTS: dict[str, Any] = {key: _FIELD_DEFAULTS[name] for key, (name, _) in SETTINGS.items()}
+DEFAULTS: dict[str, Any] = {key: getattr(AuditSettings(), n) for key, (n, _) in SETTINGS.items()}
 
 MARKER_KEYS: tuple[str, ...] = tuple(k for k, (_, d) in SETTINGS.items() if d.marker)
 
@@ -317,11 +316,6 @@ CLI_KEYS.update({d.dest: k for k, (_, d) in SETTINGS.items() if d.option is not 
 
 # ini key -> settings key (recfair_model is the default HTTP provider's model)
 INI_KEYS: dict[str, str] = {f"recfair_{k}": k for k, (_, d) in SETTINGS.items() if d.ini}
-
-
-def ini_help(key: str) -> str:
-    """The help text of the ini key ``recfair_<key>``."""
-    return SETTINGS[key][1].help or f"default for @fairness({key}=...)"
 
 
 def validate_marker(args: tuple[Any, ...], kwargs: Mapping[str, Any], where: str = "") -> None:
@@ -356,7 +350,7 @@ def resolve(
 ) -> AuditSettings:
     """Merge and validate: ``cli`` keyed by dest or key (None: not given), ``ini`` by ini
     name or key ("": not given), ``marker`` by argument."""
-    parsed: dict[str, Any] = dict(_FIELD_DEFAULTS)
+    parsed: dict[str, Any] = {}  # the rest: AuditSettings' defaults
     for source, layer in (("ini", ini), ("marker", marker), ("command-line", cli)):
         for raw_key, value in (layer or {}).items():
             key = _key(raw_key, source)

@@ -296,16 +296,11 @@ class Shard:
 def parse_shard(text: str, *, source: str = "--fairness-shard") -> Shard:
     """``"2/4"`` -> Shard(2, 4), with a one-line error naming ``source`` otherwise."""
     match = _SHARD_RE.fullmatch(str(text))
-    if match is None:
-        raise ConfigError(
-            f"{source}: expected I/N with 1 <= I <= N (e.g. 2/4 for the second of four CI "
-            f"jobs), got {text!r}."
-        )
-    index, count = int(match.group(1)), int(match.group(2))
+    index, count = map(int, match.groups()) if match else (0, 0)
     if not 1 <= index <= count:
         raise ConfigError(
-            f"{source}: expected I/N with 1 <= I <= N, got {text!r}; shards are numbered "
-            f"1..{max(count, 1)}."
+            f"{source}: expected I/N with 1 <= I <= N (shards are numbered from 1: e.g. 2/4 "
+            f"for the second of four CI jobs), got {text!r}."
         )
     return Shard(index, count)
 

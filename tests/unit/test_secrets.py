@@ -125,7 +125,7 @@ def test_json_values(scrubber: Scrubber) -> None:
 
 def test_process_wide_registry() -> None:
     value = "process-wide-secret-4711"
-    secrets.register_env(["RECFAIR_TEST_KEY", None], {"RECFAIR_TEST_KEY": value})
+    secrets.register([value, None])
     assert value in secrets.registered()
     assert secrets.scrub(f"x {value} y") == f"x {FILTERED} y"
     assert secrets.scrub_bytes(value.encode()) == FILTERED.encode()

@@ -104,9 +104,9 @@ def test_keys_are_derived_from_one_declaration_per_field() -> None:
 
 
 def test_every_ini_key_has_help() -> None:
-    assert settings.ini_help("prices").startswith("USD per million")
-    assert settings.ini_help("k") == "default for @fairness(k=...)"
-    assert all(settings.ini_help(k) for k in settings.INI_KEYS.values())
+    assert settings.SETTINGS["prices"][1].help.startswith("USD per million")
+    assert settings.SETTINGS["k"][1].help == "default for @fairness(k=...)"
+    assert all(settings.SETTINGS[k][1].help for k in settings.INI_KEYS.values())
 
 
 def test_values_are_stored_parsed() -> None:
