@@ -21,7 +21,7 @@ from pytest_recfair.report.fmt import (
     svg_open,
 )
 from pytest_recfair.report.history import HistoryRun, history_html
-from pytest_recfair.report.sections import kind_tables, measure, series
+from pytest_recfair.report.sections import kind_tables, measure
 from pytest_recfair.report.status import (
     Baselines,
     baseline_map,
@@ -29,6 +29,7 @@ from pytest_recfair.report.status import (
     describe,
     failed_text,
     failures_first,
+    headline,
     result_status,
     same_attribute,
     stats_table,
@@ -352,18 +353,15 @@ def _summary(results: Sequence[AuditResult], history: bool) -> str:
     """The summary, which is also the page's table of contents: one row per test."""
     rows = []
     for n, r in enumerate(results):
-        top = max(series(r), key=lambda s: s[1].value if math.isfinite(s[1].value) else -1.0,
-                  default=None)  # fmt: skip
-        headline = f"{esc(top[0])}: {num_cell(fmt_ci(top[1]))}" if top else ""
         rows.append(
             f'<tr><td>{esc(Status(result_status(r)))}</td><td><a href="#test-{n}">'
-            f"{esc(r.meta.test_id)}</a></td><td>{esc(measure(r))}</td><td>{headline}</td></tr>"
+            f"{esc(r.meta.test_id)}</a></td><td>{esc(measure(r))}</td><td>{esc(headline(r))}</td></tr>"
         )
     more = '<p><a href="#history">The history</a></p>' if history else ""
     return (
         '<nav class="toc" id="summary"><h2>Summary</h2><div class="scroll"><table '
-        'class="summary"><tr><th>status</th><th>test</th><th>kind</th><th>headline (highest; '
-        f"lower is fairer)</th></tr>{''.join(rows)}</table></div>{more}</nav>"
+        'class="summary"><tr><th>status</th><th>test</th><th>kind</th><th>what it found'
+        f"</th></tr>{''.join(rows)}</table></div>{more}</nav>"
     )
 
 

@@ -13,20 +13,19 @@ from typing import Any
 
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.report.failures import evidence_tables, failure_text, gate_table
-from pytest_recfair.report.fmt import Status, Table, fmt
+from pytest_recfair.report.fmt import Status, Table
 from pytest_recfair.report.sections import kind_tables
 from pytest_recfair.report.status import (
     Baselines,
-    attribute_label,
     baseline_map,
     check_results,
     counts,
     describe,
     failed_text,
     failures_first,
+    headline,
     result_status,
     same_attribute,
-    shown,
     stats_table,
     usage_text,
     value_table,
@@ -89,17 +88,9 @@ def _body(r: AuditResult) -> list[str]:
 
 
 def _summary(r: AuditResult) -> str:
-    """A folded test's line: status, test id (in HTML: ``<`` and ``&`` escaped), largest
-    SNSR, flags."""
-    line = f"{_ICON[result_status(r)]} <code>{_html(r.meta.test_id)}</code>"
-    if r.attributes:
-        top = max(r.attributes, key=lambda a: shown(a, "snsr").value)
-        flagged = sum(attribute_label(r, a) == "FLAG" for a in r.attributes)
-        n = len(r.attributes)
-        line += (f" — {n} attribute{'' if n == 1 else 's'}, largest SNSR "
-                 f"{fmt(shown(top, 'snsr').value)} ({_html(top.attribute)})")  # fmt: skip
-        line += f", {flagged} flagged" if flagged else ""
-    return line
+    """A folded test's line: status, test id (in HTML: ``<`` and ``&`` escaped), its figure."""
+    found = f" — {_html(h)}" if (h := headline(r)) else ""
+    return f"{_ICON[result_status(r)]} <code>{_html(r.meta.test_id)}</code>{found}"
 
 
 def _html(text: str) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import TypeAlias
 
 from pytest_recfair.report.fmt import LABEL, Status, Table, fmt, fmt_ci, fmt_delta
-from pytest_recfair.report.sections import measure, run_parts
+from pytest_recfair.report.sections import kind_sections, measure, run_parts
 from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateOutcome, Stat
 from pytest_recfair.vocab import STATISTICS, Statistic
 
@@ -205,3 +205,21 @@ def usage_text(r: AuditResult) -> str | None:
         return None
     cost = "n/a (set recfair_prices)" if r.cost is None else f"${r.cost:,.4f}"
     return f"tokens: {r.prompt_tokens:,} input + {r.completion_tokens:,} output; cost {cost}"
+
+
+def headline(r: AuditResult) -> str:
+    """A test's one figure in every summary: the largest SNSR (a failing one first), or its
+    kind's own."""
+    own = "; ".join(b for s, d in kind_sections(r) if (b := s.brief(d)))
+    if not r.attributes:
+        return own
+
+    def order(a: AttributeResult) -> tuple[bool, float]:
+        snsr = shown(a, "snsr").value  # NaN: nothing usable, shown as n/a
+        return attribute_label(r, a) == "FAIL", snsr if math.isfinite(snsr) else -1.0
+
+    a = max(r.attributes, key=order)
+    least = a.favoured()[1]
+    text = f"{a.attribute} SNSR {fmt(shown(a, 'snsr').value)} {attribute_label(r, a)}"
+    text += f", {least} least favoured" if a.values and least != favoured_text(a) else ""
+    return "; ".join(x for x in (text, own) if x)

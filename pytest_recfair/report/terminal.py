@@ -3,7 +3,6 @@ table of every report (``compare.models.ModelComparison``)."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -19,7 +18,7 @@ from pytest_recfair.report.fmt import (
     table_text,
     wrap_text,
 )
-from pytest_recfair.report.sections import kind_sections, kind_tables
+from pytest_recfair.report.sections import kind_tables
 from pytest_recfair.report.status import (
     FLAG_SNSR,
     FLAG_SNSV,
@@ -29,13 +28,14 @@ from pytest_recfair.report.status import (
     drift_of,
     failed_text,
     favoured_text,
+    headline,
     lead_notes,
     repeat_stats,
     result_status,
     shown,
     usage_text,
 )
-from pytest_recfair.results import AttributeResult, AuditResult
+from pytest_recfair.results import AuditResult
 from pytest_recfair.vocab import STATISTICS
 
 #: the verbose summary's attribute table: the values (their intervals are in the reports)
@@ -52,23 +52,6 @@ def _heading(r: AuditResult, width: int) -> list[str]:
     if len(first) > width:
         return [r.meta.test_id, *wrap_text(f"{result_status(r)}  {describe(r)}", width)]
     return [first, *wrap_text(describe(r), width)]
-
-
-def _brief(r: AuditResult) -> str:
-    """A test's one figure: the largest SNSR (a failing one first), or its kind's own."""
-    own = "; ".join(b for s, d in kind_sections(r) if (b := s.brief(d)))
-    if not r.attributes:
-        return own
-
-    def order(a: AttributeResult) -> tuple[bool, float]:
-        snsr = shown(a, "snsr").value  # NaN: nothing usable, shown as n/a
-        return attribute_label(r, a) == "FAIL", snsr if math.isfinite(snsr) else -1.0
-
-    a = max(r.attributes, key=order)
-    least = a.favoured()[1]
-    text = f"{a.attribute} SNSR {fmt(shown(a, 'snsr').value)} {attribute_label(r, a)}"
-    text += f", {least} least favoured" if a.values and least != favoured_text(a) else ""
-    return "; ".join(x for x in (text, own) if x)
 
 
 _FIGURE = 24  # the room a test's figure needs beside its name on one line
@@ -90,9 +73,9 @@ def _short_summary(results: Sequence[AuditResult], width: int, flagged: bool) ->
             lines.append(where)
         head = f"{result_status(r):4}  {name.ljust(name_w)}  "  # a name is never cut
         if len(head) + _FIGURE > width:  # too long a name: its figure on the next line
-            lines += [head.rstrip(), *wrap_text(_brief(r), width, "      ", "        ")]
+            lines += [head.rstrip(), *wrap_text(headline(r), width, "      ", "        ")]
         else:
-            lines.append((head + clip(_brief(r), width - len(head))).rstrip())
+            lines.append((head + clip(headline(r), width - len(head))).rstrip())
         below = [failed_text(r)] if r.failed else []
         if r.gate is not None:
             below += [f"✗ {h}" for h in headlines(r.gate, r)]

@@ -23,8 +23,9 @@ from xml.etree import ElementTree
 import pytest
 
 from pytest_recfair.gate import thresholds as gate
-from pytest_recfair.report.fmt import fmt, p_cell
+from pytest_recfair.report.fmt import esc, fmt, p_cell
 from pytest_recfair.report.registry import write_report
+from pytest_recfair.report.status import headline
 from pytest_recfair.results import AuditResult
 from tests.support import synth_results
 from tests.support.reports import render_reports
@@ -382,10 +383,11 @@ def test_the_page_opens_with_a_summary_linking_each_test(demo_page: dict[str, An
     assert sorted(html.unescape(t) for _, t in links) == sorted(ids)
     for anchor, _ in links:  # each link leads to its test's section
         assert f'<section class="test" id="{anchor}">' in page
-    # one line per test: status, kind, a headline number with its interval
+    # one line per test: status, kind, the figure every summary shows (report.status.headline)
     rows = re.findall(r"<tr><td><span class=\"badge (\w+)\">.*?</tr>", toc)
     assert rows == ["PASS"] * len(ids)
-    assert toc.count('<span class="ci">[') == len(ids)
+    for r in map(AuditResult.from_dict, demo_page["results"]):
+        assert f"<td>{esc(headline(r))}</td></tr>" in toc
     # a passing test's detail is one click away; nothing is open on a passing run
     assert page.count('<details class="detail">') == len(ids)
     assert '<details class="detail" open>' not in page

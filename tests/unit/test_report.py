@@ -146,7 +146,7 @@ def test_markdown_report(failing: AuditResult, passing: AuditResult, baseline: A
     folded = "<details><summary>✅ <code>tests/test_audit.py::test_other[gpt-4o]</code>"
     assert folded in md
     top = max(passing.attributes, key=lambda x: x.snsr.value)
-    assert f"largest SNSR {top.snsr.value:.3f} ({top.attribute})" in md
+    assert f"{folded} — {top.attribute} SNSR {top.snsr.value:.3f} " in md
     lines = md.splitlines()
     cells = next(ln for ln in lines if ln.startswith("| attribute | gate |")).count("|")
     rows = [ln for ln in lines if ln.startswith("| religion |") and ln.count("|") == cells]
