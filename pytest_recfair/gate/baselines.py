@@ -190,6 +190,12 @@ def _validate(doc: Any, path: Path, test_id: str | None) -> None:
                 f"pytest-recfair understands ({SCHEMA_VERSION}). Upgrade pytest-recfair, or "
                 f"re-create the baseline with: {accept_command(test_id)}"
             )
+    if (found := first_problem(doc)) is not None:
+        raise _broken(path, *found, test_id)
+
+
+def first_problem(doc: Any) -> tuple[str, str] | None:
+    """(JSON path, what is wrong) of the first problem of a baseline-shaped ``doc``, or None."""
     shape = skeleton(doc)
     if isinstance(shape, dict) and shape.get("schema_version") in range(1, SCHEMA_VERSION):
         # an older file is read: its shape, not its number, picks the schema's branch
@@ -200,19 +206,17 @@ def _validate(doc: Any, path: Path, test_id: str | None) -> None:
         err = max(errors, key=lambda e: len(e.absolute_path))
         err = jsonschema.exceptions.best_match([err])
         more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-        where = "$" + "".join(
-            f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path
-        )
-        raise _broken(path, where, err.message + more, test_id)
+        at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
+        return "$" + at, err.message + more
     for i, attr in enumerate(doc.get("attributes", ())):
         where = f"$.attributes[{i}]"
-        found = problem(attr, where)
-        if found is not None:
-            raise _broken(path, found[0], found[1], test_id)
+        if (found := problem(attr, where)) is not None:
+            return found
         names, matrix = [v["value"] for v in attr["values"]], attr["matrix"]["values"]
         if sorted(names) != sorted(matrix):
             what = f"matrix values {matrix} do not match the attribute values {names}"
-            raise _broken(path, f"{where}.matrix.values", what, test_id)
+            return f"{where}.matrix.values", what
+    return None
 
 
 def loads(text: str, path: Path | str = "<baseline>") -> AuditResult:

@@ -21,8 +21,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-import jsonschema
-
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import atomic_write_text
@@ -257,17 +255,10 @@ class StoredRun:
 def _result(doc: Any, path: Path, where: str) -> AuditResult:
     if not isinstance(doc, dict):
         raise DataError(f"{path}: {where} is not an audit result (a JSON object); {_HINT}.")
-    # a result is a baseline plus its gate outcome: the baseline schema checks its shape,
-    # its matrices cut to one entity (jsonschema is slow on big ones; from_dict checks them)
-    skeleton = baselines.skeleton({**doc, "schema_version": baselines.SCHEMA_VERSION})
-    errors = list(baselines.validator().iter_errors(skeleton))
-    if errors:
-        err = jsonschema.exceptions.best_match(errors)
-        at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err.absolute_path)
-        raise DataError(f"{path}: {where}{at} is invalid: {err.message}; {_HINT}.")
-    for i, attr in enumerate(doc.get("attributes") or ()):  # what the skeleton left out
-        if (found := baselines.problem(attr, f"{where}.attributes[{i}]")) is not None:
-            raise DataError(f"{path}: {where} is invalid ({found[0]}: {found[1]}); {_HINT}.")
+    # a result is a baseline plus its gate outcome: the baseline's checks hold for it
+    found = baselines.first_problem({**doc, "schema_version": baselines.SCHEMA_VERSION})
+    if found is not None:
+        raise DataError(f"{path}: {where}{found[0][1:]} is invalid: {found[1]}; {_HINT}.")
     return _made(AuditResult.from_dict, doc, path, where)
 
 

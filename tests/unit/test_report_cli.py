@@ -108,7 +108,7 @@ BAD = {
     "version": "is a version 99 report",
     "results": '"results" must be a list',
     "result field": "results[1].meta is invalid: 'model' is a required property",
-    "matrix": "results[0] is invalid",
+    "matrix": "results[0].attributes[0].matrix.sims[3] is invalid: 1 cells for",
 }
 
 
