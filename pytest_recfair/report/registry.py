@@ -48,9 +48,8 @@ def render(
     history: Sequence[HistoryRun] = (),
 ) -> str:
     """The report in ``fmt``; ``history`` is plotted by the HTML report only."""
-    if fmt == ".html":
-        return to_html(results, baselines, models=models, history=history)
-    return RENDERERS[fmt](results, baselines, models=models)
+    extra = {"history": history} if fmt == ".html" else {}
+    return RENDERERS[fmt](results, baselines, models=models, **extra)
 
 
 def check_report_path(path: Path) -> None:

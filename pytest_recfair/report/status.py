@@ -8,7 +8,7 @@ from typing import TypeAlias
 
 from pytest_recfair.report.fmt import LABEL, Status, Table, fmt, fmt_ci, fmt_delta
 from pytest_recfair.report.sections import kind_sections, measure, run_parts
-from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateOutcome, Stat
+from pytest_recfair.results import TIE, AttributeResult, AuditResult, Stat
 from pytest_recfair.vocab import STATISTICS, Statistic
 
 # Baselines by test id, or a plain sequence of baseline AuditResults.
@@ -107,11 +107,6 @@ def repeat_stats(a: AttributeResult) -> str | None:
     return "; ".join(parts) or None
 
 
-def drift_of(gate: GateOutcome | None, attribute: str, stat: str) -> float | None:
-    """now - baseline for one statistic of one attribute, when it was compared."""
-    return None if gate is None else gate.drift.get(attribute, {}).get(stat)
-
-
 def describe(result: AuditResult) -> str:
     """One line of run metadata: the header, and the settings the kind's meta holds."""
     m = result.meta
@@ -166,9 +161,10 @@ def stats_table(r: AuditResult) -> Table:
     """Each attribute's gate, statistics [CI], drift, refusal gap, favoured values, repeats."""
     head = ["attribute", "gate", *(f"{LABEL[s]} [95% CI]" for s in STATISTICS)]
     head += ["drift SNSR / SNSV / PAFS", "refusal gap", "most favoured", "least favoured"]
+    drift = r.gate.drift if r.gate is not None else {}  # now - baseline, when compared
     rows = [
         [a.attribute, Status(attribute_label(r, a)), *(fmt_ci(shown(a, s)) for s in STATISTICS),
-         " / ".join(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS),
+         " / ".join(fmt_delta(drift.get(a.attribute, {}).get(s)) for s in STATISTICS),
          f"{a.refusal_gap:.1%}", *a.favoured()]
         for a in r.attributes
     ]  # fmt: skip
