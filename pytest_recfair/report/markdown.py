@@ -59,12 +59,6 @@ def table_markdown(t: Table) -> list[str]:
     return out + [f"- {_md(n)}" for n in t.notes] + ([""] if t.notes else [])
 
 
-def _gate(r: AuditResult) -> list[str]:
-    out = table_markdown(t) if (t := gate_table(r)) is not None else []
-    notes = r.gate.notes if r.gate is not None else ()
-    return out + (table_markdown(Table("Notes", notes=notes)) if notes else [])
-
-
 def _values(r: AuditResult, baseline: AuditResult | None) -> list[str]:
     if not r.attributes:  # item-side and candidate-position audits have no value table
         return []
@@ -79,10 +73,10 @@ def _body(r: AuditResult) -> list[str]:
     """One test's section below its heading: run line, tables, failures, notes."""
     out = [_md(describe(r)), ""]
     out += [f"**Failed prompts:** {_md(failed_text(r))}", ""] if r.failed else []
-    tables = [stats_table(r)] if r.attributes else []
-    out += [line for t in [*tables, *kind_tables(r)] for line in table_markdown(t)]
-    out += _gate(r)
-    out += [line for t in evidence_tables(r) for line in table_markdown(t)]
+    notes = r.gate.notes if r.gate is not None else ()
+    tables = [stats_table(r)] * bool(r.attributes) + kind_tables(r) + [gate_table(r)]
+    tables += [Table("Notes", notes=notes)] * bool(notes) + evidence_tables(r)
+    out += [line for t in tables if t is not None for line in table_markdown(t)]
     usage = usage_text(r)
     return out + ([f"- {_md(usage)}", ""] if usage else [])
 
