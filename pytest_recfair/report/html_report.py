@@ -329,17 +329,6 @@ def _meta_table(r: AuditResult) -> str:
     return f'<table class="meta">{body}</table>'
 
 
-def _gate_html(r: AuditResult) -> str:
-    """The failure card; the gate's notes only for a failed test (else in its details)."""
-    if r.gate is None:
-        return '<p class="sub">Not gated.</p>'
-    return "" if (t := gate_table(r)) is None else table_html(t) + _notes(r)
-
-
-def _notes(r: AuditResult) -> str:
-    return table_html(Table("", notes=r.gate.notes if r.gate is not None else ()))
-
-
 def _models(comparisons: Sequence[ModelComparison]) -> str:
     """Several models audited by one test, side by side, before the per-test sections."""
     if not comparisons:
@@ -400,6 +389,10 @@ def to_html(
                 f"<figcaption>{esc(legend)}</figcaption></figure>" + table_html(value_table(a, b))
             )
         status = result_status(r)
+        # the failure card; the gate's notes in it for a failed test, else in its details
+        notes = table_html(Table("", notes=r.gate.notes if r.gate is not None else ()))
+        card = '<p class="sub">Not gated.</p>' if r.gate is None else ""
+        card = card if (failed := gate_table(r)) is None else table_html(failed) + notes
         overlap = (
             f"{table_html(stats_table(r))}<h3>Attribute × value</h3>"
             f"<figure>{_heatmap(r, f'heatmap-{n}')}</figure>"
@@ -410,9 +403,9 @@ def to_html(
         sections.append(
             f'<section class="test" id="test-{n}"><header>{esc(Status(status))}'
             f"<h2>{esc(r.meta.test_id)}</h2></header>"
-            f'<p class="sub">{esc(describe(r))}</p>{_gate_html(r)}'
+            f'<p class="sub">{esc(describe(r))}</p>{card}'
             f'<details class="detail"{" open" if status == "FAIL" else ""}><summary>Details'
-            f"</summary>{'' if status == 'FAIL' else _notes(r)}{evidence_html(r)}{overlap}"
+            f"</summary>{'' if failed else notes}{evidence_html(r)}{overlap}"
             f"{''.join(map(table_html, kind_tables(r)))}"
             f'<div class="grid2">{"".join(charts)}</div>'
             f"<h3>Run metadata</h3>{_meta_table(r)}</details></section>"
