@@ -11,16 +11,12 @@ from html import escape
 from typing import Final
 
 from pytest_recfair.results import Interval, Stat
+from pytest_recfair.vocab import STATISTICS
 
 #: How each gated quantity is named in text.
-LABEL: Final[dict[str, str]] = {
-    "snsr": "SNSR",
-    "snsv": "SNSV",
-    "pafs": "PAFS",
-    "entropy": "entropy",
-    "refusal_gap": "refusal gap",
-    "unusable": "unusable share",
-}
+LABEL: Final[dict[str, str]] = {s: s.upper() for s in STATISTICS} | {
+    "entropy": "entropy", "refusal_gap": "refusal gap", "unusable": "unusable share"
+}  # fmt: skip
 
 
 def fmt(x: float | None, digits: int = 3) -> str:
