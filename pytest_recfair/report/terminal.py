@@ -25,7 +25,6 @@ from pytest_recfair.report.status import (
     attribute_label,
     check_results,
     describe,
-    drift_of,
     failed_text,
     favoured_text,
     headline,
@@ -107,9 +106,11 @@ def terminal_summary(
         lines += _heading(r, width)
         if r.failed:
             lines += wrap_text(failed_text(r), width)
+        drift = r.gate.drift if r.gate is not None else {}  # now - baseline, when compared
         rows = [
             [a.attribute, attribute_label(r, a), *(fmt(shown(a, s).value) for s in STATISTICS),
-             *(fmt_delta(drift_of(r.gate, a.attribute, s)) for s in STATISTICS), favoured_text(a)]
+             *(fmt_delta(drift.get(a.attribute, {}).get(s)) for s in STATISTICS),
+             favoured_text(a)]
             for a in r.attributes
         ]  # fmt: skip
         lines += table_text(Table("", _HEAD, rows, text=(1, 8)), width) if rows else []
