@@ -20,7 +20,7 @@ import httpx
 from pytest_recfair.errors import RecfairError
 from pytest_recfair.providers import base as replycap
 from pytest_recfair.providers.base import Completion, Provider, Usage
-from pytest_recfair.providers.pacing import CaseText, Pacer, request_tokens
+from pytest_recfair.providers.pacing import CaseText, Pacer
 from pytest_recfair.providers.pipeline import Allowance
 from pytest_recfair.providers.retry import Retryable
 from pytest_recfair.providers.transport import CaseRef, case_extensions
@@ -93,11 +93,7 @@ class Run:
         self.requests = self.retries = 0
         self.abort: RecfairError | None = None  # set by the first case that stops the run
         self.pacer: Pacer | None = None  # set by the runner (pacing.Pacer)
-        self.max_tokens: int | None = None  # the provider's, for the tokens estimate
-
-    def tokens_of(self, case: CaseLike) -> float:
-        """Tokens ``case`` may use, estimated before it is sent (the plan's estimate)."""
-        return float(request_tokens(case, self.max_tokens))
+        self.max_tokens: int | None = None  # the provider's, for the plan's tokens estimate
 
     async def pause(self, retry: int, failure: Retryable) -> None:
         """Wait before retry ``retry`` (1 = the first): the server's Retry-After when it gave
