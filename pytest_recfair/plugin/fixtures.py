@@ -138,8 +138,7 @@ def http_clients(config: pytest.Config, generation: str, sync: bool) -> Iterator
     from pytest_recfair.providers import pipeline
 
     limit = run_state(config).settings.max_reply_chars
-    make = pipeline.http_client if sync else pipeline.async_http_client
-    client = make(generation, limit)
+    client = pipeline.http_client(generation, limit, sync)
     yield client
     if sync:
         client.close()  # an async client's pools close with the loop each audit ran on

@@ -303,18 +303,14 @@ class _Body(httpx.AsyncByteStream):
         await self._stream.aclose()
 
 
+# httpcore's errors with the same name in httpx, the more specific first
+_NAMES = (
+    "ConnectTimeout ReadTimeout WriteTimeout PoolTimeout ConnectError ReadError WriteError "
+    "RemoteProtocolError LocalProtocolError UnsupportedProtocol"
+)
 #: httpcore's errors and httpx's raised for them, first match wins (the runner tells them apart).
-ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
-    (httpcore.ConnectTimeout, httpx.ConnectTimeout),
-    (httpcore.ReadTimeout, httpx.ReadTimeout),
-    (httpcore.WriteTimeout, httpx.WriteTimeout),
-    (httpcore.PoolTimeout, httpx.PoolTimeout),
-    (httpcore.ConnectError, httpx.ConnectError),
-    (httpcore.ReadError, httpx.ReadError),
-    (httpcore.WriteError, httpx.WriteError),
-    (httpcore.RemoteProtocolError, httpx.RemoteProtocolError),
-    (httpcore.LocalProtocolError, httpx.LocalProtocolError),
-    (httpcore.UnsupportedProtocol, httpx.UnsupportedProtocol),
+ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = tuple(
+    (getattr(httpcore, name), getattr(httpx, name)) for name in _NAMES.split()
 )
 
 

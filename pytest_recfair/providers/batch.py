@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Final
 
 import httpx
@@ -51,32 +52,6 @@ class BatchOutcome:
     submitted: int = 0  # batches created by this call (0 when it only resumed)
 
 
-def _service(provider: Provider, client: httpx.Client) -> BatchService:
-    name = getattr(provider, "name", type(provider).__name__)
-    if getattr(provider, "stream", False):
-        raise ConfigError(
-            f"--fairness-batch: provider {name!r} is set to stream replies; batch results "
-            "are whole replies, so turn streaming off to record through a batch API."
-        )
-    if name not in SERVICES:
-        raise ConfigError(
-            f"--fairness-batch: provider {name!r} has no batch API here; use one of "
-            f"{', '.join(SERVICES)}, or record with --fairness-record instead."
-        )
-    base = str(getattr(provider, "base_url", ""))
-    return SERVICES[name](base, provider.build_request(None, "batch"), client)
-
-
-@dataclass(frozen=True)
-class _Stored:  # a line of an adopted journal this run does not ask: recorded all the same
-    id: str
-    entity_id: str
-    repeat: int
-    test_id: str
-    system: str | None = None
-    prompt: str = ""
-
-
 def run_batch(
     provider: Provider,
     cases: Sequence[CaseLike],
@@ -103,9 +78,21 @@ def run_batch(
     owner = {key: str(getattr(provider, name, "")) for key, name in setup.items()}
     book = JournalDir(journals, owner)
     outcome, say = BatchOutcome(), progress or (lambda line: None)
+    name = getattr(provider, "name", type(provider).__name__)
+    if getattr(provider, "stream", False):
+        raise ConfigError(
+            f"--fairness-batch: provider {name!r} is set to stream replies; batch results "
+            "are whole replies, so turn streaming off to record through a batch API."
+        )
+    if name not in SERVICES:
+        raise ConfigError(
+            f"--fairness-batch: provider {name!r} has no batch API here; use one of "
+            f"{', '.join(SERVICES)}, or record with --fairness-record instead."
+        )
     # httpx logs every request URL (INFO), httpcore the reply headers (DEBUG): scrubbed.
     with secrets.scrubbed_logs(), httpx.Client(timeout=60.0) as client:
-        service = _service(provider, client)
+        base, probe = str(getattr(provider, "base_url", "")), provider.build_request(None, "batch")
+        service = SERVICES[name](base, probe, client)
         try:
             with book.planning():
                 fresh = _plan(book, service.kind, asked, test_id, outcome)
@@ -268,8 +255,11 @@ class _Poll:  # the run's journals polled: the asked lines and where answered li
         if line.custom_id in self.asked:
             case, request = self.asked[line.custom_id]
         else:  # a line of an adopted journal: the probe's method, URL and headers
-            at = address
-            case = _Stored(str(at["case"]), str(at["entity"]), int(at["repeat"]), at["test"])
+            at = address  # recorded all the same, for the test that asked it
+            case = SimpleNamespace(
+                id=str(at["case"]), entity_id=str(at["entity"]), repeat=int(at["repeat"]),
+                test_id=at["test"],
+            )  # fmt: skip
             probe, body = self.service.probe, str(address["body"]).encode("utf-8")
             headers = [(k, v) for k, v in probe.headers.multi_items() if k != "content-length"]
             request = httpx.Request(probe.method, probe.url, headers=headers, content=body)

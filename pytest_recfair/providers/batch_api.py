@@ -236,7 +236,11 @@ class AnthropicBatches(_Batches):
             return False
         counts = item.get("request_counts") or {}
         size = sum(int(v or 0) for v in counts.values()) if isinstance(counts, dict) else -1
-        return size == total and _epoch(item.get("created_at")) >= since - _CLOCK_SLACK
+        try:  # RFC 3339
+            at = datetime.fromisoformat(str(item.get("created_at")).replace("Z", "+00:00"))
+        except ValueError:
+            return False
+        return size == total and at.timestamp() >= since - _CLOCK_SLACK
 
     def state(self, batch_id: str) -> BatchState:
         data = self.json("GET", f"{self.url}/{batch_id}")
@@ -262,14 +266,6 @@ class AnthropicBatches(_Batches):
         err = (result.get("error") or {}).get("error") or result.get("error") or {}
         message = err.get("message") if isinstance(err, dict) else None
         return LineResult(custom_id, None, f"{kind}" + (f": {message}" if message else ""))
-
-
-def _epoch(stamp: object) -> float:
-    """An RFC 3339 time as epoch seconds (0 when it is not one)."""
-    try:
-        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return 0.0
 
 
 JOURNAL_VERSION: Final = 2

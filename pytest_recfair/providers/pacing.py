@@ -358,12 +358,6 @@ def _finite(value: float) -> float | None:
     return max(0.0, value) if math.isfinite(value) else None
 
 
-def _until(when: datetime, now: datetime | None) -> float:
-    """Seconds from ``now`` (the clock's now) to ``when`` (UTC unless it says)."""
-    when = when if when.tzinfo else when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
-
-
 def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
     """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or an HTTP date)."""
     for name, scale in (("retry-after-ms", 1000), ("retry-after", 1)):
@@ -377,7 +371,8 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = No
         when = email.utils.parsedate_to_datetime((headers.get("retry-after") or "").strip())
     except (TypeError, ValueError, IndexError):
         return None
-    return _until(when, now)
+    when = when if when.tzinfo else when.replace(tzinfo=UTC)  # UTC unless it says
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 def _count(value: str | None) -> int | None:
@@ -409,14 +404,9 @@ def read_headers(headers: Mapping[str, str]) -> Seen | None:
             return None
         names = ["anthropic-ratelimit-requests-{}", tokens or ""]
 
-    def read(name: str, field: str) -> int | None:
-        return _count(headers.get(name.format(field)) if name else None)
-
-    r, t = names
-    seen = Seen(
-        *(read(r, "limit"), read(r, "remaining"), read(t, "limit"), read(t, "remaining")),
-        (r.format("limit"), t.format("limit")),
-    )
+    fields = ("limit", "remaining")
+    a, b, c, d = (_count(headers.get(n.format(f))) if n else None for n in names for f in fields)
+    seen = Seen(a, b, c, d, (names[0].format("limit"), names[1].format("limit")))
     return seen if seen.requests_limit is not None or seen.tokens_limit is not None else None
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import importlib
 import json
 import threading
 import weakref
@@ -346,22 +347,26 @@ def _got(lib: Any, scope: Scope, parts: _Parts, live: Any, content: bytes, cap: 
     return response_of(scope.keep(*parts, *reply), lib)
 
 
-def _generation(name: str) -> Any:
-    if name == "httpx":
-        return httpx
-    import httpx2  # a core dependency: today's openai and anthropic SDKs take only it
+def http_client(
+    generation: str = "httpx2", max_reply_chars: int | None = None, sync: bool = True
+) -> Any:
+    """A ``Client`` (else an ``AsyncClient``, a pool per event loop: one per audit) of
+    ``generation`` ("httpx2": today's SDKs; "httpx": httpx 0.x) whose requests inside an
+    audit prompt are recorded and replayed."""
+    # httpx2: a core dependency, today's openai and anthropic SDKs take only it
+    lib: Any = httpx if generation == "httpx" else importlib.import_module("httpx2")
+    pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
 
-    return httpx2
+    def network() -> Any:
+        loop = asyncio.get_running_loop()
+        inner = pools.get(loop)
+        if inner is None:
+            inner = pools[loop] = lib.AsyncHTTPTransport()
+        return inner
 
-
-def http_client(generation: str = "httpx2", max_reply_chars: int | None = None) -> Any:
-    """A ``Client`` of ``generation`` ("httpx2": today's SDKs; "httpx": httpx 0.x) whose
-    requests inside an audit prompt are recorded and replayed."""
-    lib = _generation(generation)
-
-    class RecfairTransport(lib.BaseTransport):  # type: ignore[misc,name-defined]
-        def __init__(self) -> None:
-            self.inner = lib.HTTPTransport()  # its pool connects on the first live request
+    class RecfairTransport(lib.BaseTransport, lib.AsyncBaseTransport):  # type: ignore[misc]
+        # its pool connects on the first live request
+        inner: Any = lib.HTTPTransport() if sync else None
 
         def handle_request(self, request: Any) -> Any:
             scope = _scope()
@@ -379,25 +384,6 @@ def http_client(generation: str = "httpx2", max_reply_chars: int | None = None) 
                 raise
             return _got(lib, scope, parts, live, content, max_reply_chars)
 
-        def close(self) -> None:
-            self.inner.close()
-
-    return lib.Client(transport=RecfairTransport(), timeout=lib.Timeout(600.0, connect=10.0))
-
-
-def async_http_client(generation: str = "httpx2", max_reply_chars: int | None = None) -> Any:
-    """:func:`http_client`'s ``AsyncClient``: a pool per event loop (one per audit)."""
-    lib = _generation(generation)
-    pools: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
-
-    def network() -> Any:
-        loop = asyncio.get_running_loop()
-        inner = pools.get(loop)
-        if inner is None:
-            inner = pools[loop] = lib.AsyncHTTPTransport()
-        return inner
-
-    class AsyncRecfairTransport(lib.AsyncBaseTransport):  # type: ignore[misc,name-defined]
         async def handle_async_request(self, request: Any) -> Any:
             scope = _scope()
             if scope is None:
@@ -414,12 +400,14 @@ def async_http_client(generation: str = "httpx2", max_reply_chars: int | None = 
                 raise
             return _got(lib, scope, parts, live, content, max_reply_chars)
 
+        def close(self) -> None:
+            self.inner.close()
+
         async def aclose(self) -> None:
             with contextlib.suppress(RuntimeError):
                 inner = pools.pop(asyncio.get_running_loop(), None)
                 if inner is not None:
                     await inner.aclose()
 
-    return lib.AsyncClient(
-        transport=AsyncRecfairTransport(), timeout=lib.Timeout(600.0, connect=10.0)
-    )
+    client = lib.Client if sync else lib.AsyncClient
+    return client(transport=RecfairTransport(), timeout=lib.Timeout(600.0, connect=10.0))

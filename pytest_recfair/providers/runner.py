@@ -8,28 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from pytest_recfair import secrets
-from pytest_recfair.errors import ProviderError
+from pytest_recfair.errors import ConfigError, ProviderError
 from pytest_recfair.providers.adapter import CallableProvider
-from pytest_recfair.providers.base import Provider
+from pytest_recfair.providers.base import Provider, Usage, bad_value
 from pytest_recfair.providers.pacing import Pacer, endpoint_for
 from pytest_recfair.providers.replay import first_pass, remember_failures
 from pytest_recfair.providers.retry import Abort
-from pytest_recfair.providers.runstate import (
-    CaseLike,
-    Progress,
-    Run,
-    RunOptions,
-    RunOutcome,
-    as_provider,
-    check_args,
-    outcome,
-    unique_ids,
-)
+from pytest_recfair.providers.runstate import CaseLike, Progress, Run, RunOptions, RunOutcome
 from pytest_recfair.providers.workers import Workers
 
 __all__ = ["arun_cases", "run_cases"]
@@ -43,10 +34,21 @@ async def arun_cases(
     **overrides: Any,
 ) -> RunOutcome:
     """Async :func:`run_cases`. See the module docstring for what aborts the run."""
-    opts = RunOptions.of(options, overrides)
-    check_args(opts.concurrency, opts.timeout, opts.max_retries, opts.prices)
-    ids = unique_ids(cases)
-    prov = as_provider(provider)
+    opts = dataclasses.replace(options or RunOptions(), **overrides)
+    _check(opts)
+    ids = [case.id for case in cases]
+    if len(set(ids)) != len(ids):
+        dup = next(i for i in ids if ids.count(i) > 1)
+        raise ConfigError(
+            f"cases: every case needs its own id, but {dup!r} occurs more than once; "
+            "build them with prompts.build_cases."
+        )
+    prov: Provider | CallableProvider = provider  # type: ignore[assignment]
+    if not isinstance(provider, CallableProvider) and not (
+        callable(getattr(provider, "build_request", None))
+        and callable(getattr(provider, "parse_response", None))
+    ):
+        prov = CallableProvider(cast(Any, provider))
     bar = Progress(len(cases), enabled=opts.progress, stream=opts.progress_stream)
     run = Run(opts, bar)
     say = bar.note if opts.live is None else opts.live.note  # the run's output
@@ -79,7 +81,38 @@ async def arun_cases(
     finally:
         bar.close()
         await workers.close()
-    return outcome(run, ids, opts.prices, time.monotonic() - start)
+    known = [c.usage for c in run.completions.values() if c.usage is not None]
+    usage = Usage(sum(u.prompt_tokens for u in known), sum(u.completion_tokens for u in known))
+    # Keep the cases' order, not completion order, so outcomes compare and print stably.
+    done, errors = run.completions, run.errors
+    return RunOutcome(
+        completions={i: done[i] for i in ids if i in done},
+        errors={i: errors[i] for i in ids if i in errors},
+        usage=usage,
+        cost=usage.cost(opts.prices) if opts.prices is not None else None,
+        requests=run.requests,
+        retries=run.retries,
+        elapsed=time.monotonic() - start,
+        unknown_usage=len(done) - len(known),
+    )
+
+
+def _check(opts: RunOptions) -> None:
+    concurrency, timeout, prices = opts.concurrency, opts.timeout, opts.prices
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        raise bad_value("concurrency", "an integer >= 1 (requests in flight)", concurrency)
+    if not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise bad_value("timeout", "seconds > 0 per request", timeout)
+    retries = opts.max_retries
+    if not isinstance(retries, int) or isinstance(retries, bool) or retries < 0:
+        raise bad_value("max_retries", "an integer >= 0 (0 = no retries)", retries)
+    if prices is not None and (
+        not isinstance(prices, (tuple, list))
+        or len(prices) != 2
+        or not all(isinstance(p, (int, float)) and p >= 0 for p in prices)
+    ):
+        per_1m = "(USD per 1M prompt tokens, USD per 1M completion tokens), e.g. (0.15, 0.60)"
+        raise bad_value("prices", per_1m, prices)
 
 
 def run_cases(
@@ -93,7 +126,7 @@ def run_cases(
     or a plain ``recommend(prompt[, system])``, sync or async); collect completions, errors
     and usage. Settings: ``options`` and/or keyword overrides of its fields (:class:`RunOptions`).
     Inside a running event loop the run gets its own loop in a helper thread."""
-    opts = RunOptions.of(options, overrides)
+    opts = dataclasses.replace(options or RunOptions(), **overrides)
     try:
         asyncio.get_running_loop()
     except RuntimeError:

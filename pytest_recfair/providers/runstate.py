@@ -11,17 +11,16 @@ import random
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Protocol, TextIO
 
 import httpx
 
-from pytest_recfair.errors import ConfigError, RecfairError
+from pytest_recfair.errors import RecfairError
 from pytest_recfair.providers import base as replycap
-from pytest_recfair.providers.adapter import CallableProvider
-from pytest_recfair.providers.base import Completion, Provider, Usage, bad_value
-from pytest_recfair.providers.pacing import CaseText, Pacer, request_tokens
+from pytest_recfair.providers.base import Completion, Provider, Usage
+from pytest_recfair.providers.pacing import CaseText, Pacer
 from pytest_recfair.providers.pipeline import Allowance
 from pytest_recfair.providers.retry import Retryable
 from pytest_recfair.providers.transport import CaseRef, case_extensions
@@ -76,12 +75,6 @@ class RunOptions:
     allowance: Allowance | None = None  # what a pipeline's live calls may still spend
     intercept: str = "none"  # "vcr": a pipeline's calls through vcrpy, a prompt at a time
 
-    @classmethod
-    def of(cls, options: RunOptions | None, overrides: Mapping[str, Any]) -> RunOptions:
-        """``options`` (or the defaults) with keyword ``overrides`` applied."""
-        base = options if options is not None else cls()
-        return dataclasses.replace(base, **overrides) if overrides else base
-
 
 # Its own generator: the retries' jitter must not disturb (or depend on) the global state.
 _JITTER = random.Random()
@@ -100,11 +93,7 @@ class Run:
         self.requests = self.retries = 0
         self.abort: RecfairError | None = None  # set by the first case that stops the run
         self.pacer: Pacer | None = None  # set by the runner (pacing.Pacer)
-        self.max_tokens: int | None = None  # the provider's, for the tokens estimate
-
-    def tokens_of(self, case: CaseLike) -> float:
-        """Tokens ``case`` may use, estimated before it is sent (the plan's estimate)."""
-        return float(request_tokens(case, self.max_tokens))
+        self.max_tokens: int | None = None  # the provider's, for the plan's tokens estimate
 
     async def pause(self, retry: int, failure: Retryable) -> None:
         """Wait before retry ``retry`` (1 = the first): the server's Retry-After when it gave
@@ -139,62 +128,6 @@ class Run:
         else:
             self.errors[case.id] = result
             self.progress.advance(failed=True)
-
-
-def check_args(concurrency: int, timeout: float, max_retries: int, prices: Any) -> None:
-    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
-        raise bad_value("concurrency", "an integer >= 1 (requests in flight)", concurrency)
-    if not isinstance(timeout, (int, float)) or not timeout > 0:
-        raise bad_value("timeout", "seconds > 0 per request", timeout)
-    if not isinstance(max_retries, int) or isinstance(max_retries, bool) or max_retries < 0:
-        raise bad_value("max_retries", "an integer >= 0 (0 = no retries)", max_retries)
-    if prices is not None and (
-        not isinstance(prices, (tuple, list))
-        or len(prices) != 2
-        or not all(isinstance(p, (int, float)) and p >= 0 for p in prices)
-    ):
-        per_1m = "(USD per 1M prompt tokens, USD per 1M completion tokens), e.g. (0.15, 0.60)"
-        raise bad_value("prices", per_1m, prices)
-
-
-def as_provider(provider: Any) -> Provider | CallableProvider:
-    if isinstance(provider, CallableProvider):
-        return provider
-    if callable(getattr(provider, "build_request", None)) and callable(
-        getattr(provider, "parse_response", None)
-    ):
-        return provider  # type: ignore[no-any-return]
-    return CallableProvider(provider)
-
-
-def unique_ids(cases: Sequence[CaseLike]) -> list[str]:
-    ids = [case.id for case in cases]
-    if len(set(ids)) != len(ids):
-        dup = next(i for i in ids if ids.count(i) > 1)
-        raise ConfigError(
-            f"cases: every case needs its own id, but {dup!r} occurs more than once; "
-            "build them with prompts.build_cases."
-        )
-    return ids
-
-
-def outcome(
-    run: Run, ids: list[str], prices: tuple[float, float] | None, elapsed: float
-) -> RunOutcome:
-    known = [c.usage for c in run.completions.values() if c.usage is not None]
-    usage = Usage(sum(u.prompt_tokens for u in known), sum(u.completion_tokens for u in known))
-    # Keep the cases' order, not completion order, so outcomes compare and print stably.
-    done, errors = run.completions, run.errors
-    return RunOutcome(
-        completions={i: done[i] for i in ids if i in done},
-        errors={i: errors[i] for i in ids if i in errors},
-        usage=usage,
-        cost=usage.cost(prices) if prices is not None else None,
-        requests=run.requests,
-        retries=run.retries,
-        elapsed=elapsed,
-        unknown_usage=len(done) - len(known),
-    )
 
 
 def clock(seconds: float) -> str:

@@ -27,6 +27,7 @@ from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.aionet import AsyncioTransport
 from pytest_recfair.providers.base import Completion, Provider
 from pytest_recfair.providers.http import is_loopback
+from pytest_recfair.providers.pacing import request_tokens
 from pytest_recfair.providers.pipeline import (
     SCOPE,
     Scope,
@@ -160,7 +161,7 @@ async def _one_callable(
 
 async def _called(provider: CallableProvider, case: CaseLike, run: Run) -> Completion | str:
     pacer = run.pacer  # only with recfair_rpm / recfair_tpm
-    ticket = None if pacer is None else await pacer.acquire(run.tokens_of(case))
+    ticket = None if pacer is None else await pacer.acquire(request_tokens(case, run.max_tokens))
     run.requests += 1
     try:
         async with asyncio.timeout(run.timeout):
@@ -234,7 +235,7 @@ async def _attempt_http(
     deferred: list[Callable[[], None]] = []
     request.extensions[EXT_RECORD] = deferred
     pacer = run.pacer
-    ticket = None if pacer is None else await pacer.acquire(run.tokens_of(case))
+    ticket = None if pacer is None else await pacer.acquire(request_tokens(case, run.max_tokens))
     run.requests += 1
     try:
         response = await _sent(transport, provider, request, run.timeout)
