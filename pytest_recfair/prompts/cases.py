@@ -73,28 +73,6 @@ class PromptCase:
 _ID_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-def case_id(
-    *,
-    templates: str,
-    domain: str,
-    k: int,
-    entity_id: str,
-    attribute: str | None,
-    value: str | None,
-    language: str,
-    perturbation: str | None,
-    repeat: int,
-) -> str:
-    """16 hex chars of SHA-256: keys cassettes and baselines, so independent of dict order,
-    Python version or process."""
-    return _id_of(
-        _encoded(templates, domain, k),
-        _encoded(entity_id),
-        _encoded(attribute, value),
-        _encoded(language, perturbation, repeat),
-    )
-
-
 def _encoded(*values: object) -> str:
     """The JSON of ``values`` as items of the id's array (the array without brackets)."""
     return ",".join(map(_ID_ENCODER.encode, values))
@@ -149,17 +127,31 @@ def build_cases(
             rendered.append((attr, val, phrase, template, cell, prompt_of))
     sys_text, neutral_sys = _system_texts(lt, nouns, language, system, domain)
     perturbed = typo.spec if typo else None
-    ctx = _Context(
-        templates=tset.name,
-        domain=domain,
-        k=k,
-        language=language,
-        perturbation=perturbed,
-        system=sys_text,
-        neutral_system=neutral_sys,
-        head=_encoded(tset.name, domain, k),
-        tails=tuple(_encoded(language, perturbed, rep) for rep in range(repeats)),
-    )
+    name, head = tset.name, _encoded(tset.name, domain, k)
+    tails = tuple(_encoded(language, perturbed, rep) for rep in range(repeats))
+
+    def case(ent: Entity, entity: str, rep: int, attr: str | None, label: str | None,
+             cell: str, prompt: str, group: str | None) -> PromptCase:  # fmt: skip
+        """Fields go into ``__dict__`` directly: the frozen ``__init__`` costs 3x over 31,000
+        cases (and PromptCase has no ``__post_init__``)."""
+        out = object.__new__(PromptCase)
+        d = out.__dict__  # item by item: the instances keep sharing one key table
+        d["id"] = _id_of(head, entity, cell, tails[rep])
+        d["system"] = sys_text if attr is not None else neutral_sys
+        d["prompt"] = prompt
+        d["entity"] = ent.name
+        d["entity_id"] = ent.id
+        d["attribute"] = attr
+        d["value"] = label
+        d["language"] = language
+        d["perturbation"] = perturbed
+        d["repeat"] = rep
+        d["domain"] = domain
+        d["k"] = k
+        d["templates"] = name
+        d["group"] = group
+        return out
+
     neutral_of = filler(lt.neutral, base, language, elide=elide)
     neutral_cell = _encoded(None, None)
     cases: list[PromptCase] = []
@@ -167,7 +159,7 @@ def build_cases(
         neutral_prompt = neutral_of(ent.name)
         entity = _encoded(ent.id)
         for rep in range(repeats):
-            cases.append(ctx.case(ent, entity, rep, None, None, neutral_cell, neutral_prompt, None))
+            cases.append(case(ent, entity, rep, None, None, neutral_cell, neutral_prompt, None))
             for attr, val, phrase, template, cell, prompt_of in rendered:
                 if typo is None:
                     prompt = prompt_of(ent.name)
@@ -175,9 +167,7 @@ def build_cases(
                     v_text, a_text = _with_typos(phrase, typo, seed, ent, attr, val, rep)
                     filled = {**base, "entity": ent.name, "value": v_text, "a_value": a_text}
                     prompt = fill(template, filled, language, elide=elide)
-                cases.append(
-                    ctx.case(ent, entity, rep, attr.name, val.label, cell, prompt, val.group)
-                )
+                cases.append(case(ent, entity, rep, attr.name, val.label, cell, prompt, val.group))
     return cases
 
 
@@ -244,52 +234,6 @@ def _with_typos(
         return v_text, a_text[: len(a_text) - len(phrase.value)] + v_text
     rng = typo_rng(seed, ent.id, attr.name, val.label, rep)
     return v_text, apply_typos(a_text, phrase.words, typo, rng)
-
-
-@dataclass(frozen=True, slots=True)
-class _Context:
-    """What every case of one build_cases call shares."""
-
-    templates: str
-    domain: str
-    k: int
-    language: str
-    perturbation: str | None
-    system: str
-    neutral_system: str
-    head: str  # the id's templates, domain and k, encoded once (``_encoded``)
-    tails: tuple[str, ...]  # its language, perturbation and repeat, per repeat
-
-    def case(
-        self,
-        ent: Entity,
-        entity: str,
-        rep: int,
-        attr: str | None,
-        label: str | None,
-        cell: str,
-        prompt: str,
-        group: str | None,
-    ) -> PromptCase:
-        """Fields go into ``__dict__`` directly: the frozen ``__init__`` costs 3x over 31,000
-        cases (and PromptCase has no ``__post_init__``)."""
-        case = object.__new__(PromptCase)
-        d = case.__dict__  # item by item: the instances keep sharing one key table
-        d["id"] = _id_of(self.head, entity, cell, self.tails[rep])
-        d["system"] = self.system if attr is not None else self.neutral_system
-        d["prompt"] = prompt
-        d["entity"] = ent.name
-        d["entity_id"] = ent.id
-        d["attribute"] = attr
-        d["value"] = label
-        d["language"] = self.language
-        d["perturbation"] = self.perturbation
-        d["repeat"] = rep
-        d["domain"] = self.domain
-        d["k"] = self.k
-        d["templates"] = self.templates
-        d["group"] = group
-        return case
 
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
