@@ -138,23 +138,10 @@ def build_candidate_cases(
                 prompt = fill(TEMPLATES[(style, form)], {**base, **words}, "en")
                 payload = [style, domain, ent.id, attr_name, label, p, list(shown)]
                 text = json.dumps(payload, ensure_ascii=False)
-                out.append(
-                    CandidateCase(
-                        id=hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
-                        system=system,
-                        prompt=prompt,
-                        entity=ent.name,
-                        entity_id=ent.id,
-                        attribute=attr_name,
-                        value=label,
-                        group=group,
-                        order_index=p,
-                        order=tuple(order),
-                        shown=shown,
-                        style=style,
-                        domain=domain,
-                    )
-                )
+                ident = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+                who = (ent.name, ent.id, attr_name, label, group)
+                out.append(CandidateCase(ident, system, prompt, *who, p, tuple(order), shown,
+                                         style, domain))  # fmt: skip
     return out
 
 

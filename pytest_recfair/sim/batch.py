@@ -423,11 +423,9 @@ class BatchEngine:
             return
         for ok, name in ((True, "output_file_id"), (False, "error_file_id")):
             lines = [r["line"] for r in batch.results if (r["outcome"] == "succeeded") == ok]
-            setattr(batch, name, self._store_jsonl(lines) if lines else None)
-
-    def _store_jsonl(self, lines: list[dict[str, Any]]) -> str:
-        data = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines).encode()
-        return str(self._store("batch_output.jsonl", "batch_output", data)["id"])
+            data = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines).encode()
+            stored = self._store("batch_output.jsonl", "batch_output", data) if lines else None
+            setattr(batch, name, stored and stored["id"])
 
     def _draw(self, what: str, custom_id: str, rate: float) -> bool:
         return rate > 0 and unit(self.options.seed, what, custom_id) < rate

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.fileio import load_structured
 from pytest_recfair.sim.planted import ItemPlan, PositionPlan, RolePlan, fraction, unit
 from pytest_recfair.sim.recognise import Recognised, ValueMatch
 
@@ -229,12 +230,8 @@ def load_profile(source: BiasProfile | Mapping[str, Any] | str | Path | None) ->
                 f"bias profile {str(path)!r} cannot be read ({exc.strerror}); "
                 "check the path passed as bias=/--bias."
             ) from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise DataError(f"{where}: not valid YAML ({exc}); fix the file.") from exc
     base = None if where.startswith("bundled") else path.parent
-    return BiasProfile.from_mapping(data or {}, source=where, base=base)
+    return BiasProfile.from_mapping(load_structured(text, where) or {}, source=where, base=base)
 
 
 # Other spellings of the fields of Faults ("-" reads as "_" after this lookup).

@@ -284,10 +284,6 @@ class Recognised:
     def labels(self) -> tuple[str, ...]:
         return tuple(v.label for v in self.values)
 
-    @property
-    def names(self) -> frozenset[str]:
-        return frozenset(n for v in self.values for n in (v.label, *v.aliases))
-
 
 class Recogniser:
     """Recognises prompts against one Vocabulary (compiled once)."""
