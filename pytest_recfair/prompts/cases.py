@@ -36,7 +36,6 @@ from pytest_recfair.prompts.seeds import Entity, as_entity
 from pytest_recfair.prompts.templates import (
     BUNDLED_TEMPLATES,
     DOMAIN_KEYS,
-    LanguageTemplates,
     TemplateSet,
     fill,
     filler,
@@ -84,12 +83,6 @@ def _id_of(head: str, entity: str, cell: str, tail: str) -> str:
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
 
 
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"build_cases: {name} must be a positive integer; got {value!r}")
-    return value
-
-
 def build_cases(
     grid: str | Path | Grid = "faireval",
     templates: str | Path | TemplateSet = "natural",
@@ -106,7 +99,7 @@ def build_cases(
 ) -> list[PromptCase]:
     """An audit's cases by entity then repeat: neutral, then one per value of each attribute
     (``"race x gender"`` crosses); typos seeded by ``seed`` and the case."""
-    ents, k, repeats = _checked(entities, domain, k, repeats, seed)
+    ents = _checked(entities, domain, k, repeats, seed, attributes)
     the_grid = load_grid(grid)
     tset = load_templates(templates)
     lt = tset.language(language)
@@ -116,7 +109,8 @@ def build_cases(
     base = {**nouns, "k": str(k)}
     # Render and fill each value once; only perturbation depends on the entity and repeat.
     rendered = []
-    for attr in _chosen(the_grid, attributes):
+    chosen = the_grid.attributes if attributes is None else map(the_grid.attribute, attributes)
+    for attr in chosen:
         for val in attr.values:
             # verbatim: the grid's text as written (what the English path does), untranslated
             phrase = render_value(attr, val, "en" if lt.verbatim else language)
@@ -125,7 +119,11 @@ def build_cases(
             prompt_of = filler(template, words, language, elide=elide)
             cell = _encoded(attr.name, val.label)
             rendered.append((attr, val, phrase, template, cell, prompt_of))
-    sys_text, neutral_sys = _system_texts(lt, nouns, language, system, domain)
+    if system is not None:
+        sys_text = neutral_sys = system.replace("{domain}", domain)
+    else:  # the neutral prompt's own system message: FairEval's French run asked it in English
+        sys_text = fill(lt.system, nouns, language, elide=elide)
+        neutral_sys = fill(lt.neutral_system or lt.system, nouns, language, elide=elide)
     perturbed = typo.spec if typo else None
     name, head = tset.name, _encoded(tset.name, domain, k)
     tails = tuple(_encoded(language, perturbed, rep) for rep in range(repeats))
@@ -172,9 +170,14 @@ def build_cases(
 
 
 def _checked(
-    entities: Sequence[Entity | str] | None, domain: str, k: int, repeats: int, seed: int
-) -> tuple[list[Entity], int, int]:
-    """The entities as Entity objects and the checked counts; ConfigError if wrong."""
+    entities: Sequence[Entity | str] | None,
+    domain: str,
+    k: int,
+    repeats: int,
+    seed: int,
+    attributes: Sequence[str] | None,
+) -> list[Entity]:
+    """The entities as Entity objects; ConfigError for a wrong argument."""
     if entities is None or isinstance(entities, str | bytes):
         raise ConfigError(
             "build_cases: entities must be a list of Entity objects or names, e.g. "
@@ -186,32 +189,15 @@ def _checked(
         raise ConfigError("build_cases: entities is empty; pass at least one entity")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"build_cases: seed must be an integer; got {seed!r}")
-    return ents, _positive_int("k", k), _positive_int("repeats", repeats)
-
-
-def _chosen(grid: Grid, attributes: Sequence[str] | None) -> list[Attribute]:
-    if attributes is None:
-        return list(grid.attributes)
+    for name, value in (("k", k), ("repeats", repeats)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"build_cases: {name} must be a positive integer; got {value!r}")
     if isinstance(attributes, str):
         raise ConfigError(
             f"build_cases: attributes must be a list of names, not a string; "
             f"use attributes=[{attributes!r}]"
         )
-    return [grid.attribute(a) for a in attributes]
-
-
-def _system_texts(
-    lt: LanguageTemplates, nouns: dict[str, str], language: str, system: str | None, domain: str
-) -> tuple[str, str]:
-    """(conditioned, neutral) system messages (the French run asked neutral in English)."""
-    elide = not lt.verbatim
-    if system is not None:
-        text = system.replace("{domain}", domain)
-        return text, text
-    text = fill(lt.system, nouns, language, elide=elide)
-    if lt.neutral_system is None:
-        return text, text
-    return text, fill(lt.neutral_system, nouns, language, elide=elide)
+    return ents
 
 
 def _with_typos(
