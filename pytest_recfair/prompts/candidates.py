@@ -109,8 +109,7 @@ def build_candidate_cases(
     attributes: Sequence[str] | None = None,
     seed: int = 0,
 ) -> list[CandidateCase]:
-    """Cases for every entity x (neutral + values) x order; ``candidates`` maps an entity id
-    (or name) to its candidate titles. English templates (``TEMPLATES``)."""
+    """Cases per entity x (neutral + values) x order; ``candidates``: entity id/name -> titles."""
     ents = [as_entity(e, domain) for e in entities]
     _check(style, orders, candidates, ents)
     the_grid = load_grid(grid)

@@ -171,30 +171,25 @@ def _validate(data: Any, where: str) -> None:
         "[{label, text}]}) - see docs/prompts.md, 'Grid files'",
         GridError,
     )
-    seen: dict[str, int] = {}
+    names = [a["name"].casefold() for a in data["attributes"]]
     for i, attr in enumerate(data["attributes"]):
-        key = attr["name"].casefold()
-        if key in seen:
+        if (first := names.index(names[i])) < i:
             raise GridError(
                 f"{where}: at attributes[{i}].name: attribute {attr['name']!r} repeats "
-                f"attributes[{seen[key]}] (names are case-insensitive); rename or merge them"
+                f"attributes[{first}] (names are case-insensitive); rename or merge them"
             )
-        seen[key] = i
-        labels: dict[str, int] = {}
+        labels = [v["label"].casefold() for v in attr["values"]]
         for j, val in enumerate(attr["values"]):
-            lk = val["label"].casefold()
-            if lk in labels:
+            if (first := labels.index(labels[j])) < j:
                 raise GridError(
                     f"{where}: at attributes[{i}].values[{j}].label: label {val['label']!r} "
-                    f"repeats values[{labels[lk]}] of attribute {attr['name']!r}; labels "
+                    f"repeats values[{first}] of attribute {attr['name']!r}; labels "
                     "must be unique within an attribute"
                 )
-            labels[lk] = j
 
 
 def grid_from_dict(data: Any, where: str = "grid", base_dir: Path | None = None) -> Grid:
-    """Validate a parsed grid mapping and build the Grid (``where`` names it in errors).
-    ``extends:`` starts from another grid; attributes of the same name replace its own."""
+    """The Grid of a checked mapping (``extends:`` overlays it on another grid)."""
     _validate(data, where)
     if "extends" in data:
         data = _merge(data, where, base_dir or Path.cwd(), depth=0)
@@ -235,7 +230,8 @@ def _merge(data: dict[str, Any], where: str, base_dir: Path, depth: int) -> dict
                 f"{where}: at extends: {ref!r} is neither a bundled grid "
                 f"({', '.join(BUNDLED_GRIDS)}) nor an existing file (looked for {str(path)!r})"
             )
-        base, next_dir = _read_yaml(path, base_where), path.parent
+        text = read_text(path, base_where, GridError)
+        base, next_dir = load_structured(text, base_where, error=GridError), path.parent
     _validate(base, base_where)
     if "extends" in base:
         base = _merge(base, base_where, next_dir, depth + 1)
@@ -254,10 +250,6 @@ def _merge(data: dict[str, Any], where: str, base_dir: Path, depth: int) -> dict
     merged = {k: v for k, v in data.items() if k not in ("extends", "attributes", "articles")}
     merged["attributes"] = attrs
     return merged
-
-
-def _read_yaml(path: Path, where: str) -> Any:
-    return load_structured(read_text(path, where, GridError), where, error=GridError)
 
 
 def _raw_bundled(name: str) -> Any:

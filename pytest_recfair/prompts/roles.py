@@ -167,8 +167,7 @@ def parse_options(question: str) -> tuple[str, ...]:
 
 
 def strip_role(question: str) -> str:
-    """The question without its role statement ``Suppose you are a(n) {role}, ``: the
-    without-role variant. A question without such a statement comes back unchanged."""
+    """The question without ``Suppose you are a(n) {role}, `` (as it is without one)."""
     m = _ROLE_STATEMENT.match(question)
     if m is None or not m.group("role"):
         return question

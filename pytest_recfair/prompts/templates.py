@@ -79,8 +79,7 @@ class TemplateSet:
 def _check_template(
     text: Any, where: str, key: str, need: Sequence[Sequence[str]] = (), banned: Sequence[str] = ()
 ) -> str:
-    """``text`` if a template of known placeholders holding one of each ``need`` group and
-    none of ``banned``, else a one-line DataError."""
+    """``text`` if a valid template with one of each ``need`` group and no ``banned``."""
     if not isinstance(text, str) or not text.strip():
         raise DataError(f"{where}: {key} must be a non-empty string; got {text!r}")
     try:

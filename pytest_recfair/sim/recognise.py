@@ -109,8 +109,7 @@ class Vocabulary:
         return self._attrs.get(label, ())
 
     def extended(self, entries: Iterable[tuple[str, str, str]]) -> Vocabulary:
-        """A copy that also knows ``(form, label, attribute)`` triples; a known label keeps
-        its attributes and gains the new one."""
+        """A copy that also knows ``(form, label, attribute)`` triples (a known label: +1)."""
         forms = list(self.forms)
         known = {(f.form.casefold(), f.label) for f in forms}
         for form, label, attribute in entries:
