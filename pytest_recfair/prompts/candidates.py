@@ -78,9 +78,19 @@ def entity_orders(entity_id: str, k: int, orders: int, seed: int) -> np.ndarray:
     return np.stack(rows).astype(np.int64)
 
 
-def _check(
-    style: str, orders: int, candidates: Mapping[str, Sequence[str]], ents: Sequence[Entity]
-) -> None:
+def build_candidate_cases(
+    grid: str | Grid,
+    entities: Sequence[Entity | str],
+    candidates: Mapping[str, Sequence[str]],
+    *,
+    style: str = "pick",
+    orders: int = 5,
+    domain: str = "movie",
+    attributes: Sequence[str] | None = None,
+    seed: int = 0,
+) -> list[CandidateCase]:
+    """Cases per entity x (neutral + values) x order; ``candidates``: entity id/name -> titles."""
+    ents = [as_entity(e, domain) for e in entities]
     if style not in CANDIDATE_STYLES:
         raise ConfigError(
             f"candidates: style must be one of {', '.join(CANDIDATE_STYLES)}; got {style!r}"
@@ -96,26 +106,8 @@ def _check(
             )
         if len({normalize(c) for c in cands}) != len(cands):
             raise ConfigError(f"candidates: entity {ent.name!r} lists the same title twice")
-
-
-def build_candidate_cases(
-    grid: str | Grid,
-    entities: Sequence[Entity | str],
-    candidates: Mapping[str, Sequence[str]],
-    *,
-    style: str = "pick",
-    orders: int = 5,
-    domain: str = "movie",
-    attributes: Sequence[str] | None = None,
-    seed: int = 0,
-) -> list[CandidateCase]:
-    """Cases per entity x (neutral + values) x order; ``candidates``: entity id/name -> titles."""
-    ents = [as_entity(e, domain) for e in entities]
-    _check(style, orders, candidates, ents)
     the_grid = load_grid(grid)
-    chosen = (
-        [the_grid.attribute(a) for a in attributes] if attributes else list(the_grid.attributes)
-    )
+    chosen = map(the_grid.attribute, attributes) if attributes else the_grid.attributes
     nouns = domain_nouns("en", domain)
     system = fill(SYSTEM, nouns, "en")
     slots: list[tuple[str | None, str | None, str | None, str | None, dict[str, str]]] = [

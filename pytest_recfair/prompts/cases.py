@@ -16,8 +16,6 @@ from typing import NamedTuple
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.prompts.grids import (
     BUNDLED_GRIDS,
-    Attribute,
-    AttributeValue,
     Grid,
     attribute_order,
     load_grid,
@@ -162,7 +160,9 @@ def build_cases(
                 if typo is None:
                     prompt = prompt_of(ent.name)
                 else:
-                    v_text, a_text = _with_typos(phrase, typo, seed, ent, attr, val, rep)
+                    v_text, a_text = _with_typos(
+                        phrase, typo, seed, ent.id, attr.name, val.label, rep
+                    )
                     filled = {**base, "entity": ent.name, "value": v_text, "a_value": a_text}
                     prompt = fill(template, filled, language, elide=elide)
                 cases.append(case(ent, entity, rep, attr.name, val.label, cell, prompt, val.group))
@@ -200,26 +200,12 @@ def _checked(
     return ents
 
 
-def _with_typos(
-    phrase: Phrase,
-    typo: Typo,
-    seed: int,
-    ent: Entity,
-    attr: Attribute,
-    val: AttributeValue,
-    rep: int,
-) -> tuple[str, str]:
-    """({value}, {a_value}) with seeded misspellings of the attribute words only."""
-    rng = typo_rng(seed, ent.id, attr.name, val.label, rep)
-    v_text = apply_typos(phrase.value, phrase.words, typo, rng)
-    a_text = phrase.a_value
-    # {a_value} is {value} with an article in front: reuse the same edits.
-    if a_text == phrase.value:
-        return v_text, v_text
-    if a_text.endswith(phrase.value):
-        return v_text, a_text[: len(a_text) - len(phrase.value)] + v_text
-    rng = typo_rng(seed, ent.id, attr.name, val.label, rep)
-    return v_text, apply_typos(a_text, phrase.words, typo, rng)
+def _with_typos(phrase: Phrase, typo: Typo, seed: int, *key: object) -> tuple[str, str]:
+    """({value}, {a_value}) with misspellings of the attribute words, seeded by ``key``."""
+    v_text = apply_typos(phrase.value, phrase.words, typo, typo_rng(seed, *key))
+    if phrase.a_value.endswith(phrase.value):  # {value} after an article: the same edits
+        return v_text, phrase.a_value.removesuffix(phrase.value) + v_text
+    return v_text, apply_typos(phrase.a_value, phrase.words, typo, typo_rng(seed, *key))
 
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
