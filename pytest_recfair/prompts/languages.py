@@ -63,15 +63,6 @@ def load_language(code: str) -> Language:
     )
 
 
-def pluralize(noun: str) -> str:
-    """Plain English plural for generic domains: book -> books, category -> categories."""
-    if re.search(r"[^aeiou]y$", noun):
-        return noun[:-1] + "ies"
-    if re.search(r"(s|x|z|ch|sh)$", noun):
-        return noun + "es"
-    return noun + "s"
-
-
 def domain_nouns(
     language: str, domain: str, overrides: Mapping[str, Mapping[str, str]] | None = None
 ) -> dict[str, str]:
@@ -88,7 +79,9 @@ def domain_nouns(
                 f"{', '.join(sorted(lang.domains))}); add 'domains: {{{domain}: {{items: ...}}}}' "
                 f"under languages.{language} in your template YAML, or use language='en'"
             )
-        entry = {"item": domain, "items": pluralize(domain), "titles": f"{domain} titles"}
+        ending = "es" if re.search(r"(s|x|z|ch|sh)$", domain) else "s"  # category: categories
+        plural = re.sub(r"(?<=[^aeiou])y$", "ie", domain) + ending
+        entry = {"item": domain, "items": plural, "titles": f"{domain} titles"}
     nouns = {"domain": domain, "item": domain, "items": domain, "titles": domain, "counter": ""}
     nouns.update({k: str(v) for k, v in entry.items()})
     return nouns
@@ -273,20 +266,14 @@ def _edit(word: str, kind: str, rng: random.Random) -> str:
     elif kind == "drop" and n >= 3:
         i = rng.randrange(n)
         return word[:i] + word[i + 1 :]
-    elif kind == "insert":
-        i = rng.randrange(n)
-        ch = word[i]
-        near = NEIGHBOURS.get(ch.lower())
-        new = rng.choice(near) if near else ch  # doubled key when there is no QWERTY map
-        new = new.upper() if ch.isupper() else new
-        return word[: i + 1] + new + word[i + 1 :]
-    elif kind == "neighbour":
-        spots = [i for i, c in enumerate(word) if c.lower() in NEIGHBOURS]
-        if spots:
-            i = rng.choice(spots)
-            new = rng.choice(NEIGHBOURS[word[i].lower()])
+    elif kind in ("insert", "neighbour"):  # a QWERTY neighbour added, or swapped in
+        mapped = [i for i, c in enumerate(word) if c.lower() in NEIGHBOURS]
+        if places := list(range(n)) if kind == "insert" else mapped:
+            i = rng.choice(places)
+            near = NEIGHBOURS.get(word[i].lower())
+            new = rng.choice(near) if near else word[i]  # doubled key when there is no map
             new = new.upper() if word[i].isupper() else new
-            return word[:i] + new + word[i + 1 :]
+            return word[: i + (kind == "insert")] + new + word[i + 1 :]
     return word
 
 
