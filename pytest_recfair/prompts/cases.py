@@ -349,25 +349,18 @@ def match_prompt(prompt: str) -> PromptMatch | None:
     """Full recognition result, or None when no bundled template produced ``prompt``."""
     text = prompt.strip()
     for pat in template_patterns():
-        if pat.anchor not in text:
-            continue
-        m = pat.regex.match(text)
-        if m is None:
+        if pat.anchor not in text or (m := pat.regex.match(text)) is None:
             continue
         groups = {k: v for k, v in m.groupdict().items() if k in DOMAIN_KEYS and v is not None}
         domain = _domain_of(pat.language, groups)
         entity, k = m.group("entity"), int(m.group("k")) if "k" in m.groupdict() else 0
-        if pat.form is None:
-            return PromptMatch(
-                entity, k, None, None, pat.language, pat.templates, domain, None, None, True
-            )
-        phrase = m.group("value")
-        table, _ = _lookup(pat.templates, pat.language)
-        hit = table.get(phrase.casefold())
-        exact = hit is not None
-        if hit is None:
-            hit = _closest(pat.templates, pat.language, phrase.casefold()) or ("", phrase)
-        return PromptMatch(
-            entity, k, hit[0], hit[1], pat.language, pat.templates, domain, pat.form, phrase, exact
-        )
+        phrase, exact = None, True
+        hit: tuple[str | None, str | None] = (None, None)
+        if pat.form is not None:  # a conditioned prompt: its value, else the closest (a typo)
+            phrase = m.group("value")
+            found = _lookup(pat.templates, pat.language)[0].get(phrase.casefold())
+            exact = found is not None
+            hit = found or _closest(pat.templates, pat.language, phrase.casefold()) or ("", phrase)
+        lang, tset = pat.language, pat.templates
+        return PromptMatch(entity, k, *hit, lang, tset, domain, pat.form, phrase, exact)
     return None
