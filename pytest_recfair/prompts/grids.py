@@ -235,20 +235,14 @@ def _merge(data: dict[str, Any], where: str, base_dir: Path, depth: int) -> dict
     _validate(base, base_where)
     if "extends" in base:
         base = _merge(base, base_where, next_dir, depth + 1)
-    base_articles = base.get("articles", "auto")
-    own_articles = data.get("articles", "auto")
-    attrs = [{**a, "articles": a.get("articles", base_articles)} for a in base["attributes"]]
-    index = {a["name"].casefold(): i for i, a in enumerate(attrs)}
-    for attr in data["attributes"]:
-        item = {**attr, "articles": attr.get("articles", own_articles)}
-        key = attr["name"].casefold()
-        if key in index:
-            attrs[index[key]] = item
-        else:
-            index[key] = len(attrs)
-            attrs.append(item)
+    # by case-folded name: an attribute of the extending grid replaces the base's in place
+    attrs = {}
+    for grid in (base, data):
+        articles = grid.get("articles", "auto")
+        for attr in grid["attributes"]:
+            attrs[attr["name"].casefold()] = {**attr, "articles": attr.get("articles", articles)}
     merged = {k: v for k, v in data.items() if k not in ("extends", "attributes", "articles")}
-    merged["attributes"] = attrs
+    merged["attributes"] = list(attrs.values())
     return merged
 
 
