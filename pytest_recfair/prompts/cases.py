@@ -75,12 +75,6 @@ def _encoded(*values: object) -> str:
     return ",".join(map(_ID_ENCODER.encode, values))
 
 
-def _id_of(head: str, entity: str, cell: str, tail: str) -> str:
-    """The id of ``[head, entity, cell, tail]``, each part encoded once per build."""
-    payload = f"[{head},{entity},{cell},{tail}]"
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
-
-
 def build_cases(
     grid: str | Path | Grid = "faireval",
     templates: str | Path | TemplateSet = "natural",
@@ -132,7 +126,9 @@ def build_cases(
         cases (and PromptCase has no ``__post_init__``)."""
         out = object.__new__(PromptCase)
         d = out.__dict__  # item by item: the instances keep sharing one key table
-        d["id"] = _id_of(head, entity, cell, tails[rep])
+        # SHA-256 of one JSON array (cassettes and baselines key on it), parts encoded once
+        id_json = f"[{head},{entity},{cell},{tails[rep]}]"
+        d["id"] = hashlib.sha256(id_json.encode("utf-8")).hexdigest()[:16]
         d["system"] = sys_text if attr is not None else neutral_sys
         d["prompt"] = prompt
         d["entity"] = ent.name

@@ -209,7 +209,7 @@ def grid_from_dict(data: Any, where: str = "grid", base_dir: Path | None = None)
             )
             for v in attr["values"]
         )
-        attributes.append(Attribute(name=attr["name"], values=values))
+        attributes.append(Attribute(attr["name"], values))
     canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
     return Grid(name=data["name"], attributes=tuple(attributes), digest=digest, source=where)

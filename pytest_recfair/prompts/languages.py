@@ -54,13 +54,8 @@ def load_language(code: str) -> Language:
         for attr, labels in (data.get("values") or {}).items()
         for label, entry in labels.items()
     }
-    return Language(
-        code=code,
-        domains=data.get("domains") or {},
-        values=values,
-        helper=data.get("helper") or {},
-        adjective_position=data.get("adjective_position", "after"),
-    )
+    position = data.get("adjective_position", "after")
+    return Language(code, data.get("domains") or {}, values, data.get("helper") or {}, position)
 
 
 def domain_nouns(

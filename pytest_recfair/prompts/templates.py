@@ -149,15 +149,9 @@ def _language_entry(code: str, raw: Any, where: str) -> LanguageTemplates:
         )
     for dom, nouns in domains.items():
         _only(nouns, ("item", "items", "titles", "counter"), where, f"{base}.domains.{dom}")
-    return LanguageTemplates(
-        language=code,
-        system=system,
-        neutral=neutral.replace("{request}", request),
-        conditioned=conditioned,
-        domains={d: {k: str(v) for k, v in n.items()} for d, n in domains.items()},
-        neutral_system=neutral_system,
-        verbatim=verbatim,
-    )
+    nouns = {d: {k: str(v) for k, v in n.items()} for d, n in domains.items()}
+    neutral = neutral.replace("{request}", request)
+    return LanguageTemplates(code, system, neutral, conditioned, nouns, neutral_system, verbatim)
 
 
 def templates_from_dict(data: Any, where: str = "templates") -> TemplateSet:
