@@ -344,16 +344,12 @@ class Recogniser:
         labels = label.split(LABEL_SEP)
         if len(attrs) != len(labels):
             attrs, labels = [attribute], [label]
-        aliases = tuple(
-            v.label for v in self._exact(_ARTICLES.sub("", phrase)) if v.label not in labels
-        )
+        found = self._exact(_ARTICLES.sub("", phrase))
+        aliases = tuple(v.label for v in found if v.label not in labels)
+        known = self.vocabulary.attributes_of
         return tuple(
             ValueMatch(
-                lab,
-                (att.casefold(), *(a for a in self.vocabulary.attributes_of(lab) if a != att)),
-                phrase,
-                1.0,
-                tuple(a for a in aliases if a != lab),
+                lab, (att.casefold(), *(a for a in known(lab) if a != att)), phrase, 1.0, aliases
             )
             for att, lab in zip(attrs, labels, strict=True)
         )
@@ -387,10 +383,8 @@ class Recogniser:
             phrases.append(phrase)
             if not _NEUTRAL_SLOT.match(phrase):
                 break
-        else:
-            if not phrases:
-                return self._exact(masked)
-            return ()  # the template's slot is there and holds only an article: neutral
+        else:  # no slot: any value the prompt names; a slot of only an article: neutral
+            return () if phrases else self._exact(masked)
         if found := self._exact(phrase):
             return found
         # a misspelt value, else an unknown one under its own label (a profile may name it)
@@ -413,10 +407,9 @@ class Recogniser:
             if len(target) < (2 if _CJK.search(target) else 3):
                 continue
             matcher.set_seq2(target)
+            near = max(3, len(target) // 3)
             for form in self._by_form:
-                if len(form) < len(target) // 2 or abs(len(form) - len(target)) > max(
-                    3, len(target) // 3
-                ):
+                if len(form) < len(target) // 2 or abs(len(form) - len(target)) > near:
                     continue
                 if len(form) == len(target) and _transposed(form, target):
                     score = 0.9  # "fta" / "fat": one swap reads as a typo, whatever the length
