@@ -228,10 +228,10 @@ class PromptMatch(NamedTuple):
 @dataclass(frozen=True)
 class _Pattern:
     regex: re.Pattern[str]
+    literal: int  # characters of literal text: the more, the more specific
     templates: str
     language: str
     form: str | None
-    literal: int
     anchor: str  # the longest literal piece: a cheap substring test before the regex
 
 
@@ -276,19 +276,15 @@ def _compile(template: str, language: str) -> tuple[re.Pattern[str], int]:
 
 @lru_cache(maxsize=1)
 def template_patterns() -> tuple[_Pattern, ...]:
-    """Compiled patterns of every bundled (set, language, form), most specific first."""
-    neutral: list[_Pattern] = []
-    conditioned: list[_Pattern] = []
-    for name in BUNDLED_TEMPLATES:
-        tset = load_templates(name)
-        for code, lt in tset.languages.items():
-            rx, lit = _compile(lt.neutral, code)
-            neutral.append(_Pattern(rx, name, code, None, lit, _anchor(lt.neutral)))
-            for form, template in lt.conditioned.items():
-                rx, lit = _compile(template, code)
-                conditioned.append(_Pattern(rx, name, code, form, lit, _anchor(template)))
-    conditioned.sort(key=lambda p: -p.literal)
-    return (*neutral, *conditioned)
+    """Compiled patterns of every bundled (set, language, form): the neutral ones, then the
+    conditioned ones most specific first."""
+    found = [
+        _Pattern(*_compile(template, code), name, code, form, _anchor(template))
+        for name in BUNDLED_TEMPLATES
+        for code, lt in load_templates(name).languages.items()
+        for form, template in ((None, lt.neutral), *lt.conditioned.items())
+    ]
+    return tuple(sorted(found, key=lambda p: (0, 0) if p.form is None else (1, -p.literal)))
 
 
 def _phrases(grid: Grid, language: str, crossed: bool) -> Iterator[tuple[str, str, str]]:
