@@ -243,19 +243,15 @@ def _anchor(template: str) -> str:
 
 
 def _compile(template: str, language: str) -> tuple[re.Pattern[str], int]:
+    parts = _PLACEHOLDER.split(template)  # literal, key, literal, ..., literal
     out: list[str] = []
     seen: set[str] = set()
-    literal = 0
-    pos = 0
-    for m in _PLACEHOLDER.finditer(template):
-        text = template[pos : m.start()]
-        literal += len(text)
+    for text, key in zip(parts[::2], parts[1::2], strict=False):
         piece = re.escape(text)
         if language == "fr":
             # French elision turns "de Adele" into "d'Adele" after filling.
             piece = re.sub(r"\b(d|qu)e\\ $", r"(?:\1e\\ |\1')", piece)
         out.append(piece)
-        key = m.group(1)
         if key == "entity":
             out.append(r"(?P<entity>.+?)")
         elif key == "k":
@@ -268,10 +264,9 @@ def _compile(template: str, language: str) -> tuple[re.Pattern[str], int]:
         else:
             out.append(f"(?P<{key}>.*?)")
             seen.add(key)
-        pos = m.end()
-    literal += len(template) - pos
-    out.append(re.escape(template[pos:]))
-    return re.compile("^" + "".join(out) + "$", re.DOTALL), literal
+    out.append(re.escape(parts[-1]))
+    regex = re.compile("^" + "".join(out) + "$", re.DOTALL)
+    return regex, sum(map(len, parts[::2]))
 
 
 @lru_cache(maxsize=1)
