@@ -154,15 +154,11 @@ def normalise_qtype(value: object) -> QType | None:
 def parse_options(question: str) -> tuple[str, ...]:
     """The options of ``... (A) x (B) y (C) I cannot make any choice``, in order; empty
     when the question lists none. Trailing separators (``,;.``) and ``or`` are dropped."""
-    marks = list(_OPTION.finditer(question))
+    texts = _OPTION.split(question)[2::2]  # before (A), A, after (A), B, ...
     out = []
-    for i, m in enumerate(marks):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(question)
-        text = question[m.end() : end].strip()
-        text = re.sub(r"(?:[\s,;]+(?:or|and)?)+$", "", text, flags=re.I).strip()
-        if i + 1 < len(marks):
-            text = text.rstrip(",;").strip()
-        out.append(text.rstrip("?.!").strip() if i + 1 == len(marks) else text)
+    for i, text in enumerate(texts):
+        text = re.sub(r"(?:[\s,;]+(?:or|and)?)+$", "", text.strip(), flags=re.I).strip()
+        out.append(text.rstrip("?.!" if i + 1 == len(texts) else ",;").strip())
     return tuple(out)
 
 
