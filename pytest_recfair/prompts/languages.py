@@ -286,8 +286,7 @@ def _mutate(word: str, typo: Typo, rng: random.Random) -> str:
 def apply_typos(text: str, words: Sequence[str], typo: Typo, rng: random.Random) -> str:
     """Apply ``typo.edits`` edits to ``words`` inside ``text`` (nothing else changes)."""
     targets = [w for w in dict.fromkeys(words) if w and w in text]
-    long_ones = [w for w in targets if len(w) >= 3]
-    targets = long_ones or targets
+    targets = [w for w in targets if len(w) >= 3] or targets
     if not targets:
         return text
     edited = {w: w for w in targets}
@@ -304,8 +303,7 @@ def apply_typos(text: str, words: Sequence[str], typo: Typo, rng: random.Random)
         i = text.find(w, pos)
         if i < 0:
             continue
-        out.append(text[pos:i])
-        out.append(edited[w])
+        out += [text[pos:i], edited[w]]
         pos = i + len(w)
     out.append(text[pos:])
     return "".join(out)

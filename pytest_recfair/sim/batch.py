@@ -189,10 +189,8 @@ class BatchEngine:
         options: BatchOptions | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.answer = answer
-        self.model = model
+        self.answer, self.model, self.clock = answer, model, clock
         self.options = options or BatchOptions()
-        self.clock = clock
         self.files: dict[str, tuple[str, str, bytes]] = {}  # id -> filename, purpose, data
         self.batches: dict[str, _Batch] = {}
         self.created = 0  # batches created (a resumed client must not add one)

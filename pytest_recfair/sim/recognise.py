@@ -461,8 +461,7 @@ def _find_entity(text: str) -> tuple[str, tuple[int, int] | None]:
 
 
 def _take_name(text: str, start: int) -> tuple[str, tuple[int, int] | None]:
-    while start < len(text) and text[start] == " ":
-        start += 1
+    start = len(text) - len(text[start:].lstrip(" "))
     if start < len(text) and text[start] in _QUOTES:
         close = text.find(_QUOTES[text[start]], start + 1)
         if close > start + 1:

@@ -232,10 +232,7 @@ class SimulatedRecommender:
         spread = self.profile.heterogeneity if heterogeneity is None else heterogeneity
         self.heterogeneity = Heterogeneity.parse(spread)
         self.faults = Faults.parse(faults).merged(self.profile)
-        self.noise = float(noise)
-        self.seed = seed
-        self.default_k = default_k
-        self.style = style
+        self.noise, self.seed, self.default_k, self.style = float(noise), seed, default_k, style
         vocab = Vocabulary.builtin()
         known = {f.label.casefold() for f in vocab.forms}
         forms = [  # the profile's own labels, so a prompt naming one is read as that value
