@@ -176,9 +176,7 @@ class Catalogue:
         )
 
 
-@lru_cache(maxsize=4096)
-def catalogue(entity_key: str, domain: str) -> Catalogue:
-    return Catalogue(entity_key, domain)
+catalogue = lru_cache(maxsize=4096)(Catalogue)  # one per (entity, domain), grown on demand
 
 
 @dataclass(frozen=True)
