@@ -185,14 +185,8 @@ _KEYS = {
     for c, ch in enumerate(row)
 }
 _NEAR = {-1: (0, 1), 0: (-1, 1), 1: (-1, 0)}  # row delta -> allowed column deltas
-NEIGHBOURS = {
-    ch: "".join(
-        sorted(
-            o
-            for o, (r2, c2) in _KEYS.items()
-            if o != ch and abs(r2 - r) <= 1 and c2 - c in _NEAR[r2 - r]
-        )
-    )
+NEIGHBOURS = {  # (not the key itself: column delta 0 is never allowed on its own row)
+    ch: "".join(sorted(o for o, (r2, c2) in _KEYS.items() if c2 - c in _NEAR.get(r2 - r, ())))
     for ch, (r, c) in _KEYS.items()
 }
 

@@ -447,13 +447,10 @@ def _find_entity(text: str) -> tuple[str, tuple[int, int] | None]:
     for after in _ZH_AFTER.finditer(text):
         end = after.start()
         head = text[:end]
-        if head.endswith(tuple(_QUOTES.values())):
-            opener = next(o for o, c in _QUOTES.items() if head.endswith(c))
-            start = head.rfind(opener, 0, len(head) - 1)
-            if start >= 0:
-                return head[start + 1 : -1].strip(), (start, end)
-        starts = [m.end() for m in _ZH_START.finditer(head)]
-        start = starts[-1] if starts else 0
+        opener = next((o for o, c in _QUOTES.items() if head.endswith(c)), None)
+        if opener is not None and (start := head.rfind(opener, 0, len(head) - 1)) >= 0:
+            return head[start + 1 : -1].strip(), (start, end)
+        start = max((m.end() for m in _ZH_START.finditer(head)), default=0)
         name = head[start:].strip()
         if name:
             return name, (start, end)
