@@ -7,7 +7,7 @@ import difflib
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -16,6 +16,8 @@ from typing import NamedTuple
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.prompts.grids import (
     BUNDLED_GRIDS,
+    Attribute,
+    AttributeValue,
     Grid,
     attribute_order,
     load_grid,
@@ -34,6 +36,7 @@ from pytest_recfair.prompts.seeds import Entity, as_entity
 from pytest_recfair.prompts.templates import (
     BUNDLED_TEMPLATES,
     DOMAIN_KEYS,
+    LanguageTemplates,
     TemplateSet,
     fill,
     filler,
@@ -99,18 +102,8 @@ def build_cases(
     typo = parse_perturbation(perturbation)
     elide = not lt.verbatim
     base = {**nouns, "k": str(k)}
-    # Render and fill each value once; only perturbation depends on the entity and repeat.
-    rendered = []
     chosen = the_grid.attributes if attributes is None else map(the_grid.attribute, attributes)
-    for attr in chosen:
-        for val in attr.values:
-            # verbatim: the grid's text as written (what the English path does), untranslated
-            phrase = render_value(attr, val, "en" if lt.verbatim else language)
-            template = lt.conditioned_for(val.form, tset.name)
-            words = {**base, "value": phrase.value, "a_value": phrase.a_value}
-            prompt_of = filler(template, words, language, elide=elide)
-            cell = _encoded(attr.name, val.label)
-            rendered.append((attr, val, phrase, template, cell, prompt_of))
+    rendered = _rendered(chosen, lt, tset.name, language, base)
     if system is not None:
         sys_text = neutral_sys = system.replace("{domain}", domain)
     else:  # the neutral prompt's own system message: FairEval's French run asked it in English
@@ -194,6 +187,26 @@ def _checked(
             f"use attributes=[{attributes!r}]"
         )
     return ents
+
+
+def _rendered(
+    attrs: Iterable[Attribute],
+    lt: LanguageTemplates,
+    tset: str,
+    language: str,
+    base: dict[str, str],
+) -> list[tuple[Attribute, AttributeValue, Phrase, str, str, Callable[[str], str]]]:
+    """Each value rendered and filled once: only typos depend on the entity and repeat."""
+    out = []
+    for attr in attrs:
+        for val in attr.values:
+            # verbatim: the grid's text as written (what the English path does), untranslated
+            phrase = render_value(attr, val, "en" if lt.verbatim else language)
+            template = lt.conditioned_for(val.form, tset)
+            words = {**base, "value": phrase.value, "a_value": phrase.a_value}
+            prompt_of = filler(template, words, language, elide=not lt.verbatim)
+            out.append((attr, val, phrase, template, _encoded(attr.name, val.label), prompt_of))
+    return out
 
 
 def _with_typos(phrase: Phrase, typo: Typo, seed: int, *key: object) -> tuple[str, str]:
