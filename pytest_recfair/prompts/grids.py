@@ -74,9 +74,7 @@ class AttributeValue:
     @property
     def with_article(self) -> str:
         """The text with an indefinite article ("a Muslim"); as-is when it carries one."""
-        if self.has_article:
-            return self.text
-        return f"{indefinite_article(self.text)} {self.text}"
+        return self.text if self.has_article else f"{indefinite_article(self.text)} {self.text}"
 
     @property
     def bare_text(self) -> str:

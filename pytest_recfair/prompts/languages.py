@@ -104,8 +104,13 @@ def render_value(attribute: Attribute, value: AttributeValue, language: str) -> 
             )
         text = str(free[0]["text"])
         return Phrase(text, text, _words(text))
-    if language == "zh":
-        return _compose_zh(entries)
+    if language == "zh":  # modifiers in adjective order, then the head noun
+        ordered = sorted(entries, key=lambda e: attribute_order(e[0]))
+        head = ordered[-1][2]
+        mods = [str(e.get("mod", e.get("noun", ""))) for _, _, e in ordered[:-1]]
+        noun = str(head.get("noun", head.get("mod", "")))
+        text = "".join([*mods, noun])
+        return Phrase(text, text, (*mods, noun))
     return _compose_gendered(lang, entries, value.label)
 
 
@@ -121,15 +126,6 @@ def _entry(lang: Language, attr: str, value: AttributeValue) -> Mapping[str, Any
             f"noun/gender, or text) to that value in your grid YAML, or use language='en'"
         )
     return entry
-
-
-def _compose_zh(entries: Sequence[tuple[str, AttributeValue, Mapping[str, Any]]]) -> Phrase:
-    ordered = sorted(entries, key=lambda e: attribute_order(e[0]))
-    head = ordered[-1][2]
-    mods = [str(e.get("mod", e.get("noun", ""))) for _, _, e in ordered[:-1]]
-    noun = str(head.get("noun", head.get("mod", "")))
-    text = "".join([*mods, noun])
-    return Phrase(text, text, (*mods, noun))
 
 
 def _compose_gendered(
