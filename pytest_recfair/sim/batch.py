@@ -226,8 +226,7 @@ class BatchEngine:
 
     def _upload(self, content_type: str, body: bytes) -> Response:
         if not content_type.startswith("multipart/form-data"):
-            why = "Upload a file as multipart/form-data (fields file, purpose)."
-            return fail(400, why)
+            return fail(400, "Upload a file as multipart/form-data (fields file, purpose).")
         message = BytesParser(policy=HTTP).parsebytes(
             f"Content-Type: {content_type}\r\n\r\n".encode("latin-1") + body
         )
@@ -306,11 +305,9 @@ class BatchEngine:
             if not isinstance(metadata, dict | None):
                 raise TypeError("metadata")
         except (ValueError, KeyError, TypeError):
-            why = "Expected JSON with input_file_id, endpoint, completion_window."
-            return fail(400, why)
+            return fail(400, "Expected JSON with input_file_id, endpoint, completion_window.")
         if endpoint != "/v1/chat/completions":
-            what = f"endpoint {endpoint!r} is not served; use /v1/chat/completions."
-            return fail(400, what)
+            return fail(400, f"endpoint {endpoint!r} is not served; use /v1/chat/completions.")
         if window != "24h":
             return fail(400, f"completion_window must be '24h', got {window!r}.")
         if file_id not in self.files:

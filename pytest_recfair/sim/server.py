@@ -352,8 +352,7 @@ class SimServer:
         if path.startswith(("/v1/models/", "/models/")):
             name = path.rsplit("/", 1)[1]
             if name != self.model:
-                message = f"The model '{name}' does not exist."
-                return fail(404, message, code="model_not_found")
+                return fail(404, f"The model '{name}' does not exist.", code="model_not_found")
             return json_response(200, card)
         listing = path in ("/v1/models", "/models")
         anthropic = path == "/v1/messages"  # Anthropic's Messages API (no streaming)
