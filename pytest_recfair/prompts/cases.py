@@ -273,8 +273,7 @@ def _compile(template: str, language: str) -> tuple[re.Pattern[str], int]:
             out.append(f"(?P<{key}>.*?)")
             seen.add(key)
     out.append(re.escape(parts[-1]))
-    regex = re.compile("^" + "".join(out) + "$", re.DOTALL)
-    return regex, sum(map(len, parts[::2]))
+    return re.compile("^" + "".join(out) + "$", re.DOTALL), sum(map(len, parts[::2]))
 
 
 @lru_cache(maxsize=1)
