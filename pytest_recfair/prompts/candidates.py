@@ -78,9 +78,19 @@ def entity_orders(entity_id: str, k: int, orders: int, seed: int) -> np.ndarray:
     return np.stack(rows).astype(np.int64)
 
 
-def _check(
-    style: str, orders: int, candidates: Mapping[str, Sequence[str]], ents: Sequence[Entity]
-) -> None:
+def build_candidate_cases(
+    grid: str | Grid,
+    entities: Sequence[Entity | str],
+    candidates: Mapping[str, Sequence[str]],
+    *,
+    style: str = "pick",
+    orders: int = 5,
+    domain: str = "movie",
+    attributes: Sequence[str] | None = None,
+    seed: int = 0,
+) -> list[CandidateCase]:
+    """Cases per entity x (neutral + values) x order; ``candidates``: entity id/name -> titles."""
+    ents = [as_entity(e, domain) for e in entities]
     if style not in CANDIDATE_STYLES:
         raise ConfigError(
             f"candidates: style must be one of {', '.join(CANDIDATE_STYLES)}; got {style!r}"
@@ -96,27 +106,8 @@ def _check(
             )
         if len({normalize(c) for c in cands}) != len(cands):
             raise ConfigError(f"candidates: entity {ent.name!r} lists the same title twice")
-
-
-def build_candidate_cases(
-    grid: str | Grid,
-    entities: Sequence[Entity | str],
-    candidates: Mapping[str, Sequence[str]],
-    *,
-    style: str = "pick",
-    orders: int = 5,
-    domain: str = "movie",
-    attributes: Sequence[str] | None = None,
-    seed: int = 0,
-) -> list[CandidateCase]:
-    """Cases for every entity x (neutral + values) x order; ``candidates`` maps an entity id
-    (or name) to its candidate titles. English templates (``TEMPLATES``)."""
-    ents = [as_entity(e, domain) for e in entities]
-    _check(style, orders, candidates, ents)
     the_grid = load_grid(grid)
-    chosen = (
-        [the_grid.attribute(a) for a in attributes] if attributes else list(the_grid.attributes)
-    )
+    chosen = map(the_grid.attribute, attributes) if attributes else the_grid.attributes
     nouns = domain_nouns("en", domain)
     system = fill(SYSTEM, nouns, "en")
     slots: list[tuple[str | None, str | None, str | None, str | None, dict[str, str]]] = [
@@ -138,23 +129,10 @@ def build_candidate_cases(
                 prompt = fill(TEMPLATES[(style, form)], {**base, **words}, "en")
                 payload = [style, domain, ent.id, attr_name, label, p, list(shown)]
                 text = json.dumps(payload, ensure_ascii=False)
-                out.append(
-                    CandidateCase(
-                        id=hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
-                        system=system,
-                        prompt=prompt,
-                        entity=ent.name,
-                        entity_id=ent.id,
-                        attribute=attr_name,
-                        value=label,
-                        group=group,
-                        order_index=p,
-                        order=tuple(order),
-                        shown=shown,
-                        style=style,
-                        domain=domain,
-                    )
-                )
+                ident = hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+                who = (ent.name, ent.id, attr_name, label, group)
+                out.append(CandidateCase(ident, system, prompt, *who, p, tuple(order), shown,
+                                         style, domain))  # fmt: skip
     return out
 
 

@@ -7,7 +7,7 @@ import difflib
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -73,43 +73,9 @@ class PromptCase:
 _ID_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
-def case_id(
-    *,
-    templates: str,
-    domain: str,
-    k: int,
-    entity_id: str,
-    attribute: str | None,
-    value: str | None,
-    language: str,
-    perturbation: str | None,
-    repeat: int,
-) -> str:
-    """16 hex chars of SHA-256: keys cassettes and baselines, so independent of dict order,
-    Python version or process."""
-    return _id_of(
-        _encoded(templates, domain, k),
-        _encoded(entity_id),
-        _encoded(attribute, value),
-        _encoded(language, perturbation, repeat),
-    )
-
-
 def _encoded(*values: object) -> str:
     """The JSON of ``values`` as items of the id's array (the array without brackets)."""
     return ",".join(map(_ID_ENCODER.encode, values))
-
-
-def _id_of(head: str, entity: str, cell: str, tail: str) -> str:
-    """The id of ``[head, entity, cell, tail]``, each part encoded once per build."""
-    payload = f"[{head},{entity},{cell},{tail}]"
-    return hashlib.sha256(payload.encode("utf-8")).hexdigest()[:16]
-
-
-def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"build_cases: {name} must be a positive integer; got {value!r}")
-    return value
 
 
 def build_cases(
@@ -128,7 +94,7 @@ def build_cases(
 ) -> list[PromptCase]:
     """An audit's cases by entity then repeat: neutral, then one per value of each attribute
     (``"race x gender"`` crosses); typos seeded by ``seed`` and the case."""
-    ents, k, repeats = _checked(entities, domain, k, repeats, seed)
+    ents = _checked(entities, domain, k, repeats, seed, attributes)
     the_grid = load_grid(grid)
     tset = load_templates(templates)
     lt = tset.language(language)
@@ -136,30 +102,40 @@ def build_cases(
     typo = parse_perturbation(perturbation)
     elide = not lt.verbatim
     base = {**nouns, "k": str(k)}
-    # Render and fill each value once; only perturbation depends on the entity and repeat.
-    rendered = []
-    for attr in _chosen(the_grid, attributes):
-        for val in attr.values:
-            # verbatim: the grid's text as written (what the English path does), untranslated
-            phrase = render_value(attr, val, "en" if lt.verbatim else language)
-            template = lt.conditioned_for(val.form, tset.name)
-            words = {**base, "value": phrase.value, "a_value": phrase.a_value}
-            prompt_of = filler(template, words, language, elide=elide)
-            cell = _encoded(attr.name, val.label)
-            rendered.append((attr, val, phrase, template, cell, prompt_of))
-    sys_text, neutral_sys = _system_texts(lt, nouns, language, system, domain)
+    chosen = the_grid.attributes if attributes is None else map(the_grid.attribute, attributes)
+    rendered = _rendered(chosen, lt, tset.name, language, base)
+    if system is not None:
+        sys_text = neutral_sys = system.replace("{domain}", domain)
+    else:  # the neutral prompt's own system message: FairEval's French run asked it in English
+        sys_text = fill(lt.system, nouns, language, elide=elide)
+        neutral_sys = fill(lt.neutral_system or lt.system, nouns, language, elide=elide)
     perturbed = typo.spec if typo else None
-    ctx = _Context(
-        templates=tset.name,
-        domain=domain,
-        k=k,
-        language=language,
-        perturbation=perturbed,
-        system=sys_text,
-        neutral_system=neutral_sys,
-        head=_encoded(tset.name, domain, k),
-        tails=tuple(_encoded(language, perturbed, rep) for rep in range(repeats)),
-    )
+    name, head = tset.name, _encoded(tset.name, domain, k)
+    tails = tuple(_encoded(language, perturbed, rep) for rep in range(repeats))
+
+    def case(ent: Entity, entity: str, rep: int, attr: str | None, label: str | None,
+             cell: str, prompt: str, group: str | None) -> PromptCase:  # fmt: skip
+        """Fields into ``__dict__`` (PromptCase has no ``__post_init__``): 3x faster."""
+        out = object.__new__(PromptCase)
+        d = out.__dict__  # item by item: the instances keep sharing one key table
+        # SHA-256 of one JSON array (cassettes and baselines key on it), parts encoded once
+        id_json = f"[{head},{entity},{cell},{tails[rep]}]"
+        d["id"] = hashlib.sha256(id_json.encode("utf-8")).hexdigest()[:16]
+        d["system"] = sys_text if attr is not None else neutral_sys
+        d["prompt"] = prompt
+        d["entity"] = ent.name
+        d["entity_id"] = ent.id
+        d["attribute"] = attr
+        d["value"] = label
+        d["language"] = language
+        d["perturbation"] = perturbed
+        d["repeat"] = rep
+        d["domain"] = domain
+        d["k"] = k
+        d["templates"] = name
+        d["group"] = group
+        return out
+
     neutral_of = filler(lt.neutral, base, language, elide=elide)
     neutral_cell = _encoded(None, None)
     cases: list[PromptCase] = []
@@ -167,24 +143,29 @@ def build_cases(
         neutral_prompt = neutral_of(ent.name)
         entity = _encoded(ent.id)
         for rep in range(repeats):
-            cases.append(ctx.case(ent, entity, rep, None, None, neutral_cell, neutral_prompt, None))
+            cases.append(case(ent, entity, rep, None, None, neutral_cell, neutral_prompt, None))
             for attr, val, phrase, template, cell, prompt_of in rendered:
                 if typo is None:
                     prompt = prompt_of(ent.name)
                 else:
-                    v_text, a_text = _with_typos(phrase, typo, seed, ent, attr, val, rep)
+                    v_text, a_text = _with_typos(
+                        phrase, typo, seed, ent.id, attr.name, val.label, rep
+                    )
                     filled = {**base, "entity": ent.name, "value": v_text, "a_value": a_text}
                     prompt = fill(template, filled, language, elide=elide)
-                cases.append(
-                    ctx.case(ent, entity, rep, attr.name, val.label, cell, prompt, val.group)
-                )
+                cases.append(case(ent, entity, rep, attr.name, val.label, cell, prompt, val.group))
     return cases
 
 
 def _checked(
-    entities: Sequence[Entity | str] | None, domain: str, k: int, repeats: int, seed: int
-) -> tuple[list[Entity], int, int]:
-    """The entities as Entity objects and the checked counts; ConfigError if wrong."""
+    entities: Sequence[Entity | str] | None,
+    domain: str,
+    k: int,
+    repeats: int,
+    seed: int,
+    attributes: Sequence[str] | None,
+) -> list[Entity]:
+    """The entities as Entity objects; ConfigError for a wrong argument."""
     if entities is None or isinstance(entities, str | bytes):
         raise ConfigError(
             "build_cases: entities must be a list of Entity objects or names, e.g. "
@@ -196,100 +177,39 @@ def _checked(
         raise ConfigError("build_cases: entities is empty; pass at least one entity")
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"build_cases: seed must be an integer; got {seed!r}")
-    return ents, _positive_int("k", k), _positive_int("repeats", repeats)
-
-
-def _chosen(grid: Grid, attributes: Sequence[str] | None) -> list[Attribute]:
-    if attributes is None:
-        return list(grid.attributes)
+    for name, value in (("k", k), ("repeats", repeats)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"build_cases: {name} must be a positive integer; got {value!r}")
     if isinstance(attributes, str):
         raise ConfigError(
             f"build_cases: attributes must be a list of names, not a string; "
             f"use attributes=[{attributes!r}]"
         )
-    return [grid.attribute(a) for a in attributes]
+    return ents
 
 
-def _system_texts(
-    lt: LanguageTemplates, nouns: dict[str, str], language: str, system: str | None, domain: str
-) -> tuple[str, str]:
-    """(conditioned, neutral) system messages (the French run asked neutral in English)."""
-    elide = not lt.verbatim
-    if system is not None:
-        text = system.replace("{domain}", domain)
-        return text, text
-    text = fill(lt.system, nouns, language, elide=elide)
-    if lt.neutral_system is None:
-        return text, text
-    return text, fill(lt.neutral_system, nouns, language, elide=elide)
+def _rendered(
+    attrs: Iterable[Attribute], lt: LanguageTemplates, tset: str, lang: str, base: dict[str, str]
+) -> list[tuple[Attribute, AttributeValue, Phrase, str, str, Callable[[str], str]]]:
+    """Each value rendered and filled once: only typos depend on the entity and repeat."""
+    out = []
+    for attr in attrs:
+        for val in attr.values:
+            # verbatim: the grid's text as written (what the English path does), untranslated
+            phrase = render_value(attr, val, "en" if lt.verbatim else lang)
+            template = lt.conditioned_for(val.form, tset)
+            words = {**base, "value": phrase.value, "a_value": phrase.a_value}
+            prompt_of = filler(template, words, lang, elide=not lt.verbatim)
+            out.append((attr, val, phrase, template, _encoded(attr.name, val.label), prompt_of))
+    return out
 
 
-def _with_typos(
-    phrase: Phrase,
-    typo: Typo,
-    seed: int,
-    ent: Entity,
-    attr: Attribute,
-    val: AttributeValue,
-    rep: int,
-) -> tuple[str, str]:
-    """({value}, {a_value}) with seeded misspellings of the attribute words only."""
-    rng = typo_rng(seed, ent.id, attr.name, val.label, rep)
-    v_text = apply_typos(phrase.value, phrase.words, typo, rng)
-    a_text = phrase.a_value
-    # {a_value} is {value} with an article in front: reuse the same edits.
-    if a_text == phrase.value:
-        return v_text, v_text
-    if a_text.endswith(phrase.value):
-        return v_text, a_text[: len(a_text) - len(phrase.value)] + v_text
-    rng = typo_rng(seed, ent.id, attr.name, val.label, rep)
-    return v_text, apply_typos(a_text, phrase.words, typo, rng)
-
-
-@dataclass(frozen=True, slots=True)
-class _Context:
-    """What every case of one build_cases call shares."""
-
-    templates: str
-    domain: str
-    k: int
-    language: str
-    perturbation: str | None
-    system: str
-    neutral_system: str
-    head: str  # the id's templates, domain and k, encoded once (``_encoded``)
-    tails: tuple[str, ...]  # its language, perturbation and repeat, per repeat
-
-    def case(
-        self,
-        ent: Entity,
-        entity: str,
-        rep: int,
-        attr: str | None,
-        label: str | None,
-        cell: str,
-        prompt: str,
-        group: str | None,
-    ) -> PromptCase:
-        """Fields go into ``__dict__`` directly: the frozen ``__init__`` costs 3x over 31,000
-        cases (and PromptCase has no ``__post_init__``)."""
-        case = object.__new__(PromptCase)
-        d = case.__dict__  # item by item: the instances keep sharing one key table
-        d["id"] = _id_of(self.head, entity, cell, self.tails[rep])
-        d["system"] = self.system if attr is not None else self.neutral_system
-        d["prompt"] = prompt
-        d["entity"] = ent.name
-        d["entity_id"] = ent.id
-        d["attribute"] = attr
-        d["value"] = label
-        d["language"] = self.language
-        d["perturbation"] = self.perturbation
-        d["repeat"] = rep
-        d["domain"] = self.domain
-        d["k"] = self.k
-        d["templates"] = self.templates
-        d["group"] = group
-        return case
+def _with_typos(phrase: Phrase, typo: Typo, seed: int, *key: object) -> tuple[str, str]:
+    """({value}, {a_value}) with misspellings of the attribute words, seeded by ``key``."""
+    v_text = apply_typos(phrase.value, phrase.words, typo, typo_rng(seed, *key))
+    if phrase.a_value.endswith(phrase.value):  # {value} after an article: the same edits
+        return v_text, phrase.a_value.removesuffix(phrase.value) + v_text
+    return v_text, apply_typos(phrase.a_value, phrase.words, typo, typo_rng(seed, *key))
 
 
 _PLACEHOLDER = re.compile(r"\{(\w+)\}")
@@ -316,10 +236,10 @@ class PromptMatch(NamedTuple):
 @dataclass(frozen=True)
 class _Pattern:
     regex: re.Pattern[str]
+    literal: int  # characters of literal text: the more, the more specific
     templates: str
     language: str
     form: str | None
-    literal: int
     anchor: str  # the longest literal piece: a cheap substring test before the regex
 
 
@@ -331,19 +251,15 @@ def _anchor(template: str) -> str:
 
 
 def _compile(template: str, language: str) -> tuple[re.Pattern[str], int]:
+    parts = _PLACEHOLDER.split(template)  # literal, key, literal, ..., literal
     out: list[str] = []
     seen: set[str] = set()
-    literal = 0
-    pos = 0
-    for m in _PLACEHOLDER.finditer(template):
-        text = template[pos : m.start()]
-        literal += len(text)
+    for text, key in zip(parts[::2], parts[1::2], strict=False):
         piece = re.escape(text)
         if language == "fr":
             # French elision turns "de Adele" into "d'Adele" after filling.
             piece = re.sub(r"\b(d|qu)e\\ $", r"(?:\1e\\ |\1')", piece)
         out.append(piece)
-        key = m.group(1)
         if key == "entity":
             out.append(r"(?P<entity>.+?)")
         elif key == "k":
@@ -356,27 +272,21 @@ def _compile(template: str, language: str) -> tuple[re.Pattern[str], int]:
         else:
             out.append(f"(?P<{key}>.*?)")
             seen.add(key)
-        pos = m.end()
-    literal += len(template) - pos
-    out.append(re.escape(template[pos:]))
-    return re.compile("^" + "".join(out) + "$", re.DOTALL), literal
+    out.append(re.escape(parts[-1]))
+    return re.compile("^" + "".join(out) + "$", re.DOTALL), sum(map(len, parts[::2]))
 
 
 @lru_cache(maxsize=1)
 def template_patterns() -> tuple[_Pattern, ...]:
-    """Compiled patterns of every bundled (set, language, form), most specific first."""
-    neutral: list[_Pattern] = []
-    conditioned: list[_Pattern] = []
-    for name in BUNDLED_TEMPLATES:
-        tset = load_templates(name)
-        for code, lt in tset.languages.items():
-            rx, lit = _compile(lt.neutral, code)
-            neutral.append(_Pattern(rx, name, code, None, lit, _anchor(lt.neutral)))
-            for form, template in lt.conditioned.items():
-                rx, lit = _compile(template, code)
-                conditioned.append(_Pattern(rx, name, code, form, lit, _anchor(template)))
-    conditioned.sort(key=lambda p: -p.literal)
-    return (*neutral, *conditioned)
+    """Compiled patterns of every bundled (set, language, form): the neutral ones, then the
+    conditioned ones most specific first."""
+    found = [
+        _Pattern(*_compile(template, code), name, code, form, _anchor(template))
+        for name in BUNDLED_TEMPLATES
+        for code, lt in load_templates(name).languages.items()
+        for form, template in ((None, lt.neutral), *lt.conditioned.items())
+    ]
+    return tuple(sorted(found, key=lambda p: (0, 0) if p.form is None else (1, -p.literal)))
 
 
 def _phrases(grid: Grid, language: str, crossed: bool) -> Iterator[tuple[str, str, str]]:
@@ -433,25 +343,18 @@ def match_prompt(prompt: str) -> PromptMatch | None:
     """Full recognition result, or None when no bundled template produced ``prompt``."""
     text = prompt.strip()
     for pat in template_patterns():
-        if pat.anchor not in text:
-            continue
-        m = pat.regex.match(text)
-        if m is None:
+        if pat.anchor not in text or (m := pat.regex.match(text)) is None:
             continue
         groups = {k: v for k, v in m.groupdict().items() if k in DOMAIN_KEYS and v is not None}
         domain = _domain_of(pat.language, groups)
         entity, k = m.group("entity"), int(m.group("k")) if "k" in m.groupdict() else 0
-        if pat.form is None:
-            return PromptMatch(
-                entity, k, None, None, pat.language, pat.templates, domain, None, None, True
-            )
-        phrase = m.group("value")
-        table, _ = _lookup(pat.templates, pat.language)
-        hit = table.get(phrase.casefold())
-        exact = hit is not None
-        if hit is None:
-            hit = _closest(pat.templates, pat.language, phrase.casefold()) or ("", phrase)
-        return PromptMatch(
-            entity, k, hit[0], hit[1], pat.language, pat.templates, domain, pat.form, phrase, exact
-        )
+        phrase, exact = None, True
+        hit: tuple[str | None, str | None] = (None, None)
+        if pat.form is not None:  # a conditioned prompt: its value, else the closest (a typo)
+            phrase = m.group("value")
+            found = _lookup(pat.templates, pat.language)[0].get(phrase.casefold())
+            exact = found is not None
+            hit = found or _closest(pat.templates, pat.language, phrase.casefold()) or ("", phrase)
+        lang, tset = pat.language, pat.templates
+        return PromptMatch(entity, k, *hit, lang, tset, domain, pat.form, phrase, exact)
     return None

@@ -74,9 +74,7 @@ class AttributeValue:
     @property
     def with_article(self) -> str:
         """The text with an indefinite article ("a Muslim"); as-is when it carries one."""
-        if self.has_article:
-            return self.text
-        return f"{indefinite_article(self.text)} {self.text}"
+        return self.text if self.has_article else f"{indefinite_article(self.text)} {self.text}"
 
     @property
     def bare_text(self) -> str:
@@ -171,30 +169,25 @@ def _validate(data: Any, where: str) -> None:
         "[{label, text}]}) - see docs/prompts.md, 'Grid files'",
         GridError,
     )
-    seen: dict[str, int] = {}
+    names = [a["name"].casefold() for a in data["attributes"]]
     for i, attr in enumerate(data["attributes"]):
-        key = attr["name"].casefold()
-        if key in seen:
+        if (first := names.index(names[i])) < i:
             raise GridError(
                 f"{where}: at attributes[{i}].name: attribute {attr['name']!r} repeats "
-                f"attributes[{seen[key]}] (names are case-insensitive); rename or merge them"
+                f"attributes[{first}] (names are case-insensitive); rename or merge them"
             )
-        seen[key] = i
-        labels: dict[str, int] = {}
+        labels = [v["label"].casefold() for v in attr["values"]]
         for j, val in enumerate(attr["values"]):
-            lk = val["label"].casefold()
-            if lk in labels:
+            if (first := labels.index(labels[j])) < j:
                 raise GridError(
                     f"{where}: at attributes[{i}].values[{j}].label: label {val['label']!r} "
-                    f"repeats values[{labels[lk]}] of attribute {attr['name']!r}; labels "
+                    f"repeats values[{first}] of attribute {attr['name']!r}; labels "
                     "must be unique within an attribute"
                 )
-            labels[lk] = j
 
 
 def grid_from_dict(data: Any, where: str = "grid", base_dir: Path | None = None) -> Grid:
-    """Validate a parsed grid mapping and build the Grid (``where`` names it in errors).
-    ``extends:`` starts from another grid; attributes of the same name replace its own."""
+    """The Grid of a checked mapping (``extends:`` overlays it on another grid)."""
     _validate(data, where)
     if "extends" in data:
         data = _merge(data, where, base_dir or Path.cwd(), depth=0)
@@ -214,7 +207,7 @@ def grid_from_dict(data: Any, where: str = "grid", base_dir: Path | None = None)
             )
             for v in attr["values"]
         )
-        attributes.append(Attribute(name=attr["name"], values=values))
+        attributes.append(Attribute(attr["name"], values))
     canonical = json.dumps(data, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     digest = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
     return Grid(name=data["name"], attributes=tuple(attributes), digest=digest, source=where)
@@ -235,29 +228,20 @@ def _merge(data: dict[str, Any], where: str, base_dir: Path, depth: int) -> dict
                 f"{where}: at extends: {ref!r} is neither a bundled grid "
                 f"({', '.join(BUNDLED_GRIDS)}) nor an existing file (looked for {str(path)!r})"
             )
-        base, next_dir = _read_yaml(path, base_where), path.parent
+        text = read_text(path, base_where, GridError)
+        base, next_dir = load_structured(text, base_where, error=GridError), path.parent
     _validate(base, base_where)
     if "extends" in base:
         base = _merge(base, base_where, next_dir, depth + 1)
-    base_articles = base.get("articles", "auto")
-    own_articles = data.get("articles", "auto")
-    attrs = [{**a, "articles": a.get("articles", base_articles)} for a in base["attributes"]]
-    index = {a["name"].casefold(): i for i, a in enumerate(attrs)}
-    for attr in data["attributes"]:
-        item = {**attr, "articles": attr.get("articles", own_articles)}
-        key = attr["name"].casefold()
-        if key in index:
-            attrs[index[key]] = item
-        else:
-            index[key] = len(attrs)
-            attrs.append(item)
+    # by case-folded name: an attribute of the extending grid replaces the base's in place
+    attrs = {}
+    for grid in (base, data):
+        articles = grid.get("articles", "auto")
+        for attr in grid["attributes"]:
+            attrs[attr["name"].casefold()] = {**attr, "articles": attr.get("articles", articles)}
     merged = {k: v for k, v in data.items() if k not in ("extends", "attributes", "articles")}
-    merged["attributes"] = attrs
+    merged["attributes"] = list(attrs.values())
     return merged
-
-
-def _read_yaml(path: Path, where: str) -> Any:
-    return load_structured(read_text(path, where, GridError), where, error=GridError)
 
 
 def _raw_bundled(name: str) -> Any:

@@ -54,22 +54,8 @@ def load_language(code: str) -> Language:
         for attr, labels in (data.get("values") or {}).items()
         for label, entry in labels.items()
     }
-    return Language(
-        code=code,
-        domains=data.get("domains") or {},
-        values=values,
-        helper=data.get("helper") or {},
-        adjective_position=data.get("adjective_position", "after"),
-    )
-
-
-def pluralize(noun: str) -> str:
-    """Plain English plural for generic domains: book -> books, category -> categories."""
-    if re.search(r"[^aeiou]y$", noun):
-        return noun[:-1] + "ies"
-    if re.search(r"(s|x|z|ch|sh)$", noun):
-        return noun + "es"
-    return noun + "s"
+    position = data.get("adjective_position", "after")
+    return Language(code, data.get("domains") or {}, values, data.get("helper") or {}, position)
 
 
 def domain_nouns(
@@ -88,7 +74,9 @@ def domain_nouns(
                 f"{', '.join(sorted(lang.domains))}); add 'domains: {{{domain}: {{items: ...}}}}' "
                 f"under languages.{language} in your template YAML, or use language='en'"
             )
-        entry = {"item": domain, "items": pluralize(domain), "titles": f"{domain} titles"}
+        ending = "es" if re.search(r"(s|x|z|ch|sh)$", domain) else "s"  # category: categories
+        plural = re.sub(r"(?<=[^aeiou])y$", "ie", domain) + ending
+        entry = {"item": domain, "items": plural, "titles": f"{domain} titles"}
     nouns = {"domain": domain, "item": domain, "items": domain, "titles": domain, "counter": ""}
     nouns.update({k: str(v) for k, v in entry.items()})
     return nouns
@@ -116,8 +104,13 @@ def render_value(attribute: Attribute, value: AttributeValue, language: str) -> 
             )
         text = str(free[0]["text"])
         return Phrase(text, text, _words(text))
-    if language == "zh":
-        return _compose_zh(entries)
+    if language == "zh":  # modifiers in adjective order, then the head noun
+        ordered = sorted(entries, key=lambda e: attribute_order(e[0]))
+        head = ordered[-1][2]
+        mods = [str(e.get("mod", e.get("noun", ""))) for _, _, e in ordered[:-1]]
+        noun = str(head.get("noun", head.get("mod", "")))
+        text = "".join([*mods, noun])
+        return Phrase(text, text, (*mods, noun))
     return _compose_gendered(lang, entries, value.label)
 
 
@@ -133,15 +126,6 @@ def _entry(lang: Language, attr: str, value: AttributeValue) -> Mapping[str, Any
             f"noun/gender, or text) to that value in your grid YAML, or use language='en'"
         )
     return entry
-
-
-def _compose_zh(entries: Sequence[tuple[str, AttributeValue, Mapping[str, Any]]]) -> Phrase:
-    ordered = sorted(entries, key=lambda e: attribute_order(e[0]))
-    head = ordered[-1][2]
-    mods = [str(e.get("mod", e.get("noun", ""))) for _, _, e in ordered[:-1]]
-    noun = str(head.get("noun", head.get("mod", "")))
-    text = "".join([*mods, noun])
-    return Phrase(text, text, (*mods, noun))
 
 
 def _compose_gendered(
@@ -197,14 +181,8 @@ _KEYS = {
     for c, ch in enumerate(row)
 }
 _NEAR = {-1: (0, 1), 0: (-1, 1), 1: (-1, 0)}  # row delta -> allowed column deltas
-NEIGHBOURS = {
-    ch: "".join(
-        sorted(
-            o
-            for o, (r2, c2) in _KEYS.items()
-            if o != ch and abs(r2 - r) <= 1 and c2 - c in _NEAR[r2 - r]
-        )
-    )
+NEIGHBOURS = {  # (not the key itself: column delta 0 is never allowed on its own row)
+    ch: "".join(sorted(o for o, (r2, c2) in _KEYS.items() if c2 - c in _NEAR.get(r2 - r, ())))
     for ch, (r, c) in _KEYS.items()
 }
 
@@ -273,20 +251,14 @@ def _edit(word: str, kind: str, rng: random.Random) -> str:
     elif kind == "drop" and n >= 3:
         i = rng.randrange(n)
         return word[:i] + word[i + 1 :]
-    elif kind == "insert":
-        i = rng.randrange(n)
-        ch = word[i]
-        near = NEIGHBOURS.get(ch.lower())
-        new = rng.choice(near) if near else ch  # doubled key when there is no QWERTY map
-        new = new.upper() if ch.isupper() else new
-        return word[: i + 1] + new + word[i + 1 :]
-    elif kind == "neighbour":
-        spots = [i for i, c in enumerate(word) if c.lower() in NEIGHBOURS]
-        if spots:
-            i = rng.choice(spots)
-            new = rng.choice(NEIGHBOURS[word[i].lower()])
+    elif kind in ("insert", "neighbour"):  # a QWERTY neighbour added, or swapped in
+        mapped = [i for i, c in enumerate(word) if c.lower() in NEIGHBOURS]
+        if places := list(range(n)) if kind == "insert" else mapped:
+            i = rng.choice(places)
+            near = NEIGHBOURS.get(word[i].lower())
+            new = rng.choice(near) if near else word[i]  # doubled key when there is no map
             new = new.upper() if word[i].isupper() else new
-            return word[:i] + new + word[i + 1 :]
+            return word[: i + (kind == "insert")] + new + word[i + 1 :]
     return word
 
 
@@ -304,8 +276,7 @@ def _mutate(word: str, typo: Typo, rng: random.Random) -> str:
 def apply_typos(text: str, words: Sequence[str], typo: Typo, rng: random.Random) -> str:
     """Apply ``typo.edits`` edits to ``words`` inside ``text`` (nothing else changes)."""
     targets = [w for w in dict.fromkeys(words) if w and w in text]
-    long_ones = [w for w in targets if len(w) >= 3]
-    targets = long_ones or targets
+    targets = [w for w in targets if len(w) >= 3] or targets
     if not targets:
         return text
     edited = {w: w for w in targets}
@@ -322,8 +293,7 @@ def apply_typos(text: str, words: Sequence[str], typo: Typo, rng: random.Random)
         i = text.find(w, pos)
         if i < 0:
             continue
-        out.append(text[pos:i])
-        out.append(edited[w])
+        out += [text[pos:i], edited[w]]
         pos = i + len(w)
     out.append(text[pos:])
     return "".join(out)

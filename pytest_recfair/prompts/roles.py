@@ -63,6 +63,9 @@ _PLACEHOLDER = re.compile(
     re.I,
 )
 _SUFFIXES = (".csv", ".yaml", ".yml", ".json")
+_CSV_EXPECTED = (
+    "'role,attribute,type,question[,options]' or the paper's 'Role,Question Type,Question'"
+)
 _COLUMNS = {
     "role": "role", "attribute": "attribute", "type": "type", "question_type": "type",
     "qtype": "type", "question": "question", "options": "options", "id": "id",
@@ -151,21 +154,16 @@ def normalise_qtype(value: object) -> QType | None:
 def parse_options(question: str) -> tuple[str, ...]:
     """The options of ``... (A) x (B) y (C) I cannot make any choice``, in order; empty
     when the question lists none. Trailing separators (``,;.``) and ``or`` are dropped."""
-    marks = list(_OPTION.finditer(question))
+    texts = _OPTION.split(question)[2::2]  # before (A), A, after (A), B, ...
     out = []
-    for i, m in enumerate(marks):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(question)
-        text = question[m.end() : end].strip()
-        text = re.sub(r"(?:[\s,;]+(?:or|and)?)+$", "", text, flags=re.I).strip()
-        if i + 1 < len(marks):
-            text = text.rstrip(",;").strip()
-        out.append(text.rstrip("?.!").strip() if i + 1 == len(marks) else text)
+    for i, text in enumerate(texts):
+        text = re.sub(r"(?:[\s,;]+(?:or|and)?)+$", "", text.strip(), flags=re.I).strip()
+        out.append(text.rstrip("?.!" if i + 1 == len(texts) else ",;").strip())
     return tuple(out)
 
 
 def strip_role(question: str) -> str:
-    """The question without its role statement ``Suppose you are a(n) {role}, ``: the
-    without-role variant. A question without such a statement comes back unchanged."""
+    """The question without ``Suppose you are a(n) {role}, `` (as it is without one)."""
     m = _ROLE_STATEMENT.match(question)
     if m is None or not m.group("role"):
         return question
@@ -221,7 +219,11 @@ def load_roles(
 def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bool) -> RoleSet:
     if suffix == ".csv":
         doc: dict[str, Any] = {}
-        rows = _csv_rows(text, where)
+        need = {"role", "type", "question"}
+        rows: list[tuple[str, Any]] = csv_rows(text, where, _column, need, _CSV_EXPECTED)
+        for _, row in rows:
+            if "options" in row:
+                row["options"] = [o.strip() for o in row["options"].split("|") if o.strip()]
     else:
         # the C loader when built in: the bundled set's 2,376 questions load 5x faster
         data = load_structured(text, where, suffix, fast=True)
@@ -284,31 +286,14 @@ def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bo
     return RoleSet(doc.get("name") or where, tuple(questions), tuple(skipped))
 
 
-def _csv_rows(text: str, where: str) -> list[tuple[str, dict[str, Any]]]:
-    expected = (
-        "'role,attribute,type,question[,options]' or the paper's 'Role,Question Type,Question'"
-    )
-    rows: list[tuple[str, dict[str, Any]]] = csv_rows(
-        text,
-        where,
-        lambda f: _COLUMNS.get(re.sub(r"[\s/-]+", "_", f.strip().casefold())),
-        {"role", "type", "question"},
-        expected,
-    )
-    for _, row in rows:
-        if "options" in row:
-            row["options"] = [o.strip() for o in row["options"].split("|") if o.strip()]
-    return rows
+def _column(name: object, default: str | None = None) -> str | None:
+    """The field a column or key names, however spelt ("Question Type": type)."""
+    return _COLUMNS.get(re.sub(r"[\s/-]+", "_", str(name).strip().casefold()), default)
 
 
 def _renamed(item: Any) -> Any:
     """A YAML/JSON row with the CSV's column spellings ("Question Type") as its keys."""
-    if not isinstance(item, dict):
-        return item
-    return {
-        _COLUMNS.get(str(k).strip().casefold().replace(" ", "_"), str(k)): v
-        for k, v in item.items()
-    }
+    return {_column(k, str(k)): v for k, v in item.items()} if isinstance(item, dict) else item
 
 
 _EXPECTED = (

@@ -48,8 +48,7 @@ def slugify(name: str) -> str:
 
 
 def load_seeds(source: str | Path, *, domain: str | None = None) -> list[Entity]:
-    """Entities from a bundled set name or a .csv/.json/.yaml/.txt file (docs/prompts.md);
-    ``domain`` fills in rows that give none."""
+    """Entities of a bundled set or .csv/.json/.yaml/.txt file; ``domain`` where none."""
     if isinstance(source, str) and source.lower() in BUNDLED_SEEDS:
         name = source.lower()
         node = resources.files("pytest_recfair.prompts").joinpath("data", "seeds", f"{name}.csv")
@@ -71,26 +70,22 @@ def _parse(text: str, where: str, suffix: str, domain: str | None) -> list[Entit
             if line.strip() and not line.lstrip().startswith("#")
         ]
     else:
-        rows = _structured_rows(text, where, suffix)
+        data = load_structured(text, where, suffix)
+        doc = {"entities": data} if isinstance(data, list) else data
+        check_shape(
+            doc,
+            "seeds",
+            where,
+            "expected a list of names (or of mappings with 'name' and optional 'id', 'domain'), "
+            "or a mapping with an 'entities' list; fix that entry",
+        )
+        items = enumerate(doc["entities"])
+        rows = [(f"entities[{i}]", {"name": x} if isinstance(x, str) else x) for i, x in items]
     entities = [_entity(row, loc, where, domain) for loc, row in rows]
     if not entities:
         raise DataError(f"{where} contains no entities; expected at least one name")
     _check_unique(entities, [loc for loc, _ in rows], where)
     return entities
-
-
-def _structured_rows(text: str, where: str, suffix: str) -> list[tuple[str, dict[str, Any]]]:
-    data = load_structured(text, where, suffix)
-    doc = {"entities": data} if isinstance(data, list) else data
-    check_shape(
-        doc,
-        "seeds",
-        where,
-        "expected a list of names (or of mappings with 'name' and optional 'id', 'domain'), "
-        "or a mapping with an 'entities' list; fix that entry",
-    )
-    items = enumerate(doc["entities"])
-    return [(f"entities[{i}]", {"name": x} if isinstance(x, str) else x) for i, x in items]
 
 
 def _entity(row: dict[str, Any], loc: str, where: str, domain: str | None) -> Entity:
@@ -188,8 +183,7 @@ def example_bytes(relative: str) -> bytes:
 
 
 def write_examples(root: Path) -> list[tuple[Path, str]]:
-    """(path, "written" or "unchanged") of every example file; nothing is written when one
-    exists with other content."""
+    """(path, "written"/"unchanged") of every example file; none written if one clashes."""
     every = (*EXAMPLE_FILES, *pipeline_example_files())
     plan = [(root / rel, example_bytes(rel)) for rel in every]
     clash = [p for p, data in plan if p.exists() and p.read_bytes() != data]

@@ -8,7 +8,7 @@ import hashlib
 import json
 import re
 import string
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.fileio import load_structured, read_text
+from pytest_recfair.fileio import load_structured, read_input
 from pytest_recfair.prompts.languages import LANGUAGES, domain_nouns
 from pytest_recfair.vocab import VALUE_FORMS
 
@@ -76,52 +76,55 @@ class TemplateSet:
         return found
 
 
-def _check_template(text: Any, where: str, key: str, required: tuple[str, ...]) -> str:
+def _check_template(
+    text: Any, where: str, key: str, need: Sequence[Sequence[str]] = (), banned: Sequence[str] = ()
+) -> str:
+    """``text`` if a valid template with one of each ``need`` group and no ``banned``."""
     if not isinstance(text, str) or not text.strip():
         raise DataError(f"{where}: {key} must be a non-empty string; got {text!r}")
     try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
+        fields = {f for _, f, _, _ in string.Formatter().parse(text) if f is not None}
     except ValueError as exc:
         raise DataError(
             f"{where}: {key} is not a valid template ({exc}); write literal braces as {{{{ and }}}}"
         ) from exc
-    unknown = sorted({f for f in fields if f not in PLACEHOLDERS})
+    unknown = sorted(fields - PLACEHOLDERS)
     if unknown:
         raise DataError(
             f"{where}: {key} uses unknown placeholder(s) {unknown}; allowed: "
             f"{', '.join(sorted(PLACEHOLDERS))}"
         )
-    missing = [r for r in required if r not in fields]
-    if missing:
-        raise DataError(f"{where}: {key} must contain {', '.join('{' + m + '}' for m in missing)}")
+    for verb, names in [*(("must", n) for n in need if not fields & set(n)), ("must not", banned)]:
+        if verb == "must" or fields & set(names):
+            shown = " or ".join("{" + n + "}" for n in names)
+            raise DataError(f"{where}: {key} {verb} contain {shown}")
     return text
+
+
+def _only(data: dict[Any, Any], allowed: Collection[str], where: str, what: str) -> None:
+    if extra := sorted(set(data) - set(allowed)):
+        raise DataError(f"{where}: {what}: unknown key(s) {extra}; allowed: {', '.join(allowed)}")
 
 
 def _language_entry(code: str, raw: Any, where: str) -> LanguageTemplates:
     base = f"languages.{code}"
     if not isinstance(raw, dict):
         raise DataError(f"{where}: {base} must be a mapping with system, neutral, conditioned")
-    allowed = {"system", "neutral_system", "request", "neutral", "conditioned", "domains"}
-    allowed |= {"verbatim"}
-    extra = sorted(set(raw) - allowed)
-    if extra:
-        raise DataError(f"{where}: {base} has unknown key(s) {extra}; allowed: {sorted(allowed)}")
+    keys = ("system", "neutral_system", "request", "neutral", "conditioned", "domains", "verbatim")
+    _only(raw, keys, where, base)
     request = raw.get("request", "")
     if request:
-        _check_template(request, where, f"{base}.request", ())
-        if "{request}" in request or "{value}" in request or "{a_value}" in request:
-            raise DataError(f"{where}: {base}.request may not contain {{request}} or a value")
-
-    system = _check_template(raw.get("system"), where, f"{base}.system", ())
+        _check_template(request, where, f"{base}.request", banned=("request", "value", "a_value"))
+    system = _check_template(raw.get("system"), where, f"{base}.system")
     neutral_system = raw.get("neutral_system")
     if neutral_system is not None:
-        _check_template(neutral_system, where, f"{base}.neutral_system", ())
+        _check_template(neutral_system, where, f"{base}.neutral_system")
     verbatim = raw.get("verbatim", False)
     if not isinstance(verbatim, bool):
         raise DataError(f"{where}: {base}.verbatim must be true or false; got {verbatim!r}")
-    neutral = _check_template(raw.get("neutral"), where, f"{base}.neutral", ("entity",))
-    if "{value}" in neutral or "{a_value}" in neutral:
-        raise DataError(f"{where}: {base}.neutral must not contain {{value}} or {{a_value}}")
+    neutral = _check_template(
+        raw.get("neutral"), where, f"{base}.neutral", [["entity"]], ("value", "a_value")
+    )
     cond_raw = raw.get("conditioned")
     if isinstance(cond_raw, str):
         cond_raw = {"adjective": cond_raw, "noun": cond_raw}
@@ -130,19 +133,14 @@ def _language_entry(code: str, raw: Any, where: str) -> LanguageTemplates:
             f"{where}: {base}.conditioned must be a template string or a mapping from form "
             f"({', '.join(VALUE_FORMS)}) to template; got {cond_raw!r}"
         )
-    conditioned: dict[str, str] = {}
-    for form, text in cond_raw.items():
-        if form not in VALUE_FORMS:
-            raise DataError(
-                f"{where}: {base}.conditioned.{form}: unknown form; expected one of "
-                f"{', '.join(VALUE_FORMS)}"
-            )
-        checked = _check_template(text, where, f"{base}.conditioned.{form}", ("entity",))
-        if "{value}" not in checked and "{a_value}" not in checked:
-            raise DataError(
-                f"{where}: {base}.conditioned.{form} must contain {{value}} or {{a_value}}"
-            )
-        conditioned[form] = checked.replace("{request}", request)
+    _only(cond_raw, VALUE_FORMS, where, f"{base}.conditioned")
+    need = (["entity"], ["value", "a_value"])
+    conditioned = {
+        form: _check_template(text, where, f"{base}.conditioned.{form}", need).replace(
+            "{request}", request
+        )
+        for form, text in cond_raw.items()
+    }
     domains = raw.get("domains") or {}
     if not isinstance(domains, dict) or not all(isinstance(v, dict) for v in domains.values()):
         raise DataError(
@@ -150,21 +148,10 @@ def _language_entry(code: str, raw: Any, where: str) -> LanguageTemplates:
             "{book: {item: book, items: books, titles: book titles}}"
         )
     for dom, nouns in domains.items():
-        bad = sorted(set(nouns) - (DOMAIN_KEYS - {"domain"}))
-        if bad:
-            raise DataError(
-                f"{where}: {base}.domains.{dom} has unknown key(s) {bad}; allowed: "
-                "item, items, titles, counter"
-            )
-    return LanguageTemplates(
-        language=code,
-        system=system,
-        neutral=neutral.replace("{request}", request),
-        conditioned=conditioned,
-        domains={d: {k: str(v) for k, v in n.items()} for d, n in domains.items()},
-        neutral_system=neutral_system,
-        verbatim=verbatim,
-    )
+        _only(nouns, ("item", "items", "titles", "counter"), where, f"{base}.domains.{dom}")
+    nouns = {d: {k: str(v) for k, v in n.items()} for d, n in domains.items()}
+    neutral = neutral.replace("{request}", request)
+    return LanguageTemplates(code, system, neutral, conditioned, nouns, neutral_system, verbatim)
 
 
 def templates_from_dict(data: Any, where: str = "templates") -> TemplateSet:
@@ -180,19 +167,9 @@ def templates_from_dict(data: Any, where: str = "templates") -> TemplateSet:
             f"{where}: 'languages' must map a language code ({', '.join(LANGUAGES)}) to "
             f"its templates; got {langs!r}"
         )
-    extra = sorted(set(data) - {"name", "description", "languages"})
-    if extra:
-        raise DataError(
-            f"{where}: unknown top-level key(s) {extra}; allowed: name, description, languages"
-        )
-    entries = {}
-    for code, raw in langs.items():
-        if code not in LANGUAGES:
-            raise DataError(
-                f"{where}: languages.{code}: unsupported language; expected one of "
-                f"{', '.join(LANGUAGES)}"
-            )
-        entries[code] = _language_entry(code, raw, where)
+    _only(data, ("name", "description", "languages"), where, "(top level)")
+    _only(langs, LANGUAGES, where, "languages")
+    entries = {code: _language_entry(code, raw, where) for code, raw in langs.items()}
     return TemplateSet(name=name, languages=entries, source=where)
 
 
@@ -209,16 +186,8 @@ def load_templates(source: str | Path | TemplateSet) -> TemplateSet:
         return source
     if isinstance(source, str) and source.lower() in BUNDLED_TEMPLATES:
         return _bundled(source.lower())
-    path = Path(source)
-    if path.suffix.lower() not in (".yaml", ".yml"):
-        raise ConfigError(
-            f"templates: {str(source)!r} is neither a bundled set "
-            f"({', '.join(BUNDLED_TEMPLATES)}) nor a .yaml/.yml file"
-        )
-    if not path.is_file():
-        raise DataError(f"templates file {str(path)!r} does not exist; check the path")
-    where = f"templates file {str(path)!r}"
-    text = read_text(path, where, encoding="utf-8")
+    suffixes = (".yaml", ".yml")
+    text, where, _ = read_input(source, "templates", BUNDLED_TEMPLATES, suffixes)
     return templates_from_dict(load_structured(text, where), where)
 
 

@@ -93,15 +93,20 @@ def json_response(status: int, payload: object) -> Response:
     return Response(status, json.dumps(payload, ensure_ascii=False).encode("utf-8"))
 
 
-def fail(
+def error_body(
     status: int, message: str, kind: str = _INVALID, code: str | None = None, *, to: Kind = "openai"
-) -> Response:
+) -> dict[str, Any]:
     """An error body in the service's shape (Anthropic: a 404 is a ``not_found_error``)."""
     if to == "anthropic":
         kind = "not_found_error" if status == 404 else kind
-        return json_response(status, {"type": "error", "error": {"type": kind, "message": message}})
-    error = {"message": message, "type": kind, "param": None, "code": code}
-    return json_response(status, {"error": error})
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+def fail(
+    status: int, message: str, kind: str = _INVALID, code: str | None = None, *, to: Kind = "openai"
+) -> Response:
+    return json_response(status, error_body(status, message, kind, code, to=to))
 
 
 def content_text(content: object) -> str:
@@ -184,10 +189,8 @@ class BatchEngine:
         options: BatchOptions | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.answer = answer
-        self.model = model
+        self.answer, self.model, self.clock = answer, model, clock
         self.options = options or BatchOptions()
-        self.clock = clock
         self.files: dict[str, tuple[str, str, bytes]] = {}  # id -> filename, purpose, data
         self.batches: dict[str, _Batch] = {}
         self.created = 0  # batches created (a resumed client must not add one)
@@ -223,8 +226,7 @@ class BatchEngine:
 
     def _upload(self, content_type: str, body: bytes) -> Response:
         if not content_type.startswith("multipart/form-data"):
-            why = "Upload a file as multipart/form-data (fields file, purpose)."
-            return fail(400, why)
+            return fail(400, "Upload a file as multipart/form-data (fields file, purpose).")
         message = BytesParser(policy=HTTP).parsebytes(
             f"Content-Type: {content_type}\r\n\r\n".encode("latin-1") + body
         )
@@ -303,11 +305,9 @@ class BatchEngine:
             if not isinstance(metadata, dict | None):
                 raise TypeError("metadata")
         except (ValueError, KeyError, TypeError):
-            why = "Expected JSON with input_file_id, endpoint, completion_window."
-            return fail(400, why)
+            return fail(400, "Expected JSON with input_file_id, endpoint, completion_window.")
         if endpoint != "/v1/chat/completions":
-            what = f"endpoint {endpoint!r} is not served; use /v1/chat/completions."
-            return fail(400, what)
+            return fail(400, f"endpoint {endpoint!r} is not served; use /v1/chat/completions.")
         if window != "24h":
             return fail(400, f"completion_window must be '24h', got {window!r}.")
         if file_id not in self.files:
@@ -423,11 +423,9 @@ class BatchEngine:
             return
         for ok, name in ((True, "output_file_id"), (False, "error_file_id")):
             lines = [r["line"] for r in batch.results if (r["outcome"] == "succeeded") == ok]
-            setattr(batch, name, self._store_jsonl(lines) if lines else None)
-
-    def _store_jsonl(self, lines: list[dict[str, Any]]) -> str:
-        data = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines).encode()
-        return str(self._store("batch_output.jsonl", "batch_output", data)["id"])
+            data = "".join(json.dumps(x, ensure_ascii=False) + "\n" for x in lines).encode()
+            stored = self._store("batch_output.jsonl", "batch_output", data) if lines else None
+            setattr(batch, name, stored and stored["id"])
 
     def _draw(self, what: str, custom_id: str, rate: float) -> bool:
         return rate > 0 and unit(self.options.seed, what, custom_id) < rate
@@ -447,27 +445,21 @@ class BatchEngine:
                 detail, outcome = self.answer(users[-1] if users else "", system), "succeeded"
             except Exception as exc:  # a user callable failed: that line errors
                 outcome, detail = "errored", f"recommender raised {type(exc).__name__}: {exc}"
-        anthropic = batch.kind == "anthropic"
+        anthropic, body = batch.kind == "anthropic", None
         if outcome == "succeeded":
-            reply = reply_body(line.body, line.payload, detail, self.model, anthropic=anthropic)
+            body = reply_body(line.body, line.payload, detail, self.model, anthropic=anthropic)
+        elif outcome == "errored":
+            kind = "api_error" if anthropic else "server_error"
+            body = error_body(500, detail, kind, to=batch.kind)
         if anthropic:
-            result: dict[str, Any] = {"type": outcome}
-            if outcome == "succeeded":
-                result["message"] = reply
-            elif outcome == "errored":
-                api_error = {"type": "api_error", "message": detail}
-                result["error"] = {"type": "error", "error": api_error}
+            key = {"succeeded": "message", "errored": "error"}.get(outcome)
+            result = {"type": outcome, **({key: body} if key else {})}
             return {"outcome": outcome, "line": {"custom_id": cid, "result": result}}
         ident = f"{stable_seed(opts.seed, 'req', cid, line.body):016x}"
-        out: dict[str, Any] = {"id": f"batch_req_{ident}", "custom_id": cid}
-        out |= {"response": None, "error": _LINE_ERRORS.get(outcome)}
-        if outcome == "succeeded":
-            out["response"] = {"status_code": 200, "request_id": f"req_{ident}", "body": reply}
-        elif outcome == "errored":
-            error = {"message": detail, "type": "server_error", "param": None, "code": None}
-            body = {"error": error}
-            out["response"] = {"status_code": 500, "request_id": f"req_{ident}", "body": body}
-        return {"outcome": outcome, "line": out}
+        status = 200 if outcome == "succeeded" else 500
+        response = body and {"status_code": status, "request_id": f"req_{ident}", "body": body}
+        out = {"id": f"batch_req_{ident}", "custom_id": cid, "response": response}
+        return {"outcome": outcome, "line": out | {"error": _LINE_ERRORS.get(outcome)}}
 
 
 def _parse_openai_lines(data: bytes, endpoint: str) -> tuple[list[_Line], list[dict[str, Any]]]:

@@ -263,8 +263,7 @@ class RolePlaySim:
     """Deterministic answers to role-play and judge prompts (None for other prompts)."""
 
     def __init__(self, plan: RolePlan | None = None, seed: int = 0) -> None:
-        self.plan = plan or RolePlan()
-        self.seed = seed
+        self.plan, self.seed = plan or RolePlan(), seed
         self._propensity: dict[tuple[str, str], float] = {}
 
     def propensity(self, question: str, qtype: QType) -> float:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.fileio import load_structured
 from pytest_recfair.sim.planted import ItemPlan, PositionPlan, RolePlan, fraction, unit
 from pytest_recfair.sim.recognise import Recognised, ValueMatch
 
@@ -46,19 +47,15 @@ class Heterogeneity:
         if isinstance(spec, str) and spec in PROFILES:
             return PROFILES[spec]
         if isinstance(spec, str):
-            pairs: dict[str, object] = {}
-            for item in filter(None, (p.strip() for p in spec.split(","))):
-                key, sep, value = item.partition("=")
-                if not sep:
-                    raise ConfigError(
-                        f"heterogeneity: {item!r} is not a profile ({', '.join(sorted(PROFILES))})"
-                        " nor a 'stability=S,sensitivity=H' item."
-                    )
-                try:
-                    pairs[key.strip()] = float(value)
-                except ValueError:
-                    pairs[key.strip()] = value
-            spec = pairs
+            items = [p.strip().partition("=") for p in spec.split(",") if p.strip()]
+            if bad := [key for key, sep, _ in items if not sep]:
+                raise ConfigError(
+                    f"heterogeneity: {bad[0]!r} is not a profile ({', '.join(sorted(PROFILES))})"
+                    " nor a 'stability=S,sensitivity=H' item."
+                )
+            # a number where it reads as one: the check names anything else as given
+            numeric = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
+            spec = {k.strip(): float(v) if numeric.fullmatch(v) else v for k, _, v in items}
         if not isinstance(spec, Mapping) or not set(spec) <= {"stability", "sensitivity"}:
             raise ConfigError(
                 f"heterogeneity: expected one of {sorted(PROFILES)}, 'stability=S,sensitivity=H' "
@@ -229,12 +226,8 @@ def load_profile(source: BiasProfile | Mapping[str, Any] | str | Path | None) ->
                 f"bias profile {str(path)!r} cannot be read ({exc.strerror}); "
                 "check the path passed as bias=/--bias."
             ) from exc
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise DataError(f"{where}: not valid YAML ({exc}); fix the file.") from exc
     base = None if where.startswith("bundled") else path.parent
-    return BiasProfile.from_mapping(data or {}, source=where, base=base)
+    return BiasProfile.from_mapping(load_structured(text, where) or {}, source=where, base=base)
 
 
 # Other spellings of the fields of Faults ("-" reads as "_" after this lookup).

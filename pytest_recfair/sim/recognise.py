@@ -109,8 +109,7 @@ class Vocabulary:
         return self._attrs.get(label, ())
 
     def extended(self, entries: Iterable[tuple[str, str, str]]) -> Vocabulary:
-        """A copy that also knows ``(form, label, attribute)`` triples; a known label keeps
-        its attributes and gains the new one."""
+        """A copy that also knows ``(form, label, attribute)`` triples (a known label: +1)."""
         forms = list(self.forms)
         known = {(f.form.casefold(), f.label) for f in forms}
         for form, label, attribute in entries:
@@ -284,10 +283,6 @@ class Recognised:
     def labels(self) -> tuple[str, ...]:
         return tuple(v.label for v in self.values)
 
-    @property
-    def names(self) -> frozenset[str]:
-        return frozenset(n for v in self.values for n in (v.label, *v.aliases))
-
 
 class Recogniser:
     """Recognises prompts against one Vocabulary (compiled once)."""
@@ -349,16 +344,12 @@ class Recogniser:
         labels = label.split(LABEL_SEP)
         if len(attrs) != len(labels):
             attrs, labels = [attribute], [label]
-        aliases = tuple(
-            v.label for v in self._exact(_ARTICLES.sub("", phrase)) if v.label not in labels
-        )
+        found = self._exact(_ARTICLES.sub("", phrase))
+        aliases = tuple(v.label for v in found if v.label not in labels)
+        known = self.vocabulary.attributes_of
         return tuple(
             ValueMatch(
-                lab,
-                (att.casefold(), *(a for a in self.vocabulary.attributes_of(lab) if a != att)),
-                phrase,
-                1.0,
-                tuple(a for a in aliases if a != lab),
+                lab, (att.casefold(), *(a for a in known(lab) if a != att)), phrase, 1.0, aliases
             )
             for att, lab in zip(attrs, labels, strict=True)
         )
@@ -392,10 +383,8 @@ class Recogniser:
             phrases.append(phrase)
             if not _NEUTRAL_SLOT.match(phrase):
                 break
-        else:
-            if not phrases:
-                return self._exact(masked)
-            return ()  # the template's slot is there and holds only an article: neutral
+        else:  # no slot: any value the prompt names; a slot of only an article: neutral
+            return () if phrases else self._exact(masked)
         if found := self._exact(phrase):
             return found
         # a misspelt value, else an unknown one under its own label (a profile may name it)
@@ -418,10 +407,9 @@ class Recogniser:
             if len(target) < (2 if _CJK.search(target) else 3):
                 continue
             matcher.set_seq2(target)
+            near = max(3, len(target) // 3)
             for form in self._by_form:
-                if len(form) < len(target) // 2 or abs(len(form) - len(target)) > max(
-                    3, len(target) // 3
-                ):
+                if len(form) < len(target) // 2 or abs(len(form) - len(target)) > near:
                     continue
                 if len(form) == len(target) and _transposed(form, target):
                     score = 0.9  # "fta" / "fat": one swap reads as a typo, whatever the length
@@ -459,13 +447,10 @@ def _find_entity(text: str) -> tuple[str, tuple[int, int] | None]:
     for after in _ZH_AFTER.finditer(text):
         end = after.start()
         head = text[:end]
-        if head.endswith(tuple(_QUOTES.values())):
-            opener = next(o for o, c in _QUOTES.items() if head.endswith(c))
-            start = head.rfind(opener, 0, len(head) - 1)
-            if start >= 0:
-                return head[start + 1 : -1].strip(), (start, end)
-        starts = [m.end() for m in _ZH_START.finditer(head)]
-        start = starts[-1] if starts else 0
+        opener = next((o for o, c in _QUOTES.items() if head.endswith(c)), None)
+        if opener is not None and (start := head.rfind(opener, 0, len(head) - 1)) >= 0:
+            return head[start + 1 : -1].strip(), (start, end)
+        start = max((m.end() for m in _ZH_START.finditer(head)), default=0)
         name = head[start:].strip()
         if name:
             return name, (start, end)
@@ -473,8 +458,7 @@ def _find_entity(text: str) -> tuple[str, tuple[int, int] | None]:
 
 
 def _take_name(text: str, start: int) -> tuple[str, tuple[int, int] | None]:
-    while start < len(text) and text[start] == " ":
-        start += 1
+    start = len(text) - len(text[start:].lstrip(" "))
     if start < len(text) and text[start] in _QUOTES:
         close = text.find(_QUOTES[text[start]], start + 1)
         if close > start + 1:

@@ -176,9 +176,7 @@ class Catalogue:
         )
 
 
-@lru_cache(maxsize=4096)
-def catalogue(entity_key: str, domain: str) -> Catalogue:
-    return Catalogue(entity_key, domain)
+catalogue = lru_cache(maxsize=4096)(Catalogue)  # one per (entity, domain), grown on demand
 
 
 @dataclass(frozen=True)
@@ -232,10 +230,7 @@ class SimulatedRecommender:
         spread = self.profile.heterogeneity if heterogeneity is None else heterogeneity
         self.heterogeneity = Heterogeneity.parse(spread)
         self.faults = Faults.parse(faults).merged(self.profile)
-        self.noise = float(noise)
-        self.seed = seed
-        self.default_k = default_k
-        self.style = style
+        self.noise, self.seed, self.default_k, self.style = float(noise), seed, default_k, style
         vocab = Vocabulary.builtin()
         known = {f.label.casefold() for f in vocab.forms}
         forms = [  # the profile's own labels, so a prompt naming one is read as that value

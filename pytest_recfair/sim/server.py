@@ -278,9 +278,33 @@ class SimServer:
         assert task is not None
         self._tasks.add(task)
         try:
-            while (request := await self._read_request(reader)) is not None:
-                method, path, headers, body, keep_alive = request
-                response = await self._dispatch(method, path, headers, body)
+            while (line := await reader.readline()).strip():
+                try:
+                    method, target, version = line.decode("latin-1").split()
+                except ValueError:
+                    break
+                headers: dict[str, str] = {}
+                while (raw := await reader.readline()) not in (b"\r\n", b"\n", b""):
+                    name, _, value = raw.decode("latin-1").partition(":")
+                    headers[name.strip().lower()] = value.strip()
+                if headers.get("transfer-encoding", "").lower() == "chunked":
+                    chunks = []
+                    while size := int((await reader.readline()).split(b";")[0].strip() or b"0", 16):
+                        chunks.append(await reader.readexactly(size))
+                        await reader.readline()
+                    await reader.readline()  # the empty trailer after the last chunk
+                    body = b"".join(chunks)
+                else:
+                    length = int(headers.get("content-length", "0") or 0)
+                    if length > MAX_BODY:
+                        break
+                    body = await reader.readexactly(length) if length else b""
+                connection = headers.get("connection", "").lower()
+                keep_alive = (
+                    connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
+                )
+                path = target.split("?", 1)[0]
+                response = await self._dispatch(method.upper(), path, headers, body)
                 if response is None:  # a "close" timeout: drop the connection unanswered
                     break
                 head = [
@@ -308,36 +332,6 @@ class SimServer:
             with contextlib.suppress(Exception):
                 await writer.wait_closed()
 
-    async def _read_request(
-        self, reader: asyncio.StreamReader
-    ) -> tuple[str, str, dict[str, str], bytes, bool] | None:
-        line = await reader.readline()
-        if not line.strip():
-            return None
-        try:
-            method, target, version = line.decode("latin-1").split()
-        except ValueError:
-            return None
-        headers: dict[str, str] = {}
-        while (raw := await reader.readline()) not in (b"\r\n", b"\n", b""):
-            name, _, value = raw.decode("latin-1").partition(":")
-            headers[name.strip().lower()] = value.strip()
-        if headers.get("transfer-encoding", "").lower() == "chunked":
-            chunks = []
-            while size := int((await reader.readline()).split(b";")[0].strip() or b"0", 16):
-                chunks.append(await reader.readexactly(size))
-                await reader.readline()
-            await reader.readline()  # the empty trailer after the last chunk
-            body = b"".join(chunks)
-        else:
-            length = int(headers.get("content-length", "0") or 0)
-            if length > MAX_BODY:
-                return None
-            body = await reader.readexactly(length) if length else b""
-        connection = headers.get("connection", "").lower()
-        keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
-        return method.upper(), target.split("?", 1)[0], headers, body, keep_alive
-
     async def _dispatch(
         self, method: str, path: str, headers: dict[str, str], body: bytes
     ) -> Response | None:
@@ -358,8 +352,7 @@ class SimServer:
         if path.startswith(("/v1/models/", "/models/")):
             name = path.rsplit("/", 1)[1]
             if name != self.model:
-                message = f"The model '{name}' does not exist."
-                return fail(404, message, code="model_not_found")
+                return fail(404, f"The model '{name}' does not exist.", code="model_not_found")
             return json_response(200, card)
         listing = path in ("/v1/models", "/models")
         anthropic = path == "/v1/messages"  # Anthropic's Messages API (no streaming)

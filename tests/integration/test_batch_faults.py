@@ -226,15 +226,13 @@ def test_unreadable_results_are_quarantined(
     todo = cases(0, 1)
     with SimServer(SimulatedRecommender(seed=6), batch=BatchOptions()) as srv:
         provider = provider_of(srv, "openai")
-        real = srv.batches._store_jsonl
+        real = srv.batches._store
 
-        def broken(lines: list[dict[str, Any]]) -> str:
-            file_id = real(lines)
-            name, purpose, _ = srv.batches.files[file_id]
-            srv.batches.files[file_id] = (name, purpose, body)
-            return file_id
+        def broken(name: str, purpose: str, data: bytes) -> dict[str, Any]:
+            # the batch's output and error files: stored as ``body`` instead
+            return real(name, purpose, body if purpose == "batch_output" else data)
 
-        monkeypatch.setattr(srv.batches, "_store_jsonl", broken)
+        monkeypatch.setattr(srv.batches, "_store", broken)
         outcome = run_batch(
             provider, todo, journals=tmp_path, record=Recorder(), poll_interval=0.01
         )

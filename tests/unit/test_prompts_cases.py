@@ -293,9 +293,10 @@ def test_user_template_file(tmp_path: Path) -> None:
          "conditioned: 'c {entity} {value}'}}", r"unknown placeholder\(s\) \['colour'\]"),
         ("name: x\nlanguages: {en: {system: s, neutral: 'n', conditioned: 'c {entity} {value}'}}",
          r"languages\.en\.neutral must contain \{entity\}"),
-        ("name: x\nlanguages: {it: {}}", r"languages\.it: unsupported language"),
+        ("name: x\nlanguages: {it: {}}", r"languages: unknown key\(s\) \['it'\]; allowed: en, fr"),
         ("name: x\nlanguages: {en: {system: s, neutral: 'n {entity}', "
-         "conditioned: {verb: 'c {entity} {value}'}}}", r"conditioned\.verb: unknown form"),
+         "conditioned: {verb: 'c {entity} {value}'}}}",
+         r"conditioned: unknown key\(s\) \['verb'\]; allowed: adjective"),
         ("languages: {}", r"'name' must be a non-empty string"),
     ],
 )  # fmt: skip

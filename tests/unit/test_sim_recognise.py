@@ -6,13 +6,18 @@ from typing import Any
 
 import pytest
 
-from pytest_recfair.sim.recognise import Recogniser, Vocabulary, entity_key
+from pytest_recfair.sim.recognise import Recognised, Recogniser, Vocabulary, entity_key
 
 FAIRLLM_REQUEST = (
     "Please provide me with a list of {k} movie titles in order of preference that you think "
     "I might like. Just provide me a list, don't give me anything else. Please do not provide "
     "any additional information about the movies, such as artist, genre, or release date."
 )
+
+
+def _names(rec: Recognised) -> frozenset[str]:
+    """Every label a profile may name the prompt's values by (the canonical and aliases)."""
+    return frozenset(n for v in rec.values for n in (v.label, *v.aliases))
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +78,7 @@ def test_fairllm_neutral_prompt(recognise: Recogniser) -> None:
 def test_fairllm_values(recognise: Recogniser, text: str, label: str) -> None:
     rec = recognise(fairllm(text))
     assert len(rec.values) == 1
-    assert label in rec.names  # the grid's own label ("Islamic") or the canonical one
+    assert label in _names(rec)  # the grid's own label ("Islamic") or the canonical one
     assert not rec.typo
     assert rec.entity == "Hayao Miyazaki"
 
@@ -273,7 +278,7 @@ def test_every_bundled_template_language_and_grid(
         want = set() if case.value is None else set(case.value.split(" x "))
         got = (rec.entity, rec.k, rec.language, rec.domain)
         assert got == (case.entity, 20, language, "music"), case.prompt
-        assert want <= rec.names, case.prompt
+        assert want <= _names(rec), case.prompt
         assert len(rec.values) == len(want), case.prompt
         # FaiRLLM's "typo" attribute is made of misspellings: those count as typos.
         assert rec.typo == (case.attribute == "typo" and case.value not in rec.labels)
@@ -287,6 +292,6 @@ def test_typo_perturbed_prompts_are_mostly_recovered(recognise: Recogniser, lang
     for case in cases:
         rec = recognise(case.prompt, case.system)
         assert (rec.entity, rec.k) == (case.entity, 20), case.prompt
-        hits += set(case.value.split(" x ")) <= rec.names
+        hits += set(case.value.split(" x ")) <= _names(rec)
     # Heavy edits ("年人" for "年轻人") are ambiguous; most must still land.
     assert hits / len(cases) >= 0.8
