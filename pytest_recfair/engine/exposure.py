@@ -415,11 +415,7 @@ class ExposureAudit(ListKind):
     def wants(self, settings: AuditSettings) -> bool:
         return False  # asked for by name: kind="exposure"
 
-    def check_catalogue(
-        self, settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[Path]
-    ) -> None:
-        setup(settings, catalogue, where)
-
+    check_catalogue = staticmethod(setup)
     score = staticmethod(_score)
 
     def failures(

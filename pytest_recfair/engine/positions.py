@@ -17,7 +17,7 @@ from pytest_recfair.engine.base import (
     drifts,
     prop_key,
 )
-from pytest_recfair.engine.items.scoring import rounded
+from pytest_recfair.engine.items.scoring import paired_runs, rounded
 from pytest_recfair.engine.overlap.evidence import SHOW, reply_text
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.metrics.positions import (
@@ -100,15 +100,9 @@ class PositionSections:
     ) -> KindComparison:
         """Pooled bias and missed rate, B against A (paired entity bootstrap, Holm); without
         per-entity counts or with another K: its bias, no test."""
-        before = {r["attribute"]: r for r in _attributes(a)}
+        pairs, notes = paired_runs(_attributes(a), _attributes(b), lambda r: r["attribute"])
         rows: list[KindRow] = []
-        names = {r["attribute"] for r in _attributes(b)}
-        notes = [f"{name} only in A" for name in before if name not in names]
-        for res in _attributes(b):
-            was = before.get(res["attribute"])
-            if was is None:
-                notes.append(f"{res['attribute']} only in B")
-                continue
+        for was, res in pairs:
             cmp = _paired(was, res, n_resamples=n_resamples, seed=seed, margin=tolerance)
             what = (res["attribute"], f"pick of {res['k']}")
             if cmp is None:  # a stored result without per-entity counts: the numbers only

@@ -5,7 +5,6 @@ shifts from neutral (total variation distance, family-wise permutation test over
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any, Final
 
 from pytest_recfair import secrets
@@ -218,15 +217,9 @@ class ItemSections:
     ) -> KindComparison:
         """Each field's largest shift, B against A (paired entity bootstrap, Holm); runs with
         other values, fields or categories: the numbers, no test."""
-        before = {r.attribute: r for r in _results(a)}
-        now = _results(b)
-        notes = [f"{n} only in A" for n in before if n not in {r.attribute for r in now}]
+        pairs, notes = itemside.paired_runs(_results(a), _results(b), lambda r: r.attribute)
         rows: list[KindRow] = []
-        for res in now:
-            was = before.get(res.attribute)
-            if was is None:
-                notes.append(f"{res.attribute} only in B")
-                continue
+        for was, res in pairs:
             try:
                 cmp = compare_shift(
                     was.counts, res.counts, n_resamples=n_resamples, seed=seed, margin=tolerance
@@ -272,11 +265,7 @@ class ItemAudit(ListKind):
     def wants(self, settings: AuditSettings) -> bool:
         return settings.item_field is not None
 
-    def check_catalogue(
-        self, settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[Path]
-    ) -> None:
-        itemside.check_fields(catalogue, settings.item_field or "")
-
+    check_catalogue = staticmethod(itemside.check_fields)
     score = staticmethod(_score)
 
     def failures(

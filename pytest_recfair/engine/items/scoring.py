@@ -6,9 +6,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -16,6 +16,9 @@ from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.metrics import itemshift
 from pytest_recfair.replies.catalogue import Catalogue, Coverage
 from pytest_recfair.results import GateFailure, Interval, KindResults
+from pytest_recfair.settings import AuditSettings
+
+T = TypeVar("T")
 
 
 def rounded(x: Any) -> Any:
@@ -23,6 +26,17 @@ def rounded(x: Any) -> Any:
     if np.ndim(x):
         return [rounded(v) for v in x]
     return None if x is None or not math.isfinite(float(x)) else round(float(x), 6)
+
+
+def paired_runs(
+    a: Sequence[T], b: Sequence[T], name: Callable[[T], str]
+) -> tuple[list[tuple[T, T]], list[str]]:
+    """(A's, B's) result of each attribute both runs hold; notes for those only one holds."""
+    was, now = {name(r): r for r in a}, {name(r): r for r in b}
+    notes = [f"{n} only in A" for n in was if n not in now]
+    return [(was[n], r) for n, r in now.items() if n in was], notes + [
+        f"{n} only in B" for n in now if n not in was
+    ]
 
 
 def coverage_dict(c: Coverage) -> dict[str, Any]:
@@ -197,8 +211,9 @@ def needed(catalogue: Catalogue | None, marker: str) -> Catalogue:
     return catalogue
 
 
-def check_fields(catalogue: Catalogue | None, item_field: str) -> None:
+def check_fields(settings: AuditSettings, catalogue: Catalogue | None, where: object) -> None:
     """Every ``item_field`` in the catalogue with usable levels: checked before any request."""
+    item_field = settings.item_field or ""
     catalogue = needed(catalogue, f"item_field={item_field!r}")
     if not field_names(item_field):
         raise ConfigError(f"item_field={item_field!r} names no field; give e.g. 'price'")

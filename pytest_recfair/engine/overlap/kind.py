@@ -191,7 +191,7 @@ class ListKind(PooledKind):
     named_inputs = ("catalogue",)
 
     # each kind's own, at collection and before sending: a bad setting stops here
-    check_catalogue: Callable[[AuditSettings, Catalogue | None, Sequence[Path]], None]
+    check_catalogue: Callable[[AuditSettings, Catalogue | None, Sequence[Path]], object]
 
     def build_cases(
         self,
