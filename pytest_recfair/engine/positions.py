@@ -202,7 +202,9 @@ def _score_attribute(
     }
 
 
-def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailure]:
+def _failures(
+    settings: AuditSettings, res: Mapping[str, Any], before: Mapping[str, Any] | None
+) -> list[GateFailure]:
     attr, alpha, tol = res["attribute"], settings.alpha, settings.tolerance
     out: list[GateFailure] = []
 
@@ -232,31 +234,17 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
                 fail(v, tol, p, f"{g}: {name} {v:.3f} differs from the neutral prompt's "
                      f"{values[0]:.3f} (family-wise p = {p:.3g})", cis[i + 1], group=g,
                      bound="tol")  # fmt: skip
+    # drift: pooled bias / missed rate risen by more than the tolerance on shared entities
+    # (incompatible baselines are reported by the baseline layer)
+    cmp = _paired(before or {}, res, n_resamples=settings.n_resamples, seed=settings.seed,
+                  margin=tol)  # fmt: skip
+    n = 0 if cmp is None else cmp.n_paired
+    for name, was, now, p in [] if cmp is None else drifts(cmp, DRIFT_MEASURES):
+        if np.isfinite(now - was) and now - was > tol and p < alpha:
+            fail(now, tol, p, f"pooled position {name} {was:.3f} -> {now:.3f} rose by more than "
+                 f"the tolerance {tol:g} (paired entity bootstrap p = {p:.3g} over {n} "
+                 "entities)", None, baseline=was, n_paired=n)  # fmt: skip
     return out
-
-
-def _drift(
-    settings: AuditSettings, res: Mapping[str, Any], before: Mapping[str, Any] | None
-) -> list[GateFailure]:
-    """Pooled bias / missed rate risen by more than ``tolerance``, on shared entities
-    (incompatible baselines are reported by the baseline layer)."""
-    tol = settings.tolerance
-    cmp = _paired(
-        before or {}, res, n_resamples=settings.n_resamples, seed=settings.seed, margin=tol
-    )
-    if cmp is None:
-        return []
-    n = cmp.n_paired
-    return [
-        GateFailure(
-            "position", attribute=res["attribute"], value=now, limit=tol, baseline=was,
-            p_value=p, alpha=settings.alpha, n_paired=n,
-            detail=f"pooled position {name} {was:.3f} -> {now:.3f} rose by more than the "
-            f"tolerance {tol:g} (paired entity bootstrap p = {p:.3g} over {n} entities)",
-        )
-        for name, was, now, p in drifts(cmp, DRIFT_MEASURES)
-        if np.isfinite(now - was) and now - was > tol and p < settings.alpha
-    ]  # fmt: skip
 
 
 def _paired(
@@ -293,12 +281,7 @@ class PositionAudit(PooledKind):
         return settings.candidates is not None
 
     def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
+        self, settings: AuditSettings, grid: Grid, entities: Sequence[Entity], inputs: AuditInputs
     ) -> list[CandidateCase]:
         if inputs.candidates is None:
             raise ConfigError(
@@ -306,7 +289,8 @@ class PositionAudit(PooledKind):
             )
         return build_candidate_cases(
             grid, list(entities), inputs.candidates, style=settings.pick, orders=settings.orders,
-            domain=settings.domain, attributes=attributes, seed=settings.seed,
+            domain=settings.domain, seed=settings.seed,
+            attributes=None if settings.attr is None else [settings.attr],
         )  # fmt: skip
 
     score = staticmethod(_score)
@@ -315,10 +299,11 @@ class PositionAudit(PooledKind):
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
     ) -> tuple[GateFailure, ...]:
         before = {r["attribute"]: r for r in _attributes(baseline)}
-        out: list[GateFailure] = []
-        for res in _attributes(result):
-            out += [*_failures(settings, res), *_drift(settings, res, before.get(res["attribute"]))]
-        return tuple(out)
+        return tuple(
+            f
+            for res in _attributes(result)
+            for f in _failures(settings, res, before.get(res["attribute"]))
+        )
 
 
 POSITIONS = PositionAudit()

@@ -84,14 +84,9 @@ class LengthAudit(base.PooledKind):
         return True
 
     def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
+        self, settings: AuditSettings, grid: Grid, entities: Sequence[Entity], inputs: AuditInputs
     ) -> list[PromptCase]:
-        return registry.default().build_cases(settings, grid, entities, attributes, inputs)  # type: ignore[return-value]
+        return registry.default().build_cases(settings, grid, entities, inputs)  # type: ignore[return-value]
 
     def scorer(
         self,

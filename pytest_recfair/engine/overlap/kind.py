@@ -40,12 +40,12 @@ if TYPE_CHECKING:
     from pytest_recfair.vocab import ParseStyle
 
 
+@dataclasses.dataclass
 class OverlapScorer:
     """A list-overlap audit's tally, fed one chunk of entities' replies at a time."""
 
-    def __init__(self, settings: AuditSettings, tally: Tally) -> None:
-        self.settings = settings
-        self.tally = tally
+    settings: AuditSettings
+    tally: Tally
 
     def add(self, cases: Sequence[PromptCase], outcome: RunOutcome) -> None:
         s = self.settings
@@ -121,19 +121,14 @@ class OverlapAudit:
         return True
 
     def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
+        self, settings: AuditSettings, grid: Grid, entities: Sequence[Entity], inputs: AuditInputs
     ) -> list[PromptCase]:
         """The recommendation-list prompts (neutral and per attribute value)."""
         s = settings
         return build_cases(
             grid=grid, templates=s.templates, entities=list(entities), domain=s.domain,
             k=s.k, language=s.language, perturbation=s.perturbation, seed=s.seed,
-            repeats=s.repeats, attributes=attributes,
+            repeats=s.repeats, attributes=None if s.attr is None else [s.attr],
         )  # fmt: skip
 
     def scorer(
@@ -143,11 +138,12 @@ class OverlapAudit:
         first: Sequence[PromptCase],
         inputs: AuditInputs,
     ) -> OverlapScorer:
-        s = settings
-        config = TallyConfig(s.metrics, s.k, s.repeats, s.variant, s.missing)
-        tally = Tally.start(entities, layout_of(first), config)
+        s, layout = settings, layout_of(first)
+        tally = Tally.start(
+            entities, layout, TallyConfig(s.metrics, s.k, s.repeats, s.variant, s.missing)
+        )
         tally.quality = qg.QualityTally.start(
-            entities, layout_of(first), s.k, inputs.catalogue, s.quality_field
+            entities, layout, s.k, inputs.catalogue, s.quality_field
         )
         return OverlapScorer(settings, tally)
 
@@ -164,13 +160,10 @@ class OverlapAudit:
         meta["model"] = models.pop() if len(models) == 1 else ",".join(sorted(tally.models))
         counted = [p.failures for p in parts if p.failures is not None]
         sent = Sent(
-            prompts=sum(int(c["cases"]) for c in counted),
-            failed=[unanswered.FailedPrompt(**f) for c in counted for f in c["failed"]],
-            prompt_tokens=tally.prompt_tokens,
-            completion_tokens=tally.completion_tokens,
-            cost=merged_cost(parts),
-            models=set(tally.models),
-        )
+            sum(int(c["cases"]) for c in counted),
+            [unanswered.FailedPrompt(**f) for c in counted for f in c["failed"]],
+            tally.prompt_tokens, tally.completion_tokens, merged_cost(parts), set(tally.models),
+        )  # fmt: skip
         return Merged(meta, OverlapScorer(settings, tally), sent)
 
     def failures(
@@ -194,17 +187,12 @@ class ListKind(PooledKind):
     check_catalogue: Callable[[AuditSettings, Catalogue | None, Sequence[Path]], object]
 
     def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
+        self, settings: AuditSettings, grid: Grid, entities: Sequence[Entity], inputs: AuditInputs
     ) -> list[PromptCase]:
         # every run path builds the first entity's cases before sending anything: a wrong
         # item_field, a missing catalogue or a bad bins/reference stops the audit here
         self.check_catalogue(settings, inputs.catalogue, inputs.where)
-        return OVERLAP.build_cases(settings, grid, entities, attributes, inputs)
+        return OVERLAP.build_cases(settings, grid, entities, inputs)
 
 
 def _quality(result: AuditResult | None) -> Any:
