@@ -183,23 +183,14 @@ def _score_attribute(
                       n_resamples=n, seed=settings.seed)  # fmt: skip
     hist, _ = group_tables(pos, cho, k)
     return {
-        "attribute": attribute,
-        "groups": list(r.groups),
-        "k": r.k,
-        "curve": rounded(r.curve),
-        **{
-            name: {m: rounded(getattr(r, name)[:, i]) for i, m in enumerate(MEASURES)}
-            for name in ("measures", "measures_ci", "p_adjusted")
-        },
-        "pooled_bias": rounded(r.pooled_bias),
-        "pooled_bias_ci": rounded(r.pooled_bias_ci),
-        "chi2": rounded(r.chi2),
-        "p_uniform": rounded(r.p_uniform),
-        "n_picks": [int(x) for x in r.n_picks],
-        "n_entities": r.n_entities,
-        "entities": entities,
+        "attribute": attribute, "groups": list(r.groups), "k": r.k, "curve": rounded(r.curve),
+        **{name: {m: rounded(getattr(r, name)[:, i]) for i, m in enumerate(MEASURES)}
+           for name in ("measures", "measures_ci", "p_adjusted")},
+        **{n: rounded(getattr(r, n))
+           for n in ("pooled_bias", "pooled_bias_ci", "chi2", "p_uniform")},
+        "n_picks": [int(x) for x in r.n_picks], "n_entities": r.n_entities, "entities": entities,
         "entity_counts": hist.sum(axis=1).astype(np.int64).tolist(),  # for the baseline gate
-    }
+    }  # fmt: skip
 
 
 def _failures(

@@ -17,6 +17,7 @@ from pytest_recfair.engine.base import (
     Scored,
     Sent,
     ShardResult,
+    attributes_of,
     merged_cost,
     merged_meta,
     mixed_error,
@@ -138,7 +139,10 @@ class OverlapAudit:
         first: Sequence[PromptCase],
         inputs: AuditInputs,
     ) -> OverlapScorer:
-        s, layout = settings, layout_of(first)
+        s, asked = settings, [(c.attribute, c.value) for c in first if c.value is not None]
+        layout = {
+            a: list(dict.fromkeys(v for b, v in asked if b == a)) for a in attributes_of(first)
+        }
         tally = Tally.start(
             entities, layout, TallyConfig(s.metrics, s.k, s.repeats, s.variant, s.missing)
         )
@@ -198,15 +202,6 @@ class ListKind(PooledKind):
 def _quality(result: AuditResult | None) -> Any:
     """The quality results of a list-overlap result (None for a result without them)."""
     return None if result is None else (result.extras.get("overlap") or {}).get("quality")
-
-
-def layout_of(cases: Sequence[PromptCase]) -> dict[str, list[str]]:
-    """attribute -> its values, in prompt order (from one entity's cases)."""
-    out: dict[str, dict[str, None]] = {}
-    for c in cases:
-        if c.attribute is not None and c.value is not None:
-            out.setdefault(c.attribute, {})[c.value] = None
-    return {a: list(values) for a, values in out.items()}
 
 
 class Reply(NamedTuple):
