@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from pytest_recfair.engine import items as itemside
 from pytest_recfair.engine.base import AuditInputs, Scored, drifts, prop_key
-from pytest_recfair.engine.items import scoring as itemside
-from pytest_recfair.engine.items.scoring import MAX_LEVELS, field_codes, rounded
+from pytest_recfair.engine.items import MAX_LEVELS, field_codes, rounded
 from pytest_recfair.engine.overlap.evidence import SHOW
 from pytest_recfair.engine.overlap.kind import ListKind, parse_all
 from pytest_recfair.errors import ConfigError, DataError

@@ -17,7 +17,7 @@ from pytest_recfair.engine.base import (
     drifts,
     prop_key,
 )
-from pytest_recfair.engine.items.scoring import paired_runs, rounded
+from pytest_recfair.engine.items import paired_runs, rounded
 from pytest_recfair.engine.overlap.evidence import SHOW, reply_text
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.metrics.positions import (

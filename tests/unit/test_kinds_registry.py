@@ -20,7 +20,7 @@ from pytest_recfair.engine.base import (
     PooledScorer,
     Scored,
 )
-from pytest_recfair.engine.items.scoring import ItemResults
+from pytest_recfair.engine.items import ItemResults
 from pytest_recfair.engine.sharding import MergeSource, run_shard
 from pytest_recfair.engine.stream import measure
 from pytest_recfair.prompts.cases import PromptCase
