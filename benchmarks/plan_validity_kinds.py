@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.kinds_validity import ITEMS_PER_LEVEL, LEVELS, catalogue
 from pytest_recfair import settings
 from pytest_recfair.engine import registry  # noqa: F401  (registers the kinds' sections)
-from pytest_recfair.engine.items.scoring import field_codes
+from pytest_recfair.engine.items import field_codes
 from pytest_recfair.engine.plan import resolution
 from pytest_recfair.metrics.itemshift import compare_shift, item_counts, shift
 from pytest_recfair.metrics.positions import (

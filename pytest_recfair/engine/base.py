@@ -133,12 +133,7 @@ class AuditKind(Protocol):
     def wants(self, settings: AuditSettings) -> bool: ...
 
     def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
+        self, settings: AuditSettings, grid: Grid, entities: Sequence[Entity], inputs: AuditInputs
     ) -> Sequence[Any]: ...  # the prompts of ``entities``; ids unique (they key cassettes)
 
     def scorer(

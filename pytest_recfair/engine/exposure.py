@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from pytest_recfair.engine import items as itemside
 from pytest_recfair.engine.base import AuditInputs, Scored, drifts, prop_key
-from pytest_recfair.engine.items import scoring as itemside
-from pytest_recfair.engine.items.scoring import MAX_LEVELS, field_codes, rounded
+from pytest_recfair.engine.items import MAX_LEVELS, field_codes, rounded
 from pytest_recfair.engine.overlap.evidence import SHOW
 from pytest_recfair.engine.overlap.kind import ListKind, parse_all
 from pytest_recfair.errors import ConfigError, DataError
@@ -242,7 +242,19 @@ def _as_data(d: Mapping[str, Any]) -> ex.ExposureData:
     return ex.ExposureData(tuple(pe["entities"]), groups, values=values, **arr)
 
 
-def _failures(s: AuditSettings, d: Mapping[str, Any]) -> list[GateFailure]:
+def _paired(
+    before: Mapping[str, Any], d: Mapping[str, Any], **test: Any
+) -> ex.ExposureDrift | None:
+    """The drift test of ``d`` against ``before`` on ``d``'s reference; None: no
+    per-entity counts, another field, other groups or values, under two shared entities."""
+    if not ("per_entity" in before and "per_entity" in d and before["field"] == d["field"]):
+        return None
+    return ex.compare_exposure(_as_data(before), _as_data(d), d["reference_share"], **test)
+
+
+def _failures(
+    s: AuditSettings, d: Mapping[str, Any], before: Mapping[str, Any] | None
+) -> list[GateFailure]:
     out: list[GateFailure] = []
 
     def fail(attr: str, group: str | None, value: float, limit: float, p: float, why: str) -> None:
@@ -267,30 +279,13 @@ def _failures(s: AuditSettings, d: Mapping[str, Any]) -> list[GateFailure]:
         if hi is not None and lift is not None and abs(lift) > hi and p < s.alpha:
             fail(attr, value, lift, hi, p, f"{value}: popularity lift {lift:+.3f} (mean popularity "
                  f"quantile shown vs neutral) beyond max_popularity_lift {hi:g}")  # fmt: skip
-    return out
-
-
-def _paired(
-    before: Mapping[str, Any], d: Mapping[str, Any], *, n_resamples: int, seed: int, margin: float
-) -> ex.ExposureDrift | None:
-    """The drift test of ``d`` against ``before`` on ``d``'s reference; None: no
-    per-entity counts, another field, other groups or values, under two shared entities."""
-    if not ("per_entity" in before and "per_entity" in d and before["field"] == d["field"]):
-        return None
-    return ex.compare_exposure(
-        _as_data(before), _as_data(d), d["reference_share"],
-        n_resamples=n_resamples, seed=seed, margin=margin,
-    )  # fmt: skip
-
-
-def _drift(s: AuditSettings, d: Mapping[str, Any], before: Mapping[str, Any]) -> list[GateFailure]:
-    """MGU, long-tail share and max |lift| worse than the baseline by over the tolerance."""
-    cmp = _paired(before, d, n_resamples=s.n_resamples, seed=s.seed, margin=s.tolerance)
-    if cmp is None:
-        return []
+    # drift: MGU, long-tail share and max |lift| worse than the baseline by over the tolerance
+    test = {"n_resamples": s.n_resamples, "seed": s.seed, "margin": s.tolerance}
+    if (cmp := _paired(before, d, **test) if before else None) is None:
+        return out
     moved = sorted(d["items"][:SHOW], key=lambda r: -(r[3] or 0.0))
     names = ", ".join(str(r[0]) for r in moved[:3])
-    return [  # its own failure kind per measure: a headline each, named ("exposure MGU")
+    return out + [  # its own failure kind per measure: a headline each, named ("exposure MGU")
         GateFailure(
             f"{KEY} {_WORDS[name]}", attribute=d["field"], value=now, limit=s.tolerance,
             baseline=was, p_value=p, alpha=s.alpha, n_paired=cmp.n_paired,
@@ -415,11 +410,7 @@ class ExposureAudit(ListKind):
     def wants(self, settings: AuditSettings) -> bool:
         return False  # asked for by name: kind="exposure"
 
-    def check_catalogue(
-        self, settings: AuditSettings, catalogue: Catalogue | None, where: Sequence[Path]
-    ) -> None:
-        setup(settings, catalogue, where)
-
+    check_catalogue = staticmethod(setup)
     score = staticmethod(_score)
 
     def failures(
@@ -428,7 +419,7 @@ class ExposureAudit(ListKind):
         d, before = result.extras.get(KEY), baseline.extras.get(KEY) if baseline else None
         if not d:
             return ()
-        return (*_failures(settings, d), *(_drift(settings, d, before) if before else ()))
+        return tuple(_failures(settings, d, before))
 
 
 EXPOSURE = ExposureAudit()

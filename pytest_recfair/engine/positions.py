@@ -17,7 +17,7 @@ from pytest_recfair.engine.base import (
     drifts,
     prop_key,
 )
-from pytest_recfair.engine.items.scoring import rounded
+from pytest_recfair.engine.items import paired_runs, rounded
 from pytest_recfair.engine.overlap.evidence import SHOW, reply_text
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.metrics.positions import (
@@ -100,15 +100,9 @@ class PositionSections:
     ) -> KindComparison:
         """Pooled bias and missed rate, B against A (paired entity bootstrap, Holm); without
         per-entity counts or with another K: its bias, no test."""
-        before = {r["attribute"]: r for r in _attributes(a)}
+        pairs, notes = paired_runs(_attributes(a), _attributes(b), lambda r: r["attribute"])
         rows: list[KindRow] = []
-        names = {r["attribute"] for r in _attributes(b)}
-        notes = [f"{name} only in A" for name in before if name not in names]
-        for res in _attributes(b):
-            was = before.get(res["attribute"])
-            if was is None:
-                notes.append(f"{res['attribute']} only in B")
-                continue
+        for was, res in pairs:
             cmp = _paired(was, res, n_resamples=n_resamples, seed=seed, margin=tolerance)
             what = (res["attribute"], f"pick of {res['k']}")
             if cmp is None:  # a stored result without per-entity counts: the numbers only
@@ -189,26 +183,19 @@ def _score_attribute(
                       n_resamples=n, seed=settings.seed)  # fmt: skip
     hist, _ = group_tables(pos, cho, k)
     return {
-        "attribute": attribute,
-        "groups": list(r.groups),
-        "k": r.k,
-        "curve": rounded(r.curve),
-        **{
-            name: {m: rounded(getattr(r, name)[:, i]) for i, m in enumerate(MEASURES)}
-            for name in ("measures", "measures_ci", "p_adjusted")
-        },
-        "pooled_bias": rounded(r.pooled_bias),
-        "pooled_bias_ci": rounded(r.pooled_bias_ci),
-        "chi2": rounded(r.chi2),
-        "p_uniform": rounded(r.p_uniform),
-        "n_picks": [int(x) for x in r.n_picks],
-        "n_entities": r.n_entities,
-        "entities": entities,
+        "attribute": attribute, "groups": list(r.groups), "k": r.k, "curve": rounded(r.curve),
+        **{name: {m: rounded(getattr(r, name)[:, i]) for i, m in enumerate(MEASURES)}
+           for name in ("measures", "measures_ci", "p_adjusted")},
+        **{n: rounded(getattr(r, n))
+           for n in ("pooled_bias", "pooled_bias_ci", "chi2", "p_uniform")},
+        "n_picks": [int(x) for x in r.n_picks], "n_entities": r.n_entities, "entities": entities,
         "entity_counts": hist.sum(axis=1).astype(np.int64).tolist(),  # for the baseline gate
-    }
+    }  # fmt: skip
 
 
-def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailure]:
+def _failures(
+    settings: AuditSettings, res: Mapping[str, Any], before: Mapping[str, Any] | None
+) -> list[GateFailure]:
     attr, alpha, tol = res["attribute"], settings.alpha, settings.tolerance
     out: list[GateFailure] = []
 
@@ -238,31 +225,17 @@ def _failures(settings: AuditSettings, res: Mapping[str, Any]) -> list[GateFailu
                 fail(v, tol, p, f"{g}: {name} {v:.3f} differs from the neutral prompt's "
                      f"{values[0]:.3f} (family-wise p = {p:.3g})", cis[i + 1], group=g,
                      bound="tol")  # fmt: skip
+    # drift: pooled bias / missed rate risen by more than the tolerance on shared entities
+    # (incompatible baselines are reported by the baseline layer)
+    cmp = _paired(before or {}, res, n_resamples=settings.n_resamples, seed=settings.seed,
+                  margin=tol)  # fmt: skip
+    n = 0 if cmp is None else cmp.n_paired
+    for name, was, now, p in [] if cmp is None else drifts(cmp, DRIFT_MEASURES):
+        if np.isfinite(now - was) and now - was > tol and p < alpha:
+            fail(now, tol, p, f"pooled position {name} {was:.3f} -> {now:.3f} rose by more than "
+                 f"the tolerance {tol:g} (paired entity bootstrap p = {p:.3g} over {n} "
+                 "entities)", None, baseline=was, n_paired=n)  # fmt: skip
     return out
-
-
-def _drift(
-    settings: AuditSettings, res: Mapping[str, Any], before: Mapping[str, Any] | None
-) -> list[GateFailure]:
-    """Pooled bias / missed rate risen by more than ``tolerance``, on shared entities
-    (incompatible baselines are reported by the baseline layer)."""
-    tol = settings.tolerance
-    cmp = _paired(
-        before or {}, res, n_resamples=settings.n_resamples, seed=settings.seed, margin=tol
-    )
-    if cmp is None:
-        return []
-    n = cmp.n_paired
-    return [
-        GateFailure(
-            "position", attribute=res["attribute"], value=now, limit=tol, baseline=was,
-            p_value=p, alpha=settings.alpha, n_paired=n,
-            detail=f"pooled position {name} {was:.3f} -> {now:.3f} rose by more than the "
-            f"tolerance {tol:g} (paired entity bootstrap p = {p:.3g} over {n} entities)",
-        )
-        for name, was, now, p in drifts(cmp, DRIFT_MEASURES)
-        if np.isfinite(now - was) and now - was > tol and p < settings.alpha
-    ]  # fmt: skip
 
 
 def _paired(
@@ -299,12 +272,7 @@ class PositionAudit(PooledKind):
         return settings.candidates is not None
 
     def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
+        self, settings: AuditSettings, grid: Grid, entities: Sequence[Entity], inputs: AuditInputs
     ) -> list[CandidateCase]:
         if inputs.candidates is None:
             raise ConfigError(
@@ -312,7 +280,8 @@ class PositionAudit(PooledKind):
             )
         return build_candidate_cases(
             grid, list(entities), inputs.candidates, style=settings.pick, orders=settings.orders,
-            domain=settings.domain, attributes=attributes, seed=settings.seed,
+            domain=settings.domain, seed=settings.seed,
+            attributes=None if settings.attr is None else [settings.attr],
         )  # fmt: skip
 
     score = staticmethod(_score)
@@ -321,10 +290,11 @@ class PositionAudit(PooledKind):
         self, settings: AuditSettings, result: AuditResult, baseline: AuditResult | None
     ) -> tuple[GateFailure, ...]:
         before = {r["attribute"]: r for r in _attributes(baseline)}
-        out: list[GateFailure] = []
-        for res in _attributes(result):
-            out += [*_failures(settings, res), *_drift(settings, res, before.get(res["attribute"]))]
-        return tuple(out)
+        return tuple(
+            f
+            for res in _attributes(result)
+            for f in _failures(settings, res, before.get(res["attribute"]))
+        )
 
 
 POSITIONS = PositionAudit()

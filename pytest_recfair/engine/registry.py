@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pytest_recfair.engine.base import AuditKind
 from pytest_recfair.engine.exposure import EXPOSURE
-from pytest_recfair.engine.items.kind import ITEMS
+from pytest_recfair.engine.items import ITEMS
 from pytest_recfair.engine.overlap.kind import OVERLAP
 from pytest_recfair.engine.positions import POSITIONS
 from pytest_recfair.engine.roleplay import ROLEPLAY

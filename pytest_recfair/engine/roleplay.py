@@ -519,12 +519,7 @@ class RoleplayAudit(PooledKind):
         return [Entity(q.id, f"{q.role}: {q.question}", settings.domain) for q in asked]
 
     def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
+        self, settings: AuditSettings, grid: Grid, entities: Sequence[Entity], inputs: AuditInputs
     ) -> list[RoleplayCase]:
         index = {q.id: q for q in question_set(settings, inputs)}
         questions = [index[e.id] for e in entities]

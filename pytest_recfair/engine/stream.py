@@ -214,7 +214,7 @@ def _setup(request: AuditRequest, kind: AuditKind) -> tuple[list[Entity], Grid, 
     applied, prompts a published run never answered left out (as the FaiRLLM notebook)."""
     s, inputs = request.settings, request.inputs
     entities = entities_of(s, request.seeds, request.test_id, kind, inputs)
-    grid, attributes = request.grid, None if s.attr is None else [s.attr]
+    grid = request.grid
     if s.attr is not None and getattr(kind, "entities", None) is None:
         try:
             grid.attribute(s.attr)
@@ -229,7 +229,7 @@ def _setup(request: AuditRequest, kind: AuditKind) -> tuple[list[Entity], Grid, 
             grid = load_grid("personality")
 
     def build(chunk: Sequence[Entity], asked: bool = True) -> list[Any]:
-        cases = kind.build_cases(s, grid, chunk, attributes, inputs)
+        cases = kind.build_cases(s, grid, chunk, inputs)
         if not asked:
             return list(cases)
         if s.system is not None:

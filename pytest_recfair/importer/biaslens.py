@@ -287,7 +287,7 @@ def _write(
     inputs = AuditInputs(judge=object())  # Why questions are asked: their judges are recorded
     entities = [Entity(q.id, q.question, settings.domain) for q in questions]
     kind = registry.kind_for(settings)  # by kind= in the settings: the role-play audit
-    cases = kind.build_cases(settings, load_grid("faireval"), entities, None, inputs)
+    cases = kind.build_cases(settings, load_grid("faireval"), entities, inputs)
     texts = {
         c.id: (by_question[c.question_id][c.repeat].cells.get("Answer") or "").strip() or "None"
         for c in cases

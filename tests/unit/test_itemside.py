@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from pytest_recfair.engine.items.scoring import ItemSideResult, item_failures, score_items
+from pytest_recfair.engine.items import ItemSideResult, item_failures, score_items
 from pytest_recfair.errors import DataError
 from pytest_recfair.prompts.cases import build_cases
 from pytest_recfair.replies.catalogue import catalogue_from_records

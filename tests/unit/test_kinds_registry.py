@@ -20,7 +20,7 @@ from pytest_recfair.engine.base import (
     PooledScorer,
     Scored,
 )
-from pytest_recfair.engine.items.scoring import ItemResults
+from pytest_recfair.engine.items import ItemResults
 from pytest_recfair.engine.sharding import MergeSource, run_shard
 from pytest_recfair.engine.stream import measure
 from pytest_recfair.prompts.cases import PromptCase
@@ -84,14 +84,9 @@ class LengthAudit(base.PooledKind):
         return True
 
     def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
+        self, settings: AuditSettings, grid: Grid, entities: Sequence[Entity], inputs: AuditInputs
     ) -> list[PromptCase]:
-        return registry.KINDS[-1].build_cases(settings, grid, entities, attributes, inputs)  # type: ignore[return-value]
+        return registry.KINDS[-1].build_cases(settings, grid, entities, inputs)  # type: ignore[return-value]
 
     def scorer(
         self,

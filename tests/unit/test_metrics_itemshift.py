@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from pytest_recfair.engine.items.scoring import field_codes
+from pytest_recfair.engine.items import field_codes
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import itemshift
 from pytest_recfair.metrics.itemshift import (

@@ -57,7 +57,7 @@ def _kind_and(settings: AuditSettings, built: Any = None) -> tuple[Any, ...]:
     them) that :func:`replaymemo.key` takes."""
     kind = registry.kind_for(settings)
     if built is None:
-        built = [kind.build_cases(settings, GRID, ENTITIES[:1], ["religion"], AuditInputs())]
+        built = [kind.build_cases(settings, GRID, ENTITIES[:1], AuditInputs())]
     return kind, GRID, ENTITIES, lambda: built
 
 

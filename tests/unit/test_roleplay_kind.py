@@ -44,7 +44,7 @@ def test_rounds_share_a_body_but_not_a_repeat_index_or_an_id() -> None:
     kind = registry.kind_for(request.settings)
     questions = kind.entities(request.settings, [], request.inputs)  # type: ignore[attr-defined]
     assert len(questions) == 24  # religion: 8 of each type, Why asked (a judge is set)
-    cases = kind.build_cases(request.settings, request.grid, questions[:1], None, request.inputs)
+    cases = kind.build_cases(request.settings, request.grid, questions[:1], request.inputs)
     assert [c.repeat for c in cases] == [0, 1, 2]
     assert len({(c.system, c.prompt) for c in cases}) == 1
     assert len({c.id for c in cases}) == 3
@@ -56,7 +56,7 @@ def test_every_answered_why_round_is_judged_three_times_under_its_own_repeats() 
     kind = registry.kind_for(request.settings)
     questions = kind.entities(request.settings, [], request.inputs)  # type: ignore[attr-defined]
     why = [q for q in questions if "/why/" in q.id][:1]
-    cases = kind.build_cases(request.settings, request.grid, why, None, request.inputs)
+    cases = kind.build_cases(request.settings, request.grid, why, request.inputs)
     done = {c.id: Completion("Because of reasons.") for c in cases[:2]}  # round 3 failed
     outcome = RunOutcome(done, {cases[2].id: "boom"}, Usage())
     judges = kind.follow_up(request.settings, cases, outcome)  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ from pytest_recfair.engine.base import (
     Scored,
     Sent,
     ShardResult,
+    attributes_of,
     merged_cost,
     merged_meta,
     mixed_error,
@@ -40,12 +41,12 @@ if TYPE_CHECKING:
     from pytest_recfair.vocab import ParseStyle
 
 
+@dataclasses.dataclass
 class OverlapScorer:
     """A list-overlap audit's tally, fed one chunk of entities' replies at a time."""
 
-    def __init__(self, settings: AuditSettings, tally: Tally) -> None:
-        self.settings = settings
-        self.tally = tally
+    settings: AuditSettings
+    tally: Tally
 
     def add(self, cases: Sequence[PromptCase], outcome: RunOutcome) -> None:
         s = self.settings
@@ -121,19 +122,14 @@ class OverlapAudit:
         return True
 
     def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
+        self, settings: AuditSettings, grid: Grid, entities: Sequence[Entity], inputs: AuditInputs
     ) -> list[PromptCase]:
         """The recommendation-list prompts (neutral and per attribute value)."""
         s = settings
         return build_cases(
             grid=grid, templates=s.templates, entities=list(entities), domain=s.domain,
             k=s.k, language=s.language, perturbation=s.perturbation, seed=s.seed,
-            repeats=s.repeats, attributes=attributes,
+            repeats=s.repeats, attributes=None if s.attr is None else [s.attr],
         )  # fmt: skip
 
     def scorer(
@@ -143,11 +139,15 @@ class OverlapAudit:
         first: Sequence[PromptCase],
         inputs: AuditInputs,
     ) -> OverlapScorer:
-        s = settings
-        config = TallyConfig(s.metrics, s.k, s.repeats, s.variant, s.missing)
-        tally = Tally.start(entities, layout_of(first), config)
+        s, asked = settings, [(c.attribute, c.value) for c in first if c.value is not None]
+        layout = {
+            a: list(dict.fromkeys(v for b, v in asked if b == a)) for a in attributes_of(first)
+        }
+        tally = Tally.start(
+            entities, layout, TallyConfig(s.metrics, s.k, s.repeats, s.variant, s.missing)
+        )
         tally.quality = qg.QualityTally.start(
-            entities, layout_of(first), s.k, inputs.catalogue, s.quality_field
+            entities, layout, s.k, inputs.catalogue, s.quality_field
         )
         return OverlapScorer(settings, tally)
 
@@ -164,13 +164,10 @@ class OverlapAudit:
         meta["model"] = models.pop() if len(models) == 1 else ",".join(sorted(tally.models))
         counted = [p.failures for p in parts if p.failures is not None]
         sent = Sent(
-            prompts=sum(int(c["cases"]) for c in counted),
-            failed=[unanswered.FailedPrompt(**f) for c in counted for f in c["failed"]],
-            prompt_tokens=tally.prompt_tokens,
-            completion_tokens=tally.completion_tokens,
-            cost=merged_cost(parts),
-            models=set(tally.models),
-        )
+            sum(int(c["cases"]) for c in counted),
+            [unanswered.FailedPrompt(**f) for c in counted for f in c["failed"]],
+            tally.prompt_tokens, tally.completion_tokens, merged_cost(parts), set(tally.models),
+        )  # fmt: skip
         return Merged(meta, OverlapScorer(settings, tally), sent)
 
     def failures(
@@ -191,34 +188,20 @@ class ListKind(PooledKind):
     named_inputs = ("catalogue",)
 
     # each kind's own, at collection and before sending: a bad setting stops here
-    check_catalogue: Callable[[AuditSettings, Catalogue | None, Sequence[Path]], None]
+    check_catalogue: Callable[[AuditSettings, Catalogue | None, Sequence[Path]], object]
 
     def build_cases(
-        self,
-        settings: AuditSettings,
-        grid: Grid,
-        entities: Sequence[Entity],
-        attributes: list[str] | None,
-        inputs: AuditInputs,
+        self, settings: AuditSettings, grid: Grid, entities: Sequence[Entity], inputs: AuditInputs
     ) -> list[PromptCase]:
         # every run path builds the first entity's cases before sending anything: a wrong
         # item_field, a missing catalogue or a bad bins/reference stops the audit here
         self.check_catalogue(settings, inputs.catalogue, inputs.where)
-        return OVERLAP.build_cases(settings, grid, entities, attributes, inputs)
+        return OVERLAP.build_cases(settings, grid, entities, inputs)
 
 
 def _quality(result: AuditResult | None) -> Any:
     """The quality results of a list-overlap result (None for a result without them)."""
     return None if result is None else (result.extras.get("overlap") or {}).get("quality")
-
-
-def layout_of(cases: Sequence[PromptCase]) -> dict[str, list[str]]:
-    """attribute -> its values, in prompt order (from one entity's cases)."""
-    out: dict[str, dict[str, None]] = {}
-    for c in cases:
-        if c.attribute is not None and c.value is not None:
-            out.setdefault(c.attribute, {})[c.value] = None
-    return {a: list(values) for a, values in out.items()}
 
 
 class Reply(NamedTuple):

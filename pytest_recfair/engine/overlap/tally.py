@@ -229,7 +229,7 @@ class Tally:
         floors: dict[str, Stat | None] = {}
         for m, per in self.noise.items():
             f = noise_floor_of(per, n_resamples=n_resamples, seed=seed)
-            floors[m] = None if f is None else Stat(float(f.mean), _interval(f.ci))
+            floors[m] = None if f is None else Stat(float(f.mean), Interval.from_obj(f.ci))
         cfg, out = self.config, []
         try:
             for name, at in self.attributes.items():
@@ -239,7 +239,7 @@ class Tally:
                     boot = intervals(matrix, n_resamples=n_resamples, seed=seed)
                     values = tuple(
                         ValueResult(
-                            value=v, mean=Stat(stat.mean, _interval(boot.value_ci.get(v))),
+                            value=v, mean=Stat(stat.mean, Interval.from_obj(boot.value_ci.get(v))),
                             n=stat.n, missing=stat.missing, refusals=at.statuses[v]["refused"],
                             short=at.statuses[v]["short"], total=sum(at.statuses[v].values()),
                         )
@@ -248,9 +248,9 @@ class Tally:
                     out.append(AttributeResult(
                         attribute=f"{name}.{m}" if len(cfg.metrics) > 1 else name, metric=m,
                         k=cfg.k, variant=cfg.variant, missing_policy=cfg.missing, values=values,
-                        snsr=Stat(table.snsr, _interval(boot.snsr_ci)),
-                        snsv=Stat(table.snsv, _interval(boot.snsv_ci)),
-                        pafs=Stat(table.pafs, _interval(boot.pafs_ci)), matrix=matrix,
+                        snsr=Stat(table.snsr, Interval.from_obj(boot.snsr_ci)),
+                        snsv=Stat(table.snsv, Interval.from_obj(boot.snsv_ci)),
+                        pafs=Stat(table.pafs, Interval.from_obj(boot.pafs_ci)), matrix=matrix,
                         entropy=float(at.entropy_sum) / FIXED / at.entropy_n
                         if cfg.repeats > 1 and at.entropy_n else None,
                         noise_floor=floors.get(m), curves=_curves(at, m),
@@ -373,10 +373,6 @@ def _mean_matrix(matrices: Sequence[SimilarityMatrix]) -> SimilarityMatrix:
     return SimilarityMatrix(matrices[0].entities, matrices[0].values, sims, missing)
 
 
-def _interval(ci: tuple[float, float] | None) -> Interval | None:
-    return None if ci is None else Interval(float(ci[0]), float(ci[1]))
-
-
 def _curves(at: AttributeTally, metric: str) -> dict[str, list[float]]:
     """value -> mean Sim@k, k = 1..K (NaN where no entity could be scored)."""
     return {
@@ -389,20 +385,14 @@ def _attribute_to_dict(
     at: AttributeTally, rows: npt.NDArray[np.int64], packed: bool = False
 ) -> dict[str, Any]:
     pack = (lambda x: pack_array(x, np.float64)) if packed else json_floats
+    missing = at.missing[rows]
     return {
-        "values": list(at.values),
-        "sims": {m: pack(s[rows]) for m, s in at.sims.items()},
-        "missing": (
-            pack_array(at.missing[rows], np.bool_)
-            if packed
-            else at.missing[rows].astype(int).tolist()
-        ),
-        "curve_sum": at.curve_sum,
-        "curve_n": at.curve_n,
+        "values": list(at.values), "sims": {m: pack(s[rows]) for m, s in at.sims.items()},
+        "missing": pack_array(missing, np.bool_) if packed else missing.astype(int).tolist(),
+        "curve_sum": at.curve_sum, "curve_n": at.curve_n,
         "statuses": {v: dict(c) for v, c in at.statuses.items()},
-        "entropy_sum": at.entropy_sum,
-        "entropy_n": at.entropy_n,
-    }
+        "entropy_sum": at.entropy_sum, "entropy_n": at.entropy_n,
+    }  # fmt: skip
 
 
 def _attribute_from_dict(
