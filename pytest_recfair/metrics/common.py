@@ -5,9 +5,10 @@ for bit a float64 product); larger ones change at most a sum's last bits."""
 
 from __future__ import annotations
 
+import math
 import operator
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -73,13 +74,15 @@ def check_k(k: object, name: str = "k") -> int | None:
     return check_positive_int(k, name)
 
 
+def check_number(value: object, name: str, ok: Callable[[float], bool], what: str) -> float:
+    """``value`` as a float, or one ConfigError line saying what ``name`` must be."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not ok(value):
+        raise ConfigError(f"{name} must be {what}; got {value!r}.")
+    return float(value)
+
+
 def check_confidence(confidence: object) -> float:
-    if isinstance(confidence, bool) or not isinstance(confidence, int | float):
-        raise TypeError(f"confidence must be a float in (0, 1); got {confidence!r}.")
-    c = float(confidence)
-    if not 0.0 < c < 1.0:
-        raise ConfigError(f"confidence must be in (0, 1), e.g. 0.95; got {confidence!r}.")
-    return c
+    return check_number(confidence, "confidence", lambda c: 0 < c < 1, "in (0, 1), e.g. 0.95")
 
 
 def make_rng(seed: object) -> np.random.Generator:
@@ -190,12 +193,27 @@ def maxt(observed: FloatArray, null: FloatArray) -> tuple[FloatArray, FloatArray
     return raw, np.maximum(adj.reshape(observed.shape), raw)
 
 
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm step-down adjusted p-values (monotone, capped at 1), in input order."""
-    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
-    out = [1.0] * len(pvalues)
+def holm(pvalues: Sequence[float] | FloatArray) -> list[float]:
+    """Holm step-down adjusted p-values (monotone, capped at 1), in input order; a NaN p
+    (not tested) stays NaN, outside the family."""
+    p = [float(x) for x in pvalues]
+    order = sorted((i for i, x in enumerate(p) if not math.isnan(x)), key=p.__getitem__)
+    out = [math.nan] * len(p)
     running = 0.0
     for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
+        running = max(running, min(1.0, (len(order) - rank) * p[i]))
         out[i] = running
     return out
+
+
+def paired_p(delta: FloatArray, margin: float) -> FloatArray:
+    """One-sided bootstrap p of "grew by more than ``margin``" from (B, ...) paired changes;
+    a NaN change counts against H1."""
+    return np.asarray((1.0 + np.sum(~(delta > margin), axis=0)) / (delta.shape[0] + 1.0))
+
+
+def shared_rows(a: Sequence[str], b: Sequence[str]) -> tuple[list[int], list[int]]:
+    """Rows of the entities ``a`` and ``b`` share, in ``a``'s order."""
+    at = {e: j for j, e in enumerate(b)}
+    pairs = [(i, at[e]) for i, e in enumerate(a) if e in at]
+    return [i for i, _ in pairs], [j for _, j in pairs]

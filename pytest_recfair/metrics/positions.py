@@ -211,6 +211,5 @@ def compare_positions(
     B = common.check_positive_int(n_resamples, "n_resamples")
     W = common.resample_weights(common.make_rng(seed), B, b.shape[0]).astype(np.float64)
     base_pt, cand_pt = _measures(b.sum(axis=0)), _measures(c.sum(axis=0))
-    delta = _measures(W @ c) - _measures(W @ b)
-    p = (1.0 + np.sum(~(delta > margin), axis=0)) / (B + 1.0)
+    p = common.paired_p(_measures(W @ c) - _measures(W @ b), margin)
     return PositionComparison(base_pt, cand_pt, cand_pt - base_pt, p, int(b.shape[0]))

@@ -127,11 +127,7 @@ def _spreads(means: FloatArray) -> dict[str, FloatArray]:
 
 
 def _interval(x: FloatArray, confidence: float) -> Interval:
-    x = x[~np.isnan(x)]
-    if x.size == 0:
-        return (float("nan"), float("nan"))
-    a = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(x, [a, 1.0 - a])
+    lo, hi = common.percentile_ci(x, confidence)
     return (float(lo), float(hi))
 
 
@@ -145,6 +141,18 @@ def _check_matrix(m: object, name: str) -> SimilarityMatrix:
     return m
 
 
+def _prepared(
+    matrix: SimilarityMatrix, n_resamples: int, seed: int | np.random.Generator, confidence: float
+) -> tuple[SimilarityMatrix, int, float, FloatArray, common.CountArray]:
+    """The checked matrix, resamples, confidence, its sims and ``seed``'s shared weights."""
+    m = _check_matrix(matrix, "matrix")
+    B = check_positive_int(n_resamples, "n_resamples")
+    conf = check_confidence(confidence)
+    make_rng(seed)  # validates the seed
+    sims = np.asarray(m.sims, dtype=np.float64)
+    return m, B, conf, sims, seeded_weights(seed, B, sims.shape[0])
+
+
 def bootstrap(
     matrix: SimilarityMatrix,
     n_resamples: int = 1000,
@@ -152,12 +160,7 @@ def bootstrap(
     confidence: float = 0.95,
 ) -> BootstrapResult:
     """Percentile CIs for every value's mean and for SNSR, SNSV, PAFS (and max, min)."""
-    m = _check_matrix(matrix, "matrix")
-    B = check_positive_int(n_resamples, "n_resamples")
-    conf = check_confidence(confidence)
-    make_rng(seed)  # validates the seed
-    sims = np.asarray(m.sims)
-    W = seeded_weights(seed, B, sims.shape[0])
+    m, B, conf, sims, W = _prepared(matrix, n_resamples, seed, confidence)
     means = _weighted_means(W, sims)
     s = {name: _interval(x, conf) for name, x in _spreads(means).items()}
     return BootstrapResult(
@@ -188,14 +191,8 @@ def intervals(
 ) -> AttributeIntervals:
     """t-intervals of the value means; spread_intervals for SNSR / SNSV / PAFS (they cover
     a fair attribute and top ties, which a percentile bootstrap of max - min never does)."""
-    m = _check_matrix(matrix, "matrix")
-    B = check_positive_int(n_resamples, "n_resamples")
-    conf = check_confidence(confidence)
-    make_rng(seed)  # validates the seed
-    sims = np.asarray(m.sims, dtype=np.float64)
-    spread_ci = spread.spread_intervals(
-        sims, conf, B, weights=seeded_weights(seed, B, sims.shape[0])
-    )
+    m, B, conf, sims, W = _prepared(matrix, n_resamples, seed, confidence)
+    spread_ci = spread.spread_intervals(sims, conf, B, weights=W)
     means = inference.mean_intervals(sims, conf)
     return AttributeIntervals(
         dict(zip(m.values, means, strict=True)),
@@ -237,29 +234,23 @@ def paired_comparison(
             f"{only_b}; only in candidate: {only_c}). Compare runs of the same audit grid, "
             f"or re-record the baseline."
         )
-    cand_row = {e: i for i, e in enumerate(cand.entities)}
-    pairs = [(i, cand_row[e]) for i, e in enumerate(base.entities) if e in cand_row]
-    if not pairs:
+    bi, ci_ = common.shared_rows(base.entities, cand.entities)
+    if not bi:
         raise DataError(
             "baseline and candidate share no entity, so they cannot be paired; compare runs "
             "over the same seed entities."
         )
-    bi = np.array([p[0] for p in pairs])
-    ci_ = np.array([p[1] for p in pairs])
     col = [cand.values.index(v) for v in base.values]
     # Same layout for both, so identical runs give bit-identical resampled statistics.
     sb = np.ascontiguousarray(np.asarray(base.sims)[bi])
     sc = np.ascontiguousarray(np.asarray(cand.sims)[ci_][:, col])
-    W = common.resample_weights(rng, B, len(pairs))
-    db = _spreads(_weighted_means(W, sb))[stat]
-    dc = _spreads(_weighted_means(W, sc))[stat]
-    deltas = dc - db
+    W = common.resample_weights(rng, B, len(bi))
+    db, dc = (_spreads(_weighted_means(W, x))[stat] for x in (sb, sc))
     pb, pc = _point(sb, stat), _point(sc, stat)
-    less = stat == "pafs"
-    against = ~(deltas < 0) if less else ~(deltas > 0)  # NaN counts against H1: conservative
-    p = float((1 + int(against.sum())) / (B + 1))
+    less = stat == "pafs"  # H1 "less fair": a PAFS drop, any other rise
+    p = float(common.paired_p(db - dc if less else dc - db, 0.0))
     return Comparison(
-        stat, pb, pc, pc - pb, _interval(deltas, conf), p, len(pairs), B, conf,
+        stat, pb, pc, pc - pb, _interval(dc - db, conf), p, len(bi), B, conf,
         "less" if less else "greater",
     )  # fmt: skip
 
