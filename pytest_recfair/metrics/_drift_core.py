@@ -208,9 +208,7 @@ def reference(rng: np.random.Generator, U: FloatArray, draws: int, exact: bool) 
     E = U.shape[0]
     colsum = U.sum(axis=0)
     if exact:
-        codes = np.arange(2**E, dtype=np.int64)
-        S = ((codes[:, None] >> np.arange(E)) & 1).astype(np.uint8)
-        (P,) = common.products(S, U)
+        (P,) = common.products(all_flips(E), U)
         return np.asarray(2 * P - colsum, dtype=np.float64)
     # random flips: one random byte per 8 entities, looked up in a table of the 256 sums
     # of their rows (8x fewer operations than the product); float32, as a Monte Carlo
@@ -244,13 +242,18 @@ def reference(rng: np.random.Generator, U: FloatArray, draws: int, exact: bool) 
     return out
 
 
+def all_flips(E: int) -> npt.NDArray[np.uint8]:
+    """(2**E, E): every 0/1 flip of E entities once (bit e of each code)."""
+    return ((np.arange(2**E, dtype=np.int64)[:, None] >> np.arange(E)) & 1).astype(np.uint8)
+
+
 def _flip_tables(U: FloatArray, width: int, G: int) -> npt.NDArray[np.float32]:
     """(G, 2**width, m): per group of ``width`` entities, the sum of each code's rows."""
     E, m = U.shape
     codes_n = 1 << width
     padded = np.zeros((width * G, m))
     padded[:E] = U
-    bits = (np.arange(codes_n)[:, None] >> np.arange(width)) & 1  # bit k of each code
+    bits = all_flips(width)
     tables = np.empty((G, codes_n, m), dtype=np.float32)
     grouped = padded.reshape(G, width, m)
     for g0 in range(0, G, 32):  # built a slice at a time: a float64 slice is ~2 MB

@@ -392,19 +392,6 @@ def attribute_table(
     return summarize(similarity_matrix(neutral, by_value, metric, k, variant, missing))
 
 
-def attribute_curves(
-    neutral: Mapping[str, Sequence[str] | None],
-    by_value: Mapping[str, Mapping[str, Sequence[str] | None]],
-    metric: MetricName = "jaccard",
-    K: int | None = 25,
-    variant: Variant = "normalized",
-    missing: MissingPolicy = "zero",
-) -> dict[str, FloatArray]:
-    """value -> mean Sim@k for k = 1..K (index k-1), same means as attribute_table at k."""
-    m = check_metric(metric)
-    return similarity_cube(neutral, by_value, K, variant, missing, (m,)).curves(m)
-
-
 def rows_to_lists(
     rows: Iterable[tuple[str, Sequence[str] | None]], n: int | None = 500
 ) -> dict[str, Sequence[str] | None]:

@@ -135,11 +135,6 @@ def compact_counts(W: CountArray, counts: npt.NDArray[np.int64]) -> CountArray:
     return W
 
 
-def reusable(W: CountArray) -> CountArray:
-    """``W`` kept for many products: float64 if one block (at most 16 MB), else compact."""
-    return np.asarray(W, dtype=np.float64) if W.size <= BLOCK_CELLS else W
-
-
 def products(W: CountArray, *mats: FloatArray) -> tuple[FloatArray, ...]:
     """``W @ m`` (float64) for every ``m``, W widened one block of rows at a time."""
     B, E = W.shape

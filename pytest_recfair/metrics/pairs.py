@@ -13,7 +13,7 @@ import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common
-from pytest_recfair.metrics._drift_core import stat_rows, step_down
+from pytest_recfair.metrics._drift_core import all_flips, stat_rows, step_down
 from pytest_recfair.metrics.aggregate import SimilarityMatrix
 from pytest_recfair.metrics.inference import DriftMember, _pair_rows
 from pytest_recfair.metrics.stats import paired_comparison
@@ -110,8 +110,7 @@ def paired_models(
 def _flips(rng: np.random.Generator, B: int, E: int) -> tuple[common.CountArray, bool]:
     """(B, E) 0/1 swaps: all 2**E when at most B, else B draws (a block of rows at a time)."""
     if E <= 20 and 2**E <= B:
-        codes = np.arange(2**E, dtype=np.int64)
-        return ((codes[:, None] >> np.arange(E)) & 1).astype(np.uint8), True
+        return all_flips(E), True
     S = np.empty((B, E), dtype=np.uint8)
     rows = common.draw_block_rows(E)
     for a in range(0, B, rows):

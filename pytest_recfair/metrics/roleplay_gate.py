@@ -28,10 +28,6 @@ def binom_sf(k: int, n: int, p: float) -> float:
         return 1.0
     if k > n:
         return 0.0
-    if p >= 1.0:
-        return 1.0
-    if p <= 0.0:
-        return 0.0
     if p == 0.5:
         return float(Fraction(sum(math.comb(n, i) for i in range(k, n + 1)), 2**n))
     lp, lq = math.log(p), math.log1p(-p)

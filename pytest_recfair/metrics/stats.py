@@ -12,6 +12,7 @@ import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common, inference, spread
+from pytest_recfair.metrics._drift_core import stat_rows
 from pytest_recfair.metrics.aggregate import SimilarityMatrix, _column_means, pafs, snsr, snsv
 from pytest_recfair.metrics.common import (
     check_confidence,
@@ -24,7 +25,7 @@ from pytest_recfair.metrics.common import (
     make_rng,
 )
 from pytest_recfair.metrics.lists import NEUTRAL_PAD, SENSITIVE_PAD, curves_all_k, encode
-from pytest_recfair.vocab import MetricName, Statistic, Variant
+from pytest_recfair.vocab import STATISTICS, MetricName, Statistic, Variant
 
 FloatArray = npt.NDArray[np.float64]
 Interval = tuple[float, float]
@@ -35,20 +36,19 @@ _LAST_WEIGHTS: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
-class BootstrapResult:
-    """Percentile bootstrap intervals for an attribute table; ``n_undefined`` resamples
-    (some value without a scorable entity, only with missing="skip") are left out."""
+class AttributeIntervals:
+    """The intervals of an attribute table: ``intervals``' (t / inverted bootstrap-t), or
+    ``bootstrap``'s percentile ones, which leave out ``n_undefined`` resamples (some value
+    without a scorable entity, only with missing="skip")."""
 
     value_ci: dict[str, Interval]
     snsr_ci: Interval
     snsv_ci: Interval
     pafs_ci: Interval
-    max_ci: Interval
-    min_ci: Interval
     n_resamples: int
     confidence: float
+    method: str = "t / inverted-bootstrap-t"
     n_undefined: int = 0
-    method: str = "percentile"
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,8 @@ def seeded_weights(seed: int | np.random.Generator, B: int, E: int) -> common.Co
     key = (int(seed), B, E)
     if _LAST_WEIGHTS.get("key") != key:
         # kept as float64 when that is one block (<= 16 MB): not converted for every table
-        W = common.reusable(common.resample_weights(make_rng(seed), B, E))
+        W = common.resample_weights(make_rng(seed), B, E)
+        W = np.asarray(W, dtype=np.float64) if W.size <= common.BLOCK_CELLS else W
         W.setflags(write=False)
         _LAST_WEIGHTS.clear()
         _LAST_WEIGHTS.update(key=key, weights=W)
@@ -110,20 +111,6 @@ def _weighted_means(W: common.CountArray, sims: FloatArray) -> FloatArray:
     out = np.full(sums.shape, np.nan)
     np.divide(sums, counts, out=out, where=counts > 0)
     return out
-
-
-def _spreads(means: FloatArray) -> dict[str, FloatArray]:
-    """snsr/snsv/pafs/max/min of each row of (B, V) means; NaN rows stay NaN."""
-    mx = np.max(means, axis=1)
-    mn = np.min(means, axis=1)
-    centre = np.mean(means, axis=1, keepdims=True)
-    return {
-        "snsr": mx - mn,
-        "snsv": np.std(means, axis=1),
-        "pafs": 1.0 - np.mean(np.abs(means - centre), axis=1),
-        "max": mx,
-        "min": mn,
-    }
 
 
 def _interval(x: FloatArray, confidence: float) -> Interval:
@@ -158,29 +145,15 @@ def bootstrap(
     n_resamples: int = 1000,
     seed: int | np.random.Generator = 0,
     confidence: float = 0.95,
-) -> BootstrapResult:
-    """Percentile CIs for every value's mean and for SNSR, SNSV, PAFS (and max, min)."""
+) -> AttributeIntervals:
+    """Percentile CIs for every value's mean and for SNSR, SNSV, PAFS (kept for scripts)."""
     m, B, conf, sims, W = _prepared(matrix, n_resamples, seed, confidence)
     means = _weighted_means(W, sims)
-    s = {name: _interval(x, conf) for name, x in _spreads(means).items()}
-    return BootstrapResult(
-        {v: _interval(means[:, j], conf) for j, v in enumerate(m.values)},
-        s["snsr"], s["snsv"], s["pafs"], s["max"], s["min"], B, conf,
-        int(np.isnan(means).any(axis=1).sum()),
+    snsr_, snsv_, pafs_ = (_interval(stat_rows(means, s), conf) for s in STATISTICS)
+    return AttributeIntervals(
+        {v: _interval(means[:, j], conf) for j, v in enumerate(m.values)}, snsr_, snsv_, pafs_,
+        B, conf, "percentile", int(np.isnan(means).any(axis=1).sum()),
     )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class AttributeIntervals:
-    """The intervals an attribute table reports (see ``intervals``)."""
-
-    value_ci: dict[str, Interval]
-    snsr_ci: Interval
-    snsv_ci: Interval
-    pafs_ci: Interval
-    n_resamples: int
-    confidence: float
-    method: str = "t / inverted-bootstrap-t"
 
 
 def intervals(
@@ -245,7 +218,7 @@ def paired_comparison(
     sb = np.ascontiguousarray(np.asarray(base.sims)[bi])
     sc = np.ascontiguousarray(np.asarray(cand.sims)[ci_][:, col])
     W = common.resample_weights(rng, B, len(bi))
-    db, dc = (_spreads(_weighted_means(W, x))[stat] for x in (sb, sc))
+    db, dc = (stat_rows(_weighted_means(W, x), stat) for x in (sb, sc))
     pb, pc = _point(sb, stat), _point(sc, stat)
     less = stat == "pafs"  # H1 "less fair": a PAFS drop, any other rise
     p = float(common.paired_p(db - dc if less else dc - db, 0.0))
