@@ -115,6 +115,8 @@ def check_list(items: object, name: str) -> list[str]:
 
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+Interval = tuple[float, float]
 CountArray = npt.NDArray[Any]  # (B, E) unsigned integer counts (or float64 from a caller)
 
 

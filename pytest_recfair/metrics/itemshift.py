@@ -12,9 +12,8 @@ import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common, inference
+from pytest_recfair.metrics.common import FloatArray, IntArray
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 #: The label of the neutral prompt's group (always group 0).
 NEUTRAL = "(neutral)"
 Lists = Mapping[str, Sequence[int | None] | None]  # entity -> matched item indices

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair.metrics.common import check_k, check_list, check_variant
+from pytest_recfair.metrics.common import FloatArray, IntArray, check_k, check_list, check_variant
 from pytest_recfair.vocab import MetricName, Variant
 
 
@@ -134,8 +134,6 @@ def prag(
     return _pair_score([first.get(x, -1) for x in s]) / (m * (m + 1))
 
 
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 NEUTRAL_PAD = -1
 SENSITIVE_PAD = -2
 

@@ -9,18 +9,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common
 from pytest_recfair.metrics._drift_core import all_flips, stat_rows, step_down
 from pytest_recfair.metrics.aggregate import SimilarityMatrix
+from pytest_recfair.metrics.common import FloatArray
 from pytest_recfair.metrics.inference import DriftMember, _pair_rows
 from pytest_recfair.metrics.stats import paired_comparison
 from pytest_recfair.vocab import Statistic
-
-FloatArray = npt.NDArray[np.float64]
-
 
 #: A swap distribution narrower than this (similarities are in [0, 1]) is rounding only.
 _DEGENERATE = 1e-12

@@ -14,14 +14,12 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common
+from pytest_recfair.metrics.common import FloatArray, IntArray
 from pytest_recfair.metrics.inference import PERMUTATION_CELLS, permuted_totals
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 #: Per-group measures compared between groups, in the order of ``PositionResult`` arrays.
 MEASURES = ("bias", "missed", "consistency")
 #: Pooled measures compared with a baseline (columns of ``PositionComparison`` arrays).

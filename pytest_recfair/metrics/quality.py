@@ -14,11 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
-from pytest_recfair.metrics.common import CountArray, holm, make_rng, resample_weights
-
-FloatArray = npt.NDArray[np.float64]
+from pytest_recfair.metrics.common import CountArray, FloatArray, holm, make_rng, resample_weights
 
 
 @dataclass(frozen=True, slots=True)

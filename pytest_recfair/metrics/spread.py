@@ -9,14 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common
+from pytest_recfair.metrics.common import FloatArray, Interval
 from pytest_recfair.metrics.inference import t_quantile
-
-FloatArray = npt.NDArray[np.float64]
-Interval = tuple[float, float]
 
 
 @dataclass(frozen=True)

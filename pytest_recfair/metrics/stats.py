@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common, inference, spread
 from pytest_recfair.metrics._drift_core import stat_rows
 from pytest_recfair.metrics.aggregate import SimilarityMatrix, _column_means, pafs, snsr, snsv
 from pytest_recfair.metrics.common import (
+    FloatArray,
+    Interval,
     check_confidence,
     check_k,
     check_list,
@@ -26,9 +27,6 @@ from pytest_recfair.metrics.common import (
 )
 from pytest_recfair.metrics.lists import NEUTRAL_PAD, SENSITIVE_PAD, curves_all_k, encode
 from pytest_recfair.vocab import STATISTICS, MetricName, Statistic, Variant
-
-FloatArray = npt.NDArray[np.float64]
-Interval = tuple[float, float]
 
 # The last weights drawn from an int seed (one entry: bounded memory, and an audit's
 # tables all share seed, resamples and entities).
