@@ -285,8 +285,5 @@ def spread_intervals(
         return SpreadIntervals(nan, nan, nan)
     snsr, snsv, mad = (_inverted(boot, kind, 1 - conf) for kind in ("range", "sd", "mad"))
     pafs = (max(0.0, 1.0 - mad[1]), min(1.0, 1.0 - mad[0]))
-    return SpreadIntervals(_clip(snsr), _clip(snsv), pafs)
-
-
-def _clip(iv: Interval) -> Interval:
-    return (min(1.0, max(0.0, iv[0])), min(1.0, max(0.0, iv[1])))
+    lo_r, hi_r, lo_v, hi_v = (min(1.0, max(0.0, x)) for x in (*snsr, *snsv))
+    return SpreadIntervals((lo_r, hi_r), (lo_v, hi_v), pafs)

@@ -12,7 +12,7 @@ import numpy as np
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common, inference, spread
 from pytest_recfair.metrics._drift_core import stat_rows
-from pytest_recfair.metrics.aggregate import SimilarityMatrix, _column_means, pafs, snsr, snsv
+from pytest_recfair.metrics.aggregate import SimilarityMatrix, _column_means
 from pytest_recfair.metrics.common import (
     FloatArray,
     Interval,
@@ -175,12 +175,6 @@ def intervals(
     )
 
 
-def _point(sims: FloatArray, statistic: Statistic) -> float:
-    """The statistic exactly as the attribute table (``summarize``) computes it."""
-    means, _ = _column_means(sims)
-    return {"snsr": snsr, "snsv": snsv, "pafs": pafs}[statistic](means)
-
-
 def paired_comparison(
     baseline: SimilarityMatrix,
     candidate: SimilarityMatrix,
@@ -217,7 +211,8 @@ def paired_comparison(
     sc = np.ascontiguousarray(np.asarray(cand.sims)[ci_][:, col])
     W = common.resample_weights(rng, B, len(bi))
     db, dc = (stat_rows(_weighted_means(W, x), stat) for x in (sb, sc))
-    pb, pc = _point(sb, stat), _point(sc, stat)
+    # the statistic exactly as the attribute table (``summarize``) computes it
+    pb, pc = (float(stat_rows(_column_means(x)[0], stat)) for x in (sb, sc))
     less = stat == "pafs"  # H1 "less fair": a PAFS drop, any other rise
     p = float(common.paired_p(db - dc if less else dc - db, 0.0))
     return Comparison(
