@@ -210,11 +210,10 @@ class SimilarityCube:
     def curves(self, metric: MetricName = "jaccard") -> dict[str, FloatArray]:
         """value -> mean Sim@k for k = 1..K (NaN-skipping under missing="skip")."""
         cube = self._cube(metric)
-        out: dict[str, FloatArray] = {}
-        for j, val in enumerate(self.values):
-            means, _ = _column_means(np.ascontiguousarray(cube[:, j, :]))
-            out[val] = means
-        return out
+        return {
+            v: _column_means(np.ascontiguousarray(cube[:, j, :]))[0]
+            for j, v in enumerate(self.values)
+        }
 
 
 def similarity_cube(
@@ -369,15 +368,9 @@ def summarize(matrix: SimilarityMatrix) -> AttributeTable:
     else:
         max_value = min_value = None
     return AttributeTable(
-        values=stats,
-        max=float(np.max(means)),
-        min=float(np.min(means)),
-        max_value=max_value,
-        min_value=min_value,
-        snsr=snsr(means),
-        snsv=snsv(means),
-        pafs=pafs(means),
-    )
+        stats, float(np.max(means)), float(np.min(means)), max_value, min_value, snsr(means),
+        snsv(means), pafs(means),
+    )  # fmt: skip
 
 
 def attribute_table(

@@ -54,15 +54,9 @@ def check_statistic(statistic: object) -> Statistic:
 
 def check_positive_int(value: object, name: str) -> int:
     """bool and float are refused even when integral."""
-    if isinstance(value, bool | float):
+    if isinstance(value, bool | float) or not hasattr(value, "__index__"):
         raise TypeError(f"{name} must be a positive int; got {type(value).__name__} {value!r}.")
-    try:
-        ivalue = operator.index(cast(Any, value))
-    except TypeError:
-        raise TypeError(
-            f"{name} must be a positive int; got {type(value).__name__} {value!r}."
-        ) from None
-    if ivalue <= 0:
+    if (ivalue := operator.index(cast(Any, value))) <= 0:
         raise ConfigError(f"{name} must be a positive int (>= 1); got {ivalue}.")
     return ivalue
 

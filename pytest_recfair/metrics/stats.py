@@ -3,6 +3,7 @@ lists share its popularity and the model's knowledge of it)."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -252,21 +253,16 @@ def noise_per_entity(
             f"repeats must map entity -> list of repeated neutral lists; got "
             f"{type(repeats).__name__}."
         )
-    left: list[Sequence[str]] = []
-    right: list[Sequence[str]] = []
+    pairs: list[tuple[Sequence[str], Sequence[str]]] = []
     owner: list[int] = []
     for row, (e, runs) in enumerate(repeats.items()):
         if isinstance(runs, str | bytes) or not isinstance(runs, Sequence):
             raise TypeError(f"repeats[{e!r}] must be a list of ranked lists; got {runs!r}.")
         kept = [check_list(r, f"repeats[{e!r}][{i}]") for i, r in enumerate(runs) if r is not None]
-        if len(kept) < 2:
-            continue
-        for i, a in enumerate(kept):
-            for j, b in enumerate(kept):
-                if i != j:
-                    left.append(a)
-                    right.append(b)
-                    owner.append(row)
+        ordered = list(itertools.permutations(kept, 2))  # none with fewer than 2 repeats
+        pairs += ordered
+        owner += [row] * len(ordered)
+    left, right = [a for a, _ in pairs], [b for _, b in pairs]
     out = np.full(len(repeats), np.nan)
     if not owner:
         return out
