@@ -1,8 +1,5 @@
-"""From lists to an attribute's fairness: similarity matrix, per-value means, SNSR/SNSV/PAFS.
-
-Per entity one neutral list and one list per attribute value; every (entity, value) cell
-is scored by the vectorised engine (a 1,000 x 31 audit in a fraction of a second).
-"""
+"""From lists to an attribute's fairness: every (entity, value) cell scored by the vectorised
+engine (a 1,000 x 31 audit: under a second), per-value means, SNSR/SNSV/PAFS."""
 
 from __future__ import annotations
 

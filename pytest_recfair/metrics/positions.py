@@ -1,12 +1,10 @@
 """Candidate-position bias: does where a candidate stands move the recommender's pick?
-
-Inputs are (E, G, P) int arrays over entity, group (0 neutral) and order: ``positions``
-(of the pick in the order shown) and ``chosen`` (its index in the entity's list); -1 no
-valid pick (missed), -2 no reply (a failed request: left out, never counted missed).
-The uniformity test re-draws every order keeping the picks (a conditional randomization
-test of the pooled chi-square, valid when groups share orders and picks); group
-differences permute group labels within each entity, studentized max-T.
-"""
+Inputs: (E, G, P) int arrays over entity, group (0 neutral) and order, ``positions`` (of the
+pick in the order shown) and ``chosen`` (its index in the entity's list); -1 no valid pick
+(missed), -2 no reply (a failed request: left out, never counted missed). The uniformity
+test re-draws every order keeping the picks (a conditional randomization test of the pooled
+chi-square, valid when groups share orders and picks); group differences permute group
+labels within each entity, studentized max-T."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""Recommendation quality per group, beside fairness: a model can be fair and useless.
-
-A reply's quality is the share of its K slots filled with a title the entity's catalogue
-knows (without one: with a valid list item); an unusable reply scores 0, a failed prompt
-is left out (NaN). Entities stay the resampling unit: :func:`summarize` bootstraps the
-group means and their gap over entities; :func:`drift` is a one-sided paired t-test per
-member of "dropped by more than ``tolerance``", Holm-adjusted (no draw: no seed).
-"""
+"""Recommendation quality per group, beside fairness (a model can be fair and useless): the
+share of a reply's K slots filled with a title the entity's catalogue knows (without one: a
+valid list item); unusable replies score 0, failed prompts are left out (NaN). Entities are
+the resampling unit; ``drift`` is a one-sided paired t-test, Holm-adjusted (no seed)."""
 
 from __future__ import annotations
 
