@@ -3,10 +3,10 @@ lists share its popularity and the model's knowledge of it)."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -28,10 +28,6 @@ from pytest_recfair.metrics.common import (
 )
 from pytest_recfair.metrics.lists import NEUTRAL_PAD, SENSITIVE_PAD, curves_all_k, encode
 from pytest_recfair.vocab import STATISTICS, MetricName, Statistic, Variant
-
-# The last weights drawn from an int seed (one entry: bounded memory, and an audit's
-# tables all share seed, resamples and entities).
-_LAST_WEIGHTS: dict[str, Any] = {}
 
 
 @dataclass(frozen=True)
@@ -80,21 +76,22 @@ def seeded_weights(seed: int | np.random.Generator, B: int, E: int) -> common.Co
     """Resample weights of ``seed``, drawn once for every table of an audit (all alike)."""
     if isinstance(seed, np.random.Generator):
         return common.resample_weights(seed, B, E)
-    key = (int(seed), B, E)
-    if _LAST_WEIGHTS.get("key") != key:
-        # kept as float64 when that is one block (<= 16 MB): not converted for every table
-        W = common.resample_weights(make_rng(seed), B, E)
-        W = np.asarray(W, dtype=np.float64) if W.size <= common.BLOCK_CELLS else W
-        W.setflags(write=False)
-        _LAST_WEIGHTS.clear()
-        _LAST_WEIGHTS.update(key=key, weights=W)
-    weights: common.CountArray = _LAST_WEIGHTS["weights"]
-    return weights
+    return _int_seed_weights(int(seed), B, E)
+
+
+# One entry: bounded memory, and an audit's tables share seed, resamples and entities.
+@functools.lru_cache(maxsize=1)
+def _int_seed_weights(seed: int, B: int, E: int) -> common.CountArray:
+    # kept as float64 when that is one block (<= 16 MB): not converted for every table
+    W = common.resample_weights(make_rng(seed), B, E)
+    W = np.asarray(W, dtype=np.float64) if W.size <= common.BLOCK_CELLS else W
+    W.setflags(write=False)
+    return W
 
 
 def forget_weights() -> None:
     """Drop the reused resample weights (20 MB at 10,000 entities) once an audit is scored."""
-    _LAST_WEIGHTS.clear()
+    _int_seed_weights.cache_clear()
 
 
 def _weighted_means(W: common.CountArray, sims: FloatArray) -> FloatArray:
