@@ -12,15 +12,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+import pytest_recfair.vocab as vocab
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.metrics.common import (
-    check_k,
-    check_list,
-    check_metric,
-    check_missing,
-    check_positive_int,
-    check_variant,
-)
+from pytest_recfair.metrics.common import check_choice, check_k, check_list, check_positive_int
 from pytest_recfair.metrics.lists import NEUTRAL_PAD, SENSITIVE_PAD, curves_all_k, encode
 from pytest_recfair.vocab import METRICS, MetricName, MissingPolicy, Variant
 
@@ -90,7 +84,7 @@ def curves(
     variant: Variant = "normalized",
 ) -> dict[str, FloatArray]:
     """metric -> its value at k = 1..K (index k-1; K None: the longer list's length)."""
-    v = check_variant(variant)
+    v = check_choice(variant, vocab.VARIANTS, "variant")
     n = check_list(neutral, "neutral")
     s = check_list(sensitive, "sensitive")
     kk = check_k(K, "K")
@@ -236,12 +230,12 @@ def similarity_cubes(
 ) -> dict[str, SimilarityCube]:
     """``similarity_cube`` of each attribute against one set of neutral lists, in one pass
     (a list recurring in several attributes is scored once)."""
-    v = check_variant(variant)
-    pol = check_missing(missing)
+    v = check_choice(variant, vocab.VARIANTS, "variant")
+    pol = check_choice(missing, vocab.MISSING_POLICIES, "missing")
     kk = check_k(K, "K")
     if isinstance(metrics, str) or not isinstance(metrics, Sequence) or not metrics:
         raise TypeError(f"metrics must be a non-empty list of metric names; got {metrics!r}.")
-    ms = tuple(dict.fromkeys(check_metric(m) for m in metrics))
+    ms = tuple(dict.fromkeys(check_choice(m, METRICS, "metric") for m in metrics))
     parts = {a: _collect(neutral, by_value) for a, by_value in by_attribute.items()}
     if not parts:
         return {}
@@ -303,7 +297,7 @@ def similarity_matrix(
     """metric(neutral[e], by_value[v][e]) @ k per entity and value. A missing (None or
     empty) reply scores 0.0 under "zero", NaN under "skip"; an absent key (never answered)
     is NaN under both, as in the FaiRLLM notebook."""
-    m = check_metric(metric)
+    m = check_choice(metric, METRICS, "metric")
     cube = similarity_cube(neutral, by_value, check_k(k), variant, missing, (m,))
     return cube.matrix(m)
 

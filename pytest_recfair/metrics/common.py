@@ -9,47 +9,24 @@ import math
 import operator
 import warnings
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.vocab import (
-    METRICS,
-    MISSING_POLICIES,
-    STATISTICS,
-    VARIANTS,
-    MetricName,
-    MissingPolicy,
-    Statistic,
-    Variant,
-)
+
+_Choice = TypeVar("_Choice", bound=str)
 
 
-def _choice(value: object, allowed: tuple[str, ...], name: str) -> str:
+def check_choice(value: object, allowed: tuple[_Choice, ...], name: str) -> _Choice:
+    """``value`` if one of ``allowed`` (vocab's VARIANTS, METRICS...), else one ConfigError line."""
     if not isinstance(value, str) or value not in allowed:
         raise ConfigError(
             f"{name} must be one of {', '.join(repr(a) for a in allowed)}; got {value!r}. "
             f"Pass one of the allowed names."
         )
     return value
-
-
-def check_variant(variant: object) -> Variant:
-    return cast(Variant, _choice(variant, VARIANTS, "variant"))
-
-
-def check_metric(metric: object) -> MetricName:
-    return cast(MetricName, _choice(metric, METRICS, "metric"))
-
-
-def check_missing(missing: object) -> MissingPolicy:
-    return cast(MissingPolicy, _choice(missing, MISSING_POLICIES, "missing"))
-
-
-def check_statistic(statistic: object) -> Statistic:
-    return cast(Statistic, _choice(statistic, STATISTICS, "statistic"))
 
 
 def check_positive_int(value: object, name: str) -> int:

@@ -17,7 +17,7 @@ from pytest_recfair.metrics.aggregate import SimilarityMatrix
 from pytest_recfair.metrics.common import FloatArray
 from pytest_recfair.metrics.inference import DriftMember, _pair_rows
 from pytest_recfair.metrics.stats import paired_comparison
-from pytest_recfair.vocab import Statistic
+from pytest_recfair.vocab import STATISTICS, Statistic
 
 #: A swap distribution narrower than this (similarities are in [0, 1]) is rounding only.
 _DEGENERATE = 1e-12
@@ -72,7 +72,7 @@ def paired_models(
 ) -> tuple[PairVerdict, ...]:
     """Test each member (attribute) for a difference between model a and model b
     (``interval=False``: NaN intervals)."""
-    stat = common.check_statistic(statistic)
+    stat = common.check_choice(statistic, STATISTICS, "statistic")
     B = common.check_positive_int(n_resamples, "n_resamples")
     if not members:
         return ()

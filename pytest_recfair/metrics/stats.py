@@ -17,17 +17,15 @@ from pytest_recfair.metrics.aggregate import SimilarityMatrix, _column_means
 from pytest_recfair.metrics.common import (
     FloatArray,
     Interval,
+    check_choice,
     check_confidence,
     check_k,
     check_list,
-    check_metric,
     check_positive_int,
-    check_statistic,
-    check_variant,
     make_rng,
 )
 from pytest_recfair.metrics.lists import NEUTRAL_PAD, SENSITIVE_PAD, curves_all_k, encode
-from pytest_recfair.vocab import STATISTICS, MetricName, Statistic, Variant
+from pytest_recfair.vocab import METRICS, STATISTICS, VARIANTS, MetricName, Statistic, Variant
 
 
 @dataclass(frozen=True)
@@ -185,7 +183,7 @@ def paired_comparison(
     name (in the baseline's order), both runs resampled with the same draws."""
     base = _check_matrix(baseline, "baseline")
     cand = _check_matrix(candidate, "candidate")
-    stat = check_statistic(statistic)
+    stat = check_choice(statistic, STATISTICS, "statistic")
     B = check_positive_int(n_resamples, "n_resamples")
     conf = check_confidence(confidence)
     rng = make_rng(seed)
@@ -242,8 +240,8 @@ def noise_per_entity(
 ) -> FloatArray:
     """Each entity's mean repeat-vs-repeat similarity (NaN: < 2 repeats); its own replies
     only, so computing entities in parts gives the same numbers bit for bit."""
-    m = check_metric(metric)
-    v = check_variant(variant)
+    m = check_choice(metric, METRICS, "metric")
+    v = check_choice(variant, VARIANTS, "variant")
     kk = check_k(k)
     if not isinstance(repeats, Mapping):
         raise TypeError(
