@@ -97,8 +97,8 @@ BLOCK_CELLS = 1 << 21
 DRAW_BLOCK = 1 << 18
 
 
-def draw_block_rows(E: int, cells: int = BLOCK_CELLS) -> int:
-    return max(1, cells // max(E, 1))
+def draw_block_rows(E: int) -> int:
+    return max(1, BLOCK_CELLS // max(E, 1))
 
 
 def compact_counts(W: CountArray, counts: npt.NDArray[np.int64]) -> CountArray:

@@ -33,7 +33,6 @@ _FLOOR_FACTOR = 40.0
 #: Alpha share of the unusable-share members' own max-T part: near their margin when
 #: nothing changed, in the spreads' family they raised its critical value 2.05 -> 2.36.
 UNUSABLE_ALPHA = 0.2
-_NAN: Interval = (math.nan, math.nan)
 #: Gathered permutation blocks are kept below this many cells (memory ~ 8 bytes each).
 PERMUTATION_CELLS = 1 << 22
 
@@ -76,7 +75,7 @@ def mean_intervals(sims: FloatArray, confidence: float = 0.95) -> list[Interval]
     for col in sims.T:
         col = col[~np.isnan(col)]
         if col.size < 2:
-            out.append(_NAN)
+            out.append((math.nan, math.nan))
             continue
         se = float(np.std(col, ddof=1) / math.sqrt(col.size))
         half = t_quantile(1 - (1 - conf) / 2, col.size - 1) * se
