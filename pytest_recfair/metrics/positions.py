@@ -110,9 +110,6 @@ class PositionResult:
     n_picks: IntArray
     n_entities: int
 
-    def measure(self, name: str) -> FloatArray:
-        return self.measures[:, MEASURES.index(name)]
-
 
 def position_bias(
     positions: IntArray | None,
