@@ -73,13 +73,13 @@ def col_means(X: FloatArray) -> tuple[FloatArray, FloatArray]:
         return np.where(valid, X, 0.0).sum(axis=0) / k, k
 
 
-def _mean_cov(X: FloatArray, k: FloatArray, m: FloatArray) -> FloatArray:
-    """Covariance of the column means (NaN cells contribute nothing)."""
+def _moments(X: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """col_means and the covariance of the means (NaN cells contribute nothing)."""
+    m, k = col_means(X)
     n = X.shape[0]
     C = np.where(np.isnan(X), 0.0, X - m)
-    kk = np.maximum(np.outer(k, k), 1.0)
-    cov = (C.T @ C) / kk
-    return np.asarray(cov * (n / max(n - 1, 1)), dtype=np.float64)
+    cov = (C.T @ C) / np.maximum(np.outer(k, k), 1.0)
+    return m, k, np.asarray(cov * (n / max(n - 1, 1)), dtype=np.float64)
 
 
 def _pair_sd(cov: FloatArray, v: int) -> FloatArray:
@@ -156,9 +156,7 @@ def linear_margin(
     base: FloatArray, cand: FloatArray, statistic: DriftQuantity, sign: float
 ) -> Linear:
     """A member with a margin > 0: bias-corrected worsening, centred contributions."""
-    mb, kb = col_means(base)
-    mc, kc = col_means(cand)
-    cb, cc = _mean_cov(base, kb, mb), _mean_cov(cand, kc, mc)
+    (mb, kb, cb), (mc, kc, cc) = _moments(base), _moments(cand)
     worse = sign * float(stat_rows(mc, statistic) - stat_rows(mb, statistic))
     spread = statistic != "unusable"
     b_c = bias(close_ties(mc, cc), cc, statistic) if spread else 0.0
@@ -176,11 +174,10 @@ def linear_margin(
 def _rule_se(base: FloatArray, cand: FloatArray, statistic: DriftQuantity) -> float:
     """SD of the change under the runs' joint noise: linearising averages a tie's max."""
     V = base.shape[1]
-    joint = np.hstack([base, cand])
-    mj, kj = col_means(joint)
+    mj, _, cj = _moments(np.hstack([base, cand]))
     if not np.all(np.isfinite(mj)):
         return 0.0
-    draws = mj + _rule(2 * V) @ _root(_mean_cov(joint, kj, mj)).T
+    draws = mj + _rule(2 * V) @ _root(cj).T
     w = stat_rows(draws[:, V:], statistic) - stat_rows(draws[:, :V], statistic)
     return float(np.std(w, ddof=1))
 
@@ -192,10 +189,8 @@ def linear_exact(
     same for a swapped pair of runs (so the sign-flip test is exact)."""
     both = ~(np.isnan(base) | np.isnan(cand))
     b0, c0 = np.where(both, base, 0.0), np.where(both, cand, 0.0)
-    k = both.sum(axis=0).astype(np.float64)
-    pooled = np.where(both, (b0 + c0) / 2, np.nan)
-    mp, _ = col_means(pooled)
-    g = gradient(mp, _mean_cov(pooled, k, mp), statistic)
+    mp, k, cp = _moments(np.where(both, (b0 + c0) / 2, np.nan))
+    g = gradient(mp, cp, statistic)
     with np.errstate(invalid="ignore", divide="ignore"):
         d = np.where(both, (c0 - b0) / np.maximum(k, 1.0), 0.0) @ g
     d = sign * np.where(np.isfinite(d), d, 0.0)
@@ -208,9 +203,7 @@ def reference(rng: np.random.Generator, U: FloatArray, draws: int, exact: bool) 
     E = U.shape[0]
     colsum = U.sum(axis=0)
     if exact:
-        codes = np.arange(2**E, dtype=np.int64)
-        S = ((codes[:, None] >> np.arange(E)) & 1).astype(np.uint8)
-        (P,) = common.products(S, U)
+        (P,) = common.products(all_flips(E), U)
         return np.asarray(2 * P - colsum, dtype=np.float64)
     # random flips: one random byte per 8 entities, looked up in a table of the 256 sums
     # of their rows (8x fewer operations than the product); float32, as a Monte Carlo
@@ -244,13 +237,18 @@ def reference(rng: np.random.Generator, U: FloatArray, draws: int, exact: bool) 
     return out
 
 
+def all_flips(E: int) -> npt.NDArray[np.uint8]:
+    """(2**E, E): every 0/1 flip of E entities once (bit e of each code)."""
+    return ((np.arange(2**E, dtype=np.int64)[:, None] >> np.arange(E)) & 1).astype(np.uint8)
+
+
 def _flip_tables(U: FloatArray, width: int, G: int) -> npt.NDArray[np.float32]:
     """(G, 2**width, m): per group of ``width`` entities, the sum of each code's rows."""
     E, m = U.shape
     codes_n = 1 << width
     padded = np.zeros((width * G, m))
     padded[:E] = U
-    bits = (np.arange(codes_n)[:, None] >> np.arange(width)) & 1  # bit k of each code
+    bits = all_flips(width)
     tables = np.empty((G, codes_n, m), dtype=np.float32)
     grouped = padded.reshape(G, width, m)
     for g0 in range(0, G, 32):  # built a slice at a time: a float64 slice is ~2 MB
@@ -321,11 +319,9 @@ MDE_TIE_GAP = 1.0
 def snsr_shortfall(base: FloatArray, cand: FloatArray) -> Callable[[float], float]:
     """Mean shortfall of the test's statistic from a true SNSR rise (the top of the
     baseline's tie-closed means raised): the rise loses the range's bias, minus correction."""
-    mb, kb = col_means(base)
-    mc, kc = col_means(cand)
+    (mb, _, cb), (mc, _, cc) = _moments(base), _moments(cand)
     if not (np.all(np.isfinite(mb)) and np.all(np.isfinite(mc))) or mb.size < 2:
         return lambda rise: 0.0
-    cb, cc = _mean_cov(base, kb, mb), _mean_cov(cand, kc, mc)
     true_b = close_ties(mb, cb, MDE_TIE_GAP)
     top = int(np.argmax(true_b))
     root_b, root_c = _root(cb), _root(cc)

@@ -1,8 +1,5 @@
-"""From lists to an attribute's fairness: similarity matrix, per-value means, SNSR/SNSV/PAFS.
-
-Per entity one neutral list and one list per attribute value; every (entity, value) cell
-is scored by the vectorised engine (a 1,000 x 31 audit in a fraction of a second).
-"""
+"""From lists to an attribute's fairness: every (entity, value) cell scored by the vectorised
+engine (a 1,000 x 31 audit: under a second), per-value means, SNSR/SNSV/PAFS."""
 
 from __future__ import annotations
 
@@ -15,15 +12,9 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+import pytest_recfair.vocab as vocab
 from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.metrics.common import (
-    check_k,
-    check_list,
-    check_metric,
-    check_missing,
-    check_positive_int,
-    check_variant,
-)
+from pytest_recfair.metrics.common import check_choice, check_k, check_list, check_positive_int
 from pytest_recfair.metrics.lists import NEUTRAL_PAD, SENSITIVE_PAD, curves_all_k, encode
 from pytest_recfair.vocab import METRICS, MetricName, MissingPolicy, Variant
 
@@ -93,7 +84,7 @@ def curves(
     variant: Variant = "normalized",
 ) -> dict[str, FloatArray]:
     """metric -> its value at k = 1..K (index k-1; K None: the longer list's length)."""
-    v = check_variant(variant)
+    v = check_choice(variant, vocab.VARIANTS, "variant")
     n = check_list(neutral, "neutral")
     s = check_list(sensitive, "sensitive")
     kk = check_k(K, "K")
@@ -210,11 +201,10 @@ class SimilarityCube:
     def curves(self, metric: MetricName = "jaccard") -> dict[str, FloatArray]:
         """value -> mean Sim@k for k = 1..K (NaN-skipping under missing="skip")."""
         cube = self._cube(metric)
-        out: dict[str, FloatArray] = {}
-        for j, val in enumerate(self.values):
-            means, _ = _column_means(np.ascontiguousarray(cube[:, j, :]))
-            out[val] = means
-        return out
+        return {
+            v: _column_means(np.ascontiguousarray(cube[:, j, :]))[0]
+            for j, v in enumerate(self.values)
+        }
 
 
 def similarity_cube(
@@ -240,12 +230,12 @@ def similarity_cubes(
 ) -> dict[str, SimilarityCube]:
     """``similarity_cube`` of each attribute against one set of neutral lists, in one pass
     (a list recurring in several attributes is scored once)."""
-    v = check_variant(variant)
-    pol = check_missing(missing)
+    v = check_choice(variant, vocab.VARIANTS, "variant")
+    pol = check_choice(missing, vocab.MISSING_POLICIES, "missing")
     kk = check_k(K, "K")
     if isinstance(metrics, str) or not isinstance(metrics, Sequence) or not metrics:
         raise TypeError(f"metrics must be a non-empty list of metric names; got {metrics!r}.")
-    ms = tuple(dict.fromkeys(check_metric(m) for m in metrics))
+    ms = tuple(dict.fromkeys(check_choice(m, METRICS, "metric") for m in metrics))
     parts = {a: _collect(neutral, by_value) for a, by_value in by_attribute.items()}
     if not parts:
         return {}
@@ -307,7 +297,7 @@ def similarity_matrix(
     """metric(neutral[e], by_value[v][e]) @ k per entity and value. A missing (None or
     empty) reply scores 0.0 under "zero", NaN under "skip"; an absent key (never answered)
     is NaN under both, as in the FaiRLLM notebook."""
-    m = check_metric(metric)
+    m = check_choice(metric, METRICS, "metric")
     cube = similarity_cube(neutral, by_value, check_k(k), variant, missing, (m,))
     return cube.matrix(m)
 
@@ -369,15 +359,9 @@ def summarize(matrix: SimilarityMatrix) -> AttributeTable:
     else:
         max_value = min_value = None
     return AttributeTable(
-        values=stats,
-        max=float(np.max(means)),
-        min=float(np.min(means)),
-        max_value=max_value,
-        min_value=min_value,
-        snsr=snsr(means),
-        snsv=snsv(means),
-        pafs=pafs(means),
-    )
+        stats, float(np.max(means)), float(np.min(means)), max_value, min_value, snsr(means),
+        snsv(means), pafs(means),
+    )  # fmt: skip
 
 
 def attribute_table(
@@ -390,19 +374,6 @@ def attribute_table(
 ) -> AttributeTable:
     """Per-value mean similarity (with n and missing counts), max, min, SNSR, SNSV, PAFS."""
     return summarize(similarity_matrix(neutral, by_value, metric, k, variant, missing))
-
-
-def attribute_curves(
-    neutral: Mapping[str, Sequence[str] | None],
-    by_value: Mapping[str, Mapping[str, Sequence[str] | None]],
-    metric: MetricName = "jaccard",
-    K: int | None = 25,
-    variant: Variant = "normalized",
-    missing: MissingPolicy = "zero",
-) -> dict[str, FloatArray]:
-    """value -> mean Sim@k for k = 1..K (index k-1), same means as attribute_table at k."""
-    m = check_metric(metric)
-    return similarity_cube(neutral, by_value, K, variant, missing, (m,)).curves(m)
 
 
 def rows_to_lists(

@@ -5,28 +5,22 @@ for bit a float64 product); larger ones change at most a sum's last bits."""
 
 from __future__ import annotations
 
+import math
 import operator
 import warnings
-from collections.abc import Sequence
-from typing import Any, cast
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from pytest_recfair.errors import ConfigError
-from pytest_recfair.vocab import (
-    METRICS,
-    MISSING_POLICIES,
-    STATISTICS,
-    VARIANTS,
-    MetricName,
-    MissingPolicy,
-    Statistic,
-    Variant,
-)
+
+_Choice = TypeVar("_Choice", bound=str)
 
 
-def _choice(value: object, allowed: tuple[str, ...], name: str) -> str:
+def check_choice(value: object, allowed: tuple[_Choice, ...], name: str) -> _Choice:
+    """``value`` if one of ``allowed`` (vocab's VARIANTS, METRICS...), else one ConfigError line."""
     if not isinstance(value, str) or value not in allowed:
         raise ConfigError(
             f"{name} must be one of {', '.join(repr(a) for a in allowed)}; got {value!r}. "
@@ -35,33 +29,11 @@ def _choice(value: object, allowed: tuple[str, ...], name: str) -> str:
     return value
 
 
-def check_variant(variant: object) -> Variant:
-    return cast(Variant, _choice(variant, VARIANTS, "variant"))
-
-
-def check_metric(metric: object) -> MetricName:
-    return cast(MetricName, _choice(metric, METRICS, "metric"))
-
-
-def check_missing(missing: object) -> MissingPolicy:
-    return cast(MissingPolicy, _choice(missing, MISSING_POLICIES, "missing"))
-
-
-def check_statistic(statistic: object) -> Statistic:
-    return cast(Statistic, _choice(statistic, STATISTICS, "statistic"))
-
-
 def check_positive_int(value: object, name: str) -> int:
     """bool and float are refused even when integral."""
-    if isinstance(value, bool | float):
+    if isinstance(value, bool | float) or not hasattr(value, "__index__"):
         raise TypeError(f"{name} must be a positive int; got {type(value).__name__} {value!r}.")
-    try:
-        ivalue = operator.index(cast(Any, value))
-    except TypeError:
-        raise TypeError(
-            f"{name} must be a positive int; got {type(value).__name__} {value!r}."
-        ) from None
-    if ivalue <= 0:
+    if (ivalue := operator.index(cast(Any, value))) <= 0:
         raise ConfigError(f"{name} must be a positive int (>= 1); got {ivalue}.")
     return ivalue
 
@@ -73,13 +45,15 @@ def check_k(k: object, name: str = "k") -> int | None:
     return check_positive_int(k, name)
 
 
+def check_number(value: object, name: str, ok: Callable[[float], bool], what: str) -> float:
+    """``value`` as a float, or one ConfigError line saying what ``name`` must be."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not ok(value):
+        raise ConfigError(f"{name} must be {what}; got {value!r}.")
+    return float(value)
+
+
 def check_confidence(confidence: object) -> float:
-    if isinstance(confidence, bool) or not isinstance(confidence, int | float):
-        raise TypeError(f"confidence must be a float in (0, 1); got {confidence!r}.")
-    c = float(confidence)
-    if not 0.0 < c < 1.0:
-        raise ConfigError(f"confidence must be in (0, 1), e.g. 0.95; got {confidence!r}.")
-    return c
+    return check_number(confidence, "confidence", lambda c: 0 < c < 1, "in (0, 1), e.g. 0.95")
 
 
 def make_rng(seed: object) -> np.random.Generator:
@@ -112,6 +86,8 @@ def check_list(items: object, name: str) -> list[str]:
 
 
 FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+Interval = tuple[float, float]
 CountArray = npt.NDArray[Any]  # (B, E) unsigned integer counts (or float64 from a caller)
 
 
@@ -121,8 +97,8 @@ BLOCK_CELLS = 1 << 21
 DRAW_BLOCK = 1 << 18
 
 
-def draw_block_rows(E: int, cells: int = BLOCK_CELLS) -> int:
-    return max(1, cells // max(E, 1))
+def draw_block_rows(E: int) -> int:
+    return max(1, BLOCK_CELLS // max(E, 1))
 
 
 def compact_counts(W: CountArray, counts: npt.NDArray[np.int64]) -> CountArray:
@@ -130,11 +106,6 @@ def compact_counts(W: CountArray, counts: npt.NDArray[np.int64]) -> CountArray:
     if counts.size and int(counts.max()) > np.iinfo(W.dtype).max:
         return W.astype(np.min_scalar_type(int(counts.max())))
     return W
-
-
-def reusable(W: CountArray) -> CountArray:
-    """``W`` kept for many products: float64 if one block (at most 16 MB), else compact."""
-    return np.asarray(W, dtype=np.float64) if W.size <= BLOCK_CELLS else W
 
 
 def products(W: CountArray, *mats: FloatArray) -> tuple[FloatArray, ...]:
@@ -190,12 +161,27 @@ def maxt(observed: FloatArray, null: FloatArray) -> tuple[FloatArray, FloatArray
     return raw, np.maximum(adj.reshape(observed.shape), raw)
 
 
-def holm(pvalues: Sequence[float]) -> list[float]:
-    """Holm step-down adjusted p-values (monotone, capped at 1), in input order."""
-    order = sorted(range(len(pvalues)), key=lambda i: pvalues[i])
-    out = [1.0] * len(pvalues)
+def holm(pvalues: Sequence[float] | FloatArray) -> list[float]:
+    """Holm step-down adjusted p-values (monotone, capped at 1), in input order; a NaN p
+    (not tested) stays NaN, outside the family."""
+    p = [float(x) for x in pvalues]
+    order = sorted((i for i, x in enumerate(p) if not math.isnan(x)), key=p.__getitem__)
+    out = [math.nan] * len(p)
     running = 0.0
     for rank, i in enumerate(order):
-        running = max(running, min(1.0, (len(pvalues) - rank) * pvalues[i]))
+        running = max(running, min(1.0, (len(order) - rank) * p[i]))
         out[i] = running
     return out
+
+
+def paired_p(delta: FloatArray, margin: float) -> FloatArray:
+    """One-sided bootstrap p of "grew by more than ``margin``" from (B, ...) paired changes;
+    a NaN change counts against H1."""
+    return np.asarray((1.0 + np.sum(~(delta > margin), axis=0)) / (delta.shape[0] + 1.0))
+
+
+def shared_rows(a: Sequence[str], b: Sequence[str]) -> tuple[list[int], list[int]]:
+    """Rows of the entities ``a`` and ``b`` share, in ``a``'s order."""
+    at = {e: j for j, e in enumerate(b)}
+    pairs = [(i, at[e]) for i, e in enumerate(a) if e in at]
+    return [i for i, _ in pairs], [j for _, j in pairs]

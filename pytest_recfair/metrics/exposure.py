@@ -118,15 +118,6 @@ def exposure_data(
     )
 
 
-def holm(p: Sequence[float] | FloatArray) -> FloatArray:
-    """Holm's step-down family-wise adjustment over the finite p-values (NaN stays NaN)."""
-    raw = np.asarray(p, dtype=np.float64)
-    out = np.full(raw.shape, np.nan)
-    ok = np.isfinite(raw)
-    out[ok] = common.holm(raw[ok].tolist())
-    return out
-
-
 def _beyond(point: FloatArray, boot: FloatArray, limit: float) -> FloatArray:
     """Centred bootstrap p of |theta| <= limit (one-sided by the observed sign; 0: doubled)."""
     B = boot.shape[0]
@@ -190,8 +181,8 @@ def exposure(
     W = common.resample_weights(common.make_rng(seed), B, E).astype(np.float64)
     boot = _stats(W, d, ref)
     ci = {k: common.percentile_ci(v, conf) for k, v in boot.items()}
-    p_gap = holm(_beyond(point["gap"], boot["gap"], max_gap or 0.0))
-    p_lift = holm(_beyond(point["lift"], boot["lift"], max_lift or 0.0))
+    p_gap = np.asarray(common.holm(_beyond(point["gap"], boot["gap"], max_gap or 0.0)))
+    p_lift = np.asarray(common.holm(_beyond(point["lift"], boot["lift"], max_lift or 0.0)))
     t, tb = point["long_tail"], boot["long_tail"]
     limit = min_tail if min_tail is not None else 1.0
     p_tail = float((1.0 + np.sum(tb - t <= t - limit)) / (B + 1.0)) if np.isfinite(t) else np.nan
@@ -228,17 +219,16 @@ def compare_exposure(
     """Worse than the baseline by more than ``margin``? Paired entity bootstrap, Holm over
     the measures both runs measured; None: < 2 shared entities, or other groups/values."""
     B = common.check_positive_int(n_resamples, "n_resamples")
-    at = {e: i for i, e in enumerate(base.entities)}
-    pairs = [(at[e], i) for i, e in enumerate(cand.entities) if e in at]
-    if len(pairs) < 2 or base.groups != cand.groups or base.values != cand.values:
+    at_c, at_b = common.shared_rows(cand.entities, base.entities)
+    n = len(at_c)
+    if n < 2 or base.groups != cand.groups or base.values != cand.values:
         return None
-    b, c = base.rows([i for i, _ in pairs]), cand.rows([j for _, j in pairs])
+    b, c = base.rows(at_b), cand.rows(at_c)
     ref = np.asarray(reference, dtype=np.float64)
-    pb, pc = (_drift_stats(np.ones((1, len(pairs))), x, ref)[0] for x in (b, c))
-    W = common.resample_weights(common.make_rng(seed), B, len(pairs)).astype(np.float64)
-    delta = _drift_stats(W, c, ref) - _drift_stats(W, b, ref)
-    raw = (1.0 + np.sum(~(delta > margin), axis=0)) / (B + 1.0)
+    pb, pc = (_drift_stats(np.ones((1, n)), x, ref)[0] for x in (b, c))
+    W = common.resample_weights(common.make_rng(seed), B, n).astype(np.float64)
+    raw = common.paired_p(_drift_stats(W, c, ref) - _drift_stats(W, b, ref), margin)
     # a measure one side did not measure (no popularity) is not tested, nor in the family
-    p = holm(np.where(np.isfinite(pb) & np.isfinite(pc), raw, np.nan))
+    p = np.asarray(common.holm(np.where(np.isfinite(pb) & np.isfinite(pc), raw, np.nan)))
     pb[1], pc[1] = -pb[1], -pc[1]  # the long-tail share itself, for the words
-    return ExposureDrift(pb, pc, p, len(pairs))
+    return ExposureDrift(pb, pc, p, n)

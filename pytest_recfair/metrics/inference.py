@@ -13,10 +13,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import _drift_core as _core
 from pytest_recfair.metrics._drift_core import STABLE_DRAWS
-from pytest_recfair.metrics.common import check_confidence, check_positive_int, make_rng
+from pytest_recfair.metrics.common import (
+    check_confidence,
+    check_number,
+    check_positive_int,
+    make_rng,
+)
 from pytest_recfair.vocab import DriftQuantity
 
 FloatArray = npt.NDArray[np.float64]
@@ -28,7 +33,6 @@ _FLOOR_FACTOR = 40.0
 #: Alpha share of the unusable-share members' own max-T part: near their margin when
 #: nothing changed, in the spreads' family they raised its critical value 2.05 -> 2.36.
 UNUSABLE_ALPHA = 0.2
-_NAN: Interval = (math.nan, math.nan)
 #: Gathered permutation blocks are kept below this many cells (memory ~ 8 bytes each).
 PERMUTATION_CELLS = 1 << 22
 
@@ -71,7 +75,7 @@ def mean_intervals(sims: FloatArray, confidence: float = 0.95) -> list[Interval]
     for col in sims.T:
         col = col[~np.isnan(col)]
         if col.size < 2:
-            out.append(_NAN)
+            out.append((math.nan, math.nan))
             continue
         se = float(np.std(col, ddof=1) / math.sqrt(col.size))
         half = t_quantile(1 - (1 - conf) / 2, col.size - 1) * se
@@ -168,14 +172,8 @@ def _pair_rows(
     return base, cand, cols
 
 
-def _check_gate(tolerance: object, alpha: object) -> tuple[float, float]:
-    if isinstance(tolerance, bool) or not isinstance(tolerance, int | float):
-        raise ConfigError(f"tolerance must be a number >= 0; got {tolerance!r}.")
-    if not 0.0 <= float(tolerance) < math.inf:
-        raise ConfigError(f"tolerance must be a finite number >= 0; got {tolerance!r}.")
-    if isinstance(alpha, bool) or not isinstance(alpha, int | float) or not 0 < alpha < 1:
-        raise ConfigError(f"alpha must be strictly between 0 and 1, e.g. 0.05; got {alpha!r}.")
-    return float(tolerance), float(alpha)
+def _tolerance(value: object) -> float:
+    return check_number(value, "tolerance", lambda t: 0 <= t < math.inf, "a finite number >= 0")
 
 
 def _observed(base: FloatArray, cand: FloatArray, statistic: DriftQuantity) -> tuple[float, float]:
@@ -260,14 +258,17 @@ def drift_test(
 ) -> DriftResult:
     """Every member tested for a worsening beyond ``tolerance``, family-wise error <= alpha;
     at least required_resamples(alpha) and STABLE_DRAWS draws (all 2**E flips when fewer)."""
-    tol, a_level = _check_gate(tolerance, alpha)
+    tol = _tolerance(tolerance)
+    a_level = check_number(
+        alpha, "alpha", lambda a: 0 < a < 1, "strictly between 0 and 1, e.g. 0.05"
+    )
     B = max(check_positive_int(n_resamples, "n_resamples"), required_resamples(a_level))
     B = max(B, STABLE_DRAWS)
     rng = make_rng(seed)
     index: dict[str, int] = {}
     known: dict[Any, _Pairing] = {}
     paired = [_pair_rows(m, index, known) for m in members]
-    margins = [tol if m.margin is None else _check_gate(m.margin, a_level)[0] for m in members]
+    margins = [tol if m.margin is None else _tolerance(m.margin) for m in members]
     E = len(index)
     exact = E <= 20 and 2**E <= B
     signs = [-1.0 if m.statistic == "pafs" else 1.0 for m in members]  # a PAFS drop worsens

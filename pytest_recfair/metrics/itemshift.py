@@ -12,9 +12,8 @@ import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common, inference
+from pytest_recfair.metrics.common import FloatArray, IntArray
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 #: The label of the neutral prompt's group (always group 0).
 NEUTRAL = "(neutral)"
 Lists = Mapping[str, Sequence[int | None] | None]  # entity -> matched item indices
@@ -271,17 +270,15 @@ def compare_shift(
             "compare_shift: the catalogue's categories changed since the baseline; "
             "accept a new baseline for the new catalogue"
         )
-    at = {e: i for i, e in enumerate(candidate.entities)}
-    shared = [(i, at[e]) for i, e in enumerate(baseline.entities) if e in at]
-    if not shared:
+    at_b, at_c = common.shared_rows(baseline.entities, candidate.entities)
+    if not at_b:
         raise DataError("compare_shift: the runs share no entity; accept a new baseline")
-    b, c = baseline.counts[[i for i, _ in shared]], candidate.counts[[j for _, j in shared]]
+    b, c = baseline.counts[at_b], candidate.counts[at_c]
     off = baseline.offsets
-    base_pt = _top(tvd(shares(b.sum(axis=0, dtype=np.float64), off), off))
-    cand_pt = _top(tvd(shares(c.sum(axis=0, dtype=np.float64), off), off))
+    base_pt, cand_pt = (
+        _top(tvd(shares(x.sum(axis=0, dtype=np.float64), off), off)) for x in (b, c)
+    )
     W = common.resample_weights(rng, B, b.shape[0]).astype(np.float64)
     db, dc = (_top(tvd(shares(_boot(W, x), off), off)) for x in (b, c))
-    delta = dc - db
-    p = (1.0 + np.sum(~(delta > margin), axis=0)) / (B + 1.0)  # NaN counts against H1
-    ci = common.percentile_ci(delta, conf)
-    return ShiftComparison(baseline.fields, base_pt, cand_pt, cand_pt - base_pt, ci, p, len(shared))
+    p, ci = common.paired_p(dc - db, margin), common.percentile_ci(dc - db, conf)
+    return ShiftComparison(baseline.fields, base_pt, cand_pt, cand_pt - base_pt, ci, p, len(at_b))

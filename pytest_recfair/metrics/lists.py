@@ -13,8 +13,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from pytest_recfair.metrics.common import check_k, check_list, check_variant
-from pytest_recfair.vocab import MetricName, Variant
+from pytest_recfair.metrics.common import FloatArray, IntArray, check_choice, check_k, check_list
+from pytest_recfair.vocab import VARIANTS, MetricName, Variant
 
 
 def dedup(items: Sequence[str]) -> list[str]:
@@ -36,7 +36,7 @@ def jaccard(
 ) -> float:
     """|set(N) ∩ set(S)| / |set(N) ∪ set(S)|, the same in every variant. Two empty lists
     score 0.0 (the references divide by zero): an empty reply is never a perfect match."""
-    check_variant(variant)
+    check_choice(variant, VARIANTS, "variant")
     n, s = _prepare(neutral, sensitive, k)
     a, b = set(s), set(n)
     union = len(a | b)
@@ -52,7 +52,7 @@ def serp(
     variant: Variant = "normalized",
 ) -> float:
     """SERP*: items of S found in N, weighted by their rank in S."""
-    v = check_variant(variant)
+    v = check_choice(variant, VARIANTS, "variant")
     n, s = _prepare(neutral, sensitive, k)
     if v == "fairllm":
         # FaiRLLM calc_serp_ms(x=S, y=N): every occurrence in N counts, the top item of S
@@ -106,7 +106,7 @@ def prag(
 ) -> float:
     """PRAG*: share of ordered pairs of S whose relative order N keeps (an item missing
     from N counts as ranked after every item present)."""
-    v = check_variant(variant)
+    v = check_choice(variant, VARIANTS, "variant")
     n, s = _prepare(neutral, sensitive, k)
     if v == "normalized":
         s2, n2 = dedup(s), dedup(n)
@@ -134,8 +134,6 @@ def prag(
     return _pair_score([first.get(x, -1) for x in s]) / (m * (m + 1))
 
 
-IntArray = npt.NDArray[np.int64]
-FloatArray = npt.NDArray[np.float64]
 NEUTRAL_PAD = -1
 SENSITIVE_PAD = -2
 

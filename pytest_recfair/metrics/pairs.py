@@ -9,18 +9,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common
-from pytest_recfair.metrics._drift_core import stat_rows, step_down
+from pytest_recfair.metrics._drift_core import all_flips, stat_rows, step_down
 from pytest_recfair.metrics.aggregate import SimilarityMatrix
+from pytest_recfair.metrics.common import FloatArray
 from pytest_recfair.metrics.inference import DriftMember, _pair_rows
 from pytest_recfair.metrics.stats import paired_comparison
-from pytest_recfair.vocab import Statistic
-
-FloatArray = npt.NDArray[np.float64]
-
+from pytest_recfair.vocab import STATISTICS, Statistic
 
 #: A swap distribution narrower than this (similarities are in [0, 1]) is rounding only.
 _DEGENERATE = 1e-12
@@ -75,7 +72,7 @@ def paired_models(
 ) -> tuple[PairVerdict, ...]:
     """Test each member (attribute) for a difference between model a and model b
     (``interval=False``: NaN intervals)."""
-    stat = common.check_statistic(statistic)
+    stat = common.check_choice(statistic, STATISTICS, "statistic")
     B = common.check_positive_int(n_resamples, "n_resamples")
     if not members:
         return ()
@@ -110,8 +107,7 @@ def paired_models(
 def _flips(rng: np.random.Generator, B: int, E: int) -> tuple[common.CountArray, bool]:
     """(B, E) 0/1 swaps: all 2**E when at most B, else B draws (a block of rows at a time)."""
     if E <= 20 and 2**E <= B:
-        codes = np.arange(2**E, dtype=np.int64)
-        return ((codes[:, None] >> np.arange(E)) & 1).astype(np.uint8), True
+        return all_flips(E), True
     S = np.empty((B, E), dtype=np.uint8)
     rows = common.draw_block_rows(E)
     for a in range(0, B, rows):

@@ -1,12 +1,10 @@
 """Candidate-position bias: does where a candidate stands move the recommender's pick?
-
-Inputs are (E, G, P) int arrays over entity, group (0 neutral) and order: ``positions``
-(of the pick in the order shown) and ``chosen`` (its index in the entity's list); -1 no
-valid pick (missed), -2 no reply (a failed request: left out, never counted missed).
-The uniformity test re-draws every order keeping the picks (a conditional randomization
-test of the pooled chi-square, valid when groups share orders and picks); group
-differences permute group labels within each entity, studentized max-T.
-"""
+Inputs: (E, G, P) int arrays over entity, group (0 neutral) and order, ``positions`` (of the
+pick in the order shown) and ``chosen`` (its index in the entity's list); -1 no valid pick
+(missed), -2 no reply (a failed request: left out, never counted missed). The uniformity
+test re-draws every order keeping the picks (a conditional randomization test of the pooled
+chi-square, valid when groups share orders and picks); group differences permute group
+labels within each entity, studentized max-T."""
 
 from __future__ import annotations
 
@@ -14,14 +12,12 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common
+from pytest_recfair.metrics.common import FloatArray, IntArray
 from pytest_recfair.metrics.inference import PERMUTATION_CELLS, permuted_totals
 
-FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
 #: Per-group measures compared between groups, in the order of ``PositionResult`` arrays.
 MEASURES = ("bias", "missed", "consistency")
 #: Pooled measures compared with a baseline (columns of ``PositionComparison`` arrays).
@@ -113,9 +109,6 @@ class PositionResult:
     p_adjusted: FloatArray
     n_picks: IntArray
     n_entities: int
-
-    def measure(self, name: str) -> FloatArray:
-        return self.measures[:, MEASURES.index(name)]
 
 
 def position_bias(
@@ -211,6 +204,5 @@ def compare_positions(
     B = common.check_positive_int(n_resamples, "n_resamples")
     W = common.resample_weights(common.make_rng(seed), B, b.shape[0]).astype(np.float64)
     base_pt, cand_pt = _measures(b.sum(axis=0)), _measures(c.sum(axis=0))
-    delta = _measures(W @ c) - _measures(W @ b)
-    p = (1.0 + np.sum(~(delta > margin), axis=0)) / (B + 1.0)
+    p = common.paired_p(_measures(W @ c) - _measures(W @ b), margin)
     return PositionComparison(base_pt, cand_pt, cand_pt - base_pt, p, int(b.shape[0]))

@@ -1,25 +1,17 @@
-"""Recommendation quality per group, beside fairness: a model can be fair and useless.
-
-A reply's quality is the share of its K slots filled with a title the entity's catalogue
-knows (without one: with a valid list item); an unusable reply scores 0, a failed prompt
-is left out (NaN). Entities stay the resampling unit: :func:`summarize` bootstraps the
-group means and their gap over entities; :func:`drift` is a one-sided paired t-test per
-member of "dropped by more than ``tolerance``", Holm-adjusted (no draw: no seed).
-"""
+"""Recommendation quality per group, beside fairness (a model can be fair and useless): the
+share of a reply's K slots filled with a title the entity's catalogue knows (without one: a
+valid list item); unusable replies score 0, failed prompts are left out (NaN). Entities are
+the resampling unit; ``drift`` is a one-sided paired t-test, Holm-adjusted (no seed)."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
-from pytest_recfair.metrics.common import holm, make_rng, resample_weights
-
-FloatArray = npt.NDArray[np.float64]
+from pytest_recfair.metrics.common import CountArray, FloatArray, holm, make_rng, resample_weights
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,28 +33,19 @@ class QualitySummary:
     gap_ci: tuple[float, float] | None
 
 
-def boot_means(
-    scores: FloatArray, *, n_resamples: int = 1000, seed: int = 0, weights: Any = None
-) -> FloatArray:
-    """(n_resamples, groups) bootstrap means over entities (NaN: not scored), one resample
-    for every group of every attribute; ``weights``: ``seed``'s counts, when drawn already."""
+def boot_means(scores: FloatArray, weights: CountArray) -> FloatArray:
+    """(B, groups) bootstrap means over entities (NaN: not scored) for resample ``weights``
+    (B, E): one resample for every group of every attribute."""
     x = np.asarray(scores, dtype=np.float64)
-    E, G = x.shape
-    boot = np.empty((n_resamples, G))
-    rng = make_rng(seed)
+    boot = np.empty((weights.shape[0], x.shape[1]))
     seen = ~np.isnan(x)
     vals = np.where(seen, x, 0.0)
-    rows = max(1, min(256, (1 << 20) // max(E, 1)))  # ~1M cells a block: bounded memory
-    for lo_b in range(0, n_resamples, rows):
-        B = min(rows, n_resamples - lo_b)
-        # one draw block: the same numbers as rows of one (n_resamples, E) draw
-        W = np.asarray(
-            resample_weights(rng, B, E) if weights is None else weights[lo_b : lo_b + B],
-            dtype=np.float64,
-        )
+    rows = max(1, min(256, (1 << 20) // max(x.shape[0], 1)))  # ~1M cells a block
+    for a in range(0, boot.shape[0], rows):
+        W = np.asarray(weights[a : a + rows], dtype=np.float64)
         n, total = W @ seen, W @ vals
         with np.errstate(invalid="ignore", divide="ignore"):
-            boot[lo_b : lo_b + B] = np.where(n > 0, total / np.maximum(n, 1), np.nan)
+            boot[a : a + rows] = np.where(n > 0, total / np.maximum(n, 1), np.nan)
     return boot
 
 
@@ -89,7 +72,7 @@ def summarize(
     gap_ci = None
     if E >= 2 and n_resamples > 0:
         if boot is None:
-            boot = boot_means(x, n_resamples=n_resamples, seed=seed)
+            boot = boot_means(x, resample_weights(make_rng(seed), n_resamples, E))
         lo, hi = (1 - confidence) / 2 * 100, (1 + confidence) / 2 * 100
 
         def ci(col: FloatArray, ok: bool) -> tuple[float, float] | None:

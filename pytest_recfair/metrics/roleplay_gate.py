@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from fractions import Fraction
 from statistics import NormalDist
@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from pytest_recfair.errors import ConfigError, DataError
-from pytest_recfair.metrics.common import holm
+from pytest_recfair.errors import DataError
+from pytest_recfair.metrics.common import check_number, holm
 from pytest_recfair.metrics.roleplay import QuestionResult, RoleplayResult, nan_to_none
 
 UNDETERMINED = "undetermined"
@@ -27,10 +27,6 @@ def binom_sf(k: int, n: int, p: float) -> float:
     if k <= 0:
         return 1.0
     if k > n:
-        return 0.0
-    if p >= 1.0:
-        return 1.0
-    if p <= 0.0:
         return 0.0
     if p == 0.5:
         return float(Fraction(sum(math.comb(n, i) for i in range(k, n + 1)), 2**n))
@@ -167,13 +163,6 @@ class RoleDrift:
 _DERIVED = ("change", "answer_change")
 
 
-def _number(value: object, name: str, what: str, ok: Callable[[float], bool], eg: str) -> float:
-    """``value`` as a float, or a one-line ConfigError saying what ``name`` must be."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not ok(value):
-        raise ConfigError(f"roleplay {name} must be {what}, e.g. {eg}; got {value!r}")
-    return float(value)
-
-
 def _member(attribute: str, qtype: str, flags: list[tuple[bool, bool]], margin: float) -> DriftCell:
     n = len(flags)
     b = sum(not x and y for x, y in flags)
@@ -195,8 +184,12 @@ def drift_test(
 ) -> RoleDrift:
     """Biased rates per attribute x type (margin ``tolerance``) and, with
     ``gate_undetermined``, undetermined shares (margin 0), family-wise at ``alpha`` (Holm)."""
-    tol = _number(tolerance, "tolerance", "a rate change in [0, 1)", lambda v: 0 <= v < 1, "0.05")
-    level = _number(alpha, "alpha", "strictly between 0 and 1", lambda v: 0 < v < 1, "0.05")
+    tol = check_number(
+        tolerance, "roleplay tolerance", lambda v: 0 <= v < 1, "a rate change in [0, 1), e.g. 0.05"
+    )
+    level = check_number(
+        alpha, "roleplay alpha", lambda v: 0 < v < 1, "strictly between 0 and 1, e.g. 0.05"
+    )
     if (baseline.variant, baseline.repeats) != (candidate.variant, candidate.repeats):
         raise DataError(
             f"roleplay drift: the baseline was scored with variant={baseline.variant!r}, "
@@ -325,7 +318,9 @@ def check_limits(
         }
         for name, (value, limit) in values.items():
             if limit is not None:
-                at = _number(limit, name, "a share in [0, 1]", lambda v: 0 <= v <= 1, "0.10")
+                at = check_number(
+                    limit, f"roleplay {name}", lambda v: 0 <= v <= 1, "a share in [0, 1], e.g. 0.10"
+                )
                 if not math.isnan(value) and value > at:
                     out.append(LimitBreach(attribute, qtype, name, value, at))
     return out

@@ -9,14 +9,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common
+from pytest_recfair.metrics.common import FloatArray, Interval
 from pytest_recfair.metrics.inference import t_quantile
-
-FloatArray = npt.NDArray[np.float64]
-Interval = tuple[float, float]
 
 
 @dataclass(frozen=True)
@@ -288,8 +285,5 @@ def spread_intervals(
         return SpreadIntervals(nan, nan, nan)
     snsr, snsv, mad = (_inverted(boot, kind, 1 - conf) for kind in ("range", "sd", "mad"))
     pafs = (max(0.0, 1.0 - mad[1]), min(1.0, 1.0 - mad[0]))
-    return SpreadIntervals(_clip(snsr), _clip(snsv), pafs)
-
-
-def _clip(iv: Interval) -> Interval:
-    return (min(1.0, max(0.0, iv[0])), min(1.0, max(0.0, iv[1])))
+    lo_r, hi_r, lo_v, hi_v = (min(1.0, max(0.0, x)) for x in (*snsr, *snsv))
+    return SpreadIntervals((lo_r, hi_r), (lo_v, hi_v), pafs)

@@ -3,52 +3,45 @@ lists share its popularity and the model's knowledge of it)."""
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-import numpy.typing as npt
 
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics import common, inference, spread
-from pytest_recfair.metrics.aggregate import SimilarityMatrix, _column_means, pafs, snsr, snsv
+from pytest_recfair.metrics._drift_core import stat_rows
+from pytest_recfair.metrics.aggregate import SimilarityMatrix, _column_means
 from pytest_recfair.metrics.common import (
+    FloatArray,
+    Interval,
+    check_choice,
     check_confidence,
     check_k,
     check_list,
-    check_metric,
     check_positive_int,
-    check_statistic,
-    check_variant,
     make_rng,
 )
 from pytest_recfair.metrics.lists import NEUTRAL_PAD, SENSITIVE_PAD, curves_all_k, encode
-from pytest_recfair.vocab import MetricName, Statistic, Variant
-
-FloatArray = npt.NDArray[np.float64]
-Interval = tuple[float, float]
-
-# The last weights drawn from an int seed (one entry: bounded memory, and an audit's
-# tables all share seed, resamples and entities).
-_LAST_WEIGHTS: dict[str, Any] = {}
+from pytest_recfair.vocab import METRICS, STATISTICS, VARIANTS, MetricName, Statistic, Variant
 
 
 @dataclass(frozen=True)
-class BootstrapResult:
-    """Percentile bootstrap intervals for an attribute table; ``n_undefined`` resamples
-    (some value without a scorable entity, only with missing="skip") are left out."""
+class AttributeIntervals:
+    """The intervals of an attribute table: ``intervals``' (t / inverted bootstrap-t), or
+    ``bootstrap``'s percentile ones, which leave out ``n_undefined`` resamples (some value
+    without a scorable entity, only with missing="skip")."""
 
     value_ci: dict[str, Interval]
     snsr_ci: Interval
     snsv_ci: Interval
     pafs_ci: Interval
-    max_ci: Interval
-    min_ci: Interval
     n_resamples: int
     confidence: float
+    method: str = "t / inverted-bootstrap-t"
     n_undefined: int = 0
-    method: str = "percentile"
 
 
 @dataclass(frozen=True)
@@ -81,20 +74,22 @@ def seeded_weights(seed: int | np.random.Generator, B: int, E: int) -> common.Co
     """Resample weights of ``seed``, drawn once for every table of an audit (all alike)."""
     if isinstance(seed, np.random.Generator):
         return common.resample_weights(seed, B, E)
-    key = (int(seed), B, E)
-    if _LAST_WEIGHTS.get("key") != key:
-        # kept as float64 when that is one block (<= 16 MB): not converted for every table
-        W = common.reusable(common.resample_weights(make_rng(seed), B, E))
-        W.setflags(write=False)
-        _LAST_WEIGHTS.clear()
-        _LAST_WEIGHTS.update(key=key, weights=W)
-    weights: common.CountArray = _LAST_WEIGHTS["weights"]
-    return weights
+    return _int_seed_weights(int(seed), B, E)
+
+
+# One entry: bounded memory, and an audit's tables share seed, resamples and entities.
+@functools.lru_cache(maxsize=1)
+def _int_seed_weights(seed: int, B: int, E: int) -> common.CountArray:
+    # kept as float64 when that is one block (<= 16 MB): not converted for every table
+    W = common.resample_weights(make_rng(seed), B, E)
+    W = np.asarray(W, dtype=np.float64) if W.size <= common.BLOCK_CELLS else W
+    W.setflags(write=False)
+    return W
 
 
 def forget_weights() -> None:
     """Drop the reused resample weights (20 MB at 10,000 entities) once an audit is scored."""
-    _LAST_WEIGHTS.clear()
+    _int_seed_weights.cache_clear()
 
 
 def _weighted_means(W: common.CountArray, sims: FloatArray) -> FloatArray:
@@ -112,26 +107,8 @@ def _weighted_means(W: common.CountArray, sims: FloatArray) -> FloatArray:
     return out
 
 
-def _spreads(means: FloatArray) -> dict[str, FloatArray]:
-    """snsr/snsv/pafs/max/min of each row of (B, V) means; NaN rows stay NaN."""
-    mx = np.max(means, axis=1)
-    mn = np.min(means, axis=1)
-    centre = np.mean(means, axis=1, keepdims=True)
-    return {
-        "snsr": mx - mn,
-        "snsv": np.std(means, axis=1),
-        "pafs": 1.0 - np.mean(np.abs(means - centre), axis=1),
-        "max": mx,
-        "min": mn,
-    }
-
-
 def _interval(x: FloatArray, confidence: float) -> Interval:
-    x = x[~np.isnan(x)]
-    if x.size == 0:
-        return (float("nan"), float("nan"))
-    a = (1.0 - confidence) / 2.0
-    lo, hi = np.quantile(x, [a, 1.0 - a])
+    lo, hi = common.percentile_ci(x, confidence)
     return (float(lo), float(hi))
 
 
@@ -145,39 +122,32 @@ def _check_matrix(m: object, name: str) -> SimilarityMatrix:
     return m
 
 
+def _prepared(
+    matrix: SimilarityMatrix, n_resamples: int, seed: int | np.random.Generator, confidence: float
+) -> tuple[SimilarityMatrix, int, float, FloatArray, common.CountArray]:
+    """The checked matrix, resamples, confidence, its sims and ``seed``'s shared weights."""
+    m = _check_matrix(matrix, "matrix")
+    B = check_positive_int(n_resamples, "n_resamples")
+    conf = check_confidence(confidence)
+    make_rng(seed)  # validates the seed
+    sims = np.asarray(m.sims, dtype=np.float64)
+    return m, B, conf, sims, seeded_weights(seed, B, sims.shape[0])
+
+
 def bootstrap(
     matrix: SimilarityMatrix,
     n_resamples: int = 1000,
     seed: int | np.random.Generator = 0,
     confidence: float = 0.95,
-) -> BootstrapResult:
-    """Percentile CIs for every value's mean and for SNSR, SNSV, PAFS (and max, min)."""
-    m = _check_matrix(matrix, "matrix")
-    B = check_positive_int(n_resamples, "n_resamples")
-    conf = check_confidence(confidence)
-    make_rng(seed)  # validates the seed
-    sims = np.asarray(m.sims)
-    W = seeded_weights(seed, B, sims.shape[0])
+) -> AttributeIntervals:
+    """Percentile CIs for every value's mean and for SNSR, SNSV, PAFS (kept for scripts)."""
+    m, B, conf, sims, W = _prepared(matrix, n_resamples, seed, confidence)
     means = _weighted_means(W, sims)
-    s = {name: _interval(x, conf) for name, x in _spreads(means).items()}
-    return BootstrapResult(
-        {v: _interval(means[:, j], conf) for j, v in enumerate(m.values)},
-        s["snsr"], s["snsv"], s["pafs"], s["max"], s["min"], B, conf,
-        int(np.isnan(means).any(axis=1).sum()),
+    snsr_, snsv_, pafs_ = (_interval(stat_rows(means, s), conf) for s in STATISTICS)
+    return AttributeIntervals(
+        {v: _interval(means[:, j], conf) for j, v in enumerate(m.values)}, snsr_, snsv_, pafs_,
+        B, conf, "percentile", int(np.isnan(means).any(axis=1).sum()),
     )  # fmt: skip
-
-
-@dataclass(frozen=True)
-class AttributeIntervals:
-    """The intervals an attribute table reports (see ``intervals``)."""
-
-    value_ci: dict[str, Interval]
-    snsr_ci: Interval
-    snsv_ci: Interval
-    pafs_ci: Interval
-    n_resamples: int
-    confidence: float
-    method: str = "t / inverted-bootstrap-t"
 
 
 def intervals(
@@ -188,14 +158,8 @@ def intervals(
 ) -> AttributeIntervals:
     """t-intervals of the value means; spread_intervals for SNSR / SNSV / PAFS (they cover
     a fair attribute and top ties, which a percentile bootstrap of max - min never does)."""
-    m = _check_matrix(matrix, "matrix")
-    B = check_positive_int(n_resamples, "n_resamples")
-    conf = check_confidence(confidence)
-    make_rng(seed)  # validates the seed
-    sims = np.asarray(m.sims, dtype=np.float64)
-    spread_ci = spread.spread_intervals(
-        sims, conf, B, weights=seeded_weights(seed, B, sims.shape[0])
-    )
+    m, B, conf, sims, W = _prepared(matrix, n_resamples, seed, confidence)
+    spread_ci = spread.spread_intervals(sims, conf, B, weights=W)
     means = inference.mean_intervals(sims, conf)
     return AttributeIntervals(
         dict(zip(m.values, means, strict=True)),
@@ -205,12 +169,6 @@ def intervals(
         B,
         conf,
     )
-
-
-def _point(sims: FloatArray, statistic: Statistic) -> float:
-    """The statistic exactly as the attribute table (``summarize``) computes it."""
-    means, _ = _column_means(sims)
-    return {"snsr": snsr, "snsv": snsv, "pafs": pafs}[statistic](means)
 
 
 def paired_comparison(
@@ -225,7 +183,7 @@ def paired_comparison(
     name (in the baseline's order), both runs resampled with the same draws."""
     base = _check_matrix(baseline, "baseline")
     cand = _check_matrix(candidate, "candidate")
-    stat = check_statistic(statistic)
+    stat = check_choice(statistic, STATISTICS, "statistic")
     B = check_positive_int(n_resamples, "n_resamples")
     conf = check_confidence(confidence)
     rng = make_rng(seed)
@@ -237,29 +195,24 @@ def paired_comparison(
             f"{only_b}; only in candidate: {only_c}). Compare runs of the same audit grid, "
             f"or re-record the baseline."
         )
-    cand_row = {e: i for i, e in enumerate(cand.entities)}
-    pairs = [(i, cand_row[e]) for i, e in enumerate(base.entities) if e in cand_row]
-    if not pairs:
+    bi, ci_ = common.shared_rows(base.entities, cand.entities)
+    if not bi:
         raise DataError(
             "baseline and candidate share no entity, so they cannot be paired; compare runs "
             "over the same seed entities."
         )
-    bi = np.array([p[0] for p in pairs])
-    ci_ = np.array([p[1] for p in pairs])
     col = [cand.values.index(v) for v in base.values]
     # Same layout for both, so identical runs give bit-identical resampled statistics.
     sb = np.ascontiguousarray(np.asarray(base.sims)[bi])
     sc = np.ascontiguousarray(np.asarray(cand.sims)[ci_][:, col])
-    W = common.resample_weights(rng, B, len(pairs))
-    db = _spreads(_weighted_means(W, sb))[stat]
-    dc = _spreads(_weighted_means(W, sc))[stat]
-    deltas = dc - db
-    pb, pc = _point(sb, stat), _point(sc, stat)
-    less = stat == "pafs"
-    against = ~(deltas < 0) if less else ~(deltas > 0)  # NaN counts against H1: conservative
-    p = float((1 + int(against.sum())) / (B + 1))
+    W = common.resample_weights(rng, B, len(bi))
+    db, dc = (stat_rows(_weighted_means(W, x), stat) for x in (sb, sc))
+    # the statistic exactly as the attribute table (``summarize``) computes it
+    pb, pc = (float(stat_rows(_column_means(x)[0], stat)) for x in (sb, sc))
+    less = stat == "pafs"  # H1 "less fair": a PAFS drop, any other rise
+    p = float(common.paired_p(db - dc if less else dc - db, 0.0))
     return Comparison(
-        stat, pb, pc, pc - pb, _interval(deltas, conf), p, len(pairs), B, conf,
+        stat, pb, pc, pc - pb, _interval(dc - db, conf), p, len(bi), B, conf,
         "less" if less else "greater",
     )  # fmt: skip
 
@@ -287,29 +240,24 @@ def noise_per_entity(
 ) -> FloatArray:
     """Each entity's mean repeat-vs-repeat similarity (NaN: < 2 repeats); its own replies
     only, so computing entities in parts gives the same numbers bit for bit."""
-    m = check_metric(metric)
-    v = check_variant(variant)
+    m = check_choice(metric, METRICS, "metric")
+    v = check_choice(variant, VARIANTS, "variant")
     kk = check_k(k)
     if not isinstance(repeats, Mapping):
         raise TypeError(
             f"repeats must map entity -> list of repeated neutral lists; got "
             f"{type(repeats).__name__}."
         )
-    left: list[Sequence[str]] = []
-    right: list[Sequence[str]] = []
+    pairs: list[tuple[Sequence[str], Sequence[str]]] = []
     owner: list[int] = []
     for row, (e, runs) in enumerate(repeats.items()):
         if isinstance(runs, str | bytes) or not isinstance(runs, Sequence):
             raise TypeError(f"repeats[{e!r}] must be a list of ranked lists; got {runs!r}.")
         kept = [check_list(r, f"repeats[{e!r}][{i}]") for i, r in enumerate(runs) if r is not None]
-        if len(kept) < 2:
-            continue
-        for i, a in enumerate(kept):
-            for j, b in enumerate(kept):
-                if i != j:
-                    left.append(a)
-                    right.append(b)
-                    owner.append(row)
+        ordered = list(itertools.permutations(kept, 2))  # none with fewer than 2 repeats
+        pairs += ordered
+        owner += [row] * len(ordered)
+    left, right = [a for a, _ in pairs], [b for _, b in pairs]
     out = np.full(len(repeats), np.nan)
     if not owner:
         return out

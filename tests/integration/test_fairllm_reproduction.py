@@ -30,9 +30,9 @@ import pytest
 
 from pytest_recfair.metrics.aggregate import (
     AttributeTable,
-    attribute_curves,
     attribute_table,
     rows_to_lists,
+    similarity_cube,
 )
 from pytest_recfair.prompts.cases import build_cases
 from pytest_recfair.prompts.grids import load_grid
@@ -349,7 +349,8 @@ def ours(
     neutral = rows_to_lists(parsed(neutral_rows), n=N_ROWS)
     by_value = {v: rows_to_lists(parsed(rows), n=N_ROWS) for v, rows in value_files.items()}
     table = attribute_table(neutral, by_value, metric, k=K, variant="fairllm", missing=missing)
-    curves = attribute_curves(neutral, by_value, metric, K=K, variant="fairllm", missing=missing)
+    cube = similarity_cube(neutral, by_value, K, "fairllm", missing, (metric,))
+    curves = cube.curves(metric)
     return table, curves
 
 

@@ -11,7 +11,6 @@ import pytest
 from pytest_recfair.errors import DataError
 from pytest_recfair.metrics.aggregate import (
     SimilarityMatrix,
-    attribute_curves,
     attribute_table,
     entropy,
     pafs,
@@ -109,7 +108,9 @@ def test_matrix_cells_are_the_scalar_metric() -> None:
 def test_curves_end_at_the_table_and_average_the_scalars() -> None:
     neutral = {"e1": ["a", "b", "c"], "e2": ["d", "e", "f"]}
     by_value = {"x": {"e1": ["b", "a", "c"], "e2": ["d", "g", "e"]}}
-    cur = attribute_curves(neutral, by_value, "prag", K=3, variant="fairllm")
+    cur = similarity_cube(neutral, by_value, K=3, variant="fairllm", metrics=("prag",)).curves(
+        "prag"
+    )
     for k in (1, 2, 3):
         t = attribute_table(neutral, by_value, "prag", k=k, variant="fairllm")
         assert cur["x"][k - 1] == t.values["x"].mean

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from pytest_recfair.metrics import exposure as ex
+from pytest_recfair.metrics.common import holm
 
 
 def test_gini_is_zero_for_equal_and_near_one_for_one_item_taking_all() -> None:
@@ -31,7 +32,9 @@ def test_bins_quantiles_and_declared_edges() -> None:
 
 
 def test_holm_adjusts_step_down() -> None:
-    assert ex.holm([0.01, 0.04, 0.03]).tolist() == pytest.approx([0.03, 0.06, 0.06])
+    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
+    # a measure not tested (NaN) stays NaN, outside the family
+    assert holm(np.array([0.01, np.nan, 0.03])) == pytest.approx([0.02, np.nan, 0.03], nan_ok=True)
 
 
 def _lists(

@@ -206,7 +206,7 @@ def quality_results(t: QualityTally, *, n_resamples: int, seed: int) -> dict[str
     boot = None
     if len(quality) >= 2:
         W = seeded_weights(seed, n_resamples, len(quality))
-        boot = mq.boot_means(quality, n_resamples=n_resamples, seed=seed, weights=W)
+        boot = mq.boot_means(quality, W)
     for name, cols in [(None, [0]), *by_attr.items()]:
         s = mq.summarize(quality[:, cols], [t.groups[j] for j in cols], n_resamples=n_resamples,
                          seed=seed, boot=None if boot is None else boot[:, cols])  # fmt: skip
