@@ -4,10 +4,9 @@ and the runner ask the policy, never the mode's name."""
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 from typing import Any, Final, Literal, cast
 
@@ -24,28 +23,25 @@ class CassetteNote(UserWarning):
     """Something about the stored cassettes worth knowing that stops nothing."""
 
 
+@dataclass(eq=False, repr=False)
 class CassetteMiss(CassetteError):
     """Replay found no recorded reply for a request and the mode forbids the network."""
 
-    def __init__(
-        self,
-        test_id: str,
-        entity_id: str,
-        prompt: str,
-        path: Path,
-        *,
-        mode: str = "none",
-        request_line: str = "",
-        repeat: int = 0,
-        recorded: int | None = None,
-        missing: int | None = None,
-        asked: int | None = None,
-        differed: str = "",
-    ) -> None:
-        self.test_id, self.entity_id, self.prompt, self.path = test_id, entity_id, prompt, path
-        self.mode, self.request_line, self.repeat = mode, request_line, repeat
-        self.recorded, self.missing, self.asked, self.differed = recorded, missing, asked, differed
-        if recorded is None and not path.parent.is_dir():  # a misspelt folder, say so first
+    test_id: str
+    entity_id: str
+    prompt: str
+    path: Path
+    mode: str = "none"
+    request_line: str = ""
+    repeat: int = 0
+    recorded: int | None = None
+    missing: int | None = None
+    asked: int | None = None
+    differed: str = ""
+
+    def __post_init__(self) -> None:
+        path, missing = self.path, self.missing
+        if self.recorded is None and not path.parent.is_dir():  # a misspelt folder, say so first
             record = (
                 RERECORD_HINT
                 if missing is None
@@ -53,48 +49,41 @@ class CassetteMiss(CassetteError):
                 f"count and cost first, sending nothing: {_PLAN})"
             )
             super().__init__(
-                f"no recorded reply for test {test_id!r}: the cassette folder {path.parent} "
-                "does not exist; check recfair_cassette_dir (the folder the recording run "
-                f"wrote), or record into it: {record}."
+                f"no recorded reply for test {self.test_id!r}: the cassette folder "
+                f"{path.parent} does not exist; check recfair_cassette_dir (the folder the "
+                f"recording run wrote), or record into it: {record}."
             )
             return
+        prompt, repeat = self.prompt, self.repeat
         shown = prompt if len(prompt) <= 300 else prompt[:297] + "..."
-        where = f" ({request_line}, repeat {repeat})" if request_line else f" (repeat {repeat})"
+        line = self.request_line
+        where = f" ({line}, repeat {repeat})" if line else f" (repeat {repeat})"
         state = (
             "the cassette file does not exist"
-            if recorded is None
-            else f"the cassette holds {recorded} interaction(s), none valid and unplayed for "
-            "this request"
+            if self.recorded is None
+            else f"the cassette holds {self.recorded} interaction(s), none valid and unplayed "
+            "for this request"
         )
         super().__init__(
-            f"no recorded reply for test {test_id!r}, entity {entity_id!r}{where}: "
+            f"no recorded reply for test {self.test_id!r}, entity {self.entity_id!r}{where}: "
             f"prompt {shown!r}; cassette {path}: {state}"
-            + (f"; {differed}" if differed else "")
-            + f"; record mode is {mode!r}, which does not call the network for it. "
-            f"{_hint(missing, asked)}"
+            + (f"; {self.differed}" if self.differed else "")
+            + f"; record mode is {self.mode!r}, which does not call the network for it. "
+            f"{_hint(missing, self.asked)}"
         )
 
     def with_difference(self, differed: str) -> CassetteMiss:
         """This miss, saying how the request differs from what was recorded for it."""
-        return self._again(differed=differed)
+        return replace(self, differed=differed)
 
     def counted(self, missing: int, asked: int) -> CassetteMiss:
         """This miss, saying how many of the ``asked`` prompts have no recording at all
         (neither a reply nor a failure noted while recording)."""
-        return self._again(missing=missing, asked=asked)
-
-    def _options(self) -> dict[str, Any]:
-        names = ("mode", "request_line", "repeat", "recorded", "missing", "asked", "differed")
-        return {name: getattr(self, name) for name in names}
-
-    def _again(self, **changed: Any) -> CassetteMiss:
-        given = {**self._options(), **changed}
-        return CassetteMiss(self.test_id, self.entity_id, self.prompt, self.path, **given)
+        return replace(self, missing=missing, asked=asked)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Keyword-only arguments: rebuilt through a partial so xdist can pickle the error.
-        rebuild = functools.partial(CassetteMiss, **self._options())
-        return (rebuild, (self.test_id, self.entity_id, self.prompt, self.path))
+        # Rebuilt from its fields (args holds the message), so xdist can pickle the error.
+        return (CassetteMiss, astuple(self))
 
 
 #: The run that shows what recording the missing replies would send and cost, sending none.

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rapidfuzz import fuzz, process
 
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.fileio import load_structured, read_text
 from pytest_recfair.replies.matching import DEFAULT_THRESHOLD, MIN_FUZZY_LENGTH, normalize
 
 CATALOGUE_SUFFIXES = (".csv", ".json", ".yaml", ".yml")
@@ -187,21 +186,25 @@ def catalogue_from_records(records: Sequence[Any], where: str = "catalogue") -> 
     return Catalogue(tuple(items), categorical, numeric, source=where)
 
 
+def _text(path: Path, where: str) -> str:
+    try:
+        return read_text(path, where)
+    except OSError as exc:
+        raise DataError(f"{where} cannot be read ({exc}); check the path") from exc
+
+
 def load_catalogue(source: str | Path | Catalogue) -> Catalogue:
     """A catalogue from a .csv (header with ``title``), .json or .yaml/.yml file."""
     if isinstance(source, Catalogue):
         return source
     path = Path(source)
     where = f"catalogue file {str(path)!r}"
-    if path.suffix.lower() not in CATALOGUE_SUFFIXES:
+    suffix = path.suffix.lower()
+    if suffix not in CATALOGUE_SUFFIXES:
         raise DataError(f"{where}: expected a {'/'.join(CATALOGUE_SUFFIXES)} file")
     if not path.is_file():
         raise DataError(f"{where} does not exist; check the path (marker, ini or fixture)")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"{where} cannot be read as UTF-8 text ({exc})") from exc
-    suffix = path.suffix.lower()
+    text = _text(path, where)
     if suffix == ".csv":
         reader = csv.DictReader(io.StringIO(text))
         if "title" not in (reader.fieldnames or ()):
@@ -209,11 +212,7 @@ def load_catalogue(source: str | Path | Catalogue) -> Catalogue:
                 f"{where}: the header must have a 'title' column; got {reader.fieldnames}"
             )
         return catalogue_from_records(list(reader), where)
-    try:
-        data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0]
-        raise DataError(f"{where} is not valid {suffix[1:].upper()}: {first}") from exc
+    data = load_structured(text, where, suffix)
     if isinstance(data, dict) and "items" in data:
         data = data["items"]
     if not isinstance(data, list):
@@ -241,10 +240,7 @@ def as_catalogue(value: Any, where: str) -> Catalogue:
 def read_absent(path: Path) -> frozenset[tuple[str, str, str]]:
     """(attribute, value, entity id) never answered, from the import's absent.json."""
     where = f"absent file {str(path)!r}"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"{where} cannot be read as JSON ({exc})") from exc
+    data = load_structured(_text(path, where), where, ".json")
     keys = ("attribute", "value", "entity_id")
     if not isinstance(data, list) or not all(
         isinstance(d, dict) and all(isinstance(d.get(k), str) for k in keys) for d in data
@@ -260,12 +256,8 @@ def read_candidates(value: Any, where: str) -> Mapping[str, Sequence[str]]:
     """entity id or name -> candidate titles, from a mapping or a JSON/YAML file."""
     if isinstance(value, str | Path):
         path = Path(value)
-        try:
-            text = path.read_text(encoding="utf-8")
-            value = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-        except (OSError, json.JSONDecodeError, yaml.YAMLError) as exc:
-            raise DataError(f"candidates file {str(path)!r} cannot be read ({exc})") from exc
         where = f"candidates file {str(path)!r}"
+        value = load_structured(_text(path, where), where, path.suffix)
     if not isinstance(value, Mapping) or not all(
         isinstance(v, list) and all(isinstance(t, str) for t in v) for v in value.values()
     ):
