@@ -84,11 +84,6 @@ def sanitize_name(name: str) -> str:
     return f"{stem}~{digest}"
 
 
-def test_name(test_id: str) -> str:
-    """A node id's test name (with its parameter id): provenance survives moving the file."""
-    return test_id.rsplit("::", 1)[-1]
-
-
 def interaction(request: RecordedRequest, response: RecordedResponse, test: str) -> dict[str, Any]:
     """One interaction as the file holds it, credential headers and query parameters
     dropped (the union list of :mod:`pytest_recfair.secrets`, on both sides)."""
@@ -297,6 +292,7 @@ def vcr_files(paths: tuple[Path, ...]) -> Iterator[Path]:
 def read_vcr(path: Path) -> list[dict[str, Any]]:
     """The interactions of a vcrpy cassette, in the store's JSON form (text bodies)."""
     # Imported here: a run with only native cassettes never imports vcrpy.
+    from vcr.filters import decode_response
     from vcr.persisters.filesystem import CassetteNotFoundError
     from vcr.serializers import jsonserializer, yamlserializer
 
@@ -310,31 +306,27 @@ def read_vcr(path: Path) -> list[dict[str, Any]]:
             f"cassette {path} cannot be read by vcrpy ({type(exc).__name__}: {exc}). "
             "Delete it and re-record, or remove it from recfair_vcr_cassettes."
         ) from None
-    requests, responses = loaded[0], loaded[1]
-    return [_interaction(path, rq, rs) for rq, rs in zip(requests, responses, strict=True)]
-
-
-def _interaction(path: Path, request: Any, response: Any) -> dict[str, Any]:
-    from vcr.filters import decode_response
-
-    response = decode_response(response)
-    body = _text(path, request.body)
-    return {
-        "request": {
-            "body": body or None,
-            "headers": {k: [v] for k, v in request.headers.items()},
-            "method": request.method,
-            "uri": request.uri,
-        },
-        "response": {
-            "body": {"string": _text(path, response["body"].get("string"))},
-            "headers": {
-                k: [v] if isinstance(v, str) else list(v)
-                for k, v in (response.get("headers") or {}).items()
-            },
-            "status": response["status"],
-        },
-    }
+    out = []
+    for request, response in zip(loaded[0], map(decode_response, loaded[1]), strict=True):
+        out.append(
+            {
+                "request": {
+                    "body": _text(path, request.body) or None,
+                    "headers": {k: [v] for k, v in request.headers.items()},
+                    "method": request.method,
+                    "uri": request.uri,
+                },
+                "response": {
+                    "body": {"string": _text(path, response["body"].get("string"))},
+                    "headers": {
+                        k: [v] if isinstance(v, str) else list(v)
+                        for k, v in (response.get("headers") or {}).items()
+                    },
+                    "status": response["status"],
+                },
+            }
+        )
+    return out
 
 
 def _text(path: Path, data: Any) -> str:
@@ -485,7 +477,19 @@ def index_tape(tape: Tape, interactions: list[Any], *, records: bool, recording:
     tape.played = bytearray(len(interactions))
     tape.existed = True
     if tape.stale:
-        _note_stale(tape.path, tape.stale, recording)
+        then = (
+            "they are asked again and dropped from the file on save"
+            if recording
+            else f"record them with {RECORD_OPTION}=new_episodes"
+        )
+        count = tape.stale
+        warnings.warn(
+            CassetteNote(
+                f"cassette {tape.path}: {count} stored error repl{'y' if count == 1 else 'ies'} "
+                f"(HTTP 4xx from an older version) treated as not recorded; {then}."
+            ),
+            stacklevel=2,
+        )
 
 
 @functools.lru_cache(maxsize=64)
@@ -497,25 +501,11 @@ def head(method: str, url: str) -> tuple[str, str, str]:
 
 @functools.lru_cache(maxsize=256)
 def provenance(test_id: str) -> tuple[str, str]:
-    # Per lookup otherwise: sanitize_name hashes the id.
-    return (test_name(test_id), sanitize_name(test_id))
+    """The node id's test name (with its parameter id: provenance survives moving the file)
+    and its old folder's name; cached, per lookup otherwise: sanitize_name hashes the id."""
+    return (test_id.rsplit("::", 1)[-1], sanitize_name(test_id))
 
 
 def valid(code: object) -> bool:
     # Only a 2xx reply is model output; older versions also stored 4xx replies.
     return isinstance(code, int) and 200 <= code < 300
-
-
-def _note_stale(path: Path, count: int, records: bool) -> None:
-    then = (
-        "they are asked again and dropped from the file on save"
-        if records
-        else f"record them with {RECORD_OPTION}=new_episodes"
-    )
-    warnings.warn(
-        CassetteNote(
-            f"cassette {path}: {count} stored error repl{'y' if count == 1 else 'ies'} "
-            f"(HTTP 4xx from an older version) treated as not recorded; {then}."
-        ),
-        stacklevel=3,
-    )
