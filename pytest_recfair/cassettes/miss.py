@@ -4,6 +4,7 @@ and the runner ask the policy, never the mode's name."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping
 from dataclasses import astuple, dataclass, replace
@@ -184,17 +185,11 @@ MODE_POLICIES: Final[Mapping[RecordMode, ModePolicy]] = {
 def request_difference(recorded: list[str], sent: bytes | str) -> str:
     """What differs between ``sent`` and the nearest of the ``recorded`` request bodies
     of the same prompt (model, messages, parameters: the JSON fields that differ), for a
-    pipeline's miss. Empty when there is nothing to compare with."""
-    text = sent.decode("utf-8", "replace") if isinstance(sent, bytes) else sent
+    pipeline's miss."""
     if not recorded:
         return "no request to this endpoint was recorded for this prompt"
-    now = _json(text)
-    best: list[str] | None = None
-    for body in recorded:
-        found = _fields_differ(_json(body), now, "")
-        if best is None or len(found) < len(best):
-            best = found
-    assert best is not None
+    now = _json(sent.decode("utf-8", "replace") if isinstance(sent, bytes) else sent)
+    best = min((_fields_differ(_json(body), now, "") for body in recorded), key=len)
     if not best:
         return "the request matches a recording already replayed for this prompt (asked again)"
     shown = "; ".join(best[:3]) + (f"; and {len(best) - 3} more" if len(best) > 3 else "")
@@ -202,10 +197,9 @@ def request_difference(recorded: list[str], sent: bytes | str) -> str:
 
 
 def _json(text: str) -> Any:
-    try:
+    with contextlib.suppress(ValueError):
         return json.loads(text)
-    except ValueError:
-        return text
+    return text
 
 
 def _fields_differ(old: Any, new: Any, where: str) -> list[str]:
@@ -222,14 +216,15 @@ def _fields_differ(old: Any, new: Any, where: str) -> list[str]:
             else:
                 out.extend(_fields_differ(old[key], new[key], name))
         return out
-    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+    name = where or "body"
+    if isinstance(old, list) and isinstance(new, list):
+        if len(old) != len(new):
+            return [f"{name}: {len(old)} items recorded, {len(new)} now"]
         out = []
         for i, (a, b) in enumerate(zip(old, new, strict=True)):
             role = b.get("role") if isinstance(b, dict) else None
             out.extend(_fields_differ(a, b, f"{where}[{i}]" + (f" ({role})" if role else "")))
         return out
-    if isinstance(old, list) and isinstance(new, list):
-        return [f"{where or 'body'}: {len(old)} items recorded, {len(new)} now"]
     if isinstance(old, str) and isinstance(new, str) and max(len(old), len(new)) > 80:
         # a long text (a system prompt): shown from shortly before where it changes
         at = next(
@@ -238,11 +233,8 @@ def _fields_differ(old: Any, new: Any, where: str) -> list[str]:
         )
         start = max(0, at - 30)
         cut = "..." if start else ""
-        return [
-            f"{where or 'body'}: {_short(cut + old[start:])} recorded, "
-            f"{_short(cut + new[start:])} now"
-        ]
-    return [f"{where or 'body'}: {_short(old)} recorded, {_short(new)} now"]
+        old, new = cut + old[start:], cut + new[start:]
+    return [f"{name}: {_short(old)} recorded, {_short(new)} now"]
 
 
 def _short(value: Any) -> str:

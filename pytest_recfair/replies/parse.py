@@ -47,25 +47,18 @@ def _check_text(text: object) -> str:
     return text
 
 
-def _check_k(k: object, *, optional: bool) -> int | None:
-    if k is None and optional:
-        return None
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+def _check(k: object, style: object, *, optional: bool) -> None:
+    if not (k is None and optional) and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         wanted = "a positive int or None" if optional else "a positive int"
         raise ConfigError(
             f"k: expected {wanted} (the list length asked for), got {k!r}; "
             "set k to the number of items in the prompt, e.g. k=25"
         )
-    return k
-
-
-def _check_style(style: object) -> ParseStyle:
     if style not in PARSE_STYLES:
         raise ConfigError(
             f"style: expected one of {', '.join(PARSE_STYLES)}, got {style!r}; use 'default' "
             "for robust parsing or 'fairllm' to reproduce the FaiRLLM notebook"
         )
-    return style
 
 
 # fairllm style: the notebook's `clean` + `simplified_list`, step by step
@@ -388,45 +381,38 @@ def _raw_entries(text: str) -> tuple[list[str], str]:
     return [], "none"
 
 
-def _default_items(text: str) -> tuple[list[str], str]:
+def _parsed(text: str, style: ParseStyle) -> tuple[list[str], str]:
+    """The titles in ``text`` and how they were found ('none': no list)."""
+    if style == "fairllm":
+        found = _fairllm_items(text)
+        return found, "list" if found else "none"
     entries, how = _raw_entries(text)
-    if not entries:
-        return [], how
     return titles.clean_all(entries, how != "json" and titles.attribution_dash(entries)), how
 
 
 def items(text: str, k: int | None = None, style: ParseStyle = "default") -> list[str]:
     """The ordered titles in a model's reply, at most ``k`` of them. Never raises on any
     text; ``TypeError`` for a non-str ``text``, ``ConfigError`` for a bad ``k`` or ``style``."""
-    _check_text(text)
-    kk = _check_k(k, optional=True)
-    st = _check_style(style)
-    found = _fairllm_items(text) if st == "fairllm" else _default_items(text)[0]
-    return found if kk is None else found[:kk]
+    _check(k, style, optional=True)
+    found = _parsed(_check_text(text), style)[0]
+    return found if k is None else found[:k]
 
 
 def reply(text: str | None, k: int, style: ParseStyle = "default") -> ParsedReply:
     """Parse one reply and classify it: ok, short, long (truncated to k), refused, empty
     or unparseable."""
-    kk = _check_k(k, optional=False)
-    assert kk is not None
-    st = _check_style(style)
+    _check(k, style, optional=False)
     if text is None or (isinstance(text, str) and not text.strip()):
         return ParsedReply([], ReplyStatus.EMPTY, 0)
-    text = _check_text(text)
-    if st == "fairllm":
-        found = _fairllm_items(text)
-        how = "list" if found else "none"
-    else:
-        found, how = _default_items(text)
+    found, how = _parsed(_check_text(text), style)
     if how in ("none", "plain") and _is_refusal(text, weak_list=how == "plain"):
         return ParsedReply([], ReplyStatus.REFUSED, 0)
     if not found:
         return ParsedReply([], ReplyStatus.UNPARSEABLE, 0)
     n = len(found)
-    if n > kk:
-        return ParsedReply(found[:kk], ReplyStatus.LONG, n)
-    return ParsedReply(found, ReplyStatus.SHORT if n < kk else ReplyStatus.OK, n)
+    if n > k:
+        return ParsedReply(found[:k], ReplyStatus.LONG, n)
+    return ParsedReply(found, ReplyStatus.SHORT if n < k else ReplyStatus.OK, n)
 
 
 def _is_refusal(text: str, *, weak_list: bool) -> bool:
