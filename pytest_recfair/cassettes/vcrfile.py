@@ -94,14 +94,12 @@ def interaction(request: RecordedRequest, response: RecordedResponse, test: str)
         req_headers[TEST_HEADER] = [test]
     if request.case_id is not None:
         req_headers[CASE_HEADER] = [request.case_id]
-    resp_headers = _header_map(response.headers)
     # The body is stored decoded, so the encoding header must go and the length fit.
-    for name in list(resp_headers):
-        low = name.lower()
-        if low == "content-encoding":
-            del resp_headers[name]
-        elif low == "content-length":
-            resp_headers[name] = [str(len(response.body))]
+    resp_headers = {
+        name: [str(len(response.body))] if name.lower() == "content-length" else values
+        for name, values in _header_map(response.headers).items()
+        if name.lower() != "content-encoding"
+    }
     return {
         "request": {
             "body": _decode_body(request.body, "the request") if request.body else None,

@@ -89,27 +89,17 @@ class Catalogue:
     ) -> list[int | None]:
         """The catalogue index of each title (None when the catalogue does not know it)."""
         titles = list(titles)
+        known = list(self._index)
         # each distinct title once: an audit repeats the same titles across its prompts
         key_of = {t: normalize(t) for t in dict.fromkeys(titles)}
         hit_of = {t: self._index.get(k) for t, k in key_of.items()}
-        if fuzzy:
-            todo = sorted({key_of[t] for t, hit in hit_of.items() if hit is None})
-            found = self._fuzzy(todo, threshold)
-            hit_of = {t: found.get(key_of[t]) if h is None else h for t, h in hit_of.items()}
+        for title, key in key_of.items():
+            # near misses, under the matcher's guards (length, numbers)
+            if fuzzy and hit_of[title] is None and len(key) >= MIN_FUZZY_LENGTH:
+                best = process.extractOne(key, known, scorer=fuzz.ratio, score_cutoff=threshold)
+                if best is not None and _same_numbers(key, best[0]):
+                    hit_of[title] = self._index[best[0]]
         return [hit_of[t] for t in titles]
-
-    def _fuzzy(self, keys: Sequence[str], threshold: float) -> dict[str, int]:
-        """Near-miss keys -> item index, under the matcher's guards (length, numbers)."""
-        keys = [k for k in keys if len(k) >= MIN_FUZZY_LENGTH]
-        if not keys:
-            return {}
-        known = list(self._index)
-        found = {}
-        for key in keys:
-            best = process.extractOne(key, known, scorer=fuzz.ratio, score_cutoff=threshold)
-            if best is not None and _same_numbers(key, best[0]):
-                found[key] = self._index[best[0]]
-        return found
 
     def coverage(self, titles: Sequence[str], matched: Sequence[int | None]) -> Coverage:
         unmatched = [t for t, m in zip(titles, matched, strict=True) if m is None]

@@ -142,10 +142,6 @@ _REFUSAL = re.compile(
 _REFUSAL_BUT_LIST = re.compile(r"\bhere (?:is|are)\b|\bthe following\b|\bhowever\b", re.I)
 
 
-def _norm_quotes(text: str) -> str:
-    return text.replace("’", "'").replace("‘", "'")
-
-
 def _split_inline_numbered(line: str) -> list[str] | None:
     """'1. A 2. B 3. C' on one line -> ['1. A', '2. B', '3. C'] when the numbers count up."""
     starts = [(m.start(), int(m.group(1))) for m in _INLINE_NUM.finditer(line)]
@@ -282,10 +278,7 @@ def _table_items(lines: list[str]) -> list[str] | None:
         row = lines[idx]
         if "|" not in row or not set(row) <= _TABLE_CHARS or not _TABLE_SEP.match(row):
             continue
-        header = _cells(lines[idx - 1])
-        if not header:
-            continue
-        lowered = [h.strip("*_ ").lower() for h in header]
+        lowered = [h.strip("*_ ").lower() for h in _cells(lines[idx - 1])]
         col = next((i for i, h in enumerate(lowered) if any(t in h for t in _TITLE_HEADERS)), None)
         if col is None:
             col = next((i for i, h in enumerate(lowered) if h not in _RANK_HEADERS), 0)
@@ -357,7 +350,7 @@ def _has_odd_breaks(text: str) -> bool:
 
 def _raw_entries(text: str) -> tuple[list[str], str]:
     """The uncleaned entries and how they were found ('json', 'table', 'list', 'plain')."""
-    text = _norm_quotes(text)
+    text = text.replace("’", "'").replace("‘", "'")
     if "[" in text or "{" in text:
         found = _json_items(text)
         if found:
@@ -418,7 +411,7 @@ def reply(text: str | None, k: int, style: ParseStyle = "default") -> ParsedRepl
 def _is_refusal(text: str, *, weak_list: bool) -> bool:
     """A refusal ("I'm sorry, but I can't ...", "As an AI ..."). When plain lines were found
     the refusal must open the reply and not go on to offer a list anyway."""
-    t = _norm_quotes(text).strip()
+    t = text.replace("’", "'").replace("‘", "'").strip()
     if not weak_list:
         return bool(_REFUSAL.search(t))
     first = next((ln for ln in t.splitlines() if ln.strip()), "")
