@@ -129,10 +129,9 @@ def prompt_of(body: bytes | str | None, case: object = None) -> str:
     if isinstance(prompt, str):
         return prompt
     raw = body.encode("utf-8") if isinstance(body, str) else (body or b"")
-    try:
+    obj: Any = None
+    with contextlib.suppress(ValueError):  # not JSON (or not UTF-8): its opening instead
         obj = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return raw[:300].decode("utf-8", "replace")
     if isinstance(obj, dict):
         for field in ("messages", "contents"):
             turns = obj.get(field)

@@ -89,13 +89,14 @@ class Catalogue:
     ) -> list[int | None]:
         """The catalogue index of each title (None when the catalogue does not know it)."""
         titles = list(titles)
-        known = list(self._index)
+        known: list[str] | None = None
         # each distinct title once: an audit repeats the same titles across its prompts
         key_of = {t: normalize(t) for t in dict.fromkeys(titles)}
         hit_of = {t: self._index.get(k) for t, k in key_of.items()}
         for title, key in key_of.items():
             # near misses, under the matcher's guards (length, numbers)
             if fuzzy and hit_of[title] is None and len(key) >= MIN_FUZZY_LENGTH:
+                known = list(self._index) if known is None else known
                 best = process.extractOne(key, known, scorer=fuzz.ratio, score_cutoff=threshold)
                 if best is not None and _same_numbers(key, best[0]):
                     hit_of[title] = self._index[best[0]]
