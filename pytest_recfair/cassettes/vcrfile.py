@@ -273,11 +273,8 @@ def vcr_files(paths: tuple[Path, ...]) -> Iterator[Path]:
     """Every cassette file under ``paths`` (files as given; folders searched recursively)."""
     for path in paths:
         if path.is_dir():
-            yield from sorted(
-                p
-                for p in path.rglob("*")
-                if p.suffix in VCR_SUFFIXES or p.name.endswith(compact.COMPACT)
-            )
+            found = path.rglob("*")
+            yield from sorted(p for p in found if p.name.endswith((*VCR_SUFFIXES, compact.COMPACT)))
         elif path.is_file():
             yield path
         else:

@@ -38,15 +38,6 @@ class ParsedReply:
     found: int
 
 
-def _check_text(text: object) -> str:
-    if not isinstance(text, str):
-        raise TypeError(
-            f"text: expected the reply text as str, got {type(text).__name__}; "
-            "pass Completion.text (decode bytes first)"
-        )
-    return text
-
-
 def _check(k: object, style: object, *, optional: bool) -> None:
     if not (k is None and optional) and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         wanted = "a positive int or None" if optional else "a positive int"
@@ -237,10 +228,7 @@ def _json_value_items(value: Any) -> list[str] | None:
 
 def _json_items(text: str) -> list[str] | None:
     """Items from a JSON array/object: fenced, bare, embedded, or cut off by max_tokens."""
-    candidates: list[str] = [m.group(1) for m in _FENCE.finditer(text)]
-    stripped = text.strip()
-    if stripped.startswith(("[", "{")):
-        candidates.append(stripped)
+    candidates = [*(m.group(1) for m in _FENCE.finditer(text)), text]  # each tried stripped
     lo = text.find("[")
     if lo != -1:
         hi = text.rfind("]")
@@ -374,8 +362,13 @@ def _raw_entries(text: str) -> tuple[list[str], str]:
     return [], "none"
 
 
-def _parsed(text: str, style: ParseStyle) -> tuple[list[str], str]:
+def _parsed(text: object, style: ParseStyle) -> tuple[list[str], str]:
     """The titles in ``text`` and how they were found ('none': no list)."""
+    if not isinstance(text, str):
+        raise TypeError(
+            f"text: expected the reply text as str, got {type(text).__name__}; "
+            "pass Completion.text (decode bytes first)"
+        )
     if style == "fairllm":
         found = _fairllm_items(text)
         return found, "list" if found else "none"
@@ -387,7 +380,7 @@ def items(text: str, k: int | None = None, style: ParseStyle = "default") -> lis
     """The ordered titles in a model's reply, at most ``k`` of them. Never raises on any
     text; ``TypeError`` for a non-str ``text``, ``ConfigError`` for a bad ``k`` or ``style``."""
     _check(k, style, optional=True)
-    found = _parsed(_check_text(text), style)[0]
+    found = _parsed(text, style)[0]
     return found if k is None else found[:k]
 
 
@@ -397,7 +390,7 @@ def reply(text: str | None, k: int, style: ParseStyle = "default") -> ParsedRepl
     _check(k, style, optional=False)
     if text is None or (isinstance(text, str) and not text.strip()):
         return ParsedReply([], ReplyStatus.EMPTY, 0)
-    found, how = _parsed(_check_text(text), style)
+    found, how = _parsed(text, style)
     if how in ("none", "plain") and _is_refusal(text, weak_list=how == "plain"):
         return ParsedReply([], ReplyStatus.REFUSED, 0)
     if not found:
