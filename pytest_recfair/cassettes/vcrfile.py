@@ -227,10 +227,6 @@ def repeat_of(headers: Mapping[str, Any]) -> int:
     return int(header_value(headers, REPEAT_HEADER) or 0)
 
 
-#: File suffixes read as vcrpy cassettes (the serializer follows the suffix).
-VCR_SUFFIXES = (".json", ".yaml", ".yml")
-
-
 class CompactPersister:
     """A vcrpy persister (``VCR.register_persister``, ``serializer="json"``) that reads and
     writes ``.json.gz`` as the store does, anything else as vcrpy's own."""
@@ -273,8 +269,8 @@ def vcr_files(paths: tuple[Path, ...]) -> Iterator[Path]:
     """Every cassette file under ``paths`` (files as given; folders searched recursively)."""
     for path in paths:
         if path.is_dir():
-            found = path.rglob("*")
-            yield from sorted(p for p in found if p.name.endswith((*VCR_SUFFIXES, compact.COMPACT)))
+            suffixes = (".json", ".yaml", ".yml", compact.COMPACT)  # read_vcr's serializers
+            yield from sorted(p for p in path.rglob("*") if p.name.endswith(suffixes))
         elif path.is_file():
             yield path
         else:
@@ -467,8 +463,7 @@ def index_tape(tape: Tape, interactions: list[Any], *, records: bool, recording:
         else:
             tape.stale += 1
     if records:
-        codes = [code for code, _, _, _ in entries]
-        tape.loaded = [item for item, code in zip(interactions, codes, strict=True) if valid(code)]
+        tape.loaded = [i for i, e in zip(interactions, entries, strict=True) if valid(e[0])]
     tape.played = bytearray(len(interactions))
     tape.existed = True
     if tape.stale:

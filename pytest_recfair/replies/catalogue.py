@@ -136,18 +136,12 @@ def _record(raw: Any, row: str, where: str) -> tuple[str, str | None, dict[str, 
             f"{where}: {row} must be a mapping with 'title' (and optional 'id' and fields); "
             f"got {type(raw).__name__}"
         )
-    title = _cell(raw.get("title"), f"{where}: {row}.title")
+    cells = {str(key): _cell(value, f"{where}: {row}.{key}") for key, value in raw.items()}
+    title = cells.get("title")
     if title is None:
         raise DataError(f"{where}: {row} has no 'title'; every item needs one")
-    ident = _cell(raw.get("id"), f"{where}: {row}.id")
-    fields = {}
-    for key, value in raw.items():
-        if str(key) in _RESERVED:
-            continue
-        cell = _cell(value, f"{where}: {row}.{key}")
-        if cell is not None:
-            fields[str(key).strip()] = cell
-    return title, ident, fields
+    fields = {k.strip(): c for k, c in cells.items() if k not in _RESERVED and c is not None}
+    return title, cells.get("id"), fields
 
 
 def catalogue_from_records(records: Sequence[Any], where: str = "catalogue") -> Catalogue:
