@@ -245,18 +245,10 @@ class CassetteStore:
         """The error to raise when ``lookup`` found nothing and the network is not allowed."""
         with self._lock:
             tape = self._tape(entity_id)
-            recorded = len(tape.entries) if tape.existed else None
-        verb, host, path = head(method, url)
-        return CassetteMiss(
-            test_id,
-            entity_id,
-            prompt_of(body, case),
-            tape.path,
-            mode=self.mode,
-            request_line=f"{verb} {host}{path}",
-            repeat=repeat,
-            recorded=recorded,
-        )
+            count = len(tape.entries) if tape.existed else None  # None: no file
+        verb, host, url = head(method, url)
+        prompt, line = prompt_of(body, case), f"{verb} {host}{url}"
+        return CassetteMiss(test_id, entity_id, prompt, tape.path, self.mode, line, repeat, count)
 
     def recorded(self, entity_id: str, case_id: str | None = None) -> list[RecordedEntry]:
         """(case id, key, reply) of each valid interaction in the entity's cassette, in
