@@ -204,11 +204,10 @@ def _marked_lines(text: str) -> list[str] | None:
 
 def _json_value_items(value: Any) -> list[str] | None:
     if isinstance(value, dict):
-        lists = [v for v in value.values() if isinstance(v, list)]
-        if lists:
-            return _json_value_items(lists[0])
-        vals = [v for v in value.values() if isinstance(v, str)]
-        return vals or None
+        inner = next((v for v in value.values() if isinstance(v, list)), None)
+        if inner is not None:
+            return _json_value_items(inner)
+        return [v for v in value.values() if isinstance(v, str)] or None
     if not isinstance(value, list):
         return None
     out: list[str] = []
