@@ -114,13 +114,10 @@ def _hint(missing: int | None, asked: int | None) -> str:
 def _text_of(content: Any) -> str | None:
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        parts = [
-            p if isinstance(p, str) else p.get("text") for p in content if isinstance(p, str | dict)
-        ]
-        texts = [p for p in parts if isinstance(p, str)]
-        return "\n".join(texts) if texts else None
-    return None
+    parts = content if isinstance(content, list) else []  # text parts (OpenAI, Gemini)
+    found = [p if isinstance(p, str) else p.get("text") for p in parts if isinstance(p, str | dict)]
+    texts = [p for p in found if isinstance(p, str)]
+    return "\n".join(texts) if texts else None
 
 
 def prompt_of(body: bytes | str | None, case: object = None) -> str:
