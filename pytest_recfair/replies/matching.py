@@ -173,21 +173,7 @@ def canonicalize(
     for i, lst in enumerate(lists):
         row = by_id.get(id(lst))
         if row is None:
-            # a list (the common case) skips the slow Sequence check, and is only read
-            if type(lst) is not list and (
-                isinstance(lst, str | bytes) or not isinstance(lst, Sequence)
-            ):
-                raise TypeError(
-                    f"lists[{i}]: expected a list of titles, got {type(lst).__name__}; "
-                    "pass parse.items(...) output"
-                )
-            if not set(map(type, lst)) <= {str}:  # fast path; find the culprit only on error
-                for j, bad in enumerate(lst):
-                    if not isinstance(bad, str):
-                        raise TypeError(
-                            f"lists[{i}][{j}]: expected a title str, got "
-                            f"{type(bad).__name__} ({bad!r})"
-                        )
+            _check_list(i, lst)
             t = tuple(lst)
             row = done.get(t)
             if row is None:
@@ -235,6 +221,21 @@ def canonicalize(
             "recfair: merged %r into %r (ratio %.1f, entity %s)", m.merged, m.kept, m.score, entity
         )
     return out, merges
+
+
+def _check_list(i: int, lst: object) -> None:
+    # a list (the common case) skips the slow Sequence check, and is only read
+    if type(lst) is not list and (isinstance(lst, str | bytes) or not isinstance(lst, Sequence)):
+        raise TypeError(
+            f"lists[{i}]: expected a list of titles, got {type(lst).__name__}; "
+            "pass parse.items(...) output"
+        )
+    if not set(map(type, lst)) <= {str}:  # fast path; find the culprit only on error
+        for j, bad in enumerate(lst):
+            if not isinstance(bad, str):
+                raise TypeError(
+                    f"lists[{i}][{j}]: expected a title str, got {type(bad).__name__} ({bad!r})"
+                )
 
 
 def _check_threshold(threshold: float) -> None:
