@@ -111,14 +111,11 @@ def convert(root: Path, *, compact: bool) -> Conversion:
             continue
         try:
             text = read_text(path)
-        except (OSError, UnicodeDecodeError) as exc:  # one damaged file stops no other
-            what = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else "cannot be read"
-            done.damaged.append(f"{path.name}: {what} ({exc})")
-            continue
-        try:
             data = json.loads(text)
-        except ValueError as exc:
-            done.damaged.append(f"{path.name}: not JSON ({exc})")
+        except (OSError, ValueError) as exc:  # one damaged file stops no other
+            what = "cannot be read" if isinstance(exc, OSError) else "not JSON"
+            what = "is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else what
+            done.damaged.append(f"{path.name}: {what} ({exc})")
             continue
         if not (isinstance(data, dict) and isinstance(data.get("interactions"), list)):
             done.skipped.append(f"{path.name}: not a vcrpy cassette")

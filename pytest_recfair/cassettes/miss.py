@@ -4,10 +4,10 @@ and the runner ask the policy, never the mode's name."""
 
 from __future__ import annotations
 
-import functools
+import contextlib
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 from typing import Any, Final, Literal, cast
 
@@ -24,28 +24,25 @@ class CassetteNote(UserWarning):
     """Something about the stored cassettes worth knowing that stops nothing."""
 
 
+@dataclass(eq=False, repr=False)
 class CassetteMiss(CassetteError):
     """Replay found no recorded reply for a request and the mode forbids the network."""
 
-    def __init__(
-        self,
-        test_id: str,
-        entity_id: str,
-        prompt: str,
-        path: Path,
-        *,
-        mode: str = "none",
-        request_line: str = "",
-        repeat: int = 0,
-        recorded: int | None = None,
-        missing: int | None = None,
-        asked: int | None = None,
-        differed: str = "",
-    ) -> None:
-        self.test_id, self.entity_id, self.prompt, self.path = test_id, entity_id, prompt, path
-        self.mode, self.request_line, self.repeat = mode, request_line, repeat
-        self.recorded, self.missing, self.asked, self.differed = recorded, missing, asked, differed
-        if recorded is None and not path.parent.is_dir():  # a misspelt folder, say so first
+    test_id: str
+    entity_id: str
+    prompt: str
+    path: Path
+    mode: str = "none"
+    request_line: str = ""
+    repeat: int = 0
+    recorded: int | None = None
+    missing: int | None = None
+    asked: int | None = None
+    differed: str = ""
+
+    def __post_init__(self) -> None:
+        path, missing = self.path, self.missing
+        if self.recorded is None and not path.parent.is_dir():  # a misspelt folder, say so first
             record = (
                 RERECORD_HINT
                 if missing is None
@@ -53,48 +50,41 @@ class CassetteMiss(CassetteError):
                 f"count and cost first, sending nothing: {_PLAN})"
             )
             super().__init__(
-                f"no recorded reply for test {test_id!r}: the cassette folder {path.parent} "
-                "does not exist; check recfair_cassette_dir (the folder the recording run "
-                f"wrote), or record into it: {record}."
+                f"no recorded reply for test {self.test_id!r}: the cassette folder "
+                f"{path.parent} does not exist; check recfair_cassette_dir (the folder the "
+                f"recording run wrote), or record into it: {record}."
             )
             return
+        prompt, repeat = self.prompt, self.repeat
         shown = prompt if len(prompt) <= 300 else prompt[:297] + "..."
-        where = f" ({request_line}, repeat {repeat})" if request_line else f" (repeat {repeat})"
+        line = self.request_line
+        where = f" ({line}, repeat {repeat})" if line else f" (repeat {repeat})"
         state = (
             "the cassette file does not exist"
-            if recorded is None
-            else f"the cassette holds {recorded} interaction(s), none valid and unplayed for "
-            "this request"
+            if self.recorded is None
+            else f"the cassette holds {self.recorded} interaction(s), none valid and unplayed "
+            "for this request"
         )
         super().__init__(
-            f"no recorded reply for test {test_id!r}, entity {entity_id!r}{where}: "
+            f"no recorded reply for test {self.test_id!r}, entity {self.entity_id!r}{where}: "
             f"prompt {shown!r}; cassette {path}: {state}"
-            + (f"; {differed}" if differed else "")
-            + f"; record mode is {mode!r}, which does not call the network for it. "
-            f"{_hint(missing, asked)}"
+            + (f"; {self.differed}" if self.differed else "")
+            + f"; record mode is {self.mode!r}, which does not call the network for it. "
+            f"{_hint(missing, self.asked)}"
         )
 
     def with_difference(self, differed: str) -> CassetteMiss:
         """This miss, saying how the request differs from what was recorded for it."""
-        return self._again(differed=differed)
+        return replace(self, differed=differed)
 
     def counted(self, missing: int, asked: int) -> CassetteMiss:
         """This miss, saying how many of the ``asked`` prompts have no recording at all
         (neither a reply nor a failure noted while recording)."""
-        return self._again(missing=missing, asked=asked)
-
-    def _options(self) -> dict[str, Any]:
-        names = ("mode", "request_line", "repeat", "recorded", "missing", "asked", "differed")
-        return {name: getattr(self, name) for name in names}
-
-    def _again(self, **changed: Any) -> CassetteMiss:
-        given = {**self._options(), **changed}
-        return CassetteMiss(self.test_id, self.entity_id, self.prompt, self.path, **given)
+        return replace(self, missing=missing, asked=asked)
 
     def __reduce__(self) -> tuple[Any, ...]:
-        # Keyword-only arguments: rebuilt through a partial so xdist can pickle the error.
-        rebuild = functools.partial(CassetteMiss, **self._options())
-        return (rebuild, (self.test_id, self.entity_id, self.prompt, self.path))
+        # Rebuilt from its fields (args holds the message), so xdist can pickle the error.
+        return (CassetteMiss, astuple(self))
 
 
 #: The run that shows what recording the missing replies would send and cost, sending none.
@@ -124,13 +114,10 @@ def _hint(missing: int | None, asked: int | None) -> str:
 def _text_of(content: Any) -> str | None:
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        parts = [
-            p if isinstance(p, str) else p.get("text") for p in content if isinstance(p, str | dict)
-        ]
-        texts = [p for p in parts if isinstance(p, str)]
-        return "\n".join(texts) if texts else None
-    return None
+    parts = content if isinstance(content, list) else []  # text parts (OpenAI, Gemini)
+    found = [p if isinstance(p, str) else p.get("text") for p in parts if isinstance(p, str | dict)]
+    texts = [p for p in found if isinstance(p, str)]
+    return "\n".join(texts) if texts else None
 
 
 def prompt_of(body: bytes | str | None, case: object = None) -> str:
@@ -139,10 +126,9 @@ def prompt_of(body: bytes | str | None, case: object = None) -> str:
     if isinstance(prompt, str):
         return prompt
     raw = body.encode("utf-8") if isinstance(body, str) else (body or b"")
-    try:
+    obj: Any = None
+    with contextlib.suppress(ValueError):  # not JSON (or not UTF-8): its opening instead
         obj = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return raw[:300].decode("utf-8", "replace")
     if isinstance(obj, dict):
         for field in ("messages", "contents"):
             turns = obj.get(field)
@@ -195,17 +181,11 @@ MODE_POLICIES: Final[Mapping[RecordMode, ModePolicy]] = {
 def request_difference(recorded: list[str], sent: bytes | str) -> str:
     """What differs between ``sent`` and the nearest of the ``recorded`` request bodies
     of the same prompt (model, messages, parameters: the JSON fields that differ), for a
-    pipeline's miss. Empty when there is nothing to compare with."""
-    text = sent.decode("utf-8", "replace") if isinstance(sent, bytes) else sent
+    pipeline's miss."""
     if not recorded:
         return "no request to this endpoint was recorded for this prompt"
-    now = _json(text)
-    best: list[str] | None = None
-    for body in recorded:
-        found = _fields_differ(_json(body), now, "")
-        if best is None or len(found) < len(best):
-            best = found
-    assert best is not None
+    now = _json(sent.decode("utf-8", "replace") if isinstance(sent, bytes) else sent)
+    best = min((_fields_differ(_json(body), now, "") for body in recorded), key=len)
     if not best:
         return "the request matches a recording already replayed for this prompt (asked again)"
     shown = "; ".join(best[:3]) + (f"; and {len(best) - 3} more" if len(best) > 3 else "")
@@ -213,10 +193,9 @@ def request_difference(recorded: list[str], sent: bytes | str) -> str:
 
 
 def _json(text: str) -> Any:
-    try:
+    with contextlib.suppress(ValueError):
         return json.loads(text)
-    except ValueError:
-        return text
+    return text
 
 
 def _fields_differ(old: Any, new: Any, where: str) -> list[str]:
@@ -233,14 +212,15 @@ def _fields_differ(old: Any, new: Any, where: str) -> list[str]:
             else:
                 out.extend(_fields_differ(old[key], new[key], name))
         return out
-    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
+    name = where or "body"
+    if isinstance(old, list) and isinstance(new, list):
+        if len(old) != len(new):
+            return [f"{name}: {len(old)} items recorded, {len(new)} now"]
         out = []
         for i, (a, b) in enumerate(zip(old, new, strict=True)):
             role = b.get("role") if isinstance(b, dict) else None
             out.extend(_fields_differ(a, b, f"{where}[{i}]" + (f" ({role})" if role else "")))
         return out
-    if isinstance(old, list) and isinstance(new, list):
-        return [f"{where or 'body'}: {len(old)} items recorded, {len(new)} now"]
     if isinstance(old, str) and isinstance(new, str) and max(len(old), len(new)) > 80:
         # a long text (a system prompt): shown from shortly before where it changes
         at = next(
@@ -249,11 +229,8 @@ def _fields_differ(old: Any, new: Any, where: str) -> list[str]:
         )
         start = max(0, at - 30)
         cut = "..." if start else ""
-        return [
-            f"{where or 'body'}: {_short(cut + old[start:])} recorded, "
-            f"{_short(cut + new[start:])} now"
-        ]
-    return [f"{where or 'body'}: {_short(old)} recorded, {_short(new)} now"]
+        old, new = cut + old[start:], cut + new[start:]
+    return [f"{name}: {_short(old)} recorded, {_short(new)} now"]
 
 
 def _short(value: Any) -> str:

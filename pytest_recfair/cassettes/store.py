@@ -6,13 +6,13 @@ replies replay."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 from pytest_recfair import fileio
 from pytest_recfair.cassettes.compact import (
@@ -44,12 +44,10 @@ from pytest_recfair.cassettes.vcrfile import (
     provenance,
     read_interactions,
     read_vcr,
-    repeat_of,
     sanitize_name,
     scrubbed,
     serialize,
     stored_key,
-    test_name,
     valid,
     vcr_files,
 )
@@ -106,7 +104,6 @@ class CassetteStore:
         # Cassettes recorded by vcrpy / pytest-recording: read (by vcrpy) on the first miss.
         self.imports = tuple(Path(p) for p in imports)
         self._foreign: Tape | None = None
-        self._legacy_dirs: tuple[Path, ...] | None = None  # listed once, on the first load
         self._paths: dict[str, Path] = {}  # kept when nothing records (no file appears)
         # Entities served from the replay pass's cache: positions played, for a later load
         self._served: dict[str, tuple[list[int], int]] = {}
@@ -248,18 +245,10 @@ class CassetteStore:
         """The error to raise when ``lookup`` found nothing and the network is not allowed."""
         with self._lock:
             tape = self._tape(entity_id)
-            recorded = len(tape.entries) if tape.existed else None
-        parts = urlsplit(url)
-        return CassetteMiss(
-            test_id,
-            entity_id,
-            prompt_of(body, case),
-            tape.path,
-            mode=self.mode,
-            request_line=f"{method.upper()} {parts.hostname or ''}{parts.path}",
-            repeat=repeat,
-            recorded=recorded,
-        )
+            count = len(tape.entries) if tape.existed else None  # None: no file
+        verb, host, url = head(method, url)
+        prompt, line = prompt_of(body, case), f"{verb} {host}{url}"
+        return CassetteMiss(test_id, entity_id, prompt, tape.path, self.mode, line, repeat, count)
 
     def recorded(self, entity_id: str, case_id: str | None = None) -> list[RecordedEntry]:
         """(case id, key, reply) of each valid interaction in the entity's cassette, in
@@ -290,8 +279,6 @@ class CassetteStore:
         if entity_id in self._tapes or entity_id in self._served:
             return None
         path = self.path_for(entity_id)
-        if self._legacy_dirs is None:
-            self._legacy_dirs = legacy_dirs(self.root)
         if self._legacy_dirs and any((d / plain_name(path)).is_file() for d in self._legacy_dirs):
             return None
         return path
@@ -328,7 +315,7 @@ class CassetteStore:
             )
         if not valid(response.status):
             return
-        item = interaction(request, response, test_name(test_id))
+        item = interaction(request, response, provenance(test_id)[0])
         with self._lock:
             tape = self._tape(entity_id)
             if self.usage is not None:
@@ -371,12 +358,11 @@ class CassetteStore:
     def migrate_legacy(self) -> list[Path]:
         """Move every cassette of the old per-test layout into the shared per-entity files,
         each interaction with its old folder (the test's node id) as provenance."""
-        dirs = legacy_dirs(self.root)
-        names = sorted({p.name for d in dirs for p in d.glob("*.json")})
         with self._lock:
+            self._legacy_dirs = dirs = legacy_dirs(self.root)
+            names = sorted({p.name for d in dirs for p in d.glob("*.json")})
             for name in names:
                 tape = Tape(self.root / name)
-                self._legacy_dirs = dirs
                 self._load(tape, keep=True)
                 self._save(tape)
         return [self.root / name for name in names]
@@ -386,6 +372,10 @@ class CassetteStore:
 
     def __exit__(self, *exc: object) -> None:
         self.flush()
+
+    @functools.cached_property
+    def _legacy_dirs(self) -> tuple[Path, ...]:
+        return legacy_dirs(self.root)  # listed once, on the first load
 
     def _tape(self, entity_id: str) -> Tape:
         # Lazy: an entity's file is read on its first use, so a one-entity run reads one file.
@@ -410,9 +400,17 @@ class CassetteStore:
         return tape
 
     def _save(self, tape: Tape) -> None:
+        keeps = self.policy.keeps
         with _directory_lock(tape.path.parent):
-            items = self._to_save(tape)
-            if self.policy.keeps != "none" and _stamp(tape.path) != tape.stamp:
+            if keeps == "not_rerecorded":
+                # Re-recorded requests replace their old interactions (vcrpy's "all" save).
+                # Keys only here: canonicalising every body while recording would cost each
+                # live request a JSON round trip that only this mode needs.
+                fresh = {self._key_of_saved(item) for item in tape.new}
+                items = [i for i in tape.loaded if self._key_of_saved(i) not in fresh] + tape.new
+            else:
+                items = tape.new if keeps == "none" else [*tape.loaded, *tape.new]
+            if keeps != "none" and _stamp(tape.path) != tape.stamp:
                 # another process (an xdist worker) saved to this file since it was read:
                 # its interactions kept, instead of last writer wins
                 ours = {self._key_of_saved(item) for item in items}
@@ -444,8 +442,6 @@ class CassetteStore:
     def _load(self, tape: Tape, *, keep: bool = False) -> None:
         """The entity's native file plus its files in the old per-test layout (via vcrpy)."""
         tape.stamp = _stamp(tape.path)  # before reading: a change after it is seen at save
-        if self._legacy_dirs is None:
-            self._legacy_dirs = legacy_dirs(self.root)
         name = plain_name(tape.path)  # the old layout wrote .json only
         tape.legacy = [d / name for d in self._legacy_dirs if (d / name).is_file()]
         items = read_interactions(tape.path)
@@ -460,19 +456,8 @@ class CassetteStore:
                 tape, items, records=keep or self.policy.records, recording=self.policy.records
             )
 
-    def _to_save(self, tape: Tape) -> list[dict[str, Any]]:
-        if self.policy.keeps != "not_rerecorded":
-            return tape.new if self.policy.keeps == "none" else [*tape.loaded, *tape.new]
-        # Re-recorded requests replace their old interactions (vcrpy's "all" save). Keys
-        # only here: canonicalising every body while recording would cost each live request
-        # a JSON round trip that only this mode needs.
-        fresh = {self._key_of_saved(item) for item in tape.new}
-        return [item for item in tape.loaded if self._key_of_saved(item) not in fresh] + tape.new
-
     def _key_of_saved(self, item: Mapping[str, Any]) -> Key:
-        request = item["request"]
-        asked = head(request["method"], request["uri"])
-        return self._canon_key(*asked, request.get("body"), repeat_of(request.get("headers") or {}))
+        return self._canon_key(*stored_key(item))
 
     def _scrub_value(self, value: str | bytes) -> str | bytes:
         for secret in self._secrets:

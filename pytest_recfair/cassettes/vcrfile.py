@@ -85,11 +85,6 @@ def sanitize_name(name: str) -> str:
     return f"{stem}~{digest}"
 
 
-def test_name(test_id: str) -> str:
-    """A node id's test name (with its parameter id): provenance survives moving the file."""
-    return test_id.rsplit("::", 1)[-1]
-
-
 def interaction(request: RecordedRequest, response: RecordedResponse, test: str) -> dict[str, Any]:
     """One interaction as the file holds it, credential headers and query parameters
     dropped (the union list of :mod:`pytest_recfair.secrets`, on both sides)."""
@@ -100,14 +95,12 @@ def interaction(request: RecordedRequest, response: RecordedResponse, test: str)
         req_headers[TEST_HEADER] = [test]
     if request.case_id is not None:
         req_headers[CASE_HEADER] = [request.case_id]
-    resp_headers = _header_map(response.headers)
     # The body is stored decoded, so the encoding header must go and the length fit.
-    for name in list(resp_headers):
-        low = name.lower()
-        if low == "content-encoding":
-            del resp_headers[name]
-        elif low == "content-length":
-            resp_headers[name] = [str(len(response.body))]
+    resp_headers = {
+        name: [str(len(response.body))] if name.lower() == "content-length" else values
+        for name, values in _header_map(response.headers).items()
+        if name.lower() != "content-encoding"
+    }
     return {
         "request": {
             "body": _decode_body(request.body, "the request") if request.body else None,
@@ -235,10 +228,6 @@ def repeat_of(headers: Mapping[str, Any]) -> int:
     return int(header_value(headers, REPEAT_HEADER) or 0)
 
 
-#: File suffixes read as vcrpy cassettes (the serializer follows the suffix).
-VCR_SUFFIXES = (".json", ".yaml", ".yml")
-
-
 class CompactPersister:
     """A vcrpy persister (``VCR.register_persister``, ``serializer="json"``) that reads and
     writes ``.json.gz`` as the store does, anything else as vcrpy's own."""
@@ -281,11 +270,8 @@ def vcr_files(paths: tuple[Path, ...]) -> Iterator[Path]:
     """Every cassette file under ``paths`` (files as given; folders searched recursively)."""
     for path in paths:
         if path.is_dir():
-            yield from sorted(
-                p
-                for p in path.rglob("*")
-                if p.suffix in VCR_SUFFIXES or p.name.endswith(compact.COMPACT)
-            )
+            suffixes = (".json", ".yaml", ".yml", compact.COMPACT)  # read_vcr's serializers
+            yield from sorted(p for p in path.rglob("*") if p.name.endswith(suffixes))
         elif path.is_file():
             yield path
         else:
@@ -298,6 +284,7 @@ def vcr_files(paths: tuple[Path, ...]) -> Iterator[Path]:
 def read_vcr(path: Path) -> list[dict[str, Any]]:
     """The interactions of a vcrpy cassette, in the store's JSON form (text bodies)."""
     # Imported here: a run with only native cassettes never imports vcrpy.
+    from vcr.filters import decode_response
     from vcr.persisters.filesystem import CassetteNotFoundError
     from vcr.serializers import jsonserializer, yamlserializer
 
@@ -311,31 +298,27 @@ def read_vcr(path: Path) -> list[dict[str, Any]]:
             f"cassette {path} cannot be read by vcrpy ({type(exc).__name__}: {exc}). "
             "Delete it and re-record, or remove it from recfair_vcr_cassettes."
         ) from None
-    requests, responses = loaded[0], loaded[1]
-    return [_interaction(path, rq, rs) for rq, rs in zip(requests, responses, strict=True)]
-
-
-def _interaction(path: Path, request: Any, response: Any) -> dict[str, Any]:
-    from vcr.filters import decode_response
-
-    response = decode_response(response)
-    body = _text(path, request.body)
-    return {
-        "request": {
-            "body": body or None,
-            "headers": {k: [v] for k, v in request.headers.items()},
-            "method": request.method,
-            "uri": request.uri,
-        },
-        "response": {
-            "body": {"string": _text(path, response["body"].get("string"))},
-            "headers": {
-                k: [v] if isinstance(v, str) else list(v)
-                for k, v in (response.get("headers") or {}).items()
-            },
-            "status": response["status"],
-        },
-    }
+    out = []
+    for request, response in zip(loaded[0], map(decode_response, loaded[1]), strict=True):
+        out.append(
+            {
+                "request": {
+                    "body": _text(path, request.body) or None,
+                    "headers": {k: [v] for k, v in request.headers.items()},
+                    "method": request.method,
+                    "uri": request.uri,
+                },
+                "response": {
+                    "body": {"string": _text(path, response["body"].get("string"))},
+                    "headers": {
+                        k: [v] if isinstance(v, str) else list(v)
+                        for k, v in (response.get("headers") or {}).items()
+                    },
+                    "status": response["status"],
+                },
+            }
+        )
+    return out
 
 
 def _text(path: Path, data: Any) -> str:
@@ -481,12 +464,23 @@ def index_tape(tape: Tape, interactions: list[Any], *, records: bool, recording:
         else:
             tape.stale += 1
     if records:
-        codes = [code for code, _, _, _ in entries]
-        tape.loaded = [item for item, code in zip(interactions, codes, strict=True) if valid(code)]
+        tape.loaded = [i for i, e in zip(interactions, entries, strict=True) if valid(e[0])]
     tape.played = bytearray(len(interactions))
     tape.existed = True
     if tape.stale:
-        _note_stale(tape.path, tape.stale, recording)
+        then = (
+            "they are asked again and dropped from the file on save"
+            if recording
+            else f"record them with {RECORD_OPTION}=new_episodes"
+        )
+        count = tape.stale
+        warnings.warn(
+            CassetteNote(
+                f"cassette {tape.path}: {count} stored error repl{'y' if count == 1 else 'ies'} "
+                f"(HTTP 4xx from an older version) treated as not recorded; {then}."
+            ),
+            stacklevel=2,
+        )
 
 
 @functools.lru_cache(maxsize=64)
@@ -498,25 +492,11 @@ def head(method: str, url: str) -> tuple[str, str, str]:
 
 @functools.lru_cache(maxsize=256)
 def provenance(test_id: str) -> tuple[str, str]:
-    # Per lookup otherwise: sanitize_name hashes the id.
-    return (test_name(test_id), sanitize_name(test_id))
+    """The node id's test name (with its parameter id: provenance survives moving the file)
+    and its old folder's name; cached, per lookup otherwise: sanitize_name hashes the id."""
+    return (test_id.rsplit("::", 1)[-1], sanitize_name(test_id))
 
 
 def valid(code: object) -> bool:
     # Only a 2xx reply is model output; older versions also stored 4xx replies.
     return isinstance(code, int) and 200 <= code < 300
-
-
-def _note_stale(path: Path, count: int, records: bool) -> None:
-    then = (
-        "they are asked again and dropped from the file on save"
-        if records
-        else f"record them with {RECORD_OPTION}=new_episodes"
-    )
-    warnings.warn(
-        CassetteNote(
-            f"cassette {path}: {count} stored error repl{'y' if count == 1 else 'ies'} "
-            f"(HTTP 4xx from an older version) treated as not recorded; {then}."
-        ),
-        stacklevel=3,
-    )

@@ -6,17 +6,16 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rapidfuzz import fuzz, process
 
 from pytest_recfair.errors import ConfigError, DataError
+from pytest_recfair.fileio import load_structured, read_text
 from pytest_recfair.replies.matching import DEFAULT_THRESHOLD, MIN_FUZZY_LENGTH, normalize
 
 CATALOGUE_SUFFIXES = (".csv", ".json", ".yaml", ".yml")
@@ -90,27 +89,18 @@ class Catalogue:
     ) -> list[int | None]:
         """The catalogue index of each title (None when the catalogue does not know it)."""
         titles = list(titles)
+        known: list[str] | None = None
         # each distinct title once: an audit repeats the same titles across its prompts
         key_of = {t: normalize(t) for t in dict.fromkeys(titles)}
         hit_of = {t: self._index.get(k) for t, k in key_of.items()}
-        if fuzzy:
-            todo = sorted({key_of[t] for t, hit in hit_of.items() if hit is None})
-            found = self._fuzzy(todo, threshold)
-            hit_of = {t: found.get(key_of[t]) if h is None else h for t, h in hit_of.items()}
+        for title, key in key_of.items():
+            # near misses, under the matcher's guards (length, numbers)
+            if fuzzy and hit_of[title] is None and len(key) >= MIN_FUZZY_LENGTH:
+                known = list(self._index) if known is None else known
+                best = process.extractOne(key, known, scorer=fuzz.ratio, score_cutoff=threshold)
+                if best is not None and _same_numbers(key, best[0]):
+                    hit_of[title] = self._index[best[0]]
         return [hit_of[t] for t in titles]
-
-    def _fuzzy(self, keys: Sequence[str], threshold: float) -> dict[str, int]:
-        """Near-miss keys -> item index, under the matcher's guards (length, numbers)."""
-        keys = [k for k in keys if len(k) >= MIN_FUZZY_LENGTH]
-        if not keys:
-            return {}
-        known = list(self._index)
-        found = {}
-        for key in keys:
-            best = process.extractOne(key, known, scorer=fuzz.ratio, score_cutoff=threshold)
-            if best is not None and _same_numbers(key, best[0]):
-                found[key] = self._index[best[0]]
-        return found
 
     def coverage(self, titles: Sequence[str], matched: Sequence[int | None]) -> Coverage:
         unmatched = [t for t, m in zip(titles, matched, strict=True) if m is None]
@@ -146,18 +136,12 @@ def _record(raw: Any, row: str, where: str) -> tuple[str, str | None, dict[str, 
             f"{where}: {row} must be a mapping with 'title' (and optional 'id' and fields); "
             f"got {type(raw).__name__}"
         )
-    title = _cell(raw.get("title"), f"{where}: {row}.title")
+    cells = {str(key): _cell(value, f"{where}: {row}.{key}") for key, value in raw.items()}
+    title = cells.get("title")
     if title is None:
         raise DataError(f"{where}: {row} has no 'title'; every item needs one")
-    ident = _cell(raw.get("id"), f"{where}: {row}.id")
-    fields = {}
-    for key, value in raw.items():
-        if str(key) in _RESERVED:
-            continue
-        cell = _cell(value, f"{where}: {row}.{key}")
-        if cell is not None:
-            fields[str(key).strip()] = cell
-    return title, ident, fields
+    fields = {k.strip(): c for k, c in cells.items() if k not in _RESERVED and c is not None}
+    return title, cells.get("id"), fields
 
 
 def catalogue_from_records(records: Sequence[Any], where: str = "catalogue") -> Catalogue:
@@ -187,21 +171,25 @@ def catalogue_from_records(records: Sequence[Any], where: str = "catalogue") -> 
     return Catalogue(tuple(items), categorical, numeric, source=where)
 
 
+def _text(path: Path, where: str) -> str:
+    try:
+        return read_text(path, where)
+    except OSError as exc:
+        raise DataError(f"{where} cannot be read ({exc}); check the path") from exc
+
+
 def load_catalogue(source: str | Path | Catalogue) -> Catalogue:
     """A catalogue from a .csv (header with ``title``), .json or .yaml/.yml file."""
     if isinstance(source, Catalogue):
         return source
     path = Path(source)
     where = f"catalogue file {str(path)!r}"
-    if path.suffix.lower() not in CATALOGUE_SUFFIXES:
+    suffix = path.suffix.lower()
+    if suffix not in CATALOGUE_SUFFIXES:
         raise DataError(f"{where}: expected a {'/'.join(CATALOGUE_SUFFIXES)} file")
     if not path.is_file():
         raise DataError(f"{where} does not exist; check the path (marker, ini or fixture)")
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise DataError(f"{where} cannot be read as UTF-8 text ({exc})") from exc
-    suffix = path.suffix.lower()
+    text = _text(path, where)
     if suffix == ".csv":
         reader = csv.DictReader(io.StringIO(text))
         if "title" not in (reader.fieldnames or ()):
@@ -209,11 +197,7 @@ def load_catalogue(source: str | Path | Catalogue) -> Catalogue:
                 f"{where}: the header must have a 'title' column; got {reader.fieldnames}"
             )
         return catalogue_from_records(list(reader), where)
-    try:
-        data = json.loads(text) if suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        first = str(exc).splitlines()[0]
-        raise DataError(f"{where} is not valid {suffix[1:].upper()}: {first}") from exc
+    data = load_structured(text, where, suffix)
     if isinstance(data, dict) and "items" in data:
         data = data["items"]
     if not isinstance(data, list):
@@ -241,10 +225,7 @@ def as_catalogue(value: Any, where: str) -> Catalogue:
 def read_absent(path: Path) -> frozenset[tuple[str, str, str]]:
     """(attribute, value, entity id) never answered, from the import's absent.json."""
     where = f"absent file {str(path)!r}"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise DataError(f"{where} cannot be read as JSON ({exc})") from exc
+    data = load_structured(_text(path, where), where, ".json")
     keys = ("attribute", "value", "entity_id")
     if not isinstance(data, list) or not all(
         isinstance(d, dict) and all(isinstance(d.get(k), str) for k in keys) for d in data
@@ -260,12 +241,8 @@ def read_candidates(value: Any, where: str) -> Mapping[str, Sequence[str]]:
     """entity id or name -> candidate titles, from a mapping or a JSON/YAML file."""
     if isinstance(value, str | Path):
         path = Path(value)
-        try:
-            text = path.read_text(encoding="utf-8")
-            value = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-        except (OSError, json.JSONDecodeError, yaml.YAMLError) as exc:
-            raise DataError(f"candidates file {str(path)!r} cannot be read ({exc})") from exc
         where = f"candidates file {str(path)!r}"
+        value = load_structured(_text(path, where), where, path.suffix)
     if not isinstance(value, Mapping) or not all(
         isinstance(v, list) and all(isinstance(t, str) for t in v) for v in value.values()
     ):

@@ -143,38 +143,6 @@ def _may_merge(a: str, b: str) -> bool:
     return not (_plural_pair(a, b) and min(len(a.split()), len(b.split())) <= 3)
 
 
-def _check_lists(lists: object) -> list[list[str]]:
-    if isinstance(lists, str | bytes) or not isinstance(lists, Sequence):
-        raise TypeError(
-            f"lists: expected a sequence of title lists (one per reply), got "
-            f"{type(lists).__name__}; wrap a single list as [titles]"
-        )
-    out: list[list[str]] = []
-    seen: set[int] = set()  # a list given again (replies of one text share it): checked
-    for i, lst in enumerate(lists):
-        # a list (the common case) skips the slow Sequence check, and is only read: no copy
-        plain = type(lst) is list
-        if plain and id(lst) in seen:
-            out.append(lst)
-            continue
-        if not plain and (isinstance(lst, str | bytes) or not isinstance(lst, Sequence)):
-            raise TypeError(
-                f"lists[{i}]: expected a list of titles, got {type(lst).__name__}; "
-                "pass parse.items(...) output"
-            )
-        if not set(map(type, lst)) <= {str}:  # fast path; find the culprit only on error
-            bad = next(((j, t) for j, t in enumerate(lst) if not isinstance(t, str)), None)
-            if bad is not None:
-                raise TypeError(
-                    f"lists[{i}][{bad[0]}]: expected a title str, got "
-                    f"{type(bad[1]).__name__} ({bad[1]!r})"
-                )
-        if plain:
-            seen.add(id(lst))
-        out.append(lst if plain else list(lst))
-    return out
-
-
 def canonicalize(
     lists: Sequence[Sequence[str]],
     *,
@@ -189,17 +157,23 @@ def canonicalize(
     differ, either is under ``MIN_FUZZY_LENGTH`` or they are a short singular/plural pair;
     the most frequent spelling is kept. ``aliases`` (``{"Se7en": "Seven"}``) merge exactly
     and are not reported."""
-    checked = _check_lists(lists)
-    _check_threshold(threshold)
+    if isinstance(lists, str | bytes) or not isinstance(lists, Sequence):
+        raise TypeError(
+            f"lists: expected a sequence of title lists (one per reply), got "
+            f"{type(lists).__name__}; wrap a single list as [titles]"
+        )
     alias_keys = {normalize(k): normalize(v) for k, v in (aliases or {}).items()}
     # Equal lists (a fair value repeats the neutral list: 9,000 distinct of 31,000 at paper
-    # scale) are keyed once and share that row; a list object given again is not re-read.
+    # scale) are keyed once and share that row; a list object given again is not re-read
+    # (nor checked again). ``checked`` holds every list read, so their ids stay unique.
     by_id: dict[int, list[str]] = {}
     done: dict[tuple[str, ...], list[str]] = {}
     keyed: list[list[str]] = []
-    for lst in checked:
+    checked: list[Sequence[str]] = []
+    for i, lst in enumerate(lists):
         row = by_id.get(id(lst))
         if row is None:
+            _check_list(i, lst)
             t = tuple(lst)
             row = done.get(t)
             if row is None:
@@ -207,7 +181,9 @@ def canonicalize(
                 if alias_keys:
                     row = done[t] = [alias_keys.get(key, key) for key in row]
             by_id[id(lst)] = row
+        checked.append(lst)
         keyed.append(row)
+    _check_threshold(threshold)
     rows = {id(row): row for row in keyed}  # distinct rows, first seen first
     count = Counter(chain.from_iterable(rows.values()))  # insertion order = first seen
     for n_id, n in Counter(map(id, keyed)).items():  # a shared row counts once per reply
@@ -245,6 +221,21 @@ def canonicalize(
             "recfair: merged %r into %r (ratio %.1f, entity %s)", m.merged, m.kept, m.score, entity
         )
     return out, merges
+
+
+def _check_list(i: int, lst: object) -> None:
+    # a list (the common case) skips the slow Sequence check, and is only read
+    if type(lst) is not list and (isinstance(lst, str | bytes) or not isinstance(lst, Sequence)):
+        raise TypeError(
+            f"lists[{i}]: expected a list of titles, got {type(lst).__name__}; "
+            "pass parse.items(...) output"
+        )
+    if not set(map(type, lst)) <= {str}:  # fast path; find the culprit only on error
+        for j, bad in enumerate(lst):
+            if not isinstance(bad, str):
+                raise TypeError(
+                    f"lists[{i}][{j}]: expected a title str, got {type(bad).__name__} ({bad!r})"
+                )
 
 
 def _check_threshold(threshold: float) -> None:

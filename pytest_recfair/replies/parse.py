@@ -38,34 +38,18 @@ class ParsedReply:
     found: int
 
 
-def _check_text(text: object) -> str:
-    if not isinstance(text, str):
-        raise TypeError(
-            f"text: expected the reply text as str, got {type(text).__name__}; "
-            "pass Completion.text (decode bytes first)"
-        )
-    return text
-
-
-def _check_k(k: object, *, optional: bool) -> int | None:
-    if k is None and optional:
-        return None
-    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+def _check(k: object, style: object, *, optional: bool) -> None:
+    if not (k is None and optional) and (isinstance(k, bool) or not isinstance(k, int) or k < 1):
         wanted = "a positive int or None" if optional else "a positive int"
         raise ConfigError(
             f"k: expected {wanted} (the list length asked for), got {k!r}; "
             "set k to the number of items in the prompt, e.g. k=25"
         )
-    return k
-
-
-def _check_style(style: object) -> ParseStyle:
     if style not in PARSE_STYLES:
         raise ConfigError(
             f"style: expected one of {', '.join(PARSE_STYLES)}, got {style!r}; use 'default' "
             "for robust parsing or 'fairllm' to reproduce the FaiRLLM notebook"
         )
-    return style
 
 
 # fairllm style: the notebook's `clean` + `simplified_list`, step by step
@@ -149,10 +133,6 @@ _REFUSAL = re.compile(
 _REFUSAL_BUT_LIST = re.compile(r"\bhere (?:is|are)\b|\bthe following\b|\bhowever\b", re.I)
 
 
-def _norm_quotes(text: str) -> str:
-    return text.replace("’", "'").replace("‘", "'")
-
-
 def _split_inline_numbered(line: str) -> list[str] | None:
     """'1. A 2. B 3. C' on one line -> ['1. A', '2. B', '3. C'] when the numbers count up."""
     starts = [(m.start(), int(m.group(1))) for m in _INLINE_NUM.finditer(line)]
@@ -224,11 +204,10 @@ def _marked_lines(text: str) -> list[str] | None:
 
 def _json_value_items(value: Any) -> list[str] | None:
     if isinstance(value, dict):
-        lists = [v for v in value.values() if isinstance(v, list)]
-        if lists:
-            return _json_value_items(lists[0])
-        vals = [v for v in value.values() if isinstance(v, str)]
-        return vals or None
+        inner = next((v for v in value.values() if isinstance(v, list)), None)
+        if inner is not None:
+            return _json_value_items(inner)
+        return [v for v in value.values() if isinstance(v, str)] or None
     if not isinstance(value, list):
         return None
     out: list[str] = []
@@ -248,10 +227,7 @@ def _json_value_items(value: Any) -> list[str] | None:
 
 def _json_items(text: str) -> list[str] | None:
     """Items from a JSON array/object: fenced, bare, embedded, or cut off by max_tokens."""
-    candidates: list[str] = [m.group(1) for m in _FENCE.finditer(text)]
-    stripped = text.strip()
-    if stripped.startswith(("[", "{")):
-        candidates.append(stripped)
+    candidates = [*(m.group(1) for m in _FENCE.finditer(text)), text]  # each tried stripped
     lo = text.find("[")
     if lo != -1:
         hi = text.rfind("]")
@@ -289,10 +265,7 @@ def _table_items(lines: list[str]) -> list[str] | None:
         row = lines[idx]
         if "|" not in row or not set(row) <= _TABLE_CHARS or not _TABLE_SEP.match(row):
             continue
-        header = _cells(lines[idx - 1])
-        if not header:
-            continue
-        lowered = [h.strip("*_ ").lower() for h in header]
+        lowered = [h.strip("*_ ").lower() for h in _cells(lines[idx - 1])]
         col = next((i for i, h in enumerate(lowered) if any(t in h for t in _TITLE_HEADERS)), None)
         if col is None:
             col = next((i for i, h in enumerate(lowered) if h not in _RANK_HEADERS), 0)
@@ -364,7 +337,7 @@ def _has_odd_breaks(text: str) -> bool:
 
 def _raw_entries(text: str) -> tuple[list[str], str]:
     """The uncleaned entries and how they were found ('json', 'table', 'list', 'plain')."""
-    text = _norm_quotes(text)
+    text = text.replace("’", "'").replace("‘", "'")
     if "[" in text or "{" in text:
         found = _json_items(text)
         if found:
@@ -388,51 +361,49 @@ def _raw_entries(text: str) -> tuple[list[str], str]:
     return [], "none"
 
 
-def _default_items(text: str) -> tuple[list[str], str]:
+def _parsed(text: object, style: ParseStyle) -> tuple[list[str], str]:
+    """The titles in ``text`` and how they were found ('none': no list)."""
+    if not isinstance(text, str):
+        raise TypeError(
+            f"text: expected the reply text as str, got {type(text).__name__}; "
+            "pass Completion.text (decode bytes first)"
+        )
+    if style == "fairllm":
+        found = _fairllm_items(text)
+        return found, "list" if found else "none"
     entries, how = _raw_entries(text)
-    if not entries:
-        return [], how
     return titles.clean_all(entries, how != "json" and titles.attribution_dash(entries)), how
 
 
 def items(text: str, k: int | None = None, style: ParseStyle = "default") -> list[str]:
     """The ordered titles in a model's reply, at most ``k`` of them. Never raises on any
     text; ``TypeError`` for a non-str ``text``, ``ConfigError`` for a bad ``k`` or ``style``."""
-    _check_text(text)
-    kk = _check_k(k, optional=True)
-    st = _check_style(style)
-    found = _fairllm_items(text) if st == "fairllm" else _default_items(text)[0]
-    return found if kk is None else found[:kk]
+    _check(k, style, optional=True)
+    found = _parsed(text, style)[0]
+    return found if k is None else found[:k]
 
 
 def reply(text: str | None, k: int, style: ParseStyle = "default") -> ParsedReply:
     """Parse one reply and classify it: ok, short, long (truncated to k), refused, empty
     or unparseable."""
-    kk = _check_k(k, optional=False)
-    assert kk is not None
-    st = _check_style(style)
+    _check(k, style, optional=False)
     if text is None or (isinstance(text, str) and not text.strip()):
         return ParsedReply([], ReplyStatus.EMPTY, 0)
-    text = _check_text(text)
-    if st == "fairllm":
-        found = _fairllm_items(text)
-        how = "list" if found else "none"
-    else:
-        found, how = _default_items(text)
+    found, how = _parsed(text, style)
     if how in ("none", "plain") and _is_refusal(text, weak_list=how == "plain"):
         return ParsedReply([], ReplyStatus.REFUSED, 0)
     if not found:
         return ParsedReply([], ReplyStatus.UNPARSEABLE, 0)
     n = len(found)
-    if n > kk:
-        return ParsedReply(found[:kk], ReplyStatus.LONG, n)
-    return ParsedReply(found, ReplyStatus.SHORT if n < kk else ReplyStatus.OK, n)
+    if n > k:
+        return ParsedReply(found[:k], ReplyStatus.LONG, n)
+    return ParsedReply(found, ReplyStatus.SHORT if n < k else ReplyStatus.OK, n)
 
 
 def _is_refusal(text: str, *, weak_list: bool) -> bool:
     """A refusal ("I'm sorry, but I can't ...", "As an AI ..."). When plain lines were found
     the refusal must open the reply and not go on to offer a list anyway."""
-    t = _norm_quotes(text).strip()
+    t = text.replace("’", "'").replace("‘", "'").strip()
     if not weak_list:
         return bool(_REFUSAL.search(t))
     first = next((ln for ln in t.splitlines() if ln.strip()), "")
