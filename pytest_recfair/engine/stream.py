@@ -32,7 +32,7 @@ from pytest_recfair.settings import AuditSettings
 from pytest_recfair.vocab import PLUGIN_VERSION
 
 if TYPE_CHECKING:
-    from pytest_recfair.providers.runstate import RunOptions, RunOutcome
+    from pytest_recfair.providers.runstate import RunOutcome
 
 _FROZEN: list[bool] = []  # non-empty while fewer_collections holds
 # Prompts per chunk: enough to keep every connection busy, few enough for a few MB a chunk.
@@ -189,20 +189,6 @@ def fewer_collections() -> Iterator[None]:
         gc.unfreeze()
 
 
-def run_options(settings: AuditSettings, live: Any = None) -> RunOptions:
-    """How the runner sends this audit's prompts (``live``: the pytest progress line)."""
-    from pytest_recfair.providers.runstate import RunOptions  # the engine's way to httpx
-
-    same = ("intercept", "timeout", "max_retries", "max_retry_after", "max_reply_chars")
-    return RunOptions(
-        # vcrpy patches process-wide: a prompt's calls are told apart only one at a time
-        concurrency=1 if settings.intercept == "vcr" else settings.concurrency,
-        prices=None if (p := settings.prices) is None else (p.input_per_mtok, p.output_per_mtok),
-        live=live,
-        **{name: getattr(settings, name) for name in (*same, "rpm", "tpm")},
-    )
-
-
 def chunk_entities(settings: AuditSettings, prompts_per_entity: int) -> int:
     """Entities per chunk: CHUNK_PROMPTS prompts, at least 8 per connection in flight."""
     count = max(CHUNK_PROMPTS, 8 * settings.concurrency * max(1, prompts_per_entity // 4))
@@ -283,13 +269,22 @@ def entities_of(
 def send(request: AuditRequest, cases: Sequence[Any]) -> RunOutcome:
     """Send ``cases`` (those already known to have failed are not sent, they stay failed)."""
     from pytest_recfair.providers.runner import run_cases
+    from pytest_recfair.providers.runstate import RunOptions  # the engine's way to httpx
 
-    failed = request.failed
+    failed, s = request.failed, request.settings
     known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
+    same = ("intercept", "timeout", "max_retries", "max_retry_after", "max_reply_chars")
+    options = RunOptions(
+        # vcrpy patches process-wide: a prompt's calls are told apart only one at a time
+        concurrency=1 if s.intercept == "vcr" else s.concurrency,
+        prices=None if (p := s.prices) is None else (p.input_per_mtok, p.output_per_mtok),
+        live=request.live,
+        **{name: getattr(s, name) for name in (*same, "rpm", "tpm")},
+    )
     outcome = run_cases(
         request.recommender,
         [c for c in cases if c.id not in known] if known else list(cases),
-        run_options(request.settings, request.live),
+        options,
         cassettes=request.cassettes,
         test_id=request.test_id,
         progress=False if request.live is not None else request.progress,

@@ -5,10 +5,10 @@ its parts, worded by ``report.failures`` (this module never imports ``report``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pytest_recfair.cassettes import compact
 from pytest_recfair.cassettes.store import CassetteStore
@@ -226,15 +226,21 @@ class TestRecord:
     model_slot: ModelSlot | None = None  # the test's place in a comparison of models
 
     def payload(self) -> dict[str, Any]:
-        """What a worker ships with the call-phase report (JSON-able)."""
+        """What a worker ships with the call-phase report (JSON-able; ``RunCollector.add``)."""
         return {
-            "result": self.result.to_dict(),
-            "baseline": None if self.baseline is None else self.baseline.to_dict(),
-            "baseline_written": str(self.wrote) if self.wrote else None,
-            "baseline_not_written": self.not_written,
-            "baseline_changes": list(self.changes),
-            **({"model_slot": self.model_slot.to_dict()} if self.model_slot else {}),
+            k: None if (v := getattr(self, k)) is None else to(v) for k, (to, _) in _SHIP.items()
         }
+
+
+#: How each TestRecord field travels from a worker: (to JSON, back); None stays None.
+_SHIP: Final[dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]]] = {
+    "result": (AuditResult.to_dict, lambda d: AuditResult.from_dict(dict(d))),
+    "baseline": (AuditResult.to_dict, lambda d: AuditResult.from_dict(dict(d))),
+    "wrote": (str, Path),
+    "not_written": (str, str),
+    "changes": (list, lambda c: [str(x) for x in c]),
+    "model_slot": (ModelSlot.to_dict, ModelSlot.from_dict),
+}
 
 
 @dataclass
@@ -252,18 +258,10 @@ class RunCollector:
 
     def add(self, payload: Mapping[str, Any]) -> None:
         """Add a test's payload as a worker shipped it (``TestRecord.payload``)."""
-        base = payload.get("baseline")
-        written, slot = payload.get("baseline_written"), payload.get("model_slot")
-        self.add_record(
-            TestRecord(
-                result=AuditResult.from_dict(dict(payload["result"])),
-                baseline=AuditResult.from_dict(dict(base)) if base else None,
-                wrote=Path(str(written)) if written else None,
-                not_written=payload.get("baseline_not_written"),
-                changes=[str(c) for c in payload.get("baseline_changes") or []],
-                model_slot=ModelSlot.from_dict(slot) if slot else None,
-            )
-        )
+        got: dict[str, Any] = {
+            k: None if (v := payload.get(k)) is None else back(v) for k, (_, back) in _SHIP.items()
+        }
+        self.add_record(TestRecord(**got))
 
     def add_record(self, record: TestRecord) -> None:
         """A test judged in this process: no dict round trip (millions of floats)."""
