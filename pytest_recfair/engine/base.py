@@ -300,18 +300,6 @@ def merged_cost(parts: Sequence[ShardResult]) -> float | None:
     return sum(costs) if costs else None
 
 
-def _completion(d: Mapping[str, Any]) -> Completion:
-    from pytest_recfair.providers.base import Completion, Usage
-
-    usage = d.get("usage")
-    return Completion(
-        text=str(d["text"]),
-        finish_reason=d.get("finish_reason"),
-        usage=None if usage is None else Usage(int(usage[0]), int(usage[1])),
-        model=d.get("model"),
-    )
-
-
 class PooledScorer:
     """Replies kept chunk after chunk, scored by ``score`` when asked."""
 
@@ -331,13 +319,12 @@ class PooledScorer:
 
     def payload(self, sent: Sent) -> dict[str, Any]:
         """The replies, scrubbed like a cassette (a reply or error may quote the prompt)."""
-        completions = {k: _reply_dict(c) for k, c in self.completions.items()}
+        completions = {
+            k: {"text": c.text, "finish_reason": c.finish_reason, "model": c.model,
+                "usage": None if (u := c.usage) is None else [u.prompt_tokens, u.completion_tokens]}
+            for k, c in self.completions.items()
+        }  # fmt: skip
         return {"replies": secrets.scrub_json({"completions": completions, "errors": self.errors})}
-
-
-def _reply_dict(c: Completion) -> dict[str, Any]:
-    usage = None if c.usage is None else [c.usage.prompt_tokens, c.usage.completion_tokens]
-    return {"text": c.text, "finish_reason": c.finish_reason, "model": c.model, "usage": usage}
 
 
 class PooledKind:
@@ -358,12 +345,17 @@ class PooledKind:
     def merge(
         self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
     ) -> Merged:
-        from pytest_recfair.providers.base import Usage
+        from pytest_recfair.providers.base import Completion, Usage
         from pytest_recfair.providers.runstate import RunOutcome
 
         meta, replies = merge_replies(parts)
         cases, inputs = rebuild()
-        completions = {k: _completion(v) for k, v in replies["completions"].items()}
+        completions = {
+            k: Completion(str(v["text"]), v.get("finish_reason"),
+                          None if (u := v.get("usage")) is None else Usage(int(u[0]), int(u[1])),
+                          v.get("model"))
+            for k, v in replies["completions"].items()
+        }  # fmt: skip
         errors = {k: str(v) for k, v in replies["errors"].items()}
         missing = [c.id for c in cases if c.id not in completions and c.id not in errors]
         if missing:
