@@ -328,8 +328,7 @@ class PooledScorer:
 
 
 class PooledKind:
-    """A kind scored over all its entities at once by its ``score``; merged by replaying
-    the shards' united replies."""
+    """A kind scored over all entities at once; merged by replaying the shards' replies."""
 
     score: Callable[[AuditSettings, AuditInputs, Sequence[Any], Mapping[str, Any]], Scored]
 

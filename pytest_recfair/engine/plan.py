@@ -229,8 +229,7 @@ def estimate(
 
 
 def with_judge(main: Plan, judge: Plan) -> Plan:
-    """``main`` with the judge calls of ``judge`` (at the judge's prices) added; cost
-    unknown when either is unpriced."""
+    """``main`` plus ``judge``'s calls at its prices; cost unknown when either is unpriced."""
     if not judge.to_ask:
         return main
     costs, took = (main.cost if main.to_ask else 0.0, judge.cost), (main.seconds, judge.seconds)
@@ -275,8 +274,7 @@ def check_budget(budget: Budget, spent: Iterable[Plan], plan: Plan) -> None:
 def allowance(
     settings: AuditSettings, spent: Iterable[Plan], planned: Plan | None
 ) -> Allowance | None:
-    """What a pipeline's live model calls may spend: the run's budget (network default)
-    less what earlier audits planned; None for any other recommender."""
+    """A pipeline's live calls' budget (network default) less earlier plans; else None."""
     if planned is None or planned.calls_per_prompt is None:
         return None
     requests, cost = dataclasses.astuple(budget_of(settings, network=True))
@@ -298,8 +296,7 @@ DEFAULT_MAX_COST: Final = 5.0
 def budget_of(
     settings: AuditSettings, planned: Plan | None = None, *, network: bool | None = None
 ) -> Budget:
-    """The settings' limits when either is set, else the defaults for a recommender reached
-    over the network (``planned`` has an estimated duration)."""
+    """The settings' limits if either is set, else a networked (timed) recommender's defaults."""
     if network is None:
         network = planned is not None and planned.seconds is not None
     requests, cost = settings.max_requests, settings.max_cost

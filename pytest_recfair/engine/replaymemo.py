@@ -139,8 +139,7 @@ def _stream_settings(settings: AuditSettings) -> AuditSettings:
 
 
 def _identity(provider: object) -> tuple[str, tuple[str, str, str]] | None:
-    """The provider's class and its request for a probe prompt (model and every request
-    setting); None: it cannot say."""
+    """The provider's class and its request for a probe prompt (None: it cannot say)."""
     key_of = getattr(provider, "replay_key", None)
     probe = key_of(None, _PROBE) if key_of is not None else None
     if probe is None:

@@ -321,8 +321,7 @@ def follow_up(
 def record_batch(
     request: AuditRequest, root: Path, progress: Callable[[str], None] | None = None
 ) -> dict[str, str]:
-    """Record every prompt (a shard's share) without a recording under ``root``; returns
-    the failed case ids with their errors."""
+    """Record every unrecorded prompt (a shard's share) under ``root``; failed id -> error."""
     recommender, test_id = request.recommender, request.test_id
     if not hasattr(recommender, "build_request"):
         raise ConfigError(

@@ -36,8 +36,7 @@ class BaselineState:
 
 
 def load_baseline(root: Path, test_id: str, name: str | None = None) -> BaselineState:
-    """The baseline keyed by the test's stable name (``name``, default its test name);
-    a file under the node-id name of earlier versions is read when that one is absent."""
+    """The baseline by the test's stable name (``name``), else its old node-id file."""
     path = baselines.named_path(root, baselines.stable_name(test_id, name))
     source, legacy = path, None
     if not path.exists():
@@ -64,9 +63,7 @@ class BaselineCheck:
 def check_baseline(
     settings: AuditSettings, result: AuditResult, state: BaselineState
 ) -> BaselineCheck:
-    """Whether this run is compared with the stored baseline: not under --fairness-update,
-    not without a usable file, not when it is incompatible (a run on a subset of the
-    baseline's entities is compatible: it is compared on the shared entities)."""
+    """The stored baseline this run is compared with (a subset of its entities is compatible)."""
     stored = state.result
     if settings.update or stored is None:
         return BaselineCheck(state, None)
@@ -80,8 +77,7 @@ def gate_outcome(
     baseline: AuditResult | None,
     problem: str | None = None,
 ) -> GateOutcome:
-    """The gate before the test body runs; a baseline incompatible with ``result`` (or the
-    ``problem`` :func:`check_baseline` found) fails."""
+    """The gate before the test body runs; an incompatible baseline (or ``problem``) fails."""
     if baseline is not None and problem is None:
         problem = baselines.result_incompatibility(baseline, result)
     baseline = None if problem else baseline
@@ -123,8 +119,7 @@ FORCED_NOTE = "stored although too many replies were unusable (--fairness-update
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """Pass/fail of one audited test; ``result`` carries the gate outcome as judged (worded
-    for pytest and every report by ``report.verdict_message``)."""
+    """Pass/fail of one test; ``result`` carries the gate outcome as judged."""
 
     passed: bool
     result: AuditResult
@@ -165,7 +160,7 @@ def judge(
     outcome = GateOutcome.of(failures, notes, checked.drift)
     writes = settings.update and outcome.passed
     if settings.explore:  # a failing test body still fails (body_failed adds it)
-        said = [EXPLORE_NOTE]
+        said = ["explore mode (--fairness-explore): nothing gated"]
         if outcome.failures:
             said.append("would fail on: " + "; ".join(_would_fail(f) for f in outcome.failures))
         if settings.update and not outcome.passed:
@@ -177,10 +172,6 @@ def judge(
     return Verdict(outcome.passed, judged)
 
 
-#: The note every result of an explore run carries (every channel shows the gate's notes).
-EXPLORE_NOTE = "explore mode (--fairness-explore): nothing gated"
-
-
 def _would_fail(f: GateFailure) -> str:
     """A gate failure explore mode did not apply, in a few words (never imports report)."""
     what = f.statistic or ("no usable baseline" if f.kind == "baseline" else None)
@@ -188,8 +179,7 @@ def _would_fail(f: GateFailure) -> str:
 
 
 def body_failed(verdict: Verdict, error: str) -> Verdict:
-    """The verdict when the test's own code failed: a "test" failure whatever the gate
-    said, and no baseline written (a run whose test failed is not one to accept)."""
+    """A "test" failure whatever the gate said; no baseline (a failed test is no run to keep)."""
     gate = verdict.result.gate or GateOutcome(passed=True)
     failures = (*gate.failures, GateFailure("test", detail=error))
     outcome = GateOutcome.of(failures, gate.notes, gate.drift)
@@ -315,8 +305,7 @@ def baseline_changes(old: AuditResult | None, new: AuditResult) -> list[str]:
 
 
 def unused_baselines(root: Path, rootdir: Path, audited: Iterable[str]) -> list[tuple[Path, str]]:
-    """Baseline files under ``root`` whose test was not ``audited`` although its module was
-    collected, or whose module file is gone."""
+    """Baselines under ``root`` of tests not audited in a collected module or a gone one."""
     audited = set(audited)
     modules = {test_id.split("::")[0] for test_id in audited}
     unused = []
@@ -360,8 +349,7 @@ def prune_plan(
     *,
     migrate: bool = False,
 ) -> PrunePlan:
-    """The unused entries; ``migrate``: cassettes of the old per-test layout are moved into
-    the shared files first (else not looked at)."""
+    """The unused entries; ``migrate``: old per-test cassettes are moved in first (else kept)."""
     if migrate and cassette_root.is_dir():
         CassetteStore(cassette_root).migrate_legacy()
     found = PrunePlan(used=used)
