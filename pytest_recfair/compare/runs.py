@@ -105,14 +105,8 @@ def _one(
     rows = []
     for v in d.test.members:
         key = (v.key[0].casefold(), v.key[1])
-        x, y = (
-            float(
-                drift.unusable_share(z)
-                if v.statistic == "unusable"
-                else getattr(z, v.statistic).value
-            )
-            for z in (ka[key], kb[key])
-        )
+        x, y = (float(drift.unusable_share(z) if v.statistic == "unusable"
+                      else getattr(z, v.statistic).value) for z in (ka[key], kb[key]))  # fmt: skip
         rows.append(
             DriftRow(tid, v.key[0], f"{v.key[1]}@{kb[key].k}", v.statistic, x, y, v.p_adjusted,
                      v.n_paired, v.failed)
