@@ -268,12 +268,11 @@ def merged_meta(results: Sequence[ShardResult]) -> dict[str, Any]:
     if seen != list(range(1, count + 1)):
         missing = sorted(set(range(1, count + 1)) - set(seen))
         twice = sorted({i for i in seen if seen.count(i) > 1})
+        said = [f"{what} {', '.join(f'{i}/{count}' for i in ids)}"
+                for what, ids in (("missing", missing), ("given twice", twice)) if ids]  # fmt: skip
         raise DataError(
             f"--fairness-merge: {test_id} needs shards 1..{count} once each; "
-            + (f"missing {', '.join(f'{i}/{count}' for i in missing)}" if missing else "")
-            + ("; " if missing and twice else "")
-            + (f"given twice {', '.join(f'{i}/{count}' for i in twice)}" if twice else "")
-            + f" (files {where})."
+            f"{'; '.join(said)} (files {where})."
         )
     models = sorted({str(r.meta.get("model")) for r in results})
     if len(models) > 1:
@@ -281,11 +280,10 @@ def merged_meta(results: Sequence[ShardResult]) -> dict[str, Any]:
             f"--fairness-merge: the shards of {test_id} audited different models "
             f"({', '.join(models)}; files {where}); merge the shards of one model's run."
         )
-    key = {k: v for k, v in first.meta.items() if k not in _PER_SHARD_META}
-    for r in results[1:]:
-        other = {k: v for k, v in r.meta.items() if k not in _PER_SHARD_META}
-        if other != key:
-            diff = sorted(k for k in set(key) | set(other) if key.get(k) != other.get(k))
+    for r in results[1:]:  # a key only one shard has differs
+        keys = (first.meta.keys() | r.meta.keys()) - _PER_SHARD_META
+        diff = sorted(k for k in keys if first.meta.get(k, ...) != r.meta.get(k, ...))
+        if diff:
             raise DataError(
                 f"--fairness-merge: shard {r.shard} of {test_id} ({r.path}) audited with other "
                 f"settings than shard {first.shard} ({', '.join(diff)} differ); re-run all shards "

@@ -213,12 +213,8 @@ def scored(scorer: Scorer, key: bytes | None) -> Scored:
             return Scored(attributes, int(kept["merges"]), kept["extras"], kept["evidence"])
     done = scorer.scored()
     if key is not None:
-        doc = {
-            "attributes": [_packed(a) for a in done.attributes],
-            "merges": done.merges,
-            "extras": dict(done.extras),
-            "evidence": dict(done.evidence),
-        }
+        doc = {"attributes": [_packed(a) for a in done.attributes], "merges": done.merges,
+               "extras": dict(done.extras), "evidence": dict(done.evidence)}  # fmt: skip
         with contextlib.suppress(TypeError, ValueError):  # not plain data: not kept
             cache.put(_SCORED, key, doc)
     return done
@@ -226,8 +222,9 @@ def scored(scorer: Scorer, key: bytes | None) -> Scored:
 
 def _packed(attribute: AttributeResult) -> dict[str, Any]:
     """``to_dict`` with the matrix as its arrays' bytes (a fraction of lists' memory)."""
-    d = attribute.to_dict()
-    matrix = attribute.matrix
-    d["matrix"]["sims"] = pack_array(matrix.sims, np.float64)
-    d["matrix"]["missing"] = pack_array(matrix.missing, np.bool_)
+    d, m = attribute.to_dict(), attribute.matrix
+    d["matrix"] |= {
+        "sims": pack_array(m.sims, np.float64),
+        "missing": pack_array(m.missing, np.bool_),
+    }
     return d

@@ -306,15 +306,11 @@ def follow_up(
         return cases, outcome
     got = send(dataclasses.replace(request, recommender=judge), more)
     costs = [c for c in (outcome.cost, got.cost) if c is not None]
-    joined = dataclasses.replace(
-        outcome,
-        completions={**outcome.completions, **got.completions},
-        errors={**outcome.errors, **got.errors},
-        usage=outcome.usage + got.usage,
-        cost=sum(costs) if costs else None,
-        requests=outcome.requests + got.requests,
-        retries=outcome.retries + got.retries,
-    )
+    both: dict[str, Any] = {
+        k: {**getattr(outcome, k), **getattr(got, k)} for k in ("completions", "errors")
+    }
+    both |= {k: getattr(outcome, k) + getattr(got, k) for k in ("usage", "requests", "retries")}
+    joined = dataclasses.replace(outcome, **both, cost=sum(costs) if costs else None)
     return [*cases, *more], joined
 
 
