@@ -17,12 +17,10 @@ from typing import Any, Final
 
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.engine import registry, stream
-from pytest_recfair.engine.base import AuditInputs, AuditRequest
+from pytest_recfair.engine.base import AuditRequest
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.gate import thresholds as floors
 from pytest_recfair.metrics import inference
-from pytest_recfair.prompts.grids import Grid
-from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.batch_api import flock
 from pytest_recfair.providers.http import HTTPProvider
@@ -32,7 +30,7 @@ from pytest_recfair.providers.transport import CassetteTransport, case_extension
 from pytest_recfair.report.sections import kind_sections
 from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings
-from pytest_recfair.settings.values import Prices, Shard
+from pytest_recfair.settings.values import Prices
 from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS
 
 #: A hosted model writing 25 titles takes a few seconds; the loopback simulator far less.
@@ -344,21 +342,9 @@ class Ledger:
         return out
 
 
-def audit_plan(
-    settings: AuditSettings,
-    recommender: Any,
-    *,
-    seeds: Sequence[Entity],
-    grid: Grid,
-    test_id: str,
-    cassette_root: Path,
-    inputs: AuditInputs | None = None,
-    shard: Shard | None = None,
-) -> Plan:
-    """The plan of this audit's run (of shard ``shard``'s share, when given)."""
-    request = AuditRequest(
-        settings, recommender, seeds, grid, test_id, inputs=inputs or AuditInputs(), shard=shard
-    )
+def audit_plan(request: AuditRequest, cassette_root: Path) -> Plan:
+    """The plan of this audit's run (of its shard's share, with a shard)."""
+    settings, recommender, test_id = request.settings, request.recommender, request.test_id
     kind = registry.kind_for(settings)
     cases = stream.all_cases(kind, request)
     store = CassetteStore(cassette_root, settings.record_mode, autosave=None)

@@ -221,8 +221,7 @@ def _setup(request: AuditRequest, kind: AuditKind) -> tuple[list[Entity], Grid, 
         if s.system is not None:
             cases = [dataclasses.replace(c, system=s.system) for c in cases]
         if s.role is not None:  # a persona (docs/roleplay.md): "You are a {role}." first
-            role = s.role
-            cases = [dataclasses.replace(c, system=persona_system(role, c.system)) for c in cases]
+            cases = [dataclasses.replace(c, system=persona_system(s.role, c.system)) for c in cases]
         gone = inputs.absent
         return [c for c in cases if not gone or (c.attribute, c.value, c.entity_id) not in gone]
 
