@@ -348,15 +348,13 @@ def audit_plan(request: AuditRequest, cassette_root: Path) -> Plan:
     kind = registry.kind_for(settings)
     cases = stream.all_cases(kind, request)
     store = CassetteStore(cassette_root, settings.record_mode, autosave=None)
-    calls: dict[str, int] | None = None
+    calls: dict[str, int] | None = None  # a pipeline's: case id -> its recorded model calls
     found: set[str] = set()  # the ids of cases with a valid (2xx) recording
     if isinstance(recommender, CallableProvider):
-        calls = {}
-        if store.policy.replays:  # case id -> the model calls recorded for it
-            wanted, entities = {c.id for c in cases}, sorted({c.entity_id for c in cases})
-            recorded = (case for e in entities for case, _, _ in store.recorded(e))
-            calls = dict(Counter(case for case in recorded if case in wanted))
-        found = set(calls)
+        wanted = {c.id for c in cases} if store.policy.replays else set()
+        entities = sorted({c.entity_id for c in cases if c.id in wanted})
+        recorded = (case for e in entities for case, _, _ in store.recorded(e))
+        found = set(calls := dict(Counter(case for case in recorded if case in wanted)))
     elif store.policy.replays and not is_in_process(recommender):
         if isinstance(recommender, HTTPProvider):
             store.add_secrets(recommender.secrets)
