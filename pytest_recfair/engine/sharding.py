@@ -241,9 +241,8 @@ class MergeSource:
 def inputs_digests(kind: AuditKind, request: AuditRequest) -> dict[str, str]:
     """The whole audit's inputs by content, so a file's name or path never matters."""
     whole, catalogue = dataclasses.replace(request, shard=None), request.inputs.catalogue
-    s, inputs = request.settings, request.inputs
     parts: dict[str, Any] = {
-        "seeds": stream.entities_of(s, request.seeds, request.test_id, kind, inputs),
+        "seeds": stream.entities_of(request, kind),
         "grid": request.grid.digest,
         "prompts": replaymemo.prompts_digest(kind, [stream.all_cases(kind, whole)]),
         "catalogue": catalogue and (catalogue.items, catalogue.categorical, catalogue.numeric),

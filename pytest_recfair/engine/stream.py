@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.engine import registry, replaymemo
 from pytest_recfair.engine.base import (
-    AuditInputs,
     AuditKind,
     AuditRequest,
     Scorer,
@@ -199,7 +198,7 @@ def _setup(request: AuditRequest, kind: AuditKind) -> tuple[list[Entity], Grid, 
     """The entities, grid and builder of a chunk's cases as sent: ``system`` and ``role``
     applied, prompts a published run never answered left out (as the FaiRLLM notebook)."""
     s, inputs = request.settings, request.inputs
-    entities = entities_of(s, request.seeds, request.test_id, kind, inputs)
+    entities = entities_of(request, kind)
     grid, attributes = request.grid, None if s.attr is None else [s.attr]
     if s.attr is not None and getattr(kind, "entities", None) is None:
         try:
@@ -245,22 +244,16 @@ def all_cases(kind: AuditKind, request: AuditRequest) -> list[Any]:
     return build(shard_share(entities, request.shard))
 
 
-def entities_of(
-    settings: AuditSettings,
-    seeds: Sequence[Entity],
-    test_id: str,
-    kind: AuditKind,
-    inputs: AuditInputs,
-) -> list[Entity]:
+def entities_of(request: AuditRequest, kind: AuditKind) -> list[Entity]:
     """The seeds, or a kind's own (``AuditKind.entities``), subsampled to ``entities=N``."""
-    own = getattr(kind, "entities", None)
+    s, seeds, own = request.settings, request.seeds, getattr(kind, "entities", None)
     if own is not None:
-        seeds = own(settings, seeds, inputs)
-    entities = subsample(list(seeds), settings.entities, seed=settings.seed)
+        seeds = own(s, seeds, request.inputs)
+    entities = subsample(list(seeds), s.entities, seed=s.seed)
     if not entities:
         raise DataError(
-            f"{test_id}: the seed set is empty; give @fairness(seeds=...) a file or fixture "
-            "with at least one entity."
+            f"{request.test_id}: the seed set is empty; give @fairness(seeds=...) a file or "
+            "fixture with at least one entity."
         )
     return entities
 

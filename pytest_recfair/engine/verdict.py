@@ -166,10 +166,8 @@ def judge(
         if settings.update and not outcome.passed:
             said.append("baseline not written: the run crosses its absolute limits")
         outcome = GateOutcome.of((), (*outcome.notes, *said), outcome.drift)
-    judged = replace(result, gate=outcome)
-    if writes:
-        return Verdict(True, judged, write=state.path, moved_from=state.legacy)
-    return Verdict(outcome.passed, judged)
+    where = (state.path, state.legacy) if writes else (None, None)
+    return Verdict(writes or outcome.passed, replace(result, gate=outcome), *where)
 
 
 def _would_fail(f: GateFailure) -> str:
