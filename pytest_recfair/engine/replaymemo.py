@@ -157,8 +157,7 @@ class Recorder:
     clean: bool = True
 
     def chunk(self, request: AuditRequest, ids: Sequence[str], outcome: Any) -> None:
-        """Note a chunk before its cassettes are released; a failed or retried prompt, or an
-        entity not replayed from the cassette cache, keeps the run from the cache."""
+        """Note a chunk before its cassettes are released; a failure, retry or miss: not kept."""
         if outcome.errors or outcome.retries or request.cassettes is None:
             self.clean = False
             return
