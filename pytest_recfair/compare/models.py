@@ -33,8 +33,7 @@ class ModelSlot:
     n_resamples: int = 2000
     seed: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__}
+    to_dict = plain_fields
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ModelSlot:
@@ -59,8 +58,7 @@ class PairRow:
     fairer: str | None
     note: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return plain_fields(self, self.__slots__)
+    to_dict = plain_fields
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> PairRow:
@@ -85,8 +83,7 @@ class ModelComparison:
     pairs: tuple[PairRow, ...]
     alpha: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return plain_fields(self, self.__slots__)
+    to_dict = plain_fields
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ModelComparison:

@@ -105,14 +105,8 @@ def _one(
     rows = []
     for v in d.test.members:
         key = (v.key[0].casefold(), v.key[1])
-        x, y = (
-            float(
-                drift.unusable_share(z)
-                if v.statistic == "unusable"
-                else getattr(z, v.statistic).value
-            )
-            for z in (ka[key], kb[key])
-        )
+        x, y = (float(drift.unusable_share(z) if v.statistic == "unusable"
+                      else getattr(z, v.statistic).value) for z in (ka[key], kb[key]))  # fmt: skip
         rows.append(
             DriftRow(tid, v.key[0], f"{v.key[1]}@{kb[key].k}", v.statistic, x, y, v.p_adjusted,
                      v.n_paired, v.failed)
@@ -293,7 +287,6 @@ _GRAMMAR = (
     "rules NAME:[+|-]LIMIT[%] separated by commas, e.g. snsr:0.02,pafs:0.05 or "
     "religion.snsr:10% (docs/reports.md)"
 )
-_STATS = ("snsr", "snsv", "pafs", "refusal_gap", "entropy", "unusable")
 
 
 @dataclass(frozen=True, slots=True)
@@ -365,11 +358,9 @@ def figures(result: AuditResult) -> dict[str, float]:
     out: dict[str, float] = {}
     for a in result.attributes:
         key = f"{a.attribute.casefold().replace(' ', '_')}.{a.metric}"
-        values = (a.snsr.value, a.snsv.value, a.pafs.value, a.refusal_gap, a.entropy,
-                  drift.unusable_share(a))  # fmt: skip
-        out |= {
-            f"{key}.{s}": float(v) for s, v in zip(_STATS, values, strict=True) if v is not None
-        }
+        values = {s: getattr(a, s).value for s in STATISTICS} | {"refusal_gap": a.refusal_gap,
+                  "entropy": a.entropy, "unusable": drift.unusable_share(a)}  # fmt: skip
+        out |= {f"{key}.{s}": float(v) for s, v in values.items() if v is not None}
     for name, prop in extra_properties(result):
         if isinstance(prop, int | float) and not isinstance(prop, bool):
             out[name.removeprefix("recfair.")] = float(prop)

@@ -263,12 +263,11 @@ def merged_meta(results: Sequence[ShardResult]) -> dict[str, Any]:
     if seen != list(range(1, count + 1)):
         missing = sorted(set(range(1, count + 1)) - set(seen))
         twice = sorted({i for i in seen if seen.count(i) > 1})
+        said = [f"{what} {', '.join(f'{i}/{count}' for i in ids)}"
+                for what, ids in (("missing", missing), ("given twice", twice)) if ids]  # fmt: skip
         raise DataError(
             f"--fairness-merge: {test_id} needs shards 1..{count} once each; "
-            + (f"missing {', '.join(f'{i}/{count}' for i in missing)}" if missing else "")
-            + ("; " if missing and twice else "")
-            + (f"given twice {', '.join(f'{i}/{count}' for i in twice)}" if twice else "")
-            + f" (files {where})."
+            f"{'; '.join(said)} (files {where})."
         )
     models = sorted({str(r.meta.get("model")) for r in results})
     if len(models) > 1:
@@ -276,11 +275,10 @@ def merged_meta(results: Sequence[ShardResult]) -> dict[str, Any]:
             f"--fairness-merge: the shards of {test_id} audited different models "
             f"({', '.join(models)}; files {where}); merge the shards of one model's run."
         )
-    key = {k: v for k, v in first.meta.items() if k not in _PER_SHARD_META}
-    for r in results[1:]:
-        other = {k: v for k, v in r.meta.items() if k not in _PER_SHARD_META}
-        if other != key:
-            diff = sorted(k for k in set(key) | set(other) if key.get(k) != other.get(k))
+    for r in results[1:]:  # a key only one shard has differs
+        keys = (first.meta.keys() | r.meta.keys()) - _PER_SHARD_META
+        diff = sorted(k for k in keys if first.meta.get(k, ...) != r.meta.get(k, ...))
+        if diff:
             raise DataError(
                 f"--fairness-merge: shard {r.shard} of {test_id} ({r.path}) audited with other "
                 f"settings than shard {first.shard} ({', '.join(diff)} differ); re-run all shards "
@@ -293,18 +291,6 @@ def merged_cost(parts: Sequence[ShardResult]) -> float | None:
     """The shards' runner costs added up (None when the shards were not priced)."""
     costs = [p.cost for p in parts if p.cost is not None]
     return sum(costs) if costs else None
-
-
-def _completion(d: Mapping[str, Any]) -> Completion:
-    from pytest_recfair.providers.base import Completion, Usage
-
-    usage = d.get("usage")
-    return Completion(
-        text=str(d["text"]),
-        finish_reason=d.get("finish_reason"),
-        usage=None if usage is None else Usage(int(usage[0]), int(usage[1])),
-        model=d.get("model"),
-    )
 
 
 class PooledScorer:
@@ -326,18 +312,16 @@ class PooledScorer:
 
     def payload(self, sent: Sent) -> dict[str, Any]:
         """The replies, scrubbed like a cassette (a reply or error may quote the prompt)."""
-        completions = {k: _reply_dict(c) for k, c in self.completions.items()}
+        completions = {
+            k: {"text": c.text, "finish_reason": c.finish_reason, "model": c.model,
+                "usage": None if (u := c.usage) is None else [u.prompt_tokens, u.completion_tokens]}
+            for k, c in self.completions.items()
+        }  # fmt: skip
         return {"replies": secrets.scrub_json({"completions": completions, "errors": self.errors})}
 
 
-def _reply_dict(c: Completion) -> dict[str, Any]:
-    usage = None if c.usage is None else [c.usage.prompt_tokens, c.usage.completion_tokens]
-    return {"text": c.text, "finish_reason": c.finish_reason, "model": c.model, "usage": usage}
-
-
 class PooledKind:
-    """A kind scored over all its entities at once by its ``score``; merged by replaying
-    the shards' united replies."""
+    """A kind scored over all entities at once; merged by replaying the shards' replies."""
 
     score: Callable[[AuditSettings, AuditInputs, Sequence[Any], Mapping[str, Any]], Scored]
 
@@ -353,12 +337,17 @@ class PooledKind:
     def merge(
         self, settings: AuditSettings, parts: Sequence[ShardResult], rebuild: Rebuild
     ) -> Merged:
-        from pytest_recfair.providers.base import Usage
+        from pytest_recfair.providers.base import Completion, Usage
         from pytest_recfair.providers.runstate import RunOutcome
 
         meta, replies = merge_replies(parts)
         cases, inputs = rebuild()
-        completions = {k: _completion(v) for k, v in replies["completions"].items()}
+        completions = {
+            k: Completion(str(v["text"]), v.get("finish_reason"),
+                          None if (u := v.get("usage")) is None else Usage(int(u[0]), int(u[1])),
+                          v.get("model"))
+            for k, v in replies["completions"].items()
+        }  # fmt: skip
         errors = {k: str(v) for k, v in replies["errors"].items()}
         missing = [c.id for c in cases if c.id not in completions and c.id not in errors]
         if missing:

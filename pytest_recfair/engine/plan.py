@@ -17,12 +17,10 @@ from typing import Any, Final
 
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.engine import registry, stream
-from pytest_recfair.engine.base import AuditInputs, AuditRequest
+from pytest_recfair.engine.base import AuditRequest
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.gate import thresholds as floors
 from pytest_recfair.metrics import inference
-from pytest_recfair.prompts.grids import Grid
-from pytest_recfair.prompts.seeds import Entity
 from pytest_recfair.providers.adapter import CallableProvider
 from pytest_recfair.providers.batch_api import flock
 from pytest_recfair.providers.http import HTTPProvider
@@ -32,7 +30,7 @@ from pytest_recfair.providers.transport import CassetteTransport, case_extension
 from pytest_recfair.report.sections import kind_sections
 from pytest_recfair.results import AuditResult
 from pytest_recfair.settings import AuditSettings
-from pytest_recfair.settings.values import Prices, Shard
+from pytest_recfair.settings.values import Prices
 from pytest_recfair.vocab import HIGHER_IS_FAIRER, STATISTICS
 
 #: A hosted model writing 25 titles takes a few seconds; the loopback simulator far less.
@@ -229,8 +227,7 @@ def estimate(
 
 
 def with_judge(main: Plan, judge: Plan) -> Plan:
-    """``main`` with the judge calls of ``judge`` (at the judge's prices) added; cost
-    unknown when either is unpriced."""
+    """``main`` plus ``judge``'s calls at its prices; cost unknown when either is unpriced."""
     if not judge.to_ask:
         return main
     costs, took = (main.cost if main.to_ask else 0.0, judge.cost), (main.seconds, judge.seconds)
@@ -275,8 +272,7 @@ def check_budget(budget: Budget, spent: Iterable[Plan], plan: Plan) -> None:
 def allowance(
     settings: AuditSettings, spent: Iterable[Plan], planned: Plan | None
 ) -> Allowance | None:
-    """What a pipeline's live model calls may spend: the run's budget (network default)
-    less what earlier audits planned; None for any other recommender."""
+    """A pipeline's live calls' budget (network default) less earlier plans; else None."""
     if planned is None or planned.calls_per_prompt is None:
         return None
     requests, cost = dataclasses.astuple(budget_of(settings, network=True))
@@ -298,8 +294,7 @@ DEFAULT_MAX_COST: Final = 5.0
 def budget_of(
     settings: AuditSettings, planned: Plan | None = None, *, network: bool | None = None
 ) -> Budget:
-    """The settings' limits when either is set, else the defaults for a recommender reached
-    over the network (``planned`` has an estimated duration)."""
+    """The settings' limits if either is set, else a networked (timed) recommender's defaults."""
     if network is None:
         network = planned is not None and planned.seconds is not None
     requests, cost = settings.max_requests, settings.max_cost
@@ -347,33 +342,19 @@ class Ledger:
         return out
 
 
-def audit_plan(
-    settings: AuditSettings,
-    recommender: Any,
-    *,
-    seeds: Sequence[Entity],
-    grid: Grid,
-    test_id: str,
-    cassette_root: Path,
-    inputs: AuditInputs | None = None,
-    shard: Shard | None = None,
-) -> Plan:
-    """The plan of this audit's run (of shard ``shard``'s share, when given)."""
-    request = AuditRequest(
-        settings, recommender, seeds, grid, test_id, inputs=inputs or AuditInputs(), shard=shard
-    )
+def audit_plan(request: AuditRequest, cassette_root: Path) -> Plan:
+    """The plan of this audit's run (of its shard's share, with a shard)."""
+    settings, recommender, test_id = request.settings, request.recommender, request.test_id
     kind = registry.kind_for(settings)
     cases = stream.all_cases(kind, request)
     store = CassetteStore(cassette_root, settings.record_mode, autosave=None)
-    calls: dict[str, int] | None = None
+    calls: dict[str, int] | None = None  # a pipeline's: case id -> its recorded model calls
     found: set[str] = set()  # the ids of cases with a valid (2xx) recording
     if isinstance(recommender, CallableProvider):
-        calls = {}
-        if store.policy.replays:  # case id -> the model calls recorded for it
-            wanted, entities = {c.id for c in cases}, sorted({c.entity_id for c in cases})
-            recorded = (case for e in entities for case, _, _ in store.recorded(e))
-            calls = dict(Counter(case for case in recorded if case in wanted))
-        found = set(calls)
+        wanted = {c.id for c in cases} if store.policy.replays else set()
+        entities = sorted({c.entity_id for c in cases if c.id in wanted})
+        recorded = (case for e in entities for case, _, _ in store.recorded(e))
+        found = set(calls := dict(Counter(case for case in recorded if case in wanted)))
     elif store.policy.replays and not is_in_process(recommender):
         if isinstance(recommender, HTTPProvider):
             store.add_secrets(recommender.secrets)

@@ -16,6 +16,7 @@ from pytest_recfair.settings import AuditSettings
 #: Tried in order; the first kind that wants the settings runs. The list-overlap audit
 #: (the FaiRLLM method) wants every settings object, so it comes last as the default.
 KINDS: tuple[AuditKind, ...] = (ITEMS, EXPOSURE, POSITIONS, ROLEPLAY, OVERLAP)
+_KNOWN = ", ".join(k.name for k in KINDS)
 
 
 def kind_for(settings: AuditSettings) -> AuditKind:
@@ -24,23 +25,21 @@ def kind_for(settings: AuditSettings) -> AuditKind:
         try:
             return named(settings.kind)
         except LookupError:
-            known = ", ".join(k.name for k in KINDS)
             raise ConfigError(
-                f"@fairness(kind={settings.kind!r}): no such kind of audit; known: {known}"
+                f"@fairness(kind={settings.kind!r}): no such kind of audit; known: {_KNOWN}"
             ) from None
     return next(kind for kind in KINDS if kind.wants(settings))  # the last wants all
 
 
 def named(name: str) -> AuditKind:
     """The kind whose results ``AuditResult.extras[name]`` holds."""
-    for kind in KINDS:
-        if kind.name == name:
-            return kind
-    known = ", ".join(k.name for k in KINDS)
-    raise LookupError(
-        f"results of an unknown kind of audit {name!r} (known: {known}); a kind is added "
-        "in pytest_recfair/engine/registry.py"
-    )
+    found = next((kind for kind in KINDS if kind.name == name), None)
+    if found is None:
+        raise LookupError(
+            f"results of an unknown kind of audit {name!r} (known: {_KNOWN}); a kind is added "
+            "in pytest_recfair/engine/registry.py"
+        )
+    return found
 
 
 # the reports find a kind's sections through this lookup (report never imports the engine)

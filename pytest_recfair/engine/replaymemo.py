@@ -139,8 +139,7 @@ def _stream_settings(settings: AuditSettings) -> AuditSettings:
 
 
 def _identity(provider: object) -> tuple[str, tuple[str, str, str]] | None:
-    """The provider's class and its request for a probe prompt (model and every request
-    setting); None: it cannot say."""
+    """The provider's class and its request for a probe prompt (None: it cannot say)."""
     key_of = getattr(provider, "replay_key", None)
     probe = key_of(None, _PROBE) if key_of is not None else None
     if probe is None:
@@ -158,8 +157,7 @@ class Recorder:
     clean: bool = True
 
     def chunk(self, request: AuditRequest, ids: Sequence[str], outcome: Any) -> None:
-        """Note a chunk before its cassettes are released; a failed or retried prompt, or an
-        entity not replayed from the cassette cache, keeps the run from the cache."""
+        """Note a chunk before its cassettes are released; a failure, retry or miss: not kept."""
         if outcome.errors or outcome.retries or request.cassettes is None:
             self.clean = False
             return
@@ -214,12 +212,8 @@ def scored(scorer: Scorer, key: bytes | None) -> Scored:
             return Scored(attributes, int(kept["merges"]), kept["extras"], kept["evidence"])
     done = scorer.scored()
     if key is not None:
-        doc = {
-            "attributes": [_packed(a) for a in done.attributes],
-            "merges": done.merges,
-            "extras": dict(done.extras),
-            "evidence": dict(done.evidence),
-        }
+        doc = {"attributes": [_packed(a) for a in done.attributes], "merges": done.merges,
+               "extras": dict(done.extras), "evidence": dict(done.evidence)}  # fmt: skip
         with contextlib.suppress(TypeError, ValueError):  # not plain data: not kept
             cache.put(_SCORED, key, doc)
     return done
@@ -227,8 +221,9 @@ def scored(scorer: Scorer, key: bytes | None) -> Scored:
 
 def _packed(attribute: AttributeResult) -> dict[str, Any]:
     """``to_dict`` with the matrix as its arrays' bytes (a fraction of lists' memory)."""
-    d = attribute.to_dict()
-    matrix = attribute.matrix
-    d["matrix"]["sims"] = pack_array(matrix.sims, np.float64)
-    d["matrix"]["missing"] = pack_array(matrix.missing, np.bool_)
+    d, m = attribute.to_dict(), attribute.matrix
+    d["matrix"] |= {
+        "sims": pack_array(m.sims, np.float64),
+        "missing": pack_array(m.missing, np.bool_),
+    }
     return d

@@ -145,8 +145,7 @@ _FORMAT_RE = re.compile(rb'"format"\s*:\s*"' + re.escape(SHARD_FORMAT.encode()) 
 
 
 def _not_shard(path: Path) -> str | None:
-    """Why a .json file in a merge directory is passed over; None for a shard file (its
-    "format" key within the first 4 KiB)."""
+    """Why a merge directory's .json is passed over; None: a shard ("format" in 4 KiB)."""
     try:
         with path.open("rb") as fh:
             head = fh.read(4096)
@@ -173,8 +172,7 @@ class ShardWritten:
 
 
 def run_shard(request: AuditRequest, root: Path) -> ShardWritten:
-    """Score ``request.shard``'s share and write it under ``root`` (too many failed prompts
-    stop the shard job, as the whole run)."""
+    """Score and write ``request.shard``'s share under ``root`` (too many failures stop it)."""
     shard = request.shard
     assert shard is not None, "run_shard: the request names no shard"
     run = stream.run(request)
@@ -243,9 +241,8 @@ class MergeSource:
 def inputs_digests(kind: AuditKind, request: AuditRequest) -> dict[str, str]:
     """The whole audit's inputs by content, so a file's name or path never matters."""
     whole, catalogue = dataclasses.replace(request, shard=None), request.inputs.catalogue
-    s, inputs = request.settings, request.inputs
     parts: dict[str, Any] = {
-        "seeds": stream.entities_of(s, request.seeds, request.test_id, kind, inputs),
+        "seeds": stream.entities_of(request, kind),
         "grid": request.grid.digest,
         "prompts": replaymemo.prompts_digest(kind, [stream.all_cases(kind, whole)]),
         "catalogue": catalogue and (catalogue.items, catalogue.categorical, catalogue.numeric),

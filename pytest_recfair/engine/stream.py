@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.engine import registry, replaymemo
 from pytest_recfair.engine.base import (
-    AuditInputs,
     AuditKind,
     AuditRequest,
     Scorer,
@@ -32,7 +31,7 @@ from pytest_recfair.settings import AuditSettings
 from pytest_recfair.vocab import PLUGIN_VERSION
 
 if TYPE_CHECKING:
-    from pytest_recfair.providers.runstate import RunOptions, RunOutcome
+    from pytest_recfair.providers.runstate import RunOutcome
 
 _FROZEN: list[bool] = []  # non-empty while fewer_collections holds
 # Prompts per chunk: enough to keep every connection busy, few enough for a few MB a chunk.
@@ -189,20 +188,6 @@ def fewer_collections() -> Iterator[None]:
         gc.unfreeze()
 
 
-def run_options(settings: AuditSettings, live: Any = None) -> RunOptions:
-    """How the runner sends this audit's prompts (``live``: the pytest progress line)."""
-    from pytest_recfair.providers.runstate import RunOptions  # the engine's way to httpx
-
-    same = ("intercept", "timeout", "max_retries", "max_retry_after", "max_reply_chars")
-    return RunOptions(
-        # vcrpy patches process-wide: a prompt's calls are told apart only one at a time
-        concurrency=1 if settings.intercept == "vcr" else settings.concurrency,
-        prices=None if (p := settings.prices) is None else (p.input_per_mtok, p.output_per_mtok),
-        live=live,
-        **{name: getattr(settings, name) for name in (*same, "rpm", "tpm")},
-    )
-
-
 def chunk_entities(settings: AuditSettings, prompts_per_entity: int) -> int:
     """Entities per chunk: CHUNK_PROMPTS prompts, at least 8 per connection in flight."""
     count = max(CHUNK_PROMPTS, 8 * settings.concurrency * max(1, prompts_per_entity // 4))
@@ -213,8 +198,7 @@ def _setup(request: AuditRequest, kind: AuditKind) -> tuple[list[Entity], Grid, 
     """The entities, grid and builder of a chunk's cases as sent: ``system`` and ``role``
     applied, prompts a published run never answered left out (as the FaiRLLM notebook)."""
     s, inputs = request.settings, request.inputs
-    entities = entities_of(s, request.seeds, request.test_id, kind, inputs)
-    grid = request.grid
+    entities, grid = entities_of(request, kind), request.grid
     if s.attr is not None and getattr(kind, "entities", None) is None:
         try:
             grid.attribute(s.attr)
@@ -235,8 +219,7 @@ def _setup(request: AuditRequest, kind: AuditKind) -> tuple[list[Entity], Grid, 
         if s.system is not None:
             cases = [dataclasses.replace(c, system=s.system) for c in cases]
         if s.role is not None:  # a persona (docs/roleplay.md): "You are a {role}." first
-            role = s.role
-            cases = [dataclasses.replace(c, system=persona_system(role, c.system)) for c in cases]
+            cases = [dataclasses.replace(c, system=persona_system(s.role, c.system)) for c in cases]
         gone = inputs.absent
         return [c for c in cases if not gone or (c.attribute, c.value, c.entity_id) not in gone]
 
@@ -260,22 +243,16 @@ def all_cases(kind: AuditKind, request: AuditRequest) -> list[Any]:
     return build(shard_share(entities, request.shard))
 
 
-def entities_of(
-    settings: AuditSettings,
-    seeds: Sequence[Entity],
-    test_id: str,
-    kind: AuditKind,
-    inputs: AuditInputs,
-) -> list[Entity]:
+def entities_of(request: AuditRequest, kind: AuditKind) -> list[Entity]:
     """The seeds, or a kind's own (``AuditKind.entities``), subsampled to ``entities=N``."""
-    own = getattr(kind, "entities", None)
+    s, seeds, own = request.settings, request.seeds, getattr(kind, "entities", None)
     if own is not None:
-        seeds = own(settings, seeds, inputs)
-    entities = subsample(list(seeds), settings.entities, seed=settings.seed)
+        seeds = own(s, seeds, request.inputs)
+    entities = subsample(list(seeds), s.entities, seed=s.seed)
     if not entities:
         raise DataError(
-            f"{test_id}: the seed set is empty; give @fairness(seeds=...) a file or fixture "
-            "with at least one entity."
+            f"{request.test_id}: the seed set is empty; give @fairness(seeds=...) a file or "
+            "fixture with at least one entity."
         )
     return entities
 
@@ -283,13 +260,22 @@ def entities_of(
 def send(request: AuditRequest, cases: Sequence[Any]) -> RunOutcome:
     """Send ``cases`` (those already known to have failed are not sent, they stay failed)."""
     from pytest_recfair.providers.runner import run_cases
+    from pytest_recfair.providers.runstate import RunOptions  # the engine's way to httpx
 
-    failed = request.failed
+    failed, s = request.failed, request.settings
     known = {c.id: failed[c.id] for c in cases if c.id in failed} if failed else {}
+    same = ("intercept", "timeout", "max_retries", "max_retry_after", "max_reply_chars")
+    options = RunOptions(
+        # vcrpy patches process-wide: a prompt's calls are told apart only one at a time
+        concurrency=1 if s.intercept == "vcr" else s.concurrency,
+        prices=None if (p := s.prices) is None else (p.input_per_mtok, p.output_per_mtok),
+        live=request.live,
+        **{name: getattr(s, name) for name in (*same, "rpm", "tpm")},
+    )
     outcome = run_cases(
         request.recommender,
         [c for c in cases if c.id not in known] if known else list(cases),
-        run_options(request.settings, request.live),
+        options,
         cassettes=request.cassettes,
         test_id=request.test_id,
         progress=False if request.live is not None else request.progress,
@@ -311,23 +297,18 @@ def follow_up(
         return cases, outcome
     got = send(dataclasses.replace(request, recommender=judge), more)
     costs = [c for c in (outcome.cost, got.cost) if c is not None]
-    joined = dataclasses.replace(
-        outcome,
-        completions={**outcome.completions, **got.completions},
-        errors={**outcome.errors, **got.errors},
-        usage=outcome.usage + got.usage,
-        cost=sum(costs) if costs else None,
-        requests=outcome.requests + got.requests,
-        retries=outcome.retries + got.retries,
-    )
+    both: dict[str, Any] = {
+        k: {**getattr(outcome, k), **getattr(got, k)} for k in ("completions", "errors")
+    }
+    both |= {k: getattr(outcome, k) + getattr(got, k) for k in ("usage", "requests", "retries")}
+    joined = dataclasses.replace(outcome, **both, cost=sum(costs) if costs else None)
     return [*cases, *more], joined
 
 
 def record_batch(
     request: AuditRequest, root: Path, progress: Callable[[str], None] | None = None
 ) -> dict[str, str]:
-    """Record every prompt (a shard's share) without a recording under ``root``; returns
-    the failed case ids with their errors."""
+    """Record every unrecorded prompt (a shard's share) under ``root``; failed id -> error."""
     recommender, test_id = request.recommender, request.test_id
     if not hasattr(recommender, "build_request"):
         raise ConfigError(

@@ -5,10 +5,10 @@ its parts, worded by ``report.failures`` (this module never imports ``report``).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from pytest_recfair.cassettes import compact
 from pytest_recfair.cassettes.store import CassetteStore
@@ -36,8 +36,7 @@ class BaselineState:
 
 
 def load_baseline(root: Path, test_id: str, name: str | None = None) -> BaselineState:
-    """The baseline keyed by the test's stable name (``name``, default its test name);
-    a file under the node-id name of earlier versions is read when that one is absent."""
+    """The baseline by the test's stable name (``name``), else its old node-id file."""
     path = baselines.named_path(root, baselines.stable_name(test_id, name))
     source, legacy = path, None
     if not path.exists():
@@ -64,9 +63,7 @@ class BaselineCheck:
 def check_baseline(
     settings: AuditSettings, result: AuditResult, state: BaselineState
 ) -> BaselineCheck:
-    """Whether this run is compared with the stored baseline: not under --fairness-update,
-    not without a usable file, not when it is incompatible (a run on a subset of the
-    baseline's entities is compatible: it is compared on the shared entities)."""
+    """The stored baseline this run is compared with (a subset of its entities is compatible)."""
     stored = state.result
     if settings.update or stored is None:
         return BaselineCheck(state, None)
@@ -80,8 +77,7 @@ def gate_outcome(
     baseline: AuditResult | None,
     problem: str | None = None,
 ) -> GateOutcome:
-    """The gate before the test body runs; a baseline incompatible with ``result`` (or the
-    ``problem`` :func:`check_baseline` found) fails."""
+    """The gate before the test body runs; an incompatible baseline (or ``problem``) fails."""
     if baseline is not None and problem is None:
         problem = baselines.result_incompatibility(baseline, result)
     baseline = None if problem else baseline
@@ -123,8 +119,7 @@ FORCED_NOTE = "stored although too many replies were unusable (--fairness-update
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """Pass/fail of one audited test; ``result`` carries the gate outcome as judged (worded
-    for pytest and every report by ``report.verdict_message``)."""
+    """Pass/fail of one test; ``result`` carries the gate outcome as judged."""
 
     passed: bool
     result: AuditResult
@@ -165,20 +160,14 @@ def judge(
     outcome = GateOutcome.of(failures, notes, checked.drift)
     writes = settings.update and outcome.passed
     if settings.explore:  # a failing test body still fails (body_failed adds it)
-        said = [EXPLORE_NOTE]
+        said = ["explore mode (--fairness-explore): nothing gated"]
         if outcome.failures:
             said.append("would fail on: " + "; ".join(_would_fail(f) for f in outcome.failures))
         if settings.update and not outcome.passed:
             said.append("baseline not written: the run crosses its absolute limits")
         outcome = GateOutcome.of((), (*outcome.notes, *said), outcome.drift)
-    judged = replace(result, gate=outcome)
-    if writes:
-        return Verdict(True, judged, write=state.path, moved_from=state.legacy)
-    return Verdict(outcome.passed, judged)
-
-
-#: The note every result of an explore run carries (every channel shows the gate's notes).
-EXPLORE_NOTE = "explore mode (--fairness-explore): nothing gated"
+    where = (state.path, state.legacy) if writes else (None, None)
+    return Verdict(writes or outcome.passed, replace(result, gate=outcome), *where)
 
 
 def _would_fail(f: GateFailure) -> str:
@@ -188,8 +177,7 @@ def _would_fail(f: GateFailure) -> str:
 
 
 def body_failed(verdict: Verdict, error: str) -> Verdict:
-    """The verdict when the test's own code failed: a "test" failure whatever the gate
-    said, and no baseline written (a run whose test failed is not one to accept)."""
+    """A "test" failure whatever the gate said; no baseline (a failed test is no run to keep)."""
     gate = verdict.result.gate or GateOutcome(passed=True)
     failures = (*gate.failures, GateFailure("test", detail=error))
     outcome = GateOutcome.of(failures, gate.notes, gate.drift)
@@ -226,15 +214,21 @@ class TestRecord:
     model_slot: ModelSlot | None = None  # the test's place in a comparison of models
 
     def payload(self) -> dict[str, Any]:
-        """What a worker ships with the call-phase report (JSON-able)."""
+        """What a worker ships with the call-phase report (JSON-able; ``RunCollector.add``)."""
         return {
-            "result": self.result.to_dict(),
-            "baseline": None if self.baseline is None else self.baseline.to_dict(),
-            "baseline_written": str(self.wrote) if self.wrote else None,
-            "baseline_not_written": self.not_written,
-            "baseline_changes": list(self.changes),
-            **({"model_slot": self.model_slot.to_dict()} if self.model_slot else {}),
+            k: None if (v := getattr(self, k)) is None else to(v) for k, (to, _) in _SHIP.items()
         }
+
+
+#: How each TestRecord field travels from a worker: (to JSON, back); None stays None.
+_SHIP: Final[dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any]]]] = {
+    "result": (AuditResult.to_dict, lambda d: AuditResult.from_dict(dict(d))),
+    "baseline": (AuditResult.to_dict, lambda d: AuditResult.from_dict(dict(d))),
+    "wrote": (str, Path),
+    "not_written": (str, str),
+    "changes": (list, lambda c: [str(x) for x in c]),
+    "model_slot": (ModelSlot.to_dict, ModelSlot.from_dict),
+}
 
 
 @dataclass
@@ -252,18 +246,10 @@ class RunCollector:
 
     def add(self, payload: Mapping[str, Any]) -> None:
         """Add a test's payload as a worker shipped it (``TestRecord.payload``)."""
-        base = payload.get("baseline")
-        written, slot = payload.get("baseline_written"), payload.get("model_slot")
-        self.add_record(
-            TestRecord(
-                result=AuditResult.from_dict(dict(payload["result"])),
-                baseline=AuditResult.from_dict(dict(base)) if base else None,
-                wrote=Path(str(written)) if written else None,
-                not_written=payload.get("baseline_not_written"),
-                changes=[str(c) for c in payload.get("baseline_changes") or []],
-                model_slot=ModelSlot.from_dict(slot) if slot else None,
-            )
-        )
+        got: dict[str, Any] = {
+            k: None if (v := payload.get(k)) is None else back(v) for k, (_, back) in _SHIP.items()
+        }
+        self.add_record(TestRecord(**got))
 
     def add_record(self, record: TestRecord) -> None:
         """A test judged in this process: no dict round trip (millions of floats)."""
@@ -317,8 +303,7 @@ def baseline_changes(old: AuditResult | None, new: AuditResult) -> list[str]:
 
 
 def unused_baselines(root: Path, rootdir: Path, audited: Iterable[str]) -> list[tuple[Path, str]]:
-    """Baseline files under ``root`` whose test was not ``audited`` although its module was
-    collected, or whose module file is gone."""
+    """Baselines under ``root`` of tests not audited in a collected module or a gone one."""
     audited = set(audited)
     modules = {test_id.split("::")[0] for test_id in audited}
     unused = []
@@ -362,8 +347,7 @@ def prune_plan(
     *,
     migrate: bool = False,
 ) -> PrunePlan:
-    """The unused entries; ``migrate``: cassettes of the old per-test layout are moved into
-    the shared files first (else not looked at)."""
+    """The unused entries; ``migrate``: old per-test cassettes are moved in first (else kept)."""
     if migrate and cassette_root.is_dir():
         CassetteStore(cassette_root).migrate_legacy()
     found = PrunePlan(used=used)

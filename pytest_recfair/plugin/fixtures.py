@@ -343,6 +343,7 @@ def _plan(
     """The plan and what a pipeline's live calls may still spend, or (a replay) None;
     --fairness-plan skips the test, past the budget it fails unsent."""
     from pytest_recfair.engine import plan
+    from pytest_recfair.engine.base import AuditRequest
 
     config = request.config
     state = run_state(config)
@@ -351,16 +352,9 @@ def _plan(
     if not (s.plan or s.batch or plan.is_in_process(recommender) or s.record_mode != "none"):
         return None, None
     seeds, grid, inputs = cases
-    planned = plan.audit_plan(
-        s,
-        recommender,
-        seeds=seeds,
-        grid=grid,
-        test_id=request.node.nodeid,
-        cassette_root=config.rootpath / s.cassette_dir,
-        inputs=inputs,
-        shard=state.run.shard,
-    )
+    job = AuditRequest(s, recommender, seeds, grid, request.node.nodeid, inputs=inputs,
+                       shard=state.run.shard)  # fmt: skip
+    planned = plan.audit_plan(job, config.rootpath / s.cassette_dir)
     if s.plan or planned.to_ask:
         say = session.terminal_line(config)
         say(f"recfair plan: {planned.line()}")
