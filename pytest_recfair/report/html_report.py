@@ -120,26 +120,18 @@ def table_html(t: Table) -> str:
     return f"<h3>{esc(t.title)}</h3>" * bool(t.title) + f"{lead}{grid}{notes}"
 
 
-def _nice_range(lo: float, hi: float) -> tuple[float, float, float]:
-    """An axis [lo, hi] padded to round numbers, and a tick step."""
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return (0.0, 1.0, 0.2)
-    if hi - lo < 0.02:
-        mid = (hi + lo) / 2
-        lo, hi = mid - 0.01, mid + 0.01
-    step = nice_step((hi - lo) / 5)
-    a = math.floor(lo / step) * step
-    b = math.ceil(hi / step) * step
-    return (max(0.0, a) if lo >= 0 else a, b, step)
-
-
 def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) -> str:
     """Per-value mean similarity with CI whiskers (and baseline markers)."""
     base_mean = {v.value: v.mean.value for v in base.values} if base else {}
     pts = [v.mean.value for v in a.values] + [base_mean.get(v.value, math.nan) for v in a.values]
     pts += [x for v in a.values if v.mean.ci is not None for x in (v.mean.ci.low, v.mean.ci.high)]
     finite = [p for p in pts if math.isfinite(p)]
-    lo, hi, step = _nice_range(min(finite, default=0.0), max(finite, default=1.0))
+    lo, hi = min(finite, default=0.0), max(finite, default=1.0)
+    if hi - lo < 0.02:  # the axis padded to round numbers, at least 0.02 wide
+        lo, hi = (hi + lo) / 2 - 0.01, (hi + lo) / 2 + 0.01
+    step = nice_step((hi - lo) / 5)
+    floor = math.floor(lo / step) * step
+    lo, hi = (max(0.0, floor) if lo >= 0 else floor), math.ceil(hi / step) * step
     top, bottom = 10, 40
     height = top + bottom + _ROW_H * len(a.values)
     x0 = max(_LABEL_W, _text_w(max((v.value for v in a.values), key=len, default=""), 12) + 20)
@@ -340,12 +332,11 @@ def _models(comparisons: Sequence[ModelComparison]) -> str:
 
 def _summary(results: Sequence[AuditResult], history: bool) -> str:
     """The summary, which is also the page's table of contents: one row per test."""
-    rows = []
-    for n, r in enumerate(results):
-        rows.append(
-            f'<tr><td>{esc(Status(result_status(r)))}</td><td><a href="#test-{n}">'
-            f"{esc(r.meta.test_id)}</a></td><td>{esc(measure(r))}</td><td>{esc(headline(r))}</td></tr>"
-        )
+    rows = (
+        f'<tr><td>{esc(Status(result_status(r)))}</td><td><a href="#test-{n}">'
+        f"{esc(r.meta.test_id)}</a></td><td>{esc(measure(r))}</td><td>{esc(headline(r))}</td></tr>"
+        for n, r in enumerate(results)
+    )
     more = '<p><a href="#history">The history</a></p>' if history else ""
     return (
         '<nav class="toc" id="summary"><h2>Summary</h2><div class="scroll"><table '
