@@ -155,17 +155,6 @@ def grid_yaml(run: PublishedRun, name: str, classes: Iterable[str]) -> str:
     return yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=10**6)
 
 
-def absent_cases(run: PublishedRun, ids: Mapping[str, Mapping[str, str]]) -> list[dict[str, str]]:
-    """Every (class, value, entity id) the published run never answered."""
-    return [
-        {"attribute": cls, "value": value, "entity_id": ids[cls][name]}
-        for cls in ids
-        for value, rows in run.classes[cls].items()
-        for name in run.neutral
-        if name not in rows
-    ]
-
-
 def _batch_model(run: PublishedRun) -> str | None:
     models = {str(b.body.get("model")) for b in run.batch.values() if b.body.get("model")}
     models = {m for m in models if FILTERED not in m}  # a key where the model id should be
@@ -263,15 +252,11 @@ def _test_file(run: PublishedRun, layout: Layout, language: str, classes: list[s
             "",
             "",
             f"@fairness(attr={cls!r}, templates={layout.templates[cls]!r}, "
-            f"seeds={_seeds_file(cls)!r}, **PUBLISHED)",
+            f"seeds={f'seeds/{slugify(cls)}.csv'!r}, **PUBLISHED)",
             f"def {_function_name(cls)}(fairness_result):",
             "    assert fairness_result.attributes",
         ]
     return "\n".join(lines) + "\n"
-
-
-def _seeds_file(cls: str) -> str:
-    return f"seeds/{slugify(cls)}.csv"
 
 
 def pytest_ini(model: str, report: str, **keys: str) -> str:
@@ -333,7 +318,13 @@ def import_run(
         )
     names = list(run.neutral)
     ids = {cls: entity_ids(names, cls) for cls in classes}
-    absent = absent_cases(run, ids)
+    absent = [  # every (class, value, entity id) the published run never answered
+        {"attribute": cls, "value": value, "entity_id": ids[cls][name]}
+        for cls in ids
+        for value, rows in run.classes[cls].items()
+        for name in names
+        if name not in rows
+    ]
     files = {
         "seeds.csv": _seeds_csv(names, entity_ids(names)),
         "grid.yaml": grid_yaml(run, f"published-{flavour}", classes),
@@ -341,7 +332,7 @@ def import_run(
         TEST_FILE: _test_file(run, layout, language, classes),
         "pytest.ini": pytest_ini(the_model, "reports/published.md", missing=missing),
         **layout.files,
-        **{_seeds_file(c): _seeds_csv(names, ids[c]) for c in classes},
+        **{f"seeds/{slugify(c)}.csv": _seeds_csv(names, ids[c]) for c in classes},
     }
     written, differing = 0, {}  # class -> batch replies differing from the CSV
     with staged_folder(out) as tmp:  # a failed import leaves --out as it was

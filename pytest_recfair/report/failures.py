@@ -73,16 +73,11 @@ def failure_text(f: GateFailure, result: AuditResult | None = None) -> str:
     return f.detail or "the fairness baseline is missing or unusable"
 
 
-def kind_owned(f: GateFailure) -> bool:
-    """A kind's own failure (item shift, ...): a failure kind outside the gate's words."""
-    return f.kind not in FAILURE_KINDS
-
-
 def failure_tag(f: GateFailure) -> str:
     """What failed, in a word or two: "snsr", "item_shift", "test body", "baseline"."""
     if f.statistic:
         return f.statistic
-    if kind_owned(f):
+    if f.kind not in FAILURE_KINDS:  # a kind's own failure (item shift, ...)
         return f.kind
     return "test body" if f.kind == "test" else "baseline"
 
@@ -93,12 +88,14 @@ def failure_label(f: GateFailure) -> str:
 
 def _is_limit(f: GateFailure) -> bool:
     """An absolute limit crossed (the gate's thresholds, a kind's limits): never accepted."""
-    return f.kind == "threshold" or (kind_owned(f) and f.baseline is None)
+    return f.kind == "threshold" or (f.kind not in FAILURE_KINDS and f.baseline is None)
 
 
 def _is_drift(f: GateFailure) -> bool:
     # "compare" (--fairness-compare-fail): a stored reference, which no update changes
-    return f.kind == "drift" or (kind_owned(f) and f.baseline is not None and f.kind != "compare")
+    return f.kind == "drift" or (
+        f.kind not in FAILURE_KINDS and f.baseline is not None and f.kind != "compare"
+    )
 
 
 def limits_advice(outcome: GateOutcome) -> str | None:
@@ -145,7 +142,7 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult, cut: bool) -
         return clip(text, width) if cut else text
 
     attribute = short(f.attribute or "(all)", 24)
-    if kind_owned(f):  # other kinds of audit say the rest in detail
+    if f.kind not in FAILURE_KINDS:  # other kinds of audit say the rest in detail
         # a drift is held to the tolerance, a limit without baseline is a maximum, unless
         # the kind says how it binds (``bound``: a tolerance on a difference between groups)
         now = fmt_interval(f.value, f.value_ci) if f.value is not None else ""
