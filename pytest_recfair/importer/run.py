@@ -155,6 +155,17 @@ def grid_yaml(run: PublishedRun, name: str, classes: Iterable[str]) -> str:
     return yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=10**6)
 
 
+def absent_cases(run: PublishedRun, ids: Mapping[str, Mapping[str, str]]) -> list[dict[str, str]]:
+    """Every (class, value, entity id) the published run never answered."""
+    return [
+        {"attribute": cls, "value": value, "entity_id": ids[cls][name]}
+        for cls in ids
+        for value, rows in run.classes[cls].items()
+        for name in run.neutral
+        if name not in rows
+    ]
+
+
 def _batch_model(run: PublishedRun) -> str | None:
     models = {str(b.body.get("model")) for b in run.batch.values() if b.body.get("model")}
     models = {m for m in models if FILTERED not in m}  # a key where the model id should be
@@ -318,13 +329,7 @@ def import_run(
         )
     names = list(run.neutral)
     ids = {cls: entity_ids(names, cls) for cls in classes}
-    absent = [  # every (class, value, entity id) the published run never answered
-        {"attribute": cls, "value": value, "entity_id": ids[cls][name]}
-        for cls in ids
-        for value, rows in run.classes[cls].items()
-        for name in names
-        if name not in rows
-    ]
+    absent = absent_cases(run, ids)
     files = {
         "seeds.csv": _seeds_csv(names, entity_ids(names)),
         "grid.yaml": grid_yaml(run, f"published-{flavour}", classes),
