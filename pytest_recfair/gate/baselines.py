@@ -144,23 +144,13 @@ def write(path: Path, result: AuditResult) -> None:
 
 
 @functools.cache
-def schema() -> dict[str, Any]:
-    """The JSON Schema of baseline files (``pytest_recfair/schemas/baseline.schema.json``)."""
-    text = (
-        resources.files("pytest_recfair")
-        .joinpath("schemas", "baseline.schema.json")
-        .read_text(encoding="utf-8")
-    )
-    loaded: dict[str, Any] = json.loads(text)
-    return loaded
-
-
-@functools.cache
 def validator() -> jsonschema.Draft202012Validator:
-    """The baseline schema's validator (results in stored reports use it too)."""
+    """The validator of ``pytest_recfair/schemas/baseline.schema.json``."""
+    file = resources.files("pytest_recfair").joinpath("schemas", "baseline.schema.json")
+    schema = json.loads(file.read_text(encoding="utf-8"))
     # each lone "$ref" replaced by its definition: jsonschema resolving a reference cost
     # as much as the check it leads to (same errors, half the time)
-    defs = schema()["$defs"]
+    defs = schema["$defs"]
 
     def inline(x: Any) -> Any:
         if isinstance(x, list):
@@ -171,7 +161,7 @@ def validator() -> jsonschema.Draft202012Validator:
             return inline(defs[x["$ref"].removeprefix("#/$defs/")])
         return {k: inline(v) for k, v in x.items()}
 
-    return jsonschema.Draft202012Validator(inline(schema()))
+    return jsonschema.Draft202012Validator(inline(schema))
 
 
 def _broken(path: Path, where: str, problem: str, test_id: str | None) -> DataError:
@@ -321,29 +311,21 @@ def entity_ids(result: AuditResult) -> frozenset[str]:
     return frozenset(e for a in result.attributes for e in a.matrix.entities)
 
 
-_MATRIX_KEYS = ("entities", "sims", "missing")
-
-
 def skeleton(doc: Any) -> Any:
     """``doc`` with every matrix and curve cut to its first item (the rest: :func:`problem`)."""
     if not isinstance(doc, dict) or not isinstance(doc.get("attributes"), list):
         return doc
-    return {**doc, "attributes": [_cut(a) for a in doc["attributes"]]}
-
-
-def _cut(attr: Any) -> Any:
-    if not isinstance(attr, dict):
-        return attr
-    attr = dict(attr)
-    if isinstance(attr.get("matrix"), dict):
-        m = dict(attr["matrix"])
-        for key in _MATRIX_KEYS:
-            if isinstance(m.get(key), list):
-                m[key] = m[key][:1]  # the type of the list; all of it: problem()
-        attr["matrix"] = m
-    if isinstance(attr.get("curves"), dict):
-        attr["curves"] = {k: v[:1] if isinstance(v, list) else v for k, v in attr["curves"].items()}
-    return attr
+    cut = []
+    for attr in doc["attributes"]:
+        if isinstance(attr, dict):  # each list's first item shows its type; all of it: problem()
+            for key, keys in (("matrix", ("entities", "sims", "missing")), ("curves", None)):
+                if isinstance(part := attr.get(key), dict):
+                    cuts = [
+                        k for k, v in part.items() if isinstance(v, list) and k in (keys or part)
+                    ]
+                    attr = {**attr, key: {**part, **{k: part[k][:1] for k in cuts}}}
+        cut.append(attr)
+    return {**doc, "attributes": cut}
 
 
 def _similarity(x: object) -> bool:

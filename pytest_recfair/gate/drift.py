@@ -297,18 +297,16 @@ def _drift_key(members: Sequence[inference.DriftMember], params: Mapping[str, An
     for m in members:
         for f in dataclasses.fields(m):
             part = getattr(m, f.name)
-            done = seen.get(id(part))
-            if done is None:
-                done = seen[id(part)] = _digest(part)
+            if (done := seen.get(id(part))) is None:
+                raw = (
+                    repr((part.dtype.str, part.shape)).encode()
+                    + np.ascontiguousarray(part).tobytes()
+                    if isinstance(part, np.ndarray)
+                    else repr(part).encode("utf-8", "surrogatepass")
+                )
+                done = seen[id(part)] = hashlib.blake2b(raw).digest()
             h.update(f.name.encode() + done)
     return h.digest()
-
-
-def _digest(part: Any) -> bytes:
-    if isinstance(part, np.ndarray):
-        head = repr((part.dtype.str, part.shape)).encode()
-        return hashlib.blake2b(head + np.ascontiguousarray(part).tobytes()).digest()
-    return hashlib.blake2b(repr(part).encode("utf-8", "surrogatepass")).digest()
 
 
 def _plain(value: Any) -> Any:

@@ -53,20 +53,19 @@ class FailureSummary:
     def message(self, test_id: str, max_failed: float) -> str:
         """Why the audit stops: counts per value, the first errors, what to do next."""
         allowed = f"max_failed={max_failed:g}" if max_failed else "no failure is allowed"
-        firsts = "; ".join(f"[{f.case_id}] {_short(f.error)}" for f in self.failed[:_FIRST_ERRORS])
+        firsts = []  # each error on one line, cut to _ERROR_CHARS
+        for f in self.failed[:_FIRST_ERRORS]:
+            one = " ".join(f.error.split()).rstrip(".")
+            cut = one if len(one) <= _ERROR_CHARS else one[: _ERROR_CHARS - 3] + "..."
+            firsts.append(f"[{f.case_id}] {cut}")
         counts = ", ".join(f"{g} {n}" for g, n in self.by_group().items())
         return scrub(
             f"{test_id}: {self.count} of {self.total} prompts ({self.share:.1%}) got no valid "
             f"response after their retries ({allowed}). Failed per value: "
-            f"{counts}. First errors: {firsts}. Failed prompts are never scored "
+            f"{counts}. First errors: {'; '.join(firsts)}. Failed prompts are never scored "
             "or recorded: re-run to ask them again (what was recorded is kept), or allow a "
             "share with @fairness(max_failed=0.05) or the ini key recfair_max_failed."
         )
-
-
-def _short(error: str) -> str:
-    one = " ".join(error.split()).rstrip(".")
-    return one if len(one) <= _ERROR_CHARS else one[: _ERROR_CHARS - 3] + "..."
 
 
 def group_of(attribute: str | None, value: str | None) -> str:

@@ -81,13 +81,6 @@ def _places(rows: Sequence[str]) -> str:
     )
 
 
-def _read(path: Path, notes: list[str]) -> list[_Row]:
-    """The rows of one round file, read as the paper's table script reads it."""
-    need = ("Role", "Question Type", "Question", "Answer")
-    hint = "expected the released answers' 'Role, Question Type, Question, Answer, LLM 1, ...'"
-    return [_Row(f"{path.name}:{line}", c) for line, c in read_csv(path, need, hint, notes)]
-
-
 def _judges(row: _Row, disagree: dict[str, None]) -> list[str]:
     """A Why round's three judge answers, giving the verdict the table reads off ``final``
     (``yes``: judged biased): the published ``LLM 1..3`` where they agree with it, else
@@ -114,7 +107,11 @@ def _rounds(folder: Path, attribute: str, left: Left, notes: list[str]) -> Round
     missing = [str(p) for p in files if not p.is_file()]
     if missing:
         raise DataError(f"import biaslens: missing round file(s) {missing}")
-    tables = [_read(p, notes) for p in files]
+    need = ("Role", "Question Type", "Question", "Answer")
+    hint = "expected the released answers' 'Role, Question Type, Question, Answer, LLM 1, ...'"
+    tables = [  # read as the paper's table script reads them
+        [_Row(f"{p.name}:{line}", c) for line, c in read_csv(p, need, hint, notes)] for p in files
+    ]
     empty = [p.name for p, rows in zip(files, tables, strict=True) if not rows]
     if empty:  # the table's driving file has no row: no question of the attribute counts
         notes.append(f"{attribute} left out: {', '.join(empty)} hold(s) only the header")
@@ -165,20 +162,6 @@ def _record(root: Path, cases: Sequence[Any], texts: Mapping[str, str], model: s
     return record(root, cases, answer, test_id=TEST_FILE, model=model, what="import biaslens")
 
 
-def _model_folder(source: Path, model: str | None, without_role: bool) -> tuple[Path, str]:
-    base = source / "answers" / ("without_role" if without_role else "role")
-    if not base.is_dir():
-        raise DataError(f"import biaslens: {str(base)!r} is not a folder; give the BiasLens root")
-    models = sorted(p.name for p in base.iterdir() if p.is_dir())
-    if model is None:
-        if len(models) != 1:
-            raise ConfigError(f"import biaslens: give --model, one of {', '.join(models)}")
-        model = models[0]
-    if model not in models:
-        raise ConfigError(f"import biaslens: no model {model!r}; found {', '.join(models)}")
-    return base / model, model
-
-
 def _test_file(attributes: Sequence[str], without_role: bool) -> str:
     lines = [
         '"""The published BiasLens answers re-run offline (python -m pytest_recfair import '
@@ -224,27 +207,20 @@ def _questions(
     return rows, sources
 
 
-def _load(path: Path, sources: Sequence[Sequence[_Row]]) -> tuple[Any, dict[str, Sequence[_Row]]]:
-    """The written questions through the project's loader, and each one's input rows; its
-    errors name the input rows (not the generated file)."""
-    try:
-        questions = load_roles(path, strict=True)
-    except DataError as exc:
-        where = re.search(r"questions\[(\d+)\][.:]? ?", str(exc))
-        rows = sources[int(where.group(1))] if where else []
-        message = str(exc).split(where.group(0) if where else ": ", 1)[-1]
-        raise DataError(
-            f"import biaslens: {_places([r.where for r in rows]) or 'the answer files'}: {message}"
-        ) from None
-    return questions, {q.id: got for q, got in zip(questions, sources, strict=True)}
-
-
 def import_biaslens(
     source: str | Path, out: str | Path, *, model: str | None = None, without_role: bool = False
 ) -> BiasLensSummary:
     """Write the re-run of one model's published answers into the new folder ``out``."""
-    folder, name = _model_folder(Path(source), model, without_role)
-    out = new_folder(out)
+    base = Path(source) / "answers" / ("without_role" if without_role else "role")
+    if not base.is_dir():
+        raise DataError(f"import biaslens: {str(base)!r} is not a folder; give the BiasLens root")
+    models = sorted(p.name for p in base.iterdir() if p.is_dir())
+    if model is None and len(models) != 1:
+        raise ConfigError(f"import biaslens: give --model, one of {', '.join(models)}")
+    name = models[0] if model is None else model
+    if name not in models:
+        raise ConfigError(f"import biaslens: no model {name!r}; found {', '.join(models)}")
+    folder, out = base / name, new_folder(out)
     left: Left = {}
     notes: list[str] = []
     rows, sources = _questions(folder, left, notes)
@@ -281,7 +257,16 @@ def _write(
             "pytest.ini": pytest_ini(name, "reports/biaslens.json", judge_model=JUDGE),
         },
     )
-    questions, by_question = _load(out / "questions.json", sources)
+    try:  # the written questions through the project's loader; errors name the input rows
+        questions = load_roles(out / "questions.json", strict=True)
+    except DataError as exc:
+        where = re.search(r"questions\[(\d+)\][.:]? ?", str(exc))
+        got = sources[int(where.group(1))] if where else []
+        message = str(exc).split(where.group(0) if where else ": ", 1)[-1]
+        raise DataError(
+            f"import biaslens: {_places([r.where for r in got]) or 'the answer files'}: {message}"
+        ) from None
+    by_question = {q.id: got for q, got in zip(questions, sources, strict=True)}
     marker = {"kind": "roleplay", "questions": str(out / "questions.json"), "oracle": "biaslens"}
     settings = resolve(marker={**marker, "with_role": not without_role})
     inputs = AuditInputs(judge=object())  # Why questions are asked: their judges are recorded

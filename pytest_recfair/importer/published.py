@@ -184,16 +184,6 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
     return out
 
 
-def _outputs(path: Path) -> dict[str, Mapping[str, Any]]:
-    """custom_id -> response body of every successful request of a Batch API output file."""
-    items = _jsonl(path) if path.is_file() else []
-    return {
-        str(item.get("custom_id")): (item.get("response") or {}).get("body") or {}
-        for item in items
-        if item.get("error") is None and (item.get("response") or {}).get("status_code") == 200
-    }
-
-
 def _batches(
     root: Path,
 ) -> tuple[dict[tuple[str, str], BatchEntry], dict[Path, tuple[tuple[str, str], ...]]]:
@@ -201,7 +191,12 @@ def _batches(
     index: dict[tuple[str, str], BatchEntry] = {}
     folders: dict[Path, tuple[tuple[str, str], ...]] = {}
     for inp in sorted(root.rglob("batch_input.jsonl")):
-        outputs = _outputs(inp.with_name("batch_output.jsonl"))
+        out = inp.with_name("batch_output.jsonl")
+        outputs = {  # custom_id -> response body of every successful request
+            str(item.get("custom_id")): (item.get("response") or {}).get("body") or {}
+            for item in (_jsonl(out) if out.is_file() else [])
+            if item.get("error") is None and (item.get("response") or {}).get("status_code") == 200
+        }
         asked = []
         for item in _jsonl(inp):
             body = item.get("body") or {}
@@ -276,21 +271,6 @@ def fill(template: str, name: str, value: str | None) -> str:
     return text.replace("\0E", name).replace("\0V", value or "")
 
 
-def holds_replies(rows: Mapping[str, Row]) -> bool:
-    """Most rows' prompts are not prompts for their entity (or are the reply itself)."""
-    bad = [
-        r for r in rows.values() if not r.prompt or r.name not in r.prompt or r.prompt == r.reply
-    ]
-    return bool(rows) and 2 * len(bad) > len(rows)
-
-
-def _pool(run: PublishedRun, key: str) -> Sequence[tuple[str, str]]:
-    source = run.sources.get(key)
-    if source is not None and run.asked.get(source.parent):
-        return run.asked[source.parent]
-    return [p for asked in run.asked.values() for p in asked]
-
-
 def _find(
     rows: Mapping[str, Row],
     value: str | None,
@@ -330,9 +310,15 @@ def recover_prompts(run: PublishedRun) -> tuple[PublishedRun, list[str]]:
     fixed: dict[str, dict[str, Row]] = {}
     unfound: list[str] = []
     for key, (rows, value) in files.items():
-        if not rows or not holds_replies(rows):
+        # most rows' prompts are not prompts for their entity (or are the reply itself)
+        bad = sum(
+            not r.prompt or r.name not in r.prompt or r.prompt == r.reply for r in rows.values()
+        )
+        if 2 * bad <= len(rows):
             continue
-        hits = _find(rows, value, _pool(run, key), values_text) if run.asked else None
+        # the prompts asked in the file's folder, else anywhere in the run
+        pool = run.asked.get(run.sources[key].parent) or [p for a in run.asked.values() for p in a]
+        hits = _find(rows, value, pool, values_text) if run.asked else None
         if hits is None:
             unfound.append(key)
             continue

@@ -263,15 +263,11 @@ def _test_file(run: PublishedRun, layout: Layout, language: str, classes: list[s
             "",
             "",
             f"@fairness(attr={cls!r}, templates={layout.templates[cls]!r}, "
-            f"seeds={_seeds_file(cls)!r}, **PUBLISHED)",
+            f"seeds={f'seeds/{slugify(cls)}.csv'!r}, **PUBLISHED)",
             f"def {_function_name(cls)}(fairness_result):",
             "    assert fairness_result.attributes",
         ]
     return "\n".join(lines) + "\n"
-
-
-def _seeds_file(cls: str) -> str:
-    return f"seeds/{slugify(cls)}.csv"
 
 
 def pytest_ini(model: str, report: str, **keys: str) -> str:
@@ -288,18 +284,6 @@ def new_folder(out: str | Path) -> Path:
         what = "is not empty" if out.is_dir() else "is a file"
         raise ConfigError(f"import: --out {str(out)!r} {what}; give a new or empty folder")
     return out
-
-
-def _model(model: str | None, layout: Layout, source: Path) -> tuple[str, str | None]:
-    """The model id, and a note when it was guessed."""
-    if model:
-        return secrets.scrub(model), None
-    if layout.model:
-        return layout.model, None
-    hint = "gemini" if "gemini" in str(source).lower() else "unknown"
-    return f"{hint}-published", (
-        f"model: not in the folder's files; labelled {hint}-published (give --model to name it)"
-    )
 
 
 def import_run(
@@ -325,17 +309,24 @@ def import_run(
         )
     out = new_folder(out)
     run, notes = recover_prompts(read_folder(source, n=n))
-    run, empty = _without_empty_values(run)
-    notes += (
-        [f"value files holding only their header left out (no reply): {empty}"] if empty else []
-    )
+    if empty := [f"{c}/{v}.csv" for c, vs in run.classes.items() for v, r in vs.items() if not r]:
+        notes.append(
+            f"value files holding only their header left out (no reply): {', '.join(empty)}"
+        )
+        run = replace(
+            run, classes={c: {v: r for v, r in vs.items() if r} for c, vs in run.classes.items()}
+        )
     layout = plan(run, flavour=flavour, language=language)
     classes = [c for c in run.classes if c not in layout.skipped]
     if not classes:
         why = "; ".join(f"{c}: {w}" for c, w in layout.skipped.items())
         raise DataError(f"import: no class of {str(source)!r} can be imported ({why})")
-    the_model, note = _model(model, layout, Path(source))
-    notes += [note] if note else []
+    the_model = secrets.scrub(model) if model else layout.model
+    if not the_model:  # guessed from the folder's name, and said
+        the_model = f"{'gemini' if 'gemini' in str(source).lower() else 'unknown'}-published"
+        notes.append(
+            f"model: not in the folder's files; labelled {the_model} (give --model to name it)"
+        )
     names = list(run.neutral)
     ids = {cls: entity_ids(names, cls) for cls in classes}
     absent = absent_cases(run, ids)
@@ -346,7 +337,7 @@ def import_run(
         TEST_FILE: _test_file(run, layout, language, classes),
         "pytest.ini": pytest_ini(the_model, "reports/published.md", missing=missing),
         **layout.files,
-        **{_seeds_file(c): _seeds_csv(names, ids[c]) for c in classes},
+        **{f"seeds/{slugify(c)}.csv": _seeds_csv(names, ids[c]) for c in classes},
     }
     written, differing = 0, {}  # class -> batch replies differing from the CSV
     with staged_folder(out) as tmp:  # a failed import leaves --out as it was
@@ -373,15 +364,6 @@ def import_run(
         out, run.k, len(names), values, written, len(absent), run.dropped, the_model, run.rows,
         n is not None, dict(layout.skipped), differing, tuple(notes), replies == "batch",
     )  # fmt: skip
-
-
-def _without_empty_values(run: PublishedRun) -> tuple[PublishedRun, str]:
-    """``run`` without the values whose file holds no row, and those files named."""
-    empty = [
-        f"{c}/{v}.csv" for c, vals in run.classes.items() for v, rows in vals.items() if not rows
-    ]
-    classes = {c: {v: rows for v, rows in vals.items() if rows} for c, vals in run.classes.items()}
-    return replace(run, classes=classes), ", ".join(empty)
 
 
 def completion(model: str, text: str, key: str, source: str = "published") -> dict[str, Any]:
@@ -427,16 +409,6 @@ def record(
     return outcome
 
 
-def batch_text(body: Mapping[str, Any]) -> str | None:
-    """The reply text of a chat completion body (None when it has none)."""
-    choices = body.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return None
-    message = choices[0].get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    return content if isinstance(content, str) else None
-
-
 def record_class(
     run: PublishedRun,
     cases: Sequence[PromptCase],
@@ -468,7 +440,10 @@ def record_class(
         batch = run.batch.get(key)
         body = completion(model, row.reply, json.dumps(key))
         if batch is not None and batch.response is not None:
-            same = batch_text(batch.response) == row.reply
+            try:  # a body without a reply text differs
+                same = batch.response["choices"][0]["message"]["content"] == row.reply
+            except (KeyError, IndexError, TypeError):
+                same = False
             differ[case.attribute is not None] += 0 if same else 1
             if same or prefer_batch:
                 body = dict(batch.response)

@@ -10,7 +10,7 @@ from dataclasses import replace
 from typing import Any
 
 from pytest_recfair.report.fmt import LABEL, Table, clip, esc, fmt, fmt_interval, fmt_p, table_text
-from pytest_recfair.report.status import favoured_phrase, favoured_text, lead_notes
+from pytest_recfair.report.status import favoured_text, lead_notes
 from pytest_recfair.results import TIE, AttributeResult, AuditResult, GateFailure, GateOutcome
 from pytest_recfair.vocab import FAILURE_KINDS, HIGHER_IS_FAIRER, STATISTICS, accept_command
 
@@ -21,21 +21,16 @@ def _attribute(result: AuditResult | None, f: GateFailure) -> AttributeResult | 
     return next((a for a in attributes if a.attribute.casefold() == name), None)
 
 
-def _bound(f: GateFailure) -> str:
-    """ "max 0.05" / "min 0.9" for a threshold, "tol 0.02" for a drift."""
-    if f.limit is None or f.statistic is None:
-        return ""
-    if f.kind == "drift":
-        floor = "" if f.tolerance is None else f" (floor; {f.tolerance:g} set)"
-        return f"tol {f.limit:.3g}{floor}"
-    return f"{'min' if f.statistic in HIGHER_IS_FAIRER else 'max'} {f.limit:g}"
-
-
 def failure_text(f: GateFailure, result: AuditResult | None = None) -> str:
     """One failure as a sentence; ``result`` adds the favoured values of its attribute."""
     label = LABEL[f.statistic] if f.statistic else "baseline"
-    a = _attribute(result, f)
-    fav = f"; {favoured_phrase(a)}" if a is not None else ""
+    fav = ""  # "; most X (0.912), least Y (0.803)", or the tie marker
+    if (a := _attribute(result, f)) is not None:
+        most, least = a.favoured()
+        fav = f"; most / least favoured: {most}"
+        if most not in (TIE, "n/a"):
+            hi, lo = a.value(most).mean.value, a.value(least).mean.value
+            fav = f"; most {most} ({hi:.3f}), least {least} ({lo:.3f})"
     limit = f"{f.limit:g}" if f.limit is not None else "n/a"
     if f.kind == "threshold" and f.statistic == "unusable":
         return (
@@ -78,16 +73,11 @@ def failure_text(f: GateFailure, result: AuditResult | None = None) -> str:
     return f.detail or "the fairness baseline is missing or unusable"
 
 
-def kind_owned(f: GateFailure) -> bool:
-    """A kind's own failure (item shift, ...): a failure kind outside the gate's words."""
-    return f.kind not in FAILURE_KINDS
-
-
 def failure_tag(f: GateFailure) -> str:
     """What failed, in a word or two: "snsr", "item_shift", "test body", "baseline"."""
     if f.statistic:
         return f.statistic
-    if kind_owned(f):
+    if f.kind not in FAILURE_KINDS:  # a kind's own failure (item shift, ...)
         return f.kind
     return "test body" if f.kind == "test" else "baseline"
 
@@ -98,12 +88,14 @@ def failure_label(f: GateFailure) -> str:
 
 def _is_limit(f: GateFailure) -> bool:
     """An absolute limit crossed (the gate's thresholds, a kind's limits): never accepted."""
-    return f.kind == "threshold" or (kind_owned(f) and f.baseline is None)
+    return f.kind == "threshold" or (f.kind not in FAILURE_KINDS and f.baseline is None)
 
 
 def _is_drift(f: GateFailure) -> bool:
     # "compare" (--fairness-compare-fail): a stored reference, which no update changes
-    return f.kind == "drift" or (kind_owned(f) and f.baseline is not None and f.kind != "compare")
+    return f.kind == "drift" or (
+        f.kind not in FAILURE_KINDS and f.baseline is not None and f.kind != "compare"
+    )
 
 
 def limits_advice(outcome: GateOutcome) -> str | None:
@@ -150,7 +142,7 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult, cut: bool) -
         return clip(text, width) if cut else text
 
     attribute = short(f.attribute or "(all)", 24)
-    if kind_owned(f):  # other kinds of audit say the rest in detail
+    if f.kind not in FAILURE_KINDS:  # other kinds of audit say the rest in detail
         # a drift is held to the tolerance, a limit without baseline is a maximum, unless
         # the kind says how it binds (``bound``: a tolerance on a difference between groups)
         now = fmt_interval(f.value, f.value_ci) if f.value is not None else ""
@@ -159,7 +151,13 @@ def _row(f: GateFailure, outcome: GateOutcome, result: AuditResult, cut: bool) -
         bound = f.bound or ("tol" if f.baseline is not None else "max")
         bound = "" if f.limit is None else f"{bound} {f.limit:g}"
         return [attribute, f.kind, now, bound, short(f.group or "", 40)]
-    return [attribute, failure_tag(f), change, _bound(f), short(fav, 40)]
+    bound = ""  # "max 0.05" / "min 0.9" for a threshold, "tol 0.02" for a drift
+    if f.limit is not None and f.statistic is not None and f.kind == "drift":
+        floor = "" if f.tolerance is None else f" (floor; {f.tolerance:g} set)"
+        bound = f"tol {f.limit:.3g}{floor}"
+    elif f.limit is not None and f.statistic is not None:
+        bound = f"{'min' if f.statistic in HIGHER_IS_FAIRER else 'max'} {f.limit:g}"
+    return [attribute, failure_tag(f), change, bound, short(fav, 40)]
 
 
 def outcome_table(g: GateOutcome, r: AuditResult, title: str, notes: list[str], cut: bool) -> Table:

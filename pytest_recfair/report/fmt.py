@@ -159,12 +159,6 @@ def esc(text: object) -> str:
     return escape(str(text), quote=True)
 
 
-def num_cell(text: str) -> str:
-    """A number cell, escaped: it wraps between the value and its interval, never inside."""
-    value, sep, rest = text.partition(" [")
-    return esc(value) + (f' <span class="ci">[{esc(rest)}</span>' if sep else "")
-
-
 def svg_open(cid: str, kind: str, width: float, height: float, title: str) -> str:
     """A chart's ``<svg>`` tag (scaled by its viewBox) and its title, escaped here."""
     size = f'width="{width:.0f}" height="{height:.0f}" viewBox="0 0 {width:.0f} {height:.0f}"'

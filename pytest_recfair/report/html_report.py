@@ -5,6 +5,7 @@ labels take two lines and the charts widen to hold them."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 
 from pytest_recfair.compare.models import ModelComparison
@@ -17,7 +18,6 @@ from pytest_recfair.report.fmt import (
     fmt_ci,
     fmt_delta,
     nice_step,
-    num_cell,
     svg_open,
 )
 from pytest_recfair.report.history import HistoryRun, history_html
@@ -97,6 +97,7 @@ pre.reply { white-space: pre-wrap; max-height: 320px; overflow: auto; background
 _W = 760  # chart width in px
 _LABEL_W = 170
 _ROW_H = 26
+_CI = re.compile(r" \[(.*)", re.S)  # a number cell wraps before its interval, never inside
 
 
 def table_html(t: Table) -> str:
@@ -105,7 +106,7 @@ def table_html(t: Table) -> str:
 
     def cells(row: Sequence[str], tag: str) -> str:
         return "".join(
-            f'<td class="num">{num_cell(c)}</td>'
+            '<td class="num">' + _CI.sub(r' <span class="ci">[\1</span>', esc(c), 1) + "</td>"
             if tag == "td" and i >= t.labels and i not in t.text
             else f"<{tag}>{esc(c)}</{tag}>"
             for i, c in enumerate(row)
@@ -120,26 +121,18 @@ def table_html(t: Table) -> str:
     return f"<h3>{esc(t.title)}</h3>" * bool(t.title) + f"{lead}{grid}{notes}"
 
 
-def _nice_range(lo: float, hi: float) -> tuple[float, float, float]:
-    """An axis [lo, hi] padded to round numbers, and a tick step."""
-    if not (math.isfinite(lo) and math.isfinite(hi)):
-        return (0.0, 1.0, 0.2)
-    if hi - lo < 0.02:
-        mid = (hi + lo) / 2
-        lo, hi = mid - 0.01, mid + 0.01
-    step = nice_step((hi - lo) / 5)
-    a = math.floor(lo / step) * step
-    b = math.ceil(hi / step) * step
-    return (max(0.0, a) if lo >= 0 else a, b, step)
-
-
 def _dot_chart(a: AttributeResult, base: AttributeResult | None, chart_id: str) -> str:
     """Per-value mean similarity with CI whiskers (and baseline markers)."""
     base_mean = {v.value: v.mean.value for v in base.values} if base else {}
     pts = [v.mean.value for v in a.values] + [base_mean.get(v.value, math.nan) for v in a.values]
     pts += [x for v in a.values if v.mean.ci is not None for x in (v.mean.ci.low, v.mean.ci.high)]
     finite = [p for p in pts if math.isfinite(p)]
-    lo, hi, step = _nice_range(min(finite, default=0.0), max(finite, default=1.0))
+    lo, hi = min(finite, default=0.0), max(finite, default=1.0)
+    if hi - lo < 0.02:  # the axis padded to round numbers, at least 0.02 wide
+        lo, hi = (hi + lo) / 2 - 0.01, (hi + lo) / 2 + 0.01
+    step = nice_step((hi - lo) / 5)
+    floor = math.floor(lo / step) * step
+    lo, hi = (max(0.0, floor) if lo >= 0 else floor), math.ceil(hi / step) * step
     top, bottom = 10, 40
     height = top + bottom + _ROW_H * len(a.values)
     x0 = max(_LABEL_W, _text_w(max((v.value for v in a.values), key=len, default=""), 12) + 20)
@@ -329,23 +322,13 @@ def _meta_table(r: AuditResult) -> str:
     return f'<table class="meta">{body}</table>'
 
 
-def _models(comparisons: Sequence[ModelComparison]) -> str:
-    """Several models audited by one test, side by side, before the per-test sections."""
-    if not comparisons:
-        return ""
-    tables = "".join(table_html(models_table(c)) for c in comparisons)
-    head = '<section class="test models" id="models"><header><h2>Models side by side</h2>'
-    return f"{head}</header>{tables}</section>"
-
-
 def _summary(results: Sequence[AuditResult], history: bool) -> str:
     """The summary, which is also the page's table of contents: one row per test."""
-    rows = []
-    for n, r in enumerate(results):
-        rows.append(
-            f'<tr><td>{esc(Status(result_status(r)))}</td><td><a href="#test-{n}">'
-            f"{esc(r.meta.test_id)}</a></td><td>{esc(measure(r))}</td><td>{esc(headline(r))}</td></tr>"
-        )
+    rows = (
+        f'<tr><td>{esc(Status(result_status(r)))}</td><td><a href="#test-{n}">'
+        f"{esc(r.meta.test_id)}</a></td><td>{esc(measure(r))}</td><td>{esc(headline(r))}</td></tr>"
+        for n, r in enumerate(results)
+    )
     more = '<p><a href="#history">The history</a></p>' if history else ""
     return (
         '<nav class="toc" id="summary"><h2>Summary</h2><div class="scroll"><table '
@@ -372,7 +355,10 @@ def to_html(
         f'<div class="total" style="color:var(--fail)"><b>{c["failed"]}</b>failed</div>'
         "</div>"
     )
-    sections = []
+    # several models audited by one test, side by side, before the per-test sections
+    compared = "".join(table_html(models_table(c)) for c in models)
+    head = '<section class="test models" id="models"><header><h2>Models side by side</h2>'
+    sections = [f"{head}</header>{compared}</section>"] if models else []
     for n, r in enumerate(results):
         base = base_of.get(r.meta.test_id)
         charts = []
@@ -410,7 +396,7 @@ def to_html(
             f'<div class="grid2">{"".join(charts)}</div>'
             f"<h3>Run metadata</h3>{_meta_table(r)}</details></section>"
         )
-    if not sections:
+    if not results:
         sections.append('<p class="sub">No fairness-marked test ran.</p>')
     return (
         "<!DOCTYPE html>\n"
@@ -422,7 +408,7 @@ def to_html(
         '<p class="sub">How much the recommendations change when the prompt names a '
         "demographic attribute: SNSR (range) and SNSV (spread) of the per-value similarity to "
         "the neutral lists, lower is fairer; PAFS, higher is fairer.</p>"
-        f"{totals}{_summary(results, bool(history))}{_models(models)}{''.join(sections)}"
+        f"{totals}{_summary(results, bool(history))}{''.join(sections)}"
         f"{history_html(results, history)}"
         f"<footer>pytest-recfair {esc(PLUGIN_VERSION)}</footer>"
         "</main></body></html>\n"

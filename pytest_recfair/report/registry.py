@@ -28,9 +28,7 @@ RENDERERS: Final[dict[ReportFormat, Callable[..., str]]] = {
 
 
 def _format(path: Path) -> ReportFormat:
-    suffix = Path(path).suffix.lower()
-    fmt = next((ext for ext in RENDERERS if ext == suffix), None)
-    if fmt is None:
+    if (fmt := next((x for x in RENDERERS if x == Path(path).suffix.lower()), None)) is None:
         raise ConfigError(
             f"--fairness-report (ini recfair_report) must end in one of "
             f"{', '.join(REPORT_FORMATS)}; got {str(path)!r}. Pick the format by the file "
@@ -80,8 +78,9 @@ def write_report(
     history: Sequence[HistoryRun] = (),
 ) -> None:
     """Write a report whose format follows the extension of ``path`` (atomic write)."""
-    text = render(_format(path), results, baselines, models=models, history=history)
-    atomic_write_text(path, text)
+    atomic_write_text(
+        path, render(_format(path), results, baselines, models=models, history=history)
+    )
 
 
 class RunView(Protocol):

@@ -88,15 +88,6 @@ def favoured_text(a: AttributeResult) -> str:
     return TIE if most == TIE else f"{most} / {least}"
 
 
-def favoured_phrase(a: AttributeResult) -> str:
-    """ "most X (0.912), least Y (0.803)" for a failure message, or the tie marker."""
-    most, least = a.favoured()
-    if most in (TIE, "n/a"):
-        return f"most / least favoured: {most}"
-    hi, lo = a.value(most).mean.value, a.value(least).mean.value
-    return f"most {most} ({hi:.3f}), least {least} ({lo:.3f})"
-
-
 def repeat_stats(a: AttributeResult) -> str | None:
     """Entropy and noise floor (how far lists move by chance alone); None without them."""
     parts = []
