@@ -33,13 +33,8 @@ def plain(v: Any) -> Any:
         return v.to_dict()
     if isinstance(v, SimilarityMatrix):
         sims = json_floats(np.asarray(v.sims, dtype=np.float64))
-        missing = np.asarray(v.missing, dtype=bool).tolist()
-        return {
-            "entities": list(v.entities),
-            "values": list(v.values),
-            "sims": sims,
-            "missing": missing,
-        }
+        lists = {"entities": list(v.entities), "values": list(v.values), "sims": sims}
+        return {**lists, "missing": np.asarray(v.missing, dtype=bool).tolist()}
     if isinstance(v, tuple | list):
         return [plain(x) for x in v]
     if isinstance(v, dict):

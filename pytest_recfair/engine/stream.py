@@ -197,7 +197,7 @@ def run_options(settings: AuditSettings, live: Any = None) -> RunOptions:
     return RunOptions(
         # vcrpy patches process-wide: a prompt's calls are told apart only one at a time
         concurrency=1 if settings.intercept == "vcr" else settings.concurrency,
-        prices=None if (p := settings.prices) is None else (p.input_per_mtok, p.output_per_mtok),
+        prices=settings.prices,
         live=live,
         **{name: getattr(settings, name) for name in (*same, "rpm", "tpm")},
     )

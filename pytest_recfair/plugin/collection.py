@@ -255,20 +255,15 @@ def _seeds_note(item: pytest.Item, s: AuditSettings, files: _Files) -> str | Non
     count = files.once(f"seeds:{s.domain}:{label}", load)
     if s.entities is None or s.entities <= count:
         return None
-    asked = _entities_setting(item, s.entities)
+    # where ``entities`` came from, as the user wrote it (command line > marker > ini)
+    marked = any("entities" in m.kwargs for m in item.iter_markers("fairness"))
+    asked = f"@fairness(entities={s.entities})" if marked else f"recfair_entities={s.entities}"
+    if item.config.getoption("fairness_entities", None) is not None:
+        asked = f"--fairness-entities={s.entities}"
     return (
         f"recfair: {asked} asked for {s.entities} entities; the {label} has {count}: "
         f"all {count} are audited"
     )
-
-
-def _entities_setting(item: pytest.Item, n: int) -> str:
-    """Where ``entities`` came from, as the user wrote it (command line > marker > ini)."""
-    if item.config.getoption("fairness_entities", None) is not None:
-        return f"--fairness-entities={n}"
-    if any("entities" in m.kwargs for m in item.iter_markers("fairness")):
-        return f"@fairness(entities={n})"
-    return f"recfair_entities={n}"
 
 
 def _is_fixture_name(item: pytest.Item, source: str) -> bool:

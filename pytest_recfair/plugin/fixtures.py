@@ -199,13 +199,8 @@ def locate(node: Node, key: str, source: str) -> Path | str:
 
 def find_file(request: Node, source: str) -> Path | None:
     """A seeds/grid file, relative to the test file first, then to rootdir."""
-    found = [Path(source)]
-    if not Path(source).is_absolute():
-        found = [request.path.parent / source, request.config.rootpath / source]
-    for c in found:
-        if c.is_file():
-            return c
-    return None
+    found = (request.path.parent / source, request.config.rootpath / source)  # absolute: as is
+    return next((c for c in found if c.is_file()), None)
 
 
 def recommender_for(recommender: Any, s: AuditSettings) -> Any:

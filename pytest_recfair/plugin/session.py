@@ -340,10 +340,8 @@ class Controller:
             from pytest_recfair.engine.plan import total_line
 
             terminalreporter.write_sep("=", "fairness plan")
-            for line in [
-                *(f"recfair plan: {p.line()}" for p in shared),
-                total_line(state.plans + shared),
-            ]:
+            lines = [f"recfair plan: {p.line()}" for p in shared]
+            for line in [*lines, total_line(state.plans + shared)]:
                 write(secrets.scrub(line))
         collector = self.collector
         if collector is None or not (collector.results or collector.notes):

@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate.limits import check_tolerance
@@ -204,17 +204,11 @@ max_failed = _parser("a share of prompts in [0, 1) such as 0.01 or '1%' (0: none
 )
 
 
-@dataclass(frozen=True)
-class Prices:
+class Prices(NamedTuple):
     """USD per million input (prompt) and output (completion) tokens."""
 
     input_per_mtok: float
     output_per_mtok: float
-
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (
-            prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok
-        ) / 1e6
 
 
 _NUMBER = r"\s*(\d+(?:\.\d*)?|\.\d+)\s*"
