@@ -223,12 +223,9 @@ class Scrubber:
         if isinstance(value, str):
             return self.scrub_text(value)
         if isinstance(value, Mapping):
+            secret = {k for k in value if isinstance(k, str) and k.lower() in _SECRET_FIELDS}
             return {
-                (self.scrub_text(k) if isinstance(k, str) else k): (
-                    FILTERED
-                    if isinstance(k, str) and k.lower() in _SECRET_FIELDS and isinstance(v, str)
-                    else self._json(v)
-                )
+                self._json(k): FILTERED if k in secret and isinstance(v, str) else self._json(v)
                 for k, v in value.items()
             }
         if isinstance(value, list | tuple):

@@ -173,14 +173,13 @@ def not_found(request: Node, key: str, source: str, other: str = "") -> ConfigEr
     """The error for an input file that is not next to the test file nor in rootdir."""
     from pytest_recfair.prompts.seeds import EXAMPLE_FILES, EXAMPLES_COMMAND
 
+    where = (
+        f"looked for {request.path.parent / source} (next to the test file) and "
+        f"{request.config.rootpath / source} (rootdir): relative paths resolve from "
+        "there, not from the current directory"
+    )
     if Path(source).is_absolute():
         where = "it does not exist"
-    else:
-        where = (
-            f"looked for {request.path.parent / source} (next to the test file) and "
-            f"{request.config.rootpath / source} (rootdir): relative paths resolve from "
-            "there, not from the current directory"
-        )
     hint = "fix the path"
     if Path(source).as_posix() in EXAMPLE_FILES:
         hint = f"it is a file of the docs' examples: `{EXAMPLES_COMMAND}` in rootdir writes it"

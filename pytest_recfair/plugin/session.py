@@ -129,13 +129,8 @@ def live_line(config: pytest.Config, planned: plan.Plan | None) -> Any:
         with _uncaptured(config):
             reporter.write_line(text)
 
-    return LiveLine(
-        planned.to_ask,
-        tty=bool(reporter.isatty()),
-        rewrite=rewrite,
-        write_line=write_line,
-        cost_known=planned.cost is not None,
-    )
+    return LiveLine(planned.to_ask, tty=bool(reporter.isatty()), rewrite=rewrite,
+                    write_line=write_line, cost_known=planned.cost is not None)  # fmt: skip
 
 
 def scrub_report(report: pytest.TestReport) -> None:
