@@ -22,39 +22,15 @@ MIN_SECRET_CHARS: Final = 8
 MIN_CASSETTE_SECRET_CHARS: Final = 4
 
 #: Credential headers, also dropped by the cassettes; x-request-id ties to the account.
-SECRET_HEADERS: Final[frozenset[str]] = frozenset(
-    [
-        "authorization",
-        "proxy-authorization",
-        "api-key",
-        "x-api-key",
-        "x-goog-api-key",
-        "openai-organization",
-        "openai-project",
-        "cookie",
-        "set-cookie",
-        "x-auth-token",
-        "x-request-id",
-    ]
-)
+SECRET_HEADERS: Final[frozenset[str]] = frozenset((
+    "authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key",
+    "openai-organization", "openai-project", "cookie", "set-cookie", "x-auth-token", "x-request-id",
+))  # fmt: skip
 #: Credential query parameters (and JSON fields), also dropped from stored URLs.
-SECRET_QUERY_PARAMS: Final[frozenset[str]] = frozenset(
-    [
-        "key",
-        "api_key",
-        "api-key",
-        "apikey",
-        "access_token",
-        "auth_token",
-        "token",
-        "secret",
-        "client_secret",
-        "password",
-        "x-goog-api-key",
-        "sig",
-        "signature",
-    ]
-)
+SECRET_QUERY_PARAMS: Final[frozenset[str]] = frozenset((
+    "key", "api_key", "api-key", "apikey", "access_token", "auth_token", "token", "secret",
+    "client_secret", "password", "x-goog-api-key", "sig", "signature",
+))  # fmt: skip
 _SECRET_FIELDS: Final = SECRET_QUERY_PARAMS | SECRET_HEADERS
 # Header names matched by part too: "x-custom-api-key", "x-session-token".
 _HEADER_PARTS: Final = ("key", "token", "secret", "auth", "cookie", "password")
