@@ -286,10 +286,7 @@ def scrubbed_logs() -> Iterator[None]:
 
 def _loggers() -> list[logging.Logger]:
     prefixes = tuple(f"{name}." for name in LOGGERS)
-    existing = [
-        name
-        for name, logger in list(logging.root.manager.loggerDict.items())
-        if isinstance(logger, logging.Logger) and name.startswith(prefixes)
-    ]
+    known = list(logging.root.manager.loggerDict.items())
+    existing = [n for n, lg in known if isinstance(lg, logging.Logger) and n.startswith(prefixes)]
     names = dict.fromkeys([*LOGGERS, *_KNOWN, *existing])
     return [logging.getLogger(name) for name in names]

@@ -5,6 +5,7 @@ error (exit 4) before anything is sent (issue 34)."""
 from __future__ import annotations
 
 import keyword
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -209,8 +210,6 @@ def _grid(item: pytest.Item, s: AuditSettings, files: _Files) -> Grid | None:
 def _check_attr(grid: Grid, attr: str, s: AuditSettings) -> None:
     """``attr`` as the audit reads it (engine/stream.py ``attributes_of``): an attribute of
     the grid, two or more of them crossed, or "personality" (its own bundled grid)."""
-    import re
-
     try:
         grid.attribute(attr)
     except RecfairError as exc:

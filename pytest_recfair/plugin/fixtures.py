@@ -300,8 +300,7 @@ def _measure(
     from pytest_recfair.engine.stream import measure, record_batch
 
     config, node = request.config, request.node
-    user = user_fixture(request, "recfair_recommender")
-    recommender = recommender_for(user, s)
+    recommender = recommender_for(user_fixture(request, "recfair_recommender"), s)
     seeds = request.getfixturevalue("recfair_seeds")
     grid = request.getfixturevalue("recfair_grid")
     shard = state.run.shard

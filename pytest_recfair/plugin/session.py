@@ -4,6 +4,8 @@ audit shipped to the controller, the end of run and --fairness-prune."""
 from __future__ import annotations
 
 import contextlib
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -238,7 +240,7 @@ def _add_to_history(config: pytest.Config, collector: RunCollector) -> list[Any]
     if run.history_dir is None:
         return []
     try:
-        from pytest_recfair.report.history import append_run
+        from pytest_recfair.report.history import append_run, load_history
 
         entry = append_run(
             run.history_dir, collector.ordered(), collector.baselines, models=collector.models(),
@@ -250,8 +252,6 @@ def _add_to_history(config: pytest.Config, collector: RunCollector) -> list[Any]
     collector.notes.append(f"fairness history entry written: {entry}")
     if not run.html:
         return []
-    from pytest_recfair.report.history import load_history
-
     try:
         return list(load_history(run.history_dir))
     except (OSError, RecfairError) as exc:
@@ -272,8 +272,6 @@ class Controller:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         """xdist: every worker gets the path of the one budget ledger of the run."""
-        import tempfile
-
         self.workers += 1
         if self.ledger_dir is None:
             self.ledger_dir = tempfile.mkdtemp(prefix="recfair-run-")
@@ -284,8 +282,6 @@ class Controller:
 
     def pytest_unconfigure(self) -> None:
         if self.ledger_dir is not None:
-            import shutil
-
             shutil.rmtree(self.ledger_dir, ignore_errors=True)
 
     def _collector(self) -> RunCollector:
