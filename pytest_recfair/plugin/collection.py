@@ -272,8 +272,7 @@ def _is_fixture_name(item: pytest.Item, source: str) -> bool:
 
 
 def _check_catalogue(item: pytest.Item, s: AuditSettings, files: _Files) -> None:
-    """The catalogue loads and has every ``item_field``; the kind's ``check_catalogue`` the
-    rest."""
+    """The catalogue loads and has every ``item_field``; the kind's ``check_catalogue`` the rest."""
     from pytest_recfair.engine import registry
     from pytest_recfair.replies.catalogue import load_catalogue
 

@@ -48,12 +48,8 @@ def default_provider(config: pytest.Config, judge: bool = False) -> Any:
             "recfair_base_url, recfair_api_key_env), or override the recfair_recommender "
             "fixture in conftest.py. See docs/quickstart.md."
         )
-    return from_config(
-        ini("provider") or "openai",
-        model=model,
-        base_url=ini("base_url"),
-        api_key_env=ini("api_key_env"),
-    )
+    where = {key: ini(key) for key in ("base_url", "api_key_env")}
+    return from_config(ini("provider") or "openai", model=model, **where)
 
 
 def seeds(request: pytest.FixtureRequest, s: AuditSettings) -> Any:
@@ -146,8 +142,7 @@ def http_clients(config: pytest.Config, generation: str, sync: bool) -> Iterator
 
 
 def user_fixture(request: pytest.FixtureRequest, name: str) -> Any:
-    """A user's fixture's value, or its error said once with its own frames (later tests:
-    one line)."""
+    """A user's fixture's value, or its error said once with its own frames (later: a line)."""
     try:
         return request.getfixturevalue(name)
     except (pytest.FixtureLookupError, pytest.fail.Exception, pytest.skip.Exception):
@@ -346,15 +341,9 @@ def _plan(
         return None, None
     seeds, grid, inputs = cases
     planned = plan.audit_plan(
-        s,
-        recommender,
-        seeds=seeds,
-        grid=grid,
-        test_id=request.node.nodeid,
-        cassette_root=config.rootpath / s.cassette_dir,
-        inputs=inputs,
-        shard=state.run.shard,
-    )
+        s, recommender, seeds=seeds, grid=grid, test_id=request.node.nodeid, inputs=inputs,
+        cassette_root=config.rootpath / s.cassette_dir, shard=state.run.shard,
+    )  # fmt: skip
     if s.plan or planned.to_ask:
         say = session.terminal_line(config)
         say(f"recfair plan: {planned.line()}")
