@@ -140,11 +140,9 @@ def scrub_report(report: pytest.TestReport) -> None:
     output quoting a URL or an error body, a property with the reply's model name."""
     if not secrets.registered():
         return
-    if report.longrepr is not None:
-        text = str(report.longrepr)
-        clean = secrets.scrub(text)
-        if clean != text:
-            report.longrepr = clean
+    text = str(report.longrepr)
+    if report.longrepr is not None and (clean := secrets.scrub(text)) != text:
+        report.longrepr = clean
     report.sections = [(k, secrets.scrub(v)) for k, v in report.sections]
     report.user_properties = [
         (k, secrets.scrub(v) if isinstance(v, str) else v) for k, v in report.user_properties
