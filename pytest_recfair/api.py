@@ -7,6 +7,7 @@ with the plugin's argument names and checks: a notebook and a test mean the same
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -82,21 +83,10 @@ def audit(
         candidates=None if s.candidates is None else read.read_candidates(s.candidates, "audit"),
         absent=frozenset() if s.absent is None else read.read_absent(Path(s.absent)),
     )
-    request = AuditRequest(
-        settings=s,
-        recommender=recommender,
-        seeds=seed_entities(
-            s.seeds or bundled_seeds(s.domain, "audit") if seeds is None else seeds,
-            s.domain,
-            "audit(seeds=...)",
-        ),
-        grid=load_grid(s.grid),
-        test_id=test_id,
-        cassettes=cassettes,
-        inputs=inputs,
-        progress=progress,
-    )
-    return stream.measure(request)
+    named = s.seeds or bundled_seeds(s.domain, "audit") if seeds is None else seeds
+    entities = seed_entities(named, s.domain, "audit(seeds=...)")
+    job = AuditRequest(s, recommender, entities, load_grid(s.grid), test_id, cassettes, inputs)
+    return stream.measure(dataclasses.replace(job, progress=progress))
 
 
 def judge(

@@ -183,14 +183,6 @@ def _umask() -> int:
     return mask
 
 
-def _mode_for(target: Path) -> int:
-    """An existing file's mode, else what open() would give (not mkstemp's private 0600)."""
-    try:
-        return target.stat().st_mode & 0o7777
-    except OSError:
-        return 0o666 & ~_umask()
-
-
 def atomic_write_bytes(path: Path | str, data: bytes) -> None:
     """``data`` to a temp file beside ``path``, fsynced, renamed over it; registered secret
     values (API keys) never reach a file, whatever wrote them."""
@@ -199,9 +191,13 @@ def atomic_write_bytes(path: Path | str, data: bytes) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     # the writer's pid in the name: a killed writer's temp file is told from a live one's
     prefix = f".{target.name}.{os.getpid()}."
+    try:  # an existing file's mode, else what open() would give (not mkstemp's private 0600)
+        mode = target.stat().st_mode & 0o7777
+    except OSError:
+        mode = 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(prefix=prefix, suffix=".tmp", dir=target.parent)
     try:
-        os.fchmod(fd, _mode_for(target))
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()

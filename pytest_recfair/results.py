@@ -33,13 +33,8 @@ def plain(v: Any) -> Any:
         return v.to_dict()
     if isinstance(v, SimilarityMatrix):
         sims = json_floats(np.asarray(v.sims, dtype=np.float64))
-        missing = np.asarray(v.missing, dtype=bool).tolist()
-        return {
-            "entities": list(v.entities),
-            "values": list(v.values),
-            "sims": sims,
-            "missing": missing,
-        }
+        lists = {"entities": list(v.entities), "values": list(v.values), "sims": sims}
+        return {**lists, "missing": np.asarray(v.missing, dtype=bool).tolist()}
     if isinstance(v, tuple | list):
         return [plain(x) for x in v]
     if isinstance(v, dict):
@@ -467,13 +462,10 @@ class AuditResult:
         raise KeyError(f"no attribute {name!r} in this audit; have: {allowed}")
 
     def to_dict(self) -> dict[str, Any]:
+        attributes = [a.to_dict() for a in self.attributes]
         return {
             "meta": self.meta.to_dict(),
-            **(
-                {"attributes": [a.to_dict() for a in self.attributes], "merges": self.merges}
-                if self.attributes
-                else {}
-            ),
+            **({"attributes": attributes, "merges": self.merges} if attributes else {}),
             **{k: v.to_dict() if isinstance(v, KindResults) else v for k, v in self.extras.items()},
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,

@@ -22,39 +22,15 @@ MIN_SECRET_CHARS: Final = 8
 MIN_CASSETTE_SECRET_CHARS: Final = 4
 
 #: Credential headers, also dropped by the cassettes; x-request-id ties to the account.
-SECRET_HEADERS: Final[frozenset[str]] = frozenset(
-    [
-        "authorization",
-        "proxy-authorization",
-        "api-key",
-        "x-api-key",
-        "x-goog-api-key",
-        "openai-organization",
-        "openai-project",
-        "cookie",
-        "set-cookie",
-        "x-auth-token",
-        "x-request-id",
-    ]
-)
+SECRET_HEADERS: Final[frozenset[str]] = frozenset((
+    "authorization", "proxy-authorization", "api-key", "x-api-key", "x-goog-api-key",
+    "openai-organization", "openai-project", "cookie", "set-cookie", "x-auth-token", "x-request-id",
+))  # fmt: skip
 #: Credential query parameters (and JSON fields), also dropped from stored URLs.
-SECRET_QUERY_PARAMS: Final[frozenset[str]] = frozenset(
-    [
-        "key",
-        "api_key",
-        "api-key",
-        "apikey",
-        "access_token",
-        "auth_token",
-        "token",
-        "secret",
-        "client_secret",
-        "password",
-        "x-goog-api-key",
-        "sig",
-        "signature",
-    ]
-)
+SECRET_QUERY_PARAMS: Final[frozenset[str]] = frozenset((
+    "key", "api_key", "api-key", "apikey", "access_token", "auth_token", "token", "secret",
+    "client_secret", "password", "x-goog-api-key", "sig", "signature",
+))  # fmt: skip
 _SECRET_FIELDS: Final = SECRET_QUERY_PARAMS | SECRET_HEADERS
 # Header names matched by part too: "x-custom-api-key", "x-session-token".
 _HEADER_PARTS: Final = ("key", "token", "secret", "auth", "cookie", "password")
@@ -223,12 +199,9 @@ class Scrubber:
         if isinstance(value, str):
             return self.scrub_text(value)
         if isinstance(value, Mapping):
+            secret = {k for k in value if isinstance(k, str) and k.lower() in _SECRET_FIELDS}
             return {
-                (self.scrub_text(k) if isinstance(k, str) else k): (
-                    FILTERED
-                    if isinstance(k, str) and k.lower() in _SECRET_FIELDS and isinstance(v, str)
-                    else self._json(v)
-                )
+                self._json(k): FILTERED if k in secret and isinstance(v, str) else self._json(v)
                 for k, v in value.items()
             }
         if isinstance(value, list | tuple):
@@ -313,10 +286,7 @@ def scrubbed_logs() -> Iterator[None]:
 
 def _loggers() -> list[logging.Logger]:
     prefixes = tuple(f"{name}." for name in LOGGERS)
-    existing = [
-        name
-        for name, logger in list(logging.root.manager.loggerDict.items())
-        if isinstance(logger, logging.Logger) and name.startswith(prefixes)
-    ]
+    known = list(logging.root.manager.loggerDict.items())
+    existing = [n for n, lg in known if isinstance(lg, logging.Logger) and n.startswith(prefixes)]
     names = dict.fromkeys([*LOGGERS, *_KNOWN, *existing])
     return [logging.getLogger(name) for name in names]

@@ -39,15 +39,9 @@ HIGHER_IS_FAIRER: Final[frozenset[GatedQuantity]] = frozenset({"pafs"})
 #: Why the gate failed ("test": the test body did). A kind's own failures carry a name of
 #: its choosing ("item_shift"): any kind not in FAILURE_KINDS is one.
 FailureKind = Literal[
-    "threshold",
-    "unmeasured",
-    "undefined",
-    "drift",
-    "incomparable",
-    "incompatible",
-    "baseline",
+    "threshold", "unmeasured", "undefined", "drift", "incomparable", "incompatible", "baseline",
     "test",
-]
+]  # fmt: skip
 FAILURE_KINDS: Final[tuple[FailureKind, ...]] = get_args(FailureKind)
 
 #: Cassette record modes (see the policy table in ``cassettes``).

@@ -22,6 +22,7 @@ from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.gate import thresholds as floors
 from pytest_recfair.metrics import inference
 from pytest_recfair.providers.adapter import CallableProvider
+from pytest_recfair.providers.base import Usage
 from pytest_recfair.providers.batch_api import flock
 from pytest_recfair.providers.http import HTTPProvider
 from pytest_recfair.providers.pacing import CaseText, known_limits, prompt_tokens, request_tokens
@@ -220,7 +221,7 @@ def estimate(
     pace = ""
     if slowest is not None and (seconds is None or slowest[0] > seconds):
         seconds, pace = slowest
-    cost = prices.cost(prompt_total, completion_tokens) if prices else None
+    cost = Usage(prompt_total, completion_tokens).cost(prices) if prices else None
     n = len(to_ask)
     return Plan(test_id, n + recorded, recorded, n, prompt_total, completion_tokens, cost,
                 concurrency, seconds, pace)  # fmt: skip
@@ -280,7 +281,7 @@ def allowance(
     return Allowance(
         requests=None if requests is None else max(0, requests - sum(p.requests for p in before)),
         cost=None if cost is None else max(0.0, cost - sum(p.cost or 0.0 for p in before)),
-        prices=None if (p := settings.prices) is None else (p.input_per_mtok, p.output_per_mtok),
+        prices=settings.prices,
     )
 
 

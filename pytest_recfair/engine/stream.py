@@ -268,7 +268,7 @@ def send(request: AuditRequest, cases: Sequence[Any]) -> RunOutcome:
     options = RunOptions(
         # vcrpy patches process-wide: a prompt's calls are told apart only one at a time
         concurrency=1 if s.intercept == "vcr" else s.concurrency,
-        prices=None if (p := s.prices) is None else (p.input_per_mtok, p.output_per_mtok),
+        prices=s.prices,
         live=request.live,
         **{name: getattr(s, name) for name in (*same, "rpm", "tpm")},
     )

@@ -5,6 +5,7 @@ error (exit 4) before anything is sent (issue 34)."""
 from __future__ import annotations
 
 import keyword
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -209,8 +210,6 @@ def _grid(item: pytest.Item, s: AuditSettings, files: _Files) -> Grid | None:
 def _check_attr(grid: Grid, attr: str, s: AuditSettings) -> None:
     """``attr`` as the audit reads it (engine/stream.py ``attributes_of``): an attribute of
     the grid, two or more of them crossed, or "personality" (its own bundled grid)."""
-    import re
-
     try:
         grid.attribute(attr)
     except RecfairError as exc:
@@ -255,20 +254,15 @@ def _seeds_note(item: pytest.Item, s: AuditSettings, files: _Files) -> str | Non
     count = files.once(f"seeds:{s.domain}:{label}", load)
     if s.entities is None or s.entities <= count:
         return None
-    asked = _entities_setting(item, s.entities)
+    # where ``entities`` came from, as the user wrote it (command line > marker > ini)
+    marked = any("entities" in m.kwargs for m in item.iter_markers("fairness"))
+    asked = f"@fairness(entities={s.entities})" if marked else f"recfair_entities={s.entities}"
+    if item.config.getoption("fairness_entities", None) is not None:
+        asked = f"--fairness-entities={s.entities}"
     return (
         f"recfair: {asked} asked for {s.entities} entities; the {label} has {count}: "
         f"all {count} are audited"
     )
-
-
-def _entities_setting(item: pytest.Item, n: int) -> str:
-    """Where ``entities`` came from, as the user wrote it (command line > marker > ini)."""
-    if item.config.getoption("fairness_entities", None) is not None:
-        return f"--fairness-entities={n}"
-    if any("entities" in m.kwargs for m in item.iter_markers("fairness")):
-        return f"@fairness(entities={n})"
-    return f"recfair_entities={n}"
 
 
 def _is_fixture_name(item: pytest.Item, source: str) -> bool:
@@ -278,8 +272,7 @@ def _is_fixture_name(item: pytest.Item, source: str) -> bool:
 
 
 def _check_catalogue(item: pytest.Item, s: AuditSettings, files: _Files) -> None:
-    """The catalogue loads and has every ``item_field``; the kind's ``check_catalogue`` the
-    rest."""
+    """The catalogue loads and has every ``item_field``; the kind's ``check_catalogue`` the rest."""
     from pytest_recfair.engine import registry
     from pytest_recfair.replies.catalogue import load_catalogue
 

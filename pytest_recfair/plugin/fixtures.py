@@ -48,12 +48,8 @@ def default_provider(config: pytest.Config, judge: bool = False) -> Any:
             "recfair_base_url, recfair_api_key_env), or override the recfair_recommender "
             "fixture in conftest.py. See docs/quickstart.md."
         )
-    return from_config(
-        ini("provider") or "openai",
-        model=model,
-        base_url=ini("base_url"),
-        api_key_env=ini("api_key_env"),
-    )
+    where = {key: ini(key) for key in ("base_url", "api_key_env")}
+    return from_config(ini("provider") or "openai", model=model, **where)
 
 
 def seeds(request: pytest.FixtureRequest, s: AuditSettings) -> Any:
@@ -145,8 +141,7 @@ def http_clients(config: pytest.Config, generation: str, sync: bool) -> Iterator
 
 
 def user_fixture(request: pytest.FixtureRequest, name: str) -> Any:
-    """A user's fixture's value, or its error said once with its own frames (later tests:
-    one line)."""
+    """A user's fixture's value, or its error said once with its own frames (later: a line)."""
     try:
         return request.getfixturevalue(name)
     except (pytest.FixtureLookupError, pytest.fail.Exception, pytest.skip.Exception):
@@ -172,14 +167,13 @@ def not_found(request: Node, key: str, source: str, other: str = "") -> ConfigEr
     """The error for an input file that is not next to the test file nor in rootdir."""
     from pytest_recfair.prompts.seeds import EXAMPLE_FILES, EXAMPLES_COMMAND
 
+    where = (
+        f"looked for {request.path.parent / source} (next to the test file) and "
+        f"{request.config.rootpath / source} (rootdir): relative paths resolve from "
+        "there, not from the current directory"
+    )
     if Path(source).is_absolute():
         where = "it does not exist"
-    else:
-        where = (
-            f"looked for {request.path.parent / source} (next to the test file) and "
-            f"{request.config.rootpath / source} (rootdir): relative paths resolve from "
-            "there, not from the current directory"
-        )
     hint = "fix the path"
     if Path(source).as_posix() in EXAMPLE_FILES:
         hint = f"it is a file of the docs' examples: `{EXAMPLES_COMMAND}` in rootdir writes it"
@@ -198,13 +192,8 @@ def locate(node: Node, key: str, source: str) -> Path | str:
 
 def find_file(request: Node, source: str) -> Path | None:
     """A seeds/grid file, relative to the test file first, then to rootdir."""
-    found = [Path(source)]
-    if not Path(source).is_absolute():
-        found = [request.path.parent / source, request.config.rootpath / source]
-    for c in found:
-        if c.is_file():
-            return c
-    return None
+    found = (request.path.parent / source, request.config.rootpath / source)  # absolute: as is
+    return next((c for c in found if c.is_file()), None)
 
 
 def recommender_for(recommender: Any, s: AuditSettings) -> Any:
@@ -305,8 +294,7 @@ def _measure(
     from pytest_recfair.engine.stream import measure, record_batch
 
     config, node = request.config, request.node
-    user = user_fixture(request, "recfair_recommender")
-    recommender = recommender_for(user, s)
+    recommender = recommender_for(user_fixture(request, "recfair_recommender"), s)
     seeds = request.getfixturevalue("recfair_seeds")
     grid = request.getfixturevalue("recfair_grid")
     shard = state.run.shard

@@ -4,6 +4,8 @@ audit shipped to the controller, the end of run and --fairness-prune."""
 from __future__ import annotations
 
 import contextlib
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,13 +131,8 @@ def live_line(config: pytest.Config, planned: plan.Plan | None) -> Any:
         with _uncaptured(config):
             reporter.write_line(text)
 
-    return LiveLine(
-        planned.to_ask,
-        tty=bool(reporter.isatty()),
-        rewrite=rewrite,
-        write_line=write_line,
-        cost_known=planned.cost is not None,
-    )
+    return LiveLine(planned.to_ask, tty=bool(reporter.isatty()), rewrite=rewrite,
+                    write_line=write_line, cost_known=planned.cost is not None)  # fmt: skip
 
 
 def scrub_report(report: pytest.TestReport) -> None:
@@ -143,11 +140,9 @@ def scrub_report(report: pytest.TestReport) -> None:
     output quoting a URL or an error body, a property with the reply's model name."""
     if not secrets.registered():
         return
-    if report.longrepr is not None:
-        text = str(report.longrepr)
-        clean = secrets.scrub(text)
-        if clean != text:
-            report.longrepr = clean
+    text = str(report.longrepr)
+    if report.longrepr is not None and (clean := secrets.scrub(text)) != text:
+        report.longrepr = clean
     report.sections = [(k, secrets.scrub(v)) for k, v in report.sections]
     report.user_properties = [
         (k, secrets.scrub(v) if isinstance(v, str) else v) for k, v in report.user_properties
@@ -243,7 +238,7 @@ def _add_to_history(config: pytest.Config, collector: RunCollector) -> list[Any]
     if run.history_dir is None:
         return []
     try:
-        from pytest_recfair.report.history import append_run
+        from pytest_recfair.report.history import append_run, load_history
 
         entry = append_run(
             run.history_dir, collector.ordered(), collector.baselines, models=collector.models(),
@@ -255,8 +250,6 @@ def _add_to_history(config: pytest.Config, collector: RunCollector) -> list[Any]
     collector.notes.append(f"fairness history entry written: {entry}")
     if not run.html:
         return []
-    from pytest_recfair.report.history import load_history
-
     try:
         return list(load_history(run.history_dir))
     except (OSError, RecfairError) as exc:
@@ -277,8 +270,6 @@ class Controller:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         """xdist: every worker gets the path of the one budget ledger of the run."""
-        import tempfile
-
         self.workers += 1
         if self.ledger_dir is None:
             self.ledger_dir = tempfile.mkdtemp(prefix="recfair-run-")
@@ -289,8 +280,6 @@ class Controller:
 
     def pytest_unconfigure(self) -> None:
         if self.ledger_dir is not None:
-            import shutil
-
             shutil.rmtree(self.ledger_dir, ignore_errors=True)
 
     def _collector(self) -> RunCollector:
@@ -340,10 +329,8 @@ class Controller:
             from pytest_recfair.engine.plan import total_line
 
             terminalreporter.write_sep("=", "fairness plan")
-            for line in [
-                *(f"recfair plan: {p.line()}" for p in shared),
-                total_line(state.plans + shared),
-            ]:
+            lines = [f"recfair plan: {p.line()}" for p in shared]
+            for line in [*lines, total_line(state.plans + shared)]:
                 write(secrets.scrub(line))
         collector = self.collector
         if collector is None or not (collector.results or collector.notes):

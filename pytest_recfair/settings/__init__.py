@@ -354,12 +354,10 @@ def resolve(
     for source, layer in (("ini", ini), ("marker", marker), ("command-line", cli)):
         for raw_key, value in (layer or {}).items():
             key = _key(raw_key, source)
-            if value is None and source != "marker":
-                continue
-            if source == "ini" and isinstance(value, str) and not value.strip():
-                continue
+            blank = source == "ini" and isinstance(value, str) and not value.strip()
             # store_true options arrive as False when absent: do not let them mask ini
-            if source == "command-line" and value is False:
+            absent = value is None or (value is False and source == "command-line")
+            if source != "marker" and (blank or absent):
                 continue
             # parsed as given: a value a later layer overrides is still checked
             name, setting = SETTINGS[key]

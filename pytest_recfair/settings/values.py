@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.gate.limits import check_tolerance
@@ -98,14 +98,14 @@ def _parser(expected: str) -> Callable[[Callable[[Any], Any]], Parser]:
     return wrap
 
 
+_WORDS = dict.fromkeys(("1", "true", "yes", "on"), True) | dict.fromkeys(
+    ("0", "false", "no", "off", ""), False
+)
+
+
 @_parser("true or false")
 def to_bool(value: Any) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    word = value.strip().lower()
-    if word in ("1", "true", "yes", "on"):
-        return True
-    return False if word in ("0", "false", "no", "off", "") else None
+    return value if isinstance(value, bool) else _WORDS.get(value.strip().lower())
 
 
 def choice(choices: tuple[str, ...]) -> Parser:
@@ -121,10 +121,8 @@ def listed(choices: tuple[str, ...]) -> Parser:
 
     @_parser(f"one of {', '.join(repr(c) for c in choices)}, 'all', or a list of them")
     def read(value: Any) -> tuple[str, ...] | None:
-        if isinstance(value, list | tuple) and value:
-            parts = [v.strip().lower() for v in value]
-        else:
-            parts = [p.strip().lower() for p in value.split(",")]
+        given = value if isinstance(value, list | tuple) and value else value.split(",")
+        parts = [p.strip().lower() for p in given]
         parts = list(choices) if parts == ["all"] else parts
         ok = all(p in choices for p in parts) and len(set(parts)) == len(parts)
         return tuple(parts) if ok else None
@@ -204,17 +202,11 @@ max_failed = _parser("a share of prompts in [0, 1) such as 0.01 or '1%' (0: none
 )
 
 
-@dataclass(frozen=True)
-class Prices:
+class Prices(NamedTuple):
     """USD per million input (prompt) and output (completion) tokens."""
 
     input_per_mtok: float
     output_per_mtok: float
-
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (
-            prompt_tokens * self.input_per_mtok + completion_tokens * self.output_per_mtok
-        ) / 1e6
 
 
 _NUMBER = r"\s*(\d+(?:\.\d*)?|\.\d+)\s*"
