@@ -226,9 +226,7 @@ class PromptMatch(NamedTuple):
     attribute: str | None
     value: str | None
     language: str
-    templates: str
     domain: str | None
-    form: str | None  # None for neutral
     phrase: str | None  # the value text as found in the prompt
     exact: bool  # False when the phrase was matched approximately (a typo)
 
@@ -355,6 +353,5 @@ def match_prompt(prompt: str) -> PromptMatch | None:
             found = _lookup(pat.templates, pat.language)[0].get(phrase.casefold())
             exact = found is not None
             hit = found or _closest(pat.templates, pat.language, phrase.casefold()) or ("", phrase)
-        lang, tset = pat.language, pat.templates
-        return PromptMatch(entity, k, *hit, lang, tset, domain, pat.form, phrase, exact)
+        return PromptMatch(entity, k, *hit, pat.language, domain, phrase, exact)
     return None
