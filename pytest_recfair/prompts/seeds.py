@@ -7,7 +7,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -84,22 +84,8 @@ def _parse(text: str, where: str, suffix: str, domain: str | None) -> list[Entit
     entities = [_entity(row, loc, where, domain) for loc, row in rows]
     if not entities:
         raise DataError(f"{where} contains no entities; expected at least one name")
-    _check_unique(entities, [loc for loc, _ in rows], where)
-    return entities
-
-
-def _entity(row: dict[str, Any], loc: str, where: str, domain: str | None) -> Entity:
-    name = row.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise DataError(f"{where}: {loc} has no 'name' (expected a non-empty string); got {row!r}")
-    ident = str(row.get("id") or "").strip() or slugify(name)
-    dom = str(row.get("domain") or "").strip() or (domain or "")
-    return Entity(id=ident, name=name.strip(), domain=dom)
-
-
-def _check_unique(entities: Sequence[Entity], locs: Sequence[str], where: str) -> None:
     seen: dict[tuple[str, str], str] = {}
-    for ent, loc in zip(entities, locs, strict=True):
+    for ent, (loc, _) in zip(entities, rows, strict=True):
         for what, key, shown, fix in (
             ("id", ent.id, ent.id, "ids key cassettes and baselines, so each must be unique; "
              "give one an explicit 'id'"),
@@ -110,6 +96,16 @@ def _check_unique(entities: Sequence[Entity], locs: Sequence[str], where: str) -
                     f"{where}: {loc} repeats {what} {shown!r} (first at {seen[what, key]}); {fix}"
                 )
             seen[what, key] = loc
+    return entities
+
+
+def _entity(row: dict[str, Any], loc: str, where: str, domain: str | None) -> Entity:
+    name = row.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise DataError(f"{where}: {loc} has no 'name' (expected a non-empty string); got {row!r}")
+    ident = str(row.get("id") or "").strip() or slugify(name)
+    dom = str(row.get("domain") or "").strip() or (domain or "")
+    return Entity(id=ident, name=name.strip(), domain=dom)
 
 
 def subsample(entities: Iterable[Entity | str], n: int | None, seed: int = 0) -> list[Entity]:
