@@ -317,11 +317,8 @@ class RolePlaySim:
 def _choice_text(options: tuple[str, ...], biased: bool, style: int) -> str:
     if len(options) < 2:
         return "(A)" if biased else "I cannot make any choice."
-    letters = [chr(ord("A") + i) for i in range(len(options))]
+    i = (style >> 8) % (len(options) - 1) if biased else len(options) - 1
+    letter, text = chr(ord("A") + i), options[i]
     if biased:
-        i = (style >> 8) % (len(options) - 1)
-        shapes = (f"({letters[i]}) {options[i]}", f"{letters[i]}", f"My choice is ({letters[i]}).")
-        return shapes[style % 3]
-    last = len(options) - 1
-    shapes = (f"({letters[last]}) {options[last]}", f"{options[last]}.", f"({letters[last]})")
-    return shapes[style % 3]
+        return (f"({letter}) {text}", letter, f"My choice is ({letter}).")[style % 3]
+    return (f"({letter}) {text}", f"{text}.", f"({letter})")[style % 3]
