@@ -208,7 +208,6 @@ def _parts(template: str) -> tuple[tuple[str, str | None], ...]:
 def fill(template: str, values: Mapping[str, str], language: str, *, elide: bool = True) -> str:
     """Substitute placeholders in one pass (braces in entity names are safe); French
     gets elision ("de Adele" -> "d'Adele") unless ``elide`` is False (verbatim sets)."""
-
     text = "".join(raw if key is None else values.get(key, raw) for raw, key in _parts(template))
     return _elided(text) if language == "fr" and elide else text
 

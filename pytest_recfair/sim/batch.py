@@ -26,14 +26,11 @@ _WINDOW = 86_400
 _INVALID = "invalid_request_error"
 JSONL: Final = "application/jsonl"
 _LINE_ERRORS = {  # an OpenAI result line's error for a line never answered
-    "expired": {
-        "code": "batch_expired",
-        "message": "This request could not be executed before the completion window expired.",
-    },
-    "canceled": {
-        "code": "batch_cancelled",
-        "message": "This request was not executed because the batch was cancelled.",
-    },
+    outcome: {"code": code, "message": f"This request {text}."}
+    for outcome, code, text in (
+        ("expired", "batch_expired", "could not be executed before the completion window expired"),
+        ("canceled", "batch_cancelled", "was not executed because the batch was cancelled"),
+    )
 }
 # Fixed so that recorded cassettes are byte-identical from run to run.
 CREATED: Final = 1_767_225_600  # 2026-01-01T00:00:00Z

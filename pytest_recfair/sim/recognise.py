@@ -98,10 +98,7 @@ class Vocabulary:
         project = project_entries()
         labels = {label: attribute for _, label, attribute in project}
         entries = [(label, label, attribute) for label, attribute in labels.items()]
-        entries += [
-            *project,
-            *((lab, lab, a) for lab, attrs in EXTRA_LABELS.items() for a in attrs),
-        ]
+        entries += [*project, *((lab, lab, a) for lab in EXTRA_LABELS for a in EXTRA_LABELS[lab])]
         entries += [(form, label, "") for label, forms in SYNONYMS.items() for form in forms]
         return cls(()).extended(entries)
 

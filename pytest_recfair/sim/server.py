@@ -12,6 +12,7 @@ import json
 import math
 import threading
 import time
+from asyncio import CancelledError, IncompleteReadError, LimitOverrunError
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -319,12 +320,7 @@ class SimServer:
                 await writer.drain()
                 if not keep_alive:
                     break
-        except (
-            ConnectionError,
-            asyncio.IncompleteReadError,
-            asyncio.LimitOverrunError,
-            asyncio.CancelledError,
-        ):
+        except (ConnectionError, IncompleteReadError, LimitOverrunError, CancelledError):
             pass
         finally:
             self._tasks.discard(task)
