@@ -51,9 +51,7 @@ def indefinite_article(text: str) -> str:
     word = text.strip().lower()
     if re.match(r"(uni|use|usu|eu|one|once|ufo)", word):
         return "a"
-    if re.match(r"(hour|honest|honou?r|heir)", word):
-        return "an"
-    return "an" if word[:1] in "aeiou" else "a"
+    return "an" if word[:1] in "aeiou" or re.match(r"(hour|honest|honou?r|heir)", word) else "a"
 
 
 @dataclass(frozen=True)

@@ -241,8 +241,7 @@ _NEUTRAL_SLOT = re.compile(r"^[\W_]*$")
 
 
 def entity_key(name: str) -> str:
-    """Case, accents' composition, punctuation and spacing do not matter: "hayao
-    miyazaki." and "“Hayao Miyazaki”" are one entity."""
+    """One key however a name is written: case, accents, punctuation, spacing ignored."""
     text = unicodedata.normalize("NFKC", name).casefold()
     return " ".join(re.findall(r"\w+", text))
 
@@ -271,10 +270,6 @@ class Recognised:
     @property
     def typo(self) -> bool:
         return any(v.score < 1.0 for v in self.values)  # a fuzzy (misspelt) match
-
-    @property
-    def entity_key(self) -> str:
-        return entity_key(self.entity)
 
     @property
     def labels(self) -> tuple[str, ...]:

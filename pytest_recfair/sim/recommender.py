@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.sim.planted import RolePlaySim, candidate_reply, stable_seed, unit
 from pytest_recfair.sim.profile import BiasProfile, Faults, Heterogeneity, load_profile
-from pytest_recfair.sim.recognise import Recognised, Recogniser, Vocabulary
+from pytest_recfair.sim.recognise import Recognised, Recogniser, Vocabulary, entity_key
 
 DEFAULT_K = 10
 MAX_K = 500
@@ -270,7 +270,7 @@ class SimulatedRecommender:
         if (played := self.roleplay.answer(prompt, system, call)) is not None:
             return Reply(played.text, (), rec, 0, 0, 0, played.kind == "refusal", False)
         k = min(rec.k or self.default_k, MAX_K)
-        entity = rec.entity_key or "?"
+        entity = entity_key(rec.entity) or "?"
         labels = "|".join(sorted(label.casefold() for label in rec.labels)) or "-"
         draw = call if self.noise > 0 else 0
 
