@@ -133,14 +133,10 @@ def _language_entry(code: str, raw: Any, where: str) -> LanguageTemplates:
             f"{where}: {base}.conditioned must be a template string or a mapping from form "
             f"({', '.join(VALUE_FORMS)}) to template; got {cond_raw!r}"
         )
-    _only(cond_raw, VALUE_FORMS, where, f"{base}.conditioned")
+    _only(cond_raw, VALUE_FORMS, where, at := f"{base}.conditioned")
     need = (["entity"], ["value", "a_value"])
-    conditioned = {
-        form: _check_template(text, where, f"{base}.conditioned.{form}", need).replace(
-            "{request}", request
-        )
-        for form, text in cond_raw.items()
-    }
+    conditioned = {f: _check_template(t, where, f"{at}.{f}", need) for f, t in cond_raw.items()}
+    conditioned = {f: t.replace("{request}", request) for f, t in conditioned.items()}
     domains = raw.get("domains") or {}
     if not isinstance(domains, dict) or not all(isinstance(v, dict) for v in domains.values()):
         raise DataError(

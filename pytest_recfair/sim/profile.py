@@ -339,11 +339,7 @@ class Faults:
         base = self
         if profile.faults:  # explicit settings win over the profile's defaults
             default = Faults()
-            explicit = {
-                f.name: getattr(self, f.name)
-                for f in fields(self)
-                if getattr(self, f.name) != getattr(default, f.name)
-            }
+            explicit = {k: v for k, v in vars(self).items() if v != getattr(default, k)}
             base = replace(Faults._from_mapping(profile.faults, "bias profile faults"), **explicit)
         return replace(
             base,
