@@ -194,15 +194,9 @@ def grid_from_dict(data: Any, where: str = "grid", base_dir: Path | None = None)
     for attr in data["attributes"]:
         attr_form = attr.get("form", "adjective")
         included = attr.get("articles", default_articles) == "included"
+        # the schema allows only AttributeValue's fields (label, text, form, group, i18n)
         values = tuple(
-            AttributeValue(
-                label=v["label"],
-                text=v["text"],
-                form=v.get("form", attr_form),
-                has_article=included,
-                group=v.get("group"),
-                i18n=v.get("i18n", {}),
-            )
+            AttributeValue(**{**v, "form": v.get("form", attr_form), "has_article": included})
             for v in attr["values"]
         )
         attributes.append(Attribute(attr["name"], values))

@@ -110,13 +110,9 @@ def content_text(content: object) -> str:
     """Message content as text: a string, or a list of ``{"type": "text"}`` parts."""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text", ""))
-            for p in content
-            if isinstance(p, dict) and p.get("type") == "text"
-        )
-    return ""
+    parts = content if isinstance(content, list) else ()
+    texts = [p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+    return "".join(map(str, texts))
 
 
 def prompt_parts(payload: dict[str, Any]) -> tuple[str | None, list[str]]:
