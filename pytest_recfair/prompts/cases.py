@@ -169,8 +169,7 @@ def _checked(
     if entities is None or isinstance(entities, str | bytes):
         raise ConfigError(
             "build_cases: entities must be a list of Entity objects or names, e.g. "
-            "load_seeds('directors') or ['Adele']; got "
-            f"{entities!r}"
+            f"load_seeds('directors') or ['Adele']; got {entities!r}"
         )
     ents = [as_entity(e, domain) for e in entities]
     if not ents:

@@ -159,14 +159,9 @@ def _cross(singles: Sequence[Attribute]) -> Attribute:
 
 
 def _validate(data: Any, where: str) -> None:
-    check_shape(
-        data,
-        "grid",
-        where,
-        "expected a mapping with 'name' and 'attributes' (a list of {name, values: "
-        "[{label, text}]}) - see docs/prompts.md, 'Grid files'",
-        GridError,
-    )
+    fix = "expected a mapping with 'name' and 'attributes' (a list of {name, values: "
+    fix += "[{label, text}]}) - see docs/prompts.md, 'Grid files'"
+    check_shape(data, "grid", where, fix, GridError)
     names = [a["name"].casefold() for a in data["attributes"]]
     for i, attr in enumerate(data["attributes"]):
         if (first := names.index(names[i])) < i:

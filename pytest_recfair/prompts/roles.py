@@ -130,8 +130,7 @@ class RoleCase:
 
     @property
     def system(self) -> str | None:
-        """``You are a {role}`` as the paper sends it (no article adjustment); None
-        without the role: the without-role scripts send no system message."""
+        """``You are a {role}`` as the paper sends it (no article fix); None without the role."""
         return f"You are a {self.role}" if self.with_role else None
 
     @property

@@ -72,13 +72,9 @@ def _parse(text: str, where: str, suffix: str, domain: str | None) -> list[Entit
     else:
         data = load_structured(text, where, suffix)
         doc = {"entities": data} if isinstance(data, list) else data
-        check_shape(
-            doc,
-            "seeds",
-            where,
-            "expected a list of names (or of mappings with 'name' and optional 'id', 'domain'), "
-            "or a mapping with an 'entities' list; fix that entry",
-        )
+        fix = "expected a list of names (or of mappings with 'name' and optional 'id', 'domain'), "
+        fix += "or a mapping with an 'entities' list; fix that entry"
+        check_shape(doc, "seeds", where, fix)
         items = enumerate(doc["entities"])
         rows = [(f"entities[{i}]", {"name": x} if isinstance(x, str) else x) for i, x in items]
     entities = [_entity(row, loc, where, domain) for loc, row in rows]
@@ -132,11 +128,8 @@ def as_entity(value: Entity | str, domain: str = "") -> Entity:
 
 def seeds_digest(entities: Iterable[Entity | str]) -> str:
     """SHA-256 (hex) of the ordered (id, name, domain) triples: changes when the set does."""
-    payload = json.dumps(
-        [[e.id, e.name, e.domain] for e in (as_entity(x) for x in entities)],
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+    rows = [[e.id, e.name, e.domain] for e in map(as_entity, entities)]
+    payload = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 

@@ -332,8 +332,7 @@ class Recogniser:
 
     def _from_template(self, attribute: str, label: str, phrase: str) -> tuple[ValueMatch, ...]:
         # one match per crossed part ("Black x Female"): a profile may list either
-        attrs = attribute.split(LABEL_SEP)
-        labels = label.split(LABEL_SEP)
+        attrs, labels = attribute.split(LABEL_SEP), label.split(LABEL_SEP)
         if len(attrs) != len(labels):
             attrs, labels = [attribute], [label]
         found = self._exact(_ARTICLES.sub("", phrase))
