@@ -247,8 +247,7 @@ def load_grid(source: str | Path | Grid) -> Grid:
         return source
     if isinstance(source, str) and source.lower() in BUNDLED_GRIDS:
         return _bundled(source.lower())
-    text, where, _ = read_input(
-        source, "grid", BUNDLED_GRIDS, (".yaml", ".yml", ".json"), GridError
-    )
+    suffixes = (".yaml", ".yml", ".json")
+    text, where, _ = read_input(source, "grid", BUNDLED_GRIDS, suffixes, GridError)
     data = load_structured(text, where, error=GridError)
     return grid_from_dict(data, where, base_dir=Path(source).parent)

@@ -182,8 +182,7 @@ def load_templates(source: str | Path | TemplateSet) -> TemplateSet:
         return source
     if isinstance(source, str) and source.lower() in BUNDLED_TEMPLATES:
         return _bundled(source.lower())
-    suffixes = (".yaml", ".yml")
-    text, where, _ = read_input(source, "templates", BUNDLED_TEMPLATES, suffixes)
+    text, where, _ = read_input(source, "templates", BUNDLED_TEMPLATES, (".yaml", ".yml"))
     return templates_from_dict(load_structured(text, where), where)
 
 

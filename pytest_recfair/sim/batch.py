@@ -270,10 +270,8 @@ class BatchEngine:
             return self._create_openai(body) if openai else self._create_anthropic(body)
         batch = self.batches.get(rest[0])
         if batch is None or batch.kind != kind:
-            what = (
-                f"No such Batch object: {rest[0]}" if openai else f"No message batch {rest[0]!r}."
-            )
-            return fail(404, what, to=kind)
+            what = f"No such Batch object: {rest[0]}"
+            return fail(404, what if openai else f"No message batch {rest[0]!r}.", to=kind)
         if rest[1:] == ["cancel"] and method == "POST":
             if self._phase(batch) in ("validating", "in_progress"):
                 batch.cancelled = True
