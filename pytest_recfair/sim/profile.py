@@ -40,10 +40,8 @@ class Heterogeneity:
     @classmethod
     def parse(cls, spec: Heterogeneity | Mapping[str, object] | str | None) -> Heterogeneity:
         """From a PROFILES name, ``"stability=0.8,sensitivity=0.5"``, a mapping or None."""
-        if spec is None:
-            return cls()
-        if isinstance(spec, Heterogeneity):
-            return spec
+        if spec is None or isinstance(spec, Heterogeneity):
+            return spec or cls()
         if isinstance(spec, str) and spec in PROFILES:
             return PROFILES[spec]
         if isinstance(spec, str):
@@ -201,10 +199,8 @@ _PROFILE_SECTIONS = frozenset(f.name for f in fields(BiasProfile)) | {"descripti
 
 def load_profile(source: BiasProfile | Mapping[str, Any] | str | Path | None) -> BiasProfile:
     """A profile from a mapping, a YAML path, or a bundled name (``"demo"``); None = fair."""
-    if source is None:
-        return BiasProfile()
-    if isinstance(source, BiasProfile):
-        return source
+    if source is None or isinstance(source, BiasProfile):
+        return source or BiasProfile()
     if isinstance(source, Mapping):
         return BiasProfile.from_mapping(source)
     path = Path(source)
@@ -261,10 +257,8 @@ class Faults:
     @classmethod
     def parse(cls, spec: Faults | Mapping[str, Any] | str | Path | Sequence[str] | None) -> Faults:
         """From a mapping, a YAML file, or ``"429=0.1,refusals.Muslim=0.2"`` items."""
-        if spec is None:
-            return cls()
-        if isinstance(spec, Faults):
-            return spec
+        if spec is None or isinstance(spec, Faults):
+            return spec or cls()
         if isinstance(spec, Mapping):
             return cls._from_mapping(spec, "faults")
         items = [str(spec)] if isinstance(spec, str | Path) else [str(s) for s in spec]
