@@ -275,8 +275,7 @@ def _compile(template: str, language: str) -> tuple[re.Pattern[str], int]:
 
 @lru_cache(maxsize=1)
 def template_patterns() -> tuple[_Pattern, ...]:
-    """Compiled patterns of every bundled (set, language, form): the neutral ones, then the
-    conditioned ones most specific first."""
+    """Every bundled (set, language, form) pattern: neutral ones, then the most specific."""
     found = [
         _Pattern(*_compile(template, code), name, code, form, _anchor(template))
         for name in BUNDLED_TEMPLATES

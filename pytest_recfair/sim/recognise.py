@@ -319,10 +319,9 @@ class Recogniser:
         elif match.attribute:
             values = self._from_template(match.attribute, match.value or "", match.phrase or "")
             if not match.exact:
-                score = difflib.SequenceMatcher(
-                    None, _fold(match.phrase or ""), _fold(match.value or "")
-                ).ratio()
-                values = tuple(replace(v, score=round(min(score, 0.999), 3)) for v in values)
+                pair = _fold(match.phrase or ""), _fold(match.value or "")
+                score = round(min(difflib.SequenceMatcher(None, *pair).ratio(), 0.999), 3)
+                values = tuple(replace(v, score=score) for v in values)
         elif match.value is not None:  # a phrase the grids do not know: our fuzzy guess
             values = self.heuristic(prompt, system).values
         domain = match.domain
