@@ -157,9 +157,7 @@ class PositionPlan:
 
 def candidate_reply(prompt: str, plan: PositionPlan | None, seed: int, draw: int) -> str | None:
     """The answer to a candidate-list prompt, or None when ``prompt`` is not one."""
-    if not _CANDIDATES.search(prompt):
-        return None
-    shown = [m.group(2) for m in _LINE.finditer(prompt)]
+    shown = [m.group(2) for m in _LINE.finditer(prompt)] if _CANDIDATES.search(prompt) else []
     if not shown:
         return None
     plan = plan or PositionPlan()

@@ -115,8 +115,7 @@ class ValueTable:
         joined label if listed, else the sum of its parts' (capped at 1)."""
         star = max((r for _, val, r in self.entries if val == "*"), default=0.0)
         if rec.neutral:
-            own = max((r for _, val, r in self.entries if val == neutral_key), default=0.0)
-            return max(star, own)
+            return max((r for _, val, r in self.entries if val in ("*", neutral_key)), default=0.0)
         if len(rec.values) > 1:
             parts = frozenset(label.casefold() for label in rec.labels)
             combo = [r for _, val, r in self.entries if frozenset(_CROSS.split(val)) == parts]

@@ -312,12 +312,11 @@ class SimulatedRecommender:
             for pos, title in zip(rng.sample(range(k), resampled), fresh, strict=False):
                 items[pos] = title
 
-        short = False
         short_rate = self.faults.short_lists.rate(rec)
-        if k > 1 and short_rate and unit(self.seed, "short", entity, labels, draw) < short_rate:
+        short = k > 1 and unit(self.seed, "short", entity, labels, draw) < short_rate
+        if short:
             rng = random.Random(stable_seed(self.seed, "short-len", entity, labels, draw))
             items = items[: rng.randint(max(1, k // 4), k - 1)]
-            short = True
 
         lines = [f"{i}. {title}" for i, title in enumerate(items, 1)]
         if self.style == "chatty":
