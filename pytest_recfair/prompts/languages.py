@@ -116,10 +116,8 @@ def render_value(attribute: Attribute, value: AttributeValue, language: str) -> 
 
 
 def _entry(lang: Language, attr: str, value: AttributeValue) -> Mapping[str, Any]:
-    own = value.i18n.get(lang.code)
-    if own:
-        return own
-    entry = lang.values.get((attr.casefold(), value.label.casefold()))
+    own = value.i18n.get(lang.code)  # the grid's own forms win over the bundled tables
+    entry = own or lang.values.get((attr.casefold(), value.label.casefold()))
     if entry is None:
         raise ConfigError(
             f"value {value.label!r} of attribute {attr!r} has no {lang.code} translation in "
