@@ -242,8 +242,7 @@ class _Pattern:
 
 def _anchor(template: str) -> str:
     pieces = _PLACEHOLDER.split(template)[::2]  # split keeps group names at odd positions
-    if any("de " in p or "que " in p for p in pieces):
-        pieces = [q for p in pieces for q in re.split(r"\b(?:de|que) ", p)]
+    pieces = [q for p in pieces for q in re.split(r"\b(?:de|que) ", p)]  # French elides them
     return max(pieces, key=len)
 
 

@@ -21,7 +21,6 @@ from pytest_recfair.sim.planted import RolePlaySim, candidate_reply, stable_seed
 from pytest_recfair.sim.profile import BiasProfile, Faults, Heterogeneity, load_profile
 from pytest_recfair.sim.recognise import Recognised, Recogniser, Vocabulary, entity_key
 
-DEFAULT_K = 10
 MAX_K = 500
 
 REFUSALS: dict[str, str] = {
@@ -206,7 +205,7 @@ class SimulatedRecommender:
         seed: int = 0,
         *,
         faults: Faults | Mapping[str, Any] | str | Sequence[str] | None = None,
-        default_k: int = DEFAULT_K,
+        default_k: int = 10,
         style: Literal["plain", "chatty"] = "plain",
         heterogeneity: Heterogeneity | Mapping[str, object] | str | None = None,
     ) -> None:
