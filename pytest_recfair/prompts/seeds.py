@@ -41,10 +41,8 @@ def slugify(name: str) -> str:
     """ASCII slug of a name: ``"Agnès Varda"`` -> ``"agnes-varda"``."""
     ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
     slug = re.sub(r"[^a-z0-9]+", "-", ascii_name.lower()).strip("-")
-    if slug:
-        return slug
     # Names with no Latin letters (e.g. CJK) still need a stable, filename-safe id.
-    return "e-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
+    return slug or "e-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
 
 
 def load_seeds(source: str | Path, *, domain: str | None = None) -> list[Entity]:

@@ -187,10 +187,8 @@ class BiasProfile:
     def shift(self, rec: Recognised) -> float:
         if rec.neutral:
             return 0.0
-        total = self.bias.rate(rec) + self.languages.get(rec.language, 0.0)
-        if rec.typo:
-            total += self.typo
-        return min(1.0, total)
+        typo = self.typo if rec.typo else 0.0
+        return min(1.0, self.bias.rate(rec) + self.languages.get(rec.language, 0.0) + typo)
 
 
 _PROFILE_SECTIONS = frozenset(f.name for f in fields(BiasProfile)) | {"description"}
