@@ -65,10 +65,6 @@ class CandidateCase:
     domain: str
     repeat: int = 0  # the runner's repeat index: every order is its own prompt
 
-    @property
-    def neutral(self) -> bool:
-        return self.attribute is None
-
 
 def entity_orders(entity_id: str, k: int, orders: int, seed: int) -> np.ndarray:
     """(orders, k): order 0 as given, then permutations seeded by SHA-256 of (seed, entity)."""

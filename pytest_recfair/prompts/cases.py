@@ -169,8 +169,7 @@ def _checked(
     if entities is None or isinstance(entities, str | bytes):
         raise ConfigError(
             "build_cases: entities must be a list of Entity objects or names, e.g. "
-            "load_seeds('directors') or ['Adele']; got "
-            f"{entities!r}"
+            f"load_seeds('directors') or ['Adele']; got {entities!r}"
         )
     ents = [as_entity(e, domain) for e in entities]
     if not ents:
@@ -226,9 +225,7 @@ class PromptMatch(NamedTuple):
     attribute: str | None
     value: str | None
     language: str
-    templates: str
     domain: str | None
-    form: str | None  # None for neutral
     phrase: str | None  # the value text as found in the prompt
     exact: bool  # False when the phrase was matched approximately (a typo)
 
@@ -245,8 +242,7 @@ class _Pattern:
 
 def _anchor(template: str) -> str:
     pieces = _PLACEHOLDER.split(template)[::2]  # split keeps group names at odd positions
-    if any("de " in p or "que " in p for p in pieces):
-        pieces = [q for p in pieces for q in re.split(r"\b(?:de|que) ", p)]
+    pieces = [q for p in pieces for q in re.split(r"\b(?:de|que) ", p)]  # French elides them
     return max(pieces, key=len)
 
 
@@ -278,8 +274,7 @@ def _compile(template: str, language: str) -> tuple[re.Pattern[str], int]:
 
 @lru_cache(maxsize=1)
 def template_patterns() -> tuple[_Pattern, ...]:
-    """Compiled patterns of every bundled (set, language, form): the neutral ones, then the
-    conditioned ones most specific first."""
+    """Every bundled (set, language, form) pattern: neutral ones, then the most specific."""
     found = [
         _Pattern(*_compile(template, code), name, code, form, _anchor(template))
         for name in BUNDLED_TEMPLATES
@@ -355,6 +350,5 @@ def match_prompt(prompt: str) -> PromptMatch | None:
             found = _lookup(pat.templates, pat.language)[0].get(phrase.casefold())
             exact = found is not None
             hit = found or _closest(pat.templates, pat.language, phrase.casefold()) or ("", phrase)
-        lang, tset = pat.language, pat.templates
-        return PromptMatch(entity, k, *hit, lang, tset, domain, pat.form, phrase, exact)
+        return PromptMatch(entity, k, *hit, pat.language, domain, phrase, exact)
     return None

@@ -51,9 +51,7 @@ def indefinite_article(text: str) -> str:
     word = text.strip().lower()
     if re.match(r"(uni|use|usu|eu|one|once|ufo)", word):
         return "a"
-    if re.match(r"(hour|honest|honou?r|heir)", word):
-        return "an"
-    return "an" if word[:1] in "aeiou" else "a"
+    return "an" if word[:1] in "aeiou" or re.match(r"(hour|honest|honou?r|heir)", word) else "a"
 
 
 @dataclass(frozen=True)
@@ -161,14 +159,9 @@ def _cross(singles: Sequence[Attribute]) -> Attribute:
 
 
 def _validate(data: Any, where: str) -> None:
-    check_shape(
-        data,
-        "grid",
-        where,
-        "expected a mapping with 'name' and 'attributes' (a list of {name, values: "
-        "[{label, text}]}) - see docs/prompts.md, 'Grid files'",
-        GridError,
-    )
+    fix = "expected a mapping with 'name' and 'attributes' (a list of {name, values: "
+    fix += "[{label, text}]}) - see docs/prompts.md, 'Grid files'"
+    check_shape(data, "grid", where, fix, GridError)
     names = [a["name"].casefold() for a in data["attributes"]]
     for i, attr in enumerate(data["attributes"]):
         if (first := names.index(names[i])) < i:
@@ -196,15 +189,9 @@ def grid_from_dict(data: Any, where: str = "grid", base_dir: Path | None = None)
     for attr in data["attributes"]:
         attr_form = attr.get("form", "adjective")
         included = attr.get("articles", default_articles) == "included"
+        # the schema allows only AttributeValue's fields (label, text, form, group, i18n)
         values = tuple(
-            AttributeValue(
-                label=v["label"],
-                text=v["text"],
-                form=v.get("form", attr_form),
-                has_article=included,
-                group=v.get("group"),
-                i18n=v.get("i18n", {}),
-            )
+            AttributeValue(**{**v, "form": v.get("form", attr_form), "has_article": included})
             for v in attr["values"]
         )
         attributes.append(Attribute(attr["name"], values))
@@ -260,8 +247,7 @@ def load_grid(source: str | Path | Grid) -> Grid:
         return source
     if isinstance(source, str) and source.lower() in BUNDLED_GRIDS:
         return _bundled(source.lower())
-    text, where, _ = read_input(
-        source, "grid", BUNDLED_GRIDS, (".yaml", ".yml", ".json"), GridError
-    )
+    suffixes = (".yaml", ".yml", ".json")
+    text, where, _ = read_input(source, "grid", BUNDLED_GRIDS, suffixes, GridError)
     data = load_structured(text, where, error=GridError)
     return grid_from_dict(data, where, base_dir=Path(source).parent)

@@ -20,6 +20,7 @@ from pytest_recfair.prompts.grids import Attribute, AttributeValue, attribute_or
 LANGUAGES = ("en", "fr", "es", "de", "zh")
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+_Entry = tuple[str, AttributeValue, Mapping[str, Any]]  # (attribute, value, its translation)
 
 
 @dataclass(frozen=True)
@@ -115,10 +116,8 @@ def render_value(attribute: Attribute, value: AttributeValue, language: str) -> 
 
 
 def _entry(lang: Language, attr: str, value: AttributeValue) -> Mapping[str, Any]:
-    own = value.i18n.get(lang.code)
-    if own:
-        return own
-    entry = lang.values.get((attr.casefold(), value.label.casefold()))
+    own = value.i18n.get(lang.code)  # the grid's own forms win over the bundled tables
+    entry = own or lang.values.get((attr.casefold(), value.label.casefold()))
     if entry is None:
         raise ConfigError(
             f"value {value.label!r} of attribute {attr!r} has no {lang.code} translation in "
@@ -128,11 +127,7 @@ def _entry(lang: Language, attr: str, value: AttributeValue) -> Mapping[str, Any
     return entry
 
 
-def _compose_gendered(
-    lang: Language,
-    entries: Sequence[tuple[str, AttributeValue, Mapping[str, Any]]],
-    label: str,
-) -> Phrase:
+def _compose_gendered(lang: Language, entries: Sequence[_Entry], label: str) -> Phrase:
     nouns = [(n, e) for n, _, e in entries if "noun" in e]
     adjs = [(n, e) for n, _, e in entries if "noun" not in e]
     selector: str | None = None  # a gender value crossed with another noun picks its form

@@ -130,8 +130,7 @@ class RoleCase:
 
     @property
     def system(self) -> str | None:
-        """``You are a {role}`` as the paper sends it (no article adjustment); None
-        without the role: the without-role scripts send no system message."""
+        """``You are a {role}`` as the paper sends it (no article fix); None without the role."""
         return f"You are a {self.role}" if self.with_role else None
 
     @property
@@ -230,7 +229,10 @@ def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bo
         doc = dict(data) if isinstance(data, dict) else {"questions": data}
         items = doc.get("questions")
         rows = [
-            (f"questions[{i}]", _renamed(item))
+            # a YAML/JSON row's keys in the CSV's column spellings ("Question Type")
+            (f"questions[{i}]", {_column(k, str(k)): v for k, v in item.items()})
+            if isinstance(item, dict)
+            else (f"questions[{i}]", item)
             for i, item in enumerate(items if isinstance(items, list) else ())
             if item is not None and item != {}
         ]
@@ -289,11 +291,6 @@ def _parse(text: str, where: str, suffix: str, attribute: str | None, strict: bo
 def _column(name: object, default: str | None = None) -> str | None:
     """The field a column or key names, however spelt ("Question Type": type)."""
     return _COLUMNS.get(re.sub(r"[\s/-]+", "_", str(name).strip().casefold()), default)
-
-
-def _renamed(item: Any) -> Any:
-    """A YAML/JSON row with the CSV's column spellings ("Question Type") as its keys."""
-    return {_column(k, str(k)): v for k, v in item.items()} if isinstance(item, dict) else item
 
 
 _EXPECTED = (

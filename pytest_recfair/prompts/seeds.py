@@ -7,7 +7,7 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -41,10 +41,8 @@ def slugify(name: str) -> str:
     """ASCII slug of a name: ``"Agnès Varda"`` -> ``"agnes-varda"``."""
     ascii_name = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode("ascii")
     slug = re.sub(r"[^a-z0-9]+", "-", ascii_name.lower()).strip("-")
-    if slug:
-        return slug
     # Names with no Latin letters (e.g. CJK) still need a stable, filename-safe id.
-    return "e-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
+    return slug or "e-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:12]
 
 
 def load_seeds(source: str | Path, *, domain: str | None = None) -> list[Entity]:
@@ -72,34 +70,16 @@ def _parse(text: str, where: str, suffix: str, domain: str | None) -> list[Entit
     else:
         data = load_structured(text, where, suffix)
         doc = {"entities": data} if isinstance(data, list) else data
-        check_shape(
-            doc,
-            "seeds",
-            where,
-            "expected a list of names (or of mappings with 'name' and optional 'id', 'domain'), "
-            "or a mapping with an 'entities' list; fix that entry",
-        )
+        fix = "expected a list of names (or of mappings with 'name' and optional 'id', 'domain'), "
+        fix += "or a mapping with an 'entities' list; fix that entry"
+        check_shape(doc, "seeds", where, fix)
         items = enumerate(doc["entities"])
         rows = [(f"entities[{i}]", {"name": x} if isinstance(x, str) else x) for i, x in items]
     entities = [_entity(row, loc, where, domain) for loc, row in rows]
     if not entities:
         raise DataError(f"{where} contains no entities; expected at least one name")
-    _check_unique(entities, [loc for loc, _ in rows], where)
-    return entities
-
-
-def _entity(row: dict[str, Any], loc: str, where: str, domain: str | None) -> Entity:
-    name = row.get("name")
-    if not isinstance(name, str) or not name.strip():
-        raise DataError(f"{where}: {loc} has no 'name' (expected a non-empty string); got {row!r}")
-    ident = str(row.get("id") or "").strip() or slugify(name)
-    dom = str(row.get("domain") or "").strip() or (domain or "")
-    return Entity(id=ident, name=name.strip(), domain=dom)
-
-
-def _check_unique(entities: Sequence[Entity], locs: Sequence[str], where: str) -> None:
     seen: dict[tuple[str, str], str] = {}
-    for ent, loc in zip(entities, locs, strict=True):
+    for ent, (loc, _) in zip(entities, rows, strict=True):
         for what, key, shown, fix in (
             ("id", ent.id, ent.id, "ids key cassettes and baselines, so each must be unique; "
              "give one an explicit 'id'"),
@@ -110,6 +90,16 @@ def _check_unique(entities: Sequence[Entity], locs: Sequence[str], where: str) -
                     f"{where}: {loc} repeats {what} {shown!r} (first at {seen[what, key]}); {fix}"
                 )
             seen[what, key] = loc
+    return entities
+
+
+def _entity(row: dict[str, Any], loc: str, where: str, domain: str | None) -> Entity:
+    name = row.get("name")
+    if not isinstance(name, str) or not name.strip():
+        raise DataError(f"{where}: {loc} has no 'name' (expected a non-empty string); got {row!r}")
+    ident = str(row.get("id") or "").strip() or slugify(name)
+    dom = str(row.get("domain") or "").strip() or (domain or "")
+    return Entity(id=ident, name=name.strip(), domain=dom)
 
 
 def subsample(entities: Iterable[Entity | str], n: int | None, seed: int = 0) -> list[Entity]:
@@ -136,11 +126,8 @@ def as_entity(value: Entity | str, domain: str = "") -> Entity:
 
 def seeds_digest(entities: Iterable[Entity | str]) -> str:
     """SHA-256 (hex) of the ordered (id, name, domain) triples: changes when the set does."""
-    payload = json.dumps(
-        [[e.id, e.name, e.domain] for e in (as_entity(x) for x in entities)],
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+    rows = [[e.id, e.name, e.domain] for e in map(as_entity, entities)]
+    payload = json.dumps(rows, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 

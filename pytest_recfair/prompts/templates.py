@@ -133,14 +133,10 @@ def _language_entry(code: str, raw: Any, where: str) -> LanguageTemplates:
             f"{where}: {base}.conditioned must be a template string or a mapping from form "
             f"({', '.join(VALUE_FORMS)}) to template; got {cond_raw!r}"
         )
-    _only(cond_raw, VALUE_FORMS, where, f"{base}.conditioned")
+    _only(cond_raw, VALUE_FORMS, where, at := f"{base}.conditioned")
     need = (["entity"], ["value", "a_value"])
-    conditioned = {
-        form: _check_template(text, where, f"{base}.conditioned.{form}", need).replace(
-            "{request}", request
-        )
-        for form, text in cond_raw.items()
-    }
+    conditioned = {f: _check_template(t, where, f"{at}.{f}", need) for f, t in cond_raw.items()}
+    conditioned = {f: t.replace("{request}", request) for f, t in conditioned.items()}
     domains = raw.get("domains") or {}
     if not isinstance(domains, dict) or not all(isinstance(v, dict) for v in domains.values()):
         raise DataError(
@@ -186,8 +182,7 @@ def load_templates(source: str | Path | TemplateSet) -> TemplateSet:
         return source
     if isinstance(source, str) and source.lower() in BUNDLED_TEMPLATES:
         return _bundled(source.lower())
-    suffixes = (".yaml", ".yml")
-    text, where, _ = read_input(source, "templates", BUNDLED_TEMPLATES, suffixes)
+    text, where, _ = read_input(source, "templates", BUNDLED_TEMPLATES, (".yaml", ".yml"))
     return templates_from_dict(load_structured(text, where), where)
 
 
@@ -208,7 +203,6 @@ def _parts(template: str) -> tuple[tuple[str, str | None], ...]:
 def fill(template: str, values: Mapping[str, str], language: str, *, elide: bool = True) -> str:
     """Substitute placeholders in one pass (braces in entity names are safe); French
     gets elision ("de Adele" -> "d'Adele") unless ``elide`` is False (verbatim sets)."""
-
     text = "".join(raw if key is None else values.get(key, raw) for raw, key in _parts(template))
     return _elided(text) if language == "fr" and elide else text
 

@@ -45,14 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, required=True, help="port to listen on (0 = any free)")
     for flag, kind, default, metavar, text in _OPTIONS:
         parser.add_argument(flag, type=kind, default=default, metavar=metavar, help=text)
-    parser.add_argument(
-        "--faults",
-        action="append",
-        default=[],
-        metavar="SPEC",
-        help="'429=0.1,500=0.05,timeout=0.05,malformed=0.02,retry_after=1,refusals.Muslim=0.2' "
-        "or a YAML file; may be repeated",
-    )
+    spec = "'429=0.1,500=0.05,timeout=0.05,malformed=0.02,retry_after=1,refusals.Muslim=0.2' "
+    spec += "or a YAML file; may be repeated"
+    parser.add_argument("--faults", action="append", default=[], metavar="SPEC", help=spec)
     parser.add_argument("--chatty", action="store_true", help="add a one-line preface to replies")
     return parser
 

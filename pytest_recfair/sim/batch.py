@@ -26,14 +26,11 @@ _WINDOW = 86_400
 _INVALID = "invalid_request_error"
 JSONL: Final = "application/jsonl"
 _LINE_ERRORS = {  # an OpenAI result line's error for a line never answered
-    "expired": {
-        "code": "batch_expired",
-        "message": "This request could not be executed before the completion window expired.",
-    },
-    "canceled": {
-        "code": "batch_cancelled",
-        "message": "This request was not executed because the batch was cancelled.",
-    },
+    outcome: {"code": code, "message": f"This request {text}."}
+    for outcome, code, text in (
+        ("expired", "batch_expired", "could not be executed before the completion window expired"),
+        ("canceled", "batch_cancelled", "was not executed because the batch was cancelled"),
+    )
 }
 # Fixed so that recorded cassettes are byte-identical from run to run.
 CREATED: Final = 1_767_225_600  # 2026-01-01T00:00:00Z
@@ -113,13 +110,9 @@ def content_text(content: object) -> str:
     """Message content as text: a string, or a list of ``{"type": "text"}`` parts."""
     if isinstance(content, str):
         return content
-    if isinstance(content, list):
-        return "".join(
-            str(p.get("text", ""))
-            for p in content
-            if isinstance(p, dict) and p.get("type") == "text"
-        )
-    return ""
+    parts = content if isinstance(content, list) else ()
+    texts = [p.get("text", "") for p in parts if isinstance(p, dict) and p.get("type") == "text"]
+    return "".join(map(str, texts))
 
 
 def prompt_parts(payload: dict[str, Any]) -> tuple[str | None, list[str]]:
@@ -277,10 +270,8 @@ class BatchEngine:
             return self._create_openai(body) if openai else self._create_anthropic(body)
         batch = self.batches.get(rest[0])
         if batch is None or batch.kind != kind:
-            what = (
-                f"No such Batch object: {rest[0]}" if openai else f"No message batch {rest[0]!r}."
-            )
-            return fail(404, what, to=kind)
+            what = f"No such Batch object: {rest[0]}"
+            return fail(404, what if openai else f"No message batch {rest[0]!r}.", to=kind)
         if rest[1:] == ["cancel"] and method == "POST":
             if self._phase(batch) in ("validating", "in_progress"):
                 batch.cancelled = True

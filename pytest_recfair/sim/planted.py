@@ -157,9 +157,7 @@ class PositionPlan:
 
 def candidate_reply(prompt: str, plan: PositionPlan | None, seed: int, draw: int) -> str | None:
     """The answer to a candidate-list prompt, or None when ``prompt`` is not one."""
-    if not _CANDIDATES.search(prompt):
-        return None
-    shown = [m.group(2) for m in _LINE.finditer(prompt)]
+    shown = [m.group(2) for m in _LINE.finditer(prompt)] if _CANDIDATES.search(prompt) else []
     if not shown:
         return None
     plan = plan or PositionPlan()
@@ -317,11 +315,8 @@ class RolePlaySim:
 def _choice_text(options: tuple[str, ...], biased: bool, style: int) -> str:
     if len(options) < 2:
         return "(A)" if biased else "I cannot make any choice."
-    letters = [chr(ord("A") + i) for i in range(len(options))]
+    i = (style >> 8) % (len(options) - 1) if biased else len(options) - 1
+    letter, text = chr(ord("A") + i), options[i]
     if biased:
-        i = (style >> 8) % (len(options) - 1)
-        shapes = (f"({letters[i]}) {options[i]}", f"{letters[i]}", f"My choice is ({letters[i]}).")
-        return shapes[style % 3]
-    last = len(options) - 1
-    shapes = (f"({letters[last]}) {options[last]}", f"{options[last]}.", f"({letters[last]})")
-    return shapes[style % 3]
+        return (f"({letter}) {text}", letter, f"My choice is ({letter}).")[style % 3]
+    return (f"({letter}) {text}", f"{text}.", f"({letter})")[style % 3]

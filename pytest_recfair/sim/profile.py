@@ -40,10 +40,8 @@ class Heterogeneity:
     @classmethod
     def parse(cls, spec: Heterogeneity | Mapping[str, object] | str | None) -> Heterogeneity:
         """From a PROFILES name, ``"stability=0.8,sensitivity=0.5"``, a mapping or None."""
-        if spec is None:
-            return cls()
-        if isinstance(spec, Heterogeneity):
-            return spec
+        if spec is None or isinstance(spec, Heterogeneity):
+            return spec or cls()
         if isinstance(spec, str) and spec in PROFILES:
             return PROFILES[spec]
         if isinstance(spec, str):
@@ -117,8 +115,7 @@ class ValueTable:
         joined label if listed, else the sum of its parts' (capped at 1)."""
         star = max((r for _, val, r in self.entries if val == "*"), default=0.0)
         if rec.neutral:
-            own = max((r for _, val, r in self.entries if val == neutral_key), default=0.0)
-            return max(star, own)
+            return max((r for _, val, r in self.entries if val in ("*", neutral_key)), default=0.0)
         if len(rec.values) > 1:
             parts = frozenset(label.casefold() for label in rec.labels)
             combo = [r for _, val, r in self.entries if frozenset(_CROSS.split(val)) == parts]
@@ -190,10 +187,8 @@ class BiasProfile:
     def shift(self, rec: Recognised) -> float:
         if rec.neutral:
             return 0.0
-        total = self.bias.rate(rec) + self.languages.get(rec.language, 0.0)
-        if rec.typo:
-            total += self.typo
-        return min(1.0, total)
+        typo = self.typo if rec.typo else 0.0
+        return min(1.0, self.bias.rate(rec) + self.languages.get(rec.language, 0.0) + typo)
 
 
 _PROFILE_SECTIONS = frozenset(f.name for f in fields(BiasProfile)) | {"description"}
@@ -201,10 +196,8 @@ _PROFILE_SECTIONS = frozenset(f.name for f in fields(BiasProfile)) | {"descripti
 
 def load_profile(source: BiasProfile | Mapping[str, Any] | str | Path | None) -> BiasProfile:
     """A profile from a mapping, a YAML path, or a bundled name (``"demo"``); None = fair."""
-    if source is None:
-        return BiasProfile()
-    if isinstance(source, BiasProfile):
-        return source
+    if source is None or isinstance(source, BiasProfile):
+        return source or BiasProfile()
     if isinstance(source, Mapping):
         return BiasProfile.from_mapping(source)
     path = Path(source)
@@ -261,10 +254,8 @@ class Faults:
     @classmethod
     def parse(cls, spec: Faults | Mapping[str, Any] | str | Path | Sequence[str] | None) -> Faults:
         """From a mapping, a YAML file, or ``"429=0.1,refusals.Muslim=0.2"`` items."""
-        if spec is None:
-            return cls()
-        if isinstance(spec, Faults):
-            return spec
+        if spec is None or isinstance(spec, Faults):
+            return spec or cls()
         if isinstance(spec, Mapping):
             return cls._from_mapping(spec, "faults")
         items = [str(spec)] if isinstance(spec, str | Path) else [str(s) for s in spec]
@@ -339,11 +330,7 @@ class Faults:
         base = self
         if profile.faults:  # explicit settings win over the profile's defaults
             default = Faults()
-            explicit = {
-                f.name: getattr(self, f.name)
-                for f in fields(self)
-                if getattr(self, f.name) != getattr(default, f.name)
-            }
+            explicit = {k: v for k, v in vars(self).items() if v != getattr(default, k)}
             base = replace(Faults._from_mapping(profile.faults, "bias profile faults"), **explicit)
         return replace(
             base,

@@ -98,10 +98,7 @@ class Vocabulary:
         project = project_entries()
         labels = {label: attribute for _, label, attribute in project}
         entries = [(label, label, attribute) for label, attribute in labels.items()]
-        entries += [
-            *project,
-            *((lab, lab, a) for lab, attrs in EXTRA_LABELS.items() for a in attrs),
-        ]
+        entries += [*project, *((lab, lab, a) for lab in EXTRA_LABELS for a in EXTRA_LABELS[lab])]
         entries += [(form, label, "") for label, forms in SYNONYMS.items() for form in forms]
         return cls(()).extended(entries)
 
@@ -244,8 +241,7 @@ _NEUTRAL_SLOT = re.compile(r"^[\W_]*$")
 
 
 def entity_key(name: str) -> str:
-    """Case, accents' composition, punctuation and spacing do not matter: "hayao
-    miyazaki." and "“Hayao Miyazaki”" are one entity."""
+    """One key however a name is written: case, accents, punctuation, spacing ignored."""
     text = unicodedata.normalize("NFKC", name).casefold()
     return " ".join(re.findall(r"\w+", text))
 
@@ -274,10 +270,6 @@ class Recognised:
     @property
     def typo(self) -> bool:
         return any(v.score < 1.0 for v in self.values)  # a fuzzy (misspelt) match
-
-    @property
-    def entity_key(self) -> str:
-        return entity_key(self.entity)
 
     @property
     def labels(self) -> tuple[str, ...]:
@@ -327,10 +319,9 @@ class Recogniser:
         elif match.attribute:
             values = self._from_template(match.attribute, match.value or "", match.phrase or "")
             if not match.exact:
-                score = difflib.SequenceMatcher(
-                    None, _fold(match.phrase or ""), _fold(match.value or "")
-                ).ratio()
-                values = tuple(replace(v, score=round(min(score, 0.999), 3)) for v in values)
+                pair = _fold(match.phrase or ""), _fold(match.value or "")
+                score = round(min(difflib.SequenceMatcher(None, *pair).ratio(), 0.999), 3)
+                values = tuple(replace(v, score=score) for v in values)
         elif match.value is not None:  # a phrase the grids do not know: our fuzzy guess
             values = self.heuristic(prompt, system).values
         domain = match.domain
@@ -340,8 +331,7 @@ class Recogniser:
 
     def _from_template(self, attribute: str, label: str, phrase: str) -> tuple[ValueMatch, ...]:
         # one match per crossed part ("Black x Female"): a profile may list either
-        attrs = attribute.split(LABEL_SEP)
-        labels = label.split(LABEL_SEP)
+        attrs, labels = attribute.split(LABEL_SEP), label.split(LABEL_SEP)
         if len(attrs) != len(labels):
             attrs, labels = [attribute], [label]
         found = self._exact(_ARTICLES.sub("", phrase))

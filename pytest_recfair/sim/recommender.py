@@ -19,9 +19,8 @@ from typing import Any, Literal
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.sim.planted import RolePlaySim, candidate_reply, stable_seed, unit
 from pytest_recfair.sim.profile import BiasProfile, Faults, Heterogeneity, load_profile
-from pytest_recfair.sim.recognise import Recognised, Recogniser, Vocabulary
+from pytest_recfair.sim.recognise import Recognised, Recogniser, Vocabulary, entity_key
 
-DEFAULT_K = 10
 MAX_K = 500
 
 REFUSALS: dict[str, str] = {
@@ -206,7 +205,7 @@ class SimulatedRecommender:
         seed: int = 0,
         *,
         faults: Faults | Mapping[str, Any] | str | Sequence[str] | None = None,
-        default_k: int = DEFAULT_K,
+        default_k: int = 10,
         style: Literal["plain", "chatty"] = "plain",
         heterogeneity: Heterogeneity | Mapping[str, object] | str | None = None,
     ) -> None:
@@ -270,7 +269,7 @@ class SimulatedRecommender:
         if (played := self.roleplay.answer(prompt, system, call)) is not None:
             return Reply(played.text, (), rec, 0, 0, 0, played.kind == "refusal", False)
         k = min(rec.k or self.default_k, MAX_K)
-        entity = rec.entity_key or "?"
+        entity = entity_key(rec.entity) or "?"
         labels = "|".join(sorted(label.casefold() for label in rec.labels)) or "-"
         draw = call if self.noise > 0 else 0
 
@@ -312,12 +311,11 @@ class SimulatedRecommender:
             for pos, title in zip(rng.sample(range(k), resampled), fresh, strict=False):
                 items[pos] = title
 
-        short = False
         short_rate = self.faults.short_lists.rate(rec)
-        if k > 1 and short_rate and unit(self.seed, "short", entity, labels, draw) < short_rate:
+        short = k > 1 and unit(self.seed, "short", entity, labels, draw) < short_rate
+        if short:
             rng = random.Random(stable_seed(self.seed, "short-len", entity, labels, draw))
             items = items[: rng.randint(max(1, k // 4), k - 1)]
-            short = True
 
         lines = [f"{i}. {title}" for i, title in enumerate(items, 1)]
         if self.style == "chatty":

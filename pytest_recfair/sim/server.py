@@ -12,6 +12,7 @@ import json
 import math
 import threading
 import time
+from asyncio import CancelledError, IncompleteReadError, LimitOverrunError
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -299,10 +300,8 @@ class SimServer:
                     if length > MAX_BODY:
                         break
                     body = await reader.readexactly(length) if length else b""
-                connection = headers.get("connection", "").lower()
-                keep_alive = (
-                    connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
-                )
+                conn = headers.get("connection", "").lower()  # HTTP/1.1 keeps alive by default
+                keep_alive = conn == "keep-alive" or (version == "HTTP/1.1" and conn != "close")
                 path = target.split("?", 1)[0]
                 response = await self._dispatch(method.upper(), path, headers, body)
                 if response is None:  # a "close" timeout: drop the connection unanswered
@@ -319,12 +318,7 @@ class SimServer:
                 await writer.drain()
                 if not keep_alive:
                     break
-        except (
-            ConnectionError,
-            asyncio.IncompleteReadError,
-            asyncio.LimitOverrunError,
-            asyncio.CancelledError,
-        ):
+        except (ConnectionError, IncompleteReadError, LimitOverrunError, CancelledError):
             pass
         finally:
             self._tasks.discard(task)
