@@ -147,12 +147,7 @@ def _plan(
 
 
 def _start(
-    service: BatchService,
-    book: JournalDir,
-    journal: Journal,
-    outcome: BatchOutcome,
-    *,
-    fresh: bool,
+    service: BatchService, book: JournalDir, journal: Journal, outcome: BatchOutcome, *, fresh: bool
 ) -> None:
     """Bring a journal to "submitted", saved after each step: an interrupted run's first
     looks its batch up (created before the kill?), then uploads (OpenAI) and creates it."""

@@ -240,11 +240,7 @@ class Pacer:
                 self._freed.notify_all()
 
     def replied(
-        self,
-        status: int,
-        seen: Seen | None,
-        retry_after: float | None,
-        header: str = "Retry-After",
+        self, status: int, seen: Seen | None, retry_after: float | None, header: str = "Retry-After"
     ) -> None:
         """What one reply says: its limits, a 429 (``header``: what stated its wait)."""
         ep, now = self.endpoint, self.clock()

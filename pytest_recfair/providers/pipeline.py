@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import importlib
 import json
 import threading
 import weakref
 from collections import Counter
 from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -144,11 +144,9 @@ class Scope:
     def vcr_done(self) -> None:
         """The prompt's vcrpy cassette is saved: a live request with no reply failed."""
         with self.lock:
-            for (method, url, body), left in self.vcr_unanswered.items():
+            for key, left in self.vcr_unanswered.items():
                 if left > 0:
-                    self.failing[(method, url, body)] = (
-                        f"{_line(method, url)} got no reply (a transport error)"
-                    )
+                    self.failing[key] = f"{_line(*key[:2])} got no reply (a transport error)"
             self.vcr_unanswered.clear()
 
     def keep(
@@ -216,9 +214,7 @@ class Scope:
 
 
 #: The audit prompt being answered in this thread or task, if any.
-SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
-    "recfair_pipeline_scope", default=None
-)
+SCOPE: ContextVar[Scope | None] = ContextVar("recfair_pipeline_scope", default=None)
 
 
 _OPEN = [0]  # prompts being answered in this process, of every audit
@@ -359,10 +355,9 @@ def http_client(
 
     def network() -> Any:
         loop = asyncio.get_running_loop()
-        inner = pools.get(loop)
-        if inner is None:
-            inner = pools[loop] = lib.AsyncHTTPTransport()
-        return inner
+        if loop not in pools:
+            pools[loop] = lib.AsyncHTTPTransport()
+        return pools[loop]
 
     class RecfairTransport(lib.BaseTransport, lib.AsyncBaseTransport):  # type: ignore[misc]
         # its pool connects on the first live request
