@@ -28,6 +28,9 @@ from pytest_recfair.errors import ConfigError, ProviderError, RecfairError
 from pytest_recfair.providers.base import Completion, Usage
 from pytest_recfair.providers.transport import capped_body, decoded_reply, response_of
 
+_Parts = tuple[str, str, list[tuple[str, str]], bytes]  # method, URL, headers, body
+_Reply = tuple[int, list[tuple[str, str]], bytes, str]  # status, headers, body, reason
+
 
 class BudgetStop(ConfigError):
     """The pipeline asked for a live request past the run's budget; nothing was sent."""
@@ -92,16 +95,9 @@ class Scope:
     def entity(self) -> str:
         return str(self.case.entity_id or "_unscoped")
 
-    def lookup(
-        self,
-        method: str,
-        url: str,
-        headers: list[tuple[str, str]],
-        body: bytes,
-        *,
-        http: bool = True,
-    ) -> RecordedResponse | None:
+    def lookup(self, asked: _Parts, *, http: bool = True) -> RecordedResponse | None:
         """The recorded reply, or None to send it live (``_live``)."""
+        method, url, headers, body = asked
         _register_secrets(self.store, headers)
         if self.stop is not None:  # the run is stopping: send nothing more
             raise self.stop
@@ -149,19 +145,10 @@ class Scope:
                     self.failing[key] = f"{_line(*key[:2])} got no reply (a transport error)"
             self.vcr_unanswered.clear()
 
-    def keep(
-        self,
-        method: str,
-        url: str,
-        headers: list[tuple[str, str]],
-        body: bytes,
-        status: int,
-        reply_headers: list[tuple[str, str]],
-        content: bytes,
-        reason: str,
-    ) -> RecordedResponse:
+    def keep(self, asked: _Parts, reply: _Reply) -> RecordedResponse:
         """A live reply as the pipeline gets it (decoded); a 2xx is kept for the cassette."""
-        recorded = decoded_reply(status, reply_headers, content, reason)
+        (method, url, headers, body), (status, _, content, _) = asked, reply
+        recorded = decoded_reply(*reply)
         _register_secrets(self.store, headers)
         usage = usage_of(content) if 200 <= status < 300 else None
         if self.allowance is not None:
@@ -171,8 +158,8 @@ class Scope:
                 self.failing.pop((method, url, body), None)
                 self._add_usage(usage)
                 repeat, case_id = int(self.case.repeat), self.case.id
-                asked = RecordedRequest(method, url, tuple(headers), body, repeat, case_id)
-                self.commits.append((asked, recorded))
+                request = RecordedRequest(method, url, tuple(headers), body, repeat, case_id)
+                self.commits.append((request, recorded))
             else:
                 self.failing[(method, url, body)] = f"{_line(method, url)} answered HTTP {status}"
         return recorded
@@ -326,21 +313,18 @@ def output_completion(body: bytes, model: str) -> Completion:
 # --- the clients handed to the pipeline's SDK, one per httpx generation
 
 
-_Parts = tuple[str, str, list[tuple[str, str]], bytes]  # method, URL, headers, body
-
-
 def _ask(scope: Scope, request: Any, body: bytes) -> tuple[_Parts, RecordedResponse | None]:
     """The request's parts, and its recorded reply (None: send it live)."""
     headers = [(str(n), str(v)) for n, v in request.headers.multi_items()]
     parts = (str(request.method), str(request.url), headers, body)
-    return parts, scope.lookup(*parts)
+    return parts, scope.lookup(parts)
 
 
 def _got(lib: Any, scope: Scope, parts: _Parts, live: Any, content: bytes, cap: int | None) -> Any:
     """A live reply, kept by the scope (body capped), as the response the pipeline gets."""
     headers = [(str(n), str(v)) for n, v in live.headers.multi_items()]
     reply = (live.status_code, headers, capped_body(content, cap), live.reason_phrase)
-    return response_of(scope.keep(*parts, *reply), lib)
+    return response_of(scope.keep(parts, reply), lib)
 
 
 def http_client(

@@ -71,8 +71,7 @@ class CassetteTransport(httpx.AsyncBaseTransport):
     def replay(self, request: httpx.Request) -> httpx.Response | None:
         """The recorded reply, None to record it live, or ``CassetteMiss`` (off the network)."""
         ext = request.extensions
-        repeat = int(ext.get(EXT_REPEAT) or 0)
-        args = (ext.get(EXT_ENTITY), repeat, ext.get(EXT_CASE))
+        args = (ext.get(EXT_ENTITY), int(ext.get(EXT_REPEAT) or 0), ext.get(EXT_CASE))
         hit = self.find(request.method, str(request.url), request.read(), *args)
         if hit is None:
             return None

@@ -142,7 +142,7 @@ async def _one_callable(
     method, url, body = output_request(provider.model, case.system, case.prompt)
     with scoped(scope):
         try:
-            hit = scope.lookup(method, url, [], body, http=False) if provider.record else None
+            hit = scope.lookup((method, url, [], body), http=False) if provider.record else None
             replayed = None if hit is None else output_completion(hit.body, provider.model)
             if replayed is not None:
                 result: Completion | str = replayed
@@ -155,7 +155,7 @@ async def _one_callable(
             raise Abort(scope.stop)
         if provider.record and replayed is None and isinstance(result, Completion):
             ok = (200, [("content-type", "application/json")], output_reply(result), "OK")
-            scope.keep(method, url, [], body, *ok)
+            scope.keep((method, url, [], body), ok)
     return scope.settle(result)
 
 
@@ -433,7 +433,7 @@ def _hand(scope: Scope, request: Any, response: dict[str, Any]) -> None:
     listed = {n: v if isinstance(v, list | tuple) else [v] for n, v in response["headers"].items()}
     headers = [(n, str(v)) for n, values in listed.items() for v in values]
     reason = str(status.get("message") or "")
-    scope.keep(method, url, asked, body, int(status["code"]), headers, content, reason)
+    scope.keep((method, url, asked, body), (int(status["code"]), headers, content, reason))
 
 
 def _body(request: Any) -> bytes:
