@@ -251,9 +251,6 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
-            http1=True,
-            http2=False,
-            retries=0,
             network_backend=AsyncioBackend(),
         )
 

@@ -170,8 +170,7 @@ class HTTPProvider(ABC):
     def _call(self, system: str | None, prompt: str) -> _Call: ...
 
     def parse_response(self, response: AnyReply) -> Completion:
-        """Text, finish reason, usage and model of a 2xx response, or of a recorded reply
-        (replay by key): one code path for both."""
+        """Text, finish reason, usage and model of a 2xx response or a reply replayed by key."""
         if is_event_stream(response):
             return self._stream(sse_payloads(response, provider=self.name))
         return self._reply(json_body(response, provider=self.name), response)

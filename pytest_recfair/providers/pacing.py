@@ -73,8 +73,7 @@ class Gauge:
             self.level = min(self.capacity, self.level + amount)
 
     def cap(self, remaining: float, now: float) -> None:
-        """The server says only ``remaining`` is left now (negative: nothing more for
-        ``-remaining / rate`` seconds, then the limit's pace)."""
+        """Only ``remaining`` is left now (negative: a debt of ``-remaining / rate`` seconds)."""
         if self._refill(now):
             self.level = min(self.level, remaining)
 

@@ -114,8 +114,7 @@ class Scope:
         return None
 
     def _live(self, method: str, url: str, body: bytes, *, counted: bool = True) -> None:
-        """The miss (naming what differed) when the record mode forbids the network, else
-        one more live request, counted against the budget (``counted``) before it is sent."""
+        """The miss when the record mode forbids the network; else a live request, counted."""
         store, case = self.store, self.case
         if not store.needs_network(self.test_id, self.entity):
             miss = store.miss(self.test_id, self.entity, method, url, body, case.repeat, case=case)

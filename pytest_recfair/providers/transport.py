@@ -80,10 +80,8 @@ class CassetteTransport(httpx.AsyncBaseTransport):
 
     def live_only(self, entity_id: str | None) -> bool:
         """True when nothing recorded can answer this entity and recording is allowed."""
-        entity, store = entity_id or UNSCOPED_ENTITY, self.store
-        return not store.can_replay(self.test_id, entity) and store.needs_network(
-            self.test_id, entity
-        )
+        entity, store, test = entity_id or UNSCOPED_ENTITY, self.store, self.test_id
+        return not store.can_replay(test, entity) and store.needs_network(test, entity)
 
     def find(
         self,

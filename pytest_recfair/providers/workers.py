@@ -127,9 +127,8 @@ class Workers:
 async def _one_callable(
     provider: CallableProvider, case: CaseLike, run: Run, noted_log: FailureLog | None
 ) -> Completion | str:
-    """One case of a Python recommender. With cassettes, the model calls it sends through
-    a recfair client are this case's to record and replay (:mod:`.pipeline`); a miss or
-    the budget stops the whole run, however the pipeline handled the error it got."""
+    """One case of a Python recommender, its recfair-client calls recorded (:mod:`.pipeline`);
+    a miss or the budget stops the whole run, however the pipeline handled the error it got."""
     opts = run.opts
     store = opts.cassettes
     if store is None:
