@@ -281,12 +281,8 @@ class AnthropicProvider(HTTPProvider):
             b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
         )
         usage = data.get("usage")
-        return Completion(
-            text,
-            data.get("stop_reason"),
-            _anthropic_usage(usage) if isinstance(usage, dict) else None,
-            data.get("model"),
-        )
+        usage = _anthropic_usage(usage) if isinstance(usage, dict) else None
+        return Completion(text, data.get("stop_reason"), usage, data.get("model"))
 
     def _stream(self, events: Iterator[dict[str, Any]]) -> Completion:
         parts: list[str] = []
