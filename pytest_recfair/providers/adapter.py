@@ -24,9 +24,8 @@ def numbered(items: Sequence[str]) -> str:
 
 
 def _positional_arity(fn: Callable[..., Any]) -> int:
-    """1 for recommend(prompt), 2 for recommend(prompt, system), else the required count (an
-    error). An optional 2nd argument gets the system prompt only if named ``system`` or
-    ``*args``, so ``recommend(prompt, k=25)`` keeps k."""
+    """1 or 2 positional arguments (else an error): an optional 2nd gets the system prompt only
+    if named ``system`` (or ``*args``), so ``recommend(prompt, k=25)`` keeps k."""
     try:
         sig = inspect.signature(fn)
     except (TypeError, ValueError):  # some builtins / C callables have no signature

@@ -25,13 +25,10 @@ class _Connection(asyncio.Protocol):
     """One connection's state: unread bytes, EOF, the error that ended it, waiters."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        self.loop, self.buffer = loop, bytearray()
         self.transport: asyncio.Transport | None = None
-        self.buffer = bytearray()
-        self.eof = False
         self.error: BaseException | None = None
-        self.reading_paused = False
-        self.writing_paused = False
+        self.eof = self.reading_paused = self.writing_paused = False
         self.waiter: asyncio.Future[None] | None = None
         self.drained: asyncio.Future[None] | None = None
 
@@ -98,12 +95,10 @@ class AsyncioStream(httpcore.AsyncNetworkStream):
     """An httpcore network stream over an asyncio transport (see the module docstring)."""
 
     def __init__(self, transport: asyncio.Transport, connection: _Connection) -> None:
-        self._transport = transport
-        self._conn = connection
+        self._transport, self._conn = transport, connection
         self._pending: list[bytes] = []
-        self._size = 0
+        self._size, self._closed = 0, False
         self._timeout: float | None = None
-        self._closed = False
 
     async def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
         if self._pending:
@@ -256,9 +251,6 @@ class AsyncioTransport(httpx.AsyncBaseTransport):
             max_connections=limits.max_connections,
             max_keepalive_connections=limits.max_keepalive_connections,
             keepalive_expiry=limits.keepalive_expiry,
-            http1=True,
-            http2=False,
-            retries=0,
             network_backend=AsyncioBackend(),
         )
 
@@ -291,8 +283,7 @@ class _Body(httpx.AsyncByteStream):
     """A reply's body as httpx reads it, httpcore's errors as httpx's."""
 
     def __init__(self, stream: httpx.AsyncByteStream, request: httpx.Request) -> None:
-        self._stream = stream
-        self._request = request
+        self._stream, self._request = stream, request
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         with _mapped(self._request):
@@ -316,20 +307,13 @@ ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = tuple(
 
 @contextlib.contextmanager
 def _mapped(request: httpx.Request) -> Iterator[None]:
+    """httpcore's errors raised as httpx's (``from`` the original); others as they are."""
     try:
         yield
     except Exception as exc:
-        mapped = _httpx_error(exc, request)
-        if mapped is exc:
-            raise
-        raise mapped from exc
-
-
-def _httpx_error(exc: Exception, request: httpx.Request) -> Exception:
-    """httpx's error for httpcore's ``exc`` (``exc`` itself if unlisted), raised ``from exc``."""
-    if isinstance(exc, _ConnectFailed):
-        exc.__cause__ = exc.origin
-    for core, mapped in ERRORS:
-        if isinstance(exc, core):
-            return mapped(str(exc), request=request)
-    return exc
+        if isinstance(exc, _ConnectFailed):
+            exc.__cause__ = exc.origin
+        for core, mapped in ERRORS:
+            if isinstance(exc, core):
+                raise mapped(str(exc), request=request) from exc
+        raise

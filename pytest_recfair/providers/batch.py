@@ -34,10 +34,7 @@ from pytest_recfair.providers.runstate import CaseLike
 from pytest_recfair.providers.transport import decoded_reply
 
 #: Provider kinds with a batch API this plugin speaks.
-SERVICES: Final[dict[str, type[BatchService]]] = {
-    "openai": OpenAIBatches,
-    "anthropic": AnthropicBatches,
-}
+SERVICES: dict[str, type[BatchService]] = {"openai": OpenAIBatches, "anthropic": AnthropicBatches}
 MAX_LINES: Final = 50_000  # OpenAI's limit per batch; Anthropic allows 100,000
 
 Record = Callable[[CaseLike, httpx.Request, httpx.Response], None]
@@ -135,24 +132,14 @@ def _plan(
         lines: dict[str, dict[str, Any]] = {}  # where each reply goes, the body it answers
         for cid in todo[start : start + MAX_LINES]:
             case, request = asked[cid]
-            lines[cid] = {
-                "test": test_id,
-                "entity": case.entity_id,
-                "repeat": case.repeat,
-                "case": case.id,
-                "body": request.content.decode("utf-8"),
-            }
+            address = {"test": test_id, "entity": case.entity_id, "repeat": case.repeat}
+            lines[cid] = {**address, "case": case.id, "body": request.content.decode("utf-8")}
         fresh.append(book.plan(kind, lines))
     return fresh
 
 
 def _start(
-    service: BatchService,
-    book: JournalDir,
-    journal: Journal,
-    outcome: BatchOutcome,
-    *,
-    fresh: bool,
+    service: BatchService, book: JournalDir, journal: Journal, outcome: BatchOutcome, *, fresh: bool
 ) -> None:
     """Bring a journal to "submitted", saved after each step: an interrupted run's first
     looks its batch up (created before the kill?), then uploads (OpenAI) and creates it."""

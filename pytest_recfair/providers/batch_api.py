@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Final
+from typing import Any, Final
 
 import httpx
 
@@ -156,9 +156,7 @@ class OpenAIBatches(_Batches):
 
     def upload(self, jsonl: Path) -> str:
         with jsonl.open("rb") as fh:
-            files: dict[str, tuple[str, IO[bytes], str]] = {
-                "file": (jsonl.name, fh, "application/jsonl")
-            }
+            files = {"file": (jsonl.name, fh, "application/jsonl")}
             data = self.json("POST", f"{self.base}/files", data={"purpose": "batch"}, files=files)
         return str(data["id"])
 
@@ -184,8 +182,7 @@ class OpenAIBatches(_Batches):
         done = status in ("completed", "expired", "failed", "cancelled")
         problem = None
         if status == "failed":
-            errors = (data.get("errors") or {}).get("data") or [{}]
-            first = errors[0]
+            first = ((data.get("errors") or {}).get("data") or [{}])[0]
             problem = f"line {first.get('line')}: {first.get('message')}"
         completed, failed = int(counts.get("completed") or 0), int(counts.get("failed") or 0)
         total = int(counts.get("total") or 0)
@@ -389,14 +386,8 @@ class JournalDir:
         fd = _try_lock(path.with_suffix(".lock"))
         if fd is None:  # pragma: no cover - scan() saw it busy; planning holds the dir
             raise ProviderError(f"batch journal {path} is held by another process; re-run.")
-        entry = {
-            "key": key,
-            "kind": kind,
-            "state": "planned",
-            "planned_at": time.time(),
-            "custom_ids": list(lines),
-            "lines": lines,
-        }
+        entry: dict[str, Any] = {"key": key, "kind": kind, "state": "planned"}
+        entry.update(planned_at=time.time(), custom_ids=list(lines), lines=lines)
         journal = Journal(path, self.owner, entry, fd)
         journal.save()
         self.mine.append(journal)

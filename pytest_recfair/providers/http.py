@@ -120,11 +120,9 @@ class HTTPProvider(ABC):
         self.temperature, self.seed, self.max_tokens = temperature, seed, max_tokens
         self.extra_headers, self.extra_body = dict(extra_headers or {}), dict(extra_body or {})
         self.stream, self._urls = stream, dict[str, httpx.URL]()
-        given = [
-            self._api_key,
-            *(v for k, v in self.extra_headers.items() if secrets.is_secret_header(k)),
-        ]
-        self.secrets: tuple[str, ...] = tuple(v for v in given if v)  # the one rule (secrets.py)
+        given = [v for k, v in self.extra_headers.items() if secrets.is_secret_header(k)]
+        # the one rule (secrets.py)
+        self.secrets: tuple[str, ...] = tuple(v for v in (self._api_key, *given) if v)
         secrets.register(self.secrets)  # scrubbed from every message, file and line
 
     def __repr__(self) -> str:  # never shows the key
@@ -172,8 +170,7 @@ class HTTPProvider(ABC):
     def _call(self, system: str | None, prompt: str) -> _Call: ...
 
     def parse_response(self, response: AnyReply) -> Completion:
-        """Text, finish reason, usage and model of a 2xx response, or of a recorded reply
-        (replay by key): one code path for both."""
+        """Text, finish reason, usage and model of a 2xx response or a reply replayed by key."""
         if is_event_stream(response):
             return self._stream(sse_payloads(response, provider=self.name))
         return self._reply(json_body(response, provider=self.name), response)
@@ -230,9 +227,8 @@ class OpenAIProvider(HTTPProvider):
 
     def _stream(self, events: Iterator[dict[str, Any]]) -> Completion:
         parts: list[str] = []
-        finish: str | None = None
+        finish = model = None
         usage: Usage | None = None
-        model: str | None = None
         for chunk in events:
             model = chunk.get("model") or model
             for choice in chunk.get("choices") or []:
@@ -285,12 +281,8 @@ class AnthropicProvider(HTTPProvider):
             b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text"
         )
         usage = data.get("usage")
-        return Completion(
-            text,
-            data.get("stop_reason"),
-            _anthropic_usage(usage) if isinstance(usage, dict) else None,
-            data.get("model"),
-        )
+        usage = _anthropic_usage(usage) if isinstance(usage, dict) else None
+        return Completion(text, data.get("stop_reason"), usage, data.get("model"))
 
     def _stream(self, events: Iterator[dict[str, Any]]) -> Completion:
         parts: list[str] = []
@@ -374,10 +366,8 @@ class GeminiProvider(HTTPProvider):
         meta = data.get("usageMetadata")
         usage = None
         if isinstance(meta, dict):  # thinking tokens are billed as output tokens
-            count = [
-                as_int(meta.get(f"{n}TokenCount")) for n in ("prompt", "candidates", "thoughts")
-            ]
-            usage = Usage(count[0], count[1] + count[2])
+            n = [as_int(meta.get(f"{k}TokenCount")) for k in ("prompt", "candidates", "thoughts")]
+            usage = Usage(n[0], n[1] + n[2])
         return Completion(text, finish, usage, data.get("modelVersion"))
 
 

@@ -73,8 +73,7 @@ class Gauge:
             self.level = min(self.capacity, self.level + amount)
 
     def cap(self, remaining: float, now: float) -> None:
-        """The server says only ``remaining`` is left now (negative: nothing more for
-        ``-remaining / rate`` seconds, then the limit's pace)."""
+        """Only ``remaining`` is left now (negative: a debt of ``-remaining / rate`` seconds)."""
         if self._refill(now):
             self.level = min(self.level, remaining)
 
@@ -98,11 +97,8 @@ class Endpoint:
 
     def limits(self) -> tuple[float | None, float | None]:
         """(requests, tokens) per minute: the tighter of the settings and the replies."""
-        seen = self.seen or Seen()
-        return (
-            _tighter(self.configured[0], seen.requests_limit),
-            _tighter(self.configured[1], seen.tokens_limit),
-        )
+        seen, (rpm, tpm) = self.seen or Seen(), self.configured
+        return _tighter(rpm, seen.requests_limit), _tighter(tpm, seen.tokens_limit)
 
     def too_slow(self, debit: float, max_hold: float) -> tuple[str, float] | None:
         """(header, seconds) when a limit the replies state, alone, holds one request
@@ -186,10 +182,9 @@ class Pacer:
         say: Callable[[str], None] | None = None,
     ) -> None:
         self.endpoint, self.concurrency = endpoint, concurrency
-        self.clock, self.sleep = clock, sleep
+        self.clock, self.sleep, self.in_flight = clock, sleep, 0
         self.say = say  # the run's output, for a capped header (once)
         self.max_hold = max_hold  # as a retry's (max_retry_after): "a day" must not stall
-        self.in_flight = 0
         self._said: set[str] = set()
         self._freed: asyncio.Condition | None = None
 
@@ -240,11 +235,7 @@ class Pacer:
                 self._freed.notify_all()
 
     def replied(
-        self,
-        status: int,
-        seen: Seen | None,
-        retry_after: float | None,
-        header: str = "Retry-After",
+        self, status: int, seen: Seen | None, retry_after: float | None, header: str = "Retry-After"
     ) -> None:
         """What one reply says: its limits, a 429 (``header``: what stated its wait)."""
         ep, now = self.endpoint, self.clock()
@@ -392,14 +383,8 @@ def read_headers(headers: Mapping[str, str]) -> Seen | None:
     if openai is not None:
         names = [f"x-ratelimit-{{}}-{what}" for what in ("requests", "tokens")]
     else:
-        tokens = next(
-            (
-                f"anthropic-ratelimit-{name}-{{}}"
-                for name in ("tokens", "input-tokens")
-                if f"anthropic-ratelimit-{name}-limit" in headers
-            ),
-            None,
-        )
+        named = (f"anthropic-ratelimit-{n}-{{}}" for n in ("tokens", "input-tokens"))
+        tokens = next((n for n in named if n.format("limit") in headers), None)
         if tokens is None and "anthropic-ratelimit-requests-limit" not in headers:
             return None
         names = ["anthropic-ratelimit-requests-{}", tokens or ""]

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import importlib
 import json
 import threading
 import weakref
 from collections import Counter
 from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -27,6 +27,9 @@ from pytest_recfair.cassettes.vcrfile import RecordedRequest, RecordedResponse, 
 from pytest_recfair.errors import ConfigError, ProviderError, RecfairError
 from pytest_recfair.providers.base import Completion, Usage
 from pytest_recfair.providers.transport import capped_body, decoded_reply, response_of
+
+_Parts = tuple[str, str, list[tuple[str, str]], bytes]  # method, URL, headers, body
+_Reply = tuple[int, list[tuple[str, str]], bytes, str]  # status, headers, body, reason
 
 
 class BudgetStop(ConfigError):
@@ -92,16 +95,9 @@ class Scope:
     def entity(self) -> str:
         return str(self.case.entity_id or "_unscoped")
 
-    def lookup(
-        self,
-        method: str,
-        url: str,
-        headers: list[tuple[str, str]],
-        body: bytes,
-        *,
-        http: bool = True,
-    ) -> RecordedResponse | None:
+    def lookup(self, asked: _Parts, *, http: bool = True) -> RecordedResponse | None:
         """The recorded reply, or None to send it live (``_live``)."""
+        method, url, headers, body = asked
         _register_secrets(self.store, headers)
         if self.stop is not None:  # the run is stopping: send nothing more
             raise self.stop
@@ -118,8 +114,7 @@ class Scope:
         return None
 
     def _live(self, method: str, url: str, body: bytes, *, counted: bool = True) -> None:
-        """The miss (naming what differed) when the record mode forbids the network, else
-        one more live request, counted against the budget (``counted``) before it is sent."""
+        """The miss when the record mode forbids the network; else a live request, counted."""
         store, case = self.store, self.case
         if not store.needs_network(self.test_id, self.entity):
             miss = store.miss(self.test_id, self.entity, method, url, body, case.repeat, case=case)
@@ -144,26 +139,15 @@ class Scope:
     def vcr_done(self) -> None:
         """The prompt's vcrpy cassette is saved: a live request with no reply failed."""
         with self.lock:
-            for (method, url, body), left in self.vcr_unanswered.items():
+            for key, left in self.vcr_unanswered.items():
                 if left > 0:
-                    self.failing[(method, url, body)] = (
-                        f"{_line(method, url)} got no reply (a transport error)"
-                    )
+                    self.failing[key] = f"{_line(*key[:2])} got no reply (a transport error)"
             self.vcr_unanswered.clear()
 
-    def keep(
-        self,
-        method: str,
-        url: str,
-        headers: list[tuple[str, str]],
-        body: bytes,
-        status: int,
-        reply_headers: list[tuple[str, str]],
-        content: bytes,
-        reason: str,
-    ) -> RecordedResponse:
+    def keep(self, asked: _Parts, reply: _Reply) -> RecordedResponse:
         """A live reply as the pipeline gets it (decoded); a 2xx is kept for the cassette."""
-        recorded = decoded_reply(status, reply_headers, content, reason)
+        (method, url, headers, body), (status, _, content, _) = asked, reply
+        recorded = decoded_reply(*reply)
         _register_secrets(self.store, headers)
         usage = usage_of(content) if 200 <= status < 300 else None
         if self.allowance is not None:
@@ -173,8 +157,8 @@ class Scope:
                 self.failing.pop((method, url, body), None)
                 self._add_usage(usage)
                 repeat, case_id = int(self.case.repeat), self.case.id
-                asked = RecordedRequest(method, url, tuple(headers), body, repeat, case_id)
-                self.commits.append((asked, recorded))
+                request = RecordedRequest(method, url, tuple(headers), body, repeat, case_id)
+                self.commits.append((request, recorded))
             else:
                 self.failing[(method, url, body)] = f"{_line(method, url)} answered HTTP {status}"
         return recorded
@@ -216,9 +200,7 @@ class Scope:
 
 
 #: The audit prompt being answered in this thread or task, if any.
-SCOPE: contextvars.ContextVar[Scope | None] = contextvars.ContextVar(
-    "recfair_pipeline_scope", default=None
-)
+SCOPE: ContextVar[Scope | None] = ContextVar("recfair_pipeline_scope", default=None)
 
 
 _OPEN = [0]  # prompts being answered in this process, of every audit
@@ -330,21 +312,18 @@ def output_completion(body: bytes, model: str) -> Completion:
 # --- the clients handed to the pipeline's SDK, one per httpx generation
 
 
-_Parts = tuple[str, str, list[tuple[str, str]], bytes]  # method, URL, headers, body
-
-
 def _ask(scope: Scope, request: Any, body: bytes) -> tuple[_Parts, RecordedResponse | None]:
     """The request's parts, and its recorded reply (None: send it live)."""
     headers = [(str(n), str(v)) for n, v in request.headers.multi_items()]
     parts = (str(request.method), str(request.url), headers, body)
-    return parts, scope.lookup(*parts)
+    return parts, scope.lookup(parts)
 
 
 def _got(lib: Any, scope: Scope, parts: _Parts, live: Any, content: bytes, cap: int | None) -> Any:
     """A live reply, kept by the scope (body capped), as the response the pipeline gets."""
     headers = [(str(n), str(v)) for n, v in live.headers.multi_items()]
     reply = (live.status_code, headers, capped_body(content, cap), live.reason_phrase)
-    return response_of(scope.keep(*parts, *reply), lib)
+    return response_of(scope.keep(parts, reply), lib)
 
 
 def http_client(
@@ -359,10 +338,9 @@ def http_client(
 
     def network() -> Any:
         loop = asyncio.get_running_loop()
-        inner = pools.get(loop)
-        if inner is None:
-            inner = pools[loop] = lib.AsyncHTTPTransport()
-        return inner
+        if loop not in pools:
+            pools[loop] = lib.AsyncHTTPTransport()
+        return pools[loop]
 
     class RecfairTransport(lib.BaseTransport, lib.AsyncBaseTransport):  # type: ignore[misc]
         # its pool connects on the first live request

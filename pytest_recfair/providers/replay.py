@@ -40,9 +40,8 @@ _STR = json.encoder.encode_basestring
 async def first_pass(
     prov: Provider | CallableProvider, cases: Sequence[CaseLike], opts: RunOptions, run: Run
 ) -> list[Todo]:
-    """Serve what the cassettes hold (no network); the rest is left for the workers, to
-    record or to retry with its failure. A prompt that failed while recording fails again;
-    any other miss stops the run, counted."""
+    """Serve what the cassettes hold; the rest is the workers' (to record, or retry with its
+    failure). A prompt that failed while recording fails again; any other miss stops the run."""
     cassettes = opts.cassettes
     if isinstance(prov, CallableProvider) or cassettes is None or not cassettes.policy.replays:
         return [(case, None) for case in cases]

@@ -109,11 +109,9 @@ class Run:
     def request(self, provider: Provider, case: CaseLike) -> httpx.Request:
         """The request for ``case``, tagged for the cassette transport, with its timeouts."""
         request = provider.build_request(case.system, case.prompt)
-        request.extensions = {
-            **request.extensions,
-            "timeout": self.timeout_ext,
-            **case_extensions(case),
-        }
+        request.extensions = dict(
+            request.extensions, timeout=self.timeout_ext, **case_extensions(case)
+        )
         return request
 
     def finish(self, case: CaseLike, result: Completion | str) -> None:
@@ -158,19 +156,11 @@ class LiveLine:
         cost_known: bool = False,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.total = total
-        self.tty = tty
-        self.label = label
+        self.total, self.tty, self.label = total, tty, label
         self.done = self.failed = self.tokens = 0
-        self.cost = 0.0
-        self._cost_known = cost_known
-        self._rewrite = rewrite
-        self._write_line = write_line
-        self._now = now
-        self._start = now()
-        self._last = float("-inf")
-        self._tenth = 0
-        self._drawn = False
+        self.cost, self._cost_known = 0.0, cost_known
+        self._rewrite, self._write_line, self._now = rewrite, write_line, now
+        self._start, self._last, self._tenth, self._drawn = now(), float("-inf"), 0, False
         self._lock = threading.Lock()
 
     def render(self, now: float | None = None) -> str:

@@ -71,8 +71,7 @@ class CassetteTransport(httpx.AsyncBaseTransport):
     def replay(self, request: httpx.Request) -> httpx.Response | None:
         """The recorded reply, None to record it live, or ``CassetteMiss`` (off the network)."""
         ext = request.extensions
-        repeat = int(ext.get(EXT_REPEAT) or 0)
-        args = (ext.get(EXT_ENTITY), repeat, ext.get(EXT_CASE))
+        args = (ext.get(EXT_ENTITY), int(ext.get(EXT_REPEAT) or 0), ext.get(EXT_CASE))
         hit = self.find(request.method, str(request.url), request.read(), *args)
         if hit is None:
             return None
@@ -81,10 +80,8 @@ class CassetteTransport(httpx.AsyncBaseTransport):
 
     def live_only(self, entity_id: str | None) -> bool:
         """True when nothing recorded can answer this entity and recording is allowed."""
-        entity, store = entity_id or UNSCOPED_ENTITY, self.store
-        return not store.can_replay(self.test_id, entity) and store.needs_network(
-            self.test_id, entity
-        )
+        entity, store, test = entity_id or UNSCOPED_ENTITY, self.store, self.test_id
+        return not store.can_replay(test, entity) and store.needs_network(test, entity)
 
     def find(
         self,

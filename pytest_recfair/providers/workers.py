@@ -127,9 +127,8 @@ class Workers:
 async def _one_callable(
     provider: CallableProvider, case: CaseLike, run: Run, noted_log: FailureLog | None
 ) -> Completion | str:
-    """One case of a Python recommender. With cassettes, the model calls it sends through
-    a recfair client are this case's to record and replay (:mod:`.pipeline`); a miss or
-    the budget stops the whole run, however the pipeline handled the error it got."""
+    """One case of a Python recommender, its recfair-client calls recorded (:mod:`.pipeline`);
+    a miss or the budget stops the whole run, however the pipeline handled the error it got."""
     opts = run.opts
     store = opts.cassettes
     if store is None:
@@ -142,7 +141,7 @@ async def _one_callable(
     method, url, body = output_request(provider.model, case.system, case.prompt)
     with scoped(scope):
         try:
-            hit = scope.lookup(method, url, [], body, http=False) if provider.record else None
+            hit = scope.lookup((method, url, [], body), http=False) if provider.record else None
             replayed = None if hit is None else output_completion(hit.body, provider.model)
             if replayed is not None:
                 result: Completion | str = replayed
@@ -155,7 +154,7 @@ async def _one_callable(
             raise Abort(scope.stop)
         if provider.record and replayed is None and isinstance(result, Completion):
             ok = (200, [("content-type", "application/json")], output_reply(result), "OK")
-            scope.keep(method, url, [], body, *ok)
+            scope.keep((method, url, [], body), ok)
     return scope.settle(result)
 
 
@@ -433,7 +432,7 @@ def _hand(scope: Scope, request: Any, response: dict[str, Any]) -> None:
     listed = {n: v if isinstance(v, list | tuple) else [v] for n, v in response["headers"].items()}
     headers = [(n, str(v)) for n, values in listed.items() for v in values]
     reason = str(status.get("message") or "")
-    scope.keep(method, url, asked, body, int(status["code"]), headers, content, reason)
+    scope.keep((method, url, asked, body), (int(status["code"]), headers, content, reason))
 
 
 def _body(request: Any) -> bytes:

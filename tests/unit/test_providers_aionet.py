@@ -24,7 +24,7 @@ from pytest_recfair.providers.aionet import (
     AsyncioBackend,
     AsyncioStream,
     AsyncioTransport,
-    _httpx_error,
+    _mapped,
 )
 from pytest_recfair.providers.workers import transports as _transports
 
@@ -220,6 +220,15 @@ def test_the_runner_uses_it_unless_a_proxy_or_a_transport_is_given(
     given = httpx.MockTransport(lambda r: httpx.Response(200))
     (guard,) = _transports(provider, given, None, "t", 16)
     assert guard.inner is given  # type: ignore[attr-defined]
+
+
+def _httpx_error(exc: Exception, request: httpx.Request) -> Any:
+    try:
+        with _mapped(request):
+            raise exc
+    except Exception as raised:
+        return raised
+    raise AssertionError("not raised")
 
 
 def test_every_httpcore_error_becomes_the_httpx_error_of_its_kind() -> None:
