@@ -4,9 +4,7 @@ are counted, never scored."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import gc
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -22,6 +20,7 @@ from pytest_recfair.engine.base import (
     shard_share,
 )
 from pytest_recfair.errors import ConfigError, DataError, ProviderError, RecfairError
+from pytest_recfair.fileio import fewer_collections
 from pytest_recfair.gate import unanswered
 from pytest_recfair.prompts.grids import Grid, load_grid
 from pytest_recfair.prompts.seeds import Entity, seeds_digest, subsample
@@ -33,7 +32,6 @@ from pytest_recfair.vocab import PLUGIN_VERSION
 if TYPE_CHECKING:
     from pytest_recfair.providers.runstate import RunOutcome
 
-_FROZEN: list[bool] = []  # non-empty while fewer_collections holds
 # Prompts per chunk: enough to keep every connection busy, few enough for a few MB a chunk.
 CHUNK_PROMPTS = 2048
 
@@ -166,26 +164,6 @@ def meta_of(
             if f.name != "kind"
         },
     )
-
-
-@contextlib.contextmanager
-def fewer_collections() -> Iterator[None]:
-    """The cyclic collector walked the same long-lived objects ~15% of a replay (an audit
-    allocates millions of small acyclic ones): frozen and the threshold raised for the
-    audit, restored after (docs/performance.md). Re-entrant."""
-    if _FROZEN:
-        yield
-        return
-    old = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(old[0], 50_000), *old[1:])
-    _FROZEN.append(True)
-    try:
-        yield
-    finally:
-        _FROZEN.pop()
-        gc.set_threshold(*old)
-        gc.unfreeze()
 
 
 def chunk_entities(settings: AuditSettings, prompts_per_entity: int) -> int:

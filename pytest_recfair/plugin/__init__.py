@@ -3,6 +3,7 @@ modules. Nothing here imports the engine: pytest start-up stays light."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Generator, Iterator
 from typing import Any
 
@@ -24,7 +25,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    session.configure(config)
+    with _quiet(config):  # --fairness-compare and the checks import numpy and more
+        session.configure(config)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str] | None:
@@ -38,7 +40,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reports what it collected
 def pytest_collection_finish(session: pytest.Session) -> None:
     # after -k/-m: the inputs of every selected audit, before any test runs (issue 34)
-    collection.check_run(session)
+    with _quiet(session.config):  # the kinds' modules load here
+        collection.check_run(session)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -133,7 +136,8 @@ def recfair_cassettes(request: pytest.FixtureRequest, recfair_settings: AuditSet
 @pytest.fixture
 def fairness_result(request: pytest.FixtureRequest, recfair_settings: AuditSettings) -> Any:
     """The AuditResult of this @fairness test: similarities, SNSR/SNSV/PAFS with CIs."""
-    return fixtures.fairness_result(request, recfair_settings)
+    with _quiet(request.config):
+        return fixtures.fairness_result(request, recfair_settings)
 
 
 @pytest.fixture(autouse=True)
@@ -142,6 +146,15 @@ def _recfair_autorun(request: pytest.FixtureRequest) -> None:
     marked = request.node.get_closest_marker("fairness") is not None
     if marked and request.config.getoption("fairness"):
         request.getfixturevalue("fairness_result")
+
+
+def _quiet(config: pytest.Config) -> contextlib.AbstractContextManager[None]:
+    """The plugin's own work with fewer collections (``fileio.fewer_collections``)."""
+    if not config.getoption("fairness", False):
+        return contextlib.nullcontext()
+    from pytest_recfair.fileio import fewer_collections
+
+    return fewer_collections()
 
 
 @pytest.hookimpl(wrapper=True)

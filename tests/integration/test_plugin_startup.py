@@ -53,3 +53,23 @@ def test_plain_pytest_in_a_project_with_audits_imports_nothing_heavy(tmp_path: P
     assert "HEAVY [] 0" in out.stdout, out.stdout + out.stderr
     assert "1 passed, 1 skipped" in out.stdout
     assert not (tmp_path / "reports").exists()  # nothing is created without --fairness
+
+
+def test_the_collector_is_back_to_normal_for_other_tests(tmp_path: Path) -> None:
+    """--fairness freezes the collector's long-lived objects only around the plugin's own
+    work (configure, the collection check, each audit): a plain test, and the process
+    after the run, see the collector as they had it."""
+    (tmp_path / "test_plain.py").write_text(
+        "import gc\n\ndef test_plain():\n"
+        "    assert (gc.get_freeze_count(), gc.get_threshold()) == (0, (700, 10, 10))\n",
+        encoding="utf-8",
+    )
+    code = (
+        "import gc, pytest; gc.set_threshold(700, 10, 10); "
+        "rc = pytest.main(['-q', '-p', 'no:cacheprovider', '--fairness']); "
+        "print('GC', gc.get_freeze_count(), gc.get_threshold(), int(rc))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    assert "GC 0 (700, 10, 10) 0" in out.stdout, out.stdout + out.stderr
