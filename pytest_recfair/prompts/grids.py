@@ -14,8 +14,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import check_shape, load_structured, read_input, read_text
 
@@ -233,7 +231,7 @@ def _merge(data: dict[str, Any], where: str, base_dir: Path, depth: int) -> dict
 
 def _raw_bundled(name: str) -> Any:
     node = resources.files("pytest_recfair.prompts").joinpath("data", "grids", f"{name}.yaml")
-    return yaml.safe_load(node.read_text(encoding="utf-8"))
+    return load_structured(node.read_text(encoding="utf-8"), f"bundled grid {name!r}", fast=True)
 
 
 @lru_cache(maxsize=16)

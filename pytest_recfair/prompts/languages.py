@@ -12,9 +12,8 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
-import yaml
-
 from pytest_recfair.errors import ConfigError
+from pytest_recfair.fileio import load_structured
 from pytest_recfair.prompts.grids import Attribute, AttributeValue, attribute_order
 
 LANGUAGES = ("en", "fr", "es", "de", "zh")
@@ -49,7 +48,7 @@ def load_language(code: str) -> Language:
             f"language: {code!r} is not supported; choose one of {', '.join(LANGUAGES)}"
         )
     node = resources.files("pytest_recfair.prompts").joinpath("data", "languages", f"{code}.yaml")
-    data = yaml.safe_load(node.read_text(encoding="utf-8"))
+    data = load_structured(node.read_text(encoding="utf-8"), f"language {code!r}", fast=True)
     values = {
         (attr.casefold(), label.casefold()): entry
         for attr, labels in (data.get("values") or {}).items()

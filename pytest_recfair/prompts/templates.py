@@ -15,8 +15,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pytest_recfair.errors import ConfigError, DataError
 from pytest_recfair.fileio import load_structured, read_input
 from pytest_recfair.prompts.languages import LANGUAGES, domain_nouns
@@ -172,8 +170,8 @@ def templates_from_dict(data: Any, where: str = "templates") -> TemplateSet:
 @lru_cache(maxsize=8)
 def _bundled(name: str) -> TemplateSet:
     node = resources.files("pytest_recfair.prompts").joinpath("data", "templates", f"{name}.yaml")
-    data = yaml.safe_load(node.read_text(encoding="utf-8"))
-    return templates_from_dict(data, f"bundled templates {name!r}")
+    where = f"bundled templates {name!r}"
+    return templates_from_dict(load_structured(node.read_text("utf-8"), where, fast=True), where)
 
 
 def load_templates(source: str | Path | TemplateSet) -> TemplateSet:
