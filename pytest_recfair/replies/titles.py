@@ -129,16 +129,24 @@ def _link_text(s: str) -> str:
 _EMPHASIS = re.compile(r"(?:(?<=\s)|^)[*_]+|(?<![*_])[*_]+(?=\s|$|[:,.;)(])")
 
 # Entries that are plain words with at most a "(1999)" need none of the rules below.
-_SIMPLE = re.compile(
-    r"\s*+([A-Za-z0-9][A-Za-z0-9']*+(?: [A-Za-z0-9']++)*+)(?:\s*+\((?:1[89]|20)\d\d\))?\s*+"
-)
+_PLAIN, _YEAR = r"[A-Za-z0-9][A-Za-z0-9']*+(?: [A-Za-z0-9']++)*+", r"\((?:1[89]|20)\d\d\)"
+_SIMPLE = re.compile(rf"\s*+({_PLAIN})(?:\s*+{_YEAR})?\s*+")
 
 
 # Capitalised words (inner hyphens allowed), at most one ": " subtitle: none of the rules
 # below changes such an entry unless it opens with a label or the subtitle reads as a
-# description (then they run).
-_WORD_CAP = r"[A-Z][A-Za-z']*(?:-[A-Za-z']+)*"
+# description (then they run). Possessive: nothing that may follow a word can extend it.
+_WORD_CAP = r"[A-Z][A-Za-z']*+(?:-[A-Za-z']++)*+"
 _CAPITALISED = re.compile(rf"({_WORD_CAP}(?: {_WORD_CAP})*)(?:: ({_WORD_CAP}(?: {_WORD_CAP})*))?")
+# An entry after "N. " that the two cases above return as is (bar a "(1999)", kept out of the
+# group), as a pattern: parse reads lists of them with no work per entry (having ruled out
+# " by "). The lookbehinds and lookahead are clean_title's label and description tests.
+_NOT_LABEL = "".join(rf"(?<!\. (?i:{label}): )" for label in _LABELS)
+_NOT_LEAD = rf"(?!(?i:{'|'.join(map(re.escape, sorted(_DESC_LEADS)))})\b)"
+KEPT = (
+    rf"({_PLAIN}|{_WORD_CAP}(?: {_WORD_CAP})*+(?:: {_NOT_LABEL}{_NOT_LEAD}{_WORD_CAP}"
+    rf"(?: {_WORD_CAP}){{0,13}})?(?! ?\())(?: ?{_YEAR})?"
+)
 
 
 @lru_cache(maxsize=CACHE_SIZE)
