@@ -442,12 +442,12 @@ def index_tape(tape: Tape, interactions: list[Any], *, records: bool, recording:
                 or not isinstance(uri, str)
                 or not isinstance(code, int)
                 or not isinstance(reason, str)
-                or not isinstance(resp_body, str | None)
+                or not (resp_body is None or isinstance(resp_body, str))  # no union built per item
                 or (fresh and not all(isinstance(value, str) for _, value in headers))
             ):
                 raise TypeError("wrong field type")
             body = request.get("body")
-            if not isinstance(body, str | None):
+            if not (body is None or isinstance(body, str)):
                 raise TypeError(f"request body must be a string or null, got {body!r:.40}")
             key = (*head(method, uri), body or "", repeat_of(req_headers))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
