@@ -38,8 +38,8 @@ def read_text(path: Path) -> str:
     broken gzip file raises OSError, text that is not UTF-8 UnicodeDecodeError."""
     data = path.read_bytes()
     if is_compact(path):
-        # One member read by zlib alone (gzip's reads its trailer in Python: a third slower);
-        # several members, padding or damage by gzip, its errors as before.
+        # One member by zlib alone (gzip's copies input and output again and checks the CRC in
+        # a pass of its own: a third slower); several members, padding, damage: gzip's errors.
         unzip = zlib.decompressobj(31)
         with contextlib.suppress(zlib.error):
             whole = unzip.decompress(data)
