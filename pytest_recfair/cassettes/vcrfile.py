@@ -417,7 +417,7 @@ def index_tape(tape: Tape, interactions: list[Any], *, records: bool, recording:
     parsed too when ``records`` (the file may be saved again). ``recording``: the record
     mode asks stale (error) replies again, which the warning about them says."""
     raw_index, entries, keys = tape.raw, tape.entries, tape.keys
-    shared: dict[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]] = {}
+    seen: Any = None  # the last reply's headers as read: most replies of a file have the same
     for number, item in enumerate(interactions):
         try:
             request, response = item["request"], item["response"]
@@ -426,24 +426,28 @@ def index_tape(tape: Tape, interactions: list[Any], *, records: bool, recording:
             status = response["status"]
             code, reason = status["code"], status.get("message") or ""
             resp_body = response["body"]["string"]
-            headers = tuple(
-                [
-                    (name, value)
-                    for name, values in (response.get("headers") or {}).items()
-                    for value in ([values] if isinstance(values, str) else values)
-                ]
-            )
+            listed = response.get("headers") or {}
+            # equal to the last (in order too): that tuple, checked then, kept once
+            if fresh := listed != seen or (len(listed) > 1 and [*listed] != [*seen]):
+                seen = listed
+                headers = tuple(
+                    [
+                        (name, value)
+                        for name, values in listed.items()
+                        for value in ([values] if isinstance(values, str) else values)
+                    ]
+                )
             if (
                 not isinstance(method, str)
                 or not isinstance(uri, str)
                 or not isinstance(code, int)
                 or not isinstance(reason, str)
-                or not isinstance(resp_body, str | None)
-                or not all(isinstance(value, str) for _, value in headers)
+                or not (resp_body is None or isinstance(resp_body, str))  # no union built per item
+                or (fresh and not all(isinstance(value, str) for _, value in headers))
             ):
                 raise TypeError("wrong field type")
             body = request.get("body")
-            if not isinstance(body, str | None):
+            if not (body is None or isinstance(body, str)):
                 raise TypeError(f"request body must be a string or null, got {body!r:.40}")
             key = (*head(method, uri), body or "", repeat_of(req_headers))
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
@@ -454,11 +458,10 @@ def index_tape(tape: Tape, interactions: list[Any], *, records: bool, recording:
                 "response.status.code/headers/body.string",
             ) from None
         keys.append(key)
-        # equal headers kept once: most replies of a file have the same
-        entries.append((code, reason, shared.setdefault(headers, headers), resp_body or ""))
+        entries.append((code, reason, headers, resp_body or ""))
         tape.tags.append(header_value(req_headers, TEST_HEADER))
         tape.cases.append(header_value(req_headers, CASE_HEADER))
-        if valid(code):
+        if 200 <= code < 300:  # valid: code is an int
             found = raw_index.get(key)
             raw_index[key] = (number,) if found is None else (*found, number)
         else:

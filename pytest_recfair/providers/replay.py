@@ -182,7 +182,7 @@ class _Pass:
             key_of = getattr(provider, "replay_key", None)
             return key_of(system, case.prompt) if key_of is not None else None
         method, url, head, tail = found
-        return method, url, head + _STR(case.prompt) + tail
+        return method, url, f"{head}{_STR(case.prompt)}{tail}"  # one string built, not two
 
     def replayed(self, case: CaseLike) -> httpx.Response | Reply | None:
         """The recorded reply to ``case`` (None: record it live); a built-in provider's by key,
