@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_recfair.errors import DataError
-from pytest_recfair.metrics.pairs import PairMember, paired_models
 from pytest_recfair.results import (
     AttributeResult,
     AuditResult,
@@ -111,6 +110,8 @@ def _pair_rows(
     la: str, ra: AuditResult, lb: str, rb: AuditResult, slot: ModelSlot, n_pairs: int
 ) -> list[PairRow]:
     """The attributes both models scored as one family; Bonferroni over the group's pairs."""
+    from pytest_recfair.metrics.pairs import PairMember, paired_models  # for 2+ models only
+
     ka, kb = _keyed(ra), _keyed(rb)
     shared = [k for k in ka if k in kb and _usable(ka[k]) and _usable(kb[k])]
     members = [PairMember(k, ka[k].matrix, kb[k].matrix) for k in shared]

@@ -130,8 +130,6 @@ class AuditKind(Protocol):
     @property
     def sections(self) -> KindSections: ...
 
-    def wants(self, settings: AuditSettings) -> bool: ...
-
     def build_cases(
         self, settings: AuditSettings, grid: Grid, entities: Sequence[Entity], inputs: AuditInputs
     ) -> Sequence[Any]: ...  # the prompts of ``entities``; ids unique (they key cassettes)

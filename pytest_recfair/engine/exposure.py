@@ -407,9 +407,6 @@ class ExposureAudit(ListKind):
     name = KEY
     sections = ExposureSections()
 
-    def wants(self, settings: AuditSettings) -> bool:
-        return False  # asked for by name: kind="exposure"
-
     check_catalogue = staticmethod(setup)
     score = staticmethod(_score)
 

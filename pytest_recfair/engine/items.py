@@ -574,9 +574,6 @@ class ItemAudit(ListKind):
     name = KEY
     sections = ItemSections()
 
-    def wants(self, settings: AuditSettings) -> bool:
-        return settings.item_field is not None
-
     check_catalogue = staticmethod(check_fields)
     score = staticmethod(_score)
 

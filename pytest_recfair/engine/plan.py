@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
-from typing import Any, Final
+from typing import Final
 
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.engine import registry, stream
@@ -21,7 +21,7 @@ from pytest_recfair.engine.base import AuditRequest
 from pytest_recfair.errors import ConfigError, RecfairError
 from pytest_recfair.gate import thresholds as floors
 from pytest_recfair.metrics import inference
-from pytest_recfair.providers.adapter import CallableProvider
+from pytest_recfair.providers.adapter import CallableProvider, is_in_process
 from pytest_recfair.providers.base import Usage
 from pytest_recfair.providers.batch_api import flock
 from pytest_recfair.providers.http import HTTPProvider
@@ -400,11 +400,3 @@ def audit_plan(request: AuditRequest, cassette_root: Path) -> Plan:
         seconds_per_request=None if is_in_process(judge) else SECONDS_PER_REQUEST,
     )
     return with_judge(main, judged)
-
-
-def is_in_process(recommender: Any) -> bool:
-    """A Python callable (no HTTP, nothing recorded), not an HTTP provider."""
-    return isinstance(recommender, CallableProvider) or not (
-        callable(getattr(recommender, "build_request", None))
-        and callable(getattr(recommender, "parse_response", None))
-    )

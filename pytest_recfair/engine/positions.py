@@ -268,9 +268,6 @@ class PositionAudit(PooledKind):
     named_inputs = ("candidates",)
     sections = PositionSections()
 
-    def wants(self, settings: AuditSettings) -> bool:
-        return settings.candidates is not None
-
     def build_cases(
         self, settings: AuditSettings, grid: Grid, entities: Sequence[Entity], inputs: AuditInputs
     ) -> list[CandidateCase]:

@@ -491,9 +491,6 @@ class RoleplayAudit(PooledKind):
     name = KEY
     sections = RoleplaySections()
 
-    def wants(self, settings: AuditSettings) -> bool:
-        return settings.questions is not None
-
     def check(self, settings: AuditSettings, where: tuple[Path, ...]) -> None:
         """At collection: the questions load and some are about ``attr``."""
         if settings.role is not None:

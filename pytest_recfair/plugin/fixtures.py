@@ -290,7 +290,6 @@ def _measure(
 ) -> AuditResult:
     """Run the audit (a shard run writes its share and skips instead)."""
     from pytest_recfair.engine.base import AuditRequest
-    from pytest_recfair.engine.sharding import run_shard
     from pytest_recfair.engine.stream import measure, record_batch
 
     config, node = request.config, request.node
@@ -317,6 +316,8 @@ def _measure(
         finally:
             if live is not None:
                 live.close()
+    from pytest_recfair.engine.sharding import run_shard  # loaded by a shard run only
+
     out = run_shard(job, config.rootpath / s.shard_dir)
     pytest.skip(shard_note(shard, out))
 
@@ -330,15 +331,17 @@ def _plan(
 ) -> tuple[Any, Any]:
     """The plan and what a pipeline's live calls may still spend, or (a replay) None;
     --fairness-plan skips the test, past the budget it fails unsent."""
-    from pytest_recfair.engine import plan
-    from pytest_recfair.engine.base import AuditRequest
+    from pytest_recfair.providers.adapter import is_in_process
 
     config = request.config
     state = run_state(config)
     # --fairness-batch sends (through the batch API) whatever the record mode says
     # a callable always runs live, an HTTP provider in a record mode that records
-    if not (s.plan or s.batch or plan.is_in_process(recommender) or s.record_mode != "none"):
-        return None, None
+    if not (s.plan or s.batch or is_in_process(recommender) or s.record_mode != "none"):
+        return None, None  # a replay: the plan's module is not loaded
+    from pytest_recfair.engine import plan
+    from pytest_recfair.engine.base import AuditRequest
+
     seeds, grid, inputs = cases
     job = AuditRequest(s, recommender, seeds, grid, request.node.nodeid, inputs=inputs,
                        shard=state.run.shard)  # fmt: skip

@@ -430,12 +430,13 @@ def _reference(
     """--fairness-compare(-fail), loaded now, and the report and history paths checked:
     a bad one fails before any prompt is sent."""
     if config.getoption("fairness"):  # without it no report is written: no cost
-        from pytest_recfair.report.history import check_history_dir
         from pytest_recfair.report.registry import check_report_path
 
         for path in run.reports:
             check_report_path(path)
-        if run.history_dir is not None:
+        if run.history_dir is not None:  # the history's module loads for a history only
+            from pytest_recfair.report.history import check_history_dir
+
             check_history_dir(run.history_dir)
     if not run.compare:
         if run.compare_fail:

@@ -151,6 +151,14 @@ async def _await(awaitable: Awaitable[Any]) -> Any:
     return await awaitable
 
 
+def is_in_process(recommender: Any) -> bool:
+    """A Python callable (no HTTP, nothing recorded), not an HTTP provider."""
+    return isinstance(recommender, CallableProvider) or not (
+        callable(getattr(recommender, "build_request", None))
+        and callable(getattr(recommender, "parse_response", None))
+    )
+
+
 def callable_label(fn: Callable[..., Any]) -> str:
     """``module.qualname`` of a callable (its class's for an instance)."""
     name = getattr(fn, "__qualname__", None) or type(fn).__qualname__

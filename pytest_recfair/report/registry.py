@@ -6,24 +6,33 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from pytest_recfair.compare.models import ModelComparison
 from pytest_recfair.errors import ConfigError
 from pytest_recfair.fileio import atomic_write_text
-from pytest_recfair.report.history import HistoryRun
-from pytest_recfair.report.html_report import to_html
 from pytest_recfair.report.markdown import to_json, to_markdown
 from pytest_recfair.report.status import Baselines
 from pytest_recfair.report.terminal import terminal_lines, terminal_summary
 from pytest_recfair.results import AuditResult
 from pytest_recfair.vocab import REPORT_FORMATS, ReportFormat
 
+if TYPE_CHECKING:
+    from pytest_recfair.report.history import HistoryRun
+
+
+def _html(*args: Any, **kwargs: Any) -> str:
+    """``html_report.to_html``: it and the history's module load for an HTML report only."""
+    from pytest_recfair.report.html_report import to_html
+
+    return to_html(*args, **kwargs)
+
+
 #: ``to_<format>(results, baselines, *, models=())``; ``models``: the side-by-side comparisons
 RENDERERS: Final[dict[ReportFormat, Callable[..., str]]] = {
     ".json": to_json,
     ".md": to_markdown,
-    ".html": to_html,
+    ".html": _html,
 }
 
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.plugin import REPO
+from tests.support.plugin import CONFTEST, INI, REPO
 
 HEAVY = ("numpy", "httpx", "jsonschema", "vcr", "rapidfuzz", "pytest_recfair.engine")
 
@@ -73,3 +73,33 @@ def test_the_collector_is_back_to_normal_for_other_tests(tmp_path: Path) -> None
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
     )
     assert "GC 0 (700, 10, 10) 0" in out.stdout, out.stdout + out.stderr
+
+
+#: Modules a list-overlap audit with a JSON report never needs: the other kinds and their
+#: metrics (the kind registry imports a kind when asked for), the history and the HTML
+#: report, the sharding and the comparison of several models.
+UNUSED_BY_OVERLAP = (
+    *(f"pytest_recfair.engine.{k}" for k in ("items", "exposure", "positions", "roleplay")),
+    *(f"pytest_recfair.metrics.{m}" for m in ("itemshift", "exposure", "positions", "roleplay")),
+    "pytest_recfair.prompts.candidates",
+    "pytest_recfair.report.history",
+    "pytest_recfair.report.html_report",
+    "pytest_recfair.engine.sharding",
+    "pytest_recfair.metrics.pairs",
+)
+
+
+def test_a_list_overlap_audit_imports_no_other_kind(tmp_path: Path) -> None:
+    (tmp_path / "conftest.py").write_text(CONFTEST, encoding="utf-8")
+    (tmp_path / "pytest.ini").write_text(INI, encoding="utf-8")
+    (tmp_path / "test_audit.py").write_text(_PROJECT["test_audit.py"], encoding="utf-8")
+    run = "import sys, pytest; rc = pytest.main(['-q', '-p', 'no:cacheprovider', '--fairness', "
+    shown = f"print('UNUSED', sorted(m for m in {UNUSED_BY_OVERLAP!r} if m in sys.modules), rc)"
+    for args in ("'--fairness-update'", "'--fairness-report=r.json'"):  # baseline, then gated
+        out = subprocess.run(
+            [sys.executable, "-c", f"{run}{args}]); {shown}"],
+            cwd=tmp_path, capture_output=True, text=True, check=True,
+        )  # fmt: skip
+        assert "UNUSED [] 0" in out.stdout, out.stdout + out.stderr
+    assert "pytest_recfair.engine.overlap.kind" not in out.stdout
+    assert (tmp_path / "r.json").is_file()

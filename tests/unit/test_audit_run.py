@@ -240,7 +240,7 @@ def test_parse_style_is_a_setting_that_follows_the_variant_by_default() -> None:
 
 
 def test_the_list_overlap_audit_is_the_default_kind() -> None:
-    assert registry.KINDS[-1] is OVERLAP
+    assert registry.kinds()[-1] is OVERLAP
     assert registry.kind_for(_settings()) is OVERLAP
     kind: AuditKind = OVERLAP  # satisfies the protocol (checked by mypy)
     assert kind.name == "overlap"

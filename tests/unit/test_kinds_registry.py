@@ -48,7 +48,7 @@ SHARED = [
 @pytest.mark.parametrize("path", SHARED, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_no_run_mode_or_report_names_a_kind(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
-    for kind in registry.KINDS:
+    for kind in registry.kinds():
         assert not re.search(rf"""["']{kind.name}["']""", text), (path, kind.name)
     assert not re.search(r"\b(OVERLAP|ITEMS|POSITIONS)\b", text), path
     # the shard file format knows a tally payload (engine.overlap.tally), never a kind
@@ -80,13 +80,10 @@ class LengthAudit(base.PooledKind):
     name = "length"
     sections = LengthSections()
 
-    def wants(self, settings: AuditSettings) -> bool:
-        return True
-
     def build_cases(
         self, settings: AuditSettings, grid: Grid, entities: Sequence[Entity], inputs: AuditInputs
     ) -> list[PromptCase]:
-        return registry.KINDS[-1].build_cases(settings, grid, entities, inputs)  # type: ignore[return-value]
+        return registry.kinds()[-1].build_cases(settings, grid, entities, inputs)  # type: ignore[return-value]
 
     def scorer(
         self,
@@ -111,7 +108,9 @@ def _length(cases: Sequence[Any], completions: Mapping[str, Any]) -> Scored:
 @pytest.fixture
 def length_kind(monkeypatch: pytest.MonkeyPatch) -> LengthAudit:
     kind = LengthAudit()
-    monkeypatch.setattr(registry, "KINDS", (kind, *registry.KINDS))  # the one registry line
+    monkeypatch.setitem(globals(), "LENGTH", kind)  # the module's NAME, as the registry finds it
+    # the one registry line, first: it wants every settings object
+    monkeypatch.setattr(registry, "HOMES", {"length": (__name__, lambda s: True), **registry.HOMES})
     return kind
 
 

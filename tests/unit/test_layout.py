@@ -149,10 +149,10 @@ def test_at_most_12_top_level_modules() -> None:
 
 def _kind_homes() -> list[tuple[str, str, set[str]]]:
     """(kind name, its home: module or own package, names that stand for it there)."""
-    from pytest_recfair.engine.registry import KINDS
+    from pytest_recfair.engine.registry import kinds
 
     out = []
-    for kind in KINDS:
+    for kind in kinds():
         module = type(kind).__module__
         parent = module.rpartition(".")[0]
         home = module if parent == "pytest_recfair.engine" else parent

@@ -32,7 +32,7 @@ def _request(judge: bool = True, **marker: object) -> AuditRequest:
 def test_kind_by_name_or_by_questions_and_an_unknown_name_is_one_line() -> None:
     kind = registry.kind_for(resolve(marker={"questions": "default"}))
     assert kind is registry.kind_for(resolve(marker={"kind": "roleplay"}))
-    assert registry.kind_for(resolve(marker={})) is registry.KINDS[-1]
+    assert registry.kind_for(resolve(marker={})) is registry.kinds()[-1]
     with pytest.raises(
         ConfigError, match="no such kind of audit; known: items, exposure, positions"
     ):

@@ -118,9 +118,6 @@ class OverlapAudit:
     name = "overlap"
     sections = OverlapSections()
 
-    def wants(self, settings: AuditSettings) -> bool:
-        return True
-
     def build_cases(
         self, settings: AuditSettings, grid: Grid, entities: Sequence[Entity], inputs: AuditInputs
     ) -> list[PromptCase]:
