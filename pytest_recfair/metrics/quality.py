@@ -39,11 +39,12 @@ def boot_means(scores: FloatArray, weights: CountArray) -> FloatArray:
     x = np.asarray(scores, dtype=np.float64)
     boot = np.empty((weights.shape[0], x.shape[1]))
     seen = ~np.isnan(x)
-    vals = np.where(seen, x, 0.0)
+    vals, every = np.where(seen, x, 0.0), seen.all()
     rows = max(1, min(256, (1 << 20) // max(x.shape[0], 1)))  # ~1M cells a block
     for a in range(0, boot.shape[0], rows):
         W = np.asarray(weights[a : a + rows], dtype=np.float64)
-        n, total = W @ seen, W @ vals
+        n = W.sum(axis=1, keepdims=True) if every else W @ seen  # the draws (exact integers)
+        total = W @ vals
         with np.errstate(invalid="ignore", divide="ignore"):
             boot[a : a + rows] = np.where(n > 0, total / np.maximum(n, 1), np.nan)
     return boot

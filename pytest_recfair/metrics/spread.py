@@ -34,6 +34,8 @@ class _Boot:
     cov: FloatArray
     cov_hat: FloatArray
     n: int  # entities
+    devs: FloatArray  # dev centred (V, B) and, below, _patterns' means: the spreads share them
+    others: FloatArray  # (B, V) each resample's means from another's, centred
 
 
 def _moments(W: common.CountArray, X0: FloatArray, M: FloatArray) -> tuple[FloatArray, ...]:
@@ -83,13 +85,16 @@ def _boot_devs(X: FloatArray, W: common.CountArray) -> _Boot:
     dev = means - est
     dev[~np.isfinite(dev)] = 0.0
     _, cov_hat = _moments(np.ones((1, X.shape[0])), X0, M)
-    return _Boot(est, dev, cov, cov_hat, X.shape[0])
+    P = est[None, :] + np.roll(dev, 1, axis=0)
+    devs = np.ascontiguousarray((dev - np.mean(dev, axis=1, keepdims=True)).T)
+    return _Boot(est, dev, cov, cov_hat, X.shape[0], devs, P - np.mean(P, axis=1, keepdims=True))
 
 
 def _spread(means: FloatArray, kind: str) -> FloatArray:
     """Range, sd or mean absolute deviation (translation invariant, homogeneous: _patterns)."""
-    if kind == "range":
-        return np.asarray(np.max(means, axis=-1) - np.min(means, axis=-1))
+    if kind == "range":  # exact: over the contiguous transpose (a short last axis is slow)
+        t = np.ascontiguousarray(np.moveaxis(means, -1, 0))
+        return np.asarray(np.max(t, axis=0) - np.min(t, axis=0))
     if kind == "sd":
         return np.asarray(np.std(means, axis=-1))
     centre = np.mean(means, axis=-1, keepdims=True)
@@ -143,15 +148,14 @@ _TINY_VAR = 1e-24  # standard errors below 1e-12 (similarities are in [0, 1]) co
 _DEGENERATE = 0.01  # a resample's standard error under 1% of the spread's: a broken t draw
 
 
-def _patterns(est: FloatArray, dev: FloatArray, kind: str) -> FloatArray:
+def _patterns(P: FloatArray, kind: str) -> FloatArray:
     """(V, B) value means centred and scaled to spread 1, each from another resample's
-    means (the reference carries the pattern's uncertainty); no spread: +-1 halves."""
-    P = est[None, :] + np.roll(dev, 1, axis=0)
-    P = P - np.mean(P, axis=1, keepdims=True)
+    means (_Boot.others: the reference carries the pattern's uncertainty); no spread: +-1 halves."""
     g = _spread(P, kind)
     flat = ~(g > 0)
     if flat.any():
-        P[flat] = np.sign(np.arange(est.size) - (est.size - 1) / 2.0)
+        P = P.copy()  # the three spreads' patterns start from it
+        P[flat] = np.sign(np.arange(P.shape[1]) - (P.shape[1] - 1) / 2.0)
         g[flat] = _spread(P[flat], kind)
     return np.ascontiguousarray((P / g[:, None]).T)
 
@@ -209,8 +213,7 @@ def _inverted(boot: _Boot, kind: str, alpha: float) -> Interval:
     if np.mean(var < (_DEGENERATE * sd_g) ** 2) > alpha / 4:
         half = t_quantile(1.0 - alpha / 2.0, boot.n - 1) * math.sqrt(boot.n / (boot.n - 1)) * sd_g
         return (max(0.0, obs - half), obs + half)
-    shapes = _patterns(est, dev, kind)
-    devs = np.ascontiguousarray((dev - np.mean(dev, axis=1, keepdims=True)).T)
+    shapes, devs = _patterns(boot.others, kind), boot.devs
     _, var_obs = _spread_var(est[:, None], boot.cov_hat, kind)
     se_obs = math.sqrt(max(float(var_obs[0]), _TINY_VAR))
     draws: Draws = (

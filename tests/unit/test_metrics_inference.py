@@ -165,8 +165,7 @@ def test_the_sd_of_every_candidate_comes_from_sums_computed_once() -> None:
     X = rng.uniform(0.3, 0.6, size=(30, 1)) + rng.normal(0, 0.05, size=(30, 5))
     W = common.resample_weights(np.random.default_rng(2), 50, 30)
     boot = sp._boot_devs(X, W)
-    shapes = sp._patterns(boot.est, boot.dev, "sd")
-    devs = np.ascontiguousarray((boot.dev - boot.dev.mean(axis=1, keepdims=True)).T)
+    shapes, devs = sp._patterns(boot.others, "sd"), boot.devs
     draws = sp._sd_draws(shapes, devs, boot.cov)
     for theta in (0.0, 0.003, 0.04):
         spread, var = sp._spread_var(theta * shapes + devs, boot.cov, "sd")

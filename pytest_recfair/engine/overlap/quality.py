@@ -219,6 +219,7 @@ def quality_results(t: QualityTally, *, n_resamples: int, seed: int) -> dict[str
             attributes.append({"attribute": name, "gap": _num(s.gap), "gap_ci": _pair(s.gap_ci)})
     per_entity = nan_mean(quality, axis=1)
     overall = float(nan_mean(per_entity[:, None], axis=0)[0])
+    cols = quality.T.tolist()  # floats at C speed (x != x: NaN, None in JSON)
     return {
         "basis": t.basis,
         "catalogue": t.source or None,
@@ -228,7 +229,7 @@ def quality_results(t: QualityTally, *, n_resamples: int, seed: int) -> dict[str
         "groups": groups,
         "attributes": attributes,
         "entities": list(t.entities),
-        "scores": {g: [_num(x) for x in quality[:, j]] for j, g in enumerate(t.groups)},
+        "scores": {g: [None if x != x else x for x in cols[j]] for j, g in enumerate(t.groups)},
     }
 
 
