@@ -193,9 +193,10 @@ def canonicalize(
     if not fuzzy or len(count) < 2:
         return keyed, []
 
-    # Stable sort: ties keep first-seen order. Very long keys (pasted paragraphs, not
-    # titles) are matched exactly only: fuzzy scoring cost grows with length squared.
-    order = [k for k in sorted(count, key=lambda key: -count[key]) if len(k) <= MAX_FUZZY_LENGTH]
+    # Stable sort (reverse too): ties keep first-seen order. Very long keys (pasted
+    # paragraphs, not titles) are matched exactly only: fuzzy cost grows with length squared.
+    by_count = sorted(count, key=count.__getitem__, reverse=True)
+    order = [k for k in by_count if len(k) <= MAX_FUZZY_LENGTH]
     target, scores = _fuzzy_targets(order, threshold)
     if not target:
         return keyed, []
