@@ -363,14 +363,14 @@ def _prag(
     ar = np.arange(K)
     ks = ar + 1
     upper = np.triu(np.ones((K, K), dtype=bool), k=1)  # [i, j] = i < j
-    validS = ar[None, :] < lS[:, None]
     f8: npt.NDArray[np.signedinteger[Any]] = fN.astype(np.int16 if K < 32_000 else np.int32)
     # pair i < j scores once k > max(j, fN[i]) if S[j] is absent from N or after S[i]
-    # there; with first occurrences that never changes as k grows
-    keep = upper[None] & present[:, :, None] & validS[:, None, :]
-    if variant == "normalized":
-        keep &= firstS[:, :, None] & firstS[:, None, :]
-    keep &= f8[:, :, None] < f8[:, None, :]
+    # there; with first occurrences that never changes as k grows (firstS implies valid)
+    a, b = (present & firstS, firstS) if variant == "normalized" else (present, ar < lS[:, None])
+    keep = f8[:, :, None] < f8[:, None, :]
+    keep &= a[:, :, None]
+    keep &= b[:, None, :]
+    keep &= upper
     # score[p, k-1] = sum_i [fN[i] < k] * #{j < k : keep[i, j]}, counted k by k: a cumsum
     # over the short last axis of keep costs 3x more
     score = np.zeros(fN.shape, dtype=np.int64)
