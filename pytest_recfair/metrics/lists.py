@@ -297,8 +297,9 @@ def _curves_block(
     firstS = _first_occurrence(S, lS)
     dS: IntArray = np.cumsum(firstS, axis=1, dtype=np.int64)
     EQ = S[:, :, None] == Np[:, None, :]
-    present = EQ.any(2)  # S[i] occurs somewhere in N[:K]
-    fN = np.where(present, EQ.argmax(2), K)  # first occurrence in N; K = absent
+    fN = EQ.argmax(2)  # first occurrence in N; K = absent (below)
+    present = np.take_along_axis(EQ, fN[:, :, None], 2)[:, :, 0]  # S[i] is somewhere in N[:K]
+    fN[~present] = K
     t_item = np.maximum(ar[None, :], fN)  # k > t_item: S[i] in S[:k] and in N[:k]
     lSk = np.minimum(lS[:, None], ks[None, :])
     lNk = np.minimum(lNp[:, None], ks[None, :])
