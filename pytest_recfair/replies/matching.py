@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import chain
 
+import numpy as np
+import numpy.typing as npt
 from rapidfuzz import fuzz, process
 
 from pytest_recfair.errors import ConfigError
@@ -185,18 +187,20 @@ def canonicalize(
         keyed.append(row)
     _check_threshold(threshold)
     rows = {id(row): row for row in keyed}  # distinct rows, first seen first
-    count = Counter(chain.from_iterable(rows.values()))  # insertion order = first seen
-    for n_id, n in Counter(map(id, keyed)).items():  # a shared row counts once per reply
-        if n > 1:
-            for key in rows[n_id]:
-                count[key] += n - 1
-    if not fuzzy or len(count) < 2:
+    # Very long keys (pasted paragraphs, not titles) are matched exactly only: fuzzy
+    # scoring cost grows with length squared.
+    seen = dict.fromkeys(chain.from_iterable(rows.values()))  # first seen first
+    keys = [k for k in seen if len(k) <= MAX_FUZZY_LENGTH]
+    if not fuzzy or len(keys) < 2:
         return keyed, []
-
-    # Stable sort: ties keep first-seen order. Very long keys (pasted paragraphs, not
-    # titles) are matched exactly only: fuzzy scoring cost grows with length squared.
-    order = [k for k in sorted(count, key=lambda key: -count[key]) if len(k) <= MAX_FUZZY_LENGTH]
-    target, scores = _fuzzy_targets(order, threshold)
+    # A copy as the choices: given one list twice, rapidfuzz scores pair by pair; given
+    # two, several choices at once (SIMD). Same scores, half the time here.
+    ratios = process.cdist(keys, keys[:], scorer=fuzz.ratio, score_cutoff=threshold, workers=1)
+    np.fill_diagonal(ratios, 0.0)
+    if not ratios.any():  # no pair within the threshold (most entities): nothing to count
+        return keyed, []
+    by = _by_count(keys, rows, keyed)
+    target, scores = _fuzzy_targets([keys[i] for i in by], ratios[by][:, by])
     if not target:
         return keyed, []
     # the merges with titles as first written, looked up only for the few merged keys
@@ -221,6 +225,17 @@ def canonicalize(
             "recfair: merged %r into %r (ratio %.1f, entity %s)", m.merged, m.kept, m.score, entity
         )
     return out, merges
+
+
+def _by_count(keys: list[str], rows: dict[int, list[str]], keyed: list[list[str]]) -> list[int]:
+    """Positions of ``keys``, the most frequent first (a shared row counts once per reply);
+    a stable sort, reverse too: ties keep first-seen order."""
+    count = Counter(chain.from_iterable(rows.values()))
+    for n_id, n in Counter(map(id, keyed)).items():
+        if n > 1:
+            for key in rows[n_id]:
+                count[key] += n - 1
+    return sorted(range(len(keys)), key=lambda i: count[keys[i]], reverse=True)
 
 
 def _check_list(i: int, lst: object) -> None:
@@ -249,12 +264,10 @@ def _check_threshold(threshold: float) -> None:
 
 
 def _fuzzy_targets(
-    order: list[str], threshold: float
+    order: list[str], scores: npt.NDArray[np.float32]
 ) -> tuple[dict[str, str], list[tuple[str, float]]]:
-    """Which keys merge into which earlier (more frequent) kept key, and each one's score."""
-    # A copy as the choices: given one list twice, rapidfuzz scores pair by pair; given
-    # two, several choices at once (SIMD). Same scores, half the time here.
-    scores = process.cdist(order, order[:], scorer=fuzz.ratio, score_cutoff=threshold, workers=1)
+    """Which keys merge into which earlier (more frequent) kept key, and each one's score;
+    ``scores``: the keys' ``fuzz.ratio``, 0 below the cutoff."""
     # Only pairs above the cutoff are non-zero; visit them in order, earlier keys first.
     candidates: dict[int, list[int]] = {}
     rows, cols = scores.nonzero()

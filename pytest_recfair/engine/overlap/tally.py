@@ -201,10 +201,11 @@ class Tally:
             )
         cols = np.array([at.values.index(v) for v in cubes[0].values], dtype=np.int64)
         cells = np.ix_(rows, cols)
+        # repeated runs averaged per (entity, value): the entity stays the resampling unit
+        at.missing[cells] = np.any(np.stack([c.missing for c in cubes]), axis=0)
         for m in cfg.metrics:
-            mean = _mean_matrix([c.matrix(m) for c in cubes])
-            at.sims[m][cells] = mean.sims
-            at.missing[cells] = mean.missing
+            last = [c.sims[m][:, :, -1] for c in cubes]  # each run's matrix at k = K
+            at.sims[m][cells] = last[0] if len(last) == 1 else nan_mean(np.stack(last), axis=0)
             _add_curves(at, m, cols, cubes[0].sims[m])
         if cfg.repeats > 1:
             scores = [
@@ -362,15 +363,6 @@ def _add_curves(at: AttributeTally, m: str, cols: npt.NDArray[np.int64], cube: F
 
 def _add_lists(a: list[list[int]], b: list[list[int]]) -> list[list[int]]:
     return [[x + y for x, y in zip(ra, rb, strict=True)] for ra, rb in zip(a, b, strict=True)]
-
-
-def _mean_matrix(matrices: Sequence[SimilarityMatrix]) -> SimilarityMatrix:
-    """Average repeated runs per (entity, value): the entity stays the resampling unit."""
-    if len(matrices) == 1:
-        return matrices[0]
-    sims = nan_mean(np.stack([m.sims for m in matrices]), axis=0)
-    missing = np.any(np.stack([m.missing for m in matrices]), axis=0)
-    return SimilarityMatrix(matrices[0].entities, matrices[0].values, sims, missing)
 
 
 def _curves(at: AttributeTally, metric: str) -> dict[str, list[float]]:
