@@ -1,5 +1,5 @@
 """Atomic file writes (a reader never sees a half-written file), the one way input data
-files are read (each error one line naming the file), and the collector's pace for bulk work."""
+files are read (each error one line naming the file), and how the plugin's bulk work runs."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
@@ -256,25 +257,31 @@ def staged_folder(out: Path) -> Iterator[Path]:
         raise
 
 
-_FROZEN: list[bool] = []  # non-empty while fewer_collections holds
+_FROZEN: list[bool] = []  # non-empty while bulk_work holds the collector
+_ONE_BLAS: list[bool] = []  # non-empty while bulk_work holds BLAS to one thread
 
 
 @contextlib.contextmanager
-def fewer_collections() -> Iterator[None]:
-    """The cyclic collector walked the same long-lived objects ~15% of a replay (an audit
-    allocates millions of small acyclic ones, its imports ~100,000 long-lived ones): frozen
-    and the threshold raised for the plugin's work, restored after (docs/performance.md).
-    Re-entrant."""
-    if _FROZEN:
+def bulk_work() -> Iterator[None]:
+    """The plugin's bulk work (its imports, an audit, a paper-scale baseline). The cyclic
+    collector walked the same long-lived objects ~15% of a replay (an audit allocates
+    millions of small acyclic ones, its imports ~100,000 long-lived ones): frozen and the
+    threshold raised. BLAS on one thread once numpy is loaded: (B, E) x (E, V) products
+    this small cost more CPU on two threads than on one, and their last digits followed
+    the thread count. Both restored after (docs/performance.md). Re-entrant."""
+    with contextlib.ExitStack() as stack:
+        if not _ONE_BLAS and "numpy" in sys.modules:
+            from threadpoolctl import threadpool_limits
+
+            stack.enter_context(threadpool_limits(1, user_api="blas"))
+            _ONE_BLAS.append(True)
+            stack.callback(_ONE_BLAS.pop)
+        if not _FROZEN:
+            old = gc.get_threshold()
+            gc.freeze()
+            gc.set_threshold(max(old[0], 50_000), *old[1:])
+            _FROZEN.append(True)
+            stack.callback(gc.unfreeze)
+            stack.callback(gc.set_threshold, *old)
+            stack.callback(_FROZEN.pop)
         yield
-        return
-    old = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(max(old[0], 50_000), *old[1:])
-    _FROZEN.append(True)
-    try:
-        yield
-    finally:
-        _FROZEN.pop()
-        gc.set_threshold(*old)
-        gc.unfreeze()

@@ -20,7 +20,7 @@ from pytest_recfair.engine.base import (
     shard_share,
 )
 from pytest_recfair.errors import ConfigError, DataError, ProviderError, RecfairError
-from pytest_recfair.fileio import fewer_collections
+from pytest_recfair.fileio import bulk_work
 from pytest_recfair.gate import unanswered
 from pytest_recfair.prompts.grids import Grid, load_grid
 from pytest_recfair.prompts.seeds import Entity, seeds_digest, subsample
@@ -41,7 +41,7 @@ Build = Callable[..., list[Any]]
 
 def measure(request: AuditRequest) -> AuditResult:
     """Audit the request's recommender as its settings say; the result is not gated."""
-    with fewer_collections():
+    with bulk_work():
         done = run(request)
         return finish(request.settings, done.meta, done.scorer, done.sent, done.memo)
 
@@ -61,7 +61,7 @@ def run(request: AuditRequest) -> Run:
     """Send and score the prompts (a shard's share); replays may hit :mod:`.replaymemo`."""
     s, inputs = request.settings, request.inputs
     kind = registry.kind_for(s)
-    with fewer_collections():
+    with bulk_work():
         entities, grid, build = _setup(request, kind)
 
         def built() -> Iterator[list[Any]]:  # what replaymemo.prompts_digest digests

@@ -17,7 +17,7 @@ from pytest_recfair.compare.models import ModelComparison, ModelSlot, compare_mo
 from pytest_recfair.engine import registry, stream
 from pytest_recfair.engine.base import AuditRequest
 from pytest_recfair.errors import ConfigError, RecfairError
-from pytest_recfair.fileio import fewer_collections
+from pytest_recfair.fileio import bulk_work
 from pytest_recfair.gate import baselines
 from pytest_recfair.gate import thresholds as gate
 from pytest_recfair.gate.limits import Thresholds
@@ -46,7 +46,7 @@ def load_baseline(root: Path, test_id: str, name: str | None = None) -> Baseline
             return BaselineState(path)
         source = legacy = old
     try:
-        with fewer_collections():  # a paper-scale baseline is ~1M JSON values
+        with bulk_work():  # a paper-scale baseline is ~1M JSON values
             return BaselineState(path, result=baselines.load(source), legacy=legacy)
     except RecfairError as exc:
         return BaselineState(path, problem=str(exc), legacy=legacy)

@@ -25,7 +25,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    with _quiet(config):  # --fairness-compare and the checks import numpy and more
+    with _bulk(config):  # --fairness-compare and the checks import numpy and more
         session.configure(config)
 
 
@@ -40,7 +40,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.hookimpl(tryfirst=True)  # before xdist's worker reports what it collected
 def pytest_collection_finish(session: pytest.Session) -> None:
     # after -k/-m: the inputs of every selected audit, before any test runs (issue 34)
-    with _quiet(session.config):  # the kinds' modules load here
+    with _bulk(session.config):  # the kinds' modules load here
         collection.check_run(session)
 
 
@@ -136,7 +136,7 @@ def recfair_cassettes(request: pytest.FixtureRequest, recfair_settings: AuditSet
 @pytest.fixture
 def fairness_result(request: pytest.FixtureRequest, recfair_settings: AuditSettings) -> Any:
     """The AuditResult of this @fairness test: similarities, SNSR/SNSV/PAFS with CIs."""
-    with _quiet(request.config):
+    with _bulk(request.config):
         return fixtures.fairness_result(request, recfair_settings)
 
 
@@ -148,13 +148,13 @@ def _recfair_autorun(request: pytest.FixtureRequest) -> None:
         request.getfixturevalue("fairness_result")
 
 
-def _quiet(config: pytest.Config) -> contextlib.AbstractContextManager[None]:
-    """The plugin's own work with fewer collections (``fileio.fewer_collections``)."""
+def _bulk(config: pytest.Config) -> contextlib.AbstractContextManager[None]:
+    """The plugin's own work, run as ``fileio.bulk_work`` runs it (with --fairness)."""
     if not config.getoption("fairness", False):
         return contextlib.nullcontext()
-    from pytest_recfair.fileio import fewer_collections
+    from pytest_recfair.fileio import bulk_work
 
-    return fewer_collections()
+    return bulk_work()
 
 
 @pytest.hookimpl(wrapper=True)

@@ -55,24 +55,45 @@ def test_plain_pytest_in_a_project_with_audits_imports_nothing_heavy(tmp_path: P
     assert not (tmp_path / "reports").exists()  # nothing is created without --fairness
 
 
-def test_the_collector_is_back_to_normal_for_other_tests(tmp_path: Path) -> None:
-    """--fairness freezes the collector's long-lived objects only around the plugin's own
-    work (configure, the collection check, each audit): a plain test, and the process
-    after the run, see the collector as they had it."""
-    (tmp_path / "test_plain.py").write_text(
-        "import gc\n\ndef test_plain():\n"
-        "    assert (gc.get_freeze_count(), gc.get_threshold()) == (0, (700, 10, 10))\n",
+def test_the_runtime_is_changed_only_around_the_plugins_work(tmp_path: Path) -> None:
+    """--fairness freezes the collector's long-lived objects around the plugin's own work
+    (configure, the collection check, each audit) and holds BLAS to one thread while an
+    audit runs: the recommender sees both; a plain test, and the process after the run,
+    see the runtime as they had it."""
+    blas = "[i['num_threads'] for i in threadpool_info() if i['user_api'] == 'blas']"
+    (tmp_path / "conftest.py").write_text(
+        "import gc\nfrom threadpoolctl import threadpool_info\n"
+        "from pytest_recfair.sim.recommender import SimulatedRecommender\n"
+        "import pytest\n\nSEEN = []\n\n"
+        "@pytest.fixture(scope='session')\ndef recfair_recommender():\n"
+        "    sim = SimulatedRecommender()\n"
+        "    def answer(prompt, system=None):\n"
+        f"        SEEN.append((gc.get_freeze_count() > 0, {blas}))\n"
+        "        return sim(prompt, system)\n"
+        "    return answer\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "pytest.ini").write_text(INI, encoding="utf-8")
+    (tmp_path / "test_audit.py").write_text(
+        "import gc\nfrom threadpoolctl import threadpool_info\n"
+        "from pytest_recfair import fairness\nfrom conftest import SEEN\n\n"
+        "@fairness(attr='religion', max_snsr=1.0)\ndef test_religion():\n    pass\n\n"
+        "def test_plain():\n    assert SEEN and all(s == (True, [1]) for s in SEEN), SEEN\n"
+        f"    now = (gc.get_freeze_count(), gc.get_threshold(), {blas})\n"
+        "    assert now == (0, (700, 10, 10), [2])\n",
         encoding="utf-8",
     )
     code = (
-        "import gc, pytest; gc.set_threshold(700, 10, 10); "
-        "rc = pytest.main(['-q', '-p', 'no:cacheprovider', '--fairness']); "
-        "print('GC', gc.get_freeze_count(), gc.get_threshold(), int(rc))"
+        "import gc, pytest, numpy; from threadpoolctl import threadpool_limits; "
+        "threadpool_limits(2, user_api='blas'); gc.set_threshold(700, 10, 10); "
+        "rc = pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'no:randomly', '--fairness', "
+        "'--fairness-update']); print('GC', gc.get_freeze_count(), gc.get_threshold(), int(rc))"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True
     )
-    assert "GC 0 (700, 10, 10) 0" in out.stdout, out.stdout + out.stderr
+    assert "2 passed" in out.stdout, out.stdout
+    assert "GC 0 (700, 10, 10) 0" in out.stdout, out.stdout
 
 
 #: Modules a list-overlap audit with a JSON report never needs: the other kinds and their
