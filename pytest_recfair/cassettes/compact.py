@@ -40,7 +40,7 @@ def read_text(path: Path) -> str:
     if is_compact(path):
         # One member by zlib alone (gzip's copies input and output again and checks the CRC in
         # a pass of its own: a third slower); several members, padding, damage: gzip's errors.
-        unzip = zlib.decompressobj(31)
+        unzip, whole = zlib.decompressobj(31), b""
         with contextlib.suppress(zlib.error):
             whole = unzip.decompress(data)
         if unzip.eof and not unzip.unused_data:
