@@ -259,3 +259,26 @@ def test_the_cache_folder_is_not_an_old_per_test_layout(tmp_path: Path) -> None:
 def test_compact_suffix_constants() -> None:
     assert compact.plain_name(Path("a.json.gz")) == "a.json"
     assert compact.plain_name(Path("a.json")) == "a.json"
+
+
+@pytest.mark.parametrize("to_compact", [True, False])
+def test_a_conversion_stopped_before_removing_the_old_file_is_finished_by_the_next(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], to_compact: bool
+) -> None:
+    """Killed between the rename and the removal: both formats hold the same text, and the
+    next run removes the old one. Two different texts stay for the user to choose."""
+    record(tmp_path, "nolan", PROMPTS, not to_compact)
+    record(tmp_path, "lynch", PROMPTS[:3], not to_compact)
+    old = {p.name: compact.read_text(p) for p in compact.cassette_files(tmp_path)}
+    for name, text in old.items():  # what the stopped run left: the new file written
+        new = f"{name}.gz" if to_compact else compact.plain_name(tmp_path / name)
+        compact.write(tmp_path / new, text if name.startswith("nolan") else text + " ")
+    assert main(["cassettes", "compact" if to_compact else "expand", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert ("compacted" if to_compact else "expanded") + " 1 cassette(s)" in out
+    assert "lynch.json" in out
+    assert "exists too; delete one of them" in out
+    left = {p.name for p in compact.cassette_files(tmp_path)}
+    assert left == {"nolan.json.gz" if to_compact else "nolan.json", "lynch.json", "lynch.json.gz"}
+    new = tmp_path / ("nolan.json.gz" if to_compact else "nolan.json")
+    assert compact.read_text(new) == next(t for n, t in old.items() if n.startswith("nolan"))
