@@ -10,9 +10,13 @@ import io
 import json
 import os
 import re
+import select
 import shutil
+import signal
 import sys
 import tempfile
+import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import lru_cache
 from importlib import resources
@@ -285,3 +289,51 @@ def bulk_work() -> Iterator[None]:
             stack.callback(gc.set_threshold, *old)
             stack.callback(_FROZEN.pop)
         yield
+
+
+class Child:
+    """``work`` run in a forked copy of this process, its bytes read back: what a second
+    core adds to a long replay. Any failure of the child (an exception, a crash, no answer
+    by the deadline: killed) gives ``None``, and the caller does the work itself."""
+
+    def __init__(self, work: Callable[[], bytes]) -> None:
+        self._read, write = os.pipe()
+        with warnings.catch_warnings():  # 3.12+ warns of a fork beside threads; ours (a
+            warnings.simplefilter("ignore", DeprecationWarning)  # key's hash) are not used
+            self._pid = os.fork()
+        if self._pid == 0:  # the child: never returns, runs no exit handler, flushes nothing
+            code = 1
+            try:
+                os.close(self._read)
+                with os.fdopen(write, "wb") as out:
+                    out.write(work())
+                code = 0
+            finally:
+                os._exit(code)
+        os.close(write)
+
+    def result(self, timeout: float) -> bytes | None:
+        """The child's bytes (None: it failed, or had not answered within ``timeout`` s)."""
+        parts: list[bytes] = []
+        deadline = time.monotonic() + timeout
+        while (left := deadline - time.monotonic()) > 0:
+            if not select.select([self._read], [], [], left)[0]:
+                break
+            if not (part := os.read(self._read, 1 << 20)):  # the end: the child is exiting
+                return b"".join(parts) if self.stop(wait=True) == 0 else None
+            parts.append(part)
+        self.stop()
+        return None
+
+    def stop(self, *, wait: bool = False) -> int:
+        """The child's exit code, waited for (``wait``) or killed first if still running."""
+        pid, self._pid = self._pid, 0
+        if pid == 0:
+            return -1
+        os.close(self._read)
+        done, status = (0, 0) if wait else os.waitpid(pid, os.WNOHANG)
+        if done == 0:
+            if not wait:
+                os.kill(pid, signal.SIGKILL)
+            done, status = os.waitpid(pid, 0)
+        return os.waitstatus_to_exitcode(status)

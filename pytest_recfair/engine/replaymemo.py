@@ -16,6 +16,7 @@ from typing import Any, Final, cast
 import numpy as np
 
 from pytest_recfair.cassettes import cache, compact
+from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.engine.base import (
     AuditKind,
     AuditRequest,
@@ -76,13 +77,11 @@ def key(
     built: Callable[[], Iterable[Sequence[Any]]],
 ) -> StreamKey | None:
     """The cache key of streaming ``request``, or None when not served from this cache."""
-    store = request.cassettes
-    if store is None or request.shard is not None or cache.off() or not store.root.is_dir():
-        return None  # (no cassette folder: a replay misses, and no folder is created)
+    if cache.off() or (paths := exact_replay(request, entities)) is None:
+        return None
+    store = cast(CassetteStore, request.cassettes)
     judge = request.inputs.judge
     models = [_identity(request.recommender)] + ([] if judge is None else [_identity(judge)])
-    if None in models:
-        return None
     h = hashlib.blake2b(cache.code_version(), digest_size=20)
     inputs = request.inputs  # by content: what was read is in the key, not the folders
     candidates = sorted(inputs.candidates.items()) if inputs.candidates else None
@@ -97,12 +96,22 @@ def key(
         sorted(request.failed.items()),
     ):
         h.update(repr(part).encode("utf-8", "surrogatepass") + b"\0")
-    paths = [store.unread_path(entity.id) for entity in entities]
-    if None in paths:
-        return None
     h.update(prompts_digest(kind, built()))
     cache.use(store.root / cache.CACHE_DIR)
-    return StreamKey(h.digest(), cast(list[Path], paths), now=cache.warm())
+    return StreamKey(h.digest(), paths, now=cache.warm())
+
+
+def exact_replay(request: AuditRequest, entities: Sequence[Entity]) -> list[Path] | None:
+    """The entities' cassettes when the whole audit replays them as its only source of
+    replies (built-in providers; no shard, recording, pruning, imports, old layout), else
+    None: what makes a replay exact from a cache or in another process."""
+    store, judge = request.cassettes, request.inputs.judge
+    if store is None or request.shard is not None or not store.root.is_dir():
+        return None  # (no cassette folder: a replay misses, and no folder is created)
+    if _identity(request.recommender) is None or (judge is not None and _identity(judge) is None):
+        return None
+    paths = [store.unread_path(entity.id) for entity in entities]
+    return None if None in paths else cast(list[Path], paths)
 
 
 def _files_digest(paths: Sequence[Path], workers: int) -> bytes | None:

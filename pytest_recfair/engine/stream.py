@@ -5,28 +5,38 @@ are counted, never scored."""
 from __future__ import annotations
 
 import dataclasses
+import functools
+import marshal
+import os
+import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.engine import registry, replaymemo
 from pytest_recfair.engine.base import (
+    AuditInputs,
     AuditKind,
     AuditRequest,
+    Rebuild,
     Scorer,
     Sent,
+    shard_doc,
+    shard_of_doc,
     shard_share,
 )
 from pytest_recfair.errors import ConfigError, DataError, ProviderError, RecfairError
-from pytest_recfair.fileio import bulk_work
+from pytest_recfair.fileio import Child, bulk_work
 from pytest_recfair.gate import unanswered
 from pytest_recfair.prompts.grids import Grid, load_grid
 from pytest_recfair.prompts.seeds import Entity, seeds_digest, subsample
 from pytest_recfair.prompts.templates import persona_system, templates_digest
 from pytest_recfair.results import META_TYPES, AuditMeta, AuditResult
 from pytest_recfair.settings import AuditSettings
+from pytest_recfair.settings.values import Shard
 from pytest_recfair.vocab import PLUGIN_VERSION
 
 if TYPE_CHECKING:
@@ -68,7 +78,7 @@ def run(request: AuditRequest) -> Run:
             if getattr(kind, "entities", None) is None:
                 yield build(entities[:1])  # the entities' names are in the key
             else:  # each entity a question of its own
-                yield from (cases for _, cases in _chunks(request, entities, build))
+                yield from map(build, _chunks(request, entities, build))
 
         memo = replaymemo.key(request, kind, grid, entities, built)
         looked = memo.value() if memo is not None and memo.now else None
@@ -83,17 +93,8 @@ def run(request: AuditRequest) -> Run:
                 advance(len(sent.failed), sent.prompts - len(sent.failed), tokens, sent.cost)
         else:
             scorer = kind.scorer(s, [e.id for e in entities], build(entities[:1], False), inputs)
-            sent = Sent()
             kept = None if memo is None else replaymemo.Recorder(memo)
-            for chunk, cases in _chunks(request, entities, build):
-                ids = [e.id for e in chunk]
-                cases, outcome = follow_up(request, kind, cases, send(request, cases))
-                scorer.add(cases, outcome)
-                sent.add(cases, outcome)
-                if kept is not None:
-                    kept.chunk(request, ids, outcome)
-                if request.cassettes is not None:
-                    request.cassettes.release(request.test_id, ids)
+            scorer, sent = _stream(request, kind, entities, build, scorer, kept)
             saved = None if kept is None else kept.save(request, scorer, sent)
         meta = meta_of(request, kind, grid, entities, sent.models)
         return Run(entities, meta, scorer, sent, saved)
@@ -204,15 +205,163 @@ def _setup(request: AuditRequest, kind: AuditKind) -> tuple[list[Entity], Grid, 
     return entities, grid, build
 
 
-def _chunks(
-    request: AuditRequest, entities: list[Entity], build: Build
-) -> Iterator[tuple[list[Entity], list[Any]]]:
-    """This shard's entities a chunk at a time, with the cases the audit sends for them."""
+def _chunks(request: AuditRequest, entities: list[Entity], build: Build) -> list[list[Entity]]:
+    """This shard's entities in chunks (the cases of each built when it is sent)."""
     size = chunk_entities(request.settings, len(build(entities[:1], False)))
     selected = shard_share(entities, request.shard)
-    for start in range(0, len(selected), size):
-        chunk = selected[start : start + size]
-        yield chunk, build(chunk)
+    return [selected[start : start + size] for start in range(0, len(selected), size)]
+
+
+def _stream(
+    request: AuditRequest,
+    kind: AuditKind,
+    entities: list[Entity],
+    build: Build,
+    scorer: Scorer,
+    kept: replaymemo.Recorder | None,
+) -> tuple[Scorer, Sent]:
+    """Send and score the audit a chunk at a time; a long exact replay's second half in a
+    second process (``_in_two``), its scorer merged as a shard's: the same result."""
+    sent, step = Sent(), functools.partial(_step, kind, build, scorer, kept)
+    chunks = _chunks(request, entities, build)
+    cut = len(chunks)
+    if _in_two(request, entities, chunks):
+        if cut == 1:  # (only when asked for): the chunk in two
+            one, half = chunks[0], len(chunks[0]) // 2
+            chunks = [one[:half], one[half:]]
+        cut = len(chunks) - len(chunks) // 2
+    twin = _twin(request, step, scorer, kept, chunks[cut:]) if cut < len(chunks) else None
+    started, got = time.monotonic(), None
+    try:
+        for chunk in chunks[:cut]:
+            step(request, sent, chunk)
+        if twin is not None:  # it does the same work: long past that, it is stuck
+            got = twin.result(60 + 4 * (time.monotonic() - started))
+    finally:
+        if twin is not None:
+            twin.stop()
+
+    def rebuild() -> tuple[list[Any], AuditInputs]:  # what a pooled kind's merge scores
+        return build(entities), request.inputs
+
+    joined = None if got is None else _joined(request, kind, scorer, sent, kept, got, rebuild)
+    if joined is None:  # one process, or the second failed: its share done here
+        for chunk in chunks[cut:]:
+            step(request, sent, chunk)
+    return scorer if joined is None else joined, sent
+
+
+def _step(
+    kind: AuditKind,
+    build: Build,
+    scorer: Scorer,
+    kept: replaymemo.Recorder | None,
+    request: AuditRequest,
+    sent: Sent,
+    chunk: list[Entity],
+) -> None:
+    """Send and score one chunk; its cassettes released."""
+    ids = [e.id for e in chunk]
+    cases = build(chunk)
+    cases, outcome = follow_up(request, kind, cases, send(request, cases))
+    scorer.add(cases, outcome)
+    sent.add(cases, outcome)
+    if kept is not None:
+        kept.chunk(request, ids, outcome)
+    if request.cassettes is not None:
+        request.cassettes.release(request.test_id, ids)
+
+
+#: Chunks from which a replay is shared with a second process (fewer: the fork costs more).
+_TWO_FROM: Final = 4
+
+
+def _in_two(request: AuditRequest, entities: Sequence[Entity], chunks: Sequence[Any]) -> bool:
+    """Is the second half of this replay done in a second process? An exact replay (as the
+    content store's: no recording, pruning, imports, shard) of ``_TWO_FROM`` chunks or
+    more, on Linux with two free cores and not in an xdist worker (its cores are in use).
+    ``RECFAIR_PROCESSES=1``: never; ``=2``: from two entities on, whatever the machine (the
+    chunks are a memory bound only: the result is the same, cut anywhere)."""
+    want = os.environ.get("RECFAIR_PROCESSES", "")
+    if want not in ("", "1", "2"):
+        raise ConfigError(
+            f"RECFAIR_PROCESSES={want!r}: expected 1 (one process) or 2 (a long replay shared "
+            "with a second process); unset it for the default (2 where it pays)."
+        )
+    if want == "1" or len(entities) < 2 or sys.platform != "linux":
+        return False
+    if want == "" and (
+        len(chunks) < _TWO_FROM
+        or "PYTEST_XDIST_WORKER" in os.environ
+        or len(os.sched_getaffinity(0)) < 2
+    ):
+        return False
+    return replaymemo.exact_replay(request, entities) is not None
+
+
+def _twin(
+    request: AuditRequest,
+    step: Callable[[AuditRequest, Sent, list[Entity]], None],
+    scorer: Scorer,
+    kept: replaymemo.Recorder | None,
+    chunks: Sequence[list[Entity]],
+) -> Child:
+    """``chunks`` sent and scored in a forked process (its scorer the fork's copy of the
+    empty ``scorer``): its tally as a shard of two, each chunk's Sent, what it played."""
+
+    def work() -> bytes:
+        quiet = dataclasses.replace(request, live=None, progress=False)  # no second progress
+        sents = []
+        for chunk in chunks:
+            sents.append(Sent())
+            step(quiet, sents[-1], chunk)
+        doc = shard_doc(test_id=request.test_id, shard=Shard(2, 2), meta={}, packed=True,
+                        **scorer.payload(Sent()))  # fmt: skip
+        played = {} if kept is None else kept.played
+        return marshal.dumps(
+            (doc, [s.to_plain() for s in sents], played, kept is None or kept.clean)
+        )
+
+    return Child(work)
+
+
+def _joined(
+    request: AuditRequest,
+    kind: AuditKind,
+    scorer: Scorer,
+    sent: Sent,
+    kept: replaymemo.Recorder | None,
+    got: bytes,
+    rebuild: Rebuild,
+) -> Scorer | None:
+    """The scorer of both halves (None: the answer could not be read); the second half's
+    Sent added chunk by chunk as one process adds them (the same sums to the last bit), its
+    cassettes noted as played."""
+    mine = shard_doc(test_id=request.test_id, shard=Shard(1, 2), meta={}, packed=True,
+                     **scorer.payload(Sent()))  # fmt: skip
+    where = Path("<second process>")
+    try:  # nothing is changed before the answer is read whole
+        doc, plain, played, clean = marshal.loads(got)
+        parts = [shard_of_doc(mine, where), shard_of_doc(doc, where)]
+        merged = kind.merge(request.settings, parts, rebuild)
+        sents = [Sent.from_plain(p) for p in plain]
+    except (ValueError, TypeError, EOFError, KeyError, RecfairError):
+        return None
+    theirs = Sent()
+    for one in sents:
+        sent.absorb(one)
+        theirs.absorb(one)
+    advance = getattr(request.live, "advance_many", None)  # the pytest progress line
+    if advance is not None:
+        tokens = theirs.prompt_tokens + theirs.completion_tokens
+        advance(len(theirs.failed), theirs.prompts - len(theirs.failed), tokens, theirs.cost)
+    if kept is not None:
+        kept.played.update(played)
+        kept.clean = kept.clean and clean
+    if request.cassettes is not None:
+        for entity, (positions, last) in played.items():
+            request.cassettes.serve(entity, list(positions), last)
+    return merged.scorer
 
 
 def all_cases(kind: AuditKind, request: AuditRequest) -> list[Any]:
@@ -301,8 +450,8 @@ def record_batch(
     journals = root / ".batches"
     todo: list[Any] = []  # what replay would not find, a chunk of entities at a time
     entities, _, build = _setup(request, registry.kind_for(request.settings))
-    for chunk, cases in _chunks(request, entities, build):
-        for case in cases:
+    for chunk in _chunks(request, entities, build):
+        for case in build(chunk):
             built = recommender.build_request(case.system, case.prompt)
             key = (built.method, str(built.url), built.content, case.repeat)
             if store.lookup(test_id, case.entity_id, *key, case_id=case.id) is None:

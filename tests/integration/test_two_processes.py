@@ -1,0 +1,128 @@
+"""A long exact replay's second half in a second process (engine/stream.py ``_in_two``), on
+the bundled demo, every kind of audit (list overlap, item side, exposure, candidate
+position, role play with its judge): real ``pytest --fairness`` runs in subprocesses.
+
+``RECFAIR_PROCESSES=2`` shares every audit (the demo's are short), and the reports are
+those of one process; a second process that fails, crashes or answers garbage is replaced
+by the first doing its half: the same reports again. The content store kept by a shared
+first run serves the next run the same numbers."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+COUNTER = """
+import json, os, signal
+from pytest_recfair.engine import stream
+from pytest_recfair.fileio import Child
+
+SHARED = []
+_twin = stream._twin
+
+
+class Broken(Child):
+    def __init__(self, work):
+        how = os.environ.get("RECFAIR_TEST_CHILD", "")
+
+        def broken():
+            if how == "raises":
+                raise RuntimeError("the second process failed")
+            if how == "killed":
+                os.kill(os.getpid(), signal.SIGKILL)
+            got = work()
+            return got[: len(got) // 2] if how == "garbled" else got
+
+        super().__init__(broken)
+
+
+def twin(request, *args):
+    SHARED.append(request.test_id)
+    return _twin(request, *args)
+
+
+stream._twin, stream.Child = twin, Broken
+
+
+def pytest_sessionfinish(session):
+    with open(os.environ["RECFAIR_TEST_COUNTS"], "w") as fh:
+        json.dump(sorted(set(SHARED)), fh)
+"""
+
+
+def _run(pytester: pytest.Pytester, name: str, **env: str) -> tuple[Any, list[str]]:
+    report = pytester.path / f"{name}.json"
+    counts = pytester.path / f"{name}-counts.json"
+    env = {"RECFAIR_TEST_COUNTS": str(counts), "RECFAIR_CACHE": "off", **env}
+    old = {k: os.environ.get(k) for k in (*env, "PYTHONPATH")}
+    os.environ.update(env)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(pytester.path), old["PYTHONPATH"]) if p
+    )
+    try:
+        result = pytester.runpytest_subprocess(
+            "--fairness",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "-p",
+            "recfair_counter",
+            f"--fairness-report={report}",
+        )
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+    result.assert_outcomes(passed=10)
+    results = json.loads(report.read_text(encoding="utf-8"))["results"]
+    return results, json.loads(counts.read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def demo(pytester: pytest.Pytester) -> pytest.Pytester:
+    for folder in ("audits", "fixtures", "baselines"):
+        shutil.copytree(ROOT / folder, pytester.path / folder)
+    shutil.copy(ROOT / "pyproject.toml", pytester.path / "pyproject.toml")
+    (pytester.path / "recfair_counter.py").write_text(COUNTER)
+    shutil.rmtree(pytester.path / "fixtures" / "cassettes" / ".recfair_cache", True)
+    return pytester
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="a second process: Linux only")
+def test_every_kind_shared_with_a_second_process_gives_the_one_process_report(
+    demo: pytest.Pytester,
+) -> None:
+    one, none_shared = _run(demo, "one", RECFAIR_PROCESSES="1")
+    two, shared = _run(demo, "two", RECFAIR_PROCESSES="2")
+    assert none_shared == []
+    assert len(shared) == 10, shared  # every audit, every kind
+    assert two == one
+    for how in ("raises", "killed", "garbled"):  # the first process does the half itself
+        again, tried = _run(demo, how, RECFAIR_PROCESSES="2", RECFAIR_TEST_CHILD=how)
+        assert tried == shared
+        assert again == one, how
+    first, _ = _run(demo, "first", RECFAIR_PROCESSES="2", RECFAIR_CACHE="on")
+    served, none_again = _run(demo, "served", RECFAIR_PROCESSES="2", RECFAIR_CACHE="on")
+    assert none_again == []  # served whole from the content store
+    assert first == served == one
+
+
+def test_a_bad_recfair_processes_is_one_line_naming_it(demo: pytest.Pytester) -> None:
+    os.environ["RECFAIR_PROCESSES"] = "4"
+    try:
+        result = demo.runpytest_subprocess("--fairness", "-p", "no:cacheprovider", "audits")
+    finally:
+        del os.environ["RECFAIR_PROCESSES"]
+    assert result.ret != 0
+    result.stdout.fnmatch_lines(["*RECFAIR_PROCESSES='4': expected 1 (one process) or 2*"])
+    assert "Traceback" not in result.stdout.str()
