@@ -280,8 +280,8 @@ def _in_two(request: AuditRequest, entities: Sequence[Entity], chunks: Sequence[
     """Is the second half of this replay done in a second process? An exact replay (as the
     content store's: no recording, pruning, imports, shard) of ``_TWO_FROM`` chunks or
     more, on Linux with two free cores and not in an xdist worker (its cores are in use).
-    ``RECFAIR_PROCESSES=1``: never; ``=2``: from two entities on, whatever the machine (the
-    chunks are a memory bound only: the result is the same, cut anywhere)."""
+    ``RECFAIR_PROCESSES=1``: never; ``=2``: from two entities on, whatever the machine, but
+    not in xdist (the chunks are a memory bound only: the result is the same, cut anywhere)."""
     want = os.environ.get("RECFAIR_PROCESSES", "")
     if want not in ("", "1", "2"):
         raise ConfigError(
@@ -290,10 +290,8 @@ def _in_two(request: AuditRequest, entities: Sequence[Entity], chunks: Sequence[
         )
     if want == "1" or len(entities) < 2 or sys.platform != "linux":
         return False
-    if want == "" and (
-        len(chunks) < _TWO_FROM
-        or "PYTEST_XDIST_WORKER" in os.environ
-        or len(os.sched_getaffinity(0)) < 2
+    if "PYTEST_XDIST_WORKER" in os.environ or (
+        want == "" and (len(chunks) < _TWO_FROM or len(os.sched_getaffinity(0)) < 2)
     ):
         return False
     return replaymemo.exact_replay(request, entities) is not None

@@ -51,18 +51,21 @@ def twin(request, *args):
 stream._twin, stream.Child = twin, Broken
 
 
-def pytest_sessionfinish(session):
-    with open(os.environ["RECFAIR_TEST_COUNTS"], "w") as fh:
-        json.dump(sorted(set(SHARED)), fh)
+def pytest_sessionfinish(session):  # a line per process (xdist: the workers' and the main)
+    with open(os.environ["RECFAIR_TEST_COUNTS"], "a") as fh:
+        fh.write(json.dumps(SHARED) + "\\n")
 """
 
 
-def _run(pytester: pytest.Pytester, name: str, **env: str) -> tuple[Any, list[str]]:
+def _run(pytester: pytest.Pytester, name: str, *args: str, **env: str) -> tuple[Any, list[str]]:
     report = pytester.path / f"{name}.json"
     counts = pytester.path / f"{name}-counts.json"
     env = {"RECFAIR_TEST_COUNTS": str(counts), "RECFAIR_CACHE": "off", **env}
-    old = {k: os.environ.get(k) for k in (*env, "PYTHONPATH")}
+    xdist = [k for k in os.environ if k.startswith("PYTEST_XDIST_")]  # this suite's -n: not
+    old = {k: os.environ.get(k) for k in (*env, *xdist, "PYTHONPATH")}  # the inner run's
     os.environ.update(env)
+    for k in xdist:
+        del os.environ[k]
     os.environ["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(pytester.path), old["PYTHONPATH"]) if p
     )
@@ -76,6 +79,7 @@ def _run(pytester: pytest.Pytester, name: str, **env: str) -> tuple[Any, list[st
             "-p",
             "recfair_counter",
             f"--fairness-report={report}",
+            *args,
         )
     finally:
         for k, v in old.items():
@@ -85,7 +89,8 @@ def _run(pytester: pytest.Pytester, name: str, **env: str) -> tuple[Any, list[st
                 os.environ[k] = v
     result.assert_outcomes(passed=10)
     results = json.loads(report.read_text(encoding="utf-8"))["results"]
-    return results, json.loads(counts.read_text(encoding="utf-8"))
+    lines = counts.read_text(encoding="utf-8").splitlines()
+    return results, sorted(t for line in lines for t in json.loads(line))
 
 
 @pytest.fixture
@@ -111,6 +116,12 @@ def test_every_kind_shared_with_a_second_process_gives_the_one_process_report(
         again, tried = _run(demo, how, RECFAIR_PROCESSES="2", RECFAIR_TEST_CHILD=how)
         assert tried == shared
         assert again == one, how
+    default, by_default = _run(demo, "default")
+    assert by_default == []  # ~1,200 prompts an audit: a fork would cost more than it gives
+    assert default == one
+    workers, in_workers = _run(demo, "workers", "-n", "2", RECFAIR_PROCESSES="2")
+    assert in_workers == []  # an xdist worker's cores are in use
+    assert workers == one
     first, _ = _run(demo, "first", RECFAIR_PROCESSES="2", RECFAIR_CACHE="on")
     served, none_again = _run(demo, "served", RECFAIR_PROCESSES="2", RECFAIR_CACHE="on")
     assert none_again == []  # served whole from the content store
@@ -118,7 +129,7 @@ def test_every_kind_shared_with_a_second_process_gives_the_one_process_report(
 
 
 def test_a_bad_recfair_processes_is_one_line_naming_it(demo: pytest.Pytester) -> None:
-    os.environ["RECFAIR_PROCESSES"] = "4"
+    os.environ["RECFAIR_PROCESSES"] = "4"  # (checked in and out of xdist workers)
     try:
         result = demo.runpytest_subprocess("--fairness", "-p", "no:cacheprovider", "audits")
     finally:
