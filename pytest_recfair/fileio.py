@@ -316,13 +316,11 @@ class Child:
         """The child's bytes (None: it failed, or had not answered within ``timeout`` s)."""
         parts: list[bytes] = []
         deadline = time.monotonic() + timeout
-        while (left := deadline - time.monotonic()) > 0:
-            if not select.select([self._read], [], [], left)[0]:
-                break
+        while select.select([self._read], [], [], max(0.0, deadline - time.monotonic()))[0]:
             if not (part := os.read(self._read, 1 << 20)):  # the end: the child is exiting
                 return b"".join(parts) if self.stop(wait=True) == 0 else None
             parts.append(part)
-        self.stop()
+        self.stop()  # no answer in time: killed
         return None
 
     def stop(self, *, wait: bool = False) -> int:
@@ -331,9 +329,8 @@ class Child:
         if pid == 0:
             return -1
         os.close(self._read)
-        done, status = (0, 0) if wait else os.waitpid(pid, os.WNOHANG)
-        if done == 0:
-            if not wait:
-                os.kill(pid, signal.SIGKILL)
+        done, status = os.waitpid(pid, 0 if wait else os.WNOHANG)
+        if done == 0:  # still running
+            os.kill(pid, signal.SIGKILL)
             done, status = os.waitpid(pid, 0)
         return os.waitstatus_to_exitcode(status)

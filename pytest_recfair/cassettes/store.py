@@ -294,9 +294,10 @@ class CassetteStore:
             return None
         return [p for p, done in enumerate(tape.played) if done], tape.last
 
-    def serve(self, entity_id: str, positions: list[int], last: int) -> None:
-        """The entity's replies at ``positions`` were served from a cache: played."""
-        self._served[entity_id] = (positions, last)
+    def serve(self, played: Mapping[str, tuple[list[int], int]]) -> None:
+        """entity -> (positions, last): these replies were served elsewhere (the content
+        store, a second process) and count as played."""
+        self._served.update((e, (list(at), last)) for e, (at, last) in played.items())
 
     def record(
         self,

@@ -95,7 +95,7 @@ class Sent:
             self.cost = (self.cost or 0.0) + outcome.cost
         self.models.update(c.model for c in outcome.completions.values() if c.model)
 
-    def absorb(self, other: Sent) -> None:
+    def absorb(self, other: Sent) -> Sent:
         """``other``'s counts added, as ``add`` adds a chunk's (one chunk: the same bits)."""
         self.prompts += other.prompts
         self.failed += other.failed
@@ -104,23 +104,7 @@ class Sent:
         if other.cost is not None:
             self.cost = (self.cost or 0.0) + other.cost
         self.models |= other.models
-
-    def to_plain(self) -> tuple[Any, ...]:
-        failed = [(f.case_id, f.entity, f.group, f.error) for f in self.failed]
-        return (
-            self.prompts,
-            failed,
-            self.prompt_tokens,
-            self.completion_tokens,
-            self.cost,
-            sorted(self.models),
-        )
-
-    @classmethod
-    def from_plain(cls, plain: Sequence[Any]) -> Sent:
-        prompts, failed, prompt_tokens, completion_tokens, cost, models = plain
-        lost = [unanswered.FailedPrompt(*f) for f in failed]
-        return cls(prompts, lost, prompt_tokens, completion_tokens, cost, set(models))
+        return self
 
 
 class Scorer(Protocol):

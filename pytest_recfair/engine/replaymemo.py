@@ -205,10 +205,8 @@ def served(key: bytes, request: AuditRequest, kind: AuditKind, rebuild: Rebuild)
         merged = kind.merge(request.settings, [part], rebuild)
     except (RecfairError, ValueError, TypeError, KeyError, IndexError, AttributeError):
         return None  # another version's or a damaged entry: streamed, and kept anew
-    store = request.cassettes
-    if store is not None:
-        for entity, (positions, last) in played.items():
-            store.serve(entity, positions, last)
+    if request.cassettes is not None:
+        request.cassettes.serve(played)
     return merged
 
 

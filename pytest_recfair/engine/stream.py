@@ -4,10 +4,11 @@ are counted, never scored."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
-import marshal
 import os
+import pickle
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -21,9 +22,9 @@ from pytest_recfair.engine.base import (
     AuditInputs,
     AuditKind,
     AuditRequest,
-    Rebuild,
     Scorer,
     Sent,
+    ShardResult,
     shard_doc,
     shard_of_doc,
     shard_share,
@@ -87,10 +88,7 @@ def run(request: AuditRequest) -> Run:
             hit = replaymemo.served(looked, request, kind, lambda: (build(entities), inputs))
         if hit is not None:
             sent, scorer, saved = hit.sent, hit.scorer, looked
-            advance = getattr(request.live, "advance_many", None)  # the pytest progress line
-            if advance is not None:
-                tokens = sent.prompt_tokens + sent.completion_tokens
-                advance(len(sent.failed), sent.prompts - len(sent.failed), tokens, sent.cost)
+            _progress(request, sent)
         else:
             scorer = kind.scorer(s, [e.id for e in entities], build(entities[:1], False), inputs)
             kept = None if memo is None else replaymemo.Recorder(memo)
@@ -221,16 +219,36 @@ def _stream(
     kept: replaymemo.Recorder | None,
 ) -> tuple[Scorer, Sent]:
     """Send and score the audit a chunk at a time; a long exact replay's second half in a
-    second process (``_in_two``), its scorer merged as a shard's: the same result."""
-    sent, step = Sent(), functools.partial(_step, kind, build, scorer, kept)
+    forked process (``_in_two``), whose scorer merges as a shard's: the same result."""
+    sent = Sent()
+
+    def step(request: AuditRequest, sent: Sent, chunk: list[Entity]) -> None:
+        ids = [e.id for e in chunk]
+        cases = build(chunk)
+        cases, outcome = follow_up(request, kind, cases, send(request, cases))
+        scorer.add(cases, outcome)
+        sent.add(cases, outcome)
+        if kept is not None:
+            kept.chunk(request, ids, outcome)
+        if request.cassettes is not None:
+            request.cassettes.release(request.test_id, ids)
+
     chunks = _chunks(request, entities, build)
     cut = len(chunks)
     if _in_two(request, entities, chunks):
         if cut == 1:  # (only when asked for): the chunk in two
-            one, half = chunks[0], len(chunks[0]) // 2
-            chunks = [one[:half], one[half:]]
+            chunks = [chunks[0][: len(entities) // 2], chunks[0][len(entities) // 2 :]]
         cut = len(chunks) - len(chunks) // 2
-    twin = _twin(request, step, scorer, kept, chunks[cut:]) if cut < len(chunks) else None
+
+    def half() -> bytes:  # in the fork, on its copy of the empty scorer; no progress line
+        quiet = dataclasses.replace(request, live=None, progress=False)
+        sents = [Sent() for _ in chunks[cut:]]  # each chunk's: added as one process adds them
+        for chunk, one in zip(chunks[cut:], sents, strict=True):
+            step(quiet, one, chunk)
+        played = None if kept is None else (kept.played, kept.clean)
+        return pickle.dumps((_shard(request, scorer, 2), sents, played))
+
+    twin = Child(half) if cut < len(chunks) else None
     started, got = time.monotonic(), None
     try:
         for chunk in chunks[:cut]:
@@ -244,32 +262,23 @@ def _stream(
     def rebuild() -> tuple[list[Any], AuditInputs]:  # what a pooled kind's merge scores
         return build(entities), request.inputs
 
-    joined = None if got is None else _joined(request, kind, scorer, sent, kept, got, rebuild)
-    if joined is None:  # one process, or the second failed: its share done here
+    merged = None
+    with contextlib.suppress(Exception):  # any fault (the same result): that half done here
+        if got is not None:  # read whole before anything changes
+            part, sents, played = pickle.loads(got)
+            both = [_shard(request, scorer, 1), part]
+            merged = kind.merge(request.settings, both, rebuild).scorer
+    if merged is None:
         for chunk in chunks[cut:]:
             step(request, sent, chunk)
-    return scorer if joined is None else joined, sent
-
-
-def _step(
-    kind: AuditKind,
-    build: Build,
-    scorer: Scorer,
-    kept: replaymemo.Recorder | None,
-    request: AuditRequest,
-    sent: Sent,
-    chunk: list[Entity],
-) -> None:
-    """Send and score one chunk; its cassettes released."""
-    ids = [e.id for e in chunk]
-    cases = build(chunk)
-    cases, outcome = follow_up(request, kind, cases, send(request, cases))
-    scorer.add(cases, outcome)
-    sent.add(cases, outcome)
-    if kept is not None:
-        kept.chunk(request, ids, outcome)
-    if request.cassettes is not None:
-        request.cassettes.release(request.test_id, ids)
+        return scorer, sent
+    _progress(request, functools.reduce(Sent.absorb, sents, Sent()))
+    functools.reduce(Sent.absorb, sents, sent)  # chunk by chunk: the same sums to the last bit
+    if kept is not None and played is not None and request.cassettes is not None:
+        kept.played.update(played[0])
+        kept.clean = kept.clean and played[1]
+        request.cassettes.serve(played[0])
+    return merged, sent
 
 
 #: Chunks from which a replay is shared with a second process (fewer: the fork costs more).
@@ -278,10 +287,9 @@ _TWO_FROM: Final = 4
 
 def _in_two(request: AuditRequest, entities: Sequence[Entity], chunks: Sequence[Any]) -> bool:
     """Is the second half of this replay done in a second process? An exact replay (as the
-    content store's: no recording, pruning, imports, shard) of ``_TWO_FROM`` chunks or
-    more, on Linux with two free cores and not in an xdist worker (its cores are in use).
-    ``RECFAIR_PROCESSES=1``: never; ``=2``: from two entities on, whatever the machine, but
-    not in xdist (the chunks are a memory bound only: the result is the same, cut anywhere)."""
+    store's) of ``_TWO_FROM`` chunks or more, on Linux with two free cores, not in xdist
+    (its cores are in use). ``RECFAIR_PROCESSES=1``: never; ``=2``: from two entities on,
+    outside xdist (the chunks are a memory bound only: the same result, cut anywhere)."""
     want = os.environ.get("RECFAIR_PROCESSES", "")
     if want not in ("", "1", "2"):
         raise ConfigError(
@@ -297,69 +305,18 @@ def _in_two(request: AuditRequest, entities: Sequence[Entity], chunks: Sequence[
     return replaymemo.exact_replay(request, entities) is not None
 
 
-def _twin(
-    request: AuditRequest,
-    step: Callable[[AuditRequest, Sent, list[Entity]], None],
-    scorer: Scorer,
-    kept: replaymemo.Recorder | None,
-    chunks: Sequence[list[Entity]],
-) -> Child:
-    """``chunks`` sent and scored in a forked process (its scorer the fork's copy of the
-    empty ``scorer``): its tally as a shard of two, each chunk's Sent, what it played."""
-
-    def work() -> bytes:
-        quiet = dataclasses.replace(request, live=None, progress=False)  # no second progress
-        sents = []
-        for chunk in chunks:
-            sents.append(Sent())
-            step(quiet, sents[-1], chunk)
-        doc = shard_doc(test_id=request.test_id, shard=Shard(2, 2), meta={}, packed=True,
-                        **scorer.payload(Sent()))  # fmt: skip
-        played = {} if kept is None else kept.played
-        return marshal.dumps(
-            (doc, [s.to_plain() for s in sents], played, kept is None or kept.clean)
-        )
-
-    return Child(work)
+def _shard(request: AuditRequest, scorer: Scorer, index: int) -> ShardResult:
+    doc = shard_doc(test_id=request.test_id, shard=Shard(index, 2), meta={}, packed=True,
+                    **scorer.payload(Sent()))  # fmt: skip
+    return shard_of_doc(doc, Path("<second process>"))
 
 
-def _joined(
-    request: AuditRequest,
-    kind: AuditKind,
-    scorer: Scorer,
-    sent: Sent,
-    kept: replaymemo.Recorder | None,
-    got: bytes,
-    rebuild: Rebuild,
-) -> Scorer | None:
-    """The scorer of both halves (None: the answer could not be read); the second half's
-    Sent added chunk by chunk as one process adds them (the same sums to the last bit), its
-    cassettes noted as played."""
-    mine = shard_doc(test_id=request.test_id, shard=Shard(1, 2), meta={}, packed=True,
-                     **scorer.payload(Sent()))  # fmt: skip
-    where = Path("<second process>")
-    try:  # nothing is changed before the answer is read whole
-        doc, plain, played, clean = marshal.loads(got)
-        parts = [shard_of_doc(mine, where), shard_of_doc(doc, where)]
-        merged = kind.merge(request.settings, parts, rebuild)
-        sents = [Sent.from_plain(p) for p in plain]
-    except (ValueError, TypeError, EOFError, KeyError, RecfairError):
-        return None
-    theirs = Sent()
-    for one in sents:
-        sent.absorb(one)
-        theirs.absorb(one)
-    advance = getattr(request.live, "advance_many", None)  # the pytest progress line
+def _progress(request: AuditRequest, sent: Sent) -> None:
+    """Prompts counted at once on the pytest progress line (served, or another process's)."""
+    advance = getattr(request.live, "advance_many", None)
     if advance is not None:
-        tokens = theirs.prompt_tokens + theirs.completion_tokens
-        advance(len(theirs.failed), theirs.prompts - len(theirs.failed), tokens, theirs.cost)
-    if kept is not None:
-        kept.played.update(played)
-        kept.clean = kept.clean and clean
-    if request.cassettes is not None:
-        for entity, (positions, last) in played.items():
-            request.cassettes.serve(entity, list(positions), last)
-    return merged.scorer
+        tokens = sent.prompt_tokens + sent.completion_tokens
+        advance(len(sent.failed), sent.prompts - len(sent.failed), tokens, sent.cost)
 
 
 def all_cases(kind: AuditKind, request: AuditRequest) -> list[Any]:

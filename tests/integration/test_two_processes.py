@@ -9,6 +9,7 @@ first run serves the next run the same numbers."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import shutil
@@ -20,12 +21,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 COUNTER = """
-import json, os, signal
+import collections, json, os, signal
 from pytest_recfair.engine import stream
 from pytest_recfair.fileio import Child
 
-SHARED = []
-_twin = stream._twin
+FORKED, SENT = [], collections.Counter()  # this process's: a forked child's stay in it
+_send = stream.send
 
 
 class Broken(Child):
@@ -40,24 +41,29 @@ class Broken(Child):
             got = work()
             return got[: len(got) // 2] if how == "garbled" else got
 
+        FORKED.append(1)
         super().__init__(broken)
 
 
-def twin(request, *args):
-    SHARED.append(request.test_id)
-    return _twin(request, *args)
+def send(request, cases):
+    SENT[request.test_id] += len(cases)
+    return _send(request, cases)
 
 
-stream._twin, stream.Child = twin, Broken
+stream.send, stream.Child = send, Broken
 
 
 def pytest_sessionfinish(session):  # a line per process (xdist: the workers' and the main)
     with open(os.environ["RECFAIR_TEST_COUNTS"], "a") as fh:
-        fh.write(json.dumps(SHARED) + "\\n")
+        fh.write(json.dumps([len(FORKED), SENT]) + "\\n")
 """
 
 
-def _run(pytester: pytest.Pytester, name: str, *args: str, **env: str) -> tuple[Any, list[str]]:
+def _run(
+    pytester: pytest.Pytester, name: str, *args: str, **env: str
+) -> tuple[Any, int, dict[str, int]]:
+    """The run's results, how many second processes it started, prompts each audit sent
+    from the pytest process(es)."""
     report = pytester.path / f"{name}.json"
     counts = pytester.path / f"{name}-counts.json"
     env = {"RECFAIR_TEST_COUNTS": str(counts), "RECFAIR_CACHE": "off", **env}
@@ -89,8 +95,11 @@ def _run(pytester: pytest.Pytester, name: str, *args: str, **env: str) -> tuple[
                 os.environ[k] = v
     result.assert_outcomes(passed=10)
     results = json.loads(report.read_text(encoding="utf-8"))["results"]
-    lines = counts.read_text(encoding="utf-8").splitlines()
-    return results, sorted(t for line in lines for t in json.loads(line))
+    forked, sent = 0, collections.Counter[str]()
+    for line in counts.read_text(encoding="utf-8").splitlines():
+        n, by_test = json.loads(line)
+        forked, sent = forked + n, sent + collections.Counter(by_test)
+    return results, forked, dict(sent)
 
 
 @pytest.fixture
@@ -107,24 +116,27 @@ def demo(pytester: pytest.Pytester) -> pytest.Pytester:
 def test_every_kind_shared_with_a_second_process_gives_the_one_process_report(
     demo: pytest.Pytester,
 ) -> None:
-    one, none_shared = _run(demo, "one", RECFAIR_PROCESSES="1")
-    two, shared = _run(demo, "two", RECFAIR_PROCESSES="2")
-    assert none_shared == []
-    assert len(shared) == 10, shared  # every audit, every kind
+    one, forked, alone = _run(demo, "one", RECFAIR_PROCESSES="1")
+    assert (forked, len(alone)) == (0, 10)
+    two, forked, sent = _run(demo, "two", RECFAIR_PROCESSES="2")
+    assert forked == 10  # every audit, every kind
+    assert sent.keys() == alone.keys()
+    assert all(0 < sent[t] < alone[t] for t in alone), (sent, alone)  # half sent elsewhere
     assert two == one
     for how in ("raises", "killed", "garbled"):  # the first process does the half itself
-        again, tried = _run(demo, how, RECFAIR_PROCESSES="2", RECFAIR_TEST_CHILD=how)
-        assert tried == shared
+        again, forked, sent = _run(demo, how, RECFAIR_PROCESSES="2", RECFAIR_TEST_CHILD=how)
+        assert (forked, sent) == (10, alone), how
         assert again == one, how
-    default, by_default = _run(demo, "default")
-    assert by_default == []  # ~1,200 prompts an audit: a fork would cost more than it gives
+    default, forked, sent = _run(demo, "default")
+    assert (forked, sent) == (0, alone)  # ~1,200 prompts an audit: a fork costs more
     assert default == one
-    workers, in_workers = _run(demo, "workers", "-n", "2", RECFAIR_PROCESSES="2")
-    assert in_workers == []  # an xdist worker's cores are in use
+    workers, forked, sent = _run(demo, "workers", "-n", "2", RECFAIR_PROCESSES="2")
+    assert (forked, sent) == (0, alone)  # an xdist worker's cores are in use
     assert workers == one
-    first, _ = _run(demo, "first", RECFAIR_PROCESSES="2", RECFAIR_CACHE="on")
-    served, none_again = _run(demo, "served", RECFAIR_PROCESSES="2", RECFAIR_CACHE="on")
-    assert none_again == []  # served whole from the content store
+    first, forked, _ = _run(demo, "first", RECFAIR_PROCESSES="2", RECFAIR_CACHE="on")
+    served, _, sent = _run(demo, "served", RECFAIR_PROCESSES="2", RECFAIR_CACHE="on")
+    assert forked == 10
+    assert sent == {}  # served whole from the content store the shared run filled
     assert first == served == one
 
 
