@@ -99,19 +99,10 @@ def gate_outcome(
     return GateOutcome.of((*measured.failures, *own, *incompatible), measured.notes, measured.drift)
 
 
-def gate_result(
-    settings: AuditSettings,
-    result: AuditResult,
-    baseline: AuditResult | None,
-    problem: str | None = None,
-) -> AuditResult:
-    """``result`` with its :func:`gate_outcome`."""
-    return replace(result, gate=gate_outcome(settings, result, baseline, problem))
-
-
 def run_audit(request: AuditRequest, baseline: AuditResult | None = None) -> AuditResult:
     """Audit and gate against ``baseline`` (the standalone API)."""
-    return gate_result(request.settings, stream.measure(request), baseline)
+    result = stream.measure(request)
+    return replace(result, gate=gate_outcome(request.settings, result, baseline))
 
 
 #: The note of a run stored past its max_unusable by --fairness-update-force.

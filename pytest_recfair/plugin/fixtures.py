@@ -377,10 +377,11 @@ def conclude(
 ) -> tuple[BaselineCheck, AuditResult, TestRecord]:
     """Compare with the baseline and gate: the comparison, the gated result, and the
     record shipped to the controller (even if the test body fails before judging)."""
-    from pytest_recfair.engine.verdict import TestRecord, check_baseline, gate_result
+    from pytest_recfair.engine.verdict import TestRecord, check_baseline, gate_outcome
 
     comparison = check_baseline(s, result, state)
-    result = gate_result(s, result, comparison.baseline, comparison.problem)
+    gate = gate_outcome(s, result, comparison.baseline, comparison.problem)
+    result = dataclasses.replace(result, gate=gate)
     record = TestRecord(result, comparison.baseline, model_slot=slot)
     return comparison, result, record
 

@@ -19,7 +19,7 @@ from pytest_recfair.engine.verdict import (
     RunCollector,
     TestRecord,
     check_baseline,
-    gate_result,
+    gate_outcome,
     judge,
     load_baseline,
     run_audit,
@@ -114,7 +114,8 @@ def test_thresholds_reach_the_gate() -> None:
 
 def _judge(settings: AuditSettings, result: AuditResult, state: BaselineState) -> Any:
     comparison = check_baseline(settings, result, state)
-    gated = gate_result(settings, result, comparison.baseline, comparison.problem)
+    gate = gate_outcome(settings, result, comparison.baseline, comparison.problem)
+    gated = replace(result, gate=gate)
     return judge(settings, gated, comparison, "t::x")
 
 

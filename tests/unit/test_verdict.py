@@ -29,6 +29,10 @@ def _settings(**marker: object) -> AuditSettings:
     return resolve(marker={"attr": "religion", **marker}, ini={"recfair_n_resamples": "200"})
 
 
+def _gated(s: AuditSettings, result: AuditResult, baseline: AuditResult | None) -> AuditResult:
+    return replace(result, gate=verdict.gate_outcome(s, result, baseline))
+
+
 def _missing(tmp_path: Path) -> verdict.BaselineCheck:
     state = verdict.load_baseline(tmp_path, TEST_ID)
     return verdict.BaselineCheck(state, None)
@@ -47,7 +51,6 @@ def test_gate_outcome_joins_thresholds_and_incompatibility() -> None:
     outcome = verdict.gate_outcome(s, result, None, "other grid")
     assert [f.kind for f in outcome.failures] == ["threshold", "incompatible"]
     assert not outcome.passed
-    assert verdict.gate_result(s, result, None, "other grid").gate == outcome
 
 
 def test_gate_outcome_checks_compatibility_itself() -> None:
@@ -61,7 +64,7 @@ def test_gate_outcome_checks_compatibility_itself() -> None:
 
 def test_missing_baseline_with_crossed_limits_says_both(tmp_path: Path) -> None:
     s = _settings(max_snsr=0.0001)
-    gated = verdict.gate_result(s, audit(bias={"Islamic": 0.4}), None)
+    gated = _gated(s, audit(bias={"Islamic": 0.4}), None)
     assert gated.gate is not None
     v = verdict.judge(s, gated, _missing(tmp_path), TEST_ID)
     assert not v.passed
@@ -76,7 +79,7 @@ def test_missing_baseline_with_crossed_limits_says_both(tmp_path: Path) -> None:
 
 def test_body_failure_is_composed_with_the_other_parts(tmp_path: Path) -> None:
     s = _settings()
-    gated = verdict.gate_result(s, audit(), None)
+    gated = _gated(s, audit(), None)
     v = verdict.judge(s, gated, _missing(tmp_path), TEST_ID)
     failed = verdict.body_failed(v, "AssertionError: no")
     assert failed.result.gate is not None
@@ -89,7 +92,7 @@ def test_body_failure_is_composed_with_the_other_parts(tmp_path: Path) -> None:
 
 def test_body_failure_alone_is_its_error() -> None:
     s = resolve(marker={"attr": "religion"}, cli={"fairness_update": True})
-    gated = verdict.gate_result(s, audit(), None)
+    gated = _gated(s, audit(), None)
     state = verdict.BaselineState(Path("b.json"))
     v = verdict.judge(s, gated, verdict.BaselineCheck(state, None), TEST_ID)
     assert v.passed
@@ -116,7 +119,7 @@ def test_forced_update_turns_max_unusable_into_one_note() -> None:
         marker={"attr": "religion", "max_unusable": 0.01},
         cli={"fairness_update": True, "fairness_update_force": True},
     )
-    gated = verdict.gate_result(s, _unusable(), None)
+    gated = _gated(s, _unusable(), None)
     assert gated.gate is not None
     assert [f.statistic for f in gated.gate.failures] == ["unusable"]
     state = verdict.BaselineState(Path("b.json"))
