@@ -8,7 +8,9 @@ import csv
 import gc
 import io
 import json
+import logging
 import os
+import pickle
 import re
 import select
 import shutil
@@ -292,45 +294,81 @@ def bulk_work() -> Iterator[None]:
 
 
 class Child:
-    """``work`` run in a forked copy of this process, its bytes read back: what a second
-    core adds to a long replay. Any failure of the child (an exception, a crash, no answer
-    by the deadline: killed) gives ``None``, and the caller does the work itself."""
+    """``work`` run in a forked copy of this process, its value (pickled), warnings and log
+    records read back: what a second core adds to a long replay. Any failure of the fork or
+    the child (an exception, a crash, no answer by the deadline: killed) gives ``None``, and
+    the caller does the work itself."""
 
-    def __init__(self, work: Callable[[], bytes]) -> None:
-        self._read, write = os.pipe()
-        with warnings.catch_warnings():  # 3.12+ warns of a fork beside threads; ours (a
-            warnings.simplefilter("ignore", DeprecationWarning)  # key's hash) are not used
-            self._pid = os.fork()
-        if self._pid == 0:  # the child: never returns, runs no exit handler, flushes nothing
+    def __init__(self, work: Callable[[], Any]) -> None:
+        self._pid, self._read = 0, -1
+        self._notes: tuple[list[tuple[str, type[Warning], str, int]], list[logging.LogRecord]]
+        self._notes = ([], [])
+        write = -1
+        try:
+            self._read, write = os.pipe()
+            with warnings.catch_warnings():  # 3.12+ warns of a fork beside threads (ours:
+                warnings.simplefilter("ignore", DeprecationWarning)  # none the child uses)
+                self._pid = os.fork()
+        except OSError:  # no pipe or process to spare
+            self.stop()
+            if write >= 0:
+                os.close(write)
+            return
+        if self._pid == 0:  # the child: runs no exit handler, flushes nothing
             code = 1
             try:
                 os.close(self._read)
+                import logging.handlers  # (here: only a child needs it)
+
+                logging.getLogger().addHandler(kept := logging.handlers.BufferingHandler(2**62))
+                with warnings.catch_warnings(record=True) as warned:  # under the same filters
+                    value = work()
+                said = [(str(w.message), w.category, w.filename, w.lineno) for w in warned]
+                for r in kept.buffer:  # as text: their arguments may not pickle
+                    r.msg, r.args, r.exc_info = r.getMessage(), None, None
                 with os.fdopen(write, "wb") as out:
-                    out.write(work())
+                    pickle.dump((value, (said, kept.buffer)), out, pickle.HIGHEST_PROTOCOL)
                 code = 0
             finally:
                 os._exit(code)
         os.close(write)
 
-    def result(self, timeout: float) -> bytes | None:
-        """The child's bytes (None: it failed, or had not answered within ``timeout`` s)."""
+    def result(self, timeout: float) -> Any:
+        """The child's value (None: it failed, or had not answered within ``timeout`` s)."""
         parts: list[bytes] = []
-        deadline = time.monotonic() + timeout
-        while select.select([self._read], [], [], max(0.0, deadline - time.monotonic()))[0]:
-            if not (part := os.read(self._read, 1 << 20)):  # the end: the child is exiting
-                return b"".join(parts) if self.stop(wait=True) == 0 else None
-            parts.append(part)
+        deadline, poll = time.monotonic() + timeout, select.poll()  # (select: fd < 1024 only)
+        if self._pid:
+            poll.register(self._read, select.POLLIN)
+        while self._pid and poll.poll(max(0.0, deadline - time.monotonic()) * 1000):
+            if part := os.read(self._read, 1 << 20):
+                parts.append(part)
+                continue
+            if self.stop(wait=True) == 0:  # the end: the child exits
+                with contextlib.suppress(Exception):  # (unreadable: None)
+                    value, self._notes = pickle.loads(b"".join(parts))
+                    return value
+            return None
         self.stop()  # no answer in time: killed
         return None
+
+    def replay(self) -> None:
+        """The child's warnings and log records, raised and handled here."""
+        for message, category, filename, lineno in self._notes[0]:
+            warnings.warn_explicit(message, category, filename, lineno)
+        for record in self._notes[1]:
+            logging.getLogger(record.name).handle(record)
 
     def stop(self, *, wait: bool = False) -> int:
         """The child's exit code, waited for (``wait``) or killed first if still running."""
         pid, self._pid = self._pid, 0
-        if pid == 0:
-            return -1
-        os.close(self._read)
-        done, status = os.waitpid(pid, 0 if wait else os.WNOHANG)
-        if done == 0:  # still running
-            os.kill(pid, signal.SIGKILL)
-            done, status = os.waitpid(pid, 0)
-        return os.waitstatus_to_exitcode(status)
+        if self._read >= 0:
+            os.close(self._read)
+            self._read = -1
+        with contextlib.suppress(ChildProcessError):  # (SIGCHLD ignored: reaped already)
+            if pid > 0:
+                done, status = os.waitpid(pid, 0 if wait else os.WNOHANG)
+                if done == 0:  # still running
+                    os.kill(pid, signal.SIGKILL)
+                    done, status = os.waitpid(pid, 0)
+                return os.waitstatus_to_exitcode(status)
+        return -1

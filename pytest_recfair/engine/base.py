@@ -117,6 +117,12 @@ class Scorer(Protocol):
 
     def payload(self, sent: Sent) -> dict[str, Any]: ...  # ``shard_doc`` keywords
 
+    # its state as plain objects (a second process's half: pickled) and such a part of
+    # later chunks added as ``add`` would have added them
+    def part(self) -> Any: ...
+
+    def absorb(self, part: Any) -> None: ...
+
 
 @dataclass(frozen=True)
 class Merged:
@@ -312,9 +318,18 @@ class PooledScorer:
         self.errors: dict[str, str] = {}
 
     def add(self, cases: Sequence[Any], outcome: RunOutcome) -> None:
+        self.absorb((cases, outcome.completions, outcome.errors))
+
+    def part(self) -> tuple[list[Any], dict[str, Completion], dict[str, str]]:
+        return self.cases, self.completions, self.errors
+
+    def absorb(
+        self, part: tuple[Sequence[Any], Mapping[str, Completion], Mapping[str, str]]
+    ) -> None:
+        cases, completions, errors = part  # (unpacked first: a bad part changes nothing)
         self.cases.extend(cases)
-        self.completions.update(outcome.completions)
-        self.errors.update(outcome.errors)
+        self.completions.update(completions)
+        self.errors.update(errors)
 
     def scored(self) -> Scored:
         return self._score(self.cases, self.completions)

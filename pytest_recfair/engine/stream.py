@@ -8,7 +8,6 @@ import contextlib
 import dataclasses
 import functools
 import os
-import pickle
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -19,14 +18,10 @@ from typing import TYPE_CHECKING, Any, Final
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.engine import registry, replaymemo
 from pytest_recfair.engine.base import (
-    AuditInputs,
     AuditKind,
     AuditRequest,
     Scorer,
     Sent,
-    ShardResult,
-    shard_doc,
-    shard_of_doc,
     shard_share,
 )
 from pytest_recfair.errors import ConfigError, DataError, ProviderError, RecfairError
@@ -37,7 +32,6 @@ from pytest_recfair.prompts.seeds import Entity, seeds_digest, subsample
 from pytest_recfair.prompts.templates import persona_system, templates_digest
 from pytest_recfair.results import META_TYPES, AuditMeta, AuditResult
 from pytest_recfair.settings import AuditSettings
-from pytest_recfair.settings.values import Shard
 from pytest_recfair.vocab import PLUGIN_VERSION
 
 if TYPE_CHECKING:
@@ -240,13 +234,12 @@ def _stream(
             chunks = [chunks[0][: len(entities) // 2], chunks[0][len(entities) // 2 :]]
         cut = len(chunks) - len(chunks) // 2
 
-    def half() -> bytes:  # in the fork, on its copy of the empty scorer; no progress line
+    def half() -> Any:  # in the fork, on its copy of the empty scorer; no progress line
         quiet = dataclasses.replace(request, live=None, progress=False)
         sents = [Sent() for _ in chunks[cut:]]  # each chunk's: added as one process adds them
         for chunk, one in zip(chunks[cut:], sents, strict=True):
             step(quiet, one, chunk)
-        played = None if kept is None else (kept.played, kept.clean)
-        return pickle.dumps((_shard(request, scorer, 2), sents, played))
+        return scorer.part(), sents, None if kept is None else (kept.played, kept.clean)
 
     twin = Child(half) if cut < len(chunks) else None
     started, got = time.monotonic(), None
@@ -258,27 +251,19 @@ def _stream(
     finally:
         if twin is not None:
             twin.stop()
-
-    def rebuild() -> tuple[list[Any], AuditInputs]:  # what a pooled kind's merge scores
-        return build(entities), request.inputs
-
-    merged = None
-    with contextlib.suppress(Exception):  # any fault (the same result): that half done here
-        if got is not None:  # read whole before anything changes
-            part, sents, played = pickle.loads(got)
-            both = [_shard(request, scorer, 1), part]
-            merged = kind.merge(request.settings, both, rebuild).scorer
-    if merged is None:
-        for chunk in chunks[cut:]:
+    if twin is None or got is None or not _absorbed(scorer, got[0]):
+        for chunk in chunks[cut:]:  # one process, or the second failed: its half done here
             step(request, sent, chunk)
         return scorer, sent
-    _progress(request, functools.reduce(Sent.absorb, sents, Sent()))
+    _, sents, played = got
     functools.reduce(Sent.absorb, sents, sent)  # chunk by chunk: the same sums to the last bit
+    twin.replay()  # its warnings and log records, here
+    _progress(request, functools.reduce(Sent.absorb, sents, Sent()))
     if kept is not None and played is not None and request.cassettes is not None:
         kept.played.update(played[0])
         kept.clean = kept.clean and played[1]
         request.cassettes.serve(played[0])
-    return merged, sent
+    return scorer, sent
 
 
 #: Chunks from which a replay is shared with a second process (fewer: the fork costs more).
@@ -305,10 +290,12 @@ def _in_two(request: AuditRequest, entities: Sequence[Entity], chunks: Sequence[
     return replaymemo.exact_replay(request, entities) is not None
 
 
-def _shard(request: AuditRequest, scorer: Scorer, index: int) -> ShardResult:
-    doc = shard_doc(test_id=request.test_id, shard=Shard(index, 2), meta={}, packed=True,
-                    **scorer.payload(Sent()))  # fmt: skip
-    return shard_of_doc(doc, Path("<second process>"))
+def _absorbed(scorer: Scorer, part: Any) -> bool:
+    """The second half's scores absorbed (contiguous halves: as one process adds them)?"""
+    with contextlib.suppress(Exception):  # any fault: nothing changed (a merge is atomic)
+        scorer.absorb(part)
+        return True
+    return False
 
 
 def _progress(request: AuditRequest, sent: Sent) -> None:

@@ -75,6 +75,12 @@ class OverlapScorer:
         evidence = overlap_evidence.entries(self.tally, attributes)
         return Scored(attributes, self.tally.merges, extras, evidence=evidence)
 
+    def part(self) -> Tally:
+        return self.tally
+
+    def absorb(self, part: Tally) -> None:
+        self.tally = merge([self.tally, part])  # fixed-point sums: as if added here
+
     def payload(self, sent: Sent) -> dict[str, Any]:
         counted = {"cases": sent.prompts, "failed": [dataclasses.asdict(f) for f in sent.failed]}
         return {"tally": self.tally, "failures": counted}
