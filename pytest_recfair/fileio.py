@@ -295,24 +295,18 @@ def bulk_work() -> Iterator[None]:
 
 class Child:
     """``work`` run in a forked copy of this process, its value (pickled), warnings and log
-    records read back: what a second core adds to a long replay. Any failure of the fork or
-    the child (an exception, a crash, no answer by the deadline: killed) gives ``None``, and
-    the caller does the work itself."""
+    records read back: a second core for a long replay. Any failure of the fork or the child
+    (an exception, a crash, no answer by the deadline: killed) gives ``None``."""
 
     def __init__(self, work: Callable[[], Any]) -> None:
-        self._pid, self._read = 0, -1
-        self._notes: tuple[list[tuple[str, type[Warning], str, int]], list[logging.LogRecord]]
-        self._notes = ([], [])
-        write = -1
+        self._pid, (self._read, write) = 0, os.pipe()
         try:
-            self._read, write = os.pipe()
             with warnings.catch_warnings():  # 3.12+ warns of a fork beside threads (ours:
                 warnings.simplefilter("ignore", DeprecationWarning)  # none the child uses)
                 self._pid = os.fork()
-        except OSError:  # no pipe or process to spare
+        except OSError:  # no process to spare
+            os.close(write)
             self.stop()
-            if write >= 0:
-                os.close(write)
             return
         if self._pid == 0:  # the child: runs no exit handler, flushes nothing
             code = 1
@@ -327,36 +321,35 @@ class Child:
                 for r in kept.buffer:  # as text: their arguments may not pickle
                     r.msg, r.args, r.exc_info = r.getMessage(), None, None
                 with os.fdopen(write, "wb") as out:
-                    pickle.dump((value, (said, kept.buffer)), out, pickle.HIGHEST_PROTOCOL)
+                    pickle.dump((value, said, kept.buffer), out, pickle.HIGHEST_PROTOCOL)
                 code = 0
             finally:
                 os._exit(code)
         os.close(write)
 
     def result(self, timeout: float) -> Any:
-        """The child's value (None: it failed, or had not answered within ``timeout`` s)."""
-        parts: list[bytes] = []
+        """The child's value, its warnings and log records raised and handled here (None: it
+        failed, or had not answered within ``timeout`` s)."""
+        parts, got = [], None
         deadline, poll = time.monotonic() + timeout, select.poll()  # (select: fd < 1024 only)
-        if self._pid:
-            poll.register(self._read, select.POLLIN)
+        poll.register(self._read if self._pid else 0, select.POLLIN)
         while self._pid and poll.poll(max(0.0, deadline - time.monotonic()) * 1000):
             if part := os.read(self._read, 1 << 20):
                 parts.append(part)
                 continue
             if self.stop(wait=True) == 0:  # the end: the child exits
                 with contextlib.suppress(Exception):  # (unreadable: None)
-                    value, self._notes = pickle.loads(b"".join(parts))
-                    return value
-            return None
+                    got = pickle.loads(b"".join(parts))
+            break
         self.stop()  # no answer in time: killed
-        return None
-
-    def replay(self) -> None:
-        """The child's warnings and log records, raised and handled here."""
-        for message, category, filename, lineno in self._notes[0]:
+        if got is None:
+            return None
+        value, said, records = got
+        for message, category, filename, lineno in said:
             warnings.warn_explicit(message, category, filename, lineno)
-        for record in self._notes[1]:
+        for record in records:
             logging.getLogger(record.name).handle(record)
+        return value
 
     def stop(self, *, wait: bool = False) -> int:
         """The child's exit code, waited for (``wait``) or killed first if still running."""
@@ -365,10 +358,7 @@ class Child:
             os.close(self._read)
             self._read = -1
         with contextlib.suppress(ChildProcessError):  # (SIGCHLD ignored: reaped already)
-            if pid > 0:
-                done, status = os.waitpid(pid, 0 if wait else os.WNOHANG)
-                if done == 0:  # still running
-                    os.kill(pid, signal.SIGKILL)
-                    done, status = os.waitpid(pid, 0)
-                return os.waitstatus_to_exitcode(status)
+            if pid > 0 and not wait:
+                os.kill(pid, signal.SIGKILL)  # (an exited child's status stays its own)
+            return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) if pid > 0 else -1
         return -1

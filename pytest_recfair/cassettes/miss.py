@@ -12,12 +12,7 @@ from pathlib import Path
 from typing import Any, Final, Literal, cast
 
 from pytest_recfair.errors import CassetteError
-from pytest_recfair.vocab import (
-    ENTITIES_OPTION,
-    PLAN_OPTION,
-    RECORD_OPTION,
-    RecordMode,
-)
+from pytest_recfair.vocab import ENTITIES_OPTION, PLAN_OPTION, RECORD_OPTION, RecordMode
 
 
 class CassetteNote(UserWarning):

@@ -23,12 +23,7 @@ from pytest_recfair.cassettes.compact import (
     plain_name,
     write,
 )
-from pytest_recfair.cassettes.miss import (
-    MODE_POLICIES,
-    CassetteMiss,
-    ModePolicy,
-    prompt_of,
-)
+from pytest_recfair.cassettes.miss import MODE_POLICIES, CassetteMiss, ModePolicy, prompt_of
 from pytest_recfair.cassettes.vcrfile import (
     TEST_HEADER,
     Key,
@@ -52,12 +47,7 @@ from pytest_recfair.cassettes.vcrfile import (
     vcr_files,
 )
 from pytest_recfair.errors import CassetteError, ConfigError
-from pytest_recfair.secrets import (
-    FILTERED,
-    MIN_CASSETTE_SECRET_CHARS,
-    forms,
-    is_secret_value,
-)
+from pytest_recfair.secrets import FILTERED, MIN_CASSETTE_SECRET_CHARS, forms, is_secret_value
 from pytest_recfair.vocab import RECORD_MODES, RECORD_OPTION, RecordMode
 
 #: (case id, key, reply) of one recorded interaction.
@@ -295,16 +285,11 @@ class CassetteStore:
         return [p for p, done in enumerate(tape.played) if done], tape.last
 
     def serve(self, played: Mapping[str, tuple[list[int], int]]) -> None:
-        """entity -> (positions, last): these replies were served elsewhere (the content
-        store, a second process) and count as played."""
+        """entity -> (positions, last): replies served elsewhere (a cache, another process)."""
         self._served.update((e, (list(at), last)) for e, (at, last) in played.items())
 
     def record(
-        self,
-        test_id: str,
-        entity_id: str,
-        request: RecordedRequest,
-        response: RecordedResponse,
+        self, test_id: str, entity_id: str, request: RecordedRequest, response: RecordedResponse
     ) -> None:
         """Keep one interaction (headers and query scrubbed now) for the next ``flush``;
         only a valid (2xx) reply: an error is not model output, and would replay forever."""

@@ -85,18 +85,16 @@ class Sent:
     models: set[str] = field(default_factory=set)
 
     def add(self, cases: Sequence[Any], outcome: RunOutcome) -> None:
-        self.prompts += len(cases)
-        if outcome.errors:
-            lost = [c for c in cases if c.id in outcome.errors]
-            self.failed += unanswered.summarize(lost, outcome.errors).failed
-        self.prompt_tokens += outcome.usage.prompt_tokens
-        self.completion_tokens += outcome.usage.completion_tokens
-        if outcome.cost is not None:  # the runner's figure (None without prices)
-            self.cost = (self.cost or 0.0) + outcome.cost
-        self.models.update(c.model for c in outcome.completions.values() if c.model)
+        lost = [c for c in cases if c.id in outcome.errors] if outcome.errors else []
+        failed = list(unanswered.summarize(lost, outcome.errors).failed) if lost else []
+        u, models = outcome.usage, {c.model for c in outcome.completions.values() if c.model}
+        self.absorb(
+            Sent(len(cases), failed, u.prompt_tokens, u.completion_tokens, outcome.cost, models)
+        )
 
     def absorb(self, other: Sent) -> Sent:
-        """``other``'s counts added, as ``add`` adds a chunk's (one chunk: the same bits)."""
+        """``other``'s counts added (a chunk's, or another process's chunk's: the same bits;
+        the cost is the runner's figure, None without prices)."""
         self.prompts += other.prompts
         self.failed += other.failed
         self.prompt_tokens += other.prompt_tokens
@@ -117,8 +115,7 @@ class Scorer(Protocol):
 
     def payload(self, sent: Sent) -> dict[str, Any]: ...  # ``shard_doc`` keywords
 
-    # its state as plain objects (a second process's half: pickled) and such a part of
-    # later chunks added as ``add`` would have added them
+    # its state (a second process's half, pickled); such a part added as ``add`` adds chunks
     def part(self) -> Any: ...
 
     def absorb(self, part: Any) -> None: ...

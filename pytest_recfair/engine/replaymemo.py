@@ -80,8 +80,7 @@ def key(
     if cache.off() or (paths := exact_replay(request, entities)) is None:
         return None
     store = cast(CassetteStore, request.cassettes)
-    judge = request.inputs.judge
-    models = [_identity(request.recommender)] + ([] if judge is None else [_identity(judge)])
+    models = [_identity(p) for p in (request.recommender, request.inputs.judge) if p is not None]
     h = hashlib.blake2b(cache.code_version(), digest_size=20)
     inputs = request.inputs  # by content: what was read is in the key, not the folders
     candidates = sorted(inputs.candidates.items()) if inputs.candidates else None
@@ -102,9 +101,8 @@ def key(
 
 
 def exact_replay(request: AuditRequest, entities: Sequence[Entity]) -> list[Path] | None:
-    """The entities' cassettes when the whole audit replays them as its only source of
-    replies (built-in providers; no shard, recording, pruning, imports, old layout), else
-    None: what makes a replay exact from a cache or in another process."""
+    """The entities' cassettes when the audit replays only them (built-in providers; no shard,
+    recording, pruning, imports, old layout): exact from a cache or in another process."""
     store, judge = request.cassettes, request.inputs.judge
     if store is None or request.shard is not None or not store.root.is_dir():
         return None  # (no cassette folder: a replay misses, and no folder is created)

@@ -4,7 +4,6 @@ are counted, never scored."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import os
@@ -17,13 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pytest_recfair.cassettes.store import CassetteStore
 from pytest_recfair.engine import registry, replaymemo
-from pytest_recfair.engine.base import (
-    AuditKind,
-    AuditRequest,
-    Scorer,
-    Sent,
-    shard_share,
-)
+from pytest_recfair.engine.base import AuditKind, AuditRequest, Scorer, Sent, shard_share
 from pytest_recfair.errors import ConfigError, DataError, ProviderError, RecfairError
 from pytest_recfair.fileio import Child, bulk_work
 from pytest_recfair.gate import unanswered
@@ -213,7 +206,7 @@ def _stream(
     kept: replaymemo.Recorder | None,
 ) -> tuple[Scorer, Sent]:
     """Send and score the audit a chunk at a time; a long exact replay's second half in a
-    forked process (``_in_two``), whose scorer merges as a shard's: the same result."""
+    forked process (``_in_two``), whose scores this scorer absorbs: the same result."""
     sent = Sent()
 
     def step(request: AuditRequest, sent: Sent, chunk: list[Entity]) -> None:
@@ -228,11 +221,7 @@ def _stream(
             request.cassettes.release(request.test_id, ids)
 
     chunks = _chunks(request, entities, build)
-    cut = len(chunks)
-    if _in_two(request, entities, chunks):
-        if cut == 1:  # (only when asked for): the chunk in two
-            chunks = [chunks[0][: len(entities) // 2], chunks[0][len(entities) // 2 :]]
-        cut = len(chunks) - len(chunks) // 2
+    cut = len(chunks) - (len(chunks) // 2 if _in_two(request, entities, chunks) else 0)
 
     def half() -> Any:  # in the fork, on its copy of the empty scorer; no progress line
         quiet = dataclasses.replace(request, live=None, progress=False)
@@ -251,13 +240,13 @@ def _stream(
     finally:
         if twin is not None:
             twin.stop()
-    if twin is None or got is None or not _absorbed(scorer, got[0]):
-        for chunk in chunks[cut:]:  # one process, or the second failed: its half done here
+    if twin is None or got is None:  # one process, or the second failed: its half done here
+        for chunk in chunks[cut:]:
             step(request, sent, chunk)
         return scorer, sent
-    _, sents, played = got
+    part, sents, played = got
+    scorer.absorb(part)  # contiguous halves: what one process adds, in its order
     functools.reduce(Sent.absorb, sents, sent)  # chunk by chunk: the same sums to the last bit
-    twin.replay()  # its warnings and log records, here
     _progress(request, functools.reduce(Sent.absorb, sents, Sent()))
     if kept is not None and played is not None and request.cassettes is not None:
         kept.played.update(played[0])
@@ -273,29 +262,17 @@ _TWO_FROM: Final = 4
 def _in_two(request: AuditRequest, entities: Sequence[Entity], chunks: Sequence[Any]) -> bool:
     """Is the second half of this replay done in a second process? An exact replay (as the
     store's) of ``_TWO_FROM`` chunks or more, on Linux with two free cores, not in xdist
-    (its cores are in use). ``RECFAIR_PROCESSES=1``: never; ``=2``: from two entities on,
-    outside xdist (the chunks are a memory bound only: the same result, cut anywhere)."""
-    want = os.environ.get("RECFAIR_PROCESSES", "")
-    if want not in ("", "1", "2"):
+    (its cores are in use); ``RECFAIR_PROCESSES=1``: never."""
+    if (want := os.environ.get("RECFAIR_PROCESSES", "")) not in ("", "1"):
         raise ConfigError(
-            f"RECFAIR_PROCESSES={want!r}: expected 1 (one process) or 2 (a long replay shared "
-            "with a second process); unset it for the default (2 where it pays)."
+            f"RECFAIR_PROCESSES={want!r}: expected 1 (every replay in one process), or unset "
+            "(a long replay shares its second half with a second process where it pays)."
         )
-    if want == "1" or len(entities) < 2 or sys.platform != "linux":
+    if want or len(chunks) < _TWO_FROM or "PYTEST_XDIST_WORKER" in os.environ:
         return False
-    if "PYTEST_XDIST_WORKER" in os.environ or (
-        want == "" and (len(chunks) < _TWO_FROM or len(os.sched_getaffinity(0)) < 2)
-    ):
+    if sys.platform != "linux" or len(os.sched_getaffinity(0)) < 2:
         return False
     return replaymemo.exact_replay(request, entities) is not None
-
-
-def _absorbed(scorer: Scorer, part: Any) -> bool:
-    """The second half's scores absorbed (contiguous halves: as one process adds them)?"""
-    with contextlib.suppress(Exception):  # any fault: nothing changed (a merge is atomic)
-        scorer.absorb(part)
-        return True
-    return False
 
 
 def _progress(request: AuditRequest, sent: Sent) -> None:

@@ -21,12 +21,7 @@ from pytest_recfair.fileio import staged_folder
 from pytest_recfair.importer.published import read_csv, write_files
 from pytest_recfair.importer.run import completion, new_folder, pytest_ini, record
 from pytest_recfair.metrics.roleplay import why_outcome
-from pytest_recfair.prompts.roles import (
-    ATTRIBUTE_ALIASES,
-    ATTRIBUTES,
-    JUDGE_REPEATS,
-    load_roles,
-)
+from pytest_recfair.prompts.roles import ATTRIBUTE_ALIASES, ATTRIBUTES, JUDGE_REPEATS, load_roles
 
 ROUNDS = 3
 JUDGE = "biaslens-judge"

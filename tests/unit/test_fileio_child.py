@@ -129,7 +129,7 @@ def test_a_pipe_past_fd_1024_is_read() -> None:
             os.close(fd)
 
 
-def test_the_childs_warnings_and_log_records_are_replayed_here(
+def test_the_childs_warnings_and_log_records_are_raised_and_handled_here(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     def work() -> str:
@@ -139,10 +139,9 @@ def test_the_childs_warnings_and_log_records_are_replayed_here(
 
     caplog.set_level(logging.INFO)
     child = Child(work)
-    assert child.result(60) == "done"
-    assert not caplog.records  # nothing until the caller takes the result in
+    assert not caplog.records
     with pytest.warns(UserWarning, match="a note from the child"):
-        child.replay()
+        assert child.result(60) == "done"
     assert [(r.name, r.getMessage()) for r in caplog.records] == [
         ("pytest_recfair.test", "merged 3 titles")
     ]
