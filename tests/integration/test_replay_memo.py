@@ -9,12 +9,13 @@ numbers of a run without any cache; a changed cassette is never served stale."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.support.plugin import run_demo_counted
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,32 +49,8 @@ def pytest_sessionfinish(session):
 
 
 def _run(pytester: pytest.Pytester, name: str, **env: str) -> tuple[Any, dict[str, Any]]:
-    report = pytester.path / f"{name}.json"
-    counts = pytester.path / f"{name}-counts.json"
-    old = {k: os.environ.get(k) for k in (*env, "RECFAIR_TEST_COUNTS", "PYTHONPATH")}
-    os.environ.update(env)
-    os.environ["RECFAIR_TEST_COUNTS"] = str(counts)
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(pytester.path), old["PYTHONPATH"]) if p
-    )
-    try:
-        result = pytester.runpytest_subprocess(
-            "--fairness",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-            "-p",
-            "recfair_counter",
-            f"--fairness-report={report}",
-        )
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    result.assert_outcomes(passed=10)
+    report, counts = pytester.path / f"{name}.json", pytester.path / f"{name}-counts.json"
+    run_demo_counted(pytester, report, RECFAIR_TEST_COUNTS=str(counts), **env)
     return json.loads(report.read_text(encoding="utf-8"))["results"], json.loads(
         counts.read_text(encoding="utf-8")
     )

@@ -19,6 +19,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.plugin import run_demo_counted
+
 ROOT = Path(__file__).resolve().parents[2]
 
 COUNTER = """
@@ -68,36 +70,9 @@ def _run(
 ) -> tuple[Any, int, dict[str, int]]:
     """The run's results, how many second processes it started, prompts each audit sent
     from the pytest process(es)."""
-    report = pytester.path / f"{name}.json"
-    counts = pytester.path / f"{name}-counts.json"
+    report, counts = pytester.path / f"{name}.json", pytester.path / f"{name}-counts.json"
     env = {"RECFAIR_TEST_COUNTS": str(counts), "RECFAIR_CACHE": "off", **env}
-    xdist = [k for k in os.environ if k.startswith("PYTEST_XDIST_")]  # this suite's -n: not
-    old = {k: os.environ.get(k) for k in (*env, *xdist, "PYTHONPATH")}  # the inner run's
-    os.environ.update(env)
-    for k in xdist:
-        del os.environ[k]
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(pytester.path), old["PYTHONPATH"]) if p
-    )
-    try:
-        result = pytester.runpytest_subprocess(
-            "--fairness",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-            "-p",
-            "recfair_counter",
-            f"--fairness-report={report}",
-            *args,
-        )
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    result.assert_outcomes(passed=10)
+    run_demo_counted(pytester, report, *args, **env)
     results = json.loads(report.read_text(encoding="utf-8"))["results"]
     forked, sent = 0, collections.Counter[str]()
     for line in counts.read_text(encoding="utf-8").splitlines():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,23 @@ def assert_fields_absent(doc: dict[str, object], absent: frozenset[str], where: 
     assert isinstance(meta, dict), where
     found = sorted((set(meta) | set(doc)) & absent)
     assert not found, f"{where} ({meta.get('kind')}) carries {found}"
+
+
+def run_demo_counted(
+    pytester: pytest.Pytester, report: Path, *args: str, **env: str
+) -> pytest.RunResult:
+    """``pytest --fairness`` of the demo copied into ``pytester.path``, in a subprocess, with
+    its ``recfair_counter`` plugin module and ``env`` set (this suite's xdist variables
+    unset: the inner run is no worker); its ten audits passed."""
+    with pytest.MonkeyPatch.context() as mp:
+        for name in [k for k in os.environ if k.startswith("PYTEST_XDIST_")]:
+            mp.delenv(name)
+        for name, value in env.items():
+            mp.setenv(name, value)
+        mp.setenv("PYTHONPATH", str(pytester.path), prepend=os.pathsep)
+        result = pytester.runpytest_subprocess(
+            "--fairness", "-p", "no:cacheprovider", "-p", "no:randomly", "-p", "recfair_counter",
+            f"--fairness-report={report}", *args,
+        )  # fmt: skip
+    result.assert_outcomes(passed=10)
+    return result
