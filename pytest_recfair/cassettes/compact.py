@@ -131,14 +131,14 @@ def convert(root: Path, *, compact: bool) -> Conversion:
         if not (isinstance(data, dict) and isinstance(data.get("interactions"), list)):
             done.skipped.append(f"{path.name}: not a vcrpy cassette")
             continue
-        if target.exists() and not _holds(target, text):  # (the same text: a run stopped
-            done.skipped.append(f"{path.name}: {target.name} exists too; delete one of them")
-            continue  # between its rename and the old file's removal, finished here)
         if not target.exists():
             write(target, text)
-        if not _holds(target, text):  # pragma: no cover - a disk that lies
-            target.unlink(missing_ok=True)
-            raise CassetteError(f"{target} did not read back as written; {path} is kept.")
+            if not _holds(target, text):  # pragma: no cover - a disk that lies
+                target.unlink(missing_ok=True)
+                raise CassetteError(f"{target} did not read back as written; {path} is kept.")
+        elif not _holds(target, text):  # the same text: a run stopped between its rename
+            done.skipped.append(f"{path.name}: {target.name} exists too; delete one of them")
+            continue  # and the old file's removal, finished here
         done.before += path.stat().st_size
         done.after += target.stat().st_size
         path.unlink()
